@@ -1,0 +1,363 @@
+//! Configuration: every setting the sweeper reads, parsed and validated once at start-up.
+//!
+//! Settings come from environment variables (the Lambda) or from CLI flags of the same name
+//! (`TABLE_NAME` is `--table-name`). Both paths go through [`Config::from_lookup`], so they accept
+//! exactly the same values and fail with the same messages, which name the variable and list what
+//! it accepts.
+
+use std::fmt;
+
+use crate::window::MAX_WINDOW_SECONDS;
+
+/// How expired items are deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeleteMode {
+    /// `BatchWriteItem`, 25 keys a request: cheapest and fastest; trusts the index's view of the
+    /// ttl (an item whose ttl was extended a moment ago can still be deleted).
+    Batch,
+    /// `DeleteItem` with `attribute_exists(ttl) AND ttl < now`: the table, not the eventually
+    /// consistent index, has the last word, so an item whose ttl was extended or removed survives.
+    Conditional,
+}
+
+impl fmt::Display for DeleteMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DeleteMode::Batch => "batch",
+            DeleteMode::Conditional => "conditional",
+        })
+    }
+}
+
+/// A configuration value that is missing or not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A required setting was not given.
+    #[error("{var} is required (environment variable {var} or flag --{flag}): {expected}")]
+    Missing {
+        /// Environment variable name.
+        var: &'static str,
+        /// CLI flag name, without dashes.
+        flag: String,
+        /// What the setting is and what it accepts.
+        expected: &'static str,
+    },
+    /// A setting has a value outside what it accepts.
+    #[error("invalid {var}={value:?} (flag --{flag}): expected {expected}")]
+    Invalid {
+        /// Environment variable name.
+        var: &'static str,
+        /// CLI flag name, without dashes.
+        flag: String,
+        /// The value as given.
+        value: String,
+        /// What the setting accepts.
+        expected: &'static str,
+    },
+}
+
+/// Validated settings shared by the Lambda and the CLI.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Config {
+    /// Table to sweep (`TABLE_NAME`): a name or a table ARN.
+    pub table_name: String,
+    /// GSI keyed on (window, ttl) (`INDEX_NAME`).
+    pub index_name: String,
+    /// Number attribute holding the expiry, epoch seconds (`TTL_ATTRIBUTE`).
+    pub ttl_attribute: String,
+    /// String attribute holding the window key (`WINDOW_ATTRIBUTE`).
+    pub window_attribute: String,
+    /// Window width in seconds (`WINDOW_SECONDS`).
+    pub window_seconds: u32,
+    /// Windows before the current one that every sweep re-reads (`LOOKBACK_WINDOWS`).
+    pub lookback_windows: u32,
+    /// How to delete (`DELETE_MODE`).
+    pub delete_mode: DeleteMode,
+    /// Delete requests in flight at once (`MAX_CONCURRENCY`).
+    pub max_concurrency: usize,
+    /// Retries of one delete request after throttling or unprocessed keys (`MAX_RETRIES`).
+    pub max_retries: u32,
+}
+
+/// One setting: its environment variable, default and what it accepts.
+#[derive(Debug, Clone, Copy)]
+pub struct Setting {
+    /// Environment variable name; the CLI flag is its kebab-case form.
+    pub var: &'static str,
+    /// Default value, or `None` if required.
+    pub default: Option<&'static str>,
+    /// What the setting accepts, for error messages and `--help`.
+    pub expected: &'static str,
+}
+
+impl Setting {
+    /// The CLI flag for this setting, without the leading dashes.
+    pub fn flag(&self) -> String {
+        self.var.to_ascii_lowercase().replace('_', "-")
+    }
+}
+
+/// `TABLE_NAME`.
+pub const TABLE_NAME: Setting = Setting {
+    var: "TABLE_NAME",
+    default: None,
+    expected:
+        "a DynamoDB table name (3-255 characters: letters, digits, '_', '-', '.') or table ARN",
+};
+/// `INDEX_NAME`.
+pub const INDEX_NAME: Setting = Setting {
+    var: "INDEX_NAME",
+    default: Some("expirationWindowIndex"),
+    expected: "a GSI name (3-255 characters: letters, digits, '_', '-', '.')",
+};
+/// `TTL_ATTRIBUTE`.
+pub const TTL_ATTRIBUTE: Setting = Setting {
+    var: "TTL_ATTRIBUTE",
+    default: Some("ttl"),
+    expected: "a non-empty attribute name of at most 255 bytes",
+};
+/// `WINDOW_ATTRIBUTE`.
+pub const WINDOW_ATTRIBUTE: Setting = Setting {
+    var: "WINDOW_ATTRIBUTE",
+    default: Some("expirationWindow"),
+    expected: "a non-empty attribute name of at most 255 bytes",
+};
+/// `WINDOW_SECONDS`.
+pub const WINDOW_SECONDS: Setting = Setting {
+    var: "WINDOW_SECONDS",
+    default: Some("60"),
+    expected: "a whole number of seconds from 1 to 86400 (the width writers used; default 60)",
+};
+/// `LOOKBACK_WINDOWS`.
+pub const LOOKBACK_WINDOWS: Setting = Setting {
+    var: "LOOKBACK_WINDOWS",
+    default: Some("15"),
+    expected: "a whole number from 0 to 10000 (past windows re-read by every sweep; default 15)",
+};
+/// `DELETE_MODE`.
+pub const DELETE_MODE: Setting = Setting {
+    var: "DELETE_MODE",
+    default: Some("batch"),
+    expected: "`batch` or `conditional`",
+};
+/// `MAX_CONCURRENCY`.
+pub const MAX_CONCURRENCY: Setting = Setting {
+    var: "MAX_CONCURRENCY",
+    default: Some("8"),
+    expected: "a whole number from 1 to 256 (delete requests in flight; default 8)",
+};
+/// `MAX_RETRIES`.
+pub const MAX_RETRIES: Setting = Setting {
+    var: "MAX_RETRIES",
+    default: Some("8"),
+    expected: "a whole number from 0 to 30 (retries per delete request; default 8)",
+};
+
+/// Every setting, in documentation order.
+pub const SETTINGS: [Setting; 9] = [
+    TABLE_NAME,
+    INDEX_NAME,
+    TTL_ATTRIBUTE,
+    WINDOW_ATTRIBUTE,
+    WINDOW_SECONDS,
+    LOOKBACK_WINDOWS,
+    DELETE_MODE,
+    MAX_CONCURRENCY,
+    MAX_RETRIES,
+];
+
+impl Config {
+    /// Reads and validates every setting from the process environment.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_lookup(|var| std::env::var(var).ok())
+    }
+
+    /// Reads and validates every setting through `lookup`, which maps a variable name
+    /// (`TABLE_NAME`, ...) to its raw value. Empty values count as absent.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let get = |s: &Setting| -> Result<String, ConfigError> {
+            match lookup(s.var).filter(|v| !v.trim().is_empty()) {
+                Some(v) => Ok(v.trim().to_owned()),
+                None => s.default.map(str::to_owned).ok_or(ConfigError::Missing {
+                    var: s.var,
+                    flag: s.flag(),
+                    expected: s.expected,
+                }),
+            }
+        };
+        let invalid = |s: &Setting, value: &str| ConfigError::Invalid {
+            var: s.var,
+            flag: s.flag(),
+            value: value.to_owned(),
+            expected: s.expected,
+        };
+        let number = |s: &Setting, lo: u64, hi: u64| -> Result<u64, ConfigError> {
+            let raw = get(s)?;
+            raw.parse::<u64>()
+                .ok()
+                .filter(|n| (lo..=hi).contains(n))
+                .ok_or_else(|| invalid(s, &raw))
+        };
+        let name = |s: &Setting, allow_arn: bool| -> Result<String, ConfigError> {
+            let raw = get(s)?;
+            let ok = (allow_arn && raw.starts_with("arn:") && raw.contains(":table/"))
+                || ((3..=255).contains(&raw.len())
+                    && raw
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')));
+            if ok {
+                Ok(raw)
+            } else {
+                Err(invalid(s, &raw))
+            }
+        };
+        let attribute = |s: &Setting| -> Result<String, ConfigError> {
+            let raw = get(s)?;
+            if raw.len() <= 255 {
+                Ok(raw)
+            } else {
+                Err(invalid(s, &raw))
+            }
+        };
+
+        let delete_mode = {
+            let raw = get(&DELETE_MODE)?;
+            match raw.to_ascii_lowercase().as_str() {
+                "batch" => DeleteMode::Batch,
+                "conditional" => DeleteMode::Conditional,
+                _ => return Err(invalid(&DELETE_MODE, &raw)),
+            }
+        };
+        let config = Config {
+            table_name: name(&TABLE_NAME, true)?,
+            index_name: name(&INDEX_NAME, false)?,
+            ttl_attribute: attribute(&TTL_ATTRIBUTE)?,
+            window_attribute: attribute(&WINDOW_ATTRIBUTE)?,
+            window_seconds: number(&WINDOW_SECONDS, 1, u64::from(MAX_WINDOW_SECONDS))? as u32,
+            lookback_windows: number(&LOOKBACK_WINDOWS, 0, 10_000)? as u32,
+            delete_mode,
+            max_concurrency: number(&MAX_CONCURRENCY, 1, 256)? as usize,
+            max_retries: number(&MAX_RETRIES, 0, 30)? as u32,
+        };
+        if config.ttl_attribute == config.window_attribute {
+            return Err(ConfigError::Invalid {
+                var: WINDOW_ATTRIBUTE.var,
+                flag: WINDOW_ATTRIBUTE.flag(),
+                value: config.window_attribute,
+                expected: "an attribute different from TTL_ATTRIBUTE",
+            });
+        }
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_apply_when_only_the_table_is_given() {
+        let c = parse(&[("TABLE_NAME", "sessions")]).unwrap();
+        assert_eq!(c.table_name, "sessions");
+        assert_eq!(c.index_name, "expirationWindowIndex");
+        assert_eq!(c.ttl_attribute, "ttl");
+        assert_eq!(c.window_attribute, "expirationWindow");
+        assert_eq!(c.window_seconds, 60);
+        assert_eq!(c.lookback_windows, 15);
+        assert_eq!(c.delete_mode, DeleteMode::Batch);
+        assert_eq!(c.max_concurrency, 8);
+        assert_eq!(c.max_retries, 8);
+    }
+
+    #[test]
+    fn missing_table_names_the_variable_and_flag() {
+        let e = parse(&[]).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("TABLE_NAME") && msg.contains("--table-name"),
+            "{msg}"
+        );
+        // blank counts as missing
+        assert!(matches!(
+            parse(&[("TABLE_NAME", "  ")]),
+            Err(ConfigError::Missing {
+                var: "TABLE_NAME",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn invalid_values_name_the_variable_and_accepted_values() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("WINDOW_SECONDS", "0", "1 to 86400"),
+            ("WINDOW_SECONDS", "60s", "1 to 86400"),
+            ("WINDOW_SECONDS", "86401", "1 to 86400"),
+            ("WINDOW_SECONDS", "-60", "1 to 86400"),
+            ("LOOKBACK_WINDOWS", "10001", "0 to 10000"),
+            ("LOOKBACK_WINDOWS", "many", "0 to 10000"),
+            ("DELETE_MODE", "fast", "`batch` or `conditional`"),
+            ("MAX_CONCURRENCY", "0", "1 to 256"),
+            ("MAX_CONCURRENCY", "1000", "1 to 256"),
+            ("MAX_RETRIES", "31", "0 to 30"),
+            ("MAX_RETRIES", "2.5", "0 to 30"),
+            ("INDEX_NAME", "ix", "3-255 characters"),
+            ("INDEX_NAME", "bad name!", "3-255 characters"),
+            ("TABLE_NAME", "t", "3-255 characters"),
+        ];
+        for (var, value, expected) in cases {
+            let mut pairs = vec![("TABLE_NAME", "sessions")];
+            pairs.retain(|(k, _)| k != var);
+            pairs.push((var, value));
+            let err = parse(&pairs).unwrap_err();
+            let msg = err.to_string();
+            assert!(
+                matches!(err, ConfigError::Invalid { var: v, .. } if v == *var),
+                "{msg}"
+            );
+            assert!(msg.contains(var), "{msg}");
+            assert!(msg.contains(expected), "{var}={value}: {msg}");
+            assert!(msg.contains(&format!("--{}", var.to_ascii_lowercase().replace('_', "-"))));
+        }
+    }
+
+    #[test]
+    fn accepts_arns_case_insensitive_modes_and_limits() {
+        let c = parse(&[
+            (
+                "TABLE_NAME",
+                "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions",
+            ),
+            ("DELETE_MODE", "Conditional"),
+            ("WINDOW_SECONDS", "86400"),
+            ("LOOKBACK_WINDOWS", "0"),
+            ("MAX_CONCURRENCY", "256"),
+            ("MAX_RETRIES", "0"),
+        ])
+        .unwrap();
+        assert_eq!(c.delete_mode, DeleteMode::Conditional);
+        assert_eq!(c.window_seconds, 86_400);
+        assert_eq!(c.lookback_windows, 0);
+    }
+
+    #[test]
+    fn ttl_and_window_attributes_must_differ() {
+        let e = parse(&[
+            ("TABLE_NAME", "sessions"),
+            ("TTL_ATTRIBUTE", "exp"),
+            ("WINDOW_ATTRIBUTE", "exp"),
+        ])
+        .unwrap_err();
+        assert!(e.to_string().contains("WINDOW_ATTRIBUTE"), "{e}");
+    }
+}

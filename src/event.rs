@@ -1,0 +1,210 @@
+//! The Lambda's input: which instant to sweep as of.
+//!
+//! Accepted, and nothing else:
+//! - an EventBridge scheduled event (`{"source": "aws.events", "detail-type": "Scheduled Event",
+//!   "time": "...", ...}`): its `time`;
+//! - the published design's transformed input `{"time": "<RFC 3339>"}`: that time;
+//! - `{}` or `null`: now.
+//!
+//! A sweep must never run as of a time ahead of the real clock — that would delete items that have
+//! not expired — so [`sweep_instant`] clamps a future event time to the clock.
+
+use aws_lambda_events::eventbridge::EventBridgeEvent;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+/// How far ahead of the clock an event's time may be before it is reported as suspicious.
+pub const CLOCK_SKEW_TOLERANCE_SECS: i64 = 5;
+
+/// The Lambda input could not be understood; nothing was deleted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    /// The input is not one of the accepted shapes.
+    #[error(
+        "unsupported event {0}: expected an EventBridge scheduled event \
+         ({{\"source\":\"aws.events\",\"time\":...}}), {{\"time\":\"<RFC 3339>\"}}, or {{}}"
+    )]
+    Unsupported(String),
+    /// The shape is right but the time is not an RFC 3339 timestamp.
+    #[error("event time {0:?} is not an RFC 3339 timestamp (e.g. \"2022-07-19T20:55:00Z\")")]
+    BadTime(String),
+}
+
+/// What the event asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// Sweep as of this instant.
+    At(DateTime<Utc>),
+    /// Sweep as of the current time.
+    Now,
+}
+
+/// Parses the Lambda input.
+pub fn parse_event(value: &Value) -> Result<Trigger, EventError> {
+    let obj = match value {
+        Value::Null => return Ok(Trigger::Now),
+        Value::Object(obj) => obj,
+        other => return Err(EventError::Unsupported(summarize(other))),
+    };
+    if obj.is_empty() {
+        return Ok(Trigger::Now);
+    }
+    if obj.contains_key("source") {
+        let source = obj
+            .get("source")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if source != "aws.events" && source != "aws.scheduler" {
+            return Err(EventError::Unsupported(format!("from source {source:?}")));
+        }
+        let time = obj.get("time").cloned().unwrap_or(Value::Null);
+        let Some(time_text) = time.as_str() else {
+            return Err(EventError::Unsupported(
+                "from aws.events without a \"time\" string".into(),
+            ));
+        };
+        let event: EventBridgeEvent = serde_json::from_value(value.clone())
+            .map_err(|_| EventError::BadTime(time_text.to_owned()))?;
+        return event
+            .time
+            .map(Trigger::At)
+            .ok_or_else(|| EventError::BadTime(time_text.to_owned()));
+    }
+    if obj.len() == 1 {
+        if let Some(time) = obj.get("time") {
+            let Some(text) = time.as_str() else {
+                return Err(EventError::BadTime(time.to_string()));
+            };
+            return parse_time(text).map(Trigger::At);
+        }
+    }
+    Err(EventError::Unsupported(summarize(value)))
+}
+
+/// Parses an RFC 3339 timestamp.
+pub fn parse_time(text: &str) -> Result<DateTime<Utc>, EventError> {
+    DateTime::parse_from_rfc3339(text.trim())
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| EventError::BadTime(text.to_owned()))
+}
+
+/// The instant to sweep as of, in whole epoch seconds: the trigger's time, never later than the
+/// clock. Returns the instant and whether the event time had to be pulled back.
+pub fn sweep_instant(trigger: Trigger, clock: DateTime<Utc>) -> (i64, bool) {
+    let clock_secs = clock.timestamp();
+    match trigger {
+        Trigger::Now => (clock_secs, false),
+        Trigger::At(t) => {
+            let t = t.timestamp();
+            if t > clock_secs {
+                (clock_secs, t > clock_secs + CLOCK_SKEW_TOLERANCE_SECS)
+            } else {
+                (t, false)
+            }
+        }
+    }
+}
+
+fn summarize(value: &Value) -> String {
+    match value {
+        Value::Object(obj) => {
+            let keys: Vec<&str> = obj.keys().map(String::as_str).take(10).collect();
+            format!("with keys {keys:?}")
+        }
+        Value::Array(_) => "(an array)".into(),
+        Value::String(_) => "(a string)".into(),
+        Value::Number(_) => "(a number)".into(),
+        Value::Bool(_) => "(a boolean)".into(),
+        Value::Null => "(null)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        parse_time(s).unwrap()
+    }
+
+    #[test]
+    fn scheduled_event_fixture_gives_its_time() {
+        let v: Value =
+            serde_json::from_slice(include_bytes!("../tests/fixtures/scheduled-event.json"))
+                .unwrap();
+        assert_eq!(parse_event(&v), Ok(Trigger::At(t("2022-07-19T20:55:00Z"))));
+    }
+
+    #[test]
+    fn transformed_and_empty_inputs() {
+        assert_eq!(
+            parse_event(&json!({"time": "2022-07-19T20:55:00.000Z"})),
+            Ok(Trigger::At(t("2022-07-19T20:55:00Z")))
+        );
+        assert_eq!(parse_event(&json!({})), Ok(Trigger::Now));
+        assert_eq!(parse_event(&Value::Null), Ok(Trigger::Now));
+    }
+
+    #[test]
+    fn malformed_inputs_are_rejected_with_what_was_expected() {
+        let cases = [
+            json!([1, 2]),
+            json!("2022-07-19T20:55:00Z"),
+            json!(42),
+            json!({"foo": "bar"}),
+            json!({"time": "2022-07-19T20:55:00Z", "extra": 1}),
+            json!({"source": "aws.s3", "time": "2022-07-19T20:55:00Z"}),
+            json!({"source": "aws.events"}),
+        ];
+        for case in cases {
+            let err = parse_event(&case).unwrap_err();
+            assert!(matches!(err, EventError::Unsupported(_)), "{case}: {err}");
+            assert!(err.to_string().contains("expected"), "{err}");
+        }
+        for case in [
+            json!({"time": "yesterday"}),
+            json!({"time": 1658264100}),
+            json!({"time": "2022-13-45T99:00:00Z"}),
+            json!({"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}, "time": "soon"}),
+        ] {
+            assert!(
+                matches!(parse_event(&case), Err(EventError::BadTime(_))),
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn future_event_times_are_clamped_to_the_clock() {
+        let clock = t("2022-07-19T20:55:00Z");
+        let (at, warn) = sweep_instant(Trigger::At(t("2022-07-19T20:54:00Z")), clock);
+        assert_eq!((at, warn), (clock.timestamp() - 60, false));
+        let (at, warn) = sweep_instant(Trigger::At(t("2022-07-19T20:55:02Z")), clock);
+        assert_eq!((at, warn), (clock.timestamp(), false));
+        let (at, warn) = sweep_instant(Trigger::At(t("2099-01-01T00:00:00Z")), clock);
+        assert_eq!((at, warn), (clock.timestamp(), true));
+        assert_eq!(
+            sweep_instant(Trigger::Now, clock),
+            (clock.timestamp(), false)
+        );
+    }
+
+    proptest! {
+        /// Whatever the input, parsing never panics and never yields a sweep instant after the clock.
+        #[test]
+        fn arbitrary_json_never_sweeps_ahead_of_the_clock(
+            time in ".{0,30}",
+            key in "[a-z-]{1,12}",
+            clock in 0i64..4_000_000_000,
+        ) {
+            let clock = DateTime::<Utc>::from_timestamp(clock, 0).unwrap();
+            for v in [json!({"time": time}), json!({"source": "aws.events", "time": time}), json!({key.clone(): time})] {
+                if let Ok(trigger) = parse_event(&v) {
+                    prop_assert!(sweep_instant(trigger, clock).0 <= clock.timestamp());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! One Lambda invocation: parse the event, sweep as of its time (never later than the clock),
+//! stop before the invocation's deadline, log the summary and the EMF metrics, and return the
+//! report — or an error, so that the invocation counts as failed, when any key could not be deleted.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::event::{parse_event, sweep_instant, EventError};
+use crate::store::Store;
+use crate::sweep::{SweepReport, Sweeper};
+use crate::telemetry;
+
+/// Time kept free before the Lambda deadline to finish in-flight requests and report.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
+
+/// Why an invocation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    /// The input was not understood; nothing was swept.
+    #[error(transparent)]
+    Event(#[from] EventError),
+    /// The sweep ran but some keys could not be deleted or some windows could not be read.
+    #[error("sweep of {table} at {sweep_at}: {failed} item(s) failed, {errors} error(s): {first}")]
+    SweepFailed {
+        /// Table swept.
+        table: String,
+        /// Sweep instant.
+        sweep_at: String,
+        /// Items that failed.
+        failed: u64,
+        /// Errors recorded.
+        errors: usize,
+        /// The first error message, if any.
+        first: String,
+        /// The full report.
+        report: Box<SweepReport>,
+    },
+}
+
+impl HandlerError {
+    /// A stable error type for Lambda's error reporting.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            HandlerError::Event(_) => "InvalidEvent",
+            HandlerError::SweepFailed { .. } => "SweepFailed",
+        }
+    }
+}
+
+impl From<HandlerError> for lambda_runtime::Diagnostic {
+    fn from(e: HandlerError) -> Self {
+        lambda_runtime::Diagnostic {
+            error_type: e.error_type().to_owned(),
+            error_message: e.to_string(),
+        }
+    }
+}
+
+/// Handles one invocation. `clock` is the current time; `remaining` the time left before the
+/// invocation's deadline (`None`: no deadline).
+pub async fn handle<S: Store>(
+    sweeper: &Sweeper<S>,
+    event: &Value,
+    clock: DateTime<Utc>,
+    remaining: Option<Duration>,
+    namespace: &str,
+) -> Result<SweepReport, HandlerError> {
+    let trigger = parse_event(event).inspect_err(|e| {
+        tracing::error!(error = %e, "rejected the invocation's event; nothing swept");
+    })?;
+    let (now, clamped) = sweep_instant(trigger, clock);
+    if clamped {
+        tracing::warn!(?trigger, clock = %clock, "event time is ahead of the clock; sweeping as of the clock");
+    }
+    let deadline = remaining.map(|r| Instant::now() + r.saturating_sub(DEADLINE_MARGIN));
+    let report = sweeper.sweep(now, deadline).await;
+    telemetry::log_summary(&report);
+    println!(
+        "{}",
+        telemetry::emf_record(&report, namespace, clock.timestamp_millis())
+    );
+    if report.is_success() {
+        Ok(report)
+    } else {
+        Err(HandlerError::SweepFailed {
+            table: report.table.clone(),
+            sweep_at: report.sweep_at.clone(),
+            failed: report.items_failed,
+            errors: report.errors.len(),
+            first: report
+                .errors
+                .first()
+                .map(|e| e.message.clone())
+                .or_else(|| report.failed_keys.first().map(|k| k.reason.clone()))
+                .unwrap_or_default(),
+            report: Box::new(report),
+        })
+    }
+}

@@ -1,0 +1,343 @@
+//! Expiration windows: the pure time math that maps a ttl to the GSI partition key it is
+//! stored under, and an instant to the windows a sweep must read.
+//!
+//! A window of width `W` seconds is the half-open interval `(end - W, end]` where `end` is a
+//! multiple of `W` seconds since the Unix epoch. An item with ttl `t` belongs to the window whose
+//! `end = ceil(t / W) * W`, so a ttl that sits exactly on a boundary belongs to the window that
+//! *ends* there. The window's key is `<start>_<end>`, both timestamps in ISO-8601 UTC with
+//! milliseconds, e.g. `2022-07-19T21:27:00.000Z_2022-07-19T21:28:00.000Z` — the format used by
+//! the widely published minute-window sweeper design, so tables written for it work unchanged.
+//!
+//! Nothing here reads the clock: every function takes the instant it reasons about.
+
+use std::fmt;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+/// Default window width, in seconds.
+pub const DEFAULT_WINDOW_SECONDS: u32 = 60;
+
+/// Largest supported window width (one day).
+pub const MAX_WINDOW_SECONDS: u32 = 86_400;
+
+/// The latest ttl we accept as epoch *seconds*: 9999-12-31T23:59:59Z. Larger values cannot be
+/// written as an ISO-8601 year and are almost always epoch milliseconds by mistake.
+pub const MAX_TTL_SECONDS: i64 = 253_402_300_799;
+
+/// A ttl more than this far ahead of "now" is treated as a unit mistake (milliseconds or
+/// microseconds), never as a real expiry: roughly 100 years.
+pub const IMPLAUSIBLE_AHEAD_SECONDS: i64 = 100 * 366 * 86_400;
+
+/// Why a ttl value cannot be placed in a window.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TtlError {
+    /// The value is not a finite number.
+    #[error("ttl {0:?} is not a number of epoch seconds")]
+    NotANumber(String),
+    /// The value is negative (before 1970).
+    #[error("ttl {0} is negative; expected epoch seconds (e.g. 1658265600)")]
+    Negative(f64),
+    /// The value is beyond year 9999 — almost certainly epoch milliseconds.
+    #[error(
+        "ttl {0} is past the year 9999; it looks like epoch milliseconds — \
+         DynamoDB TTL uses epoch seconds (divide by 1000)"
+    )]
+    LooksLikeMilliseconds(f64),
+}
+
+/// Parses a ttl as DynamoDB stores it (the text of a Number attribute) into epoch seconds.
+///
+/// Accepts integers and decimals (`1658265600`, `1658265600.5`). Rejects anything that cannot be
+/// an epoch-seconds timestamp, with a message that says why.
+pub fn parse_ttl(text: &str) -> Result<f64, TtlError> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| TtlError::NotANumber(text.to_owned()))?;
+    check_ttl(value)
+}
+
+/// Checks that `value` can be an epoch-seconds ttl.
+pub fn check_ttl(value: f64) -> Result<f64, TtlError> {
+    if !value.is_finite() {
+        return Err(TtlError::NotANumber(value.to_string()));
+    }
+    if value < 0.0 {
+        return Err(TtlError::Negative(value));
+    }
+    if value > MAX_TTL_SECONDS as f64 {
+        return Err(TtlError::LooksLikeMilliseconds(value));
+    }
+    Ok(value)
+}
+
+/// One expiration window: every ttl `t` with `start < t <= end` (epoch seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Window {
+    /// Exclusive lower bound, epoch seconds.
+    pub start: i64,
+    /// Inclusive upper bound, epoch seconds; a multiple of the width.
+    pub end: i64,
+}
+
+impl Window {
+    /// The window of width `width` seconds that holds ttl `ttl` (epoch seconds).
+    ///
+    /// `ttl` must already be validated (see [`check_ttl`]); `width` must be at least 1.
+    pub fn containing(ttl: f64, width: u32) -> Window {
+        let w = i64::from(width.max(1));
+        let end = (ttl / w as f64).ceil() as i64 * w;
+        Window {
+            start: end - w,
+            end,
+        }
+    }
+
+    /// The window of width `width` that holds the whole second `t`.
+    pub fn containing_secs(t: i64, width: u32) -> Window {
+        let w = i64::from(width.max(1));
+        let end = t.div_euclid(w) * w + if t.rem_euclid(w) == 0 { 0 } else { w };
+        Window {
+            start: end - w,
+            end,
+        }
+    }
+
+    /// The window immediately before this one.
+    pub fn previous(self) -> Window {
+        let w = self.end - self.start;
+        Window {
+            start: self.start - w,
+            end: self.start,
+        }
+    }
+
+    /// Width in seconds.
+    pub fn width(self) -> i64 {
+        self.end - self.start
+    }
+
+    /// The GSI partition key of this window: `<start ISO>_<end ISO>`.
+    pub fn key(self) -> String {
+        format!("{}_{}", iso_millis(self.start), iso_millis(self.end))
+    }
+
+    /// Parses a key produced by [`Window::key`] (or by a writer following the same format).
+    pub fn parse_key(key: &str) -> Option<Window> {
+        let (a, b) = key.split_once('_')?;
+        let start = DateTime::parse_from_rfc3339(a).ok()?.timestamp();
+        let end = DateTime::parse_from_rfc3339(b).ok()?.timestamp();
+        (end > start).then_some(Window { start, end })
+    }
+}
+
+impl fmt::Display for Window {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key())
+    }
+}
+
+/// The window key for a ttl, after validating it: what a writer stores in the window attribute.
+///
+/// ```
+/// use ttl_sweeper::window::window_key;
+/// assert_eq!(
+///     window_key(1658265980.0, 60).unwrap(),
+///     "2022-07-19T21:26:00.000Z_2022-07-19T21:27:00.000Z"
+/// );
+/// ```
+pub fn window_key(ttl: f64, width: u32) -> Result<String, TtlError> {
+    Ok(Window::containing(check_ttl(ttl)?, width).key())
+}
+
+/// The windows a sweep at `now` (epoch seconds) reads, newest first: the window that contains
+/// `now` and the `lookback` windows before it.
+///
+/// Reading the window that contains `now` catches items whose ttl sits exactly on the previous
+/// boundary or a fraction of a second before `now`; the lookback windows catch everything a late,
+/// failed or skipped invocation left behind.
+pub fn windows_to_sweep(now: i64, width: u32, lookback: u32) -> Vec<Window> {
+    let mut window = Window::containing_secs(now, width);
+    let mut out = Vec::with_capacity(lookback as usize + 1);
+    out.push(window);
+    for _ in 0..lookback {
+        window = window.previous();
+        out.push(window);
+    }
+    out
+}
+
+/// Formats epoch seconds as ISO-8601 UTC with milliseconds: `2022-07-19T21:27:00.000Z`.
+pub fn iso_millis(secs: i64) -> String {
+    DateTime::<Utc>::from_timestamp(secs, 0)
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+        .unwrap_or_else(|| format!("invalid-time({secs})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Epoch seconds of an RFC 3339 time, for readable tables.
+    fn at(s: &str) -> i64 {
+        DateTime::parse_from_rfc3339(s).unwrap().timestamp()
+    }
+
+    #[test]
+    fn keys_match_the_published_format() {
+        // (ttl, width, expected key)
+        let cases = [
+            (
+                "2022-07-19T21:27:30Z",
+                60,
+                "2022-07-19T21:27:00.000Z_2022-07-19T21:28:00.000Z",
+            ),
+            // exactly on a boundary: belongs to the window that ends there
+            (
+                "2022-07-19T21:28:00Z",
+                60,
+                "2022-07-19T21:27:00.000Z_2022-07-19T21:28:00.000Z",
+            ),
+            (
+                "2022-07-19T21:28:01Z",
+                60,
+                "2022-07-19T21:28:00.000Z_2022-07-19T21:29:00.000Z",
+            ),
+            (
+                "2022-06-23T15:52:10Z",
+                300,
+                "2022-06-23T15:50:00.000Z_2022-06-23T15:55:00.000Z",
+            ),
+            (
+                "1970-01-01T00:00:00Z",
+                60,
+                "1969-12-31T23:59:00.000Z_1970-01-01T00:00:00.000Z",
+            ),
+            (
+                "2024-02-29T23:59:59Z",
+                3600,
+                "2024-02-29T23:00:00.000Z_2024-03-01T00:00:00.000Z",
+            ),
+            (
+                "2022-07-19T21:27:30Z",
+                1,
+                "2022-07-19T21:27:29.000Z_2022-07-19T21:27:30.000Z",
+            ),
+        ];
+        for (ttl, width, expected) in cases {
+            assert_eq!(
+                window_key(at(ttl) as f64, width).unwrap(),
+                expected,
+                "{ttl} / {width}"
+            );
+        }
+    }
+
+    #[test]
+    fn fractional_ttl_rounds_up_to_the_next_boundary() {
+        let t = at("2022-07-19T21:27:00Z") as f64 + 0.25;
+        assert_eq!(
+            window_key(t, 60).unwrap(),
+            "2022-07-19T21:27:00.000Z_2022-07-19T21:28:00.000Z"
+        );
+    }
+
+    #[test]
+    fn bad_ttls_are_rejected_with_reasons() {
+        assert!(matches!(parse_ttl("abc"), Err(TtlError::NotANumber(_))));
+        assert!(matches!(parse_ttl("NaN"), Err(TtlError::NotANumber(_))));
+        assert!(matches!(parse_ttl("inf"), Err(TtlError::NotANumber(_))));
+        assert!(matches!(parse_ttl("-5"), Err(TtlError::Negative(_))));
+        let ms = parse_ttl("1658265980000").unwrap_err();
+        assert!(matches!(ms, TtlError::LooksLikeMilliseconds(_)));
+        assert!(ms.to_string().contains("milliseconds"));
+        assert_eq!(parse_ttl(" 1658265980 ").unwrap(), 1658265980.0);
+        assert_eq!(parse_ttl("1658265980.5").unwrap(), 1658265980.5);
+    }
+
+    #[test]
+    fn sweep_set_covers_now_and_lookback() {
+        let now = at("2022-07-19T21:27:30Z");
+        let ws = windows_to_sweep(now, 60, 2);
+        let keys: Vec<String> = ws.iter().map(|w| w.key()).collect();
+        assert_eq!(
+            keys,
+            [
+                "2022-07-19T21:27:00.000Z_2022-07-19T21:28:00.000Z",
+                "2022-07-19T21:26:00.000Z_2022-07-19T21:27:00.000Z",
+                "2022-07-19T21:25:00.000Z_2022-07-19T21:26:00.000Z",
+            ]
+        );
+        // On a boundary, the window containing `now` is the one ending at `now`.
+        let ws = windows_to_sweep(at("2022-07-19T21:28:00Z"), 60, 0);
+        assert_eq!(
+            ws[0].key(),
+            "2022-07-19T21:27:00.000Z_2022-07-19T21:28:00.000Z"
+        );
+    }
+
+    #[test]
+    fn parse_key_round_trips() {
+        let w = Window::containing_secs(at("2022-07-19T21:27:30Z"), 60);
+        assert_eq!(Window::parse_key(&w.key()), Some(w));
+        assert_eq!(Window::parse_key("garbage"), None);
+        assert_eq!(
+            Window::parse_key("2022-07-19T21:28:00.000Z_2022-07-19T21:27:00.000Z"),
+            None
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn ttl_lies_in_its_window(ttl in 0i64..MAX_TTL_SECONDS - 86_400, width in 1u32..=MAX_WINDOW_SECONDS) {
+            let w = Window::containing(ttl as f64, width);
+            prop_assert!(w.start < ttl && ttl <= w.end, "{ttl} not in {w:?}");
+            prop_assert_eq!(w.end % i64::from(width), 0);
+            prop_assert_eq!(w.width(), i64::from(width));
+            prop_assert_eq!(w, Window::containing_secs(ttl, width));
+        }
+
+        #[test]
+        fn fractional_ttl_lies_in_its_window(ttl in 0.0f64..4.0e9, width in 1u32..=3600) {
+            let w = Window::containing(ttl, width);
+            prop_assert!((w.start as f64) < ttl && ttl <= w.end as f64, "{ttl} not in {w:?}");
+        }
+
+        #[test]
+        fn key_round_trips(ttl in 0i64..MAX_TTL_SECONDS - 86_400, width in 1u32..=MAX_WINDOW_SECONDS) {
+            let w = Window::containing_secs(ttl, width);
+            prop_assert_eq!(Window::parse_key(&w.key()), Some(w));
+        }
+
+        /// Every ttl that has expired by `now` and is at most `lookback` windows old is in a
+        /// window the sweep reads — including ttls exactly on a boundary.
+        #[test]
+        fn swept_windows_cover_every_recent_expired_ttl(
+            now in 86_400i64..4_000_000_000,
+            width in 1u32..=3600,
+            lookback in 0u32..20,
+            age_frac in 0.0f64..1.0,
+        ) {
+            let windows = windows_to_sweep(now, width, lookback);
+            // contiguous, newest first
+            for pair in windows.windows(2) {
+                prop_assert_eq!(pair[1].end, pair[0].start);
+            }
+            let oldest_covered = windows.last().unwrap().start;
+            let span = (now - oldest_covered) as f64;
+            let ttl = now as f64 - age_frac * span;
+            if ttl > oldest_covered as f64 && ttl < now as f64 {
+                let home = Window::containing(ttl, width);
+                prop_assert!(windows.contains(&home), "ttl {ttl} in {home:?} not swept at {now}");
+            }
+        }
+
+        #[test]
+        fn parse_ttl_accepts_only_plausible_seconds(s in "[-+0-9.eE]{0,24}|.{0,24}") {
+            if let Ok(v) = parse_ttl(&s) {
+                prop_assert!(v.is_finite() && (0.0..=MAX_TTL_SECONDS as f64).contains(&v), "{s:?} -> {v}");
+            }
+        }
+    }
+}
