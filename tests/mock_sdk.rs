@@ -1,0 +1,356 @@
+//! Exact SDK edge cases, with `aws-smithy-mocks` standing in for DynamoDB: unprocessed keys,
+//! throttling, permanent failures, pagination, and index items that must never be deleted.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::error::ErrorMetadata;
+use aws_sdk_dynamodb::operation::batch_write_item::{BatchWriteItemError, BatchWriteItemOutput};
+use aws_sdk_dynamodb::operation::delete_item::{DeleteItemError, DeleteItemOutput};
+use aws_sdk_dynamodb::operation::query::{QueryError, QueryOutput};
+use aws_sdk_dynamodb::types::error::{
+    ConditionalCheckFailedException, InternalServerError, ProvisionedThroughputExceededException,
+    ResourceNotFoundException,
+};
+use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
+use aws_sdk_dynamodb::Client;
+use aws_smithy_mocks::{mock, mock_client, Rule, RuleMode};
+use tokio::time::Instant;
+use ttl_sweeper::config::DeleteMode;
+use ttl_sweeper::store::{DynamoStore, ErrorKind, Key, TableSchema};
+use ttl_sweeper::sweep::{SweepOptions, Sweeper};
+
+const NOW: i64 = 1_658_264_100; // 2022-07-19T20:55:00Z
+const TABLE: &str = "sessions";
+
+fn schema() -> TableSchema {
+    TableSchema {
+        table_name: TABLE.into(),
+        index_name: "expirationWindowIndex".into(),
+        key_attributes: vec!["id".into()],
+        window_attribute: "expirationWindow".into(),
+        ttl_attribute: "ttl".into(),
+    }
+}
+
+fn options(mode: DeleteMode) -> SweepOptions {
+    SweepOptions {
+        window_seconds: 60,
+        lookback_windows: 0,
+        delete_mode: mode,
+        max_concurrency: 4,
+        max_retries: 3,
+        backoff_base: Duration::from_millis(50),
+        backoff_cap: Duration::from_secs(2),
+        page_limit: None,
+    }
+}
+
+fn item(id: &str, ttl: AttributeValue) -> Key {
+    HashMap::from([
+        ("id".to_string(), AttributeValue::S(id.into())),
+        ("ttl".to_string(), ttl),
+    ])
+}
+
+fn expired(id: usize) -> Key {
+    item(&format!("item-{id}"), AttributeValue::N((NOW - 10).to_string()))
+}
+
+fn key(id: &str) -> Key {
+    HashMap::from([("id".to_string(), AttributeValue::S(id.into()))])
+}
+
+fn query_returning(items: Vec<Key>) -> Rule {
+    mock!(Client::query).then_output(move || QueryOutput::builder().set_items(Some(items.clone())).build())
+}
+
+fn unprocessed(keys: &[Key]) -> BatchWriteItemOutput {
+    let requests = keys
+        .iter()
+        .map(|k| {
+            WriteRequest::builder()
+                .delete_request(DeleteRequest::builder().set_key(Some(k.clone())).build().unwrap())
+                .build()
+        })
+        .collect();
+    BatchWriteItemOutput::builder()
+        .unprocessed_items(TABLE, requests)
+        .build()
+}
+
+fn throttled() -> BatchWriteItemError {
+    BatchWriteItemError::ProvisionedThroughputExceededException(
+        ProvisionedThroughputExceededException::builder()
+            .message("Rate of requests exceeds the allowed throughput")
+            .meta(
+                ErrorMetadata::builder()
+                    .code("ProvisionedThroughputExceededException")
+                    .build(),
+            )
+            .build(),
+    )
+}
+
+fn sweeper(client: Client, mode: DeleteMode) -> Sweeper<DynamoStore> {
+    Sweeper::new(DynamoStore::new(client), schema(), options(mode))
+}
+
+#[tokio::test(start_paused = true)]
+async fn unprocessed_keys_are_retried_until_accepted() {
+    let items: Vec<Key> = (0..3).map(expired).collect();
+    let query = query_returning(items);
+    let first_key = key("item-1");
+    let batch = mock!(Client::batch_write_item)
+        .sequence()
+        .output(move || unprocessed(std::slice::from_ref(&first_key)))
+        .output(|| BatchWriteItemOutput::builder().build())
+        .build();
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
+    let started = Instant::now();
+    let report = sweeper(client, DeleteMode::Batch).sweep(NOW, None).await;
+
+    assert_eq!(batch.num_calls(), 2, "one retry for the unprocessed key");
+    assert_eq!(report.items_found, 3);
+    assert_eq!(report.items_deleted, 3);
+    assert_eq!(report.items_retried, 1);
+    assert_eq!(report.items_failed, 0);
+    assert!(report.is_success());
+    // The retry waited (paused clock: the sleep advanced virtual time), within the first step's cap.
+    let waited = started.elapsed();
+    assert!(waited > Duration::ZERO && waited <= Duration::from_millis(50), "{waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttling_is_retried_with_growing_backoff() {
+    let query = query_returning((0..25).map(expired).collect());
+    let batch = mock!(Client::batch_write_item)
+        .sequence()
+        .error(throttled)
+        .times(3)
+        .output(|| BatchWriteItemOutput::builder().build())
+        .build();
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
+    let mut opts = options(DeleteMode::Batch);
+    // The backoff caps for attempts 1..3 are 50 + 100 + 200 ms; full jitter picks anywhere in
+    // [0, cap], so only the bounds are deterministic.
+    opts.max_retries = 5;
+    let s = Sweeper::new(DynamoStore::new(client), schema(), opts);
+    let started = Instant::now();
+    let report = s.sweep(NOW, None).await;
+
+    assert_eq!(batch.num_calls(), 4);
+    assert_eq!(report.items_deleted, 25);
+    assert_eq!(report.items_retried, 75, "25 keys re-sent three times");
+    assert!(report.is_success());
+    let waited = started.elapsed();
+    assert!(waited > Duration::ZERO && waited <= Duration::from_millis(350), "{waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn keys_that_keep_failing_are_reported_and_fail_the_run() {
+    let items: Vec<Key> = (0..30).map(expired).collect();
+    let query = query_returning(items);
+    // Every batch leaves its first key unprocessed, forever.
+    let batch = mock!(Client::batch_write_item).then_compute_output(|req| {
+        let first = req.request_items().unwrap()[TABLE][0]
+            .delete_request()
+            .unwrap()
+            .key()
+            .clone();
+        unprocessed(&[first])
+    });
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
+    let report = sweeper(client, DeleteMode::Batch).sweep(NOW, None).await;
+
+    // Two chunks (25 + 5), each: 1 call + 3 retries.
+    assert_eq!(batch.num_calls(), 8);
+    assert_eq!(report.items_found, 30);
+    assert_eq!(report.items_failed, 2);
+    assert_eq!(report.items_deleted, 28);
+    assert_eq!(report.failed_keys.len(), 2);
+    assert!(report.failed_keys[0].reason.contains("unprocessed"));
+    assert!(report.failed_keys.iter().all(|k| k.key["id"]["S"].is_string()));
+    assert!(!report.is_success());
+}
+
+#[tokio::test(start_paused = true)]
+async fn non_retryable_errors_fail_at_once() {
+    let query = query_returning((0..5).map(expired).collect());
+    let batch = mock!(Client::batch_write_item).then_error(|| {
+        BatchWriteItemError::ResourceNotFoundException(
+            ResourceNotFoundException::builder()
+                .message("Requested resource not found")
+                .meta(ErrorMetadata::builder().code("ResourceNotFoundException").build())
+                .build(),
+        )
+    });
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
+    let report = sweeper(client, DeleteMode::Batch).sweep(NOW, None).await;
+    assert_eq!(batch.num_calls(), 1, "no retries for a missing table");
+    assert_eq!(report.items_failed, 5);
+    assert!(report.failed_keys[0].reason.contains("NotFound"));
+    assert!(!report.is_success());
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_page_is_read() {
+    let page1: Vec<Key> = (0..10).map(expired).collect();
+    let page2: Vec<Key> = (10..15).map(expired).collect();
+    let last = page1.last().unwrap().clone();
+    let seen_starts: Arc<Mutex<Vec<Option<Key>>>> = Arc::default();
+    let seen = seen_starts.clone();
+    let query = mock!(Client::query)
+        .match_requests(move |r| {
+            seen.lock().unwrap().push(r.exclusive_start_key().cloned());
+            true
+        })
+        .sequence()
+        .output(move || {
+            QueryOutput::builder()
+                .set_items(Some(page1.clone()))
+                .set_last_evaluated_key(Some(last.clone()))
+                .build()
+        })
+        .output(move || QueryOutput::builder().set_items(Some(page2.clone())).build())
+        .build();
+    let batch = mock!(Client::batch_write_item).then_output(|| BatchWriteItemOutput::builder().build());
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
+    let report = sweeper(client, DeleteMode::Batch).sweep(NOW, None).await;
+    assert_eq!(query.num_calls(), 2);
+    assert_eq!(report.items_deleted, 15);
+    let starts = seen_starts.lock().unwrap();
+    assert_eq!(starts[0], None);
+    assert_eq!(starts[1].as_ref().unwrap()["id"], AttributeValue::S("item-9".into()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn items_that_are_not_expired_as_read_are_never_deleted() {
+    // An index should never return these for `ttl < now`, but a misconfigured index or a
+    // misbehaving server might: the engine checks every item itself.
+    let items = vec![
+        item("future", AttributeValue::N((NOW + 3600).to_string())),
+        item("now", AttributeValue::N(NOW.to_string())),
+        item("millis", AttributeValue::N((NOW * 1000).to_string())),
+        item("string", AttributeValue::S((NOW - 10).to_string())),
+        item("garbage", AttributeValue::N("not-a-number".into())),
+        HashMap::from([("id".to_string(), AttributeValue::S("no-ttl".into()))]),
+    ];
+    let query = query_returning(items);
+    let batch = mock!(Client::batch_write_item).then_output(|| BatchWriteItemOutput::builder().build());
+    let delete = mock!(Client::delete_item).then_output(|| DeleteItemOutput::builder().build());
+    for mode in [DeleteMode::Batch, DeleteMode::Conditional] {
+        let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch, &delete]);
+        let report = sweeper(client, mode).sweep(NOW, None).await;
+        assert_eq!(report.items_found, 0, "{mode}");
+        assert_eq!(report.items_invalid, 6, "{mode}");
+        assert_eq!(report.items_deleted, 0, "{mode}");
+    }
+    assert_eq!(batch.num_calls(), 0);
+    assert_eq!(delete.num_calls(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn conditional_mode_keeps_items_whose_condition_fails_and_retries_throttling() {
+    let query = query_returning(vec![expired(0), expired(1), expired(2)]);
+    let delete = mock!(Client::delete_item)
+        .sequence()
+        .output(|| DeleteItemOutput::builder().build())
+        .error(|| {
+            DeleteItemError::ConditionalCheckFailedException(
+                ConditionalCheckFailedException::builder()
+                    .message("The conditional request failed")
+                    .meta(ErrorMetadata::builder().code("ConditionalCheckFailedException").build())
+                    .build(),
+            )
+        })
+        .error(|| {
+            DeleteItemError::InternalServerError(
+                InternalServerError::builder()
+                    .message("Internal server error")
+                    .meta(ErrorMetadata::builder().code("InternalServerError").build())
+                    .build(),
+            )
+        })
+        .output(|| DeleteItemOutput::builder().build())
+        .build();
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &delete]);
+    let report = sweeper(client, DeleteMode::Conditional).sweep(NOW, None).await;
+    assert_eq!(delete.num_calls(), 4);
+    assert_eq!(report.items_deleted, 2);
+    assert_eq!(report.items_skipped, 1);
+    assert_eq!(report.items_retried, 1);
+    assert!(report.is_success());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_missing_table_stops_the_sweep_with_an_error() {
+    let query = mock!(Client::query).then_error(|| {
+        QueryError::ResourceNotFoundException(
+            ResourceNotFoundException::builder()
+                .message("Requested resource not found")
+                .meta(ErrorMetadata::builder().code("ResourceNotFoundException").build())
+                .build(),
+        )
+    });
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query]);
+    let mut opts = options(DeleteMode::Batch);
+    opts.lookback_windows = 5;
+    let report = Sweeper::new(DynamoStore::new(client), schema(), opts).sweep(NOW, None).await;
+    assert_eq!(query.num_calls(), 1, "stops after a non-retryable error");
+    assert_eq!(report.windows_left, 6);
+    assert_eq!(report.errors.len(), 1);
+    assert_eq!(report.errors[0].kind, ErrorKind::NotFound);
+    assert!(!report.is_success());
+    assert!(!report.deadline_hit);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_stops_new_work_and_reports_what_is_left() {
+    // Each query takes 1 s (virtual); the deadline allows about two windows.
+    let query = mock!(Client::query).then_output(|| QueryOutput::builder().build());
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query]);
+    let mut opts = options(DeleteMode::Batch);
+    opts.lookback_windows = 9;
+    let s = Sweeper::new(SlowStore(DynamoStore::new(client)), schema(), opts);
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    let report = s.sweep(NOW, Some(deadline)).await;
+    assert!(report.deadline_hit);
+    assert_eq!(report.windows_swept, 2);
+    assert_eq!(report.windows_left, 8);
+    assert!(report.is_success(), "running out of time is not a failure");
+    assert!(!report.is_complete());
+}
+
+/// A store whose queries take one second.
+struct SlowStore(DynamoStore);
+
+impl ttl_sweeper::store::Store for SlowStore {
+    async fn query_expired(
+        &self,
+        schema: &TableSchema,
+        window_key: &str,
+        now: i64,
+        start: Option<Key>,
+        limit: Option<i32>,
+    ) -> Result<ttl_sweeper::store::Page, ttl_sweeper::store::StoreError> {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.0.query_expired(schema, window_key, now, start, limit).await
+    }
+    async fn batch_delete(
+        &self,
+        schema: &TableSchema,
+        keys: Vec<Key>,
+    ) -> Result<Vec<Key>, ttl_sweeper::store::StoreError> {
+        self.0.batch_delete(schema, keys).await
+    }
+    async fn delete_if_expired(
+        &self,
+        schema: &TableSchema,
+        key: Key,
+        now: i64,
+    ) -> Result<ttl_sweeper::store::ConditionalOutcome, ttl_sweeper::store::StoreError> {
+        self.0.delete_if_expired(schema, key, now).await
+    }
+}
