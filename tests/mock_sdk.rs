@@ -55,7 +55,10 @@ fn item(id: &str, ttl: AttributeValue) -> Key {
 }
 
 fn expired(id: usize) -> Key {
-    item(&format!("item-{id}"), AttributeValue::N((NOW - 10).to_string()))
+    item(
+        &format!("item-{id}"),
+        AttributeValue::N((NOW - 10).to_string()),
+    )
 }
 
 fn key(id: &str) -> Key {
@@ -63,7 +66,11 @@ fn key(id: &str) -> Key {
 }
 
 fn query_returning(items: Vec<Key>) -> Rule {
-    mock!(Client::query).then_output(move || QueryOutput::builder().set_items(Some(items.clone())).build())
+    mock!(Client::query).then_output(move || {
+        QueryOutput::builder()
+            .set_items(Some(items.clone()))
+            .build()
+    })
 }
 
 fn unprocessed(keys: &[Key]) -> BatchWriteItemOutput {
@@ -71,7 +78,12 @@ fn unprocessed(keys: &[Key]) -> BatchWriteItemOutput {
         .iter()
         .map(|k| {
             WriteRequest::builder()
-                .delete_request(DeleteRequest::builder().set_key(Some(k.clone())).build().unwrap())
+                .delete_request(
+                    DeleteRequest::builder()
+                        .set_key(Some(k.clone()))
+                        .build()
+                        .unwrap(),
+                )
                 .build()
         })
         .collect();
@@ -119,7 +131,10 @@ async fn unprocessed_keys_are_retried_until_accepted() {
     assert!(report.is_success());
     // The retry waited (paused clock: the sleep advanced virtual time), within the first step's cap.
     let waited = started.elapsed();
-    assert!(waited > Duration::ZERO && waited <= Duration::from_millis(50), "{waited:?}");
+    assert!(
+        waited > Duration::ZERO && waited <= Duration::from_millis(50),
+        "{waited:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -145,7 +160,10 @@ async fn throttling_is_retried_with_growing_backoff() {
     assert_eq!(report.items_retried, 75, "25 keys re-sent three times");
     assert!(report.is_success());
     let waited = started.elapsed();
-    assert!(waited > Duration::ZERO && waited <= Duration::from_millis(350), "{waited:?}");
+    assert!(
+        waited > Duration::ZERO && waited <= Duration::from_millis(350),
+        "{waited:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -171,7 +189,10 @@ async fn keys_that_keep_failing_are_reported_and_fail_the_run() {
     assert_eq!(report.items_deleted, 28);
     assert_eq!(report.failed_keys.len(), 2);
     assert!(report.failed_keys[0].reason.contains("unprocessed"));
-    assert!(report.failed_keys.iter().all(|k| k.key["id"]["S"].is_string()));
+    assert!(report
+        .failed_keys
+        .iter()
+        .all(|k| k.key["id"]["S"].is_string()));
     assert!(!report.is_success());
 }
 
@@ -182,7 +203,11 @@ async fn non_retryable_errors_fail_at_once() {
         BatchWriteItemError::ResourceNotFoundException(
             ResourceNotFoundException::builder()
                 .message("Requested resource not found")
-                .meta(ErrorMetadata::builder().code("ResourceNotFoundException").build())
+                .meta(
+                    ErrorMetadata::builder()
+                        .code("ResourceNotFoundException")
+                        .build(),
+                )
                 .build(),
         )
     });
@@ -213,16 +238,24 @@ async fn every_page_is_read() {
                 .set_last_evaluated_key(Some(last.clone()))
                 .build()
         })
-        .output(move || QueryOutput::builder().set_items(Some(page2.clone())).build())
+        .output(move || {
+            QueryOutput::builder()
+                .set_items(Some(page2.clone()))
+                .build()
+        })
         .build();
-    let batch = mock!(Client::batch_write_item).then_output(|| BatchWriteItemOutput::builder().build());
+    let batch =
+        mock!(Client::batch_write_item).then_output(|| BatchWriteItemOutput::builder().build());
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
     let report = sweeper(client, DeleteMode::Batch).sweep(NOW, None).await;
     assert_eq!(query.num_calls(), 2);
     assert_eq!(report.items_deleted, 15);
     let starts = seen_starts.lock().unwrap();
     assert_eq!(starts[0], None);
-    assert_eq!(starts[1].as_ref().unwrap()["id"], AttributeValue::S("item-9".into()));
+    assert_eq!(
+        starts[1].as_ref().unwrap()["id"],
+        AttributeValue::S("item-9".into())
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -238,10 +271,15 @@ async fn items_that_are_not_expired_as_read_are_never_deleted() {
         HashMap::from([("id".to_string(), AttributeValue::S("no-ttl".into()))]),
     ];
     let query = query_returning(items);
-    let batch = mock!(Client::batch_write_item).then_output(|| BatchWriteItemOutput::builder().build());
+    let batch =
+        mock!(Client::batch_write_item).then_output(|| BatchWriteItemOutput::builder().build());
     let delete = mock!(Client::delete_item).then_output(|| DeleteItemOutput::builder().build());
     for mode in [DeleteMode::Batch, DeleteMode::Conditional] {
-        let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch, &delete]);
+        let client = mock_client!(
+            aws_sdk_dynamodb,
+            RuleMode::MatchAny,
+            [&query, &batch, &delete]
+        );
         let report = sweeper(client, mode).sweep(NOW, None).await;
         assert_eq!(report.items_found, 0, "{mode}");
         assert_eq!(report.items_invalid, 6, "{mode}");
@@ -261,7 +299,11 @@ async fn conditional_mode_keeps_items_whose_condition_fails_and_retries_throttli
             DeleteItemError::ConditionalCheckFailedException(
                 ConditionalCheckFailedException::builder()
                     .message("The conditional request failed")
-                    .meta(ErrorMetadata::builder().code("ConditionalCheckFailedException").build())
+                    .meta(
+                        ErrorMetadata::builder()
+                            .code("ConditionalCheckFailedException")
+                            .build(),
+                    )
                     .build(),
             )
         })
@@ -276,7 +318,9 @@ async fn conditional_mode_keeps_items_whose_condition_fails_and_retries_throttli
         .output(|| DeleteItemOutput::builder().build())
         .build();
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &delete]);
-    let report = sweeper(client, DeleteMode::Conditional).sweep(NOW, None).await;
+    let report = sweeper(client, DeleteMode::Conditional)
+        .sweep(NOW, None)
+        .await;
     assert_eq!(delete.num_calls(), 4);
     assert_eq!(report.items_deleted, 2);
     assert_eq!(report.items_skipped, 1);
@@ -290,14 +334,20 @@ async fn a_missing_table_stops_the_sweep_with_an_error() {
         QueryError::ResourceNotFoundException(
             ResourceNotFoundException::builder()
                 .message("Requested resource not found")
-                .meta(ErrorMetadata::builder().code("ResourceNotFoundException").build())
+                .meta(
+                    ErrorMetadata::builder()
+                        .code("ResourceNotFoundException")
+                        .build(),
+                )
                 .build(),
         )
     });
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query]);
     let mut opts = options(DeleteMode::Batch);
     opts.lookback_windows = 5;
-    let report = Sweeper::new(DynamoStore::new(client), schema(), opts).sweep(NOW, None).await;
+    let report = Sweeper::new(DynamoStore::new(client), schema(), opts)
+        .sweep(NOW, None)
+        .await;
     assert_eq!(query.num_calls(), 1, "stops after a non-retryable error");
     assert_eq!(report.windows_left, 6);
     assert_eq!(report.errors.len(), 1);
@@ -336,7 +386,9 @@ impl ttl_sweeper::store::Store for SlowStore {
         limit: Option<i32>,
     ) -> Result<ttl_sweeper::store::Page, ttl_sweeper::store::StoreError> {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        self.0.query_expired(schema, window_key, now, start, limit).await
+        self.0
+            .query_expired(schema, window_key, now, start, limit)
+            .await
     }
     async fn batch_delete(
         &self,

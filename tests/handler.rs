@@ -1,0 +1,114 @@
+//! The Lambda handler, driven by JSON fixtures against the local server.
+
+mod common;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use common::*;
+use serde_json::{json, Value};
+use ttl_sweeper::handler::{handle, HandlerError};
+use ttl_sweeper::sweep::{SweepOptions, Sweeper};
+
+fn fixture(name: &str) -> Value {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn at(secs: i64) -> String {
+    DateTime::<Utc>::from_timestamp(secs, 0)
+        .unwrap()
+        .to_rfc3339()
+}
+
+async fn setup(
+    prefix: &str,
+    now: i64,
+) -> (
+    aws_sdk_dynamodb::Client,
+    String,
+    Sweeper<ttl_sweeper::store::DynamoStore>,
+) {
+    let client = client().await;
+    let table = table_name(prefix);
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let mut items: Vec<_> = (0..30)
+        .map(|i| session(&format!("old-{i}"), now - 2 - i))
+        .collect();
+    items.extend((0..5).map(|i| session(&format!("new-{i}"), now + 120 + i)));
+    put_items(&client, &table, items).await;
+    let cfg = config(&table, &[]);
+    let (store, schema) = store_and_schema(&cfg).await;
+    (
+        client,
+        table,
+        Sweeper::new(store, schema, SweepOptions::from_config(&cfg)),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_and_transformed_events_sweep_as_of_their_time() {
+    let now = now();
+    let clock = DateTime::<Utc>::from_timestamp(now, 0).unwrap();
+    for (name, prefix) in [
+        ("scheduled-event.json", "h_sched"),
+        ("transformed-event.json", "h_time"),
+    ] {
+        let (client, table, sweeper) = setup(prefix, now).await;
+        let mut event = fixture(name);
+        event["time"] = json!(at(now));
+        let report = handle(
+            &sweeper,
+            &event,
+            clock,
+            Some(Duration::from_secs(60)),
+            "Test",
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            report.sweep_at,
+            ttl_sweeper::window::iso_millis(now),
+            "{name}"
+        );
+        assert_eq!(report.items_deleted, 30, "{name}");
+        assert_eq!(scan_all(&client, &table).await.len(), 5, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_events_delete_nothing() {
+    let now = now();
+    let clock = DateTime::<Utc>::from_timestamp(now, 0).unwrap();
+    let (client, table, sweeper) = setup("h_bad", now).await;
+    for event in [
+        json!({"detail-type": "Object Created", "source": "aws.s3", "time": at(now)}),
+        json!({"time": "not a time"}),
+        json!({"time": now}),
+        json!([at(now)]),
+        json!({"Records": []}),
+    ] {
+        let err = handle(&sweeper, &event, clock, None, "Test")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, HandlerError::Event(_)), "{event}: {err}");
+        assert_eq!(err.error_type(), "InvalidEvent");
+    }
+    assert_eq!(scan_all(&client, &table).await.len(), 35);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_from_the_future_sweeps_only_what_has_expired_by_the_clock() {
+    let now = now();
+    let clock = DateTime::<Utc>::from_timestamp(now, 0).unwrap();
+    let (client, table, sweeper) = setup("h_future", now).await;
+    let event = json!({"time": at(now + 86_400)});
+    let report = handle(&sweeper, &event, clock, None, "Test").await.unwrap();
+    assert_eq!(report.sweep_at, ttl_sweeper::window::iso_millis(now));
+    assert_eq!(report.items_deleted, 30);
+    assert_eq!(
+        scan_all(&client, &table).await.len(),
+        5,
+        "unexpired items survive"
+    );
+}

@@ -1,0 +1,410 @@
+//! The sweeper against a real DynamoDB-API server (DynamoDB Local unless `DYNAMODB_ENDPOINT`).
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::{ProjectionType, ScalarAttributeType};
+use common::*;
+use ttl_sweeper::store::{ErrorKind, Key};
+use ttl_sweeper::sweep::{SweepOptions, Sweeper};
+use ttl_sweeper::window::{window_key, Window};
+
+/// A minute boundary comfortably in the past, so every ttl below is expired by the real clock too.
+fn boundary() -> i64 {
+    (now() / 60) * 60 - 3600
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_past_one_megabyte_are_all_swept() {
+    let client = client().await;
+    let table = table_name("pagination");
+    let mut spec = TableSpec::simple(&table);
+    spec.projection = ProjectionType::All;
+    create_table(&client, &spec).await;
+
+    // 160 items of ~9 KB in ONE window: ~1.4 MB, more than one 1 MB query page.
+    let b = boundary();
+    let padding = "x".repeat(9 * 1024);
+    let items: Vec<Key> = (0..160)
+        .map(|i| {
+            let mut item = session(&format!("big-{i}"), b - 1 - (i % 50));
+            item.insert("payload".into(), AV::S(padding.clone()));
+            item
+        })
+        .collect();
+    assert!(items
+        .iter()
+        .all(|i| i["expirationWindow"] == items[0]["expirationWindow"]));
+    put_items(&client, &table, items).await;
+
+    let cfg = config(&table, &[]);
+    let (store, schema) = store_and_schema(&cfg).await;
+    let store = Instrumented::new(store);
+    let sweeper = Sweeper::new(&store, schema, SweepOptions::from_config(&cfg));
+    let report = sweeper.sweep(b + 10, None).await;
+
+    assert!(
+        store
+            .pages_with_more
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 1,
+        "the window should have needed more than one page"
+    );
+    assert_eq!(report.items_found, 160);
+    assert_eq!(report.items_deleted, 160);
+    assert!(report.is_success() && report.is_complete());
+    assert!(scan_all(&client, &table).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_windows_within_the_lookback_are_swept() {
+    let client = client().await;
+    let table = table_name("lookback");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let b = boundary();
+    let now = b + 30;
+    // One item in each of the 15 previous windows (a missed invocation left them), and one
+    // beyond the lookback, which this sweep must not read.
+    let mut items: Vec<Key> = (1..=15)
+        .map(|k| session(&format!("w{k}"), b - 60 * (k - 1) - 5))
+        .collect();
+    items.push(session("beyond", b - 60 * 16 - 5));
+    put_items(&client, &table, items).await;
+
+    let cfg = config(&table, &[("LOOKBACK_WINDOWS", "15")]);
+    let (store, schema) = store_and_schema(&cfg).await;
+    let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
+        .sweep(now, None)
+        .await;
+    assert_eq!(report.windows_swept, 16);
+    assert_eq!(report.items_deleted, 15);
+    let left: Vec<String> = scan_all(&client, &table)
+        .await
+        .iter()
+        .map(|i| i["id"].as_s().unwrap().clone())
+        .collect();
+    assert_eq!(left, ["beyond"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_item_exactly_on_a_window_boundary_is_swept() {
+    let client = client().await;
+    let table = table_name("boundary");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let b = boundary();
+    put_items(&client, &table, vec![session("edge", b)]).await;
+    assert_eq!(
+        window_key(b as f64, 60).unwrap(),
+        Window {
+            start: b - 60,
+            end: b
+        }
+        .key(),
+        "a boundary ttl belongs to the window that ends there"
+    );
+
+    let cfg = config(&table, &[("LOOKBACK_WINDOWS", "1")]);
+    let (store, schema) = store_and_schema(&cfg).await;
+    let sweeper = Sweeper::new(store, schema, SweepOptions::from_config(&cfg));
+    // At the boundary itself the item is not expired (ttl < now is false) ...
+    let at_edge = sweeper.sweep(b, None).await;
+    assert_eq!(at_edge.items_deleted, 0);
+    assert!(exists(&client, &table, id_key("edge")).await);
+    // ... and at the next scheduled run the current window is (b, b+60]: only the lookback
+    // reaches the item. The published design's single-window query never would.
+    let next_run = sweeper.sweep(b + 60, None).await;
+    assert_eq!(next_run.items_deleted, 1);
+    assert!(!exists(&client, &table, id_key("edge")).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn future_missing_millisecond_and_string_ttls_are_left_alone() {
+    let client = client().await;
+    let table = table_name("untouched");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let b = boundary();
+    let now = b + 30;
+    let current = Window::containing_secs(now, 60).key();
+    let with = |id: &str, ttl: Option<AV>, window: &str| -> Key {
+        let mut item = HashMap::from([
+            ("id".to_string(), AV::S(id.into())),
+            ("expirationWindow".to_string(), AV::S(window.into())),
+        ]);
+        if let Some(ttl) = ttl {
+            item.insert("ttl".into(), ttl);
+        }
+        item
+    };
+    put_items(
+        &client,
+        &table,
+        vec![
+            session("expired", now - 20),
+            // in the current window, a few seconds ahead of the sweep instant
+            with("future", Some(AV::N((now + 20).to_string())), &current),
+            session("far-future", now + 86_400),
+            // a writer that put milliseconds in the ttl but the current window in the key
+            with(
+                "millis",
+                Some(AV::N(((now - 20) * 1000).to_string())),
+                &current,
+            ),
+            with("no-ttl", None, &current),
+        ],
+    )
+    .await;
+    // A string ttl cannot be written while the ttl is an index key of type N: the server rejects
+    // it, so it can never reach the sweeper.
+    let string_put = client
+        .put_item()
+        .table_name(&table)
+        .set_item(Some(with(
+            "string",
+            Some(AV::S((now - 20).to_string())),
+            &current,
+        )))
+        .send()
+        .await;
+    match string_put {
+        Err(e) => assert!(
+            format!("{e:?}").contains("ValidationException"),
+            "unexpected error for a string ttl: {e:?}"
+        ),
+        Ok(_) => {} // a server that accepts it: the item must survive the sweep (checked below)
+    }
+
+    for mode in ["batch", "conditional"] {
+        let cfg = config(&table, &[("DELETE_MODE", mode)]);
+        let (store, schema) = store_and_schema(&cfg).await;
+        let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
+            .sweep(now, None)
+            .await;
+        assert!(report.is_success(), "{mode}: {report:?}");
+    }
+    let mut left: Vec<String> = scan_all(&client, &table)
+        .await
+        .iter()
+        .map(|i| i["id"].as_s().unwrap().clone())
+        .collect();
+    left.sort();
+    let mut expected = vec!["far-future", "future", "millis", "no-ttl"];
+    if string_put_accepted(&client, &table).await {
+        expected.push("string");
+    }
+    expected.sort();
+    assert_eq!(left, expected);
+}
+
+async fn string_put_accepted(client: &aws_sdk_dynamodb::Client, table: &str) -> bool {
+    exists(client, table, id_key("string")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composite_and_binary_keys_are_deleted_by_their_full_key() {
+    let client = client().await;
+    let b = boundary();
+    let now = b + 30;
+    let specs = [
+        (
+            "pk_sk",
+            ("tenant", ScalarAttributeType::S),
+            Some(("seq", ScalarAttributeType::N)),
+        ),
+        ("pk_num", ("n", ScalarAttributeType::N), None),
+        (
+            "pk_bin",
+            ("b", ScalarAttributeType::B),
+            Some(("s", ScalarAttributeType::S)),
+        ),
+    ];
+    for (prefix, partition, sort) in specs {
+        let table = table_name(prefix);
+        create_table(
+            &client,
+            &TableSpec {
+                name: &table,
+                partition: partition.clone(),
+                sort: sort.clone(),
+                projection: ProjectionType::KeysOnly,
+            },
+        )
+        .await;
+        let value = |ty: &ScalarAttributeType, i: i64| match ty {
+            ScalarAttributeType::S => AV::S(format!("v{i}")),
+            ScalarAttributeType::N => AV::N(i.to_string()),
+            _ => AV::B(aws_sdk_dynamodb::primitives::Blob::new(vec![i as u8, 0xff])),
+        };
+        let mut items = Vec::new();
+        for i in 0..40i64 {
+            // two items per partition value, so only the full key identifies one
+            let mut item = HashMap::from([
+                (partition.0.to_string(), value(&partition.1, i / 2)),
+                (
+                    "ttl".to_string(),
+                    AV::N((if i % 4 == 3 { now + 600 } else { now - 10 - i }).to_string()),
+                ),
+            ]);
+            let ttl: i64 = item["ttl"].as_n().unwrap().parse().unwrap();
+            item.insert(
+                "expirationWindow".into(),
+                AV::S(window_key(ttl as f64, 60).unwrap()),
+            );
+            match &sort {
+                Some((name, ty)) => {
+                    item.insert(name.to_string(), value(ty, i));
+                }
+                None if i % 2 == 1 => continue,
+                None => {}
+            }
+            items.push(item);
+        }
+        let expected_left = items
+            .iter()
+            .filter(|i| i["ttl"].as_n().unwrap() == &(now + 600).to_string())
+            .count();
+        let total = items.len();
+        put_items(&client, &table, items).await;
+
+        let cfg = config(&table, &[]);
+        let (store, schema) = store_and_schema(&cfg).await;
+        assert_eq!(
+            schema.key_attributes.len(),
+            1 + usize::from(sort.is_some()),
+            "{prefix}"
+        );
+        let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
+            .sweep(now, None)
+            .await;
+        assert_eq!(
+            report.items_deleted as usize,
+            total - expected_left,
+            "{prefix}"
+        );
+        let left = scan_all(&client, &table).await;
+        assert_eq!(left.len(), expected_left, "{prefix}");
+        assert!(left
+            .iter()
+            .all(|i| i["ttl"].as_n().unwrap() == &(now + 600).to_string()));
+    }
+}
+
+/// Extends the ttl of `item-0` right between the index read and the delete.
+fn extend_ttl_hook(
+    client: aws_sdk_dynamodb::Client,
+    table: String,
+    new_ttl: i64,
+) -> Instrumented<ttl_sweeper::store::DynamoStore> {
+    let store = ttl_sweeper::store::DynamoStore::new(client.clone());
+    let mut wrapped = Instrumented::new(store);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    wrapped.before_delete = Some(Box::new(move |key: &Key| {
+        let client = client.clone();
+        let table = table.clone();
+        let key = key.clone();
+        let done = done.clone();
+        Box::pin(async move {
+            if key["id"].as_s().unwrap() == "item-0"
+                && !done.swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                client
+                    .update_item()
+                    .table_name(&table)
+                    .set_key(Some(key))
+                    .update_expression("SET #ttl = :t, #w = :w")
+                    .expression_attribute_names("#ttl", "ttl")
+                    .expression_attribute_names("#w", "expirationWindow")
+                    .expression_attribute_values(":t", AV::N(new_ttl.to_string()))
+                    .expression_attribute_values(
+                        ":w",
+                        AV::S(window_key(new_ttl as f64, 60).unwrap()),
+                    )
+                    .send()
+                    .await
+                    .expect("extend ttl");
+            }
+        })
+    }));
+    wrapped
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query() {
+    let client = client().await;
+    let b = boundary();
+    let now = b + 30;
+    let extended_to = now + 3600;
+    let mut outcomes = HashMap::new();
+    for mode in ["conditional", "batch"] {
+        let table = table_name(&format!("race_{mode}"));
+        create_table(&client, &TableSpec::simple(&table)).await;
+        put_items(
+            &client,
+            &table,
+            (0..10)
+                .map(|i| session(&format!("item-{i}"), now - 5 - i))
+                .collect(),
+        )
+        .await;
+        let cfg = config(&table, &[("DELETE_MODE", mode)]);
+        let schema = ttl_sweeper::store::DynamoStore::new(client.clone())
+            .describe(&cfg)
+            .await
+            .unwrap();
+        let store = extend_ttl_hook(client.clone(), table.clone(), extended_to);
+        let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
+            .sweep(now, None)
+            .await;
+        assert!(report.is_success(), "{mode}: {report:?}");
+        outcomes.insert(
+            mode,
+            (report, exists(&client, &table, id_key("item-0")).await),
+        );
+    }
+    let (report, kept) = &outcomes["conditional"];
+    assert!(kept, "conditional mode must keep the extended item");
+    assert_eq!((report.items_deleted, report.items_skipped), (9, 1));
+    // Batch mode cannot see the extension: it trusts the index. This is why conditional exists.
+    let (report, kept) = &outcomes["batch"];
+    assert!(!kept);
+    assert_eq!(report.items_deleted, 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_up_checks_name_the_missing_or_misshapen_table_and_index() {
+    let client = client().await;
+    let store = ttl_sweeper::store::DynamoStore::new(client.clone());
+
+    let missing = store
+        .describe(&config("no_such_table_here", &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.kind, ErrorKind::NotFound);
+    assert!(
+        missing.to_string().contains("no_such_table_here"),
+        "{missing}"
+    );
+
+    let table = table_name("shape");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let no_index = store
+        .describe(&config(&table, &[("INDEX_NAME", "byExpiry")]))
+        .await
+        .unwrap_err();
+    assert_eq!(no_index.kind, ErrorKind::NotFound);
+    let msg = no_index.to_string();
+    assert!(
+        msg.contains("byExpiry")
+            && msg.contains("INDEX_NAME")
+            && msg.contains("expirationWindowIndex"),
+        "{msg}"
+    );
+
+    let wrong_attr = store
+        .describe(&config(&table, &[("TTL_ATTRIBUTE", "expiresAt")]))
+        .await
+        .unwrap_err();
+    assert_eq!(wrong_attr.kind, ErrorKind::Validation);
+    assert!(wrong_attr.to_string().contains("expiresAt"), "{wrong_attr}");
+}
