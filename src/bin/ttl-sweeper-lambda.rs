@@ -1,42 +1,57 @@
 //! The Lambda entry point: configuration and the DynamoDB client are set up once per cold start;
 //! each invocation is handled by `ttl_sweeper::handler::handle`.
 
+use std::process::ExitCode;
 use std::time::SystemTime;
 
-use lambda_runtime::{service_fn, Error, LambdaEvent};
+use lambda_runtime::{service_fn, LambdaEvent};
 use serde_json::Value;
 use ttl_sweeper::config::Config;
-use ttl_sweeper::handler::{handle, HandlerError};
-use ttl_sweeper::sweep::SweepReport;
+use ttl_sweeper::handler::handle;
 use ttl_sweeper::telemetry::{self, LogFormat, DEFAULT_NAMESPACE};
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() -> ExitCode {
     telemetry::init(LogFormat::Json, "info", true);
-    let config =
-        Config::from_env().inspect_err(|e| tracing::error!(error = %e, "invalid configuration"))?;
+    // Start-up failures are logged as one clear JSON line; the non-zero exit makes Lambda report
+    // an init error, and no invocation runs with a bad configuration.
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(e) => {
+            tracing::error!(error = %e, "invalid configuration");
+            return ExitCode::FAILURE;
+        }
+    };
     let namespace = std::env::var("METRICS_NAMESPACE").unwrap_or_else(|_| DEFAULT_NAMESPACE.into());
-    let sweeper = ttl_sweeper::connect(&config)
-        .await
-        .inspect_err(|e| tracing::error!(error = %e, "start-up check of the table failed"))?;
+    let sweeper = match ttl_sweeper::connect(&config).await {
+        Ok(sweeper) => sweeper,
+        Err(e) => {
+            tracing::error!(error = %e, "start-up check of the table failed");
+            return ExitCode::FAILURE;
+        }
+    };
     tracing::info!(table = %config.table_name, index = %config.index_name, mode = %config.delete_mode, "ready");
-    let sweeper = &sweeper;
-    let namespace = namespace.as_str();
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+    let (sweeper, namespace) = (&sweeper, namespace.as_str());
+    let handler = service_fn(move |event: LambdaEvent<Value>| async move {
         let remaining = event
             .context
             .deadline()
             .duration_since(SystemTime::now())
             .ok();
-        let result: Result<SweepReport, HandlerError> = handle(
+        handle(
             sweeper,
             &event.payload,
             chrono::Utc::now(),
             remaining,
             namespace,
         )
-        .await;
-        result
-    }))
-    .await
+        .await
+    });
+    match lambda_runtime::run(handler).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "Lambda runtime stopped");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -1,0 +1,89 @@
+# ttl-sweeper — build, test, demo and package.
+#
+#   make demo     watch the sweeper delete expired items from a local DynamoDB (installs what it needs)
+#   make test     formatting, lints, unit, mock, integration and Lambda end-to-end tests
+#   make package  the arm64 Lambda zip, built with cargo-lambda
+#
+# Set DYNAMODB_ENDPOINT=http://127.0.0.1:PORT to use a DynamoDB-API server you run yourself
+# (dynalite, moto_server, ...) instead of the DynamoDB Local the Makefile starts.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV          := .venv
+CARGO_LAMBDA  := $(CURDIR)/$(VENV)/bin/cargo-lambda
+CARGO_LAMBDA_VERSION := 1.9.2
+ZIGLANG_VERSION := 0.13.0
+STATE         := target/dynamodb-local
+LOCAL_AWS_ENV := AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
+                 AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
+
+.PHONY: help
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+# ---------------------------------------------------------------- tools
+
+.PHONY: tools
+tools: dynamodb-local $(CARGO_LAMBDA) ## install DynamoDB Local (+ Java 17) and cargo-lambda
+
+.PHONY: dynamodb-local
+dynamodb-local:
+	@if [ -z "$${DYNAMODB_ENDPOINT:-}" ]; then scripts/dynamodb-local.sh install; fi
+
+$(CARGO_LAMBDA):
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check "cargo-lambda==$(CARGO_LAMBDA_VERSION)"
+
+.PHONY: zig
+zig: $(CARGO_LAMBDA)
+	@$(VENV)/bin/python -c 'import ziglang' 2>/dev/null || \
+	  $(VENV)/bin/pip install --quiet --disable-pip-version-check "ziglang==$(ZIGLANG_VERSION)"
+
+# ---------------------------------------------------------------- build
+
+.PHONY: build
+build: ## debug build of the CLI and the Lambda
+	cargo build --bins
+
+# ---------------------------------------------------------------- test
+
+.PHONY: fmt
+fmt: ## format the code
+	cargo fmt
+
+.PHONY: lint
+lint: ## rustfmt check and clippy -D warnings
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+
+.PHONY: test
+test: tools lint ## everything CI runs: lint, unit, mock, integration and Lambda end-to-end tests
+	CARGO_LAMBDA=$(CARGO_LAMBDA) $(LOCAL_AWS_ENV) cargo test --all-targets
+	CARGO_LAMBDA=$(CARGO_LAMBDA) cargo test --doc
+
+# ---------------------------------------------------------------- demo
+
+.PHONY: demo
+demo: dynamodb-local ## watch expired items disappear from a local DynamoDB table
+	cargo build --example demo
+	@if [ -n "$${DYNAMODB_ENDPOINT:-}" ]; then \
+	  $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL="$$DYNAMODB_ENDPOINT" target/debug/examples/demo; \
+	else \
+	  trap 'scripts/dynamodb-local.sh stop $(STATE)' EXIT; \
+	  scripts/dynamodb-local.sh start $(STATE); \
+	  $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL="$$(cat $(STATE)/endpoint)" target/debug/examples/demo; \
+	fi
+
+# ---------------------------------------------------------------- package
+
+.PHONY: package
+package: zig ## the arm64 Lambda zip: target/lambda/ttl-sweeper-lambda/bootstrap.zip
+	rustup target list --installed | grep -q aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CARGO_LAMBDA) lambda build --release --arm64 --bin ttl-sweeper-lambda --output-format zip
+	@ls -l target/lambda/ttl-sweeper-lambda/
+
+.PHONY: clean
+clean:
+	cargo clean

@@ -1,0 +1,263 @@
+//! `make demo`: watch expired items disappear from a local DynamoDB table.
+//!
+//! Creates a table with the sweeper's GSI (native TTL left off, so only the sweeper deletes),
+//! writes items expiring over the next ~30 s plus items that must survive, sweeps every few
+//! seconds exactly as the CLI and the Lambda do, and prints what went away and how late.
+//! Exits non-zero unless every expired item is gone and every survivor is intact.
+//!
+//! Uses the standard AWS environment (`AWS_ENDPOINT_URL`, `AWS_REGION`, credentials); the
+//! Makefile points it at the DynamoDB Local it starts.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue as AV, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
+    KeyType, Projection, ProjectionType, PutRequest, ScalarAttributeType, Select, WriteRequest,
+};
+use aws_sdk_dynamodb::Client;
+use ttl_sweeper::config::Config;
+use ttl_sweeper::window::window_key;
+
+const TABLE: &str = "ttl-sweeper-demo";
+const EXPIRING: i64 = 300;
+const SURVIVORS: i64 = 50;
+const NO_TTL: i64 = 10;
+const SPREAD_SECS: i64 = 30;
+const SWEEP_EVERY: Duration = Duration::from_secs(3);
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let shared = aws_config::load_from_env().await;
+    let client = Client::new(&shared);
+    create_table(&client).await?;
+
+    let start = chrono::Utc::now().timestamp();
+    let mut items = Vec::new();
+    for i in 0..EXPIRING {
+        items.push(item(
+            &format!("session-{i:03}"),
+            Some(start + 1 + i % SPREAD_SECS),
+        ));
+    }
+    for i in 0..SURVIVORS {
+        items.push(item(&format!("survivor-{i:02}"), Some(start + 3600 + i)));
+    }
+    for i in 0..NO_TTL {
+        items.push(item(&format!("no-ttl-{i:02}"), None));
+    }
+    put_all(&client, items).await?;
+    println!(
+        "wrote {EXPIRING} items expiring over the next {SPREAD_SECS} s, {SURVIVORS} expiring in an \
+         hour, {NO_TTL} without a ttl; sweeping every {} s\n",
+        SWEEP_EVERY.as_secs()
+    );
+
+    // The demo's table, and any other setting from the environment, as the Lambda would read it.
+    let config = Config::from_lookup(|var| match var {
+        "TABLE_NAME" => Some(TABLE.to_owned()),
+        _ => std::env::var(var).ok(),
+    })?;
+    let sweeper = ttl_sweeper::connect(&config).await?;
+    println!(
+        "{:>6}  {:>7}  {:>9}  {:>9}  {:>9}  {:>13}",
+        "time", "deleted", "lag p50", "lag max", "expired", "not yet due"
+    );
+
+    let mut total_deleted = 0u64;
+    let mut worst_lag_ms = 0u64;
+    let mut lag_sum_ms = 0u64;
+    loop {
+        tokio::time::sleep(SWEEP_EVERY).await;
+        let now = chrono::Utc::now().timestamp();
+        let report = sweeper.sweep(now, None).await;
+        anyhow::ensure!(
+            report.is_success(),
+            "sweep failed: {}",
+            serde_json::to_string(&report)?
+        );
+        total_deleted += report.items_deleted;
+        worst_lag_ms = worst_lag_ms.max(report.lag.max_ms);
+        lag_sum_ms += report.lag.p50_ms * report.items_deleted;
+        let (expired_left, pending) = count_sessions(&client, now).await?;
+        println!(
+            "{:>5}s  {:>7}  {:>8.1}s  {:>8.1}s  {:>9}  {:>13}",
+            now - start,
+            report.items_deleted,
+            report.lag.p50_ms as f64 / 1000.0,
+            report.lag.max_ms as f64 / 1000.0,
+            expired_left,
+            pending
+        );
+        if now > start + SPREAD_SECS + 1 && pending == 0 && expired_left == 0 {
+            break;
+        }
+        anyhow::ensure!(
+            now < start + SPREAD_SECS + 60,
+            "expired items still present after a minute"
+        );
+    }
+
+    let survivors = count_prefix(&client, "survivor-").await?;
+    let untimed = count_prefix(&client, "no-ttl-").await?;
+    let sessions = count_prefix(&client, "session-").await?;
+    println!("\nsummary");
+    println!("  expired items deleted : {total_deleted} of {EXPIRING} (left: {sessions})");
+    println!(
+        "  expiry lag            : max {:.1} s, mean of per-sweep medians {:.1} s (sweep interval {} s)",
+        worst_lag_ms as f64 / 1000.0,
+        lag_sum_ms as f64 / 1000.0 / total_deleted.max(1) as f64,
+        SWEEP_EVERY.as_secs()
+    );
+    println!("  survivors untouched   : {survivors} of {SURVIVORS}");
+    println!("  items without a ttl   : {untimed} of {NO_TTL}");
+    let ok = sessions == 0
+        && total_deleted == EXPIRING as u64
+        && survivors == SURVIVORS as usize
+        && untimed == NO_TTL as usize;
+    println!(
+        "  result                : {}",
+        if ok { "OK" } else { "FAILED" }
+    );
+    anyhow::ensure!(ok, "demo invariants violated");
+    Ok(())
+}
+
+fn item(id: &str, ttl: Option<i64>) -> HashMap<String, AV> {
+    let mut item = HashMap::from([
+        ("id".to_string(), AV::S(id.into())),
+        ("payload".to_string(), AV::S(format!("data for {id}"))),
+    ]);
+    if let Some(ttl) = ttl {
+        item.insert("ttl".into(), AV::N(ttl.to_string()));
+        item.insert(
+            "expirationWindow".into(),
+            AV::S(window_key(ttl as f64, 60).expect("valid ttl")),
+        );
+    }
+    item
+}
+
+async fn create_table(client: &Client) -> anyhow::Result<()> {
+    if client
+        .describe_table()
+        .table_name(TABLE)
+        .send()
+        .await
+        .is_ok()
+    {
+        client.delete_table().table_name(TABLE).send().await?;
+    }
+    let attr = |n: &str, t: ScalarAttributeType| {
+        AttributeDefinition::builder()
+            .attribute_name(n)
+            .attribute_type(t)
+            .build()
+    };
+    let key = |n: &str, t: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(n)
+            .key_type(t)
+            .build()
+    };
+    client
+        .create_table()
+        .table_name(TABLE)
+        .attribute_definitions(attr("id", ScalarAttributeType::S)?)
+        .attribute_definitions(attr("expirationWindow", ScalarAttributeType::S)?)
+        .attribute_definitions(attr("ttl", ScalarAttributeType::N)?)
+        .key_schema(key("id", KeyType::Hash)?)
+        .global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name("expirationWindowIndex")
+                .key_schema(key("expirationWindow", KeyType::Hash)?)
+                .key_schema(key("ttl", KeyType::Range)?)
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::KeysOnly)
+                        .build(),
+                )
+                .build()?,
+        )
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await?;
+    println!("created table {TABLE} with GSI expirationWindowIndex (expirationWindow, ttl); native TTL off");
+    Ok(())
+}
+
+async fn put_all(client: &Client, items: Vec<HashMap<String, AV>>) -> anyhow::Result<()> {
+    for chunk in items.chunks(25) {
+        let mut requests: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|i| {
+                WriteRequest::builder()
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(i.clone()))
+                            .build()
+                            .expect("item"),
+                    )
+                    .build()
+            })
+            .collect();
+        while !requests.is_empty() {
+            let out = client
+                .batch_write_item()
+                .request_items(TABLE, requests)
+                .send()
+                .await?;
+            requests = out
+                .unprocessed_items
+                .and_then(|mut m| m.remove(TABLE))
+                .unwrap_or_default();
+        }
+    }
+    Ok(())
+}
+
+/// Sessions present: (expired at `now`, not yet due).
+async fn count_sessions(client: &Client, now: i64) -> anyhow::Result<(usize, usize)> {
+    let mut expired = 0;
+    let mut pending = 0;
+    let mut start = None;
+    loop {
+        let page = client
+            .scan()
+            .table_name(TABLE)
+            .filter_expression("begins_with(id, :p)")
+            .expression_attribute_values(":p", AV::S("session-".into()))
+            .set_exclusive_start_key(start)
+            .consistent_read(true)
+            .send()
+            .await?;
+        for item in page.items() {
+            let ttl: i64 = item["ttl"]
+                .as_n()
+                .map_err(|_| anyhow::anyhow!("ttl"))?
+                .parse()?;
+            if ttl < now {
+                expired += 1;
+            } else {
+                pending += 1;
+            }
+        }
+        start = page.last_evaluated_key;
+        if start.is_none() {
+            return Ok((expired, pending));
+        }
+    }
+}
+
+async fn count_prefix(client: &Client, prefix: &str) -> anyhow::Result<usize> {
+    let out = client
+        .scan()
+        .table_name(TABLE)
+        .filter_expression("begins_with(id, :p)")
+        .expression_attribute_values(":p", AV::S(prefix.into()))
+        .select(Select::Count)
+        .consistent_read(true)
+        .send()
+        .await?;
+    Ok(out.count() as usize)
+}

@@ -1,0 +1,195 @@
+//! End to end: the real Lambda binary under cargo-lambda's local Lambda runtime emulator
+//! (`cargo lambda watch`), invoked with `cargo lambda invoke` and an EventBridge scheduled event,
+//! against the local DynamoDB server.
+//!
+//! Needs `cargo-lambda` (`make test` installs it into `.venv/`; or set `CARGO_LAMBDA`).
+
+mod common;
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn cargo_lambda() -> PathBuf {
+    if let Ok(path) = std::env::var("CARGO_LAMBDA") {
+        return PathBuf::from(path);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/cargo-lambda");
+    if venv.exists() {
+        return venv;
+    }
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("cargo-lambda"))
+        .find(|p| p.exists());
+    on_path.unwrap_or_else(|| {
+        panic!(
+            "cargo-lambda not found: run `make test` (installs it into .venv/), \
+             `pip install cargo-lambda`, or set CARGO_LAMBDA"
+        )
+    })
+}
+
+/// The emulator and the function it runs, in their own process group, stopped by its PID.
+struct Watch {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let pgid = self.child.id() as i32;
+        // SAFETY: signals the process group this test created (its leader is our child).
+        unsafe {
+            libc::killpg(pgid, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // SAFETY: as above.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+fn start_watch(port: u16, env: &[(&str, String)]) -> Watch {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let log = dir.join(format!("target/test-servers/cargo-lambda-watch-{port}.log"));
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    let out = std::fs::File::create(&log).unwrap();
+    let mut cmd = Command::new(cargo_lambda());
+    cmd.current_dir(dir)
+        .args([
+            "lambda",
+            "watch",
+            "--ignore-changes",
+            "--invoke-address",
+            "127.0.0.1",
+        ])
+        .args(["--invoke-port", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .process_group(0);
+    for (k, v) in env {
+        cmd.args(["--env-var", &format!("{k}={v}")]);
+    }
+    let child = cmd.spawn().expect("start cargo lambda watch");
+    Watch { child, log }
+}
+
+/// `cargo lambda invoke` with `event`; returns (success, stdout+stderr).
+fn invoke(port: u16, event: &serde_json::Value) -> (bool, String) {
+    let file = std::env::temp_dir().join(format!(
+        "ttl-sweeper-event-{}-{port}.json",
+        std::process::id()
+    ));
+    std::fs::write(&file, event.to_string()).unwrap();
+    let out = Command::new(cargo_lambda())
+        .args([
+            "lambda",
+            "invoke",
+            "ttl-sweeper-lambda",
+            "--invoke-address",
+            "127.0.0.1",
+        ])
+        .args(["--invoke-port", &port.to_string(), "--data-file"])
+        .arg(&file)
+        .output()
+        .expect("run cargo lambda invoke");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lambda_binary_sweeps_on_a_scheduled_event() {
+    let client = client().await;
+    let table = table_name("lambda_e2e");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let now = now();
+    let mut items: Vec<_> = (0..120)
+        .map(|i| session(&format!("old-{i}"), now - 3 - i % 200))
+        .collect();
+    items.extend((0..20).map(|i| session(&format!("keep-{i}"), now + 900 + i)));
+    put_items(&client, &table, items).await;
+
+    let port = free_port();
+    let watch = start_watch(
+        port,
+        &[
+            ("TABLE_NAME", table.clone()),
+            ("AWS_ENDPOINT_URL", endpoint()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "local".into()),
+            ("AWS_SECRET_ACCESS_KEY", "local".into()),
+            ("AWS_EC2_METADATA_DISABLED", "true".into()),
+            ("METRICS_NAMESPACE", "TtlSweeperTest".into()),
+        ],
+    );
+
+    let mut event: serde_json::Value =
+        serde_json::from_slice(include_bytes!("fixtures/scheduled-event.json")).unwrap();
+    event["time"] = serde_json::json!(chrono::Utc::now().to_rfc3339());
+
+    // The first invocation waits for cargo-lambda to build and start the function.
+    let started = Instant::now();
+    let (ok, output) = loop {
+        let (ok, output) = invoke(port, &event);
+        if ok || started.elapsed() > Duration::from_secs(600) {
+            break (ok, output);
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    };
+    let log = std::fs::read_to_string(&watch.log).unwrap_or_default();
+    assert!(ok, "invoke failed: {output}\n--- watch log ---\n{log}");
+    let json_start = output.find('{').expect("a JSON response");
+    let report: serde_json::Value = serde_json::Deserializer::from_str(&output[json_start..])
+        .into_iter::<serde_json::Value>()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(report["items_deleted"], 120, "{report}");
+    assert_eq!(report["items_failed"], 0);
+    assert_eq!(
+        scan_all(&client, &table).await.len(),
+        20,
+        "only unexpired items remain"
+    );
+
+    // A malformed event is an error and deletes nothing.
+    put_items(&client, &table, vec![session("late", now - 1)]).await;
+    let (ok, output) = invoke(
+        port,
+        &serde_json::json!({"Records": [{"eventSource": "aws:s3"}]}),
+    );
+    assert!(!ok, "a malformed event must fail: {output}");
+    assert!(
+        output.contains("InvalidEvent") || output.contains("unsupported event"),
+        "{output}"
+    );
+    assert_eq!(scan_all(&client, &table).await.len(), 21);
+
+    // CloudWatch sees one JSON summary line and one EMF record per sweep.
+    std::thread::sleep(Duration::from_millis(500));
+    let log = std::fs::read_to_string(&watch.log).unwrap();
+    assert!(log.contains("\"sweep finished\""), "{log}");
+    assert!(
+        log.contains("\"CloudWatchMetrics\"") && log.contains("TtlSweeperTest"),
+        "{log}"
+    );
+    drop(watch);
+}
