@@ -136,6 +136,7 @@ async fn sweep_deletes_expired_items_and_prints_one_json_report() {
         .env("AWS_ENDPOINT_URL", endpoint()));
     assert_eq!(code, 0, "stderr: {err}");
     assert_eq!(out.lines().count(), 1, "stdout: {out}");
+    eprintln!("report: {out}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["items_deleted"], 60);
     assert_eq!(report["items_failed"], 0);
