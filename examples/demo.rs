@@ -17,6 +17,7 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 use ttl_sweeper::config::Config;
+use ttl_sweeper::sweep::Stop;
 use ttl_sweeper::window::window_key;
 
 const TABLE: &str = "ttl-sweeper-demo";
@@ -70,7 +71,7 @@ async fn main() -> anyhow::Result<()> {
     loop {
         tokio::time::sleep(SWEEP_EVERY).await;
         let now = chrono::Utc::now().timestamp();
-        let report = sweeper.sweep(now, None).await;
+        let report = sweeper.sweep(now, &Stop::never()).await;
         anyhow::ensure!(
             report.is_success(),
             "sweep failed: {}",

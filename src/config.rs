@@ -78,6 +78,16 @@ pub struct Config {
     pub max_concurrency: usize,
     /// Retries of one delete request after throttling or unprocessed keys (`MAX_RETRIES`).
     pub max_retries: u32,
+    /// Shards per window (`WINDOW_SHARDS`); 1 means unsharded keys.
+    pub window_shards: u32,
+    /// Tick mode: sweep every this many seconds within one invocation (`TICK_SECONDS`).
+    pub tick_seconds: Option<u32>,
+    /// The schedule's period: tick mode stops before the next invocation (`SCHEDULE_SECONDS`).
+    pub schedule_seconds: u32,
+    /// Table holding the catch-up checkpoint (`CHECKPOINT_TABLE`), if any.
+    pub checkpoint_table: Option<String>,
+    /// How far back a checkpoint may take a sweep (`MAX_CATCHUP`), seconds.
+    pub max_catchup_seconds: u64,
 }
 
 /// One setting: its environment variable, default and what it accepts.
@@ -154,8 +164,40 @@ pub const MAX_RETRIES: Setting = Setting {
     expected: "a whole number from 0 to 30 (retries per delete request; default 8)",
 };
 
+/// `WINDOW_SHARDS`.
+pub const WINDOW_SHARDS: Setting = Setting {
+    var: "WINDOW_SHARDS",
+    default: Some("1"),
+    expected:
+        "a whole number from 1 to 1000 (shards per window; must match the writers; default 1)",
+};
+/// `TICK_SECONDS`.
+pub const TICK_SECONDS: Setting = Setting {
+    var: "TICK_SECONDS",
+    default: Some("off"),
+    expected: "`off` or a whole number of seconds from 1 to 30, less than SCHEDULE_SECONDS",
+};
+/// `SCHEDULE_SECONDS`.
+pub const SCHEDULE_SECONDS: Setting = Setting {
+    var: "SCHEDULE_SECONDS",
+    default: Some("60"),
+    expected: "a whole number of seconds from 1 to 3600 (the schedule's period; default 60)",
+};
+/// `CHECKPOINT_TABLE`.
+pub const CHECKPOINT_TABLE: Setting = Setting {
+    var: "CHECKPOINT_TABLE",
+    default: Some(""),
+    expected: "a DynamoDB table name with partition key `id` (String), or empty for no checkpoint",
+};
+/// `MAX_CATCHUP`.
+pub const MAX_CATCHUP: Setting = Setting {
+    var: "MAX_CATCHUP",
+    default: Some("24h"),
+    expected: "a duration from 1m to 30d, e.g. `24h`, `90m`, `3600` (seconds); default 24h",
+};
+
 /// Every setting, in documentation order.
-pub const SETTINGS: [Setting; 9] = [
+pub const SETTINGS: [Setting; 14] = [
     TABLE_NAME,
     INDEX_NAME,
     TTL_ATTRIBUTE,
@@ -165,6 +207,11 @@ pub const SETTINGS: [Setting; 9] = [
     DELETE_MODE,
     MAX_CONCURRENCY,
     MAX_RETRIES,
+    WINDOW_SHARDS,
+    TICK_SECONDS,
+    SCHEDULE_SECONDS,
+    CHECKPOINT_TABLE,
+    MAX_CATCHUP,
 ];
 
 impl Config {
@@ -239,7 +286,37 @@ impl Config {
             delete_mode,
             max_concurrency: number(&MAX_CONCURRENCY, 1, 256)? as usize,
             max_retries: number(&MAX_RETRIES, 0, 30)? as u32,
+            window_shards: number(&WINDOW_SHARDS, 1, 1000)? as u32,
+            tick_seconds: {
+                let raw = get(&TICK_SECONDS)?;
+                if raw.eq_ignore_ascii_case("off") || raw == "0" {
+                    None
+                } else {
+                    Some(number(&TICK_SECONDS, 1, 30)? as u32)
+                }
+            },
+            schedule_seconds: number(&SCHEDULE_SECONDS, 1, 3600)? as u32,
+            checkpoint_table: {
+                let raw = get(&CHECKPOINT_TABLE)?;
+                if raw.is_empty() {
+                    None
+                } else {
+                    Some(name(&CHECKPOINT_TABLE, true)?)
+                }
+            },
+            max_catchup_seconds: {
+                let raw = get(&MAX_CATCHUP)?;
+                parse_duration(&raw)
+                    .map(|d| d.as_secs())
+                    .filter(|s| (60..=30 * 86_400).contains(s))
+                    .ok_or_else(|| invalid(&MAX_CATCHUP, &raw))?
+            },
         };
+        if let Some(tick) = config.tick_seconds {
+            if tick >= config.schedule_seconds {
+                return Err(invalid(&TICK_SECONDS, &tick.to_string()));
+            }
+        }
         if config.ttl_attribute == config.window_attribute {
             return Err(ConfigError::Invalid {
                 var: WINDOW_ATTRIBUTE.var,
@@ -250,6 +327,15 @@ impl Config {
         }
         Ok(config)
     }
+}
+
+/// Parses a duration: plain seconds (`3600`) or humantime (`24h`, `90m`, `1h 30m`).
+pub fn parse_duration(text: &str) -> Option<std::time::Duration> {
+    let text = text.trim();
+    if let Ok(secs) = text.parse::<u64>() {
+        return Some(std::time::Duration::from_secs(secs));
+    }
+    humantime::parse_duration(text).ok()
 }
 
 #[cfg(test)]
@@ -277,6 +363,39 @@ mod tests {
         assert_eq!(c.delete_mode, DeleteMode::Batch);
         assert_eq!(c.max_concurrency, 8);
         assert_eq!(c.max_retries, 8);
+        assert_eq!(c.window_shards, 1);
+        assert_eq!(c.tick_seconds, None);
+        assert_eq!(c.schedule_seconds, 60);
+        assert_eq!(c.checkpoint_table, None);
+        assert_eq!(c.max_catchup_seconds, 86_400);
+    }
+
+    #[test]
+    fn precision_and_scale_settings() {
+        let c = parse(&[
+            ("TABLE_NAME", "sessions"),
+            ("WINDOW_SHARDS", "16"),
+            ("TICK_SECONDS", "1"),
+            ("CHECKPOINT_TABLE", "sweeper-state"),
+            ("MAX_CATCHUP", "3h"),
+        ])
+        .unwrap();
+        assert_eq!(c.window_shards, 16);
+        assert_eq!(c.tick_seconds, Some(1));
+        assert_eq!(c.checkpoint_table.as_deref(), Some("sweeper-state"));
+        assert_eq!(c.max_catchup_seconds, 3 * 3600);
+        assert_eq!(
+            parse(&[("TABLE_NAME", "t_1"), ("TICK_SECONDS", "off")])
+                .unwrap()
+                .tick_seconds,
+            None
+        );
+        assert_eq!(
+            parse(&[("TABLE_NAME", "t_1"), ("MAX_CATCHUP", "7200")])
+                .unwrap()
+                .max_catchup_seconds,
+            7200
+        );
     }
 
     #[test]
@@ -314,6 +433,15 @@ mod tests {
             ("INDEX_NAME", "ix", "3-255 characters"),
             ("INDEX_NAME", "bad name!", "3-255 characters"),
             ("TABLE_NAME", "t", "3-255 characters"),
+            ("WINDOW_SHARDS", "0", "1 to 1000"),
+            ("WINDOW_SHARDS", "1001", "1 to 1000"),
+            ("TICK_SECONDS", "31", "1 to 30"),
+            ("TICK_SECONDS", "fast", "1 to 30"),
+            ("SCHEDULE_SECONDS", "0", "1 to 3600"),
+            ("CHECKPOINT_TABLE", "x", "partition key `id`"),
+            ("MAX_CATCHUP", "10s", "1m to 30d"),
+            ("MAX_CATCHUP", "forever", "1m to 30d"),
+            ("MAX_CATCHUP", "31d", "1m to 30d"),
         ];
         for (var, value, expected) in cases {
             let mut pairs = vec![("TABLE_NAME", "sessions")];
@@ -348,6 +476,20 @@ mod tests {
         assert_eq!(c.delete_mode, DeleteMode::Conditional);
         assert_eq!(c.window_seconds, 86_400);
         assert_eq!(c.lookback_windows, 0);
+    }
+
+    #[test]
+    fn tick_must_be_shorter_than_the_schedule() {
+        let e = parse(&[
+            ("TABLE_NAME", "t_1"),
+            ("TICK_SECONDS", "10"),
+            ("SCHEDULE_SECONDS", "10"),
+        ])
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("TICK_SECONDS") && e.to_string().contains("SCHEDULE_SECONDS"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -8,13 +8,43 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::config::Config;
 use crate::event::{parse_event, sweep_instant, EventError};
+use crate::runner::{run_ticks, Ticks};
 use crate::store::Store;
-use crate::sweep::{SweepReport, Sweeper};
+use crate::sweep::{Stop, SweepReport, Sweeper};
 use crate::telemetry;
 
 /// Time kept free before the Lambda deadline to finish in-flight requests and report.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
+
+/// In tick mode, the last tick starts at least this long before the next scheduled invocation,
+/// so invocations do not overlap.
+pub const SCHEDULE_MARGIN: Duration = Duration::from_secs(2);
+
+/// How invocations behave, from configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// CloudWatch namespace of the EMF metrics.
+    pub namespace: String,
+    /// Tick period, in tick mode.
+    pub tick: Option<Duration>,
+    /// Period of the schedule that invokes the function.
+    pub schedule: Duration,
+}
+
+impl Settings {
+    /// Settings from configuration and the metrics namespace.
+    pub fn new(config: &Config, namespace: impl Into<String>) -> Self {
+        Settings {
+            namespace: namespace.into(),
+            tick: config
+                .tick_seconds
+                .map(|s| Duration::from_secs(u64::from(s))),
+            schedule: Duration::from_secs(u64::from(config.schedule_seconds)),
+        }
+    }
+}
 
 /// Why an invocation failed.
 #[derive(Debug, thiserror::Error)]
@@ -59,28 +89,45 @@ impl From<HandlerError> for lambda_runtime::Diagnostic {
     }
 }
 
-/// Handles one invocation. `clock` is the current time; `remaining` the time left before the
-/// invocation's deadline (`None`: no deadline).
+/// Handles one invocation. `clock` reads the current time; `remaining` is the time left before
+/// the invocation's deadline (`None`: no deadline).
 pub async fn handle<S: Store>(
     sweeper: &Sweeper<S>,
     event: &Value,
-    clock: DateTime<Utc>,
+    clock: impl Fn() -> DateTime<Utc>,
     remaining: Option<Duration>,
-    namespace: &str,
+    settings: &Settings,
 ) -> Result<SweepReport, HandlerError> {
     let trigger = parse_event(event).inspect_err(|e| {
         tracing::error!(error = %e, "rejected the invocation's event; nothing swept");
     })?;
-    let (now, clamped) = sweep_instant(trigger, clock);
+    let start = clock();
+    let (now, clamped) = sweep_instant(trigger, start);
     if clamped {
-        tracing::warn!(?trigger, clock = %clock, "event time is ahead of the clock; sweeping as of the clock");
+        tracing::warn!(?trigger, clock = %start, "event time is ahead of the clock; sweeping as of the clock");
     }
-    let deadline = remaining.map(|r| Instant::now() + r.saturating_sub(DEADLINE_MARGIN));
-    let report = sweeper.sweep(now, deadline).await;
+    let stop = Stop::at(remaining.map(|r| Instant::now() + r.saturating_sub(DEADLINE_MARGIN)));
+    let report = match settings.tick {
+        None => sweeper.sweep(now, &stop).await,
+        Some(every) => {
+            let ticks = Ticks {
+                every,
+                full_every: settings.schedule,
+                until: Some(Instant::now() + settings.schedule.saturating_sub(SCHEDULE_MARGIN)),
+            };
+            let wall = || clock().timestamp_millis() as f64 / 1000.0;
+            run_ticks(sweeper, now, wall, &ticks, &stop, |tick| {
+                if tick.items_found > 0 || !tick.is_success() {
+                    telemetry::log_summary(tick);
+                }
+            })
+            .await
+        }
+    };
     telemetry::log_summary(&report);
     println!(
         "{}",
-        telemetry::emf_record(&report, namespace, clock.timestamp_millis())
+        telemetry::emf_record(&report, &settings.namespace, start.timestamp_millis())
     );
     if report.is_success() {
         Ok(report)

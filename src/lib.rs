@@ -11,6 +11,7 @@
 //! - [`store`]: the only code that talks to DynamoDB, behind the [`store::Store`] seam.
 //! - [`sweep`]: the engine — paginated queries, batched deletes with backoff, the report.
 //! - [`event`]: the Lambda input (EventBridge scheduled events, `{"time": ...}`, `{}`).
+//! - [`runner`]: repeated sweeps — tick mode in Lambda, the long-running `run` command.
 //! - [`handler`]: one Lambda invocation, from event to report, metrics and result.
 //! - [`telemetry`]: tracing subscribers, the summary log line, CloudWatch EMF metrics.
 //!
@@ -21,6 +22,7 @@
 pub mod config;
 pub mod event;
 pub mod handler;
+pub mod runner;
 pub mod store;
 pub mod sweep;
 pub mod telemetry;
@@ -35,6 +37,9 @@ use sweep::{SweepOptions, Sweeper};
 pub async fn connect(config: &Config) -> Result<Sweeper<DynamoStore>, StoreError> {
     let store = DynamoStore::from_env().await;
     let schema = store.describe(config).await?;
+    if let Some(table) = &config.checkpoint_table {
+        store.check_checkpoint_table(table).await?;
+    }
     Ok(Sweeper::new(
         store,
         schema,

@@ -222,6 +222,23 @@ pub trait Store: Send + Sync {
         key: Key,
         now: i64,
     ) -> impl Future<Output = Result<ConditionalOutcome, StoreError>> + Send;
+
+    /// Reads the checkpoint `id` from `table`: the window boundary (epoch seconds) up to which
+    /// everything was swept, or `None` if there is none yet.
+    fn read_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send;
+
+    /// Moves the checkpoint `id` forward to `to`, never backwards: a no-op (returning `false`) if
+    /// it already is at or past `to`.
+    fn advance_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+        to: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
 impl<S: Store> Store for &S {
@@ -249,6 +266,21 @@ impl<S: Store> Store for &S {
         now: i64,
     ) -> impl Future<Output = Result<ConditionalOutcome, StoreError>> + Send {
         (**self).delete_if_expired(schema, key, now)
+    }
+    fn read_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send {
+        (**self).read_checkpoint(table, id)
+    }
+    fn advance_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+        to: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        (**self).advance_checkpoint(table, id, to)
     }
 }
 
@@ -469,6 +501,69 @@ impl Store for DynamoStore {
         Ok(unprocessed)
     }
 
+    #[instrument(level = "debug", skip(self))]
+    async fn read_checkpoint(&self, table: &str, id: &str) -> Result<Option<i64>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key("id", AttributeValue::S(id.to_owned()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
+        let Some(value) = out.item.as_ref().and_then(|i| i.get(CHECKPOINT_ATTRIBUTE)) else {
+            return Ok(None);
+        };
+        match value {
+            AttributeValue::N(n) => n.parse::<i64>().map(Some).map_err(|_| {
+                StoreError::new(
+                    ErrorKind::Validation,
+                    "GetItem",
+                    format!("checkpoint {id:?} holds {n:?}, not epoch seconds"),
+                )
+            }),
+            other => Err(StoreError::new(
+                ErrorKind::Validation,
+                "GetItem",
+                format!("checkpoint {id:?} holds {other:?}, not a Number"),
+            )),
+        }
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn advance_checkpoint(&self, table: &str, id: &str, to: i64) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(table)
+            .key("id", AttributeValue::S(id.to_owned()))
+            .update_expression("SET #s = :to, #u = :now")
+            .condition_expression("attribute_not_exists(#s) OR #s < :to")
+            .expression_attribute_names("#s", CHECKPOINT_ATTRIBUTE)
+            .expression_attribute_names("#u", "updatedAt")
+            .expression_attribute_values(":to", AttributeValue::N(to.to_string()))
+            .expression_attribute_values(
+                ":now",
+                AttributeValue::S(
+                    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                ),
+            )
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                let e = StoreError::from_sdk("UpdateItem", e);
+                if e.kind == ErrorKind::ConditionFailed {
+                    Ok(false)
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
     #[instrument(level = "debug", skip_all)]
     async fn delete_if_expired(
         &self,
@@ -499,6 +594,47 @@ impl Store for DynamoStore {
                 }
             }
         }
+    }
+}
+
+/// Attribute of the checkpoint item holding the boundary, epoch seconds.
+pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
+
+impl DynamoStore {
+    /// Checks that the checkpoint table exists and is keyed on `id` (String).
+    pub async fn check_checkpoint_table(&self, table: &str) -> Result<(), StoreError> {
+        const OP: &str = "DescribeTable";
+        let out = self
+            .client
+            .describe_table()
+            .table_name(table)
+            .send()
+            .await
+            .map_err(|e| {
+                let mut e = StoreError::from_sdk(OP, e);
+                if e.kind == ErrorKind::NotFound {
+                    e.message = format!(
+                        "checkpoint table {table:?} (CHECKPOINT_TABLE) does not exist; create it \
+                         with partition key `id` (String)"
+                    );
+                }
+                e
+            })?;
+        let key = out
+            .table()
+            .map(|t| ordered_key(t.key_schema()))
+            .unwrap_or_default();
+        if key != ["id"] {
+            return Err(StoreError::new(
+                ErrorKind::Validation,
+                OP,
+                format!(
+                    "checkpoint table {table:?} (CHECKPOINT_TABLE) is keyed on {key:?}; it needs \
+                     partition key `id` (String) and no sort key"
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 

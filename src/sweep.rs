@@ -1,30 +1,46 @@
 //! The sweep engine: one pass over the windows that can hold expired items.
 //!
-//! For each window (newest first) it pages through the GSI for `ttl < now`, checks every item it
-//! reads, and deletes the expired ones — in `BatchWriteItem` chunks of 25, or one conditional
-//! `DeleteItem` at a time — with a bounded number of chunks in flight while the next page is read.
-//! Unprocessed keys, throttling and 5xx answers are retried with exponential backoff and full
-//! jitter; keys that still fail are returned in the report, never dropped. The pass stops
-//! starting new work at its deadline and reports what it left for the next run.
+//! For each window — and each shard of it, when windows are sharded — it pages through the GSI
+//! for `ttl < now`, checks every item it reads, and deletes the expired ones: in `BatchWriteItem`
+//! chunks of 25, or one conditional `DeleteItem` at a time. Partitions are read concurrently and
+//! delete requests run concurrently, both bounded by `max_concurrency`. Unprocessed keys,
+//! throttling and 5xx answers are retried with exponential backoff and full jitter; keys that
+//! still fail are returned in the report, never dropped. The pass starts no new work once its
+//! [`Stop`] condition holds (deadline or shutdown) and reports what it left for the next run.
 //!
-//! The engine takes `now` and the deadline as inputs and talks to DynamoDB only through
+//! With a checkpoint, a sweep also covers every window since the last fully swept boundary
+//! (capped by `max_catchup_seconds`) and then moves the checkpoint forward — only over windows it
+//! swept completely, and never backwards.
+//!
+//! The engine takes `now` and its stop condition as inputs and talks to DynamoDB only through
 //! [`Store`], so it is tested with mocked and real stores alike.
 
 use std::time::Duration;
 
-use futures::stream::{FuturesUnordered, StreamExt};
+use futures::stream::{self, FuturesUnordered, StreamExt};
 use serde::Serialize;
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::config::{Config, DeleteMode};
 use crate::store::{
     key_to_json, ConditionalOutcome, ErrorKind, Key, Store, StoreError, TableSchema,
 };
-use crate::window::{iso_millis, parse_ttl, windows_to_sweep, Window};
+use crate::window::{iso_millis, parse_ttl, partition_key, windows_to_sweep, Window};
 
 /// `BatchWriteItem` accepts at most 25 requests.
 pub const BATCH_SIZE: usize = 25;
+
+/// Where the catch-up checkpoint lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Checkpoint table (partition key `id`, String).
+    pub table: String,
+    /// The checkpoint item's id: one per swept table and index.
+    pub id: String,
+}
 
 /// Engine settings that come from [`Config`] plus knobs for tests and tools.
 #[derive(Debug, Clone)]
@@ -33,9 +49,11 @@ pub struct SweepOptions {
     pub window_seconds: u32,
     /// Past windows read besides the current one.
     pub lookback_windows: u32,
+    /// Shards per window (1: unsharded keys).
+    pub window_shards: u32,
     /// Batch or conditional deletes.
     pub delete_mode: DeleteMode,
-    /// Delete chunks in flight at once.
+    /// Partitions read, and delete requests sent, at once.
     pub max_concurrency: usize,
     /// Retries per chunk (unprocessed keys, throttling, 5xx).
     pub max_retries: u32,
@@ -45,6 +63,10 @@ pub struct SweepOptions {
     pub backoff_cap: Duration,
     /// Query page size (`Limit`); `None` lets DynamoDB fill 1 MB pages.
     pub page_limit: Option<i32>,
+    /// The catch-up checkpoint, if any.
+    pub checkpoint: Option<Checkpoint>,
+    /// How far back a checkpoint may take a sweep, seconds.
+    pub max_catchup_seconds: u64,
 }
 
 impl SweepOptions {
@@ -53,12 +75,18 @@ impl SweepOptions {
         SweepOptions {
             window_seconds: config.window_seconds,
             lookback_windows: config.lookback_windows,
+            window_shards: config.window_shards,
             delete_mode: config.delete_mode,
             max_concurrency: config.max_concurrency,
             max_retries: config.max_retries,
             backoff_base: Duration::from_millis(50),
             backoff_cap: Duration::from_secs(5),
             page_limit: None,
+            checkpoint: config.checkpoint_table.as_ref().map(|table| Checkpoint {
+                table: table.clone(),
+                id: format!("{}/{}", config.table_name, config.index_name),
+            }),
+            max_catchup_seconds: config.max_catchup_seconds,
         }
     }
 
@@ -70,6 +98,62 @@ impl SweepOptions {
             .saturating_mul(1u32 << (attempt.saturating_sub(1)).min(20));
         let ceiling = exp.min(self.backoff_cap);
         ceiling.mul_f64(fastrand::f64())
+    }
+}
+
+/// When a sweep must stop starting new work: a deadline, a shutdown request, or both.
+#[derive(Debug, Clone, Default)]
+pub struct Stop {
+    deadline: Option<Instant>,
+    cancel: CancellationToken,
+}
+
+impl Stop {
+    /// Never stops early.
+    pub fn never() -> Self {
+        Stop::default()
+    }
+
+    /// Stops at `deadline`, if any.
+    pub fn at(deadline: Option<Instant>) -> Self {
+        Stop {
+            deadline,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// Also stops when `token` is cancelled (e.g. on SIGTERM).
+    pub fn with_cancel(mut self, token: CancellationToken) -> Self {
+        self.cancel = token;
+        self
+    }
+
+    /// The deadline, if any.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// The shutdown token.
+    pub fn token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// True once the deadline has passed or shutdown was requested.
+    pub fn reached(&self) -> bool {
+        self.cancel.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// True if waiting `wait` would run into the stop condition.
+    fn would_pass(&self, wait: Duration) -> bool {
+        self.cancel.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() + wait >= d)
+    }
+
+    /// A stop condition that also holds when this one does, but can be triggered on its own.
+    fn child(&self) -> Stop {
+        Stop {
+            deadline: self.deadline,
+            cancel: self.cancel.child_token(),
+        }
     }
 }
 
@@ -115,7 +199,7 @@ pub struct FailedKey {
 /// A DynamoDB error that stopped part of a sweep.
 #[derive(Debug, Clone, Serialize)]
 pub struct SweepErrorEntry {
-    /// The window being read, if the error happened while reading one.
+    /// The partition (window, or window#shard) being read, if any.
     pub window: Option<String>,
     /// Classification.
     pub kind: ErrorKind,
@@ -123,18 +207,21 @@ pub struct SweepErrorEntry {
     pub message: String,
 }
 
-/// What one sweep did. Serialized as the CLI's JSON output and the Lambda's response.
+/// What one sweep (or, merged, a series of ticks) did. Serialized as the CLI's JSON output and
+/// the Lambda's response.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SweepReport {
-    /// The sweep instant (`ttl < sweep_at` is expired).
+    /// The sweep instant (`ttl < sweep_at` is expired); the first one for merged ticks.
     pub sweep_at: String,
     /// Table swept.
     pub table: String,
     /// Delete mode used.
     pub delete_mode: String,
-    /// Windows read to the end.
+    /// Sweeps merged into this report (ticks).
+    pub ticks: u32,
+    /// Windows whose every shard was read to the end.
     pub windows_swept: usize,
-    /// Windows not (fully) read: the deadline came first, or reading failed.
+    /// Windows not (fully) read: the stop condition came first, or reading failed.
     pub windows_left: usize,
     /// Expired items found.
     pub items_found: u64,
@@ -148,18 +235,27 @@ pub struct SweepReport {
     pub items_retried: u64,
     /// Items that could not be deleted within the retry limit.
     pub items_failed: u64,
-    /// Items found but not attempted because the deadline came; the next sweep finds them again.
+    /// Items found but not attempted because the sweep had to stop; the next sweep finds them.
     pub items_left: u64,
-    /// Expiry lag of the deleted items.
+    /// Expiry lag of the deleted items, relative to the sweep instant.
     pub lag: LagStats,
-    /// Wall time of the sweep, milliseconds.
+    /// Wall time, milliseconds.
     pub duration_ms: u64,
-    /// True when the deadline stopped the sweep early.
-    pub deadline_hit: bool,
+    /// True when the deadline or a shutdown request stopped the sweep before it finished.
+    pub stopped_early: bool,
+    /// The checkpoint before the sweep (ISO time), when a checkpoint is configured.
+    pub checkpoint_before: Option<String>,
+    /// The checkpoint after the sweep.
+    pub checkpoint_after: Option<String>,
+    /// True when the checkpoint was older than the catch-up cap and older windows were skipped.
+    pub catchup_capped: bool,
     /// Keys that failed, with the reason.
     pub failed_keys: Vec<FailedKey>,
     /// Errors that stopped reading a window or the whole sweep.
     pub errors: Vec<SweepErrorEntry>,
+    /// Every deleted item's lag, kept so that merged reports have exact percentiles.
+    #[serde(skip)]
+    pub lags_ms: Vec<u64>,
 }
 
 impl SweepReport {
@@ -171,6 +267,38 @@ impl SweepReport {
     /// True when every window was read to the end and every found item was handled.
     pub fn is_complete(&self) -> bool {
         self.windows_left == 0 && self.items_left == 0
+    }
+
+    /// Adds a later sweep's results to this one (tick mode and long-running mode).
+    pub fn merge(&mut self, other: SweepReport) {
+        if self.ticks == 0 {
+            self.sweep_at = other.sweep_at.clone();
+            self.table = other.table.clone();
+            self.delete_mode = other.delete_mode.clone();
+        }
+        self.ticks += other.ticks.max(1);
+        self.windows_swept += other.windows_swept;
+        self.windows_left += other.windows_left;
+        self.items_found += other.items_found;
+        self.items_deleted += other.items_deleted;
+        self.items_skipped += other.items_skipped;
+        self.items_invalid += other.items_invalid;
+        self.items_retried += other.items_retried;
+        self.items_failed += other.items_failed;
+        self.items_left += other.items_left;
+        self.duration_ms += other.duration_ms;
+        self.stopped_early |= other.stopped_early;
+        self.catchup_capped |= other.catchup_capped;
+        if other.checkpoint_before.is_some() && self.checkpoint_before.is_none() {
+            self.checkpoint_before = other.checkpoint_before;
+        }
+        if other.checkpoint_after.is_some() {
+            self.checkpoint_after = other.checkpoint_after;
+        }
+        self.failed_keys.extend(other.failed_keys);
+        self.errors.extend(other.errors);
+        self.lags_ms.extend(other.lags_ms);
+        self.lag = LagStats::from_lags(&mut self.lags_ms);
     }
 }
 
@@ -190,6 +318,27 @@ struct ChunkOutcome {
     retried: u64,
     left: u64,
     failed: Vec<FailedKey>,
+}
+
+/// Outcome of sweeping one partition (one shard of one window).
+#[derive(Debug, Default)]
+struct PartitionOutcome {
+    read_all: bool,
+    found: u64,
+    invalid: u64,
+    chunks: Vec<ChunkOutcome>,
+    error: Option<StoreError>,
+}
+
+impl PartitionOutcome {
+    fn complete(&self) -> bool {
+        self.read_all
+            && self.error.is_none()
+            && self
+                .chunks
+                .iter()
+                .all(|c| c.failed.is_empty() && c.left == 0)
+    }
 }
 
 /// Runs sweeps of one table through a [`Store`].
@@ -215,140 +364,267 @@ impl<S: Store> Sweeper<S> {
         &self.schema
     }
 
+    /// The options in use.
+    pub fn options(&self) -> &SweepOptions {
+        &self.options
+    }
+
     /// The store in use.
     pub fn store(&self) -> &S {
         &self.store
     }
 
-    /// Sweeps every window that can hold items expired at `now` (epoch seconds), starting no new
-    /// request after `deadline`.
-    pub async fn sweep(&self, now: i64, deadline: Option<Instant>) -> SweepReport {
-        let windows = windows_to_sweep(
-            now,
-            self.options.window_seconds,
-            self.options.lookback_windows,
-        );
-        self.sweep_windows(now, &windows, deadline).await
+    /// A full sweep as of `now` (epoch seconds): the current window, the lookback windows, and —
+    /// with a checkpoint — every window since the checkpoint; then the checkpoint moves forward.
+    pub async fn sweep(&self, now: i64, stop: &Stop) -> SweepReport {
+        let width = self.options.window_seconds;
+        let mut windows = windows_to_sweep(now, width, self.options.lookback_windows);
+        let mut checkpoint_before = None;
+        let mut capped = false;
+        let mut checkpoint_error = None;
+        if let Some(cp) = &self.options.checkpoint {
+            match self.store.read_checkpoint(&cp.table, &cp.id).await {
+                Ok(Some(c)) => {
+                    checkpoint_before = Some(c);
+                    let oldest = now.saturating_sub(self.options.max_catchup_seconds as i64);
+                    capped = c < oldest;
+                    if capped {
+                        warn!(
+                            checkpoint = %iso_millis(c),
+                            from = %iso_millis(oldest),
+                            "checkpoint is older than MAX_CATCHUP; windows before the cap are not swept"
+                        );
+                    }
+                    let from = c.max(oldest);
+                    // Both lists run back contiguously from the current window: keep the longer.
+                    let mut w = windows[0];
+                    let mut catchup = vec![w];
+                    while w.start > from {
+                        w = w.previous();
+                        catchup.push(w);
+                    }
+                    if catchup.len() > windows.len() {
+                        windows = catchup;
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    warn!(error = %e, "could not read the checkpoint; sweeping the lookback windows only");
+                    checkpoint_error = Some(e);
+                }
+            }
+        }
+
+        let (mut report, complete) = self.sweep_partitions(now, &windows, stop).await;
+        report.catchup_capped = capped;
+        if let Some(e) = checkpoint_error {
+            report.errors.push(SweepErrorEntry {
+                window: None,
+                kind: e.kind,
+                message: e.to_string(),
+            });
+            return report;
+        }
+        if let Some(cp) = &self.options.checkpoint {
+            report.checkpoint_before = checkpoint_before.map(iso_millis);
+            // Walk forward from the oldest window the checkpoint (or the cap) left to sweep, over
+            // windows that are wholly expired and were swept completely.
+            let floor = if capped {
+                now.saturating_sub(self.options.max_catchup_seconds as i64)
+            } else {
+                checkpoint_before.unwrap_or(i64::MIN)
+            };
+            let mut advanced_to = None;
+            for (w, ok) in windows.iter().zip(&complete).rev() {
+                if w.end <= floor {
+                    continue;
+                }
+                if !ok || w.end >= now {
+                    break;
+                }
+                advanced_to = Some(w.end);
+            }
+            let after = match advanced_to {
+                Some(to) if checkpoint_before.is_none_or(|c| to > c) => {
+                    match self.store.advance_checkpoint(&cp.table, &cp.id, to).await {
+                        Ok(moved) => {
+                            debug!(to = %iso_millis(to), moved, "checkpoint advanced");
+                            Some(to)
+                        }
+                        Err(e) => {
+                            report.errors.push(SweepErrorEntry {
+                                window: None,
+                                kind: e.kind,
+                                message: e.to_string(),
+                            });
+                            checkpoint_before
+                        }
+                    }
+                }
+                _ => checkpoint_before,
+            };
+            report.checkpoint_after = after.map(iso_millis);
+        }
+        report
     }
 
-    /// Sweeps exactly `windows` for items expired at `now`.
-    pub async fn sweep_windows(
+    /// Sweeps exactly `windows` (every shard of each) for items expired at `now`; no checkpoint.
+    pub async fn sweep_windows(&self, now: i64, windows: &[Window], stop: &Stop) -> SweepReport {
+        self.sweep_partitions(now, windows, stop).await.0
+    }
+
+    /// Sweeps every shard of every window; returns the report and, per window, whether it was
+    /// swept completely.
+    async fn sweep_partitions(
         &self,
         now: i64,
         windows: &[Window],
-        deadline: Option<Instant>,
-    ) -> SweepReport {
+        stop: &Stop,
+    ) -> (SweepReport, Vec<bool>) {
         let started = Instant::now();
-        let past_deadline = || deadline.is_some_and(|d| Instant::now() >= d);
+        let shards = self.options.window_shards.max(1);
+        let limit = self.options.max_concurrency.max(1);
+        let permits = Semaphore::new(limit);
+        let inner = stop.child();
+        let partitions = windows
+            .iter()
+            .enumerate()
+            .flat_map(|(i, w)| (0..shards).map(move |shard| (i, partition_key(*w, shard, shards))));
+        let outcomes: Vec<(usize, PartitionOutcome)> = stream::iter(partitions)
+            .map(|(i, key)| {
+                let (inner, permits) = (&inner, &permits);
+                async move { (i, self.sweep_partition(&key, now, inner, permits).await) }
+            })
+            .buffer_unordered(limit)
+            .collect()
+            .await;
+
         let mut report = SweepReport {
             sweep_at: iso_millis(now),
             table: self.schema.table_name.clone(),
             delete_mode: self.options.delete_mode.to_string(),
+            ticks: 1,
             ..SweepReport::default()
         };
-        let mut lags: Vec<u64> = Vec::new();
-        let mut inflight = FuturesUnordered::new();
-        let mut pending: Vec<Expired> = Vec::new();
-        let chunk_size = BATCH_SIZE;
-        let max_inflight = self.options.max_concurrency.max(1);
-        let mut fatal = false;
-
-        let mut absorb = |report: &mut SweepReport, out: ChunkOutcome| {
-            for (ttl, at) in out.deleted_ttls.iter().zip(&out.deleted_at) {
-                let deleted_at = now as f64 + at.duration_since(started).as_secs_f64();
-                lags.push(((deleted_at - ttl).max(0.0) * 1000.0).round() as u64);
+        let mut read_all = vec![true; windows.len()];
+        let mut complete = vec![true; windows.len()];
+        for (i, mut out) in outcomes {
+            read_all[i] &= out.read_all && out.error.is_none();
+            complete[i] &= out.complete();
+            report.items_found += out.found;
+            report.items_invalid += out.invalid;
+            for chunk in out.chunks.drain(..) {
+                for (ttl, at) in chunk.deleted_ttls.iter().zip(&chunk.deleted_at) {
+                    let deleted_at = now as f64 + at.duration_since(started).as_secs_f64();
+                    report
+                        .lags_ms
+                        .push(((deleted_at - ttl).max(0.0) * 1000.0).round() as u64);
+                }
+                report.items_deleted += chunk.deleted_ttls.len() as u64;
+                report.items_skipped += chunk.skipped;
+                report.items_retried += chunk.retried;
+                report.items_left += chunk.left;
+                report.items_failed += chunk.failed.len() as u64;
+                report.failed_keys.extend(chunk.failed);
             }
-            report.items_deleted += out.deleted_ttls.len() as u64;
-            report.items_skipped += out.skipped;
-            report.items_retried += out.retried;
-            report.items_left += out.left;
-            report.items_failed += out.failed.len() as u64;
-            report.failed_keys.extend(out.failed);
-        };
-
-        'windows: for (i, window) in windows.iter().enumerate() {
-            if fatal || past_deadline() {
-                report.deadline_hit |= !fatal;
-                report.windows_left += windows.len() - i;
-                break;
-            }
-            let key = window.key();
-            let mut start: Option<Key> = None;
-            loop {
-                let page = match self
-                    .store
-                    .query_expired(
-                        &self.schema,
-                        &key,
-                        now,
-                        start.take(),
-                        self.options.page_limit,
-                    )
-                    .await
-                {
-                    Ok(page) => page,
-                    Err(e) => {
-                        warn!(window = %key, error = %e, "query failed; window left for the next sweep");
-                        fatal = !e.kind.is_retryable();
-                        report.errors.push(SweepErrorEntry {
-                            window: Some(key.clone()),
-                            kind: e.kind,
-                            message: e.to_string(),
-                        });
-                        report.windows_left += 1;
-                        continue 'windows;
-                    }
-                };
-                for item in &page.items {
-                    match self.check_item(item, now) {
-                        Some(expired) => {
-                            report.items_found += 1;
-                            pending.push(expired);
-                        }
-                        None => report.items_invalid += 1,
-                    }
-                }
-                while pending.len() >= chunk_size {
-                    let chunk: Vec<Expired> = pending.drain(..chunk_size).collect();
-                    inflight.push(self.delete_chunk(chunk, now, deadline));
-                    while inflight.len() >= max_inflight {
-                        if let Some(out) = inflight.next().await {
-                            absorb(&mut report, out);
-                        }
-                    }
-                }
-                match page.next {
-                    Some(next) if past_deadline() => {
-                        debug!(window = %key, "deadline reached mid-window");
-                        drop(next);
-                        report.deadline_hit = true;
-                        report.windows_left += windows.len() - i;
-                        break 'windows;
-                    }
-                    Some(next) => start = Some(next),
-                    None => break,
-                }
-            }
-            report.windows_swept += 1;
-        }
-        for chunk in pending.chunks(chunk_size) {
-            inflight.push(self.delete_chunk(chunk.to_vec(), now, deadline));
-            while inflight.len() >= max_inflight {
-                if let Some(out) = inflight.next().await {
-                    absorb(&mut report, out);
-                }
+            if let Some(e) = out.error {
+                report.errors.push(SweepErrorEntry {
+                    window: Some(windows[i].key()),
+                    kind: e.kind,
+                    message: e.to_string(),
+                });
             }
         }
-        while let Some(out) = inflight.next().await {
-            absorb(&mut report, out);
-        }
-        report.deadline_hit |= report.items_left > 0;
-        report.lag = LagStats::from_lags(&mut lags);
+        report.windows_swept = read_all.iter().filter(|r| **r).count();
+        report.windows_left = windows.len() - report.windows_swept;
+        report.stopped_early = stop.reached() && !report.is_complete();
+        report.lag = LagStats::from_lags(&mut report.lags_ms);
         report.duration_ms = started.elapsed().as_millis() as u64;
-        report
+        (report, complete)
     }
 
-    /// Returns the item's key and ttl if — and only if — the item as read is expired at `now`.
+    /// Reads one partition to the end (or until `stop`), deleting as it goes.
+    async fn sweep_partition(
+        &self,
+        key: &str,
+        now: i64,
+        stop: &Stop,
+        permits: &Semaphore,
+    ) -> PartitionOutcome {
+        let mut out = PartitionOutcome::default();
+        if stop.reached() {
+            return out;
+        }
+        let max_inflight = self.options.max_concurrency.max(1);
+        let mut inflight = FuturesUnordered::new();
+        let mut pending: Vec<Expired> = Vec::new();
+        let mut start: Option<Key> = None;
+        let delete = |chunk: Vec<Expired>| async move {
+            let _permit = permits.acquire().await;
+            self.delete_chunk(chunk, now, stop).await
+        };
+        loop {
+            let page = match self
+                .store
+                .query_expired(
+                    &self.schema,
+                    key,
+                    now,
+                    start.take(),
+                    self.options.page_limit,
+                )
+                .await
+            {
+                Ok(page) => page,
+                Err(e) => {
+                    warn!(partition = %key, error = %e, "query failed; partition left for the next sweep");
+                    if !e.kind.is_retryable() {
+                        // A missing table or rejected credentials: nothing else will work either.
+                        stop.cancel.cancel();
+                    }
+                    out.error = Some(e);
+                    break;
+                }
+            };
+            for item in &page.items {
+                match self.check_item(item, now) {
+                    Some(expired) => {
+                        out.found += 1;
+                        pending.push(expired);
+                    }
+                    None => out.invalid += 1,
+                }
+            }
+            while pending.len() >= BATCH_SIZE {
+                let chunk: Vec<Expired> = pending.drain(..BATCH_SIZE).collect();
+                inflight.push(delete(chunk));
+                while inflight.len() >= max_inflight {
+                    if let Some(c) = inflight.next().await {
+                        out.chunks.push(c);
+                    }
+                }
+            }
+            match page.next {
+                Some(_) if stop.reached() => {
+                    debug!(partition = %key, "stopping mid-partition");
+                    break;
+                }
+                Some(next) => start = Some(next),
+                None => {
+                    out.read_all = true;
+                    break;
+                }
+            }
+        }
+        for chunk in pending.chunks(BATCH_SIZE) {
+            inflight.push(delete(chunk.to_vec()));
+        }
+        while let Some(c) = inflight.next().await {
+            out.chunks.push(c);
+        }
+        out
+    }
+
     fn check_item(&self, item: &Key, now: i64) -> Option<Expired> {
         let ttl = match item.get(&self.schema.ttl_attribute) {
             Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => match parse_ttl(n) {
@@ -378,19 +654,14 @@ impl<S: Store> Sweeper<S> {
     }
 
     /// Deletes one chunk, retrying with backoff; never returns an error, only an outcome.
-    async fn delete_chunk(
-        &self,
-        chunk: Vec<Expired>,
-        now: i64,
-        deadline: Option<Instant>,
-    ) -> ChunkOutcome {
+    async fn delete_chunk(&self, chunk: Vec<Expired>, now: i64, stop: &Stop) -> ChunkOutcome {
         match self.options.delete_mode {
-            DeleteMode::Batch => self.delete_batch(chunk, deadline).await,
-            DeleteMode::Conditional => self.delete_conditional(chunk, now, deadline).await,
+            DeleteMode::Batch => self.delete_batch(chunk, stop).await,
+            DeleteMode::Conditional => self.delete_conditional(chunk, now, stop).await,
         }
     }
 
-    async fn delete_batch(&self, chunk: Vec<Expired>, deadline: Option<Instant>) -> ChunkOutcome {
+    async fn delete_batch(&self, chunk: Vec<Expired>, stop: &Stop) -> ChunkOutcome {
         let mut out = ChunkOutcome::default();
         let mut remaining = chunk;
         let mut attempt = 0u32;
@@ -424,7 +695,7 @@ impl<S: Store> Sweeper<S> {
             }
             attempt += 1;
             let wait = self.options.backoff(attempt);
-            if deadline.is_some_and(|d| Instant::now() + wait >= d) {
+            if stop.would_pass(wait) {
                 out.left += remaining.len() as u64;
                 return out;
             }
@@ -434,12 +705,7 @@ impl<S: Store> Sweeper<S> {
         }
     }
 
-    async fn delete_conditional(
-        &self,
-        chunk: Vec<Expired>,
-        now: i64,
-        deadline: Option<Instant>,
-    ) -> ChunkOutcome {
+    async fn delete_conditional(&self, chunk: Vec<Expired>, now: i64, stop: &Stop) -> ChunkOutcome {
         let mut out = ChunkOutcome::default();
         let mut items = chunk.into_iter();
         while let Some(e) = items.next() {
@@ -470,7 +736,7 @@ impl<S: Store> Sweeper<S> {
                 }
                 attempt += 1;
                 let wait = self.options.backoff(attempt);
-                if deadline.is_some_and(|d| Instant::now() + wait >= d) {
+                if stop.would_pass(wait) {
                     out.left += 1 + items.len() as u64;
                     return out;
                 }

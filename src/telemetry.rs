@@ -72,7 +72,9 @@ pub fn log_summary(report: &SweepReport) {
             lag_p99_ms = report.lag.p99_ms,
             lag_max_ms = report.lag.max_ms,
             duration_ms = report.duration_ms,
-            deadline_hit = report.deadline_hit,
+            stopped_early = report.stopped_early,
+            ticks = report.ticks,
+            checkpoint = report.checkpoint_after.as_deref().unwrap_or(""),
             "sweep finished"
         );
     } else {

@@ -167,6 +167,61 @@ pub fn windows_to_sweep(now: i64, width: u32, lookback: u32) -> Vec<Window> {
     out
 }
 
+/// The windows that can hold items which expired after `prev` (epoch seconds) and by `now`:
+/// what a tick that follows a sweep at `prev` must read. It reaches one window further back than
+/// strictly needed, so an item made visible in the index a moment late is still caught.
+pub fn windows_since(prev: i64, now: i64, width: u32) -> Vec<Window> {
+    let oldest = Window::containing_secs(prev.min(now), width).previous();
+    let mut window = Window::containing_secs(now, width);
+    let mut out = vec![window];
+    while window.start > oldest.start {
+        window = window.previous();
+        out.push(window);
+    }
+    out
+}
+
+/// Largest supported number of shards per window.
+pub const MAX_SHARDS: u32 = 1000;
+
+/// FNV-1a, 32-bit: the hash the shard of an item is derived from.
+pub fn fnv1a32(bytes: &[u8]) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in bytes {
+        hash ^= u32::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash
+}
+
+/// The shard of an item: `floor(fnv1a32(bytes) * shards / 2^32)`, where `bytes` is its partition
+/// key value. (Multiply-shift uses the hash's well-mixed high bits; FNV's low bits are weak.)
+///
+/// The bytes are the UTF-8 text of a String key, the decimal text of a Number key exactly as the
+/// writer sends it, and the raw bytes of a Binary key. With `shards <= 1` every item is shard 0.
+///
+/// ```
+/// use ttl_sweeper::window::shard_of;
+/// assert_eq!(shard_of(b"user#42", 8), 0);
+/// assert_eq!(shard_of(b"foobar", 1000), 748);
+/// ```
+pub fn shard_of(partition_key: &[u8], shards: u32) -> u32 {
+    if shards <= 1 {
+        return 0;
+    }
+    ((u64::from(fnv1a32(partition_key)) * u64::from(shards)) >> 32) as u32
+}
+
+/// The GSI partition key of one shard of a window: the window key alone when there is one shard
+/// (compatible with unsharded tables), else `<window key>#<shard>`.
+pub fn partition_key(window: Window, shard: u32, shards: u32) -> String {
+    if shards <= 1 {
+        window.key()
+    } else {
+        format!("{}#{shard}", window.key())
+    }
+}
+
 /// Formats epoch seconds as ISO-8601 UTC with milliseconds: `2022-07-19T21:27:00.000Z`.
 pub fn iso_millis(secs: i64) -> String {
     DateTime::<Utc>::from_timestamp(secs, 0)
@@ -278,6 +333,53 @@ mod tests {
     }
 
     #[test]
+    fn ticks_read_the_windows_since_the_previous_tick() {
+        let b = at("2022-07-19T21:27:00Z");
+        // within one window: that window and the one before it
+        let keys: Vec<Window> = windows_since(b + 10, b + 11, 60);
+        assert_eq!(
+            keys,
+            vec![
+                Window {
+                    start: b,
+                    end: b + 60
+                },
+                Window {
+                    start: b - 60,
+                    end: b
+                }
+            ]
+        );
+        // narrow windows, a 5 s tick: every window from prev-1 window to now
+        let ws = windows_since(b, b + 5, 1);
+        assert_eq!(ws.first().unwrap().end, b + 5);
+        assert_eq!(ws.last().unwrap().end, b - 1);
+        assert_eq!(ws.len(), 7);
+    }
+
+    #[test]
+    fn shard_hash_matches_the_published_vectors() {
+        // FNV-1a 32-bit reference values: "" -> 0x811c9dc5, "a" -> 0xe40c292c, "foobar" -> 0xbf9cf968.
+        assert_eq!(fnv1a32(b""), 0x811c_9dc5);
+        assert_eq!(fnv1a32(b"a"), 0xe40c_292c);
+        assert_eq!(fnv1a32(b"foobar"), 0xbf9c_f968);
+        // floor(h * n / 2^32)
+        assert_eq!(shard_of(b"a", 16), 14);
+        assert_eq!(shard_of(b"foobar", 1000), 748);
+        assert_eq!(shard_of(b"anything", 1), 0);
+        assert_eq!(shard_of(b"anything", 0), 0);
+        let w = Window::containing_secs(at("2022-07-19T21:27:30Z"), 60);
+        assert_eq!(
+            partition_key(w, 0, 1),
+            "2022-07-19T21:27:00.000Z_2022-07-19T21:28:00.000Z"
+        );
+        assert_eq!(
+            partition_key(w, 3, 8),
+            "2022-07-19T21:27:00.000Z_2022-07-19T21:28:00.000Z#3"
+        );
+    }
+
+    #[test]
     fn parse_key_round_trips() {
         let w = Window::containing_secs(at("2022-07-19T21:27:30Z"), 60);
         assert_eq!(Window::parse_key(&w.key()), Some(w));
@@ -302,6 +404,32 @@ mod tests {
         fn fractional_ttl_lies_in_its_window(ttl in 0.0f64..4.0e9, width in 1u32..=3600) {
             let w = Window::containing(ttl, width);
             prop_assert!((w.start as f64) < ttl && ttl <= w.end as f64, "{ttl} not in {w:?}");
+        }
+
+        #[test]
+        fn shards_are_in_range_and_spread(keys in proptest::collection::hash_set("[a-z0-9#]{1,16}", 400..600), shards in 2u32..=16) {
+            let mut counts = vec![0usize; shards as usize];
+            for k in &keys {
+                let s = shard_of(k.as_bytes(), shards);
+                prop_assert!(s < shards);
+                counts[s as usize] += 1;
+            }
+            // every shard within 6 standard deviations of its fair share
+            let fair = keys.len() as f64 / f64::from(shards);
+            let sigma = (fair * (1.0 - 1.0 / f64::from(shards))).sqrt();
+            prop_assert!(counts.iter().all(|&c| (c as f64 - fair).abs() <= 6.0 * sigma), "{counts:?}");
+        }
+
+        #[test]
+        fn ticks_cover_every_ttl_that_expired_since_the_previous_tick(
+            prev in 86_400i64..4_000_000_000, gap in 1i64..=30, width in 1u32..=3600, frac in 0.0f64..1.0,
+        ) {
+            let now = prev + gap;
+            let ttl = prev as f64 - 1.0 + frac * (gap as f64 + 1.0);
+            if ttl < now as f64 {
+                let ws = windows_since(prev, now, width);
+                prop_assert!(ws.contains(&Window::containing(ttl, width)), "{ttl} {prev}..{now} w={width}");
+            }
         }
 
         #[test]

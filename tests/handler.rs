@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use common::*;
 use serde_json::{json, Value};
-use ttl_sweeper::handler::{handle, HandlerError};
+use ttl_sweeper::handler::{handle, HandlerError, Settings};
 use ttl_sweeper::sweep::{SweepOptions, Sweeper};
 
 fn fixture(name: &str) -> Value {
@@ -19,6 +19,14 @@ fn at(secs: i64) -> String {
     DateTime::<Utc>::from_timestamp(secs, 0)
         .unwrap()
         .to_rfc3339()
+}
+
+fn settings() -> Settings {
+    Settings {
+        namespace: "Test".into(),
+        tick: None,
+        schedule: Duration::from_secs(60),
+    }
 }
 
 async fn setup(
@@ -60,9 +68,9 @@ async fn scheduled_and_transformed_events_sweep_as_of_their_time() {
         let report = handle(
             &sweeper,
             &event,
-            clock,
+            || clock,
             Some(Duration::from_secs(60)),
-            "Test",
+            &settings(),
         )
         .await
         .unwrap();
@@ -88,7 +96,7 @@ async fn malformed_events_delete_nothing() {
         json!([at(now)]),
         json!({"Records": []}),
     ] {
-        let err = handle(&sweeper, &event, clock, None, "Test")
+        let err = handle(&sweeper, &event, || clock, None, &settings())
             .await
             .unwrap_err();
         assert!(matches!(err, HandlerError::Event(_)), "{event}: {err}");
@@ -103,7 +111,9 @@ async fn an_event_from_the_future_sweeps_only_what_has_expired_by_the_clock() {
     let clock = DateTime::<Utc>::from_timestamp(now, 0).unwrap();
     let (client, table, sweeper) = setup("h_future", now).await;
     let event = json!({"time": at(now + 86_400)});
-    let report = handle(&sweeper, &event, clock, None, "Test").await.unwrap();
+    let report = handle(&sweeper, &event, || clock, None, &settings())
+        .await
+        .unwrap();
     assert_eq!(report.sweep_at, ttl_sweeper::window::iso_millis(now));
     assert_eq!(report.items_deleted, 30);
     assert_eq!(

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::types::{ProjectionType, ScalarAttributeType};
 use common::*;
 use ttl_sweeper::store::{ErrorKind, Key};
-use ttl_sweeper::sweep::{SweepOptions, Sweeper};
+use ttl_sweeper::sweep::{Stop, SweepOptions, Sweeper};
 use ttl_sweeper::window::{window_key, Window};
 
 /// A minute boundary comfortably in the past, so every ttl below is expired by the real clock too.
@@ -43,7 +43,7 @@ async fn pages_past_one_megabyte_are_all_swept() {
     let (store, schema) = store_and_schema(&cfg).await;
     let store = Instrumented::new(store);
     let sweeper = Sweeper::new(&store, schema, SweepOptions::from_config(&cfg));
-    let report = sweeper.sweep(b + 10, None).await;
+    let report = sweeper.sweep(b + 10, &Stop::never()).await;
 
     assert!(
         store
@@ -76,7 +76,7 @@ async fn past_windows_within_the_lookback_are_swept() {
     let cfg = config(&table, &[("LOOKBACK_WINDOWS", "15")]);
     let (store, schema) = store_and_schema(&cfg).await;
     let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
-        .sweep(now, None)
+        .sweep(now, &Stop::never())
         .await;
     assert_eq!(report.windows_swept, 16);
     assert_eq!(report.items_deleted, 15);
@@ -109,12 +109,12 @@ async fn an_item_exactly_on_a_window_boundary_is_swept() {
     let (store, schema) = store_and_schema(&cfg).await;
     let sweeper = Sweeper::new(store, schema, SweepOptions::from_config(&cfg));
     // At the boundary itself the item is not expired (ttl < now is false) ...
-    let at_edge = sweeper.sweep(b, None).await;
+    let at_edge = sweeper.sweep(b, &Stop::never()).await;
     assert_eq!(at_edge.items_deleted, 0);
     assert!(exists(&client, &table, id_key("edge")).await);
     // ... and at the next scheduled run the current window is (b, b+60]: only the lookback
     // reaches the item. The published design's single-window query never would.
-    let next_run = sweeper.sweep(b + 60, None).await;
+    let next_run = sweeper.sweep(b + 60, &Stop::never()).await;
     assert_eq!(next_run.items_deleted, 1);
     assert!(!exists(&client, &table, id_key("edge")).await);
 }
@@ -179,7 +179,7 @@ async fn future_missing_millisecond_and_string_ttls_are_left_alone() {
         let cfg = config(&table, &[("DELETE_MODE", mode)]);
         let (store, schema) = store_and_schema(&cfg).await;
         let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
-            .sweep(now, None)
+            .sweep(now, &Stop::never())
             .await;
         assert!(report.is_success(), "{mode}: {report:?}");
     }
@@ -275,7 +275,7 @@ async fn composite_and_binary_keys_are_deleted_by_their_full_key() {
             "{prefix}"
         );
         let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
-            .sweep(now, None)
+            .sweep(now, &Stop::never())
             .await;
         assert_eq!(
             report.items_deleted as usize,
@@ -354,7 +354,7 @@ async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query()
             .unwrap();
         let store = extend_ttl_hook(client.clone(), table.clone(), extended_to);
         let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
-            .sweep(now, None)
+            .sweep(now, &Stop::never())
             .await;
         assert!(report.is_success(), "{mode}: {report:?}");
         outcomes.insert(

@@ -19,7 +19,7 @@ use aws_smithy_mocks::{mock, mock_client, Rule, RuleMode};
 use tokio::time::Instant;
 use ttl_sweeper::config::DeleteMode;
 use ttl_sweeper::store::{DynamoStore, ErrorKind, Key, TableSchema};
-use ttl_sweeper::sweep::{SweepOptions, Sweeper};
+use ttl_sweeper::sweep::{Stop, SweepOptions, Sweeper};
 
 const NOW: i64 = 1_658_264_100; // 2022-07-19T20:55:00Z
 const TABLE: &str = "sessions";
@@ -44,6 +44,9 @@ fn options(mode: DeleteMode) -> SweepOptions {
         backoff_base: Duration::from_millis(50),
         backoff_cap: Duration::from_secs(2),
         page_limit: None,
+        window_shards: 1,
+        checkpoint: None,
+        max_catchup_seconds: 86_400,
     }
 }
 
@@ -121,7 +124,9 @@ async fn unprocessed_keys_are_retried_until_accepted() {
         .build();
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
     let started = Instant::now();
-    let report = sweeper(client, DeleteMode::Batch).sweep(NOW, None).await;
+    let report = sweeper(client, DeleteMode::Batch)
+        .sweep(NOW, &Stop::never())
+        .await;
 
     assert_eq!(batch.num_calls(), 2, "one retry for the unprocessed key");
     assert_eq!(report.items_found, 3);
@@ -153,7 +158,7 @@ async fn throttling_is_retried_with_growing_backoff() {
     opts.max_retries = 5;
     let s = Sweeper::new(DynamoStore::new(client), schema(), opts);
     let started = Instant::now();
-    let report = s.sweep(NOW, None).await;
+    let report = s.sweep(NOW, &Stop::never()).await;
 
     assert_eq!(batch.num_calls(), 4);
     assert_eq!(report.items_deleted, 25);
@@ -180,7 +185,9 @@ async fn keys_that_keep_failing_are_reported_and_fail_the_run() {
         unprocessed(&[first])
     });
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
-    let report = sweeper(client, DeleteMode::Batch).sweep(NOW, None).await;
+    let report = sweeper(client, DeleteMode::Batch)
+        .sweep(NOW, &Stop::never())
+        .await;
 
     // Two chunks (25 + 5), each: 1 call + 3 retries.
     assert_eq!(batch.num_calls(), 8);
@@ -212,7 +219,9 @@ async fn non_retryable_errors_fail_at_once() {
         )
     });
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
-    let report = sweeper(client, DeleteMode::Batch).sweep(NOW, None).await;
+    let report = sweeper(client, DeleteMode::Batch)
+        .sweep(NOW, &Stop::never())
+        .await;
     assert_eq!(batch.num_calls(), 1, "no retries for a missing table");
     assert_eq!(report.items_failed, 5);
     assert!(report.failed_keys[0].reason.contains("NotFound"));
@@ -247,7 +256,9 @@ async fn every_page_is_read() {
     let batch =
         mock!(Client::batch_write_item).then_output(|| BatchWriteItemOutput::builder().build());
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
-    let report = sweeper(client, DeleteMode::Batch).sweep(NOW, None).await;
+    let report = sweeper(client, DeleteMode::Batch)
+        .sweep(NOW, &Stop::never())
+        .await;
     assert_eq!(query.num_calls(), 2);
     assert_eq!(report.items_deleted, 15);
     let starts = seen_starts.lock().unwrap();
@@ -280,7 +291,7 @@ async fn items_that_are_not_expired_as_read_are_never_deleted() {
             RuleMode::MatchAny,
             [&query, &batch, &delete]
         );
-        let report = sweeper(client, mode).sweep(NOW, None).await;
+        let report = sweeper(client, mode).sweep(NOW, &Stop::never()).await;
         assert_eq!(report.items_found, 0, "{mode}");
         assert_eq!(report.items_invalid, 6, "{mode}");
         assert_eq!(report.items_deleted, 0, "{mode}");
@@ -319,7 +330,7 @@ async fn conditional_mode_keeps_items_whose_condition_fails_and_retries_throttli
         .build();
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &delete]);
     let report = sweeper(client, DeleteMode::Conditional)
-        .sweep(NOW, None)
+        .sweep(NOW, &Stop::never())
         .await;
     assert_eq!(delete.num_calls(), 4);
     assert_eq!(report.items_deleted, 2);
@@ -346,31 +357,35 @@ async fn a_missing_table_stops_the_sweep_with_an_error() {
     let mut opts = options(DeleteMode::Batch);
     opts.lookback_windows = 5;
     let report = Sweeper::new(DynamoStore::new(client), schema(), opts)
-        .sweep(NOW, None)
+        .sweep(NOW, &Stop::never())
         .await;
     assert_eq!(query.num_calls(), 1, "stops after a non-retryable error");
     assert_eq!(report.windows_left, 6);
     assert_eq!(report.errors.len(), 1);
     assert_eq!(report.errors[0].kind, ErrorKind::NotFound);
     assert!(!report.is_success());
-    assert!(!report.deadline_hit);
+    assert!(!report.stopped_early);
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_deadline_stops_new_work_and_reports_what_is_left() {
-    // Each query takes 1 s (virtual); the deadline allows about two windows.
-    let query = mock!(Client::query).then_output(|| QueryOutput::builder().build());
-    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query]);
-    let mut opts = options(DeleteMode::Batch);
-    opts.lookback_windows = 9;
-    let s = Sweeper::new(SlowStore(DynamoStore::new(client)), schema(), opts);
-    let deadline = Instant::now() + Duration::from_millis(1500);
-    let report = s.sweep(NOW, Some(deadline)).await;
-    assert!(report.deadline_hit);
-    assert_eq!(report.windows_swept, 2);
-    assert_eq!(report.windows_left, 8);
-    assert!(report.is_success(), "running out of time is not a failure");
-    assert!(!report.is_complete());
+    // Each query takes 1 s (virtual); the deadline at 1.5 s lets the partitions that started
+    // before it finish, and no others start: `concurrency` per second.
+    for (concurrency, swept) in [(1, 2), (4, 8)] {
+        let query = mock!(Client::query).then_output(|| QueryOutput::builder().build());
+        let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query]);
+        let mut opts = options(DeleteMode::Batch);
+        opts.lookback_windows = 9;
+        opts.max_concurrency = concurrency;
+        let s = Sweeper::new(SlowStore(DynamoStore::new(client)), schema(), opts);
+        let deadline = Instant::now() + Duration::from_millis(1500);
+        let report = s.sweep(NOW, &Stop::at(Some(deadline))).await;
+        assert!(report.stopped_early, "{concurrency}");
+        assert_eq!(report.windows_swept, swept, "{concurrency}");
+        assert_eq!(report.windows_left, 10 - swept, "{concurrency}");
+        assert!(report.is_success(), "running out of time is not a failure");
+        assert!(!report.is_complete());
+    }
 }
 
 /// A store whose queries take one second.
@@ -404,5 +419,20 @@ impl ttl_sweeper::store::Store for SlowStore {
         now: i64,
     ) -> Result<ttl_sweeper::store::ConditionalOutcome, ttl_sweeper::store::StoreError> {
         self.0.delete_if_expired(schema, key, now).await
+    }
+    async fn read_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+    ) -> Result<Option<i64>, ttl_sweeper::store::StoreError> {
+        self.0.read_checkpoint(table, id).await
+    }
+    async fn advance_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+        to: i64,
+    ) -> Result<bool, ttl_sweeper::store::StoreError> {
+        self.0.advance_checkpoint(table, id, to).await
     }
 }

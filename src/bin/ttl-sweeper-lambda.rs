@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use lambda_runtime::{service_fn, LambdaEvent};
 use serde_json::Value;
 use ttl_sweeper::config::Config;
-use ttl_sweeper::handler::handle;
+use ttl_sweeper::handler::{handle, Settings};
 use ttl_sweeper::telemetry::{self, LogFormat, DEFAULT_NAMESPACE};
 
 #[tokio::main]
@@ -31,7 +31,8 @@ async fn main() -> ExitCode {
         }
     };
     tracing::info!(table = %config.table_name, index = %config.index_name, mode = %config.delete_mode, "ready");
-    let (sweeper, namespace) = (&sweeper, namespace.as_str());
+    let settings = Settings::new(&config, namespace);
+    let (sweeper, settings) = (&sweeper, &settings);
     let handler = service_fn(move |event: LambdaEvent<Value>| async move {
         let remaining = event
             .context
@@ -41,9 +42,9 @@ async fn main() -> ExitCode {
         handle(
             sweeper,
             &event.payload,
-            chrono::Utc::now(),
+            chrono::Utc::now,
             remaining,
-            namespace,
+            settings,
         )
         .await
     });

@@ -4,10 +4,18 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use std::time::Duration;
 use ttl_sweeper::config::Config;
 use ttl_sweeper::event::{parse_time, sweep_instant, Trigger};
 use ttl_sweeper::telemetry::{self, LogFormat};
-use ttl_sweeper::window::{parse_ttl, window_key, Window};
+
+use tokio_util::sync::CancellationToken;
+use ttl_sweeper::config::parse_duration;
+use ttl_sweeper::runner::{run_ticks, Ticks};
+use ttl_sweeper::sweep::Stop;
+use ttl_sweeper::window::{
+    parse_ttl, partition_key, shard_of, Window, MAX_SHARDS, MAX_WINDOW_SECONDS,
+};
 
 /// Precise item expiry for Amazon DynamoDB.
 #[derive(Debug, Parser)]
@@ -27,6 +35,9 @@ struct Cli {
 enum Command {
     /// Run one sweep and print its report as one JSON line on stdout.
     Sweep(Box<SweepArgs>),
+    /// Sweep every interval until SIGINT/SIGTERM, then print the merged report (for ECS, EKS,
+    /// systemd or a laptop).
+    Run(Box<RunArgs>),
     /// Print the window key for a ttl (epoch seconds), to check a writer's implementation.
     Window {
         /// The ttl, in epoch seconds.
@@ -34,7 +45,23 @@ enum Command {
         /// Window width in seconds.
         #[arg(long, env = "WINDOW_SECONDS", default_value = "60")]
         window_seconds: u32,
+        /// Shards per window; with more than 1, --key is required.
+        #[arg(long, env = "WINDOW_SHARDS", default_value = "1")]
+        shards: u32,
+        /// The item's partition key value, as DynamoDB JSON: {"S":"user#42"}, {"N":"42"},
+        /// {"B":"<base64>"}, or a one-attribute key {"id":{"S":"user#42"}}.
+        #[arg(long)]
+        key: Option<String>,
     },
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Interval between sweeps, e.g. `1s`, `500ms`, `1m`.
+    #[arg(long, default_value = "1s")]
+    every: String,
+    #[command(flatten)]
+    config: ConfigArgs,
 }
 
 #[derive(Debug, Args)]
@@ -79,6 +106,18 @@ struct ConfigArgs {
     /// Retries per delete request [default: 8].
     #[arg(long, env = "MAX_RETRIES")]
     max_retries: Option<String>,
+    /// Shards per window, as the writers use [default: 1].
+    #[arg(long, env = "WINDOW_SHARDS")]
+    window_shards: Option<String>,
+    /// Sweep period of the long-running loop's full sweeps [default: 60].
+    #[arg(long, env = "SCHEDULE_SECONDS")]
+    schedule_seconds: Option<String>,
+    /// Table holding the catch-up checkpoint (partition key `id`, String).
+    #[arg(long, env = "CHECKPOINT_TABLE")]
+    checkpoint_table: Option<String>,
+    /// Longest catch-up after an outage, e.g. `24h` [default: 24h].
+    #[arg(long, env = "MAX_CATCHUP")]
+    max_catchup: Option<String>,
 }
 
 impl ConfigArgs {
@@ -93,6 +132,10 @@ impl ConfigArgs {
             "DELETE_MODE" => self.delete_mode.clone(),
             "MAX_CONCURRENCY" => self.max_concurrency.clone(),
             "MAX_RETRIES" => self.max_retries.clone(),
+            "WINDOW_SHARDS" => self.window_shards.clone(),
+            "SCHEDULE_SECONDS" => self.schedule_seconds.clone(),
+            "CHECKPOINT_TABLE" => self.checkpoint_table.clone(),
+            "MAX_CATCHUP" => self.max_catchup.clone(),
             _ => None,
         }
     }
@@ -122,19 +165,64 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Window {
             ttl,
             window_seconds,
+            shards,
+            key,
         } => {
             anyhow::ensure!(
-                (1..=ttl_sweeper::window::MAX_WINDOW_SECONDS).contains(&window_seconds),
+                (1..=MAX_WINDOW_SECONDS).contains(&window_seconds),
                 "--window-seconds (WINDOW_SECONDS) must be from 1 to 86400, got {window_seconds}"
             );
-            let t = parse_ttl(&ttl)?;
-            let key = window_key(t, window_seconds)?;
-            debug_assert_eq!(
-                Window::parse_key(&key).map(|w| w.width()),
-                Some(i64::from(window_seconds))
+            anyhow::ensure!(
+                (1..=MAX_SHARDS).contains(&shards),
+                "--shards (WINDOW_SHARDS) must be from 1 to {MAX_SHARDS}, got {shards}"
             );
-            println!("{key}");
+            let window = Window::containing(parse_ttl(&ttl)?, window_seconds);
+            let shard = match (&key, shards) {
+                (_, 1) => 0,
+                (None, _) => anyhow::bail!(
+                    "--shards {shards} needs --key: the shard comes from the item's partition key"
+                ),
+                (Some(json), _) => shard_of(&partition_key_bytes(json)?, shards),
+            };
+            println!("{}", partition_key(window, shard, shards));
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Run(args) => {
+            let config = Config::from_lookup(|v| args.config.lookup(v))?;
+            let every = parse_duration(&args.every)
+                .filter(|d| *d >= Duration::from_millis(100))
+                .with_context(|| {
+                    format!(
+                        "--every {:?}: expected a duration of at least 100ms, e.g. `1s`",
+                        args.every
+                    )
+                })?;
+            let sweeper = ttl_sweeper::connect(&config).await?;
+            let shutdown = CancellationToken::new();
+            tokio::spawn(cancel_on_signal(shutdown.clone()));
+            let ticks = Ticks {
+                every,
+                full_every: Duration::from_secs(u64::from(config.schedule_seconds)),
+                until: None,
+            };
+            let stop = Stop::never().with_cancel(shutdown);
+            let clock = || chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
+            tracing::info!(table = %config.table_name, every = ?every, "running until SIGINT or SIGTERM");
+            let first = chrono::Utc::now().timestamp();
+            let report = run_ticks(&sweeper, first, clock, &ticks, &stop, |tick| {
+                if tick.items_found > 0 || !tick.is_success() {
+                    telemetry::log_summary(tick);
+                }
+            })
+            .await;
+            tracing::info!("stopped");
+            telemetry::log_summary(&report);
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(if report.is_success() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Command::Sweep(args) => {
             let config = Config::from_lookup(|v| args.config.lookup(v))?;
@@ -157,7 +245,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 }
             };
             let sweeper = ttl_sweeper::connect(&config).await?;
-            let report = sweeper.sweep(now, None).await;
+            let report = sweeper.sweep(now, &Stop::never()).await;
             telemetry::log_summary(&report);
             println!("{}", serde_json::to_string(&report)?);
             Ok(if report.is_success() {
@@ -167,4 +255,39 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             })
         }
     }
+}
+
+/// The bytes the shard hash is taken over, from a partition key value in DynamoDB JSON.
+fn partition_key_bytes(json: &str) -> anyhow::Result<Vec<u8>> {
+    let value: serde_json::Value = serde_json::from_str(json).context("--key is not JSON")?;
+    let obj = value
+        .as_object()
+        .filter(|o| o.len() == 1)
+        .context("--key must be one typed value like {\"S\":\"user#42\"} or a one-attribute key")?;
+    let (name, inner) = obj.iter().next().expect("one entry");
+    match (name.as_str(), inner) {
+        ("S" | "N", serde_json::Value::String(s)) => Ok(s.as_bytes().to_vec()),
+        ("B", serde_json::Value::String(b64)) => {
+            use base64::Engine as _;
+            Ok(base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .context("--key: the B value is not base64")?)
+        }
+        (_, serde_json::Value::Object(_)) => partition_key_bytes(&inner.to_string()),
+        _ => anyhow::bail!("--key: unsupported value {value}; use S, N or B"),
+    }
+}
+
+/// Cancels `token` on SIGINT or SIGTERM: the sweep in flight finishes its requests and stops.
+async fn cancel_on_signal(token: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("signal received: finishing the requests in flight");
+    token.cancel();
 }

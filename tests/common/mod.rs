@@ -403,6 +403,14 @@ impl<S: Store> Store for Instrumented<S> {
         }
         self.inner.delete_if_expired(schema, key, now).await
     }
+
+    async fn read_checkpoint(&self, table: &str, id: &str) -> Result<Option<i64>, StoreError> {
+        self.inner.read_checkpoint(table, id).await
+    }
+
+    async fn advance_checkpoint(&self, table: &str, id: &str, to: i64) -> Result<bool, StoreError> {
+        self.inner.advance_checkpoint(table, id, to).await
+    }
 }
 
 /// A `DynamoStore` on the test server and the schema of `config`'s table.
