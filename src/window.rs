@@ -184,32 +184,26 @@ pub fn windows_since(prev: i64, now: i64, width: u32) -> Vec<Window> {
 /// Largest supported number of shards per window.
 pub const MAX_SHARDS: u32 = 1000;
 
-/// FNV-1a, 32-bit: the hash the shard of an item is derived from.
-pub fn fnv1a32(bytes: &[u8]) -> u32 {
-    let mut hash: u32 = 0x811c_9dc5;
-    for byte in bytes {
-        hash ^= u32::from(*byte);
-        hash = hash.wrapping_mul(0x0100_0193);
-    }
-    hash
-}
-
-/// The shard of an item: `floor(fnv1a32(bytes) * shards / 2^32)`, where `bytes` is its partition
-/// key value. (Multiply-shift uses the hash's well-mixed high bits; FNV's low bits are weak.)
+/// The shard of an item: the first four bytes of the SHA-256 digest of its partition key value,
+/// read as a big-endian unsigned 32-bit integer, modulo `shards`.
 ///
-/// The bytes are the UTF-8 text of a String key, the decimal text of a Number key exactly as the
-/// writer sends it, and the raw bytes of a Binary key. With `shards <= 1` every item is shard 0.
+/// The bytes hashed are the UTF-8 text of a String key, the decimal text of a Number key exactly
+/// as the writer sends it, and the raw bytes of a Binary key. SHA-256 is in every language's
+/// standard library, so writers need no extra dependency. With `shards <= 1` every item is
+/// shard 0.
 ///
 /// ```
 /// use ttl_sweeper::window::shard_of;
-/// assert_eq!(shard_of(b"user#42", 8), 0);
-/// assert_eq!(shard_of(b"foobar", 1000), 748);
+/// // sha256("user#42") starts with 8d 5e db 35: 0x8d5edb35 % 8 = 5
+/// assert_eq!(shard_of(b"user#42", 8), 5);
 /// ```
 pub fn shard_of(partition_key: &[u8], shards: u32) -> u32 {
+    use sha2::{Digest, Sha256};
     if shards <= 1 {
         return 0;
     }
-    ((u64::from(fnv1a32(partition_key)) * u64::from(shards)) >> 32) as u32
+    let digest = Sha256::digest(partition_key);
+    u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % shards
 }
 
 /// The GSI partition key of one shard of a window: the window key alone when there is one shard
@@ -220,6 +214,30 @@ pub fn partition_key(window: Window, shard: u32, shards: u32) -> String {
     } else {
         format!("{}#{shard}", window.key())
     }
+}
+
+/// What a writer stores in the window attribute for an item with `ttl` whose partition key value
+/// has the bytes `partition_key` (see [`shard_of`]), for `shards` shards of `width` seconds.
+///
+/// ```
+/// use ttl_sweeper::window::window_attribute;
+/// assert_eq!(
+///     window_attribute(1658265980.0, 60, 16, b"a").unwrap(),
+///     "2022-07-19T21:26:00.000Z_2022-07-19T21:27:00.000Z#2"
+/// );
+/// ```
+pub fn window_attribute(
+    ttl: f64,
+    width: u32,
+    shards: u32,
+    partition_key_bytes: &[u8],
+) -> Result<String, TtlError> {
+    let window = Window::containing(check_ttl(ttl)?, width);
+    Ok(partition_key(
+        window,
+        shard_of(partition_key_bytes, shards),
+        shards,
+    ))
 }
 
 /// Formats epoch seconds as ISO-8601 UTC with milliseconds: `2022-07-19T21:27:00.000Z`.
@@ -359,13 +377,9 @@ mod tests {
 
     #[test]
     fn shard_hash_matches_the_published_vectors() {
-        // FNV-1a 32-bit reference values: "" -> 0x811c9dc5, "a" -> 0xe40c292c, "foobar" -> 0xbf9cf968.
-        assert_eq!(fnv1a32(b""), 0x811c_9dc5);
-        assert_eq!(fnv1a32(b"a"), 0xe40c_292c);
-        assert_eq!(fnv1a32(b"foobar"), 0xbf9c_f968);
-        // floor(h * n / 2^32)
-        assert_eq!(shard_of(b"a", 16), 14);
-        assert_eq!(shard_of(b"foobar", 1000), 748);
+        // sha256("abc") = ba7816bf...: 0xba7816bf = 3128432319
+        assert_eq!(shard_of(b"abc", 1000), 3_128_432_319 % 1000);
+        assert_eq!(shard_of(b"abc", 7), 3_128_432_319 % 7);
         assert_eq!(shard_of(b"anything", 1), 0);
         assert_eq!(shard_of(b"anything", 0), 0);
         let w = Window::containing_secs(at("2022-07-19T21:27:30Z"), 60);

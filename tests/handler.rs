@@ -122,3 +122,42 @@ async fn an_event_from_the_future_sweeps_only_what_has_expired_by_the_clock() {
         "unexpired items survive"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tick_mode_sweeps_repeatedly_until_just_before_the_next_invocation() {
+    let now = now();
+    let (client, table, sweeper) = setup("h_ticks", now).await;
+    // Items that expire while the invocation is running.
+    put_items(
+        &client,
+        &table,
+        (0..3)
+            .map(|i| session(&format!("soon-{i}"), now + 1 + i))
+            .collect(),
+    )
+    .await;
+    let settings = Settings {
+        namespace: "Test".into(),
+        tick: Some(Duration::from_secs(1)),
+        schedule: Duration::from_secs(7),
+    };
+    let started = std::time::Instant::now();
+    let report = handle(
+        &sweeper,
+        &json!({}),
+        Utc::now,
+        Some(Duration::from_secs(60)),
+        &settings,
+    )
+    .await
+    .unwrap();
+    let took = started.elapsed();
+    // The last tick starts before schedule - 2 s margin: the invocation ends within ~5 s.
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(7),
+        "{took:?}"
+    );
+    assert!(report.ticks >= 3, "{report:?}");
+    assert_eq!(report.items_deleted, 33, "{report:?}");
+    assert_eq!(scan_all(&client, &table).await.len(), 5);
+}

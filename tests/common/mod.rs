@@ -419,3 +419,16 @@ pub async fn store_and_schema(config: &Config) -> (DynamoStore, TableSchema) {
     let schema = store.describe(config).await.expect("describe table");
     (store, schema)
 }
+
+/// Creates a checkpoint table (partition key `id`, String).
+pub async fn create_checkpoint_table(client: &Client, name: &str) {
+    client
+        .create_table()
+        .table_name(name)
+        .attribute_definitions(attr("id", ScalarAttributeType::S))
+        .key_schema(key_el("id", KeyType::Hash))
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .expect("create checkpoint table");
+}
