@@ -14,6 +14,7 @@ SHELL := /bin/bash
 VENV          := .venv
 CARGO_LAMBDA  := $(CURDIR)/$(VENV)/bin/cargo-lambda
 CARGO_LAMBDA_VERSION := 1.9.2
+CFN_LINT_VERSION := 1.58.0
 ZIGLANG_VERSION := 0.13.0
 STATE         := target/dynamodb-local
 LOCAL_AWS_ENV := AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
@@ -59,9 +60,37 @@ lint: ## rustfmt check and clippy -D warnings
 	cargo clippy --all-targets -- -D warnings
 
 .PHONY: test
-test: tools lint ## everything CI runs: lint, unit, mock, integration and Lambda end-to-end tests
+test: tools lint test-rust test-infra ## everything CI runs: lint, Rust tests (unit, mock, integration, Lambda e2e), infra tests
+
+.PHONY: test-rust
+test-rust: tools
 	CARGO_LAMBDA=$(CARGO_LAMBDA) $(LOCAL_AWS_ENV) cargo test --all-targets
 	CARGO_LAMBDA=$(CARGO_LAMBDA) cargo test --doc
+
+# ---------------------------------------------------------------- infra (AWS CDK, TypeScript)
+
+INFRA_STAMP := infra/node_modules/.installed
+
+$(INFRA_STAMP): infra/package.json infra/package-lock.json
+	cd infra && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(VENV)/bin/cfn-lint: $(CARGO_LAMBDA)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check "cfn-lint==$(CFN_LINT_VERSION)"
+
+.PHONY: test-infra
+test-infra: $(INFRA_STAMP) $(VENV)/bin/cfn-lint ## type-check, template assertions, cdk-nag, cfn-lint
+	cd infra && npx tsc -p .
+	cd infra && npm test
+	CFN_LINT=$(CURDIR)/$(VENV)/bin/cfn-lint infra/scripts/lint-template.sh
+
+.PHONY: synth
+synth: $(INFRA_STAMP) package ## cdk synth the stack offline (infra/cdk.out), no credentials needed
+	cd infra && npx cdk synth --quiet
+
+.PHONY: deploy
+deploy: $(INFRA_STAMP) package ## cdk deploy (needs AWS credentials; see README "Deploying")
+	cd infra && npx cdk deploy
 
 # ---------------------------------------------------------------- demo
 
@@ -79,10 +108,11 @@ demo: dynamodb-local ## watch expired items disappear from a local DynamoDB tabl
 # ---------------------------------------------------------------- package
 
 .PHONY: package
-package: zig ## the arm64 Lambda zip: target/lambda/ttl-sweeper-lambda/bootstrap.zip
+package: zig ## the arm64 Lambda: target/lambda/ttl-sweeper-lambda/bootstrap and target/lambda/ttl-sweeper-lambda.zip
 	rustup target list --installed | grep -q aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CARGO_LAMBDA) lambda build --release --arm64 --bin ttl-sweeper-lambda --output-format zip
-	@ls -l target/lambda/ttl-sweeper-lambda/
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CARGO_LAMBDA) lambda build --release --arm64 --bin ttl-sweeper-lambda
+	cd target/lambda/ttl-sweeper-lambda && rm -f ../ttl-sweeper-lambda.zip && python3 -m zipfile -c ../ttl-sweeper-lambda.zip bootstrap
+	@ls -l target/lambda/ttl-sweeper-lambda/bootstrap target/lambda/ttl-sweeper-lambda.zip
 
 .PHONY: clean
 clean:
