@@ -14,15 +14,22 @@
 //! - [`runner`]: repeated sweeps — tick mode in Lambda, the long-running `run` command.
 //! - [`handler`]: one Lambda invocation, from event to report, metrics and result.
 //! - [`telemetry`]: tracing subscribers, the summary log line, CloudWatch EMF metrics.
+//! - [`item`]: helpers for application code — the attributes writers store, the expiry check and
+//!   filter readers use.
+//! - [`scan`], [`backfill`], [`audit`]: adopting the sweeper on an existing table.
 //!
 //! The binaries in `src/bin/` only parse their input and call into these modules.
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
+pub mod audit;
+pub mod backfill;
 pub mod config;
 pub mod event;
 pub mod handler;
+pub mod item;
 pub mod runner;
+pub mod scan;
 pub mod store;
 pub mod sweep;
 pub mod telemetry;

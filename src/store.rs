@@ -601,6 +601,29 @@ impl Store for DynamoStore {
 pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
 
 impl DynamoStore {
+    /// The table's primary key attribute names (partition key first), for tools that do not need
+    /// the sweeper's index (backfill, audit).
+    pub async fn key_attributes(&self, table: &str) -> Result<Vec<String>, StoreError> {
+        let out = self
+            .client
+            .describe_table()
+            .table_name(table)
+            .send()
+            .await
+            .map_err(|e| {
+                let mut e = StoreError::from_sdk("DescribeTable", e);
+                if e.kind == ErrorKind::NotFound {
+                    e.message =
+                        format!("table {table:?} does not exist in this account and region");
+                }
+                e
+            })?;
+        Ok(out
+            .table()
+            .map(|t| ordered_key(t.key_schema()))
+            .unwrap_or_default())
+    }
+
     /// Checks that the checkpoint table exists and is keyed on `id` (String).
     pub async fn check_checkpoint_table(&self, table: &str) -> Result<(), StoreError> {
         const OP: &str = "DescribeTable";
@@ -638,6 +661,138 @@ impl DynamoStore {
     }
 }
 
+/// One page of a parallel scan.
+#[derive(Debug, Default, Clone)]
+pub struct ScanPage {
+    /// Items as projected.
+    pub items: Vec<Key>,
+    /// Where the segment continues; `None` when it is finished.
+    pub next: Option<Key>,
+    /// Read capacity consumed, when the server reports it.
+    pub consumed: f64,
+}
+
+/// Outcome of a conditional window update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateOutcome {
+    /// The window attribute was written.
+    Written,
+    /// The item changed (ttl or window) or was deleted since it was read; nothing was written.
+    Changed,
+}
+
+impl DynamoStore {
+    /// Reads one page of segment `segment` of `total` of a parallel scan, projecting `attributes`
+    /// (all attributes when empty).
+    #[instrument(level = "debug", skip(self, start, attributes))]
+    pub async fn scan_page(
+        &self,
+        table: &str,
+        segment: u32,
+        total: u32,
+        start: Option<Key>,
+        attributes: &[String],
+        limit: Option<i32>,
+    ) -> Result<ScanPage, StoreError> {
+        let mut req = self
+            .client
+            .scan()
+            .table_name(table)
+            .segment(segment as i32)
+            .total_segments(total as i32)
+            .set_exclusive_start_key(start)
+            .set_limit(limit)
+            .return_consumed_capacity(aws_sdk_dynamodb::types::ReturnConsumedCapacity::Total);
+        if !attributes.is_empty() {
+            let names: Vec<String> = (0..attributes.len()).map(|i| format!("#a{i}")).collect();
+            req = req.projection_expression(names.join(", "));
+            for (n, a) in names.iter().zip(attributes) {
+                req = req.expression_attribute_names(n, a);
+            }
+        }
+        let out = req
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("Scan", e))?;
+        Ok(ScanPage {
+            consumed: out
+                .consumed_capacity()
+                .and_then(|c| c.capacity_units())
+                .unwrap_or(0.0),
+            items: out.items.unwrap_or_default(),
+            next: out.last_evaluated_key.filter(|k| !k.is_empty()),
+        })
+    }
+
+    /// Sets the window attribute of `key` to `window` only if the item still has the ttl it was
+    /// read with and the window value it was read with (`None`: no window attribute), so a
+    /// concurrent change is never overwritten and a deleted item is never recreated. Returns the
+    /// outcome and the write capacity consumed.
+    #[instrument(level = "debug", skip(self, key, ttl, old))]
+    #[allow(clippy::too_many_arguments)]
+    pub async fn set_window_if_unchanged(
+        &self,
+        table: &str,
+        key: Key,
+        ttl_attribute: &str,
+        ttl: AttributeValue,
+        window_attribute: &str,
+        old: Option<AttributeValue>,
+        window: String,
+    ) -> Result<(UpdateOutcome, f64), StoreError> {
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .update_expression("SET #w = :w")
+            .expression_attribute_names("#w", window_attribute)
+            .expression_attribute_names("#t", ttl_attribute)
+            .expression_attribute_values(":w", AttributeValue::S(window))
+            .expression_attribute_values(":t", ttl)
+            .return_consumed_capacity(aws_sdk_dynamodb::types::ReturnConsumedCapacity::Total);
+        req = match old {
+            None => req.condition_expression("#t = :t AND attribute_not_exists(#w)"),
+            Some(old) => req
+                .condition_expression("#t = :t AND #w = :old")
+                .expression_attribute_values(":old", old),
+        };
+        match req.send().await {
+            Ok(out) => Ok((
+                UpdateOutcome::Written,
+                out.consumed_capacity()
+                    .and_then(|c| c.capacity_units())
+                    .unwrap_or(1.0),
+            )),
+            Err(e) => {
+                let e = StoreError::from_sdk("UpdateItem", e);
+                if e.kind == ErrorKind::ConditionFailed {
+                    Ok((UpdateOutcome::Changed, 1.0))
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// The table's approximate size in bytes and item count (refreshed by DynamoDB about every
+    /// six hours).
+    pub async fn table_size(&self, table: &str) -> Result<(i64, i64), StoreError> {
+        let out = self
+            .client
+            .describe_table()
+            .table_name(table)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("DescribeTable", e))?;
+        let t = out.table();
+        Ok((
+            t.and_then(|t| t.table_size_bytes()).unwrap_or(0),
+            t.and_then(|t| t.item_count()).unwrap_or(0),
+        ))
+    }
+}
+
 /// Renders a key as DynamoDB JSON (`{"id": {"S": "a"}}`) for reports and logs.
 pub fn key_to_json(key: &Key) -> serde_json::Value {
     let mut names: Vec<&String> = key.keys().collect();
@@ -647,6 +802,32 @@ pub fn key_to_json(key: &Key) -> serde_json::Value {
         .map(|n| (n.clone(), attribute_to_json(&key[n])))
         .collect();
     serde_json::Value::Object(map)
+}
+
+/// Parses a key rendered by [`key_to_json`] (String, Number and Binary attributes).
+pub fn key_from_json(value: &serde_json::Value) -> Option<Key> {
+    value
+        .as_object()?
+        .iter()
+        .map(|(name, v)| {
+            let (kind, text) = v.as_object()?.iter().next()?;
+            let text = text.as_str()?;
+            let attr = match kind.as_str() {
+                "S" => AttributeValue::S(text.to_owned()),
+                "N" => AttributeValue::N(text.to_owned()),
+                "B_hex" => AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(unhex(text)?)),
+                _ => return None,
+            };
+            Some((name.clone(), attr))
+        })
+        .collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 fn attribute_to_json(value: &AttributeValue) -> serde_json::Value {
@@ -663,4 +844,32 @@ fn attribute_to_json(value: &AttributeValue) -> serde_json::Value {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_through_json() {
+        let key: Key = HashMap::from([
+            (
+                "pk".to_string(),
+                AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(vec![
+                    0, 1, 254, 255,
+                ])),
+            ),
+            ("sk".to_string(), AttributeValue::N("42.5".into())),
+            ("s".to_string(), AttributeValue::S("user#1".into())),
+        ]);
+        assert_eq!(key_from_json(&key_to_json(&key)), Some(key));
+        assert_eq!(
+            key_from_json(&serde_json::json!({"a": {"BOOL": true}})),
+            None
+        );
+        assert_eq!(
+            key_from_json(&serde_json::json!({"a": {"B_hex": "zz"}})),
+            None
+        );
+    }
 }

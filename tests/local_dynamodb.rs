@@ -228,6 +228,7 @@ async fn composite_and_binary_keys_are_deleted_by_their_full_key() {
                 partition: partition.clone(),
                 sort: sort.clone(),
                 projection: ProjectionType::KeysOnly,
+                index: true,
             },
         )
         .await;

@@ -9,9 +9,13 @@ use ttl_sweeper::config::Config;
 use ttl_sweeper::event::{parse_time, sweep_instant, Trigger};
 use ttl_sweeper::telemetry::{self, LogFormat};
 
+use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
+use ttl_sweeper::backfill::{default_segments, BackfillOptions, BackfillState};
 use ttl_sweeper::config::parse_duration;
+use ttl_sweeper::item::Layout;
 use ttl_sweeper::runner::{run_ticks, Ticks};
+use ttl_sweeper::store::{DynamoStore, TableSchema};
 use ttl_sweeper::sweep::Stop;
 use ttl_sweeper::window::{
     parse_ttl, partition_key, shard_of, Window, MAX_SHARDS, MAX_WINDOW_SECONDS,
@@ -38,6 +42,12 @@ enum Command {
     /// Sweep every interval until SIGINT/SIGTERM, then print the merged report (for ECS, EKS,
     /// systemd or a laptop).
     Run(Box<RunArgs>),
+    /// Give every item with a numeric ttl its window attribute (parallel Scan, conditional
+    /// updates, resumable); prints a JSON summary.
+    Backfill(Box<BackfillArgs>),
+    /// Report expired-but-present items by age, and items the sweeper cannot see (missing or
+    /// wrong window, millisecond or non-numeric ttl); exits 1 past the thresholds.
+    Audit(Box<AuditArgs>),
     /// Print the window key for a ttl (epoch seconds), to check a writer's implementation.
     Window {
         /// The ttl, in epoch seconds.
@@ -53,6 +63,48 @@ enum Command {
         #[arg(long)]
         key: Option<String>,
     },
+}
+
+#[derive(Debug, Args)]
+struct BackfillArgs {
+    /// Parallel Scan segments [default: one per 256 MiB of table, 4 to 256].
+    #[arg(long)]
+    segments: Option<u32>,
+    /// Write capacity units per second at most.
+    #[arg(long)]
+    max_wcu: Option<f64>,
+    /// Count what would be written; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Progress file [default: ttl-sweeper-backfill-<table>.json].
+    #[arg(long)]
+    state: Option<std::path::PathBuf>,
+    /// Continue from the progress file of an earlier, interrupted run.
+    #[arg(long)]
+    resume: bool,
+    /// Items per Scan page; progress is saved after every page.
+    #[arg(long, default_value = "500")]
+    page_size: i32,
+    #[command(flatten)]
+    config: ConfigArgs,
+}
+
+#[derive(Debug, Args)]
+struct AuditArgs {
+    /// Parallel Scan segments.
+    #[arg(long, default_value = "4")]
+    segments: u32,
+    /// Read about this many items instead of the whole table.
+    #[arg(long)]
+    sample: Option<u64>,
+    /// Fail when an expired item is still present this long after its ttl, e.g. `5m`.
+    #[arg(long, default_value = "5m")]
+    max_expired_age: String,
+    /// Fail when more items than this have writer problems (missing/wrong window, bad ttl).
+    #[arg(long, default_value = "0")]
+    max_problems: u64,
+    #[command(flatten)]
+    config: ConfigArgs,
 }
 
 #[derive(Debug, Args)]
@@ -187,6 +239,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             println!("{}", partition_key(window, shard, shards));
             Ok(ExitCode::SUCCESS)
         }
+        Command::Backfill(args) => backfill(*args).await,
+        Command::Audit(args) => audit(*args).await,
         Command::Run(args) => {
             let config = Config::from_lookup(|v| args.config.lookup(v))?;
             let every = parse_duration(&args.every)
@@ -290,4 +344,136 @@ async fn cancel_on_signal(token: CancellationToken) {
     }
     tracing::info!("signal received: finishing the requests in flight");
     token.cancel();
+}
+
+/// The store, the table's key schema and the window layout, for the tools that scan.
+async fn scan_setup(
+    config: &ConfigArgs,
+) -> anyhow::Result<(Config, DynamoStore, TableSchema, Layout)> {
+    let config = Config::from_lookup(|v| config.lookup(v))?;
+    let store = DynamoStore::from_env().await;
+    let key_attributes = store.key_attributes(&config.table_name).await?;
+    let schema = TableSchema {
+        table_name: config.table_name.clone(),
+        index_name: config.index_name.clone(),
+        key_attributes,
+        window_attribute: config.window_attribute.clone(),
+        ttl_attribute: config.ttl_attribute.clone(),
+    };
+    let layout = Layout::from_config(&config);
+    Ok((config, store, schema, layout))
+}
+
+async fn backfill(args: BackfillArgs) -> anyhow::Result<ExitCode> {
+    let (config, store, schema, layout) = scan_setup(&args.config).await?;
+    let path = args.state.clone().unwrap_or_else(|| {
+        format!(
+            "ttl-sweeper-backfill-{}.json",
+            config.table_name.replace(['/', ':'], "_")
+        )
+        .into()
+    });
+    let state = if args.resume {
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("--resume: cannot read {}", path.display()))?;
+        let state: BackfillState = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "--resume: {} is not a backfill progress file",
+                path.display()
+            )
+        })?;
+        anyhow::ensure!(
+            state.table == config.table_name
+                && state.window_seconds == layout.window_seconds
+                && state.window_shards == layout.window_shards,
+            "--resume: {} is for table {:?} with {} s windows and {} shards; this run is for {:?} with {} s and {}",
+            path.display(), state.table, state.window_seconds, state.window_shards,
+            config.table_name, layout.window_seconds, layout.window_shards
+        );
+        state
+    } else {
+        anyhow::ensure!(
+            !path.exists() || args.dry_run,
+            "{} exists: pass --resume to continue that run, or remove it to start over",
+            path.display()
+        );
+        let segments = match args.segments {
+            Some(n) => n.clamp(1, 1_000_000),
+            None => default_segments(store.table_size(&config.table_name).await?.0),
+        };
+        BackfillState::new(&config.table_name, &layout, segments)
+    };
+    let (_, approx_items) = store.table_size(&config.table_name).await?;
+    let bar = ProgressBar::new(approx_items.max(0) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {pos}/{len} items scanned ({per_sec}, eta {eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let dry_run = args.dry_run;
+    let save = |s: &BackfillState| {
+        if !dry_run {
+            if let Err(e) = write_atomically(&path, s) {
+                tracing::warn!(error = %e, path = %path.display(), "could not save progress");
+            }
+        }
+    };
+    let progress = |n: u64| bar.set_position(n);
+    let options = BackfillOptions {
+        dry_run,
+        max_wcu: args.max_wcu,
+        page_limit: Some(args.page_size.max(1)),
+        now: chrono::Utc::now().timestamp(),
+    };
+    let done = ttl_sweeper::backfill::backfill(
+        &store, &schema, &layout, &options, state, &save, &progress,
+    )
+    .await;
+    bar.finish_and_clear();
+    println!("{}", serde_json::to_string(&done.report)?);
+    Ok(if done.report.errors.is_empty() && done.report.complete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn write_atomically(path: &std::path::Path, state: &BackfillState) -> anyhow::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(state)?)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
+    let max_age = parse_duration(&args.max_expired_age).with_context(|| {
+        format!(
+            "--max-expired-age {:?}: expected a duration such as 5m",
+            args.max_expired_age
+        )
+    })?;
+    let (_, store, schema, layout) = scan_setup(&args.config).await?;
+    let now = chrono::Utc::now().timestamp();
+    let report =
+        ttl_sweeper::audit::audit(&store, &schema, &layout, args.segments, args.sample, now)
+            .await?;
+    println!("{}", serde_json::to_string(&report)?);
+    let too_old = report.oldest_expired_age_seconds > max_age.as_secs() as i64;
+    let too_many = report.writer_problems() > args.max_problems;
+    if too_old {
+        tracing::error!(
+            age_s = report.oldest_expired_age_seconds,
+            "expired items are present longer than --max-expired-age"
+        );
+    }
+    if too_many {
+        tracing::error!(
+            problems = report.writer_problems(),
+            "items the sweeper cannot see exceed --max-problems"
+        );
+    }
+    Ok(if too_old || too_many {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -173,6 +173,8 @@ pub struct TableSpec<'a> {
     pub partition: (&'a str, ScalarAttributeType),
     pub sort: Option<(&'a str, ScalarAttributeType)>,
     pub projection: ProjectionType,
+    /// Whether to create the sweeper's GSI (an existing table before adoption has none).
+    pub index: bool,
 }
 
 impl<'a> TableSpec<'a> {
@@ -182,6 +184,14 @@ impl<'a> TableSpec<'a> {
             partition: ("id", ScalarAttributeType::S),
             sort: None,
             projection: ProjectionType::KeysOnly,
+            index: true,
+        }
+    }
+
+    pub fn without_index(name: &'a str) -> Self {
+        TableSpec {
+            index: false,
+            ..TableSpec::simple(name)
         }
     }
 }
@@ -189,11 +199,11 @@ impl<'a> TableSpec<'a> {
 /// Creates the table with the sweeper's GSI (`expirationWindowIndex` on `expirationWindow` S,
 /// `ttl` N). TTL stays off, so the server's own TTL process cannot delete anything.
 pub async fn create_table(client: &Client, spec: &TableSpec<'_>) {
-    let mut defs = vec![
-        attr("expirationWindow", ScalarAttributeType::S),
-        attr("ttl", ScalarAttributeType::N),
-        attr(spec.partition.0, spec.partition.1.clone()),
-    ];
+    let mut defs = vec![attr(spec.partition.0, spec.partition.1.clone())];
+    if spec.index {
+        defs.push(attr("expirationWindow", ScalarAttributeType::S));
+        defs.push(attr("ttl", ScalarAttributeType::N));
+    }
     let mut keys = vec![key_el(spec.partition.0, KeyType::Hash)];
     if let Some((name, ty)) = &spec.sort {
         defs.push(attr(name, ty.clone()));
@@ -215,7 +225,7 @@ pub async fn create_table(client: &Client, spec: &TableSpec<'_>) {
         .table_name(spec.name)
         .set_attribute_definitions(Some(defs))
         .set_key_schema(Some(keys))
-        .global_secondary_indexes(gsi)
+        .set_global_secondary_indexes(spec.index.then(|| vec![gsi]))
         .billing_mode(BillingMode::PayPerRequest)
         .send()
         .await

@@ -1,0 +1,231 @@
+//! `ttl-sweeper audit`: what is really in the table.
+//!
+//! Scans the table (or a sample of it) and reports items whose ttl has passed but which are still
+//! present, by how long ago they expired (the sweeper's real lag), and the writer bugs that make
+//! items invisible to the sweeper: a ttl with no or a wrong window attribute, ttls that look like
+//! milliseconds, and non-numeric ttls.
+
+use std::sync::Mutex;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::Serialize;
+
+use crate::item::Layout;
+use crate::scan::{parallel_scan, Position, ScanPageOf};
+use crate::store::{key_to_json, DynamoStore, Key, StoreError, TableSchema};
+use crate::window::{parse_ttl, TtlError};
+
+/// Upper bounds (seconds) of the expired-age buckets, and their names.
+pub const AGE_BUCKETS: [(i64, &str); 5] = [
+    (60, "under_1m"),
+    (300, "1m_to_5m"),
+    (3600, "5m_to_1h"),
+    (86_400, "1h_to_24h"),
+    (i64::MAX, "over_24h"),
+];
+
+/// A problem item, for the report's examples.
+#[derive(Debug, Clone, Serialize)]
+pub struct Example {
+    /// What is wrong.
+    pub problem: &'static str,
+    /// The item's key, as DynamoDB JSON.
+    pub key: serde_json::Value,
+    /// The offending values.
+    pub detail: String,
+}
+
+/// What an audit found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AuditReport {
+    /// Items read.
+    pub scanned: u64,
+    /// Items with a ttl attribute.
+    pub with_ttl: u64,
+    /// Items without one (they never expire; not a problem).
+    pub no_ttl: u64,
+    /// Expired items still present, by how long ago they expired.
+    pub expired_present: std::collections::BTreeMap<&'static str, u64>,
+    /// How long ago the oldest present expired item expired, seconds.
+    pub oldest_expired_age_seconds: i64,
+    /// Items with a numeric ttl but no window attribute: the sweeper cannot see them.
+    pub missing_window: u64,
+    /// Items whose window attribute does not match their ttl (or shard): the sweeper looks
+    /// elsewhere.
+    pub wrong_window: u64,
+    /// Items whose ttl looks like milliseconds (beyond year 9999): they never expire.
+    pub millis_ttl: u64,
+    /// Items whose ttl is not a Number, or a negative one: neither TTL nor the sweeper use them.
+    pub invalid_ttl: u64,
+    /// Up to 5 example keys per problem.
+    pub examples: Vec<Example>,
+    /// True when only a sample was read.
+    pub sampled: bool,
+}
+
+impl AuditReport {
+    /// Items the writers got wrong.
+    pub fn writer_problems(&self) -> u64 {
+        self.missing_window + self.wrong_window + self.millis_ttl + self.invalid_ttl
+    }
+
+    fn example(&mut self, problem: &'static str, key: Option<Key>, detail: String) {
+        if self
+            .examples
+            .iter()
+            .filter(|e| e.problem == problem)
+            .count()
+            < 5
+        {
+            self.examples.push(Example {
+                problem,
+                key: key.as_ref().map(key_to_json).unwrap_or_default(),
+                detail,
+            });
+        }
+    }
+
+    fn add(&mut self, other: AuditReport) {
+        self.scanned += other.scanned;
+        self.with_ttl += other.with_ttl;
+        self.no_ttl += other.no_ttl;
+        for (k, v) in other.expired_present {
+            *self.expired_present.entry(k).or_default() += v;
+        }
+        self.oldest_expired_age_seconds = self
+            .oldest_expired_age_seconds
+            .max(other.oldest_expired_age_seconds);
+        self.missing_window += other.missing_window;
+        self.wrong_window += other.wrong_window;
+        self.millis_ttl += other.millis_ttl;
+        self.invalid_ttl += other.invalid_ttl;
+        for e in other.examples {
+            if self
+                .examples
+                .iter()
+                .filter(|x| x.problem == e.problem)
+                .count()
+                < 5
+            {
+                self.examples.push(e);
+            }
+        }
+    }
+}
+
+/// Checks one item against `layout` as of `now`.
+pub fn audit_item(
+    report: &mut AuditReport,
+    item: &Key,
+    schema: &TableSchema,
+    layout: &Layout,
+    now: i64,
+) {
+    report.scanned += 1;
+    let key = || schema.key_of(item);
+    let ttl = match item.get(&layout.ttl_attribute) {
+        None => {
+            report.no_ttl += 1;
+            return;
+        }
+        Some(AttributeValue::N(n)) => {
+            report.with_ttl += 1;
+            match parse_ttl(n) {
+                Ok(t) => t,
+                Err(TtlError::LooksLikeMilliseconds(_)) => {
+                    report.millis_ttl += 1;
+                    report.example("millis_ttl", key(), format!("ttl = {n}"));
+                    return;
+                }
+                Err(_) => {
+                    report.invalid_ttl += 1;
+                    report.example("invalid_ttl", key(), format!("ttl = {n}"));
+                    return;
+                }
+            }
+        }
+        Some(other) => {
+            report.with_ttl += 1;
+            report.invalid_ttl += 1;
+            report.example("invalid_ttl", key(), format!("ttl = {other:?}"));
+            return;
+        }
+    };
+    if ttl < now as f64 {
+        let age = now - ttl.floor() as i64;
+        let bucket = AGE_BUCKETS
+            .iter()
+            .find(|(upper, _)| age < *upper)
+            .map(|b| b.1)
+            .unwrap_or("over_24h");
+        *report.expired_present.entry(bucket).or_default() += 1;
+        report.oldest_expired_age_seconds = report.oldest_expired_age_seconds.max(age);
+    }
+    let pk = item
+        .get(&schema.key_attributes[0])
+        .cloned()
+        .unwrap_or(AttributeValue::Null(true));
+    let Ok(expected) = layout.window_for(ttl, &pk) else {
+        return;
+    };
+    match item.get(&layout.window_attribute) {
+        None => {
+            report.missing_window += 1;
+            report.example(
+                "missing_window",
+                key(),
+                format!("ttl = {ttl}, expected window {expected}"),
+            );
+        }
+        Some(AttributeValue::S(w)) if *w == expected => {}
+        Some(other) => {
+            report.wrong_window += 1;
+            report.example(
+                "wrong_window",
+                key(),
+                format!("ttl = {ttl}: has {other:?}, expected {expected}"),
+            );
+        }
+    }
+}
+
+/// Scans the table in `segments` segments (stopping after about `sample` items, if given) and
+/// audits every item as of `now`.
+pub async fn audit(
+    store: &DynamoStore,
+    schema: &TableSchema,
+    layout: &Layout,
+    segments: u32,
+    sample: Option<u64>,
+    now: i64,
+) -> Result<AuditReport, StoreError> {
+    let total = Mutex::new(AuditReport {
+        sampled: sample.is_some(),
+        ..AuditReport::default()
+    });
+    let mut attributes = schema.key_attributes.clone();
+    attributes.push(layout.ttl_attribute.clone());
+    attributes.push(layout.window_attribute.clone());
+    let positions = vec![Position::Start; segments.max(1) as usize];
+    parallel_scan(
+        store,
+        &schema.table_name,
+        positions,
+        &attributes,
+        None,
+        |page: ScanPageOf| {
+            let total = &total;
+            async move {
+                let mut part = AuditReport::default();
+                for item in &page.items {
+                    audit_item(&mut part, item, schema, layout, now);
+                }
+                let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
+                t.add(part);
+                Ok(sample.is_none_or(|n| t.scanned < n))
+            }
+        },
+    )
+    .await?;
+    Ok(total.into_inner().unwrap_or_else(|e| e.into_inner()))
+}

@@ -1,0 +1,197 @@
+//! Helpers for application code that writes and reads swept tables.
+//!
+//! Writers call [`expiry_attributes`] on every put and ttl update to get the ttl and window
+//! attributes to store. Readers that must never see an expired item — even in the seconds before
+//! the sweeper deletes it — check [`is_expired`] or add [`live_items_filter`] to their Query or
+//! Scan.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::window::{parse_ttl, window_attribute, TtlError};
+
+/// The window layout writers and the sweeper agree on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// The ttl attribute (Number, epoch seconds).
+    pub ttl_attribute: String,
+    /// The window attribute (String).
+    pub window_attribute: String,
+    /// Window width in seconds.
+    pub window_seconds: u32,
+    /// Shards per window.
+    pub window_shards: u32,
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Layout {
+            ttl_attribute: "ttl".into(),
+            window_attribute: "expirationWindow".into(),
+            window_seconds: 60,
+            window_shards: 1,
+        }
+    }
+}
+
+impl Layout {
+    /// The layout of a validated configuration.
+    pub fn from_config(config: &crate::config::Config) -> Self {
+        Layout {
+            ttl_attribute: config.ttl_attribute.clone(),
+            window_attribute: config.window_attribute.clone(),
+            window_seconds: config.window_seconds,
+            window_shards: config.window_shards,
+        }
+    }
+
+    /// The window attribute value for an item with `ttl` and partition key value `pk`.
+    pub fn window_for(&self, ttl: f64, pk: &AttributeValue) -> Result<String, TtlError> {
+        let bytes = partition_key_bytes(pk).unwrap_or_default();
+        window_attribute(ttl, self.window_seconds, self.window_shards, &bytes)
+    }
+}
+
+/// The bytes a partition key value is sharded by: UTF-8 of a String, the text of a Number, the
+/// raw bytes of a Binary. `None` for types that cannot be keys.
+pub fn partition_key_bytes(value: &AttributeValue) -> Option<Vec<u8>> {
+    match value {
+        AttributeValue::S(s) | AttributeValue::N(s) => Some(s.as_bytes().to_vec()),
+        AttributeValue::B(b) => Some(b.as_ref().to_vec()),
+        _ => None,
+    }
+}
+
+/// The two attributes to store on an item that expires at `ttl` (epoch seconds):
+/// `[(ttl attribute, N), (window attribute, S)]`.
+///
+/// ```
+/// use aws_sdk_dynamodb::types::AttributeValue;
+/// use ttl_sweeper::item::{expiry_attributes, Layout};
+/// let attrs = expiry_attributes(1658265980, &AttributeValue::S("user#42".into()), &Layout::default()).unwrap();
+/// assert_eq!(attrs[0], ("ttl".to_string(), AttributeValue::N("1658265980".into())));
+/// assert_eq!(
+///     attrs[1].1,
+///     AttributeValue::S("2022-07-19T21:26:00.000Z_2022-07-19T21:27:00.000Z".into())
+/// );
+/// ```
+pub fn expiry_attributes(
+    ttl: i64,
+    partition_key: &AttributeValue,
+    layout: &Layout,
+) -> Result<[(String, AttributeValue); 2], TtlError> {
+    let window = layout.window_for(ttl as f64, partition_key)?;
+    Ok([
+        (
+            layout.ttl_attribute.clone(),
+            AttributeValue::N(ttl.to_string()),
+        ),
+        (layout.window_attribute.clone(), AttributeValue::S(window)),
+    ])
+}
+
+/// True when `item` has a usable numeric ttl that is before `now` (epoch seconds) — the same rule
+/// the sweeper deletes by. Items without a ttl, or with one it cannot use, never expire.
+pub fn is_expired(
+    item: &std::collections::HashMap<String, AttributeValue>,
+    ttl_attribute: &str,
+    now: i64,
+) -> bool {
+    match item.get(ttl_attribute) {
+        Some(AttributeValue::N(n)) => parse_ttl(n).is_ok_and(|t| t < now as f64),
+        _ => false,
+    }
+}
+
+/// A filter expression that hides expired-but-present items from a Query or Scan:
+/// `(#ttl >= :now OR attribute_not_exists(#ttl))`, with its placeholder names and values.
+///
+/// DynamoDB applies filters *after* reading: the hidden items still consume read capacity and
+/// count towards the 1 MB page limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveItemsFilter {
+    /// The filter expression.
+    pub expression: String,
+    /// `#ttl` → the ttl attribute.
+    pub names: Vec<(String, String)>,
+    /// `:now` → now.
+    pub values: Vec<(String, AttributeValue)>,
+}
+
+/// Builds the [`LiveItemsFilter`] for `ttl_attribute` as of `now`.
+///
+/// ```
+/// use ttl_sweeper::item::live_items_filter;
+/// let f = live_items_filter("ttl", 1658265980);
+/// assert_eq!(f.expression, "(#ttl >= :now OR attribute_not_exists(#ttl))");
+/// ```
+pub fn live_items_filter(ttl_attribute: &str, now: i64) -> LiveItemsFilter {
+    LiveItemsFilter {
+        expression: "(#ttl >= :now OR attribute_not_exists(#ttl))".into(),
+        names: vec![("#ttl".into(), ttl_attribute.into())],
+        values: vec![(":now".into(), AttributeValue::N(now.to_string()))],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn item(ttl: Option<AttributeValue>) -> HashMap<String, AttributeValue> {
+        let mut m = HashMap::from([("id".to_string(), AttributeValue::S("a".into()))]);
+        if let Some(t) = ttl {
+            m.insert("ttl".into(), t);
+        }
+        m
+    }
+
+    #[test]
+    fn expiry_follows_the_sweepers_rule() {
+        let now = 1_658_265_980;
+        assert!(is_expired(
+            &item(Some(AttributeValue::N((now - 1).to_string()))),
+            "ttl",
+            now
+        ));
+        assert!(!is_expired(
+            &item(Some(AttributeValue::N(now.to_string()))),
+            "ttl",
+            now
+        ));
+        assert!(!is_expired(
+            &item(Some(AttributeValue::N((now + 1).to_string()))),
+            "ttl",
+            now
+        ));
+        assert!(!is_expired(&item(None), "ttl", now));
+        assert!(!is_expired(
+            &item(Some(AttributeValue::S("1".into()))),
+            "ttl",
+            now
+        ));
+        assert!(!is_expired(
+            &item(Some(AttributeValue::N((now * 1000).to_string()))),
+            "ttl",
+            now + 10_000_000_000
+        ));
+    }
+
+    #[test]
+    fn writer_attributes_use_the_layout() {
+        let layout = Layout {
+            ttl_attribute: "expiresAt".into(),
+            window_attribute: "win".into(),
+            window_seconds: 300,
+            window_shards: 8,
+        };
+        let attrs =
+            expiry_attributes(1658265980, &AttributeValue::S("user#42".into()), &layout).unwrap();
+        assert_eq!(attrs[0].0, "expiresAt");
+        assert_eq!(attrs[1].0, "win");
+        assert_eq!(
+            attrs[1].1,
+            AttributeValue::S("2022-07-19T21:25:00.000Z_2022-07-19T21:30:00.000Z#5".into())
+        );
+        assert!(expiry_attributes(1658265980000, &AttributeValue::S("x".into()), &layout).is_err());
+    }
+}

@@ -1,0 +1,345 @@
+//! Adopting the sweeper on an existing table: backfill and audit, against the local server.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use ttl_sweeper::item::Layout;
+use ttl_sweeper::store::{DynamoStore, Key, UpdateOutcome};
+use ttl_sweeper::window::window_key;
+
+fn cli(table: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"));
+    for var in [
+        "WINDOW_SECONDS",
+        "WINDOW_SHARDS",
+        "TTL_ATTRIBUTE",
+        "WINDOW_ATTRIBUTE",
+        "RUST_LOG",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("AWS_ENDPOINT_URL", endpoint())
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("TABLE_NAME", table);
+    cmd
+}
+
+fn run_json(cmd: &mut Command) -> (i32, serde_json::Value, String) {
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let json =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout} / {stderr}"));
+    (out.status.code().unwrap_or(-1), json, stderr)
+}
+
+fn bare(id: &str, ttl: Option<AV>) -> Key {
+    let mut item = HashMap::from([("id".to_string(), AV::S(id.into()))]);
+    if let Some(t) = ttl {
+        item.insert("ttl".into(), t);
+    }
+    item
+}
+
+/// Writes items with a few concurrent writers (DynamoDB Local is faster that way).
+async fn put_many(client: &aws_sdk_dynamodb::Client, table: &str, items: Vec<Key>) {
+    let per = items.len().div_ceil(4);
+    let tasks: Vec<_> = items
+        .chunks(per)
+        .map(|chunk| {
+            let (client, table, chunk) = (client.clone(), table.to_string(), chunk.to_vec());
+            tokio::spawn(async move { put_items(&client, &table, chunk).await })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+/// Every item with a usable numeric ttl has the right window; everything else is untouched.
+async fn assert_all_windows_correct(client: &aws_sdk_dynamodb::Client, table: &str) -> usize {
+    let items = scan_all(client, table).await;
+    let mut with_window = 0;
+    for item in &items {
+        match item.get("ttl") {
+            Some(AV::N(n)) if ttl_sweeper::window::parse_ttl(n).is_ok() => {
+                let t: f64 = n.parse().unwrap();
+                assert_eq!(
+                    item.get("expirationWindow"),
+                    Some(&AV::S(window_key(t, 60).unwrap())),
+                    "{item:?}"
+                );
+                with_window += 1;
+            }
+            _ => assert!(!item.contains_key("expirationWindow"), "{item:?}"),
+        }
+    }
+    with_window
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent() {
+    let client = client().await;
+    let table = table_name("backfill");
+    create_table(&client, &TableSpec::without_index(&table)).await;
+    let now = now();
+    let mut items: Vec<Key> = Vec::with_capacity(50_000);
+    for i in 0..50_000i64 {
+        let id = format!("item-{i:05}");
+        items.push(match i % 50 {
+            0 => bare(&id, None),                                          // never expires
+            1 => bare(&id, Some(AV::S((now + 600).to_string()))),          // string ttl
+            2 => bare(&id, Some(AV::N(((now + 600) * 1000).to_string()))), // milliseconds
+            3 => {
+                // a wrong window written by a buggy writer
+                let mut it = bare(&id, Some(AV::N((now + 600).to_string())));
+                it.insert(
+                    "expirationWindow".into(),
+                    AV::S(window_key((now + 6000) as f64, 60).unwrap()),
+                );
+                it
+            }
+            4 => session(&id, now + 900), // already correct
+            5..=9 => bare(&id, Some(AV::N((now - 100 - i % 3000).to_string()))), // expired already
+            _ => bare(&id, Some(AV::N((now + 60 + i % 7200).to_string()))),
+        });
+    }
+    put_many(&client, &table, items).await;
+    let needing = 50_000 - 1000 * 4; // all but no-ttl, string, millis, already-correct
+    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
+    let _ = std::fs::remove_file(&state);
+
+    // First run, rate-limited so that it is still going when it is killed.
+    let mut child = cli(&table)
+        .args([
+            "backfill",
+            "--segments",
+            "4",
+            "--max-wcu",
+            "1500",
+            "--state",
+        ])
+        .arg(&state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    let written_before = saved["report"]["written"].as_u64().unwrap();
+    assert!(
+        written_before > 0 && written_before < needing as u64,
+        "killed halfway: {written_before}"
+    );
+    assert!(saved["positions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p != "done"));
+
+    // Without --resume it refuses to start over on top of the saved progress.
+    let out = cli(&table)
+        .args(["backfill", "--state"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--resume"));
+
+    // Resume: finishes the job.
+    let (code, report, stderr) = run_json(
+        cli(&table)
+            .args(["backfill", "--resume", "--state"])
+            .arg(&state),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    eprintln!("resumed backfill: {report}");
+    assert_eq!(report["complete"], true);
+    let written = report["written"].as_u64().unwrap();
+    assert!(
+        written <= needing as u64 && written >= written_before,
+        "{report}"
+    );
+    assert_eq!(report["no_ttl"], 1000, "{report}");
+    assert_eq!(report["invalid_ttl"], 2000, "{report}");
+    assert_eq!(report["changed_concurrently"], 0, "{report}");
+    assert_eq!(assert_all_windows_correct(&client, &table).await, 47_000);
+
+    // Again, fresh: nothing left to write.
+    let state2 = std::env::temp_dir().join(format!("{table}.backfill2.json"));
+    let _ = std::fs::remove_file(&state2);
+    let (code, report, _) = run_json(
+        cli(&table)
+            .args(["backfill", "--segments", "3", "--state"])
+            .arg(&state2),
+    );
+    assert_eq!(code, 0);
+    eprintln!("second backfill: {report}");
+    assert_eq!(report["written"], 0, "{report}");
+    assert_eq!(report["already_ok"], 47_000, "{report}");
+    assert_eq!(report["scanned"], 50_000);
+    let _ = (std::fs::remove_file(&state), std::fs::remove_file(&state2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_never_overwrites_a_concurrent_change_or_recreates_a_deleted_item() {
+    let client = client().await;
+    let table = table_name("bf_race");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let now = now();
+    put_items(
+        &client,
+        &table,
+        vec![
+            bare("extended", Some(AV::N((now + 60).to_string()))),
+            bare("deleted", Some(AV::N((now + 60).to_string()))),
+        ],
+    )
+    .await;
+    let store = DynamoStore::new(client.clone());
+    let layout = Layout::default();
+    let stale_window = layout
+        .window_for((now + 60) as f64, &AV::S("extended".into()))
+        .unwrap();
+
+    // Between the scan (which saw ttl = now+60 and no window) and the update, the application
+    // extends the ttl and writes the matching window; and deletes the other item.
+    let new_ttl = now + 7200;
+    client
+        .update_item()
+        .table_name(&table)
+        .key("id", AV::S("extended".into()))
+        .update_expression("SET #t = :t, #w = :w")
+        .expression_attribute_names("#t", "ttl")
+        .expression_attribute_names("#w", "expirationWindow")
+        .expression_attribute_values(":t", AV::N(new_ttl.to_string()))
+        .expression_attribute_values(":w", AV::S(window_key(new_ttl as f64, 60).unwrap()))
+        .send()
+        .await
+        .unwrap();
+    client
+        .delete_item()
+        .table_name(&table)
+        .key("id", AV::S("deleted".into()))
+        .send()
+        .await
+        .unwrap();
+
+    for id in ["extended", "deleted"] {
+        let (outcome, _) = store
+            .set_window_if_unchanged(
+                &table,
+                id_key(id),
+                "ttl",
+                AV::N((now + 60).to_string()),
+                "expirationWindow",
+                None,
+                stale_window.clone(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(outcome, UpdateOutcome::Changed, "{id}");
+    }
+    let items = scan_all(&client, &table).await;
+    assert_eq!(items.len(), 1, "the deleted item stays deleted");
+    assert_eq!(
+        items[0]["expirationWindow"],
+        AV::S(window_key(new_ttl as f64, 60).unwrap()),
+        "the application's write stands"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_finds_each_planted_problem_and_nothing_on_a_clean_table() {
+    let client = client().await;
+    let now = now();
+    let clean = table_name("audit_clean");
+    create_table(&client, &TableSpec::simple(&clean)).await;
+    let mut good: Vec<Key> = (0..200)
+        .map(|i| session(&format!("ok-{i}"), now + 60 + i))
+        .collect();
+    good.push(bare("no-ttl", None));
+    put_items(&client, &clean, good).await;
+    let (code, report, stderr) = run_json(cli(&clean).args(["audit", "--segments", "2"]));
+    assert_eq!(code, 0, "{report} {stderr}");
+    assert_eq!(report["scanned"], 201);
+    assert_eq!(report["no_ttl"], 1);
+    for field in [
+        "missing_window",
+        "wrong_window",
+        "millis_ttl",
+        "invalid_ttl",
+        "oldest_expired_age_seconds",
+    ] {
+        assert_eq!(report[field], 0, "{field}: {report}");
+    }
+    assert_eq!(report["expired_present"], serde_json::json!({}));
+
+    let dirty = table_name("audit_dirty");
+    create_table(&client, &TableSpec::without_index(&dirty)).await;
+    let mut wrong = bare("wrong", Some(AV::N((now + 60).to_string())));
+    wrong.insert(
+        "expirationWindow".into(),
+        AV::S(window_key((now + 3600) as f64, 60).unwrap()),
+    );
+    put_items(
+        &client,
+        &dirty,
+        vec![
+            session("fine", now + 60),
+            session("expired-30s", now - 30),
+            session("expired-10m", now - 600),
+            session("expired-2h", now - 7200),
+            bare("missing-window", Some(AV::N((now + 60).to_string()))),
+            wrong,
+            bare("millis", Some(AV::N(((now + 60) * 1000).to_string()))),
+            bare("string", Some(AV::S((now + 60).to_string()))),
+        ],
+    )
+    .await;
+    let (code, report, _) = run_json(cli(&dirty).args(["audit"]));
+    assert_eq!(
+        code, 1,
+        "problems past the thresholds fail the audit: {report}"
+    );
+    assert_eq!(report["scanned"], 8);
+    assert_eq!(
+        report["expired_present"],
+        serde_json::json!({"under_1m": 1, "5m_to_1h": 1, "1h_to_24h": 1})
+    );
+    let oldest = report["oldest_expired_age_seconds"].as_i64().unwrap();
+    assert!((7200..7260).contains(&oldest), "{oldest}");
+    assert_eq!(report["missing_window"], 1);
+    assert_eq!(report["wrong_window"], 1);
+    assert_eq!(report["millis_ttl"], 1);
+    assert_eq!(report["invalid_ttl"], 1);
+    let problems: Vec<&str> = report["examples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["problem"].as_str().unwrap())
+        .collect();
+    for p in [
+        "missing_window",
+        "wrong_window",
+        "millis_ttl",
+        "invalid_ttl",
+    ] {
+        assert!(problems.contains(&p), "{p} has an example");
+    }
+    // Generous thresholds pass the same table.
+    let (code, _, _) =
+        run_json(cli(&dirty).args(["audit", "--max-expired-age", "3h", "--max-problems", "4"]));
+    assert_eq!(code, 0);
+}
