@@ -64,8 +64,9 @@ test: tools lint test-rust test-infra ## everything CI runs: lint, Rust tests (u
 
 .PHONY: test-rust
 test-rust: tools
-	CARGO_LAMBDA=$(CARGO_LAMBDA) $(LOCAL_AWS_ENV) cargo test --all-targets
+	CARGO_LAMBDA=$(CARGO_LAMBDA) $(LOCAL_AWS_ENV) cargo test --lib --bins --tests --examples
 	CARGO_LAMBDA=$(CARGO_LAMBDA) cargo test --doc
+	cargo test --benches --no-run  # the benchmark compiles; `make bench` runs it
 
 # ---------------------------------------------------------------- infra (AWS CDK, TypeScript)
 
@@ -104,6 +105,13 @@ demo: dynamodb-local ## watch expired items disappear from a local DynamoDB tabl
 	  scripts/dynamodb-local.sh start $(STATE); \
 	  $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL="$$(cat $(STATE)/endpoint)" target/debug/examples/demo; \
 	fi
+
+# ---------------------------------------------------------------- bench
+
+.PHONY: bench
+bench: dynamodb-local ## benchmarks: lag, throughput, CPU, start-up, cost (BENCH_QUICK=1 for a quick check)
+	cargo build --release --bin ttl-sweeper-lambda
+	$(LOCAL_AWS_ENV) cargo bench --bench sweeper
 
 # ---------------------------------------------------------------- package
 

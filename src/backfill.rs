@@ -19,6 +19,7 @@ use crate::scan::{parallel_scan, Position, ScanPageOf};
 use crate::store::{
     key_from_json, key_to_json, DynamoStore, ErrorKind, StoreError, TableSchema, UpdateOutcome,
 };
+use crate::sweep::full_jitter;
 use crate::window::parse_ttl;
 
 /// Counts of one backfill run (or, resumed, of all runs of one state file).
@@ -300,10 +301,8 @@ async fn update_with_retries(
         match result {
             Err(e) if e.kind.is_retryable() && attempt < 8 => {
                 attempt += 1;
-                let cap = Duration::from_millis(50)
-                    .saturating_mul(1 << attempt)
-                    .min(Duration::from_secs(5));
-                tokio::time::sleep(cap.mul_f64(fastrand::f64())).await;
+                let wait = full_jitter(Duration::from_millis(50), Duration::from_secs(5), attempt);
+                tokio::time::sleep(wait).await;
             }
             other => return other,
         }

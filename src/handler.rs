@@ -116,12 +116,7 @@ pub async fn handle<S: Store>(
                 until: Some(Instant::now() + settings.schedule.saturating_sub(SCHEDULE_MARGIN)),
             };
             let wall = || clock().timestamp_millis() as f64 / 1000.0;
-            run_ticks(sweeper, now, wall, &ticks, &stop, |tick| {
-                if tick.items_found > 0 || !tick.is_success() {
-                    telemetry::log_summary(tick);
-                }
-            })
-            .await
+            run_ticks(sweeper, now, wall, &ticks, &stop, telemetry::log_tick).await
         }
     };
     telemetry::log_summary(&report);

@@ -90,15 +90,17 @@ impl SweepOptions {
         }
     }
 
-    /// The wait before retry number `attempt` (1-based): uniformly random in
-    /// `[0, min(cap, base * 2^(attempt-1))]` ("full jitter").
+    /// The wait before retry number `attempt` (1-based); see [`full_jitter`].
     pub fn backoff(&self, attempt: u32) -> Duration {
-        let exp = self
-            .backoff_base
-            .saturating_mul(1u32 << (attempt.saturating_sub(1)).min(20));
-        let ceiling = exp.min(self.backoff_cap);
-        ceiling.mul_f64(fastrand::f64())
+        full_jitter(self.backoff_base, self.backoff_cap, attempt)
     }
+}
+
+/// Exponential backoff with full jitter: the wait before retry number `attempt` (1-based) is
+/// uniformly random in `[0, min(cap, base * 2^(attempt-1))]`.
+pub fn full_jitter(base: Duration, cap: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
+    exp.min(cap).mul_f64(fastrand::f64())
 }
 
 /// When a sweep must stop starting new work: a deadline, a shutdown request, or both.

@@ -53,6 +53,13 @@ pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
     let _ = result;
 }
 
+/// Logs a tick's summary when it found something or failed (quiet ticks stay quiet).
+pub fn log_tick(report: &SweepReport) {
+    if report.items_found > 0 || !report.is_success() {
+        log_summary(report);
+    }
+}
+
 /// Logs the one summary line of a sweep.
 pub fn log_summary(report: &SweepReport) {
     if report.is_success() {

@@ -49,21 +49,6 @@ fn bare(id: &str, ttl: Option<AV>) -> Key {
     item
 }
 
-/// Writes items with a few concurrent writers (DynamoDB Local is faster that way).
-async fn put_many(client: &aws_sdk_dynamodb::Client, table: &str, items: Vec<Key>) {
-    let per = items.len().div_ceil(4);
-    let tasks: Vec<_> = items
-        .chunks(per)
-        .map(|chunk| {
-            let (client, table, chunk) = (client.clone(), table.to_string(), chunk.to_vec());
-            tokio::spawn(async move { put_items(&client, &table, chunk).await })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
-}
-
 /// Every item with a usable numeric ttl has the right window; everything else is untouched.
 async fn assert_all_windows_correct(client: &aws_sdk_dynamodb::Client, table: &str) -> usize {
     let items = scan_all(client, table).await;

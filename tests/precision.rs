@@ -15,7 +15,7 @@ use ttl_sweeper::sweep::{Stop, SweepOptions, Sweeper};
 use ttl_sweeper::window::{iso_millis, window_attribute};
 
 fn clock() -> f64 {
-    chrono::Utc::now().timestamp_millis() as f64 / 1000.0
+    wall_clock()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

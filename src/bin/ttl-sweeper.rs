@@ -263,12 +263,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             let clock = || chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
             tracing::info!(table = %config.table_name, every = ?every, "running until SIGINT or SIGTERM");
             let first = chrono::Utc::now().timestamp();
-            let report = run_ticks(&sweeper, first, clock, &ticks, &stop, |tick| {
-                if tick.items_found > 0 || !tick.is_success() {
-                    telemetry::log_summary(tick);
-                }
-            })
-            .await;
+            let report =
+                run_ticks(&sweeper, first, clock, &ticks, &stop, telemetry::log_tick).await;
             tracing::info!("stopped");
             telemetry::log_summary(&report);
             println!("{}", serde_json::to_string(&report)?);

@@ -279,6 +279,21 @@ pub async fn put_items(client: &Client, table: &str, items: Vec<Key>) {
     }
 }
 
+/// Writes items with four concurrent writers (DynamoDB Local is faster that way).
+pub async fn put_many(client: &Client, table: &str, items: Vec<Key>) {
+    let per = items.len().div_ceil(4).max(1);
+    let tasks: Vec<_> = items
+        .chunks(per)
+        .map(|chunk| {
+            let (client, table, chunk) = (client.clone(), table.to_string(), chunk.to_vec());
+            tokio::spawn(async move { put_items(&client, &table, chunk).await })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("writer task");
+    }
+}
+
 /// An item with `id`, a ttl (Number) and the window key computed by the library.
 pub fn session(id: &str, ttl: i64) -> Key {
     HashMap::from([
@@ -348,6 +363,8 @@ pub struct Instrumented<S> {
     pub inner: S,
     pub queries: AtomicUsize,
     pub pages_with_more: AtomicUsize,
+    /// Wall-clock time (epoch seconds) at which each deleted item's delete was acknowledged, by `id`.
+    pub deleted_at: Mutex<HashMap<String, f64>>,
     #[allow(clippy::type_complexity)]
     pub before_delete: Option<
         Box<
@@ -364,9 +381,27 @@ impl<S> Instrumented<S> {
             inner,
             queries: AtomicUsize::new(0),
             pages_with_more: AtomicUsize::new(0),
+            deleted_at: Mutex::new(HashMap::new()),
             before_delete: None,
         }
     }
+}
+
+impl<S> Instrumented<S> {
+    fn record<'k>(&self, keys: impl Iterator<Item = &'k Key>) {
+        let at = wall_clock();
+        let mut map = self.deleted_at.lock().unwrap();
+        for k in keys {
+            if let Some(AV::S(id)) = k.get("id") {
+                map.insert(id.clone(), at);
+            }
+        }
+    }
+}
+
+/// Epoch seconds with fraction.
+pub fn wall_clock() -> f64 {
+    chrono::Utc::now().timestamp_millis() as f64 / 1000.0
 }
 
 impl<S: Store> Store for Instrumented<S> {
@@ -399,7 +434,9 @@ impl<S: Store> Store for Instrumented<S> {
                 hook(k).await;
             }
         }
-        self.inner.batch_delete(schema, keys).await
+        let unprocessed = self.inner.batch_delete(schema, keys.clone()).await?;
+        self.record(keys.iter().filter(|k| !unprocessed.contains(k)));
+        Ok(unprocessed)
     }
 
     async fn delete_if_expired(
@@ -411,7 +448,14 @@ impl<S: Store> Store for Instrumented<S> {
         if let Some(hook) = &self.before_delete {
             hook(&key).await;
         }
-        self.inner.delete_if_expired(schema, key, now).await
+        let outcome = self
+            .inner
+            .delete_if_expired(schema, key.clone(), now)
+            .await?;
+        if outcome == ConditionalOutcome::Deleted {
+            self.record(std::iter::once(&key));
+        }
+        Ok(outcome)
     }
 
     async fn read_checkpoint(&self, table: &str, id: &str) -> Result<Option<i64>, StoreError> {
