@@ -16,7 +16,7 @@ use ttl_sweeper::config::parse_duration;
 use ttl_sweeper::item::Layout;
 use ttl_sweeper::runner::{run_ticks, Ticks};
 use ttl_sweeper::store::{DynamoStore, TableSchema};
-use ttl_sweeper::sweep::Stop;
+use ttl_sweeper::sweep::{Stop, SweepReport};
 use ttl_sweeper::window::{
     parse_ttl, partition_key, shard_of, Window, MAX_SHARDS, MAX_WINDOW_SECONDS,
 };
@@ -266,13 +266,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             let report =
                 run_ticks(&sweeper, first, clock, &ticks, &stop, telemetry::log_tick).await;
             tracing::info!("stopped");
-            telemetry::log_summary(&report);
-            println!("{}", serde_json::to_string(&report)?);
-            Ok(if report.is_success() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
+            finish(&report)
         }
         Command::Sweep(args) => {
             let config = Config::from_lookup(|v| args.config.lookup(v))?;
@@ -296,13 +290,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             let sweeper = ttl_sweeper::connect(&config).await?;
             let report = sweeper.sweep(now, &Stop::never()).await;
-            telemetry::log_summary(&report);
-            println!("{}", serde_json::to_string(&report)?);
-            Ok(if report.is_success() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
+            finish(&report)
         }
     }
 }
@@ -340,6 +328,17 @@ async fn cancel_on_signal(token: CancellationToken) {
     }
     tracing::info!("signal received: finishing the requests in flight");
     token.cancel();
+}
+
+/// Logs the summary, prints the report as one JSON line, and maps success to the exit status.
+fn finish(report: &SweepReport) -> anyhow::Result<ExitCode> {
+    telemetry::log_summary(report);
+    println!("{}", serde_json::to_string(report)?);
+    Ok(if report.is_success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// The store, the table's key schema and the window layout, for the tools that scan.
