@@ -284,6 +284,15 @@ impl<S: Store> Store for &S {
     }
 }
 
+/// TCP/TLS connect timeout of the client built by [`DynamoStore::from_env`].
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+/// Timeout of one attempt of one request.
+pub const ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Timeout of one operation, all SDK retries included.
+pub const OPERATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Attempts the SDK makes for non-delete requests (1 + 2 retries).
+pub const SDK_MAX_ATTEMPTS: u32 = 3;
+
 /// [`Store`] over the AWS SDK DynamoDB client.
 #[derive(Debug, Clone)]
 pub struct DynamoStore {
@@ -297,9 +306,29 @@ impl DynamoStore {
     }
 
     /// Builds a client from the standard AWS configuration chain (`AWS_REGION`,
-    /// `AWS_ENDPOINT_URL`, credentials, ...).
+    /// `AWS_ENDPOINT_URL`, credentials, ...), with explicit timeouts and retry budget:
+    ///
+    /// - connect timeout [`CONNECT_TIMEOUT`], each attempt [`ATTEMPT_TIMEOUT`], each operation
+    ///   including retries [`OPERATION_TIMEOUT`], so a stalled connection cannot eat the
+    ///   invocation;
+    /// - the SDK's standard retry mode, [`SDK_MAX_ATTEMPTS`] attempts, for `DescribeTable`,
+    ///   `Query`, `Scan` and the checkpoint. Deletes turn SDK retries off (see
+    ///   [`Store::batch_delete`]): the sweep engine retries them itself, so a key is sent at most
+    ///   `MAX_RETRIES + 1` times per sweep and attempts never multiply.
     pub async fn from_env() -> Self {
-        let shared = aws_config::load_from_env().await;
+        use aws_config::retry::RetryConfig;
+        use aws_config::timeout::TimeoutConfig;
+        let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(CONNECT_TIMEOUT)
+                    .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                    .operation_timeout(OPERATION_TIMEOUT)
+                    .build(),
+            )
+            .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
+            .load()
+            .await;
         DynamoStore::new(Client::new(&shared))
     }
 

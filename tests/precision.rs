@@ -368,3 +368,73 @@ async fn sigterm_during_run_exits_cleanly_with_the_report() {
     let left = scan_all(&client, &table).await;
     assert_eq!(left.len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_window() {
+    let (client, table, checkpoints, cfg) =
+        checkpoint_setup("interrupted", &[("LOOKBACK_WINDOWS", "0")]).await;
+    let now = now();
+    let start = (now / 60) * 60 - 600;
+    let id = format!("{table}/expirationWindowIndex");
+    DynamoStore::new(client.clone())
+        .advance_checkpoint(&checkpoints, &id, start)
+        .await
+        .unwrap();
+    // 30 expired items in each of the 10 windows after the checkpoint.
+    let items: Vec<Key> = (0..300)
+        .map(|i| session(&format!("i-{i:03}"), start + 1 + (i % 10) * 60 + i / 10))
+        .collect();
+    put_items(&client, &table, items).await;
+
+    // Stop (as a deadline or SIGTERM would) after 40 deletes, partway through the newest windows.
+    let (store, schema) = store_and_schema(&cfg).await;
+    let mut store = Instrumented::new(store);
+    let token = tokio_util::sync::CancellationToken::new();
+    let (seen, trigger) = (
+        Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        token.clone(),
+    );
+    store.before_delete = Some(Box::new(move |_k: &Key| {
+        if seen.fetch_add(1, Ordering::SeqCst) + 1 >= 40 {
+            trigger.cancel();
+        }
+        Box::pin(async {})
+    }));
+    let mut options = SweepOptions::from_config(&cfg);
+    options.max_concurrency = 1; // one partition at a time, newest first
+    options.page_limit = Some(10);
+    let sweeper = Sweeper::new(store, schema, options);
+    let first = sweeper.sweep(now, &Stop::never().with_cancel(token)).await;
+    assert!(first.stopped_early, "{first:?}");
+    assert!(
+        first.items_deleted >= 25 && first.items_deleted < 300,
+        "{first:?}"
+    );
+    assert!(first.windows_left > 0);
+    assert!(first.is_success(), "stopping is not a failure");
+    let cp = sweeper
+        .store()
+        .inner
+        .read_checkpoint(&checkpoints, &id)
+        .await
+        .unwrap();
+    assert_eq!(
+        cp,
+        Some(start),
+        "the oldest windows were not finished: the checkpoint must stay"
+    );
+
+    // The next run finishes the job and only then moves the checkpoint.
+    let (store, schema) = store_and_schema(&cfg).await;
+    let second = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
+        .sweep(now, &Stop::never())
+        .await;
+    assert!(second.is_success() && second.is_complete(), "{second:?}");
+    assert_eq!(first.items_deleted + second.items_deleted, 300);
+    assert!(scan_all(&client, &table).await.is_empty());
+    let cp = DynamoStore::new(client.clone())
+        .read_checkpoint(&checkpoints, &id)
+        .await
+        .unwrap();
+    assert_eq!(cp, Some(((now - 1) / 60) * 60));
+}
