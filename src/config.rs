@@ -478,6 +478,40 @@ mod tests {
         assert_eq!(c.lookback_windows, 0);
     }
 
+    proptest::proptest! {
+        /// Any value for any setting either parses into range or fails naming that setting.
+        #[test]
+        fn any_value_is_accepted_in_range_or_rejected_by_name(
+            which in 0usize..SETTINGS.len(),
+            value in proptest::prop_oneof!["[0-9]{1,6}", "-?[0-9a-z.:/_ -]{0,20}", ".{0,12}"],
+        ) {
+            let setting = SETTINGS[which];
+            let mut pairs = vec![("TABLE_NAME", "sessions")];
+            pairs.retain(|(k, _)| *k != setting.var);
+            pairs.push((setting.var, value.as_str()));
+            match parse(&pairs) {
+                Ok(c) => {
+                    proptest::prop_assert!((1..=86_400).contains(&c.window_seconds));
+                    proptest::prop_assert!(c.lookback_windows <= 10_000);
+                    proptest::prop_assert!((1..=256).contains(&c.max_concurrency));
+                    proptest::prop_assert!(c.max_retries <= 30);
+                    proptest::prop_assert!((1..=1000).contains(&c.window_shards));
+                    proptest::prop_assert!(c.tick_seconds.is_none_or(|t| (1..=30).contains(&t) && t < c.schedule_seconds));
+                    proptest::prop_assert!((60..=30 * 86_400).contains(&c.max_catchup_seconds));
+                }
+                Err(e) => {
+                    // TICK_SECONDS is checked against SCHEDULE_SECONDS; the window attribute
+                    // against the ttl attribute: those errors name the other setting.
+                    let msg = e.to_string();
+                    proptest::prop_assert!(
+                        msg.contains(setting.var) || msg.contains("TICK_SECONDS") || msg.contains("WINDOW_ATTRIBUTE"),
+                        "{msg}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn tick_must_be_shorter_than_the_schedule() {
         let e = parse(&[

@@ -343,6 +343,36 @@ impl PartitionOutcome {
     }
 }
 
+/// Returns the item's key and ttl if — and only if — the item as read is expired at `now`: a
+/// Number ttl in epoch seconds, before `now`, and the table's key attributes present.
+fn check_item(schema: &TableSchema, item: &Key, now: i64) -> Option<Expired> {
+    let ttl = match item.get(&schema.ttl_attribute) {
+        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => match parse_ttl(n) {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(error = %e, "item with an unusable ttl ignored");
+                return None;
+            }
+        },
+        other => {
+            warn!(ttl = ?other, "item without a numeric ttl ignored");
+            return None;
+        }
+    };
+    if ttl >= now as f64 {
+        warn!(
+            ttl,
+            now, "index returned an item that is not yet expired; ignored"
+        );
+        return None;
+    }
+    let Some(key) = schema.key_of(item) else {
+        warn!("index item without the table's key attributes ignored");
+        return None;
+    };
+    Some(Expired { key, ttl })
+}
+
 /// Runs sweeps of one table through a [`Store`].
 #[derive(Debug)]
 pub struct Sweeper<S> {
@@ -589,7 +619,7 @@ impl<S: Store> Sweeper<S> {
                 }
             };
             for item in &page.items {
-                match self.check_item(item, now) {
+                match check_item(&self.schema, item, now) {
                     Some(expired) => {
                         out.found += 1;
                         pending.push(expired);
@@ -625,34 +655,6 @@ impl<S: Store> Sweeper<S> {
             out.chunks.push(c);
         }
         out
-    }
-
-    fn check_item(&self, item: &Key, now: i64) -> Option<Expired> {
-        let ttl = match item.get(&self.schema.ttl_attribute) {
-            Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => match parse_ttl(n) {
-                Ok(t) => t,
-                Err(e) => {
-                    warn!(error = %e, "item with an unusable ttl ignored");
-                    return None;
-                }
-            },
-            other => {
-                warn!(ttl = ?other, "item without a numeric ttl ignored");
-                return None;
-            }
-        };
-        if ttl >= now as f64 {
-            warn!(
-                ttl,
-                now, "index returned an item that is not yet expired; ignored"
-            );
-            return None;
-        }
-        let Some(key) = self.schema.key_of(item) else {
-            warn!("index item without the table's key attributes ignored");
-            return None;
-        };
-        Some(Expired { key, ttl })
     }
 
     /// Deletes one chunk, retrying with backoff; never returns an error, only an outcome.
@@ -753,6 +755,63 @@ impl<S: Store> Sweeper<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn schema() -> TableSchema {
+        TableSchema {
+            table_name: "t".into(),
+            index_name: "i".into(),
+            key_attributes: vec!["id".into()],
+            window_attribute: "w".into(),
+            ttl_attribute: "ttl".into(),
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the index returns, an item qualifies only with a Number ttl in epoch
+        /// seconds strictly before `now`, and keeps exactly its key.
+        #[test]
+        fn only_items_expired_as_read_qualify(
+            ttl in proptest::prop_oneof![
+                "[0-9]{1,14}(\\.[0-9]{1,3})?",
+                "-?[0-9.eE+-]{1,12}",
+                ".{0,12}",
+            ],
+            numeric in proptest::bool::ANY,
+            now in 0i64..4_000_000_000,
+        ) {
+            use aws_sdk_dynamodb::types::AttributeValue as AV;
+            let value = if numeric { AV::N(ttl.clone()) } else { AV::S(ttl.clone()) };
+            let item: Key = [("id".to_string(), AV::S("a".into())), ("ttl".to_string(), value)].into();
+            let expired_as_read = numeric && parse_ttl(&ttl).is_ok_and(|t| t < now as f64);
+            match check_item(&schema(), &item, now) {
+                Some(e) => {
+                    proptest::prop_assert!(expired_as_read, "{ttl:?} at {now}");
+                    proptest::prop_assert_eq!(Some(e.ttl), parse_ttl(&ttl).ok());
+                    proptest::prop_assert_eq!(e.key.len(), 1);
+                }
+                None => proptest::prop_assert!(!expired_as_read, "{ttl:?} at {now} should qualify"),
+            }
+        }
+    }
+
+    #[test]
+    fn items_without_a_ttl_or_key_never_qualify() {
+        use aws_sdk_dynamodb::types::AttributeValue as AV;
+        let no_ttl: Key = [("id".to_string(), AV::S("a".into()))].into();
+        assert!(check_item(&schema(), &no_ttl, 2_000_000_000).is_none());
+        let no_key: Key = [("ttl".to_string(), AV::N("5".into()))].into();
+        assert!(check_item(&schema(), &no_key, 2_000_000_000).is_none());
+        let ok: Key = [
+            ("id".to_string(), AV::S("a".into())),
+            ("ttl".to_string(), AV::N("5".into())),
+        ]
+        .into();
+        assert!(check_item(&schema(), &ok, 6).is_some());
+        assert!(
+            check_item(&schema(), &ok, 5).is_none(),
+            "ttl == now is not expired"
+        );
+    }
 
     #[test]
     fn lag_percentiles_use_nearest_rank() {
