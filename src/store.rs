@@ -13,7 +13,7 @@ use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{
-    AttributeValue, DeleteRequest, KeyType, ScalarAttributeType, WriteRequest,
+    AttributeValue, DeleteRequest, KeyType, ScalarAttributeType, TableDescription, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
 use tracing::instrument;
@@ -342,26 +342,15 @@ impl DynamoStore {
     #[instrument(skip_all, fields(table = %config.table_name, index = %config.index_name))]
     pub async fn describe(&self, config: &Config) -> Result<TableSchema, StoreError> {
         const OP: &str = "DescribeTable";
-        let out = self
-            .client
-            .describe_table()
-            .table_name(&config.table_name)
-            .send()
-            .await
-            .map_err(|e| {
-                let mut e = StoreError::from_sdk(OP, e);
-                if e.kind == ErrorKind::NotFound {
-                    e.message = format!(
-                        "table {:?} does not exist in this account and region (check TABLE_NAME, \
-                         AWS_REGION and AWS_ENDPOINT_URL)",
-                        config.table_name
-                    );
-                }
-                e
-            })?;
-        let table = out
-            .table()
-            .ok_or_else(|| StoreError::new(ErrorKind::Other, OP, "response has no table"))?;
+        let table = self
+            .describe_table(&config.table_name, || {
+                format!(
+                    "table {:?} does not exist in this account and region (check TABLE_NAME, \
+                     AWS_REGION and AWS_ENDPOINT_URL)",
+                    config.table_name
+                )
+            })
+            .await?;
         let key_attributes = ordered_key(table.key_schema());
         if key_attributes.is_empty() {
             return Err(StoreError::new(
@@ -630,31 +619,13 @@ impl Store for DynamoStore {
 pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
 
 impl DynamoStore {
-    /// The table's primary key attribute names (partition key first), for tools that do not need
-    /// the sweeper's index (backfill, audit).
-    pub async fn key_attributes(&self, table: &str) -> Result<Vec<String>, StoreError> {
-        let out = self
-            .client
-            .describe_table()
-            .table_name(table)
-            .send()
-            .await
-            .map_err(|e| {
-                let mut e = StoreError::from_sdk("DescribeTable", e);
-                if e.kind == ErrorKind::NotFound {
-                    e.message =
-                        format!("table {table:?} does not exist in this account and region");
-                }
-                e
-            })?;
-        Ok(out
-            .table()
-            .map(|t| ordered_key(t.key_schema()))
-            .unwrap_or_default())
-    }
-
-    /// Checks that the checkpoint table exists and is keyed on `id` (String).
-    pub async fn check_checkpoint_table(&self, table: &str) -> Result<(), StoreError> {
+    /// `DescribeTable`, with the error for a missing table saying `missing()` instead of the
+    /// service's generic message.
+    async fn describe_table(
+        &self,
+        table: &str,
+        missing: impl FnOnce() -> String,
+    ) -> Result<TableDescription, StoreError> {
         const OP: &str = "DescribeTable";
         let out = self
             .client
@@ -665,21 +636,45 @@ impl DynamoStore {
             .map_err(|e| {
                 let mut e = StoreError::from_sdk(OP, e);
                 if e.kind == ErrorKind::NotFound {
-                    e.message = format!(
-                        "checkpoint table {table:?} (CHECKPOINT_TABLE) does not exist; create it \
-                         with partition key `id` (String)"
-                    );
+                    e.message = missing();
                 }
                 e
             })?;
-        let key = out
-            .table()
-            .map(|t| ordered_key(t.key_schema()))
-            .unwrap_or_default();
+        out.table
+            .ok_or_else(|| StoreError::new(ErrorKind::Other, OP, "response has no table"))
+    }
+
+    /// The table's primary key (partition key first) and its approximate size, for tools that
+    /// do not need the sweeper's index (backfill, audit). DynamoDB refreshes the size about
+    /// every six hours.
+    pub async fn table_info(&self, table: &str) -> Result<TableInfo, StoreError> {
+        let t = self
+            .describe_table(table, || {
+                format!("table {table:?} does not exist in this account and region")
+            })
+            .await?;
+        Ok(TableInfo {
+            key_attributes: ordered_key(t.key_schema()),
+            size_bytes: t.table_size_bytes().unwrap_or(0),
+            item_count: t.item_count().unwrap_or(0),
+        })
+    }
+
+    /// Checks that the checkpoint table exists and is keyed on `id` (String).
+    pub async fn check_checkpoint_table(&self, table: &str) -> Result<(), StoreError> {
+        let t = self
+            .describe_table(table, || {
+                format!(
+                    "checkpoint table {table:?} (CHECKPOINT_TABLE) does not exist; create it \
+                     with partition key `id` (String)"
+                )
+            })
+            .await?;
+        let key = ordered_key(t.key_schema());
         if key != ["id"] {
             return Err(StoreError::new(
                 ErrorKind::Validation,
-                OP,
+                "DescribeTable",
                 format!(
                     "checkpoint table {table:?} (CHECKPOINT_TABLE) is keyed on {key:?}; it needs \
                      partition key `id` (String) and no sort key"
@@ -699,6 +694,17 @@ pub struct ScanPage {
     pub next: Option<Key>,
     /// Read capacity consumed, when the server reports it.
     pub consumed: f64,
+}
+
+/// What the scanning tools need to know about a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableInfo {
+    /// Primary key attribute names, the partition key first.
+    pub key_attributes: Vec<String>,
+    /// Approximate size in bytes.
+    pub size_bytes: i64,
+    /// Approximate item count.
+    pub item_count: i64,
 }
 
 /// Outcome of a conditional window update.
@@ -802,23 +808,6 @@ impl DynamoStore {
                 }
             }
         }
-    }
-
-    /// The table's approximate size in bytes and item count (refreshed by DynamoDB about every
-    /// six hours).
-    pub async fn table_size(&self, table: &str) -> Result<(i64, i64), StoreError> {
-        let out = self
-            .client
-            .describe_table()
-            .table_name(table)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("DescribeTable", e))?;
-        let t = out.table();
-        Ok((
-            t.and_then(|t| t.table_size_bytes()).unwrap_or(0),
-            t.and_then(|t| t.item_count()).unwrap_or(0),
-        ))
     }
 }
 

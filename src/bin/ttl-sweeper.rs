@@ -9,13 +9,14 @@ use ttl_sweeper::config::Config;
 use ttl_sweeper::event::{parse_time, sweep_instant, Trigger};
 use ttl_sweeper::telemetry::{self, LogFormat};
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 use ttl_sweeper::backfill::{default_segments, BackfillOptions, BackfillState};
 use ttl_sweeper::config::parse_duration;
 use ttl_sweeper::item::Layout;
 use ttl_sweeper::runner::{run_ticks, Ticks};
-use ttl_sweeper::store::{DynamoStore, TableSchema};
+use ttl_sweeper::store::{DynamoStore, TableInfo, TableSchema};
 use ttl_sweeper::sweep::{Stop, SweepReport};
 use ttl_sweeper::window::{
     parse_ttl, partition_key, shard_of, Window, MAX_SHARDS, MAX_WINDOW_SECONDS,
@@ -295,7 +296,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The bytes the shard hash is taken over, from a partition key value in DynamoDB JSON.
+/// The bytes the shard hash is taken over, from a partition key value in DynamoDB JSON:
+/// parsed into an attribute value, then hashed by the same rule writers use.
 fn partition_key_bytes(json: &str) -> anyhow::Result<Vec<u8>> {
     let value: serde_json::Value = serde_json::from_str(json).context("--key is not JSON")?;
     let obj = value
@@ -303,17 +305,20 @@ fn partition_key_bytes(json: &str) -> anyhow::Result<Vec<u8>> {
         .filter(|o| o.len() == 1)
         .context("--key must be one typed value like {\"S\":\"user#42\"} or a one-attribute key")?;
     let (name, inner) = obj.iter().next().expect("one entry");
-    match (name.as_str(), inner) {
-        ("S" | "N", serde_json::Value::String(s)) => Ok(s.as_bytes().to_vec()),
+    let attribute = match (name.as_str(), inner) {
+        ("S", serde_json::Value::String(s)) => AttributeValue::S(s.clone()),
+        ("N", serde_json::Value::String(n)) => AttributeValue::N(n.clone()),
         ("B", serde_json::Value::String(b64)) => {
             use base64::Engine as _;
-            Ok(base64::engine::general_purpose::STANDARD
+            let bytes = base64::engine::general_purpose::STANDARD
                 .decode(b64)
-                .context("--key: the B value is not base64")?)
+                .context("--key: the B value is not base64")?;
+            AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(bytes))
         }
-        (_, serde_json::Value::Object(_)) => partition_key_bytes(&inner.to_string()),
+        (_, serde_json::Value::Object(_)) => return partition_key_bytes(&inner.to_string()),
         _ => anyhow::bail!("--key: unsupported value {value}; use S, N or B"),
-    }
+    };
+    Ok(ttl_sweeper::item::partition_key_bytes(&attribute).expect("S, N and B are key types"))
 }
 
 /// Cancels `token` on SIGINT or SIGTERM: the sweep in flight finishes its requests and stops.
@@ -341,26 +346,45 @@ fn finish(report: &SweepReport) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The store, the table's key schema and the window layout, for the tools that scan.
-async fn scan_setup(
-    config: &ConfigArgs,
-) -> anyhow::Result<(Config, DynamoStore, TableSchema, Layout)> {
+/// What the tools that scan need: the configuration, the store, the table's key schema, the
+/// window layout, and the table's size (all from one `DescribeTable`).
+struct ScanSetup {
+    config: Config,
+    store: DynamoStore,
+    schema: TableSchema,
+    layout: Layout,
+    info: TableInfo,
+}
+
+async fn scan_setup(config: &ConfigArgs) -> anyhow::Result<ScanSetup> {
     let config = Config::from_lookup(|v| config.lookup(v))?;
     let store = DynamoStore::from_env().await;
-    let key_attributes = store.key_attributes(&config.table_name).await?;
+    let info = store.table_info(&config.table_name).await?;
     let schema = TableSchema {
         table_name: config.table_name.clone(),
         index_name: config.index_name.clone(),
-        key_attributes,
+        key_attributes: info.key_attributes.clone(),
         window_attribute: config.window_attribute.clone(),
         ttl_attribute: config.ttl_attribute.clone(),
     };
     let layout = Layout::from_config(&config);
-    Ok((config, store, schema, layout))
+    Ok(ScanSetup {
+        config,
+        store,
+        schema,
+        layout,
+        info,
+    })
 }
 
 async fn backfill(args: BackfillArgs) -> anyhow::Result<ExitCode> {
-    let (config, store, schema, layout) = scan_setup(&args.config).await?;
+    let ScanSetup {
+        config,
+        store,
+        schema,
+        layout,
+        info,
+    } = scan_setup(&args.config).await?;
     let path = args.state.clone().unwrap_or_else(|| {
         format!(
             "ttl-sweeper-backfill-{}.json",
@@ -394,12 +418,11 @@ async fn backfill(args: BackfillArgs) -> anyhow::Result<ExitCode> {
         );
         let segments = match args.segments {
             Some(n) => n.clamp(1, 1_000_000),
-            None => default_segments(store.table_size(&config.table_name).await?.0),
+            None => default_segments(info.size_bytes),
         };
         BackfillState::new(&config.table_name, &layout, segments)
     };
-    let (_, approx_items) = store.table_size(&config.table_name).await?;
-    let bar = ProgressBar::new(approx_items.max(0) as u64);
+    let bar = ProgressBar::new(info.item_count.max(0) as u64);
     bar.set_style(
         ProgressStyle::with_template("{spinner} {pos}/{len} items scanned ({per_sec}, eta {eta})")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -446,7 +469,12 @@ async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
             args.max_expired_age
         )
     })?;
-    let (_, store, schema, layout) = scan_setup(&args.config).await?;
+    let ScanSetup {
+        store,
+        schema,
+        layout,
+        ..
+    } = scan_setup(&args.config).await?;
     let now = chrono::Utc::now().timestamp();
     let report =
         ttl_sweeper::audit::audit(&store, &schema, &layout, args.segments, args.sample, now)
