@@ -209,6 +209,16 @@ pub struct SweepErrorEntry {
     pub message: String,
 }
 
+impl SweepErrorEntry {
+    fn new(window: Option<String>, e: &StoreError) -> Self {
+        SweepErrorEntry {
+            window,
+            kind: e.kind,
+            message: e.to_string(),
+        }
+    }
+}
+
 /// What one sweep (or, merged, a series of ticks) did. Serialized as the CLI's JSON output and
 /// the Lambda's response.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -413,6 +423,9 @@ impl<S: Store> Sweeper<S> {
         let mut windows = windows_to_sweep(now, width, self.options.lookback_windows);
         let mut checkpoint_before = None;
         let mut capped = false;
+        // With a checkpoint: the boundary after which every window must be swept completely
+        // before the checkpoint may move (the checkpoint, or the catch-up cap).
+        let mut floor = i64::MIN;
         let mut checkpoint_error = None;
         if let Some(cp) = &self.options.checkpoint {
             match self.store.read_checkpoint(&cp.table, &cp.id).await {
@@ -427,16 +440,15 @@ impl<S: Store> Sweeper<S> {
                             "checkpoint is older than MAX_CATCHUP; windows before the cap are not swept"
                         );
                     }
-                    let from = c.max(oldest);
-                    // Both lists run back contiguously from the current window: keep the longer.
-                    let mut w = windows[0];
-                    let mut catchup = vec![w];
-                    while w.start > from {
-                        w = w.previous();
-                        catchup.push(w);
-                    }
-                    if catchup.len() > windows.len() {
-                        windows = catchup;
+                    floor = c.max(oldest);
+                    // Read back from the current window to the one that holds `floor`, and never
+                    // fewer windows than the lookback.
+                    let back = u64::try_from(windows[0].start - floor)
+                        .unwrap_or(0)
+                        .div_ceil(u64::from(width));
+                    let back = u32::try_from(back).unwrap_or(u32::MAX);
+                    if back > self.options.lookback_windows {
+                        windows = windows_to_sweep(now, width, back);
                     }
                 }
                 Ok(None) => {}
@@ -450,22 +462,13 @@ impl<S: Store> Sweeper<S> {
         let (mut report, complete) = self.sweep_partitions(now, &windows, stop).await;
         report.catchup_capped = capped;
         if let Some(e) = checkpoint_error {
-            report.errors.push(SweepErrorEntry {
-                window: None,
-                kind: e.kind,
-                message: e.to_string(),
-            });
+            report.errors.push(SweepErrorEntry::new(None, &e));
             return report;
         }
         if let Some(cp) = &self.options.checkpoint {
             report.checkpoint_before = checkpoint_before.map(iso_millis);
             // Walk forward from the oldest window the checkpoint (or the cap) left to sweep, over
             // windows that are wholly expired and were swept completely.
-            let floor = if capped {
-                now.saturating_sub(self.options.max_catchup_seconds as i64)
-            } else {
-                checkpoint_before.unwrap_or(i64::MIN)
-            };
             let mut advanced_to = None;
             for (w, ok) in windows.iter().zip(&complete).rev() {
                 if w.end <= floor {
@@ -484,11 +487,7 @@ impl<S: Store> Sweeper<S> {
                             Some(to)
                         }
                         Err(e) => {
-                            report.errors.push(SweepErrorEntry {
-                                window: None,
-                                kind: e.kind,
-                                message: e.to_string(),
-                            });
+                            report.errors.push(SweepErrorEntry::new(None, &e));
                             checkpoint_before
                         }
                     }
@@ -560,11 +559,9 @@ impl<S: Store> Sweeper<S> {
                 report.failed_keys.extend(chunk.failed);
             }
             if let Some(e) = out.error {
-                report.errors.push(SweepErrorEntry {
-                    window: Some(windows[i].key()),
-                    kind: e.kind,
-                    message: e.to_string(),
-                });
+                report
+                    .errors
+                    .push(SweepErrorEntry::new(Some(windows[i].key()), &e));
             }
         }
         report.windows_swept = read_all.iter().filter(|r| **r).count();
