@@ -12,8 +12,10 @@ use std::future::Future;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, DeleteRequest, KeyType, ScalarAttributeType, TableDescription, WriteRequest,
+    AttributeValue, DeleteRequest, KeyType, ReturnValuesOnConditionCheckFailure,
+    ScalarAttributeType, TableDescription, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
 use tracing::instrument;
@@ -192,8 +194,11 @@ pub struct Page {
 pub enum ConditionalOutcome {
     /// The item was deleted.
     Deleted,
-    /// The condition did not hold: the item's ttl was extended, removed, or the item is gone.
+    /// The condition did not hold: the item's ttl was extended or removed. The item stays.
     Kept,
+    /// The item no longer existed when the delete arrived: an earlier attempt whose answer was
+    /// lost (a dropped connection, a timeout) already deleted it, or the application did.
+    Gone,
 }
 
 /// The operations the sweep engine needs from DynamoDB.
@@ -597,6 +602,8 @@ impl Store for DynamoStore {
             .condition_expression("attribute_exists(#ttl) AND #ttl < :now")
             .expression_attribute_names("#ttl", &schema.ttl_attribute)
             .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
+            // Tells a kept item (returned) from one that is already gone (nothing returned).
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .customize()
             .config_override(no_sdk_retries())
             .send()
@@ -604,11 +611,16 @@ impl Store for DynamoStore {
         match result {
             Ok(_) => Ok(ConditionalOutcome::Deleted),
             Err(e) => {
-                let e = StoreError::from_sdk("DeleteItem", e);
-                if e.kind == ErrorKind::ConditionFailed {
-                    Ok(ConditionalOutcome::Kept)
-                } else {
-                    Err(e)
+                let still_there = match e.as_service_error() {
+                    Some(DeleteItemError::ConditionalCheckFailedException(c)) => {
+                        Some(c.item.as_ref().is_some_and(|item| !item.is_empty()))
+                    }
+                    _ => None,
+                };
+                match still_there {
+                    Some(true) => Ok(ConditionalOutcome::Kept),
+                    Some(false) => Ok(ConditionalOutcome::Gone),
+                    None => Err(StoreError::from_sdk("DeleteItem", e)),
                 }
             }
         }

@@ -241,6 +241,9 @@ pub struct SweepReport {
     pub items_deleted: u64,
     /// Items kept because their ttl was extended or removed after the index read (conditional).
     pub items_skipped: u64,
+    /// Items already gone when their conditional delete arrived: an earlier attempt whose answer
+    /// was lost had deleted them, or the application did (conditional).
+    pub items_gone: u64,
     /// Items read whose ttl is unusable (not a number, milliseconds, not yet expired): never deleted.
     pub items_invalid: u64,
     /// Key re-submissions after unprocessed keys, throttling or 5xx answers.
@@ -294,6 +297,7 @@ impl SweepReport {
         self.items_found += other.items_found;
         self.items_deleted += other.items_deleted;
         self.items_skipped += other.items_skipped;
+        self.items_gone += other.items_gone;
         self.items_invalid += other.items_invalid;
         self.items_retried += other.items_retried;
         self.items_failed += other.items_failed;
@@ -327,6 +331,7 @@ struct ChunkOutcome {
     deleted_ttls: Vec<f64>,
     deleted_at: Vec<Instant>,
     skipped: u64,
+    gone: u64,
     retried: u64,
     left: u64,
     failed: Vec<FailedKey>,
@@ -553,6 +558,7 @@ impl<S: Store> Sweeper<S> {
                 }
                 report.items_deleted += chunk.deleted_ttls.len() as u64;
                 report.items_skipped += chunk.skipped;
+                report.items_gone += chunk.gone;
                 report.items_retried += chunk.retried;
                 report.items_left += chunk.left;
                 report.items_failed += chunk.failed.len() as u64;
@@ -724,6 +730,10 @@ impl<S: Store> Sweeper<S> {
                     }
                     Ok(ConditionalOutcome::Kept) => {
                         out.skipped += 1;
+                        break;
+                    }
+                    Ok(ConditionalOutcome::Gone) => {
+                        out.gone += 1;
                         break;
                     }
                     Err(err) => err,

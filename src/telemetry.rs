@@ -71,6 +71,7 @@ pub fn log_summary(report: &SweepReport) {
             found = report.items_found,
             deleted = report.items_deleted,
             skipped = report.items_skipped,
+            gone = report.items_gone,
             failed = report.items_failed,
             invalid = report.items_invalid,
             retried = report.items_retried,
@@ -93,6 +94,7 @@ pub fn log_summary(report: &SweepReport) {
             found = report.items_found,
             deleted = report.items_deleted,
             skipped = report.items_skipped,
+            gone = report.items_gone,
             failed = report.items_failed,
             errors = report.errors.len(),
             first_error = report.errors.first().map(|e| e.message.as_str()).unwrap_or(""),
@@ -103,12 +105,13 @@ pub fn log_summary(report: &SweepReport) {
 }
 
 /// The EMF record of a sweep: one JSON object that CloudWatch Logs turns into the metrics
-/// `ItemsDeleted`, `ItemsSkipped`, `ItemsFailed`, `ItemsFound`, `ItemsLeft`, `WindowsSwept`,
+/// `ItemsDeleted`, `ItemsSkipped`, `ItemsGone`, `ItemsFailed`, `ItemsFound`, `ItemsLeft`, `WindowsSwept`,
 /// `MaxExpiryLagSeconds` and `P99ExpiryLagSeconds`, dimensioned by `TableName`.
 pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value {
     let metrics = [
         ("ItemsDeleted", "Count", json!(report.items_deleted)),
         ("ItemsSkipped", "Count", json!(report.items_skipped)),
+        ("ItemsGone", "Count", json!(report.items_gone)),
         ("ItemsFailed", "Count", json!(report.items_failed)),
         ("ItemsFound", "Count", json!(report.items_found)),
         ("ItemsLeft", "Count", json!(report.items_left)),

@@ -373,6 +373,39 @@ async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
+    use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, Store};
+    let client = client().await;
+    let table = table_name("outcomes");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let now = boundary() + 30;
+    put_items(
+        &client,
+        &table,
+        vec![session("expired", now - 1), session("extended", now + 3600)],
+    )
+    .await;
+    let cfg = config(&table, &[("DELETE_MODE", "conditional")]);
+    let store = DynamoStore::new(client.clone());
+    let schema = store.describe(&cfg).await.unwrap();
+    let outcome = |id: &'static str| {
+        let (store, schema) = (store.clone(), schema.clone());
+        async move {
+            store
+                .delete_if_expired(&schema, id_key(id), now)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(outcome("expired").await, ConditionalOutcome::Deleted);
+    // a repeated delete (the first answer lost) finds nothing: gone, not "kept"
+    assert_eq!(outcome("expired").await, ConditionalOutcome::Gone);
+    assert_eq!(outcome("never-existed").await, ConditionalOutcome::Gone);
+    assert_eq!(outcome("extended").await, ConditionalOutcome::Kept);
+    assert!(exists(&client, &table, id_key("extended")).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_up_checks_name_the_missing_or_misshapen_table_and_index() {
     let client = client().await;
     let store = ttl_sweeper::store::DynamoStore::new(client.clone());

@@ -301,23 +301,26 @@ async fn items_that_are_not_expired_as_read_are_never_deleted() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn conditional_mode_keeps_items_whose_condition_fails_and_retries_throttling() {
-    let query = query_returning(vec![expired(0), expired(1), expired(2)]);
+async fn conditional_mode_tells_kept_from_gone_and_retries_throttling() {
+    fn condition_failed(item: Option<Key>) -> DeleteItemError {
+        DeleteItemError::ConditionalCheckFailedException(
+            ConditionalCheckFailedException::builder()
+                .message("The conditional request failed")
+                .set_item(item)
+                .meta(
+                    ErrorMetadata::builder()
+                        .code("ConditionalCheckFailedException")
+                        .build(),
+                )
+                .build(),
+        )
+    }
+    let query = query_returning(vec![expired(0), expired(1), expired(2), expired(3)]);
     let delete = mock!(Client::delete_item)
         .sequence()
         .output(|| DeleteItemOutput::builder().build())
-        .error(|| {
-            DeleteItemError::ConditionalCheckFailedException(
-                ConditionalCheckFailedException::builder()
-                    .message("The conditional request failed")
-                    .meta(
-                        ErrorMetadata::builder()
-                            .code("ConditionalCheckFailedException")
-                            .build(),
-                    )
-                    .build(),
-            )
-        })
+        // ttl extended: the service returns the item as it is now
+        .error(|| condition_failed(Some(expired(1))))
         .error(|| {
             DeleteItemError::InternalServerError(
                 InternalServerError::builder()
@@ -327,14 +330,17 @@ async fn conditional_mode_keeps_items_whose_condition_fails_and_retries_throttli
             )
         })
         .output(|| DeleteItemOutput::builder().build())
+        // the item no longer exists: nothing is returned
+        .error(|| condition_failed(None))
         .build();
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &delete]);
     let report = sweeper(client, DeleteMode::Conditional)
         .sweep(NOW, &Stop::never())
         .await;
-    assert_eq!(delete.num_calls(), 4);
+    assert_eq!(delete.num_calls(), 5);
     assert_eq!(report.items_deleted, 2);
     assert_eq!(report.items_skipped, 1);
+    assert_eq!(report.items_gone, 1);
     assert_eq!(report.items_retried, 1);
     assert!(report.is_success());
 }
