@@ -67,6 +67,7 @@ test-rust: tools
 	CARGO_LAMBDA=$(CARGO_LAMBDA) $(LOCAL_AWS_ENV) cargo test --lib --bins --tests --examples
 	CARGO_LAMBDA=$(CARGO_LAMBDA) cargo test --doc
 	cargo test --benches --no-run  # the benchmark compiles; `make bench` runs it
+	@echo; echo "Fault injection (tests/faults.rs):"; cat target/tmp/fault-report.md target/tmp/chaos-report.md
 
 # ---------------------------------------------------------------- infra (AWS CDK, TypeScript)
 

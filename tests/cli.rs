@@ -2,49 +2,7 @@
 
 mod common;
 
-use std::process::{Command, Output};
-
 use common::*;
-
-fn cli() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"));
-    // Nothing from the developer's environment or ~/.aws may leak in.
-    for var in [
-        "TABLE_NAME",
-        "INDEX_NAME",
-        "TTL_ATTRIBUTE",
-        "WINDOW_ATTRIBUTE",
-        "WINDOW_SECONDS",
-        "LOOKBACK_WINDOWS",
-        "DELETE_MODE",
-        "MAX_CONCURRENCY",
-        "MAX_RETRIES",
-        "AWS_PROFILE",
-        "RUST_LOG",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("AWS_CONFIG_FILE", "/dev/null")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local");
-    cmd
-}
-
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = cmd.output().expect("run ttl-sweeper");
-    (
-        status.code().unwrap_or(-1),
-        String::from_utf8(stdout).unwrap(),
-        String::from_utf8(stderr).unwrap(),
-    )
-}
 
 #[test]
 fn window_prints_the_key_for_a_ttl() {

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -485,4 +485,46 @@ pub async fn create_checkpoint_table(client: &Client, name: &str) {
         .send()
         .await
         .expect("create checkpoint table");
+}
+
+/// The `ttl-sweeper` binary with a clean environment: nothing from the developer's settings or
+/// `~/.aws` leaks in.
+pub fn cli() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"));
+    for var in [
+        "TABLE_NAME",
+        "INDEX_NAME",
+        "TTL_ATTRIBUTE",
+        "WINDOW_ATTRIBUTE",
+        "WINDOW_SECONDS",
+        "LOOKBACK_WINDOWS",
+        "DELETE_MODE",
+        "MAX_CONCURRENCY",
+        "MAX_RETRIES",
+        "AWS_PROFILE",
+        "RUST_LOG",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local");
+    cmd
+}
+
+/// Runs a command: exit code, stdout, stderr.
+pub fn run(cmd: &mut Command) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output().expect("run ttl-sweeper");
+    (
+        status.code().unwrap_or(-1),
+        String::from_utf8(stdout).unwrap(),
+        String::from_utf8(stderr).unwrap(),
+    )
 }

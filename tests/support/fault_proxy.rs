@@ -1,0 +1,483 @@
+//! A fault-injecting HTTP proxy between the sweeper and a DynamoDB-API server.
+//!
+//! It listens on a free port on 127.0.0.1, forwards each request to the server and, when its
+//! [`Plan`] says so, injects one [`Fault`] instead:
+//!
+//! - [`Fault::Unprocessed`]: a `BatchWriteItem` whose requests are split — part really applied by
+//!   the server, the rest returned as `UnprocessedItems`;
+//! - [`Fault::Throttle`]: `ProvisionedThroughputExceededException`, `ThrottlingException` or
+//!   `RequestLimitExceeded`;
+//! - [`Fault::Status`]: HTTP 500 (`InternalServerError`) or 503 (`ServiceUnavailable`);
+//! - [`Fault::Delay`]: the request waits past the client's attempt timeout, then is applied
+//!   anyway (the client has given up: its retry races the late original);
+//! - [`Fault::Reset`]: the connection is reset before the request reaches the server;
+//! - [`Fault::DropAfterApply`]: the server applies the request, then the connection is reset
+//!   before the answer reaches the client, so a retry repeats a write that already happened;
+//! - [`Fault::Reply`]: a scripted answer (credentials rejected, an index that changed...).
+//!
+//! A seeded plan decides each request from the seed, the request's identity (operation and the
+//! keys or window it names) and how many times that identity was seen before, so the faults do
+//! not depend on the order in which concurrent requests arrive.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{json, Value};
+
+/// One injected fault.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Fault {
+    Unprocessed,
+    Throttle(&'static str),
+    Status(u16),
+    Delay,
+    Reset,
+    DropAfterApply,
+    /// A scripted answer: status, error code, message.
+    Reply(u16, &'static str, &'static str),
+}
+
+impl Fault {
+    /// A short name for tables and messages.
+    pub fn name(&self) -> String {
+        match self {
+            Fault::Unprocessed => "unprocessed".into(),
+            Fault::Throttle(code) => (*code).into(),
+            Fault::Status(s) => format!("http_{s}"),
+            Fault::Delay => "delay".into(),
+            Fault::Reset => "reset".into(),
+            Fault::DropAfterApply => "drop_after_apply".into(),
+            Fault::Reply(s, code, _) => format!("{s} {code}"),
+        }
+    }
+}
+
+/// The throttling codes DynamoDB sends.
+pub const THROTTLE_CODES: [&str; 3] = [
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+];
+
+/// Every fault a seeded plan draws from, each equally likely (a `BatchWriteItem` is answered
+/// [`Fault::Unprocessed`] in half of its faults, otherwise one of these).
+pub fn all_faults() -> Vec<Fault> {
+    let mut faults = vec![Fault::Unprocessed];
+    faults.extend(THROTTLE_CODES.iter().copied().map(Fault::Throttle));
+    faults.extend([
+        Fault::Status(500),
+        Fault::Status(503),
+        Fault::Delay,
+        Fault::Reset,
+        Fault::DropAfterApply,
+    ]);
+    faults
+}
+
+type Script = Box<dyn Fn(&str, &Value) -> Option<Fault> + Send + Sync>;
+
+/// How the proxy decides what to do with a request.
+pub enum Plan {
+    /// Forward everything.
+    Pass,
+    /// Each request of one of `ops` gets a fault with probability `rate`, drawn from `faults`.
+    Seeded {
+        seed: u64,
+        rate: f64,
+        ops: Vec<&'static str>,
+        faults: Vec<Fault>,
+    },
+    /// A function of the operation and the request body.
+    Script(Script),
+}
+
+impl Plan {
+    pub fn script(f: impl Fn(&str, &Value) -> Option<Fault> + Send + Sync + 'static) -> Self {
+        Plan::Script(Box::new(f))
+    }
+}
+
+/// Counters of what the proxy saw and did.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub requests: AtomicU64,
+    pub forwarded: AtomicU64,
+    pub faults: Mutex<HashMap<String, u64>>,
+    /// Requests still being handled (forwarded late, delayed...).
+    pub in_flight: AtomicUsize,
+    seen: Mutex<HashMap<u64, u64>>,
+}
+
+impl Stats {
+    pub fn faults_total(&self) -> u64 {
+        self.faults.lock().unwrap().values().sum()
+    }
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+/// A running proxy; stops when dropped.
+pub struct FaultProxy {
+    pub endpoint: String,
+    pub stats: Arc<Stats>,
+    plan: Arc<Mutex<Plan>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct Shared {
+    upstream: String,
+    delay: Duration,
+    plan: Arc<Mutex<Plan>>,
+    stats: Arc<Stats>,
+    client: HttpClient<HttpConnector, Full<Bytes>>,
+}
+
+impl FaultProxy {
+    /// Starts a proxy to `upstream` (an `http://127.0.0.1:port` endpoint). `delay` is how long a
+    /// [`Fault::Delay`] holds a request: longer than the client's attempt timeout.
+    pub async fn start(upstream: &str, delay: Duration, plan: Plan) -> FaultProxy {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .expect("bind the proxy on 127.0.0.1");
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let plan = Arc::new(Mutex::new(plan));
+        let stats = Arc::new(Stats::default());
+        let shared = Arc::new(Shared {
+            upstream: upstream.trim_end_matches('/').to_owned(),
+            delay,
+            plan: plan.clone(),
+            stats: stats.clone(),
+            client: HttpClient::builder(TokioExecutor::new()).build_http(),
+        });
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let fd = stream.as_raw_fd();
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let shared = shared.clone();
+                        async move { handle(shared, fd, req).await }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        FaultProxy {
+            endpoint,
+            stats,
+            plan,
+            task,
+        }
+    }
+
+    /// Replaces the plan (the counters keep running).
+    pub fn set_plan(&self, plan: Plan) {
+        *self.plan.lock().unwrap() = plan;
+    }
+
+    /// Waits until no request is being handled: a delayed request has reached the server.
+    pub async fn wait_idle(&self) {
+        while self.stats.in_flight.load(Ordering::SeqCst) > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Answers nothing and resets the connection (SO_LINGER 0, then hyper closes it on the error).
+#[derive(Debug)]
+struct ResetConnection;
+
+impl std::fmt::Display for ResetConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connection reset by the fault proxy")
+    }
+}
+
+impl std::error::Error for ResetConnection {}
+
+fn reset(fd: RawFd) -> ResetConnection {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: `fd` is the socket of the connection this request arrived on; hyper still owns it.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &linger as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    ResetConnection
+}
+
+type Reply = Result<Response<Full<Bytes>>, ResetConnection>;
+
+fn error_reply(status: u16, code: &str, message: &str) -> Response<Full<Bytes>> {
+    let body =
+        json!({ "__type": format!("com.amazonaws.dynamodb.v20120810#{code}"), "message": message });
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amzn-requestid", "fault-proxy")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
+}
+
+/// Decrements the in-flight counter when the request is done, however it ends.
+struct InFlight(Arc<Stats>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn handle(shared: Arc<Shared>, fd: RawFd, req: Request<Incoming>) -> Reply {
+    shared.stats.requests.fetch_add(1, Ordering::SeqCst);
+    shared.stats.in_flight.fetch_add(1, Ordering::SeqCst);
+    let guard = InFlight(shared.stats.clone());
+    let (parts, body) = req.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let op = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit('.').next())
+        .unwrap_or("")
+        .to_owned();
+    let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let fault = decide(&shared, &op, &json);
+    if let Some(f) = &fault {
+        *shared
+            .stats
+            .faults
+            .lock()
+            .unwrap()
+            .entry(f.name())
+            .or_default() += 1;
+    }
+    let forward = Forwarder {
+        shared: shared.clone(),
+        headers: parts.headers.clone(),
+        path: parts.uri.path().to_owned(),
+    };
+    let reply = match fault {
+        None => Ok(forward.send(body).await.unwrap()),
+        Some(Fault::Unprocessed) => Ok(split_batch(&json, &forward).await),
+        Some(Fault::Throttle(code)) => Ok(error_reply(400, code, "Injected throttling")),
+        Some(Fault::Status(500)) => Ok(error_reply(500, "InternalServerError", "Injected")),
+        Some(Fault::Status(s)) => Ok(error_reply(s, "ServiceUnavailable", "Injected")),
+        Some(Fault::Reply(s, code, message)) => Ok(error_reply(s, code, message)),
+        Some(Fault::Delay) => {
+            // Applied late, after the client gave up, whatever happens to this connection.
+            let delay = shared.delay;
+            shared.stats.in_flight.fetch_add(1, Ordering::SeqCst);
+            let late = InFlight(shared.stats.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let _ = forward.send(body).await;
+                drop(late);
+            });
+            tokio::time::sleep(delay).await;
+            Err(reset(fd))
+        }
+        Some(Fault::Reset) => Err(reset(fd)),
+        Some(Fault::DropAfterApply) => {
+            let _ = forward.send(body).await;
+            Err(reset(fd))
+        }
+    };
+    drop(guard);
+    reply
+}
+
+/// Sends a request on to the server.
+struct Forwarder {
+    shared: Arc<Shared>,
+    headers: hyper::HeaderMap,
+    path: String,
+}
+
+impl Forwarder {
+    /// Sends `body` in a task of its own, so the request reaches the server even if the client
+    /// gave up on it.
+    fn send(&self, body: Bytes) -> tokio::task::JoinHandle<Response<Full<Bytes>>> {
+        let shared = self.shared.clone();
+        let mut req = Request::post(format!("{}{}", shared.upstream, self.path));
+        for (name, value) in &self.headers {
+            if name != "host" && name != "content-length" {
+                req = req.header(name, value);
+            }
+        }
+        let req = req.body(Full::new(body)).unwrap();
+        tokio::spawn(async move {
+            let resp = shared
+                .client
+                .request(req)
+                .await
+                .expect("the proxy could not reach the server");
+            shared.stats.forwarded.fetch_add(1, Ordering::SeqCst);
+            let (parts, body) = resp.into_parts();
+            let body = body.collect().await.expect("server answer").to_bytes();
+            Response::from_parts(parts, Full::new(body))
+        })
+    }
+}
+
+/// Forwards part of a `BatchWriteItem` and answers the rest as unprocessed, merged with whatever
+/// the server itself left unprocessed.
+async fn split_batch(json: &Value, forward: &Forwarder) -> Response<Full<Bytes>> {
+    let mut rng =
+        fastrand::Rng::with_seed(fnv(request_identity("BatchWriteItem", json).as_bytes()));
+    let mut sent = serde_json::Map::new();
+    let mut held = serde_json::Map::new();
+    for (table, requests) in json["RequestItems"].as_object().into_iter().flatten() {
+        let requests = requests.as_array().cloned().unwrap_or_default();
+        // hold back at least one request, at most all of them
+        let first_held = rng.usize(..requests.len().max(1));
+        let (mut s, mut h) = (Vec::new(), Vec::new());
+        for (i, r) in requests.into_iter().enumerate() {
+            if i == first_held || rng.bool() {
+                h.push(r);
+            } else {
+                s.push(r);
+            }
+        }
+        if !s.is_empty() {
+            sent.insert(table.clone(), Value::Array(s));
+        }
+        held.insert(table.clone(), Value::Array(h));
+    }
+    let mut unprocessed = held;
+    if !sent.is_empty() {
+        let mut body = json.clone();
+        body["RequestItems"] = Value::Object(sent);
+        let resp = forward.send(Bytes::from(body.to_string())).await.unwrap();
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        if !status.is_success() {
+            // The server refused the part we sent: pass its answer on as is.
+            return Response::builder()
+                .status(status)
+                .header("content-type", "application/x-amz-json-1.0")
+                .body(Full::new(bytes))
+                .unwrap();
+        }
+        let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        for (table, requests) in answer["UnprocessedItems"].as_object().into_iter().flatten() {
+            let entry = unprocessed
+                .entry(table.clone())
+                .or_insert_with(|| Value::Array(vec![]));
+            entry
+                .as_array_mut()
+                .unwrap()
+                .extend(requests.as_array().cloned().unwrap_or_default());
+        }
+    }
+    // A new body: no x-amz-crc32 header, which would no longer match.
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amzn-requestid", "fault-proxy")
+        .body(Full::new(Bytes::from(
+            json!({ "UnprocessedItems": unprocessed }).to_string(),
+        )))
+        .unwrap()
+}
+
+fn decide(shared: &Shared, op: &str, json: &Value) -> Option<Fault> {
+    let plan = shared.plan.lock().unwrap();
+    match &*plan {
+        Plan::Pass => None,
+        Plan::Script(f) => f(op, json),
+        Plan::Seeded {
+            seed,
+            rate,
+            ops,
+            faults,
+        } => {
+            if !ops.contains(&op) {
+                return None;
+            }
+            let identity = fnv(request_identity(op, json).as_bytes());
+            let nth = {
+                let mut seen = shared.stats.seen.lock().unwrap();
+                let n = seen.entry(identity).or_default();
+                *n += 1;
+                *n
+            };
+            let mut rng =
+                fastrand::Rng::with_seed(seed ^ identity ^ nth.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            if rng.f64() >= *rate {
+                return None;
+            }
+            // Partial batches are the most common batch fault: half of the batch faults.
+            if op == "BatchWriteItem" && faults.contains(&Fault::Unprocessed) && rng.bool() {
+                return Some(Fault::Unprocessed);
+            }
+            let usable: Vec<&Fault> = faults
+                .iter()
+                .filter(|f| **f != Fault::Unprocessed || op == "BatchWriteItem")
+                .collect();
+            Some(usable[rng.usize(..usable.len())].clone())
+        }
+    }
+}
+
+/// What a request is about, independent of table names and timing: the operation and the keys
+/// it deletes, or the window and start key it reads.
+pub fn request_identity(op: &str, json: &Value) -> String {
+    let mut parts = vec![op.to_owned()];
+    match op {
+        "BatchWriteItem" => {
+            for requests in json["RequestItems"].as_object().into_iter().flatten() {
+                for r in requests.1.as_array().into_iter().flatten() {
+                    parts.push(r["DeleteRequest"]["Key"].to_string());
+                }
+            }
+        }
+        "DeleteItem" => parts.push(json["Key"].to_string()),
+        "Query" => {
+            parts.push(json["ExpressionAttributeValues"][":win"].to_string());
+            parts.push(json["ExclusiveStartKey"].to_string());
+        }
+        _ => parts.push(json.to_string()),
+    }
+    parts.join("|")
+}
+
+/// FNV-1a, 64 bits: a stable hash for seeding.
+pub fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
