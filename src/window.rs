@@ -446,6 +446,44 @@ mod tests {
             }
         }
 
+        /// Whatever text a Number attribute holds, parsing never panics and only yields a
+        /// finite epoch-seconds value in range.
+        #[test]
+        fn any_ttl_text_parses_into_range_or_fails(text in "\\PC{0,40}|[-+]?[0-9]{0,20}(\\.[0-9]{0,30})?([eE][-+]?[0-9]{1,4})?") {
+            if let Ok(v) = parse_ttl(&text) {
+                prop_assert!(v.is_finite() && v >= 0.0 && v <= MAX_TTL_SECONDS as f64, "{text} -> {v}");
+            }
+        }
+
+        /// Rounding a long decimal ttl to f64 never makes a ttl that is not yet expired look
+        /// expired: parse(ttl) < now implies the exact decimal is < now.
+        #[test]
+        fn decimal_rounding_never_expires_a_live_ttl(
+            int in 0i64..4_000_000_000,
+            frac in "[0-9]{0,30}",
+            now in 0i64..4_000_000_000,
+        ) {
+            let text = if frac.is_empty() { int.to_string() } else { format!("{int}.{frac}") };
+            if parse_ttl(&text).is_ok_and(|t| t < now as f64) {
+                // int + 0.frac < now  <=>  int < now, as now is whole and 0 <= 0.frac < 1
+                prop_assert!(int < now, "{text} read as expired at {now}");
+            }
+        }
+
+        /// Whatever text a window attribute holds, parsing never panics; a parsed window is
+        /// never empty or reversed.
+        #[test]
+        fn any_window_text_parses_to_a_forward_window_or_none(
+            text in "\\PC{0,60}|[0-9T:.Z+-]{0,30}_[0-9T:.Z+-]{0,30}",
+            a in 0i64..MAX_TTL_SECONDS, b in 0i64..MAX_TTL_SECONDS,
+        ) {
+            if let Some(w) = Window::parse_key(&text) {
+                prop_assert!(w.end > w.start, "{text} -> {w:?}");
+            }
+            let pair = format!("{}_{}", iso_millis(a), iso_millis(b));
+            prop_assert_eq!(Window::parse_key(&pair).is_some(), b > a, "{}", pair);
+        }
+
         #[test]
         fn key_round_trips(ttl in 0i64..MAX_TTL_SECONDS - 86_400, width in 1u32..=MAX_WINDOW_SECONDS) {
             let w = Window::containing_secs(ttl, width);
