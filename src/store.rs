@@ -399,13 +399,23 @@ impl DynamoStore {
         let types_ok = attr_type(&config.window_attribute) == Some(ScalarAttributeType::S)
             && attr_type(&config.ttl_attribute) == Some(ScalarAttributeType::N);
         if index_key != expected || !types_ok {
+            let actual: Vec<String> = index_key
+                .iter()
+                .map(|name| match attr_type(name) {
+                    Some(t) => format!("{name} ({})", t.as_str()),
+                    None => name.clone(),
+                })
+                .collect();
             return Err(StoreError::new(
                 ErrorKind::Validation,
                 OP,
                 format!(
-                    "index {:?} is keyed on {:?}; the sweeper needs partition key {:?} (String, \
-                     WINDOW_ATTRIBUTE) and sort key {:?} (Number, TTL_ATTRIBUTE)",
-                    config.index_name, index_key, config.window_attribute, config.ttl_attribute
+                    "index {:?} is keyed on {}; the sweeper needs partition key {:?} (S, \
+                     WINDOW_ATTRIBUTE) and sort key {:?} (N, TTL_ATTRIBUTE)",
+                    config.index_name,
+                    actual.join(", "),
+                    config.window_attribute,
+                    config.ttl_attribute
                 ),
             ));
         }

@@ -406,6 +406,64 @@ async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_whose_ttl_key_is_a_string_is_refused_by_name() {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
+        Projection,
+    };
+    let client = client().await;
+    let table = table_name("string_ttl_index");
+    let attr = |name: &str, ty: ScalarAttributeType| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(ty)
+            .build()
+            .unwrap()
+    };
+    let key = |name: &str, ty: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(ty)
+            .build()
+            .unwrap()
+    };
+    client
+        .create_table()
+        .table_name(&table)
+        .attribute_definitions(attr("id", ScalarAttributeType::S))
+        .attribute_definitions(attr("expirationWindow", ScalarAttributeType::S))
+        .attribute_definitions(attr("ttl", ScalarAttributeType::S))
+        .key_schema(key("id", KeyType::Hash))
+        .global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name("expirationWindowIndex")
+                .key_schema(key("expirationWindow", KeyType::Hash))
+                .key_schema(key("ttl", KeyType::Range))
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::KeysOnly)
+                        .build(),
+                )
+                .build()
+                .unwrap(),
+        )
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .unwrap();
+    let err = ttl_sweeper::store::DynamoStore::new(client.clone())
+        .describe(&config(&table, &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Validation);
+    let msg = err.to_string();
+    assert!(
+        msg.contains("ttl (S)") && msg.contains("(N, TTL_ATTRIBUTE)"),
+        "{msg}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_up_checks_name_the_missing_or_misshapen_table_and_index() {
     let client = client().await;
     let store = ttl_sweeper::store::DynamoStore::new(client.clone());
