@@ -407,38 +407,21 @@ async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_index_whose_ttl_key_is_a_string_is_refused_by_name() {
-    use aws_sdk_dynamodb::types::{
-        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
-        Projection,
-    };
+    use aws_sdk_dynamodb::types::{BillingMode, GlobalSecondaryIndex, KeyType, Projection};
     let client = client().await;
     let table = table_name("string_ttl_index");
-    let attr = |name: &str, ty: ScalarAttributeType| {
-        AttributeDefinition::builder()
-            .attribute_name(name)
-            .attribute_type(ty)
-            .build()
-            .unwrap()
-    };
-    let key = |name: &str, ty: KeyType| {
-        KeySchemaElement::builder()
-            .attribute_name(name)
-            .key_type(ty)
-            .build()
-            .unwrap()
-    };
     client
         .create_table()
         .table_name(&table)
         .attribute_definitions(attr("id", ScalarAttributeType::S))
         .attribute_definitions(attr("expirationWindow", ScalarAttributeType::S))
         .attribute_definitions(attr("ttl", ScalarAttributeType::S))
-        .key_schema(key("id", KeyType::Hash))
+        .key_schema(key_el("id", KeyType::Hash))
         .global_secondary_indexes(
             GlobalSecondaryIndex::builder()
                 .index_name("expirationWindowIndex")
-                .key_schema(key("expirationWindow", KeyType::Hash))
-                .key_schema(key("ttl", KeyType::Range))
+                .key_schema(key_el("expirationWindow", KeyType::Hash))
+                .key_schema(key_el("ttl", KeyType::Range))
                 .projection(
                     Projection::builder()
                         .projection_type(ProjectionType::KeysOnly)

@@ -232,7 +232,8 @@ pub async fn create_table(client: &Client, spec: &TableSpec<'_>) {
         .expect("create table");
 }
 
-fn attr(name: &str, ty: ScalarAttributeType) -> AttributeDefinition {
+/// An attribute definition.
+pub fn attr(name: &str, ty: ScalarAttributeType) -> AttributeDefinition {
     AttributeDefinition::builder()
         .attribute_name(name)
         .attribute_type(ty)
@@ -240,7 +241,8 @@ fn attr(name: &str, ty: ScalarAttributeType) -> AttributeDefinition {
         .unwrap()
 }
 
-fn key_el(name: &str, ty: KeyType) -> KeySchemaElement {
+/// A key schema element.
+pub fn key_el(name: &str, ty: KeyType) -> KeySchemaElement {
     KeySchemaElement::builder()
         .attribute_name(name)
         .key_type(ty)
