@@ -257,8 +257,13 @@ export class SweeperStack extends cdk.Stack {
       widgets: [
         [
           new cloudwatch.GraphWidget({
-            title: 'Items deleted / skipped / failed',
-            left: [metric('ItemsDeleted', 'Sum'), metric('ItemsSkipped', 'Sum'), metric('ItemsFailed', 'Sum')],
+            title: 'Items deleted / skipped / gone / failed',
+            left: [
+              metric('ItemsDeleted', 'Sum'),
+              metric('ItemsSkipped', 'Sum'),
+              metric('ItemsGone', 'Sum'),
+              metric('ItemsFailed', 'Sum'),
+            ],
             width: 12,
           }),
           new cloudwatch.GraphWidget({
