@@ -620,19 +620,13 @@ impl Store for DynamoStore {
             .await;
         match result {
             Ok(_) => Ok(ConditionalOutcome::Deleted),
-            Err(e) => {
-                let still_there = match e.as_service_error() {
-                    Some(DeleteItemError::ConditionalCheckFailedException(c)) => {
-                        Some(c.item.as_ref().is_some_and(|item| !item.is_empty()))
-                    }
-                    _ => None,
-                };
-                match still_there {
-                    Some(true) => Ok(ConditionalOutcome::Kept),
-                    Some(false) => Ok(ConditionalOutcome::Gone),
-                    None => Err(StoreError::from_sdk("DeleteItem", e)),
-                }
-            }
+            Err(e) => match e.as_service_error() {
+                Some(DeleteItemError::ConditionalCheckFailedException(c)) => Ok(match &c.item {
+                    Some(item) if !item.is_empty() => ConditionalOutcome::Kept,
+                    _ => ConditionalOutcome::Gone,
+                }),
+                _ => Err(StoreError::from_sdk("DeleteItem", e)),
+            },
         }
     }
 }

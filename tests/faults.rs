@@ -18,11 +18,13 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::Client;
 use common::*;
 use fault_proxy::{all_faults, Fault, FaultProxy, Plan};
-use ttl_sweeper::store::{DynamoStore, ErrorKind, Key, SDK_MAX_ATTEMPTS};
+use ttl_sweeper::config::Config;
+use ttl_sweeper::store::{
+    key_from_json, DynamoStore, ErrorKind, Key, TableSchema, SDK_MAX_ATTEMPTS,
+};
 use ttl_sweeper::sweep::{Stop, SweepOptions, SweepReport, Sweeper};
 use ttl_sweeper::window::window_key;
 
@@ -37,11 +39,7 @@ const MAX_SWEEPS: usize = 8;
 /// An SDK client through the proxy with the production retry policy (standard mode,
 /// [`SDK_MAX_ATTEMPTS`]) and short timeouts, so delayed answers cost the test little.
 fn proxied_client(endpoint: &str) -> Client {
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .endpoint_url(endpoint)
-        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
+    let config = sdk_config(endpoint)
         .timeout_config(
             TimeoutConfig::builder()
                 .connect_timeout(Duration::from_secs(1))
@@ -54,20 +52,20 @@ fn proxied_client(endpoint: &str) -> Client {
     Client::from_conf(config)
 }
 
-fn id_of(key: &serde_json::Value) -> String {
-    key["id"]["S"]
-        .as_str()
-        .or_else(|| key["id"].as_str())
-        .unwrap_or_default()
-        .to_owned()
+/// The ids of the keys a report lists as failed.
+fn failed_ids(report: &SweepReport) -> HashSet<String> {
+    report
+        .failed_keys
+        .iter()
+        .map(|f| {
+            let key = key_from_json(&f.key).expect("failed keys are rendered by key_to_json");
+            key["id"].as_s().expect("string id").clone()
+        })
+        .collect()
 }
 
 async fn present(client: &Client, table: &str) -> HashSet<String> {
-    scan_all(client, table)
-        .await
-        .iter()
-        .filter_map(|item| item.get("id").and_then(|v| v.as_s().ok()).cloned())
-        .collect()
+    ids(client, table).await.into_iter().collect()
 }
 
 /// What each item of a chaos table is, and so what must become of it.
@@ -236,7 +234,7 @@ fn check_sweep(
     extended: &HashSet<String>,
 ) -> (usize, usize) {
     let removed: HashSet<&String> = before.difference(after).collect();
-    let failed: HashSet<String> = report.failed_keys.iter().map(|f| id_of(&f.key)).collect();
+    let failed = failed_ids(report);
     for id in &removed {
         assert_eq!(
             kinds[*id].0,
@@ -355,7 +353,7 @@ async fn chaos_table(
         row.skipped += report.items_skipped;
         row.reported += reported;
         row.lost += lost;
-        ever_failed.extend(report.failed_keys.iter().map(|f| id_of(&f.key)));
+        ever_failed.extend(failed_ids(&report));
         before = after;
         if !before.iter().any(|id| is_due(id, &kinds, &extended)) {
             break;
@@ -495,8 +493,13 @@ async fn chaos_never_deletes_a_live_item_and_loses_no_expired_one() {
     }
 }
 
-/// A small table: 60 items expired over the last five minutes, 10 not yet expired.
-async fn small_table(direct: &Client, prefix: &str) -> (String, HashSet<String>) {
+/// A small table swept in `mode`: 60 items expired over the last five minutes, 10 not yet
+/// expired (their ids returned).
+async fn small_table(
+    direct: &Client,
+    prefix: &str,
+    mode: &str,
+) -> (String, Config, TableSchema, HashSet<String>) {
     let table = table_name(prefix);
     create_table(direct, &TableSpec::simple(&table)).await;
     let mut items: Vec<Key> = (0..60)
@@ -505,22 +508,29 @@ async fn small_table(direct: &Client, prefix: &str) -> (String, HashSet<String>)
     items.extend((0..10).map(|i| session(&format!("future-{i}"), NOW + 1 + i * 60)));
     put_items(direct, &table, items).await;
     let future = (0..10).map(|i| format!("future-{i}")).collect();
-    (table, future)
+    let cfg = config(&table, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "6")]);
+    let schema = DynamoStore::new(direct.clone())
+        .describe(&cfg)
+        .await
+        .unwrap();
+    (table, cfg, schema, future)
 }
 
 /// Injects `fault` into the first attempt of every read and delete request, and nothing else.
 fn first_attempts(fault: Fault) -> Plan {
     let seen = Mutex::new(HashSet::new());
     Plan::script(move |op, body| {
-        let fault = match (&fault, op) {
-            (_, "Query" | "DeleteItem") if fault == Fault::Unprocessed => return None,
-            (_, "Query" | "BatchWriteItem" | "DeleteItem") => fault.clone(),
-            _ => return None,
+        let applies = match op {
+            "BatchWriteItem" => true,
+            "Query" | "DeleteItem" => fault != Fault::Unprocessed,
+            _ => false,
         };
-        seen.lock()
-            .unwrap()
-            .insert(fault_proxy::request_identity(op, body))
-            .then_some(fault)
+        (applies
+            && seen
+                .lock()
+                .unwrap()
+                .insert(fault_proxy::request_identity(op, body)))
+        .then(|| fault.clone())
     })
 }
 
@@ -537,12 +547,7 @@ async fn every_fault_on_its_own_is_retried_and_the_sweep_completes() {
             if fault == Fault::Unprocessed && mode == "conditional" {
                 continue;
             }
-            let (name, future) = small_table(&direct, "one_fault").await;
-            let cfg = config(&name, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "6")]);
-            let schema = DynamoStore::new(direct.clone())
-                .describe(&cfg)
-                .await
-                .unwrap();
+            let (name, cfg, schema, future) = small_table(&direct, "one_fault", mode).await;
             let store = DynamoStore::new(proxied_client(&proxy.endpoint));
             let sweeper = Sweeper::new(store, schema, SweepOptions::from_config(&cfg));
             let (requests, faults) = (proxy.stats.requests(), proxy.stats.faults_total());
@@ -579,12 +584,7 @@ async fn every_fault_on_its_own_is_retried_and_the_sweep_completes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rejected_credentials_and_denied_deletes_delete_nothing_and_say_why() {
     let direct = client().await;
-    let (name, _) = small_table(&direct, "denied").await;
-    let cfg = config(&name, &[("LOOKBACK_WINDOWS", "6")]);
-    let schema = DynamoStore::new(direct.clone())
-        .describe(&cfg)
-        .await
-        .unwrap();
+    let (name, cfg, schema, _) = small_table(&direct, "denied", "batch").await;
     let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
     let store = DynamoStore::new(proxied_client(&proxy.endpoint));
 
@@ -645,12 +645,7 @@ async fn rejected_credentials_and_denied_deletes_delete_nothing_and_say_why() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_index_dropped_after_start_up_is_reported_and_nothing_is_deleted() {
     let direct = client().await;
-    let (name, _) = small_table(&direct, "index_gone").await;
-    let cfg = config(&name, &[("LOOKBACK_WINDOWS", "6")]);
-    let schema = DynamoStore::new(direct.clone())
-        .describe(&cfg)
-        .await
-        .unwrap();
+    let (name, cfg, schema, _) = small_table(&direct, "index_gone", "batch").await;
     let proxy = FaultProxy::start(
         &endpoint(),
         DELAY,

@@ -80,12 +80,7 @@ async fn past_windows_within_the_lookback_are_swept() {
         .await;
     assert_eq!(report.windows_swept, 16);
     assert_eq!(report.items_deleted, 15);
-    let left: Vec<String> = scan_all(&client, &table)
-        .await
-        .iter()
-        .map(|i| i["id"].as_s().unwrap().clone())
-        .collect();
-    assert_eq!(left, ["beyond"]);
+    assert_eq!(ids(&client, &table).await, ["beyond"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,12 +178,7 @@ async fn future_missing_millisecond_and_string_ttls_are_left_alone() {
             .await;
         assert!(report.is_success(), "{mode}: {report:?}");
     }
-    let mut left: Vec<String> = scan_all(&client, &table)
-        .await
-        .iter()
-        .map(|i| i["id"].as_s().unwrap().clone())
-        .collect();
-    left.sort();
+    let left = ids(&client, &table).await;
     let mut expected = vec!["far-future", "future", "millis", "no-ttl"];
     if string_put_accepted(&client, &table).await {
         expected.push("string");

@@ -136,15 +136,18 @@ fn start_dynamodb_local() -> String {
     endpoint
 }
 
-/// An SDK client for the test server, with dummy credentials.
-pub async fn client() -> Client {
-    let config = aws_sdk_dynamodb::Config::builder()
+/// SDK client settings for a local endpoint, with dummy credentials.
+pub fn sdk_config(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
+    aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
-        .endpoint_url(endpoint())
+        .endpoint_url(endpoint)
         .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
-        .build();
-    let client = Client::from_conf(config);
+}
+
+/// An SDK client for the test server, with dummy credentials.
+pub async fn client() -> Client {
+    let client = Client::from_conf(sdk_config(&endpoint()).build());
     // The server answers TCP before it answers requests: wait for ListTables.
     let started = Instant::now();
     while client.list_tables().send().await.is_err() {
@@ -248,6 +251,17 @@ pub fn key_el(name: &str, ty: KeyType) -> KeySchemaElement {
         .key_type(ty)
         .build()
         .unwrap()
+}
+
+/// The `id` of every item in the table, sorted.
+pub async fn ids(client: &Client, table: &str) -> Vec<String> {
+    let mut ids: Vec<String> = scan_all(client, table)
+        .await
+        .iter()
+        .map(|i| i["id"].as_s().expect("string id").clone())
+        .collect();
+    ids.sort();
+    ids
 }
 
 /// Writes items with BatchWriteItem, 25 at a time, resubmitting anything unprocessed.

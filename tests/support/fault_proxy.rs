@@ -248,8 +248,15 @@ fn error_reply(status: u16, code: &str, message: &str) -> Response<Full<Bytes>> 
         .unwrap()
 }
 
-/// Decrements the in-flight counter when the request is done, however it ends.
+/// Counts a request in flight until dropped, however the request ends.
 struct InFlight(Arc<Stats>);
+
+impl InFlight {
+    fn enter(stats: &Arc<Stats>) -> InFlight {
+        stats.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(stats.clone())
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
@@ -259,8 +266,7 @@ impl Drop for InFlight {
 
 async fn handle(shared: Arc<Shared>, fd: RawFd, req: Request<Incoming>) -> Reply {
     shared.stats.requests.fetch_add(1, Ordering::SeqCst);
-    shared.stats.in_flight.fetch_add(1, Ordering::SeqCst);
-    let guard = InFlight(shared.stats.clone());
+    let guard = InFlight::enter(&shared.stats);
     let (parts, body) = req.into_parts();
     let body = body
         .collect()
@@ -300,8 +306,7 @@ async fn handle(shared: Arc<Shared>, fd: RawFd, req: Request<Incoming>) -> Reply
         Some(Fault::Delay) => {
             // Applied late, after the client gave up, whatever happens to this connection.
             let delay = shared.delay;
-            shared.stats.in_flight.fetch_add(1, Ordering::SeqCst);
-            let late = InFlight(shared.stats.clone());
+            let late = InFlight::enter(&shared.stats);
             tokio::spawn(async move {
                 tokio::time::sleep(delay).await;
                 let _ = forward.send(body).await;
