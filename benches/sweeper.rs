@@ -22,10 +22,11 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use common::*;
-use ttl_sweeper::runner::{run_ticks, Ticks};
+use ttl_sweeper::engine::{run_ticks, Ticks};
+use ttl_sweeper::engine::{Stop, Sweeper};
+use ttl_sweeper::expiry::window::{windows_to_sweep, Window};
+use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{DynamoStore, Key, TableSchema};
-use ttl_sweeper::sweep::{Stop, SweepOptions, Sweeper};
-use ttl_sweeper::window::{windows_to_sweep, Window};
 
 struct Scale {
     quick: bool,
@@ -219,7 +220,7 @@ async fn expiry_lag(s: &Scale) -> Vec<LagResult> {
                 let mut item = session(id, *ttl);
                 item.insert(
                     "expirationWindow".into(),
-                    AV::S(ttl_sweeper::window::window_key(*ttl as f64, width).unwrap()),
+                    AV::S(ttl_sweeper::expiry::window::window_key(*ttl as f64, width).unwrap()),
                 );
                 item
             })
@@ -265,16 +266,12 @@ async fn expiry_lag(s: &Scale) -> Vec<LagResult> {
     let minute = {
         let c = cfg(&tables[1]);
         let (store, schema) = store_and_schema(&c).await;
-        let sweeper = Sweeper::new(
-            Instrumented::new(store),
-            schema,
-            SweepOptions::from_config(&c),
-        );
+        let sweeper = Sweeper::new(Instrumented::new(store), schema, c.sweep_options());
         let period = s.schedule;
         async move {
             while now() < end_at {
                 let t = until_boundary(period).await;
-                sweeper.sweep(t, &Stop::never()).await;
+                sweeper.sweep(Timestamp::from_secs(t), &Stop::never()).await;
             }
             sweeper.store().deleted_at.lock().unwrap().clone()
         }
@@ -282,11 +279,7 @@ async fn expiry_lag(s: &Scale) -> Vec<LagResult> {
     let tick = {
         let c = cfg(&tables[2]);
         let (store, schema) = store_and_schema(&c).await;
-        let sweeper = Sweeper::new(
-            Instrumented::new(store),
-            schema,
-            SweepOptions::from_config(&c),
-        );
+        let sweeper = Sweeper::new(Instrumented::new(store), schema, c.sweep_options());
         let run_for = (end_at - now()).max(1) as u64;
         async move {
             let ticks = Ticks {
@@ -294,7 +287,15 @@ async fn expiry_lag(s: &Scale) -> Vec<LagResult> {
                 full_every: Duration::from_secs(60),
                 until: Some(tokio::time::Instant::now() + Duration::from_secs(run_for)),
             };
-            run_ticks(&sweeper, now(), wall_clock, &ticks, &Stop::never(), |_| {}).await;
+            run_ticks(
+                &sweeper,
+                Timestamp::from_secs(now()),
+                clock,
+                &ticks,
+                &Stop::never(),
+                |_| {},
+            )
+            .await;
             sweeper.store().deleted_at.lock().unwrap().clone()
         }
     };
@@ -367,9 +368,11 @@ async fn throughput(s: &Scale) -> Throughput {
     }
     let cfg = config(&ours, &[]);
     let (store, schema) = store_and_schema(&cfg).await;
-    let sweeper = Sweeper::new(store, schema, SweepOptions::from_config(&cfg));
+    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
     let started = Instant::now();
-    let report = sweeper.sweep_windows(now, &windows, &Stop::never()).await;
+    let report = sweeper
+        .sweep_windows(Timestamp::from_secs(now), &windows, &Stop::never())
+        .await;
     let ours_secs = started.elapsed().as_secs_f64();
 
     let deleted = Mutex::new(HashMap::new());
@@ -445,19 +448,16 @@ async fn cpu_per_delete(s: &Scale) -> Cpu {
         table_name: "fake".into(),
         index_name: "expirationWindowIndex".into(),
         key_attributes: vec!["id".into()],
-        window_attribute: "expirationWindow".into(),
-        ttl_attribute: "ttl".into(),
+        layout: Default::default(),
     };
     let cfg = config("fake", &[]);
-    let sweeper = Sweeper::new(
-        DynamoStore::new(client),
-        schema,
-        SweepOptions::from_config(&cfg),
-    );
+    let sweeper = Sweeper::new(DynamoStore::new(client), schema, cfg.sweep_options());
     let now = now();
-    let ws = windows_to_sweep(now, 60, windows as u32 - 1);
+    let ws = windows_to_sweep(Timestamp::from_secs(now), 60, windows as u32 - 1);
     let (cpu0, wall0) = (cpu_time(), Instant::now());
-    let report = sweeper.sweep_windows(now, &ws, &Stop::never()).await;
+    let report = sweeper
+        .sweep_windows(Timestamp::from_secs(now), &ws, &Stop::never())
+        .await;
     let (cpu, wall) = (cpu_time() - cpu0, wall0.elapsed().as_secs_f64());
     let _ = child.kill();
     let _ = child.wait();

@@ -17,8 +17,9 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 use ttl_sweeper::config::Config;
-use ttl_sweeper::sweep::Stop;
-use ttl_sweeper::window::window_key;
+use ttl_sweeper::engine::Stop;
+use ttl_sweeper::expiry::window::window_key;
+use ttl_sweeper::expiry::Timestamp;
 
 const TABLE: &str = "ttl-sweeper-demo";
 const EXPIRING: i64 = 300;
@@ -71,7 +72,9 @@ async fn main() -> anyhow::Result<()> {
     loop {
         tokio::time::sleep(SWEEP_EVERY).await;
         let now = chrono::Utc::now().timestamp();
-        let report = sweeper.sweep(now, &Stop::never()).await;
+        let report = sweeper
+            .sweep(Timestamp::from_secs(now), &Stop::never())
+            .await;
         anyhow::ensure!(
             report.is_success(),
             "sweep failed: {}",

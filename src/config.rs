@@ -5,30 +5,17 @@
 //! exactly the same values and fail with the same messages, which name the variable and list what
 //! it accepts.
 
-use std::fmt;
+use std::time::Duration;
 
-use crate::window::MAX_WINDOW_SECONDS;
+use crate::engine::{Checkpoint, DeleteMode, SweepOptions};
+use crate::expiry::window::MAX_WINDOW_SECONDS;
+use crate::expiry::Layout;
+use crate::lambda::HandlerSettings;
+use crate::store::TableTarget;
 
-/// How expired items are deleted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeleteMode {
-    /// `BatchWriteItem`, 25 keys a request: cheapest and fastest; trusts the index's view of the
-    /// ttl (an item whose ttl was extended a moment ago can still be deleted).
-    Batch,
-    /// `DeleteItem` with `attribute_exists(ttl) AND ttl < now`: the table, not the eventually
-    /// consistent index, has the last word, so an item whose ttl was extended or removed survives.
-    Conditional,
-}
+mod settings;
 
-impl fmt::Display for DeleteMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DeleteMode::Batch => "batch",
-            DeleteMode::Conditional => "conditional",
-        })
-    }
-}
+pub use settings::*;
 
 /// A configuration value that is missing or not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -88,131 +75,9 @@ pub struct Config {
     pub checkpoint_table: Option<String>,
     /// How far back a checkpoint may take a sweep (`MAX_CATCHUP`), seconds.
     pub max_catchup_seconds: u64,
+    /// CloudWatch namespace of the metrics (`METRICS_NAMESPACE`).
+    pub metrics_namespace: String,
 }
-
-/// One setting: its environment variable, default and what it accepts.
-#[derive(Debug, Clone, Copy)]
-pub struct Setting {
-    /// Environment variable name; the CLI flag is its kebab-case form.
-    pub var: &'static str,
-    /// Default value, or `None` if required.
-    pub default: Option<&'static str>,
-    /// What the setting accepts, for error messages and `--help`.
-    pub expected: &'static str,
-}
-
-impl Setting {
-    /// The CLI flag for this setting, without the leading dashes.
-    pub fn flag(&self) -> String {
-        self.var.to_ascii_lowercase().replace('_', "-")
-    }
-}
-
-/// `TABLE_NAME`.
-pub const TABLE_NAME: Setting = Setting {
-    var: "TABLE_NAME",
-    default: None,
-    expected:
-        "a DynamoDB table name (3-255 characters: letters, digits, '_', '-', '.') or table ARN",
-};
-/// `INDEX_NAME`.
-pub const INDEX_NAME: Setting = Setting {
-    var: "INDEX_NAME",
-    default: Some("expirationWindowIndex"),
-    expected: "a GSI name (3-255 characters: letters, digits, '_', '-', '.')",
-};
-/// `TTL_ATTRIBUTE`.
-pub const TTL_ATTRIBUTE: Setting = Setting {
-    var: "TTL_ATTRIBUTE",
-    default: Some("ttl"),
-    expected: "a non-empty attribute name of at most 255 bytes",
-};
-/// `WINDOW_ATTRIBUTE`.
-pub const WINDOW_ATTRIBUTE: Setting = Setting {
-    var: "WINDOW_ATTRIBUTE",
-    default: Some("expirationWindow"),
-    expected: "a non-empty attribute name of at most 255 bytes",
-};
-/// `WINDOW_SECONDS`.
-pub const WINDOW_SECONDS: Setting = Setting {
-    var: "WINDOW_SECONDS",
-    default: Some("60"),
-    expected: "a whole number of seconds from 1 to 86400 (the width writers used; default 60)",
-};
-/// `LOOKBACK_WINDOWS`.
-pub const LOOKBACK_WINDOWS: Setting = Setting {
-    var: "LOOKBACK_WINDOWS",
-    default: Some("15"),
-    expected: "a whole number from 0 to 10000 (past windows re-read by every sweep; default 15)",
-};
-/// `DELETE_MODE`.
-pub const DELETE_MODE: Setting = Setting {
-    var: "DELETE_MODE",
-    default: Some("batch"),
-    expected: "`batch` or `conditional`",
-};
-/// `MAX_CONCURRENCY`.
-pub const MAX_CONCURRENCY: Setting = Setting {
-    var: "MAX_CONCURRENCY",
-    default: Some("8"),
-    expected: "a whole number from 1 to 256 (delete requests in flight; default 8)",
-};
-/// `MAX_RETRIES`.
-pub const MAX_RETRIES: Setting = Setting {
-    var: "MAX_RETRIES",
-    default: Some("8"),
-    expected: "a whole number from 0 to 30 (retries per delete request; default 8)",
-};
-
-/// `WINDOW_SHARDS`.
-pub const WINDOW_SHARDS: Setting = Setting {
-    var: "WINDOW_SHARDS",
-    default: Some("1"),
-    expected:
-        "a whole number from 1 to 1000 (shards per window; must match the writers; default 1)",
-};
-/// `TICK_SECONDS`.
-pub const TICK_SECONDS: Setting = Setting {
-    var: "TICK_SECONDS",
-    default: Some("off"),
-    expected: "`off` or a whole number of seconds from 1 to 30, less than SCHEDULE_SECONDS",
-};
-/// `SCHEDULE_SECONDS`.
-pub const SCHEDULE_SECONDS: Setting = Setting {
-    var: "SCHEDULE_SECONDS",
-    default: Some("60"),
-    expected: "a whole number of seconds from 1 to 3600 (the schedule's period; default 60)",
-};
-/// `CHECKPOINT_TABLE`.
-pub const CHECKPOINT_TABLE: Setting = Setting {
-    var: "CHECKPOINT_TABLE",
-    default: Some(""),
-    expected: "a DynamoDB table name with partition key `id` (String), or empty for no checkpoint",
-};
-/// `MAX_CATCHUP`.
-pub const MAX_CATCHUP: Setting = Setting {
-    var: "MAX_CATCHUP",
-    default: Some("24h"),
-    expected: "a duration from 1m to 30d, e.g. `24h`, `90m`, `3600` (seconds); default 24h",
-};
-
-/// Every setting, in documentation order.
-pub const SETTINGS: [Setting; 14] = [
-    TABLE_NAME,
-    INDEX_NAME,
-    TTL_ATTRIBUTE,
-    WINDOW_ATTRIBUTE,
-    WINDOW_SECONDS,
-    LOOKBACK_WINDOWS,
-    DELETE_MODE,
-    MAX_CONCURRENCY,
-    MAX_RETRIES,
-    WINDOW_SHARDS,
-    TICK_SECONDS,
-    SCHEDULE_SECONDS,
-    CHECKPOINT_TABLE,
-    MAX_CATCHUP,
-];
 
 impl Config {
     /// Reads and validates every setting from the process environment.
@@ -311,6 +176,20 @@ impl Config {
                     .filter(|s| (60..=30 * 86_400).contains(s))
                     .ok_or_else(|| invalid(&MAX_CATCHUP, &raw))?
             },
+            metrics_namespace: {
+                let raw = get(&METRICS_NAMESPACE)?;
+                let ok = raw.len() <= 255
+                    && !raw.starts_with("AWS/")
+                    && raw.chars().all(|c| {
+                        c.is_ascii_alphanumeric()
+                            || matches!(c, '.' | '-' | '_' | '/' | '#' | ':' | ' ')
+                    });
+                if ok {
+                    raw
+                } else {
+                    return Err(invalid(&METRICS_NAMESPACE, &raw));
+                }
+            },
         };
         if let Some(tick) = config.tick_seconds {
             if tick >= config.schedule_seconds {
@@ -329,11 +208,58 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Where items keep their expiry: attributes, window width and shards.
+    pub fn layout(&self) -> Layout {
+        Layout {
+            ttl_attribute: self.ttl_attribute.clone(),
+            window_attribute: self.window_attribute.clone(),
+            window_seconds: self.window_seconds,
+            window_shards: self.window_shards,
+        }
+    }
+
+    /// The table every command opens, with its layout and checkpoint table.
+    pub fn target(&self) -> TableTarget {
+        TableTarget {
+            table_name: self.table_name.clone(),
+            index_name: self.index_name.clone(),
+            layout: self.layout(),
+            checkpoint_table: self.checkpoint_table.clone(),
+        }
+    }
+
+    /// The engine's options (default backoff: 50 ms doubling to 5 s).
+    pub fn sweep_options(&self) -> SweepOptions {
+        SweepOptions {
+            lookback_windows: self.lookback_windows,
+            delete_mode: self.delete_mode,
+            max_concurrency: self.max_concurrency,
+            max_retries: self.max_retries,
+            checkpoint: self.checkpoint_table.as_ref().map(|table| Checkpoint {
+                table: table.clone(),
+                id: format!("{}/{}", self.table_name, self.index_name),
+            }),
+            max_catchup_seconds: self.max_catchup_seconds,
+            ..SweepOptions::default()
+        }
+    }
+
+    /// How Lambda invocations behave: metrics namespace, tick period, schedule period.
+    pub fn handler_settings(&self) -> HandlerSettings {
+        HandlerSettings {
+            namespace: self.metrics_namespace.clone(),
+            tick: self.tick_seconds.map(|s| Duration::from_secs(u64::from(s))),
+            schedule: Duration::from_secs(u64::from(self.schedule_seconds)),
+        }
+    }
+}
+
 /// Parses a duration: plain seconds (`3600`) or humantime (`24h`, `90m`, `1h 30m`).
-pub fn parse_duration(text: &str) -> Option<std::time::Duration> {
+pub fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     if let Ok(secs) = text.parse::<u64>() {
-        return Some(std::time::Duration::from_secs(secs));
+        return Some(Duration::from_secs(secs));
     }
     humantime::parse_duration(text).ok()
 }
@@ -368,6 +294,7 @@ mod tests {
         assert_eq!(c.schedule_seconds, 60);
         assert_eq!(c.checkpoint_table, None);
         assert_eq!(c.max_catchup_seconds, 86_400);
+        assert_eq!(c.metrics_namespace, "TtlSweeper");
     }
 
     #[test]
@@ -442,6 +369,8 @@ mod tests {
             ("MAX_CATCHUP", "10s", "1m to 30d"),
             ("MAX_CATCHUP", "forever", "1m to 30d"),
             ("MAX_CATCHUP", "31d", "1m to 30d"),
+            ("METRICS_NAMESPACE", "AWS/DynamoDB", "CloudWatch namespace"),
+            ("METRICS_NAMESPACE", "bad\u{1}ns", "CloudWatch namespace"),
         ];
         for (var, value, expected) in cases {
             let mut pairs = vec![("TABLE_NAME", "sessions")];

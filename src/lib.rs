@@ -1,55 +1,49 @@
 //! ttl-sweeper: precise item expiry for Amazon DynamoDB.
 //!
-//! DynamoDB's native Time to Live deletes expired items "typically within 48 hours". This crate
-//! deletes them within seconds: every item also carries an *expiration window* attribute, a GSI
-//! is keyed on (window, ttl), and a scheduled sweep queries the recent windows for `ttl < now` and
-//! deletes what it finds.
+//! DynamoDB's native Time to Live deletes expired items "within a few days of their expiration
+//! time". This crate deletes them within seconds: every item also carries an *expiration window*
+//! attribute, a GSI is keyed on (window, ttl), and a scheduled sweep queries the recent windows
+//! for `ttl < now` and deletes what it finds.
 //!
 //! # Layout
-//! - [`window`]: pure time math — ttl to window key, and the windows a sweep reads.
-//! - [`config`]: every setting, from environment variables or flags, validated once.
-//! - [`store`]: the only code that talks to DynamoDB, behind the [`store::Store`] seam.
-//! - [`sweep`]: the engine — paginated queries, batched deletes with backoff, the report.
-//! - [`event`]: the Lambda input (EventBridge scheduled events, `{"time": ...}`, `{}`).
-//! - [`runner`]: repeated sweeps — tick mode in Lambda, the long-running `run` command.
-//! - [`handler`]: one Lambda invocation, from event to report, metrics and result.
-//! - [`telemetry`]: tracing subscribers, the summary log line, CloudWatch EMF metrics.
-//! - [`item`]: helpers for application code — the attributes writers store, the expiry check and
-//!   filter readers use.
-//! - [`scan`], [`backfill`], [`audit`]: adopting the sweeper on an existing table.
+//! The rooms, each importing only from the rooms listed after it:
 //!
-//! The binaries in `src/bin/` only parse their input and call into these modules.
+//! - Entry points, `src/bin/`: `ttl-sweeper-lambda` (the Lambda) and `ttl-sweeper` (the CLI)
+//!   parse their input, read the clock and hand off.
+//! - [`cli`]: the CLI's commands (`sweep`, `run`, `backfill`, `audit`, `window`) as functions of
+//!   validated arguments.
+//! - [`lambda`]: the Lambda edge — the accepted events and one invocation, from event to report.
+//! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit.
+//! - [`config`]: every setting, from environment variables or flags, validated once and turned
+//!   into the narrow structs below ([`expiry::Layout`], [`store::TableTarget`],
+//!   [`engine::SweepOptions`], [`lambda::HandlerSettings`]). Nothing below imports it.
+//! - [`telemetry`]: tracing subscribers, the one summary log line, CloudWatch EMF metrics.
+//! - [`engine`]: the sweep — paginated queries, batched or conditional deletes with backoff,
+//!   the report, checkpoint planning, ticks.
+//! - [`store`]: the only code that talks to DynamoDB, behind the one-method [`store::Store`]
+//!   seam; errors, start-up checks, the key codec.
+//! - [`expiry`]: the expiry model — [`expiry::Timestamp`], window math, the layout, and the
+//!   writer and reader helpers for application code. Pure; no I/O, no clock.
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
-pub mod audit;
-pub mod backfill;
+pub mod cli;
 pub mod config;
-pub mod event;
-pub mod handler;
-pub mod item;
-pub mod runner;
-pub mod scan;
+pub mod engine;
+pub mod expiry;
+pub mod lambda;
 pub mod store;
-pub mod sweep;
 pub mod telemetry;
-pub mod window;
+pub mod tools;
 
 use config::Config;
-use store::{DynamoStore, StoreError};
-use sweep::{SweepOptions, Sweeper};
+use engine::Sweeper;
+use store::{DynamoStore, IndexCheck, StoreError};
 
-/// Builds the production sweeper: an SDK client from the standard AWS configuration chain, and
-/// the table schema read (and checked) with `DescribeTable`.
+/// Builds the production sweeper for `config`: an SDK client from the standard AWS configuration
+/// chain, and the table opened (and checked) with [`store::open`].
 pub async fn connect(config: &Config) -> Result<Sweeper<DynamoStore>, StoreError> {
     let store = DynamoStore::from_env().await;
-    let schema = store.describe(config).await?;
-    if let Some(table) = &config.checkpoint_table {
-        store.check_checkpoint_table(table).await?;
-    }
-    Ok(Sweeper::new(
-        store,
-        schema,
-        SweepOptions::from_config(config),
-    ))
+    let opened = store::open(&store, &config.target(), IndexCheck::Required).await?;
+    Ok(Sweeper::new(store, opened.schema, config.sweep_options()))
 }

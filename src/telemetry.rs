@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 use tracing_subscriber::EnvFilter;
 
-use crate::sweep::SweepReport;
+use crate::engine::SweepReport;
 
 /// CloudWatch namespace of the EMF metrics unless `METRICS_NAMESPACE` says otherwise.
 pub const DEFAULT_NAMESPACE: &str = "TtlSweeper";
@@ -60,45 +60,47 @@ pub fn log_tick(report: &SweepReport) {
     }
 }
 
-/// Logs the one summary line of a sweep.
+/// One summary line of `$report` at `$level`: the same fields at every level, so the line an
+/// operator reads after a failure says everything the success line says.
+macro_rules! summary_event {
+    ($level:expr, $report:expr, $message:literal) => {{
+        let r: &SweepReport = $report;
+        tracing::event!(
+            $level,
+            table = %r.table,
+            sweep_at = %r.sweep_at,
+            windows_swept = r.windows_swept,
+            windows_left = r.windows_left,
+            found = r.items_found,
+            deleted = r.items_deleted,
+            skipped = r.items_skipped,
+            gone = r.items_gone,
+            failed = r.items_failed,
+            invalid = r.items_invalid,
+            retried = r.items_retried,
+            left = r.items_left,
+            lag_p50_ms = r.lag.p50_ms,
+            lag_p99_ms = r.lag.p99_ms,
+            lag_max_ms = r.lag.max_ms,
+            duration_ms = r.duration_ms,
+            stopped_early = r.stopped_early,
+            ticks = r.ticks,
+            checkpoint = r.checkpoint_after.as_deref().unwrap_or(""),
+            errors = r.errors.len(),
+            first_error = r.errors.first().map(|e| e.message.as_str()).unwrap_or(""),
+            $message
+        )
+    }};
+}
+
+/// Logs the one summary line of a sweep: `info` when it succeeded, `error` when not.
 pub fn log_summary(report: &SweepReport) {
     if report.is_success() {
-        tracing::info!(
-            table = %report.table,
-            sweep_at = %report.sweep_at,
-            windows_swept = report.windows_swept,
-            windows_left = report.windows_left,
-            found = report.items_found,
-            deleted = report.items_deleted,
-            skipped = report.items_skipped,
-            gone = report.items_gone,
-            failed = report.items_failed,
-            invalid = report.items_invalid,
-            retried = report.items_retried,
-            left = report.items_left,
-            lag_p50_ms = report.lag.p50_ms,
-            lag_p99_ms = report.lag.p99_ms,
-            lag_max_ms = report.lag.max_ms,
-            duration_ms = report.duration_ms,
-            stopped_early = report.stopped_early,
-            ticks = report.ticks,
-            checkpoint = report.checkpoint_after.as_deref().unwrap_or(""),
-            "sweep finished"
-        );
+        summary_event!(tracing::Level::INFO, report, "sweep finished");
     } else {
-        tracing::error!(
-            table = %report.table,
-            sweep_at = %report.sweep_at,
-            windows_swept = report.windows_swept,
-            windows_left = report.windows_left,
-            found = report.items_found,
-            deleted = report.items_deleted,
-            skipped = report.items_skipped,
-            gone = report.items_gone,
-            failed = report.items_failed,
-            errors = report.errors.len(),
-            first_error = report.errors.first().map(|e| e.message.as_str()).unwrap_or(""),
-            duration_ms = report.duration_ms,
+        summary_event!(
+            tracing::Level::ERROR,
+            report,
             "sweep finished with failures"
         );
     }
@@ -160,7 +162,7 @@ mod tests {
             items_deleted: 7,
             items_failed: 1,
             windows_swept: 16,
-            lag: crate::sweep::LagStats {
+            lag: crate::engine::LagStats {
                 p50_ms: 400,
                 p99_ms: 900,
                 max_ms: 1500,
@@ -197,5 +199,71 @@ mod tests {
         assert_eq!(v["ItemsDeleted"], 7);
         assert_eq!(v["ItemsFailed"], 1);
         assert_eq!(v["MaxExpiryLagSeconds"], 1.5);
+    }
+
+    #[test]
+    fn success_and_failure_summaries_carry_the_same_fields() {
+        use std::collections::BTreeSet;
+        use std::sync::{Arc, Mutex};
+
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let writer = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            log_summary(&SweepReport::default());
+            log_summary(&SweepReport {
+                items_failed: 1,
+                ..SweepReport::default()
+            });
+        });
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(
+            (lines[0]["level"].as_str(), lines[1]["level"].as_str()),
+            (Some("INFO"), Some("ERROR"))
+        );
+        let fields = |v: &Value| -> BTreeSet<String> {
+            v.as_object()
+                .unwrap()
+                .keys()
+                .filter(|k| !matches!(k.as_str(), "timestamp" | "level" | "message" | "target"))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(fields(&lines[0]), fields(&lines[1]));
+        for field in [
+            "left",
+            "retried",
+            "invalid",
+            "lag_p99_ms",
+            "stopped_early",
+            "ticks",
+            "checkpoint",
+            "first_error",
+        ] {
+            assert!(
+                fields(&lines[1]).contains(field),
+                "failure line lacks {field}: {text}"
+            );
+        }
     }
 }

@@ -7,9 +7,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use ttl_sweeper::item::Layout;
-use ttl_sweeper::store::{DynamoStore, Key, UpdateOutcome};
-use ttl_sweeper::window::window_key;
+use ttl_sweeper::expiry::window::window_key;
+use ttl_sweeper::expiry::Layout;
+use ttl_sweeper::store::scan::UpdateOutcome;
+use ttl_sweeper::store::{DynamoStore, Key};
 
 fn cli(table: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"));
@@ -55,7 +56,7 @@ async fn assert_all_windows_correct(client: &aws_sdk_dynamodb::Client, table: &s
     let mut with_window = 0;
     for item in &items {
         match item.get("ttl") {
-            Some(AV::N(n)) if ttl_sweeper::window::parse_ttl(n).is_ok() => {
+            Some(AV::N(n)) if ttl_sweeper::expiry::window::parse_ttl(n).is_ok() => {
                 let t: f64 = n.parse().unwrap();
                 assert_eq!(
                     item.get("expirationWindow"),

@@ -22,11 +22,12 @@ use aws_sdk_dynamodb::Client;
 use common::*;
 use fault_proxy::{all_faults, Fault, FaultProxy, Plan};
 use ttl_sweeper::config::Config;
+use ttl_sweeper::engine::{Stop, SweepReport, Sweeper};
+use ttl_sweeper::expiry::window::window_key;
+use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{
     key_from_json, DynamoStore, ErrorKind, Key, TableSchema, SDK_MAX_ATTEMPTS,
 };
-use ttl_sweeper::sweep::{Stop, SweepOptions, SweepReport, Sweeper};
-use ttl_sweeper::window::window_key;
 
 /// The sweep instant of every sweep here: a fixed minute plus 30 s, so runs are reproducible.
 const NOW: i64 = 1_767_225_630;
@@ -308,13 +309,13 @@ async fn chaos_table(
 
     let cfg = config(&table, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "61")]);
     let schema = DynamoStore::new(direct.clone())
-        .describe(&cfg)
+        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
         .await
         .unwrap();
     let extended = Arc::new(Mutex::new(HashSet::new()));
     let proxied = DynamoStore::new(proxied_client(&proxy.endpoint));
     let store = extending_store(proxied, direct.clone(), table.clone(), extended.clone());
-    let sweeper = Sweeper::new(store, schema, SweepOptions::from_config(&cfg));
+    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
 
     let requests_before = proxy.stats.requests();
     let faults_before = proxy.stats.faults_total();
@@ -333,7 +334,9 @@ async fn chaos_table(
     let mut before = present(direct, &table).await;
     // Sweep until the server holds no item that is due (at most MAX_SWEEPS sweeps).
     for n in 1..=MAX_SWEEPS {
-        let report = sweeper.sweep(NOW, &Stop::never()).await;
+        let report = sweeper
+            .sweep(Timestamp::from_secs(NOW), &Stop::never())
+            .await;
         proxy.wait_idle().await;
         let after = present(direct, &table).await;
         let extended = extended.lock().unwrap().clone();
@@ -364,7 +367,9 @@ async fn chaos_table(
     let extended = extended.lock().unwrap().clone();
     // Once the faults stop, one sweep deletes whatever is left.
     proxy.set_plan(Plan::Pass);
-    let report = sweeper.sweep(NOW, &Stop::never()).await;
+    let report = sweeper
+        .sweep(Timestamp::from_secs(NOW), &Stop::never())
+        .await;
     let after = present(direct, &table).await;
     let (_, lost) = check_sweep(
         seed,
@@ -510,7 +515,7 @@ async fn small_table(
     let future = (0..10).map(|i| format!("future-{i}")).collect();
     let cfg = config(&table, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "6")]);
     let schema = DynamoStore::new(direct.clone())
-        .describe(&cfg)
+        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
         .await
         .unwrap();
     (table, cfg, schema, future)
@@ -549,10 +554,12 @@ async fn every_fault_on_its_own_is_retried_and_the_sweep_completes() {
             }
             let (name, cfg, schema, future) = small_table(&direct, "one_fault", mode).await;
             let store = DynamoStore::new(proxied_client(&proxy.endpoint));
-            let sweeper = Sweeper::new(store, schema, SweepOptions::from_config(&cfg));
+            let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
             let (requests, faults) = (proxy.stats.requests(), proxy.stats.faults_total());
             proxy.set_plan(first_attempts(fault.clone()));
-            let report = sweeper.sweep(NOW, &Stop::never()).await;
+            let report = sweeper
+                .sweep(Timestamp::from_secs(NOW), &Stop::never())
+                .await;
             proxy.wait_idle().await;
             proxy.set_plan(Plan::Pass);
             let (requests, faults) = (
@@ -596,11 +603,16 @@ async fn rejected_credentials_and_denied_deletes_delete_nothing_and_say_why() {
             "The security token included in the request is invalid.",
         ))
     }));
-    let err = store.describe(&cfg).await.unwrap_err();
+    let err = store
+        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
+        .await
+        .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Auth, "{err}");
     assert!(err.to_string().contains("security token"), "{err}");
-    let sweeper = Sweeper::new(&store, schema.clone(), SweepOptions::from_config(&cfg));
-    let report = sweeper.sweep(NOW, &Stop::never()).await;
+    let sweeper = Sweeper::new(&store, schema.clone(), cfg.sweep_options());
+    let report = sweeper
+        .sweep(Timestamp::from_secs(NOW), &Stop::never())
+        .await;
     assert!(!report.is_success());
     assert!(
         report.errors.iter().all(|e| e.kind == ErrorKind::Auth),
@@ -632,7 +644,9 @@ async fn rejected_credentials_and_denied_deletes_delete_nothing_and_say_why() {
             "User is not authorized to perform: dynamodb:BatchWriteItem",
         ))
     }));
-    let report = sweeper.sweep(NOW, &Stop::never()).await;
+    let report = sweeper
+        .sweep(Timestamp::from_secs(NOW), &Stop::never())
+        .await;
     assert_eq!(report.items_found, 60);
     assert_eq!(report.items_failed, 60, "{report:?}");
     assert_eq!(report.items_retried, 0, "{report:?}");
@@ -659,8 +673,8 @@ async fn an_index_dropped_after_start_up_is_reported_and_nothing_is_deleted() {
     )
     .await;
     let store = DynamoStore::new(proxied_client(&proxy.endpoint));
-    let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
-        .sweep(NOW, &Stop::never())
+    let report = Sweeper::new(store, schema, cfg.sweep_options())
+        .sweep(Timestamp::from_secs(NOW), &Stop::never())
         .await;
     assert!(!report.is_success());
     assert_eq!(report.windows_swept, 0, "{report:?}");

@@ -7,8 +7,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use common::*;
 use serde_json::{json, Value};
-use ttl_sweeper::handler::{handle, HandlerError, Settings};
-use ttl_sweeper::sweep::{SweepOptions, Sweeper};
+use ttl_sweeper::engine::Sweeper;
+use ttl_sweeper::lambda::{handle, HandlerError, HandlerSettings};
 
 fn fixture(name: &str) -> Value {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -21,8 +21,8 @@ fn at(secs: i64) -> String {
         .to_rfc3339()
 }
 
-fn settings() -> Settings {
-    Settings {
+fn settings() -> HandlerSettings {
+    HandlerSettings {
         namespace: "Test".into(),
         tick: None,
         schedule: Duration::from_secs(60),
@@ -50,7 +50,7 @@ async fn setup(
     (
         client,
         table,
-        Sweeper::new(store, schema, SweepOptions::from_config(&cfg)),
+        Sweeper::new(store, schema, cfg.sweep_options()),
     )
 }
 
@@ -76,7 +76,7 @@ async fn scheduled_and_transformed_events_sweep_as_of_their_time() {
         .unwrap();
         assert_eq!(
             report.sweep_at,
-            ttl_sweeper::window::iso_millis(now),
+            ttl_sweeper::expiry::iso_millis(now),
             "{name}"
         );
         assert_eq!(report.items_deleted, 30, "{name}");
@@ -114,7 +114,7 @@ async fn an_event_from_the_future_sweeps_only_what_has_expired_by_the_clock() {
     let report = handle(&sweeper, &event, || clock, None, &settings())
         .await
         .unwrap();
-    assert_eq!(report.sweep_at, ttl_sweeper::window::iso_millis(now));
+    assert_eq!(report.sweep_at, ttl_sweeper::expiry::iso_millis(now));
     assert_eq!(report.items_deleted, 30);
     assert_eq!(
         scan_all(&client, &table).await.len(),
@@ -136,7 +136,7 @@ async fn tick_mode_sweeps_repeatedly_until_just_before_the_next_invocation() {
             .collect(),
     )
     .await;
-    let settings = Settings {
+    let settings = HandlerSettings {
         namespace: "Test".into(),
         tick: Some(Duration::from_secs(1)),
         schedule: Duration::from_secs(7),

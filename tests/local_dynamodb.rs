@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::{ProjectionType, ScalarAttributeType};
 use common::*;
+use ttl_sweeper::engine::{Stop, Sweeper};
+use ttl_sweeper::expiry::window::{window_key, Window};
+use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{ErrorKind, Key};
-use ttl_sweeper::sweep::{Stop, SweepOptions, Sweeper};
-use ttl_sweeper::window::{window_key, Window};
 
 /// A minute boundary comfortably in the past, so every ttl below is expired by the real clock too.
 fn boundary() -> i64 {
@@ -42,8 +43,10 @@ async fn pages_past_one_megabyte_are_all_swept() {
     let cfg = config(&table, &[]);
     let (store, schema) = store_and_schema(&cfg).await;
     let store = Instrumented::new(store);
-    let sweeper = Sweeper::new(&store, schema, SweepOptions::from_config(&cfg));
-    let report = sweeper.sweep(b + 10, &Stop::never()).await;
+    let sweeper = Sweeper::new(&store, schema, cfg.sweep_options());
+    let report = sweeper
+        .sweep(Timestamp::from_secs(b + 10), &Stop::never())
+        .await;
 
     assert!(
         store
@@ -75,8 +78,8 @@ async fn past_windows_within_the_lookback_are_swept() {
 
     let cfg = config(&table, &[("LOOKBACK_WINDOWS", "15")]);
     let (store, schema) = store_and_schema(&cfg).await;
-    let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
-        .sweep(now, &Stop::never())
+    let report = Sweeper::new(store, schema, cfg.sweep_options())
+        .sweep(Timestamp::from_secs(now), &Stop::never())
         .await;
     assert_eq!(report.windows_swept, 16);
     assert_eq!(report.items_deleted, 15);
@@ -102,14 +105,16 @@ async fn an_item_exactly_on_a_window_boundary_is_swept() {
 
     let cfg = config(&table, &[("LOOKBACK_WINDOWS", "1")]);
     let (store, schema) = store_and_schema(&cfg).await;
-    let sweeper = Sweeper::new(store, schema, SweepOptions::from_config(&cfg));
+    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
     // At the boundary itself the item is not expired (ttl < now is false) ...
-    let at_edge = sweeper.sweep(b, &Stop::never()).await;
+    let at_edge = sweeper.sweep(Timestamp::from_secs(b), &Stop::never()).await;
     assert_eq!(at_edge.items_deleted, 0);
     assert!(exists(&client, &table, id_key("edge")).await);
     // ... and at the next scheduled run the current window is (b, b+60]: only the lookback
     // reaches the item. The published design's single-window query never would.
-    let next_run = sweeper.sweep(b + 60, &Stop::never()).await;
+    let next_run = sweeper
+        .sweep(Timestamp::from_secs(b + 60), &Stop::never())
+        .await;
     assert_eq!(next_run.items_deleted, 1);
     assert!(!exists(&client, &table, id_key("edge")).await);
 }
@@ -173,8 +178,8 @@ async fn future_missing_millisecond_and_string_ttls_are_left_alone() {
     for mode in ["batch", "conditional"] {
         let cfg = config(&table, &[("DELETE_MODE", mode)]);
         let (store, schema) = store_and_schema(&cfg).await;
-        let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
-            .sweep(now, &Stop::never())
+        let report = Sweeper::new(store, schema, cfg.sweep_options())
+            .sweep(Timestamp::from_secs(now), &Stop::never())
             .await;
         assert!(report.is_success(), "{mode}: {report:?}");
     }
@@ -265,8 +270,8 @@ async fn composite_and_binary_keys_are_deleted_by_their_full_key() {
             1 + usize::from(sort.is_some()),
             "{prefix}"
         );
-        let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
-            .sweep(now, &Stop::never())
+        let report = Sweeper::new(store, schema, cfg.sweep_options())
+            .sweep(Timestamp::from_secs(now), &Stop::never())
             .await;
         assert_eq!(
             report.items_deleted as usize,
@@ -340,12 +345,12 @@ async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query()
         .await;
         let cfg = config(&table, &[("DELETE_MODE", mode)]);
         let schema = ttl_sweeper::store::DynamoStore::new(client.clone())
-            .describe(&cfg)
+            .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
             .await
             .unwrap();
         let store = extend_ttl_hook(client.clone(), table.clone(), extended_to);
-        let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
-            .sweep(now, &Stop::never())
+        let report = Sweeper::new(store, schema, cfg.sweep_options())
+            .sweep(Timestamp::from_secs(now), &Stop::never())
             .await;
         assert!(report.is_success(), "{mode}: {report:?}");
         outcomes.insert(
@@ -364,7 +369,7 @@ async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
-    use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, Store};
+    use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, StoreExt};
     let client = client().await;
     let table = table_name("outcomes");
     create_table(&client, &TableSpec::simple(&table)).await;
@@ -377,12 +382,15 @@ async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
     .await;
     let cfg = config(&table, &[("DELETE_MODE", "conditional")]);
     let store = DynamoStore::new(client.clone());
-    let schema = store.describe(&cfg).await.unwrap();
+    let schema = store
+        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
+        .await
+        .unwrap();
     let outcome = |id: &'static str| {
         let (store, schema) = (store.clone(), schema.clone());
         async move {
             store
-                .delete_if_expired(&schema, id_key(id), now)
+                .delete_if_expired(&schema, id_key(id), Timestamp::from_secs(now))
                 .await
                 .unwrap()
         }
@@ -425,7 +433,7 @@ async fn an_index_whose_ttl_key_is_a_string_is_refused_by_name() {
         .await
         .unwrap();
     let err = ttl_sweeper::store::DynamoStore::new(client.clone())
-        .describe(&config(&table, &[]))
+        .describe_config(&config(&table, &[]))
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Validation);
@@ -442,7 +450,7 @@ async fn start_up_checks_name_the_missing_or_misshapen_table_and_index() {
     let store = ttl_sweeper::store::DynamoStore::new(client.clone());
 
     let missing = store
-        .describe(&config("no_such_table_here", &[]))
+        .describe_config(&config("no_such_table_here", &[]))
         .await
         .unwrap_err();
     assert_eq!(missing.kind, ErrorKind::NotFound);
@@ -454,7 +462,7 @@ async fn start_up_checks_name_the_missing_or_misshapen_table_and_index() {
     let table = table_name("shape");
     create_table(&client, &TableSpec::simple(&table)).await;
     let no_index = store
-        .describe(&config(&table, &[("INDEX_NAME", "byExpiry")]))
+        .describe_config(&config(&table, &[("INDEX_NAME", "byExpiry")]))
         .await
         .unwrap_err();
     assert_eq!(no_index.kind, ErrorKind::NotFound);
@@ -467,7 +475,7 @@ async fn start_up_checks_name_the_missing_or_misshapen_table_and_index() {
     );
 
     let wrong_attr = store
-        .describe(&config(&table, &[("TTL_ATTRIBUTE", "expiresAt")]))
+        .describe_config(&config(&table, &[("TTL_ATTRIBUTE", "expiresAt")]))
         .await
         .unwrap_err();
     assert_eq!(wrong_attr.kind, ErrorKind::Validation);

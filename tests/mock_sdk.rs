@@ -17,9 +17,9 @@ use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use aws_smithy_mocks::{mock, mock_client, Rule, RuleMode};
 use tokio::time::Instant;
-use ttl_sweeper::config::DeleteMode;
-use ttl_sweeper::store::{DynamoStore, ErrorKind, Key, TableSchema};
-use ttl_sweeper::sweep::{Stop, SweepOptions, Sweeper};
+use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, Sweeper};
+use ttl_sweeper::expiry::{Layout, Timestamp};
+use ttl_sweeper::store::{Call, DynamoStore, ErrorKind, Key, Reply, StoreError, TableSchema};
 
 const NOW: i64 = 1_658_264_100; // 2022-07-19T20:55:00Z
 const TABLE: &str = "sessions";
@@ -29,14 +29,12 @@ fn schema() -> TableSchema {
         table_name: TABLE.into(),
         index_name: "expirationWindowIndex".into(),
         key_attributes: vec!["id".into()],
-        window_attribute: "expirationWindow".into(),
-        ttl_attribute: "ttl".into(),
+        layout: Layout::default(),
     }
 }
 
 fn options(mode: DeleteMode) -> SweepOptions {
     SweepOptions {
-        window_seconds: 60,
         lookback_windows: 0,
         delete_mode: mode,
         max_concurrency: 4,
@@ -44,7 +42,6 @@ fn options(mode: DeleteMode) -> SweepOptions {
         backoff_base: Duration::from_millis(50),
         backoff_cap: Duration::from_secs(2),
         page_limit: None,
-        window_shards: 1,
         checkpoint: None,
         max_catchup_seconds: 86_400,
     }
@@ -125,7 +122,7 @@ async fn unprocessed_keys_are_retried_until_accepted() {
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
     let started = Instant::now();
     let report = sweeper(client, DeleteMode::Batch)
-        .sweep(NOW, &Stop::never())
+        .sweep(Timestamp::from_secs(NOW), &Stop::never())
         .await;
 
     assert_eq!(batch.num_calls(), 2, "one retry for the unprocessed key");
@@ -158,7 +155,7 @@ async fn throttling_is_retried_with_growing_backoff() {
     opts.max_retries = 5;
     let s = Sweeper::new(DynamoStore::new(client), schema(), opts);
     let started = Instant::now();
-    let report = s.sweep(NOW, &Stop::never()).await;
+    let report = s.sweep(Timestamp::from_secs(NOW), &Stop::never()).await;
 
     assert_eq!(batch.num_calls(), 4);
     assert_eq!(report.items_deleted, 25);
@@ -186,7 +183,7 @@ async fn keys_that_keep_failing_are_reported_and_fail_the_run() {
     });
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
     let report = sweeper(client, DeleteMode::Batch)
-        .sweep(NOW, &Stop::never())
+        .sweep(Timestamp::from_secs(NOW), &Stop::never())
         .await;
 
     // Two chunks (25 + 5), each: 1 call + 3 retries.
@@ -220,7 +217,7 @@ async fn non_retryable_errors_fail_at_once() {
     });
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
     let report = sweeper(client, DeleteMode::Batch)
-        .sweep(NOW, &Stop::never())
+        .sweep(Timestamp::from_secs(NOW), &Stop::never())
         .await;
     assert_eq!(batch.num_calls(), 1, "no retries for a missing table");
     assert_eq!(report.items_failed, 5);
@@ -257,7 +254,7 @@ async fn every_page_is_read() {
         mock!(Client::batch_write_item).then_output(|| BatchWriteItemOutput::builder().build());
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
     let report = sweeper(client, DeleteMode::Batch)
-        .sweep(NOW, &Stop::never())
+        .sweep(Timestamp::from_secs(NOW), &Stop::never())
         .await;
     assert_eq!(query.num_calls(), 2);
     assert_eq!(report.items_deleted, 15);
@@ -291,7 +288,9 @@ async fn items_that_are_not_expired_as_read_are_never_deleted() {
             RuleMode::MatchAny,
             [&query, &batch, &delete]
         );
-        let report = sweeper(client, mode).sweep(NOW, &Stop::never()).await;
+        let report = sweeper(client, mode)
+            .sweep(Timestamp::from_secs(NOW), &Stop::never())
+            .await;
         assert_eq!(report.items_found, 0, "{mode}");
         assert_eq!(report.items_invalid, 6, "{mode}");
         assert_eq!(report.items_deleted, 0, "{mode}");
@@ -335,7 +334,7 @@ async fn conditional_mode_tells_kept_from_gone_and_retries_throttling() {
         .build();
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &delete]);
     let report = sweeper(client, DeleteMode::Conditional)
-        .sweep(NOW, &Stop::never())
+        .sweep(Timestamp::from_secs(NOW), &Stop::never())
         .await;
     assert_eq!(delete.num_calls(), 5);
     assert_eq!(report.items_deleted, 2);
@@ -363,7 +362,7 @@ async fn a_missing_table_stops_the_sweep_with_an_error() {
     let mut opts = options(DeleteMode::Batch);
     opts.lookback_windows = 5;
     let report = Sweeper::new(DynamoStore::new(client), schema(), opts)
-        .sweep(NOW, &Stop::never())
+        .sweep(Timestamp::from_secs(NOW), &Stop::never())
         .await;
     assert_eq!(query.num_calls(), 1, "stops after a non-retryable error");
     assert_eq!(report.windows_left, 6);
@@ -385,7 +384,9 @@ async fn the_deadline_stops_new_work_and_reports_what_is_left() {
         opts.max_concurrency = concurrency;
         let s = Sweeper::new(SlowStore(DynamoStore::new(client)), schema(), opts);
         let deadline = Instant::now() + Duration::from_millis(1500);
-        let report = s.sweep(NOW, &Stop::at(Some(deadline))).await;
+        let report = s
+            .sweep(Timestamp::from_secs(NOW), &Stop::at(Some(deadline)))
+            .await;
         assert!(report.stopped_early, "{concurrency}");
         assert_eq!(report.windows_swept, swept, "{concurrency}");
         assert_eq!(report.windows_left, 10 - swept, "{concurrency}");
@@ -398,47 +399,10 @@ async fn the_deadline_stops_new_work_and_reports_what_is_left() {
 struct SlowStore(DynamoStore);
 
 impl ttl_sweeper::store::Store for SlowStore {
-    async fn query_expired(
-        &self,
-        schema: &TableSchema,
-        window_key: &str,
-        now: i64,
-        start: Option<Key>,
-        limit: Option<i32>,
-    ) -> Result<ttl_sweeper::store::Page, ttl_sweeper::store::StoreError> {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        self.0
-            .query_expired(schema, window_key, now, start, limit)
-            .await
-    }
-    async fn batch_delete(
-        &self,
-        schema: &TableSchema,
-        keys: Vec<Key>,
-    ) -> Result<Vec<Key>, ttl_sweeper::store::StoreError> {
-        self.0.batch_delete(schema, keys).await
-    }
-    async fn delete_if_expired(
-        &self,
-        schema: &TableSchema,
-        key: Key,
-        now: i64,
-    ) -> Result<ttl_sweeper::store::ConditionalOutcome, ttl_sweeper::store::StoreError> {
-        self.0.delete_if_expired(schema, key, now).await
-    }
-    async fn read_checkpoint(
-        &self,
-        table: &str,
-        id: &str,
-    ) -> Result<Option<i64>, ttl_sweeper::store::StoreError> {
-        self.0.read_checkpoint(table, id).await
-    }
-    async fn advance_checkpoint(
-        &self,
-        table: &str,
-        id: &str,
-        to: i64,
-    ) -> Result<bool, ttl_sweeper::store::StoreError> {
-        self.0.advance_checkpoint(table, id, to).await
+    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
+        if matches!(call, Call::QueryExpired { .. }) {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        self.0.call(call).await
     }
 }

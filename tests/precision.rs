@@ -9,14 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use ttl_sweeper::runner::{run_ticks, Ticks};
-use ttl_sweeper::store::{DynamoStore, Key, Store};
-use ttl_sweeper::sweep::{Stop, SweepOptions, Sweeper};
-use ttl_sweeper::window::{iso_millis, window_attribute};
-
-fn clock() -> f64 {
-    wall_clock()
-}
+use ttl_sweeper::engine::{run_ticks, Ticks};
+use ttl_sweeper::engine::{Stop, Sweeper};
+use ttl_sweeper::expiry::iso_millis;
+use ttl_sweeper::expiry::window::window_attribute;
+use ttl_sweeper::expiry::Timestamp;
+use ttl_sweeper::store::{DynamoStore, Key, StoreExt};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_second_ticks_delete_each_item_within_two_seconds_of_its_ttl() {
@@ -34,7 +32,7 @@ async fn one_second_ticks_delete_each_item_within_two_seconds_of_its_ttl() {
 
     let cfg = config(&table, &[("LOOKBACK_WINDOWS", "2")]);
     let (store, schema) = store_and_schema(&cfg).await;
-    let sweeper = Sweeper::new(store, schema, SweepOptions::from_config(&cfg));
+    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
     let ticks = Ticks {
         every: Duration::from_secs(1),
         full_every: Duration::from_secs(60),
@@ -50,7 +48,7 @@ async fn one_second_ticks_delete_each_item_within_two_seconds_of_its_ttl() {
             let mut gone: HashMap<String, f64> = HashMap::new();
             while !done.load(Ordering::SeqCst) {
                 let present: HashSet<String> = ids(&client, &table).await.into_iter().collect();
-                let t = clock();
+                let t = wall_clock();
                 for id in ttls.keys() {
                     if !present.contains(id) {
                         gone.entry(id.clone()).or_insert(t);
@@ -61,7 +59,15 @@ async fn one_second_ticks_delete_each_item_within_two_seconds_of_its_ttl() {
             gone
         })
     };
-    let report = run_ticks(&sweeper, start, clock, &ticks, &Stop::never(), |_| {}).await;
+    let report = run_ticks(
+        &sweeper,
+        Timestamp::from_secs(start),
+        clock,
+        &ticks,
+        &Stop::never(),
+        |_| {},
+    )
+    .await;
     done.store(true, Ordering::SeqCst);
     let gone = watcher.await.unwrap();
 
@@ -128,15 +134,15 @@ async fn sharded_items_written_with_the_documented_hash_are_all_swept() {
     // Unsharded configuration misses them all: the sweeper must be told the shard count.
     let unsharded = config(&table, &[]);
     let (store, schema) = store_and_schema(&unsharded).await;
-    let report = Sweeper::new(store, schema, SweepOptions::from_config(&unsharded))
-        .sweep(now, &Stop::never())
+    let report = Sweeper::new(store, schema, unsharded.sweep_options())
+        .sweep(Timestamp::from_secs(now), &Stop::never())
         .await;
     assert_eq!(report.items_found, 0);
 
     let cfg = config(&table, &[("WINDOW_SHARDS", "8")]);
     let (store, schema) = store_and_schema(&cfg).await;
-    let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
-        .sweep(now, &Stop::never())
+    let report = Sweeper::new(store, schema, cfg.sweep_options())
+        .sweep(Timestamp::from_secs(now), &Stop::never())
         .await;
     assert!(report.is_success(), "{report:?}");
     assert_eq!(report.items_deleted, 180);
@@ -173,7 +179,7 @@ async fn after_a_three_hour_outage_one_sweep_deletes_everything_that_expired_in_
     let store = DynamoStore::new(client.clone());
     let id = format!("{table}/expirationWindowIndex");
     assert!(store
-        .advance_checkpoint(&checkpoints, &id, outage_start)
+        .advance_checkpoint(&checkpoints, &id, outage_start, clock())
         .await
         .unwrap());
     // ... and items kept expiring: one every 2 minutes for 3 hours, far past the 15-window lookback.
@@ -185,8 +191,10 @@ async fn after_a_three_hour_outage_one_sweep_deletes_everything_that_expired_in_
     put_items(&client, &table, vec![session("future", now + 600)]).await;
 
     let (store, schema) = store_and_schema(&cfg).await;
-    let sweeper = Sweeper::new(store, schema, SweepOptions::from_config(&cfg));
-    let report = sweeper.sweep(now, &Stop::never()).await;
+    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    let report = sweeper
+        .sweep(Timestamp::from_secs(now), &Stop::never())
+        .await;
     assert!(report.is_success(), "{report:?}");
     assert_eq!(report.items_deleted, 90, "{report:?}");
     assert!(report.windows_swept >= 180);
@@ -225,7 +233,7 @@ async fn the_catch_up_cap_limits_how_far_back_a_sweep_goes() {
     let store = DynamoStore::new(client.clone());
     let id = format!("{table}/expirationWindowIndex");
     store
-        .advance_checkpoint(&checkpoints, &id, now - 3 * 3600)
+        .advance_checkpoint(&checkpoints, &id, now - 3 * 3600, clock())
         .await
         .unwrap();
     put_items(
@@ -238,8 +246,8 @@ async fn the_catch_up_cap_limits_how_far_back_a_sweep_goes() {
     )
     .await;
     let (store, schema) = store_and_schema(&cfg).await;
-    let report = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
-        .sweep(now, &Stop::never())
+    let report = Sweeper::new(store, schema, cfg.sweep_options())
+        .sweep(Timestamp::from_secs(now), &Stop::never())
         .await;
     assert!(report.catchup_capped);
     assert_eq!(report.items_deleted, 1);
@@ -253,7 +261,7 @@ async fn concurrent_sweeps_leave_a_correct_checkpoint_that_never_moves_back() {
     let start = (now / 60) * 60 - 3600;
     let id = format!("{table}/expirationWindowIndex");
     DynamoStore::new(client.clone())
-        .advance_checkpoint(&checkpoints, &id, start)
+        .advance_checkpoint(&checkpoints, &id, start, clock())
         .await
         .unwrap();
     put_items(
@@ -266,14 +274,17 @@ async fn concurrent_sweeps_leave_a_correct_checkpoint_that_never_moves_back() {
     .await;
 
     let (store_a, schema) = store_and_schema(&cfg).await;
-    let a = Sweeper::new(store_a, schema.clone(), SweepOptions::from_config(&cfg));
+    let a = Sweeper::new(store_a, schema.clone(), cfg.sweep_options());
     let b = Sweeper::new(
         DynamoStore::new(client.clone()),
         schema,
-        SweepOptions::from_config(&cfg),
+        cfg.sweep_options(),
     );
     let never = Stop::never();
-    let (ra, rb) = tokio::join!(a.sweep(now, &never), b.sweep(now, &never));
+    let (ra, rb) = tokio::join!(
+        a.sweep(Timestamp::from_secs(now), &never),
+        b.sweep(Timestamp::from_secs(now), &never)
+    );
     assert!(ra.is_success() && rb.is_success());
     let expired = (0..120).filter(|i| start + 1 + i * 30 < now).count() as u64;
     // Batch deletes are idempotent: both sweeps may count the same item; none may miss one.
@@ -290,7 +301,9 @@ async fn concurrent_sweeps_leave_a_correct_checkpoint_that_never_moves_back() {
     assert_eq!(cp, newest_complete);
 
     // A late sweep as of an earlier instant must not move it back.
-    let late = a.sweep(now - 900, &Stop::never()).await;
+    let late = a
+        .sweep(Timestamp::from_secs(now - 900), &Stop::never())
+        .await;
     assert!(late.is_success());
     assert_eq!(
         a.store().read_checkpoint(&checkpoints, &id).await.unwrap(),
@@ -298,7 +311,7 @@ async fn concurrent_sweeps_leave_a_correct_checkpoint_that_never_moves_back() {
     );
     assert!(!a
         .store()
-        .advance_checkpoint(&checkpoints, &id, start)
+        .advance_checkpoint(&checkpoints, &id, start, clock())
         .await
         .unwrap());
     assert_eq!(
@@ -368,7 +381,7 @@ async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_w
     let start = (now / 60) * 60 - 600;
     let id = format!("{table}/expirationWindowIndex");
     DynamoStore::new(client.clone())
-        .advance_checkpoint(&checkpoints, &id, start)
+        .advance_checkpoint(&checkpoints, &id, start, clock())
         .await
         .unwrap();
     // 30 expired items in each of the 10 windows after the checkpoint.
@@ -391,11 +404,13 @@ async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_w
         }
         Box::pin(async {})
     }));
-    let mut options = SweepOptions::from_config(&cfg);
+    let mut options = cfg.sweep_options();
     options.max_concurrency = 1; // one partition at a time, newest first
     options.page_limit = Some(10);
     let sweeper = Sweeper::new(store, schema, options);
-    let first = sweeper.sweep(now, &Stop::never().with_cancel(token)).await;
+    let first = sweeper
+        .sweep(Timestamp::from_secs(now), &Stop::never().with_cancel(token))
+        .await;
     assert!(first.stopped_early, "{first:?}");
     assert!(
         first.items_deleted >= 25 && first.items_deleted < 300,
@@ -417,8 +432,8 @@ async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_w
 
     // The next run finishes the job and only then moves the checkpoint.
     let (store, schema) = store_and_schema(&cfg).await;
-    let second = Sweeper::new(store, schema, SweepOptions::from_config(&cfg))
-        .sweep(now, &Stop::never())
+    let second = Sweeper::new(store, schema, cfg.sweep_options())
+        .sweep(Timestamp::from_secs(now), &Stop::never())
         .await;
     assert!(second.is_success() && second.is_complete(), "{second:?}");
     assert_eq!(first.items_deleted + second.items_deleted, 300);

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use base64::Engine as _;
 use serde_json::Value;
-use ttl_sweeper::window::{parse_ttl, window_attribute};
+use ttl_sweeper::expiry::window::{parse_ttl, window_attribute};
 
 fn vectors() -> Vec<Value> {
     let text = std::fs::read_to_string(concat!(

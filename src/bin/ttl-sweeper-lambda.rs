@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use lambda_runtime::{service_fn, LambdaEvent};
 use serde_json::Value;
 use ttl_sweeper::config::Config;
-use ttl_sweeper::handler::{handle, Settings};
-use ttl_sweeper::telemetry::{self, LogFormat, DEFAULT_NAMESPACE};
+use ttl_sweeper::lambda::handle;
+use ttl_sweeper::telemetry::{self, LogFormat};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -22,7 +22,6 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let namespace = std::env::var("METRICS_NAMESPACE").unwrap_or_else(|_| DEFAULT_NAMESPACE.into());
     let sweeper = match ttl_sweeper::connect(&config).await {
         Ok(sweeper) => sweeper,
         Err(e) => {
@@ -31,7 +30,7 @@ async fn main() -> ExitCode {
         }
     };
     tracing::info!(table = %config.table_name, index = %config.index_name, mode = %config.delete_mode, "ready");
-    let settings = Settings::new(&config, namespace);
+    let settings = config.handler_settings();
     let (sweeper, settings) = (&sweeper, &settings);
     let handler = service_fn(move |event: LambdaEvent<Value>| async move {
         let remaining = event

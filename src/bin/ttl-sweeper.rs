@@ -2,25 +2,12 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use std::time::Duration;
-use ttl_sweeper::config::Config;
-use ttl_sweeper::event::{parse_time, sweep_instant, Trigger};
-use ttl_sweeper::telemetry::{self, LogFormat};
-
-use aws_sdk_dynamodb::types::AttributeValue;
-use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
-use ttl_sweeper::backfill::{default_segments, BackfillOptions, BackfillState};
-use ttl_sweeper::config::parse_duration;
-use ttl_sweeper::item::Layout;
-use ttl_sweeper::runner::{run_ticks, Ticks};
-use ttl_sweeper::store::{DynamoStore, TableInfo, TableSchema};
-use ttl_sweeper::sweep::{Stop, SweepReport};
-use ttl_sweeper::window::{
-    parse_ttl, partition_key, shard_of, Window, MAX_SHARDS, MAX_WINDOW_SECONDS,
-};
+use ttl_sweeper::cli;
+use ttl_sweeper::config::Config;
+use ttl_sweeper::expiry::Timestamp;
+use ttl_sweeper::telemetry::{self, LogFormat};
 
 /// Precise item expiry for Amazon DynamoDB.
 #[derive(Debug, Parser)]
@@ -174,6 +161,10 @@ struct ConfigArgs {
 }
 
 impl ConfigArgs {
+    fn parse(&self) -> Result<Config, ttl_sweeper::config::ConfigError> {
+        Config::from_lookup(|v| self.lookup(v))
+    }
+
     fn lookup(&self, var: &str) -> Option<String> {
         match var {
             "TABLE_NAME" => self.table_name.clone(),
@@ -204,7 +195,7 @@ async fn main() -> ExitCode {
     };
     let level = ["info", "debug", "trace"][usize::from(cli.verbose.min(2))];
     telemetry::init(format, level, false);
-    match run(cli.command).await {
+    match dispatch(cli.command).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -213,7 +204,11 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(command: Command) -> anyhow::Result<ExitCode> {
+fn wall_clock() -> Timestamp {
+    Timestamp::from_datetime(chrono::Utc::now())
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Window {
             ttl,
@@ -221,104 +216,53 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             shards,
             key,
         } => {
-            anyhow::ensure!(
-                (1..=MAX_WINDOW_SECONDS).contains(&window_seconds),
-                "--window-seconds (WINDOW_SECONDS) must be from 1 to 86400, got {window_seconds}"
+            println!(
+                "{}",
+                cli::window(&ttl, window_seconds, shards, key.as_deref())?
             );
-            anyhow::ensure!(
-                (1..=MAX_SHARDS).contains(&shards),
-                "--shards (WINDOW_SHARDS) must be from 1 to {MAX_SHARDS}, got {shards}"
-            );
-            let window = Window::containing(parse_ttl(&ttl)?, window_seconds);
-            let shard = match (&key, shards) {
-                (_, 1) => 0,
-                (None, _) => anyhow::bail!(
-                    "--shards {shards} needs --key: the shard comes from the item's partition key"
-                ),
-                (Some(json), _) => shard_of(&partition_key_bytes(json)?, shards),
-            };
-            println!("{}", partition_key(window, shard, shards));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Backfill(args) => backfill(*args).await,
-        Command::Audit(args) => audit(*args).await,
+        Command::Sweep(args) => {
+            let config = args.config.parse()?;
+            let report = cli::sweep(
+                &config,
+                args.at.as_deref(),
+                args.allow_future,
+                chrono::Utc::now(),
+            )
+            .await?;
+            cli::finish(&report)
+        }
         Command::Run(args) => {
-            let config = Config::from_lookup(|v| args.config.lookup(v))?;
-            let every = parse_duration(&args.every)
-                .filter(|d| *d >= Duration::from_millis(100))
-                .with_context(|| {
-                    format!(
-                        "--every {:?}: expected a duration of at least 100ms, e.g. `1s`",
-                        args.every
-                    )
-                })?;
-            let sweeper = ttl_sweeper::connect(&config).await?;
+            let config = args.config.parse()?;
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));
-            let ticks = Ticks {
-                every,
-                full_every: Duration::from_secs(u64::from(config.schedule_seconds)),
-                until: None,
-            };
-            let stop = Stop::never().with_cancel(shutdown);
-            let clock = || chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
-            tracing::info!(table = %config.table_name, every = ?every, "running until SIGINT or SIGTERM");
-            let first = chrono::Utc::now().timestamp();
-            let report =
-                run_ticks(&sweeper, first, clock, &ticks, &stop, telemetry::log_tick).await;
-            tracing::info!("stopped");
-            finish(&report)
+            let report = cli::run(&config, &args.every, wall_clock, shutdown).await?;
+            cli::finish(&report)
         }
-        Command::Sweep(args) => {
-            let config = Config::from_lookup(|v| args.config.lookup(v))?;
-            let clock = chrono::Utc::now();
-            let now = match &args.at {
-                None => clock.timestamp(),
-                Some(at) => {
-                    let at = parse_time(at).context("--at")?;
-                    if args.allow_future {
-                        at.timestamp()
-                    } else {
-                        let (now, clamped) = sweep_instant(Trigger::At(at), clock);
-                        anyhow::ensure!(
-                            !clamped,
-                            "--at {at} is in the future: sweeping as of it would delete items that \
-                             have not expired (pass --allow-future to do so on purpose)"
-                        );
-                        now
-                    }
-                }
+        Command::Backfill(args) => {
+            let config = args.config.parse()?;
+            let options = cli::BackfillArgs {
+                segments: args.segments,
+                max_wcu: args.max_wcu,
+                dry_run: args.dry_run,
+                state: args.state,
+                resume: args.resume,
+                page_size: args.page_size,
             };
-            let sweeper = ttl_sweeper::connect(&config).await?;
-            let report = sweeper.sweep(now, &Stop::never()).await;
-            finish(&report)
+            cli::backfill(&config, options, wall_clock()).await
+        }
+        Command::Audit(args) => {
+            let config = args.config.parse()?;
+            let options = cli::AuditArgs {
+                segments: args.segments,
+                sample: args.sample,
+                max_expired_age: args.max_expired_age,
+                max_problems: args.max_problems,
+            };
+            cli::audit(&config, options, wall_clock()).await
         }
     }
-}
-
-/// The bytes the shard hash is taken over, from a partition key value in DynamoDB JSON:
-/// parsed into an attribute value, then hashed by the same rule writers use.
-fn partition_key_bytes(json: &str) -> anyhow::Result<Vec<u8>> {
-    let value: serde_json::Value = serde_json::from_str(json).context("--key is not JSON")?;
-    let obj = value
-        .as_object()
-        .filter(|o| o.len() == 1)
-        .context("--key must be one typed value like {\"S\":\"user#42\"} or a one-attribute key")?;
-    let (name, inner) = obj.iter().next().expect("one entry");
-    let attribute = match (name.as_str(), inner) {
-        ("S", serde_json::Value::String(s)) => AttributeValue::S(s.clone()),
-        ("N", serde_json::Value::String(n)) => AttributeValue::N(n.clone()),
-        ("B", serde_json::Value::String(b64)) => {
-            use base64::Engine as _;
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .context("--key: the B value is not base64")?;
-            AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(bytes))
-        }
-        (_, serde_json::Value::Object(_)) => return partition_key_bytes(&inner.to_string()),
-        _ => anyhow::bail!("--key: unsupported value {value}; use S, N or B"),
-    };
-    Ok(ttl_sweeper::item::partition_key_bytes(&attribute).expect("S, N and B are key types"))
 }
 
 /// Cancels `token` on SIGINT or SIGTERM: the sweep in flight finishes its requests and stops.
@@ -333,170 +277,4 @@ async fn cancel_on_signal(token: CancellationToken) {
     }
     tracing::info!("signal received: finishing the requests in flight");
     token.cancel();
-}
-
-/// Logs the summary, prints the report as one JSON line, and maps success to the exit status.
-fn finish(report: &SweepReport) -> anyhow::Result<ExitCode> {
-    telemetry::log_summary(report);
-    println!("{}", serde_json::to_string(report)?);
-    Ok(if report.is_success() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
-}
-
-/// What the tools that scan need: the configuration, the store, the table's key schema, the
-/// window layout, and the table's size (all from one `DescribeTable`).
-struct ScanSetup {
-    config: Config,
-    store: DynamoStore,
-    schema: TableSchema,
-    layout: Layout,
-    info: TableInfo,
-}
-
-async fn scan_setup(config: &ConfigArgs) -> anyhow::Result<ScanSetup> {
-    let config = Config::from_lookup(|v| config.lookup(v))?;
-    let store = DynamoStore::from_env().await;
-    let info = store.table_info(&config.table_name).await?;
-    let schema = TableSchema {
-        table_name: config.table_name.clone(),
-        index_name: config.index_name.clone(),
-        key_attributes: info.key_attributes.clone(),
-        window_attribute: config.window_attribute.clone(),
-        ttl_attribute: config.ttl_attribute.clone(),
-    };
-    let layout = Layout::from_config(&config);
-    Ok(ScanSetup {
-        config,
-        store,
-        schema,
-        layout,
-        info,
-    })
-}
-
-async fn backfill(args: BackfillArgs) -> anyhow::Result<ExitCode> {
-    let ScanSetup {
-        config,
-        store,
-        schema,
-        layout,
-        info,
-    } = scan_setup(&args.config).await?;
-    let path = args.state.clone().unwrap_or_else(|| {
-        format!(
-            "ttl-sweeper-backfill-{}.json",
-            config.table_name.replace(['/', ':'], "_")
-        )
-        .into()
-    });
-    let state = if args.resume {
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("--resume: cannot read {}", path.display()))?;
-        let state: BackfillState = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "--resume: {} is not a backfill progress file",
-                path.display()
-            )
-        })?;
-        anyhow::ensure!(
-            state.table == config.table_name
-                && state.window_seconds == layout.window_seconds
-                && state.window_shards == layout.window_shards,
-            "--resume: {} is for table {:?} with {} s windows and {} shards; this run is for {:?} with {} s and {}",
-            path.display(), state.table, state.window_seconds, state.window_shards,
-            config.table_name, layout.window_seconds, layout.window_shards
-        );
-        state
-    } else {
-        anyhow::ensure!(
-            !path.exists() || args.dry_run,
-            "{} exists: pass --resume to continue that run, or remove it to start over",
-            path.display()
-        );
-        let segments = match args.segments {
-            Some(n) => n.clamp(1, 1_000_000),
-            None => default_segments(info.size_bytes),
-        };
-        BackfillState::new(&config.table_name, &layout, segments)
-    };
-    let bar = ProgressBar::new(info.item_count.max(0) as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {pos}/{len} items scanned ({per_sec}, eta {eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let dry_run = args.dry_run;
-    let save = |s: &BackfillState| {
-        if !dry_run {
-            if let Err(e) = write_atomically(&path, s) {
-                tracing::warn!(error = %e, path = %path.display(), "could not save progress");
-            }
-        }
-    };
-    let progress = |n: u64| bar.set_position(n);
-    let options = BackfillOptions {
-        dry_run,
-        max_wcu: args.max_wcu,
-        page_limit: Some(args.page_size.max(1)),
-        now: chrono::Utc::now().timestamp(),
-    };
-    let done = ttl_sweeper::backfill::backfill(
-        &store, &schema, &layout, &options, state, &save, &progress,
-    )
-    .await;
-    bar.finish_and_clear();
-    println!("{}", serde_json::to_string(&done.report)?);
-    Ok(if done.report.errors.is_empty() && done.report.complete {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
-}
-
-fn write_atomically(path: &std::path::Path, state: &BackfillState) -> anyhow::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(state)?)?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
-}
-
-async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
-    let max_age = parse_duration(&args.max_expired_age).with_context(|| {
-        format!(
-            "--max-expired-age {:?}: expected a duration such as 5m",
-            args.max_expired_age
-        )
-    })?;
-    let ScanSetup {
-        store,
-        schema,
-        layout,
-        ..
-    } = scan_setup(&args.config).await?;
-    let now = chrono::Utc::now().timestamp();
-    let report =
-        ttl_sweeper::audit::audit(&store, &schema, &layout, args.segments, args.sample, now)
-            .await?;
-    println!("{}", serde_json::to_string(&report)?);
-    let too_old = report.oldest_expired_age_seconds > max_age.as_secs() as i64;
-    let too_many = report.writer_problems() > args.max_problems;
-    if too_old {
-        tracing::error!(
-            age_s = report.oldest_expired_age_seconds,
-            "expired items are present longer than --max-expired-age"
-        );
-    }
-    if too_many {
-        tracing::error!(
-            problems = report.writer_problems(),
-            "items the sweeper cannot see exceed --max-problems"
-        );
-    }
-    Ok(if too_old || too_many {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
 }

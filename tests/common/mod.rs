@@ -21,8 +21,9 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 use ttl_sweeper::config::Config;
+use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{
-    ConditionalOutcome, DynamoStore, Key, Page, Store, StoreError, TableSchema,
+    Call, ConditionalOutcome, DynamoStore, Key, Reply, Store, StoreError, TableSchema,
 };
 
 pub use aws_sdk_dynamodb::types::AttributeValue as AV;
@@ -317,7 +318,7 @@ pub fn session(id: &str, ttl: i64) -> Key {
         ("ttl".into(), AV::N(ttl.to_string())),
         (
             "expirationWindow".into(),
-            AV::S(ttl_sweeper::window::window_key(ttl as f64, 60).unwrap()),
+            AV::S(ttl_sweeper::expiry::window::window_key(ttl as f64, 60).unwrap()),
         ),
     ])
 }
@@ -415,78 +416,79 @@ impl<S> Instrumented<S> {
     }
 }
 
+/// The wall clock, as the engine reads it.
+pub fn clock() -> Timestamp {
+    Timestamp::from_datetime(chrono::Utc::now())
+}
+
 /// Epoch seconds with fraction.
 pub fn wall_clock() -> f64 {
     chrono::Utc::now().timestamp_millis() as f64 / 1000.0
 }
 
 impl<S: Store> Store for Instrumented<S> {
-    async fn query_expired(
-        &self,
-        schema: &TableSchema,
-        window_key: &str,
-        now: i64,
-        start: Option<Key>,
-        limit: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        self.queries.fetch_add(1, Ordering::SeqCst);
-        let page = self
-            .inner
-            .query_expired(schema, window_key, now, start, limit)
-            .await?;
-        if page.next.is_some() {
-            self.pages_with_more.fetch_add(1, Ordering::SeqCst);
-        }
-        Ok(page)
-    }
-
-    async fn batch_delete(
-        &self,
-        schema: &TableSchema,
-        keys: Vec<Key>,
-    ) -> Result<Vec<Key>, StoreError> {
-        if let Some(hook) = &self.before_delete {
-            for k in &keys {
-                hook(k).await;
+    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
+        match call {
+            Call::QueryExpired { .. } => {
+                self.queries.fetch_add(1, Ordering::SeqCst);
+                let reply = self.inner.call(call).await?;
+                if matches!(&reply, Reply::Page(page) if page.next.is_some()) {
+                    self.pages_with_more.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(reply)
             }
+            Call::BatchDelete { schema, keys } => {
+                if let Some(hook) = &self.before_delete {
+                    for k in &keys {
+                        hook(k).await;
+                    }
+                }
+                let call = Call::BatchDelete {
+                    schema,
+                    keys: keys.clone(),
+                };
+                let reply = self.inner.call(call).await?;
+                if let Reply::Unprocessed(unprocessed) = &reply {
+                    self.record(keys.iter().filter(|k| !unprocessed.contains(k)));
+                }
+                Ok(reply)
+            }
+            Call::DeleteIfExpired { ref key, .. } => {
+                if let Some(hook) = &self.before_delete {
+                    hook(key).await;
+                }
+                let key = key.clone();
+                let reply = self.inner.call(call).await?;
+                if matches!(reply, Reply::Conditional(ConditionalOutcome::Deleted)) {
+                    self.record(std::iter::once(&key));
+                }
+                Ok(reply)
+            }
+            other => self.inner.call(other).await,
         }
-        let unprocessed = self.inner.batch_delete(schema, keys.clone()).await?;
-        self.record(keys.iter().filter(|k| !unprocessed.contains(k)));
-        Ok(unprocessed)
     }
+}
 
-    async fn delete_if_expired(
-        &self,
-        schema: &TableSchema,
-        key: Key,
-        now: i64,
-    ) -> Result<ConditionalOutcome, StoreError> {
-        if let Some(hook) = &self.before_delete {
-            hook(&key).await;
-        }
-        let outcome = self
-            .inner
-            .delete_if_expired(schema, key.clone(), now)
-            .await?;
-        if outcome == ConditionalOutcome::Deleted {
-            self.record(std::iter::once(&key));
-        }
-        Ok(outcome)
-    }
+/// `DescribeTable` checks for a configuration's table, index and layout.
+#[allow(async_fn_in_trait)]
+pub trait DescribeConfig {
+    async fn describe_config(&self, config: &Config) -> Result<TableSchema, StoreError>;
+}
 
-    async fn read_checkpoint(&self, table: &str, id: &str) -> Result<Option<i64>, StoreError> {
-        self.inner.read_checkpoint(table, id).await
-    }
-
-    async fn advance_checkpoint(&self, table: &str, id: &str, to: i64) -> Result<bool, StoreError> {
-        self.inner.advance_checkpoint(table, id, to).await
+impl DescribeConfig for DynamoStore {
+    async fn describe_config(&self, config: &Config) -> Result<TableSchema, StoreError> {
+        self.describe(&config.table_name, &config.index_name, &config.layout())
+            .await
     }
 }
 
 /// A `DynamoStore` on the test server and the schema of `config`'s table.
 pub async fn store_and_schema(config: &Config) -> (DynamoStore, TableSchema) {
     let store = DynamoStore::new(client().await);
-    let schema = store.describe(config).await.expect("describe table");
+    let schema = store
+        .describe(&config.table_name, &config.index_name, &config.layout())
+        .await
+        .expect("describe table");
     (store, schema)
 }
 

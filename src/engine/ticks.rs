@@ -15,12 +15,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::{Stop, SweepReport, Sweeper};
+use crate::expiry::window::windows_since;
+use crate::expiry::Timestamp;
 use crate::store::Store;
-use crate::sweep::{Stop, SweepReport, Sweeper};
-use crate::window::windows_since;
 
-/// How far past the start of a second a tick runs, so that the second has certainly begun.
-const TICK_OFFSET: f64 = 0.02;
+/// How far past the start of a second a tick runs (ms), so that the second has certainly begun.
+const TICK_OFFSET_MS: i64 = 20;
 
 /// When and how often to sweep.
 #[derive(Debug, Clone)]
@@ -33,20 +34,20 @@ pub struct Ticks {
     pub until: Option<Instant>,
 }
 
-/// The wall-clock time to sleep until the next tick boundary after `clock_secs` (epoch seconds
-/// with fraction) for ticks of `every`.
-pub fn until_next_tick(clock_secs: f64, every: Duration) -> Duration {
-    let period = every.as_secs_f64().max(0.001);
-    let next = ((clock_secs - TICK_OFFSET) / period).floor() * period + period + TICK_OFFSET;
-    Duration::from_secs_f64((next - clock_secs).max(0.0))
+/// The wall-clock time to sleep from `clock` until the next tick boundary for ticks of `every`.
+pub fn until_next_tick(clock: Timestamp, every: Duration) -> Duration {
+    let period = i64::try_from(every.as_millis()).unwrap_or(i64::MAX).max(1);
+    let next =
+        (clock.millis() - TICK_OFFSET_MS).div_euclid(period) * period + period + TICK_OFFSET_MS;
+    Duration::from_millis(u64::try_from(next - clock.millis()).unwrap_or(0))
 }
 
 /// Sweeps once as of `first_now`, then on every tick as of the clock, until `ticks.until` or
-/// `stop`; returns the merged report. `clock` returns the current epoch time in seconds with
-/// fraction; `on_tick` sees each tick's own report.
+/// `stop`; returns the merged report. `clock` reads the wall clock; `on_tick` sees each tick's
+/// own report.
 pub async fn run_ticks<S, C, F>(
     sweeper: &Sweeper<S>,
-    first_now: i64,
+    first_now: Timestamp,
     clock: C,
     ticks: &Ticks,
     stop: &Stop,
@@ -54,13 +55,13 @@ pub async fn run_ticks<S, C, F>(
 ) -> SweepReport
 where
     S: Store,
-    C: Fn() -> f64,
+    C: Fn() -> Timestamp,
     F: FnMut(&SweepReport),
 {
     let started = Instant::now();
-    let width = sweeper.options().window_seconds;
+    let width = sweeper.schema().layout.window_seconds;
     let mut total = SweepReport::default();
-    let mut prev_now: Option<i64> = None;
+    let mut prev_now: Option<Timestamp> = None;
     let mut last_full: Option<Instant> = None;
     loop {
         if let Some(prev) = prev_now {
@@ -73,7 +74,7 @@ where
                 _ = tokio::time::sleep_until(wake) => {}
                 _ = stop.token().cancelled() => break,
             }
-            let now = (clock().floor() as i64).max(prev);
+            let now = clock().floor_to_second().max(prev);
             let report = if last_full.is_some_and(|t| t.elapsed() < ticks.full_every) {
                 sweeper
                     .sweep_windows(now, &windows_since(prev, now, width), stop)
@@ -107,16 +108,22 @@ mod tests {
     #[test]
     fn ticks_land_just_after_second_boundaries() {
         let one = Duration::from_secs(1);
-        let d = until_next_tick(100.5, one);
-        assert!((d.as_secs_f64() - 0.52).abs() < 1e-9, "{d:?}");
-        // just before the offset: wait for this second's tick
-        let d = until_next_tick(101.01, one);
-        assert!((d.as_secs_f64() - 0.01).abs() < 1e-9, "{d:?}");
-        // right on a tick: the next one
-        let d = until_next_tick(101.02, one);
-        assert!((d.as_secs_f64() - 1.0).abs() < 1e-9, "{d:?}");
-        // 5 s ticks align to multiples of 5
-        let d = until_next_tick(103.0, Duration::from_secs(5));
-        assert!((d.as_secs_f64() - 2.02).abs() < 1e-9, "{d:?}");
+        let at = Timestamp::from_millis;
+        // (clock ms, period, expected wait ms)
+        let cases = [
+            (100_500, one, 520),
+            (101_010, one, 10),    // just before the offset: this second's tick
+            (101_020, one, 1_000), // right on a tick: the next one
+            (103_000, Duration::from_secs(5), 2_020), // 5 s ticks align to multiples of 5
+            (100_000, Duration::from_millis(250), 20),
+            (100_030, Duration::from_millis(250), 240),
+        ];
+        for (clock, every, wait) in cases {
+            assert_eq!(
+                until_next_tick(at(clock), every),
+                Duration::from_millis(wait),
+                "{clock} {every:?}"
+            );
+        }
     }
 }

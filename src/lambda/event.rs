@@ -13,6 +13,8 @@ use aws_lambda_events::eventbridge::EventBridgeEvent;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::expiry::Timestamp;
+
 /// How far ahead of the clock an event's time may be before it is reported as suspicious.
 pub const CLOCK_SKEW_TOLERANCE_SECS: i64 = 5;
 
@@ -90,9 +92,9 @@ pub fn parse_time(text: &str) -> Result<DateTime<Utc>, EventError> {
 
 /// The instant to sweep as of, in whole epoch seconds: the trigger's time, never later than the
 /// clock. Returns the instant and whether the event time had to be pulled back.
-pub fn sweep_instant(trigger: Trigger, clock: DateTime<Utc>) -> (i64, bool) {
+pub fn sweep_instant(trigger: Trigger, clock: DateTime<Utc>) -> (Timestamp, bool) {
     let clock_secs = clock.timestamp();
-    match trigger {
+    let (secs, clamped) = match trigger {
         Trigger::Now => (clock_secs, false),
         Trigger::At(t) => {
             let t = t.timestamp();
@@ -102,7 +104,8 @@ pub fn sweep_instant(trigger: Trigger, clock: DateTime<Utc>) -> (i64, bool) {
                 (t, false)
             }
         }
-    }
+    };
+    (Timestamp::from_secs(secs), clamped)
 }
 
 fn summarize(value: &Value) -> String {
@@ -132,7 +135,7 @@ mod tests {
     #[test]
     fn scheduled_event_fixture_gives_its_time() {
         let v: Value =
-            serde_json::from_slice(include_bytes!("../tests/fixtures/scheduled-event.json"))
+            serde_json::from_slice(include_bytes!("../../tests/fixtures/scheduled-event.json"))
                 .unwrap();
         assert_eq!(parse_event(&v), Ok(Trigger::At(t("2022-07-19T20:55:00Z"))));
     }
@@ -180,14 +183,14 @@ mod tests {
     fn future_event_times_are_clamped_to_the_clock() {
         let clock = t("2022-07-19T20:55:00Z");
         let (at, warn) = sweep_instant(Trigger::At(t("2022-07-19T20:54:00Z")), clock);
-        assert_eq!((at, warn), (clock.timestamp() - 60, false));
+        assert_eq!((at.secs(), warn), (clock.timestamp() - 60, false));
         let (at, warn) = sweep_instant(Trigger::At(t("2022-07-19T20:55:02Z")), clock);
-        assert_eq!((at, warn), (clock.timestamp(), false));
+        assert_eq!((at.secs(), warn), (clock.timestamp(), false));
         let (at, warn) = sweep_instant(Trigger::At(t("2099-01-01T00:00:00Z")), clock);
-        assert_eq!((at, warn), (clock.timestamp(), true));
+        assert_eq!((at.secs(), warn), (clock.timestamp(), true));
         assert_eq!(
             sweep_instant(Trigger::Now, clock),
-            (clock.timestamp(), false)
+            (Timestamp::from_secs(clock.timestamp()), false)
         );
     }
 
@@ -202,7 +205,7 @@ mod tests {
             let clock = DateTime::<Utc>::from_timestamp(clock, 0).unwrap();
             for v in [json!({"time": time}), json!({"source": "aws.events", "time": time}), json!({key.clone(): time})] {
                 if let Ok(trigger) = parse_event(&v) {
-                    prop_assert!(sweep_instant(trigger, clock).0 <= clock.timestamp());
+                    prop_assert!(sweep_instant(trigger, clock).0.secs() <= clock.timestamp());
                 }
             }
         }

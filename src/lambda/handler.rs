@@ -8,11 +8,10 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::config::Config;
-use crate::event::{parse_event, sweep_instant, EventError};
-use crate::runner::{run_ticks, Ticks};
+use super::event::{parse_event, sweep_instant, EventError};
+use crate::engine::{run_ticks, Stop, SweepReport, Sweeper, Ticks};
+use crate::expiry::Timestamp;
 use crate::store::Store;
-use crate::sweep::{Stop, SweepReport, Sweeper};
 use crate::telemetry;
 
 /// Time kept free before the Lambda deadline to finish in-flight requests and report.
@@ -23,27 +22,14 @@ pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
 pub const SCHEDULE_MARGIN: Duration = Duration::from_secs(2);
 
 /// How invocations behave, from configuration.
-#[derive(Debug, Clone)]
-pub struct Settings {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerSettings {
     /// CloudWatch namespace of the EMF metrics.
     pub namespace: String,
     /// Tick period, in tick mode.
     pub tick: Option<Duration>,
     /// Period of the schedule that invokes the function.
     pub schedule: Duration,
-}
-
-impl Settings {
-    /// Settings from configuration and the metrics namespace.
-    pub fn new(config: &Config, namespace: impl Into<String>) -> Self {
-        Settings {
-            namespace: namespace.into(),
-            tick: config
-                .tick_seconds
-                .map(|s| Duration::from_secs(u64::from(s))),
-            schedule: Duration::from_secs(u64::from(config.schedule_seconds)),
-        }
-    }
 }
 
 /// Why an invocation failed.
@@ -96,7 +82,7 @@ pub async fn handle<S: Store>(
     event: &Value,
     clock: impl Fn() -> DateTime<Utc>,
     remaining: Option<Duration>,
-    settings: &Settings,
+    settings: &HandlerSettings,
 ) -> Result<SweepReport, HandlerError> {
     let trigger = parse_event(event).inspect_err(|e| {
         tracing::error!(error = %e, "rejected the invocation's event; nothing swept");
@@ -115,7 +101,7 @@ pub async fn handle<S: Store>(
                 full_every: settings.schedule,
                 until: Some(Instant::now() + settings.schedule.saturating_sub(SCHEDULE_MARGIN)),
             };
-            let wall = || clock().timestamp_millis() as f64 / 1000.0;
+            let wall = || Timestamp::from_datetime(clock());
             run_ticks(sweeper, now, wall, &ticks, &stop, telemetry::log_tick).await
         }
     };

@@ -1,4 +1,4 @@
-//! Helpers for application code that writes and reads swept tables.
+//! Writer and reader helpers for application code that writes and reads swept tables.
 //!
 //! Writers call [`expiry_attributes`] on every put and ttl update to get the ttl and window
 //! attributes to store. Readers that must never see an expired item — even in the seconds before
@@ -7,66 +7,15 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::window::{parse_ttl, window_attribute, TtlError};
-
-/// The window layout writers and the sweeper agree on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layout {
-    /// The ttl attribute (Number, epoch seconds).
-    pub ttl_attribute: String,
-    /// The window attribute (String).
-    pub window_attribute: String,
-    /// Window width in seconds.
-    pub window_seconds: u32,
-    /// Shards per window.
-    pub window_shards: u32,
-}
-
-impl Default for Layout {
-    fn default() -> Self {
-        Layout {
-            ttl_attribute: "ttl".into(),
-            window_attribute: "expirationWindow".into(),
-            window_seconds: 60,
-            window_shards: 1,
-        }
-    }
-}
-
-impl Layout {
-    /// The layout of a validated configuration.
-    pub fn from_config(config: &crate::config::Config) -> Self {
-        Layout {
-            ttl_attribute: config.ttl_attribute.clone(),
-            window_attribute: config.window_attribute.clone(),
-            window_seconds: config.window_seconds,
-            window_shards: config.window_shards,
-        }
-    }
-
-    /// The window attribute value for an item with `ttl` and partition key value `pk`.
-    pub fn window_for(&self, ttl: f64, pk: &AttributeValue) -> Result<String, TtlError> {
-        let bytes = partition_key_bytes(pk).unwrap_or_default();
-        window_attribute(ttl, self.window_seconds, self.window_shards, &bytes)
-    }
-}
-
-/// The bytes a partition key value is sharded by: UTF-8 of a String, the text of a Number, the
-/// raw bytes of a Binary. `None` for types that cannot be keys.
-pub fn partition_key_bytes(value: &AttributeValue) -> Option<Vec<u8>> {
-    match value {
-        AttributeValue::S(s) | AttributeValue::N(s) => Some(s.as_bytes().to_vec()),
-        AttributeValue::B(b) => Some(b.as_ref().to_vec()),
-        _ => None,
-    }
-}
+use super::layout::Layout;
+use super::window::{parse_ttl, TtlError};
 
 /// The two attributes to store on an item that expires at `ttl` (epoch seconds):
 /// `[(ttl attribute, N), (window attribute, S)]`.
 ///
 /// ```
 /// use aws_sdk_dynamodb::types::AttributeValue;
-/// use ttl_sweeper::item::{expiry_attributes, Layout};
+/// use ttl_sweeper::expiry::{expiry_attributes, Layout};
 /// let attrs = expiry_attributes(1658265980, &AttributeValue::S("user#42".into()), &Layout::default()).unwrap();
 /// assert_eq!(attrs[0], ("ttl".to_string(), AttributeValue::N("1658265980".into())));
 /// assert_eq!(
@@ -120,7 +69,7 @@ pub struct LiveItemsFilter {
 /// Builds the [`LiveItemsFilter`] for `ttl_attribute` as of `now`.
 ///
 /// ```
-/// use ttl_sweeper::item::live_items_filter;
+/// use ttl_sweeper::expiry::live_items_filter;
 /// let f = live_items_filter("ttl", 1658265980);
 /// assert_eq!(f.expression, "(#ttl >= :now OR attribute_not_exists(#ttl))");
 /// ```

@@ -14,13 +14,14 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::item::Layout;
-use crate::scan::{parallel_scan, Position, ScanPageOf};
+use super::scan::{parallel_scan, Position, ScanPageOf};
+use crate::engine::full_jitter;
+use crate::expiry::window::parse_ttl;
+use crate::expiry::Layout;
+use crate::store::scan::UpdateOutcome;
 use crate::store::{
-    key_from_json, key_to_json, DynamoStore, ErrorKind, StoreError, TableSchema, UpdateOutcome,
+    key_from_json, key_to_json, DynamoStore, ErrorKind, Key, StoreError, TableSchema,
 };
-use crate::sweep::full_jitter;
-use crate::window::parse_ttl;
 
 /// Counts of one backfill run (or, resumed, of all runs of one state file).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -154,13 +155,13 @@ impl RateLimit {
 pub async fn backfill(
     store: &DynamoStore,
     schema: &TableSchema,
-    layout: &Layout,
     options: &BackfillOptions,
     state: BackfillState,
     save: &(dyn Fn(&BackfillState) + Sync),
     progress: &(dyn Fn(u64) + Sync),
 ) -> BackfillState {
     let now = options.now;
+    let layout = &schema.layout;
     let positions: Vec<Position> = (0..state.positions.len())
         .map(|i| state.position(i))
         .collect();
@@ -229,7 +230,6 @@ pub async fn backfill(
                     let (outcome, consumed) = update_with_retries(
                         store,
                         schema,
-                        layout,
                         key,
                         raw_ttl,
                         current.cloned(),
@@ -279,8 +279,7 @@ pub async fn backfill(
 async fn update_with_retries(
     store: &DynamoStore,
     schema: &TableSchema,
-    layout: &Layout,
-    key: crate::store::Key,
+    key: Key,
     raw_ttl: String,
     current: Option<AttributeValue>,
     expected: String,
@@ -291,9 +290,9 @@ async fn update_with_retries(
             .set_window_if_unchanged(
                 &schema.table_name,
                 key.clone(),
-                &layout.ttl_attribute,
+                &schema.layout.ttl_attribute,
                 AttributeValue::N(raw_ttl.clone()),
-                &layout.window_attribute,
+                &schema.layout.window_attribute,
                 current.clone(),
                 expected.clone(),
             )

@@ -12,7 +12,9 @@
 
 use std::fmt;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::DateTime;
+
+use super::time::{iso_millis, Timestamp};
 
 /// Default window width, in seconds.
 pub const DEFAULT_WINDOW_SECONDS: u32 = 60;
@@ -103,6 +105,18 @@ impl Window {
         }
     }
 
+    /// The window of width `width` that holds the instant `t`: for a whole second the same as
+    /// [`Window::containing_secs`]; a fraction past a boundary is in the window after it.
+    pub fn containing_instant(t: Timestamp, width: u32) -> Window {
+        let w = i64::from(width.max(1)) * 1000;
+        let ms = t.millis();
+        let end_ms = ms.div_euclid(w) * w + if ms.rem_euclid(w) == 0 { 0 } else { w };
+        Window {
+            start: (end_ms - w) / 1000,
+            end: end_ms / 1000,
+        }
+    }
+
     /// The window immediately before this one.
     pub fn previous(self) -> Window {
         let w = self.end - self.start;
@@ -150,14 +164,14 @@ pub fn window_key(ttl: f64, width: u32) -> Result<String, TtlError> {
     Ok(Window::containing(check_ttl(ttl)?, width).key())
 }
 
-/// The windows a sweep at `now` (epoch seconds) reads, newest first: the window that contains
+/// The windows a sweep at `now` reads, newest first: the window that contains
 /// `now` and the `lookback` windows before it.
 ///
 /// Reading the window that contains `now` catches items whose ttl sits exactly on the previous
 /// boundary or a fraction of a second before `now`; the lookback windows catch everything a late,
 /// failed or skipped invocation left behind.
-pub fn windows_to_sweep(now: i64, width: u32, lookback: u32) -> Vec<Window> {
-    let mut window = Window::containing_secs(now, width);
+pub fn windows_to_sweep(now: Timestamp, width: u32, lookback: u32) -> Vec<Window> {
+    let mut window = Window::containing_instant(now, width);
     let mut out = Vec::with_capacity(lookback as usize + 1);
     out.push(window);
     for _ in 0..lookback {
@@ -167,12 +181,12 @@ pub fn windows_to_sweep(now: i64, width: u32, lookback: u32) -> Vec<Window> {
     out
 }
 
-/// The windows that can hold items which expired after `prev` (epoch seconds) and by `now`:
+/// The windows that can hold items which expired after `prev` and by `now`:
 /// what a tick that follows a sweep at `prev` must read. It reaches one window further back than
 /// strictly needed, so an item made visible in the index a moment late is still caught.
-pub fn windows_since(prev: i64, now: i64, width: u32) -> Vec<Window> {
-    let oldest = Window::containing_secs(prev.min(now), width).previous();
-    let mut window = Window::containing_secs(now, width);
+pub fn windows_since(prev: Timestamp, now: Timestamp, width: u32) -> Vec<Window> {
+    let oldest = Window::containing_instant(prev.min(now), width).previous();
+    let mut window = Window::containing_instant(now, width);
     let mut out = vec![window];
     while window.start > oldest.start {
         window = window.previous();
@@ -240,17 +254,14 @@ pub fn window_attribute(
     ))
 }
 
-/// Formats epoch seconds as ISO-8601 UTC with milliseconds: `2022-07-19T21:27:00.000Z`.
-pub fn iso_millis(secs: i64) -> String {
-    DateTime::<Utc>::from_timestamp(secs, 0)
-        .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
-        .unwrap_or_else(|| format!("invalid-time({secs})"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn ts(secs: i64) -> Timestamp {
+        Timestamp::from_secs(secs)
+    }
 
     /// Epoch seconds of an RFC 3339 time, for readable tables.
     fn at(s: &str) -> i64 {
@@ -332,7 +343,7 @@ mod tests {
     #[test]
     fn sweep_set_covers_now_and_lookback() {
         let now = at("2022-07-19T21:27:30Z");
-        let ws = windows_to_sweep(now, 60, 2);
+        let ws = windows_to_sweep(ts(now), 60, 2);
         let keys: Vec<String> = ws.iter().map(|w| w.key()).collect();
         assert_eq!(
             keys,
@@ -343,7 +354,7 @@ mod tests {
             ]
         );
         // On a boundary, the window containing `now` is the one ending at `now`.
-        let ws = windows_to_sweep(at("2022-07-19T21:28:00Z"), 60, 0);
+        let ws = windows_to_sweep(ts(at("2022-07-19T21:28:00Z")), 60, 0);
         assert_eq!(
             ws[0].key(),
             "2022-07-19T21:27:00.000Z_2022-07-19T21:28:00.000Z"
@@ -354,7 +365,7 @@ mod tests {
     fn ticks_read_the_windows_since_the_previous_tick() {
         let b = at("2022-07-19T21:27:00Z");
         // within one window: that window and the one before it
-        let keys: Vec<Window> = windows_since(b + 10, b + 11, 60);
+        let keys: Vec<Window> = windows_since(ts(b + 10), ts(b + 11), 60);
         assert_eq!(
             keys,
             vec![
@@ -369,7 +380,7 @@ mod tests {
             ]
         );
         // narrow windows, a 5 s tick: every window from prev-1 window to now
-        let ws = windows_since(b, b + 5, 1);
+        let ws = windows_since(ts(b), ts(b + 5), 1);
         assert_eq!(ws.first().unwrap().end, b + 5);
         assert_eq!(ws.last().unwrap().end, b - 1);
         assert_eq!(ws.len(), 7);
@@ -441,7 +452,7 @@ mod tests {
             let now = prev + gap;
             let ttl = prev as f64 - 1.0 + frac * (gap as f64 + 1.0);
             if ttl < now as f64 {
-                let ws = windows_since(prev, now, width);
+                let ws = windows_since(ts(prev), ts(now), width);
                 prop_assert!(ws.contains(&Window::containing(ttl, width)), "{ttl} {prev}..{now} w={width}");
             }
         }
@@ -499,7 +510,7 @@ mod tests {
             lookback in 0u32..20,
             age_frac in 0.0f64..1.0,
         ) {
-            let windows = windows_to_sweep(now, width, lookback);
+            let windows = windows_to_sweep(ts(now), width, lookback);
             // contiguous, newest first
             for pair in windows.windows(2) {
                 prop_assert_eq!(pair[1].end, pair[0].start);

@@ -10,10 +10,9 @@ use std::sync::Mutex;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 
-use crate::item::Layout;
-use crate::scan::{parallel_scan, Position, ScanPageOf};
+use super::scan::{parallel_scan, Position, ScanPageOf};
+use crate::expiry::window::{parse_ttl, TtlError};
 use crate::store::{key_to_json, DynamoStore, Key, StoreError, TableSchema};
-use crate::window::{parse_ttl, TtlError};
 
 /// Upper bounds (seconds) of the expired-age buckets, and their names.
 pub const AGE_BUCKETS: [(i64, &str); 5] = [
@@ -113,15 +112,10 @@ impl AuditReport {
     }
 }
 
-/// Checks one item against `layout` as of `now`.
-pub fn audit_item(
-    report: &mut AuditReport,
-    item: &Key,
-    schema: &TableSchema,
-    layout: &Layout,
-    now: i64,
-) {
+/// Checks one item against the table's layout as of `now`.
+pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, now: i64) {
     report.scanned += 1;
+    let layout = &schema.layout;
     let key = || schema.key_of(item);
     let ttl = match item.get(&layout.ttl_attribute) {
         None => {
@@ -194,7 +188,6 @@ pub fn audit_item(
 pub async fn audit(
     store: &DynamoStore,
     schema: &TableSchema,
-    layout: &Layout,
     segments: u32,
     sample: Option<u64>,
     now: i64,
@@ -204,8 +197,8 @@ pub async fn audit(
         ..AuditReport::default()
     });
     let mut attributes = schema.key_attributes.clone();
-    attributes.push(layout.ttl_attribute.clone());
-    attributes.push(layout.window_attribute.clone());
+    attributes.push(schema.layout.ttl_attribute.clone());
+    attributes.push(schema.layout.window_attribute.clone());
     let positions = vec![Position::Start; segments.max(1) as usize];
     parallel_scan(
         store,
@@ -218,7 +211,7 @@ pub async fn audit(
             async move {
                 let mut part = AuditReport::default();
                 for item in &page.items {
-                    audit_item(&mut part, item, schema, layout, now);
+                    audit_item(&mut part, item, schema, now);
                 }
                 let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
                 t.add(part);

@@ -1,0 +1,282 @@
+//! The CLI's commands, as functions of validated input: `sweep`, `run`, `backfill`, `audit` and
+//! `window`. The `ttl-sweeper` binary parses flags into these argument structs, reads the clock,
+//! and prints what comes back; everything a command decides is here.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{parse_duration, Config};
+use crate::engine::{run_ticks, Stop, SweepReport, Ticks};
+use crate::expiry::window::{
+    parse_ttl, partition_key, shard_of, Window, MAX_SHARDS, MAX_WINDOW_SECONDS,
+};
+use crate::expiry::{partition_key_bytes, Timestamp};
+use crate::lambda::event::{parse_time, sweep_instant, Trigger};
+use crate::store::keys::partition_key_from_json;
+use crate::store::{self, DynamoStore, IndexCheck, OpenedTable};
+use crate::telemetry;
+use crate::tools::audit::{self, AuditReport};
+use crate::tools::backfill::{self, default_segments, BackfillOptions, BackfillState};
+
+/// `ttl-sweeper window`: the window attribute for a ttl (and, with shards, a partition key).
+pub fn window(
+    ttl: &str,
+    window_seconds: u32,
+    shards: u32,
+    key: Option<&str>,
+) -> anyhow::Result<String> {
+    anyhow::ensure!(
+        (1..=MAX_WINDOW_SECONDS).contains(&window_seconds),
+        "--window-seconds (WINDOW_SECONDS) must be from 1 to 86400, got {window_seconds}"
+    );
+    anyhow::ensure!(
+        (1..=MAX_SHARDS).contains(&shards),
+        "--shards (WINDOW_SHARDS) must be from 1 to {MAX_SHARDS}, got {shards}"
+    );
+    let window = Window::containing(parse_ttl(ttl)?, window_seconds);
+    let shard = match (key, shards) {
+        (_, 1) => 0,
+        (None, _) => anyhow::bail!(
+            "--shards {shards} needs --key: the shard comes from the item's partition key"
+        ),
+        (Some(json), _) => {
+            let value = partition_key_from_json(json).context("--key")?;
+            shard_of(
+                &partition_key_bytes(&value).expect("S, N and B are key types"),
+                shards,
+            )
+        }
+    };
+    Ok(partition_key(window, shard, shards))
+}
+
+/// `ttl-sweeper sweep`: one sweep as of `at` (RFC 3339), or as of `clock`.
+pub async fn sweep(
+    config: &Config,
+    at: Option<&str>,
+    allow_future: bool,
+    clock: DateTime<Utc>,
+) -> anyhow::Result<SweepReport> {
+    let now = match at {
+        None => Timestamp::from_secs(clock.timestamp()),
+        Some(at) => {
+            let at = parse_time(at).context("--at")?;
+            if allow_future {
+                Timestamp::from_secs(at.timestamp())
+            } else {
+                let (now, clamped) = sweep_instant(Trigger::At(at), clock);
+                anyhow::ensure!(
+                    !clamped,
+                    "--at {at} is in the future: sweeping as of it would delete items that \
+                     have not expired (pass --allow-future to do so on purpose)"
+                );
+                now
+            }
+        }
+    };
+    let sweeper = crate::connect(config).await?;
+    Ok(sweeper.sweep(now, &Stop::never()).await)
+}
+
+/// `ttl-sweeper run`: sweeps every `every` until `shutdown`, reading time from `clock`.
+pub async fn run(
+    config: &Config,
+    every: &str,
+    clock: impl Fn() -> Timestamp,
+    shutdown: CancellationToken,
+) -> anyhow::Result<SweepReport> {
+    let every = parse_duration(every)
+        .filter(|d| *d >= Duration::from_millis(100))
+        .with_context(|| {
+            format!("--every {every:?}: expected a duration of at least 100ms, e.g. `1s`")
+        })?;
+    let sweeper = crate::connect(config).await?;
+    let ticks = Ticks {
+        every,
+        full_every: Duration::from_secs(u64::from(config.schedule_seconds)),
+        until: None,
+    };
+    let stop = Stop::never().with_cancel(shutdown);
+    tracing::info!(table = %config.table_name, every = ?every, "running until SIGINT or SIGTERM");
+    let first = clock().floor_to_second();
+    let report = run_ticks(&sweeper, first, clock, &ticks, &stop, telemetry::log_tick).await;
+    tracing::info!("stopped");
+    Ok(report)
+}
+
+/// Logs the summary, prints the report as one JSON line, and maps success to the exit status.
+pub fn finish(report: &SweepReport) -> anyhow::Result<ExitCode> {
+    telemetry::log_summary(report);
+    println!("{}", serde_json::to_string(report)?);
+    Ok(if report.is_success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The table a scanning tool works on, opened with the same checks as every command (a missing
+/// index is only a warning: the tools may run before it is created).
+async fn open_for_tools(config: &Config) -> anyhow::Result<(DynamoStore, OpenedTable)> {
+    let store = DynamoStore::from_env().await;
+    let opened = store::open(&store, &config.target(), IndexCheck::IfPresent).await?;
+    Ok((store, opened))
+}
+
+/// `ttl-sweeper backfill` arguments.
+#[derive(Debug, Clone)]
+pub struct BackfillArgs {
+    /// Parallel Scan segments; `None`: from the table's size.
+    pub segments: Option<u32>,
+    /// Write capacity units per second at most.
+    pub max_wcu: Option<f64>,
+    /// Count only.
+    pub dry_run: bool,
+    /// Progress file; `None`: `ttl-sweeper-backfill-<table>.json`.
+    pub state: Option<PathBuf>,
+    /// Continue an interrupted run.
+    pub resume: bool,
+    /// Items per Scan page.
+    pub page_size: i32,
+}
+
+/// `ttl-sweeper backfill`: prints the JSON summary; exit 1 unless complete and error-free.
+pub async fn backfill(
+    config: &Config,
+    args: BackfillArgs,
+    now: Timestamp,
+) -> anyhow::Result<ExitCode> {
+    let (store, opened) = open_for_tools(config).await?;
+    let layout = &opened.schema.layout;
+    let path = args.state.clone().unwrap_or_else(|| {
+        format!(
+            "ttl-sweeper-backfill-{}.json",
+            config.table_name.replace(['/', ':'], "_")
+        )
+        .into()
+    });
+    let state = if args.resume {
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("--resume: cannot read {}", path.display()))?;
+        let state: BackfillState = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "--resume: {} is not a backfill progress file",
+                path.display()
+            )
+        })?;
+        anyhow::ensure!(
+            state.table == config.table_name
+                && state.window_seconds == layout.window_seconds
+                && state.window_shards == layout.window_shards,
+            "--resume: {} is for table {:?} with {} s windows and {} shards; this run is for {:?} with {} s and {}",
+            path.display(), state.table, state.window_seconds, state.window_shards,
+            config.table_name, layout.window_seconds, layout.window_shards
+        );
+        state
+    } else {
+        anyhow::ensure!(
+            !path.exists() || args.dry_run,
+            "{} exists: pass --resume to continue that run, or remove it to start over",
+            path.display()
+        );
+        let segments = match args.segments {
+            Some(n) => n.clamp(1, 1_000_000),
+            None => default_segments(opened.size_bytes),
+        };
+        BackfillState::new(&config.table_name, layout, segments)
+    };
+    let bar = indicatif::ProgressBar::new(opened.item_count.max(0) as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} {pos}/{len} items scanned ({per_sec}, eta {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let dry_run = args.dry_run;
+    let save = |s: &BackfillState| {
+        if !dry_run {
+            if let Err(e) = write_atomically(&path, s) {
+                tracing::warn!(error = %e, path = %path.display(), "could not save progress");
+            }
+        }
+    };
+    let progress = |n: u64| bar.set_position(n);
+    let options = BackfillOptions {
+        dry_run,
+        max_wcu: args.max_wcu,
+        page_limit: Some(args.page_size.max(1)),
+        now: now.secs(),
+    };
+    let done = backfill::backfill(&store, &opened.schema, &options, state, &save, &progress).await;
+    bar.finish_and_clear();
+    println!("{}", serde_json::to_string(&done.report)?);
+    Ok(if done.report.errors.is_empty() && done.report.complete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn write_atomically(path: &std::path::Path, state: &BackfillState) -> anyhow::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(state)?)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// `ttl-sweeper audit` arguments.
+#[derive(Debug, Clone)]
+pub struct AuditArgs {
+    /// Parallel Scan segments.
+    pub segments: u32,
+    /// Read about this many items instead of the whole table.
+    pub sample: Option<u64>,
+    /// Fail when an expired item is still present this long after its ttl.
+    pub max_expired_age: String,
+    /// Fail when more items than this have writer problems.
+    pub max_problems: u64,
+}
+
+/// `ttl-sweeper audit`: prints the JSON report; exit 1 past the thresholds.
+pub async fn audit(config: &Config, args: AuditArgs, now: Timestamp) -> anyhow::Result<ExitCode> {
+    let max_age = parse_duration(&args.max_expired_age).with_context(|| {
+        format!(
+            "--max-expired-age {:?}: expected a duration such as 5m",
+            args.max_expired_age
+        )
+    })?;
+    let (store, opened) = open_for_tools(config).await?;
+    let report: AuditReport = audit::audit(
+        &store,
+        &opened.schema,
+        args.segments,
+        args.sample,
+        now.secs(),
+    )
+    .await?;
+    println!("{}", serde_json::to_string(&report)?);
+    let too_old = report.oldest_expired_age_seconds > max_age.as_secs() as i64;
+    let too_many = report.writer_problems() > args.max_problems;
+    if too_old {
+        tracing::error!(
+            age_s = report.oldest_expired_age_seconds,
+            "expired items are present longer than --max-expired-age"
+        );
+    }
+    if too_many {
+        tracing::error!(
+            problems = report.writer_problems(),
+            "items the sweeper cannot see exceed --max-problems"
+        );
+    }
+    Ok(if too_old || too_many {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

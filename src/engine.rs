@@ -1,0 +1,98 @@
+//! The engine: one sweep over the windows that can hold expired items, and repeated sweeps.
+//!
+//! For each window — and each shard of it, when windows are sharded — a sweep pages through the
+//! GSI for `ttl < now`, checks every item it reads, and deletes the expired ones: in
+//! `BatchWriteItem` chunks of 25, or one conditional `DeleteItem` at a time. It takes `now` and
+//! its stop condition as inputs and talks to DynamoDB only through [`crate::store::Store`].
+//!
+//! - [`sweep`]: [`Sweeper`], the pass itself.
+//! - [`report`]: [`SweepReport`], what a pass did, and how reports merge.
+//! - [`retry`]: backoff with full jitter, and [`Stop`] (deadline or shutdown).
+//! - [`checkpoint`]: which windows to read given the catch-up checkpoint, and how far it moves.
+//! - [`ticks`]: repeated sweeps — tick mode in Lambda and the long-running `run` command.
+
+use std::fmt;
+use std::time::Duration;
+
+pub mod checkpoint;
+pub mod report;
+pub mod retry;
+pub mod sweep;
+pub mod ticks;
+
+pub use checkpoint::Checkpoint;
+pub use report::{FailedKey, LagStats, SweepErrorEntry, SweepReport};
+pub use retry::{full_jitter, Stop};
+pub use sweep::Sweeper;
+pub use ticks::{run_ticks, Ticks};
+
+/// `BatchWriteItem` accepts at most 25 requests.
+pub const BATCH_SIZE: usize = 25;
+
+/// How expired items are deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeleteMode {
+    /// `BatchWriteItem`, 25 keys a request: cheapest and fastest; trusts the index's view of the
+    /// ttl (an item whose ttl was extended a moment ago can still be deleted).
+    Batch,
+    /// `DeleteItem` with `attribute_exists(ttl) AND ttl < now`: the table, not the eventually
+    /// consistent index, has the last word, so an item whose ttl was extended or removed survives.
+    Conditional,
+}
+
+impl fmt::Display for DeleteMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DeleteMode::Batch => "batch",
+            DeleteMode::Conditional => "conditional",
+        })
+    }
+}
+
+/// How the engine sweeps (the layout comes with the table's schema).
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    /// Past windows read besides the current one.
+    pub lookback_windows: u32,
+    /// Batch or conditional deletes.
+    pub delete_mode: DeleteMode,
+    /// Partitions read, and delete requests sent, at once.
+    pub max_concurrency: usize,
+    /// Retries per chunk (unprocessed keys, throttling, 5xx).
+    pub max_retries: u32,
+    /// Backoff base: the first retry waits up to this long.
+    pub backoff_base: Duration,
+    /// Backoff cap: no single wait is longer.
+    pub backoff_cap: Duration,
+    /// Query page size (`Limit`); `None` lets DynamoDB fill 1 MB pages.
+    pub page_limit: Option<i32>,
+    /// The catch-up checkpoint, if any.
+    pub checkpoint: Option<Checkpoint>,
+    /// How far back a checkpoint may take a sweep, seconds.
+    pub max_catchup_seconds: u64,
+}
+
+impl Default for SweepOptions {
+    /// The defaults of the settings, with backoff from 50 ms doubling to 5 s.
+    fn default() -> Self {
+        SweepOptions {
+            lookback_windows: 15,
+            delete_mode: DeleteMode::Batch,
+            max_concurrency: 8,
+            max_retries: 8,
+            backoff_base: Duration::from_millis(50),
+            backoff_cap: Duration::from_secs(5),
+            page_limit: None,
+            checkpoint: None,
+            max_catchup_seconds: 86_400,
+        }
+    }
+}
+
+impl SweepOptions {
+    /// The wait before retry number `attempt` (1-based); see [`full_jitter`].
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        full_jitter(self.backoff_base, self.backoff_cap, attempt)
+    }
+}

@@ -1,0 +1,111 @@
+//! When to try again and when to stop: exponential backoff with full jitter, and [`Stop`], the
+//! deadline-or-shutdown condition every loop of the engine checks before starting new work.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Exponential backoff with full jitter: the wait before retry number `attempt` (1-based) is
+/// uniformly random in `[0, min(cap, base * 2^(attempt-1))]`.
+pub fn full_jitter(base: Duration, cap: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
+    exp.min(cap).mul_f64(fastrand::f64())
+}
+
+/// When a sweep must stop starting new work: a deadline, a shutdown request, or both.
+#[derive(Debug, Clone, Default)]
+pub struct Stop {
+    deadline: Option<Instant>,
+    cancel: CancellationToken,
+}
+
+impl Stop {
+    /// Never stops early.
+    pub fn never() -> Self {
+        Stop::default()
+    }
+
+    /// Stops at `deadline`, if any.
+    pub fn at(deadline: Option<Instant>) -> Self {
+        Stop {
+            deadline,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// Also stops when `token` is cancelled (e.g. on SIGTERM).
+    pub fn with_cancel(mut self, token: CancellationToken) -> Self {
+        self.cancel = token;
+        self
+    }
+
+    /// The deadline, if any.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// The shutdown token.
+    pub fn token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// True once the deadline has passed or shutdown was requested.
+    pub fn reached(&self) -> bool {
+        self.cancel.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// True if waiting `wait` would run into the stop condition.
+    pub(crate) fn would_pass(&self, wait: Duration) -> bool {
+        self.cancel.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() + wait >= d)
+    }
+
+    /// A stop condition that also holds when this one does, but can be triggered on its own.
+    pub(crate) fn child(&self) -> Stop {
+        Stop {
+            deadline: self.deadline,
+            cancel: self.cancel.child_token(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_bounded_and_grows() {
+        let (base, cap) = (Duration::from_millis(50), Duration::from_secs(5));
+        for attempt in 1..40 {
+            let bound = base.saturating_mul(1 << (attempt - 1).min(20)).min(cap);
+            for _ in 0..50 {
+                let d = full_jitter(base, cap, attempt);
+                assert!(d <= bound, "attempt {attempt}: {d:?} > {bound:?}");
+            }
+        }
+        // Full jitter: over many draws the late attempts wait longer on average than the first.
+        let mean = |a| {
+            (0..2000)
+                .map(|_| full_jitter(base, cap, a).as_secs_f64())
+                .sum::<f64>()
+                / 2000.0
+        };
+        assert!(mean(6) > 4.0 * mean(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stop_holds_at_the_deadline_or_on_cancel() {
+        let stop = Stop::at(Some(Instant::now() + Duration::from_secs(10)));
+        assert!(!stop.reached());
+        assert!(stop.would_pass(Duration::from_secs(11)));
+        assert!(!stop.would_pass(Duration::from_secs(9)));
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert!(stop.reached());
+        let token = CancellationToken::new();
+        let stop = Stop::never().with_cancel(token.clone());
+        let child = stop.child();
+        assert!(!child.reached());
+        token.cancel();
+        assert!(stop.reached() && child.reached());
+    }
+}

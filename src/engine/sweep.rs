@@ -1,0 +1,522 @@
+//! [`Sweeper`]: one pass over the windows that can hold expired items.
+//!
+//! Partitions (window, or window and shard) are read concurrently and delete requests run
+//! concurrently, both bounded by `max_concurrency`. Unprocessed keys, throttling and 5xx answers
+//! are retried with exponential backoff and full jitter; keys that still fail are returned in the
+//! report, never dropped. The pass starts no new work once its [`Stop`] condition holds
+//! (deadline or shutdown) and reports what it left for the next run. With a checkpoint it also
+//! covers every window since the last fully swept boundary (see [`super::checkpoint`]) and then
+//! moves the checkpoint forward.
+
+use futures::stream::{self, FuturesUnordered, StreamExt};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use super::checkpoint::{advance_to, plan};
+use super::report::{FailedKey, LagStats, SweepErrorEntry, SweepReport};
+use super::retry::Stop;
+use super::{DeleteMode, SweepOptions, BATCH_SIZE};
+use crate::expiry::time::iso_millis;
+use crate::expiry::window::{parse_ttl, partition_key, Window};
+use crate::expiry::Timestamp;
+use crate::store::{
+    key_to_json, ConditionalOutcome, Key, Store, StoreError, StoreExt, TableSchema,
+};
+
+/// An expired item ready to delete.
+#[derive(Debug, Clone)]
+struct Expired {
+    key: Key,
+    ttl: f64,
+}
+
+/// Outcome of deleting one chunk.
+#[derive(Debug, Default)]
+struct ChunkOutcome {
+    deleted_ttls: Vec<f64>,
+    deleted_at: Vec<Instant>,
+    skipped: u64,
+    gone: u64,
+    retried: u64,
+    left: u64,
+    failed: Vec<FailedKey>,
+}
+
+/// Outcome of sweeping one partition (one shard of one window).
+#[derive(Debug, Default)]
+struct PartitionOutcome {
+    read_all: bool,
+    found: u64,
+    invalid: u64,
+    chunks: Vec<ChunkOutcome>,
+    error: Option<StoreError>,
+}
+
+impl PartitionOutcome {
+    fn complete(&self) -> bool {
+        self.read_all
+            && self.error.is_none()
+            && self
+                .chunks
+                .iter()
+                .all(|c| c.failed.is_empty() && c.left == 0)
+    }
+}
+
+/// Returns the item's key and ttl if — and only if — the item as read is expired at `now`: a
+/// Number ttl in epoch seconds, before `now`, and the table's key attributes present.
+fn check_item(schema: &TableSchema, item: &Key, now: Timestamp) -> Option<Expired> {
+    let ttl = match item.get(&schema.layout.ttl_attribute) {
+        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => match parse_ttl(n) {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(error = %e, "item with an unusable ttl ignored");
+                return None;
+            }
+        },
+        other => {
+            warn!(ttl = ?other, "item without a numeric ttl ignored");
+            return None;
+        }
+    };
+    if !now.is_after_ttl(ttl) {
+        warn!(
+            ttl,
+            now = %now,
+            "index returned an item that is not yet expired; ignored"
+        );
+        return None;
+    }
+    let Some(key) = schema.key_of(item) else {
+        warn!("index item without the table's key attributes ignored");
+        return None;
+    };
+    Some(Expired { key, ttl })
+}
+
+/// Runs sweeps of one table through a [`Store`].
+#[derive(Debug)]
+pub struct Sweeper<S> {
+    store: S,
+    schema: TableSchema,
+    options: SweepOptions,
+}
+
+impl<S: Store> Sweeper<S> {
+    /// A sweeper for the table described by `schema` (see `DynamoStore::describe`).
+    pub fn new(store: S, schema: TableSchema, options: SweepOptions) -> Self {
+        Sweeper {
+            store,
+            schema,
+            options,
+        }
+    }
+
+    /// The table schema in use.
+    pub fn schema(&self) -> &TableSchema {
+        &self.schema
+    }
+
+    /// The options in use.
+    pub fn options(&self) -> &SweepOptions {
+        &self.options
+    }
+
+    /// The store in use.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// A full sweep as of `now`: the current window, the lookback windows, and — with a
+    /// checkpoint — every window since the checkpoint; then the checkpoint moves forward.
+    pub async fn sweep(&self, now: Timestamp, stop: &Stop) -> SweepReport {
+        let width = self.schema.layout.window_seconds;
+        let options = &self.options;
+        let mut checkpoint_before = None;
+        let mut checkpoint_error = None;
+        if let Some(cp) = &options.checkpoint {
+            match self.store.read_checkpoint(&cp.table, &cp.id).await {
+                Ok(c) => checkpoint_before = c,
+                Err(e) => {
+                    warn!(error = %e, "could not read the checkpoint; sweeping the lookback windows only");
+                    checkpoint_error = Some(e);
+                }
+            }
+        }
+        let plan = plan(
+            now,
+            width,
+            options.lookback_windows,
+            checkpoint_before,
+            options.max_catchup_seconds,
+        );
+        if plan.capped {
+            warn!(
+                checkpoint = %checkpoint_before.map(iso_millis).unwrap_or_default(),
+                from = %plan.floor.map(iso_millis).unwrap_or_default(),
+                "checkpoint is older than MAX_CATCHUP; windows before the cap are not swept"
+            );
+        }
+
+        let (mut report, complete) = self.sweep_partitions(now, &plan.windows, stop).await;
+        report.catchup_capped = plan.capped;
+        if let Some(e) = checkpoint_error {
+            report.errors.push(SweepErrorEntry::new(None, &e));
+            return report;
+        }
+        let Some(cp) = &options.checkpoint else {
+            return report;
+        };
+        report.checkpoint_before = checkpoint_before.map(iso_millis);
+        let floor = plan.floor.unwrap_or(i64::MIN);
+        let after = match advance_to(&plan.windows, &complete, floor, now) {
+            Some(to) if checkpoint_before.is_none_or(|c| to > c) => {
+                match self
+                    .store
+                    .advance_checkpoint(&cp.table, &cp.id, to, now)
+                    .await
+                {
+                    Ok(moved) => {
+                        debug!(to = %iso_millis(to), moved, "checkpoint advanced");
+                        Some(to)
+                    }
+                    Err(e) => {
+                        report.errors.push(SweepErrorEntry::new(None, &e));
+                        checkpoint_before
+                    }
+                }
+            }
+            _ => checkpoint_before,
+        };
+        report.checkpoint_after = after.map(iso_millis);
+        report
+    }
+
+    /// Sweeps exactly `windows` (every shard of each) for items expired at `now`; no checkpoint.
+    pub async fn sweep_windows(
+        &self,
+        now: Timestamp,
+        windows: &[Window],
+        stop: &Stop,
+    ) -> SweepReport {
+        self.sweep_partitions(now, windows, stop).await.0
+    }
+
+    /// Sweeps every shard of every window; returns the report and, per window, whether it was
+    /// swept completely.
+    async fn sweep_partitions(
+        &self,
+        now: Timestamp,
+        windows: &[Window],
+        stop: &Stop,
+    ) -> (SweepReport, Vec<bool>) {
+        let started = Instant::now();
+        let shards = self.schema.layout.window_shards.max(1);
+        let limit = self.options.max_concurrency.max(1);
+        let permits = Semaphore::new(limit);
+        let inner = stop.child();
+        let partitions = windows
+            .iter()
+            .enumerate()
+            .flat_map(|(i, w)| (0..shards).map(move |shard| (i, partition_key(*w, shard, shards))));
+        let outcomes: Vec<(usize, PartitionOutcome)> = stream::iter(partitions)
+            .map(|(i, key)| {
+                let (inner, permits) = (&inner, &permits);
+                async move { (i, self.sweep_partition(&key, now, inner, permits).await) }
+            })
+            .buffer_unordered(limit)
+            .collect()
+            .await;
+
+        let mut report = SweepReport {
+            sweep_at: now.iso(),
+            table: self.schema.table_name.clone(),
+            delete_mode: self.options.delete_mode.to_string(),
+            ticks: 1,
+            ..SweepReport::default()
+        };
+        let mut read_all = vec![true; windows.len()];
+        let mut complete = vec![true; windows.len()];
+        for (i, mut out) in outcomes {
+            read_all[i] &= out.read_all && out.error.is_none();
+            complete[i] &= out.complete();
+            report.items_found += out.found;
+            report.items_invalid += out.invalid;
+            for chunk in out.chunks.drain(..) {
+                for (ttl, at) in chunk.deleted_ttls.iter().zip(&chunk.deleted_at) {
+                    let deleted_at = now + at.duration_since(started);
+                    let lag_ms = deleted_at.millis() as f64 - ttl * 1000.0;
+                    report.lags_ms.push(lag_ms.max(0.0).round() as u64);
+                }
+                report.items_deleted += chunk.deleted_ttls.len() as u64;
+                report.items_skipped += chunk.skipped;
+                report.items_gone += chunk.gone;
+                report.items_retried += chunk.retried;
+                report.items_left += chunk.left;
+                report.items_failed += chunk.failed.len() as u64;
+                report.failed_keys.extend(chunk.failed);
+            }
+            if let Some(e) = out.error {
+                report
+                    .errors
+                    .push(SweepErrorEntry::new(Some(windows[i].key()), &e));
+            }
+        }
+        report.windows_swept = read_all.iter().filter(|r| **r).count();
+        report.windows_left = windows.len() - report.windows_swept;
+        report.stopped_early = stop.reached() && !report.is_complete();
+        report.lag = LagStats::from_lags(&mut report.lags_ms);
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        (report, complete)
+    }
+
+    /// Reads one partition to the end (or until `stop`), deleting as it goes.
+    async fn sweep_partition(
+        &self,
+        key: &str,
+        now: Timestamp,
+        stop: &Stop,
+        permits: &Semaphore,
+    ) -> PartitionOutcome {
+        let mut out = PartitionOutcome::default();
+        if stop.reached() {
+            return out;
+        }
+        let max_inflight = self.options.max_concurrency.max(1);
+        let mut inflight = FuturesUnordered::new();
+        let mut pending: Vec<Expired> = Vec::new();
+        let mut start: Option<Key> = None;
+        let delete = |chunk: Vec<Expired>| async move {
+            let _permit = permits.acquire().await;
+            self.delete_chunk(chunk, now, stop).await
+        };
+        loop {
+            let page = match self
+                .store
+                .query_expired(
+                    &self.schema,
+                    key,
+                    now,
+                    start.take(),
+                    self.options.page_limit,
+                )
+                .await
+            {
+                Ok(page) => page,
+                Err(e) => {
+                    warn!(partition = %key, error = %e, "query failed; partition left for the next sweep");
+                    if !e.kind.is_retryable() {
+                        // A missing table or rejected credentials: nothing else will work either.
+                        stop.token().cancel();
+                    }
+                    out.error = Some(e);
+                    break;
+                }
+            };
+            for item in &page.items {
+                match check_item(&self.schema, item, now) {
+                    Some(expired) => {
+                        out.found += 1;
+                        pending.push(expired);
+                    }
+                    None => out.invalid += 1,
+                }
+            }
+            while pending.len() >= BATCH_SIZE {
+                let chunk: Vec<Expired> = pending.drain(..BATCH_SIZE).collect();
+                inflight.push(delete(chunk));
+                while inflight.len() >= max_inflight {
+                    if let Some(c) = inflight.next().await {
+                        out.chunks.push(c);
+                    }
+                }
+            }
+            match page.next {
+                Some(_) if stop.reached() => {
+                    debug!(partition = %key, "stopping mid-partition");
+                    break;
+                }
+                Some(next) => start = Some(next),
+                None => {
+                    out.read_all = true;
+                    break;
+                }
+            }
+        }
+        for chunk in pending.chunks(BATCH_SIZE) {
+            inflight.push(delete(chunk.to_vec()));
+        }
+        while let Some(c) = inflight.next().await {
+            out.chunks.push(c);
+        }
+        out
+    }
+
+    /// Deletes one chunk, retrying with backoff; never returns an error, only an outcome.
+    async fn delete_chunk(&self, chunk: Vec<Expired>, now: Timestamp, stop: &Stop) -> ChunkOutcome {
+        match self.options.delete_mode {
+            DeleteMode::Batch => self.delete_batch(chunk, stop).await,
+            DeleteMode::Conditional => self.delete_conditional(chunk, now, stop).await,
+        }
+    }
+
+    async fn delete_batch(&self, chunk: Vec<Expired>, stop: &Stop) -> ChunkOutcome {
+        let mut out = ChunkOutcome::default();
+        let mut remaining = chunk;
+        let mut attempt = 0u32;
+        loop {
+            let keys: Vec<Key> = remaining.iter().map(|e| e.key.clone()).collect();
+            let result = self.store.batch_delete(&self.schema, keys).await;
+            let (retry, reason) = match result {
+                Ok(unprocessed) => {
+                    let (left, done): (Vec<Expired>, Vec<Expired>) = remaining
+                        .into_iter()
+                        .partition(|e| unprocessed.contains(&e.key));
+                    let at = Instant::now();
+                    for e in done {
+                        out.deleted_ttls.push(e.ttl);
+                        out.deleted_at.push(at);
+                    }
+                    remaining = left;
+                    if remaining.is_empty() {
+                        return out;
+                    }
+                    (true, "left unprocessed by BatchWriteItem".to_owned())
+                }
+                Err(e) => (e.kind.is_retryable(), e.to_string()),
+            };
+            if !retry || attempt >= self.options.max_retries {
+                out.failed.extend(remaining.iter().map(|e| FailedKey {
+                    key: key_to_json(&e.key),
+                    reason: reason.clone(),
+                }));
+                return out;
+            }
+            attempt += 1;
+            let wait = self.options.backoff(attempt);
+            if stop.would_pass(wait) {
+                out.left += remaining.len() as u64;
+                return out;
+            }
+            debug!(attempt, keys = remaining.len(), wait_ms = wait.as_millis() as u64, %reason, "retrying deletes");
+            out.retried += remaining.len() as u64;
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    async fn delete_conditional(
+        &self,
+        chunk: Vec<Expired>,
+        now: Timestamp,
+        stop: &Stop,
+    ) -> ChunkOutcome {
+        let mut out = ChunkOutcome::default();
+        let mut items = chunk.into_iter();
+        while let Some(e) = items.next() {
+            let mut attempt = 0u32;
+            loop {
+                let err: StoreError = match self
+                    .store
+                    .delete_if_expired(&self.schema, e.key.clone(), now)
+                    .await
+                {
+                    Ok(ConditionalOutcome::Deleted) => {
+                        out.deleted_ttls.push(e.ttl);
+                        out.deleted_at.push(Instant::now());
+                        break;
+                    }
+                    Ok(ConditionalOutcome::Kept) => {
+                        out.skipped += 1;
+                        break;
+                    }
+                    Ok(ConditionalOutcome::Gone) => {
+                        out.gone += 1;
+                        break;
+                    }
+                    Err(err) => err,
+                };
+                if !err.kind.is_retryable() || attempt >= self.options.max_retries {
+                    out.failed.push(FailedKey {
+                        key: key_to_json(&e.key),
+                        reason: err.to_string(),
+                    });
+                    break;
+                }
+                attempt += 1;
+                let wait = self.options.backoff(attempt);
+                if stop.would_pass(wait) {
+                    out.left += 1 + items.len() as u64;
+                    return out;
+                }
+                out.retried += 1;
+                tokio::time::sleep(wait).await;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> TableSchema {
+        TableSchema {
+            table_name: "t".into(),
+            index_name: "i".into(),
+            key_attributes: vec!["id".into()],
+            layout: crate::expiry::Layout {
+                window_attribute: "w".into(),
+                ..Default::default()
+            },
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the index returns, an item qualifies only with a Number ttl in epoch
+        /// seconds strictly before `now`, and keeps exactly its key.
+        #[test]
+        fn only_items_expired_as_read_qualify(
+            ttl in proptest::prop_oneof![
+                "[0-9]{1,14}(\\.[0-9]{1,3})?",
+                "-?[0-9.eE+-]{1,12}",
+                ".{0,12}",
+            ],
+            numeric in proptest::bool::ANY,
+            now in 0i64..4_000_000_000,
+        ) {
+            use aws_sdk_dynamodb::types::AttributeValue as AV;
+            let value = if numeric { AV::N(ttl.clone()) } else { AV::S(ttl.clone()) };
+            let item: Key = [("id".to_string(), AV::S("a".into())), ("ttl".to_string(), value)].into();
+            let expired_as_read = numeric && parse_ttl(&ttl).is_ok_and(|t| t < now as f64);
+            match check_item(&schema(), &item, Timestamp::from_secs(now)) {
+                Some(e) => {
+                    proptest::prop_assert!(expired_as_read, "{ttl:?} at {now}");
+                    proptest::prop_assert_eq!(Some(e.ttl), parse_ttl(&ttl).ok());
+                    proptest::prop_assert_eq!(e.key.len(), 1);
+                }
+                None => proptest::prop_assert!(!expired_as_read, "{ttl:?} at {now} should qualify"),
+            }
+        }
+    }
+
+    #[test]
+    fn items_without_a_ttl_or_key_never_qualify() {
+        use aws_sdk_dynamodb::types::AttributeValue as AV;
+        let no_ttl: Key = [("id".to_string(), AV::S("a".into()))].into();
+        assert!(check_item(&schema(), &no_ttl, Timestamp::from_secs(2_000_000_000)).is_none());
+        let no_key: Key = [("ttl".to_string(), AV::N("5".into()))].into();
+        assert!(check_item(&schema(), &no_key, Timestamp::from_secs(2_000_000_000)).is_none());
+        let ok: Key = [
+            ("id".to_string(), AV::S("a".into())),
+            ("ttl".to_string(), AV::N("5".into())),
+        ]
+        .into();
+        assert!(check_item(&schema(), &ok, Timestamp::from_secs(6)).is_some());
+        assert!(
+            check_item(&schema(), &ok, Timestamp::from_secs(5)).is_none(),
+            "ttl == now is not expired"
+        );
+    }
+}

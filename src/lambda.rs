@@ -1,0 +1,13 @@
+//! The Lambda edge: what an invocation receives and what it does with it.
+//!
+//! - [`event`]: the accepted inputs (EventBridge scheduled events, `{"time": ...}`, `{}`) and the
+//!   sweep instant they ask for, never ahead of the clock.
+//! - [`handler`]: one invocation, from event to report, metrics and result.
+//!
+//! Tick mode, which keeps one invocation sweeping every second, is the engine's
+//! [`crate::engine::ticks`], shared with the long-running `run` command.
+
+pub mod event;
+pub mod handler;
+
+pub use handler::{handle, HandlerError, HandlerSettings};

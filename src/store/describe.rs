@@ -1,0 +1,246 @@
+//! Start-up checks: one `DescribeTable` tells whether the table exists, what its key is, and
+//! whether the index has the shape the sweeper needs. [`open`] is the one way every command
+//! (sweep, run, the Lambda, backfill, audit) gets its [`TableSchema`].
+
+use aws_sdk_dynamodb::types::{KeySchemaElement, KeyType, ScalarAttributeType, TableDescription};
+use tracing::instrument;
+
+use super::{DynamoStore, ErrorKind, StoreError, TableSchema};
+use crate::expiry::Layout;
+
+const OP: &str = "DescribeTable";
+
+/// The table a command works on, as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableTarget {
+    /// Table name or ARN (`TABLE_NAME`).
+    pub table_name: String,
+    /// The GSI keyed on (window, ttl) (`INDEX_NAME`).
+    pub index_name: String,
+    /// Attributes, window width and shards.
+    pub layout: Layout,
+    /// The checkpoint table, checked too when set (`CHECKPOINT_TABLE`).
+    pub checkpoint_table: Option<String>,
+}
+
+/// How strictly [`open`] treats the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexCheck {
+    /// The index must exist with keys (window: S, ttl: N): sweeping needs it.
+    Required,
+    /// The index must have that shape if it exists; a missing one is only a warning. For the
+    /// adoption tools, which scan the table and may run before the index is created.
+    IfPresent,
+}
+
+/// What [`open`] found out about a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenedTable {
+    /// The checked schema.
+    pub schema: TableSchema,
+    /// Approximate size in bytes (DynamoDB refreshes it about every six hours).
+    pub size_bytes: i64,
+    /// Approximate item count.
+    pub item_count: i64,
+    /// False when the index does not exist yet (only with [`IndexCheck::IfPresent`]).
+    pub index_present: bool,
+}
+
+/// Reads `target`'s table once and checks it (and the checkpoint table, when configured).
+#[instrument(skip_all, fields(table = %target.table_name, index = %target.index_name))]
+pub async fn open(
+    store: &DynamoStore,
+    target: &TableTarget,
+    index: IndexCheck,
+) -> Result<OpenedTable, StoreError> {
+    let table = store
+        .describe_table(&target.table_name, || {
+            format!(
+                "table {:?} does not exist in this account and region (check TABLE_NAME, \
+                 AWS_REGION and AWS_ENDPOINT_URL)",
+                target.table_name
+            )
+        })
+        .await?;
+    let (schema, index_present) = check_table(&table, target, index)?;
+    if !index_present {
+        tracing::warn!(
+            index = %target.index_name,
+            "the index does not exist yet: the sweeper will refuse to start until it does"
+        );
+    }
+    if let Some(checkpoint) = &target.checkpoint_table {
+        store.check_checkpoint_table(checkpoint).await?;
+    }
+    Ok(OpenedTable {
+        schema,
+        size_bytes: table.table_size_bytes().unwrap_or(0),
+        item_count: table.item_count().unwrap_or(0),
+        index_present,
+    })
+}
+
+impl DynamoStore {
+    /// Reads table `table` with `DescribeTable` and checks that index `index` exists and is keyed
+    /// on (window attribute: String, ttl attribute: Number) of `layout`.
+    pub async fn describe(
+        &self,
+        table: &str,
+        index: &str,
+        layout: &Layout,
+    ) -> Result<TableSchema, StoreError> {
+        let target = TableTarget {
+            table_name: table.to_owned(),
+            index_name: index.to_owned(),
+            layout: layout.clone(),
+            checkpoint_table: None,
+        };
+        Ok(open(self, &target, IndexCheck::Required).await?.schema)
+    }
+
+    /// `DescribeTable`, with the error for a missing table saying `missing()` instead of the
+    /// service's generic message.
+    async fn describe_table(
+        &self,
+        table: &str,
+        missing: impl FnOnce() -> String,
+    ) -> Result<TableDescription, StoreError> {
+        let out = self
+            .client()
+            .describe_table()
+            .table_name(table)
+            .send()
+            .await
+            .map_err(|e| {
+                let mut e = StoreError::from_sdk(OP, e);
+                if e.kind == ErrorKind::NotFound {
+                    e.message = missing();
+                }
+                e
+            })?;
+        out.table
+            .ok_or_else(|| StoreError::new(ErrorKind::Other, OP, "response has no table"))
+    }
+
+    /// Checks that the checkpoint table exists and is keyed on `id` (String).
+    pub async fn check_checkpoint_table(&self, table: &str) -> Result<(), StoreError> {
+        let t = self
+            .describe_table(table, || {
+                format!(
+                    "checkpoint table {table:?} (CHECKPOINT_TABLE) does not exist; create it \
+                     with partition key `id` (String)"
+                )
+            })
+            .await?;
+        let key = ordered_key(t.key_schema());
+        if key != ["id"] {
+            return Err(StoreError::new(
+                ErrorKind::Validation,
+                OP,
+                format!(
+                    "checkpoint table {table:?} (CHECKPOINT_TABLE) is keyed on {key:?}; it needs \
+                     partition key `id` (String) and no sort key"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Checks a table description against `target`; returns the schema and whether the index exists.
+fn check_table(
+    table: &TableDescription,
+    target: &TableTarget,
+    check: IndexCheck,
+) -> Result<(TableSchema, bool), StoreError> {
+    let layout = &target.layout;
+    let key_attributes = ordered_key(table.key_schema());
+    if key_attributes.is_empty() {
+        return Err(StoreError::new(
+            ErrorKind::Other,
+            OP,
+            "table has no key schema",
+        ));
+    }
+    let schema = TableSchema {
+        table_name: target.table_name.clone(),
+        index_name: target.index_name.clone(),
+        key_attributes,
+        layout: layout.clone(),
+    };
+    let attr_type = |name: &str| {
+        table
+            .attribute_definitions()
+            .iter()
+            .find(|d| d.attribute_name() == name)
+            .map(|d| d.attribute_type().clone())
+    };
+    let indexes = table.global_secondary_indexes();
+    let Some(index) = indexes
+        .iter()
+        .find(|i| i.index_name() == Some(target.index_name.as_str()))
+    else {
+        if check == IndexCheck::IfPresent {
+            return Ok((schema, false));
+        }
+        let names: Vec<&str> = indexes.iter().filter_map(|i| i.index_name()).collect();
+        return Err(StoreError::new(
+            ErrorKind::NotFound,
+            OP,
+            format!(
+                "table {:?} has no global secondary index {:?} (INDEX_NAME); it has {:?}. \
+                 Create a GSI with partition key {:?} (S) and sort key {:?} (N)",
+                target.table_name,
+                target.index_name,
+                names,
+                layout.window_attribute,
+                layout.ttl_attribute
+            ),
+        ));
+    };
+    let index_key = ordered_key(index.key_schema());
+    let expected = [
+        layout.window_attribute.clone(),
+        layout.ttl_attribute.clone(),
+    ];
+    let types_ok = attr_type(&layout.window_attribute) == Some(ScalarAttributeType::S)
+        && attr_type(&layout.ttl_attribute) == Some(ScalarAttributeType::N);
+    if index_key != expected || !types_ok {
+        let actual: Vec<String> = index_key
+            .iter()
+            .map(|name| match attr_type(name) {
+                Some(t) => format!("{name} ({})", t.as_str()),
+                None => name.clone(),
+            })
+            .collect();
+        return Err(StoreError::new(
+            ErrorKind::Validation,
+            OP,
+            format!(
+                "index {:?} is keyed on {}; the sweeper needs partition key {:?} (S, \
+                 WINDOW_ATTRIBUTE) and sort key {:?} (N, TTL_ATTRIBUTE)",
+                target.index_name,
+                actual.join(", "),
+                layout.window_attribute,
+                layout.ttl_attribute
+            ),
+        ));
+    }
+    // Every projection type (KEYS_ONLY, INCLUDE, ALL) carries the table key and the index key,
+    // which is all a sweep reads.
+    Ok((schema, true))
+}
+
+/// Key attribute names, the partition (hash) key first.
+fn ordered_key(schema: &[KeySchemaElement]) -> Vec<String> {
+    let mut hash: Vec<String> = Vec::new();
+    let mut range: Vec<String> = Vec::new();
+    for k in schema {
+        match k.key_type() {
+            KeyType::Hash => hash.push(k.attribute_name().to_owned()),
+            _ => range.push(k.attribute_name().to_owned()),
+        }
+    }
+    hash.extend(range);
+    hash
+}

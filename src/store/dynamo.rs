@@ -1,0 +1,294 @@
+//! [`DynamoStore`]: the [`Store`] seam over the AWS SDK DynamoDB client, built once by the entry
+//! point (pointed at AWS, or at a local endpoint through `AWS_ENDPOINT_URL`) with explicit
+//! timeouts and retry budget.
+
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, DeleteRequest, ReturnValuesOnConditionCheckFailure, WriteRequest,
+};
+use aws_sdk_dynamodb::Client;
+use tracing::instrument;
+
+use super::{
+    Call, ConditionalOutcome, ErrorKind, Key, Page, Reply, Store, StoreError, TableSchema,
+};
+use crate::expiry::Timestamp;
+
+/// TCP/TLS connect timeout of the client built by [`DynamoStore::from_env`].
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+/// Timeout of one attempt of one request.
+pub const ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Timeout of one operation, all SDK retries included.
+pub const OPERATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Attempts the SDK makes for non-delete requests (1 + 2 retries).
+pub const SDK_MAX_ATTEMPTS: u32 = 3;
+
+/// [`Store`] over the AWS SDK DynamoDB client.
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+}
+
+impl DynamoStore {
+    /// Wraps a client built by the caller.
+    pub fn new(client: Client) -> Self {
+        DynamoStore { client }
+    }
+
+    /// Builds a client from the standard AWS configuration chain (`AWS_REGION`,
+    /// `AWS_ENDPOINT_URL`, credentials, ...), with explicit timeouts and retry budget:
+    ///
+    /// - connect timeout [`CONNECT_TIMEOUT`], each attempt [`ATTEMPT_TIMEOUT`], each operation
+    ///   including retries [`OPERATION_TIMEOUT`], so a stalled connection cannot eat the
+    ///   invocation;
+    /// - the SDK's standard retry mode, [`SDK_MAX_ATTEMPTS`] attempts, for `DescribeTable`,
+    ///   `Query`, `Scan` and the checkpoint. Deletes turn SDK retries off (see
+    ///   [`crate::store::Call::BatchDelete`]): the sweep engine retries them itself, so a key is sent at most
+    ///   `MAX_RETRIES + 1` times per sweep and attempts never multiply.
+    pub async fn from_env() -> Self {
+        use aws_config::retry::RetryConfig;
+        use aws_config::timeout::TimeoutConfig;
+        let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(CONNECT_TIMEOUT)
+                    .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                    .operation_timeout(OPERATION_TIMEOUT)
+                    .build(),
+            )
+            .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
+            .load()
+            .await;
+        DynamoStore::new(Client::new(&shared))
+    }
+
+    /// The underlying client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+/// Placeholder names for the key attributes in expressions: `#k0`, `#k1`.
+fn key_placeholders(schema: &TableSchema) -> impl Iterator<Item = (String, String)> + '_ {
+    schema
+        .key_attributes
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (format!("#k{i}"), a.clone()))
+}
+
+/// Requests to delete are retried by the sweep engine itself, with backoff and jitter, so the
+/// SDK's own retry loop is turned off for them: attempts do not multiply.
+fn no_sdk_retries() -> aws_sdk_dynamodb::config::Builder {
+    aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled())
+}
+
+/// Attribute of the checkpoint item holding the boundary, epoch seconds.
+pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
+
+impl DynamoStore {
+    #[instrument(level = "debug", skip_all, fields(window = window_key))]
+    async fn send_query_expired(
+        &self,
+        schema: &TableSchema,
+        window_key: &str,
+        now: Timestamp,
+        start: Option<Key>,
+        limit: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        let mut projection: Vec<String> = key_placeholders(schema).map(|(p, _)| p).collect();
+        projection.push("#ttl".into());
+        let mut req = self
+            .client
+            .query()
+            .table_name(&schema.table_name)
+            .index_name(&schema.index_name)
+            .key_condition_expression("#win = :win AND #ttl < :now")
+            .expression_attribute_names("#win", &schema.layout.window_attribute)
+            .expression_attribute_names("#ttl", &schema.layout.ttl_attribute)
+            .expression_attribute_values(":win", AttributeValue::S(window_key.to_owned()))
+            .expression_attribute_values(":now", AttributeValue::N(now.to_number()))
+            .projection_expression(projection.join(", "))
+            .set_exclusive_start_key(start)
+            .set_limit(limit);
+        for (placeholder, name) in key_placeholders(schema) {
+            req = req.expression_attribute_names(placeholder, name);
+        }
+        let out = req
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("Query", e))?;
+        Ok(Page {
+            items: out.items.unwrap_or_default(),
+            next: out.last_evaluated_key.filter(|k| !k.is_empty()),
+        })
+    }
+
+    #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]
+    async fn send_batch_delete(
+        &self,
+        schema: &TableSchema,
+        keys: Vec<Key>,
+    ) -> Result<Vec<Key>, StoreError> {
+        let requests = keys
+            .into_iter()
+            .map(|key| {
+                let delete = DeleteRequest::builder()
+                    .set_key(Some(key))
+                    .build()
+                    .map_err(|e| {
+                        StoreError::new(ErrorKind::Other, "BatchWriteItem", e.to_string())
+                    })?;
+                Ok(WriteRequest::builder().delete_request(delete).build())
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let out = self
+            .client
+            .batch_write_item()
+            .request_items(&schema.table_name, requests)
+            .customize()
+            .config_override(no_sdk_retries())
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("BatchWriteItem", e))?;
+        let unprocessed = out
+            .unprocessed_items
+            .unwrap_or_default()
+            .into_values()
+            .flatten()
+            .filter_map(|w| w.delete_request.map(|d| d.key))
+            .collect();
+        Ok(unprocessed)
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn send_read_checkpoint(&self, table: &str, id: &str) -> Result<Option<i64>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key("id", AttributeValue::S(id.to_owned()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
+        let Some(value) = out.item.as_ref().and_then(|i| i.get(CHECKPOINT_ATTRIBUTE)) else {
+            return Ok(None);
+        };
+        match value {
+            AttributeValue::N(n) => n.parse::<i64>().map(Some).map_err(|_| {
+                StoreError::new(
+                    ErrorKind::Validation,
+                    "GetItem",
+                    format!("checkpoint {id:?} holds {n:?}, not epoch seconds"),
+                )
+            }),
+            other => Err(StoreError::new(
+                ErrorKind::Validation,
+                "GetItem",
+                format!("checkpoint {id:?} holds {other:?}, not a Number"),
+            )),
+        }
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn send_advance_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+        to: i64,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(table)
+            .key("id", AttributeValue::S(id.to_owned()))
+            .update_expression("SET #s = :to, #u = :now")
+            .condition_expression("attribute_not_exists(#s) OR #s < :to")
+            .expression_attribute_names("#s", CHECKPOINT_ATTRIBUTE)
+            .expression_attribute_names("#u", "updatedAt")
+            .expression_attribute_values(":to", AttributeValue::N(to.to_string()))
+            .expression_attribute_values(":now", AttributeValue::S(at.iso()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                let e = StoreError::from_sdk("UpdateItem", e);
+                if e.kind == ErrorKind::ConditionFailed {
+                    Ok(false)
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    #[instrument(level = "debug", skip_all)]
+    async fn send_delete_if_expired(
+        &self,
+        schema: &TableSchema,
+        key: Key,
+        now: Timestamp,
+    ) -> Result<ConditionalOutcome, StoreError> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&schema.table_name)
+            .set_key(Some(key))
+            .condition_expression("attribute_exists(#ttl) AND #ttl < :now")
+            .expression_attribute_names("#ttl", &schema.layout.ttl_attribute)
+            .expression_attribute_values(":now", AttributeValue::N(now.to_number()))
+            // Tells a kept item (returned) from one that is already gone (nothing returned).
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .customize()
+            .config_override(no_sdk_retries())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(ConditionalOutcome::Deleted),
+            Err(e) => match e.as_service_error() {
+                Some(DeleteItemError::ConditionalCheckFailedException(c)) => Ok(match &c.item {
+                    Some(item) if !item.is_empty() => ConditionalOutcome::Kept,
+                    _ => ConditionalOutcome::Gone,
+                }),
+                _ => Err(StoreError::from_sdk("DeleteItem", e)),
+            },
+        }
+    }
+}
+
+impl Store for DynamoStore {
+    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
+        match call {
+            Call::QueryExpired {
+                schema,
+                partition,
+                now,
+                start,
+                limit,
+            } => self
+                .send_query_expired(schema, partition, now, start, limit)
+                .await
+                .map(Reply::Page),
+            Call::BatchDelete { schema, keys } => self
+                .send_batch_delete(schema, keys)
+                .await
+                .map(Reply::Unprocessed),
+            Call::DeleteIfExpired { schema, key, now } => self
+                .send_delete_if_expired(schema, key, now)
+                .await
+                .map(Reply::Conditional),
+            Call::ReadCheckpoint { table, id } => self
+                .send_read_checkpoint(table, id)
+                .await
+                .map(Reply::Checkpoint),
+            Call::AdvanceCheckpoint { table, id, to, at } => self
+                .send_advance_checkpoint(table, id, to, at)
+                .await
+                .map(Reply::Advanced),
+        }
+    }
+}

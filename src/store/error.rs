@@ -1,0 +1,135 @@
+//! SDK errors, classified once into [`ErrorKind`]: every retry and stop decision reads the kind,
+//! and the SDK error stays attached as the source.
+
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+
+/// What went wrong talking to DynamoDB, as far as the caller's decisions go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Throttling (`ProvisionedThroughputExceededException`, `ThrottlingException`,
+    /// `RequestLimitExceeded`): retry with backoff.
+    Throttled,
+    /// A 5xx, a timeout or a broken connection: retry with backoff.
+    Transient,
+    /// A condition expression did not hold: the item was kept.
+    ConditionFailed,
+    /// The table (or index) does not exist.
+    NotFound,
+    /// Credentials missing, rejected, or not allowed to do this.
+    Auth,
+    /// The request was rejected as invalid (wrong attribute types, missing index, ...).
+    Validation,
+    /// Anything else.
+    Other,
+}
+
+impl ErrorKind {
+    /// Whether a later attempt of the same request may succeed.
+    pub fn is_retryable(self) -> bool {
+        matches!(self, ErrorKind::Throttled | ErrorKind::Transient)
+    }
+}
+
+/// A failed DynamoDB call: its classification, the operation, and the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("{operation} failed ({kind:?}{code}): {message}", code = code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
+pub struct StoreError {
+    /// Classification used for retry decisions.
+    pub kind: ErrorKind,
+    /// The DynamoDB operation, e.g. `BatchWriteItem`.
+    pub operation: &'static str,
+    /// The AWS error code, when the service sent one.
+    pub code: Option<String>,
+    /// Human-readable detail.
+    pub message: String,
+    /// The underlying SDK error.
+    #[source]
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl StoreError {
+    /// A store error with no underlying SDK error (e.g. a schema check that failed).
+    pub fn new(kind: ErrorKind, operation: &'static str, message: impl Into<String>) -> Self {
+        StoreError {
+            kind,
+            operation,
+            code: None,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub(crate) fn from_sdk<E>(operation: &'static str, err: SdkError<E, HttpResponse>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        let status = match &err {
+            SdkError::ServiceError(e) => Some(e.raw().status().as_u16()),
+            SdkError::ResponseError(e) => Some(e.raw().status().as_u16()),
+            _ => None,
+        };
+        let code = err.code().map(str::to_owned);
+        let kind = classify(&err, code.as_deref(), status);
+        let message = err
+            .message()
+            .map(str::to_owned)
+            .unwrap_or_else(|| describe_chain(&err));
+        StoreError {
+            kind,
+            operation,
+            code,
+            message,
+            source: Some(Box::new(err)),
+        }
+    }
+}
+
+fn describe_chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        out.push_str(": ");
+        out.push_str(&e.to_string());
+        cur = e.source();
+    }
+    out
+}
+
+fn classify<E, R>(err: &SdkError<E, R>, code: Option<&str>, status: Option<u16>) -> ErrorKind {
+    match code {
+        Some(
+            "ProvisionedThroughputExceededException"
+            | "ThrottlingException"
+            | "RequestLimitExceeded"
+            | "Throttling",
+        ) => return ErrorKind::Throttled,
+        Some("ConditionalCheckFailedException") => return ErrorKind::ConditionFailed,
+        Some("ResourceNotFoundException") => return ErrorKind::NotFound,
+        Some(
+            "UnrecognizedClientException"
+            | "AccessDeniedException"
+            | "InvalidSignatureException"
+            | "MissingAuthenticationToken"
+            | "ExpiredTokenException"
+            | "IncompleteSignatureException",
+        ) => return ErrorKind::Auth,
+        Some("ValidationException" | "SerializationException") => return ErrorKind::Validation,
+        Some("InternalServerError" | "ServiceUnavailable" | "InternalFailure") => {
+            return ErrorKind::Transient
+        }
+        _ => {}
+    }
+    match err {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            ErrorKind::Transient
+        }
+        _ => match status {
+            Some(s) if s >= 500 => ErrorKind::Transient,
+            Some(403) => ErrorKind::Auth,
+            _ => ErrorKind::Other,
+        },
+    }
+}

@@ -1,0 +1,122 @@
+//! Table-wide operations of the adoption tools: one page of a parallel Scan, and the conditional
+//! update that gives an item its window attribute without overwriting a concurrent change.
+
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
+use tracing::instrument;
+
+use super::{DynamoStore, ErrorKind, Key, StoreError};
+
+/// One page of a parallel scan.
+#[derive(Debug, Default, Clone)]
+pub struct ScanPage {
+    /// Items as projected.
+    pub items: Vec<Key>,
+    /// Where the segment continues; `None` when it is finished.
+    pub next: Option<Key>,
+    /// Read capacity consumed, when the server reports it.
+    pub consumed: f64,
+}
+
+/// Outcome of a conditional window update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateOutcome {
+    /// The window attribute was written.
+    Written,
+    /// The item changed (ttl or window) or was deleted since it was read; nothing was written.
+    Changed,
+}
+
+impl DynamoStore {
+    /// Reads one page of segment `segment` of `total` of a parallel scan, projecting `attributes`
+    /// (all attributes when empty).
+    #[instrument(level = "debug", skip(self, start, attributes))]
+    pub async fn scan_page(
+        &self,
+        table: &str,
+        segment: u32,
+        total: u32,
+        start: Option<Key>,
+        attributes: &[String],
+        limit: Option<i32>,
+    ) -> Result<ScanPage, StoreError> {
+        let mut req = self
+            .client()
+            .scan()
+            .table_name(table)
+            .segment(segment as i32)
+            .total_segments(total as i32)
+            .set_exclusive_start_key(start)
+            .set_limit(limit)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total);
+        if !attributes.is_empty() {
+            let names: Vec<String> = (0..attributes.len()).map(|i| format!("#a{i}")).collect();
+            req = req.projection_expression(names.join(", "));
+            for (n, a) in names.iter().zip(attributes) {
+                req = req.expression_attribute_names(n, a);
+            }
+        }
+        let out = req
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("Scan", e))?;
+        Ok(ScanPage {
+            consumed: out
+                .consumed_capacity()
+                .and_then(|c| c.capacity_units())
+                .unwrap_or(0.0),
+            items: out.items.unwrap_or_default(),
+            next: out.last_evaluated_key.filter(|k| !k.is_empty()),
+        })
+    }
+
+    /// Sets the window attribute of `key` to `window` only if the item still has the ttl it was
+    /// read with and the window value it was read with (`None`: no window attribute), so a
+    /// concurrent change is never overwritten and a deleted item is never recreated. Returns the
+    /// outcome and the write capacity consumed.
+    #[instrument(level = "debug", skip(self, key, ttl, old))]
+    #[allow(clippy::too_many_arguments)]
+    pub async fn set_window_if_unchanged(
+        &self,
+        table: &str,
+        key: Key,
+        ttl_attribute: &str,
+        ttl: AttributeValue,
+        window_attribute: &str,
+        old: Option<AttributeValue>,
+        window: String,
+    ) -> Result<(UpdateOutcome, f64), StoreError> {
+        let mut req = self
+            .client()
+            .update_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .update_expression("SET #w = :w")
+            .expression_attribute_names("#w", window_attribute)
+            .expression_attribute_names("#t", ttl_attribute)
+            .expression_attribute_values(":w", AttributeValue::S(window))
+            .expression_attribute_values(":t", ttl)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total);
+        req = match old {
+            None => req.condition_expression("#t = :t AND attribute_not_exists(#w)"),
+            Some(old) => req
+                .condition_expression("#t = :t AND #w = :old")
+                .expression_attribute_values(":old", old),
+        };
+        match req.send().await {
+            Ok(out) => Ok((
+                UpdateOutcome::Written,
+                out.consumed_capacity()
+                    .and_then(|c| c.capacity_units())
+                    .unwrap_or(1.0),
+            )),
+            Err(e) => {
+                let e = StoreError::from_sdk("UpdateItem", e);
+                if e.kind == ErrorKind::ConditionFailed {
+                    Ok((UpdateOutcome::Changed, 1.0))
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+}
