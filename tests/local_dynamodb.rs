@@ -481,3 +481,41 @@ async fn start_up_checks_name_the_missing_or_misshapen_table_and_index() {
     assert_eq!(wrong_attr.kind, ErrorKind::Validation);
     assert!(wrong_attr.to_string().contains("expiresAt"), "{wrong_attr}");
 }
+
+/// Native TTL's rule: a ttl more than five years in the past never expires. Items a writer put
+/// in the current window with ttl 0 or a ttl six years ago stay, counted as invalid, in both modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttls_more_than_five_years_old_are_never_deleted() {
+    let client = client().await;
+    let now = boundary() + 30;
+    let current = Window::containing_secs(now, 60).key();
+    let old = |id: &str, ttl: i64| -> Key {
+        HashMap::from([
+            ("id".to_string(), AV::S(id.into())),
+            ("ttl".to_string(), AV::N(ttl.to_string())),
+            ("expirationWindow".to_string(), AV::S(current.clone())),
+        ])
+    };
+    for mode in ["batch", "conditional"] {
+        let table = table_name("five_years");
+        create_table(&client, &TableSpec::simple(&table)).await;
+        put_items(
+            &client,
+            &table,
+            vec![
+                old("zero", 0),
+                old("six-years", now - 6 * 365 * 86_400),
+                session("expired", now - 20),
+            ],
+        )
+        .await;
+        let cfg = config(&table, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "2")]);
+        let (store, schema) = store_and_schema(&cfg).await;
+        let report = Sweeper::new(store, schema, cfg.sweep_options())
+            .sweep(Timestamp::from_secs(now), &Stop::never())
+            .await;
+        assert_eq!(report.items_deleted, 1, "{mode}: {report:?}");
+        assert_eq!(report.items_invalid, 2, "{mode}: {report:?}");
+        assert_eq!(ids(&client, &table).await, ["six-years", "zero"], "{mode}");
+    }
+}

@@ -406,3 +406,79 @@ impl ttl_sweeper::store::Store for SlowStore {
         self.0.call(call).await
     }
 }
+
+/// A store answering one 1,000-item page per partition (as a 1 MB keys-only page would), whose
+/// deletes take `delete_time` each; counts what was sent.
+struct BigPageStore {
+    delete_time: Duration,
+    sends: std::sync::atomic::AtomicUsize,
+    deleted: std::sync::atomic::AtomicUsize,
+}
+
+impl ttl_sweeper::store::Store for BigPageStore {
+    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        match call {
+            Call::QueryExpired { .. } => Ok(Reply::Page(ttl_sweeper::store::Page {
+                items: (0..1000).map(expired).collect(),
+                next: None,
+            })),
+            Call::BatchDelete { keys, .. } => {
+                self.sends.fetch_add(1, SeqCst);
+                tokio::time::sleep(self.delete_time).await;
+                self.deleted.fetch_add(keys.len(), SeqCst);
+                Ok(Reply::Unprocessed(vec![]))
+            }
+            Call::DeleteIfExpired { .. } => {
+                self.sends.fetch_add(1, SeqCst);
+                tokio::time::sleep(self.delete_time).await;
+                self.deleted.fetch_add(1, SeqCst);
+                Ok(Reply::Conditional(
+                    ttl_sweeper::store::ConditionalOutcome::Deleted,
+                ))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_stops_deletes_inside_a_page_and_reports_the_rest_as_left() {
+    use std::sync::atomic::Ordering::SeqCst;
+    // (mode, time per request, requests the whole page needs)
+    for (mode, delete_time, all_requests) in [
+        (DeleteMode::Batch, Duration::from_millis(100), 40),
+        (DeleteMode::Conditional, Duration::from_millis(20), 1000),
+    ] {
+        let store = BigPageStore {
+            delete_time,
+            sends: Default::default(),
+            deleted: Default::default(),
+        };
+        let mut opts = options(mode);
+        opts.max_concurrency = 2;
+        let s = Sweeper::new(store, schema(), opts);
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let report = s
+            .sweep(Timestamp::from_secs(NOW), &Stop::at(Some(deadline)))
+            .await;
+        let (sends, deleted) = (s.store().sends.load(SeqCst), s.store().deleted.load(SeqCst));
+        // Two requests at a time for 0.5 s: a handful of requests, not the whole page.
+        assert!(
+            sends <= all_requests / 3,
+            "{mode}: {sends} of {all_requests} requests sent after the deadline"
+        );
+        assert!(
+            Instant::now() <= deadline + delete_time * 2,
+            "{mode}: ran past the deadline"
+        );
+        assert_eq!(report.items_found, 1000, "{mode}");
+        assert_eq!(report.items_deleted, deleted as u64, "{mode}");
+        assert_eq!(
+            report.items_left,
+            1000 - deleted as u64,
+            "{mode}: {report:?}"
+        );
+        assert!(report.stopped_early && report.is_success(), "{mode}");
+    }
+}

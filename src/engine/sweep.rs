@@ -18,7 +18,7 @@ use super::report::{FailedKey, LagStats, SweepErrorEntry, SweepReport};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions, BATCH_SIZE};
 use crate::expiry::time::iso_millis;
-use crate::expiry::window::{parse_ttl, partition_key, Window};
+use crate::expiry::window::{parse_ttl, partition_key, ttl_state, TtlState, Window};
 use crate::expiry::Timestamp;
 use crate::store::{
     key_to_json, ConditionalOutcome, Key, Store, StoreError, StoreExt, TableSchema,
@@ -43,6 +43,16 @@ struct ChunkOutcome {
     failed: Vec<FailedKey>,
 }
 
+impl ChunkOutcome {
+    /// `n` items not attempted because the sweep had to stop.
+    fn left(n: usize) -> Self {
+        ChunkOutcome {
+            left: n as u64,
+            ..ChunkOutcome::default()
+        }
+    }
+}
+
 /// Outcome of sweeping one partition (one shard of one window).
 #[derive(Debug, Default)]
 struct PartitionOutcome {
@@ -65,7 +75,8 @@ impl PartitionOutcome {
 }
 
 /// Returns the item's key and ttl if — and only if — the item as read is expired at `now`: a
-/// Number ttl in epoch seconds, before `now`, and the table's key attributes present.
+/// Number ttl in epoch seconds, before `now` and not more than five years before it (native
+/// TTL's rule), and the table's key attributes present.
 fn check_item(schema: &TableSchema, item: &Key, now: Timestamp) -> Option<Expired> {
     let ttl = match item.get(&schema.layout.ttl_attribute) {
         Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => match parse_ttl(n) {
@@ -80,13 +91,16 @@ fn check_item(schema: &TableSchema, item: &Key, now: Timestamp) -> Option<Expire
             return None;
         }
     };
-    if !now.is_after_ttl(ttl) {
-        warn!(
-            ttl,
-            now = %now,
-            "index returned an item that is not yet expired; ignored"
-        );
-        return None;
+    match ttl_state(ttl, now) {
+        TtlState::Expired => {}
+        TtlState::Live => {
+            warn!(ttl, now = %now, "index returned an item that is not yet expired; ignored");
+            return None;
+        }
+        TtlState::TooOld => {
+            warn!(ttl, now = %now, "ttl is more than five years in the past: native TTL's rule keeps the item; ignored");
+            return None;
+        }
     }
     let Some(key) = schema.key_of(item) else {
         warn!("index item without the table's key attributes ignored");
@@ -289,6 +303,10 @@ impl<S: Store> Sweeper<S> {
         let mut start: Option<Key> = None;
         let delete = |chunk: Vec<Expired>| async move {
             let _permit = permits.acquire().await;
+            // The stop may have come while this chunk waited for a permit.
+            if stop.reached() {
+                return ChunkOutcome::left(chunk.len());
+            }
             self.delete_chunk(chunk, now, stop).await
         };
         loop {
@@ -323,7 +341,7 @@ impl<S: Store> Sweeper<S> {
                     None => out.invalid += 1,
                 }
             }
-            while pending.len() >= BATCH_SIZE {
+            while pending.len() >= BATCH_SIZE && !stop.reached() {
                 let chunk: Vec<Expired> = pending.drain(..BATCH_SIZE).collect();
                 inflight.push(delete(chunk));
                 while inflight.len() >= max_inflight {
@@ -344,8 +362,13 @@ impl<S: Store> Sweeper<S> {
                 }
             }
         }
-        for chunk in pending.chunks(BATCH_SIZE) {
-            inflight.push(delete(chunk.to_vec()));
+        if stop.reached() {
+            // Found but not attempted: the next sweep finds them again.
+            out.chunks.push(ChunkOutcome::left(pending.len()));
+        } else {
+            for chunk in pending.chunks(BATCH_SIZE) {
+                inflight.push(delete(chunk.to_vec()));
+            }
         }
         while let Some(c) = inflight.next().await {
             out.chunks.push(c);
@@ -414,6 +437,10 @@ impl<S: Store> Sweeper<S> {
         let mut out = ChunkOutcome::default();
         let mut items = chunk.into_iter();
         while let Some(e) = items.next() {
+            if stop.reached() {
+                out.left += 1 + items.len() as u64;
+                return out;
+            }
             let mut attempt = 0u32;
             loop {
                 let err: StoreError = match self
@@ -489,7 +516,10 @@ mod tests {
             use aws_sdk_dynamodb::types::AttributeValue as AV;
             let value = if numeric { AV::N(ttl.clone()) } else { AV::S(ttl.clone()) };
             let item: Key = [("id".to_string(), AV::S("a".into())), ("ttl".to_string(), value)].into();
-            let expired_as_read = numeric && parse_ttl(&ttl).is_ok_and(|t| t < now as f64);
+            let expired_as_read = numeric
+                && parse_ttl(&ttl).is_ok_and(|t| {
+                    t < now as f64 && t >= (now - crate::expiry::window::MAX_EXPIRED_AGE_SECONDS) as f64
+                });
             match check_item(&schema(), &item, Timestamp::from_secs(now)) {
                 Some(e) => {
                     proptest::prop_assert!(expired_as_read, "{ttl:?} at {now}");
@@ -518,5 +548,29 @@ mod tests {
             check_item(&schema(), &ok, Timestamp::from_secs(5)).is_none(),
             "ttl == now is not expired"
         );
+        // native TTL's rule: a ttl more than five years old is never deleted
+        let now = Timestamp::from_secs(1_800_000_000);
+        assert!(
+            check_item(&schema(), &ok, now).is_none(),
+            "ttl 5 is decades old"
+        );
+        let six_years: Key = [
+            ("id".to_string(), AV::S("a".into())),
+            (
+                "ttl".to_string(),
+                AV::N((1_800_000_000 - 6 * 365 * 86_400).to_string()),
+            ),
+        ]
+        .into();
+        assert!(check_item(&schema(), &six_years, now).is_none());
+        let four_years: Key = [
+            ("id".to_string(), AV::S("a".into())),
+            (
+                "ttl".to_string(),
+                AV::N((1_800_000_000 - 4 * 365 * 86_400).to_string()),
+            ),
+        ]
+        .into();
+        assert!(check_item(&schema(), &four_years, now).is_some());
     }
 }

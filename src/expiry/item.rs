@@ -8,7 +8,8 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::layout::Layout;
-use super::window::{parse_ttl, TtlError};
+use super::time::Timestamp;
+use super::window::{parse_ttl, ttl_state, TtlError, TtlState};
 
 /// The two attributes to store on an item that expires at `ttl` (epoch seconds):
 /// `[(ttl attribute, N), (window attribute, S)]`.
@@ -38,15 +39,18 @@ pub fn expiry_attributes(
     ])
 }
 
-/// True when `item` has a usable numeric ttl that is before `now` (epoch seconds) — the same rule
-/// the sweeper deletes by. Items without a ttl, or with one it cannot use, never expire.
+/// True when `item` has a usable numeric ttl that is before `now` (epoch seconds), and not more
+/// than five years before it — the rule native TTL and the sweeper delete by. Items without a
+/// ttl, or with one neither can use, never expire.
 pub fn is_expired(
     item: &std::collections::HashMap<String, AttributeValue>,
     ttl_attribute: &str,
     now: i64,
 ) -> bool {
     match item.get(ttl_attribute) {
-        Some(AttributeValue::N(n)) => parse_ttl(n).is_ok_and(|t| t < now as f64),
+        Some(AttributeValue::N(n)) => {
+            parse_ttl(n).is_ok_and(|t| ttl_state(t, Timestamp::from_secs(now)) == TtlState::Expired)
+        }
         _ => false,
     }
 }
@@ -113,6 +117,12 @@ mod tests {
             now
         ));
         assert!(!is_expired(&item(None), "ttl", now));
+        // native TTL's rule: more than five years in the past never expires
+        assert!(!is_expired(
+            &item(Some(AttributeValue::N("0".into()))),
+            "ttl",
+            now
+        ));
         assert!(!is_expired(
             &item(Some(AttributeValue::S("1".into()))),
             "ttl",

@@ -30,6 +30,34 @@ pub const MAX_TTL_SECONDS: i64 = 253_402_300_799;
 /// microseconds), never as a real expiry: roughly 100 years.
 pub const IMPLAUSIBLE_AHEAD_SECONDS: i64 = 100 * 366 * 86_400;
 
+/// Native TTL ignores a ttl more than five years in the past ("Time to Live: how it works",
+/// DynamoDB developer guide), and so does the sweeper: such an item is never deleted, only counted
+/// as invalid. Five years of 365 days: at the edge the sweeper keeps what native TTL might delete.
+pub const MAX_EXPIRED_AGE_SECONDS: i64 = 5 * 365 * 86_400;
+
+/// What a valid ttl means at an instant, by native TTL's rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TtlState {
+    /// Not yet expired: the ttl is at or after the instant.
+    Live,
+    /// Expired: before the instant, and not more than five years before it.
+    Expired,
+    /// More than [`MAX_EXPIRED_AGE_SECONDS`] before the instant: native TTL never deletes it,
+    /// and neither does the sweeper.
+    TooOld,
+}
+
+/// Classifies ttl `ttl` (epoch seconds, already parsed) at `now`.
+pub fn ttl_state(ttl: f64, now: Timestamp) -> TtlState {
+    if !now.is_after_ttl(ttl) {
+        TtlState::Live
+    } else if ttl < (now.secs() - MAX_EXPIRED_AGE_SECONDS) as f64 {
+        TtlState::TooOld
+    } else {
+        TtlState::Expired
+    }
+}
+
 /// Why a ttl value cannot be placed in a window.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TtlError {
@@ -338,6 +366,24 @@ mod tests {
         assert!(ms.to_string().contains("milliseconds"));
         assert_eq!(parse_ttl(" 1658265980 ").unwrap(), 1658265980.0);
         assert_eq!(parse_ttl("1658265980.5").unwrap(), 1658265980.5);
+    }
+
+    #[test]
+    fn ttls_older_than_five_years_are_not_expired_but_too_old() {
+        let now = ts(at("2026-11-22T12:00:00Z"));
+        let five_years = MAX_EXPIRED_AGE_SECONDS as f64;
+        let n = now.as_secs_f64();
+        let cases = [
+            (n + 1.0, TtlState::Live),
+            (n, TtlState::Live),
+            (n - 0.001, TtlState::Expired),
+            (n - five_years, TtlState::Expired),
+            (n - five_years - 1.0, TtlState::TooOld),
+            (0.0, TtlState::TooOld),
+        ];
+        for (ttl, want) in cases {
+            assert_eq!(ttl_state(ttl, now), want, "{ttl}");
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ use tracing::instrument;
 use super::{
     Call, ConditionalOutcome, ErrorKind, Key, Page, Reply, Store, StoreError, TableSchema,
 };
+use crate::expiry::window::MAX_EXPIRED_AGE_SECONDS;
 use crate::expiry::Timestamp;
 
 /// TCP/TLS connect timeout of the client built by [`DynamoStore::from_env`].
@@ -238,9 +239,15 @@ impl DynamoStore {
             .delete_item()
             .table_name(&schema.table_name)
             .set_key(Some(key))
-            .condition_expression("attribute_exists(#ttl) AND #ttl < :now")
+            // Expired at `now` by native TTL's rule, as the item stands in the table now: a ttl
+            // extended, removed, or set more than five years back since the read keeps the item.
+            .condition_expression("attribute_exists(#ttl) AND #ttl < :now AND #ttl >= :oldest")
             .expression_attribute_names("#ttl", &schema.layout.ttl_attribute)
             .expression_attribute_values(":now", AttributeValue::N(now.to_number()))
+            .expression_attribute_values(
+                ":oldest",
+                AttributeValue::N((now.secs() - MAX_EXPIRED_AGE_SECONDS).to_string()),
+            )
             // Tells a kept item (returned) from one that is already gone (nothing returned).
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .customize()
