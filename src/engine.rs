@@ -21,7 +21,7 @@ pub mod sweep;
 pub mod ticks;
 
 pub use checkpoint::Checkpoint;
-pub use report::{FailedKey, LagStats, SweepErrorEntry, SweepReport};
+pub use report::{FailedKey, LagHistogram, LagStats, SweepErrorEntry, SweepReport};
 pub use retry::{full_jitter, Stop};
 pub use sweep::Sweeper;
 pub use ticks::{run_ticks, Ticks};

@@ -7,6 +7,8 @@
 //! it does not change.
 //!
 //! - [`error`]: SDK errors classified once into [`ErrorKind`].
+//! - [`clock`]: DynamoDB's own clock, learned from response `Date` headers, which a sweep
+//!   instant may never run ahead of.
 //! - [`dynamo`]: [`DynamoStore`], the seam over the AWS SDK client.
 //! - [`describe`]: start-up checks — [`open`] reads the table once and checks the index, for
 //!   every command.
@@ -21,12 +23,14 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::expiry::{Layout, Timestamp};
 
+pub mod clock;
 pub mod describe;
 pub mod dynamo;
 pub mod error;
 pub mod keys;
 pub mod scan;
 
+pub use clock::ServerClock;
 pub use describe::{open, IndexCheck, OpenedTable, TableTarget};
 pub use dynamo::{DynamoStore, SDK_MAX_ATTEMPTS};
 pub use error::{ErrorKind, StoreError};

@@ -86,11 +86,47 @@ macro_rules! summary_event {
             stopped_early = r.stopped_early,
             ticks = r.ticks,
             checkpoint = r.checkpoint_after.as_deref().unwrap_or(""),
-            errors = r.errors.len(),
+            errors = r.errors.len() as u64 + r.errors_dropped,
             first_error = r.errors.first().map(|e| e.message.as_str()).unwrap_or(""),
+            first_errors = %first_errors(r),
+            failed_keys = %failed_keys(r),
             $message
         )
     }};
+}
+
+/// Failed keys shown in a summary line; the report has them all (up to its cap).
+pub const LOGGED_FAILED_KEYS: usize = 10;
+
+/// Errors shown in a summary line.
+pub const LOGGED_ERRORS: usize = 3;
+
+/// The first failed keys with their reasons, as JSON: what an operator needs to find them.
+fn failed_keys(r: &SweepReport) -> String {
+    let shown: Vec<Value> = r
+        .failed_keys
+        .iter()
+        .take(LOGGED_FAILED_KEYS)
+        .map(|f| json!({"key": f.key, "reason": f.reason}))
+        .collect();
+    if shown.is_empty() {
+        String::new()
+    } else {
+        Value::Array(shown).to_string()
+    }
+}
+
+/// The first errors, with the partition they stopped, separated by ` | `.
+fn first_errors(r: &SweepReport) -> String {
+    r.errors
+        .iter()
+        .take(LOGGED_ERRORS)
+        .map(|e| match &e.window {
+            Some(w) => format!("{w}: {}", e.message),
+            None => e.message.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
 /// Logs the one summary line of a sweep: `info` when it succeeded, `error` when not.
@@ -228,6 +264,15 @@ mod tests {
             log_summary(&SweepReport::default());
             log_summary(&SweepReport {
                 items_failed: 1,
+                failed_keys: vec![crate::engine::FailedKey {
+                    key: json!({"id": {"S": "user#42"}}),
+                    reason: "BatchWriteItem failed (Throttled)".into(),
+                }],
+                errors: vec![crate::engine::SweepErrorEntry {
+                    window: Some("w1".into()),
+                    kind: crate::store::ErrorKind::Validation,
+                    message: "index gone".into(),
+                }],
                 ..SweepReport::default()
             });
         });

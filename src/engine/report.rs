@@ -5,6 +5,12 @@ use serde::Serialize;
 
 use crate::store::{ErrorKind, StoreError};
 
+/// Most failed keys a report keeps; the rest are counted in `failed_keys_dropped`.
+pub const MAX_FAILED_KEYS: usize = 1000;
+
+/// Most errors a report keeps; the rest are counted in `errors_dropped`.
+pub const MAX_ERRORS: usize = 100;
+
 /// Expiry lag of deleted items (time of deletion minus ttl), milliseconds.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LagStats {
@@ -16,21 +22,54 @@ pub struct LagStats {
     pub max_ms: u64,
 }
 
-impl LagStats {
-    /// Nearest-rank percentiles of `lags` (any order).
-    pub fn from_lags(lags: &mut [u64]) -> LagStats {
-        if lags.is_empty() {
+/// Every deleted item's lag in a fixed-size histogram (three significant digits: exact to the
+/// millisecond up to 2 s, within 0.1% above), so merged reports have percentiles without keeping
+/// one number per deletion: a daemon's memory does not grow with what it deletes.
+#[derive(Debug, Clone)]
+pub struct LagHistogram(hdrhistogram::Histogram<u64>);
+
+impl Default for LagHistogram {
+    fn default() -> Self {
+        // One millisecond to about 35 years: every lag a valid ttl can have.
+        LagHistogram(
+            hdrhistogram::Histogram::new_with_bounds(1, 1 << 40, 3)
+                .expect("static histogram bounds are valid"),
+        )
+    }
+}
+
+impl LagHistogram {
+    /// Records one lag.
+    pub fn record(&mut self, lag_ms: u64) {
+        self.0.saturating_record(lag_ms);
+    }
+
+    /// Adds another histogram's counts.
+    pub fn add(&mut self, other: &LagHistogram) {
+        // Same bounds on both sides: adding cannot fail.
+        let _ = self.0.add(&other.0);
+    }
+
+    /// Number of lags recorded.
+    pub fn len(&self) -> u64 {
+        self.0.len()
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Median, 99th percentile and maximum.
+    pub fn stats(&self) -> LagStats {
+        if self.0.is_empty() {
             return LagStats::default();
         }
-        lags.sort_unstable();
-        let rank = |p: f64| {
-            let idx = ((p * lags.len() as f64).ceil() as usize).clamp(1, lags.len()) - 1;
-            lags[idx]
-        };
+        let q = |p: f64| self.0.highest_equivalent(self.0.value_at_quantile(p));
         LagStats {
-            p50_ms: rank(0.50),
-            p99_ms: rank(0.99),
-            max_ms: lags[lags.len() - 1],
+            p50_ms: q(0.50),
+            p99_ms: q(0.99),
+            max_ms: self.0.max(),
         }
     }
 }
@@ -114,9 +153,13 @@ pub struct SweepReport {
     pub failed_keys: Vec<FailedKey>,
     /// Errors that stopped reading a window or the whole sweep.
     pub errors: Vec<SweepErrorEntry>,
-    /// Every deleted item's lag, kept so that merged reports have exact percentiles.
+    /// Failed keys beyond the [`MAX_FAILED_KEYS`] kept in `failed_keys`.
+    pub failed_keys_dropped: u64,
+    /// Errors beyond the [`MAX_ERRORS`] kept in `errors`.
+    pub errors_dropped: u64,
+    /// Every deleted item's lag, so that merged reports have percentiles.
     #[serde(skip)]
-    pub lags_ms: Vec<u64>,
+    pub lags: LagHistogram,
 }
 
 impl SweepReport {
@@ -157,10 +200,34 @@ impl SweepReport {
         if other.checkpoint_after.is_some() {
             self.checkpoint_after = other.checkpoint_after;
         }
-        self.failed_keys.extend(other.failed_keys);
-        self.errors.extend(other.errors);
-        self.lags_ms.extend(other.lags_ms);
-        self.lag = LagStats::from_lags(&mut self.lags_ms);
+        self.failed_keys_dropped += other.failed_keys_dropped;
+        self.errors_dropped += other.errors_dropped;
+        self.add_failed_keys(other.failed_keys);
+        self.add_errors(other.errors);
+        self.lags.add(&other.lags);
+        self.lag = self.lags.stats();
+    }
+
+    /// Keeps up to [`MAX_FAILED_KEYS`] failed keys, counting the rest.
+    pub fn add_failed_keys(&mut self, keys: impl IntoIterator<Item = FailedKey>) {
+        for key in keys {
+            if self.failed_keys.len() < MAX_FAILED_KEYS {
+                self.failed_keys.push(key);
+            } else {
+                self.failed_keys_dropped += 1;
+            }
+        }
+    }
+
+    /// Keeps up to [`MAX_ERRORS`] errors, counting the rest.
+    pub fn add_errors(&mut self, errors: impl IntoIterator<Item = SweepErrorEntry>) {
+        for e in errors {
+            if self.errors.len() < MAX_ERRORS {
+                self.errors.push(e);
+            } else {
+                self.errors_dropped += 1;
+            }
+        }
     }
 }
 
@@ -168,13 +235,53 @@ impl SweepReport {
 mod tests {
     use super::*;
 
+    fn histogram(lags: impl IntoIterator<Item = u64>) -> LagHistogram {
+        let mut h = LagHistogram::default();
+        for lag in lags {
+            h.record(lag);
+        }
+        h
+    }
+
     #[test]
     fn lag_percentiles_use_nearest_rank() {
-        let mut lags: Vec<u64> = (1..=100).rev().collect();
-        let s = LagStats::from_lags(&mut lags);
+        let s = histogram((1..=100).rev()).stats();
         assert_eq!((s.p50_ms, s.p99_ms, s.max_ms), (50, 99, 100));
-        assert_eq!(LagStats::from_lags(&mut []), LagStats::default());
-        let s = LagStats::from_lags(&mut [7]);
+        assert_eq!(LagHistogram::default().stats(), LagStats::default());
+        let s = histogram([7]).stats();
         assert_eq!((s.p50_ms, s.p99_ms, s.max_ms), (7, 7, 7));
+        // three significant digits above 2 s
+        let s = histogram([123_456]).stats();
+        assert!(s.max_ms.abs_diff(123_456) <= 123, "{s:?}");
+    }
+
+    #[test]
+    fn merging_keeps_memory_bounded_and_counts_what_it_drops() {
+        let failed = |n: usize| FailedKey {
+            key: serde_json::json!({"id": {"S": n.to_string()}}),
+            reason: "throttled".into(),
+        };
+        let mut total = SweepReport::default();
+        for tick in 0..3_000u64 {
+            let mut r = SweepReport {
+                items_failed: 1,
+                lags: histogram([tick % 1000, 5]),
+                ..SweepReport::default()
+            };
+            r.add_failed_keys([failed(tick as usize)]);
+            r.add_errors([SweepErrorEntry {
+                window: None,
+                kind: ErrorKind::Throttled,
+                message: "slow down".into(),
+            }]);
+            total.merge(r);
+        }
+        assert_eq!(total.ticks, 3_000);
+        assert_eq!(total.failed_keys.len(), MAX_FAILED_KEYS);
+        assert_eq!(total.failed_keys_dropped, 3_000 - MAX_FAILED_KEYS as u64);
+        assert_eq!(total.errors.len(), MAX_ERRORS);
+        assert_eq!(total.errors_dropped, 3_000 - MAX_ERRORS as u64);
+        assert_eq!(total.lags.len(), 6_000);
+        assert_eq!(total.lag.max_ms, 999);
     }
 }

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
-use super::report::{FailedKey, LagStats, SweepErrorEntry, SweepReport};
+use super::report::{FailedKey, SweepErrorEntry, SweepReport};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions, BATCH_SIZE};
 use crate::expiry::time::iso_millis;
@@ -176,7 +176,7 @@ impl<S: Store> Sweeper<S> {
         let (mut report, complete) = self.sweep_partitions(now, &plan.windows, stop).await;
         report.catchup_capped = plan.capped;
         if let Some(e) = checkpoint_error {
-            report.errors.push(SweepErrorEntry::new(None, &e));
+            report.add_errors([SweepErrorEntry::new(None, &e)]);
             return report;
         }
         let Some(cp) = &options.checkpoint else {
@@ -196,7 +196,7 @@ impl<S: Store> Sweeper<S> {
                         Some(to)
                     }
                     Err(e) => {
-                        report.errors.push(SweepErrorEntry::new(None, &e));
+                        report.add_errors([SweepErrorEntry::new(None, &e)]);
                         checkpoint_before
                     }
                 }
@@ -261,7 +261,7 @@ impl<S: Store> Sweeper<S> {
                 for (ttl, at) in chunk.deleted_ttls.iter().zip(&chunk.deleted_at) {
                     let deleted_at = now + at.duration_since(started);
                     let lag_ms = deleted_at.millis() as f64 - ttl * 1000.0;
-                    report.lags_ms.push(lag_ms.max(0.0).round() as u64);
+                    report.lags.record(lag_ms.max(0.0).round() as u64);
                 }
                 report.items_deleted += chunk.deleted_ttls.len() as u64;
                 report.items_skipped += chunk.skipped;
@@ -269,18 +269,16 @@ impl<S: Store> Sweeper<S> {
                 report.items_retried += chunk.retried;
                 report.items_left += chunk.left;
                 report.items_failed += chunk.failed.len() as u64;
-                report.failed_keys.extend(chunk.failed);
+                report.add_failed_keys(chunk.failed);
             }
             if let Some(e) = out.error {
-                report
-                    .errors
-                    .push(SweepErrorEntry::new(Some(windows[i].key()), &e));
+                report.add_errors([SweepErrorEntry::new(Some(windows[i].key()), &e)]);
             }
         }
         report.windows_swept = read_all.iter().filter(|r| **r).count();
         report.windows_left = windows.len() - report.windows_swept;
         report.stopped_early = stop.reached() && !report.is_complete();
-        report.lag = LagStats::from_lags(&mut report.lags_ms);
+        report.lag = report.lags.stats();
         report.duration_ms = started.elapsed().as_millis() as u64;
         (report, complete)
     }

@@ -10,6 +10,9 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 use tracing::instrument;
 
+use std::sync::Arc;
+
+use super::clock::{DateRecorder, ServerClock};
 use super::{
     Call, ConditionalOutcome, ErrorKind, Key, Page, Reply, Store, StoreError, TableSchema,
 };
@@ -29,12 +32,28 @@ pub const SDK_MAX_ATTEMPTS: u32 = 3;
 #[derive(Debug, Clone)]
 pub struct DynamoStore {
     client: Client,
+    server_clock: Arc<ServerClock>,
 }
 
 impl DynamoStore {
-    /// Wraps a client built by the caller.
+    /// Wraps a client built by the caller, adding the interceptor that learns DynamoDB's clock
+    /// from its responses (see [`DynamoStore::server_clock`]).
     pub fn new(client: Client) -> Self {
-        DynamoStore { client }
+        let server_clock = Arc::new(ServerClock::default());
+        let config = client
+            .config()
+            .to_builder()
+            .interceptor(DateRecorder(server_clock.clone()))
+            .build();
+        DynamoStore {
+            client: Client::from_conf(config),
+            server_clock,
+        }
+    }
+
+    /// DynamoDB's clock as its responses tell it: entry points hold their clock readings to it.
+    pub fn server_clock(&self) -> &Arc<ServerClock> {
+        &self.server_clock
     }
 
     /// Builds a client from the standard AWS configuration chain (`AWS_REGION`,
