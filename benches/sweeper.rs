@@ -290,7 +290,7 @@ async fn expiry_lag(s: &Scale) -> Vec<LagResult> {
             run_ticks(
                 &sweeper,
                 Timestamp::from_secs(now()),
-                clock,
+                &clock,
                 &ticks,
                 &Stop::never(),
                 |_| {},

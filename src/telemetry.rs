@@ -85,6 +85,7 @@ macro_rules! summary_event {
             duration_ms = r.duration_ms,
             stopped_early = r.stopped_early,
             ticks = r.ticks,
+            clock_ahead_ms = r.clock_ahead_ms,
             checkpoint = r.checkpoint_after.as_deref().unwrap_or(""),
             errors = r.errors.len() as u64 + r.errors_dropped,
             first_error = r.errors.first().map(|e| e.message.as_str()).unwrap_or(""),
@@ -144,7 +145,8 @@ pub fn log_summary(report: &SweepReport) {
 
 /// The EMF record of a sweep: one JSON object that CloudWatch Logs turns into the metrics
 /// `ItemsDeleted`, `ItemsSkipped`, `ItemsGone`, `ItemsFailed`, `ItemsFound`, `ItemsLeft`, `WindowsSwept`,
-/// `MaxExpiryLagSeconds` and `P99ExpiryLagSeconds`, dimensioned by `TableName`.
+/// `MaxExpiryLagSeconds`, `P99ExpiryLagSeconds` and `ClockAheadSeconds` (how far the host clock
+/// ran ahead of DynamoDB's and was pulled back), dimensioned by `TableName`.
 pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value {
     let metrics = [
         ("ItemsDeleted", "Count", json!(report.items_deleted)),
@@ -163,6 +165,11 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
             "P99ExpiryLagSeconds",
             "Seconds",
             json!(report.lag.p99_ms as f64 / 1000.0),
+        ),
+        (
+            "ClockAheadSeconds",
+            "Seconds",
+            json!(report.clock_ahead_ms as f64 / 1000.0),
         ),
     ];
     let mut record = serde_json::Map::new();

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use common::*;
 use serde_json::{json, Value};
 use ttl_sweeper::engine::Sweeper;
+use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::lambda::{handle, HandlerError, HandlerSettings};
 
 fn fixture(name: &str) -> Value {
@@ -57,7 +58,7 @@ async fn setup(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduled_and_transformed_events_sweep_as_of_their_time() {
     let now = now();
-    let clock = DateTime::<Utc>::from_timestamp(now, 0).unwrap();
+    let clock = Timestamp::from_secs(now);
     for (name, prefix) in [
         ("scheduled-event.json", "h_sched"),
         ("transformed-event.json", "h_time"),
@@ -68,7 +69,7 @@ async fn scheduled_and_transformed_events_sweep_as_of_their_time() {
         let report = handle(
             &sweeper,
             &event,
-            || clock,
+            &|| clock,
             Some(Duration::from_secs(60)),
             &settings(),
         )
@@ -87,7 +88,7 @@ async fn scheduled_and_transformed_events_sweep_as_of_their_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_events_delete_nothing() {
     let now = now();
-    let clock = DateTime::<Utc>::from_timestamp(now, 0).unwrap();
+    let clock = Timestamp::from_secs(now);
     let (client, table, sweeper) = setup("h_bad", now).await;
     for event in [
         json!({"detail-type": "Object Created", "source": "aws.s3", "time": at(now)}),
@@ -96,7 +97,7 @@ async fn malformed_events_delete_nothing() {
         json!([at(now)]),
         json!({"Records": []}),
     ] {
-        let err = handle(&sweeper, &event, || clock, None, &settings())
+        let err = handle(&sweeper, &event, &|| clock, None, &settings())
             .await
             .unwrap_err();
         assert!(matches!(err, HandlerError::Event(_)), "{event}: {err}");
@@ -108,10 +109,10 @@ async fn malformed_events_delete_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_from_the_future_sweeps_only_what_has_expired_by_the_clock() {
     let now = now();
-    let clock = DateTime::<Utc>::from_timestamp(now, 0).unwrap();
+    let clock = Timestamp::from_secs(now);
     let (client, table, sweeper) = setup("h_future", now).await;
     let event = json!({"time": at(now + 86_400)});
-    let report = handle(&sweeper, &event, || clock, None, &settings())
+    let report = handle(&sweeper, &event, &|| clock, None, &settings())
         .await
         .unwrap();
     assert_eq!(report.sweep_at, ttl_sweeper::expiry::iso_millis(now));
@@ -145,7 +146,7 @@ async fn tick_mode_sweeps_repeatedly_until_just_before_the_next_invocation() {
     let report = handle(
         &sweeper,
         &json!({}),
-        Utc::now,
+        &common::clock,
         Some(Duration::from_secs(60)),
         &settings,
     )

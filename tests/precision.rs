@@ -62,7 +62,7 @@ async fn one_second_ticks_delete_each_item_within_two_seconds_of_its_ttl() {
     let report = run_ticks(
         &sweeper,
         Timestamp::from_secs(start),
-        clock,
+        &clock,
         &ticks,
         &Stop::never(),
         |_| {},

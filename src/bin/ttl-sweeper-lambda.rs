@@ -1,5 +1,6 @@
 //! The Lambda entry point: configuration and the DynamoDB client are set up once per cold start;
-//! each invocation is handled by `ttl_sweeper::handler::handle`.
+//! each invocation is handled by `ttl_sweeper::lambda::handle`, with the wall clock held to
+//! DynamoDB's clock.
 
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -7,7 +8,9 @@ use std::time::SystemTime;
 use lambda_runtime::{service_fn, LambdaEvent};
 use serde_json::Value;
 use ttl_sweeper::config::Config;
+use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::lambda::handle;
+use ttl_sweeper::store::GuardedClock;
 use ttl_sweeper::telemetry::{self, LogFormat};
 
 #[tokio::main]
@@ -31,21 +34,18 @@ async fn main() -> ExitCode {
     };
     tracing::info!(table = %config.table_name, index = %config.index_name, mode = %config.delete_mode, "ready");
     let settings = config.handler_settings();
-    let (sweeper, settings) = (&sweeper, &settings);
+    let clock = GuardedClock::new(
+        || Timestamp::from_datetime(chrono::Utc::now()),
+        sweeper.store().server_clock().clone(),
+    );
+    let (sweeper, settings, clock) = (&sweeper, &settings, &clock);
     let handler = service_fn(move |event: LambdaEvent<Value>| async move {
         let remaining = event
             .context
             .deadline()
             .duration_since(SystemTime::now())
             .ok();
-        handle(
-            sweeper,
-            &event.payload,
-            chrono::Utc::now,
-            remaining,
-            settings,
-        )
-        .await
+        handle(sweeper, &event.payload, clock, remaining, settings).await
     });
     match lambda_runtime::run(handler).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -153,6 +153,9 @@ pub struct SweepReport {
     pub failed_keys: Vec<FailedKey>,
     /// Errors that stopped reading a window or the whole sweep.
     pub errors: Vec<SweepErrorEntry>,
+    /// How far (ms) the host clock was found ahead of DynamoDB's and pulled back (the largest
+    /// pull over merged sweeps); 0 with a correct clock.
+    pub clock_ahead_ms: u64,
     /// Failed keys beyond the [`MAX_FAILED_KEYS`] kept in `failed_keys`.
     pub failed_keys_dropped: u64,
     /// Errors beyond the [`MAX_ERRORS`] kept in `errors`.
@@ -200,6 +203,7 @@ impl SweepReport {
         if other.checkpoint_after.is_some() {
             self.checkpoint_after = other.checkpoint_after;
         }
+        self.clock_ahead_ms = self.clock_ahead_ms.max(other.clock_ahead_ms);
         self.failed_keys_dropped += other.failed_keys_dropped;
         self.errors_dropped += other.errors_dropped;
         self.add_failed_keys(other.failed_keys);

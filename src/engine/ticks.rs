@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::{Stop, SweepReport, Sweeper};
 use crate::expiry::window::windows_since;
-use crate::expiry::Timestamp;
+use crate::expiry::{Clock, Timestamp};
 use crate::store::Store;
 
 /// How far past the start of a second a tick runs (ms), so that the second has certainly begun.
@@ -43,19 +43,19 @@ pub fn until_next_tick(clock: Timestamp, every: Duration) -> Duration {
 }
 
 /// Sweeps once as of `first_now`, then on every tick as of the clock, until `ticks.until` or
-/// `stop`; returns the merged report. `clock` reads the wall clock; `on_tick` sees each tick's
-/// own report.
+/// `stop`; returns the merged report. `clock` is the entry point's clock; `on_tick` sees each
+/// tick's own report.
 pub async fn run_ticks<S, C, F>(
     sweeper: &Sweeper<S>,
     first_now: Timestamp,
-    clock: C,
+    clock: &C,
     ticks: &Ticks,
     stop: &Stop,
     mut on_tick: F,
 ) -> SweepReport
 where
     S: Store,
-    C: Fn() -> Timestamp,
+    C: Clock + ?Sized,
     F: FnMut(&SweepReport),
 {
     let started = Instant::now();
@@ -65,7 +65,7 @@ where
     let mut last_full: Option<Instant> = None;
     loop {
         if let Some(prev) = prev_now {
-            let wake = Instant::now() + until_next_tick(clock(), ticks.every);
+            let wake = Instant::now() + until_next_tick(clock.now(), ticks.every);
             if ticks.until.is_some_and(|u| wake >= u) || stop.deadline().is_some_and(|d| wake >= d)
             {
                 break;
@@ -74,7 +74,7 @@ where
                 _ = tokio::time::sleep_until(wake) => {}
                 _ = stop.token().cancelled() => break,
             }
-            let now = clock().floor_to_second().max(prev);
+            let now = clock.now().floor_to_second().max(prev);
             let report = if last_full.is_some_and(|t| t.elapsed() < ticks.full_every) {
                 sweeper
                     .sweep_windows(now, &windows_since(prev, now, width), stop)

@@ -113,6 +113,25 @@ impl From<DateTime<Utc>> for Timestamp {
     }
 }
 
+/// Where "now" comes from. Entry points supply it (the wall clock, held to DynamoDB's clock);
+/// tests supply fixed or stepped clocks. Any `Fn() -> Timestamp` is a clock.
+pub trait Clock: Send + Sync {
+    /// The current instant.
+    fn now(&self) -> Timestamp;
+
+    /// How far (ms) readings were pulled back since the last call, because the source ran ahead
+    /// of a more trustworthy clock; resets it. Zero for plain clocks.
+    fn take_ahead_ms(&self) -> u64 {
+        0
+    }
+}
+
+impl<F: Fn() -> Timestamp + Send + Sync> Clock for F {
+    fn now(&self) -> Timestamp {
+        self()
+    }
+}
+
 /// Formats epoch seconds as ISO-8601 UTC with milliseconds: `2022-07-19T21:27:00.000Z`.
 pub fn iso_millis(secs: i64) -> String {
     Timestamp::from_secs(secs).iso()

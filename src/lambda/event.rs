@@ -92,8 +92,8 @@ pub fn parse_time(text: &str) -> Result<DateTime<Utc>, EventError> {
 
 /// The instant to sweep as of, in whole epoch seconds: the trigger's time, never later than the
 /// clock. Returns the instant and whether the event time had to be pulled back.
-pub fn sweep_instant(trigger: Trigger, clock: DateTime<Utc>) -> (Timestamp, bool) {
-    let clock_secs = clock.timestamp();
+pub fn sweep_instant(trigger: Trigger, clock: Timestamp) -> (Timestamp, bool) {
+    let clock_secs = clock.secs();
     let (secs, clamped) = match trigger {
         Trigger::Now => (clock_secs, false),
         Trigger::At(t) => {
@@ -182,14 +182,14 @@ mod tests {
     #[test]
     fn future_event_times_are_clamped_to_the_clock() {
         let clock = t("2022-07-19T20:55:00Z");
-        let (at, warn) = sweep_instant(Trigger::At(t("2022-07-19T20:54:00Z")), clock);
+        let (at, warn) = sweep_instant(Trigger::At(t("2022-07-19T20:54:00Z")), clock.into());
         assert_eq!((at.secs(), warn), (clock.timestamp() - 60, false));
-        let (at, warn) = sweep_instant(Trigger::At(t("2022-07-19T20:55:02Z")), clock);
+        let (at, warn) = sweep_instant(Trigger::At(t("2022-07-19T20:55:02Z")), clock.into());
         assert_eq!((at.secs(), warn), (clock.timestamp(), false));
-        let (at, warn) = sweep_instant(Trigger::At(t("2099-01-01T00:00:00Z")), clock);
+        let (at, warn) = sweep_instant(Trigger::At(t("2099-01-01T00:00:00Z")), clock.into());
         assert_eq!((at.secs(), warn), (clock.timestamp(), true));
         assert_eq!(
-            sweep_instant(Trigger::Now, clock),
+            sweep_instant(Trigger::Now, clock.into()),
             (Timestamp::from_secs(clock.timestamp()), false)
         );
     }
@@ -205,7 +205,7 @@ mod tests {
             let clock = DateTime::<Utc>::from_timestamp(clock, 0).unwrap();
             for v in [json!({"time": time}), json!({"source": "aws.events", "time": time}), json!({key.clone(): time})] {
                 if let Ok(trigger) = parse_event(&v) {
-                    prop_assert!(sweep_instant(trigger, clock).0.secs() <= clock.timestamp());
+                    prop_assert!(sweep_instant(trigger, clock.into()).0.secs() <= clock.timestamp());
                 }
             }
         }

@@ -4,13 +4,12 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio::time::Instant;
 
 use super::event::{parse_event, sweep_instant, EventError};
 use crate::engine::{run_ticks, Stop, SweepReport, Sweeper, Ticks};
-use crate::expiry::Timestamp;
+use crate::expiry::Clock;
 use crate::store::Store;
 use crate::telemetry;
 
@@ -80,20 +79,20 @@ impl From<HandlerError> for lambda_runtime::Diagnostic {
 pub async fn handle<S: Store>(
     sweeper: &Sweeper<S>,
     event: &Value,
-    clock: impl Fn() -> DateTime<Utc>,
+    clock: &impl Clock,
     remaining: Option<Duration>,
     settings: &HandlerSettings,
 ) -> Result<SweepReport, HandlerError> {
     let trigger = parse_event(event).inspect_err(|e| {
         tracing::error!(error = %e, "rejected the invocation's event; nothing swept");
     })?;
-    let start = clock();
+    let start = clock.now();
     let (now, clamped) = sweep_instant(trigger, start);
     if clamped {
         tracing::warn!(?trigger, clock = %start, "event time is ahead of the clock; sweeping as of the clock");
     }
     let stop = Stop::at(remaining.map(|r| Instant::now() + r.saturating_sub(DEADLINE_MARGIN)));
-    let report = match settings.tick {
+    let mut report = match settings.tick {
         None => sweeper.sweep(now, &stop).await,
         Some(every) => {
             let ticks = Ticks {
@@ -101,14 +100,14 @@ pub async fn handle<S: Store>(
                 full_every: settings.schedule,
                 until: Some(Instant::now() + settings.schedule.saturating_sub(SCHEDULE_MARGIN)),
             };
-            let wall = || Timestamp::from_datetime(clock());
-            run_ticks(sweeper, now, wall, &ticks, &stop, telemetry::log_tick).await
+            run_ticks(sweeper, now, clock, &ticks, &stop, telemetry::log_tick).await
         }
     };
+    report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
     telemetry::log_summary(&report);
     println!(
         "{}",
-        telemetry::emf_record(&report, &settings.namespace, start.timestamp_millis())
+        telemetry::emf_record(&report, &settings.namespace, start.millis())
     );
     if report.is_success() {
         Ok(report)

@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::error::BoxError;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use std::time::Instant;
 
-use crate::expiry::Timestamp;
+use crate::expiry::{Clock, Timestamp};
 
 /// How far ahead of DynamoDB's clock a sweep instant can be at most, besides the round trip of
 /// the request the bound came from: the `Date` header's resolution.
@@ -79,6 +79,31 @@ impl ServerClock {
     /// last call; resets it.
     pub fn take_clamped(&self) -> u64 {
         self.clamped_ms.swap(0, Ordering::Relaxed)
+    }
+}
+
+/// A host clock held to DynamoDB's: every reading of `wall` passes through
+/// [`ServerClock::guard`].
+#[derive(Debug, Clone)]
+pub struct GuardedClock<F> {
+    wall: F,
+    server: Arc<ServerClock>,
+}
+
+impl<F: Fn() -> Timestamp + Send + Sync> GuardedClock<F> {
+    /// `wall` (the entry point's clock) held to `server` (see [`crate::store::DynamoStore::server_clock`]).
+    pub fn new(wall: F, server: Arc<ServerClock>) -> Self {
+        GuardedClock { wall, server }
+    }
+}
+
+impl<F: Fn() -> Timestamp + Send + Sync> Clock for GuardedClock<F> {
+    fn now(&self) -> Timestamp {
+        self.server.guard((self.wall)())
+    }
+
+    fn take_ahead_ms(&self) -> u64 {
+        self.server.take_clamped()
     }
 }
 
@@ -168,6 +193,18 @@ mod tests {
         // A reading at or behind DynamoDB's time passes unchanged.
         let behind = Timestamp::from_secs(1_658_265_880);
         assert_eq!(clock.guard(behind), behind);
+    }
+
+    #[test]
+    fn a_guarded_clock_reports_how_far_it_pulled_back() {
+        let server = Arc::new(ServerClock::default());
+        server.observe(Timestamp::from_secs(1_000), Instant::now());
+        let fast = GuardedClock::new(|| Timestamp::from_secs(1_120), server.clone());
+        assert!(fast.now() <= Timestamp::from_secs(1_002));
+        assert!(fast.take_ahead_ms() >= 118_000);
+        let right = GuardedClock::new(|| Timestamp::from_secs(1_000), server);
+        assert_eq!(right.now(), Timestamp::from_secs(1_000));
+        assert_eq!(right.take_ahead_ms(), 0);
     }
 
     #[test]
