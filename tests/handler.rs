@@ -162,3 +162,43 @@ async fn tick_mode_sweeps_repeatedly_until_just_before_the_next_invocation() {
     assert_eq!(report.items_deleted, 33, "{report:?}");
     assert_eq!(scan_all(&client, &table).await.len(), 5);
 }
+
+/// The EventBridge documentation's sample Scheduled Event (2015) sent to a tick-mode function:
+/// the invocation sweeps as of the clock, reads a bounded number of windows, and ends on time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_event_in_tick_mode_sweeps_as_of_the_clock_and_reads_a_bounded_range() {
+    let now = now();
+    let (client, table, sweeper) = setup("h_old", now).await;
+    let mut event = fixture("scheduled-event.json");
+    event["time"] = json!("2015-10-08T16:53:06Z");
+    let settings = HandlerSettings {
+        namespace: "Test".into(),
+        tick: Some(Duration::from_secs(1)),
+        schedule: Duration::from_secs(4),
+    };
+    let report = tokio::time::timeout(
+        Duration::from_secs(30),
+        handle(
+            &sweeper,
+            &event,
+            &common::clock,
+            Some(Duration::from_secs(60)),
+            &settings,
+        ),
+    )
+    .await
+    .expect("an old event must not make the invocation read every window since 2015")
+    .unwrap();
+    assert!(
+        report.sweep_at.starts_with(&at(now)[..10]),
+        "{}",
+        report.sweep_at
+    );
+    // A full sweep reads the lookback (15) and the current window; each tick a few more.
+    assert!(
+        report.windows_swept <= 16 + 3 * report.ticks as usize,
+        "{report:?}"
+    );
+    assert_eq!(report.items_deleted, 30);
+    assert_eq!(scan_all(&client, &table).await.len(), 5);
+}

@@ -482,3 +482,53 @@ async fn the_deadline_stops_deletes_inside_a_page_and_reports_the_rest_as_left()
         assert!(report.stopped_early && report.is_success(), "{mode}");
     }
 }
+
+/// A store with nothing expired that counts its queries.
+#[derive(Default)]
+struct EmptyStore {
+    queries: std::sync::atomic::AtomicUsize,
+}
+
+impl ttl_sweeper::store::Store for EmptyStore {
+    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
+        match call {
+            Call::QueryExpired { .. } => {
+                self.queries
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(Reply::Page(ttl_sweeper::store::Page::default()))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tick_after_a_long_gap_reads_no_more_windows_than_a_full_sweep() {
+    use ttl_sweeper::engine::{run_ticks, Ticks};
+    let mut opts = options(DeleteMode::Batch);
+    opts.lookback_windows = 15;
+    let s = Sweeper::new(EmptyStore::default(), schema(), opts);
+    let ticks = Ticks {
+        every: Duration::from_secs(1),
+        full_every: Duration::from_secs(60),
+        until: Some(Instant::now() + Duration::from_millis(3500)),
+    };
+    // The first sweep as of ten days ago, then ticks as of the clock: the gap is 14,400 windows.
+    let first = Timestamp::from_secs(NOW - 10 * 86_400);
+    let report = run_ticks(
+        &s,
+        first,
+        &|| Timestamp::from_secs(NOW),
+        &ticks,
+        &Stop::never(),
+        |_| {},
+    )
+    .await;
+    let queries = s.store().queries.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(report.ticks >= 3, "{report:?}");
+    assert!(
+        queries <= 16 * report.ticks as usize,
+        "{queries} queries in {} ticks",
+        report.ticks
+    );
+}

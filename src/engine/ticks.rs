@@ -75,7 +75,12 @@ where
                 _ = stop.token().cancelled() => break,
             }
             let now = clock.now().floor_to_second().max(prev);
-            let report = if last_full.is_some_and(|t| t.elapsed() < ticks.full_every) {
+            // A tick reads the few windows since the previous one; after a long gap (a slow
+            // catch-up, a suspended host) a full sweep covers it instead, so a tick never reads
+            // more windows than a full sweep does.
+            let gap_windows = now.secs().saturating_sub(prev.secs()) / i64::from(width.max(1));
+            let small = gap_windows <= i64::from(sweeper.options().lookback_windows);
+            let report = if small && last_full.is_some_and(|t| t.elapsed() < ticks.full_every) {
                 sweeper
                     .sweep_windows(now, &windows_since(prev, now, width), stop)
                     .await

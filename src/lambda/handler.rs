@@ -20,6 +20,10 @@ pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
 /// so invocations do not overlap.
 pub const SCHEDULE_MARGIN: Duration = Duration::from_secs(2);
 
+/// An event older than the schedule period plus this is stale (replayed, or delivered after
+/// retries): the invocation sweeps as of the clock instead of the event's time.
+pub const STALE_EVENT_SLACK: Duration = Duration::from_secs(60);
+
 /// How invocations behave, from configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandlerSettings {
@@ -87,9 +91,15 @@ pub async fn handle<S: Store>(
         tracing::error!(error = %e, "rejected the invocation's event; nothing swept");
     })?;
     let start = clock.now();
-    let (now, clamped) = sweep_instant(trigger, start);
+    let (mut now, clamped) = sweep_instant(trigger, start);
     if clamped {
         tracing::warn!(?trigger, clock = %start, "event time is ahead of the clock; sweeping as of the clock");
+    }
+    if now < start - (settings.schedule + STALE_EVENT_SLACK) {
+        // A replayed or long-delayed event: sweeping as of its time would be safe but would miss
+        // everything since, and tick mode would read every window in between.
+        tracing::warn!(event_time = %now, clock = %start, "event time is older than the schedule period; sweeping as of the clock");
+        now = start.floor_to_second();
     }
     let stop = Stop::at(remaining.map(|r| Instant::now() + r.saturating_sub(DEADLINE_MARGIN)));
     let mut report = match settings.tick {
