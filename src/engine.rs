@@ -29,6 +29,15 @@ pub use ticks::{run_ticks, Ticks};
 /// `BatchWriteItem` accepts at most 25 requests.
 pub const BATCH_SIZE: usize = 25;
 
+/// How long after the index read a key may still be deleted unconditionally in batch mode.
+/// `BatchWriteItem` cannot check the ttl, so a key the application deleted and wrote again (a new
+/// session, lock or reservation with the same key) between the read and the delete would be
+/// destroyed. Keys older than this — their chunk waited for a slot, or is being retried — are
+/// deleted with the conditional `DeleteItem` instead. With the batch attempt timeout
+/// ([`crate::store::dynamo::BATCH_ATTEMPT_TIMEOUT`]) this bounds the window in which batch mode can
+/// delete a rewritten key.
+pub const BATCH_MAX_READ_AGE: Duration = Duration::from_secs(2);
+
 /// How expired items are deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -67,6 +76,9 @@ pub struct SweepOptions {
     pub backoff_cap: Duration,
     /// Query page size (`Limit`); `None` lets DynamoDB fill 1 MB pages.
     pub page_limit: Option<i32>,
+    /// Batch mode: a key read from the index longer ago than this is deleted conditionally,
+    /// not with `BatchWriteItem` (see [`BATCH_MAX_READ_AGE`]).
+    pub batch_max_read_age: Duration,
     /// The catch-up checkpoint, if any.
     pub checkpoint: Option<Checkpoint>,
     /// How far back a checkpoint may take a sweep, seconds.
@@ -84,6 +96,7 @@ impl Default for SweepOptions {
             backoff_base: Duration::from_millis(50),
             backoff_cap: Duration::from_secs(5),
             page_limit: None,
+            batch_max_read_age: BATCH_MAX_READ_AGE,
             checkpoint: None,
             max_catchup_seconds: 86_400,
         }

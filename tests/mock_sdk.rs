@@ -42,6 +42,9 @@ fn options(mode: DeleteMode) -> SweepOptions {
         backoff_base: Duration::from_millis(50),
         backoff_cap: Duration::from_secs(2),
         page_limit: None,
+        // These tests drive batch retries with paused time; the read-age fallback to
+        // conditional deletes has its own test.
+        batch_max_read_age: Duration::from_secs(3600),
         checkpoint: None,
         max_catchup_seconds: 86_400,
     }
@@ -531,4 +534,79 @@ async fn a_tick_after_a_long_gap_reads_no_more_windows_than_a_full_sweep() {
         "{queries} queries in {} ticks",
         report.ticks
     );
+}
+
+/// A table of three expired keys whose first `BatchWriteItem` is slow and applies nothing; while
+/// it hangs, the application deletes `item-1` and writes it again with a new, future ttl.
+struct RewrittenKeyStore {
+    ttls: Mutex<HashMap<String, i64>>,
+    batches: std::sync::atomic::AtomicUsize,
+}
+
+impl ttl_sweeper::store::Store for RewrittenKeyStore {
+    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
+        use ttl_sweeper::store::ConditionalOutcome;
+        let id = |key: &Key| key["id"].as_s().unwrap().clone();
+        match call {
+            Call::QueryExpired { .. } => Ok(Reply::Page(ttl_sweeper::store::Page {
+                items: (0..3).map(expired).collect(),
+                next: None,
+            })),
+            Call::BatchDelete { keys, .. } => {
+                if self
+                    .batches
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                    == 0
+                {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    self.ttls
+                        .lock()
+                        .unwrap()
+                        .insert("item-1".into(), NOW + 3600);
+                    return Ok(Reply::Unprocessed(keys));
+                }
+                let mut ttls = self.ttls.lock().unwrap();
+                for k in &keys {
+                    ttls.remove(&id(k));
+                }
+                Ok(Reply::Unprocessed(vec![]))
+            }
+            Call::DeleteIfExpired { key, now, .. } => {
+                let mut ttls = self.ttls.lock().unwrap();
+                Ok(Reply::Conditional(match ttls.get(&id(&key)) {
+                    None => ConditionalOutcome::Gone,
+                    Some(&ttl) if now.is_after_ttl(ttl as f64) => {
+                        ttls.remove(&id(&key));
+                        ConditionalOutcome::Deleted
+                    }
+                    Some(_) => ConditionalOutcome::Kept,
+                }))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_mode_retries_keys_read_long_ago_only_conditionally() {
+    let store = RewrittenKeyStore {
+        ttls: Mutex::new((0..3).map(|i| (format!("item-{i}"), NOW - 10)).collect()),
+        batches: Default::default(),
+    };
+    let mut opts = options(DeleteMode::Batch);
+    opts.batch_max_read_age = Duration::from_millis(200);
+    let s = Sweeper::new(store, schema(), opts);
+    let report = s.sweep(Timestamp::from_secs(NOW), &Stop::never()).await;
+    let left = s.store().ttls.lock().unwrap().clone();
+    assert_eq!(
+        left,
+        HashMap::from([("item-1".to_string(), NOW + 3600)]),
+        "{report:?}"
+    );
+    assert_eq!(
+        (report.items_deleted, report.items_skipped),
+        (2, 1),
+        "{report:?}"
+    );
+    assert!(report.is_success(), "{report:?}");
 }

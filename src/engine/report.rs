@@ -25,8 +25,17 @@ pub struct LagStats {
 /// Every deleted item's lag in a fixed-size histogram (three significant digits: exact to the
 /// millisecond up to 2 s, within 0.1% above), so merged reports have percentiles without keeping
 /// one number per deletion: a daemon's memory does not grow with what it deletes.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LagHistogram(hdrhistogram::Histogram<u64>);
+
+impl std::fmt::Debug for LagHistogram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LagHistogram")
+            .field("count", &self.len())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
 
 impl Default for LagHistogram {
     fn default() -> Self {

@@ -29,6 +29,8 @@ use crate::store::{
 struct Expired {
     key: Key,
     ttl: f64,
+    /// When the index page that listed it arrived.
+    read_at: Instant,
 }
 
 /// Outcome of deleting one chunk.
@@ -44,6 +46,17 @@ struct ChunkOutcome {
 }
 
 impl ChunkOutcome {
+    /// Adds another outcome of the same chunk.
+    fn absorb(&mut self, other: ChunkOutcome) {
+        self.deleted_ttls.extend(other.deleted_ttls);
+        self.deleted_at.extend(other.deleted_at);
+        self.skipped += other.skipped;
+        self.gone += other.gone;
+        self.retried += other.retried;
+        self.left += other.left;
+        self.failed.extend(other.failed);
+    }
+
     /// `n` items not attempted because the sweep had to stop.
     fn left(n: usize) -> Self {
         ChunkOutcome {
@@ -106,7 +119,11 @@ fn check_item(schema: &TableSchema, item: &Key, now: Timestamp) -> Option<Expire
         warn!("index item without the table's key attributes ignored");
         return None;
     };
-    Some(Expired { key, ttl })
+    Some(Expired {
+        key,
+        ttl,
+        read_at: Instant::now(),
+    })
 }
 
 /// Runs sweeps of one table through a [`Store`].
@@ -377,16 +394,34 @@ impl<S: Store> Sweeper<S> {
     /// Deletes one chunk, retrying with backoff; never returns an error, only an outcome.
     async fn delete_chunk(&self, chunk: Vec<Expired>, now: Timestamp, stop: &Stop) -> ChunkOutcome {
         match self.options.delete_mode {
-            DeleteMode::Batch => self.delete_batch(chunk, stop).await,
+            DeleteMode::Batch => self.delete_batch(chunk, now, stop).await,
             DeleteMode::Conditional => self.delete_conditional(chunk, now, stop).await,
         }
     }
 
-    async fn delete_batch(&self, chunk: Vec<Expired>, stop: &Stop) -> ChunkOutcome {
+    /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl: a key read longer ago
+    /// than `batch_max_read_age` (its chunk waited, or was retried) is deleted conditionally
+    /// instead, so a key deleted and written again by the application in the meantime is kept.
+    async fn delete_batch(&self, chunk: Vec<Expired>, now: Timestamp, stop: &Stop) -> ChunkOutcome {
         let mut out = ChunkOutcome::default();
         let mut remaining = chunk;
         let mut attempt = 0u32;
         loop {
+            let max_age = self.options.batch_max_read_age;
+            let (fresh, stale): (Vec<Expired>, Vec<Expired>) = remaining
+                .into_iter()
+                .partition(|e| e.read_at.elapsed() <= max_age);
+            if !stale.is_empty() {
+                debug!(
+                    keys = stale.len(),
+                    "keys read too long ago: deleting them conditionally"
+                );
+                out.absorb(Box::pin(self.delete_conditional(stale, now, stop)).await);
+            }
+            remaining = fresh;
+            if remaining.is_empty() {
+                return out;
+            }
             let keys: Vec<Key> = remaining.iter().map(|e| e.key.clone()).collect();
             let result = self.store.batch_delete(&self.schema, keys).await;
             let (retry, reason) = match result {

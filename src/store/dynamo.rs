@@ -3,6 +3,7 @@
 //! timeouts and retry budget.
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, DeleteRequest, ReturnValuesOnConditionCheckFailure, WriteRequest,
@@ -33,6 +34,7 @@ pub const SDK_MAX_ATTEMPTS: u32 = 3;
 pub struct DynamoStore {
     client: Client,
     server_clock: Arc<ServerClock>,
+    deletes: DeleteOverrides,
 }
 
 impl DynamoStore {
@@ -45,8 +47,10 @@ impl DynamoStore {
             .to_builder()
             .interceptor(DateRecorder(server_clock.clone()))
             .build();
+        let client = Client::from_conf(config);
         DynamoStore {
-            client: Client::from_conf(config),
+            deletes: DeleteOverrides::for_client(&client),
+            client,
             server_clock,
         }
     }
@@ -98,10 +102,40 @@ fn key_placeholders(schema: &TableSchema) -> impl Iterator<Item = (String, Strin
         .map(|(i, a)| (format!("#k{i}"), a.clone()))
 }
 
-/// Requests to delete are retried by the sweep engine itself, with backoff and jitter, so the
-/// SDK's own retry loop is turned off for them: attempts do not multiply.
-fn no_sdk_retries() -> aws_sdk_dynamodb::config::Builder {
-    aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled())
+/// Timeout of one `BatchWriteItem` attempt (or the client's, if shorter). A batch delete cannot
+/// check the ttl, and a request that times out may still be applied later; the shorter its
+/// attempt timeout, the shorter the time in which a key read from the index can be deleted
+/// unconditionally (see [`crate::engine::BATCH_MAX_READ_AGE`]). 25 deletes take milliseconds.
+pub const BATCH_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Per-request settings of the delete requests, built once per client. Deletes are retried by
+/// the sweep engine itself, with backoff and jitter, so the SDK's own retry loop is turned off
+/// for them: attempts do not multiply. Batch deletes also get [`BATCH_ATTEMPT_TIMEOUT`].
+#[derive(Debug, Clone)]
+struct DeleteOverrides {
+    conditional: aws_sdk_dynamodb::config::Builder,
+    batch: aws_sdk_dynamodb::config::Builder,
+}
+
+impl DeleteOverrides {
+    fn for_client(client: &Client) -> Self {
+        let base = client.config().timeout_config();
+        let attempt = base
+            .and_then(|t| t.operation_attempt_timeout())
+            .map_or(BATCH_ATTEMPT_TIMEOUT, |t| t.min(BATCH_ATTEMPT_TIMEOUT));
+        let mut timeouts = TimeoutConfig::builder()
+            .operation_attempt_timeout(attempt)
+            .operation_timeout(attempt);
+        if let Some(connect) = base.and_then(|t| t.connect_timeout()) {
+            timeouts = timeouts.connect_timeout(connect);
+        }
+        let no_retries =
+            aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled());
+        DeleteOverrides {
+            batch: no_retries.clone().timeout_config(timeouts.build()),
+            conditional: no_retries,
+        }
+    }
 }
 
 /// Attribute of the checkpoint item holding the boundary, epoch seconds.
@@ -168,7 +202,7 @@ impl DynamoStore {
             .batch_write_item()
             .request_items(&schema.table_name, requests)
             .customize()
-            .config_override(no_sdk_retries())
+            .config_override(self.deletes.batch.clone())
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("BatchWriteItem", e))?;
@@ -270,7 +304,7 @@ impl DynamoStore {
             // Tells a kept item (returned) from one that is already gone (nothing returned).
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .customize()
-            .config_override(no_sdk_retries())
+            .config_override(self.deletes.conditional.clone())
             .send()
             .await;
         match result {
