@@ -15,7 +15,7 @@ use crate::engine::{run_ticks, Stop, SweepReport, Ticks};
 use crate::expiry::window::{
     parse_ttl, partition_key, shard_of, Window, MAX_SHARDS, MAX_WINDOW_SECONDS,
 };
-use crate::expiry::{partition_key_bytes, Timestamp};
+use crate::expiry::{partition_key_bytes, Clock, Timestamp};
 use crate::lambda::event::{parse_time, sweep_instant, Trigger};
 use crate::store::keys::partition_key_from_json;
 use crate::store::{self, DynamoStore, IndexCheck, OpenedTable};
@@ -69,7 +69,7 @@ pub async fn sweep(
             if allow_future {
                 Timestamp::from_secs(at.timestamp())
             } else {
-                let (now, clamped) = sweep_instant(Trigger::At(at), clock);
+                let (now, clamped) = sweep_instant(Trigger::At(at), clock.into());
                 anyhow::ensure!(
                     !clamped,
                     "--at {at} is in the future: sweeping as of it would delete items that \
@@ -87,7 +87,7 @@ pub async fn sweep(
 pub async fn run(
     config: &Config,
     every: &str,
-    clock: impl Fn() -> Timestamp,
+    clock: impl Clock,
     shutdown: CancellationToken,
 ) -> anyhow::Result<SweepReport> {
     let every = parse_duration(every)
@@ -103,8 +103,8 @@ pub async fn run(
     };
     let stop = Stop::never().with_cancel(shutdown);
     tracing::info!(table = %config.table_name, every = ?every, "running until SIGINT or SIGTERM");
-    let first = clock().floor_to_second();
-    let report = run_ticks(&sweeper, first, clock, &ticks, &stop, telemetry::log_tick).await;
+    let first = clock.now().floor_to_second();
+    let report = run_ticks(&sweeper, first, &clock, &ticks, &stop, telemetry::log_tick).await;
     tracing::info!("stopped");
     Ok(report)
 }
