@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::Client;
 use common::*;
 use fault_proxy::{all_faults, Fault, FaultProxy, Plan};
 use ttl_sweeper::config::Config;
-use ttl_sweeper::engine::{Stop, SweepReport, Sweeper};
+use ttl_sweeper::engine::{Stop, SweepReport, Sweeper, BATCH_MAX_READ_AGE};
 use ttl_sweeper::expiry::window::window_key;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{
@@ -204,6 +204,9 @@ struct Row {
     reported: usize,
     wrongly_deleted: usize,
     lost: usize,
+    /// Batch mode: the longest time from an item's read to a batch delete of it reaching the
+    /// server (ms).
+    batch_window_ms: u64,
     seconds: f64,
 }
 
@@ -319,6 +322,7 @@ async fn chaos_table(
 
     let requests_before = proxy.stats.requests();
     let faults_before = proxy.stats.faults_total();
+    proxy.stats.reset_batch_window();
     proxy.set_plan(Plan::Seeded {
         seed,
         rate,
@@ -364,6 +368,10 @@ async fn chaos_table(
     }
     row.requests = proxy.stats.requests() - requests_before;
     row.faults = proxy.stats.faults_total() - faults_before;
+    row.batch_window_ms = proxy
+        .stats
+        .max_batch_window_ms
+        .load(std::sync::atomic::Ordering::SeqCst);
     let extended = extended.lock().unwrap().clone();
     // Once the faults stop, one sweep deletes whatever is left.
     proxy.set_plan(Plan::Pass);
@@ -442,15 +450,15 @@ async fn chaos_never_deletes_a_live_item_and_loses_no_expired_one() {
     }
     let mut table = format!(
         "chaos seed {seed}; {} items per table; proxy faults drawn evenly from: {}\n\n\
-         | mode | fault rate | sweeps | requests | faults | retried | deleted | gone | skipped (extended) | reported | wrongly deleted | lost | seconds |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | mode | fault rate | sweeps | requests | faults | retried | deleted | gone | skipped (extended) | reported | wrongly deleted | lost | batch read→delete max | seconds |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         chaos_items(0, true).0.len(),
         all_faults().iter().map(Fault::name).collect::<Vec<_>>().join(", ")
     );
     for r in &rows {
         writeln!(
             table,
-            "| {} | {:.0}% | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |",
+            "| {} | {:.0}% | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |",
             r.mode,
             r.rate * 100.0,
             r.sweeps,
@@ -463,6 +471,11 @@ async fn chaos_never_deletes_a_live_item_and_loses_no_expired_one() {
             r.reported,
             r.wrongly_deleted,
             r.lost,
+            if r.mode == "batch" {
+                format!("{:.1} s", r.batch_window_ms as f64 / 1000.0)
+            } else {
+                "-".into()
+            },
             r.seconds
         )
         .unwrap();
@@ -475,9 +488,19 @@ async fn chaos_never_deletes_a_live_item_and_loses_no_expired_one() {
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("chaos-report.md");
     std::fs::write(&out, &table).unwrap();
 
+    // Batch mode trusts a read for at most BATCH_MAX_READ_AGE before the last send, and the
+    // proxy may apply that send DELAY later (plus scheduling slack on a loaded machine).
+    let window_bound = BATCH_MAX_READ_AGE + DELAY + Duration::from_secs(1);
     for r in &rows {
         assert_eq!(r.wrongly_deleted, 0, "seed {seed}: {r:?}");
         assert_eq!(r.lost, 0, "seed {seed}: {r:?}");
+        if r.mode == "batch" {
+            assert!(
+                r.batch_window_ms <= window_bound.as_millis() as u64,
+                "seed {seed}: a batch delete reached the server {} ms after its read: {r:?}",
+                r.batch_window_ms
+            );
+        }
         if r.rate == 0.0 {
             assert_eq!(
                 (r.faults, r.retried, r.sweeps),

@@ -116,6 +116,60 @@ pub struct Stats {
     /// Requests still being handled (forwarded late, delayed...).
     pub in_flight: AtomicUsize,
     seen: Mutex<HashMap<u64, u64>>,
+    /// When each item `id` was last listed by a `Query` answer passing through.
+    read_at: Mutex<HashMap<String, std::time::Instant>>,
+    /// The longest time from an item's last listing to a `BatchWriteItem` that deletes it
+    /// reaching the server: how long batch mode trusts a read (ms).
+    pub max_batch_window_ms: AtomicU64,
+}
+
+impl Stats {
+    /// Starts a new measurement of [`Stats::max_batch_window_ms`].
+    pub fn reset_batch_window(&self) {
+        self.max_batch_window_ms.store(0, Ordering::SeqCst);
+        self.read_at.lock().unwrap().clear();
+    }
+
+    fn ids(v: &Value) -> impl Iterator<Item = String> + '_ {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| item["id"]["S"].as_str().map(str::to_owned))
+    }
+
+    /// Notes the items an answer to `Query` lists.
+    fn saw_query_answer(&self, answer: &[u8]) {
+        let answer: Value = serde_json::from_slice(answer).unwrap_or(Value::Null);
+        let now = std::time::Instant::now();
+        let mut read_at = self.read_at.lock().unwrap();
+        for id in Self::ids(&answer["Items"]) {
+            read_at.insert(id, now);
+        }
+    }
+
+    /// Measures a `BatchWriteItem` reaching the server against the reads of its keys.
+    fn saw_batch_applied(&self, body: &[u8]) {
+        let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        let read_at = self.read_at.lock().unwrap();
+        for requests in body["RequestItems"]
+            .as_object()
+            .into_iter()
+            .flat_map(|o| o.values())
+        {
+            let keys: Vec<Value> = requests
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| r["DeleteRequest"]["Key"].clone())
+                .collect();
+            for id in Self::ids(&Value::Array(keys)) {
+                if let Some(at) = read_at.get(&id) {
+                    let ms = at.elapsed().as_millis() as u64;
+                    self.max_batch_window_ms.fetch_max(ms, Ordering::SeqCst);
+                }
+            }
+        }
+    }
 }
 
 impl Stats {
@@ -343,6 +397,15 @@ impl Forwarder {
                 req = req.header(name, value);
             }
         }
+        let target = self
+            .headers
+            .get("x-amz-target")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        if target.ends_with(".BatchWriteItem") {
+            shared.stats.saw_batch_applied(&body);
+        }
         let req = req.body(Full::new(body)).unwrap();
         tokio::spawn(async move {
             let resp = shared
@@ -353,6 +416,9 @@ impl Forwarder {
             shared.stats.forwarded.fetch_add(1, Ordering::SeqCst);
             let (parts, body) = resp.into_parts();
             let body = body.collect().await.expect("server answer").to_bytes();
+            if target.ends_with(".Query") {
+                shared.stats.saw_query_answer(&body);
+            }
             Response::from_parts(parts, Full::new(body))
         })
     }
