@@ -30,7 +30,7 @@ pub mod error;
 pub mod keys;
 pub mod scan;
 
-pub use clock::ServerClock;
+pub use clock::{GuardedClock, ServerClock};
 pub use describe::{open, IndexCheck, OpenedTable, TableTarget};
 pub use dynamo::{DynamoStore, SDK_MAX_ATTEMPTS};
 pub use error::{ErrorKind, StoreError};
