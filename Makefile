@@ -69,30 +69,55 @@ test-rust: tools
 	cargo test --benches --no-run  # the benchmark compiles; `make bench` runs it
 	@echo; echo "Fault injection (tests/faults.rs):"; cat target/tmp/fault-report.md target/tmp/chaos-report.md
 
-# ---------------------------------------------------------------- infra (AWS CDK, TypeScript)
+# ---------------------------------------------------------------- infra (AWS CDK construct library, jsii)
 
-INFRA_STAMP := infra/node_modules/.installed
+INFRA_STAMP  := infra/node_modules/.installed
+INFRA_JSII   := infra/.jsii
+INFRA_PYTHON := infra/dist/python/.built
+INFRA_SRC    := $(wildcard infra/src/*.ts) infra/package.json infra/tsconfig.json infra/README.md
+# jsii prints a banner on every run when Node.js 20 is past its end of life; the build works on it.
+# The CDK CLI neither sends telemetry nor checks for updates; telemetry and notices are also off in
+# infra/cdk.json.
+INFRA_ENV    := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CDK_DISABLE_CLI_TELEMETRY=true CDK_DISABLE_VERSION_CHECK=true
 
 $(INFRA_STAMP): infra/package.json infra/package-lock.json
 	cd infra && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+$(INFRA_JSII): $(INFRA_STAMP) $(INFRA_SRC)
+	cd infra && $(INFRA_ENV) npx jsii --fail-on-warnings
+
+.PHONY: infra-build
+infra-build: $(INFRA_JSII) ## the CDK construct library: infra/lib (JavaScript + declarations) and its jsii assembly
+
+$(INFRA_PYTHON): $(INFRA_JSII) infra/.npmignore
+	rm -rf infra/dist/python
+	cd infra && $(INFRA_ENV) npx jsii-pacmak --targets python
+	ls infra/dist/python/ttl_sweeper_cdk-*-py3-none-any.whl infra/dist/python/ttl_sweeper_cdk-*.tar.gz >/dev/null
+	touch $@
+
+.PHONY: infra-python
+infra-python: $(INFRA_PYTHON) ## the construct's Python package (jsii-pacmak): wheel and sdist in infra/dist/python
+	@ls -l infra/dist/python/
+
 $(VENV)/bin/cfn-lint: $(CARGO_LAMBDA)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "cfn-lint==$(CFN_LINT_VERSION)"
 
 .PHONY: test-infra
-test-infra: $(INFRA_STAMP) $(VENV)/bin/cfn-lint ## type-check, template assertions, cdk-nag, cfn-lint
-	cd infra && npx tsc -p .
+test-infra: $(INFRA_JSII) $(VENV)/bin/cfn-lint ## construct build, type-check, template/IAM/validation tests, cdk-nag, cfn-lint, package test, Python build
+	cd infra && npx tsc -p tsconfig.dev.json
 	cd infra && npm test
-	CFN_LINT=$(CURDIR)/$(VENV)/bin/cfn-lint infra/scripts/lint-template.sh
+	cd infra && $(INFRA_ENV) CFN_LINT=$(CURDIR)/$(VENV)/bin/cfn-lint scripts/lint-template.sh
+	cd infra && $(INFRA_ENV) CFN_LINT=$(CURDIR)/$(VENV)/bin/cfn-lint scripts/package-test.sh
+	$(MAKE) --no-print-directory infra-python
 
 .PHONY: synth
-synth: $(INFRA_STAMP) package ## cdk synth the stack offline (infra/cdk.out), no credentials needed
-	cd infra && npx cdk synth --quiet
+synth: $(INFRA_STAMP) package ## cdk synth the example app offline (infra/cdk.out), no credentials needed
+	cd infra && $(INFRA_ENV) npx cdk synth --quiet
 
 .PHONY: deploy
-deploy: $(INFRA_STAMP) package ## cdk deploy (needs AWS credentials; see README "Deploying")
-	cd infra && npx cdk deploy
+deploy: $(INFRA_STAMP) package ## cdk deploy the example app (needs AWS credentials; see infra/README.md)
+	cd infra && $(INFRA_ENV) npx cdk deploy
 
 # ---------------------------------------------------------------- demo
 

@@ -1,0 +1,22 @@
+// The example CDK app (`make synth`, `make deploy`). Configure it with context values
+// (`cdk synth -c tableName=sessions` or cdk.json):
+//   tableName        sweep this existing table (its index must already exist) — else a table is created
+//   partitionKey     partition key of the created table (default "id")
+//   indexName, ttlAttribute, windowAttribute, windowSeconds, windowShards, lookbackWindows,
+//   deleteMode, maxConcurrency, maxRetries, tickSeconds, memorySize, reservedConcurrency
+//                    as the construct's props of the same name
+//   scheduleMinutes  the schedule's period: rate(N minutes) (default 1)
+//   scheduleCron     a cron expression instead, e.g. "cron(0/2 * * * ? *)"; its period is scheduleMinutes
+//   checkpoint       "true": create a checkpoint table for exact catch-up; maxCatchUpMinutes caps it
+//   lagAlarmSeconds, alarmEmail   alarm on expiry lag above this; subscribe this address
+//   assetDir         directory with the arm64 `bootstrap` (default: the `make package` output)
+//   stackName        default TtlSweeper
+
+import * as cdk from 'aws-cdk-lib';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { sweeperStackFromContext } from './from-context';
+
+const app = new cdk.App({ analyticsReporting: false });
+sweeperStackFromContext(app);
+cdk.Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+app.synth();

@@ -1,0 +1,60 @@
+// Builds the example stack from an app's context values (see app.ts for the list).
+
+import * as cdk from 'aws-cdk-lib';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { Checkpoint, DeleteMode, SweepSchedule, type TtlSweeperProps } from '../src';
+import { SweeperStack } from './sweeper-stack';
+
+export function sweeperStackFromContext(app: cdk.App): SweeperStack {
+  const ctx = (key: string): string | undefined => {
+    const v = app.node.tryGetContext(key);
+    return v === undefined || v === null || v === '' ? undefined : String(v);
+  };
+  const num = (key: string): number | undefined => {
+    const v = ctx(key);
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0) throw new Error(`context ${key}=${v}: expected a whole number`);
+    return n;
+  };
+  const deleteMode = ctx('deleteMode');
+  if (deleteMode !== undefined && deleteMode !== 'batch' && deleteMode !== 'conditional') {
+    throw new Error(`context deleteMode=${deleteMode}: expected batch or conditional`);
+  }
+  const tableName = ctx('tableName');
+  const period = cdk.Duration.minutes(num('scheduleMinutes') ?? 1);
+  const cron = ctx('scheduleCron');
+  const assetDir = ctx('assetDir');
+  const lagAlarmSeconds = num('lagAlarmSeconds');
+  const alarmEmail = ctx('alarmEmail');
+  const maxCatchUpMinutes = num('maxCatchUpMinutes');
+
+  const sweeper: Omit<TtlSweeperProps, 'table'> = {
+    code: assetDir ? lambda.Code.fromAsset(assetDir) : undefined,
+    indexName: ctx('indexName'),
+    ttlAttribute: ctx('ttlAttribute'),
+    windowAttribute: ctx('windowAttribute'),
+    windowSeconds: num('windowSeconds'),
+    windowShards: num('windowShards'),
+    lookbackWindows: num('lookbackWindows'),
+    deleteMode: deleteMode === 'conditional' ? DeleteMode.CONDITIONAL : deleteMode === 'batch' ? DeleteMode.BATCH : undefined,
+    maxConcurrency: num('maxConcurrency'),
+    maxRetries: num('maxRetries'),
+    tickSeconds: num('tickSeconds'),
+    schedule: cron ? SweepSchedule.cron(cron, period) : SweepSchedule.rate(period),
+    checkpoint: ctx('checkpoint') === 'true' ? Checkpoint.newTable() : undefined,
+    maxCatchUp: maxCatchUpMinutes === undefined ? undefined : cdk.Duration.minutes(maxCatchUpMinutes),
+    memorySize: num('memorySize'),
+    reservedConcurrency: num('reservedConcurrency'),
+    alarms: {
+      lagThreshold: lagAlarmSeconds === undefined ? undefined : cdk.Duration.seconds(lagAlarmSeconds),
+      emails: alarmEmail ? [alarmEmail] : undefined,
+    },
+  };
+
+  return new SweeperStack(app, ctx('stackName') ?? 'TtlSweeper', {
+    table: tableName ? { kind: 'existing', tableName } : { kind: 'create', partitionKey: ctx('partitionKey') ?? 'id' },
+    sweeper,
+    env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
+  });
+}

@@ -1,0 +1,30 @@
+// Where the Lambda's code comes from when the caller does not pass `code`.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+
+/**
+ * The directory `make package` writes the arm64 `bootstrap` to, relative to this package: the
+ * package sits in `infra/` of the repository, the build output in `target/lambda/` beside it.
+ */
+export const DEFAULT_CODE_DIRECTORY = path.resolve(__dirname, '..', '..', 'target', 'lambda', 'ttl-sweeper-lambda');
+
+/** `Code.fromAsset(directory)`, after checking that the directory holds a `bootstrap`. */
+export function codeFromBuildOutput(directory: string): lambda.Code {
+  const bootstrap = path.join(directory, 'bootstrap');
+  if (!fs.existsSync(directory) || !fs.statSync(directory).isDirectory()) {
+    throw new Error(
+      `TtlSweeper: no Lambda code at ${directory}. Run \`make package\` in the ttl-sweeper ` +
+        'repository to build it, or pass `code` (e.g. lambda.Code.fromAsset(<directory holding the ' +
+        'arm64 bootstrap>) or Code.fromBucket(...))',
+    );
+  }
+  if (!fs.existsSync(bootstrap)) {
+    throw new Error(
+      `TtlSweeper: ${directory} has no \`bootstrap\`. Run \`make package\` in the ttl-sweeper ` +
+        'repository to build it, or pass `code`',
+    );
+  }
+  return lambda.Code.fromAsset(directory);
+}

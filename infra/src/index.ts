@@ -1,0 +1,3 @@
+export * from './checkpoint';
+export * from './schedule';
+export * from './ttl-sweeper';

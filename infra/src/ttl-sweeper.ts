@@ -1,0 +1,738 @@
+// The ttl-sweeper construct: the Lambda, its EventBridge Scheduler schedule, least-privilege IAM,
+// a failure queue, alarms on the sweeper's own metrics and a dashboard, for a table the caller
+// owns (created in the same app or imported).
+
+import { Duration, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as destinations from 'aws-cdk-lib/aws-lambda-destinations';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as scheduler from 'aws-cdk-lib/aws-scheduler';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import { Construct } from 'constructs';
+import { Checkpoint } from './checkpoint';
+import { codeFromBuildOutput, DEFAULT_CODE_DIRECTORY } from './code';
+import { SweepSchedule } from './schedule';
+
+/** How expired items are deleted (`DELETE_MODE`). */
+export enum DeleteMode {
+  /**
+   * `BatchWriteItem`, 25 keys a request: cheapest and fastest. Trusts the index, so an item whose
+   * ttl was extended a moment before the sweep can still be deleted.
+   */
+  BATCH = 'batch',
+  /**
+   * `DeleteItem` with `attribute_exists(ttl) AND ttl < now`: the table has the last word, so an
+   * item whose ttl was extended or removed survives. One request per item.
+   */
+  CONDITIONAL = 'conditional',
+}
+
+/** Where alarms go and when they fire. */
+export interface SweeperAlarmOptions {
+  /**
+   * Alarm when the largest expiry lag (`MaxExpiryLagSeconds`: how long after its ttl an item was
+   * deleted) stays above this for three consecutive schedule periods.
+   *
+   * @default Duration.minutes(2)
+   */
+  readonly lagThreshold?: Duration;
+
+  /**
+   * Alarm when no sweep has been reported for this long (whole minutes, at most one day, longer
+   * than the schedule period).
+   *
+   * @default 10 minutes, or twice the schedule period if that is longer
+   */
+  readonly silenceAfter?: Duration;
+
+  /**
+   * The topic the alarms notify. Without it the sweeper creates one, encrypted with a KMS key
+   * (rotation on) whose policy lets CloudWatch publish.
+   *
+   * @default a new encrypted topic
+   */
+  readonly topic?: sns.ITopic;
+
+  /**
+   * E-mail addresses subscribed to the alarm topic (each must confirm the subscription).
+   *
+   * @default none
+   */
+  readonly emails?: string[];
+}
+
+/** Properties of a {@link TtlSweeper}. */
+export interface TtlSweeperProps {
+  /**
+   * The table to sweep: one defined in the same app, or one imported with
+   * `Table.fromTableAttributes` / `Table.fromTableName`. It must already have the index
+   * `indexName`, keyed on (`windowAttribute` String, `ttlAttribute` Number).
+   */
+  readonly table: dynamodb.ITable;
+
+  /**
+   * The global secondary index keyed on (window, ttl) (`INDEX_NAME`).
+   *
+   * @default 'expirationWindowIndex'
+   */
+  readonly indexName?: string;
+
+  /**
+   * The Number attribute holding the expiry in epoch seconds; the index's sort key
+   * (`TTL_ATTRIBUTE`).
+   *
+   * @default 'ttl'
+   */
+  readonly ttlAttribute?: string;
+
+  /**
+   * The String attribute holding the window key; the index's partition key (`WINDOW_ATTRIBUTE`).
+   *
+   * @default 'expirationWindow'
+   */
+  readonly windowAttribute?: string;
+
+  /**
+   * Window width in seconds, 1 to 86400; must equal the width the writers use (`WINDOW_SECONDS`).
+   *
+   * @default 60
+   */
+  readonly windowSeconds?: number;
+
+  /**
+   * Shards per window, 1 to 1000; must equal what the writers use (`WINDOW_SHARDS`).
+   *
+   * @default 1
+   */
+  readonly windowShards?: number;
+
+  /**
+   * Past windows every sweep re-reads, 0 to 10000 (`LOOKBACK_WINDOWS`).
+   *
+   * @default 15
+   */
+  readonly lookbackWindows?: number;
+
+  /**
+   * How expired items are deleted (`DELETE_MODE`).
+   *
+   * @default DeleteMode.BATCH
+   */
+  readonly deleteMode?: DeleteMode;
+
+  /**
+   * Delete requests in flight at once, 1 to 256 (`MAX_CONCURRENCY`).
+   *
+   * @default 8
+   */
+  readonly maxConcurrency?: number;
+
+  /**
+   * Retries of one delete request after throttling or unprocessed keys, 0 to 30 (`MAX_RETRIES`).
+   *
+   * @default 8
+   */
+  readonly maxRetries?: number;
+
+  /**
+   * Tick mode: sweep every this many seconds inside one invocation, 1 to 30 and less than the
+   * schedule period (`TICK_SECONDS`). Items are then deleted about a second after their ttl.
+   *
+   * @default - off: one sweep per invocation
+   */
+  readonly tickSeconds?: number;
+
+  /**
+   * When the function is invoked (`SCHEDULE_SECONDS` is the schedule's period).
+   *
+   * @default SweepSchedule.rate(Duration.minutes(1))
+   */
+  readonly schedule?: SweepSchedule;
+
+  /**
+   * Whether the schedule is enabled.
+   *
+   * @default true
+   */
+  readonly scheduleEnabled?: boolean;
+
+  /**
+   * How often EventBridge Scheduler retries an invocation it could not deliver, 0 to 185.
+   *
+   * @default 2
+   */
+  readonly scheduleRetryAttempts?: number;
+
+  /**
+   * How long EventBridge Scheduler keeps trying to deliver one invocation, 1 minute to 1 day.
+   * Undelivered invocations go to the failure queue.
+   *
+   * @default Duration.minutes(5)
+   */
+  readonly scheduleMaxEventAge?: Duration;
+
+  /**
+   * Keep a catch-up checkpoint (`CHECKPOINT_TABLE`): after an outage, the next sweep reads every
+   * window since the last complete sweep, not only the lookback windows.
+   *
+   * @default - no checkpoint
+   */
+  readonly checkpoint?: Checkpoint;
+
+  /**
+   * How far back a checkpoint may take one sweep, 1 minute to 30 days (`MAX_CATCHUP`). Only with
+   * `checkpoint`.
+   *
+   * @default Duration.hours(24)
+   */
+  readonly maxCatchUp?: Duration;
+
+  /**
+   * CloudWatch namespace of the sweeper's metrics (`METRICS_NAMESPACE`); the alarms and the
+   * dashboard read it.
+   *
+   * @default 'TtlSweeper'
+   */
+  readonly metricsNamespace?: string;
+
+  /**
+   * The function's code: a directory or zip holding the arm64 `bootstrap` for `provided.al2023`.
+   *
+   * @default - `Code.fromAsset` of `target/lambda/ttl-sweeper-lambda/` in the repository this
+   * package sits in (the output of `make package`); synthesis fails if it is missing
+   */
+  readonly code?: lambda.Code;
+
+  /**
+   * Memory of the function in MB, 128 to 10240.
+   *
+   * @default 128
+   */
+  readonly memorySize?: number;
+
+  /**
+   * Timeout of one invocation, 1 second to 15 minutes. In tick mode an invocation runs until
+   * shortly before the next one, or until this deadline.
+   *
+   * @default - the schedule period plus 10 seconds, at most 15 minutes
+   */
+  readonly timeout?: Duration;
+
+  /**
+   * Reserved concurrency of the function. 1 keeps invocations from overlapping.
+   *
+   * @default 1
+   */
+  readonly reservedConcurrency?: number;
+
+  /**
+   * How long the function's log group keeps its JSON logs.
+   *
+   * @default RetentionDays.ONE_MONTH
+   */
+  readonly logRetention?: logs.RetentionDays;
+
+  /**
+   * Alarm settings.
+   *
+   * @default - alarms on a new encrypted topic, lag threshold 2 minutes
+   */
+  readonly alarms?: SweeperAlarmOptions;
+
+  /**
+   * Create a CloudWatch dashboard of deletes, lag, invocations and backlog.
+   *
+   * @default true
+   */
+  readonly dashboard?: boolean;
+}
+
+/**
+ * Precise item expiry for a DynamoDB table: a Lambda invoked by EventBridge Scheduler queries the
+ * (window, ttl) index and deletes expired items, with least-privilege IAM, a failure queue,
+ * alarms on an encrypted SNS topic and a dashboard.
+ */
+export class TtlSweeper extends Construct {
+  /** The namespace of the sweeper's metrics unless `metricsNamespace` says otherwise. */
+  public static readonly DEFAULT_METRICS_NAMESPACE = 'TtlSweeper';
+
+  /** The sweeper function. */
+  public readonly function: lambda.Function;
+  /** The function's execution role. */
+  public readonly role: iam.Role;
+  /** The function's log group (JSON logs). */
+  public readonly logGroup: logs.LogGroup;
+  /** The EventBridge Scheduler schedule invoking the function. */
+  public readonly schedule: scheduler.Schedule;
+  /** The role EventBridge Scheduler assumes to invoke the function. */
+  public readonly scheduleRole: iam.Role;
+  /**
+   * Failed deliveries of the schedule and failed asynchronous invocations of the function
+   * (encrypted, TLS only, 14 days).
+   */
+  public readonly failureQueue: sqs.Queue;
+  /** The topic the alarms notify. */
+  public readonly alarmTopic: sns.ITopic;
+  /** The alarms: function errors, failed items, expiry lag, silence. */
+  public readonly alarms: cloudwatch.Alarm[];
+  /** The dashboard, unless `dashboard` is false. */
+  public readonly dashboard?: cloudwatch.Dashboard;
+  /** The checkpoint table, if any. */
+  public readonly checkpointTable?: dynamodb.ITable;
+  /** The table swept. */
+  public readonly table: dynamodb.ITable;
+  /** The index queried. */
+  public readonly indexName: string;
+  /** The period between invocations, in seconds. */
+  public readonly schedulePeriodSeconds: number;
+  /** The CloudWatch namespace of the sweeper's metrics. */
+  public readonly metricsNamespace: string;
+
+  constructor(scope: Construct, id: string, props: TtlSweeperProps) {
+    super(scope, id);
+    const settings = resolveSettings(this, props);
+    this.table = props.table;
+    this.indexName = settings.indexName;
+    this.schedulePeriodSeconds = settings.schedule.periodSeconds;
+    this.metricsNamespace = settings.metricsNamespace;
+    const tableArn = this.table.tableArn;
+    const indexArn = `${tableArn}/index/${settings.indexName}`;
+    this.checkpointTable = props.checkpoint?.bind(this);
+
+    // ---------------------------------------------------------------- logs and role
+    this.logGroup = new logs.LogGroup(this, 'Logs', {
+      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+
+    this.role = new iam.Role(this, 'Role', {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: 'ttl-sweeper: query the expiry index, delete expired items, write its logs',
+    });
+    const statements = [
+      new iam.PolicyStatement({
+        sid: 'QueryExpiryIndex',
+        actions: ['dynamodb:Query'],
+        resources: [indexArn],
+      }),
+      new iam.PolicyStatement({
+        sid: 'DeleteExpiredItems',
+        // BatchWriteItem cannot be limited to deletes in IAM; DeleteItem serves conditional mode.
+        actions: ['dynamodb:BatchWriteItem', 'dynamodb:DeleteItem', 'dynamodb:DescribeTable'],
+        resources: [tableArn],
+      }),
+      new iam.PolicyStatement({
+        sid: 'WriteOwnLogs',
+        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+        resources: [this.logGroup.logGroupArn],
+      }),
+    ];
+    if (this.checkpointTable) {
+      statements.push(
+        new iam.PolicyStatement({
+          sid: 'Checkpoint',
+          actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DescribeTable'],
+          resources: [this.checkpointTable.tableArn],
+        }),
+      );
+    }
+    const policy = new iam.Policy(this, 'Policy', { statements });
+    policy.attachToRole(this.role);
+
+    // ---------------------------------------------------------------- failures
+    this.failureQueue = new sqs.Queue(this, 'FailedInvocations', {
+      retentionPeriod: Duration.days(14),
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+    });
+    Validations.of(this.failureQueue).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason: 'FailedInvocations is itself the dead-letter target of the schedule and the function',
+    });
+
+    // ---------------------------------------------------------------- the function
+    const environment: Record<string, string> = {
+      TABLE_NAME: this.table.tableName,
+      INDEX_NAME: settings.indexName,
+      TTL_ATTRIBUTE: settings.ttlAttribute,
+      WINDOW_ATTRIBUTE: settings.windowAttribute,
+      WINDOW_SECONDS: String(settings.windowSeconds),
+      WINDOW_SHARDS: String(settings.windowShards),
+      LOOKBACK_WINDOWS: String(settings.lookbackWindows),
+      DELETE_MODE: settings.deleteMode,
+      MAX_CONCURRENCY: String(settings.maxConcurrency),
+      MAX_RETRIES: String(settings.maxRetries),
+      SCHEDULE_SECONDS: String(settings.schedule.periodSeconds),
+      TICK_SECONDS: settings.tickSeconds === undefined ? 'off' : String(settings.tickSeconds),
+      METRICS_NAMESPACE: settings.metricsNamespace,
+    };
+    if (this.checkpointTable) {
+      environment.CHECKPOINT_TABLE = this.checkpointTable.tableName;
+      environment.MAX_CATCHUP = String(settings.maxCatchUpSeconds);
+    }
+    this.function = new lambda.Function(this, 'Function', {
+      description: 'ttl-sweeper: deletes expired DynamoDB items within seconds',
+      runtime: lambda.Runtime.PROVIDED_AL2023,
+      architecture: lambda.Architecture.ARM_64,
+      handler: 'bootstrap',
+      code: props.code ?? codeFromBuildOutput(DEFAULT_CODE_DIRECTORY),
+      memorySize: settings.memorySize,
+      timeout: Duration.seconds(settings.timeoutSeconds),
+      reservedConcurrentExecutions: settings.reservedConcurrency,
+      role: this.role,
+      logGroup: this.logGroup,
+      loggingFormat: lambda.LoggingFormat.JSON,
+      environment,
+      onFailure: new destinations.SqsDestination(this.failureQueue),
+      retryAttempts: 0,
+      maxEventAge: Duration.minutes(5),
+    });
+    this.function.node.addDependency(policy);
+
+    // ---------------------------------------------------------------- the schedule
+    const stack = Stack.of(this);
+    this.scheduleRole = new iam.Role(this, 'ScheduleRole', {
+      description: 'ttl-sweeper: EventBridge Scheduler invokes the sweeper function',
+      assumedBy: new iam.ServicePrincipal('scheduler.amazonaws.com', {
+        conditions: {
+          StringEquals: {
+            'aws:SourceAccount': stack.account,
+            'aws:SourceArn': stack.formatArn({
+              service: 'scheduler',
+              resource: 'schedule-group',
+              resourceName: 'default',
+            }),
+          },
+        },
+      }),
+    });
+    const schedulePolicy = new iam.Policy(this, 'SchedulePolicy', {
+      statements: [
+        new iam.PolicyStatement({
+          sid: 'InvokeSweeper',
+          actions: ['lambda:InvokeFunction'],
+          resources: [this.function.functionArn],
+        }),
+        new iam.PolicyStatement({
+          sid: 'DeadLetter',
+          actions: ['sqs:SendMessage'],
+          resources: [this.failureQueue.queueArn],
+        }),
+      ],
+    });
+    schedulePolicy.attachToRole(this.scheduleRole);
+    this.schedule = new scheduler.Schedule(this, 'Schedule', {
+      description: 'Invokes ttl-sweeper',
+      schedule: settings.schedule.toScheduleExpression(),
+      timeWindow: scheduler.TimeWindow.off(),
+      enabled: props.scheduleEnabled ?? true,
+      target: new SweeperTarget({
+        arn: this.function.functionArn,
+        role: this.scheduleRole,
+        // Each invocation sweeps as of the time it was scheduled for.
+        input: scheduler.ScheduleTargetInput.fromObject({ time: scheduler.ContextAttribute.scheduledTime }),
+        retryPolicy: {
+          maximumRetryAttempts: settings.scheduleRetryAttempts,
+          maximumEventAgeInSeconds: settings.scheduleMaxEventAgeSeconds,
+        },
+        deadLetterConfig: { arn: this.failureQueue.queueArn },
+      }),
+    });
+    this.schedule.node.addDependency(schedulePolicy);
+
+    // ---------------------------------------------------------------- alarms and dashboard
+    const alarmOptions = props.alarms ?? {};
+    if (alarmOptions.topic) {
+      this.alarmTopic = alarmOptions.topic;
+    } else {
+      const key = new kms.Key(this, 'AlarmsKey', {
+        description: 'ttl-sweeper: encrypts the alarm topic',
+        enableKeyRotation: true,
+        removalPolicy: RemovalPolicy.DESTROY,
+        pendingWindow: Duration.days(7),
+      });
+      // CloudWatch alarms can publish to an encrypted topic only if the key lets them.
+      key.addToResourcePolicy(
+        new iam.PolicyStatement({
+          sid: 'CloudWatchAlarmsPublish',
+          principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+          actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
+          resources: ['*'],
+        }),
+      );
+      this.alarmTopic = new sns.Topic(this, 'Alarms', {
+        displayName: 'ttl-sweeper alarms',
+        masterKey: key,
+        enforceSSL: true,
+      });
+    }
+    for (const email of alarmOptions.emails ?? []) {
+      this.alarmTopic.addSubscription(new subscriptions.EmailSubscription(email));
+    }
+
+    const periodSeconds = settings.schedule.periodSeconds;
+    const alarmPeriod = Duration.seconds(Math.ceil(periodSeconds / 60) * 60);
+    this.alarms = [
+      new cloudwatch.Alarm(this, 'FunctionErrors', {
+        alarmDescription: 'ttl-sweeper invocations failed (bad event, failed keys or unreadable windows)',
+        metric: this.function.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
+        threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+      new cloudwatch.Alarm(this, 'ItemsFailed', {
+        alarmDescription: 'ttl-sweeper could not delete some expired items',
+        metric: this.metric('ItemsFailed', { statistic: 'Sum', period: Duration.minutes(1) }),
+        threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+      new cloudwatch.Alarm(this, 'ExpiryLag', {
+        alarmDescription: 'expired items stay longer than the precision target',
+        metric: this.metric('MaxExpiryLagSeconds', { statistic: 'Maximum', period: alarmPeriod }),
+        threshold: settings.lagThresholdSeconds,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 3,
+        datapointsToAlarm: 3,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+      new cloudwatch.Alarm(this, 'SweeperSilent', {
+        alarmDescription: `ttl-sweeper has not reported a sweep for ${settings.silenceAfterSeconds / 60} minutes`,
+        metric: this.metric('WindowsSwept', {
+          statistic: 'SampleCount',
+          period: Duration.seconds(settings.silenceAfterSeconds),
+        }),
+        threshold: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+      }),
+    ];
+    for (const alarm of this.alarms) {
+      alarm.addAlarmAction(new cwActions.SnsAction(this.alarmTopic));
+    }
+
+    if (props.dashboard ?? true) {
+      const graph = (name: string, statistic: string) => this.metric(name, { statistic });
+      this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
+        widgets: [
+          [
+            new cloudwatch.GraphWidget({
+              title: 'Items deleted / skipped / gone / failed',
+              left: [
+                graph('ItemsDeleted', 'Sum'),
+                graph('ItemsSkipped', 'Sum'),
+                graph('ItemsGone', 'Sum'),
+                graph('ItemsFailed', 'Sum'),
+              ],
+              width: 12,
+            }),
+            new cloudwatch.GraphWidget({
+              title: 'Expiry lag (s)',
+              left: [graph('MaxExpiryLagSeconds', 'Maximum'), graph('P99ExpiryLagSeconds', 'Maximum')],
+              width: 12,
+            }),
+          ],
+          [
+            new cloudwatch.GraphWidget({
+              title: 'Invocations and errors',
+              left: [this.function.metricInvocations(), this.function.metricErrors()],
+              width: 12,
+            }),
+            new cloudwatch.GraphWidget({
+              title: 'Left for the next sweep',
+              left: [graph('ItemsLeft', 'Sum')],
+              width: 12,
+            }),
+          ],
+        ],
+      });
+    }
+  }
+
+  /**
+   * One of the sweeper's own metrics (`ItemsDeleted`, `ItemsSkipped`, `ItemsGone`, `ItemsFailed`,
+   * `ItemsLeft`, `WindowsSwept`, `MaxExpiryLagSeconds`, `P99ExpiryLagSeconds`), dimensioned by
+   * the table name.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metric(metricName: string, props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return new cloudwatch.Metric({
+      namespace: this.metricsNamespace,
+      metricName,
+      dimensionsMap: { TableName: this.table.tableName },
+      statistic: 'Sum',
+      period: Duration.minutes(1),
+      ...props,
+    });
+  }
+}
+
+/** The schedule's target: this function, with the role, input, retries and DLQ given. */
+class SweeperTarget implements scheduler.IScheduleTarget {
+  constructor(private readonly config: scheduler.ScheduleTargetConfig) {}
+
+  public bind(_schedule: scheduler.ISchedule): scheduler.ScheduleTargetConfig {
+    return this.config;
+  }
+}
+
+// ---------------------------------------------------------------- validation
+
+interface Settings {
+  readonly indexName: string;
+  readonly ttlAttribute: string;
+  readonly windowAttribute: string;
+  readonly windowSeconds: number;
+  readonly windowShards: number;
+  readonly lookbackWindows: number;
+  readonly deleteMode: DeleteMode;
+  readonly maxConcurrency: number;
+  readonly maxRetries: number;
+  readonly tickSeconds?: number;
+  readonly schedule: SweepSchedule;
+  readonly scheduleRetryAttempts: number;
+  readonly scheduleMaxEventAgeSeconds: number;
+  readonly maxCatchUpSeconds: number;
+  readonly metricsNamespace: string;
+  readonly memorySize: number;
+  readonly timeoutSeconds: number;
+  readonly reservedConcurrency: number;
+  readonly lagThresholdSeconds: number;
+  readonly silenceAfterSeconds: number;
+}
+
+/** Defaults applied and every value checked; all problems are reported at once. */
+function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
+  const problems: string[] = [];
+  const known = (v: unknown) => !Token.isUnresolved(v);
+  const whole = (name: string, value: number, lo: number, hi: number, hint = ''): number => {
+    if (known(value) && !(Number.isInteger(value) && value >= lo && value <= hi)) {
+      problems.push(`${name} must be a whole number from ${lo} to ${hi}${hint}, got ${value}`);
+    }
+    return value;
+  };
+  const seconds = (name: string, d: Duration, lo: number, hi: number, unit = 1): number => {
+    if (d.isUnresolved()) return NaN;
+    const s = d.toSeconds();
+    if (!(Number.isInteger(s) && s % unit === 0 && s >= lo && s <= hi)) {
+      const range = unit === 60 ? `whole minutes from ${lo / 60} to ${hi / 60} minutes` : `whole seconds from ${lo} to ${hi}`;
+      problems.push(`${name} must be ${range}, got ${d.toHumanString()}`);
+    }
+    return s;
+  };
+  const name = (what: string, value: string, pattern: RegExp, expected: string) => {
+    if (known(value) && !pattern.test(value)) problems.push(`${what} must be ${expected}, got ${JSON.stringify(value)}`);
+    return value;
+  };
+  const attribute = (what: string, value: string) => {
+    if (known(value) && (value.length === 0 || Buffer.byteLength(value, 'utf8') > 255)) {
+      problems.push(`${what} must be a non-empty attribute name of at most 255 bytes, got ${JSON.stringify(value)}`);
+    }
+    return value;
+  };
+
+  const schedule = props.schedule ?? SweepSchedule.rate(Duration.minutes(1));
+  const period = schedule.periodSeconds;
+  const indexName = name('indexName', props.indexName ?? 'expirationWindowIndex', /^[A-Za-z0-9_.-]{3,255}$/,
+    "an index name of 3 to 255 letters, digits, '_', '-' or '.'");
+  const ttlAttribute = attribute('ttlAttribute', props.ttlAttribute ?? 'ttl');
+  const windowAttribute = attribute('windowAttribute', props.windowAttribute ?? 'expirationWindow');
+  if (known(ttlAttribute) && ttlAttribute === windowAttribute) {
+    problems.push(`windowAttribute must differ from ttlAttribute (both are ${JSON.stringify(ttlAttribute)})`);
+  }
+  const windowSeconds = whole('windowSeconds', props.windowSeconds ?? 60, 1, 86400, ' (the width the writers use)');
+  const windowShards = whole('windowShards', props.windowShards ?? 1, 1, 1000, ' (the shard count the writers use)');
+  const lookbackWindows = whole('lookbackWindows', props.lookbackWindows ?? 15, 0, 10000);
+  const deleteMode = props.deleteMode ?? DeleteMode.BATCH;
+  if (deleteMode !== DeleteMode.BATCH && deleteMode !== DeleteMode.CONDITIONAL) {
+    problems.push(`deleteMode must be 'batch' or 'conditional', got ${JSON.stringify(deleteMode)}`);
+  }
+  const maxConcurrency = whole('maxConcurrency', props.maxConcurrency ?? 8, 1, 256);
+  const maxRetries = whole('maxRetries', props.maxRetries ?? 8, 0, 30);
+
+  let tickSeconds: number | undefined;
+  if (props.tickSeconds !== undefined) {
+    tickSeconds = whole('tickSeconds', props.tickSeconds, 1, 30, ' (omit it to sweep once per invocation)');
+    if (known(tickSeconds) && tickSeconds >= period) {
+      problems.push(`tickSeconds (${tickSeconds}) must be less than the schedule period (${period} s)`);
+    }
+  }
+
+  const scheduleRetryAttempts = whole('scheduleRetryAttempts', props.scheduleRetryAttempts ?? 2, 0, 185);
+  const scheduleMaxEventAgeSeconds = seconds('scheduleMaxEventAge', props.scheduleMaxEventAge ?? Duration.minutes(5), 60, 86400);
+
+  if (props.maxCatchUp !== undefined && props.checkpoint === undefined) {
+    problems.push('maxCatchUp needs a checkpoint: set checkpoint (e.g. Checkpoint.newTable()) or drop maxCatchUp');
+  }
+  const maxCatchUpSeconds = seconds('maxCatchUp', props.maxCatchUp ?? Duration.hours(24), 60, 30 * 86400);
+
+  const metricsNamespace = props.metricsNamespace ?? TtlSweeper.DEFAULT_METRICS_NAMESPACE;
+  if (
+    known(metricsNamespace) &&
+    (!/^[0-9A-Za-z._\-/#: ]{1,255}$/.test(metricsNamespace) || metricsNamespace.trim() === '' || metricsNamespace.startsWith('AWS/'))
+  ) {
+    problems.push(
+      'metricsNamespace must be a CloudWatch namespace (1 to 255 of letters, digits, ".", "-", "_", "/", "#", ":" ' +
+        `and spaces, not starting with "AWS/"), got ${JSON.stringify(metricsNamespace)}`,
+    );
+  }
+
+  const memorySize = whole('memorySize', props.memorySize ?? 128, 128, 10240);
+  const timeoutSeconds = props.timeout
+    ? seconds('timeout', props.timeout, 1, 900)
+    : Math.min(period + 10, 900);
+  const reservedConcurrency = whole('reservedConcurrency', props.reservedConcurrency ?? 1, 1, 1000,
+    ' (1 keeps invocations from overlapping)');
+
+  const alarms = props.alarms ?? {};
+  const lagThresholdSeconds = seconds('alarms.lagThreshold', alarms.lagThreshold ?? Duration.minutes(2), 1, 86400);
+  const silenceDefault = Math.max(600, 2 * Math.ceil(period / 60) * 60);
+  const silenceAfterSeconds = alarms.silenceAfter
+    ? seconds('alarms.silenceAfter', alarms.silenceAfter, 60, 86400, 60)
+    : silenceDefault;
+  if (alarms.silenceAfter && !alarms.silenceAfter.isUnresolved() && silenceAfterSeconds <= period) {
+    problems.push(`alarms.silenceAfter (${silenceAfterSeconds} s) must be longer than the schedule period (${period} s)`);
+  }
+  for (const email of alarms.emails ?? []) {
+    if (known(email) && !/^[^@\s]+@[^@\s]+$/.test(email)) {
+      problems.push(`alarms.emails: ${JSON.stringify(email)} is not an e-mail address`);
+    }
+  }
+
+  if (problems.length > 0) {
+    throw new Error(`TtlSweeper ${scope.node.path}: invalid props:\n  - ${problems.join('\n  - ')}`);
+  }
+  return {
+    indexName,
+    ttlAttribute,
+    windowAttribute,
+    windowSeconds,
+    windowShards,
+    lookbackWindows,
+    deleteMode,
+    maxConcurrency,
+    maxRetries,
+    tickSeconds,
+    schedule,
+    scheduleRetryAttempts,
+    scheduleMaxEventAgeSeconds,
+    maxCatchUpSeconds,
+    metricsNamespace,
+    memorySize,
+    timeoutSeconds,
+    reservedConcurrency,
+    lagThresholdSeconds,
+    silenceAfterSeconds,
+  };
+}
