@@ -21,7 +21,9 @@ use crate::store::keys::partition_key_from_json;
 use crate::store::{self, DynamoStore, IndexCheck, OpenedTable};
 use crate::telemetry;
 use crate::tools::audit::{self, AuditReport};
-use crate::tools::backfill::{self, default_segments, BackfillOptions, BackfillState};
+use crate::tools::backfill::{
+    self, default_segments, default_state_path, BackfillOptions, BackfillState,
+};
 
 /// `ttl-sweeper window`: the window attribute for a ttl (and, with shards, a partition key).
 pub fn window(
@@ -153,31 +155,12 @@ pub async fn backfill(
 ) -> anyhow::Result<ExitCode> {
     let (store, opened) = open_for_tools(config).await?;
     let layout = &opened.schema.layout;
-    let path = args.state.clone().unwrap_or_else(|| {
-        format!(
-            "ttl-sweeper-backfill-{}.json",
-            config.table_name.replace(['/', ':'], "_")
-        )
-        .into()
-    });
+    let path = args
+        .state
+        .clone()
+        .unwrap_or_else(|| default_state_path(&config.table_name));
     let state = if args.resume {
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("--resume: cannot read {}", path.display()))?;
-        let state: BackfillState = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "--resume: {} is not a backfill progress file",
-                path.display()
-            )
-        })?;
-        anyhow::ensure!(
-            state.table == config.table_name
-                && state.window_seconds == layout.window_seconds
-                && state.window_shards == layout.window_shards,
-            "--resume: {} is for table {:?} with {} s windows and {} shards; this run is for {:?} with {} s and {}",
-            path.display(), state.table, state.window_seconds, state.window_shards,
-            config.table_name, layout.window_seconds, layout.window_shards
-        );
-        state
+        BackfillState::load_for_resume(&path, &config.table_name, layout).context("--resume")?
     } else {
         anyhow::ensure!(
             !path.exists() || args.dry_run,
@@ -200,7 +183,7 @@ pub async fn backfill(
     let dry_run = args.dry_run;
     let save = |s: &BackfillState| {
         if !dry_run {
-            if let Err(e) = write_atomically(&path, s) {
+            if let Err(e) = s.save_atomically(&path) {
                 tracing::warn!(error = %e, path = %path.display(), "could not save progress");
             }
         }
@@ -220,13 +203,6 @@ pub async fn backfill(
     } else {
         ExitCode::from(1)
     })
-}
-
-fn write_atomically(path: &std::path::Path, state: &BackfillState) -> anyhow::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(state)?)?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
 }
 
 /// `ttl-sweeper audit` arguments.
@@ -260,23 +236,22 @@ pub async fn audit(config: &Config, args: AuditArgs, now: Timestamp) -> anyhow::
     )
     .await?;
     println!("{}", serde_json::to_string(&report)?);
-    let too_old = report.oldest_expired_age_seconds > max_age.as_secs() as i64;
-    let too_many = report.writer_problems() > args.max_problems;
-    if too_old {
+    let verdict = audit::verdict(&report, max_age, args.max_problems);
+    if verdict.too_old {
         tracing::error!(
             age_s = report.oldest_expired_age_seconds,
             "expired items are present longer than --max-expired-age"
         );
     }
-    if too_many {
+    if verdict.too_many_problems {
         tracing::error!(
             problems = report.writer_problems(),
             "items the sweeper cannot see exceed --max-problems"
         );
     }
-    Ok(if too_old || too_many {
-        ExitCode::from(1)
-    } else {
+    Ok(if verdict.passed() {
         ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     })
 }

@@ -3,9 +3,11 @@
 //! Scans the table (or a sample of it) and reports items whose ttl has passed but which are still
 //! present, by how long ago they expired (the sweeper's real lag), and the writer bugs that make
 //! items invisible to the sweeper: a ttl with no or a wrong window attribute, ttls that look like
-//! milliseconds, and non-numeric ttls.
+//! milliseconds, and non-numeric ttls. [`verdict`] holds a report against the thresholds of
+//! `--max-expired-age` and `--max-problems`.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
@@ -109,6 +111,32 @@ impl AuditReport {
                 self.examples.push(e);
             }
         }
+    }
+}
+
+/// Which of an audit's thresholds a report exceeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// An expired item is still present longer than the allowed age after its ttl.
+    pub too_old: bool,
+    /// More items than allowed have writer problems ([`AuditReport::writer_problems`]).
+    pub too_many_problems: bool,
+}
+
+impl Verdict {
+    /// True when no threshold is exceeded.
+    pub fn passed(&self) -> bool {
+        !self.too_old && !self.too_many_problems
+    }
+}
+
+/// Holds `report` against the thresholds: the oldest expired item still present may be at most
+/// `max_expired_age` past its ttl, and at most `max_problems` items may have writer problems.
+pub fn verdict(report: &AuditReport, max_expired_age: Duration, max_problems: u64) -> Verdict {
+    let max_age = i64::try_from(max_expired_age.as_secs()).unwrap_or(i64::MAX);
+    Verdict {
+        too_old: report.oldest_expired_age_seconds > max_age,
+        too_many_problems: report.writer_problems() > max_problems,
     }
 }
 
@@ -221,4 +249,50 @@ pub async fn audit(
     )
     .await?;
     Ok(total.into_inner().unwrap_or_else(|e| e.into_inner()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_verdict_fails_only_past_a_threshold() {
+        let five_minutes = Duration::from_secs(300);
+        let clean = AuditReport::default();
+        assert!(verdict(&clean, five_minutes, 0).passed());
+
+        let lagging = AuditReport {
+            oldest_expired_age_seconds: 300,
+            ..AuditReport::default()
+        };
+        assert!(
+            verdict(&lagging, five_minutes, 0).passed(),
+            "the limit itself passes"
+        );
+        let lagging = AuditReport {
+            oldest_expired_age_seconds: 301,
+            ..lagging
+        };
+        let v = verdict(&lagging, five_minutes, 0);
+        assert_eq!(
+            (v.too_old, v.too_many_problems, v.passed()),
+            (true, false, false)
+        );
+        assert!(verdict(&lagging, Duration::from_secs(3 * 3600), 0).passed());
+        assert!(verdict(&lagging, Duration::MAX, 0).passed());
+
+        let buggy = AuditReport {
+            missing_window: 1,
+            wrong_window: 1,
+            millis_ttl: 1,
+            invalid_ttl: 1,
+            ..AuditReport::default()
+        };
+        let v = verdict(&buggy, five_minutes, 3);
+        assert_eq!(
+            (v.too_old, v.too_many_problems, v.passed()),
+            (false, true, false)
+        );
+        assert!(verdict(&buggy, five_minutes, 4).passed());
+    }
 }

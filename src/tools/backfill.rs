@@ -6,7 +6,11 @@
 //! deleted item never comes back. Items already expired get their window too, so the next sweep
 //! removes them. Progress is saved after every page, so a killed run resumes where it stopped, and
 //! re-running is harmless: correct items are only counted.
+//!
+//! The progress file ([`BackfillState`]) lives here too: its default path, loading it to resume
+//! (only for the table, window width and shard count it was made for) and saving it atomically.
 
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -77,6 +81,48 @@ impl BackfillState {
         }
     }
 
+    /// Loads the progress file at `path` to continue an interrupted run on `table` with
+    /// `layout`; a file made for another table, window width or shard count is refused, since
+    /// continuing it would write windows the sweeper does not read.
+    pub fn load_for_resume(
+        path: &Path,
+        table: &str,
+        layout: &Layout,
+    ) -> Result<BackfillState, ProgressFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ProgressFileError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let state: BackfillState =
+            serde_json::from_str(&text).map_err(|source| ProgressFileError::Parse {
+                path: path.to_owned(),
+                source,
+            })?;
+        if state.table != table
+            || state.window_seconds != layout.window_seconds
+            || state.window_shards != layout.window_shards
+        {
+            return Err(ProgressFileError::OtherRun {
+                path: path.to_owned(),
+                found: (state.table, state.window_seconds, state.window_shards),
+                wanted: (
+                    table.to_owned(),
+                    layout.window_seconds,
+                    layout.window_shards,
+                ),
+            });
+        }
+        Ok(state)
+    }
+
+    /// Writes the state to `path` through a temporary file renamed over it, so a run killed while
+    /// saving leaves the previous progress intact, never a half-written file.
+    pub fn save_atomically(&self, path: &Path) -> std::io::Result<()> {
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)?;
+        std::fs::rename(&tmp, path)
+    }
+
     fn position(&self, i: usize) -> Position {
         match &self.positions[i] {
             serde_json::Value::String(s) if s == "done" => Position::Done,
@@ -88,6 +134,52 @@ impl BackfillState {
             _ => Position::Start,
         }
     }
+}
+
+/// The progress file of a backfill on `table` when none is given:
+/// `ttl-sweeper-backfill-<table>.json` in the working directory (an ARN's `/` and `:` become `_`).
+pub fn default_state_path(table: &str) -> PathBuf {
+    format!(
+        "ttl-sweeper-backfill-{}.json",
+        table.replace(['/', ':'], "_")
+    )
+    .into()
+}
+
+/// A progress file that cannot be used to resume.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgressFileError {
+    /// The file cannot be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The progress file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a backfill progress file.
+    #[error("{} is not a backfill progress file", path.display())]
+    Parse {
+        /// The progress file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The file belongs to a run on another table, window width or shard count.
+    #[error(
+        "{} is for table {:?} with {} s windows and {} shards; this run is for {:?} with {} s and {}",
+        path.display(), found.0, found.1, found.2, wanted.0, wanted.1, wanted.2
+    )]
+    OtherRun {
+        /// The progress file.
+        path: PathBuf,
+        /// Table, window seconds and shards in the file.
+        found: (String, u32, u32),
+        /// Table, window seconds and shards of this run.
+        wanted: (String, u32, u32),
+    },
 }
 
 /// Knobs of a backfill run.
@@ -322,6 +414,60 @@ fn add(total: &mut BackfillReport, page: &BackfillReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn temp_path(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("ttl-sweeper-{}-{name}.json", std::process::id()))
+    }
+
+    #[test]
+    fn the_default_progress_file_is_named_after_the_table() {
+        assert_eq!(
+            default_state_path("sessions"),
+            PathBuf::from("ttl-sweeper-backfill-sessions.json")
+        );
+        assert_eq!(
+            default_state_path("arn:aws:dynamodb:eu-west-1:1:table/s"),
+            PathBuf::from("ttl-sweeper-backfill-arn_aws_dynamodb_eu-west-1_1_table_s.json")
+        );
+    }
+
+    #[test]
+    fn a_saved_state_resumes_only_for_the_same_table_width_and_shards() {
+        let path = temp_path("resume");
+        let layout = Layout::default();
+        let mut state = BackfillState::new("sessions", &layout, 4);
+        state.positions[1] = serde_json::json!("done");
+        state.report.scanned = 42;
+        state.save_atomically(&path).unwrap();
+        assert!(
+            !path.with_extension("json.tmp").exists(),
+            "the temporary file is renamed"
+        );
+        assert_eq!(
+            BackfillState::load_for_resume(&path, "sessions", &layout).unwrap(),
+            state
+        );
+
+        let sharded = Layout {
+            window_shards: 8,
+            ..Layout::default()
+        };
+        for (table, layout) in [("sessions", &sharded), ("orders", &layout)] {
+            let err = BackfillState::load_for_resume(&path, table, layout).unwrap_err();
+            assert!(matches!(err, ProgressFileError::OtherRun { .. }), "{err}");
+            assert!(
+                err.to_string()
+                    .contains("\"sessions\" with 60 s windows and 1 shards"),
+                "{err}"
+            );
+        }
+        std::fs::write(&path, "{}").unwrap();
+        let err = BackfillState::load_for_resume(&path, "sessions", &layout).unwrap_err();
+        assert!(matches!(err, ProgressFileError::Parse { .. }), "{err}");
+        std::fs::remove_file(&path).unwrap();
+        let err = BackfillState::load_for_resume(&path, "sessions", &layout).unwrap_err();
+        assert!(matches!(err, ProgressFileError::Read { .. }), "{err}");
+    }
 
     #[test]
     fn segments_scale_with_size_within_bounds() {
