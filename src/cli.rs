@@ -10,11 +10,9 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{parse_duration, Config};
+use crate::config::{parse_duration, window_shape, Config};
 use crate::engine::{run_ticks, Stop, SweepReport, Ticks};
-use crate::expiry::window::{
-    parse_ttl, partition_key, shard_of, Window, MAX_SHARDS, MAX_WINDOW_SECONDS,
-};
+use crate::expiry::window::{parse_ttl, partition_key, shard_of, Window};
 use crate::expiry::{partition_key_bytes, Clock, Timestamp};
 use crate::lambda::event::{parse_time, sweep_instant, Trigger};
 use crate::store::keys::partition_key_from_json;
@@ -26,20 +24,15 @@ use crate::tools::backfill::{
 };
 
 /// `ttl-sweeper window`: the window attribute for a ttl (and, with shards, a partition key).
+/// `window_seconds` and `shards` are raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values, checked
+/// as every other command checks them.
 pub fn window(
     ttl: &str,
-    window_seconds: u32,
-    shards: u32,
+    window_seconds: Option<&str>,
+    shards: Option<&str>,
     key: Option<&str>,
 ) -> anyhow::Result<String> {
-    anyhow::ensure!(
-        (1..=MAX_WINDOW_SECONDS).contains(&window_seconds),
-        "--window-seconds (WINDOW_SECONDS) must be from 1 to 86400, got {window_seconds}"
-    );
-    anyhow::ensure!(
-        (1..=MAX_SHARDS).contains(&shards),
-        "--shards (WINDOW_SHARDS) must be from 1 to {MAX_SHARDS}, got {shards}"
-    );
+    let (window_seconds, shards) = window_shape(window_seconds, shards)?;
     let window = Window::containing(parse_ttl(ttl)?, window_seconds);
     let shard = match (key, shards) {
         (_, 1) => 0,

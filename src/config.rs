@@ -1,20 +1,23 @@
 //! Configuration: every setting the sweeper reads, parsed and validated once at start-up.
 //!
 //! Settings come from environment variables (the Lambda) or from CLI flags of the same name
-//! (`TABLE_NAME` is `--table-name`). Both paths go through [`Config::from_lookup`], so they accept
-//! exactly the same values and fail with the same messages, which name the variable and list what
-//! it accepts.
+//! (`TABLE_NAME` is `--table-name`, see [`ConfigFlags`]). Both paths go through
+//! [`Config::from_lookup`], so they accept exactly the same values and fail with the same
+//! messages, which name the variable and list what it accepts. [`SETTINGS`] is the one list of
+//! them.
 
 use std::time::Duration;
 
 use crate::engine::{Checkpoint, DeleteMode, SweepOptions};
-use crate::expiry::window::MAX_WINDOW_SECONDS;
+use crate::expiry::window::{MAX_SHARDS, MAX_WINDOW_SECONDS};
 use crate::expiry::Layout;
 use crate::lambda::HandlerSettings;
 use crate::store::TableTarget;
 
+mod flags;
 mod settings;
 
+pub use flags::ConfigFlags;
 pub use settings::*;
 
 /// A configuration value that is missing or not acceptable.
@@ -88,53 +91,9 @@ impl Config {
     /// Reads and validates every setting through `lookup`, which maps a variable name
     /// (`TABLE_NAME`, ...) to its raw value. Empty values count as absent.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let get = |s: &Setting| -> Result<String, ConfigError> {
-            match lookup(s.var).filter(|v| !v.trim().is_empty()) {
-                Some(v) => Ok(v.trim().to_owned()),
-                None => s.default.map(str::to_owned).ok_or(ConfigError::Missing {
-                    var: s.var,
-                    flag: s.flag(),
-                    expected: s.expected,
-                }),
-            }
-        };
-        let invalid = |s: &Setting, value: &str| ConfigError::Invalid {
-            var: s.var,
-            flag: s.flag(),
-            value: value.to_owned(),
-            expected: s.expected,
-        };
-        let number = |s: &Setting, lo: u64, hi: u64| -> Result<u64, ConfigError> {
-            let raw = get(s)?;
-            raw.parse::<u64>()
-                .ok()
-                .filter(|n| (lo..=hi).contains(n))
-                .ok_or_else(|| invalid(s, &raw))
-        };
-        let name = |s: &Setting, allow_arn: bool| -> Result<String, ConfigError> {
-            let raw = get(s)?;
-            let ok = (allow_arn && raw.starts_with("arn:") && raw.contains(":table/"))
-                || ((3..=255).contains(&raw.len())
-                    && raw
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')));
-            if ok {
-                Ok(raw)
-            } else {
-                Err(invalid(s, &raw))
-            }
-        };
-        let attribute = |s: &Setting| -> Result<String, ConfigError> {
-            let raw = get(s)?;
-            if raw.len() <= 255 {
-                Ok(raw)
-            } else {
-                Err(invalid(s, &raw))
-            }
-        };
-
+        let read = Reader(lookup);
         let delete_mode = {
-            let raw = get(&DELETE_MODE)?;
+            let raw = read.get(&DELETE_MODE)?;
             match raw.to_ascii_lowercase().as_str() {
                 "batch" => DeleteMode::Batch,
                 "conditional" => DeleteMode::Conditional,
@@ -142,42 +101,42 @@ impl Config {
             }
         };
         let config = Config {
-            table_name: name(&TABLE_NAME, true)?,
-            index_name: name(&INDEX_NAME, false)?,
-            ttl_attribute: attribute(&TTL_ATTRIBUTE)?,
-            window_attribute: attribute(&WINDOW_ATTRIBUTE)?,
-            window_seconds: number(&WINDOW_SECONDS, 1, u64::from(MAX_WINDOW_SECONDS))? as u32,
-            lookback_windows: number(&LOOKBACK_WINDOWS, 0, 10_000)? as u32,
+            table_name: read.name(&TABLE_NAME, true)?,
+            index_name: read.name(&INDEX_NAME, false)?,
+            ttl_attribute: read.attribute(&TTL_ATTRIBUTE)?,
+            window_attribute: read.attribute(&WINDOW_ATTRIBUTE)?,
+            window_seconds: read.window_seconds()?,
+            lookback_windows: read.number(&LOOKBACK_WINDOWS, 0, 10_000)? as u32,
             delete_mode,
-            max_concurrency: number(&MAX_CONCURRENCY, 1, 256)? as usize,
-            max_retries: number(&MAX_RETRIES, 0, 30)? as u32,
-            window_shards: number(&WINDOW_SHARDS, 1, 1000)? as u32,
+            max_concurrency: read.number(&MAX_CONCURRENCY, 1, 256)? as usize,
+            max_retries: read.number(&MAX_RETRIES, 0, 30)? as u32,
+            window_shards: read.window_shards()?,
             tick_seconds: {
-                let raw = get(&TICK_SECONDS)?;
+                let raw = read.get(&TICK_SECONDS)?;
                 if raw.eq_ignore_ascii_case("off") || raw == "0" {
                     None
                 } else {
-                    Some(number(&TICK_SECONDS, 1, 30)? as u32)
+                    Some(read.number(&TICK_SECONDS, 1, 30)? as u32)
                 }
             },
-            schedule_seconds: number(&SCHEDULE_SECONDS, 1, 3600)? as u32,
+            schedule_seconds: read.number(&SCHEDULE_SECONDS, 1, 3600)? as u32,
             checkpoint_table: {
-                let raw = get(&CHECKPOINT_TABLE)?;
+                let raw = read.get(&CHECKPOINT_TABLE)?;
                 if raw.is_empty() {
                     None
                 } else {
-                    Some(name(&CHECKPOINT_TABLE, true)?)
+                    Some(read.name(&CHECKPOINT_TABLE, true)?)
                 }
             },
             max_catchup_seconds: {
-                let raw = get(&MAX_CATCHUP)?;
+                let raw = read.get(&MAX_CATCHUP)?;
                 parse_duration(&raw)
                     .map(|d| d.as_secs())
                     .filter(|s| (60..=30 * 86_400).contains(s))
                     .ok_or_else(|| invalid(&MAX_CATCHUP, &raw))?
             },
             metrics_namespace: {
-                let raw = get(&METRICS_NAMESPACE)?;
+                let raw = read.get(&METRICS_NAMESPACE)?;
                 let ok = raw.len() <= 255
                     && !raw.starts_with("AWS/")
                     && raw.chars().all(|c| {
@@ -205,6 +164,94 @@ impl Config {
             });
         }
         Ok(config)
+    }
+}
+
+/// Window width and shard count on their own, for work that needs no table (`ttl-sweeper
+/// window`): raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values, defaulted and validated exactly as
+/// [`Config::from_lookup`] does, with the same messages.
+pub fn window_shape(
+    window_seconds: Option<&str>,
+    window_shards: Option<&str>,
+) -> Result<(u32, u32), ConfigError> {
+    let read = Reader(|var: &str| {
+        let raw = if var == WINDOW_SECONDS.var {
+            window_seconds
+        } else if var == WINDOW_SHARDS.var {
+            window_shards
+        } else {
+            None
+        };
+        raw.map(str::to_owned)
+    });
+    Ok((read.window_seconds()?, read.window_shards()?))
+}
+
+/// Raw values through a lookup, checked one setting at a time; every error names the setting.
+struct Reader<F>(F);
+
+impl<F: Fn(&str) -> Option<String>> Reader<F> {
+    /// The trimmed value, or the default when absent or blank.
+    fn get(&self, s: &Setting) -> Result<String, ConfigError> {
+        match (self.0)(s.var).filter(|v| !v.trim().is_empty()) {
+            Some(v) => Ok(v.trim().to_owned()),
+            None => s.default.map(str::to_owned).ok_or(ConfigError::Missing {
+                var: s.var,
+                flag: s.flag(),
+                expected: s.expected,
+            }),
+        }
+    }
+
+    /// A whole number from `lo` to `hi`.
+    fn number(&self, s: &Setting, lo: u64, hi: u64) -> Result<u64, ConfigError> {
+        let raw = self.get(s)?;
+        raw.parse::<u64>()
+            .ok()
+            .filter(|n| (lo..=hi).contains(n))
+            .ok_or_else(|| invalid(s, &raw))
+    }
+
+    /// A table or index name (or, with `allow_arn`, a table ARN).
+    fn name(&self, s: &Setting, allow_arn: bool) -> Result<String, ConfigError> {
+        let raw = self.get(s)?;
+        let ok = (allow_arn && raw.starts_with("arn:") && raw.contains(":table/"))
+            || ((3..=255).contains(&raw.len())
+                && raw
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')));
+        if ok {
+            Ok(raw)
+        } else {
+            Err(invalid(s, &raw))
+        }
+    }
+
+    /// An attribute name of at most 255 bytes.
+    fn attribute(&self, s: &Setting) -> Result<String, ConfigError> {
+        let raw = self.get(s)?;
+        if raw.len() <= 255 {
+            Ok(raw)
+        } else {
+            Err(invalid(s, &raw))
+        }
+    }
+
+    fn window_seconds(&self) -> Result<u32, ConfigError> {
+        Ok(self.number(&WINDOW_SECONDS, 1, u64::from(MAX_WINDOW_SECONDS))? as u32)
+    }
+
+    fn window_shards(&self) -> Result<u32, ConfigError> {
+        Ok(self.number(&WINDOW_SHARDS, 1, u64::from(MAX_SHARDS))? as u32)
+    }
+}
+
+fn invalid(s: &Setting, value: &str) -> ConfigError {
+    ConfigError::Invalid {
+        var: s.var,
+        flag: s.flag(),
+        value: value.to_owned(),
+        expected: s.expected,
     }
 }
 
@@ -453,6 +500,32 @@ mod tests {
             e.to_string().contains("TICK_SECONDS") && e.to_string().contains("SCHEDULE_SECONDS"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn window_shape_defaults_and_fails_like_the_settings() {
+        assert_eq!(window_shape(None, None), Ok((60, 1)));
+        assert_eq!(window_shape(Some(" 300 "), Some("")), Ok((300, 1)));
+        assert_eq!(
+            window_shape(Some("86400"), Some("1000")),
+            Ok((86_400, 1000))
+        );
+        for (seconds, shards, var) in [
+            ("0", "1", "WINDOW_SECONDS"),
+            ("86401", "1", "WINDOW_SECONDS"),
+            ("60", "0", "WINDOW_SHARDS"),
+            ("60", "1001", "WINDOW_SHARDS"),
+        ] {
+            let alone = window_shape(Some(seconds), Some(shards)).unwrap_err();
+            let in_config = parse(&[
+                ("TABLE_NAME", "sessions"),
+                ("WINDOW_SECONDS", seconds),
+                ("WINDOW_SHARDS", shards),
+            ])
+            .unwrap_err();
+            assert_eq!(alone, in_config, "the same message everywhere");
+            assert!(matches!(alone, ConfigError::Invalid { var: v, .. } if v == var));
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 use ttl_sweeper::cli;
-use ttl_sweeper::config::Config;
+use ttl_sweeper::config::ConfigFlags;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::telemetry::{self, LogFormat};
 
@@ -40,12 +40,12 @@ enum Command {
     Window {
         /// The ttl, in epoch seconds.
         ttl: String,
-        /// Window width in seconds.
-        #[arg(long, env = "WINDOW_SECONDS", default_value = "60")]
-        window_seconds: u32,
-        /// Shards per window; with more than 1, --key is required.
-        #[arg(long, env = "WINDOW_SHARDS", default_value = "1")]
-        shards: u32,
+        /// Window width in seconds [default: 60].
+        #[arg(long, env = "WINDOW_SECONDS")]
+        window_seconds: Option<String>,
+        /// Shards per window; with more than 1, --key is required [default: 1].
+        #[arg(long, visible_alias = "window-shards", env = "WINDOW_SHARDS")]
+        shards: Option<String>,
         /// The item's partition key value, as DynamoDB JSON: {"S":"user#42"}, {"N":"42"},
         /// {"B":"<base64>"}, or a one-attribute key {"id":{"S":"user#42"}}.
         #[arg(long)]
@@ -74,7 +74,7 @@ struct BackfillArgs {
     #[arg(long, default_value = "500")]
     page_size: i32,
     #[command(flatten)]
-    config: ConfigArgs,
+    config: ConfigFlags,
 }
 
 #[derive(Debug, Args)]
@@ -92,7 +92,7 @@ struct AuditArgs {
     #[arg(long, default_value = "0")]
     max_problems: u64,
     #[command(flatten)]
-    config: ConfigArgs,
+    config: ConfigFlags,
 }
 
 #[derive(Debug, Args)]
@@ -101,7 +101,7 @@ struct RunArgs {
     #[arg(long, default_value = "1s")]
     every: String,
     #[command(flatten)]
-    config: ConfigArgs,
+    config: ConfigFlags,
 }
 
 #[derive(Debug, Args)]
@@ -113,76 +113,7 @@ struct SweepArgs {
     #[arg(long)]
     allow_future: bool,
     #[command(flatten)]
-    config: ConfigArgs,
-}
-
-/// The shared settings; each flag falls back to its environment variable.
-#[derive(Debug, Args)]
-struct ConfigArgs {
-    /// Table to sweep (name or ARN).
-    #[arg(long, env = "TABLE_NAME")]
-    table_name: Option<String>,
-    /// GSI keyed on (window, ttl) [default: expirationWindowIndex].
-    #[arg(long, env = "INDEX_NAME")]
-    index_name: Option<String>,
-    /// Number attribute with the expiry in epoch seconds [default: ttl].
-    #[arg(long, env = "TTL_ATTRIBUTE")]
-    ttl_attribute: Option<String>,
-    /// String attribute with the window key [default: expirationWindow].
-    #[arg(long, env = "WINDOW_ATTRIBUTE")]
-    window_attribute: Option<String>,
-    /// Window width in seconds [default: 60].
-    #[arg(long, env = "WINDOW_SECONDS")]
-    window_seconds: Option<String>,
-    /// Past windows re-read by every sweep [default: 15].
-    #[arg(long, env = "LOOKBACK_WINDOWS")]
-    lookback_windows: Option<String>,
-    /// `batch` or `conditional` [default: batch].
-    #[arg(long, env = "DELETE_MODE")]
-    delete_mode: Option<String>,
-    /// Delete requests in flight [default: 8].
-    #[arg(long, env = "MAX_CONCURRENCY")]
-    max_concurrency: Option<String>,
-    /// Retries per delete request [default: 8].
-    #[arg(long, env = "MAX_RETRIES")]
-    max_retries: Option<String>,
-    /// Shards per window, as the writers use [default: 1].
-    #[arg(long, env = "WINDOW_SHARDS")]
-    window_shards: Option<String>,
-    /// Sweep period of the long-running loop's full sweeps [default: 60].
-    #[arg(long, env = "SCHEDULE_SECONDS")]
-    schedule_seconds: Option<String>,
-    /// Table holding the catch-up checkpoint (partition key `id`, String).
-    #[arg(long, env = "CHECKPOINT_TABLE")]
-    checkpoint_table: Option<String>,
-    /// Longest catch-up after an outage, e.g. `24h` [default: 24h].
-    #[arg(long, env = "MAX_CATCHUP")]
-    max_catchup: Option<String>,
-}
-
-impl ConfigArgs {
-    fn parse(&self) -> Result<Config, ttl_sweeper::config::ConfigError> {
-        Config::from_lookup(|v| self.lookup(v))
-    }
-
-    fn lookup(&self, var: &str) -> Option<String> {
-        match var {
-            "TABLE_NAME" => self.table_name.clone(),
-            "INDEX_NAME" => self.index_name.clone(),
-            "TTL_ATTRIBUTE" => self.ttl_attribute.clone(),
-            "WINDOW_ATTRIBUTE" => self.window_attribute.clone(),
-            "WINDOW_SECONDS" => self.window_seconds.clone(),
-            "LOOKBACK_WINDOWS" => self.lookback_windows.clone(),
-            "DELETE_MODE" => self.delete_mode.clone(),
-            "MAX_CONCURRENCY" => self.max_concurrency.clone(),
-            "MAX_RETRIES" => self.max_retries.clone(),
-            "WINDOW_SHARDS" => self.window_shards.clone(),
-            "SCHEDULE_SECONDS" => self.schedule_seconds.clone(),
-            "CHECKPOINT_TABLE" => self.checkpoint_table.clone(),
-            "MAX_CATCHUP" => self.max_catchup.clone(),
-            _ => None,
-        }
-    }
+    config: ConfigFlags,
 }
 
 #[tokio::main]
@@ -195,13 +126,10 @@ async fn main() -> ExitCode {
     };
     let level = ["info", "debug", "trace"][usize::from(cli.verbose.min(2))];
     telemetry::init(format, level, false);
-    match dispatch(cli.command).await {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
-        }
-    }
+    dispatch(cli.command).await.unwrap_or_else(|e| {
+        eprintln!("error: {e:#}");
+        ExitCode::from(2)
+    })
 }
 
 fn wall_clock() -> Timestamp {
@@ -216,32 +144,25 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             shards,
             key,
         } => {
-            println!(
-                "{}",
-                cli::window(&ttl, window_seconds, shards, key.as_deref())?
-            );
+            let (seconds, shards) = (window_seconds.as_deref(), shards.as_deref());
+            println!("{}", cli::window(&ttl, seconds, shards, key.as_deref())?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Sweep(args) => {
-            let config = args.config.parse()?;
-            let report = cli::sweep(
-                &config,
-                args.at.as_deref(),
-                args.allow_future,
-                chrono::Utc::now(),
-            )
-            .await?;
+            let config = args.config.to_config()?;
+            let at = args.at.as_deref();
+            let report = cli::sweep(&config, at, args.allow_future, chrono::Utc::now()).await?;
             cli::finish(&report)
         }
         Command::Run(args) => {
-            let config = args.config.parse()?;
+            let config = args.config.to_config()?;
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));
             let report = cli::run(&config, &args.every, wall_clock, shutdown).await?;
             cli::finish(&report)
         }
         Command::Backfill(args) => {
-            let config = args.config.parse()?;
+            let config = args.config.to_config()?;
             let options = cli::BackfillArgs {
                 segments: args.segments,
                 max_wcu: args.max_wcu,
@@ -253,7 +174,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             cli::backfill(&config, options, wall_clock()).await
         }
         Command::Audit(args) => {
-            let config = args.config.parse()?;
+            let config = args.config.to_config()?;
             let options = cli::AuditArgs {
                 segments: args.segments,
                 sample: args.sample,
@@ -277,4 +198,9 @@ async fn cancel_on_signal(token: CancellationToken) {
     }
     tracing::info!("signal received: finishing the requests in flight");
     token.cancel();
+}
+
+#[test]
+fn the_command_line_is_well_formed() {
+    <Cli as clap::CommandFactory>::command().debug_assert();
 }

@@ -1,14 +1,18 @@
 //! The one list of settings: each setting's environment variable (the CLI flag is its kebab-case
-//! form), default and what it accepts. The environment parser, the CLI flags, the tests' clean
-//! environment and the README's configuration table all follow [`SETTINGS`].
+//! form), default, a short description and what it accepts. The environment parser
+//! ([`Config::from_lookup`](super::Config::from_lookup)), the CLI flags
+//! ([`ConfigFlags`](super::ConfigFlags)) and the README's configuration table (checked by
+//! `tests/readme.rs`) all follow [`SETTINGS`].
 
-/// One setting: its environment variable, default and what it accepts.
+/// One setting: its environment variable, default, what it is and what it accepts.
 #[derive(Debug, Clone, Copy)]
 pub struct Setting {
     /// Environment variable name; the CLI flag is its kebab-case form.
     pub var: &'static str,
     /// Default value, or `None` if required.
     pub default: Option<&'static str>,
+    /// What the setting is, in a few words: the first line of its flag's `--help`.
+    pub help: &'static str,
     /// What the setting accepts, for error messages and `--help`.
     pub expected: &'static str,
 }
@@ -24,6 +28,7 @@ impl Setting {
 pub const TABLE_NAME: Setting = Setting {
     var: "TABLE_NAME",
     default: None,
+    help: "Table to sweep, by name or ARN",
     expected:
         "a DynamoDB table name (3-255 characters: letters, digits, '_', '-', '.') or table ARN",
 };
@@ -31,55 +36,63 @@ pub const TABLE_NAME: Setting = Setting {
 pub const INDEX_NAME: Setting = Setting {
     var: "INDEX_NAME",
     default: Some("expirationWindowIndex"),
+    help: "GSI keyed on (window, ttl)",
     expected: "a GSI name (3-255 characters: letters, digits, '_', '-', '.')",
 };
 /// `TTL_ATTRIBUTE`.
 pub const TTL_ATTRIBUTE: Setting = Setting {
     var: "TTL_ATTRIBUTE",
     default: Some("ttl"),
+    help: "Number attribute with the expiry in epoch seconds",
     expected: "a non-empty attribute name of at most 255 bytes",
 };
 /// `WINDOW_ATTRIBUTE`.
 pub const WINDOW_ATTRIBUTE: Setting = Setting {
     var: "WINDOW_ATTRIBUTE",
     default: Some("expirationWindow"),
+    help: "String attribute with the window key",
     expected: "a non-empty attribute name of at most 255 bytes",
 };
 /// `WINDOW_SECONDS`.
 pub const WINDOW_SECONDS: Setting = Setting {
     var: "WINDOW_SECONDS",
     default: Some("60"),
+    help: "Window width in seconds",
     expected: "a whole number of seconds from 1 to 86400 (the width writers used; default 60)",
 };
 /// `LOOKBACK_WINDOWS`.
 pub const LOOKBACK_WINDOWS: Setting = Setting {
     var: "LOOKBACK_WINDOWS",
     default: Some("15"),
+    help: "Past windows re-read by every sweep",
     expected: "a whole number from 0 to 10000 (past windows re-read by every sweep; default 15)",
 };
 /// `DELETE_MODE`.
 pub const DELETE_MODE: Setting = Setting {
     var: "DELETE_MODE",
     default: Some("batch"),
+    help: "How to delete: `batch` or `conditional`",
     expected: "`batch` or `conditional`",
 };
 /// `MAX_CONCURRENCY`.
 pub const MAX_CONCURRENCY: Setting = Setting {
     var: "MAX_CONCURRENCY",
     default: Some("8"),
+    help: "Delete requests in flight",
     expected: "a whole number from 1 to 256 (delete requests in flight; default 8)",
 };
 /// `MAX_RETRIES`.
 pub const MAX_RETRIES: Setting = Setting {
     var: "MAX_RETRIES",
     default: Some("8"),
+    help: "Retries per delete request",
     expected: "a whole number from 0 to 30 (retries per delete request; default 8)",
 };
-
 /// `WINDOW_SHARDS`.
 pub const WINDOW_SHARDS: Setting = Setting {
     var: "WINDOW_SHARDS",
     default: Some("1"),
+    help: "Shards per window, as the writers use",
     expected:
         "a whole number from 1 to 1000 (shards per window; must match the writers; default 1)",
 };
@@ -87,30 +100,35 @@ pub const WINDOW_SHARDS: Setting = Setting {
 pub const TICK_SECONDS: Setting = Setting {
     var: "TICK_SECONDS",
     default: Some("off"),
+    help: "Lambda tick mode: sweep every this many seconds within one invocation",
     expected: "`off` or a whole number of seconds from 1 to 30, less than SCHEDULE_SECONDS",
 };
 /// `SCHEDULE_SECONDS`.
 pub const SCHEDULE_SECONDS: Setting = Setting {
     var: "SCHEDULE_SECONDS",
     default: Some("60"),
+    help: "The schedule's period; `run` does a full sweep this often",
     expected: "a whole number of seconds from 1 to 3600 (the schedule's period; default 60)",
 };
 /// `CHECKPOINT_TABLE`.
 pub const CHECKPOINT_TABLE: Setting = Setting {
     var: "CHECKPOINT_TABLE",
     default: Some(""),
+    help: "Table holding the catch-up checkpoint",
     expected: "a DynamoDB table name with partition key `id` (String), or empty for no checkpoint",
 };
 /// `METRICS_NAMESPACE`.
 pub const METRICS_NAMESPACE: Setting = Setting {
     var: "METRICS_NAMESPACE",
     default: Some("TtlSweeper"),
+    help: "CloudWatch namespace of the Lambda's metrics",
     expected: "a CloudWatch namespace: up to 255 letters, digits or . - _ / # : and spaces, not starting with AWS/ (default TtlSweeper)",
 };
 /// `MAX_CATCHUP`.
 pub const MAX_CATCHUP: Setting = Setting {
     var: "MAX_CATCHUP",
     default: Some("24h"),
+    help: "Longest catch-up after an outage",
     expected: "a duration from 1m to 30d, e.g. `24h`, `90m`, `3600` (seconds); default 24h",
 };
 
