@@ -12,23 +12,10 @@ use ttl_sweeper::expiry::Layout;
 use ttl_sweeper::store::scan::UpdateOutcome;
 use ttl_sweeper::store::{DynamoStore, Key};
 
+/// The CLI (from a cleared environment, see [`common::cli`]) on the test server, for `table`.
 fn cli(table: &str) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"));
-    for var in [
-        "WINDOW_SECONDS",
-        "WINDOW_SHARDS",
-        "TTL_ATTRIBUTE",
-        "WINDOW_ATTRIBUTE",
-        "RUST_LOG",
-    ] {
-        cmd.env_remove(var);
-    }
+    let mut cmd = common::cli();
     cmd.env("AWS_ENDPOINT_URL", endpoint())
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local")
-        .env("AWS_CONFIG_FILE", "/dev/null")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("TABLE_NAME", table);
     cmd
 }

@@ -62,12 +62,30 @@ impl Drop for Watch {
     }
 }
 
+/// What `cargo lambda watch` needs from the test's environment to build with the same toolchain
+/// into the same target directory. Nothing else is passed on: the function sees only these and
+/// the variables the test gives it.
+const TOOLCHAIN_ENV: [&str; 6] = [
+    "PATH",
+    "HOME",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "CARGO_TARGET_DIR",
+];
+
 fn start_watch(port: u16, env: &[(&str, String)]) -> Watch {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let log = dir.join(format!("target/test-servers/cargo-lambda-watch-{port}.log"));
     std::fs::create_dir_all(log.parent().unwrap()).unwrap();
     let out = std::fs::File::create(&log).unwrap();
     let mut cmd = Command::new(cargo_lambda());
+    cmd.env_clear();
+    for var in TOOLCHAIN_ENV {
+        if let Some(value) = std::env::var_os(var) {
+            cmd.env(var, value);
+        }
+    }
     cmd.current_dir(dir)
         .args([
             "lambda",
@@ -128,18 +146,16 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
     put_items(&client, &table, items).await;
 
     let port = free_port();
-    let watch = start_watch(
-        port,
-        &[
-            ("TABLE_NAME", table.clone()),
-            ("AWS_ENDPOINT_URL", endpoint()),
-            ("AWS_REGION", "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID", "local".into()),
-            ("AWS_SECRET_ACCESS_KEY", "local".into()),
-            ("AWS_EC2_METADATA_DISABLED", "true".into()),
-            ("METRICS_NAMESPACE", "TtlSweeperTest".into()),
-        ],
-    );
+    let mut env: Vec<(&str, String)> = LOCAL_AWS_ENV
+        .iter()
+        .map(|(k, v)| (*k, v.to_string()))
+        .collect();
+    env.extend([
+        ("TABLE_NAME", table.clone()),
+        ("AWS_ENDPOINT_URL", endpoint()),
+        ("METRICS_NAMESPACE", "TtlSweeperTest".into()),
+    ]);
+    let watch = start_watch(port, &env);
 
     let mut event: serde_json::Value =
         serde_json::from_slice(include_bytes!("fixtures/scheduled-event.json")).unwrap();

@@ -505,31 +505,22 @@ pub async fn create_checkpoint_table(client: &Client, name: &str) {
         .expect("create checkpoint table");
 }
 
-/// The `ttl-sweeper` binary with a clean environment: nothing from the developer's settings or
-/// `~/.aws` leaks in.
+/// The AWS settings of a process that talks to the test server: a region, dummy credentials,
+/// and no shared config files or instance metadata. The endpoint is added per test.
+pub const LOCAL_AWS_ENV: [(&str, &str); 6] = [
+    ("AWS_REGION", "us-east-1"),
+    ("AWS_ACCESS_KEY_ID", "local"),
+    ("AWS_SECRET_ACCESS_KEY", "local"),
+    ("AWS_EC2_METADATA_DISABLED", "true"),
+    ("AWS_CONFIG_FILE", "/dev/null"),
+    ("AWS_SHARED_CREDENTIALS_FILE", "/dev/null"),
+];
+
+/// The `ttl-sweeper` binary started from an empty environment plus [`LOCAL_AWS_ENV`]: no setting,
+/// `RUST_LOG` or `~/.aws` of the developer leaks in; each test adds the settings it means.
 pub fn cli() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"));
-    for var in [
-        "TABLE_NAME",
-        "INDEX_NAME",
-        "TTL_ATTRIBUTE",
-        "WINDOW_ATTRIBUTE",
-        "WINDOW_SECONDS",
-        "LOOKBACK_WINDOWS",
-        "DELETE_MODE",
-        "MAX_CONCURRENCY",
-        "MAX_RETRIES",
-        "AWS_PROFILE",
-        "RUST_LOG",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("AWS_CONFIG_FILE", "/dev/null")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local");
+    cmd.env_clear().envs(LOCAL_AWS_ENV);
     cmd
 }
 
