@@ -298,6 +298,7 @@ impl Config {
             namespace: self.metrics_namespace.clone(),
             tick: self.tick_seconds.map(|s| Duration::from_secs(u64::from(s))),
             schedule: Duration::from_secs(u64::from(self.schedule_seconds)),
+            handoff: crate::lambda::handler::HANDOFF_OVERLAP,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! DynamoDB's clock.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use lambda_runtime::{service_fn, LambdaEvent};
@@ -34,11 +35,12 @@ async fn main() -> ExitCode {
     };
     tracing::info!(table = %config.table_name, index = %config.index_name, mode = %config.delete_mode, "ready");
     let settings = config.handler_settings();
-    let clock = GuardedClock::new(
+    let clock = Arc::new(GuardedClock::new(
         || Timestamp::from_datetime(chrono::Utc::now()),
         sweeper.store().server_clock().clone(),
-    );
-    let (sweeper, settings, clock) = (&sweeper, &settings, &clock);
+    ));
+    let sweeper = sweeper.with_wall_clock(clock.clone());
+    let (sweeper, settings, clock) = (&sweeper, &settings, &*clock);
     let handler = service_fn(move |event: LambdaEvent<Value>| async move {
         let remaining = event
             .context

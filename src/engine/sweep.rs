@@ -8,6 +8,8 @@
 //! covers every window since the last fully swept boundary (see [`super::checkpoint`]) and then
 //! moves the checkpoint forward.
 
+use std::sync::Arc;
+
 use futures::stream::{self, FuturesUnordered, StreamExt};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -19,7 +21,7 @@ use super::retry::Stop;
 use super::{DeleteMode, SweepOptions, BATCH_SIZE};
 use crate::expiry::time::iso_millis;
 use crate::expiry::window::{parse_ttl, partition_key, ttl_state, TtlState, Window};
-use crate::expiry::Timestamp;
+use crate::expiry::{Clock, Timestamp};
 use crate::store::{
     key_to_json, ConditionalOutcome, Key, Store, StoreError, StoreExt, TableSchema,
 };
@@ -127,11 +129,22 @@ fn check_item(schema: &TableSchema, item: &Key, now: Timestamp) -> Option<Expire
 }
 
 /// Runs sweeps of one table through a [`Store`].
-#[derive(Debug)]
 pub struct Sweeper<S> {
     store: S,
     schema: TableSchema,
     options: SweepOptions,
+    wall: Option<Arc<dyn Clock>>,
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sweeper")
+            .field("store", &self.store)
+            .field("schema", &self.schema)
+            .field("options", &self.options)
+            .field("wall_clock", &self.wall.is_some())
+            .finish()
+    }
 }
 
 impl<S: Store> Sweeper<S> {
@@ -141,7 +154,17 @@ impl<S: Store> Sweeper<S> {
             store,
             schema,
             options,
+            wall: None,
         }
+    }
+
+    /// Measures expiry lag against `wall` (the entry point's clock), read once when a sweep
+    /// starts: a deletion's time is that reading plus the monotonic time to its acknowledgement.
+    /// Without it, lag is measured from the sweep instant, which is the same for a sweep as of
+    /// the clock but not for one as of an earlier event time.
+    pub fn with_wall_clock(mut self, wall: Arc<dyn Clock>) -> Self {
+        self.wall = Some(wall);
+        self
     }
 
     /// The table schema in use.
@@ -162,6 +185,17 @@ impl<S: Store> Sweeper<S> {
     /// A full sweep as of `now`: the current window, the lookback windows, and — with a
     /// checkpoint — every window since the checkpoint; then the checkpoint moves forward.
     pub async fn sweep(&self, now: Timestamp, stop: &Stop) -> SweepReport {
+        self.sweep_below(now, None, stop).await
+    }
+
+    /// A full sweep as of `now` that leaves out the windows ending after `newest_end` (epoch
+    /// seconds): the ones ticks running beside it read.
+    pub async fn sweep_below(
+        &self,
+        now: Timestamp,
+        newest_end: Option<i64>,
+        stop: &Stop,
+    ) -> SweepReport {
         let width = self.schema.layout.window_seconds;
         let options = &self.options;
         let mut checkpoint_before = None;
@@ -175,13 +209,16 @@ impl<S: Store> Sweeper<S> {
                 }
             }
         }
-        let plan = plan(
+        let mut plan = plan(
             now,
             width,
             options.lookback_windows,
             checkpoint_before,
             options.max_catchup_seconds,
         );
+        if let Some(end) = newest_end {
+            plan.windows.retain(|w| w.end <= end);
+        }
         if plan.capped {
             warn!(
                 checkpoint = %checkpoint_before.map(iso_millis).unwrap_or_default(),
@@ -243,6 +280,7 @@ impl<S: Store> Sweeper<S> {
         stop: &Stop,
     ) -> (SweepReport, Vec<bool>) {
         let started = Instant::now();
+        let wall_start = self.wall.as_ref().map_or(now, |c| c.now());
         let shards = self.schema.layout.window_shards.max(1);
         let limit = self.options.max_concurrency.max(1);
         let permits = Semaphore::new(limit);
@@ -276,7 +314,7 @@ impl<S: Store> Sweeper<S> {
             report.items_invalid += out.invalid;
             for chunk in out.chunks.drain(..) {
                 for (ttl, at) in chunk.deleted_ttls.iter().zip(&chunk.deleted_at) {
-                    let deleted_at = now + at.duration_since(started);
+                    let deleted_at = wall_start + at.duration_since(started);
                     let lag_ms = deleted_at.millis() as f64 - ttl * 1000.0;
                     report.lags.record(lag_ms.max(0.0).round() as u64);
                 }

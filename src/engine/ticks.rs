@@ -1,22 +1,23 @@
 //! Repeated sweeps: tick mode inside one Lambda invocation, and the long-running `run` command.
 //!
-//! An EventBridge rule fires at most once a minute. To expire items within about a second, one
-//! invocation sweeps, sleeps to the next tick, and sweeps again until just before the next
-//! scheduled invocation. Ticks are aligned to whole seconds of the wall clock (plus a few
-//! milliseconds), so a tick sweeping as of second `s` runs just after `s` begins and an item whose
-//! ttl is `s - 1` waits about one second, not two.
+//! A schedule fires at most once a minute. To expire items within a fraction of a second, one
+//! invocation ticks: it sweeps, sleeps to the next tick, and sweeps again, until the next
+//! invocation has surely started. Ticks are aligned to the tick period on the wall clock (plus a
+//! few milliseconds) and sweep as of the clock to the millisecond, so a tick at `s + 0.02`
+//! deletes everything whose ttl is before `s + 0.02`, including an item whose ttl is `s`.
 //!
-//! The first sweep of a series, and one every `full_every` after it, is a full sweep (lookback
-//! windows and checkpoint catch-up); the ticks in between read only the windows that can hold
-//! items expired since the previous tick, which keeps the read cost per tick at one or two
-//! queries per shard.
+//! A full sweep (lookback windows and checkpoint catch-up) runs beside the ticks, not in their
+//! place: when the series starts and every `full_every` after. Ticks read only the windows that
+//! can hold items expired since the previous tick, one or two queries per shard.
 
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::{Stop, SweepReport, Sweeper};
-use crate::expiry::window::windows_since;
+use crate::expiry::window::{windows_since, windows_to_sweep, Window};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::Store;
 
@@ -42,16 +43,22 @@ pub fn until_next_tick(clock: Timestamp, every: Duration) -> Duration {
     Duration::from_millis(u64::try_from(next - clock.millis()).unwrap_or(0))
 }
 
-/// Sweeps once as of `first_now`, then on every tick as of the clock, until `ticks.until` or
-/// `stop`; returns the merged report. `clock` is the entry point's clock; `on_tick` sees each
-/// tick's own report.
+/// Sweeps repeatedly until `ticks.until` or `stop`, and returns the merged report. `on_tick`
+/// sees each sweep's own report; `clock` is the entry point's clock.
+///
+/// Two loops run side by side, so a slow full sweep never delays a tick:
+/// - ticks, from the start and then just after every `ticks.every` boundary, each as of the
+///   clock at millisecond resolution, reading the windows since the previous tick;
+/// - full sweeps (lookback and checkpoint catch-up), the first as of `first_now` and then every
+///   `ticks.full_every`, reading only the windows older than those the ticks read, so the two
+///   never delete the same items.
 pub async fn run_ticks<S, C, F>(
     sweeper: &Sweeper<S>,
     first_now: Timestamp,
     clock: &C,
     ticks: &Ticks,
     stop: &Stop,
-    mut on_tick: F,
+    on_tick: F,
 ) -> SweepReport
 where
     S: Store,
@@ -60,48 +67,84 @@ where
 {
     let started = Instant::now();
     let width = sweeper.schema().layout.window_seconds;
-    let mut total = SweepReport::default();
-    let mut prev_now: Option<Timestamp> = None;
-    let mut last_full: Option<Instant> = None;
-    loop {
-        if let Some(prev) = prev_now {
-            let wake = Instant::now() + until_next_tick(clock.now(), ticks.every);
-            if ticks.until.is_some_and(|u| wake >= u) || stop.deadline().is_some_and(|d| wake >= d)
-            {
+    let lookback = sweeper.options().lookback_windows;
+    let on_tick = RefCell::new(on_tick);
+    // The start (epoch seconds) of the oldest window the ticks read: full sweeps stop below it.
+    let tick_floor = AtomicI64::new(
+        Window::containing_instant(first_now, width)
+            .previous()
+            .start,
+    );
+    let past_until = |wake: Instant| {
+        ticks.until.is_some_and(|u| wake >= u) || stop.deadline().is_some_and(|d| wake >= d)
+    };
+    let record = |total: &mut SweepReport, report: SweepReport| {
+        (on_tick.borrow_mut())(&report);
+        total.merge(report);
+    };
+
+    let fast = async {
+        let mut total = SweepReport::default();
+        let mut prev = first_now;
+        let mut first = true;
+        loop {
+            if !first {
+                let wake = Instant::now() + until_next_tick(clock.now(), ticks.every);
+                if past_until(wake) {
+                    break;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep_until(wake) => {}
+                    _ = stop.token().cancelled() => break,
+                }
+            }
+            first = false;
+            let now = clock.now().max(prev);
+            // After a long gap (a slow host, a suspended process) a tick reads the lookback
+            // windows, never every window since: the full sweeps cover the rest.
+            let gap_windows = now.secs().saturating_sub(prev.secs()) / i64::from(width.max(1));
+            let windows = if gap_windows <= i64::from(lookback) {
+                windows_since(prev, now, width)
+            } else {
+                windows_to_sweep(now, width, lookback)
+            };
+            if let Some(oldest) = windows.last() {
+                tick_floor.store(oldest.start, Ordering::Relaxed);
+            }
+            record(&mut total, sweeper.sweep_windows(now, &windows, stop).await);
+            prev = now;
+            if stop.reached() {
+                break;
+            }
+        }
+        total
+    };
+
+    let full = async {
+        let mut total = SweepReport::default();
+        let mut now = first_now;
+        loop {
+            let last = Instant::now();
+            let below = tick_floor.load(Ordering::Relaxed);
+            record(
+                &mut total,
+                sweeper.sweep_below(now, Some(below), stop).await,
+            );
+            let wake = last + ticks.full_every;
+            if stop.reached() || past_until(wake) {
                 break;
             }
             tokio::select! {
                 _ = tokio::time::sleep_until(wake) => {}
                 _ = stop.token().cancelled() => break,
             }
-            let now = clock.now().floor_to_second().max(prev);
-            // A tick reads the few windows since the previous one; after a long gap (a slow
-            // catch-up, a suspended host) a full sweep covers it instead, so a tick never reads
-            // more windows than a full sweep does.
-            let gap_windows = now.secs().saturating_sub(prev.secs()) / i64::from(width.max(1));
-            let small = gap_windows <= i64::from(sweeper.options().lookback_windows);
-            let report = if small && last_full.is_some_and(|t| t.elapsed() < ticks.full_every) {
-                sweeper
-                    .sweep_windows(now, &windows_since(prev, now, width), stop)
-                    .await
-            } else {
-                last_full = Some(Instant::now());
-                sweeper.sweep(now, stop).await
-            };
-            on_tick(&report);
-            prev_now = Some(now);
-            total.merge(report);
-        } else {
-            last_full = Some(Instant::now());
-            let report = sweeper.sweep(first_now, stop).await;
-            on_tick(&report);
-            prev_now = Some(first_now);
-            total.merge(report);
+            now = clock.now();
         }
-        if stop.reached() {
-            break;
-        }
-    }
+        total
+    };
+
+    let (mut total, full_total) = futures::join!(fast, full);
+    total.merge(full_total);
     total.duration_ms = started.elapsed().as_millis() as u64;
     total
 }

@@ -90,22 +90,22 @@ pub fn parse_time(text: &str) -> Result<DateTime<Utc>, EventError> {
         .map_err(|_| EventError::BadTime(text.to_owned()))
 }
 
-/// The instant to sweep as of, in whole epoch seconds: the trigger's time, never later than the
-/// clock. Returns the instant and whether the event time had to be pulled back.
+/// The instant to sweep as of: the trigger's time, never later than the clock (to the
+/// millisecond). Returns the instant and whether an event time more than
+/// [`CLOCK_SKEW_TOLERANCE_SECS`] ahead of the clock had to be pulled back.
 pub fn sweep_instant(trigger: Trigger, clock: Timestamp) -> (Timestamp, bool) {
-    let clock_secs = clock.secs();
-    let (secs, clamped) = match trigger {
-        Trigger::Now => (clock_secs, false),
+    match trigger {
+        Trigger::Now => (clock, false),
         Trigger::At(t) => {
-            let t = t.timestamp();
-            if t > clock_secs {
-                (clock_secs, t > clock_secs + CLOCK_SKEW_TOLERANCE_SECS)
+            let t = Timestamp::from_datetime(t);
+            if t > clock {
+                let tolerance = Timestamp::from_secs(CLOCK_SKEW_TOLERANCE_SECS).millis();
+                (clock, t.millis_since(clock) > tolerance)
             } else {
                 (t, false)
             }
         }
-    };
-    (Timestamp::from_secs(secs), clamped)
+    }
 }
 
 fn summarize(value: &Value) -> String {

@@ -16,9 +16,12 @@ use crate::telemetry;
 /// Time kept free before the Lambda deadline to finish in-flight requests and report.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
 
-/// In tick mode, the last tick starts at least this long before the next scheduled invocation,
-/// so invocations do not overlap.
-pub const SCHEDULE_MARGIN: Duration = Duration::from_secs(2);
+/// In tick mode an invocation keeps ticking this long past the start of the next scheduled one,
+/// so the next invocation, however late the schedule delivers it (EventBridge Scheduler: within
+/// seconds), has started before this one stops: consecutive invocations overlap instead of
+/// leaving a gap. The function needs a timeout of at least the schedule period plus this plus
+/// [`DEADLINE_MARGIN`], and a reserved concurrency of 2.
+pub const HANDOFF_OVERLAP: Duration = Duration::from_secs(10);
 
 /// An event older than the schedule period plus this is stale (replayed, or delivered after
 /// retries): the invocation sweeps as of the clock instead of the event's time.
@@ -33,6 +36,8 @@ pub struct HandlerSettings {
     pub tick: Option<Duration>,
     /// Period of the schedule that invokes the function.
     pub schedule: Duration,
+    /// Tick mode: how long an invocation overlaps the next one ([`HANDOFF_OVERLAP`]).
+    pub handoff: Duration,
 }
 
 /// Why an invocation failed.
@@ -99,16 +104,29 @@ pub async fn handle<S: Store>(
         // A replayed or long-delayed event: sweeping as of its time would be safe but would miss
         // everything since, and tick mode would read every window in between.
         tracing::warn!(event_time = %now, clock = %start, "event time is older than the schedule period; sweeping as of the clock");
-        now = start.floor_to_second();
+        now = start;
     }
     let stop = Stop::at(remaining.map(|r| Instant::now() + r.saturating_sub(DEADLINE_MARGIN)));
     let mut report = match settings.tick {
         None => sweeper.sweep(now, &stop).await,
         Some(every) => {
+            // This invocation covers its schedule period, from its scheduled time (the event's)
+            // to the next one's, and overlaps the next invocation by `handoff`.
+            let end = now + settings.schedule + settings.handoff;
+            let left =
+                Duration::from_millis(u64::try_from(end.millis_since(clock.now())).unwrap_or(0));
+            if remaining.is_some_and(|r| r < left + DEADLINE_MARGIN) {
+                tracing::warn!(
+                    remaining_ms = remaining.map(|r| r.as_millis() as u64),
+                    needed_ms = (left + DEADLINE_MARGIN).as_millis() as u64,
+                    "the function's timeout ends this invocation before the next one surely started: \
+                     expired items can wait until it does (timeout >= SCHEDULE_SECONDS + 13 s)"
+                );
+            }
             let ticks = Ticks {
                 every,
                 full_every: settings.schedule,
-                until: Some(Instant::now() + settings.schedule.saturating_sub(SCHEDULE_MARGIN)),
+                until: Some(Instant::now() + left),
             };
             run_ticks(sweeper, now, clock, &ticks, &stop, telemetry::log_tick).await
         }
