@@ -143,7 +143,9 @@ export interface TtlSweeperProps {
 
   /**
    * Tick mode: sweep every this many seconds inside one invocation, 1 to 30 and less than the
-   * schedule period (`TICK_SECONDS`). Items are then deleted about a second after their ttl.
+   * schedule period (`TICK_SECONDS`). Items are then deleted within a fraction of a second of
+   * their ttl. Each invocation ticks through its schedule period and 10 s into the next one's
+   * (the handoff overlap), so the function's default timeout and reserved concurrency follow.
    *
    * @default - off: one sweep per invocation
    */
@@ -219,16 +221,18 @@ export interface TtlSweeperProps {
 
   /**
    * Timeout of one invocation, 1 second to 15 minutes. In tick mode an invocation runs until
-   * shortly before the next one, or until this deadline.
+   * 10 s after the next one is scheduled (the handoff overlap), or until this deadline; a shorter
+   * timeout leaves gaps between invocations.
    *
-   * @default - the schedule period plus 10 seconds, at most 15 minutes
+   * @default - the schedule period plus 10 seconds; in tick mode plus 20 seconds; at most 15 minutes
    */
   readonly timeout?: Duration;
 
   /**
-   * Reserved concurrency of the function. 1 keeps invocations from overlapping.
+   * Reserved concurrency of the function. 1 keeps invocations from overlapping; tick mode needs
+   * 2, so consecutive invocations overlap instead of leaving a gap.
    *
-   * @default 1
+   * @default - 1; 2 in tick mode
    */
   readonly reservedConcurrency?: number;
 
@@ -689,11 +693,14 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
   }
 
   const memorySize = whole('memorySize', props.memorySize ?? 128, 128, 10240);
+  // Tick mode: an invocation ticks until HANDOFF_OVERLAP (10 s) past the next scheduled one, and
+  // stops 3 s before its deadline; the next invocation runs beside it meanwhile.
+  const ticking = props.tickSeconds !== undefined;
   const timeoutSeconds = props.timeout
     ? seconds('timeout', props.timeout, 1, 900)
-    : Math.min(period + 10, 900);
-  const reservedConcurrency = whole('reservedConcurrency', props.reservedConcurrency ?? 1, 1, 1000,
-    ' (1 keeps invocations from overlapping)');
+    : Math.min(period + (ticking ? 20 : 10), 900);
+  const reservedConcurrency = whole('reservedConcurrency', props.reservedConcurrency ?? (ticking ? 2 : 1), 1, 1000,
+    ' (1 keeps invocations from overlapping; tick mode needs 2)');
 
   const alarms = props.alarms ?? {};
   const lagThresholdSeconds = seconds('alarms.lagThreshold', alarms.lagThreshold ?? Duration.minutes(2), 1, 86400);

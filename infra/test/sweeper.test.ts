@@ -68,15 +68,15 @@ test('the example attached to an existing table creates no table and scopes IAM 
 
 // ---------------------------------------------------------------- the function
 
-test('the function is arm64 on provided.al2023 with reserved concurrency 1 and tick-mode timeout', () => {
+test('the function is arm64 on provided.al2023 with the tick-mode handoff: reserved concurrency 2, timeout period + 20 s', () => {
   const { template } = synth();
   template.hasResourceProperties('AWS::Lambda::Function', {
     Runtime: 'provided.al2023',
     Architectures: ['arm64'],
     Handler: 'bootstrap',
     MemorySize: 128,
-    Timeout: 70,
-    ReservedConcurrentExecutions: 1,
+    Timeout: 80,
+    ReservedConcurrentExecutions: 2,
     LoggingConfig: Match.objectLike({ LogFormat: 'JSON', LogGroup: Match.anyValue() }),
     Environment: {
       Variables: Match.objectLike({
@@ -209,7 +209,7 @@ test('rate, cron and retry settings of the schedule', () => {
   const { template: five } = synth({ schedule: SweepSchedule.rate(cdk.Duration.minutes(5)) });
   five.hasResourceProperties('AWS::Scheduler::Schedule', { ScheduleExpression: 'rate(5 minutes)' });
   five.hasResourceProperties('AWS::Lambda::Function', {
-    Timeout: 310,
+    Timeout: 320,
     Environment: { Variables: Match.objectLike({ SCHEDULE_SECONDS: '300' }) },
   });
 
