@@ -105,7 +105,22 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    // Killed once it has saved progress, part-way through a later page. (A page of 500 items
+    // took DynamoDB Local about 10 s on a busy 2-core machine: a fixed wait could end before the
+    // first save.)
+    let started = std::time::Instant::now();
+    while !state.exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the first backfill run stopped before saving progress"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no progress saved within 120 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
     child.kill().unwrap(); // SIGKILL: no chance to clean up
     child.wait().unwrap();
     let saved: serde_json::Value =
