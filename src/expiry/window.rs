@@ -182,7 +182,7 @@ impl fmt::Display for Window {
 /// The window key for a ttl, after validating it: what a writer stores in the window attribute.
 ///
 /// ```
-/// use ttl_sweeper::window::window_key;
+/// use ttl_sweeper::expiry::window::window_key;
 /// assert_eq!(
 ///     window_key(1658265980.0, 60).unwrap(),
 ///     "2022-07-19T21:26:00.000Z_2022-07-19T21:27:00.000Z"
@@ -235,7 +235,7 @@ pub const MAX_SHARDS: u32 = 1000;
 /// shard 0.
 ///
 /// ```
-/// use ttl_sweeper::window::shard_of;
+/// use ttl_sweeper::expiry::window::shard_of;
 /// // sha256("user#42") starts with 8d 5e db 35: 0x8d5edb35 % 8 = 5
 /// assert_eq!(shard_of(b"user#42", 8), 5);
 /// ```
@@ -262,7 +262,7 @@ pub fn partition_key(window: Window, shard: u32, shards: u32) -> String {
 /// has the bytes `partition_key` (see [`shard_of`]), for `shards` shards of `width` seconds.
 ///
 /// ```
-/// use ttl_sweeper::window::window_attribute;
+/// use ttl_sweeper::expiry::window::window_attribute;
 /// assert_eq!(
 ///     window_attribute(1658265980.0, 60, 16, b"a").unwrap(),
 ///     "2022-07-19T21:26:00.000Z_2022-07-19T21:27:00.000Z#2"
