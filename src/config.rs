@@ -45,6 +45,25 @@ pub enum ConfigError {
         /// What the setting accepts.
         expected: &'static str,
     },
+    /// The lookback does not reach back to the previous sweep: ttls between two sweeps would be
+    /// read by neither.
+    #[error(
+        "LOOKBACK_WINDOWS={lookback_windows} (flag --lookback-windows) of WINDOW_SECONDS={window_seconds} \
+         covers {covered} s, less than SCHEDULE_SECONDS={schedule_seconds} plus 10 s: items expiring \
+         between two sweeps would never be read. Set LOOKBACK_WINDOWS to at least {needed}, leave it \
+         unset (it is then derived), or set CHECKPOINT_TABLE so sweeps catch up exactly",
+        covered = u64::from(*lookback_windows) * u64::from(*window_seconds)
+    )]
+    Uncovered {
+        /// `LOOKBACK_WINDOWS` as given.
+        lookback_windows: u32,
+        /// `WINDOW_SECONDS`.
+        window_seconds: u32,
+        /// `SCHEDULE_SECONDS`.
+        schedule_seconds: u32,
+        /// The fewest windows that cover the schedule period.
+        needed: u32,
+    },
 }
 
 /// Validated settings shared by the Lambda and the CLI.
@@ -100,7 +119,7 @@ impl Config {
                 _ => return Err(invalid(&DELETE_MODE, &raw)),
             }
         };
-        let config = Config {
+        let mut config = Config {
             table_name: read.name(&TABLE_NAME, true)?,
             index_name: read.name(&INDEX_NAME, false)?,
             ttl_attribute: read.attribute(&TTL_ATTRIBUTE)?,
@@ -155,6 +174,18 @@ impl Config {
                 return Err(invalid(&TICK_SECONDS, &tick.to_string()));
             }
         }
+        let needed = covering_lookback(config.window_seconds, config.schedule_seconds);
+        let explicit = (read.0)(LOOKBACK_WINDOWS.var).is_some_and(|v| !v.trim().is_empty());
+        if !explicit {
+            config.lookback_windows = config.lookback_windows.max(needed);
+        } else if config.lookback_windows < needed && config.checkpoint_table.is_none() {
+            return Err(ConfigError::Uncovered {
+                lookback_windows: config.lookback_windows,
+                window_seconds: config.window_seconds,
+                schedule_seconds: config.schedule_seconds,
+                needed,
+            });
+        }
         if config.ttl_attribute == config.window_attribute {
             return Err(ConfigError::Invalid {
                 var: WINDOW_ATTRIBUTE.var,
@@ -165,6 +196,17 @@ impl Config {
         }
         Ok(config)
     }
+}
+
+/// Time a sweep's lookback covers beyond the schedule period: how late a scheduled invocation may
+/// start (EventBridge Scheduler delivers within seconds) without leaving ttls unread.
+pub const COVERAGE_SLACK_SECONDS: u32 = 10;
+
+/// The fewest lookback windows of `window_seconds` that reach back past the previous sweep when
+/// sweeps run every `schedule_seconds`: `ceil((SCHEDULE_SECONDS + 10 s) / WINDOW_SECONDS)`.
+/// Fewer would leave ttls between two sweeps that neither reads.
+pub fn covering_lookback(window_seconds: u32, schedule_seconds: u32) -> u32 {
+    (schedule_seconds + COVERAGE_SLACK_SECONDS).div_ceil(window_seconds.max(1))
 }
 
 /// Window width and shard count on their own, for work that needs no table (`ttl-sweeper
@@ -285,10 +327,26 @@ impl Config {
             max_retries: self.max_retries,
             checkpoint: self.checkpoint_table.as_ref().map(|table| Checkpoint {
                 table: table.clone(),
-                id: format!("{}/{}", self.table_name, self.index_name),
+                id: self.checkpoint_id(),
             }),
             max_catchup_seconds: self.max_catchup_seconds,
             ..SweepOptions::default()
+        }
+    }
+
+    /// The checkpoint item's id: one per table, index and window layout, so sweepers of two
+    /// layouts (a shard migration runs both for a while) never move each other's checkpoint.
+    /// The default layout (60 s windows, one shard) keeps the id checkpoints have always had,
+    /// `<table>/<index>`; other layouts add `/<width>s/<shards>shards`.
+    pub fn checkpoint_id(&self) -> String {
+        let base = format!("{}/{}", self.table_name, self.index_name);
+        if self.window_seconds == 60 && self.window_shards == 1 {
+            base
+        } else {
+            format!(
+                "{base}/{}s/{}shards",
+                self.window_seconds, self.window_shards
+            )
         }
     }
 
@@ -446,6 +504,8 @@ mod tests {
             ("DELETE_MODE", "Conditional"),
             ("WINDOW_SECONDS", "86400"),
             ("LOOKBACK_WINDOWS", "0"),
+            // no lookback is only complete with a checkpoint: sweeps catch up from it
+            ("CHECKPOINT_TABLE", "sweeper-state"),
             ("MAX_CONCURRENCY", "256"),
             ("MAX_RETRIES", "0"),
         ])
@@ -538,5 +598,74 @@ mod tests {
         ])
         .unwrap_err();
         assert!(e.to_string().contains("WINDOW_ATTRIBUTE"), "{e}");
+    }
+
+    #[test]
+    fn the_lookback_covers_the_schedule_period_or_the_settings_are_refused() {
+        // (settings, expected lookback or None for refused)
+        #[allow(clippy::type_complexity)]
+        let cases: &[(&[(&str, &str)], Option<u32>)] = &[
+            (&[], Some(15)),
+            // 3 s windows: 15 would cover 45 s of a 60 s schedule; derived: ceil(70 / 3)
+            (&[("WINDOW_SECONDS", "3")], Some(24)),
+            (&[("SCHEDULE_SECONDS", "3600")], Some(61)),
+            (
+                &[("WINDOW_SECONDS", "1"), ("SCHEDULE_SECONDS", "3600")],
+                Some(3610),
+            ),
+            (&[("LOOKBACK_WINDOWS", "2")], Some(2)),
+            (&[("LOOKBACK_WINDOWS", "1")], None),
+            (&[("LOOKBACK_WINDOWS", "0"), ("TICK_SECONDS", "1")], None),
+            (&[("WINDOW_SECONDS", "3"), ("LOOKBACK_WINDOWS", "15")], None),
+            (
+                &[("LOOKBACK_WINDOWS", "1"), ("SCHEDULE_SECONDS", "30")],
+                Some(1),
+            ),
+            (
+                &[
+                    ("LOOKBACK_WINDOWS", "0"),
+                    ("CHECKPOINT_TABLE", "sweeper-state"),
+                ],
+                Some(0),
+            ),
+        ];
+        for (pairs, want) in cases {
+            let mut all = vec![("TABLE_NAME", "sessions")];
+            all.extend_from_slice(pairs);
+            match (parse(&all), want) {
+                (Ok(c), Some(n)) => assert_eq!(c.lookback_windows, *n, "{pairs:?}"),
+                (Err(e @ ConfigError::Uncovered { .. }), None) => {
+                    let msg = e.to_string();
+                    for name in [
+                        "LOOKBACK_WINDOWS",
+                        "WINDOW_SECONDS",
+                        "SCHEDULE_SECONDS",
+                        "CHECKPOINT_TABLE",
+                    ] {
+                        assert!(msg.contains(name), "{pairs:?}: {msg}");
+                    }
+                }
+                (other, _) => panic!("{pairs:?}: {other:?}, expected {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn each_layout_has_its_own_checkpoint_and_the_default_keeps_the_old_id() {
+        let id = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")];
+            all.extend_from_slice(pairs);
+            parse(&all).unwrap().sweep_options().checkpoint.unwrap().id
+        };
+        assert_eq!(id(&[]), "sessions/expirationWindowIndex");
+        assert_eq!(
+            id(&[("WINDOW_SHARDS", "8")]),
+            "sessions/expirationWindowIndex/60s/8shards"
+        );
+        assert_eq!(
+            id(&[("WINDOW_SECONDS", "300")]),
+            "sessions/expirationWindowIndex/300s/1shards"
+        );
+        assert_ne!(id(&[("WINDOW_SHARDS", "8")]), id(&[("WINDOW_SHARDS", "4")]));
     }
 }

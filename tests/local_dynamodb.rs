@@ -103,7 +103,11 @@ async fn an_item_exactly_on_a_window_boundary_is_swept() {
         "a boundary ttl belongs to the window that ends there"
     );
 
-    let cfg = config(&table, &[("LOOKBACK_WINDOWS", "1")]);
+    // One lookback window covers a schedule of up to 50 s (60 s less the 10 s start slack).
+    let cfg = config(
+        &table,
+        &[("LOOKBACK_WINDOWS", "1"), ("SCHEDULE_SECONDS", "50")],
+    );
     let (store, schema) = store_and_schema(&cfg).await;
     let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
     // At the boundary itself the item is not expired (ttl < now is false) ...
@@ -518,4 +522,73 @@ async fn ttls_more_than_five_years_old_are_never_deleted() {
         assert_eq!(report.items_invalid, 2, "{mode}: {report:?}");
         assert_eq!(ids(&client, &table).await, ["six-years", "zero"], "{mode}");
     }
+}
+
+/// 3 s windows with the default lookback, swept every 60 s: the lookback is derived from the
+/// schedule, so every ttl between two sweeps is read by the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn narrow_windows_are_covered_between_two_scheduled_sweeps() {
+    let client = client().await;
+    let table = table_name("narrow");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let t = boundary();
+    let item = |i: i64| -> Key {
+        HashMap::from([
+            ("id".to_string(), AV::S(format!("t{i}"))),
+            ("ttl".to_string(), AV::N((t + i).to_string())),
+            (
+                "expirationWindow".to_string(),
+                AV::S(window_key((t + i) as f64, 3).unwrap()),
+            ),
+        ])
+    };
+    put_items(&client, &table, (1..=13).map(item).collect()).await;
+    let cfg = config(&table, &[("WINDOW_SECONDS", "3")]);
+    let (store, schema) = store_and_schema(&cfg).await;
+    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    let first = sweeper.sweep(Timestamp::from_secs(t), &Stop::never()).await;
+    assert_eq!(first.items_deleted, 0);
+    let second = sweeper
+        .sweep(Timestamp::from_secs(t + 60), &Stop::never())
+        .await;
+    assert_eq!(second.items_deleted, 13, "{second:?}");
+    assert!(ids(&client, &table).await.is_empty());
+}
+
+/// A shard migration runs sweepers of two layouts on one table and one checkpoint table: each
+/// layout keeps its own checkpoint, so one catching up never skips the other's backlog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_layouts_keep_their_own_checkpoints() {
+    let client = client().await;
+    let table = table_name("layouts");
+    let checkpoints = table_name("layouts_cp");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    create_checkpoint_table(&client, &checkpoints).await;
+    let t = boundary();
+    // 40 items in the old layout (60 s, one shard) that expired 1-2 h before T.
+    let items: Vec<Key> = (0..40)
+        .map(|i| session(&format!("old-{i}"), t - 7200 + 1 + i * 90))
+        .collect();
+    put_items(&client, &table, items).await;
+    let sweeper_of = |shards: &str| {
+        let cfg = config(
+            &table,
+            &[
+                ("CHECKPOINT_TABLE", &checkpoints),
+                ("WINDOW_SHARDS", shards),
+            ],
+        );
+        async move {
+            let (store, schema) = store_and_schema(&cfg).await;
+            Sweeper::new(store, schema, cfg.sweep_options())
+        }
+    };
+    let (old, new) = (sweeper_of("1").await, sweeper_of("4").await);
+    // The old layout last swept at T-3h; the new one sweeps at T; then the old one at T.
+    old.sweep(Timestamp::from_secs(t - 3 * 3600), &Stop::never())
+        .await;
+    new.sweep(Timestamp::from_secs(t), &Stop::never()).await;
+    let report = old.sweep(Timestamp::from_secs(t), &Stop::never()).await;
+    assert_eq!(report.items_deleted, 40, "{report:?}");
+    assert!(ids(&client, &table).await.is_empty());
 }

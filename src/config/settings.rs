@@ -65,7 +65,7 @@ pub const LOOKBACK_WINDOWS: Setting = Setting {
     var: "LOOKBACK_WINDOWS",
     default: Some("15"),
     help: "Past windows re-read by every sweep",
-    expected: "a whole number from 0 to 10000 (past windows re-read by every sweep; default 15)",
+    expected: "a whole number from 0 to 10000 (past windows re-read by every sweep), covering at least SCHEDULE_SECONDS + 10 s unless CHECKPOINT_TABLE is set; default 15, or more when 15 windows do not cover that",
 };
 /// `DELETE_MODE`.
 pub const DELETE_MODE: Setting = Setting {
