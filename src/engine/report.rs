@@ -24,9 +24,10 @@ pub struct LagStats {
 
 /// Every deleted item's lag in a fixed-size histogram (three significant digits: exact to the
 /// millisecond up to 2 s, within 0.1% above), so merged reports have percentiles without keeping
-/// one number per deletion: a daemon's memory does not grow with what it deletes.
-#[derive(Clone)]
-pub struct LagHistogram(hdrhistogram::Histogram<u64>);
+/// one number per deletion: a daemon's memory does not grow with what it deletes. Allocated on
+/// the first lag recorded: a report that deleted nothing carries none.
+#[derive(Clone, Default)]
+pub struct LagHistogram(Option<Box<hdrhistogram::Histogram<u64>>>);
 
 impl std::fmt::Debug for LagHistogram {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -37,48 +38,50 @@ impl std::fmt::Debug for LagHistogram {
     }
 }
 
-impl Default for LagHistogram {
-    fn default() -> Self {
-        // One millisecond to about 35 years: every lag a valid ttl can have.
-        LagHistogram(
-            hdrhistogram::Histogram::new_with_bounds(1, 1 << 40, 3)
-                .expect("static histogram bounds are valid"),
-        )
-    }
-}
-
 impl LagHistogram {
+    fn histogram(&mut self) -> &mut hdrhistogram::Histogram<u64> {
+        self.0.get_or_insert_with(|| {
+            // One millisecond to about 35 years: every lag a valid ttl can have.
+            Box::new(
+                hdrhistogram::Histogram::new_with_bounds(1, 1 << 40, 3)
+                    .expect("static histogram bounds are valid"),
+            )
+        })
+    }
+
     /// Records one lag.
     pub fn record(&mut self, lag_ms: u64) {
-        self.0.saturating_record(lag_ms);
+        self.histogram().saturating_record(lag_ms);
     }
 
     /// Adds another histogram's counts.
     pub fn add(&mut self, other: &LagHistogram) {
-        // Same bounds on both sides: adding cannot fail.
-        let _ = self.0.add(&other.0);
+        if let Some(theirs) = &other.0 {
+            // Same bounds on both sides: adding cannot fail.
+            let _ = self.histogram().add(theirs.as_ref());
+        }
     }
 
     /// Number of lags recorded.
     pub fn len(&self) -> u64 {
-        self.0.len()
+        self.0.as_ref().map_or(0, |h| h.len())
     }
 
     /// True when nothing was recorded.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
     }
 
     /// Median, 99th percentile and maximum.
     pub fn stats(&self) -> LagStats {
-        if self.0.is_empty() {
+        let Some(h) = self.0.as_ref().filter(|h| !h.is_empty()) else {
             return LagStats::default();
-        }
-        let q = |p: f64| self.0.highest_equivalent(self.0.value_at_quantile(p));
+        };
+        let q = |p: f64| h.highest_equivalent(h.value_at_quantile(p));
         LagStats {
             p50_ms: q(0.50),
             p99_ms: q(0.99),
-            max_ms: self.0.max(),
+            max_ms: h.max(),
         }
     }
 }
