@@ -27,7 +27,15 @@ help:
 # ---------------------------------------------------------------- tools
 
 .PHONY: tools
-tools: dynamodb-local $(CARGO_LAMBDA) ## install DynamoDB Local (+ Java 17) and cargo-lambda
+tools: dynamodb-local faketime $(CARGO_LAMBDA) ## install DynamoDB Local (+ Java 17), libfaketime and cargo-lambda
+
+# libfaketime (Debian package `faketime`) for the wrong-clock test, tests/clock_skew.rs.
+.PHONY: faketime
+faketime:
+	@command -v faketime >/dev/null || { \
+	  echo "installing faketime (Debian package) for tests/clock_skew.rs"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq faketime >/dev/null; }
 
 .PHONY: dynamodb-local
 dynamodb-local:
