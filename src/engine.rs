@@ -5,7 +5,8 @@
 //! `BatchWriteItem` chunks of 25, or one conditional `DeleteItem` at a time. It takes `now` and
 //! its stop condition as inputs and talks to DynamoDB only through [`crate::store::Store`].
 //!
-//! - [`sweep`]: [`Sweeper`], the pass itself.
+//! - [`sweep`]: [`Sweeper`], the pass itself; `delete` (private): its batched and conditional
+//!   deletes with backoff.
 //! - [`report`]: [`SweepReport`], what a pass did, and how reports merge.
 //! - [`retry`]: backoff with full jitter, and [`Stop`] (deadline or shutdown).
 //! - [`checkpoint`]: which windows to read given the catch-up checkpoint, and how far it moves.
@@ -15,6 +16,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub mod checkpoint;
+mod delete;
 pub mod report;
 pub mod retry;
 pub mod sweep;

@@ -16,56 +16,22 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
-use super::report::{FailedKey, SweepErrorEntry, SweepReport};
+use super::delete::ChunkOutcome;
+use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
-use super::{DeleteMode, SweepOptions, BATCH_SIZE};
+use super::{SweepOptions, BATCH_SIZE};
 use crate::expiry::time::iso_millis;
 use crate::expiry::window::{parse_ttl, partition_key, ttl_state, TtlState, Window};
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{
-    key_to_json, ConditionalOutcome, Key, Store, StoreError, StoreExt, TableSchema,
-};
+use crate::store::{Key, Store, StoreError, StoreExt, TableSchema};
 
 /// An expired item ready to delete.
 #[derive(Debug, Clone)]
-struct Expired {
-    key: Key,
-    ttl: f64,
+pub(super) struct Expired {
+    pub(super) key: Key,
+    pub(super) ttl: f64,
     /// When the index page that listed it arrived.
-    read_at: Instant,
-}
-
-/// Outcome of deleting one chunk.
-#[derive(Debug, Default)]
-struct ChunkOutcome {
-    deleted_ttls: Vec<f64>,
-    deleted_at: Vec<Instant>,
-    skipped: u64,
-    gone: u64,
-    retried: u64,
-    left: u64,
-    failed: Vec<FailedKey>,
-}
-
-impl ChunkOutcome {
-    /// Adds another outcome of the same chunk.
-    fn absorb(&mut self, other: ChunkOutcome) {
-        self.deleted_ttls.extend(other.deleted_ttls);
-        self.deleted_at.extend(other.deleted_at);
-        self.skipped += other.skipped;
-        self.gone += other.gone;
-        self.retried += other.retried;
-        self.left += other.left;
-        self.failed.extend(other.failed);
-    }
-
-    /// `n` items not attempted because the sweep had to stop.
-    fn left(n: usize) -> Self {
-        ChunkOutcome {
-            left: n as u64,
-            ..ChunkOutcome::default()
-        }
-    }
+    pub(super) read_at: Instant,
 }
 
 /// Outcome of sweeping one partition (one shard of one window).
@@ -130,9 +96,9 @@ fn check_item(schema: &TableSchema, item: &Key, now: Timestamp) -> Option<Expire
 
 /// Runs sweeps of one table through a [`Store`].
 pub struct Sweeper<S> {
-    store: S,
-    schema: TableSchema,
-    options: SweepOptions,
+    pub(super) store: S,
+    pub(super) schema: TableSchema,
+    pub(super) options: SweepOptions,
     wall: Option<Arc<dyn Clock>>,
 }
 
@@ -425,131 +391,6 @@ impl<S: Store> Sweeper<S> {
         }
         while let Some(c) = inflight.next().await {
             out.chunks.push(c);
-        }
-        out
-    }
-
-    /// Deletes one chunk, retrying with backoff; never returns an error, only an outcome.
-    async fn delete_chunk(&self, chunk: Vec<Expired>, now: Timestamp, stop: &Stop) -> ChunkOutcome {
-        match self.options.delete_mode {
-            DeleteMode::Batch => self.delete_batch(chunk, now, stop).await,
-            DeleteMode::Conditional => self.delete_conditional(chunk, now, stop).await,
-        }
-    }
-
-    /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl: a key read longer ago
-    /// than `batch_max_read_age` (its chunk waited, or was retried) is deleted conditionally
-    /// instead, so a key deleted and written again by the application in the meantime is kept.
-    async fn delete_batch(&self, chunk: Vec<Expired>, now: Timestamp, stop: &Stop) -> ChunkOutcome {
-        let mut out = ChunkOutcome::default();
-        let mut remaining = chunk;
-        let mut attempt = 0u32;
-        loop {
-            let max_age = self.options.batch_max_read_age;
-            let (fresh, stale): (Vec<Expired>, Vec<Expired>) = remaining
-                .into_iter()
-                .partition(|e| e.read_at.elapsed() <= max_age);
-            if !stale.is_empty() {
-                debug!(
-                    keys = stale.len(),
-                    "keys read too long ago: deleting them conditionally"
-                );
-                out.absorb(Box::pin(self.delete_conditional(stale, now, stop)).await);
-            }
-            remaining = fresh;
-            if remaining.is_empty() {
-                return out;
-            }
-            let keys: Vec<Key> = remaining.iter().map(|e| e.key.clone()).collect();
-            let result = self.store.batch_delete(&self.schema, keys).await;
-            let (retry, reason) = match result {
-                Ok(unprocessed) => {
-                    let (left, done): (Vec<Expired>, Vec<Expired>) = remaining
-                        .into_iter()
-                        .partition(|e| unprocessed.contains(&e.key));
-                    let at = Instant::now();
-                    for e in done {
-                        out.deleted_ttls.push(e.ttl);
-                        out.deleted_at.push(at);
-                    }
-                    remaining = left;
-                    if remaining.is_empty() {
-                        return out;
-                    }
-                    (true, "left unprocessed by BatchWriteItem".to_owned())
-                }
-                Err(e) => (e.kind.is_retryable(), e.to_string()),
-            };
-            if !retry || attempt >= self.options.max_retries {
-                out.failed.extend(remaining.iter().map(|e| FailedKey {
-                    key: key_to_json(&e.key),
-                    reason: reason.clone(),
-                }));
-                return out;
-            }
-            attempt += 1;
-            let wait = self.options.backoff(attempt);
-            if stop.would_pass(wait) {
-                out.left += remaining.len() as u64;
-                return out;
-            }
-            debug!(attempt, keys = remaining.len(), wait_ms = wait.as_millis() as u64, %reason, "retrying deletes");
-            out.retried += remaining.len() as u64;
-            tokio::time::sleep(wait).await;
-        }
-    }
-
-    async fn delete_conditional(
-        &self,
-        chunk: Vec<Expired>,
-        now: Timestamp,
-        stop: &Stop,
-    ) -> ChunkOutcome {
-        let mut out = ChunkOutcome::default();
-        let mut items = chunk.into_iter();
-        while let Some(e) = items.next() {
-            if stop.reached() {
-                out.left += 1 + items.len() as u64;
-                return out;
-            }
-            let mut attempt = 0u32;
-            loop {
-                let err: StoreError = match self
-                    .store
-                    .delete_if_expired(&self.schema, e.key.clone(), now)
-                    .await
-                {
-                    Ok(ConditionalOutcome::Deleted) => {
-                        out.deleted_ttls.push(e.ttl);
-                        out.deleted_at.push(Instant::now());
-                        break;
-                    }
-                    Ok(ConditionalOutcome::Kept) => {
-                        out.skipped += 1;
-                        break;
-                    }
-                    Ok(ConditionalOutcome::Gone) => {
-                        out.gone += 1;
-                        break;
-                    }
-                    Err(err) => err,
-                };
-                if !err.kind.is_retryable() || attempt >= self.options.max_retries {
-                    out.failed.push(FailedKey {
-                        key: key_to_json(&e.key),
-                        reason: err.to_string(),
-                    });
-                    break;
-                }
-                attempt += 1;
-                let wait = self.options.backoff(attempt);
-                if stop.would_pass(wait) {
-                    out.left += 1 + items.len() as u64;
-                    return out;
-                }
-                out.retried += 1;
-                tokio::time::sleep(wait).await;
-            }
         }
         out
     }

@@ -37,6 +37,54 @@ pub struct DynamoStore {
     deletes: DeleteOverrides,
 }
 
+/// Placeholder names for the key attributes in expressions: `#k0`, `#k1`.
+fn key_placeholders(schema: &TableSchema) -> impl Iterator<Item = (String, String)> + '_ {
+    schema
+        .key_attributes
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (format!("#k{i}"), a.clone()))
+}
+
+/// Timeout of one `BatchWriteItem` attempt (or the client's, if shorter). A batch delete cannot
+/// check the ttl, and a request that times out may still be applied later; the shorter its
+/// attempt timeout, the shorter the time in which a key read from the index can be deleted
+/// unconditionally (see [`crate::engine::BATCH_MAX_READ_AGE`]). 25 deletes take milliseconds.
+pub const BATCH_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Per-request settings of the delete requests, built once per client. Deletes are retried by
+/// the sweep engine itself, with backoff and jitter, so the SDK's own retry loop is turned off
+/// for them: attempts do not multiply. Batch deletes also get [`BATCH_ATTEMPT_TIMEOUT`].
+#[derive(Debug, Clone)]
+struct DeleteOverrides {
+    conditional: aws_sdk_dynamodb::config::Builder,
+    batch: aws_sdk_dynamodb::config::Builder,
+}
+
+impl DeleteOverrides {
+    fn for_client(client: &Client) -> Self {
+        let base = client.config().timeout_config();
+        let attempt = base
+            .and_then(|t| t.operation_attempt_timeout())
+            .map_or(BATCH_ATTEMPT_TIMEOUT, |t| t.min(BATCH_ATTEMPT_TIMEOUT));
+        let mut timeouts = TimeoutConfig::builder()
+            .operation_attempt_timeout(attempt)
+            .operation_timeout(attempt);
+        if let Some(connect) = base.and_then(|t| t.connect_timeout()) {
+            timeouts = timeouts.connect_timeout(connect);
+        }
+        let no_retries =
+            aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled());
+        DeleteOverrides {
+            batch: no_retries.clone().timeout_config(timeouts.build()),
+            conditional: no_retries,
+        }
+    }
+}
+
+/// Attribute of the checkpoint item holding the boundary, epoch seconds.
+pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
+
 impl DynamoStore {
     /// Wraps a client built by the caller, adding the interceptor that learns DynamoDB's clock
     /// from its responses (see [`DynamoStore::server_clock`]).
@@ -91,57 +139,7 @@ impl DynamoStore {
     pub fn client(&self) -> &Client {
         &self.client
     }
-}
 
-/// Placeholder names for the key attributes in expressions: `#k0`, `#k1`.
-fn key_placeholders(schema: &TableSchema) -> impl Iterator<Item = (String, String)> + '_ {
-    schema
-        .key_attributes
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (format!("#k{i}"), a.clone()))
-}
-
-/// Timeout of one `BatchWriteItem` attempt (or the client's, if shorter). A batch delete cannot
-/// check the ttl, and a request that times out may still be applied later; the shorter its
-/// attempt timeout, the shorter the time in which a key read from the index can be deleted
-/// unconditionally (see [`crate::engine::BATCH_MAX_READ_AGE`]). 25 deletes take milliseconds.
-pub const BATCH_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Per-request settings of the delete requests, built once per client. Deletes are retried by
-/// the sweep engine itself, with backoff and jitter, so the SDK's own retry loop is turned off
-/// for them: attempts do not multiply. Batch deletes also get [`BATCH_ATTEMPT_TIMEOUT`].
-#[derive(Debug, Clone)]
-struct DeleteOverrides {
-    conditional: aws_sdk_dynamodb::config::Builder,
-    batch: aws_sdk_dynamodb::config::Builder,
-}
-
-impl DeleteOverrides {
-    fn for_client(client: &Client) -> Self {
-        let base = client.config().timeout_config();
-        let attempt = base
-            .and_then(|t| t.operation_attempt_timeout())
-            .map_or(BATCH_ATTEMPT_TIMEOUT, |t| t.min(BATCH_ATTEMPT_TIMEOUT));
-        let mut timeouts = TimeoutConfig::builder()
-            .operation_attempt_timeout(attempt)
-            .operation_timeout(attempt);
-        if let Some(connect) = base.and_then(|t| t.connect_timeout()) {
-            timeouts = timeouts.connect_timeout(connect);
-        }
-        let no_retries =
-            aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled());
-        DeleteOverrides {
-            batch: no_retries.clone().timeout_config(timeouts.build()),
-            conditional: no_retries,
-        }
-    }
-}
-
-/// Attribute of the checkpoint item holding the boundary, epoch seconds.
-pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
-
-impl DynamoStore {
     #[instrument(level = "debug", skip_all, fields(window = window_key))]
     async fn send_query_expired(
         &self,

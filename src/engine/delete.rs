@@ -1,0 +1,178 @@
+//! Deleting what a sweep found: one chunk at a time, in `BatchWriteItem` requests of 25 keys or
+//! one conditional `DeleteItem` per item, with backoff and full jitter on unprocessed keys,
+//! throttling and 5xx answers; keys that still fail are returned, never dropped.
+
+use tokio::time::Instant;
+use tracing::debug;
+
+use super::report::FailedKey;
+use super::retry::Stop;
+use super::sweep::{Expired, Sweeper};
+use super::DeleteMode;
+use crate::expiry::Timestamp;
+use crate::store::{key_to_json, ConditionalOutcome, Key, Store, StoreError, StoreExt};
+
+/// Outcome of deleting one chunk.
+#[derive(Debug, Default)]
+pub(super) struct ChunkOutcome {
+    pub(super) deleted_ttls: Vec<f64>,
+    pub(super) deleted_at: Vec<Instant>,
+    pub(super) skipped: u64,
+    pub(super) gone: u64,
+    pub(super) retried: u64,
+    pub(super) left: u64,
+    pub(super) failed: Vec<FailedKey>,
+}
+
+impl ChunkOutcome {
+    /// Adds another outcome of the same chunk.
+    pub(super) fn absorb(&mut self, other: ChunkOutcome) {
+        self.deleted_ttls.extend(other.deleted_ttls);
+        self.deleted_at.extend(other.deleted_at);
+        self.skipped += other.skipped;
+        self.gone += other.gone;
+        self.retried += other.retried;
+        self.left += other.left;
+        self.failed.extend(other.failed);
+    }
+
+    /// `n` items not attempted because the sweep had to stop.
+    pub(super) fn left(n: usize) -> Self {
+        ChunkOutcome {
+            left: n as u64,
+            ..ChunkOutcome::default()
+        }
+    }
+}
+
+impl<S: Store> Sweeper<S> {
+    /// Deletes one chunk, retrying with backoff; never returns an error, only an outcome.
+    pub(super) async fn delete_chunk(
+        &self,
+        chunk: Vec<Expired>,
+        now: Timestamp,
+        stop: &Stop,
+    ) -> ChunkOutcome {
+        match self.options.delete_mode {
+            DeleteMode::Batch => self.delete_batch(chunk, now, stop).await,
+            DeleteMode::Conditional => self.delete_conditional(chunk, now, stop).await,
+        }
+    }
+
+    /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl: a key read longer ago
+    /// than `batch_max_read_age` (its chunk waited, or was retried) is deleted conditionally
+    /// instead, so a key deleted and written again by the application in the meantime is kept.
+    async fn delete_batch(&self, chunk: Vec<Expired>, now: Timestamp, stop: &Stop) -> ChunkOutcome {
+        let mut out = ChunkOutcome::default();
+        let mut remaining = chunk;
+        let mut attempt = 0u32;
+        loop {
+            let max_age = self.options.batch_max_read_age;
+            let (fresh, stale): (Vec<Expired>, Vec<Expired>) = remaining
+                .into_iter()
+                .partition(|e| e.read_at.elapsed() <= max_age);
+            if !stale.is_empty() {
+                debug!(
+                    keys = stale.len(),
+                    "keys read too long ago: deleting them conditionally"
+                );
+                out.absorb(Box::pin(self.delete_conditional(stale, now, stop)).await);
+            }
+            remaining = fresh;
+            if remaining.is_empty() {
+                return out;
+            }
+            let keys: Vec<Key> = remaining.iter().map(|e| e.key.clone()).collect();
+            let result = self.store.batch_delete(&self.schema, keys).await;
+            let (retry, reason) = match result {
+                Ok(unprocessed) => {
+                    let (left, done): (Vec<Expired>, Vec<Expired>) = remaining
+                        .into_iter()
+                        .partition(|e| unprocessed.contains(&e.key));
+                    let at = Instant::now();
+                    for e in done {
+                        out.deleted_ttls.push(e.ttl);
+                        out.deleted_at.push(at);
+                    }
+                    remaining = left;
+                    if remaining.is_empty() {
+                        return out;
+                    }
+                    (true, "left unprocessed by BatchWriteItem".to_owned())
+                }
+                Err(e) => (e.kind.is_retryable(), e.to_string()),
+            };
+            if !retry || attempt >= self.options.max_retries {
+                out.failed.extend(remaining.iter().map(|e| FailedKey {
+                    key: key_to_json(&e.key),
+                    reason: reason.clone(),
+                }));
+                return out;
+            }
+            attempt += 1;
+            let wait = self.options.backoff(attempt);
+            if stop.would_pass(wait) {
+                out.left += remaining.len() as u64;
+                return out;
+            }
+            debug!(attempt, keys = remaining.len(), wait_ms = wait.as_millis() as u64, %reason, "retrying deletes");
+            out.retried += remaining.len() as u64;
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    async fn delete_conditional(
+        &self,
+        chunk: Vec<Expired>,
+        now: Timestamp,
+        stop: &Stop,
+    ) -> ChunkOutcome {
+        let mut out = ChunkOutcome::default();
+        let mut items = chunk.into_iter();
+        while let Some(e) = items.next() {
+            if stop.reached() {
+                out.left += 1 + items.len() as u64;
+                return out;
+            }
+            let mut attempt = 0u32;
+            loop {
+                let err: StoreError = match self
+                    .store
+                    .delete_if_expired(&self.schema, e.key.clone(), now)
+                    .await
+                {
+                    Ok(ConditionalOutcome::Deleted) => {
+                        out.deleted_ttls.push(e.ttl);
+                        out.deleted_at.push(Instant::now());
+                        break;
+                    }
+                    Ok(ConditionalOutcome::Kept) => {
+                        out.skipped += 1;
+                        break;
+                    }
+                    Ok(ConditionalOutcome::Gone) => {
+                        out.gone += 1;
+                        break;
+                    }
+                    Err(err) => err,
+                };
+                if !err.kind.is_retryable() || attempt >= self.options.max_retries {
+                    out.failed.push(FailedKey {
+                        key: key_to_json(&e.key),
+                        reason: err.to_string(),
+                    });
+                    break;
+                }
+                attempt += 1;
+                let wait = self.options.backoff(attempt);
+                if stop.would_pass(wait) {
+                    out.left += 1 + items.len() as u64;
+                    return out;
+                }
+                out.retried += 1;
+                tokio::time::sleep(wait).await;
+            }
+        }
+        out
+    }
+}
