@@ -7,10 +7,27 @@ use tracing::debug;
 
 use super::report::FailedKey;
 use super::retry::Stop;
-use super::sweep::{Expired, Sweeper};
-use super::DeleteMode;
+use super::{DeleteMode, SweepOptions};
 use crate::expiry::Timestamp;
-use crate::store::{key_to_json, ConditionalOutcome, Key, Store, StoreError, StoreExt};
+use crate::store::{
+    key_to_json, ConditionalOutcome, Key, Store, StoreError, StoreExt, TableSchema,
+};
+
+/// An expired item ready to delete.
+#[derive(Debug, Clone)]
+pub(super) struct Expired {
+    pub(super) key: Key,
+    pub(super) ttl: f64,
+    /// When the index page that listed it arrived.
+    pub(super) read_at: Instant,
+}
+
+/// What deleting needs of a sweeper.
+pub(super) struct Deleter<'a, S> {
+    pub(super) store: &'a S,
+    pub(super) schema: &'a TableSchema,
+    pub(super) options: &'a SweepOptions,
+}
 
 /// Outcome of deleting one chunk.
 #[derive(Debug, Default)]
@@ -45,7 +62,7 @@ impl ChunkOutcome {
     }
 }
 
-impl<S: Store> Sweeper<S> {
+impl<S: Store> Deleter<'_, S> {
     /// Deletes one chunk, retrying with backoff; never returns an error, only an outcome.
     pub(super) async fn delete_chunk(
         &self,

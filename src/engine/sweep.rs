@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
-use super::delete::ChunkOutcome;
+use super::delete::{ChunkOutcome, Deleter, Expired};
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
 use super::{SweepOptions, BATCH_SIZE};
@@ -24,15 +24,6 @@ use crate::expiry::time::iso_millis;
 use crate::expiry::window::{parse_ttl, partition_key, ttl_state, TtlState, Window};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::{Key, Store, StoreError, StoreExt, TableSchema};
-
-/// An expired item ready to delete.
-#[derive(Debug, Clone)]
-pub(super) struct Expired {
-    pub(super) key: Key,
-    pub(super) ttl: f64,
-    /// When the index page that listed it arrived.
-    pub(super) read_at: Instant,
-}
 
 /// Outcome of sweeping one partition (one shard of one window).
 #[derive(Debug, Default)]
@@ -96,9 +87,9 @@ fn check_item(schema: &TableSchema, item: &Key, now: Timestamp) -> Option<Expire
 
 /// Runs sweeps of one table through a [`Store`].
 pub struct Sweeper<S> {
-    pub(super) store: S,
-    pub(super) schema: TableSchema,
-    pub(super) options: SweepOptions,
+    store: S,
+    schema: TableSchema,
+    options: SweepOptions,
     wall: Option<Arc<dyn Clock>>,
 }
 
@@ -326,7 +317,12 @@ impl<S: Store> Sweeper<S> {
             if stop.reached() {
                 return ChunkOutcome::left(chunk.len());
             }
-            self.delete_chunk(chunk, now, stop).await
+            let deleter = Deleter {
+                store: &self.store,
+                schema: &self.schema,
+                options: &self.options,
+            };
+            deleter.delete_chunk(chunk, now, stop).await
         };
         loop {
             let page = match self
