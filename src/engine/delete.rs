@@ -100,7 +100,7 @@ impl<S: Store> Deleter<'_, S> {
                 return out;
             }
             let keys: Vec<Key> = remaining.iter().map(|e| e.key.clone()).collect();
-            let result = self.store.batch_delete(&self.schema, keys).await;
+            let result = self.store.batch_delete(self.schema, keys).await;
             let (retry, reason) = match result {
                 Ok(unprocessed) => {
                     let (left, done): (Vec<Expired>, Vec<Expired>) = remaining
@@ -155,7 +155,7 @@ impl<S: Store> Deleter<'_, S> {
             loop {
                 let err: StoreError = match self
                     .store
-                    .delete_if_expired(&self.schema, e.key.clone(), now)
+                    .delete_if_expired(self.schema, e.key.clone(), now)
                     .await
                 {
                     Ok(ConditionalOutcome::Deleted) => {
