@@ -89,8 +89,8 @@ pub struct Config {
     pub max_retries: u32,
     /// Shards per window (`WINDOW_SHARDS`); 1 means unsharded keys.
     pub window_shards: u32,
-    /// Tick mode: sweep every this many seconds within one invocation (`TICK_SECONDS`).
-    pub tick_seconds: Option<u32>,
+    /// Tick mode: sweep this often within one invocation (`TICK_SECONDS`), 100 ms to 30 s.
+    pub tick: Option<Duration>,
     /// The schedule's period: tick mode stops before the next invocation (`SCHEDULE_SECONDS`).
     pub schedule_seconds: u32,
     /// Table holding the catch-up checkpoint (`CHECKPOINT_TABLE`), if any.
@@ -130,12 +130,16 @@ impl Config {
             max_concurrency: read.number(&MAX_CONCURRENCY, 1, 256)? as usize,
             max_retries: read.number(&MAX_RETRIES, 0, 30)? as u32,
             window_shards: read.window_shards()?,
-            tick_seconds: {
+            tick: {
                 let raw = read.get(&TICK_SECONDS)?;
                 if raw.eq_ignore_ascii_case("off") || raw == "0" {
                     None
                 } else {
-                    Some(read.number(&TICK_SECONDS, 1, 30)? as u32)
+                    Some(
+                        parse_duration(&raw)
+                            .filter(|d| (MIN_TICK..=MAX_TICK).contains(d))
+                            .ok_or_else(|| invalid(&TICK_SECONDS, &raw))?,
+                    )
                 }
             },
             schedule_seconds: read.number(&SCHEDULE_SECONDS, 1, 3600)? as u32,
@@ -169,9 +173,9 @@ impl Config {
                 }
             },
         };
-        if let Some(tick) = config.tick_seconds {
-            if tick >= config.schedule_seconds {
-                return Err(invalid(&TICK_SECONDS, &tick.to_string()));
+        if let Some(tick) = config.tick {
+            if tick >= Duration::from_secs(u64::from(config.schedule_seconds)) {
+                return Err(invalid(&TICK_SECONDS, &format!("{tick:?}")));
             }
         }
         let needed = covering_lookback(config.window_seconds, config.schedule_seconds);
@@ -197,6 +201,12 @@ impl Config {
         Ok(config)
     }
 }
+
+/// The shortest tick period (`TICK_SECONDS`): faster ticks only add requests.
+pub const MIN_TICK: Duration = Duration::from_millis(100);
+
+/// The longest tick period.
+pub const MAX_TICK: Duration = Duration::from_secs(30);
 
 /// Time a sweep's lookback covers beyond the schedule period: how late a scheduled invocation may
 /// start (EventBridge Scheduler delivers within seconds) without leaving ttls unread.
@@ -354,7 +364,7 @@ impl Config {
     pub fn handler_settings(&self) -> HandlerSettings {
         HandlerSettings {
             namespace: self.metrics_namespace.clone(),
-            tick: self.tick_seconds.map(|s| Duration::from_secs(u64::from(s))),
+            tick: self.tick,
             schedule: Duration::from_secs(u64::from(self.schedule_seconds)),
             handoff: crate::lambda::handler::HANDOFF_OVERLAP,
         }
@@ -396,7 +406,7 @@ mod tests {
         assert_eq!(c.max_concurrency, 8);
         assert_eq!(c.max_retries, 8);
         assert_eq!(c.window_shards, 1);
-        assert_eq!(c.tick_seconds, None);
+        assert_eq!(c.tick, None);
         assert_eq!(c.schedule_seconds, 60);
         assert_eq!(c.checkpoint_table, None);
         assert_eq!(c.max_catchup_seconds, 86_400);
@@ -414,13 +424,13 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.window_shards, 16);
-        assert_eq!(c.tick_seconds, Some(1));
+        assert_eq!(c.tick, Some(Duration::from_secs(1)));
         assert_eq!(c.checkpoint_table.as_deref(), Some("sweeper-state"));
         assert_eq!(c.max_catchup_seconds, 3 * 3600);
         assert_eq!(
             parse(&[("TABLE_NAME", "t_1"), ("TICK_SECONDS", "off")])
                 .unwrap()
-                .tick_seconds,
+                .tick,
             None
         );
         assert_eq!(
@@ -470,6 +480,8 @@ mod tests {
             ("WINDOW_SHARDS", "1001", "1 to 1000"),
             ("TICK_SECONDS", "31", "1 to 30"),
             ("TICK_SECONDS", "fast", "1 to 30"),
+            ("TICK_SECONDS", "50ms", "100ms to 30s"),
+            ("TICK_SECONDS", "31s", "100ms to 30s"),
             ("SCHEDULE_SECONDS", "0", "1 to 3600"),
             ("CHECKPOINT_TABLE", "x", "partition key `id`"),
             ("MAX_CATCHUP", "10s", "1m to 30d"),
@@ -533,7 +545,7 @@ mod tests {
                     proptest::prop_assert!((1..=256).contains(&c.max_concurrency));
                     proptest::prop_assert!(c.max_retries <= 30);
                     proptest::prop_assert!((1..=1000).contains(&c.window_shards));
-                    proptest::prop_assert!(c.tick_seconds.is_none_or(|t| (1..=30).contains(&t) && t < c.schedule_seconds));
+                    proptest::prop_assert!(c.tick.is_none_or(|t| (MIN_TICK..=MAX_TICK).contains(&t) && t < Duration::from_secs(u64::from(c.schedule_seconds))));
                     proptest::prop_assert!((60..=30 * 86_400).contains(&c.max_catchup_seconds));
                 }
                 Err(e) => {
@@ -547,6 +559,16 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn sub_second_ticks() {
+        let tick = |v: &str| parse(&[("TABLE_NAME", "t_1"), ("TICK_SECONDS", v)]).map(|c| c.tick);
+        assert_eq!(tick("250ms"), Ok(Some(Duration::from_millis(250))));
+        assert_eq!(tick("100ms"), Ok(Some(Duration::from_millis(100))));
+        assert_eq!(tick("2"), Ok(Some(Duration::from_secs(2))));
+        assert_eq!(tick("1s 500ms"), Ok(Some(Duration::from_millis(1500))));
+        assert!(tick("99ms").is_err());
     }
 
     #[test]

@@ -174,7 +174,7 @@ mod tests {
         );
         let config = flags.to_config().unwrap();
         assert_eq!(config.window_shards, 16);
-        assert_eq!(config.tick_seconds, Some(1));
+        assert_eq!(config.tick, Some(std::time::Duration::from_secs(1)));
         assert_eq!(config.metrics_namespace, "Mine");
         assert_eq!(config.index_name, "expirationWindowIndex");
     }

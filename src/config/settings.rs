@@ -101,7 +101,7 @@ pub const TICK_SECONDS: Setting = Setting {
     var: "TICK_SECONDS",
     default: Some("off"),
     help: "Lambda tick mode: sweep every this many seconds within one invocation",
-    expected: "`off` or a whole number of seconds from 1 to 30, less than SCHEDULE_SECONDS",
+    expected: "`off`, a whole number of seconds from 1 to 30, or a duration from 100ms to 30s such as `250ms`; less than SCHEDULE_SECONDS",
 };
 /// `SCHEDULE_SECONDS`.
 pub const SCHEDULE_SECONDS: Setting = Setting {
