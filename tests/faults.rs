@@ -6,14 +6,18 @@
 //! every expired item is deleted or reported (failed key, or a window the report lists as
 //! unread); the report's counts equal what the server holds. A chaos failure prints its seed;
 //! `CHAOS_SEED=<seed> cargo test --test faults chaos` repeats the same faults.
+//!
+//! Three further chaos cases hold the same invariants where the sweep instant moves: narrow
+//! windows swept a minute apart with the lookback derived from the schedule, a host clock two
+//! minutes fast held to DynamoDB's, and ticks for about twenty seconds while items expire.
 
 mod common;
 #[path = "support/fault_proxy.rs"]
 mod fault_proxy;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
@@ -21,12 +25,14 @@ use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::Client;
 use common::*;
 use fault_proxy::{all_faults, Fault, FaultProxy, Plan};
-use ttl_sweeper::config::Config;
-use ttl_sweeper::engine::{Stop, SweepReport, Sweeper, BATCH_MAX_READ_AGE};
-use ttl_sweeper::expiry::window::window_key;
-use ttl_sweeper::expiry::Timestamp;
+use ttl_sweeper::config::{covering_lookback, Config, ConfigError};
+use ttl_sweeper::engine::report::{MAX_ERRORS, MAX_FAILED_KEYS};
+use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Sweeper, Ticks, BATCH_MAX_READ_AGE};
+use ttl_sweeper::expiry::window::{window_key, windows_to_sweep};
+use ttl_sweeper::expiry::{Clock, Timestamp};
+use ttl_sweeper::store::clock::SKEW_TOLERANCE;
 use ttl_sweeper::store::{
-    key_from_json, DynamoStore, ErrorKind, Key, TableSchema, SDK_MAX_ATTEMPTS,
+    key_from_json, DynamoStore, ErrorKind, GuardedClock, Key, TableSchema, SDK_MAX_ATTEMPTS,
 };
 
 /// The sweep instant of every sweep here: a fixed minute plus 30 s, so runs are reproducible.
@@ -237,12 +243,41 @@ fn check_sweep(
     kinds: &HashMap<String, (Kind, String)>,
     extended: &HashSet<String>,
 ) -> (usize, usize) {
+    let rules = Rules {
+        may_delete: Box::new(|id| kinds[id].0 == Kind::Expired),
+        due: Box::new(|id| is_due(id, kinds, extended)),
+        window: Box::new(|id| kinds[id].1.clone()),
+    };
+    check(seed, label, report, before, after, &rules)
+}
+
+/// What the invariants need to know of each item of a table, for one sweep.
+struct Rules<'a> {
+    /// The sweep may have deleted it: it was expired as of the sweep.
+    may_delete: Box<dyn Fn(&str) -> bool + 'a>,
+    /// The sweep must delete it, or report it: it was expired as of the sweep and in a window
+    /// the sweep covers.
+    due: Box<dyn Fn(&str) -> bool + 'a>,
+    /// Its window key.
+    window: Box<dyn Fn(&str) -> String + 'a>,
+}
+
+/// Checks one sweep's report against what the server holds before and after it, by `rules`:
+/// nothing the sweep may not delete is gone; the report accounts for everything that is; every
+/// due item still there is reported. Returns (due items reported, due items lost).
+fn check(
+    seed: u64,
+    label: &str,
+    report: &SweepReport,
+    before: &HashSet<String>,
+    after: &HashSet<String>,
+    rules: &Rules<'_>,
+) -> (usize, usize) {
     let removed: HashSet<&String> = before.difference(after).collect();
     let failed = failed_ids(report);
     for id in &removed {
-        assert_eq!(
-            kinds[*id].0,
-            Kind::Expired,
+        assert!(
+            (rules.may_delete)(id),
             "seed {seed} {label}: {id} was deleted but was not expired"
         );
     }
@@ -275,13 +310,10 @@ fn check_sweep(
         .iter()
         .filter_map(|e| e.window.as_deref())
         .collect();
-    let due: Vec<&String> = after
-        .iter()
-        .filter(|id| is_due(id, kinds, extended))
-        .collect();
+    let due: Vec<&String> = after.iter().filter(|id| (rules.due)(id)).collect();
     let reported = due
         .iter()
-        .filter(|id| failed.contains(**id) || unread.contains(kinds[**id].1.as_str()))
+        .filter(|id| failed.contains(**id) || unread.contains((rules.window)(id).as_str()))
         .count();
     (reported, due.len() - reported)
 }
@@ -323,12 +355,7 @@ async fn chaos_table(
     let requests_before = proxy.stats.requests();
     let faults_before = proxy.stats.faults_total();
     proxy.stats.reset_batch_window();
-    proxy.set_plan(Plan::Seeded {
-        seed,
-        rate,
-        ops: vec!["Query", "BatchWriteItem", "DeleteItem"],
-        faults: all_faults(),
-    });
+    proxy.set_plan(seeded(seed, rate));
     let mut row = Row {
         mode,
         rate,
@@ -423,17 +450,113 @@ async fn chaos_table(
     row
 }
 
+/// The seed of this run's chaos tests: `CHAOS_SEED`, or one drawn once per run and shared by
+/// all of them.
 fn chaos_seed() -> u64 {
-    std::env::var("CHAOS_SEED")
-        .ok()
-        .map(|s| s.parse().expect("CHAOS_SEED must be a whole number"))
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                % 1_000_000_007
-        })
+    static SEED: OnceLock<u64> = OnceLock::new();
+    *SEED.get_or_init(|| {
+        std::env::var("CHAOS_SEED")
+            .ok()
+            .map(|s| s.parse().expect("CHAOS_SEED must be a whole number"))
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+                    % 1_000_000_007
+            })
+    })
+}
+
+/// The seeded plan of the chaos tests: reads and deletes fail at `rate` with any fault.
+fn seeded(seed: u64, rate: f64) -> Plan {
+    Plan::Seeded {
+        seed,
+        rate,
+        ops: vec!["Query", "BatchWriteItem", "DeleteItem"],
+        faults: all_faults(),
+    }
+}
+
+/// What target/tmp/chaos-report.md holds: the fault-rate table and a row per further case. The
+/// chaos tests run side by side; each rewrites the whole file after adding its part.
+struct ChaosReport {
+    rates: Option<String>,
+    cases: BTreeMap<u8, String>,
+}
+
+static CHAOS_REPORT: Mutex<ChaosReport> = Mutex::new(ChaosReport {
+    rates: None,
+    cases: BTreeMap::new(),
+});
+
+fn publish(update: impl FnOnce(&mut ChaosReport)) {
+    let mut report = CHAOS_REPORT.lock().unwrap_or_else(|e| e.into_inner());
+    update(&mut report);
+    let mut text = report.rates.clone().unwrap_or_default();
+    if !report.cases.is_empty() {
+        text.push_str(
+            "\n| case | setup | sweeps | requests | faults | deleted | gone | reported | wrongly deleted | lost | checked | seconds |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        );
+        for row in report.cases.values() {
+            text.push_str(row);
+        }
+    }
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("chaos-report.md");
+    std::fs::write(out, text).unwrap();
+}
+
+/// One further chaos case: a row of the chaos report's second table.
+#[derive(Debug, Default)]
+struct CaseRow {
+    case: &'static str,
+    setup: String,
+    sweeps: u64,
+    requests: u64,
+    faults: u64,
+    deleted: u64,
+    gone: u64,
+    reported: usize,
+    wrongly_deleted: usize,
+    lost: usize,
+    /// What the case checked beyond the invariants, as measured.
+    checked: String,
+    seconds: f64,
+}
+
+impl CaseRow {
+    /// Adds the row to the chaos report (as case number `order`) and prints it.
+    fn publish(&self, order: u8) {
+        let line = format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |\n",
+            self.case,
+            self.setup,
+            self.sweeps,
+            self.requests,
+            self.faults,
+            self.deleted,
+            self.gone,
+            self.reported,
+            self.wrongly_deleted,
+            self.lost,
+            self.checked,
+            self.seconds
+        );
+        print!("{line}");
+        publish(|r| {
+            r.cases.insert(order, line);
+        });
+    }
+
+    /// Adds one sweep's counts and what [`check`] found.
+    fn add(&mut self, report: &SweepReport, (reported, lost): (usize, usize)) {
+        self.sweeps += 1;
+        self.deleted += report.items_deleted;
+        self.gone += report.items_gone;
+        self.reported += reported;
+        self.lost += lost;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -485,8 +608,7 @@ async fn chaos_never_deletes_a_live_item_and_loses_no_expired_one() {
     kinds.sort();
     writeln!(table, "\nfaults injected by kind: {kinds:?}").unwrap();
     println!("{table}");
-    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("chaos-report.md");
-    std::fs::write(&out, &table).unwrap();
+    publish(|r| r.rates = Some(table));
 
     // Batch mode trusts a read for at most BATCH_MAX_READ_AGE before the last send, and the
     // proxy may apply that send DELAY later (plus scheduling slack on a loaded machine).
@@ -519,6 +641,514 @@ async fn chaos_never_deletes_a_live_item_and_loses_no_expired_one() {
             f.name()
         );
     }
+}
+
+/// Each item's ttl (epoch seconds) and window key, by id.
+type Ttls = HashMap<String, (i64, String)>;
+
+/// Adds an item with `ttl` in windows of `width` seconds.
+fn add_item(items: &mut Vec<Key>, ttls: &mut Ttls, id: String, ttl: i64, width: u32) {
+    let window = window_key(ttl as f64, width).unwrap();
+    let mut item = session(&id, ttl);
+    item.insert("expirationWindow".into(), AV::S(window.clone()));
+    items.push(item);
+    ttls.insert(id, (ttl, window));
+}
+
+/// The rules of a sweep as of `at` over windows that hold every ttl before it: it may delete,
+/// and must delete or report, exactly the items whose ttl is before `at`.
+fn expired_before(ttls: &Ttls, at: Timestamp) -> Rules<'_> {
+    Rules {
+        may_delete: Box::new(move |id| at.is_after_ttl(ttls[id].0 as f64)),
+        due: Box::new(move |id| at.is_after_ttl(ttls[id].0 as f64)),
+        window: Box::new(move |id| ttls[id].1.clone()),
+    }
+}
+
+/// Window width of the narrow-window case: with SCHEDULE_SECONDS at its default (60) the
+/// derived lookback is 24 windows, where the fixed lookback used to be 15 (45 s).
+const NARROW: u32 = 3;
+
+/// The lookback every layout had before it was derived from the schedule.
+const OLD_LOOKBACK: u32 = 15;
+
+/// 3 s windows with LOOKBACK_WINDOWS unset, swept by a one-minute schedule whose runs start up to
+/// 10 s late: every ttl between two runs is read by the later one, under faults, and a sweep
+/// after the faults stop leaves nothing expired. The lookback of 15 that used to be fixed is
+/// refused for this layout, and would have left ttls between runs in windows no run reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived_lookback() {
+    let started = Instant::now();
+    let seed = chaos_seed();
+    eprintln!(
+        "chaos seed {seed}: CHAOS_SEED={seed} cargo test --test faults chaos_narrow reproduces it"
+    );
+    let rate = 0.3;
+    let direct = client().await;
+    let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
+    let table = table_name("chaos_narrow");
+    create_table(&direct, &TableSpec::simple(&table)).await;
+    let mut rng = fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(b"narrow windows"));
+    // The runs a minute before NOW, at NOW and a minute after, each started up to 10 s late.
+    let runs: Vec<Timestamp> = (-1..=1)
+        .map(|k| Timestamp::from_millis((NOW + 60 * k) * 1000 + rng.i64(0..10_000)))
+        .collect();
+    // 360 ttls over the two minutes before NOW and the minute after, 40 after the last run.
+    let (mut items, mut ttls) = (Vec::new(), Ttls::new());
+    for i in 0..360 {
+        let ttl = NOW - 120 + rng.i64(0..180);
+        add_item(&mut items, &mut ttls, format!("item-{i}"), ttl, NARROW);
+    }
+    for i in 0..40 {
+        let ttl = NOW + 70 + rng.i64(0..120);
+        add_item(&mut items, &mut ttls, format!("later-{i}"), ttl, NARROW);
+    }
+    put_many(&direct, &table, items).await;
+
+    let cfg = config(
+        &table,
+        &[("WINDOW_SECONDS", "3"), ("DELETE_MODE", "conditional")],
+    );
+    let schema = DynamoStore::new(direct.clone())
+        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
+        .await
+        .unwrap();
+    let store = DynamoStore::new(proxied_client(&proxy.endpoint));
+    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    let mut row = CaseRow {
+        case: "narrow windows",
+        setup: format!(
+            "WINDOW_SECONDS=3, LOOKBACK_WINDOWS unset (derived: {}), conditional, {} runs 60 s apart + up to 10 s late, faults {:.0}%",
+            cfg.lookback_windows,
+            runs.len(),
+            rate * 100.0
+        ),
+        ..CaseRow::default()
+    };
+    let mut before = present(&direct, &table).await;
+    // The expired items left after a run's sweep once the faults stopped.
+    let mut left_due = HashSet::new();
+    for (k, &at) in runs.iter().enumerate() {
+        let rules = expired_before(&ttls, at);
+        // The run under faults, then once more after they stop.
+        for (plan, what) in [
+            (seeded(seed, rate), "faults"),
+            (Plan::Pass, "faults stopped"),
+        ] {
+            proxy.set_plan(plan);
+            let report = sweeper.sweep(at, &Stop::never()).await;
+            proxy.wait_idle().await;
+            let after = present(&direct, &table).await;
+            let label = format!("narrow windows, run {k} at {at} ({what})");
+            row.add(
+                &report,
+                check(seed, &label, &report, &before, &after, &rules),
+            );
+            before = after;
+        }
+        left_due.extend(before.iter().filter(|id| (rules.due)(id)).cloned());
+    }
+    let still_due = left_due.len();
+    let last = *runs.last().unwrap();
+    row.requests = proxy.stats.requests();
+    row.faults = proxy.stats.faults_total();
+    row.wrongly_deleted = ttls
+        .iter()
+        .filter(|(id, (ttl, _))| !last.is_after_ttl(*ttl as f64) && !before.contains(*id))
+        .count();
+    // The ttls after the first run and before the last, and how many of them a lookback of
+    // `lookback` windows leaves unread: no run they are expired at reads their window.
+    let between: Vec<&(i64, String)> = ttls
+        .values()
+        .filter(|(ttl, _)| *ttl as f64 >= runs[0].as_secs_f64() && last.is_after_ttl(*ttl as f64))
+        .collect();
+    let unread_with = |lookback: u32| {
+        between
+            .iter()
+            .filter(|(ttl, window)| {
+                !runs
+                    .iter()
+                    .filter(|at| at.is_after_ttl(*ttl as f64))
+                    .any(|at| {
+                        windows_to_sweep(*at, NARROW, lookback)
+                            .iter()
+                            .any(|w| w.key() == *window)
+                    })
+            })
+            .count()
+    };
+    let (unread_old, unread_derived) =
+        (unread_with(OLD_LOOKBACK), unread_with(cfg.lookback_windows));
+    row.checked = format!(
+        "LOOKBACK_WINDOWS={OLD_LOOKBACK} refused (Uncovered); with {OLD_LOOKBACK}, {unread_old} of {} ttls between runs in no window read; with {}, {unread_derived}; {still_due} expired left after the faults stopped",
+        between.len(),
+        cfg.lookback_windows
+    );
+    row.seconds = started.elapsed().as_secs_f64();
+    row.publish(1);
+
+    assert_eq!(
+        still_due, 0,
+        "seed {seed}: expired items survived a fault-free sweep: {row:?}"
+    );
+    assert_eq!(row.lost, 0, "seed {seed}: {row:?}");
+    assert_eq!(row.wrongly_deleted, 0, "seed {seed}: {row:?}");
+    assert!(row.faults > 0, "seed {seed}: no fault injected: {row:?}");
+    // The lookback is the one derived from the schedule, and the old fixed one is refused by
+    // name: it would have left ttls unread.
+    assert_eq!(
+        cfg.lookback_windows,
+        covering_lookback(NARROW, cfg.schedule_seconds)
+    );
+    let refused = Config::from_lookup(|var| match var {
+        "TABLE_NAME" => Some(table.clone()),
+        "WINDOW_SECONDS" => Some(NARROW.to_string()),
+        "LOOKBACK_WINDOWS" => Some(OLD_LOOKBACK.to_string()),
+        _ => None,
+    });
+    assert!(
+        matches!(
+            &refused,
+            Err(ConfigError::Uncovered { lookback_windows: OLD_LOOKBACK, needed, .. })
+                if *needed == cfg.lookback_windows
+        ),
+        "{refused:?}"
+    );
+    assert!(unread_old > 0, "seed {seed}: {row:?}");
+    assert_eq!(unread_derived, 0, "seed {seed}: {row:?}");
+}
+
+/// The sweeper's host clock two minutes fast, held to DynamoDB's clock as the entry points hold
+/// it (DynamoDB Local's answers carry its Date; the proxy's injected errors carry none): under
+/// faults nothing is deleted before the real clock reaches its ttl, the expired items are all
+/// deleted or reported, and every report says how far the clock was ahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
+    let started = Instant::now();
+    let seed = chaos_seed();
+    eprintln!(
+        "chaos seed {seed}: CHAOS_SEED={seed} cargo test --test faults chaos_a_host reproduces it"
+    );
+    let rate = 0.3;
+    let ahead = Duration::from_secs(120);
+    let direct = client().await;
+    let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
+    let table = table_name("chaos_fast_clock");
+    create_table(&direct, &TableSpec::simple(&table)).await;
+    let mut rng = fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(b"fast clock"));
+    let real = now();
+    // 120 items expiring 30 to 150 s from now, 300 expired in the last ten minutes.
+    let (mut items, mut ttls) = (Vec::new(), Ttls::new());
+    for i in 0..120 {
+        add_item(
+            &mut items,
+            &mut ttls,
+            format!("live-{i}"),
+            real + 30 + i,
+            60,
+        );
+    }
+    for i in 0..300 {
+        let ttl = real - 1 - rng.i64(0..600);
+        add_item(&mut items, &mut ttls, format!("expired-{i}"), ttl, 60);
+    }
+    put_many(&direct, &table, items).await;
+
+    let cfg = config(&table, &[]);
+    let store = DynamoStore::new(proxied_client(&proxy.endpoint));
+    // Opened as the CLI opens a table: the DescribeTable answer's Date bounds DynamoDB's clock.
+    let schema = store
+        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
+        .await
+        .unwrap();
+    let fast = Arc::new(GuardedClock::new(
+        move || clock() + ahead,
+        store.server_clock().clone(),
+    ));
+    let sweeper = Sweeper::new(store, schema, cfg.sweep_options()).with_wall_clock(fast.clone());
+    let mut row = CaseRow {
+        case: "fast host clock",
+        setup: format!(
+            "host clock +{} s held to DynamoDB's Date, batch, sweeps as of the clock, faults {:.0}%",
+            ahead.as_secs(),
+            rate * 100.0
+        ),
+        ..CaseRow::default()
+    };
+    let mut before = present(&direct, &table).await;
+    let (mut clock_ahead, mut lead, mut still_due) = (Vec::new(), f64::MIN, 0);
+    proxy.set_plan(seeded(seed, rate));
+    // Sweeps under faults until nothing expired is left (at most MAX_SWEEPS), then one after
+    // they stop.
+    let mut faulted = true;
+    for n in 1.. {
+        if !faulted {
+            proxy.set_plan(Plan::Pass);
+        }
+        let real_before = wall_clock();
+        let at = fast.now();
+        let mut report = sweeper.sweep(at, &Stop::never()).await;
+        report.clock_ahead_ms = report.clock_ahead_ms.max(fast.take_ahead_ms());
+        proxy.wait_idle().await;
+        let after = present(&direct, &table).await;
+        lead = lead.max(at.as_secs_f64() - real_before);
+        clock_ahead.push(report.clock_ahead_ms);
+        // DynamoDB's clock may be read up to SKEW_TOLERANCE (its Date's resolution) plus a round
+        // trip ahead of the real one; nothing expiring after that may go.
+        let limit = real_before + SKEW_TOLERANCE.as_secs_f64() + 1.0;
+        let rules = Rules {
+            may_delete: Box::new(|id| (ttls[id].0 as f64) < limit),
+            ..expired_before(&ttls, at)
+        };
+        let label = format!(
+            "fast clock, sweep {n} at {at} ({})",
+            if faulted { "faults" } else { "faults stopped" }
+        );
+        row.add(
+            &report,
+            check(seed, &label, &report, &before, &after, &rules),
+        );
+        before = after;
+        let due_left = before.iter().filter(|id| (rules.due)(id)).count();
+        if !faulted {
+            still_due = due_left;
+            break;
+        }
+        faulted = due_left > 0 && n < MAX_SWEEPS;
+    }
+    let real_end = wall_clock();
+    row.requests = proxy.stats.requests();
+    row.faults = proxy.stats.faults_total();
+    let not_expired: Vec<&String> = ttls
+        .iter()
+        .filter(|(_, (ttl, _))| *ttl as f64 > real_end)
+        .map(|(id, _)| id)
+        .collect();
+    row.wrongly_deleted = not_expired
+        .iter()
+        .filter(|id| !before.contains(**id))
+        .count();
+    let (least, most) = (
+        clock_ahead.iter().min().copied().unwrap_or_default(),
+        clock_ahead.iter().max().copied().unwrap_or_default(),
+    );
+    row.checked = format!(
+        "clock_ahead_ms {least}–{most} in every report; sweep instants ≤ real + {lead:.2} s; {} of {} items not yet expired kept; {still_due} expired left after the faults stopped",
+        not_expired.len() - row.wrongly_deleted,
+        not_expired.len()
+    );
+    row.seconds = started.elapsed().as_secs_f64();
+    row.publish(2);
+
+    assert_eq!(row.wrongly_deleted, 0, "seed {seed}: {row:?}");
+    assert_eq!(
+        still_due, 0,
+        "seed {seed}: expired items survived a fault-free sweep: {row:?}"
+    );
+    assert_eq!(row.lost, 0, "seed {seed}: {row:?}");
+    assert!(row.faults > 0, "seed {seed}: no fault injected: {row:?}");
+    assert!(
+        lead <= SKEW_TOLERANCE.as_secs_f64() + 1.0,
+        "seed {seed}: a sweep ran {lead:.1} s ahead of the real clock: {row:?}"
+    );
+    for ms in &clock_ahead {
+        assert!(
+            (115_000..=125_000).contains(ms),
+            "seed {seed}: clock_ahead_ms {clock_ahead:?}"
+        );
+    }
+}
+
+/// How long the ticks case ticks.
+const TICK_RUN: Duration = Duration::from_secs(24);
+
+/// Ticks of 1 s for [`TICK_RUN`], as `ttl-sweeper run` sweeps, while items expire a few a second
+/// under faults: nothing is deleted before its ttl, every item whose ttl passed before the last
+/// sweep is deleted or reported, and the merged report stays bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bounded() {
+    let started = Instant::now();
+    let seed = chaos_seed();
+    eprintln!(
+        "chaos seed {seed}: CHAOS_SEED={seed} cargo test --test faults chaos_ticks reproduces it"
+    );
+    let rate = 0.1;
+    let direct = client().await;
+    let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
+    let table = table_name("chaos_ticks");
+    create_table(&direct, &TableSpec::simple(&table)).await;
+    let mut rng = fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(b"ticks"));
+    let start = now();
+    let run = TICK_RUN.as_secs() as i64;
+    // Four items a second expiring from 4 s from now to 4 s past the end of the run, 60 expired
+    // in the last ten minutes, 30 expiring long after the run.
+    let (mut items, mut ttls) = (Vec::new(), Ttls::new());
+    for i in 0..4 * (run + 4) {
+        add_item(
+            &mut items,
+            &mut ttls,
+            format!("expiring-{i}"),
+            start + 4 + i / 4,
+            60,
+        );
+    }
+    for i in 0..60 {
+        let ttl = start - 1 - rng.i64(0..600);
+        add_item(&mut items, &mut ttls, format!("expired-{i}"), ttl, 60);
+    }
+    for i in 0..30 {
+        let ttl = start + 120 + rng.i64(0..600);
+        add_item(&mut items, &mut ttls, format!("later-{i}"), ttl, 60);
+    }
+    put_many(&direct, &table, items).await;
+
+    let cfg = config(&table, &[]);
+    let schema = DynamoStore::new(direct.clone())
+        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
+        .await
+        .unwrap();
+    let store = Instrumented::new(DynamoStore::new(proxied_client(&proxy.endpoint)));
+    let sweeper = Sweeper::new(store, schema, cfg.sweep_options()).with_wall_clock(Arc::new(clock));
+    let before = present(&direct, &table).await;
+    proxy.set_plan(seeded(seed, rate));
+    let ticks = Ticks {
+        every: Duration::from_secs(1),
+        full_every: Duration::from_secs(10),
+        until: Some(tokio::time::Instant::now() + TICK_RUN),
+    };
+    // The instant of the last sweep, from the reports the ticks see.
+    let mut last = Timestamp::from_millis(0);
+    let run_started = Instant::now();
+    let report = run_ticks(&sweeper, clock(), &clock, &ticks, &Stop::never(), |r| {
+        let at = chrono::DateTime::parse_from_rfc3339(&r.sweep_at).expect("sweep_at is ISO 8601");
+        last = last.max(Timestamp::from_datetime(at.with_timezone(&chrono::Utc)));
+    })
+    .await;
+    proxy.wait_idle().await;
+    let run_seconds = run_started.elapsed().as_secs_f64();
+    let after = present(&direct, &table).await;
+    let mut row = CaseRow {
+        case: "ticks",
+        setup: format!(
+            "run_ticks every 1 s (full sweep every 10 s) for {} s, {} items expiring 4 a second, batch, faults {:.0}%",
+            TICK_RUN.as_secs(),
+            4 * (run + 4),
+            rate * 100.0
+        ),
+        sweeps: u64::from(report.ticks),
+        deleted: report.items_deleted,
+        gone: report.items_gone,
+        ..CaseRow::default()
+    };
+
+    // Nothing deleted that was not expired: by the last sweep's instant, and by the real clock
+    // when its delete was acknowledged.
+    let removed: HashSet<&String> = before.difference(&after).collect();
+    let ttl = |id: &str| ttls[id].0 as f64;
+    row.wrongly_deleted = removed
+        .iter()
+        .filter(|id| !last.is_after_ttl(ttl(id)))
+        .count();
+    let deleted_at = sweeper.store().deleted_at.lock().unwrap().clone();
+    let early: Vec<(&String, f64)> = deleted_at
+        .iter()
+        .filter(|(id, at)| **at < ttl(id))
+        .map(|(id, at)| (id, ttl(id) - at))
+        .collect();
+    // How long after its ttl an item expiring during the run was deleted, at most.
+    let run_lag = deleted_at
+        .iter()
+        .filter(|(id, _)| id.starts_with("expiring-"))
+        .map(|(id, at)| at - ttl(id))
+        .fold(0.0, f64::max);
+    // Every item whose ttl passed before the last sweep is deleted, or reported by the merged
+    // report: a failed key, or a window whose reading failed.
+    let failed = failed_ids(&report);
+    let unread: HashSet<&str> = report
+        .errors
+        .iter()
+        .filter_map(|e| e.window.as_deref())
+        .collect();
+    let due: Vec<&String> = after
+        .iter()
+        .filter(|id| last.is_after_ttl(ttl(id)))
+        .collect();
+    row.reported = due
+        .iter()
+        .filter(|id| failed.contains(**id) || unread.contains(ttls[**id].1.as_str()))
+        .count();
+    row.lost = due.len() - row.reported;
+    let failed_but_gone = failed.iter().filter(|id| removed.contains(id)).count() as u64;
+    let accounted = report.items_deleted + report.items_gone;
+    let expired_by_end = ttls
+        .values()
+        .filter(|(t, _)| last.is_after_ttl(*t as f64))
+        .count();
+
+    // Once the faults stop, one sweep as of the last instant leaves nothing expired.
+    proxy.set_plan(Plan::Pass);
+    let cleanup = sweeper.sweep(last, &Stop::never()).await;
+    let end = present(&direct, &table).await;
+    let (reported, lost) = check(
+        seed,
+        "ticks, clean-up",
+        &cleanup,
+        &after,
+        &end,
+        &expired_before(&ttls, last),
+    );
+    row.add(&cleanup, (reported, lost));
+    let still_due = end.iter().filter(|id| last.is_after_ttl(ttl(id))).count();
+    row.requests = proxy.stats.requests();
+    row.faults = proxy.stats.faults_total();
+    row.checked = format!(
+        "{} ticks and full sweeps in {run_seconds:.0} s, {expired_by_end} items expired by the last; items expiring during the run deleted ≤ {run_lag:.1} s after their ttl; merged report: {} failed keys (≤ {MAX_FAILED_KEYS}), {} errors (≤ {MAX_ERRORS}), {} lags for {} deleted; {} deleted before their ttl; {still_due} expired left after the faults stopped",
+        report.ticks,
+        report.failed_keys.len(),
+        report.errors.len(),
+        report.lags.len(),
+        report.items_deleted,
+        early.len()
+    );
+    row.seconds = started.elapsed().as_secs_f64();
+    row.publish(3);
+
+    assert_eq!(row.wrongly_deleted, 0, "seed {seed}: {row:?}");
+    assert!(
+        early.is_empty(),
+        "seed {seed}: {} items deleted before their ttl (id, seconds early), e.g. {:?}",
+        early.len(),
+        &early[..early.len().min(5)]
+    );
+    assert_eq!(row.lost, 0, "seed {seed}: {row:?}: {}", brief(&report));
+    assert_eq!(
+        still_due, 0,
+        "seed {seed}: expired items survived a fault-free sweep: {row:?}"
+    );
+    assert!(
+        accounted <= removed.len() as u64 && removed.len() as u64 <= accounted + failed_but_gone,
+        "seed {seed}: the server lost {} items, the report accounts for {accounted} deleted or \
+         gone + {failed_but_gone} failed-but-applied: {}",
+        removed.len(),
+        brief(&report)
+    );
+    assert!(row.faults > 0, "seed {seed}: no fault injected: {row:?}");
+    assert!(
+        report.ticks as u64 >= TICK_RUN.as_secs() / 4,
+        "seed {seed}: only {} sweeps in {run_seconds:.0} s",
+        report.ticks
+    );
+    assert!(report.failed_keys.len() <= MAX_FAILED_KEYS);
+    assert_eq!(
+        report.failed_keys.len() as u64 + report.failed_keys_dropped,
+        report.items_failed
+    );
+    assert!(report.errors.len() <= MAX_ERRORS);
+    assert_eq!(
+        report.lags.len(),
+        report.items_deleted,
+        "the lag histogram counts every deletion"
+    );
 }
 
 /// A small table swept in `mode`: 60 items expired over the last five minutes, 10 not yet
