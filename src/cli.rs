@@ -186,7 +186,7 @@ pub async fn backfill(
         dry_run,
         max_wcu: args.max_wcu,
         page_limit: Some(args.page_size.max(1)),
-        now: now.secs(),
+        now,
     };
     let done = backfill::backfill(&store, &opened.schema, &options, state, &save, &progress).await;
     bar.finish_and_clear();
@@ -220,14 +220,8 @@ pub async fn audit(config: &Config, args: AuditArgs, now: Timestamp) -> anyhow::
         )
     })?;
     let (store, opened) = open_for_tools(config).await?;
-    let report: AuditReport = audit::audit(
-        &store,
-        &opened.schema,
-        args.segments,
-        args.sample,
-        now.secs(),
-    )
-    .await?;
+    let report: AuditReport =
+        audit::audit(&store, &opened.schema, args.segments, args.sample, now).await?;
     println!("{}", serde_json::to_string(&report)?);
     let verdict = audit::verdict(&report, max_age, args.max_problems);
     if verdict.too_old {

@@ -10,7 +10,7 @@ use common::*;
 use ttl_sweeper::expiry::window::window_key;
 use ttl_sweeper::expiry::Layout;
 use ttl_sweeper::store::scan::UpdateOutcome;
-use ttl_sweeper::store::{DynamoStore, Key};
+use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, Key};
 
 /// The CLI (from a cleared environment, see [`common::cli`]) on the test server, for `table`.
 fn cli(table: &str) -> Command {
@@ -82,11 +82,13 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
             }
             4 => session(&id, now + 900), // already correct
             5..=9 => bare(&id, Some(AV::N((now - 100 - i % 3000).to_string()))), // expired already
-            _ => bare(&id, Some(AV::N((now + 60 + i % 7200).to_string()))),
+            // live until well after the test (a resumed run's instant is its own)
+            _ => bare(&id, Some(AV::N((now + 3600 + i % 7200).to_string()))),
         });
     }
     put_many(&client, &table, items).await;
-    let needing = 50_000 - 1000 * 4; // all but no-ttl, string, millis, already-correct
+    // All but no-ttl, string, millis, already-correct and expired (which are deleted instead).
+    let needing = 50_000 - 1000 * 4 - 5000;
     let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
     let _ = std::fs::remove_file(&state);
 
@@ -126,6 +128,7 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
     let written_before = saved["report"]["written"].as_u64().unwrap();
+    let deleted_before = saved["report"]["deleted_expired"].as_u64().unwrap();
     assert!(
         written_before > 0 && written_before < needing as u64,
         "killed halfway: {written_before}"
@@ -161,8 +164,18 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
     );
     assert_eq!(report["no_ttl"], 1000, "{report}");
     assert_eq!(report["invalid_ttl"], 2000, "{report}");
+    assert_eq!(report["too_old_ttl"], 0, "{report}");
     assert_eq!(report["changed_concurrently"], 0, "{report}");
-    assert_eq!(assert_all_windows_correct(&client, &table).await, 47_000);
+    // Items the killed run deleted after its last save are simply not there to count again.
+    let deleted = report["deleted_expired"].as_u64().unwrap();
+    assert!(deleted <= 5000 && deleted >= deleted_before, "{report}");
+    assert_eq!(report["expired_kept"], 0, "{report}");
+    assert_eq!(assert_all_windows_correct(&client, &table).await, 42_000);
+    assert_eq!(
+        scan_all(&client, &table).await.len(),
+        45_000,
+        "expired items deleted"
+    );
 
     // Again, fresh: nothing left to write.
     let state2 = std::env::temp_dir().join(format!("{table}.backfill2.json"));
@@ -175,8 +188,9 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
     assert_eq!(code, 0);
     eprintln!("second backfill: {report}");
     assert_eq!(report["written"], 0, "{report}");
-    assert_eq!(report["already_ok"], 47_000, "{report}");
-    assert_eq!(report["scanned"], 50_000);
+    assert_eq!(report["deleted_expired"], 0, "{report}");
+    assert_eq!(report["already_ok"], 42_000, "{report}");
+    assert_eq!(report["scanned"], 45_000);
     let _ = (std::fs::remove_file(&state), std::fs::remove_file(&state2));
 }
 
@@ -245,6 +259,193 @@ async fn backfill_never_overwrites_a_concurrent_change_or_recreates_a_deleted_it
         items[0]["expirationWindow"],
         AV::S(window_key(new_ttl as f64, 60).unwrap()),
         "the application's write stands"
+    );
+}
+
+/// Five years and a day: a ttl this old is one native TTL never acts on.
+const SIX_YEARS: i64 = 6 * 365 * 86_400;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_deletes_items_long_expired_so_that_nothing_expired_is_left_after_a_sweep() {
+    let client = client().await;
+    let table = table_name("bf_expired");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let now = now();
+    let mut items: Vec<Key> = Vec::new();
+    // Expired 1-2 h before the backfill: older than any window a sweep reads.
+    for i in 0..200 {
+        items.push(bare(
+            &format!("expired-{i:03}"),
+            Some(AV::N((now - 3600 - i * 18).to_string())),
+        ));
+    }
+    // Expired 2 h ago with the right window: a sweep does not read that window either.
+    for i in 0..10 {
+        items.push(session(&format!("windowed-{i}"), now - 7200 - i));
+    }
+    // More than five years old: native TTL's rule keeps them, so does the backfill.
+    for i in 0..20 {
+        items.push(bare(
+            &format!("ancient-{i:02}"),
+            Some(AV::N((now - SIX_YEARS - i).to_string())),
+        ));
+    }
+    for i in 0..50 {
+        items.push(bare(
+            &format!("live-{i:02}"),
+            Some(AV::N((now + 3600 + i).to_string())),
+        ));
+    }
+    for i in 0..5 {
+        items.push(bare(&format!("no-ttl-{i}"), None));
+    }
+    put_items(&client, &table, items).await;
+    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
+    let _ = std::fs::remove_file(&state);
+
+    // A dry run counts what it would delete and deletes nothing.
+    let (code, report, stderr) = run_json(
+        cli(&table)
+            .args(["backfill", "--dry-run", "--state"])
+            .arg(&state),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(report["deleted_expired"], 210, "{report}");
+    assert_eq!(report["written"], 50, "{report}");
+    assert_eq!(scan_all(&client, &table).await.len(), 285);
+
+    let (code, report, stderr) = run_json(
+        cli(&table)
+            .args(["backfill", "--max-wcu", "400", "--state"])
+            .arg(&state),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    eprintln!("backfill: {report}");
+    assert_eq!(report["scanned"], 285, "{report}");
+    assert_eq!(report["deleted_expired"], 210, "{report}");
+    assert_eq!(report["expired_kept"], 0, "{report}");
+    assert_eq!(report["expired_gone"], 0, "{report}");
+    assert_eq!(report["written"], 50, "{report}");
+    assert_eq!(report["already_ok"], 0, "{report}");
+    assert_eq!(report["invalid_ttl"], 20, "{report}");
+    assert_eq!(report["too_old_ttl"], 20, "{report}");
+    assert_eq!(report["no_ttl"], 5, "{report}");
+    assert!(
+        report["consumed_wcu"].as_f64().unwrap() >= 260.0,
+        "{report}"
+    );
+
+    let (code, out, stderr) = run(cli(&table).arg("sweep"));
+    assert_eq!(code, 0, "{out} {stderr}");
+
+    // Nothing expired is left: the live items have their windows, the ancient ones are as they
+    // were (no window), the ones without a ttl untouched.
+    let mut left = ids(&client, &table).await;
+    left.retain(|id| !id.starts_with("live-") && !id.starts_with("no-ttl-"));
+    let ancient: Vec<String> = (0..20).map(|i| format!("ancient-{i:02}")).collect();
+    assert_eq!(left, ancient);
+    assert_eq!(
+        assert_all_windows_correct_but_ancient(&client, &table).await,
+        50
+    );
+
+    // The audit agrees: nothing expired present, the ancient ttls are invalid.
+    let (code, report, _) = run_json(cli(&table).args(["audit", "--max-problems", "20"]));
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["expired_present"], serde_json::json!({}), "{report}");
+    assert_eq!(report["oldest_expired_age_seconds"], 0, "{report}");
+    assert_eq!(report["invalid_ttl"], 20, "{report}");
+    assert_eq!(report["too_old_ttl"], 20, "{report}");
+    assert_eq!(report["missing_window"], 0, "{report}");
+    let _ = std::fs::remove_file(&state);
+}
+
+/// Like [`assert_all_windows_correct`], for a table whose only items without a window are the
+/// ones without a usable ttl and those whose ttl is more than five years old.
+async fn assert_all_windows_correct_but_ancient(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> usize {
+    let items = scan_all(client, table).await;
+    let mut with_window = 0;
+    for item in &items {
+        let id = item["id"].as_s().unwrap();
+        match item.get("ttl") {
+            Some(AV::N(n)) if !id.starts_with("ancient-") => {
+                let t: f64 = n.parse().unwrap();
+                assert_eq!(
+                    item.get("expirationWindow"),
+                    Some(&AV::S(window_key(t, 60).unwrap())),
+                    "{item:?}"
+                );
+                with_window += 1;
+            }
+            _ => assert!(!item.contains_key("expirationWindow"), "{item:?}"),
+        }
+    }
+    with_window
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_deletes_an_expired_item_only_if_its_ttl_is_still_the_one_read() {
+    let client = client().await;
+    let table = table_name("bf_del_race");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let now = now();
+    let read_ttl = now - 3600;
+    put_items(
+        &client,
+        &table,
+        ["unchanged", "extended", "rewritten", "deleted"]
+            .iter()
+            .map(|id| bare(id, Some(AV::N(read_ttl.to_string()))))
+            .collect(),
+    )
+    .await;
+    let store = DynamoStore::new(client.clone());
+
+    // Between the scan (which saw every ttl expired) and the delete, the application extends one
+    // ttl, rewrites another item with a ttl that is also expired but not the one read, and
+    // deletes a third.
+    client
+        .put_item()
+        .table_name(&table)
+        .set_item(Some(session("extended", now + 7200)))
+        .send()
+        .await
+        .unwrap();
+    client
+        .put_item()
+        .table_name(&table)
+        .set_item(Some(bare("rewritten", Some(AV::N((now - 60).to_string())))))
+        .send()
+        .await
+        .unwrap();
+    client
+        .delete_item()
+        .table_name(&table)
+        .key("id", AV::S("deleted".into()))
+        .send()
+        .await
+        .unwrap();
+
+    for (id, expected) in [
+        ("unchanged", ConditionalOutcome::Deleted),
+        ("extended", ConditionalOutcome::Kept),
+        ("rewritten", ConditionalOutcome::Kept),
+        ("deleted", ConditionalOutcome::Gone),
+    ] {
+        let (outcome, consumed) = store
+            .delete_if_ttl_unchanged(&table, id_key(id), "ttl", AV::N(read_ttl.to_string()))
+            .await
+            .unwrap();
+        assert_eq!(outcome, expected, "{id}");
+        assert!(consumed > 0.0, "{id}");
+    }
+    assert_eq!(
+        ids(&client, &table).await,
+        vec!["extended".to_string(), "rewritten".to_string()],
+        "only the unchanged item is deleted; the deleted one stays deleted"
     );
 }
 

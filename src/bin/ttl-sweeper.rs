@@ -61,7 +61,7 @@ struct BackfillArgs {
     /// Write capacity units per second at most.
     #[arg(long)]
     max_wcu: Option<f64>,
-    /// Count what would be written; write nothing.
+    /// Count what would be written and deleted; write and delete nothing.
     #[arg(long)]
     dry_run: bool,
     /// Progress file [default: ttl-sweeper-backfill-<table>.json].

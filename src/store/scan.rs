@@ -1,10 +1,14 @@
-//! Table-wide operations of the adoption tools: one page of a parallel Scan, and the conditional
-//! update that gives an item its window attribute without overwriting a concurrent change.
+//! Table-wide operations of the adoption tools: one page of a parallel Scan, the conditional
+//! update that gives an item its window attribute without overwriting a concurrent change, and
+//! the conditional delete of an item found already expired, which keeps it if its ttl changed.
 
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
+};
 use tracing::instrument;
 
-use super::{DynamoStore, ErrorKind, Key, StoreError};
+use super::{ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError};
 
 /// One page of a parallel scan.
 #[derive(Debug, Default, Clone)]
@@ -117,6 +121,52 @@ impl DynamoStore {
                     Err(e)
                 }
             }
+        }
+    }
+
+    /// Deletes `key` only if its ttl attribute still equals `ttl`, the value it was read with
+    /// (which the caller found expired): an item whose ttl was extended, removed or rewritten
+    /// since the read is kept, and one already deleted stays deleted. Returns the outcome
+    /// ([`ConditionalOutcome::Kept`] or [`ConditionalOutcome::Gone`] when the condition failed)
+    /// and the write capacity consumed.
+    #[instrument(level = "debug", skip(self, key, ttl))]
+    pub async fn delete_if_ttl_unchanged(
+        &self,
+        table: &str,
+        key: Key,
+        ttl_attribute: &str,
+        ttl: AttributeValue,
+    ) -> Result<(ConditionalOutcome, f64), StoreError> {
+        let result = self
+            .client()
+            .delete_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .condition_expression("#ttl = :read_ttl")
+            .expression_attribute_names("#ttl", ttl_attribute)
+            .expression_attribute_values(":read_ttl", ttl)
+            // Tells a kept item (returned) from one that is already gone (nothing returned).
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        match result {
+            Ok(out) => Ok((
+                ConditionalOutcome::Deleted,
+                out.consumed_capacity()
+                    .and_then(|c| c.capacity_units())
+                    .unwrap_or(1.0),
+            )),
+            Err(e) => match e.as_service_error() {
+                Some(DeleteItemError::ConditionalCheckFailedException(c)) => {
+                    let outcome = match &c.item {
+                        Some(item) if !item.is_empty() => ConditionalOutcome::Kept,
+                        _ => ConditionalOutcome::Gone,
+                    };
+                    Ok((outcome, 1.0))
+                }
+                _ => Err(StoreError::from_sdk("DeleteItem", e)),
+            },
         }
     }
 }

@@ -3,8 +3,9 @@
 //! Scans the table (or a sample of it) and reports items whose ttl has passed but which are still
 //! present, by how long ago they expired (the sweeper's real lag), and the writer bugs that make
 //! items invisible to the sweeper: a ttl with no or a wrong window attribute, ttls that look like
-//! milliseconds, and non-numeric ttls. [`verdict`] holds a report against the thresholds of
-//! `--max-expired-age` and `--max-problems`.
+//! milliseconds, and non-numeric ttls. A ttl more than five years old is counted as invalid, not
+//! as expired: native TTL's rule, which the sweeper follows, never deletes such an item.
+//! [`verdict`] holds a report against the thresholds of `--max-expired-age` and `--max-problems`.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -13,7 +14,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 
 use super::scan::{parallel_scan, Position, ScanPageOf};
-use crate::expiry::window::{parse_ttl, TtlError};
+use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
+use crate::expiry::Timestamp;
 use crate::store::{key_to_json, DynamoStore, Key, StoreError, TableSchema};
 
 /// Upper bounds (seconds) of the expired-age buckets, and their names.
@@ -56,8 +58,12 @@ pub struct AuditReport {
     pub wrong_window: u64,
     /// Items whose ttl looks like milliseconds (beyond year 9999): they never expire.
     pub millis_ttl: u64,
-    /// Items whose ttl is not a Number, or a negative one: neither TTL nor the sweeper use them.
+    /// Items whose ttl is not a Number, a negative one, or one more than five years in the past:
+    /// neither TTL nor the sweeper use them.
     pub invalid_ttl: u64,
+    /// Of `invalid_ttl`, ttls more than five years in the past: native TTL ignores them and the
+    /// sweeper never deletes them, so they are not counted as expired items still present.
+    pub too_old_ttl: u64,
     /// Up to 5 example keys per problem.
     pub examples: Vec<Example>,
     /// True when only a sample was read.
@@ -100,6 +106,7 @@ impl AuditReport {
         self.wrong_window += other.wrong_window;
         self.millis_ttl += other.millis_ttl;
         self.invalid_ttl += other.invalid_ttl;
+        self.too_old_ttl += other.too_old_ttl;
         for e in other.examples {
             if self
                 .examples
@@ -141,7 +148,7 @@ pub fn verdict(report: &AuditReport, max_expired_age: Duration, max_problems: u6
 }
 
 /// Checks one item against the table's layout as of `now`.
-pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, now: i64) {
+pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, now: Timestamp) {
     report.scanned += 1;
     let layout = &schema.layout;
     let key = || schema.key_of(item);
@@ -173,15 +180,28 @@ pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, no
             return;
         }
     };
-    if ttl < now as f64 {
-        let age = now - ttl.floor() as i64;
-        let bucket = AGE_BUCKETS
-            .iter()
-            .find(|(upper, _)| age < *upper)
-            .map(|b| b.1)
-            .unwrap_or("over_24h");
-        *report.expired_present.entry(bucket).or_default() += 1;
-        report.oldest_expired_age_seconds = report.oldest_expired_age_seconds.max(age);
+    match ttl_state(ttl, now) {
+        TtlState::Live => {}
+        TtlState::TooOld => {
+            report.invalid_ttl += 1;
+            report.too_old_ttl += 1;
+            report.example(
+                "too_old_ttl",
+                key(),
+                format!("ttl = {ttl}: more than five years in the past, native TTL ignores it"),
+            );
+            return;
+        }
+        TtlState::Expired => {
+            let age = now.secs() - ttl.floor() as i64;
+            let bucket = AGE_BUCKETS
+                .iter()
+                .find(|(upper, _)| age < *upper)
+                .map(|b| b.1)
+                .unwrap_or("over_24h");
+            *report.expired_present.entry(bucket).or_default() += 1;
+            report.oldest_expired_age_seconds = report.oldest_expired_age_seconds.max(age);
+        }
     }
     let pk = item
         .get(&schema.key_attributes[0])
@@ -218,7 +238,7 @@ pub async fn audit(
     schema: &TableSchema,
     segments: u32,
     sample: Option<u64>,
-    now: i64,
+    now: Timestamp,
 ) -> Result<AuditReport, StoreError> {
     let total = Mutex::new(AuditReport {
         sampled: sample.is_some(),
@@ -294,5 +314,45 @@ mod tests {
             (false, true, false)
         );
         assert!(verdict(&buggy, five_minutes, 4).passed());
+    }
+
+    #[test]
+    fn a_ttl_more_than_five_years_old_is_invalid_not_expired() {
+        use crate::expiry::window::{window_key, MAX_EXPIRED_AGE_SECONDS};
+        use crate::expiry::Layout;
+        let schema = TableSchema {
+            table_name: "t".into(),
+            index_name: "i".into(),
+            key_attributes: vec!["id".into()],
+            layout: Layout::default(),
+        };
+        let now = 1_800_000_000i64;
+        let mut report = AuditReport::default();
+        for (id, ttl) in [
+            ("six-years", now - 6 * 365 * 86_400),
+            ("edge", now - MAX_EXPIRED_AGE_SECONDS),
+            ("two-hours", now - 7200),
+        ] {
+            let item: Key = [
+                ("id".to_string(), AttributeValue::S(id.into())),
+                ("ttl".to_string(), AttributeValue::N(ttl.to_string())),
+                (
+                    "expirationWindow".to_string(),
+                    AttributeValue::S(window_key(ttl as f64, 60).unwrap()),
+                ),
+            ]
+            .into();
+            audit_item(&mut report, &item, &schema, Timestamp::from_secs(now));
+        }
+        assert_eq!((report.invalid_ttl, report.too_old_ttl), (1, 1));
+        assert_eq!(report.writer_problems(), 1);
+        assert_eq!(
+            report.expired_present.values().sum::<u64>(),
+            2,
+            "{report:?}"
+        );
+        assert_eq!(report.oldest_expired_age_seconds, MAX_EXPIRED_AGE_SECONDS);
+        assert_eq!(report.examples.len(), 1);
+        assert_eq!(report.examples[0].problem, "too_old_ttl");
     }
 }

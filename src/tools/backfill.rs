@@ -1,11 +1,20 @@
-//! `ttl-sweeper backfill`: give every existing item with a numeric ttl its window attribute.
+//! `ttl-sweeper backfill`: give every existing item with a numeric ttl its window attribute, and
+//! delete the items that have already expired.
 //!
-//! A parallel Scan reads the key, ttl and window attributes; each item whose window attribute is
+//! A parallel Scan reads the key, ttl and window attributes. Each item whose window attribute is
 //! missing or wrong gets it with a conditional `UpdateItem` that only succeeds if the item still
 //! has the ttl and window it was read with — a concurrent change is never overwritten and a
-//! deleted item never comes back. Items already expired get their window too, so the next sweep
-//! removes them. Progress is saved after every page, so a killed run resumes where it stopped, and
-//! re-running is harmless: correct items are only counted.
+//! deleted item never comes back.
+//!
+//! An item already expired at the backfill's instant (by native TTL's rule,
+//! [`ttl_state`] is [`TtlState::Expired`]) is deleted instead, with a conditional `DeleteItem`
+//! that requires the ttl it was read with: the sweep reads only recent windows, so an item that
+//! expired before them would otherwise stay until native TTL gets to it. An item whose ttl was
+//! extended or rewritten meanwhile is kept. A ttl more than five years old is one native TTL
+//! never acts on: it is counted as invalid and left alone, without a window.
+//!
+//! Progress is saved after every page, so a killed run resumes where it stopped, and re-running
+//! is harmless: correct items are only counted.
 //!
 //! The progress file ([`BackfillState`]) lives here too: its default path, loading it to resume
 //! (only for the table, window width and shard count it was made for) and saving it atomically.
@@ -20,15 +29,17 @@ use tokio::time::Instant;
 
 use super::scan::{parallel_scan, Position, ScanPageOf};
 use crate::engine::full_jitter;
-use crate::expiry::window::parse_ttl;
-use crate::expiry::Layout;
+use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
+use crate::expiry::{Layout, Timestamp};
 use crate::store::scan::UpdateOutcome;
 use crate::store::{
-    key_from_json, key_to_json, DynamoStore, ErrorKind, Key, StoreError, TableSchema,
+    key_from_json, key_to_json, ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError,
+    TableSchema,
 };
 
 /// Counts of one backfill run (or, resumed, of all runs of one state file).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct BackfillReport {
     /// Items read.
     pub scanned: u64,
@@ -36,14 +47,25 @@ pub struct BackfillReport {
     pub already_ok: u64,
     /// Window attributes written (in a dry run: that would be written).
     pub written: u64,
-    /// Of those, items whose ttl had already passed: the next sweep deletes them.
-    pub written_expired: u64,
     /// Items changed or deleted between the scan and the update: left as they are.
     pub changed_concurrently: u64,
+    /// Items already expired at the backfill's instant, deleted (in a dry run: that would be
+    /// deleted).
+    pub deleted_expired: u64,
+    /// Items read expired whose ttl had changed by the time of the delete (extended, removed or
+    /// rewritten): kept as they are.
+    pub expired_kept: u64,
+    /// Items read expired that were already gone when the delete arrived (the application, the
+    /// sweeper or native TTL deleted them).
+    pub expired_gone: u64,
     /// Items without a ttl attribute: not expiring, nothing to do.
     pub no_ttl: u64,
-    /// Items whose ttl is not a usable Number (string, milliseconds, negative): left alone.
+    /// Items whose ttl is not usable: not a Number, negative, milliseconds, or more than five
+    /// years in the past. Left alone: never deleted, never given a window.
     pub invalid_ttl: u64,
+    /// Of `invalid_ttl`, ttls more than five years before the backfill's instant: native TTL
+    /// ignores them, and so do the sweeper and the backfill.
+    pub too_old_ttl: u64,
     /// Write capacity consumed.
     pub consumed_wcu: f64,
     /// True for a dry run (nothing written).
@@ -185,14 +207,15 @@ pub enum ProgressFileError {
 /// Knobs of a backfill run.
 #[derive(Debug, Clone)]
 pub struct BackfillOptions {
-    /// Count only; write nothing.
+    /// Count only; write and delete nothing.
     pub dry_run: bool,
-    /// Write capacity units per second at most.
+    /// Write capacity units per second at most, for writes and deletes.
     pub max_wcu: Option<f64>,
     /// Scan page size.
     pub page_limit: Option<i32>,
-    /// The current time (epoch seconds), to count items that are already expired.
-    pub now: i64,
+    /// The backfill's instant: an item whose ttl is before it, and not more than five years
+    /// before it, is expired and deleted.
+    pub now: Timestamp,
 }
 
 /// The default segment count for a table of `size_bytes`: one per 256 MiB, between 4 and 256.
@@ -242,6 +265,75 @@ impl RateLimit {
     }
 }
 
+/// What a backfill does with one scanned item (see [`plan_item`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ItemPlan {
+    /// No ttl attribute: the item never expires. Nothing to do.
+    NoTtl,
+    /// The ttl is not a usable Number (not a Number, negative, milliseconds). Left alone.
+    InvalidTtl,
+    /// The ttl is more than five years before the instant: native TTL never deletes the item,
+    /// nor does the sweeper. Left alone, without a window.
+    TooOldTtl,
+    /// Expired at the instant: delete it if its ttl is still `ttl` (the Number as read).
+    DeleteExpired {
+        /// The ttl as read.
+        ttl: String,
+    },
+    /// The window attribute is already right.
+    AlreadyOk,
+    /// Set the window attribute to `window` if the ttl is still `ttl` and the window still
+    /// `current`.
+    SetWindow {
+        /// The ttl as read.
+        ttl: String,
+        /// The window attribute as read (`None`: absent).
+        current: Option<AttributeValue>,
+        /// The window the ttl belongs in.
+        window: String,
+    },
+}
+
+/// Decides what a backfill at instant `now` does with `item` (key, ttl and window attributes).
+/// Only an item whose ttl as read is a Number in epoch seconds, before `now` and not more than
+/// five years before it ([`ttl_state`] is [`TtlState::Expired`]) is to be deleted.
+pub fn plan_item(item: &Key, schema: &TableSchema, now: Timestamp) -> ItemPlan {
+    let layout = &schema.layout;
+    let raw_ttl = match item.get(&layout.ttl_attribute) {
+        None => return ItemPlan::NoTtl,
+        Some(AttributeValue::N(n)) => n,
+        Some(_) => return ItemPlan::InvalidTtl,
+    };
+    let Ok(ttl) = parse_ttl(raw_ttl) else {
+        return ItemPlan::InvalidTtl;
+    };
+    match ttl_state(ttl, now) {
+        TtlState::TooOld => return ItemPlan::TooOldTtl,
+        TtlState::Expired => {
+            return ItemPlan::DeleteExpired {
+                ttl: raw_ttl.clone(),
+            }
+        }
+        TtlState::Live => {}
+    }
+    let pk = item
+        .get(&schema.key_attributes[0])
+        .cloned()
+        .unwrap_or(AttributeValue::Null(true));
+    let Ok(window) = layout.window_for(ttl, &pk) else {
+        return ItemPlan::InvalidTtl;
+    };
+    let current = item.get(&layout.window_attribute);
+    if current == Some(&AttributeValue::S(window.clone())) {
+        return ItemPlan::AlreadyOk;
+    }
+    ItemPlan::SetWindow {
+        ttl: raw_ttl.clone(),
+        current: current.cloned(),
+        window,
+    }
+}
+
 /// Runs (or resumes) a backfill. `save` is called with the state after every page;
 /// `progress` with the number of items scanned so far.
 pub async fn backfill(
@@ -276,67 +368,85 @@ pub async fn backfill(
                 let mut counts = BackfillReport::default();
                 for item in &page.items {
                     counts.scanned += 1;
-                    let raw_ttl = match item.get(&layout.ttl_attribute) {
-                        None => {
+                    let (ttl, current, window) = match plan_item(item, schema, now) {
+                        ItemPlan::NoTtl => {
                             counts.no_ttl += 1;
                             continue;
                         }
-                        Some(AttributeValue::N(n)) => n.clone(),
-                        Some(_) => {
+                        ItemPlan::InvalidTtl => {
                             counts.invalid_ttl += 1;
                             continue;
                         }
+                        ItemPlan::TooOldTtl => {
+                            counts.invalid_ttl += 1;
+                            counts.too_old_ttl += 1;
+                            continue;
+                        }
+                        ItemPlan::AlreadyOk => {
+                            counts.already_ok += 1;
+                            continue;
+                        }
+                        ItemPlan::DeleteExpired { ttl } => {
+                            if options.dry_run {
+                                counts.deleted_expired += 1;
+                                continue;
+                            }
+                            let key = key_of(schema, item)?;
+                            if let Some(limit) = limit {
+                                limit.acquire().await;
+                            }
+                            let (outcome, consumed) = with_retries(|| {
+                                store.delete_if_ttl_unchanged(
+                                    &schema.table_name,
+                                    key.clone(),
+                                    &layout.ttl_attribute,
+                                    AttributeValue::N(ttl.clone()),
+                                )
+                            })
+                            .await?;
+                            if let Some(limit) = limit {
+                                limit.charge(consumed - 1.0);
+                            }
+                            counts.consumed_wcu += consumed;
+                            match outcome {
+                                ConditionalOutcome::Deleted => counts.deleted_expired += 1,
+                                ConditionalOutcome::Kept => counts.expired_kept += 1,
+                                ConditionalOutcome::Gone => counts.expired_gone += 1,
+                            }
+                            continue;
+                        }
+                        ItemPlan::SetWindow {
+                            ttl,
+                            current,
+                            window,
+                        } => (ttl, current, window),
                     };
-                    let Ok(ttl) = parse_ttl(&raw_ttl) else {
-                        counts.invalid_ttl += 1;
-                        continue;
-                    };
-                    let pk = item
-                        .get(&schema.key_attributes[0])
-                        .cloned()
-                        .unwrap_or(AttributeValue::Null(true));
-                    let Ok(expected) = layout.window_for(ttl, &pk) else {
-                        counts.invalid_ttl += 1;
-                        continue;
-                    };
-                    let current = item.get(&layout.window_attribute);
-                    if current == Some(&AttributeValue::S(expected.clone())) {
-                        counts.already_ok += 1;
-                        continue;
-                    }
                     if options.dry_run {
                         counts.written += 1;
-                        counts.written_expired += u64::from(ttl < now as f64);
                         continue;
                     }
+                    let key = key_of(schema, item)?;
                     if let Some(limit) = limit {
                         limit.acquire().await;
                     }
-                    let key = schema.key_of(item).ok_or_else(|| {
-                        StoreError::new(
-                            ErrorKind::Validation,
-                            "Scan",
-                            "item without its key attributes",
+                    let (outcome, consumed) = with_retries(|| {
+                        store.set_window_if_unchanged(
+                            &schema.table_name,
+                            key.clone(),
+                            &layout.ttl_attribute,
+                            AttributeValue::N(ttl.clone()),
+                            &layout.window_attribute,
+                            current.clone(),
+                            window.clone(),
                         )
-                    })?;
-                    let (outcome, consumed) = update_with_retries(
-                        store,
-                        schema,
-                        key,
-                        raw_ttl,
-                        current.cloned(),
-                        expected,
-                    )
+                    })
                     .await?;
                     if let Some(limit) = limit {
                         limit.charge(consumed - 1.0);
                     }
                     counts.consumed_wcu += consumed;
                     match outcome {
-                        UpdateOutcome::Written => {
-                            counts.written += 1;
-                            counts.written_expired += u64::from(ttl < now as f64);
-                        }
+                        UpdateOutcome::Written => counts.written += 1,
                         UpdateOutcome::Changed => counts.changed_concurrently += 1,
                     }
                 }
@@ -368,28 +478,27 @@ pub async fn backfill(
     state
 }
 
-async fn update_with_retries(
-    store: &DynamoStore,
-    schema: &TableSchema,
-    key: Key,
-    raw_ttl: String,
-    current: Option<AttributeValue>,
-    expected: String,
-) -> Result<(UpdateOutcome, f64), StoreError> {
+/// The primary key of a scanned item.
+fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
+    schema.key_of(item).ok_or_else(|| {
+        StoreError::new(
+            ErrorKind::Validation,
+            "Scan",
+            "item without its key attributes",
+        )
+    })
+}
+
+/// Runs `request` until it succeeds, fails for good, or has been retried 8 times after retryable
+/// errors, with backoff and full jitter.
+async fn with_retries<T, F, Fut>(mut request: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
     let mut attempt = 0u32;
     loop {
-        let result = store
-            .set_window_if_unchanged(
-                &schema.table_name,
-                key.clone(),
-                &schema.layout.ttl_attribute,
-                AttributeValue::N(raw_ttl.clone()),
-                &schema.layout.window_attribute,
-                current.clone(),
-                expected.clone(),
-            )
-            .await;
-        match result {
+        match request().await {
             Err(e) if e.kind.is_retryable() && attempt < 8 => {
                 attempt += 1;
                 let wait = full_jitter(Duration::from_millis(50), Duration::from_secs(5), attempt);
@@ -404,10 +513,13 @@ fn add(total: &mut BackfillReport, page: &BackfillReport) {
     total.scanned += page.scanned;
     total.already_ok += page.already_ok;
     total.written += page.written;
-    total.written_expired += page.written_expired;
     total.changed_concurrently += page.changed_concurrently;
+    total.deleted_expired += page.deleted_expired;
+    total.expired_kept += page.expired_kept;
+    total.expired_gone += page.expired_gone;
     total.no_ttl += page.no_ttl;
     total.invalid_ttl += page.invalid_ttl;
+    total.too_old_ttl += page.too_old_ttl;
     total.consumed_wcu += page.consumed_wcu;
 }
 
@@ -496,5 +608,95 @@ mod tests {
             before.elapsed() >= Duration::from_millis(900),
             "extra cost is paid back"
         );
+    }
+
+    fn schema() -> TableSchema {
+        TableSchema {
+            table_name: "t".into(),
+            index_name: "i".into(),
+            key_attributes: vec!["id".into()],
+            layout: Layout::default(),
+        }
+    }
+
+    fn item(ttl: Option<AttributeValue>, window: Option<&str>) -> Key {
+        let mut item: Key = [("id".to_string(), AttributeValue::S("a".into()))].into();
+        if let Some(ttl) = ttl {
+            item.insert("ttl".into(), ttl);
+        }
+        if let Some(w) = window {
+            item.insert("expirationWindow".into(), AttributeValue::S(w.into()));
+        }
+        item
+    }
+
+    #[test]
+    fn only_items_expired_by_native_ttl_rule_are_planned_for_deletion() {
+        use crate::expiry::window::{window_key, MAX_EXPIRED_AGE_SECONDS};
+        let now_s = 1_800_000_000i64;
+        let now = Timestamp::from_millis(now_s * 1000 + 500);
+        let n = |t: i64| Some(AttributeValue::N(t.to_string()));
+        let plan = |ttl, window| plan_item(&item(ttl, window), &schema(), now);
+        let delete = |t: i64| ItemPlan::DeleteExpired { ttl: t.to_string() };
+
+        assert_eq!(plan(None, None), ItemPlan::NoTtl);
+        assert_eq!(
+            plan(Some(AttributeValue::S("1".into())), None),
+            ItemPlan::InvalidTtl
+        );
+        assert_eq!(plan(n(now_s * 1000), None), ItemPlan::InvalidTtl, "millis");
+        assert_eq!(plan(n(-5), None), ItemPlan::InvalidTtl);
+        // Expired, with or without a window, right or wrong: deleted.
+        assert_eq!(plan(n(now_s - 3600), None), delete(now_s - 3600));
+        let right = window_key((now_s - 3600) as f64, 60).unwrap();
+        assert_eq!(plan(n(now_s - 3600), Some(&right)), delete(now_s - 3600));
+        assert_eq!(
+            plan(n(now_s), None),
+            delete(now_s),
+            "now_s < now (now_s + 0.5 s)"
+        );
+        let edge = now_s - MAX_EXPIRED_AGE_SECONDS;
+        assert_eq!(plan(n(edge), None), delete(edge), "five years exactly");
+        // More than five years old: never deleted, never given a window.
+        assert_eq!(plan(n(edge - 1), None), ItemPlan::TooOldTtl);
+        assert_eq!(plan(n(5), Some(&right)), ItemPlan::TooOldTtl);
+        // Live: a window, unless it is already right.
+        let live = now_s + 1;
+        let window = window_key(live as f64, 60).unwrap();
+        assert_eq!(plan(n(live), Some(&window)), ItemPlan::AlreadyOk);
+        assert_eq!(
+            plan(n(live), Some(&right)),
+            ItemPlan::SetWindow {
+                ttl: live.to_string(),
+                current: Some(AttributeValue::S(right.clone())),
+                window: window.clone(),
+            }
+        );
+        assert_eq!(
+            plan(n(live), None),
+            ItemPlan::SetWindow {
+                ttl: live.to_string(),
+                current: None,
+                window,
+            }
+        );
+    }
+
+    #[test]
+    fn a_progress_file_saved_before_the_deletion_counts_still_resumes() {
+        let path = temp_path("old-format");
+        std::fs::write(
+            &path,
+            r#"{"table":"sessions","window_seconds":60,"window_shards":1,
+                "positions":["done","start"],
+                "report":{"scanned":7,"already_ok":1,"written":6,"written_expired":2,
+                          "changed_concurrently":0,"no_ttl":0,"invalid_ttl":0,
+                          "consumed_wcu":6.0,"dry_run":false,"complete":false,"errors":[]}}"#,
+        )
+        .unwrap();
+        let state = BackfillState::load_for_resume(&path, "sessions", &Layout::default()).unwrap();
+        assert_eq!(state.report.written, 6);
+        assert_eq!(state.report.deleted_expired, 0);
+        std::fs::remove_file(&path).unwrap();
     }
 }
