@@ -19,9 +19,7 @@ use crate::store::keys::partition_key_from_json;
 use crate::store::{self, DynamoStore, IndexCheck, OpenedTable};
 use crate::telemetry;
 use crate::tools::audit::{self, AuditReport};
-use crate::tools::backfill::{
-    self, default_segments, default_state_path, BackfillOptions, BackfillState,
-};
+use crate::tools::backfill::{self, default_segments, default_state_path, BackfillOptions, Start};
 
 /// `ttl-sweeper window`: the window attribute for a ttl (and, with shards, a partition key).
 /// `window_seconds` and `shards` are raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values, checked
@@ -128,7 +126,7 @@ async fn open_for_tools(config: &Config) -> anyhow::Result<(DynamoStore, OpenedT
 pub struct BackfillArgs {
     /// Parallel Scan segments; `None`: from the table's size.
     pub segments: Option<u32>,
-    /// Write capacity units per second at most.
+    /// Write capacity units per second at most, for writes and deletes.
     pub max_wcu: Option<f64>,
     /// Count only.
     pub dry_run: bool,
@@ -141,6 +139,10 @@ pub struct BackfillArgs {
 }
 
 /// `ttl-sweeper backfill`: prints the JSON summary; exit 1 unless complete and error-free.
+///
+/// Without `--resume` a run starts fresh, also over the progress file of a complete run (which it
+/// replaces); the file of an interrupted run is refused. `--resume` of a complete run prints that
+/// run's saved summary and exits 0. See [`backfill::start`].
 pub async fn backfill(
     config: &Config,
     args: BackfillArgs,
@@ -152,19 +154,44 @@ pub async fn backfill(
         .state
         .clone()
         .unwrap_or_else(|| default_state_path(&config.table_name));
-    let state = if args.resume {
-        BackfillState::load_for_resume(&path, &config.table_name, layout).context("--resume")?
-    } else {
-        anyhow::ensure!(
-            !path.exists() || args.dry_run,
-            "{} exists: pass --resume to continue that run, or remove it to start over",
-            path.display()
-        );
-        let segments = match args.segments {
-            Some(n) => n.clamp(1, 1_000_000),
-            None => default_segments(opened.size_bytes),
-        };
-        BackfillState::new(&config.table_name, layout, segments)
+    let segments = match args.segments {
+        Some(n) => n.clamp(1, 1_000_000),
+        None => default_segments(opened.size_bytes),
+    };
+    let replacing = !args.resume && !args.dry_run && path.exists();
+    let start = backfill::start(
+        &path,
+        &config.table_name,
+        layout,
+        segments,
+        args.resume,
+        args.dry_run,
+    );
+    let state = match start.with_context(|| if args.resume { "--resume" } else { "--state" })? {
+        Start::Fresh(state) => {
+            if replacing {
+                tracing::info!(
+                    path = %path.display(),
+                    "the progress file is from a complete run: starting a fresh one, which replaces it"
+                );
+            }
+            state
+        }
+        Start::Resume(mut state) => {
+            // The errors that stopped the interrupted run are not this run's.
+            state.report.errors.clear();
+            state
+        }
+        Start::AlreadyComplete(mut state) => {
+            tracing::info!(
+                path = %path.display(),
+                "the backfill in the progress file is already complete: nothing to resume (run \
+                 without --resume to start a fresh one); its summary follows"
+            );
+            state.report.complete = true;
+            println!("{}", serde_json::to_string(&state.report)?);
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     let bar = indicatif::ProgressBar::new(opened.item_count.max(0) as u64);
     bar.set_style(
@@ -174,7 +201,7 @@ pub async fn backfill(
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let dry_run = args.dry_run;
-    let save = |s: &BackfillState| {
+    let save = |s: &backfill::BackfillState| {
         if !dry_run {
             if let Err(e) = s.save_atomically(&path) {
                 tracing::warn!(error = %e, path = %path.display(), "could not save progress");

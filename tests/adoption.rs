@@ -145,8 +145,12 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
         .arg(&state)
         .output()
         .unwrap();
-    assert_ne!(out.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--resume"));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--resume") && stderr.contains("interrupted"),
+        "{stderr}"
+    );
 
     // Resume: finishes the job.
     let (code, report, stderr) = run_json(
@@ -447,6 +451,87 @@ async fn backfill_deletes_an_expired_item_only_if_its_ttl_is_still_the_one_read(
         vec!["extended".to_string(), "rewritten".to_string()],
         "only the unchanged item is deleted; the deleted one stays deleted"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_complete_backfill_runs_again_fresh_and_resuming_it_reports_it_complete() {
+    let client = client().await;
+    let table = table_name("bf_rerun");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let now = now();
+    put_items(
+        &client,
+        &table,
+        (0..30)
+            .map(|i| {
+                bare(
+                    &format!("item-{i:02}"),
+                    Some(AV::N((now + 3600 + i).to_string())),
+                )
+            })
+            .collect(),
+    )
+    .await;
+    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
+    let _ = std::fs::remove_file(&state);
+    let backfill = |extra: &[&str]| {
+        let mut cmd = cli(&table);
+        cmd.arg("backfill").args(extra).arg("--state").arg(&state);
+        cmd
+    };
+
+    let (code, first, stderr) = run_json(&mut backfill(&["--segments", "2"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        (first["written"].as_u64(), first["complete"].as_bool()),
+        (Some(30), Some(true))
+    );
+
+    // The weekly fix-up: the same command again, over the complete run's progress file.
+    put_items(
+        &client,
+        &table,
+        vec![bare("late", Some(AV::N((now + 3600).to_string())))],
+    )
+    .await;
+    let (code, second, stderr) = run_json(&mut backfill(&["--segments", "3"]));
+    assert_eq!(
+        code, 0,
+        "a complete run does not block the next one: {stderr}"
+    );
+    assert_eq!(second["scanned"], 31, "{second}");
+    assert_eq!(second["already_ok"], 30, "{second}");
+    assert_eq!(second["written"], 1, "{second}");
+    assert_eq!(second["complete"], true, "{second}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    assert_eq!(saved["positions"].as_array().unwrap().len(), 3, "replaced");
+    assert_eq!(saved["report"], second);
+
+    // --resume of a complete run: nothing to do, its summary, exit 0.
+    let (code, resumed, stderr) = run_json(&mut backfill(&["--resume"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(resumed, second);
+    assert!(stderr.contains("already complete"), "{stderr}");
+
+    // An interrupted run's file is still refused without --resume, and kept.
+    let mut interrupted = saved.clone();
+    interrupted["positions"][1] = serde_json::json!("start");
+    std::fs::write(&state, interrupted.to_string()).unwrap();
+    let (code, out, stderr) = run(&mut backfill(&[]));
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        stderr.contains("interrupted") && stderr.contains("--resume"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&state).unwrap(),
+        interrupted.to_string()
+    );
+    let (code, report, stderr) = run_json(&mut backfill(&["--resume"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(report["complete"], true, "{report}");
+    let _ = std::fs::remove_file(&state);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

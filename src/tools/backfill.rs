@@ -16,8 +16,9 @@
 //! Progress is saved after every page, so a killed run resumes where it stopped, and re-running
 //! is harmless: correct items are only counted.
 //!
-//! The progress file ([`BackfillState`]) lives here too: its default path, loading it to resume
-//! (only for the table, window width and shard count it was made for) and saving it atomically.
+//! The progress file ([`BackfillState`]) lives here too: its default path, how a run starts from
+//! it ([`start`]: fresh, resumed, or already complete), loading it to resume (only for the table,
+//! window width and shard count it was made for) and saving it atomically.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -137,6 +138,17 @@ impl BackfillState {
         Ok(state)
     }
 
+    /// True when every segment was scanned to the end: the run is over, there is nothing to
+    /// resume (even if the run was killed before it could mark its summary complete).
+    pub fn is_complete(&self) -> bool {
+        !self.positions.is_empty() && self.positions.iter().all(|p| p == "done")
+    }
+
+    /// Segments scanned to the end.
+    fn segments_done(&self) -> usize {
+        self.positions.iter().filter(|p| *p == "done").count()
+    }
+
     /// Writes the state to `path` through a temporary file renamed over it, so a run killed while
     /// saving leaves the previous progress intact, never a half-written file.
     pub fn save_atomically(&self, path: &Path) -> std::io::Result<()> {
@@ -189,6 +201,38 @@ pub enum ProgressFileError {
         #[source]
         source: serde_json::Error,
     },
+    /// Without `--resume`: the file holds the progress of a run that did not finish.
+    #[error(
+        "{} holds an interrupted backfill of table {table:?} ({done} of {total} segments done, \
+         {scanned} items scanned): pass --resume to continue that run, or remove the file to \
+         start over",
+        path.display()
+    )]
+    Interrupted {
+        /// The progress file.
+        path: PathBuf,
+        /// The table in the file.
+        table: String,
+        /// Segments finished.
+        done: usize,
+        /// Segments in all.
+        total: usize,
+        /// Items scanned so far.
+        scanned: u64,
+    },
+    /// Without `--resume`: something that is not a progress file is where the run would save
+    /// its progress.
+    #[error(
+        "{} exists and is not a backfill progress file: remove it or pass another --state",
+        path.display()
+    )]
+    NotProgress {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
     /// The file belongs to a run on another table, window width or shard count.
     #[error(
         "{} is for table {:?} with {} s windows and {} shards; this run is for {:?} with {} s and {}",
@@ -202,6 +246,79 @@ pub enum ProgressFileError {
         /// Table, window seconds and shards of this run.
         wanted: (String, u32, u32),
     },
+}
+
+/// How a backfill starts, given what is at its progress file's path (see [`start`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Start {
+    /// A new run from the beginning of every segment. A progress file left by a complete run is
+    /// replaced by this run's first save.
+    Fresh(BackfillState),
+    /// Continues an interrupted run where its progress file says.
+    Resume(BackfillState),
+    /// `--resume` of a run that already finished: there is nothing to do; the state holds that
+    /// run's summary.
+    AlreadyComplete(BackfillState),
+}
+
+/// Decides how a backfill of `table` with `layout` starts from the progress file at `path`.
+///
+/// With `resume`, the file must exist and be for this table, window width and shard count
+/// ([`BackfillState::load_for_resume`]): an interrupted run continues, a complete one is
+/// [`Start::AlreadyComplete`].
+///
+/// Without it, the run is a fresh one of `segments` segments when there is no file, when the file
+/// holds a complete run (re-running a finished backfill, say weekly, just works), and in a dry
+/// run (which never saves). A file holding an interrupted run is refused
+/// ([`ProgressFileError::Interrupted`]): starting over would throw its progress away, which only
+/// removing the file should do; so is a file that is not a progress file
+/// ([`ProgressFileError::NotProgress`]).
+pub fn start(
+    path: &Path,
+    table: &str,
+    layout: &Layout,
+    segments: u32,
+    resume: bool,
+    dry_run: bool,
+) -> Result<Start, ProgressFileError> {
+    if resume {
+        let state = BackfillState::load_for_resume(path, table, layout)?;
+        return Ok(if state.is_complete() {
+            Start::AlreadyComplete(state)
+        } else {
+            Start::Resume(state)
+        });
+    }
+    let fresh = || Start::Fresh(BackfillState::new(table, layout, segments));
+    if dry_run {
+        return Ok(fresh());
+    }
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(fresh()),
+        Err(source) => {
+            return Err(ProgressFileError::Read {
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    let saved: BackfillState =
+        serde_json::from_str(&text).map_err(|source| ProgressFileError::NotProgress {
+            path: path.to_owned(),
+            source,
+        })?;
+    if saved.is_complete() {
+        Ok(fresh())
+    } else {
+        Err(ProgressFileError::Interrupted {
+            path: path.to_owned(),
+            done: saved.segments_done(),
+            total: saved.positions.len(),
+            scanned: saved.report.scanned,
+            table: saved.table,
+        })
+    }
 }
 
 /// Knobs of a backfill run.
@@ -473,7 +590,7 @@ pub async fn backfill(
     if let Err(e) = result {
         state.report.errors.push(e.to_string());
     }
-    state.report.complete = state.positions.iter().all(|p| p == "done");
+    state.report.complete = state.is_complete();
     save(&state);
     state
 }
@@ -680,6 +797,67 @@ mod tests {
                 window,
             }
         );
+    }
+
+    #[test]
+    fn a_complete_run_is_followed_by_a_fresh_one_and_an_interrupted_one_needs_resume() {
+        let path = temp_path("start");
+        let _ = std::fs::remove_file(&path);
+        let layout = Layout::default();
+        let start = |resume, dry_run| start(&path, "sessions", &layout, 3, resume, dry_run);
+
+        // No file: fresh; --resume has nothing to resume.
+        assert_eq!(
+            start(false, false).unwrap(),
+            Start::Fresh(BackfillState::new("sessions", &layout, 3))
+        );
+        assert!(matches!(
+            start(true, false).unwrap_err(),
+            ProgressFileError::Read { .. }
+        ));
+
+        // An interrupted run: refused without --resume (naming it), resumed with it.
+        let mut state = BackfillState::new("sessions", &layout, 4);
+        state.positions[0] = serde_json::json!("done");
+        state.report.scanned = 42;
+        state.save_atomically(&path).unwrap();
+        let err = start(false, false).unwrap_err();
+        assert!(
+            matches!(err, ProgressFileError::Interrupted { .. }),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("--resume") && text.contains("1 of 4 segments") && text.contains("42"),
+            "{text}"
+        );
+        assert_eq!(start(true, false).unwrap(), Start::Resume(state.clone()));
+        assert!(
+            matches!(start(false, true).unwrap(), Start::Fresh(_)),
+            "a dry run never saves, so it never overwrites"
+        );
+
+        // A complete run (even one killed before it marked its summary complete): a fresh run
+        // replaces it; --resume has nothing to do.
+        state.positions = vec![serde_json::json!("done"); 4];
+        state.save_atomically(&path).unwrap();
+        assert_eq!(
+            start(false, false).unwrap(),
+            Start::Fresh(BackfillState::new("sessions", &layout, 3))
+        );
+        assert_eq!(start(true, false).unwrap(), Start::AlreadyComplete(state));
+
+        // Not a progress file: refused either way.
+        std::fs::write(&path, "hello").unwrap();
+        assert!(matches!(
+            start(false, false).unwrap_err(),
+            ProgressFileError::NotProgress { .. }
+        ));
+        assert!(matches!(
+            start(true, false).unwrap_err(),
+            ProgressFileError::Parse { .. }
+        ));
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
