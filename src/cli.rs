@@ -19,7 +19,11 @@ use crate::store::keys::partition_key_from_json;
 use crate::store::{self, DynamoStore, IndexCheck, OpenedTable};
 use crate::telemetry;
 use crate::tools::audit::{self, AuditReport};
-use crate::tools::backfill::{self, default_segments, default_state_path, BackfillOptions, Start};
+use crate::tools::backfill::{
+    self, check_max_wcu, check_page_size, default_segments, default_state_path, BackfillOptions,
+    Start,
+};
+use crate::tools::scan::check_segments;
 
 /// `ttl-sweeper window`: the window attribute for a ttl (and, with shards, a partition key).
 /// `window_seconds` and `shards` are raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values, checked
@@ -83,10 +87,14 @@ pub async fn run(
     clock: impl Clock,
     shutdown: CancellationToken,
 ) -> anyhow::Result<SweepReport> {
+    // From 100 ms (ticks faster than that only add requests) to one day (the longest window;
+    // a longer interval is a typo, and one in years overflows the tick schedule).
+    const EVERY: std::ops::RangeInclusive<Duration> =
+        Duration::from_millis(100)..=Duration::from_secs(86_400);
     let every = parse_duration(every)
-        .filter(|d| *d >= Duration::from_millis(100))
+        .filter(|d| EVERY.contains(d))
         .with_context(|| {
-            format!("--every {every:?}: expected a duration of at least 100ms, e.g. `1s`")
+            format!("--every {every:?}: expected a duration from 100ms to 1d (24h), e.g. `1s`")
         })?;
     let sweeper = crate::connect(config).await?;
     let ticks = Ticks {
@@ -124,9 +132,11 @@ async fn open_for_tools(config: &Config) -> anyhow::Result<(DynamoStore, OpenedT
 /// `ttl-sweeper backfill` arguments.
 #[derive(Debug, Clone)]
 pub struct BackfillArgs {
-    /// Parallel Scan segments; `None`: from the table's size.
+    /// Parallel Scan segments, 1 to [`crate::tools::scan::MAX_SEGMENTS`]; `None`: from the
+    /// table's size.
     pub segments: Option<u32>,
-    /// Write capacity units per second at most, for writes and deletes.
+    /// Write capacity units per second at most, for writes and deletes
+    /// ([`crate::tools::backfill::MAX_WCU_RANGE`]).
     pub max_wcu: Option<f64>,
     /// Count only.
     pub dry_run: bool,
@@ -134,8 +144,22 @@ pub struct BackfillArgs {
     pub state: Option<PathBuf>,
     /// Continue an interrupted run.
     pub resume: bool,
-    /// Items per Scan page.
+    /// Items per Scan page, 1 to [`crate::tools::backfill::MAX_PAGE_SIZE`].
     pub page_size: i32,
+}
+
+impl BackfillArgs {
+    /// Checks every value's range; an error names the flag and what it accepts.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if let Some(segments) = self.segments {
+            check_segments(segments).map_err(|e| anyhow::anyhow!("--segments: {e}"))?;
+        }
+        if let Some(wcu) = self.max_wcu {
+            check_max_wcu(wcu).map_err(|e| anyhow::anyhow!("--max-wcu: {e}"))?;
+        }
+        check_page_size(self.page_size).map_err(|e| anyhow::anyhow!("--page-size: {e}"))?;
+        Ok(())
+    }
 }
 
 /// `ttl-sweeper backfill`: prints the JSON summary; exit 1 unless complete and error-free.
@@ -148,16 +172,16 @@ pub async fn backfill(
     args: BackfillArgs,
     now: Timestamp,
 ) -> anyhow::Result<ExitCode> {
+    args.check()?;
     let (store, opened) = open_for_tools(config).await?;
     let layout = &opened.schema.layout;
     let path = args
         .state
         .clone()
         .unwrap_or_else(|| default_state_path(&config.table_name));
-    let segments = match args.segments {
-        Some(n) => n.clamp(1, 1_000_000),
-        None => default_segments(opened.size_bytes),
-    };
+    let segments = args
+        .segments
+        .unwrap_or_else(|| default_segments(opened.size_bytes));
     let replacing = !args.resume && !args.dry_run && path.exists();
     let start = backfill::start(
         &path,
@@ -212,7 +236,7 @@ pub async fn backfill(
     let options = BackfillOptions {
         dry_run,
         max_wcu: args.max_wcu,
-        page_limit: Some(args.page_size.max(1)),
+        page_limit: Some(args.page_size),
         now,
     };
     let done = backfill::backfill(&store, &opened.schema, &options, state, &save, &progress).await;
@@ -228,9 +252,9 @@ pub async fn backfill(
 /// `ttl-sweeper audit` arguments.
 #[derive(Debug, Clone)]
 pub struct AuditArgs {
-    /// Parallel Scan segments.
+    /// Parallel Scan segments, 1 to [`crate::tools::scan::MAX_SEGMENTS`].
     pub segments: u32,
-    /// Read about this many items instead of the whole table.
+    /// Read about this many items (at least 1) instead of the whole table.
     pub sample: Option<u64>,
     /// Fail when an expired item is still present this long after its ttl.
     pub max_expired_age: String,
@@ -238,14 +262,26 @@ pub struct AuditArgs {
     pub max_problems: u64,
 }
 
+impl AuditArgs {
+    /// Checks every value's range; an error names the flag and what it accepts.
+    pub fn check(&self) -> anyhow::Result<Duration> {
+        check_segments(self.segments).map_err(|e| anyhow::anyhow!("--segments: {e}"))?;
+        anyhow::ensure!(
+            self.sample != Some(0),
+            "--sample 0: expected a number of items of at least 1"
+        );
+        parse_duration(&self.max_expired_age).with_context(|| {
+            format!(
+                "--max-expired-age {:?}: expected a duration such as 5m",
+                self.max_expired_age
+            )
+        })
+    }
+}
+
 /// `ttl-sweeper audit`: prints the JSON report; exit 1 past the thresholds.
 pub async fn audit(config: &Config, args: AuditArgs, now: Timestamp) -> anyhow::Result<ExitCode> {
-    let max_age = parse_duration(&args.max_expired_age).with_context(|| {
-        format!(
-            "--max-expired-age {:?}: expected a duration such as 5m",
-            args.max_expired_age
-        )
-    })?;
+    let max_age = args.check()?;
     let (store, opened) = open_for_tools(config).await?;
     let report: AuditReport =
         audit::audit(&store, &opened.schema, args.segments, args.sample, now).await?;

@@ -2,6 +2,10 @@
 
 mod common;
 
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
 use common::*;
 
 #[test]
@@ -117,4 +121,210 @@ async fn sweep_of_a_missing_table_fails_clearly() {
         err.contains("table_that_is_not_there") && err.contains("does not exist"),
         "{err}"
     );
+}
+
+/// Runs a command for at most `limit`: exit code (`None` if it was killed at the limit or by a
+/// signal), stdout, stderr, and how long it ran. A hang fails the caller's assertion instead of
+/// hanging the test.
+fn run_for_at_most(cmd: &mut Command, limit: Duration) -> (Option<i32>, String, String, Duration) {
+    let started = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run ttl-sweeper");
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = started.elapsed();
+    (code, stdout.join().unwrap(), stderr.join().unwrap(), took)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_arguments_exit_2_naming_the_flag_and_what_it_accepts() {
+    // A real table with items to write, so that a value that slipped through would reach the
+    // code that crashed or hung on it.
+    let client = client().await;
+    let table = table_name("hostile");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let now = now();
+    put_items(
+        &client,
+        &table,
+        (0..5)
+            .map(|i| {
+                std::collections::HashMap::from([
+                    ("id".to_string(), AV::S(format!("item-{i}"))),
+                    ("ttl".to_string(), AV::N((now + 3600 + i).to_string())),
+                ])
+            })
+            .collect(),
+    )
+    .await;
+    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
+
+    // (arguments, the flag the message names, what it says is accepted)
+    let cases: &[(&[&str], &str, &str)] = &[
+        (
+            &["backfill", "--max-wcu", "0"],
+            "--max-wcu",
+            "0.01 to 1000000",
+        ),
+        (
+            &["backfill", "--max-wcu", "-5"],
+            "--max-wcu",
+            "0.01 to 1000000",
+        ),
+        (
+            &["backfill", "--max-wcu=-5"],
+            "--max-wcu",
+            "0.01 to 1000000",
+        ),
+        (
+            &["backfill", "--max-wcu", "NaN"],
+            "--max-wcu",
+            "0.01 to 1000000",
+        ),
+        (
+            &["backfill", "--max-wcu", "inf"],
+            "--max-wcu",
+            "0.01 to 1000000",
+        ),
+        (
+            &["backfill", "--max-wcu", "1e-300"],
+            "--max-wcu",
+            "0.01 to 1000000",
+        ),
+        (
+            &["backfill", "--segments", "1000000"],
+            "--segments",
+            "1 to 1000",
+        ),
+        (&["backfill", "--segments", "0"], "--segments", "1 to 1000"),
+        (&["backfill", "--segments", "-1"], "--segments", "1 to 1000"),
+        (
+            &["backfill", "--page-size", "0"],
+            "--page-size",
+            "1 to 1000",
+        ),
+        (
+            &["backfill", "--page-size", "-1"],
+            "--page-size",
+            "1 to 1000",
+        ),
+        (
+            &["backfill", "--page-size", "1001"],
+            "--page-size",
+            "1 to 1000",
+        ),
+        (
+            &["audit", "--segments", "4000000000"],
+            "--segments",
+            "1 to 1000",
+        ),
+        (
+            &["audit", "--segments", "1000000"],
+            "--segments",
+            "1 to 1000",
+        ),
+        (&["audit", "--segments", "0"], "--segments", "1 to 1000"),
+        (&["audit", "--sample", "0"], "--sample", "at least 1"),
+        (&["audit", "--sample", "-1"], "--sample", "at least 1"),
+        (&["run", "--every", "300000000y"], "--every", "100ms to 1d"),
+        (&["run", "--every", "2d"], "--every", "100ms to 1d"),
+        (&["run", "--every", "50ms"], "--every", "100ms to 1d"),
+        (&["run", "--every", "0"], "--every", "100ms to 1d"),
+    ];
+    let mut failures = Vec::new();
+    for (args, flag, accepts) in cases {
+        let _ = std::fs::remove_file(&state);
+        let mut cmd = cli();
+        cmd.args(*args)
+            .args(["--table-name", &table])
+            .env("AWS_ENDPOINT_URL", endpoint());
+        if args[0] == "backfill" {
+            cmd.arg("--state").arg(&state);
+        }
+        let (code, _, err, took) = run_for_at_most(&mut cmd, Duration::from_secs(20));
+        if code != Some(2) || !err.contains(flag) || !err.contains(accepts) {
+            failures.push(format!(
+                "{args:?}: exit {code:?} after {took:?}; stderr: {}",
+                err.lines().take(3).collect::<Vec<_>>().join(" | ")
+            ));
+        }
+    }
+    let _ = std::fs::remove_file(&state);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        scan_all(&client, &table)
+            .await
+            .iter()
+            .all(|item| !item.contains_key("expirationWindow")),
+        "a refused command writes nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_with_less_than_one_wcu_per_second_finishes_at_that_rate() {
+    let client = client().await;
+    let table = table_name("slow_wcu");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let now = now();
+    let mut items: Vec<_> = (0..3)
+        .map(|i| {
+            std::collections::HashMap::from([
+                ("id".to_string(), AV::S(format!("live-{i}"))),
+                ("ttl".to_string(), AV::N((now + 3600 + i).to_string())),
+            ])
+        })
+        .collect();
+    items.push(std::collections::HashMap::from([
+        ("id".to_string(), AV::S("expired".into())),
+        ("ttl".to_string(), AV::N((now - 3600).to_string())),
+    ]));
+    put_items(&client, &table, items).await;
+    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
+    let _ = std::fs::remove_file(&state);
+
+    let (code, out, err, took) = run_for_at_most(
+        cli()
+            .args([
+                "backfill",
+                "--max-wcu",
+                "0.5",
+                "--table-name",
+                &table,
+                "--state",
+            ])
+            .arg(&state)
+            .env("AWS_ENDPOINT_URL", endpoint()),
+        Duration::from_secs(60),
+    );
+    let _ = std::fs::remove_file(&state);
+    assert_eq!(code, Some(0), "after {took:?}: {out} {err}");
+    let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["written"], 3, "{report}");
+    assert_eq!(report["deleted_expired"], 1, "{report}");
+    assert_eq!(report["complete"], true, "{report}");
+    // Four 1-WCU requests at 0.5 WCU/s: one at once, then one every 2 s.
+    assert!(took >= Duration::from_millis(5500), "{took:?}: not paced");
+    assert_eq!(scan_all(&client, &table).await.len(), 3);
 }

@@ -8,6 +8,8 @@ use ttl_sweeper::cli;
 use ttl_sweeper::config::ConfigFlags;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::telemetry::{self, LogFormat};
+use ttl_sweeper::tools::backfill::{parse_max_wcu, parse_page_size};
+use ttl_sweeper::tools::scan::parse_segments;
 
 /// Precise item expiry for Amazon DynamoDB.
 #[derive(Debug, Parser)]
@@ -53,25 +55,43 @@ enum Command {
     },
 }
 
+/// `--sample`: a whole number of items, at least 1.
+fn parse_sample(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "{text:?} items: expected a whole number of items, at least 1"
+        )),
+    }
+}
+
+// The numeric flags allow negative numbers, so that `--max-wcu -5` reaches the value check and
+// its message naming the flag, instead of `-5` being taken for an unknown short flag.
 #[derive(Debug, Args)]
 struct BackfillArgs {
-    /// Parallel Scan segments [default: one per 256 MiB of table, 4 to 256].
-    #[arg(long)]
+    /// Parallel Scan segments, 1 to 1000 [default: one per 256 MiB of table, 4 to 256].
+    #[arg(long, value_parser = parse_segments, allow_negative_numbers = true)]
     segments: Option<u32>,
-    /// Write capacity units per second at most.
-    #[arg(long)]
+    /// Write capacity units per second at most, for writes and deletes: 0.01 to 1000000.
+    #[arg(long, value_parser = parse_max_wcu, allow_negative_numbers = true)]
     max_wcu: Option<f64>,
     /// Count what would be written and deleted; write and delete nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Progress file [default: ttl-sweeper-backfill-<table>.json].
+    /// Progress file [default: ttl-sweeper-backfill-<table>.json]; a complete run's file is
+    /// replaced by the next run.
     #[arg(long)]
     state: Option<std::path::PathBuf>,
     /// Continue from the progress file of an earlier, interrupted run.
     #[arg(long)]
     resume: bool,
-    /// Items per Scan page; progress is saved after every page.
-    #[arg(long, default_value = "500")]
+    /// Items per Scan page, 1 to 1000; progress is saved after every page.
+    #[arg(
+        long,
+        default_value = "500",
+        value_parser = parse_page_size,
+        allow_negative_numbers = true
+    )]
     page_size: i32,
     #[command(flatten)]
     config: ConfigFlags,
@@ -79,11 +99,11 @@ struct BackfillArgs {
 
 #[derive(Debug, Args)]
 struct AuditArgs {
-    /// Parallel Scan segments.
-    #[arg(long, default_value = "4")]
+    /// Parallel Scan segments, 1 to 1000.
+    #[arg(long, default_value = "4", value_parser = parse_segments, allow_negative_numbers = true)]
     segments: u32,
-    /// Read about this many items instead of the whole table.
-    #[arg(long)]
+    /// Read about this many items (at least 1) instead of the whole table.
+    #[arg(long, value_parser = parse_sample, allow_negative_numbers = true)]
     sample: Option<u64>,
     /// Fail when an expired item is still present this long after its ttl, e.g. `5m`.
     #[arg(long, default_value = "5m")]
@@ -97,7 +117,7 @@ struct AuditArgs {
 
 #[derive(Debug, Args)]
 struct RunArgs {
-    /// Interval between sweeps, e.g. `1s`, `500ms`, `1m`.
+    /// Interval between sweeps, from 100ms to 1d, e.g. `1s`, `500ms`, `1m`.
     #[arg(long, default_value = "1s")]
     every: String,
     #[command(flatten)]

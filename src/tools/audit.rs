@@ -13,7 +13,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 
-use super::scan::{parallel_scan, Position, ScanPageOf};
+use super::scan::{parallel_scan, Position, ScanPageOf, MAX_SEGMENTS};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::Timestamp;
 use crate::store::{key_to_json, DynamoStore, Key, StoreError, TableSchema};
@@ -231,8 +231,9 @@ pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, no
     }
 }
 
-/// Scans the table in `segments` segments (stopping after about `sample` items, if given) and
-/// audits every item as of `now`.
+/// Scans the table in `segments` segments (1 to [`MAX_SEGMENTS`]; a count outside that range is
+/// taken as the nearest bound), stopping after about `sample` items if given, and audits every
+/// item as of `now`.
 pub async fn audit(
     store: &DynamoStore,
     schema: &TableSchema,
@@ -247,7 +248,7 @@ pub async fn audit(
     let mut attributes = schema.key_attributes.clone();
     attributes.push(schema.layout.ttl_attribute.clone());
     attributes.push(schema.layout.window_attribute.clone());
-    let positions = vec![Position::Start; segments.max(1) as usize];
+    let positions = vec![Position::Start; segments.clamp(1, MAX_SEGMENTS) as usize];
     parallel_scan(
         store,
         &schema.table_name,

@@ -28,7 +28,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::scan::{parallel_scan, Position, ScanPageOf};
+use super::scan::{parallel_scan, Position, ScanPageOf, MAX_SEGMENTS};
 use crate::engine::full_jitter;
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
 use crate::expiry::{Layout, Timestamp};
@@ -121,6 +121,13 @@ impl BackfillState {
                 path: path.to_owned(),
                 source,
             })?;
+        let segments = state.positions.len();
+        if segments == 0 || segments > MAX_SEGMENTS as usize {
+            return Err(ProgressFileError::Segments {
+                path: path.to_owned(),
+                segments,
+            });
+        }
         if state.table != table
             || state.window_seconds != layout.window_seconds
             || state.window_shards != layout.window_shards
@@ -200,6 +207,17 @@ pub enum ProgressFileError {
         /// Why.
         #[source]
         source: serde_json::Error,
+    },
+    /// The file lists no segments, or more than [`MAX_SEGMENTS`].
+    #[error(
+        "{} lists {segments} segments; a backfill has 1 to {MAX_SEGMENTS}",
+        path.display()
+    )]
+    Segments {
+        /// The progress file.
+        path: PathBuf,
+        /// Segments in the file.
+        segments: usize,
     },
     /// Without `--resume`: the file holds the progress of a run that did not finish.
     #[error(
@@ -326,7 +344,7 @@ pub fn start(
 pub struct BackfillOptions {
     /// Count only; write and delete nothing.
     pub dry_run: bool,
-    /// Write capacity units per second at most, for writes and deletes.
+    /// Write capacity units per second at most (see [`check_max_wcu`]), for writes and deletes.
     pub max_wcu: Option<f64>,
     /// Scan page size.
     pub page_limit: Option<i32>,
@@ -335,23 +353,75 @@ pub struct BackfillOptions {
     pub now: Timestamp,
 }
 
+/// The range `--max-wcu` accepts: from 0.01 (one write every 100 s) to 1,000,000 write capacity
+/// units per second.
+pub const MAX_WCU_RANGE: std::ops::RangeInclusive<f64> = 0.01..=1_000_000.0;
+
+/// Checks a `--max-wcu` value: a number in [`MAX_WCU_RANGE`].
+pub fn check_max_wcu(wcu: f64) -> Result<f64, String> {
+    if MAX_WCU_RANGE.contains(&wcu) {
+        Ok(wcu)
+    } else {
+        Err(format!(
+            "{wcu} write capacity units per second: expected a number from {} to {}",
+            MAX_WCU_RANGE.start(),
+            MAX_WCU_RANGE.end()
+        ))
+    }
+}
+
+/// Parses and checks a `--max-wcu` value (see [`check_max_wcu`]).
+pub fn parse_max_wcu(text: &str) -> Result<f64, String> {
+    let wcu: f64 = text.trim().parse().map_err(|_| {
+        format!(
+            "{text:?} is not a number: expected write capacity units per second from {} to {}",
+            MAX_WCU_RANGE.start(),
+            MAX_WCU_RANGE.end()
+        )
+    })?;
+    check_max_wcu(wcu)
+}
+
+/// The most items a Scan page may be asked for (`--page-size`).
+pub const MAX_PAGE_SIZE: i32 = 1000;
+
+/// Checks a `--page-size` value: 1 to [`MAX_PAGE_SIZE`].
+pub fn check_page_size(items: i32) -> Result<i32, String> {
+    parse_page_size(&items.to_string())
+}
+
+/// Parses and checks a `--page-size` value: a whole number from 1 to [`MAX_PAGE_SIZE`].
+pub fn parse_page_size(text: &str) -> Result<i32, String> {
+    match text.trim().parse::<i64>() {
+        Ok(n) if (1..=i64::from(MAX_PAGE_SIZE)).contains(&n) => Ok(n as i32),
+        _ => Err(format!(
+            "{text:?} items per page: expected a whole number from 1 to {MAX_PAGE_SIZE}"
+        )),
+    }
+}
+
 /// The default segment count for a table of `size_bytes`: one per 256 MiB, between 4 and 256.
 pub fn default_segments(size_bytes: i64) -> u32 {
     let per = 256 * 1024 * 1024;
     ((size_bytes.max(0) + per - 1) / per).clamp(4, 256) as u32
 }
 
-/// A token bucket for write capacity.
+/// A token bucket for write capacity: `per_second` units per second on average, in bursts of at
+/// most `max(per_second, 1)` units. The bucket holds at least one unit, so that a rate below one
+/// unit per second still lets a write through now and then.
 struct RateLimit {
     per_second: f64,
+    capacity: f64,
     state: Mutex<(f64, Instant)>,
 }
 
 impl RateLimit {
     fn new(per_second: f64) -> Self {
+        let capacity = per_second.max(1.0);
         RateLimit {
             per_second,
-            state: Mutex::new((per_second, Instant::now())),
+            capacity,
+            state: Mutex::new((capacity, Instant::now())),
         }
     }
 
@@ -362,7 +432,7 @@ impl RateLimit {
                 let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 let now = Instant::now();
                 s.0 = (s.0 + now.duration_since(s.1).as_secs_f64() * self.per_second)
-                    .min(self.per_second);
+                    .min(self.capacity);
                 s.1 = now;
                 if s.0 >= 1.0 {
                     s.0 -= 1.0;
@@ -370,7 +440,10 @@ impl RateLimit {
                 }
                 (1.0 - s.0) / self.per_second
             };
-            tokio::time::sleep(Duration::from_secs_f64(wait)).await;
+            // A rate checked by `check_max_wcu` always gives a valid wait; anything else retries
+            // after a second rather than panicking.
+            let wait = Duration::try_from_secs_f64(wait).unwrap_or(Duration::from_secs(1));
+            tokio::time::sleep(wait).await;
         }
     }
 
@@ -727,6 +800,47 @@ mod tests {
         );
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_rate_below_one_unit_per_second_still_writes_at_that_rate() {
+        // A bucket of capacity 0.5 never held a whole unit: the first write waited forever.
+        let limit = RateLimit::new(0.5);
+        let start = Instant::now();
+        for _ in 0..3 {
+            tokio::time::timeout(Duration::from_secs(60), limit.acquire())
+                .await
+                .expect("a unit comes within 60 s");
+        }
+        // One at once, then one every 2 s.
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(3900) && took <= Duration::from_millis(4200),
+            "{took:?}"
+        );
+    }
+
+    #[test]
+    fn max_wcu_and_page_size_are_checked_with_the_accepted_range() {
+        for good in ["0.01", "0.5", "500", "1000000"] {
+            assert!(parse_max_wcu(good).is_ok(), "{good}");
+        }
+        for bad in ["0", "-5", "NaN", "inf", "0.001", "1e7", "", "lots"] {
+            let err = parse_max_wcu(bad).unwrap_err();
+            assert!(err.contains("0.01 to 1000000"), "{bad}: {err}");
+        }
+        assert_eq!(check_page_size(1), Ok(1));
+        assert_eq!(check_page_size(1000), Ok(1000));
+        for bad in [0, -1, 1001, i32::MAX] {
+            assert!(check_page_size(bad).unwrap_err().contains("1 to 1000"));
+        }
+        assert_eq!(parse_page_size("500"), Ok(500));
+        for bad in ["0", "-1", "99999999999", "lots"] {
+            assert!(
+                parse_page_size(bad).unwrap_err().contains("1 to 1000"),
+                "{bad}"
+            );
+        }
+    }
+
     fn schema() -> TableSchema {
         TableSchema {
             table_name: "t".into(),
@@ -856,6 +970,14 @@ mod tests {
         assert!(matches!(
             start(true, false).unwrap_err(),
             ProgressFileError::Parse { .. }
+        ));
+        // A progress file with an absurd number of segments.
+        let mut huge = BackfillState::new("sessions", &layout, 1);
+        huge.positions = vec![serde_json::json!("start"); MAX_SEGMENTS as usize + 1];
+        huge.save_atomically(&path).unwrap();
+        assert!(matches!(
+            start(true, false).unwrap_err(),
+            ProgressFileError::Segments { .. }
         ));
         std::fs::remove_file(&path).unwrap();
     }

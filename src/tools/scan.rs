@@ -4,9 +4,33 @@
 
 use std::future::Future;
 
-use futures::future::join_all;
+use futures::stream::{self, StreamExt};
 
 use crate::store::{DynamoStore, Key, StoreError};
+
+/// The most segments a scan may be split into. DynamoDB accepts up to 1,000,000, but every
+/// segment is a position in the backfill's progress file (saved after every page) and at least
+/// one Scan request; 1,000 segments of a 10 TiB table are still 10 GiB each.
+pub const MAX_SEGMENTS: u32 = 1000;
+
+/// The most segments read at the same time; the rest wait for a free slot. 256 is also the
+/// largest default segment count of a backfill.
+pub const MAX_CONCURRENT_SEGMENTS: usize = 256;
+
+/// Checks a segment count given on the command line: 1 to [`MAX_SEGMENTS`].
+pub fn check_segments(segments: u32) -> Result<u32, String> {
+    parse_segments(&segments.to_string())
+}
+
+/// Parses and checks a `--segments` value: a whole number from 1 to [`MAX_SEGMENTS`].
+pub fn parse_segments(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<i64>() {
+        Ok(n) if (1..=i64::from(MAX_SEGMENTS)).contains(&n) => Ok(n as u32),
+        _ => Err(format!(
+            "{text:?} segments: expected a whole number from 1 to {MAX_SEGMENTS}"
+        )),
+    }
+}
 
 /// Where one segment stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,9 +54,10 @@ pub struct ScanPageOf {
     pub position: Position,
 }
 
-/// Scans `table` in `positions.len()` segments concurrently, projecting `attributes` (all when
-/// empty). `on_page` returns `Ok(false)` to stop that segment early. The first error stops the
-/// segment it happened in and is returned after the others finish.
+/// Scans `table` in `positions.len()` segments, at most [`MAX_CONCURRENT_SEGMENTS`] at a time,
+/// projecting `attributes` (all when empty). `on_page` returns `Ok(false)` to stop that segment
+/// early. The first error stops the segment it happened in and is returned after the others
+/// finish.
 pub async fn parallel_scan<F, Fut>(
     store: &DynamoStore,
     table: &str,
@@ -77,5 +102,30 @@ where
                 }
             }
         });
-    join_all(segments).await.into_iter().collect()
+    let results: Vec<Result<(), StoreError>> = stream::iter(segments)
+        .buffer_unordered(MAX_CONCURRENT_SEGMENTS)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_counts_are_bounded() {
+        assert_eq!(check_segments(1), Ok(1));
+        assert_eq!(check_segments(MAX_SEGMENTS), Ok(MAX_SEGMENTS));
+        for bad in [0, MAX_SEGMENTS + 1, 1_000_000, u32::MAX] {
+            assert!(check_segments(bad).unwrap_err().contains("1 to 1000"));
+        }
+        assert_eq!(parse_segments(" 16 "), Ok(16));
+        for bad in ["-1", "4000000000", "1e3", "many", ""] {
+            assert!(
+                parse_segments(bad).unwrap_err().contains("1 to 1000"),
+                "{bad}"
+            );
+        }
+    }
 }
