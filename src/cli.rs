@@ -4,19 +4,19 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{parse_duration, window_shape, Config};
 use crate::engine::{run_ticks, Stop, SweepReport, Ticks};
 use crate::expiry::window::{parse_ttl, partition_key, shard_of, Window};
 use crate::expiry::{partition_key_bytes, Clock, Timestamp};
-use crate::lambda::event::{parse_time, sweep_instant, Trigger};
+use crate::lambda::event::parse_time;
 use crate::store::keys::partition_key_from_json;
-use crate::store::{self, DynamoStore, IndexCheck, OpenedTable};
+use crate::store::{self, DynamoStore, GuardedClock, IndexCheck, OpenedTable};
 use crate::telemetry;
 use crate::tools::audit::{self, AuditReport};
 use crate::tools::backfill::{
@@ -52,41 +52,66 @@ pub fn window(
     Ok(partition_key(window, shard, shards))
 }
 
-/// `ttl-sweeper sweep`: one sweep as of `at` (RFC 3339), or as of `clock`.
-pub async fn sweep(
+/// `ttl-sweeper sweep`: one sweep as of `at` (RFC 3339), or as of the clock. `wall` reads the
+/// host clock; every reading is held to DynamoDB's clock (see [`GuardedClock`]), so a fast host
+/// clock cannot delete early. Only `--allow-future` sweeps ahead of it.
+pub async fn sweep<W>(
     config: &Config,
     at: Option<&str>,
     allow_future: bool,
-    clock: DateTime<Utc>,
-) -> anyhow::Result<SweepReport> {
+    wall: W,
+) -> anyhow::Result<SweepReport>
+where
+    W: Fn() -> Timestamp + Send + Sync + 'static,
+{
+    let at = at
+        .map(|text| parse_time(text).map(Timestamp::from_datetime))
+        .transpose()
+        .context("--at")?;
+    let future = |at: Timestamp, now: Timestamp| {
+        anyhow::anyhow!(
+            "--at {at} is in the future (the clock says {now}): sweeping as of it would delete \
+             items that have not expired (pass --allow-future to do so on purpose)"
+        )
+    };
+    // Refused before any request when even the host clock says so; after the start-up
+    // request, DynamoDB's clock has the last word.
+    if let Some(at) = at.filter(|at| !allow_future && *at > wall()) {
+        return Err(future(at, wall()));
+    }
+    let sweeper = crate::connect(config).await?;
+    let clock = Arc::new(GuardedClock::new(
+        wall,
+        sweeper.store().server_clock().clone(),
+    ));
     let now = match at {
-        None => Timestamp::from_secs(clock.timestamp()),
+        None => clock.now(),
+        Some(at) if allow_future => at,
         Some(at) => {
-            let at = parse_time(at).context("--at")?;
-            if allow_future {
-                Timestamp::from_secs(at.timestamp())
-            } else {
-                let (now, clamped) = sweep_instant(Trigger::At(at), clock.into());
-                anyhow::ensure!(
-                    !clamped,
-                    "--at {at} is in the future: sweeping as of it would delete items that \
-                     have not expired (pass --allow-future to do so on purpose)"
-                );
-                now
+            let now = clock.now();
+            if at > now {
+                return Err(future(at, now));
             }
+            at
         }
     };
-    let sweeper = crate::connect(config).await?;
-    Ok(sweeper.sweep(now, &Stop::never()).await)
+    let sweeper = sweeper.with_wall_clock(clock.clone());
+    let mut report = sweeper.sweep(now, &Stop::never()).await;
+    report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
+    Ok(report)
 }
 
-/// `ttl-sweeper run`: sweeps every `every` until `shutdown`, reading time from `clock`.
-pub async fn run(
+/// `ttl-sweeper run`: sweeps every `every` until `shutdown`. `wall` reads the host clock, held
+/// to DynamoDB's as in [`sweep`].
+pub async fn run<W>(
     config: &Config,
     every: &str,
-    clock: impl Clock,
+    wall: W,
     shutdown: CancellationToken,
-) -> anyhow::Result<SweepReport> {
+) -> anyhow::Result<SweepReport>
+where
+    W: Fn() -> Timestamp + Send + Sync + 'static,
+{
     // From 100 ms (ticks faster than that only add requests) to one day (the longest window;
     // a longer interval is a typo, and one in years overflows the tick schedule).
     const EVERY: std::ops::RangeInclusive<Duration> =
@@ -97,15 +122,41 @@ pub async fn run(
             format!("--every {every:?}: expected a duration from 100ms to 1d (24h), e.g. `1s`")
         })?;
     let sweeper = crate::connect(config).await?;
+    let clock = Arc::new(GuardedClock::new(
+        wall,
+        sweeper.store().server_clock().clone(),
+    ));
+    let sweeper = sweeper.with_wall_clock(clock.clone());
+    let period = Duration::from_secs(u64::from(config.schedule_seconds));
     let ticks = Ticks {
         every,
-        full_every: Duration::from_secs(u64::from(config.schedule_seconds)),
+        full_every: period,
         until: None,
     };
     let stop = Stop::never().with_cancel(shutdown);
     tracing::info!(table = %config.table_name, every = ?every, "running until SIGINT or SIGTERM");
-    let first = clock.now().floor_to_second();
-    let report = run_ticks(&sweeper, first, &clock, &ticks, &stop, telemetry::log_tick).await;
+    // Every SCHEDULE_SECONDS: a summary line and an EMF record of that interval, so a daemon
+    // that runs for months reports as it goes (the final report is the whole run, bounded).
+    let mut interval = SweepReport::default();
+    let mut interval_start = std::time::Instant::now();
+    let on_tick = |r: &SweepReport| {
+        telemetry::log_tick(r);
+        interval.merge(r.clone());
+        if interval_start.elapsed() >= period {
+            let mut done = std::mem::take(&mut interval);
+            done.clock_ahead_ms = done.clock_ahead_ms.max(clock.take_ahead_ms());
+            done.duration_ms = interval_start.elapsed().as_millis() as u64;
+            telemetry::log_summary(&done);
+            eprintln!(
+                "{}",
+                telemetry::emf_record(&done, &config.metrics_namespace, clock.now().millis())
+            );
+            interval_start = std::time::Instant::now();
+        }
+    };
+    let first = clock.now();
+    let mut report = run_ticks(&sweeper, first, &*clock, &ticks, &stop, on_tick).await;
+    report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
     tracing::info!("stopped");
     Ok(report)
 }
@@ -174,6 +225,9 @@ pub async fn backfill(
 ) -> anyhow::Result<ExitCode> {
     args.check()?;
     let (store, opened) = open_for_tools(config).await?;
+    // Backfill deletes what has expired: its instant, like a sweep's, is held to DynamoDB's
+    // clock (the start-up request just taught the store what it is).
+    let now = store.server_clock().guard(now);
     let layout = &opened.schema.layout;
     let path = args
         .state

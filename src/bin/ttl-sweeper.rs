@@ -171,7 +171,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Sweep(args) => {
             let config = args.config.to_config()?;
             let at = args.at.as_deref();
-            let report = cli::sweep(&config, at, args.allow_future, chrono::Utc::now()).await?;
+            let report = cli::sweep(&config, at, args.allow_future, wall_clock).await?;
             cli::finish(&report)
         }
         Command::Run(args) => {
