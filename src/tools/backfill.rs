@@ -16,26 +16,32 @@
 //! Progress is saved after every page, so a killed run resumes where it stopped, and re-running
 //! is harmless: correct items are only counted.
 //!
-//! The progress file ([`BackfillState`]) lives here too: its default path, how a run starts from
-//! it ([`start`]: fresh, resumed, or already complete), loading it to resume (only for the table,
-//! window width and shard count it was made for) and saving it atomically.
+//! The progress file is in [`progress`]; the flags' ranges and the write-rate limit in
+//! [`limits`].
 
-use std::path::{Path, PathBuf};
+mod limits;
+mod progress;
+
+use limits::RateLimit;
+pub use limits::{
+    check_max_wcu, check_page_size, default_segments, parse_max_wcu, parse_page_size,
+    MAX_PAGE_SIZE, MAX_WCU_RANGE,
+};
+pub use progress::{default_state_path, start, BackfillState, ProgressFileError, Start};
+
 use std::sync::Mutex;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
-use tokio::time::Instant;
 
-use super::scan::{parallel_scan, Position, ScanPageOf, MAX_SEGMENTS};
+use super::scan::{parallel_scan, Position, ScanPageOf};
 use crate::engine::full_jitter;
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
-use crate::expiry::{Layout, Timestamp};
+use crate::expiry::Timestamp;
 use crate::store::scan::UpdateOutcome;
 use crate::store::{
-    key_from_json, key_to_json, ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError,
-    TableSchema,
+    key_to_json, ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError, TableSchema,
 };
 
 /// Counts of one backfill run (or, resumed, of all runs of one state file).
@@ -77,268 +83,6 @@ pub struct BackfillReport {
     pub errors: Vec<String>,
 }
 
-/// Resumable state, saved as JSON after every page.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct BackfillState {
-    /// The table being back-filled.
-    pub table: String,
-    /// Window width and shard count the windows are computed with.
-    pub window_seconds: u32,
-    /// Shards per window.
-    pub window_shards: u32,
-    /// Per segment: `"start"`, `"done"` or the key to continue after.
-    pub positions: Vec<serde_json::Value>,
-    /// Counts so far.
-    pub report: BackfillReport,
-}
-
-impl BackfillState {
-    /// A fresh state for `segments` segments.
-    pub fn new(table: &str, layout: &Layout, segments: u32) -> Self {
-        BackfillState {
-            table: table.to_owned(),
-            window_seconds: layout.window_seconds,
-            window_shards: layout.window_shards,
-            positions: vec![serde_json::json!("start"); segments as usize],
-            report: BackfillReport::default(),
-        }
-    }
-
-    /// Loads the progress file at `path` to continue an interrupted run on `table` with
-    /// `layout`; a file made for another table, window width or shard count is refused, since
-    /// continuing it would write windows the sweeper does not read.
-    pub fn load_for_resume(
-        path: &Path,
-        table: &str,
-        layout: &Layout,
-    ) -> Result<BackfillState, ProgressFileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ProgressFileError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let state: BackfillState =
-            serde_json::from_str(&text).map_err(|source| ProgressFileError::Parse {
-                path: path.to_owned(),
-                source,
-            })?;
-        let segments = state.positions.len();
-        if segments == 0 || segments > MAX_SEGMENTS as usize {
-            return Err(ProgressFileError::Segments {
-                path: path.to_owned(),
-                segments,
-            });
-        }
-        if state.table != table
-            || state.window_seconds != layout.window_seconds
-            || state.window_shards != layout.window_shards
-        {
-            return Err(ProgressFileError::OtherRun {
-                path: path.to_owned(),
-                found: (state.table, state.window_seconds, state.window_shards),
-                wanted: (
-                    table.to_owned(),
-                    layout.window_seconds,
-                    layout.window_shards,
-                ),
-            });
-        }
-        Ok(state)
-    }
-
-    /// True when every segment was scanned to the end: the run is over, there is nothing to
-    /// resume (even if the run was killed before it could mark its summary complete).
-    pub fn is_complete(&self) -> bool {
-        !self.positions.is_empty() && self.positions.iter().all(|p| p == "done")
-    }
-
-    /// Segments scanned to the end.
-    fn segments_done(&self) -> usize {
-        self.positions.iter().filter(|p| *p == "done").count()
-    }
-
-    /// Writes the state to `path` through a temporary file renamed over it, so a run killed while
-    /// saving leaves the previous progress intact, never a half-written file.
-    pub fn save_atomically(&self, path: &Path) -> std::io::Result<()> {
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)?;
-        std::fs::rename(&tmp, path)
-    }
-
-    fn position(&self, i: usize) -> Position {
-        match &self.positions[i] {
-            serde_json::Value::String(s) if s == "done" => Position::Done,
-            serde_json::Value::Object(o) => o
-                .get("after")
-                .and_then(key_from_json)
-                .map(Position::After)
-                .unwrap_or(Position::Start),
-            _ => Position::Start,
-        }
-    }
-}
-
-/// The progress file of a backfill on `table` when none is given:
-/// `ttl-sweeper-backfill-<table>.json` in the working directory (an ARN's `/` and `:` become `_`).
-pub fn default_state_path(table: &str) -> PathBuf {
-    format!(
-        "ttl-sweeper-backfill-{}.json",
-        table.replace(['/', ':'], "_")
-    )
-    .into()
-}
-
-/// A progress file that cannot be used to resume.
-#[derive(Debug, thiserror::Error)]
-pub enum ProgressFileError {
-    /// The file cannot be read.
-    #[error("cannot read {}", path.display())]
-    Read {
-        /// The progress file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file is not a backfill progress file.
-    #[error("{} is not a backfill progress file", path.display())]
-    Parse {
-        /// The progress file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// The file lists no segments, or more than [`MAX_SEGMENTS`].
-    #[error(
-        "{} lists {segments} segments; a backfill has 1 to {MAX_SEGMENTS}",
-        path.display()
-    )]
-    Segments {
-        /// The progress file.
-        path: PathBuf,
-        /// Segments in the file.
-        segments: usize,
-    },
-    /// Without `--resume`: the file holds the progress of a run that did not finish.
-    #[error(
-        "{} holds an interrupted backfill of table {table:?} ({done} of {total} segments done, \
-         {scanned} items scanned): pass --resume to continue that run, or remove the file to \
-         start over",
-        path.display()
-    )]
-    Interrupted {
-        /// The progress file.
-        path: PathBuf,
-        /// The table in the file.
-        table: String,
-        /// Segments finished.
-        done: usize,
-        /// Segments in all.
-        total: usize,
-        /// Items scanned so far.
-        scanned: u64,
-    },
-    /// Without `--resume`: something that is not a progress file is where the run would save
-    /// its progress.
-    #[error(
-        "{} exists and is not a backfill progress file: remove it or pass another --state",
-        path.display()
-    )]
-    NotProgress {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// The file belongs to a run on another table, window width or shard count.
-    #[error(
-        "{} is for table {:?} with {} s windows and {} shards; this run is for {:?} with {} s and {}",
-        path.display(), found.0, found.1, found.2, wanted.0, wanted.1, wanted.2
-    )]
-    OtherRun {
-        /// The progress file.
-        path: PathBuf,
-        /// Table, window seconds and shards in the file.
-        found: (String, u32, u32),
-        /// Table, window seconds and shards of this run.
-        wanted: (String, u32, u32),
-    },
-}
-
-/// How a backfill starts, given what is at its progress file's path (see [`start`]).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Start {
-    /// A new run from the beginning of every segment. A progress file left by a complete run is
-    /// replaced by this run's first save.
-    Fresh(BackfillState),
-    /// Continues an interrupted run where its progress file says.
-    Resume(BackfillState),
-    /// `--resume` of a run that already finished: there is nothing to do; the state holds that
-    /// run's summary.
-    AlreadyComplete(BackfillState),
-}
-
-/// Decides how a backfill of `table` with `layout` starts from the progress file at `path`.
-///
-/// With `resume`, the file must exist and be for this table, window width and shard count
-/// ([`BackfillState::load_for_resume`]): an interrupted run continues, a complete one is
-/// [`Start::AlreadyComplete`].
-///
-/// Without it, the run is a fresh one of `segments` segments when there is no file, when the file
-/// holds a complete run (re-running a finished backfill, say weekly, just works), and in a dry
-/// run (which never saves). A file holding an interrupted run is refused
-/// ([`ProgressFileError::Interrupted`]): starting over would throw its progress away, which only
-/// removing the file should do; so is a file that is not a progress file
-/// ([`ProgressFileError::NotProgress`]).
-pub fn start(
-    path: &Path,
-    table: &str,
-    layout: &Layout,
-    segments: u32,
-    resume: bool,
-    dry_run: bool,
-) -> Result<Start, ProgressFileError> {
-    if resume {
-        let state = BackfillState::load_for_resume(path, table, layout)?;
-        return Ok(if state.is_complete() {
-            Start::AlreadyComplete(state)
-        } else {
-            Start::Resume(state)
-        });
-    }
-    let fresh = || Start::Fresh(BackfillState::new(table, layout, segments));
-    if dry_run {
-        return Ok(fresh());
-    }
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(fresh()),
-        Err(source) => {
-            return Err(ProgressFileError::Read {
-                path: path.to_owned(),
-                source,
-            })
-        }
-    };
-    let saved: BackfillState =
-        serde_json::from_str(&text).map_err(|source| ProgressFileError::NotProgress {
-            path: path.to_owned(),
-            source,
-        })?;
-    if saved.is_complete() {
-        Ok(fresh())
-    } else {
-        Err(ProgressFileError::Interrupted {
-            path: path.to_owned(),
-            done: saved.segments_done(),
-            total: saved.positions.len(),
-            scanned: saved.report.scanned,
-            table: saved.table,
-        })
-    }
-}
-
 /// Knobs of a backfill run.
 #[derive(Debug, Clone)]
 pub struct BackfillOptions {
@@ -351,108 +95,6 @@ pub struct BackfillOptions {
     /// The backfill's instant: an item whose ttl is before it, and not more than five years
     /// before it, is expired and deleted.
     pub now: Timestamp,
-}
-
-/// The range `--max-wcu` accepts: from 0.01 (one write every 100 s) to 1,000,000 write capacity
-/// units per second.
-pub const MAX_WCU_RANGE: std::ops::RangeInclusive<f64> = 0.01..=1_000_000.0;
-
-/// Checks a `--max-wcu` value: a number in [`MAX_WCU_RANGE`].
-pub fn check_max_wcu(wcu: f64) -> Result<f64, String> {
-    if MAX_WCU_RANGE.contains(&wcu) {
-        Ok(wcu)
-    } else {
-        Err(format!(
-            "{wcu} write capacity units per second: expected a number from {} to {}",
-            MAX_WCU_RANGE.start(),
-            MAX_WCU_RANGE.end()
-        ))
-    }
-}
-
-/// Parses and checks a `--max-wcu` value (see [`check_max_wcu`]).
-pub fn parse_max_wcu(text: &str) -> Result<f64, String> {
-    let wcu: f64 = text.trim().parse().map_err(|_| {
-        format!(
-            "{text:?} is not a number: expected write capacity units per second from {} to {}",
-            MAX_WCU_RANGE.start(),
-            MAX_WCU_RANGE.end()
-        )
-    })?;
-    check_max_wcu(wcu)
-}
-
-/// The most items a Scan page may be asked for (`--page-size`).
-pub const MAX_PAGE_SIZE: i32 = 1000;
-
-/// Checks a `--page-size` value: 1 to [`MAX_PAGE_SIZE`].
-pub fn check_page_size(items: i32) -> Result<i32, String> {
-    parse_page_size(&items.to_string())
-}
-
-/// Parses and checks a `--page-size` value: a whole number from 1 to [`MAX_PAGE_SIZE`].
-pub fn parse_page_size(text: &str) -> Result<i32, String> {
-    match text.trim().parse::<i64>() {
-        Ok(n) if (1..=i64::from(MAX_PAGE_SIZE)).contains(&n) => Ok(n as i32),
-        _ => Err(format!(
-            "{text:?} items per page: expected a whole number from 1 to {MAX_PAGE_SIZE}"
-        )),
-    }
-}
-
-/// The default segment count for a table of `size_bytes`: one per 256 MiB, between 4 and 256.
-pub fn default_segments(size_bytes: i64) -> u32 {
-    let per = 256 * 1024 * 1024;
-    ((size_bytes.max(0) + per - 1) / per).clamp(4, 256) as u32
-}
-
-/// A token bucket for write capacity: `per_second` units per second on average, in bursts of at
-/// most `max(per_second, 1)` units. The bucket holds at least one unit, so that a rate below one
-/// unit per second still lets a write through now and then.
-struct RateLimit {
-    per_second: f64,
-    capacity: f64,
-    state: Mutex<(f64, Instant)>,
-}
-
-impl RateLimit {
-    fn new(per_second: f64) -> Self {
-        let capacity = per_second.max(1.0);
-        RateLimit {
-            per_second,
-            capacity,
-            state: Mutex::new((capacity, Instant::now())),
-        }
-    }
-
-    /// Waits until one unit is available and takes it.
-    async fn acquire(&self) {
-        loop {
-            let wait = {
-                let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                let now = Instant::now();
-                s.0 = (s.0 + now.duration_since(s.1).as_secs_f64() * self.per_second)
-                    .min(self.capacity);
-                s.1 = now;
-                if s.0 >= 1.0 {
-                    s.0 -= 1.0;
-                    return;
-                }
-                (1.0 - s.0) / self.per_second
-            };
-            // A rate checked by `check_max_wcu` always gives a valid wait; anything else retries
-            // after a second rather than panicking.
-            let wait = Duration::try_from_secs_f64(wait).unwrap_or(Duration::from_secs(1));
-            tokio::time::sleep(wait).await;
-        }
-    }
-
-    /// Charges what a write cost beyond the unit taken for it.
-    fn charge(&self, extra: f64) {
-        if extra > 0.0 {
-            self.state.lock().unwrap_or_else(|e| e.into_inner()).0 -= extra;
-        }
-    }
 }
 
 /// What a backfill does with one scanned item (see [`plan_item`]).
@@ -716,6 +358,12 @@ fn add(total: &mut BackfillReport, page: &BackfillReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
+
+    use crate::expiry::Layout;
+    use crate::tools::scan::MAX_SEGMENTS;
+    use std::time::Duration;
+    use tokio::time::Instant;
 
     fn temp_path(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("ttl-sweeper-{}-{name}.json", std::process::id()))

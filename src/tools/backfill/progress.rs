@@ -1,0 +1,274 @@
+//! The backfill's progress file: [`BackfillState`], its default path, how a run starts from it
+//! ([`start`]: fresh, resumed, or already complete), loading it to resume (only for the table,
+//! window width and shard count it was made for) and saving it atomically.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::BackfillReport;
+use crate::expiry::Layout;
+use crate::store::key_from_json;
+use crate::tools::scan::{Position, MAX_SEGMENTS};
+
+/// Resumable state, saved as JSON after every page.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BackfillState {
+    /// The table being back-filled.
+    pub table: String,
+    /// Window width and shard count the windows are computed with.
+    pub window_seconds: u32,
+    /// Shards per window.
+    pub window_shards: u32,
+    /// Per segment: `"start"`, `"done"` or the key to continue after.
+    pub positions: Vec<serde_json::Value>,
+    /// Counts so far.
+    pub report: BackfillReport,
+}
+
+impl BackfillState {
+    /// A fresh state for `segments` segments.
+    pub fn new(table: &str, layout: &Layout, segments: u32) -> Self {
+        BackfillState {
+            table: table.to_owned(),
+            window_seconds: layout.window_seconds,
+            window_shards: layout.window_shards,
+            positions: vec![serde_json::json!("start"); segments as usize],
+            report: BackfillReport::default(),
+        }
+    }
+
+    /// Loads the progress file at `path` to continue an interrupted run on `table` with
+    /// `layout`; a file made for another table, window width or shard count is refused, since
+    /// continuing it would write windows the sweeper does not read.
+    pub fn load_for_resume(
+        path: &Path,
+        table: &str,
+        layout: &Layout,
+    ) -> Result<BackfillState, ProgressFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ProgressFileError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let state: BackfillState =
+            serde_json::from_str(&text).map_err(|source| ProgressFileError::Parse {
+                path: path.to_owned(),
+                source,
+            })?;
+        let segments = state.positions.len();
+        if segments == 0 || segments > MAX_SEGMENTS as usize {
+            return Err(ProgressFileError::Segments {
+                path: path.to_owned(),
+                segments,
+            });
+        }
+        if state.table != table
+            || state.window_seconds != layout.window_seconds
+            || state.window_shards != layout.window_shards
+        {
+            return Err(ProgressFileError::OtherRun {
+                path: path.to_owned(),
+                found: (state.table, state.window_seconds, state.window_shards),
+                wanted: (
+                    table.to_owned(),
+                    layout.window_seconds,
+                    layout.window_shards,
+                ),
+            });
+        }
+        Ok(state)
+    }
+
+    /// True when every segment was scanned to the end: the run is over, there is nothing to
+    /// resume (even if the run was killed before it could mark its summary complete).
+    pub fn is_complete(&self) -> bool {
+        !self.positions.is_empty() && self.positions.iter().all(|p| p == "done")
+    }
+
+    /// Segments scanned to the end.
+    fn segments_done(&self) -> usize {
+        self.positions.iter().filter(|p| *p == "done").count()
+    }
+
+    /// Writes the state to `path` through a temporary file renamed over it, so a run killed while
+    /// saving leaves the previous progress intact, never a half-written file.
+    pub fn save_atomically(&self, path: &Path) -> std::io::Result<()> {
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)?;
+        std::fs::rename(&tmp, path)
+    }
+
+    pub(super) fn position(&self, i: usize) -> Position {
+        match &self.positions[i] {
+            serde_json::Value::String(s) if s == "done" => Position::Done,
+            serde_json::Value::Object(o) => o
+                .get("after")
+                .and_then(key_from_json)
+                .map(Position::After)
+                .unwrap_or(Position::Start),
+            _ => Position::Start,
+        }
+    }
+}
+
+/// The progress file of a backfill on `table` when none is given:
+/// `ttl-sweeper-backfill-<table>.json` in the working directory (an ARN's `/` and `:` become `_`).
+pub fn default_state_path(table: &str) -> PathBuf {
+    format!(
+        "ttl-sweeper-backfill-{}.json",
+        table.replace(['/', ':'], "_")
+    )
+    .into()
+}
+
+/// A progress file that cannot be used to resume.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgressFileError {
+    /// The file cannot be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The progress file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a backfill progress file.
+    #[error("{} is not a backfill progress file", path.display())]
+    Parse {
+        /// The progress file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The file lists no segments, or more than [`MAX_SEGMENTS`].
+    #[error(
+        "{} lists {segments} segments; a backfill has 1 to {MAX_SEGMENTS}",
+        path.display()
+    )]
+    Segments {
+        /// The progress file.
+        path: PathBuf,
+        /// Segments in the file.
+        segments: usize,
+    },
+    /// Without `--resume`: the file holds the progress of a run that did not finish.
+    #[error(
+        "{} holds an interrupted backfill of table {table:?} ({done} of {total} segments done, \
+         {scanned} items scanned): pass --resume to continue that run, or remove the file to \
+         start over",
+        path.display()
+    )]
+    Interrupted {
+        /// The progress file.
+        path: PathBuf,
+        /// The table in the file.
+        table: String,
+        /// Segments finished.
+        done: usize,
+        /// Segments in all.
+        total: usize,
+        /// Items scanned so far.
+        scanned: u64,
+    },
+    /// Without `--resume`: something that is not a progress file is where the run would save
+    /// its progress.
+    #[error(
+        "{} exists and is not a backfill progress file: remove it or pass another --state",
+        path.display()
+    )]
+    NotProgress {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The file belongs to a run on another table, window width or shard count.
+    #[error(
+        "{} is for table {:?} with {} s windows and {} shards; this run is for {:?} with {} s and {}",
+        path.display(), found.0, found.1, found.2, wanted.0, wanted.1, wanted.2
+    )]
+    OtherRun {
+        /// The progress file.
+        path: PathBuf,
+        /// Table, window seconds and shards in the file.
+        found: (String, u32, u32),
+        /// Table, window seconds and shards of this run.
+        wanted: (String, u32, u32),
+    },
+}
+
+/// How a backfill starts, given what is at its progress file's path (see [`start`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Start {
+    /// A new run from the beginning of every segment. A progress file left by a complete run is
+    /// replaced by this run's first save.
+    Fresh(BackfillState),
+    /// Continues an interrupted run where its progress file says.
+    Resume(BackfillState),
+    /// `--resume` of a run that already finished: there is nothing to do; the state holds that
+    /// run's summary.
+    AlreadyComplete(BackfillState),
+}
+
+/// Decides how a backfill of `table` with `layout` starts from the progress file at `path`.
+///
+/// With `resume`, the file must exist and be for this table, window width and shard count
+/// ([`BackfillState::load_for_resume`]): an interrupted run continues, a complete one is
+/// [`Start::AlreadyComplete`].
+///
+/// Without it, the run is a fresh one of `segments` segments when there is no file, when the file
+/// holds a complete run (re-running a finished backfill, say weekly, just works), and in a dry
+/// run (which never saves). A file holding an interrupted run is refused
+/// ([`ProgressFileError::Interrupted`]): starting over would throw its progress away, which only
+/// removing the file should do; so is a file that is not a progress file
+/// ([`ProgressFileError::NotProgress`]).
+pub fn start(
+    path: &Path,
+    table: &str,
+    layout: &Layout,
+    segments: u32,
+    resume: bool,
+    dry_run: bool,
+) -> Result<Start, ProgressFileError> {
+    if resume {
+        let state = BackfillState::load_for_resume(path, table, layout)?;
+        return Ok(if state.is_complete() {
+            Start::AlreadyComplete(state)
+        } else {
+            Start::Resume(state)
+        });
+    }
+    let fresh = || Start::Fresh(BackfillState::new(table, layout, segments));
+    if dry_run {
+        return Ok(fresh());
+    }
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(fresh()),
+        Err(source) => {
+            return Err(ProgressFileError::Read {
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    let saved: BackfillState =
+        serde_json::from_str(&text).map_err(|source| ProgressFileError::NotProgress {
+            path: path.to_owned(),
+            source,
+        })?;
+    if saved.is_complete() {
+        Ok(fresh())
+    } else {
+        Err(ProgressFileError::Interrupted {
+            path: path.to_owned(),
+            done: saved.segments_done(),
+            total: saved.positions.len(),
+            scanned: saved.report.scanned,
+            table: saved.table,
+        })
+    }
+}
