@@ -485,6 +485,10 @@ struct ChaosReport {
     cases: BTreeMap<u8, String>,
 }
 
+/// The chaos tests run one at a time: side by side they load the local server enough that a
+/// fault-free request can outlast the short attempt timeout, which would count as a fault.
+static CHAOS_SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 static CHAOS_REPORT: Mutex<ChaosReport> = Mutex::new(ChaosReport {
     rates: None,
     cases: BTreeMap::new(),
@@ -561,6 +565,7 @@ impl CaseRow {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_never_deletes_a_live_item_and_loses_no_expired_one() {
+    let _one_at_a_time = CHAOS_SERIAL.lock().await;
     let seed = chaos_seed();
     eprintln!("chaos seed {seed}: CHAOS_SEED={seed} cargo test --test faults chaos reproduces it");
     let direct = client().await;
@@ -678,6 +683,7 @@ const OLD_LOOKBACK: u32 = 15;
 /// refused for this layout, and would have left ttls between runs in windows no run reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived_lookback() {
+    let _one_at_a_time = CHAOS_SERIAL.lock().await;
     let started = Instant::now();
     let seed = chaos_seed();
     eprintln!(
@@ -824,6 +830,7 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
 /// deleted or reported, and every report says how far the clock was ahead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
+    let _one_at_a_time = CHAOS_SERIAL.lock().await;
     let started = Instant::now();
     let seed = chaos_seed();
     eprintln!(
@@ -967,6 +974,7 @@ const TICK_RUN: Duration = Duration::from_secs(24);
 /// sweep is deleted or reported, and the merged report stays bounded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bounded() {
+    let _one_at_a_time = CHAOS_SERIAL.lock().await;
     let started = Instant::now();
     let seed = chaos_seed();
     eprintln!(
