@@ -76,18 +76,20 @@ impl<S: Store> Deleter<'_, S> {
         }
     }
 
-    /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl: a key read longer ago
-    /// than `batch_max_read_age` (its chunk waited, or was retried) is deleted conditionally
-    /// instead, so a key deleted and written again by the application in the meantime is kept.
+    /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl: a key retried more than
+    /// `batch_max_read_age` after its read is deleted conditionally instead, so a key deleted and
+    /// written again by the application in the meantime is kept.
     async fn delete_batch(&self, chunk: Vec<Expired>, now: Timestamp, stop: &Stop) -> ChunkOutcome {
         let mut out = ChunkOutcome::default();
         let mut remaining = chunk;
         let mut attempt = 0u32;
         loop {
+            // The first send goes as read; a retry (after throttling, unprocessed keys, a
+            // timeout) of a key read too long ago goes conditionally.
             let max_age = self.options.batch_max_read_age;
             let (fresh, stale): (Vec<Expired>, Vec<Expired>) = remaining
                 .into_iter()
-                .partition(|e| e.read_at.elapsed() <= max_age);
+                .partition(|e| attempt == 0 || e.read_at.elapsed() <= max_age);
             if !stale.is_empty() {
                 debug!(
                     keys = stale.len(),
