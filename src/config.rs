@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use crate::engine::{Checkpoint, DeleteMode, SweepOptions};
-use crate::expiry::window::{MAX_SHARDS, MAX_WINDOW_SECONDS};
+use crate::expiry::window::{DEFAULT_WINDOW_SECONDS, MAX_SHARDS, MAX_WINDOW_SECONDS};
 use crate::expiry::Layout;
 use crate::lambda::HandlerSettings;
 use crate::store::TableTarget;
@@ -350,7 +350,7 @@ impl Config {
     /// `<table>/<index>`; other layouts add `/<width>s/<shards>shards`.
     pub fn checkpoint_id(&self) -> String {
         let base = format!("{}/{}", self.table_name, self.index_name);
-        if self.window_seconds == 60 && self.window_shards == 1 {
+        if self.window_seconds == DEFAULT_WINDOW_SECONDS && self.window_shards == 1 {
             base
         } else {
             format!(

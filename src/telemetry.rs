@@ -7,9 +7,6 @@ use tracing_subscriber::EnvFilter;
 
 use crate::engine::SweepReport;
 
-/// CloudWatch namespace of the EMF metrics unless `METRICS_NAMESPACE` says otherwise.
-pub const DEFAULT_NAMESPACE: &str = "TtlSweeper";
-
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
