@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use crate::engine::{Checkpoint, DeleteMode, SweepOptions};
-use crate::expiry::window::{DEFAULT_WINDOW_SECONDS, MAX_SHARDS, MAX_WINDOW_SECONDS};
+use crate::expiry::window::{ShardRange, DEFAULT_WINDOW_SECONDS, MAX_SHARDS, MAX_WINDOW_SECONDS};
 use crate::expiry::Layout;
 use crate::lambda::HandlerSettings;
 use crate::store::TableTarget;
@@ -45,6 +45,14 @@ pub enum ConfigError {
         /// What the setting accepts.
         expected: &'static str,
     },
+    /// `SHARD_RANGE` is not a range of this layout's shards.
+    #[error("invalid SHARD_RANGE={value:?} (flag --shard-range): {problem}. Expected {}", SHARD_RANGE.expected)]
+    ShardRange {
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        problem: ShardRangeProblem,
+    },
     /// The lookback does not reach back to the previous sweep: ttls between two sweeps would be
     /// read by neither.
     #[error(
@@ -64,6 +72,36 @@ pub enum ConfigError {
         /// The fewest windows that cover the schedule period.
         needed: u32,
     },
+}
+
+/// Why a `SHARD_RANGE` value is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShardRangeProblem {
+    /// Not `all` and not two shard numbers joined by `-`.
+    #[error("not a range: write the first and the last shard joined by '-', e.g. 0-3")]
+    NotARange,
+    /// The first shard is after the last.
+    #[error("the first shard, {first}, is after the last, {last}")]
+    Reversed {
+        /// The first shard given.
+        first: u32,
+        /// The last shard given.
+        last: u32,
+    },
+    /// The range reaches past the last shard of the layout.
+    #[error("shard {last} does not exist: WINDOW_SHARDS={shards} numbers the shards 0 to {}", shards - 1)]
+    BeyondShards {
+        /// The last shard given.
+        last: u32,
+        /// `WINDOW_SHARDS`.
+        shards: u32,
+    },
+    /// The layout is unsharded: each window is one partition, which cannot be split.
+    #[error(
+        "WINDOW_SHARDS=1 (unsharded) has one partition per window, which cannot be split between \
+         sweepers; leave SHARD_RANGE unset, or shard the windows first (WINDOW_SHARDS > 1)"
+    )]
+    Unsharded,
 }
 
 /// Validated settings shared by the Lambda and the CLI.
@@ -89,6 +127,9 @@ pub struct Config {
     pub max_retries: u32,
     /// Shards per window (`WINDOW_SHARDS`); 1 means unsharded keys.
     pub window_shards: u32,
+    /// The shards of each window this sweeper reads (`SHARD_RANGE`); `None` for all of them
+    /// (a range covering every shard is stored as `None`).
+    pub shard_range: Option<ShardRange>,
     /// Tick mode: sweep this often within one invocation (`TICK_SECONDS`), 100 ms to 30 s.
     pub tick: Option<Duration>,
     /// The schedule's period: tick mode stops before the next invocation (`SCHEDULE_SECONDS`).
@@ -130,6 +171,7 @@ impl Config {
             max_concurrency: read.number(&MAX_CONCURRENCY, 1, 256)? as usize,
             max_retries: read.number(&MAX_RETRIES, 0, 30)? as u32,
             window_shards: read.window_shards()?,
+            shard_range: None,
             tick: {
                 let raw = read.get(&TICK_SECONDS)?;
                 if raw.eq_ignore_ascii_case("off") || raw == "0" {
@@ -173,6 +215,7 @@ impl Config {
                 }
             },
         };
+        config.shard_range = shard_range(&read.get(&SHARD_RANGE)?, config.window_shards)?;
         if let Some(tick) = config.tick {
             if tick >= Duration::from_secs(u64::from(config.schedule_seconds)) {
                 return Err(invalid(&TICK_SECONDS, &format!("{tick:?}")));
@@ -200,6 +243,42 @@ impl Config {
         }
         Ok(config)
     }
+}
+
+/// Parses `SHARD_RANGE` for `shards` shards per window: `None` for every shard (`all`, or a range
+/// from 0 to the last shard), else the range.
+fn shard_range(raw: &str, shards: u32) -> Result<Option<ShardRange>, ConfigError> {
+    let fail = |problem| ConfigError::ShardRange {
+        value: raw.to_owned(),
+        problem,
+    };
+    if raw.eq_ignore_ascii_case("all") {
+        return Ok(None);
+    }
+    let number = |text: &str| {
+        let text = text.trim();
+        (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| text.parse::<u32>().ok())
+            .flatten()
+    };
+    let (first, last) = raw
+        .split_once('-')
+        .and_then(|(a, b)| Some((number(a)?, number(b)?)))
+        .ok_or(fail(ShardRangeProblem::NotARange))?;
+    if first > last {
+        return Err(fail(ShardRangeProblem::Reversed { first, last }));
+    }
+    let range = ShardRange { first, last };
+    if range == ShardRange::all(shards) {
+        return Ok(None);
+    }
+    if shards <= 1 {
+        return Err(fail(ShardRangeProblem::Unsharded));
+    }
+    if last >= shards {
+        return Err(fail(ShardRangeProblem::BeyondShards { last, shards }));
+    }
+    Ok(Some(range))
 }
 
 /// The shortest tick period (`TICK_SECONDS`): faster ticks only add requests.
@@ -339,25 +418,30 @@ impl Config {
                 table: table.clone(),
                 id: self.checkpoint_id(),
             }),
+            shard_range: self.shard_range,
             max_catchup_seconds: self.max_catchup_seconds,
             ..SweepOptions::default()
         }
     }
 
-    /// The checkpoint item's id: one per table, index and window layout, so sweepers of two
-    /// layouts (a shard migration runs both for a while) never move each other's checkpoint.
-    /// The default layout (60 s windows, one shard) keeps the id checkpoints have always had,
-    /// `<table>/<index>`; other layouts add `/<width>s/<shards>shards`.
+    /// The checkpoint item's id: one per table, index, window layout and shard range, so
+    /// sweepers of two layouts (a shard migration runs both for a while) or of two shard ranges
+    /// (sweepers splitting a table) never move each other's checkpoint. The default layout (60 s
+    /// windows, one shard) keeps the id checkpoints have always had, `<table>/<index>`; other
+    /// layouts add `/<width>s/<shards>shards`, and a shard range short of all shards
+    /// `/range<a>-<b>`.
     pub fn checkpoint_id(&self) -> String {
-        let base = format!("{}/{}", self.table_name, self.index_name);
-        if self.window_seconds == DEFAULT_WINDOW_SECONDS && self.window_shards == 1 {
-            base
-        } else {
-            format!(
-                "{base}/{}s/{}shards",
+        let mut id = format!("{}/{}", self.table_name, self.index_name);
+        if self.window_seconds != DEFAULT_WINDOW_SECONDS || self.window_shards != 1 {
+            id.push_str(&format!(
+                "/{}s/{}shards",
                 self.window_seconds, self.window_shards
-            )
+            ));
         }
+        if let Some(range) = self.shard_range {
+            id.push_str(&format!("/range{range}"));
+        }
+        id
     }
 
     /// How Lambda invocations behave: metrics namespace, tick period, schedule period.
@@ -406,6 +490,7 @@ mod tests {
         assert_eq!(c.max_concurrency, 8);
         assert_eq!(c.max_retries, 8);
         assert_eq!(c.window_shards, 1);
+        assert_eq!(c.shard_range, None);
         assert_eq!(c.tick, None);
         assert_eq!(c.schedule_seconds, 60);
         assert_eq!(c.checkpoint_table, None);
@@ -689,5 +774,104 @@ mod tests {
             "sessions/expirationWindowIndex/300s/1shards"
         );
         assert_ne!(id(&[("WINDOW_SHARDS", "8")]), id(&[("WINDOW_SHARDS", "4")]));
+    }
+
+    #[test]
+    fn shard_ranges_are_checked_against_the_shard_count() {
+        let range = |shards: &str, value: &str| {
+            parse(&[
+                ("TABLE_NAME", "sessions"),
+                ("WINDOW_SHARDS", shards),
+                ("SHARD_RANGE", value),
+            ])
+            .map(|c| c.shard_range)
+        };
+        let r = |first, last| Ok(Some(ShardRange { first, last }));
+        assert_eq!(range("12", "0-3"), r(0, 3));
+        assert_eq!(range("12", " 4 - 7 "), r(4, 7));
+        assert_eq!(range("12", "11-11"), r(11, 11));
+        // every shard, however written, is the default: no range
+        assert_eq!(range("12", "0-11"), Ok(None));
+        assert_eq!(range("12", "ALL"), Ok(None));
+        assert_eq!(range("12", ""), Ok(None));
+        assert_eq!(range("1", "0-0"), Ok(None));
+
+        let problem = |shards: &str, value: &str| match range(shards, value) {
+            Err(e @ ConfigError::ShardRange { .. }) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("SHARD_RANGE") && msg.contains("--shard-range"),
+                    "{msg}"
+                );
+                let ConfigError::ShardRange { problem, value: v } = e else {
+                    unreachable!()
+                };
+                assert_eq!(v, value.trim());
+                problem
+            }
+            other => panic!("WINDOW_SHARDS={shards} SHARD_RANGE={value}: {other:?}"),
+        };
+        for not_a_range in [
+            "3",
+            "0-",
+            "-3",
+            "a-b",
+            "0-3-5",
+            "0..3",
+            "0 3",
+            "+1-3",
+            "0-x",
+            "1-99999999999",
+        ] {
+            assert_eq!(
+                problem("12", not_a_range),
+                ShardRangeProblem::NotARange,
+                "{not_a_range}"
+            );
+        }
+        assert_eq!(
+            problem("12", "5-3"),
+            ShardRangeProblem::Reversed { first: 5, last: 3 }
+        );
+        assert_eq!(
+            problem("12", "8-12"),
+            ShardRangeProblem::BeyondShards {
+                last: 12,
+                shards: 12
+            }
+        );
+        assert!(problem("12", "0-12").to_string().contains("0 to 11"));
+        assert_eq!(problem("1", "0-1"), ShardRangeProblem::Unsharded);
+        assert_eq!(problem("1", "1-1"), ShardRangeProblem::Unsharded);
+    }
+
+    #[test]
+    fn each_shard_range_has_its_own_checkpoint_and_all_shards_keep_the_layout_id() {
+        let config = |range: &str| {
+            parse(&[
+                ("TABLE_NAME", "sessions"),
+                ("CHECKPOINT_TABLE", "state"),
+                ("WINDOW_SHARDS", "12"),
+                ("SHARD_RANGE", range),
+            ])
+            .unwrap()
+        };
+        let id = |range: &str| config(range).sweep_options().checkpoint.unwrap().id;
+        assert_eq!(id("all"), "sessions/expirationWindowIndex/60s/12shards");
+        assert_eq!(id("0-11"), id("all"));
+        assert_eq!(
+            id("0-3"),
+            "sessions/expirationWindowIndex/60s/12shards/range0-3"
+        );
+        let ids: std::collections::HashSet<String> = ["0-3", "4-7", "8-11", "all", "0-5"]
+            .iter()
+            .map(|r| id(r))
+            .collect();
+        assert_eq!(ids.len(), 5, "{ids:?}");
+        assert_eq!(
+            config("4-7").sweep_options().shard_range,
+            Some(ShardRange { first: 4, last: 7 })
+        );
+        assert_eq!(config("all").sweep_options().shard_range, None);
     }
 }

@@ -15,6 +15,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::expiry::window::ShardRange;
+
 pub mod checkpoint;
 mod delete;
 pub mod report;
@@ -84,6 +86,8 @@ pub struct SweepOptions {
     pub batch_max_read_age: Duration,
     /// The catch-up checkpoint, if any.
     pub checkpoint: Option<Checkpoint>,
+    /// The shards of each window this sweeper reads (`SHARD_RANGE`); `None` reads them all.
+    pub shard_range: Option<ShardRange>,
     /// How far back a checkpoint may take a sweep, seconds.
     pub max_catchup_seconds: u64,
 }
@@ -101,6 +105,7 @@ impl Default for SweepOptions {
             page_limit: None,
             batch_max_read_age: BATCH_MAX_READ_AGE,
             checkpoint: None,
+            shard_range: None,
             max_catchup_seconds: 86_400,
         }
     }

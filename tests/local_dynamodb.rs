@@ -592,3 +592,195 @@ async fn two_layouts_keep_their_own_checkpoints() {
     assert_eq!(report.items_deleted, 40, "{report:?}");
     assert!(ids(&client, &table).await.is_empty());
 }
+
+/// A [`Store`] that records the partitions it was asked to read and counts, in a map shared with
+/// other sweepers, how often each item (by `id`) was acknowledged as deleted.
+struct Counting {
+    inner: ttl_sweeper::store::DynamoStore,
+    partitions: std::sync::Mutex<Vec<String>>,
+    deletes: Arc<std::sync::Mutex<HashMap<String, u32>>>,
+}
+
+impl Counting {
+    fn count<'k>(&self, keys: impl Iterator<Item = &'k Key>) {
+        let mut deletes = self.deletes.lock().unwrap();
+        for key in keys {
+            if let Some(AV::S(id)) = key.get("id") {
+                *deletes.entry(id.clone()).or_default() += 1;
+            }
+        }
+    }
+}
+
+impl ttl_sweeper::store::Store for Counting {
+    async fn call(
+        &self,
+        call: ttl_sweeper::store::Call<'_>,
+    ) -> Result<ttl_sweeper::store::Reply, ttl_sweeper::store::StoreError> {
+        use ttl_sweeper::store::{Call, ConditionalOutcome, Reply};
+        match call {
+            Call::QueryExpired { partition, .. } => {
+                self.partitions.lock().unwrap().push(partition.to_owned());
+                self.inner.call(call).await
+            }
+            Call::BatchDelete { schema, keys } => {
+                let sent = keys.clone();
+                let reply = self.inner.call(Call::BatchDelete { schema, keys }).await?;
+                if let Reply::Unprocessed(left) = &reply {
+                    self.count(sent.iter().filter(|k| !left.contains(k)));
+                }
+                Ok(reply)
+            }
+            Call::DeleteIfExpired { ref key, .. } => {
+                let key = key.clone();
+                let reply = self.inner.call(call).await?;
+                if matches!(reply, Reply::Conditional(ConditionalOutcome::Deleted)) {
+                    self.count(std::iter::once(&key));
+                }
+                Ok(reply)
+            }
+            other => self.inner.call(other).await,
+        }
+    }
+}
+
+/// Scale-out: three sweepers with the shard ranges 0-3, 4-7 and 8-11 of a 12-shard table run at
+/// the same time. Each reads only the partitions of its own shards and keeps its own checkpoint;
+/// between them every expired item is deleted exactly once and no live item is touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() {
+    use ttl_sweeper::expiry::window::{shard_of, window_attribute};
+    for mode in ["batch", "conditional"] {
+        let client = client().await;
+        let table = table_name("split");
+        let checkpoints = table_name("split_cp");
+        create_table(&client, &TableSpec::simple(&table)).await;
+        create_checkpoint_table(&client, &checkpoints).await;
+        let b = boundary();
+        let now = b + 30;
+        let item = |id: String, ttl: i64| -> Key {
+            let window = window_attribute(ttl as f64, 60, 12, id.as_bytes()).unwrap();
+            HashMap::from([
+                ("id".to_string(), AV::S(id)),
+                ("ttl".to_string(), AV::N(ttl.to_string())),
+                ("expirationWindow".to_string(), AV::S(window)),
+            ])
+        };
+        // 600 items expired over the last ten windows and the current one; 120 live ones in the
+        // same windows' partitions (the current window) and later.
+        let expired: Vec<String> = (0..600).map(|i| format!("exp-{i}")).collect();
+        let mut items: Vec<Key> = expired
+            .iter()
+            .enumerate()
+            .map(|(i, id)| item(id.clone(), now - 1 - (i as i64 * 7) % 600))
+            .collect();
+        let live: Vec<String> = (0..120).map(|i| format!("live-{i}")).collect();
+        items.extend(
+            live.iter()
+                .enumerate()
+                .map(|(i, id)| item(id.clone(), now + 1 + (i as i64 * 13) % 300)),
+        );
+        put_many(&client, &table, items).await;
+
+        let deletes = Arc::new(std::sync::Mutex::new(HashMap::<String, u32>::new()));
+        let mut sweepers = Vec::new();
+        for range in ["0-3", "4-7", "8-11"] {
+            let cfg = config(
+                &table,
+                &[
+                    ("WINDOW_SHARDS", "12"),
+                    ("SHARD_RANGE", range),
+                    ("CHECKPOINT_TABLE", &checkpoints),
+                    ("DELETE_MODE", mode),
+                    ("MAX_CONCURRENCY", "4"),
+                ],
+            );
+            let (store, schema) = store_and_schema(&cfg).await;
+            let store = Counting {
+                inner: store,
+                partitions: Default::default(),
+                deletes: deletes.clone(),
+            };
+            sweepers.push((range, Sweeper::new(store, schema, cfg.sweep_options())));
+        }
+        let at = Timestamp::from_secs(now);
+        let stop = Stop::never();
+        let (r0, r1, r2) = tokio::join!(
+            sweepers[0].1.sweep(at, &stop),
+            sweepers[1].1.sweep(at, &stop),
+            sweepers[2].1.sweep(at, &stop),
+        );
+
+        let deletes = deletes.lock().unwrap().clone();
+        for id in &expired {
+            assert_eq!(
+                deletes.get(id),
+                Some(&1),
+                "{mode}: {id} deleted {:?} times",
+                deletes.get(id)
+            );
+        }
+        assert_eq!(
+            deletes.len(),
+            expired.len(),
+            "{mode}: only expired items are deleted"
+        );
+        let mut left = ids(&client, &table).await;
+        left.sort();
+        let mut want = live.clone();
+        want.sort();
+        assert_eq!(left, want, "{mode}: every live item stays");
+
+        for ((range, sweeper), report) in sweepers.iter().zip([&r0, &r1, &r2]) {
+            let (first, last) = range.split_once('-').unwrap();
+            let shards: std::ops::RangeInclusive<u32> =
+                first.parse().unwrap()..=last.parse().unwrap();
+            // The report counts the expired items of its own shards, and nothing else.
+            let own = expired
+                .iter()
+                .filter(|id| shards.contains(&shard_of(id.as_bytes(), 12)))
+                .count() as u64;
+            assert!(
+                report.is_success() && report.is_complete(),
+                "{mode} {range}: {report:?}"
+            );
+            assert_eq!(report.items_deleted, own, "{mode} {range}: {report:?}");
+            assert_eq!(report.items_gone, 0, "{mode} {range}: {report:?}");
+            // Only partitions `<window>#<shard>` of its own shards were read, every one of them.
+            let read = sweeper.store().partitions.lock().unwrap().clone();
+            let mut seen = std::collections::BTreeSet::new();
+            for partition in &read {
+                let shard: u32 = partition.rsplit_once('#').unwrap().1.parse().unwrap();
+                assert!(shards.contains(&shard), "{mode} {range} read {partition}");
+                seen.insert(shard);
+            }
+            assert_eq!(
+                seen.into_iter().collect::<Vec<_>>(),
+                shards.clone().collect::<Vec<_>>()
+            );
+            // Its own checkpoint moved.
+            assert!(
+                report.checkpoint_after.is_some(),
+                "{mode} {range}: {report:?}"
+            );
+        }
+        assert_eq!(r0.items_deleted + r1.items_deleted + r2.items_deleted, 600);
+
+        // One checkpoint per range, none for the whole table.
+        let mut cp_ids: Vec<String> = scan_all(&client, &checkpoints)
+            .await
+            .into_iter()
+            .filter_map(|item| match item.get("id") {
+                Some(AV::S(id)) => Some(id.clone()),
+                _ => None,
+            })
+            .collect();
+        cp_ids.sort();
+        let prefix = format!("{table}/expirationWindowIndex/60s/12shards");
+        assert_eq!(
+            cp_ids,
+            ["range0-3", "range4-7", "range8-11"].map(|r| format!("{prefix}/{r}")),
+            "{mode}"
+        );
+    }
+}

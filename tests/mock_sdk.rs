@@ -46,6 +46,7 @@ fn options(mode: DeleteMode) -> SweepOptions {
         // conditional deletes has its own test.
         batch_max_read_age: Duration::from_secs(3600),
         checkpoint: None,
+        shard_range: None,
         max_catchup_seconds: 86_400,
     }
 }

@@ -96,6 +96,13 @@ pub const WINDOW_SHARDS: Setting = Setting {
     expected:
         "a whole number from 1 to 1000 (shards per window; must match the writers; default 1)",
 };
+/// `SHARD_RANGE`.
+pub const SHARD_RANGE: Setting = Setting {
+    var: "SHARD_RANGE",
+    default: Some("all"),
+    help: "The shards of each window this sweeper reads, to split a table between sweepers",
+    expected: "`all`, or `a-b`: shards a to b inclusive, 0 <= a <= b < WINDOW_SHARDS (sweepers with disjoint ranges covering 0 to WINDOW_SHARDS-1 split the table); audit and backfill read the whole table",
+};
 /// `TICK_SECONDS`.
 pub const TICK_SECONDS: Setting = Setting {
     var: "TICK_SECONDS",
@@ -133,7 +140,7 @@ pub const MAX_CATCHUP: Setting = Setting {
 };
 
 /// Every setting, in documentation order.
-pub const SETTINGS: [Setting; 15] = [
+pub const SETTINGS: [Setting; 16] = [
     TABLE_NAME,
     INDEX_NAME,
     TTL_ATTRIBUTE,
@@ -144,6 +151,7 @@ pub const SETTINGS: [Setting; 15] = [
     MAX_CONCURRENCY,
     MAX_RETRIES,
     WINDOW_SHARDS,
+    SHARD_RANGE,
     TICK_SECONDS,
     SCHEDULE_SECONDS,
     CHECKPOINT_TABLE,

@@ -21,7 +21,7 @@ use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
 use super::{SweepOptions, BATCH_SIZE};
 use crate::expiry::time::iso_millis;
-use crate::expiry::window::{parse_ttl, partition_key, ttl_state, TtlState, Window};
+use crate::expiry::window::{parse_ttl, partition_key, ttl_state, ShardRange, TtlState, Window};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::{Key, Store, StoreError, StoreExt, TableSchema};
 
@@ -218,7 +218,8 @@ impl<S: Store> Sweeper<S> {
         report
     }
 
-    /// Sweeps exactly `windows` (every shard of each) for items expired at `now`; no checkpoint.
+    /// Sweeps exactly `windows` (each one's shards in the shard range) for items expired at
+    /// `now`; no checkpoint.
     pub async fn sweep_windows(
         &self,
         now: Timestamp,
@@ -228,8 +229,8 @@ impl<S: Store> Sweeper<S> {
         self.sweep_partitions(now, windows, stop).await.0
     }
 
-    /// Sweeps every shard of every window; returns the report and, per window, whether it was
-    /// swept completely.
+    /// Sweeps the shards in the range of every window; returns the report and, per window,
+    /// whether it was swept completely.
     async fn sweep_partitions(
         &self,
         now: Timestamp,
@@ -239,13 +240,18 @@ impl<S: Store> Sweeper<S> {
         let started = Instant::now();
         let wall_start = self.wall.as_ref().map_or(now, |c| c.now());
         let shards = self.schema.layout.window_shards.max(1);
+        let range = self
+            .options
+            .shard_range
+            .unwrap_or_else(|| ShardRange::all(shards));
         let limit = self.options.max_concurrency.max(1);
         let permits = Semaphore::new(limit);
         let inner = stop.child();
-        let partitions = windows
-            .iter()
-            .enumerate()
-            .flat_map(|(i, w)| (0..shards).map(move |shard| (i, partition_key(*w, shard, shards))));
+        let partitions = windows.iter().enumerate().flat_map(|(i, w)| {
+            range
+                .shards()
+                .map(move |shard| (i, partition_key(*w, shard, shards)))
+        });
         let outcomes: Vec<(usize, PartitionOutcome)> = stream::iter(partitions)
             .map(|(i, key)| {
                 let (inner, permits) = (&inner, &permits);

@@ -248,6 +248,67 @@ pub fn shard_of(partition_key: &[u8], shards: u32) -> u32 {
     u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % shards
 }
 
+/// A contiguous, inclusive range of shard numbers: the share of every window one sweeper reads
+/// (`SHARD_RANGE`). Sweepers whose ranges are disjoint and together cover `0..shards` read every
+/// partition `<window>#<shard>` once between them.
+///
+/// ```
+/// use ttl_sweeper::expiry::window::ShardRange;
+/// let thirds = ShardRange::split(12, 3);
+/// assert_eq!(thirds.iter().map(|r| r.to_string()).collect::<Vec<_>>(), ["0-3", "4-7", "8-11"]);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct ShardRange {
+    /// The first shard read.
+    pub first: u32,
+    /// The last shard read (inclusive).
+    pub last: u32,
+}
+
+impl ShardRange {
+    /// Every shard of a layout with `shards` shards per window (`0` to `shards - 1`).
+    pub fn all(shards: u32) -> ShardRange {
+        ShardRange {
+            first: 0,
+            last: shards.max(1) - 1,
+        }
+    }
+
+    /// The shard numbers in the range.
+    pub fn shards(self) -> std::ops::RangeInclusive<u32> {
+        self.first..=self.last
+    }
+
+    /// How many shards the range holds.
+    pub fn len(self) -> u32 {
+        self.last.saturating_sub(self.first) + 1
+    }
+
+    /// Never true: a range holds at least one shard.
+    pub fn is_empty(self) -> bool {
+        false
+    }
+
+    /// `shards` shards split into `parts` contiguous ranges as even as can be (sizes differ by
+    /// at most one), in order, with no gap and no overlap. `parts` is clamped to 1..=`shards`.
+    pub fn split(shards: u32, parts: u32) -> Vec<ShardRange> {
+        let shards = u64::from(shards.max(1));
+        let parts = u64::from(parts).clamp(1, shards);
+        (0..parts)
+            .map(|i| ShardRange {
+                first: (i * shards / parts) as u32,
+                last: ((i + 1) * shards / parts - 1) as u32,
+            })
+            .collect()
+    }
+}
+
+impl fmt::Display for ShardRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.first, self.last)
+    }
+}
+
 /// The GSI partition key of one shard of a window: the window key alone when there is one shard
 /// (compatible with unsharded tables), else `<window key>#<shard>`.
 pub fn partition_key(window: Window, shard: u32, shards: u32) -> String {
@@ -430,6 +491,28 @@ mod tests {
         assert_eq!(ws.first().unwrap().end, b + 5);
         assert_eq!(ws.last().unwrap().end, b - 1);
         assert_eq!(ws.len(), 7);
+    }
+
+    #[test]
+    fn shard_ranges_split_every_shard_once() {
+        for shards in 1..=40u32 {
+            for parts in 0..=45u32 {
+                let ranges = ShardRange::split(shards, parts);
+                assert_eq!(ranges.len() as u32, parts.clamp(1, shards));
+                let mut next = 0;
+                for r in &ranges {
+                    assert_eq!(r.first, next, "{shards} shards in {parts}: {ranges:?}");
+                    assert!(r.first <= r.last);
+                    next = r.last + 1;
+                }
+                assert_eq!(next, shards, "{shards} shards in {parts}: {ranges:?}");
+                let sizes: Vec<u32> = ranges.iter().map(|r| r.len()).collect();
+                let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+                assert!(hi - lo <= 1, "{sizes:?}");
+            }
+        }
+        assert_eq!(ShardRange::all(1), ShardRange { first: 0, last: 0 });
+        assert_eq!(ShardRange::all(16).to_string(), "0-15");
     }
 
     #[test]
