@@ -101,11 +101,19 @@ where
     Ok(report)
 }
 
+/// `/healthz` of `run` is unhealthy after this many reporting periods without a successful sweep.
+pub const UNHEALTHY_PERIODS: u32 = 3;
+
 /// `ttl-sweeper run`: sweeps every `every` until `shutdown`. `wall` reads the host clock, held
 /// to DynamoDB's as in [`sweep`].
+///
+/// With `metrics_addr`, it also serves `/metrics` (Prometheus) and `/healthz` there
+/// ([`telemetry::daemon`]); `/healthz` turns 503 when no sweep has succeeded for three reporting
+/// periods (`3 × max(SCHEDULE_SECONDS, every)`).
 pub async fn run<W>(
     config: &Config,
     every: &str,
+    metrics_addr: Option<std::net::SocketAddr>,
     wall: W,
     shutdown: CancellationToken,
 ) -> anyhow::Result<SweepReport>
@@ -133,6 +141,23 @@ where
         full_every: period,
         until: None,
     };
+    let endpoint = match metrics_addr {
+        None => None,
+        Some(addr) => {
+            let listener = telemetry::daemon::bind(addr).await?;
+            let metrics = Arc::new(telemetry::daemon::DaemonMetrics::new(
+                &config.table_name,
+                UNHEALTHY_PERIODS * period.max(every),
+            ));
+            tracing::info!(addr = %listener.local_addr()?, "serving /metrics and /healthz");
+            tokio::spawn(telemetry::daemon::serve(
+                listener,
+                metrics.clone(),
+                shutdown.child_token(),
+            ));
+            Some(metrics)
+        }
+    };
     let stop = Stop::never().with_cancel(shutdown);
     tracing::info!(table = %config.table_name, every = ?every, "running until SIGINT or SIGTERM");
     // Every SCHEDULE_SECONDS: a summary line and an EMF record of that interval, so a daemon
@@ -141,12 +166,18 @@ where
     let mut interval_start = std::time::Instant::now();
     let on_tick = |r: &SweepReport| {
         telemetry::log_tick(r);
+        if let Some(metrics) = &endpoint {
+            metrics.record(r);
+        }
         interval.merge(r.clone());
         if interval_start.elapsed() >= period {
             let mut done = std::mem::take(&mut interval);
             done.clock_ahead_ms = done.clock_ahead_ms.max(clock.take_ahead_ms());
             done.duration_ms = interval_start.elapsed().as_millis() as u64;
             telemetry::log_summary(&done);
+            if let Some(metrics) = &endpoint {
+                metrics.record_period(&done);
+            }
             eprintln!(
                 "{}",
                 telemetry::emf_record(&done, &config.metrics_namespace, clock.now().millis())

@@ -142,6 +142,9 @@ pub struct Config {
     pub metrics_namespace: String,
 }
 
+/// Powertools' namespace variable: the metrics namespace when `METRICS_NAMESPACE` is unset.
+pub const POWERTOOLS_METRICS_NAMESPACE: &str = "POWERTOOLS_METRICS_NAMESPACE";
+
 impl Config {
     /// Reads and validates every setting from the process environment.
     pub fn from_env() -> Result<Config, ConfigError> {
@@ -201,7 +204,22 @@ impl Config {
                     .ok_or_else(|| invalid(&MAX_CATCHUP, &raw))?
             },
             metrics_namespace: {
-                let raw = read.get(&METRICS_NAMESPACE)?;
+                // METRICS_NAMESPACE wins; unset, Powertools' POWERTOOLS_METRICS_NAMESPACE.
+                let powertools = (read.0)(POWERTOOLS_METRICS_NAMESPACE)
+                    .map(|v| v.trim().to_owned())
+                    .filter(|v| !v.is_empty());
+                let explicit =
+                    (read.0)(METRICS_NAMESPACE.var).is_some_and(|v| !v.trim().is_empty());
+                let (raw, source) = match powertools {
+                    Some(v) if !explicit => (
+                        v,
+                        Setting {
+                            var: POWERTOOLS_METRICS_NAMESPACE,
+                            ..METRICS_NAMESPACE
+                        },
+                    ),
+                    _ => (read.get(&METRICS_NAMESPACE)?, METRICS_NAMESPACE),
+                };
                 let ok = raw.len() <= 255
                     && !raw.starts_with("AWS/")
                     && raw.chars().all(|c| {
@@ -211,7 +229,7 @@ impl Config {
                 if ok {
                     raw
                 } else {
-                    return Err(invalid(&METRICS_NAMESPACE, &raw));
+                    return Err(invalid(&source, &raw));
                 }
             },
         };
@@ -496,6 +514,25 @@ mod tests {
         assert_eq!(c.checkpoint_table, None);
         assert_eq!(c.max_catchup_seconds, 86_400);
         assert_eq!(c.metrics_namespace, "TtlSweeper");
+    }
+
+    #[test]
+    fn metrics_namespace_falls_back_to_powertools_and_yields_to_its_own_setting() {
+        let powertools = ("POWERTOOLS_METRICS_NAMESPACE", "Orders");
+        let c = parse(&[("TABLE_NAME", "sessions"), powertools]).unwrap();
+        assert_eq!(c.metrics_namespace, "Orders");
+        let both = [
+            ("TABLE_NAME", "sessions"),
+            powertools,
+            ("METRICS_NAMESPACE", "Mine"),
+        ];
+        assert_eq!(parse(&both).unwrap().metrics_namespace, "Mine");
+        let bad = [
+            ("TABLE_NAME", "sessions"),
+            ("POWERTOOLS_METRICS_NAMESPACE", "AWS/Lambda"),
+        ];
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("POWERTOOLS_METRICS_NAMESPACE"), "{e}");
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //! - [`config`]: every setting, from environment variables or flags, validated once and turned
 //!   into the narrow structs below ([`expiry::Layout`], [`store::TableTarget`],
 //!   [`engine::SweepOptions`], [`lambda::HandlerSettings`]). Nothing below imports it.
-//! - [`telemetry`]: tracing subscribers, the one summary log line, CloudWatch EMF metrics.
+//! - [`telemetry`]: tracing subscribers (JSON lines with the Powertools keys), the one summary
+//!   log line, CloudWatch EMF metrics, and `run`'s Prometheus `/metrics` and `/healthz`.
 //! - [`engine`]: the sweep — paginated queries, batched or conditional deletes with backoff,
 //!   the report, checkpoint planning, ticks.
 //! - [`store`]: the only code that talks to DynamoDB, behind the one-method [`store::Store`]

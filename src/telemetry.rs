@@ -1,6 +1,35 @@
-//! Logs and metrics: tracing subscribers for the Lambda (JSON, for CloudWatch Logs) and the CLI
-//! (text on stderr), the one-line sweep summary, and CloudWatch Embedded Metric Format (EMF)
-//! records, which CloudWatch turns into metrics with no agent and no API calls.
+//! Logs and metrics: tracing subscribers for the Lambda (JSON with the Powertools keys, for
+//! CloudWatch Logs) and the CLI (text on stderr, or the same JSON), the one-line sweep summary,
+//! CloudWatch Embedded Metric Format (EMF) records, which CloudWatch turns into metrics with no
+//! agent and no API calls, and the daemon's Prometheus endpoint.
+//!
+//! # Why the EMF records are written here and not through the `metrics` facade
+//!
+//! `metrics_cloudwatch_embedded` (0.10, maintained, built for `lambda_runtime` 1) was evaluated.
+//! Its model is a process-wide recorder: code anywhere increments counters, and a flush after
+//! each invocation writes what accumulated. Ours is the opposite: a sweep already aggregates
+//! everything into one [`SweepReport`] (merged across ticks, lags in a bounded histogram), and
+//! the record is a pure function of that report. Going through the facade would mean replaying
+//! the report into a global recorder only to flush it again, and:
+//! - its histograms keep at most 100 values between flushes (more is an error), so the lag
+//!   percentiles would still be computed here and set as gauges;
+//! - counters are deltas since the last flush and zero deltas are left out unless `emit_zeros`:
+//!   the record would no longer always carry every metric, which the alarms on `ItemsFailed`
+//!   rely on;
+//! - one global recorder per process: `ttl-sweeper run` would need a fan-out to feed EMF and
+//!   Prometheus at once, and tests that run several invocations in one process would share
+//!   counts;
+//! - its `lambda` feature wraps the handler in a tower service and pulls `lambda_http`.
+//!
+//! So the EMF writer stays ([`emf_record`], [`cold_start_record`]). The Prometheus side has the
+//! cumulative, process-wide model the facade is made for, so `/metrics` uses
+//! `metrics-exporter-prometheus` through `metrics` ([`daemon`]).
+
+mod powertools;
+
+pub mod daemon;
+
+pub use powertools::{service_name, trace_root, Invocation, PowertoolsJson, DEFAULT_SERVICE};
 
 use serde_json::{json, Value};
 use tracing_subscriber::EnvFilter;
@@ -17,12 +46,14 @@ pub enum LogFormat {
 }
 
 /// Installs the global subscriber: `format` lines on stderr (the CLI keeps stdout for its report)
-/// or stdout (Lambda), filtered by `RUST_LOG` / `AWS_LAMBDA_LOG_LEVEL`, else `default_level`.
+/// or stdout (Lambda), filtered by `AWS_LAMBDA_LOG_LEVEL`, `POWERTOOLS_LOG_LEVEL` or `RUST_LOG`
+/// (the first set), else `default_level`. JSON lines carry the Powertools keys
+/// ([`PowertoolsJson`]).
 pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
-    let level = std::env::var("AWS_LAMBDA_LOG_LEVEL")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .map(|s| s.to_ascii_lowercase());
+    let level = ["AWS_LAMBDA_LOG_LEVEL", "POWERTOOLS_LOG_LEVEL"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|s| !s.trim().is_empty()))
+        .map(|s| s.trim().to_ascii_lowercase());
     let filter = match level {
         Some(l) => EnvFilter::new(l),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)),
@@ -32,15 +63,11 @@ pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
         .with_target(false);
     let result = match (format, to_stdout) {
         (LogFormat::Json, true) => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(false)
+            .event_format(PowertoolsJson::from_env())
             .with_writer(std::io::stdout)
             .try_init(),
         (LogFormat::Json, false) => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(false)
+            .event_format(PowertoolsJson::from_env())
             .with_writer(std::io::stderr)
             .try_init(),
         (LogFormat::Text, true) => builder.with_writer(std::io::stdout).try_init(),
@@ -191,6 +218,31 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
     Value::Object(record)
 }
 
+/// The EMF record of a cold start, as Powertools writes it: metric `ColdStart` = 1 (Count) in
+/// `namespace`, dimensioned by `function_name` and `service`, in a record of its own so that it
+/// does not take the sweep's `TableName` dimension. Written once per execution environment, at
+/// its first invocation.
+pub fn cold_start_record(
+    namespace: &str,
+    function_name: &str,
+    service: &str,
+    timestamp_ms: i64,
+) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": namespace,
+                "Dimensions": [["function_name", "service"]],
+                "Metrics": [{"Name": "ColdStart", "Unit": "Count"}],
+            }],
+        },
+        "function_name": function_name,
+        "service": service,
+        "ColdStart": 1,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,6 +291,22 @@ mod tests {
         assert_eq!(v["ItemsDeleted"], 7);
         assert_eq!(v["ItemsFailed"], 1);
         assert_eq!(v["MaxExpiryLagSeconds"], 1.5);
+    }
+
+    #[test]
+    fn cold_start_record_is_one_metric_by_function_and_service() {
+        let v = cold_start_record("TtlSweeper", "sweeper-fn", "ttl-sweeper", 1_000);
+        let decl = &v["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(decl["Namespace"], "TtlSweeper");
+        assert_eq!(decl["Dimensions"], json!([["function_name", "service"]]));
+        assert_eq!(
+            decl["Metrics"],
+            json!([{"Name": "ColdStart", "Unit": "Count"}])
+        );
+        assert_eq!(v["ColdStart"], 1);
+        assert_eq!(v["function_name"], "sweeper-fn");
+        assert_eq!(v["service"], "ttl-sweeper");
+        assert!(v.get("TableName").is_none());
     }
 
     #[test]

@@ -328,3 +328,180 @@ async fn backfill_with_less_than_one_wcu_per_second_finishes_at_that_rate() {
     assert!(took >= Duration::from_millis(5500), "{took:?}: not paced");
     assert_eq!(scan_all(&client, &table).await.len(), 3);
 }
+
+/// `GET path` over HTTP/1.0 from 127.0.0.1:`port`: (status, body), or `None` while nothing
+/// listens.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n")?.1.to_owned();
+    Some((status, body))
+}
+
+/// The value of the sample `name{table="<table>"}` in a Prometheus text exposition.
+fn sample(text: &str, name: &str, table: &str) -> Option<f64> {
+    let prefix = format!("{name}{{table=\"{table}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
+    let client = client().await;
+    let table = table_name("daemon");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let start = now();
+    let first: Vec<_> = (0..20)
+        .map(|i| session(&format!("a-{i}"), start - 2 - i))
+        .collect();
+    put_items(&client, &table, first).await;
+    put_items(&client, &table, vec![session("future", start + 3600)]).await;
+
+    let port = free_port();
+    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("target/test-servers/daemon-{port}.log"));
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    let mut child = cli()
+        .args(["run", "--every", "200ms", "--table-name", &table])
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .env("AWS_ENDPOINT_URL", endpoint())
+        .env("SCHEDULE_SECONDS", "2")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    // Waits until `/metrics` says `name` is `want`, or 30 s; returns the last exposition.
+    let wait_for = |name: &str, want: f64| {
+        let started = Instant::now();
+        loop {
+            let text = http_get(port, "/metrics").map(|(_, body)| body);
+            let text = text.unwrap_or_default();
+            if sample(&text, name, &table) == Some(want)
+                || started.elapsed() > Duration::from_secs(30)
+            {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let text = tokio::task::block_in_place(|| wait_for("ttl_sweeper_items_deleted_total", 20.0));
+    assert_eq!(
+        sample(&text, "ttl_sweeper_items_deleted_total", &table),
+        Some(20.0),
+        "{text}\n--- log ---\n{}",
+        log_text()
+    );
+    assert!(
+        text.contains("# TYPE ttl_sweeper_items_deleted_total counter"),
+        "{text}"
+    );
+    assert!(
+        sample(&text, "ttl_sweeper_sweeps_total", &table).unwrap_or(0.0) >= 1.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "ttl_sweeper_items_failed_total", &table),
+        Some(0.0)
+    );
+
+    // More items expire: the counters move.
+    let second: Vec<_> = (0..15)
+        .map(|i| session(&format!("b-{i}"), now() - 1 - i))
+        .collect();
+    put_items(&client, &table, second).await;
+    let text = tokio::task::block_in_place(|| wait_for("ttl_sweeper_items_deleted_total", 35.0));
+    assert_eq!(
+        sample(&text, "ttl_sweeper_items_deleted_total", &table),
+        Some(35.0),
+        "{text}"
+    );
+    assert!(
+        sample(&text, "ttl_sweeper_items_found_total", &table).unwrap_or(0.0) >= 35.0,
+        "{text}"
+    );
+    // After a reporting period (SCHEDULE_SECONDS=2) the gauges hold its values.
+    let text = tokio::task::block_in_place(|| {
+        let started = Instant::now();
+        loop {
+            let text = http_get(port, "/metrics")
+                .map(|(_, b)| b)
+                .unwrap_or_default();
+            let lag = sample(&text, "ttl_sweeper_max_expiry_lag_seconds", &table);
+            if lag.is_some_and(|l| l > 0.0) || started.elapsed() > Duration::from_secs(10) {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    for name in [
+        "ttl_sweeper_items_skipped_total",
+        "ttl_sweeper_items_gone_total",
+        "ttl_sweeper_windows_swept_total",
+        "ttl_sweeper_items_left",
+        "ttl_sweeper_p99_expiry_lag_seconds",
+        "ttl_sweeper_clock_ahead_seconds",
+        "ttl_sweeper_seconds_since_last_success",
+    ] {
+        assert!(
+            sample(&text, name, &table).is_some(),
+            "{name} missing:\n{text}"
+        );
+    }
+    assert!(
+        sample(&text, "ttl_sweeper_max_expiry_lag_seconds", &table).is_some_and(|l| l > 0.0),
+        "{text}"
+    );
+
+    let (status, body) = http_get(port, "/healthz").expect("healthz answers");
+    assert_eq!(status, 200, "{body}");
+    let health: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(health["status"], "ok", "{health}");
+    assert_eq!(health["any_success"], true, "{health}");
+    assert_eq!(
+        health["unhealthy_after_seconds"], 6.0,
+        "3 periods of 2 s: {health}"
+    );
+    assert_eq!(http_get(port, "/other").map(|(s, _)| s), Some(404));
+
+    // SIGTERM stops it as before: exit 0, the whole run's report on stdout.
+    // SAFETY: signals the child this test started, by its PID.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{}", log_text());
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(report["items_deleted"], 35, "{report}");
+    assert!(
+        log_text().contains("serving /metrics and /healthz"),
+        "{}",
+        log_text()
+    );
+    assert_eq!(
+        scan_all(&client, &table).await.len(),
+        1,
+        "the unexpired item stays"
+    );
+}

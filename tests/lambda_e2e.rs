@@ -3,8 +3,13 @@
 //! against the local DynamoDB server.
 //!
 //! Needs `cargo-lambda` (`make test` installs it into `.venv/`; or set `CARGO_LAMBDA`).
+//!
+//! Also: the Lambda binary's log lines under the local Runtime API (`tests/support/runtime_api.rs`),
+//! checked for the Powertools keys, the cold start and the `ColdStart` metric.
 
 mod common;
+#[path = "support/runtime_api.rs"]
+mod runtime_api;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -208,4 +213,188 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
         "{log}"
     );
     drop(watch);
+}
+
+/// The JSON lines of the environments' logs.
+fn json_lines(logs: &[PathBuf]) -> Vec<serde_json::Value> {
+    logs.iter()
+        .flat_map(|p| {
+            std::fs::read_to_string(p)
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+        .filter(serde_json::Value::is_object)
+        .collect()
+}
+
+/// `1-5759e988-bd862e3fe1be46a994272793`: the Root id of an X-Ray trace header.
+fn is_trace_root(id: &str) -> bool {
+    let parts: Vec<&str> = id.split('-').collect();
+    parts.len() == 3
+        && parts[0] == "1"
+        && parts[1].len() == 8
+        && parts[2].len() == 24
+        && parts[1..]
+            .iter()
+            .all(|p| p.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lambda_logs_carry_the_powertools_keys_and_a_cold_start_metric() {
+    use runtime_api::{Options, Outcome, RuntimeApi, Schedule};
+
+    let client = client().await;
+    let table = table_name("powertools");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let now = now();
+    let items = (0..10)
+        .map(|i| session(&format!("old-{i}"), now - 5 - i))
+        .collect();
+    put_items(&client, &table, items).await;
+
+    let mut env: Vec<(String, String)> = LOCAL_AWS_ENV
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    for (k, v) in [
+        ("TABLE_NAME", table.clone()),
+        ("AWS_ENDPOINT_URL", endpoint()),
+        ("POWERTOOLS_SERVICE_NAME", "orders-expiry".into()),
+        ("POWERTOOLS_METRICS_NAMESPACE", "PowertoolsTest".into()),
+    ] {
+        env.push((k.into(), v));
+    }
+    let log_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "target/test-servers/powertools-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&log_dir);
+    let api = RuntimeApi::start(Options {
+        binary: PathBuf::from(env!("CARGO_BIN_EXE_ttl-sweeper-lambda")),
+        environments: 1,
+        timeout: Duration::from_secs(30),
+        env,
+        log_dir,
+        function_name: "ttl-sweeper-powertools".into(),
+    })
+    .await;
+    api.run_schedule(&Schedule {
+        first: now + 1,
+        period: Duration::from_secs(2),
+        count: 2,
+        max_delay: Duration::ZERO,
+        seed: 1,
+    });
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(60)
+        && api
+            .invocations()
+            .iter()
+            .any(|i| matches!(i.outcome, Outcome::Waiting | Outcome::Running))
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let logs = api.logs();
+    let run = api.stop();
+    let lines = json_lines(&logs);
+    let context = format!(
+        "{:#?}\n{}",
+        run.invocations,
+        lines
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        run.invocations
+            .iter()
+            .all(|i| matches!(i.outcome, Outcome::Succeeded(_))),
+        "{context}"
+    );
+
+    // Every log line: the Powertools keys.
+    let logged: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l.get("message").is_some())
+        .collect();
+    assert!(logged.len() >= 3, "{context}");
+    for line in &logged {
+        for key in ["level", "message", "timestamp", "service"] {
+            assert!(line.get(key).is_some(), "{key} missing: {line}");
+        }
+        assert_eq!(line["service"], "orders-expiry", "{line}");
+        assert_eq!(line["function_name"], "ttl-sweeper-powertools", "{line}");
+        let timestamp = line["timestamp"].as_str().unwrap_or_default();
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(timestamp).is_ok(),
+            "{line}"
+        );
+    }
+    // The summary line of each invocation: its request id, its trace, the cold start once.
+    let summaries: Vec<&&serde_json::Value> = logged
+        .iter()
+        .filter(|l| l["message"] == "sweep finished")
+        .collect();
+    assert_eq!(summaries.len(), 2, "{context}");
+    for (k, (line, invocation)) in summaries.iter().zip(&run.invocations).enumerate() {
+        assert_eq!(line["level"], "INFO", "{line}");
+        assert_eq!(
+            line["function_request_id"],
+            invocation.request_id.as_str(),
+            "{line}"
+        );
+        assert_eq!(line["cold_start"], k == 0, "{line}");
+        let trace = line["xray_trace_id"].as_str().unwrap_or_default();
+        assert!(is_trace_root(trace), "xray_trace_id {trace:?}: {line}");
+        assert!(
+            line["function_arn"]
+                .as_str()
+                .unwrap_or_default()
+                .ends_with(":function:ttl-sweeper-powertools"),
+            "{line}"
+        );
+    }
+    assert_eq!(summaries[0]["deleted"], 10, "{context}");
+    // Outside an invocation (start-up): no invocation keys.
+    let ready = logged
+        .iter()
+        .find(|l| l["message"] == "ready")
+        .expect("a ready line");
+    assert!(
+        ready.get("function_request_id").is_none() && ready.get("cold_start").is_none(),
+        "{ready}"
+    );
+
+    // Metrics: one ColdStart record, by function and service; both sweeps' records; all in
+    // POWERTOOLS_METRICS_NAMESPACE (METRICS_NAMESPACE is unset).
+    let emf: Vec<&serde_json::Value> = lines.iter().filter(|l| l.get("_aws").is_some()).collect();
+    let cold: Vec<&&serde_json::Value> = emf
+        .iter()
+        .filter(|r| r.get("ColdStart").is_some())
+        .collect();
+    assert_eq!(cold.len(), 1, "{context}");
+    let declaration = &cold[0]["_aws"]["CloudWatchMetrics"][0];
+    assert_eq!(declaration["Namespace"], "PowertoolsTest");
+    assert_eq!(
+        declaration["Dimensions"],
+        serde_json::json!([["function_name", "service"]])
+    );
+    assert_eq!(cold[0]["ColdStart"], 1);
+    assert_eq!(cold[0]["function_name"], "ttl-sweeper-powertools");
+    assert_eq!(cold[0]["service"], "orders-expiry");
+    let sweeps: Vec<&&serde_json::Value> = emf
+        .iter()
+        .filter(|r| r.get("ItemsDeleted").is_some())
+        .collect();
+    assert_eq!(sweeps.len(), 2, "{context}");
+    for record in sweeps {
+        assert_eq!(
+            record["_aws"]["CloudWatchMetrics"][0]["Namespace"],
+            "PowertoolsTest"
+        );
+    }
 }

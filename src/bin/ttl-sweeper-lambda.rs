@@ -1,5 +1,5 @@
 //! The Lambda entry point: configuration and the DynamoDB client are set up once per cold start;
-//! each invocation is handled by `ttl_sweeper::lambda::handle`, with the wall clock held to
+//! each invocation is handled by `ttl_sweeper::lambda::invoke`, with the wall clock held to
 //! DynamoDB's clock.
 
 use std::process::ExitCode;
@@ -10,7 +10,7 @@ use lambda_runtime::{service_fn, LambdaEvent};
 use serde_json::Value;
 use ttl_sweeper::config::Config;
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::lambda::handle;
+use ttl_sweeper::lambda::invoke;
 use ttl_sweeper::store::GuardedClock;
 use ttl_sweeper::telemetry::{self, LogFormat};
 
@@ -47,7 +47,7 @@ async fn main() -> ExitCode {
             .deadline()
             .duration_since(SystemTime::now())
             .ok();
-        handle(sweeper, &event.payload, clock, remaining, settings).await
+        invoke(sweeper, &event, clock, remaining, settings).await
     });
     match lambda_runtime::run(handler).await {
         Ok(()) => ExitCode::SUCCESS,

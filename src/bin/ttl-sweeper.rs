@@ -120,6 +120,10 @@ struct RunArgs {
     /// Interval between sweeps, from 100ms to 1d, e.g. `1s`, `500ms`, `1m`.
     #[arg(long, default_value = "1s")]
     every: String,
+    /// Serve Prometheus `/metrics` and `/healthz` on this address, e.g. `127.0.0.1:9464`
+    /// (off unless given).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
     #[command(flatten)]
     config: ConfigFlags,
 }
@@ -178,7 +182,14 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let config = args.config.to_config()?;
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));
-            let report = cli::run(&config, &args.every, wall_clock, shutdown).await?;
+            let report = cli::run(
+                &config,
+                &args.every,
+                args.metrics_addr,
+                wall_clock,
+                shutdown,
+            )
+            .await?;
             cli::finish(&report)
         }
         Command::Backfill(args) => {

@@ -23,8 +23,14 @@ pub struct ConfigFlags {
 
 impl ConfigFlags {
     /// The raw value given for the setting whose environment variable is `var`.
+    /// A variable that is not a setting (`POWERTOOLS_METRICS_NAMESPACE`) comes from the
+    /// environment.
     pub fn lookup(&self, var: &str) -> Option<String> {
-        self.values.get(var).cloned()
+        if SETTINGS.iter().any(|s| s.var == var) {
+            self.values.get(var).cloned()
+        } else {
+            std::env::var(var).ok()
+        }
     }
 
     /// Validates the values given, with the defaults for the rest.

@@ -83,6 +83,37 @@ impl From<HandlerError> for lambda_runtime::Diagnostic {
     }
 }
 
+/// Handles one invocation from the Lambda runtime: marks it in the logs (request id, X-Ray
+/// trace, cold start; see [`telemetry::Invocation`]), writes the `ColdStart` EMF record on the
+/// environment's first invocation, and runs [`handle`]. `remaining` is the time left before the
+/// invocation's deadline.
+pub async fn invoke<S: Store>(
+    sweeper: &Sweeper<S>,
+    event: &lambda_runtime::LambdaEvent<Value>,
+    clock: &impl Clock,
+    remaining: Option<Duration>,
+    settings: &HandlerSettings,
+) -> Result<SweepReport, HandlerError> {
+    let context = &event.context;
+    let invocation = telemetry::Invocation::begin(
+        &context.request_id,
+        context.xray_trace_id.as_deref(),
+        &context.invoked_function_arn,
+    );
+    if invocation.cold_start() {
+        println!(
+            "{}",
+            telemetry::cold_start_record(
+                &settings.namespace,
+                &context.env_config.function_name,
+                &telemetry::service_name(),
+                clock.now().millis(),
+            )
+        );
+    }
+    handle(sweeper, &event.payload, clock, remaining, settings).await
+}
+
 /// Handles one invocation. `clock` reads the current time; `remaining` is the time left before
 /// the invocation's deadline (`None`: no deadline).
 pub async fn handle<S: Store>(

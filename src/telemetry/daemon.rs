@@ -1,0 +1,367 @@
+//! The optional HTTP endpoint of `ttl-sweeper run`: `GET /metrics` in the Prometheus text
+//! exposition format and `GET /healthz`, on the address of `--metrics-addr`.
+//!
+//! The metrics are the Lambda's EMF metrics under Prometheus names: `ItemsDeleted` is
+//! `ttl_sweeper_items_deleted_total`, and so on (see [`METRICS`]), each with the label `table`.
+//! Counters add up every sweep since the process started; the lag, `items_left` and clock gauges
+//! hold the last reporting period's values, as its EMF record does. They are kept by a
+//! `metrics-exporter-prometheus` recorder that is local to this endpoint (not installed
+//! globally), so nothing else in the process can write into it.
+//!
+//! `/healthz` answers 200 while sweeping works and 503 once no sweep has succeeded (every key
+//! found deleted or knowingly kept, every window read) for [`DaemonMetrics::unhealthy_after`],
+//! counted from start-up until the first success.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use metrics::{counter, describe_counter, describe_gauge, gauge, Unit};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::SweepReport;
+
+/// Each EMF metric name with its Prometheus name.
+pub const METRICS: [(&str, &str); 10] = [
+    ("ItemsDeleted", "ttl_sweeper_items_deleted_total"),
+    ("ItemsSkipped", "ttl_sweeper_items_skipped_total"),
+    ("ItemsGone", "ttl_sweeper_items_gone_total"),
+    ("ItemsFailed", "ttl_sweeper_items_failed_total"),
+    ("ItemsFound", "ttl_sweeper_items_found_total"),
+    ("ItemsLeft", "ttl_sweeper_items_left"),
+    ("WindowsSwept", "ttl_sweeper_windows_swept_total"),
+    ("MaxExpiryLagSeconds", "ttl_sweeper_max_expiry_lag_seconds"),
+    ("P99ExpiryLagSeconds", "ttl_sweeper_p99_expiry_lag_seconds"),
+    ("ClockAheadSeconds", "ttl_sweeper_clock_ahead_seconds"),
+];
+
+/// Sweeps run (ticks and full sweeps) and those that did not succeed.
+const SWEEPS: &str = "ttl_sweeper_sweeps_total";
+const SWEEPS_FAILED: &str = "ttl_sweeper_sweeps_failed_total";
+/// Seconds since the last successful sweep (since start-up before the first).
+const SINCE_SUCCESS: &str = "ttl_sweeper_seconds_since_last_success";
+
+/// The daemon's metrics and health.
+#[derive(Debug)]
+pub struct DaemonMetrics {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    table: String,
+    /// Start-up, then the end of the last successful sweep.
+    last_success: Mutex<(Instant, bool)>,
+    unhealthy_after: Duration,
+}
+
+/// What `/healthz` says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Health {
+    /// No longer than [`DaemonMetrics::unhealthy_after`] without a successful sweep.
+    pub healthy: bool,
+    /// Time since the last successful sweep, or since start-up before the first.
+    pub since_success: Duration,
+    /// Whether any sweep has succeeded yet.
+    pub ever_succeeded: bool,
+}
+
+impl DaemonMetrics {
+    /// Metrics of sweeps of `table`; unhealthy after `unhealthy_after` without a successful sweep.
+    pub fn new(table: &str, unhealthy_after: Duration) -> DaemonMetrics {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let this = DaemonMetrics {
+            recorder,
+            handle,
+            table: table.to_owned(),
+            last_success: Mutex::new((Instant::now(), false)),
+            unhealthy_after,
+        };
+        metrics::with_local_recorder(&this.recorder, || {
+            for (emf, name) in METRICS {
+                let unit = if name.ends_with("_seconds") {
+                    Unit::Seconds
+                } else {
+                    Unit::Count
+                };
+                let help = format!("The Lambda's EMF metric {emf}");
+                if name.ends_with("_total") {
+                    describe_counter!(name, unit, help);
+                } else {
+                    describe_gauge!(name, unit, help);
+                }
+            }
+            describe_counter!(SWEEPS, Unit::Count, "Sweeps run: ticks and full sweeps");
+            describe_counter!(
+                SWEEPS_FAILED,
+                Unit::Count,
+                "Sweeps with failed keys or unread windows"
+            );
+            describe_gauge!(
+                SINCE_SUCCESS,
+                Unit::Seconds,
+                "Time since the last successful sweep"
+            );
+        });
+        this.record_sweep(&SweepReport::default(), false);
+        this
+    }
+
+    /// How long without a successful sweep makes `/healthz` answer 503.
+    pub fn unhealthy_after(&self) -> Duration {
+        self.unhealthy_after
+    }
+
+    /// Adds one sweep (a tick or a full sweep) to the counters; a successful one resets the
+    /// health clock.
+    pub fn record(&self, report: &SweepReport) {
+        self.record_sweep(report, true);
+        if report.is_success() {
+            *self.lock() = (Instant::now(), true);
+        }
+    }
+
+    fn record_sweep(&self, r: &SweepReport, counts: bool) {
+        let table = self.table.clone();
+        metrics::with_local_recorder(&self.recorder, || {
+            let values = [
+                r.items_deleted,
+                r.items_skipped,
+                r.items_gone,
+                r.items_failed,
+                r.items_found,
+                0, // ItemsLeft: a gauge, set per period
+                r.windows_swept as u64,
+            ];
+            for ((_, name), value) in METRICS.iter().zip(values) {
+                if name.ends_with("_total") {
+                    counter!(*name, "table" => table.clone()).increment(value);
+                }
+            }
+            let sweeps = counter!(SWEEPS, "table" => table.clone());
+            let failed = counter!(SWEEPS_FAILED, "table" => table.clone());
+            if counts {
+                sweeps.increment(1);
+                failed.increment(u64::from(!r.is_success()));
+            }
+        });
+    }
+
+    /// Sets the gauges to a reporting period's values (the interval report `run` logs).
+    pub fn record_period(&self, r: &SweepReport) {
+        let table = self.table.clone();
+        metrics::with_local_recorder(&self.recorder, || {
+            let seconds = |ms: u64| ms as f64 / 1000.0;
+            for (name, value) in [
+                ("ttl_sweeper_items_left", r.items_left as f64),
+                ("ttl_sweeper_max_expiry_lag_seconds", seconds(r.lag.max_ms)),
+                ("ttl_sweeper_p99_expiry_lag_seconds", seconds(r.lag.p99_ms)),
+                ("ttl_sweeper_clock_ahead_seconds", seconds(r.clock_ahead_ms)),
+            ] {
+                gauge!(name, "table" => table.clone()).set(value);
+            }
+        });
+    }
+
+    /// The health as of now.
+    pub fn health(&self) -> Health {
+        let (since, ever) = *self.lock();
+        let since_success = since.elapsed();
+        Health {
+            healthy: since_success <= self.unhealthy_after,
+            since_success,
+            ever_succeeded: ever,
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let since = self.health().since_success.as_secs_f64();
+        let table = self.table.clone();
+        metrics::with_local_recorder(&self.recorder, || {
+            gauge!(SINCE_SUCCESS, "table" => table).set(since);
+        });
+        self.handle.render()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Instant, bool)> {
+        self.last_success
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Binds `addr` for [`serve`]; a busy or foreign address is an error naming it.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("--metrics-addr {addr}: cannot listen: {e}"),
+        )
+    })
+}
+
+/// Answers `/metrics` and `/healthz` on `listener` until `shutdown`.
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Arc<DaemonMetrics>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((stream, _)) = accepted else {
+            // A failed accept (e.g. out of file descriptors) must not spin: pause, go on.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let metrics = metrics.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let metrics = metrics.clone();
+                async move { Ok::<_, Infallible>(answer(&metrics, &request)) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = connection => {}
+                _ = shutdown.cancelled() => {}
+            }
+        });
+    }
+}
+
+fn answer(metrics: &DaemonMetrics, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let reply = |status: StatusCode, content_type: &str, body: String| {
+        Response::builder()
+            .status(status)
+            .header("content-type", content_type)
+            .body(Full::new(Bytes::from(body)))
+            .expect("a response from a valid status and header")
+    };
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "GET only\n".into(),
+        );
+    }
+    match request.uri().path() {
+        "/metrics" => reply(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics.render(),
+        ),
+        "/healthz" => {
+            let health = metrics.health();
+            let status = if health.healthy {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            let body = json!({
+                "status": if health.healthy { "ok" } else { "unhealthy" },
+                "seconds_since_last_success": health.since_success.as_secs_f64(),
+                "any_success": health.ever_succeeded,
+                "unhealthy_after_seconds": metrics.unhealthy_after.as_secs_f64(),
+            });
+            reply(status, "application/json", format!("{body}\n"))
+        }
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found: try /metrics or /healthz\n".into(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(text: &str, metric: &str) -> Option<f64> {
+        text.lines()
+            .find(|l| l.starts_with(metric) && !l.starts_with('#'))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+
+    #[test]
+    fn counters_add_up_sweeps_and_gauges_hold_the_period() {
+        let m = DaemonMetrics::new("sessions", Duration::from_secs(60));
+        let text = m.render();
+        assert_eq!(
+            value(&text, "ttl_sweeper_items_deleted_total{table=\"sessions\"}"),
+            Some(0.0),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE ttl_sweeper_items_deleted_total counter"),
+            "{text}"
+        );
+        let sweep = SweepReport {
+            items_deleted: 5,
+            items_found: 6,
+            items_skipped: 1,
+            windows_swept: 2,
+            ..SweepReport::default()
+        };
+        m.record(&sweep);
+        m.record(&sweep);
+        m.record_period(&SweepReport {
+            items_left: 3,
+            lag: crate::engine::LagStats {
+                p50_ms: 100,
+                p99_ms: 250,
+                max_ms: 1500,
+            },
+            ..SweepReport::default()
+        });
+        let text = m.render();
+        let v = |name: &str| value(&text, &format!("{name}{{table=\"sessions\"}}"));
+        assert_eq!(v("ttl_sweeper_items_deleted_total"), Some(10.0), "{text}");
+        assert_eq!(v("ttl_sweeper_items_found_total"), Some(12.0));
+        assert_eq!(v("ttl_sweeper_items_skipped_total"), Some(2.0));
+        assert_eq!(v("ttl_sweeper_windows_swept_total"), Some(4.0));
+        assert_eq!(v("ttl_sweeper_sweeps_total"), Some(2.0));
+        assert_eq!(v("ttl_sweeper_sweeps_failed_total"), Some(0.0));
+        assert_eq!(v("ttl_sweeper_items_left"), Some(3.0));
+        assert_eq!(v("ttl_sweeper_max_expiry_lag_seconds"), Some(1.5));
+        assert_eq!(v("ttl_sweeper_p99_expiry_lag_seconds"), Some(0.25));
+        assert!(
+            text.contains("# TYPE ttl_sweeper_items_left gauge"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn health_turns_503_without_a_successful_sweep_and_back_on_one() {
+        let m = DaemonMetrics::new("t", Duration::from_millis(50));
+        assert!(m.health().healthy, "healthy right after start-up");
+        assert!(!m.health().ever_succeeded);
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(!m.health().healthy, "no sweep for longer than the limit");
+        let failed = SweepReport {
+            items_failed: 1,
+            ..SweepReport::default()
+        };
+        m.record(&failed);
+        assert!(!m.health().healthy, "a failed sweep does not count");
+        m.record(&SweepReport::default());
+        let health = m.health();
+        assert!(health.healthy && health.ever_succeeded, "{health:?}");
+        assert_eq!(
+            value(&m.render(), "ttl_sweeper_sweeps_failed_total{table=\"t\"}"),
+            Some(1.0)
+        );
+    }
+}

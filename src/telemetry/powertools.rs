@@ -1,0 +1,316 @@
+//! JSON log lines with the keys of Powertools for AWS Lambda, the conventions Lambda operators
+//! search by: `level`, `message`, `timestamp`, `service`, and during an invocation
+//! `cold_start`, `function_name`, `function_arn`, `function_memory_size`, `function_request_id`
+//! and `xray_trace_id`; the event's own fields follow at the top level.
+//!
+//! The invocation context is process state, set by [`Invocation::begin`] when an invocation
+//! starts and cleared when its guard drops: a Lambda execution environment runs one invocation
+//! at a time, and every line logged meanwhile — from any task — belongs to it.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use serde_json::{Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// The `service` key when `POWERTOOLS_SERVICE_NAME` is unset.
+pub const DEFAULT_SERVICE: &str = "ttl-sweeper";
+
+/// The service name: `POWERTOOLS_SERVICE_NAME`, else [`DEFAULT_SERVICE`].
+pub fn service_name() -> String {
+    std::env::var("POWERTOOLS_SERVICE_NAME")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| DEFAULT_SERVICE.to_owned())
+}
+
+/// The invocation running now, if any.
+static CURRENT: Mutex<Option<Context>> = Mutex::new(None);
+
+/// Whether the next invocation is this environment's first.
+static COLD: AtomicBool = AtomicBool::new(true);
+
+#[derive(Debug, Clone)]
+struct Context {
+    request_id: String,
+    xray_trace_id: Option<String>,
+    function_arn: String,
+    cold_start: bool,
+}
+
+/// The invocation in progress; its context leaves the log lines when this drops.
+#[derive(Debug)]
+#[must_use = "the invocation's context is cleared when the guard drops"]
+pub struct Invocation {
+    cold_start: bool,
+}
+
+impl Invocation {
+    /// Marks the start of an invocation: its request id, its X-Ray trace header (Lambda's
+    /// `Lambda-Runtime-Trace-Id`, also in `_X_AMZN_TRACE_ID`; the `Root=` id is logged) and the
+    /// function ARN it was invoked through. The first invocation of the process is the cold start.
+    pub fn begin(request_id: &str, trace_header: Option<&str>, function_arn: &str) -> Invocation {
+        let cold_start = COLD.swap(false, Ordering::SeqCst);
+        let header = trace_header
+            .map(str::to_owned)
+            .or_else(|| std::env::var("_X_AMZN_TRACE_ID").ok());
+        let context = Context {
+            request_id: request_id.to_owned(),
+            xray_trace_id: header.as_deref().and_then(trace_root),
+            function_arn: function_arn.to_owned(),
+            cold_start,
+        };
+        *CURRENT.lock().unwrap_or_else(PoisonError::into_inner) = Some(context);
+        Invocation { cold_start }
+    }
+
+    /// Whether this is the first invocation of the execution environment.
+    pub fn cold_start(&self) -> bool {
+        self.cold_start
+    }
+}
+
+impl Drop for Invocation {
+    fn drop(&mut self) {
+        *CURRENT.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
+/// The trace id of an X-Ray trace header, as Powertools logs it:
+/// `Root=1-5759e988-bd862e3fe1be46a994272793;Parent=...;Sampled=1` → `1-5759e988-bd86...`.
+pub fn trace_root(header: &str) -> Option<String> {
+    header
+        .split(';')
+        .find_map(|part| part.trim().strip_prefix("Root="))
+        .filter(|root| !root.is_empty())
+        .map(str::to_owned)
+}
+
+/// The event formatter: one JSON object per line.
+#[derive(Debug, Clone)]
+pub struct PowertoolsJson {
+    service: String,
+    function_name: Option<String>,
+    function_memory_size: Option<u64>,
+}
+
+impl PowertoolsJson {
+    /// The formatter for this process: the service name and the function's name and memory size
+    /// from the environment Lambda sets (absent outside Lambda).
+    pub fn from_env() -> PowertoolsJson {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        PowertoolsJson {
+            service: service_name(),
+            function_name: var("AWS_LAMBDA_FUNCTION_NAME"),
+            function_memory_size: var("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+                .and_then(|v| v.parse().ok()),
+        }
+    }
+
+    /// The JSON object of one log line: the Powertools keys, then the event's fields (a field
+    /// named like a Powertools key is renamed `field_<name>`, so the keys stay trustworthy).
+    fn line(
+        &self,
+        level: &tracing::Level,
+        timestamp: &str,
+        event: &Event<'_>,
+    ) -> Map<String, Value> {
+        let mut fields = Map::new();
+        event.record(&mut JsonFields(&mut fields));
+        let message = fields
+            .remove("message")
+            .unwrap_or(Value::String(String::new()));
+        let mut line = Map::new();
+        line.insert("level".into(), level.as_str().into());
+        line.insert("message".into(), message);
+        line.insert("timestamp".into(), timestamp.into());
+        line.insert("service".into(), self.service.clone().into());
+        if let Some(name) = &self.function_name {
+            line.insert("function_name".into(), name.clone().into());
+        }
+        if let Some(size) = self.function_memory_size {
+            line.insert("function_memory_size".into(), size.into());
+        }
+        let current = CURRENT
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(c) = current {
+            line.insert("cold_start".into(), c.cold_start.into());
+            line.insert("function_request_id".into(), c.request_id.into());
+            line.insert("function_arn".into(), c.function_arn.into());
+            if let Some(trace) = c.xray_trace_id {
+                line.insert("xray_trace_id".into(), trace.into());
+            }
+        }
+        for (key, value) in fields {
+            let key = if RESERVED.contains(&key.as_str()) {
+                format!("field_{key}")
+            } else {
+                key
+            };
+            line.insert(key, value);
+        }
+        line
+    }
+}
+
+/// The keys this formatter owns.
+const RESERVED: [&str; 10] = [
+    "level",
+    "message",
+    "timestamp",
+    "service",
+    "cold_start",
+    "function_name",
+    "function_memory_size",
+    "function_request_id",
+    "function_arn",
+    "xray_trace_id",
+];
+
+impl<S, N> FormatEvent<S, N> for PowertoolsJson
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        _ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let timestamp = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let line = self.line(event.metadata().level(), &timestamp, event);
+        writeln!(writer, "{}", Value::Object(line))
+    }
+}
+
+/// Collects an event's fields as JSON values: numbers and booleans as such, the rest as text.
+struct JsonFields<'a>(&'a mut Map<String, Value>);
+
+impl Visit for JsonFields<'_> {
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.0.insert(field.name().into(), value.to_string().into());
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0
+            .insert(field.name().into(), format!("{value:?}").into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn trace_root_is_the_root_id_of_the_header() {
+        assert_eq!(
+            trace_root(
+                "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+            )
+            .as_deref(),
+            Some("1-5759e988-bd862e3fe1be46a994272793")
+        );
+        assert_eq!(trace_root("Parent=1;Sampled=0"), None);
+        assert_eq!(trace_root(""), None);
+    }
+
+    // One test owns the process-wide invocation state: the cold start happens once.
+    #[test]
+    fn lines_carry_the_powertools_keys_and_the_invocation_context() {
+        let buf = Buf::default();
+        let writer = buf.clone();
+        let format = PowertoolsJson {
+            service: "orders".into(),
+            function_name: Some("sweeper".into()),
+            function_memory_size: Some(128),
+        };
+        let subscriber = tracing_subscriber::fmt()
+            .event_format(format)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(deleted = 7u64, table = "sessions", level = "x", "before");
+            let first = Invocation::begin(
+                "req-1",
+                Some("Root=1-abc-def;Parent=1;Sampled=0"),
+                "arn:aws:lambda:us-east-1:1:function:sweeper",
+            );
+            assert!(first.cold_start());
+            tracing::warn!(lag = 1.5, ok = true, "during");
+            drop(first);
+            let second = Invocation::begin("req-2", None, "arn");
+            assert!(!second.cold_start());
+            tracing::error!(error = %"boom", "second");
+            drop(second);
+        });
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        let before = &lines[0];
+        assert_eq!(before["level"], "INFO");
+        assert_eq!(before["message"], "before");
+        assert_eq!(before["service"], "orders");
+        assert_eq!(before["function_name"], "sweeper");
+        assert_eq!(before["function_memory_size"], 128);
+        assert_eq!(before["deleted"], 7);
+        assert_eq!(before["table"], "sessions");
+        assert_eq!(
+            before["field_level"], "x",
+            "a field does not overwrite a key"
+        );
+        assert!(before.get("function_request_id").is_none(), "{before}");
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(before["timestamp"].as_str().unwrap()).is_ok()
+        );
+        let during = &lines[1];
+        assert_eq!(during["level"], "WARN");
+        assert_eq!(during["cold_start"], true);
+        assert_eq!(during["function_request_id"], "req-1");
+        assert_eq!(during["xray_trace_id"], "1-abc-def");
+        assert_eq!(during["lag"], 1.5);
+        assert_eq!(during["ok"], true);
+        let second = &lines[2];
+        assert_eq!(second["cold_start"], false);
+        assert_eq!(second["function_request_id"], "req-2");
+        assert_eq!(second["error"], "boom");
+    }
+}
