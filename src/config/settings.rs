@@ -1,8 +1,8 @@
 //! The one list of settings: each setting's environment variable (the CLI flag is its kebab-case
 //! form), default, a short description and what it accepts. The environment parser
 //! ([`Config::from_lookup`](super::Config::from_lookup)), the CLI flags
-//! ([`ConfigFlags`](super::ConfigFlags)) and the README's configuration table (checked by
-//! `tests/readme.rs`) all follow [`SETTINGS`].
+//! ([`ConfigFlags`](super::ConfigFlags)) and the configuration table of `docs/configuration.md`
+//! (checked by `tests/readme.rs`) all follow [`SETTINGS`].
 
 /// One setting: its environment variable, default, what it is and what it accepts.
 #[derive(Debug, Clone, Copy)]
