@@ -494,6 +494,16 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
     assert_eq!(status.code(), Some(0), "{}", log_text());
     let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(report["items_deleted"], 35, "{report}");
+    // The period that set the gauges also wrote its summary line and EMF record on stderr.
+    let log = log_text();
+    let records: Vec<serde_json::Value> = log
+        .lines()
+        .filter(|l| l.contains("\"CloudWatchMetrics\""))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!records.is_empty(), "no EMF record:\n{log}");
+    assert_eq!(records[0]["TableName"], table.as_str(), "{}", records[0]);
+    assert!(log.contains("sweep finished"), "{log}");
     assert!(
         log_text().contains("serving /metrics and /healthz"),
         "{}",
