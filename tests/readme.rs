@@ -5,7 +5,8 @@
 //!   README's short table names only settings, with their defaults;
 //! - every relative link in `README.md` and `docs/*.md` points to a file that exists, and every
 //!   `#anchor` to a heading of that file;
-//! - every `make <target>` they show is a target of the Makefile.
+//! - every `make <target>` they show is a target of the Makefile;
+//! - every `ttl_sweeper::...` path they name is a public item of the library.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -366,5 +367,83 @@ fn every_make_command_shown_is_a_makefile_target() {
     assert_eq!(
         make_commands("run `make demo`\n```\nmake test   # all\n  make bench BENCH_QUICK=1\n```\n"),
         ["demo", "test", "bench"]
+    );
+}
+
+/// The `ttl_sweeper::module::item` paths in `markdown` (prose and code).
+fn library_paths(markdown: &str) -> Vec<String> {
+    let mut paths = Vec::new();
+    let mut rest = markdown;
+    while let Some(at) = rest.find("ttl_sweeper::") {
+        let path: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        rest = &rest[at + path.len()..];
+        paths.push(path.trim_end_matches(':').to_owned());
+    }
+    paths
+}
+
+/// Whether `path` (`ttl_sweeper::expiry::window::window_key`) names a public item: its module
+/// is a file under `src/`, and that file declares the item `pub` or re-exports it.
+fn library_path_exists(path: &str) -> bool {
+    let parts: Vec<&str> = path.split("::").skip(1).collect();
+    let Some((item, modules)) = parts.split_last() else {
+        return false;
+    };
+    let src = Path::new(ROOT).join("src");
+    let file = if modules.is_empty() {
+        src.join("lib.rs")
+    } else {
+        src.join(format!("{}.rs", modules.join("/")))
+    };
+    let Ok(text) = std::fs::read_to_string(file) else {
+        return false;
+    };
+    let declared = ["fn", "struct", "enum", "trait", "const", "mod", "type"]
+        .iter()
+        .any(|kind| {
+            text.contains(&format!("pub {kind} {item}("))
+                || text.contains(&format!("pub {kind} {item}<"))
+                || text.contains(&format!("pub {kind} {item} "))
+                || text.contains(&format!("pub {kind} {item};"))
+                || text.contains(&format!("pub {kind} {item}:"))
+        });
+    let reexported = text.lines().any(|l| {
+        l.trim_start().starts_with("pub use")
+            && l.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|word| word == *item)
+    });
+    declared || reexported
+}
+
+#[test]
+fn every_library_path_the_docs_name_exists() {
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    for path in documents() {
+        for name in library_paths(&read(&path)) {
+            seen += 1;
+            if !library_path_exists(&name) {
+                problems.push(format!("{}: {name}", path.display()));
+            }
+        }
+    }
+    assert!(seen >= 3, "only {seen} library paths found");
+    assert!(
+        problems.is_empty(),
+        "no such public item:\n  {}",
+        problems.join("\n  ")
+    );
+    assert!(library_path_exists(
+        "ttl_sweeper::expiry::window::window_key"
+    ));
+    assert!(library_path_exists("ttl_sweeper::expiry::is_expired"));
+    assert!(!library_path_exists("ttl_sweeper::window::window_key"));
+    assert!(!library_path_exists("ttl_sweeper::expiry::no_such_fn"));
+    assert_eq!(
+        library_paths("use `ttl_sweeper::expiry::Layout` and ttl_sweeper::connect(&c)"),
+        ["ttl_sweeper::expiry::Layout", "ttl_sweeper::connect"]
     );
 }
