@@ -8,6 +8,10 @@
 //   scheduleMinutes  the schedule's period: rate(N minutes) (default 1)
 //   scheduleCron     a cron expression instead, e.g. "cron(0/2 * * * ? *)"; its period is scheduleMinutes
 //   checkpoint       "true": create a checkpoint table for exact catch-up; maxCatchUpMinutes caps it
+//   sweepers         split the shards (windowShards) between this many functions
+//   expiryEvents     "eventbridge" (the default bus), "queue" (a new KMS-encrypted queue) or
+//                    "firehose:<stream name>": publish an event per expired item; expiryEventsMode
+//                    "notify" (default) or "archive"
 //   lagAlarmSeconds, alarmEmail   alarm on expiry lag above this; subscribe this address
 //   assetDir         directory with the arm64 `bootstrap` (default: the `make package` output)
 //   stackName        default TtlSweeper

@@ -2,7 +2,8 @@
 
 import * as cdk from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { Checkpoint, DeleteMode, SweepSchedule, type TtlSweeperProps } from '../src';
+import { Checkpoint, DeleteMode, ExpiryEventsMode, SweepSchedule, type TtlSweeperProps } from '../src';
+import type { ExpiryEventsSink } from './sweeper-stack';
 import { SweeperStack } from './sweeper-stack';
 
 export function sweeperStackFromContext(app: cdk.App): SweeperStack {
@@ -29,6 +30,20 @@ export function sweeperStackFromContext(app: cdk.App): SweeperStack {
   const alarmEmail = ctx('alarmEmail');
   const maxCatchUpMinutes = num('maxCatchUpMinutes');
 
+  const sink = ctx('expiryEvents');
+  let expiryEvents: ExpiryEventsSink | undefined;
+  if (sink === 'eventbridge' || sink === 'queue') {
+    expiryEvents = { kind: sink };
+  } else if (sink?.startsWith('firehose:') && sink.length > 'firehose:'.length) {
+    expiryEvents = { kind: 'firehose', streamName: sink.slice('firehose:'.length) };
+  } else if (sink !== undefined) {
+    throw new Error(`context expiryEvents=${sink}: expected eventbridge, queue or firehose:<stream name>`);
+  }
+  const mode = ctx('expiryEventsMode');
+  if (mode !== undefined && mode !== 'notify' && mode !== 'archive') {
+    throw new Error(`context expiryEventsMode=${mode}: expected notify or archive`);
+  }
+
   const sweeper: Omit<TtlSweeperProps, 'table'> = {
     code: assetDir ? lambda.Code.fromAsset(assetDir) : undefined,
     indexName: ctx('indexName'),
@@ -36,6 +51,7 @@ export function sweeperStackFromContext(app: cdk.App): SweeperStack {
     windowAttribute: ctx('windowAttribute'),
     windowSeconds: num('windowSeconds'),
     windowShards: num('windowShards'),
+    sweepers: num('sweepers'),
     lookbackWindows: num('lookbackWindows'),
     deleteMode: deleteMode === 'conditional' ? DeleteMode.CONDITIONAL : deleteMode === 'batch' ? DeleteMode.BATCH : undefined,
     maxConcurrency: num('maxConcurrency'),
@@ -55,6 +71,8 @@ export function sweeperStackFromContext(app: cdk.App): SweeperStack {
   return new SweeperStack(app, ctx('stackName') ?? 'TtlSweeper', {
     table: tableName ? { kind: 'existing', tableName } : { kind: 'create', partitionKey: ctx('partitionKey') ?? 'id' },
     sweeper,
+    expiryEvents,
+    expiryEventsMode: mode === 'archive' ? ExpiryEventsMode.ARCHIVE : mode === 'notify' ? ExpiryEventsMode.NOTIFY : undefined,
     env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
   });
 }

@@ -4,17 +4,27 @@
 
 import * as cdk from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as firehose from 'aws-cdk-lib/aws-kinesisfirehose';
+import * as kms from 'aws-cdk-lib/aws-kms';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 // In an application of your own: import { ... } from 'ttl-sweeper-cdk';
-import { TtlSweeper, type TtlSweeperProps } from '../src';
+import { ExpiryEventsMode, TtlSweeper, type ExpiryEventsOptions, type TtlSweeperProps } from '../src';
 
 /** Where the swept table comes from. */
 export type TableSource =
   | { kind: 'create'; partitionKey: string; sortKey?: string }
   | { kind: 'existing'; tableName: string };
 
+/** Where expiry events go: the account's default event bus, a new queue, or a Firehose stream. */
+export type ExpiryEventsSink = { kind: 'eventbridge' } | { kind: 'queue' } | { kind: 'firehose'; streamName: string };
+
 export interface SweeperStackProps extends cdk.StackProps {
   readonly table: TableSource;
+  /** Publish expiry events here (the construct's `expiryEvents`, made in this stack). */
+  readonly expiryEvents?: ExpiryEventsSink;
+  readonly expiryEventsMode?: ExpiryEventsMode;
   /** Everything but the table is passed to the construct as is. */
   readonly sweeper?: Omit<TtlSweeperProps, 'table'>;
 }
@@ -47,7 +57,34 @@ export class SweeperStack extends cdk.Stack {
       this.table = dynamodb.Table.fromTableAttributes(this, 'Table', { tableName: props.table.tableName });
     }
 
-    this.sweeper = new TtlSweeper(this, 'Sweeper', { ...props.sweeper, table: this.table });
+    let expiryEvents: ExpiryEventsOptions | undefined;
+    const mode = props.expiryEventsMode;
+    if (props.expiryEvents?.kind === 'eventbridge') {
+      expiryEvents = { eventBus: events.EventBus.fromEventBusName(this, 'DefaultBus', 'default'), mode };
+    } else if (props.expiryEvents?.kind === 'queue') {
+      const queue = new sqs.Queue(this, 'ExpiryEvents', {
+        encryptionMasterKey: new kms.Key(this, 'ExpiryEventsKey', {
+          description: 'ttl-sweeper example: encrypts the expiry events queue',
+          enableKeyRotation: true,
+          removalPolicy: cdk.RemovalPolicy.DESTROY,
+        }),
+        enforceSSL: true,
+        retentionPeriod: cdk.Duration.days(14),
+      });
+      cdk.Validations.of(queue).acknowledge({
+        id: 'AwsSolutions-SQS3',
+        reason: 'the consumers of the expiry events choose their own dead-letter queue',
+      });
+      new cdk.CfnOutput(this, 'ExpiryEventsQueue', { value: queue.queueUrl });
+      expiryEvents = { queue, mode };
+    } else if (props.expiryEvents?.kind === 'firehose') {
+      expiryEvents = {
+        deliveryStream: firehose.DeliveryStream.fromDeliveryStreamName(this, 'ExpiryEventsStream', props.expiryEvents.streamName),
+        mode,
+      };
+    }
+
+    this.sweeper = new TtlSweeper(this, 'Sweeper', { ...props.sweeper, expiryEvents, table: this.table });
 
     new cdk.CfnOutput(this, 'FunctionName', { value: this.sweeper.function.functionName });
     new cdk.CfnOutput(this, 'TableName', { value: this.table.tableName });

@@ -1,3 +1,4 @@
 export * from './checkpoint';
 export * from './schedule';
 export * from './ttl-sweeper';
+export * from './expiry-events';

@@ -18,6 +18,7 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { Checkpoint } from './checkpoint';
 import { codeFromBuildOutput, DEFAULT_CODE_DIRECTORY } from './code';
+import { checkExpiryEvents, expiryEventEnvironment, expiryEventStatements, type ExpiryEventsOptions } from './expiry-events';
 import { SweepSchedule } from './schedule';
 
 /** How expired items are deleted (`DELETE_MODE`). */
@@ -112,6 +113,17 @@ export interface TtlSweeperProps {
    * @default 1
    */
   readonly windowShards?: number;
+
+  /**
+   * How many functions split the table's shards between them, 1 to `windowShards` (at most 50).
+   * Each gets a contiguous range of shards (`SHARD_RANGE`, e.g. `0-3`, `4-7`, `8-11` for 12
+   * shards and 3 sweepers), its own log group, role and schedule, and, with a checkpoint, its own
+   * checkpoint item. Use it when one function cannot delete fast enough; see the repository's
+   * `docs/scaling.md` for how many.
+   *
+   * @default 1
+   */
+  readonly sweepers?: number;
 
   /**
    * Past windows every sweep re-reads, 0 to 10000 (`LOOKBACK_WINDOWS`).
@@ -251,6 +263,14 @@ export interface TtlSweeperProps {
   readonly alarms?: SweeperAlarmOptions;
 
   /**
+   * Publish an event for every item the sweeper expires (`EXPIRY_EVENTS`,
+   * `EXPIRY_EVENTS_MODE`), to exactly one sink, with permission to send to that sink only.
+   *
+   * @default - no expiry events
+   */
+  readonly expiryEvents?: ExpiryEventsOptions;
+
+  /**
    * Create a CloudWatch dashboard of deletes, lag, invocations and backlog.
    *
    * @default true
@@ -267,7 +287,7 @@ export class TtlSweeper extends Construct {
   /** The namespace of the sweeper's metrics unless `metricsNamespace` says otherwise. */
   public static readonly DEFAULT_METRICS_NAMESPACE = 'TtlSweeper';
 
-  /** The sweeper function. */
+  /** The sweeper function (with `sweepers` > 1, the one for the first shard range). */
   public readonly function: lambda.Function;
   /** The function's execution role. */
   public readonly role: iam.Role;
@@ -275,7 +295,20 @@ export class TtlSweeper extends Construct {
   public readonly logGroup: logs.LogGroup;
   /** The EventBridge Scheduler schedule invoking the function. */
   public readonly schedule: scheduler.Schedule;
-  /** The role EventBridge Scheduler assumes to invoke the function. */
+  /** Every sweeper function, one per shard range, in the order of `shardRanges`. */
+  public readonly functions: lambda.Function[];
+  /** The execution role of each function, in the order of `functions`. */
+  public readonly roles: iam.Role[];
+  /** The log group of each function, in the order of `functions`. */
+  public readonly logGroups: logs.LogGroup[];
+  /** The schedule invoking each function, in the order of `functions`. */
+  public readonly schedules: scheduler.Schedule[];
+  /**
+   * The `SHARD_RANGE` of each function, in the order of `functions`: `'all'` for a single
+   * sweeper, else contiguous inclusive ranges such as `'0-3'`, `'4-7'`, `'8-11'`.
+   */
+  public readonly shardRanges: string[];
+  /** The role EventBridge Scheduler assumes to invoke the functions. */
   public readonly scheduleRole: iam.Role;
   /**
    * Failed deliveries of the schedule and failed asynchronous invocations of the function
@@ -310,46 +343,6 @@ export class TtlSweeper extends Construct {
     const indexArn = `${tableArn}/index/${settings.indexName}`;
     this.checkpointTable = props.checkpoint?.bind(this);
 
-    // ---------------------------------------------------------------- logs and role
-    this.logGroup = new logs.LogGroup(this, 'Logs', {
-      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
-      removalPolicy: RemovalPolicy.DESTROY,
-    });
-
-    this.role = new iam.Role(this, 'Role', {
-      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
-      description: 'ttl-sweeper: query the expiry index, delete expired items, write its logs',
-    });
-    const statements = [
-      new iam.PolicyStatement({
-        sid: 'QueryExpiryIndex',
-        actions: ['dynamodb:Query'],
-        resources: [indexArn],
-      }),
-      new iam.PolicyStatement({
-        sid: 'DeleteExpiredItems',
-        // BatchWriteItem cannot be limited to deletes in IAM; DeleteItem serves conditional mode.
-        actions: ['dynamodb:BatchWriteItem', 'dynamodb:DeleteItem', 'dynamodb:DescribeTable'],
-        resources: [tableArn],
-      }),
-      new iam.PolicyStatement({
-        sid: 'WriteOwnLogs',
-        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
-        resources: [this.logGroup.logGroupArn],
-      }),
-    ];
-    if (this.checkpointTable) {
-      statements.push(
-        new iam.PolicyStatement({
-          sid: 'Checkpoint',
-          actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DescribeTable'],
-          resources: [this.checkpointTable.tableArn],
-        }),
-      );
-    }
-    const policy = new iam.Policy(this, 'Policy', { statements });
-    policy.attachToRole(this.role);
-
     // ---------------------------------------------------------------- failures
     this.failureQueue = new sqs.Queue(this, 'FailedInvocations', {
       retentionPeriod: Duration.days(14),
@@ -361,46 +354,12 @@ export class TtlSweeper extends Construct {
       reason: 'FailedInvocations is itself the dead-letter target of the schedule and the function',
     });
 
-    // ---------------------------------------------------------------- the function
-    const environment: Record<string, string> = {
-      TABLE_NAME: this.table.tableName,
-      INDEX_NAME: settings.indexName,
-      TTL_ATTRIBUTE: settings.ttlAttribute,
-      WINDOW_ATTRIBUTE: settings.windowAttribute,
-      WINDOW_SECONDS: String(settings.windowSeconds),
-      WINDOW_SHARDS: String(settings.windowShards),
-      LOOKBACK_WINDOWS: String(settings.lookbackWindows),
-      DELETE_MODE: settings.deleteMode,
-      MAX_CONCURRENCY: String(settings.maxConcurrency),
-      MAX_RETRIES: String(settings.maxRetries),
-      SCHEDULE_SECONDS: String(settings.schedule.periodSeconds),
-      TICK_SECONDS: settings.tickSeconds === undefined ? 'off' : String(settings.tickSeconds),
-      METRICS_NAMESPACE: settings.metricsNamespace,
-    };
-    if (this.checkpointTable) {
-      environment.CHECKPOINT_TABLE = this.checkpointTable.tableName;
-      environment.MAX_CATCHUP = String(settings.maxCatchUpSeconds);
-    }
-    this.function = new lambda.Function(this, 'Function', {
-      description: 'ttl-sweeper: deletes expired DynamoDB items within seconds',
-      runtime: lambda.Runtime.PROVIDED_AL2023,
-      architecture: lambda.Architecture.ARM_64,
-      handler: 'bootstrap',
-      code: props.code ?? codeFromBuildOutput(DEFAULT_CODE_DIRECTORY),
-      memorySize: settings.memorySize,
-      timeout: Duration.seconds(settings.timeoutSeconds),
-      reservedConcurrentExecutions: settings.reservedConcurrency,
-      role: this.role,
-      logGroup: this.logGroup,
-      loggingFormat: lambda.LoggingFormat.JSON,
-      environment,
-      onFailure: new destinations.SqsDestination(this.failureQueue),
-      retryAttempts: 0,
-      maxEventAge: Duration.minutes(5),
-    });
-    this.function.node.addDependency(policy);
-
-    // ---------------------------------------------------------------- the schedule
+    // ---------------------------------------------------------------- the functions
+    // One function per shard range, each with its own log group, role and schedule. The first
+    // keeps the construct ids of a single sweeper, so going from one sweeper to several updates
+    // it in place; the others live in `Sweeper2`, `Sweeper3`, ...
+    const ranges = settings.sweepers === 1 ? [undefined] : splitShards(settings.windowShards, settings.sweepers);
+    this.shardRanges = ranges.map((r) => r ?? 'all');
     const stack = Stack.of(this);
     this.scheduleRole = new iam.Role(this, 'ScheduleRole', {
       description: 'ttl-sweeper: EventBridge Scheduler invokes the sweeper function',
@@ -417,12 +376,26 @@ export class TtlSweeper extends Construct {
         },
       }),
     });
+    const code = props.code ?? codeFromBuildOutput(DEFAULT_CODE_DIRECTORY);
+    const parts = ranges.map((range, i) =>
+      this.sweeperFunction(i === 0 ? this : new Construct(this, `Sweeper${i + 1}`), props, settings, range, {
+        indexArn,
+        tableArn,
+        code,
+      }),
+    );
+    this.functions = parts.map((p) => p.fn);
+    this.roles = parts.map((p) => p.role);
+    this.logGroups = parts.map((p) => p.logGroup);
+    [this.function, this.role, this.logGroup] = [this.functions[0], this.roles[0], this.logGroups[0]];
+
+    // ---------------------------------------------------------------- the schedules
     const schedulePolicy = new iam.Policy(this, 'SchedulePolicy', {
       statements: [
         new iam.PolicyStatement({
           sid: 'InvokeSweeper',
           actions: ['lambda:InvokeFunction'],
-          resources: [this.function.functionArn],
+          resources: this.functions.map((f) => f.functionArn),
         }),
         new iam.PolicyStatement({
           sid: 'DeadLetter',
@@ -432,24 +405,28 @@ export class TtlSweeper extends Construct {
       ],
     });
     schedulePolicy.attachToRole(this.scheduleRole);
-    this.schedule = new scheduler.Schedule(this, 'Schedule', {
-      description: 'Invokes ttl-sweeper',
-      schedule: settings.schedule.toScheduleExpression(),
-      timeWindow: scheduler.TimeWindow.off(),
-      enabled: props.scheduleEnabled ?? true,
-      target: new SweeperTarget({
-        arn: this.function.functionArn,
-        role: this.scheduleRole,
-        // Each invocation sweeps as of the time it was scheduled for.
-        input: scheduler.ScheduleTargetInput.fromObject({ time: scheduler.ContextAttribute.scheduledTime }),
-        retryPolicy: {
-          maximumRetryAttempts: settings.scheduleRetryAttempts,
-          maximumEventAgeInSeconds: settings.scheduleMaxEventAgeSeconds,
-        },
-        deadLetterConfig: { arn: this.failureQueue.queueArn },
-      }),
+    this.schedules = parts.map(({ scope, fn }, i) => {
+      const schedule = new scheduler.Schedule(scope, 'Schedule', {
+        description: ranges[i] === undefined ? 'Invokes ttl-sweeper' : `Invokes ttl-sweeper for shards ${ranges[i]}`,
+        schedule: settings.schedule.toScheduleExpression(),
+        timeWindow: scheduler.TimeWindow.off(),
+        enabled: props.scheduleEnabled ?? true,
+        target: new SweeperTarget({
+          arn: fn.functionArn,
+          role: this.scheduleRole,
+          // Each invocation sweeps as of the time it was scheduled for.
+          input: scheduler.ScheduleTargetInput.fromObject({ time: scheduler.ContextAttribute.scheduledTime }),
+          retryPolicy: {
+            maximumRetryAttempts: settings.scheduleRetryAttempts,
+            maximumEventAgeInSeconds: settings.scheduleMaxEventAgeSeconds,
+          },
+          deadLetterConfig: { arn: this.failureQueue.queueArn },
+        }),
+      });
+      schedule.node.addDependency(schedulePolicy);
+      return schedule;
     });
-    this.schedule.node.addDependency(schedulePolicy);
+    this.schedule = this.schedules[0];
 
     // ---------------------------------------------------------------- alarms and dashboard
     const alarmOptions = props.alarms ?? {};
@@ -521,6 +498,34 @@ export class TtlSweeper extends Construct {
         treatMissingData: cloudwatch.TreatMissingData.BREACHING,
       }),
     ];
+    if (parts.length > 1) {
+      // The table's own metrics sum over every sweeper; each function also gets its own error
+      // alarm and one for a schedule that stopped invoking it.
+      parts.forEach(({ scope, fn }, i) => {
+        if (i > 0) {
+          this.alarms.push(
+            new cloudwatch.Alarm(scope, 'FunctionErrors', {
+              alarmDescription: `ttl-sweeper invocations for shards ${this.shardRanges[i]} failed (bad event, failed keys or unreadable windows)`,
+              metric: fn.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
+              threshold: 0,
+              comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+              evaluationPeriods: 1,
+              treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+            }),
+          );
+        }
+        this.alarms.push(
+          new cloudwatch.Alarm(scope, 'NotInvoked', {
+            alarmDescription: `ttl-sweeper for shards ${this.shardRanges[i]} has not been invoked for ${settings.silenceAfterSeconds / 60} minutes`,
+            metric: fn.metricInvocations({ period: Duration.seconds(settings.silenceAfterSeconds), statistic: 'Sum' }),
+            threshold: 1,
+            comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluationPeriods: 1,
+            treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+          }),
+        );
+      });
+    }
     for (const alarm of this.alarms) {
       alarm.addAlarmAction(new cwActions.SnsAction(this.alarmTopic));
     }
@@ -549,7 +554,13 @@ export class TtlSweeper extends Construct {
           [
             new cloudwatch.GraphWidget({
               title: 'Invocations and errors',
-              left: [this.function.metricInvocations(), this.function.metricErrors()],
+              left:
+                parts.length === 1
+                  ? [this.function.metricInvocations(), this.function.metricErrors()]
+                  : this.functions.flatMap((fn, i) => [
+                    fn.metricInvocations({ label: `Invocations ${this.shardRanges[i]}` }),
+                    fn.metricErrors({ label: `Errors ${this.shardRanges[i]}` }),
+                  ]),
               width: 12,
             }),
             new cloudwatch.GraphWidget({
@@ -561,6 +572,104 @@ export class TtlSweeper extends Construct {
         ],
       });
     }
+  }
+
+  /**
+   * One sweeper function in `scope`: its log group, role and policy, and the function reading
+   * the shards `range` (all shards when undefined).
+   */
+  private sweeperFunction(
+    scope: Construct,
+    props: TtlSweeperProps,
+    settings: Settings,
+    range: string | undefined,
+    shared: { indexArn: string; tableArn: string; code: lambda.Code },
+  ) {
+    const { indexArn, tableArn, code } = shared;
+    const logGroup = new logs.LogGroup(scope, 'Logs', {
+      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    const role = new iam.Role(scope, 'Role', {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: 'ttl-sweeper: query the expiry index, delete expired items, write its logs',
+    });
+    const statements = [
+      new iam.PolicyStatement({
+        sid: 'QueryExpiryIndex',
+        actions: ['dynamodb:Query'],
+        resources: [indexArn],
+      }),
+      new iam.PolicyStatement({
+        sid: 'DeleteExpiredItems',
+        // BatchWriteItem cannot be limited to deletes in IAM; DeleteItem serves conditional mode.
+        actions: ['dynamodb:BatchWriteItem', 'dynamodb:DeleteItem', 'dynamodb:DescribeTable'],
+        resources: [tableArn],
+      }),
+      new iam.PolicyStatement({
+        sid: 'WriteOwnLogs',
+        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+        resources: [logGroup.logGroupArn],
+      }),
+    ];
+    if (this.checkpointTable) {
+      statements.push(
+        new iam.PolicyStatement({
+          sid: 'Checkpoint',
+          actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DescribeTable'],
+          resources: [this.checkpointTable.tableArn],
+        }),
+      );
+    }
+    statements.push(...expiryEventStatements(props.expiryEvents));
+    const policy = new iam.Policy(scope, 'Policy', { statements });
+    policy.attachToRole(role);
+
+    const environment: Record<string, string> = {
+      TABLE_NAME: this.table.tableName,
+      INDEX_NAME: settings.indexName,
+      TTL_ATTRIBUTE: settings.ttlAttribute,
+      WINDOW_ATTRIBUTE: settings.windowAttribute,
+      WINDOW_SECONDS: String(settings.windowSeconds),
+      WINDOW_SHARDS: String(settings.windowShards),
+      LOOKBACK_WINDOWS: String(settings.lookbackWindows),
+      DELETE_MODE: settings.deleteMode,
+      MAX_CONCURRENCY: String(settings.maxConcurrency),
+      MAX_RETRIES: String(settings.maxRetries),
+      SCHEDULE_SECONDS: String(settings.schedule.periodSeconds),
+      TICK_SECONDS: settings.tickSeconds === undefined ? 'off' : String(settings.tickSeconds),
+      METRICS_NAMESPACE: settings.metricsNamespace,
+    };
+    if (range !== undefined) {
+      environment.SHARD_RANGE = range;
+    }
+    if (this.checkpointTable) {
+      environment.CHECKPOINT_TABLE = this.checkpointTable.tableName;
+      environment.MAX_CATCHUP = String(settings.maxCatchUpSeconds);
+    }
+    Object.assign(environment, expiryEventEnvironment(props.expiryEvents));
+    const fn = new lambda.Function(scope, 'Function', {
+      description:
+        range === undefined
+          ? 'ttl-sweeper: deletes expired DynamoDB items within seconds'
+          : `ttl-sweeper: deletes expired DynamoDB items within seconds, shards ${range}`,
+      runtime: lambda.Runtime.PROVIDED_AL2023,
+      architecture: lambda.Architecture.ARM_64,
+      handler: 'bootstrap',
+      code,
+      memorySize: settings.memorySize,
+      timeout: Duration.seconds(settings.timeoutSeconds),
+      reservedConcurrentExecutions: settings.reservedConcurrency,
+      role,
+      logGroup,
+      loggingFormat: lambda.LoggingFormat.JSON,
+      environment,
+      onFailure: new destinations.SqsDestination(this.failureQueue),
+      retryAttempts: 0,
+      maxEventAge: Duration.minutes(5),
+    });
+    fn.node.addDependency(policy);
+    return { scope, fn, role, logGroup };
   }
 
   /**
@@ -591,6 +700,23 @@ class SweeperTarget implements scheduler.IScheduleTarget {
   }
 }
 
+// ---------------------------------------------------------------- shard ranges
+
+/** The most functions one construct splits a table between. */
+const MAX_SWEEPERS = 50;
+
+/**
+ * `shards` shards in `parts` contiguous inclusive ranges (`SHARD_RANGE` values) whose sizes differ
+ * by at most one, with no gap and no overlap; the same split as the library's `ShardRange::split`.
+ */
+function splitShards(shards: number, parts: number): string[] {
+  return Array.from({ length: parts }, (_, i) => {
+    const first = Math.floor((i * shards) / parts);
+    const last = Math.floor(((i + 1) * shards) / parts) - 1;
+    return `${first}-${last}`;
+  });
+}
+
 // ---------------------------------------------------------------- validation
 
 interface Settings {
@@ -599,6 +725,7 @@ interface Settings {
   readonly windowAttribute: string;
   readonly windowSeconds: number;
   readonly windowShards: number;
+  readonly sweepers: number;
   readonly lookbackWindows: number;
   readonly deleteMode: DeleteMode;
   readonly maxConcurrency: number;
@@ -657,6 +784,24 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
   }
   const windowSeconds = whole('windowSeconds', props.windowSeconds ?? 60, 1, 86400, ' (the width the writers use)');
   const windowShards = whole('windowShards', props.windowShards ?? 1, 1, 1000, ' (the shard count the writers use)');
+  const sweepers = props.sweepers ?? 1;
+  if (Token.isUnresolved(sweepers)) {
+    problems.push('sweepers must be a number known at synthesis: it decides how many functions are created');
+  } else {
+    if (sweepers > 1 && !known(windowShards)) {
+      problems.push('windowShards must be a number known at synthesis when sweepers > 1: the shards are split then');
+    }
+    // An invalid windowShards is reported on its own; sweepers is then checked against 50 only.
+    const shardsOk = known(windowShards) && Number.isInteger(windowShards) && windowShards >= 1 && windowShards <= 1000;
+    const most = shardsOk ? Math.min(windowShards, MAX_SWEEPERS) : MAX_SWEEPERS;
+    if (!(Number.isInteger(sweepers) && sweepers >= 1 && sweepers <= most)) {
+      problems.push(
+        `sweepers must be a whole number from 1 to ${most} (each sweeper reads at least one of the ` +
+          `windowShards=${windowShards} shards; at most ${MAX_SWEEPERS}), got ${sweepers}`,
+      );
+    }
+  }
+  problems.push(...checkExpiryEvents(props.expiryEvents));
   const lookbackWindows = whole('lookbackWindows', props.lookbackWindows ?? 15, 0, 10000);
   const deleteMode = props.deleteMode ?? DeleteMode.BATCH;
   if (deleteMode !== DeleteMode.BATCH && deleteMode !== DeleteMode.CONDITIONAL) {
@@ -726,6 +871,7 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
     windowAttribute,
     windowSeconds,
     windowShards,
+    sweepers,
     lookbackWindows,
     deleteMode,
     maxConcurrency,

@@ -1,0 +1,165 @@
+// Expiry event sinks: each sets EXPIRY_EVENTS / EXPIRY_EVENTS_MODE and lets the function send to
+// that sink only; exactly one sink.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as cdk from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as firehose from 'aws-cdk-lib/aws-kinesisfirehose';
+import * as kms from 'aws-cdk-lib/aws-kms';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import { ExpiryEventsMode, type ExpiryEventsOptions } from '../src';
+import { env, nagViolations, newStack, statements, synth } from './support';
+
+const resolve = (stack: cdk.Stack, v: unknown) => JSON.stringify(stack.resolve(v));
+
+function sweeperFunctions(template: Template): any[] {
+  return Object.values(template.findResources('AWS::Lambda::Function'));
+}
+
+/** The statements of the function roles whose Sid starts with ExpiryEvents. */
+function sinkStatements(template: Template): Record<string, any>[] {
+  return sweeperFunctions(template).map((f) => {
+    const s = statements(template, f.Properties.Role['Fn::GetAtt'][0]);
+    return Object.fromEntries(Object.entries(s).filter(([sid]) => sid.startsWith('ExpiryEvents')));
+  });
+}
+
+/** No statement of any policy in the template has a wildcard action or resource. */
+function assertNoWildcard(template: Template) {
+  for (const policy of Object.values(template.findResources('AWS::IAM::Policy'))) {
+    for (const st of (policy as any).Properties.PolicyDocument.Statement) {
+      for (const a of [st.Action].flat()) assert.ok(!String(a).includes('*'), `wildcard action ${a}`);
+      assert.ok(!JSON.stringify(st.Resource).includes('*'), `wildcard resource ${JSON.stringify(st.Resource)}`);
+    }
+  }
+}
+
+function withSink(make: (stack: cdk.Stack) => ExpiryEventsOptions, overrides = {}) {
+  const stack = newStack();
+  return synth({ expiryEvents: make(stack), ...overrides }, stack);
+}
+
+test('no expiry events: no variables, no sink permissions', () => {
+  const { template } = synth();
+  const vars = sweeperFunctions(template)[0].Properties.Environment.Variables;
+  assert.equal(vars.EXPIRY_EVENTS, undefined);
+  assert.equal(vars.EXPIRY_EVENTS_MODE, undefined);
+  assert.deepEqual(sinkStatements(template), [{}]);
+});
+
+test('an event bus: eventbridge:<bus ARN>, notify by default, events:PutEvents on that bus only', () => {
+  const { stack, template } = withSink((s) => ({ eventBus: new events.EventBus(s, 'Expiries') }));
+  const vars = sweeperFunctions(template)[0].Properties.Environment.Variables;
+  assert.equal(resolve(stack, vars.EXPIRY_EVENTS), JSON.stringify({ 'Fn::Join': ['', ['eventbridge:', { 'Fn::GetAtt': [busId(template), 'Arn'] }]] }));
+  assert.equal(vars.EXPIRY_EVENTS_MODE, 'notify');
+  const [s] = sinkStatements(template);
+  assert.deepEqual(Object.keys(s), ['ExpiryEventsPutEvents']);
+  assert.equal(s.ExpiryEventsPutEvents.Action, 'events:PutEvents');
+  assert.deepEqual(s.ExpiryEventsPutEvents.Resource, { 'Fn::GetAtt': [busId(template), 'Arn'] });
+  assertNoWildcard(template);
+});
+
+function busId(template: Template): string {
+  return Object.keys(template.findResources('AWS::Events::EventBus'))[0];
+}
+
+test('an imported bus by name: its ARN in this account and region', () => {
+  const { stack, template } = withSink((s) => ({ eventBus: events.EventBus.fromEventBusName(s, 'Default', 'default') }));
+  const [s] = sinkStatements(template);
+  assert.match(resolve(stack, s.ExpiryEventsPutEvents.Resource), /arn:.*:events:eu-west-1:123456789012:event-bus\/default/);
+  assertNoWildcard(template);
+});
+
+test('a KMS-encrypted queue: sqs:<queue URL>, SendMessage on the queue and GenerateDataKey/Decrypt on its key only', () => {
+  const { stack, template } = withSink((s) => ({
+    queue: new sqs.Queue(s, 'Expiries', { encryption: sqs.QueueEncryption.KMS, enforceSSL: true }),
+    mode: ExpiryEventsMode.ARCHIVE,
+  }));
+  const vars = sweeperFunctions(template)[0].Properties.Environment.Variables;
+  const queueId = Object.keys(template.findResources('AWS::SQS::Queue')).find((id) => id.startsWith('Expiries'))!;
+  assert.equal(resolve(stack, vars.EXPIRY_EVENTS), JSON.stringify({ 'Fn::Join': ['', ['sqs:', { Ref: queueId }]] }));
+  assert.equal(vars.EXPIRY_EVENTS_MODE, 'archive');
+  const [s] = sinkStatements(template);
+  assert.deepEqual(Object.keys(s).sort(), ['ExpiryEventsQueueKey', 'ExpiryEventsSendMessage']);
+  assert.equal(s.ExpiryEventsSendMessage.Action, 'sqs:SendMessage');
+  assert.deepEqual(s.ExpiryEventsSendMessage.Resource, { 'Fn::GetAtt': [queueId, 'Arn'] });
+  assert.deepEqual(s.ExpiryEventsQueueKey.Action, ['kms:GenerateDataKey', 'kms:Decrypt']);
+  const keyId = Object.keys(template.findResources('AWS::KMS::Key')).find((id) => id.startsWith('Expiries'))!;
+  assert.deepEqual(s.ExpiryEventsQueueKey.Resource, { 'Fn::GetAtt': [keyId, 'Arn'] });
+  assertNoWildcard(template);
+});
+
+test('a queue with a key of your own gets that key; an SQS-managed one no key statement', () => {
+  const own = withSink((s) => ({
+    queue: new sqs.Queue(s, 'Expiries', { encryptionMasterKey: new kms.Key(s, 'Mine', { enableKeyRotation: true }) }),
+  }));
+  const [s] = sinkStatements(own.template);
+  assert.match(JSON.stringify(s.ExpiryEventsQueueKey.Resource), /"Mine[0-9A-F]+"/);
+  const managed = withSink((st) => ({ queue: new sqs.Queue(st, 'Expiries', { encryption: sqs.QueueEncryption.SQS_MANAGED }) }));
+  assert.deepEqual(Object.keys(sinkStatements(managed.template)[0]), ['ExpiryEventsSendMessage']);
+  const imported = withSink((st) => ({
+    queue: sqs.Queue.fromQueueArn(st, 'Imported', `arn:aws:sqs:${env.region}:${env.account}:expiries`),
+  }));
+  const [i] = sinkStatements(imported.template);
+  assert.equal(resolve(imported.stack, i.ExpiryEventsSendMessage.Resource), `"arn:aws:sqs:${env.region}:${env.account}:expiries"`);
+  assert.match(resolve(imported.stack, sweeperFunctions(imported.template)[0].Properties.Environment.Variables.EXPIRY_EVENTS), /sqs:https:\/\/sqs\.eu-west-1\..*\/123456789012\/expiries/);
+});
+
+test('a Firehose stream: firehose:<name>, PutRecord and PutRecordBatch on that stream only', () => {
+  const { stack, template } = withSink((s) => ({
+    deliveryStream: firehose.DeliveryStream.fromDeliveryStreamName(s, 'Archive', 'expired-items'),
+    mode: ExpiryEventsMode.ARCHIVE,
+  }));
+  const vars = sweeperFunctions(template)[0].Properties.Environment.Variables;
+  assert.equal(vars.EXPIRY_EVENTS, 'firehose:expired-items');
+  assert.equal(vars.EXPIRY_EVENTS_MODE, 'archive');
+  const [s] = sinkStatements(template);
+  assert.deepEqual(Object.keys(s), ['ExpiryEventsPutRecords']);
+  assert.deepEqual(s.ExpiryEventsPutRecords.Action, ['firehose:PutRecord', 'firehose:PutRecordBatch']);
+  assert.match(resolve(stack, s.ExpiryEventsPutRecords.Resource), /firehose:eu-west-1:123456789012:deliverystream\/expired-items"/);
+  assertNoWildcard(template);
+});
+
+test('every function of several sweepers gets the sink and its permission', () => {
+  const { template } = withSink((s) => ({ eventBus: new events.EventBus(s, 'Expiries') }), { windowShards: 12, sweepers: 3 });
+  const sinks = sinkStatements(template);
+  assert.equal(sinks.length, 3);
+  for (const s of sinks) assert.deepEqual(Object.keys(s), ['ExpiryEventsPutEvents']);
+  for (const f of sweeperFunctions(template)) assert.equal(f.Properties.Environment.Variables.EXPIRY_EVENTS_MODE, 'notify');
+});
+
+test('exactly one sink, and a known mode', () => {
+  const invalid = (make: (stack: cdk.Stack) => ExpiryEventsOptions, message: RegExp) =>
+    assert.throws(() => withSink(make), (e: Error) => {
+      assert.match(e.message, /^TtlSweeper Test\/Sweeper: invalid props:/);
+      assert.match(e.message, message);
+      return true;
+    });
+  invalid(
+    (s) => ({ eventBus: new events.EventBus(s, 'B'), queue: new sqs.Queue(s, 'Q') }),
+    /expiryEvents must name exactly one sink, eventBus, queue or deliveryStream, got eventBus and queue/,
+  );
+  invalid(
+    (s) => ({
+      queue: new sqs.Queue(s, 'Q'),
+      deliveryStream: firehose.DeliveryStream.fromDeliveryStreamName(s, 'F', 'f'),
+      eventBus: new events.EventBus(s, 'B'),
+    }),
+    /got eventBus and queue and deliveryStream/,
+  );
+  invalid(() => ({ mode: ExpiryEventsMode.ARCHIVE }), /expiryEvents must name exactly one sink.*got none/);
+  invalid((s) => ({ eventBus: new events.EventBus(s, 'B'), mode: 'later' as ExpiryEventsMode }), /expiryEvents.mode must be 'notify' or 'archive', got "later"/);
+});
+
+test('cdk-nag AwsSolutions finds nothing unacknowledged with each sink', () => {
+  const sinks: [string, (s: cdk.Stack) => ExpiryEventsOptions][] = [
+    ['bus', (s) => ({ eventBus: new events.EventBus(s, 'Expiries') })],
+    ['queue', (s) => ({ queue: sqs.Queue.fromQueueArn(s, 'Q', `arn:aws:sqs:${env.region}:${env.account}:expiries`) })],
+    ['firehose', (s) => ({ deliveryStream: firehose.DeliveryStream.fromDeliveryStreamName(s, 'F', 'expired-items') })],
+  ];
+  for (const [name, make] of sinks) {
+    assert.deepEqual(nagViolations(withSink(make).stack), [], name);
+  }
+});
