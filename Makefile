@@ -144,8 +144,22 @@ demo: dynamodb-local ## watch expired items disappear from a local DynamoDB tabl
 
 .PHONY: bench
 bench: dynamodb-local ## benchmarks: lag, throughput, CPU, start-up, cost (BENCH_QUICK=1 for a quick check)
-	cargo build --release --bin ttl-sweeper-lambda
+	cargo build --release --bin ttl-sweeper-lambda --bin ttl-sweeper
 	$(LOCAL_AWS_ENV) cargo bench --bench sweeper
+
+# perf (Debian `linux-perf`) samples the CPU of one sweep against the benchmark's fake endpoint.
+.PHONY: perf
+perf:
+	@command -v perf >/dev/null || { \
+	  echo "installing linux-perf (Debian package) for make profile"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq linux-perf >/dev/null; }
+
+.PHONY: profile
+profile: perf ## CPU profile (with symbols) of one sweep against an instant fake DynamoDB endpoint
+	cargo build --profile profiling --bin ttl-sweeper
+	cargo bench --bench sweeper --no-run
+	scripts/profile.sh
 
 # ---------------------------------------------------------------- package
 
