@@ -329,6 +329,18 @@ async fn backfill_with_less_than_one_wcu_per_second_finishes_at_that_rate() {
     assert_eq!(scan_all(&client, &table).await.len(), 3);
 }
 
+/// A `ttl-sweeper run` child, killed by its PID if a failing test leaves it running.
+struct Daemon(std::process::Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// `GET path` over HTTP/1.0 from 127.0.0.1:`port`: (status, body), or `None` while nothing
 /// listens.
 fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
@@ -375,6 +387,7 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
+        .map(Daemon)
         .unwrap();
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
 
@@ -474,11 +487,11 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
     // SIGTERM stops it as before: exit 0, the whole run's report on stdout.
     // SAFETY: signals the child this test started, by its PID.
     unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
+        libc::kill(child.0.id() as i32, libc::SIGTERM);
     }
     let started = Instant::now();
     let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
+        if let Some(status) = child.0.try_wait().unwrap() {
             break status;
         }
         assert!(started.elapsed() < Duration::from_secs(15), "did not stop");
@@ -486,6 +499,7 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
     };
     let mut stdout = String::new();
     child
+        .0
         .stdout
         .take()
         .unwrap()
@@ -513,5 +527,90 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
         scan_all(&client, &table).await.len(),
         1,
         "the unexpired item stays"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_health_turns_503_when_sweeps_keep_failing() {
+    let client = client().await;
+    let table = table_name("daemon_health");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let port = free_port();
+    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("target/test-servers/daemon-{port}.log"));
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    let mut child = cli()
+        .args(["run", "--every", "100ms", "--table-name", &table])
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .env("AWS_ENDPOINT_URL", endpoint())
+        .env("SCHEDULE_SECONDS", "1")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .map(Daemon)
+        .unwrap();
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    // Polls /healthz until its answer has `want` in its body, or 20 s.
+    let health_until = |want: &str| {
+        let started = Instant::now();
+        loop {
+            let answer = http_get(port, "/healthz");
+            if answer.as_ref().is_some_and(|(_, body)| body.contains(want))
+                || started.elapsed() > Duration::from_secs(20)
+            {
+                return answer;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let (status, body) =
+        tokio::task::block_in_place(|| health_until("\"any_success\":true")).expect("/healthz");
+    assert_eq!(status, 200, "{body}\n{}", log_text());
+    assert!(
+        body.contains("\"any_success\":true"),
+        "{body}\n{}",
+        log_text()
+    );
+
+    // The table goes away under the running daemon: every sweep fails from now on, and three
+    // reporting periods (3 × 1 s) later the process says so.
+    let dropped = Instant::now();
+    client
+        .delete_table()
+        .table_name(&table)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) =
+        tokio::task::block_in_place(|| health_until("\"status\":\"unhealthy\"")).expect("/healthz");
+    assert_eq!(status, 503, "{body}\n{}", log_text());
+    assert!(
+        dropped.elapsed() >= Duration::from_secs(2),
+        "503 too early: {body}"
+    );
+    let health: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(health["status"], "unhealthy", "{health}");
+    assert_eq!(health["unhealthy_after_seconds"], 3.0, "{health}");
+    let (_, text) = http_get(port, "/metrics").unwrap();
+    let failed = sample(&text, "ttl_sweeper_sweeps_failed_total", &table).unwrap_or(0.0);
+    assert!(failed >= 3.0, "{text}");
+
+    // SAFETY: signals the child this test started, by its PID.
+    unsafe {
+        libc::kill(child.0.id() as i32, libc::SIGTERM);
+    }
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "failed sweeps exit 1: {}",
+        log_text()
     );
 }

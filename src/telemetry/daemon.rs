@@ -8,9 +8,9 @@
 //! `metrics-exporter-prometheus` recorder that is local to this endpoint (not installed
 //! globally), so nothing else in the process can write into it.
 //!
-//! `/healthz` answers 200 while sweeping works and 503 once no sweep has succeeded (every key
-//! found deleted or knowingly kept, every window read) for [`DaemonMetrics::unhealthy_after`],
-//! counted from start-up until the first success.
+//! `/healthz` answers 200 while sweeping works and 503 once no sweep has succeeded (read at
+//! least one window, every window read, every key found deleted or knowingly kept) for
+//! [`DaemonMetrics::unhealthy_after`], counted from start-up until the first success.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -118,11 +118,12 @@ impl DaemonMetrics {
         self.unhealthy_after
     }
 
-    /// Adds one sweep (a tick or a full sweep) to the counters; a successful one resets the
-    /// health clock.
+    /// Adds one sweep (a tick or a full sweep) to the counters. A successful one that read at
+    /// least one window resets the health clock: a tick with nothing new to read proves nothing
+    /// about DynamoDB, and full sweeps (every reporting period) always read windows.
     pub fn record(&self, report: &SweepReport) {
         self.record_sweep(report, true);
-        if report.is_success() {
+        if report.is_success() && report.windows_swept > 0 {
             *self.lock() = (Instant::now(), true);
         }
     }
@@ -352,11 +353,20 @@ mod tests {
         assert!(!m.health().healthy, "no sweep for longer than the limit");
         let failed = SweepReport {
             items_failed: 1,
+            windows_swept: 2,
             ..SweepReport::default()
         };
         m.record(&failed);
         assert!(!m.health().healthy, "a failed sweep does not count");
         m.record(&SweepReport::default());
+        assert!(
+            !m.health().healthy,
+            "a sweep that read no window does not count"
+        );
+        m.record(&SweepReport {
+            windows_swept: 1,
+            ..SweepReport::default()
+        });
         let health = m.health();
         assert!(health.healthy && health.ever_succeeded, "{health:?}");
         assert_eq!(
