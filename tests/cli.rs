@@ -110,6 +110,77 @@ async fn sweep_deletes_expired_items_and_prints_one_json_report() {
     assert_eq!(scan_all(&client, &table).await.len(), 10);
 }
 
+/// Two `sweep` runs with the two halves of a 4-shard table, one by flag and one by environment
+/// variable: each deletes the expired items of its own shards only, and together all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweeps_with_shard_ranges_delete_only_their_shards() {
+    use ttl_sweeper::expiry::window::{shard_of, window_attribute};
+    let client = client().await;
+    let table = table_name("cli_shards");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let now = now();
+    let ids: Vec<String> = (0..80).map(|i| format!("old-{i}")).collect();
+    let items = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let ttl = now - 5 - i as i64;
+            std::collections::HashMap::from([
+                ("id".to_string(), AV::S(id.clone())),
+                ("ttl".to_string(), AV::N(ttl.to_string())),
+                (
+                    "expirationWindow".to_string(),
+                    AV::S(window_attribute(ttl as f64, 60, 4, id.as_bytes()).unwrap()),
+                ),
+            ])
+        })
+        .collect();
+    put_items(&client, &table, items).await;
+    let in_shards = |shards: [u32; 2]| -> Vec<String> {
+        let mut out: Vec<String> = ids
+            .iter()
+            .filter(|id| shards.contains(&shard_of(id.as_bytes(), 4)))
+            .cloned()
+            .collect();
+        out.sort();
+        out
+    };
+    let (low, high) = (in_shards([0, 1]), in_shards([2, 3]));
+    assert!(!low.is_empty() && !high.is_empty());
+
+    let (code, out, err) = run(cli()
+        .args(["sweep", "--table-name", &table, "--window-shards", "4"])
+        .args(["--shard-range", "2-3"])
+        .env("AWS_ENDPOINT_URL", endpoint()));
+    assert_eq!(code, 0, "stderr: {err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["items_deleted"], high.len(), "{out}");
+    let mut left = common::ids(&client, &table).await;
+    left.sort();
+    assert_eq!(left, low);
+
+    let (code, out, err) = run(cli()
+        .args(["sweep", "--table-name", &table])
+        .envs([("WINDOW_SHARDS", "4"), ("SHARD_RANGE", "0-1")])
+        .env("AWS_ENDPOINT_URL", endpoint()));
+    assert_eq!(code, 0, "stderr: {err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["items_deleted"], low.len(), "{out}");
+    assert!(common::ids(&client, &table).await.is_empty());
+
+    // A reversed range stops before any request, naming the setting.
+    let (code, out, err) = run(cli()
+        .args(["sweep", "--table-name", &table, "--window-shards", "4"])
+        .args(["--shard-range", "3-1"])
+        .env("AWS_ENDPOINT_URL", endpoint()));
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    assert!(
+        err.contains("SHARD_RANGE") && err.contains("the first shard, 3, is after the last, 1"),
+        "{err}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_of_a_missing_table_fails_clearly() {
     let (code, out, err) = run(cli()
