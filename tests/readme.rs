@@ -380,7 +380,11 @@ fn library_paths(markdown: &str) -> Vec<String> {
             .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
             .collect();
         rest = &rest[at + path.len()..];
-        paths.push(path.trim_end_matches(':').to_owned());
+        let path = path.trim_end_matches(':');
+        // `ttl_sweeper::...` in prose names no item.
+        if path.contains("::") {
+            paths.push(path.to_owned());
+        }
     }
     paths
 }
@@ -443,7 +447,9 @@ fn every_library_path_the_docs_name_exists() {
     assert!(!library_path_exists("ttl_sweeper::window::window_key"));
     assert!(!library_path_exists("ttl_sweeper::expiry::no_such_fn"));
     assert_eq!(
-        library_paths("use `ttl_sweeper::expiry::Layout` and ttl_sweeper::connect(&c)"),
+        library_paths(
+            "use `ttl_sweeper::expiry::Layout`, ttl_sweeper::connect(&c), `ttl_sweeper::...`"
+        ),
         ["ttl_sweeper::expiry::Layout", "ttl_sweeper::connect"]
     );
 }
