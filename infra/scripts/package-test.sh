@@ -44,8 +44,19 @@ check(of('AWS::CloudWatch::Alarm').length === 4, 'four alarms');
 console.log(`package-test: ${Object.keys(t.Resources).length} resources synthesized from the installed package`);
 JS
 
+node - cdk.out/ConsumerScaled.template.json <<'JS'
+const fs = require('node:fs');
+const t = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+const fns = Object.values(t.Resources).filter((r) => r.Type === 'AWS::Lambda::Function');
+const vars = fns.map((f) => f.Properties.Environment.Variables);
+const ok = fns.length === 2 && vars.map((v) => v.SHARD_RANGE).sort().join() === '0-1,2-3' &&
+  vars.every((v) => v.EXPIRY_EVENTS_MODE === 'archive' && JSON.stringify(v.EXPIRY_EVENTS).includes('sqs:'));
+if (!ok) { console.error('package-test: two sweepers with SHARD_RANGE and expiry events', JSON.stringify(vars)); process.exit(1); }
+console.log('package-test: sweepers and expiryEvents from the installed package');
+JS
+
 if [ -n "${CFN_LINT:-}" ]; then
-  "$CFN_LINT" --ignore-checks W3005 -- cdk.out/Consumer.template.json
-  echo "cfn-lint: consumer template clean"
+  "$CFN_LINT" --ignore-checks W3005 -- cdk.out/Consumer.template.json cdk.out/ConsumerScaled.template.json
+  echo "cfn-lint: consumer templates clean"
 fi
 echo "package-test: ok ($tarball, ${SECONDS} s)"
