@@ -165,13 +165,20 @@ pub enum Reply {
     Advanced(bool),
 }
 
-/// The operations the sweep engine needs from DynamoDB.
-pub trait Store: Send + Sync {
+/// The operations the sweep engine needs from DynamoDB. A store lives as long as the tasks a
+/// sweep spawns may (`'static`): share one through an `Arc`, or lend a `&'static` one.
+pub trait Store: Send + Sync + 'static {
     /// Sends one call and returns its reply (the variant matching the call).
     fn call(&self, call: Call<'_>) -> impl Future<Output = Result<Reply, StoreError>> + Send;
 }
 
-impl<S: Store> Store for &S {
+impl<S: Store> Store for &'static S {
+    fn call(&self, call: Call<'_>) -> impl Future<Output = Result<Reply, StoreError>> + Send {
+        (**self).call(call)
+    }
+}
+
+impl<S: Store> Store for std::sync::Arc<S> {
     fn call(&self, call: Call<'_>) -> impl Future<Output = Result<Reply, StoreError>> + Send {
         (**self).call(call)
     }

@@ -1270,7 +1270,7 @@ async fn rejected_credentials_and_denied_deletes_delete_nothing_and_say_why() {
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Auth, "{err}");
     assert!(err.to_string().contains("security token"), "{err}");
-    let sweeper = Sweeper::new(&store, schema.clone(), cfg.sweep_options());
+    let sweeper = Sweeper::new(store.clone(), schema.clone(), cfg.sweep_options());
     let report = sweeper
         .sweep(Timestamp::from_secs(NOW), &Stop::never())
         .await;

@@ -43,7 +43,8 @@ async fn pages_past_one_megabyte_are_all_swept() {
     let cfg = config(&table, &[]);
     let (store, schema) = store_and_schema(&cfg).await;
     let store = Instrumented::new(store);
-    let sweeper = Sweeper::new(&store, schema, cfg.sweep_options());
+    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    let store = sweeper.store();
     let report = sweeper
         .sweep(Timestamp::from_secs(b + 10), &Stop::never())
         .await;

@@ -87,31 +87,38 @@ impl<S: Store> Deleter<'_, S> {
             // The first send goes as read; a retry (after throttling, unprocessed keys, a
             // timeout) of a key read too long ago goes conditionally.
             let max_age = self.options.batch_max_read_age;
-            let (fresh, stale): (Vec<Expired>, Vec<Expired>) = remaining
-                .into_iter()
-                .partition(|e| attempt == 0 || e.read_at.elapsed() <= max_age);
-            if !stale.is_empty() {
-                debug!(
-                    keys = stale.len(),
-                    "keys read too long ago: deleting them conditionally"
-                );
-                out.absorb(Box::pin(self.delete_conditional(stale, now, stop)).await);
+            if attempt > 0 {
+                let (fresh, stale): (Vec<Expired>, Vec<Expired>) = remaining
+                    .into_iter()
+                    .partition(|e| e.read_at.elapsed() <= max_age);
+                if !stale.is_empty() {
+                    debug!(
+                        keys = stale.len(),
+                        "keys read too long ago: deleting them conditionally"
+                    );
+                    out.absorb(Box::pin(self.delete_conditional(stale, now, stop)).await);
+                }
+                remaining = fresh;
             }
-            remaining = fresh;
             if remaining.is_empty() {
                 return out;
             }
+            // Copies, kept for a retry: a failed request does not give its keys back.
             let keys: Vec<Key> = remaining.iter().map(|e| e.key.clone()).collect();
             let result = self.store.batch_delete(self.schema, keys).await;
             let (retry, reason) = match result {
                 Ok(unprocessed) => {
-                    let (left, done): (Vec<Expired>, Vec<Expired>) = remaining
-                        .into_iter()
-                        .partition(|e| unprocessed.contains(&e.key));
                     let at = Instant::now();
-                    for e in done {
-                        out.deleted_ttls.push(e.ttl);
-                        out.deleted_at.push(at);
+                    out.deleted_ttls.reserve(remaining.len());
+                    out.deleted_at.reserve(remaining.len());
+                    let mut left = Vec::with_capacity(unprocessed.len());
+                    for e in remaining {
+                        if unprocessed.is_empty() || !unprocessed.contains(&e.key) {
+                            out.deleted_ttls.push(e.ttl);
+                            out.deleted_at.push(at);
+                        } else {
+                            left.push(e);
+                        }
                     }
                     remaining = left;
                     if remaining.is_empty() {

@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
-use futures::stream::{self, FuturesUnordered, StreamExt};
 use tokio::sync::Semaphore;
+use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
@@ -48,8 +48,14 @@ impl PartitionOutcome {
 
 /// Returns the item's key and ttl if — and only if — the item as read is expired at `now`: a
 /// Number ttl in epoch seconds, before `now` and not more than five years before it (native
-/// TTL's rule), and the table's key attributes present.
-fn check_item(schema: &TableSchema, item: &Key, now: Timestamp) -> Option<Expired> {
+/// TTL's rule), and the table's key attributes present. The key is moved out of the item, not
+/// copied; `read_at` is when the page that listed it arrived.
+fn check_item(
+    schema: &TableSchema,
+    mut item: Key,
+    now: Timestamp,
+    read_at: Instant,
+) -> Option<Expired> {
     let ttl = match item.get(&schema.layout.ttl_attribute) {
         Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => match parse_ttl(n) {
             Ok(t) => t,
@@ -74,33 +80,53 @@ fn check_item(schema: &TableSchema, item: &Key, now: Timestamp) -> Option<Expire
             return None;
         }
     }
-    let Some(key) = schema.key_of(item) else {
+    // The projection asks for the key attributes and the ttl: what remains without the ttl is
+    // the key, if every key attribute is there.
+    item.retain(|name, _| schema.key_attributes.contains(name));
+    if item.len() != schema.key_attributes.len() {
         warn!("index item without the table's key attributes ignored");
         return None;
-    };
+    }
     Some(Expired {
-        key,
+        key: item,
         ttl,
-        read_at: Instant::now(),
+        read_at,
     })
 }
 
-/// Runs sweeps of one table through a [`Store`].
+/// Runs sweeps of one table through a [`Store`]. Partitions and delete requests run as tasks
+/// of their own on the Tokio runtime (so a multi-threaded runtime spreads them over its worker
+/// threads), bounded by `max_concurrency`; dropping a sweep aborts its tasks.
 pub struct Sweeper<S> {
+    shared: Arc<Shared<S>>,
+    wall: Option<Arc<dyn Clock>>,
+}
+
+/// What the tasks of a sweep share.
+struct Shared<S> {
     store: S,
     schema: TableSchema,
     options: SweepOptions,
-    wall: Option<Arc<dyn Clock>>,
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sweeper")
-            .field("store", &self.store)
-            .field("schema", &self.schema)
-            .field("options", &self.options)
+            .field("store", &self.shared.store)
+            .field("schema", &self.shared.schema)
+            .field("options", &self.shared.options)
             .field("wall_clock", &self.wall.is_some())
             .finish()
+    }
+}
+
+/// The outcome of a finished task; a panic in the task goes on in the caller.
+fn joined<T>(result: Result<T, JoinError>) -> T {
+    match result {
+        Ok(value) => value,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Tasks are aborted only when their JoinSet is dropped, and then nobody joins them.
+        Err(e) => unreachable!("sweep task cancelled while joined: {e}"),
     }
 }
 
@@ -108,9 +134,11 @@ impl<S: Store> Sweeper<S> {
     /// A sweeper for the table described by `schema` (see `DynamoStore::describe`).
     pub fn new(store: S, schema: TableSchema, options: SweepOptions) -> Self {
         Sweeper {
-            store,
-            schema,
-            options,
+            shared: Arc::new(Shared {
+                store,
+                schema,
+                options,
+            }),
             wall: None,
         }
     }
@@ -126,17 +154,17 @@ impl<S: Store> Sweeper<S> {
 
     /// The table schema in use.
     pub fn schema(&self) -> &TableSchema {
-        &self.schema
+        &self.shared.schema
     }
 
     /// The options in use.
     pub fn options(&self) -> &SweepOptions {
-        &self.options
+        &self.shared.options
     }
 
     /// The store in use.
     pub fn store(&self) -> &S {
-        &self.store
+        &self.shared.store
     }
 
     /// A full sweep as of `now`: the current window, the lookback windows, and — with a
@@ -153,12 +181,12 @@ impl<S: Store> Sweeper<S> {
         newest_end: Option<i64>,
         stop: &Stop,
     ) -> SweepReport {
-        let width = self.schema.layout.window_seconds;
-        let options = &self.options;
+        let width = self.shared.schema.layout.window_seconds;
+        let options = &self.shared.options;
         let mut checkpoint_before = None;
         let mut checkpoint_error = None;
         if let Some(cp) = &options.checkpoint {
-            match self.store.read_checkpoint(&cp.table, &cp.id).await {
+            match self.shared.store.read_checkpoint(&cp.table, &cp.id).await {
                 Ok(c) => checkpoint_before = c,
                 Err(e) => {
                     warn!(error = %e, "could not read the checkpoint; sweeping the lookback windows only");
@@ -198,6 +226,7 @@ impl<S: Store> Sweeper<S> {
         let after = match advance_to(&plan.windows, &complete, floor, now) {
             Some(to) if checkpoint_before.is_none_or(|c| to > c) => {
                 match self
+                    .shared
                     .store
                     .advance_checkpoint(&cp.table, &cp.id, to, now)
                     .await
@@ -239,32 +268,45 @@ impl<S: Store> Sweeper<S> {
     ) -> (SweepReport, Vec<bool>) {
         let started = Instant::now();
         let wall_start = self.wall.as_ref().map_or(now, |c| c.now());
-        let shards = self.schema.layout.window_shards.max(1);
+        let shards = self.shared.schema.layout.window_shards.max(1);
         let range = self
+            .shared
             .options
             .shard_range
             .unwrap_or_else(|| ShardRange::all(shards));
-        let limit = self.options.max_concurrency.max(1);
-        let permits = Semaphore::new(limit);
+        let limit = self.shared.options.max_concurrency.max(1);
+        let permits = Arc::new(Semaphore::new(limit));
         let inner = stop.child();
         let partitions = windows.iter().enumerate().flat_map(|(i, w)| {
             range
                 .shards()
                 .map(move |shard| (i, partition_key(*w, shard, shards)))
         });
-        let outcomes: Vec<(usize, PartitionOutcome)> = stream::iter(partitions)
-            .map(|(i, key)| {
-                let (inner, permits) = (&inner, &permits);
-                async move { (i, self.sweep_partition(&key, now, inner, permits).await) }
-            })
-            .buffer_unordered(limit)
-            .collect()
-            .await;
+        // At most `limit` partitions at once, each a task of its own.
+        let mut running = JoinSet::new();
+        let mut outcomes: Vec<(usize, PartitionOutcome)> = Vec::new();
+        for (i, key) in partitions {
+            if running.len() >= limit {
+                if let Some(done) = running.join_next().await {
+                    outcomes.push(joined(done));
+                }
+            }
+            let (shared, inner, permits) = (self.shared.clone(), inner.clone(), permits.clone());
+            running.spawn(async move {
+                (
+                    i,
+                    Shared::sweep_partition(&shared, &key, now, &inner, &permits).await,
+                )
+            });
+        }
+        while let Some(done) = running.join_next().await {
+            outcomes.push(joined(done));
+        }
 
         let mut report = SweepReport {
             sweep_at: now.iso(),
-            table: self.schema.table_name.clone(),
-            delete_mode: self.options.delete_mode.to_string(),
+            table: self.shared.schema.table_name.clone(),
+            delete_mode: self.shared.options.delete_mode.to_string(),
             ticks: 1,
             ..SweepReport::default()
         };
@@ -300,45 +342,52 @@ impl<S: Store> Sweeper<S> {
         report.duration_ms = started.elapsed().as_millis() as u64;
         (report, complete)
     }
+}
 
-    /// Reads one partition to the end (or until `stop`), deleting as it goes.
+impl<S: Store> Shared<S> {
+    /// Reads one partition to the end (or until `stop`), deleting as it goes: each chunk of
+    /// [`BATCH_SIZE`] a task of its own, at most `max_concurrency` of them waiting per partition
+    /// and `permits` sending at once across the sweep.
     async fn sweep_partition(
-        &self,
+        this: &Arc<Self>,
         key: &str,
         now: Timestamp,
         stop: &Stop,
-        permits: &Semaphore,
+        permits: &Arc<Semaphore>,
     ) -> PartitionOutcome {
         let mut out = PartitionOutcome::default();
         if stop.reached() {
             return out;
         }
-        let max_inflight = self.options.max_concurrency.max(1);
-        let mut inflight = FuturesUnordered::new();
+        let max_inflight = this.options.max_concurrency.max(1);
+        let mut inflight = JoinSet::new();
         let mut pending: Vec<Expired> = Vec::new();
         let mut start: Option<Key> = None;
-        let delete = |chunk: Vec<Expired>| async move {
-            let _permit = permits.acquire().await;
-            // The stop may have come while this chunk waited for a permit.
-            if stop.reached() {
-                return ChunkOutcome::left(chunk.len());
-            }
-            let deleter = Deleter {
-                store: &self.store,
-                schema: &self.schema,
-                options: &self.options,
-            };
-            deleter.delete_chunk(chunk, now, stop).await
+        let delete = |inflight: &mut JoinSet<ChunkOutcome>, chunk: Vec<Expired>| {
+            let (shared, stop, permits) = (this.clone(), stop.clone(), permits.clone());
+            inflight.spawn(async move {
+                let _permit = permits.acquire().await;
+                // The stop may have come while this chunk waited for a permit.
+                if stop.reached() {
+                    return ChunkOutcome::left(chunk.len());
+                }
+                let deleter = Deleter {
+                    store: &shared.store,
+                    schema: &shared.schema,
+                    options: &shared.options,
+                };
+                deleter.delete_chunk(chunk, now, &stop).await
+            });
         };
         loop {
-            let page = match self
+            let page = match this
                 .store
                 .query_expired(
-                    &self.schema,
+                    &this.schema,
                     key,
                     now,
                     start.take(),
-                    self.options.page_limit,
+                    this.options.page_limit,
                 )
                 .await
             {
@@ -353,8 +402,10 @@ impl<S: Store> Sweeper<S> {
                     break;
                 }
             };
-            for item in &page.items {
-                match check_item(&self.schema, item, now) {
+            let read_at = Instant::now();
+            pending.reserve(page.items.len());
+            for item in page.items {
+                match check_item(&this.schema, item, now, read_at) {
                     Some(expired) => {
                         out.found += 1;
                         pending.push(expired);
@@ -362,12 +413,14 @@ impl<S: Store> Sweeper<S> {
                     None => out.invalid += 1,
                 }
             }
+            // Whole chunks go now, from the back (order does not matter); a partial chunk waits
+            // for the next page.
             while pending.len() >= BATCH_SIZE && !stop.reached() {
-                let chunk: Vec<Expired> = pending.drain(..BATCH_SIZE).collect();
-                inflight.push(delete(chunk));
+                let chunk = pending.split_off(pending.len() - BATCH_SIZE);
+                delete(&mut inflight, chunk);
                 while inflight.len() >= max_inflight {
-                    if let Some(c) = inflight.next().await {
-                        out.chunks.push(c);
+                    if let Some(c) = inflight.join_next().await {
+                        out.chunks.push(joined(c));
                     }
                 }
             }
@@ -387,12 +440,13 @@ impl<S: Store> Sweeper<S> {
             // Found but not attempted: the next sweep finds them again.
             out.chunks.push(ChunkOutcome::left(pending.len()));
         } else {
-            for chunk in pending.chunks(BATCH_SIZE) {
-                inflight.push(delete(chunk.to_vec()));
+            while !pending.is_empty() {
+                let chunk = pending.split_off(pending.len().saturating_sub(BATCH_SIZE));
+                delete(&mut inflight, chunk);
             }
         }
-        while let Some(c) = inflight.next().await {
-            out.chunks.push(c);
+        while let Some(c) = inflight.join_next().await {
+            out.chunks.push(joined(c));
         }
         out
     }
@@ -434,7 +488,7 @@ mod tests {
                 && parse_ttl(&ttl).is_ok_and(|t| {
                     t < now as f64 && t >= (now - crate::expiry::window::MAX_EXPIRED_AGE_SECONDS) as f64
                 });
-            match check_item(&schema(), &item, Timestamp::from_secs(now)) {
+            match check_item(&schema(), item.clone(), Timestamp::from_secs(now), Instant::now()) {
                 Some(e) => {
                     proptest::prop_assert!(expired_as_read, "{ttl:?} at {now}");
                     proptest::prop_assert_eq!(Some(e.ttl), parse_ttl(&ttl).ok());
@@ -449,23 +503,47 @@ mod tests {
     fn items_without_a_ttl_or_key_never_qualify() {
         use aws_sdk_dynamodb::types::AttributeValue as AV;
         let no_ttl: Key = [("id".to_string(), AV::S("a".into()))].into();
-        assert!(check_item(&schema(), &no_ttl, Timestamp::from_secs(2_000_000_000)).is_none());
+        assert!(check_item(
+            &schema(),
+            no_ttl.clone(),
+            Timestamp::from_secs(2_000_000_000),
+            Instant::now()
+        )
+        .is_none());
         let no_key: Key = [("ttl".to_string(), AV::N("5".into()))].into();
-        assert!(check_item(&schema(), &no_key, Timestamp::from_secs(2_000_000_000)).is_none());
+        assert!(check_item(
+            &schema(),
+            no_key.clone(),
+            Timestamp::from_secs(2_000_000_000),
+            Instant::now()
+        )
+        .is_none());
         let ok: Key = [
             ("id".to_string(), AV::S("a".into())),
             ("ttl".to_string(), AV::N("5".into())),
         ]
         .into();
-        assert!(check_item(&schema(), &ok, Timestamp::from_secs(6)).is_some());
+        assert!(check_item(
+            &schema(),
+            ok.clone(),
+            Timestamp::from_secs(6),
+            Instant::now()
+        )
+        .is_some());
         assert!(
-            check_item(&schema(), &ok, Timestamp::from_secs(5)).is_none(),
+            check_item(
+                &schema(),
+                ok.clone(),
+                Timestamp::from_secs(5),
+                Instant::now()
+            )
+            .is_none(),
             "ttl == now is not expired"
         );
         // native TTL's rule: a ttl more than five years old is never deleted
         let now = Timestamp::from_secs(1_800_000_000);
         assert!(
-            check_item(&schema(), &ok, now).is_none(),
+            check_item(&schema(), ok.clone(), now, Instant::now()).is_none(),
             "ttl 5 is decades old"
         );
         let six_years: Key = [
@@ -476,7 +554,7 @@ mod tests {
             ),
         ]
         .into();
-        assert!(check_item(&schema(), &six_years, now).is_none());
+        assert!(check_item(&schema(), six_years.clone(), now, Instant::now()).is_none());
         let four_years: Key = [
             ("id".to_string(), AV::S("a".into())),
             (
@@ -485,6 +563,6 @@ mod tests {
             ),
         ]
         .into();
-        assert!(check_item(&schema(), &four_years, now).is_some());
+        assert!(check_item(&schema(), four_years.clone(), now, Instant::now()).is_some());
     }
 }

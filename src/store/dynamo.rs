@@ -34,7 +34,7 @@ pub const SDK_MAX_ATTEMPTS: u32 = 3;
 pub struct DynamoStore {
     client: Client,
     server_clock: Arc<ServerClock>,
-    deletes: DeleteOverrides,
+    deletes: DeleteClients,
 }
 
 /// Placeholder names for the key attributes in expressions: `#k0`, `#k1`.
@@ -52,16 +52,19 @@ fn key_placeholders(schema: &TableSchema) -> impl Iterator<Item = (String, Strin
 /// unconditionally (see [`crate::engine::BATCH_MAX_READ_AGE`]). 25 deletes take milliseconds.
 pub const BATCH_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Per-request settings of the delete requests, built once per client. Deletes are retried by
-/// the sweep engine itself, with backoff and jitter, so the SDK's own retry loop is turned off
-/// for them: attempts do not multiply. Batch deletes also get [`BATCH_ATTEMPT_TIMEOUT`].
+/// The clients the delete requests go through: the caller's client with the SDK's own retry
+/// loop turned off, built once (a per-request config override would rebuild the request's
+/// runtime components on every call). Deletes are retried by the sweep engine itself, with
+/// backoff and jitter, so attempts do not multiply. Batch deletes also get
+/// [`BATCH_ATTEMPT_TIMEOUT`]. Both share the caller's connection pool, credentials and
+/// interceptors.
 #[derive(Debug, Clone)]
-struct DeleteOverrides {
-    conditional: aws_sdk_dynamodb::config::Builder,
-    batch: aws_sdk_dynamodb::config::Builder,
+struct DeleteClients {
+    conditional: Client,
+    batch: Client,
 }
 
-impl DeleteOverrides {
+impl DeleteClients {
     fn for_client(client: &Client) -> Self {
         let base = client.config().timeout_config();
         let attempt = base
@@ -73,11 +76,13 @@ impl DeleteOverrides {
         if let Some(connect) = base.and_then(|t| t.connect_timeout()) {
             timeouts = timeouts.connect_timeout(connect);
         }
-        let no_retries =
-            aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled());
-        DeleteOverrides {
-            batch: no_retries.clone().timeout_config(timeouts.build()),
-            conditional: no_retries,
+        let no_retries = client
+            .config()
+            .to_builder()
+            .retry_config(RetryConfig::disabled());
+        DeleteClients {
+            batch: Client::from_conf(no_retries.clone().timeout_config(timeouts.build()).build()),
+            conditional: Client::from_conf(no_retries.build()),
         }
     }
 }
@@ -97,7 +102,7 @@ impl DynamoStore {
             .build();
         let client = Client::from_conf(config);
         DynamoStore {
-            deletes: DeleteOverrides::for_client(&client),
+            deletes: DeleteClients::for_client(&client),
             client,
             server_clock,
         }
@@ -196,11 +201,10 @@ impl DynamoStore {
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let out = self
-            .client
+            .deletes
+            .batch
             .batch_write_item()
             .request_items(&schema.table_name, requests)
-            .customize()
-            .config_override(self.deletes.batch.clone())
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("BatchWriteItem", e))?;
@@ -286,7 +290,8 @@ impl DynamoStore {
         now: Timestamp,
     ) -> Result<ConditionalOutcome, StoreError> {
         let result = self
-            .client
+            .deletes
+            .conditional
             .delete_item()
             .table_name(&schema.table_name)
             .set_key(Some(key))
@@ -301,8 +306,6 @@ impl DynamoStore {
             )
             // Tells a kept item (returned) from one that is already gone (nothing returned).
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .customize()
-            .config_override(self.deletes.conditional.clone())
             .send()
             .await;
         match result {
