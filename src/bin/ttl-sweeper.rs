@@ -11,6 +11,11 @@ use ttl_sweeper::telemetry::{self, LogFormat};
 use ttl_sweeper::tools::backfill::{parse_max_wcu, parse_page_size};
 use ttl_sweeper::tools::scan::parse_segments;
 
+/// mimalloc instead of the system allocator: a sweep allocates per item and per request, and
+/// mimalloc measured less CPU per delete (docs/BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Precise item expiry for Amazon DynamoDB.
 #[derive(Debug, Parser)]
 #[command(name = "ttl-sweeper", version, about)]
