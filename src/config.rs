@@ -435,6 +435,13 @@ impl Config {
             checkpoint: self.checkpoint_table.as_ref().map(|table| Checkpoint {
                 table: table.clone(),
                 id: self.checkpoint_id(),
+                start_from: self.shard_range.map(|_| {
+                    Config {
+                        shard_range: None,
+                        ..self.clone()
+                    }
+                    .checkpoint_id()
+                }),
             }),
             shard_range: self.shard_range,
             max_catchup_seconds: self.max_catchup_seconds,
@@ -447,7 +454,7 @@ impl Config {
     /// (sweepers splitting a table) never move each other's checkpoint. The default layout (60 s
     /// windows, one shard) keeps the id checkpoints have always had, `<table>/<index>`; other
     /// layouts add `/<width>s/<shards>shards`, and a shard range short of all shards
-    /// `/range<a>-<b>`.
+    /// `/range<a>-<b>`. A range starts from the whole table's item until it has its own.
     pub fn checkpoint_id(&self) -> String {
         let mut id = format!("{}/{}", self.table_name, self.index_name);
         if self.window_seconds != DEFAULT_WINDOW_SECONDS || self.window_shards != 1 {
@@ -910,5 +917,9 @@ mod tests {
             Some(ShardRange { first: 4, last: 7 })
         );
         assert_eq!(config("all").sweep_options().shard_range, None);
+        // A range starts from the whole table's checkpoint until it has its own.
+        let start_from = |range: &str| config(range).sweep_options().checkpoint.unwrap().start_from;
+        assert_eq!(start_from("4-7"), Some(id("all")));
+        assert_eq!(start_from("all"), None);
     }
 }

@@ -181,6 +181,67 @@ async fn sweeps_with_shard_ranges_delete_only_their_shards() {
     );
 }
 
+/// Splitting a checkpointed sweeper into shard ranges after an outage: the new ranges have no
+/// checkpoint of their own yet, so each starts from the whole table's and catches up on the
+/// items that expired since, beyond the lookback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_shard_ranges_start_from_the_whole_tables_checkpoint() {
+    use ttl_sweeper::expiry::window::window_attribute;
+    let client = client().await;
+    let table = table_name("cli_split_cp");
+    let checkpoints = table_name("cli_split_cp_state");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    create_checkpoint_table(&client, &checkpoints).await;
+    let t = (now() / 60) * 60 - 60;
+    let iso = |secs: i64| {
+        chrono::DateTime::from_timestamp(secs, 0)
+            .unwrap()
+            .to_rfc3339()
+    };
+    // 40 items that expire between 3 h and 1 h before T: after the whole-table sweep at T-3h,
+    // and before the lookback of a sweep at T.
+    let items = (0..40)
+        .map(|i| {
+            let id = format!("gap-{i}");
+            let ttl = t - 3 * 3600 + 300 + i * 180;
+            std::collections::HashMap::from([
+                ("id".to_string(), AV::S(id.clone())),
+                ("ttl".to_string(), AV::N(ttl.to_string())),
+                (
+                    "expirationWindow".to_string(),
+                    AV::S(window_attribute(ttl as f64, 60, 4, id.as_bytes()).unwrap()),
+                ),
+            ])
+        })
+        .collect();
+    put_items(&client, &table, items).await;
+    let sweep = |at: i64, range: &str| {
+        let (code, out, err) = run(cli()
+            .args(["sweep", "--table-name", &table, "--window-shards", "4"])
+            .args(["--checkpoint-table", &checkpoints, "--shard-range", range])
+            .args(["--at", &iso(at)])
+            .env("AWS_ENDPOINT_URL", endpoint()));
+        assert_eq!(code, 0, "stderr: {err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    // The single sweeper's last sweep, then the outage.
+    assert_eq!(sweep(t - 3 * 3600, "all")["items_deleted"], 0);
+    let low = sweep(t, "0-1");
+    let high = sweep(t, "2-3");
+    for report in [&low, &high] {
+        assert!(
+            report["checkpoint_before"].is_string(),
+            "started from the whole table's checkpoint: {report}"
+        );
+    }
+    assert_eq!(
+        low["items_deleted"].as_u64().unwrap() + high["items_deleted"].as_u64().unwrap(),
+        40,
+        "{low}\n{high}"
+    );
+    assert!(common::ids(&client, &table).await.is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_of_a_missing_table_fails_clearly() {
     let (code, out, err) = run(cli()

@@ -17,6 +17,9 @@ pub struct Checkpoint {
     pub table: String,
     /// The checkpoint item's id: one per swept table and index.
     pub id: String,
+    /// Another item to start from while `id` does not exist yet: for a shard range, the whole
+    /// table's, whose every shard was swept completely up to its boundary. Only read, never moved.
+    pub start_from: Option<String>,
 }
 
 /// The windows one sweep reads.

@@ -186,7 +186,16 @@ impl<S: Store> Sweeper<S> {
         let mut checkpoint_before = None;
         let mut checkpoint_error = None;
         if let Some(cp) = &options.checkpoint {
-            match self.shared.store.read_checkpoint(&cp.table, &cp.id).await {
+            let store = &self.shared.store;
+            let mut read = store.read_checkpoint(&cp.table, &cp.id).await;
+            // A shard range without a checkpoint of its own yet starts from the whole table's.
+            if let (Ok(None), Some(parent)) = (&read, &cp.start_from) {
+                read = store.read_checkpoint(&cp.table, parent).await;
+                if let Ok(Some(c)) = &read {
+                    debug!(from = %parent, at = %iso_millis(*c), "no checkpoint of this shard range yet: starting from the whole table's");
+                }
+            }
+            match read {
                 Ok(c) => checkpoint_before = c,
                 Err(e) => {
                     warn!(error = %e, "could not read the checkpoint; sweeping the lookback windows only");
