@@ -890,6 +890,22 @@ mod tests {
     }
 
     #[test]
+    fn every_split_parses_back_as_the_ranges_it_printed() {
+        for shards in [2u32, 3, 12, 40, 1000] {
+            for parts in 1..=shards.min(60) {
+                for range in ShardRange::split(shards, parts) {
+                    let want = (range != ShardRange::all(shards)).then_some(range);
+                    assert_eq!(
+                        shard_range(&range.to_string(), shards),
+                        Ok(want),
+                        "{shards} shards in {parts}: {range}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn each_shard_range_has_its_own_checkpoint_and_all_shards_keep_the_layout_id() {
         let config = |range: &str| {
             parse(&[
