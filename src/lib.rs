@@ -22,6 +22,9 @@
 //!   the report, checkpoint planning, ticks.
 //! - [`store`]: the only code that talks to DynamoDB, behind the one-method [`store::Store`]
 //!   seam; errors, start-up checks, the key codec.
+//! - [`streams`]: for consumers of the table's DynamoDB Stream — [`streams::is_expiry_removal`]
+//!   tells a `REMOVE` of an expired item (ours or native TTL's, in any Region) from an
+//!   application's delete.
 //! - [`expiry`]: the expiry model — [`expiry::Timestamp`], window math, the layout, and the
 //!   writer and reader helpers for application code. Pure; no I/O, no clock.
 
@@ -33,6 +36,7 @@ pub mod engine;
 pub mod expiry;
 pub mod lambda;
 pub mod store;
+pub mod streams;
 pub mod telemetry;
 pub mod tools;
 
