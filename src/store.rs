@@ -2,7 +2,7 @@
 //!
 //! [`Store`] is the one seam the sweep engine uses, written once: a single [`Store::call`] that
 //! takes a [`Call`] (query one page of a partition, delete a batch, delete one item on condition,
-//! read or advance the checkpoint) and answers a [`Reply`]. The typed methods of [`StoreExt`] are
+//! read whole items for expiry events, read or advance the checkpoint) and answers a [`Reply`]. The typed methods of [`StoreExt`] are
 //! what the engine calls; a test double or a decorator implements `call` alone and forwards what
 //! it does not change.
 //!
@@ -116,6 +116,14 @@ pub enum Call<'a> {
         /// The sweep instant.
         now: Timestamp,
     },
+    /// Reads whole items by key (up to 100), strongly consistent: `BatchGetItem`, for expiry
+    /// events that carry the item.
+    GetItems {
+        /// The table.
+        schema: &'a TableSchema,
+        /// The keys.
+        keys: Vec<Key>,
+    },
     /// Reads checkpoint `id` from `table`.
     ReadCheckpoint {
         /// The checkpoint table.
@@ -143,6 +151,7 @@ impl Call<'_> {
             Call::QueryExpired { .. } => "Query",
             Call::BatchDelete { .. } => "BatchWriteItem",
             Call::DeleteIfExpired { .. } => "DeleteItem",
+            Call::GetItems { .. } => "BatchGetItem",
             Call::ReadCheckpoint { .. } => "GetItem",
             Call::AdvanceCheckpoint { .. } => "UpdateItem",
         }
@@ -158,6 +167,8 @@ pub enum Reply {
     Unprocessed(Vec<Key>),
     /// To [`Call::DeleteIfExpired`].
     Conditional(ConditionalOutcome),
+    /// To [`Call::GetItems`]: the items found, in any order.
+    Items(Vec<Key>),
     /// To [`Call::ReadCheckpoint`]: the boundary (epoch seconds) up to which everything was
     /// swept, if any.
     Checkpoint(Option<i64>),
@@ -230,6 +241,21 @@ pub trait StoreExt: Store {
             match self.call(call).await? {
                 Reply::Conditional(outcome) => Ok(outcome),
                 other => Err(mismatch("DeleteItem", other)),
+            }
+        }
+    }
+
+    /// See [`Call::GetItems`].
+    fn get_items<'a>(
+        &'a self,
+        schema: &'a TableSchema,
+        keys: Vec<Key>,
+    ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send + 'a {
+        let call = Call::GetItems { schema, keys };
+        async move {
+            match self.call(call).await? {
+                Reply::Items(items) => Ok(items),
+                other => Err(mismatch("BatchGetItem", other)),
             }
         }
     }

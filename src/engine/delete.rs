@@ -5,6 +5,7 @@
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::hook::EventTally;
 use super::report::FailedKey;
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
@@ -27,6 +28,8 @@ pub(super) struct Deleter<'a, S> {
     pub(super) store: &'a S,
     pub(super) schema: &'a TableSchema,
     pub(super) options: &'a SweepOptions,
+    /// Collect the keys deleted and kept, for expiry events.
+    pub(super) track_keys: bool,
 }
 
 /// Outcome of deleting one chunk.
@@ -39,6 +42,11 @@ pub(super) struct ChunkOutcome {
     pub(super) retried: u64,
     pub(super) left: u64,
     pub(super) failed: Vec<FailedKey>,
+    /// With `track_keys`: the keys deleted (in the order of `deleted_at`) and kept.
+    pub(super) deleted_keys: Vec<Key>,
+    pub(super) kept_keys: Vec<Key>,
+    /// What publishing the chunk's expiry events did.
+    pub(super) events: EventTally,
 }
 
 impl ChunkOutcome {
@@ -51,6 +59,9 @@ impl ChunkOutcome {
         self.retried += other.retried;
         self.left += other.left;
         self.failed.extend(other.failed);
+        self.deleted_keys.extend(other.deleted_keys);
+        self.kept_keys.extend(other.kept_keys);
+        self.events.add(other.events);
     }
 
     /// `n` items not attempted because the sweep had to stop.
@@ -112,6 +123,9 @@ impl<S: Store> Deleter<'_, S> {
                     for e in done {
                         out.deleted_ttls.push(e.ttl);
                         out.deleted_at.push(at);
+                        if self.track_keys {
+                            out.deleted_keys.push(e.key);
+                        }
                     }
                     remaining = left;
                     if remaining.is_empty() {
@@ -163,10 +177,16 @@ impl<S: Store> Deleter<'_, S> {
                     Ok(ConditionalOutcome::Deleted) => {
                         out.deleted_ttls.push(e.ttl);
                         out.deleted_at.push(Instant::now());
+                        if self.track_keys {
+                            out.deleted_keys.push(e.key);
+                        }
                         break;
                     }
                     Ok(ConditionalOutcome::Kept) => {
                         out.skipped += 1;
+                        if self.track_keys {
+                            out.kept_keys.push(e.key);
+                        }
                         break;
                     }
                     Ok(ConditionalOutcome::Gone) => {

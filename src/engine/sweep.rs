@@ -17,6 +17,7 @@ use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
 use super::delete::{ChunkOutcome, Deleter, Expired};
+use super::hook::{delete_with_events, ExpiryHook};
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
 use super::{SweepOptions, BATCH_SIZE};
@@ -91,6 +92,7 @@ pub struct Sweeper<S> {
     schema: TableSchema,
     options: SweepOptions,
     wall: Option<Arc<dyn Clock>>,
+    events: Option<Arc<dyn ExpiryHook>>,
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
@@ -100,6 +102,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
             .field("schema", &self.schema)
             .field("options", &self.options)
             .field("wall_clock", &self.wall.is_some())
+            .field("events", &self.events)
             .finish()
     }
 }
@@ -112,7 +115,14 @@ impl<S: Store> Sweeper<S> {
             schema,
             options,
             wall: None,
+            events: None,
         }
+    }
+
+    /// Publishes expiry events through `hook` around every delete (see [`super::hook`]).
+    pub fn with_events(mut self, hook: Arc<dyn ExpiryHook>) -> Self {
+        self.events = Some(hook);
+        self
     }
 
     /// Measures expiry lag against `wall` (the entry point's clock), read once when a sweep
@@ -282,6 +292,7 @@ impl<S: Store> Sweeper<S> {
                 report.items_left += chunk.left;
                 report.items_failed += chunk.failed.len() as u64;
                 report.add_failed_keys(chunk.failed);
+                report.add_events(chunk.events);
             }
             if let Some(e) = out.error {
                 report.add_errors([SweepErrorEntry::new(Some(windows[i].key()), &e)]);
@@ -321,8 +332,15 @@ impl<S: Store> Sweeper<S> {
                 store: &self.store,
                 schema: &self.schema,
                 options: &self.options,
+                track_keys: self.events.is_some(),
             };
-            deleter.delete_chunk(chunk, now, stop).await
+            match &self.events {
+                None => deleter.delete_chunk(chunk, now, stop).await,
+                Some(hook) => {
+                    let wall = || self.wall.as_ref().map_or(now, |c| c.now());
+                    delete_with_events(&deleter, hook.as_ref(), chunk, now, stop, &wall).await
+                }
+            }
         };
         loop {
             let page = match self

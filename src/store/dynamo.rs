@@ -214,6 +214,44 @@ impl DynamoStore {
         Ok(unprocessed)
     }
 
+    /// `BatchGetItem`, strongly consistent; unprocessed keys are asked again a few times, then
+    /// left out (the caller publishes those events without the item).
+    #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]
+    async fn send_get_items(
+        &self,
+        schema: &TableSchema,
+        keys: Vec<Key>,
+    ) -> Result<Vec<Key>, StoreError> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut found = Vec::with_capacity(keys.len());
+        let mut pending = keys;
+        for _ in 0..3 {
+            if pending.is_empty() {
+                break;
+            }
+            let request = KeysAndAttributes::builder()
+                .set_keys(Some(std::mem::take(&mut pending)))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| StoreError::new(ErrorKind::Other, "BatchGetItem", e.to_string()))?;
+            let out = self
+                .client
+                .batch_get_item()
+                .request_items(&schema.table_name, request)
+                .send()
+                .await
+                .map_err(|e| StoreError::from_sdk("BatchGetItem", e))?;
+            found.extend(out.responses.unwrap_or_default().into_values().flatten());
+            pending = out
+                .unprocessed_keys
+                .unwrap_or_default()
+                .into_values()
+                .flat_map(|k| k.keys)
+                .collect();
+        }
+        Ok(found)
+    }
+
     #[instrument(level = "debug", skip(self))]
     async fn send_read_checkpoint(&self, table: &str, id: &str) -> Result<Option<i64>, StoreError> {
         let out = self
@@ -339,6 +377,9 @@ impl Store for DynamoStore {
                 .send_delete_if_expired(schema, key, now)
                 .await
                 .map(Reply::Conditional),
+            Call::GetItems { schema, keys } => {
+                self.send_get_items(schema, keys).await.map(Reply::Items)
+            }
             Call::ReadCheckpoint { table, id } => self
                 .send_read_checkpoint(table, id)
                 .await
