@@ -274,10 +274,21 @@ impl SinkError {
 
 impl From<crate::store::StoreError> for SinkError {
     /// SDK errors are classified once, by the store's rules (throttling, 5xx, timeouts and lost
-    /// connections are retryable).
+    /// connections are retryable), plus the sinks' own names for internal errors and throttling.
     fn from(e: crate::store::StoreError) -> Self {
+        let sink_transient = matches!(
+            e.code.as_deref(),
+            Some(
+                "InternalException"
+                    | "InternalError"
+                    | "ServiceUnavailableException"
+                    | "RequestThrottled"
+                    | "ThrottlingException"
+                    | "KMSThrottlingException"
+            )
+        );
         SinkError {
-            retryable: e.kind.is_retryable(),
+            retryable: e.kind.is_retryable() || sink_transient,
             message: e.to_string(),
             source: Some(Box::new(e)),
         }
