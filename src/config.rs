@@ -691,6 +691,7 @@ mod tests {
 
     #[test]
     fn bad_expiry_events_settings_say_what_is_wrong() {
+        #[allow(clippy::type_complexity)]
         let cases: &[(&[(&str, &str)], &str, &str)] = &[
             (
                 &[("EXPIRY_EVENTS", "kafka:topic")],
