@@ -149,6 +149,10 @@ impl ExpiryHook for Events {
         self.item == ItemSource::Read
     }
 
+    fn returned_items(&self) -> bool {
+        self.item == ItemSource::Auto && self.mode == EventsMode::Notify
+    }
+
     fn publish<'a>(
         &'a self,
         publications: Vec<Publication>,

@@ -116,6 +116,16 @@ pub enum Call<'a> {
         /// The sweep instant.
         now: Timestamp,
     },
+    /// [`Call::DeleteIfExpired`] that also returns the deleted item (`ReturnValues=ALL_OLD`, no
+    /// extra capacity), for expiry events.
+    DeleteIfExpiredReturning {
+        /// The table.
+        schema: &'a TableSchema,
+        /// The key.
+        key: Key,
+        /// The sweep instant.
+        now: Timestamp,
+    },
     /// Reads whole items by key (up to 100), strongly consistent: `BatchGetItem`, for expiry
     /// events that carry the item.
     GetItems {
@@ -151,6 +161,7 @@ impl Call<'_> {
             Call::QueryExpired { .. } => "Query",
             Call::BatchDelete { .. } => "BatchWriteItem",
             Call::DeleteIfExpired { .. } => "DeleteItem",
+            Call::DeleteIfExpiredReturning { .. } => "DeleteItem",
             Call::GetItems { .. } => "BatchGetItem",
             Call::ReadCheckpoint { .. } => "GetItem",
             Call::AdvanceCheckpoint { .. } => "UpdateItem",
@@ -167,6 +178,8 @@ pub enum Reply {
     Unprocessed(Vec<Key>),
     /// To [`Call::DeleteIfExpired`].
     Conditional(ConditionalOutcome),
+    /// To [`Call::DeleteIfExpiredReturning`]: the outcome and, when deleted, the item as it was.
+    ConditionalItem(ConditionalOutcome, Option<Key>),
     /// To [`Call::GetItems`]: the items found, in any order.
     Items(Vec<Key>),
     /// To [`Call::ReadCheckpoint`]: the boundary (epoch seconds) up to which everything was
@@ -240,6 +253,23 @@ pub trait StoreExt: Store {
         async move {
             match self.call(call).await? {
                 Reply::Conditional(outcome) => Ok(outcome),
+                other => Err(mismatch("DeleteItem", other)),
+            }
+        }
+    }
+
+    /// See [`Call::DeleteIfExpiredReturning`].
+    fn delete_if_expired_returning<'a>(
+        &'a self,
+        schema: &'a TableSchema,
+        key: Key,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<(ConditionalOutcome, Option<Key>), StoreError>> + Send + 'a
+    {
+        let call = Call::DeleteIfExpiredReturning { schema, key, now };
+        async move {
+            match self.call(call).await? {
+                Reply::ConditionalItem(outcome, item) => Ok((outcome, item)),
                 other => Err(mismatch("DeleteItem", other)),
             }
         }

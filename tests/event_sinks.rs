@@ -350,3 +350,48 @@ mod firehose {
         assert_eq!(out.retried, 13);
     }
 }
+
+mod dynamodb {
+    use super::*;
+    use aws_sdk_dynamodb::operation::delete_item::DeleteItemOutput;
+    use aws_sdk_dynamodb::types::ReturnValue;
+    use aws_sdk_dynamodb::Client;
+    use ttl_sweeper::expiry::Layout;
+    use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, StoreExt, TableSchema};
+
+    #[tokio::test]
+    async fn a_returning_conditional_delete_asks_for_the_old_item_and_only_then() {
+        let returning = mock!(Client::delete_item)
+            .match_requests(|r| r.return_values() == Some(&ReturnValue::AllOld))
+            .then_output(|| {
+                DeleteItemOutput::builder()
+                    .attributes("id", AV::S("k1".into()))
+                    .attributes("payload", AV::S("p".into()))
+                    .build()
+            });
+        let plain = mock!(Client::delete_item)
+            .match_requests(|r| r.return_values().is_none())
+            .then_output(|| DeleteItemOutput::builder().build());
+        let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&returning, &plain]);
+        let store = DynamoStore::new(client);
+        let schema = TableSchema {
+            table_name: "sessions".into(),
+            index_name: "expirationWindowIndex".into(),
+            key_attributes: vec!["id".into()],
+            layout: Layout::default(),
+        };
+        let key: Key = [("id".to_string(), AV::S("k1".into()))].into();
+        let now = Timestamp::from_secs(1_700_000_000);
+        let (outcome, item) = store
+            .delete_if_expired_returning(&schema, key.clone(), now)
+            .await
+            .unwrap();
+        assert_eq!(outcome, ConditionalOutcome::Deleted);
+        assert_eq!(item.unwrap()["payload"], AV::S("p".into()));
+        assert_eq!(
+            store.delete_if_expired(&schema, key, now).await.unwrap(),
+            ConditionalOutcome::Deleted
+        );
+        assert_eq!((returning.num_calls(), plain.num_calls()), (1, 1));
+    }
+}

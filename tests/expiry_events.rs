@@ -100,6 +100,24 @@ impl MemTable {
     }
 }
 
+impl MemTable {
+    /// The conditional delete: the outcome, and the item when deleted.
+    fn delete_if_expired(&self, key: &Key, now: Timestamp) -> (ConditionalOutcome, Option<Key>) {
+        let id = id_of(key);
+        let mut items = self.items.lock().unwrap();
+        match items.get(&id) {
+            None => (ConditionalOutcome::Gone, None),
+            Some(i) if Self::ttl(i) < now.as_secs_f64() => {
+                let item = items.remove(&id);
+                self.deleted.fetch_add(1, SeqCst);
+                self.log.lock().unwrap().push(format!("deleted {id}"));
+                (ConditionalOutcome::Deleted, item)
+            }
+            Some(_) => (ConditionalOutcome::Kept, None),
+        }
+    }
+}
+
 impl Store for MemTable {
     async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
         match call {
@@ -138,19 +156,11 @@ impl Store for MemTable {
                 Ok(Reply::Unprocessed(vec![]))
             }
             Call::DeleteIfExpired { key, now, .. } => {
-                let id = id_of(&key);
-                let mut items = self.items.lock().unwrap();
-                let outcome = match items.get(&id) {
-                    None => ConditionalOutcome::Gone,
-                    Some(i) if Self::ttl(i) < now.as_secs_f64() => {
-                        items.remove(&id);
-                        self.deleted.fetch_add(1, SeqCst);
-                        self.log.lock().unwrap().push(format!("deleted {id}"));
-                        ConditionalOutcome::Deleted
-                    }
-                    Some(_) => ConditionalOutcome::Kept,
-                };
-                Ok(Reply::Conditional(outcome))
+                Ok(Reply::Conditional(self.delete_if_expired(&key, now).0))
+            }
+            Call::DeleteIfExpiredReturning { key, now, .. } => {
+                let (outcome, item) = self.delete_if_expired(&key, now);
+                Ok(Reply::ConditionalItem(outcome, item))
             }
             Call::GetItems { keys, .. } => {
                 let items = self.items.lock().unwrap();
@@ -620,4 +630,34 @@ async fn archive_leaves_items_for_the_next_sweep_when_it_must_stop() {
     assert_eq!(report.items_deleted, 0);
     assert_eq!(report.items_left + report.items_failed, 20, "{report:?}");
     assert_eq!(report.events_failed, 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn auto_items_come_from_conditional_deletes_in_notify_mode_only() {
+    for (delete_mode, with_item) in [(DeleteMode::Conditional, true), (DeleteMode::Batch, false)] {
+        let log = Arc::new(Mutex::new(vec![]));
+        let table = Arc::new(MemTable::with_items(12, 0, log.clone()));
+        let sink = Arc::new(ScriptedSink::accepting(log.clone()));
+        let (_, report) = sweep(
+            &*table,
+            sink.clone(),
+            EventsMode::Notify,
+            delete_mode,
+            ItemSource::Auto,
+        )
+        .await;
+        assert_eq!(report.events_published, 12);
+        for e in sink.accepted() {
+            let d = e.detail();
+            let id = d["key"]["id"]["S"].as_str().unwrap();
+            if with_item {
+                assert_eq!(d["item"]["payload"]["S"], format!("data of {id}"));
+            } else {
+                assert!(
+                    d.get("item").is_none(),
+                    "{delete_mode:?}: no item without a read"
+                );
+            }
+        }
+    }
 }

@@ -30,6 +30,8 @@ pub(super) struct Deleter<'a, S> {
     pub(super) options: &'a SweepOptions,
     /// Collect the keys deleted and kept, for expiry events.
     pub(super) track_keys: bool,
+    /// Conditional deletes return the deleted items (`ReturnValues=ALL_OLD`), for expiry events.
+    pub(super) return_items: bool,
 }
 
 /// Outcome of deleting one chunk.
@@ -45,6 +47,8 @@ pub(super) struct ChunkOutcome {
     /// With `track_keys`: the keys deleted (in the order of `deleted_at`) and kept.
     pub(super) deleted_keys: Vec<Key>,
     pub(super) kept_keys: Vec<Key>,
+    /// With `return_items`: the items conditional deletes returned, with their keys.
+    pub(super) deleted_items: Vec<Key>,
     /// What publishing the chunk's expiry events did.
     pub(super) events: EventTally,
 }
@@ -61,6 +65,7 @@ impl ChunkOutcome {
         self.failed.extend(other.failed);
         self.deleted_keys.extend(other.deleted_keys);
         self.kept_keys.extend(other.kept_keys);
+        self.deleted_items.extend(other.deleted_items);
         self.events.add(other.events);
     }
 
@@ -169,11 +174,20 @@ impl<S: Store> Deleter<'_, S> {
             }
             let mut attempt = 0u32;
             loop {
-                let err: StoreError = match self
-                    .store
-                    .delete_if_expired(self.schema, e.key.clone(), now)
-                    .await
-                {
+                let result = if self.return_items {
+                    self.store
+                        .delete_if_expired_returning(self.schema, e.key.clone(), now)
+                        .await
+                        .map(|(outcome, item)| {
+                            out.deleted_items.extend(item);
+                            outcome
+                        })
+                } else {
+                    self.store
+                        .delete_if_expired(self.schema, e.key.clone(), now)
+                        .await
+                };
+                let err: StoreError = match result {
                     Ok(ConditionalOutcome::Deleted) => {
                         out.deleted_ttls.push(e.ttl);
                         out.deleted_at.push(Instant::now());

@@ -102,6 +102,12 @@ pub trait ExpiryHook: Send + Sync + fmt::Debug {
     /// Whether to read the whole items (a consistent `BatchGetItem`) before the events are built.
     fn read_items(&self) -> bool;
 
+    /// Whether conditional deletes should return the items they delete, for the events (notify
+    /// mode: the item comes with no extra read).
+    fn returned_items(&self) -> bool {
+        false
+    }
+
     /// Publishes `publications` (at most one chunk's worth) with retries; one [`Delivery`] per
     /// publication, in order, and the tally. Never fails as a whole.
     fn publish<'a>(
@@ -140,16 +146,23 @@ pub(super) async fn delete_with_events<S: Store>(
         let mut out = deleter.delete_chunk(chunk, now, stop).await;
         let (wall_now, mono_now) = (wall(), Instant::now());
         let deleted = std::mem::take(&mut out.deleted_keys);
+        let returned = std::mem::take(&mut out.deleted_items);
         let publications = deleted
             .into_iter()
             .zip(&out.deleted_at)
             .filter_map(|(key, at)| {
                 let (_, ttl, item) = described.iter().find(|(k, _, _)| *k == key)?;
                 let at = wall_now - mono_now.duration_since(*at);
+                // The item as the delete returned it, else as read before.
+                let item = returned
+                    .iter()
+                    .find(|i| deleter.schema.key_of(i).as_ref() == Some(&key))
+                    .or(item.as_ref())
+                    .cloned();
                 Some(Publication::Expired(Expiry {
                     key,
                     ttl: *ttl,
-                    item: item.clone(),
+                    item,
                     at,
                 }))
             })

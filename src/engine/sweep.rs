@@ -333,6 +333,7 @@ impl<S: Store> Sweeper<S> {
                 schema: &self.schema,
                 options: &self.options,
                 track_keys: self.events.is_some(),
+                return_items: self.events.as_ref().is_some_and(|h| h.returned_items()),
             };
             match &self.events {
                 None => deleter.delete_chunk(chunk, now, stop).await,

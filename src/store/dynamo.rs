@@ -6,7 +6,7 @@ use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, DeleteRequest, ReturnValuesOnConditionCheckFailure, WriteRequest,
+    AttributeValue, DeleteRequest, ReturnValue, ReturnValuesOnConditionCheckFailure, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
 use tracing::instrument;
@@ -322,7 +322,8 @@ impl DynamoStore {
         schema: &TableSchema,
         key: Key,
         now: Timestamp,
-    ) -> Result<ConditionalOutcome, StoreError> {
+        return_item: bool,
+    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
         let result = self
             .client
             .delete_item()
@@ -339,17 +340,24 @@ impl DynamoStore {
             )
             // Tells a kept item (returned) from one that is already gone (nothing returned).
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .set_return_values(return_item.then_some(ReturnValue::AllOld))
             .customize()
             .config_override(self.deletes.conditional.clone())
             .send()
             .await;
         match result {
-            Ok(_) => Ok(ConditionalOutcome::Deleted),
+            Ok(out) => Ok((
+                ConditionalOutcome::Deleted,
+                out.attributes.filter(|a| !a.is_empty()),
+            )),
             Err(e) => match e.as_service_error() {
-                Some(DeleteItemError::ConditionalCheckFailedException(c)) => Ok(match &c.item {
-                    Some(item) if !item.is_empty() => ConditionalOutcome::Kept,
-                    _ => ConditionalOutcome::Gone,
-                }),
+                Some(DeleteItemError::ConditionalCheckFailedException(c)) => Ok((
+                    match &c.item {
+                        Some(item) if !item.is_empty() => ConditionalOutcome::Kept,
+                        _ => ConditionalOutcome::Gone,
+                    },
+                    None,
+                )),
                 _ => Err(StoreError::from_sdk("DeleteItem", e)),
             },
         }
@@ -374,9 +382,13 @@ impl Store for DynamoStore {
                 .await
                 .map(Reply::Unprocessed),
             Call::DeleteIfExpired { schema, key, now } => self
-                .send_delete_if_expired(schema, key, now)
+                .send_delete_if_expired(schema, key, now, false)
                 .await
-                .map(Reply::Conditional),
+                .map(|(outcome, _)| Reply::Conditional(outcome)),
+            Call::DeleteIfExpiredReturning { schema, key, now } => self
+                .send_delete_if_expired(schema, key, now, true)
+                .await
+                .map(|(outcome, item)| Reply::ConditionalItem(outcome, item)),
             Call::GetItems { schema, keys } => {
                 self.send_get_items(schema, keys).await.map(Reply::Items)
             }
