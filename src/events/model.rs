@@ -82,6 +82,15 @@ pub fn event_id(table: &str, key: &Key, ttl: f64) -> String {
     hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The ttl as a JSON number: whole seconds as an integer (`1700000000`, not `1700000000.0`).
+fn ttl_number(ttl: f64) -> Value {
+    if ttl.fract() == 0.0 && ttl.abs() < 9.0e15 {
+        json!(ttl as i64)
+    } else {
+        json!(ttl)
+    }
+}
+
 /// One event, ready to encode for a sink.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExpiryEvent {
@@ -133,7 +142,7 @@ impl ExpiryEvent {
             "id": id,
             "table": facts.table,
             "key": key,
-            "ttl": facts.ttl,
+            "ttl": ttl_number(facts.ttl),
             "deleted_at": facts.deleted_at.iso(),
             "lag_ms": lag_ms,
             "delete_mode": facts.delete_mode,
@@ -304,6 +313,11 @@ mod tests {
         assert_eq!(d["table"], "sessions");
         assert_eq!(d["key"], json!({"pk": {"S": "u#1"}}));
         assert_eq!(d["ttl"], 1_700_000_000.0);
+        assert_eq!(
+            d["ttl"].to_string(),
+            "1700000000",
+            "whole seconds print as an integer"
+        );
         assert_eq!(d["deleted_at"], "2023-11-14T22:13:21.234Z");
         assert_eq!(d["lag_ms"], 1234);
         assert_eq!(d["delete_mode"], "conditional");
