@@ -661,3 +661,116 @@ async fn auto_items_come_from_conditional_deletes_in_notify_mode_only() {
         }
     }
 }
+
+/// A sink whose every answer is drawn from `seed`: accepted, refused (retryable or not), a whole
+/// call failing, or a call the sink accepted whose answer was lost (the events are logged as
+/// accepted, the publisher sees an error and sends them again).
+fn chaotic_sink(log: Arc<Mutex<Vec<String>>>, seed: u64) -> ScriptedSink {
+    let rng = Mutex::new(fastrand::Rng::with_seed(seed));
+    let lost_log = log.clone();
+    ScriptedSink::new(log, move |_, batch| {
+        let mut rng = rng.lock().unwrap();
+        match rng.u8(0..20) {
+            0 => return Err(SinkError::new(true, "503 Service Unavailable")),
+            1 => {
+                for e in batch {
+                    let id = e.detail()["key"]["id"]["S"].as_str().unwrap().to_owned();
+                    lost_log
+                        .lock()
+                        .unwrap()
+                        .push(format!("accepted {} {id}", e.kind.detail_type()));
+                }
+                return Err(SinkError::new(
+                    true,
+                    "connection reset after the request was sent",
+                ));
+            }
+            _ => {}
+        }
+        Ok(batch
+            .iter()
+            .map(|_| match rng.u8(0..10) {
+                0..=5 => EntryResult::Accepted,
+                6..=8 => EntryResult::Failed {
+                    retryable: true,
+                    reason: "ThrottlingException".into(),
+                },
+                _ => EntryResult::Failed {
+                    retryable: false,
+                    reason: "ValidationException".into(),
+                },
+            })
+            .collect())
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(40))]
+
+    /// Whatever the sink does: in archive mode every deleted item had its event accepted before
+    /// the delete; in notify mode every event follows its delete; every expired item found is
+    /// deleted, kept or reported; every event carries the id of its table, key and ttl.
+    #[test]
+    fn events_and_deletes_keep_their_invariants_whatever_the_sink_does(
+        seed in 0u64..u64::MAX,
+        archive in proptest::bool::ANY,
+        items in 1usize..80,
+        extended in proptest::collection::btree_set(0usize..80, 0..5),
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let log = Arc::new(Mutex::new(vec![]));
+            let mut table = MemTable::with_items(items, 3, log.clone());
+            table.extend_after_read = extended.iter().map(|n| format!("e{n:04}")).collect();
+            let before: BTreeMap<String, f64> = table
+                .items
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(id, item)| (id.clone(), MemTable::ttl(item)))
+                .collect();
+            let sink = Arc::new(chaotic_sink(log.clone(), seed));
+            let (mode, delete_mode) = if archive {
+                (EventsMode::Archive, DeleteMode::Conditional)
+            } else {
+                (EventsMode::Notify, DeleteMode::Conditional)
+            };
+            let (_, report) = sweep(&table, sink.clone(), mode, delete_mode, ItemSource::Off).await;
+            let log = log.lock().unwrap();
+            for (i, line) in log.iter().enumerate() {
+                if archive {
+                    if let Some(id) = line.strip_prefix("deleted ") {
+                        assert!(log[..i].contains(&format!("accepted Item Expired {id}")), "{id}: {log:?}");
+                    }
+                } else if let Some(id) = line.strip_prefix("accepted Item Expired ") {
+                    assert!(log[..i].contains(&format!("deleted {id}")), "{id}: {log:?}");
+                }
+                if let Some(id) = line.strip_prefix("accepted Item Expiry Cancelled ") {
+                    assert!(archive && table.ids().contains(&id.to_owned()), "{id}");
+                }
+            }
+            assert_eq!(
+                report.items_found,
+                report.items_deleted + report.items_skipped + report.items_gone
+                    + report.items_failed + report.items_left,
+                "{report:?}"
+            );
+            assert_eq!(report.items_found, items as u64);
+            for e in sink.accepted() {
+                let id = e.detail()["key"]["id"]["S"].as_str().unwrap().to_owned();
+                assert!(before[&id] < NOW as f64, "events only for expired items");
+                assert_eq!(e.id, event_id(TABLE, &key(&id), before[&id]));
+            }
+            if !archive {
+                // Every deletion's event is accepted or reported.
+                assert_eq!(report.items_deleted, report.events_published + report.events_failed);
+            }
+            // Live items are never touched.
+            assert_eq!(table.ids().iter().filter(|id| id.starts_with('l')).count(), 3);
+        });
+    }
+}
