@@ -774,3 +774,92 @@ proptest::proptest! {
         });
     }
 }
+
+/// The CLI reads the settings (flags or environment) and refuses bad ones before any request.
+#[test]
+fn the_cli_refuses_bad_event_settings_before_any_request() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"));
+        cmd.args(args)
+            .env_clear()
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            // Nothing listens there: a request would fail with another message.
+            .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let cases: &[(&[&str], &[(&str, &str)], &str)] = &[
+        (
+            &[
+                "sweep",
+                "--table-name",
+                "sessions",
+                "--expiry-events",
+                "kafka:x",
+            ],
+            &[],
+            "unknown sink scheme",
+        ),
+        (
+            &["sweep", "--table-name", "sessions"],
+            &[("EXPIRY_EVENTS", "sqs:")],
+            "empty target",
+        ),
+        (
+            &["run", "--table-name", "sessions"],
+            &[
+                ("EXPIRY_EVENTS_MODE", "archive"),
+                ("DELETE_MODE", "conditional"),
+            ],
+            "archive mode needs a sink",
+        ),
+        (
+            &[
+                "sweep",
+                "--table-name",
+                "sessions",
+                "--expiry-events",
+                "firehose:s",
+            ],
+            &[("EXPIRY_EVENTS_MODE", "archive")],
+            "needs DELETE_MODE=conditional",
+        ),
+        (
+            &[
+                "sweep",
+                "--table-name",
+                "sessions",
+                "--expiry-events-item",
+                "everything",
+            ],
+            &[],
+            "EXPIRY_EVENTS_ITEM",
+        ),
+        (
+            &[
+                "backfill",
+                "--table-name",
+                "sessions",
+                "--delete-mode",
+                "conditional",
+            ],
+            &[
+                ("EXPIRY_EVENTS", "eventbridge:default"),
+                ("EXPIRY_EVENTS_MODE", "archive"),
+            ],
+            "would not be archived",
+        ),
+    ];
+    for (args, env, why) in cases {
+        let (code, stderr) = run(args, env);
+        assert_eq!(code, Some(2), "{args:?} {env:?}: {stderr}");
+        assert!(stderr.contains(why), "{args:?} {env:?}: {stderr}");
+    }
+}
