@@ -795,7 +795,8 @@ fn the_cli_refuses_bad_event_settings_before_any_request() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let cases: &[(&[&str], &[(&str, &str)], &str)] = &[
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case<'_>] = &[
         (
             &[
                 "sweep",
