@@ -15,6 +15,8 @@ VENV          := .venv
 CARGO_LAMBDA  := $(CURDIR)/$(VENV)/bin/cargo-lambda
 CARGO_LAMBDA_VERSION := 1.9.2
 CFN_LINT_VERSION := 1.58.0
+MOTO_VERSION  := 5.2.5
+MOTO_SERVER   := $(CURDIR)/$(VENV)/bin/moto_server
 ZIGLANG_VERSION := 0.13.0
 STATE         := target/dynamodb-local
 LOCAL_AWS_ENV := AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
@@ -27,7 +29,7 @@ help:
 # ---------------------------------------------------------------- tools
 
 .PHONY: tools
-tools: dynamodb-local faketime $(CARGO_LAMBDA) ## install DynamoDB Local (+ Java 17), libfaketime and cargo-lambda
+tools: dynamodb-local faketime $(CARGO_LAMBDA) $(MOTO_SERVER) ## install DynamoDB Local (+ Java 17), libfaketime, cargo-lambda and moto
 
 # libfaketime (Debian package `faketime`) for the wrong-clock test, tests/clock_skew.rs.
 .PHONY: faketime
@@ -44,6 +46,11 @@ dynamodb-local:
 $(CARGO_LAMBDA):
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "cargo-lambda==$(CARGO_LAMBDA_VERSION)"
+
+# moto's server mode: local SQS, EventBridge, Firehose and S3 for the expiry-event tests and the
+# demo (scripts/moto.sh starts it on 127.0.0.1, tests/support/moto.rs from the tests).
+$(MOTO_SERVER): $(CARGO_LAMBDA)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check "moto[server]==$(MOTO_VERSION)"
 
 .PHONY: zig
 zig: $(CARGO_LAMBDA)
@@ -76,6 +83,7 @@ test-rust: tools
 	CARGO_LAMBDA=$(CARGO_LAMBDA) cargo test --doc
 	cargo test --benches --no-run  # the benchmark compiles; `make bench` runs it
 	@echo; echo "Fault injection (tests/faults.rs):"; cat target/tmp/fault-report.md target/tmp/chaos-report.md
+	@echo; cat target/tmp/events-fault-report.md
 
 # ---------------------------------------------------------------- infra (AWS CDK construct library, jsii)
 
