@@ -100,6 +100,9 @@ $(INFRA_STAMP): infra/package.json infra/package-lock.json
 	cd infra && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# tests/stream_snippets.rs compiles the TypeScript snippet of docs/events.md with infra's tsc.
+test-rust: $(INFRA_STAMP)
+
 $(INFRA_JSII): $(INFRA_STAMP) $(INFRA_SRC)
 	cd infra && $(INFRA_ENV) npx jsii --fail-on-warnings
 
