@@ -19,6 +19,7 @@ MOTO_VERSION  := 5.2.5
 MOTO_SERVER   := $(CURDIR)/$(VENV)/bin/moto_server
 ZIGLANG_VERSION := 0.13.0
 STATE         := target/dynamodb-local
+MOTO_STATE    := target/moto
 LOCAL_AWS_ENV := AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
                  AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
 
@@ -141,12 +142,15 @@ deploy: $(INFRA_STAMP) package ## cdk deploy the example app (needs AWS credenti
 # ---------------------------------------------------------------- demo
 
 .PHONY: demo
-demo: dynamodb-local ## watch expired items disappear from a local DynamoDB table
+demo: dynamodb-local $(MOTO_SERVER) ## watch expired items disappear from a local DynamoDB table, and their expiry events arrive in SQS
 	cargo build --example demo
-	@if [ -n "$${DYNAMODB_ENDPOINT:-}" ]; then \
+	@trap 'scripts/moto.sh stop $(MOTO_STATE)' EXIT; \
+	scripts/moto.sh start $(MOTO_STATE); \
+	export AWS_ENDPOINT_URL_SQS="$$(cat $(MOTO_STATE)/endpoint)"; \
+	if [ -n "$${DYNAMODB_ENDPOINT:-}" ]; then \
 	  $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL="$$DYNAMODB_ENDPOINT" target/debug/examples/demo; \
 	else \
-	  trap 'scripts/dynamodb-local.sh stop $(STATE)' EXIT; \
+	  trap 'scripts/dynamodb-local.sh stop $(STATE); scripts/moto.sh stop $(MOTO_STATE)' EXIT; \
 	  scripts/dynamodb-local.sh start $(STATE); \
 	  $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL="$$(cat $(STATE)/endpoint)" target/debug/examples/demo; \
 	fi

@@ -483,7 +483,9 @@ async fn sweeper_with_events(
         sink.adapter(endpoint, attempt_timeout).await,
     )
     .with_backoff(Duration::from_millis(10), Duration::from_millis(200));
-    Sweeper::new(store, schema, cfg.sweep_options()).with_events(Arc::new(events))
+    Sweeper::new(store, schema, cfg.sweep_options())
+        .with_events(Arc::new(events))
+        .with_wall_clock(Arc::new(clock))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
