@@ -130,3 +130,79 @@ impl Publisher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+    use super::*;
+    use crate::events::model::{EventFacts, EventsMode};
+    use crate::events::sink::{BoxFuture, SinkError};
+    use crate::expiry::Timestamp;
+    use crate::store::Key;
+    use aws_sdk_dynamodb::types::AttributeValue as AV;
+
+    /// Fails every call, retryably; counts the calls.
+    #[derive(Debug, Default)]
+    struct Down(AtomicUsize);
+
+    impl Sink for Down {
+        fn put<'a>(
+            &'a self,
+            _batch: &'a [ExpiryEvent],
+        ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
+            self.0.fetch_add(1, SeqCst);
+            Box::pin(async { Err(SinkError::new(true, "503")) })
+        }
+    }
+
+    fn events(n: usize) -> Vec<ExpiryEvent> {
+        (0..n)
+            .map(|i| {
+                let key: Key = [("id".to_string(), AV::S(i.to_string()))].into();
+                ExpiryEvent::expired(&EventFacts {
+                    table: "t",
+                    key: &key,
+                    ttl: 1.0,
+                    deleted_at: Timestamp::from_secs(2),
+                    delete_mode: "batch",
+                    mode: EventsMode::Notify,
+                    item: None,
+                })
+            })
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_the_stop_one_attempt_is_made_and_the_rest_is_reported_stopped() {
+        let sink = Arc::new(Down::default());
+        let p = Publisher::new(sink.clone(), SinkKind::Sqs);
+        let stop = Stop::never();
+        stop.token().cancel();
+        let out = p.publish(events(15), &stop).await;
+        assert_eq!(
+            sink.0.load(SeqCst),
+            2,
+            "one attempt: two batches of at most 10"
+        );
+        assert_eq!(out.deliveries, vec![Delivery::Stopped; 15]);
+        assert_eq!(out.retried, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_are_bounded_then_every_event_is_failed_with_its_reason() {
+        let sink = Arc::new(Down::default());
+        let mut p = Publisher::new(sink.clone(), SinkKind::Firehose);
+        p.max_retries = 4;
+        let started = tokio::time::Instant::now();
+        let out = p.publish(events(3), &Stop::never()).await;
+        assert_eq!(sink.0.load(SeqCst), 5, "1 + 4 attempts");
+        assert_eq!(out.retried, 12);
+        assert!(out
+            .deliveries
+            .iter()
+            .all(|d| matches!(d, Delivery::Failed(r) if r == "503 (after 5 attempts)")));
+        // Full jitter under a 50 ms base: at most 50 + 100 + 200 + 400 ms of waiting.
+        assert!(started.elapsed() <= Duration::from_millis(750));
+    }
+}
