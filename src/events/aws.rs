@@ -99,6 +99,18 @@ impl Sink for EventBridgeSink {
     }
 }
 
+/// The SQS message body: the envelope, with U+FFFE and U+FFFF (which SQS refuses in a message)
+/// written as JSON escapes; they can only occur inside JSON strings, so the JSON means the same.
+pub fn sqs_body(event: &ExpiryEvent) -> String {
+    let body = event.envelope_json();
+    if body.contains(['\u{FFFE}', '\u{FFFF}']) {
+        body.replace('\u{FFFE}', "\\ufffe")
+            .replace('\u{FFFF}', "\\uffff")
+    } else {
+        body
+    }
+}
+
 /// SQS: `SendMessageBatch` to one queue; FIFO queues (`.fifo`) get the event id as
 /// deduplication id and the table as message group.
 #[derive(Debug, Clone)]
@@ -130,7 +142,7 @@ impl SqsSink {
                 .map_err(|err| SinkError::new(false, err.to_string()))?;
             let mut entry = SendMessageBatchRequestEntry::builder()
                 .id(i.to_string())
-                .message_body(e.envelope_json())
+                .message_body(sqs_body(e))
                 .message_attributes(SQS_ID_ATTRIBUTE, id);
             if self.fifo {
                 let table = e
@@ -254,5 +266,41 @@ impl Sink for FirehoseSink {
         batch: &'a [ExpiryEvent],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
         Box::pin(self.send(batch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::model::{EventFacts, EventsMode};
+    use crate::expiry::Timestamp;
+    use crate::store::Key;
+    use aws_sdk_dynamodb::types::AttributeValue as AV;
+
+    #[test]
+    fn sqs_bodies_escape_the_characters_sqs_refuses_and_mean_the_same() {
+        let key: Key = [(
+            "id".to_string(),
+            AV::S("a\u{FFFE}b\u{FFFF}\u{1F600}".into()),
+        )]
+        .into();
+        let event = ExpiryEvent::expired(&EventFacts {
+            table: "t",
+            key: &key,
+            ttl: 1.0,
+            deleted_at: Timestamp::from_secs(2),
+            delete_mode: "batch",
+            mode: EventsMode::Notify,
+            item: None,
+        });
+        let body = sqs_body(&event);
+        assert!(!body.contains(['\u{FFFE}', '\u{FFFF}']), "{body}");
+        let parsed: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let raw: serde_json::Value = serde_json::from_str(&event.envelope_json()).unwrap();
+        assert_eq!(parsed, raw);
+        assert_eq!(
+            parsed["detail"]["key"]["id"]["S"],
+            "a\u{FFFE}b\u{FFFF}\u{1F600}"
+        );
     }
 }
