@@ -2,8 +2,9 @@
 //!
 //! The first test that needs it starts `moto_server -H 127.0.0.1 -p <free port>` (installed into
 //! `.venv` by `make tools`; `MOTO_SERVER` names another binary), waits until it answers, and the
-//! test process stops it by its PID when it exits, whether its tests passed or panicked. Set
-//! `MOTO_ENDPOINT` to use a moto server you run.
+//! test process stops it by its PID when it exits, whether its tests passed or panicked (and the
+//! kernel stops it if the test process is killed). Set `MOTO_ENDPOINT` to use a moto server you
+//! run.
 //!
 //! The helpers build what a consumer would: a queue, a bus with a rule that forwards the
 //! sweeper's events to a queue, a Firehose stream into an S3 bucket; and read back what arrived.
@@ -64,13 +65,28 @@ fn start() -> String {
     std::fs::create_dir_all(&log_dir).unwrap();
     let log_path = log_dir.join(format!("moto-{port}.log"));
     let log = std::fs::File::create(&log_path).unwrap();
-    let child = Command::new(&binary)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("start moto_server");
+    // Spawned from a thread that lives as long as the process, so that the parent-death signal
+    // (tied to the spawning thread) stops moto even if this process is killed outright.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut cmd = Command::new(&binary);
+        cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        // SAFETY: prctl is async-signal-safe; it only asks for SIGTERM when the parent dies.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        tx.send(cmd.spawn().expect("start moto_server")).unwrap();
+        loop {
+            std::thread::park();
+        }
+    });
+    let child = rx.recv().expect("moto_server started");
     SERVER_PID.store(child.id(), Ordering::SeqCst);
     // SAFETY: registers a plain extern "C" function to run at process exit.
     unsafe {
