@@ -647,6 +647,67 @@ async fn a_sink_that_is_down_loses_nothing_silently() {
     }
 }
 
+/// The CLI with a queue that does not exist: the items are deleted (notify), every event is
+/// reported — in the JSON report, in the summary line and one error line each — and the exit
+/// status says the sweep failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_reports_lost_events_in_its_report_log_and_exit_status() {
+    let client = common::client().await;
+    let table = table_name("events_cli_down");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let expired = fill(&client, &table, 12, 2).await;
+    let missing = format!("sqs:{}/123456789012/no-such-queue", moto::endpoint());
+    let (code, out, err) = tokio::task::spawn_blocking({
+        let table = table.clone();
+        move || run(&mut sweep_cli(&table, &[("EXPIRY_EVENTS", &missing)]))
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 1, "a sweep that lost events fails: {err}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["items_deleted"], 12, "{report}");
+    assert_eq!(report["events_published"], 0, "{report}");
+    assert_eq!(report["events_failed"], 12, "{report}");
+    let ids: HashSet<String> = expired
+        .iter()
+        .map(|(id, ttl)| contract_id(&table, &json!({"id": {"S": id}}), *ttl as f64))
+        .collect();
+    assert_eq!(failed_ids(&report), ids);
+    // The log, without its colours: the summary line names the count and the first ids, and
+    // each lost event has its own error line with its id.
+    let log = strip_ansi(&err);
+    let summary = log
+        .lines()
+        .find(|l| l.contains("events_failed=12"))
+        .unwrap_or_else(|| panic!("no summary line with events_failed=12:\n{log}"));
+    assert!(summary.contains("ERROR"), "{summary}");
+    assert!(summary.contains("failed_event_ids="), "{summary}");
+    for id in &ids {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("ERROR") && l.contains(id.as_str()) && l != summary),
+            "no error line for event {id}:\n{log}"
+        );
+    }
+}
+
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 // -------------------------------------------------------------------------------- faults
 
 /// Each attempt's timeout on the sink client of the fault runs; a delayed request is held
