@@ -50,7 +50,7 @@ $(CARGO_LAMBDA):
 
 # moto's server mode: local SQS, EventBridge, Firehose and S3 for the expiry-event tests and the
 # demo (scripts/moto.sh starts it on 127.0.0.1, tests/support/moto.rs from the tests).
-$(MOTO_SERVER): $(CARGO_LAMBDA)
+$(MOTO_SERVER): | $(CARGO_LAMBDA)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "moto[server]==$(MOTO_VERSION)"
 
 .PHONY: zig
