@@ -456,6 +456,78 @@ async fn firehose_archives_one_json_line_per_expired_item_before_deleting_it() {
     .await;
 }
 
+/// A binary partition key and a Number sort key: the event's key is both attributes, in name
+/// order, the binary as base64, and the id is computed from exactly that text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composite_binary_keys_are_named_exactly_and_hashed_in_name_order() {
+    use aws_sdk_dynamodb::primitives::Blob;
+    use aws_sdk_dynamodb::types::{ProjectionType, ScalarAttributeType as T};
+    use base64::Engine as _;
+    let client = common::client().await;
+    let table = table_name("events_keys");
+    create_table(
+        &client,
+        &TableSpec {
+            name: &table,
+            // The sort key's name sorts first: name order is not key-schema order.
+            partition: ("b", T::B),
+            sort: Some(("a_seq", T::N)),
+            projection: ProjectionType::KeysOnly,
+            index: true,
+        },
+    )
+    .await;
+    let now = clock().secs();
+    let mut items = Vec::new();
+    let mut expected = HashMap::new();
+    for i in 0..12i64 {
+        let bytes = vec![i as u8, 0xff, 0x00];
+        let ttl = if i % 4 == 3 { now + 600 } else { now - 5 - i };
+        items.push(HashMap::from([
+            ("b".to_string(), AV::B(Blob::new(bytes.clone()))),
+            ("a_seq".to_string(), AV::N((i * 10).to_string())),
+            ("ttl".to_string(), AV::N(ttl.to_string())),
+            (
+                "expirationWindow".to_string(),
+                AV::S(window_key(ttl as f64, 60).unwrap()),
+            ),
+        ]));
+        if ttl < now {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+            let key_text = format!(r#"{{"a_seq":{{"N":"{}"}},"b":{{"B":"{b64}"}}}}"#, i * 10);
+            expected.insert(key_text, ttl);
+        }
+    }
+    put_many(&client, &table, items).await;
+    let sink = TestSink::new(Kind::Sqs).await;
+    let (code, out, err) = tokio::task::spawn_blocking({
+        let (table, setting) = (table.clone(), sink.setting.clone());
+        move || run(&mut sweep_cli(&table, &[("EXPIRY_EVENTS", &setting)]))
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{out}\n{err}");
+    let events = sink.events().await;
+    assert_eq!(events.len(), expected.len(), "one event per expired item");
+    let mut seen = HashSet::new();
+    for e in &events {
+        let key_text = serde_json::to_string(&e["detail"]["key"]).unwrap();
+        let ttl = *expected
+            .get(&key_text)
+            .unwrap_or_else(|| panic!("unexpected key {key_text} in {e}"));
+        assert_eq!(e["detail"]["ttl"].as_f64(), Some(ttl as f64), "{e}");
+        let id_text = format!("{table}\n{key_text}\n{ttl}");
+        let id = Sha256::digest(id_text.as_bytes())
+            .iter()
+            .fold(String::new(), |mut s, b| {
+                let _ = write!(s, "{b:02x}");
+                s
+            });
+        assert_eq!(e["detail"]["id"].as_str(), Some(id.as_str()), "{e}");
+        assert!(seen.insert(key_text), "one event per key");
+    }
+}
+
 // ------------------------------------------------------------------- archive: cancellations
 
 /// What [`Instrumented`] runs before each delete.
