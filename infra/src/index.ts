@@ -1,4 +1,3 @@
 export * from './checkpoint';
-export * from './expiry-events';
 export * from './schedule';
 export * from './ttl-sweeper';

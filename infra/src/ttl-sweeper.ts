@@ -18,7 +18,6 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { Checkpoint } from './checkpoint';
 import { codeFromBuildOutput, DEFAULT_CODE_DIRECTORY } from './code';
-import { ExpiryEvents, ExpiryEventsItem, ExpiryEventsMode } from './expiry-events';
 import { SweepSchedule } from './schedule';
 
 /** How expired items are deleted (`DELETE_MODE`). */
@@ -198,15 +197,6 @@ export interface TtlSweeperProps {
   readonly maxCatchUp?: Duration;
 
   /**
-   * Publish an expiry event for each item the sweeper expires (`EXPIRY_EVENTS`,
-   * `EXPIRY_EVENTS_MODE`, `EXPIRY_EVENTS_ITEM`), e.g. `ExpiryEvents.toQueue(queue)`; the role gets
-   * exactly the permission to publish there.
-   *
-   * @default - no events
-   */
-  readonly expiryEvents?: ExpiryEvents;
-
-  /**
    * CloudWatch namespace of the sweeper's metrics (`METRICS_NAMESPACE`); the alarms and the
    * dashboard read it.
    *
@@ -357,19 +347,6 @@ export class TtlSweeper extends Construct {
         }),
       );
     }
-    const expiryEvents = props.expiryEvents?.bind(this);
-    if (expiryEvents) {
-      statements.push(...expiryEvents.statements);
-      if (expiryEvents.item === ExpiryEventsItem.READ) {
-        statements.push(
-          new iam.PolicyStatement({
-            sid: 'ReadExpiredItems',
-            actions: ['dynamodb:BatchGetItem'],
-            resources: [tableArn],
-          }),
-        );
-      }
-    }
     const policy = new iam.Policy(this, 'Policy', { statements });
     policy.attachToRole(this.role);
 
@@ -400,17 +377,6 @@ export class TtlSweeper extends Construct {
       TICK_SECONDS: settings.tickSeconds === undefined ? 'off' : String(settings.tickSeconds),
       METRICS_NAMESPACE: settings.metricsNamespace,
     };
-    if (expiryEvents) {
-      if (expiryEvents.mode === ExpiryEventsMode.ARCHIVE && settings.deleteMode !== DeleteMode.CONDITIONAL) {
-        throw new Error(
-          `TtlSweeper ${this.node.path}: invalid props:\n  - expiryEvents in archive mode needs ` +
-            `deleteMode: DeleteMode.CONDITIONAL (a batch delete cannot tell a ttl extended while the event was published)`,
-        );
-      }
-      environment.EXPIRY_EVENTS = expiryEvents.setting;
-      environment.EXPIRY_EVENTS_MODE = expiryEvents.mode;
-      environment.EXPIRY_EVENTS_ITEM = expiryEvents.item;
-    }
     if (this.checkpointTable) {
       environment.CHECKPOINT_TABLE = this.checkpointTable.tableName;
       environment.MAX_CATCHUP = String(settings.maxCatchUpSeconds);
