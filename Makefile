@@ -15,8 +15,11 @@ VENV          := .venv
 CARGO_LAMBDA  := $(CURDIR)/$(VENV)/bin/cargo-lambda
 CARGO_LAMBDA_VERSION := 1.9.2
 CFN_LINT_VERSION := 1.58.0
+MOTO_VERSION  := 5.2.5
+MOTO_SERVER   := $(CURDIR)/$(VENV)/bin/moto_server
 ZIGLANG_VERSION := 0.13.0
 STATE         := target/dynamodb-local
+MOTO_STATE    := target/moto
 LOCAL_AWS_ENV := AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
                  AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
 
@@ -27,7 +30,7 @@ help:
 # ---------------------------------------------------------------- tools
 
 .PHONY: tools
-tools: dynamodb-local faketime $(CARGO_LAMBDA) ## install DynamoDB Local (+ Java 17), libfaketime and cargo-lambda
+tools: dynamodb-local faketime $(CARGO_LAMBDA) $(MOTO_SERVER) ## install DynamoDB Local (+ Java 17), libfaketime, cargo-lambda and moto
 
 # libfaketime (Debian package `faketime`) for the wrong-clock test, tests/clock_skew.rs.
 .PHONY: faketime
@@ -44,6 +47,11 @@ dynamodb-local:
 $(CARGO_LAMBDA):
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "cargo-lambda==$(CARGO_LAMBDA_VERSION)"
+
+# moto's server mode: local SQS, EventBridge, Firehose and S3 for the expiry-event tests and the
+# demo (scripts/moto.sh starts it on 127.0.0.1, tests/support/moto.rs from the tests).
+$(MOTO_SERVER): | $(CARGO_LAMBDA)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check "moto[server]==$(MOTO_VERSION)"
 
 .PHONY: zig
 zig: $(CARGO_LAMBDA)
@@ -76,6 +84,7 @@ test-rust: tools
 	CARGO_LAMBDA=$(CARGO_LAMBDA) cargo test --doc
 	cargo test --benches --no-run  # the benchmark compiles; `make bench` runs it
 	@echo; echo "Fault injection (tests/faults.rs):"; cat target/tmp/fault-report.md target/tmp/chaos-report.md
+	@echo; cat target/tmp/events-fault-report.md
 
 # ---------------------------------------------------------------- infra (AWS CDK construct library, jsii)
 
@@ -91,6 +100,9 @@ INFRA_ENV    := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CDK_DISABLE_CLI
 $(INFRA_STAMP): infra/package.json infra/package-lock.json
 	cd infra && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
+
+# tests/stream_snippets.rs compiles the TypeScript snippet of docs/events.md with infra's tsc.
+test-rust: $(INFRA_STAMP)
 
 $(INFRA_JSII): $(INFRA_STAMP) $(INFRA_SRC)
 	cd infra && $(INFRA_ENV) npx jsii --fail-on-warnings
@@ -130,12 +142,15 @@ deploy: $(INFRA_STAMP) package ## cdk deploy the example app (needs AWS credenti
 # ---------------------------------------------------------------- demo
 
 .PHONY: demo
-demo: dynamodb-local ## watch expired items disappear from a local DynamoDB table
+demo: dynamodb-local $(MOTO_SERVER) ## watch expired items disappear from a local DynamoDB table, and their expiry events arrive in SQS
 	cargo build --example demo
-	@if [ -n "$${DYNAMODB_ENDPOINT:-}" ]; then \
+	@trap 'scripts/moto.sh stop $(MOTO_STATE)' EXIT; \
+	scripts/moto.sh start $(MOTO_STATE); \
+	export AWS_ENDPOINT_URL_SQS="$$(cat $(MOTO_STATE)/endpoint)"; \
+	if [ -n "$${DYNAMODB_ENDPOINT:-}" ]; then \
 	  $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL="$$DYNAMODB_ENDPOINT" target/debug/examples/demo; \
 	else \
-	  trap 'scripts/dynamodb-local.sh stop $(STATE)' EXIT; \
+	  trap 'scripts/dynamodb-local.sh stop $(STATE); scripts/moto.sh stop $(MOTO_STATE)' EXIT; \
 	  scripts/dynamodb-local.sh start $(STATE); \
 	  $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL="$$(cat $(STATE)/endpoint)" target/debug/examples/demo; \
 	fi

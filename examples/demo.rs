@@ -5,10 +5,15 @@
 //! seconds exactly as the CLI and the Lambda do, and prints what went away and how late.
 //! Exits non-zero unless every expired item is gone and every survivor is intact.
 //!
+//! With `AWS_ENDPOINT_URL_SQS` set (the Makefile starts moto for it), it also creates an SQS
+//! queue, has the sweeper publish an expiry event per deleted item there
+//! (`EXPIRY_EVENTS=sqs:<queue URL>`), and prints the events as they arrive.
+//!
 //! Uses the standard AWS environment (`AWS_ENDPOINT_URL`, `AWS_REGION`, credentials); the
 //! Makefile points it at the DynamoDB Local it starts.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{
@@ -27,6 +32,9 @@ const SURVIVORS: i64 = 50;
 const NO_TTL: i64 = 10;
 const SPREAD_SECS: i64 = 30;
 const SWEEP_EVERY: Duration = Duration::from_secs(3);
+const QUEUE: &str = "ttl-sweeper-demo-events";
+/// Events printed in full, one line each; the rest are counted.
+const EVENTS_SHOWN: usize = 5;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -55,15 +63,34 @@ async fn main() -> anyhow::Result<()> {
         SWEEP_EVERY.as_secs()
     );
 
+    // With a local SQS endpoint: a queue for the expiry events, and a reader printing them.
+    let events = match std::env::var("AWS_ENDPOINT_URL_SQS") {
+        Ok(_) => Some(EventReader::start(aws_sdk_sqs::Client::new(&shared)).await?),
+        Err(_) => None,
+    };
+
     // The demo's table, and any other setting from the environment, as the Lambda would read it.
+    let expiry_events = events.as_ref().map(|e| format!("sqs:{}", e.queue_url));
     let config = Config::from_lookup(|var| match var {
         "TABLE_NAME" => Some(TABLE.to_owned()),
+        "EXPIRY_EVENTS" => expiry_events.clone().or_else(|| std::env::var(var).ok()),
         _ => std::env::var(var).ok(),
     })?;
-    let sweeper = ttl_sweeper::connect(&config).await?;
+    if let Some(e) = &events {
+        println!(
+            "expiry events go to SQS queue {} (EXPIRY_EVENTS=sqs:<queue URL>); the first \
+             {EVENTS_SHOWN} are shown as they arrive, then counted\n",
+            e.queue_url
+        );
+    }
+    // Deletion times (lag, the events' `deleted_at`) from the wall clock, as the CLI and the
+    // Lambda measure them.
+    let sweeper = ttl_sweeper::connect(&config)
+        .await?
+        .with_wall_clock(Arc::new(|| Timestamp::from_datetime(chrono::Utc::now())));
     println!(
-        "{:>6}  {:>7}  {:>9}  {:>9}  {:>9}  {:>13}",
-        "time", "deleted", "lag p50", "lag max", "expired", "not yet due"
+        "{:>6}  {:>7}  {:>9}  {:>9}  {:>9}  {:>13}  {:>8}",
+        "time", "deleted", "lag p50", "lag max", "expired", "not yet due", "events"
     );
 
     let mut total_deleted = 0u64;
@@ -84,14 +111,19 @@ async fn main() -> anyhow::Result<()> {
         worst_lag_ms = worst_lag_ms.max(report.lag.max_ms);
         lag_sum_ms += report.lag.p50_ms * report.items_deleted;
         let (expired_left, pending) = count_sessions(&client, now).await?;
+        let received = match &events {
+            Some(e) => e.settle(total_deleted).await.to_string(),
+            None => "-".to_owned(),
+        };
         println!(
-            "{:>5}s  {:>7}  {:>8.1}s  {:>8.1}s  {:>9}  {:>13}",
+            "{:>5}s  {:>7}  {:>8.1}s  {:>8.1}s  {:>9}  {:>13}  {:>8}",
             now - start,
             report.items_deleted,
             report.lag.p50_ms as f64 / 1000.0,
             report.lag.max_ms as f64 / 1000.0,
             expired_left,
-            pending
+            pending,
+            received
         );
         if now > start + SPREAD_SECS + 1 && pending == 0 && expired_left == 0 {
             break;
@@ -115,10 +147,29 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("  survivors untouched   : {survivors} of {SURVIVORS}");
     println!("  items without a ttl   : {untimed} of {NO_TTL}");
+    let events_ok = match &events {
+        None => true,
+        Some(e) => {
+            let seen = e.seen.lock().unwrap();
+            let items: HashSet<&String> = seen.values().collect();
+            println!(
+                "  expiry events         : {} received, {} items, {} distinct ids, {} for \
+                 items that were not expired",
+                seen.len() + e.duplicates(),
+                items.len(),
+                seen.len(),
+                e.unexpected()
+            );
+            items.len() == EXPIRING as usize
+                && seen.len() == EXPIRING as usize
+                && e.unexpected() == 0
+        }
+    };
     let ok = sessions == 0
         && total_deleted == EXPIRING as u64
         && survivors == SURVIVORS as usize
-        && untimed == NO_TTL as usize;
+        && untimed == NO_TTL as usize
+        && events_ok;
     println!(
         "  result                : {}",
         if ok { "OK" } else { "FAILED" }
@@ -264,4 +315,105 @@ async fn count_prefix(client: &Client, prefix: &str) -> anyhow::Result<usize> {
         .send()
         .await?;
     Ok(out.count() as usize)
+}
+
+/// Reads the demo's expiry events from SQS as they arrive and prints the first few.
+struct EventReader {
+    queue_url: String,
+    /// Event id → item id.
+    seen: Arc<Mutex<HashMap<String, String>>>,
+    counts: Arc<Mutex<(usize, usize)>>, // (duplicates, events for items not named session-*)
+}
+
+impl EventReader {
+    async fn start(sqs: aws_sdk_sqs::Client) -> anyhow::Result<EventReader> {
+        let queue_url = sqs
+            .create_queue()
+            .queue_name(QUEUE)
+            .send()
+            .await?
+            .queue_url
+            .ok_or_else(|| anyhow::anyhow!("CreateQueue returned no URL"))?;
+        sqs.purge_queue().queue_url(&queue_url).send().await?;
+        let reader = EventReader {
+            queue_url: queue_url.clone(),
+            seen: Arc::default(),
+            counts: Arc::default(),
+        };
+        let (seen, counts) = (reader.seen.clone(), reader.counts.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok(got) = sqs
+                    .receive_message()
+                    .queue_url(&queue_url)
+                    .max_number_of_messages(10)
+                    .wait_time_seconds(1)
+                    .send()
+                    .await
+                else {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                };
+                let mut done = sqs.delete_message_batch().queue_url(&queue_url);
+                let messages = got.messages.unwrap_or_default();
+                for (i, m) in messages.iter().enumerate() {
+                    let body: serde_json::Value =
+                        serde_json::from_str(m.body().unwrap_or_default()).unwrap_or_default();
+                    let detail = &body["detail"];
+                    let id = detail["id"].as_str().unwrap_or_default().to_owned();
+                    let item = detail["key"]["id"]["S"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                    let mut seen = seen.lock().unwrap();
+                    let mut counts = counts.lock().unwrap();
+                    if !item.starts_with("session-") {
+                        counts.1 += 1;
+                    }
+                    if seen.insert(id.clone(), item.clone()).is_some() {
+                        counts.0 += 1;
+                    } else if seen.len() <= EVENTS_SHOWN {
+                        println!(
+                            "  event  {}  {item}  ttl {}  deleted_at {}  lag {:.1} s  id {}…",
+                            body["detail-type"].as_str().unwrap_or_default(),
+                            detail["ttl"],
+                            detail["deleted_at"].as_str().unwrap_or_default(),
+                            detail["lag_ms"].as_f64().unwrap_or_default() / 1000.0,
+                            &id[..id.len().min(12)],
+                        );
+                    }
+                    done = done.entries(
+                        aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
+                            .id(i.to_string())
+                            .receipt_handle(m.receipt_handle().unwrap_or_default())
+                            .build()
+                            .expect("entry"),
+                    );
+                }
+                if !messages.is_empty() {
+                    let _ = done.send().await;
+                }
+            }
+        });
+        Ok(reader)
+    }
+
+    /// Distinct events received, after waiting (up to 2 s) for the `deleted` so far to arrive.
+    async fn settle(&self, deleted: u64) -> usize {
+        for _ in 0..20 {
+            if self.seen.lock().unwrap().len() as u64 >= deleted {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.seen.lock().unwrap().len()
+    }
+
+    fn duplicates(&self) -> usize {
+        self.counts.lock().unwrap().0
+    }
+
+    fn unexpected(&self) -> usize {
+        self.counts.lock().unwrap().1
+    }
 }

@@ -255,6 +255,14 @@ pub async fn backfill(
     now: Timestamp,
 ) -> anyhow::Result<ExitCode> {
     args.check()?;
+    if config.expiry_events_mode == crate::events::EventsMode::Archive && !args.dry_run {
+        anyhow::bail!(
+            "EXPIRY_EVENTS_MODE=archive: backfill deletes the items it finds already expired \
+             without publishing their expiry events, so they would not be archived. Run it with \
+             --dry-run to count them, or without EXPIRY_EVENTS_MODE=archive if those items need \
+             no archive"
+        );
+    }
     let (store, opened) = open_for_tools(config).await?;
     // Backfill deletes what has expired: its instant, like a sweep's, is held to DynamoDB's
     // clock (the start-up request just taught the store what it is).

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use crate::engine::{Checkpoint, DeleteMode, SweepOptions};
+use crate::events::{EventsConfig, EventsMode, ItemSource, SinkTarget};
 use crate::expiry::window::{ShardRange, DEFAULT_WINDOW_SECONDS, MAX_SHARDS, MAX_WINDOW_SECONDS};
 use crate::expiry::Layout;
 use crate::lambda::HandlerSettings;
@@ -52,6 +53,20 @@ pub enum ConfigError {
         value: String,
         /// What is wrong with it.
         problem: ShardRangeProblem,
+    },
+    /// A setting whose value is wrong in a way worth saying precisely.
+    #[error("invalid {var}={value:?} (flag --{flag}): {problem}; expected {expected}")]
+    Rejected {
+        /// Environment variable name.
+        var: &'static str,
+        /// CLI flag name, without dashes.
+        flag: String,
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        problem: String,
+        /// What the setting accepts.
+        expected: &'static str,
     },
     /// The lookback does not reach back to the previous sweep: ttls between two sweeps would be
     /// read by neither.
@@ -140,6 +155,12 @@ pub struct Config {
     pub max_catchup_seconds: u64,
     /// CloudWatch namespace of the metrics (`METRICS_NAMESPACE`).
     pub metrics_namespace: String,
+    /// Where expiry events go (`EXPIRY_EVENTS`), if anywhere.
+    pub expiry_events: Option<SinkTarget>,
+    /// Notify or archive (`EXPIRY_EVENTS_MODE`).
+    pub expiry_events_mode: EventsMode,
+    /// How the item gets into events (`EXPIRY_EVENTS_ITEM`).
+    pub expiry_events_item: ItemSource,
 }
 
 /// Powertools' namespace variable: the metrics namespace when `METRICS_NAMESPACE` is unset.
@@ -203,6 +224,34 @@ impl Config {
                     .filter(|s| (60..=30 * 86_400).contains(s))
                     .ok_or_else(|| invalid(&MAX_CATCHUP, &raw))?
             },
+            expiry_events: {
+                let raw = read.get(&EXPIRY_EVENTS)?;
+                if raw.is_empty() {
+                    None
+                } else {
+                    Some(
+                        SinkTarget::parse(&raw)
+                            .map_err(|problem| rejected(&EXPIRY_EVENTS, &raw, problem))?,
+                    )
+                }
+            },
+            expiry_events_mode: {
+                let raw = read.get(&EXPIRY_EVENTS_MODE)?;
+                match raw.to_ascii_lowercase().as_str() {
+                    "notify" => EventsMode::Notify,
+                    "archive" => EventsMode::Archive,
+                    _ => return Err(invalid(&EXPIRY_EVENTS_MODE, &raw)),
+                }
+            },
+            expiry_events_item: {
+                let raw = read.get(&EXPIRY_EVENTS_ITEM)?;
+                match raw.to_ascii_lowercase().as_str() {
+                    "auto" => ItemSource::Auto,
+                    "read" => ItemSource::Read,
+                    "off" => ItemSource::Off,
+                    _ => return Err(invalid(&EXPIRY_EVENTS_ITEM, &raw)),
+                }
+            },
             metrics_namespace: {
                 // METRICS_NAMESPACE wins; unset, Powertools' POWERTOOLS_METRICS_NAMESPACE.
                 let powertools = (read.0)(POWERTOOLS_METRICS_NAMESPACE)
@@ -250,6 +299,26 @@ impl Config {
                 schedule_seconds: config.schedule_seconds,
                 needed,
             });
+        }
+        if config.expiry_events_mode == EventsMode::Archive {
+            if config.expiry_events.is_none() {
+                return Err(rejected(
+                    &EXPIRY_EVENTS_MODE,
+                    "archive",
+                    "archive mode needs a sink: set EXPIRY_EVENTS".to_owned(),
+                ));
+            }
+            if config.delete_mode != DeleteMode::Conditional {
+                return Err(rejected(
+                    &EXPIRY_EVENTS_MODE,
+                    "archive",
+                    format!(
+                        "archive mode needs DELETE_MODE=conditional (DELETE_MODE is {}): a batch \
+                         delete cannot tell a ttl extended while the event was published",
+                        config.delete_mode
+                    ),
+                ));
+            }
         }
         if config.ttl_attribute == config.window_attribute {
             return Err(ConfigError::Invalid {
@@ -395,6 +464,16 @@ impl<F: Fn(&str) -> Option<String>> Reader<F> {
     }
 }
 
+fn rejected(s: &Setting, value: &str, problem: String) -> ConfigError {
+    ConfigError::Rejected {
+        var: s.var,
+        flag: s.flag(),
+        value: value.to_owned(),
+        problem,
+        expected: s.expected,
+    }
+}
+
 fn invalid(s: &Setting, value: &str) -> ConfigError {
     ConfigError::Invalid {
         var: s.var,
@@ -467,6 +546,18 @@ impl Config {
             id.push_str(&format!("/range{range}"));
         }
         id
+    }
+
+    /// The expiry-event settings, when `EXPIRY_EVENTS` is set.
+    pub fn events(&self) -> Option<EventsConfig> {
+        self.expiry_events.as_ref().map(|target| EventsConfig {
+            target: target.clone(),
+            mode: self.expiry_events_mode,
+            item: self.expiry_events_item,
+            table: self.table_name.clone(),
+            delete_mode: self.delete_mode,
+            max_retries: self.max_retries,
+        })
     }
 
     /// How Lambda invocations behave: metrics namespace, tick period, schedule period.
@@ -687,6 +778,112 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn expiry_events_settings() {
+        let c = parse(&[("TABLE_NAME", "sessions")]).unwrap();
+        assert_eq!(c.expiry_events, None);
+        assert_eq!(c.events(), None, "off unless EXPIRY_EVENTS is set");
+        assert_eq!(c.expiry_events_mode, EventsMode::Notify);
+        assert_eq!(c.expiry_events_item, ItemSource::Auto);
+        let c = parse(&[
+            ("TABLE_NAME", "sessions"),
+            (
+                "EXPIRY_EVENTS",
+                "sqs:https://sqs.us-east-1.amazonaws.com/123456789012/expiries",
+            ),
+            ("EXPIRY_EVENTS_MODE", "Archive"),
+            ("EXPIRY_EVENTS_ITEM", "read"),
+            ("DELETE_MODE", "conditional"),
+            ("MAX_RETRIES", "3"),
+        ])
+        .unwrap();
+        let events = c.events().unwrap();
+        assert_eq!(
+            events.target,
+            SinkTarget::Sqs("https://sqs.us-east-1.amazonaws.com/123456789012/expiries".into())
+        );
+        assert_eq!(events.mode, EventsMode::Archive);
+        assert_eq!(events.item, ItemSource::Read);
+        assert_eq!(events.table, "sessions");
+        assert_eq!(events.max_retries, 3);
+        // blank is off
+        assert_eq!(
+            parse(&[("TABLE_NAME", "t_1"), ("EXPIRY_EVENTS", " ")])
+                .unwrap()
+                .events(),
+            None
+        );
+    }
+
+    #[test]
+    fn bad_expiry_events_settings_say_what_is_wrong() {
+        #[allow(clippy::type_complexity)]
+        let cases: &[(&[(&str, &str)], &str, &str)] = &[
+            (
+                &[("EXPIRY_EVENTS", "kafka:topic")],
+                "EXPIRY_EVENTS",
+                "unknown sink scheme",
+            ),
+            (
+                &[("EXPIRY_EVENTS", "sqs:")],
+                "EXPIRY_EVENTS",
+                "empty target",
+            ),
+            (
+                &[("EXPIRY_EVENTS", "eventbridge")],
+                "EXPIRY_EVENTS",
+                "no sink scheme",
+            ),
+            (
+                &[("EXPIRY_EVENTS", "sqs:not-a-url")],
+                "EXPIRY_EVENTS",
+                "not a queue URL",
+            ),
+            (
+                &[(
+                    "EXPIRY_EVENTS",
+                    "eventbridge:arn:aws:events:us-east-1:1:event-bus/b",
+                )],
+                "EXPIRY_EVENTS",
+                "not an event bus ARN",
+            ),
+            (
+                &[("EXPIRY_EVENTS_MODE", "archiv")],
+                "EXPIRY_EVENTS_MODE",
+                "`notify` or `archive`",
+            ),
+            (
+                &[("EXPIRY_EVENTS_ITEM", "all")],
+                "EXPIRY_EVENTS_ITEM",
+                "`auto`, `read` or `off`",
+            ),
+            (
+                &[
+                    ("EXPIRY_EVENTS_MODE", "archive"),
+                    ("DELETE_MODE", "conditional"),
+                ],
+                "EXPIRY_EVENTS_MODE",
+                "archive mode needs a sink",
+            ),
+            (
+                &[
+                    ("EXPIRY_EVENTS_MODE", "archive"),
+                    ("EXPIRY_EVENTS", "firehose:s"),
+                ],
+                "EXPIRY_EVENTS_MODE",
+                "needs DELETE_MODE=conditional",
+            ),
+        ];
+        for (pairs, var, why) in cases {
+            let mut all = vec![("TABLE_NAME", "sessions")];
+            all.extend_from_slice(pairs);
+            let msg = parse(&all).unwrap_err().to_string();
+            assert!(msg.contains(var) && msg.contains(why), "{pairs:?}: {msg}");
+            let flag = format!("--{}", var.to_ascii_lowercase().replace('_', "-"));
+            assert!(msg.contains(&flag), "{msg}");
         }
     }
 

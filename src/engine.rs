@@ -8,6 +8,8 @@
 //! - [`sweep`]: [`Sweeper`], the pass itself; `delete` (private): its batched and conditional
 //!   deletes with backoff.
 //! - [`report`]: [`SweepReport`], what a pass did, and how reports merge.
+//! - [`hook`]: [`hook::ExpiryHook`], the seam expiry events are published through around
+//!   deletes (notify: after; archive: before, deleting only what the sink accepted).
 //! - [`retry`]: backoff with full jitter, and [`Stop`] (deadline or shutdown).
 //! - [`checkpoint`]: which windows to read given the catch-up checkpoint, and how far it moves.
 //! - [`ticks`]: repeated sweeps — tick mode in Lambda and the long-running `run` command.
@@ -19,6 +21,7 @@ use crate::expiry::window::ShardRange;
 
 pub mod checkpoint;
 mod delete;
+pub mod hook;
 pub mod report;
 pub mod retry;
 pub mod sweep;

@@ -16,13 +16,20 @@
 //! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit.
 //! - [`config`]: every setting, from environment variables or flags, validated once and turned
 //!   into the narrow structs below ([`expiry::Layout`], [`store::TableTarget`],
-//!   [`engine::SweepOptions`], [`lambda::HandlerSettings`]). Nothing below imports it.
+//!   [`engine::SweepOptions`], [`lambda::HandlerSettings`], [`events::EventsConfig`]). Nothing
+//!   below imports it.
 //! - [`telemetry`]: tracing subscribers (JSON lines with the Powertools keys), the one summary
 //!   log line, CloudWatch EMF metrics, and `run`'s Prometheus `/metrics` and `/healthz`.
+//! - [`events`]: expiry events — the event model and stable id, the sinks (EventBridge, SQS,
+//!   Firehose) behind the one-method [`events::Sink`] seam, batched publishing with retries; it
+//!   is the engine's [`engine::hook::ExpiryHook`].
 //! - [`engine`]: the sweep — paginated queries, batched or conditional deletes with backoff,
 //!   the report, checkpoint planning, ticks.
 //! - [`store`]: the only code that talks to DynamoDB, behind the one-method [`store::Store`]
 //!   seam; errors, start-up checks, the key codec.
+//! - [`streams`]: for consumers of the table's DynamoDB Stream — [`streams::is_expiry_removal`]
+//!   tells a `REMOVE` of an expired item (ours or native TTL's, in any Region) from an
+//!   application's delete.
 //! - [`expiry`]: the expiry model — [`expiry::Timestamp`], window math, the layout, and the
 //!   writer and reader helpers for application code. Pure; no I/O, no clock.
 
@@ -31,9 +38,11 @@
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod events;
 pub mod expiry;
 pub mod lambda;
 pub mod store;
+pub mod streams;
 pub mod telemetry;
 pub mod tools;
 
@@ -42,9 +51,17 @@ use engine::Sweeper;
 use store::{DynamoStore, IndexCheck, StoreError};
 
 /// Builds the production sweeper for `config`: an SDK client from the standard AWS configuration
-/// chain, and the table opened (and checked) with [`store::open`].
+/// chain, the table opened (and checked) with [`store::open`], and — with `EXPIRY_EVENTS` — the
+/// expiry-event sink.
 pub async fn connect(config: &Config) -> Result<Sweeper<DynamoStore>, StoreError> {
     let store = DynamoStore::from_env().await;
     let opened = store::open(&store, &config.target(), IndexCheck::Required).await?;
-    Ok(Sweeper::new(store, opened.schema, config.sweep_options()))
+    let sweeper = Sweeper::new(store, opened.schema, config.sweep_options());
+    Ok(match config.events() {
+        None => sweeper,
+        Some(events) => {
+            tracing::info!(sink = %events.target, mode = %events.mode, "publishing expiry events");
+            sweeper.with_events(std::sync::Arc::new(events::connect(&events).await))
+        }
+    })
 }

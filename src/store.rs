@@ -2,7 +2,7 @@
 //!
 //! [`Store`] is the one seam the sweep engine uses, written once: a single [`Store::call`] that
 //! takes a [`Call`] (query one page of a partition, delete a batch, delete one item on condition,
-//! read or advance the checkpoint) and answers a [`Reply`]. The typed methods of [`StoreExt`] are
+//! read whole items for expiry events, read or advance the checkpoint) and answers a [`Reply`]. The typed methods of [`StoreExt`] are
 //! what the engine calls; a test double or a decorator implements `call` alone and forwards what
 //! it does not change.
 //!
@@ -116,6 +116,24 @@ pub enum Call<'a> {
         /// The sweep instant.
         now: Timestamp,
     },
+    /// [`Call::DeleteIfExpired`] that also returns the deleted item (`ReturnValues=ALL_OLD`, no
+    /// extra capacity), for expiry events.
+    DeleteIfExpiredReturning {
+        /// The table.
+        schema: &'a TableSchema,
+        /// The key.
+        key: Key,
+        /// The sweep instant.
+        now: Timestamp,
+    },
+    /// Reads whole items by key (up to 100), strongly consistent: `BatchGetItem`, for expiry
+    /// events that carry the item.
+    GetItems {
+        /// The table.
+        schema: &'a TableSchema,
+        /// The keys.
+        keys: Vec<Key>,
+    },
     /// Reads checkpoint `id` from `table`.
     ReadCheckpoint {
         /// The checkpoint table.
@@ -143,6 +161,8 @@ impl Call<'_> {
             Call::QueryExpired { .. } => "Query",
             Call::BatchDelete { .. } => "BatchWriteItem",
             Call::DeleteIfExpired { .. } => "DeleteItem",
+            Call::DeleteIfExpiredReturning { .. } => "DeleteItem",
+            Call::GetItems { .. } => "BatchGetItem",
             Call::ReadCheckpoint { .. } => "GetItem",
             Call::AdvanceCheckpoint { .. } => "UpdateItem",
         }
@@ -158,6 +178,10 @@ pub enum Reply {
     Unprocessed(Vec<Key>),
     /// To [`Call::DeleteIfExpired`].
     Conditional(ConditionalOutcome),
+    /// To [`Call::DeleteIfExpiredReturning`]: the outcome and, when deleted, the item as it was.
+    ConditionalItem(ConditionalOutcome, Option<Key>),
+    /// To [`Call::GetItems`]: the items found, in any order.
+    Items(Vec<Key>),
     /// To [`Call::ReadCheckpoint`]: the boundary (epoch seconds) up to which everything was
     /// swept, if any.
     Checkpoint(Option<i64>),
@@ -237,6 +261,38 @@ pub trait StoreExt: Store {
             match self.call(call).await? {
                 Reply::Conditional(outcome) => Ok(outcome),
                 other => Err(mismatch("DeleteItem", other)),
+            }
+        }
+    }
+
+    /// See [`Call::DeleteIfExpiredReturning`].
+    fn delete_if_expired_returning<'a>(
+        &'a self,
+        schema: &'a TableSchema,
+        key: Key,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<(ConditionalOutcome, Option<Key>), StoreError>> + Send + 'a
+    {
+        let call = Call::DeleteIfExpiredReturning { schema, key, now };
+        async move {
+            match self.call(call).await? {
+                Reply::ConditionalItem(outcome, item) => Ok((outcome, item)),
+                other => Err(mismatch("DeleteItem", other)),
+            }
+        }
+    }
+
+    /// See [`Call::GetItems`].
+    fn get_items<'a>(
+        &'a self,
+        schema: &'a TableSchema,
+        keys: Vec<Key>,
+    ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send + 'a {
+        let call = Call::GetItems { schema, keys };
+        async move {
+            match self.call(call).await? {
+                Reply::Items(items) => Ok(items),
+                other => Err(mismatch("BatchGetItem", other)),
             }
         }
     }

@@ -115,6 +115,11 @@ macro_rules! summary_event {
             first_error = r.errors.first().map(|e| e.message.as_str()).unwrap_or(""),
             first_errors = %first_errors(r),
             failed_keys = %failed_keys(r),
+            events_published = r.events_published,
+            events_failed = r.events_failed,
+            events_cancelled = r.events_cancelled,
+            events_truncated = r.events_truncated,
+            failed_event_ids = %failed_events(r),
             $message
         )
     }};
@@ -133,6 +138,21 @@ fn failed_keys(r: &SweepReport) -> String {
         .iter()
         .take(LOGGED_FAILED_KEYS)
         .map(|f| json!({"key": f.key, "reason": f.reason}))
+        .collect();
+    if shown.is_empty() {
+        String::new()
+    } else {
+        Value::Array(shown).to_string()
+    }
+}
+
+/// The first expiry events not published, with their reasons, as JSON.
+fn failed_events(r: &SweepReport) -> String {
+    let shown: Vec<Value> = r
+        .failed_event_ids
+        .iter()
+        .take(LOGGED_FAILED_KEYS)
+        .map(|f| json!({"id": f.id, "key": f.key, "reason": f.reason}))
         .collect();
     if shown.is_empty() {
         String::new()
@@ -169,8 +189,9 @@ pub fn log_summary(report: &SweepReport) {
 
 /// The EMF record of a sweep: one JSON object that CloudWatch Logs turns into the metrics
 /// `ItemsDeleted`, `ItemsSkipped`, `ItemsGone`, `ItemsFailed`, `ItemsFound`, `ItemsLeft`, `WindowsSwept`,
-/// `MaxExpiryLagSeconds`, `P99ExpiryLagSeconds` and `ClockAheadSeconds` (how far the host clock
-/// ran ahead of DynamoDB's and was pulled back), dimensioned by `TableName`.
+/// `MaxExpiryLagSeconds`, `P99ExpiryLagSeconds`, `ClockAheadSeconds` (how far the host clock
+/// ran ahead of DynamoDB's and was pulled back), and the expiry events' `EventsPublished`,
+/// `EventsFailed`, `EventsCancelled` and `EventsTruncated`, dimensioned by `TableName`.
 pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value {
     let metrics = [
         ("ItemsDeleted", "Count", json!(report.items_deleted)),
@@ -195,6 +216,10 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
             "Seconds",
             json!(report.clock_ahead_ms as f64 / 1000.0),
         ),
+        ("EventsPublished", "Count", json!(report.events_published)),
+        ("EventsFailed", "Count", json!(report.events_failed)),
+        ("EventsCancelled", "Count", json!(report.events_cancelled)),
+        ("EventsTruncated", "Count", json!(report.events_truncated)),
     ];
     let mut record = serde_json::Map::new();
     record.insert(
@@ -279,6 +304,8 @@ mod tests {
             "ItemsFailed",
             "MaxExpiryLagSeconds",
             "WindowsSwept",
+            "EventsPublished",
+            "EventsFailed",
         ] {
             assert!(names.contains(&required), "{required} missing");
         }
@@ -376,6 +403,9 @@ mod tests {
             "ticks",
             "checkpoint",
             "first_error",
+            "events_published",
+            "events_failed",
+            "failed_event_ids",
         ] {
             assert!(
                 fields(&lines[1]).contains(field),

@@ -139,8 +139,30 @@ pub const MAX_CATCHUP: Setting = Setting {
     expected: "a duration from 1m to 30d, e.g. `24h`, `90m`, `3600` (seconds); default 24h",
 };
 
+/// `EXPIRY_EVENTS`.
+pub const EXPIRY_EVENTS: Setting = Setting {
+    var: "EXPIRY_EVENTS",
+    default: Some(""),
+    help: "Where to publish an event for each expired item",
+    expected: "`eventbridge:<bus name or ARN>`, `sqs:<queue URL>` or `firehose:<delivery stream name>`, or empty for no events",
+};
+/// `EXPIRY_EVENTS_MODE`.
+pub const EXPIRY_EVENTS_MODE: Setting = Setting {
+    var: "EXPIRY_EVENTS_MODE",
+    default: Some("notify"),
+    help: "Expiry events: `notify` (delete, then publish) or `archive` (delete only what the sink accepted)",
+    expected: "`notify` or `archive` (archive needs EXPIRY_EVENTS and DELETE_MODE=conditional)",
+};
+/// `EXPIRY_EVENTS_ITEM`.
+pub const EXPIRY_EVENTS_ITEM: Setting = Setting {
+    var: "EXPIRY_EVENTS_ITEM",
+    default: Some("auto"),
+    help: "Expiry events: include the item `auto` (when it needs no extra read), `read` (read it first) or `off`",
+    expected: "`auto`, `read` or `off`",
+};
+
 /// Every setting, in documentation order.
-pub const SETTINGS: [Setting; 16] = [
+pub const SETTINGS: [Setting; 19] = [
     TABLE_NAME,
     INDEX_NAME,
     TTL_ATTRIBUTE,
@@ -157,4 +179,7 @@ pub const SETTINGS: [Setting; 16] = [
     CHECKPOINT_TABLE,
     MAX_CATCHUP,
     METRICS_NAMESPACE,
+    EXPIRY_EVENTS,
+    EXPIRY_EVENTS_MODE,
+    EXPIRY_EVENTS_ITEM,
 ];

@@ -5,6 +5,7 @@
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::hook::EventTally;
 use super::report::FailedKey;
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
@@ -27,6 +28,10 @@ pub(super) struct Deleter<'a, S> {
     pub(super) store: &'a S,
     pub(super) schema: &'a TableSchema,
     pub(super) options: &'a SweepOptions,
+    /// Collect the keys deleted and kept, for expiry events.
+    pub(super) track_keys: bool,
+    /// Conditional deletes return the deleted items (`ReturnValues=ALL_OLD`), for expiry events.
+    pub(super) return_items: bool,
 }
 
 /// Outcome of deleting one chunk.
@@ -39,6 +44,13 @@ pub(super) struct ChunkOutcome {
     pub(super) retried: u64,
     pub(super) left: u64,
     pub(super) failed: Vec<FailedKey>,
+    /// With `track_keys`: the keys deleted (in the order of `deleted_at`) and kept.
+    pub(super) deleted_keys: Vec<Key>,
+    pub(super) kept_keys: Vec<Key>,
+    /// With `return_items`: the items conditional deletes returned, with their keys.
+    pub(super) deleted_items: Vec<Key>,
+    /// What publishing the chunk's expiry events did.
+    pub(super) events: EventTally,
 }
 
 impl ChunkOutcome {
@@ -51,6 +63,10 @@ impl ChunkOutcome {
         self.retried += other.retried;
         self.left += other.left;
         self.failed.extend(other.failed);
+        self.deleted_keys.extend(other.deleted_keys);
+        self.kept_keys.extend(other.kept_keys);
+        self.deleted_items.extend(other.deleted_items);
+        self.events.add(other.events);
     }
 
     /// `n` items not attempted because the sweep had to stop.
@@ -116,6 +132,9 @@ impl<S: Store> Deleter<'_, S> {
                         if unprocessed.is_empty() || !unprocessed.contains(&e.key) {
                             out.deleted_ttls.push(e.ttl);
                             out.deleted_at.push(at);
+                            if self.track_keys {
+                                out.deleted_keys.push(e.key);
+                            }
                         } else {
                             left.push(e);
                         }
@@ -162,18 +181,33 @@ impl<S: Store> Deleter<'_, S> {
             }
             let mut attempt = 0u32;
             loop {
-                let err: StoreError = match self
-                    .store
-                    .delete_if_expired(self.schema, e.key.clone(), now)
-                    .await
-                {
+                let result = if self.return_items {
+                    self.store
+                        .delete_if_expired_returning(self.schema, e.key.clone(), now)
+                        .await
+                        .map(|(outcome, item)| {
+                            out.deleted_items.extend(item);
+                            outcome
+                        })
+                } else {
+                    self.store
+                        .delete_if_expired(self.schema, e.key.clone(), now)
+                        .await
+                };
+                let err: StoreError = match result {
                     Ok(ConditionalOutcome::Deleted) => {
                         out.deleted_ttls.push(e.ttl);
                         out.deleted_at.push(Instant::now());
+                        if self.track_keys {
+                            out.deleted_keys.push(e.key);
+                        }
                         break;
                     }
                     Ok(ConditionalOutcome::Kept) => {
                         out.skipped += 1;
+                        if self.track_keys {
+                            out.kept_keys.push(e.key);
+                        }
                         break;
                     }
                     Ok(ConditionalOutcome::Gone) => {

@@ -3,10 +3,14 @@
 
 use serde::Serialize;
 
+use super::hook::{EventTally, FailedEvent};
 use crate::store::{ErrorKind, StoreError};
 
 /// Most failed keys a report keeps; the rest are counted in `failed_keys_dropped`.
 pub const MAX_FAILED_KEYS: usize = 1000;
+
+/// Most failed expiry events a report lists; the rest are counted in `failed_event_ids_dropped`.
+pub const MAX_FAILED_EVENTS: usize = 1000;
 
 /// Most errors a report keeps; the rest are counted in `errors_dropped`.
 pub const MAX_ERRORS: usize = 100;
@@ -172,15 +176,50 @@ pub struct SweepReport {
     pub failed_keys_dropped: u64,
     /// Errors beyond the [`MAX_ERRORS`] kept in `errors`.
     pub errors_dropped: u64,
+    /// Expiry events (`Item Expired`) the sink accepted.
+    pub events_published: u64,
+    /// Expiry events and cancellations that could not be published.
+    pub events_failed: u64,
+    /// Cancellations (`Item Expiry Cancelled`) the sink accepted.
+    pub events_cancelled: u64,
+    /// Events published without their item because of the sink's size limit.
+    pub events_truncated: u64,
+    /// Event re-submissions after throttling, 5xx, timeouts or per-entry failures.
+    pub events_retried: u64,
+    /// The events not published, with the reason.
+    pub failed_event_ids: Vec<FailedEvent>,
+    /// Failed events beyond the [`MAX_FAILED_EVENTS`] kept in `failed_event_ids`.
+    pub failed_event_ids_dropped: u64,
     /// Every deleted item's lag, so that merged reports have percentiles.
     #[serde(skip)]
     pub lags: LagHistogram,
 }
 
 impl SweepReport {
-    /// True when every expired item found was deleted or knowingly kept, and nothing failed.
+    /// True when every expired item found was deleted or knowingly kept, and nothing failed —
+    /// expiry events included.
     pub fn is_success(&self) -> bool {
-        self.items_failed == 0 && self.errors.is_empty()
+        self.items_failed == 0 && self.errors.is_empty() && self.events_failed == 0
+    }
+
+    /// Adds what publishing expiry events did, keeping up to [`MAX_FAILED_EVENTS`] failed ones.
+    pub fn add_events(&mut self, tally: EventTally) {
+        self.events_published += tally.published;
+        self.events_failed += tally.failed;
+        self.events_cancelled += tally.cancelled;
+        self.events_truncated += tally.truncated;
+        self.events_retried += tally.retried;
+        self.add_failed_events(tally.failed_events);
+    }
+
+    fn add_failed_events(&mut self, events: impl IntoIterator<Item = FailedEvent>) {
+        for e in events {
+            if self.failed_event_ids.len() < MAX_FAILED_EVENTS {
+                self.failed_event_ids.push(e);
+            } else {
+                self.failed_event_ids_dropped += 1;
+            }
+        }
     }
 
     /// True when every window was read to the end and every found item was handled.
@@ -220,6 +259,13 @@ impl SweepReport {
         self.errors_dropped += other.errors_dropped;
         self.add_failed_keys(other.failed_keys);
         self.add_errors(other.errors);
+        self.events_published += other.events_published;
+        self.events_failed += other.events_failed;
+        self.events_cancelled += other.events_cancelled;
+        self.events_truncated += other.events_truncated;
+        self.events_retried += other.events_retried;
+        self.failed_event_ids_dropped += other.failed_event_ids_dropped;
+        self.add_failed_events(other.failed_event_ids);
         self.lags.add(&other.lags);
         self.lag = self.lags.stats();
     }

@@ -17,6 +17,7 @@ use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
 use super::delete::{ChunkOutcome, Deleter, Expired};
+use super::hook::{delete_with_events, ExpiryHook};
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
 use super::{SweepOptions, BATCH_SIZE};
@@ -100,6 +101,14 @@ fn check_item(
 pub struct Sweeper<S> {
     shared: Arc<Shared<S>>,
     wall: Option<Arc<dyn Clock>>,
+    events: Option<Arc<dyn ExpiryHook>>,
+}
+
+/// Expiry events, for a sweep's delete tasks: the hook, and the clock events are stamped with.
+#[derive(Clone)]
+struct Events {
+    hook: Arc<dyn ExpiryHook>,
+    wall: Option<Arc<dyn Clock>>,
 }
 
 /// What the tasks of a sweep share.
@@ -116,6 +125,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
             .field("schema", &self.shared.schema)
             .field("options", &self.shared.options)
             .field("wall_clock", &self.wall.is_some())
+            .field("events", &self.events)
             .finish()
     }
 }
@@ -140,7 +150,14 @@ impl<S: Store> Sweeper<S> {
                 options,
             }),
             wall: None,
+            events: None,
         }
+    }
+
+    /// Publishes expiry events through `hook` around every delete (see [`super::hook`]).
+    pub fn with_events(mut self, hook: Arc<dyn ExpiryHook>) -> Self {
+        self.events = Some(hook);
+        self
     }
 
     /// Measures expiry lag against `wall` (the entry point's clock), read once when a sweep
@@ -277,6 +294,10 @@ impl<S: Store> Sweeper<S> {
     ) -> (SweepReport, Vec<bool>) {
         let started = Instant::now();
         let wall_start = self.wall.as_ref().map_or(now, |c| c.now());
+        let events = self.events.clone().map(|hook| Events {
+            hook,
+            wall: self.wall.clone(),
+        });
         let shards = self.shared.schema.layout.window_shards.max(1);
         let range = self
             .shared
@@ -301,10 +322,11 @@ impl<S: Store> Sweeper<S> {
                 }
             }
             let (shared, inner, permits) = (self.shared.clone(), inner.clone(), permits.clone());
+            let events = events.clone();
             running.spawn(async move {
                 (
                     i,
-                    Shared::sweep_partition(&shared, &key, now, &inner, &permits).await,
+                    Shared::sweep_partition(&shared, &key, now, &inner, &permits, &events).await,
                 )
             });
         }
@@ -339,6 +361,7 @@ impl<S: Store> Sweeper<S> {
                 report.items_left += chunk.left;
                 report.items_failed += chunk.failed.len() as u64;
                 report.add_failed_keys(chunk.failed);
+                report.add_events(chunk.events);
             }
             if let Some(e) = out.error {
                 report.add_errors([SweepErrorEntry::new(Some(windows[i].key()), &e)]);
@@ -363,6 +386,7 @@ impl<S: Store> Shared<S> {
         now: Timestamp,
         stop: &Stop,
         permits: &Arc<Semaphore>,
+        events: &Option<Events>,
     ) -> PartitionOutcome {
         let mut out = PartitionOutcome::default();
         if stop.reached() {
@@ -374,6 +398,7 @@ impl<S: Store> Shared<S> {
         let mut start: Option<Key> = None;
         let delete = |inflight: &mut JoinSet<ChunkOutcome>, chunk: Vec<Expired>| {
             let (shared, stop, permits) = (this.clone(), stop.clone(), permits.clone());
+            let events = events.clone();
             inflight.spawn(async move {
                 let _permit = permits.acquire().await;
                 // The stop may have come while this chunk waited for a permit.
@@ -384,8 +409,16 @@ impl<S: Store> Shared<S> {
                     store: &shared.store,
                     schema: &shared.schema,
                     options: &shared.options,
+                    track_keys: events.is_some(),
+                    return_items: events.as_ref().is_some_and(|e| e.hook.returned_items()),
                 };
-                deleter.delete_chunk(chunk, now, &stop).await
+                match events {
+                    None => deleter.delete_chunk(chunk, now, &stop).await,
+                    Some(Events { hook, wall }) => {
+                        let wall = move || wall.as_ref().map_or(now, |c| c.now());
+                        delete_with_events(&deleter, hook.as_ref(), chunk, now, &stop, &wall).await
+                    }
+                }
             });
         };
         loop {

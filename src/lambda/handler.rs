@@ -181,6 +181,14 @@ pub async fn handle<S: Store>(
                 .first()
                 .map(|e| e.message.clone())
                 .or_else(|| report.failed_keys.first().map(|k| k.reason.clone()))
+                .or_else(|| {
+                    report.failed_event_ids.first().map(|e| {
+                        format!(
+                            "{} expiry event(s) not published, first {}: {}",
+                            report.events_failed, e.id, e.reason
+                        )
+                    })
+                })
                 .unwrap_or_default(),
             report: Box::new(report),
         })

@@ -6,7 +6,7 @@ use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, DeleteRequest, ReturnValuesOnConditionCheckFailure, WriteRequest,
+    AttributeValue, DeleteRequest, ReturnValue, ReturnValuesOnConditionCheckFailure, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
 use tracing::instrument;
@@ -218,6 +218,44 @@ impl DynamoStore {
         Ok(unprocessed)
     }
 
+    /// `BatchGetItem`, strongly consistent; unprocessed keys are asked again a few times, then
+    /// left out (the caller publishes those events without the item).
+    #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]
+    async fn send_get_items(
+        &self,
+        schema: &TableSchema,
+        keys: Vec<Key>,
+    ) -> Result<Vec<Key>, StoreError> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut found = Vec::with_capacity(keys.len());
+        let mut pending = keys;
+        for _ in 0..3 {
+            if pending.is_empty() {
+                break;
+            }
+            let request = KeysAndAttributes::builder()
+                .set_keys(Some(std::mem::take(&mut pending)))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| StoreError::new(ErrorKind::Other, "BatchGetItem", e.to_string()))?;
+            let out = self
+                .client
+                .batch_get_item()
+                .request_items(&schema.table_name, request)
+                .send()
+                .await
+                .map_err(|e| StoreError::from_sdk("BatchGetItem", e))?;
+            found.extend(out.responses.unwrap_or_default().into_values().flatten());
+            pending = out
+                .unprocessed_keys
+                .unwrap_or_default()
+                .into_values()
+                .flat_map(|k| k.keys)
+                .collect();
+        }
+        Ok(found)
+    }
+
     #[instrument(level = "debug", skip(self))]
     async fn send_read_checkpoint(&self, table: &str, id: &str) -> Result<Option<i64>, StoreError> {
         let out = self
@@ -288,7 +326,8 @@ impl DynamoStore {
         schema: &TableSchema,
         key: Key,
         now: Timestamp,
-    ) -> Result<ConditionalOutcome, StoreError> {
+        return_item: bool,
+    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
         let result = self
             .deletes
             .conditional
@@ -306,15 +345,22 @@ impl DynamoStore {
             )
             // Tells a kept item (returned) from one that is already gone (nothing returned).
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .set_return_values(return_item.then_some(ReturnValue::AllOld))
             .send()
             .await;
         match result {
-            Ok(_) => Ok(ConditionalOutcome::Deleted),
+            Ok(out) => Ok((
+                ConditionalOutcome::Deleted,
+                out.attributes.filter(|a| !a.is_empty()),
+            )),
             Err(e) => match e.as_service_error() {
-                Some(DeleteItemError::ConditionalCheckFailedException(c)) => Ok(match &c.item {
-                    Some(item) if !item.is_empty() => ConditionalOutcome::Kept,
-                    _ => ConditionalOutcome::Gone,
-                }),
+                Some(DeleteItemError::ConditionalCheckFailedException(c)) => Ok((
+                    match &c.item {
+                        Some(item) if !item.is_empty() => ConditionalOutcome::Kept,
+                        _ => ConditionalOutcome::Gone,
+                    },
+                    None,
+                )),
                 _ => Err(StoreError::from_sdk("DeleteItem", e)),
             },
         }
@@ -339,9 +385,16 @@ impl Store for DynamoStore {
                 .await
                 .map(Reply::Unprocessed),
             Call::DeleteIfExpired { schema, key, now } => self
-                .send_delete_if_expired(schema, key, now)
+                .send_delete_if_expired(schema, key, now, false)
                 .await
-                .map(Reply::Conditional),
+                .map(|(outcome, _)| Reply::Conditional(outcome)),
+            Call::DeleteIfExpiredReturning { schema, key, now } => self
+                .send_delete_if_expired(schema, key, now, true)
+                .await
+                .map(|(outcome, item)| Reply::ConditionalItem(outcome, item)),
+            Call::GetItems { schema, keys } => {
+                self.send_get_items(schema, keys).await.map(Reply::Items)
+            }
             Call::ReadCheckpoint { table, id } => self
                 .send_read_checkpoint(table, id)
                 .await

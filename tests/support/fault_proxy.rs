@@ -4,7 +4,9 @@
 //! [`Plan`] says so, injects one [`Fault`] instead:
 //!
 //! - [`Fault::Unprocessed`]: a `BatchWriteItem` whose requests are split — part really applied by
-//!   the server, the rest returned as `UnprocessedItems`;
+//!   the server, the rest returned as `UnprocessedItems`; for the expiry-event sinks' batch calls
+//!   (SQS `SendMessageBatch`, EventBridge `PutEvents`, Firehose `PutRecordBatch`) the same split
+//!   answered as per-entry failures;
 //! - [`Fault::Throttle`]: `ProvisionedThroughputExceededException`, `ThrottlingException` or
 //!   `RequestLimitExceeded`;
 //! - [`Fault::Status`]: HTTP 500 (`InternalServerError`) or 503 (`ServiceUnavailable`);
@@ -15,8 +17,11 @@
 //!   before the answer reaches the client, so a retry repeats a write that already happened;
 //! - [`Fault::Reply`]: a scripted answer (credentials rejected, an index that changed...).
 //!
+//! The proxy routes by `X-Amz-Target`, so it stands as well in front of moto's SQS, EventBridge
+//! and Firehose (AWS JSON protocols) as in front of DynamoDB.
+//!
 //! A seeded plan decides each request from the seed, the request's identity (operation and the
-//! keys or window it names) and how many times that identity was seen before, so the faults do
+//! keys or window it names, or the ids of the events it carries) and how many times that identity was seen before, so the faults do
 //! not depend on the order in which concurrent requests arrive.
 #![allow(dead_code)]
 
@@ -352,6 +357,9 @@ async fn handle(shared: Arc<Shared>, fd: RawFd, req: Request<Incoming>) -> Reply
     };
     let reply = match fault {
         None => Ok(forward.send(body).await.unwrap()),
+        Some(Fault::Unprocessed) if is_sink_batch(&op) => {
+            Ok(split_entries(&op, &json, &forward).await)
+        }
         Some(Fault::Unprocessed) => Ok(split_batch(&json, &forward).await),
         Some(Fault::Throttle(code)) => Ok(error_reply(400, code, "Injected throttling")),
         Some(Fault::Status(500)) => Ok(error_reply(500, "InternalServerError", "Injected")),
@@ -512,12 +520,13 @@ fn decide(shared: &Shared, op: &str, json: &Value) -> Option<Fault> {
                 return None;
             }
             // Partial batches are the most common batch fault: half of the batch faults.
-            if op == "BatchWriteItem" && faults.contains(&Fault::Unprocessed) && rng.bool() {
+            let batch = op == "BatchWriteItem" || is_sink_batch(op);
+            if batch && faults.contains(&Fault::Unprocessed) && rng.bool() {
                 return Some(Fault::Unprocessed);
             }
             let usable: Vec<&Fault> = faults
                 .iter()
-                .filter(|f| **f != Fault::Unprocessed || op == "BatchWriteItem")
+                .filter(|f| **f != Fault::Unprocessed || batch)
                 .collect();
             Some(usable[rng.usize(..usable.len())].clone())
         }
@@ -537,6 +546,7 @@ pub fn request_identity(op: &str, json: &Value) -> String {
             }
         }
         "DeleteItem" => parts.push(json["Key"].to_string()),
+        op if is_sink_batch(op) => parts.extend(sink_event_ids(op, json)),
         "Query" => {
             parts.push(json["ExpressionAttributeValues"][":win"].to_string());
             parts.push(json["ExclusiveStartKey"].to_string());
@@ -551,4 +561,156 @@ pub fn fnv(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+/// The expiry-event sinks' batch operations (the last part of their `X-Amz-Target`).
+pub const SINK_BATCH_OPS: [&str; 3] = ["SendMessageBatch", "PutEvents", "PutRecordBatch"];
+
+pub fn is_sink_batch(op: &str) -> bool {
+    SINK_BATCH_OPS.contains(&op)
+}
+
+/// The entries of a sink batch request: `Entries` (SQS, EventBridge) or `Records` (Firehose).
+fn sink_entries(op: &str, json: &Value) -> Vec<Value> {
+    let field = if op == "PutRecordBatch" {
+        "Records"
+    } else {
+        "Entries"
+    };
+    json[field].as_array().cloned().unwrap_or_default()
+}
+
+/// The event envelope or detail an entry carries, as JSON.
+fn entry_event(op: &str, entry: &Value) -> Value {
+    use base64::Engine as _;
+    let text = match op {
+        "SendMessageBatch" => entry["MessageBody"].as_str().map(str::to_owned),
+        "PutEvents" => entry["Detail"].as_str().map(str::to_owned),
+        _ => entry["Data"]
+            .as_str()
+            .and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok())
+            .and_then(|b| String::from_utf8(b).ok()),
+    };
+    text.and_then(|t| serde_json::from_str(t.trim_end()).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// The event ids a sink batch request carries, in order (`detail.id`; the detail itself for
+/// EventBridge).
+pub fn sink_event_ids(op: &str, json: &Value) -> Vec<String> {
+    sink_entries(op, json)
+        .iter()
+        .map(|e| {
+            let event = entry_event(op, e);
+            let id = if op == "PutEvents" {
+                &event["id"]
+            } else {
+                &event["detail"]["id"]
+            };
+            id.as_str().unwrap_or("?").to_owned()
+        })
+        .collect()
+}
+
+/// Forwards part of a sink batch and answers the rest as failed entries, in the operation's own
+/// shape (SQS `Failed`; EventBridge and Firehose one result per entry, in order, with an error
+/// code and a failed count), merged with what the server itself answered.
+async fn split_entries(op: &str, json: &Value, forward: &Forwarder) -> Response<Full<Bytes>> {
+    let entries = sink_entries(op, json);
+    let mut rng = fastrand::Rng::with_seed(fnv(request_identity(op, json).as_bytes()));
+    let first_held = rng.usize(..entries.len().max(1));
+    let held: Vec<bool> = (0..entries.len())
+        .map(|i| i == first_held || rng.bool())
+        .collect();
+    let sent: Vec<Value> = entries
+        .iter()
+        .zip(&held)
+        .filter(|(_, h)| !**h)
+        .map(|(e, _)| e.clone())
+        .collect();
+    let answer: Value = if sent.is_empty() {
+        Value::Null
+    } else {
+        let field = if op == "PutRecordBatch" {
+            "Records"
+        } else {
+            "Entries"
+        };
+        let mut body = json.clone();
+        body[field] = Value::Array(sent);
+        let resp = forward.send(Bytes::from(body.to_string())).await.unwrap();
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        if !status.is_success() {
+            return Response::builder()
+                .status(status)
+                .header("content-type", "application/x-amz-json-1.1")
+                .body(Full::new(bytes))
+                .unwrap();
+        }
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+    };
+    let body = match op {
+        "SendMessageBatch" => {
+            let mut failed = answer["Failed"].as_array().cloned().unwrap_or_default();
+            for (e, _) in entries.iter().zip(&held).filter(|(_, h)| **h) {
+                failed.push(json!({
+                    "Id": e["Id"], "SenderFault": false, "Code": "InternalError",
+                    "Message": "Injected per-entry failure",
+                }));
+            }
+            json!({
+                "Successful": answer["Successful"].as_array().cloned().unwrap_or_default(),
+                "Failed": failed,
+            })
+        }
+        _ => {
+            let (results_field, count_field, ok_id, code) = if op == "PutEvents" {
+                (
+                    "Entries",
+                    "FailedEntryCount",
+                    "EventId",
+                    "ThrottlingException",
+                )
+            } else {
+                (
+                    "RequestResponses",
+                    "FailedPutCount",
+                    "RecordId",
+                    "ServiceUnavailableException",
+                )
+            };
+            let mut from_server = answer[results_field]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter();
+            let mut failed = 0;
+            let results: Vec<Value> = held
+                .iter()
+                .map(|h| {
+                    let r = if *h {
+                        json!({ "ErrorCode": code, "ErrorMessage": "Injected per-entry failure" })
+                    } else {
+                        from_server.next().unwrap_or(Value::Null)
+                    };
+                    if r.get(ok_id).is_none() {
+                        failed += 1;
+                    }
+                    r
+                })
+                .collect();
+            let mut body = json!({ results_field: results, count_field: failed });
+            if op == "PutRecordBatch" {
+                body["Encrypted"] = json!(false);
+            }
+            body
+        }
+    };
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/x-amz-json-1.1")
+        .header("x-amzn-requestid", "fault-proxy")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
 }

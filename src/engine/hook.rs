@@ -1,0 +1,252 @@
+//! The seam through which expiry events are published around deletes: [`ExpiryHook`], which
+//! `crate::events` implements. The engine knows no sink; with no hook it does no event work.
+//!
+//! Notify: a chunk is deleted, then the events of the items really deleted are published.
+//! Archive: a chunk's events are published first, only the items whose event was accepted are
+//! deleted, and an item the conditional delete keeps (its ttl changed) gets a cancellation.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::delete::{ChunkOutcome, Deleter, Expired};
+use super::report::FailedKey;
+use super::retry::Stop;
+use crate::expiry::Timestamp;
+use crate::store::{key_to_json, Key, Store, StoreExt, TableSchema};
+
+/// A boxed future, so that [`ExpiryHook`] can be used as `dyn ExpiryHook`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// An item the sweep found expired as read, as an event describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expiry {
+    /// The primary key.
+    pub key: Key,
+    /// The ttl as read, epoch seconds.
+    pub ttl: f64,
+    /// The whole item, when one is available.
+    pub item: Option<Key>,
+    /// When it was deleted (notify) or about to be (archive).
+    pub at: Timestamp,
+}
+
+/// One event to publish.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Publication {
+    /// `Item Expired`.
+    Expired(Expiry),
+    /// `Item Expiry Cancelled` of an expiry published before, found at the given time.
+    Cancelled(Expiry, Timestamp),
+}
+
+/// What became of one publication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// The sink accepted it.
+    Accepted,
+    /// It could not be published within the retries; why.
+    Failed(String),
+    /// The sweep had to stop (deadline or shutdown) before it was published.
+    Stopped,
+}
+
+/// An event that could not be published.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailedEvent {
+    /// Its id.
+    pub id: String,
+    /// The item's key, DynamoDB JSON.
+    pub key: serde_json::Value,
+    /// Why.
+    pub reason: String,
+}
+
+/// What publishing did, added up into the report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventTally {
+    /// `Item Expired` events accepted.
+    pub published: u64,
+    /// Events not published.
+    pub failed: u64,
+    /// Cancellations accepted.
+    pub cancelled: u64,
+    /// Events published without their item, for size.
+    pub truncated: u64,
+    /// Entry re-submissions.
+    pub retried: u64,
+    /// The events not published.
+    pub failed_events: Vec<FailedEvent>,
+}
+
+impl EventTally {
+    /// Adds `other`.
+    pub fn add(&mut self, other: EventTally) {
+        self.published += other.published;
+        self.failed += other.failed;
+        self.cancelled += other.cancelled;
+        self.truncated += other.truncated;
+        self.retried += other.retried;
+        self.failed_events.extend(other.failed_events);
+    }
+}
+
+/// Publishes expiry events for the engine.
+pub trait ExpiryHook: Send + Sync + fmt::Debug {
+    /// Archive mode: events before deletes, deletes only of what the sink accepted.
+    fn archive(&self) -> bool;
+
+    /// Whether to read the whole items (a consistent `BatchGetItem`) before the events are built.
+    fn read_items(&self) -> bool;
+
+    /// Whether conditional deletes should return the items they delete, for the events (notify
+    /// mode: the item comes with no extra read).
+    fn returned_items(&self) -> bool {
+        false
+    }
+
+    /// Publishes `publications` (at most one chunk's worth) with retries; one [`Delivery`] per
+    /// publication, in order, and the tally. Never fails as a whole.
+    fn publish<'a>(
+        &'a self,
+        publications: Vec<Publication>,
+        stop: &'a Stop,
+    ) -> BoxFuture<'a, (Vec<Delivery>, EventTally)>;
+}
+
+/// Deletes one chunk with its events published as `hook` says; `wall` reads the wall clock.
+pub(super) async fn delete_with_events<S: Store>(
+    deleter: &Deleter<'_, S>,
+    hook: &dyn ExpiryHook,
+    chunk: Vec<Expired>,
+    now: Timestamp,
+    stop: &Stop,
+    wall: &(dyn Fn() -> Timestamp + Send + Sync),
+) -> ChunkOutcome {
+    let items = if hook.read_items() {
+        read_items(deleter.store, deleter.schema, &chunk).await
+    } else {
+        vec![None; chunk.len()]
+    };
+    let expiry = |e: &Expired, item: &Option<Key>, at| Expiry {
+        key: e.key.clone(),
+        ttl: e.ttl,
+        item: item.clone(),
+        at,
+    };
+    if !hook.archive() {
+        let described: Vec<(Key, f64, Option<Key>)> = chunk
+            .iter()
+            .zip(&items)
+            .map(|(e, i)| (e.key.clone(), e.ttl, i.clone()))
+            .collect();
+        let mut out = deleter.delete_chunk(chunk, now, stop).await;
+        let (wall_now, mono_now) = (wall(), Instant::now());
+        let deleted = std::mem::take(&mut out.deleted_keys);
+        let returned = std::mem::take(&mut out.deleted_items);
+        let publications = deleted
+            .into_iter()
+            .zip(&out.deleted_at)
+            .filter_map(|(key, at)| {
+                let (_, ttl, item) = described.iter().find(|(k, _, _)| *k == key)?;
+                let at = wall_now - mono_now.duration_since(*at);
+                // The item as the delete returned it, else as read before.
+                let item = returned
+                    .iter()
+                    .find(|i| deleter.schema.key_of(i).as_ref() == Some(&key))
+                    .or(item.as_ref())
+                    .cloned();
+                Some(Publication::Expired(Expiry {
+                    key,
+                    ttl: *ttl,
+                    item,
+                    at,
+                }))
+            })
+            .collect::<Vec<_>>();
+        out.kept_keys.clear();
+        if !publications.is_empty() {
+            out.events = hook.publish(publications, stop).await.1;
+        }
+        return out;
+    }
+    // Archive: nothing is deleted before its event was accepted.
+    if stop.reached() {
+        return ChunkOutcome::left(chunk.len());
+    }
+    let at = wall();
+    let expiries: Vec<Expiry> = chunk
+        .iter()
+        .zip(&items)
+        .map(|(e, i)| expiry(e, i, at))
+        .collect();
+    let publications = expiries.iter().cloned().map(Publication::Expired).collect();
+    let (deliveries, mut tally) = hook.publish(publications, stop).await;
+    let mut refused = ChunkOutcome::default();
+    let mut admitted = Vec::with_capacity(chunk.len());
+    for (e, delivery) in chunk.into_iter().zip(deliveries) {
+        match delivery {
+            Delivery::Accepted => admitted.push(e),
+            Delivery::Failed(reason) => refused.failed.push(FailedKey {
+                key: key_to_json(&e.key),
+                reason: format!("expiry event not accepted: {reason}"),
+            }),
+            Delivery::Stopped => refused.left += 1,
+        }
+    }
+    let mut out = if admitted.is_empty() {
+        ChunkOutcome::default()
+    } else {
+        deleter.delete_chunk(admitted, now, stop).await
+    };
+    out.absorb(refused);
+    out.deleted_keys.clear();
+    let kept = std::mem::take(&mut out.kept_keys);
+    let cancelled_at = wall();
+    let cancellations: Vec<Publication> = kept
+        .into_iter()
+        .filter_map(|key| {
+            let expiry = expiries.iter().find(|x| x.key == key)?.clone();
+            Some(Publication::Cancelled(
+                Expiry {
+                    item: None,
+                    ..expiry
+                },
+                cancelled_at,
+            ))
+        })
+        .collect();
+    if !cancellations.is_empty() {
+        tally.add(hook.publish(cancellations, stop).await.1);
+    }
+    out.events = tally;
+    out
+}
+
+/// The chunk's whole items, read consistently; `None` for an item not found or when the read
+/// fails (the events then go without it).
+async fn read_items<S: Store>(
+    store: &S,
+    schema: &TableSchema,
+    chunk: &[Expired],
+) -> Vec<Option<Key>> {
+    let keys: Vec<Key> = chunk.iter().map(|e| e.key.clone()).collect();
+    match store.get_items(schema, keys).await {
+        Ok(items) => chunk
+            .iter()
+            .map(|e| {
+                items
+                    .iter()
+                    .find(|item| schema.key_of(item).as_ref() == Some(&e.key))
+                    .cloned()
+            })
+            .collect(),
+        Err(err) => {
+            tracing::warn!(error = %err, "could not read the items for their events; publishing without them");
+            vec![None; chunk.len()]
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Expiry events: for each item the sweeper expires, an event to EventBridge, SQS or Firehose —
+//! `Item Expired` (and, in archive mode, `Item Expiry Cancelled` when the delete finds the ttl
+//! changed), with a stable id for de-duplication. The contract and the semantics are in
+//! `docs/events.md`.
+//!
+//! - [`model`]: the event, its stable id and JSON shapes. Pure.
+//! - [`sink`]: where events go ([`SinkTarget`]), the services' batch limits and the batching
+//!   that keeps to them, and the one-method seam [`Sink`].
+//! - [`aws`]: the [`Sink`] adapters over the SDK clients.
+//! - [`publish`]: [`Publisher`], batches with bounded retries, backoff and full jitter.
+//!
+//! [`Events`] is the engine's [`ExpiryHook`]: it builds the events of what the engine deleted (or
+//! is about to delete) and publishes them; the engine calls it from its delete path, so a slow
+//! sink holds the delete slots (backpressure) and memory stays bounded by the chunks in flight.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine::hook::{BoxFuture, Delivery, EventTally, ExpiryHook, FailedEvent, Publication};
+use crate::engine::{DeleteMode, Stop};
+
+pub mod aws;
+pub mod model;
+pub mod publish;
+pub mod sink;
+
+pub use model::{event_id, EventFacts, EventKind, EventsMode, ExpiryEvent, ItemSource};
+pub use publish::{Published, Publisher};
+pub use sink::{EntryResult, Sink, SinkError, SinkKind, SinkTarget};
+
+/// Validated expiry-event settings (`EXPIRY_EVENTS*`), for a sweep that publishes events.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EventsConfig {
+    /// Where events go.
+    pub target: SinkTarget,
+    /// Notify or archive.
+    pub mode: EventsMode,
+    /// How the item gets into events.
+    pub item: ItemSource,
+    /// The table as configured, as events name it.
+    pub table: String,
+    /// The delete mode, as events name it.
+    pub delete_mode: DeleteMode,
+    /// Retries of a batch call or entry (`MAX_RETRIES`).
+    pub max_retries: u32,
+}
+
+/// The engine's [`ExpiryHook`]: builds events and publishes them.
+#[derive(Debug, Clone)]
+pub struct Events {
+    publisher: Publisher,
+    table: String,
+    mode: EventsMode,
+    item: ItemSource,
+    delete_mode: String,
+}
+
+impl Events {
+    /// Events for `config`, published through `sink`.
+    pub fn new(config: &EventsConfig, sink: Arc<dyn Sink>) -> Self {
+        let mut publisher = Publisher::new(sink, config.target.kind());
+        publisher.max_retries = config.max_retries;
+        Events {
+            publisher,
+            table: config.table.clone(),
+            mode: config.mode,
+            item: config.item,
+            delete_mode: config.delete_mode.to_string(),
+        }
+    }
+
+    /// Changes the backoff (tests use short waits).
+    pub fn with_backoff(mut self, base: Duration, cap: Duration) -> Self {
+        self.publisher.backoff_base = base;
+        self.publisher.backoff_cap = cap;
+        self
+    }
+
+    /// The event of one publication.
+    fn event(&self, publication: &Publication) -> ExpiryEvent {
+        let (expiry, cancelled_at) = match publication {
+            Publication::Expired(e) => (e, None),
+            Publication::Cancelled(e, at) => (e, Some(*at)),
+        };
+        let facts = EventFacts {
+            table: &self.table,
+            key: &expiry.key,
+            ttl: expiry.ttl,
+            deleted_at: expiry.at,
+            delete_mode: &self.delete_mode,
+            mode: self.mode,
+            item: match self.item {
+                ItemSource::Off => None,
+                _ => expiry.item.as_ref(),
+            },
+        };
+        match cancelled_at {
+            None => ExpiryEvent::expired(&facts),
+            Some(at) => ExpiryEvent::cancelled(&facts, at),
+        }
+    }
+
+    async fn publish_all(
+        &self,
+        publications: Vec<Publication>,
+        stop: &Stop,
+    ) -> (Vec<Delivery>, EventTally) {
+        let events: Vec<ExpiryEvent> = publications.iter().map(|p| self.event(p)).collect();
+        let described: Vec<(String, serde_json::Value, EventKind)> = events
+            .iter()
+            .map(|e| (e.id.clone(), e.key.clone(), e.kind))
+            .collect();
+        let published = self.publisher.publish(events, stop).await;
+        let mut tally = EventTally {
+            retried: published.retried,
+            truncated: published.truncated,
+            ..EventTally::default()
+        };
+        for ((id, key, kind), delivery) in described.into_iter().zip(&published.deliveries) {
+            let reason = match delivery {
+                Delivery::Accepted => {
+                    match kind {
+                        EventKind::Expired => tally.published += 1,
+                        EventKind::Cancelled => tally.cancelled += 1,
+                    }
+                    continue;
+                }
+                Delivery::Failed(reason) => reason.clone(),
+                Delivery::Stopped => {
+                    "not published before the sweep had to stop (deadline or shutdown)".to_owned()
+                }
+            };
+            // In archive mode an expiry that was not accepted is not deleted either; it is still
+            // an event that did not go out, and the item's failure is reported with it.
+            tracing::error!(event_id = %id, key = %key, sink = ?self.publisher.kind(), %reason, "expiry event not published");
+            tally.failed += 1;
+            tally.failed_events.push(FailedEvent { id, key, reason });
+        }
+        (published.deliveries, tally)
+    }
+}
+
+impl ExpiryHook for Events {
+    fn archive(&self) -> bool {
+        self.mode == EventsMode::Archive
+    }
+
+    fn read_items(&self) -> bool {
+        self.item == ItemSource::Read
+    }
+
+    fn returned_items(&self) -> bool {
+        self.item == ItemSource::Auto && self.mode == EventsMode::Notify
+    }
+
+    fn publish<'a>(
+        &'a self,
+        publications: Vec<Publication>,
+        stop: &'a Stop,
+    ) -> BoxFuture<'a, (Vec<Delivery>, EventTally)> {
+        Box::pin(self.publish_all(publications, stop))
+    }
+}
+
+/// Connect timeout of the sink clients.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Timeout of one sink call (each attempt; the publisher retries).
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The production sink for `target`: an SDK client from the standard AWS configuration chain
+/// (`AWS_REGION`, `AWS_ENDPOINT_URL_SQS` / `_EVENTBRIDGE` / `_FIREHOSE` or `AWS_ENDPOINT_URL`,
+/// credentials), with explicit timeouts and the SDK's own retries off: the publisher retries,
+/// entry by entry, so attempts do not multiply.
+pub async fn connect_sink(target: &SinkTarget) -> Arc<dyn Sink> {
+    use aws_config::retry::RetryConfig;
+    use aws_config::timeout::TimeoutConfig;
+    let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                .operation_timeout(ATTEMPT_TIMEOUT)
+                .build(),
+        )
+        .retry_config(RetryConfig::disabled())
+        .load()
+        .await;
+    match target {
+        SinkTarget::EventBridge(bus) => Arc::new(aws::EventBridgeSink::new(
+            aws_sdk_eventbridge::Client::new(&shared),
+            bus,
+        )),
+        SinkTarget::Sqs(url) => Arc::new(aws::SqsSink::new(aws_sdk_sqs::Client::new(&shared), url)),
+        SinkTarget::Firehose(stream) => Arc::new(aws::FirehoseSink::new(
+            aws_sdk_firehose::Client::new(&shared),
+            stream,
+        )),
+    }
+}
+
+/// The production hook for `config`.
+pub async fn connect(config: &EventsConfig) -> Events {
+    Events::new(config, connect_sink(&config.target).await)
+}

@@ -1,0 +1,306 @@
+//! The [`Sink`] adapters over the AWS SDK clients: EventBridge `PutEvents`, SQS
+//! `SendMessageBatch`, Firehose `PutRecordBatch`. Each maps one batch to one call and the
+//! answer to one [`EntryResult`] per event, so the publisher retries exactly the entries that
+//! failed; SDK errors are classified by the store's rules.
+
+use aws_smithy_types::{Blob, DateTime};
+
+use super::model::{ExpiryEvent, SOURCE};
+use super::sink::{BoxFuture, EntryResult, Sink, SinkError, SQS_ID_ATTRIBUTE};
+use crate::store::StoreError;
+
+/// Error codes of a refused entry that no retry can fix; every other code (throttling,
+/// internal errors, unknown codes) is retried, within the retry limit.
+fn entry_retryable(code: &str) -> bool {
+    !(code.contains("Validation")
+        || code.contains("Malformed")
+        || code.contains("AccessDenied")
+        || code.contains("NotAuthorized")
+        || code.contains("InvalidArgument")
+        || code.contains("InvalidParameter")
+        || code.contains("NotFound")
+        || code.contains("TooLong"))
+}
+
+fn refused(code: Option<&str>, message: Option<&str>, retryable: Option<bool>) -> EntryResult {
+    let code = code.unwrap_or("Unknown");
+    EntryResult::Failed {
+        retryable: retryable.unwrap_or_else(|| entry_retryable(code)),
+        reason: format!("{code}: {}", message.unwrap_or("refused by the sink")),
+    }
+}
+
+/// An answer whose entries do not match the request: treat the call as failed (retryable), so
+/// nothing counts as accepted without the sink saying so.
+fn mismatched(operation: &str, sent: usize, got: usize) -> SinkError {
+    SinkError::new(
+        true,
+        format!("{operation} answered {got} entries for {sent} sent"),
+    )
+}
+
+/// EventBridge: `PutEvents` to one bus.
+#[derive(Debug, Clone)]
+pub struct EventBridgeSink {
+    client: aws_sdk_eventbridge::Client,
+    bus: String,
+}
+
+impl EventBridgeSink {
+    /// A sink for `bus` (name or ARN).
+    pub fn new(client: aws_sdk_eventbridge::Client, bus: impl Into<String>) -> Self {
+        EventBridgeSink {
+            client,
+            bus: bus.into(),
+        }
+    }
+
+    async fn send(&self, batch: &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError> {
+        use aws_sdk_eventbridge::types::PutEventsRequestEntry;
+        let entries = batch
+            .iter()
+            .map(|e| {
+                PutEventsRequestEntry::builder()
+                    .source(SOURCE)
+                    .detail_type(e.kind.detail_type())
+                    .detail(e.detail_json())
+                    .event_bus_name(&self.bus)
+                    .time(DateTime::from_millis(e.time.millis()))
+                    .build()
+            })
+            .collect();
+        let out = self
+            .client
+            .put_events()
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| SinkError::from(StoreError::from_sdk("PutEvents", e)))?;
+        let results = out.entries.unwrap_or_default();
+        if results.len() != batch.len() {
+            return Err(mismatched("PutEvents", batch.len(), results.len()));
+        }
+        Ok(results
+            .iter()
+            .map(|r| match (&r.error_code, &r.event_id) {
+                (None, Some(_)) => EntryResult::Accepted,
+                (code, _) => refused(code.as_deref(), r.error_message.as_deref(), None),
+            })
+            .collect())
+    }
+}
+
+impl Sink for EventBridgeSink {
+    fn put<'a>(
+        &'a self,
+        batch: &'a [ExpiryEvent],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
+        Box::pin(self.send(batch))
+    }
+}
+
+/// The SQS message body: the envelope, with U+FFFE and U+FFFF (which SQS refuses in a message)
+/// written as JSON escapes; they can only occur inside JSON strings, so the JSON means the same.
+pub fn sqs_body(event: &ExpiryEvent) -> String {
+    let body = event.envelope_json();
+    if body.contains(['\u{FFFE}', '\u{FFFF}']) {
+        body.replace('\u{FFFE}', "\\ufffe")
+            .replace('\u{FFFF}', "\\uffff")
+    } else {
+        body
+    }
+}
+
+/// SQS: `SendMessageBatch` to one queue; FIFO queues (`.fifo`) get the event id as
+/// deduplication id and the table as message group.
+#[derive(Debug, Clone)]
+pub struct SqsSink {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+    fifo: bool,
+}
+
+impl SqsSink {
+    /// A sink for the queue at `queue_url`.
+    pub fn new(client: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
+        let queue_url = queue_url.into();
+        SqsSink {
+            client,
+            fifo: queue_url.ends_with(".fifo"),
+            queue_url,
+        }
+    }
+
+    async fn send(&self, batch: &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError> {
+        use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+        let mut entries = Vec::with_capacity(batch.len());
+        for (i, e) in batch.iter().enumerate() {
+            let id = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(&e.id)
+                .build()
+                .map_err(|err| SinkError::new(false, err.to_string()))?;
+            let mut entry = SendMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .message_body(sqs_body(e))
+                .message_attributes(SQS_ID_ATTRIBUTE, id);
+            if self.fifo {
+                let table = e
+                    .detail()
+                    .get("table")
+                    .and_then(|t| t.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                entry = entry
+                    .message_deduplication_id(&e.id)
+                    .message_group_id(table);
+            }
+            entries.push(
+                entry
+                    .build()
+                    .map_err(|err| SinkError::new(false, err.to_string()))?,
+            );
+        }
+        let out = self
+            .client
+            .send_message_batch()
+            .queue_url(&self.queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| SinkError::from(StoreError::from_sdk("SendMessageBatch", e)))?;
+        let mut results: Vec<Option<EntryResult>> = vec![None; batch.len()];
+        for ok in &out.successful {
+            if let Some(slot) = ok.id.parse::<usize>().ok().and_then(|i| results.get_mut(i)) {
+                *slot = Some(EntryResult::Accepted);
+            }
+        }
+        for failed in &out.failed {
+            if let Some(slot) = failed
+                .id
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| results.get_mut(i))
+            {
+                *slot = Some(refused(
+                    Some(&failed.code),
+                    failed.message.as_deref(),
+                    Some(!failed.sender_fault),
+                ));
+            }
+        }
+        let answered = results.iter().filter(|r| r.is_some()).count();
+        if answered != batch.len() {
+            return Err(mismatched("SendMessageBatch", batch.len(), answered));
+        }
+        Ok(results.into_iter().flatten().collect())
+    }
+}
+
+impl Sink for SqsSink {
+    fn put<'a>(
+        &'a self,
+        batch: &'a [ExpiryEvent],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
+        Box::pin(self.send(batch))
+    }
+}
+
+/// Firehose: `PutRecordBatch` to one delivery stream, one JSON line per record.
+#[derive(Debug, Clone)]
+pub struct FirehoseSink {
+    client: aws_sdk_firehose::Client,
+    stream: String,
+}
+
+impl FirehoseSink {
+    /// A sink for the delivery stream `stream`.
+    pub fn new(client: aws_sdk_firehose::Client, stream: impl Into<String>) -> Self {
+        FirehoseSink {
+            client,
+            stream: stream.into(),
+        }
+    }
+
+    async fn send(&self, batch: &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError> {
+        use aws_sdk_firehose::types::Record;
+        let records = batch
+            .iter()
+            .map(|e| {
+                let mut line = e.envelope_json().into_bytes();
+                line.push(b'\n');
+                Record::builder()
+                    .data(Blob::new(line))
+                    .build()
+                    .map_err(|err| SinkError::new(false, err.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let out = self
+            .client
+            .put_record_batch()
+            .delivery_stream_name(&self.stream)
+            .set_records(Some(records))
+            .send()
+            .await
+            .map_err(|e| SinkError::from(StoreError::from_sdk("PutRecordBatch", e)))?;
+        if out.request_responses.len() != batch.len() {
+            return Err(mismatched(
+                "PutRecordBatch",
+                batch.len(),
+                out.request_responses.len(),
+            ));
+        }
+        Ok(out
+            .request_responses
+            .iter()
+            .map(|r| match (&r.error_code, &r.record_id) {
+                (None, Some(_)) => EntryResult::Accepted,
+                (code, _) => refused(code.as_deref(), r.error_message.as_deref(), None),
+            })
+            .collect())
+    }
+}
+
+impl Sink for FirehoseSink {
+    fn put<'a>(
+        &'a self,
+        batch: &'a [ExpiryEvent],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
+        Box::pin(self.send(batch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::model::{EventFacts, EventsMode};
+    use crate::expiry::Timestamp;
+    use crate::store::Key;
+    use aws_sdk_dynamodb::types::AttributeValue as AV;
+
+    #[test]
+    fn sqs_bodies_escape_the_characters_sqs_refuses_and_mean_the_same() {
+        let key: Key = [(
+            "id".to_string(),
+            AV::S("a\u{FFFE}b\u{FFFF}\u{1F600}".into()),
+        )]
+        .into();
+        let event = ExpiryEvent::expired(&EventFacts {
+            table: "t",
+            key: &key,
+            ttl: 1.0,
+            deleted_at: Timestamp::from_secs(2),
+            delete_mode: "batch",
+            mode: EventsMode::Notify,
+            item: None,
+        });
+        let body = sqs_body(&event);
+        assert!(!body.contains(['\u{FFFE}', '\u{FFFF}']), "{body}");
+        let parsed: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let raw: serde_json::Value = serde_json::from_str(&event.envelope_json()).unwrap();
+        assert_eq!(parsed, raw);
+        assert_eq!(
+            parsed["detail"]["key"]["id"]["S"],
+            "a\u{FFFE}b\u{FFFF}\u{1F600}"
+        );
+    }
+}

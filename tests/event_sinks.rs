@@ -1,0 +1,397 @@
+//! The three sink adapters against `aws-smithy-mocks` clients: what each request carries, and
+//! that the publisher retries exactly the entries a batch call refused (and whole calls that
+//! failed transiently), and gives up on what no retry can fix.
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue as AV;
+use aws_smithy_mocks::{mock, mock_client, RuleMode};
+use serde_json::Value;
+use ttl_sweeper::engine::hook::Delivery;
+use ttl_sweeper::engine::Stop;
+use ttl_sweeper::events::aws::{EventBridgeSink, FirehoseSink, SqsSink};
+use ttl_sweeper::events::{EventFacts, EventsMode, ExpiryEvent, Publisher, Sink, SinkKind};
+use ttl_sweeper::expiry::Timestamp;
+use ttl_sweeper::store::Key;
+
+fn events(n: usize) -> Vec<ExpiryEvent> {
+    (0..n)
+        .map(|i| {
+            let key: Key = [("id".to_string(), AV::S(format!("k{i}")))].into();
+            ExpiryEvent::expired(&EventFacts {
+                table: "sessions",
+                key: &key,
+                ttl: 1_700_000_000.0,
+                deleted_at: Timestamp::from_millis(1_700_000_000_500),
+                delete_mode: "conditional",
+                mode: EventsMode::Notify,
+                item: None,
+            })
+        })
+        .collect()
+}
+
+fn publisher(sink: impl Sink + 'static, kind: SinkKind) -> Publisher {
+    let mut p = Publisher::new(Arc::new(sink), kind);
+    p.max_retries = 3;
+    p.backoff_base = Duration::from_millis(1);
+    p.backoff_cap = Duration::from_millis(5);
+    p
+}
+
+fn all_accepted(deliveries: &[Delivery]) -> bool {
+    deliveries.iter().all(|d| *d == Delivery::Accepted)
+}
+
+mod eventbridge {
+    use super::*;
+    use aws_sdk_eventbridge::error::ErrorMetadata;
+    use aws_sdk_eventbridge::operation::put_events::{PutEventsError, PutEventsOutput};
+    use aws_sdk_eventbridge::types::error::InternalException;
+    use aws_sdk_eventbridge::types::PutEventsResultEntry;
+    use aws_sdk_eventbridge::Client;
+
+    fn ok(n: usize) -> PutEventsResultEntry {
+        PutEventsResultEntry::builder()
+            .event_id(format!("eb-{n}"))
+            .build()
+    }
+
+    #[tokio::test]
+    async fn a_refused_entry_is_sent_again_alone() {
+        let sizes = Arc::new(Mutex::new(vec![]));
+        let seen = sizes.clone();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let rule = mock!(Client::put_events).then_compute_output(move |req| {
+            let entries = req.entries();
+            seen.lock().unwrap().push(entries.len());
+            for e in entries {
+                assert_eq!(e.source(), Some("ttl-sweeper"));
+                assert_eq!(e.detail_type(), Some("Item Expired"));
+                assert_eq!(e.event_bus_name(), Some("expiries"));
+                let detail: Value = serde_json::from_str(e.detail().unwrap()).unwrap();
+                assert_eq!(detail["table"], "sessions");
+                assert_eq!(detail["id"].as_str().unwrap().len(), 64);
+                assert_eq!(e.time().unwrap().to_millis().unwrap(), 1_700_000_000_500);
+            }
+            let first = calls.fetch_add(1, SeqCst) == 0;
+            let results = (0..entries.len())
+                .map(|i| {
+                    if first && i == 1 {
+                        PutEventsResultEntry::builder()
+                            .error_code("ThrottlingException")
+                            .error_message("Rate exceeded")
+                            .build()
+                    } else {
+                        ok(i)
+                    }
+                })
+                .collect();
+            PutEventsOutput::builder()
+                .failed_entry_count(i32::from(first))
+                .set_entries(Some(results))
+                .build()
+        });
+        let client = mock_client!(aws_sdk_eventbridge, RuleMode::MatchAny, [&rule]);
+        let p = publisher(
+            EventBridgeSink::new(client, "expiries"),
+            SinkKind::EventBridge,
+        );
+        let out = p.publish(events(13), &Stop::never()).await;
+        assert!(all_accepted(&out.deliveries), "{out:?}");
+        assert_eq!(out.retried, 1);
+        assert_eq!(
+            *sizes.lock().unwrap(),
+            vec![10, 3, 1],
+            "10 + 3, then the refused one"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_internal_error_is_retried_and_a_validation_error_is_not() {
+        let internal = mock!(Client::put_events)
+            .sequence()
+            .error(|| {
+                PutEventsError::InternalException(
+                    InternalException::builder()
+                        .message("boom")
+                        .meta(ErrorMetadata::builder().code("InternalException").build())
+                        .build(),
+                )
+            })
+            .times(2)
+            .output(|| {
+                PutEventsOutput::builder()
+                    .set_entries(Some((0..4).map(ok).collect()))
+                    .build()
+            })
+            .build();
+        let client = mock_client!(aws_sdk_eventbridge, RuleMode::MatchAny, [&internal]);
+        let p = publisher(
+            EventBridgeSink::new(client, "default"),
+            SinkKind::EventBridge,
+        );
+        let out = p.publish(events(4), &Stop::never()).await;
+        assert!(all_accepted(&out.deliveries), "{out:?}");
+        assert_eq!(out.retried, 8, "4 events sent again twice");
+
+        let refused = mock!(Client::put_events).then_compute_output(|req| {
+            PutEventsOutput::builder()
+                .failed_entry_count(req.entries().len() as i32)
+                .set_entries(Some(
+                    req.entries()
+                        .iter()
+                        .map(|_| {
+                            PutEventsResultEntry::builder()
+                                .error_code("MalformedDetail")
+                                .error_message("Detail is malformed")
+                                .build()
+                        })
+                        .collect(),
+                ))
+                .build()
+        });
+        let client = mock_client!(aws_sdk_eventbridge, RuleMode::MatchAny, [&refused]);
+        let p = publisher(
+            EventBridgeSink::new(client, "default"),
+            SinkKind::EventBridge,
+        );
+        let out = p.publish(events(2), &Stop::never()).await;
+        assert_eq!(refused.num_calls(), 1, "not retried");
+        assert!(out
+            .deliveries
+            .iter()
+            .all(|d| matches!(d, Delivery::Failed(r) if r.contains("MalformedDetail"))));
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_does_not_match_the_request_accepts_nothing() {
+        let short = mock!(Client::put_events).then_output(|| {
+            PutEventsOutput::builder()
+                .set_entries(Some(vec![ok(0)]))
+                .build()
+        });
+        let client = mock_client!(aws_sdk_eventbridge, RuleMode::MatchAny, [&short]);
+        let p = publisher(
+            EventBridgeSink::new(client, "default"),
+            SinkKind::EventBridge,
+        );
+        let out = p.publish(events(3), &Stop::never()).await;
+        assert_eq!(short.num_calls(), 4, "retried, then given up");
+        assert!(out
+            .deliveries
+            .iter()
+            .all(|d| matches!(d, Delivery::Failed(r) if r.contains("answered 1 entries for 3"))));
+    }
+}
+
+mod sqs {
+    use super::*;
+    use aws_sdk_sqs::operation::send_message_batch::SendMessageBatchOutput;
+    use aws_sdk_sqs::types::{BatchResultErrorEntry, SendMessageBatchResultEntry};
+    use aws_sdk_sqs::Client;
+
+    fn ok(id: &str) -> SendMessageBatchResultEntry {
+        SendMessageBatchResultEntry::builder()
+            .id(id)
+            .message_id(format!("m-{id}"))
+            .md5_of_message_body("x")
+            .build()
+            .unwrap()
+    }
+
+    fn failed(id: &str, sender_fault: bool, code: &str) -> BatchResultErrorEntry {
+        BatchResultErrorEntry::builder()
+            .id(id)
+            .sender_fault(sender_fault)
+            .code(code)
+            .message("refused")
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn messages_carry_the_envelope_and_id_and_failed_ones_are_retried() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let sizes = Arc::new(Mutex::new(vec![]));
+        let seen = sizes.clone();
+        let rule = mock!(Client::send_message_batch).then_compute_output(move |req| {
+            assert_eq!(
+                req.queue_url(),
+                Some("http://127.0.0.1:1/000000000000/expiries")
+            );
+            let entries = req.entries();
+            seen.lock().unwrap().push(entries.len());
+            for e in entries {
+                let body: Value = serde_json::from_str(e.message_body()).unwrap();
+                assert_eq!(body["source"], "ttl-sweeper");
+                assert_eq!(body["detail-type"], "Item Expired");
+                let id = e.message_attributes().unwrap()["id"]
+                    .string_value()
+                    .unwrap();
+                assert_eq!(body["detail"]["id"], id);
+                assert_eq!(e.message_deduplication_id(), None, "not a FIFO queue");
+            }
+            let first = calls.fetch_add(1, SeqCst) == 0;
+            let (mut good, mut bad) = (vec![], vec![]);
+            for (i, e) in entries.iter().enumerate() {
+                match (first, i) {
+                    (true, 1) => bad.push(failed(e.id(), false, "InternalError")),
+                    (true, 2) => bad.push(failed(e.id(), true, "InvalidMessageContents")),
+                    _ => good.push(ok(e.id())),
+                }
+            }
+            SendMessageBatchOutput::builder()
+                .set_successful(Some(good))
+                .set_failed(Some(bad))
+                .build()
+                .unwrap()
+        });
+        let client = mock_client!(aws_sdk_sqs, RuleMode::MatchAny, [&rule]);
+        let sink = SqsSink::new(client, "http://127.0.0.1:1/000000000000/expiries");
+        let p = publisher(sink, SinkKind::Sqs);
+        let out = p.publish(events(4), &Stop::never()).await;
+        assert_eq!(out.deliveries[0], Delivery::Accepted);
+        assert_eq!(
+            out.deliveries[1],
+            Delivery::Accepted,
+            "the server's fault: retried"
+        );
+        assert!(
+            matches!(&out.deliveries[2], Delivery::Failed(r) if r.contains("InvalidMessageContents")),
+            "the sender's fault: not retried"
+        );
+        assert_eq!(out.deliveries[3], Delivery::Accepted);
+        assert_eq!(*sizes.lock().unwrap(), vec![4, 1]);
+    }
+
+    #[tokio::test]
+    async fn a_fifo_queue_gets_the_id_as_deduplication_id() {
+        let rule = mock!(Client::send_message_batch).then_compute_output(|req| {
+            for e in req.entries() {
+                let body: Value = serde_json::from_str(e.message_body()).unwrap();
+                assert_eq!(e.message_deduplication_id(), body["detail"]["id"].as_str());
+                assert_eq!(e.message_group_id(), Some("sessions"));
+            }
+            SendMessageBatchOutput::builder()
+                .set_successful(Some(req.entries().iter().map(|e| ok(e.id())).collect()))
+                .set_failed(Some(vec![]))
+                .build()
+                .unwrap()
+        });
+        let client = mock_client!(aws_sdk_sqs, RuleMode::MatchAny, [&rule]);
+        let sink = SqsSink::new(client, "https://sqs.us-east-1.amazonaws.com/1/e.fifo");
+        let out = publisher(sink, SinkKind::Sqs)
+            .publish(events(3), &Stop::never())
+            .await;
+        assert!(all_accepted(&out.deliveries));
+        assert_eq!(rule.num_calls(), 1);
+    }
+}
+
+mod firehose {
+    use super::*;
+    use aws_sdk_firehose::operation::put_record_batch::PutRecordBatchOutput;
+    use aws_sdk_firehose::types::PutRecordBatchResponseEntry;
+    use aws_sdk_firehose::Client;
+
+    #[tokio::test]
+    async fn records_are_json_lines_and_failed_ones_are_retried() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let sizes = Arc::new(Mutex::new(vec![]));
+        let seen = sizes.clone();
+        let rule = mock!(Client::put_record_batch).then_compute_output(move |req| {
+            assert_eq!(req.delivery_stream_name(), Some("archive"));
+            let records = req.records();
+            seen.lock().unwrap().push(records.len());
+            for r in records {
+                let data = r.data().as_ref();
+                assert_eq!(data.last(), Some(&b'\n'), "one JSON line per record");
+                assert_eq!(data.iter().filter(|b| **b == b'\n').count(), 1);
+                let line: Value = serde_json::from_slice(data).unwrap();
+                assert_eq!(line["detail-type"], "Item Expired");
+            }
+            let first = calls.fetch_add(1, SeqCst) == 0;
+            let responses = (0..records.len())
+                .map(|i| {
+                    if first && i % 2 == 0 {
+                        PutRecordBatchResponseEntry::builder()
+                            .error_code("ServiceUnavailableException")
+                            .error_message("Slow down.")
+                            .build()
+                    } else {
+                        PutRecordBatchResponseEntry::builder()
+                            .record_id(format!("r{i}"))
+                            .build()
+                    }
+                })
+                .collect();
+            PutRecordBatchOutput::builder()
+                .failed_put_count(if first {
+                    records.len().div_ceil(2) as i32
+                } else {
+                    0
+                })
+                .set_request_responses(Some(responses))
+                .build()
+                .unwrap()
+        });
+        let client = mock_client!(aws_sdk_firehose, RuleMode::MatchAny, [&rule]);
+        let p = publisher(FirehoseSink::new(client, "archive"), SinkKind::Firehose);
+        let out = p.publish(events(25), &Stop::never()).await;
+        assert!(all_accepted(&out.deliveries), "{out:?}");
+        assert_eq!(
+            *sizes.lock().unwrap(),
+            vec![25, 13],
+            "one call, then the 13 refused"
+        );
+        assert_eq!(out.retried, 13);
+    }
+}
+
+mod dynamodb {
+    use super::*;
+    use aws_sdk_dynamodb::operation::delete_item::DeleteItemOutput;
+    use aws_sdk_dynamodb::types::ReturnValue;
+    use aws_sdk_dynamodb::Client;
+    use ttl_sweeper::expiry::Layout;
+    use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, StoreExt, TableSchema};
+
+    #[tokio::test]
+    async fn a_returning_conditional_delete_asks_for_the_old_item_and_only_then() {
+        let returning = mock!(Client::delete_item)
+            .match_requests(|r| r.return_values() == Some(&ReturnValue::AllOld))
+            .then_output(|| {
+                DeleteItemOutput::builder()
+                    .attributes("id", AV::S("k1".into()))
+                    .attributes("payload", AV::S("p".into()))
+                    .build()
+            });
+        let plain = mock!(Client::delete_item)
+            .match_requests(|r| r.return_values().is_none())
+            .then_output(|| DeleteItemOutput::builder().build());
+        let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&returning, &plain]);
+        let store = DynamoStore::new(client);
+        let schema = TableSchema {
+            table_name: "sessions".into(),
+            index_name: "expirationWindowIndex".into(),
+            key_attributes: vec!["id".into()],
+            layout: Layout::default(),
+        };
+        let key: Key = [("id".to_string(), AV::S("k1".into()))].into();
+        let now = Timestamp::from_secs(1_700_000_000);
+        let (outcome, item) = store
+            .delete_if_expired_returning(&schema, key.clone(), now)
+            .await
+            .unwrap();
+        assert_eq!(outcome, ConditionalOutcome::Deleted);
+        assert_eq!(item.unwrap()["payload"], AV::S("p".into()));
+        assert_eq!(
+            store.delete_if_expired(&schema, key, now).await.unwrap(),
+            ConditionalOutcome::Deleted
+        );
+        assert_eq!((returning.num_calls(), plain.num_calls()), (1, 1));
+    }
+}

@@ -1,0 +1,871 @@
+//! Expiry events through the engine, with an in-memory table and a scripted sink: what is
+//! published in notify and archive mode, that archive mode deletes nothing before the sink
+//! accepted its event, cancellations, per-entry retries, failures reported (never dropped), and
+//! the bound on events deleted but not yet published.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue as AV;
+use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, SweepReport, Sweeper};
+use ttl_sweeper::events::sink::BoxFuture;
+use ttl_sweeper::events::{
+    event_id, EntryResult, Events, EventsConfig, EventsMode, ExpiryEvent, ItemSource, Sink,
+    SinkError, SinkTarget,
+};
+use ttl_sweeper::expiry::window::Window;
+use ttl_sweeper::expiry::{Layout, Timestamp};
+use ttl_sweeper::store::{Call, ConditionalOutcome, Key, Reply, Store, StoreError, TableSchema};
+
+const NOW: i64 = 1_658_264_100;
+const TABLE: &str = "sessions";
+
+fn schema() -> TableSchema {
+    TableSchema {
+        table_name: TABLE.into(),
+        index_name: "expirationWindowIndex".into(),
+        key_attributes: vec!["id".into()],
+        layout: Layout::default(),
+    }
+}
+
+fn options(mode: DeleteMode, concurrency: usize) -> SweepOptions {
+    SweepOptions {
+        lookback_windows: 0,
+        delete_mode: mode,
+        max_concurrency: concurrency,
+        max_retries: 3,
+        backoff_base: Duration::from_millis(10),
+        backoff_cap: Duration::from_millis(100),
+        ..SweepOptions::default()
+    }
+}
+
+fn key(id: &str) -> Key {
+    [("id".to_string(), AV::S(id.into()))].into()
+}
+
+fn id_of(key: &Key) -> String {
+    match &key["id"] {
+        AV::S(s) => s.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A table in memory: a query returns every item with `ttl < now`; deletes log what they
+/// remove into the shared log, after which a sink logs what it accepted.
+#[derive(Default)]
+struct MemTable {
+    items: Mutex<BTreeMap<String, Key>>,
+    /// Items whose ttl the application extends right after the index read.
+    extend_after_read: HashSet<String>,
+    log: Arc<Mutex<Vec<String>>>,
+    deleted: AtomicUsize,
+}
+
+impl MemTable {
+    fn with_items(expired: usize, live: usize, log: Arc<Mutex<Vec<String>>>) -> Self {
+        let mut items = BTreeMap::new();
+        for n in 0..expired {
+            let id = format!("e{n:04}");
+            let mut item = key(&id);
+            item.insert("ttl".into(), AV::N((NOW - 10 - n as i64 % 50).to_string()));
+            item.insert("payload".into(), AV::S(format!("data of {id}")));
+            items.insert(id, item);
+        }
+        for n in 0..live {
+            let id = format!("l{n:04}");
+            let mut item = key(&id);
+            item.insert("ttl".into(), AV::N((NOW + 100).to_string()));
+            items.insert(id, item);
+        }
+        MemTable {
+            items: Mutex::new(items),
+            log,
+            ..MemTable::default()
+        }
+    }
+
+    fn ids(&self) -> Vec<String> {
+        self.items.lock().unwrap().keys().cloned().collect()
+    }
+
+    fn ttl(item: &Key) -> f64 {
+        match &item["ttl"] {
+            AV::N(n) => n.parse().unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+impl MemTable {
+    /// The conditional delete: the outcome, and the item when deleted.
+    fn delete_if_expired(&self, key: &Key, now: Timestamp) -> (ConditionalOutcome, Option<Key>) {
+        let id = id_of(key);
+        let mut items = self.items.lock().unwrap();
+        match items.get(&id) {
+            None => (ConditionalOutcome::Gone, None),
+            Some(i) if Self::ttl(i) < now.as_secs_f64() => {
+                let item = items.remove(&id);
+                self.deleted.fetch_add(1, SeqCst);
+                self.log.lock().unwrap().push(format!("deleted {id}"));
+                (ConditionalOutcome::Deleted, item)
+            }
+            Some(_) => (ConditionalOutcome::Kept, None),
+        }
+    }
+}
+
+impl Store for MemTable {
+    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
+        match call {
+            Call::QueryExpired { now, .. } => {
+                let mut items = self.items.lock().unwrap();
+                let page: Vec<Key> = items
+                    .values()
+                    .filter(|i| Self::ttl(i) < now.as_secs_f64())
+                    .map(|i| {
+                        [
+                            ("id".to_string(), i["id"].clone()),
+                            ("ttl".to_string(), i["ttl"].clone()),
+                        ]
+                        .into()
+                    })
+                    .collect();
+                for id in &self.extend_after_read {
+                    if let Some(item) = items.get_mut(id) {
+                        item.insert("ttl".into(), AV::N((NOW + 3600).to_string()));
+                    }
+                }
+                Ok(Reply::Page(ttl_sweeper::store::Page {
+                    items: page,
+                    next: None,
+                }))
+            }
+            Call::BatchDelete { keys, .. } => {
+                let mut items = self.items.lock().unwrap();
+                for k in keys {
+                    let id = id_of(&k);
+                    if items.remove(&id).is_some() {
+                        self.deleted.fetch_add(1, SeqCst);
+                        self.log.lock().unwrap().push(format!("deleted {id}"));
+                    }
+                }
+                Ok(Reply::Unprocessed(vec![]))
+            }
+            Call::DeleteIfExpired { key, now, .. } => {
+                Ok(Reply::Conditional(self.delete_if_expired(&key, now).0))
+            }
+            Call::DeleteIfExpiredReturning { key, now, .. } => {
+                let (outcome, item) = self.delete_if_expired(&key, now);
+                Ok(Reply::ConditionalItem(outcome, item))
+            }
+            Call::GetItems { keys, .. } => {
+                let items = self.items.lock().unwrap();
+                Ok(Reply::Items(
+                    keys.iter()
+                        .filter_map(|k| items.get(&id_of(k)).cloned())
+                        .collect(),
+                ))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+type Script = dyn Fn(usize, &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError> + Send + Sync;
+
+/// A sink answering as `script` says (given the call number and the batch); logs every
+/// accepted event and keeps it.
+struct ScriptedSink {
+    script: Box<Script>,
+    calls: AtomicUsize,
+    accepted: Mutex<Vec<ExpiryEvent>>,
+    log: Arc<Mutex<Vec<String>>>,
+    /// Time each call takes.
+    delay: Duration,
+    /// Items deleted minus events accepted, at its largest when a call arrived.
+    table: Option<Arc<MemTable>>,
+    max_gap: AtomicUsize,
+}
+
+impl std::fmt::Debug for ScriptedSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ScriptedSink")
+    }
+}
+
+impl ScriptedSink {
+    fn new(
+        log: Arc<Mutex<Vec<String>>>,
+        script: impl Fn(usize, &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        ScriptedSink {
+            script: Box::new(script),
+            calls: AtomicUsize::new(0),
+            accepted: Mutex::new(vec![]),
+            log,
+            delay: Duration::ZERO,
+            table: None,
+            max_gap: AtomicUsize::new(0),
+        }
+    }
+
+    fn accepting(log: Arc<Mutex<Vec<String>>>) -> Self {
+        ScriptedSink::new(log, |_, batch| Ok(vec![EntryResult::Accepted; batch.len()]))
+    }
+
+    fn accepted(&self) -> Vec<ExpiryEvent> {
+        self.accepted.lock().unwrap().clone()
+    }
+}
+
+impl Sink for ScriptedSink {
+    fn put<'a>(
+        &'a self,
+        batch: &'a [ExpiryEvent],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
+        Box::pin(async move {
+            assert!(batch.len() <= 10, "a batch within the EventBridge limit");
+            if let Some(table) = &self.table {
+                let gap = table.deleted.load(SeqCst) - self.accepted.lock().unwrap().len();
+                self.max_gap.fetch_max(gap, SeqCst);
+            }
+            tokio::time::sleep(self.delay).await;
+            let n = self.calls.fetch_add(1, SeqCst);
+            let results = (self.script)(n, batch)?;
+            for (event, result) in batch.iter().zip(&results) {
+                if *result == EntryResult::Accepted {
+                    self.accepted.lock().unwrap().push(event.clone());
+                    let id = event.detail()["key"]["id"]["S"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned();
+                    self.log
+                        .lock()
+                        .unwrap()
+                        .push(format!("accepted {} {id}", event.kind.detail_type()));
+                }
+            }
+            Ok(results)
+        })
+    }
+}
+
+fn events_config(mode: EventsMode, delete_mode: DeleteMode, item: ItemSource) -> EventsConfig {
+    EventsConfig {
+        target: SinkTarget::EventBridge("default".into()),
+        mode,
+        item,
+        table: TABLE.into(),
+        delete_mode,
+        max_retries: 3,
+    }
+}
+
+async fn sweep<S: Store>(
+    table: S,
+    sink: Arc<ScriptedSink>,
+    mode: EventsMode,
+    delete_mode: DeleteMode,
+    item: ItemSource,
+) -> (Sweeper<S>, SweepReport) {
+    let events = Events::new(&events_config(mode, delete_mode, item), sink)
+        .with_backoff(Duration::from_millis(10), Duration::from_millis(100));
+    let sweeper =
+        Sweeper::new(table, schema(), options(delete_mode, 4)).with_events(Arc::new(events));
+    let now = Timestamp::from_secs(NOW);
+    let window = Window::containing_instant(now, 60);
+    let report = sweeper.sweep_windows(now, &[window], &Stop::never()).await;
+    (sweeper, report)
+}
+
+#[tokio::test(start_paused = true)]
+async fn notify_publishes_one_event_per_deleted_item_with_its_stable_id() {
+    for delete_mode in [DeleteMode::Batch, DeleteMode::Conditional] {
+        let log = Arc::new(Mutex::new(vec![]));
+        let table = Arc::new(MemTable::with_items(60, 5, log.clone()));
+        let sink = Arc::new(ScriptedSink::accepting(log.clone()));
+        let (_, report) = sweep(
+            table.clone(),
+            sink.clone(),
+            EventsMode::Notify,
+            delete_mode,
+            ItemSource::Off,
+        )
+        .await;
+        assert_eq!(report.items_deleted, 60, "{delete_mode:?}");
+        assert_eq!(report.events_published, 60);
+        assert_eq!(report.events_failed, 0);
+        assert!(report.is_success());
+        assert_eq!(table.ids().len(), 5, "the live items stay");
+        let accepted = sink.accepted();
+        let ids: HashSet<String> = accepted.iter().map(|e| e.id.clone()).collect();
+        assert_eq!(ids.len(), 60, "one event per item");
+        for e in &accepted {
+            let d = e.detail();
+            let k = key(d["key"]["id"]["S"].as_str().unwrap());
+            let ttl = d["ttl"].as_f64().unwrap();
+            assert_eq!(e.id, event_id(TABLE, &k, ttl));
+            assert!(d["id"] == e.id.as_str() && d["mode"] == "notify");
+            assert_eq!(d["delete_mode"], delete_mode.to_string());
+            assert!(ttl < NOW as f64, "events only for expired items");
+            assert!(d.get("item").is_none(), "EXPIRY_EVENTS_ITEM=off");
+        }
+        // Notify: every event after its delete.
+        let log = log.lock().unwrap();
+        for (i, line) in log.iter().enumerate() {
+            if let Some(id) = line.strip_prefix("accepted Item Expired ") {
+                assert!(log[..i].contains(&format!("deleted {id}")), "{line}");
+            }
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn archive_deletes_nothing_the_sink_refused() {
+    // Refused outright, and refused (retryable) until the retries run out.
+    for retryable in [false, true] {
+        let log = Arc::new(Mutex::new(vec![]));
+        let table = Arc::new(MemTable::with_items(30, 0, log.clone()));
+        let sink = Arc::new(ScriptedSink::new(log.clone(), move |_, batch| {
+            Ok(vec![
+                EntryResult::Failed {
+                    retryable,
+                    reason: "AccessDeniedException: not allowed".into()
+                };
+                batch.len()
+            ])
+        }));
+        let (_, report) = sweep(
+            table.clone(),
+            sink.clone(),
+            EventsMode::Archive,
+            DeleteMode::Conditional,
+            ItemSource::Off,
+        )
+        .await;
+        assert_eq!(table.ids().len(), 30, "every item is still in the table");
+        assert_eq!(table.deleted.load(SeqCst), 0);
+        assert_eq!(report.items_deleted, 0);
+        assert_eq!(report.items_failed, 30, "reported, not skipped");
+        assert_eq!(report.events_failed, 30);
+        assert_eq!(report.failed_event_ids.len(), 30);
+        assert!(report
+            .failed_keys
+            .iter()
+            .all(|f| f.reason.starts_with("expiry event not accepted")));
+        assert!(!report.is_success());
+        let calls = sink.calls.load(SeqCst);
+        // Chunks of 25 and 5: batches of 10, 10, 5 and 5, each tried 1 + 3 times if retryable.
+        let expected = if retryable { 4 * 4 } else { 4 };
+        assert_eq!(calls, expected);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn archive_deletes_exactly_what_was_accepted_and_only_after() {
+    let log = Arc::new(Mutex::new(vec![]));
+    let table = Arc::new(MemTable::with_items(40, 0, log.clone()));
+    // Odd items refused for good; even ones accepted (after one throttled try for some).
+    let sink = Arc::new(ScriptedSink::new(log.clone(), |call, batch| {
+        Ok(batch
+            .iter()
+            .map(|e| {
+                let id = e.detail()["key"]["id"]["S"].as_str().unwrap().to_owned();
+                let n: usize = id[1..].parse().unwrap();
+                if n % 2 == 1 {
+                    EntryResult::Failed {
+                        retryable: false,
+                        reason: "ValidationException".into(),
+                    }
+                } else if call < 4 && n % 4 == 0 {
+                    EntryResult::Failed {
+                        retryable: true,
+                        reason: "ThrottlingException".into(),
+                    }
+                } else {
+                    EntryResult::Accepted
+                }
+            })
+            .collect())
+    }));
+    let (_, report) = sweep(
+        table.clone(),
+        sink.clone(),
+        EventsMode::Archive,
+        DeleteMode::Conditional,
+        ItemSource::Off,
+    )
+    .await;
+    let left: Vec<String> = table.ids();
+    assert_eq!(left.len(), 20);
+    assert!(left
+        .iter()
+        .all(|id| id[1..].parse::<usize>().unwrap() % 2 == 1));
+    assert_eq!(report.items_deleted, 20);
+    assert_eq!(report.events_published, 20);
+    assert_eq!(report.events_failed, 20);
+    assert!(report.events_retried > 0);
+    let log = log.lock().unwrap();
+    for (i, line) in log.iter().enumerate() {
+        if let Some(id) = line.strip_prefix("deleted ") {
+            assert!(
+                log[..i].contains(&format!("accepted Item Expired {id}")),
+                "{id} deleted before its event was accepted"
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn archive_cancels_an_expiry_whose_ttl_changed_with_the_same_id() {
+    let log = Arc::new(Mutex::new(vec![]));
+    let mut table = MemTable::with_items(10, 0, log.clone());
+    table.extend_after_read = ["e0003".to_string(), "e0007".to_string()].into();
+    let table = Arc::new(table);
+    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
+    let (_, report) = sweep(
+        table.clone(),
+        sink.clone(),
+        EventsMode::Archive,
+        DeleteMode::Conditional,
+        ItemSource::Read,
+    )
+    .await;
+    assert_eq!(table.ids(), vec!["e0003", "e0007"]);
+    assert_eq!(report.items_deleted, 8);
+    assert_eq!(report.items_skipped, 2);
+    assert_eq!(report.events_published, 10);
+    assert_eq!(report.events_cancelled, 2);
+    assert!(report.is_success());
+    let accepted = sink.accepted();
+    for id in ["e0003", "e0007"] {
+        let of = |kind: &str| {
+            accepted
+                .iter()
+                .filter(|e| e.kind.detail_type() == kind && e.detail()["key"]["id"]["S"] == id)
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        let (expired, cancelled) = (of("Item Expired"), of("Item Expiry Cancelled"));
+        assert_eq!((expired.len(), cancelled.len()), (1, 1), "{id}");
+        assert_eq!(expired[0].id, cancelled[0].id);
+        assert_eq!(cancelled[0].detail()["reason"], "ttl changed");
+        // EXPIRY_EVENTS_ITEM=read: the expiry carries the item as read, the cancellation not.
+        assert_eq!(
+            expired[0].detail()["item"]["payload"]["S"],
+            format!("data of {id}")
+        );
+        assert!(cancelled[0].detail().get("item").is_none());
+    }
+    assert_eq!(
+        accepted
+            .iter()
+            .filter(|e| e.kind.detail_type() == "Item Expiry Cancelled")
+            .count(),
+        2,
+        "no cancellation for the items deleted"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_entries_are_retried_alone_and_published_once() {
+    let log = Arc::new(Mutex::new(vec![]));
+    let table = Arc::new(MemTable::with_items(25, 0, log.clone()));
+    let seen = Arc::new(Mutex::new(Vec::<Vec<String>>::new()));
+    let record = seen.clone();
+    // The first call of each batch fails its even entries; later calls accept.
+    let sink = Arc::new(ScriptedSink::new(log.clone(), move |_, batch| {
+        let ids: Vec<String> = batch.iter().map(|e| e.id.clone()).collect();
+        let first_time = !record
+            .lock()
+            .unwrap()
+            .iter()
+            .flatten()
+            .any(|i| ids.contains(i));
+        record.lock().unwrap().push(ids);
+        Ok(batch
+            .iter()
+            .enumerate()
+            .map(|(i, _)| {
+                if first_time && i % 2 == 0 {
+                    EntryResult::Failed {
+                        retryable: true,
+                        reason: "InternalFailure".into(),
+                    }
+                } else {
+                    EntryResult::Accepted
+                }
+            })
+            .collect())
+    }));
+    let (_, report) = sweep(
+        table.clone(),
+        sink.clone(),
+        EventsMode::Notify,
+        DeleteMode::Batch,
+        ItemSource::Off,
+    )
+    .await;
+    assert_eq!(report.events_published, 25);
+    assert_eq!(report.events_failed, 0);
+    let accepted = sink.accepted();
+    let unique: HashSet<&String> = accepted.iter().map(|e| &e.id).collect();
+    assert_eq!(
+        (accepted.len(), unique.len()),
+        (25, 25),
+        "each accepted once"
+    );
+    // 25 events: batches of 10, 10, 5 with 5, 5, 3 failures, then the 13 failed ones resent.
+    let sent: usize = seen.lock().unwrap().iter().map(Vec::len).sum();
+    assert_eq!(sent, 25 + 13, "only the failed entries are sent again");
+    assert_eq!(report.events_retried, 13);
+}
+
+#[tokio::test(start_paused = true)]
+async fn notify_events_that_cannot_be_published_are_reported_not_dropped() {
+    let log = Arc::new(Mutex::new(vec![]));
+    let table = Arc::new(MemTable::with_items(30, 0, log.clone()));
+    let sink = Arc::new(ScriptedSink::new(log.clone(), |n, batch| {
+        if n % 2 == 0 {
+            Err(SinkError::new(true, "PutEvents failed (Transient): 503"))
+        } else {
+            Ok(vec![
+                EntryResult::Failed {
+                    retryable: true,
+                    reason: "ThrottlingException: slow down".into()
+                };
+                batch.len()
+            ])
+        }
+    }));
+    let (_, report) = sweep(
+        table.clone(),
+        sink.clone(),
+        EventsMode::Notify,
+        DeleteMode::Batch,
+        ItemSource::Off,
+    )
+    .await;
+    assert_eq!(report.items_deleted, 30, "notify: deleted first");
+    assert_eq!(report.events_published, 0);
+    assert_eq!(report.events_failed, 30);
+    assert_eq!(report.failed_event_ids.len(), 30);
+    assert!(report
+        .failed_event_ids
+        .iter()
+        .all(|f| f.reason.contains("after 4 attempts")));
+    let ids: HashSet<&str> = report
+        .failed_event_ids
+        .iter()
+        .map(|f| f.id.as_str())
+        .collect();
+    assert_eq!(ids.len(), 30);
+    assert!(!report.is_success(), "a lost event fails the sweep");
+    let v = serde_json::to_value(&report).unwrap();
+    assert_eq!(v["events_failed"], 30);
+    assert_eq!(v["failed_event_ids"][0]["id"].as_str().unwrap().len(), 64);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_sink_pauses_deletes_instead_of_piling_up_events() {
+    let log = Arc::new(Mutex::new(vec![]));
+    let table = Arc::new(MemTable::with_items(2000, 0, log.clone()));
+    let mut sink = ScriptedSink::accepting(log.clone());
+    sink.delay = Duration::from_millis(200);
+    sink.table = Some(table.clone());
+    let sink = Arc::new(sink);
+    let concurrency = 2;
+    let events = Events::new(
+        &events_config(EventsMode::Notify, DeleteMode::Batch, ItemSource::Off),
+        sink.clone(),
+    );
+    let sweeper = Sweeper::new(
+        table.clone(),
+        schema(),
+        options(DeleteMode::Batch, concurrency),
+    )
+    .with_events(Arc::new(events));
+    let now = Timestamp::from_secs(NOW);
+    let report = sweeper
+        .sweep_windows(now, &[Window::containing_instant(now, 60)], &Stop::never())
+        .await;
+    assert_eq!(report.events_published, 2000);
+    let gap = sink.max_gap.load(SeqCst);
+    assert!(
+        gap <= 25 * concurrency,
+        "{gap} items deleted but not yet published: more than the chunks in flight"
+    );
+    assert!(gap > 0, "the measure works");
+}
+
+#[tokio::test(start_paused = true)]
+async fn archive_leaves_items_for_the_next_sweep_when_it_must_stop() {
+    let log = Arc::new(Mutex::new(vec![]));
+    let table = Arc::new(MemTable::with_items(20, 0, log.clone()));
+    let sink = Arc::new(ScriptedSink::new(log.clone(), |_, _| {
+        Err(SinkError::new(true, "timeout"))
+    }));
+    let events = Events::new(
+        &events_config(
+            EventsMode::Archive,
+            DeleteMode::Conditional,
+            ItemSource::Off,
+        ),
+        sink.clone(),
+    )
+    .with_backoff(Duration::from_secs(1), Duration::from_secs(10));
+    let sweeper = Sweeper::new(table.clone(), schema(), options(DeleteMode::Conditional, 4))
+        .with_events(Arc::new(events));
+    let now = Timestamp::from_secs(NOW);
+    let stop = Stop::at(Some(
+        tokio::time::Instant::now() + Duration::from_millis(1500),
+    ));
+    let report = sweeper
+        .sweep_windows(now, &[Window::containing_instant(now, 60)], &stop)
+        .await;
+    assert_eq!(table.ids().len(), 20, "nothing deleted");
+    assert_eq!(report.items_deleted, 0);
+    assert_eq!(report.items_left + report.items_failed, 20, "{report:?}");
+    assert_eq!(report.events_failed, 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn auto_items_come_from_conditional_deletes_in_notify_mode_only() {
+    for (delete_mode, with_item) in [(DeleteMode::Conditional, true), (DeleteMode::Batch, false)] {
+        let log = Arc::new(Mutex::new(vec![]));
+        let table = Arc::new(MemTable::with_items(12, 0, log.clone()));
+        let sink = Arc::new(ScriptedSink::accepting(log.clone()));
+        let (_, report) = sweep(
+            table.clone(),
+            sink.clone(),
+            EventsMode::Notify,
+            delete_mode,
+            ItemSource::Auto,
+        )
+        .await;
+        assert_eq!(report.events_published, 12);
+        for e in sink.accepted() {
+            let d = e.detail();
+            let id = d["key"]["id"]["S"].as_str().unwrap();
+            if with_item {
+                assert_eq!(d["item"]["payload"]["S"], format!("data of {id}"));
+            } else {
+                assert!(
+                    d.get("item").is_none(),
+                    "{delete_mode:?}: no item without a read"
+                );
+            }
+        }
+    }
+}
+
+/// A sink whose every answer is drawn from `seed`: accepted, refused (retryable or not), a whole
+/// call failing, or a call the sink accepted whose answer was lost (the events are logged as
+/// accepted, the publisher sees an error and sends them again).
+fn chaotic_sink(log: Arc<Mutex<Vec<String>>>, seed: u64) -> ScriptedSink {
+    let rng = Mutex::new(fastrand::Rng::with_seed(seed));
+    let lost_log = log.clone();
+    ScriptedSink::new(log, move |_, batch| {
+        let mut rng = rng.lock().unwrap();
+        match rng.u8(0..20) {
+            0 => return Err(SinkError::new(true, "503 Service Unavailable")),
+            1 => {
+                for e in batch {
+                    let id = e.detail()["key"]["id"]["S"].as_str().unwrap().to_owned();
+                    lost_log
+                        .lock()
+                        .unwrap()
+                        .push(format!("accepted {} {id}", e.kind.detail_type()));
+                }
+                return Err(SinkError::new(
+                    true,
+                    "connection reset after the request was sent",
+                ));
+            }
+            _ => {}
+        }
+        Ok(batch
+            .iter()
+            .map(|_| match rng.u8(0..10) {
+                0..=5 => EntryResult::Accepted,
+                6..=8 => EntryResult::Failed {
+                    retryable: true,
+                    reason: "ThrottlingException".into(),
+                },
+                _ => EntryResult::Failed {
+                    retryable: false,
+                    reason: "ValidationException".into(),
+                },
+            })
+            .collect())
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(40))]
+
+    /// Whatever the sink does: in archive mode every deleted item had its event accepted before
+    /// the delete; in notify mode every event follows its delete; every expired item found is
+    /// deleted, kept or reported; every event carries the id of its table, key and ttl.
+    #[test]
+    fn events_and_deletes_keep_their_invariants_whatever_the_sink_does(
+        seed in 0u64..u64::MAX,
+        archive in proptest::bool::ANY,
+        items in 1usize..80,
+        extended in proptest::collection::btree_set(0usize..80, 0..5),
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let log = Arc::new(Mutex::new(vec![]));
+            let mut table = MemTable::with_items(items, 3, log.clone());
+            table.extend_after_read = extended.iter().map(|n| format!("e{n:04}")).collect();
+            let before: BTreeMap<String, f64> = table
+                .items
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(id, item)| (id.clone(), MemTable::ttl(item)))
+                .collect();
+            let sink = Arc::new(chaotic_sink(log.clone(), seed));
+            let (mode, delete_mode) = if archive {
+                (EventsMode::Archive, DeleteMode::Conditional)
+            } else {
+                (EventsMode::Notify, DeleteMode::Conditional)
+            };
+            let table = Arc::new(table);
+            let (_, report) = sweep(table.clone(), sink.clone(), mode, delete_mode, ItemSource::Off).await;
+            let log = log.lock().unwrap();
+            for (i, line) in log.iter().enumerate() {
+                if archive {
+                    if let Some(id) = line.strip_prefix("deleted ") {
+                        assert!(log[..i].contains(&format!("accepted Item Expired {id}")), "{id}: {log:?}");
+                    }
+                } else if let Some(id) = line.strip_prefix("accepted Item Expired ") {
+                    assert!(log[..i].contains(&format!("deleted {id}")), "{id}: {log:?}");
+                }
+                if let Some(id) = line.strip_prefix("accepted Item Expiry Cancelled ") {
+                    assert!(archive && table.ids().contains(&id.to_owned()), "{id}");
+                }
+            }
+            assert_eq!(
+                report.items_found,
+                report.items_deleted + report.items_skipped + report.items_gone
+                    + report.items_failed + report.items_left,
+                "{report:?}"
+            );
+            assert_eq!(report.items_found, items as u64);
+            for e in sink.accepted() {
+                let id = e.detail()["key"]["id"]["S"].as_str().unwrap().to_owned();
+                assert!(before[&id] < NOW as f64, "events only for expired items");
+                assert_eq!(e.id, event_id(TABLE, &key(&id), before[&id]));
+            }
+            if !archive {
+                // Every deletion's event is accepted or reported.
+                assert_eq!(report.items_deleted, report.events_published + report.events_failed);
+            }
+            // Live items are never touched.
+            assert_eq!(table.ids().iter().filter(|id| id.starts_with('l')).count(), 3);
+        });
+    }
+}
+
+/// The CLI reads the settings (flags or environment) and refuses bad ones before any request.
+#[test]
+fn the_cli_refuses_bad_event_settings_before_any_request() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"));
+        cmd.args(args)
+            .env_clear()
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            // Nothing listens there: a request would fail with another message.
+            .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case<'_>] = &[
+        (
+            &[
+                "sweep",
+                "--table-name",
+                "sessions",
+                "--expiry-events",
+                "kafka:x",
+            ],
+            &[],
+            "unknown sink scheme",
+        ),
+        (
+            &["sweep", "--table-name", "sessions"],
+            &[("EXPIRY_EVENTS", "sqs:")],
+            "empty target",
+        ),
+        (
+            &["run", "--table-name", "sessions"],
+            &[
+                ("EXPIRY_EVENTS_MODE", "archive"),
+                ("DELETE_MODE", "conditional"),
+            ],
+            "archive mode needs a sink",
+        ),
+        (
+            &[
+                "sweep",
+                "--table-name",
+                "sessions",
+                "--expiry-events",
+                "firehose:s",
+            ],
+            &[("EXPIRY_EVENTS_MODE", "archive")],
+            "needs DELETE_MODE=conditional",
+        ),
+        (
+            &[
+                "sweep",
+                "--table-name",
+                "sessions",
+                "--expiry-events-item",
+                "everything",
+            ],
+            &[],
+            "EXPIRY_EVENTS_ITEM",
+        ),
+        (
+            &[
+                "backfill",
+                "--table-name",
+                "sessions",
+                "--delete-mode",
+                "conditional",
+            ],
+            &[
+                ("EXPIRY_EVENTS", "eventbridge:default"),
+                ("EXPIRY_EVENTS_MODE", "archive"),
+            ],
+            "would not be archived",
+        ),
+    ];
+    for (args, env, why) in cases {
+        let (code, stderr) = run(args, env);
+        assert_eq!(code, Some(2), "{args:?} {env:?}: {stderr}");
+        assert!(stderr.contains(why), "{args:?} {env:?}: {stderr}");
+    }
+}
