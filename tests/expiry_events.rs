@@ -17,7 +17,9 @@ use ttl_sweeper::events::{
 };
 use ttl_sweeper::expiry::window::Window;
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::store::{Call, ConditionalOutcome, Key, Reply, Store, StoreError, TableSchema};
+use ttl_sweeper::store::{
+    Call, ConditionalOutcome, ErrorKind, Key, Reply, Store, StoreError, TableSchema,
+};
 
 const NOW: i64 = 1_658_264_100;
 const TABLE: &str = "sessions";
@@ -63,6 +65,8 @@ struct MemTable {
     extend_after_read: HashSet<String>,
     log: Arc<Mutex<Vec<String>>>,
     deleted: AtomicUsize,
+    /// Items whose first conditional delete is applied but answered with a timeout.
+    lose_delete_answer: Mutex<HashSet<String>>,
 }
 
 impl MemTable {
@@ -118,6 +122,20 @@ impl MemTable {
     }
 }
 
+impl MemTable {
+    /// A timeout instead of the answer, once, for the items in `lose_delete_answer`.
+    fn answer_lost(&self, key: &Key, operation: &'static str) -> Result<(), StoreError> {
+        if self.lose_delete_answer.lock().unwrap().remove(&id_of(key)) {
+            return Err(StoreError::new(
+                ErrorKind::Transient,
+                operation,
+                "timed out after the write was applied",
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Store for MemTable {
     async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
         match call {
@@ -156,10 +174,13 @@ impl Store for MemTable {
                 Ok(Reply::Unprocessed(vec![]))
             }
             Call::DeleteIfExpired { key, now, .. } => {
-                Ok(Reply::Conditional(self.delete_if_expired(&key, now).0))
+                let outcome = self.delete_if_expired(&key, now).0;
+                self.answer_lost(&key, "DeleteItem")?;
+                Ok(Reply::Conditional(outcome))
             }
             Call::DeleteIfExpiredReturning { key, now, .. } => {
                 let (outcome, item) = self.delete_if_expired(&key, now);
+                self.answer_lost(&key, "DeleteItem")?;
                 Ok(Reply::ConditionalItem(outcome, item))
             }
             Call::GetItems { keys, .. } => {
@@ -325,6 +346,44 @@ async fn notify_publishes_one_event_per_deleted_item_with_its_stable_id() {
             }
         }
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn notify_publishes_an_item_deleted_by_an_attempt_whose_answer_was_lost() {
+    // The first DeleteItem of these items is applied, but its answer is a timeout: the retry
+    // finds them gone. They were deleted by this sweep all the same and are owed an event.
+    let log = Arc::new(Mutex::new(vec![]));
+    let table = MemTable::with_items(30, 0, log.clone());
+    let lost: HashSet<String> = (0..30).step_by(3).map(|n| format!("e{n:04}")).collect();
+    *table.lose_delete_answer.lock().unwrap() = lost.clone();
+    let table = Arc::new(table);
+    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
+    let (_, report) = sweep(
+        table.clone(),
+        sink.clone(),
+        EventsMode::Notify,
+        DeleteMode::Conditional,
+        ItemSource::Off,
+    )
+    .await;
+    assert!(table.ids().is_empty(), "every expired item is deleted");
+    assert_eq!(report.items_deleted, 20);
+    assert_eq!(report.items_gone, 10, "found gone by the retry");
+    let deleted: HashSet<String> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.strip_prefix("deleted ").map(str::to_owned))
+        .collect();
+    assert_eq!(deleted.len(), 30);
+    let published: HashSet<String> = sink
+        .accepted()
+        .iter()
+        .map(|e| e.detail()["key"]["id"]["S"].as_str().unwrap().to_owned())
+        .collect();
+    let missing: Vec<&String> = deleted.difference(&published).collect();
+    assert!(missing.is_empty(), "deleted without an event: {missing:?}");
+    assert_eq!(report.events_published, 30);
 }
 
 #[tokio::test(start_paused = true)]

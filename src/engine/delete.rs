@@ -49,6 +49,10 @@ pub(super) struct ChunkOutcome {
     pub(super) kept_keys: Vec<Key>,
     /// With `return_items`: the items conditional deletes returned, with their keys.
     pub(super) deleted_items: Vec<Key>,
+    /// With `track_keys`: keys a conditional *retry* found already gone, and when. The attempt
+    /// before most likely deleted them and its answer was lost (a timeout, a dropped
+    /// connection), so notify mode still owes them an event.
+    pub(super) gone_on_retry: Vec<(Key, Instant)>,
     /// What publishing the chunk's expiry events did.
     pub(super) events: EventTally,
 }
@@ -66,6 +70,7 @@ impl ChunkOutcome {
         self.deleted_keys.extend(other.deleted_keys);
         self.kept_keys.extend(other.kept_keys);
         self.deleted_items.extend(other.deleted_items);
+        self.gone_on_retry.extend(other.gone_on_retry);
         self.events.add(other.events);
     }
 
@@ -88,7 +93,7 @@ impl<S: Store> Deleter<'_, S> {
     ) -> ChunkOutcome {
         match self.options.delete_mode {
             DeleteMode::Batch => self.delete_batch(chunk, now, stop).await,
-            DeleteMode::Conditional => self.delete_conditional(chunk, now, stop).await,
+            DeleteMode::Conditional => self.delete_conditional(chunk, now, stop, false).await,
         }
     }
 
@@ -112,7 +117,8 @@ impl<S: Store> Deleter<'_, S> {
                         keys = stale.len(),
                         "keys read too long ago: deleting them conditionally"
                     );
-                    out.absorb(Box::pin(self.delete_conditional(stale, now, stop)).await);
+                    // These keys were sent before: their first conditional attempt is a retry.
+                    out.absorb(Box::pin(self.delete_conditional(stale, now, stop, true)).await);
                 }
                 remaining = fresh;
             }
@@ -166,11 +172,14 @@ impl<S: Store> Deleter<'_, S> {
         }
     }
 
+    /// Deletes a chunk one conditional `DeleteItem` at a time; `retrying`: the keys were sent
+    /// before (by a `BatchWriteItem` whose answer may have been lost).
     async fn delete_conditional(
         &self,
         chunk: Vec<Expired>,
         now: Timestamp,
         stop: &Stop,
+        retrying: bool,
     ) -> ChunkOutcome {
         let mut out = ChunkOutcome::default();
         let mut items = chunk.into_iter();
@@ -212,6 +221,9 @@ impl<S: Store> Deleter<'_, S> {
                     }
                     Ok(ConditionalOutcome::Gone) => {
                         out.gone += 1;
+                        if self.track_keys && (attempt > 0 || retrying) {
+                            out.gone_on_retry.push((e.key, Instant::now()));
+                        }
                         break;
                     }
                     Err(err) => err,

@@ -147,7 +147,7 @@ pub(super) async fn delete_with_events<S: Store>(
         let (wall_now, mono_now) = (wall(), Instant::now());
         let deleted = std::mem::take(&mut out.deleted_keys);
         let returned = std::mem::take(&mut out.deleted_items);
-        let publications = deleted
+        let mut publications = deleted
             .into_iter()
             .zip(&out.deleted_at)
             .filter_map(|(key, at)| {
@@ -167,6 +167,18 @@ pub(super) async fn delete_with_events<S: Store>(
                 }))
             })
             .collect::<Vec<_>>();
+        // Found gone on a retry: most likely deleted by the attempt whose answer was lost. Its
+        // event goes out too (a duplicate, with the same id, if someone else deleted it).
+        for (key, at) in std::mem::take(&mut out.gone_on_retry) {
+            if let Some((_, ttl, item)) = described.iter().find(|(k, _, _)| *k == key) {
+                publications.push(Publication::Expired(Expiry {
+                    key,
+                    ttl: *ttl,
+                    item: item.clone(),
+                    at: wall_now - mono_now.duration_since(at),
+                }));
+            }
+        }
         out.kept_keys.clear();
         if !publications.is_empty() {
             out.events = hook.publish(publications, stop).await.1;
@@ -204,6 +216,7 @@ pub(super) async fn delete_with_events<S: Store>(
     };
     out.absorb(refused);
     out.deleted_keys.clear();
+    out.gone_on_retry.clear();
     let kept = std::mem::take(&mut out.kept_keys);
     let cancelled_at = wall();
     let cancellations: Vec<Publication> = kept
