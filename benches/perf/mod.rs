@@ -490,15 +490,12 @@ pub fn render(
     );
     let _ = writeln!(d, "## 7. Lambda memory and deletes per second\n");
     let _ = writeln!(d, "Lambda gives a function CPU in proportion to its memory: one vCPU at 1,769 MB. From the outside measurement's median CPU per delete ({us:.2} µs, x86_64 here; Graviton differs), the deletes/s one function sustains before its own CPU, not DynamoDB, is the limit:\n");
-    let _ = writeln!(
-        d,
-        "| memory | vCPU share | deletes/s (CPU bound) | deletes per 1 s tick |"
-    );
-    let _ = writeln!(d, "|---|---|---|---|");
+    let _ = writeln!(d, "| memory | vCPU share | deletes/s (CPU bound) |");
+    let _ = writeln!(d, "|---|---|---|");
     for mb in [128.0, 256.0, 512.0, 1024.0, 1769.0] {
         let share = lambda_vcpu(mb);
         let rate = share / (us / 1e6);
-        let _ = writeln!(d, "| {mb:.0} MB | {share:.3} | {rate:.0} | {rate:.0} |");
+        let _ = writeln!(d, "| {mb:.0} MB | {share:.3} | {rate:.0} |");
     }
     let _ = writeln!(d, "\nAdvice: 128 MB is enough while the expected peak stays under about half the 128 MB row (headroom for queries, start-up and noise); pick the row whose rate is at least twice the peak deletes/s. Past one function's CPU at 1,769 MB, split the shards over several sweepers. Each extra 128 MB costs the same per second as the base, so for a continuous tick loop (58 s of every minute) the Lambda line of the cost model scales with memory: {}.\n",
         [128.0, 256.0, 512.0].iter().map(|mb| format!("{mb:.0} MB ${:.2}/month", 30.0 * 1440.0 * (mb / 1024.0) * 58.0 * crate::PRICE_LAMBDA_GBS_ARM + 30.0 * 1440.0 * crate::PRICE_LAMBDA_REQ)).collect::<Vec<_>>().join(", "));
