@@ -11,7 +11,8 @@
 //   sweepers         split the shards (windowShards) between this many functions
 //   expiryEvents     "eventbridge" (the default bus), "queue" (a new KMS-encrypted queue) or
 //                    "firehose:<stream name>": publish an event per expired item; expiryEventsMode
-//                    "notify" (default) or "archive"
+//                    "notify" (default) or "archive" (needs deleteMode "conditional"); expiryEventsItem
+//                    "auto" (default), "read" or "off"
 //   lagAlarmSeconds, alarmEmail   alarm on expiry lag above this; subscribe this address
 //   assetDir         directory with the arm64 `bootstrap` (default: the `make package` output)
 //   stackName        default TtlSweeper

@@ -2,7 +2,7 @@
 
 import * as cdk from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { Checkpoint, DeleteMode, ExpiryEventsMode, SweepSchedule, type TtlSweeperProps } from '../src';
+import { Checkpoint, DeleteMode, ExpiryEventsItem, ExpiryEventsMode, SweepSchedule, type TtlSweeperProps } from '../src';
 import type { ExpiryEventsSink } from './sweeper-stack';
 import { SweeperStack } from './sweeper-stack';
 
@@ -43,6 +43,10 @@ export function sweeperStackFromContext(app: cdk.App): SweeperStack {
   if (mode !== undefined && mode !== 'notify' && mode !== 'archive') {
     throw new Error(`context expiryEventsMode=${mode}: expected notify or archive`);
   }
+  const item = ctx('expiryEventsItem');
+  if (item !== undefined && item !== 'auto' && item !== 'read' && item !== 'off') {
+    throw new Error(`context expiryEventsItem=${item}: expected auto, read or off`);
+  }
 
   const sweeper: Omit<TtlSweeperProps, 'table'> = {
     code: assetDir ? lambda.Code.fromAsset(assetDir) : undefined,
@@ -73,6 +77,7 @@ export function sweeperStackFromContext(app: cdk.App): SweeperStack {
     sweeper,
     expiryEvents,
     expiryEventsMode: mode === 'archive' ? ExpiryEventsMode.ARCHIVE : mode === 'notify' ? ExpiryEventsMode.NOTIFY : undefined,
+    expiryEventsItem: item === undefined ? undefined : ({ auto: ExpiryEventsItem.AUTO, read: ExpiryEventsItem.READ, off: ExpiryEventsItem.OFF } as const)[item],
     env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
   });
 }

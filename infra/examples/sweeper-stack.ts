@@ -10,7 +10,7 @@ import * as kms from 'aws-cdk-lib/aws-kms';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 // In an application of your own: import { ... } from 'ttl-sweeper-cdk';
-import { ExpiryEventsMode, TtlSweeper, type ExpiryEventsOptions, type TtlSweeperProps } from '../src';
+import { ExpiryEventsItem, ExpiryEventsMode, TtlSweeper, type ExpiryEventsOptions, type TtlSweeperProps } from '../src';
 
 /** Where the swept table comes from. */
 export type TableSource =
@@ -25,6 +25,7 @@ export interface SweeperStackProps extends cdk.StackProps {
   /** Publish expiry events here (the construct's `expiryEvents`, made in this stack). */
   readonly expiryEvents?: ExpiryEventsSink;
   readonly expiryEventsMode?: ExpiryEventsMode;
+  readonly expiryEventsItem?: ExpiryEventsItem;
   /** Everything but the table is passed to the construct as is. */
   readonly sweeper?: Omit<TtlSweeperProps, 'table'>;
 }
@@ -59,8 +60,9 @@ export class SweeperStack extends cdk.Stack {
 
     let expiryEvents: ExpiryEventsOptions | undefined;
     const mode = props.expiryEventsMode;
+    const item = props.expiryEventsItem;
     if (props.expiryEvents?.kind === 'eventbridge') {
-      expiryEvents = { eventBus: events.EventBus.fromEventBusName(this, 'DefaultBus', 'default'), mode };
+      expiryEvents = { eventBus: events.EventBus.fromEventBusName(this, 'DefaultBus', 'default'), mode, item };
     } else if (props.expiryEvents?.kind === 'queue') {
       const queue = new sqs.Queue(this, 'ExpiryEvents', {
         encryptionMasterKey: new kms.Key(this, 'ExpiryEventsKey', {
@@ -76,11 +78,12 @@ export class SweeperStack extends cdk.Stack {
         reason: 'the consumers of the expiry events choose their own dead-letter queue',
       });
       new cdk.CfnOutput(this, 'ExpiryEventsQueue', { value: queue.queueUrl });
-      expiryEvents = { queue, mode };
+      expiryEvents = { queue, mode, item };
     } else if (props.expiryEvents?.kind === 'firehose') {
       expiryEvents = {
         deliveryStream: firehose.DeliveryStream.fromDeliveryStreamName(this, 'ExpiryEventsStream', props.expiryEvents.streamName),
         mode,
+        item,
       };
     }
 

@@ -50,8 +50,14 @@ const t = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const fns = Object.values(t.Resources).filter((r) => r.Type === 'AWS::Lambda::Function');
 const vars = fns.map((f) => f.Properties.Environment.Variables);
 const ok = fns.length === 2 && vars.map((v) => v.SHARD_RANGE).sort().join() === '0-1,2-3' &&
-  vars.every((v) => v.EXPIRY_EVENTS_MODE === 'archive' && JSON.stringify(v.EXPIRY_EVENTS).includes('sqs:'));
+  vars.every((v) => v.EXPIRY_EVENTS_MODE === 'archive' && v.EXPIRY_EVENTS_ITEM === 'read' &&
+    v.DELETE_MODE === 'conditional' && JSON.stringify(v.EXPIRY_EVENTS).includes('sqs:'));
 if (!ok) { console.error('package-test: two sweepers with SHARD_RANGE and expiry events', JSON.stringify(vars)); process.exit(1); }
+const reads = Object.values(t.Resources).filter((r) => r.Type === 'AWS::IAM::Policy')
+  .flatMap((p) => p.Properties.PolicyDocument.Statement).filter((s) => s.Sid === 'ExpiryEventsReadItems');
+if (reads.length !== 2 || !reads.every((s) => s.Action === 'dynamodb:BatchGetItem' && !JSON.stringify(s.Resource).includes('*'))) {
+  console.error('package-test: BatchGetItem on the table for each sweeper', JSON.stringify(reads)); process.exit(1);
+}
 console.log('package-test: sweepers and expiryEvents from the installed package');
 JS
 

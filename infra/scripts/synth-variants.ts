@@ -15,7 +15,15 @@ const defaults: Record<string, string> = JSON.parse(fs.readFileSync(path.join(__
 const variants: Record<string, Record<string, string>> = {
   'existing-table': { tableName: 'sessions' },
   checkpoint: { checkpoint: 'true', deleteMode: 'conditional', windowShards: '8', maxCatchUpMinutes: '360' },
-  'scale-out': { windowShards: '12', sweepers: '3', checkpoint: 'true', expiryEvents: 'queue', expiryEventsMode: 'archive' },
+  'scale-out': {
+    windowShards: '12',
+    sweepers: '3',
+    checkpoint: 'true',
+    deleteMode: 'conditional',
+    expiryEvents: 'queue',
+    expiryEventsMode: 'archive',
+    expiryEventsItem: 'read',
+  },
   'events-bus': { expiryEvents: 'eventbridge' },
   'events-firehose': { expiryEvents: 'firehose:expired-items', sweepers: '2', windowShards: '4' },
   cron: { scheduleCron: 'cron(0/2 * * * ? *)', scheduleMinutes: '2', tickSeconds: '', alarmEmail: 'oncall@example.com' },

@@ -1,6 +1,7 @@
 // Expiry events: the sink the sweeper publishes an event to for every item it expires, as the
-// function's environment (`EXPIRY_EVENTS`, `EXPIRY_EVENTS_MODE`) and the one IAM statement (two
-// for a KMS-encrypted queue) that lets it send there and nowhere else.
+// function's environment (`EXPIRY_EVENTS`, `EXPIRY_EVENTS_MODE`, `EXPIRY_EVENTS_ITEM`) and the one
+// IAM statement (two for a KMS-encrypted queue) that lets it send there and nowhere else, plus
+// `dynamodb:BatchGetItem` on the table when the items are read for the events.
 
 import { Token } from 'aws-cdk-lib';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -17,9 +18,30 @@ export enum ExpiryEventsMode {
   NOTIFY = 'notify',
   /**
    * Publish, then delete: no item is deleted before the sink accepted its event. A delete that
-   * finds the ttl changed emits a cancellation with the same event id.
+   * finds the ttl changed emits a cancellation with the same event id. Needs
+   * `deleteMode: DeleteMode.CONDITIONAL` (the function refuses batch deletes in this mode), else
+   * synthesis stops.
    */
   ARCHIVE = 'archive',
+}
+
+/** How the expired item itself gets into its event (`EXPIRY_EVENTS_ITEM`). */
+export enum ExpiryEventsItem {
+  /**
+   * Include the item when it comes without an extra read: with `ExpiryEventsMode.NOTIFY` and
+   * `DeleteMode.CONDITIONAL` the `DeleteItem` returns the deleted item (`ReturnValues=ALL_OLD`, no
+   * extra capacity). In batch mode and in archive mode the events carry no item.
+   */
+  AUTO = 'auto',
+  /**
+   * Read the items with one strongly consistent `BatchGetItem` per chunk of up to 25 keys before
+   * the events are built, in both modes: read capacity for every expired item. An item the read
+   * no longer finds, or a failed read, gives an event without the item. The function may then
+   * `dynamodb:BatchGetItem` on the table.
+   */
+  READ = 'read',
+  /** Never include the item: the events carry the key and the ttl only. */
+  OFF = 'off',
 }
 
 /** Where expiry events go: set exactly one of `eventBus`, `queue` and `deliveryStream`. */
@@ -57,6 +79,16 @@ export interface ExpiryEventsOptions {
    * @default ExpiryEventsMode.NOTIFY
    */
   readonly mode?: ExpiryEventsMode;
+
+  /**
+   * Whether and how each event carries the expired item (`EXPIRY_EVENTS_ITEM`). An event that
+   * would exceed the sink's size limit is published without it (`item_truncated: true`), so
+   * consumers must treat the item as optional whatever this says. Only `READ` adds a permission:
+   * `dynamodb:BatchGetItem` on the table.
+   *
+   * @default - `EXPIRY_EVENTS_ITEM` is not set: the function's default, `ExpiryEventsItem.AUTO`
+   */
+  readonly item?: ExpiryEventsItem;
 }
 
 /** Problems with `options`, as messages naming the prop. */
@@ -74,10 +106,23 @@ export function checkExpiryEvents(options: ExpiryEventsOptions | undefined): str
   if (mode !== undefined && !Token.isUnresolved(mode) && mode !== ExpiryEventsMode.NOTIFY && mode !== ExpiryEventsMode.ARCHIVE) {
     problems.push(`expiryEvents.mode must be 'notify' or 'archive', got ${JSON.stringify(mode)}`);
   }
+  const item = options.item;
+  if (
+    item !== undefined &&
+    !Token.isUnresolved(item) &&
+    item !== ExpiryEventsItem.AUTO &&
+    item !== ExpiryEventsItem.READ &&
+    item !== ExpiryEventsItem.OFF
+  ) {
+    problems.push(`expiryEvents.item must be 'auto', 'read' or 'off', got ${JSON.stringify(item)}`);
+  }
   return problems;
 }
 
-/** The function's `EXPIRY_EVENTS` and `EXPIRY_EVENTS_MODE`; none without expiry events. */
+/**
+ * The function's `EXPIRY_EVENTS` and `EXPIRY_EVENTS_MODE`, and `EXPIRY_EVENTS_ITEM` when `item` is
+ * given; none without expiry events.
+ */
 export function expiryEventEnvironment(options: ExpiryEventsOptions | undefined): Record<string, string> {
   if (options === undefined) return {};
   const sink = options.eventBus
@@ -85,12 +130,37 @@ export function expiryEventEnvironment(options: ExpiryEventsOptions | undefined)
     : options.queue
       ? `sqs:${options.queue.queueUrl}`
       : `firehose:${options.deliveryStream!.deliveryStreamName}`;
-  return { EXPIRY_EVENTS: sink, EXPIRY_EVENTS_MODE: options.mode ?? ExpiryEventsMode.NOTIFY };
+  const environment: Record<string, string> = {
+    EXPIRY_EVENTS: sink,
+    EXPIRY_EVENTS_MODE: options.mode ?? ExpiryEventsMode.NOTIFY,
+  };
+  if (options.item !== undefined) environment.EXPIRY_EVENTS_ITEM = options.item;
+  return environment;
 }
 
-/** What the function may do with the sink: send to it, on its ARN only. */
-export function expiryEventStatements(options: ExpiryEventsOptions | undefined): iam.PolicyStatement[] {
+/**
+ * What the function may do for the events: send to the sink, on its ARN only, and, when the
+ * items are read (`ExpiryEventsItem.READ`, or an item not known at synthesis), `BatchGetItem` on
+ * the swept table `tableArn` only.
+ */
+export function expiryEventStatements(options: ExpiryEventsOptions | undefined, tableArn: string): iam.PolicyStatement[] {
   if (options === undefined) return [];
+  const statements = sinkStatements(options);
+  if (options.item === ExpiryEventsItem.READ || Token.isUnresolved(options.item)) {
+    statements.push(
+      new iam.PolicyStatement({
+        sid: 'ExpiryEventsReadItems',
+        // The strongly consistent read of a chunk's items before their events are built.
+        actions: ['dynamodb:BatchGetItem'],
+        resources: [tableArn],
+      }),
+    );
+  }
+  return statements;
+}
+
+/** Send to the one sink of `options`, on its ARN only. */
+function sinkStatements(options: ExpiryEventsOptions): iam.PolicyStatement[] {
   if (options.eventBus) {
     return [
       new iam.PolicyStatement({

@@ -18,7 +18,13 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { Checkpoint } from './checkpoint';
 import { codeFromBuildOutput, DEFAULT_CODE_DIRECTORY } from './code';
-import { checkExpiryEvents, expiryEventEnvironment, expiryEventStatements, type ExpiryEventsOptions } from './expiry-events';
+import {
+  checkExpiryEvents,
+  expiryEventEnvironment,
+  expiryEventStatements,
+  ExpiryEventsMode,
+  type ExpiryEventsOptions,
+} from './expiry-events';
 import { SweepSchedule } from './schedule';
 
 /** How expired items are deleted (`DELETE_MODE`). */
@@ -264,7 +270,8 @@ export interface TtlSweeperProps {
 
   /**
    * Publish an event for every item the sweeper expires (`EXPIRY_EVENTS`,
-   * `EXPIRY_EVENTS_MODE`), to exactly one sink, with permission to send to that sink only.
+   * `EXPIRY_EVENTS_MODE`, `EXPIRY_EVENTS_ITEM`), to exactly one sink, with permission to send to
+   * that sink only. `ExpiryEventsMode.ARCHIVE` needs `deleteMode: DeleteMode.CONDITIONAL`.
    *
    * @default - no expiry events
    */
@@ -621,7 +628,7 @@ export class TtlSweeper extends Construct {
         }),
       );
     }
-    statements.push(...expiryEventStatements(props.expiryEvents));
+    statements.push(...expiryEventStatements(props.expiryEvents, tableArn));
     const policy = new iam.Policy(scope, 'Policy', { statements });
     policy.attachToRole(role);
 
@@ -806,6 +813,17 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
   const deleteMode = props.deleteMode ?? DeleteMode.BATCH;
   if (deleteMode !== DeleteMode.BATCH && deleteMode !== DeleteMode.CONDITIONAL) {
     problems.push(`deleteMode must be 'batch' or 'conditional', got ${JSON.stringify(deleteMode)}`);
+  }
+  // The function refuses archive mode with batch deletes: BatchWriteItem cannot check the ttl, so a
+  // ttl extended while the event was being published would not be noticed (and no cancellation
+  // sent). Stop here rather than deploy a function that cannot start.
+  const eventsMode = props.expiryEvents?.mode;
+  if (eventsMode === ExpiryEventsMode.ARCHIVE && deleteMode === DeleteMode.BATCH) {
+    problems.push(
+      `expiryEvents.mode ARCHIVE needs deleteMode CONDITIONAL, got deleteMode ${JSON.stringify(deleteMode)}` +
+        `${props.deleteMode === undefined ? ' (the default)' : ''}: a batch delete cannot tell a ttl extended while ` +
+        'the event was published; set deleteMode: DeleteMode.CONDITIONAL or use ExpiryEventsMode.NOTIFY',
+    );
   }
   const maxConcurrency = whole('maxConcurrency', props.maxConcurrency ?? 8, 1, 256);
   const maxRetries = whole('maxRetries', props.maxRetries ?? 8, 0, 30);

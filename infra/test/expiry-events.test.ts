@@ -1,5 +1,6 @@
-// Expiry event sinks: each sets EXPIRY_EVENTS / EXPIRY_EVENTS_MODE and lets the function send to
-// that sink only; exactly one sink.
+// Expiry event sinks: each sets EXPIRY_EVENTS / EXPIRY_EVENTS_MODE (and EXPIRY_EVENTS_ITEM when
+// given) and lets the function send to that sink only; exactly one sink; archive mode only with
+// conditional deletes; BatchGetItem on the table only when the items are read.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,7 +10,7 @@ import * as events from 'aws-cdk-lib/aws-events';
 import * as firehose from 'aws-cdk-lib/aws-kinesisfirehose';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
-import { ExpiryEventsMode, type ExpiryEventsOptions } from '../src';
+import { DeleteMode, ExpiryEventsItem, ExpiryEventsMode, type ExpiryEventsOptions, type TtlSweeperProps } from '../src';
 import { env, nagViolations, newStack, statements, synth } from './support';
 
 const resolve = (stack: cdk.Stack, v: unknown) => JSON.stringify(stack.resolve(v));
@@ -36,7 +37,7 @@ function assertNoWildcard(template: Template) {
   }
 }
 
-function withSink(make: (stack: cdk.Stack) => ExpiryEventsOptions, overrides = {}) {
+function withSink(make: (stack: cdk.Stack) => ExpiryEventsOptions, overrides: Partial<TtlSweeperProps> = {}) {
   const stack = newStack();
   return synth({ expiryEvents: make(stack), ...overrides }, stack);
 }
@@ -76,7 +77,7 @@ test('a KMS-encrypted queue: sqs:<queue URL>, SendMessage on the queue and Gener
   const { stack, template } = withSink((s) => ({
     queue: new sqs.Queue(s, 'Expiries', { encryption: sqs.QueueEncryption.KMS, enforceSSL: true }),
     mode: ExpiryEventsMode.ARCHIVE,
-  }));
+  }), { deleteMode: DeleteMode.CONDITIONAL });
   const vars = sweeperFunctions(template)[0].Properties.Environment.Variables;
   const queueId = Object.keys(template.findResources('AWS::SQS::Queue')).find((id) => id.startsWith('Expiries'))!;
   assert.equal(resolve(stack, vars.EXPIRY_EVENTS), JSON.stringify({ 'Fn::Join': ['', ['sqs:', { Ref: queueId }]] }));
@@ -111,7 +112,7 @@ test('a Firehose stream: firehose:<name>, PutRecord and PutRecordBatch on that s
   const { stack, template } = withSink((s) => ({
     deliveryStream: firehose.DeliveryStream.fromDeliveryStreamName(s, 'Archive', 'expired-items'),
     mode: ExpiryEventsMode.ARCHIVE,
-  }));
+  }), { deleteMode: DeleteMode.CONDITIONAL });
   const vars = sweeperFunctions(template)[0].Properties.Environment.Variables;
   assert.equal(vars.EXPIRY_EVENTS, 'firehose:expired-items');
   assert.equal(vars.EXPIRY_EVENTS_MODE, 'archive');
@@ -158,8 +159,89 @@ test('cdk-nag AwsSolutions finds nothing unacknowledged with each sink', () => {
     ['bus', (s) => ({ eventBus: new events.EventBus(s, 'Expiries') })],
     ['queue', (s) => ({ queue: sqs.Queue.fromQueueArn(s, 'Q', `arn:aws:sqs:${env.region}:${env.account}:expiries`) })],
     ['firehose', (s) => ({ deliveryStream: firehose.DeliveryStream.fromDeliveryStreamName(s, 'F', 'expired-items') })],
+    ['bus, items read', (s) => ({ eventBus: new events.EventBus(s, 'Expiries'), item: ExpiryEventsItem.READ })],
   ];
   for (const [name, make] of sinks) {
     assert.deepEqual(nagViolations(withSink(make).stack), [], name);
   }
+});
+
+const tableArn = `arn:aws:dynamodb:${env.region}:${env.account}:table/sessions`;
+
+test('item: EXPIRY_EVENTS_ITEM only when given, with the value the function reads', () => {
+  const unset = withSink((s) => ({ eventBus: new events.EventBus(s, 'Expiries') }));
+  assert.ok(!('EXPIRY_EVENTS_ITEM' in sweeperFunctions(unset.template)[0].Properties.Environment.Variables));
+  const cases: [ExpiryEventsItem, string][] = [
+    [ExpiryEventsItem.AUTO, 'auto'],
+    [ExpiryEventsItem.READ, 'read'],
+    [ExpiryEventsItem.OFF, 'off'],
+  ];
+  for (const [item, value] of cases) {
+    const { template } = withSink((s) => ({ eventBus: new events.EventBus(s, 'Expiries'), item }), { windowShards: 4, sweepers: 2 });
+    for (const f of sweeperFunctions(template)) {
+      const vars = f.Properties.Environment.Variables;
+      assert.equal(vars.EXPIRY_EVENTS_ITEM, value);
+      assert.equal(vars.EXPIRY_EVENTS_MODE, 'notify');
+    }
+  }
+});
+
+test('item READ: dynamodb:BatchGetItem on the table ARN only, for every function; no other item value grants it', () => {
+  const { template } = withSink(
+    (s) => ({ queue: new sqs.Queue(s, 'Expiries'), mode: ExpiryEventsMode.ARCHIVE, item: ExpiryEventsItem.READ }),
+    { deleteMode: DeleteMode.CONDITIONAL, windowShards: 4, sweepers: 2 },
+  );
+  const sinks = sinkStatements(template);
+  assert.equal(sinks.length, 2);
+  for (const s of sinks) {
+    assert.deepEqual(Object.keys(s).sort(), ['ExpiryEventsReadItems', 'ExpiryEventsSendMessage']);
+    assert.equal(s.ExpiryEventsReadItems.Effect, 'Allow');
+    assert.equal(s.ExpiryEventsReadItems.Action, 'dynamodb:BatchGetItem');
+    assert.equal(s.ExpiryEventsReadItems.Resource, tableArn);
+    assert.equal(s.ExpiryEventsReadItems.Condition, undefined);
+  }
+  assertNoWildcard(template);
+
+  for (const item of [undefined, ExpiryEventsItem.AUTO, ExpiryEventsItem.OFF]) {
+    const other = withSink((s) => ({ eventBus: new events.EventBus(s, 'Expiries'), item }));
+    assert.deepEqual(Object.keys(sinkStatements(other.template)[0]), ['ExpiryEventsPutEvents'], String(item));
+    const everything = JSON.stringify(other.template.findResources('AWS::IAM::Policy'));
+    assert.ok(!everything.includes('BatchGetItem'), `BatchGetItem granted with item ${item}`);
+  }
+});
+
+test('item not known at synthesis (a parameter): the read is granted, as it may be READ', () => {
+  const { template } = withSink((s) => ({
+    eventBus: new events.EventBus(s, 'Expiries'),
+    item: new cdk.CfnParameter(s, 'Item', { allowedValues: ['auto', 'read', 'off'] }).valueAsString as ExpiryEventsItem,
+  }));
+  const [s] = sinkStatements(template);
+  assert.equal(s.ExpiryEventsReadItems.Resource, tableArn);
+  assert.deepEqual(sweeperFunctions(template)[0].Properties.Environment.Variables.EXPIRY_EVENTS_ITEM, { Ref: 'Item' });
+});
+
+test('archive mode needs conditional deletes; an unknown item is refused', () => {
+  const invalid = (make: (stack: cdk.Stack) => ExpiryEventsOptions, overrides: Partial<TtlSweeperProps>, message: RegExp) =>
+    assert.throws(() => withSink(make, overrides), (e: Error) => {
+      assert.match(e.message, /^TtlSweeper Test\/Sweeper: invalid props:/);
+      assert.match(e.message, message);
+      return true;
+    });
+  const archive = (s: cdk.Stack): ExpiryEventsOptions => ({ queue: new sqs.Queue(s, 'Q'), mode: ExpiryEventsMode.ARCHIVE });
+  invalid(
+    archive,
+    {},
+    /expiryEvents.mode ARCHIVE needs deleteMode CONDITIONAL, got deleteMode "batch" \(the default\): a batch delete cannot tell a ttl extended while the event was published; set deleteMode: DeleteMode.CONDITIONAL or use ExpiryEventsMode.NOTIFY/,
+  );
+  invalid(archive, { deleteMode: DeleteMode.BATCH }, /expiryEvents.mode ARCHIVE needs deleteMode CONDITIONAL, got deleteMode "batch":/);
+  // Reported with the other problems, in one message.
+  invalid(archive, { maxRetries: 31 }, / - expiryEvents.mode ARCHIVE needs deleteMode CONDITIONAL.*\n {2}- maxRetries must be a whole number/);
+  invalid(
+    (s) => ({ eventBus: new events.EventBus(s, 'B'), item: 'all' as ExpiryEventsItem }),
+    {},
+    /expiryEvents.item must be 'auto', 'read' or 'off', got "all"/,
+  );
+  assert.doesNotThrow(() => withSink(archive, { deleteMode: DeleteMode.CONDITIONAL }));
+  assert.doesNotThrow(() => withSink((s) => ({ queue: new sqs.Queue(s, 'Q'), mode: ExpiryEventsMode.NOTIFY })));
+  assert.doesNotThrow(() => withSink((s) => ({ queue: new sqs.Queue(s, 'Q') }), { deleteMode: DeleteMode.BATCH }));
 });

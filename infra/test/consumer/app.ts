@@ -6,7 +6,7 @@ import * as cdk from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
-import { Checkpoint, DeleteMode, ExpiryEventsMode, SweepSchedule, TtlSweeper } from 'ttl-sweeper-cdk';
+import { Checkpoint, DeleteMode, ExpiryEventsItem, ExpiryEventsMode, SweepSchedule, TtlSweeper } from 'ttl-sweeper-cdk';
 
 const assetDir = process.env.ASSET_DIR;
 if (!assetDir) throw new Error('ASSET_DIR is not set');
@@ -28,14 +28,20 @@ const sweeper = new TtlSweeper(stack, 'Sweeper', {
 });
 new cdk.CfnOutput(stack, 'FunctionArn', { value: sweeper.function.functionArn });
 
-// Two functions splitting four shards, publishing expiry events to a queue before deleting.
+// Two functions splitting four shards, publishing expiry events, with the items read, to a queue
+// before deleting.
 const scaled = new cdk.Stack(app, 'ConsumerScaled', { env: { account: '123456789012', region: 'eu-west-1' } });
 const split = new TtlSweeper(scaled, 'Sweeper', {
   table: dynamodb.Table.fromTableName(scaled, 'Sessions', 'sessions'),
   code: lambda.Code.fromAsset(assetDir),
   windowShards: 4,
   sweepers: 2,
-  expiryEvents: { queue: new sqs.Queue(scaled, 'Expiries', { enforceSSL: true }), mode: ExpiryEventsMode.ARCHIVE },
+  deleteMode: DeleteMode.CONDITIONAL,
+  expiryEvents: {
+    queue: new sqs.Queue(scaled, 'Expiries', { enforceSSL: true }),
+    mode: ExpiryEventsMode.ARCHIVE,
+    item: ExpiryEventsItem.READ,
+  },
 });
 assert.deepEqual(split.shardRanges, ['0-1', '2-3']);
 
