@@ -5,8 +5,7 @@
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::hook::EventTally;
-use super::report::FailedKey;
+use super::report::{EventTally, FailedKey};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
 use crate::expiry::Timestamp;

@@ -9,11 +9,11 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
-use serde::Serialize;
 use tokio::time::Instant;
 
 use super::delete::{ChunkOutcome, Deleter, Expired};
 use super::report::FailedKey;
+pub use super::report::{EventTally, FailedEvent};
 use super::retry::Stop;
 use crate::expiry::Timestamp;
 use crate::store::{key_to_json, Key, Store, StoreExt, TableSchema};
@@ -52,46 +52,6 @@ pub enum Delivery {
     Failed(String),
     /// The sweep had to stop (deadline or shutdown) before it was published.
     Stopped,
-}
-
-/// An event that could not be published.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FailedEvent {
-    /// Its id.
-    pub id: String,
-    /// The item's key, DynamoDB JSON.
-    pub key: serde_json::Value,
-    /// Why.
-    pub reason: String,
-}
-
-/// What publishing did, added up into the report.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct EventTally {
-    /// `Item Expired` events accepted.
-    pub published: u64,
-    /// Events not published.
-    pub failed: u64,
-    /// Cancellations accepted.
-    pub cancelled: u64,
-    /// Events published without their item, for size.
-    pub truncated: u64,
-    /// Entry re-submissions.
-    pub retried: u64,
-    /// The events not published.
-    pub failed_events: Vec<FailedEvent>,
-}
-
-impl EventTally {
-    /// Adds `other`.
-    pub fn add(&mut self, other: EventTally) {
-        self.published += other.published;
-        self.failed += other.failed;
-        self.cancelled += other.cancelled;
-        self.truncated += other.truncated;
-        self.retried += other.retried;
-        self.failed_events.extend(other.failed_events);
-    }
 }
 
 /// Publishes expiry events for the engine.

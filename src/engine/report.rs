@@ -3,7 +3,6 @@
 
 use serde::Serialize;
 
-use super::hook::{EventTally, FailedEvent};
 use crate::store::{ErrorKind, StoreError};
 
 /// Most failed keys a report keeps; the rest are counted in `failed_keys_dropped`.
@@ -290,6 +289,46 @@ impl SweepReport {
                 self.errors_dropped += 1;
             }
         }
+    }
+}
+
+/// An event that could not be published.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailedEvent {
+    /// Its id.
+    pub id: String,
+    /// The item's key, DynamoDB JSON.
+    pub key: serde_json::Value,
+    /// Why.
+    pub reason: String,
+}
+
+/// What publishing did, added up into the report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventTally {
+    /// `Item Expired` events accepted.
+    pub published: u64,
+    /// Events not published.
+    pub failed: u64,
+    /// Cancellations accepted.
+    pub cancelled: u64,
+    /// Events published without their item, for size.
+    pub truncated: u64,
+    /// Entry re-submissions.
+    pub retried: u64,
+    /// The events not published.
+    pub failed_events: Vec<FailedEvent>,
+}
+
+impl EventTally {
+    /// Adds `other`.
+    pub fn add(&mut self, other: EventTally) {
+        self.published += other.published;
+        self.failed += other.failed;
+        self.cancelled += other.cancelled;
+        self.truncated += other.truncated;
+        self.retried += other.retried;
+        self.failed_events.extend(other.failed_events);
     }
 }
 

@@ -5,6 +5,7 @@
 
 use aws_smithy_types::{Blob, DateTime};
 
+pub use super::model::sqs_body;
 use super::model::{ExpiryEvent, SOURCE};
 use super::sink::{BoxFuture, EntryResult, Sink, SinkError, SQS_ID_ATTRIBUTE};
 use crate::store::StoreError;
@@ -96,18 +97,6 @@ impl Sink for EventBridgeSink {
         batch: &'a [ExpiryEvent],
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
         Box::pin(self.send(batch))
-    }
-}
-
-/// The SQS message body: the envelope, with U+FFFE and U+FFFF (which SQS refuses in a message)
-/// written as JSON escapes; they can only occur inside JSON strings, so the JSON means the same.
-pub fn sqs_body(event: &ExpiryEvent) -> String {
-    let body = event.envelope_json();
-    if body.contains(['\u{FFFE}', '\u{FFFF}']) {
-        body.replace('\u{FFFE}', "\\ufffe")
-            .replace('\u{FFFF}', "\\uffff")
-    } else {
-        body
     }
 }
 

@@ -225,6 +225,18 @@ impl ExpiryEvent {
     }
 }
 
+/// The SQS message body: the envelope, with U+FFFE and U+FFFF (which SQS refuses in a message)
+/// written as JSON escapes; they can only occur inside JSON strings, so the JSON means the same.
+pub fn sqs_body(event: &ExpiryEvent) -> String {
+    let body = event.envelope_json();
+    if body.contains(['\u{FFFE}', '\u{FFFF}']) {
+        body.replace('\u{FFFE}', "\\ufffe")
+            .replace('\u{FFFF}', "\\uffff")
+    } else {
+        body
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

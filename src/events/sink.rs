@@ -192,7 +192,7 @@ impl SinkKind {
                     + 14
             }
             SinkKind::Sqs => {
-                super::aws::sqs_body(event).len()
+                super::model::sqs_body(event).len()
                     + SQS_ID_ATTRIBUTE.len()
                     + "String".len()
                     + event.id.len()
