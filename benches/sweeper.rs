@@ -27,7 +27,7 @@ mod runtime_api;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
@@ -37,7 +37,7 @@ use ttl_sweeper::engine::{run_ticks, Ticks};
 use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::expiry::window::{windows_to_sweep, Window};
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::store::{DynamoStore, Key, TableSchema};
+use ttl_sweeper::store::{DynamoStore, Key, TableSchema, SDK_MAX_ATTEMPTS};
 
 // The allocator of the binaries, so that the CPU measured in this process is theirs.
 #[global_allocator]
@@ -50,7 +50,6 @@ struct Scale {
     schedule: i64,
     throughput_items: i64,
     throughput_windows: i64,
-    cpu_items: i64,
     startup_runs: usize,
     /// Runs of the 1 s tick loop alone, its items' ttls spread over `tick_spread` s.
     tick_runs: usize,
@@ -104,7 +103,6 @@ fn main() {
             schedule: 20,
             throughput_items: 10_000,
             throughput_windows: 20,
-            cpu_items: 100_000,
             startup_runs: 3,
             tick_runs: 3,
             tick_spread: 8,
@@ -127,7 +125,6 @@ fn main() {
             schedule: 60,
             throughput_items: 100_000,
             throughput_windows: 50,
-            cpu_items: 1_000_000,
             startup_runs: 10,
             tick_runs: 3,
             tick_spread: 20,
@@ -151,6 +148,8 @@ fn main() {
     let mut doc = String::new();
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "perf") {
         // Section 6 alone, to check it quickly: printed and written to target/.
+        let inside = inside_cpu(scale.outside_per_window, scale.cpu_runs, rt.handle());
+        let own_us = own_threads_us(&inside);
         rt.block_on(async {
             let (per_window, runs) = (scale.outside_per_window, scale.cpu_runs);
             let outside = tokio::task::spawn_blocking(move || perf::outside_cpu(per_window, runs))
@@ -163,35 +162,25 @@ fn main() {
             )
             .await;
             let shards = perf::shard_ticks(64, scale.shard_tick_secs, scale.per_second).await;
-            perf::render(&mut doc, &outside, &[], &ceiling, &shards);
+            perf::render(&mut doc, &outside, &own_us, &ceiling, &shards);
         });
         println!("{doc}");
         std::fs::write("target/bench-perf.md", &doc).unwrap();
         return;
     }
+    let (lag, tput) = rt.block_on(async { (expiry_lag(&scale).await, throughput(&scale).await) });
+    let inside = inside_cpu(scale.outside_per_window, scale.cpu_runs, rt.handle());
+    let own_us = own_threads_us(&inside);
+    // The run with the median CPU per delete (2 workers, the binaries' set-up) stands for the
+    // others in sections 2, 4 and 5.
+    let mut cpus: Vec<Cpu> = inside
+        .into_iter()
+        .filter(|(m, _)| *m == CpuMethod::OwnThreads { workers: 2 })
+        .map(|(_, c)| c)
+        .collect();
+    cpus.sort_by(|a, b| a.us_per_delete().total_cmp(&b.us_per_delete()));
+    let cpu = cpus.swap_remove(cpus.len() / 2);
     rt.block_on(async {
-        let lag = expiry_lag(&scale).await;
-        let tput = throughput(&scale).await;
-        let mut cpus = Vec::new();
-        for _ in 0..scale.cpu_runs {
-            let c = cpu_per_delete(&scale).await;
-            eprintln!(
-                "CPU per delete (inside): {:.2} µs over {} deletes",
-                c.cpu_secs / c.deleted.max(1) as f64 * 1e6,
-                c.deleted
-            );
-            cpus.push(c);
-        }
-        let own_us: Vec<f64> = cpus
-            .iter()
-            .map(|c| c.cpu_secs / c.deleted.max(1) as f64 * 1e6)
-            .collect();
-        // The run with the median CPU per delete stands for the others in sections 2, 4 and 5.
-        cpus.sort_by(|a, b| {
-            (a.cpu_secs / a.deleted.max(1) as f64)
-                .total_cmp(&(b.cpu_secs / b.deleted.max(1) as f64))
-        });
-        let cpu = cpus.swap_remove(cpus.len() / 2);
         let start = startup_and_memory(&scale).await;
         let precise = sub_second(&scale).await;
         let per_window = scale.outside_per_window;
@@ -529,8 +518,19 @@ async fn throughput(s: &Scale) -> Throughput {
 
 struct Cpu {
     deleted: u64,
+    /// User + system CPU of the sweep's own threads: the thread that drives it and the threads
+    /// of the runtime it runs on (tokio's workers and blocking pool), over their whole life.
     cpu_secs: f64,
+    /// User + system CPU of the whole benchmark process over the same interval (`getrusage`
+    /// `RUSAGE_SELF`, the method before): the sweep's threads and every other thread.
+    process_cpu_secs: f64,
     wall_secs: f64,
+}
+
+impl Cpu {
+    fn us_per_delete(&self) -> f64 {
+        self.cpu_secs / self.deleted.max(1) as f64 * 1e6
+    }
 }
 
 fn cpu_time() -> f64 {
@@ -539,6 +539,14 @@ fn cpu_time() -> f64 {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// User + system CPU seconds of the calling thread so far.
+fn thread_cpu_time() -> f64 {
+    // SAFETY: clock_gettime fills the struct we pass.
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
 
 fn fake_client(port: u16) -> Client {
@@ -553,9 +561,48 @@ fn fake_client(port: u16) -> Client {
     Client::from_conf(config)
 }
 
-async fn cpu_per_delete(s: &Scale) -> Cpu {
-    let windows = 100usize;
-    let per_window = (s.cpu_items as usize) / windows;
+/// The client `DynamoStore::from_env` builds (the binaries' timeouts and retry budget, the
+/// standard credential chain), pointed at `endpoint`.
+async fn binary_client(endpoint: String) -> Client {
+    use aws_config::retry::RetryConfig;
+    use aws_config::timeout::TimeoutConfig;
+    use ttl_sweeper::store::dynamo::{ATTEMPT_TIMEOUT, CONNECT_TIMEOUT, OPERATION_TIMEOUT};
+    let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                .operation_timeout(OPERATION_TIMEOUT)
+                .build(),
+        )
+        .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
+        .load()
+        .await;
+    Client::new(&shared)
+}
+
+/// How the inside measurement is taken: the method of this benchmark's row, or the one it
+/// replaced (kept to show the difference).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum CpuMethod {
+    /// A runtime of its own with `workers` workers, the binaries' client, only its threads'
+    /// CPU: what `ttl-sweeper sweep` does with `TOKIO_WORKER_THREADS=workers`.
+    OwnThreads { workers: usize },
+    /// The benchmark's shared 2-worker runtime, a client with default settings, and the CPU of
+    /// the whole process (`RUSAGE_SELF`).
+    WholeProcess,
+}
+
+/// One sweep of `windows × per_window` items from a fake endpoint process, measured by `method`.
+/// Call it outside any runtime for [`CpuMethod::OwnThreads`]; `shared` runs
+/// [`CpuMethod::WholeProcess`].
+fn cpu_per_delete(
+    windows: usize,
+    per_window: usize,
+    method: CpuMethod,
+    shared: &tokio::runtime::Handle,
+) -> Cpu {
     let port = free_port();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
@@ -565,16 +612,8 @@ async fn cpu_per_delete(s: &Scale) -> Cpu {
         ])
         .spawn()
         .unwrap();
-    let client = fake_client(port);
-    while client.list_tables().send().await.is_err()
-        && client
-            .describe_table()
-            .table_name("fake")
-            .send()
-            .await
-            .is_err()
-    {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        std::thread::sleep(Duration::from_millis(20));
     }
     let schema = TableSchema {
         table_name: "fake".into(),
@@ -583,21 +622,124 @@ async fn cpu_per_delete(s: &Scale) -> Cpu {
         layout: Default::default(),
     };
     let cfg = config("fake", &[]);
-    let sweeper = Sweeper::new(DynamoStore::new(client), schema, cfg.sweep_options());
     let now = now();
     let ws = windows_to_sweep(Timestamp::from_secs(now), 60, windows as u32 - 1);
-    let (cpu0, wall0) = (cpu_time(), Instant::now());
-    let report = sweeper
-        .sweep_windows(Timestamp::from_secs(now), &ws, &Stop::never())
-        .await;
-    let (cpu, wall) = (cpu_time() - cpu0, wall0.elapsed().as_secs_f64());
+    let sweep = |store: DynamoStore| {
+        let sweeper = Sweeper::new(store, schema.clone(), cfg.sweep_options());
+        let ws = ws.clone();
+        async move {
+            sweeper
+                .sweep_windows(Timestamp::from_secs(now), &ws, &Stop::never())
+                .await
+        }
+    };
+    let (process0, wall0) = (cpu_time(), Instant::now());
+    let (report, cpu_secs) = match method {
+        CpuMethod::WholeProcess => {
+            let report = shared.block_on(async {
+                let store = DynamoStore::new(fake_client(port));
+                sweep(store).await
+            });
+            (report, cpu_time() - process0)
+        }
+        CpuMethod::OwnThreads { workers } => {
+            // Each thread of the runtime adds its CPU when it ends; dropping the runtime ends
+            // them all (workers and blocking pool) before it returns.
+            let spent = Arc::new(Mutex::new(0.0f64));
+            let at_stop = spent.clone();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .enable_all()
+                .on_thread_stop(move || *at_stop.lock().unwrap() += thread_cpu_time())
+                .build()
+                .unwrap();
+            let driver0 = thread_cpu_time();
+            let report = rt.block_on(async {
+                let client = binary_client(format!("http://127.0.0.1:{port}")).await;
+                sweep(DynamoStore::new(client)).await
+            });
+            drop(rt);
+            let threads = *spent.lock().unwrap();
+            (report, threads + thread_cpu_time() - driver0)
+        }
+    };
+    let (process, wall) = (cpu_time() - process0, wall0.elapsed().as_secs_f64());
     let _ = child.kill();
     let _ = child.wait();
     Cpu {
         deleted: report.items_deleted,
-        cpu_secs: cpu,
+        cpu_secs,
+        process_cpu_secs: process,
         wall_secs: wall,
     }
+}
+
+/// The inside rows of section 6: label and CPU per delete (µs) of every run.
+fn own_threads_us(inside: &[(CpuMethod, Cpu)]) -> Vec<(String, Vec<f64>)> {
+    let of = |want: CpuMethod, whole: bool| -> Vec<f64> {
+        inside
+            .iter()
+            .filter(|(m, _)| *m == want)
+            .map(|(_, c)| {
+                let secs = if whole {
+                    c.process_cpu_secs
+                } else {
+                    c.cpu_secs
+                };
+                secs / c.deleted.max(1) as f64 * 1e6
+            })
+            .collect()
+    };
+    let two = CpuMethod::OwnThreads { workers: 2 };
+    let one = CpuMethod::OwnThreads { workers: 1 };
+    vec![
+        (
+            "own runtime, 2 workers: its threads only (**the row**)".into(),
+            of(two, false),
+        ),
+        (
+            "own runtime, 1 worker: its threads only".into(),
+            of(one, false),
+        ),
+        (
+            "the same 2-worker runs: whole process".into(),
+            of(two, true),
+        ),
+        (
+            "before: shared runtime, default client, whole process".into(),
+            of(CpuMethod::WholeProcess, true),
+        ),
+    ]
+}
+
+/// `runs` inside measurements of each method in alternating order, printed as they come.
+fn inside_cpu(
+    per_window: usize,
+    runs: usize,
+    shared: &tokio::runtime::Handle,
+) -> Vec<(CpuMethod, Cpu)> {
+    let windows = 16;
+    let methods = [
+        CpuMethod::OwnThreads { workers: 2 },
+        CpuMethod::OwnThreads { workers: 1 },
+        CpuMethod::WholeProcess,
+    ];
+    let mut out = Vec::new();
+    for run in 0..runs {
+        for k in 0..methods.len() {
+            let method = methods[(k + run) % methods.len()];
+            let c = cpu_per_delete(windows, per_window, method, shared);
+            eprintln!(
+                "CPU per delete (inside, {method:?}): {:.2} µs counted, {:.2} µs whole process, {} deletes, {:.0} deletes/s",
+                c.us_per_delete(),
+                c.process_cpu_secs / c.deleted.max(1) as f64 * 1e6,
+                c.deleted,
+                c.deleted as f64 / c.wall_secs
+            );
+            out.push((method, c));
+        }
+    }
+    out
 }
 
 // ------------------------------------------------------------------------------------- start-up
