@@ -26,7 +26,8 @@
 //! - [`engine`]: the sweep — paginated queries, batched or conditional deletes with backoff,
 //!   the report, checkpoint planning, ticks.
 //! - [`store`]: the only code that talks to DynamoDB, behind the one-method [`store::Store`]
-//!   seam; errors, start-up checks, the key codec.
+//!   seam; errors, start-up checks, the key codec, and the hot path (query pages and batch
+//!   deletes sent through the SDK client's connector without its request pipeline).
 //! - [`streams`]: for consumers of the table's DynamoDB Stream — [`streams::is_expiry_removal`]
 //!   tells a `REMOVE` of an expired item (ours or native TTL's, in any Region) from an
 //!   application's delete.

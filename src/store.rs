@@ -10,6 +10,8 @@
 //! - [`clock`]: DynamoDB's own clock, learned from response `Date` headers, which a sweep
 //!   instant may never run ahead of.
 //! - [`dynamo`]: [`DynamoStore`], the seam over the AWS SDK client.
+//! - `direct`: the delete hot path, `BatchWriteItem` through the SDK client's connector without
+//!   its request pipeline, signed with `aws-sigv4`.
 //! - [`describe`]: start-up checks — [`open`] reads the table once and checks the index, for
 //!   every command.
 //! - [`scan`]: the table-wide operations of the adoption tools (parallel Scan pages, conditional
@@ -25,6 +27,7 @@ use crate::expiry::{Layout, Timestamp};
 
 pub mod clock;
 pub mod describe;
+mod direct;
 pub mod dynamo;
 pub mod error;
 pub mod keys;

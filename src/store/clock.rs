@@ -154,7 +154,7 @@ impl Intercept for DateRecorder {
 }
 
 /// Parses an HTTP `Date` header (`Sun, 22 Nov 2026 09:54:54 GMT`).
-fn parse_http_date(text: &str) -> Option<Timestamp> {
+pub(crate) fn parse_http_date(text: &str) -> Option<Timestamp> {
     chrono::DateTime::parse_from_rfc2822(text.trim())
         .ok()
         .map(|t| Timestamp::from_datetime(t.with_timezone(&chrono::Utc)))

@@ -14,6 +14,7 @@ use tracing::instrument;
 use std::sync::Arc;
 
 use super::clock::{DateRecorder, ServerClock};
+use super::direct::{Capture, Direct, QueryRequest};
 use super::{
     Call, ConditionalOutcome, ErrorKind, Key, Page, Reply, Store, StoreError, TableSchema,
 };
@@ -35,6 +36,9 @@ pub struct DynamoStore {
     client: Client,
     server_clock: Arc<ServerClock>,
     deletes: DeleteClients,
+    /// Query pages and batch deletes without the SDK's request pipeline (see
+    /// [`super::direct`]); `None` for a store built with [`DynamoStore::sdk_only`].
+    direct: Option<Arc<Direct>>,
 }
 
 /// Placeholder names for the key attributes in expressions: `#k0`, `#k1`.
@@ -62,6 +66,8 @@ pub const BATCH_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from
 struct DeleteClients {
     conditional: Client,
     batch: Client,
+    /// The batch clients' attempt timeout.
+    batch_attempt: std::time::Duration,
 }
 
 impl DeleteClients {
@@ -83,6 +89,7 @@ impl DeleteClients {
         DeleteClients {
             batch: Client::from_conf(no_retries.clone().timeout_config(timeouts.build()).build()),
             conditional: Client::from_conf(no_retries.build()),
+            batch_attempt: attempt,
         }
     }
 }
@@ -92,19 +99,55 @@ pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
 
 impl DynamoStore {
     /// Wraps a client built by the caller, adding the interceptor that learns DynamoDB's clock
-    /// from its responses (see [`DynamoStore::server_clock`]).
+    /// from its responses (see [`DynamoStore::server_clock`]). Query pages and batch deletes go
+    /// through the client's connector without its request pipeline (see [`super::direct`]) once
+    /// the client has sent its first request.
     pub fn new(client: Client) -> Self {
+        Self::build(client, true)
+    }
+
+    /// [`DynamoStore::new`] with every request, queries and batch deletes included, through the SDK's
+    /// request pipeline: for tests built on the SDK's own mocks, which answer inside that
+    /// pipeline rather than over HTTP.
+    pub fn sdk_only(client: Client) -> Self {
+        Self::build(client, false)
+    }
+
+    fn build(client: Client, direct: bool) -> Self {
         let server_clock = Arc::new(ServerClock::default());
-        let config = client
+        let transport = Arc::new(std::sync::OnceLock::new());
+        let mut config = client
             .config()
             .to_builder()
-            .interceptor(DateRecorder(server_clock.clone()))
-            .build();
-        let client = Client::from_conf(config);
+            .interceptor(DateRecorder(server_clock.clone()));
+        let connect_timeout = client
+            .config()
+            .timeout_config()
+            .and_then(|t| t.connect_timeout());
+        if direct {
+            config = config.interceptor(Capture {
+                slot: transport.clone(),
+                connect_timeout,
+            });
+        }
+        let client = Client::from_conf(config.build());
+        let deletes = DeleteClients::for_client(&client);
+        let direct = direct
+            .then(|| {
+                Direct::new(
+                    transport,
+                    client.config(),
+                    deletes.batch_attempt,
+                    server_clock.clone(),
+                )
+            })
+            .flatten()
+            .map(Arc::new);
         DynamoStore {
-            deletes: DeleteClients::for_client(&client),
+            deletes,
             client,
             server_clock,
+            direct,
         }
     }
 
@@ -140,6 +183,12 @@ impl DynamoStore {
         DynamoStore::new(Client::new(&shared))
     }
 
+    /// Requests sent without the SDK's request pipeline (query pages and batch deletes, see
+    /// [`super::direct`]) so far; always 0 for a store built with [`DynamoStore::sdk_only`].
+    pub fn direct_requests(&self) -> u64 {
+        self.direct.as_ref().map_or(0, |d| d.requests_sent())
+    }
+
     /// The underlying client.
     pub fn client(&self) -> &Client {
         &self.client
@@ -154,6 +203,21 @@ impl DynamoStore {
         start: Option<Key>,
         limit: Option<i32>,
     ) -> Result<Page, StoreError> {
+        if let Some(direct) = self.direct.as_ref().filter(|d| d.ready()) {
+            return direct
+                .query(&QueryRequest {
+                    table: &schema.table_name,
+                    index: &schema.index_name,
+                    window_attribute: &schema.layout.window_attribute,
+                    ttl_attribute: &schema.layout.ttl_attribute,
+                    key_attributes: &schema.key_attributes,
+                    partition: window_key,
+                    now: &now.to_number(),
+                    start: start.as_ref(),
+                    limit,
+                })
+                .await;
+        }
         let mut projection: Vec<String> = key_placeholders(schema).map(|(p, _)| p).collect();
         projection.push("#ttl".into());
         let mut req = self
@@ -188,6 +252,9 @@ impl DynamoStore {
         schema: &TableSchema,
         keys: Vec<Key>,
     ) -> Result<Vec<Key>, StoreError> {
+        if let Some(direct) = self.direct.as_ref().filter(|d| d.ready()) {
+            return direct.batch_delete(&schema.table_name, &keys).await;
+        }
         let requests = keys
             .into_iter()
             .map(|key| {

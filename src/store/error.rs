@@ -98,29 +98,30 @@ fn describe_chain(err: &dyn std::error::Error) -> String {
     out
 }
 
+/// The kind an AWS error code means, when the code alone decides it.
+pub(crate) fn classify_code(code: Option<&str>) -> Option<ErrorKind> {
+    Some(match code? {
+        "ProvisionedThroughputExceededException"
+        | "ThrottlingException"
+        | "RequestLimitExceeded"
+        | "Throttling" => ErrorKind::Throttled,
+        "ConditionalCheckFailedException" => ErrorKind::ConditionFailed,
+        "ResourceNotFoundException" => ErrorKind::NotFound,
+        "UnrecognizedClientException"
+        | "AccessDeniedException"
+        | "InvalidSignatureException"
+        | "MissingAuthenticationToken"
+        | "ExpiredTokenException"
+        | "IncompleteSignatureException" => ErrorKind::Auth,
+        "ValidationException" | "SerializationException" => ErrorKind::Validation,
+        "InternalServerError" | "ServiceUnavailable" | "InternalFailure" => ErrorKind::Transient,
+        _ => return None,
+    })
+}
+
 fn classify<E, R>(err: &SdkError<E, R>, code: Option<&str>, status: Option<u16>) -> ErrorKind {
-    match code {
-        Some(
-            "ProvisionedThroughputExceededException"
-            | "ThrottlingException"
-            | "RequestLimitExceeded"
-            | "Throttling",
-        ) => return ErrorKind::Throttled,
-        Some("ConditionalCheckFailedException") => return ErrorKind::ConditionFailed,
-        Some("ResourceNotFoundException") => return ErrorKind::NotFound,
-        Some(
-            "UnrecognizedClientException"
-            | "AccessDeniedException"
-            | "InvalidSignatureException"
-            | "MissingAuthenticationToken"
-            | "ExpiredTokenException"
-            | "IncompleteSignatureException",
-        ) => return ErrorKind::Auth,
-        Some("ValidationException" | "SerializationException") => return ErrorKind::Validation,
-        Some("InternalServerError" | "ServiceUnavailable" | "InternalFailure") => {
-            return ErrorKind::Transient
-        }
-        _ => {}
+    if let Some(kind) = classify_code(code) {
+        return kind;
     }
     match err {
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {

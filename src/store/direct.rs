@@ -1,0 +1,891 @@
+//! The sweep's hot path: `Query` pages and `BatchWriteItem` deletes written, signed and sent
+//! without the SDK's request pipeline.
+//!
+//! A profile of a sweep (docs/BENCHMARKS.md, "Where the CPU goes") put about two thirds of the
+//! sweeper's CPU inside the SDK's operation pipeline, a third in `BatchWriteItem` alone and a
+//! fifth in `Query`: building the typed input, interceptors, endpoint and auth resolution, the
+//! retry machinery (turned off for deletes anyway), serialization and deserialization of shapes.
+//! The sweep's two hot calls need none of that per request: a batch delete is 25 keys and its
+//! answer almost always `{"UnprocessedItems":{}}`; a query page is a fixed expression and items
+//! of two or three attributes.
+//!
+//! So [`Direct`] keeps the SDK for everything it is good at and skips only the pipeline:
+//!
+//! - **transport:** the SDK client's own HTTP connector (same TLS, connection pool, proxy and
+//!   connect timeout), taken from the client the first time it sends a request ([`Capture`]);
+//! - **endpoint:** the one the SDK resolved for that request (region, FIPS, dual-stack,
+//!   `AWS_ENDPOINT_URL`, account-based endpoints);
+//! - **credentials:** the client's own credentials resolver, through its identity cache;
+//! - **signing:** `aws-sigv4`, at DynamoDB's time as its `Date` headers tell it when the host
+//!   clock is off by more than a minute (the SDK corrects skew the same way);
+//! - **errors:** classified by the same rules as the SDK's ([`super::error`]); every `Date` header
+//!   feeds the [`ServerClock`].
+//!
+//! Retries are as on the SDK path: deletes are one attempt, bounded by the batch attempt timeout,
+//! and the sweep engine retries them; a query page gets the SDK's standard read budget.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::error::BoxError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+use aws_sigv4::sign::v4;
+use aws_smithy_runtime_api::client::auth::AuthSchemeId;
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnector, HttpConnectorSettings, SharedHttpConnector,
+};
+use aws_smithy_runtime_api::client::identity::{
+    Identity, ResolveCachedIdentity, SharedIdentityResolver,
+};
+use aws_smithy_runtime_api::client::runtime_components::GetIdentityResolver;
+use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::byte_stream::ByteStream;
+use base64::Engine as _;
+
+use super::clock::{parse_http_date, ServerClock};
+use super::error::classify_code;
+use super::{ErrorKind, Key, Page, StoreError};
+
+/// An operation of DynamoDB's JSON protocol: its name (for errors) and `X-Amz-Target`.
+#[derive(Debug, Clone, Copy)]
+struct Operation {
+    name: &'static str,
+    target: &'static str,
+}
+
+const BATCH_WRITE: Operation = Operation {
+    name: "BatchWriteItem",
+    target: "DynamoDB_20120810.BatchWriteItem",
+};
+const QUERY: Operation = Operation {
+    name: "Query",
+    target: "DynamoDB_20120810.Query",
+};
+/// Backoff before the first retry of a `Query`, doubled for each further one (full jitter).
+const QUERY_BACKOFF: Duration = Duration::from_millis(500);
+/// Longest backoff between `Query` attempts.
+const QUERY_BACKOFF_CAP: Duration = Duration::from_secs(20);
+/// The SigV4 auth scheme, whose identity resolver the client holds.
+const SIGV4: AuthSchemeId = AuthSchemeId::new("sigv4");
+/// A host clock further than this from DynamoDB's signs at DynamoDB's time.
+const SKEW_CORRECTION: Duration = Duration::from_secs(60);
+/// At most this much of an error body is kept in the error message.
+const MAX_ERROR_BODY: usize = 512;
+
+/// What [`Capture`] takes from the SDK client's first request.
+#[derive(Debug)]
+pub(crate) struct Transport {
+    connector: SharedHttpConnector,
+    /// The resolved endpoint, e.g. `https://dynamodb.eu-west-1.amazonaws.com/`.
+    endpoint: String,
+    /// The client's SigV4 credentials resolver, asked through the client's identity cache.
+    identity: SharedIdentityResolver,
+    components: RuntimeComponents,
+}
+
+/// The SDK interceptor that hands [`Direct`] the client's HTTP connector, resolved endpoint and
+/// credentials, from the first request the client sends (the start-up `DescribeTable`).
+#[derive(Debug, Clone)]
+pub(crate) struct Capture {
+    pub(crate) slot: Arc<OnceLock<Transport>>,
+    pub(crate) connect_timeout: Option<Duration>,
+}
+
+impl Intercept for Capture {
+    fn name(&self) -> &'static str {
+        "DirectCapture"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if self.slot.get().is_some() {
+            return Ok(());
+        }
+        let (Some(client), Some(identity), Ok(uri)) = (
+            components.http_client(),
+            components.identity_resolver(SIGV4),
+            context.request().uri().parse::<http::Uri>(),
+        ) else {
+            return Ok(());
+        };
+        let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+            return Ok(());
+        };
+        let mut settings = HttpConnectorSettings::builder();
+        settings.set_connect_timeout(self.connect_timeout);
+        let settings = settings.build();
+        let _ = self.slot.set(Transport {
+            connector: client.http_connector(&settings, components),
+            endpoint: format!("{scheme}://{authority}{}", uri.path()),
+            identity,
+            components: components.clone(),
+        });
+        Ok(())
+    }
+}
+
+/// `Query` and `BatchWriteItem` sent through the captured [`Transport`].
+#[derive(Debug)]
+pub(crate) struct Direct {
+    transport: Arc<OnceLock<Transport>>,
+    region: String,
+    attempt_timeout: Duration,
+    server_clock: Arc<ServerClock>,
+    /// Requests sent so far.
+    sent: AtomicU64,
+}
+
+impl Direct {
+    /// Ready once `transport` is filled; `None` without a region (the SDK path then reports
+    /// what is missing).
+    pub(crate) fn new(
+        transport: Arc<OnceLock<Transport>>,
+        config: &aws_sdk_dynamodb::Config,
+        attempt_timeout: Duration,
+        server_clock: Arc<ServerClock>,
+    ) -> Option<Self> {
+        Some(Direct {
+            transport,
+            region: config.region()?.to_string(),
+            attempt_timeout,
+            server_clock,
+            sent: AtomicU64::new(0),
+        })
+    }
+
+    /// Requests sent so far through this path.
+    pub(crate) fn requests_sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// Whether the client has sent a request yet, so the transport is known.
+    pub(crate) fn ready(&self) -> bool {
+        self.transport.get().is_some()
+    }
+
+    /// Deletes `keys` from `table`; answers the keys DynamoDB left unprocessed. One attempt: the
+    /// sweep engine retries deletes itself.
+    pub(crate) async fn batch_delete(
+        &self,
+        table: &str,
+        keys: &[Key],
+    ) -> Result<Vec<Key>, StoreError> {
+        let body = batch_delete_body(table, keys)?;
+        let answer = self
+            .exchange(BATCH_WRITE, body, self.attempt_timeout)
+            .await?;
+        unprocessed_keys(&answer)
+    }
+
+    /// One page of a partition query, with the SDK's standard retry budget for reads
+    /// ([`super::SDK_MAX_ATTEMPTS`] attempts, exponential backoff with full jitter).
+    pub(crate) async fn query(&self, query: &QueryRequest<'_>) -> Result<Page, StoreError> {
+        let body = query_body(query)?;
+        let mut attempt = 1;
+        loop {
+            match self
+                .exchange(QUERY, body.clone(), super::dynamo::ATTEMPT_TIMEOUT)
+                .await
+            {
+                Ok(answer) => return query_page(&answer),
+                Err(e) if e.kind.is_retryable() && attempt < super::SDK_MAX_ATTEMPTS => {
+                    let ceiling = QUERY_BACKOFF
+                        .saturating_mul(1 << attempt)
+                        .min(QUERY_BACKOFF_CAP);
+                    tokio::time::sleep(ceiling.mul_f64(fastrand::f64())).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Sends one signed request and answers the body of a 200, or the classified error.
+    async fn exchange(
+        &self,
+        operation: Operation,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<bytes::Bytes, StoreError> {
+        let transport = self.transport.get().ok_or_else(|| {
+            StoreError::new(
+                ErrorKind::Other,
+                operation.name,
+                "no transport captured yet",
+            )
+        })?;
+        let identity = transport
+            .components
+            .identity_cache()
+            .resolve_cached_identity(
+                transport.identity.clone(),
+                &transport.components,
+                &ConfigBag::base(),
+            )
+            .await
+            .map_err(|e| {
+                StoreError::new(ErrorKind::Auth, operation.name, format!("credentials: {e}"))
+            })?;
+        let request = self.signed(transport, operation, body, &identity)?;
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        let sent = Instant::now();
+        let exchange = async {
+            let response = transport
+                .connector
+                .call(request)
+                .await
+                .map_err(|e| transport_error(operation, &e.to_string(), e.is_timeout()))?;
+            let status = response.status().as_u16();
+            let date = response.headers().get("date").and_then(parse_http_date);
+            let body = ByteStream::new(response.into_body())
+                .collect()
+                .await
+                .map_err(|e| {
+                    transport_error(operation, &format!("reading the response: {e}"), false)
+                })?
+                .into_bytes();
+            Ok::<_, StoreError>((status, date, body))
+        };
+        let (status, date, body) =
+            tokio::time::timeout(timeout, exchange)
+                .await
+                .map_err(|_| {
+                    transport_error(operation, &format!("no answer within {timeout:?}"), true)
+                })??;
+        if let Some(date) = date {
+            self.server_clock.observe(date, sent);
+        }
+        if status != 200 {
+            return Err(error_from_response(operation.name, status, &body));
+        }
+        Ok(body)
+    }
+
+    fn signed(
+        &self,
+        transport: &Transport,
+        operation: Operation,
+        body: Vec<u8>,
+        identity: &Identity,
+    ) -> Result<aws_smithy_runtime_api::http::Request, StoreError> {
+        let name = operation.name;
+        let signing_error =
+            |e: &dyn std::fmt::Display| StoreError::new(ErrorKind::Auth, name, e.to_string());
+        let headers = [
+            ("content-type", "application/x-amz-json-1.0"),
+            ("x-amz-target", operation.target),
+        ];
+        let params = v4::SigningParams::builder()
+            .identity(identity)
+            .region(&self.region)
+            .name("dynamodb")
+            .time(self.signing_time())
+            .settings(SigningSettings::default())
+            .build()
+            .map_err(|e| signing_error(&e))?
+            .into();
+        let signable = SignableRequest::new(
+            "POST",
+            &transport.endpoint,
+            headers.iter().copied(),
+            SignableBody::Bytes(&body),
+        )
+        .map_err(|e| signing_error(&e))?;
+        let (instructions, _) = sign(signable, &params)
+            .map_err(|e| signing_error(&e))?
+            .into_parts();
+        let mut builder = http::Request::builder()
+            .method("POST")
+            .uri(&transport.endpoint)
+            .header(
+                "user-agent",
+                concat!("ttl-sweeper/", env!("CARGO_PKG_VERSION")),
+            );
+        for (name, value) in headers {
+            builder = builder.header(name, value);
+        }
+        let mut request = builder
+            .body(SdkBody::from(body))
+            .map_err(|e| StoreError::new(ErrorKind::Other, name, e.to_string()))?;
+        instructions.apply_to_request_http1x(&mut request);
+        aws_smithy_runtime_api::http::Request::try_from(request)
+            .map_err(|e| StoreError::new(ErrorKind::Other, name, e.to_string()))
+    }
+
+    /// The host's time, or DynamoDB's when the two are further apart than [`SKEW_CORRECTION`].
+    fn signing_time(&self) -> SystemTime {
+        let host = SystemTime::now();
+        let Some(bound) = self.server_clock.upper_bound() else {
+            return host;
+        };
+        // The bound is at most the Date header's second ahead of DynamoDB's time.
+        let server_ms = bound.millis() - 500;
+        let host_ms = host
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        if host_ms.abs_diff(server_ms) > SKEW_CORRECTION.as_millis() as u64 {
+            SystemTime::UNIX_EPOCH + Duration::from_millis(server_ms.max(0) as u64)
+        } else {
+            host
+        }
+    }
+}
+
+fn transport_error(operation: Operation, message: &str, timeout: bool) -> StoreError {
+    let what = if timeout {
+        "timed out"
+    } else {
+        "dispatch failed"
+    };
+    StoreError::new(
+        ErrorKind::Transient,
+        operation.name,
+        format!("{what}: {message}"),
+    )
+}
+
+/// `{"RequestItems":{"<table>":[{"DeleteRequest":{"Key":{...}}}, ...]}}`, written directly.
+pub(crate) fn batch_delete_body(table: &str, keys: &[Key]) -> Result<Vec<u8>, StoreError> {
+    let mut out = Vec::with_capacity(64 + keys.len() * 96);
+    out.extend_from_slice(b"{\"RequestItems\":{");
+    json_string(&mut out, table);
+    out.extend_from_slice(b":[");
+    for (i, key) in keys.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"DeleteRequest\":{\"Key\":");
+        write_key(&mut out, key, BATCH_WRITE)?;
+        out.extend_from_slice(b"}}");
+    }
+    out.extend_from_slice(b"]}}");
+    Ok(out)
+}
+
+/// What one page of a partition query asks (see [`super::Call::QueryExpired`]).
+#[derive(Debug)]
+pub(crate) struct QueryRequest<'a> {
+    pub(crate) table: &'a str,
+    pub(crate) index: &'a str,
+    pub(crate) window_attribute: &'a str,
+    pub(crate) ttl_attribute: &'a str,
+    pub(crate) key_attributes: &'a [String],
+    pub(crate) partition: &'a str,
+    /// The sweep instant as a DynamoDB Number (`Timestamp::to_number`).
+    pub(crate) now: &'a str,
+    pub(crate) start: Option<&'a Key>,
+    pub(crate) limit: Option<i32>,
+}
+
+/// The `Query` body: items of one index partition with `ttl < now`, projected to the key
+/// attributes and the ttl; the same request the SDK path sends.
+pub(crate) fn query_body(q: &QueryRequest<'_>) -> Result<Vec<u8>, StoreError> {
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(b"{\"TableName\":");
+    json_string(&mut out, q.table);
+    out.extend_from_slice(b",\"IndexName\":");
+    json_string(&mut out, q.index);
+    out.extend_from_slice(
+        b",\"KeyConditionExpression\":\"#win = :win AND #ttl < :now\",\"ExpressionAttributeNames\":{\"#win\":",
+    );
+    json_string(&mut out, q.window_attribute);
+    out.extend_from_slice(b",\"#ttl\":");
+    json_string(&mut out, q.ttl_attribute);
+    for (i, name) in q.key_attributes.iter().enumerate() {
+        out.extend_from_slice(format!(",\"#k{i}\":").as_bytes());
+        json_string(&mut out, name);
+    }
+    out.extend_from_slice(b"},\"ExpressionAttributeValues\":{\":win\":{\"S\":");
+    json_string(&mut out, q.partition);
+    out.extend_from_slice(b"},\":now\":{\"N\":");
+    json_string(&mut out, q.now);
+    out.extend_from_slice(b"}},\"ProjectionExpression\":\"");
+    for i in 0..q.key_attributes.len() {
+        out.extend_from_slice(format!("#k{i}, ").as_bytes());
+    }
+    out.extend_from_slice(b"#ttl\"");
+    if let Some(start) = q.start {
+        out.extend_from_slice(b",\"ExclusiveStartKey\":");
+        write_key(&mut out, start, QUERY)?;
+    }
+    if let Some(limit) = q.limit {
+        out.extend_from_slice(format!(",\"Limit\":{limit}").as_bytes());
+    }
+    out.push(b'}');
+    Ok(out)
+}
+
+/// A key as DynamoDB JSON: `{"pk":{"S":"a"},"n":{"N":"1"},"b":{"B":"<base64>"}}`.
+fn write_key(out: &mut Vec<u8>, key: &Key, operation: Operation) -> Result<(), StoreError> {
+    out.push(b'{');
+    for (j, (name, value)) in key.iter().enumerate() {
+        if j > 0 {
+            out.push(b',');
+        }
+        json_string(out, name);
+        out.push(b':');
+        match value {
+            AttributeValue::S(s) => {
+                out.extend_from_slice(b"{\"S\":");
+                json_string(out, s);
+            }
+            AttributeValue::N(n) => {
+                out.extend_from_slice(b"{\"N\":");
+                json_string(out, n);
+            }
+            AttributeValue::B(b) => {
+                out.extend_from_slice(b"{\"B\":\"");
+                let encoded = base64::engine::general_purpose::STANDARD.encode(b.as_ref());
+                out.extend_from_slice(encoded.as_bytes());
+                out.push(b'"');
+            }
+            other => {
+                return Err(StoreError::new(
+                    ErrorKind::Validation,
+                    operation.name,
+                    format!("key attribute {name:?} is {other:?}: keys are S, N or B"),
+                ))
+            }
+        }
+        out.push(b'}');
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// A `Query` answer: its items and where the next page starts.
+pub(crate) fn query_page(body: &[u8]) -> Result<Page, StoreError> {
+    #[derive(serde::Deserialize)]
+    struct Output {
+        #[serde(rename = "Items", default)]
+        items: Vec<WireItem>,
+        #[serde(rename = "LastEvaluatedKey")]
+        last: Option<WireItem>,
+    }
+    let output: Output = serde_json::from_slice(body).map_err(|e| {
+        StoreError::new(
+            ErrorKind::Other,
+            QUERY.name,
+            format!("unreadable answer ({e}): {}", excerpt(body)),
+        )
+    })?;
+    Ok(Page {
+        items: output.items.into_iter().map(|i| i.0).collect(),
+        next: output.last.map(|k| k.0).filter(|k| !k.is_empty()),
+    })
+}
+
+/// An item in DynamoDB JSON, read straight into the SDK's types.
+struct WireItem(Key);
+
+impl<'de> serde::Deserialize<'de> for WireItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let map: std::collections::HashMap<String, Wire> = serde::Deserialize::deserialize(d)?;
+        Ok(WireItem(map.into_iter().map(|(k, v)| (k, v.0)).collect()))
+    }
+}
+
+/// One typed value in DynamoDB JSON (`{"S":"a"}`, `{"N":"1"}`, `{"L":[...]}`, ...).
+struct Wire(AttributeValue);
+
+impl<'de> serde::Deserialize<'de> for Wire {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(WireVisitor)
+    }
+}
+
+struct WireVisitor;
+
+impl<'de> serde::de::Visitor<'de> for WireVisitor {
+    type Value = Wire;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a DynamoDB JSON value such as {\"S\": \"a\"}")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Wire, A::Error> {
+        use serde::de::Error;
+        let blob = |text: String| {
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map(aws_sdk_dynamodb::primitives::Blob::new)
+                .map_err(A::Error::custom)
+        };
+        let Some(tag) = map.next_key::<std::borrow::Cow<'de, str>>()? else {
+            return Err(A::Error::custom("an empty attribute value"));
+        };
+        let value = match tag.as_ref() {
+            "S" => AttributeValue::S(map.next_value()?),
+            "N" => AttributeValue::N(map.next_value()?),
+            "B" => AttributeValue::B(blob(map.next_value()?)?),
+            "BOOL" => AttributeValue::Bool(map.next_value()?),
+            "NULL" => AttributeValue::Null(map.next_value()?),
+            "SS" => AttributeValue::Ss(map.next_value()?),
+            "NS" => AttributeValue::Ns(map.next_value()?),
+            "BS" => AttributeValue::Bs(
+                map.next_value::<Vec<String>>()?
+                    .into_iter()
+                    .map(blob)
+                    .collect::<Result<_, _>>()?,
+            ),
+            "L" => AttributeValue::L(
+                map.next_value::<Vec<Wire>>()?
+                    .into_iter()
+                    .map(|w| w.0)
+                    .collect(),
+            ),
+            "M" => AttributeValue::M(map.next_value::<WireItem>()?.0),
+            other => return Err(A::Error::unknown_field(other, &["S", "N", "B", "..."])),
+        };
+        if map.next_key::<serde::de::IgnoredAny>()?.is_some() {
+            return Err(A::Error::custom("an attribute value with two types"));
+        }
+        Ok(Wire(value))
+    }
+}
+
+fn json_string(out: &mut Vec<u8>, s: &str) {
+    // Writing a &str to a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// The keys of a `BatchWriteItem` answer's `UnprocessedItems`. A key that cannot be read back is
+/// an error, never dropped: the engine then treats the whole chunk as not deleted.
+pub(crate) fn unprocessed_keys(body: &[u8]) -> Result<Vec<Key>, StoreError> {
+    #[derive(serde::Deserialize)]
+    struct Output {
+        #[serde(rename = "UnprocessedItems", default)]
+        unprocessed: std::collections::HashMap<String, Vec<WriteRequest>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct WriteRequest {
+        #[serde(rename = "DeleteRequest")]
+        delete: Option<DeleteRequest>,
+    }
+    #[derive(serde::Deserialize)]
+    struct DeleteRequest {
+        #[serde(rename = "Key")]
+        key: serde_json::Value,
+    }
+    let unreadable = |what: String| {
+        StoreError::new(
+            ErrorKind::Other,
+            BATCH_WRITE.name,
+            format!("unreadable answer ({what}): {}", excerpt(body)),
+        )
+    };
+    let output: Output = serde_json::from_slice(body).map_err(|e| unreadable(e.to_string()))?;
+    let mut keys = Vec::new();
+    for request in output.unprocessed.into_values().flatten() {
+        let delete = request
+            .delete
+            .ok_or_else(|| unreadable("an unprocessed request that is not a delete".into()))?;
+        keys.push(
+            super::keys::key_from_json(&delete.key)
+                .ok_or_else(|| unreadable(format!("unprocessed key {}", delete.key)))?,
+        );
+    }
+    Ok(keys)
+}
+
+/// A non-200 answer: `{"__type":"com.amazonaws.dynamodb.v20120810#Code","message":"..."}`.
+pub(crate) fn error_from_response(operation: &'static str, status: u16, body: &[u8]) -> StoreError {
+    let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    let field = |name: &str| {
+        parsed
+            .as_ref()
+            .and_then(|v| v.get(name))
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    };
+    let code = field("__type").map(|t| match t.rsplit_once('#') {
+        Some((_, code)) => code.to_owned(),
+        None => t,
+    });
+    let message = field("message")
+        .or_else(|| field("Message"))
+        .unwrap_or_else(|| format!("HTTP {status}: {}", excerpt(body)));
+    let kind = classify_code(code.as_deref()).unwrap_or(match status {
+        500.. => ErrorKind::Transient,
+        403 => ErrorKind::Auth,
+        _ => ErrorKind::Other,
+    });
+    StoreError {
+        kind,
+        operation,
+        code,
+        message,
+        source: None,
+    }
+}
+
+fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(MAX_ERROR_BODY)]);
+    text.into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::primitives::Blob;
+    use proptest::prelude::*;
+
+    fn key(pairs: &[(&str, AttributeValue)]) -> Key {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn the_body_is_the_batch_write_item_request() {
+        let keys = vec![
+            key(&[
+                ("pk", AttributeValue::S("user#\"1\"\n".into())),
+                ("sk", AttributeValue::N("-1.5e3".into())),
+            ]),
+            key(&[("pk", AttributeValue::B(Blob::new(vec![0, 1, 254, 255])))]),
+        ];
+        let body = batch_delete_body("my \"table\"", &keys).unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"RequestItems": {"my \"table\"": [
+                {"DeleteRequest": {"Key": {"pk": {"S": "user#\"1\"\n"}, "sk": {"N": "-1.5e3"}}}},
+                {"DeleteRequest": {"Key": {"pk": {"B": "AAH+/w=="}}}},
+            ]}})
+        );
+    }
+
+    #[test]
+    fn a_key_that_is_not_s_n_or_b_is_refused() {
+        let keys = vec![key(&[("pk", AttributeValue::Bool(true))])];
+        let err = batch_delete_body("t", &keys).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Validation);
+    }
+
+    #[test]
+    fn unprocessed_keys_are_read_back() {
+        let none = unprocessed_keys(br#"{"UnprocessedItems":{}}"#).unwrap();
+        assert!(none.is_empty());
+        let body = br#"{"UnprocessedItems":{"t":[{"DeleteRequest":{"Key":{"pk":{"S":"a"},"n":{"N":"1"}}}}]}}"#;
+        assert_eq!(
+            unprocessed_keys(body).unwrap(),
+            vec![key(&[
+                ("pk", AttributeValue::S("a".into())),
+                ("n", AttributeValue::N("1".into()))
+            ])]
+        );
+    }
+
+    #[test]
+    fn an_unreadable_answer_is_an_error_not_an_empty_list() {
+        for body in [
+            &b"not json"[..],
+            br#"{"UnprocessedItems":{"t":[{"PutRequest":{"Item":{}}}]}}"#,
+            br#"{"UnprocessedItems":{"t":[{"DeleteRequest":{"Key":{"pk":"a"}}}]}}"#,
+        ] {
+            let err = unprocessed_keys(body).unwrap_err();
+            assert_eq!(err.kind, ErrorKind::Other, "{err}");
+        }
+    }
+
+    #[test]
+    fn error_answers_are_classified_like_the_sdks() {
+        let cases: [(u16, &[u8], ErrorKind, Option<&str>); 6] = [
+            (
+                400,
+                br#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"slow down"}"#,
+                ErrorKind::Throttled,
+                Some("ProvisionedThroughputExceededException"),
+            ),
+            (
+                400,
+                br#"{"__type":"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException","message":"no table"}"#,
+                ErrorKind::NotFound,
+                Some("ResourceNotFoundException"),
+            ),
+            (
+                400,
+                br#"{"__type":"com.amazon.coral.validate#ValidationException","message":"bad key"}"#,
+                ErrorKind::Validation,
+                Some("ValidationException"),
+            ),
+            (
+                400,
+                br#"{"__type":"com.amazon.coral.service#ExpiredTokenException","Message":"old"}"#,
+                ErrorKind::Auth,
+                Some("ExpiredTokenException"),
+            ),
+            (503, b"<html>busy</html>", ErrorKind::Transient, None),
+            (418, b"", ErrorKind::Other, None),
+        ];
+        for (status, body, kind, code) in cases {
+            let err = error_from_response("BatchWriteItem", status, body);
+            assert_eq!(err.kind, kind, "{err}");
+            assert_eq!(err.code.as_deref(), code, "{err}");
+        }
+        let err = error_from_response(
+            "Query",
+            400,
+            br#"{"__type":"x#ThrottlingException","message":"m"}"#,
+        );
+        assert_eq!(err.message, "m");
+    }
+
+    #[test]
+    fn the_query_body_is_the_sdk_paths_request() {
+        let start = key(&[
+            ("id", AttributeValue::S("a".into())),
+            ("expirationWindow", AttributeValue::S("w#3".into())),
+            ("ttl", AttributeValue::N("100".into())),
+        ]);
+        let keys = ["id".to_string(), "sk".to_string()];
+        let q = QueryRequest {
+            table: "sessions",
+            index: "byWindow",
+            window_attribute: "expirationWindow",
+            ttl_attribute: "ttl",
+            key_attributes: &keys,
+            partition: "2026-11-22T15:00#3",
+            now: "1795000000.123",
+            start: Some(&start),
+            limit: Some(100),
+        };
+        let body: serde_json::Value = serde_json::from_slice(&query_body(&q).unwrap()).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "TableName": "sessions",
+                "IndexName": "byWindow",
+                "KeyConditionExpression": "#win = :win AND #ttl < :now",
+                "ExpressionAttributeNames": {
+                    "#win": "expirationWindow", "#ttl": "ttl", "#k0": "id", "#k1": "sk"
+                },
+                "ExpressionAttributeValues": {
+                    ":win": {"S": "2026-11-22T15:00#3"}, ":now": {"N": "1795000000.123"}
+                },
+                "ProjectionExpression": "#k0, #k1, #ttl",
+                "ExclusiveStartKey": {
+                    "id": {"S": "a"}, "expirationWindow": {"S": "w#3"}, "ttl": {"N": "100"}
+                },
+                "Limit": 100,
+            })
+        );
+        let first = QueryRequest {
+            start: None,
+            limit: None,
+            ..q
+        };
+        let body: serde_json::Value = serde_json::from_slice(&query_body(&first).unwrap()).unwrap();
+        assert!(body.get("ExclusiveStartKey").is_none() && body.get("Limit").is_none());
+    }
+
+    #[test]
+    fn query_pages_read_every_attribute_type_and_the_next_start() {
+        let body = br#"{"Count":3,"ScannedCount":3,"Items":[
+            {"id":{"S":"a"},"ttl":{"N":"1"}},
+            {"id":{"B":"AAH+/w=="},"ttl":{"S":"1700000000"}},
+            {"id":{"S":"c"},"ttl":{"L":[{"NULL":true},{"BOOL":false},{"M":{"x":{"NS":["1","2"]}}}]}}
+        ],"LastEvaluatedKey":{"id":{"S":"c"}}}"#;
+        let page = query_page(body).unwrap();
+        assert_eq!(page.items.len(), 3);
+        assert_eq!(page.items[0]["ttl"], AttributeValue::N("1".into()));
+        assert_eq!(
+            page.items[1]["id"],
+            AttributeValue::B(Blob::new(vec![0, 1, 254, 255]))
+        );
+        assert_eq!(page.items[1]["ttl"], AttributeValue::S("1700000000".into()));
+        assert!(matches!(&page.items[2]["ttl"], AttributeValue::L(l) if l.len() == 3));
+        assert_eq!(
+            page.next,
+            Some(key(&[("id", AttributeValue::S("c".into()))]))
+        );
+        let last = query_page(br#"{"Count":0,"Items":[],"LastEvaluatedKey":{}}"#).unwrap();
+        assert!(last.items.is_empty() && last.next.is_none());
+        for bad in [
+            &b"<html>"[..],
+            br#"{"Items":[{"id":{"S":"a","N":"1"}}]}"#,
+            br#"{"Items":[{"id":{"X":"a"}}]}"#,
+            br#"{"Items":[{"id":{}}]}"#,
+            br#"{"Items":[{"id":{"B":"not base64!"}}]}"#,
+        ] {
+            let err = query_page(bad).unwrap_err();
+            assert_eq!(err.kind, ErrorKind::Other, "{err}");
+        }
+    }
+
+    fn any_value() -> impl Strategy<Value = AttributeValue> {
+        let leaf = prop_oneof![
+            key_value(),
+            any::<bool>().prop_map(AttributeValue::Bool),
+            Just(AttributeValue::Null(true)),
+            proptest::collection::vec("[0-9]{1,5}", 1..3).prop_map(AttributeValue::Ns),
+            proptest::collection::vec(any::<String>(), 1..3).prop_map(AttributeValue::Ss),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(AttributeValue::L),
+                proptest::collection::hash_map("[a-z]{1,4}", inner, 0..4)
+                    .prop_map(AttributeValue::M),
+            ]
+        })
+    }
+
+    fn key_value() -> impl Strategy<Value = AttributeValue> {
+        prop_oneof![
+            any::<String>().prop_map(AttributeValue::S),
+            any::<i64>().prop_map(|n| AttributeValue::N(n.to_string())),
+            proptest::collection::vec(any::<u8>(), 1..40)
+                .prop_map(|b| AttributeValue::B(Blob::new(b))),
+        ]
+    }
+
+    proptest! {
+        /// Any key survives the trip: written by hand, read by a JSON parser and the key dialect.
+        #[test]
+        fn any_key_round_trips(
+            table in "[a-zA-Z0-9_.-]{3,20}",
+            keys in proptest::collection::vec(
+                proptest::collection::hash_map("[a-z\"\\\\é]{1,8}", key_value(), 1..3), 1..25),
+        ) {
+            let body = batch_delete_body(&table, &keys).unwrap();
+            let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let sent: Vec<Key> = value["RequestItems"][&table]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| super::super::keys::key_from_json(&r["DeleteRequest"]["Key"]).unwrap())
+                .collect();
+            prop_assert_eq!(sent, keys);
+        }
+
+        /// Items read from a query answer equal what the key dialect reads from the same JSON.
+        #[test]
+        fn query_items_read_like_the_key_dialect(
+            items in proptest::collection::vec(
+                proptest::collection::hash_map("[a-z\"é]{1,6}", any_value(), 1..4), 0..5),
+        ) {
+            let json = serde_json::json!({
+                "Items": items.iter().map(super::super::keys::item_to_json).collect::<Vec<_>>(),
+            });
+            let page = query_page(json.to_string().as_bytes()).unwrap();
+            let expected: Vec<Key> = json["Items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| super::super::keys::item_from_json(i).unwrap())
+                .collect();
+            prop_assert_eq!(&page.items, &expected);
+            prop_assert_eq!(page.items, items);
+        }
+    }
+}
