@@ -134,9 +134,9 @@ fn main() {
             per_second: 20,
             cpu_runs: 3,
             outside_per_window: 40_000,
-            ceiling_items: 5_000,
+            ceiling_items: 10_000,
             ceiling_levels: vec![1, 2, 4, 8, 16, 32, 64],
-            ceiling_reps: 3,
+            ceiling_reps: 5,
             shard_tick_secs: 20,
         }
     };
