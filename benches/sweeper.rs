@@ -132,7 +132,7 @@ fn main() {
             deployed_handoffs: 6,
             deployed_period,
             per_second: 20,
-            cpu_runs: 3,
+            cpu_runs: 5,
             outside_per_window: 40_000,
             ceiling_items: 10_000,
             ceiling_levels: vec![1, 2, 4, 8, 16, 32, 64],

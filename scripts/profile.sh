@@ -50,7 +50,7 @@ profile() {
       if (line ~ /\[kernel/) g = "kernel (syscalls, scheduling, TCP)"
       else if (line ~ /malloc|free|realloc|calloc|memmove|memcpy|memset|memcmp|_int_|cfree|mi_|tcache|unlink_chunk|alloc_perturb|finish_grow|raw_vec/) g = "allocator and memcpy"
       else if (line ~ /sigv4|sha2|Sha256|sha256|hmac|Hmac|canonical|percent_encod/) g = "SigV4 signing (aws-sigv4, sha2, hmac)"
-      else if (line ~ /protocol_serde|aws_smithy_json|serde|ryu|itoa|json/) g = "SDK JSON (de)serialization"
+      else if (line ~ /protocol_serde|aws_smithy_json|serde|ryu|itoa|json/) g = "JSON (de)serialization (SDK shapes, serde_json)"
       else if (line ~ /hyper|h2::|http::|httparse|http_body|HeaderMap|header|bytes::/) g = "hyper and http"
       else if (line ~ /aws_smithy|aws_runtime|aws_sdk_dynamodb|aws_types|aws_credential|aws_config|orchestrat|interceptor|ConfigBag|TypeErasedBox|tracing/) g = "SDK orchestration (config, endpoint, retries, interceptors)"
       else if (line ~ /tokio|mio|parking_lot|futures/) g = "tokio and futures"
