@@ -38,56 +38,33 @@ install() {
   [ -n "$(jar_path)" ] || { echo "dynamodb-local: DynamoDBLocal.jar not found after install" >&2; exit 1; }
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# shellcheck source=scripts/local-server.sh
+. "$ROOT/scripts/local-server.sh"
 
-start() {
-  local state="$1"
-  install
-  mkdir -p "$state"
-  local jar dir port
-  jar="$(jar_path)"; dir="$(dirname "$jar")"; port="$(free_port)"
-  # -disableTelemetry: the emulator must never reach out to the internet.
-  java -Djava.library.path="$dir/DynamoDBLocal_lib" -jar "$jar" \
-    -inMemory -sharedDb -disableTelemetry -port "$port" >"$state/server.log" 2>&1 &
-  echo $! >"$state/pid"
-  echo "$port" >"$state/port"
-  echo "http://127.0.0.1:$port" >"$state/endpoint"
-  # Wait for it to answer (start-up is 3-4 s, far longer on a loaded machine).
-  for _ in $(seq 1 120); do
-    if ! kill -0 "$(cat "$state/pid")" 2>/dev/null; then
-      echo "dynamodb-local: server exited during start-up:" >&2; cat "$state/server.log" >&2; exit 1
-    fi
-    if python3 - "$port" <<'PY' 2>/dev/null; then
+# Answers once the server accepts a request.
+answers() {
+  python3 - "$1" <<'PY'
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1)
 s.sendall(b"GET / HTTP/1.0\r\n\r\n"); s.recv(1); s.close()
 PY
-      echo "dynamodb-local: listening on http://127.0.0.1:$port (pid $(cat "$state/pid"))" >&2
-      return 0
-    fi
-    sleep 0.5
-  done
-  echo "dynamodb-local: not ready after 60 s" >&2; stop "$state"; exit 1
 }
 
-stop() {
-  local state="$1"
-  [ -f "$state/pid" ] || return 0
-  local pid; pid="$(cat "$state/pid")"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
-  rm -f "$state/pid"
+start() {
+  install
+  local jar dir port
+  jar="$(jar_path)"; dir="$(dirname "$jar")"; port="$(free_port)"
+  # -disableTelemetry: the emulator must never reach out to the internet. Start-up is 3-4 s,
+  # far longer on a loaded machine.
+  server_start dynamodb-local "$1" "$port" 120 answers \
+    java -Djava.library.path="$dir/DynamoDBLocal_lib" -jar "$jar" \
+    -inMemory -sharedDb -disableTelemetry -port "$port"
 }
 
 case "${1:-}" in
   install) install ;;
   start) start "${2:?state dir}" ;;
-  stop) stop "${2:?state dir}" ;;
+  stop) server_stop "${2:?state dir}" ;;
   jar) install >/dev/null; jar_path ;;
   *) echo "usage: $0 install | start STATEDIR | stop STATEDIR | jar" >&2; exit 2 ;;
 esac

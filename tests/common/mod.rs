@@ -7,11 +7,10 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
@@ -28,25 +27,12 @@ use ttl_sweeper::store::{
 
 pub use aws_sdk_dynamodb::types::AttributeValue as AV;
 
-static ENDPOINT: OnceLock<String> = OnceLock::new();
-static SERVER_PID: AtomicU32 = AtomicU32::new(0);
-static START_LOCK: Mutex<()> = Mutex::new(());
+#[path = "../support/server.rs"]
+pub mod server;
+pub use server::free_port;
+use server::{repo_root, LocalServer};
 
-extern "C" fn stop_server() {
-    let pid = SERVER_PID.swap(0, Ordering::SeqCst);
-    if pid != 0 {
-        // SAFETY: plain syscalls on the PID of the child this process started.
-        unsafe {
-            libc::kill(pid as i32, libc::SIGTERM);
-            let mut status = 0;
-            libc::waitpid(pid as i32, &mut status, 0);
-        }
-    }
-}
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+static DYNAMODB_LOCAL: LocalServer = LocalServer::new();
 
 fn find_jar() -> PathBuf {
     if let Ok(jar) = std::env::var("DYNAMODB_LOCAL_JAR") {
@@ -71,69 +57,40 @@ fn find_jar() -> PathBuf {
     })
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("no free port on 127.0.0.1")
-}
-
 /// The endpoint of the test server, starting DynamoDB Local on first use.
 pub fn endpoint() -> String {
-    if let Ok(ep) = std::env::var("DYNAMODB_ENDPOINT") {
-        return ep;
-    }
-    let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    ENDPOINT.get_or_init(start_dynamodb_local).clone()
+    DYNAMODB_LOCAL.endpoint("DYNAMODB_ENDPOINT", start_dynamodb_local)
 }
 
 fn start_dynamodb_local() -> String {
     let jar = find_jar();
     let dir = jar.parent().unwrap();
     let port = free_port();
-    let log_dir = repo_root().join("target/test-servers");
-    std::fs::create_dir_all(&log_dir).unwrap();
-    let log_path = log_dir.join(format!("dynamodb-local-{port}.log"));
-    let log = std::fs::File::create(&log_path).unwrap();
-    let child = Command::new("java")
-        .arg(format!(
-            "-Djava.library.path={}",
-            dir.join("DynamoDBLocal_lib").display()
-        ))
-        .arg("-jar")
-        .arg(&jar)
-        .args([
-            "-inMemory",
-            "-sharedDb",
-            "-disableTelemetry",
-            "-port",
-            &port.to_string(),
-        ])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("cannot run `java` (DynamoDB Local needs Java 17+; `make test` installs it)");
-    SERVER_PID.store(child.id(), Ordering::SeqCst);
-    // SAFETY: registers a plain extern "C" function to run at process exit.
-    unsafe {
-        libc::atexit(stop_server);
-    }
+    let (log_path, log) = server::log_file("dynamodb-local", port);
+    let mut cmd = Command::new("java");
+    cmd.arg(format!(
+        "-Djava.library.path={}",
+        dir.join("DynamoDBLocal_lib").display()
+    ))
+    .arg("-jar")
+    .arg(&jar)
+    .args([
+        "-inMemory",
+        "-sharedDb",
+        "-disableTelemetry",
+        "-port",
+        &port.to_string(),
+    ]);
+    let pid = server::spawn(
+        cmd,
+        log,
+        "`java` (DynamoDB Local needs Java 17+; `make test` installs it)",
+    );
     let endpoint = format!("http://127.0.0.1:{port}");
-    let started = Instant::now();
-    loop {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(90),
-            "DynamoDB Local did not start within 90 s; see {}",
-            log_path.display()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    eprintln!("DynamoDB Local on {endpoint} (pid {})", child.id());
-    std::mem::forget(child);
+    server::wait_until("DynamoDB Local", &log_path, Duration::from_secs(90), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    eprintln!("DynamoDB Local on {endpoint} (pid {pid})");
     endpoint
 }
 

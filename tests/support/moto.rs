@@ -11,40 +11,20 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use serde_json::Value;
 
-static ENDPOINT: OnceLock<String> = OnceLock::new();
-static SERVER_PID: AtomicU32 = AtomicU32::new(0);
-static START_LOCK: Mutex<()> = Mutex::new(());
+// The test that includes this module includes tests/common too, which holds the server harness.
+use crate::common::server::{self, repo_root, LocalServer};
 
-extern "C" fn stop_server() {
-    let pid = SERVER_PID.swap(0, Ordering::SeqCst);
-    if pid != 0 {
-        // SAFETY: plain syscalls on the PID of the child this process started.
-        unsafe {
-            libc::kill(pid as i32, libc::SIGTERM);
-            let mut status = 0;
-            libc::waitpid(pid as i32, &mut status, 0);
-        }
-    }
-}
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+static MOTO: LocalServer = LocalServer::new();
 
 /// The endpoint of the moto server, starting one on first use.
 pub fn endpoint() -> String {
-    if let Ok(ep) = std::env::var("MOTO_ENDPOINT") {
-        return ep;
-    }
-    let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    ENDPOINT.get_or_init(start).clone()
+    MOTO.endpoint("MOTO_ENDPOINT", start)
 }
 
 fn start() -> String {
@@ -57,53 +37,16 @@ fn start() -> String {
          to a running moto server",
         binary.display()
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("no free port on 127.0.0.1");
-    let log_dir = repo_root().join("target/test-servers");
-    std::fs::create_dir_all(&log_dir).unwrap();
-    let log_path = log_dir.join(format!("moto-{port}.log"));
-    let log = std::fs::File::create(&log_path).unwrap();
-    // Spawned from a thread that lives as long as the process, so that the parent-death signal
-    // (tied to the spawning thread) stops moto even if this process is killed outright.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut cmd = Command::new(&binary);
-        cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        // SAFETY: prctl is async-signal-safe; it only asks for SIGTERM when the parent dies.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
-        tx.send(cmd.spawn().expect("start moto_server")).unwrap();
-        loop {
-            std::thread::park();
-        }
-    });
-    let child = rx.recv().expect("moto_server started");
-    SERVER_PID.store(child.id(), Ordering::SeqCst);
-    // SAFETY: registers a plain extern "C" function to run at process exit.
-    unsafe {
-        libc::atexit(stop_server);
-    }
+    let port = server::free_port();
+    let (log_path, log) = server::log_file("moto", port);
+    let mut cmd = Command::new(&binary);
+    cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+    let pid = server::spawn(cmd, log, "moto_server");
     let endpoint = format!("http://127.0.0.1:{port}");
-    let started = Instant::now();
-    while http_get(port, "/moto-api/").is_none() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "moto did not answer within 60 s; see {}",
-            log_path.display()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    eprintln!("moto on {endpoint} (pid {})", child.id());
-    std::mem::forget(child);
+    server::wait_until("moto", &log_path, Duration::from_secs(60), || {
+        http_get(port, "/moto-api/").is_some()
+    });
+    eprintln!("moto on {endpoint} (pid {pid})");
     endpoint
 }
 
