@@ -168,9 +168,17 @@ fn main() {
         std::fs::write("target/bench-perf.md", &doc).unwrap();
         return;
     }
-    let (lag, tput) = rt.block_on(async { (expiry_lag(&scale).await, throughput(&scale).await) });
+    // The CPU measurements first, while no local server is running beside them.
     let inside = inside_cpu(scale.outside_per_window, scale.cpu_runs, rt.handle());
     let own_us = own_threads_us(&inside);
+    let outside = {
+        let (per_window, runs) = (scale.outside_per_window, scale.cpu_runs);
+        rt.block_on(tokio::task::spawn_blocking(move || {
+            perf::outside_cpu(per_window, runs)
+        }))
+        .unwrap()
+    };
+    let (lag, tput) = rt.block_on(async { (expiry_lag(&scale).await, throughput(&scale).await) });
     // The run with the median CPU per delete (2 workers, the binaries' set-up) stands for the
     // others in sections 2, 4 and 5.
     let mut cpus: Vec<Cpu> = inside
@@ -183,11 +191,6 @@ fn main() {
     rt.block_on(async {
         let start = startup_and_memory(&scale).await;
         let precise = sub_second(&scale).await;
-        let per_window = scale.outside_per_window;
-        let runs = scale.cpu_runs;
-        let outside = tokio::task::spawn_blocking(move || perf::outside_cpu(per_window, runs))
-            .await
-            .unwrap();
         let ceiling = perf::ceiling(
             scale.ceiling_items,
             &scale.ceiling_levels,
