@@ -173,10 +173,8 @@ fn main() {
     let own_us = own_threads_us(&inside);
     let outside = {
         let (per_window, runs) = (scale.outside_per_window, scale.cpu_runs);
-        rt.block_on(tokio::task::spawn_blocking(move || {
-            perf::outside_cpu(per_window, runs)
-        }))
-        .unwrap()
+        rt.block_on(rt.spawn_blocking(move || perf::outside_cpu(per_window, runs)))
+            .unwrap()
     };
     let (lag, tput) = rt.block_on(async { (expiry_lag(&scale).await, throughput(&scale).await) });
     // The run with the median CPU per delete (2 workers, the binaries' set-up) stands for the
