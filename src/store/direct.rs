@@ -138,6 +138,9 @@ pub(crate) struct Direct {
     transport: Arc<OnceLock<Transport>>,
     region: String,
     attempt_timeout: Duration,
+    /// Attempts of a query page, and the timeout of each.
+    query_attempts: u32,
+    query_attempt_timeout: Duration,
     server_clock: Arc<ServerClock>,
     /// Requests sent so far.
     sent: AtomicU64,
@@ -150,12 +153,15 @@ impl Direct {
         transport: Arc<OnceLock<Transport>>,
         config: &aws_sdk_dynamodb::Config,
         attempt_timeout: Duration,
+        (query_attempts, query_attempt_timeout): (u32, Duration),
         server_clock: Arc<ServerClock>,
     ) -> Option<Self> {
         Some(Direct {
             transport,
             region: config.region()?.to_string(),
             attempt_timeout,
+            query_attempts: query_attempts.max(1),
+            query_attempt_timeout,
             server_clock,
             sent: AtomicU64::new(0),
         })
@@ -185,18 +191,18 @@ impl Direct {
         unprocessed_keys(&answer)
     }
 
-    /// One page of a partition query, with the SDK's standard retry budget for reads
-    /// ([`super::SDK_MAX_ATTEMPTS`] attempts, exponential backoff with full jitter).
+    /// One page of a partition query, with the client's retry budget and attempt timeout for
+    /// reads (exponential backoff with full jitter between attempts).
     pub(crate) async fn query(&self, query: &QueryRequest<'_>) -> Result<Page, StoreError> {
         let body = query_body(query)?;
         let mut attempt = 1;
         loop {
             match self
-                .exchange(QUERY, body.clone(), super::dynamo::ATTEMPT_TIMEOUT)
+                .exchange(QUERY, body.clone(), self.query_attempt_timeout)
                 .await
             {
                 Ok(answer) => return query_page(&answer),
-                Err(e) if e.kind.is_retryable() && attempt < super::SDK_MAX_ATTEMPTS => {
+                Err(e) if e.kind.is_retryable() && attempt < self.query_attempts => {
                     let ceiling = QUERY_BACKOFF
                         .saturating_mul(1 << attempt)
                         .min(QUERY_BACKOFF_CAP);

@@ -94,6 +94,18 @@ impl DeleteClients {
     }
 }
 
+/// Attempts and attempt timeout the client gives a read (as the SDK path applies them).
+fn read_budget(config: &aws_sdk_dynamodb::Config) -> (u32, std::time::Duration) {
+    let attempts = config
+        .retry_config()
+        .map_or(SDK_MAX_ATTEMPTS, |r| r.max_attempts());
+    let timeout = config
+        .timeout_config()
+        .and_then(|t| t.operation_attempt_timeout())
+        .unwrap_or(ATTEMPT_TIMEOUT);
+    (attempts, timeout)
+}
+
 /// Attribute of the checkpoint item holding the boundary, epoch seconds.
 pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
 
@@ -138,6 +150,7 @@ impl DynamoStore {
                     transport,
                     client.config(),
                     deletes.batch_attempt,
+                    read_budget(client.config()),
                     server_clock.clone(),
                 )
             })
