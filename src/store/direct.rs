@@ -240,7 +240,14 @@ impl Direct {
             .map_err(|e| {
                 StoreError::new(ErrorKind::Auth, operation.name, format!("credentials: {e}"))
             })?;
-        let request = self.signed(transport, operation, body, &identity)?;
+        let request = signed_request(
+            &transport.endpoint,
+            &self.region,
+            self.signing_time(),
+            operation,
+            body,
+            &identity,
+        )?;
         self.sent.fetch_add(1, Ordering::Relaxed);
         let sent = Instant::now();
         let exchange = async {
@@ -275,57 +282,6 @@ impl Direct {
         Ok(body)
     }
 
-    fn signed(
-        &self,
-        transport: &Transport,
-        operation: Operation,
-        body: Vec<u8>,
-        identity: &Identity,
-    ) -> Result<aws_smithy_runtime_api::http::Request, StoreError> {
-        let name = operation.name;
-        let signing_error =
-            |e: &dyn std::fmt::Display| StoreError::new(ErrorKind::Auth, name, e.to_string());
-        let headers = [
-            ("content-type", "application/x-amz-json-1.0"),
-            ("x-amz-target", operation.target),
-        ];
-        let params = v4::SigningParams::builder()
-            .identity(identity)
-            .region(&self.region)
-            .name("dynamodb")
-            .time(self.signing_time())
-            .settings(SigningSettings::default())
-            .build()
-            .map_err(|e| signing_error(&e))?
-            .into();
-        let signable = SignableRequest::new(
-            "POST",
-            &transport.endpoint,
-            headers.iter().copied(),
-            SignableBody::Bytes(&body),
-        )
-        .map_err(|e| signing_error(&e))?;
-        let (instructions, _) = sign(signable, &params)
-            .map_err(|e| signing_error(&e))?
-            .into_parts();
-        let mut builder = http::Request::builder()
-            .method("POST")
-            .uri(&transport.endpoint)
-            .header(
-                "user-agent",
-                concat!("ttl-sweeper/", env!("CARGO_PKG_VERSION")),
-            );
-        for (name, value) in headers {
-            builder = builder.header(name, value);
-        }
-        let mut request = builder
-            .body(SdkBody::from(body))
-            .map_err(|e| StoreError::new(ErrorKind::Other, name, e.to_string()))?;
-        instructions.apply_to_request_http1x(&mut request);
-        aws_smithy_runtime_api::http::Request::try_from(request)
-            .map_err(|e| StoreError::new(ErrorKind::Other, name, e.to_string()))
-    }
-
     /// The host's time, or DynamoDB's when the two are further apart than [`SKEW_CORRECTION`].
     fn signing_time(&self) -> SystemTime {
         let host = SystemTime::now();
@@ -343,6 +299,60 @@ impl Direct {
             host
         }
     }
+}
+
+/// A `POST` of `body` to `endpoint` for `operation`, signed with SigV4 as of `time` (with the
+/// session token, when the credentials have one).
+fn signed_request(
+    endpoint: &str,
+    region: &str,
+    time: SystemTime,
+    operation: Operation,
+    body: Vec<u8>,
+    identity: &Identity,
+) -> Result<aws_smithy_runtime_api::http::Request, StoreError> {
+    let name = operation.name;
+    let signing_error =
+        |e: &dyn std::fmt::Display| StoreError::new(ErrorKind::Auth, name, e.to_string());
+    let headers = [
+        ("content-type", "application/x-amz-json-1.0"),
+        ("x-amz-target", operation.target),
+    ];
+    let params = v4::SigningParams::builder()
+        .identity(identity)
+        .region(region)
+        .name("dynamodb")
+        .time(time)
+        .settings(SigningSettings::default())
+        .build()
+        .map_err(|e| signing_error(&e))?
+        .into();
+    let signable = SignableRequest::new(
+        "POST",
+        endpoint,
+        headers.iter().copied(),
+        SignableBody::Bytes(&body),
+    )
+    .map_err(|e| signing_error(&e))?;
+    let (instructions, _) = sign(signable, &params)
+        .map_err(|e| signing_error(&e))?
+        .into_parts();
+    let mut builder = http::Request::builder()
+        .method("POST")
+        .uri(endpoint)
+        .header(
+            "user-agent",
+            concat!("ttl-sweeper/", env!("CARGO_PKG_VERSION")),
+        );
+    for (name, value) in headers {
+        builder = builder.header(name, value);
+    }
+    let mut request = builder
+        .body(SdkBody::from(body))
+        .map_err(|e| StoreError::new(ErrorKind::Other, name, e.to_string()))?;
+    instructions.apply_to_request_http1x(&mut request);
+    aws_smithy_runtime_api::http::Request::try_from(request)
+        .map_err(|e| StoreError::new(ErrorKind::Other, name, e.to_string()))
 }
 
 fn transport_error(operation: Operation, message: &str, timeout: bool) -> StoreError {
@@ -844,6 +854,46 @@ mod tests {
                     .prop_map(AttributeValue::M),
             ]
         })
+    }
+
+    #[test]
+    fn requests_are_signed_for_dynamodb_with_the_session_token() {
+        let credentials = aws_credential_types::Credentials::new(
+            "AKIDEXAMPLE",
+            "secret",
+            Some("session-token".into()),
+            None,
+            "test",
+        );
+        let identity: Identity = credentials.into();
+        let time = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_000_000);
+        let body = br#"{"RequestItems":{}}"#.to_vec();
+        let request = signed_request(
+            "https://dynamodb.eu-west-1.amazonaws.com/",
+            "eu-west-1",
+            time,
+            BATCH_WRITE,
+            body.clone(),
+            &identity,
+        )
+        .unwrap();
+        let header = |name: &str| request.headers().get(name).unwrap_or_default().to_owned();
+        assert_eq!(request.method(), "POST");
+        assert_eq!(request.uri(), "https://dynamodb.eu-west-1.amazonaws.com/");
+        assert_eq!(header("x-amz-target"), "DynamoDB_20120810.BatchWriteItem");
+        assert_eq!(header("content-type"), "application/x-amz-json-1.0");
+        assert_eq!(header("x-amz-security-token"), "session-token");
+        assert_eq!(header("x-amz-date"), "20261118T110640Z");
+        let authorization = header("authorization");
+        assert!(
+            authorization.starts_with(
+                "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261118/eu-west-1/dynamodb/aws4_request, \
+                 SignedHeaders=content-type;host;x-amz-date;x-amz-security-token;x-amz-target, \
+                 Signature="
+            ),
+            "{authorization}"
+        );
+        assert_eq!(request.body().bytes(), Some(&body[..]));
     }
 
     fn key_value() -> impl Strategy<Value = AttributeValue> {
