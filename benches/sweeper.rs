@@ -37,7 +37,7 @@ use ttl_sweeper::engine::{run_ticks, Ticks};
 use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::expiry::window::{windows_to_sweep, Window};
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::store::{DynamoStore, Key, TableSchema, SDK_MAX_ATTEMPTS};
+use ttl_sweeper::store::{DynamoStore, Key, TableSchema};
 
 // The allocator of the binaries, so that the CPU measured in this process is theirs.
 #[global_allocator]
@@ -148,34 +148,15 @@ fn main() {
     let mut doc = String::new();
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "perf") {
         // Section 6 alone, to check it quickly: printed and written to target/.
-        let inside = inside_cpu(scale.outside_per_window, scale.cpu_runs, rt.handle());
+        let (inside, outside) = cpu_measurements(&scale, &rt);
         let own_us = own_threads_us(&inside);
-        rt.block_on(async {
-            let (per_window, runs) = (scale.outside_per_window, scale.cpu_runs);
-            let outside = tokio::task::spawn_blocking(move || perf::outside_cpu(per_window, runs))
-                .await
-                .unwrap();
-            let ceiling = perf::ceiling(
-                scale.ceiling_items,
-                &scale.ceiling_levels,
-                scale.ceiling_reps,
-            )
-            .await;
-            let shards = perf::shard_ticks(64, scale.shard_tick_secs, scale.per_second).await;
-            perf::render(&mut doc, &outside, &own_us, &ceiling, &shards);
-        });
+        doc = rt.block_on(section6(&scale, &outside, &own_us));
         println!("{doc}");
         std::fs::write("target/bench-perf.md", &doc).unwrap();
         return;
     }
-    // The CPU measurements first, while no local server is running beside them.
-    let inside = inside_cpu(scale.outside_per_window, scale.cpu_runs, rt.handle());
+    let (inside, outside) = cpu_measurements(&scale, &rt);
     let own_us = own_threads_us(&inside);
-    let outside = {
-        let (per_window, runs) = (scale.outside_per_window, scale.cpu_runs);
-        rt.block_on(rt.spawn_blocking(move || perf::outside_cpu(per_window, runs)))
-            .unwrap()
-    };
     let (lag, tput) = rt.block_on(async { (expiry_lag(&scale).await, throughput(&scale).await) });
     // The run with the median CPU per delete (2 workers, the binaries' set-up) stands for the
     // others in sections 2, 4 and 5.
@@ -189,15 +170,7 @@ fn main() {
     rt.block_on(async {
         let start = startup_and_memory(&scale).await;
         let precise = sub_second(&scale).await;
-        let ceiling = perf::ceiling(
-            scale.ceiling_items,
-            &scale.ceiling_levels,
-            scale.ceiling_reps,
-        )
-        .await;
-        let shards = perf::shard_ticks(64, scale.shard_tick_secs, scale.per_second).await;
-        let mut rows = String::new();
-        perf::render(&mut rows, &outside, &own_us, &ceiling, &shards);
+        let rows = section6(&scale, &outside, &own_us).await;
         doc = render(&scale, &lag, &tput, &cpu, &start, &precise, &rows);
         plot(&lag, &scale);
     });
@@ -562,22 +535,43 @@ fn fake_client(port: u16) -> Client {
     Client::from_conf(config)
 }
 
+/// Section 6's CPU measurements, inside the benchmark then from outside: run first, while no
+/// local server is running beside them.
+fn cpu_measurements(
+    scale: &Scale,
+    rt: &tokio::runtime::Runtime,
+) -> (Vec<(CpuMethod, Cpu)>, Vec<perf::OutsideRun>) {
+    let inside = inside_cpu(scale.outside_per_window, scale.cpu_runs, rt.handle());
+    let (per_window, runs) = (scale.outside_per_window, scale.cpu_runs);
+    let outside = rt
+        .block_on(rt.spawn_blocking(move || perf::outside_cpu(per_window, runs)))
+        .unwrap();
+    (inside, outside)
+}
+
+/// Section 6: the CPU figures, with the server's ceiling and the 64-shard ticks measured now.
+async fn section6(
+    scale: &Scale,
+    outside: &[perf::OutsideRun],
+    own_us: &[(String, Vec<f64>)],
+) -> String {
+    let ceiling = perf::ceiling(
+        scale.ceiling_items,
+        &scale.ceiling_levels,
+        scale.ceiling_reps,
+    )
+    .await;
+    let shards = perf::shard_ticks(64, scale.shard_tick_secs, scale.per_second).await;
+    let mut rows = String::new();
+    perf::render(&mut rows, outside, own_us, &ceiling, &shards);
+    rows
+}
+
 /// The client `DynamoStore::from_env` builds (the binaries' timeouts and retry budget, the
 /// standard credential chain), pointed at `endpoint`.
 async fn binary_client(endpoint: String) -> Client {
-    use aws_config::retry::RetryConfig;
-    use aws_config::timeout::TimeoutConfig;
-    use ttl_sweeper::store::dynamo::{ATTEMPT_TIMEOUT, CONNECT_TIMEOUT, OPERATION_TIMEOUT};
-    let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
+    let shared = DynamoStore::config_loader()
         .endpoint_url(endpoint)
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(CONNECT_TIMEOUT)
-                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-                .operation_timeout(OPERATION_TIMEOUT)
-                .build(),
-        )
-        .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
         .load()
         .await;
     Client::new(&shared)
@@ -988,18 +982,12 @@ async fn deployed_run(s: &Scale, seed: u64) -> DeployedRun {
     let table = table_name("deployed");
     create_table(&client, &TableSpec::simple(&table)).await;
     let recorder = runtime_api::DeleteRecorder::start(&endpoint()).await;
-    let mut env: Vec<(String, String)> = LOCAL_AWS_ENV
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    for (k, v) in [
+    let env = local_env([
         ("TABLE_NAME", table.clone()),
         ("AWS_ENDPOINT_URL", recorder.endpoint.clone()),
         ("TICK_SECONDS", "1".into()),
         ("SCHEDULE_SECONDS", period.to_string()),
-    ] {
-        env.push((k.into(), v));
-    }
+    ]);
     let api = runtime_api::RuntimeApi::start(runtime_api::Options {
         binary,
         environments: 2,

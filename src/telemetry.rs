@@ -268,6 +268,22 @@ pub fn cold_start_record(
     })
 }
 
+/// A log writer that keeps what it is given, for tests that read log lines back.
+#[cfg(test)]
+#[derive(Clone, Default)]
+pub(crate) struct Buf(pub(crate) std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+#[cfg(test)]
+impl std::io::Write for Buf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,19 +355,7 @@ mod tests {
     #[test]
     fn success_and_failure_summaries_carry_the_same_fields() {
         use std::collections::BTreeSet;
-        use std::sync::{Arc, Mutex};
 
-        #[derive(Clone, Default)]
-        struct Buf(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Buf {
-            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
         let buf = Buf::default();
         let writer = buf.clone();
         let subscriber = tracing_subscriber::fmt()

@@ -79,7 +79,7 @@ const TOOLCHAIN_ENV: [&str; 6] = [
     "CARGO_TARGET_DIR",
 ];
 
-fn start_watch(port: u16, env: &[(&str, String)]) -> Watch {
+fn start_watch(port: u16, env: &[(String, String)]) -> Watch {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let log = dir.join(format!("target/test-servers/cargo-lambda-watch-{port}.log"));
     std::fs::create_dir_all(log.parent().unwrap()).unwrap();
@@ -151,11 +151,7 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
     put_items(&client, &table, items).await;
 
     let port = free_port();
-    let mut env: Vec<(&str, String)> = LOCAL_AWS_ENV
-        .iter()
-        .map(|(k, v)| (*k, v.to_string()))
-        .collect();
-    env.extend([
+    let env = local_env([
         ("TABLE_NAME", table.clone()),
         ("AWS_ENDPOINT_URL", endpoint()),
         ("METRICS_NAMESPACE", "TtlSweeperTest".into()),
@@ -255,18 +251,12 @@ async fn lambda_logs_carry_the_powertools_keys_and_a_cold_start_metric() {
         .collect();
     put_items(&client, &table, items).await;
 
-    let mut env: Vec<(String, String)> = LOCAL_AWS_ENV
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    for (k, v) in [
+    let env = local_env([
         ("TABLE_NAME", table.clone()),
         ("AWS_ENDPOINT_URL", endpoint()),
         ("POWERTOOLS_SERVICE_NAME", "orders-expiry".into()),
         ("POWERTOOLS_METRICS_NAMESPACE", "PowertoolsTest".into()),
-    ] {
-        env.push((k.into(), v));
-    }
+    ]);
     let log_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
         "target/test-servers/powertools-{}",
         std::process::id()

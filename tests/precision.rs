@@ -149,19 +149,13 @@ async fn the_lambda_under_a_jittered_schedule_hands_over_without_leaving_items_b
     let client = client().await;
     let table = table_name("deployed");
     create_table(&client, &TableSpec::simple(&table)).await;
-    let mut env: Vec<(String, String)> = LOCAL_AWS_ENV
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    for (k, v) in [
+    let env = local_env([
         ("TABLE_NAME", table.clone()),
         ("AWS_ENDPOINT_URL", endpoint()),
         ("TICK_SECONDS", "1".into()),
         ("SCHEDULE_SECONDS", PERIOD.to_string()),
         ("METRICS_NAMESPACE", "TtlSweeperTest".into()),
-    ] {
-        env.push((k.into(), v));
-    }
+    ]);
     let api = RuntimeApi::start(Options {
         binary: PathBuf::from(env!("CARGO_BIN_EXE_ttl-sweeper-lambda")),
         environments: 2,

@@ -184,7 +184,7 @@ impl Direct {
         table: &str,
         keys: &[Key],
     ) -> Result<Vec<Key>, StoreError> {
-        let body = batch_delete_body(table, keys)?;
+        let body = batch_delete_body(table, keys)?.into();
         let answer = self
             .exchange(BATCH_WRITE, body, self.attempt_timeout)
             .await?;
@@ -194,7 +194,8 @@ impl Direct {
     /// One page of a partition query, with the client's retry budget and attempt timeout for
     /// reads (exponential backoff with full jitter between attempts).
     pub(crate) async fn query(&self, query: &QueryRequest<'_>) -> Result<Page, StoreError> {
-        let body = query_body(query)?;
+        // Shared, not copied, by every attempt.
+        let body = bytes::Bytes::from(query_body(query)?);
         let mut attempt = 1;
         loop {
             match self
@@ -218,7 +219,7 @@ impl Direct {
     async fn exchange(
         &self,
         operation: Operation,
-        body: Vec<u8>,
+        body: bytes::Bytes,
         timeout: Duration,
     ) -> Result<bytes::Bytes, StoreError> {
         let transport = self.transport.get().ok_or_else(|| {
@@ -308,7 +309,7 @@ fn signed_request(
     region: &str,
     time: SystemTime,
     operation: Operation,
-    body: Vec<u8>,
+    body: bytes::Bytes,
     identity: &Identity,
 ) -> Result<aws_smithy_runtime_api::http::Request, StoreError> {
     let name = operation.name;
@@ -867,7 +868,7 @@ mod tests {
         );
         let identity: Identity = credentials.into();
         let time = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_000_000);
-        let body = br#"{"RequestItems":{}}"#.to_vec();
+        let body = bytes::Bytes::from_static(br#"{"RequestItems":{}}"#);
         let request = signed_request(
             "https://dynamodb.eu-west-1.amazonaws.com/",
             "eu-west-1",

@@ -180,9 +180,15 @@ impl DynamoStore {
     ///   [`crate::store::Call::BatchDelete`]): the sweep engine retries them itself, so a key is sent at most
     ///   `MAX_RETRIES + 1` times per sweep and attempts never multiply.
     pub async fn from_env() -> Self {
+        DynamoStore::new(Client::new(&Self::config_loader().load().await))
+    }
+
+    /// The AWS configuration chain with the timeouts and retry budget of
+    /// [`DynamoStore::from_env`], for a caller that adds to it (an endpoint, say) before loading.
+    pub fn config_loader() -> aws_config::ConfigLoader {
         use aws_config::retry::RetryConfig;
         use aws_config::timeout::TimeoutConfig;
-        let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
             .timeout_config(
                 TimeoutConfig::builder()
                     .connect_timeout(CONNECT_TIMEOUT)
@@ -191,9 +197,6 @@ impl DynamoStore {
                     .build(),
             )
             .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
-            .load()
-            .await;
-        DynamoStore::new(Client::new(&shared))
     }
 
     /// Requests sent without the SDK's request pipeline (query pages and batch deletes, see

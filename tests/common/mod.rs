@@ -473,6 +473,17 @@ pub const LOCAL_AWS_ENV: [(&str, &str); 6] = [
     ("AWS_SHARED_CREDENTIALS_FILE", "/dev/null"),
 ];
 
+/// [`LOCAL_AWS_ENV`] followed by `settings`, as owned pairs for a process to be started.
+pub fn local_env<'a>(
+    settings: impl IntoIterator<Item = (&'a str, String)>,
+) -> Vec<(String, String)> {
+    LOCAL_AWS_ENV
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .chain(settings.into_iter().map(|(k, v)| (k.to_string(), v)))
+        .collect()
+}
+
 /// The `ttl-sweeper` binary started from an empty environment plus [`LOCAL_AWS_ENV`]: no setting,
 /// `RUST_LOG` or `~/.aws` of the developer leaks in; each test adds the settings it means.
 pub fn cli() -> Command {
