@@ -87,7 +87,30 @@ pub enum ConfigError {
         /// The fewest windows that cover the schedule period.
         needed: u32,
     },
+    /// Every sweep would read more partitions than [`MAX_PARTITIONS_PER_SWEEP`].
+    #[error(
+        "LOOKBACK_WINDOWS={lookback_windows} (flag --lookback-windows; derived from \
+         SCHEDULE_SECONDS and WINDOW_SECONDS when unset) with {shards} shard(s) read per window \
+         makes every sweep read {partitions} partitions, more than the {max} allowed: lower \
+         LOOKBACK_WINDOWS or WINDOW_SHARDS, widen WINDOW_SECONDS, split the shards between \
+         sweepers (SHARD_RANGE), or set CHECKPOINT_TABLE so older windows are caught up once \
+         instead of re-read by every sweep",
+        max = MAX_PARTITIONS_PER_SWEEP
+    )]
+    TooManyPartitions {
+        /// `LOOKBACK_WINDOWS`, as given or derived.
+        lookback_windows: u32,
+        /// Shards read per window (`WINDOW_SHARDS`, or the `SHARD_RANGE`).
+        shards: u32,
+        /// Partitions per sweep.
+        partitions: u64,
+    },
 }
+
+/// Most partitions (windows × shards read) one sweep may read every time: each is at least one
+/// `Query` per sweep. Anything older belongs to a checkpoint's catch-up, which reads it once,
+/// oldest first, in bounded slices.
+pub const MAX_PARTITIONS_PER_SWEEP: u64 = 20_000;
 
 /// Why a `SHARD_RANGE` value is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -298,6 +321,18 @@ impl Config {
                 window_seconds: config.window_seconds,
                 schedule_seconds: config.schedule_seconds,
                 needed,
+            });
+        }
+        let shards_read = config
+            .shard_range
+            .map_or(config.window_shards, |r| r.len())
+            .max(1);
+        let partitions = (u64::from(config.lookback_windows) + 1) * u64::from(shards_read);
+        if partitions > MAX_PARTITIONS_PER_SWEEP {
+            return Err(ConfigError::TooManyPartitions {
+                lookback_windows: config.lookback_windows,
+                shards: shards_read,
+                partitions,
             });
         }
         if config.expiry_events_mode == EventsMode::Archive {
@@ -1015,6 +1050,53 @@ mod tests {
             "sessions/expirationWindowIndex/300s/1shards"
         );
         assert_ne!(id(&[("WINDOW_SHARDS", "8")]), id(&[("WINDOW_SHARDS", "4")]));
+    }
+
+    #[test]
+    fn a_sweep_that_would_reread_millions_of_partitions_is_refused() {
+        let err = parse(&[
+            ("TABLE_NAME", "t_1"),
+            ("LOOKBACK_WINDOWS", "10000"),
+            ("WINDOW_SHARDS", "1000"),
+        ])
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::TooManyPartitions {
+                    partitions: 10_001_000,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("CHECKPOINT_TABLE"), "{err}");
+        // derived lookbacks are held to the same bound: 1 s windows swept every hour
+        let err = parse(&[
+            ("TABLE_NAME", "t_1"),
+            ("WINDOW_SECONDS", "1"),
+            ("SCHEDULE_SECONDS", "3600"),
+            ("WINDOW_SHARDS", "16"),
+        ])
+        .unwrap_err();
+        assert!(
+            matches!(err, ConfigError::TooManyPartitions { .. }),
+            "{err:?}"
+        );
+        // at the bound, and with a shard range splitting the work, it is accepted
+        assert!(parse(&[
+            ("TABLE_NAME", "t_1"),
+            ("LOOKBACK_WINDOWS", "19"),
+            ("WINDOW_SHARDS", "1000"),
+        ])
+        .is_ok());
+        assert!(parse(&[
+            ("TABLE_NAME", "t_1"),
+            ("LOOKBACK_WINDOWS", "99"),
+            ("WINDOW_SHARDS", "1000"),
+            ("SHARD_RANGE", "0-199"),
+        ])
+        .is_ok());
     }
 
     #[test]

@@ -46,6 +46,11 @@ pub const BATCH_SIZE: usize = 25;
 /// delete a rewritten key.
 pub const BATCH_MAX_READ_AGE: Duration = Duration::from_secs(2);
 
+/// Catch-up reads at most this many partitions (windows × shards in range) between two moves of
+/// the checkpoint: a long backlog is worked off oldest first in slices of this size, each one
+/// swept completely moving the checkpoint.
+pub const CATCHUP_SLICE_PARTITIONS: usize = 256;
+
 /// How expired items are deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

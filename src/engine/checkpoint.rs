@@ -2,10 +2,12 @@
 //! how far the checkpoint may move after it.
 //!
 //! The checkpoint is a window boundary (epoch seconds) up to which every window was swept
-//! completely. A sweep reads back from the current window to the window that holds the
-//! checkpoint (never fewer windows than the lookback, never further back than `MAX_CATCHUP`), and
-//! afterwards moves the checkpoint forward over the oldest windows it swept completely — only
-//! windows wholly in the past, and never backwards.
+//! completely. A sweep reads the current window and the lookback, then catches up on the older
+//! windows back to the one that holds the checkpoint (never further back than `MAX_CATCHUP`),
+//! oldest first and in bounded slices, moving the checkpoint forward after every slice over the
+//! windows swept completely — only windows wholly in the past, and never backwards. A backlog
+//! too long for one invocation is therefore worked off across invocations, each one keeping the
+//! progress it made.
 
 use crate::expiry::window::{windows_to_sweep, Window};
 use crate::expiry::Timestamp;
@@ -25,13 +27,80 @@ pub struct Checkpoint {
 /// The windows one sweep reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
-    /// Newest first, contiguous.
-    pub windows: Vec<Window>,
+    /// The current window and the lookback windows, newest first: read first, every sweep.
+    pub recent: Vec<Window>,
+    /// With a checkpoint behind the lookback: the older windows still to catch up on, oldest
+    /// first, read in slices after the recent ones.
+    pub catchup: CatchUp,
     /// With a checkpoint: the boundary after which every window must be swept completely before
     /// the checkpoint may move (the checkpoint, or the catch-up cap).
     pub floor: Option<i64>,
     /// True when the checkpoint was older than the catch-up cap: older windows are not read.
     pub capped: bool,
+}
+
+impl Plan {
+    /// Every window of the plan, newest first (the recent ones, then the catch-up ones).
+    /// Materializes the catch-up: for tests and small plans.
+    pub fn windows(&self) -> Vec<Window> {
+        let mut all = self.recent.clone();
+        let mut older: Vec<Window> = self.catchup.collect();
+        older.reverse();
+        all.extend(older);
+        all
+    }
+}
+
+/// The windows a catch-up still has to read, oldest first, without holding them in memory: a
+/// 30-day catch-up of 1-second windows is 2.6 million windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatchUp {
+    /// The oldest window not yet handed out.
+    next: Window,
+    /// How many windows are left, from `next` on.
+    left: u64,
+}
+
+impl CatchUp {
+    /// No catch-up.
+    pub fn none() -> Self {
+        CatchUp {
+            next: Window { start: 0, end: 0 },
+            left: 0,
+        }
+    }
+
+    /// Windows not yet handed out.
+    pub fn len(&self) -> u64 {
+        self.left
+    }
+
+    /// True when every window was handed out.
+    pub fn is_empty(&self) -> bool {
+        self.left == 0
+    }
+
+    /// The next `n` windows (at least one, if any are left), oldest first.
+    pub fn slice(&mut self, n: usize) -> Vec<Window> {
+        self.take(n.max(1)).collect()
+    }
+}
+
+impl Iterator for CatchUp {
+    type Item = Window;
+
+    fn next(&mut self) -> Option<Window> {
+        if self.left == 0 {
+            return None;
+        }
+        let w = self.next;
+        self.next = Window {
+            start: w.end,
+            end: w.end + (w.end - w.start),
+        };
+        self.left -= 1;
+        Some(w)
+    }
 }
 
 /// Plans a sweep at `now` of `width`-second windows with `lookback` past windows, given the
@@ -43,10 +112,11 @@ pub fn plan(
     checkpoint: Option<i64>,
     max_catchup_seconds: u64,
 ) -> Plan {
-    let mut windows = windows_to_sweep(now, width, lookback);
+    let recent = windows_to_sweep(now, width, lookback);
     let Some(c) = checkpoint else {
         return Plan {
-            windows,
+            recent,
+            catchup: CatchUp::none(),
             floor: None,
             capped: false,
         };
@@ -56,15 +126,26 @@ pub fn plan(
         .saturating_sub(i64::try_from(max_catchup_seconds).unwrap_or(i64::MAX));
     let floor = c.max(oldest);
     // Read back from the current window to the one that holds `floor`.
-    let back = u64::try_from(windows[0].start.saturating_sub(floor))
+    let w = i64::from(width.max(1));
+    let back = u64::try_from(recent[0].start.saturating_sub(floor))
         .unwrap_or(0)
-        .div_ceil(u64::from(width.max(1)));
-    let back = u32::try_from(back).unwrap_or(u32::MAX);
-    if back > lookback {
-        windows = windows_to_sweep(now, width, back);
-    }
+        .div_ceil(w as u64);
+    let catchup = match back.checked_sub(u64::from(lookback)) {
+        Some(left) if left > 0 => {
+            let start = recent[0].start - i64::try_from(back).unwrap_or(i64::MAX / 2) * w;
+            CatchUp {
+                next: Window {
+                    start,
+                    end: start + w,
+                },
+                left,
+            }
+        }
+        _ => CatchUp::none(),
+    };
     Plan {
-        windows,
+        recent,
+        catchup,
         floor: Some(floor),
         capped: c < oldest,
     }
@@ -99,7 +180,7 @@ mod tests {
     const T: i64 = 1_658_265_960; // a minute boundary
 
     fn ends(plan: &Plan) -> Vec<i64> {
-        plan.windows.iter().map(|w| w.end - T).collect()
+        plan.windows().iter().map(|w| w.end - T).collect()
     }
 
     #[test]
@@ -155,14 +236,14 @@ mod tests {
         ];
         for (complete, want) in cases {
             assert_eq!(
-                advance_to(&p.windows, complete, T - 180, now),
+                advance_to(&p.windows(), complete, T - 180, now),
                 want.map(|w| T + w),
                 "{complete:?}"
             );
         }
         // windows at or before the floor are not needed
-        assert_eq!(advance_to(&p.windows, &[true; 4], T, now), None);
-        assert_eq!(advance_to(&p.windows, &[true; 4], T - 60, now), Some(T));
+        assert_eq!(advance_to(&p.windows(), &[true; 4], T, now), None);
+        assert_eq!(advance_to(&p.windows(), &[true; 4], T - 60, now), Some(T));
     }
 
     #[test]
@@ -171,7 +252,7 @@ mod tests {
         let p = plan(now, 60, 1, Some(T - 60), 3600);
         assert_eq!(ends(&p), [120, 60, 0]);
         assert_eq!(
-            advance_to(&p.windows, &[true; 3], T - 60, now),
+            advance_to(&p.windows(), &[true; 3], T - 60, now),
             Some(T + 60)
         );
     }

@@ -10,8 +10,14 @@ use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
 use crate::expiry::Timestamp;
 use crate::store::{
-    key_to_json, ConditionalOutcome, Key, Store, StoreError, StoreExt, TableSchema,
+    key_to_json, ConditionalOutcome, ErrorKind, Key, Store, StoreError, StoreExt, TableSchema,
 };
+
+/// Whether a failed delete may have been applied all the same: a timeout, a dropped connection
+/// or a 5xx can come after DynamoDB deleted the item; throttling and validation errors cannot.
+fn may_have_applied(e: &StoreError) -> bool {
+    e.kind == ErrorKind::Transient
+}
 
 /// An expired item ready to delete.
 #[derive(Debug, Clone)]
@@ -42,6 +48,8 @@ pub(super) struct ChunkOutcome {
     pub(super) gone: u64,
     pub(super) retried: u64,
     pub(super) left: u64,
+    /// Batch mode: keys read too long before their send, deleted conditionally instead.
+    pub(super) conditional: u64,
     pub(super) failed: Vec<FailedKey>,
     /// With `track_keys`: the keys deleted (in the order of `deleted_at`) and kept.
     pub(super) deleted_keys: Vec<Key>,
@@ -65,6 +73,7 @@ impl ChunkOutcome {
         self.gone += other.gone;
         self.retried += other.retried;
         self.left += other.left;
+        self.conditional += other.conditional;
         self.failed.extend(other.failed);
         self.deleted_keys.extend(other.deleted_keys);
         self.kept_keys.extend(other.kept_keys);
@@ -96,30 +105,31 @@ impl<S: Store> Deleter<'_, S> {
         }
     }
 
-    /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl: a key retried more than
-    /// `batch_max_read_age` after its read is deleted conditionally instead, so a key deleted and
-    /// written again by the application in the meantime is kept.
+    /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl: a key whose read is
+    /// older than `batch_max_read_age` when its turn comes — first send or retry — is deleted
+    /// conditionally instead, so a key deleted and written again by the application while the
+    /// chunk waited is kept.
     async fn delete_batch(&self, chunk: Vec<Expired>, now: Timestamp, stop: &Stop) -> ChunkOutcome {
         let mut out = ChunkOutcome::default();
         let mut remaining = chunk;
         let mut attempt = 0u32;
         loop {
-            // The first send goes as read; a retry (after throttling, unprocessed keys, a
-            // timeout) of a key read too long ago goes conditionally.
+            // Checked right before every send: a chunk may have waited for a permit, for the
+            // chunks before it or for a backoff.
             let max_age = self.options.batch_max_read_age;
-            if attempt > 0 {
-                let (fresh, stale): (Vec<Expired>, Vec<Expired>) = remaining
-                    .into_iter()
-                    .partition(|e| e.read_at.elapsed() <= max_age);
-                if !stale.is_empty() {
-                    debug!(
-                        keys = stale.len(),
-                        "keys read too long ago: deleting them conditionally"
-                    );
-                    // These keys were sent before: their first conditional attempt is a retry.
-                    out.absorb(Box::pin(self.delete_conditional(stale, now, stop, true)).await);
-                }
-                remaining = fresh;
+            let (fresh, stale): (Vec<Expired>, Vec<Expired>) = remaining
+                .into_iter()
+                .partition(|e| e.read_at.elapsed() <= max_age);
+            remaining = fresh;
+            if !stale.is_empty() {
+                debug!(
+                    keys = stale.len(),
+                    attempt, "keys read too long ago: deleting them conditionally"
+                );
+                out.conditional += stale.len() as u64;
+                // Keys sent before (attempt > 0) may already be gone: their conditional attempt
+                // is a retry.
+                out.absorb(Box::pin(self.delete_conditional(stale, now, stop, attempt > 0)).await);
             }
             if remaining.is_empty() {
                 return out;
@@ -127,7 +137,7 @@ impl<S: Store> Deleter<'_, S> {
             // Copies, kept for a retry: a failed request does not give its keys back.
             let keys: Vec<Key> = remaining.iter().map(|e| e.key.clone()).collect();
             let result = self.store.batch_delete(self.schema, keys).await;
-            let (retry, reason) = match result {
+            let (retry, reason, maybe_applied) = match result {
                 Ok(unprocessed) => {
                     let at = Instant::now();
                     out.deleted_ttls.reserve(remaining.len());
@@ -148,9 +158,9 @@ impl<S: Store> Deleter<'_, S> {
                     if remaining.is_empty() {
                         return out;
                     }
-                    (true, "left unprocessed by BatchWriteItem".to_owned())
+                    (true, "left unprocessed by BatchWriteItem".to_owned(), false)
                 }
-                Err(e) => (e.kind.is_retryable(), e.to_string()),
+                Err(e) => (e.kind.is_retryable(), e.to_string(), may_have_applied(&e)),
             };
             if !retry || attempt >= self.options.max_retries {
                 out.failed.extend(remaining.iter().map(|e| FailedKey {
@@ -162,12 +172,56 @@ impl<S: Store> Deleter<'_, S> {
             attempt += 1;
             let wait = self.options.backoff(attempt);
             if stop.would_pass(wait) {
-                out.left += remaining.len() as u64;
+                if maybe_applied {
+                    self.settle(remaining, &reason, &mut out).await;
+                } else {
+                    out.left += remaining.len() as u64;
+                }
                 return out;
             }
             debug!(attempt, keys = remaining.len(), wait_ms = wait.as_millis() as u64, %reason, "retrying deletes");
             out.retried += remaining.len() as u64;
             tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// The sweep must stop while `keys` wait for a retry after an attempt that may have been
+    /// applied (`reason`). With expiry events (`track_keys`) their fate decides whether an event
+    /// is owed, so one consistent read settles it: a key found gone was most likely deleted by
+    /// that attempt and gets its event (as a retry finding it gone would); a key still there is
+    /// left for the next sweep; if the read fails too, the keys are reported as failed, by key,
+    /// with the reason — never silently counted as left. Without events they are simply left.
+    async fn settle(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome) {
+        if !self.track_keys {
+            out.left += keys.len() as u64;
+            return;
+        }
+        let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
+        match self.store.get_items(self.schema, wanted).await {
+            Ok(found) => {
+                let at = Instant::now();
+                for e in keys {
+                    let present = found
+                        .iter()
+                        .any(|item| self.schema.key_of(item).as_ref() == Some(&e.key));
+                    if present {
+                        out.left += 1;
+                    } else {
+                        out.gone += 1;
+                        out.gone_on_retry.push((e.key, at));
+                    }
+                }
+            }
+            Err(read) => {
+                tracing::warn!(keys = keys.len(), error = %read, "stopping with deletes whose outcome is unknown; reported as failed");
+                out.failed.extend(keys.iter().map(|e| FailedKey {
+                    key: key_to_json(&e.key),
+                    reason: format!(
+                        "stopped after an attempt that may have deleted it ({reason}); \
+                         the check that followed failed too ({read})"
+                    ),
+                }));
+            }
         }
     }
 
@@ -237,7 +291,12 @@ impl<S: Store> Deleter<'_, S> {
                 attempt += 1;
                 let wait = self.options.backoff(attempt);
                 if stop.would_pass(wait) {
-                    out.left += 1 + items.len() as u64;
+                    out.left += items.len() as u64;
+                    if may_have_applied(&err) {
+                        self.settle(vec![e], &err.to_string(), &mut out).await;
+                    } else {
+                        out.left += 1;
+                    }
                     return out;
                 }
                 out.retried += 1;

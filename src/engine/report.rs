@@ -152,6 +152,10 @@ pub struct SweepReport {
     pub items_failed: u64,
     /// Items found but not attempted because the sweep had to stop; the next sweep finds them.
     pub items_left: u64,
+    /// Batch mode: keys whose index read was older than the batch bound
+    /// (`BATCH_MAX_READ_AGE`) when their turn came, deleted with a conditional `DeleteItem`
+    /// instead of `BatchWriteItem` (they are also counted as deleted, kept or gone).
+    pub items_conditional: u64,
     /// Expiry lag of the deleted items, relative to the sweep instant.
     pub lag: LagStats,
     /// Wall time, milliseconds.
@@ -234,8 +238,24 @@ impl SweepReport {
             self.delete_mode = other.delete_mode.clone();
         }
         self.ticks += other.ticks.max(1);
+        self.stopped_early |= other.stopped_early;
+        self.catchup_capped |= other.catchup_capped;
+        if other.checkpoint_before.is_some() && self.checkpoint_before.is_none() {
+            self.checkpoint_before = other.checkpoint_before.clone();
+        }
+        if other.checkpoint_after.is_some() {
+            self.checkpoint_after = other.checkpoint_after.clone();
+        }
+        self.clock_ahead_ms = self.clock_ahead_ms.max(other.clock_ahead_ms);
         self.windows_swept += other.windows_swept;
         self.windows_left += other.windows_left;
+        self.duration_ms += other.duration_ms;
+        self.add_partition(other);
+    }
+
+    /// Adds the counts, kept lists and lags of another part of the same sweep (one partition,
+    /// or one slice of windows): what [`SweepReport::merge`] adds besides the sweep's own fields.
+    pub fn add_partition(&mut self, other: SweepReport) {
         self.items_found += other.items_found;
         self.items_deleted += other.items_deleted;
         self.items_skipped += other.items_skipped;
@@ -244,16 +264,7 @@ impl SweepReport {
         self.items_retried += other.items_retried;
         self.items_failed += other.items_failed;
         self.items_left += other.items_left;
-        self.duration_ms += other.duration_ms;
-        self.stopped_early |= other.stopped_early;
-        self.catchup_capped |= other.catchup_capped;
-        if other.checkpoint_before.is_some() && self.checkpoint_before.is_none() {
-            self.checkpoint_before = other.checkpoint_before;
-        }
-        if other.checkpoint_after.is_some() {
-            self.checkpoint_after = other.checkpoint_after;
-        }
-        self.clock_ahead_ms = self.clock_ahead_ms.max(other.clock_ahead_ms);
+        self.items_conditional += other.items_conditional;
         self.failed_keys_dropped += other.failed_keys_dropped;
         self.errors_dropped += other.errors_dropped;
         self.add_failed_keys(other.failed_keys);

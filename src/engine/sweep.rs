@@ -20,31 +20,55 @@ use super::delete::{ChunkOutcome, Deleter, Expired};
 use super::hook::{delete_with_events, ExpiryHook};
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
-use super::{SweepOptions, BATCH_SIZE};
+use super::{Checkpoint, SweepOptions, BATCH_SIZE, CATCHUP_SLICE_PARTITIONS};
 use crate::expiry::time::iso_millis;
 use crate::expiry::window::{parse_ttl, partition_key, ttl_state, ShardRange, TtlState, Window};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::{Key, Store, StoreError, StoreExt, TableSchema};
 
-/// Outcome of sweeping one partition (one shard of one window).
+/// Outcome of sweeping one partition (one shard of one window): its chunks' outcomes already
+/// folded into counters and the lag histogram as they finished, so a partition's memory does not
+/// grow with what it deletes.
 #[derive(Debug, Default)]
 struct PartitionOutcome {
     read_all: bool,
-    found: u64,
-    invalid: u64,
-    chunks: Vec<ChunkOutcome>,
+    /// Every chunk's keys were deleted or knowingly kept: none failed, none left.
+    handled_all: bool,
+    report: SweepReport,
     error: Option<StoreError>,
 }
 
 impl PartitionOutcome {
     fn complete(&self) -> bool {
-        self.read_all
-            && self.error.is_none()
-            && self
-                .chunks
-                .iter()
-                .all(|c| c.failed.is_empty() && c.left == 0)
+        self.read_all && self.error.is_none() && self.handled_all
     }
+}
+
+/// Where a sweep's lags are measured from: the wall clock when it started, and that instant.
+#[derive(Debug, Clone, Copy)]
+struct LagOrigin {
+    wall: Timestamp,
+    mono: Instant,
+}
+
+/// Adds one finished chunk to a partial report; returns whether every key was handled.
+fn fold_chunk(report: &mut SweepReport, chunk: ChunkOutcome, origin: LagOrigin) -> bool {
+    for (ttl, at) in chunk.deleted_ttls.iter().zip(&chunk.deleted_at) {
+        let deleted_at = origin.wall + at.duration_since(origin.mono);
+        let lag_ms = deleted_at.millis() as f64 - ttl * 1000.0;
+        report.lags.record(lag_ms.max(0.0).round() as u64);
+    }
+    let handled = chunk.failed.is_empty() && chunk.left == 0;
+    report.items_deleted += chunk.deleted_ttls.len() as u64;
+    report.items_skipped += chunk.skipped;
+    report.items_gone += chunk.gone;
+    report.items_retried += chunk.retried;
+    report.items_left += chunk.left;
+    report.items_conditional += chunk.conditional;
+    report.items_failed += chunk.failed.len() as u64;
+    report.add_failed_keys(chunk.failed);
+    report.add_events(chunk.events);
+    handled
 }
 
 /// Returns the item's key and ttl if — and only if — the item as read is expired at `now`: a
@@ -93,6 +117,68 @@ fn check_item(
         ttl,
         read_at,
     })
+}
+
+/// The first query page of a partition in batch mode, before the pace of deletes is known.
+const FIRST_BATCH_PAGE: i32 = 1_000;
+
+/// Batch mode reads no faster than it deletes: a key is sent unconditionally only within
+/// `batch_max_read_age` of the page that listed it, so a page must be dispatched well within
+/// that. After each page, the next page's `Limit` shrinks to what this page's pace dispatches in
+/// a quarter of the bound if dispatching its chunks took more than half the bound, and doubles (up to `PAGE_LIMIT`, or DynamoDB's 1 MB pages) when it
+/// took less than an eighth. Keys that still age past the bound go conditional, never unchecked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PagePace {
+    /// `None`: not batch mode — the configured limit, always.
+    max_age: Option<std::time::Duration>,
+    limit: Option<i32>,
+    cap: Option<i32>,
+}
+
+impl PagePace {
+    fn new(options: &SweepOptions) -> Self {
+        let cap = options.page_limit;
+        match options.delete_mode {
+            super::DeleteMode::Conditional => PagePace {
+                max_age: None,
+                limit: cap,
+                cap,
+            },
+            super::DeleteMode::Batch => PagePace {
+                max_age: Some(options.batch_max_read_age),
+                limit: Some(cap.map_or(FIRST_BATCH_PAGE, |c| c.min(FIRST_BATCH_PAGE))),
+                cap,
+            },
+        }
+    }
+
+    /// The next page's `Limit`.
+    fn limit(&self) -> Option<i32> {
+        self.limit
+    }
+
+    /// A page of `items` took `took` from its arrival until its last whole chunk was handed
+    /// to a delete task.
+    fn observe(&mut self, items: usize, took: std::time::Duration) {
+        let (Some(max_age), Some(limit)) = (self.max_age, self.limit) else {
+            return;
+        };
+        let items = i32::try_from(items).unwrap_or(i32::MAX);
+        if took > max_age / 2 {
+            // What could have been dispatched in a quarter of the bound, at this page's pace.
+            let fits =
+                f64::from(items.min(limit)) * (max_age / 4).as_secs_f64() / took.as_secs_f64();
+            self.limit = Some((fits as i32).clamp(BATCH_SIZE as i32, limit));
+        } else if took < max_age / 8 && items >= limit {
+            let doubled = limit.saturating_mul(2);
+            self.limit = match self.cap {
+                Some(cap) => Some(doubled.min(cap)),
+                // Past what a 1 MB page of keys can hold anyway: let DynamoDB fill pages.
+                None if doubled > 64_000 => None,
+                None => Some(doubled),
+            };
+        }
+    }
 }
 
 /// Runs sweeps of one table through a [`Store`]. Partitions and delete requests run as tasks
@@ -198,6 +284,7 @@ impl<S: Store> Sweeper<S> {
         newest_end: Option<i64>,
         stop: &Stop,
     ) -> SweepReport {
+        let started = Instant::now();
         let width = self.shared.schema.layout.window_seconds;
         let options = &self.shared.options;
         let mut checkpoint_before = None;
@@ -220,16 +307,15 @@ impl<S: Store> Sweeper<S> {
                 }
             }
         }
-        let mut plan = plan(
+        let plan = plan(
             now,
             width,
             options.lookback_windows,
             checkpoint_before,
             options.max_catchup_seconds,
         );
-        if let Some(end) = newest_end {
-            plan.windows.retain(|w| w.end <= end);
-        }
+        let below = |w: &Window| newest_end.is_none_or(|end| w.end <= end);
+        let recent: Vec<Window> = plan.recent.iter().copied().filter(below).collect();
         if plan.capped {
             warn!(
                 checkpoint = %checkpoint_before.map(iso_millis).unwrap_or_default(),
@@ -238,7 +324,8 @@ impl<S: Store> Sweeper<S> {
             );
         }
 
-        let (mut report, complete) = self.sweep_partitions(now, &plan.windows, stop).await;
+        // The recent windows first (they hold what expired last), then the catch-up.
+        let (mut report, recent_complete) = self.sweep_partitions(now, &recent, stop).await;
         report.catchup_capped = plan.capped;
         if let Some(e) = checkpoint_error {
             report.add_errors([SweepErrorEntry::new(None, &e)]);
@@ -248,28 +335,39 @@ impl<S: Store> Sweeper<S> {
             return report;
         };
         report.checkpoint_before = checkpoint_before.map(iso_millis);
-        let floor = plan.floor.unwrap_or(i64::MIN);
-        let after = match advance_to(&plan.windows, &complete, floor, now) {
-            Some(to) if checkpoint_before.is_none_or(|c| to > c) => {
-                match self
-                    .shared
-                    .store
-                    .advance_checkpoint(&cp.table, &cp.id, to, now)
-                    .await
-                {
-                    Ok(moved) => {
-                        debug!(to = %iso_millis(to), moved, "checkpoint advanced");
-                        Some(to)
-                    }
-                    Err(e) => {
-                        report.add_errors([SweepErrorEntry::new(None, &e)]);
-                        checkpoint_before
-                    }
-                }
-            }
-            _ => checkpoint_before,
+        let mut mover = CheckpointMover {
+            store: &self.shared.store,
+            checkpoint: cp,
+            now,
+            at: checkpoint_before,
+            through: plan.floor.unwrap_or(i64::MIN),
+            unbroken: true,
         };
-        report.checkpoint_after = after.map(iso_millis);
+        // Oldest first, in slices: every slice swept completely moves the checkpoint, so a
+        // backlog longer than one invocation still makes progress that the next one keeps.
+        let mut catchup = plan.catchup;
+        if !catchup.is_empty() {
+            debug!(windows = catchup.len(), "catching up");
+        }
+        let per_slice =
+            (CATCHUP_SLICE_PARTITIONS / self.shard_range().shards().count().max(1)).max(1);
+        while !catchup.is_empty() {
+            if stop.reached() {
+                report.windows_left += usize::try_from(catchup.len()).unwrap_or(usize::MAX);
+                report.stopped_early = true;
+                break;
+            }
+            let mut slice = catchup.slice(per_slice);
+            slice.retain(below);
+            slice.reverse(); // newest first, as sweep_partitions and advance_to take them
+            let (part, complete) = self.sweep_partitions(now, &slice, stop).await;
+            report.merge(part);
+            mover.advance(&slice, &complete, &mut report).await;
+        }
+        mover.advance(&recent, &recent_complete, &mut report).await;
+        report.ticks = 1;
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        report.checkpoint_after = mover.at.map(iso_millis);
         report
     }
 
@@ -284,8 +382,18 @@ impl<S: Store> Sweeper<S> {
         self.sweep_partitions(now, windows, stop).await.0
     }
 
+    /// The shards of each window this sweeper reads.
+    fn shard_range(&self) -> ShardRange {
+        let shards = self.shared.schema.layout.window_shards.max(1);
+        self.shared
+            .options
+            .shard_range
+            .unwrap_or_else(|| ShardRange::all(shards))
+    }
+
     /// Sweeps the shards in the range of every window; returns the report and, per window,
-    /// whether it was swept completely.
+    /// whether it was swept completely. Each partition's outcome is folded into the report as it
+    /// finishes: memory stays bounded by the partitions running at once, not by the backlog.
     async fn sweep_partitions(
         &self,
         now: Timestamp,
@@ -293,17 +401,16 @@ impl<S: Store> Sweeper<S> {
         stop: &Stop,
     ) -> (SweepReport, Vec<bool>) {
         let started = Instant::now();
-        let wall_start = self.wall.as_ref().map_or(now, |c| c.now());
+        let origin = LagOrigin {
+            wall: self.wall.as_ref().map_or(now, |c| c.now()),
+            mono: started,
+        };
         let events = self.events.clone().map(|hook| Events {
             hook,
             wall: self.wall.clone(),
         });
         let shards = self.shared.schema.layout.window_shards.max(1);
-        let range = self
-            .shared
-            .options
-            .shard_range
-            .unwrap_or_else(|| ShardRange::all(shards));
+        let range = self.shard_range();
         let limit = self.shared.options.max_concurrency.max(1);
         let permits = Arc::new(Semaphore::new(limit));
         let inner = stop.child();
@@ -312,27 +419,6 @@ impl<S: Store> Sweeper<S> {
                 .shards()
                 .map(move |shard| (i, partition_key(*w, shard, shards)))
         });
-        // At most `limit` partitions at once, each a task of its own.
-        let mut running = JoinSet::new();
-        let mut outcomes: Vec<(usize, PartitionOutcome)> = Vec::new();
-        for (i, key) in partitions {
-            if running.len() >= limit {
-                if let Some(done) = running.join_next().await {
-                    outcomes.push(joined(done));
-                }
-            }
-            let (shared, inner, permits) = (self.shared.clone(), inner.clone(), permits.clone());
-            let events = events.clone();
-            running.spawn(async move {
-                (
-                    i,
-                    Shared::sweep_partition(&shared, &key, now, &inner, &permits, &events).await,
-                )
-            });
-        }
-        while let Some(done) = running.join_next().await {
-            outcomes.push(joined(done));
-        }
 
         let mut report = SweepReport {
             sweep_at: now.iso(),
@@ -343,36 +429,94 @@ impl<S: Store> Sweeper<S> {
         };
         let mut read_all = vec![true; windows.len()];
         let mut complete = vec![true; windows.len()];
-        for (i, mut out) in outcomes {
+        let mut fold = |(i, out): (usize, PartitionOutcome)| {
             read_all[i] &= out.read_all && out.error.is_none();
             complete[i] &= out.complete();
-            report.items_found += out.found;
-            report.items_invalid += out.invalid;
-            for chunk in out.chunks.drain(..) {
-                for (ttl, at) in chunk.deleted_ttls.iter().zip(&chunk.deleted_at) {
-                    let deleted_at = wall_start + at.duration_since(started);
-                    let lag_ms = deleted_at.millis() as f64 - ttl * 1000.0;
-                    report.lags.record(lag_ms.max(0.0).round() as u64);
-                }
-                report.items_deleted += chunk.deleted_ttls.len() as u64;
-                report.items_skipped += chunk.skipped;
-                report.items_gone += chunk.gone;
-                report.items_retried += chunk.retried;
-                report.items_left += chunk.left;
-                report.items_failed += chunk.failed.len() as u64;
-                report.add_failed_keys(chunk.failed);
-                report.add_events(chunk.events);
-            }
+            report.add_partition(out.report);
             if let Some(e) = out.error {
                 report.add_errors([SweepErrorEntry::new(Some(windows[i].key()), &e)]);
             }
+        };
+        // At most `limit` partitions at once, each a task of its own.
+        let mut running = JoinSet::new();
+        for (i, key) in partitions {
+            if running.len() >= limit {
+                if let Some(done) = running.join_next().await {
+                    fold(joined(done));
+                }
+            }
+            let (shared, inner, permits) = (self.shared.clone(), inner.clone(), permits.clone());
+            let events = events.clone();
+            running.spawn(async move {
+                let out =
+                    Shared::sweep_partition(&shared, &key, now, &inner, &permits, &events, origin)
+                        .await;
+                (i, out)
+            });
         }
+        while let Some(done) = running.join_next().await {
+            fold(joined(done));
+        }
+
         report.windows_swept = read_all.iter().filter(|r| **r).count();
         report.windows_left = windows.len() - report.windows_swept;
         report.stopped_early = stop.reached() && !report.is_complete();
         report.lag = report.lags.stats();
         report.duration_ms = started.elapsed().as_millis() as u64;
         (report, complete)
+    }
+}
+
+/// Moves the checkpoint forward, slice by slice, over the unbroken run of windows swept
+/// completely since the floor.
+struct CheckpointMover<'a, S> {
+    store: &'a S,
+    checkpoint: &'a Checkpoint,
+    now: Timestamp,
+    /// The stored checkpoint, as last read or written.
+    at: Option<i64>,
+    /// Every window ending at or before this was swept completely (or is below the floor).
+    through: i64,
+    /// False once a window after `through` was not swept completely, or a write failed: the
+    /// checkpoint stays where it is for the rest of the sweep.
+    unbroken: bool,
+}
+
+impl<S: Store> CheckpointMover<'_, S> {
+    /// After sweeping `windows` (newest first, contiguous, the older ones handled before),
+    /// advances the checkpoint over those swept completely and wholly in the past.
+    async fn advance(&mut self, windows: &[Window], complete: &[bool], report: &mut SweepReport) {
+        if !self.unbroken {
+            return;
+        }
+        let to = advance_to(windows, complete, self.through, self.now);
+        if windows
+            .iter()
+            .zip(complete)
+            .any(|(w, ok)| w.end > self.through && !ok)
+        {
+            self.unbroken = false;
+        }
+        let Some(to) = to else { return };
+        self.through = self.through.max(to);
+        if self.at.is_some_and(|c| to <= c) {
+            return;
+        }
+        let cp = self.checkpoint;
+        match self
+            .store
+            .advance_checkpoint(&cp.table, &cp.id, to, self.now)
+            .await
+        {
+            Ok(moved) => {
+                debug!(to = %iso_millis(to), moved, "checkpoint advanced");
+                self.at = Some(to);
+            }
+            Err(e) => {
+                report.add_errors([SweepErrorEntry::new(None, &e)]);
+                self.unbroken = false;
+            }
+        }
     }
 }
 
@@ -387,8 +531,12 @@ impl<S: Store> Shared<S> {
         stop: &Stop,
         permits: &Arc<Semaphore>,
         events: &Option<Events>,
+        origin: LagOrigin,
     ) -> PartitionOutcome {
-        let mut out = PartitionOutcome::default();
+        let mut out = PartitionOutcome {
+            handled_all: true,
+            ..PartitionOutcome::default()
+        };
         if stop.reached() {
             return out;
         }
@@ -396,6 +544,7 @@ impl<S: Store> Shared<S> {
         let mut inflight = JoinSet::new();
         let mut pending: Vec<Expired> = Vec::new();
         let mut start: Option<Key> = None;
+        let mut pace = PagePace::new(&this.options);
         let delete = |inflight: &mut JoinSet<ChunkOutcome>, chunk: Vec<Expired>| {
             let (shared, stop, permits) = (this.clone(), stop.clone(), permits.clone());
             let events = events.clone();
@@ -424,13 +573,7 @@ impl<S: Store> Shared<S> {
         loop {
             let page = match this
                 .store
-                .query_expired(
-                    &this.schema,
-                    key,
-                    now,
-                    start.take(),
-                    this.options.page_limit,
-                )
+                .query_expired(&this.schema, key, now, start.take(), pace.limit())
                 .await
             {
                 Ok(page) => page,
@@ -445,14 +588,15 @@ impl<S: Store> Shared<S> {
                 }
             };
             let read_at = Instant::now();
-            pending.reserve(page.items.len());
+            let page_len = page.items.len();
+            pending.reserve(page_len);
             for item in page.items {
                 match check_item(&this.schema, item, now, read_at) {
                     Some(expired) => {
-                        out.found += 1;
+                        out.report.items_found += 1;
                         pending.push(expired);
                     }
-                    None => out.invalid += 1,
+                    None => out.report.items_invalid += 1,
                 }
             }
             // Whole chunks go now, from the back (order does not matter); a partial chunk waits
@@ -462,10 +606,11 @@ impl<S: Store> Shared<S> {
                 delete(&mut inflight, chunk);
                 while inflight.len() >= max_inflight {
                     if let Some(c) = inflight.join_next().await {
-                        out.chunks.push(joined(c));
+                        out.handled_all &= fold_chunk(&mut out.report, joined(c), origin);
                     }
                 }
             }
+            pace.observe(page_len, read_at.elapsed());
             match page.next {
                 Some(_) if stop.reached() => {
                     debug!(partition = %key, "stopping mid-partition");
@@ -480,7 +625,8 @@ impl<S: Store> Shared<S> {
         }
         if stop.reached() {
             // Found but not attempted: the next sweep finds them again.
-            out.chunks.push(ChunkOutcome::left(pending.len()));
+            out.report.items_left += pending.len() as u64;
+            out.handled_all &= pending.is_empty();
         } else {
             while !pending.is_empty() {
                 let chunk = pending.split_off(pending.len().saturating_sub(BATCH_SIZE));
@@ -488,7 +634,7 @@ impl<S: Store> Shared<S> {
             }
         }
         while let Some(c) = inflight.join_next().await {
-            out.chunks.push(joined(c));
+            out.handled_all &= fold_chunk(&mut out.report, joined(c), origin);
         }
         out
     }
@@ -539,6 +685,53 @@ mod tests {
                 None => proptest::prop_assert!(!expired_as_read, "{ttl:?} at {now} should qualify"),
             }
         }
+    }
+
+    #[test]
+    fn batch_pages_shrink_when_dispatch_is_slow_and_grow_when_fast() {
+        use std::time::Duration;
+        let options = SweepOptions::default();
+        let age = options.batch_max_read_age;
+        let mut pace = PagePace::new(&options);
+        assert_eq!(pace.limit(), Some(FIRST_BATCH_PAGE));
+        // dispatching 1,000 keys took 3/4 of the bound: a third of it fits in a quarter
+        pace.observe(1_000, age * 3 / 4);
+        assert_eq!(pace.limit(), Some(333));
+        for _ in 0..10 {
+            pace.observe(500, age);
+        }
+        assert_eq!(
+            pace.limit(),
+            Some(BATCH_SIZE as i32),
+            "never below one chunk"
+        );
+        // fast and full pages double back up, until DynamoDB fills 1 MB pages
+        let mut steps = 0;
+        while let Some(l) = pace.limit() {
+            pace.observe(l as usize, Duration::ZERO);
+            steps += 1;
+            assert!(steps < 20);
+        }
+        // a short (last) page says nothing about the pace
+        let mut pace = PagePace::new(&options);
+        pace.observe(10, Duration::ZERO);
+        assert_eq!(pace.limit(), Some(FIRST_BATCH_PAGE));
+        // a configured PAGE_LIMIT is never exceeded; conditional mode keeps it as is
+        let capped = SweepOptions {
+            page_limit: Some(300),
+            ..SweepOptions::default()
+        };
+        let mut pace = PagePace::new(&capped);
+        assert_eq!(pace.limit(), Some(300));
+        pace.observe(300, Duration::ZERO);
+        assert_eq!(pace.limit(), Some(300));
+        let conditional = SweepOptions {
+            delete_mode: crate::engine::DeleteMode::Conditional,
+            ..SweepOptions::default()
+        };
+        let mut pace = PagePace::new(&conditional);
+        pace.observe(10_000, age * 10);
+        assert_eq!(pace.limit(), None);
     }
 
     #[test]

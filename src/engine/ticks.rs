@@ -7,8 +7,10 @@
 //! deletes everything whose ttl is before `s + 0.02`, including an item whose ttl is `s`.
 //!
 //! A full sweep (lookback windows and checkpoint catch-up) runs beside the ticks, not in their
-//! place: when the series starts and every `full_every` after. Ticks read only the windows that
-//! can hold items expired since the previous tick, one or two queries per shard.
+//! place: when the series starts and every `full_every` after. Ticks read the windows that can
+//! hold items expired since the previous tick: one or two per shard when the tick period is
+//! shorter than a window, every window since the previous tick when it is longer (or after a
+//! gap), up to `MAX_CATCHUP` back.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -17,7 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Stop, SweepReport, Sweeper};
-use crate::expiry::window::{windows_since, windows_to_sweep, Window};
+use crate::expiry::window::{windows_since, Window};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::Store;
 
@@ -67,7 +69,7 @@ where
 {
     let started = Instant::now();
     let width = sweeper.schema().layout.window_seconds;
-    let lookback = sweeper.options().lookback_windows;
+    let catchup_cap = Duration::from_secs(sweeper.options().max_catchup_seconds);
     let on_tick = RefCell::new(on_tick);
     // The start (epoch seconds) of the oldest window the ticks read: full sweeps stop below it.
     let tick_floor = AtomicI64::new(
@@ -100,14 +102,15 @@ where
             }
             first = false;
             let now = clock.now().max(prev);
-            // After a long gap (a slow host, a suspended process) a tick reads the lookback
-            // windows, never every window since: the full sweeps cover the rest.
-            let gap_windows = now.secs().saturating_sub(prev.secs()) / i64::from(width.max(1));
-            let windows = if gap_windows <= i64::from(lookback) {
-                windows_since(prev, now, width)
-            } else {
-                windows_to_sweep(now, width, lookback)
-            };
+            // Every window since the previous tick, however long the gap (a tick period longer
+            // than the lookback, a slow host, a suspended process): nothing else reads them,
+            // since full sweeps stay below the ticks' floor. Bounded like a catch-up, by
+            // MAX_CATCHUP; anything older is left to a checkpoint's catch-up.
+            let since = prev.max(now - catchup_cap);
+            if since > prev {
+                tracing::warn!(gap_s = now.secs() - prev.secs(), "ticks resumed after a gap longer than MAX_CATCHUP; older windows are left to the checkpoint's catch-up");
+            }
+            let windows = windows_since(since, now, width);
             if let Some(oldest) = windows.last() {
                 tick_floor.store(oldest.start, Ordering::Relaxed);
             }

@@ -301,8 +301,9 @@ impl DynamoStore {
         Ok(unprocessed)
     }
 
-    /// `BatchGetItem`, strongly consistent; unprocessed keys are asked again a few times, then
-    /// left out (the caller publishes those events without the item).
+    /// `BatchGetItem`, strongly consistent; unprocessed keys are asked again a few times, and if
+    /// some are still unprocessed the call fails (throttled): a key missing from the answer then
+    /// always means the item does not exist.
     #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]
     async fn send_get_items(
         &self,
@@ -335,6 +336,13 @@ impl DynamoStore {
                 .into_values()
                 .flat_map(|k| k.keys)
                 .collect();
+        }
+        if !pending.is_empty() {
+            return Err(StoreError::new(
+                ErrorKind::Throttled,
+                "BatchGetItem",
+                format!("{} keys still unprocessed after 3 attempts", pending.len()),
+            ));
         }
         Ok(found)
     }
