@@ -388,7 +388,13 @@ async fn one_event_per_expired_item(kind: Kind, settings: &[(&str, &str)], with_
     .unwrap();
     assert_eq!(code, 0, "{kind:?}: stdout {out}\nstderr {err}");
     let report: Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!(report["items_deleted"], 40, "{report}");
+    // A delete whose answer is lost on a loaded machine is retried and found gone: still one
+    // deletion and one event per item.
+    assert_eq!(
+        report["items_deleted"].as_u64().unwrap() + report["items_gone"].as_u64().unwrap(),
+        40,
+        "{report}"
+    );
     assert_eq!(report["events_published"], 40, "{report}");
     assert_eq!(report["events_failed"], 0, "{report}");
 
