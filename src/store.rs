@@ -150,8 +150,8 @@ pub enum Call<'a> {
         table: &'a str,
         /// The checkpoint item's id.
         id: &'a str,
-        /// The new boundary, epoch seconds.
-        to: i64,
+        /// The new boundary: a window boundary, whole seconds.
+        to: Timestamp,
         /// When (the sweep instant that moved it).
         at: Timestamp,
     },
@@ -185,9 +185,8 @@ pub enum Reply {
     ConditionalItem(ConditionalOutcome, Option<Key>),
     /// To [`Call::GetItems`]: the items found, in any order.
     Items(Vec<Key>),
-    /// To [`Call::ReadCheckpoint`]: the boundary (epoch seconds) up to which everything was
-    /// swept, if any.
-    Checkpoint(Option<i64>),
+    /// To [`Call::ReadCheckpoint`]: the boundary up to which everything was swept, if any.
+    Checkpoint(Option<Timestamp>),
     /// To [`Call::AdvanceCheckpoint`]: `false` if it already was at or past the boundary.
     Advanced(bool),
 }
@@ -305,7 +304,7 @@ pub trait StoreExt: Store {
         &'a self,
         table: &'a str,
         id: &'a str,
-    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send + 'a {
+    ) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send + 'a {
         let call = Call::ReadCheckpoint { table, id };
         async move {
             match self.call(call).await? {
@@ -320,7 +319,7 @@ pub trait StoreExt: Store {
         &'a self,
         table: &'a str,
         id: &'a str,
-        to: i64,
+        to: Timestamp,
         at: Timestamp,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send + 'a {
         let call = Call::AdvanceCheckpoint { table, id, to, at };

@@ -346,7 +346,12 @@ async fn after_a_three_hour_outage_one_sweep_deletes_everything_that_expired_in_
     let store = DynamoStore::new(client.clone());
     let id = format!("{table}/expirationWindowIndex");
     assert!(store
-        .advance_checkpoint(&checkpoints, &id, outage_start, clock())
+        .advance_checkpoint(
+            &checkpoints,
+            &id,
+            Timestamp::from_secs(outage_start),
+            clock()
+        )
         .await
         .unwrap());
     // ... and items kept expiring: one every 2 minutes for 3 hours, far past the 15-window lookback.
@@ -377,16 +382,12 @@ async fn after_a_three_hour_outage_one_sweep_deletes_everything_that_expired_in_
         .unwrap();
     let newest_complete = ((now - 1) / 60) * 60; // the newest window end strictly before now
     assert_eq!(
-        cp,
+        cp.secs(),
         newest_complete,
-        "checkpoint {} vs {}",
-        iso_millis(cp),
+        "checkpoint {cp} vs {}",
         iso_millis(newest_complete)
     );
-    assert_eq!(
-        report.checkpoint_after.as_deref(),
-        Some(iso_millis(cp).as_str())
-    );
+    assert_eq!(report.checkpoint_after.as_deref(), Some(cp.iso().as_str()));
     let left = ids(&client, &table).await;
     // Before the checkpoint is not ours to catch up (native TTL's job); the future item stays.
     assert_eq!(left, ["before-outage", "future"]);
@@ -400,7 +401,12 @@ async fn the_catch_up_cap_limits_how_far_back_a_sweep_goes() {
     let store = DynamoStore::new(client.clone());
     let id = format!("{table}/expirationWindowIndex");
     store
-        .advance_checkpoint(&checkpoints, &id, now - 3 * 3600, clock())
+        .advance_checkpoint(
+            &checkpoints,
+            &id,
+            Timestamp::from_secs(now - 3 * 3600),
+            clock(),
+        )
         .await
         .unwrap();
     put_items(
@@ -428,7 +434,7 @@ async fn concurrent_sweeps_leave_a_correct_checkpoint_that_never_moves_back() {
     let start = (now / 60) * 60 - 3600;
     let id = format!("{table}/expirationWindowIndex");
     DynamoStore::new(client.clone())
-        .advance_checkpoint(&checkpoints, &id, start, clock())
+        .advance_checkpoint(&checkpoints, &id, Timestamp::from_secs(start), clock())
         .await
         .unwrap();
     put_items(
@@ -465,7 +471,7 @@ async fn concurrent_sweeps_leave_a_correct_checkpoint_that_never_moves_back() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(cp, newest_complete);
+    assert_eq!(cp, Timestamp::from_secs(newest_complete));
 
     // A late sweep as of an earlier instant must not move it back.
     let late = a
@@ -474,16 +480,16 @@ async fn concurrent_sweeps_leave_a_correct_checkpoint_that_never_moves_back() {
     assert!(late.is_success());
     assert_eq!(
         a.store().read_checkpoint(&checkpoints, &id).await.unwrap(),
-        Some(newest_complete)
+        Some(Timestamp::from_secs(newest_complete))
     );
     assert!(!a
         .store()
-        .advance_checkpoint(&checkpoints, &id, start, clock())
+        .advance_checkpoint(&checkpoints, &id, Timestamp::from_secs(start), clock())
         .await
         .unwrap());
     assert_eq!(
         a.store().read_checkpoint(&checkpoints, &id).await.unwrap(),
-        Some(newest_complete)
+        Some(Timestamp::from_secs(newest_complete))
     );
 }
 
@@ -548,7 +554,7 @@ async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_w
     let start = (now / 60) * 60 - 600;
     let id = format!("{table}/expirationWindowIndex");
     DynamoStore::new(client.clone())
-        .advance_checkpoint(&checkpoints, &id, start, clock())
+        .advance_checkpoint(&checkpoints, &id, Timestamp::from_secs(start), clock())
         .await
         .unwrap();
     // 30 expired items in each of the 10 windows after the checkpoint.
@@ -591,11 +597,23 @@ async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_w
         .read_checkpoint(&checkpoints, &id)
         .await
         .unwrap();
-    assert_eq!(
-        cp,
-        Some(start),
-        "the oldest windows were not finished: the checkpoint must stay"
+    // Catch-up runs oldest first and moves the checkpoint after every complete stretch: it
+    // made progress, and never passed a window that still holds an expired item.
+    let cp = cp.expect("a checkpoint").secs();
+    assert!(
+        cp > start,
+        "the oldest windows were finished first: {cp} vs {start}"
     );
+    for item in scan_all(&client, &table).await {
+        let ttl: i64 = match &item["ttl"] {
+            aws_sdk_dynamodb::types::AttributeValue::N(n) => n.parse().unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            ttl > cp,
+            "the checkpoint {cp} passed an unfinished window (ttl {ttl})"
+        );
+    }
 
     // The next run finishes the job and only then moves the checkpoint.
     let (store, schema) = store_and_schema(&cfg).await;
@@ -609,5 +627,5 @@ async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_w
         .read_checkpoint(&checkpoints, &id)
         .await
         .unwrap();
-    assert_eq!(cp, Some(((now - 1) / 60) * 60));
+    assert_eq!(cp, Some(Timestamp::from_secs(((now - 1) / 60) * 60)));
 }

@@ -57,7 +57,7 @@ struct Mem {
     queries: AtomicUsize,
     /// Items a `BatchWriteItem` deleted while their ttl was not past the virtual clock.
     destroyed_live: Mutex<Vec<String>>,
-    checkpoint: Mutex<Option<i64>>,
+    checkpoint: Mutex<Option<Timestamp>>,
     started: Option<Instant>,
 }
 
@@ -411,7 +411,7 @@ async fn a_long_catch_up_moves_the_checkpoint_oldest_first_within_one_invocation
     let before = T0 - 2 * 3_600;
     let mut checkpoints = vec![before];
     let store = Arc::new(Mem::new(layout.clone()));
-    *store.checkpoint.lock().unwrap() = Some(before);
+    *store.checkpoint.lock().unwrap() = Some(Timestamp::from_secs(before));
     // one expired item in every minute of the backlog
     for m in 0..120 {
         store.put(&format!("m{m:03}"), (before + 60 * m + 30) as f64);
@@ -433,7 +433,7 @@ async fn a_long_catch_up_moves_the_checkpoint_oldest_first_within_one_invocation
         let sweeper = Sweeper::new(store.clone(), store.schema(), options);
         let stop = Stop::never().with_cancel(token);
         let report = sweeper.sweep(Timestamp::from_secs(T0), &stop).await;
-        let after = store.checkpoint.lock().unwrap().unwrap();
+        let after = store.checkpoint.lock().unwrap().unwrap().secs();
         assert!(
             after > *checkpoints.last().unwrap() || after >= T0 - 120,
             "run {run}: the checkpoint did not move from {}: {report:?}",
@@ -464,7 +464,7 @@ fn a_thirty_day_catch_up_of_one_second_windows_is_planned_without_listing_it() {
         Timestamp::from_secs(T0),
         1,
         15,
-        Some(T0 - 30 * 86_400),
+        Some(Timestamp::from_secs(T0 - 30 * 86_400)),
         30 * 86_400,
     );
     assert_eq!(plan.recent.len(), 16);
@@ -527,4 +527,38 @@ async fn ticks_longer_than_the_lookback_read_every_window_since_the_last_tick() 
     );
     assert!(last_tick.secs() >= T0 + 600, "{last_tick}");
     let _ = DeleteMode::Batch;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_catch_up_stopped_before_it_began_leaves_the_checkpoint_where_it_was() {
+    // An hour behind; the stop comes once the two recent windows were read.
+    let store = Arc::new(Mem::new(Layout::default()));
+    let before = T0 - 3_600;
+    *store.checkpoint.lock().unwrap() = Some(Timestamp::from_secs(before));
+    store.put("old", (before + 90) as f64);
+    let token = CancellationToken::new();
+    *store.stop_after.lock().unwrap() = Some((2, token.clone()));
+    let options = SweepOptions {
+        lookback_windows: 1,
+        checkpoint: Some(Checkpoint {
+            table: "checkpoints".into(),
+            id: "sessions#expiry".into(),
+            start_from: None,
+        }),
+        ..SweepOptions::default()
+    };
+    let sweeper = Sweeper::new(store.clone(), store.schema(), options);
+    let report = sweeper
+        .sweep(Timestamp::from_secs(T0), &Stop::never().with_cancel(token))
+        .await;
+    assert!(store.has("old"));
+    assert_eq!(
+        *store.checkpoint.lock().unwrap(),
+        Some(Timestamp::from_secs(before)),
+        "the recent windows are complete, but the hour before them was not swept: {report:?}"
+    );
+    assert!(
+        report.windows_left >= 58 && report.stopped_early,
+        "{report:?}"
+    );
 }

@@ -109,11 +109,11 @@ pub fn plan(
     now: Timestamp,
     width: u32,
     lookback: u32,
-    checkpoint: Option<i64>,
+    checkpoint: Option<Timestamp>,
     max_catchup_seconds: u64,
 ) -> Plan {
     let recent = windows_to_sweep(now, width, lookback);
-    let Some(c) = checkpoint else {
+    let Some(c) = checkpoint.map(Timestamp::secs) else {
         return Plan {
             recent,
             catchup: CatchUp::none(),
@@ -212,7 +212,7 @@ mod tests {
                 Timestamp::from_secs(T + now),
                 60,
                 lookback,
-                cp.map(|c| T + c),
+                cp.map(|c| Timestamp::from_secs(T + c)),
                 cap,
             );
             assert_eq!(ends(&p), want, "now {now} cp {cp:?}");
@@ -224,7 +224,7 @@ mod tests {
     #[test]
     fn the_checkpoint_moves_over_complete_past_windows_only() {
         let now = Timestamp::from_secs(T + 30);
-        let p = plan(now, 60, 0, Some(T - 180), 3600);
+        let p = plan(now, 60, 0, Some(Timestamp::from_secs(T - 180)), 3600);
         // windows end at T+60 (current), T, T-60, T-120 (floor T-180)
         assert_eq!(ends(&p), [60, 0, -60, -120]);
         // (complete flags newest first, expected new checkpoint - T)
@@ -249,7 +249,7 @@ mod tests {
     #[test]
     fn a_window_ending_before_a_sub_second_instant_is_wholly_past() {
         let now = Timestamp::from_millis((T + 60) * 1000 + 250);
-        let p = plan(now, 60, 1, Some(T - 60), 3600);
+        let p = plan(now, 60, 1, Some(Timestamp::from_secs(T - 60)), 3600);
         assert_eq!(ends(&p), [120, 60, 0]);
         assert_eq!(
             advance_to(&p.windows(), &[true; 3], T - 60, now),

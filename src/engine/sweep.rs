@@ -296,7 +296,7 @@ impl<S: Store> Sweeper<S> {
             if let (Ok(None), Some(parent)) = (&read, &cp.start_from) {
                 read = store.read_checkpoint(&cp.table, parent).await;
                 if let Ok(Some(c)) = &read {
-                    debug!(from = %parent, at = %iso_millis(*c), "no checkpoint of this shard range yet: starting from the whole table's");
+                    debug!(from = %parent, at = %c.iso(), "no checkpoint of this shard range yet: starting from the whole table's");
                 }
             }
             match read {
@@ -318,7 +318,7 @@ impl<S: Store> Sweeper<S> {
         let recent: Vec<Window> = plan.recent.iter().copied().filter(below).collect();
         if plan.capped {
             warn!(
-                checkpoint = %checkpoint_before.map(iso_millis).unwrap_or_default(),
+                checkpoint = %checkpoint_before.map(Timestamp::iso).unwrap_or_default(),
                 from = %plan.floor.map(iso_millis).unwrap_or_default(),
                 "checkpoint is older than MAX_CATCHUP; windows before the cap are not swept"
             );
@@ -334,7 +334,7 @@ impl<S: Store> Sweeper<S> {
         let Some(cp) = &options.checkpoint else {
             return report;
         };
-        report.checkpoint_before = checkpoint_before.map(iso_millis);
+        report.checkpoint_before = checkpoint_before.map(Timestamp::iso);
         let mut mover = CheckpointMover {
             store: &self.shared.store,
             checkpoint: cp,
@@ -359,15 +359,20 @@ impl<S: Store> Sweeper<S> {
             }
             let mut slice = catchup.slice(per_slice);
             slice.retain(below);
-            slice.reverse(); // newest first, as sweep_partitions and advance_to take them
-            let (part, complete) = self.sweep_partitions(now, &slice, stop).await;
+            // Partitions start in this order: oldest first.
+            let (part, mut complete) = self.sweep_partitions(now, &slice, stop).await;
             report.merge(part);
+            slice.reverse();
+            complete.reverse();
             mover.advance(&slice, &complete, &mut report).await;
         }
-        mover.advance(&recent, &recent_complete, &mut report).await;
+        // The recent windows extend the run only once every older window was swept.
+        if catchup.is_empty() {
+            mover.advance(&recent, &recent_complete, &mut report).await;
+        }
         report.ticks = 1;
         report.duration_ms = started.elapsed().as_millis() as u64;
-        report.checkpoint_after = mover.at.map(iso_millis);
+        report.checkpoint_after = mover.at.map(Timestamp::iso);
         report
     }
 
@@ -474,7 +479,7 @@ struct CheckpointMover<'a, S> {
     checkpoint: &'a Checkpoint,
     now: Timestamp,
     /// The stored checkpoint, as last read or written.
-    at: Option<i64>,
+    at: Option<Timestamp>,
     /// Every window ending at or before this was swept completely (or is below the floor).
     through: i64,
     /// False once a window after `through` was not swept completely, or a write failed: the
@@ -499,6 +504,7 @@ impl<S: Store> CheckpointMover<'_, S> {
         }
         let Some(to) = to else { return };
         self.through = self.through.max(to);
+        let to = Timestamp::from_secs(to);
         if self.at.is_some_and(|c| to <= c) {
             return;
         }
@@ -509,7 +515,7 @@ impl<S: Store> CheckpointMover<'_, S> {
             .await
         {
             Ok(moved) => {
-                debug!(to = %iso_millis(to), moved, "checkpoint advanced");
+                debug!(to = %to, moved, "checkpoint advanced");
                 self.at = Some(to);
             }
             Err(e) => {

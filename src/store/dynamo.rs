@@ -348,7 +348,11 @@ impl DynamoStore {
     }
 
     #[instrument(level = "debug", skip(self))]
-    async fn send_read_checkpoint(&self, table: &str, id: &str) -> Result<Option<i64>, StoreError> {
+    async fn send_read_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+    ) -> Result<Option<Timestamp>, StoreError> {
         let out = self
             .client
             .get_item()
@@ -362,13 +366,16 @@ impl DynamoStore {
             return Ok(None);
         };
         match value {
-            AttributeValue::N(n) => n.parse::<i64>().map(Some).map_err(|_| {
-                StoreError::new(
-                    ErrorKind::Validation,
-                    "GetItem",
-                    format!("checkpoint {id:?} holds {n:?}, not epoch seconds"),
-                )
-            }),
+            AttributeValue::N(n) => n
+                .parse::<i64>()
+                .map(|s| Some(Timestamp::from_secs(s)))
+                .map_err(|_| {
+                    StoreError::new(
+                        ErrorKind::Validation,
+                        "GetItem",
+                        format!("checkpoint {id:?} holds {n:?}, not epoch seconds"),
+                    )
+                }),
             other => Err(StoreError::new(
                 ErrorKind::Validation,
                 "GetItem",
@@ -382,7 +389,7 @@ impl DynamoStore {
         &self,
         table: &str,
         id: &str,
-        to: i64,
+        to: Timestamp,
         at: Timestamp,
     ) -> Result<bool, StoreError> {
         let result = self
@@ -394,7 +401,7 @@ impl DynamoStore {
             .condition_expression("attribute_not_exists(#s) OR #s < :to")
             .expression_attribute_names("#s", CHECKPOINT_ATTRIBUTE)
             .expression_attribute_names("#u", "updatedAt")
-            .expression_attribute_values(":to", AttributeValue::N(to.to_string()))
+            .expression_attribute_values(":to", AttributeValue::N(to.secs().to_string()))
             .expression_attribute_values(":now", AttributeValue::S(at.iso()))
             .send()
             .await;
