@@ -233,6 +233,19 @@ impl Store for Mem {
     }
 }
 
+/// Sweep options with a checkpoint and `lookback` windows.
+fn checkpointed(lookback: u32) -> SweepOptions {
+    SweepOptions {
+        lookback_windows: lookback,
+        checkpoint: Some(Checkpoint {
+            table: "checkpoints".into(),
+            id: "sessions#expiry".into(),
+            start_from: None,
+        }),
+        ..SweepOptions::default()
+    }
+}
+
 /// Notify mode: records the `Item Expired` events it is given and accepts them all.
 #[derive(Debug, Default)]
 struct Recorder {
@@ -420,16 +433,7 @@ async fn a_long_catch_up_moves_the_checkpoint_oldest_first_within_one_invocation
         let token = CancellationToken::new();
         let so_far = store.queries.load(SeqCst);
         *store.stop_after.lock().unwrap() = Some((so_far + 600, token.clone()));
-        let options = SweepOptions {
-            lookback_windows: 1,
-            checkpoint: Some(Checkpoint {
-                table: "checkpoints".into(),
-                id: "sessions#expiry".into(),
-                start_from: None,
-            }),
-            max_catchup_seconds: 86_400,
-            ..SweepOptions::default()
-        };
+        let options = checkpointed(1);
         let sweeper = Sweeper::new(store.clone(), store.schema(), options);
         let stop = Stop::never().with_cancel(token);
         let report = sweeper.sweep(Timestamp::from_secs(T0), &stop).await;
@@ -538,15 +542,7 @@ async fn a_catch_up_stopped_before_it_began_leaves_the_checkpoint_where_it_was()
     store.put("old", (before + 90) as f64);
     let token = CancellationToken::new();
     *store.stop_after.lock().unwrap() = Some((2, token.clone()));
-    let options = SweepOptions {
-        lookback_windows: 1,
-        checkpoint: Some(Checkpoint {
-            table: "checkpoints".into(),
-            id: "sessions#expiry".into(),
-            start_from: None,
-        }),
-        ..SweepOptions::default()
-    };
+    let options = checkpointed(1);
     let sweeper = Sweeper::new(store.clone(), store.schema(), options);
     let report = sweeper
         .sweep(Timestamp::from_secs(T0), &Stop::never().with_cancel(token))
