@@ -713,3 +713,51 @@ async fn backfill_deletes_an_item_whose_ttl_passes_while_its_window_is_written()
     assert_eq!(report.deleted_expired, 1, "{report:?}");
     assert!(scan_all(&client, &table).await.is_empty());
 }
+
+/// The CLI, rate-limited so the run outlasts the items' common ttl: the items it reaches before
+/// the ttl get their window, those it reaches after are deleted. Judged against a single start
+/// instant, items with one ttl would all be treated alike (all windows, or all deletes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_backfill_judges_items_by_the_clock_as_it_reaches_them() {
+    let client = client().await;
+    let table = table_name("bf_slow");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    // 40 writes at 4 a second take 10 s (after a first burst of 4); the ttl falls mid-run.
+    let ttl = now() + 6;
+    let items: Vec<Key> = (0..40)
+        .map(|i| bare(&format!("item-{i:02}"), Some(AV::N(ttl.to_string()))))
+        .collect();
+    put_items(&client, &table, items).await;
+    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
+    let _ = std::fs::remove_file(&state);
+    let (code, report, stderr) = run_json(
+        cli(&table)
+            .args(["backfill", "--segments", "1", "--page-size", "5"])
+            .args(["--max-wcu", "4", "--state"])
+            .arg(&state),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    eprintln!("slow backfill: {report}");
+    let written = report["written"].as_u64().unwrap();
+    let deleted = report["deleted_expired"].as_u64().unwrap();
+    assert!(
+        written >= 1,
+        "items reached before the ttl get a window: {report}"
+    );
+    assert!(
+        deleted >= 1,
+        "items reached after the ttl are deleted: {report}"
+    );
+    assert_eq!(report["scanned"], 40, "{report}");
+    let left = scan_all(&client, &table).await;
+    let expected = written - report["expired_while_written"].as_u64().unwrap();
+    assert_eq!(left.len() as u64, expected, "{report}");
+    for item in &left {
+        assert_eq!(
+            item.get("expirationWindow"),
+            Some(&AV::S(window_key(ttl as f64, 60).unwrap())),
+            "{item:?}"
+        );
+    }
+    let _ = std::fs::remove_file(&state);
+}
