@@ -73,6 +73,8 @@ struct MemTable {
     throttle_deletes: bool,
     /// Every conditional delete hangs: the process dies before any is made.
     hang_deletes: bool,
+    /// Every read of whole items is refused (no `dynamodb:BatchGetItem` permission).
+    refuse_reads: bool,
 }
 
 impl MemTable {
@@ -206,6 +208,11 @@ impl Store for MemTable {
                 self.answer_lost(&key, "DeleteItem")?;
                 Ok(Reply::ConditionalItem(outcome, item))
             }
+            Call::GetItems { .. } if self.refuse_reads => Err(StoreError::new(
+                ErrorKind::Auth,
+                "BatchGetItem",
+                "AccessDeniedException: not authorized to perform dynamodb:BatchGetItem",
+            )),
             Call::GetItems { keys, .. } => {
                 let items = self.items.lock().unwrap();
                 Ok(Reply::Items(
@@ -869,6 +876,32 @@ async fn archive_cancels_an_accepted_expiry_left_by_a_stop_once_its_ttl_changed(
         report.items_left, 5,
         "the others, for the next sweep: {report:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn archive_without_the_re_read_reports_what_it_could_not_settle() {
+    // As above, but the re-read is refused: nothing is cancelled on a guess, every item whose
+    // delete failed stays reported as failed.
+    let log = Arc::new(Mutex::new(vec![]));
+    let mut table = MemTable::with_items(5, 0, log.clone());
+    table.extend_after_read = ["e0002".to_string()].into();
+    table.throttle_deletes = true;
+    table.refuse_reads = true;
+    let table = Arc::new(table);
+    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
+    let (_, report) = sweep(
+        table.clone(),
+        sink.clone(),
+        EventsMode::Archive,
+        DeleteMode::Conditional,
+        ItemSource::Off,
+    )
+    .await;
+    assert_eq!(report.events_published, 5, "{report:?}");
+    assert_eq!(report.events_cancelled, 0, "{report:?}");
+    assert_eq!(report.items_failed, 5, "{report:?}");
+    assert!(!report.is_success());
+    assert_eq!(table.ids().len(), 5);
 }
 
 /// What the engine guarantees when the process dies between an accepted expiry and its delete
