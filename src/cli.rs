@@ -252,7 +252,7 @@ impl BackfillArgs {
 pub async fn backfill(
     config: &Config,
     args: BackfillArgs,
-    now: Timestamp,
+    wall: impl Fn() -> Timestamp + Send + Sync,
 ) -> anyhow::Result<ExitCode> {
     args.check()?;
     if config.expiry_events_mode == crate::events::EventsMode::Archive && !args.dry_run {
@@ -264,9 +264,10 @@ pub async fn backfill(
         );
     }
     let (store, opened) = open_for_tools(config).await?;
-    // Backfill deletes what has expired: its instant, like a sweep's, is held to DynamoDB's
-    // clock (the start-up request just taught the store what it is).
-    let now = store.server_clock().guard(now);
+    // Backfill deletes what has expired: it judges each item by the clock when it writes it,
+    // held, like a sweep's, to DynamoDB's clock (the start-up request just taught the store what
+    // it is, and every response since keeps it up to date).
+    let clock = GuardedClock::new(wall, store.server_clock().clone());
     let layout = &opened.schema.layout;
     let path = args
         .state
@@ -330,9 +331,17 @@ pub async fn backfill(
         dry_run,
         max_wcu: args.max_wcu,
         page_limit: Some(args.page_size),
-        now,
     };
-    let done = backfill::backfill(&store, &opened.schema, &options, state, &save, &progress).await;
+    let done = backfill::backfill(
+        &store,
+        &opened.schema,
+        &options,
+        &clock,
+        state,
+        &save,
+        &progress,
+    )
+    .await;
     bar.finish_and_clear();
     println!("{}", serde_json::to_string(&done.report)?);
     Ok(if done.report.errors.is_empty() && done.report.complete {

@@ -9,8 +9,10 @@ use std::time::Duration;
 use common::*;
 use ttl_sweeper::expiry::window::window_key;
 use ttl_sweeper::expiry::Layout;
+use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::scan::UpdateOutcome;
 use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, Key};
+use ttl_sweeper::tools::backfill::{backfill, BackfillOptions, BackfillReport, BackfillState};
 
 /// The CLI (from a cleared environment, see [`common::cli`]) on the test server, for `table`.
 fn cli(table: &str) -> Command {
@@ -616,4 +618,146 @@ async fn audit_finds_each_planted_problem_and_nothing_on_a_clean_table() {
     let (code, _, _) =
         run_json(cli(&dirty).args(["audit", "--max-expired-age", "3h", "--max-problems", "4"]));
     assert_eq!(code, 0);
+}
+
+/// A backfill run against `table` (one segment, one item per page) whose clock is `clock`;
+/// `on_page` sees the items scanned so far after every page.
+async fn backfill_with_clock(
+    table: &str,
+    clock: &(dyn Fn() -> Timestamp + Send + Sync),
+    on_page: &(dyn Fn(u64) + Sync),
+    max_wcu: Option<f64>,
+) -> BackfillReport {
+    let (store, schema) = store_and_schema(&config(table, &[])).await;
+    let options = BackfillOptions {
+        dry_run: false,
+        max_wcu,
+        page_limit: Some(1),
+    };
+    let state = BackfillState::new(table, &schema.layout, 1);
+    let done = backfill(&store, &schema, &options, &clock, state, &|_| {}, on_page).await;
+    assert!(
+        done.report.complete && done.report.errors.is_empty(),
+        "{:?}",
+        done.report
+    );
+    done.report
+}
+
+/// Each item is judged by the clock when the backfill writes it, not when the run started. The
+/// clock moves 10 s per item scanned; every item's ttl is 25 s after the start: the first three
+/// are live when written and get their window, the rest have expired by the time the backfill
+/// reaches them and are deleted — none is given a window the sweeps may already have passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_judges_each_item_by_the_clock_when_it_writes_it() {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    let client = client().await;
+    let table = table_name("bf_clock");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let start = now();
+    let ttl = start + 25;
+    let items: Vec<Key> = (0..12)
+        .map(|i| bare(&format!("item-{i:02}"), Some(AV::N(ttl.to_string()))))
+        .collect();
+    put_items(&client, &table, items).await;
+    let scanned = AtomicU64::new(0);
+    let clock = || Timestamp::from_secs(start + 10 * scanned.load(SeqCst) as i64);
+    let report = backfill_with_clock(&table, &clock, &|n| scanned.store(n, SeqCst), None).await;
+    assert_eq!(report.scanned, 12, "{report:?}");
+    assert_eq!(
+        report.written, 3,
+        "live when written (at +0, +10, +20 s): {report:?}"
+    );
+    assert_eq!(
+        report.deleted_expired, 9,
+        "expired when reached: {report:?}"
+    );
+    assert_eq!(report.expired_while_written, 0, "{report:?}");
+    let left = scan_all(&client, &table).await;
+    assert_eq!(left.len(), 3);
+    for item in &left {
+        assert_eq!(
+            item.get("expirationWindow"),
+            Some(&AV::S(window_key(ttl as f64, 60).unwrap())),
+            "{item:?}"
+        );
+    }
+}
+
+/// An item live when its window write is made, whose ttl has passed by the time the write is
+/// acknowledged, is deleted after the write (with the ttl read as condition) rather than left
+/// with a window the sweeps may already have passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_deletes_an_item_whose_ttl_passes_while_its_window_is_written() {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    let client = client().await;
+    let table = table_name("bf_during");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let start = now();
+    put_items(
+        &client,
+        &table,
+        vec![bare("slow", Some(AV::N((start + 5).to_string())))],
+    )
+    .await;
+    // The clock reads `start` while the item is judged (when scanned, and when written), and a
+    // minute later from the moment the write is acknowledged.
+    let reads = AtomicU64::new(0);
+    let clock = || {
+        let n = reads.fetch_add(1, SeqCst);
+        Timestamp::from_secs(if n < 2 { start } else { start + 60 })
+    };
+    let report = backfill_with_clock(&table, &clock, &|_| {}, None).await;
+    assert_eq!(report.written, 1, "{report:?}");
+    assert_eq!(report.expired_while_written, 1, "{report:?}");
+    assert_eq!(report.deleted_expired, 1, "{report:?}");
+    assert!(scan_all(&client, &table).await.is_empty());
+}
+
+/// The CLI, rate-limited so the run outlasts the items' common ttl: the items it reaches before
+/// the ttl get their window, those it reaches after are deleted. Judged against a single start
+/// instant, items with one ttl would all be treated alike (all windows, or all deletes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_backfill_judges_items_by_the_clock_as_it_reaches_them() {
+    let client = client().await;
+    let table = table_name("bf_slow");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    // 40 writes at 4 a second take 10 s (after a first burst of 4); the ttl falls mid-run.
+    let ttl = now() + 6;
+    let items: Vec<Key> = (0..40)
+        .map(|i| bare(&format!("item-{i:02}"), Some(AV::N(ttl.to_string()))))
+        .collect();
+    put_items(&client, &table, items).await;
+    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
+    let _ = std::fs::remove_file(&state);
+    let (code, report, stderr) = run_json(
+        cli(&table)
+            .args(["backfill", "--segments", "1", "--page-size", "5"])
+            .args(["--max-wcu", "4", "--state"])
+            .arg(&state),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    eprintln!("slow backfill: {report}");
+    let written = report["written"].as_u64().unwrap();
+    let deleted = report["deleted_expired"].as_u64().unwrap();
+    assert!(
+        written >= 1,
+        "items reached before the ttl get a window: {report}"
+    );
+    assert!(
+        deleted >= 1,
+        "items reached after the ttl are deleted: {report}"
+    );
+    assert_eq!(report["scanned"], 40, "{report}");
+    let left = scan_all(&client, &table).await;
+    let expected = written - report["expired_while_written"].as_u64().unwrap();
+    assert_eq!(left.len() as u64, expected, "{report}");
+    for item in &left {
+        assert_eq!(
+            item.get("expirationWindow"),
+            Some(&AV::S(window_key(ttl as f64, 60).unwrap())),
+            "{item:?}"
+        );
+    }
+    let _ = std::fs::remove_file(&state);
 }

@@ -268,11 +268,22 @@ mod sqs {
     }
 
     #[tokio::test]
-    async fn a_fifo_queue_gets_the_id_as_deduplication_id() {
+    async fn a_fifo_queue_gets_the_id_as_deduplication_id_and_a_cancellation_its_own() {
         let rule = mock!(Client::send_message_batch).then_compute_output(|req| {
+            let mut seen = std::collections::HashSet::new();
             for e in req.entries() {
                 let body: Value = serde_json::from_str(e.message_body()).unwrap();
-                assert_eq!(e.message_deduplication_id(), body["detail"]["id"].as_str());
+                let id = body["detail"]["id"].as_str().unwrap();
+                let expected = match body["detail-type"].as_str() {
+                    Some("Item Expired") => id.to_owned(),
+                    Some("Item Expiry Cancelled") => format!("{id}-cancelled"),
+                    other => panic!("{other:?}"),
+                };
+                assert_eq!(e.message_deduplication_id(), Some(expected.as_str()));
+                assert!(
+                    seen.insert(expected),
+                    "a de-duplication id repeated in one batch"
+                );
                 assert_eq!(e.message_group_id(), Some("sessions"));
             }
             SendMessageBatchOutput::builder()
@@ -283,8 +294,24 @@ mod sqs {
         });
         let client = mock_client!(aws_sdk_sqs, RuleMode::MatchAny, [&rule]);
         let sink = SqsSink::new(client, "https://sqs.us-east-1.amazonaws.com/1/e.fifo");
+        // Three expiries, and the cancellation of the first, in one batch.
+        let mut batch = events(3);
+        let key: Key = [("id".to_string(), AV::S("k0".into()))].into();
+        batch.push(ExpiryEvent::cancelled(
+            &EventFacts {
+                table: "sessions",
+                key: &key,
+                ttl: 1_700_000_000.0,
+                deleted_at: Timestamp::from_millis(1_700_000_000_500),
+                delete_mode: "conditional",
+                mode: EventsMode::Archive,
+                item: None,
+            },
+            Timestamp::from_millis(1_700_000_000_600),
+        ));
+        assert_eq!(batch[3].id, batch[0].id, "the cancellation of the first");
         let out = publisher(sink, SinkKind::Sqs)
-            .publish(events(3), &Stop::never())
+            .publish(batch, &Stop::never())
             .await;
         assert!(all_accepted(&out.deliveries));
         assert_eq!(rule.num_calls(), 1);

@@ -566,6 +566,36 @@ async fn sweeper_with_events(
         .with_wall_clock(Arc::new(clock))
 }
 
+/// A [`BeforeDelete`] that extends the ttl of the `extended` items by two hours (with their new
+/// window), as the application would between the archive publish and the conditional delete.
+fn extend_before_delete(client: &Client, table: &str, extended: &HashSet<String>) -> BeforeDelete {
+    let new_ttl = clock().secs() + 7200;
+    let (client, table, extended) = (client.clone(), table.to_owned(), extended.clone());
+    Box::new(move |key: &Key| {
+        let (client, table, key) = (client.clone(), table.clone(), key.clone());
+        let extend = extended.contains(key["id"].as_s().unwrap());
+        Box::pin(async move {
+            if extend {
+                client
+                    .update_item()
+                    .table_name(&table)
+                    .set_key(Some(key))
+                    .update_expression("SET #t = :t, #w = :w")
+                    .expression_attribute_names("#t", "ttl")
+                    .expression_attribute_names("#w", "expirationWindow")
+                    .expression_attribute_values(":t", AV::N(new_ttl.to_string()))
+                    .expression_attribute_values(
+                        ":w",
+                        AV::S(window_key(new_ttl as f64, 60).unwrap()),
+                    )
+                    .send()
+                    .await
+                    .expect("extend ttl");
+            }
+        })
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_before_the_delete() {
     let client = common::client().await;
@@ -575,34 +605,8 @@ async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_before_the_delete
     let extended: HashSet<String> = ["exp-00001", "exp-00004", "exp-00009"]
         .map(String::from)
         .into();
-    let new_ttl = clock().secs() + 7200;
     // Between the archive publish and the conditional delete, the application extends three.
-    let hook: BeforeDelete = {
-        let (client, table, extended) = (client.clone(), table.clone(), extended.clone());
-        Box::new(move |key: &Key| {
-            let (client, table, key) = (client.clone(), table.clone(), key.clone());
-            let extend = extended.contains(key["id"].as_s().unwrap());
-            Box::pin(async move {
-                if extend {
-                    client
-                        .update_item()
-                        .table_name(&table)
-                        .set_key(Some(key))
-                        .update_expression("SET #t = :t, #w = :w")
-                        .expression_attribute_names("#t", "ttl")
-                        .expression_attribute_names("#w", "expirationWindow")
-                        .expression_attribute_values(":t", AV::N(new_ttl.to_string()))
-                        .expression_attribute_values(
-                            ":w",
-                            AV::S(window_key(new_ttl as f64, 60).unwrap()),
-                        )
-                        .send()
-                        .await
-                        .expect("extend ttl");
-                }
-            })
-        })
-    };
+    let hook = extend_before_delete(&client, &table, &extended);
     let sink = TestSink::new(Kind::Sqs).await;
     let settings = [
         ("EXPIRY_EVENTS_MODE", "archive"),
@@ -656,6 +660,91 @@ async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_before_the_delete
     }
     for id in &extended {
         assert!(exists(&client, &table, id_key(id)).await, "{id} stays");
+    }
+}
+
+/// On a FIFO queue (which drops a message whose de-duplication id it saw in the last five
+/// minutes, answering success) an expiry and, milliseconds later, its cancellation both arrive:
+/// the cancellation has its own de-duplication id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_queue_delivers_both_the_expiry_and_its_cancellation() {
+    let client = common::client().await;
+    let table = table_name("events_fifo");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let expired = fill(&client, &table, 6, 2).await;
+    let extended: HashSet<String> = ["exp-00001", "exp-00004"].map(String::from).into();
+    let hook = extend_before_delete(&client, &table, &extended);
+    let url = moto::create_fifo_queue(&moto::sqs().await, &moto::unique("expiries")).await;
+    let sink = TestSink {
+        kind: Kind::Sqs,
+        setting: format!("sqs:{url}"),
+        queue: Some(url),
+        bucket: None,
+        received: Mutex::new(Vec::new()),
+    };
+    let settings = [
+        ("EXPIRY_EVENTS_MODE", "archive"),
+        ("DELETE_MODE", "conditional"),
+    ];
+    let sweeper = sweeper_with_events(
+        &table,
+        &settings,
+        &sink,
+        &moto::endpoint(),
+        Some(hook),
+        ttl_sweeper::events::ATTEMPT_TIMEOUT,
+    )
+    .await;
+    let report = report_json(&sweeper.sweep(clock(), &Stop::never()).await);
+    assert_eq!(report["items_deleted"], 4, "{report}");
+    assert_eq!(report["events_published"], 6, "{report}");
+    assert_eq!(report["events_cancelled"], 2, "{report}");
+
+    let events = sink.events().await;
+    let left = present(&client, &table).await;
+    check_invariants(
+        &events,
+        &table,
+        &expired,
+        &left,
+        "archive",
+        "conditional",
+        &HashSet::new(),
+        "FIFO",
+    );
+    let of = |kind: &str| -> Vec<String> {
+        let mut ids: Vec<String> = events
+            .iter()
+            .filter(|e| e["detail-type"] == kind)
+            .map(event_item_id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        of("Item Expired"),
+        expired
+            .keys()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        "one expiry per expired item arrived"
+    );
+    assert_eq!(
+        of("Item Expiry Cancelled"),
+        vec!["exp-00001".to_string(), "exp-00004".to_string()],
+        "each cancellation the queue accepted arrived too: {events:?}"
+    );
+    // In order within the table's message group: each cancellation after its expiry.
+    for id in &extended {
+        let at = |kind: &str| {
+            events
+                .iter()
+                .position(|e| e["detail-type"] == kind && event_item_id(e) == *id)
+                .unwrap()
+        };
+        assert!(at("Item Expired") < at("Item Expiry Cancelled"), "{id}");
     }
 }
 

@@ -67,6 +67,14 @@ struct MemTable {
     deleted: AtomicUsize,
     /// Items whose first conditional delete is applied but answered with a timeout.
     lose_delete_answer: Mutex<HashSet<String>>,
+    /// Items the application deletes right after the index read.
+    remove_after_read: HashSet<String>,
+    /// Every conditional delete fails (throttled) without reaching the item.
+    throttle_deletes: bool,
+    /// Every conditional delete hangs: the process dies before any is made.
+    hang_deletes: bool,
+    /// Every read of whole items is refused (no `dynamodb:BatchGetItem` permission).
+    refuse_reads: bool,
 }
 
 impl MemTable {
@@ -157,6 +165,9 @@ impl Store for MemTable {
                         item.insert("ttl".into(), AV::N((NOW + 3600).to_string()));
                     }
                 }
+                for id in &self.remove_after_read {
+                    items.remove(id);
+                }
                 Ok(Reply::Page(ttl_sweeper::store::Page {
                     items: page,
                     next: None,
@@ -173,6 +184,20 @@ impl Store for MemTable {
                 }
                 Ok(Reply::Unprocessed(vec![]))
             }
+            Call::DeleteIfExpired { .. } | Call::DeleteIfExpiredReturning { .. }
+                if self.hang_deletes =>
+            {
+                std::future::pending().await
+            }
+            Call::DeleteIfExpired { .. } | Call::DeleteIfExpiredReturning { .. }
+                if self.throttle_deletes =>
+            {
+                Err(StoreError::new(
+                    ErrorKind::Throttled,
+                    "DeleteItem",
+                    "ProvisionedThroughputExceededException",
+                ))
+            }
             Call::DeleteIfExpired { key, now, .. } => {
                 let outcome = self.delete_if_expired(&key, now).0;
                 self.answer_lost(&key, "DeleteItem")?;
@@ -183,6 +208,11 @@ impl Store for MemTable {
                 self.answer_lost(&key, "DeleteItem")?;
                 Ok(Reply::ConditionalItem(outcome, item))
             }
+            Call::GetItems { .. } if self.refuse_reads => Err(StoreError::new(
+                ErrorKind::Auth,
+                "BatchGetItem",
+                "AccessDeniedException: not authorized to perform dynamodb:BatchGetItem",
+            )),
             Call::GetItems { keys, .. } => {
                 let items = self.items.lock().unwrap();
                 Ok(Reply::Items(
@@ -723,6 +753,216 @@ async fn auto_items_come_from_conditional_deletes_in_notify_mode_only() {
             }
         }
     }
+}
+
+/// The kinds of the accepted events of item `id`, in order.
+fn accepted_kinds(sink: &ScriptedSink, id: &str) -> Vec<&'static str> {
+    sink.accepted()
+        .iter()
+        .filter(|e| e.detail()["key"]["id"]["S"] == id)
+        .map(|e| e.kind.detail_type())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn archive_cancels_an_accepted_expiry_whose_delete_failed_once_its_ttl_changed() {
+    // The sink accepts every expiry; then every delete is throttled until the retries run out.
+    // Meanwhile the application extends e0002 and e0005 (they move to a window this sweep does
+    // not read) and deletes e0007.
+    let log = Arc::new(Mutex::new(vec![]));
+    let mut table = MemTable::with_items(10, 0, log.clone());
+    table.extend_after_read = ["e0002".to_string(), "e0005".to_string()].into();
+    table.remove_after_read = ["e0007".to_string()].into();
+    table.throttle_deletes = true;
+    let table = Arc::new(table);
+    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
+    let (_, report) = sweep(
+        table.clone(),
+        sink.clone(),
+        EventsMode::Archive,
+        DeleteMode::Conditional,
+        ItemSource::Off,
+    )
+    .await;
+    assert_eq!(report.events_published, 10, "{report:?}");
+    // The extended items: their expiry is cancelled, with its id, and they count as kept.
+    for id in ["e0002", "e0005"] {
+        assert_eq!(
+            accepted_kinds(&sink, id),
+            ["Item Expired", "Item Expiry Cancelled"],
+            "{id}"
+        );
+    }
+    assert_eq!(report.events_cancelled, 2, "{report:?}");
+    assert_eq!(report.items_skipped, 2, "{report:?}");
+    // The item the application deleted: the expiry stands, nothing more is owed.
+    assert_eq!(accepted_kinds(&sink, "e0007"), ["Item Expired"]);
+    assert_eq!(report.items_gone, 1, "{report:?}");
+    // The rest are still expired with the ttl read: reported, for the next sweep to publish
+    // again and delete.
+    assert_eq!(report.items_failed, 7, "{report:?}");
+    let failed: HashSet<String> = report
+        .failed_keys
+        .iter()
+        .map(|f| f.key["id"]["S"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        failed.is_disjoint(&["e0002", "e0005", "e0007"].map(String::from).into()),
+        "{failed:?}"
+    );
+    assert!(!report.is_success());
+    assert_eq!(
+        report.items_found,
+        report.items_deleted
+            + report.items_skipped
+            + report.items_gone
+            + report.items_failed
+            + report.items_left
+    );
+    assert_eq!(table.ids().len(), 9, "nothing deleted");
+    // The next sweep, with deletes working again, settles the rest with the same ids.
+    let table = Arc::new(MemTable {
+        items: Mutex::new(table.items.lock().unwrap().clone()),
+        log: log.clone(),
+        ..MemTable::default()
+    });
+    let (_, again) = sweep(
+        table.clone(),
+        sink.clone(),
+        EventsMode::Archive,
+        DeleteMode::Conditional,
+        ItemSource::Off,
+    )
+    .await;
+    assert_eq!(again.items_deleted, 7, "{again:?}");
+    assert_eq!(table.ids(), ["e0002", "e0005"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn archive_cancels_an_accepted_expiry_left_by_a_stop_once_its_ttl_changed() {
+    // The sink takes 10 ms to accept; the sweep must stop after 5 ms: every expiry is accepted,
+    // no delete is made. The application extended e0003 meanwhile.
+    let log = Arc::new(Mutex::new(vec![]));
+    let mut table = MemTable::with_items(6, 0, log.clone());
+    table.extend_after_read = ["e0003".to_string()].into();
+    let table = Arc::new(table);
+    let mut sink = ScriptedSink::accepting(log.clone());
+    sink.delay = Duration::from_millis(10);
+    let sink = Arc::new(sink);
+    let events = Events::new(
+        &events_config(
+            EventsMode::Archive,
+            DeleteMode::Conditional,
+            ItemSource::Off,
+        ),
+        sink.clone(),
+    );
+    let sweeper = Sweeper::new(table.clone(), schema(), options(DeleteMode::Conditional, 4))
+        .with_events(Arc::new(events));
+    let now = Timestamp::from_secs(NOW);
+    let stop = Stop::at(Some(tokio::time::Instant::now() + Duration::from_millis(5)));
+    let report = sweeper
+        .sweep_windows(now, &[Window::containing_instant(now, 60)], &stop)
+        .await;
+    assert_eq!(report.events_published, 6, "{report:?}");
+    assert_eq!(table.ids().len(), 6, "nothing deleted");
+    assert_eq!(
+        accepted_kinds(&sink, "e0003"),
+        ["Item Expired", "Item Expiry Cancelled"]
+    );
+    assert_eq!(report.events_cancelled, 1, "{report:?}");
+    assert_eq!(report.items_skipped, 1, "{report:?}");
+    assert_eq!(
+        report.items_left, 5,
+        "the others, for the next sweep: {report:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn archive_without_the_re_read_reports_what_it_could_not_settle() {
+    // As above, but the re-read is refused: nothing is cancelled on a guess, every item whose
+    // delete failed stays reported as failed.
+    let log = Arc::new(Mutex::new(vec![]));
+    let mut table = MemTable::with_items(5, 0, log.clone());
+    table.extend_after_read = ["e0002".to_string()].into();
+    table.throttle_deletes = true;
+    table.refuse_reads = true;
+    let table = Arc::new(table);
+    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
+    let (_, report) = sweep(
+        table.clone(),
+        sink.clone(),
+        EventsMode::Archive,
+        DeleteMode::Conditional,
+        ItemSource::Off,
+    )
+    .await;
+    assert_eq!(report.events_published, 5, "{report:?}");
+    assert_eq!(report.events_cancelled, 0, "{report:?}");
+    assert_eq!(report.items_failed, 5, "{report:?}");
+    assert!(!report.is_success());
+    assert_eq!(table.ids().len(), 5);
+}
+
+/// What the engine guarantees when the process dies between an accepted expiry and its delete
+/// (docs/events.md, "Archive"): nothing is deleted without an accepted expiry or while live; an
+/// item whose ttl stayed is published again with the same id by the next sweep and deleted; an
+/// item whose ttl changed before the next sweep is no longer in any window it reads, so it is
+/// neither deleted nor cancelled — the expiry the consumer holds is not followed by anything.
+#[tokio::test(start_paused = true)]
+async fn archive_after_a_crash_between_expiry_and_delete() {
+    let log = Arc::new(Mutex::new(vec![]));
+    let mut table = MemTable::with_items(4, 0, log.clone());
+    table.hang_deletes = true;
+    let table = Arc::new(table);
+    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
+    let died = tokio::time::timeout(
+        Duration::from_secs(60),
+        sweep(
+            table.clone(),
+            sink.clone(),
+            EventsMode::Archive,
+            DeleteMode::Conditional,
+            ItemSource::Off,
+        ),
+    )
+    .await;
+    assert!(died.is_err(), "the first sweep never got past its deletes");
+    assert_eq!(sink.accepted().len(), 4, "every expiry was accepted");
+    // After the crash the application extends e0001 (to a window the next sweep does not read).
+    let mut items = table.items.lock().unwrap().clone();
+    items
+        .get_mut("e0001")
+        .unwrap()
+        .insert("ttl".into(), AV::N((NOW + 3600).to_string()));
+    let table = Arc::new(MemTable {
+        items: Mutex::new(items),
+        log: log.clone(),
+        ..MemTable::default()
+    });
+    let (_, report) = sweep(
+        table.clone(),
+        sink.clone(),
+        EventsMode::Archive,
+        DeleteMode::Conditional,
+        ItemSource::Off,
+    )
+    .await;
+    assert_eq!(report.items_deleted, 3, "{report:?}");
+    assert_eq!(table.ids(), ["e0001"], "the extended item stays");
+    for id in ["e0000", "e0002", "e0003"] {
+        let ids: Vec<String> = sink
+            .accepted()
+            .iter()
+            .filter(|e| e.detail()["key"]["id"]["S"] == id)
+            .map(|e| e.id.clone())
+            .collect();
+        assert_eq!(ids.len(), 2, "{id}: published again");
+        assert_eq!(ids[0], ids[1], "{id}: with the same id");
+    }
+    // The limit: nothing follows the extended item's accepted expiry.
+    assert_eq!(accepted_kinds(&sink, "e0001"), ["Item Expired"]);
+    assert_eq!(report.events_cancelled, 0);
 }
 
 /// A sink whose every answer is drawn from `seed`: accepted, refused (retryable or not), a whole

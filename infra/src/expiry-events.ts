@@ -1,7 +1,7 @@
 // Expiry events: the sink the sweeper publishes an event to for every item it expires, as the
 // function's environment (`EXPIRY_EVENTS`, `EXPIRY_EVENTS_MODE`, `EXPIRY_EVENTS_ITEM`) and the one
 // IAM statement (two for a KMS-encrypted queue) that lets it send there and nowhere else, plus
-// `dynamodb:BatchGetItem` on the table when the items are read for the events.
+// `dynamodb:BatchGetItem` on the table when the items are read for the events or in archive mode.
 
 import { Token } from 'aws-cdk-lib';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -83,8 +83,8 @@ export interface ExpiryEventsOptions {
   /**
    * Whether and how each event carries the expired item (`EXPIRY_EVENTS_ITEM`). An event that
    * would exceed the sink's size limit is published without it (`item_truncated: true`), so
-   * consumers must treat the item as optional whatever this says. Only `READ` adds a permission:
-   * `dynamodb:BatchGetItem` on the table.
+   * consumers must treat the item as optional whatever this says. `READ` adds a permission:
+   * `dynamodb:BatchGetItem` on the table (which `ExpiryEventsMode.ARCHIVE` grants too).
    *
    * @default - `EXPIRY_EVENTS_ITEM` is not set: the function's default, `ExpiryEventsItem.AUTO`
    */
@@ -140,17 +140,25 @@ export function expiryEventEnvironment(options: ExpiryEventsOptions | undefined)
 
 /**
  * What the function may do for the events: send to the sink, on its ARN only, and, when the
- * items are read (`ExpiryEventsItem.READ`, or an item not known at synthesis), `BatchGetItem` on
- * the swept table `tableArn` only.
+ * items are read (`ExpiryEventsItem.READ`, or an item not known at synthesis) or in archive mode
+ * (`ExpiryEventsMode.ARCHIVE`, or a mode not known at synthesis: the items whose expiry was
+ * accepted but whose delete failed are read again), `BatchGetItem` on the swept table `tableArn`
+ * only.
  */
 export function expiryEventStatements(options: ExpiryEventsOptions | undefined, tableArn: string): iam.PolicyStatement[] {
   if (options === undefined) return [];
   const statements = sinkStatements(options);
-  if (options.item === ExpiryEventsItem.READ || Token.isUnresolved(options.item)) {
+  const reads =
+    options.item === ExpiryEventsItem.READ ||
+    Token.isUnresolved(options.item) ||
+    options.mode === ExpiryEventsMode.ARCHIVE ||
+    Token.isUnresolved(options.mode);
+  if (reads) {
     statements.push(
       new iam.PolicyStatement({
         sid: 'ExpiryEventsReadItems',
-        // The strongly consistent read of a chunk's items before their events are built.
+        // The strongly consistent read of a chunk's items before their events are built, and
+        // (archive mode) of the items whose expiry was accepted but whose delete failed.
         actions: ['dynamodb:BatchGetItem'],
         resources: [tableArn],
       }),

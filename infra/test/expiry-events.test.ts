@@ -83,7 +83,7 @@ test('a KMS-encrypted queue: sqs:<queue URL>, SendMessage on the queue and Gener
   assert.equal(resolve(stack, vars.EXPIRY_EVENTS), JSON.stringify({ 'Fn::Join': ['', ['sqs:', { Ref: queueId }]] }));
   assert.equal(vars.EXPIRY_EVENTS_MODE, 'archive');
   const [s] = sinkStatements(template);
-  assert.deepEqual(Object.keys(s).sort(), ['ExpiryEventsQueueKey', 'ExpiryEventsSendMessage']);
+  assert.deepEqual(Object.keys(s).sort(), ['ExpiryEventsQueueKey', 'ExpiryEventsReadItems', 'ExpiryEventsSendMessage']);
   assert.equal(s.ExpiryEventsSendMessage.Action, 'sqs:SendMessage');
   assert.deepEqual(s.ExpiryEventsSendMessage.Resource, { 'Fn::GetAtt': [queueId, 'Arn'] });
   assert.deepEqual(s.ExpiryEventsQueueKey.Action, ['kms:GenerateDataKey', 'kms:Decrypt']);
@@ -117,7 +117,7 @@ test('a Firehose stream: firehose:<name>, PutRecord and PutRecordBatch on that s
   assert.equal(vars.EXPIRY_EVENTS, 'firehose:expired-items');
   assert.equal(vars.EXPIRY_EVENTS_MODE, 'archive');
   const [s] = sinkStatements(template);
-  assert.deepEqual(Object.keys(s), ['ExpiryEventsPutRecords']);
+  assert.deepEqual(Object.keys(s).sort(), ['ExpiryEventsPutRecords', 'ExpiryEventsReadItems']);
   assert.deepEqual(s.ExpiryEventsPutRecords.Action, ['firehose:PutRecord', 'firehose:PutRecordBatch']);
   assert.match(resolve(stack, s.ExpiryEventsPutRecords.Resource), /firehose:eu-west-1:123456789012:deliverystream\/expired-items"/);
   assertNoWildcard(template);
@@ -186,7 +186,7 @@ test('item: EXPIRY_EVENTS_ITEM only when given, with the value the function read
   }
 });
 
-test('item READ: dynamodb:BatchGetItem on the table ARN only, for every function; no other item value grants it', () => {
+test('item READ or archive mode: dynamodb:BatchGetItem on the table ARN only, for every function; nothing else grants it', () => {
   const { template } = withSink(
     (s) => ({ queue: new sqs.Queue(s, 'Expiries'), mode: ExpiryEventsMode.ARCHIVE, item: ExpiryEventsItem.READ }),
     { deleteMode: DeleteMode.CONDITIONAL, windowShards: 4, sweepers: 2 },
@@ -201,6 +201,18 @@ test('item READ: dynamodb:BatchGetItem on the table ARN only, for every function
     assert.equal(s.ExpiryEventsReadItems.Condition, undefined);
   }
   assertNoWildcard(template);
+
+  // Archive mode reads the items whose expiry was accepted but whose delete failed: granted
+  // whatever the item setting.
+  for (const item of [undefined, ExpiryEventsItem.AUTO, ExpiryEventsItem.OFF]) {
+    const archive = withSink(
+      (s) => ({ eventBus: new events.EventBus(s, 'Expiries'), mode: ExpiryEventsMode.ARCHIVE, item }),
+      { deleteMode: DeleteMode.CONDITIONAL },
+    );
+    const [a] = sinkStatements(archive.template);
+    assert.deepEqual(Object.keys(a).sort(), ['ExpiryEventsPutEvents', 'ExpiryEventsReadItems'], String(item));
+    assert.equal(a.ExpiryEventsReadItems.Resource, tableArn);
+  }
 
   for (const item of [undefined, ExpiryEventsItem.AUTO, ExpiryEventsItem.OFF]) {
     const other = withSink((s) => ({ eventBus: new events.EventBus(s, 'Expiries'), item }));

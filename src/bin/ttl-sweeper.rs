@@ -207,7 +207,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 resume: args.resume,
                 page_size: args.page_size,
             };
-            cli::backfill(&config, options, wall_clock()).await
+            cli::backfill(&config, options, wall_clock).await
         }
         Command::Audit(args) => {
             let config = args.config.to_config()?;

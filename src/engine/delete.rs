@@ -54,6 +54,9 @@ pub(super) struct ChunkOutcome {
     /// With `track_keys`: the keys deleted (in the order of `deleted_at`) and kept.
     pub(super) deleted_keys: Vec<Key>,
     pub(super) kept_keys: Vec<Key>,
+    /// With `track_keys`: the keys counted in `left` by a conditional delete (not attempted, or
+    /// not retried, because the sweep had to stop).
+    pub(super) left_keys: Vec<Key>,
     /// With `return_items`: the items conditional deletes returned, with their keys.
     pub(super) deleted_items: Vec<Key>,
     /// With `track_keys`: keys a conditional *retry* found already gone, and when. The attempt
@@ -77,6 +80,7 @@ impl ChunkOutcome {
         self.failed.extend(other.failed);
         self.deleted_keys.extend(other.deleted_keys);
         self.kept_keys.extend(other.kept_keys);
+        self.left_keys.extend(other.left_keys);
         self.deleted_items.extend(other.deleted_items);
         self.gone_on_retry.extend(other.gone_on_retry);
         self.events.add(other.events);
@@ -206,6 +210,7 @@ impl<S: Store> Deleter<'_, S> {
                         .any(|item| self.schema.key_of(item).as_ref() == Some(&e.key));
                     if present {
                         out.left += 1;
+                        out.left_keys.push(e.key);
                     } else {
                         out.gone += 1;
                         out.gone_on_retry.push((e.key, at));
@@ -239,6 +244,10 @@ impl<S: Store> Deleter<'_, S> {
         while let Some(e) = items.next() {
             if stop.reached() {
                 out.left += 1 + items.len() as u64;
+                if self.track_keys {
+                    out.left_keys.push(e.key);
+                    out.left_keys.extend(items.map(|e| e.key));
+                }
                 return out;
             }
             let mut attempt = 0u32;
@@ -292,10 +301,16 @@ impl<S: Store> Deleter<'_, S> {
                 let wait = self.options.backoff(attempt);
                 if stop.would_pass(wait) {
                     out.left += items.len() as u64;
+                    if self.track_keys {
+                        out.left_keys.extend(items.map(|e| e.key));
+                    }
                     if may_have_applied(&err) {
                         self.settle(vec![e], &err.to_string(), &mut out).await;
                     } else {
                         out.left += 1;
+                        if self.track_keys {
+                            out.left_keys.push(e.key);
+                        }
                     }
                     return out;
                 }

@@ -3,18 +3,24 @@
 //!
 //! Notify: a chunk is deleted, then the events of the items really deleted are published.
 //! Archive: a chunk's events are published first, only the items whose event was accepted are
-//! deleted, and an item the conditional delete keeps (its ttl changed) gets a cancellation.
+//! deleted, and an item the conditional delete keeps (its ttl changed) gets a cancellation. An
+//! item whose event was accepted but whose delete failed or was not made (the sweep had to stop)
+//! is read again, consistently, before the chunk is done: gone, nothing is owed; its ttl changed,
+//! it gets the cancellation too; still expired with the ttl read, it stays failed or left, and
+//! the next sweep publishes the same id again and deletes it.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::time::Instant;
 
 use super::delete::{ChunkOutcome, Deleter, Expired};
 use super::report::FailedKey;
 pub use super::report::{EventTally, FailedEvent};
 use super::retry::Stop;
+use crate::expiry::window::parse_ttl;
 use crate::expiry::Timestamp;
 use crate::store::{key_to_json, Key, Store, StoreExt, TableSchema};
 
@@ -140,6 +146,7 @@ pub(super) async fn delete_with_events<S: Store>(
             }
         }
         out.kept_keys.clear();
+        out.left_keys.clear();
         if !publications.is_empty() {
             out.events = hook.publish(publications, stop).await.1;
         }
@@ -174,10 +181,13 @@ pub(super) async fn delete_with_events<S: Store>(
     } else {
         deleter.delete_chunk(admitted, now, stop).await
     };
+    // Accepted, not deleted: an item whose ttl has changed since is owed its cancellation now;
+    // no later sweep would find it in the window it has left.
+    let mut kept = std::mem::take(&mut out.kept_keys);
+    kept.extend(reconcile(deleter.store, deleter.schema, &expiries, &mut out).await);
     out.absorb(refused);
     out.deleted_keys.clear();
     out.gone_on_retry.clear();
-    let kept = std::mem::take(&mut out.kept_keys);
     let cancelled_at = wall();
     let cancellations: Vec<Publication> = kept
         .into_iter()
@@ -197,6 +207,78 @@ pub(super) async fn delete_with_events<S: Store>(
     }
     out.events = tally;
     out
+}
+
+/// Archive mode, after a chunk's deletes: the items whose expiry the sink accepted but whose
+/// delete failed (`out.failed`) or was not made because the sweep had to stop (`out.left_keys`),
+/// read again with one consistent `BatchGetItem` (also when the sweep must stop: a single
+/// attempt). An item
+///
+/// - gone (an attempt whose answer was lost deleted it, or the application did) is counted
+///   `gone` instead: the accepted expiry stands;
+/// - whose ttl is no longer the one read (extended, removed, rewritten) is counted `skipped`, as
+///   the conditional delete would have, and its key is returned: it is owed a cancellation;
+/// - still there with the ttl read stays failed or left: the next sweep finds it in the same
+///   window, publishes the same id again and deletes it.
+///
+/// If the read fails, everything stays as it was (and is logged).
+async fn reconcile<S: Store>(
+    store: &S,
+    schema: &TableSchema,
+    expiries: &[Expiry],
+    out: &mut ChunkOutcome,
+) -> Vec<Key> {
+    let left = std::mem::take(&mut out.left_keys);
+    let failed: Vec<&Expiry> = out
+        .failed
+        .iter()
+        .filter_map(|f| expiries.iter().find(|x| key_to_json(&x.key) == f.key))
+        .collect();
+    if failed.is_empty() && left.is_empty() {
+        return Vec::new();
+    }
+    let mut unresolved: Vec<(&Expiry, bool)> = failed.into_iter().map(|x| (x, true)).collect();
+    unresolved.extend(
+        left.iter()
+            .filter_map(|key| expiries.iter().find(|x| x.key == *key))
+            .map(|x| (x, false)),
+    );
+    let keys: Vec<Key> = unresolved.iter().map(|(x, _)| x.key.clone()).collect();
+    let items = match store.get_items(schema, keys).await {
+        Ok(items) => items,
+        Err(err) => {
+            tracing::warn!(error = %err, keys = unresolved.len(), "could not re-read items whose expiry was accepted but not deleted; the next sweep publishes them again if their ttl is unchanged");
+            return Vec::new();
+        }
+    };
+    let mut cancel = Vec::new();
+    for (expiry, was_failed) in unresolved {
+        let found = items
+            .iter()
+            .find(|item| schema.key_of(item).as_ref() == Some(&expiry.key));
+        let unchanged = found.map(|item| match item.get(&schema.layout.ttl_attribute) {
+            Some(AttributeValue::N(n)) => parse_ttl(n).is_ok_and(|t| t == expiry.ttl),
+            _ => false,
+        });
+        if unchanged == Some(true) {
+            continue;
+        }
+        if was_failed {
+            let json = key_to_json(&expiry.key);
+            out.failed.retain(|f| f.key != json);
+        } else {
+            out.left = out.left.saturating_sub(1);
+        }
+        match unchanged {
+            None => out.gone += 1,
+            Some(_) => {
+                tracing::info!(key = %key_to_json(&expiry.key), "an item whose expiry was accepted but not deleted has a new ttl: cancelling the expiry");
+                out.skipped += 1;
+                cancel.push(expiry.key.clone());
+            }
+        }
+    }
+    cancel
 }
 
 /// The chunk's whole items, read consistently; `None` for an item not found or when the read

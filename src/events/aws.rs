@@ -100,8 +100,8 @@ impl Sink for EventBridgeSink {
     }
 }
 
-/// SQS: `SendMessageBatch` to one queue; FIFO queues (`.fifo`) get the event id as
-/// deduplication id and the table as message group.
+/// SQS: `SendMessageBatch` to one queue; FIFO queues (`.fifo`) get the event's
+/// [`ExpiryEvent::deduplication_id`] as deduplication id and the table as message group.
 #[derive(Debug, Clone)]
 pub struct SqsSink {
     client: aws_sdk_sqs::Client,
@@ -140,7 +140,7 @@ impl SqsSink {
                     .and_then(|t| t.as_str().map(str::to_owned))
                     .unwrap_or_default();
                 entry = entry
-                    .message_deduplication_id(&e.id)
+                    .message_deduplication_id(e.deduplication_id())
                     .message_group_id(table);
             }
             entries.push(

@@ -178,6 +178,17 @@ impl ExpiryEvent {
         event
     }
 
+    /// The de-duplication id of the event, where a sink de-duplicates by id (SQS FIFO's
+    /// `MessageDeduplicationId`): the id for an expiry, the id with `-cancelled` appended for a
+    /// cancellation. A cancellation shares its expiry's `id` but must never be taken for a
+    /// duplicate of it; a retried expiry or cancellation gets the same de-duplication id again.
+    pub fn deduplication_id(&self) -> String {
+        match self.kind {
+            EventKind::Expired => self.id.clone(),
+            EventKind::Cancelled => format!("{}-cancelled", self.id),
+        }
+    }
+
     /// True when the event carries the item.
     pub fn has_item(&self) -> bool {
         self.item.is_some()
@@ -357,6 +368,30 @@ mod tests {
         assert_eq!(d["reason"], "ttl changed");
         assert!(d.get("item").is_none());
         assert_eq!(c.time, at);
+    }
+
+    #[test]
+    fn a_cancellation_has_its_own_deduplication_id_and_a_retry_the_same_one() {
+        let k = key(&[("pk", "u#1")]);
+        let f = facts(&k, None);
+        let expired = ExpiryEvent::expired(&f);
+        let at = Timestamp::from_millis(1_700_000_002_000);
+        let cancelled = ExpiryEvent::cancelled(&f, at);
+        assert_eq!(expired.deduplication_id(), expired.id);
+        assert_ne!(cancelled.deduplication_id(), expired.deduplication_id());
+        assert_eq!(
+            cancelled.deduplication_id(),
+            format!("{}-cancelled", expired.id)
+        );
+        // Found again later (a retry, another sweep): the same de-duplication id.
+        let again = ExpiryEvent::cancelled(&f, Timestamp::from_millis(1_700_000_009_000));
+        assert_eq!(again.deduplication_id(), cancelled.deduplication_id());
+        // Within SQS's limit: at most 128 characters, alphanumerics and punctuation.
+        let id = cancelled.deduplication_id();
+        assert!(
+            id.len() <= 128 && id.chars().all(|c| c.is_ascii_graphic()),
+            "{id}"
+        );
     }
 
     #[test]

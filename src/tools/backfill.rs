@@ -6,12 +6,17 @@
 //! has the ttl and window it was read with — a concurrent change is never overwritten and a
 //! deleted item never comes back.
 //!
-//! An item already expired at the backfill's instant (by native TTL's rule,
-//! [`ttl_state`] is [`TtlState::Expired`]) is deleted instead, with a conditional `DeleteItem`
-//! that requires the ttl it was read with: the sweep reads only recent windows, so an item that
-//! expired before them would otherwise stay until native TTL gets to it. An item whose ttl was
-//! extended or rewritten meanwhile is kept. A ttl more than five years old is one native TTL
-//! never acts on: it is counted as invalid and left alone, without a window.
+//! Each item is judged by the clock when its write is made (after the write-rate limit let it
+//! through), not when the run started: a slow run beside a running sweeper would otherwise give
+//! an item that expired while it waited the window of its ttl, one the sweeps may already have
+//! passed for good. An item expired at that instant (by native TTL's rule, [`ttl_state`] is
+//! [`TtlState::Expired`]) is deleted instead, with a conditional `DeleteItem` that requires the
+//! ttl it was read with: the sweep reads only recent windows, so an item that expired before them
+//! would otherwise stay until native TTL gets to it. An item whose ttl was extended or rewritten
+//! meanwhile is kept. An item whose ttl passes while its window is being written (the write's
+//! round trip, or its retries) is deleted the same way once the write is acknowledged, so no
+//! window is left behind the sweeps. A ttl more than five years old is one native TTL never acts
+//! on: it is counted as invalid and left alone, without a window.
 //!
 //! Progress is saved after every page, so a killed run resumes where it stopped, and re-running
 //! is harmless: correct items are only counted.
@@ -38,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use super::scan::{parallel_scan, Position, ScanPageOf};
 use crate::engine::full_jitter;
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
-use crate::expiry::Timestamp;
+use crate::expiry::{Clock, Timestamp};
 use crate::store::scan::UpdateOutcome;
 use crate::store::{
     key_to_json, ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError, TableSchema,
@@ -56,9 +61,13 @@ pub struct BackfillReport {
     pub written: u64,
     /// Items changed or deleted between the scan and the update: left as they are.
     pub changed_concurrently: u64,
-    /// Items already expired at the backfill's instant, deleted (in a dry run: that would be
-    /// deleted).
+    /// Items expired when the backfill came to write them, deleted (in a dry run: expired when
+    /// read, that would be deleted).
     pub deleted_expired: u64,
+    /// Of `written`, windows whose ttl passed before the write was acknowledged: the item was
+    /// then deleted like an expired one (and counts in `deleted_expired`, `expired_kept` or
+    /// `expired_gone` too).
+    pub expired_while_written: u64,
     /// Items read expired whose ttl had changed by the time of the delete (extended, removed or
     /// rewritten): kept as they are.
     pub expired_kept: u64,
@@ -70,8 +79,8 @@ pub struct BackfillReport {
     /// Items whose ttl is not usable: not a Number, negative, milliseconds, or more than five
     /// years in the past. Left alone: never deleted, never given a window.
     pub invalid_ttl: u64,
-    /// Of `invalid_ttl`, ttls more than five years before the backfill's instant: native TTL
-    /// ignores them, and so do the sweeper and the backfill.
+    /// Of `invalid_ttl`, ttls more than five years before the instant the item was judged:
+    /// native TTL ignores them, and so do the sweeper and the backfill.
     pub too_old_ttl: u64,
     /// Write capacity consumed.
     pub consumed_wcu: f64,
@@ -92,9 +101,6 @@ pub struct BackfillOptions {
     pub max_wcu: Option<f64>,
     /// Scan page size.
     pub page_limit: Option<i32>,
-    /// The backfill's instant: an item whose ttl is before it, and not more than five years
-    /// before it, is expired and deleted.
-    pub now: Timestamp,
 }
 
 /// What a backfill does with one scanned item (see [`plan_item`]).
@@ -168,15 +174,18 @@ pub fn plan_item(item: &Key, schema: &TableSchema, now: Timestamp) -> ItemPlan {
 
 /// Runs (or resumes) a backfill. `save` is called with the state after every page;
 /// `progress` with the number of items scanned so far.
+///
+/// Every item is judged by `clock` when its write is made (see the module's description); the
+/// entry point's clock is held to DynamoDB's, like a sweep's.
 pub async fn backfill(
     store: &DynamoStore,
     schema: &TableSchema,
     options: &BackfillOptions,
+    clock: &dyn Clock,
     state: BackfillState,
     save: &(dyn Fn(&BackfillState) + Sync),
     progress: &(dyn Fn(u64) + Sync),
 ) -> BackfillState {
-    let now = options.now;
     let layout = &schema.layout;
     let positions: Vec<Position> = (0..state.positions.len())
         .map(|i| state.position(i))
@@ -200,87 +209,14 @@ pub async fn backfill(
                 let mut counts = BackfillReport::default();
                 for item in &page.items {
                     counts.scanned += 1;
-                    let (ttl, current, window) = match plan_item(item, schema, now) {
-                        ItemPlan::NoTtl => {
-                            counts.no_ttl += 1;
-                            continue;
-                        }
-                        ItemPlan::InvalidTtl => {
-                            counts.invalid_ttl += 1;
-                            continue;
-                        }
-                        ItemPlan::TooOldTtl => {
-                            counts.invalid_ttl += 1;
-                            counts.too_old_ttl += 1;
-                            continue;
-                        }
-                        ItemPlan::AlreadyOk => {
-                            counts.already_ok += 1;
-                            continue;
-                        }
-                        ItemPlan::DeleteExpired { ttl } => {
-                            if options.dry_run {
-                                counts.deleted_expired += 1;
-                                continue;
-                            }
-                            let key = key_of(schema, item)?;
-                            if let Some(limit) = limit {
-                                limit.acquire().await;
-                            }
-                            let (outcome, consumed) = with_retries(|| {
-                                store.delete_if_ttl_unchanged(
-                                    &schema.table_name,
-                                    key.clone(),
-                                    &layout.ttl_attribute,
-                                    AttributeValue::N(ttl.clone()),
-                                )
-                            })
-                            .await?;
-                            if let Some(limit) = limit {
-                                limit.charge(consumed - 1.0);
-                            }
-                            counts.consumed_wcu += consumed;
-                            match outcome {
-                                ConditionalOutcome::Deleted => counts.deleted_expired += 1,
-                                ConditionalOutcome::Kept => counts.expired_kept += 1,
-                                ConditionalOutcome::Gone => counts.expired_gone += 1,
-                            }
-                            continue;
-                        }
-                        ItemPlan::SetWindow {
-                            ttl,
-                            current,
-                            window,
-                        } => (ttl, current, window),
+                    let step = Step {
+                        store,
+                        schema,
+                        clock,
+                        limit: limit.as_ref(),
+                        dry_run: options.dry_run,
                     };
-                    if options.dry_run {
-                        counts.written += 1;
-                        continue;
-                    }
-                    let key = key_of(schema, item)?;
-                    if let Some(limit) = limit {
-                        limit.acquire().await;
-                    }
-                    let (outcome, consumed) = with_retries(|| {
-                        store.set_window_if_unchanged(
-                            &schema.table_name,
-                            key.clone(),
-                            &layout.ttl_attribute,
-                            AttributeValue::N(ttl.clone()),
-                            &layout.window_attribute,
-                            current.clone(),
-                            window.clone(),
-                        )
-                    })
-                    .await?;
-                    if let Some(limit) = limit {
-                        limit.charge(consumed - 1.0);
-                    }
-                    counts.consumed_wcu += consumed;
-                    match outcome {
-                        UpdateOutcome::Written => counts.written += 1,
-                        UpdateOutcome::Changed => counts.changed_concurrently += 1,
-                    }
+                    step.item(item, &mut counts).await?;
                 }
                 let snapshot = {
                     let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
@@ -308,6 +244,121 @@ pub async fn backfill(
     state.report.complete = state.is_complete();
     save(&state);
     state
+}
+
+/// What handling one scanned item needs.
+struct Step<'a> {
+    store: &'a DynamoStore,
+    schema: &'a TableSchema,
+    clock: &'a dyn Clock,
+    limit: Option<&'a RateLimit>,
+    dry_run: bool,
+}
+
+impl Step<'_> {
+    /// Judges `item` by the clock and acts on it; counts what it did in `counts`.
+    async fn item(&self, item: &Key, counts: &mut BackfillReport) -> Result<(), StoreError> {
+        let mut plan = plan_item(item, self.schema, self.clock.now());
+        let needs_write = matches!(
+            plan,
+            ItemPlan::DeleteExpired { .. } | ItemPlan::SetWindow { .. }
+        );
+        if needs_write && !self.dry_run {
+            if let Some(limit) = self.limit {
+                limit.acquire().await;
+            }
+            // Judged again when written: the rate limit may have held it past its ttl.
+            plan = plan_item(item, self.schema, self.clock.now());
+        }
+        match plan {
+            ItemPlan::NoTtl => counts.no_ttl += 1,
+            ItemPlan::InvalidTtl => counts.invalid_ttl += 1,
+            ItemPlan::TooOldTtl => {
+                counts.invalid_ttl += 1;
+                counts.too_old_ttl += 1;
+            }
+            ItemPlan::AlreadyOk => counts.already_ok += 1,
+            ItemPlan::DeleteExpired { .. } if self.dry_run => counts.deleted_expired += 1,
+            ItemPlan::SetWindow { .. } if self.dry_run => counts.written += 1,
+            ItemPlan::DeleteExpired { ttl } => {
+                let key = key_of(self.schema, item)?;
+                self.delete_expired(key, ttl, counts).await?;
+            }
+            ItemPlan::SetWindow {
+                ttl,
+                current,
+                window,
+            } => {
+                let key = key_of(self.schema, item)?;
+                let layout = &self.schema.layout;
+                let (outcome, consumed) = with_retries(|| {
+                    self.store.set_window_if_unchanged(
+                        &self.schema.table_name,
+                        key.clone(),
+                        &layout.ttl_attribute,
+                        AttributeValue::N(ttl.clone()),
+                        &layout.window_attribute,
+                        current.clone(),
+                        window.clone(),
+                    )
+                })
+                .await?;
+                self.charge(consumed, counts);
+                match outcome {
+                    UpdateOutcome::Written => counts.written += 1,
+                    UpdateOutcome::Changed => {
+                        counts.changed_concurrently += 1;
+                        return Ok(());
+                    }
+                }
+                // The ttl passed while the window was being written: the sweeps may already be
+                // past that window, so the item is deleted here like any expired one.
+                let expired = parse_ttl(&ttl)
+                    .is_ok_and(|t| ttl_state(t, self.clock.now()) == TtlState::Expired);
+                if expired {
+                    counts.expired_while_written += 1;
+                    if let Some(limit) = self.limit {
+                        limit.acquire().await;
+                    }
+                    self.delete_expired(key, ttl, counts).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the item at `key` if its ttl is still `ttl` (the Number as read).
+    async fn delete_expired(
+        &self,
+        key: Key,
+        ttl: String,
+        counts: &mut BackfillReport,
+    ) -> Result<(), StoreError> {
+        let (outcome, consumed) = with_retries(|| {
+            self.store.delete_if_ttl_unchanged(
+                &self.schema.table_name,
+                key.clone(),
+                &self.schema.layout.ttl_attribute,
+                AttributeValue::N(ttl.clone()),
+            )
+        })
+        .await?;
+        self.charge(consumed, counts);
+        match outcome {
+            ConditionalOutcome::Deleted => counts.deleted_expired += 1,
+            ConditionalOutcome::Kept => counts.expired_kept += 1,
+            ConditionalOutcome::Gone => counts.expired_gone += 1,
+        }
+        Ok(())
+    }
+
+    /// Records `consumed` write units (the rate limit took one already).
+    fn charge(&self, consumed: f64, counts: &mut BackfillReport) {
+        if let Some(limit) = self.limit {
+            limit.charge(consumed - 1.0);
+        }
+        counts.consumed_wcu += consumed;
+    }
 }
 
 /// The primary key of a scanned item.
@@ -347,6 +398,7 @@ fn add(total: &mut BackfillReport, page: &BackfillReport) {
     total.written += page.written;
     total.changed_concurrently += page.changed_concurrently;
     total.deleted_expired += page.deleted_expired;
+    total.expired_while_written += page.expired_while_written;
     total.expired_kept += page.expired_kept;
     total.expired_gone += page.expired_gone;
     total.no_ttl += page.no_ttl;

@@ -123,6 +123,22 @@ pub async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
         .expect("queue URL")
 }
 
+/// A new FIFO queue (`<name>.fifo`, no content-based de-duplication: every message names its
+/// own `MessageDeduplicationId`): its URL. moto, like SQS, drops a message whose
+/// de-duplication id it saw in the last five minutes, answering success.
+pub async fn create_fifo_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    sqs.create_queue()
+        .queue_name(format!("{name}.fifo"))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .attributes(QueueAttributeName::ContentBasedDeduplication, "false")
+        .send()
+        .await
+        .expect("create FIFO queue")
+        .queue_url
+        .expect("queue URL")
+}
+
 /// How many messages the queue holds (`ApproximateNumberOfMessages`; exact on moto). Cheap,
 /// unlike receiving them, which moto slows down while a producer is sending.
 pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> usize {
