@@ -7,14 +7,43 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::event::{parse_event, sweep_instant, EventError};
+use super::event::{parse_event, EventError, CLOCK_SKEW_TOLERANCE};
 use crate::engine::{run_ticks, Stop, SweepReport, Sweeper, Ticks};
-use crate::expiry::Clock;
+use crate::expiry::{Clock, Timestamp};
 use crate::store::Store;
 use crate::telemetry;
 
-/// Time kept free before the Lambda deadline to finish in-flight requests and report.
+/// Time kept free before the Lambda deadline: no new request starts after it.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
+
+/// A DynamoDB call still unanswered this long before the Lambda deadline is cut (it answers a
+/// retryable timeout; see [`crate::store::Store::end_calls_by`]), however long its attempt
+/// timeout and retries would let it run: the summary, the metrics and the response go out
+/// before Lambda ends the invocation.
+pub const REPORT_RESERVE: Duration = Duration::from_secs(1);
+
+/// The longest a Lambda invocation may run (15 minutes): no invocation has more time left.
+pub const MAX_FUNCTION_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// The time left before an invocation's `deadline` (epoch ms from the Runtime API), derived once
+/// at its start from the host clock (`host`) and DynamoDB's (`dynamodb`, the upper bound its
+/// `Date` headers give; see [`crate::store::ServerClock`]), then counted on the monotonic clock.
+///
+/// A clock that says the deadline has already passed is wrong (an invocation starts with its
+/// whole timeout ahead) and is not believed; of the others the shorter is taken, so a host clock
+/// running behind cannot stretch the time, and one running ahead, even past the deadline, cannot
+/// remove the stop. With neither, zero: stop at once and report. Never more than
+/// [`MAX_FUNCTION_TIMEOUT`].
+pub fn time_left(deadline: Timestamp, host: Timestamp, dynamodb: Option<Timestamp>) -> Duration {
+    let left = [Some(host), dynamodb]
+        .into_iter()
+        .flatten()
+        .map(|now| deadline.millis_since(now))
+        .filter(|ms| *ms > 0)
+        .min()
+        .unwrap_or(0);
+    Duration::from_millis(left.unsigned_abs()).min(MAX_FUNCTION_TIMEOUT)
+}
 
 /// In tick mode an invocation keeps ticking this long past the start of the next scheduled one,
 /// so the next invocation, however late the schedule delivers it (EventBridge Scheduler: within
@@ -115,7 +144,8 @@ pub async fn invoke<S: Store>(
 }
 
 /// Handles one invocation. `clock` reads the current time; `remaining` is the time left before
-/// the invocation's deadline (`None`: no deadline).
+/// the invocation's deadline (`None`: no deadline; see [`time_left`]): new requests stop
+/// [`DEADLINE_MARGIN`] before it and calls in flight are cut [`REPORT_RESERVE`] before it.
 pub async fn handle<S: Store>(
     sweeper: &Sweeper<S>,
     event: &Value,
@@ -126,9 +156,9 @@ pub async fn handle<S: Store>(
     let trigger = parse_event(event).inspect_err(|e| {
         tracing::error!(error = %e, "rejected the invocation's event; nothing swept");
     })?;
-    let start = clock.now();
-    let (mut now, clamped) = sweep_instant(trigger, start);
-    if clamped {
+    let held = clock.hold(trigger.requested());
+    let (start, mut now) = (held.clock, held.at);
+    if held.ahead > CLOCK_SKEW_TOLERANCE {
         tracing::warn!(?trigger, clock = %start, "event time is ahead of the clock; sweeping as of the clock");
     }
     if now < start - (settings.schedule + STALE_EVENT_SLACK) {
@@ -137,7 +167,11 @@ pub async fn handle<S: Store>(
         tracing::warn!(event_time = %now, clock = %start, "event time is older than the schedule period; sweeping as of the clock");
         now = start;
     }
-    let stop = Stop::at(remaining.map(|r| Instant::now() + r.saturating_sub(DEADLINE_MARGIN)));
+    let started = Instant::now();
+    let stop = Stop::at(remaining.map(|r| started + r.saturating_sub(DEADLINE_MARGIN)));
+    sweeper
+        .store()
+        .end_calls_by(remaining.map(|r| started + r.saturating_sub(REPORT_RESERVE)));
     let mut report = match settings.tick {
         None => sweeper.sweep(now, &stop).await,
         Some(every) => {
@@ -162,6 +196,7 @@ pub async fn handle<S: Store>(
             run_ticks(sweeper, now, clock, &ticks, &stop, telemetry::log_tick).await
         }
     };
+    sweeper.store().end_calls_by(None);
     report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
     telemetry::log_summary(&report);
     println!(
@@ -192,5 +227,41 @@ pub async fn handle<S: Store>(
                 .unwrap_or_default(),
             report: Box::new(report),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_left_survives_a_wrong_host_clock() {
+        let secs = Duration::from_secs;
+        let right = Timestamp::from_secs(1_000_000);
+        let deadline = right + secs(60);
+        // Both clocks right (DynamoDB's bound up to a second ahead): a minute, give or take.
+        assert_eq!(
+            time_left(deadline, right, Some(right + Duration::from_millis(500))),
+            Duration::from_millis(59_500)
+        );
+        // The host ten minutes ahead, past the deadline: DynamoDB's clock still gives a stop.
+        assert_eq!(
+            time_left(deadline, right + secs(600), Some(right)),
+            secs(60)
+        );
+        // The host ten minutes behind: the time is not stretched.
+        assert_eq!(
+            time_left(deadline, right - secs(600), Some(right)),
+            secs(60)
+        );
+        // The host ahead but not past the deadline: the shorter time.
+        assert_eq!(time_left(deadline, right + secs(20), Some(right)), secs(40));
+        // Nothing to believe: stop at once.
+        assert_eq!(time_left(deadline, right + secs(600), None), Duration::ZERO);
+        // Only a host a day behind: no more than a Lambda may run.
+        assert_eq!(
+            time_left(deadline, right - secs(86_400), None),
+            MAX_FUNCTION_TIMEOUT
+        );
     }
 }
