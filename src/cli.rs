@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{parse_duration, window_shape, Config};
 use crate::engine::{run_ticks, Stop, SweepReport, Ticks};
 use crate::expiry::window::{parse_ttl, partition_key, shard_of, Window};
-use crate::expiry::{partition_key_bytes, Clock, Timestamp};
+use crate::expiry::{partition_key_bytes, Clock, Held, Timestamp};
 use crate::lambda::event::parse_time;
 use crate::store::keys::partition_key_from_json;
 use crate::store::{self, DynamoStore, IndexCheck, OpenedTable};
@@ -69,17 +69,20 @@ where
         .map(|text| parse_time(text).map(Timestamp::from_datetime))
         .transpose()
         .context("--at")?;
-    let crate::Connected { sweeper, clock } = crate::connect(config, wall).await?;
-    let held = clock.hold(at);
-    let now = match at {
-        Some(at) if allow_future => at,
-        Some(at) if !held.ahead.is_zero() => anyhow::bail!(
+    let instant = |held: Held| match at {
+        Some(at) if allow_future => Ok(at),
+        Some(at) if !held.ahead.is_zero() => Err(anyhow::anyhow!(
             "--at {at} is in the future (the clock says {}): sweeping as of it would delete \
              items that have not expired (pass --allow-future to do so on purpose)",
             held.clock
-        ),
-        _ => held.at,
+        )),
+        _ => Ok(held.at),
     };
+    // The same rule twice: before any request by the host clock alone (a future --at needs no
+    // table to be refused), then by the sweep clock, held to DynamoDB's, which has the last word.
+    instant(wall.hold(at))?;
+    let crate::Connected { sweeper, clock } = crate::connect(config, wall).await?;
+    let now = instant(clock.hold(at))?;
     let mut report = sweeper.sweep(now, &Stop::never()).await;
     report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
     Ok(report)

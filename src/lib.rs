@@ -9,7 +9,8 @@
 //! The rooms, each importing only from the rooms listed after it:
 //!
 //! - Entry points, `src/bin/`: `ttl-sweeper-lambda` (the Lambda) and `ttl-sweeper` (the CLI)
-//!   parse their input, read the clock and hand off.
+//!   parse their input, read the clock and hand off; [`connect`] builds the sweeper and the one
+//!   sweep clock (the host clock held to DynamoDB's) for all of them.
 //! - [`cli`]: the CLI's commands (`sweep`, `run`, `backfill`, `audit`, `window`) as functions of
 //!   validated arguments.
 //! - [`lambda`]: the Lambda edge — the accepted events and one invocation, from event to report.
