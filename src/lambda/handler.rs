@@ -25,6 +25,11 @@ pub const REPORT_RESERVE: Duration = Duration::from_secs(1);
 /// The longest a Lambda invocation may run (15 minutes): no invocation has more time left.
 pub const MAX_FUNCTION_TIMEOUT: Duration = Duration::from_secs(900);
 
+/// The time an invocation takes for itself when no clock can tell how much it has ([`time_left`]):
+/// long enough for a short sweep and its report (new requests stop after 7 s), short enough
+/// for the timeouts this function is deployed with.
+pub const TIME_LEFT_FLOOR: Duration = Duration::from_secs(10);
+
 /// The time left before an invocation's `deadline` (epoch ms from the Runtime API), derived once
 /// at its start from the host clock (`host`) and DynamoDB's (`dynamodb`, the upper bound its
 /// `Date` headers give; see [`crate::store::ServerClock`]), then counted on the monotonic clock.
@@ -32,7 +37,7 @@ pub const MAX_FUNCTION_TIMEOUT: Duration = Duration::from_secs(900);
 /// A clock that says the deadline has already passed is wrong (an invocation starts with its
 /// whole timeout ahead) and is not believed; of the others the shorter is taken, so a host clock
 /// running behind cannot stretch the time, and one running ahead, even past the deadline, cannot
-/// remove the stop. With neither, zero: stop at once and report. Never more than
+/// remove the stop. When no clock can be believed, [`TIME_LEFT_FLOOR`]. Never more than
 /// [`MAX_FUNCTION_TIMEOUT`].
 pub fn time_left(deadline: Timestamp, host: Timestamp, dynamodb: Option<Timestamp>) -> Duration {
     let left = [Some(host), dynamodb]
@@ -40,9 +45,21 @@ pub fn time_left(deadline: Timestamp, host: Timestamp, dynamodb: Option<Timestam
         .flatten()
         .map(|now| deadline.millis_since(now))
         .filter(|ms| *ms > 0)
-        .min()
-        .unwrap_or(0);
-    Duration::from_millis(left.unsigned_abs()).min(MAX_FUNCTION_TIMEOUT)
+        .min();
+    match left {
+        Some(ms) => Duration::from_millis(ms.unsigned_abs()).min(MAX_FUNCTION_TIMEOUT),
+        None => {
+            tracing::warn!(
+                deadline = %deadline,
+                host = %host,
+                dynamodb_at_most = dynamodb.map(|t| t.to_string()),
+                floor_s = TIME_LEFT_FLOOR.as_secs(),
+                "every clock says the invocation's deadline has passed as it starts: \
+                 stopping after the floor"
+            );
+            TIME_LEFT_FLOOR
+        }
+    }
 }
 
 /// In tick mode an invocation keeps ticking this long past the start of the next scheduled one,
@@ -256,8 +273,15 @@ mod tests {
         );
         // The host ahead but not past the deadline: the shorter time.
         assert_eq!(time_left(deadline, right + secs(20), Some(right)), secs(40));
-        // Nothing to believe: stop at once.
-        assert_eq!(time_left(deadline, right + secs(600), None), Duration::ZERO);
+        // Nothing to believe: the floor, still a stop.
+        assert_eq!(
+            time_left(deadline, right + secs(600), None),
+            TIME_LEFT_FLOOR
+        );
+        assert_eq!(
+            time_left(deadline, right + secs(600), Some(right + secs(61))),
+            TIME_LEFT_FLOOR
+        );
         // Only a host a day behind: no more than a Lambda may run.
         assert_eq!(
             time_left(deadline, right - secs(86_400), None),
