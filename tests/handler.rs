@@ -274,3 +274,51 @@ async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
     assert_eq!(report.items_deleted, 0, "{report:?}");
     assert!(proxy.stats.faults_total() >= 1, "the queries were held");
 }
+
+/// A store that answers nothing for a minute and ignores the bound the handler sets on calls
+/// (as an expiry-event sink that does not answer would): the invocation still ends, with a
+/// summary and a failure, before its deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_that_ignores_every_bound_is_dropped_before_the_deadline() {
+    use ttl_sweeper::store::{Call, ErrorKind, Reply, Store, StoreError, TableSchema};
+
+    struct Stalled;
+    impl Store for Stalled {
+        async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Err(StoreError::new(
+                ErrorKind::Transient,
+                call.operation(),
+                "stalled",
+            ))
+        }
+    }
+
+    let cfg = config("stalled", &[]);
+    let schema = TableSchema {
+        table_name: "stalled".into(),
+        index_name: cfg.index_name.clone(),
+        key_attributes: vec!["id".into()],
+        layout: cfg.layout(),
+    };
+    let sweeper = Sweeper::new(Stalled, schema, cfg.sweep_options());
+    let clock = Timestamp::from_secs(now());
+    let remaining = Duration::from_secs(4);
+    let handled = tokio::time::timeout(
+        remaining,
+        handle(
+            &sweeper,
+            &json!({}),
+            &|| clock,
+            Some(remaining),
+            &settings(),
+        ),
+    )
+    .await
+    .expect("the invocation was still running at its deadline");
+    let Err(HandlerError::SweepFailed { report, first, .. }) = handled else {
+        panic!("a dropped sweep is a failed invocation: {handled:?}");
+    };
+    assert!(report.stopped_early, "{report:?}");
+    assert!(first.contains("deadline"), "{first}");
+}

@@ -8,9 +8,9 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::event::{parse_event, EventError, CLOCK_SKEW_TOLERANCE};
-use crate::engine::{run_ticks, Stop, SweepReport, Sweeper, Ticks};
+use crate::engine::{run_ticks, Stop, SweepErrorEntry, SweepReport, Sweeper, Ticks};
 use crate::expiry::{Clock, Timestamp};
-use crate::store::Store;
+use crate::store::{ErrorKind, Store};
 use crate::telemetry;
 
 /// Time kept free before the Lambda deadline: no new request starts after it.
@@ -189,29 +189,43 @@ pub async fn handle<S: Store>(
     sweeper
         .store()
         .end_calls_by(remaining.map(|r| started + r.saturating_sub(REPORT_RESERVE)));
-    let mut report = match settings.tick {
-        None => sweeper.sweep(now, &stop).await,
-        Some(every) => {
-            // This invocation covers its schedule period, from its scheduled time (the event's)
-            // to the next one's, and overlaps the next invocation by `handoff`.
-            let end = now + settings.schedule + settings.handoff;
-            let left =
-                Duration::from_millis(u64::try_from(end.millis_since(clock.now())).unwrap_or(0));
-            if remaining.is_some_and(|r| r < left + DEADLINE_MARGIN) {
-                tracing::warn!(
+    let sweep = async {
+        match settings.tick {
+            None => sweeper.sweep(now, &stop).await,
+            Some(every) => {
+                // This invocation covers its schedule period, from its scheduled time (the event's)
+                // to the next one's, and overlaps the next invocation by `handoff`.
+                let end = now + settings.schedule + settings.handoff;
+                let left = Duration::from_millis(
+                    u64::try_from(end.millis_since(clock.now())).unwrap_or(0),
+                );
+                if remaining.is_some_and(|r| r < left + DEADLINE_MARGIN) {
+                    tracing::warn!(
                     remaining_ms = remaining.map(|r| r.as_millis() as u64),
                     needed_ms = (left + DEADLINE_MARGIN).as_millis() as u64,
                     "the function's timeout ends this invocation before the next one surely started: \
                      expired items can wait until it does (timeout >= SCHEDULE_SECONDS + 13 s)"
                 );
+                }
+                let ticks = Ticks {
+                    every,
+                    full_every: settings.schedule,
+                    until: Some(Instant::now() + left),
+                };
+                run_ticks(sweeper, now, clock, &ticks, &stop, telemetry::log_tick).await
             }
-            let ticks = Ticks {
-                every,
-                full_every: settings.schedule,
-                until: Some(Instant::now() + left),
-            };
-            run_ticks(sweeper, now, clock, &ticks, &stop, telemetry::log_tick).await
         }
+    };
+    // The last resort, for what the store's bound does not cover (an expiry-event sink that
+    // does not answer, a store that ignores the bound): the sweep is dropped, its tasks aborted,
+    // and the summary says so, rather than Lambda ending the invocation without one.
+    let cut = remaining.map(|r| started + r.saturating_sub(REPORT_RESERVE / 2));
+    let mut report = match cut {
+        None => sweep.await,
+        Some(cut) => match tokio::time::timeout_at(cut, sweep).await {
+            Ok(report) => report,
+            Err(_) => cut_short(sweeper, now),
+        },
     };
     sweeper.store().end_calls_by(None);
     report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
@@ -244,6 +258,24 @@ pub async fn handle<S: Store>(
                 .unwrap_or_default(),
             report: Box::new(report),
         })
+    }
+}
+
+/// The report of a sweep dropped at the deadline: what it did is unknown, and it failed.
+fn cut_short<S: Store>(sweeper: &Sweeper<S>, now: Timestamp) -> SweepReport {
+    SweepReport {
+        sweep_at: now.iso(),
+        table: sweeper.schema().table_name.clone(),
+        delete_mode: sweeper.options().delete_mode.to_string(),
+        stopped_early: true,
+        errors: vec![SweepErrorEntry {
+            window: None,
+            kind: ErrorKind::Transient,
+            message: "the sweep had not finished half a second before the invocation's \
+                      deadline and was dropped: what it deleted is not counted here"
+                .into(),
+        }],
+        ..SweepReport::default()
     }
 }
 
