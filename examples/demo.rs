@@ -85,9 +85,9 @@ async fn main() -> anyhow::Result<()> {
     }
     // Deletion times (lag, the events' `deleted_at`) from the wall clock, as the CLI and the
     // Lambda measure them.
-    let sweeper = ttl_sweeper::connect(&config)
+    let sweeper = ttl_sweeper::connect(&config, || Timestamp::from_datetime(chrono::Utc::now()))
         .await?
-        .with_wall_clock(Arc::new(|| Timestamp::from_datetime(chrono::Utc::now())));
+        .sweeper;
     println!(
         "{:>6}  {:>7}  {:>9}  {:>9}  {:>9}  {:>13}  {:>8}",
         "time", "deleted", "lag p50", "lag max", "expired", "not yet due", "events"

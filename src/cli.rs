@@ -13,10 +13,10 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{parse_duration, window_shape, Config};
 use crate::engine::{run_ticks, Stop, SweepReport, Ticks};
 use crate::expiry::window::{parse_ttl, partition_key, shard_of, Window};
-use crate::expiry::{partition_key_bytes, Clock, Timestamp};
+use crate::expiry::{partition_key_bytes, Clock, Held, Timestamp};
 use crate::lambda::event::parse_time;
 use crate::store::keys::partition_key_from_json;
-use crate::store::{self, DynamoStore, GuardedClock, IndexCheck, OpenedTable};
+use crate::store::{self, DynamoStore, IndexCheck, OpenedTable};
 use crate::telemetry;
 use crate::tools::audit::{self, AuditReport};
 use crate::tools::backfill::{
@@ -53,8 +53,9 @@ pub fn window(
 }
 
 /// `ttl-sweeper sweep`: one sweep as of `at` (RFC 3339), or as of the clock. `wall` reads the
-/// host clock; every reading is held to DynamoDB's clock (see [`GuardedClock`]), so a fast host
-/// clock cannot delete early. Only `--allow-future` sweeps ahead of it.
+/// host clock; the sweep runs by the one sweep clock ([`crate::connect`]), held to DynamoDB's, so
+/// a fast host clock cannot delete early and `--at` ahead of that clock is refused. Only
+/// `--allow-future` sweeps ahead of it.
 pub async fn sweep<W>(
     config: &Config,
     at: Option<&str>,
@@ -68,34 +69,20 @@ where
         .map(|text| parse_time(text).map(Timestamp::from_datetime))
         .transpose()
         .context("--at")?;
-    let future = |at: Timestamp, now: Timestamp| {
-        anyhow::anyhow!(
-            "--at {at} is in the future (the clock says {now}): sweeping as of it would delete \
-             items that have not expired (pass --allow-future to do so on purpose)"
-        )
+    let instant = |held: Held| match at {
+        Some(at) if allow_future => Ok(at),
+        Some(at) if !held.ahead.is_zero() => Err(anyhow::anyhow!(
+            "--at {at} is in the future (the clock says {}): sweeping as of it would delete \
+             items that have not expired (pass --allow-future to do so on purpose)",
+            held.clock
+        )),
+        _ => Ok(held.at),
     };
-    // Refused before any request when even the host clock says so; after the start-up
-    // request, DynamoDB's clock has the last word.
-    if let Some(at) = at.filter(|at| !allow_future && *at > wall()) {
-        return Err(future(at, wall()));
-    }
-    let sweeper = crate::connect(config).await?;
-    let clock = Arc::new(GuardedClock::new(
-        wall,
-        sweeper.store().server_clock().clone(),
-    ));
-    let now = match at {
-        None => clock.now(),
-        Some(at) if allow_future => at,
-        Some(at) => {
-            let now = clock.now();
-            if at > now {
-                return Err(future(at, now));
-            }
-            at
-        }
-    };
-    let sweeper = sweeper.with_wall_clock(clock.clone());
+    // The same rule twice: before any request by the host clock alone (a future --at needs no
+    // table to be refused), then by the sweep clock, held to DynamoDB's, which has the last word.
+    instant(wall.hold(at))?;
+    let crate::Connected { sweeper, clock } = crate::connect(config, wall).await?;
+    let now = instant(clock.hold(at))?;
     let mut report = sweeper.sweep(now, &Stop::never()).await;
     report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
     Ok(report)
@@ -105,7 +92,7 @@ where
 pub const UNHEALTHY_PERIODS: u32 = 3;
 
 /// `ttl-sweeper run`: sweeps every `every` until `shutdown`. `wall` reads the host clock, held
-/// to DynamoDB's as in [`sweep`].
+/// to DynamoDB's by the one sweep clock as in [`sweep`].
 ///
 /// With `metrics_addr`, it also serves `/metrics` (Prometheus) and `/healthz` there
 /// ([`telemetry::daemon`]); `/healthz` turns 503 when no sweep has succeeded for three reporting
@@ -129,12 +116,7 @@ where
         .with_context(|| {
             format!("--every {every:?}: expected a duration from 100ms to 1d (24h), e.g. `1s`")
         })?;
-    let sweeper = crate::connect(config).await?;
-    let clock = Arc::new(GuardedClock::new(
-        wall,
-        sweeper.store().server_clock().clone(),
-    ));
-    let sweeper = sweeper.with_wall_clock(clock.clone());
+    let crate::Connected { sweeper, clock } = crate::connect(config, wall).await?;
     let period = Duration::from_secs(u64::from(config.schedule_seconds));
     let ticks = Ticks {
         every,
@@ -252,7 +234,7 @@ impl BackfillArgs {
 pub async fn backfill(
     config: &Config,
     args: BackfillArgs,
-    wall: impl Fn() -> Timestamp + Send + Sync,
+    wall: impl Fn() -> Timestamp + Send + Sync + 'static,
 ) -> anyhow::Result<ExitCode> {
     args.check()?;
     if config.expiry_events_mode == crate::events::EventsMode::Archive && !args.dry_run {
@@ -267,7 +249,7 @@ pub async fn backfill(
     // Backfill deletes what has expired: it judges each item by the clock when it writes it,
     // held, like a sweep's, to DynamoDB's clock (the start-up request just taught the store what
     // it is, and every response since keeps it up to date).
-    let clock = GuardedClock::new(wall, store.server_clock().clone());
+    let clock = store::GuardedClock::new(wall, store.server_clock().clone());
     let layout = &opened.schema.layout;
     let path = args
         .state

@@ -14,5 +14,5 @@ pub mod window;
 
 pub use item::{expiry_attributes, is_expired, live_items_filter, LiveItemsFilter};
 pub use layout::{partition_key_bytes, Layout};
-pub use time::{iso_millis, Clock, Timestamp};
+pub use time::{iso_millis, Clock, Held, Timestamp};
 pub use window::{TtlError, Window};

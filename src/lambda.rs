@@ -10,4 +10,4 @@
 pub mod event;
 pub mod handler;
 
-pub use handler::{handle, invoke, HandlerError, HandlerSettings};
+pub use handler::{handle, invoke, time_left, HandlerError, HandlerSettings};

@@ -9,7 +9,8 @@
 //! The rooms, each importing only from the rooms listed after it:
 //!
 //! - Entry points, `src/bin/`: `ttl-sweeper-lambda` (the Lambda) and `ttl-sweeper` (the CLI)
-//!   parse their input, read the clock and hand off.
+//!   parse their input, read the clock and hand off; [`connect`] builds the sweeper and the one
+//!   sweep clock (the host clock held to DynamoDB's) for all of them.
 //! - [`cli`]: the CLI's commands (`sweep`, `run`, `backfill`, `audit`, `window`) as functions of
 //!   validated arguments.
 //! - [`lambda`]: the Lambda edge — the accepted events and one invocation, from event to report.
@@ -47,22 +48,42 @@ pub mod streams;
 pub mod telemetry;
 pub mod tools;
 
+use std::sync::Arc;
+
 use config::Config;
 use engine::Sweeper;
-use store::{DynamoStore, IndexCheck, StoreError};
+use expiry::Timestamp;
+use store::{DynamoStore, GuardedClock, IndexCheck, StoreError};
+
+/// The production sweeper and the clock it sweeps by, from [`connect`].
+#[derive(Debug)]
+pub struct Connected {
+    /// The sweeper, measuring lag and stamping events with `clock`.
+    pub sweeper: Sweeper<DynamoStore>,
+    /// The one sweep clock: the host clock held to DynamoDB's (see [`store::clock`]). Every sweep
+    /// instant comes from it, through [`expiry::Clock::hold`].
+    pub clock: Arc<GuardedClock>,
+}
 
 /// Builds the production sweeper for `config`: an SDK client from the standard AWS configuration
 /// chain, the table opened (and checked) with [`store::open`], and — with `EXPIRY_EVENTS` — the
-/// expiry-event sink.
-pub async fn connect(config: &Config) -> Result<Sweeper<DynamoStore>, StoreError> {
+/// expiry-event sink. The one place the sweep clock is built, for every entry point: `wall` (the
+/// host clock the entry point reads) held to DynamoDB's clock as the store learns it.
+pub async fn connect(
+    config: &Config,
+    wall: impl Fn() -> Timestamp + Send + Sync + 'static,
+) -> Result<Connected, StoreError> {
     let store = DynamoStore::from_env().await;
     let opened = store::open(&store, &config.target(), IndexCheck::Required).await?;
-    let sweeper = Sweeper::new(store, opened.schema, config.sweep_options());
-    Ok(match config.events() {
+    let clock = Arc::new(GuardedClock::new(wall, store.server_clock().clone()));
+    let sweeper =
+        Sweeper::new(store, opened.schema, config.sweep_options()).with_wall_clock(clock.clone());
+    let sweeper = match config.events() {
         None => sweeper,
         Some(events) => {
             tracing::info!(sink = %events.target, mode = %events.mode, "publishing expiry events");
-            sweeper.with_events(std::sync::Arc::new(events::connect(&events).await))
+            sweeper.with_events(Arc::new(events::connect(&events).await))
         }
-    })
+    };
+    Ok(Connected { sweeper, clock })
 }

@@ -196,17 +196,32 @@ pub enum Reply {
 pub trait Store: Send + Sync + 'static {
     /// Sends one call and returns its reply (the variant matching the call).
     fn call(&self, call: Call<'_>) -> impl Future<Output = Result<Reply, StoreError>> + Send;
+
+    /// Ends every call sent from now on by `deadline` (a monotonic instant), retries included:
+    /// a call still unanswered then answers a retryable timeout. `None` lifts the bound. A store
+    /// without time bounds of its own (a test double) may ignore it, as the default does.
+    fn end_calls_by(&self, deadline: Option<tokio::time::Instant>) {
+        let _ = deadline;
+    }
 }
 
 impl<S: Store> Store for &'static S {
     fn call(&self, call: Call<'_>) -> impl Future<Output = Result<Reply, StoreError>> + Send {
         (**self).call(call)
     }
+
+    fn end_calls_by(&self, deadline: Option<tokio::time::Instant>) {
+        (**self).end_calls_by(deadline);
+    }
 }
 
 impl<S: Store> Store for std::sync::Arc<S> {
     fn call(&self, call: Call<'_>) -> impl Future<Output = Result<Reply, StoreError>> + Send {
         (**self).call(call)
+    }
+
+    fn end_calls_by(&self, deadline: Option<tokio::time::Instant>) {
+        (**self).end_calls_by(deadline);
     }
 }
 

@@ -1,6 +1,8 @@
 //! The Lambda handler, driven by JSON fixtures against the local server.
 
 mod common;
+#[path = "support/fault_proxy.rs"]
+mod fault_proxy;
 
 use std::time::Duration;
 
@@ -206,4 +208,117 @@ async fn an_old_event_in_tick_mode_sweeps_as_of_the_clock_and_reads_a_bounded_ra
     );
     assert_eq!(report.items_deleted, 30);
     assert_eq!(scan_all(&client, &table).await.len(), 5);
+}
+
+/// DynamoDB answering no query for longer than a query's attempt timeout and retries: the
+/// invocation still ends, and writes its summary, before its deadline. (A query's three 10 s
+/// attempts would otherwise outlast a 5 s deadline several times over.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
+    use aws_sdk_dynamodb::config::retry::RetryConfig;
+    use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+    use fault_proxy::{Fault, FaultProxy, Plan};
+    use ttl_sweeper::store::dynamo::{ATTEMPT_TIMEOUT, CONNECT_TIMEOUT, OPERATION_TIMEOUT};
+    use ttl_sweeper::store::{DynamoStore, SDK_MAX_ATTEMPTS};
+
+    let now = now();
+    let (_client, table, _) = setup("slow_dynamodb", now).await;
+    let proxy = FaultProxy::start(
+        &endpoint(),
+        Duration::from_secs(60),
+        Plan::script(|op, _| (op == "Query").then_some(Fault::Delay)),
+    )
+    .await;
+    // The production client's timeouts and retries, through the proxy.
+    let sdk = sdk_config(&proxy.endpoint)
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                .operation_timeout(OPERATION_TIMEOUT)
+                .build(),
+        )
+        .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
+        .build();
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(sdk));
+    let cfg = config(&table, &[]);
+    let schema = store
+        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
+        .await
+        .unwrap();
+    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    let clock = Timestamp::from_secs(now);
+    let remaining = Duration::from_secs(5);
+    let started = std::time::Instant::now();
+    let handled = tokio::time::timeout(
+        remaining,
+        handle(
+            &sweeper,
+            &json!({}),
+            &|| clock,
+            Some(remaining),
+            &settings(),
+        ),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "the invocation was still running at its deadline, {:?} in",
+            started.elapsed()
+        )
+    });
+    let Err(HandlerError::SweepFailed { report, .. }) = handled else {
+        panic!("no query was answered: the sweep cannot have succeeded: {handled:?}");
+    };
+    assert!(report.stopped_early, "{report:?}");
+    assert_eq!(report.items_deleted, 0, "{report:?}");
+    assert!(proxy.stats.faults_total() >= 1, "the queries were held");
+}
+
+/// A store that answers nothing for a minute and ignores the bound the handler sets on calls
+/// (as an expiry-event sink that does not answer would): the invocation still ends, with a
+/// summary and a failure, before its deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_that_ignores_every_bound_is_dropped_before_the_deadline() {
+    use ttl_sweeper::store::{Call, ErrorKind, Reply, Store, StoreError, TableSchema};
+
+    struct Stalled;
+    impl Store for Stalled {
+        async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Err(StoreError::new(
+                ErrorKind::Transient,
+                call.operation(),
+                "stalled",
+            ))
+        }
+    }
+
+    let cfg = config("stalled", &[]);
+    let schema = TableSchema {
+        table_name: "stalled".into(),
+        index_name: cfg.index_name.clone(),
+        key_attributes: vec!["id".into()],
+        layout: cfg.layout(),
+    };
+    let sweeper = Sweeper::new(Stalled, schema, cfg.sweep_options());
+    let clock = Timestamp::from_secs(now());
+    let remaining = Duration::from_secs(4);
+    let handled = tokio::time::timeout(
+        remaining,
+        handle(
+            &sweeper,
+            &json!({}),
+            &|| clock,
+            Some(remaining),
+            &settings(),
+        ),
+    )
+    .await
+    .expect("the invocation was still running at its deadline");
+    let Err(HandlerError::SweepFailed { report, first, .. }) = handled else {
+        panic!("a dropped sweep is a failed invocation: {handled:?}");
+    };
+    assert!(report.stopped_early, "{report:?}");
+    assert!(first.contains("deadline"), "{first}");
 }

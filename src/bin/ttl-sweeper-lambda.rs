@@ -3,15 +3,12 @@
 //! DynamoDB's clock.
 
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::SystemTime;
 
 use lambda_runtime::{service_fn, LambdaEvent};
 use serde_json::Value;
 use ttl_sweeper::config::Config;
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::lambda::invoke;
-use ttl_sweeper::store::GuardedClock;
+use ttl_sweeper::lambda::{invoke, time_left};
 use ttl_sweeper::telemetry::{self, LogFormat};
 
 /// mimalloc instead of the system allocator: a sweep allocates per item and per request, and
@@ -31,8 +28,10 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let sweeper = match ttl_sweeper::connect(&config).await {
-        Ok(sweeper) => sweeper,
+    let wall = || Timestamp::from_datetime(chrono::Utc::now());
+    let ttl_sweeper::Connected { sweeper, clock } = match ttl_sweeper::connect(&config, wall).await
+    {
+        Ok(connected) => connected,
         Err(e) => {
             tracing::error!(error = %e, "start-up check of the table failed");
             return ExitCode::FAILURE;
@@ -40,19 +39,11 @@ async fn main() -> ExitCode {
     };
     tracing::info!(table = %config.table_name, index = %config.index_name, mode = %config.delete_mode, "ready");
     let settings = config.handler_settings();
-    let clock = Arc::new(GuardedClock::new(
-        || Timestamp::from_datetime(chrono::Utc::now()),
-        sweeper.store().server_clock().clone(),
-    ));
-    let sweeper = sweeper.with_wall_clock(clock.clone());
     let (sweeper, settings, clock) = (&sweeper, &settings, &*clock);
     let handler = service_fn(move |event: LambdaEvent<Value>| async move {
-        let remaining = event
-            .context
-            .deadline()
-            .duration_since(SystemTime::now())
-            .ok();
-        invoke(sweeper, &event, clock, remaining, settings).await
+        let deadline = Timestamp::from_millis(i64::try_from(event.context.deadline).unwrap_or(0));
+        let remaining = time_left(deadline, wall(), clock.server().upper_bound());
+        invoke(sweeper, &event, clock, Some(remaining), settings).await
     });
     match lambda_runtime::run(handler).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -124,6 +124,36 @@ pub trait Clock: Send + Sync {
     fn take_ahead_ms(&self) -> u64 {
         0
     }
+
+    /// The instant a sweep asked to run as of `requested` (an event's time, `--at`; `None`:
+    /// now) may run as of: `requested`, never later than [`Clock::now`]. The one rule by which
+    /// no sweep runs ahead of the clock, whatever asked for it.
+    fn hold(&self, requested: Option<Timestamp>) -> Held {
+        let clock = self.now();
+        match requested {
+            Some(at) if at > clock => Held {
+                at: clock,
+                clock,
+                ahead: Duration::from_millis(at.millis_since(clock).unsigned_abs()),
+            },
+            at => Held {
+                at: at.unwrap_or(clock),
+                clock,
+                ahead: Duration::ZERO,
+            },
+        }
+    }
+}
+
+/// A requested sweep instant held to a clock ([`Clock::hold`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    /// The instant to sweep as of.
+    pub at: Timestamp,
+    /// The clock's reading it was held to.
+    pub clock: Timestamp,
+    /// How far the request was ahead of the clock; zero when it was not.
+    pub ahead: Duration,
 }
 
 impl<F: Fn() -> Timestamp + Send + Sync> Clock for F {

@@ -7,7 +7,8 @@
 //! - `{}` or `null`: now.
 //!
 //! A sweep must never run as of a time ahead of the real clock — that would delete items that have
-//! not expired — so [`sweep_instant`] clamps a future event time to the clock.
+//! not expired — so the handler holds what the event asks for ([`Trigger::requested`]) to the
+//! clock ([`crate::expiry::Clock::hold`]).
 
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use chrono::{DateTime, Utc};
@@ -16,7 +17,7 @@ use serde_json::Value;
 use crate::expiry::Timestamp;
 
 /// How far ahead of the clock an event's time may be before it is reported as suspicious.
-pub const CLOCK_SKEW_TOLERANCE_SECS: i64 = 5;
+pub const CLOCK_SKEW_TOLERANCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The Lambda input could not be understood; nothing was deleted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,20 +91,12 @@ pub fn parse_time(text: &str) -> Result<DateTime<Utc>, EventError> {
         .map_err(|_| EventError::BadTime(text.to_owned()))
 }
 
-/// The instant to sweep as of: the trigger's time, never later than the clock (to the
-/// millisecond). Returns the instant and whether an event time more than
-/// [`CLOCK_SKEW_TOLERANCE_SECS`] ahead of the clock had to be pulled back.
-pub fn sweep_instant(trigger: Trigger, clock: Timestamp) -> (Timestamp, bool) {
-    match trigger {
-        Trigger::Now => (clock, false),
-        Trigger::At(t) => {
-            let t = Timestamp::from_datetime(t);
-            if t > clock {
-                let tolerance = Timestamp::from_secs(CLOCK_SKEW_TOLERANCE_SECS).millis();
-                (clock, t.millis_since(clock) > tolerance)
-            } else {
-                (t, false)
-            }
+impl Trigger {
+    /// The instant the event asks to sweep as of; `None`: now.
+    pub fn requested(self) -> Option<Timestamp> {
+        match self {
+            Trigger::At(t) => Some(Timestamp::from_datetime(t)),
+            Trigger::Now => None,
         }
     }
 }
@@ -125,8 +118,10 @@ fn summarize(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::expiry::Clock;
     use proptest::prelude::*;
     use serde_json::json;
+    use std::time::Duration;
 
     fn t(s: &str) -> DateTime<Utc> {
         parse_time(s).unwrap()
@@ -180,18 +175,21 @@ mod tests {
     }
 
     #[test]
-    fn future_event_times_are_clamped_to_the_clock() {
-        let clock = t("2022-07-19T20:55:00Z");
-        let (at, warn) = sweep_instant(Trigger::At(t("2022-07-19T20:54:00Z")), clock.into());
-        assert_eq!((at.secs(), warn), (clock.timestamp() - 60, false));
-        let (at, warn) = sweep_instant(Trigger::At(t("2022-07-19T20:55:02Z")), clock.into());
-        assert_eq!((at.secs(), warn), (clock.timestamp(), false));
-        let (at, warn) = sweep_instant(Trigger::At(t("2099-01-01T00:00:00Z")), clock.into());
-        assert_eq!((at.secs(), warn), (clock.timestamp(), true));
+    fn future_event_times_are_held_to_the_clock() {
+        let clock = Timestamp::from(t("2022-07-19T20:55:00Z"));
+        let held = |event: &str| (|| clock).hold(Trigger::At(t(event)).requested());
+        let past = held("2022-07-19T20:54:00Z");
         assert_eq!(
-            sweep_instant(Trigger::Now, clock.into()),
-            (Timestamp::from_secs(clock.timestamp()), false)
+            (past.at, past.ahead),
+            (clock - Duration::from_secs(60), Duration::ZERO)
         );
+        let soon = held("2022-07-19T20:55:02Z");
+        assert_eq!((soon.at, soon.ahead), (clock, Duration::from_secs(2)));
+        let far = held("2099-01-01T00:00:00Z");
+        assert_eq!(far.at, clock);
+        assert!(far.ahead > CLOCK_SKEW_TOLERANCE);
+        let now = (|| clock).hold(Trigger::Now.requested());
+        assert_eq!((now.at, now.ahead), (clock, Duration::ZERO));
     }
 
     proptest! {
@@ -202,10 +200,10 @@ mod tests {
             key in "[a-z-]{1,12}",
             clock in 0i64..4_000_000_000,
         ) {
-            let clock = DateTime::<Utc>::from_timestamp(clock, 0).unwrap();
+            let clock = Timestamp::from_secs(clock);
             for v in [json!({"time": time}), json!({"source": "aws.events", "time": time}), json!({key.clone(): time})] {
                 if let Ok(trigger) = parse_event(&v) {
-                    prop_assert!(sweep_instant(trigger, clock.into()).0.secs() <= clock.timestamp());
+                    prop_assert!((|| clock).hold(trigger.requested()).at <= clock);
                 }
             }
         }

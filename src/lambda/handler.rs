@@ -7,14 +7,60 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::event::{parse_event, sweep_instant, EventError};
-use crate::engine::{run_ticks, Stop, SweepReport, Sweeper, Ticks};
-use crate::expiry::Clock;
-use crate::store::Store;
+use super::event::{parse_event, EventError, CLOCK_SKEW_TOLERANCE};
+use crate::engine::{run_ticks, Stop, SweepErrorEntry, SweepReport, Sweeper, Ticks};
+use crate::expiry::{Clock, Timestamp};
+use crate::store::{ErrorKind, Store};
 use crate::telemetry;
 
-/// Time kept free before the Lambda deadline to finish in-flight requests and report.
+/// Time kept free before the Lambda deadline: no new request starts after it.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
+
+/// A DynamoDB call still unanswered this long before the Lambda deadline is cut (it answers a
+/// retryable timeout; see [`crate::store::Store::end_calls_by`]), however long its attempt
+/// timeout and retries would let it run: the summary, the metrics and the response go out
+/// before Lambda ends the invocation.
+pub const REPORT_RESERVE: Duration = Duration::from_secs(1);
+
+/// The longest a Lambda invocation may run (15 minutes): no invocation has more time left.
+pub const MAX_FUNCTION_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// The time an invocation takes for itself when no clock can tell how much it has ([`time_left`]):
+/// long enough for a short sweep and its report (new requests stop after 7 s), short enough
+/// for the timeouts this function is deployed with.
+pub const TIME_LEFT_FLOOR: Duration = Duration::from_secs(10);
+
+/// The time left before an invocation's `deadline` (epoch ms from the Runtime API), derived once
+/// at its start from the host clock (`host`) and DynamoDB's (`dynamodb`, the upper bound its
+/// `Date` headers give; see [`crate::store::ServerClock`]), then counted on the monotonic clock.
+///
+/// A clock that says the deadline has already passed is wrong (an invocation starts with its
+/// whole timeout ahead) and is not believed; of the others the shorter is taken, so a host clock
+/// running behind cannot stretch the time, and one running ahead, even past the deadline, cannot
+/// remove the stop. When no clock can be believed, [`TIME_LEFT_FLOOR`]. Never more than
+/// [`MAX_FUNCTION_TIMEOUT`].
+pub fn time_left(deadline: Timestamp, host: Timestamp, dynamodb: Option<Timestamp>) -> Duration {
+    let left = [Some(host), dynamodb]
+        .into_iter()
+        .flatten()
+        .map(|now| deadline.millis_since(now))
+        .filter(|ms| *ms > 0)
+        .min();
+    match left {
+        Some(ms) => Duration::from_millis(ms.unsigned_abs()).min(MAX_FUNCTION_TIMEOUT),
+        None => {
+            tracing::warn!(
+                deadline = %deadline,
+                host = %host,
+                dynamodb_at_most = dynamodb.map(|t| t.to_string()),
+                floor_s = TIME_LEFT_FLOOR.as_secs(),
+                "every clock says the invocation's deadline has passed as it starts: \
+                 stopping after the floor"
+            );
+            TIME_LEFT_FLOOR
+        }
+    }
+}
 
 /// In tick mode an invocation keeps ticking this long past the start of the next scheduled one,
 /// so the next invocation, however late the schedule delivers it (EventBridge Scheduler: within
@@ -115,7 +161,8 @@ pub async fn invoke<S: Store>(
 }
 
 /// Handles one invocation. `clock` reads the current time; `remaining` is the time left before
-/// the invocation's deadline (`None`: no deadline).
+/// the invocation's deadline (`None`: no deadline; see [`time_left`]): new requests stop
+/// [`DEADLINE_MARGIN`] before it and calls in flight are cut [`REPORT_RESERVE`] before it.
 pub async fn handle<S: Store>(
     sweeper: &Sweeper<S>,
     event: &Value,
@@ -126,9 +173,9 @@ pub async fn handle<S: Store>(
     let trigger = parse_event(event).inspect_err(|e| {
         tracing::error!(error = %e, "rejected the invocation's event; nothing swept");
     })?;
-    let start = clock.now();
-    let (mut now, clamped) = sweep_instant(trigger, start);
-    if clamped {
+    let held = clock.hold(trigger.requested());
+    let (start, mut now) = (held.clock, held.at);
+    if held.ahead > CLOCK_SKEW_TOLERANCE {
         tracing::warn!(?trigger, clock = %start, "event time is ahead of the clock; sweeping as of the clock");
     }
     if now < start - (settings.schedule + STALE_EVENT_SLACK) {
@@ -137,31 +184,50 @@ pub async fn handle<S: Store>(
         tracing::warn!(event_time = %now, clock = %start, "event time is older than the schedule period; sweeping as of the clock");
         now = start;
     }
-    let stop = Stop::at(remaining.map(|r| Instant::now() + r.saturating_sub(DEADLINE_MARGIN)));
-    let mut report = match settings.tick {
-        None => sweeper.sweep(now, &stop).await,
-        Some(every) => {
-            // This invocation covers its schedule period, from its scheduled time (the event's)
-            // to the next one's, and overlaps the next invocation by `handoff`.
-            let end = now + settings.schedule + settings.handoff;
-            let left =
-                Duration::from_millis(u64::try_from(end.millis_since(clock.now())).unwrap_or(0));
-            if remaining.is_some_and(|r| r < left + DEADLINE_MARGIN) {
-                tracing::warn!(
+    let started = Instant::now();
+    let stop = Stop::at(remaining.map(|r| started + r.saturating_sub(DEADLINE_MARGIN)));
+    sweeper
+        .store()
+        .end_calls_by(remaining.map(|r| started + r.saturating_sub(REPORT_RESERVE)));
+    let sweep = async {
+        match settings.tick {
+            None => sweeper.sweep(now, &stop).await,
+            Some(every) => {
+                // This invocation covers its schedule period, from its scheduled time (the event's)
+                // to the next one's, and overlaps the next invocation by `handoff`.
+                let end = now + settings.schedule + settings.handoff;
+                let left = Duration::from_millis(
+                    u64::try_from(end.millis_since(clock.now())).unwrap_or(0),
+                );
+                if remaining.is_some_and(|r| r < left + DEADLINE_MARGIN) {
+                    tracing::warn!(
                     remaining_ms = remaining.map(|r| r.as_millis() as u64),
                     needed_ms = (left + DEADLINE_MARGIN).as_millis() as u64,
                     "the function's timeout ends this invocation before the next one surely started: \
                      expired items can wait until it does (timeout >= SCHEDULE_SECONDS + 13 s)"
                 );
+                }
+                let ticks = Ticks {
+                    every,
+                    full_every: settings.schedule,
+                    until: Some(Instant::now() + left),
+                };
+                run_ticks(sweeper, now, clock, &ticks, &stop, telemetry::log_tick).await
             }
-            let ticks = Ticks {
-                every,
-                full_every: settings.schedule,
-                until: Some(Instant::now() + left),
-            };
-            run_ticks(sweeper, now, clock, &ticks, &stop, telemetry::log_tick).await
         }
     };
+    // The last resort, for what the store's bound does not cover (an expiry-event sink that
+    // does not answer, a store that ignores the bound): the sweep is dropped, its tasks aborted,
+    // and the summary says so, rather than Lambda ending the invocation without one.
+    let cut = remaining.map(|r| started + r.saturating_sub(REPORT_RESERVE / 2));
+    let mut report = match cut {
+        None => sweep.await,
+        Some(cut) => match tokio::time::timeout_at(cut, sweep).await {
+            Ok(report) => report,
+            Err(_) => cut_short(sweeper, now),
+        },
+    };
+    sweeper.store().end_calls_by(None);
     report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
     telemetry::log_summary(&report);
     println!(
@@ -192,5 +258,66 @@ pub async fn handle<S: Store>(
                 .unwrap_or_default(),
             report: Box::new(report),
         })
+    }
+}
+
+/// The report of a sweep dropped at the deadline: what it did is unknown, and it failed.
+fn cut_short<S: Store>(sweeper: &Sweeper<S>, now: Timestamp) -> SweepReport {
+    SweepReport {
+        sweep_at: now.iso(),
+        table: sweeper.schema().table_name.clone(),
+        delete_mode: sweeper.options().delete_mode.to_string(),
+        stopped_early: true,
+        errors: vec![SweepErrorEntry {
+            window: None,
+            kind: ErrorKind::Transient,
+            message: "the sweep had not finished half a second before the invocation's \
+                      deadline and was dropped: what it deleted is not counted here"
+                .into(),
+        }],
+        ..SweepReport::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_left_survives_a_wrong_host_clock() {
+        let secs = Duration::from_secs;
+        let right = Timestamp::from_secs(1_000_000);
+        let deadline = right + secs(60);
+        // Both clocks right (DynamoDB's bound up to a second ahead): a minute, give or take.
+        assert_eq!(
+            time_left(deadline, right, Some(right + Duration::from_millis(500))),
+            Duration::from_millis(59_500)
+        );
+        // The host ten minutes ahead, past the deadline: DynamoDB's clock still gives a stop.
+        assert_eq!(
+            time_left(deadline, right + secs(600), Some(right)),
+            secs(60)
+        );
+        // The host ten minutes behind: the time is not stretched.
+        assert_eq!(
+            time_left(deadline, right - secs(600), Some(right)),
+            secs(60)
+        );
+        // The host ahead but not past the deadline: the shorter time.
+        assert_eq!(time_left(deadline, right + secs(20), Some(right)), secs(40));
+        // Nothing to believe: the floor, still a stop.
+        assert_eq!(
+            time_left(deadline, right + secs(600), None),
+            TIME_LEFT_FLOOR
+        );
+        assert_eq!(
+            time_left(deadline, right + secs(600), Some(right + secs(61))),
+            TIME_LEFT_FLOOR
+        );
+        // Only a host a day behind: no more than a Lambda may run.
+        assert_eq!(
+            time_left(deadline, right - secs(86_400), None),
+            MAX_FUNCTION_TIMEOUT
+        );
     }
 }

@@ -5,14 +5,45 @@
 //! at local monotonic instant `s`, the server's clock at any later instant `x` is below
 //! `Date + 1 s + (x - s)`: the header is at most a second behind the server clock, and the server
 //! clock cannot have advanced by more than the time since the request left. [`ServerClock`]
-//! keeps the tightest such bound over all responses; [`ServerClock::guard`] clamps a wall-clock
-//! reading to it. The bound is never below DynamoDB's real time, so a correct host clock is
-//! never clamped, and a fast one is held to at most one second plus the newest round trip ahead
-//! of DynamoDB ([`SKEW_TOLERANCE`] in the docs).
+//! keeps the tightest such bound; [`ServerClock::guard`] clamps a wall-clock reading to it. The
+//! bound is never below DynamoDB's real time while the monotonic clock runs, so a correct host
+//! clock is not clamped, and a fast one is held to at most [`SKEW_TOLERANCE`] plus the round trip
+//! ahead of DynamoDB.
+//!
+//! # When the monotonic clock stops
+//!
+//! The bound ages with [`std::time::Instant`], which on Linux is `CLOCK_MONOTONIC` (the std
+//! docs: "currently uses `clock_gettime(CLOCK_MONOTONIC)`"), and `CLOCK_MONOTONIC` does not count
+//! time the system spends suspended (`clock_gettime(2)`; `CLOCK_BOOTTIME` is the clock that does).
+//! Tokio's `Instant` is std's. After a suspend the bound is that much *behind* DynamoDB's time:
+//! still safe (it holds sweeps back, never forward), but a correct host clock would be clamped,
+//! and warned about, on every reading until the bound is learned anew.
+//!
+//! Whether a Lambda execution environment's freeze between invocations stops it is not
+//! documented: the execution-environment lifecycle page says only that Lambda "freezes" the
+//! environment. SnapStart restores a Firecracker microVM snapshot (Lambda's SnapStart page);
+//! Firecracker's snapshot docs say a restored microVM resumes with its clock "continuing from
+//! the moment of the snapshot creation", and Firecracker does not advance the guest's monotonic
+//! clock on restore unless asked to (`clock_realtime` on `LoadSnapshot`). SnapStart is offered
+//! for managed runtimes (Java, Python, .NET), not for the OS-only runtime this function uses, but
+//! a process must not rely on that. So the guard does not assume the monotonic clock counts a
+//! pause. It re-anchors instead:
+//!
+//! - a response whose `Date` is past the current bound proves the bound stale (DynamoDB's clock
+//!   read at least `Date`): the bound is replaced at once by that response's;
+//! - what was learned is trusted for [`ANCHOR_MAX_AGE`] of monotonic time; after that the next
+//!   response replaces it even when it is looser, so a pause too short to contradict the bound
+//!   (under a second) holds sweeps back for at most that long.
+//!
+//! Readings ahead of the bound are always clamped. A clamp of at most [`SKEW_TOLERANCE`] is
+//! within the `Date` header's resolution and is not warned about (the report's
+//! `clock_ahead_ms` still records it); a larger one is warned about once, again when the lead
+//! changes by more than [`SKEW_TOLERANCE`] (at most every [`WARN_EVERY`]), and as a reminder
+//! every [`REMIND_EVERY`] while it lasts.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::config::interceptors::{
     BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
@@ -20,20 +51,59 @@ use aws_sdk_dynamodb::config::interceptors::{
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
-use std::time::Instant;
 
 use crate::expiry::{Clock, Timestamp};
 
 /// How far ahead of DynamoDB's clock a sweep instant can be at most, besides the round trip of
-/// the request the bound came from: the `Date` header's resolution.
+/// the request the bound came from: the `Date` header's resolution. A clamp this small is not
+/// warned about.
 pub const SKEW_TOLERANCE: Duration = Duration::from_secs(1);
 
-/// The tightest upper bound on DynamoDB's clock seen so far, and how far the host clock was
-/// found ahead of it.
+/// How long (monotonic time) a bound learned from one response is trusted before any newer
+/// response replaces it, looser or not.
+pub const ANCHOR_MAX_AGE: Duration = Duration::from_secs(60);
+
+/// A changed lead of the host clock is warned about at most this often.
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// An unchanged lead is warned about again after this long.
+pub const REMIND_EVERY: Duration = Duration::from_secs(300);
+
+/// One response's bound on DynamoDB's clock.
+#[derive(Debug, Clone, Copy)]
+struct Anchor {
+    /// `Date + 1 s`.
+    bound: Timestamp,
+    /// The local instant the request was sent: what the bound is extrapolated from, and how
+    /// old it is.
+    sent: Instant,
+}
+
+impl Anchor {
+    /// The bound on DynamoDB's clock at local instant `now`.
+    fn at(&self, now: Instant) -> Timestamp {
+        self.bound + now.saturating_duration_since(self.sent)
+    }
+}
+
+/// The last warning: when, and the lead it reported (ms).
+#[derive(Debug, Clone, Copy)]
+struct Warned {
+    at: Instant,
+    ahead_ms: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    anchor: Option<Anchor>,
+    warned: Option<Warned>,
+}
+
+/// What DynamoDB's `Date` headers say of its clock: an upper bound, re-anchored as the module
+/// docs say, and how far the host clock was found ahead of it.
 #[derive(Debug, Default)]
 pub struct ServerClock {
-    /// `(Date + 1 s, local instant the request was sent)` of the tightest bound.
-    bound: Mutex<Option<(Timestamp, Instant)>>,
+    state: Mutex<State>,
     /// Largest clamp since the last [`ServerClock::take_clamped`], milliseconds.
     clamped_ms: AtomicU64,
 }
@@ -41,38 +111,79 @@ pub struct ServerClock {
 impl ServerClock {
     /// Records a response with `Date` header `date` to a request sent at `sent`.
     pub fn observe(&self, date: Timestamp, sent: Instant) {
-        let candidate = (date + SKEW_TOLERANCE, sent);
-        let mut bound = self.bound.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        let at_now = |(t, s): (Timestamp, Instant)| t + now.saturating_duration_since(s);
-        if bound.is_none_or(|b| at_now(candidate) < at_now(b)) {
-            *bound = Some(candidate);
+        self.observe_at(date, sent, Instant::now());
+    }
+
+    /// [`ServerClock::observe`], with `now` the local instant the response arrived.
+    fn observe_at(&self, date: Timestamp, sent: Instant, now: Instant) {
+        let candidate = Anchor {
+            bound: date + SKEW_TOLERANCE,
+            sent,
+        };
+        let mut state = self.lock();
+        let replace = match state.anchor {
+            None => true,
+            Some(current) => {
+                let current_now = current.at(now);
+                // DynamoDB's clock read at least `date`: a bound below it is stale (the
+                // monotonic clock missed time, e.g. while the host was suspended).
+                let contradicted = date > current_now;
+                if contradicted {
+                    tracing::info!(
+                        dynamodb_at_least = %date,
+                        learned_bound = %current_now,
+                        "DynamoDB's clock is past the bound learned of it (the host was paused?): \
+                         learning it anew"
+                    );
+                }
+                contradicted
+                    || candidate.at(now) < current_now
+                    || now.saturating_duration_since(current.sent) > ANCHOR_MAX_AGE
+            }
+        };
+        if replace {
+            state.anchor = Some(candidate);
         }
     }
 
     /// An upper bound on DynamoDB's clock now, once a response has been seen.
     pub fn upper_bound(&self) -> Option<Timestamp> {
-        let bound = *self.bound.lock().unwrap_or_else(|e| e.into_inner());
-        bound.map(|(t, sent)| t + sent.elapsed())
+        self.upper_bound_at(Instant::now())
+    }
+
+    fn upper_bound_at(&self, now: Instant) -> Option<Timestamp> {
+        self.lock().anchor.map(|a| a.at(now))
     }
 
     /// `wall` (a host clock reading), held to at most [`ServerClock::upper_bound`]: the instant
-    /// a sweep may safely use. A clamp is logged and remembered for the report.
+    /// a sweep may safely use. A clamp is remembered for the report, and logged as the module
+    /// docs say.
     pub fn guard(&self, wall: Timestamp) -> Timestamp {
-        match self.upper_bound() {
-            Some(bound) if wall > bound => {
-                let ahead = wall.millis_since(bound).unsigned_abs();
-                self.clamped_ms.fetch_max(ahead, Ordering::Relaxed);
-                tracing::warn!(
-                    wall = %wall,
-                    dynamodb_at_most = %bound,
-                    ahead_ms = ahead,
-                    "the host clock is ahead of DynamoDB's: sweeping as of DynamoDB's time"
-                );
-                bound
-            }
-            _ => wall,
+        self.guard_at(wall, Instant::now())
+    }
+
+    fn guard_at(&self, wall: Timestamp, now: Instant) -> Timestamp {
+        let mut state = self.lock();
+        let Some(bound) = state.anchor.map(|a| a.at(now)) else {
+            return wall;
+        };
+        if wall <= bound {
+            return wall;
         }
+        let ahead_ms = wall.millis_since(bound).unsigned_abs();
+        self.clamped_ms.fetch_max(ahead_ms, Ordering::Relaxed);
+        if ahead_ms > SKEW_TOLERANCE.as_millis() as u64 && should_warn(state.warned, ahead_ms, now)
+        {
+            state.warned = Some(Warned { at: now, ahead_ms });
+            drop(state);
+            tracing::warn!(
+                wall = %wall,
+                dynamodb_at_most = %bound,
+                ahead_ms,
+                "the host clock is ahead of DynamoDB's: sweeping as of DynamoDB's time"
+            );
+        }
+        bound
     }
 
     /// The largest amount (ms) by which [`ServerClock::guard`] pulled a reading back since the
@@ -80,24 +191,61 @@ impl ServerClock {
     pub fn take_clamped(&self) -> u64 {
         self.clamped_ms.swap(0, Ordering::Relaxed)
     }
-}
 
-/// A host clock held to DynamoDB's: every reading of `wall` passes through
-/// [`ServerClock::guard`].
-#[derive(Debug, Clone)]
-pub struct GuardedClock<F> {
-    wall: F,
-    server: Arc<ServerClock>,
-}
-
-impl<F: Fn() -> Timestamp + Send + Sync> GuardedClock<F> {
-    /// `wall` (the entry point's clock) held to `server` (see [`crate::store::DynamoStore::server_clock`]).
-    pub fn new(wall: F, server: Arc<ServerClock>) -> Self {
-        GuardedClock { wall, server }
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-impl<F: Fn() -> Timestamp + Send + Sync> Clock for GuardedClock<F> {
+/// Whether a lead of `ahead_ms` (past the tolerance) is worth a warning after `last`.
+fn should_warn(last: Option<Warned>, ahead_ms: u64, now: Instant) -> bool {
+    let Some(last) = last else {
+        return true;
+    };
+    let since = now.saturating_duration_since(last.at);
+    let changed = ahead_ms.abs_diff(last.ahead_ms) > SKEW_TOLERANCE.as_millis() as u64;
+    since >= REMIND_EVERY || (changed && since >= WARN_EVERY)
+}
+
+/// The sweep clock: the entry point's host clock, every reading held to DynamoDB's
+/// ([`ServerClock::guard`]). Built once per process, by [`crate::connect`].
+pub struct GuardedClock {
+    wall: Box<dyn Fn() -> Timestamp + Send + Sync>,
+    server: Arc<ServerClock>,
+}
+
+impl std::fmt::Debug for GuardedClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuardedClock")
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GuardedClock {
+    /// `wall` (the entry point's clock) held to `server` (see [`crate::store::DynamoStore::server_clock`]).
+    pub fn new(
+        wall: impl Fn() -> Timestamp + Send + Sync + 'static,
+        server: Arc<ServerClock>,
+    ) -> Self {
+        GuardedClock {
+            wall: Box::new(wall),
+            server,
+        }
+    }
+
+    /// The host clock's reading, unguarded.
+    pub fn wall(&self) -> Timestamp {
+        (self.wall)()
+    }
+
+    /// DynamoDB's clock as learned so far.
+    pub fn server(&self) -> &ServerClock {
+        &self.server
+    }
+}
+
+impl Clock for GuardedClock {
     fn now(&self) -> Timestamp {
         self.server.guard((self.wall)())
     }
@@ -209,12 +357,166 @@ mod tests {
 
     #[test]
     fn the_tightest_bound_wins() {
+        // Three answers to requests sent together, none contradicting another: the tightest
+        // bound holds.
         let clock = ServerClock::default();
         let sent = Instant::now();
-        clock.observe(Timestamp::from_secs(2_000), sent);
-        clock.observe(Timestamp::from_secs(1_000), sent);
-        clock.observe(Timestamp::from_secs(1_500), sent);
+        let ms = Timestamp::from_millis;
+        clock.observe(ms(1_000_900), sent);
+        clock.observe(ms(1_000_200), sent);
+        clock.observe(ms(1_000_500), sent);
         let bound = clock.upper_bound().unwrap();
-        assert!(bound < Timestamp::from_secs(1_002), "{bound}");
+        assert!(bound < ms(1_001_300), "{bound}");
+    }
+
+    /// Log lines written while `f` runs, at warn level and above.
+    fn warnings_during(f: impl FnOnce()) -> Vec<String> {
+        #[derive(Clone, Default)]
+        struct Lines(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Lines {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        text.lines().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn a_response_after_a_pause_re_anchors_the_bound() {
+        // Learned at once; then the host is suspended for ten minutes, which the monotonic
+        // clock does not count: the next response's Date is ten minutes on, "instantly".
+        let clock = ServerClock::default();
+        let date = Timestamp::from_secs(1_658_265_980);
+        clock.observe(date, Instant::now());
+        let resumed = date + Duration::from_secs(600);
+        clock.observe(resumed, Instant::now());
+        // A correct host clock is no longer held ten minutes back.
+        let wall = resumed + Duration::from_millis(200);
+        assert_eq!(clock.guard(wall), wall);
+        assert_eq!(clock.take_clamped(), 0);
+        let bound = clock.upper_bound().unwrap();
+        assert!(
+            bound >= resumed && bound <= resumed + Duration::from_secs(2),
+            "{bound}"
+        );
+    }
+
+    #[test]
+    fn what_was_learned_long_ago_gives_way_to_a_newer_looser_bound() {
+        // A bound learned ten minutes (of monotonic time) ago, that a short pause left 0.5 s
+        // behind: no response contradicts it, but it may not stay for ever.
+        let clock = ServerClock::default();
+        let long_ago = Instant::now()
+            .checked_sub(Duration::from_secs(600))
+            .expect("the host has been up ten minutes");
+        let date = Timestamp::from_secs(1_658_265_980);
+        clock.observe(date, long_ago);
+        let fresh = date + Duration::from_millis(600_500);
+        clock.observe(fresh, Instant::now());
+        let bound = clock.upper_bound().unwrap();
+        assert!(
+            bound >= fresh + SKEW_TOLERANCE,
+            "the ten-minute-old bound {bound} still holds"
+        );
+    }
+
+    #[test]
+    fn a_small_lead_is_not_warned_about_and_a_large_one_once() {
+        let clock = ServerClock::default();
+        let date = Timestamp::from_secs(1_658_265_980);
+        clock.observe(date, Instant::now());
+        // A host 5 ms ahead of the tightest bound: clamped, not warned about, every reading.
+        let small = warnings_during(|| {
+            for _ in 0..100 {
+                let wall = clock.upper_bound().unwrap() + Duration::from_millis(5);
+                assert!(clock.guard(wall) < wall);
+            }
+        });
+        assert!(small.is_empty(), "{small:#?}");
+        assert!(clock.take_clamped() > 0, "the clamp is still reported");
+        // Two minutes ahead, steadily: one warning, not one per reading.
+        let large = warnings_during(|| {
+            for _ in 0..100 {
+                clock.guard(date + Duration::from_secs(120));
+            }
+        });
+        assert_eq!(large.len(), 1, "{large:#?}");
+        assert!(large[0].contains("ahead of DynamoDB"), "{large:#?}");
+    }
+
+    #[test]
+    fn warnings_follow_changes_of_the_lead_at_most_every_warn_period() {
+        let clock = ServerClock::default();
+        let t0 = Instant::now();
+        let date = Timestamp::from_secs(1_000_000);
+        clock.observe_at(date, t0, t0);
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let wall = |s: u64, ahead: u64| date + Duration::from_secs(s + ahead);
+        let warned = warnings_during(|| {
+            clock.guard_at(wall(0, 30), at(0)); // first: warned
+            clock.guard_at(wall(1, 30), at(1)); // same lead: quiet
+            clock.guard_at(wall(2, 90), at(2)); // changed, but within WARN_EVERY: quiet
+            clock.guard_at(wall(12, 90), at(12)); // changed, WARN_EVERY later: warned
+            clock.guard_at(wall(13, 90), at(13)); // same lead: quiet
+            clock.guard_at(wall(313, 90), at(313)); // REMIND_EVERY later: warned again
+        });
+        assert_eq!(warned.len(), 3, "{warned:#?}");
+        // What the guard holds readings to is unaffected by the warnings.
+        assert_eq!(
+            clock.guard_at(wall(400, 90), at(400)),
+            date + SKEW_TOLERANCE + Duration::from_secs(400)
+        );
+    }
+
+    #[test]
+    fn a_tighter_response_replaces_the_bound_and_ages_with_the_monotonic_clock() {
+        let clock = ServerClock::default();
+        let t0 = Instant::now();
+        let later = |s: u64| t0 + Duration::from_secs(s);
+        let date = Timestamp::from_secs(1_000_000);
+        clock.observe_at(date, t0, t0);
+        // Looser (its Date one second later than the first's, sent at the same time) and
+        // not contradicting: ignored.
+        clock.observe_at(date + Duration::from_millis(900), t0, later(1));
+        assert_eq!(
+            clock.upper_bound_at(later(1)),
+            Some(date + Duration::from_secs(2))
+        );
+        // Tighter: taken.
+        clock.observe_at(date + Duration::from_secs(1), later(2), later(2));
+        assert_eq!(
+            clock.upper_bound_at(later(2)),
+            Some(date + Duration::from_secs(2))
+        );
+        // Within ANCHOR_MAX_AGE a looser one still gives way to nothing.
+        clock.observe_at(date + Duration::from_millis(29_500), later(30), later(30));
+        assert_eq!(
+            clock.upper_bound_at(later(30)),
+            Some(date + Duration::from_secs(30))
+        );
+        // Past it, the newest response is taken, looser or not.
+        let past = 2 + ANCHOR_MAX_AGE.as_secs() + 1;
+        clock.observe_at(
+            date + Duration::from_millis(past * 1000 - 500),
+            later(past),
+            later(past),
+        );
+        assert_eq!(
+            clock.upper_bound_at(later(past)),
+            Some(date + Duration::from_millis(past * 1000 + 500))
+        );
     }
 }

@@ -39,6 +39,8 @@ pub struct DynamoStore {
     /// Query pages and batch deletes without the SDK's request pipeline (see
     /// [`super::direct`]); `None` for a store built with [`DynamoStore::sdk_only`].
     direct: Option<Arc<Direct>>,
+    /// When every call ends at the latest ([`Store::end_calls_by`]); shared by clones.
+    calls_end: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
 }
 
 /// Placeholder names for the key attributes in expressions: `#k0`, `#k1`.
@@ -161,6 +163,7 @@ impl DynamoStore {
             client,
             server_clock,
             direct,
+            calls_end: Arc::default(),
         }
     }
 
@@ -467,6 +470,30 @@ impl DynamoStore {
 
 impl Store for DynamoStore {
     async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
+        let end = *self.calls_end.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(end) = end else {
+            return self.dispatch(call).await;
+        };
+        let operation = call.operation();
+        tokio::time::timeout_at(end, self.dispatch(call))
+            .await
+            .unwrap_or_else(|_| {
+                Err(StoreError::new(
+                    ErrorKind::Transient,
+                    operation,
+                    "timed out: no answer before the deadline set for calls",
+                ))
+            })
+    }
+
+    fn end_calls_by(&self, deadline: Option<tokio::time::Instant>) {
+        *self.calls_end.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
+    }
+}
+
+impl DynamoStore {
+    /// Sends `call` by the path that serves it.
+    async fn dispatch(&self, call: Call<'_>) -> Result<Reply, StoreError> {
         match call {
             Call::QueryExpired {
                 schema,

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics::{counter, describe_counter, describe_gauge, gauge, Unit};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use serde_json::json;
@@ -208,13 +208,57 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     })
 }
 
-/// Answers `/metrics` and `/healthz` on `listener` until `shutdown`.
+/// At most this many connections are served at once; further ones wait in the listen backlog
+/// until one ends.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// A client must send a request's headers within this long of the connection being ready for
+/// them (its start, or the end of its previous request); otherwise the connection is closed.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many connections [`serve`] keeps and how long it waits for headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once ([`MAX_CONNECTIONS`]).
+    pub max_connections: usize,
+    /// Time to send a request's headers ([`HEADER_TIMEOUT`]).
+    pub header_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: MAX_CONNECTIONS,
+            header_timeout: HEADER_TIMEOUT,
+        }
+    }
+}
+
+/// Answers `/metrics` and `/healthz` on `listener` until `shutdown`, within the default
+/// [`Limits`].
 pub async fn serve(
     listener: TcpListener,
     metrics: Arc<DaemonMetrics>,
     shutdown: CancellationToken,
 ) {
+    serve_with(listener, metrics, shutdown, Limits::default()).await;
+}
+
+/// [`serve`] within `limits`: a connection is accepted only while fewer than
+/// `limits.max_connections` are open, and closed when its headers take longer than
+/// `limits.header_timeout` (hyper's `header_read_timeout`).
+pub async fn serve_with(
+    listener: TcpListener,
+    metrics: Arc<DaemonMetrics>,
+    shutdown: CancellationToken,
+    limits: Limits,
+) {
+    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     loop {
+        let permit = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            permit = open.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+        };
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
@@ -227,11 +271,14 @@ pub async fn serve(
         let metrics = metrics.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let service = hyper::service::service_fn(move |request| {
                 let metrics = metrics.clone();
                 async move { Ok::<_, Infallible>(answer(&metrics, &request)) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
                 .serve_connection(TokioIo::new(stream), service);
             tokio::select! {
                 _ = connection => {}
@@ -373,5 +420,82 @@ mod tests {
             value(&m.render(), "ttl_sweeper_sweeps_failed_total{table=\"t\"}"),
             Some(1.0)
         );
+    }
+
+    /// A server on a free 127.0.0.1 port with the default limits, stopped when the token is.
+    async fn server() -> (SocketAddr, CancellationToken) {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let metrics = Arc::new(DaemonMetrics::new("t", Duration::from_secs(60)));
+        tokio::spawn(serve(listener, metrics, shutdown.clone()));
+        (addr, shutdown)
+    }
+
+    /// Sends a whole `GET /healthz` on `stream` and reads the status line, within `within`.
+    async fn status_within(stream: &mut tokio::net::TcpStream, within: Duration) -> Option<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = vec![0; 64];
+        let n = tokio::time::timeout(within, stream.read(&mut buf))
+            .await
+            .ok()?
+            .ok()?;
+        Some(
+            String::from_utf8_lossy(&buf[..n])
+                .lines()
+                .next()?
+                .to_owned(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_client_that_never_finishes_its_headers_is_dropped() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (addr, shutdown) = server().await;
+        let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0; 256];
+        let read = tokio::time::timeout(HEADER_TIMEOUT + Duration::from_secs(2), async {
+            loop {
+                match slow.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {} // an error response before the close is fine
+                }
+            }
+        })
+        .await;
+        assert!(
+            read.is_ok(),
+            "the connection was still open after the header timeout"
+        );
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn connections_beyond_the_cap_wait_until_one_ends() {
+        let (addr, shutdown) = server().await;
+        let mut idle = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        // Give the server time to accept them all.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+        assert_eq!(
+            status_within(&mut extra, Duration::from_millis(1000)).await,
+            None,
+            "a connection beyond the cap was served while {MAX_CONNECTIONS} were open"
+        );
+        drop(idle);
+        let mut next = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let status = status_within(&mut next, Duration::from_secs(5)).await;
+        assert_eq!(status.as_deref(), Some("HTTP/1.1 200 OK"));
+        shutdown.cancel();
     }
 }
