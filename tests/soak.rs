@@ -852,15 +852,13 @@ async fn soak_lambda(
 }
 
 /// The final clean sweep: `ttl-sweeper sweep` through the same proxies with the faults off,
-/// over every window since the oldest ttl of the table, eight requests at a time. Its JSON
-/// report.
+/// over every window since the oldest ttl of the table. Its JSON report.
 fn final_sweep(env: &[(String, String)], lookback: usize) -> (i32, Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"))
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env("LOOKBACK_WINDOWS", lookback.to_string())
         .env("MAX_RETRIES", "8")
-        .env("MAX_CONCURRENCY", "8")
         .args(["--log-format", "json", "sweep"])
         .output()
         .expect("run ttl-sweeper sweep");
