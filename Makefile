@@ -86,6 +86,15 @@ test-rust: tools
 	@echo; echo "Fault injection (tests/faults.rs):"; cat target/tmp/fault-report.md target/tmp/chaos-report.md
 	@echo; cat target/tmp/events-fault-report.md
 
+# ---------------------------------------------------------------- soak
+
+# Not part of `make test`: minutes of faults, SIGKILLs and racing writers against the real
+# binaries (tests/soak.rs, docs/reliability.md). SOAK_SEED=<n> repeats a run; SOAK_SCALE=0.3 is
+# a shorter one.
+.PHONY: soak
+soak: dynamodb-local $(MOTO_SERVER) ## faults, SIGKILLs and racing writers for minutes, then the safety invariants (SOAK_SEED, SOAK_SCALE)
+	$(LOCAL_AWS_ENV) cargo test --test soak -- --ignored --nocapture
+
 # ---------------------------------------------------------------- infra (AWS CDK construct library, jsii)
 
 INFRA_STAMP  := infra/node_modules/.installed

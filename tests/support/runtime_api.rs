@@ -419,6 +419,34 @@ impl RuntimeApi {
         }
     }
 
+    /// Kills environment `env`'s process with SIGKILL, by its PID, as a crash would end it: the
+    /// invocation it was running fails (`"killed"`) and a fresh process starts in its place (a
+    /// cold start), as Lambda replaces a crashed environment. Returns the PID killed, or `None`
+    /// when the environment had no running process or the API has stopped.
+    pub fn kill_environment(&self, env: usize) -> Option<u32> {
+        let mut st = self.inner.state();
+        if st.stopped || env >= st.envs.len() {
+            return None;
+        }
+        let mut child = st.envs[env].child.take()?;
+        if !matches!(child.try_wait(), Ok(None)) {
+            st.envs[env].child = Some(child);
+            return None;
+        }
+        let pid = child.id();
+        let _ = child.kill();
+        let _ = child.wait();
+        if let Some(idx) = st.envs[env].current.take() {
+            let inv = &mut st.invocations[idx];
+            if inv.outcome == Outcome::Running {
+                inv.outcome = Outcome::Failed("killed".into());
+                inv.end = Some(wall());
+            }
+        }
+        spawn_env(&self.inner.options, &mut st.envs[env]);
+        Some(pid)
+    }
+
     /// The log files of the environments.
     pub fn logs(&self) -> Vec<PathBuf> {
         let st = self.inner.state();

@@ -1,0 +1,1467 @@
+//! The soak (`make soak`, not part of `make test`): the real binaries — `ttl-sweeper run` and the
+//! Lambda under the local Runtime API — sweeping tables in DynamoDB Local while faults are
+//! injected between them and DynamoDB and between them and their SQS sink (moto), their
+//! processes are killed with SIGKILL at random moments, and application writers race the sweep
+//! (rewriting keys, extending ttls). Afterwards, and after one final clean sweep, the invariants
+//! are checked from DynamoDB Local's state, what reached the sink, and the writers' own logs:
+//!
+//! - (a) no live item deleted: no item deleted before its ttl; no key a writer rewrote or extended
+//!   destroyed — in batch mode, none by a `BatchWriteItem` that reached DynamoDB more than the
+//!   documented bound after the key's last read ([`batch_bound`]);
+//! - (b) nothing expired left after the final clean sweep;
+//! - (c) every deleted item has an accepted event, accepted before the delete (archive), or an
+//!   event or a report of it (notify; a SIGKILL may lose up to the documented number of events).
+//!
+//! `SOAK_SEED` (printed) fixes the schedule of faults, kills, items and writer choices;
+//! `SOAK_SCALE` (default 1) scales items, duration and kills. It prints a table (also written
+//! to `target/tmp/soak-report.md`) and fails on any violation. See docs/reliability.md.
+
+mod common;
+#[path = "support/fault_proxy.rs"]
+mod fault_proxy;
+#[path = "support/moto.rs"]
+mod moto;
+#[path = "support/runtime_api.rs"]
+mod runtime_api;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::ReturnValue;
+use aws_sdk_dynamodb::Client;
+use common::*;
+use fault_proxy::{all_faults, FaultProxy, Plan};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use runtime_api::{wall, Options, Outcome, RuntimeApi, Schedule};
+use serde_json::Value;
+use ttl_sweeper::engine::BATCH_MAX_READ_AGE;
+use ttl_sweeper::events::event_id;
+use ttl_sweeper::expiry::window::{partition_key, shard_of, Window};
+use ttl_sweeper::store::Key;
+
+/// Window width of every soak table. Windows are sharded (each scenario's `shards`), so each
+/// sweep makes several reads per window (and meets as many more faults).
+const WINDOW: u32 = 10;
+/// `run --every` and the Lambda's `TICK_SECONDS`.
+const TICK: &str = "100ms";
+/// `run`'s `SCHEDULE_SECONDS`: a full sweep this often.
+const RUN_PERIOD: u64 = 20;
+/// How long the fault proxy holds a delayed request: past the batch attempt timeout, then the
+/// connection is reset and the request applied anyway.
+const DELAY: Duration = Duration::from_millis(2500);
+/// Added to every `BatchWriteItem` of the batch-mode tables: a slow DynamoDB, under which a
+/// chunk waits for its turn to be sent.
+const SLOW_BATCH: Duration = Duration::from_millis(250);
+/// Fault rate of the DynamoDB requests and of the sink's batch calls.
+const DB_FAULT_RATE: f64 = 0.5;
+const SINK_FAULT_RATE: f64 = 0.35;
+/// Share of the sink's batch calls answered slowly, and how slowly (ms).
+const SLOW_SINK_RATE: f64 = 0.2;
+const SLOW_SINK_MS: std::ops::Range<u64> = 100..1000;
+/// How often the writers touch a key after their first burst.
+const WRITE_EVERY: Duration = Duration::from_millis(300);
+/// `MAX_RETRIES` of the sweepers under test.
+const MAX_RETRIES: u32 = 4;
+/// How long after a delete a SIGKILL may still lose its notify-mode event: the delete's chunk
+/// publishes right after it, within its retries (a few seconds of backoff and held requests).
+const CRASH_PUBLISH_WINDOW: f64 = 20.0;
+/// How long before a delete reaches DynamoDB the process that sent it may already have been
+/// killed: the request was in flight (held by the fault proxy, slowed), then applied.
+fn crash_inflight_window() -> f64 {
+    (DELAY + SLOW_BATCH).as_secs_f64() + 1.0
+}
+/// The Lambda's schedule period (`SCHEDULE_SECONDS`) and tick.
+const LAMBDA_PERIOD: u64 = 10;
+
+/// How long after a key's read a batch delete of it may reach DynamoDB, as the documentation
+/// bounds batch mode: a key is sent by `BatchWriteItem` at most [`BATCH_MAX_READ_AGE`] after
+/// its read; a sent request reaches DynamoDB after [`SLOW_BATCH`], or — when the fault proxy
+/// holds it past the client's attempt timeout — after [`DELAY`]. One second of slack: the
+/// recorder times a read before the answer reaches the sweeper and a delete after DynamoDB
+/// answered it, both later on a loaded machine.
+fn batch_bound() -> f64 {
+    (BATCH_MAX_READ_AGE + DELAY + SLOW_BATCH).as_secs_f64() + 1.0
+}
+
+// ------------------------------------------------------------------------------------- scenarios
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Runner {
+    /// `ttl-sweeper run --every 100ms`, restarted after each kill.
+    Run,
+    /// The Lambda binary under the local Runtime API, tick mode, two environments.
+    Lambda,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Spec {
+    name: &'static str,
+    runner: Runner,
+    delete: &'static str,
+    events: &'static str,
+    concurrency: u32,
+    /// `WINDOW_SHARDS`: fewer in batch mode, where bigger pages make chunks wait longer.
+    shards: u32,
+}
+
+const SCENARIOS: [Spec; 4] = [
+    Spec {
+        name: "run-batch-notify",
+        runner: Runner::Run,
+        delete: "batch",
+        events: "notify",
+        concurrency: 1,
+        shards: 4,
+    },
+    Spec {
+        name: "run-conditional-archive",
+        runner: Runner::Run,
+        delete: "conditional",
+        events: "archive",
+        concurrency: 4,
+        shards: 8,
+    },
+    Spec {
+        name: "lambda-batch-notify",
+        runner: Runner::Lambda,
+        delete: "batch",
+        events: "notify",
+        concurrency: 1,
+        shards: 4,
+    },
+    Spec {
+        name: "lambda-conditional-archive",
+        runner: Runner::Lambda,
+        delete: "conditional",
+        events: "archive",
+        concurrency: 4,
+        shards: 8,
+    },
+];
+
+/// The soak's size, from `SOAK_SCALE`.
+#[derive(Debug, Clone, Copy)]
+struct Size {
+    scale: f64,
+    /// Expired before the sweepers start, in one window: a backlog read in big pages.
+    backlog: usize,
+    /// Expiring while the sweepers run.
+    rolling: usize,
+    /// Never expiring during the soak.
+    live: usize,
+    /// The chaos phase.
+    chaos: Duration,
+    /// SIGKILLs per scenario.
+    kills: usize,
+    /// Backlog keys rewritten in one burst three seconds in.
+    burst: usize,
+}
+
+impl Size {
+    fn new(scale: f64) -> Size {
+        let n = |x: f64| ((x * scale).round() as usize).max(1);
+        Size {
+            scale,
+            backlog: n(2000.0),
+            rolling: n(1200.0),
+            live: n(200.0),
+            chaos: Duration::from_secs_f64((420.0 * scale).clamp(30.0, 4200.0)),
+            kills: n(6.0).max(2),
+            burst: n(200.0),
+        }
+    }
+}
+
+/// One original item of a scenario's table.
+#[derive(Debug, Clone)]
+struct Original {
+    id: String,
+    ttl: i64,
+}
+
+// --------------------------------------------------------------------------- recording proxy
+
+/// What the recording proxy saw reach the server and come back, by item id or event id.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Item id -> when a `Query` answer listed it (wall clock, s).
+    listed: HashMap<String, Vec<f64>>,
+    /// Item id -> when a delete of it (`BatchWriteItem` not leaving it unprocessed, or a
+    /// successful `DeleteItem`) was answered by the server.
+    deleted: HashMap<String, Vec<f64>>,
+    /// Event id -> (detail-type, when the sink first accepted it).
+    accepted: HashMap<String, (String, f64)>,
+    /// Entries the sink accepted, duplicates included.
+    accepted_entries: u64,
+}
+
+/// A pass-through proxy between the fault proxy and a server (DynamoDB Local or moto): it
+/// records what the server did (reads, deletes, accepted events) with the time, and makes
+/// requests slow: every `BatchWriteItem` by `slow_batch`, a seeded share of the sink's calls by
+/// a seeded time.
+struct Recorder {
+    endpoint: String,
+    state: Arc<RecState>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct RecState {
+    upstream: String,
+    client: HttpClient<HttpConnector, Full<Bytes>>,
+    seed: u64,
+    slow_batch: Duration,
+    slow_sink: bool,
+    /// Slowing on (the chaos phase) or off (the final sweep).
+    slowing: AtomicBool,
+    slowed: AtomicU64,
+    seen: Mutex<Seen>,
+}
+
+impl Recorder {
+    async fn start(upstream: &str, seed: u64, slow_batch: Duration, slow_sink: bool) -> Recorder {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .expect("bind the recorder on 127.0.0.1");
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let state = Arc::new(RecState {
+            upstream: upstream.trim_end_matches('/').to_owned(),
+            client: HttpClient::builder(TokioExecutor::new()).build_http(),
+            seed,
+            slow_batch,
+            slow_sink,
+            slowing: AtomicBool::new(true),
+            slowed: AtomicU64::new(0),
+            seen: Mutex::new(Seen::default()),
+        });
+        let shared = state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let state = shared.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let state = state.clone();
+                        async move { record(state, req).await }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Recorder {
+            endpoint,
+            state,
+            task,
+        }
+    }
+}
+
+fn item_ids(v: &Value) -> impl Iterator<Item = String> + '_ {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["id"]["S"].as_str().map(str::to_owned))
+}
+
+fn delete_ids(requests: &Value) -> Vec<String> {
+    requests
+        .as_object()
+        .into_iter()
+        .flat_map(|o| o.values())
+        .flat_map(|v| v.as_array().into_iter().flatten())
+        .filter_map(|r| {
+            r["DeleteRequest"]["Key"]["id"]["S"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+async fn record(
+    state: Arc<RecState>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let (parts, body) = req.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let op = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit('.').next())
+        .unwrap_or("")
+        .to_owned();
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if state.slowing.load(Ordering::SeqCst) {
+        let pause = if op == "BatchWriteItem" {
+            state.slow_batch
+        } else if state.slow_sink && fault_proxy::is_sink_batch(&op) {
+            let identity = fault_proxy::request_identity(&op, &request);
+            let mut rng = fastrand::Rng::with_seed(
+                state.seed ^ fault_proxy::fnv(identity.as_bytes()) ^ 0x5eed,
+            );
+            if rng.f64() < SLOW_SINK_RATE {
+                Duration::from_millis(rng.u64(SLOW_SINK_MS))
+            } else {
+                Duration::ZERO
+            }
+        } else {
+            Duration::ZERO
+        };
+        if !pause.is_zero() {
+            state.slowed.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(pause).await;
+        }
+    }
+    let mut out = Request::builder()
+        .method(parts.method.clone())
+        .uri(format!("{}{}", state.upstream, parts.uri));
+    for (name, value) in &parts.headers {
+        if name != "host" && name != "content-length" {
+            out = out.header(name, value);
+        }
+    }
+    let resp = match state
+        .client
+        .request(out.body(Full::new(body)).unwrap())
+        .await
+    {
+        Ok(resp) => resp,
+        Err(e) => {
+            let body = serde_json::json!({ "message": e.to_string() }).to_string();
+            return Ok(Response::builder()
+                .status(502)
+                .body(Full::new(Bytes::from(body)))
+                .unwrap());
+        }
+    };
+    let (rparts, rbody) = resp.into_parts();
+    let rbody = rbody
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let at = wall();
+    if rparts.status.is_success() {
+        let answer: Value = serde_json::from_slice(&rbody).unwrap_or(Value::Null);
+        let mut seen = state.seen.lock().unwrap();
+        match op.as_str() {
+            "Query" => {
+                for id in item_ids(&answer["Items"]) {
+                    seen.listed.entry(id).or_default().push(at);
+                }
+            }
+            "BatchWriteItem" => {
+                let left = delete_ids(&answer["UnprocessedItems"]);
+                for id in delete_ids(&request["RequestItems"]) {
+                    if !left.contains(&id) {
+                        seen.deleted.entry(id).or_default().push(at);
+                    }
+                }
+            }
+            "DeleteItem" => {
+                if let Some(id) = request["Key"]["id"]["S"].as_str() {
+                    seen.deleted.entry(id.to_owned()).or_default().push(at);
+                }
+            }
+            "SendMessageBatch" => {
+                let ok: HashSet<&str> = answer["Successful"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s["Id"].as_str())
+                    .collect();
+                for entry in request["Entries"].as_array().into_iter().flatten() {
+                    if !entry["Id"].as_str().is_some_and(|id| ok.contains(id)) {
+                        continue;
+                    }
+                    let event: Value = entry["MessageBody"]
+                        .as_str()
+                        .and_then(|b| serde_json::from_str(b).ok())
+                        .unwrap_or(Value::Null);
+                    let id = event["detail"]["id"].as_str().unwrap_or("?").to_owned();
+                    let kind = event["detail-type"].as_str().unwrap_or("?").to_owned();
+                    seen.accepted_entries += 1;
+                    seen.accepted.entry(id).or_insert((kind, at));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(Response::from_parts(rparts, Full::new(rbody)))
+}
+
+// ------------------------------------------------------------------------------------ writers
+
+/// The window attribute of item `id` with `ttl`, as a writer computes it (sharded).
+fn window_attr(id: &str, ttl: i64, shards: u32) -> String {
+    let window = Window::containing(ttl as f64, WINDOW);
+    partition_key(window, shard_of(id.as_bytes(), shards), shards)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    /// Delete the key and put it again with a ttl an hour ahead and a fresh marker.
+    Rewrite,
+    /// Move the ttl an hour ahead (with a fresh marker), if the item is still there.
+    Extend,
+}
+
+/// One writer operation, as the writer logged it.
+#[derive(Debug, Clone)]
+struct Write {
+    id: String,
+    action: Action,
+    /// Whether the original item was still there (the rewrite's delete returned it; the
+    /// extension's condition held). If not, the sweeper had deleted it.
+    found_original: bool,
+    /// Whether the write left a live item that must survive (a rewrite always does).
+    live: bool,
+    /// The marker the live item carries.
+    marker: String,
+    /// When the write that made the item live started (wall clock, s).
+    started: f64,
+}
+
+async fn rewrite(client: &Client, table: &str, shards: u32, id: &str, marker: &str) -> Write {
+    let old = client
+        .delete_item()
+        .table_name(table)
+        .set_key(Some(id_key(id)))
+        .return_values(ReturnValue::AllOld)
+        .send()
+        .await
+        .expect("writer delete");
+    let found_original = old.attributes.is_some_and(|a| {
+        a.get("marker")
+            .and_then(|m| m.as_s().ok())
+            .map(String::as_str)
+            == Some("orig")
+    });
+    let started = wall();
+    let ttl = started as i64 + 3600;
+    let mut item = session(id, ttl);
+    item.insert(
+        "expirationWindow".into(),
+        AV::S(window_attr(id, ttl, shards)),
+    );
+    item.insert("marker".into(), AV::S(marker.into()));
+    client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(item))
+        .send()
+        .await
+        .expect("writer put");
+    Write {
+        id: id.into(),
+        action: Action::Rewrite,
+        found_original,
+        live: true,
+        marker: marker.into(),
+        started,
+    }
+}
+
+async fn extend(client: &Client, table: &str, shards: u32, id: &str, marker: &str) -> Write {
+    let started = wall();
+    let ttl = started as i64 + 3600;
+    let result = client
+        .update_item()
+        .table_name(table)
+        .set_key(Some(id_key(id)))
+        .update_expression("SET #t = :t, #w = :w, #m = :m")
+        .condition_expression("attribute_exists(id)")
+        .expression_attribute_names("#t", "ttl")
+        .expression_attribute_names("#w", "expirationWindow")
+        .expression_attribute_names("#m", "marker")
+        .expression_attribute_values(":t", AV::N(ttl.to_string()))
+        .expression_attribute_values(":w", AV::S(window_attr(id, ttl, shards)))
+        .expression_attribute_values(":m", AV::S(marker.into()))
+        .send()
+        .await;
+    let found = match result {
+        Ok(_) => true,
+        Err(e) => {
+            let e = e.into_service_error();
+            assert!(
+                e.is_conditional_check_failed_exception(),
+                "writer update: {e:?}"
+            );
+            false
+        }
+    };
+    Write {
+        id: id.into(),
+        action: Action::Extend,
+        found_original: found,
+        live: found,
+        marker: marker.into(),
+        started,
+    }
+}
+
+/// The application: a burst of rewrites of backlog keys three seconds in (while the sweepers
+/// work through the backlog), then one rewrite or extension every 300 ms of a key that has
+/// expired or is about to, each key touched once, until `until`. Two picks in three are
+/// adversarial when they can be: a key a `Query` answer listed in the last 1.5 s and not
+/// deleted since (read, and its delete still to come), as seen by `reads`.
+#[allow(clippy::too_many_arguments)]
+async fn writers(
+    client: Client,
+    table: String,
+    shards: u32,
+    seed: u64,
+    reads: Arc<RecState>,
+    originals: Vec<Original>,
+    backlog: usize,
+    burst: usize,
+    t0: f64,
+    until: f64,
+) -> Vec<Write> {
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0x3717e5);
+    let mut log = Vec::new();
+    let mut touched = HashSet::new();
+    let mut n = 0u64;
+    tokio::time::sleep(Duration::from_secs_f64((t0 + 3.0 - wall()).max(0.0))).await;
+    let mut burst_ids: Vec<String> = originals[..backlog].iter().map(|o| o.id.clone()).collect();
+    rng.shuffle(&mut burst_ids);
+    burst_ids.truncate(burst);
+    for chunk in burst_ids.chunks(8) {
+        let mut tasks = Vec::new();
+        for id in chunk {
+            n += 1;
+            touched.insert(id.clone());
+            let (client, table, id) = (client.clone(), table.clone(), id.clone());
+            let marker = format!("w{n}");
+            tasks.push(tokio::spawn(async move {
+                rewrite(&client, &table, shards, &id, &marker).await
+            }));
+        }
+        for t in tasks {
+            log.push(t.await.expect("writer task"));
+        }
+    }
+    while wall() < until {
+        tokio::time::sleep(WRITE_EVERY).await;
+        let now = wall();
+        let mut just_read: Vec<String> = if rng.u8(..3) < 2 {
+            let seen = reads.seen.lock().unwrap();
+            seen.listed
+                .iter()
+                .filter_map(|(id, times)| {
+                    let last = times.last().copied()?;
+                    let deleted = seen.deleted.get(id).and_then(|d| d.last().copied());
+                    (now - last < 1.5 && deleted.is_none_or(|d| d < last) && !touched.contains(id))
+                        .then(|| id.clone())
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        just_read.sort();
+        let pick = if just_read.is_empty() {
+            let candidates: Vec<&Original> = originals
+                .iter()
+                .filter(|o| (o.ttl as f64) < now + 2.0 && !touched.contains(&o.id))
+                .collect();
+            if candidates.is_empty() {
+                continue;
+            }
+            candidates[rng.usize(..candidates.len())].id.clone()
+        } else {
+            just_read[rng.usize(..just_read.len())].clone()
+        };
+        touched.insert(pick.clone());
+        n += 1;
+        let marker = format!("w{n}");
+        let w = if rng.bool() {
+            rewrite(&client, &table, shards, &pick, &marker).await
+        } else {
+            extend(&client, &table, shards, &pick, &marker).await
+        };
+        log.push(w);
+    }
+    log
+}
+
+// ------------------------------------------------------------------------------ sweeper runs
+
+/// A process's reports: failed event ids and failed keys listed (by item id or event id), and
+/// the `events_failed` beyond what a line listed.
+#[derive(Debug, Default)]
+struct Reports {
+    failed_events: HashSet<String>,
+    failed_items: HashSet<String>,
+    unlisted_failed_events: u64,
+}
+
+impl Reports {
+    /// Takes what a JSON value (a log line, a report) says, wherever the fields are nested.
+    fn absorb(&mut self, v: &Value) {
+        match v {
+            Value::Object(map) => {
+                let events = map.get("failed_event_ids").map(parse_list);
+                if let Some(list) = &events {
+                    for e in list {
+                        if let Some(id) = e["id"].as_str() {
+                            self.failed_events.insert(id.to_owned());
+                        }
+                    }
+                    let failed = map
+                        .get("events_failed")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0);
+                    self.unlisted_failed_events += failed.saturating_sub(list.len() as u64);
+                }
+                if let Some(keys) = map.get("failed_keys").map(parse_list) {
+                    for k in keys {
+                        if let Some(id) = k["key"]["id"]["S"].as_str() {
+                            self.failed_items.insert(id.to_owned());
+                        }
+                    }
+                }
+                for (_, inner) in map {
+                    if inner.is_object() {
+                        self.absorb(inner);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|i| self.absorb(i)),
+            _ => {}
+        }
+    }
+
+    fn absorb_text(&mut self, text: &str) {
+        for line in text.lines() {
+            if let Ok(v) = serde_json::from_str::<Value>(line.trim()) {
+                self.absorb(&v);
+            }
+        }
+    }
+}
+
+/// A list field: a JSON array, or a string holding one (the summary log line's form).
+fn parse_list(v: &Value) -> Vec<Value> {
+    match v {
+        Value::Array(a) => a.clone(),
+        Value::String(s) if !s.is_empty() => serde_json::from_str(s).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// What a scenario's sweepers did.
+#[derive(Debug, Default)]
+struct RunOutcome {
+    /// When each SIGKILL was sent (wall clock, s).
+    kills: Vec<f64>,
+    /// Lambda invocations that ran into their deadline (killed by the Runtime API).
+    timeouts: usize,
+    /// Processes that exited by themselves during the chaos phase (then restarted).
+    exits: usize,
+    reports: Reports,
+    /// How the last `run` process ended after SIGTERM (exit code), if it did.
+    final_exit: Option<i32>,
+}
+
+fn settings(spec: &Spec, table: &str, queue: &str, db: &str, sink: &str) -> Vec<(String, String)> {
+    local_env([
+        ("TABLE_NAME", table.to_owned()),
+        ("AWS_ENDPOINT_URL", db.to_owned()),
+        ("AWS_ENDPOINT_URL_SQS", sink.to_owned()),
+        ("WINDOW_SECONDS", WINDOW.to_string()),
+        ("WINDOW_SHARDS", spec.shards.to_string()),
+        ("DELETE_MODE", spec.delete.to_owned()),
+        ("MAX_CONCURRENCY", spec.concurrency.to_string()),
+        ("MAX_RETRIES", MAX_RETRIES.to_string()),
+        ("EXPIRY_EVENTS", format!("sqs:{queue}")),
+        ("EXPIRY_EVENTS_MODE", spec.events.to_owned()),
+        ("RUST_LOG", "info".to_owned()),
+    ])
+}
+
+fn spawn_run(env: &[(String, String)], dir: &std::path::Path, n: usize) -> Child {
+    let out = std::fs::File::create(dir.join(format!("run-{n}.out"))).unwrap();
+    let err = std::fs::File::create(dir.join(format!("run-{n}.log"))).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"))
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("SCHEDULE_SECONDS", RUN_PERIOD.to_string())
+        .args(["--log-format", "json", "run", "--every", TICK])
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("start ttl-sweeper run")
+}
+
+/// `ttl-sweeper run`, killed with SIGKILL at each of `kill_at` and started again at once (after
+/// a seeded pause of up to a second), stopped with SIGTERM at `until`.
+async fn soak_run(
+    env: Vec<(String, String)>,
+    dir: PathBuf,
+    seed: u64,
+    kill_at: Vec<f64>,
+    until: f64,
+) -> RunOutcome {
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0x4b111);
+    let mut out = RunOutcome::default();
+    let mut n = 0;
+    let mut child = spawn_run(&env, &dir, n);
+    let mut kills = kill_at.into_iter().peekable();
+    while wall() < until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Ok(Some(_)) = child.try_wait() {
+            out.exits += 1;
+            n += 1;
+            child = spawn_run(&env, &dir, n);
+            continue;
+        }
+        if kills.peek().is_some_and(|t| wall() >= *t) {
+            kills.next();
+            if matches!(child.try_wait(), Ok(None)) {
+                // Child::kill sends SIGKILL to this child's PID.
+                child.kill().expect("SIGKILL");
+                out.kills.push(wall());
+            }
+            let _ = child.wait();
+            tokio::time::sleep(Duration::from_millis(rng.u64(0..1000))).await;
+            n += 1;
+            child = spawn_run(&env, &dir, n);
+        }
+    }
+    // SAFETY: signals the child this test started, by its PID (not yet reaped).
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let stopped = wall();
+    out.final_exit = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break status.code();
+        }
+        if wall() - stopped > 60.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for i in 0..=n {
+        for ext in ["out", "log"] {
+            let text =
+                std::fs::read_to_string(dir.join(format!("run-{i}.{ext}"))).unwrap_or_default();
+            out.reports.absorb_text(&text);
+        }
+    }
+    out
+}
+
+/// The Lambda in tick mode under the local Runtime API, two environments (reserved concurrency
+/// 2), invoked every [`LAMBDA_PERIOD`] s until `until`; an environment's process is killed with
+/// SIGKILL at each of `kill_at` (a fresh one starts in its place). Waits for the last
+/// invocation to end.
+async fn soak_lambda(
+    env: Vec<(String, String)>,
+    dir: PathBuf,
+    seed: u64,
+    kill_at: Vec<f64>,
+    until: f64,
+) -> RunOutcome {
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0x1a3bda);
+    let mut env = env;
+    env.push(("SCHEDULE_SECONDS".into(), LAMBDA_PERIOD.to_string()));
+    env.push(("TICK_SECONDS".into(), TICK.into()));
+    let timeout = Duration::from_secs(LAMBDA_PERIOD + 10 + 3 + 5);
+    let api = RuntimeApi::start(Options {
+        binary: PathBuf::from(env!("CARGO_BIN_EXE_ttl-sweeper-lambda")),
+        environments: 2,
+        timeout,
+        env,
+        log_dir: dir,
+        function_name: "ttl-sweeper-soak".into(),
+    })
+    .await;
+    let first = wall().ceil() as i64;
+    let count = (((until - first as f64) / LAMBDA_PERIOD as f64).ceil() as usize).max(1);
+    api.run_schedule(&Schedule {
+        first,
+        period: Duration::from_secs(LAMBDA_PERIOD),
+        count,
+        max_delay: Duration::from_secs(1),
+        seed,
+    });
+    let mut out = RunOutcome::default();
+    for at in kill_at {
+        tokio::time::sleep(Duration::from_secs_f64((at - wall()).max(0.0))).await;
+        let env = rng.usize(..2);
+        if api
+            .kill_environment(env)
+            .or_else(|| api.kill_environment(1 - env))
+            .is_some()
+        {
+            out.kills.push(wall());
+        }
+    }
+    let last = first as f64 + (count as f64) * LAMBDA_PERIOD as f64 + timeout.as_secs_f64() + 30.0;
+    while wall() < last
+        && api
+            .invocations()
+            .iter()
+            .any(|i| matches!(i.outcome, Outcome::Waiting | Outcome::Running))
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let run = tokio::task::block_in_place(|| api.stop());
+    out.timeouts = run
+        .invocations
+        .iter()
+        .filter(|i| i.outcome == Outcome::TimedOut)
+        .count();
+    for i in &run.invocations {
+        if let Outcome::Succeeded(v) = &i.outcome {
+            out.reports.absorb(v);
+        }
+    }
+    for log in api.logs() {
+        out.reports
+            .absorb_text(&std::fs::read_to_string(log).unwrap_or_default());
+    }
+    out
+}
+
+/// The final clean sweep: `ttl-sweeper sweep` through the same proxies with the faults off,
+/// over every window since the oldest ttl of the table. Its JSON report.
+fn final_sweep(env: &[(String, String)], lookback: usize) -> (i32, Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"))
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("LOOKBACK_WINDOWS", lookback.to_string())
+        .env("MAX_RETRIES", "8")
+        .args(["--log-format", "json", "sweep"])
+        .output()
+        .expect("run ttl-sweeper sweep");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let report = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<Value>(l).ok())
+        .unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        report,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+// ------------------------------------------------------------------------------------ checks
+
+/// One scenario's row of the table.
+#[derive(Debug, Default, Clone)]
+struct Row {
+    name: &'static str,
+    runner: &'static str,
+    delete: &'static str,
+    events: &'static str,
+    faults: BTreeMap<&'static str, u64>,
+    sink_faults: u64,
+    slowed_batch: u64,
+    slowed_sink: u64,
+    kills: usize,
+    timeouts: usize,
+    items: usize,
+    deleted: usize,
+    rewrites: usize,
+    extends: usize,
+    events_accepted: u64,
+    /// Destroyed in batch mode within the documented bound of their read (batch mode's
+    /// documented risk, not a violation).
+    batch_trusted: usize,
+    /// Notify-mode events lost to a SIGKILL within the documented bound.
+    lost_to_kill: usize,
+    /// The longest time from a key's last read to the delete that destroyed its rewritten or
+    /// extended item (s).
+    oldest_read: f64,
+    a: usize,
+    b: usize,
+    c: usize,
+    /// The first few violations of each invariant, for the failure message.
+    examples: Vec<String>,
+}
+
+impl Row {
+    fn total_faults(&self) -> u64 {
+        self.faults.values().sum::<u64>() + self.sink_faults + self.slowed_sink
+    }
+
+    fn violation(&mut self, kind: char, text: String) {
+        let seen = match kind {
+            'a' => &mut self.a,
+            'b' => &mut self.b,
+            _ => &mut self.c,
+        };
+        *seen += 1;
+        if *seen <= 6 {
+            self.examples.push(format!("({kind}) {text}"));
+        }
+    }
+}
+
+fn fault_kind(name: &str) -> &'static str {
+    match name {
+        "unprocessed" => "partial",
+        "http_500" | "http_503" => "5xx",
+        "delay" => "timeout",
+        "reset" => "reset",
+        "drop_after_apply" => "lost",
+        _ => "throttle",
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check(
+    row: &mut Row,
+    spec: &Spec,
+    table: &str,
+    originals: &[Original],
+    live: &[Original],
+    writes: &[Write],
+    present: &HashMap<String, (Option<f64>, Option<String>)>,
+    seen: &Seen,
+    run: &RunOutcome,
+    final_at: f64,
+    final_reports: &Reports,
+) {
+    let writes: HashMap<&str, &Write> = writes.iter().map(|w| (w.id.as_str(), w)).collect();
+    let bound = batch_bound();
+    let deletes = |id: &str| seen.deleted.get(id).cloned().unwrap_or_default();
+    // (a) live items
+    for o in live {
+        if !present.contains_key(&o.id) {
+            row.violation('a', format!("{} (ttl {} ahead) deleted", o.id, o.ttl));
+        }
+    }
+    // Items the sweepers deleted: (key id, ttl), for (c).
+    let mut swept: Vec<&Original> = Vec::new();
+    for o in originals {
+        match writes.get(o.id.as_str()) {
+            None => {
+                if present.contains_key(&o.id) {
+                    continue;
+                }
+                swept.push(o);
+            }
+            Some(w) => {
+                if !w.found_original {
+                    swept.push(o);
+                }
+                if !w.live {
+                    continue;
+                }
+                let survived = present
+                    .get(&o.id)
+                    .is_some_and(|(_, m)| m.as_deref() == Some(w.marker.as_str()));
+                if survived {
+                    continue;
+                }
+                // Destroyed: by which delete, how long after the key's last read?
+                let after: Vec<f64> = deletes(&o.id)
+                    .into_iter()
+                    .filter(|t| *t >= w.started)
+                    .collect();
+                let Some(applied) = after.first().copied() else {
+                    row.violation(
+                        'a',
+                        format!(
+                            "{} {:?} at {:.1} is gone, no delete seen after it",
+                            o.id, w.action, w.started
+                        ),
+                    );
+                    continue;
+                };
+                let read = seen.listed.get(&o.id).and_then(|ts| {
+                    ts.iter()
+                        .copied()
+                        .filter(|t| *t <= applied)
+                        .reduce(f64::max)
+                });
+                let age = read.map(|r| applied - r);
+                row.oldest_read = row.oldest_read.max(age.unwrap_or(0.0));
+                let text = format!(
+                    "{} {:?} at {:.1} destroyed by a delete applied at {:.1}, {} after the key's last read",
+                    o.id,
+                    w.action,
+                    w.started,
+                    applied,
+                    age.map_or("?".into(), |a| format!("{a:.1} s"))
+                );
+                if spec.delete == "batch" && age.is_some_and(|a| a <= bound) {
+                    row.batch_trusted += 1;
+                } else {
+                    row.violation('a', text);
+                }
+            }
+        }
+    }
+    // (a) nothing deleted before its ttl.
+    for o in &swept {
+        if let Some(first) = deletes(&o.id).first() {
+            if *first < o.ttl as f64 {
+                row.violation(
+                    'a',
+                    format!("{} deleted at {first:.2} before its ttl {}", o.id, o.ttl),
+                );
+            }
+        }
+    }
+    for o in &swept {
+        if deletes(&o.id).is_empty() {
+            row.violation(
+                'a',
+                format!("{} is gone, and no delete of it was seen", o.id),
+            );
+        }
+    }
+    row.deleted = swept.len();
+    // (b) nothing expired left after the final sweep.
+    for (id, (ttl, _)) in present {
+        if let Some(ttl) = ttl {
+            if *ttl < final_at && *ttl >= final_at - 5.0 * 365.0 * 86_400.0 {
+                row.violation(
+                    'b',
+                    format!("{id} (ttl {ttl}) still there after the final sweep"),
+                );
+            }
+        }
+    }
+    // (c) events.
+    let mut unlisted = run.reports.unlisted_failed_events + final_reports.unlisted_failed_events;
+    let per_kill = 2 * 25 * spec.concurrency as usize;
+    let mut kill_budget: Vec<usize> = vec![per_kill; run.kills.len()];
+    for o in swept {
+        let key: Key = id_key(&o.id);
+        let id = event_id(table, &key, o.ttl as f64);
+        let first_delete = deletes(&o.id).first().copied();
+        let accepted = seen.accepted.get(&id);
+        if spec.events == "archive" {
+            match (accepted, first_delete) {
+                (Some((kind, at)), Some(deleted)) if kind == "Item Expired" => {
+                    if *at > deleted {
+                        row.violation(
+                            'c',
+                            format!(
+                                "{} deleted at {deleted:.2}, its event accepted later ({at:.2})",
+                                o.id
+                            ),
+                        );
+                    }
+                }
+                (Some(_), None) => {} // counted under (a)
+                _ => row.violation('c', format!("{} deleted without an accepted event", o.id)),
+            }
+            continue;
+        }
+        if accepted.is_some_and(|(kind, _)| kind == "Item Expired") {
+            continue;
+        }
+        let reported =
+            |r: &Reports| r.failed_events.contains(&id) || r.failed_items.contains(&o.id);
+        if reported(&run.reports) || reported(final_reports) {
+            continue;
+        }
+        if unlisted > 0 {
+            unlisted -= 1;
+            continue;
+        }
+        let excused = first_delete.and_then(|d| {
+            run.kills.iter().enumerate().position(|(k, t)| {
+                *t >= d - crash_inflight_window()
+                    && *t <= d + CRASH_PUBLISH_WINDOW
+                    && kill_budget[k] > 0
+            })
+        });
+        match excused {
+            Some(k) => {
+                kill_budget[k] -= 1;
+                row.lost_to_kill += 1;
+            }
+            None => row.violation(
+                'c',
+                format!(
+                    "{} deleted (at {}) with no event and not reported",
+                    o.id,
+                    first_delete.map_or("?".into(), |d| format!("{d:.2}"))
+                ),
+            ),
+        }
+    }
+}
+
+// -------------------------------------------------------------------------------- the soak
+
+/// Seeded kill times: one in each of `kills` equal slots of the chaos phase, away from its ends.
+fn kill_times(seed: u64, kills: usize, t0: f64, until: f64) -> Vec<f64> {
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0xdead);
+    let (from, to) = (t0 + 4.0, until - 6.0);
+    let slot = (to - from) / kills as f64;
+    (0..kills)
+        .map(|k| from + slot * (k as f64 + 0.15 + 0.7 * rng.f64()))
+        .collect()
+}
+
+async fn scenario(
+    spec: Spec,
+    seed: u64,
+    size: Size,
+    db_endpoint: String,
+    moto_endpoint: String,
+    client: Client,
+    dir: PathBuf,
+) -> Row {
+    let seed = seed ^ fault_proxy::fnv(spec.name.as_bytes());
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let table = table_name(&spec.name.replace('-', "_"));
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let sqs = moto::sqs().await;
+    let queue = moto::create_queue(&sqs, &moto::unique(spec.name)).await;
+    std::fs::create_dir_all(&dir).unwrap();
+
+    // The items: a backlog already expired in two windows, items expiring during the soak,
+    // items that never expire during it.
+    let now = wall();
+    let load_time = 20.0 * size.scale.max(0.5);
+    let start_estimate = now + load_time;
+    let window_base = (now as i64 / WINDOW as i64) * WINDOW as i64;
+    let mut originals = Vec::new();
+    for i in 0..size.backlog {
+        let ttl = window_base - WINDOW as i64 - rng.i64(1..=WINDOW as i64);
+        originals.push(Original {
+            id: format!("b{i}"),
+            ttl,
+        });
+    }
+    for i in 0..size.rolling {
+        let ttl = start_estimate as i64 + rng.i64(0..size.chaos.as_secs() as i64);
+        originals.push(Original {
+            id: format!("r{i}"),
+            ttl,
+        });
+    }
+    let live: Vec<Original> = (0..size.live)
+        .map(|i| Original {
+            id: format!("l{i}"),
+            ttl: now as i64 + 7200 + rng.i64(0..3600),
+        })
+        .collect();
+    let items: Vec<Key> = originals
+        .iter()
+        .chain(&live)
+        .map(|o| {
+            let mut item = session(&o.id, o.ttl);
+            item.insert(
+                "expirationWindow".into(),
+                AV::S(window_attr(&o.id, o.ttl, spec.shards)),
+            );
+            item.insert("marker".into(), AV::S("orig".into()));
+            item
+        })
+        .collect();
+    put_many(&client, &table, items).await;
+
+    // DynamoDB: sweeper -> fault proxy -> recorder (slow batch writes) -> DynamoDB Local.
+    let slow = if spec.delete == "batch" {
+        SLOW_BATCH
+    } else {
+        Duration::ZERO
+    };
+    let db_rec = Recorder::start(&db_endpoint, seed, slow, false).await;
+    let db_faults = FaultProxy::start(
+        &db_rec.endpoint,
+        DELAY,
+        Plan::Seeded {
+            seed,
+            rate: DB_FAULT_RATE,
+            ops: vec!["Query", "BatchWriteItem", "DeleteItem", "BatchGetItem"],
+            faults: all_faults(),
+        },
+    )
+    .await;
+    // SQS: sweeper -> fault proxy -> recorder (slow sink) -> moto.
+    let sink_rec = Recorder::start(&moto_endpoint, seed, Duration::ZERO, true).await;
+    let sink_faults = FaultProxy::start(
+        &sink_rec.endpoint,
+        DELAY,
+        Plan::Seeded {
+            seed: seed ^ 0x51c,
+            rate: SINK_FAULT_RATE,
+            ops: fault_proxy::SINK_BATCH_OPS.to_vec(),
+            faults: all_faults(),
+        },
+    )
+    .await;
+    let env = settings(
+        &spec,
+        &table,
+        &queue,
+        &db_faults.endpoint,
+        &sink_faults.endpoint,
+    );
+
+    let t0 = wall();
+    let until = t0 + size.chaos.as_secs_f64();
+    let kill_at = kill_times(seed, size.kills, t0, until);
+    let writer = tokio::spawn(writers(
+        client.clone(),
+        table.clone(),
+        spec.shards,
+        seed,
+        db_rec.state.clone(),
+        originals.clone(),
+        size.backlog,
+        size.burst,
+        t0,
+        until,
+    ));
+    let run = match spec.runner {
+        Runner::Run => soak_run(env.clone(), dir.clone(), seed, kill_at, until).await,
+        Runner::Lambda => soak_lambda(env.clone(), dir.clone(), seed, kill_at, until).await,
+    };
+    let writes = writer.await.expect("writers");
+
+    // Late requests land, then the faults and the slowness stop for the final clean sweep.
+    db_faults.wait_idle().await;
+    sink_faults.wait_idle().await;
+    db_faults.set_plan(Plan::Pass);
+    sink_faults.set_plan(Plan::Pass);
+    db_rec.state.slowing.store(false, Ordering::SeqCst);
+    sink_rec.state.slowing.store(false, Ordering::SeqCst);
+    let oldest = originals.iter().map(|o| o.ttl).min().unwrap_or(now as i64) as f64;
+    let lookback = ((wall() - oldest) / WINDOW as f64).ceil() as usize + 2;
+    // Blocking, off the runtime's workers: the proxies it goes through run on them.
+    let (code, report, stderr) = tokio::task::block_in_place(|| final_sweep(&env, lookback));
+    let mut final_reports = Reports::default();
+    final_reports.absorb(&report);
+    final_reports.absorb_text(&stderr);
+    let final_at = report["sweep_at"]
+        .as_str()
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+        .map(|d| d.timestamp_millis() as f64 / 1000.0)
+        .unwrap_or_else(|| {
+            panic!(
+                "{}: the final sweep printed no report (exit {code}): {stderr}",
+                spec.name
+            )
+        });
+
+    let present: HashMap<String, (Option<f64>, Option<String>)> = scan_all(&client, &table)
+        .await
+        .into_iter()
+        .map(|item| {
+            let id = item["id"].as_s().unwrap().clone();
+            let ttl = item
+                .get("ttl")
+                .and_then(|t| t.as_n().ok())
+                .and_then(|n| n.parse().ok());
+            let marker = item.get("marker").and_then(|m| m.as_s().ok()).cloned();
+            (id, (ttl, marker))
+        })
+        .collect();
+
+    let mut row = Row {
+        name: spec.name,
+        runner: match spec.runner {
+            Runner::Run => "run",
+            Runner::Lambda => "lambda",
+        },
+        delete: spec.delete,
+        events: spec.events,
+        kills: run.kills.len(),
+        timeouts: run.timeouts,
+        items: originals.len() + live.len(),
+        rewrites: writes
+            .iter()
+            .filter(|w| w.action == Action::Rewrite)
+            .count(),
+        extends: writes.iter().filter(|w| w.action == Action::Extend).count(),
+        slowed_batch: db_rec.state.slowed.load(Ordering::SeqCst),
+        slowed_sink: sink_rec.state.slowed.load(Ordering::SeqCst),
+        ..Row::default()
+    };
+    for (name, n) in db_faults.stats.faults.lock().unwrap().iter() {
+        *row.faults.entry(fault_kind(name)).or_default() += n;
+    }
+    row.sink_faults = sink_faults.stats.faults_total();
+    let seen = db_rec.state.seen.lock().unwrap();
+    let sink_seen = sink_rec.state.seen.lock().unwrap();
+    let merged = Seen {
+        listed: seen.listed.clone(),
+        deleted: seen.deleted.clone(),
+        accepted: sink_seen.accepted.clone(),
+        accepted_entries: sink_seen.accepted_entries,
+    };
+    row.events_accepted = merged.accepted_entries;
+    check(
+        &mut row,
+        &spec,
+        &table,
+        &originals,
+        &live,
+        &writes,
+        &present,
+        &merged,
+        &run,
+        final_at,
+        &final_reports,
+    );
+    if code != 0 {
+        row.examples
+            .push(format!("final sweep exit {code}: {report}"));
+    }
+    let kills: Vec<String> = run.kills.iter().map(|k| format!("{k:.2}")).collect();
+    std::fs::write(dir.join("kills.txt"), kills.join("\n")).unwrap();
+    eprintln!(
+        "{}: done — {} kills, {} timeouts, {} self-exits, last run exit {:?}, final sweep exit {code}",
+        spec.name,
+        row.kills,
+        run.timeouts,
+        run.exits,
+        run.final_exit
+    );
+    row
+}
+
+fn table(seed: u64, size: &Size, rows: &[Row]) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "SOAK_SEED={seed} SOAK_SCALE={} ({} s of chaos per scenario; batch bound {:.1} s)\n",
+        size.scale,
+        size.chaos.as_secs(),
+        batch_bound()
+    );
+    let _ = writeln!(
+        t,
+        "| scenario | runner | delete | events | throttle | 5xx | timeout | reset | lost | partial | sink faults | slow sink | slow batch | kills | timeouts | items | deleted | rewrites | extends | events | batch-trusted | oldest read (s) | lost to kill | (a) | (b) | (c) |"
+    );
+    let _ = writeln!(t, "|{}", "---|".repeat(26));
+    let mut total = Row::default();
+    for r in rows {
+        let f = |k: &str| r.faults.get(k).copied().unwrap_or(0);
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} |",
+            r.name, r.runner, r.delete, r.events,
+            f("throttle"), f("5xx"), f("timeout"), f("reset"), f("lost"), f("partial"),
+            r.sink_faults, r.slowed_sink, r.slowed_batch, r.kills, r.timeouts, r.items,
+            r.deleted, r.rewrites, r.extends, r.events_accepted, r.batch_trusted,
+            r.oldest_read, r.lost_to_kill, r.a, r.b, r.c
+        );
+        for (k, v) in &r.faults {
+            *total.faults.entry(k).or_default() += v;
+        }
+        total.sink_faults += r.sink_faults;
+        total.slowed_sink += r.slowed_sink;
+        total.kills += r.kills;
+        total.a += r.a;
+        total.b += r.b;
+        total.c += r.c;
+    }
+    let _ = writeln!(
+        t,
+        "\nfaults injected: {} (DynamoDB {}, sink {} failed + {} slowed); SIGKILLs: {}; violations: (a) {} (b) {} (c) {}",
+        total.total_faults(),
+        total.faults.values().sum::<u64>(),
+        total.sink_faults,
+        total.slowed_sink,
+        total.kills,
+        total.a,
+        total.b,
+        total.c
+    );
+    t
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the soak runs for minutes: `make soak`"]
+async fn soak() {
+    let seed = std::env::var("SOAK_SEED")
+        .ok()
+        .map(|s| s.trim().parse::<u64>().expect("SOAK_SEED: a whole number"))
+        .unwrap_or_else(|| fastrand::u64(..1_000_000));
+    let scale = std::env::var("SOAK_SCALE")
+        .ok()
+        .map(|s| {
+            s.trim()
+                .parse::<f64>()
+                .expect("SOAK_SCALE: a number such as 1 or 0.3")
+        })
+        .unwrap_or(1.0);
+    assert!(scale > 0.0 && scale <= 10.0, "SOAK_SCALE from 0 to 10");
+    let size = Size::new(scale);
+    eprintln!(
+        "soak: SOAK_SEED={seed} SOAK_SCALE={scale} (repeat with `SOAK_SEED={seed} make soak`)"
+    );
+    let client = client().await;
+    let db = endpoint();
+    let moto = moto::endpoint();
+    let dir = server::repo_root().join(format!("target/soak/{seed}"));
+    let tasks: Vec<_> = SCENARIOS
+        .iter()
+        .map(|spec| {
+            let (db, moto, client) = (db.clone(), moto.clone(), client.clone());
+            let dir = dir.join(spec.name);
+            tokio::spawn(scenario(*spec, seed, size, db, moto, client, dir))
+        })
+        .collect();
+    let mut rows = Vec::new();
+    for t in tasks {
+        rows.push(t.await.expect("scenario"));
+    }
+    let text = table(seed, &size, &rows);
+    println!("\n{text}");
+    let report = server::repo_root().join("target/tmp/soak-report.md");
+    std::fs::create_dir_all(report.parent().unwrap()).unwrap();
+    std::fs::write(&report, &text).unwrap();
+    let mut failures = Vec::new();
+    for r in &rows {
+        if r.a + r.b + r.c > 0 {
+            failures.push(format!("{}:\n  {}", r.name, r.examples.join("\n  ")));
+        }
+    }
+    println!("logs: {}", dir.display());
+    assert!(
+        failures.is_empty(),
+        "SOAK_SEED={seed}: invariants violated\n{}",
+        failures.join("\n")
+    );
+    let faults: u64 = rows.iter().map(Row::total_faults).sum();
+    let kills: usize = rows.iter().map(|r| r.kills).sum();
+    if scale >= 1.0 {
+        assert!(
+            faults >= 10_000,
+            "SOAK_SEED={seed}: only {faults} faults injected"
+        );
+        assert!(kills >= 20, "SOAK_SEED={seed}: only {kills} SIGKILLs");
+    }
+}
