@@ -137,8 +137,8 @@ synth: $(INFRA_STAMP) package ## cdk synth the example app offline (infra/cdk.ou
 	cd infra && $(INFRA_ENV) npx cdk synth --quiet
 
 .PHONY: deploy
-deploy: $(INFRA_STAMP) package ## cdk deploy the example app (needs AWS credentials; see infra/README.md)
-	cd infra && $(INFRA_ENV) npx cdk deploy
+deploy: $(INFRA_STAMP) package ## cdk deploy the example app (AWS credentials; CDK_ARGS="-c tableName=<your table>" for an existing one)
+	cd infra && $(INFRA_ENV) npx cdk deploy $(CDK_ARGS)
 
 # ---------------------------------------------------------------- demo
 

@@ -167,9 +167,11 @@ test('alarms, the topic key and the dashboard can each be turned off', () => {
   });
   assert.deepEqual(nagViolations(plainTopic.stack), []);
 
-  // By default: four alarms, a topic with its own key, a dashboard.
+  // By default: four alarms (the count the cost model prices), a topic with its own key, a dashboard.
   const { template: all } = synth();
-  all.resourceCountIs('AWS::CloudWatch::Alarm', 4);
+  const priced = Number(rust('tests/support/cost.rs').match(/pub const DEFAULT_ALARMS: usize = (\d+);/)![1]);
+  all.resourceCountIs('AWS::CloudWatch::Alarm', priced);
+  assert.equal(priced, 4);
   all.resourceCountIs('AWS::KMS::Key', 1);
   all.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
 });
