@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Type-checks and runs the construct's tests (template assertions, synthesis, cdk-nag) against the
-# lowest aws-cdk-lib the package accepts: the version in peerDependencies (`^X.Y.Z` → X.Y.Z),
-# or the one given as the first argument. It installs that version into a temporary copy of
-# infra/ (the sources, tests, examples and SAM template; the Rust sources the tests read are
-# linked), so the checkout's node_modules stay as they are.
+# Type-checks and runs the construct's tests (template assertions, synthesis, cdk-nag's
+# validateScope) against the lowest aws-cdk-lib the package accepts: the version in
+# peerDependencies (`^X.Y.Z` → X.Y.Z), or the one given as the first argument. It installs that
+# version into a temporary copy of infra/ (the sources, tests, examples and SAM template; the
+# Rust sources and test support the tests read are linked), so the checkout's node_modules stay
+# as they are.
 set -euo pipefail
 export CDK_DISABLE_CLI_TELEMETRY=true CDK_DISABLE_VERSION_CHECK=true
 SECONDS=0
@@ -16,6 +17,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/infra"
 cp -r src test examples sam scripts tsconfig.json tsconfig.dev.json cdk.json "$work/infra/"
 ln -s "$infra/../src" "$work/src"
+ln -s "$infra/../tests" "$work/tests"
 # The dev dependencies of the checkout, with aws-cdk-lib at `version`.
 node - "$version" "$work/infra/package.json" <<'JS'
 const [version, out] = process.argv.slice(2);
