@@ -133,11 +133,12 @@ $(VENV)/bin/cfn-lint: $(CARGO_LAMBDA)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "cfn-lint==$(CFN_LINT_VERSION)"
 
 .PHONY: test-infra
-test-infra: $(INFRA_JSII) $(VENV)/bin/cfn-lint ## construct build, type-check, template/IAM/validation tests, cdk-nag, cfn-lint, package test, Python build
+test-infra: $(INFRA_JSII) $(VENV)/bin/cfn-lint ## construct build, type-check, template/IAM/validation/SAM tests, cdk-nag, cfn-lint, package test, lowest aws-cdk-lib, Python build
 	cd infra && npx tsc -p tsconfig.dev.json
 	cd infra && npm test
 	cd infra && $(INFRA_ENV) CFN_LINT=$(CURDIR)/$(VENV)/bin/cfn-lint scripts/lint-template.sh
 	cd infra && $(INFRA_ENV) CFN_LINT=$(CURDIR)/$(VENV)/bin/cfn-lint scripts/package-test.sh
+	cd infra && $(INFRA_ENV) scripts/peer-test.sh  # the tests again on the lowest aws-cdk-lib of peerDependencies
 	$(MAKE) --no-print-directory infra-python
 
 .PHONY: synth
@@ -145,8 +146,8 @@ synth: $(INFRA_STAMP) package ## cdk synth the example app offline (infra/cdk.ou
 	cd infra && $(INFRA_ENV) npx cdk synth --quiet
 
 .PHONY: deploy
-deploy: $(INFRA_STAMP) package ## cdk deploy the example app (needs AWS credentials; see infra/README.md)
-	cd infra && $(INFRA_ENV) npx cdk deploy
+deploy: $(INFRA_STAMP) package ## cdk deploy the example app (AWS credentials; CDK_ARGS="-c tableName=<your table>" for an existing one)
+	cd infra && $(INFRA_ENV) npx cdk deploy $(CDK_ARGS)
 
 # ---------------------------------------------------------------- demo
 

@@ -20,6 +20,8 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "../tests/support/cost.rs"]
+mod cost;
 #[path = "perf/mod.rs"]
 mod perf;
 #[path = "../tests/support/runtime_api.rs"]
@@ -171,7 +173,8 @@ fn main() {
         let start = startup_and_memory(&scale).await;
         let precise = sub_second(&scale).await;
         let rows = section6(&scale, &outside, &own_us).await;
-        doc = render(&scale, &lag, &tput, &cpu, &start, &precise, &rows);
+        let c_us = perf::planning_us(&outside);
+        doc = render(&scale, &lag, &tput, &cpu, c_us, &start, &precise, &rows);
         plot(&lag, &scale);
     });
     println!("{doc}");
@@ -1226,17 +1229,13 @@ fn machine() -> String {
 }
 
 // Prices used by the cost model (us-east-1, on-demand), as published by AWS; check current pricing.
-const PRICE_WRU: f64 = 0.625 / 1e6;
-const PRICE_RRU: f64 = 0.125 / 1e6;
-const PRICE_LAMBDA_GBS_ARM: f64 = 0.000_013_333_4;
-const PRICE_LAMBDA_REQ: f64 = 0.20 / 1e6;
-const PRICE_SCHEDULER_INVOCATION: f64 = 1.00 / 1e6;
-
+#[allow(clippy::too_many_arguments)]
 fn render(
     s: &Scale,
     lag: &[LagResult],
     tp: &Throughput,
     cpu: &Cpu,
+    c_us: f64,
     st: &Startup,
     sub: &SubSecond,
     perf_rows: &str,
@@ -1326,53 +1325,21 @@ fn render(
     );
 
     let _ = writeln!(d, "## 4. Cost model (per month)\n");
-    let _ = writeln!(d, "Prices (us-east-1, on-demand, as published by AWS and used here on {date}; check current pricing): write request unit ${:.3}/million, read request unit ${:.3}/million, Lambda arm64 ${:.10}/GB-s and $0.20/million requests, EventBridge Scheduler $1.00/million invocations. Items ≤ 1 KB. The sweeper runs at 128 MB.\n", PRICE_WRU * 1e6, PRICE_RRU * 1e6, PRICE_LAMBDA_GBS_ARM);
-    let _ = writeln!(d, "| expiries / month | deletes (table + GSI) | GSI upkeep of writes | sweeper Lambda, minute | sweeper Lambda, tick 1 s | queries, tick 1 s | **ours, tick 1 s, total** | native TTL | per-item EventBridge Scheduler |");
-    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|");
-    let month_s = 30.0 * 86_400.0;
-    let invocations = month_s / 60.0;
-    for n in [1e6, 1e8, 1e9] {
-        let deletes = n * 2.0 * PRICE_WRU; // table delete + GSI entry removal
-        let gsi_upkeep = n * PRICE_WRU; // the GSI write when the item (with its window) is written
-        let lambda_minute = invocations
-            * (0.125 * (0.2 + n / invocations * cpu.wall_secs / cpu.deleted.max(1) as f64))
-            * PRICE_LAMBDA_GBS_ARM
-            + invocations * PRICE_LAMBDA_REQ;
-        let lambda_tick =
-            invocations * 0.125 * 58.0 * PRICE_LAMBDA_GBS_ARM + invocations * PRICE_LAMBDA_REQ;
-        let queries_tick = month_s * 2.0 * 0.5 * PRICE_RRU + invocations * 16.0 * 0.5 * PRICE_RRU;
-        let total = deletes + gsi_upkeep + lambda_tick + queries_tick;
-        let scheduler = n
-            * (PRICE_SCHEDULER_INVOCATION
-                + PRICE_LAMBDA_REQ
-                + 0.125 * 0.05 * PRICE_LAMBDA_GBS_ARM
-                + PRICE_WRU);
-        let _ = writeln!(d, "| {} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | **${:.2}** | $0 (late: within days) | ${:.2} |", human(n), deletes, gsi_upkeep, lambda_minute, lambda_tick, queries_tick, total, scheduler);
-    }
-    let _ = writeln!(d, "\nAssumptions: each delete costs one WRU on the table and one on the GSI (the index entry is removed); every write that sets the window attribute costs one more WRU on the GSI (KEYS_ONLY entries are small); minute mode runs about 0.2 s per invocation plus the measured wall time per delete; tick mode runs 58 s of every minute and makes 2 queries per tick plus 16 per full sweep at 0.5 RRU each (one shard). Per-item EventBridge Scheduler: one scheduler invocation, one Lambda request of ~50 ms at 128 MB, and the delete, per item (schedule creation API calls not counted). Native TTL deletes are free.\n");
+    let inputs = cost::Inputs::from_code(cpu.wall_secs / cpu.deleted.max(1) as f64);
+    let _ = writeln!(d, "<!-- cost-model: tests/support/cost.rs, checked by tests/readme.rs -->\n{}<!-- /cost-model -->\n", cost::benchmarks_section(&inputs));
 
     let _ = writeln!(d, "## 5. Scale on paper\n");
-    let _ = writeln!(d, "- **One window partition throttles** at about 1,000 writes/s (the per-partition-key write limit), counting both the writes that put items into the window and the sweeper's deletes from it. With 60 s windows and a fixed time to live, a peak of R writes/s of expiring items puts R writes/s on one window key: unsharded, R must stay under ~1,000/s; the README's rule is `WINDOW_SHARDS = ceil(R / 500)`.");
+    let _ = writeln!(d, "- **One window partition throttles** at about 1,000 writes/s (the per-partition-key write limit), counting both the writes that put items into the window and the sweeper's deletes from it. With 60 s windows and a fixed time to live, a peak of R writes/s of expiring items puts R writes/s on one window key: unsharded, R must stay under ~1,000/s; docs/scaling.md's rule is `WINDOW_SHARDS = ceil(R / 500)` (each key at half its limit).");
     for target in [10_000.0f64, 100_000.0] {
         let shards = (target / 500.0).ceil();
         let batches = target / 25.0;
-        let per_delete_wall = cpu.wall_secs / cpu.deleted.max(1) as f64;
-        let _ = writeln!(d, "- **{} expiries/s within 1 s**: `WINDOW_SHARDS = {}` ({:.0} deletes/s per window key); {:.0} BatchWriteItem requests/s; at ~10 ms per request on AWS, {:.0} requests in flight (`MAX_CONCURRENCY` ≥ {:.0}); our CPU at the measured {:.2} µs/delete is {:.2} cores{}; each tick queries {} shard partitions.", human(target), shards, target / shards, batches, batches * 0.010, (batches * 0.010).ceil(), per_delete_wall * 1e6 / (cpu.wall_secs / cpu.cpu_secs).max(1e-9), target * cpu.cpu_secs / cpu.deleted.max(1) as f64, if target * cpu.cpu_secs / cpu.deleted.max(1) as f64 > 1.0 { " — more than one Lambda's share: split the shards across several functions (each sweeping a subset) or run `ttl-sweeper run` on bigger hosts" } else { "" }, shards * 2.0);
+        let cores = target * c_us / 1e6;
+        let _ = writeln!(d, "- **{} expiries/s within 1 s**: `WINDOW_SHARDS = {}` ({:.0} deletes/s per window key); {:.0} BatchWriteItem requests/s; at ~10 ms per request on AWS, {:.0} requests in flight (`MAX_CONCURRENCY` ≥ {:.0}); our CPU at c = {:.2} µs/delete (section 7) is {:.2} cores{}; each tick queries {} shard partitions.", cost::human(target), shards, target / shards, batches, batches * 0.010, (batches * 0.010).ceil(), c_us, cores, if cores > 1.0 { " — more than one Lambda's share: split the shards across several functions (each sweeping a subset) or run `ttl-sweeper run` on bigger hosts" } else { "" }, shards * 2.0);
     }
-    let _ = writeln!(d, "- **What bounds one invocation**: the table's write capacity (on-demand tables start at 4,000 WRU/s per partition-bound and double with traffic; provisioned tables at their setting — deletes use 2 WRU each with the GSI), the account's table-level throughput quota (40,000 WRU/s by default), connections (the SDK pools them; `MAX_CONCURRENCY` bounds requests in flight), and the function's CPU share at 128 MB (about 1/14 of a vCPU): use 512 MB or more for sustained rates above a few thousand deletes per second.\n");
+    let _ = writeln!(d, "- **What bounds one invocation**: the table's write capacity (on-demand tables start at 4,000 WRU/s per partition-bound and double with traffic; provisioned tables at their setting — deletes use 2 WRU each with the GSI), the account's table-level throughput quota (40,000 WRU/s by default), connections (the SDK pools them; `MAX_CONCURRENCY` bounds requests in flight), and the function's CPU share (about 1/14 of a vCPU at 128 MB): section 7 gives the memory for a peak rate.\n");
     d.push_str(perf_rows);
     let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~15 minutes, rewrites docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check, writes target/bench-quick.md\n```");
     d
-}
-
-fn human(n: f64) -> String {
-    if n >= 1e9 {
-        format!("{}B", n / 1e9)
-    } else if n >= 1e6 {
-        format!("{}M", n / 1e6)
-    } else {
-        format!("{}k", n / 1e3)
-    }
 }
 
 fn plot(lag: &[LagResult], s: &Scale) {

@@ -77,13 +77,6 @@ pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
     let _ = result;
 }
 
-/// Logs a tick's summary when it found something or failed (quiet ticks stay quiet).
-pub fn log_tick(report: &SweepReport) {
-    if report.items_found > 0 || !report.is_success() {
-        log_summary(report);
-    }
-}
-
 /// One summary line of `$report` at `$level`: the same fields at every level, so the line an
 /// operator reads after a failure says everything the success line says.
 macro_rules! summary_event {
@@ -124,6 +117,19 @@ macro_rules! summary_event {
             $message
         )
     }};
+}
+
+/// Logs a tick's line when it found something or failed (quiet ticks stay quiet): the summary's
+/// fields under its own message, `tick finished` (or `tick finished with failures`), so that the
+/// invocation's one `sweep finished` line stays the only one to sum over.
+pub fn log_tick(report: &SweepReport) {
+    if report.is_success() {
+        if report.items_found > 0 {
+            summary_event!(tracing::Level::INFO, report, "tick finished");
+        }
+    } else {
+        summary_event!(tracing::Level::ERROR, report, "tick finished with failures");
+    }
 }
 
 /// Failed keys shown in a summary line; the report has them all (up to its cap).

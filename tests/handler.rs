@@ -33,31 +33,6 @@ fn settings() -> HandlerSettings {
     }
 }
 
-async fn setup(
-    prefix: &str,
-    now: i64,
-) -> (
-    aws_sdk_dynamodb::Client,
-    String,
-    Sweeper<ttl_sweeper::store::DynamoStore>,
-) {
-    let client = client().await;
-    let table = table_name(prefix);
-    create_table(&client, &TableSpec::simple(&table)).await;
-    let mut items: Vec<_> = (0..30)
-        .map(|i| session(&format!("old-{i}"), now - 2 - i))
-        .collect();
-    items.extend((0..5).map(|i| session(&format!("new-{i}"), now + 120 + i)));
-    put_items(&client, &table, items).await;
-    let cfg = config(&table, &[]);
-    let (store, schema) = store_and_schema(&cfg).await;
-    (
-        client,
-        table,
-        Sweeper::new(store, schema, cfg.sweep_options()),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduled_and_transformed_events_sweep_as_of_their_time() {
     let now = now();
@@ -66,7 +41,7 @@ async fn scheduled_and_transformed_events_sweep_as_of_their_time() {
         ("scheduled-event.json", "h_sched"),
         ("transformed-event.json", "h_time"),
     ] {
-        let (client, table, sweeper) = setup(prefix, now).await;
+        let (client, table, sweeper) = sessions_and_sweeper(prefix, now).await;
         let mut event = fixture(name);
         event["time"] = json!(at(now));
         let report = handle(
@@ -92,7 +67,7 @@ async fn scheduled_and_transformed_events_sweep_as_of_their_time() {
 async fn malformed_events_delete_nothing() {
     let now = now();
     let clock = Timestamp::from_secs(now);
-    let (client, table, sweeper) = setup("h_bad", now).await;
+    let (client, table, sweeper) = sessions_and_sweeper("h_bad", now).await;
     for event in [
         json!({"detail-type": "Object Created", "source": "aws.s3", "time": at(now)}),
         json!({"time": "not a time"}),
@@ -113,7 +88,7 @@ async fn malformed_events_delete_nothing() {
 async fn an_event_from_the_future_sweeps_only_what_has_expired_by_the_clock() {
     let now = now();
     let clock = Timestamp::from_secs(now);
-    let (client, table, sweeper) = setup("h_future", now).await;
+    let (client, table, sweeper) = sessions_and_sweeper("h_future", now).await;
     let event = json!({"time": at(now + 86_400)});
     let report = handle(&sweeper, &event, &|| clock, None, &settings())
         .await
@@ -130,7 +105,7 @@ async fn an_event_from_the_future_sweeps_only_what_has_expired_by_the_clock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tick_mode_sweeps_repeatedly_until_the_next_invocation_has_surely_started() {
     let now = now();
-    let (client, table, sweeper) = setup("h_ticks", now).await;
+    let (client, table, sweeper) = sessions_and_sweeper("h_ticks", now).await;
     // Items that expire while the invocation is running.
     put_items(
         &client,
@@ -173,7 +148,7 @@ async fn tick_mode_sweeps_repeatedly_until_the_next_invocation_has_surely_starte
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_old_event_in_tick_mode_sweeps_as_of_the_clock_and_reads_a_bounded_range() {
     let now = now();
-    let (client, table, sweeper) = setup("h_old", now).await;
+    let (client, table, sweeper) = sessions_and_sweeper("h_old", now).await;
     let mut event = fixture("scheduled-event.json");
     event["time"] = json!("2015-10-08T16:53:06Z");
     let settings = HandlerSettings {
@@ -222,7 +197,7 @@ async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
     use ttl_sweeper::store::{DynamoStore, SDK_MAX_ATTEMPTS};
 
     let now = now();
-    let (_client, table, _) = setup("slow_dynamodb", now).await;
+    let (_client, table, _) = sessions_and_sweeper("slow_dynamodb", now).await;
     let proxy = FaultProxy::start(
         &endpoint(),
         Duration::from_secs(60),

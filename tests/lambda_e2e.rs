@@ -349,6 +349,8 @@ async fn lambda_logs_carry_the_powertools_keys_and_a_cold_start_metric() {
         );
     }
     assert_eq!(summaries[0]["deleted"], 10, "{context}");
+    // docs/operations.md shows this line.
+    eprintln!("summary line: {}", summaries[0]);
     // Outside an invocation (start-up): no invocation keys.
     let ready = logged
         .iter()

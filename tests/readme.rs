@@ -6,12 +6,20 @@
 //! - every relative link in `README.md` and `docs/*.md` points to a file that exists, and every
 //!   `#anchor` to a heading of that file;
 //! - every `make <target>` they show is a target of the Makefile;
-//! - every `ttl_sweeper::...` path they name is a public item of the library.
+//! - every `ttl_sweeper::...` path they name is a public item of the library;
+//! - the cost blocks of docs/BENCHMARKS.md, docs/scaling.md and infra/README.md are what the cost
+//!   model (`tests/support/cost.rs`) renders from the code's settings and the measured figures;
+//! - figures quoted in several docs (the CPU per delete c, the tick-mode run time, the tick lags,
+//!   the monthly total) are the same wherever they are quoted;
+//! - the README's first screen takes a newcomer from an existing table to a deployed sweeper.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use ttl_sweeper::config::SETTINGS;
+
+#[path = "support/cost.rs"]
+mod cost;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -464,5 +472,482 @@ fn every_library_path_the_docs_name_exists() {
             "use `ttl_sweeper::expiry::Layout`, ttl_sweeper::connect(&c), `ttl_sweeper::...`"
         ),
         ["ttl_sweeper::expiry::Layout", "ttl_sweeper::connect"]
+    );
+}
+
+// ---------------------------------------------------------------- generated cost blocks
+
+/// The text between `<!-- name ... -->` and `<!-- /name -->` in `markdown`, without the markers.
+fn generated<'a>(markdown: &'a str, name: &str) -> Option<(usize, usize, &'a str)> {
+    let open = markdown.find(&format!("<!-- {name}"))?;
+    let start = open + markdown[open..].find("-->")? + 3;
+    let end = start + markdown[start..].find(&format!("<!-- /{name} -->"))?;
+    Some((start, end, &markdown[start..end]))
+}
+
+/// The wall time per delete of the sweep that docs/BENCHMARKS.md section 2 reports
+/// (`(640446 deletes/s wall`): the minute-mode input of the cost model.
+fn measured_wall_per_delete(bench: &str) -> f64 {
+    let at = bench
+        .find(" deletes/s wall")
+        .expect("BENCHMARKS.md section 2 reports deletes/s wall");
+    let digits: String = bench[..at]
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    1.0 / digits.parse::<f64>().expect("a rate")
+}
+
+/// Every generated cost block: (file, marker, what the model renders, whether the rendered text
+/// sits on the marker's own line).
+fn cost_blocks() -> Vec<(&'static str, &'static str, String, bool)> {
+    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let inputs = cost::Inputs::from_code(measured_wall_per_delete(&bench));
+    vec![
+        (
+            "docs/BENCHMARKS.md",
+            "cost-model",
+            format!("\n{}", cost::benchmarks_section(&inputs)),
+            false,
+        ),
+        (
+            "docs/BENCHMARKS.md",
+            "cost-memory",
+            cost::memory_sentence(&inputs).trim_end().to_owned(),
+            true,
+        ),
+        (
+            "docs/scaling.md",
+            "cost-scaling",
+            format!("\n{}\n", cost::scaling_table(&inputs)),
+            false,
+        ),
+        (
+            "infra/README.md",
+            "cost-construct",
+            format!("\n{}", cost::construct_list(&inputs)),
+            false,
+        ),
+    ]
+}
+
+/// The cost figures come from the model; `UPDATE_DOCS=1` writes them into the docs.
+#[test]
+fn cost_blocks_are_what_the_cost_model_renders() {
+    let update = std::env::var("UPDATE_DOCS").is_ok_and(|v| v == "1");
+    let mut stale = Vec::new();
+    for (file, name, rendered, _) in cost_blocks() {
+        let path = Path::new(ROOT).join(file);
+        let text = read(&path);
+        let (start, end, block) =
+            generated(&text, name).unwrap_or_else(|| panic!("{file} has no <!-- {name} --> block"));
+        if block != rendered {
+            if update {
+                std::fs::write(
+                    &path,
+                    format!("{}{}{}", &text[..start], rendered, &text[end..]),
+                )
+                .unwrap();
+            } else {
+                stale.push(format!("{file} <!-- {name} -->:\n--- in the doc\n{block}\n--- from the model\n{rendered}"));
+            }
+        }
+    }
+    // The README's first screen rounds the same total.
+    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let total = figure_at(&bench, "| 1M | ").expect("the 1M row");
+    let rounded = format!("about ${:.0} a month", total.parse::<f64>().unwrap());
+    assert!(
+        read(&Path::new(ROOT).join("README.md")).contains(&rounded),
+        "README.md should say {rounded:?} (docs/BENCHMARKS.md section 4: ${total})"
+    );
+    assert!(
+        stale.is_empty(),
+        "cost blocks differ from tests/support/cost.rs (UPDATE_DOCS=1 cargo test --test readme cost rewrites them):\n{}",
+        stale.join("\n")
+    );
+}
+
+#[test]
+fn the_cost_model_counts_the_overlap_and_every_default_extra() {
+    let i = cost::Inputs::from_code(1.56e-6);
+    // The overlap comes from the handler's constant: 60 s + 10 s.
+    assert_eq!(i.tick_run_s(), 70.0);
+    // 14 sweep metrics and ColdStart.
+    assert_eq!(i.metrics, 15);
+    let section = cost::benchmarks_section(&i);
+    let row = section.lines().find(|l| l.starts_with("| 1M |")).unwrap();
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    // Lambda at 128 MB, 70 s a minute: 43,200 × 0.125 × 70 GB-s, plus requests.
+    assert_eq!(cells[5], "$5.05", "{row}");
+    // Metrics $4.50 + key $1 + dashboard $3 + alarms $0.40.
+    assert_eq!(cells[8], "$8.90", "{row}");
+    let total: f64 = cells[9]
+        .trim_matches(|c| c == '*' || c == '$')
+        .parse()
+        .unwrap();
+    assert!((15.0..18.0).contains(&total), "{row}");
+}
+
+// ---------------------------------------------------------------- figures quoted in several docs
+
+/// The first number after `before` in `text` (digits, `.` and `,`), as written.
+fn number_after(text: &str, before: &str) -> Option<String> {
+    let at = text.find(before)? + before.len();
+    let n: String = text[at..]
+        .chars()
+        .skip_while(|c| !c.is_ascii_digit())
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ',')
+        .collect();
+    Some(n.trim_end_matches(['.', ',']).to_owned())
+}
+
+/// Each figure quoted in several docs: where it is quoted (file, the text just before it), all
+/// of which must give the same value.
+fn shared_figures() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
+    vec![
+        (
+            "c, the CPU per delete to plan with (µs)",
+            vec![
+                ("docs/BENCHMARKS.md", "median CPU per delete at the default concurrency ("),
+                ("docs/BENCHMARKS.md", "10k expiries/s within 1 s**: `WINDOW_SHARDS = 20` (500 deletes/s per window key); 400 BatchWriteItem requests/s; at ~10 ms per request on AWS, 4 requests in flight (`MAX_CONCURRENCY` ≥ 4); our CPU at c = "),
+                ("docs/scaling.md", "measured\nfrom outside a release `ttl-sweeper sweep` process ("),
+                ("docs/scaling.md", "With c = "),
+            ],
+        ),
+        (
+            "tick-mode seconds run per 60 s period",
+            vec![
+                ("docs/BENCHMARKS.md", "**Tick mode runs "),
+                ("docs/design.md", "cost: the function runs about "),
+                ("infra/README.md", "in tick mode it runs about "),
+                ("infra/README.md", "period, about "),
+                ("docs/scaling.md", "| memory | one function, tick 1 s ("),
+            ],
+        ),
+        (
+            "the Lambda line of tick mode at 128 MB ($ a month)",
+            vec![
+                ("docs/BENCHMARKS.md", "scales with memory: 128 MB $"),
+                ("docs/design.md", "about\n  **$"),
+                ("infra/README.md", "GB-s a month, $"),
+                ("docs/scaling.md", "| 128 MB | $"),
+            ],
+        ),
+        (
+            "tick mode, 1 s loop: p99 lag (s)",
+            vec![
+                ("docs/BENCHMARKS.md", "**median (min–max) of 3 runs** | | | 0."),
+                ("docs/design.md", "20 items expiring each second, p99 lag "),
+            ],
+        ),
+        (
+            "tick mode, deployed shape: p99 lag (s)",
+            vec![
+                ("docs/BENCHMARKS.md", "**median (min–max) of 3 runs** | | | | "),
+                ("docs/design.md", "6 handoffs — p99 "),
+                ("docs/design.md", "across invocation handoffs (deployed shape p99 "),
+            ],
+        ),
+        (
+            "the monthly total at 1M expiries, tick mode, defaults ($)",
+            vec![
+                ("docs/BENCHMARKS.md", "| 1M | "),
+                ("infra/README.md", "in tick mode, with the deletes: about $"),
+            ],
+        ),
+    ]
+}
+
+/// The value of a shared figure at one place; the BENCHMARKS table rows need their own reading.
+fn figure_at(text: &str, before: &str) -> Option<String> {
+    match before {
+        // The p99 column of the median row of the 1 s loop table (the first such row).
+        "**median (min–max) of 3 runs** | | | 0." => {
+            let row = text
+                .lines()
+                .find(|l| l.starts_with("| **median (min–max) of 3 runs** | | | 0."))?;
+            Some(row.split('|').nth(5)?.split_whitespace().next()?.to_owned())
+        }
+        // The p99 column of the deployed-shape median row.
+        "**median (min–max) of 3 runs** | | | | " => {
+            let row = text
+                .lines()
+                .find(|l| l.starts_with("| **median (min–max) of 3 runs** | | | | "))?;
+            Some(row.split('|').nth(6)?.split_whitespace().next()?.to_owned())
+        }
+        // The bold total of the 1M row.
+        "| 1M | " => {
+            let row = text.lines().find(|l| l.starts_with("| 1M | "))?;
+            let total = row.split('|').find(|c| c.trim().starts_with("**$"))?;
+            Some(
+                total
+                    .trim()
+                    .trim_matches(|c| c == '*' || c == '$')
+                    .to_owned(),
+            )
+        }
+        _ => number_after(text, before),
+    }
+}
+
+#[test]
+fn figures_quoted_in_several_docs_agree() {
+    let mut problems = Vec::new();
+    for (figure, places) in shared_figures() {
+        let values: Vec<(String, &str)> = places
+            .iter()
+            .map(|(file, before)| {
+                let text = read(&Path::new(ROOT).join(file));
+                let value = figure_at(&text, before)
+                    .filter(|v| !v.is_empty())
+                    .unwrap_or_else(|| {
+                        panic!("{figure}: {file} does not quote it after {before:?}")
+                    });
+                (value, *file)
+            })
+            .collect();
+        if values.iter().any(|(v, _)| *v != values[0].0) {
+            problems.push(format!("{figure}: {values:?}"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "figures disagree:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+#[test]
+fn the_figure_reader_reads_each_kind_of_place() {
+    assert_eq!(
+        number_after("c = 2.10 µs, more", "c = ").as_deref(),
+        Some("2.10")
+    );
+    assert_eq!(
+        number_after("about $16.27.", "about $").as_deref(),
+        Some("16.27")
+    );
+    let table = "| **median (min–max) of 3 runs** | | | 0.026 s (0.026 s–0.027 s) | 0.031 s (0.031 s–0.036 s) | 0.031 s |\n";
+    assert_eq!(
+        figure_at(table, "**median (min–max) of 3 runs** | | | 0.").as_deref(),
+        Some("0.031")
+    );
+    let row = "| 1M | $1.25 | $0.62 | **$16.27** | $7.37 |";
+    assert_eq!(figure_at(row, "| 1M | ").as_deref(), Some("16.27"));
+}
+
+// ---------------------------------------------------------------- a newcomer's first screen
+
+/// What the README shows before its first `## ` heading after the deploy steps: the path from an
+/// existing table to a deployed, verified sweeper.
+#[test]
+fn the_readme_first_screen_goes_from_an_existing_table_to_a_verified_sweeper() {
+    let readme = read(&Path::new(ROOT).join("README.md"));
+    let steps = section(&readme, "Quick start: your own table")
+        .expect("README.md has a `## Quick start: your own table` section");
+    // In this order: the index, bootstrap, install, deploy, back-fill, audit.
+    let order = [
+        "aws dynamodb update-table",
+        "cdk bootstrap",
+        "npm install",
+        "new TtlSweeper(",
+        "-c tableName=",
+        "ttl-sweeper backfill",
+        "ttl-sweeper audit",
+    ];
+    let mut from = 0;
+    for step in order {
+        let at = steps[from..]
+            .find(step)
+            .unwrap_or_else(|| panic!("the quick start lacks `{step}` after byte {from}"));
+        from += at + step.len();
+    }
+    for needed in [
+        "pip install",
+        "cargo install",
+        "make dist",
+        "--global-secondary-index-updates",
+    ] {
+        assert!(
+            steps.contains(needed),
+            "the quick start does not mention `{needed}`"
+        );
+    }
+    // The TypeScript snippet imports everything it uses.
+    let ts = steps
+        .split("```ts")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("a ```ts snippet");
+    for (used, import) in [
+        ("cdk.", "import * as cdk from 'aws-cdk-lib'"),
+        (
+            "dynamodb.",
+            "import * as dynamodb from 'aws-cdk-lib/aws-dynamodb'",
+        ),
+        ("TtlSweeper", "from 'ttl-sweeper-cdk'"),
+    ] {
+        if ts.contains(used) {
+            assert!(
+                ts.contains(import),
+                "the snippet uses {used} without `{import}`"
+            );
+        }
+    }
+    // The index it creates is the one the sweeper queries by default.
+    let index = SETTINGS
+        .iter()
+        .find(|s| s.var == "INDEX_NAME")
+        .unwrap()
+        .default
+        .unwrap();
+    let window = SETTINGS
+        .iter()
+        .find(|s| s.var == "WINDOW_ATTRIBUTE")
+        .unwrap()
+        .default
+        .unwrap();
+    let ttl = SETTINGS
+        .iter()
+        .find(|s| s.var == "TTL_ATTRIBUTE")
+        .unwrap()
+        .default
+        .unwrap();
+    for expected in [
+        format!("IndexName={index}"),
+        format!("AttributeName={window},KeyType=HASH"),
+        format!("AttributeName={ttl},KeyType=RANGE"),
+        "ProjectionType=KEYS_ONLY".to_owned(),
+    ] {
+        assert!(
+            steps.contains(&expected),
+            "the index command lacks {expected}"
+        );
+    }
+    // The quick start comes before the first screen ends: right after the introduction.
+    let first_headings: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("## "))
+        .take(1)
+        .collect();
+    assert_eq!(
+        first_headings,
+        ["## Quick start: your own table"],
+        "the quick start is the first section"
+    );
+}
+
+// ---------------------------------------------------------------- cargo lambda deploy, dry
+
+/// The first fenced block of `lang` after `heading` in `markdown`.
+fn block_after<'a>(markdown: &'a str, heading: &str, lang: &str) -> Option<&'a str> {
+    let from = markdown.find(heading)?;
+    let open = from + markdown[from..].find(&format!("```{lang}\n"))? + lang.len() + 4;
+    let close = open + markdown[open..].find("```")?;
+    Some(&markdown[open..close])
+}
+
+/// docs/deploying.md's `cargo lambda deploy` line, run with `--dry` (package, no upload, no AWS
+/// call) on its environment file: the function cargo-lambda would deploy has the doc's name,
+/// role, timeout, memory, runtime and log retention, and the file holds settings the sweeper
+/// accepts, in tick mode with the timeout tick mode needs.
+#[test]
+fn the_cargo_lambda_deploy_line_of_the_docs_passes_a_dry_run() {
+    let doc = read(&Path::new(ROOT).join("docs/deploying.md"));
+    let heading = "## With `cargo lambda deploy`";
+    let env_file = block_after(&doc, heading, "ini").expect("an ```ini environment file");
+    let commands = block_after(&doc, heading, "sh").expect("a ```sh block");
+    let line = commands
+        .lines()
+        .find(|l| l.contains("cargo-lambda lambda deploy"))
+        .expect("a cargo-lambda lambda deploy line");
+
+    // The environment file: known settings, a configuration the sweeper accepts, tick mode.
+    let vars: std::collections::HashMap<String, String> = env_file
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    for var in vars.keys() {
+        assert!(
+            SETTINGS.iter().any(|s| s.var == var),
+            "{var} is not a setting"
+        );
+    }
+    let config = ttl_sweeper::config::Config::from_lookup(|k| vars.get(k).cloned())
+        .expect("the environment file is a valid configuration");
+    assert_eq!(config.table_name, "sessions");
+
+    let dir = std::env::temp_dir().join(format!("ttl-sweeper-deploy-dry-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("sweeper.env"), env_file).unwrap();
+    let cargo_lambda =
+        std::env::var("CARGO_LAMBDA").unwrap_or_else(|_| format!("{ROOT}/.venv/bin/cargo-lambda"));
+    // The doc's arguments, with this build's binary in place of `make package`'s arm64 one.
+    let mut args: Vec<String> = line
+        .split_whitespace()
+        .skip_while(|w| *w != "deploy")
+        .map(|w| w.replace("<account>", "123456789012"))
+        .collect();
+    let path = args
+        .iter()
+        .position(|a| a == "--binary-path")
+        .expect("the line names the binary with --binary-path");
+    assert_eq!(args[path + 1], "target/lambda/ttl-sweeper-lambda/bootstrap");
+    args[path + 1] = env!("CARGO_BIN_EXE_ttl-sweeper-lambda").to_owned();
+    let out = std::process::Command::new(&cargo_lambda)
+        .arg("lambda")
+        .args(&args)
+        .args(["--dry", "--output-format", "json", "--manifest-path"])
+        .arg(format!("{ROOT}/Cargo.toml"))
+        // Nothing may leave the machine: a closed local port, no credentials.
+        .args([
+            "--endpoint-url",
+            "http://127.0.0.1:9",
+            "--region",
+            "us-east-1",
+        ])
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .current_dir(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("run {cargo_lambda} (make tools installs it): {e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "cargo lambda deploy --dry failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value =
+        serde_json::from_str(&stdout[stdout.find('{').expect("a JSON plan")..]).unwrap();
+    let c = &plan["config"];
+    assert_eq!(plan["name"], "ttl-sweeper", "{plan}");
+    assert_eq!(plan["kind"], "function", "{plan}");
+    assert_eq!(plan["files"], serde_json::json!(["bootstrap"]), "{plan}");
+    assert_eq!(
+        c["role"], "arn:aws:iam::123456789012:role/ttl-sweeper",
+        "{plan}"
+    );
+    assert_eq!(c["runtime"], "provided.al2023", "{plan}");
+    assert_eq!(c["memory"], 128, "{plan}");
+    assert_eq!(c["log_retention"], 30, "{plan}");
+    assert_eq!(c["env_file"], "sweeper.env", "{plan}");
+    // Tick mode: the timeout covers the period, the handoff overlap and the deadline margin.
+    let timeout = c["timeout"].as_u64().expect("a timeout");
+    let needed = u64::from(config.schedule_seconds)
+        + ttl_sweeper::lambda::handler::HANDOFF_OVERLAP.as_secs()
+        + ttl_sweeper::lambda::handler::DEADLINE_MARGIN.as_secs();
+    assert!(
+        vars["TICK_SECONDS"] != "off" && timeout >= needed,
+        "timeout {timeout} < {needed}"
     );
 }

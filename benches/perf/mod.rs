@@ -572,6 +572,19 @@ pub async fn shard_ticks(shards: u32, secs: i64, per_second: i64) -> ShardTicks 
 // ------------------------------------------------------------------------------ rendering
 
 /// Lambda's CPU share at `mb` MB: one vCPU at 1,769 MB, proportional below.
+/// c, the CPU per delete the docs plan with (sections 5 and 7, docs/scaling.md): the median of
+/// the outside runs at the default concurrency, 1- and 2-core.
+pub fn planning_us(outside: &[OutsideRun]) -> f64 {
+    let (_, us, _) = spread3(
+        &outside
+            .iter()
+            .filter(|r| r.concurrency == OUTSIDE_CONCURRENCY[0])
+            .map(|r| r.us_per_delete())
+            .collect::<Vec<_>>(),
+    );
+    us
+}
+
 pub fn lambda_vcpu(mb: f64) -> f64 {
     (mb / 1769.0).min(1.0)
 }
@@ -688,13 +701,7 @@ pub fn render(
         t.last().copied().unwrap_or(f64::NAN)
     );
 
-    let (_, us, _) = spread3(
-        &outside
-            .iter()
-            .filter(|r| r.concurrency == OUTSIDE_CONCURRENCY[0])
-            .map(|r| r.us_per_delete())
-            .collect::<Vec<_>>(),
-    );
+    let us = planning_us(outside);
     let _ = writeln!(d, "## 7. Lambda memory and deletes per second\n");
     let _ = writeln!(d, "Lambda gives a function CPU in proportion to its memory: one vCPU at 1,769 MB. From the outside measurement's median CPU per delete at the default concurrency ({us:.2} µs, 1- and 2-core runs; x86_64 here; Graviton differs), the deletes/s one function sustains before its own CPU, not DynamoDB, is the limit:\n");
     let _ = writeln!(d, "| memory | vCPU share | deletes/s (CPU bound) |");
@@ -704,6 +711,6 @@ pub fn render(
         let rate = share / (us / 1e6);
         let _ = writeln!(d, "| {mb:.0} MB | {share:.3} | {rate:.0} |");
     }
-    let _ = writeln!(d, "\nAdvice: 128 MB is enough while the expected peak stays under about half the 128 MB row (headroom for queries, start-up and noise); pick the row whose rate is at least twice the peak deletes/s. Past one function's CPU at 1,769 MB, split the shards over several sweepers. Each extra 128 MB costs the same per second as the base, so for a continuous tick loop (58 s of every minute) the Lambda line of the cost model scales with memory: {}.\n",
-        [128.0, 256.0, 512.0].iter().map(|mb| format!("{mb:.0} MB ${:.2}/month", 30.0 * 1440.0 * (mb / 1024.0) * 58.0 * crate::PRICE_LAMBDA_GBS_ARM + 30.0 * 1440.0 * crate::PRICE_LAMBDA_REQ)).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(d, "\nAdvice: 128 MB is enough while the expected peak stays under about half the 128 MB row (headroom for queries, start-up and noise); pick the row whose rate is at least twice the peak deletes/s. Past one function's CPU at 1,769 MB, split the shards over several sweepers. <!-- cost-memory -->{}<!-- /cost-memory -->\n",
+        crate::cost::memory_sentence(&crate::cost::Inputs::from_code(f64::NAN)).trim_end());
 }

@@ -47,11 +47,10 @@ export class SweeperStack extends cdk.Stack {
         pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
         removalPolicy: cdk.RemovalPolicy.RETAIN,
       });
-      table.addGlobalSecondaryIndex({
-        indexName: props.sweeper?.indexName ?? 'expirationWindowIndex',
-        partitionKey: { name: props.sweeper?.windowAttribute ?? 'expirationWindow', type: dynamodb.AttributeType.STRING },
-        sortKey: { name: ttlAttribute, type: dynamodb.AttributeType.NUMBER },
-        projectionType: dynamodb.ProjectionType.KEYS_ONLY,
+      TtlSweeper.addExpirationIndex(table, {
+        indexName: props.sweeper?.indexName,
+        windowAttribute: props.sweeper?.windowAttribute,
+        ttlAttribute,
       });
       this.table = table;
     } else {
@@ -92,6 +91,8 @@ export class SweeperStack extends cdk.Stack {
     new cdk.CfnOutput(this, 'FunctionName', { value: this.sweeper.function.functionName });
     new cdk.CfnOutput(this, 'TableName', { value: this.table.tableName });
     new cdk.CfnOutput(this, 'FailedInvocationsQueue', { value: this.sweeper.failureQueue.queueUrl });
-    new cdk.CfnOutput(this, 'AlarmTopic', { value: this.sweeper.alarmTopic.topicArn });
+    if (this.sweeper.alarmTopic) {
+      new cdk.CfnOutput(this, 'AlarmTopic', { value: this.sweeper.alarmTopic.topicArn });
+    }
   }
 }

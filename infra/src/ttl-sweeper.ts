@@ -44,6 +44,24 @@ export enum DeleteMode {
 /** Where alarms go and when they fire. */
 export interface SweeperAlarmOptions {
   /**
+   * Create the alarms (and, without `topic`, their topic and its key). Four alarms cost about
+   * $0.40 a month (standard resolution, $0.10 each); with `sweepers` > 1 there are more.
+   *
+   * @default true
+   */
+  readonly enabled?: boolean;
+
+  /**
+   * Encrypt the created alarm topic with a KMS key of its own (rotation on), whose policy lets
+   * CloudWatch publish; about $1 a month for the key. CloudWatch cannot publish to a topic
+   * encrypted with the AWS managed key `alias/aws/sns`, so without this key the created topic is
+   * unencrypted (alarm messages carry alarm names and states, no item data). Ignored with `topic`.
+   *
+   * @default true
+   */
+  readonly encryptTopic?: boolean;
+
+  /**
    * Alarm when the largest expiry lag (`MaxExpiryLagSeconds`: how long after its ttl an item was
    * deleted) stays above this for three consecutive schedule periods.
    *
@@ -61,7 +79,7 @@ export interface SweeperAlarmOptions {
 
   /**
    * The topic the alarms notify. Without it the sweeper creates one, encrypted with a KMS key
-   * (rotation on) whose policy lets CloudWatch publish.
+   * (rotation on) whose policy lets CloudWatch publish (see `encryptTopic`).
    *
    * @default a new encrypted topic
    */
@@ -73,6 +91,32 @@ export interface SweeperAlarmOptions {
    * @default none
    */
   readonly emails?: string[];
+}
+
+/** The index {@link TtlSweeper.addExpirationIndex} adds; each must match the sweeper's props. */
+export interface ExpirationIndexOptions {
+  /**
+   * The index name (the sweeper's `indexName`).
+   *
+   * @default 'expirationWindowIndex'
+   */
+  readonly indexName?: string;
+
+  /**
+   * The String attribute holding the window key, the index's partition key (the sweeper's
+   * `windowAttribute`).
+   *
+   * @default 'expirationWindow'
+   */
+  readonly windowAttribute?: string;
+
+  /**
+   * The Number attribute holding the expiry in epoch seconds, the index's sort key (the
+   * sweeper's `ttlAttribute`).
+   *
+   * @default 'ttl'
+   */
+  readonly ttlAttribute?: string;
 }
 
 /** Properties of a {@link TtlSweeper}. */
@@ -262,6 +306,14 @@ export interface TtlSweeperProps {
   readonly logRetention?: logs.RetentionDays;
 
   /**
+   * What happens to the function's log groups when they leave the stack (or the stack is
+   * deleted). `RemovalPolicy.RETAIN` keeps the logs, which then keep costing storage.
+   *
+   * @default RemovalPolicy.DESTROY
+   */
+  readonly logRemovalPolicy?: RemovalPolicy;
+
+  /**
    * Alarm settings.
    *
    * @default - alarms on a new encrypted topic, lag threshold 2 minutes
@@ -278,7 +330,8 @@ export interface TtlSweeperProps {
   readonly expiryEvents?: ExpiryEventsOptions;
 
   /**
-   * Create a CloudWatch dashboard of deletes, lag, invocations and backlog.
+   * Create a CloudWatch dashboard of deletes, lag, invocations and backlog (about $3 a month
+   * beyond the first three dashboards of an account).
    *
    * @default true
    */
@@ -322,9 +375,9 @@ export class TtlSweeper extends Construct {
    * (encrypted, TLS only, 14 days).
    */
   public readonly failureQueue: sqs.Queue;
-  /** The topic the alarms notify. */
-  public readonly alarmTopic: sns.ITopic;
-  /** The alarms: function errors, failed items, expiry lag, silence. */
+  /** The topic the alarms notify, unless alarms are off (`alarms.enabled: false`). */
+  public readonly alarmTopic?: sns.ITopic;
+  /** The alarms: function errors, failed items, expiry lag, silence; empty when alarms are off. */
   public readonly alarms: cloudwatch.Alarm[];
   /** The dashboard, unless `dashboard` is false. */
   public readonly dashboard?: cloudwatch.Dashboard;
@@ -338,6 +391,31 @@ export class TtlSweeper extends Construct {
   public readonly schedulePeriodSeconds: number;
   /** The CloudWatch namespace of the sweeper's metrics. */
   public readonly metricsNamespace: string;
+
+  /**
+   * Adds the (window, ttl) index the sweeper queries to a table defined in the same app:
+   * partition key `windowAttribute` (String), sort key `ttlAttribute` (Number), keys only.
+   * Returns the index name. For a table defined elsewhere, add the index there (see the
+   * README's first steps for the AWS CLI command).
+   */
+  public static addExpirationIndex(
+    table: dynamodb.Table | dynamodb.TableV2,
+    options: ExpirationIndexOptions = {},
+  ): string {
+    const indexName = options.indexName ?? DEFAULTS.indexName;
+    const index = {
+      indexName,
+      partitionKey: { name: options.windowAttribute ?? DEFAULTS.windowAttribute, type: dynamodb.AttributeType.STRING },
+      sortKey: { name: options.ttlAttribute ?? DEFAULTS.ttlAttribute, type: dynamodb.AttributeType.NUMBER },
+      projectionType: dynamodb.ProjectionType.KEYS_ONLY,
+    };
+    if (table instanceof dynamodb.TableV2) {
+      table.addGlobalSecondaryIndex(index);
+    } else {
+      table.addGlobalSecondaryIndex(index);
+    }
+    return indexName;
+  }
 
   constructor(scope: Construct, id: string, props: TtlSweeperProps) {
     super(scope, id);
@@ -437,104 +515,16 @@ export class TtlSweeper extends Construct {
 
     // ---------------------------------------------------------------- alarms and dashboard
     const alarmOptions = props.alarms ?? {};
-    if (alarmOptions.topic) {
-      this.alarmTopic = alarmOptions.topic;
-    } else {
-      const key = new kms.Key(this, 'AlarmsKey', {
-        description: 'ttl-sweeper: encrypts the alarm topic',
-        enableKeyRotation: true,
-        removalPolicy: RemovalPolicy.DESTROY,
-        pendingWindow: Duration.days(7),
-      });
-      // CloudWatch alarms can publish to an encrypted topic only if the key lets them.
-      key.addToResourcePolicy(
-        new iam.PolicyStatement({
-          sid: 'CloudWatchAlarmsPublish',
-          principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
-          actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
-          resources: ['*'],
-        }),
-      );
-      this.alarmTopic = new sns.Topic(this, 'Alarms', {
-        displayName: 'ttl-sweeper alarms',
-        masterKey: key,
-        enforceSSL: true,
-      });
-    }
-    for (const email of alarmOptions.emails ?? []) {
-      this.alarmTopic.addSubscription(new subscriptions.EmailSubscription(email));
-    }
-
-    const periodSeconds = settings.schedule.periodSeconds;
-    const alarmPeriod = Duration.seconds(Math.ceil(periodSeconds / 60) * 60);
-    this.alarms = [
-      new cloudwatch.Alarm(this, 'FunctionErrors', {
-        alarmDescription: 'ttl-sweeper invocations failed (bad event, failed keys or unreadable windows)',
-        metric: this.function.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
-        threshold: 0,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        evaluationPeriods: 1,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
-      new cloudwatch.Alarm(this, 'ItemsFailed', {
-        alarmDescription: 'ttl-sweeper could not delete some expired items',
-        metric: this.metric('ItemsFailed', { statistic: 'Sum', period: Duration.minutes(1) }),
-        threshold: 0,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        evaluationPeriods: 1,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
-      new cloudwatch.Alarm(this, 'ExpiryLag', {
-        alarmDescription: 'expired items stay longer than the precision target',
-        metric: this.metric('MaxExpiryLagSeconds', { statistic: 'Maximum', period: alarmPeriod }),
-        threshold: settings.lagThresholdSeconds,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        evaluationPeriods: 3,
-        datapointsToAlarm: 3,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
-      new cloudwatch.Alarm(this, 'SweeperSilent', {
-        alarmDescription: `ttl-sweeper has not reported a sweep for ${settings.silenceAfterSeconds / 60} minutes`,
-        metric: this.metric('WindowsSwept', {
-          statistic: 'SampleCount',
-          period: Duration.seconds(settings.silenceAfterSeconds),
-        }),
-        threshold: 1,
-        comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-        evaluationPeriods: 1,
-        treatMissingData: cloudwatch.TreatMissingData.BREACHING,
-      }),
-    ];
-    if (parts.length > 1) {
-      // The table's own metrics sum over every sweeper; each function also gets its own error
-      // alarm and one for a schedule that stopped invoking it.
-      parts.forEach(({ scope, fn }, i) => {
-        if (i > 0) {
-          this.alarms.push(
-            new cloudwatch.Alarm(scope, 'FunctionErrors', {
-              alarmDescription: `ttl-sweeper invocations for shards ${this.shardRanges[i]} failed (bad event, failed keys or unreadable windows)`,
-              metric: fn.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
-              threshold: 0,
-              comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-              evaluationPeriods: 1,
-              treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-            }),
-          );
-        }
-        this.alarms.push(
-          new cloudwatch.Alarm(scope, 'NotInvoked', {
-            alarmDescription: `ttl-sweeper for shards ${this.shardRanges[i]} has not been invoked for ${settings.silenceAfterSeconds / 60} minutes`,
-            metric: fn.metricInvocations({ period: Duration.seconds(settings.silenceAfterSeconds), statistic: 'Sum' }),
-            threshold: 1,
-            comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-            evaluationPeriods: 1,
-            treatMissingData: cloudwatch.TreatMissingData.BREACHING,
-          }),
-        );
-      });
-    }
-    for (const alarm of this.alarms) {
-      alarm.addAlarmAction(new cwActions.SnsAction(this.alarmTopic));
+    this.alarms = [];
+    if (alarmOptions.enabled ?? true) {
+      this.alarmTopic = alarmOptions.topic ?? this.newAlarmTopic(alarmOptions.encryptTopic ?? true);
+      this.alarms.push(...this.newAlarms(parts, settings));
+      for (const email of alarmOptions.emails ?? []) {
+        this.alarmTopic.addSubscription(new subscriptions.EmailSubscription(email));
+      }
+      for (const alarm of this.alarms) {
+        alarm.addAlarmAction(new cwActions.SnsAction(this.alarmTopic));
+      }
     }
 
     if (props.dashboard ?? true) {
@@ -581,6 +571,111 @@ export class TtlSweeper extends Construct {
     }
   }
 
+  /** The alarm topic the sweeper creates: TLS only, encrypted with a key of its own if `encrypt`. */
+  private newAlarmTopic(encrypt: boolean): sns.Topic {
+    if (!encrypt) {
+      const topic = new sns.Topic(this, 'Alarms', { displayName: 'ttl-sweeper alarms', enforceSSL: true });
+      Validations.of(topic).acknowledge({
+        id: 'AwsSolutions-SNS2',
+        reason: 'encryptTopic is false: the alarm topic carries alarm names and states only, no item data',
+      });
+      return topic;
+    }
+    const key = new kms.Key(this, 'AlarmsKey', {
+      description: 'ttl-sweeper: encrypts the alarm topic',
+      enableKeyRotation: true,
+      removalPolicy: RemovalPolicy.DESTROY,
+      pendingWindow: Duration.days(7),
+    });
+    // CloudWatch alarms can publish to an encrypted topic only if the key lets them.
+    key.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: 'CloudWatchAlarmsPublish',
+        principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+        actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
+        resources: ['*'],
+      }),
+    );
+    return new sns.Topic(this, 'Alarms', {
+      displayName: 'ttl-sweeper alarms',
+      masterKey: key,
+      enforceSSL: true,
+    });
+  }
+
+  /** The alarms: function errors, failed items, expiry lag, silence (and per function with several). */
+  private newAlarms(parts: { scope: Construct; fn: lambda.Function }[], settings: Settings): cloudwatch.Alarm[] {
+    const periodSeconds = settings.schedule.periodSeconds;
+    const alarmPeriod = Duration.seconds(Math.ceil(periodSeconds / 60) * 60);
+    const alarms = [
+      new cloudwatch.Alarm(this, 'FunctionErrors', {
+        alarmDescription: 'ttl-sweeper invocations failed (bad event, failed keys or unreadable windows)',
+        metric: this.function.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
+        threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+      new cloudwatch.Alarm(this, 'ItemsFailed', {
+        alarmDescription: 'ttl-sweeper could not delete some expired items',
+        metric: this.metric('ItemsFailed', { statistic: 'Sum', period: Duration.minutes(1) }),
+        threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+      new cloudwatch.Alarm(this, 'ExpiryLag', {
+        alarmDescription: 'expired items stay longer than the precision target',
+        metric: this.metric('MaxExpiryLagSeconds', { statistic: 'Maximum', period: alarmPeriod }),
+        threshold: settings.lagThresholdSeconds,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 3,
+        datapointsToAlarm: 3,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+      new cloudwatch.Alarm(this, 'SweeperSilent', {
+        alarmDescription: `ttl-sweeper has not reported a sweep for ${settings.silenceAfterSeconds / 60} minutes`,
+        metric: this.metric('WindowsSwept', {
+          statistic: 'SampleCount',
+          period: Duration.seconds(settings.silenceAfterSeconds),
+        }),
+        threshold: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+      }),
+    ];
+    if (parts.length > 1) {
+      // The table's own metrics sum over every sweeper; each function also gets its own error
+      // alarm and one for a schedule that stopped invoking it.
+      parts.forEach(({ scope, fn }, i) => {
+        if (i > 0) {
+          alarms.push(
+            new cloudwatch.Alarm(scope, 'FunctionErrors', {
+              alarmDescription: `ttl-sweeper invocations for shards ${this.shardRanges[i]} failed (bad event, failed keys or unreadable windows)`,
+              metric: fn.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
+              threshold: 0,
+              comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+              evaluationPeriods: 1,
+              treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+            }),
+          );
+        }
+        alarms.push(
+          new cloudwatch.Alarm(scope, 'NotInvoked', {
+            alarmDescription: `ttl-sweeper for shards ${this.shardRanges[i]} has not been invoked for ${settings.silenceAfterSeconds / 60} minutes`,
+            metric: fn.metricInvocations({ period: Duration.seconds(settings.silenceAfterSeconds), statistic: 'Sum' }),
+            threshold: 1,
+            comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluationPeriods: 1,
+            treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+          }),
+        );
+      });
+    }
+    return alarms;
+  }
+
   /**
    * One sweeper function in `scope`: its log group, role and policy, and the function reading
    * the shards `range` (all shards when undefined).
@@ -595,7 +690,7 @@ export class TtlSweeper extends Construct {
     const { indexArn, tableArn, code } = shared;
     const logGroup = new logs.LogGroup(scope, 'Logs', {
       retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
-      removalPolicy: RemovalPolicy.DESTROY,
+      removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
     });
     const role = new iam.Role(scope, 'Role', {
       assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
@@ -629,6 +724,21 @@ export class TtlSweeper extends Construct {
       );
     }
     statements.push(...expiryEventStatements(props.expiryEvents, tableArn));
+    // Tables encrypted with a customer managed key: DynamoDB uses the key on the caller's behalf,
+    // so the role needs the key for the reads and deletes (the set aws-cdk-lib's own
+    // `grantReadWriteData` gives), through DynamoDB only.
+    const keys: [string, dynamodb.ITable | undefined][] = [['TableKey', this.table], ['CheckpointKey', this.checkpointTable]];
+    for (const [sid, table] of keys) {
+      if (!table?.encryptionKey) continue;
+      statements.push(
+        new iam.PolicyStatement({
+          sid,
+          actions: TABLE_KEY_ACTIONS,
+          resources: [table.encryptionKey.keyArn],
+          conditions: { StringEquals: { 'kms:ViaService': `dynamodb.${Stack.of(this).region}.amazonaws.com` } },
+        }),
+      );
+    }
     const policy = new iam.Policy(scope, 'Policy', { statements });
     policy.attachToRole(role);
 
@@ -680,9 +790,8 @@ export class TtlSweeper extends Construct {
   }
 
   /**
-   * One of the sweeper's own metrics (`ItemsDeleted`, `ItemsSkipped`, `ItemsGone`, `ItemsFailed`,
-   * `ItemsLeft`, `WindowsSwept`, `MaxExpiryLagSeconds`, `P99ExpiryLagSeconds`), dimensioned by
-   * the table name.
+   * One of the sweeper's own metrics by name, dimensioned by the table name; prefer the typed
+   * methods (`metricItemsDeleted()`, ...), one for each metric the function emits.
    *
    * @default - statistic Sum over 1 minute
    */
@@ -691,6 +800,160 @@ export class TtlSweeper extends Construct {
       namespace: this.metricsNamespace,
       metricName,
       dimensionsMap: { TableName: this.table.tableName },
+      statistic: 'Sum',
+      period: Duration.minutes(1),
+      ...props,
+    });
+  }
+
+  /**
+   * `ItemsDeleted`: Items deleted.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricItemsDeleted(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('ItemsDeleted', { statistic: 'Sum', ...props });
+  }
+
+  /**
+   * `ItemsSkipped`: Items kept because their ttl was extended or removed after the index read (conditional mode).
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricItemsSkipped(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('ItemsSkipped', { statistic: 'Sum', ...props });
+  }
+
+  /**
+   * `ItemsGone`: Items already gone when their conditional delete arrived (deleted by the application, or by an earlier attempt whose answer was lost).
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricItemsGone(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('ItemsGone', { statistic: 'Sum', ...props });
+  }
+
+  /**
+   * `ItemsFailed`: Expired items that could not be deleted within the retry limit; the `ItemsFailed` alarm watches it.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricItemsFailed(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('ItemsFailed', { statistic: 'Sum', ...props });
+  }
+
+  /**
+   * `ItemsFound`: Expired items found in the index.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricItemsFound(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('ItemsFound', { statistic: 'Sum', ...props });
+  }
+
+  /**
+   * `ItemsLeft`: Expired items found but not attempted because the sweep had to stop; the next sweep finds them.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricItemsLeft(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('ItemsLeft', { statistic: 'Sum', ...props });
+  }
+
+  /**
+   * `WindowsSwept`: Windows (index partitions) read; its sample count is the number of sweeps reported, which the silence alarm watches.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricWindowsSwept(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('WindowsSwept', { statistic: 'Sum', ...props });
+  }
+
+  /**
+   * `MaxExpiryLagSeconds`: The largest expiry lag of the period: how long after its ttl an item was deleted, in seconds.
+   *
+   * @default - statistic Maximum over 1 minute
+   */
+  public metricMaxExpiryLagSeconds(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('MaxExpiryLagSeconds', { statistic: 'Maximum', ...props });
+  }
+
+  /**
+   * `P99ExpiryLagSeconds`: The 99th percentile of the expiry lag reported by each sweep, in seconds.
+   *
+   * @default - statistic Maximum over 1 minute
+   */
+  public metricP99ExpiryLagSeconds(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('P99ExpiryLagSeconds', { statistic: 'Maximum', ...props });
+  }
+
+  /**
+   * `ClockAheadSeconds`: How far the host clock ran ahead of DynamoDB's and was pulled back, in seconds.
+   *
+   * @default - statistic Maximum over 1 minute
+   */
+  public metricClockAheadSeconds(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('ClockAheadSeconds', { statistic: 'Maximum', ...props });
+  }
+
+  /**
+   * `EventsPublished`: Expiry events (`Item Expired`) the sink accepted (with `expiryEvents`).
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricEventsPublished(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('EventsPublished', { statistic: 'Sum', ...props });
+  }
+
+  /**
+   * `EventsFailed`: Expiry events and cancellations that could not be published.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricEventsFailed(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('EventsFailed', { statistic: 'Sum', ...props });
+  }
+
+  /**
+   * `EventsCancelled`: Cancellations (`Item Expiry Cancelled`) the sink accepted.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricEventsCancelled(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('EventsCancelled', { statistic: 'Sum', ...props });
+  }
+
+  /**
+   * `EventsTruncated`: Expiry events published without their item because of the sink's size limit.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricEventsTruncated(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('EventsTruncated', { statistic: 'Sum', ...props });
+  }
+
+  /**
+   * The expiry lag: the largest of the period (`MaxExpiryLagSeconds`, statistic Maximum), what
+   * the lag alarm watches. The same as `metricMaxExpiryLagSeconds()`.
+   *
+   * @default - statistic Maximum over 1 minute
+   */
+  public metricExpiryLag(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metricMaxExpiryLagSeconds(props);
+  }
+
+  /**
+   * `ColdStart`: execution environments started, in the Powertools layout (dimensions
+   * `function_name` and `service`, the service being `ttl-sweeper` unless the function's
+   * `POWERTOOLS_SERVICE_NAME` says otherwise). With `sweepers` > 1, the first function's.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricColdStarts(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return new cloudwatch.Metric({
+      namespace: this.metricsNamespace,
+      metricName: 'ColdStart',
+      dimensionsMap: { function_name: this.function.functionName, service: 'ttl-sweeper' },
       statistic: 'Sum',
       period: Duration.minutes(1),
       ...props,
@@ -706,6 +969,9 @@ class SweeperTarget implements scheduler.IScheduleTarget {
     return this.config;
   }
 }
+
+/** What a role needs of a table's customer managed key to read and delete items. */
+const TABLE_KEY_ACTIONS = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'];
 
 // ---------------------------------------------------------------- shard ranges
 
@@ -725,6 +991,23 @@ function splitShards(shards: number, parts: number): string[] {
 }
 
 // ---------------------------------------------------------------- validation
+
+/**
+ * The defaults of the props that are also settings of the function; `test/defaults.test.ts`
+ * checks them against the binary's `SETTINGS` (src/config/settings.rs).
+ */
+const DEFAULTS = {
+  indexName: 'expirationWindowIndex',
+  ttlAttribute: 'ttl',
+  windowAttribute: 'expirationWindow',
+  windowSeconds: 60,
+  windowShards: 1,
+  lookbackWindows: 15,
+  deleteMode: DeleteMode.BATCH,
+  maxConcurrency: 8,
+  maxRetries: 8,
+  maxCatchUpSeconds: 24 * 3600,
+} as const;
 
 interface Settings {
   readonly indexName: string;
@@ -782,15 +1065,15 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
 
   const schedule = props.schedule ?? SweepSchedule.rate(Duration.minutes(1));
   const period = schedule.periodSeconds;
-  const indexName = name('indexName', props.indexName ?? 'expirationWindowIndex', /^[A-Za-z0-9_.-]{3,255}$/,
+  const indexName = name('indexName', props.indexName ?? DEFAULTS.indexName, /^[A-Za-z0-9_.-]{3,255}$/,
     "an index name of 3 to 255 letters, digits, '_', '-' or '.'");
-  const ttlAttribute = attribute('ttlAttribute', props.ttlAttribute ?? 'ttl');
-  const windowAttribute = attribute('windowAttribute', props.windowAttribute ?? 'expirationWindow');
+  const ttlAttribute = attribute('ttlAttribute', props.ttlAttribute ?? DEFAULTS.ttlAttribute);
+  const windowAttribute = attribute('windowAttribute', props.windowAttribute ?? DEFAULTS.windowAttribute);
   if (known(ttlAttribute) && ttlAttribute === windowAttribute) {
     problems.push(`windowAttribute must differ from ttlAttribute (both are ${JSON.stringify(ttlAttribute)})`);
   }
-  const windowSeconds = whole('windowSeconds', props.windowSeconds ?? 60, 1, 86400, ' (the width the writers use)');
-  const windowShards = whole('windowShards', props.windowShards ?? 1, 1, 1000, ' (the shard count the writers use)');
+  const windowSeconds = whole('windowSeconds', props.windowSeconds ?? DEFAULTS.windowSeconds, 1, 86400, ' (the width the writers use)');
+  const windowShards = whole('windowShards', props.windowShards ?? DEFAULTS.windowShards, 1, 1000, ' (the shard count the writers use)');
   const sweepers = props.sweepers ?? 1;
   if (Token.isUnresolved(sweepers)) {
     problems.push('sweepers must be a number known at synthesis: it decides how many functions are created');
@@ -809,8 +1092,8 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
     }
   }
   problems.push(...checkExpiryEvents(props.expiryEvents));
-  const lookbackWindows = whole('lookbackWindows', props.lookbackWindows ?? 15, 0, 10000);
-  const deleteMode = props.deleteMode ?? DeleteMode.BATCH;
+  const lookbackWindows = whole('lookbackWindows', props.lookbackWindows ?? DEFAULTS.lookbackWindows, 0, 10000);
+  const deleteMode = props.deleteMode ?? DEFAULTS.deleteMode;
   if (deleteMode !== DeleteMode.BATCH && deleteMode !== DeleteMode.CONDITIONAL) {
     problems.push(`deleteMode must be 'batch' or 'conditional', got ${JSON.stringify(deleteMode)}`);
   }
@@ -825,8 +1108,8 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
         'the event was published; set deleteMode: DeleteMode.CONDITIONAL or use ExpiryEventsMode.NOTIFY',
     );
   }
-  const maxConcurrency = whole('maxConcurrency', props.maxConcurrency ?? 8, 1, 256);
-  const maxRetries = whole('maxRetries', props.maxRetries ?? 8, 0, 30);
+  const maxConcurrency = whole('maxConcurrency', props.maxConcurrency ?? DEFAULTS.maxConcurrency, 1, 256);
+  const maxRetries = whole('maxRetries', props.maxRetries ?? DEFAULTS.maxRetries, 0, 30);
 
   let tickSeconds: number | undefined;
   if (props.tickSeconds !== undefined) {
@@ -842,7 +1125,7 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
   if (props.maxCatchUp !== undefined && props.checkpoint === undefined) {
     problems.push('maxCatchUp needs a checkpoint: set checkpoint (e.g. Checkpoint.newTable()) or drop maxCatchUp');
   }
-  const maxCatchUpSeconds = seconds('maxCatchUp', props.maxCatchUp ?? Duration.hours(24), 60, 30 * 86400);
+  const maxCatchUpSeconds = seconds('maxCatchUp', props.maxCatchUp ?? Duration.seconds(DEFAULTS.maxCatchUpSeconds), 60, 30 * 86400);
 
   const metricsNamespace = props.metricsNamespace ?? TtlSweeper.DEFAULT_METRICS_NAMESPACE;
   if (

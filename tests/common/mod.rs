@@ -505,3 +505,30 @@ pub fn run(cmd: &mut Command) -> (i32, String, String) {
         String::from_utf8(stderr).unwrap(),
     )
 }
+
+/// A table of 30 sessions expired 2–31 s before `now` and 5 due two minutes after it, and a
+/// sweeper for it with the default settings.
+pub async fn sessions_and_sweeper(
+    prefix: &str,
+    now: i64,
+) -> (
+    aws_sdk_dynamodb::Client,
+    String,
+    ttl_sweeper::engine::Sweeper<ttl_sweeper::store::DynamoStore>,
+) {
+    let client = client().await;
+    let table = table_name(prefix);
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let mut items: Vec<_> = (0..30)
+        .map(|i| session(&format!("old-{i}"), now - 2 - i))
+        .collect();
+    items.extend((0..5).map(|i| session(&format!("new-{i}"), now + 120 + i)));
+    put_items(&client, &table, items).await;
+    let cfg = config(&table, &[]);
+    let (store, schema) = store_and_schema(&cfg).await;
+    (
+        client,
+        table,
+        ttl_sweeper::engine::Sweeper::new(store, schema, cfg.sweep_options()),
+    )
+}

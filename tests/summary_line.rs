@@ -1,0 +1,91 @@
+//! The Lambda's log lines in tick mode: one `sweep finished` summary per invocation. In a test
+//! process of its own, because it installs a tracing subscriber for one invocation, and tracing
+//! caches per call site whether anyone listens: a summary logged first by another test of the
+//! same process, with no subscriber, could stay unheard.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+use ttl_sweeper::lambda::{handle, HandlerSettings};
+
+/// A log writer that keeps what it is given, to read the invocation's JSON lines back.
+#[derive(Clone, Default)]
+struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A tick-mode invocation whose ticks delete items logs exactly one `sweep finished` line, whose
+/// `deleted` is the invocation's total; the ticks log `tick finished`, so summing `deleted` over
+/// the `sweep finished` lines counts every item once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tick_mode_logs_one_summary_line_per_invocation() {
+    use tracing::instrument::WithSubscriber;
+
+    let now = now();
+    let (client, table, sweeper) = sessions_and_sweeper("h_tick_logs", now).await;
+    // Items that expire while the invocation ticks, so that later ticks delete something too.
+    put_items(
+        &client,
+        &table,
+        (0..3)
+            .map(|i| session(&format!("soon-{i}"), now + 1 + i))
+            .collect(),
+    )
+    .await;
+    let settings = HandlerSettings {
+        namespace: "Test".into(),
+        tick: Some(Duration::from_secs(1)),
+        schedule: Duration::from_secs(4),
+        handoff: Duration::from_secs(1),
+    };
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_writer(move || writer.clone())
+        .finish();
+    let report = handle(
+        &sweeper,
+        &json!({}),
+        &common::clock,
+        Some(Duration::from_secs(60)),
+        &settings,
+    )
+    .with_subscriber(subscriber)
+    .await
+    .unwrap();
+    let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+    let logged: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let with = |message: &str| -> Vec<&Value> {
+        logged.iter().filter(|l| l["message"] == message).collect()
+    };
+    let summaries = with("sweep finished");
+    let ticks = with("tick finished");
+    assert_eq!(
+        summaries.len(),
+        1,
+        "one summary line per invocation:\n{text}"
+    );
+    assert_eq!(summaries[0]["deleted"], report.items_deleted, "{text}");
+    assert_eq!(report.items_deleted, 33, "{report:?}");
+    // Every tick that deleted something has its own line (the first tick at least: the 30 old
+    // items), and those lines add up to the summary.
+    assert!(!ticks.is_empty(), "tick lines:\n{text}");
+    let tick_deleted: u64 = ticks.iter().map(|l| l["deleted"].as_u64().unwrap()).sum();
+    assert_eq!(tick_deleted, report.items_deleted, "{text}");
+}
