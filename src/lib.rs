@@ -33,27 +33,49 @@
 //!   application's delete.
 //! - [`expiry`]: the expiry model — [`expiry::Timestamp`], window math, the layout, and the
 //!   writer and reader helpers for application code. Pure; no I/O, no clock.
+//!
+//! # Features
+//! - `sweeper` (default): the Lambda, the CLI and every module above but [`streams`] and
+//!   [`expiry`], with the AWS SDKs, tokio, lambda_runtime and hyper.
+//! - `aws-sdk-dynamodb` (part of `sweeper`): the [`expiry`] helpers also take the SDK's
+//!   `AttributeValue`.
+//!
+//! With `default-features = false` the crate is the helper library alone, [`expiry`] and
+//! [`streams`], for application code that writes or reads swept tables: window math, the expiry
+//! check, the read filter and the Streams expiry test, with `serde_dynamo`'s `AttributeValue`.
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
+#[cfg(feature = "sweeper")]
 pub mod cli;
+#[cfg(feature = "sweeper")]
 pub mod config;
+#[cfg(feature = "sweeper")]
 pub mod engine;
+#[cfg(feature = "sweeper")]
 pub mod events;
 pub mod expiry;
+#[cfg(feature = "sweeper")]
 pub mod lambda;
+#[cfg(feature = "sweeper")]
 pub mod store;
 pub mod streams;
+#[cfg(feature = "sweeper")]
 pub mod telemetry;
+#[cfg(feature = "sweeper")]
 pub mod tools;
 
+#[cfg(feature = "sweeper")]
 use config::Config;
+#[cfg(feature = "sweeper")]
 use engine::Sweeper;
+#[cfg(feature = "sweeper")]
 use store::{DynamoStore, IndexCheck, StoreError};
 
 /// Builds the production sweeper for `config`: an SDK client from the standard AWS configuration
 /// chain, the table opened (and checked) with [`store::open`], and — with `EXPIRY_EVENTS` — the
 /// expiry-event sink.
+#[cfg(feature = "sweeper")]
 pub async fn connect(config: &Config) -> Result<Sweeper<DynamoStore>, StoreError> {
     let store = DynamoStore::from_env().await;
     let opened = store::open(&store, &config.target(), IndexCheck::Required).await?;
