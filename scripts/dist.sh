@@ -30,17 +30,26 @@ step "helper packages: tests"
 (cd packages/expiry-js && node --test test/ >/dev/null)
 (cd packages/expiry-py && python3 -m unittest discover -s tests -t . 2>&1 | tail -n 1)
 
-lambda_zip() { # <arch>: zips target/lambda/ttl-sweeper-lambda/bootstrap
-  local zip="$out/ttl-sweeper-lambda-$version-$1.zip"
-  (cd target/lambda/ttl-sweeper-lambda && python3 -m zipfile -c "$zip" bootstrap)
+lambda_zip() { # <target dir> <arch>: zips <target dir>/lambda/ttl-sweeper-lambda/bootstrap
+  local zip="$out/ttl-sweeper-lambda-$version-$2.zip"
+  (cd "$1/lambda/ttl-sweeper-lambda" && python3 -m zipfile -c "$zip" bootstrap)
 }
-cli_tarball() { # <rust target>
-  local name="ttl-sweeper-$version-$1" stage
+cli_tarball() { # <target dir> <rust target>
+  local name="ttl-sweeper-$version-$2" stage
   stage="$(mktemp -d)"
   mkdir "$stage/$name"
-  cp "target/$1/release/ttl-sweeper" README.md LICENSE CHANGELOG.md "$stage/$name/"
+  cp "$1/$2/release/ttl-sweeper" README.md LICENSE CHANGELOG.md "$stage/$name/"
   tar -C "$stage" --owner=0 --group=0 --numeric-owner -czf "$out/$name.tar.gz" "$name"
   rm -rf "$stage"
+}
+elf_machine() { # <file> <expected e_machine>: 183 AArch64, 62 x86-64
+  python3 - "$1" "$2" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read(20)
+machine = struct.unpack_from("<H", data, 18)[0] if data[:4] == b"\x7fELF" else None
+if machine != int(sys.argv[2]):
+    sys.exit(f"dist: {sys.argv[1]}: ELF machine {machine}, expected {sys.argv[2]}")
+PY
 }
 cargo_lambda() {
   PATH="$root/.venv/bin:$PATH" nice -n 10 "$root/.venv/bin/cargo-lambda" lambda build --release "$@" \
@@ -48,18 +57,22 @@ cargo_lambda() {
 }
 
 rustup target list --installed | grep -q aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu
-# x86_64 first: both builds write target/lambda/, and arm64 (what `make package` leaves and the
-# construct deploys) comes last.
-step "release build, x86_64 (cargo lambda build --x86-64)"
-cargo_lambda --x86-64
-lambda_zip x86_64
-cli_tarball x86_64-unknown-linux-gnu
-
+# arm64 in target/, as `make package` builds it (target/lambda/ttl-sweeper-lambda is what the
+# construct uses in a checkout); x86_64 in a target directory of its own, so it leaves that alone.
 step "release build, arm64 (cargo lambda build --arm64)"
 cargo_lambda --arm64
-lambda_zip arm64
-cli_tarball aarch64-unknown-linux-gnu
+elf_machine target/lambda/ttl-sweeper-lambda/bootstrap 183
+elf_machine target/aarch64-unknown-linux-gnu/release/ttl-sweeper 183
+lambda_zip target arm64
+cli_tarball target aarch64-unknown-linux-gnu
 (cd target/lambda/ttl-sweeper-lambda && rm -f ../ttl-sweeper-lambda.zip && python3 -m zipfile -c ../ttl-sweeper-lambda.zip bootstrap)
+
+step "release build, x86_64 (cargo lambda build --x86-64, in target/dist-x86_64)"
+CARGO_TARGET_DIR="$root/target/dist-x86_64" cargo_lambda --x86-64
+elf_machine target/dist-x86_64/lambda/ttl-sweeper-lambda/bootstrap 62
+elf_machine target/dist-x86_64/x86_64-unknown-linux-gnu/release/ttl-sweeper 62
+lambda_zip target/dist-x86_64 x86_64
+cli_tarball target/dist-x86_64 x86_64-unknown-linux-gnu
 
 step "the construct: npm tarball and Python wheel, carrying the arm64 zip"
 mkdir -p infra/assets
