@@ -34,11 +34,12 @@ lambda_zip() { # <target dir> <arch>: zips <target dir>/lambda/ttl-sweeper-lambd
   local zip="$out/ttl-sweeper-lambda-$version-$2.zip"
   (cd "$1/lambda/ttl-sweeper-lambda" && python3 -m zipfile -c "$zip" bootstrap)
 }
-cli_tarball() { # <target dir> <rust target>
+cli_tarball() { # <target dir> <rust target>: cargo-lambda leaves the CLI in <target dir>/lambda/ttl-sweeper/bootstrap
   local name="ttl-sweeper-$version-$2" stage
   stage="$(mktemp -d)"
   mkdir "$stage/$name"
-  cp "$1/$2/release/ttl-sweeper" README.md LICENSE CHANGELOG.md "$stage/$name/"
+  cp "$1/lambda/ttl-sweeper/bootstrap" "$stage/$name/ttl-sweeper"
+  cp README.md LICENSE CHANGELOG.md "$stage/$name/"
   tar -C "$stage" --owner=0 --group=0 --numeric-owner -czf "$out/$name.tar.gz" "$name"
   rm -rf "$stage"
 }
@@ -62,7 +63,7 @@ rustup target list --installed | grep -q aarch64-unknown-linux-gnu || rustup tar
 step "release build, arm64 (cargo lambda build --arm64)"
 cargo_lambda --arm64
 elf_machine target/lambda/ttl-sweeper-lambda/bootstrap 183
-elf_machine target/aarch64-unknown-linux-gnu/release/ttl-sweeper 183
+elf_machine target/lambda/ttl-sweeper/bootstrap 183
 lambda_zip target arm64
 cli_tarball target aarch64-unknown-linux-gnu
 (cd target/lambda/ttl-sweeper-lambda && rm -f ../ttl-sweeper-lambda.zip && python3 -m zipfile -c ../ttl-sweeper-lambda.zip bootstrap)
@@ -70,7 +71,7 @@ cli_tarball target aarch64-unknown-linux-gnu
 step "release build, x86_64 (cargo lambda build --x86-64, in target/dist-x86_64)"
 CARGO_TARGET_DIR="$root/target/dist-x86_64" cargo_lambda --x86-64
 elf_machine target/dist-x86_64/lambda/ttl-sweeper-lambda/bootstrap 62
-elf_machine target/dist-x86_64/x86_64-unknown-linux-gnu/release/ttl-sweeper 62
+elf_machine target/dist-x86_64/lambda/ttl-sweeper/bootstrap 62
 lambda_zip target/dist-x86_64 x86_64
 cli_tarball target/dist-x86_64 x86_64-unknown-linux-gnu
 
