@@ -59,7 +59,8 @@ cargo_lambda() {
 
 rustup target list --installed | grep -q aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu
 # arm64 in target/, as `make package` builds it (target/lambda/ttl-sweeper-lambda is what the
-# construct uses in a checkout); x86_64 in a target directory of its own, so it leaves that alone.
+# construct uses in a checkout); x86_64 last, in a target directory of its own, so it leaves that
+# alone (and a build already under way there can finish while the packages are made).
 step "release build, arm64 (cargo lambda build --arm64)"
 cargo_lambda --arm64
 elf_machine target/lambda/ttl-sweeper-lambda/bootstrap 183
@@ -67,13 +68,6 @@ elf_machine target/lambda/ttl-sweeper/bootstrap 183
 lambda_zip target arm64
 cli_tarball target aarch64-unknown-linux-gnu
 (cd target/lambda/ttl-sweeper-lambda && rm -f ../ttl-sweeper-lambda.zip && python3 -m zipfile -c ../ttl-sweeper-lambda.zip bootstrap)
-
-step "release build, x86_64 (cargo lambda build --x86-64, in target/dist-x86_64)"
-CARGO_TARGET_DIR="$root/target/dist-x86_64" cargo_lambda --x86-64
-elf_machine target/dist-x86_64/lambda/ttl-sweeper-lambda/bootstrap 62
-elf_machine target/dist-x86_64/lambda/ttl-sweeper/bootstrap 62
-lambda_zip target/dist-x86_64 x86_64
-cli_tarball target/dist-x86_64 x86_64-unknown-linux-gnu
 
 step "the construct: npm tarball and Python wheel, carrying the arm64 zip"
 mkdir -p infra/assets
@@ -99,6 +93,13 @@ step "helper packages: npm tarball and wheel"
 python3 -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation \
   -w "$out" packages/expiry-py
 rm -rf packages/expiry-py/build packages/expiry-py/*.egg-info
+
+step "release build, x86_64 (cargo lambda build --x86-64, in target/dist-x86_64)"
+CARGO_TARGET_DIR="$root/target/dist-x86_64" cargo_lambda --x86-64
+elf_machine target/dist-x86_64/lambda/ttl-sweeper-lambda/bootstrap 62
+elf_machine target/dist-x86_64/lambda/ttl-sweeper/bootstrap 62
+lambda_zip target/dist-x86_64 x86_64
+cli_tarball target/dist-x86_64 x86_64-unknown-linux-gnu
 
 step "checksums"
 (cd "$out" && sha256sum -- * >SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
