@@ -90,8 +90,8 @@ cp "target/package/ttl-sweeper-$version.crate" "$out/"
 
 step "helper packages: npm tarball and wheel"
 (cd packages/expiry-js && npm pack --silent --pack-destination "$out" >/dev/null)
-python3 -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation \
-  -w "$out" packages/expiry-py
+# pip builds it in an isolated environment with the build-system's setuptools (from PyPI).
+python3 -m pip wheel --quiet --disable-pip-version-check --no-deps -w "$out" packages/expiry-py
 rm -rf packages/expiry-py/build packages/expiry-py/*.egg-info
 
 step "release build, x86_64 (cargo lambda build --x86-64, in target/dist-x86_64)"
