@@ -3,6 +3,7 @@
 #   make demo     watch the sweeper delete expired items from a local DynamoDB (installs what it needs)
 #   make test     formatting, lints, unit, mock, integration and Lambda end-to-end tests
 #   make package  the arm64 Lambda zip, built with cargo-lambda
+#   make dist     every release file in dist/ at one version, with SHA256SUMS (docs/releasing.md)
 #
 # Set DYNAMODB_ENDPOINT=http://127.0.0.1:PORT to use a DynamoDB-API server you run yourself
 # (dynalite, moto_server, ...) instead of the DynamoDB Local the Makefile starts.
@@ -76,7 +77,7 @@ lint: ## rustfmt check and clippy -D warnings
 	cargo clippy --all-targets -- -D warnings
 
 .PHONY: test
-test: tools lint test-rust test-infra ## everything CI runs: lint, Rust tests (unit, mock, integration, Lambda e2e), infra tests
+test: tools lint test-rust test-infra test-packages ## everything CI runs: lint, Rust tests (unit, mock, integration, Lambda e2e), infra tests, helper packages
 
 .PHONY: test-rust
 test-rust: tools
@@ -94,6 +95,14 @@ test-rust: tools
 .PHONY: soak
 soak: dynamodb-local $(MOTO_SERVER) ## faults, SIGKILLs and racing writers for minutes, then the safety invariants (SOAK_SEED, SOAK_SCALE)
 	$(LOCAL_AWS_ENV) cargo test --test soak -- --ignored --nocapture
+
+# The helper library alone (no default features) compiles; tests/release.rs checks its dependency
+# tree. The ttl-sweeper-expiry packages for npm and PyPI against the spec/ vectors.
+.PHONY: test-packages
+test-packages: ## the crate without default features, the ttl-sweeper-expiry packages (npm, PyPI)
+	cargo check --no-default-features --lib
+	cd packages/expiry-js && node --test test/
+	cd packages/expiry-py && python3 -m unittest discover -s tests -t .
 
 # ---------------------------------------------------------------- infra (AWS CDK construct library, jsii)
 
@@ -194,6 +203,24 @@ package: zig ## the arm64 Lambda: target/lambda/ttl-sweeper-lambda/bootstrap and
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CARGO_LAMBDA) lambda build --release --arm64 --bin ttl-sweeper-lambda
 	cd target/lambda/ttl-sweeper-lambda && rm -f ../ttl-sweeper-lambda.zip && python3 -m zipfile -c ../ttl-sweeper-lambda.zip bootstrap
 	@ls -l target/lambda/ttl-sweeper-lambda/bootstrap target/lambda/ttl-sweeper-lambda.zip
+
+# ---------------------------------------------------------------- release
+
+# Cross-builds the Lambda and the CLI for arm64 and x86_64 (release, cargo-lambda + zig: minutes
+# each), so it is not part of `make test`. docs/releasing.md says what it writes and how to release.
+.PHONY: dist
+dist: zig $(INFRA_STAMP) ## release files in dist/ (Lambda zips, CLI archives, construct, crate, helpers, SHA256SUMS), then dist-test
+	scripts/dist.sh
+	$(MAKE) --no-print-directory dist-test
+
+# aws-cdk-lib for the Python app: PyPI's newest is 2.275.0 (checked 2026-11-23), npm's pin 2.276.0,
+# and the wheel asks for the npm peer range (>=2.276.0). Until that range allows a version PyPI
+# has, the test installs the wheel without its dependency check and says so.
+PY_AWS_CDK_LIB ?= 2.275.0
+
+.PHONY: dist-test
+dist-test: ## the construct from dist/ in fresh npm and Python apps outside the checkout: synth without code, AArch64 bootstrap
+	PY_AWS_CDK_LIB=$(PY_AWS_CDK_LIB) scripts/dist-test.sh
 
 .PHONY: clean
 clean:

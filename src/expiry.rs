@@ -6,13 +6,16 @@
 //! - [`layout`]: [`Layout`], the attribute names, window width and shard count.
 //! - [`item`]: helpers for application code — the attributes writers store, the expiry check
 //!   and filter readers use.
+//! - [`value`]: [`AttributeValueLike`], the SDK's or `serde_dynamo`'s attribute values alike.
 
 pub mod item;
 pub mod layout;
 pub mod time;
+pub mod value;
 pub mod window;
 
 pub use item::{expiry_attributes, is_expired, live_items_filter, LiveItemsFilter};
 pub use layout::{partition_key_bytes, Layout};
 pub use time::{iso_millis, Clock, Held, Timestamp};
+pub use value::AttributeValueLike;
 pub use window::{TtlError, Window};

@@ -34,28 +34,52 @@
 //!   application's delete.
 //! - [`expiry`]: the expiry model — [`expiry::Timestamp`], window math, the layout, and the
 //!   writer and reader helpers for application code. Pure; no I/O, no clock.
+//!
+//! # Features
+//! - `sweeper` (default): the Lambda, the CLI and every module above but [`streams`] and
+//!   [`expiry`], with the AWS SDKs, tokio, lambda_runtime and hyper.
+//! - `aws-sdk-dynamodb` (part of `sweeper`): the [`expiry`] helpers also take the SDK's
+//!   `AttributeValue`.
+//!
+//! With `default-features = false` the crate is the helper library alone, [`expiry`] and
+//! [`streams`], for application code that writes or reads swept tables: window math, the expiry
+//! check, the read filter and the Streams expiry test, with `serde_dynamo`'s `AttributeValue`.
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
+#[cfg(feature = "sweeper")]
 pub mod cli;
+#[cfg(feature = "sweeper")]
 pub mod config;
+#[cfg(feature = "sweeper")]
 pub mod engine;
+#[cfg(feature = "sweeper")]
 pub mod events;
 pub mod expiry;
+#[cfg(feature = "sweeper")]
 pub mod lambda;
+#[cfg(feature = "sweeper")]
 pub mod store;
 pub mod streams;
+#[cfg(feature = "sweeper")]
 pub mod telemetry;
+#[cfg(feature = "sweeper")]
 pub mod tools;
 
+#[cfg(feature = "sweeper")]
 use std::sync::Arc;
 
+#[cfg(feature = "sweeper")]
 use config::Config;
+#[cfg(feature = "sweeper")]
 use engine::Sweeper;
+#[cfg(feature = "sweeper")]
 use expiry::Timestamp;
+#[cfg(feature = "sweeper")]
 use store::{DynamoStore, GuardedClock, IndexCheck, StoreError};
 
 /// The production sweeper and the clock it sweeps by, from [`connect`].
+#[cfg(feature = "sweeper")]
 #[derive(Debug)]
 pub struct Connected {
     /// The sweeper, measuring lag and stamping events with `clock`.
@@ -69,6 +93,7 @@ pub struct Connected {
 /// chain, the table opened (and checked) with [`store::open`], and — with `EXPIRY_EVENTS` — the
 /// expiry-event sink. The one place the sweep clock is built, for every entry point: `wall` (the
 /// host clock the entry point reads) held to DynamoDB's clock as the store learns it.
+#[cfg(feature = "sweeper")]
 pub async fn connect(
     config: &Config,
     wall: impl Fn() -> Timestamp + Send + Sync + 'static,

@@ -64,3 +64,63 @@ fn cli_matches_every_vector() {
         );
     }
 }
+
+/// `spec/expiry-vectors.json`: the edge cases the npm and PyPI helper packages are also held to.
+fn edge_vectors(section: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/spec/expiry-vectors.json"
+    ))
+    .unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    doc[section].as_array().unwrap().clone()
+}
+
+#[test]
+fn library_matches_the_edge_case_windows() {
+    use ttl_sweeper::expiry::TtlError;
+    let vectors = edge_vectors("windows");
+    assert!(vectors.iter().any(|v| v.get("error").is_some()));
+    for v in &vectors {
+        let width = v["window_seconds"].as_u64().unwrap() as u32;
+        let shards = v["shards"].as_u64().unwrap() as u32;
+        let got = parse_ttl(v["ttl"].as_str().unwrap())
+            .and_then(|ttl| window_attribute(ttl, width, shards, &key_bytes(&v["partition_key"])));
+        match (v["error"].as_str(), got) {
+            (None, Ok(attribute)) => assert_eq!(attribute, v["attribute"].as_str().unwrap(), "{v}"),
+            (Some("not a number"), Err(TtlError::NotANumber(_)))
+            | (Some("negative"), Err(TtlError::Negative(_)))
+            | (Some("milliseconds"), Err(TtlError::LooksLikeMilliseconds(_))) => {}
+            (want, got) => panic!("{v}: expected {want:?}, got {got:?}"),
+        }
+    }
+}
+
+#[test]
+fn expiry_check_matches_the_vectors() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use std::collections::HashMap;
+    let cases = edge_vectors("is_expired");
+    assert!(
+        cases.iter().any(|c| c["expected"] == true) && cases.iter().any(|c| c["expected"] == false)
+    );
+    for c in &cases {
+        let mut item = HashMap::from([("id".to_string(), AttributeValue::S("a".into()))]);
+        if let Some(ttl) = c["ttl"].as_object() {
+            let value = match ttl.iter().next().unwrap() {
+                (kind, Value::String(text)) if kind == "N" => AttributeValue::N(text.clone()),
+                (kind, Value::String(text)) if kind == "S" => AttributeValue::S(text.clone()),
+                (kind, Value::Bool(true)) if kind == "NULL" => AttributeValue::Null(true),
+                other => panic!("unexpected ttl value {other:?}"),
+            };
+            item.insert("ttl".into(), value);
+        }
+        let now = c["now"].as_i64().unwrap();
+        assert_eq!(
+            ttl_sweeper::expiry::is_expired(&item, "ttl", now),
+            c["expected"].as_bool().unwrap(),
+            "{}",
+            c["name"]
+        );
+    }
+}

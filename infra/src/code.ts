@@ -5,10 +5,27 @@ import * as path from 'node:path';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 
 /**
+ * The arm64 Lambda zip the published package carries (`make dist` puts it in `infra/assets/`
+ * before packing; it holds `bootstrap` for `provided.al2023`).
+ */
+export const BUNDLED_CODE_ZIP = path.resolve(__dirname, '..', 'assets', 'ttl-sweeper-lambda-arm64.zip');
+
+/**
  * The directory `make package` writes the arm64 `bootstrap` to, relative to this package: the
  * package sits in `infra/` of the repository, the build output in `target/lambda/` beside it.
  */
 export const DEFAULT_CODE_DIRECTORY = path.resolve(__dirname, '..', '..', 'target', 'lambda', 'ttl-sweeper-lambda');
+
+/**
+ * The code used without `code`: the zip bundled in the package when there is one (an installed
+ * package), else the `make package` output of the repository this package sits in.
+ */
+export function defaultCode(bundledZip: string = BUNDLED_CODE_ZIP, directory: string = DEFAULT_CODE_DIRECTORY): lambda.Code {
+  if (fs.existsSync(bundledZip)) {
+    return lambda.Code.fromAsset(bundledZip);
+  }
+  return codeFromBuildOutput(directory);
+}
 
 /** `Code.fromAsset(directory)`, after checking that the directory holds a `bootstrap`. */
 export function codeFromBuildOutput(directory: string): lambda.Code {

@@ -17,7 +17,7 @@ import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { Checkpoint } from './checkpoint';
-import { codeFromBuildOutput, DEFAULT_CODE_DIRECTORY } from './code';
+import { defaultCode } from './code';
 import {
   checkExpiryEvents,
   expiryEventEnvironment,
@@ -269,8 +269,9 @@ export interface TtlSweeperProps {
   /**
    * The function's code: a directory or zip holding the arm64 `bootstrap` for `provided.al2023`.
    *
-   * @default - `Code.fromAsset` of `target/lambda/ttl-sweeper-lambda/` in the repository this
-   * package sits in (the output of `make package`); synthesis fails if it is missing
+   * @default - the arm64 Lambda zip bundled in the published package (npm and PyPI); in a
+   * checkout of the repository without it, `target/lambda/ttl-sweeper-lambda/` (the output of
+   * `make package`), and synthesis fails if that is missing
    */
   readonly code?: lambda.Code;
 
@@ -461,7 +462,7 @@ export class TtlSweeper extends Construct {
         },
       }),
     });
-    const code = props.code ?? codeFromBuildOutput(DEFAULT_CODE_DIRECTORY);
+    const code = props.code ?? defaultCode();
     const parts = ranges.map((range, i) =>
       this.sweeperFunction(i === 0 ? this : new Construct(this, `Sweeper${i + 1}`), props, settings, range, {
         indexArn,

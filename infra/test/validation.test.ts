@@ -8,8 +8,9 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as cdk from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { Checkpoint, DeleteMode, SweepSchedule, TtlSweeper, type TtlSweeperProps } from '../src';
-import { codeFromBuildOutput, DEFAULT_CODE_DIRECTORY } from '../src/code';
+import { BUNDLED_CODE_ZIP, codeFromBuildOutput, DEFAULT_CODE_DIRECTORY, defaultCode } from '../src/code';
 import { assetDir, newStack, synth } from './support';
 
 const invalid = (overrides: Partial<TtlSweeperProps>, message: RegExp) =>
@@ -86,6 +87,26 @@ test('schedules are checked when they are made', () => {
   assert.throws(() => SweepSchedule.cron('0 12 * * ? *', cdk.Duration.days(1)), /must be whole seconds from 60 to 3600/);
 });
 
+test('without code, a bundled zip comes first, then the make package output', () => {
+  assert.equal(BUNDLED_CODE_ZIP, path.resolve(__dirname, '..', 'assets', 'ttl-sweeper-lambda-arm64.zip'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ttl-sweeper-bundled-'));
+  try {
+    const zip = path.join(dir, 'code.zip');
+    const missingZip = path.join(dir, 'none.zip');
+    const missingDir = path.join(dir, 'none');
+    fs.writeFileSync(zip, 'PK');
+    const bound = (code: lambda.Code) => code.bind(newStack());
+    assert.equal((defaultCode(zip, missingDir) as lambda.AssetCode).path, zip);
+    assert.throws(() => defaultCode(missingZip, missingDir), /no Lambda code at .*Run `make package`/s);
+    fs.mkdirSync(missingDir);
+    fs.writeFileSync(path.join(missingDir, 'bootstrap'), '#!/bin/sh\n');
+    assert.equal((defaultCode(missingZip, missingDir) as lambda.AssetCode).path, missingDir);
+    assert.ok(bound(defaultCode(zip, missingDir)).s3Location, 'the zip becomes an S3 asset');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('unresolved tokens are not range-checked', () => {
   const stack = newStack();
   const memory = new cdk.CfnParameter(stack, 'Memory', { type: 'Number', default: 256 });
@@ -107,10 +128,10 @@ test('without code, the make package output is used, or a clear error names the 
   } finally {
     fs.rmSync(empty, { recursive: true, force: true });
   }
-  // The construct applies the same check to its default.
+  // The construct applies the same check to its default when no zip is bundled.
   const stack = newStack();
   const table = dynamodb.Table.fromTableName(stack, 'T', 'sessions');
-  if (fs.existsSync(path.join(DEFAULT_CODE_DIRECTORY, 'bootstrap'))) {
+  if (fs.existsSync(BUNDLED_CODE_ZIP) || fs.existsSync(path.join(DEFAULT_CODE_DIRECTORY, 'bootstrap'))) {
     assert.doesNotThrow(() => new TtlSweeper(stack, 'Default', { table }));
   } else {
     assert.throws(() => new TtlSweeper(stack, 'Default', { table }), /Run `make package`/);

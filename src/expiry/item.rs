@@ -4,11 +4,13 @@
 //! attributes to store. Readers that must never see an expired item — even in the seconds before
 //! the sweeper deletes it — check [`is_expired`] or add [`live_items_filter`] to their Query or
 //! Scan.
-
-use aws_sdk_dynamodb::types::AttributeValue;
+//!
+//! They take and return the SDK's `AttributeValue` (feature `aws-sdk-dynamodb`, on by default)
+//! or `serde_dynamo`'s, through [`AttributeValueLike`].
 
 use super::layout::Layout;
 use super::time::Timestamp;
+use super::value::AttributeValueLike;
 use super::window::{parse_ttl, ttl_state, TtlError, TtlState};
 
 /// The two attributes to store on an item that expires at `ttl` (epoch seconds):
@@ -24,34 +26,31 @@ use super::window::{parse_ttl, ttl_state, TtlError, TtlState};
 ///     AttributeValue::S("2022-07-19T21:26:00.000Z_2022-07-19T21:27:00.000Z".into())
 /// );
 /// ```
-pub fn expiry_attributes(
+pub fn expiry_attributes<V: AttributeValueLike>(
     ttl: i64,
-    partition_key: &AttributeValue,
+    partition_key: &V,
     layout: &Layout,
-) -> Result<[(String, AttributeValue); 2], TtlError> {
+) -> Result<[(String, V); 2], TtlError> {
     let window = layout.window_for(ttl as f64, partition_key)?;
     Ok([
-        (
-            layout.ttl_attribute.clone(),
-            AttributeValue::N(ttl.to_string()),
-        ),
-        (layout.window_attribute.clone(), AttributeValue::S(window)),
+        (layout.ttl_attribute.clone(), V::number(ttl.to_string())),
+        (layout.window_attribute.clone(), V::string(window)),
     ])
 }
 
 /// True when `item` has a usable numeric ttl that is before `now` (epoch seconds), and not more
 /// than five years before it — the rule native TTL and the sweeper delete by. Items without a
 /// ttl, or with one neither can use, never expire.
-pub fn is_expired(
-    item: &std::collections::HashMap<String, AttributeValue>,
+pub fn is_expired<V: AttributeValueLike>(
+    item: &std::collections::HashMap<String, V>,
     ttl_attribute: &str,
     now: i64,
 ) -> bool {
-    match item.get(ttl_attribute) {
-        Some(AttributeValue::N(n)) => {
+    match item.get(ttl_attribute).and_then(V::as_number_text) {
+        Some(n) => {
             parse_ttl(n).is_ok_and(|t| ttl_state(t, Timestamp::from_secs(now)) == TtlState::Expired)
         }
-        _ => false,
+        None => false,
     }
 }
 
@@ -61,33 +60,39 @@ pub fn is_expired(
 /// DynamoDB applies filters *after* reading: the hidden items still consume read capacity and
 /// count towards the 1 MB page limit.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LiveItemsFilter {
+pub struct LiveItemsFilter<V> {
     /// The filter expression.
     pub expression: String,
     /// `#ttl` → the ttl attribute.
     pub names: Vec<(String, String)>,
     /// `:now` → now.
-    pub values: Vec<(String, AttributeValue)>,
+    pub values: Vec<(String, V)>,
 }
 
 /// Builds the [`LiveItemsFilter`] for `ttl_attribute` as of `now`.
 ///
 /// ```
-/// use ttl_sweeper::expiry::live_items_filter;
-/// let f = live_items_filter("ttl", 1658265980);
+/// use aws_sdk_dynamodb::types::AttributeValue;
+/// use ttl_sweeper::expiry::{live_items_filter, LiveItemsFilter};
+/// let f: LiveItemsFilter<AttributeValue> = live_items_filter("ttl", 1658265980);
 /// assert_eq!(f.expression, "(#ttl >= :now OR attribute_not_exists(#ttl))");
+/// assert_eq!(f.values, [(":now".to_string(), AttributeValue::N("1658265980".into()))]);
 /// ```
-pub fn live_items_filter(ttl_attribute: &str, now: i64) -> LiveItemsFilter {
+pub fn live_items_filter<V: AttributeValueLike>(
+    ttl_attribute: &str,
+    now: i64,
+) -> LiveItemsFilter<V> {
     LiveItemsFilter {
         expression: "(#ttl >= :now OR attribute_not_exists(#ttl))".into(),
         names: vec![("#ttl".into(), ttl_attribute.into())],
-        values: vec![(":now".into(), AttributeValue::N(now.to_string()))],
+        values: vec![(":now".into(), V::number(now.to_string()))],
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "aws-sdk-dynamodb"))]
 mod tests {
     use super::*;
+    use aws_sdk_dynamodb::types::AttributeValue;
     use std::collections::HashMap;
 
     fn item(ttl: Option<AttributeValue>) -> HashMap<String, AttributeValue> {

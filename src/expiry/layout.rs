@@ -1,8 +1,7 @@
 //! [`Layout`]: where and how items carry their expiry — the ttl and window attributes, the window
 //! width and the shard count. Writers, the sweeper, backfill and audit all read the same layout.
 
-use aws_sdk_dynamodb::types::AttributeValue;
-
+use super::value::AttributeValueLike;
 use super::window::{window_attribute, TtlError};
 
 /// The window layout writers and the sweeper agree on.
@@ -31,7 +30,7 @@ impl Default for Layout {
 
 impl Layout {
     /// The window attribute value for an item with `ttl` and partition key value `pk`.
-    pub fn window_for(&self, ttl: f64, pk: &AttributeValue) -> Result<String, TtlError> {
+    pub fn window_for(&self, ttl: f64, pk: &impl AttributeValueLike) -> Result<String, TtlError> {
         let bytes = partition_key_bytes(pk).unwrap_or_default();
         window_attribute(ttl, self.window_seconds, self.window_shards, &bytes)
     }
@@ -39,10 +38,6 @@ impl Layout {
 
 /// The bytes a partition key value is sharded by: UTF-8 of a String, the text of a Number, the
 /// raw bytes of a Binary. `None` for types that cannot be keys.
-pub fn partition_key_bytes(value: &AttributeValue) -> Option<Vec<u8>> {
-    match value {
-        AttributeValue::S(s) | AttributeValue::N(s) => Some(s.as_bytes().to_vec()),
-        AttributeValue::B(b) => Some(b.as_ref().to_vec()),
-        _ => None,
-    }
+pub fn partition_key_bytes(value: &impl AttributeValueLike) -> Option<Vec<u8>> {
+    value.key_bytes().map(<[u8]>::to_vec)
 }

@@ -37,7 +37,7 @@ pub struct DynamoStore {
     server_clock: Arc<ServerClock>,
     deletes: DeleteClients,
     /// Query pages and batch deletes without the SDK's request pipeline (see
-    /// [`super::direct`]); `None` for a store built with [`DynamoStore::sdk_only`].
+    /// `store::direct`); `None` for a store built with [`DynamoStore::sdk_only`].
     direct: Option<Arc<Direct>>,
     /// When every call ends at the latest ([`Store::end_calls_by`]); shared by clones.
     calls_end: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
@@ -114,7 +114,7 @@ pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
 impl DynamoStore {
     /// Wraps a client built by the caller, adding the interceptor that learns DynamoDB's clock
     /// from its responses (see [`DynamoStore::server_clock`]). Query pages and batch deletes go
-    /// through the client's connector without its request pipeline (see [`super::direct`]) once
+    /// through the client's connector without its request pipeline (see `store::direct`) once
     /// the client has sent its first request.
     pub fn new(client: Client) -> Self {
         Self::build(client, true)
@@ -203,7 +203,7 @@ impl DynamoStore {
     }
 
     /// Requests sent without the SDK's request pipeline (query pages and batch deletes, see
-    /// [`super::direct`]) so far; always 0 for a store built with [`DynamoStore::sdk_only`].
+    /// `store::direct`) so far; always 0 for a store built with [`DynamoStore::sdk_only`].
     pub fn direct_requests(&self) -> u64 {
         self.direct.as_ref().map_or(0, |d| d.requests_sent())
     }

@@ -21,8 +21,8 @@
 //! Progress is saved after every page, so a killed run resumes where it stopped, and re-running
 //! is harmless: correct items are only counted.
 //!
-//! The progress file is in [`progress`]; the flags' ranges and the write-rate limit in
-//! [`limits`].
+//! The progress file is in `progress`; the flags' ranges and the write-rate limit in
+//! `limits`.
 
 mod limits;
 mod progress;

@@ -1,0 +1,199 @@
+//! Release consistency: one version in every manifest that `make dist` packages (the crate, the
+//! construct's npm package and so its Python wheel, the two helper packages), matching the top
+//! entry of CHANGELOG.md; and the crate without default features is the helper library alone.
+
+use std::path::Path;
+use std::process::Command;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(Path::new(ROOT).join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn json_version(path: &str) -> String {
+    let doc: serde_json::Value = serde_json::from_str(&read(path)).unwrap();
+    doc["version"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{path} has no version"))
+        .to_owned()
+}
+
+/// The `version = "..."` line of a TOML table (the first one after `[header]`).
+fn toml_version(path: &str, header: &str) -> String {
+    let text = read(path);
+    let table = text
+        .split_once(header)
+        .unwrap_or_else(|| panic!("{path} has no {header}"))
+        .1;
+    table
+        .lines()
+        .find_map(|line| line.strip_prefix("version = \""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("{path} has no version under {header}"))
+        .to_owned()
+}
+
+/// The version of CHANGELOG.md's top entry (`## [x.y.z] - YYYY-MM-DD`), after `## [Unreleased]`.
+fn changelog_version(text: &str) -> Option<(String, String)> {
+    let line = text
+        .lines()
+        .filter(|l| l.starts_with("## ["))
+        .find(|l| !l.starts_with("## [Unreleased]"))?;
+    let (version, rest) = line.strip_prefix("## [")?.split_once(']')?;
+    let date = rest.strip_prefix(" - ")?;
+    Some((version.to_owned(), date.to_owned()))
+}
+
+#[test]
+fn every_manifest_has_the_crates_version() {
+    let versions = [
+        ("infra/package.json", json_version("infra/package.json")),
+        (
+            "infra/package-lock.json",
+            json_version("infra/package-lock.json"),
+        ),
+        (
+            "packages/expiry-js/package.json",
+            json_version("packages/expiry-js/package.json"),
+        ),
+        (
+            "packages/expiry-py/pyproject.toml",
+            toml_version("packages/expiry-py/pyproject.toml", "[project]"),
+        ),
+        ("Cargo.toml", toml_version("Cargo.toml", "[package]")),
+    ];
+    for (path, version) in versions {
+        assert_eq!(
+            version, VERSION,
+            "{path} is at {version}, Cargo.toml at {VERSION}"
+        );
+    }
+}
+
+#[test]
+fn the_changelogs_top_entry_is_this_version() {
+    let (version, date) = changelog_version(&read("CHANGELOG.md"))
+        .expect("CHANGELOG.md has a `## [x.y.z] - date` entry");
+    assert_eq!(
+        version, VERSION,
+        "CHANGELOG.md's top entry is {version}, Cargo.toml says {VERSION}"
+    );
+    let d = date.as_bytes();
+    assert!(
+        d.len() == 10
+            && d[4] == b'-'
+            && d[7] == b'-'
+            && date.replace('-', "").bytes().all(|b| b.is_ascii_digit()),
+        "CHANGELOG.md's {version} entry has date {date:?}, expected YYYY-MM-DD"
+    );
+}
+
+#[test]
+fn the_changelog_parser_reads_keep_a_changelog_headings() {
+    let text =
+        "# Changelog\n\n## [Unreleased]\n\n## [1.2.0] - 2026-01-02\n\n## [1.1.0] - 2025-01-01\n";
+    assert_eq!(
+        changelog_version(text),
+        Some(("1.2.0".into(), "2026-01-02".into()))
+    );
+    assert_eq!(changelog_version("# Changelog\n\n## [Unreleased]\n"), None);
+}
+
+#[test]
+fn the_crate_is_publishable() {
+    let manifest = read("Cargo.toml");
+    assert!(
+        !manifest.contains("publish = false"),
+        "Cargo.toml forbids publishing"
+    );
+    for key in ["repository", "readme", "keywords", "categories", "license"] {
+        assert!(
+            manifest
+                .lines()
+                .any(|l| l.starts_with(&format!("{key} = "))),
+            "Cargo.toml has no {key}"
+        );
+    }
+    assert!(Path::new(ROOT).join("LICENSE").is_file());
+}
+
+/// Packages that must not be in the dependency tree without default features.
+const HEAVY: &[&str] = &[
+    "aws-config",
+    "aws-sdk-",
+    "aws-smithy-",
+    "aws-sigv4",
+    "aws-credential-types",
+    "aws-runtime",
+    "tokio",
+    "lambda_runtime",
+    "hyper",
+    "clap",
+    "tracing",
+    "metrics",
+];
+
+#[test]
+fn without_default_features_the_crate_is_the_helper_library_alone() {
+    let out = Command::new(env!("CARGO"))
+        .current_dir(ROOT)
+        .args([
+            "tree",
+            "--offline",
+            "--locked",
+            "--no-default-features",
+            "-e",
+            "normal",
+        ])
+        .args(["--prefix", "none", "--format", "{p}"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cargo tree: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8(out.stdout).unwrap();
+    let names: Vec<&str> = tree
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(
+        names.contains(&"sha2") && names.contains(&"chrono"),
+        "{tree}"
+    );
+    let heavy: std::collections::BTreeSet<&str> = names
+        .iter()
+        .copied()
+        .filter(|name| HEAVY.iter().any(|h| name.starts_with(h)))
+        .collect();
+    assert!(
+        heavy.is_empty(),
+        "heavy dependencies without default features: {heavy:?}"
+    );
+    // With default features they are all there, so the check above can see them.
+    let out = Command::new(env!("CARGO"))
+        .current_dir(ROOT)
+        .args([
+            "tree",
+            "--offline",
+            "--locked",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .output()
+        .unwrap();
+    let tree = String::from_utf8(out.stdout).unwrap();
+    for name in ["aws-sdk-dynamodb", "tokio", "lambda_runtime", "hyper"] {
+        assert!(
+            tree.lines().any(|l| l.starts_with(&format!("{name} "))),
+            "{name} missing from the default tree"
+        );
+    }
+}
