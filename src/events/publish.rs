@@ -24,6 +24,12 @@ pub struct Publisher {
     pub backoff_cap: Duration,
 }
 
+/// How long past the stop's deadline a sink call may still run before it is given up (and its
+/// events reported failed): in the Lambda, whose stop is 3 s before the invocation's deadline, a
+/// call is abandoned 1 s before that deadline, so the sweep ends and its summary is written with
+/// every event accounted for.
+pub const PUBLISH_PAST_STOP: Duration = Duration::from_secs(2);
+
 /// What publishing a list of events did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Published {
@@ -73,7 +79,26 @@ impl Publisher {
             let mut still = Vec::new();
             for range in batches {
                 let slots = &pending[range.clone()];
-                match self.sink.put(&batch_events[range.clone()]).await {
+                let put = self.sink.put(&batch_events[range.clone()]);
+                let answer = match stop.deadline() {
+                    None => put.await,
+                    Some(d) => match tokio::time::timeout_at(d + PUBLISH_PAST_STOP, put).await {
+                        Ok(answer) => answer,
+                        Err(_) => {
+                            // Not retried: the sweep is out of time. Reported by id, never
+                            // silently lost with the invocation.
+                            for (i, _) in slots {
+                                out.deliveries[*i] = Delivery::Failed(
+                                    "the sink had not answered when the sweep ran out of time \
+                                     (its deadline)"
+                                        .into(),
+                                );
+                            }
+                            continue;
+                        }
+                    },
+                };
+                match answer {
                     Ok(results) if results.len() == slots.len() => {
                         for ((i, _), result) in slots.iter().zip(results) {
                             match result {
@@ -187,6 +212,39 @@ mod tests {
         );
         assert_eq!(out.deliveries, vec![Delivery::Stopped; 15]);
         assert_eq!(out.retried, 0);
+    }
+
+    /// Never answers.
+    #[derive(Debug, Default)]
+    struct Hung;
+
+    impl Sink for Hung {
+        fn put<'a>(
+            &'a self,
+            _batch: &'a [ExpiryEvent],
+        ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sink_that_does_not_answer_by_the_deadline_gets_its_events_reported_failed() {
+        let p = Publisher::new(Arc::new(Hung), SinkKind::Sqs);
+        let started = tokio::time::Instant::now();
+        let stop = Stop::at(Some(started + Duration::from_secs(5)));
+        let out = p.publish(events(12), &stop).await;
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_secs(5) + PUBLISH_PAST_STOP
+        );
+        assert_eq!(out.deliveries.len(), 12);
+        assert!(
+            out.deliveries
+                .iter()
+                .all(|d| matches!(d, Delivery::Failed(r) if r.contains("ran out of time"))),
+            "{:?}",
+            out.deliveries
+        );
     }
 
     #[tokio::test(start_paused = true)]
