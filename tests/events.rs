@@ -596,6 +596,55 @@ fn extend_before_delete(client: &Client, table: &str, extended: &HashSet<String>
     })
 }
 
+/// One archive sweep with conditional deletes of `table` into `sink`, in which the application
+/// extends the `extended` items between the publish and the delete. Returns its report.
+async fn sweep_archive_extending(
+    client: &Client,
+    table: &str,
+    sink: &TestSink,
+    extended: &HashSet<String>,
+) -> Value {
+    let hook = extend_before_delete(client, table, extended);
+    let settings = [
+        ("EXPIRY_EVENTS_MODE", "archive"),
+        ("DELETE_MODE", "conditional"),
+    ];
+    let sweeper = sweeper_with_events(
+        table,
+        &settings,
+        sink,
+        &moto::endpoint(),
+        Some(hook),
+        ttl_sweeper::events::ATTEMPT_TIMEOUT,
+    )
+    .await;
+    report_json(&sweeper.sweep(clock(), &Stop::never()).await)
+}
+
+/// The events `sink` received after an archive sweep with conditional deletes, checked against
+/// the invariants with the items left in `table` and no item reported failed.
+async fn archive_events_checked(
+    client: &Client,
+    table: &str,
+    sink: &TestSink,
+    expired: &HashMap<String, i64>,
+    context: &str,
+) -> Vec<Value> {
+    let events = sink.events().await;
+    let left = present(client, table).await;
+    check_invariants(
+        &events,
+        table,
+        expired,
+        &left,
+        "archive",
+        "conditional",
+        &HashSet::new(),
+        context,
+    );
+    events
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_before_the_delete() {
     let client = common::client().await;
@@ -606,39 +655,14 @@ async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_before_the_delete
         .map(String::from)
         .into();
     // Between the archive publish and the conditional delete, the application extends three.
-    let hook = extend_before_delete(&client, &table, &extended);
     let sink = TestSink::new(Kind::Sqs).await;
-    let settings = [
-        ("EXPIRY_EVENTS_MODE", "archive"),
-        ("DELETE_MODE", "conditional"),
-    ];
-    let sweeper = sweeper_with_events(
-        &table,
-        &settings,
-        &sink,
-        &moto::endpoint(),
-        Some(hook),
-        ttl_sweeper::events::ATTEMPT_TIMEOUT,
-    )
-    .await;
-    let report = report_json(&sweeper.sweep(clock(), &Stop::never()).await);
+    let report = sweep_archive_extending(&client, &table, &sink, &extended).await;
     assert_eq!(report["items_deleted"], 9, "{report}");
     assert_eq!(report["events_published"], 12, "{report}");
     assert_eq!(report["events_cancelled"], 3, "{report}");
     assert_eq!(report["events_failed"], 0, "{report}");
 
-    let events = sink.events().await;
-    let left = present(&client, &table).await;
-    check_invariants(
-        &events,
-        &table,
-        &expired,
-        &left,
-        "archive",
-        "conditional",
-        &HashSet::new(),
-        "cancellations",
-    );
+    let events = archive_events_checked(&client, &table, &sink, &expired, "cancellations").await;
     let cancelled: HashMap<String, &Value> = events
         .iter()
         .filter(|e| e["detail-type"] == "Item Expiry Cancelled")
@@ -673,7 +697,6 @@ async fn a_fifo_queue_delivers_both_the_expiry_and_its_cancellation() {
     create_table(&client, &TableSpec::simple(&table)).await;
     let expired = fill(&client, &table, 6, 2).await;
     let extended: HashSet<String> = ["exp-00001", "exp-00004"].map(String::from).into();
-    let hook = extend_before_delete(&client, &table, &extended);
     let url = moto::create_fifo_queue(&moto::sqs().await, &moto::unique("expiries")).await;
     let sink = TestSink {
         kind: Kind::Sqs,
@@ -682,36 +705,12 @@ async fn a_fifo_queue_delivers_both_the_expiry_and_its_cancellation() {
         bucket: None,
         received: Mutex::new(Vec::new()),
     };
-    let settings = [
-        ("EXPIRY_EVENTS_MODE", "archive"),
-        ("DELETE_MODE", "conditional"),
-    ];
-    let sweeper = sweeper_with_events(
-        &table,
-        &settings,
-        &sink,
-        &moto::endpoint(),
-        Some(hook),
-        ttl_sweeper::events::ATTEMPT_TIMEOUT,
-    )
-    .await;
-    let report = report_json(&sweeper.sweep(clock(), &Stop::never()).await);
+    let report = sweep_archive_extending(&client, &table, &sink, &extended).await;
     assert_eq!(report["items_deleted"], 4, "{report}");
     assert_eq!(report["events_published"], 6, "{report}");
     assert_eq!(report["events_cancelled"], 2, "{report}");
 
-    let events = sink.events().await;
-    let left = present(&client, &table).await;
-    check_invariants(
-        &events,
-        &table,
-        &expired,
-        &left,
-        "archive",
-        "conditional",
-        &HashSet::new(),
-        "FIFO",
-    );
+    let events = archive_events_checked(&client, &table, &sink, &expired, "FIFO").await;
     let of = |kind: &str| -> Vec<String> {
         let mut ids: Vec<String> = events
             .iter()

@@ -93,6 +93,11 @@ impl MemTable {
             item.insert("ttl".into(), AV::N((NOW + 100).to_string()));
             items.insert(id, item);
         }
+        MemTable::holding(items, log)
+    }
+
+    /// A table holding `items`, with nothing scripted.
+    fn holding(items: BTreeMap<String, Key>, log: Arc<Mutex<Vec<String>>>) -> Self {
         MemTable {
             items: Mutex::new(items),
             log,
@@ -336,6 +341,45 @@ async fn sweep<S: Store>(
     (sweeper, report)
 }
 
+/// A sweep in archive mode with conditional deletes and no item in the events.
+async fn sweep_archive<S: Store>(table: S, sink: Arc<ScriptedSink>) -> (Sweeper<S>, SweepReport) {
+    sweep(
+        table,
+        sink,
+        EventsMode::Archive,
+        DeleteMode::Conditional,
+        ItemSource::Off,
+    )
+    .await
+}
+
+/// A sweep in archive mode with conditional deletes that must stop `after` from now.
+async fn sweep_archive_stopping<S: Store>(
+    table: S,
+    events: Events,
+    after: Duration,
+) -> SweepReport {
+    let sweeper = Sweeper::new(table, schema(), options(DeleteMode::Conditional, 4))
+        .with_events(Arc::new(events));
+    let now = Timestamp::from_secs(NOW);
+    let stop = Stop::at(Some(tokio::time::Instant::now() + after));
+    sweeper
+        .sweep_windows(now, &[Window::containing_instant(now, 60)], &stop)
+        .await
+}
+
+/// The events for an archive sweep with conditional deletes and no item.
+fn archive_events(sink: Arc<ScriptedSink>) -> Events {
+    Events::new(
+        &events_config(
+            EventsMode::Archive,
+            DeleteMode::Conditional,
+            ItemSource::Off,
+        ),
+        sink,
+    )
+}
+
 #[tokio::test(start_paused = true)]
 async fn notify_publishes_one_event_per_deleted_item_with_its_stable_id() {
     for delete_mode in [DeleteMode::Batch, DeleteMode::Conditional] {
@@ -431,14 +475,7 @@ async fn archive_deletes_nothing_the_sink_refused() {
                 batch.len()
             ])
         }));
-        let (_, report) = sweep(
-            table.clone(),
-            sink.clone(),
-            EventsMode::Archive,
-            DeleteMode::Conditional,
-            ItemSource::Off,
-        )
-        .await;
+        let (_, report) = sweep_archive(table.clone(), sink.clone()).await;
         assert_eq!(table.ids().len(), 30, "every item is still in the table");
         assert_eq!(table.deleted.load(SeqCst), 0);
         assert_eq!(report.items_deleted, 0);
@@ -484,14 +521,7 @@ async fn archive_deletes_exactly_what_was_accepted_and_only_after() {
             })
             .collect())
     }));
-    let (_, report) = sweep(
-        table.clone(),
-        sink.clone(),
-        EventsMode::Archive,
-        DeleteMode::Conditional,
-        ItemSource::Off,
-    )
-    .await;
+    let (_, report) = sweep_archive(table.clone(), sink.clone()).await;
     let left: Vec<String> = table.ids();
     assert_eq!(left.len(), 20);
     assert!(left
@@ -701,24 +731,9 @@ async fn archive_leaves_items_for_the_next_sweep_when_it_must_stop() {
     let sink = Arc::new(ScriptedSink::new(log.clone(), |_, _| {
         Err(SinkError::new(true, "timeout"))
     }));
-    let events = Events::new(
-        &events_config(
-            EventsMode::Archive,
-            DeleteMode::Conditional,
-            ItemSource::Off,
-        ),
-        sink.clone(),
-    )
-    .with_backoff(Duration::from_secs(1), Duration::from_secs(10));
-    let sweeper = Sweeper::new(table.clone(), schema(), options(DeleteMode::Conditional, 4))
-        .with_events(Arc::new(events));
-    let now = Timestamp::from_secs(NOW);
-    let stop = Stop::at(Some(
-        tokio::time::Instant::now() + Duration::from_millis(1500),
-    ));
-    let report = sweeper
-        .sweep_windows(now, &[Window::containing_instant(now, 60)], &stop)
-        .await;
+    let events =
+        archive_events(sink.clone()).with_backoff(Duration::from_secs(1), Duration::from_secs(10));
+    let report = sweep_archive_stopping(table.clone(), events, Duration::from_millis(1500)).await;
     assert_eq!(table.ids().len(), 20, "nothing deleted");
     assert_eq!(report.items_deleted, 0);
     assert_eq!(report.items_left + report.items_failed, 20, "{report:?}");
@@ -755,11 +770,18 @@ async fn auto_items_come_from_conditional_deletes_in_notify_mode_only() {
     }
 }
 
+/// The accepted events of item `id`, in order.
+fn accepted_of(sink: &ScriptedSink, id: &str) -> Vec<ExpiryEvent> {
+    sink.accepted()
+        .into_iter()
+        .filter(|e| e.detail()["key"]["id"]["S"] == id)
+        .collect()
+}
+
 /// The kinds of the accepted events of item `id`, in order.
 fn accepted_kinds(sink: &ScriptedSink, id: &str) -> Vec<&'static str> {
-    sink.accepted()
+    accepted_of(sink, id)
         .iter()
-        .filter(|e| e.detail()["key"]["id"]["S"] == id)
         .map(|e| e.kind.detail_type())
         .collect()
 }
@@ -776,14 +798,7 @@ async fn archive_cancels_an_accepted_expiry_whose_delete_failed_once_its_ttl_cha
     table.throttle_deletes = true;
     let table = Arc::new(table);
     let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-    let (_, report) = sweep(
-        table.clone(),
-        sink.clone(),
-        EventsMode::Archive,
-        DeleteMode::Conditional,
-        ItemSource::Off,
-    )
-    .await;
+    let (_, report) = sweep_archive(table.clone(), sink.clone()).await;
     assert_eq!(report.events_published, 10, "{report:?}");
     // The extended items: their expiry is cancelled, with its id, and they count as kept.
     for id in ["e0002", "e0005"] {
@@ -821,19 +836,11 @@ async fn archive_cancels_an_accepted_expiry_whose_delete_failed_once_its_ttl_cha
     );
     assert_eq!(table.ids().len(), 9, "nothing deleted");
     // The next sweep, with deletes working again, settles the rest with the same ids.
-    let table = Arc::new(MemTable {
-        items: Mutex::new(table.items.lock().unwrap().clone()),
-        log: log.clone(),
-        ..MemTable::default()
-    });
-    let (_, again) = sweep(
-        table.clone(),
-        sink.clone(),
-        EventsMode::Archive,
-        DeleteMode::Conditional,
-        ItemSource::Off,
-    )
-    .await;
+    let table = Arc::new(MemTable::holding(
+        table.items.lock().unwrap().clone(),
+        log.clone(),
+    ));
+    let (_, again) = sweep_archive(table.clone(), sink.clone()).await;
     assert_eq!(again.items_deleted, 7, "{again:?}");
     assert_eq!(table.ids(), ["e0002", "e0005"]);
 }
@@ -849,21 +856,12 @@ async fn archive_cancels_an_accepted_expiry_left_by_a_stop_once_its_ttl_changed(
     let mut sink = ScriptedSink::accepting(log.clone());
     sink.delay = Duration::from_millis(10);
     let sink = Arc::new(sink);
-    let events = Events::new(
-        &events_config(
-            EventsMode::Archive,
-            DeleteMode::Conditional,
-            ItemSource::Off,
-        ),
-        sink.clone(),
-    );
-    let sweeper = Sweeper::new(table.clone(), schema(), options(DeleteMode::Conditional, 4))
-        .with_events(Arc::new(events));
-    let now = Timestamp::from_secs(NOW);
-    let stop = Stop::at(Some(tokio::time::Instant::now() + Duration::from_millis(5)));
-    let report = sweeper
-        .sweep_windows(now, &[Window::containing_instant(now, 60)], &stop)
-        .await;
+    let report = sweep_archive_stopping(
+        table.clone(),
+        archive_events(sink.clone()),
+        Duration::from_millis(5),
+    )
+    .await;
     assert_eq!(report.events_published, 6, "{report:?}");
     assert_eq!(table.ids().len(), 6, "nothing deleted");
     assert_eq!(
@@ -889,14 +887,7 @@ async fn archive_without_the_re_read_reports_what_it_could_not_settle() {
     table.refuse_reads = true;
     let table = Arc::new(table);
     let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-    let (_, report) = sweep(
-        table.clone(),
-        sink.clone(),
-        EventsMode::Archive,
-        DeleteMode::Conditional,
-        ItemSource::Off,
-    )
-    .await;
+    let (_, report) = sweep_archive(table.clone(), sink.clone()).await;
     assert_eq!(report.events_published, 5, "{report:?}");
     assert_eq!(report.events_cancelled, 0, "{report:?}");
     assert_eq!(report.items_failed, 5, "{report:?}");
@@ -918,13 +909,7 @@ async fn archive_after_a_crash_between_expiry_and_delete() {
     let sink = Arc::new(ScriptedSink::accepting(log.clone()));
     let died = tokio::time::timeout(
         Duration::from_secs(60),
-        sweep(
-            table.clone(),
-            sink.clone(),
-            EventsMode::Archive,
-            DeleteMode::Conditional,
-            ItemSource::Off,
-        ),
+        sweep_archive(table.clone(), sink.clone()),
     )
     .await;
     assert!(died.is_err(), "the first sweep never got past its deletes");
@@ -935,28 +920,12 @@ async fn archive_after_a_crash_between_expiry_and_delete() {
         .get_mut("e0001")
         .unwrap()
         .insert("ttl".into(), AV::N((NOW + 3600).to_string()));
-    let table = Arc::new(MemTable {
-        items: Mutex::new(items),
-        log: log.clone(),
-        ..MemTable::default()
-    });
-    let (_, report) = sweep(
-        table.clone(),
-        sink.clone(),
-        EventsMode::Archive,
-        DeleteMode::Conditional,
-        ItemSource::Off,
-    )
-    .await;
+    let table = Arc::new(MemTable::holding(items, log.clone()));
+    let (_, report) = sweep_archive(table.clone(), sink.clone()).await;
     assert_eq!(report.items_deleted, 3, "{report:?}");
     assert_eq!(table.ids(), ["e0001"], "the extended item stays");
     for id in ["e0000", "e0002", "e0003"] {
-        let ids: Vec<String> = sink
-            .accepted()
-            .iter()
-            .filter(|e| e.detail()["key"]["id"]["S"] == id)
-            .map(|e| e.id.clone())
-            .collect();
+        let ids: Vec<String> = accepted_of(&sink, id).into_iter().map(|e| e.id).collect();
         assert_eq!(ids.len(), 2, "{id}: published again");
         assert_eq!(ids[0], ids[1], "{id}: with the same id");
     }

@@ -33,6 +33,27 @@ fn settings() -> HandlerSettings {
     }
 }
 
+/// One scheduled invocation with `remaining` time left, at `clock`; panics if it is still
+/// running when that time is up.
+async fn handle_before_deadline<S: ttl_sweeper::store::Store>(
+    sweeper: &Sweeper<S>,
+    clock: Timestamp,
+    remaining: Duration,
+) -> Result<ttl_sweeper::engine::SweepReport, HandlerError> {
+    let started = std::time::Instant::now();
+    tokio::time::timeout(
+        remaining,
+        handle(sweeper, &json!({}), &|| clock, Some(remaining), &settings()),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "the invocation was still running at its deadline, {:?} in",
+            started.elapsed()
+        )
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduled_and_transformed_events_sweep_as_of_their_time() {
     let now = now();
@@ -222,26 +243,8 @@ async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
         .await
         .unwrap();
     let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
-    let clock = Timestamp::from_secs(now);
-    let remaining = Duration::from_secs(5);
-    let started = std::time::Instant::now();
-    let handled = tokio::time::timeout(
-        remaining,
-        handle(
-            &sweeper,
-            &json!({}),
-            &|| clock,
-            Some(remaining),
-            &settings(),
-        ),
-    )
-    .await
-    .unwrap_or_else(|_| {
-        panic!(
-            "the invocation was still running at its deadline, {:?} in",
-            started.elapsed()
-        )
-    });
+    let handled =
+        handle_before_deadline(&sweeper, Timestamp::from_secs(now), Duration::from_secs(5)).await;
     let Err(HandlerError::SweepFailed { report, .. }) = handled else {
         panic!("no query was answered: the sweep cannot have succeeded: {handled:?}");
     };
@@ -277,20 +280,12 @@ async fn a_sweep_that_ignores_every_bound_is_dropped_before_the_deadline() {
         layout: cfg.layout(),
     };
     let sweeper = Sweeper::new(Stalled, schema, cfg.sweep_options());
-    let clock = Timestamp::from_secs(now());
-    let remaining = Duration::from_secs(4);
-    let handled = tokio::time::timeout(
-        remaining,
-        handle(
-            &sweeper,
-            &json!({}),
-            &|| clock,
-            Some(remaining),
-            &settings(),
-        ),
+    let handled = handle_before_deadline(
+        &sweeper,
+        Timestamp::from_secs(now()),
+        Duration::from_secs(4),
     )
-    .await
-    .expect("the invocation was still running at its deadline");
+    .await;
     let Err(HandlerError::SweepFailed { report, first, .. }) = handled else {
         panic!("a dropped sweep is a failed invocation: {handled:?}");
     };

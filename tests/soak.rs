@@ -300,19 +300,7 @@ async fn record(
     state: Arc<RecState>,
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
-    let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let op = parts
-        .headers
-        .get("x-amz-target")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.rsplit('.').next())
-        .unwrap_or("")
-        .to_owned();
+    let (parts, body, op) = fault_proxy::read_request(req).await;
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     if state.slowing.load(Ordering::SeqCst) {
         let pause = if op == "BatchWriteItem" {

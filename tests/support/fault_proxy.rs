@@ -323,9 +323,9 @@ impl Drop for InFlight {
     }
 }
 
-async fn handle(shared: Arc<Shared>, fd: RawFd, req: Request<Incoming>) -> Reply {
-    shared.stats.requests.fetch_add(1, Ordering::SeqCst);
-    let guard = InFlight::enter(&shared.stats);
+/// A request's head, its whole body (empty if it could not be read) and the DynamoDB operation
+/// its `x-amz-target` names (empty if none).
+pub async fn read_request(req: Request<Incoming>) -> (hyper::http::request::Parts, Bytes, String) {
     let (parts, body) = req.into_parts();
     let body = body
         .collect()
@@ -339,6 +339,13 @@ async fn handle(shared: Arc<Shared>, fd: RawFd, req: Request<Incoming>) -> Reply
         .and_then(|v| v.rsplit('.').next())
         .unwrap_or("")
         .to_owned();
+    (parts, body, op)
+}
+
+async fn handle(shared: Arc<Shared>, fd: RawFd, req: Request<Incoming>) -> Reply {
+    shared.stats.requests.fetch_add(1, Ordering::SeqCst);
+    let guard = InFlight::enter(&shared.stats);
+    let (parts, body, op) = read_request(req).await;
     let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let fault = decide(&shared, &op, &json);
     if let Some(f) = &fault {
