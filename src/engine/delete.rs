@@ -120,12 +120,14 @@ impl<S: Store> Deleter<'_, S> {
         loop {
             // Checked right before every send: a chunk may have waited for a permit, for the
             // chunks before it or for a backoff.
+            // One clock reading per send; the chunk is split only when some key is stale.
             let max_age = self.options.batch_max_read_age;
-            let (fresh, stale): (Vec<Expired>, Vec<Expired>) = remaining
-                .into_iter()
-                .partition(|e| e.read_at.elapsed() <= max_age);
-            remaining = fresh;
-            if !stale.is_empty() {
+            let sending_at = Instant::now();
+            let stale_key = |e: &Expired| sending_at.duration_since(e.read_at) > max_age;
+            if remaining.iter().any(stale_key) {
+                let (stale, fresh): (Vec<Expired>, Vec<Expired>) =
+                    remaining.into_iter().partition(stale_key);
+                remaining = fresh;
                 debug!(
                     keys = stale.len(),
                     attempt, "keys read too long ago: deleting them conditionally"
