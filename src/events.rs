@@ -16,7 +16,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::hook::{BoxFuture, Delivery, EventTally, ExpiryHook, FailedEvent, Publication};
+use crate::engine::hook::{
+    BoxFuture, Delivery, EventTally, Expiry, ExpiryHook, FailedEvent, Publication,
+};
 use crate::engine::{DeleteMode, Stop};
 
 pub mod aws;
@@ -151,6 +153,10 @@ impl ExpiryHook for Events {
 
     fn returned_items(&self) -> bool {
         self.item == ItemSource::Auto && self.mode == EventsMode::Notify
+    }
+
+    fn event_id(&self, expiry: &Expiry) -> String {
+        event_id(&self.table, &expiry.key, expiry.ttl)
     }
 
     fn publish<'a>(

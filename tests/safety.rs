@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::types::AttributeValue as AV;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use ttl_sweeper::engine::hook::{BoxFuture, Delivery, EventTally, ExpiryHook, Publication};
+use ttl_sweeper::engine::hook::{BoxFuture, Delivery, EventTally, Expiry, ExpiryHook, Publication};
 use ttl_sweeper::engine::{run_ticks, Checkpoint, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::{
@@ -42,12 +42,19 @@ struct Mem {
     items: Mutex<BTreeMap<String, Item>>,
     /// Virtual time each `BatchWriteItem` takes.
     batch_delay: Duration,
+    /// Virtual time each `Query` takes (a DynamoDB answering slowly, or its retries).
+    query_delay: Duration,
     /// This many `BatchWriteItem` calls apply their deletes, then answer a timeout and cancel
     /// `cancel_on_failure` (the sweep's stop).
     fail_after_apply: AtomicUsize,
     cancel_on_failure: Option<CancellationToken>,
     /// `BatchGetItem` fails.
     reads_fail: bool,
+    /// This many `BatchWriteItem` calls delete only their first key and leave the rest
+    /// unprocessed.
+    leave_unprocessed: AtomicUsize,
+    /// When each `BatchWriteItem` was sent, with the keys it deleted.
+    batch_calls: Mutex<Vec<(Instant, Vec<String>)>>,
     /// Cancel the token once this many queries were answered.
     stop_after: Mutex<Option<(usize, CancellationToken)>>,
     /// When each key was last listed by a query, and the largest age (virtual time since that
@@ -122,6 +129,7 @@ impl Store for Mem {
                 limit,
                 ..
             } => {
+                tokio::time::sleep(self.query_delay).await;
                 let after = start.as_ref().map(id_of);
                 let limit = limit.map_or(usize::MAX, |l| l as usize);
                 let items = self.items.lock().unwrap();
@@ -164,8 +172,21 @@ impl Store for Mem {
                         *max = (*max).max(listed[&id_of(k)].elapsed());
                     }
                 }
+                let sent = Instant::now();
                 tokio::time::sleep(self.batch_delay).await;
                 let clock = self.clock();
+                let (keys, unprocessed) =
+                    match self
+                        .leave_unprocessed
+                        .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+                    {
+                        Ok(_) if keys.len() > 1 => (keys[..1].to_vec(), keys[1..].to_vec()),
+                        _ => (keys, vec![]),
+                    };
+                self.batch_calls
+                    .lock()
+                    .unwrap()
+                    .push((sent, keys.iter().map(id_of).collect()));
                 let mut items = self.items.lock().unwrap();
                 for k in &keys {
                     let id = id_of(k);
@@ -190,7 +211,7 @@ impl Store for Mem {
                         "timed out after the deletes were applied",
                     ));
                 }
-                Ok(Reply::Unprocessed(vec![]))
+                Ok(Reply::Unprocessed(unprocessed))
             }
             Call::DeleteIfExpired { key, now, .. } => {
                 let id = id_of(&key);
@@ -246,10 +267,13 @@ fn checkpointed(lookback: u32) -> SweepOptions {
     }
 }
 
-/// Notify mode: records the `Item Expired` events it is given and accepts them all.
+/// Notify mode: records the `Item Expired` events it is given, and when, and accepts them all
+/// (or, `hang`ing, never answers: a sink that does not answer and ignores the stop).
 #[derive(Debug, Default)]
 struct Recorder {
     expired: Mutex<Vec<String>>,
+    published_at: Mutex<Vec<(String, Instant)>>,
+    hang: bool,
 }
 
 impl ExpiryHook for Recorder {
@@ -261,16 +285,27 @@ impl ExpiryHook for Recorder {
         false
     }
 
+    fn event_id(&self, expiry: &Expiry) -> String {
+        id_of(&expiry.key)
+    }
+
     fn publish<'a>(
         &'a self,
         publications: Vec<Publication>,
         _stop: &'a Stop,
     ) -> BoxFuture<'a, (Vec<Delivery>, EventTally)> {
         Box::pin(async move {
+            if self.hang {
+                std::future::pending::<()>().await;
+            }
             let mut expired = self.expired.lock().unwrap();
             for p in &publications {
                 if let Publication::Expired(e) = p {
                     expired.push(id_of(&e.key));
+                    self.published_at
+                        .lock()
+                        .unwrap()
+                        .push((id_of(&e.key), Instant::now()));
                 }
             }
             let tally = EventTally {
@@ -411,6 +446,128 @@ async fn notify_mode_reports_by_key_what_it_cannot_settle_at_the_stop() {
         report.failed_keys[0]
     );
     assert!(!report.is_success());
+}
+
+#[tokio::test(start_paused = true)]
+async fn notify_mode_publishes_each_attempts_deletes_before_waiting_to_retry_the_rest() {
+    // One chunk of 25 keys; four BatchWriteItem calls in a row delete one key each and leave the
+    // rest unprocessed, so the chunk takes four backoffs. A crash during those waits must not
+    // take the events of the keys already deleted with it: they go out before each wait.
+    let store = Arc::new(Mem {
+        leave_unprocessed: AtomicUsize::new(4),
+        ..Mem::new(Layout::default())
+    });
+    for i in 0..25 {
+        store.put(&format!("k{i:02}"), (T0 - 30) as f64);
+    }
+    let hook = Arc::new(Recorder::default());
+    let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default())
+        .with_events(hook.clone());
+    let report = sweeper
+        .sweep(Timestamp::from_secs(T0), &Stop::never())
+        .await;
+    assert_eq!(report.items_deleted, 25, "{report:?}");
+    assert_eq!(report.events_published, 25, "{report:?}");
+    let calls = store.batch_calls.lock().unwrap().clone();
+    assert_eq!(
+        calls.len(),
+        5,
+        "four partial answers, then the rest: {calls:?}"
+    );
+    let published = hook.published_at.lock().unwrap().clone();
+    for (i, pair) in calls.windows(2).enumerate() {
+        let ((_, deleted), (next_sent, _)) = (&pair[0], &pair[1]);
+        for id in deleted {
+            let at = published.iter().find(|(p, _)| p == id).map(|(_, at)| *at);
+            assert!(
+                at.is_some_and(|at| at <= *next_sent),
+                "{id}, deleted by call {i}, was published at {at:?}, after call {} was sent at \
+                 {next_sent:?}",
+                i + 1
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lambda_sweep_dropped_at_its_deadline_reports_the_events_it_owed() {
+    use ttl_sweeper::lambda::handler::{handle, HandlerError, HandlerSettings};
+    // Notify mode with a sink that never answers and ignores the stop: the handler's last
+    // resort drops the sweep before the deadline. The 25 items it deleted are reported by event
+    // id, not lost with the dropped sweep.
+    let store = Arc::new(Mem::new(Layout::default()));
+    for i in 0..25 {
+        store.put(&format!("k{i:02}"), (T0 - 30) as f64);
+    }
+    let hook = Arc::new(Recorder {
+        hang: true,
+        ..Recorder::default()
+    });
+    let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default())
+        .with_events(hook.clone());
+    let settings = HandlerSettings {
+        namespace: "Test".into(),
+        tick: None,
+        schedule: Duration::from_secs(60),
+        handoff: Duration::from_secs(10),
+    };
+    let clock = || Timestamp::from_secs(T0);
+    let handled = tokio::time::timeout(
+        Duration::from_secs(10),
+        handle(
+            &sweeper,
+            &serde_json::json!({}),
+            &clock,
+            Some(Duration::from_secs(10)),
+            &settings,
+        ),
+    )
+    .await
+    .expect("the invocation ends before its deadline");
+    assert!(store.ids().is_empty(), "the sweep deleted all 25");
+    let Err(HandlerError::SweepFailed { report, .. }) = handled else {
+        panic!("a dropped sweep is a failed invocation: {handled:?}");
+    };
+    let mut reported: Vec<String> = report
+        .failed_event_ids
+        .iter()
+        .map(|e| e.id.clone())
+        .collect();
+    reported.sort();
+    let want: Vec<String> = (0..25).map(|i| format!("k{i:02}")).collect();
+    assert_eq!(reported, want, "{report:?}");
+    assert_eq!(report.events_failed, 25, "{report:?}");
+    assert!(sweeper.unpublished_events().is_empty(), "taken once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_does_not_wait_for_a_query_that_is_slow_to_answer() {
+    // A query that takes a minute (DynamoDB slow, or its retries); SIGTERM a second in. The sweep
+    // ends at once: the read is given up, nothing it would have found is deleted.
+    let store = Arc::new(Mem {
+        query_delay: Duration::from_secs(60),
+        ..Mem::new(Layout::default())
+    });
+    store.put("k0", (T0 - 30) as f64);
+    let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default());
+    let token = CancellationToken::new();
+    let sigterm = token.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        sigterm.cancel();
+    });
+    let started = Instant::now();
+    let report = sweeper
+        .sweep(Timestamp::from_secs(T0), &Stop::never().with_cancel(token))
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the sweep held the shutdown for {:?}",
+        started.elapsed()
+    );
+    assert!(report.stopped_early, "{report:?}");
+    assert!(!report.is_complete(), "{report:?}");
+    assert!(store.has("k0"), "nothing was read, nothing deleted");
 }
 
 #[tokio::test(start_paused = true)]

@@ -5,6 +5,7 @@
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::hook::Notifier;
 use super::report::{EventTally, FailedKey};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
@@ -37,6 +38,9 @@ pub(super) struct Deleter<'a, S> {
     pub(super) track_keys: bool,
     /// Conditional deletes return the deleted items (`ReturnValues=ALL_OLD`), for expiry events.
     pub(super) return_items: bool,
+    /// Notify mode: where each delete's event is owed the moment the delete is known, and
+    /// published before every wait, so a crash loses as few events as it can.
+    pub(super) notify: Option<&'a Notifier<'a>>,
 }
 
 /// Outcome of deleting one chunk.
@@ -51,18 +55,11 @@ pub(super) struct ChunkOutcome {
     /// Batch mode: keys read too long before their send, deleted conditionally instead.
     pub(super) conditional: u64,
     pub(super) failed: Vec<FailedKey>,
-    /// With `track_keys`: the keys deleted (in the order of `deleted_at`) and kept.
-    pub(super) deleted_keys: Vec<Key>,
+    /// With `track_keys`: the keys kept (their ttl changed).
     pub(super) kept_keys: Vec<Key>,
     /// With `track_keys`: the keys counted in `left` by a conditional delete (not attempted, or
     /// not retried, because the sweep had to stop).
     pub(super) left_keys: Vec<Key>,
-    /// With `return_items`: the items conditional deletes returned, with their keys.
-    pub(super) deleted_items: Vec<Key>,
-    /// With `track_keys`: keys a conditional *retry* found already gone, and when. The attempt
-    /// before most likely deleted them and its answer was lost (a timeout, a dropped
-    /// connection), so notify mode still owes them an event.
-    pub(super) gone_on_retry: Vec<(Key, Instant)>,
     /// What publishing the chunk's expiry events did.
     pub(super) events: EventTally,
 }
@@ -78,11 +75,8 @@ impl ChunkOutcome {
         self.left += other.left;
         self.conditional += other.conditional;
         self.failed.extend(other.failed);
-        self.deleted_keys.extend(other.deleted_keys);
         self.kept_keys.extend(other.kept_keys);
         self.left_keys.extend(other.left_keys);
-        self.deleted_items.extend(other.deleted_items);
-        self.gone_on_retry.extend(other.gone_on_retry);
         self.events.add(other.events);
     }
 
@@ -96,6 +90,24 @@ impl ChunkOutcome {
 }
 
 impl<S: Store> Deleter<'_, S> {
+    /// Notify mode: `e` is deleted (or found gone after an attempt that most likely deleted it);
+    /// its event is owed from now on. `returned`: the item as the delete returned it.
+    fn owe_event(&self, e: &Expired, returned: Option<Key>) {
+        if let Some(notifier) = self.notify {
+            notifier.owe(&e.key, e.ttl, returned);
+        }
+    }
+
+    /// Notify mode: publishes the events owed so far, before a wait or when they have waited
+    /// long enough (`due`); what publishing did goes into `out`.
+    async fn publish_owed(&self, out: &mut ChunkOutcome, only_if_due: bool) {
+        if let Some(notifier) = self.notify {
+            if !only_if_due || notifier.due() {
+                out.events.add(notifier.flush().await);
+            }
+        }
+    }
+
     /// Deletes one chunk, retrying with backoff; never returns an error, only an outcome.
     pub(super) async fn delete_chunk(
         &self,
@@ -153,9 +165,7 @@ impl<S: Store> Deleter<'_, S> {
                         if unprocessed.is_empty() || !unprocessed.contains(&e.key) {
                             out.deleted_ttls.push(e.ttl);
                             out.deleted_at.push(at);
-                            if self.track_keys {
-                                out.deleted_keys.push(e.key);
-                            }
+                            self.owe_event(&e, None);
                         } else {
                             left.push(e);
                         }
@@ -187,6 +197,7 @@ impl<S: Store> Deleter<'_, S> {
             }
             debug!(attempt, keys = remaining.len(), wait_ms = wait.as_millis() as u64, %reason, "retrying deletes");
             out.retried += remaining.len() as u64;
+            self.publish_owed(&mut out, false).await;
             tokio::time::sleep(wait).await;
         }
     }
@@ -194,7 +205,7 @@ impl<S: Store> Deleter<'_, S> {
     /// The sweep must stop while `keys` wait for a retry after an attempt that may have been
     /// applied (`reason`). With expiry events (`track_keys`) their fate decides whether an event
     /// is owed, so one consistent read settles it: a key found gone was most likely deleted by
-    /// that attempt and gets its event (as a retry finding it gone would); a key still there is
+    /// that attempt and is owed its event (as a retry finding it gone would); a key still there is
     /// left for the next sweep; if the read fails too, the keys are reported as failed, by key,
     /// with the reason — never silently counted as left. Without events they are simply left.
     async fn settle(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome) {
@@ -205,7 +216,6 @@ impl<S: Store> Deleter<'_, S> {
         let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
         match self.store.get_items(self.schema, wanted).await {
             Ok(found) => {
-                let at = Instant::now();
                 for e in keys {
                     let present = found
                         .iter()
@@ -215,7 +225,7 @@ impl<S: Store> Deleter<'_, S> {
                         out.left_keys.push(e.key);
                     } else {
                         out.gone += 1;
-                        out.gone_on_retry.push((e.key, at));
+                        self.owe_event(&e, None);
                     }
                 }
             }
@@ -252,41 +262,41 @@ impl<S: Store> Deleter<'_, S> {
                 }
                 return out;
             }
+            // Events owed for a while go out between items, not only before a wait.
+            self.publish_owed(&mut out, true).await;
             let mut attempt = 0u32;
             loop {
                 let result = if self.return_items {
                     self.store
                         .delete_if_expired_returning(self.schema, e.key.clone(), now)
                         .await
-                        .map(|(outcome, item)| {
-                            out.deleted_items.extend(item);
-                            outcome
-                        })
                 } else {
                     self.store
                         .delete_if_expired(self.schema, e.key.clone(), now)
                         .await
+                        .map(|outcome| (outcome, None))
                 };
                 let err: StoreError = match result {
-                    Ok(ConditionalOutcome::Deleted) => {
+                    Ok((ConditionalOutcome::Deleted, returned)) => {
                         out.deleted_ttls.push(e.ttl);
                         out.deleted_at.push(Instant::now());
-                        if self.track_keys {
-                            out.deleted_keys.push(e.key);
-                        }
+                        self.owe_event(&e, returned);
                         break;
                     }
-                    Ok(ConditionalOutcome::Kept) => {
+                    Ok((ConditionalOutcome::Kept, _)) => {
                         out.skipped += 1;
                         if self.track_keys {
                             out.kept_keys.push(e.key);
                         }
                         break;
                     }
-                    Ok(ConditionalOutcome::Gone) => {
+                    Ok((ConditionalOutcome::Gone, _)) => {
                         out.gone += 1;
-                        if self.track_keys && (attempt > 0 || retrying) {
-                            out.gone_on_retry.push((e.key, Instant::now()));
+                        // Found gone on a retry: most likely deleted by the attempt whose answer
+                        // was lost (a timeout, a dropped connection), so its event is owed (a
+                        // duplicate, with the same id, if someone else deleted it).
+                        if attempt > 0 || retrying {
+                            self.owe_event(&e, None);
                         }
                         break;
                     }
@@ -317,6 +327,7 @@ impl<S: Store> Deleter<'_, S> {
                     return out;
                 }
                 out.retried += 1;
+                self.publish_owed(&mut out, false).await;
                 tokio::time::sleep(wait).await;
             }
         }

@@ -1,7 +1,10 @@
 //! The seam through which expiry events are published around deletes: [`ExpiryHook`], which
 //! `crate::events` implements. The engine knows no sink; with no hook it does no event work.
 //!
-//! Notify: a chunk is deleted, then the events of the items really deleted are published.
+//! Notify: an item's event is owed from the moment its delete is known ([`Owed`]), and a chunk's
+//! owed events are published before every wait of its deletes (a backoff), after a second at
+//! most between conditional deletes, and when the chunk is done: a crash loses only the events
+//! of deletes since the last publish, and a sweep dropped part-way still reports them by id.
 //! Archive: a chunk's events are published first, only the items whose event was accepted are
 //! deleted, and an item the conditional delete keeps (its ttl changed) gets a cancellation. An
 //! item whose event was accepted but whose delete failed or was not made (the sweep had to stop)
@@ -12,6 +15,9 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::time::Instant;
@@ -74,6 +80,9 @@ pub trait ExpiryHook: Send + Sync + fmt::Debug {
         false
     }
 
+    /// The id of the `Item Expired` event of `expiry`, for reporting one not published.
+    fn event_id(&self, expiry: &Expiry) -> String;
+
     /// Publishes `publications` (at most one chunk's worth) with retries; one [`Delivery`] per
     /// publication, in order, and the tally. Never fails as a whole.
     fn publish<'a>(
@@ -83,10 +92,109 @@ pub trait ExpiryHook: Send + Sync + fmt::Debug {
     ) -> BoxFuture<'a, (Vec<Delivery>, EventTally)>;
 }
 
-/// Deletes one chunk with its events published as `hook` says; `wall` reads the wall clock.
+/// Events a sweep owes in notify mode: each is entered the moment its item's delete is known and
+/// leaves once publishing it has an outcome (accepted, or failed and reported). At most the
+/// chunks in flight are here at once. What a sweep dropped part-way leaves behind (a last-resort
+/// cut at a Lambda deadline aborts its tasks) is still reported, by id: [`Owed::take_all`].
+#[derive(Debug, Default)]
+pub(super) struct Owed {
+    /// (chunk, the expiry, when it was entered).
+    entries: Mutex<Vec<(u64, Expiry, Instant)>>,
+    chunks: AtomicU64,
+}
+
+impl Owed {
+    fn chunk_id(&self) -> u64 {
+        self.chunks.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Expiry, Instant)>> {
+        // Entries are plain data, whole after every push or retain: a poisoned lock is usable.
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Everything still owed, taken: events whose items were deleted and that were not (or not
+    /// surely) published.
+    pub(super) fn take_all(&self) -> Vec<Expiry> {
+        std::mem::take(&mut *self.lock())
+            .into_iter()
+            .map(|(_, expiry, _)| expiry)
+            .collect()
+    }
+}
+
+/// How long an owed event may wait for the deletes after it before it is published (notify,
+/// conditional deletes, which have no natural pause between items).
+const OWED_FOR_AT_MOST: Duration = Duration::from_secs(1);
+
+/// Notify mode, one chunk: owes the events of what its deletes remove and publishes them, as the
+/// deleter says, in the order they became owed.
+pub(super) struct Notifier<'a> {
+    hook: &'a dyn ExpiryHook,
+    owed: &'a Owed,
+    chunk: u64,
+    /// The chunk's keys, with the items read for their events (if any).
+    described: Vec<(Key, Option<Key>)>,
+    wall: &'a (dyn Fn() -> Timestamp + Send + Sync),
+    stop: &'a Stop,
+}
+
+impl Notifier<'_> {
+    /// The item with `key` (ttl as read) is deleted: its event is owed. `returned`: the item as
+    /// the delete returned it, preferred to the one read before.
+    pub(super) fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>) {
+        let item = returned.or_else(|| {
+            self.described
+                .iter()
+                .find(|(k, _)| k == key)
+                .and_then(|(_, item)| item.clone())
+        });
+        let expiry = Expiry {
+            key: key.clone(),
+            ttl,
+            item,
+            at: (self.wall)(),
+        };
+        self.owed.lock().push((self.chunk, expiry, Instant::now()));
+    }
+
+    /// Whether an event of this chunk has been owed for [`OWED_FOR_AT_MOST`].
+    pub(super) fn due(&self) -> bool {
+        self.owed
+            .lock()
+            .iter()
+            .find(|(chunk, _, _)| *chunk == self.chunk)
+            .is_some_and(|(_, _, at)| at.elapsed() >= OWED_FOR_AT_MOST)
+    }
+
+    /// Publishes this chunk's owed events; they stay owed until publishing has an outcome.
+    pub(super) async fn flush(&self) -> EventTally {
+        let publications: Vec<Publication> = self
+            .owed
+            .lock()
+            .iter()
+            .filter(|(chunk, _, _)| *chunk == self.chunk)
+            .map(|(_, expiry, _)| Publication::Expired(expiry.clone()))
+            .collect();
+        if publications.is_empty() {
+            return EventTally::default();
+        }
+        let (_, tally) = self.hook.publish(publications, self.stop).await;
+        // One chunk is one task: nothing of it was owed while it published.
+        self.owed
+            .lock()
+            .retain(|(chunk, _, _)| *chunk != self.chunk);
+        tally
+    }
+}
+
+/// Deletes one chunk with its events published as `hook` says; `wall` reads the wall clock;
+/// `owed` is the sweep's ledger of events owed (notify).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn delete_with_events<S: Store>(
     deleter: &Deleter<'_, S>,
     hook: &dyn ExpiryHook,
+    owed: &Owed,
     chunk: Vec<Expired>,
     now: Timestamp,
     stop: &Stop,
@@ -104,52 +212,26 @@ pub(super) async fn delete_with_events<S: Store>(
         at,
     };
     if !hook.archive() {
-        let described: Vec<(Key, f64, Option<Key>)> = chunk
-            .iter()
-            .zip(&items)
-            .map(|(e, i)| (e.key.clone(), e.ttl, i.clone()))
-            .collect();
+        let notifier = Notifier {
+            hook,
+            owed,
+            chunk: owed.chunk_id(),
+            described: chunk
+                .iter()
+                .zip(items)
+                .map(|(e, item)| (e.key.clone(), item))
+                .collect(),
+            wall,
+            stop,
+        };
+        let deleter = Deleter {
+            notify: Some(&notifier),
+            ..*deleter
+        };
         let mut out = deleter.delete_chunk(chunk, now, stop).await;
-        let (wall_now, mono_now) = (wall(), Instant::now());
-        let deleted = std::mem::take(&mut out.deleted_keys);
-        let returned = std::mem::take(&mut out.deleted_items);
-        let mut publications = deleted
-            .into_iter()
-            .zip(&out.deleted_at)
-            .filter_map(|(key, at)| {
-                let (_, ttl, item) = described.iter().find(|(k, _, _)| *k == key)?;
-                let at = wall_now - mono_now.duration_since(*at);
-                // The item as the delete returned it, else as read before.
-                let item = returned
-                    .iter()
-                    .find(|i| deleter.schema.key_of(i).as_ref() == Some(&key))
-                    .or(item.as_ref())
-                    .cloned();
-                Some(Publication::Expired(Expiry {
-                    key,
-                    ttl: *ttl,
-                    item,
-                    at,
-                }))
-            })
-            .collect::<Vec<_>>();
-        // Found gone on a retry: most likely deleted by the attempt whose answer was lost. Its
-        // event goes out too (a duplicate, with the same id, if someone else deleted it).
-        for (key, at) in std::mem::take(&mut out.gone_on_retry) {
-            if let Some((_, ttl, item)) = described.iter().find(|(k, _, _)| *k == key) {
-                publications.push(Publication::Expired(Expiry {
-                    key,
-                    ttl: *ttl,
-                    item: item.clone(),
-                    at: wall_now - mono_now.duration_since(at),
-                }));
-            }
-        }
+        out.events.add(notifier.flush().await);
         out.kept_keys.clear();
         out.left_keys.clear();
-        if !publications.is_empty() {
-            out.events = hook.publish(publications, stop).await.1;
-        }
         return out;
     }
     // Archive: nothing is deleted before its event was accepted.
@@ -186,8 +268,6 @@ pub(super) async fn delete_with_events<S: Store>(
     let mut kept = std::mem::take(&mut out.kept_keys);
     kept.extend(reconcile(deleter.store, deleter.schema, &expiries, &mut out).await);
     out.absorb(refused);
-    out.deleted_keys.clear();
-    out.gone_on_retry.clear();
     let cancelled_at = wall();
     let cancellations: Vec<Publication> = kept
         .into_iter()

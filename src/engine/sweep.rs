@@ -17,14 +17,14 @@ use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
 use super::delete::{ChunkOutcome, Deleter, Expired};
-use super::hook::{delete_with_events, ExpiryHook};
+use super::hook::{delete_with_events, ExpiryHook, FailedEvent, Owed};
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
 use super::{Checkpoint, SweepOptions, BATCH_SIZE, CATCHUP_SLICE_PARTITIONS};
 use crate::expiry::time::iso_millis;
 use crate::expiry::window::{parse_ttl, partition_key, ttl_state, ShardRange, TtlState, Window};
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{Key, Store, StoreError, StoreExt, TableSchema};
+use crate::store::{key_to_json, Key, Store, StoreError, StoreExt, TableSchema};
 
 /// Outcome of sweeping one partition (one shard of one window): its chunks' outcomes already
 /// folded into counters and the lag histogram as they finished, so a partition's memory does not
@@ -188,6 +188,8 @@ pub struct Sweeper<S> {
     shared: Arc<Shared<S>>,
     wall: Option<Arc<dyn Clock>>,
     events: Option<Arc<dyn ExpiryHook>>,
+    /// Notify mode: the events owed for deletes not yet published, across the sweeps.
+    owed: Arc<Owed>,
 }
 
 /// Expiry events, for a sweep's delete tasks: the hook, and the clock events are stamped with.
@@ -195,6 +197,7 @@ pub struct Sweeper<S> {
 struct Events {
     hook: Arc<dyn ExpiryHook>,
     wall: Option<Arc<dyn Clock>>,
+    owed: Arc<Owed>,
 }
 
 /// What the tasks of a sweep share.
@@ -237,6 +240,7 @@ impl<S: Store> Sweeper<S> {
             }),
             wall: None,
             events: None,
+            owed: Arc::default(),
         }
     }
 
@@ -268,6 +272,26 @@ impl<S: Store> Sweeper<S> {
     /// The store in use.
     pub fn store(&self) -> &S {
         &self.shared.store
+    }
+
+    /// Notify mode: the events owed for items deleted by a sweep that was dropped before it
+    /// published them (the sweep's future given up at a deadline), as failed events, taken. A
+    /// sweep that runs to its end leaves none: each event it owed was published or reported.
+    pub fn unpublished_events(&self) -> Vec<FailedEvent> {
+        let Some(hook) = &self.events else {
+            return Vec::new();
+        };
+        self.owed
+            .take_all()
+            .into_iter()
+            .map(|expiry| FailedEvent {
+                id: hook.event_id(&expiry),
+                key: key_to_json(&expiry.key),
+                reason: "deleted, but the sweep was dropped before the event was surely \
+                         published (the invocation's deadline)"
+                    .to_owned(),
+            })
+            .collect()
     }
 
     /// A full sweep as of `now`: the current window, the lookback windows, and — with a
@@ -413,6 +437,7 @@ impl<S: Store> Sweeper<S> {
         let events = self.events.clone().map(|hook| Events {
             hook,
             wall: self.wall.clone(),
+            owed: self.owed.clone(),
         });
         let shards = self.shared.schema.layout.window_shards.max(1);
         let range = self.shard_range();
@@ -566,22 +591,32 @@ impl<S: Store> Shared<S> {
                     options: &shared.options,
                     track_keys: events.is_some(),
                     return_items: events.as_ref().is_some_and(|e| e.hook.returned_items()),
+                    notify: None,
                 };
                 match events {
                     None => deleter.delete_chunk(chunk, now, &stop).await,
-                    Some(Events { hook, wall }) => {
+                    Some(Events { hook, wall, owed }) => {
                         let wall = move || wall.as_ref().map_or(now, |c| c.now());
-                        delete_with_events(&deleter, hook.as_ref(), chunk, now, &stop, &wall).await
+                        let hook = hook.as_ref();
+                        delete_with_events(&deleter, hook, &owed, chunk, now, &stop, &wall).await
                     }
                 }
             });
         };
         loop {
-            let page = match this
-                .store
-                .query_expired(&this.schema, key, now, start.take(), pace.limit())
-                .await
-            {
+            // A read is given up at the stop: nothing found after it would be deleted, and its
+            // retries (a slow or failing DynamoDB) must not hold a shutdown.
+            let query =
+                this.store
+                    .query_expired(&this.schema, key, now, start.take(), pace.limit());
+            let answer = tokio::select! {
+                answer = query => answer,
+                () = stop.reached_at_last() => {
+                    debug!(partition = %key, "stopping mid-query");
+                    break;
+                }
+            };
+            let page = match answer {
                 Ok(page) => page,
                 Err(e) => {
                     warn!(partition = %key, error = %e, "query failed; partition left for the next sweep");

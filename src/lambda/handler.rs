@@ -8,6 +8,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::event::{parse_event, EventError, CLOCK_SKEW_TOLERANCE};
+use crate::engine::hook::EventTally;
 use crate::engine::{run_ticks, Stop, SweepErrorEntry, SweepReport, Sweeper, Ticks};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::{ErrorKind, Store};
@@ -261,9 +262,11 @@ pub async fn handle<S: Store>(
     }
 }
 
-/// The report of a sweep dropped at the deadline: what it did is unknown, and it failed.
+/// The report of a sweep dropped at the deadline: what it did is unknown, and it failed. In notify
+/// mode the items it deleted whose events it had not surely published are reported by event id.
 fn cut_short<S: Store>(sweeper: &Sweeper<S>, now: Timestamp) -> SweepReport {
-    SweepReport {
+    let unpublished = sweeper.unpublished_events();
+    let mut report = SweepReport {
         sweep_at: now.iso(),
         table: sweeper.schema().table_name.clone(),
         delete_mode: sweeper.options().delete_mode.to_string(),
@@ -276,7 +279,19 @@ fn cut_short<S: Store>(sweeper: &Sweeper<S>, now: Timestamp) -> SweepReport {
                 .into(),
         }],
         ..SweepReport::default()
+    };
+    if !unpublished.is_empty() {
+        tracing::error!(
+            events = unpublished.len(),
+            "the dropped sweep had deleted items whose expiry events were not surely published"
+        );
+        report.add_events(EventTally {
+            failed: unpublished.len() as u64,
+            failed_events: unpublished,
+            ..EventTally::default()
+        });
     }
+    report
 }
 
 #[cfg(test)]
