@@ -98,7 +98,7 @@ pub async fn connect(
     config: &Config,
     wall: impl Fn() -> Timestamp + Send + Sync + 'static,
 ) -> Result<Connected, StoreError> {
-    let store = DynamoStore::from_env().await;
+    let store = DynamoStore::from_env(config.fast_path).await;
     let opened = store::open(&store, &config.target(), IndexCheck::Required).await?;
     let clock = Arc::new(GuardedClock::new(wall, store.server_clock().clone()));
     let sweeper =

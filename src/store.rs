@@ -10,8 +10,9 @@
 //! - [`clock`]: DynamoDB's own clock, learned from response `Date` headers, which a sweep
 //!   instant may never run ahead of.
 //! - [`dynamo`]: [`DynamoStore`], the seam over the AWS SDK client.
-//! - `direct`: the delete hot path, `BatchWriteItem` through the SDK client's connector without
-//!   its request pipeline, signed with `aws-sigv4`.
+//! - `direct`: the fast path ([`FastPath`]): `Query` pages and `BatchWriteItem` through the SDK
+//!   client's connector without its request pipeline, signed with `aws-sigv4`, retried as the
+//!   client's retry configuration says.
 //! - [`describe`]: start-up checks — [`open`] reads the table once and checks the index, for
 //!   every command.
 //! - [`scan`]: the table-wide operations of the adoption tools (parallel Scan pages, conditional
@@ -35,7 +36,7 @@ pub mod scan;
 
 pub use clock::{GuardedClock, ServerClock};
 pub use describe::{open, IndexCheck, OpenedTable, TableTarget};
-pub use dynamo::{DynamoStore, SDK_MAX_ATTEMPTS};
+pub use dynamo::{DynamoStore, FastPath, SDK_MAX_ATTEMPTS};
 pub use error::{ErrorKind, StoreError};
 pub use keys::{key_from_json, key_to_json};
 

@@ -343,12 +343,12 @@ async fn chaos_table(
     put_many(direct, &table, items).await;
 
     let cfg = config(&table, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "61")]);
-    let schema = DynamoStore::new(direct.clone())
+    let schema = common::store(direct.clone())
         .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
         .await
         .unwrap();
     let extended = Arc::new(Mutex::new(HashSet::new()));
-    let proxied = DynamoStore::new(proxied_client(&proxy.endpoint));
+    let proxied = common::store(proxied_client(&proxy.endpoint));
     let store = extending_store(proxied, direct.clone(), table.clone(), extended.clone());
     let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
 
@@ -715,11 +715,11 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
         &table,
         &[("WINDOW_SECONDS", "3"), ("DELETE_MODE", "conditional")],
     );
-    let schema = DynamoStore::new(direct.clone())
+    let schema = common::store(direct.clone())
         .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
         .await
         .unwrap();
-    let store = DynamoStore::new(proxied_client(&proxy.endpoint));
+    let store = common::store(proxied_client(&proxy.endpoint));
     let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
     let mut row = CaseRow {
         case: "narrow windows",
@@ -862,7 +862,7 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
     put_many(&direct, &table, items).await;
 
     let cfg = config(&table, &[]);
-    let store = DynamoStore::new(proxied_client(&proxy.endpoint));
+    let store = common::store(proxied_client(&proxy.endpoint));
     // Opened as the CLI opens a table: the DescribeTable answer's Date bounds DynamoDB's clock.
     let schema = store
         .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
@@ -1011,11 +1011,11 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     put_many(&direct, &table, items).await;
 
     let cfg = config(&table, &[]);
-    let schema = DynamoStore::new(direct.clone())
+    let schema = common::store(direct.clone())
         .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
         .await
         .unwrap();
-    let store = Instrumented::new(DynamoStore::new(proxied_client(&proxy.endpoint)));
+    let store = Instrumented::new(common::store(proxied_client(&proxy.endpoint)));
     let sweeper = Sweeper::new(store, schema, cfg.sweep_options()).with_wall_clock(Arc::new(clock));
     let before = present(&direct, &table).await;
     proxy.set_plan(seeded(seed, rate));
@@ -1175,7 +1175,7 @@ async fn small_table(
     put_items(direct, &table, items).await;
     let future = (0..10).map(|i| format!("future-{i}")).collect();
     let cfg = config(&table, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "6")]);
-    let schema = DynamoStore::new(direct.clone())
+    let schema = common::store(direct.clone())
         .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
         .await
         .unwrap();
@@ -1214,7 +1214,7 @@ async fn every_fault_on_its_own_is_retried_and_the_sweep_completes() {
                 continue;
             }
             let (name, cfg, schema, future) = small_table(&direct, "one_fault", mode).await;
-            let store = DynamoStore::new(proxied_client(&proxy.endpoint));
+            let store = common::store(proxied_client(&proxy.endpoint));
             let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
             let (requests, faults) = (proxy.stats.requests(), proxy.stats.faults_total());
             proxy.set_plan(first_attempts(fault.clone()));
@@ -1254,7 +1254,7 @@ async fn rejected_credentials_and_denied_deletes_delete_nothing_and_say_why() {
     let direct = client().await;
     let (name, cfg, schema, _) = small_table(&direct, "denied", "batch").await;
     let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
-    let store = DynamoStore::new(proxied_client(&proxy.endpoint));
+    let store = common::store(proxied_client(&proxy.endpoint));
 
     // Credentials rejected: every request answered 403.
     proxy.set_plan(Plan::script(|_, _| {
@@ -1333,7 +1333,7 @@ async fn an_index_dropped_after_start_up_is_reported_and_nothing_is_deleted() {
         }),
     )
     .await;
-    let store = DynamoStore::new(proxied_client(&proxy.endpoint));
+    let store = common::store(proxied_client(&proxy.endpoint));
     let report = Sweeper::new(store, schema, cfg.sweep_options())
         .sweep(Timestamp::from_secs(NOW), &Stop::never())
         .await;

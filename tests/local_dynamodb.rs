@@ -345,7 +345,7 @@ fn extend_ttl_hook(
     table: String,
     new_ttl: i64,
 ) -> Instrumented<ttl_sweeper::store::DynamoStore> {
-    let store = ttl_sweeper::store::DynamoStore::new(client.clone());
+    let store = common::store(client.clone());
     let mut wrapped = Instrumented::new(store);
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     wrapped.before_delete = Some(Box::new(move |key: &Key| {
@@ -397,7 +397,7 @@ async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query()
         )
         .await;
         let cfg = config(&table, &[("DELETE_MODE", mode)]);
-        let schema = ttl_sweeper::store::DynamoStore::new(client.clone())
+        let schema = common::store(client.clone())
             .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
             .await
             .unwrap();
@@ -422,7 +422,7 @@ async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
-    use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, StoreExt};
+    use ttl_sweeper::store::{ConditionalOutcome, StoreExt};
     let client = client().await;
     let table = table_name("outcomes");
     create_table(&client, &TableSpec::simple(&table)).await;
@@ -434,7 +434,7 @@ async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
     )
     .await;
     let cfg = config(&table, &[("DELETE_MODE", "conditional")]);
-    let store = DynamoStore::new(client.clone());
+    let store = common::store(client.clone());
     let schema = store
         .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
         .await
@@ -485,7 +485,7 @@ async fn an_index_whose_ttl_key_is_a_string_is_refused_by_name() {
         .send()
         .await
         .unwrap();
-    let err = ttl_sweeper::store::DynamoStore::new(client.clone())
+    let err = common::store(client.clone())
         .describe_config(&config(&table, &[]))
         .await
         .unwrap_err();
@@ -500,7 +500,7 @@ async fn an_index_whose_ttl_key_is_a_string_is_refused_by_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_up_checks_name_the_missing_or_misshapen_table_and_index() {
     let client = client().await;
-    let store = ttl_sweeper::store::DynamoStore::new(client.clone());
+    let store = common::store(client.clone());
 
     let missing = store
         .describe_config(&config("no_such_table_here", &[]))

@@ -35,6 +35,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::auth::AuthSchemeId;
+use aws_smithy_runtime_api::client::connection::CaptureSmithyConnection;
 use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnector, HttpConnectorSettings, SharedHttpConnector,
 };
@@ -42,6 +43,7 @@ use aws_smithy_runtime_api::client::identity::{
     Identity, ResolveCachedIdentity, SharedIdentityResolver,
 };
 use aws_smithy_runtime_api::client::runtime_components::GetIdentityResolver;
+use aws_smithy_runtime_api::http::Headers;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::byte_stream::ByteStream;
 use base64::Engine as _;
@@ -65,10 +67,6 @@ const QUERY: Operation = Operation {
     name: "Query",
     target: "DynamoDB_20120810.Query",
 };
-/// Backoff before the first retry of a `Query`, doubled for each further one (full jitter).
-const QUERY_BACKOFF: Duration = Duration::from_millis(500);
-/// Longest backoff between `Query` attempts.
-const QUERY_BACKOFF_CAP: Duration = Duration::from_secs(20);
 /// The SigV4 auth scheme, whose identity resolver the client holds.
 const SIGV4: AuthSchemeId = AuthSchemeId::new("sigv4");
 /// A host clock further than this from DynamoDB's signs at DynamoDB's time.
@@ -132,14 +130,112 @@ impl Intercept for Capture {
     }
 }
 
+/// How the fast path retries a `Query` page: the client's own retry configuration (mode, max
+/// attempts, initial and longest backoff, reconnect mode: `AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE`,
+/// the profile's `max_attempts` and `retry_mode`, or what the code set), applied as the SDK's
+/// standard mode applies it, with a retry quota of the SDK's size and costs, and the client's
+/// operation timeout around all attempts. Deletes are one attempt each (as the SDK path sends
+/// them): the sweep engine retries them.
+#[derive(Debug)]
+pub(crate) struct Retries {
+    max_attempts: u32,
+    initial_backoff: Duration,
+    max_backoff: Duration,
+    /// Drop a connection after a transient error (the SDK's default reconnect mode).
+    reconnect: bool,
+    operation_timeout: Option<Duration>,
+    quota: RetryQuota,
+}
+
+impl Retries {
+    /// The retries `config` asks for; an error for what the fast path cannot honour.
+    pub(crate) fn from_config(config: &aws_sdk_dynamodb::Config) -> Result<Self, String> {
+        use aws_smithy_types::retry::{ReconnectMode, RetryMode};
+        let standard = aws_smithy_types::retry::RetryConfig::standard();
+        let retry = config.retry_config().unwrap_or(&standard);
+        match retry.mode() {
+            RetryMode::Standard => {}
+            other => {
+                return Err(format!(
+                    "the client's retry mode is {other:?}: the fast path applies the standard \
+                     mode only (set AWS_RETRY_MODE=standard, or FAST_PATH=off)"
+                ))
+            }
+        }
+        Ok(Retries {
+            max_attempts: retry.max_attempts().max(1),
+            initial_backoff: retry.initial_backoff(),
+            max_backoff: retry.max_backoff(),
+            reconnect: retry.reconnect_mode() == ReconnectMode::ReconnectOnTransientError,
+            operation_timeout: config.timeout_config().and_then(|t| t.operation_timeout()),
+            quota: RetryQuota::default(),
+        })
+    }
+
+    /// The wait before retry number `retry` (1 for the first): exponential from the initial
+    /// backoff, capped, with full jitter.
+    fn backoff(&self, retry: u32) -> Duration {
+        let ceiling = self
+            .initial_backoff
+            .saturating_mul(
+                1u32.checked_shl(retry.saturating_sub(1))
+                    .unwrap_or(u32::MAX),
+            )
+            .min(self.max_backoff);
+        ceiling.mul_f64(fastrand::f64())
+    }
+}
+
+/// A client-side retry quota, as the SDK's standard retry mode keeps one per client: 500 tokens;
+/// a retry after throttling costs 5, after a timeout or 5xx 10 (none left: the error is
+/// returned); a retry that succeeds gives its cost back, a first attempt that succeeds adds 1.
+#[derive(Debug)]
+struct RetryQuota(std::sync::Mutex<u32>);
+
+const QUOTA_CAPACITY: u32 = 500;
+const QUOTA_THROTTLE_COST: u32 = 5;
+const QUOTA_TRANSIENT_COST: u32 = 10;
+
+impl Default for RetryQuota {
+    fn default() -> Self {
+        RetryQuota(std::sync::Mutex::new(QUOTA_CAPACITY))
+    }
+}
+
+impl RetryQuota {
+    fn tokens(&self) -> std::sync::MutexGuard<'_, u32> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the cost of retrying after `kind`, if the quota has it.
+    fn acquire(&self, kind: ErrorKind) -> Option<u32> {
+        let cost = match kind {
+            ErrorKind::Throttled => QUOTA_THROTTLE_COST,
+            _ => QUOTA_TRANSIENT_COST,
+        };
+        let mut tokens = self.tokens();
+        let left = tokens.checked_sub(cost)?;
+        *tokens = left;
+        Some(cost)
+    }
+
+    /// A request succeeded; `held` is what its last retry took (0: no retry).
+    fn succeeded(&self, held: u32) {
+        let mut tokens = self.tokens();
+        *tokens = (*tokens + held.max(1)).min(QUOTA_CAPACITY);
+    }
+}
+
 /// `Query` and `BatchWriteItem` sent through the captured [`Transport`].
 #[derive(Debug)]
 pub(crate) struct Direct {
     transport: Arc<OnceLock<Transport>>,
-    region: String,
+    /// The signing region, or why there is none.
+    region: Result<String, String>,
+    /// The retries, or why the client's cannot be honoured.
+    retries: Result<Retries, String>,
     attempt_timeout: Duration,
-    /// Attempts of a query page, and the timeout of each.
-    query_attempts: u32,
+    /// The timeout of each attempt of a query page.
     query_attempt_timeout: Duration,
     server_clock: Arc<ServerClock>,
     /// Requests sent so far.
@@ -147,24 +243,27 @@ pub(crate) struct Direct {
 }
 
 impl Direct {
-    /// Ready once `transport` is filled; `None` without a region (the SDK path then reports
-    /// what is missing).
+    /// Ready once `transport` is filled and `config` has a region and retries the fast path can
+    /// honour (see [`Direct::ready`]).
     pub(crate) fn new(
         transport: Arc<OnceLock<Transport>>,
         config: &aws_sdk_dynamodb::Config,
         attempt_timeout: Duration,
-        (query_attempts, query_attempt_timeout): (u32, Duration),
+        query_attempt_timeout: Duration,
         server_clock: Arc<ServerClock>,
-    ) -> Option<Self> {
-        Some(Direct {
+    ) -> Self {
+        Direct {
             transport,
-            region: config.region()?.to_string(),
+            region: config
+                .region()
+                .map(|r| r.to_string())
+                .ok_or_else(|| "no AWS region is configured (AWS_REGION)".to_owned()),
+            retries: Retries::from_config(config),
             attempt_timeout,
-            query_attempts: query_attempts.max(1),
             query_attempt_timeout,
             server_clock,
             sent: AtomicU64::new(0),
-        })
+        }
     }
 
     /// Requests sent so far through this path.
@@ -172,9 +271,20 @@ impl Direct {
         self.sent.load(Ordering::Relaxed)
     }
 
-    /// Whether the client has sent a request yet, so the transport is known.
-    pub(crate) fn ready(&self) -> bool {
-        self.transport.get().is_some()
+    /// Whether the fast path can send: the client has sent a request (so its connector, endpoint
+    /// and credentials are known), and it has a region and retries the fast path honours. The
+    /// error says what is missing.
+    pub(crate) fn ready(&self) -> Result<(), String> {
+        self.region.as_ref().map_err(String::clone)?;
+        self.retries.as_ref().map_err(String::clone)?;
+        if self.transport.get().is_none() {
+            return Err(
+                "the client has not sent a request yet, so its connector, endpoint and \
+                        credentials are not known (the table is opened first)"
+                    .to_owned(),
+            );
+        }
+        Ok(())
     }
 
     /// Deletes `keys` from `table`; answers the keys DynamoDB left unprocessed. One attempt: the
@@ -191,44 +301,72 @@ impl Direct {
         unprocessed_keys(&answer)
     }
 
-    /// One page of a partition query, with the client's retry budget and attempt timeout for
-    /// reads (exponential backoff with full jitter between attempts).
+    /// One page of a partition query, retried as the client's configuration says ([`Retries`]),
+    /// all attempts within its operation timeout.
     pub(crate) async fn query(&self, query: &QueryRequest<'_>) -> Result<Page, StoreError> {
+        let retries = self
+            .retries
+            .as_ref()
+            .map_err(|why| StoreError::new(ErrorKind::Other, QUERY.name, why.clone()))?;
         // Shared, not copied, by every attempt.
         let body = bytes::Bytes::from(query_body(query)?);
-        let mut attempt = 1;
-        loop {
-            match self
-                .exchange(QUERY, body.clone(), self.query_attempt_timeout)
-                .await
-            {
-                Ok(answer) => return query_page(&answer),
-                Err(e) if e.kind.is_retryable() && attempt < self.query_attempts => {
-                    let ceiling = QUERY_BACKOFF
-                        .saturating_mul(1 << attempt)
-                        .min(QUERY_BACKOFF_CAP);
-                    tokio::time::sleep(ceiling.mul_f64(fastrand::f64())).await;
-                    attempt += 1;
+        let attempts = async {
+            let mut attempt = 1;
+            let mut held = 0;
+            loop {
+                let err = match self
+                    .exchange(QUERY, body.clone(), self.query_attempt_timeout)
+                    .await
+                {
+                    Ok(answer) => {
+                        retries.quota.succeeded(held);
+                        return query_page(&answer);
+                    }
+                    Err(e) => e,
+                };
+                if !err.kind.is_retryable() || attempt >= retries.max_attempts {
+                    return Err(err);
                 }
-                Err(e) => return Err(e),
+                let Some(cost) = retries.quota.acquire(err.kind) else {
+                    return Err(StoreError {
+                        message: format!("{} (not retried: the retry quota is spent)", err.message),
+                        ..err
+                    });
+                };
+                held = cost;
+                tokio::time::sleep(retries.backoff(attempt)).await;
+                attempt += 1;
             }
+        };
+        match retries.operation_timeout {
+            None => attempts.await,
+            Some(limit) => tokio::time::timeout(limit, attempts)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(transport_error(
+                        QUERY,
+                        &format!("no answer within the operation timeout ({limit:?})"),
+                        true,
+                    ))
+                }),
         }
     }
 
-    /// Sends one signed request and answers the body of a 200, or the classified error.
+    /// Sends one signed request and answers the body of a 200, or the classified error. After a
+    /// transient error the connection is dropped, not reused (as the SDK does by default).
     async fn exchange(
         &self,
         operation: Operation,
         body: bytes::Bytes,
         timeout: Duration,
     ) -> Result<bytes::Bytes, StoreError> {
-        let transport = self.transport.get().ok_or_else(|| {
-            StoreError::new(
-                ErrorKind::Other,
-                operation.name,
-                "no transport captured yet",
-            )
-        })?;
+        let not_ready = |why: String| StoreError::new(ErrorKind::Other, operation.name, why);
+        self.ready().map_err(not_ready)?;
+        let (Some(transport), Ok(region), Ok(retries)) =
+            (self.transport.get(), &self.region, &self.retries)
+        else {
+            unreachable!("checked by ready()")
+        };
         let identity = transport
             .components
             .identity_cache()
@@ -241,14 +379,16 @@ impl Direct {
             .map_err(|e| {
                 StoreError::new(ErrorKind::Auth, operation.name, format!("credentials: {e}"))
             })?;
-        let request = signed_request(
+        let mut request = signed_request(
             &transport.endpoint,
-            &self.region,
+            region,
             self.signing_time(),
             operation,
             body,
             &identity,
         )?;
+        let connection = CaptureSmithyConnection::new();
+        request.add_extension(connection.clone());
         self.sent.fetch_add(1, Ordering::Relaxed);
         let sent = Instant::now();
         let exchange = async {
@@ -259,6 +399,8 @@ impl Direct {
                 .map_err(|e| transport_error(operation, &e.to_string(), e.is_timeout()))?;
             let status = response.status().as_u16();
             let date = response.headers().get("date").and_then(parse_http_date);
+            // An error's type and request id come from its headers; a success needs none.
+            let headers = (status != 200).then(|| response.headers().clone());
             let body = ByteStream::new(response.into_body())
                 .collect()
                 .await
@@ -266,21 +408,34 @@ impl Direct {
                     transport_error(operation, &format!("reading the response: {e}"), false)
                 })?
                 .into_bytes();
-            Ok::<_, StoreError>((status, date, body))
+            Ok::<_, StoreError>((status, date, headers, body))
         };
-        let (status, date, body) =
-            tokio::time::timeout(timeout, exchange)
-                .await
-                .map_err(|_| {
-                    transport_error(operation, &format!("no answer within {timeout:?}"), true)
-                })??;
-        if let Some(date) = date {
-            self.server_clock.observe(date, sent);
+        let answer = tokio::time::timeout(timeout, exchange)
+            .await
+            .unwrap_or_else(|_| {
+                Err(transport_error(
+                    operation,
+                    &format!("no answer within {timeout:?}"),
+                    true,
+                ))
+            });
+        let result = answer.and_then(|(status, date, headers, body)| {
+            if let Some(date) = date {
+                self.server_clock.observe(date, sent);
+            }
+            match headers {
+                None => Ok(body),
+                Some(headers) => Err(error_from_response(operation.name, status, &headers, &body)),
+            }
+        });
+        if let Err(e) = &result {
+            if e.kind == ErrorKind::Transient && retries.reconnect {
+                if let Some(metadata) = connection.get() {
+                    metadata.poison();
+                }
+            }
         }
-        if status != 200 {
-            return Err(error_from_response(operation.name, status, &body));
-        }
-        Ok(body)
+        result
     }
 
     /// The host's time, or DynamoDB's when the two are further apart than [`SKEW_CORRECTION`].
@@ -613,8 +768,17 @@ pub(crate) fn unprocessed_keys(body: &[u8]) -> Result<Vec<Key>, StoreError> {
     Ok(keys)
 }
 
-/// A non-200 answer: `{"__type":"com.amazonaws.dynamodb.v20120810#Code","message":"..."}`.
-pub(crate) fn error_from_response(operation: &'static str, status: u16, body: &[u8]) -> StoreError {
+/// A non-200 answer, read as the awsJson1_0 protocol says: the error type from the
+/// `x-amzn-errortype` header, else the body's `code`, else its `__type`
+/// (`com.amazonaws.dynamodb.v20120810#ResourceNotFoundException`), without the namespace before
+/// `#` and anything after `:`; the message from `message` or `Message`; the request id from
+/// `x-amzn-requestid`.
+pub(crate) fn error_from_response(
+    operation: &'static str,
+    status: u16,
+    headers: &Headers,
+    body: &[u8],
+) -> StoreError {
     let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let field = |name: &str| {
         parsed
@@ -623,10 +787,13 @@ pub(crate) fn error_from_response(operation: &'static str, status: u16, body: &[
             .and_then(|v| v.as_str())
             .map(str::to_owned)
     };
-    let code = field("__type").map(|t| match t.rsplit_once('#') {
-        Some((_, code)) => code.to_owned(),
-        None => t,
-    });
+    let code = headers
+        .get("x-amzn-errortype")
+        .map(str::to_owned)
+        .or_else(|| field("code"))
+        .or_else(|| field("__type"))
+        .map(|t| sanitize_error_type(&t).to_owned())
+        .filter(|t| !t.is_empty());
     let message = field("message")
         .or_else(|| field("Message"))
         .unwrap_or_else(|| format!("HTTP {status}: {}", excerpt(body)));
@@ -639,9 +806,24 @@ pub(crate) fn error_from_response(operation: &'static str, status: u16, body: &[
         kind,
         operation,
         code,
+        request_id: request_id(headers),
         message,
         source: None,
     }
+}
+
+/// `aws.protocoltests#FooError:http://internal.amazon.com/...` -> `FooError`.
+fn sanitize_error_type(raw: &str) -> &str {
+    let raw = raw.split(':').next().unwrap_or(raw);
+    raw.rsplit('#').next().unwrap_or(raw).trim()
+}
+
+/// The request id an answer carries.
+fn request_id(headers: &Headers) -> Option<String> {
+    headers
+        .get("x-amzn-requestid")
+        .or_else(|| headers.get("x-amz-request-id"))
+        .map(str::to_owned)
 }
 
 fn excerpt(body: &[u8]) -> String {
@@ -745,17 +927,31 @@ mod tests {
             (503, b"<html>busy</html>", ErrorKind::Transient, None),
             (418, b"", ErrorKind::Other, None),
         ];
+        let none = Headers::new();
         for (status, body, kind, code) in cases {
-            let err = error_from_response("BatchWriteItem", status, body);
+            let err = error_from_response("BatchWriteItem", status, &none, body);
             assert_eq!(err.kind, kind, "{err}");
             assert_eq!(err.code.as_deref(), code, "{err}");
         }
         let err = error_from_response(
             "Query",
             400,
+            &none,
             br#"{"__type":"x#ThrottlingException","message":"m"}"#,
         );
         assert_eq!(err.message, "m");
+        // The header's type wins over the body's; the request id comes along.
+        let mut headers = Headers::new();
+        headers.insert("x-amzn-errortype", "ProvisionedThroughputExceededException:http://internal.amazon.com/coral/com.amazon.coral.service/");
+        headers.insert("x-amzn-requestid", "REQ123");
+        let err = error_from_response("Query", 400, &headers, br#"{"__type":"x#Other"}"#);
+        assert_eq!(err.kind, ErrorKind::Throttled, "{err}");
+        assert_eq!(
+            err.code.as_deref(),
+            Some("ProvisionedThroughputExceededException")
+        );
+        assert_eq!(err.request_id.as_deref(), Some("REQ123"));
+        assert!(err.to_string().contains("request id REQ123"), "{err}");
     }
 
     #[test]
