@@ -833,3 +833,34 @@ async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() 
         );
     }
 }
+
+/// `FAST_PATH=on` with a retry configuration the fast path cannot honour (the adaptive mode,
+/// whose rate limiter lives in the SDK's pipeline) is a start-up error that says so and names
+/// the way out, never a silent fallback; `FAST_PATH=off` starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fast_path_refuses_to_start_where_it_cannot_do_what_the_client_is_configured_to() {
+    use aws_sdk_dynamodb::config::retry::RetryConfig;
+    use ttl_sweeper::store::FastPath;
+
+    let client = client().await;
+    let table = table_name("adaptive");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let cfg = config(&table, &[]);
+    let adaptive = aws_sdk_dynamodb::Client::from_conf(
+        sdk_config(&endpoint())
+            .retry_config(RetryConfig::adaptive())
+            .build(),
+    );
+    let err = DynamoStore::with_fast_path(adaptive.clone(), FastPath::On)
+        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
+        .await
+        .expect_err("the adaptive mode is refused on the fast path");
+    let message = err.to_string();
+    assert!(message.contains("FAST_PATH=on"), "{message}");
+    assert!(message.contains("Adaptive"), "{message}");
+    assert!(message.contains("FAST_PATH=off"), "{message}");
+    DynamoStore::with_fast_path(adaptive, FastPath::Off)
+        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
+        .await
+        .expect("the SDK's pipeline runs the adaptive mode");
+}

@@ -955,6 +955,65 @@ mod tests {
     }
 
     #[test]
+    fn the_retry_quota_runs_out_and_successes_refill_it() {
+        let quota = RetryQuota::default();
+        // 500 tokens: 100 retries after throttling, then none.
+        for _ in 0..100 {
+            assert_eq!(
+                quota.acquire(ErrorKind::Throttled),
+                Some(QUOTA_THROTTLE_COST)
+            );
+        }
+        assert_eq!(quota.acquire(ErrorKind::Throttled), None);
+        // A retry that succeeds gives its cost back; a first attempt that succeeds adds one.
+        quota.succeeded(QUOTA_TRANSIENT_COST);
+        assert_eq!(
+            quota.acquire(ErrorKind::Transient),
+            Some(QUOTA_TRANSIENT_COST)
+        );
+        assert_eq!(quota.acquire(ErrorKind::Throttled), None);
+        for _ in 0..5 {
+            quota.succeeded(0);
+        }
+        assert_eq!(
+            quota.acquire(ErrorKind::Throttled),
+            Some(QUOTA_THROTTLE_COST)
+        );
+        // Never past the capacity.
+        for _ in 0..1_000 {
+            quota.succeeded(QUOTA_TRANSIENT_COST);
+        }
+        assert_eq!(*quota.tokens(), QUOTA_CAPACITY);
+    }
+
+    #[test]
+    fn the_backoff_grows_from_the_initial_one_to_the_longest_with_full_jitter() {
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .retry_config(
+                aws_smithy_types::retry::RetryConfig::standard()
+                    .with_initial_backoff(Duration::from_millis(100))
+                    .with_max_backoff(Duration::from_secs(1)),
+            )
+            .build();
+        let retries = Retries::from_config(&config).unwrap();
+        for retry in 1..40 {
+            let ceiling =
+                Duration::from_millis(100 << (retry - 1).min(10)).min(Duration::from_secs(1));
+            for _ in 0..20 {
+                assert!(retries.backoff(retry) <= ceiling, "retry {retry}");
+            }
+        }
+        let adaptive = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .retry_config(aws_smithy_types::retry::RetryConfig::adaptive())
+            .build();
+        assert!(Retries::from_config(&adaptive)
+            .unwrap_err()
+            .contains("FAST_PATH=off"));
+    }
+
+    #[test]
     fn the_query_body_is_the_sdk_paths_request() {
         let start = key(&[
             ("id", AttributeValue::S("a".into())),
