@@ -33,6 +33,8 @@ pub mod dynamo;
 pub mod error;
 pub mod keys;
 pub mod scan;
+#[cfg(test)]
+mod wire_tests;
 
 pub use clock::{GuardedClock, ServerClock};
 pub use describe::{open, IndexCheck, OpenedTable, TableTarget};

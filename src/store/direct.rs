@@ -54,16 +54,16 @@ use super::{ErrorKind, Key, Page, StoreError};
 
 /// An operation of DynamoDB's JSON protocol: its name (for errors) and `X-Amz-Target`.
 #[derive(Debug, Clone, Copy)]
-struct Operation {
+pub(super) struct Operation {
     name: &'static str,
     target: &'static str,
 }
 
-const BATCH_WRITE: Operation = Operation {
+pub(super) const BATCH_WRITE: Operation = Operation {
     name: "BatchWriteItem",
     target: "DynamoDB_20120810.BatchWriteItem",
 };
-const QUERY: Operation = Operation {
+pub(super) const QUERY: Operation = Operation {
     name: "Query",
     target: "DynamoDB_20120810.Query",
 };
@@ -459,7 +459,7 @@ impl Direct {
 
 /// A `POST` of `body` to `endpoint` for `operation`, signed with SigV4 as of `time` (with the
 /// session token, when the credentials have one).
-fn signed_request(
+pub(super) fn signed_request(
     endpoint: &str,
     region: &str,
     time: SystemTime,
@@ -470,9 +470,11 @@ fn signed_request(
     let name = operation.name;
     let signing_error =
         |e: &dyn std::fmt::Display| StoreError::new(ErrorKind::Auth, name, e.to_string());
+    let length = body.len().to_string();
     let headers = [
         ("content-type", "application/x-amz-json-1.0"),
         ("x-amz-target", operation.target),
+        ("content-length", length.as_str()),
     ];
     let params = v4::SigningParams::builder()
         .identity(identity)
