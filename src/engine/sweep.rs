@@ -604,17 +604,19 @@ impl<S: Store> Shared<S> {
             });
         };
         loop {
-            // A read is given up at the stop: nothing found after it would be deleted, and its
-            // retries (a slow or failing DynamoDB) must not hold a shutdown.
+            // A read still unanswered at the stop is given up: nothing it finds would be deleted
+            // now, and its retries (a slow or failing DynamoDB) must not hold a shutdown or run
+            // into a deadline. The partition is left for the next sweep, as after a failed read.
             let query =
                 this.store
                     .query_expired(&this.schema, key, now, start.take(), pace.limit());
             let answer = tokio::select! {
                 answer = query => answer,
-                () = stop.reached_at_last() => {
-                    debug!(partition = %key, "stopping mid-query");
-                    break;
-                }
+                () = stop.reached_at_last() => Err(StoreError::new(
+                    crate::store::ErrorKind::Transient,
+                    "Query",
+                    "no answer before the sweep had to stop (deadline or shutdown)",
+                )),
             };
             let page = match answer {
                 Ok(page) => page,
