@@ -1146,7 +1146,8 @@ mod tests {
         assert!(
             authorization.starts_with(
                 "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261118/eu-west-1/dynamodb/aws4_request, \
-                 SignedHeaders=content-type;host;x-amz-date;x-amz-security-token;x-amz-target, \
+                 SignedHeaders=content-length;content-type;host;x-amz-date;x-amz-security-token;\
+                 x-amz-target, \
                  Signature="
             ),
             "{authorization}"
