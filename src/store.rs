@@ -17,7 +17,7 @@
 //! - [`scan`]: the table-wide operations of the adoption tools (parallel Scan pages, conditional
 //!   window updates).
 //! - `codec`: DynamoDB JSON (base64 for binary) written and read with serde, straight from and
-//!   into the SDK's types; the one place that knows the dialect, used by [`keys`].
+//!   into the SDK's types; the one place that knows the dialect, shared by `direct` and [`keys`].
 //! - [`keys`]: keys and items as `serde_json::Value`s in that dialect, for reports, logs, the
 //!   CLI, progress files and events.
 
