@@ -68,31 +68,35 @@ impl Serialize for Write<'_, AttributeValue> {
 impl Serialize for Write<'_, Key> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        in_name_order(self.0, |name, value| map.serialize_entry(name, &Write(value)))?;
+        in_name_order(self.0, |name, value| {
+            map.serialize_entry(name, &Write(value))
+        })?;
         map.end()
     }
 }
-
-/// Most keys and projected items have a handful of attributes: sorted on the stack.
-const SORTED_ON_STACK: usize = 8;
 
 /// Calls `f` on the attributes of `item` in name order.
 fn in_name_order<E>(
     item: &Key,
     mut f: impl FnMut(&String, &AttributeValue) -> Result<(), E>,
 ) -> Result<(), E> {
-    if item.len() <= SORTED_ON_STACK {
-        let mut entries = [None; SORTED_ON_STACK];
-        for (slot, entry) in entries.iter_mut().zip(item) {
-            *slot = Some(entry);
+    let mut pairs = item.iter();
+    match (pairs.next(), pairs.next(), pairs.next()) {
+        (None, ..) => Ok(()),
+        (Some((name, value)), None, _) => f(name, value),
+        // Most keys: a partition key and a sort key, ordered without a buffer.
+        (Some(a), Some(b), None) => {
+            let (first, second) = if a.0 <= b.0 { (a, b) } else { (b, a) };
+            f(first.0, first.1)?;
+            f(second.0, second.1)
         }
-        let entries = &mut entries[..item.len()];
-        entries.sort_unstable_by_key(|e| e.map(|(name, _)| name));
-        entries.iter().flatten().try_for_each(|(n, v)| f(n, v))
-    } else {
-        let mut entries: Vec<_> = item.iter().collect();
-        entries.sort_unstable_by_key(|(name, _)| *name);
-        entries.into_iter().try_for_each(|(n, v)| f(n, v))
+        _ => {
+            let mut entries: Vec<_> = item.iter().collect();
+            entries.sort_unstable_by_key(|(name, _)| *name);
+            entries
+                .into_iter()
+                .try_for_each(|(name, value)| f(name, value))
+        }
     }
 }
 
@@ -410,7 +414,9 @@ impl Element for Nested {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::store::keys::{attribute_from_json, attribute_to_json, item_from_json, item_to_json};
+    use crate::store::keys::{
+        attribute_from_json, attribute_to_json, item_from_json, item_to_json,
+    };
     use proptest::prelude::*;
     use serde_json::{json, Value};
 
@@ -447,7 +453,11 @@ pub(crate) mod tests {
     }
 
     fn any_item() -> impl Strategy<Value = Key> {
-        proptest::collection::hash_map("[a-zA-Z\"\\\\é#]{1,6}", any_value(), 0..12)
+        // Keys of 0, 1 and 2 attributes as often as larger items.
+        let size = prop_oneof![0..3usize, 3..12usize];
+        size.prop_flat_map(|n| {
+            proptest::collection::hash_map("[a-zA-Z\"\\\\é#]{1,6}", any_value(), n)
+        })
     }
 
     /// JSON of every shape, mostly near DynamoDB JSON: the known tags and a few others as keys,
@@ -498,10 +508,16 @@ pub(crate) mod tests {
         let item: Key = HashMap::from([
             ("s".into(), AttributeValue::S("a\"\n".into())),
             ("n".into(), AttributeValue::N("-1.5e3".into())),
-            ("b".into(), AttributeValue::B(Blob::new(vec![0, 1, 254, 255]))),
+            (
+                "b".into(),
+                AttributeValue::B(Blob::new(vec![0, 1, 254, 255])),
+            ),
             ("bool".into(), AttributeValue::Bool(false)),
             ("null".into(), AttributeValue::Null(true)),
-            ("ss".into(), AttributeValue::Ss(vec!["x".into(), "y".into()])),
+            (
+                "ss".into(),
+                AttributeValue::Ss(vec!["x".into(), "y".into()]),
+            ),
             ("ns".into(), AttributeValue::Ns(vec![])),
             ("bs".into(), AttributeValue::Bs(vec![Blob::new(vec![7])])),
             (
@@ -538,7 +554,10 @@ pub(crate) mod tests {
             (r#"{"a":{"s":"1"}}"#, "unknown type \"s\""),
             (r#"{"a":{"S":1}}"#, "expected a string in S"),
             (r#"{"a":{"N":1.5}}"#, "expected a string in N"),
-            (r#"{"a":{"B":"not base64!"}}"#, "\"not base64!\" is not base64"),
+            (
+                r#"{"a":{"B":"not base64!"}}"#,
+                "\"not base64!\" is not base64",
+            ),
             (r#"{"a":{"BOOL":"yes"}}"#, "expected true or false in BOOL"),
             (r#"{"a":{"NULL":false}}"#, "NULL must be true, got false"),
             (r#"{"a":{"NULL":null}}"#, "expected true or false in NULL"),
@@ -547,7 +566,10 @@ pub(crate) mod tests {
             (r#"{"a":{"BS":["%%"]}}"#, "\"%%\" is not base64"),
             (r#"{"a":{"L":[{"S":"x"},"y"]}}"#, "expected one typed value"),
             (r#"{"a":{"M":[]}}"#, "expected an object of attributes"),
-            (r#"{"a":{"S":"x"},"a":{"S":"y"}}"#, "attribute \"a\" named twice"),
+            (
+                r#"{"a":{"S":"x"},"a":{"S":"y"}}"#,
+                "attribute \"a\" named twice",
+            ),
         ];
         for (text, message) in cases {
             let err = read_item(text.as_bytes()).unwrap_err().to_string();
@@ -583,6 +605,19 @@ pub(crate) mod tests {
             let read = serde_json::from_slice::<Read<AttributeValue>>(&to_bytes(&value));
             prop_assert_eq!(read.unwrap().0, value);
             prop_assert_eq!(read_item(&to_bytes(&item)).unwrap(), item);
+        }
+
+        /// An item's attributes are written in name order, whatever their number.
+        #[test]
+        fn attributes_are_written_in_name_order(item in any_item()) {
+            let mut names: Vec<&String> = item.keys().collect();
+            names.sort();
+            let attributes: Vec<String> = names
+                .into_iter()
+                .map(|n| format!("{}:{}", json!(n), String::from_utf8(to_bytes(&item[n])).unwrap()))
+                .collect();
+            let expected = format!("{{{}}}", attributes.join(","));
+            prop_assert_eq!(String::from_utf8(to_bytes(&item)).unwrap(), expected);
         }
 
         /// The `serde_json::Value` functions of the key dialect write the same text and read the
