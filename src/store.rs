@@ -17,7 +17,10 @@
 //!   every command.
 //! - [`scan`]: the table-wide operations of the adoption tools (parallel Scan pages, conditional
 //!   window updates).
-//! - [`keys`]: the one JSON dialect for keys (DynamoDB JSON, base64 for binary).
+//! - `codec`: DynamoDB JSON (base64 for binary) written and read with serde, straight from and
+//!   into the SDK's types; the one place that knows the dialect, shared by `direct` and [`keys`].
+//! - [`keys`]: keys and items as `serde_json::Value`s in that dialect, for reports, logs, the
+//!   CLI, progress files and events.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -27,6 +30,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use crate::expiry::{Layout, Timestamp};
 
 pub mod clock;
+mod codec;
 pub mod describe;
 mod direct;
 pub mod dynamo;
