@@ -1348,29 +1348,37 @@ async fn an_index_dropped_after_start_up_is_reported_and_nothing_is_deleted() {
     assert_eq!(present(&direct, &name).await.len(), 70);
 }
 
-/// A throttled `Query` is retried as the client's retry configuration says — its max attempts
-/// (`AWS_MAX_ATTEMPTS`), its backoff — on the fast path exactly as through the SDK, and the error
-/// that ends it carries DynamoDB's error type and request id.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn both_routes_retry_a_query_as_the_client_is_configured() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use ttl_sweeper::store::{FastPath, StoreExt};
-
-    let direct = client().await;
-    let (_, _, schema, _) = small_table(&direct, "query_retries", "batch").await;
-    let queries = Arc::new(AtomicUsize::new(0));
+/// A proxy that answers every `Query` with throttling `code`, and the number of them.
+async fn throttling_queries(
+    code: &'static str,
+) -> (FaultProxy, Arc<std::sync::atomic::AtomicUsize>) {
+    let queries = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = queries.clone();
     let proxy = FaultProxy::start(
         &endpoint(),
         DELAY,
         Plan::script(move |op, _| {
             (op == "Query").then(|| {
-                counted.fetch_add(1, Ordering::SeqCst);
-                Fault::Throttle("ProvisionedThroughputExceededException")
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Fault::Throttle(code)
             })
         }),
     )
     .await;
+    (proxy, queries)
+}
+
+/// A throttled `Query` is retried as the client's retry configuration says — its max attempts
+/// (`AWS_MAX_ATTEMPTS`), its backoff — on the fast path exactly as through the SDK, and the error
+/// that ends it carries DynamoDB's error type and request id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_routes_retry_a_query_as_the_client_is_configured() {
+    use std::sync::atomic::Ordering;
+    use ttl_sweeper::store::{FastPath, StoreExt};
+
+    let direct = client().await;
+    let (_, _, schema, _) = small_table(&direct, "query_retries", "batch").await;
+    let (proxy, queries) = throttling_queries("ProvisionedThroughputExceededException").await;
     for fast_path in [FastPath::On, FastPath::Off] {
         for attempts in [1, 2, 4] {
             let config = sdk_config(&proxy.endpoint)
@@ -1415,23 +1423,11 @@ async fn both_routes_retry_a_query_as_the_client_is_configured() {
 /// with `FAST_PATH=on` stops start-up saying why (with `off` the sweep runs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_retries_as_aws_max_attempts_and_aws_retry_mode_say() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
 
     let direct = client().await;
     let (table, _, _, _) = small_table(&direct, "max_attempts", "batch").await;
-    let queries = Arc::new(AtomicUsize::new(0));
-    let counted = queries.clone();
-    let proxy = FaultProxy::start(
-        &endpoint(),
-        DELAY,
-        Plan::script(move |op, _| {
-            (op == "Query").then(|| {
-                counted.fetch_add(1, Ordering::SeqCst);
-                Fault::Throttle("ThrottlingException")
-            })
-        }),
-    )
-    .await;
+    let (proxy, queries) = throttling_queries("ThrottlingException").await;
     // The process runs off the runtime: the proxy answers on it meanwhile.
     let sweep = |fast_path: &str, env: &[(&str, &str)]| {
         let mut cmd = cli();
