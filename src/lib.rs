@@ -28,8 +28,8 @@
 //!   the report, checkpoint planning, ticks.
 //! - [`store`]: the only code that talks to DynamoDB, behind the one-method [`store::Store`]
 //!   seam; errors, start-up checks, the one DynamoDB JSON codec (shared by the key dialect of
-//!   reports and events and by the hot path), and the hot path (query pages and batch deletes
-//!   sent through the SDK client's connector without its request pipeline).
+//!   reports and events and by the hot path), and the hot path (`FAST_PATH`: query pages and
+//!   batch deletes sent through the SDK client's connector without its request pipeline).
 //! - [`streams`]: for consumers of the table's DynamoDB Stream — [`streams::is_expiry_removal`]
 //!   tells a `REMOVE` of an expired item (ours or native TTL's, in any Region) from an
 //!   application's delete.

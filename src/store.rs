@@ -37,6 +37,7 @@ pub mod dynamo;
 pub mod error;
 pub mod keys;
 pub mod scan;
+/// The fast path held to the SDK on DynamoDB's wire format (`tests/fixtures/wire/`).
 #[cfg(test)]
 mod wire_tests;
 
