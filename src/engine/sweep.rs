@@ -612,11 +612,19 @@ impl<S: Store> Shared<S> {
                     .query_expired(&this.schema, key, now, start.take(), pace.limit());
             let answer = tokio::select! {
                 answer = query => answer,
-                () = stop.reached_at_last() => Err(StoreError::new(
-                    crate::store::ErrorKind::Transient,
-                    "Query",
-                    "no answer before the sweep had to stop (deadline or shutdown)",
-                )),
+                () = stop.reached_at_last() => {
+                    debug!(partition = %key, "stopping mid-query");
+                    if !stop.reached_from_outside() {
+                        // The sweep stopped itself after an error that ends it (rejected
+                        // credentials, a missing index), which is reported already.
+                        break;
+                    }
+                    Err(StoreError::new(
+                        crate::store::ErrorKind::Transient,
+                        "Query",
+                        "no answer before the sweep had to stop (deadline or shutdown)",
+                    ))
+                }
             };
             let page = match answer {
                 Ok(page) => page,
