@@ -18,9 +18,6 @@ pub fn full_jitter(base: Duration, cap: Duration, attempt: u32) -> Duration {
 pub struct Stop {
     deadline: Option<Instant>,
     cancel: CancellationToken,
-    /// For a [`Stop::child`]: the token of the stop it was made from, so that a stop from outside
-    /// (shutdown, the deadline) can be told from the child's own.
-    parent: Option<CancellationToken>,
 }
 
 impl Stop {
@@ -34,7 +31,6 @@ impl Stop {
         Stop {
             deadline,
             cancel: CancellationToken::new(),
-            parent: None,
         }
     }
 
@@ -59,19 +55,6 @@ impl Stop {
         self.cancel.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
-    /// Resolves once the stop is reached: the deadline passes or shutdown is requested.
-    pub(crate) async fn reached_at_last(&self) {
-        match self.deadline {
-            Some(deadline) => {
-                tokio::select! {
-                    () = self.cancel.cancelled() => {}
-                    () = tokio::time::sleep_until(deadline) => {}
-                }
-            }
-            None => self.cancel.cancelled().await,
-        }
-    }
-
     /// True if waiting `wait` would run into the stop condition.
     pub(crate) fn would_pass(&self, wait: Duration) -> bool {
         self.cancel.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() + wait >= d)
@@ -82,15 +65,7 @@ impl Stop {
         Stop {
             deadline: self.deadline,
             cancel: self.cancel.child_token(),
-            parent: Some(self.cancel.clone()),
         }
-    }
-
-    /// True once the stop came from outside: the deadline passed, or shutdown was requested
-    /// (for a child, its parent was stopped), not only the child's own cancellation.
-    pub(crate) fn reached_from_outside(&self) -> bool {
-        let token = self.parent.as_ref().unwrap_or(&self.cancel);
-        token.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 }
 
