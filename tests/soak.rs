@@ -73,8 +73,11 @@ const WRITE_EVERY: Duration = Duration::from_millis(300);
 /// `MAX_RETRIES` of the sweepers under test.
 const MAX_RETRIES: u32 = 4;
 /// How long after a delete a SIGKILL may still lose its notify-mode event: the delete's chunk
-/// publishes right after it, within its retries (a few seconds of backoff and held requests).
-const CRASH_PUBLISH_WINDOW: f64 = 20.0;
+/// publishes what it owes before its next wait, and that publishing ends within the sink's
+/// retries: `MAX_RETRIES + 1` attempts, each of up to three sequential `SendMessageBatch` calls
+/// (25 events, 10 per call), each held at most `DELAY` (a faulted call) plus the slow sink's
+/// second, and the backoffs between attempts (at most 0.8 s each, full jitter from 50 ms).
+const CRASH_PUBLISH_WINDOW: f64 = (MAX_RETRIES as f64 + 1.0) * 3.0 * (2.5 + 1.0) + 4.0 * 0.8;
 /// Final clean sweeps at most, one after the other until one succeeds.
 const FINAL_SWEEPS: usize = 3;
 /// How long before a delete reaches DynamoDB the process that sent it may already have been
