@@ -100,6 +100,8 @@ pub const OUTSIDE_CASES: [(Pace, usize); 4] = [
 
 /// One `ttl-sweeper sweep` process measured from outside.
 pub struct OutsideRun {
+    /// Which binary: [`THIS_BUILD`], or the baseline given by `BENCH_BASELINE_SWEEPER`.
+    pub build: &'static str,
     pub route: Route,
     pub pace: Pace,
     pub cores: usize,
@@ -112,6 +114,8 @@ pub struct OutsideRun {
     pub switches: u64,
     /// DynamoDB requests the fake endpoint answered.
     pub requests: u64,
+    /// The sweeper's peak resident memory (`ru_maxrss`), MiB.
+    pub peak_mib: f64,
     /// User + system CPU of the fake endpoint process over the same run.
     pub fake_cpu_secs: f64,
 }
@@ -159,6 +163,8 @@ struct Reaped {
     cpu_secs: f64,
     /// Voluntary + involuntary context switches.
     switches: u64,
+    /// Peak resident memory, MiB.
+    peak_mib: f64,
 }
 
 /// Reaps our own child `pid`, with its rusage.
@@ -172,6 +178,7 @@ fn reap(pid: u32) -> Reaped {
     Reaped {
         cpu_secs: tv(usage.ru_utime) + tv(usage.ru_stime),
         switches: (usage.ru_nvcsw + usage.ru_nivcsw) as u64,
+        peak_mib: usage.ru_maxrss as f64 / 1024.0,
     }
 }
 
@@ -198,12 +205,17 @@ fn measured(cmd: &mut Command, cpus: Vec<usize>) -> (String, Reaped, f64) {
     (out, reaped, started.elapsed().as_secs_f64())
 }
 
+/// The build under test: `target/release/ttl-sweeper`.
+pub const THIS_BUILD: &str = "this build";
+/// A second binary measured beside it in the same runs, from `BENCH_BASELINE_SWEEPER` (a path).
+pub const BASELINE_BUILD: &str = "baseline";
+
 /// `MAX_CONCURRENCY` of the outside runs: the default. (64 in flight was tried for the cores
 /// rows: it cost more CPU per delete and was no faster on either core count.)
 pub const OUTSIDE_CONCURRENCY: [usize; 1] = [8];
 
-/// `runs` sweeps of each route and row ([`ROUTES`] × [`OUTSIDE_CASES`]) by the release CLI,
-/// each against a fresh fake endpoint process, at each of [`OUTSIDE_CONCURRENCY`]; the order of
+/// `runs` sweeps of each route and row ([`ROUTES`] × [`OUTSIDE_CASES`]) by the release CLI (and
+/// by the binary `BENCH_BASELINE_SWEEPER` names, if set), each against a fresh fake endpoint process, at each of [`OUTSIDE_CONCURRENCY`]; the order of
 /// the rows turns by one each run. Instant rows read `16 × per_window` fake items, latency rows
 /// `16 × latency_per_window`.
 // The fake endpoint is reaped by `wait4` (see `reap`), which `Child::wait` cannot replace.
@@ -216,12 +228,18 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
         "{} is missing: `make bench` builds it",
         binary.display()
     );
-    let cases: Vec<(Route, Pace, usize)> = ROUTES
+    let mut builds = vec![(THIS_BUILD, binary)];
+    if let Some(baseline) = std::env::var_os("BENCH_BASELINE_SWEEPER") {
+        builds.push((BASELINE_BUILD, baseline.into()));
+    }
+    let cases: Vec<(&str, &std::path::Path, Route, Pace, usize)> = builds
         .iter()
-        .flat_map(|&route| {
-            OUTSIDE_CASES
-                .iter()
-                .map(move |&(pace, cores)| (route, pace, cores))
+        .flat_map(|(build, binary)| {
+            ROUTES.iter().flat_map(move |&route| {
+                OUTSIDE_CASES
+                    .iter()
+                    .map(move |&(pace, cores)| (*build, binary.as_path(), route, pace, cores))
+            })
         })
         .collect();
     let mut results = Vec::new();
@@ -230,7 +248,7 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
         let concurrency = OUTSIDE_CONCURRENCY[run % OUTSIDE_CONCURRENCY.len()];
         let turn = run / OUTSIDE_CONCURRENCY.len();
         for k in 0..cases.len() {
-            let (route, pace, cores) = cases[(k + turn) % cases.len()];
+            let (build, binary, route, pace, cores) = cases[(k + turn) % cases.len()];
             let items = match pace {
                 Pace::Instant => per_window,
                 Pace::Delayed { .. } => latency_per_window,
@@ -253,7 +271,7 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
             while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let mut cmd = Command::new(&binary);
+            let mut cmd = Command::new(binary);
             cmd.arg("sweep")
                 .envs(LOCAL_AWS_ENV)
                 .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
@@ -275,6 +293,7 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
             let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_default();
             let deleted = report["items_deleted"].as_u64().unwrap_or(0);
             let r = OutsideRun {
+                build,
                 route,
                 pace,
                 cores,
@@ -284,10 +303,11 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
                 wall_secs,
                 switches: sweeper.switches,
                 requests,
+                peak_mib: sweeper.peak_mib,
                 fake_cpu_secs,
             };
             eprintln!(
-                "outside CPU, {}, answers {}, {} core(s), {concurrency} in flight: {} deletes, {} requests, {:.2} µs CPU/delete, {:.0} µs CPU/request, {:.2} context switches/request, {:.0} deletes/s, fake endpoint busy {:.0} % of its CPU",
+                "outside CPU, {build}, {}, answers {}, {} core(s), {concurrency} in flight: {} deletes, {} requests, {:.2} µs CPU/delete, {:.0} µs CPU/request, {:.2} context switches/request, peak {:.0} MiB, {:.0} deletes/s, fake endpoint busy {:.0} % of its CPU",
                 route.label,
                 pace.label(),
                 cores,
@@ -296,6 +316,7 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
                 r.us_per_delete(),
                 r.us_per_request(),
                 r.switches_per_request(),
+                r.peak_mib,
                 r.per_sec(),
                 r.fake_busy() * 100.0
             );
@@ -692,6 +713,7 @@ pub fn planning_us(outside: &[OutsideRun]) -> f64 {
             .iter()
             .filter(|r| {
                 r.concurrency == OUTSIDE_CONCURRENCY[0]
+                    && r.build == THIS_BUILD
                     && r.pace == Pace::Instant
                     && r.route == ROUTES[0]
             })
@@ -707,16 +729,20 @@ pub fn lambda_vcpu(mb: f64) -> f64 {
 
 /// The table of the outside runs, with its method and the ratios between its rows.
 pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
-    let rows = |route: Route, pace: Pace, cores: usize, concurrency: usize| -> Vec<&OutsideRun> {
+    let mut builds: Vec<&str> = outside.iter().map(|r| r.build).collect();
+    builds.sort_by_key(|b| *b != THIS_BUILD);
+    builds.dedup();
+    let rows = |build: &str, route: Route, pace: Pace, cores: usize, concurrency: usize| {
         outside
             .iter()
             .filter(|r| {
-                r.route == route
+                r.build == build
+                    && r.route == route
                     && r.pace == pace
                     && r.cores == cores
                     && r.concurrency == concurrency
             })
-            .collect()
+            .collect::<Vec<&OutsideRun>>()
     };
     let default_in_flight = OUTSIDE_CONCURRENCY[0];
     let deleted = |pace: Pace| {
@@ -725,7 +751,12 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
             .find(|r| r.pace == pace)
             .map_or(0, |r| r.deleted)
     };
-    let runs_each = rows(ROUTES[0], Pace::Instant, 1, default_in_flight).len();
+    let runs_each = rows(THIS_BUILD, ROUTES[0], Pace::Instant, 1, default_in_flight).len();
+    let baseline = if builds.len() > 1 {
+        "; *baseline*: the binary `BENCH_BASELINE_SWEEPER` names, measured in the same runs (its rows take their turn with the others)"
+    } else {
+        ""
+    };
     let routes = ROUTES
         .iter()
         .map(|r| format!("*{}*: `FAST_PATH={}`", r.label, r.fast_path))
@@ -734,52 +765,77 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
     let Pace::Delayed { lo_ms, hi_ms } = LATENCY else {
         unreachable!("LATENCY is a delay")
     };
-    let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` process (default settings: 16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the fake DynamoDB endpoint in another process; CPU is user + system of the sweeper process alone (`wait4`'s rusage), context switches its voluntary + involuntary ones (`ru_nvcsw + ru_nivcsw`) divided by the DynamoDB requests the fake answered, wall time from spawn to exit. The fake endpoint (one thread, answers built without parsing the deletes) is pinned to the second CPU. It answers *at once* ({} deletes per run), or *after {lo_ms}–{hi_ms} ms*: each answer after a random delay from {lo_ms} to {hi_ms} ms (seeded, as DynamoDB answers in-Region; {} deletes per run). *1 core*: the sweeper pinned to the first CPU (`sched_setaffinity`) with `TOKIO_WORKER_THREADS=1`, so the two do not share a CPU; *2 cores*: both CPUs, 2 workers, the second shared with the fake. Route — {routes}. The last column is the fake's own CPU over the run's wall time: near 100 %, the fake, not the sweeper, sets the pace. `cargo bench --bench sweeper` (`make bench`, section 6); {runs_each} runs of each row, the rows' order turning each run; median (min–max).\n",
+    let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` process (default settings: 16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the fake DynamoDB endpoint in another process; CPU is user + system of the sweeper process alone (`wait4`'s rusage), context switches its voluntary + involuntary ones (`ru_nvcsw + ru_nivcsw`) divided by the DynamoDB requests the fake answered, peak memory its `ru_maxrss`, wall time from spawn to exit. The fake endpoint (one thread, answers built without parsing the deletes) is pinned to the second CPU. It answers *at once* ({} deletes per run), or *after {lo_ms}–{hi_ms} ms*: each answer after a random delay from {lo_ms} to {hi_ms} ms (seeded, as DynamoDB answers in-Region; {} deletes per run). *1 core*: the sweeper pinned to the first CPU (`sched_setaffinity`) with `TOKIO_WORKER_THREADS=1`, so the two do not share a CPU; *2 cores*: both CPUs, 2 workers, the second shared with the fake. Route — {routes}{baseline}. The last column is the fake's own CPU over the run's wall time: near 100 %, the fake, not the sweeper, sets the pace. `cargo bench --bench sweeper` (`make bench`, section 6); {runs_each} runs of each row, the rows' order turning each run; median (min–max).\n",
         deleted(Pace::Instant), deleted(LATENCY));
     let _ = writeln!(
         d,
-        "| route | fake answers | cores | in flight | CPU per delete | CPU per request | context switches per request | deletes/s (wall) | fake endpoint busy |"
+        "| build | route | fake answers | cores | in flight | CPU per delete | CPU per request | context switches per request | peak memory | deletes/s (wall) | fake endpoint busy |"
     );
-    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|");
-    for route in ROUTES {
-        for concurrency in OUTSIDE_CONCURRENCY {
-            for (pace, cores) in OUTSIDE_CASES {
-                let runs = rows(route, pace, cores, concurrency);
-                let of = |f: fn(&OutsideRun) -> f64| runs.iter().map(|r| f(r)).collect::<Vec<_>>();
-                let _ = writeln!(
-                    d,
-                    "| {} | {} | {cores} | {concurrency} | {} | {} | {} | {} | {} |",
-                    route.label,
-                    pace.label(),
-                    fmt3(&of(OutsideRun::us_per_delete), |v| format!("{v:.2} µs")),
-                    fmt3(&of(OutsideRun::us_per_request), |v| format!("{v:.0} µs")),
-                    fmt3(&of(OutsideRun::switches_per_request), |v| format!("{v:.2}")),
-                    fmt3(&of(OutsideRun::per_sec), |v| format!("{v:.0}")),
-                    fmt3(&of(|r| r.fake_busy() * 100.0), |v| format!("{v:.0} %"))
-                );
+    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|---|---|");
+    for build in &builds {
+        for route in ROUTES {
+            for concurrency in OUTSIDE_CONCURRENCY {
+                for (pace, cores) in OUTSIDE_CASES {
+                    let runs = rows(build, route, pace, cores, concurrency);
+                    let of =
+                        |f: fn(&OutsideRun) -> f64| runs.iter().map(|r| f(r)).collect::<Vec<_>>();
+                    let _ = writeln!(
+                        d,
+                        "| {build} | {} | {} | {cores} | {concurrency} | {} | {} | {} | {} | {} | {} |",
+                        route.label,
+                        pace.label(),
+                        fmt3(&of(OutsideRun::us_per_delete), |v| format!("{v:.2} µs")),
+                        fmt3(&of(OutsideRun::us_per_request), |v| format!("{v:.0} µs")),
+                        fmt3(&of(OutsideRun::switches_per_request), |v| format!("{v:.2}")),
+                        fmt3(&of(|r| r.peak_mib), |v| format!("{v:.0} MiB")),
+                        fmt3(&of(OutsideRun::per_sec), |v| format!("{v:.0}")),
+                        fmt3(&of(|r| r.fake_busy() * 100.0), |v| format!("{v:.0} %"))
+                    );
+                }
             }
         }
     }
-    let median = |route, pace, cores, concurrency, f: fn(&OutsideRun) -> f64| {
+    let median = |build, route, pace, cores, concurrency, f: fn(&OutsideRun) -> f64| {
         spread3(
-            &rows(route, pace, cores, concurrency)
+            &rows(build, route, pace, cores, concurrency)
                 .iter()
                 .map(|r| f(r))
                 .collect::<Vec<_>>(),
         )
         .1
     };
-    for route in ROUTES {
-        for concurrency in OUTSIDE_CONCURRENCY {
-            let _ = writeln!(
-                d,
-                "\n{}: 2 cores / 1 core (medians of deletes/s, answers at once) at {concurrency} in flight: {:.2}×. CPU per delete with answers after {lo_ms}–{hi_ms} ms / at once (medians, 2 cores): {:.2}×.",
-                route.label,
-                median(route, Pace::Instant, 2, concurrency, OutsideRun::per_sec)
-                    / median(route, Pace::Instant, 1, concurrency, OutsideRun::per_sec),
-                median(route, LATENCY, 2, concurrency, OutsideRun::us_per_delete)
-                    / median(route, Pace::Instant, 2, concurrency, OutsideRun::us_per_delete),
-            );
+    for build in &builds {
+        for route in ROUTES {
+            for concurrency in OUTSIDE_CONCURRENCY {
+                let m = |pace, cores, f| median(build, route, pace, cores, concurrency, f);
+                let _ = writeln!(
+                    d,
+                    "\n{build}, {}: 2 cores / 1 core (medians of deletes/s, answers at once) at {concurrency} in flight: {:.2}×. CPU per delete with answers after {lo_ms}–{hi_ms} ms / at once (medians, 2 cores): {:.2}×.",
+                    route.label,
+                    m(Pace::Instant, 2, OutsideRun::per_sec) / m(Pace::Instant, 1, OutsideRun::per_sec),
+                    m(LATENCY, 2, OutsideRun::us_per_delete)
+                        / m(Pace::Instant, 2, OutsideRun::us_per_delete),
+                );
+            }
+        }
+    }
+    if builds.len() > 1 {
+        for route in ROUTES {
+            for (pace, cores) in OUTSIDE_CASES {
+                // Pair by pair: the two builds' runs of a row alternate.
+                let ratios: Vec<f64> = rows(THIS_BUILD, route, pace, cores, default_in_flight)
+                    .iter()
+                    .zip(rows(BASELINE_BUILD, route, pace, cores, default_in_flight))
+                    .map(|(a, b)| a.us_per_delete() / b.us_per_delete())
+                    .collect();
+                let _ = writeln!(
+                    d,
+                    "\nCPU per delete, this build / baseline, {}, answers {}, {cores} core(s), run by run: {}.",
+                    route.label,
+                    pace.label(),
+                    fmt3(&ratios, |v| format!("{v:.2}"))
+                );
+            }
         }
     }
 }
