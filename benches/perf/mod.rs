@@ -85,10 +85,16 @@ pub struct Route {
 }
 
 /// The routes measured from outside, each with every row of [`OUTSIDE_CASES`].
-pub const ROUTES: [Route; 1] = [Route {
-    label: "fast path",
-    fast_path: "on",
-}];
+pub const ROUTES: [Route; 2] = [
+    Route {
+        label: "fast path",
+        fast_path: "on",
+    },
+    Route {
+        label: "SDK pipeline",
+        fast_path: "off",
+    },
+];
 
 /// The rows of each route: the fake endpoint's pace and the sweeper's cores.
 pub const OUTSIDE_CASES: [(Pace, usize); 4] = [
