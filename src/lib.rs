@@ -27,8 +27,9 @@
 //! - [`engine`]: the sweep — paginated queries, batched or conditional deletes with backoff,
 //!   the report, checkpoint planning, ticks.
 //! - [`store`]: the only code that talks to DynamoDB, behind the one-method [`store::Store`]
-//!   seam; errors, start-up checks, the key codec, and the hot path (query pages and batch
-//!   deletes sent through the SDK client's connector without its request pipeline).
+//!   seam; errors, start-up checks, the one DynamoDB JSON codec (shared by the key dialect of
+//!   reports and events and by the hot path), and the hot path (`FAST_PATH`: query pages and
+//!   batch deletes sent through the SDK client's connector without its request pipeline).
 //! - [`streams`]: for consumers of the table's DynamoDB Stream — [`streams::is_expiry_removal`]
 //!   tells a `REMOVE` of an expired item (ours or native TTL's, in any Region) from an
 //!   application's delete.
@@ -98,7 +99,7 @@ pub async fn connect(
     config: &Config,
     wall: impl Fn() -> Timestamp + Send + Sync + 'static,
 ) -> Result<Connected, StoreError> {
-    let store = DynamoStore::from_env().await;
+    let store = DynamoStore::from_env(config.fast_path).await;
     let opened = store::open(&store, &config.target(), IndexCheck::Required).await?;
     let clock = Arc::new(GuardedClock::new(wall, store.server_clock().clone()));
     let sweeper =

@@ -11,7 +11,7 @@ use ttl_sweeper::expiry::window::window_key;
 use ttl_sweeper::expiry::Layout;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::scan::UpdateOutcome;
-use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, Key};
+use ttl_sweeper::store::{ConditionalOutcome, Key};
 use ttl_sweeper::tools::backfill::{backfill, BackfillOptions, BackfillReport, BackfillState};
 
 /// The CLI (from a cleared environment, see [`common::cli`]) on the test server, for `table`.
@@ -215,7 +215,7 @@ async fn backfill_never_overwrites_a_concurrent_change_or_recreates_a_deleted_it
         ],
     )
     .await;
-    let store = DynamoStore::new(client.clone());
+    let store = common::store(client.clone());
     let layout = Layout::default();
     let stale_window = layout
         .window_for((now + 60) as f64, &AV::S("extended".into()))
@@ -408,7 +408,7 @@ async fn backfill_deletes_an_expired_item_only_if_its_ttl_is_still_the_one_read(
             .collect(),
     )
     .await;
-    let store = DynamoStore::new(client.clone());
+    let store = common::store(client.clone());
 
     // Between the scan (which saw every ttl expired) and the delete, the application extends one
     // ttl, rewrites another item with a ttl that is also expired but not the one read, and

@@ -924,14 +924,21 @@ async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> FaultRun {
     let expired = fill(&client, &table, ITEMS, 10).await;
     let sink = TestSink::new(kind).await;
     let ops = vec!["SendMessageBatch", "PutEvents", "PutRecordBatch"];
+    // Seeded faults, and the first sink call always fails: a sink called only a few times per
+    // sweep could otherwise draw no fault at all.
     let proxy = FaultProxy::start(
         &moto::endpoint(),
         DELAY,
-        Plan::Seeded {
-            seed,
-            rate: 0.4,
-            ops,
-            faults: sink_faults(),
+        Plan::FirstThen {
+            first: Fault::Status(500),
+            ops: ops.clone(),
+            then: Box::new(Plan::Seeded {
+                seed,
+                rate: 0.4,
+                ops,
+                faults: sink_faults(),
+            }),
+            used: Default::default(),
         },
     )
     .await;

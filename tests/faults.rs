@@ -343,12 +343,12 @@ async fn chaos_table(
     put_many(direct, &table, items).await;
 
     let cfg = config(&table, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "61")]);
-    let schema = DynamoStore::new(direct.clone())
+    let schema = common::store(direct.clone())
         .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
         .await
         .unwrap();
     let extended = Arc::new(Mutex::new(HashSet::new()));
-    let proxied = DynamoStore::new(proxied_client(&proxy.endpoint));
+    let proxied = common::store(proxied_client(&proxy.endpoint));
     let store = extending_store(proxied, direct.clone(), table.clone(), extended.clone());
     let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
 
@@ -715,11 +715,11 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
         &table,
         &[("WINDOW_SECONDS", "3"), ("DELETE_MODE", "conditional")],
     );
-    let schema = DynamoStore::new(direct.clone())
+    let schema = common::store(direct.clone())
         .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
         .await
         .unwrap();
-    let store = DynamoStore::new(proxied_client(&proxy.endpoint));
+    let store = common::store(proxied_client(&proxy.endpoint));
     let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
     let mut row = CaseRow {
         case: "narrow windows",
@@ -862,7 +862,7 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
     put_many(&direct, &table, items).await;
 
     let cfg = config(&table, &[]);
-    let store = DynamoStore::new(proxied_client(&proxy.endpoint));
+    let store = common::store(proxied_client(&proxy.endpoint));
     // Opened as the CLI opens a table: the DescribeTable answer's Date bounds DynamoDB's clock.
     let schema = store
         .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
@@ -1011,11 +1011,11 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     put_many(&direct, &table, items).await;
 
     let cfg = config(&table, &[]);
-    let schema = DynamoStore::new(direct.clone())
+    let schema = common::store(direct.clone())
         .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
         .await
         .unwrap();
-    let store = Instrumented::new(DynamoStore::new(proxied_client(&proxy.endpoint)));
+    let store = Instrumented::new(common::store(proxied_client(&proxy.endpoint)));
     let sweeper = Sweeper::new(store, schema, cfg.sweep_options()).with_wall_clock(Arc::new(clock));
     let before = present(&direct, &table).await;
     proxy.set_plan(seeded(seed, rate));
@@ -1175,7 +1175,7 @@ async fn small_table(
     put_items(direct, &table, items).await;
     let future = (0..10).map(|i| format!("future-{i}")).collect();
     let cfg = config(&table, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "6")]);
-    let schema = DynamoStore::new(direct.clone())
+    let schema = common::store(direct.clone())
         .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
         .await
         .unwrap();
@@ -1214,7 +1214,7 @@ async fn every_fault_on_its_own_is_retried_and_the_sweep_completes() {
                 continue;
             }
             let (name, cfg, schema, future) = small_table(&direct, "one_fault", mode).await;
-            let store = DynamoStore::new(proxied_client(&proxy.endpoint));
+            let store = common::store(proxied_client(&proxy.endpoint));
             let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
             let (requests, faults) = (proxy.stats.requests(), proxy.stats.faults_total());
             proxy.set_plan(first_attempts(fault.clone()));
@@ -1254,7 +1254,7 @@ async fn rejected_credentials_and_denied_deletes_delete_nothing_and_say_why() {
     let direct = client().await;
     let (name, cfg, schema, _) = small_table(&direct, "denied", "batch").await;
     let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
-    let store = DynamoStore::new(proxied_client(&proxy.endpoint));
+    let store = common::store(proxied_client(&proxy.endpoint));
 
     // Credentials rejected: every request answered 403.
     proxy.set_plan(Plan::script(|_, _| {
@@ -1333,7 +1333,7 @@ async fn an_index_dropped_after_start_up_is_reported_and_nothing_is_deleted() {
         }),
     )
     .await;
-    let store = DynamoStore::new(proxied_client(&proxy.endpoint));
+    let store = common::store(proxied_client(&proxy.endpoint));
     let report = Sweeper::new(store, schema, cfg.sweep_options())
         .sweep(Timestamp::from_secs(NOW), &Stop::never())
         .await;
@@ -1346,4 +1346,122 @@ async fn an_index_dropped_after_start_up_is_reported_and_nothing_is_deleted() {
     }
     assert_eq!(report.items_deleted, 0);
     assert_eq!(present(&direct, &name).await.len(), 70);
+}
+
+/// A proxy that answers every `Query` with throttling `code`, and the number of them.
+async fn throttling_queries(
+    code: &'static str,
+) -> (FaultProxy, Arc<std::sync::atomic::AtomicUsize>) {
+    let queries = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = queries.clone();
+    let proxy = FaultProxy::start(
+        &endpoint(),
+        DELAY,
+        Plan::script(move |op, _| {
+            (op == "Query").then(|| {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Fault::Throttle(code)
+            })
+        }),
+    )
+    .await;
+    (proxy, queries)
+}
+
+/// A throttled `Query` is retried as the client's retry configuration says — its max attempts
+/// (`AWS_MAX_ATTEMPTS`), its backoff — on the fast path exactly as through the SDK, and the error
+/// that ends it carries DynamoDB's error type and request id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_routes_retry_a_query_as_the_client_is_configured() {
+    use std::sync::atomic::Ordering;
+    use ttl_sweeper::store::{FastPath, StoreExt};
+
+    let direct = client().await;
+    let (_, _, schema, _) = small_table(&direct, "query_retries", "batch").await;
+    let (proxy, queries) = throttling_queries("ProvisionedThroughputExceededException").await;
+    for fast_path in [FastPath::On, FastPath::Off] {
+        for attempts in [1, 2, 4] {
+            let config = sdk_config(&proxy.endpoint)
+                .retry_config(
+                    RetryConfig::standard()
+                        .with_max_attempts(attempts)
+                        .with_initial_backoff(Duration::from_millis(5)),
+                )
+                .build();
+            let store = DynamoStore::with_fast_path(Client::from_conf(config), fast_path);
+            // The table's DescribeTable first, as at start-up.
+            store
+                .describe(&schema.table_name, &schema.index_name, &schema.layout)
+                .await
+                .unwrap();
+            let before = queries.load(Ordering::SeqCst);
+            let err = store
+                .query_expired(&schema, "w", Timestamp::from_secs(NOW), None, None)
+                .await
+                .expect_err("every query is throttled");
+            let made = queries.load(Ordering::SeqCst) - before;
+            let what = format!("FAST_PATH={fast_path}, max attempts {attempts}: {err}");
+            assert_eq!(made, attempts as usize, "{what}");
+            assert_eq!(err.kind, ErrorKind::Throttled, "{what}");
+            assert_eq!(
+                err.code.as_deref(),
+                Some("ProvisionedThroughputExceededException"),
+                "{what}"
+            );
+            assert_eq!(err.request_id.as_deref(), Some("fault-proxy"), "{what}");
+            assert_eq!(
+                store.direct_requests() > 0,
+                fast_path == FastPath::On,
+                "{what}"
+            );
+        }
+    }
+}
+
+/// The binaries take their retry configuration from the standard chain: `AWS_MAX_ATTEMPTS`
+/// bounds a throttled `Query` page's attempts on either route, and `AWS_RETRY_MODE=adaptive`
+/// with `FAST_PATH=on` stops start-up saying why (with `off` the sweep runs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_retries_as_aws_max_attempts_and_aws_retry_mode_say() {
+    use std::sync::atomic::Ordering;
+
+    let direct = client().await;
+    let (table, _, _, _) = small_table(&direct, "max_attempts", "batch").await;
+    let (proxy, queries) = throttling_queries("ThrottlingException").await;
+    // The process runs off the runtime: the proxy answers on it meanwhile.
+    let sweep = |fast_path: &str, env: &[(&str, &str)]| {
+        let mut cmd = cli();
+        cmd.args(["sweep", "--table-name", &table, "--lookback-windows", "3"])
+            .env("AWS_ENDPOINT_URL", &proxy.endpoint)
+            .env("FAST_PATH", fast_path)
+            .envs(env.iter().copied());
+        tokio::task::block_in_place(|| run(&mut cmd))
+    };
+    for fast_path in ["on", "off"] {
+        for attempts in [1usize, 2] {
+            let before = queries.load(Ordering::SeqCst);
+            let (code, out, err) = sweep(fast_path, &[("AWS_MAX_ATTEMPTS", &attempts.to_string())]);
+            let made = queries.load(Ordering::SeqCst) - before;
+            let what = format!("FAST_PATH={fast_path} AWS_MAX_ATTEMPTS={attempts}: {out} {err}");
+            assert_eq!(code, 1, "every query throttled: the sweep fails: {what}");
+            // Four windows (the current one and three back), one partition each.
+            assert_eq!(made, 4 * attempts, "{what}");
+            assert!(out.contains("ThrottlingException"), "{what}");
+        }
+    }
+    // One attempt: the adaptive mode's rate limiter would otherwise slow the throttled queries
+    // past the operation timeout.
+    let adaptive = [("AWS_RETRY_MODE", "adaptive"), ("AWS_MAX_ATTEMPTS", "1")];
+    let (code, _, err) = sweep("on", &adaptive);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("FAST_PATH=on") && err.contains("FAST_PATH=off"),
+        "{err}"
+    );
+    let (code, out, err) = sweep("off", &adaptive);
+    assert_eq!(
+        code, 1,
+        "the sweep runs and fails on the throttled queries: {out} {err}"
+    );
+    assert!(out.contains("ThrottlingException"), "{out}");
 }

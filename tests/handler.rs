@@ -215,7 +215,7 @@ async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
     use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
     use fault_proxy::{Fault, FaultProxy, Plan};
     use ttl_sweeper::store::dynamo::{ATTEMPT_TIMEOUT, CONNECT_TIMEOUT, OPERATION_TIMEOUT};
-    use ttl_sweeper::store::{DynamoStore, SDK_MAX_ATTEMPTS};
+    use ttl_sweeper::store::SDK_MAX_ATTEMPTS;
 
     let now = now();
     let (_client, table, _) = sessions_and_sweeper("slow_dynamodb", now).await;
@@ -236,7 +236,7 @@ async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
         )
         .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
         .build();
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(sdk));
+    let store = common::store(aws_sdk_dynamodb::Client::from_conf(sdk));
     let cfg = config(&table, &[]);
     let schema = store
         .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())

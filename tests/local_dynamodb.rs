@@ -345,7 +345,7 @@ fn extend_ttl_hook(
     table: String,
     new_ttl: i64,
 ) -> Instrumented<ttl_sweeper::store::DynamoStore> {
-    let store = ttl_sweeper::store::DynamoStore::new(client.clone());
+    let store = common::store(client.clone());
     let mut wrapped = Instrumented::new(store);
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     wrapped.before_delete = Some(Box::new(move |key: &Key| {
@@ -397,7 +397,7 @@ async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query()
         )
         .await;
         let cfg = config(&table, &[("DELETE_MODE", mode)]);
-        let schema = ttl_sweeper::store::DynamoStore::new(client.clone())
+        let schema = common::store(client.clone())
             .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
             .await
             .unwrap();
@@ -422,7 +422,7 @@ async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
-    use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, StoreExt};
+    use ttl_sweeper::store::{ConditionalOutcome, StoreExt};
     let client = client().await;
     let table = table_name("outcomes");
     create_table(&client, &TableSpec::simple(&table)).await;
@@ -434,7 +434,7 @@ async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
     )
     .await;
     let cfg = config(&table, &[("DELETE_MODE", "conditional")]);
-    let store = DynamoStore::new(client.clone());
+    let store = common::store(client.clone());
     let schema = store
         .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
         .await
@@ -485,7 +485,7 @@ async fn an_index_whose_ttl_key_is_a_string_is_refused_by_name() {
         .send()
         .await
         .unwrap();
-    let err = ttl_sweeper::store::DynamoStore::new(client.clone())
+    let err = common::store(client.clone())
         .describe_config(&config(&table, &[]))
         .await
         .unwrap_err();
@@ -500,7 +500,7 @@ async fn an_index_whose_ttl_key_is_a_string_is_refused_by_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_up_checks_name_the_missing_or_misshapen_table_and_index() {
     let client = client().await;
-    let store = ttl_sweeper::store::DynamoStore::new(client.clone());
+    let store = common::store(client.clone());
 
     let missing = store
         .describe_config(&config("no_such_table_here", &[]))
@@ -832,4 +832,35 @@ async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() 
             "{mode}"
         );
     }
+}
+
+/// `FAST_PATH=on` with a retry configuration the fast path cannot honour (the adaptive mode,
+/// whose rate limiter lives in the SDK's pipeline) is a start-up error that says so and names
+/// the way out, never a silent fallback; `FAST_PATH=off` starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fast_path_refuses_to_start_where_it_cannot_do_what_the_client_is_configured_to() {
+    use aws_sdk_dynamodb::config::retry::RetryConfig;
+    use ttl_sweeper::store::FastPath;
+
+    let client = client().await;
+    let table = table_name("adaptive");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    let cfg = config(&table, &[]);
+    let adaptive = aws_sdk_dynamodb::Client::from_conf(
+        sdk_config(&endpoint())
+            .retry_config(RetryConfig::adaptive())
+            .build(),
+    );
+    let err = DynamoStore::with_fast_path(adaptive.clone(), FastPath::On)
+        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
+        .await
+        .expect_err("the adaptive mode is refused on the fast path");
+    let message = err.to_string();
+    assert!(message.contains("FAST_PATH=on"), "{message}");
+    assert!(message.contains("Adaptive"), "{message}");
+    assert!(message.contains("FAST_PATH=off"), "{message}");
+    DynamoStore::with_fast_path(adaptive, FastPath::Off)
+        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
+        .await
+        .expect("the SDK's pipeline runs the adaptive mode");
 }

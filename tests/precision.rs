@@ -18,7 +18,7 @@ use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::expiry::iso_millis;
 use ttl_sweeper::expiry::window::window_attribute;
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::store::{DynamoStore, Key, StoreExt};
+use ttl_sweeper::store::{Key, StoreExt};
 
 /// Watches `table` with a full scan every 50 ms and records, for each of `ids`, the wall clock
 /// (epoch seconds) at the end of the first scan that no longer lists it: an upper bound on its
@@ -343,7 +343,7 @@ async fn after_a_three_hour_outage_one_sweep_deletes_everything_that_expired_in_
     let now = now();
     let outage_start = (now / 60) * 60 - 3 * 3600;
     // The sweeper last finished at the outage's start...
-    let store = DynamoStore::new(client.clone());
+    let store = common::store(client.clone());
     let id = format!("{table}/expirationWindowIndex");
     assert!(store
         .advance_checkpoint(
@@ -398,7 +398,7 @@ async fn the_catch_up_cap_limits_how_far_back_a_sweep_goes() {
     let (client, table, checkpoints, cfg) =
         checkpoint_setup("capped", &[("MAX_CATCHUP", "1h")]).await;
     let now = now();
-    let store = DynamoStore::new(client.clone());
+    let store = common::store(client.clone());
     let id = format!("{table}/expirationWindowIndex");
     store
         .advance_checkpoint(
@@ -433,7 +433,7 @@ async fn concurrent_sweeps_leave_a_correct_checkpoint_that_never_moves_back() {
     let now = now();
     let start = (now / 60) * 60 - 3600;
     let id = format!("{table}/expirationWindowIndex");
-    DynamoStore::new(client.clone())
+    common::store(client.clone())
         .advance_checkpoint(&checkpoints, &id, Timestamp::from_secs(start), clock())
         .await
         .unwrap();
@@ -448,11 +448,7 @@ async fn concurrent_sweeps_leave_a_correct_checkpoint_that_never_moves_back() {
 
     let (store_a, schema) = store_and_schema(&cfg).await;
     let a = Sweeper::new(store_a, schema.clone(), cfg.sweep_options());
-    let b = Sweeper::new(
-        DynamoStore::new(client.clone()),
-        schema,
-        cfg.sweep_options(),
-    );
+    let b = Sweeper::new(common::store(client.clone()), schema, cfg.sweep_options());
     let never = Stop::never();
     let (ra, rb) = tokio::join!(
         a.sweep(Timestamp::from_secs(now), &never),
@@ -553,7 +549,7 @@ async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_w
     let now = now();
     let start = (now / 60) * 60 - 600;
     let id = format!("{table}/expirationWindowIndex");
-    DynamoStore::new(client.clone())
+    common::store(client.clone())
         .advance_checkpoint(&checkpoints, &id, Timestamp::from_secs(start), clock())
         .await
         .unwrap();
@@ -623,7 +619,7 @@ async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_w
     assert!(second.is_success() && second.is_complete(), "{second:?}");
     assert_eq!(first.items_deleted + second.items_deleted, 300);
     assert!(scan_all(&client, &table).await.is_empty());
-    let cp = DynamoStore::new(client.clone())
+    let cp = common::store(client.clone())
         .read_checkpoint(&checkpoints, &id)
         .await
         .unwrap();

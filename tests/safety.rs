@@ -395,24 +395,34 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
     );
 }
 
+/// `store` holding one chunk of 25 expired keys (`k00` to `k24`), swept in notify mode with
+/// `hook` publishing the events.
+fn one_notify_chunk(store: Mem, hook: Recorder) -> (Arc<Mem>, Arc<Recorder>, Sweeper<Arc<Mem>>) {
+    let store = Arc::new(store);
+    for i in 0..25 {
+        store.put(&format!("k{i:02}"), (T0 - 30) as f64);
+    }
+    let hook = Arc::new(hook);
+    let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default())
+        .with_events(hook.clone());
+    (store, hook, sweeper)
+}
+
 /// A sweep in notify mode whose first BatchWriteItem deletes its 25 keys, then times out, and
 /// the stop comes before the retry.
 async fn stop_after_a_lost_answer(
     reads_fail: bool,
 ) -> (Arc<Mem>, Arc<Recorder>, ttl_sweeper::engine::SweepReport) {
     let token = CancellationToken::new();
-    let store = Arc::new(Mem {
-        fail_after_apply: AtomicUsize::new(1),
-        cancel_on_failure: Some(token.clone()),
-        reads_fail,
-        ..Mem::new(Layout::default())
-    });
-    for i in 0..25 {
-        store.put(&format!("k{i:02}"), (T0 - 30) as f64);
-    }
-    let hook = Arc::new(Recorder::default());
-    let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default())
-        .with_events(hook.clone());
+    let (store, hook, sweeper) = one_notify_chunk(
+        Mem {
+            fail_after_apply: AtomicUsize::new(1),
+            cancel_on_failure: Some(token.clone()),
+            reads_fail,
+            ..Mem::new(Layout::default())
+        },
+        Recorder::default(),
+    );
     let stop = Stop::never().with_cancel(token);
     let report = sweeper.sweep(Timestamp::from_secs(T0), &stop).await;
     (store, hook, report)
@@ -453,16 +463,13 @@ async fn notify_mode_publishes_each_attempts_deletes_before_waiting_to_retry_the
     // One chunk of 25 keys; four BatchWriteItem calls in a row delete one key each and leave the
     // rest unprocessed, so the chunk takes four backoffs. A crash during those waits must not
     // take the events of the keys already deleted with it: they go out before each wait.
-    let store = Arc::new(Mem {
-        leave_unprocessed: AtomicUsize::new(4),
-        ..Mem::new(Layout::default())
-    });
-    for i in 0..25 {
-        store.put(&format!("k{i:02}"), (T0 - 30) as f64);
-    }
-    let hook = Arc::new(Recorder::default());
-    let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default())
-        .with_events(hook.clone());
+    let (store, hook, sweeper) = one_notify_chunk(
+        Mem {
+            leave_unprocessed: AtomicUsize::new(4),
+            ..Mem::new(Layout::default())
+        },
+        Recorder::default(),
+    );
     let report = sweeper
         .sweep(Timestamp::from_secs(T0), &Stop::never())
         .await;
@@ -495,16 +502,13 @@ async fn a_lambda_sweep_dropped_at_its_deadline_reports_the_events_it_owed() {
     // Notify mode with a sink that never answers and ignores the stop: the handler's last
     // resort drops the sweep before the deadline. The 25 items it deleted are reported by event
     // id, not lost with the dropped sweep.
-    let store = Arc::new(Mem::new(Layout::default()));
-    for i in 0..25 {
-        store.put(&format!("k{i:02}"), (T0 - 30) as f64);
-    }
-    let hook = Arc::new(Recorder {
-        hang: true,
-        ..Recorder::default()
-    });
-    let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default())
-        .with_events(hook.clone());
+    let (store, _hook, sweeper) = one_notify_chunk(
+        Mem::new(Layout::default()),
+        Recorder {
+            hang: true,
+            ..Recorder::default()
+        },
+    );
     let settings = HandlerSettings {
         namespace: "Test".into(),
         tick: None,

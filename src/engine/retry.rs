@@ -55,19 +55,6 @@ impl Stop {
         self.cancel.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
-    /// Resolves once the stop is reached: the deadline passes or shutdown is requested.
-    pub(crate) async fn reached_at_last(&self) {
-        match self.deadline {
-            Some(deadline) => {
-                tokio::select! {
-                    () = self.cancel.cancelled() => {}
-                    () = tokio::time::sleep_until(deadline) => {}
-                }
-            }
-            None => self.cancel.cancelled().await,
-        }
-    }
-
     /// True if waiting `wait` would run into the stop condition.
     pub(crate) fn would_pass(&self, wait: Duration) -> bool {
         self.cancel.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() + wait >= d)

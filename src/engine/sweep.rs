@@ -604,14 +604,17 @@ impl<S: Store> Shared<S> {
             });
         };
         loop {
-            // A read is given up at the stop: nothing found after it would be deleted, and its
-            // retries (a slow or failing DynamoDB) must not hold a shutdown.
+            // A read still unanswered at shutdown (or after the sweep stopped itself on an
+            // error it reports) is given up: nothing it finds would be deleted now, and its
+            // retries (a slow or failing DynamoDB) must not hold a shutdown. The partition is
+            // left for the next sweep, like those not started. (A deadline needs no such cut:
+            // every call of the store ends before it, see `Store::end_calls_by`.)
             let query =
                 this.store
                     .query_expired(&this.schema, key, now, start.take(), pace.limit());
             let answer = tokio::select! {
                 answer = query => answer,
-                () = stop.reached_at_last() => {
+                () = stop.token().cancelled() => {
                     debug!(partition = %key, "stopping mid-query");
                     break;
                 }

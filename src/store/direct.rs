@@ -31,10 +31,10 @@ use std::time::{Duration, Instant, SystemTime};
 use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
-use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::auth::AuthSchemeId;
+use aws_smithy_runtime_api::client::connection::CaptureSmithyConnection;
 use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnector, HttpConnectorSettings, SharedHttpConnector,
 };
@@ -42,33 +42,30 @@ use aws_smithy_runtime_api::client::identity::{
     Identity, ResolveCachedIdentity, SharedIdentityResolver,
 };
 use aws_smithy_runtime_api::client::runtime_components::GetIdentityResolver;
+use aws_smithy_runtime_api::http::Headers;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::byte_stream::ByteStream;
-use base64::Engine as _;
 
 use super::clock::{parse_http_date, ServerClock};
+use super::codec;
 use super::error::classify_code;
 use super::{ErrorKind, Key, Page, StoreError};
 
 /// An operation of DynamoDB's JSON protocol: its name (for errors) and `X-Amz-Target`.
 #[derive(Debug, Clone, Copy)]
-struct Operation {
+pub(super) struct Operation {
     name: &'static str,
     target: &'static str,
 }
 
-const BATCH_WRITE: Operation = Operation {
+pub(super) const BATCH_WRITE: Operation = Operation {
     name: "BatchWriteItem",
     target: "DynamoDB_20120810.BatchWriteItem",
 };
-const QUERY: Operation = Operation {
+pub(super) const QUERY: Operation = Operation {
     name: "Query",
     target: "DynamoDB_20120810.Query",
 };
-/// Backoff before the first retry of a `Query`, doubled for each further one (full jitter).
-const QUERY_BACKOFF: Duration = Duration::from_millis(500);
-/// Longest backoff between `Query` attempts.
-const QUERY_BACKOFF_CAP: Duration = Duration::from_secs(20);
 /// The SigV4 auth scheme, whose identity resolver the client holds.
 const SIGV4: AuthSchemeId = AuthSchemeId::new("sigv4");
 /// A host clock further than this from DynamoDB's signs at DynamoDB's time.
@@ -132,14 +129,112 @@ impl Intercept for Capture {
     }
 }
 
+/// How the fast path retries a `Query` page: the client's own retry configuration (mode, max
+/// attempts, initial and longest backoff, reconnect mode: `AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE`,
+/// the profile's `max_attempts` and `retry_mode`, or what the code set), applied as the SDK's
+/// standard mode applies it, with a retry quota of the SDK's size and costs, and the client's
+/// operation timeout around all attempts. Deletes are one attempt each (as the SDK path sends
+/// them): the sweep engine retries them.
+#[derive(Debug)]
+pub(crate) struct Retries {
+    max_attempts: u32,
+    initial_backoff: Duration,
+    max_backoff: Duration,
+    /// Drop a connection after a transient error (the SDK's default reconnect mode).
+    reconnect: bool,
+    operation_timeout: Option<Duration>,
+    quota: RetryQuota,
+}
+
+impl Retries {
+    /// The retries `config` asks for; an error for what the fast path cannot honour.
+    pub(crate) fn from_config(config: &aws_sdk_dynamodb::Config) -> Result<Self, String> {
+        use aws_smithy_types::retry::{ReconnectMode, RetryMode};
+        let standard = aws_smithy_types::retry::RetryConfig::standard();
+        let retry = config.retry_config().unwrap_or(&standard);
+        match retry.mode() {
+            RetryMode::Standard => {}
+            other => {
+                return Err(format!(
+                    "the client's retry mode is {other:?}: the fast path applies the standard \
+                     mode only (set AWS_RETRY_MODE=standard, or FAST_PATH=off)"
+                ))
+            }
+        }
+        Ok(Retries {
+            max_attempts: retry.max_attempts().max(1),
+            initial_backoff: retry.initial_backoff(),
+            max_backoff: retry.max_backoff(),
+            reconnect: retry.reconnect_mode() == ReconnectMode::ReconnectOnTransientError,
+            operation_timeout: config.timeout_config().and_then(|t| t.operation_timeout()),
+            quota: RetryQuota::default(),
+        })
+    }
+
+    /// The wait before retry number `retry` (1 for the first): exponential from the initial
+    /// backoff, capped, with full jitter.
+    fn backoff(&self, retry: u32) -> Duration {
+        let ceiling = self
+            .initial_backoff
+            .saturating_mul(
+                1u32.checked_shl(retry.saturating_sub(1))
+                    .unwrap_or(u32::MAX),
+            )
+            .min(self.max_backoff);
+        ceiling.mul_f64(fastrand::f64())
+    }
+}
+
+/// A client-side retry quota, as the SDK's standard retry mode keeps one per client: 500 tokens;
+/// a retry after throttling costs 5, after a timeout or 5xx 10 (none left: the error is
+/// returned); a retry that succeeds gives its cost back, a first attempt that succeeds adds 1.
+#[derive(Debug)]
+struct RetryQuota(std::sync::Mutex<u32>);
+
+const QUOTA_CAPACITY: u32 = 500;
+const QUOTA_THROTTLE_COST: u32 = 5;
+const QUOTA_TRANSIENT_COST: u32 = 10;
+
+impl Default for RetryQuota {
+    fn default() -> Self {
+        RetryQuota(std::sync::Mutex::new(QUOTA_CAPACITY))
+    }
+}
+
+impl RetryQuota {
+    fn tokens(&self) -> std::sync::MutexGuard<'_, u32> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the cost of retrying after `kind`, if the quota has it.
+    fn acquire(&self, kind: ErrorKind) -> Option<u32> {
+        let cost = match kind {
+            ErrorKind::Throttled => QUOTA_THROTTLE_COST,
+            _ => QUOTA_TRANSIENT_COST,
+        };
+        let mut tokens = self.tokens();
+        let left = tokens.checked_sub(cost)?;
+        *tokens = left;
+        Some(cost)
+    }
+
+    /// A request succeeded; `held` is what its last retry took (0: no retry).
+    fn succeeded(&self, held: u32) {
+        let mut tokens = self.tokens();
+        *tokens = (*tokens + held.max(1)).min(QUOTA_CAPACITY);
+    }
+}
+
 /// `Query` and `BatchWriteItem` sent through the captured [`Transport`].
 #[derive(Debug)]
 pub(crate) struct Direct {
     transport: Arc<OnceLock<Transport>>,
-    region: String,
+    /// The signing region, or why there is none.
+    region: Result<String, String>,
+    /// The retries, or why the client's cannot be honoured.
+    retries: Result<Retries, String>,
     attempt_timeout: Duration,
-    /// Attempts of a query page, and the timeout of each.
-    query_attempts: u32,
+    /// The timeout of each attempt of a query page.
     query_attempt_timeout: Duration,
     server_clock: Arc<ServerClock>,
     /// Requests sent so far.
@@ -147,24 +242,27 @@ pub(crate) struct Direct {
 }
 
 impl Direct {
-    /// Ready once `transport` is filled; `None` without a region (the SDK path then reports
-    /// what is missing).
+    /// Ready once `transport` is filled and `config` has a region and retries the fast path can
+    /// honour (see [`Direct::ready`]).
     pub(crate) fn new(
         transport: Arc<OnceLock<Transport>>,
         config: &aws_sdk_dynamodb::Config,
         attempt_timeout: Duration,
-        (query_attempts, query_attempt_timeout): (u32, Duration),
+        query_attempt_timeout: Duration,
         server_clock: Arc<ServerClock>,
-    ) -> Option<Self> {
-        Some(Direct {
+    ) -> Self {
+        Direct {
             transport,
-            region: config.region()?.to_string(),
+            region: config
+                .region()
+                .map(|r| r.to_string())
+                .ok_or_else(|| "no AWS region is configured (AWS_REGION)".to_owned()),
+            retries: Retries::from_config(config),
             attempt_timeout,
-            query_attempts: query_attempts.max(1),
             query_attempt_timeout,
             server_clock,
             sent: AtomicU64::new(0),
-        })
+        }
     }
 
     /// Requests sent so far through this path.
@@ -172,9 +270,20 @@ impl Direct {
         self.sent.load(Ordering::Relaxed)
     }
 
-    /// Whether the client has sent a request yet, so the transport is known.
-    pub(crate) fn ready(&self) -> bool {
-        self.transport.get().is_some()
+    /// Whether the fast path can send: the client has sent a request (so its connector, endpoint
+    /// and credentials are known), and it has a region and retries the fast path honours. The
+    /// error says what is missing.
+    pub(crate) fn ready(&self) -> Result<(), String> {
+        self.region.as_ref().map_err(String::clone)?;
+        self.retries.as_ref().map_err(String::clone)?;
+        if self.transport.get().is_none() {
+            return Err(
+                "the client has not sent a request yet, so its connector, endpoint and \
+                        credentials are not known (the table is opened first)"
+                    .to_owned(),
+            );
+        }
+        Ok(())
     }
 
     /// Deletes `keys` from `table`; answers the keys DynamoDB left unprocessed. One attempt: the
@@ -191,44 +300,72 @@ impl Direct {
         unprocessed_keys(&answer)
     }
 
-    /// One page of a partition query, with the client's retry budget and attempt timeout for
-    /// reads (exponential backoff with full jitter between attempts).
+    /// One page of a partition query, retried as the client's configuration says ([`Retries`]),
+    /// all attempts within its operation timeout.
     pub(crate) async fn query(&self, query: &QueryRequest<'_>) -> Result<Page, StoreError> {
+        let retries = self
+            .retries
+            .as_ref()
+            .map_err(|why| StoreError::new(ErrorKind::Other, QUERY.name, why.clone()))?;
         // Shared, not copied, by every attempt.
         let body = bytes::Bytes::from(query_body(query)?);
-        let mut attempt = 1;
-        loop {
-            match self
-                .exchange(QUERY, body.clone(), self.query_attempt_timeout)
-                .await
-            {
-                Ok(answer) => return query_page(&answer),
-                Err(e) if e.kind.is_retryable() && attempt < self.query_attempts => {
-                    let ceiling = QUERY_BACKOFF
-                        .saturating_mul(1 << attempt)
-                        .min(QUERY_BACKOFF_CAP);
-                    tokio::time::sleep(ceiling.mul_f64(fastrand::f64())).await;
-                    attempt += 1;
+        let attempts = async {
+            let mut attempt = 1;
+            let mut held = 0;
+            loop {
+                let err = match self
+                    .exchange(QUERY, body.clone(), self.query_attempt_timeout)
+                    .await
+                {
+                    Ok(answer) => {
+                        retries.quota.succeeded(held);
+                        return query_page(&answer);
+                    }
+                    Err(e) => e,
+                };
+                if !err.kind.is_retryable() || attempt >= retries.max_attempts {
+                    return Err(err);
                 }
-                Err(e) => return Err(e),
+                let Some(cost) = retries.quota.acquire(err.kind) else {
+                    return Err(StoreError {
+                        message: format!("{} (not retried: the retry quota is spent)", err.message),
+                        ..err
+                    });
+                };
+                held = cost;
+                tokio::time::sleep(retries.backoff(attempt)).await;
+                attempt += 1;
             }
+        };
+        match retries.operation_timeout {
+            None => attempts.await,
+            Some(limit) => tokio::time::timeout(limit, attempts)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(transport_error(
+                        QUERY,
+                        &format!("no answer within the operation timeout ({limit:?})"),
+                        true,
+                    ))
+                }),
         }
     }
 
-    /// Sends one signed request and answers the body of a 200, or the classified error.
+    /// Sends one signed request and answers the body of a 200, or the classified error. After a
+    /// transient error the connection is dropped, not reused (as the SDK does by default).
     async fn exchange(
         &self,
         operation: Operation,
         body: bytes::Bytes,
         timeout: Duration,
     ) -> Result<bytes::Bytes, StoreError> {
-        let transport = self.transport.get().ok_or_else(|| {
-            StoreError::new(
-                ErrorKind::Other,
-                operation.name,
-                "no transport captured yet",
-            )
-        })?;
+        let not_ready = |why: String| StoreError::new(ErrorKind::Other, operation.name, why);
+        self.ready().map_err(not_ready)?;
+        let (Some(transport), Ok(region), Ok(retries)) =
+            (self.transport.get(), &self.region, &self.retries)
+        else {
+            unreachable!("checked by ready()")
+        };
         let identity = transport
             .components
             .identity_cache()
@@ -241,14 +378,16 @@ impl Direct {
             .map_err(|e| {
                 StoreError::new(ErrorKind::Auth, operation.name, format!("credentials: {e}"))
             })?;
-        let request = signed_request(
+        let mut request = signed_request(
             &transport.endpoint,
-            &self.region,
+            region,
             self.signing_time(),
             operation,
             body,
             &identity,
         )?;
+        let connection = CaptureSmithyConnection::new();
+        request.add_extension(connection.clone());
         self.sent.fetch_add(1, Ordering::Relaxed);
         let sent = Instant::now();
         let exchange = async {
@@ -259,6 +398,8 @@ impl Direct {
                 .map_err(|e| transport_error(operation, &e.to_string(), e.is_timeout()))?;
             let status = response.status().as_u16();
             let date = response.headers().get("date").and_then(parse_http_date);
+            // An error's type and request id come from its headers; a success needs none.
+            let headers = (status != 200).then(|| response.headers().clone());
             let body = ByteStream::new(response.into_body())
                 .collect()
                 .await
@@ -266,21 +407,34 @@ impl Direct {
                     transport_error(operation, &format!("reading the response: {e}"), false)
                 })?
                 .into_bytes();
-            Ok::<_, StoreError>((status, date, body))
+            Ok::<_, StoreError>((status, date, headers, body))
         };
-        let (status, date, body) =
-            tokio::time::timeout(timeout, exchange)
-                .await
-                .map_err(|_| {
-                    transport_error(operation, &format!("no answer within {timeout:?}"), true)
-                })??;
-        if let Some(date) = date {
-            self.server_clock.observe(date, sent);
+        let answer = tokio::time::timeout(timeout, exchange)
+            .await
+            .unwrap_or_else(|_| {
+                Err(transport_error(
+                    operation,
+                    &format!("no answer within {timeout:?}"),
+                    true,
+                ))
+            });
+        let result = answer.and_then(|(status, date, headers, body)| {
+            if let Some(date) = date {
+                self.server_clock.observe(date, sent);
+            }
+            match headers {
+                None => Ok(body),
+                Some(headers) => Err(error_from_response(operation.name, status, &headers, &body)),
+            }
+        });
+        if let Err(e) = &result {
+            if e.kind == ErrorKind::Transient && retries.reconnect {
+                if let Some(metadata) = connection.get() {
+                    metadata.poison();
+                }
+            }
         }
-        if status != 200 {
-            return Err(error_from_response(operation.name, status, &body));
-        }
-        Ok(body)
+        result
     }
 
     /// The host's time, or DynamoDB's when the two are further apart than [`SKEW_CORRECTION`].
@@ -304,7 +458,7 @@ impl Direct {
 
 /// A `POST` of `body` to `endpoint` for `operation`, signed with SigV4 as of `time` (with the
 /// session token, when the credentials have one).
-fn signed_request(
+pub(super) fn signed_request(
     endpoint: &str,
     region: &str,
     time: SystemTime,
@@ -315,9 +469,11 @@ fn signed_request(
     let name = operation.name;
     let signing_error =
         |e: &dyn std::fmt::Display| StoreError::new(ErrorKind::Auth, name, e.to_string());
+    let length = body.len().to_string();
     let headers = [
         ("content-type", "application/x-amz-json-1.0"),
         ("x-amz-target", operation.target),
+        ("content-length", length.as_str()),
     ];
     let params = v4::SigningParams::builder()
         .identity(identity)
@@ -442,39 +598,15 @@ pub(crate) fn query_body(q: &QueryRequest<'_>) -> Result<Vec<u8>, StoreError> {
 
 /// A key as DynamoDB JSON: `{"pk":{"S":"a"},"n":{"N":"1"},"b":{"B":"<base64>"}}`.
 fn write_key(out: &mut Vec<u8>, key: &Key, operation: Operation) -> Result<(), StoreError> {
-    out.push(b'{');
-    for (j, (name, value)) in key.iter().enumerate() {
-        if j > 0 {
-            out.push(b',');
-        }
-        json_string(out, name);
-        out.push(b':');
-        match value {
-            AttributeValue::S(s) => {
-                out.extend_from_slice(b"{\"S\":");
-                json_string(out, s);
-            }
-            AttributeValue::N(n) => {
-                out.extend_from_slice(b"{\"N\":");
-                json_string(out, n);
-            }
-            AttributeValue::B(b) => {
-                out.extend_from_slice(b"{\"B\":\"");
-                let encoded = base64::engine::general_purpose::STANDARD.encode(b.as_ref());
-                out.extend_from_slice(encoded.as_bytes());
-                out.push(b'"');
-            }
-            other => {
-                return Err(StoreError::new(
-                    ErrorKind::Validation,
-                    operation.name,
-                    format!("key attribute {name:?} is {other:?}: keys are S, N or B"),
-                ))
-            }
-        }
-        out.push(b'}');
+    if let Some((name, other)) = key.iter().find(|(_, v)| !codec::is_key_value(v)) {
+        return Err(StoreError::new(
+            ErrorKind::Validation,
+            operation.name,
+            format!("key attribute {name:?} is {other:?}: keys are S, N or B"),
+        ));
     }
-    out.push(b'}');
+    // Writing to a Vec cannot fail, and the codec has no failing case.
+    let _ = serde_json::to_writer(&mut *out, &codec::Write(key));
     Ok(())
 }
 
@@ -483,9 +615,9 @@ pub(crate) fn query_page(body: &[u8]) -> Result<Page, StoreError> {
     #[derive(serde::Deserialize)]
     struct Output {
         #[serde(rename = "Items", default)]
-        items: Vec<WireItem>,
+        items: Vec<codec::Read<Key>>,
         #[serde(rename = "LastEvaluatedKey")]
-        last: Option<WireItem>,
+        last: Option<codec::Read<Key>>,
     }
     let output: Output = serde_json::from_slice(body).map_err(|e| {
         StoreError::new(
@@ -498,75 +630,6 @@ pub(crate) fn query_page(body: &[u8]) -> Result<Page, StoreError> {
         items: output.items.into_iter().map(|i| i.0).collect(),
         next: output.last.map(|k| k.0).filter(|k| !k.is_empty()),
     })
-}
-
-/// An item in DynamoDB JSON, read straight into the SDK's types.
-struct WireItem(Key);
-
-impl<'de> serde::Deserialize<'de> for WireItem {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let map: std::collections::HashMap<String, Wire> = serde::Deserialize::deserialize(d)?;
-        Ok(WireItem(map.into_iter().map(|(k, v)| (k, v.0)).collect()))
-    }
-}
-
-/// One typed value in DynamoDB JSON (`{"S":"a"}`, `{"N":"1"}`, `{"L":[...]}`, ...).
-struct Wire(AttributeValue);
-
-impl<'de> serde::Deserialize<'de> for Wire {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(WireVisitor)
-    }
-}
-
-struct WireVisitor;
-
-impl<'de> serde::de::Visitor<'de> for WireVisitor {
-    type Value = Wire;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a DynamoDB JSON value such as {\"S\": \"a\"}")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Wire, A::Error> {
-        use serde::de::Error;
-        let blob = |text: String| {
-            base64::engine::general_purpose::STANDARD
-                .decode(text)
-                .map(aws_sdk_dynamodb::primitives::Blob::new)
-                .map_err(A::Error::custom)
-        };
-        let Some(tag) = map.next_key::<std::borrow::Cow<'de, str>>()? else {
-            return Err(A::Error::custom("an empty attribute value"));
-        };
-        let value = match tag.as_ref() {
-            "S" => AttributeValue::S(map.next_value()?),
-            "N" => AttributeValue::N(map.next_value()?),
-            "B" => AttributeValue::B(blob(map.next_value()?)?),
-            "BOOL" => AttributeValue::Bool(map.next_value()?),
-            "NULL" => AttributeValue::Null(map.next_value()?),
-            "SS" => AttributeValue::Ss(map.next_value()?),
-            "NS" => AttributeValue::Ns(map.next_value()?),
-            "BS" => AttributeValue::Bs(
-                map.next_value::<Vec<String>>()?
-                    .into_iter()
-                    .map(blob)
-                    .collect::<Result<_, _>>()?,
-            ),
-            "L" => AttributeValue::L(
-                map.next_value::<Vec<Wire>>()?
-                    .into_iter()
-                    .map(|w| w.0)
-                    .collect(),
-            ),
-            "M" => AttributeValue::M(map.next_value::<WireItem>()?.0),
-            other => return Err(A::Error::unknown_field(other, &["S", "N", "B", "..."])),
-        };
-        if map.next_key::<serde::de::IgnoredAny>()?.is_some() {
-            return Err(A::Error::custom("an attribute value with two types"));
-        }
-        Ok(Wire(value))
-    }
 }
 
 fn json_string(out: &mut Vec<u8>, s: &str) {
@@ -590,7 +653,7 @@ pub(crate) fn unprocessed_keys(body: &[u8]) -> Result<Vec<Key>, StoreError> {
     #[derive(serde::Deserialize)]
     struct DeleteRequest {
         #[serde(rename = "Key")]
-        key: serde_json::Value,
+        key: codec::Read<Key>,
     }
     let unreadable = |what: String| {
         StoreError::new(
@@ -605,16 +668,22 @@ pub(crate) fn unprocessed_keys(body: &[u8]) -> Result<Vec<Key>, StoreError> {
         let delete = request
             .delete
             .ok_or_else(|| unreadable("an unprocessed request that is not a delete".into()))?;
-        keys.push(
-            super::keys::key_from_json(&delete.key)
-                .ok_or_else(|| unreadable(format!("unprocessed key {}", delete.key)))?,
-        );
+        keys.push(delete.key.0);
     }
     Ok(keys)
 }
 
-/// A non-200 answer: `{"__type":"com.amazonaws.dynamodb.v20120810#Code","message":"..."}`.
-pub(crate) fn error_from_response(operation: &'static str, status: u16, body: &[u8]) -> StoreError {
+/// A non-200 answer, read as the awsJson1_0 protocol says: the error type from the
+/// `x-amzn-errortype` header, else the body's `code`, else its `__type`
+/// (`com.amazonaws.dynamodb.v20120810#ResourceNotFoundException`), without the namespace before
+/// `#` and anything after `:`; the message from `message` or `Message`; the request id from
+/// `x-amzn-requestid`.
+pub(crate) fn error_from_response(
+    operation: &'static str,
+    status: u16,
+    headers: &Headers,
+    body: &[u8],
+) -> StoreError {
     let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let field = |name: &str| {
         parsed
@@ -623,10 +692,13 @@ pub(crate) fn error_from_response(operation: &'static str, status: u16, body: &[
             .and_then(|v| v.as_str())
             .map(str::to_owned)
     };
-    let code = field("__type").map(|t| match t.rsplit_once('#') {
-        Some((_, code)) => code.to_owned(),
-        None => t,
-    });
+    let code = headers
+        .get("x-amzn-errortype")
+        .map(str::to_owned)
+        .or_else(|| field("code"))
+        .or_else(|| field("__type"))
+        .map(|t| sanitize_error_type(&t).to_owned())
+        .filter(|t| !t.is_empty());
     let message = field("message")
         .or_else(|| field("Message"))
         .unwrap_or_else(|| format!("HTTP {status}: {}", excerpt(body)));
@@ -639,9 +711,24 @@ pub(crate) fn error_from_response(operation: &'static str, status: u16, body: &[
         kind,
         operation,
         code,
+        request_id: request_id(headers),
         message,
         source: None,
     }
+}
+
+/// `aws.protocoltests#FooError:http://internal.amazon.com/...` -> `FooError`.
+fn sanitize_error_type(raw: &str) -> &str {
+    let raw = raw.split(':').next().unwrap_or(raw);
+    raw.rsplit('#').next().unwrap_or(raw).trim()
+}
+
+/// The request id an answer carries.
+fn request_id(headers: &Headers) -> Option<String> {
+    headers
+        .get("x-amzn-requestid")
+        .or_else(|| headers.get("x-amz-request-id"))
+        .map(str::to_owned)
 }
 
 fn excerpt(body: &[u8]) -> String {
@@ -651,8 +738,10 @@ fn excerpt(body: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::codec::tests::{any_value, key_value};
     use super::*;
     use aws_sdk_dynamodb::primitives::Blob;
+    use aws_sdk_dynamodb::types::AttributeValue;
     use proptest::prelude::*;
 
     fn key(pairs: &[(&str, AttributeValue)]) -> Key {
@@ -745,17 +834,90 @@ mod tests {
             (503, b"<html>busy</html>", ErrorKind::Transient, None),
             (418, b"", ErrorKind::Other, None),
         ];
+        let none = Headers::new();
         for (status, body, kind, code) in cases {
-            let err = error_from_response("BatchWriteItem", status, body);
+            let err = error_from_response("BatchWriteItem", status, &none, body);
             assert_eq!(err.kind, kind, "{err}");
             assert_eq!(err.code.as_deref(), code, "{err}");
         }
         let err = error_from_response(
             "Query",
             400,
+            &none,
             br#"{"__type":"x#ThrottlingException","message":"m"}"#,
         );
         assert_eq!(err.message, "m");
+        // The header's type wins over the body's; the request id comes along.
+        let mut headers = Headers::new();
+        headers.insert("x-amzn-errortype", "ProvisionedThroughputExceededException:http://internal.amazon.com/coral/com.amazon.coral.service/");
+        headers.insert("x-amzn-requestid", "REQ123");
+        let err = error_from_response("Query", 400, &headers, br#"{"__type":"x#Other"}"#);
+        assert_eq!(err.kind, ErrorKind::Throttled, "{err}");
+        assert_eq!(
+            err.code.as_deref(),
+            Some("ProvisionedThroughputExceededException")
+        );
+        assert_eq!(err.request_id.as_deref(), Some("REQ123"));
+        assert!(err.to_string().contains("request id REQ123"), "{err}");
+    }
+
+    #[test]
+    fn the_retry_quota_runs_out_and_successes_refill_it() {
+        let quota = RetryQuota::default();
+        // 500 tokens: 100 retries after throttling, then none.
+        for _ in 0..100 {
+            assert_eq!(
+                quota.acquire(ErrorKind::Throttled),
+                Some(QUOTA_THROTTLE_COST)
+            );
+        }
+        assert_eq!(quota.acquire(ErrorKind::Throttled), None);
+        // A retry that succeeds gives its cost back; a first attempt that succeeds adds one.
+        quota.succeeded(QUOTA_TRANSIENT_COST);
+        assert_eq!(
+            quota.acquire(ErrorKind::Transient),
+            Some(QUOTA_TRANSIENT_COST)
+        );
+        assert_eq!(quota.acquire(ErrorKind::Throttled), None);
+        for _ in 0..5 {
+            quota.succeeded(0);
+        }
+        assert_eq!(
+            quota.acquire(ErrorKind::Throttled),
+            Some(QUOTA_THROTTLE_COST)
+        );
+        // Never past the capacity.
+        for _ in 0..1_000 {
+            quota.succeeded(QUOTA_TRANSIENT_COST);
+        }
+        assert_eq!(*quota.tokens(), QUOTA_CAPACITY);
+    }
+
+    #[test]
+    fn the_backoff_grows_from_the_initial_one_to_the_longest_with_full_jitter() {
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .retry_config(
+                aws_smithy_types::retry::RetryConfig::standard()
+                    .with_initial_backoff(Duration::from_millis(100))
+                    .with_max_backoff(Duration::from_secs(1)),
+            )
+            .build();
+        let retries = Retries::from_config(&config).unwrap();
+        for retry in 1..40 {
+            let ceiling =
+                Duration::from_millis(100 << (retry - 1).min(10)).min(Duration::from_secs(1));
+            for _ in 0..20 {
+                assert!(retries.backoff(retry) <= ceiling, "retry {retry}");
+            }
+        }
+        let adaptive = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .retry_config(aws_smithy_types::retry::RetryConfig::adaptive())
+            .build();
+        assert!(Retries::from_config(&adaptive)
+            .unwrap_err()
+            .contains("FAST_PATH=off"));
     }
 
     #[test]
@@ -834,27 +996,12 @@ mod tests {
             br#"{"Items":[{"id":{"X":"a"}}]}"#,
             br#"{"Items":[{"id":{}}]}"#,
             br#"{"Items":[{"id":{"B":"not base64!"}}]}"#,
+            br#"{"Items":[{"id":{"NULL":false}}]}"#,
+            br#"{"Items":[{"id":{"S":"a"},"id":{"S":"b"}}]}"#,
         ] {
             let err = query_page(bad).unwrap_err();
             assert_eq!(err.kind, ErrorKind::Other, "{err}");
         }
-    }
-
-    fn any_value() -> impl Strategy<Value = AttributeValue> {
-        let leaf = prop_oneof![
-            key_value(),
-            any::<bool>().prop_map(AttributeValue::Bool),
-            Just(AttributeValue::Null(true)),
-            proptest::collection::vec("[0-9]{1,5}", 1..3).prop_map(AttributeValue::Ns),
-            proptest::collection::vec(any::<String>(), 1..3).prop_map(AttributeValue::Ss),
-        ];
-        leaf.prop_recursive(3, 16, 4, |inner| {
-            prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..4).prop_map(AttributeValue::L),
-                proptest::collection::hash_map("[a-z]{1,4}", inner, 0..4)
-                    .prop_map(AttributeValue::M),
-            ]
-        })
     }
 
     #[test]
@@ -889,7 +1036,8 @@ mod tests {
         assert!(
             authorization.starts_with(
                 "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261118/eu-west-1/dynamodb/aws4_request, \
-                 SignedHeaders=content-type;host;x-amz-date;x-amz-security-token;x-amz-target, \
+                 SignedHeaders=content-length;content-type;host;x-amz-date;x-amz-security-token;\
+                 x-amz-target, \
                  Signature="
             ),
             "{authorization}"
@@ -897,17 +1045,9 @@ mod tests {
         assert_eq!(request.body().bytes(), Some(&body[..]));
     }
 
-    fn key_value() -> impl Strategy<Value = AttributeValue> {
-        prop_oneof![
-            any::<String>().prop_map(AttributeValue::S),
-            any::<i64>().prop_map(|n| AttributeValue::N(n.to_string())),
-            proptest::collection::vec(any::<u8>(), 1..40)
-                .prop_map(|b| AttributeValue::B(Blob::new(b))),
-        ]
-    }
-
     proptest! {
-        /// Any key survives the trip: written by hand, read by a JSON parser and the key dialect.
+        /// Any key survives the trip: written into the request body, read by a JSON parser and the
+        /// key dialect.
         #[test]
         fn any_key_round_trips(
             table in "[a-zA-Z0-9_.-]{3,20}",

@@ -27,8 +27,32 @@ pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 pub const ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Timeout of one operation, all SDK retries included.
 pub const OPERATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-/// Attempts the SDK makes for non-delete requests (1 + 2 retries).
+/// Attempts the SDK makes for non-delete requests (1 + 2 retries) unless the configuration chain
+/// says otherwise (`AWS_MAX_ATTEMPTS`): the SDK's default.
 pub const SDK_MAX_ATTEMPTS: u32 = 3;
+
+/// The route of the sweep's hot requests, query pages and batch deletes (`FAST_PATH`), chosen once
+/// when the store is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FastPath {
+    /// Written, signed and sent through the SDK client's connector without its request pipeline
+    /// (`store::direct`): the same endpoint, credentials, connection pool and retry
+    /// configuration, a fraction of the CPU per request.
+    #[default]
+    On,
+    /// Every request through the SDK's request pipeline.
+    Off,
+}
+
+impl std::fmt::Display for FastPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FastPath::On => "on",
+            FastPath::Off => "off",
+        })
+    }
+}
 
 /// [`Store`] over the AWS SDK DynamoDB client.
 #[derive(Debug, Clone)]
@@ -36,8 +60,8 @@ pub struct DynamoStore {
     client: Client,
     server_clock: Arc<ServerClock>,
     deletes: DeleteClients,
-    /// Query pages and batch deletes without the SDK's request pipeline (see
-    /// `store::direct`); `None` for a store built with [`DynamoStore::sdk_only`].
+    /// With [`FastPath::On`]: query pages and batch deletes without the SDK's request pipeline
+    /// (see `store::direct`), and nothing else.
     direct: Option<Arc<Direct>>,
     /// When every call ends at the latest ([`Store::end_calls_by`]); shared by clones.
     calls_end: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
@@ -96,16 +120,12 @@ impl DeleteClients {
     }
 }
 
-/// Attempts and attempt timeout the client gives a read (as the SDK path applies them).
-fn read_budget(config: &aws_sdk_dynamodb::Config) -> (u32, std::time::Duration) {
-    let attempts = config
-        .retry_config()
-        .map_or(SDK_MAX_ATTEMPTS, |r| r.max_attempts());
-    let timeout = config
+/// The attempt timeout the client gives a read (as the SDK path applies it).
+fn read_attempt_timeout(config: &aws_sdk_dynamodb::Config) -> std::time::Duration {
+    config
         .timeout_config()
         .and_then(|t| t.operation_attempt_timeout())
-        .unwrap_or(ATTEMPT_TIMEOUT);
-    (attempts, timeout)
+        .unwrap_or(ATTEMPT_TIMEOUT)
 }
 
 /// Attribute of the checkpoint item holding the boundary, epoch seconds.
@@ -113,18 +133,27 @@ pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
 
 impl DynamoStore {
     /// Wraps a client built by the caller, adding the interceptor that learns DynamoDB's clock
-    /// from its responses (see [`DynamoStore::server_clock`]). Query pages and batch deletes go
-    /// through the client's connector without its request pipeline (see `store::direct`) once
-    /// the client has sent its first request.
+    /// from its responses (see [`DynamoStore::server_clock`]), with the fast path on: query
+    /// pages and batch deletes go through the client's connector without its request pipeline
+    /// (see [`FastPath`]).
     pub fn new(client: Client) -> Self {
-        Self::build(client, true)
+        Self::with_fast_path(client, FastPath::On)
     }
 
-    /// [`DynamoStore::new`] with every request, queries and batch deletes included, through the SDK's
-    /// request pipeline: for tests built on the SDK's own mocks, which answer inside that
-    /// pipeline rather than over HTTP.
+    /// [`DynamoStore::new`] with every request through the SDK's request pipeline
+    /// ([`FastPath::Off`]); also for tests built on the SDK's own mocks, which answer inside
+    /// that pipeline rather than over HTTP.
     pub fn sdk_only(client: Client) -> Self {
-        Self::build(client, false)
+        Self::with_fast_path(client, FastPath::Off)
+    }
+
+    /// Wraps a client built by the caller, the hot requests on the route `fast_path` says. With
+    /// [`FastPath::On`] the fast path is set up from the client's first request (the table's
+    /// `DescribeTable`, which [`super::open`] sends and after which it checks the route with
+    /// [`DynamoStore::check_fast_path`]); a hot request before that sends that `DescribeTable`
+    /// itself. It never falls back to the SDK's pipeline.
+    pub fn with_fast_path(client: Client, fast_path: FastPath) -> Self {
+        Self::build(client, fast_path == FastPath::On)
     }
 
     fn build(client: Client, direct: bool) -> Self {
@@ -146,18 +175,15 @@ impl DynamoStore {
         }
         let client = Client::from_conf(config.build());
         let deletes = DeleteClients::for_client(&client);
-        let direct = direct
-            .then(|| {
-                Direct::new(
-                    transport,
-                    client.config(),
-                    deletes.batch_attempt,
-                    read_budget(client.config()),
-                    server_clock.clone(),
-                )
-            })
-            .flatten()
-            .map(Arc::new);
+        let direct = direct.then(|| {
+            Arc::new(Direct::new(
+                transport,
+                client.config(),
+                deletes.batch_attempt,
+                read_attempt_timeout(client.config()),
+                server_clock.clone(),
+            ))
+        });
         DynamoStore {
             deletes,
             client,
@@ -173,39 +199,81 @@ impl DynamoStore {
     }
 
     /// Builds a client from the standard AWS configuration chain (`AWS_REGION`,
-    /// `AWS_ENDPOINT_URL`, credentials, ...), with explicit timeouts and retry budget:
+    /// `AWS_ENDPOINT_URL`, credentials, `AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE`, the profile, ...),
+    /// with explicit timeouts, the hot requests on the route `fast_path` says:
     ///
     /// - connect timeout [`CONNECT_TIMEOUT`], each attempt [`ATTEMPT_TIMEOUT`], each operation
     ///   including retries [`OPERATION_TIMEOUT`], so a stalled connection cannot eat the
     ///   invocation;
-    /// - the SDK's standard retry mode, [`SDK_MAX_ATTEMPTS`] attempts, for `DescribeTable`,
-    ///   `Query`, `Scan` and the checkpoint. Deletes turn SDK retries off (see
-    ///   [`crate::store::Call::BatchDelete`]): the sweep engine retries them itself, so a key is sent at most
-    ///   `MAX_RETRIES + 1` times per sweep and attempts never multiply.
-    pub async fn from_env() -> Self {
-        DynamoStore::new(Client::new(&Self::config_loader().load().await))
+    /// - the chain's retry configuration (unset: the SDK's standard mode, [`SDK_MAX_ATTEMPTS`]
+    ///   attempts) for `DescribeTable`, `Query`, `Scan` and the checkpoint, on either route.
+    ///   Deletes turn retries off (see [`crate::store::Call::BatchDelete`]): the sweep engine
+    ///   retries them itself, so a key is sent at most `MAX_RETRIES + 1` times per sweep and
+    ///   attempts never multiply.
+    pub async fn from_env(fast_path: FastPath) -> Self {
+        DynamoStore::with_fast_path(Client::new(&Self::config_loader().load().await), fast_path)
     }
 
-    /// The AWS configuration chain with the timeouts and retry budget of
-    /// [`DynamoStore::from_env`], for a caller that adds to it (an endpoint, say) before loading.
+    /// The AWS configuration chain with the timeouts of [`DynamoStore::from_env`], for a caller
+    /// that adds to it (an endpoint, say) before loading.
     pub fn config_loader() -> aws_config::ConfigLoader {
-        use aws_config::retry::RetryConfig;
         use aws_config::timeout::TimeoutConfig;
-        aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(CONNECT_TIMEOUT)
-                    .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-                    .operation_timeout(OPERATION_TIMEOUT)
-                    .build(),
-            )
-            .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
+        aws_config::defaults(aws_config::BehaviorVersion::latest()).timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                .operation_timeout(OPERATION_TIMEOUT)
+                .build(),
+        )
     }
 
     /// Requests sent without the SDK's request pipeline (query pages and batch deletes, see
-    /// `store::direct`) so far; always 0 for a store built with [`DynamoStore::sdk_only`].
+    /// `store::direct`) so far; always 0 with [`FastPath::Off`].
     pub fn direct_requests(&self) -> u64 {
         self.direct.as_ref().map_or(0, |d| d.requests_sent())
+    }
+
+    /// The route of the hot requests.
+    pub fn fast_path(&self) -> FastPath {
+        if self.direct.is_some() {
+            FastPath::On
+        } else {
+            FastPath::Off
+        }
+    }
+
+    /// With [`FastPath::On`], whether the fast path is set up, after the client's first request:
+    /// a start-up error that says what is missing (no region, a retry mode it cannot honour, no
+    /// request sent yet) and how to turn it off, never a silent fallback.
+    pub fn check_fast_path(&self) -> Result<(), StoreError> {
+        match &self.direct {
+            None => Ok(()),
+            Some(direct) => direct.ready().map_err(|why| {
+                StoreError::new(
+                    ErrorKind::Validation,
+                    "DescribeTable",
+                    format!(
+                        "FAST_PATH=on, but the fast path cannot be set up: {why}; FAST_PATH=off \
+                         sends every request through the SDK's request pipeline"
+                    ),
+                )
+            }),
+        }
+    }
+
+    /// The fast path, set up: a store used before the table was opened sends the table's
+    /// `DescribeTable` through the SDK first, which sets it up.
+    async fn fast(&self, direct: &Direct, table: &str) -> Result<(), StoreError> {
+        if direct.ready().is_ok() {
+            return Ok(());
+        }
+        self.client
+            .describe_table()
+            .table_name(table)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("DescribeTable", e))?;
+        self.check_fast_path()
     }
 
     /// The underlying client.
@@ -222,7 +290,8 @@ impl DynamoStore {
         start: Option<Key>,
         limit: Option<i32>,
     ) -> Result<Page, StoreError> {
-        if let Some(direct) = self.direct.as_ref().filter(|d| d.ready()) {
+        if let Some(direct) = &self.direct {
+            self.fast(direct, &schema.table_name).await?;
             return direct
                 .query(&QueryRequest {
                     table: &schema.table_name,
@@ -271,7 +340,8 @@ impl DynamoStore {
         schema: &TableSchema,
         keys: Vec<Key>,
     ) -> Result<Vec<Key>, StoreError> {
-        if let Some(direct) = self.direct.as_ref().filter(|d| d.ready()) {
+        if let Some(direct) = &self.direct {
+            self.fast(direct, &schema.table_name).await?;
             return direct.batch_delete(&schema.table_name, &keys).await;
         }
         let requests = keys

@@ -33,16 +33,23 @@ impl ErrorKind {
     }
 }
 
-/// A failed DynamoDB call: its classification, the operation, and the cause.
+/// A failed DynamoDB call: its classification, the operation, the error type and request id
+/// DynamoDB gave (for AWS Support), and the cause.
 #[derive(Debug, thiserror::Error)]
-#[error("{operation} failed ({kind:?}{code}): {message}", code = code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
+#[error(
+    "{operation} failed ({kind:?}{code}): {message}{request}",
+    code = code.as_deref().map(|c| format!(", {c}")).unwrap_or_default(),
+    request = request_id.as_deref().map(|r| format!(" (request id {r})")).unwrap_or_default()
+)]
 pub struct StoreError {
     /// Classification used for retry decisions.
     pub kind: ErrorKind,
     /// The DynamoDB operation, e.g. `BatchWriteItem`.
     pub operation: &'static str,
-    /// The AWS error code, when the service sent one.
+    /// The AWS error type (`ProvisionedThroughputExceededException`), when the service sent one.
     pub code: Option<String>,
+    /// The request id DynamoDB answered with (`x-amzn-requestid`), when it answered.
+    pub request_id: Option<String>,
     /// Human-readable detail.
     pub message: String,
     /// The underlying SDK error.
@@ -57,6 +64,7 @@ impl StoreError {
             kind,
             operation,
             code: None,
+            request_id: None,
             message: message.into(),
             source: None,
         }
@@ -72,6 +80,8 @@ impl StoreError {
             _ => None,
         };
         let code = err.code().map(str::to_owned);
+        let request_id =
+            aws_sdk_dynamodb::operation::RequestId::request_id(&err).map(str::to_owned);
         let kind = classify(&err, code.as_deref(), status);
         let message = err
             .message()
@@ -81,6 +91,7 @@ impl StoreError {
             kind,
             operation,
             code,
+            request_id,
             message,
             source: Some(Box::new(err)),
         }

@@ -104,6 +104,14 @@ pub enum Plan {
     },
     /// A function of the operation and the request body.
     Script(Script),
+    /// The first request of one of `ops` gets `first` (so that a run is never without a
+    /// fault); every later request goes by `then`.
+    FirstThen {
+        first: Fault,
+        ops: Vec<&'static str>,
+        then: Box<Plan>,
+        used: std::sync::atomic::AtomicBool,
+    },
 }
 
 impl Plan {
@@ -501,10 +509,24 @@ async fn split_batch(json: &Value, forward: &Forwarder) -> Response<Full<Bytes>>
 }
 
 fn decide(shared: &Shared, op: &str, json: &Value) -> Option<Fault> {
-    let plan = shared.plan.lock().unwrap();
-    match &*plan {
+    decide_by(&shared.plan.lock().unwrap(), shared, op, json)
+}
+
+fn decide_by(plan: &Plan, shared: &Shared, op: &str, json: &Value) -> Option<Fault> {
+    match plan {
         Plan::Pass => None,
         Plan::Script(f) => f(op, json),
+        Plan::FirstThen {
+            first,
+            ops,
+            then,
+            used,
+        } => {
+            if ops.contains(&op) && !used.swap(true, Ordering::SeqCst) {
+                return Some(first.clone());
+            }
+            decide_by(then, shared, op, json)
+        }
         Plan::Seeded {
             seed,
             rate,
