@@ -15,7 +15,8 @@
 //!
 //! `BENCH_QUICK=1` shrinks every part (about three minutes) and writes to target/ instead;
 //! `BENCH_ONLY=perf` runs section 6 alone (CPU from outside, cores, the server's ceiling, the
-//! 64-shard tick) and writes target/bench-perf.md.
+//! 64-shard tick) and writes target/bench-perf.md; `BENCH_ONLY=outside` runs the CPU rows
+//! measured from outside the sweeper alone (no local server) and writes target/bench-outside.md.
 //! Benchmarks print figures; they never fail on a timing.
 
 #[path = "../tests/common/mod.rs"]
@@ -65,8 +66,10 @@ struct Scale {
     per_second: i64,
     /// Runs of the CPU-per-delete measurements (inside the benchmark, and from outside).
     cpu_runs: usize,
-    /// Fake items per window (16 windows) in the outside CPU measurement.
+    /// Fake items per window (16 windows) in the outside CPU measurement, against the instant
+    /// fake endpoint and against the one answering at DynamoDB's pace.
     outside_per_window: usize,
+    outside_latency_per_window: usize,
     /// Items per measurement of the server's ceiling, the concurrency levels, repetitions.
     ceiling_items: usize,
     ceiling_levels: Vec<usize>,
@@ -78,13 +81,35 @@ struct Scale {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--fake-dynamodb") {
+        // --fake-dynamodb PORT PER_WINDOW [DELAY [SEED]]: DELAY is `0` (answer at once, the
+        // default) or `LO-HI`, a random delay of LO to HI ms before each DynamoDB answer, drawn
+        // from SEED (default 1). On SIGTERM it prints `requests N` (DynamoDB requests answered)
+        // and exits.
         let port: u16 = args[2].parse().unwrap();
         let per_window: usize = args[3].parse().unwrap();
+        let delay = fake::Delay::parse(args.get(4).map_or("0", String::as_str))
+            .expect("--fake-dynamodb DELAY: 0 or LO-HI (milliseconds)");
+        let seed: u64 = args
+            .get(5)
+            .map_or(1, |s| s.parse().expect("SEED: a number"));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        rt.block_on(fake::serve(port, per_window, fake::Shared::default()));
+        let shared = fake::Shared::paced(delay, seed);
+        let requests = shared.requests.clone();
+        rt.block_on(async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
+            tokio::select! {
+                () = fake::serve(port, per_window, shared) => {}
+                _ = term.recv() => {}
+            }
+        });
+        println!(
+            "requests {}",
+            requests.load(std::sync::atomic::Ordering::Relaxed)
+        );
         return;
     }
     let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
@@ -114,6 +139,7 @@ fn main() {
             per_second: 10,
             cpu_runs: 3,
             outside_per_window: 5_000,
+            outside_latency_per_window: 2_500,
             ceiling_items: 1_000,
             ceiling_levels: vec![1, 4, 16, 64],
             ceiling_reps: 3,
@@ -136,6 +162,7 @@ fn main() {
             per_second: 20,
             cpu_runs: 5,
             outside_per_window: 40_000,
+            outside_latency_per_window: 10_000,
             ceiling_items: 10_000,
             ceiling_levels: vec![1, 2, 4, 8, 16, 32, 64],
             ceiling_reps: 5,
@@ -148,6 +175,19 @@ fn main() {
         .build()
         .unwrap();
     let mut doc = String::new();
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "outside") {
+        // The outside CPU rows alone (no local server needed): printed and written to target/.
+        let (per_window, latency_per_window, runs) = (
+            scale.outside_per_window,
+            scale.outside_latency_per_window,
+            scale.cpu_runs,
+        );
+        let outside = perf::outside_cpu(per_window, latency_per_window, runs);
+        perf::render_outside(&mut doc, &outside);
+        println!("{doc}");
+        std::fs::write("target/bench-outside.md", &doc).unwrap();
+        return;
+    }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "perf") {
         // Section 6 alone, to check it quickly: printed and written to target/.
         let (inside, outside) = cpu_measurements(&scale, &rt);
@@ -186,6 +226,12 @@ fn main() {
     // The profile section is written by `make profile`, not measured here: carry it over.
     if let Ok(old) = std::fs::read_to_string(path) {
         let (head, end) = ("## 8. Where the CPU goes", "<!-- /profile -->");
+        // The profile at DynamoDB's pace, when there is one, follows the one at once.
+        let end = if old.contains("<!-- /profile-latency -->") {
+            "<!-- /profile-latency -->"
+        } else {
+            end
+        };
         if let (Some(a), Some(b)) = (old.find(head), old.find(end)) {
             let block = format!("{}\n\n", &old[a..b + end.len()]);
             if let Some(at) = doc.find("## How to reproduce") {
@@ -545,9 +591,15 @@ fn cpu_measurements(
     rt: &tokio::runtime::Runtime,
 ) -> (Vec<(CpuMethod, Cpu)>, Vec<perf::OutsideRun>) {
     let inside = inside_cpu(scale.outside_per_window, scale.cpu_runs, rt.handle());
-    let (per_window, runs) = (scale.outside_per_window, scale.cpu_runs);
+    let (per_window, latency_per_window, runs) = (
+        scale.outside_per_window,
+        scale.outside_latency_per_window,
+        scale.cpu_runs,
+    );
     let outside = rt
-        .block_on(rt.spawn_blocking(move || perf::outside_cpu(per_window, runs)))
+        .block_on(
+            rt.spawn_blocking(move || perf::outside_cpu(per_window, latency_per_window, runs)),
+        )
         .unwrap();
     (inside, outside)
 }
@@ -1338,7 +1390,7 @@ fn render(
     }
     let _ = writeln!(d, "- **What bounds one invocation**: the table's write capacity (on-demand tables start at 4,000 WRU/s per partition-bound and double with traffic; provisioned tables at their setting — deletes use 2 WRU each with the GSI), the account's table-level throughput quota (40,000 WRU/s by default), connections (the SDK pools them; `MAX_CONCURRENCY` bounds requests in flight), and the function's CPU share (about 1/14 of a vCPU at 128 MB): section 7 gives the memory for a peak rate.\n");
     d.push_str(perf_rows);
-    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~15 minutes, rewrites docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check, writes target/bench-quick.md\n```");
+    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~15 minutes, rewrites docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check, writes target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows alone (no local server), target/bench-outside.md\n```");
     d
 }
 
@@ -1401,19 +1453,44 @@ fn plot(lag: &[LagResult], s: &Scale) {
 
 // ------------------------------------------------------------------------------------- fake endpoint
 
-/// A DynamoDB and Lambda Runtime API stand-in that answers at once: `DescribeTable` with the
-/// sweeper's table shape, every `Query` with `per_window` expired keys in pages of 1,000,
-/// `BatchWriteItem` with no unprocessed items; `/runtime/invocation/next` with one `{}` event.
+/// A DynamoDB and Lambda Runtime API stand-in that answers at once (or after a seeded random
+/// delay, [`Delay`]): `DescribeTable` with the sweeper's table shape, every `Query` with
+/// `per_window` expired keys in pages of 1,000, `BatchWriteItem` with no unprocessed items;
+/// `/runtime/invocation/next` with one `{}` event.
 mod fake {
     use std::convert::Infallible;
     use std::fmt::Write as _;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     use http_body_util::{BodyExt, Full};
     use hyper::body::{Bytes, Incoming};
     use hyper::{Request, Response};
     use serde_json::{json, Value};
+
+    /// How long each DynamoDB answer waits: at once, or a random delay from `lo` to `hi`
+    /// (uniform, whole and fractional milliseconds), as DynamoDB answers in-Region.
+    #[derive(Clone, Copy, Debug, Default, PartialEq)]
+    pub struct Delay {
+        pub lo: Duration,
+        pub hi: Duration,
+    }
+
+    impl Delay {
+        /// `0`, or `LO-HI` in milliseconds.
+        pub fn parse(text: &str) -> Option<Delay> {
+            if text == "0" {
+                return Some(Delay::default());
+            }
+            let (lo, hi) = text.split_once('-')?;
+            let (lo, hi): (u64, u64) = (lo.parse().ok()?, hi.parse().ok()?);
+            (lo <= hi).then(|| Delay {
+                lo: Duration::from_millis(lo),
+                hi: Duration::from_millis(hi),
+            })
+        }
+    }
 
     #[derive(Clone, Default)]
     pub struct Shared {
@@ -1421,6 +1498,32 @@ mod fake {
         pub first_request: Arc<Mutex<Option<Instant>>>,
         pub responses: Arc<Mutex<Vec<String>>>,
         pub invoked: Arc<Mutex<bool>>,
+        /// DynamoDB requests answered so far.
+        pub requests: Arc<AtomicU64>,
+        delay: Delay,
+        rng: Arc<Mutex<Option<fastrand::Rng>>>,
+    }
+
+    impl Shared {
+        /// Answers after `delay`, drawn from a generator seeded with `seed`.
+        pub fn paced(delay: Delay, seed: u64) -> Self {
+            Shared {
+                delay,
+                rng: Arc::new(Mutex::new(Some(fastrand::Rng::with_seed(seed)))),
+                ..Shared::default()
+            }
+        }
+
+        /// The wait before the next answer.
+        fn next_delay(&self) -> Duration {
+            let Delay { lo, hi } = self.delay;
+            if hi.is_zero() {
+                return Duration::ZERO;
+            }
+            let mut rng = self.rng.lock().unwrap();
+            let rng = rng.get_or_insert_with(|| fastrand::Rng::with_seed(1));
+            lo + (hi - lo).mul_f64(rng.f64())
+        }
     }
 
     pub async fn serve(port: u16, per_window: usize, shared: Shared) {
@@ -1513,6 +1616,11 @@ mod fake {
             if first.is_none() {
                 *first = Some(Instant::now());
             }
+        }
+        shared.requests.fetch_add(1, Ordering::Relaxed);
+        let delay = shared.next_delay();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
         }
         let op = target.rsplit('.').next().unwrap_or("");
         if op == "BatchWriteItem" {

@@ -42,14 +42,86 @@ fn fmt3(v: &[f64], f: impl Fn(f64) -> String) -> String {
 
 // ------------------------------------------------------------------------------ outside CPU
 
+/// How the fake endpoint answers during an outside run.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Pace {
+    /// At once.
+    Instant,
+    /// After a seeded random delay of `lo_ms` to `hi_ms` milliseconds, as DynamoDB answers
+    /// in-Region.
+    Delayed { lo_ms: u64, hi_ms: u64 },
+}
+
+impl Pace {
+    /// The fake endpoint's DELAY argument.
+    fn arg(self) -> String {
+        match self {
+            Pace::Instant => "0".into(),
+            Pace::Delayed { lo_ms, hi_ms } => format!("{lo_ms}-{hi_ms}"),
+        }
+    }
+
+    pub fn label(self) -> String {
+        match self {
+            Pace::Instant => "at once".into(),
+            Pace::Delayed { lo_ms, hi_ms } => format!("after {lo_ms}–{hi_ms} ms"),
+        }
+    }
+}
+
+/// The answer delay of the latency rows: DynamoDB's in-Region pace.
+pub const LATENCY: Pace = Pace::Delayed {
+    lo_ms: 5,
+    hi_ms: 10,
+};
+
+/// The way the sweeper sends its `Query` and `BatchWriteItem` requests, chosen by `FAST_PATH`
+/// in its environment.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub struct Route {
+    pub label: &'static str,
+    /// `FAST_PATH` in the sweeper's environment.
+    pub fast_path: &'static str,
+}
+
+/// The routes measured from outside, each with every row of [`OUTSIDE_CASES`].
+pub const ROUTES: [Route; 2] = [
+    Route {
+        label: "fast path",
+        fast_path: "on",
+    },
+    Route {
+        label: "SDK pipeline",
+        fast_path: "off",
+    },
+];
+
+/// The rows of each route: the fake endpoint's pace and the sweeper's cores.
+pub const OUTSIDE_CASES: [(Pace, usize); 4] = [
+    (Pace::Instant, 1),
+    (Pace::Instant, 2),
+    (LATENCY, 1),
+    (LATENCY, 2),
+];
+
 /// One `ttl-sweeper sweep` process measured from outside.
 pub struct OutsideRun {
+    /// Which binary: [`THIS_BUILD`], or the baseline given by `BENCH_BASELINE_SWEEPER`.
+    pub build: &'static str,
+    pub route: Route,
+    pub pace: Pace,
     pub cores: usize,
     /// `MAX_CONCURRENCY` of the sweep.
     pub concurrency: usize,
     pub deleted: u64,
     pub cpu_secs: f64,
     pub wall_secs: f64,
+    /// Voluntary and involuntary context switches of the sweeper process (`nvcsw + nivcsw`).
+    pub switches: u64,
+    /// DynamoDB requests the fake endpoint answered.
+    pub requests: u64,
+    /// The sweeper's peak resident memory (`ru_maxrss`), MiB.
+    pub peak_mib: f64,
     /// User + system CPU of the fake endpoint process over the same run.
     pub fake_cpu_secs: f64,
 }
@@ -64,6 +136,12 @@ impl OutsideRun {
     /// The fake endpoint's CPU over the run's wall time: near 1, the fake is the limit.
     pub fn fake_busy(&self) -> f64 {
         self.fake_cpu_secs / self.wall_secs
+    }
+    pub fn switches_per_request(&self) -> f64 {
+        self.switches as f64 / self.requests.max(1) as f64
+    }
+    pub fn us_per_request(&self) -> f64 {
+        self.cpu_secs / self.requests.max(1) as f64 * 1e6
     }
 }
 
@@ -85,22 +163,36 @@ fn pin(cmd: &mut Command, cpus: Vec<usize>) {
     }
 }
 
-/// Reaps our own child `pid`; answers its user + system CPU seconds (`wait4`'s rusage).
-fn reap(pid: u32) -> f64 {
+/// What `wait4` tells of a finished child.
+struct Reaped {
+    /// User + system CPU seconds.
+    cpu_secs: f64,
+    /// Voluntary + involuntary context switches.
+    switches: u64,
+    /// Peak resident memory, MiB.
+    peak_mib: f64,
+}
+
+/// Reaps our own child `pid`, with its rusage.
+fn reap(pid: u32) -> Reaped {
     let mut status = 0;
     // SAFETY: waits for our own child and fills the rusage we pass.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let reaped = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };
     assert_eq!(reaped, pid as i32, "wait4");
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(usage.ru_utime) + tv(usage.ru_stime)
+    Reaped {
+        cpu_secs: tv(usage.ru_utime) + tv(usage.ru_stime),
+        switches: (usage.ru_nvcsw + usage.ru_nivcsw) as u64,
+        peak_mib: usage.ru_maxrss as f64 / 1024.0,
+    }
 }
 
-/// Runs `cmd` to completion on the CPUs `cpus`; returns its stdout, user + system CPU seconds
-/// of that process alone and wall seconds.
+/// Runs `cmd` to completion on the CPUs `cpus`; returns its stdout, what `wait4` tells of that
+/// process alone, and wall seconds.
 // The child is reaped by `wait4`, which `Child::wait` cannot replace: it has no rusage.
 #[allow(clippy::zombie_processes)]
-fn measured(cmd: &mut Command, cpus: Vec<usize>) -> (String, f64, f64) {
+fn measured(cmd: &mut Command, cpus: Vec<usize>) -> (String, Reaped, f64) {
     pin(cmd, cpus);
     let started = Instant::now();
     let mut child = cmd
@@ -115,20 +207,26 @@ fn measured(cmd: &mut Command, cpus: Vec<usize>) -> (String, f64, f64) {
         .unwrap()
         .read_to_string(&mut out)
         .unwrap();
-    let cpu = reap(child.id());
-    (out, cpu, started.elapsed().as_secs_f64())
+    let reaped = reap(child.id());
+    (out, reaped, started.elapsed().as_secs_f64())
 }
+
+/// The build under test: `target/release/ttl-sweeper`.
+pub const THIS_BUILD: &str = "this build";
+/// A second binary measured beside it in the same runs, from `BENCH_BASELINE_SWEEPER` (a path).
+pub const BASELINE_BUILD: &str = "baseline";
 
 /// `MAX_CONCURRENCY` of the outside runs: the default. (64 in flight was tried for the cores
 /// rows: it cost more CPU per delete and was no faster on either core count.)
 pub const OUTSIDE_CONCURRENCY: [usize; 1] = [8];
 
-/// `runs` sweeps of `16 × per_window` fake items by the release CLI on 1 and on 2 cores, in
-/// alternating order, each against a fresh fake endpoint process, at each of
-/// [`OUTSIDE_CONCURRENCY`].
+/// `runs` sweeps of each route and row ([`ROUTES`] × [`OUTSIDE_CASES`]) by the release CLI (and
+/// by the binary `BENCH_BASELINE_SWEEPER` names, if set), each against a fresh fake endpoint process, at each of [`OUTSIDE_CONCURRENCY`]; the order of
+/// the rows turns by one each run. Instant rows read `16 × per_window` fake items, latency rows
+/// `16 × latency_per_window`.
 // The fake endpoint is reaped by `wait4` (see `reap`), which `Child::wait` cannot replace.
 #[allow(clippy::zombie_processes)]
-pub fn outside_cpu(per_window: usize, runs: usize) -> Vec<OutsideRun> {
+pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) -> Vec<OutsideRun> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let binary = root.join("target/release/ttl-sweeper");
     assert!(
@@ -136,55 +234,95 @@ pub fn outside_cpu(per_window: usize, runs: usize) -> Vec<OutsideRun> {
         "{} is missing: `make bench` builds it",
         binary.display()
     );
+    let mut builds = vec![(THIS_BUILD, binary)];
+    if let Some(baseline) = std::env::var_os("BENCH_BASELINE_SWEEPER") {
+        builds.push((BASELINE_BUILD, baseline.into()));
+    }
+    let cases: Vec<(&str, &std::path::Path, Route, Pace, usize)> = builds
+        .iter()
+        .flat_map(|(build, binary)| {
+            ROUTES.iter().flat_map(move |&route| {
+                OUTSIDE_CASES
+                    .iter()
+                    .map(move |&(pace, cores)| (*build, binary.as_path(), route, pace, cores))
+            })
+        })
+        .collect();
     let mut results = Vec::new();
     let last_cpu = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
     for run in 0..runs * OUTSIDE_CONCURRENCY.len() {
         let concurrency = OUTSIDE_CONCURRENCY[run % OUTSIDE_CONCURRENCY.len()];
-        let order: [usize; 2] = if (run / OUTSIDE_CONCURRENCY.len()) % 2 == 0 {
-            [1, 2]
-        } else {
-            [2, 1]
-        };
-        for cores in order {
+        let turn = run / OUTSIDE_CONCURRENCY.len();
+        for k in 0..cases.len() {
+            let (build, binary, route, pace, cores) = cases[(k + turn) % cases.len()];
+            let items = match pace {
+                Pace::Instant => per_window,
+                Pace::Delayed { .. } => latency_per_window,
+            };
             let port = free_port();
             // The fake endpoint on the last CPU; one core for the sweeper is the first CPU, so
             // the two do not share a CPU; two cores are both, the second shared with the fake.
             let mut fake_cmd = Command::new(std::env::current_exe().unwrap());
-            fake_cmd.args([
-                "--fake-dynamodb",
-                &port.to_string(),
-                &per_window.to_string(),
-            ]);
+            fake_cmd
+                .args([
+                    "--fake-dynamodb",
+                    &port.to_string(),
+                    &items.to_string(),
+                    &pace.arg(),
+                    &(run + 1).to_string(),
+                ])
+                .stdout(Stdio::piped());
             pin(&mut fake_cmd, vec![last_cpu]);
             let mut fake = fake_cmd.spawn().unwrap();
             while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let mut cmd = Command::new(&binary);
+            let mut cmd = Command::new(binary);
             cmd.arg("sweep")
                 .envs(LOCAL_AWS_ENV)
                 .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
                 .env("TABLE_NAME", "fake")
+                .env("FAST_PATH", route.fast_path)
                 .env("TOKIO_WORKER_THREADS", cores.to_string())
                 .env("MAX_CONCURRENCY", concurrency.to_string());
-            let (out, cpu_secs, wall_secs) = measured(&mut cmd, (0..cores).collect());
-            let _ = fake.kill();
-            let fake_cpu_secs = reap(fake.id());
+            let (out, sweeper, wall_secs) = measured(&mut cmd, (0..cores).collect());
+            // SAFETY: signals our own child, not yet reaped.
+            unsafe { libc::kill(fake.id() as i32, libc::SIGTERM) };
+            let mut said = String::new();
+            let _ = fake.stdout.take().unwrap().read_to_string(&mut said);
+            let fake_cpu_secs = reap(fake.id()).cpu_secs;
+            let requests = said
+                .trim()
+                .strip_prefix("requests ")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
             let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_default();
             let deleted = report["items_deleted"].as_u64().unwrap_or(0);
             let r = OutsideRun {
+                build,
+                route,
+                pace,
                 cores,
                 concurrency,
                 deleted,
-                cpu_secs,
+                cpu_secs: sweeper.cpu_secs,
                 wall_secs,
+                switches: sweeper.switches,
+                requests,
+                peak_mib: sweeper.peak_mib,
                 fake_cpu_secs,
             };
             eprintln!(
-                "outside CPU, {} core(s), {concurrency} in flight: {} deletes, {:.2} µs CPU/delete, {:.0} deletes/s, fake endpoint busy {:.0} % of its CPU",
+                "outside CPU, {build}, {}, answers {}, {} core(s), {concurrency} in flight: {} deletes, {} requests, {:.2} µs CPU/delete, {:.0} µs CPU/request, {:.2} context switches/request, peak {:.0} MiB, {:.0} deletes/s, fake endpoint busy {:.0} % of its CPU",
+                route.label,
+                pace.label(),
                 cores,
                 r.deleted,
+                r.requests,
                 r.us_per_delete(),
+                r.us_per_request(),
+                r.switches_per_request(),
+                r.peak_mib,
                 r.per_sec(),
                 r.fake_busy() * 100.0
             );
@@ -573,12 +711,18 @@ pub async fn shard_ticks(shards: u32, secs: i64, per_second: i64) -> ShardTicks 
 
 /// Lambda's CPU share at `mb` MB: one vCPU at 1,769 MB, proportional below.
 /// c, the CPU per delete the docs plan with (sections 5 and 7, docs/scaling.md): the median of
-/// the outside runs at the default concurrency, 1- and 2-core.
+/// the outside runs of the first route against the instant endpoint at the default
+/// concurrency, 1- and 2-core.
 pub fn planning_us(outside: &[OutsideRun]) -> f64 {
     let (_, us, _) = spread3(
         &outside
             .iter()
-            .filter(|r| r.concurrency == OUTSIDE_CONCURRENCY[0])
+            .filter(|r| {
+                r.concurrency == OUTSIDE_CONCURRENCY[0]
+                    && r.build == THIS_BUILD
+                    && r.pace == Pace::Instant
+                    && r.route == ROUTES[0]
+            })
             .map(|r| r.us_per_delete())
             .collect::<Vec<_>>(),
     );
@@ -589,6 +733,119 @@ pub fn lambda_vcpu(mb: f64) -> f64 {
     (mb / 1769.0).min(1.0)
 }
 
+/// The table of the outside runs, with its method and the ratios between its rows.
+pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
+    let mut builds: Vec<&str> = outside.iter().map(|r| r.build).collect();
+    builds.sort_by_key(|b| *b != THIS_BUILD);
+    builds.dedup();
+    let rows = |build: &str, route: Route, pace: Pace, cores: usize, concurrency: usize| {
+        outside
+            .iter()
+            .filter(|r| {
+                r.build == build
+                    && r.route == route
+                    && r.pace == pace
+                    && r.cores == cores
+                    && r.concurrency == concurrency
+            })
+            .collect::<Vec<&OutsideRun>>()
+    };
+    let default_in_flight = OUTSIDE_CONCURRENCY[0];
+    let deleted = |pace: Pace| {
+        outside
+            .iter()
+            .find(|r| r.pace == pace)
+            .map_or(0, |r| r.deleted)
+    };
+    let runs_each = rows(THIS_BUILD, ROUTES[0], Pace::Instant, 1, default_in_flight).len();
+    let baseline = if builds.len() > 1 {
+        "; *baseline*: the binary `BENCH_BASELINE_SWEEPER` names, measured in the same runs (its rows take their turn with the others)"
+    } else {
+        ""
+    };
+    let routes = ROUTES
+        .iter()
+        .map(|r| format!("*{}*: `FAST_PATH={}`", r.label, r.fast_path))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let Pace::Delayed { lo_ms, hi_ms } = LATENCY else {
+        unreachable!("LATENCY is a delay")
+    };
+    let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` process (default settings: 16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the fake DynamoDB endpoint in another process; CPU is user + system of the sweeper process alone (`wait4`'s rusage), context switches its voluntary + involuntary ones (`ru_nvcsw + ru_nivcsw`) divided by the DynamoDB requests the fake answered, peak memory its `ru_maxrss`, wall time from spawn to exit. The fake endpoint (one thread, answers built without parsing the deletes) is pinned to the second CPU. It answers *at once* ({} deletes per run), or *after {lo_ms}–{hi_ms} ms*: each answer after a random delay from {lo_ms} to {hi_ms} ms (seeded, as DynamoDB answers in-Region; {} deletes per run). *1 core*: the sweeper pinned to the first CPU (`sched_setaffinity`) with `TOKIO_WORKER_THREADS=1`, so the two do not share a CPU; *2 cores*: both CPUs, 2 workers, the second shared with the fake. Route — {routes}{baseline}. The last column is the fake's own CPU over the run's wall time: near 100 %, the fake, not the sweeper, sets the pace. `cargo bench --bench sweeper` (`make bench`, section 6); {runs_each} runs of each row, the rows' order turning each run; median (min–max).\n",
+        deleted(Pace::Instant), deleted(LATENCY));
+    let _ = writeln!(
+        d,
+        "| build | route | fake answers | cores | in flight | CPU per delete | CPU per request | context switches per request | peak memory | deletes/s (wall) | fake endpoint busy |"
+    );
+    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|---|---|");
+    for build in &builds {
+        for route in ROUTES {
+            for concurrency in OUTSIDE_CONCURRENCY {
+                for (pace, cores) in OUTSIDE_CASES {
+                    let runs = rows(build, route, pace, cores, concurrency);
+                    let of =
+                        |f: fn(&OutsideRun) -> f64| runs.iter().map(|r| f(r)).collect::<Vec<_>>();
+                    let _ = writeln!(
+                        d,
+                        "| {build} | {} | {} | {cores} | {concurrency} | {} | {} | {} | {} | {} | {} |",
+                        route.label,
+                        pace.label(),
+                        fmt3(&of(OutsideRun::us_per_delete), |v| format!("{v:.2} µs")),
+                        fmt3(&of(OutsideRun::us_per_request), |v| format!("{v:.0} µs")),
+                        fmt3(&of(OutsideRun::switches_per_request), |v| format!("{v:.2}")),
+                        fmt3(&of(|r| r.peak_mib), |v| format!("{v:.0} MiB")),
+                        fmt3(&of(OutsideRun::per_sec), |v| format!("{v:.0}")),
+                        fmt3(&of(|r| r.fake_busy() * 100.0), |v| format!("{v:.0} %"))
+                    );
+                }
+            }
+        }
+    }
+    let median = |build, route, pace, cores, concurrency, f: fn(&OutsideRun) -> f64| {
+        spread3(
+            &rows(build, route, pace, cores, concurrency)
+                .iter()
+                .map(|r| f(r))
+                .collect::<Vec<_>>(),
+        )
+        .1
+    };
+    for build in &builds {
+        for route in ROUTES {
+            for concurrency in OUTSIDE_CONCURRENCY {
+                let m = |pace, cores, f| median(build, route, pace, cores, concurrency, f);
+                let _ = writeln!(
+                    d,
+                    "\n{build}, {}: 2 cores / 1 core (medians of deletes/s, answers at once) at {concurrency} in flight: {:.2}×. CPU per delete with answers after {lo_ms}–{hi_ms} ms / at once (medians, 2 cores): {:.2}×.",
+                    route.label,
+                    m(Pace::Instant, 2, OutsideRun::per_sec) / m(Pace::Instant, 1, OutsideRun::per_sec),
+                    m(LATENCY, 2, OutsideRun::us_per_delete)
+                        / m(Pace::Instant, 2, OutsideRun::us_per_delete),
+                );
+            }
+        }
+    }
+    if builds.len() > 1 {
+        for route in ROUTES {
+            for (pace, cores) in OUTSIDE_CASES {
+                // Pair by pair: the two builds' runs of a row alternate.
+                let ratios: Vec<f64> = rows(THIS_BUILD, route, pace, cores, default_in_flight)
+                    .iter()
+                    .zip(rows(BASELINE_BUILD, route, pace, cores, default_in_flight))
+                    .map(|(a, b)| a.us_per_delete() / b.us_per_delete())
+                    .collect();
+                let _ = writeln!(
+                    d,
+                    "\nCPU per delete, this build / baseline, {}, answers {}, {cores} core(s), run by run: {}.",
+                    route.label,
+                    pace.label(),
+                    fmt3(&ratios, |v| format!("{v:.2}"))
+                );
+            }
+        }
+    }
+}
+
 pub fn render(
     d: &mut String,
     outside: &[OutsideRun],
@@ -597,51 +854,7 @@ pub fn render(
     ticks: &ShardTicks,
 ) {
     let _ = writeln!(d, "## 6. CPU per delete, cores and the server's ceiling\n");
-    let rows = |cores: usize, concurrency: usize| -> Vec<&OutsideRun> {
-        outside
-            .iter()
-            .filter(|r| r.cores == cores && r.concurrency == concurrency)
-            .collect()
-    };
-    let default_in_flight = OUTSIDE_CONCURRENCY[0];
-    let deleted = outside.first().map_or(0, |r| r.deleted);
-    let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` process (default settings: 16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the instant fake DynamoDB endpoint in another process, {deleted} deletes per run; CPU is user + system of the sweeper process alone (`wait4`'s rusage), wall time from spawn to exit. The fake endpoint (one thread, answers built without parsing the deletes) is pinned to the second CPU. *1 core*: the sweeper pinned to the first CPU (`sched_setaffinity`) with `TOKIO_WORKER_THREADS=1`, so the two do not share a CPU; *2 cores*: both CPUs, 2 workers, the second shared with the fake. The last column is the fake's own CPU over the run's wall time: near 100 %, the fake, not the sweeper, sets the pace. {} runs each, alternating; median (min–max).\n", rows(1, default_in_flight).len());
-    let _ = writeln!(
-        d,
-        "| cores | in flight | CPU per delete | deletes/s (wall) | fake endpoint busy |"
-    );
-    let _ = writeln!(d, "|---|---|---|---|---|");
-    for concurrency in OUTSIDE_CONCURRENCY {
-        for cores in [1, 2] {
-            let runs = rows(cores, concurrency);
-            let us: Vec<f64> = runs.iter().map(|r| r.us_per_delete()).collect();
-            let rate: Vec<f64> = runs.iter().map(|r| r.per_sec()).collect();
-            let busy: Vec<f64> = runs.iter().map(|r| r.fake_busy() * 100.0).collect();
-            let _ = writeln!(
-                d,
-                "| {cores} | {concurrency} | {} | {} | {} |",
-                fmt3(&us, |v| format!("{v:.2} µs")),
-                fmt3(&rate, |v| format!("{v:.0}")),
-                fmt3(&busy, |v| format!("{v:.0} %"))
-            );
-        }
-    }
-    let median_rate = |cores, concurrency| {
-        spread3(
-            &rows(cores, concurrency)
-                .iter()
-                .map(|r| r.per_sec())
-                .collect::<Vec<_>>(),
-        )
-        .1
-    };
-    for concurrency in OUTSIDE_CONCURRENCY {
-        let _ = writeln!(
-            d,
-            "\n2 cores / 1 core (medians of deletes/s) at {concurrency} in flight: {:.2}×.",
-            median_rate(2, concurrency) / median_rate(1, concurrency)
-        );
-    }
+    render_outside(d, outside);
     let _ = writeln!(d, "\nPartitions and delete requests run as tasks of their own, so a multi-threaded runtime spreads them over its workers. On this 2-CPU machine the second core is shared with the fake endpoint, so the gain is bounded by what the fake leaves free of it; the fake answers deletes without parsing them and writes its query pages as text, so that it costs less than the sweeper it serves.\n");
     let _ = writeln!(d, "What the CPU per delete is made of, and what changed, is in section 8 (`make profile`). The cuts that paid: the no-retry delete clients built once (a per-request config override rebuilt the request's runtime components every time), mimalloc instead of the system allocator, keys moved out of the page items instead of copied, chunks split off the pending list, one clock reading per page; then the largest: with call stacks unwound, about two thirds of the sweeper's samples were inside the SDK's request pipeline (a third in `BatchWriteItem`, a fifth in `Query`), so those two calls now skip it — written directly, signed with `aws-sigv4`, sent through the SDK client's own connector, endpoint and credentials (docs/design.md, \"The hot path\"); everything else stays on the SDK.\n");
     let runs = own_us.first().map_or(0, |(_, v)| v.len());

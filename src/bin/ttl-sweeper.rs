@@ -12,7 +12,9 @@ use ttl_sweeper::tools::backfill::{parse_max_wcu, parse_page_size};
 use ttl_sweeper::tools::scan::parse_segments;
 
 /// mimalloc instead of the system allocator: a sweep allocates per item and per request, and
-/// mimalloc measured less CPU per delete (docs/BENCHMARKS.md).
+/// mimalloc measured less CPU per delete (docs/BENCHMARKS.md). Built without transparent huge
+/// pages (Cargo feature `no_thp`): with them, memory mimalloc gave back was faulted in again
+/// 2 MiB at a time, zeroed by the kernel, and peak memory was about twice as high.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
