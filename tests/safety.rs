@@ -48,6 +48,9 @@ struct Mem {
     /// `cancel_on_failure` (the sweep's stop).
     fail_after_apply: AtomicUsize,
     cancel_on_failure: Option<CancellationToken>,
+    /// This many `BatchWriteItem` calls answer a timeout and cancel `cancel_on_failure` at once,
+    /// and apply their deletes 3 s later (a request that outlived its client's timeout).
+    apply_late: AtomicUsize,
     /// `BatchGetItem` fails.
     reads_fail: bool,
     /// This many `BatchWriteItem` calls delete only their first key and leave the rest
@@ -66,6 +69,8 @@ struct Mem {
     destroyed_live: Mutex<Vec<String>>,
     checkpoint: Mutex<Option<Timestamp>>,
     started: Option<Instant>,
+    /// Keys whose late-applied delete landed (see `apply_late`), removed at the next look.
+    late: Arc<Mutex<Vec<String>>>,
 }
 
 impl Mem {
@@ -91,10 +96,21 @@ impl Mem {
     }
 
     fn has(&self, id: &str) -> bool {
+        self.land_late();
         self.items.lock().unwrap().contains_key(id)
     }
 
+    /// Applies the deletes that landed late.
+    fn land_late(&self) {
+        let landed = std::mem::take(&mut *self.late.lock().unwrap());
+        let mut items = self.items.lock().unwrap();
+        for id in landed {
+            items.remove(&id);
+        }
+    }
+
     fn ids(&self) -> Vec<String> {
+        self.land_late();
         self.items.lock().unwrap().keys().cloned().collect()
     }
 
@@ -164,6 +180,23 @@ impl Store for Mem {
                 }
                 Ok(Reply::Page(Page { items: page, next }))
             }
+            Call::BatchDelete { keys, .. } if self.apply_late.load(SeqCst) > 0 => {
+                self.apply_late.fetch_sub(1, SeqCst);
+                if let Some(token) = &self.cancel_on_failure {
+                    token.cancel();
+                }
+                let late = self.late.clone();
+                let ids: Vec<String> = keys.iter().map(id_of).collect();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    late.lock().unwrap().extend(ids);
+                });
+                Err(StoreError::new(
+                    ErrorKind::Transient,
+                    "BatchWriteItem",
+                    "timed out (the request is applied later)",
+                ))
+            }
             Call::BatchDelete { keys, .. } => {
                 {
                     let listed = self.listed_at.lock().unwrap();
@@ -226,6 +259,7 @@ impl Store for Mem {
                 }))
             }
             Call::GetItems { keys, .. } => {
+                self.land_late();
                 if self.reads_fail {
                     return Err(StoreError::new(
                         ErrorKind::Transient,
@@ -441,6 +475,34 @@ async fn notify_mode_settles_deletes_whose_answer_was_lost_at_the_stop() {
     );
     assert_eq!(report.items_left, 0, "{report:?}");
     assert_eq!(report.items_gone, 25, "{report:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn notify_mode_reports_by_key_a_delete_that_may_still_land_after_the_stop() {
+    // The attempt times out and the stop comes; the check finds the keys still there, and then
+    // the request that timed out is applied. No event can follow, so each key is reported.
+    let token = CancellationToken::new();
+    let (store, hook, sweeper) = one_notify_chunk(
+        Mem {
+            apply_late: AtomicUsize::new(1),
+            cancel_on_failure: Some(token.clone()),
+            ..Mem::new(Layout::default())
+        },
+        Recorder::default(),
+    );
+    let report = sweeper
+        .sweep(Timestamp::from_secs(T0), &Stop::never().with_cancel(token))
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(store.ids().is_empty(), "the late request deleted them all");
+    assert!(hook.expired.lock().unwrap().is_empty());
+    assert_eq!(report.items_failed, 25, "{report:?}");
+    assert_eq!(report.items_left, 0, "{report:?}");
+    assert!(
+        report.failed_keys[0].reason.contains("may still delete it"),
+        "{:?}",
+        report.failed_keys[0]
+    );
 }
 
 #[tokio::test(start_paused = true)]

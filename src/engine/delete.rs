@@ -204,10 +204,13 @@ impl<S: Store> Deleter<'_, S> {
 
     /// The sweep must stop while `keys` wait for a retry after an attempt that may have been
     /// applied (`reason`). With expiry events (`track_keys`) their fate decides whether an event
-    /// is owed, so one consistent read settles it: a key found gone was most likely deleted by
-    /// that attempt and is owed its event (as a retry finding it gone would); a key still there is
-    /// left for the next sweep; if the read fails too, the keys are reported as failed, by key,
-    /// with the reason — never silently counted as left. Without events they are simply left.
+    /// is owed, so one consistent read settles what it can: a key found gone was most likely
+    /// deleted by that attempt and is owed its event (as a retry finding it gone would). A key
+    /// still there is reported as failed, by key: the attempt that timed out may yet be applied
+    /// after the read (a request outlives its client's timeout), and then no event would follow;
+    /// the next sweep deletes it, with its event, if it was not. If the read fails too, the keys
+    /// are reported as failed as well — never silently counted as left. Without events they are
+    /// simply left.
     async fn settle(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome) {
         if !self.track_keys {
             out.left += keys.len() as u64;
@@ -221,8 +224,14 @@ impl<S: Store> Deleter<'_, S> {
                         .iter()
                         .any(|item| self.schema.key_of(item).as_ref() == Some(&e.key));
                     if present {
-                        out.left += 1;
-                        out.left_keys.push(e.key);
+                        out.failed.push(FailedKey {
+                            key: key_to_json(&e.key),
+                            reason: format!(
+                                "stopped after an attempt that may still delete it ({reason}); \
+                                 it was there when checked, and if that attempt deletes it later \
+                                 no expiry event is sent"
+                            ),
+                        });
                     } else {
                         out.gone += 1;
                         self.owe_event(&e, None);
