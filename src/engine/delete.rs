@@ -5,7 +5,6 @@
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::hook::Notifier;
 use super::report::{EventTally, FailedKey};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
@@ -40,7 +39,19 @@ pub(super) struct Deleter<'a, S> {
     pub(super) return_items: bool,
     /// Notify mode: where each delete's event is owed the moment the delete is known, and
     /// published before every wait, so a crash loses as few events as it can.
-    pub(super) notify: Option<&'a Notifier<'a>>,
+    pub(super) notify: Option<&'a dyn OwedEvents>,
+}
+
+/// Where notify mode keeps the events owed for a chunk's deletes (`super::hook::Notifier`).
+pub(super) trait OwedEvents: Sync {
+    /// The item with `key` (ttl as read) is deleted; `returned`: the item as the delete
+    /// returned it.
+    fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>);
+    /// Whether an event has been owed long enough to be published between deletes.
+    fn due(&self) -> bool;
+    /// Publishes what is owed; what publishing did.
+    fn flush(&self)
+        -> std::pin::Pin<Box<dyn std::future::Future<Output = EventTally> + Send + '_>>;
 }
 
 /// Outcome of deleting one chunk.

@@ -22,7 +22,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::time::Instant;
 
-use super::delete::{ChunkOutcome, Deleter, Expired};
+use super::delete::{ChunkOutcome, Deleter, Expired, OwedEvents};
 use super::report::FailedKey;
 pub use super::report::{EventTally, FailedEvent};
 use super::retry::Stop;
@@ -139,10 +139,10 @@ pub(super) struct Notifier<'a> {
     stop: &'a Stop,
 }
 
-impl Notifier<'_> {
+impl OwedEvents for Notifier<'_> {
     /// The item with `key` (ttl as read) is deleted: its event is owed. `returned`: the item as
     /// the delete returned it, preferred to the one read before.
-    pub(super) fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>) {
+    fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>) {
         let item = returned.or_else(|| {
             self.described
                 .iter()
@@ -159,7 +159,7 @@ impl Notifier<'_> {
     }
 
     /// Whether an event of this chunk has been owed for [`OWED_FOR_AT_MOST`].
-    pub(super) fn due(&self) -> bool {
+    fn due(&self) -> bool {
         self.owed
             .lock()
             .iter()
@@ -168,23 +168,25 @@ impl Notifier<'_> {
     }
 
     /// Publishes this chunk's owed events; they stay owed until publishing has an outcome.
-    pub(super) async fn flush(&self) -> EventTally {
-        let publications: Vec<Publication> = self
-            .owed
-            .lock()
-            .iter()
-            .filter(|(chunk, _, _)| *chunk == self.chunk)
-            .map(|(_, expiry, _)| Publication::Expired(expiry.clone()))
-            .collect();
-        if publications.is_empty() {
-            return EventTally::default();
-        }
-        let (_, tally) = self.hook.publish(publications, self.stop).await;
-        // One chunk is one task: nothing of it was owed while it published.
-        self.owed
-            .lock()
-            .retain(|(chunk, _, _)| *chunk != self.chunk);
-        tally
+    fn flush(&self) -> BoxFuture<'_, EventTally> {
+        Box::pin(async move {
+            let publications: Vec<Publication> = self
+                .owed
+                .lock()
+                .iter()
+                .filter(|(chunk, _, _)| *chunk == self.chunk)
+                .map(|(_, expiry, _)| Publication::Expired(expiry.clone()))
+                .collect();
+            if publications.is_empty() {
+                return EventTally::default();
+            }
+            let (_, tally) = self.hook.publish(publications, self.stop).await;
+            // One chunk is one task: nothing of it was owed while it published.
+            self.owed
+                .lock()
+                .retain(|(chunk, _, _)| *chunk != self.chunk);
+            tally
+        })
     }
 }
 
