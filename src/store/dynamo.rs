@@ -153,10 +153,7 @@ impl DynamoStore {
     /// [`DynamoStore::check_fast_path`]); a hot request before that sends that `DescribeTable`
     /// itself. It never falls back to the SDK's pipeline.
     pub fn with_fast_path(client: Client, fast_path: FastPath) -> Self {
-        Self::build(client, fast_path == FastPath::On)
-    }
-
-    fn build(client: Client, direct: bool) -> Self {
+        let direct = fast_path == FastPath::On;
         let server_clock = Arc::new(ServerClock::default());
         let transport = Arc::new(std::sync::OnceLock::new());
         let mut config = client
