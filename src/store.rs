@@ -115,8 +115,8 @@ pub enum Call<'a> {
     BatchDelete {
         /// The table.
         schema: &'a TableSchema,
-        /// The keys.
-        keys: Vec<Key>,
+        /// The keys, borrowed: the caller keeps them for a retry.
+        keys: Vec<&'a Key>,
     },
     /// Deletes `key` only if its ttl attribute exists and is `< now`.
     DeleteIfExpired {
@@ -263,7 +263,7 @@ pub trait StoreExt: Store {
     fn batch_delete<'a>(
         &'a self,
         schema: &'a TableSchema,
-        keys: Vec<Key>,
+        keys: Vec<&'a Key>,
     ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send + 'a {
         let call = Call::BatchDelete { schema, keys };
         async move {

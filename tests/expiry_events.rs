@@ -181,7 +181,7 @@ impl Store for MemTable {
             Call::BatchDelete { keys, .. } => {
                 let mut items = self.items.lock().unwrap();
                 for k in keys {
-                    let id = id_of(&k);
+                    let id = id_of(k);
                     if items.remove(&id).is_some() {
                         self.deleted.fetch_add(1, SeqCst);
                         self.log.lock().unwrap().push(format!("deleted {id}"));

@@ -676,7 +676,7 @@ impl ttl_sweeper::store::Store for Counting {
                 let sent = keys.clone();
                 let reply = self.inner.call(Call::BatchDelete { schema, keys }).await?;
                 if let Reply::Unprocessed(left) = &reply {
-                    self.count(sent.iter().filter(|k| !left.contains(k)));
+                    self.count(sent.iter().copied().filter(|k| !left.contains(k)));
                 }
                 Ok(reply)
             }

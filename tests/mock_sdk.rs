@@ -564,7 +564,7 @@ impl ttl_sweeper::store::Store for RewrittenKeyStore {
                         .lock()
                         .unwrap()
                         .insert("item-1".into(), NOW + 3600);
-                    return Ok(Reply::Unprocessed(keys));
+                    return Ok(Reply::Unprocessed(keys.into_iter().cloned().collect()));
                 }
                 let mut ttls = self.ttls.lock().unwrap();
                 for k in &keys {

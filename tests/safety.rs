@@ -186,7 +186,7 @@ impl Store for Mem {
                     token.cancel();
                 }
                 let late = self.late.clone();
-                let ids: Vec<String> = keys.iter().map(id_of).collect();
+                let ids: Vec<String> = keys.iter().copied().map(id_of).collect();
                 tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_secs(3)).await;
                     late.lock().unwrap().extend(ids);
@@ -219,7 +219,7 @@ impl Store for Mem {
                 self.batch_calls
                     .lock()
                     .unwrap()
-                    .push((sent, keys.iter().map(id_of).collect()));
+                    .push((sent, keys.iter().copied().map(id_of).collect()));
                 let mut items = self.items.lock().unwrap();
                 for k in &keys {
                     let id = id_of(k);
@@ -244,7 +244,9 @@ impl Store for Mem {
                         "timed out after the deletes were applied",
                     ));
                 }
-                Ok(Reply::Unprocessed(unprocessed))
+                Ok(Reply::Unprocessed(
+                    unprocessed.into_iter().cloned().collect(),
+                ))
             }
             Call::DeleteIfExpired { key, now, .. } => {
                 let id = id_of(&key);

@@ -163,8 +163,8 @@ impl<S: Store> Deleter<'_, S> {
             if remaining.is_empty() {
                 return out;
             }
-            // Copies, kept for a retry: a failed request does not give its keys back.
-            let keys: Vec<Key> = remaining.iter().map(|e| e.key.clone()).collect();
+            // Borrowed: the keys stay here for a retry.
+            let keys: Vec<&Key> = remaining.iter().map(|e| &e.key).collect();
             let result = self.store.batch_delete(self.schema, keys).await;
             let (retry, reason, maybe_applied) = match result {
                 Ok(unprocessed) => {

@@ -291,7 +291,7 @@ impl Direct {
     pub(crate) async fn batch_delete(
         &self,
         table: &str,
-        keys: &[Key],
+        keys: &[&Key],
     ) -> Result<Vec<Key>, StoreError> {
         let body = batch_delete_body(table, keys)?.into();
         let answer = self
@@ -526,7 +526,7 @@ fn transport_error(operation: Operation, message: &str, timeout: bool) -> StoreE
 }
 
 /// `{"RequestItems":{"<table>":[{"DeleteRequest":{"Key":{...}}}, ...]}}`, written directly.
-pub(crate) fn batch_delete_body(table: &str, keys: &[Key]) -> Result<Vec<u8>, StoreError> {
+pub(crate) fn batch_delete_body(table: &str, keys: &[&Key]) -> Result<Vec<u8>, StoreError> {
     let mut out = Vec::with_capacity(64 + keys.len() * 96);
     out.extend_from_slice(b"{\"RequestItems\":{");
     json_string(&mut out, table);
@@ -753,14 +753,14 @@ mod tests {
 
     #[test]
     fn the_body_is_the_batch_write_item_request() {
-        let keys = vec![
+        let keys = [
             key(&[
                 ("pk", AttributeValue::S("user#\"1\"\n".into())),
                 ("sk", AttributeValue::N("-1.5e3".into())),
             ]),
             key(&[("pk", AttributeValue::B(Blob::new(vec![0, 1, 254, 255])))]),
         ];
-        let body = batch_delete_body("my \"table\"", &keys).unwrap();
+        let body = batch_delete_body("my \"table\"", &keys.iter().collect::<Vec<_>>()).unwrap();
         let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(
             value,
@@ -773,8 +773,8 @@ mod tests {
 
     #[test]
     fn a_key_that_is_not_s_n_or_b_is_refused() {
-        let keys = vec![key(&[("pk", AttributeValue::Bool(true))])];
-        let err = batch_delete_body("t", &keys).unwrap_err();
+        let keys = [key(&[("pk", AttributeValue::Bool(true))])];
+        let err = batch_delete_body("t", &keys.iter().collect::<Vec<_>>()).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Validation);
     }
 
@@ -1054,7 +1054,7 @@ mod tests {
             keys in proptest::collection::vec(
                 proptest::collection::hash_map("[a-z\"\\\\é]{1,8}", key_value(), 1..3), 1..25),
         ) {
-            let body = batch_delete_body(&table, &keys).unwrap();
+            let body = batch_delete_body(&table, &keys.iter().collect::<Vec<_>>()).unwrap();
             let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
             let sent: Vec<Key> = value["RequestItems"][&table]
                 .as_array()

@@ -335,7 +335,7 @@ impl DynamoStore {
     async fn send_batch_delete(
         &self,
         schema: &TableSchema,
-        keys: Vec<Key>,
+        keys: Vec<&Key>,
     ) -> Result<Vec<Key>, StoreError> {
         if let Some(direct) = &self.direct {
             self.fast(direct, &schema.table_name).await?;
@@ -345,7 +345,7 @@ impl DynamoStore {
             .into_iter()
             .map(|key| {
                 let delete = DeleteRequest::builder()
-                    .set_key(Some(key))
+                    .set_key(Some(key.clone()))
                     .build()
                     .map_err(|e| {
                         StoreError::new(ErrorKind::Other, "BatchWriteItem", e.to_string())

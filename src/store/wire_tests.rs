@@ -505,7 +505,10 @@ async fn both_routes(
             )
             .await
             .unwrap();
-        store.batch_delete(&schema(), keys.clone()).await.unwrap();
+        store
+            .batch_delete(&schema(), keys.iter().collect())
+            .await
+            .unwrap();
         if route == FastPath::On {
             assert!(store.direct_requests() >= 2, "the fast path sent them");
         }

@@ -406,7 +406,7 @@ impl<S: Store> Store for Instrumented<S> {
                 };
                 let reply = self.inner.call(call).await?;
                 if let Reply::Unprocessed(unprocessed) = &reply {
-                    self.record(keys.iter().filter(|k| !unprocessed.contains(k)));
+                    self.record(keys.iter().copied().filter(|k| !unprocessed.contains(k)));
                 }
                 Ok(reply)
             }
