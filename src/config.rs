@@ -16,9 +16,11 @@ use crate::lambda::HandlerSettings;
 use crate::store::{FastPath, TableTarget};
 
 mod flags;
+mod runtime;
 mod settings;
 
 pub use flags::ConfigFlags;
+pub use runtime::{Threads, MAX_WORKER_THREADS, WORKER_THREADS_VAR};
 pub use settings::*;
 
 /// A configuration value that is missing or not acceptable.
@@ -66,6 +68,17 @@ pub enum ConfigError {
         /// What is wrong with it.
         problem: String,
         /// What the setting accepts.
+        expected: &'static str,
+    },
+    /// An environment variable read by the binaries alone (no flag), with a value it does not
+    /// accept.
+    #[error("invalid {var}={value:?}: expected {expected}")]
+    Environment {
+        /// Environment variable name.
+        var: &'static str,
+        /// The value as given.
+        value: String,
+        /// What the variable accepts.
         expected: &'static str,
     },
     /// The lookback does not reach back to the previous sweep: ttls between two sweeps would be

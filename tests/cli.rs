@@ -81,6 +81,48 @@ fn sweep_config_errors_name_the_variable_and_exit_2() {
     assert!(err.contains("RFC 3339"), "{err}");
 }
 
+#[test]
+fn tokio_worker_threads_is_checked_before_the_runtime_starts() {
+    for bad in ["0", "many", "100000"] {
+        let (code, out, err) = run(cli()
+            .args(["window", "1700000000"])
+            .env("TOKIO_WORKER_THREADS", bad));
+        assert_eq!(code, 2, "TOKIO_WORKER_THREADS={bad}: {err}");
+        assert!(out.is_empty(), "{out}");
+        assert!(
+            err.contains(&format!("TOKIO_WORKER_THREADS=\"{bad}\"")) && err.contains("1 to 256"),
+            "{err}"
+        );
+    }
+    for good in ["1", "3"] {
+        let (code, out, err) = run(cli()
+            .args(["window", "1700000000"])
+            .env("TOKIO_WORKER_THREADS", good));
+        assert_eq!(code, 0, "TOKIO_WORKER_THREADS={good}: {err}");
+        assert!(!out.trim().is_empty());
+    }
+    // The Lambda logs the same refusal as one JSON line and exits before it asks the runtime
+    // API for an invocation (none is running here).
+    let out = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper-lambda"))
+        .env("TOKIO_WORKER_THREADS", "0")
+        .env("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let logs =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{logs}");
+    let line: serde_json::Value = logs
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no JSON log line: {logs}"));
+    assert_eq!(line["level"], "ERROR", "{line}");
+    assert!(
+        line.to_string().contains("TOKIO_WORKER_THREADS=\\\"0\\\""),
+        "{line}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_deletes_expired_items_and_prints_one_json_report() {
     let client = client().await;

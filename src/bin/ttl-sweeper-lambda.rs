@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use lambda_runtime::{service_fn, LambdaEvent};
 use serde_json::Value;
-use ttl_sweeper::config::Config;
+use ttl_sweeper::config::{Config, Threads};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::lambda::{invoke, time_left};
 use ttl_sweeper::telemetry::{self, LogFormat};
@@ -18,9 +18,25 @@ use ttl_sweeper::telemetry::{self, LogFormat};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     telemetry::init(LogFormat::Json, "info", true);
+    // One thread unless TOKIO_WORKER_THREADS asks for more (config::Threads says why).
+    let runtime = match Threads::from_env().map(Threads::runtime) {
+        Ok(Ok(runtime)) => runtime,
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "invalid configuration");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(serve())
+}
+
+/// Start-up, then invocations until the runtime API stops.
+async fn serve() -> ExitCode {
     // Start-up failures are logged as one clear JSON line; the non-zero exit makes Lambda report
     // an init error, and no invocation runs with a bad configuration.
     let config = match Config::from_env() {

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 use ttl_sweeper::cli;
-use ttl_sweeper::config::ConfigFlags;
+use ttl_sweeper::config::{ConfigFlags, Threads};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::telemetry::{self, LogFormat};
 use ttl_sweeper::tools::backfill::{parse_max_wcu, parse_page_size};
@@ -147,8 +147,7 @@ struct SweepArgs {
     config: ConfigFlags,
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     let format = if cli.log_format == "json" {
         LogFormat::Json
@@ -157,7 +156,19 @@ async fn main() -> ExitCode {
     };
     let level = ["info", "debug", "trace"][usize::from(cli.verbose.min(2))];
     telemetry::init(format, level, false);
-    dispatch(cli.command).await.unwrap_or_else(|e| {
+    // One thread unless TOKIO_WORKER_THREADS asks for more (config::Threads says why).
+    let runtime = match Threads::from_env().map(Threads::runtime) {
+        Ok(Ok(runtime)) => runtime,
+        Ok(Err(e)) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(dispatch(cli.command)).unwrap_or_else(|e| {
         eprintln!("error: {e:#}");
         ExitCode::from(2)
     })

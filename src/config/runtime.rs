@@ -1,0 +1,125 @@
+//! [`Threads`]: the Tokio runtime the binaries run on, from `TOKIO_WORKER_THREADS`.
+//!
+//! One thread by default. A sweep spends most of its time waiting on DynamoDB; on one thread a
+//! response wakes the task that waits for it where it is, and no worker wakes another or steals
+//! its tasks. Measured from outside against an endpoint that answers after 5–10 ms, that cost
+//! less CPU per delete than two workers did (docs/BENCHMARKS.md, section 6); and a 128 MB
+//! Lambda function has a fraction of one vCPU to share between workers anyway.
+//! `TOKIO_WORKER_THREADS=N` with N ≥ 2 asks for a multi-threaded runtime with N workers, for
+//! `ttl-sweeper run` on a host where one core does not keep up.
+
+use std::num::NonZeroUsize;
+
+use super::ConfigError;
+
+/// The environment variable, Tokio's own name for it.
+pub const WORKER_THREADS_VAR: &str = "TOKIO_WORKER_THREADS";
+
+/// Most workers `TOKIO_WORKER_THREADS` may ask for.
+pub const MAX_WORKER_THREADS: usize = 256;
+
+const EXPECTED: &str = "a whole number of threads from 1 to 256: 1 (the default) runs the sweeper \
+                        on one thread, 2 or more on a multi-threaded runtime with that many workers";
+
+/// The threads the async runtime runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Threads {
+    /// A current-thread runtime: everything on the thread that calls `block_on`.
+    #[default]
+    One,
+    /// A multi-threaded runtime with this many workers (at least 2).
+    Workers(NonZeroUsize),
+}
+
+impl Threads {
+    /// From `TOKIO_WORKER_THREADS` in the environment; unset or empty is [`Threads::One`].
+    pub fn from_env() -> Result<Threads, ConfigError> {
+        Threads::parse(std::env::var(WORKER_THREADS_VAR).ok().as_deref())
+    }
+
+    /// From the value of `TOKIO_WORKER_THREADS`, if set.
+    pub fn parse(value: Option<&str>) -> Result<Threads, ConfigError> {
+        let Some(text) = value.map(str::trim).filter(|t| !t.is_empty()) else {
+            return Ok(Threads::One);
+        };
+        let invalid = || ConfigError::Environment {
+            var: WORKER_THREADS_VAR,
+            value: text.to_owned(),
+            expected: EXPECTED,
+        };
+        match text.parse::<usize>().map_err(|_| invalid())? {
+            0 => Err(invalid()),
+            1 => Ok(Threads::One),
+            n if n > MAX_WORKER_THREADS => Err(invalid()),
+            n => Ok(Threads::Workers(NonZeroUsize::new(n).ok_or_else(invalid)?)),
+        }
+    }
+
+    /// A runtime builder for these threads, with I/O and time enabled; the caller may add to it
+    /// (a hook on each thread's stop, say) before building.
+    pub fn builder(self) -> tokio::runtime::Builder {
+        let mut builder = match self {
+            Threads::One => tokio::runtime::Builder::new_current_thread(),
+            Threads::Workers(n) => {
+                let mut b = tokio::runtime::Builder::new_multi_thread();
+                b.worker_threads(n.get());
+                b
+            }
+        };
+        builder.enable_all();
+        builder
+    }
+
+    /// The runtime for these threads.
+    pub fn runtime(self) -> std::io::Result<tokio::runtime::Runtime> {
+        self.builder().build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_thread_unless_more_are_asked_for() {
+        assert_eq!(Threads::parse(None), Ok(Threads::One));
+        assert_eq!(Threads::parse(Some("")), Ok(Threads::One));
+        assert_eq!(Threads::parse(Some("1")), Ok(Threads::One));
+        assert_eq!(
+            Threads::parse(Some(" 4 ")),
+            Ok(Threads::Workers(NonZeroUsize::new(4).unwrap()))
+        );
+        assert_eq!(
+            Threads::parse(Some("256")),
+            Ok(Threads::Workers(NonZeroUsize::new(256).unwrap()))
+        );
+    }
+
+    #[test]
+    fn a_count_that_is_not_one_to_256_is_refused_by_name() {
+        for bad in ["0", "257", "-1", "two", "1.5", "99999999999999999999999"] {
+            let err = Threads::parse(Some(bad)).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("TOKIO_WORKER_THREADS=\"{bad}\""))
+                    && err.contains("1 to 256"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_runtime_has_the_threads_asked_for() {
+        let one = Threads::One.runtime().unwrap();
+        assert_eq!(one.metrics().num_workers(), 1);
+        assert_eq!(
+            one.handle().runtime_flavor(),
+            tokio::runtime::RuntimeFlavor::CurrentThread
+        );
+        let three = Threads::parse(Some("3")).unwrap().runtime().unwrap();
+        assert_eq!(three.metrics().num_workers(), 3);
+        assert_eq!(
+            three.handle().runtime_flavor(),
+            tokio::runtime::RuntimeFlavor::MultiThread
+        );
+    }
+}
