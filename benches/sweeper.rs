@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use common::*;
+use ttl_sweeper::config::Threads;
 use ttl_sweeper::engine::{run_ticks, Ticks};
 use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::expiry::window::{windows_to_sweep, Window};
@@ -200,11 +201,11 @@ fn main() {
     let (inside, outside) = cpu_measurements(&scale, &rt);
     let own_us = own_threads_us(&inside);
     let (lag, tput) = rt.block_on(async { (expiry_lag(&scale).await, throughput(&scale).await) });
-    // The run with the median CPU per delete (2 workers, the binaries' set-up) stands for the
+    // The run with the median CPU per delete (one thread, the binaries' set-up) stands for the
     // others in sections 2, 4 and 5.
     let mut cpus: Vec<Cpu> = inside
         .into_iter()
-        .filter(|(m, _)| *m == CpuMethod::OwnThreads { workers: 2 })
+        .filter(|(m, _)| *m == CpuMethod::OwnThreads(Threads::One))
         .map(|(_, c)| c)
         .collect();
     cpus.sort_by(|a, b| a.us_per_delete().total_cmp(&b.us_per_delete()));
@@ -636,9 +637,10 @@ async fn binary_client(endpoint: String) -> Client {
 /// replaced (kept to show the difference).
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum CpuMethod {
-    /// A runtime of its own with `workers` workers, the binaries' client, only its threads'
-    /// CPU: what `ttl-sweeper sweep` does with `TOKIO_WORKER_THREADS=workers`.
-    OwnThreads { workers: usize },
+    /// A runtime of its own with these threads (built by [`Threads::builder`], as the binaries
+    /// build theirs), the binaries' client, only its threads' CPU: what `ttl-sweeper sweep`
+    /// does with the same `TOKIO_WORKER_THREADS`.
+    OwnThreads(Threads),
     /// The benchmark's shared 2-worker runtime, a client with default settings, and the CPU of
     /// the whole process (`RUSAGE_SELF`).
     WholeProcess,
@@ -692,14 +694,14 @@ fn cpu_per_delete(
             });
             (report, cpu_time() - process0)
         }
-        CpuMethod::OwnThreads { workers } => {
+        CpuMethod::OwnThreads(threads) => {
             // Each thread of the runtime adds its CPU when it ends; dropping the runtime ends
-            // them all (workers and blocking pool) before it returns.
+            // them all (workers and blocking pool) before it returns. A current-thread runtime
+            // runs its tasks on the thread driving it, counted below.
             let spent = Arc::new(Mutex::new(0.0f64));
             let at_stop = spent.clone();
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(workers)
-                .enable_all()
+            let rt = threads
+                .builder()
                 .on_thread_stop(move || *at_stop.lock().unwrap() += thread_cpu_time())
                 .build()
                 .unwrap();
@@ -740,20 +742,21 @@ fn own_threads_us(inside: &[(CpuMethod, Cpu)]) -> Vec<(String, Vec<f64>)> {
             })
             .collect()
     };
-    let two = CpuMethod::OwnThreads { workers: 2 };
-    let one = CpuMethod::OwnThreads { workers: 1 };
+    let one = CpuMethod::OwnThreads(Threads::One);
+    let two = CpuMethod::OwnThreads(Threads::parse(Some("2")).expect("2 workers"));
     vec![
         (
-            "own runtime, 2 workers: its threads only (**the row**)".into(),
-            of(two, false),
-        ),
-        (
-            "own runtime, 1 worker: its threads only".into(),
+            "own runtime, one thread (the binaries' default): its threads only (**the row**)"
+                .into(),
             of(one, false),
         ),
         (
-            "the same 2-worker runs: whole process".into(),
-            of(two, true),
+            "own runtime, 2 workers (`TOKIO_WORKER_THREADS=2`): its threads only".into(),
+            of(two, false),
+        ),
+        (
+            "the same one-thread runs: whole process".into(),
+            of(one, true),
         ),
         (
             "before: shared runtime, default client, whole process".into(),
@@ -770,8 +773,8 @@ fn inside_cpu(
 ) -> Vec<(CpuMethod, Cpu)> {
     let windows = 16;
     let methods = [
-        CpuMethod::OwnThreads { workers: 2 },
-        CpuMethod::OwnThreads { workers: 1 },
+        CpuMethod::OwnThreads(Threads::One),
+        CpuMethod::OwnThreads(Threads::parse(Some("2")).expect("2 workers")),
         CpuMethod::WholeProcess,
     ];
     let mut out = Vec::new();

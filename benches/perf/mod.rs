@@ -96,12 +96,15 @@ pub const ROUTES: [Route; 2] = [
     },
 ];
 
-/// The rows of each route: the fake endpoint's pace and the sweeper's cores.
-pub const OUTSIDE_CASES: [(Pace, usize); 4] = [
-    (Pace::Instant, 1),
-    (Pace::Instant, 2),
-    (LATENCY, 1),
-    (LATENCY, 2),
+/// The rows of each route: the fake endpoint's pace, the sweeper's cores and its runtime's
+/// threads (1: the binaries' default, one thread; more: `TOKIO_WORKER_THREADS` workers).
+pub const OUTSIDE_CASES: [(Pace, usize, usize); 6] = [
+    (Pace::Instant, 1, 1),
+    (Pace::Instant, 2, 1),
+    (Pace::Instant, 2, 2),
+    (LATENCY, 1, 1),
+    (LATENCY, 2, 1),
+    (LATENCY, 2, 2),
 ];
 
 /// One `ttl-sweeper sweep` process measured from outside.
@@ -111,6 +114,8 @@ pub struct OutsideRun {
     pub route: Route,
     pub pace: Pace,
     pub cores: usize,
+    /// The runtime's threads: 1 is the default (`TOKIO_WORKER_THREADS` unset), more are set.
+    pub threads: usize,
     /// `MAX_CONCURRENCY` of the sweep.
     pub concurrency: usize,
     pub deleted: u64,
@@ -238,13 +243,13 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
     if let Some(baseline) = std::env::var_os("BENCH_BASELINE_SWEEPER") {
         builds.push((BASELINE_BUILD, baseline.into()));
     }
-    let cases: Vec<(&str, &std::path::Path, Route, Pace, usize)> = builds
+    let cases: Vec<(&str, &std::path::Path, Route, Pace, usize, usize)> = builds
         .iter()
         .flat_map(|(build, binary)| {
             ROUTES.iter().flat_map(move |&route| {
-                OUTSIDE_CASES
-                    .iter()
-                    .map(move |&(pace, cores)| (*build, binary.as_path(), route, pace, cores))
+                OUTSIDE_CASES.iter().map(move |&(pace, cores, threads)| {
+                    (*build, binary.as_path(), route, pace, cores, threads)
+                })
             })
         })
         .collect();
@@ -254,7 +259,7 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
         let concurrency = OUTSIDE_CONCURRENCY[run % OUTSIDE_CONCURRENCY.len()];
         let turn = run / OUTSIDE_CONCURRENCY.len();
         for k in 0..cases.len() {
-            let (build, binary, route, pace, cores) = cases[(k + turn) % cases.len()];
+            let (build, binary, route, pace, cores, threads) = cases[(k + turn) % cases.len()];
             let items = match pace {
                 Pace::Instant => per_window,
                 Pace::Delayed { .. } => latency_per_window,
@@ -283,8 +288,13 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
                 .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
                 .env("TABLE_NAME", "fake")
                 .env("FAST_PATH", route.fast_path)
-                .env("TOKIO_WORKER_THREADS", cores.to_string())
                 .env("MAX_CONCURRENCY", concurrency.to_string());
+            // Unset for one thread, the default: a baseline build older than that default then
+            // runs as it would be deployed.
+            cmd.env_remove("TOKIO_WORKER_THREADS");
+            if threads > 1 {
+                cmd.env("TOKIO_WORKER_THREADS", threads.to_string());
+            }
             let (out, sweeper, wall_secs) = measured(&mut cmd, (0..cores).collect());
             // SAFETY: signals our own child, not yet reaped.
             unsafe { libc::kill(fake.id() as i32, libc::SIGTERM) };
@@ -303,6 +313,7 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
                 route,
                 pace,
                 cores,
+                threads,
                 concurrency,
                 deleted,
                 cpu_secs: sweeper.cpu_secs,
@@ -313,7 +324,7 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
                 fake_cpu_secs,
             };
             eprintln!(
-                "outside CPU, {build}, {}, answers {}, {} core(s), {concurrency} in flight: {} deletes, {} requests, {:.2} µs CPU/delete, {:.0} µs CPU/request, {:.2} context switches/request, peak {:.0} MiB, {:.0} deletes/s, fake endpoint busy {:.0} % of its CPU",
+                "outside CPU, {build}, {}, answers {}, {} core(s), {threads} thread(s), {concurrency} in flight: {} deletes, {} requests, {:.2} µs CPU/delete, {:.0} µs CPU/request, {:.2} context switches/request, peak {:.0} MiB, {:.0} deletes/s, fake endpoint busy {:.0} % of its CPU",
                 route.label,
                 pace.label(),
                 cores,
@@ -738,7 +749,10 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
     let mut builds: Vec<&str> = outside.iter().map(|r| r.build).collect();
     builds.sort_by_key(|b| *b != THIS_BUILD);
     builds.dedup();
-    let rows = |build: &str, route: Route, pace: Pace, cores: usize, concurrency: usize| {
+    let rows = |build: &str,
+                route: Route,
+                (pace, cores, threads): (Pace, usize, usize),
+                concurrency: usize| {
         outside
             .iter()
             .filter(|r| {
@@ -746,6 +760,7 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
                     && r.route == route
                     && r.pace == pace
                     && r.cores == cores
+                    && r.threads == threads
                     && r.concurrency == concurrency
             })
             .collect::<Vec<&OutsideRun>>()
@@ -757,7 +772,7 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
             .find(|r| r.pace == pace)
             .map_or(0, |r| r.deleted)
     };
-    let runs_each = rows(THIS_BUILD, ROUTES[0], Pace::Instant, 1, default_in_flight).len();
+    let runs_each = rows(THIS_BUILD, ROUTES[0], OUTSIDE_CASES[0], default_in_flight).len();
     let baseline = if builds.len() > 1 {
         "; *baseline*: the binary `BENCH_BASELINE_SWEEPER` names, measured in the same runs (its rows take their turn with the others)"
     } else {
@@ -771,23 +786,24 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
     let Pace::Delayed { lo_ms, hi_ms } = LATENCY else {
         unreachable!("LATENCY is a delay")
     };
-    let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` process (default settings: 16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the fake DynamoDB endpoint in another process; CPU is user + system of the sweeper process alone (`wait4`'s rusage), context switches its voluntary + involuntary ones (`ru_nvcsw + ru_nivcsw`) divided by the DynamoDB requests the fake answered, peak memory its `ru_maxrss`, wall time from spawn to exit. The fake endpoint (one thread, answers built without parsing the deletes) is pinned to the second CPU. It answers *at once* ({} deletes per run), or *after {lo_ms}–{hi_ms} ms*: each answer after a random delay from {lo_ms} to {hi_ms} ms (seeded, as DynamoDB answers in-Region; {} deletes per run). *1 core*: the sweeper pinned to the first CPU (`sched_setaffinity`) with `TOKIO_WORKER_THREADS=1`, so the two do not share a CPU; *2 cores*: both CPUs, 2 workers, the second shared with the fake. Route — {routes}{baseline}. The last column is the fake's own CPU over the run's wall time: near 100 %, the fake, not the sweeper, sets the pace. `cargo bench --bench sweeper` (`make bench`, section 6); {runs_each} runs of each row, the rows' order turning each run; median (min–max).\n",
+    let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` process (default settings: 16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the fake DynamoDB endpoint in another process; CPU is user + system of the sweeper process alone (`wait4`'s rusage), context switches its voluntary + involuntary ones (`ru_nvcsw + ru_nivcsw`) divided by the DynamoDB requests the fake answered, peak memory its `ru_maxrss`, wall time from spawn to exit. The fake endpoint (one thread, answers built without parsing the deletes) is pinned to the second CPU. It answers *at once* ({} deletes per run), or *after {lo_ms}–{hi_ms} ms*: each answer after a random delay from {lo_ms} to {hi_ms} ms (seeded, as DynamoDB answers in-Region; {} deletes per run). *1 core*: the sweeper pinned to the first CPU (`sched_setaffinity`), so the two do not share a CPU; *2 cores*: both CPUs, the second shared with the fake. *Threads*: 1 is the binaries' default (a current-thread runtime, `TOKIO_WORKER_THREADS` unset); 2 is `TOKIO_WORKER_THREADS=2`, a multi-threaded runtime with 2 workers. Route — {routes}{baseline}. The last column is the fake's own CPU over the run's wall time: near 100 %, the fake, not the sweeper, sets the pace. `cargo bench --bench sweeper` (`make bench`, section 6); {runs_each} runs of each row, the rows' order turning each run; median (min–max).\n",
         deleted(Pace::Instant), deleted(LATENCY));
     let _ = writeln!(
         d,
-        "| build | route | fake answers | cores | in flight | CPU per delete | CPU per request | context switches per request | peak memory | deletes/s (wall) | fake endpoint busy |"
+        "| build | route | fake answers | cores | threads | in flight | CPU per delete | CPU per request | context switches per request | peak memory | deletes/s (wall) | fake endpoint busy |"
     );
-    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     for build in &builds {
         for route in ROUTES {
             for concurrency in OUTSIDE_CONCURRENCY {
-                for (pace, cores) in OUTSIDE_CASES {
-                    let runs = rows(build, route, pace, cores, concurrency);
+                for case in OUTSIDE_CASES {
+                    let (pace, cores, threads) = case;
+                    let runs = rows(build, route, case, concurrency);
                     let of =
                         |f: fn(&OutsideRun) -> f64| runs.iter().map(|r| f(r)).collect::<Vec<_>>();
                     let _ = writeln!(
                         d,
-                        "| {build} | {} | {} | {cores} | {concurrency} | {} | {} | {} | {} | {} | {} |",
+                        "| {build} | {} | {} | {cores} | {threads} | {concurrency} | {} | {} | {} | {} | {} | {} |",
                         route.label,
                         pace.label(),
                         fmt3(&of(OutsideRun::us_per_delete), |v| format!("{v:.2} µs")),
@@ -801,9 +817,9 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
             }
         }
     }
-    let median = |build, route, pace, cores, concurrency, f: fn(&OutsideRun) -> f64| {
+    let median = |build, route, case, concurrency, f: fn(&OutsideRun) -> f64| {
         spread3(
-            &rows(build, route, pace, cores, concurrency)
+            &rows(build, route, case, concurrency)
                 .iter()
                 .map(|r| f(r))
                 .collect::<Vec<_>>(),
@@ -813,30 +829,34 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
     for build in &builds {
         for route in ROUTES {
             for concurrency in OUTSIDE_CONCURRENCY {
-                let m = |pace, cores, f| median(build, route, pace, cores, concurrency, f);
+                let m = |case, f| median(build, route, case, concurrency, f);
                 let _ = writeln!(
                     d,
-                    "\n{build}, {}: 2 cores / 1 core (medians of deletes/s, answers at once) at {concurrency} in flight: {:.2}×. CPU per delete with answers after {lo_ms}–{hi_ms} ms / at once (medians, 2 cores): {:.2}×.",
+                    "\n{build}, {}, {concurrency} in flight: deletes/s with 2 workers on 2 cores / one thread on 1 core (medians, answers at once): {:.2}×. CPU per delete with answers after {lo_ms}–{hi_ms} ms / at once (medians, one thread, 1 core): {:.2}×; 2 workers / one thread (medians, 2 cores, after {lo_ms}–{hi_ms} ms): {:.2}×.",
                     route.label,
-                    m(Pace::Instant, 2, OutsideRun::per_sec) / m(Pace::Instant, 1, OutsideRun::per_sec),
-                    m(LATENCY, 2, OutsideRun::us_per_delete)
-                        / m(Pace::Instant, 2, OutsideRun::us_per_delete),
+                    m((Pace::Instant, 2, 2), OutsideRun::per_sec)
+                        / m((Pace::Instant, 1, 1), OutsideRun::per_sec),
+                    m((LATENCY, 1, 1), OutsideRun::us_per_delete)
+                        / m((Pace::Instant, 1, 1), OutsideRun::us_per_delete),
+                    m((LATENCY, 2, 2), OutsideRun::us_per_delete)
+                        / m((LATENCY, 2, 1), OutsideRun::us_per_delete),
                 );
             }
         }
     }
     if builds.len() > 1 {
         for route in ROUTES {
-            for (pace, cores) in OUTSIDE_CASES {
+            for case in OUTSIDE_CASES {
+                let (pace, cores, threads) = case;
                 // Pair by pair: the two builds' runs of a row alternate.
-                let ratios: Vec<f64> = rows(THIS_BUILD, route, pace, cores, default_in_flight)
+                let ratios: Vec<f64> = rows(THIS_BUILD, route, case, default_in_flight)
                     .iter()
-                    .zip(rows(BASELINE_BUILD, route, pace, cores, default_in_flight))
+                    .zip(rows(BASELINE_BUILD, route, case, default_in_flight))
                     .map(|(a, b)| a.us_per_delete() / b.us_per_delete())
                     .collect();
                 let _ = writeln!(
                     d,
-                    "\nCPU per delete, this build / baseline, {}, answers {}, {cores} core(s), run by run: {}.",
+                    "\nCPU per delete, this build / baseline, {}, answers {}, {cores} core(s), {threads} thread(s), run by run: {}.",
                     route.label,
                     pace.label(),
                     fmt3(&ratios, |v| format!("{v:.2}"))
@@ -858,7 +878,7 @@ pub fn render(
     let _ = writeln!(d, "\nPartitions and delete requests run as tasks of their own, so a multi-threaded runtime spreads them over its workers. On this 2-CPU machine the second core is shared with the fake endpoint, so the gain is bounded by what the fake leaves free of it; the fake answers deletes without parsing them and writes its query pages as text, so that it costs less than the sweeper it serves.\n");
     let _ = writeln!(d, "What the CPU per delete is made of, and what changed, is in section 8 (`make profile`). The cuts that paid: the no-retry delete clients built once (a per-request config override rebuilt the request's runtime components every time), mimalloc instead of the system allocator, keys moved out of the page items instead of copied, chunks split off the pending list, one clock reading per page; then the largest: with call stacks unwound, about two thirds of the sweeper's samples were inside the SDK's request pipeline (a third in `BatchWriteItem`, a fifth in `Query`), so those two calls now skip it — written directly, signed with `aws-sigv4`, sent through the SDK client's own connector, endpoint and credentials (docs/design.md, \"The hot path\"); everything else stays on the SDK.\n");
     let runs = own_us.first().map_or(0, |(_, v)| v.len());
-    let _ = writeln!(d, "**Measured inside the benchmark.** The same fake endpoint process and item count as above, the sweep run by the benchmark itself ({runs} runs of each, alternating; median (min–max)). The row: the sweep on a tokio runtime of its own, built as the binaries build theirs (multi-threaded, 2 workers) with the client `DynamoStore::from_env` builds (timeouts, retry budget, credential chain) and mimalloc; CPU is that of the thread driving the sweep plus every thread of that runtime (each adds `CLOCK_THREAD_CPUTIME_ID` when it stops; dropping the runtime stops them all), nothing else of the benchmark process. The other rows show what that method replaced.\n");
+    let _ = writeln!(d, "**Measured inside the benchmark.** The same fake endpoint process and item count as above, the sweep run by the benchmark itself ({runs} runs of each, alternating; median (min–max)). The row: the sweep on a tokio runtime of its own, built as the binaries build theirs (`config::Threads`: one thread unless `TOKIO_WORKER_THREADS` asks for more) with the client `DynamoStore::from_env` builds (timeouts, retry budget, credential chain) and mimalloc; CPU is that of the thread driving the sweep plus every thread of that runtime (each adds `CLOCK_THREAD_CPUTIME_ID` when it stops; dropping the runtime stops them all), nothing else of the benchmark process. The other rows show what that method replaced.\n");
     let _ = writeln!(d, "| inside: method | CPU per delete |");
     let _ = writeln!(d, "|---|---|");
     for (label, us) in own_us {
