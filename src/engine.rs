@@ -18,6 +18,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::expiry::window::ShardRange;
+use crate::store::full_jitter;
 
 pub mod checkpoint;
 mod delete;
@@ -29,7 +30,7 @@ pub mod ticks;
 
 pub use checkpoint::Checkpoint;
 pub use report::{FailedKey, LagHistogram, LagStats, SweepErrorEntry, SweepReport};
-pub use retry::{full_jitter, Stop};
+pub use retry::Stop;
 pub use sweep::Sweeper;
 pub use ticks::{run_ticks, Ticks};
 

@@ -29,6 +29,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::expiry::{Layout, Timestamp};
 
+mod backoff;
 pub mod clock;
 mod codec;
 pub mod describe;
@@ -41,6 +42,7 @@ pub mod scan;
 #[cfg(test)]
 mod wire_tests;
 
+pub use backoff::full_jitter;
 pub use clock::{GuardedClock, ServerClock};
 pub use describe::{open, IndexCheck, OpenedTable, TableTarget};
 pub use dynamo::{DynamoStore, FastPath, SDK_MAX_ATTEMPTS};

@@ -174,14 +174,7 @@ impl Retries {
     /// The wait before retry number `retry` (1 for the first): exponential from the initial
     /// backoff, capped, with full jitter.
     fn backoff(&self, retry: u32) -> Duration {
-        let ceiling = self
-            .initial_backoff
-            .saturating_mul(
-                1u32.checked_shl(retry.saturating_sub(1))
-                    .unwrap_or(u32::MAX),
-            )
-            .min(self.max_backoff);
-        ceiling.mul_f64(fastrand::f64())
+        super::full_jitter(self.initial_backoff, self.max_backoff, retry)
     }
 }
 
