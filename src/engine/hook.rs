@@ -16,7 +16,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -27,7 +27,7 @@ use super::report::FailedKey;
 pub use super::report::{EventTally, FailedEvent};
 use super::retry::Stop;
 use crate::expiry::window::parse_ttl;
-use crate::expiry::Timestamp;
+use crate::expiry::{Clock, Timestamp};
 use crate::store::{key_to_json, Key, Store, StoreExt, TableSchema};
 
 /// A boxed future, so that [`ExpiryHook`] can be used as `dyn ExpiryHook`.
@@ -190,18 +190,26 @@ impl OwedEvents for Notifier<'_> {
     }
 }
 
-/// Deletes one chunk with its events published as `hook` says; `wall` reads the wall clock;
-/// `owed` is the sweep's ledger of events owed (notify).
-#[allow(clippy::too_many_arguments)]
+/// Expiry events, for a sweep's delete tasks: the hook, the clock events are stamped with (none:
+/// the sweep instant), and the sweep's ledger of events owed (notify).
+#[derive(Clone)]
+pub(super) struct Events {
+    pub(super) hook: Arc<dyn ExpiryHook>,
+    pub(super) wall: Option<Arc<dyn Clock>>,
+    pub(super) owed: Arc<Owed>,
+}
+
+/// Deletes one chunk with its events published as `events.hook` says.
 pub(super) async fn delete_with_events<S: Store>(
     deleter: &Deleter<'_, S>,
-    hook: &dyn ExpiryHook,
-    owed: &Owed,
+    events: &Events,
     chunk: Vec<Expired>,
     now: Timestamp,
     stop: &Stop,
-    wall: &(dyn Fn() -> Timestamp + Send + Sync),
 ) -> ChunkOutcome {
+    let (hook, owed) = (events.hook.as_ref(), events.owed.as_ref());
+    let wall = || events.wall.as_ref().map_or(now, |c| c.now());
+    let wall: &(dyn Fn() -> Timestamp + Send + Sync) = &wall;
     let items = if hook.read_items() {
         read_items(deleter.store, deleter.schema, &chunk).await
     } else {

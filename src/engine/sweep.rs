@@ -17,7 +17,7 @@ use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
 use super::delete::{ChunkOutcome, Deleter, Expired};
-use super::hook::{delete_with_events, ExpiryHook, FailedEvent, Owed};
+use super::hook::{delete_with_events, Events, ExpiryHook, FailedEvent, Owed};
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
 use super::{Checkpoint, SweepOptions, BATCH_SIZE, CATCHUP_SLICE_PARTITIONS};
@@ -189,14 +189,6 @@ pub struct Sweeper<S> {
     wall: Option<Arc<dyn Clock>>,
     events: Option<Arc<dyn ExpiryHook>>,
     /// Notify mode: the events owed for deletes not yet published, across the sweeps.
-    owed: Arc<Owed>,
-}
-
-/// Expiry events, for a sweep's delete tasks: the hook, and the clock events are stamped with.
-#[derive(Clone)]
-struct Events {
-    hook: Arc<dyn ExpiryHook>,
-    wall: Option<Arc<dyn Clock>>,
     owed: Arc<Owed>,
 }
 
@@ -595,11 +587,7 @@ impl<S: Store> Shared<S> {
                 };
                 match events {
                     None => deleter.delete_chunk(chunk, now, &stop).await,
-                    Some(Events { hook, wall, owed }) => {
-                        let wall = move || wall.as_ref().map_or(now, |c| c.now());
-                        let hook = hook.as_ref();
-                        delete_with_events(&deleter, hook, &owed, chunk, now, &stop, &wall).await
-                    }
+                    Some(events) => delete_with_events(&deleter, &events, chunk, now, &stop).await,
                 }
             });
         };
