@@ -17,8 +17,9 @@
 //! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit.
 //! - [`config`]: every setting, from environment variables or flags, validated once and turned
 //!   into the narrow structs below ([`expiry::Layout`], [`store::TableTarget`],
-//!   [`engine::SweepOptions`], [`lambda::HandlerSettings`], [`events::EventsConfig`]). Nothing
-//!   below imports it.
+//!   [`engine::SweepOptions`], [`lambda::HandlerSettings`], [`events::EventsConfig`]), and the
+//!   async runtime the binaries run on ([`config::Threads`]: one thread unless
+//!   `TOKIO_WORKER_THREADS` asks for more). Nothing below imports it.
 //! - [`telemetry`]: tracing subscribers (JSON lines with the Powertools keys), the one summary
 //!   log line, CloudWatch EMF metrics, and `run`'s Prometheus `/metrics` and `/healthz`.
 //! - [`events`]: expiry events — the event model and stable id, the sinks (EventBridge, SQS,
@@ -27,8 +28,9 @@
 //! - [`engine`]: the sweep — paginated queries, batched or conditional deletes with backoff,
 //!   the report, checkpoint planning, ticks.
 //! - [`store`]: the only code that talks to DynamoDB, behind the one-method [`store::Store`]
-//!   seam; errors, start-up checks, the one DynamoDB JSON codec (shared by the key dialect of
-//!   reports and events and by the hot path), and the hot path (`FAST_PATH`: query pages and
+//!   seam; errors, start-up checks, the one backoff ([`store::full_jitter`], for every retry
+//!   loop above too), the one DynamoDB JSON codec (shared by the key dialect of reports and
+//!   events and by the hot path), and the hot path (`FAST_PATH`: query pages and
 //!   batch deletes sent through the SDK client's connector without its request pipeline).
 //! - [`streams`]: for consumers of the table's DynamoDB Stream — [`streams::is_expiry_removal`]
 //!   tells a `REMOVE` of an expired item (ours or native TTL's, in any Region) from an
