@@ -125,7 +125,7 @@ pub struct OutsideRun {
     pub switches: u64,
     /// DynamoDB requests the fake endpoint answered.
     pub requests: u64,
-    /// The sweeper's peak resident memory (`ru_maxrss`), MiB.
+    /// The sweeper's peak resident memory (`VmHWM` read while it ran, see [`measured`]), MiB.
     pub peak_mib: f64,
     /// User + system CPU of the fake endpoint process over the same run.
     pub fake_cpu_secs: f64,
@@ -174,8 +174,6 @@ struct Reaped {
     cpu_secs: f64,
     /// Voluntary + involuntary context switches.
     switches: u64,
-    /// Peak resident memory, MiB.
-    peak_mib: f64,
 }
 
 /// Reaps our own child `pid`, with its rusage.
@@ -189,15 +187,24 @@ fn reap(pid: u32) -> Reaped {
     Reaped {
         cpu_secs: tv(usage.ru_utime) + tv(usage.ru_stime),
         switches: (usage.ru_nvcsw + usage.ru_nivcsw) as u64,
-        peak_mib: usage.ru_maxrss as f64 / 1024.0,
     }
 }
 
+/// The peak resident memory of process `pid` so far (`VmHWM`, KiB), while it runs.
+fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Runs `cmd` to completion on the CPUs `cpus`; returns its stdout, what `wait4` tells of that
-/// process alone, and wall seconds.
-// The child is reaped by `wait4`, which `Child::wait` cannot replace: it has no rusage.
-#[allow(clippy::zombie_processes)]
-fn measured(cmd: &mut Command, cpus: Vec<usize>) -> (String, Reaped, f64) {
+/// process alone, its peak resident memory (MiB) and wall seconds.
+///
+/// The peak is the last `VmHWM` read from /proc while it ran (every 2 ms), not `wait4`'s
+/// `ru_maxrss`: that counts the memory of the parent at fork time too (Linux keeps the high-water
+/// mark of the address space `exec` replaced), so every child of a big benchmark process would
+/// report at least the benchmark's own size.
+fn measured(cmd: &mut Command, cpus: Vec<usize>) -> (String, Reaped, f64, f64) {
     pin(cmd, cpus);
     let started = Instant::now();
     let mut child = cmd
@@ -205,6 +212,24 @@ fn measured(cmd: &mut Command, cpus: Vec<usize>) -> (String, Reaped, f64) {
         .stderr(Stdio::null())
         .spawn()
         .expect("start ttl-sweeper");
+    let pid = child.id();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let done = done.clone();
+        // The child is not reaped before this thread ends, so `pid` stays its own.
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(Ordering::Relaxed) {
+                match vm_hwm_kib(pid) {
+                    Some(kib) => peak = peak.max(kib),
+                    None if peak > 0 => break,
+                    None => {}
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            peak
+        })
+    };
     let mut out = String::new();
     child
         .stdout
@@ -212,8 +237,15 @@ fn measured(cmd: &mut Command, cpus: Vec<usize>) -> (String, Reaped, f64) {
         .unwrap()
         .read_to_string(&mut out)
         .unwrap();
-    let reaped = reap(child.id());
-    (out, reaped, started.elapsed().as_secs_f64())
+    done.store(true, Ordering::Relaxed);
+    let peak_kib = watcher.join().unwrap();
+    let reaped = reap(pid);
+    (
+        out,
+        reaped,
+        peak_kib as f64 / 1024.0,
+        started.elapsed().as_secs_f64(),
+    )
 }
 
 /// The build under test: `target/release/ttl-sweeper`.
@@ -295,7 +327,7 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
             if threads > 1 {
                 cmd.env("TOKIO_WORKER_THREADS", threads.to_string());
             }
-            let (out, sweeper, wall_secs) = measured(&mut cmd, (0..cores).collect());
+            let (out, sweeper, peak_mib, wall_secs) = measured(&mut cmd, (0..cores).collect());
             // SAFETY: signals our own child, not yet reaped.
             unsafe { libc::kill(fake.id() as i32, libc::SIGTERM) };
             let mut said = String::new();
@@ -320,7 +352,7 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
                 wall_secs,
                 switches: sweeper.switches,
                 requests,
-                peak_mib: sweeper.peak_mib,
+                peak_mib,
                 fake_cpu_secs,
             };
             eprintln!(
@@ -789,7 +821,7 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
     let Pace::Delayed { lo_ms, hi_ms } = LATENCY else {
         unreachable!("LATENCY is a delay")
     };
-    let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` process (default settings: 16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the fake DynamoDB endpoint in another process; CPU is user + system of the sweeper process alone (`wait4`'s rusage), context switches its voluntary + involuntary ones (`ru_nvcsw + ru_nivcsw`) divided by the DynamoDB requests the fake answered, peak memory its `ru_maxrss`, wall time from spawn to exit. The fake endpoint (one thread, answers built without parsing the deletes) is pinned to the second CPU. It answers *at once* ({} deletes per run), or *after {lo_ms}–{hi_ms} ms*: each answer after a random delay from {lo_ms} to {hi_ms} ms (seeded, as DynamoDB answers in-Region; {} deletes per run). *1 core*: the sweeper pinned to the first CPU (`sched_setaffinity`), so the two do not share a CPU; *2 cores*: both CPUs, the second shared with the fake. *Threads*: 1 is the binaries' default (a current-thread runtime, `TOKIO_WORKER_THREADS` unset); 2 is `TOKIO_WORKER_THREADS=2`, a multi-threaded runtime with 2 workers. Route — {routes}{baseline}. The last column is the fake's own CPU over the run's wall time: near 100 %, the fake, not the sweeper, sets the pace. `cargo bench --bench sweeper` (`make bench`, section 6); {runs_each} runs of each row, the rows' order turning each run; median (min–max).\n",
+    let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` process (default settings: 16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the fake DynamoDB endpoint in another process; CPU is user + system of the sweeper process alone (`wait4`'s rusage), context switches its voluntary + involuntary ones (`ru_nvcsw + ru_nivcsw`) divided by the DynamoDB requests the fake answered, peak memory the last `VmHWM` read from /proc while it ran (every 2 ms; `wait4`'s `ru_maxrss` would count the benchmark process's own memory at fork), wall time from spawn to exit. The fake endpoint (one thread, answers built without parsing the deletes) is pinned to the second CPU. It answers *at once* ({} deletes per run), or *after {lo_ms}–{hi_ms} ms*: each answer after a random delay from {lo_ms} to {hi_ms} ms (seeded, as DynamoDB answers in-Region; {} deletes per run). *1 core*: the sweeper pinned to the first CPU (`sched_setaffinity`), so the two do not share a CPU; *2 cores*: both CPUs, the second shared with the fake. *Threads*: 1 is the binaries' default (a current-thread runtime, `TOKIO_WORKER_THREADS` unset); 2 is `TOKIO_WORKER_THREADS=2`, a multi-threaded runtime with 2 workers. Route — {routes}{baseline}. The last column is the fake's own CPU over the run's wall time: near 100 %, the fake, not the sweeper, sets the pace. `cargo bench --bench sweeper` (`make bench`, section 6); {runs_each} runs of each row, the rows' order turning each run; median (min–max).\n",
         deleted(Pace::Instant), deleted(LATENCY));
     let _ = writeln!(
         d,
