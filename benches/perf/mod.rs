@@ -204,6 +204,8 @@ fn vm_hwm_kib(pid: u32) -> Option<u64> {
 /// `ru_maxrss`: that counts the memory of the parent at fork time too (Linux keeps the high-water
 /// mark of the address space `exec` replaced), so every child of a big benchmark process would
 /// report at least the benchmark's own size.
+// The child is reaped by `wait4` (see `reap`), which `Child::wait` cannot replace.
+#[allow(clippy::zombie_processes)]
 fn measured(cmd: &mut Command, cpus: Vec<usize>) -> (String, Reaped, f64, f64) {
     pin(cmd, cpus);
     let started = Instant::now();
