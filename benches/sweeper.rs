@@ -878,6 +878,8 @@ async fn startup_and_memory(s: &Scale) -> Startup {
     }
 }
 
+/// The peak resident memory of process `pid` so far (`VmHWM`, KiB), read while it runs; `None`
+/// once it has exited.
 fn vm_hwm_kib(pid: i32) -> Option<i64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;

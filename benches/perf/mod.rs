@@ -190,13 +190,6 @@ fn reap(pid: u32) -> Reaped {
     }
 }
 
-/// The peak resident memory of process `pid` so far (`VmHWM`, KiB), while it runs.
-fn vm_hwm_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Runs `cmd` to completion on the CPUs `cpus`; returns its stdout, what `wait4` tells of that
 /// process alone, its peak resident memory (MiB) and wall seconds.
 ///
@@ -222,7 +215,8 @@ fn measured(cmd: &mut Command, cpus: Vec<usize>) -> (String, Reaped, f64, f64) {
         std::thread::spawn(move || {
             let mut peak = 0;
             while !done.load(Ordering::Relaxed) {
-                match vm_hwm_kib(pid) {
+                // The start-up section's reading of /proc, the same for every child.
+                match crate::vm_hwm_kib(pid as i32) {
                     Some(kib) => peak = peak.max(kib),
                     None if peak > 0 => break,
                     None => {}
