@@ -37,14 +37,14 @@ pub use ticks::{run_ticks, Ticks};
 /// `BatchWriteItem` accepts at most 25 requests.
 pub const BATCH_SIZE: usize = 25;
 
-/// How long after the index read a key may still be *retried* unconditionally in batch mode.
+/// How long after the index read a key may still be sent unconditionally in batch mode.
 /// `BatchWriteItem` cannot check the ttl, so a key the application deleted and wrote again (a new
 /// session, lock or reservation with the same key) between the read and the delete would be
-/// destroyed; retries after throttling, unprocessed keys or timeouts are what stretch that time
-/// to tens of seconds. A retry of a key read longer ago than this goes out as the conditional
-/// `DeleteItem` instead (the first send goes as read, so a backlog keeps batch throughput). With the batch attempt timeout
-/// ([`crate::store::dynamo::BATCH_ATTEMPT_TIMEOUT`]) this bounds the window in which batch mode can
-/// delete a rewritten key.
+/// destroyed; queueing behind other chunks, throttling, unprocessed keys and timeouts are what
+/// stretch that time to tens of seconds. A key read longer ago than this when its turn comes —
+/// first send or retry — goes out as the conditional `DeleteItem` instead. With the batch attempt
+/// timeout ([`crate::store::dynamo::BATCH_ATTEMPT_TIMEOUT`]) this bounds the window in which batch
+/// mode can delete a rewritten key.
 pub const BATCH_MAX_READ_AGE: Duration = Duration::from_secs(2);
 
 /// Catch-up reads at most this many partitions (windows × shards in range) between two moves of

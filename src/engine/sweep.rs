@@ -168,7 +168,9 @@ impl PagePace {
             // What could have been dispatched in a quarter of the bound, at this page's pace.
             let fits =
                 f64::from(items.min(limit)) * (max_age / 4).as_secs_f64() / took.as_secs_f64();
-            self.limit = Some((fits as i32).clamp(BATCH_SIZE as i32, limit));
+            // Never below one chunk, unless the configured limit is lower still.
+            let floor = (BATCH_SIZE as i32).min(limit);
+            self.limit = Some((fits as i32).clamp(floor, limit));
         } else if took < max_age / 8 && items >= limit {
             let doubled = limit.saturating_mul(2);
             self.limit = match self.cap {
@@ -764,6 +766,21 @@ mod tests {
         let mut pace = PagePace::new(&conditional);
         pace.observe(10_000, age * 10);
         assert_eq!(pace.limit(), None);
+    }
+
+    #[test]
+    fn a_page_limit_below_one_chunk_survives_a_slow_page() {
+        // A page limit under BATCH_SIZE (tests and small sweeps set one) and a page whose
+        // dispatch took past half the bound: the limit stays within the configured one.
+        let small = SweepOptions {
+            page_limit: Some(10),
+            ..SweepOptions::default()
+        };
+        let mut pace = PagePace::new(&small);
+        assert_eq!(pace.limit(), Some(10));
+        pace.observe(10, small.batch_max_read_age * 3);
+        let limit = pace.limit().expect("batch mode always sets a limit");
+        assert!((1..=10).contains(&limit), "{limit}");
     }
 
     #[test]
