@@ -559,16 +559,21 @@ async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_w
         .collect();
     put_items(&client, &table, items).await;
 
-    // Stop (as a deadline or SIGTERM would) after 40 deletes, partway through the newest windows.
+    // Stop (as a deadline or SIGTERM would) once 40 distinct keys were sent, partway through
+    // the second window. The first batch's answer is lost, so its keys go out twice: counted
+    // once, the stop still comes in the second window.
     let (store, schema) = store_and_schema(&cfg).await;
     let mut store = Instrumented::new(store);
+    store.lose_batch_answers.store(1, Ordering::SeqCst);
     let token = tokio_util::sync::CancellationToken::new();
     let (seen, trigger) = (
-        Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        Arc::new(std::sync::Mutex::new(HashSet::new())),
         token.clone(),
     );
-    store.before_delete = Some(Box::new(move |_k: &Key| {
-        if seen.fetch_add(1, Ordering::SeqCst) + 1 >= 40 {
+    store.before_delete = Some(Box::new(move |k: &Key| {
+        let mut seen = seen.lock().unwrap();
+        seen.insert(k["id"].as_s().unwrap().clone());
+        if seen.len() >= 40 {
             trigger.cancel();
         }
         Box::pin(async {})
@@ -587,6 +592,10 @@ async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_w
     );
     assert!(first.windows_left > 0);
     assert!(first.is_success(), "stopping is not a failure");
+    assert!(
+        first.items_retried >= 25,
+        "the lost answer was retried: {first:?}"
+    );
     let cp = sweeper
         .store()
         .inner

@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::Client;
 use ttl_sweeper::config::Config;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{
-    Call, ConditionalOutcome, DynamoStore, Key, Reply, Store, StoreError, TableSchema,
+    Call, ConditionalOutcome, DynamoStore, ErrorKind, Key, Reply, Store, StoreError, TableSchema,
 };
 
 pub use aws_sdk_dynamodb::types::AttributeValue as AV;
@@ -332,11 +332,16 @@ pub fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
-/// A [`Store`] wrapper that counts queries and can run a hook before each conditional delete.
+/// A [`Store`] wrapper that counts queries, can run a hook before each delete request and can
+/// lose the answers of batch deletes.
 pub struct Instrumented<S> {
     pub inner: S,
     pub queries: AtomicUsize,
     pub pages_with_more: AtomicUsize,
+    /// The answers of this many next `BatchWriteItem` calls are lost after DynamoDB applied
+    /// them: the caller sees a transient error, as after a timed-out attempt or a dropped
+    /// connection.
+    pub lose_batch_answers: AtomicUsize,
     /// Wall-clock time (epoch seconds) at which each deleted item's delete was acknowledged, by `id`.
     pub deleted_at: Mutex<HashMap<String, f64>>,
     #[allow(clippy::type_complexity)]
@@ -355,6 +360,7 @@ impl<S> Instrumented<S> {
             inner,
             queries: AtomicUsize::new(0),
             pages_with_more: AtomicUsize::new(0),
+            lose_batch_answers: AtomicUsize::new(0),
             deleted_at: Mutex::new(HashMap::new()),
             before_delete: None,
         }
@@ -405,6 +411,18 @@ impl<S: Store> Store for Instrumented<S> {
                     keys: keys.clone(),
                 };
                 let reply = self.inner.call(call).await?;
+                let lose = |n: usize| n.checked_sub(1);
+                if self
+                    .lose_batch_answers
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, lose)
+                    .is_ok()
+                {
+                    return Err(StoreError::new(
+                        ErrorKind::Transient,
+                        "BatchWriteItem",
+                        "answer lost (injected by the test)",
+                    ));
+                }
                 if let Reply::Unprocessed(unprocessed) = &reply {
                     self.record(keys.iter().copied().filter(|k| !unprocessed.contains(k)));
                 }
