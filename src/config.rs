@@ -20,7 +20,7 @@ mod runtime;
 mod settings;
 
 pub use flags::ConfigFlags;
-pub use runtime::{Threads, MAX_WORKER_THREADS, WORKER_THREADS_VAR};
+pub use runtime::{RuntimeError, Threads, MAX_WORKER_THREADS, WORKER_THREADS_VAR};
 pub use settings::*;
 
 /// A configuration value that is missing or not acceptable.

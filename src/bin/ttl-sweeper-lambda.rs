@@ -22,14 +22,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     telemetry::init(LogFormat::Json, "info", true);
     // One thread unless TOKIO_WORKER_THREADS asks for more (config::Threads says why).
-    let runtime = match Threads::from_env().map(Threads::runtime) {
-        Ok(Ok(runtime)) => runtime,
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "cannot start the async runtime");
-            return ExitCode::FAILURE;
-        }
+    let runtime = match Threads::runtime_from_env() {
+        Ok(runtime) => runtime,
         Err(e) => {
-            tracing::error!(error = %e, "invalid configuration");
+            tracing::error!(error = %e, "cannot start");
             return ExitCode::FAILURE;
         }
     };

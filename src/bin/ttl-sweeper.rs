@@ -158,12 +158,8 @@ fn main() -> ExitCode {
     let level = ["info", "debug", "trace"][usize::from(cli.verbose.min(2))];
     telemetry::init(format, level, false);
     // One thread unless TOKIO_WORKER_THREADS asks for more (config::Threads says why).
-    let runtime = match Threads::from_env().map(Threads::runtime) {
-        Ok(Ok(runtime)) => runtime,
-        Ok(Err(e)) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(2);
-        }
+    let runtime = match Threads::runtime_from_env() {
+        Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);

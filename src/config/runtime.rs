@@ -21,6 +21,17 @@ pub const MAX_WORKER_THREADS: usize = 256;
 const EXPECTED: &str = "a whole number of threads from 1 to 256: 1 (the default) runs the sweeper \
                         on one thread, 2 or more on a multi-threaded runtime with that many workers";
 
+/// Why the binaries' runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// `TOKIO_WORKER_THREADS` is not acceptable.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The operating system refused what the runtime needs (threads, an I/O driver).
+    #[error("cannot start the async runtime: {0}")]
+    Start(#[from] std::io::Error),
+}
+
 /// The threads the async runtime runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Threads {
@@ -47,12 +58,16 @@ impl Threads {
             value: text.to_owned(),
             expected: EXPECTED,
         };
-        match text.parse::<usize>().map_err(|_| invalid())? {
-            0 => Err(invalid()),
-            1 => Ok(Threads::One),
-            n if n > MAX_WORKER_THREADS => Err(invalid()),
-            n => Ok(Threads::Workers(NonZeroUsize::new(n).ok_or_else(invalid)?)),
+        match text.parse::<NonZeroUsize>().map_err(|_| invalid())? {
+            n if n.get() == 1 => Ok(Threads::One),
+            n if n.get() <= MAX_WORKER_THREADS => Ok(Threads::Workers(n)),
+            _ => Err(invalid()),
         }
+    }
+
+    /// The runtime `TOKIO_WORKER_THREADS` asks for: what both binaries run on.
+    pub fn runtime_from_env() -> Result<tokio::runtime::Runtime, RuntimeError> {
+        Ok(Threads::from_env()?.runtime()?)
     }
 
     /// A runtime builder for these threads, with I/O and time enabled; the caller may add to it
@@ -93,6 +108,11 @@ mod tests {
             Threads::parse(Some("256")),
             Ok(Threads::Workers(NonZeroUsize::new(256).unwrap()))
         );
+    }
+
+    #[test]
+    fn the_message_states_the_accepted_range() {
+        assert!(EXPECTED.contains(&format!("from 1 to {MAX_WORKER_THREADS}:")));
     }
 
     #[test]
