@@ -722,8 +722,9 @@ async fn a_slow_backfill_judges_items_by_the_clock_as_it_reaches_them() {
     let client = client().await;
     let table = table_name("bf_slow");
     create_table(&client, &TableSpec::simple(&table)).await;
-    // 40 writes at 4 a second take 10 s (after a first burst of 4); the ttl falls mid-run.
-    let ttl = now() + 6;
+    // 40 writes at 2 a second take 20 s (after a first burst of 2); the ttl falls mid-run,
+    // 10 s in: room for a slow start (this binary's 50,000-item test may run beside it).
+    let ttl = now() + 10;
     let items: Vec<Key> = (0..40)
         .map(|i| bare(&format!("item-{i:02}"), Some(AV::N(ttl.to_string()))))
         .collect();
@@ -733,7 +734,7 @@ async fn a_slow_backfill_judges_items_by_the_clock_as_it_reaches_them() {
     let (code, report, stderr) = run_json(
         cli(&table)
             .args(["backfill", "--segments", "1", "--page-size", "5"])
-            .args(["--max-wcu", "4", "--state"])
+            .args(["--max-wcu", "2", "--state"])
             .arg(&state),
     );
     assert_eq!(code, 0, "{stderr}");

@@ -629,11 +629,9 @@ async fn chaos_never_deletes_a_live_item_and_loses_no_expired_one() {
             );
         }
         if r.rate == 0.0 {
-            assert_eq!(
-                (r.faults, r.retried, r.sweeps),
-                (0, 0, 1),
-                "seed {seed}: {r:?}"
-            );
+            // No fault, one sweep. Retries are not asserted here: on a loaded machine a
+            // fault-free request can still outlast its attempt timeout and be retried.
+            assert_eq!((r.faults, r.sweeps), (0, 1), "seed {seed}: {r:?}");
         } else {
             assert!(r.faults > 0, "seed {seed}: no fault injected: {r:?}");
         }

@@ -359,14 +359,15 @@ mod tests {
     fn the_tightest_bound_wins() {
         // Three answers to requests sent together, none contradicting another: the tightest
         // bound holds.
+        // Instants are given, not read: a preempted test thread cannot loosen the bound.
         let clock = ServerClock::default();
         let sent = Instant::now();
         let ms = Timestamp::from_millis;
-        clock.observe(ms(1_000_900), sent);
-        clock.observe(ms(1_000_200), sent);
-        clock.observe(ms(1_000_500), sent);
-        let bound = clock.upper_bound().unwrap();
-        assert!(bound < ms(1_001_300), "{bound}");
+        clock.observe_at(ms(1_000_900), sent, sent);
+        clock.observe_at(ms(1_000_200), sent, sent);
+        clock.observe_at(ms(1_000_500), sent, sent);
+        let bound = clock.upper_bound_at(sent).unwrap();
+        assert_eq!(bound, ms(1_000_200) + SKEW_TOLERANCE, "{bound}");
     }
 
     /// Log lines written while `f` runs, at warn level and above.

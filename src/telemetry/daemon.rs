@@ -172,8 +172,13 @@ impl DaemonMetrics {
 
     /// The health as of now.
     pub fn health(&self) -> Health {
+        self.health_at(Instant::now())
+    }
+
+    /// The health as of `now`.
+    pub fn health_at(&self, now: Instant) -> Health {
         let (since, ever) = *self.lock();
-        let since_success = since.elapsed();
+        let since_success = now.saturating_duration_since(since);
         Health {
             healthy: since_success <= self.unhealthy_after,
             since_success,
@@ -393,29 +398,54 @@ mod tests {
 
     #[test]
     fn health_turns_503_without_a_successful_sweep_and_back_on_one() {
-        let m = DaemonMetrics::new("t", Duration::from_millis(50));
+        // Instants are given, not waited for: a loaded machine cannot move the verdicts.
+        let limit = Duration::from_secs(60);
+        let later = |by: Duration| Instant::now() + by;
+        let m = DaemonMetrics::new("t", limit);
+        let made = Instant::now();
+        // A pause, so that whatever comes next happens strictly after `made`.
+        std::thread::sleep(Duration::from_millis(10));
         assert!(m.health().healthy, "healthy right after start-up");
         assert!(!m.health().ever_succeeded);
-        std::thread::sleep(Duration::from_millis(80));
-        assert!(!m.health().healthy, "no sweep for longer than the limit");
+        let past_limit = limit + Duration::from_secs(1);
+        assert!(
+            !m.health_at(later(past_limit)).healthy,
+            "no sweep for longer than the limit"
+        );
         let failed = SweepReport {
             items_failed: 1,
             windows_swept: 2,
             ..SweepReport::default()
         };
         m.record(&failed);
-        assert!(!m.health().healthy, "a failed sweep does not count");
+        assert!(
+            !m.health_at(later(past_limit)).healthy,
+            "a failed sweep does not count"
+        );
         m.record(&SweepReport::default());
         assert!(
-            !m.health().healthy,
+            !m.health_at(later(past_limit)).healthy,
             "a sweep that read no window does not count"
         );
+        // Still counted from start-up: the sweeps above came later (after the pause) and did
+        // not reset it.
+        let now = Instant::now();
+        let health = m.health_at(now);
+        assert!(!health.ever_succeeded, "{health:?}");
+        assert!(health.since_success >= now - made, "{health:?}");
+        let before = Instant::now();
         m.record(&SweepReport {
             windows_swept: 1,
             ..SweepReport::default()
         });
-        let health = m.health();
+        let after = Instant::now();
+        let health = m.health_at(after);
         assert!(health.healthy && health.ever_succeeded, "{health:?}");
+        assert!(
+            health.since_success <= after - before,
+            "counted from the successful sweep, not from start-up: {health:?}"
+        );
+        assert!(!m.health_at(after + past_limit).healthy);
         assert_eq!(
             value(&m.render(), "ttl_sweeper_sweeps_failed_total{table=\"t\"}"),
             Some(1.0)
