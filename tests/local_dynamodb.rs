@@ -651,7 +651,9 @@ async fn two_layouts_keep_their_own_checkpoints() {
 }
 
 /// A [`Store`] that records the partitions it was asked to read and counts, in a map shared with
-/// other sweepers, how often each item (by `id`) was acknowledged as deleted.
+/// other sweepers, how often each item (by `id`) was acknowledged as deleted or found already
+/// gone by a conditional delete (the retry of a batch whose answer was lost after DynamoDB
+/// applied it, on a slow machine).
 struct Counting {
     inner: ttl_sweeper::store::DynamoStore,
     partitions: std::sync::Mutex<Vec<String>>,
@@ -691,7 +693,10 @@ impl ttl_sweeper::store::Store for Counting {
             Call::DeleteIfExpired { ref key, .. } => {
                 let key = key.clone();
                 let reply = self.inner.call(call).await?;
-                if matches!(reply, Reply::Conditional(ConditionalOutcome::Deleted)) {
+                if matches!(
+                    reply,
+                    Reply::Conditional(ConditionalOutcome::Deleted | ConditionalOutcome::Gone)
+                ) {
                     self.count(std::iter::once(&key));
                 }
                 Ok(reply)
@@ -773,7 +778,7 @@ async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() 
             assert_eq!(
                 deletes.get(id),
                 Some(&1),
-                "{mode}: {id} deleted {:?} times",
+                "{mode}: {id} deleted or found gone {:?} times",
                 deletes.get(id)
             );
         }
@@ -801,8 +806,7 @@ async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() 
                 report.is_success() && report.is_complete(),
                 "{mode} {range}: {report:?}"
             );
-            assert_eq!(report.items_deleted, own, "{mode} {range}: {report:?}");
-            assert_eq!(report.items_gone, 0, "{mode} {range}: {report:?}");
+            assert_eq!(removed(report), own, "{mode} {range}: {report:?}");
             // Only partitions `<window>#<shard>` of its own shards were read, every one of them.
             let read = sweeper.store().partitions.lock().unwrap().clone();
             let mut seen = std::collections::BTreeSet::new();
@@ -821,7 +825,11 @@ async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() 
                 "{mode} {range}: {report:?}"
             );
         }
-        assert_eq!(r0.items_deleted + r1.items_deleted + r2.items_deleted, 600);
+        assert_eq!(
+            removed(&r0) + removed(&r1) + removed(&r2),
+            600,
+            "{mode}: {r0:?}\n{r1:?}\n{r2:?}"
+        );
 
         // One checkpoint per range, none for the whole table.
         let mut cp_ids: Vec<String> = scan_all(&client, &checkpoints)
