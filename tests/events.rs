@@ -790,8 +790,14 @@ async fn a_sink_that_is_down_loses_nothing_silently() {
         assert_eq!(failed, all, "{mode}: every lost event is listed by id");
         match mode {
             "notify" => {
-                // deleted, then publishing failed: reported, never silently dropped
-                assert_eq!(report["items_deleted"], 30, "{report}");
+                // deleted, then publishing failed: reported, never silently dropped (deleted,
+                // or found gone by the conditional retry of a batch whose answer was lost)
+                assert_eq!(
+                    report["items_deleted"].as_u64().unwrap()
+                        + report["items_gone"].as_u64().unwrap(),
+                    30,
+                    "{report}"
+                );
                 assert_eq!(left.len(), 8);
             }
             _ => {
@@ -831,7 +837,20 @@ async fn the_cli_reports_lost_events_in_its_report_log_and_exit_status() {
     .unwrap();
     assert_eq!(code, 1, "a sweep that lost events fails: {err}");
     let report: Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!(report["items_deleted"], 12, "{report}");
+    // Deleted, or found gone by the conditional retry of a batch whose answer was lost after
+    // DynamoDB applied it (a slow machine): every expired item, once.
+    assert_eq!(
+        report["items_deleted"].as_u64().unwrap() + report["items_gone"].as_u64().unwrap(),
+        12,
+        "{report}"
+    );
+    let left = present(&client, &table).await;
+    assert!(left.iter().all(|id| !expired.contains_key(id)), "{left:?}");
+    assert_eq!(
+        left.len(),
+        2 + 5,
+        "the live items and those without a ttl stay: {left:?}"
+    );
     assert_eq!(report["events_published"], 0, "{report}");
     assert_eq!(report["events_failed"], 12, "{report}");
     let ids: HashSet<String> = expired

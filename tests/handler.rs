@@ -24,6 +24,14 @@ fn at(secs: i64) -> String {
         .to_rfc3339()
 }
 
+/// The expired items a report accounts for: deleted by this sweep, or found already gone. A
+/// batch whose answer was lost (or whose attempt timed out) after DynamoDB applied it is retried
+/// with conditional deletes, which find its items gone: on a slow machine the split between the
+/// two varies, their sum does not.
+fn removed(report: &ttl_sweeper::engine::SweepReport) -> u64 {
+    report.items_deleted + report.items_gone
+}
+
 fn settings() -> HandlerSettings {
     HandlerSettings {
         namespace: "Test".into(),
@@ -79,7 +87,7 @@ async fn scheduled_and_transformed_events_sweep_as_of_their_time() {
             ttl_sweeper::expiry::iso_millis(now),
             "{name}"
         );
-        assert_eq!(report.items_deleted, 30, "{name}");
+        assert_eq!(removed(&report), 30, "{name}: {report:?}");
         assert_eq!(scan_all(&client, &table).await.len(), 5, "{name}");
     }
 }
@@ -115,7 +123,7 @@ async fn an_event_from_the_future_sweeps_only_what_has_expired_by_the_clock() {
         .await
         .unwrap();
     assert_eq!(report.sweep_at, ttl_sweeper::expiry::iso_millis(now));
-    assert_eq!(report.items_deleted, 30);
+    assert_eq!(removed(&report), 30, "{report:?}");
     assert_eq!(
         scan_all(&client, &table).await.len(),
         5,
@@ -160,7 +168,7 @@ async fn tick_mode_sweeps_repeatedly_until_the_next_invocation_has_surely_starte
         "{took:?}"
     );
     assert!(report.ticks >= 3, "{report:?}");
-    assert_eq!(report.items_deleted, 33, "{report:?}");
+    assert_eq!(removed(&report), 33, "{report:?}");
     assert_eq!(scan_all(&client, &table).await.len(), 5);
 }
 
@@ -202,7 +210,7 @@ async fn an_old_event_in_tick_mode_sweeps_as_of_the_clock_and_reads_a_bounded_ra
         report.windows_swept <= 2 * 16 + 3 * report.ticks as usize,
         "{report:?}"
     );
-    assert_eq!(report.items_deleted, 30);
+    assert_eq!(removed(&report), 30, "{report:?}");
     assert_eq!(scan_all(&client, &table).await.len(), 5);
 }
 

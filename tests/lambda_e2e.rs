@@ -179,7 +179,13 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
         .next()
         .unwrap()
         .unwrap();
-    assert_eq!(report["items_deleted"], 120, "{report}");
+    // Deleted, or found gone by the conditional retry of a batch whose answer was lost after
+    // DynamoDB applied it (a slow machine): every expired item, once.
+    assert_eq!(
+        report["items_deleted"].as_u64().unwrap() + report["items_gone"].as_u64().unwrap(),
+        120,
+        "{report}"
+    );
     assert_eq!(report["items_failed"], 0);
     assert_eq!(
         scan_all(&client, &table).await.len(),
@@ -348,7 +354,17 @@ async fn lambda_logs_carry_the_powertools_keys_and_a_cold_start_metric() {
             "{line}"
         );
     }
-    assert_eq!(summaries[0]["deleted"], 10, "{context}");
+    // Deleted, or found gone by the conditional retry of a batch whose answer was lost after
+    // DynamoDB applied it (a slow machine).
+    assert_eq!(
+        summaries[0]["deleted"].as_u64().unwrap() + summaries[0]["gone"].as_u64().unwrap(),
+        10,
+        "{context}"
+    );
+    assert!(
+        scan_all(&client, &table).await.is_empty(),
+        "every expired item is gone"
+    );
     // docs/operations.md shows this line.
     eprintln!("summary line: {}", summaries[0]);
     // Outside an invocation (start-up): no invocation keys.
