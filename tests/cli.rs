@@ -8,14 +8,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// The expired items a JSON report accounts for: deleted by this sweep, or found already gone.
-/// A batch whose answer was lost (or whose attempt timed out) after DynamoDB applied it is
-/// retried with conditional deletes, which find its items gone: on a slow machine the split
-/// between the two varies, their sum does not.
-fn removed(report: &serde_json::Value) -> u64 {
-    report["items_deleted"].as_u64().unwrap() + report["items_gone"].as_u64().unwrap()
-}
-
 #[test]
 fn window_prints_the_key_for_a_ttl() {
     let (code, out, _) = run(cli().args(["window", "1658265980"]));
@@ -150,7 +142,7 @@ async fn sweep_deletes_expired_items_and_prints_one_json_report() {
     assert_eq!(out.lines().count(), 1, "stdout: {out}");
     eprintln!("report: {out}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(removed(&report), 60, "{report}");
+    assert_eq!(removed_json(&report), 60, "{report}");
     assert_eq!(report["items_failed"], 0);
     assert_eq!(report["table"], table.as_str());
     assert!(
@@ -204,7 +196,7 @@ async fn sweeps_with_shard_ranges_delete_only_their_shards() {
         .env("AWS_ENDPOINT_URL", endpoint()));
     assert_eq!(code, 0, "stderr: {err}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(removed(&report), high.len() as u64, "{out}");
+    assert_eq!(removed_json(&report), high.len() as u64, "{out}");
     let mut left = common::ids(&client, &table).await;
     left.sort();
     assert_eq!(left, low);
@@ -215,7 +207,7 @@ async fn sweeps_with_shard_ranges_delete_only_their_shards() {
         .env("AWS_ENDPOINT_URL", endpoint()));
     assert_eq!(code, 0, "stderr: {err}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(removed(&report), low.len() as u64, "{out}");
+    assert_eq!(removed_json(&report), low.len() as u64, "{out}");
     assert!(common::ids(&client, &table).await.is_empty());
 
     // A reversed range stops before any request, naming the setting.
@@ -284,7 +276,11 @@ async fn new_shard_ranges_start_from_the_whole_tables_checkpoint() {
             "started from the whole table's checkpoint: {report}"
         );
     }
-    assert_eq!(removed(&low) + removed(&high), 40, "{low}\n{high}");
+    assert_eq!(
+        removed_json(&low) + removed_json(&high),
+        40,
+        "{low}\n{high}"
+    );
     assert!(common::ids(&client, &table).await.is_empty());
 }
 
@@ -693,7 +689,7 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
         .unwrap();
     assert_eq!(status.code(), Some(0), "{}", log_text());
     let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!(removed(&report), 35, "{report}");
+    assert_eq!(removed_json(&report), 35, "{report}");
     // The period that set the gauges also wrote its summary line and EMF record on stderr.
     let log = log_text();
     let records: Vec<serde_json::Value> = log

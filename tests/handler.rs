@@ -24,14 +24,6 @@ fn at(secs: i64) -> String {
         .to_rfc3339()
 }
 
-/// The expired items a report accounts for: deleted by this sweep, or found already gone. A
-/// batch whose answer was lost (or whose attempt timed out) after DynamoDB applied it is retried
-/// with conditional deletes, which find its items gone: on a slow machine the split between the
-/// two varies, their sum does not.
-fn removed(report: &ttl_sweeper::engine::SweepReport) -> u64 {
-    report.items_deleted + report.items_gone
-}
-
 fn settings() -> HandlerSettings {
     HandlerSettings {
         namespace: "Test".into(),
@@ -162,9 +154,10 @@ async fn tick_mode_sweeps_repeatedly_until_the_next_invocation_has_surely_starte
     .unwrap();
     let took = started.elapsed();
     // It ticks through its schedule period and the handoff overlap (6 s); the last tick starts
-    // before that ends.
+    // before that ends, and the invocation ends soon after (well before the 60 s deadline; up
+    // to 4 s of slack for a slow last tick on a loaded machine).
     assert!(
-        took >= Duration::from_secs(5) && took < Duration::from_secs(8),
+        took >= Duration::from_secs(5) && took < Duration::from_secs(10),
         "{took:?}"
     );
     assert!(report.ticks >= 3, "{report:?}");

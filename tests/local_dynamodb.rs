@@ -12,14 +12,6 @@ use ttl_sweeper::expiry::window::{window_key, Window};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{DynamoStore, ErrorKind, Key};
 
-/// The expired items a report accounts for: deleted by this sweep, or found already gone. A
-/// batch whose answer was lost (or whose attempt timed out) after DynamoDB applied it is retried
-/// with conditional deletes, which find its items gone: on a slow machine the split between the
-/// two varies, their sum does not.
-fn removed(report: &ttl_sweeper::engine::SweepReport) -> u64 {
-    report.items_deleted + report.items_gone
-}
-
 /// A minute boundary comfortably in the past, so every ttl below is expired by the real clock too.
 fn boundary() -> i64 {
     (now() / 60) * 60 - 3600

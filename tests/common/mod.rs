@@ -570,3 +570,22 @@ pub async fn sessions_and_sweeper(
         ttl_sweeper::engine::Sweeper::new(store, schema, cfg.sweep_options()),
     )
 }
+
+/// The expired items a sweep report accounts for: deleted by the sweep, or found already gone.
+/// In batch mode a key whose `BatchWriteItem` answer was lost after DynamoDB applied it (an
+/// attempt that timed out on a loaded machine) is retried, as a conditional delete once its read
+/// is older than `BATCH_MAX_READ_AGE`, and then found gone: the split between the two counts
+/// depends on the machine's pace, their sum does not.
+pub fn removed(report: &ttl_sweeper::engine::SweepReport) -> u64 {
+    report.items_deleted + report.items_gone
+}
+
+/// [`removed`] for a report printed as JSON.
+pub fn removed_json(report: &serde_json::Value) -> u64 {
+    let count = |field: &str| {
+        report[field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {field}: {report}"))
+    };
+    count("items_deleted") + count("items_gone")
+}
