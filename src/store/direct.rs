@@ -1,7 +1,7 @@
 //! The sweep's hot path: `Query` pages and `BatchWriteItem` deletes written, signed and sent
 //! without the SDK's request pipeline.
 //!
-//! A profile of a sweep (docs/BENCHMARKS.md, "Where the CPU goes") put about two thirds of the
+//! A profile of a sweep (docs/BENCHMARKS.md, "Where the CPU goes") put about three fifths of the
 //! sweeper's CPU inside the SDK's operation pipeline, a third in `BatchWriteItem` alone and a
 //! fifth in `Query`: building the typed input, interceptors, endpoint and auth resolution, the
 //! retry machinery (turned off for deletes anyway), serialization and deserialization of shapes.
