@@ -196,7 +196,7 @@ perf:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq linux-perf >/dev/null; }
 
 .PHONY: profile
-profile: perf ## CPU profile (with symbols) of one sweep against an instant fake DynamoDB endpoint
+profile: perf ## CPU profiles (with symbols) of one sweep on each route (FAST_PATH=off, on) against the fake DynamoDB endpoint; PROFILE_DELAY=5-10 answers after 5-10 ms
 	cargo build --profile profiling --bin ttl-sweeper
 	cargo bench --bench sweeper --no-run
 	scripts/profile.sh

@@ -1395,7 +1395,7 @@ fn render(
     }
     let _ = writeln!(d, "- **What bounds one invocation**: the table's write capacity (on-demand tables start at 4,000 WRU/s per partition-bound and double with traffic; provisioned tables at their setting — deletes use 2 WRU each with the GSI), the account's table-level throughput quota (40,000 WRU/s by default), connections (the SDK pools them; `MAX_CONCURRENCY` bounds requests in flight), and the function's CPU share (about 1/14 of a vCPU at 128 MB): section 7 gives the memory for a peak rate.\n");
     d.push_str(perf_rows);
-    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~15 minutes, rewrites docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check, writes target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows alone (no local server), target/bench-outside.md\n```");
+    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~20 minutes, rewrites docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check, writes target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows alone (no local server), target/bench-outside.md\nmake profile              # section 8: a CPU profile of one sweep on each route, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # the same, the fake answering after 5-10 ms\n```");
     d
 }
 
