@@ -584,36 +584,44 @@ async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_w
         .collect();
     put_items(&client, &table, items).await;
 
-    // Stop (as a deadline or SIGTERM would) once 40 distinct keys were sent, partway through
-    // the second window. The first batch's answer is lost, so its keys go out twice: counted
-    // once, the stop still comes in the second window.
+    // Stop (as a deadline or SIGTERM would) as the first key of the third window is sent:
+    // windows are read one at a time, oldest first, so the first two are finished by then and
+    // the third is not. The first batch's answer is lost, so its keys go out twice (a retry
+    // must not move the stop). The hook keeps the keys in the order they were first sent.
     let (store, schema) = store_and_schema(&cfg).await;
     let mut store = Instrumented::new(store);
     store.lose_batch_answers.store(1, Ordering::SeqCst);
     let token = tokio_util::sync::CancellationToken::new();
-    let (seen, trigger) = (
-        Arc::new(std::sync::Mutex::new(HashSet::new())),
-        token.clone(),
-    );
+    let (sent, trigger) = (Arc::new(std::sync::Mutex::new(Vec::new())), token.clone());
+    let third_window = start + 120;
+    let order = sent.clone();
     store.before_delete = Some(Box::new(move |k: &Key| {
-        let mut seen = seen.lock().unwrap();
-        seen.insert(k["id"].as_s().unwrap().clone());
-        if seen.len() >= 40 {
+        let id = k["id"].as_s().unwrap().clone();
+        let i: i64 = id.trim_start_matches("i-").parse().unwrap();
+        let mut sent = sent.lock().unwrap();
+        if !sent.contains(&id) {
+            sent.push(id);
+        }
+        if start + 1 + (i % 10) * 60 + i / 10 >= third_window {
             trigger.cancel();
         }
         Box::pin(async {})
     }));
     let mut options = cfg.sweep_options();
-    options.max_concurrency = 1; // one partition at a time, newest first
+    options.max_concurrency = 1; // one partition at a time, oldest first
     options.page_limit = Some(10);
     let sweeper = Sweeper::new(store, schema, options);
     let first = sweeper
         .sweep(Timestamp::from_secs(now), &Stop::never().with_cancel(token))
         .await;
+    let order = order.lock().unwrap().clone();
     assert!(first.stopped_early, "{first:?}");
-    assert!(removed(&first) >= 25 && removed(&first) < 300, "{first:?}");
+    assert!(
+        removed(&first) >= 60 && removed(&first) < 300,
+        "{first:?}; keys in the order sent: {order:?}"
+    );
     assert!(first.windows_left > 0);
-    assert!(first.is_success(), "stopping is not a failure");
+    assert!(first.is_success(), "stopping is not a failure: {first:?}");
     assert!(
         first.items_retried >= 25,
         "the lost answer was retried: {first:?}"
@@ -624,12 +632,14 @@ async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_w
         .read_checkpoint(&checkpoints, &id)
         .await
         .unwrap();
-    // Catch-up runs oldest first and moves the checkpoint after every complete stretch: it
-    // made progress, and never passed a window that still holds an expired item.
+    // Catch-up runs oldest first and moves the checkpoint after every complete stretch: over
+    // the two windows finished, and not past the third, which still holds expired items.
     let cp = cp.expect("a checkpoint").secs();
-    assert!(
-        cp > start,
-        "the oldest windows were finished first: {cp} vs {start}"
+    assert_eq!(
+        cp,
+        third_window,
+        "the checkpoint moves over the finished windows only ({start} + {}); {first:?}; keys in the order sent: {order:?}",
+        cp - start
     );
     for item in scan_all(&client, &table).await {
         let ttl: i64 = match &item["ttl"] {
