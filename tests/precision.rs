@@ -75,8 +75,9 @@ fn summary(lags: &[(f64, &String)]) -> (f64, f64, f64) {
     (pct(&v, 0.5), pct(&v, 0.99), v[v.len() - 1])
 }
 
-/// The two tests that measure deletion lag take this for writing, every other test of this
-/// file for reading: a lag test never shares the machine with another test of this file.
+/// The two tests that measure deletion lag, and the interrupted catch-up, take this for
+/// writing, every other test of this file for reading: they never share the machine with
+/// another test of this file.
 static LAG_MEASUREMENT: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -568,7 +569,9 @@ async fn sigterm_during_run_exits_cleanly_with_the_report() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_window() {
-    let _shared = LAG_MEASUREMENT.read().await;
+    // Alone too: on a loaded machine it once found the oldest window unfinished for a reason
+    // not yet understood (see the keys printed on failure).
+    let _alone = LAG_MEASUREMENT.write().await;
     let (client, table, checkpoints, cfg) =
         checkpoint_setup("interrupted", &[("LOOKBACK_WINDOWS", "0")]).await;
     let now = now();
