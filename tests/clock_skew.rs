@@ -60,8 +60,6 @@ async fn a_host_clock_two_minutes_fast_deletes_nothing_early() {
         !left.iter().any(|id| id.starts_with("expired-")),
         "{left:?}"
     );
-    // Deleted, or found gone by the conditional retry of a batch whose answer was lost after
-    // DynamoDB applied it (a slow machine): every expired item, once.
     assert_eq!(removed_json(&report), 10, "{report}");
     // The report and the log say how far the host clock was ahead.
     let ahead = report["clock_ahead_ms"].as_u64().unwrap();

@@ -388,8 +388,7 @@ async fn one_event_per_expired_item(kind: Kind, settings: &[(&str, &str)], with_
     .unwrap();
     assert_eq!(code, 0, "{kind:?}: stdout {out}\nstderr {err}");
     let report: Value = serde_json::from_str(out.trim()).unwrap();
-    // A delete whose answer is lost on a loaded machine is retried and found gone: still one
-    // deletion and one event per item.
+    // Still one event per item when a lost delete answer turns a deletion into a gone item.
     assert_eq!(removed_json(&report), 40, "{report}");
     assert_eq!(report["events_published"], 40, "{report}");
     assert_eq!(report["events_failed"], 0, "{report}");
@@ -786,8 +785,7 @@ async fn a_sink_that_is_down_loses_nothing_silently() {
         assert_eq!(failed, all, "{mode}: every lost event is listed by id");
         match mode {
             "notify" => {
-                // deleted, then publishing failed: reported, never silently dropped (deleted,
-                // or found gone by the conditional retry of a batch whose answer was lost)
+                // deleted, then publishing failed: reported, never silently dropped
                 assert_eq!(removed_json(&report), 30, "{report}");
                 assert_eq!(left.len(), 8);
             }
@@ -828,8 +826,6 @@ async fn the_cli_reports_lost_events_in_its_report_log_and_exit_status() {
     .unwrap();
     assert_eq!(code, 1, "a sweep that lost events fails: {err}");
     let report: Value = serde_json::from_str(out.trim()).unwrap();
-    // Deleted, or found gone by the conditional retry of a batch whose answer was lost after
-    // DynamoDB applied it (a slow machine): every expired item, once.
     assert_eq!(removed_json(&report), 12, "{report}");
     let left = present(&client, &table).await;
     assert!(left.iter().all(|id| !expired.contains_key(id)), "{left:?}");

@@ -179,8 +179,6 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
         .next()
         .unwrap()
         .unwrap();
-    // Deleted, or found gone by the conditional retry of a batch whose answer was lost after
-    // DynamoDB applied it (a slow machine): every expired item, once.
     assert_eq!(removed_json(&report), 120, "{report}");
     assert_eq!(report["items_failed"], 0);
     assert_eq!(
