@@ -37,14 +37,17 @@ pub use ticks::{run_ticks, Ticks};
 /// `BatchWriteItem` accepts at most 25 requests.
 pub const BATCH_SIZE: usize = 25;
 
-/// How long after the index read a key may still be sent unconditionally in batch mode.
+/// How long after its read a key may still be sent unconditionally in batch mode.
 /// `BatchWriteItem` cannot check the ttl, so a key the application deleted and wrote again (a new
 /// session, lock or reservation with the same key) between the read and the delete would be
 /// destroyed; queueing behind other chunks, throttling, unprocessed keys and timeouts are what
-/// stretch that time to tens of seconds. A key read longer ago than this when its turn comes —
-/// first send or retry — goes out as the conditional `DeleteItem` instead. With the batch attempt
-/// timeout ([`crate::store::dynamo::BATCH_ATTEMPT_TIMEOUT`]) this bounds the window in which batch
-/// mode can delete a rewritten key.
+/// stretch that time to tens of seconds. Right before every send — first send or retry — a key
+/// read longer ago than this is read again with a strongly consistent `BatchGetItem` (one request
+/// for the chunk) and sent only if its ttl is still the one read; a key that ages past this a
+/// second time goes out as the conditional `DeleteItem`. With the batch attempt timeout
+/// ([`crate::store::dynamo::BATCH_ATTEMPT_TIMEOUT`]) this bounds the window in which batch mode
+/// can delete a rewritten key: a key is sent at most this long after its read, and the request
+/// carrying it is given up at most the attempt timeout after that.
 pub const BATCH_MAX_READ_AGE: Duration = Duration::from_secs(2);
 
 /// Catch-up reads at most this many partitions (windows × shards in range) between two moves of

@@ -45,7 +45,7 @@ mod wire_tests;
 pub use backoff::full_jitter;
 pub use clock::{GuardedClock, ServerClock};
 pub use describe::{open, IndexCheck, OpenedTable, TableTarget};
-pub use dynamo::{DynamoStore, FastPath, SDK_MAX_ATTEMPTS};
+pub use dynamo::{DynamoStore, FastPath, BATCH_ATTEMPT_TIMEOUT, SDK_MAX_ATTEMPTS};
 pub use error::{ErrorKind, StoreError};
 pub use keys::{key_from_json, key_to_json};
 
@@ -120,12 +120,15 @@ pub enum Call<'a> {
         /// The keys, borrowed: the caller keeps them for a retry.
         keys: Vec<&'a Key>,
     },
-    /// Deletes `key` only if its ttl attribute exists and is `< now`.
+    /// Deletes `key` only if its ttl is still `ttl` (as read), `< now` and not more than five
+    /// years before it.
     DeleteIfExpired {
         /// The table.
         schema: &'a TableSchema,
         /// The key.
         key: Key,
+        /// The ttl as read (a Number): an item whose ttl changed since is kept.
+        ttl: &'a str,
         /// The sweep instant.
         now: Timestamp,
     },
@@ -136,6 +139,8 @@ pub enum Call<'a> {
         schema: &'a TableSchema,
         /// The key.
         key: Key,
+        /// The ttl as read (a Number): an item whose ttl changed since is kept.
+        ttl: &'a str,
         /// The sweep instant.
         now: Timestamp,
     },
@@ -281,9 +286,15 @@ pub trait StoreExt: Store {
         &'a self,
         schema: &'a TableSchema,
         key: Key,
+        ttl: &'a str,
         now: Timestamp,
     ) -> impl Future<Output = Result<ConditionalOutcome, StoreError>> + Send + 'a {
-        let call = Call::DeleteIfExpired { schema, key, now };
+        let call = Call::DeleteIfExpired {
+            schema,
+            key,
+            ttl,
+            now,
+        };
         async move {
             match self.call(call).await? {
                 Reply::Conditional(outcome) => Ok(outcome),
@@ -297,10 +308,16 @@ pub trait StoreExt: Store {
         &'a self,
         schema: &'a TableSchema,
         key: Key,
+        ttl: &'a str,
         now: Timestamp,
     ) -> impl Future<Output = Result<(ConditionalOutcome, Option<Key>), StoreError>> + Send + 'a
     {
-        let call = Call::DeleteIfExpiredReturning { schema, key, now };
+        let call = Call::DeleteIfExpiredReturning {
+            schema,
+            key,
+            ttl,
+            now,
+        };
         async move {
             match self.call(call).await? {
                 Reply::ConditionalItem(outcome, item) => Ok((outcome, item)),

@@ -96,6 +96,7 @@ macro_rules! summary_event {
             invalid = r.items_invalid,
             retried = r.items_retried,
             left = r.items_left,
+            reread = r.items_reread,
             conditional = r.items_conditional,
             lag_p50_ms = r.lag.p50_ms,
             lag_p99_ms = r.lag.p99_ms,

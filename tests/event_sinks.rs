@@ -410,13 +410,16 @@ mod dynamodb {
         let key: Key = [("id".to_string(), AV::S("k1".into()))].into();
         let now = Timestamp::from_secs(1_700_000_000);
         let (outcome, item) = store
-            .delete_if_expired_returning(&schema, key.clone(), now)
+            .delete_if_expired_returning(&schema, key.clone(), "1699999990", now)
             .await
             .unwrap();
         assert_eq!(outcome, ConditionalOutcome::Deleted);
         assert_eq!(item.unwrap()["payload"], AV::S("p".into()));
         assert_eq!(
-            store.delete_if_expired(&schema, key, now).await.unwrap(),
+            store
+                .delete_if_expired(&schema, key, "1699999990", now)
+                .await
+                .unwrap(),
             ConditionalOutcome::Deleted
         );
         assert_eq!((returning.num_calls(), plain.num_calls()), (1, 1));

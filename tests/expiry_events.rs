@@ -3,7 +3,7 @@
 //! accepted its event, cancellations, per-entry retries, failures reported (never dropped), and
 //! the bound on events deleted but not yet published.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -71,6 +71,14 @@ struct MemTable {
     remove_after_read: HashSet<String>,
     /// Every conditional delete fails (throttled) without reaching the item.
     throttle_deletes: bool,
+    /// Items whose first conditional delete is throttled, and which the application deletes
+    /// during the backoff that follows.
+    throttle_then_remove: Mutex<HashSet<String>>,
+    /// Items the application writes again, live, right after a delete whose answer was lost
+    /// (see `lose_delete_answer`).
+    rewrite_after_lost: HashSet<String>,
+    /// Items a `BatchWriteItem` leaves unprocessed once.
+    unprocessed_once: Mutex<HashSet<String>>,
     /// Every conditional delete hangs: the process dies before any is made.
     hang_deletes: bool,
     /// Every read of whole items is refused (no `dynamodb:BatchGetItem` permission).
@@ -119,12 +127,17 @@ impl MemTable {
 
 impl MemTable {
     /// The conditional delete: the outcome, and the item when deleted.
-    fn delete_if_expired(&self, key: &Key, now: Timestamp) -> (ConditionalOutcome, Option<Key>) {
+    fn delete_if_expired(
+        &self,
+        key: &Key,
+        read: &str,
+        now: Timestamp,
+    ) -> (ConditionalOutcome, Option<Key>) {
         let id = id_of(key);
         let mut items = self.items.lock().unwrap();
         match items.get(&id) {
             None => (ConditionalOutcome::Gone, None),
-            Some(i) if Self::ttl(i) < now.as_secs_f64() => {
+            Some(i) if Self::ttl(i) < now.as_secs_f64() && read.parse() == Ok(Self::ttl(i)) => {
                 let item = items.remove(&id);
                 self.deleted.fetch_add(1, SeqCst);
                 self.log.lock().unwrap().push(format!("deleted {id}"));
@@ -139,6 +152,11 @@ impl MemTable {
     /// A timeout instead of the answer, once, for the items in `lose_delete_answer`.
     fn answer_lost(&self, key: &Key, operation: &'static str) -> Result<(), StoreError> {
         if self.lose_delete_answer.lock().unwrap().remove(&id_of(key)) {
+            if self.rewrite_after_lost.contains(&id_of(key)) {
+                let mut item = key.clone();
+                item.insert("ttl".into(), AV::N((NOW + 3600).to_string()));
+                self.items.lock().unwrap().insert(id_of(key), item);
+            }
             return Err(StoreError::new(
                 ErrorKind::Transient,
                 operation,
@@ -180,14 +198,32 @@ impl Store for MemTable {
             }
             Call::BatchDelete { keys, .. } => {
                 let mut items = self.items.lock().unwrap();
+                let mut unprocessed = vec![];
                 for k in keys {
                     let id = id_of(k);
-                    if items.remove(&id).is_some() {
+                    if self.unprocessed_once.lock().unwrap().remove(&id) {
+                        unprocessed.push(k.clone());
+                    } else if items.remove(&id).is_some() {
                         self.deleted.fetch_add(1, SeqCst);
                         self.log.lock().unwrap().push(format!("deleted {id}"));
                     }
                 }
-                Ok(Reply::Unprocessed(vec![]))
+                Ok(Reply::Unprocessed(unprocessed))
+            }
+            Call::DeleteIfExpired { ref key, .. }
+            | Call::DeleteIfExpiredReturning { ref key, .. }
+                if self
+                    .throttle_then_remove
+                    .lock()
+                    .unwrap()
+                    .remove(&id_of(key)) =>
+            {
+                self.items.lock().unwrap().remove(&id_of(key));
+                Err(StoreError::new(
+                    ErrorKind::Throttled,
+                    "DeleteItem",
+                    "ProvisionedThroughputExceededException",
+                ))
             }
             Call::DeleteIfExpired { .. } | Call::DeleteIfExpiredReturning { .. }
                 if self.hang_deletes =>
@@ -203,13 +239,13 @@ impl Store for MemTable {
                     "ProvisionedThroughputExceededException",
                 ))
             }
-            Call::DeleteIfExpired { key, now, .. } => {
-                let outcome = self.delete_if_expired(&key, now).0;
+            Call::DeleteIfExpired { key, ttl, now, .. } => {
+                let outcome = self.delete_if_expired(&key, ttl, now).0;
                 self.answer_lost(&key, "DeleteItem")?;
                 Ok(Reply::Conditional(outcome))
             }
-            Call::DeleteIfExpiredReturning { key, now, .. } => {
-                let (outcome, item) = self.delete_if_expired(&key, now);
+            Call::DeleteIfExpiredReturning { key, ttl, now, .. } => {
+                let (outcome, item) = self.delete_if_expired(&key, ttl, now);
                 self.answer_lost(&key, "DeleteItem")?;
                 Ok(Reply::ConditionalItem(outcome, item))
             }
@@ -420,6 +456,76 @@ async fn notify_publishes_one_event_per_deleted_item_with_its_stable_id() {
             }
         }
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn notify_publishes_nothing_for_an_item_someone_else_deleted_during_a_throttle_backoff() {
+    // The first DeleteItem of these items is throttled (so it deleted nothing), and the
+    // application deletes them before the retry, which finds them gone: no event is owed.
+    let log = Arc::new(Mutex::new(vec![]));
+    let table = MemTable::with_items(30, 0, log.clone());
+    let removed: HashSet<String> = (0..30).step_by(3).map(|n| format!("e{n:04}")).collect();
+    *table.throttle_then_remove.lock().unwrap() = removed.clone();
+    let table = Arc::new(table);
+    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
+    let (_, report) = sweep(
+        table.clone(),
+        sink.clone(),
+        EventsMode::Notify,
+        DeleteMode::Conditional,
+        ItemSource::Off,
+    )
+    .await;
+    assert!(table.ids().is_empty(), "{report:?}");
+    assert_eq!(report.items_deleted, 20, "{report:?}");
+    assert_eq!(report.items_gone, 10, "{report:?}");
+    let published: HashSet<String> = sink
+        .accepted()
+        .iter()
+        .map(|e| e.detail()["key"]["id"]["S"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        published.is_disjoint(&removed),
+        "an event for an item the sweep did not delete: {:?}",
+        published.intersection(&removed).collect::<Vec<_>>()
+    );
+    assert_eq!(published.len(), 20, "{report:?}");
+    assert_eq!(report.events_published, report.items_deleted);
+}
+
+#[tokio::test(start_paused = true)]
+async fn notify_reports_an_item_written_again_after_a_delete_whose_answer_was_lost() {
+    // The first DeleteItem of e0003 is applied, its answer lost, and the application writes the
+    // item again, live, before the retry, which finds it with another ttl. The delete happened
+    // and no event can be sent for it now: it is reported by key, not counted as kept.
+    let log = Arc::new(Mutex::new(vec![]));
+    let mut table = MemTable::with_items(10, 0, log.clone());
+    *table.lose_delete_answer.lock().unwrap() = HashSet::from(["e0003".to_string()]);
+    table.rewrite_after_lost = HashSet::from(["e0003".to_string()]);
+    let table = Arc::new(table);
+    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
+    let (_, report) = sweep(
+        table.clone(),
+        sink.clone(),
+        EventsMode::Notify,
+        DeleteMode::Conditional,
+        ItemSource::Off,
+    )
+    .await;
+    assert!(log.lock().unwrap().contains(&"deleted e0003".to_string()));
+    assert_eq!(
+        table.ids(),
+        vec!["e0003".to_string()],
+        "the live rewrite stays"
+    );
+    assert_eq!(report.items_skipped, 0, "{report:?}");
+    assert_eq!(report.items_failed, 1, "{report:?}");
+    assert_eq!(report.failed_keys[0].key["id"]["S"], "e0003", "{report:?}");
+    assert!(
+        report.failed_keys[0].reason.contains("written again"),
+        "{report:?}"
+    );
+    assert_eq!(report.events_published, 9, "{report:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -988,6 +1094,8 @@ proptest::proptest! {
         archive in proptest::bool::ANY,
         items in 1usize..80,
         extended in proptest::collection::btree_set(0usize..80, 0..5),
+        throttled_then_removed in proptest::collection::btree_set(0usize..80, 0..5),
+        unprocessed in proptest::collection::btree_set(0usize..80, 0..5),
     ) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -998,6 +1106,9 @@ proptest::proptest! {
             let log = Arc::new(Mutex::new(vec![]));
             let mut table = MemTable::with_items(items, 3, log.clone());
             table.extend_after_read = extended.iter().map(|n| format!("e{n:04}")).collect();
+            let ids = |set: &BTreeSet<usize>| set.iter().map(|n| format!("e{n:04}")).collect();
+            *table.throttle_then_remove.lock().unwrap() = ids(&throttled_then_removed);
+            *table.unprocessed_once.lock().unwrap() = ids(&unprocessed);
             let before: BTreeMap<String, f64> = table
                 .items
                 .lock()
@@ -1006,8 +1117,11 @@ proptest::proptest! {
                 .map(|(id, item)| (id.clone(), MemTable::ttl(item)))
                 .collect();
             let sink = Arc::new(chaotic_sink(log.clone(), seed));
+            // Notify mode with both delete modes: batch (the default) on odd seeds.
             let (mode, delete_mode) = if archive {
                 (EventsMode::Archive, DeleteMode::Conditional)
+            } else if seed % 2 == 1 {
+                (EventsMode::Notify, DeleteMode::Batch)
             } else {
                 (EventsMode::Notify, DeleteMode::Conditional)
             };
@@ -1039,8 +1153,26 @@ proptest::proptest! {
                 assert_eq!(e.id, event_id(TABLE, &key(&id), before[&id]));
             }
             if !archive {
-                // Every deletion's event is accepted or reported.
-                assert_eq!(report.items_deleted, report.events_published + report.events_failed);
+                // Every deletion's event is accepted or reported, and only a deletion's.
+                assert_eq!(
+                    report.items_deleted,
+                    report.events_published + report.events_failed,
+                    "{report:?}"
+                );
+                // Every item this sweep deleted has its event; none that someone else deleted.
+                let deleted: BTreeSet<String> = log
+                    .iter()
+                    .filter_map(|l| l.strip_prefix("deleted ").map(str::to_owned))
+                    .collect();
+                let expired: BTreeSet<String> = sink
+                    .accepted()
+                    .iter()
+                    .filter(|e| e.kind.detail_type() == "Item Expired")
+                    .map(|e| e.detail()["key"]["id"]["S"].as_str().unwrap().to_owned())
+                    .collect();
+                if report.events_failed == 0 {
+                    assert_eq!(expired, deleted, "{report:?}");
+                }
             }
             // Live items are never touched.
             assert_eq!(table.ids().iter().filter(|id| id.starts_with('l')).count(), 3);

@@ -439,21 +439,48 @@ async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
         .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
         .await
         .unwrap();
-    let outcome = |id: &'static str| {
+    // Each delete requires the ttl as the index listed it: `now - 1`.
+    let read = (now - 1).to_string();
+    let outcome = |id: &'static str, read: String| {
         let (store, schema) = (store.clone(), schema.clone());
         async move {
             store
-                .delete_if_expired(&schema, id_key(id), Timestamp::from_secs(now))
+                .delete_if_expired(&schema, id_key(id), &read, Timestamp::from_secs(now))
                 .await
                 .unwrap()
         }
     };
-    assert_eq!(outcome("expired").await, ConditionalOutcome::Deleted);
+    assert_eq!(
+        outcome("expired", read.clone()).await,
+        ConditionalOutcome::Deleted
+    );
     // a repeated delete (the first answer lost) finds nothing: gone, not "kept"
-    assert_eq!(outcome("expired").await, ConditionalOutcome::Gone);
-    assert_eq!(outcome("never-existed").await, ConditionalOutcome::Gone);
-    assert_eq!(outcome("extended").await, ConditionalOutcome::Kept);
+    assert_eq!(
+        outcome("expired", read.clone()).await,
+        ConditionalOutcome::Gone
+    );
+    assert_eq!(
+        outcome("never-existed", read.clone()).await,
+        ConditionalOutcome::Gone
+    );
+    assert_eq!(
+        outcome("extended", read.clone()).await,
+        ConditionalOutcome::Kept
+    );
     assert!(exists(&client, &table, id_key("extended")).await);
+    // A ttl changed after the read to another past value: still expired, but not the expiry
+    // that was read, so the item is kept.
+    put_items(&client, &table, vec![session("rewritten", now - 30)]).await;
+    assert_eq!(
+        outcome("rewritten", read.clone()).await,
+        ConditionalOutcome::Kept
+    );
+    assert!(exists(&client, &table, id_key("rewritten")).await);
+    // The same number written differently is the same ttl.
+    assert_eq!(
+        outcome("rewritten", format!("{}.000", now - 30)).await,
+        ConditionalOutcome::Deleted
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,7 +19,9 @@ use aws_smithy_mocks::{mock, mock_client, Rule, RuleMode};
 use tokio::time::Instant;
 use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::store::{Call, DynamoStore, ErrorKind, Key, Reply, StoreError, TableSchema};
+use ttl_sweeper::store::{
+    Call, DynamoStore, ErrorKind, Key, Reply, StoreError, StoreExt, TableSchema,
+};
 
 const NOW: i64 = 1_658_264_100; // 2022-07-19T20:55:00Z
 const TABLE: &str = "sessions";
@@ -572,16 +574,35 @@ impl ttl_sweeper::store::Store for RewrittenKeyStore {
                 }
                 Ok(Reply::Unprocessed(vec![]))
             }
-            Call::DeleteIfExpired { key, now, .. } => {
+            Call::DeleteIfExpired {
+                key,
+                ttl: read,
+                now,
+                ..
+            } => {
                 let mut ttls = self.ttls.lock().unwrap();
                 Ok(Reply::Conditional(match ttls.get(&id(&key)) {
                     None => ConditionalOutcome::Gone,
-                    Some(&ttl) if now.is_after_ttl(ttl as f64) => {
+                    Some(&ttl)
+                        if now.is_after_ttl(ttl as f64)
+                            && read.parse::<f64>() == Ok(ttl as f64) =>
+                    {
                         ttls.remove(&id(&key));
                         ConditionalOutcome::Deleted
                     }
                     Some(_) => ConditionalOutcome::Kept,
                 }))
+            }
+            Call::GetItems { keys, .. } => {
+                let ttls = self.ttls.lock().unwrap();
+                Ok(Reply::Items(
+                    keys.into_iter()
+                        .filter_map(|k| {
+                            let ttl = *ttls.get(&id(&k))?;
+                            Some(item(&id(&k), AttributeValue::N(ttl.to_string())))
+                        })
+                        .collect(),
+                ))
             }
             other => panic!("unexpected {other:?}"),
         }
@@ -589,7 +610,7 @@ impl ttl_sweeper::store::Store for RewrittenKeyStore {
 }
 
 #[tokio::test(start_paused = true)]
-async fn batch_mode_retries_keys_read_long_ago_only_conditionally() {
+async fn batch_mode_reads_keys_read_long_ago_again_before_retrying_them() {
     let store = RewrittenKeyStore {
         ttls: Mutex::new((0..3).map(|i| (format!("item-{i}"), NOW - 10)).collect()),
         batches: Default::default(),
@@ -609,5 +630,73 @@ async fn batch_mode_retries_keys_read_long_ago_only_conditionally() {
         (2, 1),
         "{report:?}"
     );
+    assert_eq!(report.items_reread, 3, "{report:?}");
     assert!(report.is_success(), "{report:?}");
+}
+
+/// Credentials that take `delay` to resolve, as a slow IMDS or STS refresh does.
+#[derive(Debug)]
+struct SlowCredentials {
+    delay: Duration,
+}
+
+impl aws_credential_types::provider::ProvideCredentials for SlowCredentials {
+    fn provide_credentials<'a>(
+        &'a self,
+    ) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        aws_credential_types::provider::future::ProvideCredentials::new(async move {
+            tokio::time::sleep(self.delay).await;
+            Ok(aws_credential_types::Credentials::new(
+                "local", "local", None, None, "slow",
+            ))
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_slow_credential_refresh_never_delays_a_batch_past_its_attempt_timeout() {
+    // A key judged fresh is sent at once; a credential refresh taking 5 s must not carry the
+    // request to DynamoDB later than the batch attempt timeout after that check.
+    use aws_smithy_types::body::SdkBody;
+    let arrived: Arc<Mutex<Vec<std::time::Instant>>> = Arc::default();
+    let http = aws_smithy_http_client::test_util::infallible_client_fn({
+        let arrived = arrived.clone();
+        move |_request| {
+            arrived.lock().unwrap().push(std::time::Instant::now());
+            http::Response::builder()
+                .status(200)
+                .body(SdkBody::from(r#"{"UnprocessedItems":{}}"#))
+                .unwrap()
+        }
+    });
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version_latest()
+        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+        .credentials_provider(SlowCredentials {
+            delay: Duration::from_secs(5),
+        })
+        .http_client(http)
+        .build();
+    let store = DynamoStore::sdk_only(Client::from_conf(config));
+    let key = item("k1", AttributeValue::N((NOW - 10).to_string()));
+    let checked = std::time::Instant::now();
+    let result = store.batch_delete(&schema(), vec![&key]).await;
+    let bound = ttl_sweeper::store::BATCH_ATTEMPT_TIMEOUT;
+    for at in arrived.lock().unwrap().iter() {
+        assert!(
+            at.duration_since(checked) <= bound,
+            "sent {:?} after the age check",
+            at.duration_since(checked)
+        );
+    }
+    assert!(
+        checked.elapsed() <= bound + Duration::from_millis(500),
+        "{:?}",
+        checked.elapsed()
+    );
+    let error = result.expect_err("the attempt timed out while the credentials were resolved");
+    assert_eq!(error.kind, ErrorKind::Transient, "{error}");
 }

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use ttl_sweeper::engine::hook::{BoxFuture, Delivery, EventTally, Expiry, ExpiryHook, Publication};
-use ttl_sweeper::engine::{run_ticks, Checkpoint, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
+use ttl_sweeper::engine::{run_ticks, Checkpoint, Stop, SweepOptions, Sweeper, Ticks};
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::{
     Call, ConditionalOutcome, ErrorKind, Key, Page, Reply, Store, StoreError, TableSchema,
@@ -44,6 +44,10 @@ struct Mem {
     batch_delay: Duration,
     /// Virtual time each `Query` takes (a DynamoDB answering slowly, or its retries).
     query_delay: Duration,
+    /// Virtual time each conditional `DeleteItem` takes (throttled, or a slow server).
+    conditional_delay: Duration,
+    /// Virtual time each `BatchGetItem` takes.
+    get_delay: Duration,
     /// This many `BatchWriteItem` calls apply their deletes, then answer a timeout and cancel
     /// `cancel_on_failure` (the sweep's stop).
     fail_after_apply: AtomicUsize,
@@ -56,6 +60,9 @@ struct Mem {
     /// This many `BatchWriteItem` calls delete only their first key and leave the rest
     /// unprocessed.
     leave_unprocessed: AtomicUsize,
+    /// This many `BatchWriteItem` calls leave their first key unprocessed and name it in a form
+    /// that matches no key sent (a Number written differently, say).
+    rename_unprocessed: AtomicUsize,
     /// When each `BatchWriteItem` was sent, with the keys it deleted.
     batch_calls: Mutex<Vec<(Instant, Vec<String>)>>,
     /// Cancel the token once this many queries were answered.
@@ -65,6 +72,8 @@ struct Mem {
     listed_at: Mutex<BTreeMap<String, Instant>>,
     max_sent_age: Mutex<Duration>,
     queries: AtomicUsize,
+    /// The renamed unprocessed key of the call under way (see `rename_unprocessed`).
+    renamed: Mutex<Vec<Key>>,
     /// Items a `BatchWriteItem` deleted while their ttl was not past the virtual clock.
     destroyed_live: Mutex<Vec<String>>,
     checkpoint: Mutex<Option<Timestamp>>,
@@ -216,6 +225,18 @@ impl Store for Mem {
                         Ok(_) if keys.len() > 1 => (keys[..1].to_vec(), keys[1..].to_vec()),
                         _ => (keys, vec![]),
                     };
+                let renamed = self
+                    .rename_unprocessed
+                    .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+                let (keys, unprocessed) = if renamed {
+                    let mut named = keys[0].clone();
+                    named.insert("id".into(), AV::S(format!("{} ", id_of(keys[0]))));
+                    self.renamed.lock().unwrap().push(named);
+                    (keys[1..].to_vec(), vec![])
+                } else {
+                    (keys, unprocessed)
+                };
                 self.batch_calls
                     .lock()
                     .unwrap()
@@ -244,16 +265,17 @@ impl Store for Mem {
                         "timed out after the deletes were applied",
                     ));
                 }
-                Ok(Reply::Unprocessed(
-                    unprocessed.into_iter().cloned().collect(),
-                ))
+                let mut unprocessed: Vec<Key> = unprocessed.into_iter().cloned().collect();
+                unprocessed.append(&mut self.renamed.lock().unwrap());
+                Ok(Reply::Unprocessed(unprocessed))
             }
-            Call::DeleteIfExpired { key, now, .. } => {
+            Call::DeleteIfExpired { key, ttl, now, .. } => {
+                tokio::time::sleep(self.conditional_delay).await;
                 let id = id_of(&key);
                 let mut items = self.items.lock().unwrap();
                 Ok(Reply::Conditional(match items.get(&id) {
                     None => ConditionalOutcome::Gone,
-                    Some(i) if i.ttl < now.as_secs_f64() => {
+                    Some(i) if i.ttl < now.as_secs_f64() && ttl.parse() == Ok(i.ttl) => {
                         items.remove(&id);
                         ConditionalOutcome::Deleted
                     }
@@ -261,6 +283,7 @@ impl Store for Mem {
                 }))
             }
             Call::GetItems { keys, .. } => {
+                tokio::time::sleep(self.get_delay).await;
                 self.land_late();
                 if self.reads_fail {
                     return Err(StoreError::new(
@@ -270,9 +293,17 @@ impl Store for Mem {
                     ));
                 }
                 let items = self.items.lock().unwrap();
+                let mut listed = self.listed_at.lock().unwrap();
                 Ok(Reply::Items(
                     keys.into_iter()
-                        .filter(|k| items.contains_key(&id_of(k)))
+                        .filter_map(|mut k| {
+                            let id = id_of(&k);
+                            let item = items.get(&id)?;
+                            // A strongly consistent read of the item is a read too.
+                            listed.insert(id, Instant::now());
+                            k.insert("ttl".into(), AV::N(item.ttl.to_string()));
+                            Some(k)
+                        })
                         .collect(),
                 ))
             }
@@ -416,19 +447,100 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
     for id in rewritten.iter().filter(|id| !destroyed.contains(id)) {
         assert!(store.has(id), "rewritten {id} was deleted");
     }
-    // Everything else went, and the keys that aged past the bound went conditionally.
+    // Everything else went, and the keys that aged past the bound were read again first.
     assert_eq!(
         store.ids().len(),
         rewritten.len() - destroyed.len(),
         "{report:?}"
     );
-    assert!(report.items_conditional > 0, "{report:?}");
+    assert!(report.items_reread > 0, "{report:?}");
     assert_eq!(report.items_failed + report.items_left, 0, "{report:?}");
     assert_eq!(
         report.items_deleted + report.items_skipped + report.items_gone,
         report.items_found,
         "{report:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
+    // Pages of 30 keys, each query taking 2.5 s, one request at a time: the first page's last
+    // 5 keys wait for the second page and share its chunk, already stale when it goes out.
+    // Their conditional deletes take 1 s each; the second page's keys must not go out in the
+    // BatchWriteItem that follows as if they were still fresh.
+    let started = Instant::now();
+    let store = Arc::new(Mem {
+        query_delay: Duration::from_millis(2_500),
+        conditional_delay: Duration::from_secs(1),
+        get_delay: Duration::from_secs(1),
+        ..Mem::new(Layout::default())
+    });
+    for i in 0..40 {
+        store.put(&format!("k{i:02}"), (T0 - 30) as f64);
+    }
+    let options = SweepOptions {
+        max_concurrency: 1,
+        page_limit: Some(30),
+        ..SweepOptions::default()
+    };
+    let sweeper = Sweeper::new(store.clone(), store.schema(), options);
+    // At 7 s the application writes k35 (listed on the second page, at 5 s) again, live.
+    let writer = tokio::spawn({
+        let store = store.clone();
+        async move {
+            tokio::time::sleep(Duration::from_secs(7)).await;
+            store.put("k35", (T0 + 3_600) as f64);
+        }
+    });
+    let report = sweeper
+        .sweep(Timestamp::from_secs(T0), &Stop::never())
+        .await;
+    writer.await.unwrap();
+    let max_age = *store.max_sent_age.lock().unwrap();
+    assert!(
+        max_age <= ttl_sweeper::engine::BATCH_MAX_READ_AGE,
+        "a key was sent {max_age:?} after its read; {report:?}"
+    );
+    assert!(
+        store.destroyed_live.lock().unwrap().is_empty(),
+        "destroyed {:?}; sends {:?}; {report:?}",
+        store.destroyed_live.lock().unwrap(),
+        store
+            .batch_calls
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(at, ids)| (at.duration_since(started), ids.clone()))
+            .collect::<Vec<_>>()
+    );
+    assert!(store.has("k35"), "{report:?}");
+    assert_eq!(store.ids(), vec!["k35".to_string()], "{report:?}");
+    assert_eq!(report.items_failed + report.items_left, 0, "{report:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unprocessed_key_named_unlike_any_key_sent_is_sent_again_not_counted_deleted() {
+    // The first BatchWriteItem leaves one key unprocessed and returns it in a form that matches
+    // no key sent: which key was left is unknown, so none may be counted as deleted.
+    let store = Arc::new(Mem {
+        rename_unprocessed: AtomicUsize::new(1),
+        ..Mem::new(Layout::default())
+    });
+    for i in 0..25 {
+        store.put(&format!("k{i:02}"), (T0 - 30) as f64);
+    }
+    let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default());
+    let report = sweeper
+        .sweep(Timestamp::from_secs(T0), &Stop::never())
+        .await;
+    assert!(
+        store.ids().is_empty(),
+        "left: {:?}; {report:?}",
+        store.ids()
+    );
+    assert_eq!(report.items_deleted, 25, "{report:?}");
+    assert_eq!(report.items_failed + report.items_left, 0, "{report:?}");
+    assert_eq!(store.batch_calls.lock().unwrap().len(), 2, "{report:?}");
 }
 
 /// `store` holding one chunk of 25 expired keys (`k00` to `k24`), swept in notify mode with
@@ -755,7 +867,6 @@ async fn ticks_longer_than_the_lookback_read_every_window_since_the_last_tick() 
         &stranded[..stranded.len().min(5)]
     );
     assert!(last_tick.secs() >= T0 + 600, "{last_tick}");
-    let _ = DeleteMode::Batch;
 }
 
 #[tokio::test(start_paused = true)]

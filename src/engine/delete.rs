@@ -2,12 +2,14 @@
 //! one conditional `DeleteItem` per item, with backoff and full jitter on unprocessed keys,
 //! throttling and 5xx answers; keys that still fail are returned, never dropped.
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::time::Instant;
 use tracing::debug;
 
 use super::report::{EventTally, FailedKey};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
+use crate::expiry::window::parse_ttl;
 use crate::expiry::Timestamp;
 use crate::store::{
     key_to_json, ConditionalOutcome, ErrorKind, Key, Store, StoreError, StoreExt, TableSchema,
@@ -24,8 +26,15 @@ fn may_have_applied(e: &StoreError) -> bool {
 pub(super) struct Expired {
     pub(super) key: Key,
     pub(super) ttl: f64,
-    /// When the index page that listed it arrived.
+    /// The ttl exactly as read (a Number): a conditional delete requires it unchanged.
+    pub(super) ttl_as_read: String,
+    /// When the index page (or the consistent read) that listed it arrived.
     pub(super) read_at: Instant,
+    /// An earlier attempt to delete it may have been applied (a timeout, a dropped connection,
+    /// a 5xx): a later attempt that finds it gone owes its event.
+    pub(super) maybe_applied: bool,
+    /// Batch mode: it aged past the bound once already and was read again.
+    pub(super) reread: bool,
 }
 
 /// What deleting needs of a sweeper.
@@ -63,7 +72,9 @@ pub(super) struct ChunkOutcome {
     pub(super) gone: u64,
     pub(super) retried: u64,
     pub(super) left: u64,
-    /// Batch mode: keys read too long before their send, deleted conditionally instead.
+    /// Batch mode: keys read too long before their send, read again.
+    pub(super) reread: u64,
+    /// Batch mode: keys stale again after being read again, deleted conditionally instead.
     pub(super) conditional: u64,
     pub(super) failed: Vec<FailedKey>,
     /// With `track_keys`: the keys kept (their ttl changed).
@@ -84,6 +95,7 @@ impl ChunkOutcome {
         self.gone += other.gone;
         self.retried += other.retried;
         self.left += other.left;
+        self.reread += other.reread;
         self.conditional += other.conditional;
         self.failed.extend(other.failed);
         self.kept_keys.extend(other.kept_keys);
@@ -128,68 +140,79 @@ impl<S: Store> Deleter<'_, S> {
     ) -> ChunkOutcome {
         match self.options.delete_mode {
             DeleteMode::Batch => self.delete_batch(chunk, now, stop).await,
-            DeleteMode::Conditional => self.delete_conditional(chunk, now, stop, false).await,
+            DeleteMode::Conditional => self.delete_conditional(chunk, now, stop).await,
         }
     }
 
-    /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl: a key whose read is
-    /// older than `batch_max_read_age` when its turn comes — first send or retry — is deleted
-    /// conditionally instead, so a key deleted and written again by the application while the
-    /// chunk waited is kept.
+    /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl. Right before every
+    /// send — first send or retry, and again after whatever the chunk waited for — each key's
+    /// read is checked: a key read longer than `batch_max_read_age` ago is read again, once,
+    /// with one strongly consistent `BatchGetItem` for all such keys of the chunk (one request,
+    /// not one per key), and goes on only if its ttl is still the one read; a key that ages past
+    /// the bound a second time is deleted conditionally. No request starts after the stop.
     async fn delete_batch(&self, chunk: Vec<Expired>, now: Timestamp, stop: &Stop) -> ChunkOutcome {
         let mut out = ChunkOutcome::default();
         let mut remaining = chunk;
         let mut attempt = 0u32;
-        loop {
-            // Checked right before every send: a chunk may have waited for a permit, for the
-            // chunks before it or for a backoff.
+        let mut reason = String::from("the sweep stopped before the keys were sent");
+        let max_age = self.options.batch_max_read_age;
+        while !remaining.is_empty() {
+            if stop.reached() {
+                self.give_up(remaining, &reason, &mut out).await;
+                return out;
+            }
             // One clock reading per send; the chunk is split only when some key is stale.
-            let max_age = self.options.batch_max_read_age;
             let sending_at = Instant::now();
             let stale_key = |e: &Expired| sending_at.duration_since(e.read_at) > max_age;
             if remaining.iter().any(stale_key) {
                 let (stale, fresh): (Vec<Expired>, Vec<Expired>) =
                     remaining.into_iter().partition(stale_key);
                 remaining = fresh;
-                debug!(
-                    keys = stale.len(),
-                    attempt, "keys read too long ago: deleting them conditionally"
-                );
-                out.conditional += stale.len() as u64;
-                // Keys sent before (attempt > 0) may already be gone: their conditional attempt
-                // is a retry.
-                out.absorb(Box::pin(self.delete_conditional(stale, now, stop, attempt > 0)).await);
-            }
-            if remaining.is_empty() {
-                return out;
+                let (twice, once): (Vec<Expired>, Vec<Expired>) =
+                    stale.into_iter().partition(|e| e.reread);
+                if !once.is_empty() {
+                    debug!(
+                        keys = once.len(),
+                        attempt, "keys read too long ago: reading them again"
+                    );
+                    out.reread += once.len() as u64;
+                    remaining.extend(self.read_again(once, &mut out).await);
+                }
+                if !twice.is_empty() {
+                    debug!(
+                        keys = twice.len(),
+                        attempt,
+                        "keys stale again after their second read: deleting them conditionally"
+                    );
+                    out.conditional += twice.len() as u64;
+                    out.absorb(Box::pin(self.delete_conditional(twice, now, stop)).await);
+                }
+                // What that took counts: every key's age is checked again before the send.
+                continue;
             }
             // Borrowed: the keys stay here for a retry.
             let keys: Vec<&Key> = remaining.iter().map(|e| &e.key).collect();
-            let result = self.store.batch_delete(self.schema, keys).await;
-            let (retry, reason, maybe_applied) = match result {
+            match self.store.batch_delete(self.schema, keys).await {
                 Ok(unprocessed) => {
-                    let at = Instant::now();
-                    out.deleted_ttls.reserve(remaining.len());
-                    out.deleted_at.reserve(remaining.len());
-                    let mut left = Vec::with_capacity(unprocessed.len());
-                    for e in remaining {
-                        if unprocessed.is_empty() || !unprocessed.contains(&e.key) {
-                            out.deleted_ttls.push(e.ttl);
-                            out.deleted_at.push(at);
-                            self.owe_event(&e, None);
-                        } else {
-                            left.push(e);
-                        }
-                    }
-                    remaining = left;
+                    remaining = self.acknowledge(remaining, &unprocessed, &mut out);
                     if remaining.is_empty() {
                         return out;
                     }
-                    (true, "left unprocessed by BatchWriteItem".to_owned(), false)
+                    reason = "left unprocessed by BatchWriteItem".to_owned();
                 }
-                Err(e) => (e.kind.is_retryable(), e.to_string(), may_have_applied(&e)),
-            };
-            if !retry || attempt >= self.options.max_retries {
+                Err(e) => {
+                    reason = e.to_string();
+                    if may_have_applied(&e) {
+                        for k in &mut remaining {
+                            k.maybe_applied = true;
+                        }
+                    }
+                    if !e.kind.is_retryable() {
+                        attempt = self.options.max_retries;
+                    }
+                }
+            }
+            if attempt >= self.options.max_retries {
                 out.failed.extend(remaining.iter().map(|e| FailedKey {
                     key: key_to_json(&e.key),
                     reason: reason.clone(),
@@ -199,17 +222,137 @@ impl<S: Store> Deleter<'_, S> {
             attempt += 1;
             let wait = self.options.backoff(attempt);
             if stop.would_pass(wait) {
-                if maybe_applied {
-                    self.settle(remaining, &reason, &mut out).await;
-                } else {
-                    out.left += remaining.len() as u64;
-                }
+                self.give_up(remaining, &reason, &mut out).await;
                 return out;
             }
             debug!(attempt, keys = remaining.len(), wait_ms = wait.as_millis() as u64, %reason, "retrying deletes");
             out.retried += remaining.len() as u64;
             self.publish_owed(&mut out, false).await;
             tokio::time::sleep(wait).await;
+        }
+        out
+    }
+
+    /// A `BatchWriteItem` answered: every key sent that `unprocessed` does not name is deleted
+    /// (its event owed); returns the keys to send again. A returned key that matches no key sent
+    /// (DynamoDB names them as sent) leaves it unknown which keys were deleted: then none is
+    /// counted, and every key is sent again, marked as possibly deleted already.
+    fn acknowledge(
+        &self,
+        sent: Vec<Expired>,
+        unprocessed: &[Key],
+        out: &mut ChunkOutcome,
+    ) -> Vec<Expired> {
+        let is_left = |e: &Expired| !unprocessed.is_empty() && unprocessed.contains(&e.key);
+        let matched = sent.iter().filter(|e| is_left(e)).count();
+        if matched != unprocessed.len() {
+            tracing::warn!(
+                returned = unprocessed.len(),
+                matched,
+                "BatchWriteItem returned unprocessed keys that match no key sent; sending the whole chunk again"
+            );
+            return sent
+                .into_iter()
+                .map(|e| Expired {
+                    maybe_applied: true,
+                    ..e
+                })
+                .collect();
+        }
+        let at = Instant::now();
+        let mut left = Vec::with_capacity(matched);
+        out.deleted_ttls.reserve(sent.len() - matched);
+        out.deleted_at.reserve(sent.len() - matched);
+        for e in sent {
+            if is_left(&e) {
+                left.push(e);
+            } else {
+                out.deleted_ttls.push(e.ttl);
+                out.deleted_at.push(at);
+                self.owe_event(&e, None);
+            }
+        }
+        left
+    }
+
+    /// Reads `keys` again (aged past the bound) with one strongly consistent `BatchGetItem`;
+    /// returns those still there with the ttl read, read now. A key found gone counts as gone
+    /// (its event owed if an earlier attempt may have deleted it); one whose ttl changed is kept.
+    /// If the read fails, the keys come back unchanged, marked as read again: stale, they are
+    /// deleted conditionally.
+    async fn read_again(&self, keys: Vec<Expired>, out: &mut ChunkOutcome) -> Vec<Expired> {
+        let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
+        let found = match self.store.get_items(self.schema, wanted).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(keys = keys.len(), error = %e, "could not read stale keys again; deleting them conditionally");
+                return keys
+                    .into_iter()
+                    .map(|e| Expired { reread: true, ..e })
+                    .collect();
+            }
+        };
+        let at = Instant::now();
+        let ttl_attribute = &self.schema.layout.ttl_attribute;
+        let mut back = Vec::with_capacity(keys.len());
+        for e in keys {
+            let item = found
+                .iter()
+                .find(|item| self.schema.key_of(item).as_ref() == Some(&e.key));
+            match item.map(|item| item.get(ttl_attribute)) {
+                None => {
+                    out.gone += 1;
+                    if e.maybe_applied {
+                        self.owe_event(&e, None);
+                    }
+                }
+                Some(Some(AttributeValue::N(n))) if parse_ttl(n).is_ok_and(|t| t == e.ttl) => {
+                    back.push(Expired {
+                        read_at: at,
+                        reread: true,
+                        ..e
+                    });
+                }
+                Some(_) if e.maybe_applied && self.notify.is_some() => {
+                    out.failed.push(self.rewritten_after_attempt(&e));
+                }
+                Some(_) => {
+                    out.skipped += 1;
+                    if self.track_keys {
+                        out.kept_keys.push(e.key);
+                    }
+                }
+            }
+        }
+        back
+    }
+
+    /// Notify mode: `e` is there with another ttl after an attempt that may have deleted it
+    /// (its answer lost). If that attempt did, the item was deleted and written again, and no
+    /// event was owed for the delete; if it did not, the ttl changed and nothing was deleted.
+    /// Neither can be told apart, so the key is reported, never passed over in silence.
+    fn rewritten_after_attempt(&self, e: &Expired) -> FailedKey {
+        FailedKey {
+            key: key_to_json(&e.key),
+            reason: "its ttl changed after an attempt that may have deleted it (the answer was \
+                     lost): if that attempt deleted it, the item was written again since and no \
+                     expiry event was sent"
+                .to_owned(),
+        }
+    }
+
+    /// The sweep stops with `keys` unsent or waiting for a retry (`reason`: the last attempt's
+    /// outcome). Keys an earlier attempt may have deleted are settled (see [`Self::settle`]);
+    /// the others are left for the next sweep.
+    async fn give_up(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome) {
+        let (maybe, unsent): (Vec<Expired>, Vec<Expired>) =
+            keys.into_iter().partition(|e| e.maybe_applied);
+        out.left += unsent.len() as u64;
+        if self.track_keys {
+            out.left_keys.extend(unsent.into_iter().map(|e| e.key));
+        }
+        if !maybe.is_empty() {
+            self.settle(maybe, reason, out).await;
         }
     }
 
@@ -235,12 +378,18 @@ impl<S: Store> Deleter<'_, S> {
                         .iter()
                         .any(|item| self.schema.key_of(item).as_ref() == Some(&e.key));
                     if present {
+                        // Archive mode accepted the event before the delete; notify mode owes
+                        // it only for a delete it sees.
+                        let event = if self.notify.is_some() {
+                            "if that attempt deletes it later no expiry event is sent"
+                        } else {
+                            "its expiry event was accepted before the delete"
+                        };
                         out.failed.push(FailedKey {
                             key: key_to_json(&e.key),
                             reason: format!(
                                 "stopped after an attempt that may still delete it ({reason}); \
-                                 it was there when checked, and if that attempt deletes it later \
-                                 no expiry event is sent"
+                                 it was there when checked; {event}"
                             ),
                         });
                     } else {
@@ -262,18 +411,17 @@ impl<S: Store> Deleter<'_, S> {
         }
     }
 
-    /// Deletes a chunk one conditional `DeleteItem` at a time; `retrying`: the keys were sent
-    /// before (by a `BatchWriteItem` whose answer may have been lost).
+    /// Deletes a chunk one conditional `DeleteItem` at a time, each requiring the item's ttl
+    /// to be the one read and expired at `now`.
     async fn delete_conditional(
         &self,
         chunk: Vec<Expired>,
         now: Timestamp,
         stop: &Stop,
-        retrying: bool,
     ) -> ChunkOutcome {
         let mut out = ChunkOutcome::default();
         let mut items = chunk.into_iter();
-        while let Some(e) = items.next() {
+        while let Some(mut e) = items.next() {
             if stop.reached() {
                 out.left += 1 + items.len() as u64;
                 if self.track_keys {
@@ -288,11 +436,16 @@ impl<S: Store> Deleter<'_, S> {
             loop {
                 let result = if self.return_items {
                     self.store
-                        .delete_if_expired_returning(self.schema, e.key.clone(), now)
+                        .delete_if_expired_returning(
+                            self.schema,
+                            e.key.clone(),
+                            &e.ttl_as_read,
+                            now,
+                        )
                         .await
                 } else {
                     self.store
-                        .delete_if_expired(self.schema, e.key.clone(), now)
+                        .delete_if_expired(self.schema, e.key.clone(), &e.ttl_as_read, now)
                         .await
                         .map(|outcome| (outcome, None))
                 };
@@ -301,6 +454,12 @@ impl<S: Store> Deleter<'_, S> {
                         out.deleted_ttls.push(e.ttl);
                         out.deleted_at.push(Instant::now());
                         self.owe_event(&e, returned);
+                        break;
+                    }
+                    Ok((ConditionalOutcome::Kept, _))
+                        if e.maybe_applied && self.notify.is_some() =>
+                    {
+                        out.failed.push(self.rewritten_after_attempt(&e));
                         break;
                     }
                     Ok((ConditionalOutcome::Kept, _)) => {
@@ -312,10 +471,11 @@ impl<S: Store> Deleter<'_, S> {
                     }
                     Ok((ConditionalOutcome::Gone, _)) => {
                         out.gone += 1;
-                        // Found gone on a retry: most likely deleted by the attempt whose answer
-                        // was lost (a timeout, a dropped connection), so its event is owed (a
-                        // duplicate, with the same id, if someone else deleted it).
-                        if attempt > 0 || retrying {
+                        // Found gone after an attempt that may have been applied (a timeout, a
+                        // dropped connection, a 5xx): most likely deleted by it, so its event is
+                        // owed (a duplicate, with the same id, if someone else deleted it). Not
+                        // after a throttle or an unprocessed key: neither deleted anything.
+                        if e.maybe_applied {
                             self.owe_event(&e, None);
                         }
                         break;
@@ -329,6 +489,7 @@ impl<S: Store> Deleter<'_, S> {
                     });
                     break;
                 }
+                e.maybe_applied |= may_have_applied(&err);
                 attempt += 1;
                 let wait = self.options.backoff(attempt);
                 if stop.would_pass(wait) {
@@ -336,7 +497,7 @@ impl<S: Store> Deleter<'_, S> {
                     if self.track_keys {
                         out.left_keys.extend(items.map(|e| e.key));
                     }
-                    if may_have_applied(&err) {
+                    if e.maybe_applied {
                         self.settle(vec![e], &err.to_string(), &mut out).await;
                     } else {
                         out.left += 1;

@@ -152,9 +152,13 @@ pub struct SweepReport {
     pub items_failed: u64,
     /// Items found but not attempted because the sweep had to stop; the next sweep finds them.
     pub items_left: u64,
-    /// Batch mode: keys whose index read was older than the batch bound
-    /// (`BATCH_MAX_READ_AGE`) when their turn came, deleted with a conditional `DeleteItem`
-    /// instead of `BatchWriteItem` (they are also counted as deleted, kept or gone).
+    /// Batch mode: keys whose read was older than the batch bound (`BATCH_MAX_READ_AGE`) when
+    /// their turn came, read again with a strongly consistent `BatchGetItem` (one request per
+    /// chunk) before their send; an item found gone or with another ttl is not sent.
+    pub items_reread: u64,
+    /// Batch mode: keys older than the batch bound a second time, after being read again,
+    /// deleted with a conditional `DeleteItem` instead of `BatchWriteItem` (they are also counted
+    /// as deleted, kept or gone).
     pub items_conditional: u64,
     /// Expiry lag of the deleted items, relative to the sweep instant.
     pub lag: LagStats,
@@ -264,6 +268,7 @@ impl SweepReport {
         self.items_retried += other.items_retried;
         self.items_failed += other.items_failed;
         self.items_left += other.items_left;
+        self.items_reread += other.items_reread;
         self.items_conditional += other.items_conditional;
         self.failed_keys_dropped += other.failed_keys_dropped;
         self.errors_dropped += other.errors_dropped;

@@ -64,6 +64,7 @@ fn fold_chunk(report: &mut SweepReport, chunk: ChunkOutcome, origin: LagOrigin) 
     report.items_gone += chunk.gone;
     report.items_retried += chunk.retried;
     report.items_left += chunk.left;
+    report.items_reread += chunk.reread;
     report.items_conditional += chunk.conditional;
     report.items_failed += chunk.failed.len() as u64;
     report.add_failed_keys(chunk.failed);
@@ -81,9 +82,9 @@ fn check_item(
     now: Timestamp,
     read_at: Instant,
 ) -> Option<Expired> {
-    let ttl = match item.get(&schema.layout.ttl_attribute) {
-        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => match parse_ttl(n) {
-            Ok(t) => t,
+    let (ttl, ttl_as_read) = match item.remove(&schema.layout.ttl_attribute) {
+        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => match parse_ttl(&n) {
+            Ok(t) => (t, n),
             Err(e) => {
                 warn!(error = %e, "item with an unusable ttl ignored");
                 return None;
@@ -105,8 +106,8 @@ fn check_item(
             return None;
         }
     }
-    // The projection asks for the key attributes and the ttl: what remains without the ttl is
-    // the key, if every key attribute is there.
+    // The projection asks for the key attributes and the ttl: what remains without the ttl
+    // (taken above) is the key, if every key attribute is there.
     item.retain(|name, _| schema.key_attributes.contains(name));
     if item.len() != schema.key_attributes.len() {
         warn!("index item without the table's key attributes ignored");
@@ -115,7 +116,10 @@ fn check_item(
     Some(Expired {
         key: item,
         ttl,
+        ttl_as_read,
         read_at,
+        maybe_applied: false,
+        reread: false,
     })
 }
 

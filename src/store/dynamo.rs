@@ -493,6 +493,7 @@ impl DynamoStore {
         &self,
         schema: &TableSchema,
         key: Key,
+        ttl: &str,
         now: Timestamp,
         return_item: bool,
     ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
@@ -502,10 +503,12 @@ impl DynamoStore {
             .delete_item()
             .table_name(&schema.table_name)
             .set_key(Some(key))
-            // Expired at `now` by native TTL's rule, as the item stands in the table now: a ttl
-            // extended, removed, or set more than five years back since the read keeps the item.
-            .condition_expression("attribute_exists(#ttl) AND #ttl < :now AND #ttl >= :oldest")
+            // The ttl read, unchanged, and expired at `now` by native TTL's rule, as the item
+            // stands in the table now: a ttl changed in any way since the read (extended,
+            // removed, rewritten to another past value) keeps the item.
+            .condition_expression("#ttl = :read AND #ttl < :now AND #ttl >= :oldest")
             .expression_attribute_names("#ttl", &schema.layout.ttl_attribute)
+            .expression_attribute_values(":read", AttributeValue::N(ttl.to_owned()))
             .expression_attribute_values(":now", AttributeValue::N(now.to_number()))
             .expression_attribute_values(
                 ":oldest",
@@ -576,12 +579,22 @@ impl DynamoStore {
                 .send_batch_delete(schema, keys)
                 .await
                 .map(Reply::Unprocessed),
-            Call::DeleteIfExpired { schema, key, now } => self
-                .send_delete_if_expired(schema, key, now, false)
+            Call::DeleteIfExpired {
+                schema,
+                key,
+                ttl,
+                now,
+            } => self
+                .send_delete_if_expired(schema, key, ttl, now, false)
                 .await
                 .map(|(outcome, _)| Reply::Conditional(outcome)),
-            Call::DeleteIfExpiredReturning { schema, key, now } => self
-                .send_delete_if_expired(schema, key, now, true)
+            Call::DeleteIfExpiredReturning {
+                schema,
+                key,
+                ttl,
+                now,
+            } => self
+                .send_delete_if_expired(schema, key, ttl, now, true)
                 .await
                 .map(|(outcome, item)| Reply::ConditionalItem(outcome, item)),
             Call::GetItems { schema, keys } => {
