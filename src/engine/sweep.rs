@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -20,7 +20,7 @@ use super::delete::{ChunkOutcome, Deleter, Expired};
 use super::hook::{delete_with_events, Events, ExpiryHook, FailedEvent, Owed};
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
-use super::{Checkpoint, SweepOptions, BATCH_SIZE, CATCHUP_SLICE_PARTITIONS};
+use super::{Checkpoint, SweepOptions, BATCH_SIZE, CATCHUP_SLICE_PARTITIONS, READ_AHEAD_ROUNDS};
 use crate::expiry::time::iso_millis;
 use crate::expiry::window::{parse_ttl, partition_key, ttl_state, ShardRange, TtlState, Window};
 use crate::expiry::{Clock, Timestamp};
@@ -121,6 +121,36 @@ fn check_item(
         maybe_applied: false,
         reread: false,
     })
+}
+
+/// The keys a sweep may hold at once, read but not yet deleted: [`READ_AHEAD_ROUNDS`] rounds of
+/// `max_concurrency` chunks. Every running partition (at most `max_concurrency`) holds fewer
+/// than a chunk while it waits for more keys, so at least one chunk's worth is always free once
+/// the chunks in flight finish: no partition waits for keys forever.
+fn read_ahead(options: &SweepOptions) -> usize {
+    READ_AHEAD_ROUNDS * BATCH_SIZE * options.max_concurrency.max(1)
+}
+
+/// Takes up to `want` keys of the sweep's read-ahead `budget` for the next page of a partition
+/// that holds `pending` keys already: waits for enough to complete one chunk, then takes half of
+/// what is free without waiting (the other partitions read beside it), in whole chunks, so the
+/// page and what is pending add up to whole chunks when the page is full.
+async fn take_budget(budget: &Arc<Semaphore>, pending: usize, want: u32) -> OwnedSemaphorePermit {
+    let chunk = BATCH_SIZE as u32;
+    let first = (chunk - (pending as u32 % chunk)).min(want).max(1);
+    let mut permit = budget
+        .clone()
+        .acquire_many_owned(first)
+        .await
+        .expect("the read-ahead budget is never closed");
+    let free = u32::try_from(budget.available_permits()).unwrap_or(u32::MAX);
+    let more = (want - first).min(free / 2) / chunk * chunk;
+    if more > 0 {
+        if let Ok(extra) = budget.clone().try_acquire_many_owned(more) {
+            permit.merge(extra);
+        }
+    }
+    permit
 }
 
 /// The first query page of a partition in batch mode, before the pace of deletes is known.
@@ -441,6 +471,7 @@ impl<S: Store> Sweeper<S> {
         let range = self.shard_range();
         let limit = self.shared.options.max_concurrency.max(1);
         let permits = Arc::new(Semaphore::new(limit));
+        let budget = Arc::new(Semaphore::new(read_ahead(&self.shared.options)));
         let inner = stop.child();
         let partitions = windows.iter().enumerate().flat_map(|(i, w)| {
             range
@@ -473,11 +504,15 @@ impl<S: Store> Sweeper<S> {
                     fold(joined(done));
                 }
             }
-            let (shared, inner, permits) = (self.shared.clone(), inner.clone(), permits.clone());
+            let (shared, inner) = (self.shared.clone(), inner.clone());
+            let slots = Slots {
+                permits: permits.clone(),
+                budget: budget.clone(),
+            };
             let events = events.clone();
             running.spawn(async move {
                 let out =
-                    Shared::sweep_partition(&shared, &key, now, &inner, &permits, &events, origin)
+                    Shared::sweep_partition(&shared, &key, now, &inner, &slots, &events, origin)
                         .await;
                 (i, out)
             });
@@ -549,16 +584,24 @@ impl<S: Store> CheckpointMover<'_, S> {
     }
 }
 
+/// What the partitions of one sweep share: the slots for requests sent at once, and the
+/// read-ahead budget of keys held at once (see [`read_ahead`]).
+struct Slots {
+    permits: Arc<Semaphore>,
+    budget: Arc<Semaphore>,
+}
+
 impl<S: Store> Shared<S> {
     /// Reads one partition to the end (or until `stop`), deleting as it goes: each chunk of
     /// [`BATCH_SIZE`] a task of its own, at most `max_concurrency` of them waiting per partition
-    /// and `permits` sending at once across the sweep.
+    /// and `slots.permits` sending at once across the sweep. Each page asks for no more keys than
+    /// the sweep's read-ahead budget has free; a key's share of it returns when its chunk is done.
     async fn sweep_partition(
         this: &Arc<Self>,
         key: &str,
         now: Timestamp,
         stop: &Stop,
-        permits: &Arc<Semaphore>,
+        slots: &Slots,
         events: &Option<Events>,
         origin: LagOrigin,
     ) -> PartitionOutcome {
@@ -572,12 +615,20 @@ impl<S: Store> Shared<S> {
         let max_inflight = this.options.max_concurrency.max(1);
         let mut inflight = JoinSet::new();
         let mut pending: Vec<Expired> = Vec::new();
+        // The budget held for `pending`: one permit a key.
+        let mut held: Option<OwnedSemaphorePermit> = None;
         let mut start: Option<Key> = None;
         let mut pace = PagePace::new(&this.options);
-        let delete = |inflight: &mut JoinSet<ChunkOutcome>, chunk: Vec<Expired>| {
-            let (shared, stop, permits) = (this.clone(), stop.clone(), permits.clone());
+        let budget_size = u32::try_from(read_ahead(&this.options)).unwrap_or(u32::MAX);
+        let delete = |inflight: &mut JoinSet<ChunkOutcome>,
+                      chunk: Vec<Expired>,
+                      held: &mut Option<OwnedSemaphorePermit>| {
+            let (shared, stop, permits) = (this.clone(), stop.clone(), slots.permits.clone());
             let events = events.clone();
+            // The chunk's keys' share of the budget, returned when the chunk is done.
+            let keys = split_permit(held, chunk.len());
             inflight.spawn(async move {
+                let _keys = keys;
                 let _permit = permits.acquire().await;
                 // The stop may have come while this chunk waited for a permit.
                 if stop.reached() {
@@ -603,9 +654,21 @@ impl<S: Store> Shared<S> {
             // retries (a slow or failing DynamoDB) must not hold a shutdown. The partition is
             // left for the next sweep, like those not started. (A deadline needs no such cut:
             // every call of the store ends before it, see `Store::end_calls_by`.)
-            let query =
-                this.store
-                    .query_expired(&this.schema, key, now, start.take(), pace.limit());
+            let want = pace
+                .limit()
+                .map_or(budget_size, |l| u32::try_from(l.max(1)).unwrap_or(1))
+                .min(budget_size);
+            let granted = tokio::select! {
+                permit = take_budget(&slots.budget, pending.len(), want) => permit,
+                () = stop.token().cancelled() => {
+                    debug!(partition = %key, "stopping while waiting for keys to be deleted");
+                    break;
+                }
+            };
+            let limit = i32::try_from(granted.num_permits()).unwrap_or(i32::MAX);
+            let query = this
+                .store
+                .query_expired(&this.schema, key, now, start.take(), Some(limit));
             let answer = tokio::select! {
                 answer = query => answer,
                 () = stop.token().cancelled() => {
@@ -637,11 +700,19 @@ impl<S: Store> Shared<S> {
                     None => out.report.items_invalid += 1,
                 }
             }
+            // Keep one permit per key pending; what the page did not fill goes back at once.
+            let mut granted = granted;
+            let kept = pending.len() - held.as_ref().map_or(0, |h| h.num_permits());
+            drop(granted.split(granted.num_permits().saturating_sub(kept)));
+            match &mut held {
+                Some(h) => h.merge(granted),
+                None => held = Some(granted),
+            }
             // Whole chunks go now, from the back (order does not matter); a partial chunk waits
             // for the next page.
             while pending.len() >= BATCH_SIZE && !stop.reached() {
                 let chunk = pending.split_off(pending.len() - BATCH_SIZE);
-                delete(&mut inflight, chunk);
+                delete(&mut inflight, chunk, &mut held);
                 while inflight.len() >= max_inflight {
                     if let Some(c) = inflight.join_next().await {
                         out.handled_all &= fold_chunk(&mut out.report, joined(c), origin);
@@ -668,7 +739,7 @@ impl<S: Store> Shared<S> {
         } else {
             while !pending.is_empty() {
                 let chunk = pending.split_off(pending.len().saturating_sub(BATCH_SIZE));
-                delete(&mut inflight, chunk);
+                delete(&mut inflight, chunk, &mut held);
             }
         }
         while let Some(c) = inflight.join_next().await {
@@ -676,6 +747,15 @@ impl<S: Store> Shared<S> {
         }
         out
     }
+}
+
+/// Takes `n` permits out of `held` (which holds at least `n`).
+fn split_permit(held: &mut Option<OwnedSemaphorePermit>, n: usize) -> Option<OwnedSemaphorePermit> {
+    let h = held.as_mut()?;
+    if h.num_permits() <= n {
+        return held.take();
+    }
+    h.split(n)
 }
 
 #[cfg(test)]
