@@ -144,13 +144,16 @@ pub enum Call<'a> {
         /// The sweep instant.
         now: Timestamp,
     },
-    /// Reads whole items by key (up to 100), strongly consistent: `BatchGetItem`, for expiry
-    /// events that carry the item.
+    /// Reads items by key (up to 100), strongly consistent: `BatchGetItem`, for expiry events
+    /// that carry the item, and for keys that batch mode must read again.
     GetItems {
         /// The table.
         schema: &'a TableSchema,
         /// The keys.
         keys: Vec<Key>,
+        /// `true`: only the key attributes and the ttl (`ProjectionExpression`); `false`: whole
+        /// items.
+        ttl_only: bool,
     },
     /// Reads checkpoint `id` from `table`.
     ReadCheckpoint {
@@ -326,13 +329,18 @@ pub trait StoreExt: Store {
         }
     }
 
-    /// See [`Call::GetItems`].
+    /// See [`Call::GetItems`]: whole items, or (`ttl_only`) their keys and ttls.
     fn get_items<'a>(
         &'a self,
         schema: &'a TableSchema,
         keys: Vec<Key>,
+        ttl_only: bool,
     ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send + 'a {
-        let call = Call::GetItems { schema, keys };
+        let call = Call::GetItems {
+            schema,
+            keys,
+            ttl_only,
+        };
         async move {
             match self.call(call).await? {
                 Reply::Items(items) => Ok(items),

@@ -700,3 +700,41 @@ async fn a_slow_credential_refresh_never_delays_a_batch_past_its_attempt_timeout
     let error = result.expect_err("the attempt timed out while the credentials were resolved");
     assert_eq!(error.kind, ErrorKind::Transient, "{error}");
 }
+
+#[tokio::test]
+async fn keys_read_again_ask_for_their_key_and_ttl_only() {
+    use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemOutput;
+    let projected = mock!(Client::batch_get_item)
+        .match_requests(|r| {
+            let asked = &r.request_items().unwrap()[TABLE];
+            asked.consistent_read() == Some(true)
+                && asked.projection_expression() == Some("#k0, #ttl")
+                && asked.expression_attribute_names().unwrap()["#ttl"] == "ttl"
+                && asked.expression_attribute_names().unwrap()["#k0"] == "id"
+        })
+        .then_output(|| {
+            BatchGetItemOutput::builder()
+                .responses(TABLE, vec![expired(0)])
+                .build()
+        });
+    let whole = mock!(Client::batch_get_item)
+        .match_requests(|r| {
+            r.request_items().unwrap()[TABLE]
+                .projection_expression()
+                .is_none()
+        })
+        .then_output(|| BatchGetItemOutput::builder().build());
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&projected, &whole]);
+    let store = DynamoStore::sdk_only(client);
+    let found = store
+        .get_items(&schema(), vec![key("item-0")], true)
+        .await
+        .unwrap();
+    assert_eq!(found, vec![expired(0)]);
+    assert!(store
+        .get_items(&schema(), vec![key("item-0")], false)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!((projected.num_calls(), whole.num_calls()), (1, 1));
+}

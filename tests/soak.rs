@@ -366,6 +366,18 @@ async fn record(
                     seen.listed.entry(id).or_default().push(at);
                 }
             }
+            // Batch mode reads stale keys again, strongly consistent: a read too.
+            "BatchGetItem" => {
+                for items in answer["Responses"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|t| t.values())
+                {
+                    for id in item_ids(items) {
+                        seen.listed.entry(id).or_default().push(at);
+                    }
+                }
+            }
             "BatchWriteItem" => {
                 let left = delete_ids(&answer["UnprocessedItems"]);
                 for id in delete_ids(&request["RequestItems"]) {

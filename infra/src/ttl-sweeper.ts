@@ -718,6 +718,17 @@ export class TtlSweeper extends Construct {
         actions: ['dynamodb:BatchWriteItem', 'dynamodb:DeleteItem', 'dynamodb:DescribeTable'],
         resources: [tableArn],
       }),
+      // Batch mode reads a key again (its key attributes and ttl, strongly consistent) when its
+      // read is older than the bound for an unconditional delete when its turn comes.
+      ...(settings.deleteMode === DeleteMode.BATCH
+        ? [
+            new iam.PolicyStatement({
+              sid: 'ReadStaleKeysAgain',
+              actions: ['dynamodb:BatchGetItem'],
+              resources: [tableArn],
+            }),
+          ]
+        : []),
       new iam.PolicyStatement({
         sid: 'WriteOwnLogs',
         actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],

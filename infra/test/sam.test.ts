@@ -52,11 +52,22 @@ function evaluate(v: any, parameters: Record<string, string>): unknown {
   return typeof v === 'number' ? v : String(v);
 }
 
+/** A statement under `Fn::If`: the branch the condition picks, `undefined` for `AWS::NoValue`. */
+function evaluateStatement(v: any, parameters: Record<string, string>): unknown {
+  const [name, yes, no] = v['Fn::If'];
+  const picked = evaluate({ 'Fn::If': [name, 'yes', 'no'] }, parameters) === 'yes' ? yes : no;
+  return picked && typeof picked === 'object' && picked.Ref === 'AWS::NoValue' ? undefined : picked;
+}
+
 /** Actions by Sid of the inline policies of a role of the SAM template. */
 function samActions(role: string): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const p of template.Resources[role].Properties.Policies) {
-    for (const s of p.PolicyDocument.Statement) out[s.Sid] = [s.Action].flat();
+    for (const raw of p.PolicyDocument.Statement) {
+      // A statement under `Fn::If` on a condition, with the parameters' defaults.
+      const s = raw['Fn::If'] ? (evaluateStatement(raw, {}) as any) : raw;
+      if (s) out[s.Sid] = [s.Action].flat();
+    }
   }
   return out;
 }

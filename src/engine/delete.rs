@@ -282,7 +282,7 @@ impl<S: Store> Deleter<'_, S> {
     /// deleted conditionally.
     async fn read_again(&self, keys: Vec<Expired>, out: &mut ChunkOutcome) -> Vec<Expired> {
         let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
-        let found = match self.store.get_items(self.schema, wanted).await {
+        let found = match self.store.get_items(self.schema, wanted, true).await {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!(keys = keys.len(), error = %e, "could not read stale keys again; deleting them conditionally");
@@ -371,7 +371,7 @@ impl<S: Store> Deleter<'_, S> {
             return;
         }
         let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
-        match self.store.get_items(self.schema, wanted).await {
+        match self.store.get_items(self.schema, wanted, true).await {
             Ok(found) => {
                 for e in keys {
                     let present = found

@@ -334,7 +334,7 @@ async fn reconcile<S: Store>(
             .map(|x| (x, false)),
     );
     let keys: Vec<Key> = unresolved.iter().map(|(x, _)| x.key.clone()).collect();
-    let items = match store.get_items(schema, keys).await {
+    let items = match store.get_items(schema, keys, true).await {
         Ok(items) => items,
         Err(err) => {
             tracing::warn!(error = %err, keys = unresolved.len(), "could not re-read items whose expiry was accepted but not deleted; the next sweep publishes them again if their ttl is unchanged");
@@ -379,7 +379,7 @@ async fn read_items<S: Store>(
     chunk: &[Expired],
 ) -> Vec<Option<Key>> {
     let keys: Vec<Key> = chunk.iter().map(|e| e.key.clone()).collect();
-    match store.get_items(schema, keys).await {
+    match store.get_items(schema, keys, false).await {
         Ok(items) => chunk
             .iter()
             .map(|e| {

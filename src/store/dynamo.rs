@@ -379,17 +379,33 @@ impl DynamoStore {
         &self,
         schema: &TableSchema,
         keys: Vec<Key>,
+        ttl_only: bool,
     ) -> Result<Vec<Key>, StoreError> {
         use aws_sdk_dynamodb::types::KeysAndAttributes;
+        // The key attributes and the ttl, by placeholder (`#k0, #k1, #ttl`).
+        let projection = ttl_only.then(|| {
+            let mut names: std::collections::HashMap<String, String> =
+                key_placeholders(schema).collect();
+            names.insert("#ttl".into(), schema.layout.ttl_attribute.clone());
+            let mut expression: Vec<&str> = names.keys().map(String::as_str).collect();
+            expression.sort_unstable();
+            (expression.join(", "), names)
+        });
         let mut found = Vec::with_capacity(keys.len());
         let mut pending = keys;
         for _ in 0..3 {
             if pending.is_empty() {
                 break;
             }
-            let request = KeysAndAttributes::builder()
+            let mut request = KeysAndAttributes::builder()
                 .set_keys(Some(std::mem::take(&mut pending)))
-                .consistent_read(true)
+                .consistent_read(true);
+            if let Some((expression, names)) = &projection {
+                request = request
+                    .projection_expression(expression)
+                    .set_expression_attribute_names(Some(names.clone()));
+            }
+            let request = request
                 .build()
                 .map_err(|e| StoreError::new(ErrorKind::Other, "BatchGetItem", e.to_string()))?;
             let out = self
@@ -597,9 +613,14 @@ impl DynamoStore {
                 .send_delete_if_expired(schema, key, ttl, now, true)
                 .await
                 .map(|(outcome, item)| Reply::ConditionalItem(outcome, item)),
-            Call::GetItems { schema, keys } => {
-                self.send_get_items(schema, keys).await.map(Reply::Items)
-            }
+            Call::GetItems {
+                schema,
+                keys,
+                ttl_only,
+            } => self
+                .send_get_items(schema, keys, ttl_only)
+                .await
+                .map(Reply::Items),
             Call::ReadCheckpoint { table, id } => self
                 .send_read_checkpoint(table, id)
                 .await
