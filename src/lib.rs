@@ -25,8 +25,9 @@
 //! - [`events`]: expiry events — the event model and stable id, the sinks (EventBridge, SQS,
 //!   Firehose) behind the one-method [`events::Sink`] seam, batched publishing with retries; it
 //!   is the engine's [`engine::hook::ExpiryHook`].
-//! - [`engine`]: the sweep — paginated queries, batched or conditional deletes with backoff,
-//!   the report, checkpoint planning, ticks.
+//! - [`engine`]: the sweep — paginated queries within one read-ahead budget of keys per sweep,
+//!   batched or conditional deletes with backoff (batch mode reads a stale key again before it
+//!   sends it), the report, checkpoint planning, ticks.
 //! - [`store`]: the only code that talks to DynamoDB, behind the one-method [`store::Store`]
 //!   seam; errors, start-up checks, the one backoff ([`store::full_jitter`], for every retry
 //!   loop above too), the one DynamoDB JSON codec (shared by the key dialect of reports and
