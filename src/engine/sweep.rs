@@ -8,6 +8,7 @@
 //! covers every window since the last fully swept boundary (see [`super::checkpoint`]) and then
 //! moves the checkpoint forward.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -125,26 +126,35 @@ fn check_item(
 
 /// The keys a sweep may hold at once, read but not yet deleted: [`READ_AHEAD_ROUNDS`] rounds of
 /// `max_concurrency` chunks. Every running partition (at most `max_concurrency`) holds fewer
-/// than a chunk while it waits for more keys, so at least one chunk's worth is always free once
-/// the chunks in flight finish: no partition waits for keys forever.
+/// than a chunk while it waits for more keys, so a partition's fair share (`READ_AHEAD_ROUNDS`
+/// chunks, less what it holds) is always free once the chunks in flight finish: no partition
+/// waits for keys forever.
 fn read_ahead(options: &SweepOptions) -> usize {
     READ_AHEAD_ROUNDS * BATCH_SIZE * options.max_concurrency.max(1)
 }
 
-/// Takes up to `want` keys of the sweep's read-ahead `budget` for the next page of a partition
-/// that holds `pending` keys already: waits for enough to complete one chunk, then takes half of
-/// what is free without waiting (the other partitions read beside it), in whole chunks, so the
-/// page and what is pending add up to whole chunks when the page is full.
-async fn take_budget(budget: &Arc<Semaphore>, pending: usize, want: u32) -> OwnedSemaphorePermit {
+/// Takes up to `want` keys of the sweep's read-ahead budget for the next page of a partition
+/// that holds `pending` keys already: waits for a partition's fair share ([`READ_AHEAD_ROUNDS`]
+/// chunks, so a page is worth its request), then takes without waiting half of what is free
+/// beyond a fair share for each other partition running, in whole chunks, so the page and what
+/// is pending add up to whole chunks when the page is full. The wait always ends: each running
+/// partition holds fewer than a chunk while it waits, and the budget is a fair share for every
+/// partition that may run.
+async fn take_budget(slots: &Slots, pending: usize, want: u32) -> OwnedSemaphorePermit {
     let chunk = BATCH_SIZE as u32;
-    let first = (chunk - (pending as u32 % chunk)).min(want).max(1);
+    let fair = READ_AHEAD_ROUNDS as u32 * chunk;
+    let first = (fair - (pending as u32 % chunk)).min(want).max(1);
+    let budget = &slots.budget;
     let mut permit = budget
         .clone()
         .acquire_many_owned(first)
         .await
         .expect("the read-ahead budget is never closed");
+    let others =
+        u32::try_from(slots.running.load(Ordering::Relaxed).saturating_sub(1)).unwrap_or(u32::MAX);
     let free = u32::try_from(budget.available_permits()).unwrap_or(u32::MAX);
-    let more = (want - first).min(free / 2) / chunk * chunk;
+    let spare = free.saturating_sub(others.saturating_mul(fair)) / 2;
+    let more = (want - first).min(spare) / chunk * chunk;
     if more > 0 {
         if let Ok(extra) = budget.clone().try_acquire_many_owned(more) {
             permit.merge(extra);
@@ -472,6 +482,7 @@ impl<S: Store> Sweeper<S> {
         let limit = self.shared.options.max_concurrency.max(1);
         let permits = Arc::new(Semaphore::new(limit));
         let budget = Arc::new(Semaphore::new(read_ahead(&self.shared.options)));
+        let partitions_running = Arc::new(AtomicUsize::new(0));
         let inner = stop.child();
         let partitions = windows.iter().enumerate().flat_map(|(i, w)| {
             range
@@ -508,9 +519,12 @@ impl<S: Store> Sweeper<S> {
             let slots = Slots {
                 permits: permits.clone(),
                 budget: budget.clone(),
+                running: partitions_running.clone(),
             };
             let events = events.clone();
+            let counted = Running::new(&partitions_running);
             running.spawn(async move {
+                let _counted = counted;
                 let out =
                     Shared::sweep_partition(&shared, &key, now, &inner, &slots, &events, origin)
                         .await;
@@ -584,11 +598,28 @@ impl<S: Store> CheckpointMover<'_, S> {
     }
 }
 
-/// What the partitions of one sweep share: the slots for requests sent at once, and the
-/// read-ahead budget of keys held at once (see [`read_ahead`]).
+/// What the partitions of one sweep share: the slots for requests sent at once, the read-ahead
+/// budget of keys held at once (see [`read_ahead`]), and how many partitions are running.
 struct Slots {
     permits: Arc<Semaphore>,
     budget: Arc<Semaphore>,
+    running: Arc<AtomicUsize>,
+}
+
+/// Counts a partition in [`Slots::running`] from its spawn to its end.
+struct Running(Arc<AtomicUsize>);
+
+impl Running {
+    fn new(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Running(count.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl<S: Store> Shared<S> {
@@ -659,7 +690,7 @@ impl<S: Store> Shared<S> {
                 .map_or(budget_size, |l| u32::try_from(l.max(1)).unwrap_or(1))
                 .min(budget_size);
             let granted = tokio::select! {
-                permit = take_budget(&slots.budget, pending.len(), want) => permit,
+                permit = take_budget(slots, pending.len(), want) => permit,
                 () = stop.token().cancelled() => {
                     debug!(partition = %key, "stopping while waiting for keys to be deleted");
                     break;
