@@ -1264,7 +1264,6 @@ async fn scenario(
     db_rec.state.slowing.store(false, Ordering::SeqCst);
     sink_rec.state.slowing.store(false, Ordering::SeqCst);
     let oldest = originals.iter().map(|o| o.ttl).min().unwrap_or(now as i64) as f64;
-    let lookback = ((wall() - oldest) / WINDOW as f64).ceil() as usize + 2;
     // Blocking, off the runtime's workers: the proxies it goes through run on them. A final
     // sweep that fails (its report lists what it could not do: a sink still slow from the load
     // the chaos left on it, say) is followed by another, up to FINAL_SWEEPS; every report counts
@@ -1273,6 +1272,9 @@ async fn scenario(
     let mut final_sweeps = 0;
     let (code, report, stderr) = loop {
         final_sweeps += 1;
+        // From this sweep's start back to the oldest item: a final sweep after a slow one (a sink
+        // still loaded) must reach as far back as the first did.
+        let lookback = ((wall() - oldest) / WINDOW as f64).ceil() as usize + 2;
         let (code, report, stderr) = tokio::task::block_in_place(|| final_sweep(&env, lookback));
         final_reports.absorb(&report);
         final_reports.absorb_text(&stderr);
