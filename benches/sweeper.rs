@@ -16,13 +16,17 @@
 //! `BENCH_QUICK=1` shrinks every part (about three minutes) and writes to target/ instead;
 //! `BENCH_ONLY=perf` runs section 6 alone (CPU from outside, cores, the server's ceiling, the
 //! 64-shard tick) and writes target/bench-perf.md; `BENCH_ONLY=outside` runs the CPU rows
-//! measured from outside the sweeper alone (no local server) and writes target/bench-outside.md.
+//! measured from outside the sweeper alone (no local server) and writes target/bench-outside.md;
+//! `BENCH_ONLY=pace` runs the rows of batch mode at DynamoDB's pace and of peak memory alone (the
+//! release CLI against the fake endpoint, no local server) and writes target/bench-pace.md.
 //! Benchmarks print figures; they never fail on a timing.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 #[path = "../tests/support/cost.rs"]
 mod cost;
+#[path = "pace/mod.rs"]
+mod pace;
 #[path = "perf/mod.rs"]
 mod perf;
 #[path = "../tests/support/runtime_api.rs"]
@@ -84,8 +88,9 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("--fake-dynamodb") {
         // --fake-dynamodb PORT PER_WINDOW [DELAY [SEED]]: DELAY is `0` (answer at once, the
         // default) or `LO-HI`, a random delay of LO to HI ms before each DynamoDB answer, drawn
-        // from SEED (default 1). On SIGTERM it prints `requests N` (DynamoDB requests answered)
-        // and exits.
+        // from SEED (default 1). On SIGTERM it prints `requests N` (DynamoDB requests answered),
+        // then `ops Query=.. BatchWriteItem=.. DeleteItem=.. BatchGetItem=..` (those answered of
+        // each operation), and exits.
         let port: u16 = args[2].parse().unwrap();
         let per_window: usize = args[3].parse().unwrap();
         let delay = fake::Delay::parse(args.get(4).map_or("0", String::as_str))
@@ -99,6 +104,7 @@ fn main() {
             .unwrap();
         let shared = fake::Shared::paced(delay, seed);
         let requests = shared.requests.clone();
+        let ops = shared.ops.clone();
         rt.block_on(async {
             let mut term =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
@@ -111,6 +117,7 @@ fn main() {
             "requests {}",
             requests.load(std::sync::atomic::Ordering::Relaxed)
         );
+        println!("{}", fake::ops_line(&ops));
         return;
     }
     let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
@@ -189,6 +196,15 @@ fn main() {
         std::fs::write("target/bench-outside.md", &doc).unwrap();
         return;
     }
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "pace") {
+        // Batch mode at DynamoDB's pace and peak memory alone (no local server): printed and
+        // written to target/.
+        let figures = pace::measure(pace::Settings::new(quick));
+        pace::render(&mut doc, &figures);
+        println!("{doc}");
+        std::fs::write("target/bench-pace.md", &doc).unwrap();
+        return;
+    }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "perf") {
         // Section 6 alone, to check it quickly: printed and written to target/.
         let (inside, outside) = cpu_measurements(&scale, &rt);
@@ -218,6 +234,14 @@ fn main() {
         doc = render(&scale, &lag, &tput, &cpu, c_us, &start, &precise, &rows);
         plot(&lag, &scale);
     });
+    // Batch mode at DynamoDB's pace and peak memory: the release CLI against the fake endpoint.
+    let paced = pace::measure(pace::Settings::new(quick));
+    let mut paced_doc = String::new();
+    pace::render(&mut paced_doc, &paced);
+    match doc.find("## How to reproduce") {
+        Some(at) => doc.insert_str(at, &paced_doc),
+        None => doc.push_str(&paced_doc),
+    }
     println!("{doc}");
     let path = if quick {
         "target/bench-quick.md"
@@ -235,7 +259,11 @@ fn main() {
         };
         if let (Some(a), Some(b)) = (old.find(head), old.find(end)) {
             let block = format!("{}\n\n", &old[a..b + end.len()]);
-            if let Some(at) = doc.find("## How to reproduce") {
+            // Before the section of batch mode at DynamoDB's pace, which follows section 8.
+            if let Some(at) = doc
+                .find(pace::HEADING)
+                .or_else(|| doc.find("## How to reproduce"))
+            {
                 doc.insert_str(at, &block);
             }
         }
@@ -1395,7 +1423,7 @@ fn render(
     }
     let _ = writeln!(d, "- **What bounds one invocation**: the table's write capacity (on-demand tables start at 4,000 WRU/s per partition-bound and double with traffic; provisioned tables at their setting — deletes use 2 WRU each with the GSI), the account's table-level throughput quota (40,000 WRU/s by default), connections (the SDK pools them; `MAX_CONCURRENCY` bounds requests in flight), and the function's CPU share (about 1/14 of a vCPU at 128 MB): section 7 gives the memory for a peak rate.\n");
     d.push_str(perf_rows);
-    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~20 minutes, rewrites docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check, writes target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows alone (no local server), target/bench-outside.md\nmake profile              # section 8: a CPU profile of one sweep on each route, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # the same, the fake answering after 5-10 ms\n```");
+    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~20 minutes, rewrites docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check, writes target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows alone (no local server), target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace and peak memory alone (no local server), target/bench-pace.md\nmake profile              # section 8: a CPU profile of one sweep on each route, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # the same, the fake answering after 5-10 ms\n```");
     d
 }
 
@@ -1460,8 +1488,10 @@ fn plot(lag: &[LagResult], s: &Scale) {
 
 /// A DynamoDB and Lambda Runtime API stand-in that answers at once (or after a seeded random
 /// delay, [`Delay`]): `DescribeTable` with the sweeper's table shape, every `Query` with
-/// `per_window` expired keys in pages of 1,000, `BatchWriteItem` with no unprocessed items;
-/// `/runtime/invocation/next` with one `{}` event.
+/// `per_window` expired keys in pages of the request's `Limit` (without one, pages of
+/// [`PAGE_ITEMS`], a 1 MB page of ~100-byte index items), `BatchWriteItem` with no unprocessed
+/// items, `BatchGetItem` with every key asked and the ttl its id carries (`{i}@{window}@{ttl}`),
+/// `DeleteItem` (conditional or not) as deleted; `/runtime/invocation/next` with one `{}` event.
 mod fake {
     use std::convert::Infallible;
     use std::fmt::Write as _;
@@ -1505,6 +1535,8 @@ mod fake {
         pub invoked: Arc<Mutex<bool>>,
         /// DynamoDB requests answered so far.
         pub requests: Arc<AtomicU64>,
+        /// Of those, the requests of each of [`OPS`].
+        pub ops: Arc<[AtomicU64; 4]>,
         delay: Delay,
         rng: Arc<Mutex<Option<fastrand::Rng>>>,
     }
@@ -1529,6 +1561,29 @@ mod fake {
             let rng = rng.get_or_insert_with(|| fastrand::Rng::with_seed(1));
             lo + (hi - lo).mul_f64(rng.f64())
         }
+    }
+
+    /// The operations counted one by one in [`Shared::ops`].
+    pub const OPS: [&str; 4] = ["Query", "BatchWriteItem", "DeleteItem", "BatchGetItem"];
+
+    /// Items of a `Query` page without a `Limit`: DynamoDB stops a page at 1 MB, about 10,000
+    /// index items of ~100 bytes.
+    pub const PAGE_ITEMS: usize = 10_000;
+
+    /// `ops Query=.. BatchWriteItem=.. DeleteItem=.. BatchGetItem=..`: what the fake endpoint
+    /// prints on SIGTERM after `requests N`.
+    pub fn ops_line(ops: &[AtomicU64; 4]) -> String {
+        let mut line = String::from("ops");
+        for (name, n) in OPS.iter().zip(ops) {
+            let _ = write!(line, " {name}={}", n.load(Ordering::Relaxed));
+        }
+        line
+    }
+
+    /// The ttl an item id of [`handle`]'s `Query` pages carries: `{i}@{window}@{ttl}`.
+    fn ttl_of(id: &str) -> Option<i64> {
+        let (_, ttl) = id.rsplit_once('@')?;
+        ttl.parse().ok()
     }
 
     pub async fn serve(port: u16, per_window: usize, shared: Shared) {
@@ -1623,14 +1678,20 @@ mod fake {
             }
         }
         shared.requests.fetch_add(1, Ordering::Relaxed);
+        let op = target.rsplit('.').next().unwrap_or("");
+        if let Some(i) = OPS.iter().position(|o| *o == op) {
+            shared.ops[i].fetch_add(1, Ordering::Relaxed);
+        }
         let delay = shared.next_delay();
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        let op = target.rsplit('.').next().unwrap_or("");
-        if op == "BatchWriteItem" {
+        match op {
             // Every delete succeeds: the answer does not depend on the request, so it is not read.
-            return reply(200, r#"{"UnprocessedItems":{}}"#.into(), &[]);
+            "BatchWriteItem" => return reply(200, r#"{"UnprocessedItems":{}}"#.into(), &[]),
+            // The item was there and its condition held: deleted.
+            "DeleteItem" => return reply(200, "{}".into(), &[]),
+            _ => {}
         }
         let input: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         match op {
@@ -1652,7 +1713,9 @@ mod fake {
                 // The sweep instant has milliseconds ("1763805600.123"): answer with whole-second ttls below it.
                 let now: i64 = input["ExpressionAttributeValues"][":now"]["N"].as_str().and_then(|n| n.parse::<f64>().ok()).map(|n| n.ceil() as i64).unwrap_or(0);
                 let offset: usize = input["ExclusiveStartKey"]["id"]["S"].as_str().and_then(|s| s.split('@').next()?.parse().ok()).map(|o: usize| o + 1).unwrap_or(0);
-                let end = (offset + 1000).min(per_window);
+                // The request's `Limit`, else a full 1 MB page; never more than 1 MB either way.
+                let page = input["Limit"].as_u64().map_or(PAGE_ITEMS, |l| (l.max(1) as usize).min(PAGE_ITEMS));
+                let end = (offset + page).min(per_window);
                 // Written as text: the fake should cost little next to the sweeper it serves.
                 let window_json = Value::from(window).to_string();
                 let window_text = &window_json[1..window_json.len() - 1];
@@ -1663,14 +1726,32 @@ mod fake {
                     if i > offset {
                         out.push(',');
                     }
-                    let _ = write!(out, "{{\"id\":{{\"S\":\"{i}@{window_text}\"}},\"ttl\":{{\"N\":\"{ttl}\"}}}}");
+                    let _ = write!(out, "{{\"id\":{{\"S\":\"{i}@{window_text}@{ttl}\"}},\"ttl\":{{\"N\":\"{ttl}\"}}}}");
                 }
                 let _ = write!(out, "],\"Count\":{}", end - offset);
                 if end < per_window {
-                    let _ = write!(out, ",\"LastEvaluatedKey\":{{\"id\":{{\"S\":\"{}@{window_text}\"}},\"expirationWindow\":{{\"S\":{window_json}}},\"ttl\":{{\"N\":\"{ttl}\"}}}}", end - 1);
+                    let _ = write!(out, ",\"LastEvaluatedKey\":{{\"id\":{{\"S\":\"{}@{window_text}@{ttl}\"}},\"expirationWindow\":{{\"S\":{window_json}}},\"ttl\":{{\"N\":\"{ttl}\"}}}}", end - 1);
                 }
                 out.push('}');
                 reply(200, out, &[])
+            }
+            "BatchGetItem" => {
+                // A strongly consistent re-read: every key asked is there, with the ttl its id
+                // carries (the one the query page listed), so it is deleted as read.
+                let mut responses = serde_json::Map::new();
+                if let Some(tables) = input["RequestItems"].as_object() {
+                    for (table, asked) in tables {
+                        let items: Vec<Value> = asked["Keys"].as_array().map_or(&[][..], Vec::as_slice).iter().map(|key| {
+                            let mut item = key.clone();
+                            if let Some(ttl) = key["id"]["S"].as_str().and_then(ttl_of) {
+                                item["ttl"] = json!({"N": ttl.to_string()});
+                            }
+                            item
+                        }).collect();
+                        responses.insert(table.clone(), Value::Array(items));
+                    }
+                }
+                reply(200, json!({"Responses": responses, "UnprocessedKeys": {}}).to_string(), &[])
             }
             _ => reply(400, json!({"__type": "com.amazon.coral.service#UnknownOperationException"}).to_string(), &[]),
         }

@@ -54,7 +54,7 @@ pub enum Pace {
 
 impl Pace {
     /// The fake endpoint's DELAY argument.
-    fn arg(self) -> String {
+    pub fn arg(self) -> String {
         match self {
             Pace::Instant => "0".into(),
             Pace::Delayed { lo_ms, hi_ms } => format!("{lo_ms}-{hi_ms}"),
@@ -151,7 +151,7 @@ impl OutsideRun {
 }
 
 /// Makes `cmd` run on the CPUs `cpus` only.
-fn pin(cmd: &mut Command, cpus: Vec<usize>) {
+pub fn pin(cmd: &mut Command, cpus: Vec<usize>) {
     use std::os::unix::process::CommandExt as _;
     // SAFETY: only async-signal-safe calls (sched_setaffinity) between fork and exec.
     unsafe {
@@ -169,15 +169,15 @@ fn pin(cmd: &mut Command, cpus: Vec<usize>) {
 }
 
 /// What `wait4` tells of a finished child.
-struct Reaped {
+pub struct Reaped {
     /// User + system CPU seconds.
-    cpu_secs: f64,
+    pub cpu_secs: f64,
     /// Voluntary + involuntary context switches.
-    switches: u64,
+    pub switches: u64,
 }
 
 /// Reaps our own child `pid`, with its rusage.
-fn reap(pid: u32) -> Reaped {
+pub fn reap(pid: u32) -> Reaped {
     let mut status = 0;
     // SAFETY: waits for our own child and fills the rusage we pass.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -199,7 +199,7 @@ fn reap(pid: u32) -> Reaped {
 /// report at least the benchmark's own size.
 // The child is reaped by `wait4` (see `reap`), which `Child::wait` cannot replace.
 #[allow(clippy::zombie_processes)]
-fn measured(cmd: &mut Command, cpus: Vec<usize>) -> (String, Reaped, f64, f64) {
+pub fn measured(cmd: &mut Command, cpus: Vec<usize>) -> (String, Reaped, f64, f64) {
     pin(cmd, cpus);
     let started = Instant::now();
     let mut child = cmd
@@ -329,7 +329,11 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
             let mut said = String::new();
             let _ = fake.stdout.take().unwrap().read_to_string(&mut said);
             let fake_cpu_secs = reap(fake.id()).cpu_secs;
+            // `requests N` comes first; the counts per operation follow on their own line.
             let requests = said
+                .lines()
+                .next()
+                .unwrap_or("")
                 .trim()
                 .strip_prefix("requests ")
                 .and_then(|n| n.parse().ok())
