@@ -497,14 +497,7 @@ impl<S: Store> Deleter<'_, S> {
                     if self.track_keys {
                         out.left_keys.extend(items.map(|e| e.key));
                     }
-                    if e.maybe_applied {
-                        self.settle(vec![e], &err.to_string(), &mut out).await;
-                    } else {
-                        out.left += 1;
-                        if self.track_keys {
-                            out.left_keys.push(e.key);
-                        }
-                    }
+                    self.give_up(vec![e], &err.to_string(), &mut out).await;
                     return out;
                 }
                 out.retried += 1;
