@@ -50,7 +50,7 @@ pub const BATCH_SIZE: usize = 25;
 /// carrying it is given up at most the attempt timeout after that.
 pub const BATCH_MAX_READ_AGE: Duration = Duration::from_secs(2);
 
-/// A sweep holds at most this many rounds of `MAX_CONCURRENCY` chunks of keys at once — read
+/// A sweep holds at most this many rounds of `MAX_CONCURRENCY + 1` chunks of keys at once — read
 /// but not yet deleted, across all its partitions: while the rounds before are deleted the next
 /// one is read, so keys wait for about that many request times before their send, and memory
 /// stays bounded whatever the page size or the number of partitions.

@@ -125,12 +125,13 @@ fn check_item(
 }
 
 /// The keys a sweep may hold at once, read but not yet deleted: [`READ_AHEAD_ROUNDS`] rounds of
-/// `max_concurrency` chunks. Every running partition (at most `max_concurrency`) holds fewer
+/// `max_concurrency + 1` chunks. Every running partition (at most `max_concurrency`) holds fewer
 /// than a chunk while it waits for more keys, so a partition's fair share (`READ_AHEAD_ROUNDS`
 /// chunks, less what it holds) is always free once the chunks in flight finish: no partition
-/// waits for keys forever.
+/// waits for keys forever. The one share more lets a partition read its next page while its last
+/// chunks are deleted, even with one request in flight.
 fn read_ahead(options: &SweepOptions) -> usize {
-    READ_AHEAD_ROUNDS * BATCH_SIZE * options.max_concurrency.max(1)
+    READ_AHEAD_ROUNDS * BATCH_SIZE * (options.max_concurrency.max(1) + 1)
 }
 
 /// Takes up to `want` keys of the sweep's read-ahead budget for the next page of a partition
