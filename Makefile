@@ -80,18 +80,12 @@ lint: ## rustfmt check and clippy -D warnings
 test: tools lint test-rust test-infra test-packages ## everything CI runs: lint, Rust tests (unit, mock, integration, Lambda e2e), infra tests, helper packages
 
 .PHONY: test-rust
-# The tests that reach DynamoDB Local through the store: run on the fast path (FAST_PATH unset:
-# on) with the rest, then again with FAST_PATH=off.
-STORE_TESTS := local_dynamodb precision faults handler cli lambda_e2e clock_skew events
-
 test-rust: tools
 	CARGO_LAMBDA=$(CARGO_LAMBDA) $(LOCAL_AWS_ENV) cargo test --lib --bins --tests --examples
 	CARGO_LAMBDA=$(CARGO_LAMBDA) cargo test --doc
 	cargo test --benches --no-run  # the benchmark compiles; `make bench` runs it
 	@echo; echo "Fault injection (tests/faults.rs):"; cat target/tmp/fault-report.md target/tmp/chaos-report.md
 	@echo; cat target/tmp/events-fault-report.md
-	@echo; echo "The tests that sweep DynamoDB Local again, every request through the SDK (FAST_PATH=off):"
-	FAST_PATH=off CARGO_LAMBDA=$(CARGO_LAMBDA) $(LOCAL_AWS_ENV) cargo test $(addprefix --test ,$(STORE_TESTS))
 
 # ---------------------------------------------------------------- soak
 
@@ -196,7 +190,7 @@ perf:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq linux-perf >/dev/null; }
 
 .PHONY: profile
-profile: perf ## CPU profiles (with symbols) of one sweep on each route (FAST_PATH=off, on) against the fake DynamoDB endpoint; PROFILE_DELAY=5-10 answers after 5-10 ms
+profile: perf ## CPU profile (with symbols) of one sweep against the fake DynamoDB endpoint (BASELINE=<older build> beside it); PROFILE_DELAY=5-10 answers after 5-10 ms
 	cargo build --profile profiling --bin ttl-sweeper
 	cargo bench --bench sweeper --no-run
 	scripts/profile.sh

@@ -5,15 +5,13 @@
 #
 #   scripts/profile.sh [ITEMS_PER_WINDOW]   # 16 windows (the default lookback) x 10000 by default
 #   BASELINE=path/to/older/ttl-sweeper scripts/profile.sh   # an older build beside this one
-#                                           # (without BASELINE: this build's two routes side by
-#                                           # side, FAST_PATH=off, then on, the default)
 #   PROFILE_DELAY=5-10 scripts/profile.sh   # the fake answers after a random 5-10 ms, as DynamoDB
 #                                           # does in-Region (default 0: at once)
 #
 # Sampling uses perf's software clock (`-e cpu-clock`): hardware counters are not available in
 # every VM; call stacks are unwound from DWARF (release code keeps no frame pointers), so each
-# sample is also counted by what its stack was inside (the SDK's request pipeline, the direct
-# path). As in `make bench`'s 1-core rows, the sweeper runs pinned to the first CPU and the fake
+# sample is also counted by what its stack was inside (the SDK's request pipeline, hyper's
+# connection tasks, the sweep engine). As in `make bench`'s 1-core rows, the sweeper runs pinned to the first CPU and the fake
 # to the last (`taskset`), so the two never share a CPU. Writes target/profile/, and the
 # breakdown between the `profile` markers of docs/BENCHMARKS.md (`make bench` keeps that block).
 set -euo pipefail
@@ -35,10 +33,9 @@ export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local 
   AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
   TABLE_NAME=fake
 
-# profile NAME BINARY FAST_PATH: perf.data, the per-function report and the per-group sums of
-# one sweep on that route.
+# profile NAME BINARY: perf.data, the per-function report and the per-group sums of one sweep.
 profile() {
-  local name=$1 bin=$2 route=$3 port fake_pid
+  local name=$1 bin=$2 port fake_pid
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   taskset -c "$LAST_CPU" "$FAKE" --fake-dynamodb "$port" "$PER_WINDOW" "$DELAY" >/dev/null &
   fake_pid=$!
@@ -46,7 +43,7 @@ profile() {
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
     sleep 0.1
   done
-  AWS_ENDPOINT_URL="http://127.0.0.1:$port" FAST_PATH="$route" perf record -q -e cpu-clock -F 4000 --call-graph dwarf,16384 \
+  AWS_ENDPOINT_URL="http://127.0.0.1:$port" perf record -q -e cpu-clock -F 4000 --call-graph dwarf,16384 \
     -o "$OUT/$name.data" -- taskset -c 0 "$bin" sweep >"$OUT/$name.json" 2>/dev/null
   kill "$fake_pid"
   wait "$fake_pid" 2>/dev/null || true
@@ -58,7 +55,7 @@ profile() {
       if (line ~ /\[kernel.*(clear_page|folio_zero|clear_huge)/) g = "kernel: zeroing freshly faulted pages"
       else if (line ~ /\[kernel/) g = "kernel (syscalls, scheduling, TCP)"
       else if (line ~ /malloc|free|realloc|calloc|memmove|memcpy|memset|memcmp|_int_|cfree|mi_|tcache|unlink_chunk|alloc_perturb|finish_grow|raw_vec/) g = "allocator and memcpy"
-      else if (line ~ /sigv4|sha2|Sha256|sha256|hmac|Hmac|canonical|percent_encod/) g = "SigV4 signing (aws-sigv4, sha2, hmac)"
+      else if (line ~ /sigv4|sha2|Sha256|sha256|hmac|Hmac|canonical|percent_encod/) g = "SigV4 signing (aws-sigv4 in the SDK, sha2, hmac)"
       else if (line ~ /protocol_serde|aws_smithy_json|serde|ryu|itoa|json/) g = "JSON (de)serialization (SDK shapes, serde_json)"
       else if (line ~ /hyper|h2::|http::|httparse|http_body|HeaderMap|header|bytes::/) g = "hyper and http"
       else if (line ~ /aws_smithy|aws_runtime|aws_sdk_dynamodb|aws_types|aws_credential|aws_config|orchestrat|interceptor|ConfigBag|TypeErasedBox|tracing/) g = "SDK orchestration (config, endpoint, retries, interceptors)"
@@ -72,7 +69,6 @@ profile() {
 import sys
 groups = [
     ("the SDK request pipeline (its orchestrator in the stack)", "aws_smithy_runtime::client::orchestrator::invoke"),
-    ("the direct path (store::direct in the stack)", "ttl_sweeper::store::direct"),
     ("HTTP connection tasks (hyper)", "hyper::proto"),
     ("the sweep engine (engine in the stack)", "ttl_sweeper::engine"),
 ]
@@ -96,41 +92,46 @@ print(total, file=sys.stderr)
   echo "$name: $deletes deletes, $samples samples at 4000 Hz, about $(python3 -c "print(f'{$samples * 250 / max($deletes, 1):.2f}')") µs of CPU per delete" | tee "$OUT/$name.summary"
 }
 
-# Two profiles side by side: an older build and this one, or this build's two routes.
+# This build, and an older one beside it with BASELINE.
 if [ -n "${BASELINE:-}" ]; then
-  profile before "$BASELINE" on
-  profile now "$BIN" on
+  profile before "$BASELINE"
+  profile now "$BIN"
   names=(before now)
   labels=("before" "now")
 else
-  profile sdk "$BIN" off
-  profile fast "$BIN" on
-  names=(sdk fast)
-  labels=("SDK pipeline (\`FAST_PATH=off\`)" "fast path (\`on\`, the default)")
+  profile now "$BIN"
+  names=(now)
+  labels=("this build")
 fi
-
+last=$(( ${#names[@]} - 1 ))
 block="$OUT/breakdown.md"
 {
   echo "Generated by \`${BASELINE:+BASELINE=<older build> }make profile\` on $(date -u +%Y-%m-%d): \`perf record -e cpu-clock --call-graph dwarf\` (software clock: this VM has no hardware counters) of one \`ttl-sweeper sweep\` built with the \`profiling\` profile (release code, with symbols), $((16 * PER_WINDOW)) deletes from the fake endpoint in another process, $( [ "$DELAY" = 0 ] && echo "answering at once" || echo "answering each request after a random $DELAY ms (\`PROFILE_DELAY=$DELAY\`)"); the sweeper pinned to CPU 0 and the fake to CPU $LAST_CPU (\`taskset\`), \`TOKIO_WORKER_THREADS\` ${TOKIO_WORKER_THREADS:-unset}. Share of the sweeper's samples, each counted in the function it was taken in, grouped by symbol name (the patterns are in scripts/profile.sh)."
   echo
-  for i in 0 1; do echo "- ${labels[i]}: $(cut -d' ' -f2- "$OUT/${names[i]}.summary")"; done
+  for i in "${!names[@]}"; do echo "- ${labels[i]}: $(cut -d' ' -f2- "$OUT/${names[i]}.summary")"; done
   echo
-  echo "| group | ${labels[0]} | ${labels[1]} |"
-  echo "|---|---|---|"
-  join -t$'\t' -1 2 -2 2 -a 1 -a 2 -e 0.0 -o 0,1.1,2.1 \
-    <(sort -t$'\t' -k2 "$OUT/${names[0]}.groups") <(sort -t$'\t' -k2 "$OUT/${names[1]}.groups") |
-    sort -t$'\t' -k3 -rn | awk -F'\t' '{printf "| %s | %s %% | %s %% |\n", $1, $2, $3}'
+  if [ "$last" = 1 ]; then
+    echo "| group | ${labels[0]} | ${labels[1]} |"
+    echo "|---|---|---|"
+    join -t$'\t' -1 2 -2 2 -a 1 -a 2 -e 0.0 -o 0,1.1,2.1 \
+      <(sort -t$'\t' -k2 "$OUT/${names[0]}.groups") <(sort -t$'\t' -k2 "$OUT/${names[1]}.groups") |
+      sort -t$'\t' -k3 -rn | awk -F'\t' '{printf "| %s | %s %% | %s %% |\n", $1, $2, $3}'
+  else
+    echo "| group | share |"
+    echo "|---|---|"
+    sort -t$'\t' -k1 -rn "$OUT/${names[0]}.groups" | awk -F'\t' '{printf "| %s | %s %% |\n", $2, $1}'
+  fi
   echo
-  echo "Each sample once more, by what its call stack was inside (first match, in this order: the SDK's request pipeline, the direct path, hyper's connection tasks, the sweep engine):"
+  echo "Each sample once more, by what its call stack was inside (first match, in this order: the SDK's request pipeline, hyper's connection tasks, the sweep engine):"
   echo
-  for i in 0 1; do
+  for i in "${!names[@]}"; do
     echo "- ${labels[i]}: $(awk -F'\t' '{printf "%s%s %% %s", (NR > 1 ? "; " : ""), $1, $2}' "$OUT/${names[i]}.inclusive")"
   done
   echo
-  echo "Top functions, ${labels[1]}:"
+  echo "Top functions, ${labels[last]}:"
   echo
   echo '```'
-  head -n 15 "$OUT/${names[1]}.txt" | sed 's/  */ /g' | cut -c1-150
+  head -n 15 "$OUT/${names[last]}.txt" | sed 's/  */ /g' | cut -c1-150
   echo '```'
 } >"$block"
 cat "$block"

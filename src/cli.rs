@@ -188,7 +188,7 @@ pub fn finish(report: &SweepReport) -> anyhow::Result<ExitCode> {
 /// The table a scanning tool works on, opened with the same checks as every command (a missing
 /// index is only a warning: the tools may run before it is created).
 async fn open_for_tools(config: &Config) -> anyhow::Result<(DynamoStore, OpenedTable)> {
-    let store = DynamoStore::from_env(config.fast_path).await;
+    let store = DynamoStore::from_env().await;
     let opened = store::open(&store, &config.target(), IndexCheck::IfPresent).await?;
     Ok((store, opened))
 }

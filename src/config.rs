@@ -13,7 +13,7 @@ use crate::events::{EventsConfig, EventsMode, ItemSource, SinkTarget};
 use crate::expiry::window::{ShardRange, DEFAULT_WINDOW_SECONDS, MAX_SHARDS, MAX_WINDOW_SECONDS};
 use crate::expiry::Layout;
 use crate::lambda::HandlerSettings;
-use crate::store::{FastPath, TableTarget};
+use crate::store::TableTarget;
 
 mod flags;
 mod runtime;
@@ -197,8 +197,6 @@ pub struct Config {
     pub expiry_events_mode: EventsMode,
     /// How the item gets into events (`EXPIRY_EVENTS_ITEM`).
     pub expiry_events_item: ItemSource,
-    /// The route of query pages and batch deletes (`FAST_PATH`).
-    pub fast_path: FastPath,
 }
 
 /// Powertools' namespace variable: the metrics namespace when `METRICS_NAMESPACE` is unset.
@@ -222,16 +220,7 @@ impl Config {
                 _ => return Err(invalid(&DELETE_MODE, &raw)),
             }
         };
-        let fast_path = {
-            let raw = read.get(&FAST_PATH)?;
-            match raw.to_ascii_lowercase().as_str() {
-                "on" => FastPath::On,
-                "off" => FastPath::Off,
-                _ => return Err(invalid(&FAST_PATH, &raw)),
-            }
-        };
         let mut config = Config {
-            fast_path,
             table_name: read.name(&TABLE_NAME, true)?,
             index_name: read.name(&INDEX_NAME, false)?,
             ttl_attribute: read.attribute(&TTL_ATTRIBUTE)?,
@@ -748,8 +737,6 @@ mod tests {
             ("LOOKBACK_WINDOWS", "10001", "0 to 10000"),
             ("LOOKBACK_WINDOWS", "many", "0 to 10000"),
             ("DELETE_MODE", "fast", "`batch` or `conditional`"),
-            ("FAST_PATH", "yes", "`on` (query pages"),
-            ("FAST_PATH", "1", "or `off` (every request"),
             ("MAX_CONCURRENCY", "0", "1 to 256"),
             ("MAX_CONCURRENCY", "1000", "1 to 256"),
             ("MAX_RETRIES", "31", "0 to 30"),

@@ -10,7 +10,7 @@
 //! - [`report`]: [`SweepReport`], what a pass did, and how reports merge.
 //! - [`hook`]: [`hook::ExpiryHook`], the seam expiry events are published through around
 //!   deletes (notify: after; archive: before, deleting only what the sink accepted).
-//! - [`retry`]: backoff with full jitter, and [`Stop`] (deadline or shutdown).
+//! - [`retry`]: [`Stop`] (deadline or shutdown) and [`retry::full_jitter`], the one backoff.
 //! - [`checkpoint`]: which windows to read given the catch-up checkpoint, and how far it moves.
 //! - [`ticks`]: repeated sweeps — tick mode in Lambda and the long-running `run` command.
 
@@ -18,7 +18,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::expiry::window::ShardRange;
-use crate::store::full_jitter;
+use retry::full_jitter;
 
 pub mod checkpoint;
 mod delete;

@@ -27,17 +27,17 @@
 //!   is the engine's [`engine::hook::ExpiryHook`].
 //! - [`engine`]: the sweep — paginated queries within one read-ahead budget of keys per sweep,
 //!   batched or conditional deletes with backoff (batch mode reads a stale key again before it
-//!   sends it), the report, checkpoint planning, ticks.
+//!   sends it), the report, checkpoint planning, ticks, and the one backoff
+//!   ([`engine::retry::full_jitter`], for every retry loop above too).
 //! - [`store`]: the only code that talks to DynamoDB, behind the one-method [`store::Store`]
-//!   seam; errors, start-up checks, the one backoff ([`store::full_jitter`], for every retry
-//!   loop above too), the one DynamoDB JSON codec (shared by the key dialect of reports and
-//!   events and by the hot path), and the hot path (`FAST_PATH`: query pages and
-//!   batch deletes sent through the SDK client's connector without its request pipeline).
+//!   seam; errors, start-up checks, and the key dialect of reports and events (DynamoDB JSON,
+//!   through `serde_dynamo`). Every request goes through the AWS SDK's own pipeline.
 //! - [`streams`]: for consumers of the table's DynamoDB Stream — [`streams::is_expiry_removal`]
 //!   tells a `REMOVE` of an expired item (ours or native TTL's, in any Region) from an
 //!   application's delete.
 //! - [`expiry`]: the expiry model — [`expiry::Timestamp`], window math, the layout, and the
-//!   writer and reader helpers for application code. Pure; no I/O, no clock.
+//!   writer and reader helpers for application code, and the [`expiry::Clock`] trait through
+//!   which the rooms above read the time. Pure: no I/O, and it never reads a clock itself.
 //!
 //! # Features
 //! - `sweeper` (default): the Lambda, the CLI and every module above but [`streams`] and
@@ -102,7 +102,7 @@ pub async fn connect(
     config: &Config,
     wall: impl Fn() -> Timestamp + Send + Sync + 'static,
 ) -> Result<Connected, StoreError> {
-    let store = DynamoStore::from_env(config.fast_path).await;
+    let store = DynamoStore::from_env().await;
     let opened = store::open(&store, &config.target(), IndexCheck::Required).await?;
     let clock = Arc::new(GuardedClock::new(wall, store.server_clock().clone()));
     let sweeper =

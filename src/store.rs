@@ -9,18 +9,14 @@
 //! - [`error`]: SDK errors classified once into [`ErrorKind`].
 //! - [`clock`]: DynamoDB's own clock, learned from response `Date` headers, which a sweep
 //!   instant may never run ahead of.
-//! - [`dynamo`]: [`DynamoStore`], the seam over the AWS SDK client.
-//! - `direct`: the fast path ([`FastPath`]): `Query` pages and `BatchWriteItem` through the SDK
-//!   client's connector without its request pipeline, signed with `aws-sigv4`, retried as the
-//!   client's retry configuration says.
+//! - [`dynamo`]: [`DynamoStore`], the seam over the AWS SDK client: every request goes through
+//!   the SDK's own pipeline (signing, retries, timeouts).
 //! - [`describe`]: start-up checks — [`open`] reads the table once and checks the index, for
 //!   every command.
 //! - [`scan`]: the table-wide operations of the adoption tools (parallel Scan pages, conditional
 //!   window updates).
-//! - `codec`: DynamoDB JSON (base64 for binary) written and read with serde, straight from and
-//!   into the SDK's types; the one place that knows the dialect, shared by `direct` and [`keys`].
-//! - [`keys`]: keys and items as `serde_json::Value`s in that dialect, for reports, logs, the
-//!   CLI, progress files and events.
+//! - [`keys`]: keys and items as `serde_json::Value`s in DynamoDB JSON, through `serde_dynamo`,
+//!   for reports, logs, the CLI, progress files and events.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -29,23 +25,16 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::expiry::{Layout, Timestamp};
 
-mod backoff;
 pub mod clock;
-mod codec;
 pub mod describe;
-mod direct;
 pub mod dynamo;
 pub mod error;
 pub mod keys;
 pub mod scan;
-/// The fast path held to the SDK on DynamoDB's wire format (`tests/fixtures/wire/`).
-#[cfg(test)]
-mod wire_tests;
 
-pub use backoff::full_jitter;
 pub use clock::{GuardedClock, ServerClock};
 pub use describe::{open, IndexCheck, OpenedTable, TableTarget};
-pub use dynamo::{DynamoStore, FastPath, BATCH_ATTEMPT_TIMEOUT, SDK_MAX_ATTEMPTS};
+pub use dynamo::{DynamoStore, BATCH_ATTEMPT_TIMEOUT, SDK_MAX_ATTEMPTS};
 pub use error::{ErrorKind, StoreError};
 pub use keys::{key_from_json, key_to_json};
 

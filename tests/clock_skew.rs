@@ -19,7 +19,6 @@ fn fast_clock_cli(ahead_secs: u32) -> Command {
     let mut cmd = Command::new(faketime);
     cmd.env_clear()
         .envs(LOCAL_AWS_ENV)
-        .env("FAST_PATH", fast_path().to_string())
         .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .arg("-f")

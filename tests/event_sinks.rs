@@ -400,7 +400,7 @@ mod dynamodb {
             .match_requests(|r| r.return_values().is_none())
             .then_output(|| DeleteItemOutput::builder().build());
         let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&returning, &plain]);
-        let store = DynamoStore::sdk_only(client);
+        let store = DynamoStore::new(client);
         let schema = TableSchema {
             table_name: "sessions".into(),
             index_name: "expirationWindowIndex".into(),

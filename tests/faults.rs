@@ -1367,58 +1367,45 @@ async fn throttling_queries(
 }
 
 /// A throttled `Query` is retried as the client's retry configuration says — its max attempts
-/// (`AWS_MAX_ATTEMPTS`), its backoff — on the fast path exactly as through the SDK, and the error
-/// that ends it carries DynamoDB's error type and request id.
+/// (`AWS_MAX_ATTEMPTS`), its backoff — and the error that ends it carries DynamoDB's error type
+/// and request id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn both_routes_retry_a_query_as_the_client_is_configured() {
+async fn a_query_is_retried_as_the_client_is_configured() {
     use std::sync::atomic::Ordering;
-    use ttl_sweeper::store::{FastPath, StoreExt};
+    use ttl_sweeper::store::StoreExt;
 
     let direct = client().await;
     let (_, _, schema, _) = small_table(&direct, "query_retries", "batch").await;
     let (proxy, queries) = throttling_queries("ProvisionedThroughputExceededException").await;
-    for fast_path in [FastPath::On, FastPath::Off] {
-        for attempts in [1, 2, 4] {
-            let config = sdk_config(&proxy.endpoint)
-                .retry_config(
-                    RetryConfig::standard()
-                        .with_max_attempts(attempts)
-                        .with_initial_backoff(Duration::from_millis(5)),
-                )
-                .build();
-            let store = DynamoStore::with_fast_path(Client::from_conf(config), fast_path);
-            // The table's DescribeTable first, as at start-up.
-            store
-                .describe(&schema.table_name, &schema.index_name, &schema.layout)
-                .await
-                .unwrap();
-            let before = queries.load(Ordering::SeqCst);
-            let err = store
-                .query_expired(&schema, "w", Timestamp::from_secs(NOW), None, None)
-                .await
-                .expect_err("every query is throttled");
-            let made = queries.load(Ordering::SeqCst) - before;
-            let what = format!("FAST_PATH={fast_path}, max attempts {attempts}: {err}");
-            assert_eq!(made, attempts as usize, "{what}");
-            assert_eq!(err.kind, ErrorKind::Throttled, "{what}");
-            assert_eq!(
-                err.code.as_deref(),
-                Some("ProvisionedThroughputExceededException"),
-                "{what}"
-            );
-            assert_eq!(err.request_id.as_deref(), Some("fault-proxy"), "{what}");
-            assert_eq!(
-                store.direct_requests() > 0,
-                fast_path == FastPath::On,
-                "{what}"
-            );
-        }
+    for attempts in [1, 2, 4] {
+        let config = sdk_config(&proxy.endpoint)
+            .retry_config(
+                RetryConfig::standard()
+                    .with_max_attempts(attempts)
+                    .with_initial_backoff(Duration::from_millis(5)),
+            )
+            .build();
+        let store = DynamoStore::new(Client::from_conf(config));
+        let before = queries.load(Ordering::SeqCst);
+        let err = store
+            .query_expired(&schema, "w", Timestamp::from_secs(NOW), None, None)
+            .await
+            .expect_err("every query is throttled");
+        let made = queries.load(Ordering::SeqCst) - before;
+        let what = format!("max attempts {attempts}: {err}");
+        assert_eq!(made, attempts as usize, "{what}");
+        assert_eq!(err.kind, ErrorKind::Throttled, "{what}");
+        assert_eq!(
+            err.code.as_deref(),
+            Some("ProvisionedThroughputExceededException"),
+            "{what}"
+        );
+        assert_eq!(err.request_id.as_deref(), Some("fault-proxy"), "{what}");
     }
 }
 
 /// The binaries take their retry configuration from the standard chain: `AWS_MAX_ATTEMPTS`
-/// bounds a throttled `Query` page's attempts on either route, and `AWS_RETRY_MODE=adaptive`
-/// with `FAST_PATH=on` stops start-up saying why (with `off` the sweep runs).
+/// bounds a throttled `Query` page's attempts, and `AWS_RETRY_MODE=adaptive` runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_retries_as_aws_max_attempts_and_aws_retry_mode_say() {
     use std::sync::atomic::Ordering;
@@ -1427,36 +1414,26 @@ async fn the_cli_retries_as_aws_max_attempts_and_aws_retry_mode_say() {
     let (table, _, _, _) = small_table(&direct, "max_attempts", "batch").await;
     let (proxy, queries) = throttling_queries("ThrottlingException").await;
     // The process runs off the runtime: the proxy answers on it meanwhile.
-    let sweep = |fast_path: &str, env: &[(&str, &str)]| {
+    let sweep = |env: &[(&str, &str)]| {
         let mut cmd = cli();
         cmd.args(["sweep", "--table-name", &table, "--lookback-windows", "3"])
             .env("AWS_ENDPOINT_URL", &proxy.endpoint)
-            .env("FAST_PATH", fast_path)
             .envs(env.iter().copied());
         tokio::task::block_in_place(|| run(&mut cmd))
     };
-    for fast_path in ["on", "off"] {
-        for attempts in [1usize, 2] {
-            let before = queries.load(Ordering::SeqCst);
-            let (code, out, err) = sweep(fast_path, &[("AWS_MAX_ATTEMPTS", &attempts.to_string())]);
-            let made = queries.load(Ordering::SeqCst) - before;
-            let what = format!("FAST_PATH={fast_path} AWS_MAX_ATTEMPTS={attempts}: {out} {err}");
-            assert_eq!(code, 1, "every query throttled: the sweep fails: {what}");
-            // Four windows (the current one and three back), one partition each.
-            assert_eq!(made, 4 * attempts, "{what}");
-            assert!(out.contains("ThrottlingException"), "{what}");
-        }
+    for attempts in [1usize, 2] {
+        let before = queries.load(Ordering::SeqCst);
+        let (code, out, err) = sweep(&[("AWS_MAX_ATTEMPTS", &attempts.to_string())]);
+        let made = queries.load(Ordering::SeqCst) - before;
+        let what = format!("AWS_MAX_ATTEMPTS={attempts}: {out} {err}");
+        assert_eq!(code, 1, "every query throttled: the sweep fails: {what}");
+        // Four windows (the current one and three back), one partition each.
+        assert_eq!(made, 4 * attempts, "{what}");
+        assert!(out.contains("ThrottlingException"), "{what}");
     }
     // One attempt: the adaptive mode's rate limiter would otherwise slow the throttled queries
     // past the operation timeout.
-    let adaptive = [("AWS_RETRY_MODE", "adaptive"), ("AWS_MAX_ATTEMPTS", "1")];
-    let (code, _, err) = sweep("on", &adaptive);
-    assert_ne!(code, 0);
-    assert!(
-        err.contains("FAST_PATH=on") && err.contains("FAST_PATH=off"),
-        "{err}"
-    );
-    let (code, out, err) = sweep("off", &adaptive);
+    let (code, out, err) = sweep(&[("AWS_RETRY_MODE", "adaptive"), ("AWS_MAX_ATTEMPTS", "1")]);
     assert_eq!(
         code, 1,
         "the sweep runs and fails on the throttled queries: {out} {err}"

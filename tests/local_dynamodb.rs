@@ -10,7 +10,7 @@ use common::*;
 use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::expiry::window::{window_key, Window};
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::store::{DynamoStore, ErrorKind, Key};
+use ttl_sweeper::store::{ErrorKind, Key};
 
 /// A minute boundary comfortably in the past, so every ttl below is expired by the real clock too.
 fn boundary() -> i64 {
@@ -60,54 +60,6 @@ async fn pages_past_one_megabyte_are_all_swept() {
     assert_eq!(removed(&report), 160, "{report:?}");
     assert!(report.is_success() && report.is_complete());
     assert!(scan_all(&client, &table).await.is_empty());
-}
-
-/// Query pages and batch deletes skip the SDK's request pipeline on a real server (the store's
-/// direct path), with the same outcome as a store that sends everything through the SDK.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_direct_path_deletes_what_the_sdk_path_deletes() {
-    let client = client().await;
-    for direct in [true, false] {
-        let table = table_name(if direct { "direct" } else { "sdk_only" });
-        create_table(&client, &TableSpec::simple(&table)).await;
-        let b = boundary();
-        let mut items: Vec<Key> = (0..60)
-            .map(|i| session(&format!("old-{i}"), b - 1 - (i % 40)))
-            .collect();
-        items.extend((0..10).map(|i| session(&format!("live-{i}"), b + 3600)));
-        put_items(&client, &table, items).await;
-
-        let cfg = config(&table, &[]);
-        let store = if direct {
-            DynamoStore::new(client.clone())
-        } else {
-            DynamoStore::sdk_only(client.clone())
-        };
-        let schema = store
-            .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
-            .await
-            .unwrap();
-        let before = store.direct_requests();
-        let report = Sweeper::new(store.clone(), schema, cfg.sweep_options())
-            .sweep(Timestamp::from_secs(b + 10), &Stop::never())
-            .await;
-        assert_eq!(removed(&report), 60, "direct: {direct}: {report:?}");
-        assert!(report.is_success() && report.is_complete());
-        let mut left = ids(&client, &table).await;
-        left.sort();
-        assert_eq!(left.len(), 10, "direct: {direct}: {left:?}");
-        assert!(left.iter().all(|id| id.starts_with("live-")), "{left:?}");
-        let sent = store.direct_requests() - before;
-        if direct {
-            // 60 deletes are 3 batches, plus at least one query page per swept window.
-            assert!(
-                sent >= 3 + report.windows_swept as u64,
-                "{sent} direct requests"
-            );
-        } else {
-            assert_eq!(sent, 0);
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -867,35 +819,4 @@ async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() 
             "{mode}"
         );
     }
-}
-
-/// `FAST_PATH=on` with a retry configuration the fast path cannot honour (the adaptive mode,
-/// whose rate limiter lives in the SDK's pipeline) is a start-up error that says so and names
-/// the way out, never a silent fallback; `FAST_PATH=off` starts.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_fast_path_refuses_to_start_where_it_cannot_do_what_the_client_is_configured_to() {
-    use aws_sdk_dynamodb::config::retry::RetryConfig;
-    use ttl_sweeper::store::FastPath;
-
-    let client = client().await;
-    let table = table_name("adaptive");
-    create_table(&client, &TableSpec::simple(&table)).await;
-    let cfg = config(&table, &[]);
-    let adaptive = aws_sdk_dynamodb::Client::from_conf(
-        sdk_config(&endpoint())
-            .retry_config(RetryConfig::adaptive())
-            .build(),
-    );
-    let err = DynamoStore::with_fast_path(adaptive.clone(), FastPath::On)
-        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
-        .await
-        .expect_err("the adaptive mode is refused on the fast path");
-    let message = err.to_string();
-    assert!(message.contains("FAST_PATH=on"), "{message}");
-    assert!(message.contains("Adaptive"), "{message}");
-    assert!(message.contains("FAST_PATH=off"), "{message}");
-    DynamoStore::with_fast_path(adaptive, FastPath::Off)
-        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
-        .await
-        .expect("the SDK's pipeline runs the adaptive mode");
 }

@@ -112,7 +112,7 @@ fn throttled() -> BatchWriteItemError {
 }
 
 fn sweeper(client: Client, mode: DeleteMode) -> Sweeper<DynamoStore> {
-    Sweeper::new(DynamoStore::sdk_only(client), schema(), options(mode))
+    Sweeper::new(DynamoStore::new(client), schema(), options(mode))
 }
 
 #[tokio::test(start_paused = true)]
@@ -159,7 +159,7 @@ async fn throttling_is_retried_with_growing_backoff() {
     // The backoff caps for attempts 1..3 are 50 + 100 + 200 ms; full jitter picks anywhere in
     // [0, cap], so only the bounds are deterministic.
     opts.max_retries = 5;
-    let s = Sweeper::new(DynamoStore::sdk_only(client), schema(), opts);
+    let s = Sweeper::new(DynamoStore::new(client), schema(), opts);
     let started = Instant::now();
     let report = s.sweep(Timestamp::from_secs(NOW), &Stop::never()).await;
 
@@ -367,7 +367,7 @@ async fn a_missing_table_stops_the_sweep_with_an_error() {
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query]);
     let mut opts = options(DeleteMode::Batch);
     opts.lookback_windows = 5;
-    let report = Sweeper::new(DynamoStore::sdk_only(client), schema(), opts)
+    let report = Sweeper::new(DynamoStore::new(client), schema(), opts)
         .sweep(Timestamp::from_secs(NOW), &Stop::never())
         .await;
     assert_eq!(query.num_calls(), 1, "stops after a non-retryable error");
@@ -388,7 +388,7 @@ async fn the_deadline_stops_new_work_and_reports_what_is_left() {
         let mut opts = options(DeleteMode::Batch);
         opts.lookback_windows = 9;
         opts.max_concurrency = concurrency;
-        let s = Sweeper::new(SlowStore(DynamoStore::sdk_only(client)), schema(), opts);
+        let s = Sweeper::new(SlowStore(DynamoStore::new(client)), schema(), opts);
         let deadline = Instant::now() + Duration::from_millis(1500);
         let report = s
             .sweep(Timestamp::from_secs(NOW), &Stop::at(Some(deadline)))
@@ -680,7 +680,7 @@ async fn a_slow_credential_refresh_never_delays_a_batch_past_its_attempt_timeout
         })
         .http_client(http)
         .build();
-    let store = DynamoStore::sdk_only(Client::from_conf(config));
+    let store = DynamoStore::new(Client::from_conf(config));
     let key = item("k1", AttributeValue::N((NOW - 10).to_string()));
     let checked = std::time::Instant::now();
     let result = store.batch_delete(&schema(), vec![&key]).await;
@@ -725,7 +725,7 @@ async fn keys_read_again_ask_for_their_key_and_ttl_only() {
         })
         .then_output(|| BatchGetItemOutput::builder().build());
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&projected, &whole]);
-    let store = DynamoStore::sdk_only(client);
+    let store = DynamoStore::new(client);
     let found = store
         .get_items(&schema(), vec![key("item-0")], true)
         .await

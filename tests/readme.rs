@@ -657,34 +657,6 @@ fn shared_figures() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
             ],
         ),
         (
-            "CPU per delete, fast path, answers after 5–10 ms, one thread on 1 core (µs)",
-            vec![
-                ("docs/BENCHMARKS.md", "- fast path, answers after 5–10 ms: "),
-                ("docs/configuration.md", "- fast path, answers after 5–10 ms: "),
-            ],
-        ),
-        (
-            "CPU per delete, SDK pipeline, answers after 5–10 ms, one thread on 1 core (µs)",
-            vec![
-                ("docs/BENCHMARKS.md", "- SDK pipeline, answers after 5–10 ms: "),
-                ("docs/configuration.md", "- SDK pipeline, answers after 5–10 ms: "),
-            ],
-        ),
-        (
-            "CPU per delete, fast path, answers at once, one thread on 1 core (µs)",
-            vec![
-                ("docs/BENCHMARKS.md", "- fast path, answers at once: "),
-                ("docs/configuration.md", "- fast path, answers at once: "),
-            ],
-        ),
-        (
-            "CPU per delete, SDK pipeline, answers at once, one thread on 1 core (µs)",
-            vec![
-                ("docs/BENCHMARKS.md", "- SDK pipeline, answers at once: "),
-                ("docs/configuration.md", "- SDK pipeline, answers at once: "),
-            ],
-        ),
-        (
             "the monthly total at 1M expiries, tick mode, defaults ($)",
             vec![
                 ("docs/BENCHMARKS.md", "| 1M | "),

@@ -3,7 +3,6 @@
 
 use std::process::Command;
 
-use base64::Engine as _;
 use serde_json::Value;
 use ttl_sweeper::expiry::window::{parse_ttl, window_attribute};
 
@@ -18,13 +17,11 @@ fn vectors() -> Vec<Value> {
 }
 
 fn key_bytes(pk: &Value) -> Vec<u8> {
-    let (kind, value) = pk.as_object().unwrap().iter().next().unwrap();
-    let value = value.as_str().unwrap();
-    match kind.as_str() {
-        "B" => base64::engine::general_purpose::STANDARD
-            .decode(value)
-            .unwrap(),
-        _ => value.as_bytes().to_vec(),
+    use aws_sdk_dynamodb::types::AttributeValue;
+    match ttl_sweeper::store::keys::attribute_from_json(pk).unwrap() {
+        AttributeValue::B(b) => b.into_inner(),
+        AttributeValue::S(s) | AttributeValue::N(s) => s.into_bytes(),
+        other => panic!("{other:?} cannot be a key"),
     }
 }
 

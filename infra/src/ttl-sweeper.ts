@@ -197,15 +197,6 @@ export interface TtlSweeperProps {
   readonly maxConcurrency?: number;
 
   /**
-   * Send query pages and batch deletes on the fast path, without the AWS SDK's request
-   * pipeline (`FAST_PATH`): `false` sends every request through the SDK (for the adaptive retry
-   * mode, or to compare when investigating a problem). See docs/configuration.md, "The fast path".
-   *
-   * @default true
-   */
-  readonly fastPath?: boolean;
-
-  /**
    * Retries of one delete request after throttling or unprocessed keys, 0 to 30 (`MAX_RETRIES`).
    *
    * @default 8
@@ -774,7 +765,6 @@ export class TtlSweeper extends Construct {
       DELETE_MODE: settings.deleteMode,
       MAX_CONCURRENCY: String(settings.maxConcurrency),
       MAX_RETRIES: String(settings.maxRetries),
-      FAST_PATH: settings.fastPath ? 'on' : 'off',
       SCHEDULE_SECONDS: String(settings.schedule.periodSeconds),
       TICK_SECONDS: settings.tickSeconds === undefined ? 'off' : String(settings.tickSeconds),
       METRICS_NAMESPACE: settings.metricsNamespace,
@@ -1029,7 +1019,6 @@ const DEFAULTS = {
   maxConcurrency: 8,
   maxRetries: 8,
   maxCatchUpSeconds: 24 * 3600,
-  fastPath: true,
 } as const;
 
 interface Settings {
@@ -1043,7 +1032,6 @@ interface Settings {
   readonly deleteMode: DeleteMode;
   readonly maxConcurrency: number;
   readonly maxRetries: number;
-  readonly fastPath: boolean;
   readonly tickSeconds?: number;
   readonly schedule: SweepSchedule;
   readonly scheduleRetryAttempts: number;
@@ -1133,10 +1121,6 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
     );
   }
   const maxConcurrency = whole('maxConcurrency', props.maxConcurrency ?? DEFAULTS.maxConcurrency, 1, 256);
-  const fastPath = props.fastPath ?? DEFAULTS.fastPath;
-  if (known(fastPath) && typeof fastPath !== 'boolean') {
-    problems.push(`fastPath must be true or false, got ${JSON.stringify(fastPath)}`);
-  }
   const maxRetries = whole('maxRetries', props.maxRetries ?? DEFAULTS.maxRetries, 0, 30);
 
   let tickSeconds: number | undefined;
@@ -1205,7 +1189,6 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
     deleteMode,
     maxConcurrency,
     maxRetries,
-    fastPath,
     tickSeconds,
     schedule,
     scheduleRetryAttempts,

@@ -98,7 +98,6 @@ test('the SAM template sets the construct environment, timeout and concurrency, 
   const cases: [Record<string, string>, Parameters<typeof synth>[0]][] = [
     [{ TableName: 'sessions' }, { tickSeconds: undefined }],
     [{ TableName: 'sessions', TickSeconds: '1', DeleteMode: 'conditional' }, { tickSeconds: 1, deleteMode: DeleteMode.CONDITIONAL }],
-    [{ TableName: 'sessions', FastPath: 'off' }, { tickSeconds: undefined, fastPath: false }],
     [
       { TableName: 'sessions', TickSeconds: '2', IndexName: 'byExpiry', TtlAttribute: 'expiresAt', WindowAttribute: 'bucket', WindowSeconds: '300', WindowShards: '4' },
       { tickSeconds: 2, indexName: 'byExpiry', ttlAttribute: 'expiresAt', windowAttribute: 'bucket', windowSeconds: 300, windowShards: 4 },

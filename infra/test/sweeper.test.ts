@@ -102,7 +102,6 @@ test('every setting reaches the environment variable the binary reads', () => {
     deleteMode: DeleteMode.CONDITIONAL,
     maxConcurrency: 16,
     maxRetries: 5,
-    fastPath: false,
     tickSeconds: 2,
     schedule: SweepSchedule.rate(cdk.Duration.minutes(2)),
     checkpoint: Checkpoint.newTable(),
@@ -112,7 +111,7 @@ test('every setting reaches the environment variable the binary reads', () => {
   });
   const vars = stack.resolve((sweeper.function.node.defaultChild as lambda.CfnFunction).environment).variables;
   assert.deepEqual(Object.keys(vars).sort(), [
-    'CHECKPOINT_TABLE', 'DELETE_MODE', 'FAST_PATH', 'INDEX_NAME', 'LOOKBACK_WINDOWS', 'MAX_CATCHUP', 'MAX_CONCURRENCY',
+    'CHECKPOINT_TABLE', 'DELETE_MODE', 'INDEX_NAME', 'LOOKBACK_WINDOWS', 'MAX_CATCHUP', 'MAX_CONCURRENCY',
     'MAX_RETRIES', 'METRICS_NAMESPACE', 'SCHEDULE_SECONDS', 'TABLE_NAME', 'TICK_SECONDS', 'TTL_ATTRIBUTE',
     'WINDOW_ATTRIBUTE', 'WINDOW_SECONDS', 'WINDOW_SHARDS',
   ]);
@@ -127,7 +126,6 @@ test('every setting reaches the environment variable the binary reads', () => {
     DELETE_MODE: 'conditional',
     MAX_CONCURRENCY: '16',
     MAX_RETRIES: '5',
-    FAST_PATH: 'off',
     TICK_SECONDS: '2',
     SCHEDULE_SECONDS: '120',
     MAX_CATCHUP: '21600',
@@ -144,7 +142,6 @@ test('every setting reaches the environment variable the binary reads', () => {
   assert.equal(plainVars.LOOKBACK_WINDOWS, '15');
   assert.equal(plainVars.MAX_CONCURRENCY, '8');
   assert.equal(plainVars.MAX_RETRIES, '8');
-  assert.equal(plainVars.FAST_PATH, 'on');
   assert.equal(plainVars.WINDOW_SECONDS, '60');
   assert.equal(plainVars.WINDOW_SHARDS, '1');
 });

@@ -38,7 +38,6 @@ test('window, shards, lookback, concurrency and retries are range-checked', () =
   invalid({ lookbackWindows: -1 }, /lookbackWindows must be a whole number from 0 to 10000, got -1/);
   invalid({ maxConcurrency: 257 }, /maxConcurrency must be a whole number from 1 to 256, got 257/);
   invalid({ maxRetries: 31 }, /maxRetries must be a whole number from 0 to 30, got 31/);
-  invalid({ fastPath: 'off' as unknown as boolean }, /fastPath must be true or false, got "off"/);
   invalid({ memorySize: 64 }, /memorySize must be a whole number from 128 to 10240, got 64/);
   invalid({ reservedConcurrency: 0 }, /reservedConcurrency must be a whole number from 1 to 1000 \(1 keeps invocations from overlapping; tick mode needs 2\), got 0/);
   invalid({ scheduleRetryAttempts: 186 }, /scheduleRetryAttempts must be a whole number from 0 to 185, got 186/);

@@ -161,16 +161,8 @@ pub const EXPIRY_EVENTS_ITEM: Setting = Setting {
     expected: "`auto`, `read` or `off`",
 };
 
-/// `FAST_PATH`.
-pub const FAST_PATH: Setting = Setting {
-    var: "FAST_PATH",
-    default: Some("on"),
-    help: "Send query pages and batch deletes without the SDK's request pipeline (`on`) or through it (`off`)",
-    expected: "`on` (query pages and batch deletes written, signed and sent without the SDK's request pipeline, over the same connections, credentials and retry configuration) or `off` (every request through the SDK's pipeline)",
-};
-
 /// Every setting, in documentation order.
-pub const SETTINGS: [Setting; 20] = [
+pub const SETTINGS: [Setting; 19] = [
     TABLE_NAME,
     INDEX_NAME,
     TTL_ATTRIBUTE,
@@ -190,5 +182,4 @@ pub const SETTINGS: [Setting; 20] = [
     EXPIRY_EVENTS,
     EXPIRY_EVENTS_MODE,
     EXPIRY_EVENTS_ITEM,
-    FAST_PATH,
 ];

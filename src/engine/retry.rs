@@ -1,10 +1,19 @@
-//! When to stop: [`Stop`], the deadline-or-shutdown condition every loop of the engine checks
-//! before starting new work. (The backoff between attempts is [`crate::store::full_jitter`].)
+//! When to stop and how long to wait: [`Stop`], the deadline-or-shutdown condition every loop of
+//! the engine checks before starting new work, and [`full_jitter`], the one exponential backoff
+//! for every retry loop of ours (the engine's delete retries, event publishing, backfill; the
+//! SDK retries reads with its own).
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+/// Exponential backoff with full jitter: the wait before retry number `attempt` (1-based) is
+/// uniformly random in `[0, min(cap, base * 2^(attempt-1))]`.
+pub fn full_jitter(base: Duration, cap: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
+    exp.min(cap).mul_f64(fastrand::f64())
+}
 
 /// When a sweep must stop starting new work: a deadline, a shutdown request, or both.
 #[derive(Debug, Clone, Default)]
@@ -65,6 +74,26 @@ impl Stop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backoff_is_bounded_and_grows() {
+        let (base, cap) = (Duration::from_millis(50), Duration::from_secs(5));
+        for attempt in 1..40 {
+            let bound = base.saturating_mul(1 << (attempt - 1).min(20)).min(cap);
+            for _ in 0..50 {
+                let d = full_jitter(base, cap, attempt);
+                assert!(d <= bound, "attempt {attempt}: {d:?} > {bound:?}");
+            }
+        }
+        // Full jitter: over many draws the late attempts wait longer on average than the first.
+        let mean = |a| {
+            (0..2000)
+                .map(|_| full_jitter(base, cap, a).as_secs_f64())
+                .sum::<f64>()
+                / 2000.0
+        };
+        assert!(mean(6) > 4.0 * mean(1));
+    }
 
     #[tokio::test(start_paused = true)]
     async fn stop_holds_at_the_deadline_or_on_cancel() {

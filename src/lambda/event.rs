@@ -10,7 +10,6 @@
 //! not expired — so the handler holds what the event asks for ([`Trigger::requested`]) to the
 //! clock ([`crate::expiry::Clock::hold`]).
 
-use aws_lambda_events::eventbridge::EventBridgeEvent;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
@@ -60,18 +59,12 @@ pub fn parse_event(value: &Value) -> Result<Trigger, EventError> {
         if source != "aws.events" && source != "aws.scheduler" {
             return Err(EventError::Unsupported(format!("from source {source:?}")));
         }
-        let time = obj.get("time").cloned().unwrap_or(Value::Null);
-        let Some(time_text) = time.as_str() else {
+        let Some(time_text) = obj.get("time").and_then(Value::as_str) else {
             return Err(EventError::Unsupported(
                 "from aws.events without a \"time\" string".into(),
             ));
         };
-        let event: EventBridgeEvent = serde_json::from_value(value.clone())
-            .map_err(|_| EventError::BadTime(time_text.to_owned()))?;
-        return event
-            .time
-            .map(Trigger::At)
-            .ok_or_else(|| EventError::BadTime(time_text.to_owned()));
+        return parse_time(time_text).map(Trigger::At);
     }
     if obj.len() == 1 {
         if let Some(time) = obj.get("time") {

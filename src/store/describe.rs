@@ -63,9 +63,6 @@ pub async fn open(
         })
         .await?;
     let (schema, index_present) = check_table(&table, target, index)?;
-    // The table's DescribeTable was the client's first request: the fast path is set up now,
-    // or start-up stops here saying why.
-    store.check_fast_path()?;
     if !index_present {
         tracing::warn!(
             index = %target.index_name,

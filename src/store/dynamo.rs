@@ -14,7 +14,6 @@ use tracing::instrument;
 use std::sync::Arc;
 
 use super::clock::{DateRecorder, ServerClock};
-use super::direct::{Capture, Direct, QueryRequest};
 use super::{
     Call, ConditionalOutcome, ErrorKind, Key, Page, Reply, Store, StoreError, TableSchema,
 };
@@ -31,38 +30,12 @@ pub const OPERATION_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 /// says otherwise (`AWS_MAX_ATTEMPTS`): the SDK's default.
 pub const SDK_MAX_ATTEMPTS: u32 = 3;
 
-/// The route of the sweep's hot requests, query pages and batch deletes (`FAST_PATH`), chosen once
-/// when the store is built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FastPath {
-    /// Written, signed and sent through the SDK client's connector without its request pipeline
-    /// (`store::direct`): the same endpoint, credentials, connection pool and retry
-    /// configuration, a fraction of the CPU per request.
-    #[default]
-    On,
-    /// Every request through the SDK's request pipeline.
-    Off,
-}
-
-impl std::fmt::Display for FastPath {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            FastPath::On => "on",
-            FastPath::Off => "off",
-        })
-    }
-}
-
 /// [`Store`] over the AWS SDK DynamoDB client.
 #[derive(Debug, Clone)]
 pub struct DynamoStore {
     client: Client,
     server_clock: Arc<ServerClock>,
     deletes: DeleteClients,
-    /// With [`FastPath::On`]: query pages and batch deletes without the SDK's request pipeline
-    /// (see `store::direct`), and nothing else.
-    direct: Option<Arc<Direct>>,
     /// When every call ends at the latest ([`Store::end_calls_by`]); shared by clones.
     calls_end: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
 }
@@ -92,8 +65,6 @@ pub const BATCH_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from
 struct DeleteClients {
     conditional: Client,
     batch: Client,
-    /// The batch clients' attempt timeout.
-    batch_attempt: std::time::Duration,
 }
 
 impl DeleteClients {
@@ -115,17 +86,8 @@ impl DeleteClients {
         DeleteClients {
             batch: Client::from_conf(no_retries.clone().timeout_config(timeouts.build()).build()),
             conditional: Client::from_conf(no_retries.build()),
-            batch_attempt: attempt,
         }
     }
-}
-
-/// The attempt timeout the client gives a read (as the SDK path applies it).
-fn read_attempt_timeout(config: &aws_sdk_dynamodb::Config) -> std::time::Duration {
-    config
-        .timeout_config()
-        .and_then(|t| t.operation_attempt_timeout())
-        .unwrap_or(ATTEMPT_TIMEOUT)
 }
 
 /// Attribute of the checkpoint item holding the boundary, epoch seconds.
@@ -133,59 +95,18 @@ pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
 
 impl DynamoStore {
     /// Wraps a client built by the caller, adding the interceptor that learns DynamoDB's clock
-    /// from its responses (see [`DynamoStore::server_clock`]), with the fast path on: query
-    /// pages and batch deletes go through the client's connector without its request pipeline
-    /// (see [`FastPath`]).
+    /// from its responses (see [`DynamoStore::server_clock`]).
     pub fn new(client: Client) -> Self {
-        Self::with_fast_path(client, FastPath::On)
-    }
-
-    /// [`DynamoStore::new`] with every request through the SDK's request pipeline
-    /// ([`FastPath::Off`]); also for tests built on the SDK's own mocks, which answer inside
-    /// that pipeline rather than over HTTP.
-    pub fn sdk_only(client: Client) -> Self {
-        Self::with_fast_path(client, FastPath::Off)
-    }
-
-    /// Wraps a client built by the caller, the hot requests on the route `fast_path` says. With
-    /// [`FastPath::On`] the fast path is set up from the client's first request (the table's
-    /// `DescribeTable`, which [`super::open`] sends and after which it checks the route with
-    /// [`DynamoStore::check_fast_path`]); a hot request before that sends that `DescribeTable`
-    /// itself. It never falls back to the SDK's pipeline.
-    pub fn with_fast_path(client: Client, fast_path: FastPath) -> Self {
-        let direct = fast_path == FastPath::On;
         let server_clock = Arc::new(ServerClock::default());
-        let transport = Arc::new(std::sync::OnceLock::new());
-        let mut config = client
+        let config = client
             .config()
             .to_builder()
             .interceptor(DateRecorder(server_clock.clone()));
-        let connect_timeout = client
-            .config()
-            .timeout_config()
-            .and_then(|t| t.connect_timeout());
-        if direct {
-            config = config.interceptor(Capture {
-                slot: transport.clone(),
-                connect_timeout,
-            });
-        }
         let client = Client::from_conf(config.build());
-        let deletes = DeleteClients::for_client(&client);
-        let direct = direct.then(|| {
-            Arc::new(Direct::new(
-                transport,
-                client.config(),
-                deletes.batch_attempt,
-                read_attempt_timeout(client.config()),
-                server_clock.clone(),
-            ))
-        });
         DynamoStore {
-            deletes,
+            deletes: DeleteClients::for_client(&client),
             client,
             server_clock,
-            direct,
             calls_end: Arc::default(),
         }
     }
@@ -197,18 +118,18 @@ impl DynamoStore {
 
     /// Builds a client from the standard AWS configuration chain (`AWS_REGION`,
     /// `AWS_ENDPOINT_URL`, credentials, `AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE`, the profile, ...),
-    /// with explicit timeouts, the hot requests on the route `fast_path` says:
+    /// with explicit timeouts:
     ///
     /// - connect timeout [`CONNECT_TIMEOUT`], each attempt [`ATTEMPT_TIMEOUT`], each operation
     ///   including retries [`OPERATION_TIMEOUT`], so a stalled connection cannot eat the
     ///   invocation;
     /// - the chain's retry configuration (unset: the SDK's standard mode, [`SDK_MAX_ATTEMPTS`]
-    ///   attempts) for `DescribeTable`, `Query`, `Scan` and the checkpoint, on either route.
+    ///   attempts) for `DescribeTable`, `Query`, `Scan`, `BatchGetItem` and the checkpoint.
     ///   Deletes turn retries off (see [`crate::store::Call::BatchDelete`]): the sweep engine
     ///   retries them itself, so a key is sent at most `MAX_RETRIES + 1` times per sweep and
     ///   attempts never multiply.
-    pub async fn from_env(fast_path: FastPath) -> Self {
-        DynamoStore::with_fast_path(Client::new(&Self::config_loader().load().await), fast_path)
+    pub async fn from_env() -> Self {
+        DynamoStore::new(Client::new(&Self::config_loader().load().await))
     }
 
     /// The AWS configuration chain with the timeouts of [`DynamoStore::from_env`], for a caller
@@ -222,55 +143,6 @@ impl DynamoStore {
                 .operation_timeout(OPERATION_TIMEOUT)
                 .build(),
         )
-    }
-
-    /// Requests sent without the SDK's request pipeline (query pages and batch deletes, see
-    /// `store::direct`) so far; always 0 with [`FastPath::Off`].
-    pub fn direct_requests(&self) -> u64 {
-        self.direct.as_ref().map_or(0, |d| d.requests_sent())
-    }
-
-    /// The route of the hot requests.
-    pub fn fast_path(&self) -> FastPath {
-        if self.direct.is_some() {
-            FastPath::On
-        } else {
-            FastPath::Off
-        }
-    }
-
-    /// With [`FastPath::On`], whether the fast path is set up, after the client's first request:
-    /// a start-up error that says what is missing (no region, a retry mode it cannot honour, no
-    /// request sent yet) and how to turn it off, never a silent fallback.
-    pub fn check_fast_path(&self) -> Result<(), StoreError> {
-        match &self.direct {
-            None => Ok(()),
-            Some(direct) => direct.ready().map_err(|why| {
-                StoreError::new(
-                    ErrorKind::Validation,
-                    "DescribeTable",
-                    format!(
-                        "FAST_PATH=on, but the fast path cannot be set up: {why}; FAST_PATH=off \
-                         sends every request through the SDK's request pipeline"
-                    ),
-                )
-            }),
-        }
-    }
-
-    /// The fast path, set up: a store used before the table was opened sends the table's
-    /// `DescribeTable` through the SDK first, which sets it up.
-    async fn fast(&self, direct: &Direct, table: &str) -> Result<(), StoreError> {
-        if direct.ready().is_ok() {
-            return Ok(());
-        }
-        self.client
-            .describe_table()
-            .table_name(table)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("DescribeTable", e))?;
-        self.check_fast_path()
     }
 
     /// The underlying client.
@@ -287,22 +159,6 @@ impl DynamoStore {
         start: Option<Key>,
         limit: Option<i32>,
     ) -> Result<Page, StoreError> {
-        if let Some(direct) = &self.direct {
-            self.fast(direct, &schema.table_name).await?;
-            return direct
-                .query(&QueryRequest {
-                    table: &schema.table_name,
-                    index: &schema.index_name,
-                    window_attribute: &schema.layout.window_attribute,
-                    ttl_attribute: &schema.layout.ttl_attribute,
-                    key_attributes: &schema.key_attributes,
-                    partition: window_key,
-                    now: &now.to_number(),
-                    start: start.as_ref(),
-                    limit,
-                })
-                .await;
-        }
         let mut projection: Vec<String> = key_placeholders(schema).map(|(p, _)| p).collect();
         projection.push("#ttl".into());
         let mut req = self
@@ -337,10 +193,6 @@ impl DynamoStore {
         schema: &TableSchema,
         keys: Vec<&Key>,
     ) -> Result<Vec<Key>, StoreError> {
-        if let Some(direct) = &self.direct {
-            self.fast(direct, &schema.table_name).await?;
-            return direct.batch_delete(&schema.table_name, &keys).await;
-        }
         let requests = keys
             .into_iter()
             .map(|key| {

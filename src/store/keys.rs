@@ -1,7 +1,7 @@
 //! The one JSON dialect for keys and items as `serde_json::Value`s: DynamoDB JSON as the AWS CLI
-//! and the console write it (`{"id": {"S": "user#42"}}`, binary as base64 `{"B": "AAH+/w=="}`).
-//! Reports, logs, the CLI's `--key`, backfill progress files and expiry events all go through
-//! here; the dialect itself is written and read by [`super::codec`], which the hot path shares.
+//! and the console write it (`{"id": {"S": "user#42"}}`, binary as base64 `{"B": "AAH+/w=="}`),
+//! written and read by `serde_dynamo`'s `AttributeValue`. Reports, logs, the CLI's `--key`,
+//! backfill progress files and expiry events all go through here.
 
 use std::collections::HashMap;
 
@@ -9,8 +9,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Deserialize as _;
 use serde_json::Value;
 
-use super::codec::{is_key_value, Read, Write};
 use super::Key;
+
+type Dialect = serde_dynamo::AttributeValue;
 
 /// A value that is not DynamoDB JSON.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,18 +24,53 @@ impl From<serde_json::Error> for KeyJsonError {
     }
 }
 
+/// The SDK's value in `serde_dynamo`'s type. A type this SDK version does not know (which
+/// `serde_dynamo`'s own conversion would panic on) is written as its debug text, a String.
+fn dialect(value: &AttributeValue) -> Dialect {
+    match value {
+        AttributeValue::S(s) => Dialect::S(s.clone()),
+        AttributeValue::N(n) => Dialect::N(n.clone()),
+        AttributeValue::B(b) => Dialect::B(b.as_ref().to_vec()),
+        AttributeValue::Bool(b) => Dialect::Bool(*b),
+        AttributeValue::Null(n) => Dialect::Null(*n),
+        AttributeValue::Ss(v) => Dialect::Ss(v.clone()),
+        AttributeValue::Ns(v) => Dialect::Ns(v.clone()),
+        AttributeValue::Bs(v) => Dialect::Bs(v.iter().map(|b| b.as_ref().to_vec()).collect()),
+        AttributeValue::L(v) => Dialect::L(v.iter().map(dialect).collect()),
+        AttributeValue::M(m) => Dialect::M(dialect_item(m)),
+        other => Dialect::S(format!("{other:?}")),
+    }
+}
+
+fn dialect_item(item: &HashMap<String, AttributeValue>) -> HashMap<String, Dialect> {
+    item.iter().map(|(k, v)| (k.clone(), dialect(v))).collect()
+}
+
+/// Into a `serde_json::Value`, every map's attributes in name order at every level, so the same
+/// item always renders the same text (expiry event ids hash it).
 fn render(value: impl serde::Serialize) -> Value {
-    serde_json::to_value(value).expect("DynamoDB JSON has string keys only and always renders")
+    let mut json =
+        serde_json::to_value(value).expect("DynamoDB JSON has string keys only and always renders");
+    json.sort_all_objects();
+    json
+}
+
+/// Whether `value` can be a key attribute: S, N or B.
+fn is_key_value(value: &AttributeValue) -> bool {
+    matches!(
+        value,
+        AttributeValue::S(_) | AttributeValue::N(_) | AttributeValue::B(_)
+    )
 }
 
 /// Renders an attribute value as DynamoDB JSON (maps with their attributes in name order).
 pub fn attribute_to_json(value: &AttributeValue) -> Value {
-    render(Write(value))
+    render(dialect(value))
 }
 
 /// Renders a key or a whole item as DynamoDB JSON, attributes in name order.
 pub fn item_to_json(item: &HashMap<String, AttributeValue>) -> Value {
-    render(Write(item))
+    render(dialect_item(item))
 }
 
 /// Renders a key as DynamoDB JSON (`{"id": {"S": "a"}}`) for reports and logs.
@@ -44,17 +80,20 @@ pub fn key_to_json(key: &Key) -> Value {
 
 /// Parses one typed DynamoDB JSON value: `{"S": "a"}`, `{"N": "1"}`, `{"B": "<base64>"}`, ...
 pub fn attribute_from_json(value: &Value) -> Result<AttributeValue, KeyJsonError> {
-    Ok(Read::<AttributeValue>::deserialize(value)?.0)
+    Ok(Dialect::deserialize(value)?.into())
 }
 
 /// Parses a key or an item in DynamoDB JSON.
 pub fn item_from_json(value: &Value) -> Result<HashMap<String, AttributeValue>, KeyJsonError> {
-    Ok(Read::<Key>::deserialize(value)?.0)
+    let item = HashMap::<String, Dialect>::deserialize(value)?;
+    Ok(item.into_iter().map(|(k, v)| (k, v.into())).collect())
 }
 
-/// Parses a key rendered by [`key_to_json`]; `None` if it is not DynamoDB JSON.
+/// Parses a key rendered by [`key_to_json`]: S, N or B values only; `None` if it is not one.
 pub fn key_from_json(value: &Value) -> Option<Key> {
-    item_from_json(value).ok()
+    item_from_json(value)
+        .ok()
+        .filter(|key| key.values().all(is_key_value))
 }
 
 /// Parses a partition key value given on a command line: one typed value (`{"S":"user#42"}`) or

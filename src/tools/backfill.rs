@@ -41,9 +41,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
 use super::scan::{parallel_scan, Position, ScanPageOf};
+use crate::engine::retry::full_jitter;
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
 use crate::expiry::{Clock, Timestamp};
-use crate::store::full_jitter;
 use crate::store::scan::UpdateOutcome;
 use crate::store::{
     key_to_json, ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError, TableSchema,

@@ -457,19 +457,9 @@ impl DescribeConfig for DynamoStore {
     }
 }
 
-/// The route these tests send query pages and batch deletes on: `FAST_PATH` (`on` unless set;
-/// `make test` runs the tests that reach DynamoDB Local on both routes).
-pub fn fast_path() -> ttl_sweeper::store::FastPath {
-    match std::env::var("FAST_PATH").as_deref() {
-        Ok("off") => ttl_sweeper::store::FastPath::Off,
-        Ok("on") | Err(_) => ttl_sweeper::store::FastPath::On,
-        Ok(other) => panic!("FAST_PATH={other:?}: on or off"),
-    }
-}
-
-/// A store over `client` on the route of [`fast_path`].
+/// A store over `client`.
 pub fn store(client: Client) -> DynamoStore {
-    DynamoStore::with_fast_path(client, fast_path())
+    DynamoStore::new(client)
 }
 
 /// A `DynamoStore` on the test server and the schema of `config`'s table.
@@ -506,7 +496,7 @@ pub const LOCAL_AWS_ENV: [(&str, &str); 6] = [
     ("AWS_SHARED_CREDENTIALS_FILE", "/dev/null"),
 ];
 
-/// [`LOCAL_AWS_ENV`] and the tests' `FAST_PATH` followed by `settings`, as owned pairs for a
+/// [`LOCAL_AWS_ENV`] followed by `settings`, as owned pairs for a
 /// process to be started.
 pub fn local_env<'a>(
     settings: impl IntoIterator<Item = (&'a str, String)>,
@@ -514,19 +504,16 @@ pub fn local_env<'a>(
     LOCAL_AWS_ENV
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
-        .chain([("FAST_PATH".to_owned(), fast_path().to_string())])
         .chain(settings.into_iter().map(|(k, v)| (k.to_string(), v)))
         .collect()
 }
 
 /// The `ttl-sweeper` binary started from an empty environment plus [`LOCAL_AWS_ENV`]: no setting,
-/// `RUST_LOG` or `~/.aws` of the developer leaks in (but the tests' `FAST_PATH`); each test adds
+/// `RUST_LOG` or `~/.aws` of the developer leaks in; each test adds
 /// the settings it means.
 pub fn cli() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"));
-    cmd.env_clear()
-        .envs(LOCAL_AWS_ENV)
-        .env("FAST_PATH", fast_path().to_string());
+    cmd.env_clear().envs(LOCAL_AWS_ENV);
     cmd
 }
 
