@@ -6,7 +6,8 @@
 //! its stop condition as inputs and talks to DynamoDB only through [`crate::store::Store`].
 //!
 //! - [`sweep`]: [`Sweeper`], the pass itself; `delete` (private): its batched and conditional
-//!   deletes with backoff.
+//!   deletes with backoff; `pace` (private): the read-ahead budget its partitions share and
+//!   batch mode's page pace.
 //! - [`report`]: [`SweepReport`], what a pass did, and how reports merge.
 //! - [`hook`]: [`hook::ExpiryHook`], the seam expiry events are published through around
 //!   deletes (notify: after; archive: before, deleting only what the sink accepted).
@@ -23,6 +24,7 @@ use retry::full_jitter;
 pub mod checkpoint;
 mod delete;
 pub mod hook;
+mod pace;
 pub mod report;
 pub mod retry;
 pub mod sweep;

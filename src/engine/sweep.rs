@@ -8,7 +8,7 @@
 //! covers every window since the last fully swept boundary (see [`super::checkpoint`]) and then
 //! moves the checkpoint forward.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -19,9 +19,10 @@ use tracing::{debug, warn};
 use super::checkpoint::{advance_to, plan};
 use super::delete::{ChunkOutcome, Deleter, Expired};
 use super::hook::{delete_with_events, Events, ExpiryHook, FailedEvent, Owed};
+use super::pace::{read_ahead, split_permit, take_budget, PagePace, Running, Slots};
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
-use super::{Checkpoint, SweepOptions, BATCH_SIZE, CATCHUP_SLICE_PARTITIONS, READ_AHEAD_ROUNDS};
+use super::{Checkpoint, SweepOptions, BATCH_SIZE, CATCHUP_SLICE_PARTITIONS};
 use crate::expiry::time::iso_millis;
 use crate::expiry::window::{parse_ttl, partition_key, ttl_state, ShardRange, TtlState, Window};
 use crate::expiry::{Clock, Timestamp};
@@ -122,110 +123,6 @@ fn check_item(
         maybe_applied: false,
         reread: false,
     })
-}
-
-/// The keys a sweep may hold at once, read but not yet deleted: [`READ_AHEAD_ROUNDS`] rounds of
-/// `max_concurrency + 1` chunks. Every running partition (at most `max_concurrency`) holds fewer
-/// than a chunk while it waits for more keys, so a partition's fair share (`READ_AHEAD_ROUNDS`
-/// chunks, less what it holds) is always free once the chunks in flight finish: no partition
-/// waits for keys forever. The one share more lets a partition read its next page while its last
-/// chunks are deleted, even with one request in flight.
-fn read_ahead(options: &SweepOptions) -> usize {
-    READ_AHEAD_ROUNDS * BATCH_SIZE * (options.max_concurrency.max(1) + 1)
-}
-
-/// Takes up to `want` keys of the sweep's read-ahead budget for the next page of a partition
-/// that holds `pending` keys already: waits for a partition's fair share ([`READ_AHEAD_ROUNDS`]
-/// chunks, so a page is worth its request), then takes without waiting half of what is free
-/// beyond a fair share for each other partition running, in whole chunks, so the page and what
-/// is pending add up to whole chunks when the page is full. The wait always ends: each running
-/// partition holds fewer than a chunk while it waits, and the budget is a fair share for every
-/// partition that may run.
-async fn take_budget(slots: &Slots, pending: usize, want: u32) -> OwnedSemaphorePermit {
-    let chunk = BATCH_SIZE as u32;
-    let fair = READ_AHEAD_ROUNDS as u32 * chunk;
-    let first = (fair - (pending as u32 % chunk)).min(want).max(1);
-    let budget = &slots.budget;
-    let mut permit = budget
-        .clone()
-        .acquire_many_owned(first)
-        .await
-        .expect("the read-ahead budget is never closed");
-    let others =
-        u32::try_from(slots.running.load(Ordering::Relaxed).saturating_sub(1)).unwrap_or(u32::MAX);
-    let free = u32::try_from(budget.available_permits()).unwrap_or(u32::MAX);
-    let spare = free.saturating_sub(others.saturating_mul(fair)) / 2;
-    let more = (want - first).min(spare) / chunk * chunk;
-    if more > 0 {
-        if let Ok(extra) = budget.clone().try_acquire_many_owned(more) {
-            permit.merge(extra);
-        }
-    }
-    permit
-}
-
-/// The first query page of a partition in batch mode, before the pace of deletes is known.
-const FIRST_BATCH_PAGE: i32 = 1_000;
-
-/// Batch mode reads no faster than it deletes: a key is sent unconditionally only within
-/// `batch_max_read_age` of the page that listed it, so a page must be dispatched well within
-/// that. After each page, the next page's `Limit` shrinks to what this page's pace dispatches in
-/// a quarter of the bound if dispatching its chunks took more than half the bound, and doubles (up to `PAGE_LIMIT`, or DynamoDB's 1 MB pages) when it
-/// took less than an eighth. Keys that still age past the bound go conditional, never unchecked.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct PagePace {
-    /// `None`: not batch mode — the configured limit, always.
-    max_age: Option<std::time::Duration>,
-    limit: Option<i32>,
-    cap: Option<i32>,
-}
-
-impl PagePace {
-    fn new(options: &SweepOptions) -> Self {
-        let cap = options.page_limit;
-        match options.delete_mode {
-            super::DeleteMode::Conditional => PagePace {
-                max_age: None,
-                limit: cap,
-                cap,
-            },
-            super::DeleteMode::Batch => PagePace {
-                max_age: Some(options.batch_max_read_age),
-                limit: Some(cap.map_or(FIRST_BATCH_PAGE, |c| c.min(FIRST_BATCH_PAGE))),
-                cap,
-            },
-        }
-    }
-
-    /// The next page's `Limit`.
-    fn limit(&self) -> Option<i32> {
-        self.limit
-    }
-
-    /// A page of `items` took `took` from its arrival until its last whole chunk was handed
-    /// to a delete task.
-    fn observe(&mut self, items: usize, took: std::time::Duration) {
-        let (Some(max_age), Some(limit)) = (self.max_age, self.limit) else {
-            return;
-        };
-        let items = i32::try_from(items).unwrap_or(i32::MAX);
-        if took > max_age / 2 {
-            // What could have been dispatched in a quarter of the bound, at this page's pace.
-            let fits =
-                f64::from(items.min(limit)) * (max_age / 4).as_secs_f64() / took.as_secs_f64();
-            // Never below one chunk, unless the configured limit is lower still.
-            let floor = (BATCH_SIZE as i32).min(limit);
-            self.limit = Some((fits as i32).clamp(floor, limit));
-        } else if took < max_age / 8 && items >= limit {
-            let doubled = limit.saturating_mul(2);
-            self.limit = match self.cap {
-                Some(cap) => Some(doubled.min(cap)),
-                // Past what a 1 MB page of keys can hold anyway: let DynamoDB fill pages.
-                None if doubled > 64_000 => None,
-                None => Some(doubled),
-            };
-        }
-    }
 }
 
 /// Runs sweeps of one table through a [`Store`]. Partitions and delete requests run as tasks
@@ -599,30 +496,6 @@ impl<S: Store> CheckpointMover<'_, S> {
     }
 }
 
-/// What the partitions of one sweep share: the slots for requests sent at once, the read-ahead
-/// budget of keys held at once (see [`read_ahead`]), and how many partitions are running.
-struct Slots {
-    permits: Arc<Semaphore>,
-    budget: Arc<Semaphore>,
-    running: Arc<AtomicUsize>,
-}
-
-/// Counts a partition in [`Slots::running`] from its spawn to its end.
-struct Running(Arc<AtomicUsize>);
-
-impl Running {
-    fn new(count: &Arc<AtomicUsize>) -> Self {
-        count.fetch_add(1, Ordering::Relaxed);
-        Running(count.clone())
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 impl<S: Store> Shared<S> {
     /// Reads one partition to the end (or until `stop`), deleting as it goes: each chunk of
     /// [`BATCH_SIZE`] a task of its own, at most `max_concurrency` of them waiting per partition
@@ -781,15 +654,6 @@ impl<S: Store> Shared<S> {
     }
 }
 
-/// Takes `n` permits out of `held` (which holds at least `n`).
-fn split_permit(held: &mut Option<OwnedSemaphorePermit>, n: usize) -> Option<OwnedSemaphorePermit> {
-    let h = held.as_mut()?;
-    if h.num_permits() <= n {
-        return held.take();
-    }
-    h.split(n)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -835,67 +699,6 @@ mod tests {
                 None => proptest::prop_assert!(!expired_as_read, "{ttl:?} at {now} should qualify"),
             }
         }
-    }
-
-    #[test]
-    fn batch_pages_shrink_when_dispatch_is_slow_and_grow_when_fast() {
-        use std::time::Duration;
-        let options = SweepOptions::default();
-        let age = options.batch_max_read_age;
-        let mut pace = PagePace::new(&options);
-        assert_eq!(pace.limit(), Some(FIRST_BATCH_PAGE));
-        // dispatching 1,000 keys took 3/4 of the bound: a third of it fits in a quarter
-        pace.observe(1_000, age * 3 / 4);
-        assert_eq!(pace.limit(), Some(333));
-        for _ in 0..10 {
-            pace.observe(500, age);
-        }
-        assert_eq!(
-            pace.limit(),
-            Some(BATCH_SIZE as i32),
-            "never below one chunk"
-        );
-        // fast and full pages double back up, until DynamoDB fills 1 MB pages
-        let mut steps = 0;
-        while let Some(l) = pace.limit() {
-            pace.observe(l as usize, Duration::ZERO);
-            steps += 1;
-            assert!(steps < 20);
-        }
-        // a short (last) page says nothing about the pace
-        let mut pace = PagePace::new(&options);
-        pace.observe(10, Duration::ZERO);
-        assert_eq!(pace.limit(), Some(FIRST_BATCH_PAGE));
-        // a configured PAGE_LIMIT is never exceeded; conditional mode keeps it as is
-        let capped = SweepOptions {
-            page_limit: Some(300),
-            ..SweepOptions::default()
-        };
-        let mut pace = PagePace::new(&capped);
-        assert_eq!(pace.limit(), Some(300));
-        pace.observe(300, Duration::ZERO);
-        assert_eq!(pace.limit(), Some(300));
-        let conditional = SweepOptions {
-            delete_mode: crate::engine::DeleteMode::Conditional,
-            ..SweepOptions::default()
-        };
-        let mut pace = PagePace::new(&conditional);
-        pace.observe(10_000, age * 10);
-        assert_eq!(pace.limit(), None);
-    }
-
-    #[test]
-    fn a_page_limit_below_one_chunk_survives_a_slow_page() {
-        // A page limit under BATCH_SIZE (tests and small sweeps set one) and a page whose
-        // dispatch took past half the bound: the limit stays within the configured one.
-        let small = SweepOptions {
-            page_limit: Some(10),
-            ..SweepOptions::default()
-        };
-        let mut pace = PagePace::new(&small);
-        assert_eq!(pace.limit(), Some(10));
-        pace.observe(10, small.batch_max_read_age * 3);
-        assert_eq!(pace.limit(), Some(10), "the configured limit is kept");
     }
 
     #[test]
