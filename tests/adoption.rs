@@ -109,22 +109,27 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Killed once it has saved progress, part-way through a later page. (A page of 500 items
-    // took DynamoDB Local about 10 s on a busy 2-core machine: a fixed wait could end before the
-    // first save.)
+    // Killed once it has saved progress twice, so part-way through a later page. (A page of 500
+    // items took DynamoDB Local about 10 s on a busy 2-core machine: a fixed wait could end
+    // before the first save.)
     let started = std::time::Instant::now();
-    while !state.exists() {
+    let mut saves = Vec::new();
+    while saves.len() < 2 {
         assert!(
             child.try_wait().unwrap().is_none(),
-            "the first backfill run stopped before saving progress"
+            "the first backfill run stopped before saving progress twice"
         );
         assert!(
             started.elapsed() < Duration::from_secs(120),
-            "no progress saved within 120 s"
+            "progress not saved twice within 120 s"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        if let Ok(text) = std::fs::read_to_string(&state) {
+            if saves.last() != Some(&text) {
+                saves.push(text);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
     child.kill().unwrap(); // SIGKILL: no chance to clean up
     child.wait().unwrap();
     let saved: serde_json::Value =
