@@ -856,6 +856,38 @@ async fn soak_lambda(
     out
 }
 
+/// Receives and deletes the queue's messages as they come, as a consumer would, until aborted.
+/// What the sink accepted is recorded by the proxy in front of moto, not read from the queue;
+/// the queue is kept short because moto's SQS computes the queue's attributes over every message
+/// it holds on each send, so a queue left to fill slows every `SendMessageBatch` down with its
+/// depth (a final sweep after the chaos phase took many minutes).
+async fn consume(sqs: aws_sdk_sqs::Client, queue: String) {
+    loop {
+        let received = sqs
+            .receive_message()
+            .queue_url(&queue)
+            .max_number_of_messages(10)
+            .send()
+            .await;
+        let messages = received.ok().and_then(|r| r.messages).unwrap_or_default();
+        if messages.is_empty() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        let mut delete = sqs.delete_message_batch().queue_url(&queue);
+        for (i, m) in messages.iter().enumerate() {
+            if let Ok(entry) = aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .set_receipt_handle(m.receipt_handle.clone())
+                .build()
+            {
+                delete = delete.entries(entry);
+            }
+        }
+        let _ = delete.send().await;
+    }
+}
+
 /// The final clean sweep: `ttl-sweeper sweep` through the same proxies with the faults off,
 /// over every window since the oldest ttl of the table. Its JSON report.
 fn final_sweep(env: &[(String, String)], lookback: usize) -> (i32, Value, String) {
@@ -1152,6 +1184,7 @@ async fn scenario(
     create_table(&client, &TableSpec::simple(&table)).await;
     let sqs = moto::sqs().await;
     let queue = moto::create_queue(&sqs, &moto::unique(spec.name)).await;
+    let consumer = tokio::spawn(consume(sqs.clone(), queue.clone()));
     std::fs::create_dir_all(&dir).unwrap();
 
     // The items: a backlog already expired in two windows, items expiring during the soak,
@@ -1296,6 +1329,8 @@ async fn scenario(
                 spec.name
             )
         });
+
+    consumer.abort();
 
     let present: HashMap<String, (Option<f64>, Option<String>)> = scan_all(&client, &table)
         .await
