@@ -856,35 +856,15 @@ async fn soak_lambda(
     out
 }
 
-/// Receives and deletes the queue's messages as they come, as a consumer would, until aborted.
-/// What the sink accepted is recorded by the proxy in front of moto, not read from the queue;
-/// the queue is kept short because moto's SQS computes the queue's attributes over every message
-/// it holds on each send, so a queue left to fill slows every `SendMessageBatch` down with its
-/// depth (a final sweep after the chaos phase took many minutes).
+/// Empties the queue twice a second, as a consumer keeping up would, until aborted. What the
+/// sink accepted is recorded by the proxy in front of moto, not read from the queue; the queue is
+/// kept short because moto's SQS computes the queue's attributes over every message it holds on
+/// each send, so a queue left to fill slows every `SendMessageBatch` down with its depth (a final
+/// sweep after the chaos phase took many minutes), and receiving is no cheaper: `PurgeQueue` is.
 async fn consume(sqs: aws_sdk_sqs::Client, queue: String) {
     loop {
-        let received = sqs
-            .receive_message()
-            .queue_url(&queue)
-            .max_number_of_messages(10)
-            .send()
-            .await;
-        let messages = received.ok().and_then(|r| r.messages).unwrap_or_default();
-        if messages.is_empty() {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
-        }
-        let mut delete = sqs.delete_message_batch().queue_url(&queue);
-        for (i, m) in messages.iter().enumerate() {
-            if let Ok(entry) = aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
-                .id(i.to_string())
-                .set_receipt_handle(m.receipt_handle.clone())
-                .build()
-            {
-                delete = delete.entries(entry);
-            }
-        }
-        let _ = delete.send().await;
+        let _ = sqs.purge_queue().queue_url(&queue).send().await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
