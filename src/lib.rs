@@ -29,7 +29,7 @@
 //!   batched or conditional deletes with backoff (batch mode reads a stale key again before it
 //!   sends it), the report, checkpoint planning, ticks, and the one backoff
 //!   ([`engine::retry::full_jitter`], for every retry loop above too).
-//! - [`store`]: the only code that talks to DynamoDB, behind the one-method [`store::Store`]
+//! - [`store`]: the only code that talks to DynamoDB, behind the typed [`store::Store`]
 //!   seam; errors, start-up checks, and the key dialect of reports and events (DynamoDB JSON,
 //!   through `serde_dynamo`). Every request goes through the AWS SDK's own pipeline.
 //! - [`streams`]: for consumers of the table's DynamoDB Stream — [`streams::is_expiry_removal`]

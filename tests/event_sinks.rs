@@ -384,7 +384,7 @@ mod dynamodb {
     use aws_sdk_dynamodb::types::ReturnValue;
     use aws_sdk_dynamodb::Client;
     use ttl_sweeper::expiry::Layout;
-    use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, StoreExt, TableSchema};
+    use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, Store, TableSchema};
 
     #[tokio::test]
     async fn a_returning_conditional_delete_asks_for_the_old_item_and_only_then() {
@@ -410,17 +410,17 @@ mod dynamodb {
         let key: Key = [("id".to_string(), AV::S("k1".into()))].into();
         let now = Timestamp::from_secs(1_700_000_000);
         let (outcome, item) = store
-            .delete_if_expired_returning(&schema, key.clone(), "1699999990", now)
+            .delete_if_expired(&schema, key.clone(), "1699999990", now, true)
             .await
             .unwrap();
         assert_eq!(outcome, ConditionalOutcome::Deleted);
         assert_eq!(item.unwrap()["payload"], AV::S("p".into()));
         assert_eq!(
             store
-                .delete_if_expired(&schema, key, "1699999990", now)
+                .delete_if_expired(&schema, key, "1699999990", now, false)
                 .await
                 .unwrap(),
-            ConditionalOutcome::Deleted
+            (ConditionalOutcome::Deleted, None)
         );
         assert_eq!((returning.num_calls(), plain.num_calls()), (1, 1));
     }

@@ -18,7 +18,7 @@ use ttl_sweeper::events::{
 use ttl_sweeper::expiry::window::Window;
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::{
-    Call, ConditionalOutcome, ErrorKind, Key, Reply, Store, StoreError, TableSchema,
+    ConditionalOutcome, ErrorKind, Key, Page, Store, StoreError, TableSchema,
 };
 
 const NOW: i64 = 1_658_264_100;
@@ -127,7 +127,7 @@ impl MemTable {
 
 impl MemTable {
     /// The conditional delete: the outcome, and the item when deleted.
-    fn delete_if_expired(
+    fn apply_delete(
         &self,
         key: &Key,
         read: &str,
@@ -168,102 +168,122 @@ impl MemTable {
 }
 
 impl Store for MemTable {
-    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
-        match call {
-            Call::QueryExpired { now, .. } => {
-                let mut items = self.items.lock().unwrap();
-                let page: Vec<Key> = items
-                    .values()
-                    .filter(|i| Self::ttl(i) < now.as_secs_f64())
-                    .map(|i| {
-                        [
-                            ("id".to_string(), i["id"].clone()),
-                            ("ttl".to_string(), i["ttl"].clone()),
-                        ]
-                        .into()
-                    })
-                    .collect();
-                for id in &self.extend_after_read {
-                    if let Some(item) = items.get_mut(id) {
-                        item.insert("ttl".into(), AV::N((NOW + 3600).to_string()));
-                    }
-                }
-                for id in &self.remove_after_read {
-                    items.remove(id);
-                }
-                Ok(Reply::Page(ttl_sweeper::store::Page {
-                    items: page,
-                    next: None,
-                }))
+    async fn query_expired(
+        &self,
+        _: &TableSchema,
+        _: &str,
+        now: Timestamp,
+        _: Option<Key>,
+        _: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        let mut items = self.items.lock().unwrap();
+        let page: Vec<Key> = items
+            .values()
+            .filter(|i| Self::ttl(i) < now.as_secs_f64())
+            .map(|i| {
+                [
+                    ("id".to_string(), i["id"].clone()),
+                    ("ttl".to_string(), i["ttl"].clone()),
+                ]
+                .into()
+            })
+            .collect();
+        for id in &self.extend_after_read {
+            if let Some(item) = items.get_mut(id) {
+                item.insert("ttl".into(), AV::N((NOW + 3600).to_string()));
             }
-            Call::BatchDelete { keys, .. } => {
-                let mut items = self.items.lock().unwrap();
-                let mut unprocessed = vec![];
-                for k in keys {
-                    let id = id_of(k);
-                    if self.unprocessed_once.lock().unwrap().remove(&id) {
-                        unprocessed.push(k.clone());
-                    } else if items.remove(&id).is_some() {
-                        self.deleted.fetch_add(1, SeqCst);
-                        self.log.lock().unwrap().push(format!("deleted {id}"));
-                    }
-                }
-                Ok(Reply::Unprocessed(unprocessed))
+        }
+        for id in &self.remove_after_read {
+            items.remove(id);
+        }
+        Ok(Page {
+            items: page,
+            next: None,
+        })
+    }
+
+    async fn batch_delete(&self, _: &TableSchema, keys: &[&Key]) -> Result<Vec<Key>, StoreError> {
+        let mut items = self.items.lock().unwrap();
+        let mut unprocessed = vec![];
+        for &k in keys {
+            let id = id_of(k);
+            if self.unprocessed_once.lock().unwrap().remove(&id) {
+                unprocessed.push(k.clone());
+            } else if items.remove(&id).is_some() {
+                self.deleted.fetch_add(1, SeqCst);
+                self.log.lock().unwrap().push(format!("deleted {id}"));
             }
-            Call::DeleteIfExpired { ref key, .. }
-            | Call::DeleteIfExpiredReturning { ref key, .. }
-                if self
-                    .throttle_then_remove
-                    .lock()
-                    .unwrap()
-                    .remove(&id_of(key)) =>
-            {
-                self.items.lock().unwrap().remove(&id_of(key));
-                Err(StoreError::new(
-                    ErrorKind::Throttled,
-                    "DeleteItem",
-                    "ProvisionedThroughputExceededException",
-                ))
-            }
-            Call::DeleteIfExpired { .. } | Call::DeleteIfExpiredReturning { .. }
-                if self.hang_deletes =>
-            {
-                std::future::pending().await
-            }
-            Call::DeleteIfExpired { .. } | Call::DeleteIfExpiredReturning { .. }
-                if self.throttle_deletes =>
-            {
-                Err(StoreError::new(
-                    ErrorKind::Throttled,
-                    "DeleteItem",
-                    "ProvisionedThroughputExceededException",
-                ))
-            }
-            Call::DeleteIfExpired { key, ttl, now, .. } => {
-                let outcome = self.delete_if_expired(&key, ttl, now).0;
-                self.answer_lost(&key, "DeleteItem")?;
-                Ok(Reply::Conditional(outcome))
-            }
-            Call::DeleteIfExpiredReturning { key, ttl, now, .. } => {
-                let (outcome, item) = self.delete_if_expired(&key, ttl, now);
-                self.answer_lost(&key, "DeleteItem")?;
-                Ok(Reply::ConditionalItem(outcome, item))
-            }
-            Call::GetItems { .. } if self.refuse_reads => Err(StoreError::new(
+        }
+        Ok(unprocessed)
+    }
+
+    async fn delete_if_expired(
+        &self,
+        _: &TableSchema,
+        key: Key,
+        ttl: &str,
+        now: Timestamp,
+        return_item: bool,
+    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
+        let throttled = || {
+            StoreError::new(
+                ErrorKind::Throttled,
+                "DeleteItem",
+                "ProvisionedThroughputExceededException",
+            )
+        };
+        if self
+            .throttle_then_remove
+            .lock()
+            .unwrap()
+            .remove(&id_of(&key))
+        {
+            self.items.lock().unwrap().remove(&id_of(&key));
+            return Err(throttled());
+        }
+        if self.hang_deletes {
+            return std::future::pending().await;
+        }
+        if self.throttle_deletes {
+            return Err(throttled());
+        }
+        let (outcome, item) = self.apply_delete(&key, ttl, now);
+        self.answer_lost(&key, "DeleteItem")?;
+        Ok((outcome, item.filter(|_| return_item)))
+    }
+
+    async fn get_items(
+        &self,
+        _: &TableSchema,
+        keys: Vec<Key>,
+        _: bool,
+    ) -> Result<Vec<Key>, StoreError> {
+        if self.refuse_reads {
+            return Err(StoreError::new(
                 ErrorKind::Auth,
                 "BatchGetItem",
                 "AccessDeniedException: not authorized to perform dynamodb:BatchGetItem",
-            )),
-            Call::GetItems { keys, .. } => {
-                let items = self.items.lock().unwrap();
-                Ok(Reply::Items(
-                    keys.iter()
-                        .filter_map(|k| items.get(&id_of(k)).cloned())
-                        .collect(),
-                ))
-            }
-            other => panic!("unexpected {other:?}"),
+            ));
         }
+        let items = self.items.lock().unwrap();
+        Ok(keys
+            .iter()
+            .filter_map(|k| items.get(&id_of(k)).cloned())
+            .collect())
+    }
+
+    async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
+        unreachable!("these sweeps have no checkpoint")
+    }
+
+    async fn advance_checkpoint(
+        &self,
+        _: &str,
+        _: &str,
+        _: Timestamp,
+        _: Timestamp,
+    ) -> Result<bool, StoreError> {
+        unreachable!("these sweeps have no checkpoint")
     }
 }
 

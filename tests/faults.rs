@@ -1372,7 +1372,7 @@ async fn throttling_queries(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_query_is_retried_as_the_client_is_configured() {
     use std::sync::atomic::Ordering;
-    use ttl_sweeper::store::StoreExt;
+    use ttl_sweeper::store::Store;
 
     let direct = client().await;
     let (_, _, schema, _) = small_table(&direct, "query_retries", "batch").await;

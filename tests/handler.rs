@@ -259,11 +259,56 @@ async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
 /// a failure, before its deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_that_ignores_every_bound_is_dropped_before_the_deadline() {
-    use ttl_sweeper::store::{Call, Reply, Store, StoreError, TableSchema};
+    use ttl_sweeper::store::{ConditionalOutcome, Key, Page, Store, StoreError, TableSchema};
 
     struct Stalled;
     impl Store for Stalled {
-        async fn call(&self, _: Call<'_>) -> Result<Reply, StoreError> {
+        async fn query_expired(
+            &self,
+            _: &TableSchema,
+            _: &str,
+            _: Timestamp,
+            _: Option<Key>,
+            _: Option<i32>,
+        ) -> Result<Page, StoreError> {
+            std::future::pending().await
+        }
+
+        async fn batch_delete(&self, _: &TableSchema, _: &[&Key]) -> Result<Vec<Key>, StoreError> {
+            std::future::pending().await
+        }
+
+        async fn delete_if_expired(
+            &self,
+            _: &TableSchema,
+            _: Key,
+            _: &str,
+            _: Timestamp,
+            _: bool,
+        ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
+            std::future::pending().await
+        }
+
+        async fn get_items(
+            &self,
+            _: &TableSchema,
+            _: Vec<Key>,
+            _: bool,
+        ) -> Result<Vec<Key>, StoreError> {
+            std::future::pending().await
+        }
+
+        async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
+            std::future::pending().await
+        }
+
+        async fn advance_checkpoint(
+            &self,
+            _: &str,
+            _: &str,
+            _: Timestamp,
+            _: Timestamp,
+        ) -> Result<bool, StoreError> {
             std::future::pending().await
         }
     }

@@ -10,7 +10,9 @@ use common::*;
 use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::expiry::window::{window_key, Window};
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::store::{ErrorKind, Key};
+use ttl_sweeper::store::{
+    ConditionalOutcome, ErrorKind, Key, Page, Store, StoreError, TableSchema,
+};
 
 /// A minute boundary comfortably in the past, so every ttl below is expired by the real clock too.
 fn boundary() -> i64 {
@@ -374,7 +376,6 @@ async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
-    use ttl_sweeper::store::{ConditionalOutcome, StoreExt};
     let client = client().await;
     let table = table_name("outcomes");
     create_table(&client, &TableSpec::simple(&table)).await;
@@ -397,9 +398,10 @@ async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
         let (store, schema) = (store.clone(), schema.clone());
         async move {
             store
-                .delete_if_expired(&schema, id_key(id), &read, Timestamp::from_secs(now))
+                .delete_if_expired(&schema, id_key(id), &read, Timestamp::from_secs(now), false)
                 .await
                 .unwrap()
+                .0
         }
     };
     assert_eq!(
@@ -642,38 +644,77 @@ impl Counting {
     }
 }
 
-impl ttl_sweeper::store::Store for Counting {
-    async fn call(
+impl Store for Counting {
+    async fn query_expired(
         &self,
-        call: ttl_sweeper::store::Call<'_>,
-    ) -> Result<ttl_sweeper::store::Reply, ttl_sweeper::store::StoreError> {
-        use ttl_sweeper::store::{Call, ConditionalOutcome, Reply};
-        match call {
-            Call::QueryExpired { partition, .. } => {
-                self.partitions.lock().unwrap().push(partition.to_owned());
-                self.inner.call(call).await
-            }
-            Call::BatchDelete { schema, keys } => {
-                let sent = keys.clone();
-                let reply = self.inner.call(Call::BatchDelete { schema, keys }).await?;
-                if let Reply::Unprocessed(left) = &reply {
-                    self.count(sent.iter().copied().filter(|k| !left.contains(k)));
-                }
-                Ok(reply)
-            }
-            Call::DeleteIfExpired { ref key, .. } => {
-                let key = key.clone();
-                let reply = self.inner.call(call).await?;
-                if matches!(
-                    reply,
-                    Reply::Conditional(ConditionalOutcome::Deleted | ConditionalOutcome::Gone)
-                ) {
-                    self.count(std::iter::once(&key));
-                }
-                Ok(reply)
-            }
-            other => self.inner.call(other).await,
+        schema: &TableSchema,
+        partition: &str,
+        now: Timestamp,
+        start: Option<Key>,
+        limit: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        self.partitions.lock().unwrap().push(partition.to_owned());
+        self.inner
+            .query_expired(schema, partition, now, start, limit)
+            .await
+    }
+
+    async fn batch_delete(
+        &self,
+        schema: &TableSchema,
+        keys: &[&Key],
+    ) -> Result<Vec<Key>, StoreError> {
+        let left = self.inner.batch_delete(schema, keys).await?;
+        self.count(keys.iter().copied().filter(|k| !left.contains(k)));
+        Ok(left)
+    }
+
+    async fn delete_if_expired(
+        &self,
+        schema: &TableSchema,
+        key: Key,
+        ttl: &str,
+        now: Timestamp,
+        return_item: bool,
+    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
+        let answer = self
+            .inner
+            .delete_if_expired(schema, key.clone(), ttl, now, return_item)
+            .await?;
+        if matches!(
+            answer.0,
+            ConditionalOutcome::Deleted | ConditionalOutcome::Gone
+        ) {
+            self.count(std::iter::once(&key));
         }
+        Ok(answer)
+    }
+
+    async fn get_items(
+        &self,
+        schema: &TableSchema,
+        keys: Vec<Key>,
+        ttl_only: bool,
+    ) -> Result<Vec<Key>, StoreError> {
+        self.inner.get_items(schema, keys, ttl_only).await
+    }
+
+    async fn read_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        self.inner.read_checkpoint(table, id).await
+    }
+
+    async fn advance_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+        to: Timestamp,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.inner.advance_checkpoint(table, id, to, at).await
     }
 }
 

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::{
-    Call, DynamoStore, ErrorKind, Key, Reply, StoreError, StoreExt, TableSchema,
+    ConditionalOutcome, DynamoStore, ErrorKind, Key, Page, Store, StoreError, TableSchema,
 };
 
 const NOW: i64 = 1_658_264_100; // 2022-07-19T20:55:00Z
@@ -404,12 +404,63 @@ async fn the_deadline_stops_new_work_and_reports_what_is_left() {
 /// A store whose queries take one second.
 struct SlowStore(DynamoStore);
 
-impl ttl_sweeper::store::Store for SlowStore {
-    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
-        if matches!(call, Call::QueryExpired { .. }) {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-        self.0.call(call).await
+impl Store for SlowStore {
+    async fn query_expired(
+        &self,
+        schema: &TableSchema,
+        partition: &str,
+        now: Timestamp,
+        start: Option<Key>,
+        limit: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.0
+            .query_expired(schema, partition, now, start, limit)
+            .await
+    }
+
+    async fn batch_delete(
+        &self,
+        schema: &TableSchema,
+        keys: &[&Key],
+    ) -> Result<Vec<Key>, StoreError> {
+        self.0.batch_delete(schema, keys).await
+    }
+
+    async fn delete_if_expired(
+        &self,
+        schema: &TableSchema,
+        key: Key,
+        ttl: &str,
+        now: Timestamp,
+        return_item: bool,
+    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
+        self.0
+            .delete_if_expired(schema, key, ttl, now, return_item)
+            .await
+    }
+
+    async fn get_items(
+        &self,
+        schema: &TableSchema,
+        keys: Vec<Key>,
+        ttl_only: bool,
+    ) -> Result<Vec<Key>, StoreError> {
+        self.0.get_items(schema, keys, ttl_only).await
+    }
+
+    async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
+        unreachable!("no checkpoint here")
+    }
+
+    async fn advance_checkpoint(
+        &self,
+        _: &str,
+        _: &str,
+        _: Timestamp,
+        _: Timestamp,
+    ) -> Result<bool, StoreError> {
+        unreachable!("no checkpoint here")
     }
 }
 
@@ -421,30 +472,65 @@ struct BigPageStore {
     deleted: std::sync::atomic::AtomicUsize,
 }
 
-impl ttl_sweeper::store::Store for BigPageStore {
-    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
+impl Store for BigPageStore {
+    async fn query_expired(
+        &self,
+        _: &TableSchema,
+        _: &str,
+        _: Timestamp,
+        _: Option<Key>,
+        _: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        Ok(Page {
+            items: (0..1000).map(expired).collect(),
+            next: None,
+        })
+    }
+
+    async fn batch_delete(&self, _: &TableSchema, keys: &[&Key]) -> Result<Vec<Key>, StoreError> {
         use std::sync::atomic::Ordering::SeqCst;
-        match call {
-            Call::QueryExpired { .. } => Ok(Reply::Page(ttl_sweeper::store::Page {
-                items: (0..1000).map(expired).collect(),
-                next: None,
-            })),
-            Call::BatchDelete { keys, .. } => {
-                self.sends.fetch_add(1, SeqCst);
-                tokio::time::sleep(self.delete_time).await;
-                self.deleted.fetch_add(keys.len(), SeqCst);
-                Ok(Reply::Unprocessed(vec![]))
-            }
-            Call::DeleteIfExpired { .. } => {
-                self.sends.fetch_add(1, SeqCst);
-                tokio::time::sleep(self.delete_time).await;
-                self.deleted.fetch_add(1, SeqCst);
-                Ok(Reply::Conditional(
-                    ttl_sweeper::store::ConditionalOutcome::Deleted,
-                ))
-            }
-            other => panic!("unexpected {other:?}"),
-        }
+        self.sends.fetch_add(1, SeqCst);
+        tokio::time::sleep(self.delete_time).await;
+        self.deleted.fetch_add(keys.len(), SeqCst);
+        Ok(vec![])
+    }
+
+    async fn delete_if_expired(
+        &self,
+        _: &TableSchema,
+        _: Key,
+        _: &str,
+        _: Timestamp,
+        _: bool,
+    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.sends.fetch_add(1, SeqCst);
+        tokio::time::sleep(self.delete_time).await;
+        self.deleted.fetch_add(1, SeqCst);
+        Ok((ConditionalOutcome::Deleted, None))
+    }
+
+    async fn get_items(
+        &self,
+        _: &TableSchema,
+        _: Vec<Key>,
+        _: bool,
+    ) -> Result<Vec<Key>, StoreError> {
+        unreachable!("no reads by key here")
+    }
+
+    async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
+        unreachable!("no checkpoint here")
+    }
+
+    async fn advance_checkpoint(
+        &self,
+        _: &str,
+        _: &str,
+        _: Timestamp,
+        _: Timestamp,
+    ) -> Result<bool, StoreError> {
+        unreachable!("no checkpoint here")
     }
 }
 
@@ -495,16 +581,56 @@ struct EmptyStore {
     queries: std::sync::atomic::AtomicUsize,
 }
 
-impl ttl_sweeper::store::Store for EmptyStore {
-    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
-        match call {
-            Call::QueryExpired { .. } => {
-                self.queries
-                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                Ok(Reply::Page(ttl_sweeper::store::Page::default()))
-            }
-            other => panic!("unexpected {other:?}"),
-        }
+impl Store for EmptyStore {
+    async fn query_expired(
+        &self,
+        _: &TableSchema,
+        _: &str,
+        _: Timestamp,
+        _: Option<Key>,
+        _: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        self.queries
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(Page::default())
+    }
+
+    async fn batch_delete(&self, _: &TableSchema, _: &[&Key]) -> Result<Vec<Key>, StoreError> {
+        unreachable!("nothing to delete")
+    }
+
+    async fn delete_if_expired(
+        &self,
+        _: &TableSchema,
+        _: Key,
+        _: &str,
+        _: Timestamp,
+        _: bool,
+    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
+        unreachable!("nothing to delete")
+    }
+
+    async fn get_items(
+        &self,
+        _: &TableSchema,
+        _: Vec<Key>,
+        _: bool,
+    ) -> Result<Vec<Key>, StoreError> {
+        unreachable!("no reads by key here")
+    }
+
+    async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
+        unreachable!("no checkpoint here")
+    }
+
+    async fn advance_checkpoint(
+        &self,
+        _: &str,
+        _: &str,
+        _: Timestamp,
+        _: Timestamp,
+    ) -> Result<bool, StoreError> {
+        unreachable!("no checkpoint here")
     }
 }
 
@@ -546,66 +672,93 @@ struct RewrittenKeyStore {
     batches: std::sync::atomic::AtomicUsize,
 }
 
-impl ttl_sweeper::store::Store for RewrittenKeyStore {
-    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
-        use ttl_sweeper::store::ConditionalOutcome;
-        let id = |key: &Key| key["id"].as_s().unwrap().clone();
-        match call {
-            Call::QueryExpired { .. } => Ok(Reply::Page(ttl_sweeper::store::Page {
-                items: (0..3).map(expired).collect(),
-                next: None,
-            })),
-            Call::BatchDelete { keys, .. } => {
-                if self
-                    .batches
-                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-                    == 0
-                {
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                    self.ttls
-                        .lock()
-                        .unwrap()
-                        .insert("item-1".into(), NOW + 3600);
-                    return Ok(Reply::Unprocessed(keys.into_iter().cloned().collect()));
-                }
-                let mut ttls = self.ttls.lock().unwrap();
-                for k in &keys {
-                    ttls.remove(&id(k));
-                }
-                Ok(Reply::Unprocessed(vec![]))
-            }
-            Call::DeleteIfExpired {
-                key,
-                ttl: read,
-                now,
-                ..
-            } => {
-                let mut ttls = self.ttls.lock().unwrap();
-                Ok(Reply::Conditional(match ttls.get(&id(&key)) {
-                    None => ConditionalOutcome::Gone,
-                    Some(&ttl)
-                        if now.is_after_ttl(ttl as f64)
-                            && read.parse::<f64>() == Ok(ttl as f64) =>
-                    {
-                        ttls.remove(&id(&key));
-                        ConditionalOutcome::Deleted
-                    }
-                    Some(_) => ConditionalOutcome::Kept,
-                }))
-            }
-            Call::GetItems { keys, .. } => {
-                let ttls = self.ttls.lock().unwrap();
-                Ok(Reply::Items(
-                    keys.into_iter()
-                        .filter_map(|k| {
-                            let ttl = *ttls.get(&id(&k))?;
-                            Some(item(&id(&k), AttributeValue::N(ttl.to_string())))
-                        })
-                        .collect(),
-                ))
-            }
-            other => panic!("unexpected {other:?}"),
+fn id(key: &Key) -> String {
+    key["id"].as_s().unwrap().clone()
+}
+
+impl Store for RewrittenKeyStore {
+    async fn query_expired(
+        &self,
+        _: &TableSchema,
+        _: &str,
+        _: Timestamp,
+        _: Option<Key>,
+        _: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        Ok(Page {
+            items: (0..3).map(expired).collect(),
+            next: None,
+        })
+    }
+
+    async fn batch_delete(&self, _: &TableSchema, keys: &[&Key]) -> Result<Vec<Key>, StoreError> {
+        if self
+            .batches
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            == 0
+        {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            self.ttls
+                .lock()
+                .unwrap()
+                .insert("item-1".into(), NOW + 3600);
+            return Ok(keys.iter().map(|&k| k.clone()).collect());
         }
+        let mut ttls = self.ttls.lock().unwrap();
+        for k in keys {
+            ttls.remove(&id(k));
+        }
+        Ok(vec![])
+    }
+
+    async fn delete_if_expired(
+        &self,
+        _: &TableSchema,
+        key: Key,
+        read: &str,
+        now: Timestamp,
+        _: bool,
+    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
+        let mut ttls = self.ttls.lock().unwrap();
+        let outcome = match ttls.get(&id(&key)) {
+            None => ConditionalOutcome::Gone,
+            Some(&ttl) if now.is_after_ttl(ttl as f64) && read.parse::<f64>() == Ok(ttl as f64) => {
+                ttls.remove(&id(&key));
+                ConditionalOutcome::Deleted
+            }
+            Some(_) => ConditionalOutcome::Kept,
+        };
+        Ok((outcome, None))
+    }
+
+    async fn get_items(
+        &self,
+        _: &TableSchema,
+        keys: Vec<Key>,
+        _: bool,
+    ) -> Result<Vec<Key>, StoreError> {
+        let ttls = self.ttls.lock().unwrap();
+        Ok(keys
+            .into_iter()
+            .filter_map(|k| {
+                let ttl = *ttls.get(&id(&k))?;
+                Some(item(&id(&k), AttributeValue::N(ttl.to_string())))
+            })
+            .collect())
+    }
+
+    async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
+        unreachable!("no checkpoint here")
+    }
+
+    async fn advance_checkpoint(
+        &self,
+        _: &str,
+        _: &str,
+        _: Timestamp,
+        _: Timestamp,
+    ) -> Result<bool, StoreError> {
+        unreachable!("no checkpoint here")
     }
 }
 
@@ -683,7 +836,7 @@ async fn a_slow_credential_refresh_never_delays_a_batch_past_its_attempt_timeout
     let store = DynamoStore::new(Client::from_conf(config));
     let key = item("k1", AttributeValue::N((NOW - 10).to_string()));
     let checked = std::time::Instant::now();
-    let result = store.batch_delete(&schema(), vec![&key]).await;
+    let result = store.batch_delete(&schema(), &[&key]).await;
     let bound = ttl_sweeper::store::BATCH_ATTEMPT_TIMEOUT;
     for at in arrived.lock().unwrap().iter() {
         assert!(

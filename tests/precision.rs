@@ -18,7 +18,7 @@ use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::expiry::iso_millis;
 use ttl_sweeper::expiry::window::window_attribute;
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::store::{Key, StoreExt};
+use ttl_sweeper::store::{Key, Store};
 
 /// Watches `table` with a full scan every 50 ms and records, for each of `ids`, the wall clock
 /// (epoch seconds) at the end of the first scan that no longer lists it: an upper bound on its

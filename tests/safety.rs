@@ -22,7 +22,7 @@ use ttl_sweeper::engine::hook::{BoxFuture, Delivery, EventTally, Expiry, ExpiryH
 use ttl_sweeper::engine::{run_ticks, Checkpoint, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::{
-    Call, ConditionalOutcome, ErrorKind, Key, Page, Reply, Store, StoreError, TableSchema,
+    ConditionalOutcome, ErrorKind, Key, Page, Store, StoreError, TableSchema,
 };
 
 /// The sweep instant of every scenario, epoch seconds (a minute boundary).
@@ -148,183 +148,204 @@ fn key(id: &str) -> Key {
 }
 
 impl Store for Mem {
-    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
-        match call {
-            Call::QueryExpired {
-                partition,
-                now,
-                start,
-                limit,
-                ..
-            } => {
-                tokio::time::sleep(self.query_delay).await;
-                let after = start.as_ref().map(id_of);
-                let limit = limit.map_or(usize::MAX, |l| l as usize);
-                let items = self.items.lock().unwrap();
-                let mut page: Vec<Key> = items
-                    .iter()
-                    .filter(|(id, i)| {
-                        i.partition == partition
-                            && i.ttl < now.as_secs_f64()
-                            && after.as_ref().is_none_or(|a| *id > a)
-                    })
-                    .take(limit.saturating_add(1))
-                    .map(|(id, i)| {
-                        let mut k = key(id);
-                        k.insert("ttl".into(), AV::N(i.ttl.to_string()));
-                        k
-                    })
-                    .collect();
-                let next = (page.len() > limit).then(|| {
-                    page.truncate(limit);
-                    key(&id_of(page.last().unwrap()))
-                });
-                drop(items);
-                let n = self.queries.fetch_add(1, SeqCst) + 1;
-                if let Some((after, token)) = &*self.stop_after.lock().unwrap() {
-                    if n >= *after {
-                        token.cancel();
-                    }
-                }
-                let mut listed = self.listed_at.lock().unwrap();
-                for k in &page {
-                    listed.insert(id_of(k), Instant::now());
-                }
-                let held = self.outstanding.fetch_add(page.len(), SeqCst) + page.len();
-                self.max_outstanding.fetch_max(held, SeqCst);
-                Ok(Reply::Page(Page { items: page, next }))
+    async fn query_expired(
+        &self,
+        _: &TableSchema,
+        partition: &str,
+        now: Timestamp,
+        start: Option<Key>,
+        limit: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        tokio::time::sleep(self.query_delay).await;
+        let after = start.as_ref().map(id_of);
+        let limit = limit.map_or(usize::MAX, |l| l as usize);
+        let items = self.items.lock().unwrap();
+        let mut page: Vec<Key> = items
+            .iter()
+            .filter(|(id, i)| {
+                i.partition == partition
+                    && i.ttl < now.as_secs_f64()
+                    && after.as_ref().is_none_or(|a| *id > a)
+            })
+            .take(limit.saturating_add(1))
+            .map(|(id, i)| {
+                let mut k = key(id);
+                k.insert("ttl".into(), AV::N(i.ttl.to_string()));
+                k
+            })
+            .collect();
+        let next = (page.len() > limit).then(|| {
+            page.truncate(limit);
+            key(&id_of(page.last().unwrap()))
+        });
+        drop(items);
+        let n = self.queries.fetch_add(1, SeqCst) + 1;
+        if let Some((after, token)) = &*self.stop_after.lock().unwrap() {
+            if n >= *after {
+                token.cancel();
             }
-            Call::BatchDelete { keys, .. } if self.apply_late.load(SeqCst) > 0 => {
-                self.apply_late.fetch_sub(1, SeqCst);
-                if let Some(token) = &self.cancel_on_failure {
-                    token.cancel();
-                }
-                let late = self.late.clone();
-                let ids: Vec<String> = keys.iter().copied().map(id_of).collect();
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_secs(3)).await;
-                    late.lock().unwrap().extend(ids);
-                });
-                Err(StoreError::new(
-                    ErrorKind::Transient,
-                    "BatchWriteItem",
-                    "timed out (the request is applied later)",
-                ))
-            }
-            Call::BatchDelete { keys, .. } => {
-                {
-                    let listed = self.listed_at.lock().unwrap();
-                    let mut max = self.max_sent_age.lock().unwrap();
-                    for k in &keys {
-                        *max = (*max).max(listed[&id_of(k)].elapsed());
-                    }
-                }
-                let sent = Instant::now();
-                tokio::time::sleep(self.batch_delay).await;
-                let clock = self.clock();
-                let (keys, unprocessed) =
-                    match self
-                        .leave_unprocessed
-                        .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
-                    {
-                        Ok(_) if keys.len() > 1 => (keys[..1].to_vec(), keys[1..].to_vec()),
-                        _ => (keys, vec![]),
-                    };
-                let renamed = self
-                    .rename_unprocessed
-                    .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
-                    .is_ok();
-                let (keys, unprocessed) = if renamed {
-                    let mut named = keys[0].clone();
-                    named.insert("id".into(), AV::S(format!("{} ", id_of(keys[0]))));
-                    self.renamed.lock().unwrap().push(named);
-                    (keys[1..].to_vec(), vec![])
-                } else {
-                    (keys, unprocessed)
-                };
-                self.batch_calls
-                    .lock()
-                    .unwrap()
-                    .push((sent, keys.iter().copied().map(id_of).collect()));
-                let mut items = self.items.lock().unwrap();
-                for k in &keys {
-                    let id = id_of(k);
-                    if let Some(item) = items.remove(&id) {
-                        if item.ttl >= clock {
-                            self.destroyed_live.lock().unwrap().push(id);
-                        }
-                    }
-                }
-                drop(items);
-                let fail = self
-                    .fail_after_apply
-                    .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
-                    .is_ok();
-                if fail {
-                    if let Some(token) = &self.cancel_on_failure {
-                        token.cancel();
-                    }
-                    return Err(StoreError::new(
-                        ErrorKind::Transient,
-                        "BatchWriteItem",
-                        "timed out after the deletes were applied",
-                    ));
-                }
-                self.outstanding.fetch_sub(keys.len(), SeqCst);
-                let mut unprocessed: Vec<Key> = unprocessed.into_iter().cloned().collect();
-                unprocessed.append(&mut self.renamed.lock().unwrap());
-                Ok(Reply::Unprocessed(unprocessed))
-            }
-            Call::DeleteIfExpired { key, ttl, now, .. } => {
-                tokio::time::sleep(self.conditional_delay).await;
-                self.outstanding.fetch_sub(1, SeqCst);
-                let id = id_of(&key);
-                let mut items = self.items.lock().unwrap();
-                Ok(Reply::Conditional(match items.get(&id) {
-                    None => ConditionalOutcome::Gone,
-                    Some(i) if i.ttl < now.as_secs_f64() && ttl.parse() == Ok(i.ttl) => {
-                        items.remove(&id);
-                        ConditionalOutcome::Deleted
-                    }
-                    Some(_) => ConditionalOutcome::Kept,
-                }))
-            }
-            Call::GetItems { keys, .. } => {
-                tokio::time::sleep(self.get_delay).await;
-                self.land_late();
-                if self.reads_fail {
-                    return Err(StoreError::new(
-                        ErrorKind::Transient,
-                        "BatchGetItem",
-                        "connection reset",
-                    ));
-                }
-                let items = self.items.lock().unwrap();
-                let mut listed = self.listed_at.lock().unwrap();
-                Ok(Reply::Items(
-                    keys.into_iter()
-                        .filter_map(|mut k| {
-                            let id = id_of(&k);
-                            let item = items.get(&id)?;
-                            // A strongly consistent read of the item is a read too.
-                            listed.insert(id, Instant::now());
-                            k.insert("ttl".into(), AV::N(item.ttl.to_string()));
-                            Some(k)
-                        })
-                        .collect(),
-                ))
-            }
-            Call::ReadCheckpoint { .. } => Ok(Reply::Checkpoint(*self.checkpoint.lock().unwrap())),
-            Call::AdvanceCheckpoint { to, .. } => {
-                let mut cp = self.checkpoint.lock().unwrap();
-                let moved = cp.is_none_or(|c| to > c);
-                if moved {
-                    *cp = Some(to);
-                }
-                Ok(Reply::Advanced(moved))
-            }
-            other => panic!("unexpected {other:?}"),
         }
+        let mut listed = self.listed_at.lock().unwrap();
+        for k in &page {
+            listed.insert(id_of(k), Instant::now());
+        }
+        let held = self.outstanding.fetch_add(page.len(), SeqCst) + page.len();
+        self.max_outstanding.fetch_max(held, SeqCst);
+        Ok(Page { items: page, next })
+    }
+
+    async fn batch_delete(&self, _: &TableSchema, keys: &[&Key]) -> Result<Vec<Key>, StoreError> {
+        if self.apply_late.load(SeqCst) > 0 {
+            self.apply_late.fetch_sub(1, SeqCst);
+            if let Some(token) = &self.cancel_on_failure {
+                token.cancel();
+            }
+            let late = self.late.clone();
+            let ids: Vec<String> = keys.iter().copied().map(id_of).collect();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                late.lock().unwrap().extend(ids);
+            });
+            return Err(StoreError::new(
+                ErrorKind::Transient,
+                "BatchWriteItem",
+                "timed out (the request is applied later)",
+            ));
+        }
+        let keys = keys.to_vec();
+        {
+            let listed = self.listed_at.lock().unwrap();
+            let mut max = self.max_sent_age.lock().unwrap();
+            for k in &keys {
+                *max = (*max).max(listed[&id_of(k)].elapsed());
+            }
+        }
+        let sent = Instant::now();
+        tokio::time::sleep(self.batch_delay).await;
+        let clock = self.clock();
+        let (keys, unprocessed) = match self
+            .leave_unprocessed
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+        {
+            Ok(_) if keys.len() > 1 => (keys[..1].to_vec(), keys[1..].to_vec()),
+            _ => (keys, vec![]),
+        };
+        let renamed = self
+            .rename_unprocessed
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        let (keys, unprocessed) = if renamed {
+            let mut named = keys[0].clone();
+            named.insert("id".into(), AV::S(format!("{} ", id_of(keys[0]))));
+            self.renamed.lock().unwrap().push(named);
+            (keys[1..].to_vec(), vec![])
+        } else {
+            (keys, unprocessed)
+        };
+        self.batch_calls
+            .lock()
+            .unwrap()
+            .push((sent, keys.iter().copied().map(id_of).collect()));
+        let mut items = self.items.lock().unwrap();
+        for k in &keys {
+            let id = id_of(k);
+            if let Some(item) = items.remove(&id) {
+                if item.ttl >= clock {
+                    self.destroyed_live.lock().unwrap().push(id);
+                }
+            }
+        }
+        drop(items);
+        let fail = self
+            .fail_after_apply
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if fail {
+            if let Some(token) = &self.cancel_on_failure {
+                token.cancel();
+            }
+            return Err(StoreError::new(
+                ErrorKind::Transient,
+                "BatchWriteItem",
+                "timed out after the deletes were applied",
+            ));
+        }
+        self.outstanding.fetch_sub(keys.len(), SeqCst);
+        let mut unprocessed: Vec<Key> = unprocessed.into_iter().cloned().collect();
+        unprocessed.append(&mut self.renamed.lock().unwrap());
+        Ok(unprocessed)
+    }
+
+    async fn delete_if_expired(
+        &self,
+        _: &TableSchema,
+        key: Key,
+        ttl: &str,
+        now: Timestamp,
+        _: bool,
+    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
+        tokio::time::sleep(self.conditional_delay).await;
+        self.outstanding.fetch_sub(1, SeqCst);
+        let id = id_of(&key);
+        let mut items = self.items.lock().unwrap();
+        let outcome = match items.get(&id) {
+            None => ConditionalOutcome::Gone,
+            Some(i) if i.ttl < now.as_secs_f64() && ttl.parse() == Ok(i.ttl) => {
+                items.remove(&id);
+                ConditionalOutcome::Deleted
+            }
+            Some(_) => ConditionalOutcome::Kept,
+        };
+        Ok((outcome, None))
+    }
+
+    async fn get_items(
+        &self,
+        _: &TableSchema,
+        keys: Vec<Key>,
+        _: bool,
+    ) -> Result<Vec<Key>, StoreError> {
+        tokio::time::sleep(self.get_delay).await;
+        self.land_late();
+        if self.reads_fail {
+            return Err(StoreError::new(
+                ErrorKind::Transient,
+                "BatchGetItem",
+                "connection reset",
+            ));
+        }
+        let items = self.items.lock().unwrap();
+        let mut listed = self.listed_at.lock().unwrap();
+        Ok(keys
+            .into_iter()
+            .filter_map(|mut k| {
+                let id = id_of(&k);
+                let item = items.get(&id)?;
+                // A strongly consistent read of the item is a read too.
+                listed.insert(id, Instant::now());
+                k.insert("ttl".into(), AV::N(item.ttl.to_string()));
+                Some(k)
+            })
+            .collect())
+    }
+
+    async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
+        Ok(*self.checkpoint.lock().unwrap())
+    }
+
+    async fn advance_checkpoint(
+        &self,
+        _: &str,
+        _: &str,
+        to: Timestamp,
+        _: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut cp = self.checkpoint.lock().unwrap();
+        let moved = cp.is_none_or(|c| to > c);
+        if moved {
+            *cp = Some(to);
+        }
+        Ok(moved)
     }
 }
 

@@ -16,7 +16,7 @@ use hyper::body::Bytes;
 use ttl_sweeper::engine::{run_ticks, Stop, Sweeper, Ticks};
 use ttl_sweeper::expiry::window::{window_attribute, Window};
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::store::{Call, Key, Reply, Store, StoreError};
+use ttl_sweeper::store::{ConditionalOutcome, Key, Page, Store, StoreError, TableSchema};
 
 use crate::common::*;
 
@@ -430,21 +430,68 @@ struct Counted<S> {
 }
 
 impl<S: Store> Store for Counted<S> {
-    fn call(
+    async fn query_expired(
         &self,
-        call: Call<'_>,
-    ) -> impl std::future::Future<Output = Result<Reply, StoreError>> + Send {
-        let counted = matches!(call, Call::BatchDelete { .. })
-            .then(|| (self.gauge.clone(), self.first.clone()));
-        let sent = self.inner.call(call);
-        async move {
-            let _down = counted.map(|(gauge, first)| {
-                first.lock().unwrap().get_or_insert_with(Instant::now);
-                gauge.step(true);
-                Down(gauge)
-            });
-            sent.await
-        }
+        schema: &TableSchema,
+        partition: &str,
+        now: Timestamp,
+        start: Option<Key>,
+        limit: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        self.inner
+            .query_expired(schema, partition, now, start, limit)
+            .await
+    }
+
+    async fn batch_delete(
+        &self,
+        schema: &TableSchema,
+        keys: &[&Key],
+    ) -> Result<Vec<Key>, StoreError> {
+        self.first.lock().unwrap().get_or_insert_with(Instant::now);
+        self.gauge.step(true);
+        let _down = Down(self.gauge.clone());
+        self.inner.batch_delete(schema, keys).await
+    }
+
+    async fn delete_if_expired(
+        &self,
+        schema: &TableSchema,
+        key: Key,
+        ttl: &str,
+        now: Timestamp,
+        return_item: bool,
+    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
+        self.inner
+            .delete_if_expired(schema, key, ttl, now, return_item)
+            .await
+    }
+
+    async fn get_items(
+        &self,
+        schema: &TableSchema,
+        keys: Vec<Key>,
+        ttl_only: bool,
+    ) -> Result<Vec<Key>, StoreError> {
+        self.inner.get_items(schema, keys, ttl_only).await
+    }
+
+    async fn read_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        self.inner.read_checkpoint(table, id).await
+    }
+
+    async fn advance_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+        to: Timestamp,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.inner.advance_checkpoint(table, id, to, at).await
     }
 }
 

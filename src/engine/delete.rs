@@ -12,7 +12,7 @@ use super::{DeleteMode, SweepOptions};
 use crate::expiry::window::parse_ttl;
 use crate::expiry::Timestamp;
 use crate::store::{
-    key_to_json, ConditionalOutcome, ErrorKind, Key, Store, StoreError, StoreExt, TableSchema,
+    key_to_json, ConditionalOutcome, ErrorKind, Key, Store, StoreError, TableSchema,
 };
 
 /// Whether a failed delete may have been applied all the same: a timeout, a dropped connection
@@ -192,7 +192,7 @@ impl<S: Store> Deleter<'_, S> {
             }
             // Borrowed: the keys stay here for a retry.
             let keys: Vec<&Key> = remaining.iter().map(|e| &e.key).collect();
-            match self.store.batch_delete(self.schema, keys).await {
+            match self.store.batch_delete(self.schema, &keys).await {
                 Ok(unprocessed) => {
                     remaining = self.acknowledge(remaining, &unprocessed, &mut out);
                     if remaining.is_empty() {
@@ -434,21 +434,16 @@ impl<S: Store> Deleter<'_, S> {
             self.publish_owed(&mut out, true).await;
             let mut attempt = 0u32;
             loop {
-                let result = if self.return_items {
-                    self.store
-                        .delete_if_expired_returning(
-                            self.schema,
-                            e.key.clone(),
-                            &e.ttl_as_read,
-                            now,
-                        )
-                        .await
-                } else {
-                    self.store
-                        .delete_if_expired(self.schema, e.key.clone(), &e.ttl_as_read, now)
-                        .await
-                        .map(|outcome| (outcome, None))
-                };
+                let result = self
+                    .store
+                    .delete_if_expired(
+                        self.schema,
+                        e.key.clone(),
+                        &e.ttl_as_read,
+                        now,
+                        self.return_items,
+                    )
+                    .await;
                 let err: StoreError = match result {
                     Ok((ConditionalOutcome::Deleted, returned)) => {
                         out.deleted_ttls.push(e.ttl);

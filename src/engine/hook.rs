@@ -28,7 +28,7 @@ pub use super::report::{EventTally, FailedEvent};
 use super::retry::Stop;
 use crate::expiry::window::parse_ttl;
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{key_to_json, Key, Store, StoreExt, TableSchema};
+use crate::store::{key_to_json, Key, Store, TableSchema};
 
 /// A boxed future, so that [`ExpiryHook`] can be used as `dyn ExpiryHook`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

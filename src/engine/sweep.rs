@@ -26,7 +26,7 @@ use super::{Checkpoint, SweepOptions, BATCH_SIZE, CATCHUP_SLICE_PARTITIONS};
 use crate::expiry::time::iso_millis;
 use crate::expiry::window::{parse_ttl, partition_key, ttl_state, ShardRange, TtlState, Window};
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{key_to_json, Key, Store, StoreError, StoreExt, TableSchema};
+use crate::store::{key_to_json, Key, Store, StoreError, TableSchema};
 
 /// Outcome of sweeping one partition (one shard of one window): its chunks' outcomes already
 /// folded into counters and the lag histogram as they finished, so a partition's memory does not

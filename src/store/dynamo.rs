@@ -11,12 +11,11 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 use tracing::instrument;
 
+use std::future::Future;
 use std::sync::Arc;
 
 use super::clock::{DateRecorder, ServerClock};
-use super::{
-    Call, ConditionalOutcome, ErrorKind, Key, Page, Reply, Store, StoreError, TableSchema,
-};
+use super::{ConditionalOutcome, ErrorKind, Key, Page, Store, StoreError, TableSchema};
 use crate::expiry::window::MAX_EXPIRED_AGE_SECONDS;
 use crate::expiry::Timestamp;
 
@@ -125,7 +124,7 @@ impl DynamoStore {
     ///   invocation;
     /// - the chain's retry configuration (unset: the SDK's standard mode, [`SDK_MAX_ATTEMPTS`]
     ///   attempts) for `DescribeTable`, `Query`, `Scan`, `BatchGetItem` and the checkpoint.
-    ///   Deletes turn retries off (see [`crate::store::Call::BatchDelete`]): the sweep engine
+    ///   Deletes turn retries off (see [`Store::batch_delete`]): the sweep engine
     ///   retries them itself, so a key is sent at most `MAX_RETRIES + 1` times per sweep and
     ///   attempts never multiply.
     pub async fn from_env() -> Self {
@@ -191,11 +190,11 @@ impl DynamoStore {
     async fn send_batch_delete(
         &self,
         schema: &TableSchema,
-        keys: Vec<&Key>,
+        keys: &[&Key],
     ) -> Result<Vec<Key>, StoreError> {
         let requests = keys
-            .into_iter()
-            .map(|key| {
+            .iter()
+            .map(|&key| {
                 let delete = DeleteRequest::builder()
                     .set_key(Some(key.clone()))
                     .build()
@@ -406,14 +405,19 @@ impl DynamoStore {
     }
 }
 
-impl Store for DynamoStore {
-    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
+impl DynamoStore {
+    /// `call`, ended by the deadline set with [`Store::end_calls_by`], if any: a call still
+    /// unanswered then answers a retryable timeout.
+    async fn bounded<T>(
+        &self,
+        operation: &'static str,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
         let end = *self.calls_end.lock().unwrap_or_else(|e| e.into_inner());
         let Some(end) = end else {
-            return self.dispatch(call).await;
+            return call.await;
         };
-        let operation = call.operation();
-        tokio::time::timeout_at(end, self.dispatch(call))
+        tokio::time::timeout_at(end, call)
             .await
             .unwrap_or_else(|_| {
                 Err(StoreError::new(
@@ -423,64 +427,76 @@ impl Store for DynamoStore {
                 ))
             })
     }
+}
+
+impl Store for DynamoStore {
+    async fn query_expired(
+        &self,
+        schema: &TableSchema,
+        partition: &str,
+        now: Timestamp,
+        start: Option<Key>,
+        limit: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        let call = self.send_query_expired(schema, partition, now, start, limit);
+        self.bounded("Query", call).await
+    }
+
+    async fn batch_delete(
+        &self,
+        schema: &TableSchema,
+        keys: &[&Key],
+    ) -> Result<Vec<Key>, StoreError> {
+        self.bounded("BatchWriteItem", self.send_batch_delete(schema, keys))
+            .await
+    }
+
+    async fn delete_if_expired(
+        &self,
+        schema: &TableSchema,
+        key: Key,
+        ttl: &str,
+        now: Timestamp,
+        return_item: bool,
+    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
+        let call = self.send_delete_if_expired(schema, key, ttl, now, return_item);
+        self.bounded("DeleteItem", call).await
+    }
+
+    async fn get_items(
+        &self,
+        schema: &TableSchema,
+        keys: Vec<Key>,
+        ttl_only: bool,
+    ) -> Result<Vec<Key>, StoreError> {
+        self.bounded("BatchGetItem", self.send_get_items(schema, keys, ttl_only))
+            .await
+    }
+
+    async fn read_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        self.bounded("GetItem", self.send_read_checkpoint(table, id))
+            .await
+    }
+
+    async fn advance_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+        to: Timestamp,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.bounded(
+            "UpdateItem",
+            self.send_advance_checkpoint(table, id, to, at),
+        )
+        .await
+    }
 
     fn end_calls_by(&self, deadline: Option<tokio::time::Instant>) {
         *self.calls_end.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
-    }
-}
-
-impl DynamoStore {
-    /// Sends `call` by the path that serves it.
-    async fn dispatch(&self, call: Call<'_>) -> Result<Reply, StoreError> {
-        match call {
-            Call::QueryExpired {
-                schema,
-                partition,
-                now,
-                start,
-                limit,
-            } => self
-                .send_query_expired(schema, partition, now, start, limit)
-                .await
-                .map(Reply::Page),
-            Call::BatchDelete { schema, keys } => self
-                .send_batch_delete(schema, keys)
-                .await
-                .map(Reply::Unprocessed),
-            Call::DeleteIfExpired {
-                schema,
-                key,
-                ttl,
-                now,
-            } => self
-                .send_delete_if_expired(schema, key, ttl, now, false)
-                .await
-                .map(|(outcome, _)| Reply::Conditional(outcome)),
-            Call::DeleteIfExpiredReturning {
-                schema,
-                key,
-                ttl,
-                now,
-            } => self
-                .send_delete_if_expired(schema, key, ttl, now, true)
-                .await
-                .map(|(outcome, item)| Reply::ConditionalItem(outcome, item)),
-            Call::GetItems {
-                schema,
-                keys,
-                ttl_only,
-            } => self
-                .send_get_items(schema, keys, ttl_only)
-                .await
-                .map(Reply::Items),
-            Call::ReadCheckpoint { table, id } => self
-                .send_read_checkpoint(table, id)
-                .await
-                .map(Reply::Checkpoint),
-            Call::AdvanceCheckpoint { table, id, to, at } => self
-                .send_advance_checkpoint(table, id, to, at)
-                .await
-                .map(Reply::Advanced),
-        }
     }
 }

@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::Client;
 use ttl_sweeper::config::Config;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{
-    Call, ConditionalOutcome, DynamoStore, ErrorKind, Key, Reply, Store, StoreError, TableSchema,
+    ConditionalOutcome, DynamoStore, ErrorKind, Key, Page, Store, StoreError, TableSchema,
 };
 
 pub use aws_sdk_dynamodb::types::AttributeValue as AV;
@@ -390,57 +390,102 @@ pub fn wall_clock() -> f64 {
 }
 
 impl<S: Store> Store for Instrumented<S> {
-    async fn call(&self, call: Call<'_>) -> Result<Reply, StoreError> {
-        match call {
-            Call::QueryExpired { .. } => {
-                self.queries.fetch_add(1, Ordering::SeqCst);
-                let reply = self.inner.call(call).await?;
-                if matches!(&reply, Reply::Page(page) if page.next.is_some()) {
-                    self.pages_with_more.fetch_add(1, Ordering::SeqCst);
-                }
-                Ok(reply)
-            }
-            Call::BatchDelete { schema, keys } => {
-                if let Some(hook) = &self.before_delete {
-                    for k in &keys {
-                        hook(k).await;
-                    }
-                }
-                let call = Call::BatchDelete {
-                    schema,
-                    keys: keys.clone(),
-                };
-                let reply = self.inner.call(call).await?;
-                let lose = |n: usize| n.checked_sub(1);
-                if self
-                    .lose_batch_answers
-                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, lose)
-                    .is_ok()
-                {
-                    return Err(StoreError::new(
-                        ErrorKind::Transient,
-                        "BatchWriteItem",
-                        "answer lost (injected by the test)",
-                    ));
-                }
-                if let Reply::Unprocessed(unprocessed) = &reply {
-                    self.record(keys.iter().copied().filter(|k| !unprocessed.contains(k)));
-                }
-                Ok(reply)
-            }
-            Call::DeleteIfExpired { ref key, .. } => {
-                if let Some(hook) = &self.before_delete {
-                    hook(key).await;
-                }
-                let key = key.clone();
-                let reply = self.inner.call(call).await?;
-                if matches!(reply, Reply::Conditional(ConditionalOutcome::Deleted)) {
-                    self.record(std::iter::once(&key));
-                }
-                Ok(reply)
-            }
-            other => self.inner.call(other).await,
+    async fn query_expired(
+        &self,
+        schema: &TableSchema,
+        partition: &str,
+        now: Timestamp,
+        start: Option<Key>,
+        limit: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        self.queries.fetch_add(1, Ordering::SeqCst);
+        let page = self
+            .inner
+            .query_expired(schema, partition, now, start, limit)
+            .await?;
+        if page.next.is_some() {
+            self.pages_with_more.fetch_add(1, Ordering::SeqCst);
         }
+        Ok(page)
+    }
+
+    async fn batch_delete(
+        &self,
+        schema: &TableSchema,
+        keys: &[&Key],
+    ) -> Result<Vec<Key>, StoreError> {
+        if let Some(hook) = &self.before_delete {
+            for k in keys {
+                hook(k).await;
+            }
+        }
+        let unprocessed = self.inner.batch_delete(schema, keys).await?;
+        let lose = |n: usize| n.checked_sub(1);
+        if self
+            .lose_batch_answers
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, lose)
+            .is_ok()
+        {
+            return Err(StoreError::new(
+                ErrorKind::Transient,
+                "BatchWriteItem",
+                "answer lost (injected by the test)",
+            ));
+        }
+        self.record(keys.iter().copied().filter(|k| !unprocessed.contains(k)));
+        Ok(unprocessed)
+    }
+
+    async fn delete_if_expired(
+        &self,
+        schema: &TableSchema,
+        key: Key,
+        ttl: &str,
+        now: Timestamp,
+        return_item: bool,
+    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
+        if let Some(hook) = &self.before_delete {
+            hook(&key).await;
+        }
+        let answer = self
+            .inner
+            .delete_if_expired(schema, key.clone(), ttl, now, return_item)
+            .await?;
+        if answer.0 == ConditionalOutcome::Deleted {
+            self.record(std::iter::once(&key));
+        }
+        Ok(answer)
+    }
+
+    async fn get_items(
+        &self,
+        schema: &TableSchema,
+        keys: Vec<Key>,
+        ttl_only: bool,
+    ) -> Result<Vec<Key>, StoreError> {
+        self.inner.get_items(schema, keys, ttl_only).await
+    }
+
+    async fn read_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        self.inner.read_checkpoint(table, id).await
+    }
+
+    async fn advance_checkpoint(
+        &self,
+        table: &str,
+        id: &str,
+        to: Timestamp,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.inner.advance_checkpoint(table, id, to, at).await
+    }
+
+    fn end_calls_by(&self, deadline: Option<tokio::time::Instant>) {
+        self.inner.end_calls_by(deadline);
     }
 }
 
