@@ -63,7 +63,7 @@ fn port_of(endpoint: &str) -> u16 {
 fn http(port: u16, method: &str, path: &str) -> Option<(u16, Vec<u8>)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
     write!(
         s,
         "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\n\
