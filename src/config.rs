@@ -1,27 +1,27 @@
 //! Configuration: every setting the sweeper reads, parsed and validated once at start-up.
 //!
 //! Settings come from environment variables (the Lambda) or from CLI flags of the same name
-//! (`TABLE_NAME` is `--table-name`, see [`ConfigFlags`]). Both paths go through
-//! [`Config::from_lookup`], so they accept exactly the same values and fail with the same
-//! messages, which name the variable and list what it accepts. [`SETTINGS`] is the one list of
-//! them.
+//! (`TABLE_NAME` is `--table-name`): both are the fields of one derived clap struct,
+//! [`Settings`], and both are validated by [`Settings::validate`], so they accept exactly the
+//! same values and fail with the same messages, which name the variable and list what it
+//! accepts. [`SETTINGS`] holds each setting's default, help and accepted values.
 
 use std::time::Duration;
 
 use crate::engine::{Checkpoint, DeleteMode, SweepOptions};
 use crate::events::{EventsConfig, EventsMode, ItemSource, SinkTarget};
-use crate::expiry::window::{ShardRange, DEFAULT_WINDOW_SECONDS, MAX_SHARDS, MAX_WINDOW_SECONDS};
+use crate::expiry::window::{ShardRange, DEFAULT_WINDOW_SECONDS};
 use crate::expiry::Layout;
 use crate::lambda::HandlerSettings;
 use crate::store::TableTarget;
 
-mod flags;
 mod runtime;
 mod settings;
+mod validate;
 
-pub use flags::ConfigFlags;
 pub use runtime::{RuntimeError, Threads, MAX_WORKER_THREADS, WORKER_THREADS_VAR};
 pub use settings::*;
+pub use validate::window_shape;
 
 /// A configuration value that is missing or not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -199,221 +199,17 @@ pub struct Config {
     pub expiry_events_item: ItemSource,
 }
 
-/// Powertools' namespace variable: the metrics namespace when `METRICS_NAMESPACE` is unset.
-pub const POWERTOOLS_METRICS_NAMESPACE: &str = "POWERTOOLS_METRICS_NAMESPACE";
-
 impl Config {
     /// Reads and validates every setting from the process environment.
     pub fn from_env() -> Result<Config, ConfigError> {
-        Config::from_lookup(|var| std::env::var(var).ok())
+        Settings::from_env().validate()
     }
 
     /// Reads and validates every setting through `lookup`, which maps a variable name
     /// (`TABLE_NAME`, ...) to its raw value. Empty values count as absent.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let read = Reader(lookup);
-        let delete_mode = {
-            let raw = read.get(&DELETE_MODE)?;
-            match raw.to_ascii_lowercase().as_str() {
-                "batch" => DeleteMode::Batch,
-                "conditional" => DeleteMode::Conditional,
-                _ => return Err(invalid(&DELETE_MODE, &raw)),
-            }
-        };
-        let mut config = Config {
-            table_name: read.name(&TABLE_NAME, true)?,
-            index_name: read.name(&INDEX_NAME, false)?,
-            ttl_attribute: read.attribute(&TTL_ATTRIBUTE)?,
-            window_attribute: read.attribute(&WINDOW_ATTRIBUTE)?,
-            window_seconds: read.window_seconds()?,
-            lookback_windows: read.number(&LOOKBACK_WINDOWS, 0, 10_000)? as u32,
-            delete_mode,
-            max_concurrency: read.number(&MAX_CONCURRENCY, 1, 256)? as usize,
-            max_retries: read.number(&MAX_RETRIES, 0, 30)? as u32,
-            window_shards: read.window_shards()?,
-            shard_range: None,
-            tick: {
-                let raw = read.get(&TICK_SECONDS)?;
-                if raw.eq_ignore_ascii_case("off") || raw == "0" {
-                    None
-                } else {
-                    Some(
-                        parse_duration(&raw)
-                            .filter(|d| (MIN_TICK..=MAX_TICK).contains(d))
-                            .ok_or_else(|| invalid(&TICK_SECONDS, &raw))?,
-                    )
-                }
-            },
-            schedule_seconds: read.number(&SCHEDULE_SECONDS, 1, 3600)? as u32,
-            checkpoint_table: {
-                let raw = read.get(&CHECKPOINT_TABLE)?;
-                if raw.is_empty() {
-                    None
-                } else {
-                    Some(read.name(&CHECKPOINT_TABLE, true)?)
-                }
-            },
-            max_catchup_seconds: {
-                let raw = read.get(&MAX_CATCHUP)?;
-                parse_duration(&raw)
-                    .map(|d| d.as_secs())
-                    .filter(|s| (60..=30 * 86_400).contains(s))
-                    .ok_or_else(|| invalid(&MAX_CATCHUP, &raw))?
-            },
-            expiry_events: {
-                let raw = read.get(&EXPIRY_EVENTS)?;
-                if raw.is_empty() {
-                    None
-                } else {
-                    Some(
-                        SinkTarget::parse(&raw)
-                            .map_err(|problem| rejected(&EXPIRY_EVENTS, &raw, problem))?,
-                    )
-                }
-            },
-            expiry_events_mode: {
-                let raw = read.get(&EXPIRY_EVENTS_MODE)?;
-                match raw.to_ascii_lowercase().as_str() {
-                    "notify" => EventsMode::Notify,
-                    "archive" => EventsMode::Archive,
-                    _ => return Err(invalid(&EXPIRY_EVENTS_MODE, &raw)),
-                }
-            },
-            expiry_events_item: {
-                let raw = read.get(&EXPIRY_EVENTS_ITEM)?;
-                match raw.to_ascii_lowercase().as_str() {
-                    "auto" => ItemSource::Auto,
-                    "read" => ItemSource::Read,
-                    "off" => ItemSource::Off,
-                    _ => return Err(invalid(&EXPIRY_EVENTS_ITEM, &raw)),
-                }
-            },
-            metrics_namespace: {
-                // METRICS_NAMESPACE wins; unset, Powertools' POWERTOOLS_METRICS_NAMESPACE.
-                let powertools = (read.0)(POWERTOOLS_METRICS_NAMESPACE)
-                    .map(|v| v.trim().to_owned())
-                    .filter(|v| !v.is_empty());
-                let explicit =
-                    (read.0)(METRICS_NAMESPACE.var).is_some_and(|v| !v.trim().is_empty());
-                let (raw, source) = match powertools {
-                    Some(v) if !explicit => (
-                        v,
-                        Setting {
-                            var: POWERTOOLS_METRICS_NAMESPACE,
-                            ..METRICS_NAMESPACE
-                        },
-                    ),
-                    _ => (read.get(&METRICS_NAMESPACE)?, METRICS_NAMESPACE),
-                };
-                let ok = raw.len() <= 255
-                    && !raw.starts_with("AWS/")
-                    && raw.chars().all(|c| {
-                        c.is_ascii_alphanumeric()
-                            || matches!(c, '.' | '-' | '_' | '/' | '#' | ':' | ' ')
-                    });
-                if ok {
-                    raw
-                } else {
-                    return Err(invalid(&source, &raw));
-                }
-            },
-        };
-        config.shard_range = shard_range(&read.get(&SHARD_RANGE)?, config.window_shards)?;
-        if let Some(tick) = config.tick {
-            if tick >= Duration::from_secs(u64::from(config.schedule_seconds)) {
-                return Err(invalid(&TICK_SECONDS, &format!("{tick:?}")));
-            }
-        }
-        let needed = covering_lookback(config.window_seconds, config.schedule_seconds);
-        let explicit = (read.0)(LOOKBACK_WINDOWS.var).is_some_and(|v| !v.trim().is_empty());
-        if !explicit {
-            config.lookback_windows = config.lookback_windows.max(needed);
-        } else if config.lookback_windows < needed && config.checkpoint_table.is_none() {
-            return Err(ConfigError::Uncovered {
-                lookback_windows: config.lookback_windows,
-                window_seconds: config.window_seconds,
-                schedule_seconds: config.schedule_seconds,
-                needed,
-            });
-        }
-        let shards_read = config
-            .shard_range
-            .map_or(config.window_shards, |r| r.len())
-            .max(1);
-        let partitions = (u64::from(config.lookback_windows) + 1) * u64::from(shards_read);
-        if partitions > MAX_PARTITIONS_PER_SWEEP {
-            return Err(ConfigError::TooManyPartitions {
-                lookback_windows: config.lookback_windows,
-                shards: shards_read,
-                partitions,
-            });
-        }
-        if config.expiry_events_mode == EventsMode::Archive {
-            if config.expiry_events.is_none() {
-                return Err(rejected(
-                    &EXPIRY_EVENTS_MODE,
-                    "archive",
-                    "archive mode needs a sink: set EXPIRY_EVENTS".to_owned(),
-                ));
-            }
-            if config.delete_mode != DeleteMode::Conditional {
-                return Err(rejected(
-                    &EXPIRY_EVENTS_MODE,
-                    "archive",
-                    format!(
-                        "archive mode needs DELETE_MODE=conditional (DELETE_MODE is {}): a batch \
-                         delete cannot tell a ttl extended while the event was published",
-                        config.delete_mode
-                    ),
-                ));
-            }
-        }
-        if config.ttl_attribute == config.window_attribute {
-            return Err(ConfigError::Invalid {
-                var: WINDOW_ATTRIBUTE.var,
-                flag: WINDOW_ATTRIBUTE.flag(),
-                value: config.window_attribute,
-                expected: "an attribute different from TTL_ATTRIBUTE",
-            });
-        }
-        Ok(config)
+        Settings::from_lookup(lookup).validate()
     }
-}
-
-/// Parses `SHARD_RANGE` for `shards` shards per window: `None` for every shard (`all`, or a range
-/// from 0 to the last shard), else the range.
-fn shard_range(raw: &str, shards: u32) -> Result<Option<ShardRange>, ConfigError> {
-    let fail = |problem| ConfigError::ShardRange {
-        value: raw.to_owned(),
-        problem,
-    };
-    if raw.eq_ignore_ascii_case("all") {
-        return Ok(None);
-    }
-    let number = |text: &str| {
-        let text = text.trim();
-        (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| text.parse::<u32>().ok())
-            .flatten()
-    };
-    let (first, last) = raw
-        .split_once('-')
-        .and_then(|(a, b)| Some((number(a)?, number(b)?)))
-        .ok_or(fail(ShardRangeProblem::NotARange))?;
-    if first > last {
-        return Err(fail(ShardRangeProblem::Reversed { first, last }));
-    }
-    let range = ShardRange { first, last };
-    if range == ShardRange::all(shards) {
-        return Ok(None);
-    }
-    if shards <= 1 {
-        return Err(fail(ShardRangeProblem::Unsharded));
-    }
-    if last >= shards {
-        return Err(fail(ShardRangeProblem::BeyondShards { last, shards }));
-    }
-    Ok(Some(range))
 }
 
 /// The shortest tick period (`TICK_SECONDS`): faster ticks only add requests.
@@ -431,104 +227,6 @@ pub const COVERAGE_SLACK_SECONDS: u32 = 10;
 /// Fewer would leave ttls between two sweeps that neither reads.
 pub fn covering_lookback(window_seconds: u32, schedule_seconds: u32) -> u32 {
     (schedule_seconds + COVERAGE_SLACK_SECONDS).div_ceil(window_seconds.max(1))
-}
-
-/// Window width and shard count on their own, for work that needs no table (`ttl-sweeper
-/// window`): raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values, defaulted and validated exactly as
-/// [`Config::from_lookup`] does, with the same messages.
-pub fn window_shape(
-    window_seconds: Option<&str>,
-    window_shards: Option<&str>,
-) -> Result<(u32, u32), ConfigError> {
-    let read = Reader(|var: &str| {
-        let raw = if var == WINDOW_SECONDS.var {
-            window_seconds
-        } else if var == WINDOW_SHARDS.var {
-            window_shards
-        } else {
-            None
-        };
-        raw.map(str::to_owned)
-    });
-    Ok((read.window_seconds()?, read.window_shards()?))
-}
-
-/// Raw values through a lookup, checked one setting at a time; every error names the setting.
-struct Reader<F>(F);
-
-impl<F: Fn(&str) -> Option<String>> Reader<F> {
-    /// The trimmed value, or the default when absent or blank.
-    fn get(&self, s: &Setting) -> Result<String, ConfigError> {
-        match (self.0)(s.var).filter(|v| !v.trim().is_empty()) {
-            Some(v) => Ok(v.trim().to_owned()),
-            None => s.default.map(str::to_owned).ok_or(ConfigError::Missing {
-                var: s.var,
-                flag: s.flag(),
-                expected: s.expected,
-            }),
-        }
-    }
-
-    /// A whole number from `lo` to `hi`.
-    fn number(&self, s: &Setting, lo: u64, hi: u64) -> Result<u64, ConfigError> {
-        let raw = self.get(s)?;
-        raw.parse::<u64>()
-            .ok()
-            .filter(|n| (lo..=hi).contains(n))
-            .ok_or_else(|| invalid(s, &raw))
-    }
-
-    /// A table or index name (or, with `allow_arn`, a table ARN).
-    fn name(&self, s: &Setting, allow_arn: bool) -> Result<String, ConfigError> {
-        let raw = self.get(s)?;
-        let ok = (allow_arn && raw.starts_with("arn:") && raw.contains(":table/"))
-            || ((3..=255).contains(&raw.len())
-                && raw
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')));
-        if ok {
-            Ok(raw)
-        } else {
-            Err(invalid(s, &raw))
-        }
-    }
-
-    /// An attribute name of at most 255 bytes.
-    fn attribute(&self, s: &Setting) -> Result<String, ConfigError> {
-        let raw = self.get(s)?;
-        if raw.len() <= 255 {
-            Ok(raw)
-        } else {
-            Err(invalid(s, &raw))
-        }
-    }
-
-    fn window_seconds(&self) -> Result<u32, ConfigError> {
-        Ok(self.number(&WINDOW_SECONDS, 1, u64::from(MAX_WINDOW_SECONDS))? as u32)
-    }
-
-    fn window_shards(&self) -> Result<u32, ConfigError> {
-        Ok(self.number(&WINDOW_SHARDS, 1, u64::from(MAX_SHARDS))? as u32)
-    }
-}
-
-fn rejected(s: &Setting, value: &str, problem: String) -> ConfigError {
-    ConfigError::Rejected {
-        var: s.var,
-        flag: s.flag(),
-        value: value.to_owned(),
-        problem,
-        expected: s.expected,
-    }
-}
-
-fn invalid(s: &Setting, value: &str) -> ConfigError {
-    ConfigError::Invalid {
-        var: s.var,
-        flag: s.flag(),
-        value: value.to_owned(),
-        expected: s.expected,
-    }
 }
 
 impl Config {
@@ -630,6 +328,7 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
 
 #[cfg(test)]
 mod tests {
+    use super::validate::shard_range;
     use super::*;
     use std::collections::HashMap;
 

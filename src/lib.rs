@@ -8,11 +8,10 @@
 //! # Layout
 //! The rooms, each importing only from the rooms listed after it:
 //!
-//! - Entry points, `src/bin/`: `ttl-sweeper-lambda` (the Lambda) and `ttl-sweeper` (the CLI)
-//!   parse their input, read the clock and hand off; [`connect`] builds the sweeper and the one
-//!   sweep clock (the host clock held to DynamoDB's) for all of them.
-//! - [`cli`]: the CLI's commands (`sweep`, `run`, `backfill`, `audit`, `window`) as functions of
-//!   validated arguments.
+//! - Entry points, `src/bin/`: `ttl-sweeper-lambda` (the Lambda) and `ttl-sweeper` (the CLI:
+//!   its arguments in `main.rs`, its commands `sweep`, `run`, `backfill`, `audit` and `window` in
+//!   `commands.rs`) parse their input, read the clock and hand off; [`connect`] builds the
+//!   sweeper and the one sweep clock (the host clock held to DynamoDB's) for all of them.
 //! - [`lambda`]: the Lambda edge — the accepted events and one invocation, from event to report.
 //! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit.
 //! - [`config`]: every setting, from environment variables or flags, validated once and turned
@@ -51,8 +50,6 @@
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
-#[cfg(feature = "sweeper")]
-pub mod cli;
 #[cfg(feature = "sweeper")]
 pub mod config;
 #[cfg(feature = "sweeper")]

@@ -422,6 +422,11 @@ async fn hostile_arguments_exit_2_naming_the_flag_and_what_it_accepts() {
         (&["audit", "--segments", "0"], "--segments", "1 to 1000"),
         (&["audit", "--sample", "0"], "--sample", "at least 1"),
         (&["audit", "--sample", "-1"], "--sample", "at least 1"),
+        (
+            &["audit", "--max-expired-age", "soon"],
+            "--max-expired-age",
+            "a duration such as 5m",
+        ),
         (&["run", "--every", "300000000y"], "--every", "100ms to 1d"),
         (&["run", "--every", "2d"], "--every", "100ms to 1d"),
         (&["run", "--every", "50ms"], "--every", "100ms to 1d"),

@@ -1,8 +1,12 @@
-//! The one list of settings: each setting's environment variable (the CLI flag is its kebab-case
-//! form), default, a short description and what it accepts. The environment parser
-//! ([`Config::from_lookup`](super::Config::from_lookup)), the CLI flags
-//! ([`ConfigFlags`](super::ConfigFlags)) and the configuration table of `docs/configuration.md`
-//! (checked by `tests/readme.rs`) all follow [`SETTINGS`].
+//! The settings: [`Settings`], one derived clap struct whose every field is a `--kebab-case` flag
+//! falling back to the environment variable of the same name, and [`SETTINGS`], each setting's
+//! variable, default, short description and what it accepts (for `--help`, error messages and
+//! the table of `docs/configuration.md`, which `tests/readme.rs` checks against it). The CLI
+//! flattens [`Settings`] into its commands; the Lambda reads the same definitions from its
+//! environment ([`Settings::from_env`]). Either way [`Settings::validate`] turns the raw values
+//! into a [`Config`](super::Config).
+
+use clap::{Args, Command, FromArgMatches};
 
 /// One setting: its environment variable, default, what it is and what it accepts.
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +25,104 @@ impl Setting {
     /// The CLI flag for this setting, without the leading dashes.
     pub fn flag(&self) -> String {
         self.var.to_ascii_lowercase().replace('_', "-")
+    }
+
+    /// The first line of its flag's `--help`: what it is and its default.
+    fn short_help(&self) -> String {
+        let default = match self.default {
+            None => "(required)".to_owned(),
+            Some("") => "[default: none]".to_owned(),
+            Some(value) => format!("[default: {value}]"),
+        };
+        format!("{} {default}", self.help)
+    }
+
+    /// Its flag's `--help`: the first line and what it accepts.
+    fn long_help(&self) -> String {
+        format!("{}\n\nAccepts {}.", self.short_help(), self.expected)
+    }
+}
+
+/// Powertools' namespace variable: the metrics namespace when `METRICS_NAMESPACE` is unset.
+pub const POWERTOOLS_METRICS_NAMESPACE: &str = "POWERTOOLS_METRICS_NAMESPACE";
+
+/// The heading the settings' flags are listed under in `--help`.
+const HEADING: &str = "Settings (each flag falls back to its environment variable)";
+
+/// Every setting's raw value, as given by flag or environment variable (absent: `None`); each
+/// field is the flag and variable of the [`Setting`] of the same name. Flatten it into a clap
+/// command (`#[command(flatten)] settings: Settings`), or read it from the environment with
+/// [`Settings::from_env`]; then [`Settings::validate`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+#[command(next_help_heading = HEADING)]
+#[allow(missing_docs)] // each field is documented by its Setting, shown by --help
+pub struct Settings {
+    #[arg(long, env = "TABLE_NAME", help = TABLE_NAME.short_help(), long_help = TABLE_NAME.long_help())]
+    pub table_name: Option<String>,
+    #[arg(long, env = "INDEX_NAME", help = INDEX_NAME.short_help(), long_help = INDEX_NAME.long_help())]
+    pub index_name: Option<String>,
+    #[arg(long, env = "TTL_ATTRIBUTE", help = TTL_ATTRIBUTE.short_help(), long_help = TTL_ATTRIBUTE.long_help())]
+    pub ttl_attribute: Option<String>,
+    #[arg(long, env = "WINDOW_ATTRIBUTE", help = WINDOW_ATTRIBUTE.short_help(), long_help = WINDOW_ATTRIBUTE.long_help())]
+    pub window_attribute: Option<String>,
+    #[arg(long, env = "WINDOW_SECONDS", help = WINDOW_SECONDS.short_help(), long_help = WINDOW_SECONDS.long_help())]
+    pub window_seconds: Option<String>,
+    #[arg(long, env = "LOOKBACK_WINDOWS", help = LOOKBACK_WINDOWS.short_help(), long_help = LOOKBACK_WINDOWS.long_help())]
+    pub lookback_windows: Option<String>,
+    #[arg(long, env = "DELETE_MODE", help = DELETE_MODE.short_help(), long_help = DELETE_MODE.long_help())]
+    pub delete_mode: Option<String>,
+    #[arg(long, env = "MAX_CONCURRENCY", help = MAX_CONCURRENCY.short_help(), long_help = MAX_CONCURRENCY.long_help())]
+    pub max_concurrency: Option<String>,
+    #[arg(long, env = "MAX_RETRIES", help = MAX_RETRIES.short_help(), long_help = MAX_RETRIES.long_help())]
+    pub max_retries: Option<String>,
+    #[arg(long, env = "WINDOW_SHARDS", help = WINDOW_SHARDS.short_help(), long_help = WINDOW_SHARDS.long_help())]
+    pub window_shards: Option<String>,
+    #[arg(long, env = "SHARD_RANGE", help = SHARD_RANGE.short_help(), long_help = SHARD_RANGE.long_help())]
+    pub shard_range: Option<String>,
+    #[arg(long, env = "TICK_SECONDS", help = TICK_SECONDS.short_help(), long_help = TICK_SECONDS.long_help())]
+    pub tick_seconds: Option<String>,
+    #[arg(long, env = "SCHEDULE_SECONDS", help = SCHEDULE_SECONDS.short_help(), long_help = SCHEDULE_SECONDS.long_help())]
+    pub schedule_seconds: Option<String>,
+    #[arg(long, env = "CHECKPOINT_TABLE", help = CHECKPOINT_TABLE.short_help(), long_help = CHECKPOINT_TABLE.long_help())]
+    pub checkpoint_table: Option<String>,
+    #[arg(long, env = "MAX_CATCHUP", help = MAX_CATCHUP.short_help(), long_help = MAX_CATCHUP.long_help())]
+    pub max_catchup: Option<String>,
+    #[arg(long, env = "METRICS_NAMESPACE", help = METRICS_NAMESPACE.short_help(), long_help = METRICS_NAMESPACE.long_help())]
+    pub metrics_namespace: Option<String>,
+    #[arg(long, env = "EXPIRY_EVENTS", help = EXPIRY_EVENTS.short_help(), long_help = EXPIRY_EVENTS.long_help())]
+    pub expiry_events: Option<String>,
+    #[arg(long, env = "EXPIRY_EVENTS_MODE", help = EXPIRY_EVENTS_MODE.short_help(), long_help = EXPIRY_EVENTS_MODE.long_help())]
+    pub expiry_events_mode: Option<String>,
+    #[arg(long, env = "EXPIRY_EVENTS_ITEM", help = EXPIRY_EVENTS_ITEM.short_help(), long_help = EXPIRY_EVENTS_ITEM.long_help())]
+    pub expiry_events_item: Option<String>,
+    /// Powertools' namespace variable: the metrics namespace when `METRICS_NAMESPACE` is unset.
+    #[arg(long, env = "POWERTOOLS_METRICS_NAMESPACE", hide = true)]
+    pub powertools_metrics_namespace: Option<String>,
+}
+
+impl Settings {
+    /// The settings of the process environment alone, as the Lambda reads them.
+    pub fn from_env() -> Settings {
+        Settings::from_lookup(|var| std::env::var(var).ok())
+    }
+
+    /// The settings through `lookup`, which maps a variable name (`TABLE_NAME`, ...) to its raw
+    /// value, through the same definitions as the flags (and no environment).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Settings {
+        let command = Settings::augment_args(Command::new("settings").no_binary_name(true))
+            .mut_args(|arg| arg.env(None));
+        let given = Settings::augment_args(Command::new("settings"))
+            .get_arguments()
+            .filter_map(|arg| {
+                let (long, var) = (arg.get_long()?, arg.get_env()?.to_str()?);
+                lookup(var).map(|value| format!("--{long}={value}"))
+            })
+            .collect::<Vec<_>>();
+        // Every field takes any string once, given as `--flag=value`: nothing can fail.
+        let matches = command
+            .try_get_matches_from(given)
+            .expect("each setting is one string-valued flag");
+        Settings::from_arg_matches(&matches).expect("the matches are this struct's")
     }
 }
 
@@ -183,3 +285,127 @@ pub const SETTINGS: [Setting; 19] = [
     EXPIRY_EVENTS_MODE,
     EXPIRY_EVENTS_ITEM,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{Arg, CommandFactory, Parser};
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        settings: Settings,
+    }
+
+    /// Parses `args` without the environment fallback, so that no variable set where the tests
+    /// run can change the outcome.
+    fn parse(args: &[&str]) -> Result<Settings, clap::Error> {
+        let cmd = Cli::command().mut_args(|a| a.env(None));
+        let matches =
+            cmd.try_get_matches_from(std::iter::once("ttl-sweeper").chain(args.iter().copied()))?;
+        Settings::from_arg_matches(&matches)
+    }
+
+    #[test]
+    fn the_command_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_setting_is_a_kebab_case_flag_with_its_variable_in_order() {
+        let cmd = Cli::command();
+        let shown: Vec<&Arg> = cmd.get_arguments().filter(|a| !a.is_hide_set()).collect();
+        assert_eq!(shown.len(), SETTINGS.len());
+        for (arg, setting) in shown.iter().zip(&SETTINGS) {
+            assert_eq!(arg.get_long(), Some(setting.flag().as_str()));
+            assert_eq!(arg.get_env(), Some(std::ffi::OsStr::new(setting.var)));
+            let help = arg.get_long_help().unwrap().to_string();
+            assert!(help.contains(setting.expected), "{help}");
+            assert!(help.starts_with(setting.help), "{help}");
+        }
+    }
+
+    #[test]
+    fn the_flag_names_scripts_use_are_kept() {
+        let cmd = Cli::command();
+        let longs: Vec<&str> = cmd.get_arguments().filter_map(Arg::get_long).collect();
+        for flag in [
+            "table-name",
+            "index-name",
+            "ttl-attribute",
+            "window-attribute",
+            "window-seconds",
+            "lookback-windows",
+            "delete-mode",
+            "max-concurrency",
+            "max-retries",
+            "window-shards",
+            "schedule-seconds",
+            "checkpoint-table",
+            "max-catchup",
+        ] {
+            assert!(longs.contains(&flag), "--{flag} is missing: {longs:?}");
+        }
+    }
+
+    #[test]
+    fn flags_reach_the_validation_and_only_given_values_are_passed() {
+        let settings = parse(&[
+            "--table-name",
+            "sessions",
+            "--window-shards",
+            "16",
+            "--tick-seconds",
+            "1",
+            "--metrics-namespace",
+            "Mine",
+        ])
+        .unwrap();
+        assert_eq!(settings.table_name.as_deref(), Some("sessions"));
+        assert_eq!(settings.index_name, None, "defaults come from SETTINGS");
+        let config = settings.validate().unwrap();
+        assert_eq!(config.window_shards, 16);
+        assert_eq!(config.tick, Some(std::time::Duration::from_secs(1)));
+        assert_eq!(config.metrics_namespace, "Mine");
+        assert_eq!(config.index_name, "expirationWindowIndex");
+    }
+
+    #[test]
+    fn a_bad_flag_value_fails_like_the_variable() {
+        let err = parse(&["--table-name", "sessions", "--delete-mode", "yolo"])
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("DELETE_MODE") && err.contains("--delete-mode"),
+            "{err}"
+        );
+        let missing = parse(&[]).unwrap().validate().unwrap_err().to_string();
+        assert!(
+            missing.contains("TABLE_NAME") && missing.contains("--table-name"),
+            "{missing}"
+        );
+    }
+
+    #[test]
+    fn variables_reach_every_field_whatever_their_value() {
+        let odd = ["", " ", "-5", "--x", "a=b", "é", "all"];
+        for value in odd {
+            let settings = Settings::from_lookup(|_| Some(value.to_owned()));
+            assert_eq!(settings.table_name.as_deref(), Some(value));
+            assert_eq!(settings.expiry_events_item.as_deref(), Some(value));
+            assert_eq!(
+                settings.powertools_metrics_namespace.as_deref(),
+                Some(value)
+            );
+        }
+        let by_flag = parse(&["--table-name=sessions", "--max-retries=3"]).unwrap();
+        let by_var = Settings::from_lookup(|var| match var {
+            "TABLE_NAME" => Some("sessions".into()),
+            "MAX_RETRIES" => Some("3".into()),
+            _ => None,
+        });
+        assert_eq!(by_flag, by_var);
+    }
+}

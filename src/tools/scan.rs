@@ -17,11 +17,6 @@ pub const MAX_SEGMENTS: u32 = 1000;
 /// largest default segment count of a backfill.
 pub const MAX_CONCURRENT_SEGMENTS: usize = 256;
 
-/// Checks a segment count given on the command line: 1 to [`MAX_SEGMENTS`].
-pub fn check_segments(segments: u32) -> Result<u32, String> {
-    parse_segments(&segments.to_string())
-}
-
 /// Parses and checks a `--segments` value: a whole number from 1 to [`MAX_SEGMENTS`].
 pub fn parse_segments(text: &str) -> Result<u32, String> {
     match text.trim().parse::<i64>() {
@@ -115,10 +110,12 @@ mod tests {
 
     #[test]
     fn segment_counts_are_bounded() {
-        assert_eq!(check_segments(1), Ok(1));
-        assert_eq!(check_segments(MAX_SEGMENTS), Ok(MAX_SEGMENTS));
+        assert_eq!(parse_segments("1"), Ok(1));
+        assert_eq!(parse_segments(&MAX_SEGMENTS.to_string()), Ok(MAX_SEGMENTS));
         for bad in [0, MAX_SEGMENTS + 1, 1_000_000, u32::MAX] {
-            assert!(check_segments(bad).unwrap_err().contains("1 to 1000"));
+            assert!(parse_segments(&bad.to_string())
+                .unwrap_err()
+                .contains("1 to 1000"));
         }
         assert_eq!(parse_segments(" 16 "), Ok(16));
         for bad in ["-1", "4000000000", "1e3", "many", ""] {

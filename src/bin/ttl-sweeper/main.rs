@@ -1,11 +1,14 @@
 //! The `ttl-sweeper` command line: runs the same engine as the Lambda, and prints window keys.
+//! This file defines the arguments, once; [`commands`] runs them.
+
+mod commands;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
-use ttl_sweeper::cli;
-use ttl_sweeper::config::{ConfigFlags, Threads};
+use ttl_sweeper::config::{parse_duration, Settings, Threads};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::telemetry::{self, LogFormat};
 use ttl_sweeper::tools::backfill::{parse_max_wcu, parse_page_size};
@@ -73,6 +76,19 @@ fn parse_sample(text: &str) -> Result<u64, String> {
     }
 }
 
+/// `--every`: from 100 ms (ticks faster than that only add requests) to one day (the longest
+/// window; a longer interval is a typo, and one in years overflows the tick schedule).
+fn parse_every(text: &str) -> Result<Duration, String> {
+    parse_duration(text)
+        .filter(|d| (Duration::from_millis(100)..=Duration::from_secs(86_400)).contains(d))
+        .ok_or_else(|| format!("{text:?}: expected a duration from 100ms to 1d (24h), e.g. `1s`"))
+}
+
+/// `--max-expired-age`: a duration such as `5m`, or seconds.
+fn parse_age(text: &str) -> Result<Duration, String> {
+    parse_duration(text).ok_or_else(|| format!("{text:?}: expected a duration such as 5m"))
+}
+
 // The numeric flags allow negative numbers, so that `--max-wcu -5` reaches the value check and
 // its message naming the flag, instead of `-5` being taken for an unknown short flag.
 #[derive(Debug, Args)]
@@ -102,7 +118,7 @@ struct BackfillArgs {
     )]
     page_size: i32,
     #[command(flatten)]
-    config: ConfigFlags,
+    settings: Settings,
 }
 
 #[derive(Debug, Args)]
@@ -114,26 +130,26 @@ struct AuditArgs {
     #[arg(long, value_parser = parse_sample, allow_negative_numbers = true)]
     sample: Option<u64>,
     /// Fail when an expired item is still present this long after its ttl, e.g. `5m`.
-    #[arg(long, default_value = "5m")]
-    max_expired_age: String,
+    #[arg(long, default_value = "5m", value_parser = parse_age)]
+    max_expired_age: Duration,
     /// Fail when more items than this have writer problems (missing/wrong window, bad ttl).
     #[arg(long, default_value = "0")]
     max_problems: u64,
     #[command(flatten)]
-    config: ConfigFlags,
+    settings: Settings,
 }
 
 #[derive(Debug, Args)]
 struct RunArgs {
     /// Interval between sweeps, from 100ms to 1d, e.g. `1s`, `500ms`, `1m`.
-    #[arg(long, default_value = "1s")]
-    every: String,
+    #[arg(long, default_value = "1s", value_parser = parse_every)]
+    every: Duration,
     /// Serve Prometheus `/metrics` and `/healthz` on this address, e.g. `127.0.0.1:9464`
     /// (off unless given).
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
     #[command(flatten)]
-    config: ConfigFlags,
+    settings: Settings,
 }
 
 #[derive(Debug, Args)]
@@ -145,7 +161,7 @@ struct SweepArgs {
     #[arg(long)]
     allow_future: bool,
     #[command(flatten)]
-    config: ConfigFlags,
+    settings: Settings,
 }
 
 fn main() -> ExitCode {
@@ -184,50 +200,33 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             key,
         } => {
             let (seconds, shards) = (window_seconds.as_deref(), shards.as_deref());
-            println!("{}", cli::window(&ttl, seconds, shards, key.as_deref())?);
+            println!(
+                "{}",
+                commands::window(&ttl, seconds, shards, key.as_deref())?
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Sweep(args) => {
-            let config = args.config.to_config()?;
+            let config = args.settings.validate()?;
             let at = args.at.as_deref();
-            let report = cli::sweep(&config, at, args.allow_future, wall_clock).await?;
-            cli::finish(&report)
+            let report = commands::sweep(&config, at, args.allow_future, wall_clock).await?;
+            commands::finish(&report)
         }
         Command::Run(args) => {
-            let config = args.config.to_config()?;
+            let config = args.settings.validate()?;
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));
-            let report = cli::run(
-                &config,
-                &args.every,
-                args.metrics_addr,
-                wall_clock,
-                shutdown,
-            )
-            .await?;
-            cli::finish(&report)
+            let report =
+                commands::run(&config, args.every, args.metrics_addr, wall_clock, shutdown).await?;
+            commands::finish(&report)
         }
         Command::Backfill(args) => {
-            let config = args.config.to_config()?;
-            let options = cli::BackfillArgs {
-                segments: args.segments,
-                max_wcu: args.max_wcu,
-                dry_run: args.dry_run,
-                state: args.state,
-                resume: args.resume,
-                page_size: args.page_size,
-            };
-            cli::backfill(&config, options, wall_clock).await
+            let config = args.settings.validate()?;
+            commands::backfill(&config, &args, wall_clock).await
         }
         Command::Audit(args) => {
-            let config = args.config.to_config()?;
-            let options = cli::AuditArgs {
-                segments: args.segments,
-                sample: args.sample,
-                max_expired_age: args.max_expired_age,
-                max_problems: args.max_problems,
-            };
-            cli::audit(&config, options, wall_clock()).await
+            let config = args.settings.validate()?;
+            commands::audit(&config, &args, wall_clock()).await
         }
     }
 }

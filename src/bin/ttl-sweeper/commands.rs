@@ -1,8 +1,7 @@
-//! The CLI's commands, as functions of validated input: `sweep`, `run`, `backfill`, `audit` and
-//! `window`. The `ttl-sweeper` binary parses flags into these argument structs, reads the clock,
-//! and prints what comes back; everything a command decides is here.
+//! The commands, as functions of their parsed arguments (`main.rs` defines them once): `sweep`,
+//! `run`, `backfill`, `audit` and `window`. Each checks what clap cannot, hands off to the
+//! library, and prints what comes back.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,25 +9,25 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{parse_duration, window_shape, Config};
-use crate::engine::{run_ticks, Stop, SweepReport, Ticks};
-use crate::expiry::window::{parse_ttl, partition_key, shard_of, Window};
-use crate::expiry::{partition_key_bytes, Clock, Held, Timestamp};
-use crate::lambda::event::parse_time;
-use crate::store::keys::partition_key_from_json;
-use crate::store::{self, DynamoStore, IndexCheck, OpenedTable};
-use crate::telemetry;
-use crate::tools::audit::{self, AuditReport};
-use crate::tools::backfill::{
-    self, check_max_wcu, check_page_size, default_segments, default_state_path, BackfillOptions,
-    Start,
+use ttl_sweeper::config::{window_shape, Config};
+use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Ticks};
+use ttl_sweeper::expiry::window::{parse_ttl, partition_key, shard_of, Window};
+use ttl_sweeper::expiry::{partition_key_bytes, Clock, Held, Timestamp};
+use ttl_sweeper::lambda::event::parse_time;
+use ttl_sweeper::store::keys::partition_key_from_json;
+use ttl_sweeper::store::{self, DynamoStore, IndexCheck, OpenedTable};
+use ttl_sweeper::telemetry;
+use ttl_sweeper::tools::audit::{self, AuditReport};
+use ttl_sweeper::tools::backfill::{
+    self, default_segments, default_state_path, BackfillOptions, Start,
 };
-use crate::tools::scan::check_segments;
+
+use crate::{AuditArgs, BackfillArgs};
 
 /// `ttl-sweeper window`: the window attribute for a ttl (and, with shards, a partition key).
 /// `window_seconds` and `shards` are raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values, checked
 /// as every other command checks them.
-pub fn window(
+pub(crate) fn window(
     ttl: &str,
     window_seconds: Option<&str>,
     shards: Option<&str>,
@@ -53,10 +52,10 @@ pub fn window(
 }
 
 /// `ttl-sweeper sweep`: one sweep as of `at` (RFC 3339), or as of the clock. `wall` reads the
-/// host clock; the sweep runs by the one sweep clock ([`crate::connect`]), held to DynamoDB's, so
+/// host clock; the sweep runs by the one sweep clock ([`ttl_sweeper::connect`]), held to DynamoDB's, so
 /// a fast host clock cannot delete early and `--at` ahead of that clock is refused. Only
 /// `--allow-future` sweeps ahead of it.
-pub async fn sweep<W>(
+pub(crate) async fn sweep<W>(
     config: &Config,
     at: Option<&str>,
     allow_future: bool,
@@ -81,7 +80,7 @@ where
     // The same rule twice: before any request by the host clock alone (a future --at needs no
     // table to be refused), then by the sweep clock, held to DynamoDB's, which has the last word.
     instant(wall.hold(at))?;
-    let crate::Connected { sweeper, clock } = crate::connect(config, wall).await?;
+    let ttl_sweeper::Connected { sweeper, clock } = ttl_sweeper::connect(config, wall).await?;
     let now = instant(clock.hold(at))?;
     let mut report = sweeper.sweep(now, &Stop::never()).await;
     report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
@@ -89,7 +88,7 @@ where
 }
 
 /// `/healthz` of `run` is unhealthy after this many reporting periods without a successful sweep.
-pub const UNHEALTHY_PERIODS: u32 = 3;
+pub(crate) const UNHEALTHY_PERIODS: u32 = 3;
 
 /// `ttl-sweeper run`: sweeps every `every` until `shutdown`. `wall` reads the host clock, held
 /// to DynamoDB's by the one sweep clock as in [`sweep`].
@@ -97,9 +96,9 @@ pub const UNHEALTHY_PERIODS: u32 = 3;
 /// With `metrics_addr`, it also serves `/metrics` (Prometheus) and `/healthz` there
 /// ([`telemetry::daemon`]); `/healthz` turns 503 when no sweep has succeeded for three reporting
 /// periods (`3 × max(SCHEDULE_SECONDS, every)`).
-pub async fn run<W>(
+pub(crate) async fn run<W>(
     config: &Config,
-    every: &str,
+    every: Duration,
     metrics_addr: Option<std::net::SocketAddr>,
     wall: W,
     shutdown: CancellationToken,
@@ -107,16 +106,7 @@ pub async fn run<W>(
 where
     W: Fn() -> Timestamp + Send + Sync + 'static,
 {
-    // From 100 ms (ticks faster than that only add requests) to one day (the longest window;
-    // a longer interval is a typo, and one in years overflows the tick schedule).
-    const EVERY: std::ops::RangeInclusive<Duration> =
-        Duration::from_millis(100)..=Duration::from_secs(86_400);
-    let every = parse_duration(every)
-        .filter(|d| EVERY.contains(d))
-        .with_context(|| {
-            format!("--every {every:?}: expected a duration from 100ms to 1d (24h), e.g. `1s`")
-        })?;
-    let crate::Connected { sweeper, clock } = crate::connect(config, wall).await?;
+    let ttl_sweeper::Connected { sweeper, clock } = ttl_sweeper::connect(config, wall).await?;
     let period = Duration::from_secs(u64::from(config.schedule_seconds));
     let ticks = Ticks {
         every,
@@ -175,7 +165,7 @@ where
 }
 
 /// Logs the summary, prints the report as one JSON line, and maps success to the exit status.
-pub fn finish(report: &SweepReport) -> anyhow::Result<ExitCode> {
+pub(crate) fn finish(report: &SweepReport) -> anyhow::Result<ExitCode> {
     telemetry::log_summary(report);
     println!("{}", serde_json::to_string(report)?);
     Ok(if report.is_success() {
@@ -193,51 +183,17 @@ async fn open_for_tools(config: &Config) -> anyhow::Result<(DynamoStore, OpenedT
     Ok((store, opened))
 }
 
-/// `ttl-sweeper backfill` arguments.
-#[derive(Debug, Clone)]
-pub struct BackfillArgs {
-    /// Parallel Scan segments, 1 to [`crate::tools::scan::MAX_SEGMENTS`]; `None`: from the
-    /// table's size.
-    pub segments: Option<u32>,
-    /// Write capacity units per second at most, for writes and deletes
-    /// ([`crate::tools::backfill::MAX_WCU_RANGE`]).
-    pub max_wcu: Option<f64>,
-    /// Count only.
-    pub dry_run: bool,
-    /// Progress file; `None`: `ttl-sweeper-backfill-<table>.json`.
-    pub state: Option<PathBuf>,
-    /// Continue an interrupted run.
-    pub resume: bool,
-    /// Items per Scan page, 1 to [`crate::tools::backfill::MAX_PAGE_SIZE`].
-    pub page_size: i32,
-}
-
-impl BackfillArgs {
-    /// Checks every value's range; an error names the flag and what it accepts.
-    pub fn check(&self) -> anyhow::Result<()> {
-        if let Some(segments) = self.segments {
-            check_segments(segments).map_err(|e| anyhow::anyhow!("--segments: {e}"))?;
-        }
-        if let Some(wcu) = self.max_wcu {
-            check_max_wcu(wcu).map_err(|e| anyhow::anyhow!("--max-wcu: {e}"))?;
-        }
-        check_page_size(self.page_size).map_err(|e| anyhow::anyhow!("--page-size: {e}"))?;
-        Ok(())
-    }
-}
-
 /// `ttl-sweeper backfill`: prints the JSON summary; exit 1 unless complete and error-free.
 ///
 /// Without `--resume` a run starts fresh, also over the progress file of a complete run (which it
 /// replaces); the file of an interrupted run is refused. `--resume` of a complete run prints that
 /// run's saved summary and exits 0. See [`backfill::start`].
-pub async fn backfill(
+pub(crate) async fn backfill(
     config: &Config,
-    args: BackfillArgs,
+    args: &BackfillArgs,
     wall: impl Fn() -> Timestamp + Send + Sync + 'static,
 ) -> anyhow::Result<ExitCode> {
-    args.check()?;
-    if config.expiry_events_mode == crate::events::EventsMode::Archive && !args.dry_run {
+    if config.expiry_events_mode == ttl_sweeper::events::EventsMode::Archive && !args.dry_run {
         anyhow::bail!(
             "EXPIRY_EVENTS_MODE=archive: backfill deletes the items it finds already expired \
              without publishing their expiry events, so they would not be archived. Run it with \
@@ -333,44 +289,17 @@ pub async fn backfill(
     })
 }
 
-/// `ttl-sweeper audit` arguments.
-#[derive(Debug, Clone)]
-pub struct AuditArgs {
-    /// Parallel Scan segments, 1 to [`crate::tools::scan::MAX_SEGMENTS`].
-    pub segments: u32,
-    /// Read about this many items (at least 1) instead of the whole table.
-    pub sample: Option<u64>,
-    /// Fail when an expired item is still present this long after its ttl.
-    pub max_expired_age: String,
-    /// Fail when more items than this have writer problems.
-    pub max_problems: u64,
-}
-
-impl AuditArgs {
-    /// Checks every value's range; an error names the flag and what it accepts.
-    pub fn check(&self) -> anyhow::Result<Duration> {
-        check_segments(self.segments).map_err(|e| anyhow::anyhow!("--segments: {e}"))?;
-        anyhow::ensure!(
-            self.sample != Some(0),
-            "--sample 0: expected a number of items of at least 1"
-        );
-        parse_duration(&self.max_expired_age).with_context(|| {
-            format!(
-                "--max-expired-age {:?}: expected a duration such as 5m",
-                self.max_expired_age
-            )
-        })
-    }
-}
-
 /// `ttl-sweeper audit`: prints the JSON report; exit 1 past the thresholds.
-pub async fn audit(config: &Config, args: AuditArgs, now: Timestamp) -> anyhow::Result<ExitCode> {
-    let max_age = args.check()?;
+pub(crate) async fn audit(
+    config: &Config,
+    args: &AuditArgs,
+    now: Timestamp,
+) -> anyhow::Result<ExitCode> {
     let (store, opened) = open_for_tools(config).await?;
     let report: AuditReport =
         audit::audit(&store, &opened.schema, args.segments, args.sample, now).await?;
     println!("{}", serde_json::to_string(&report)?);
-    let verdict = audit::verdict(&report, max_age, args.max_problems);
+    let verdict = audit::verdict(&report, args.max_expired_age, args.max_problems);
     if verdict.too_old {
         tracing::error!(
             age_s = report.oldest_expired_age_seconds,

@@ -1,0 +1,324 @@
+//! [`Settings::validate`]: raw setting values to a [`Config`], every value checked once.
+
+use std::time::Duration;
+
+use super::*;
+use crate::engine::DeleteMode;
+use crate::events::{EventsMode, ItemSource, SinkTarget};
+use crate::expiry::window::{ShardRange, MAX_SHARDS, MAX_WINDOW_SECONDS};
+
+impl Settings {
+    /// Validates every setting, with the defaults of [`SETTINGS`] for those absent or blank:
+    /// the one place raw values become a [`Config`]. Every error names the variable and its flag
+    /// and says what the setting accepts.
+    pub fn validate(&self) -> Result<Config, ConfigError> {
+        let delete_mode = {
+            let raw = get(self.delete_mode.as_deref(), &DELETE_MODE)?;
+            match raw.to_ascii_lowercase().as_str() {
+                "batch" => DeleteMode::Batch,
+                "conditional" => DeleteMode::Conditional,
+                _ => return Err(invalid(&DELETE_MODE, &raw)),
+            }
+        };
+        let mut config = Config {
+            table_name: name(self.table_name.as_deref(), &TABLE_NAME, true)?,
+            index_name: name(self.index_name.as_deref(), &INDEX_NAME, false)?,
+            ttl_attribute: attribute(self.ttl_attribute.as_deref(), &TTL_ATTRIBUTE)?,
+            window_attribute: attribute(self.window_attribute.as_deref(), &WINDOW_ATTRIBUTE)?,
+            window_seconds: window_seconds(self.window_seconds.as_deref())?,
+            lookback_windows: number(
+                self.lookback_windows.as_deref(),
+                &LOOKBACK_WINDOWS,
+                0,
+                10_000,
+            )? as u32,
+            delete_mode,
+            max_concurrency: number(self.max_concurrency.as_deref(), &MAX_CONCURRENCY, 1, 256)?
+                as usize,
+            max_retries: number(self.max_retries.as_deref(), &MAX_RETRIES, 0, 30)? as u32,
+            window_shards: window_shards(self.window_shards.as_deref())?,
+            shard_range: None,
+            tick: {
+                let raw = get(self.tick_seconds.as_deref(), &TICK_SECONDS)?;
+                if raw.eq_ignore_ascii_case("off") || raw == "0" {
+                    None
+                } else {
+                    Some(
+                        parse_duration(&raw)
+                            .filter(|d| (MIN_TICK..=MAX_TICK).contains(d))
+                            .ok_or_else(|| invalid(&TICK_SECONDS, &raw))?,
+                    )
+                }
+            },
+            schedule_seconds: number(self.schedule_seconds.as_deref(), &SCHEDULE_SECONDS, 1, 3600)?
+                as u32,
+            checkpoint_table: {
+                let raw = get(self.checkpoint_table.as_deref(), &CHECKPOINT_TABLE)?;
+                if raw.is_empty() {
+                    None
+                } else {
+                    Some(name(
+                        self.checkpoint_table.as_deref(),
+                        &CHECKPOINT_TABLE,
+                        true,
+                    )?)
+                }
+            },
+            max_catchup_seconds: {
+                let raw = get(self.max_catchup.as_deref(), &MAX_CATCHUP)?;
+                parse_duration(&raw)
+                    .map(|d| d.as_secs())
+                    .filter(|s| (60..=30 * 86_400).contains(s))
+                    .ok_or_else(|| invalid(&MAX_CATCHUP, &raw))?
+            },
+            expiry_events: {
+                let raw = get(self.expiry_events.as_deref(), &EXPIRY_EVENTS)?;
+                if raw.is_empty() {
+                    None
+                } else {
+                    Some(
+                        SinkTarget::parse(&raw)
+                            .map_err(|problem| rejected(&EXPIRY_EVENTS, &raw, problem))?,
+                    )
+                }
+            },
+            expiry_events_mode: {
+                let raw = get(self.expiry_events_mode.as_deref(), &EXPIRY_EVENTS_MODE)?;
+                match raw.to_ascii_lowercase().as_str() {
+                    "notify" => EventsMode::Notify,
+                    "archive" => EventsMode::Archive,
+                    _ => return Err(invalid(&EXPIRY_EVENTS_MODE, &raw)),
+                }
+            },
+            expiry_events_item: {
+                let raw = get(self.expiry_events_item.as_deref(), &EXPIRY_EVENTS_ITEM)?;
+                match raw.to_ascii_lowercase().as_str() {
+                    "auto" => ItemSource::Auto,
+                    "read" => ItemSource::Read,
+                    "off" => ItemSource::Off,
+                    _ => return Err(invalid(&EXPIRY_EVENTS_ITEM, &raw)),
+                }
+            },
+            metrics_namespace: {
+                // METRICS_NAMESPACE wins; unset, Powertools' POWERTOOLS_METRICS_NAMESPACE.
+                let powertools = self
+                    .powertools_metrics_namespace
+                    .clone()
+                    .map(|v| v.trim().to_owned())
+                    .filter(|v| !v.is_empty());
+                let explicit = self
+                    .metrics_namespace
+                    .as_deref()
+                    .is_some_and(|v| !v.trim().is_empty());
+                let (raw, source) = match powertools {
+                    Some(v) if !explicit => (
+                        v,
+                        Setting {
+                            var: POWERTOOLS_METRICS_NAMESPACE,
+                            ..METRICS_NAMESPACE
+                        },
+                    ),
+                    _ => (
+                        get(self.metrics_namespace.as_deref(), &METRICS_NAMESPACE)?,
+                        METRICS_NAMESPACE,
+                    ),
+                };
+                let ok = raw.len() <= 255
+                    && !raw.starts_with("AWS/")
+                    && raw.chars().all(|c| {
+                        c.is_ascii_alphanumeric()
+                            || matches!(c, '.' | '-' | '_' | '/' | '#' | ':' | ' ')
+                    });
+                if ok {
+                    raw
+                } else {
+                    return Err(invalid(&source, &raw));
+                }
+            },
+        };
+        config.shard_range = shard_range(
+            &get(self.shard_range.as_deref(), &SHARD_RANGE)?,
+            config.window_shards,
+        )?;
+        if let Some(tick) = config.tick {
+            if tick >= Duration::from_secs(u64::from(config.schedule_seconds)) {
+                return Err(invalid(&TICK_SECONDS, &format!("{tick:?}")));
+            }
+        }
+        let needed = covering_lookback(config.window_seconds, config.schedule_seconds);
+        let explicit = self
+            .lookback_windows
+            .as_deref()
+            .is_some_and(|v| !v.trim().is_empty());
+        if !explicit {
+            config.lookback_windows = config.lookback_windows.max(needed);
+        } else if config.lookback_windows < needed && config.checkpoint_table.is_none() {
+            return Err(ConfigError::Uncovered {
+                lookback_windows: config.lookback_windows,
+                window_seconds: config.window_seconds,
+                schedule_seconds: config.schedule_seconds,
+                needed,
+            });
+        }
+        let shards_read = config
+            .shard_range
+            .map_or(config.window_shards, |r| r.len())
+            .max(1);
+        let partitions = (u64::from(config.lookback_windows) + 1) * u64::from(shards_read);
+        if partitions > MAX_PARTITIONS_PER_SWEEP {
+            return Err(ConfigError::TooManyPartitions {
+                lookback_windows: config.lookback_windows,
+                shards: shards_read,
+                partitions,
+            });
+        }
+        if config.expiry_events_mode == EventsMode::Archive {
+            if config.expiry_events.is_none() {
+                return Err(rejected(
+                    &EXPIRY_EVENTS_MODE,
+                    "archive",
+                    "archive mode needs a sink: set EXPIRY_EVENTS".to_owned(),
+                ));
+            }
+            if config.delete_mode != DeleteMode::Conditional {
+                return Err(rejected(
+                    &EXPIRY_EVENTS_MODE,
+                    "archive",
+                    format!(
+                        "archive mode needs DELETE_MODE=conditional (DELETE_MODE is {}): a batch \
+                         delete cannot tell a ttl extended while the event was published",
+                        config.delete_mode
+                    ),
+                ));
+            }
+        }
+        if config.ttl_attribute == config.window_attribute {
+            return Err(ConfigError::Invalid {
+                var: WINDOW_ATTRIBUTE.var,
+                flag: WINDOW_ATTRIBUTE.flag(),
+                value: config.window_attribute,
+                expected: "an attribute different from TTL_ATTRIBUTE",
+            });
+        }
+        Ok(config)
+    }
+}
+
+/// Parses `SHARD_RANGE` for `shards` shards per window: `None` for every shard (`all`, or a range
+/// from 0 to the last shard), else the range.
+pub(super) fn shard_range(raw: &str, shards: u32) -> Result<Option<ShardRange>, ConfigError> {
+    let fail = |problem| ConfigError::ShardRange {
+        value: raw.to_owned(),
+        problem,
+    };
+    if raw.eq_ignore_ascii_case("all") {
+        return Ok(None);
+    }
+    let number = |text: &str| {
+        let text = text.trim();
+        (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| text.parse::<u32>().ok())
+            .flatten()
+    };
+    let (first, last) = raw
+        .split_once('-')
+        .and_then(|(a, b)| Some((number(a)?, number(b)?)))
+        .ok_or(fail(ShardRangeProblem::NotARange))?;
+    if first > last {
+        return Err(fail(ShardRangeProblem::Reversed { first, last }));
+    }
+    let range = ShardRange { first, last };
+    if range == ShardRange::all(shards) {
+        return Ok(None);
+    }
+    if shards <= 1 {
+        return Err(fail(ShardRangeProblem::Unsharded));
+    }
+    if last >= shards {
+        return Err(fail(ShardRangeProblem::BeyondShards { last, shards }));
+    }
+    Ok(Some(range))
+}
+
+/// Window width and shard count on their own, for work that needs no table (`ttl-sweeper
+/// window`): raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values, defaulted and validated exactly as
+/// [`Settings::validate`] does, with the same messages.
+pub fn window_shape(
+    seconds: Option<&str>,
+    shards: Option<&str>,
+) -> Result<(u32, u32), ConfigError> {
+    Ok((window_seconds(seconds)?, window_shards(shards)?))
+}
+
+/// The trimmed value, or the default when absent or blank.
+fn get(raw: Option<&str>, s: &Setting) -> Result<String, ConfigError> {
+    match raw.map(str::trim).filter(|v| !v.is_empty()) {
+        Some(v) => Ok(v.to_owned()),
+        None => s.default.map(str::to_owned).ok_or(ConfigError::Missing {
+            var: s.var,
+            flag: s.flag(),
+            expected: s.expected,
+        }),
+    }
+}
+
+/// A whole number from `lo` to `hi`.
+fn number(raw: Option<&str>, s: &Setting, lo: u64, hi: u64) -> Result<u64, ConfigError> {
+    let raw = get(raw, s)?;
+    raw.parse::<u64>()
+        .ok()
+        .filter(|n| (lo..=hi).contains(n))
+        .ok_or_else(|| invalid(s, &raw))
+}
+
+/// A table or index name (or, with `allow_arn`, a table ARN).
+fn name(raw: Option<&str>, s: &Setting, allow_arn: bool) -> Result<String, ConfigError> {
+    let raw = get(raw, s)?;
+    let ok = (allow_arn && raw.starts_with("arn:") && raw.contains(":table/"))
+        || ((3..=255).contains(&raw.len())
+            && raw
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')));
+    if ok {
+        Ok(raw)
+    } else {
+        Err(invalid(s, &raw))
+    }
+}
+
+/// An attribute name of at most 255 bytes.
+fn attribute(raw: Option<&str>, s: &Setting) -> Result<String, ConfigError> {
+    let raw = get(raw, s)?;
+    if raw.len() <= 255 {
+        Ok(raw)
+    } else {
+        Err(invalid(s, &raw))
+    }
+}
+
+fn window_seconds(raw: Option<&str>) -> Result<u32, ConfigError> {
+    Ok(number(raw, &WINDOW_SECONDS, 1, u64::from(MAX_WINDOW_SECONDS))? as u32)
+}
+
+fn window_shards(raw: Option<&str>) -> Result<u32, ConfigError> {
+    Ok(number(raw, &WINDOW_SHARDS, 1, u64::from(MAX_SHARDS))? as u32)
+}
+
+fn rejected(s: &Setting, value: &str, problem: String) -> ConfigError {
+    ConfigError::Rejected {
+        var: s.var,
+        flag: s.flag(),
+        value: value.to_owned(),
+        problem,
+        expected: s.expected,
+    }
+}
+
+fn invalid(s: &Setting, value: &str) -> ConfigError {
+    ConfigError::Invalid {
+        var: s.var,
+        flag: s.flag(),
+        value: value.to_owned(),
+        expected: s.expected,
+    }
+}
