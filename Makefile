@@ -81,7 +81,7 @@ test: tools lint test-rust test-infra test-packages ## everything CI runs: lint,
 
 .PHONY: test-rust
 test-rust: tools
-	CARGO_LAMBDA=$(CARGO_LAMBDA) $(LOCAL_AWS_ENV) cargo test --lib --bins --tests --examples
+	CARGO_LAMBDA=$(CARGO_LAMBDA) $(LOCAL_AWS_ENV) scripts/run-tests.sh --lib --bins --tests --examples
 	CARGO_LAMBDA=$(CARGO_LAMBDA) cargo test --doc
 	cargo test --benches --no-run  # the benchmark compiles; `make bench` runs it
 	@echo; echo "Fault injection (tests/faults.rs):"; cat target/tmp/fault-report.md target/tmp/chaos-report.md

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds the test binaries of `cargo test ARGS...` and runs them TEST_JOBS at a time (default 3),
+# the slowest first, from the crate's root as `cargo test` would. Each binary starts its own local
+# servers (DynamoDB Local, moto) on free ports of 127.0.0.1 and stops them when it exits; most of
+# a binary's time is spent waiting on them, on ticks and on deadlines, so running a few at once
+# shortens `make test` without making any test busier than the machine can take.
+#
+#   scripts/run-tests.sh --lib --bins --tests --examples
+#
+# Prints each binary's output as it finishes, then a table of binaries by time; exits 1 if any
+# failed. TEST_JOBS=1 runs them one after another.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+JOBS="${TEST_JOBS:-3}"
+case "$JOBS" in ''|*[!0-9]*|0) echo "TEST_JOBS=$JOBS: expected a whole number of at least 1" >&2; exit 2 ;; esac
+# The binaries that take longest start first (seconds measured on a 2-core machine).
+SLOWEST_FIRST=(adoption faults events precision readme local_dynamodb lambda_e2e cli handler)
+
+cargo test --no-run "$@"
+# name<TAB>executable for every test binary of the build above (nothing is rebuilt).
+mapfile -t built < <(cargo test --no-run --message-format=json "$@" 2>/dev/null |
+  jq -r 'select(.reason == "compiler-artifact" and .profile.test and .executable != null)
+         | "\(.target.kind[0]):\(.target.name)\t\(.executable)"')
+[ "${#built[@]}" -gt 0 ] || { echo "run-tests: cargo built no test binaries" >&2; exit 1; }
+
+ordered=()
+for slow in "${SLOWEST_FIRST[@]}"; do
+  for line in "${built[@]}"; do [[ "$line" == "test:$slow"$'\t'* ]] && ordered+=("$line"); done
+done
+for line in "${built[@]}"; do
+  name="${line%%$'\t'*}"
+  [[ " ${SLOWEST_FIRST[*]} " == *" ${name#test:} "* && "$name" == test:* ]] || ordered+=("$line")
+done
+
+LOGS="$ROOT/target/test-logs"
+rm -rf "$LOGS"; mkdir -p "$LOGS"
+declare -A started=() name_of=()
+failed=()
+summary=()
+
+finish() {  # $1: pid that ended, $2: its exit status
+  local pid="$1" status="$2" name="${name_of[$1]}"
+  local took=$(( $(date +%s) - started[$1] ))
+  echo "──── $name: exit $status after ${took} s"
+  cat "$LOGS/$name.log"
+  summary+=("$(printf '%6s s  %-28s %s' "$took" "$name" "$([ "$status" = 0 ] && echo ok || echo FAILED)")")
+  [ "$status" = 0 ] || failed+=("$name")
+  unset "name_of[$pid]"
+}
+
+wait_one() {
+  local pid status=0
+  wait -n -p pid "${!name_of[@]}" || status=$?
+  finish "$pid" "$status"
+}
+
+for line in "${ordered[@]}"; do
+  name="${line%%$'\t'*}"; exe="${line#*$'\t'}"
+  while [ "${#name_of[@]}" -ge "$JOBS" ]; do wait_one; done
+  "$exe" >"$LOGS/$name.log" 2>&1 </dev/null &
+  started[$!]=$(date +%s); name_of[$!]="$name"
+done
+while [ "${#name_of[@]}" -gt 0 ]; do wait_one; done
+
+echo; echo "Test binaries by time ($JOBS at a time):"
+printf '%s\n' "${summary[@]}" | sort -rn
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "FAILED: ${failed[*]} (logs in target/test-logs/)" >&2
+  exit 1
+fi
