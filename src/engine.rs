@@ -5,9 +5,10 @@
 //! `BatchWriteItem` chunks of 25, or one conditional `DeleteItem` at a time. It takes `now` and
 //! its stop condition as inputs and talks to DynamoDB only through [`crate::store::Store`].
 //!
-//! - [`sweep`]: [`Sweeper`], the pass itself; `delete` (private): its batched and conditional
-//!   deletes with backoff; `pace` (private): the read-ahead budget its partitions share and
-//!   batch mode's page pace.
+//! - [`sweep`]: [`Sweeper`], the pass itself: which partitions, how many at once, the
+//!   checkpoint; `partition` (private): one partition's pages, each item checked as read, chunks
+//!   handed to `delete` (private): batched and conditional deletes with backoff; `pace`
+//!   (private): the read-ahead budget the partitions share and batch mode's page pace.
 //! - [`report`]: [`SweepReport`], what a pass did, and how reports merge.
 //! - [`hook`]: [`hook::ExpiryHook`], the seam expiry events are published through around
 //!   deletes (notify: after; archive: before, deleting only what the sink accepted).
@@ -25,6 +26,7 @@ pub mod checkpoint;
 mod delete;
 pub mod hook;
 mod pace;
+mod partition;
 pub mod report;
 pub mod retry;
 pub mod sweep;

@@ -11,119 +11,22 @@
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
-use super::delete::{ChunkOutcome, Deleter, Expired};
-use super::hook::{delete_with_events, Events, ExpiryHook, FailedEvent, Owed};
-use super::pace::{read_ahead, split_permit, take_budget, PagePace, Running, Slots};
+use super::hook::{Events, ExpiryHook, FailedEvent, Owed};
+use super::pace::{read_ahead, Running, Slots};
+use super::partition::{LagOrigin, PartitionOutcome};
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
-use super::{Checkpoint, SweepOptions, BATCH_SIZE, CATCHUP_SLICE_PARTITIONS};
+use super::{Checkpoint, SweepOptions, CATCHUP_SLICE_PARTITIONS};
 use crate::expiry::time::iso_millis;
-use crate::expiry::window::{parse_ttl, partition_key, ttl_state, ShardRange, TtlState, Window};
+use crate::expiry::window::{partition_key, ShardRange, Window};
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{key_to_json, Key, Store, StoreError, TableSchema};
-
-/// Outcome of sweeping one partition (one shard of one window): its chunks' outcomes already
-/// folded into counters and the lag histogram as they finished, so a partition's memory does not
-/// grow with what it deletes.
-#[derive(Debug, Default)]
-struct PartitionOutcome {
-    read_all: bool,
-    /// Every chunk's keys were deleted or knowingly kept: none failed, none left.
-    handled_all: bool,
-    report: SweepReport,
-    error: Option<StoreError>,
-}
-
-impl PartitionOutcome {
-    fn complete(&self) -> bool {
-        self.read_all && self.error.is_none() && self.handled_all
-    }
-}
-
-/// Where a sweep's lags are measured from: the wall clock when it started, and that instant.
-#[derive(Debug, Clone, Copy)]
-struct LagOrigin {
-    wall: Timestamp,
-    mono: Instant,
-}
-
-/// Adds one finished chunk to a partial report; returns whether every key was handled.
-fn fold_chunk(report: &mut SweepReport, chunk: ChunkOutcome, origin: LagOrigin) -> bool {
-    for (ttl, at) in chunk.deleted_ttls.iter().zip(&chunk.deleted_at) {
-        let deleted_at = origin.wall + at.duration_since(origin.mono);
-        let lag_ms = deleted_at.millis() as f64 - ttl * 1000.0;
-        report.lags.record(lag_ms.max(0.0).round() as u64);
-    }
-    let handled = chunk.failed.is_empty() && chunk.left == 0;
-    report.items_deleted += chunk.deleted_ttls.len() as u64;
-    report.items_skipped += chunk.skipped;
-    report.items_gone += chunk.gone;
-    report.items_retried += chunk.retried;
-    report.items_left += chunk.left;
-    report.items_reread += chunk.reread;
-    report.items_conditional += chunk.conditional;
-    report.items_failed += chunk.failed.len() as u64;
-    report.add_failed_keys(chunk.failed);
-    report.add_events(chunk.events);
-    handled
-}
-
-/// Returns the item's key and ttl if — and only if — the item as read is expired at `now`: a
-/// Number ttl in epoch seconds, before `now` and not more than five years before it (native
-/// TTL's rule), and the table's key attributes present. The key is moved out of the item, not
-/// copied; `read_at` is when the page that listed it arrived.
-fn check_item(
-    schema: &TableSchema,
-    mut item: Key,
-    now: Timestamp,
-    read_at: Instant,
-) -> Option<Expired> {
-    let (ttl, ttl_as_read) = match item.remove(&schema.layout.ttl_attribute) {
-        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => match parse_ttl(&n) {
-            Ok(t) => (t, n),
-            Err(e) => {
-                warn!(error = %e, "item with an unusable ttl ignored");
-                return None;
-            }
-        },
-        other => {
-            warn!(ttl = ?other, "item without a numeric ttl ignored");
-            return None;
-        }
-    };
-    match ttl_state(ttl, now) {
-        TtlState::Expired => {}
-        TtlState::Live => {
-            warn!(ttl, now = %now, "index returned an item that is not yet expired; ignored");
-            return None;
-        }
-        TtlState::TooOld => {
-            warn!(ttl, now = %now, "ttl is more than five years in the past: native TTL's rule keeps the item; ignored");
-            return None;
-        }
-    }
-    // The projection asks for the key attributes and the ttl: what remains without the ttl
-    // (taken above) is the key, if every key attribute is there.
-    item.retain(|name, _| schema.key_attributes.contains(name));
-    if item.len() != schema.key_attributes.len() {
-        warn!("index item without the table's key attributes ignored");
-        return None;
-    }
-    Some(Expired {
-        key: item,
-        ttl,
-        ttl_as_read,
-        read_at,
-        maybe_applied: false,
-        reread: false,
-    })
-}
+use crate::store::{key_to_json, Store, TableSchema};
 
 /// Runs sweeps of one table through a [`Store`]. Partitions and delete requests run as tasks
 /// of their own on the Tokio runtime (so a multi-threaded runtime spreads them over its worker
@@ -137,10 +40,10 @@ pub struct Sweeper<S> {
 }
 
 /// What the tasks of a sweep share.
-struct Shared<S> {
-    store: S,
-    schema: TableSchema,
-    options: SweepOptions,
+pub(super) struct Shared<S> {
+    pub(super) store: S,
+    pub(super) schema: TableSchema,
+    pub(super) options: SweepOptions,
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
@@ -156,7 +59,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
 }
 
 /// The outcome of a finished task; a panic in the task goes on in the caller.
-fn joined<T>(result: Result<T, JoinError>) -> T {
+pub(super) fn joined<T>(result: Result<T, JoinError>) -> T {
     match result {
         Ok(value) => value,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -493,278 +396,5 @@ impl<S: Store> CheckpointMover<'_, S> {
                 self.unbroken = false;
             }
         }
-    }
-}
-
-impl<S: Store> Shared<S> {
-    /// Reads one partition to the end (or until `stop`), deleting as it goes: each chunk of
-    /// [`BATCH_SIZE`] a task of its own, at most `max_concurrency` of them waiting per partition
-    /// and `slots.permits` sending at once across the sweep. Each page asks for no more keys than
-    /// the sweep's read-ahead budget has free; a key's share of it returns when its chunk is done.
-    async fn sweep_partition(
-        this: &Arc<Self>,
-        key: &str,
-        now: Timestamp,
-        stop: &Stop,
-        slots: &Slots,
-        events: &Option<Events>,
-        origin: LagOrigin,
-    ) -> PartitionOutcome {
-        let mut out = PartitionOutcome {
-            handled_all: true,
-            ..PartitionOutcome::default()
-        };
-        if stop.reached() {
-            return out;
-        }
-        let max_inflight = this.options.max_concurrency.max(1);
-        let mut inflight = JoinSet::new();
-        let mut pending: Vec<Expired> = Vec::new();
-        // The budget held for `pending`: one permit a key.
-        let mut held: Option<OwnedSemaphorePermit> = None;
-        let mut start: Option<Key> = None;
-        let mut pace = PagePace::new(&this.options);
-        let budget_size = u32::try_from(read_ahead(&this.options)).unwrap_or(u32::MAX);
-        let delete = |inflight: &mut JoinSet<ChunkOutcome>,
-                      chunk: Vec<Expired>,
-                      held: &mut Option<OwnedSemaphorePermit>| {
-            let (shared, stop, permits) = (this.clone(), stop.clone(), slots.permits.clone());
-            let events = events.clone();
-            // The chunk's keys' share of the budget, returned when the chunk is done.
-            let keys = split_permit(held, chunk.len());
-            inflight.spawn(async move {
-                let _keys = keys;
-                let _permit = permits.acquire().await;
-                // The stop may have come while this chunk waited for a permit.
-                if stop.reached() {
-                    return ChunkOutcome::left(chunk.len());
-                }
-                let deleter = Deleter {
-                    store: &shared.store,
-                    schema: &shared.schema,
-                    options: &shared.options,
-                    track_keys: events.is_some(),
-                    return_items: events.as_ref().is_some_and(|e| e.hook.returned_items()),
-                    notify: None,
-                };
-                match events {
-                    None => deleter.delete_chunk(chunk, now, &stop).await,
-                    Some(events) => delete_with_events(&deleter, &events, chunk, now, &stop).await,
-                }
-            });
-        };
-        loop {
-            // A read still unanswered at shutdown (or after the sweep stopped itself on an
-            // error it reports) is given up: nothing it finds would be deleted now, and its
-            // retries (a slow or failing DynamoDB) must not hold a shutdown. The partition is
-            // left for the next sweep, like those not started. (A deadline needs no such cut:
-            // every call of the store ends before it, see `Store::end_calls_by`.)
-            let want = pace
-                .limit()
-                .map_or(budget_size, |l| u32::try_from(l.max(1)).unwrap_or(1))
-                .min(budget_size);
-            let granted = tokio::select! {
-                permit = take_budget(slots, pending.len(), want) => permit,
-                () = stop.token().cancelled() => {
-                    debug!(partition = %key, "stopping while waiting for keys to be deleted");
-                    break;
-                }
-            };
-            let limit = i32::try_from(granted.num_permits()).unwrap_or(i32::MAX);
-            let query = this
-                .store
-                .query_expired(&this.schema, key, now, start.take(), Some(limit));
-            let answer = tokio::select! {
-                answer = query => answer,
-                () = stop.token().cancelled() => {
-                    debug!(partition = %key, "stopping mid-query");
-                    break;
-                }
-            };
-            let page = match answer {
-                Ok(page) => page,
-                Err(e) => {
-                    warn!(partition = %key, error = %e, "query failed; partition left for the next sweep");
-                    if !e.kind.is_retryable() {
-                        // A missing table or rejected credentials: nothing else will work either.
-                        stop.token().cancel();
-                    }
-                    out.error = Some(e);
-                    break;
-                }
-            };
-            let read_at = Instant::now();
-            let page_len = page.items.len();
-            pending.reserve(page_len);
-            for item in page.items {
-                match check_item(&this.schema, item, now, read_at) {
-                    Some(expired) => {
-                        out.report.items_found += 1;
-                        pending.push(expired);
-                    }
-                    None => out.report.items_invalid += 1,
-                }
-            }
-            // Keep one permit per key pending; what the page did not fill goes back at once.
-            let mut granted = granted;
-            let kept = pending.len() - held.as_ref().map_or(0, |h| h.num_permits());
-            drop(granted.split(granted.num_permits().saturating_sub(kept)));
-            match &mut held {
-                Some(h) => h.merge(granted),
-                None => held = Some(granted),
-            }
-            // Whole chunks go now, from the back (order does not matter); a partial chunk waits
-            // for the next page.
-            while pending.len() >= BATCH_SIZE && !stop.reached() {
-                let chunk = pending.split_off(pending.len() - BATCH_SIZE);
-                delete(&mut inflight, chunk, &mut held);
-                while inflight.len() >= max_inflight {
-                    if let Some(c) = inflight.join_next().await {
-                        out.handled_all &= fold_chunk(&mut out.report, joined(c), origin);
-                    }
-                }
-            }
-            pace.observe(page_len, read_at.elapsed());
-            match page.next {
-                Some(_) if stop.reached() => {
-                    debug!(partition = %key, "stopping mid-partition");
-                    break;
-                }
-                Some(next) => start = Some(next),
-                None => {
-                    out.read_all = true;
-                    break;
-                }
-            }
-        }
-        if stop.reached() {
-            // Found but not attempted: the next sweep finds them again.
-            out.report.items_left += pending.len() as u64;
-            out.handled_all &= pending.is_empty();
-        } else {
-            while !pending.is_empty() {
-                let chunk = pending.split_off(pending.len().saturating_sub(BATCH_SIZE));
-                delete(&mut inflight, chunk, &mut held);
-            }
-        }
-        while let Some(c) = inflight.join_next().await {
-            out.handled_all &= fold_chunk(&mut out.report, joined(c), origin);
-        }
-        out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn schema() -> TableSchema {
-        TableSchema {
-            table_name: "t".into(),
-            index_name: "i".into(),
-            key_attributes: vec!["id".into()],
-            layout: crate::expiry::Layout {
-                window_attribute: "w".into(),
-                ..Default::default()
-            },
-        }
-    }
-
-    proptest::proptest! {
-        /// Whatever the index returns, an item qualifies only with a Number ttl in epoch
-        /// seconds strictly before `now`, and keeps exactly its key.
-        #[test]
-        fn only_items_expired_as_read_qualify(
-            ttl in proptest::prop_oneof![
-                "[0-9]{1,14}(\\.[0-9]{1,3})?",
-                "-?[0-9.eE+-]{1,12}",
-                ".{0,12}",
-            ],
-            numeric in proptest::bool::ANY,
-            now in 0i64..4_000_000_000,
-        ) {
-            use aws_sdk_dynamodb::types::AttributeValue as AV;
-            let value = if numeric { AV::N(ttl.clone()) } else { AV::S(ttl.clone()) };
-            let item: Key = [("id".to_string(), AV::S("a".into())), ("ttl".to_string(), value)].into();
-            let expired_as_read = numeric
-                && parse_ttl(&ttl).is_ok_and(|t| {
-                    t < now as f64 && t >= (now - crate::expiry::window::MAX_EXPIRED_AGE_SECONDS) as f64
-                });
-            match check_item(&schema(), item.clone(), Timestamp::from_secs(now), Instant::now()) {
-                Some(e) => {
-                    proptest::prop_assert!(expired_as_read, "{ttl:?} at {now}");
-                    proptest::prop_assert_eq!(Some(e.ttl), parse_ttl(&ttl).ok());
-                    proptest::prop_assert_eq!(e.key.len(), 1);
-                }
-                None => proptest::prop_assert!(!expired_as_read, "{ttl:?} at {now} should qualify"),
-            }
-        }
-    }
-
-    #[test]
-    fn items_without_a_ttl_or_key_never_qualify() {
-        use aws_sdk_dynamodb::types::AttributeValue as AV;
-        let no_ttl: Key = [("id".to_string(), AV::S("a".into()))].into();
-        assert!(check_item(
-            &schema(),
-            no_ttl.clone(),
-            Timestamp::from_secs(2_000_000_000),
-            Instant::now()
-        )
-        .is_none());
-        let no_key: Key = [("ttl".to_string(), AV::N("5".into()))].into();
-        assert!(check_item(
-            &schema(),
-            no_key.clone(),
-            Timestamp::from_secs(2_000_000_000),
-            Instant::now()
-        )
-        .is_none());
-        let ok: Key = [
-            ("id".to_string(), AV::S("a".into())),
-            ("ttl".to_string(), AV::N("5".into())),
-        ]
-        .into();
-        assert!(check_item(
-            &schema(),
-            ok.clone(),
-            Timestamp::from_secs(6),
-            Instant::now()
-        )
-        .is_some());
-        assert!(
-            check_item(
-                &schema(),
-                ok.clone(),
-                Timestamp::from_secs(5),
-                Instant::now()
-            )
-            .is_none(),
-            "ttl == now is not expired"
-        );
-        // native TTL's rule: a ttl more than five years old is never deleted
-        let now = Timestamp::from_secs(1_800_000_000);
-        assert!(
-            check_item(&schema(), ok.clone(), now, Instant::now()).is_none(),
-            "ttl 5 is decades old"
-        );
-        let six_years: Key = [
-            ("id".to_string(), AV::S("a".into())),
-            (
-                "ttl".to_string(),
-                AV::N((1_800_000_000 - 6 * 365 * 86_400).to_string()),
-            ),
-        ]
-        .into();
-        assert!(check_item(&schema(), six_years.clone(), now, Instant::now()).is_none());
-        let four_years: Key = [
-            ("id".to_string(), AV::S("a".into())),
-            (
-                "ttl".to_string(),
-                AV::N((1_800_000_000 - 4 * 365 * 86_400).to_string()),
-            ),
-        ]
-        .into();
-        assert!(check_item(&schema(), four_years.clone(), now, Instant::now()).is_some());
     }
 }
