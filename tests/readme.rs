@@ -9,8 +9,6 @@
 //! - every `ttl_sweeper::...` path they name is a public item of the library;
 //! - the cost blocks of docs/BENCHMARKS.md, docs/scaling.md and infra/README.md are what the cost
 //!   model (`tests/support/cost.rs`) renders from the code's settings and the measured figures;
-//! - figures quoted in several docs (the CPU per delete c, the tick-mode run time, the tick lags,
-//!   the monthly total) are the same wherever they are quoted;
 //! - the README's first screen takes a newcomer from an existing table to a deployed sweeper.
 
 use std::collections::HashSet;
@@ -148,34 +146,6 @@ fn the_readme_short_table_names_settings_with_their_defaults() {
     );
 }
 
-#[test]
-fn the_table_reader_reads_defaults_and_skips_other_rows() {
-    let table = "intro\n## Configuration\n\n| variable | default | accepts |\n|---|---|---|\n\
-                 | `TABLE_NAME` | — (required) | a name |\n| `WINDOW_SECONDS` | `60` | 1–86400 |\n\
-                 | `CHECKPOINT_TABLE` | — (off) | a table |\n| `AWS_REGION`, credentials | standard | |\n\
-                 \n## Next\n| `NOT_CONFIG` | `1` | |\n";
-    let rows = settings_rows(section(table, "Configuration").unwrap());
-    let row = |var: &str, default: Option<&str>| Row {
-        var: var.into(),
-        default: default.map(Into::into),
-    };
-    assert_eq!(
-        rows,
-        [
-            row("TABLE_NAME", None),
-            row("WINDOW_SECONDS", Some("60")),
-            row("CHECKPOINT_TABLE", Some("")),
-        ]
-    );
-    let problems = settings_problems(&rows[1..], true);
-    assert!(
-        problems.contains(&"TABLE_NAME has no row".to_owned()),
-        "{problems:?}"
-    );
-    let wrong = [row("WINDOW_SECONDS", Some("30")), row("NOT_CONFIG", None)];
-    assert_eq!(settings_problems(&wrong, false).len(), 2);
-}
-
 /// The lines of `markdown` outside fenced code blocks, and those inside, apart.
 fn prose_and_code(markdown: &str) -> (Vec<&str>, Vec<&str>) {
     let (mut prose, mut code) = (Vec::new(), Vec::new());
@@ -295,23 +265,6 @@ fn every_relative_link_points_to_an_existing_file_and_heading() {
         "broken links:\n  {}",
         problems.join("\n  ")
     );
-}
-
-#[test]
-fn the_link_reader_finds_links_and_the_checker_flags_broken_ones() {
-    let markdown = "# Top\n\n## Sub-second precision (tick mode)\n\nsee [a](#top), [b](docs/x.md), \
-                    `[not](a-link)` and [c](https://example.com)\n```\n[code](x.md)\n# not a heading\n```\n";
-    assert_eq!(
-        link_targets(markdown),
-        ["#top", "docs/x.md", "https://example.com"]
-    );
-    let found = anchors(markdown);
-    assert!(found.contains("top") && found.contains("sub-second-precision-tick-mode"));
-    assert!(!found.contains("not-a-heading"));
-    let readme = Path::new(ROOT).join("README.md");
-    let problems = link_problems(&readme, "[a](docs/no-such-page.md) [b](#no-such-heading)");
-    assert_eq!(problems.len(), 2, "{problems:?}");
-    assert!(link_problems(&readme, "[a](docs/design.md#sharded-windows)").is_empty());
 }
 
 /// The Makefile's targets (`name:` at the start of a line).
@@ -559,7 +512,13 @@ fn cost_blocks_are_what_the_cost_model_renders() {
     }
     // The README's first screen rounds the same total.
     let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
-    let total = figure_at(&bench, "| 1M | ").expect("the 1M row");
+    // The bold total of its 1M row.
+    let total = bench
+        .lines()
+        .find(|l| l.starts_with("| 1M | "))
+        .and_then(|row| row.split('|').find(|c| c.trim().starts_with("**$")))
+        .map(|cell| cell.trim().trim_matches(['*', '$']).to_owned())
+        .expect("docs/BENCHMARKS.md has a 1M row with a bold total");
     let rounded = format!("about ${:.0} a month", total.parse::<f64>().unwrap());
     assert!(
         read(&Path::new(ROOT).join("README.md")).contains(&rounded),
@@ -594,155 +553,6 @@ fn the_cost_model_counts_the_overlap_and_every_default_extra() {
 }
 
 // ---------------------------------------------------------------- figures quoted in several docs
-
-/// The first number after `before` in `text` (digits, `.` and `,`), as written.
-fn number_after(text: &str, before: &str) -> Option<String> {
-    let at = text.find(before)? + before.len();
-    let n: String = text[at..]
-        .chars()
-        .skip_while(|c| !c.is_ascii_digit())
-        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ',')
-        .collect();
-    Some(n.trim_end_matches(['.', ',']).to_owned())
-}
-
-/// Each figure quoted in several docs: where it is quoted (file, the text just before it), all
-/// of which must give the same value.
-fn shared_figures() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
-    vec![
-        (
-            "c, the CPU per delete to plan with (µs)",
-            vec![
-                (
-                    "docs/BENCHMARKS.md",
-                    "median CPU per delete at the default concurrency against an endpoint that answers after 5–10 ms (",
-                ),
-                ("docs/BENCHMARKS.md", "10k expiries/s within 1 s**: `WINDOW_SHARDS = 20` (500 deletes/s per window key); 400 BatchWriteItem requests/s; at ~10 ms per request on AWS, 4 requests in flight (`MAX_CONCURRENCY` ≥ 4); our CPU at c = "),
-                ("docs/scaling.md", "measured\nfrom outside a release `ttl-sweeper sweep` process ("),
-                ("docs/scaling.md", "With c = "),
-            ],
-        ),
-        (
-            "tick-mode seconds run per 60 s period",
-            vec![
-                ("docs/BENCHMARKS.md", "**Tick mode runs "),
-                ("docs/design.md", "cost: the function runs about "),
-                ("infra/README.md", "in tick mode it runs about "),
-                ("infra/README.md", "period, about "),
-                ("docs/scaling.md", "| memory | one function, tick 1 s ("),
-            ],
-        ),
-        (
-            "the Lambda line of tick mode at 128 MB ($ a month)",
-            vec![
-                ("docs/BENCHMARKS.md", "scales with memory: 128 MB $"),
-                ("docs/design.md", "about\n  **$"),
-                ("infra/README.md", "GB-s a month, $"),
-                ("docs/scaling.md", "| 128 MB | $"),
-            ],
-        ),
-        (
-            "tick mode, 1 s loop: p99 lag (s)",
-            vec![
-                ("docs/BENCHMARKS.md", "**median (min–max) of 3 runs** | | | 0."),
-                ("docs/design.md", "20 items expiring each second, p99 lag "),
-            ],
-        ),
-        (
-            "tick mode, deployed shape: p99 lag (s)",
-            vec![
-                ("docs/BENCHMARKS.md", "**median (min–max) of 3 runs** | | | | "),
-                ("docs/design.md", "6 handoffs — p99 "),
-                ("docs/design.md", "across invocation handoffs (deployed shape p99 "),
-            ],
-        ),
-        (
-            "the monthly total at 1M expiries, tick mode, defaults ($)",
-            vec![
-                ("docs/BENCHMARKS.md", "| 1M | "),
-                ("infra/README.md", "in tick mode, with the deletes: about $"),
-            ],
-        ),
-    ]
-}
-
-/// The value of a shared figure at one place; the BENCHMARKS table rows need their own reading.
-fn figure_at(text: &str, before: &str) -> Option<String> {
-    match before {
-        // The p99 column of the median row of the 1 s loop table (the first such row).
-        "**median (min–max) of 3 runs** | | | 0." => {
-            let row = text
-                .lines()
-                .find(|l| l.starts_with("| **median (min–max) of 3 runs** | | | 0."))?;
-            Some(row.split('|').nth(5)?.split_whitespace().next()?.to_owned())
-        }
-        // The p99 column of the deployed-shape median row.
-        "**median (min–max) of 3 runs** | | | | " => {
-            let row = text
-                .lines()
-                .find(|l| l.starts_with("| **median (min–max) of 3 runs** | | | | "))?;
-            Some(row.split('|').nth(6)?.split_whitespace().next()?.to_owned())
-        }
-        // The bold total of the 1M row.
-        "| 1M | " => {
-            let row = text.lines().find(|l| l.starts_with("| 1M | "))?;
-            let total = row.split('|').find(|c| c.trim().starts_with("**$"))?;
-            Some(
-                total
-                    .trim()
-                    .trim_matches(|c| c == '*' || c == '$')
-                    .to_owned(),
-            )
-        }
-        _ => number_after(text, before),
-    }
-}
-
-#[test]
-fn figures_quoted_in_several_docs_agree() {
-    let mut problems = Vec::new();
-    for (figure, places) in shared_figures() {
-        let values: Vec<(String, &str)> = places
-            .iter()
-            .map(|(file, before)| {
-                let text = read(&Path::new(ROOT).join(file));
-                let value = figure_at(&text, before)
-                    .filter(|v| !v.is_empty())
-                    .unwrap_or_else(|| {
-                        panic!("{figure}: {file} does not quote it after {before:?}")
-                    });
-                (value, *file)
-            })
-            .collect();
-        if values.iter().any(|(v, _)| *v != values[0].0) {
-            problems.push(format!("{figure}: {values:?}"));
-        }
-    }
-    assert!(
-        problems.is_empty(),
-        "figures disagree:\n  {}",
-        problems.join("\n  ")
-    );
-}
-
-#[test]
-fn the_figure_reader_reads_each_kind_of_place() {
-    assert_eq!(
-        number_after("c = 2.10 µs, more", "c = ").as_deref(),
-        Some("2.10")
-    );
-    assert_eq!(
-        number_after("about $16.27.", "about $").as_deref(),
-        Some("16.27")
-    );
-    let table = "| **median (min–max) of 3 runs** | | | 0.026 s (0.026 s–0.027 s) | 0.031 s (0.031 s–0.036 s) | 0.031 s |\n";
-    assert_eq!(
-        figure_at(table, "**median (min–max) of 3 runs** | | | 0.").as_deref(),
-        Some("0.031")
-    );
-    let row = "| 1M | $1.25 | $0.62 | **$16.27** | $7.37 |";
-    assert_eq!(figure_at(row, "| 1M | ").as_deref(), Some("16.27"));
-}
 
 // ---------------------------------------------------------------- a newcomer's first screen
 
