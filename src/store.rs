@@ -146,13 +146,6 @@ pub trait Store: Send + Sync + 'static {
         to: Timestamp,
         at: Timestamp,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-
-    /// Ends every call sent from now on by `deadline` (a monotonic instant), retries included:
-    /// a call still unanswered then answers a retryable timeout. `None` lifts the bound. A store
-    /// without time bounds of its own (a test double) may ignore it, as the default does.
-    fn end_calls_by(&self, deadline: Option<tokio::time::Instant>) {
-        let _ = deadline;
-    }
 }
 
 impl<S: Store> Store for std::sync::Arc<S> {
@@ -211,9 +204,5 @@ impl<S: Store> Store for std::sync::Arc<S> {
         at: Timestamp,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         (**self).advance_checkpoint(table, id, to, at)
-    }
-
-    fn end_calls_by(&self, deadline: Option<tokio::time::Instant>) {
-        (**self).end_calls_by(deadline);
     }
 }

@@ -158,7 +158,7 @@ impl<S: Store> Deleter<'_, S> {
         let max_age = self.options.batch_max_read_age;
         while !remaining.is_empty() {
             if stop.reached() {
-                self.give_up(remaining, &reason, &mut out).await;
+                self.give_up(remaining, &reason, &mut out, stop).await;
                 return out;
             }
             // One clock reading per send; the chunk is split only when some key is stale.
@@ -176,7 +176,7 @@ impl<S: Store> Deleter<'_, S> {
                         attempt, "keys read too long ago: reading them again"
                     );
                     out.reread += once.len() as u64;
-                    remaining.extend(self.read_again(once, &mut out).await);
+                    remaining.extend(self.read_again(once, &mut out, stop).await);
                 }
                 if !twice.is_empty() {
                     debug!(
@@ -192,7 +192,13 @@ impl<S: Store> Deleter<'_, S> {
             }
             // Borrowed: the keys stay here for a retry.
             let keys: Vec<&Key> = remaining.iter().map(|e| &e.key).collect();
-            match self.store.batch_delete(self.schema, &keys).await {
+            match stop
+                .bound(
+                    "BatchWriteItem",
+                    self.store.batch_delete(self.schema, &keys),
+                )
+                .await
+            {
                 Ok(unprocessed) => {
                     remaining = self.acknowledge(remaining, &unprocessed, &mut out);
                     if remaining.is_empty() {
@@ -222,7 +228,7 @@ impl<S: Store> Deleter<'_, S> {
             attempt += 1;
             let wait = self.options.backoff(attempt);
             if stop.would_pass(wait) {
-                self.give_up(remaining, &reason, &mut out).await;
+                self.give_up(remaining, &reason, &mut out, stop).await;
                 return out;
             }
             debug!(attempt, keys = remaining.len(), wait_ms = wait.as_millis() as u64, %reason, "retrying deletes");
@@ -280,9 +286,15 @@ impl<S: Store> Deleter<'_, S> {
     /// (its event owed if an earlier attempt may have deleted it); one whose ttl changed is kept.
     /// If the read fails, the keys come back unchanged, marked as read again: stale, they are
     /// deleted conditionally.
-    async fn read_again(&self, keys: Vec<Expired>, out: &mut ChunkOutcome) -> Vec<Expired> {
+    async fn read_again(
+        &self,
+        keys: Vec<Expired>,
+        out: &mut ChunkOutcome,
+        stop: &Stop,
+    ) -> Vec<Expired> {
         let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
-        let found = match self.store.get_items(self.schema, wanted, true).await {
+        let get = self.store.get_items(self.schema, wanted, true);
+        let found = match stop.bound("BatchGetItem", get).await {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!(keys = keys.len(), error = %e, "could not read stale keys again; deleting them conditionally");
@@ -344,7 +356,7 @@ impl<S: Store> Deleter<'_, S> {
     /// The sweep stops with `keys` unsent or waiting for a retry (`reason`: the last attempt's
     /// outcome). Keys an earlier attempt may have deleted are settled (see [`Self::settle`]);
     /// the others are left for the next sweep.
-    async fn give_up(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome) {
+    async fn give_up(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
         let (maybe, unsent): (Vec<Expired>, Vec<Expired>) =
             keys.into_iter().partition(|e| e.maybe_applied);
         out.left += unsent.len() as u64;
@@ -352,7 +364,7 @@ impl<S: Store> Deleter<'_, S> {
             out.left_keys.extend(unsent.into_iter().map(|e| e.key));
         }
         if !maybe.is_empty() {
-            self.settle(maybe, reason, out).await;
+            self.settle(maybe, reason, out, stop).await;
         }
     }
 
@@ -365,13 +377,14 @@ impl<S: Store> Deleter<'_, S> {
     /// the next sweep deletes it, with its event, if it was not. If the read fails too, the keys
     /// are reported as failed as well — never silently counted as left. Without events they are
     /// simply left.
-    async fn settle(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome) {
+    async fn settle(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
         if !self.track_keys {
             out.left += keys.len() as u64;
             return;
         }
         let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
-        match self.store.get_items(self.schema, wanted, true).await {
+        let get = self.store.get_items(self.schema, wanted, true);
+        match stop.bound("BatchGetItem", get).await {
             Ok(found) => {
                 for e in keys {
                     let present = found
@@ -434,16 +447,14 @@ impl<S: Store> Deleter<'_, S> {
             self.publish_owed(&mut out, true).await;
             let mut attempt = 0u32;
             loop {
-                let result = self
-                    .store
-                    .delete_if_expired(
-                        self.schema,
-                        e.key.clone(),
-                        &e.ttl_as_read,
-                        now,
-                        self.return_items,
-                    )
-                    .await;
+                let delete = self.store.delete_if_expired(
+                    self.schema,
+                    e.key.clone(),
+                    &e.ttl_as_read,
+                    now,
+                    self.return_items,
+                );
+                let result = stop.bound("DeleteItem", delete).await;
                 let err: StoreError = match result {
                     Ok((ConditionalOutcome::Deleted, returned)) => {
                         out.deleted_ttls.push(e.ttl);
@@ -492,7 +503,8 @@ impl<S: Store> Deleter<'_, S> {
                     if self.track_keys {
                         out.left_keys.extend(items.map(|e| e.key));
                     }
-                    self.give_up(vec![e], &err.to_string(), &mut out).await;
+                    self.give_up(vec![e], &err.to_string(), &mut out, stop)
+                        .await;
                     return out;
                 }
                 out.retried += 1;

@@ -211,7 +211,7 @@ pub(super) async fn delete_with_events<S: Store>(
     let wall = || events.wall.as_ref().map_or(now, |c| c.now());
     let wall: &(dyn Fn() -> Timestamp + Send + Sync) = &wall;
     let items = if hook.read_items() {
-        read_items(deleter.store, deleter.schema, &chunk).await
+        read_items(deleter.store, deleter.schema, &chunk, stop).await
     } else {
         vec![None; chunk.len()]
     };
@@ -276,7 +276,7 @@ pub(super) async fn delete_with_events<S: Store>(
     // Accepted, not deleted: an item whose ttl has changed since is owed its cancellation now;
     // no later sweep would find it in the window it has left.
     let mut kept = std::mem::take(&mut out.kept_keys);
-    kept.extend(reconcile(deleter.store, deleter.schema, &expiries, &mut out).await);
+    kept.extend(reconcile(deleter.store, deleter.schema, &expiries, &mut out, stop).await);
     out.absorb(refused);
     let cancelled_at = wall();
     let cancellations: Vec<Publication> = kept
@@ -317,6 +317,7 @@ async fn reconcile<S: Store>(
     schema: &TableSchema,
     expiries: &[Expiry],
     out: &mut ChunkOutcome,
+    stop: &Stop,
 ) -> Vec<Key> {
     let left = std::mem::take(&mut out.left_keys);
     let failed: Vec<&Expiry> = out
@@ -334,7 +335,10 @@ async fn reconcile<S: Store>(
             .map(|x| (x, false)),
     );
     let keys: Vec<Key> = unresolved.iter().map(|(x, _)| x.key.clone()).collect();
-    let items = match store.get_items(schema, keys, true).await {
+    let items = match stop
+        .bound("BatchGetItem", store.get_items(schema, keys, true))
+        .await
+    {
         Ok(items) => items,
         Err(err) => {
             tracing::warn!(error = %err, keys = unresolved.len(), "could not re-read items whose expiry was accepted but not deleted; the next sweep publishes them again if their ttl is unchanged");
@@ -377,9 +381,13 @@ async fn read_items<S: Store>(
     store: &S,
     schema: &TableSchema,
     chunk: &[Expired],
+    stop: &Stop,
 ) -> Vec<Option<Key>> {
     let keys: Vec<Key> = chunk.iter().map(|e| e.key.clone()).collect();
-    match store.get_items(schema, keys, false).await {
+    match stop
+        .bound("BatchGetItem", store.get_items(schema, keys, false))
+        .await
+    {
         Ok(items) => chunk
             .iter()
             .map(|e| {

@@ -179,7 +179,7 @@ impl<S: Store> Shared<S> {
             // error it reports) is given up: nothing it finds would be deleted now, and its
             // retries (a slow or failing DynamoDB) must not hold a shutdown. The partition is
             // left for the next sweep, like those not started. (A deadline needs no such cut:
-            // every call of the store ends before it, see `Store::end_calls_by`.)
+            // every call of the store ends before it, see `Stop::bound`.)
             let want = pace
                 .limit()
                 .map_or(budget_size, |l| u32::try_from(l.max(1)).unwrap_or(1))
@@ -192,9 +192,11 @@ impl<S: Store> Shared<S> {
                 }
             };
             let limit = i32::try_from(granted.num_permits()).unwrap_or(i32::MAX);
-            let query = this
-                .store
-                .query_expired(&this.schema, key, now, start.take(), Some(limit));
+            let query = stop.bound(
+                "Query",
+                this.store
+                    .query_expired(&this.schema, key, now, start.take(), Some(limit)),
+            );
             let answer = tokio::select! {
                 answer = query => answer,
                 () = stop.token().cancelled() => {

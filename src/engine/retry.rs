@@ -1,12 +1,16 @@
 //! When to stop and how long to wait: [`Stop`], the deadline-or-shutdown condition every loop of
-//! the engine checks before starting new work, and [`full_jitter`], the one exponential backoff
+//! the engine checks before starting new work, and the instant by which every store call of a
+//! sweep ends; and [`full_jitter`], the one exponential backoff
 //! for every retry loop of ours (the engine's delete retries, event publishing, backfill; the
 //! SDK retries reads with its own).
 
+use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use crate::store::{ErrorKind, StoreError};
 
 /// Exponential backoff with full jitter: the wait before retry number `attempt` (1-based) is
 /// uniformly random in `[0, min(cap, base * 2^(attempt-1))]`.
@@ -19,6 +23,8 @@ pub fn full_jitter(base: Duration, cap: Duration, attempt: u32) -> Duration {
 #[derive(Debug, Clone, Default)]
 pub struct Stop {
     deadline: Option<Instant>,
+    /// Every store call ends by then ([`Stop::bound`]).
+    calls_end: Option<Instant>,
     cancel: CancellationToken,
 }
 
@@ -32,8 +38,36 @@ impl Stop {
     pub fn at(deadline: Option<Instant>) -> Self {
         Stop {
             deadline,
-            cancel: CancellationToken::new(),
+            ..Stop::default()
         }
+    }
+
+    /// Also ends every store call of the sweep still unanswered at `end` (retries included),
+    /// however long its attempt timeout and retries would let it run: it answers a retryable
+    /// timeout instead, so the caller reports what is left while there is time to.
+    pub fn with_calls_ending(mut self, end: Option<Instant>) -> Self {
+        self.calls_end = end;
+        self
+    }
+
+    /// `call` (the store's `operation`), ended as [`Stop::with_calls_ending`] says.
+    pub async fn bound<T>(
+        &self,
+        operation: &'static str,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let Some(end) = self.calls_end else {
+            return call.await;
+        };
+        tokio::time::timeout_at(end, call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(StoreError::new(
+                    ErrorKind::Transient,
+                    operation,
+                    "timed out: no answer before the deadline set for calls",
+                ))
+            })
     }
 
     /// Also stops when `token` is cancelled (e.g. on SIGTERM).
@@ -66,6 +100,7 @@ impl Stop {
     pub(crate) fn child(&self) -> Stop {
         Stop {
             deadline: self.deadline,
+            calls_end: self.calls_end,
             cancel: self.cancel.child_token(),
         }
     }
@@ -93,6 +128,33 @@ mod tests {
                 / 2000.0
         };
         assert!(mean(6) > 4.0 * mean(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_unanswered_when_calls_end_answers_a_retryable_timeout_then() {
+        let start = Instant::now();
+        let end = start + Duration::from_secs(4);
+        let stop = Stop::at(Some(start + Duration::from_secs(2))).with_calls_ending(Some(end));
+        let never = std::future::pending::<Result<(), StoreError>>();
+        let err = stop.bound("Query", never).await.unwrap_err();
+        assert_eq!(Instant::now(), end);
+        assert_eq!(err.kind, ErrorKind::Transient, "{err}");
+        assert!(err.to_string().contains("Query"), "{err}");
+        // A child keeps the bound; an answer in time passes through; no bound, no cut.
+        let slow = async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(7)
+        };
+        let child = Stop::never()
+            .with_calls_ending(Some(Instant::now() + Duration::from_secs(1)))
+            .child();
+        assert!(child.bound("Query", slow).await.is_err());
+        assert_eq!(child.bound("Query", async { Ok(1) }).await.unwrap(), 1);
+        let slow = async {
+            tokio::time::sleep(Duration::from_secs(600)).await;
+            Ok(2)
+        };
+        assert_eq!(Stop::never().bound("Query", slow).await.unwrap(), 2);
     }
 
     #[tokio::test(start_paused = true)]

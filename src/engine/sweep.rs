@@ -154,10 +154,14 @@ impl<S: Store> Sweeper<S> {
         let mut checkpoint_error = None;
         if let Some(cp) = &options.checkpoint {
             let store = &self.shared.store;
-            let mut read = store.read_checkpoint(&cp.table, &cp.id).await;
+            let mut read = stop
+                .bound("GetItem", store.read_checkpoint(&cp.table, &cp.id))
+                .await;
             // A shard range without a checkpoint of its own yet starts from the whole table's.
             if let (Ok(None), Some(parent)) = (&read, &cp.start_from) {
-                read = store.read_checkpoint(&cp.table, parent).await;
+                read = stop
+                    .bound("GetItem", store.read_checkpoint(&cp.table, parent))
+                    .await;
                 if let Ok(Some(c)) = &read {
                     debug!(from = %parent, at = %c.iso(), "no checkpoint of this shard range yet: starting from the whole table's");
                 }
@@ -200,6 +204,7 @@ impl<S: Store> Sweeper<S> {
         report.checkpoint_before = checkpoint_before.map(Timestamp::iso);
         let mut mover = CheckpointMover {
             store: &self.shared.store,
+            stop,
             checkpoint: cp,
             now,
             at: checkpoint_before,
@@ -348,6 +353,8 @@ impl<S: Store> Sweeper<S> {
 /// Moves the checkpoint forward, slice by slice, over the unbroken run of windows swept
 /// completely since the floor.
 struct CheckpointMover<'a, S> {
+    /// Its checkpoint writes end when the sweep's calls must ([`Stop::bound`]).
+    stop: &'a Stop,
     store: &'a S,
     checkpoint: &'a Checkpoint,
     now: Timestamp,
@@ -382,11 +389,10 @@ impl<S: Store> CheckpointMover<'_, S> {
             return;
         }
         let cp = self.checkpoint;
-        match self
+        let advance = self
             .store
-            .advance_checkpoint(&cp.table, &cp.id, to, self.now)
-            .await
-        {
+            .advance_checkpoint(&cp.table, &cp.id, to, self.now);
+        match self.stop.bound("UpdateItem", advance).await {
             Ok(moved) => {
                 debug!(to = %to, moved, "checkpoint advanced");
                 self.at = Some(to);

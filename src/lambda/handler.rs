@@ -18,7 +18,7 @@ use crate::telemetry;
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
 
 /// A DynamoDB call still unanswered this long before the Lambda deadline is cut (it answers a
-/// retryable timeout; see [`crate::store::Store::end_calls_by`]), however long its attempt
+/// retryable timeout; see [`crate::engine::Stop::bound`]), however long its attempt
 /// timeout and retries would let it run: the summary, the metrics and the response go out
 /// before Lambda ends the invocation.
 pub const REPORT_RESERVE: Duration = Duration::from_secs(1);
@@ -186,10 +186,8 @@ pub async fn handle<S: Store>(
         now = start;
     }
     let started = Instant::now();
-    let stop = Stop::at(remaining.map(|r| started + r.saturating_sub(DEADLINE_MARGIN)));
-    sweeper
-        .store()
-        .end_calls_by(remaining.map(|r| started + r.saturating_sub(REPORT_RESERVE)));
+    let stop = Stop::at(remaining.map(|r| started + r.saturating_sub(DEADLINE_MARGIN)))
+        .with_calls_ending(remaining.map(|r| started + r.saturating_sub(REPORT_RESERVE)));
     let sweep = async {
         match settings.tick {
             None => sweeper.sweep(now, &stop).await,
@@ -228,7 +226,6 @@ pub async fn handle<S: Store>(
             Err(_) => cut_short(sweeper, now),
         },
     };
-    sweeper.store().end_calls_by(None);
     report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
     telemetry::log_summary(&report);
     println!(

@@ -11,7 +11,6 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 use tracing::instrument;
 
-use std::future::Future;
 use std::sync::Arc;
 
 use super::clock::{DateRecorder, ServerClock};
@@ -35,8 +34,6 @@ pub struct DynamoStore {
     client: Client,
     server_clock: Arc<ServerClock>,
     deletes: DeleteClients,
-    /// When every call ends at the latest ([`Store::end_calls_by`]); shared by clones.
-    calls_end: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
 }
 
 /// Placeholder names for the key attributes in expressions: `#k0`, `#k1`.
@@ -106,7 +103,6 @@ impl DynamoStore {
             deletes: DeleteClients::for_client(&client),
             client,
             server_clock,
-            calls_end: Arc::default(),
         }
     }
 
@@ -405,30 +401,6 @@ impl DynamoStore {
     }
 }
 
-impl DynamoStore {
-    /// `call`, ended by the deadline set with [`Store::end_calls_by`], if any: a call still
-    /// unanswered then answers a retryable timeout.
-    async fn bounded<T>(
-        &self,
-        operation: &'static str,
-        call: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        let end = *self.calls_end.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(end) = end else {
-            return call.await;
-        };
-        tokio::time::timeout_at(end, call)
-            .await
-            .unwrap_or_else(|_| {
-                Err(StoreError::new(
-                    ErrorKind::Transient,
-                    operation,
-                    "timed out: no answer before the deadline set for calls",
-                ))
-            })
-    }
-}
-
 impl Store for DynamoStore {
     async fn query_expired(
         &self,
@@ -438,8 +410,8 @@ impl Store for DynamoStore {
         start: Option<Key>,
         limit: Option<i32>,
     ) -> Result<Page, StoreError> {
-        let call = self.send_query_expired(schema, partition, now, start, limit);
-        self.bounded("Query", call).await
+        self.send_query_expired(schema, partition, now, start, limit)
+            .await
     }
 
     async fn batch_delete(
@@ -447,8 +419,7 @@ impl Store for DynamoStore {
         schema: &TableSchema,
         keys: &[&Key],
     ) -> Result<Vec<Key>, StoreError> {
-        self.bounded("BatchWriteItem", self.send_batch_delete(schema, keys))
-            .await
+        self.send_batch_delete(schema, keys).await
     }
 
     async fn delete_if_expired(
@@ -459,8 +430,8 @@ impl Store for DynamoStore {
         now: Timestamp,
         return_item: bool,
     ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
-        let call = self.send_delete_if_expired(schema, key, ttl, now, return_item);
-        self.bounded("DeleteItem", call).await
+        self.send_delete_if_expired(schema, key, ttl, now, return_item)
+            .await
     }
 
     async fn get_items(
@@ -469,8 +440,7 @@ impl Store for DynamoStore {
         keys: Vec<Key>,
         ttl_only: bool,
     ) -> Result<Vec<Key>, StoreError> {
-        self.bounded("BatchGetItem", self.send_get_items(schema, keys, ttl_only))
-            .await
+        self.send_get_items(schema, keys, ttl_only).await
     }
 
     async fn read_checkpoint(
@@ -478,8 +448,7 @@ impl Store for DynamoStore {
         table: &str,
         id: &str,
     ) -> Result<Option<Timestamp>, StoreError> {
-        self.bounded("GetItem", self.send_read_checkpoint(table, id))
-            .await
+        self.send_read_checkpoint(table, id).await
     }
 
     async fn advance_checkpoint(
@@ -489,14 +458,6 @@ impl Store for DynamoStore {
         to: Timestamp,
         at: Timestamp,
     ) -> Result<bool, StoreError> {
-        self.bounded(
-            "UpdateItem",
-            self.send_advance_checkpoint(table, id, to, at),
-        )
-        .await
-    }
-
-    fn end_calls_by(&self, deadline: Option<tokio::time::Instant>) {
-        *self.calls_end.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
+        self.send_advance_checkpoint(table, id, to, at).await
     }
 }

@@ -483,10 +483,6 @@ impl<S: Store> Store for Instrumented<S> {
     ) -> Result<bool, StoreError> {
         self.inner.advance_checkpoint(table, id, to, at).await
     }
-
-    fn end_calls_by(&self, deadline: Option<tokio::time::Instant>) {
-        self.inner.end_calls_by(deadline);
-    }
 }
 
 /// `DescribeTable` checks for a configuration's table, index and layout.
