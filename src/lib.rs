@@ -14,7 +14,8 @@
 //!   sweeper and the one sweep clock (the host clock held to DynamoDB's) for all of them.
 //! - [`lambda`]: the Lambda edge — the accepted events and one invocation, from event to report.
 //! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit.
-//! - [`config`]: every setting, from environment variables or flags, validated once and turned
+//! - [`config`]: every setting — [`config::Settings`], one derived clap struct, read from flags
+//!   or from environment variables of the same names — validated once and turned
 //!   into the narrow structs below ([`expiry::Layout`], [`store::TableTarget`],
 //!   [`engine::SweepOptions`], [`lambda::HandlerSettings`], [`events::EventsConfig`]), and the
 //!   async runtime the binaries run on ([`config::Threads`]: one thread unless
