@@ -27,6 +27,7 @@ use ttl_sweeper::store::{
 
 pub use aws_sdk_dynamodb::types::AttributeValue as AV;
 
+pub mod mem_store;
 #[path = "../support/server.rs"]
 pub mod server;
 pub use server::free_port;
