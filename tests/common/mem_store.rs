@@ -106,6 +106,9 @@ pub enum Change {
     Remove,
 }
 
+/// What applies to which calls of which operation.
+type Script<T> = Mutex<Vec<(Op, When, T)>>;
+
 /// The in-memory table. Build it with [`MemStore::new`] and the methods that follow it.
 #[derive(Default)]
 pub struct MemStore {
@@ -117,9 +120,9 @@ pub struct MemStore {
     /// Pages hold this many items, whatever limit the query asks for (as 1 MB pages do).
     page_size: Option<usize>,
     delays: HashMap<Op, Duration>,
-    faults: Mutex<Vec<(Op, When, Fault)>>,
+    faults: Script<Fault>,
     /// Changes the application makes right after a call.
-    changes: Mutex<Vec<(Op, When, String, Change)>>,
+    changes: Script<(String, Change)>,
     /// Cancelled when an answer is lost or a `BatchWriteItem` lands late.
     cancel_on_lost: Option<CancellationToken>,
     /// Cancelled once this many queries were made.
@@ -164,6 +167,19 @@ pub fn ttl_of(item: &Key) -> f64 {
         AV::N(n) => n.parse().unwrap(),
         other => panic!("{other:?}"),
     }
+}
+
+/// The entries of `list` for `op` that apply to a call (`hit`), taking those that apply once.
+fn take<T: Clone>(list: &Script<T>, op: Op, hit: impl Fn(&When) -> bool) -> Vec<T> {
+    let mut taken = vec![];
+    list.lock().unwrap().retain(|(o, when, entry)| {
+        let applies = *o == op && hit(when);
+        if applies {
+            taken.push(entry.clone());
+        }
+        !(applies && matches!(when, When::Key(_)))
+    });
+    taken
 }
 
 impl MemStore {
@@ -211,10 +227,8 @@ impl MemStore {
 
     /// Right after a `when` call of `op` (failed or not), the application changes item `id`.
     pub fn change(self, op: Op, when: When, id: &str, change: Change) -> Self {
-        self.changes
-            .lock()
-            .unwrap()
-            .push((op, when, id.into(), change));
+        let entry = (op, when, (id.into(), change));
+        self.changes.lock().unwrap().push(entry);
         self
     }
 
@@ -308,16 +322,7 @@ impl MemStore {
 
     /// The faults that apply to a call (`hit`), taking those that apply once.
     fn take(&self, op: Op, hit: impl Fn(&When) -> bool) -> Vec<Fault> {
-        let mut faults = self.faults.lock().unwrap();
-        let mut taken = vec![];
-        faults.retain(|(o, when, fault)| {
-            let applies = *o == op && hit(when);
-            if applies {
-                taken.push(*fault);
-            }
-            !(applies && matches!(when, When::Key(_)))
-        });
-        taken
+        take(&self.faults, op, hit)
     }
 
     /// Counts the call, waits its delays, and answers for it if it fails or stalls; otherwise
@@ -347,18 +352,7 @@ impl MemStore {
 
     /// The application's changes after call `n` of `op` (carrying item `id`).
     fn after(&self, op: Op, n: usize, id: Option<&str>) {
-        let mut due = vec![];
-        self.changes
-            .lock()
-            .unwrap()
-            .retain(|(o, when, target, change)| {
-                let hit = *o == op && when.matches(n, id);
-                if hit {
-                    due.push((target.clone(), *change));
-                }
-                !(hit && matches!(when, When::Key(_)))
-            });
-        for (id, change) in due {
+        for (id, change) in take(&self.changes, op, |w| w.matches(n, id)) {
             match change {
                 Change::Put(ttl) => self.put(&id, ttl),
                 Change::Extend(ttl) if self.has(&id) => self.put_item({

@@ -350,15 +350,13 @@ pub struct Instrumented<S> {
     pub lose_batch_answers: AtomicUsize,
     /// Wall-clock time (epoch seconds) at which each deleted item's delete was acknowledged, by `id`.
     pub deleted_at: Mutex<HashMap<String, f64>>,
-    #[allow(clippy::type_complexity)]
-    pub before_delete: Option<
-        Box<
-            dyn Fn(&Key) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
-                + Send
-                + Sync,
-        >,
-    >,
+    pub before_delete: Option<BeforeDelete>,
 }
+
+/// What [`Instrumented`] runs before each delete.
+pub type BeforeDelete = Box<
+    dyn Fn(&Key) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync,
+>;
 
 impl<S> Instrumented<S> {
     pub fn new(inner: S) -> Self {
