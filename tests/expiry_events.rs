@@ -81,7 +81,7 @@ fn for_each<I: IntoIterator<Item = S>, S: AsRef<str>>(
 }
 
 /// The application extends the `ids` right after each index read.
-fn extend_after_read(table: MemStore, ids: &[&str]) -> MemStore {
+fn extend_after_read<S: AsRef<str>>(table: MemStore, ids: impl IntoIterator<Item = S>) -> MemStore {
     for_each(table, ids, |t, id| {
         t.change(
             Op::Query,
@@ -502,7 +502,7 @@ async fn archive_cancels_an_expiry_whose_ttl_changed_with_the_same_id() {
     let log = Arc::new(Mutex::new(vec![]));
     let table = Arc::new(extend_after_read(
         with_items(10, 0, log.clone()),
-        &["e0003", "e0007"],
+        ["e0003", "e0007"],
     ));
     let sink = Arc::new(ScriptedSink::accepting(log.clone()));
     let (_, report) = sweep(
@@ -748,7 +748,7 @@ async fn archive_cancels_an_accepted_expiry_whose_delete_failed_once_its_ttl_cha
     // Meanwhile the application extends e0002 and e0005 (they move to a window this sweep does
     // not read) and deletes e0007.
     let log = Arc::new(Mutex::new(vec![]));
-    let table = extend_after_read(with_items(10, 0, log.clone()), &["e0002", "e0005"])
+    let table = extend_after_read(with_items(10, 0, log.clone()), ["e0002", "e0005"])
         .change(Op::Query, When::Always, "e0007", Change::Remove)
         .fault(Op::Delete, When::Always, Fault::Fail(ErrorKind::Throttled));
     let table = Arc::new(table);
@@ -802,7 +802,7 @@ async fn archive_cancels_an_accepted_expiry_left_by_a_stop_once_its_ttl_changed(
     // The sink takes 10 ms to accept; the sweep must stop after 5 ms: every expiry is accepted,
     // no delete is made. The application extended e0003 meanwhile.
     let log = Arc::new(Mutex::new(vec![]));
-    let table = Arc::new(extend_after_read(with_items(6, 0, log.clone()), &["e0003"]));
+    let table = Arc::new(extend_after_read(with_items(6, 0, log.clone()), ["e0003"]));
     let mut sink = ScriptedSink::accepting(log.clone());
     sink.delay = Duration::from_millis(10);
     let sink = Arc::new(sink);
@@ -831,7 +831,7 @@ async fn archive_without_the_re_read_reports_what_it_could_not_settle() {
     // As above, but the re-read is refused: nothing is cancelled on a guess, every item whose
     // delete failed stays reported as failed.
     let log = Arc::new(Mutex::new(vec![]));
-    let table = extend_after_read(with_items(5, 0, log.clone()), &["e0002"])
+    let table = extend_after_read(with_items(5, 0, log.clone()), ["e0002"])
         .fault(Op::Delete, When::Always, Fault::Fail(ErrorKind::Throttled))
         .fault(Op::Get, When::Always, Fault::Fail(ErrorKind::Auth));
     let table = Arc::new(table);
@@ -947,9 +947,7 @@ proptest::proptest! {
         rt.block_on(async {
             let log = Arc::new(Mutex::new(vec![]));
             let ids = |set: &BTreeSet<usize>| set.iter().map(|n| format!("e{n:04}")).collect::<Vec<_>>();
-            let table = for_each(with_items(items, 3, log.clone()), ids(&extended), |t, id| {
-                t.change(Op::Query, When::Always, id, Change::Extend((NOW + 3600) as f64))
-            });
+            let table = extend_after_read(with_items(items, 3, log.clone()), ids(&extended));
             let table = throttle_then_remove(table, ids(&throttled_then_removed));
             let table = for_each(table, ids(&unprocessed), |t, id| {
                 t.fault(Op::BatchDelete, When::Key(id.into()), Fault::Unprocessed)
