@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::Client;
 use common::{
     clock, config, create_table, exists, id_key, put_many, removed_json, run, scan_all, session,
-    store_and_schema, table_name, Instrumented, TableSpec, AV,
+    store_and_schema, table_name, BeforeDelete, Instrumented, TableSpec, AV,
 };
 use fault_proxy::{Fault, FaultProxy, Plan};
 use serde_json::{json, Value};
@@ -530,11 +530,6 @@ async fn composite_binary_keys_are_named_exactly_and_hashed_in_name_order() {
 }
 
 // ------------------------------------------------------------------- archive: cancellations
-
-/// What [`Instrumented`] runs before each delete.
-type BeforeDelete = Box<
-    dyn Fn(&Key) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync,
->;
 
 /// A sweeper on `table` publishing to `sink` through `endpoint`, settings as the CLI reads them.
 async fn sweeper_with_events(

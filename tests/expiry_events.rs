@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod common;
+
 use aws_sdk_dynamodb::types::AttributeValue as AV;
+use common::mem_store::{key, ttl_of, Change, Fault, MemStore, Op, When};
 use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, SweepReport, Sweeper};
 use ttl_sweeper::events::sink::BoxFuture;
 use ttl_sweeper::events::{
@@ -17,9 +20,7 @@ use ttl_sweeper::events::{
 };
 use ttl_sweeper::expiry::window::Window;
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::store::{
-    ConditionalOutcome, ErrorKind, Key, Page, Store, StoreError, TableSchema,
-};
+use ttl_sweeper::store::{ErrorKind, Key, Store, TableSchema};
 
 const NOW: i64 = 1_658_264_100;
 const TABLE: &str = "sessions";
@@ -45,246 +46,76 @@ fn options(mode: DeleteMode, concurrency: usize) -> SweepOptions {
     }
 }
 
-fn key(id: &str) -> Key {
-    [("id".to_string(), AV::S(id.into()))].into()
+/// A table in memory (every query lists every expired item: these sweeps read one window)
+/// holding `expired` items with a payload and `live` ones; deletes log what they remove into
+/// the shared log, after which a sink logs what it accepted.
+fn with_items(expired: usize, live: usize, log: Arc<Mutex<Vec<String>>>) -> MemStore {
+    let table = holding(BTreeMap::new(), log);
+    for n in 0..expired {
+        let id = format!("e{n:04}");
+        let mut item = key(&id);
+        item.insert("ttl".into(), AV::N((NOW - 10 - n as i64 % 50).to_string()));
+        item.insert("payload".into(), AV::S(format!("data of {id}")));
+        table.put_item(item);
+    }
+    for n in 0..live {
+        table.put(&format!("l{n:04}"), (NOW + 100) as f64);
+    }
+    table
 }
 
-fn id_of(key: &Key) -> String {
-    match &key["id"] {
-        AV::S(s) => s.clone(),
-        other => panic!("{other:?}"),
-    }
+/// A table holding `items`, with nothing scripted.
+fn holding(items: BTreeMap<String, Key>, log: Arc<Mutex<Vec<String>>>) -> MemStore {
+    let table = MemStore::new(Layout::default()).any_partition().log_to(log);
+    items.into_values().for_each(|item| table.put_item(item));
+    table
 }
 
-/// A table in memory: a query returns every item with `ttl < now`; deletes log what they
-/// remove into the shared log, after which a sink logs what it accepted.
-#[derive(Default)]
-struct MemTable {
-    items: Mutex<BTreeMap<String, Key>>,
-    /// Items whose ttl the application extends right after the index read.
-    extend_after_read: HashSet<String>,
-    log: Arc<Mutex<Vec<String>>>,
-    deleted: AtomicUsize,
-    /// Items whose first conditional delete is applied but answered with a timeout.
-    lose_delete_answer: Mutex<HashSet<String>>,
-    /// Items the application deletes right after the index read.
-    remove_after_read: HashSet<String>,
-    /// Every conditional delete fails (throttled) without reaching the item.
-    throttle_deletes: bool,
-    /// Items whose first conditional delete is throttled, and which the application deletes
-    /// during the backoff that follows.
-    throttle_then_remove: Mutex<HashSet<String>>,
-    /// Items the application writes again, live, right after a delete whose answer was lost
-    /// (see `lose_delete_answer`).
-    rewrite_after_lost: HashSet<String>,
-    /// Items a `BatchWriteItem` leaves unprocessed once.
-    unprocessed_once: Mutex<HashSet<String>>,
-    /// Every conditional delete hangs: the process dies before any is made.
-    hang_deletes: bool,
-    /// Every read of whole items is refused (no `dynamodb:BatchGetItem` permission).
-    refuse_reads: bool,
+/// `table` with `script` applied for each of `ids`.
+fn for_each<I: IntoIterator<Item = S>, S: AsRef<str>>(
+    table: MemStore,
+    ids: I,
+    script: impl Fn(MemStore, &str) -> MemStore,
+) -> MemStore {
+    ids.into_iter().fold(table, |t, id| script(t, id.as_ref()))
 }
 
-impl MemTable {
-    fn with_items(expired: usize, live: usize, log: Arc<Mutex<Vec<String>>>) -> Self {
-        let mut items = BTreeMap::new();
-        for n in 0..expired {
-            let id = format!("e{n:04}");
-            let mut item = key(&id);
-            item.insert("ttl".into(), AV::N((NOW - 10 - n as i64 % 50).to_string()));
-            item.insert("payload".into(), AV::S(format!("data of {id}")));
-            items.insert(id, item);
-        }
-        for n in 0..live {
-            let id = format!("l{n:04}");
-            let mut item = key(&id);
-            item.insert("ttl".into(), AV::N((NOW + 100).to_string()));
-            items.insert(id, item);
-        }
-        MemTable::holding(items, log)
-    }
-
-    /// A table holding `items`, with nothing scripted.
-    fn holding(items: BTreeMap<String, Key>, log: Arc<Mutex<Vec<String>>>) -> Self {
-        MemTable {
-            items: Mutex::new(items),
-            log,
-            ..MemTable::default()
-        }
-    }
-
-    fn ids(&self) -> Vec<String> {
-        self.items.lock().unwrap().keys().cloned().collect()
-    }
-
-    fn ttl(item: &Key) -> f64 {
-        match &item["ttl"] {
-            AV::N(n) => n.parse().unwrap(),
-            other => panic!("{other:?}"),
-        }
-    }
+/// The application extends the `ids` right after each index read.
+fn extend_after_read<S: AsRef<str>>(table: MemStore, ids: impl IntoIterator<Item = S>) -> MemStore {
+    for_each(table, ids, |t, id| {
+        t.change(
+            Op::Query,
+            When::Always,
+            id,
+            Change::Extend((NOW + 3600) as f64),
+        )
+    })
 }
 
-impl MemTable {
-    /// The conditional delete: the outcome, and the item when deleted.
-    fn apply_delete(
-        &self,
-        key: &Key,
-        read: &str,
-        now: Timestamp,
-    ) -> (ConditionalOutcome, Option<Key>) {
-        let id = id_of(key);
-        let mut items = self.items.lock().unwrap();
-        match items.get(&id) {
-            None => (ConditionalOutcome::Gone, None),
-            Some(i) if Self::ttl(i) < now.as_secs_f64() && read.parse() == Ok(Self::ttl(i)) => {
-                let item = items.remove(&id);
-                self.deleted.fetch_add(1, SeqCst);
-                self.log.lock().unwrap().push(format!("deleted {id}"));
-                (ConditionalOutcome::Deleted, item)
-            }
-            Some(_) => (ConditionalOutcome::Kept, None),
-        }
-    }
+/// The first conditional delete of each of `ids` is throttled, and the application deletes the
+/// item during the backoff that follows.
+fn throttle_then_remove<S: AsRef<str>>(
+    table: MemStore,
+    ids: impl IntoIterator<Item = S>,
+) -> MemStore {
+    for_each(table, ids, |t, id| {
+        t.fault(
+            Op::Delete,
+            When::Key(id.into()),
+            Fault::Fail(ErrorKind::Throttled),
+        )
+        .change(Op::Delete, When::Key(id.into()), id, Change::Remove)
+    })
 }
 
-impl MemTable {
-    /// A timeout instead of the answer, once, for the items in `lose_delete_answer`.
-    fn answer_lost(&self, key: &Key, operation: &'static str) -> Result<(), StoreError> {
-        if self.lose_delete_answer.lock().unwrap().remove(&id_of(key)) {
-            if self.rewrite_after_lost.contains(&id_of(key)) {
-                let mut item = key.clone();
-                item.insert("ttl".into(), AV::N((NOW + 3600).to_string()));
-                self.items.lock().unwrap().insert(id_of(key), item);
-            }
-            return Err(StoreError::new(
-                ErrorKind::Transient,
-                operation,
-                "timed out after the write was applied",
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl Store for MemTable {
-    async fn query_expired(
-        &self,
-        _: &TableSchema,
-        _: &str,
-        now: Timestamp,
-        _: Option<Key>,
-        _: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        let mut items = self.items.lock().unwrap();
-        let page: Vec<Key> = items
-            .values()
-            .filter(|i| Self::ttl(i) < now.as_secs_f64())
-            .map(|i| {
-                [
-                    ("id".to_string(), i["id"].clone()),
-                    ("ttl".to_string(), i["ttl"].clone()),
-                ]
-                .into()
-            })
-            .collect();
-        for id in &self.extend_after_read {
-            if let Some(item) = items.get_mut(id) {
-                item.insert("ttl".into(), AV::N((NOW + 3600).to_string()));
-            }
-        }
-        for id in &self.remove_after_read {
-            items.remove(id);
-        }
-        Ok(Page {
-            items: page,
-            next: None,
-        })
-    }
-
-    async fn batch_delete(&self, _: &TableSchema, keys: &[&Key]) -> Result<Vec<Key>, StoreError> {
-        let mut items = self.items.lock().unwrap();
-        let mut unprocessed = vec![];
-        for &k in keys {
-            let id = id_of(k);
-            if self.unprocessed_once.lock().unwrap().remove(&id) {
-                unprocessed.push(k.clone());
-            } else if items.remove(&id).is_some() {
-                self.deleted.fetch_add(1, SeqCst);
-                self.log.lock().unwrap().push(format!("deleted {id}"));
-            }
-        }
-        Ok(unprocessed)
-    }
-
-    async fn delete_if_expired(
-        &self,
-        _: &TableSchema,
-        key: Key,
-        ttl: &str,
-        now: Timestamp,
-        return_item: bool,
-    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
-        let throttled = || {
-            StoreError::new(
-                ErrorKind::Throttled,
-                "DeleteItem",
-                "ProvisionedThroughputExceededException",
-            )
-        };
-        if self
-            .throttle_then_remove
-            .lock()
-            .unwrap()
-            .remove(&id_of(&key))
-        {
-            self.items.lock().unwrap().remove(&id_of(&key));
-            return Err(throttled());
-        }
-        if self.hang_deletes {
-            return std::future::pending().await;
-        }
-        if self.throttle_deletes {
-            return Err(throttled());
-        }
-        let (outcome, item) = self.apply_delete(&key, ttl, now);
-        self.answer_lost(&key, "DeleteItem")?;
-        Ok((outcome, item.filter(|_| return_item)))
-    }
-
-    async fn get_items(
-        &self,
-        _: &TableSchema,
-        keys: Vec<Key>,
-        _: bool,
-    ) -> Result<Vec<Key>, StoreError> {
-        if self.refuse_reads {
-            return Err(StoreError::new(
-                ErrorKind::Auth,
-                "BatchGetItem",
-                "AccessDeniedException: not authorized to perform dynamodb:BatchGetItem",
-            ));
-        }
-        let items = self.items.lock().unwrap();
-        Ok(keys
-            .iter()
-            .filter_map(|k| items.get(&id_of(k)).cloned())
-            .collect())
-    }
-
-    async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
-        unreachable!("these sweeps have no checkpoint")
-    }
-
-    async fn advance_checkpoint(
-        &self,
-        _: &str,
-        _: &str,
-        _: Timestamp,
-        _: Timestamp,
-    ) -> Result<bool, StoreError> {
-        unreachable!("these sweeps have no checkpoint")
-    }
+/// The first conditional delete of each of `ids` is applied, but answered with a timeout.
+fn lose_delete_answer<S: AsRef<str>>(
+    table: MemStore,
+    ids: impl IntoIterator<Item = S>,
+) -> MemStore {
+    for_each(table, ids, |t, id| {
+        t.fault(Op::Delete, When::Key(id.into()), Fault::LoseAnswer)
+    })
 }
 
 type Script = dyn Fn(usize, &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError> + Send + Sync;
@@ -299,7 +130,7 @@ struct ScriptedSink {
     /// Time each call takes.
     delay: Duration,
     /// Items deleted minus events accepted, at its largest when a call arrived.
-    table: Option<Arc<MemTable>>,
+    table: Option<Arc<MemStore>>,
     max_gap: AtomicUsize,
 }
 
@@ -448,7 +279,7 @@ fn archive_events(sink: Arc<ScriptedSink>) -> Events {
 async fn notify_publishes_one_event_per_deleted_item_with_its_stable_id() {
     for delete_mode in [DeleteMode::Batch, DeleteMode::Conditional] {
         let log = Arc::new(Mutex::new(vec![]));
-        let table = Arc::new(MemTable::with_items(60, 5, log.clone()));
+        let table = Arc::new(with_items(60, 5, log.clone()));
         let sink = Arc::new(ScriptedSink::accepting(log.clone()));
         let (_, report) = sweep(
             table.clone(),
@@ -491,10 +322,11 @@ async fn notify_publishes_nothing_for_an_item_someone_else_deleted_during_a_thro
     // The first DeleteItem of these items is throttled (so it deleted nothing), and the
     // application deletes them before the retry, which finds them gone: no event is owed.
     let log = Arc::new(Mutex::new(vec![]));
-    let table = MemTable::with_items(30, 0, log.clone());
     let removed: HashSet<String> = (0..30).step_by(3).map(|n| format!("e{n:04}")).collect();
-    *table.throttle_then_remove.lock().unwrap() = removed.clone();
-    let table = Arc::new(table);
+    let table = Arc::new(throttle_then_remove(
+        with_items(30, 0, log.clone()),
+        &removed,
+    ));
     let sink = Arc::new(ScriptedSink::accepting(log.clone()));
     let (_, report) = sweep(
         table.clone(),
@@ -523,10 +355,9 @@ async fn notify_reports_an_item_written_again_after_a_delete_whose_answer_was_lo
     // item again, live, before the retry, which finds it with another ttl. The delete happened
     // and no event can be sent for it now: it is reported by key, not counted as kept.
     let log = Arc::new(Mutex::new(vec![]));
-    let mut table = MemTable::with_items(10, 0, log.clone());
-    *table.lose_delete_answer.lock().unwrap() = HashSet::from(["e0003".to_string()]);
-    table.rewrite_after_lost = HashSet::from(["e0003".to_string()]);
-    let table = Arc::new(table);
+    let table = lose_delete_answer(with_items(10, 0, log.clone()), ["e0003"]);
+    let put_back = Change::Put((NOW + 3600) as f64);
+    let table = Arc::new(table.change(Op::Delete, When::Key("e0003".into()), "e0003", put_back));
     let sink = Arc::new(ScriptedSink::accepting(log.clone()));
     let (_, report) = sweep(
         table.clone(),
@@ -557,10 +388,8 @@ async fn notify_publishes_an_item_deleted_by_an_attempt_whose_answer_was_lost() 
     // The first DeleteItem of these items is applied, but its answer is a timeout: the retry
     // finds them gone. They were deleted by this sweep all the same and are owed an event.
     let log = Arc::new(Mutex::new(vec![]));
-    let table = MemTable::with_items(30, 0, log.clone());
     let lost: HashSet<String> = (0..30).step_by(3).map(|n| format!("e{n:04}")).collect();
-    *table.lose_delete_answer.lock().unwrap() = lost.clone();
-    let table = Arc::new(table);
+    let table = Arc::new(lose_delete_answer(with_items(30, 0, log.clone()), &lost));
     let sink = Arc::new(ScriptedSink::accepting(log.clone()));
     let (_, report) = sweep(
         table.clone(),
@@ -591,7 +420,7 @@ async fn archive_deletes_nothing_the_sink_refused() {
     // Refused outright, and refused (retryable) until the retries run out.
     for retryable in [false, true] {
         let log = Arc::new(Mutex::new(vec![]));
-        let table = Arc::new(MemTable::with_items(30, 0, log.clone()));
+        let table = Arc::new(with_items(30, 0, log.clone()));
         let sink = Arc::new(ScriptedSink::new(log.clone(), move |_, batch| {
             Ok(vec![
                 EntryResult::Failed {
@@ -623,7 +452,7 @@ async fn archive_deletes_nothing_the_sink_refused() {
 #[tokio::test(start_paused = true)]
 async fn archive_deletes_exactly_what_was_accepted_and_only_after() {
     let log = Arc::new(Mutex::new(vec![]));
-    let table = Arc::new(MemTable::with_items(40, 0, log.clone()));
+    let table = Arc::new(with_items(40, 0, log.clone()));
     // Odd items refused for good; even ones accepted (after one throttled try for some).
     let sink = Arc::new(ScriptedSink::new(log.clone(), |call, batch| {
         Ok(batch
@@ -671,9 +500,10 @@ async fn archive_deletes_exactly_what_was_accepted_and_only_after() {
 #[tokio::test(start_paused = true)]
 async fn archive_cancels_an_expiry_whose_ttl_changed_with_the_same_id() {
     let log = Arc::new(Mutex::new(vec![]));
-    let mut table = MemTable::with_items(10, 0, log.clone());
-    table.extend_after_read = ["e0003".to_string(), "e0007".to_string()].into();
-    let table = Arc::new(table);
+    let table = Arc::new(extend_after_read(
+        with_items(10, 0, log.clone()),
+        ["e0003", "e0007"],
+    ));
     let sink = Arc::new(ScriptedSink::accepting(log.clone()));
     let (_, report) = sweep(
         table.clone(),
@@ -722,7 +552,7 @@ async fn archive_cancels_an_expiry_whose_ttl_changed_with_the_same_id() {
 #[tokio::test(start_paused = true)]
 async fn failed_entries_are_retried_alone_and_published_once() {
     let log = Arc::new(Mutex::new(vec![]));
-    let table = Arc::new(MemTable::with_items(25, 0, log.clone()));
+    let table = Arc::new(with_items(25, 0, log.clone()));
     let seen = Arc::new(Mutex::new(Vec::<Vec<String>>::new()));
     let record = seen.clone();
     // The first call of each batch fails its even entries; later calls accept.
@@ -776,7 +606,7 @@ async fn failed_entries_are_retried_alone_and_published_once() {
 #[tokio::test(start_paused = true)]
 async fn notify_events_that_cannot_be_published_are_reported_not_dropped() {
     let log = Arc::new(Mutex::new(vec![]));
-    let table = Arc::new(MemTable::with_items(30, 0, log.clone()));
+    let table = Arc::new(with_items(30, 0, log.clone()));
     let sink = Arc::new(ScriptedSink::new(log.clone(), |n, batch| {
         if n % 2 == 0 {
             Err(SinkError::new(true, "PutEvents failed (Transient): 503"))
@@ -821,7 +651,7 @@ async fn notify_events_that_cannot_be_published_are_reported_not_dropped() {
 #[tokio::test(start_paused = true)]
 async fn a_slow_sink_pauses_deletes_instead_of_piling_up_events() {
     let log = Arc::new(Mutex::new(vec![]));
-    let table = Arc::new(MemTable::with_items(2000, 0, log.clone()));
+    let table = Arc::new(with_items(2000, 0, log.clone()));
     let mut sink = ScriptedSink::accepting(log.clone());
     sink.delay = Duration::from_millis(200);
     sink.table = Some(table.clone());
@@ -853,7 +683,7 @@ async fn a_slow_sink_pauses_deletes_instead_of_piling_up_events() {
 #[tokio::test(start_paused = true)]
 async fn archive_leaves_items_for_the_next_sweep_when_it_must_stop() {
     let log = Arc::new(Mutex::new(vec![]));
-    let table = Arc::new(MemTable::with_items(20, 0, log.clone()));
+    let table = Arc::new(with_items(20, 0, log.clone()));
     let sink = Arc::new(ScriptedSink::new(log.clone(), |_, _| {
         Err(SinkError::new(true, "timeout"))
     }));
@@ -870,7 +700,7 @@ async fn archive_leaves_items_for_the_next_sweep_when_it_must_stop() {
 async fn auto_items_come_from_conditional_deletes_in_notify_mode_only() {
     for (delete_mode, with_item) in [(DeleteMode::Conditional, true), (DeleteMode::Batch, false)] {
         let log = Arc::new(Mutex::new(vec![]));
-        let table = Arc::new(MemTable::with_items(12, 0, log.clone()));
+        let table = Arc::new(with_items(12, 0, log.clone()));
         let sink = Arc::new(ScriptedSink::accepting(log.clone()));
         let (_, report) = sweep(
             table.clone(),
@@ -918,10 +748,9 @@ async fn archive_cancels_an_accepted_expiry_whose_delete_failed_once_its_ttl_cha
     // Meanwhile the application extends e0002 and e0005 (they move to a window this sweep does
     // not read) and deletes e0007.
     let log = Arc::new(Mutex::new(vec![]));
-    let mut table = MemTable::with_items(10, 0, log.clone());
-    table.extend_after_read = ["e0002".to_string(), "e0005".to_string()].into();
-    table.remove_after_read = ["e0007".to_string()].into();
-    table.throttle_deletes = true;
+    let table = extend_after_read(with_items(10, 0, log.clone()), ["e0002", "e0005"])
+        .change(Op::Query, When::Always, "e0007", Change::Remove)
+        .fault(Op::Delete, When::Always, Fault::Fail(ErrorKind::Throttled));
     let table = Arc::new(table);
     let sink = Arc::new(ScriptedSink::accepting(log.clone()));
     let (_, report) = sweep_archive(table.clone(), sink.clone()).await;
@@ -962,10 +791,7 @@ async fn archive_cancels_an_accepted_expiry_whose_delete_failed_once_its_ttl_cha
     );
     assert_eq!(table.ids().len(), 9, "nothing deleted");
     // The next sweep, with deletes working again, settles the rest with the same ids.
-    let table = Arc::new(MemTable::holding(
-        table.items.lock().unwrap().clone(),
-        log.clone(),
-    ));
+    let table = Arc::new(holding(table.items(), log.clone()));
     let (_, again) = sweep_archive(table.clone(), sink.clone()).await;
     assert_eq!(again.items_deleted, 7, "{again:?}");
     assert_eq!(table.ids(), ["e0002", "e0005"]);
@@ -976,9 +802,7 @@ async fn archive_cancels_an_accepted_expiry_left_by_a_stop_once_its_ttl_changed(
     // The sink takes 10 ms to accept; the sweep must stop after 5 ms: every expiry is accepted,
     // no delete is made. The application extended e0003 meanwhile.
     let log = Arc::new(Mutex::new(vec![]));
-    let mut table = MemTable::with_items(6, 0, log.clone());
-    table.extend_after_read = ["e0003".to_string()].into();
-    let table = Arc::new(table);
+    let table = Arc::new(extend_after_read(with_items(6, 0, log.clone()), ["e0003"]));
     let mut sink = ScriptedSink::accepting(log.clone());
     sink.delay = Duration::from_millis(10);
     let sink = Arc::new(sink);
@@ -1007,10 +831,9 @@ async fn archive_without_the_re_read_reports_what_it_could_not_settle() {
     // As above, but the re-read is refused: nothing is cancelled on a guess, every item whose
     // delete failed stays reported as failed.
     let log = Arc::new(Mutex::new(vec![]));
-    let mut table = MemTable::with_items(5, 0, log.clone());
-    table.extend_after_read = ["e0002".to_string()].into();
-    table.throttle_deletes = true;
-    table.refuse_reads = true;
+    let table = extend_after_read(with_items(5, 0, log.clone()), ["e0002"])
+        .fault(Op::Delete, When::Always, Fault::Fail(ErrorKind::Throttled))
+        .fault(Op::Get, When::Always, Fault::Fail(ErrorKind::Auth));
     let table = Arc::new(table);
     let sink = Arc::new(ScriptedSink::accepting(log.clone()));
     let (_, report) = sweep_archive(table.clone(), sink.clone()).await;
@@ -1029,9 +852,8 @@ async fn archive_without_the_re_read_reports_what_it_could_not_settle() {
 #[tokio::test(start_paused = true)]
 async fn archive_after_a_crash_between_expiry_and_delete() {
     let log = Arc::new(Mutex::new(vec![]));
-    let mut table = MemTable::with_items(4, 0, log.clone());
-    table.hang_deletes = true;
-    let table = Arc::new(table);
+    let table =
+        Arc::new(with_items(4, 0, log.clone()).fault(Op::Delete, When::Always, Fault::Stall));
     let sink = Arc::new(ScriptedSink::accepting(log.clone()));
     let died = tokio::time::timeout(
         Duration::from_secs(60),
@@ -1041,12 +863,12 @@ async fn archive_after_a_crash_between_expiry_and_delete() {
     assert!(died.is_err(), "the first sweep never got past its deletes");
     assert_eq!(sink.accepted().len(), 4, "every expiry was accepted");
     // After the crash the application extends e0001 (to a window the next sweep does not read).
-    let mut items = table.items.lock().unwrap().clone();
+    let mut items = table.items();
     items
         .get_mut("e0001")
         .unwrap()
         .insert("ttl".into(), AV::N((NOW + 3600).to_string()));
-    let table = Arc::new(MemTable::holding(items, log.clone()));
+    let table = Arc::new(holding(items, log.clone()));
     let (_, report) = sweep_archive(table.clone(), sink.clone()).await;
     assert_eq!(report.items_deleted, 3, "{report:?}");
     assert_eq!(table.ids(), ["e0001"], "the extended item stays");
@@ -1124,17 +946,16 @@ proptest::proptest! {
             .unwrap();
         rt.block_on(async {
             let log = Arc::new(Mutex::new(vec![]));
-            let mut table = MemTable::with_items(items, 3, log.clone());
-            table.extend_after_read = extended.iter().map(|n| format!("e{n:04}")).collect();
-            let ids = |set: &BTreeSet<usize>| set.iter().map(|n| format!("e{n:04}")).collect();
-            *table.throttle_then_remove.lock().unwrap() = ids(&throttled_then_removed);
-            *table.unprocessed_once.lock().unwrap() = ids(&unprocessed);
+            let ids = |set: &BTreeSet<usize>| set.iter().map(|n| format!("e{n:04}")).collect::<Vec<_>>();
+            let table = extend_after_read(with_items(items, 3, log.clone()), ids(&extended));
+            let table = throttle_then_remove(table, ids(&throttled_then_removed));
+            let table = for_each(table, ids(&unprocessed), |t, id| {
+                t.fault(Op::BatchDelete, When::Key(id.into()), Fault::Unprocessed)
+            });
             let before: BTreeMap<String, f64> = table
-                .items
-                .lock()
-                .unwrap()
+                .items()
                 .iter()
-                .map(|(id, item)| (id.clone(), MemTable::ttl(item)))
+                .map(|(id, item)| (id.clone(), ttl_of(item)))
                 .collect();
             let sink = Arc::new(chaotic_sink(log.clone(), seed));
             // Notify mode with both delete modes: batch (the default) on odd seeds.

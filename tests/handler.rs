@@ -259,59 +259,8 @@ async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
 /// a failure, before its deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_that_ignores_every_bound_is_dropped_before_the_deadline() {
-    use ttl_sweeper::store::{ConditionalOutcome, Key, Page, Store, StoreError, TableSchema};
-
-    struct Stalled;
-    impl Store for Stalled {
-        async fn query_expired(
-            &self,
-            _: &TableSchema,
-            _: &str,
-            _: Timestamp,
-            _: Option<Key>,
-            _: Option<i32>,
-        ) -> Result<Page, StoreError> {
-            std::future::pending().await
-        }
-
-        async fn batch_delete(&self, _: &TableSchema, _: &[&Key]) -> Result<Vec<Key>, StoreError> {
-            std::future::pending().await
-        }
-
-        async fn delete_if_expired(
-            &self,
-            _: &TableSchema,
-            _: Key,
-            _: &str,
-            _: Timestamp,
-            _: bool,
-        ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
-            std::future::pending().await
-        }
-
-        async fn get_items(
-            &self,
-            _: &TableSchema,
-            _: Vec<Key>,
-            _: bool,
-        ) -> Result<Vec<Key>, StoreError> {
-            std::future::pending().await
-        }
-
-        async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
-            std::future::pending().await
-        }
-
-        async fn advance_checkpoint(
-            &self,
-            _: &str,
-            _: &str,
-            _: Timestamp,
-            _: Timestamp,
-        ) -> Result<bool, StoreError> {
-            std::future::pending().await
-        }
-    }
+    use common::mem_store::{Fault, MemStore, Op, When};
+    use ttl_sweeper::store::TableSchema;
 
     let cfg = config("stalled", &[]);
     let schema = TableSchema {
@@ -320,7 +269,12 @@ async fn a_sweep_that_ignores_every_bound_is_dropped_before_the_deadline() {
         key_attributes: vec!["id".into()],
         layout: cfg.layout(),
     };
-    let sweeper = Sweeper::new(Stalled, schema, cfg.sweep_options());
+    let stalled = Op::ALL
+        .into_iter()
+        .fold(MemStore::new(cfg.layout()), |store, op| {
+            store.fault(op, When::Always, Fault::Stall)
+        });
+    let sweeper = Sweeper::new(stalled, schema, cfg.sweep_options());
     let handled = handle_before_deadline(
         &sweeper,
         Timestamp::from_secs(now()),

@@ -10,9 +10,7 @@ use common::*;
 use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::expiry::window::{window_key, Window};
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::store::{
-    ConditionalOutcome, ErrorKind, Key, Page, Store, StoreError, TableSchema,
-};
+use ttl_sweeper::store::{ConditionalOutcome, ErrorKind, Key, Store};
 
 /// A minute boundary comfortably in the past, so every ttl below is expired by the real clock too.
 fn boundary() -> i64 {
@@ -623,101 +621,6 @@ async fn two_layouts_keep_their_own_checkpoints() {
     assert!(ids(&client, &table).await.is_empty());
 }
 
-/// A [`Store`] that records the partitions it was asked to read and counts, in a map shared with
-/// other sweepers, how often each item (by `id`) was acknowledged as deleted or found already
-/// gone by a conditional delete (the retry of a batch whose answer was lost after DynamoDB
-/// applied it, on a slow machine).
-struct Counting {
-    inner: ttl_sweeper::store::DynamoStore,
-    partitions: std::sync::Mutex<Vec<String>>,
-    deletes: Arc<std::sync::Mutex<HashMap<String, u32>>>,
-}
-
-impl Counting {
-    fn count<'k>(&self, keys: impl Iterator<Item = &'k Key>) {
-        let mut deletes = self.deletes.lock().unwrap();
-        for key in keys {
-            if let Some(AV::S(id)) = key.get("id") {
-                *deletes.entry(id.clone()).or_default() += 1;
-            }
-        }
-    }
-}
-
-impl Store for Counting {
-    async fn query_expired(
-        &self,
-        schema: &TableSchema,
-        partition: &str,
-        now: Timestamp,
-        start: Option<Key>,
-        limit: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        self.partitions.lock().unwrap().push(partition.to_owned());
-        self.inner
-            .query_expired(schema, partition, now, start, limit)
-            .await
-    }
-
-    async fn batch_delete(
-        &self,
-        schema: &TableSchema,
-        keys: &[&Key],
-    ) -> Result<Vec<Key>, StoreError> {
-        let left = self.inner.batch_delete(schema, keys).await?;
-        self.count(keys.iter().copied().filter(|k| !left.contains(k)));
-        Ok(left)
-    }
-
-    async fn delete_if_expired(
-        &self,
-        schema: &TableSchema,
-        key: Key,
-        ttl: &str,
-        now: Timestamp,
-        return_item: bool,
-    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
-        let answer = self
-            .inner
-            .delete_if_expired(schema, key.clone(), ttl, now, return_item)
-            .await?;
-        if matches!(
-            answer.0,
-            ConditionalOutcome::Deleted | ConditionalOutcome::Gone
-        ) {
-            self.count(std::iter::once(&key));
-        }
-        Ok(answer)
-    }
-
-    async fn get_items(
-        &self,
-        schema: &TableSchema,
-        keys: Vec<Key>,
-        ttl_only: bool,
-    ) -> Result<Vec<Key>, StoreError> {
-        self.inner.get_items(schema, keys, ttl_only).await
-    }
-
-    async fn read_checkpoint(
-        &self,
-        table: &str,
-        id: &str,
-    ) -> Result<Option<Timestamp>, StoreError> {
-        self.inner.read_checkpoint(table, id).await
-    }
-
-    async fn advance_checkpoint(
-        &self,
-        table: &str,
-        id: &str,
-        to: Timestamp,
-        at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        self.inner.advance_checkpoint(table, id, to, at).await
-    }
-}
-
 /// Scale-out: three sweepers with the shard ranges 0-3, 4-7 and 8-11 of a 12-shard table run at
 /// the same time. Each reads only the partitions of its own shards and keeps its own checkpoint;
 /// between them every expired item is deleted exactly once and no live item is touched.
@@ -770,11 +673,8 @@ async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() 
                 ],
             );
             let (store, schema) = store_and_schema(&cfg).await;
-            let store = Counting {
-                inner: store,
-                partitions: Default::default(),
-                deletes: deletes.clone(),
-            };
+            let mut store = Instrumented::new(store);
+            store.settled = deletes.clone();
             sweepers.push((range, Sweeper::new(store, schema, cfg.sweep_options())));
         }
         let at = Timestamp::from_secs(now);

@@ -1,6 +1,8 @@
 //! Exact SDK edge cases, with `aws-smithy-mocks` standing in for DynamoDB: unprocessed keys,
 //! throttling, permanent failures, pagination, and index items that must never be deleted.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,12 +18,11 @@ use aws_sdk_dynamodb::types::error::{
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use aws_smithy_mocks::{mock, mock_client, Rule, RuleMode};
+use common::mem_store::{ttl_of, Change, Fault, MemStore, Op, When};
 use tokio::time::Instant;
 use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::store::{
-    ConditionalOutcome, DynamoStore, ErrorKind, Key, Page, Store, StoreError, TableSchema,
-};
+use ttl_sweeper::store::{DynamoStore, ErrorKind, Key, Store, TableSchema};
 
 const NOW: i64 = 1_658_264_100; // 2022-07-19T20:55:00Z
 const TABLE: &str = "sessions";
@@ -383,12 +384,12 @@ async fn the_deadline_stops_new_work_and_reports_what_is_left() {
     // Each query takes 1 s (virtual); the deadline at 1.5 s lets the partitions that started
     // before it finish, and no others start: `concurrency` per second.
     for (concurrency, swept) in [(1, 2), (4, 8)] {
-        let query = mock!(Client::query).then_output(|| QueryOutput::builder().build());
-        let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query]);
         let mut opts = options(DeleteMode::Batch);
         opts.lookback_windows = 9;
         opts.max_concurrency = concurrency;
-        let s = Sweeper::new(SlowStore(DynamoStore::new(client)), schema(), opts);
+        // A store whose queries take one second.
+        let store = MemStore::new(Layout::default()).delay(Op::Query, Duration::from_secs(1));
+        let s = Sweeper::new(store, schema(), opts);
         let deadline = Instant::now() + Duration::from_millis(1500);
         let report = s
             .sweep(Timestamp::from_secs(NOW), &Stop::at(Some(deadline)))
@@ -401,139 +402,6 @@ async fn the_deadline_stops_new_work_and_reports_what_is_left() {
     }
 }
 
-/// A store whose queries take one second.
-struct SlowStore(DynamoStore);
-
-impl Store for SlowStore {
-    async fn query_expired(
-        &self,
-        schema: &TableSchema,
-        partition: &str,
-        now: Timestamp,
-        start: Option<Key>,
-        limit: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        self.0
-            .query_expired(schema, partition, now, start, limit)
-            .await
-    }
-
-    async fn batch_delete(
-        &self,
-        schema: &TableSchema,
-        keys: &[&Key],
-    ) -> Result<Vec<Key>, StoreError> {
-        self.0.batch_delete(schema, keys).await
-    }
-
-    async fn delete_if_expired(
-        &self,
-        schema: &TableSchema,
-        key: Key,
-        ttl: &str,
-        now: Timestamp,
-        return_item: bool,
-    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
-        self.0
-            .delete_if_expired(schema, key, ttl, now, return_item)
-            .await
-    }
-
-    async fn get_items(
-        &self,
-        schema: &TableSchema,
-        keys: Vec<Key>,
-        ttl_only: bool,
-    ) -> Result<Vec<Key>, StoreError> {
-        self.0.get_items(schema, keys, ttl_only).await
-    }
-
-    async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
-        unreachable!("no checkpoint here")
-    }
-
-    async fn advance_checkpoint(
-        &self,
-        _: &str,
-        _: &str,
-        _: Timestamp,
-        _: Timestamp,
-    ) -> Result<bool, StoreError> {
-        unreachable!("no checkpoint here")
-    }
-}
-
-/// A store answering one 1,000-item page per partition (as a 1 MB keys-only page would), whose
-/// deletes take `delete_time` each; counts what was sent.
-struct BigPageStore {
-    delete_time: Duration,
-    sends: std::sync::atomic::AtomicUsize,
-    deleted: std::sync::atomic::AtomicUsize,
-}
-
-impl Store for BigPageStore {
-    async fn query_expired(
-        &self,
-        _: &TableSchema,
-        _: &str,
-        _: Timestamp,
-        _: Option<Key>,
-        _: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        Ok(Page {
-            items: (0..1000).map(expired).collect(),
-            next: None,
-        })
-    }
-
-    async fn batch_delete(&self, _: &TableSchema, keys: &[&Key]) -> Result<Vec<Key>, StoreError> {
-        use std::sync::atomic::Ordering::SeqCst;
-        self.sends.fetch_add(1, SeqCst);
-        tokio::time::sleep(self.delete_time).await;
-        self.deleted.fetch_add(keys.len(), SeqCst);
-        Ok(vec![])
-    }
-
-    async fn delete_if_expired(
-        &self,
-        _: &TableSchema,
-        _: Key,
-        _: &str,
-        _: Timestamp,
-        _: bool,
-    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
-        use std::sync::atomic::Ordering::SeqCst;
-        self.sends.fetch_add(1, SeqCst);
-        tokio::time::sleep(self.delete_time).await;
-        self.deleted.fetch_add(1, SeqCst);
-        Ok((ConditionalOutcome::Deleted, None))
-    }
-
-    async fn get_items(
-        &self,
-        _: &TableSchema,
-        _: Vec<Key>,
-        _: bool,
-    ) -> Result<Vec<Key>, StoreError> {
-        unreachable!("no reads by key here")
-    }
-
-    async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
-        unreachable!("no checkpoint here")
-    }
-
-    async fn advance_checkpoint(
-        &self,
-        _: &str,
-        _: &str,
-        _: Timestamp,
-        _: Timestamp,
-    ) -> Result<bool, StoreError> {
-        unreachable!("no checkpoint here")
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn the_deadline_stops_deletes_inside_a_page_and_reports_the_rest_as_left() {
     use std::sync::atomic::Ordering::SeqCst;
@@ -542,11 +410,13 @@ async fn the_deadline_stops_deletes_inside_a_page_and_reports_the_rest_as_left()
         (DeleteMode::Batch, Duration::from_millis(100), 40),
         (DeleteMode::Conditional, Duration::from_millis(20), 1000),
     ] {
-        let store = BigPageStore {
-            delete_time,
-            sends: Default::default(),
-            deleted: Default::default(),
-        };
+        // One 1,000-item page (as a 1 MB keys-only page would be), deletes taking `delete_time`.
+        let store = MemStore::new(Layout::default())
+            .any_partition()
+            .page_size(1000)
+            .delay(Op::BatchDelete, delete_time)
+            .delay(Op::Delete, delete_time);
+        (0..1000).for_each(|i| store.put_item(expired(i)));
         let mut opts = options(mode);
         opts.max_concurrency = 2;
         let s = Sweeper::new(store, schema(), opts);
@@ -554,7 +424,8 @@ async fn the_deadline_stops_deletes_inside_a_page_and_reports_the_rest_as_left()
         let report = s
             .sweep(Timestamp::from_secs(NOW), &Stop::at(Some(deadline)))
             .await;
-        let (sends, deleted) = (s.store().sends.load(SeqCst), s.store().deleted.load(SeqCst));
+        let sends = s.store().calls(Op::BatchDelete) + s.store().calls(Op::Delete);
+        let deleted = s.store().deleted.load(SeqCst);
         // Two requests at a time for 0.5 s: a handful of requests, not the whole page.
         assert!(
             sends <= all_requests / 3,
@@ -575,71 +446,12 @@ async fn the_deadline_stops_deletes_inside_a_page_and_reports_the_rest_as_left()
     }
 }
 
-/// A store with nothing expired that counts its queries.
-#[derive(Default)]
-struct EmptyStore {
-    queries: std::sync::atomic::AtomicUsize,
-}
-
-impl Store for EmptyStore {
-    async fn query_expired(
-        &self,
-        _: &TableSchema,
-        _: &str,
-        _: Timestamp,
-        _: Option<Key>,
-        _: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        self.queries
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Ok(Page::default())
-    }
-
-    async fn batch_delete(&self, _: &TableSchema, _: &[&Key]) -> Result<Vec<Key>, StoreError> {
-        unreachable!("nothing to delete")
-    }
-
-    async fn delete_if_expired(
-        &self,
-        _: &TableSchema,
-        _: Key,
-        _: &str,
-        _: Timestamp,
-        _: bool,
-    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
-        unreachable!("nothing to delete")
-    }
-
-    async fn get_items(
-        &self,
-        _: &TableSchema,
-        _: Vec<Key>,
-        _: bool,
-    ) -> Result<Vec<Key>, StoreError> {
-        unreachable!("no reads by key here")
-    }
-
-    async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
-        unreachable!("no checkpoint here")
-    }
-
-    async fn advance_checkpoint(
-        &self,
-        _: &str,
-        _: &str,
-        _: Timestamp,
-        _: Timestamp,
-    ) -> Result<bool, StoreError> {
-        unreachable!("no checkpoint here")
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_tick_after_a_long_gap_reads_no_more_windows_than_a_full_sweep() {
     use ttl_sweeper::engine::{run_ticks, Ticks};
     let mut opts = options(DeleteMode::Batch);
     opts.lookback_windows = 15;
-    let s = Sweeper::new(EmptyStore::default(), schema(), opts);
+    let s = Sweeper::new(MemStore::new(Layout::default()), schema(), opts);
     let ticks = Ticks {
         every: Duration::from_secs(1),
         full_every: Duration::from_secs(60),
@@ -656,7 +468,7 @@ async fn a_tick_after_a_long_gap_reads_no_more_windows_than_a_full_sweep() {
         |_| {},
     )
     .await;
-    let queries = s.store().queries.load(std::sync::atomic::Ordering::SeqCst);
+    let queries = s.store().calls(Op::Query);
     assert!(report.ticks >= 3, "{report:?}");
     assert!(
         queries <= 16 * report.ticks as usize,
@@ -665,114 +477,35 @@ async fn a_tick_after_a_long_gap_reads_no_more_windows_than_a_full_sweep() {
     );
 }
 
-/// A table of three expired keys whose first `BatchWriteItem` is slow and applies nothing; while
-/// it hangs, the application deletes `item-1` and writes it again with a new, future ttl.
-struct RewrittenKeyStore {
-    ttls: Mutex<HashMap<String, i64>>,
-    batches: std::sync::atomic::AtomicUsize,
-}
-
-fn id(key: &Key) -> String {
-    key["id"].as_s().unwrap().clone()
-}
-
-impl Store for RewrittenKeyStore {
-    async fn query_expired(
-        &self,
-        _: &TableSchema,
-        _: &str,
-        _: Timestamp,
-        _: Option<Key>,
-        _: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        Ok(Page {
-            items: (0..3).map(expired).collect(),
-            next: None,
-        })
-    }
-
-    async fn batch_delete(&self, _: &TableSchema, keys: &[&Key]) -> Result<Vec<Key>, StoreError> {
-        if self
-            .batches
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-            == 0
-        {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            self.ttls
-                .lock()
-                .unwrap()
-                .insert("item-1".into(), NOW + 3600);
-            return Ok(keys.iter().map(|&k| k.clone()).collect());
-        }
-        let mut ttls = self.ttls.lock().unwrap();
-        for k in keys {
-            ttls.remove(&id(k));
-        }
-        Ok(vec![])
-    }
-
-    async fn delete_if_expired(
-        &self,
-        _: &TableSchema,
-        key: Key,
-        read: &str,
-        now: Timestamp,
-        _: bool,
-    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
-        let mut ttls = self.ttls.lock().unwrap();
-        let outcome = match ttls.get(&id(&key)) {
-            None => ConditionalOutcome::Gone,
-            Some(&ttl) if now.is_after_ttl(ttl as f64) && read.parse::<f64>() == Ok(ttl as f64) => {
-                ttls.remove(&id(&key));
-                ConditionalOutcome::Deleted
-            }
-            Some(_) => ConditionalOutcome::Kept,
-        };
-        Ok((outcome, None))
-    }
-
-    async fn get_items(
-        &self,
-        _: &TableSchema,
-        keys: Vec<Key>,
-        _: bool,
-    ) -> Result<Vec<Key>, StoreError> {
-        let ttls = self.ttls.lock().unwrap();
-        Ok(keys
-            .into_iter()
-            .filter_map(|k| {
-                let ttl = *ttls.get(&id(&k))?;
-                Some(item(&id(&k), AttributeValue::N(ttl.to_string())))
-            })
-            .collect())
-    }
-
-    async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
-        unreachable!("no checkpoint here")
-    }
-
-    async fn advance_checkpoint(
-        &self,
-        _: &str,
-        _: &str,
-        _: Timestamp,
-        _: Timestamp,
-    ) -> Result<bool, StoreError> {
-        unreachable!("no checkpoint here")
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn batch_mode_reads_keys_read_long_ago_again_before_retrying_them() {
-    let store = RewrittenKeyStore {
-        ttls: Mutex::new((0..3).map(|i| (format!("item-{i}"), NOW - 10)).collect()),
-        batches: Default::default(),
-    };
+    // Three expired keys; the first BatchWriteItem is slow and applies nothing, and while it
+    // hangs the application deletes item-1 and writes it again with a new, future ttl.
+    let store = MemStore::new(Layout::default())
+        .any_partition()
+        .fault(
+            Op::BatchDelete,
+            When::Call(1),
+            Fault::Delay(Duration::from_millis(300)),
+        )
+        .fault(Op::BatchDelete, When::Call(1), Fault::Unprocessed)
+        .change(
+            Op::BatchDelete,
+            When::Call(1),
+            "item-1",
+            Change::Put((NOW + 3600) as f64),
+        );
+    (0..3).for_each(|i| store.put_item(expired(i)));
     let mut opts = options(DeleteMode::Batch);
     opts.batch_max_read_age = Duration::from_millis(200);
     let s = Sweeper::new(store, schema(), opts);
     let report = s.sweep(Timestamp::from_secs(NOW), &Stop::never()).await;
-    let left = s.store().ttls.lock().unwrap().clone();
+    let left: HashMap<String, i64> = s
+        .store()
+        .items()
+        .iter()
+        .map(|(id, i)| (id.clone(), ttl_of(i) as i64))
+        .collect();
     assert_eq!(
         left,
         HashMap::from([("item-1".to_string(), NOW + 3600)]),

@@ -9,344 +9,27 @@
 //! - a catch-up longer than one invocation moves the checkpoint as it goes, oldest first;
 //! - ticks longer than the lookback (`run --every 5m` on 10 s windows) leave no ttl unread.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+mod common;
+
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue as AV;
+use common::mem_store::{id_of, Fault, MemStore, Op, When};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use ttl_sweeper::engine::hook::{BoxFuture, Delivery, EventTally, Expiry, ExpiryHook, Publication};
 use ttl_sweeper::engine::{run_ticks, Checkpoint, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::store::{
-    ConditionalOutcome, ErrorKind, Key, Page, Store, StoreError, TableSchema,
-};
+use ttl_sweeper::store::ErrorKind;
 
 /// The sweep instant of every scenario, epoch seconds (a minute boundary).
 const T0: i64 = 1_800_000_000;
 
-/// One item: its ttl and the index partition it is listed under.
-#[derive(Debug, Clone)]
-struct Item {
-    ttl: f64,
-    partition: String,
-}
-
-/// An in-memory table with its (window, ttl) index, whose requests take virtual time.
-#[derive(Default)]
-struct Mem {
-    layout: Layout,
-    items: Mutex<BTreeMap<String, Item>>,
-    /// Virtual time each `BatchWriteItem` takes.
-    batch_delay: Duration,
-    /// Virtual time each `Query` takes (a DynamoDB answering slowly, or its retries).
-    query_delay: Duration,
-    /// Virtual time each conditional `DeleteItem` takes (throttled, or a slow server).
-    conditional_delay: Duration,
-    /// Virtual time each `BatchGetItem` takes.
-    get_delay: Duration,
-    /// This many `BatchWriteItem` calls apply their deletes, then answer a timeout and cancel
-    /// `cancel_on_failure` (the sweep's stop).
-    fail_after_apply: AtomicUsize,
-    cancel_on_failure: Option<CancellationToken>,
-    /// This many `BatchWriteItem` calls answer a timeout and cancel `cancel_on_failure` at once,
-    /// and apply their deletes 3 s later (a request that outlived its client's timeout).
-    apply_late: AtomicUsize,
-    /// `BatchGetItem` fails.
-    reads_fail: bool,
-    /// This many `BatchWriteItem` calls delete only their first key and leave the rest
-    /// unprocessed.
-    leave_unprocessed: AtomicUsize,
-    /// This many `BatchWriteItem` calls leave their first key unprocessed and name it in a form
-    /// that matches no key sent (a Number written differently, say).
-    rename_unprocessed: AtomicUsize,
-    /// When each `BatchWriteItem` was sent, with the keys it deleted.
-    batch_calls: Mutex<Vec<(Instant, Vec<String>)>>,
-    /// Cancel the token once this many queries were answered.
-    stop_after: Mutex<Option<(usize, CancellationToken)>>,
-    /// When each key was last listed by a query, and the largest age (virtual time since that
-    /// listing) of a key when a `BatchWriteItem` carrying it was sent.
-    listed_at: Mutex<BTreeMap<String, Instant>>,
-    max_sent_age: Mutex<Duration>,
-    queries: AtomicUsize,
-    /// Keys listed by queries and not yet answered by a delete, now and at the most.
-    outstanding: AtomicUsize,
-    max_outstanding: AtomicUsize,
-    /// The renamed unprocessed key of the call under way (see `rename_unprocessed`).
-    renamed: Mutex<Vec<Key>>,
-    /// Items a `BatchWriteItem` deleted while their ttl was not past the virtual clock.
-    destroyed_live: Mutex<Vec<String>>,
-    checkpoint: Mutex<Option<Timestamp>>,
-    started: Option<Instant>,
-    /// Keys whose late-applied delete landed (see `apply_late`), removed at the next look.
-    late: Arc<Mutex<Vec<String>>>,
-}
-
-impl Mem {
-    fn new(layout: Layout) -> Self {
-        Mem {
-            layout,
-            started: Some(Instant::now()),
-            ..Mem::default()
-        }
-    }
-
-    /// The virtual wall clock: `T0` when the scenario started.
-    fn clock(&self) -> f64 {
-        T0 as f64 + self.started.map_or(0.0, |s| s.elapsed().as_secs_f64())
-    }
-
-    fn put(&self, id: &str, ttl: f64) {
-        let partition = self.layout.window_for(ttl, &AV::S(id.into())).unwrap();
-        self.items
-            .lock()
-            .unwrap()
-            .insert(id.into(), Item { ttl, partition });
-    }
-
-    fn has(&self, id: &str) -> bool {
-        self.land_late();
-        self.items.lock().unwrap().contains_key(id)
-    }
-
-    /// Applies the deletes that landed late.
-    fn land_late(&self) {
-        let landed = std::mem::take(&mut *self.late.lock().unwrap());
-        let mut items = self.items.lock().unwrap();
-        for id in landed {
-            items.remove(&id);
-        }
-    }
-
-    fn ids(&self) -> Vec<String> {
-        self.land_late();
-        self.items.lock().unwrap().keys().cloned().collect()
-    }
-
-    fn schema(&self) -> TableSchema {
-        TableSchema {
-            table_name: "sessions".into(),
-            index_name: "expiry".into(),
-            key_attributes: vec!["id".into()],
-            layout: self.layout.clone(),
-        }
-    }
-}
-
-fn id_of(key: &Key) -> String {
-    match &key["id"] {
-        AV::S(s) => s.clone(),
-        other => panic!("{other:?}"),
-    }
-}
-
-fn key(id: &str) -> Key {
-    [("id".to_string(), AV::S(id.into()))].into()
-}
-
-impl Store for Mem {
-    async fn query_expired(
-        &self,
-        _: &TableSchema,
-        partition: &str,
-        now: Timestamp,
-        start: Option<Key>,
-        limit: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        tokio::time::sleep(self.query_delay).await;
-        let after = start.as_ref().map(id_of);
-        let limit = limit.map_or(usize::MAX, |l| l as usize);
-        let items = self.items.lock().unwrap();
-        let mut page: Vec<Key> = items
-            .iter()
-            .filter(|(id, i)| {
-                i.partition == partition
-                    && i.ttl < now.as_secs_f64()
-                    && after.as_ref().is_none_or(|a| *id > a)
-            })
-            .take(limit.saturating_add(1))
-            .map(|(id, i)| {
-                let mut k = key(id);
-                k.insert("ttl".into(), AV::N(i.ttl.to_string()));
-                k
-            })
-            .collect();
-        let next = (page.len() > limit).then(|| {
-            page.truncate(limit);
-            key(&id_of(page.last().unwrap()))
-        });
-        drop(items);
-        let n = self.queries.fetch_add(1, SeqCst) + 1;
-        if let Some((after, token)) = &*self.stop_after.lock().unwrap() {
-            if n >= *after {
-                token.cancel();
-            }
-        }
-        let mut listed = self.listed_at.lock().unwrap();
-        for k in &page {
-            listed.insert(id_of(k), Instant::now());
-        }
-        let held = self.outstanding.fetch_add(page.len(), SeqCst) + page.len();
-        self.max_outstanding.fetch_max(held, SeqCst);
-        Ok(Page { items: page, next })
-    }
-
-    async fn batch_delete(&self, _: &TableSchema, keys: &[&Key]) -> Result<Vec<Key>, StoreError> {
-        if self.apply_late.load(SeqCst) > 0 {
-            self.apply_late.fetch_sub(1, SeqCst);
-            if let Some(token) = &self.cancel_on_failure {
-                token.cancel();
-            }
-            let late = self.late.clone();
-            let ids: Vec<String> = keys.iter().copied().map(id_of).collect();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(3)).await;
-                late.lock().unwrap().extend(ids);
-            });
-            return Err(StoreError::new(
-                ErrorKind::Transient,
-                "BatchWriteItem",
-                "timed out (the request is applied later)",
-            ));
-        }
-        let keys = keys.to_vec();
-        {
-            let listed = self.listed_at.lock().unwrap();
-            let mut max = self.max_sent_age.lock().unwrap();
-            for k in &keys {
-                *max = (*max).max(listed[&id_of(k)].elapsed());
-            }
-        }
-        let sent = Instant::now();
-        tokio::time::sleep(self.batch_delay).await;
-        let clock = self.clock();
-        let (keys, unprocessed) = match self
-            .leave_unprocessed
-            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
-        {
-            Ok(_) if keys.len() > 1 => (keys[..1].to_vec(), keys[1..].to_vec()),
-            _ => (keys, vec![]),
-        };
-        let renamed = self
-            .rename_unprocessed
-            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        let (keys, unprocessed) = if renamed {
-            let mut named = keys[0].clone();
-            named.insert("id".into(), AV::S(format!("{} ", id_of(keys[0]))));
-            self.renamed.lock().unwrap().push(named);
-            (keys[1..].to_vec(), vec![])
-        } else {
-            (keys, unprocessed)
-        };
-        self.batch_calls
-            .lock()
-            .unwrap()
-            .push((sent, keys.iter().copied().map(id_of).collect()));
-        let mut items = self.items.lock().unwrap();
-        for k in &keys {
-            let id = id_of(k);
-            if let Some(item) = items.remove(&id) {
-                if item.ttl >= clock {
-                    self.destroyed_live.lock().unwrap().push(id);
-                }
-            }
-        }
-        drop(items);
-        let fail = self
-            .fail_after_apply
-            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if fail {
-            if let Some(token) = &self.cancel_on_failure {
-                token.cancel();
-            }
-            return Err(StoreError::new(
-                ErrorKind::Transient,
-                "BatchWriteItem",
-                "timed out after the deletes were applied",
-            ));
-        }
-        self.outstanding.fetch_sub(keys.len(), SeqCst);
-        let mut unprocessed: Vec<Key> = unprocessed.into_iter().cloned().collect();
-        unprocessed.append(&mut self.renamed.lock().unwrap());
-        Ok(unprocessed)
-    }
-
-    async fn delete_if_expired(
-        &self,
-        _: &TableSchema,
-        key: Key,
-        ttl: &str,
-        now: Timestamp,
-        _: bool,
-    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
-        tokio::time::sleep(self.conditional_delay).await;
-        self.outstanding.fetch_sub(1, SeqCst);
-        let id = id_of(&key);
-        let mut items = self.items.lock().unwrap();
-        let outcome = match items.get(&id) {
-            None => ConditionalOutcome::Gone,
-            Some(i) if i.ttl < now.as_secs_f64() && ttl.parse() == Ok(i.ttl) => {
-                items.remove(&id);
-                ConditionalOutcome::Deleted
-            }
-            Some(_) => ConditionalOutcome::Kept,
-        };
-        Ok((outcome, None))
-    }
-
-    async fn get_items(
-        &self,
-        _: &TableSchema,
-        keys: Vec<Key>,
-        _: bool,
-    ) -> Result<Vec<Key>, StoreError> {
-        tokio::time::sleep(self.get_delay).await;
-        self.land_late();
-        if self.reads_fail {
-            return Err(StoreError::new(
-                ErrorKind::Transient,
-                "BatchGetItem",
-                "connection reset",
-            ));
-        }
-        let items = self.items.lock().unwrap();
-        let mut listed = self.listed_at.lock().unwrap();
-        Ok(keys
-            .into_iter()
-            .filter_map(|mut k| {
-                let id = id_of(&k);
-                let item = items.get(&id)?;
-                // A strongly consistent read of the item is a read too.
-                listed.insert(id, Instant::now());
-                k.insert("ttl".into(), AV::N(item.ttl.to_string()));
-                Some(k)
-            })
-            .collect())
-    }
-
-    async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
-        Ok(*self.checkpoint.lock().unwrap())
-    }
-
-    async fn advance_checkpoint(
-        &self,
-        _: &str,
-        _: &str,
-        to: Timestamp,
-        _: Timestamp,
-    ) -> Result<bool, StoreError> {
-        let mut cp = self.checkpoint.lock().unwrap();
-        let moved = cp.is_none_or(|c| to > c);
-        if moved {
-            *cp = Some(to);
-        }
-        Ok(moved)
-    }
+/// The in-memory table of the scenarios, its virtual clock at `T0` when it is made.
+fn mem(layout: Layout) -> MemStore {
+    MemStore::new(layout).starting_at(T0)
 }
 
 /// Sweep options with a checkpoint and `lookback` windows.
@@ -417,10 +100,7 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
     // 3,000 expired keys in one window, every BatchWriteItem taking 0.25 s, one request at a
     // time: the last chunk of a 3,000-key page would wait 30 s.
     let started = Instant::now();
-    let store = Arc::new(Mem {
-        batch_delay: Duration::from_millis(250),
-        ..Mem::new(Layout::default())
-    });
+    let store = Arc::new(mem(Layout::default()).delay(Op::BatchDelete, Duration::from_millis(250)));
     for i in 0..3_000 {
         store.put(&format!("k{i:04}"), (T0 - 30) as f64);
     }
@@ -432,15 +112,11 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
     // 4 s into the sweep the application deletes and writes again every tenth key, with a ttl
     // an hour ahead.
     let rewritten: Vec<String> = (0..3_000).step_by(10).map(|i| format!("k{i:04}")).collect();
-    let writer = tokio::spawn({
-        let (store, rewritten) = (store.clone(), rewritten.clone());
-        async move {
-            tokio::time::sleep(Duration::from_secs(4)).await;
-            for id in &rewritten {
-                store.put(id, (T0 + 3_600) as f64);
-            }
-        }
-    });
+    let writer = store.put_at(
+        Duration::from_secs(4),
+        rewritten.clone(),
+        (T0 + 3_600) as f64,
+    );
     let report = sweeper
         .sweep(Timestamp::from_secs(T0), &Stop::never())
         .await;
@@ -504,12 +180,12 @@ async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
     // Their conditional deletes take 1 s each; the second page's keys must not go out in the
     // BatchWriteItem that follows as if they were still fresh.
     let started = Instant::now();
-    let store = Arc::new(Mem {
-        query_delay: Duration::from_millis(2_500),
-        conditional_delay: Duration::from_secs(1),
-        get_delay: Duration::from_secs(1),
-        ..Mem::new(Layout::default())
-    });
+    let store = Arc::new(
+        mem(Layout::default())
+            .delay(Op::Query, Duration::from_millis(2_500))
+            .delay(Op::Delete, Duration::from_secs(1))
+            .delay(Op::Get, Duration::from_secs(1)),
+    );
     for i in 0..40 {
         store.put(&format!("k{i:02}"), (T0 - 30) as f64);
     }
@@ -520,13 +196,11 @@ async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
     };
     let sweeper = Sweeper::new(store.clone(), store.schema(), options);
     // At 7 s the application writes k35 (listed on the second page, at 5 s) again, live.
-    let writer = tokio::spawn({
-        let store = store.clone();
-        async move {
-            tokio::time::sleep(Duration::from_secs(7)).await;
-            store.put("k35", (T0 + 3_600) as f64);
-        }
-    });
+    let writer = store.put_at(
+        Duration::from_secs(7),
+        vec!["k35".into()],
+        (T0 + 3_600) as f64,
+    );
     let report = sweeper
         .sweep(Timestamp::from_secs(T0), &Stop::never())
         .await;
@@ -557,10 +231,11 @@ async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
 async fn an_unprocessed_key_named_unlike_any_key_sent_is_sent_again_not_counted_deleted() {
     // The first BatchWriteItem leaves one key unprocessed and returns it in a form that matches
     // no key sent: which key was left is unknown, so none may be counted as deleted.
-    let store = Arc::new(Mem {
-        rename_unprocessed: AtomicUsize::new(1),
-        ..Mem::new(Layout::default())
-    });
+    let store = Arc::new(mem(Layout::default()).fault(
+        Op::BatchDelete,
+        When::Call(1),
+        Fault::RenameUnprocessed,
+    ));
     for i in 0..25 {
         store.put(&format!("k{i:02}"), (T0 - 30) as f64);
     }
@@ -584,12 +259,13 @@ async fn a_sweep_holds_no_more_keys_than_its_read_ahead_whatever_the_pages() {
     // would put in a page, the keys read and not yet deleted stay within the read-ahead budget
     // across all partitions, in both delete modes.
     for delete_mode in [DeleteMode::Batch, DeleteMode::Conditional] {
-        let store = Arc::new(Mem {
-            batch_delay: Duration::from_millis(50),
-            query_delay: Duration::from_millis(50),
-            conditional_delay: Duration::from_millis(50),
-            ..Mem::new(Layout::default())
-        });
+        let store = Arc::new(
+            [Op::BatchDelete, Op::Query, Op::Delete]
+                .into_iter()
+                .fold(mem(Layout::default()), |m, op| {
+                    m.delay(op, Duration::from_millis(50))
+                }),
+        );
         for w in 0..16 {
             for i in 0..2_000 {
                 store.put(&format!("k{w:02}{i:04}"), (T0 - 60 * w - 30) as f64);
@@ -623,7 +299,10 @@ async fn a_sweep_holds_no_more_keys_than_its_read_ahead_whatever_the_pages() {
 
 /// `store` holding one chunk of 25 expired keys (`k00` to `k24`), swept in notify mode with
 /// `hook` publishing the events.
-fn one_notify_chunk(store: Mem, hook: Recorder) -> (Arc<Mem>, Arc<Recorder>, Sweeper<Arc<Mem>>) {
+fn one_notify_chunk(
+    store: MemStore,
+    hook: Recorder,
+) -> (Arc<MemStore>, Arc<Recorder>, Sweeper<Arc<MemStore>>) {
     let store = Arc::new(store);
     for i in 0..25 {
         store.put(&format!("k{i:02}"), (T0 - 30) as f64);
@@ -638,17 +317,19 @@ fn one_notify_chunk(store: Mem, hook: Recorder) -> (Arc<Mem>, Arc<Recorder>, Swe
 /// the stop comes before the retry.
 async fn stop_after_a_lost_answer(
     reads_fail: bool,
-) -> (Arc<Mem>, Arc<Recorder>, ttl_sweeper::engine::SweepReport) {
+) -> (
+    Arc<MemStore>,
+    Arc<Recorder>,
+    ttl_sweeper::engine::SweepReport,
+) {
     let token = CancellationToken::new();
-    let (store, hook, sweeper) = one_notify_chunk(
-        Mem {
-            fail_after_apply: AtomicUsize::new(1),
-            cancel_on_failure: Some(token.clone()),
-            reads_fail,
-            ..Mem::new(Layout::default())
-        },
-        Recorder::default(),
-    );
+    let mut store = mem(Layout::default())
+        .fault(Op::BatchDelete, When::Call(1), Fault::LoseAnswer)
+        .cancel_on_lost(token.clone());
+    if reads_fail {
+        store = store.fault(Op::Get, When::Always, Fault::Fail(ErrorKind::Transient));
+    }
+    let (store, hook, sweeper) = one_notify_chunk(store, Recorder::default());
     let stop = Stop::never().with_cancel(token);
     let report = sweeper.sweep(Timestamp::from_secs(T0), &stop).await;
     (store, hook, report)
@@ -675,11 +356,13 @@ async fn notify_mode_reports_by_key_a_delete_that_may_still_land_after_the_stop(
     // the request that timed out is applied. No event can follow, so each key is reported.
     let token = CancellationToken::new();
     let (store, hook, sweeper) = one_notify_chunk(
-        Mem {
-            apply_late: AtomicUsize::new(1),
-            cancel_on_failure: Some(token.clone()),
-            ..Mem::new(Layout::default())
-        },
+        mem(Layout::default())
+            .fault(
+                Op::BatchDelete,
+                When::Call(1),
+                Fault::LandLate(Duration::from_secs(3)),
+            )
+            .cancel_on_lost(token.clone()),
         Recorder::default(),
     );
     let report = sweeper
@@ -718,10 +401,11 @@ async fn notify_mode_publishes_each_attempts_deletes_before_waiting_to_retry_the
     // rest unprocessed, so the chunk takes four backoffs. A crash during those waits must not
     // take the events of the keys already deleted with it: they go out before each wait.
     let (store, hook, sweeper) = one_notify_chunk(
-        Mem {
-            leave_unprocessed: AtomicUsize::new(4),
-            ..Mem::new(Layout::default())
-        },
+        mem(Layout::default()).fault(
+            Op::BatchDelete,
+            When::First(4),
+            Fault::AllButFirstUnprocessed,
+        ),
         Recorder::default(),
     );
     let report = sweeper
@@ -757,7 +441,7 @@ async fn a_lambda_sweep_dropped_at_its_deadline_reports_the_events_it_owed() {
     // resort drops the sweep before the deadline. The 25 items it deleted are reported by event
     // id, not lost with the dropped sweep.
     let (store, _hook, sweeper) = one_notify_chunk(
-        Mem::new(Layout::default()),
+        mem(Layout::default()),
         Recorder {
             hang: true,
             ..Recorder::default()
@@ -802,10 +486,7 @@ async fn a_lambda_sweep_dropped_at_its_deadline_reports_the_events_it_owed() {
 async fn a_shutdown_does_not_wait_for_a_query_that_is_slow_to_answer() {
     // A query that takes a minute (DynamoDB slow, or its retries); SIGTERM a second in. The sweep
     // ends at once: the read is given up, nothing it would have found is deleted.
-    let store = Arc::new(Mem {
-        query_delay: Duration::from_secs(60),
-        ..Mem::new(Layout::default())
-    });
+    let store = Arc::new(mem(Layout::default()).delay(Op::Query, Duration::from_secs(60)));
     store.put("k0", (T0 - 30) as f64);
     let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default());
     let token = CancellationToken::new();
@@ -838,7 +519,7 @@ async fn a_long_catch_up_moves_the_checkpoint_oldest_first_within_one_invocation
     };
     let before = T0 - 2 * 3_600;
     let mut checkpoints = vec![before];
-    let store = Arc::new(Mem::new(layout.clone()));
+    let store = Arc::new(mem(layout.clone()));
     *store.checkpoint.lock().unwrap() = Some(Timestamp::from_secs(before));
     // one expired item in every minute of the backlog
     for m in 0..120 {
@@ -846,8 +527,8 @@ async fn a_long_catch_up_moves_the_checkpoint_oldest_first_within_one_invocation
     }
     for run in 0..5 {
         let token = CancellationToken::new();
-        let so_far = store.queries.load(SeqCst);
-        *store.stop_after.lock().unwrap() = Some((so_far + 600, token.clone()));
+        let so_far = store.calls(Op::Query);
+        store.stop_after_queries(so_far + 600, token.clone());
         let options = checkpointed(1);
         let sweeper = Sweeper::new(store.clone(), store.schema(), options);
         let stop = Stop::never().with_cancel(token);
@@ -902,7 +583,7 @@ async fn ticks_longer_than_the_lookback_read_every_window_since_the_last_tick() 
         window_seconds: 10,
         ..Layout::default()
     };
-    let store = Arc::new(Mem::new(layout));
+    let store = Arc::new(mem(layout));
     for s in (5..12 * 60).step_by(5) {
         store.put(&format!("s{s:04}"), (T0 + s) as f64);
     }
@@ -950,12 +631,12 @@ async fn ticks_longer_than_the_lookback_read_every_window_since_the_last_tick() 
 #[tokio::test(start_paused = true)]
 async fn a_catch_up_stopped_before_it_began_leaves_the_checkpoint_where_it_was() {
     // An hour behind; the stop comes once the two recent windows were read.
-    let store = Arc::new(Mem::new(Layout::default()));
+    let store = Arc::new(mem(Layout::default()));
     let before = T0 - 3_600;
     *store.checkpoint.lock().unwrap() = Some(Timestamp::from_secs(before));
     store.put("old", (before + 90) as f64);
     let token = CancellationToken::new();
-    *store.stop_after.lock().unwrap() = Some((2, token.clone()));
+    store.stop_after_queries(2, token.clone());
     let options = checkpointed(1);
     let sweeper = Sweeper::new(store.clone(), store.schema(), options);
     let report = sweeper

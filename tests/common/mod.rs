@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
@@ -27,6 +27,7 @@ use ttl_sweeper::store::{
 
 pub use aws_sdk_dynamodb::types::AttributeValue as AV;
 
+pub mod mem_store;
 #[path = "../support/server.rs"]
 pub mod server;
 pub use server::free_port;
@@ -332,11 +333,16 @@ pub fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
-/// A [`Store`] wrapper that counts queries, can run a hook before each delete request and can
-/// lose the answers of batch deletes.
+/// A [`Store`] wrapper that counts queries, records the partitions read and the keys deleted,
+/// can run a hook before each delete request and can lose the answers of batch deletes.
 pub struct Instrumented<S> {
     pub inner: S,
     pub queries: AtomicUsize,
+    /// The partitions queried, in order.
+    pub partitions: Mutex<Vec<String>>,
+    /// How many times each `id` was deleted or (by a conditional delete) found gone; share it
+    /// between stores to count across them.
+    pub settled: Arc<Mutex<HashMap<String, u32>>>,
     pub pages_with_more: AtomicUsize,
     /// The answers of this many next `BatchWriteItem` calls are lost after DynamoDB applied
     /// them: the caller sees a transient error, as after a timed-out attempt or a dropped
@@ -344,21 +350,21 @@ pub struct Instrumented<S> {
     pub lose_batch_answers: AtomicUsize,
     /// Wall-clock time (epoch seconds) at which each deleted item's delete was acknowledged, by `id`.
     pub deleted_at: Mutex<HashMap<String, f64>>,
-    #[allow(clippy::type_complexity)]
-    pub before_delete: Option<
-        Box<
-            dyn Fn(&Key) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
-                + Send
-                + Sync,
-        >,
-    >,
+    pub before_delete: Option<BeforeDelete>,
 }
+
+/// What [`Instrumented`] runs before each delete.
+pub type BeforeDelete = Box<
+    dyn Fn(&Key) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync,
+>;
 
 impl<S> Instrumented<S> {
     pub fn new(inner: S) -> Self {
         Instrumented {
             inner,
             queries: AtomicUsize::new(0),
+            partitions: Mutex::default(),
+            settled: Arc::default(),
             pages_with_more: AtomicUsize::new(0),
             lose_batch_answers: AtomicUsize::new(0),
             deleted_at: Mutex::new(HashMap::new()),
@@ -368,12 +374,16 @@ impl<S> Instrumented<S> {
 }
 
 impl<S> Instrumented<S> {
-    fn record<'k>(&self, keys: impl Iterator<Item = &'k Key>) {
-        let at = wall_clock();
-        let mut map = self.deleted_at.lock().unwrap();
+    /// Records keys deleted (`at`: when acknowledged) or, without `at`, found gone.
+    fn record<'k>(&self, keys: impl Iterator<Item = &'k Key>, at: Option<f64>) {
+        let mut deleted_at = self.deleted_at.lock().unwrap();
+        let mut settled = self.settled.lock().unwrap();
         for k in keys {
             if let Some(AV::S(id)) = k.get("id") {
-                map.insert(id.clone(), at);
+                *settled.entry(id.clone()).or_default() += 1;
+                if let Some(at) = at {
+                    deleted_at.insert(id.clone(), at);
+                }
             }
         }
     }
@@ -399,6 +409,7 @@ impl<S: Store> Store for Instrumented<S> {
         limit: Option<i32>,
     ) -> Result<Page, StoreError> {
         self.queries.fetch_add(1, Ordering::SeqCst);
+        self.partitions.lock().unwrap().push(partition.to_owned());
         let page = self
             .inner
             .query_expired(schema, partition, now, start, limit)
@@ -432,7 +443,8 @@ impl<S: Store> Store for Instrumented<S> {
                 "answer lost (injected by the test)",
             ));
         }
-        self.record(keys.iter().copied().filter(|k| !unprocessed.contains(k)));
+        let done = keys.iter().copied().filter(|k| !unprocessed.contains(k));
+        self.record(done, Some(wall_clock()));
         Ok(unprocessed)
     }
 
@@ -451,8 +463,10 @@ impl<S: Store> Store for Instrumented<S> {
             .inner
             .delete_if_expired(schema, key.clone(), ttl, now, return_item)
             .await?;
-        if answer.0 == ConditionalOutcome::Deleted {
-            self.record(std::iter::once(&key));
+        match answer.0 {
+            ConditionalOutcome::Deleted => self.record(std::iter::once(&key), Some(wall_clock())),
+            ConditionalOutcome::Gone => self.record(std::iter::once(&key), None),
+            ConditionalOutcome::Kept => {}
         }
         Ok(answer)
     }

@@ -1,0 +1,577 @@
+//! The tests' one in-memory [`Store`]: a table of items keyed by a String `id`, each listed
+//! under its index partition, whose calls can be made slow (Tokio time: instant under
+//! `tokio::time::pause()`), fail, stall, lose their answer or land late; whose items the
+//! "application" can rewrite after a call or at an instant; and which counts its calls and
+//! records what it was sent.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue as AV;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use ttl_sweeper::expiry::{Layout, Timestamp};
+use ttl_sweeper::store::{
+    ConditionalOutcome, ErrorKind, Key, Page, Store, StoreError, TableSchema,
+};
+
+/// One operation of the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    Query,
+    BatchDelete,
+    /// The conditional `DeleteItem`.
+    Delete,
+    Get,
+    ReadCheckpoint,
+    AdvanceCheckpoint,
+}
+
+impl Op {
+    pub const ALL: [Op; 6] = [
+        Op::Query,
+        Op::BatchDelete,
+        Op::Delete,
+        Op::Get,
+        Op::ReadCheckpoint,
+        Op::AdvanceCheckpoint,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Op::Query => "Query",
+            Op::BatchDelete => "BatchWriteItem",
+            Op::Delete => "DeleteItem",
+            Op::Get => "BatchGetItem",
+            Op::ReadCheckpoint => "GetItem",
+            Op::AdvanceCheckpoint => "UpdateItem",
+        }
+    }
+}
+
+/// Which calls of an operation a fault or a change applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum When {
+    /// The n-th call, from 1.
+    Call(usize),
+    /// The first n calls.
+    First(usize),
+    Always,
+    /// The first call that carries the item with this `id` (once).
+    Key(String),
+}
+
+impl When {
+    fn matches(&self, n: usize, id: Option<&str>) -> bool {
+        match self {
+            When::Call(c) => *c == n,
+            When::First(m) => n <= *m,
+            When::Always => true,
+            When::Key(k) => Some(k.as_str()) == id,
+        }
+    }
+}
+
+/// What happens to a call. Several may apply to one call: a `Delay` and one other.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fault {
+    /// The call takes this much longer (on top of the operation's delay).
+    Delay(Duration),
+    /// An error of this kind, the table untouched.
+    Fail(ErrorKind),
+    /// The call is applied, then answers a transient error: its answer was lost.
+    LoseAnswer,
+    /// A transient error at once; the `BatchWriteItem`'s deletes land this much later.
+    LandLate(Duration),
+    /// The call never answers.
+    Stall,
+    /// `BatchWriteItem`: the keys are left unprocessed (with `When::Key`, that key only).
+    Unprocessed,
+    /// `BatchWriteItem`: only the first key is deleted, the others left unprocessed.
+    AllButFirstUnprocessed,
+    /// `BatchWriteItem`: the first key is left unprocessed and named unlike any key sent.
+    RenameUnprocessed,
+}
+
+/// What the application does to an item.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Change {
+    /// Writes the item again with this ttl (in the partition of that ttl).
+    Put(f64),
+    /// Gives the item this ttl if it is still there.
+    Extend(f64),
+    /// Deletes the item.
+    Remove,
+}
+
+/// What applies to which calls of which operation.
+type Script<T> = Mutex<Vec<(Op, When, T)>>;
+
+/// The in-memory table. Build it with [`MemStore::new`] and the methods that follow it.
+#[derive(Default)]
+pub struct MemStore {
+    layout: Layout,
+    /// Items by `id`, each with the index partition it is listed under.
+    items: Arc<Mutex<BTreeMap<String, (String, Key)>>>,
+    /// Queries list the expired items of every partition, whichever is asked for.
+    any_partition: bool,
+    /// Pages hold this many items, whatever limit the query asks for (as 1 MB pages do).
+    page_size: Option<usize>,
+    delays: HashMap<Op, Duration>,
+    faults: Script<Fault>,
+    /// Changes the application makes right after a call.
+    changes: Script<(String, Change)>,
+    /// Cancelled when an answer is lost or a `BatchWriteItem` lands late.
+    cancel_on_lost: Option<CancellationToken>,
+    /// Cancelled once this many queries were made.
+    stop_after: Mutex<Option<(usize, CancellationToken)>>,
+    calls: [AtomicUsize; 6],
+    /// The virtual wall clock's epoch seconds at the instant the store was made.
+    epoch: Option<(f64, Instant)>,
+    /// Items removed by a delete of the sweep.
+    pub deleted: AtomicUsize,
+    /// `deleted <id>` for every item removed by a delete of the sweep.
+    pub log: Arc<Mutex<Vec<String>>>,
+    /// When each `BatchWriteItem` was sent, with the keys it deleted.
+    pub batch_calls: Mutex<Vec<(Instant, Vec<String>)>>,
+    /// When each key was last listed by a query or read by key.
+    pub listed_at: Mutex<BTreeMap<String, Instant>>,
+    /// The largest age (since its listing) of a key when a `BatchWriteItem` carrying it was sent.
+    pub max_sent_age: Mutex<Duration>,
+    /// Keys listed by queries and not yet answered by a delete, now and at the most.
+    outstanding: AtomicUsize,
+    pub max_outstanding: AtomicUsize,
+    /// Items a `BatchWriteItem` deleted while their ttl was not past the virtual clock.
+    pub destroyed_live: Mutex<Vec<String>>,
+    pub checkpoint: Mutex<Option<Timestamp>>,
+}
+
+/// The `id` of a key or item.
+pub fn id_of(key: &Key) -> String {
+    match &key["id"] {
+        AV::S(s) => s.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The key with this `id`.
+pub fn key(id: &str) -> Key {
+    [("id".to_string(), AV::S(id.into()))].into()
+}
+
+/// An item's ttl (a Number).
+pub fn ttl_of(item: &Key) -> f64 {
+    match &item["ttl"] {
+        AV::N(n) => n.parse().unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The entries of `list` for `op` that apply to a call (`hit`), taking those that apply once.
+fn take<T: Clone>(list: &Script<T>, op: Op, hit: impl Fn(&When) -> bool) -> Vec<T> {
+    let mut taken = vec![];
+    list.lock().unwrap().retain(|(o, when, entry)| {
+        let applies = *o == op && hit(when);
+        if applies {
+            taken.push(entry.clone());
+        }
+        !(applies && matches!(when, When::Key(_)))
+    });
+    taken
+}
+
+impl MemStore {
+    pub fn new(layout: Layout) -> Self {
+        MemStore {
+            layout,
+            ..MemStore::default()
+        }
+    }
+
+    /// The virtual wall clock reads `t0` now and moves with Tokio's clock.
+    pub fn starting_at(self, t0: i64) -> Self {
+        MemStore {
+            epoch: Some((t0 as f64, Instant::now())),
+            ..self
+        }
+    }
+
+    /// Queries ignore partitions: every expired item is listed whatever partition is asked for.
+    pub fn any_partition(self) -> Self {
+        MemStore {
+            any_partition: true,
+            ..self
+        }
+    }
+
+    /// Pages hold `items` items, whatever limit a query asks for.
+    pub fn page_size(self, items: usize) -> Self {
+        MemStore {
+            page_size: Some(items),
+            ..self
+        }
+    }
+
+    /// Every call of `op` takes `delay`.
+    pub fn delay(mut self, op: Op, delay: Duration) -> Self {
+        self.delays.insert(op, delay);
+        self
+    }
+
+    pub fn fault(self, op: Op, when: When, fault: Fault) -> Self {
+        self.faults.lock().unwrap().push((op, when, fault));
+        self
+    }
+
+    /// Right after a `when` call of `op` (failed or not), the application changes item `id`.
+    pub fn change(self, op: Op, when: When, id: &str, change: Change) -> Self {
+        let entry = (op, when, (id.into(), change));
+        self.changes.lock().unwrap().push(entry);
+        self
+    }
+
+    pub fn cancel_on_lost(self, token: CancellationToken) -> Self {
+        MemStore {
+            cancel_on_lost: Some(token),
+            ..self
+        }
+    }
+
+    /// Every item removed by a delete is logged into `log`.
+    pub fn log_to(self, log: Arc<Mutex<Vec<String>>>) -> Self {
+        MemStore { log, ..self }
+    }
+
+    /// Cancels `token` once `queries` queries (counting those made so far) were made.
+    pub fn stop_after_queries(&self, queries: usize, token: CancellationToken) {
+        *self.stop_after.lock().unwrap() = Some((queries, token));
+    }
+
+    /// The calls of `op` made so far.
+    pub fn calls(&self, op: Op) -> usize {
+        self.calls[op as usize].load(SeqCst)
+    }
+
+    /// The virtual wall clock (see [`MemStore::starting_at`]).
+    pub fn clock(&self) -> f64 {
+        self.epoch
+            .map_or(0.0, |(t0, at)| t0 + at.elapsed().as_secs_f64())
+    }
+
+    pub fn schema(&self) -> TableSchema {
+        TableSchema {
+            table_name: "sessions".into(),
+            index_name: "expirationWindowIndex".into(),
+            key_attributes: vec!["id".into()],
+            layout: self.layout.clone(),
+        }
+    }
+
+    /// Writes the item `{id, ttl}`.
+    pub fn put(&self, id: &str, ttl: f64) {
+        let mut item = key(id);
+        item.insert("ttl".into(), AV::N(ttl.to_string()));
+        self.put_item(item);
+    }
+
+    /// Writes a whole item (an `id` and a Number `ttl` at least).
+    pub fn put_item(&self, item: Key) {
+        let id = id_of(&item);
+        let partition = self
+            .layout
+            .window_for(ttl_of(&item), &AV::S(id.clone()))
+            .unwrap();
+        self.items.lock().unwrap().insert(id, (partition, item));
+    }
+
+    /// The application writes the items `ids` again with `ttl`, `after` from now.
+    pub fn put_at(
+        self: &Arc<Self>,
+        after: Duration,
+        ids: Vec<String>,
+        ttl: f64,
+    ) -> tokio::task::JoinHandle<()> {
+        let store = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            for id in &ids {
+                store.put(id, ttl);
+            }
+        })
+    }
+
+    pub fn has(&self, id: &str) -> bool {
+        self.items.lock().unwrap().contains_key(id)
+    }
+
+    /// The ids of the items, sorted.
+    pub fn ids(&self) -> Vec<String> {
+        self.items.lock().unwrap().keys().cloned().collect()
+    }
+
+    /// The items by id.
+    pub fn items(&self) -> BTreeMap<String, Key> {
+        let items = self.items.lock().unwrap();
+        items
+            .iter()
+            .map(|(id, (_, i))| (id.clone(), i.clone()))
+            .collect()
+    }
+
+    /// The faults that apply to a call (`hit`), taking those that apply once.
+    fn take(&self, op: Op, hit: impl Fn(&When) -> bool) -> Vec<Fault> {
+        take(&self.faults, op, hit)
+    }
+
+    /// Counts the call, waits its delays, and answers for it if it fails or stalls; otherwise
+    /// the call's number and the fault its body plays out.
+    async fn begin(&self, op: Op, id: Option<&str>) -> Result<(usize, Option<Fault>), StoreError> {
+        let n = self.calls[op as usize].fetch_add(1, SeqCst) + 1;
+        let faults = self.take(op, |w| w.matches(n, id));
+        let delay = faults.iter().fold(
+            self.delays.get(&op).copied().unwrap_or_default(),
+            |d, f| match f {
+                Fault::Delay(more) => d + *more,
+                _ => d,
+            },
+        );
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        match faults.into_iter().find(|f| !matches!(f, Fault::Delay(_))) {
+            Some(Fault::Stall) => std::future::pending().await,
+            Some(Fault::Fail(kind)) => {
+                self.after(op, n, id);
+                Err(StoreError::new(kind, op.name(), "injected by the test"))
+            }
+            fault => Ok((n, fault)),
+        }
+    }
+
+    /// The application's changes after call `n` of `op` (carrying item `id`).
+    fn after(&self, op: Op, n: usize, id: Option<&str>) {
+        for (id, change) in take(&self.changes, op, |w| w.matches(n, id)) {
+            match change {
+                Change::Put(ttl) => self.put(&id, ttl),
+                Change::Extend(ttl) if self.has(&id) => self.put_item({
+                    let mut item = self.items()[&id].clone();
+                    item.insert("ttl".into(), AV::N(ttl.to_string()));
+                    item
+                }),
+                Change::Extend(_) => {}
+                Change::Remove => {
+                    self.items.lock().unwrap().remove(&id);
+                }
+            }
+        }
+    }
+
+    /// A lost answer: a transient error, and the stop.
+    fn lost(&self, op: Op) -> StoreError {
+        if let Some(token) = &self.cancel_on_lost {
+            token.cancel();
+        }
+        StoreError::new(
+            ErrorKind::Transient,
+            op.name(),
+            "timed out (injected by the test)",
+        )
+    }
+
+    /// Removes item `id` as a delete of the sweep: the item, if it was there.
+    fn remove(&self, items: &mut BTreeMap<String, (String, Key)>, id: &str) -> Option<Key> {
+        let (_, item) = items.remove(id)?;
+        self.deleted.fetch_add(1, SeqCst);
+        self.log.lock().unwrap().push(format!("deleted {id}"));
+        Some(item)
+    }
+}
+
+impl Store for MemStore {
+    async fn query_expired(
+        &self,
+        _: &TableSchema,
+        partition: &str,
+        now: Timestamp,
+        start: Option<Key>,
+        limit: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        let (n, _) = self.begin(Op::Query, None).await?;
+        let after = start.as_ref().map(id_of);
+        let limit = self
+            .page_size
+            .unwrap_or(limit.map_or(usize::MAX, |l| l as usize));
+        let items = self.items.lock().unwrap();
+        let mut page: Vec<Key> = items
+            .iter()
+            .filter(|(id, (p, i))| {
+                (self.any_partition || p == partition)
+                    && ttl_of(i) < now.as_secs_f64()
+                    && after.as_ref().is_none_or(|a| *id > a)
+            })
+            .take(limit.saturating_add(1))
+            .map(|(id, (_, i))| {
+                let mut k = key(id);
+                k.insert("ttl".into(), i["ttl"].clone());
+                k
+            })
+            .collect();
+        drop(items);
+        let next = (page.len() > limit).then(|| {
+            page.truncate(limit);
+            key(&id_of(page.last().unwrap()))
+        });
+        if let Some((after, token)) = &*self.stop_after.lock().unwrap() {
+            if n >= *after {
+                token.cancel();
+            }
+        }
+        let mut listed = self.listed_at.lock().unwrap();
+        for k in &page {
+            listed.insert(id_of(k), Instant::now());
+        }
+        let held = (self.outstanding.fetch_add(page.len(), SeqCst)).wrapping_add(page.len());
+        self.max_outstanding.fetch_max(held, SeqCst);
+        self.after(Op::Query, n, None);
+        Ok(Page { items: page, next })
+    }
+
+    async fn batch_delete(&self, _: &TableSchema, keys: &[&Key]) -> Result<Vec<Key>, StoreError> {
+        {
+            let listed = self.listed_at.lock().unwrap();
+            let mut max = self.max_sent_age.lock().unwrap();
+            for k in keys {
+                *max = (*max).max(listed[&id_of(k)].elapsed());
+            }
+        }
+        let sent = Instant::now();
+        let (n, fault) = self.begin(Op::BatchDelete, None).await?;
+        let owned = |keys: &[&Key]| keys.iter().map(|&k| k.clone()).collect::<Vec<Key>>();
+        let (mut apply, mut unprocessed) = match fault {
+            Some(Fault::LandLate(after)) => {
+                let items = self.items.clone();
+                let ids: Vec<String> = keys.iter().map(|&k| id_of(k)).collect();
+                tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    let mut items = items.lock().unwrap();
+                    for id in ids {
+                        items.remove(&id);
+                    }
+                });
+                return Err(self.lost(Op::BatchDelete));
+            }
+            Some(Fault::Unprocessed) => (vec![], owned(keys)),
+            Some(Fault::AllButFirstUnprocessed) if keys.len() > 1 => {
+                (owned(&keys[..1]), owned(&keys[1..]))
+            }
+            Some(Fault::RenameUnprocessed) => {
+                let mut named = keys[0].clone();
+                named.insert("id".into(), AV::S(format!("{} ", id_of(keys[0]))));
+                (owned(&keys[1..]), vec![named])
+            }
+            _ => (owned(keys), vec![]),
+        };
+        apply.retain(|k| {
+            let keep = !self
+                .take(Op::BatchDelete, |w| *w == When::Key(id_of(k)))
+                .contains(&Fault::Unprocessed);
+            if !keep {
+                unprocessed.push(k.clone());
+            }
+            keep
+        });
+        let ids: Vec<String> = apply.iter().map(id_of).collect();
+        self.batch_calls.lock().unwrap().push((sent, ids.clone()));
+        let clock = self.clock();
+        let mut items = self.items.lock().unwrap();
+        for id in ids {
+            match self.remove(&mut items, &id) {
+                Some(item) if self.epoch.is_some() && ttl_of(&item) >= clock => {
+                    self.destroyed_live.lock().unwrap().push(id)
+                }
+                _ => {}
+            }
+        }
+        drop(items);
+        self.after(Op::BatchDelete, n, None);
+        if fault == Some(Fault::LoseAnswer) {
+            return Err(self.lost(Op::BatchDelete));
+        }
+        self.outstanding.fetch_sub(apply.len(), SeqCst);
+        Ok(unprocessed)
+    }
+
+    async fn delete_if_expired(
+        &self,
+        _: &TableSchema,
+        key: Key,
+        ttl: &str,
+        now: Timestamp,
+        return_item: bool,
+    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
+        let id = id_of(&key);
+        let (n, fault) = self.begin(Op::Delete, Some(&id)).await?;
+        self.outstanding.fetch_sub(1, SeqCst);
+        let mut items = self.items.lock().unwrap();
+        let answer = match items.get(&id) {
+            None => (ConditionalOutcome::Gone, None),
+            Some((_, i)) if ttl_of(i) < now.as_secs_f64() && ttl.parse() == Ok(ttl_of(i)) => (
+                ConditionalOutcome::Deleted,
+                self.remove(&mut items, &id).filter(|_| return_item),
+            ),
+            Some(_) => (ConditionalOutcome::Kept, None),
+        };
+        drop(items);
+        self.after(Op::Delete, n, Some(&id));
+        if fault == Some(Fault::LoseAnswer) {
+            return Err(self.lost(Op::Delete));
+        }
+        Ok(answer)
+    }
+
+    async fn get_items(
+        &self,
+        _: &TableSchema,
+        keys: Vec<Key>,
+        _: bool,
+    ) -> Result<Vec<Key>, StoreError> {
+        let (n, _) = self.begin(Op::Get, None).await?;
+        let items = self.items.lock().unwrap();
+        let mut listed = self.listed_at.lock().unwrap();
+        let found = keys
+            .iter()
+            .filter_map(|k| {
+                let (_, item) = items.get(&id_of(k))?;
+                // A strongly consistent read of the item is a read too.
+                listed.insert(id_of(k), Instant::now());
+                Some(item.clone())
+            })
+            .collect();
+        drop((items, listed));
+        self.after(Op::Get, n, None);
+        Ok(found)
+    }
+
+    async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
+        self.begin(Op::ReadCheckpoint, None).await?;
+        Ok(*self.checkpoint.lock().unwrap())
+    }
+
+    async fn advance_checkpoint(
+        &self,
+        _: &str,
+        _: &str,
+        to: Timestamp,
+        _: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.begin(Op::AdvanceCheckpoint, None).await?;
+        let mut cp = self.checkpoint.lock().unwrap();
+        let moved = cp.is_none_or(|c| to > c);
+        if moved {
+            *cp = Some(to);
+        }
+        Ok(moved)
+    }
+}
