@@ -254,9 +254,9 @@ async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
     assert!(proxy.stats.faults_total() >= 1, "the queries were held");
 }
 
-/// A store that never answers and ignores the bound the handler sets on calls (as an
-/// expiry-event sink that does not answer would): the invocation still ends, with a summary and
-/// a failure, before its deadline.
+/// A store whose calls never answer: the sweep ends each one when the handler's `Stop` says calls
+/// end, and the invocation still ends, with a summary and a failure, before its deadline. (What
+/// no bound covers, an expiry-event sink that does not answer, the handler drops: tests/safety.rs.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_that_ignores_every_bound_is_dropped_before_the_deadline() {
     use common::mem_store::{Fault, MemStore, Op, When};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use tokio::sync::OwnedSemaphorePermit;
-use tokio::task::JoinSet;
+use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
@@ -14,11 +14,27 @@ use super::hook::{delete_with_events, Events};
 use super::pace::{read_ahead, split_permit, take_budget, PagePace, Slots};
 use super::report::SweepReport;
 use super::retry::Stop;
-use super::sweep::{joined, Shared};
-use super::BATCH_SIZE;
+use super::{SweepOptions, BATCH_SIZE};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
 use crate::expiry::Timestamp;
 use crate::store::{Key, Store, StoreError, TableSchema};
+
+/// What the tasks of a sweep share.
+pub(super) struct Shared<S> {
+    pub(super) store: S,
+    pub(super) schema: TableSchema,
+    pub(super) options: SweepOptions,
+}
+
+/// The outcome of a finished task; a panic in the task goes on in the caller.
+pub(super) fn joined<T>(result: Result<T, JoinError>) -> T {
+    match result {
+        Ok(value) => value,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Tasks are aborted only when their JoinSet is dropped, and then nobody joins them.
+        Err(e) => unreachable!("sweep task cancelled while joined: {e}"),
+    }
+}
 
 /// Outcome of sweeping one partition (one shard of one window): its chunks' outcomes already
 /// folded into counters and the lag histogram as they finished, so a partition's memory does not

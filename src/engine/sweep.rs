@@ -12,14 +12,14 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
-use tokio::task::{JoinError, JoinSet};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
 use super::hook::{Events, ExpiryHook, FailedEvent, Owed};
 use super::pace::{read_ahead, Running, Slots};
-use super::partition::{LagOrigin, PartitionOutcome};
+use super::partition::{joined, LagOrigin, PartitionOutcome, Shared};
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
 use super::{Checkpoint, SweepOptions, CATCHUP_SLICE_PARTITIONS};
@@ -39,13 +39,6 @@ pub struct Sweeper<S> {
     owed: Arc<Owed>,
 }
 
-/// What the tasks of a sweep share.
-pub(super) struct Shared<S> {
-    pub(super) store: S,
-    pub(super) schema: TableSchema,
-    pub(super) options: SweepOptions,
-}
-
 impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sweeper")
@@ -55,16 +48,6 @@ impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
             .field("wall_clock", &self.wall.is_some())
             .field("events", &self.events)
             .finish()
-    }
-}
-
-/// The outcome of a finished task; a panic in the task goes on in the caller.
-pub(super) fn joined<T>(result: Result<T, JoinError>) -> T {
-    match result {
-        Ok(value) => value,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        // Tasks are aborted only when their JoinSet is dropped, and then nobody joins them.
-        Err(e) => unreachable!("sweep task cancelled while joined: {e}"),
     }
 }
 
