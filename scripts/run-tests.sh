@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the test binaries of `cargo test ARGS...` and runs them TEST_JOBS at a time (default 3),
+# Builds the test binaries of `cargo test ARGS...` and runs them TEST_JOBS at a time (default 2),
 # the slowest first, from the crate's root as `cargo test` would. Each binary starts its own local
 # servers (DynamoDB Local, moto) on free ports of 127.0.0.1 and stops them when it exits; most of
 # a binary's time is spent waiting on them, on ticks and on deadlines, so running a few at once
@@ -13,10 +13,10 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-JOBS="${TEST_JOBS:-3}"
+JOBS="${TEST_JOBS:-2}"
 case "$JOBS" in ''|*[!0-9]*|0) echo "TEST_JOBS=$JOBS: expected a whole number of at least 1" >&2; exit 2 ;; esac
 # The binaries that take longest start first (seconds measured on a 2-core machine).
-SLOWEST_FIRST=(adoption faults events precision readme local_dynamodb lambda_e2e cli handler)
+SLOWEST_FIRST=(adoption faults lambda_e2e precision events readme local_dynamodb cli handler)
 
 cargo test --no-run "$@"
 # name<TAB>executable for every test binary of the build above (nothing is rebuilt).
