@@ -20,9 +20,14 @@ SLOWEST_FIRST=(adoption faults lambda_e2e precision events readme local_dynamodb
 
 cargo test --no-run "$@"
 # name<TAB>executable for every test binary of the build above (nothing is rebuilt).
-mapfile -t built < <(cargo test --no-run --message-format=json "$@" 2>/dev/null |
-  jq -r 'select(.reason == "compiler-artifact" and .profile.test and .executable != null)
-         | "\(.target.kind[0]):\(.target.name)\t\(.executable)"')
+mapfile -t built < <(cargo test --no-run --message-format=json "$@" 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["profile"]["test"] and m.get("executable"):
+        target = m["target"]
+        print(target["kind"][0] + ":" + target["name"] + "\t" + m["executable"])
+')
 [ "${#built[@]}" -gt 0 ] || { echo "run-tests: cargo built no test binaries" >&2; exit 1; }
 
 ordered=()
