@@ -63,11 +63,6 @@ fn is_key_value(value: &AttributeValue) -> bool {
     )
 }
 
-/// Renders an attribute value as DynamoDB JSON (maps with their attributes in name order).
-pub fn attribute_to_json(value: &AttributeValue) -> Value {
-    render(dialect(value))
-}
-
 /// Renders a key or a whole item as DynamoDB JSON, attributes in name order.
 pub fn item_to_json(item: &HashMap<String, AttributeValue>) -> Value {
     render(dialect_item(item))
