@@ -20,6 +20,7 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 use ttl_sweeper::config::Config;
+use ttl_sweeper::engine::Sweeper;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{
     ConditionalOutcome, DynamoStore, ErrorKind, Key, Page, Store, StoreError, TableSchema,
@@ -192,6 +193,28 @@ pub async fn create_table(client: &Client, spec: &TableSpec<'_>) {
         .send()
         .await
         .expect("create table");
+}
+
+/// Creates a table named from `prefix` with `client`, shaped like [`TableSpec::simple`] and then
+/// by `shape` (e.g. `|t| t.index = false`); returns its name.
+pub async fn new_table(
+    client: &Client,
+    prefix: &str,
+    shape: impl FnOnce(&mut TableSpec<'_>),
+) -> String {
+    let table = table_name(prefix);
+    let mut spec = TableSpec::simple(&table);
+    shape(&mut spec);
+    create_table(client, &spec).await;
+    table
+}
+
+/// A client for the test server and a new table named from `prefix`, shaped like
+/// [`TableSpec::simple`].
+pub async fn simple_table(prefix: &str) -> (Client, String) {
+    let client = client().await;
+    let table = new_table(&client, prefix, |_| {}).await;
+    (client, table)
 }
 
 /// An attribute definition.
@@ -527,6 +550,21 @@ pub async fn store_and_schema(config: &Config) -> (DynamoStore, TableSchema) {
     (store, schema)
 }
 
+/// A sweeper over `config`'s table on the test server, with `config`'s sweep options and the
+/// store `wrap` makes of the `DynamoStore` (`|s| s` for none).
+pub async fn sweeper_over<S: Store>(
+    config: &Config,
+    wrap: impl FnOnce(DynamoStore) -> S,
+) -> Sweeper<S> {
+    let (store, schema) = store_and_schema(config).await;
+    Sweeper::new(wrap(store), schema, config.sweep_options())
+}
+
+/// A sweeper over `table` on the test server, with `pairs` overriding the default settings.
+pub async fn sweeper(table: &str, pairs: &[(&str, &str)]) -> Sweeper<DynamoStore> {
+    sweeper_over(&config(table, pairs), |s| s).await
+}
+
 /// Creates a checkpoint table (partition key `id`, String).
 pub async fn create_checkpoint_table(client: &Client, name: &str) {
     client
@@ -591,26 +629,15 @@ pub fn run(cmd: &mut Command) -> (i32, String, String) {
 pub async fn sessions_and_sweeper(
     prefix: &str,
     now: i64,
-) -> (
-    aws_sdk_dynamodb::Client,
-    String,
-    ttl_sweeper::engine::Sweeper<ttl_sweeper::store::DynamoStore>,
-) {
-    let client = client().await;
-    let table = table_name(prefix);
-    create_table(&client, &TableSpec::simple(&table)).await;
+) -> (Client, String, Sweeper<DynamoStore>) {
+    let (client, table) = simple_table(prefix).await;
     let mut items: Vec<_> = (0..30)
         .map(|i| session(&format!("old-{i}"), now - 2 - i))
         .collect();
     items.extend((0..5).map(|i| session(&format!("new-{i}"), now + 120 + i)));
     put_items(&client, &table, items).await;
-    let cfg = config(&table, &[]);
-    let (store, schema) = store_and_schema(&cfg).await;
-    (
-        client,
-        table,
-        ttl_sweeper::engine::Sweeper::new(store, schema, cfg.sweep_options()),
-    )
+    let sweeper = sweeper(&table, &[]).await;
+    (client, table, sweeper)
 }
 
 /// The expired items a sweep report accounts for: deleted by the sweep, or found already gone.
