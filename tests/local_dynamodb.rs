@@ -290,21 +290,7 @@ fn extend_ttl_hook(
             if key["id"].as_s().unwrap() == "item-0"
                 && !done.swap(true, std::sync::atomic::Ordering::SeqCst)
             {
-                client
-                    .update_item()
-                    .table_name(&table)
-                    .set_key(Some(key))
-                    .update_expression("SET #ttl = :t, #w = :w")
-                    .expression_attribute_names("#ttl", "ttl")
-                    .expression_attribute_names("#w", "expirationWindow")
-                    .expression_attribute_values(":t", AV::N(new_ttl.to_string()))
-                    .expression_attribute_values(
-                        ":w",
-                        AV::S(window_key(new_ttl as f64, 60).unwrap()),
-                    )
-                    .send()
-                    .await
-                    .expect("extend ttl");
+                extend_ttl(&client, &table, key, new_ttl).await;
             }
         })
     }));
@@ -320,14 +306,7 @@ async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query()
     let mut outcomes = HashMap::new();
     for mode in ["conditional", "batch"] {
         let table = new_table(&client, &format!("race_{mode}"), |_| {}).await;
-        put_items(
-            &client,
-            &table,
-            (0..10)
-                .map(|i| session(&format!("item-{i}"), now - 5 - i))
-                .collect(),
-        )
-        .await;
+        put_items(&client, &table, sessions("item", 10, |i| now - 5 - i)).await;
         let cfg = config(&table, &[("DELETE_MODE", mode)]);
         let hook = |store| extend_ttl_hook(store, client.clone(), table.clone(), extended_to);
         let report = sweeper_over(&cfg, hook)
@@ -555,17 +534,16 @@ async fn narrow_windows_are_covered_between_two_scheduled_sweeps() {
 /// layout keeps its own checkpoint, so one catching up never skips the other's backlog.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_layouts_keep_their_own_checkpoints() {
-    let client = client().await;
-    let table = table_name("layouts");
-    let checkpoints = table_name("layouts_cp");
-    create_table(&client, &TableSpec::simple(&table)).await;
-    create_checkpoint_table(&client, &checkpoints).await;
+    let (client, table) = simple_table("layouts").await;
+    let checkpoints = checkpoint_table(&client, "layouts_cp").await;
     let t = boundary();
     // 40 items in the old layout (60 s, one shard) that expired 1-2 h before T.
-    let items: Vec<Key> = (0..40)
-        .map(|i| session(&format!("old-{i}"), t - 7200 + 1 + i * 90))
-        .collect();
-    put_items(&client, &table, items).await;
+    put_items(
+        &client,
+        &table,
+        sessions("old", 40, |i| t - 7200 + 1 + i * 90),
+    )
+    .await;
     let sweeper_of = |shards: &str| {
         let cfg = config(
             &table,
@@ -574,7 +552,7 @@ async fn two_layouts_keep_their_own_checkpoints() {
                 ("WINDOW_SHARDS", shards),
             ],
         );
-        async move { sweeper_over(&cfg, |s| s).await }
+        async move { sweeper_for(&cfg).await }
     };
     let (old, new) = (sweeper_of("1").await, sweeper_of("4").await);
     // The old layout last swept at T-3h; the new one sweeps at T; then the old one at T.
@@ -593,11 +571,8 @@ async fn two_layouts_keep_their_own_checkpoints() {
 async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() {
     use ttl_sweeper::expiry::window::{shard_of, window_attribute};
     for mode in ["batch", "conditional"] {
-        let client = client().await;
-        let table = table_name("split");
-        let checkpoints = table_name("split_cp");
-        create_table(&client, &TableSpec::simple(&table)).await;
-        create_checkpoint_table(&client, &checkpoints).await;
+        let (client, table) = simple_table("split").await;
+        let checkpoints = checkpoint_table(&client, "split_cp").await;
         let b = boundary();
         let now = b + 30;
         let item = |id: String, ttl: i64| -> Key {

@@ -149,6 +149,17 @@ pub struct MemStore {
     pub checkpoint: Mutex<Option<Timestamp>>,
 }
 
+/// The schema of the tests' `sessions` table (String key `id`, the sweeper's default index) with
+/// the default layout, as a [`MemStore`] of the default layout has it.
+pub fn default_schema() -> TableSchema {
+    TableSchema {
+        table_name: "sessions".into(),
+        index_name: "expirationWindowIndex".into(),
+        key_attributes: vec!["id".into()],
+        layout: Layout::default(),
+    }
+}
+
 /// The `id` of a key or item.
 pub fn id_of(key: &Key) -> String {
     match &key["id"] {
@@ -276,10 +287,8 @@ impl MemStore {
 
     pub fn schema(&self) -> TableSchema {
         TableSchema {
-            table_name: "sessions".into(),
-            index_name: "expirationWindowIndex".into(),
-            key_attributes: vec!["id".into()],
             layout: self.layout.clone(),
+            ..default_schema()
         }
     }
 
