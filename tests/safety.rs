@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::mem_store::{id_of, Fault, MemStore, Op, When};
+use common::mem_store::{id_of, mem_sweeper, Fault, MemStore, Op, When};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -108,7 +108,7 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
         max_concurrency: 1,
         ..SweepOptions::default()
     };
-    let sweeper = Sweeper::new(store.clone(), store.schema(), options);
+    let sweeper = mem_sweeper(store.clone(), options);
     // 4 s into the sweep the application deletes and writes again every tenth key, with a ttl
     // an hour ahead.
     let rewritten: Vec<String> = (0..3_000).step_by(10).map(|i| format!("k{i:04}")).collect();
@@ -194,7 +194,7 @@ async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
         page_limit: Some(30),
         ..SweepOptions::default()
     };
-    let sweeper = Sweeper::new(store.clone(), store.schema(), options);
+    let sweeper = mem_sweeper(store.clone(), options);
     // At 7 s the application writes k35 (listed on the second page, at 5 s) again, live.
     let writer = store.put_at(
         Duration::from_secs(7),
@@ -239,7 +239,7 @@ async fn an_unprocessed_key_named_unlike_any_key_sent_is_sent_again_not_counted_
     for i in 0..25 {
         store.put(&format!("k{i:02}"), (T0 - 30) as f64);
     }
-    let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default());
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     let report = sweeper
         .sweep(Timestamp::from_secs(T0), &Stop::never())
         .await;
@@ -277,7 +277,7 @@ async fn a_sweep_holds_no_more_keys_than_its_read_ahead_whatever_the_pages() {
             lookback_windows: 16,
             ..SweepOptions::default()
         };
-        let sweeper = Sweeper::new(store.clone(), store.schema(), options);
+        let sweeper = mem_sweeper(store.clone(), options);
         let report = sweeper
             .sweep(Timestamp::from_secs(T0), &Stop::never())
             .await;
@@ -308,8 +308,7 @@ fn one_notify_chunk(
         store.put(&format!("k{i:02}"), (T0 - 30) as f64);
     }
     let hook = Arc::new(hook);
-    let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default())
-        .with_events(hook.clone());
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default()).with_events(hook.clone());
     (store, hook, sweeper)
 }
 
@@ -488,7 +487,7 @@ async fn a_shutdown_does_not_wait_for_a_query_that_is_slow_to_answer() {
     // ends at once: the read is given up, nothing it would have found is deleted.
     let store = Arc::new(mem(Layout::default()).delay(Op::Query, Duration::from_secs(60)));
     store.put("k0", (T0 - 30) as f64);
-    let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default());
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     let token = CancellationToken::new();
     let sigterm = token.clone();
     tokio::spawn(async move {
@@ -530,7 +529,7 @@ async fn a_long_catch_up_moves_the_checkpoint_oldest_first_within_one_invocation
         let so_far = store.calls(Op::Query);
         store.stop_after_queries(so_far + 600, token.clone());
         let options = checkpointed(1);
-        let sweeper = Sweeper::new(store.clone(), store.schema(), options);
+        let sweeper = mem_sweeper(store.clone(), options);
         let stop = Stop::never().with_cancel(token);
         let report = sweeper.sweep(Timestamp::from_secs(T0), &stop).await;
         let after = store.checkpoint.lock().unwrap().unwrap().secs();
@@ -591,7 +590,7 @@ async fn ticks_longer_than_the_lookback_read_every_window_since_the_last_tick() 
         lookback_windows: 7,
         ..SweepOptions::default()
     };
-    let sweeper = Sweeper::new(store.clone(), store.schema(), options);
+    let sweeper = mem_sweeper(store.clone(), options);
     let clock = {
         let store = store.clone();
         move || Timestamp::from_millis((store.clock() * 1000.0) as i64)
@@ -638,7 +637,7 @@ async fn a_catch_up_stopped_before_it_began_leaves_the_checkpoint_where_it_was()
     let token = CancellationToken::new();
     store.stop_after_queries(2, token.clone());
     let options = checkpointed(1);
-    let sweeper = Sweeper::new(store.clone(), store.schema(), options);
+    let sweeper = mem_sweeper(store.clone(), options);
     let report = sweeper
         .sweep(Timestamp::from_secs(T0), &Stop::never().with_cancel(token))
         .await;
