@@ -101,9 +101,7 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
     // time: the last chunk of a 3,000-key page would wait 30 s.
     let started = Instant::now();
     let store = Arc::new(mem(Layout::default()).delay(Op::BatchDelete, Duration::from_millis(250)));
-    for i in 0..3_000 {
-        store.put(&format!("k{i:04}"), (T0 - 30) as f64);
-    }
+    (0..3_000).for_each(|i| store.put(&format!("k{i:04}"), (T0 - 30) as f64));
     let options = SweepOptions {
         max_concurrency: 1,
         ..SweepOptions::default()
@@ -186,9 +184,7 @@ async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
             .delay(Op::Delete, Duration::from_secs(1))
             .delay(Op::Get, Duration::from_secs(1)),
     );
-    for i in 0..40 {
-        store.put(&format!("k{i:02}"), (T0 - 30) as f64);
-    }
+    (0..40).for_each(|i| store.put(&format!("k{i:02}"), (T0 - 30) as f64));
     let options = SweepOptions {
         max_concurrency: 1,
         page_limit: Some(30),
@@ -236,9 +232,7 @@ async fn an_unprocessed_key_named_unlike_any_key_sent_is_sent_again_not_counted_
         When::Call(1),
         Fault::RenameUnprocessed,
     ));
-    for i in 0..25 {
-        store.put(&format!("k{i:02}"), (T0 - 30) as f64);
-    }
+    (0..25).for_each(|i| store.put(&format!("k{i:02}"), (T0 - 30) as f64));
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     let report = sweeper
         .sweep(Timestamp::from_secs(T0), &Stop::never())
@@ -267,9 +261,8 @@ async fn a_sweep_holds_no_more_keys_than_its_read_ahead_whatever_the_pages() {
                 }),
         );
         for w in 0..16 {
-            for i in 0..2_000 {
-                store.put(&format!("k{w:02}{i:04}"), (T0 - 60 * w - 30) as f64);
-            }
+            (0..2_000)
+                .for_each(|i| store.put(&format!("k{w:02}{i:04}"), (T0 - 60 * w - 30) as f64));
         }
         let options = SweepOptions {
             delete_mode,
@@ -304,9 +297,7 @@ fn one_notify_chunk(
     hook: Recorder,
 ) -> (Arc<MemStore>, Arc<Recorder>, Sweeper<Arc<MemStore>>) {
     let store = Arc::new(store);
-    for i in 0..25 {
-        store.put(&format!("k{i:02}"), (T0 - 30) as f64);
-    }
+    (0..25).for_each(|i| store.put(&format!("k{i:02}"), (T0 - 30) as f64));
     let hook = Arc::new(hook);
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default()).with_events(hook.clone());
     (store, hook, sweeper)
@@ -521,9 +512,7 @@ async fn a_long_catch_up_moves_the_checkpoint_oldest_first_within_one_invocation
     let store = Arc::new(mem(layout.clone()));
     *store.checkpoint.lock().unwrap() = Some(Timestamp::from_secs(before));
     // one expired item in every minute of the backlog
-    for m in 0..120 {
-        store.put(&format!("m{m:03}"), (before + 60 * m + 30) as f64);
-    }
+    (0..120).for_each(|m| store.put(&format!("m{m:03}"), (before + 60 * m + 30) as f64));
     for run in 0..5 {
         let token = CancellationToken::new();
         let so_far = store.calls(Op::Query);
