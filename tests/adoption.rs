@@ -39,13 +39,19 @@ fn bare(id: &str, ttl: Option<AV>) -> Key {
     item
 }
 
-/// Every item with a usable numeric ttl has the right window; everything else is untouched.
-async fn assert_all_windows_correct(client: &aws_sdk_dynamodb::Client, table: &str) -> usize {
+/// Every item with a numeric ttl that `windowed(id, ttl)` picks has the right window; everything
+/// else has none. Returns how many have one.
+async fn assert_windows(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    windowed: impl Fn(&str, &str) -> bool,
+) -> usize {
     let items = scan_all(client, table).await;
     let mut with_window = 0;
     for item in &items {
+        let id = item["id"].as_s().unwrap();
         match item.get("ttl") {
-            Some(AV::N(n)) if ttl_sweeper::expiry::window::parse_ttl(n).is_ok() => {
+            Some(AV::N(n)) if windowed(id, n) => {
                 let t: f64 = n.parse().unwrap();
                 assert_eq!(
                     item.get("expirationWindow"),
@@ -63,8 +69,7 @@ async fn assert_all_windows_correct(client: &aws_sdk_dynamodb::Client, table: &s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent() {
     let client = client().await;
-    let table = table_name("backfill");
-    create_table(&client, &TableSpec::without_index(&table)).await;
+    let table = new_table(&client, "backfill", |t| t.index = false).await;
     let now = now();
     let mut items: Vec<Key> = Vec::with_capacity(50_000);
     for i in 0..50_000i64 {
@@ -181,7 +186,9 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
     let deleted = report["deleted_expired"].as_u64().unwrap();
     assert!(deleted <= 5000 && deleted >= deleted_before, "{report}");
     assert_eq!(report["expired_kept"], 0, "{report}");
-    assert_eq!(assert_all_windows_correct(&client, &table).await, 42_000);
+    // Every item with a usable numeric ttl has the right window; everything else is untouched.
+    let usable = |_: &str, ttl: &str| ttl_sweeper::expiry::window::parse_ttl(ttl).is_ok();
+    assert_eq!(assert_windows(&client, &table, usable).await, 42_000);
     assert_eq!(
         scan_all(&client, &table).await.len(),
         45_000,
@@ -207,9 +214,7 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_never_overwrites_a_concurrent_change_or_recreates_a_deleted_item() {
-    let client = client().await;
-    let table = table_name("bf_race");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("bf_race").await;
     let now = now();
     put_items(
         &client,
@@ -229,18 +234,7 @@ async fn backfill_never_overwrites_a_concurrent_change_or_recreates_a_deleted_it
     // Between the scan (which saw ttl = now+60 and no window) and the update, the application
     // extends the ttl and writes the matching window; and deletes the other item.
     let new_ttl = now + 7200;
-    client
-        .update_item()
-        .table_name(&table)
-        .key("id", AV::S("extended".into()))
-        .update_expression("SET #t = :t, #w = :w")
-        .expression_attribute_names("#t", "ttl")
-        .expression_attribute_names("#w", "expirationWindow")
-        .expression_attribute_values(":t", AV::N(new_ttl.to_string()))
-        .expression_attribute_values(":w", AV::S(window_key(new_ttl as f64, 60).unwrap()))
-        .send()
-        .await
-        .unwrap();
+    extend_ttl(&client, &table, id_key("extended"), new_ttl).await;
     client
         .delete_item()
         .table_name(&table)
@@ -278,9 +272,7 @@ const SIX_YEARS: i64 = 6 * 365 * 86_400;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_deletes_items_long_expired_so_that_nothing_expired_is_left_after_a_sweep() {
-    let client = client().await;
-    let table = table_name("bf_expired");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("bf_expired").await;
     let now = now();
     let mut items: Vec<Key> = Vec::new();
     // Expired 1-2 h before the backfill: older than any window a sweep reads.
@@ -355,10 +347,9 @@ async fn backfill_deletes_items_long_expired_so_that_nothing_expired_is_left_aft
     left.retain(|id| !id.starts_with("live-") && !id.starts_with("no-ttl-"));
     let ancient: Vec<String> = (0..20).map(|i| format!("ancient-{i:02}")).collect();
     assert_eq!(left, ancient);
-    assert_eq!(
-        assert_all_windows_correct_but_ancient(&client, &table).await,
-        50
-    );
+    // Only the items without a usable ttl and those more than five years old have no window.
+    let windowed = |id: &str, _: &str| !id.starts_with("ancient-");
+    assert_eq!(assert_windows(&client, &table, windowed).await, 50);
 
     // The audit agrees: nothing expired present, the ancient ttls are invalid.
     let (code, report, _) = run_json(cli(&table).args(["audit", "--max-problems", "20"]));
@@ -371,37 +362,9 @@ async fn backfill_deletes_items_long_expired_so_that_nothing_expired_is_left_aft
     let _ = std::fs::remove_file(&state);
 }
 
-/// Like [`assert_all_windows_correct`], for a table whose only items without a window are the
-/// ones without a usable ttl and those whose ttl is more than five years old.
-async fn assert_all_windows_correct_but_ancient(
-    client: &aws_sdk_dynamodb::Client,
-    table: &str,
-) -> usize {
-    let items = scan_all(client, table).await;
-    let mut with_window = 0;
-    for item in &items {
-        let id = item["id"].as_s().unwrap();
-        match item.get("ttl") {
-            Some(AV::N(n)) if !id.starts_with("ancient-") => {
-                let t: f64 = n.parse().unwrap();
-                assert_eq!(
-                    item.get("expirationWindow"),
-                    Some(&AV::S(window_key(t, 60).unwrap())),
-                    "{item:?}"
-                );
-                with_window += 1;
-            }
-            _ => assert!(!item.contains_key("expirationWindow"), "{item:?}"),
-        }
-    }
-    with_window
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_deletes_an_expired_item_only_if_its_ttl_is_still_the_one_read() {
-    let client = client().await;
-    let table = table_name("bf_del_race");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("bf_del_race").await;
     let now = now();
     let read_ttl = now - 3600;
     put_items(
@@ -462,9 +425,7 @@ async fn backfill_deletes_an_expired_item_only_if_its_ttl_is_still_the_one_read(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_complete_backfill_runs_again_fresh_and_resuming_it_reports_it_complete() {
-    let client = client().await;
-    let table = table_name("bf_rerun");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("bf_rerun").await;
     let now = now();
     put_items(
         &client,
@@ -545,11 +506,8 @@ async fn a_complete_backfill_runs_again_fresh_and_resuming_it_reports_it_complet
 async fn audit_finds_each_planted_problem_and_nothing_on_a_clean_table() {
     let client = client().await;
     let now = now();
-    let clean = table_name("audit_clean");
-    create_table(&client, &TableSpec::simple(&clean)).await;
-    let mut good: Vec<Key> = (0..200)
-        .map(|i| session(&format!("ok-{i}"), now + 60 + i))
-        .collect();
+    let clean = new_table(&client, "audit_clean", |_| {}).await;
+    let mut good = sessions("ok", 200, |i| now + 60 + i);
     good.push(bare("no-ttl", None));
     put_items(&client, &clean, good).await;
     let (code, report, stderr) = run_json(cli(&clean).args(["audit", "--segments", "2"]));
@@ -567,8 +525,7 @@ async fn audit_finds_each_planted_problem_and_nothing_on_a_clean_table() {
     }
     assert_eq!(report["expired_present"], serde_json::json!({}));
 
-    let dirty = table_name("audit_dirty");
-    create_table(&client, &TableSpec::without_index(&dirty)).await;
+    let dirty = new_table(&client, "audit_dirty", |t| t.index = false).await;
     let mut wrong = bare("wrong", Some(AV::N((now + 60).to_string())));
     wrong.insert(
         "expirationWindow".into(),
@@ -656,9 +613,7 @@ async fn backfill_with_clock(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_judges_each_item_by_the_clock_when_it_writes_it() {
     use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    let client = client().await;
-    let table = table_name("bf_clock");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("bf_clock").await;
     let start = now();
     let ttl = start + 25;
     let items: Vec<Key> = (0..12)
@@ -695,9 +650,7 @@ async fn backfill_judges_each_item_by_the_clock_when_it_writes_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_deletes_an_item_whose_ttl_passes_while_its_window_is_written() {
     use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    let client = client().await;
-    let table = table_name("bf_during");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("bf_during").await;
     let start = now();
     put_items(
         &client,
@@ -724,9 +677,7 @@ async fn backfill_deletes_an_item_whose_ttl_passes_while_its_window_is_written()
 /// instant, items with one ttl would all be treated alike (all windows, or all deletes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_backfill_judges_items_by_the_clock_as_it_reaches_them() {
-    let client = client().await;
-    let table = table_name("bf_slow");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("bf_slow").await;
     // 40 writes at 2 a second take 20 s (after a first burst of 2); the ttl falls mid-run,
     // 10 s in: room for a slow start (this binary's 50,000-item test may run beside it).
     let ttl = now() + 10;

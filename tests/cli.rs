@@ -125,14 +125,10 @@ fn tokio_worker_threads_is_checked_before_the_runtime_starts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_deletes_expired_items_and_prints_one_json_report() {
-    let client = client().await;
-    let table = table_name("cli");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("cli").await;
     let now = now();
-    let mut items: Vec<_> = (0..60)
-        .map(|i| session(&format!("old-{i}"), now - 5 - i))
-        .collect();
-    items.extend((0..10).map(|i| session(&format!("new-{i}"), now + 600 + i)));
+    let mut items = sessions("old", 60, |i| now - 5 - i);
+    items.extend(sessions("new", 10, |i| now + 600 + i));
     put_items(&client, &table, items).await;
 
     let (code, out, err) = run(cli()
@@ -157,9 +153,7 @@ async fn sweep_deletes_expired_items_and_prints_one_json_report() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweeps_with_shard_ranges_delete_only_their_shards() {
     use ttl_sweeper::expiry::window::{shard_of, window_attribute};
-    let client = client().await;
-    let table = table_name("cli_shards");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("cli_shards").await;
     let now = now();
     let ids: Vec<String> = (0..80).map(|i| format!("old-{i}")).collect();
     let items = ids
@@ -229,11 +223,8 @@ async fn sweeps_with_shard_ranges_delete_only_their_shards() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_shard_ranges_start_from_the_whole_tables_checkpoint() {
     use ttl_sweeper::expiry::window::window_attribute;
-    let client = client().await;
-    let table = table_name("cli_split_cp");
-    let checkpoints = table_name("cli_split_cp_state");
-    create_table(&client, &TableSpec::simple(&table)).await;
-    create_checkpoint_table(&client, &checkpoints).await;
+    let (client, table) = simple_table("cli_split_cp").await;
+    let checkpoints = checkpoint_table(&client, "cli_split_cp_state").await;
     let t = (now() / 60) * 60 - 60;
     let iso = |secs: i64| {
         chrono::DateTime::from_timestamp(secs, 0)
@@ -336,9 +327,7 @@ fn run_for_at_most(cmd: &mut Command, limit: Duration) -> (Option<i32>, String, 
 async fn hostile_arguments_exit_2_naming_the_flag_and_what_it_accepts() {
     // A real table with items to write, so that a value that slipped through would reach the
     // code that crashed or hung on it.
-    let client = client().await;
-    let table = table_name("hostile");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("hostile").await;
     let now = now();
     put_items(
         &client,
@@ -355,88 +344,39 @@ async fn hostile_arguments_exit_2_naming_the_flag_and_what_it_accepts() {
     .await;
     let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
 
-    // (arguments, the flag the message names, what it says is accepted)
-    let cases: &[(&[&str], &str, &str)] = &[
-        (
-            &["backfill", "--max-wcu", "0"],
-            "--max-wcu",
-            "0.01 to 1000000",
-        ),
-        (
-            &["backfill", "--max-wcu", "-5"],
-            "--max-wcu",
-            "0.01 to 1000000",
-        ),
-        (
-            &["backfill", "--max-wcu=-5"],
-            "--max-wcu",
-            "0.01 to 1000000",
-        ),
-        (
-            &["backfill", "--max-wcu", "NaN"],
-            "--max-wcu",
-            "0.01 to 1000000",
-        ),
-        (
-            &["backfill", "--max-wcu", "inf"],
-            "--max-wcu",
-            "0.01 to 1000000",
-        ),
-        (
-            &["backfill", "--max-wcu", "1e-300"],
-            "--max-wcu",
-            "0.01 to 1000000",
-        ),
-        (
-            &["backfill", "--segments", "1000000"],
-            "--segments",
-            "1 to 1000",
-        ),
-        (&["backfill", "--segments", "0"], "--segments", "1 to 1000"),
-        (&["backfill", "--segments", "-1"], "--segments", "1 to 1000"),
-        (
-            &["backfill", "--page-size", "0"],
-            "--page-size",
-            "1 to 1000",
-        ),
-        (
-            &["backfill", "--page-size", "-1"],
-            "--page-size",
-            "1 to 1000",
-        ),
-        (
-            &["backfill", "--page-size", "1001"],
-            "--page-size",
-            "1 to 1000",
-        ),
-        (
-            &["audit", "--segments", "4000000000"],
-            "--segments",
-            "1 to 1000",
-        ),
-        (
-            &["audit", "--segments", "1000000"],
-            "--segments",
-            "1 to 1000",
-        ),
-        (&["audit", "--segments", "0"], "--segments", "1 to 1000"),
-        (&["audit", "--sample", "0"], "--sample", "at least 1"),
-        (&["audit", "--sample", "-1"], "--sample", "at least 1"),
-        (
-            &["audit", "--max-expired-age", "soon"],
-            "--max-expired-age",
-            "a duration such as 5m",
-        ),
-        (&["run", "--every", "300000000y"], "--every", "100ms to 1d"),
-        (&["run", "--every", "2d"], "--every", "100ms to 1d"),
-        (&["run", "--every", "50ms"], "--every", "100ms to 1d"),
-        (&["run", "--every", "0"], "--every", "100ms to 1d"),
+    // (arguments, what the message says is accepted); the message names the flag, the
+    // second argument up to any `=`.
+    let cases: &[(&str, &str)] = &[
+        ("backfill --max-wcu 0", "0.01 to 1000000"),
+        ("backfill --max-wcu -5", "0.01 to 1000000"),
+        ("backfill --max-wcu=-5", "0.01 to 1000000"),
+        ("backfill --max-wcu NaN", "0.01 to 1000000"),
+        ("backfill --max-wcu inf", "0.01 to 1000000"),
+        ("backfill --max-wcu 1e-300", "0.01 to 1000000"),
+        ("backfill --segments 1000000", "1 to 1000"),
+        ("backfill --segments 0", "1 to 1000"),
+        ("backfill --segments -1", "1 to 1000"),
+        ("backfill --page-size 0", "1 to 1000"),
+        ("backfill --page-size -1", "1 to 1000"),
+        ("backfill --page-size 1001", "1 to 1000"),
+        ("audit --segments 4000000000", "1 to 1000"),
+        ("audit --segments 1000000", "1 to 1000"),
+        ("audit --segments 0", "1 to 1000"),
+        ("audit --sample 0", "at least 1"),
+        ("audit --sample -1", "at least 1"),
+        ("audit --max-expired-age soon", "a duration such as 5m"),
+        ("run --every 300000000y", "100ms to 1d"),
+        ("run --every 2d", "100ms to 1d"),
+        ("run --every 50ms", "100ms to 1d"),
+        ("run --every 0", "100ms to 1d"),
     ];
     let mut failures = Vec::new();
-    for (args, flag, accepts) in cases {
+    for (args, accepts) in cases {
+        let args: Vec<&str> = args.split_whitespace().collect();
+        let flag = args[1].split('=').next().unwrap();
         let _ = std::fs::remove_file(&state);
         let mut cmd = cli();
-        cmd.args(*args)
+        cmd.args(&args)
             .args(["--table-name", &table])
             .env("AWS_ENDPOINT_URL", endpoint());
         if args[0] == "backfill" {
@@ -463,9 +403,7 @@ async fn hostile_arguments_exit_2_naming_the_flag_and_what_it_accepts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_with_less_than_one_wcu_per_second_finishes_at_that_rate() {
-    let client = client().await;
-    let table = table_name("slow_wcu");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("slow_wcu").await;
     let now = now();
     let mut items: Vec<_> = (0..3)
         .map(|i| {
@@ -511,6 +449,48 @@ async fn backfill_with_less_than_one_wcu_per_second_finishes_at_that_rate() {
 /// A `ttl-sweeper run` child, killed by its PID if a failing test leaves it running.
 struct Daemon(std::process::Child);
 
+impl Daemon {
+    /// `ttl-sweeper run` on `table` every `every` with `SCHEDULE_SECONDS=schedule`, serving
+    /// metrics on a free port, its stderr written to a log file: the child, the port, the log.
+    fn start(
+        table: &str,
+        every: &str,
+        schedule: &str,
+        stdout: Stdio,
+    ) -> (Daemon, u16, std::path::PathBuf) {
+        let port = free_port();
+        let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("target/test-servers/daemon-{port}.log"));
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let child = cli()
+            .args(["run", "--every", every, "--table-name", table])
+            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+            .env("AWS_ENDPOINT_URL", endpoint())
+            .env("SCHEDULE_SECONDS", schedule)
+            .stdout(stdout)
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        (Daemon(child), port, log)
+    }
+
+    /// Sends SIGTERM and waits (15 s at the most) for the exit.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        // SAFETY: signals the child this test started, by its PID.
+        unsafe {
+            libc::kill(self.0.id() as i32, libc::SIGTERM);
+        }
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(started.elapsed() < Duration::from_secs(15), "did not stop");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         if let Ok(None) = self.0.try_wait() {
@@ -544,30 +524,12 @@ fn sample(text: &str, name: &str, table: &str) -> Option<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
-    let client = client().await;
-    let table = table_name("daemon");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("daemon").await;
     let start = now();
-    let first: Vec<_> = (0..20)
-        .map(|i| session(&format!("a-{i}"), start - 2 - i))
-        .collect();
-    put_items(&client, &table, first).await;
+    put_items(&client, &table, sessions("a", 20, |i| start - 2 - i)).await;
     put_items(&client, &table, vec![session("future", start + 3600)]).await;
 
-    let port = free_port();
-    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("target/test-servers/daemon-{port}.log"));
-    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
-    let mut child = cli()
-        .args(["run", "--every", "200ms", "--table-name", &table])
-        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-        .env("AWS_ENDPOINT_URL", endpoint())
-        .env("SCHEDULE_SECONDS", "2")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .map(Daemon)
-        .unwrap();
+    let (mut child, port, log) = Daemon::start(&table, "200ms", "2", Stdio::piped());
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
 
     // The expired items the counters account for: deleted, or found already gone (see
@@ -617,10 +579,7 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
     );
 
     // More items expire: the counters move.
-    let second: Vec<_> = (0..15)
-        .map(|i| session(&format!("b-{i}"), now() - 1 - i))
-        .collect();
-    put_items(&client, &table, second).await;
+    put_items(&client, &table, sessions("b", 15, |i| now() - 1 - i)).await;
     let text = tokio::task::block_in_place(|| wait_for(35.0));
     assert_eq!(removed_total(&text), Some(35.0), "{text}");
     assert!(
@@ -672,18 +631,7 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
     assert_eq!(http_get(port, "/other").map(|(s, _)| s), Some(404));
 
     // SIGTERM stops it as before: exit 0, the whole run's report on stdout.
-    // SAFETY: signals the child this test started, by its PID.
-    unsafe {
-        libc::kill(child.0.id() as i32, libc::SIGTERM);
-    }
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(15), "did not stop");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = child.terminate();
     let mut stdout = String::new();
     child
         .0
@@ -719,23 +667,8 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_health_turns_503_when_sweeps_keep_failing() {
-    let client = client().await;
-    let table = table_name("daemon_health");
-    create_table(&client, &TableSpec::simple(&table)).await;
-    let port = free_port();
-    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("target/test-servers/daemon-{port}.log"));
-    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
-    let mut child = cli()
-        .args(["run", "--every", "100ms", "--table-name", &table])
-        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-        .env("AWS_ENDPOINT_URL", endpoint())
-        .env("SCHEDULE_SECONDS", "1")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .map(Daemon)
-        .unwrap();
+    let (client, table) = simple_table("daemon_health").await;
+    let (mut child, port, log) = Daemon::start(&table, "100ms", "1", Stdio::null());
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
     // Polls /healthz until its answer has `want` in its body, or 20 s.
     let health_until = |want: &str| {
@@ -782,18 +715,7 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
     let failed = sample(&text, "ttl_sweeper_sweeps_failed_total", &table).unwrap_or(0.0);
     assert!(failed >= 3.0, "{text}");
 
-    // SAFETY: signals the child this test started, by its PID.
-    unsafe {
-        libc::kill(child.0.id() as i32, libc::SIGTERM);
-    }
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(15), "did not stop");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = child.terminate();
     assert_eq!(
         status.code(),
         Some(1),

@@ -7,7 +7,6 @@ mod common;
 use std::process::Command;
 
 use common::*;
-use ttl_sweeper::store::Key;
 
 /// `ttl-sweeper` under `faketime -f +<ahead>s`: the wall clock is faked, the monotonic clock is
 /// left alone (tokio's timers keep working).
@@ -29,15 +28,11 @@ fn fast_clock_cli(ahead_secs: u32) -> Command {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_clock_two_minutes_fast_deletes_nothing_early() {
-    let client = client().await;
-    let table = table_name("fast_clock");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("fast_clock").await;
     let now = now();
     // 60 items with 30 to 90 s to live, and 10 that expired a minute ago.
-    let mut items: Vec<Key> = (0..60)
-        .map(|i| session(&format!("live-{i}"), now + 30 + i))
-        .collect();
-    items.extend((0..10).map(|i| session(&format!("expired-{i}"), now - 60 - i)));
+    let mut items = sessions("live", 60, |i| now + 30 + i);
+    items.extend(sessions("expired", 10, |i| now - 60 - i));
     put_items(&client, &table, items).await;
 
     // The fake clock really is ahead: `date` under the same wrapper.

@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
 use common::{
-    clock, config, create_table, exists, id_key, put_many, removed_json, run, scan_all, session,
-    store_and_schema, table_name, BeforeDelete, Instrumented, TableSpec, AV,
+    clock, config, exists, extend_ttl, id_key, new_table, put_many, removed_json, run, scan_all,
+    session, simple_table, sweeper_over, BeforeDelete, Instrumented, AV,
 };
 use fault_proxy::{Fault, FaultProxy, Plan};
 use serde_json::{json, Value};
@@ -349,9 +349,7 @@ fn sweep_cli(table: &str, settings: &[(&str, &str)]) -> std::process::Command {
 }
 
 async fn one_event_per_expired_item(kind: Kind, settings: &[(&str, &str)], with_item: bool) {
-    let client = common::client().await;
-    let table = table_name(&format!("events_{kind:?}"));
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table(&format!("events_{kind:?}")).await;
     let expired = fill(&client, &table, 40, 10).await;
     let sink = TestSink::new(kind).await;
     let mut settings = settings.to_vec();
@@ -462,21 +460,14 @@ async fn firehose_archives_one_json_line_per_expired_item_before_deleting_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn composite_binary_keys_are_named_exactly_and_hashed_in_name_order() {
     use aws_sdk_dynamodb::primitives::Blob;
-    use aws_sdk_dynamodb::types::{ProjectionType, ScalarAttributeType as T};
+    use aws_sdk_dynamodb::types::ScalarAttributeType as T;
     use base64::Engine as _;
     let client = common::client().await;
-    let table = table_name("events_keys");
-    create_table(
-        &client,
-        &TableSpec {
-            name: &table,
-            // The sort key's name sorts first: name order is not key-schema order.
-            partition: ("b", T::B),
-            sort: Some(("a_seq", T::N)),
-            projection: ProjectionType::KeysOnly,
-            index: true,
-        },
-    )
+    let table = new_table(&client, "events_keys", |t| {
+        // The sort key's name sorts first: name order is not key-schema order.
+        t.partition = ("b", T::B);
+        t.sort = Some(("a_seq", T::N));
+    })
     .await;
     let now = clock().secs();
     let mut items = Vec::new();
@@ -543,15 +534,17 @@ async fn sweeper_with_events(
     let mut pairs = settings.to_vec();
     pairs.push(("EXPIRY_EVENTS", &sink.setting));
     let cfg = config(table, &pairs);
-    let (store, schema) = store_and_schema(&cfg).await;
-    let mut store = Instrumented::new(store);
-    store.before_delete = before_delete;
     let events = Events::new(
         &cfg.events().expect("EXPIRY_EVENTS is set"),
         sink.adapter(endpoint, attempt_timeout).await,
     )
     .with_backoff(Duration::from_millis(10), Duration::from_millis(200));
-    Sweeper::new(store, schema, cfg.sweep_options())
+    let store = |s| Instrumented {
+        before_delete,
+        ..Instrumented::new(s)
+    };
+    sweeper_over(&cfg, store)
+        .await
         .with_events(Arc::new(events))
         .with_wall_clock(Arc::new(clock))
 }
@@ -566,21 +559,7 @@ fn extend_before_delete(client: &Client, table: &str, extended: &HashSet<String>
         let extend = extended.contains(key["id"].as_s().unwrap());
         Box::pin(async move {
             if extend {
-                client
-                    .update_item()
-                    .table_name(&table)
-                    .set_key(Some(key))
-                    .update_expression("SET #t = :t, #w = :w")
-                    .expression_attribute_names("#t", "ttl")
-                    .expression_attribute_names("#w", "expirationWindow")
-                    .expression_attribute_values(":t", AV::N(new_ttl.to_string()))
-                    .expression_attribute_values(
-                        ":w",
-                        AV::S(window_key(new_ttl as f64, 60).unwrap()),
-                    )
-                    .send()
-                    .await
-                    .expect("extend ttl");
+                extend_ttl(&client, &table, key, new_ttl).await;
             }
         })
     })
@@ -637,9 +616,7 @@ async fn archive_events_checked(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_before_the_delete() {
-    let client = common::client().await;
-    let table = table_name("events_cancel");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("events_cancel").await;
     let expired = fill(&client, &table, 12, 3).await;
     let extended: HashSet<String> = ["exp-00001", "exp-00004", "exp-00009"]
         .map(String::from)
@@ -682,9 +659,7 @@ async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_before_the_delete
 /// the cancellation has its own de-duplication id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fifo_queue_delivers_both_the_expiry_and_its_cancellation() {
-    let client = common::client().await;
-    let table = table_name("events_fifo");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("events_fifo").await;
     let expired = fill(&client, &table, 6, 2).await;
     let extended: HashSet<String> = ["exp-00001", "exp-00004"].map(String::from).into();
     let url = moto::create_fifo_queue(&moto::sqs().await, &moto::unique("expiries")).await;
@@ -743,8 +718,7 @@ async fn a_fifo_queue_delivers_both_the_expiry_and_its_cancellation() {
 async fn a_sink_that_is_down_loses_nothing_silently() {
     let client = common::client().await;
     for (mode, delete_mode) in [("notify", "batch"), ("archive", "conditional")] {
-        let table = table_name(&format!("events_down_{mode}"));
-        create_table(&client, &TableSpec::simple(&table)).await;
+        let table = new_table(&client, &format!("events_down_{mode}"), |_| {}).await;
         let expired = fill(&client, &table, 30, 3).await;
         let sink = TestSink::new(Kind::Sqs).await;
         let proxy = FaultProxy::start(
@@ -808,9 +782,7 @@ async fn a_sink_that_is_down_loses_nothing_silently() {
 /// status says the sweep failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_reports_lost_events_in_its_report_log_and_exit_status() {
-    let client = common::client().await;
-    let table = table_name("events_cli_down");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("events_cli_down").await;
     let expired = fill(&client, &table, 12, 2).await;
     let missing = format!("sqs:{}/123456789012/no-such-queue", moto::endpoint());
     let (code, out, err) = tokio::task::spawn_blocking({
@@ -915,9 +887,7 @@ async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> FaultRun {
     } else {
         "batch"
     };
-    let client = common::client().await;
-    let table = table_name(&format!("events_faults_{kind:?}_{mode}"));
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table(&format!("events_faults_{kind:?}_{mode}")).await;
     let expired = fill(&client, &table, ITEMS, 10).await;
     let sink = TestSink::new(kind).await;
     let ops = vec!["SendMessageBatch", "PutEvents", "PutRecordBatch"];
@@ -1085,9 +1055,7 @@ async fn sigkill_during_an_archive_sweep_deletes_nothing_without_an_event() {
         "EVENTS_KILL_SEED={seed}: SIGKILL after {kill_after} archived chunks + {} ms",
         extra.as_millis()
     );
-    let client = common::client().await;
-    let table = table_name("events_kill");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("events_kill").await;
     let expired = fill(&client, &table, ITEMS, 20).await;
     let sink = TestSink::new(Kind::Firehose).await;
     let bucket = sink.bucket.clone().unwrap();

@@ -11,7 +11,9 @@ use std::time::Duration;
 mod common;
 
 use aws_sdk_dynamodb::types::AttributeValue as AV;
-use common::mem_store::{key, ttl_of, Change, Fault, MemStore, Op, When};
+use common::mem_store::{
+    default_schema, key, mem_sweeper, ttl_of, Change, Fault, MemStore, Op, When,
+};
 use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, SweepReport, Sweeper};
 use ttl_sweeper::events::sink::BoxFuture;
 use ttl_sweeper::events::{
@@ -20,19 +22,10 @@ use ttl_sweeper::events::{
 };
 use ttl_sweeper::expiry::window::Window;
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::store::{ErrorKind, Key, Store, TableSchema};
+use ttl_sweeper::store::{ErrorKind, Key, Store};
 
 const NOW: i64 = 1_658_264_100;
 const TABLE: &str = "sessions";
-
-fn schema() -> TableSchema {
-    TableSchema {
-        table_name: TABLE.into(),
-        index_name: "expirationWindowIndex".into(),
-        key_attributes: vec!["id".into()],
-        layout: Layout::default(),
-    }
-}
 
 fn options(mode: DeleteMode, concurrency: usize) -> SweepOptions {
     SweepOptions {
@@ -228,12 +221,28 @@ async fn sweep<S: Store>(
 ) -> (Sweeper<S>, SweepReport) {
     let events = Events::new(&events_config(mode, delete_mode, item), sink)
         .with_backoff(Duration::from_millis(10), Duration::from_millis(100));
-    let sweeper =
-        Sweeper::new(table, schema(), options(delete_mode, 4)).with_events(Arc::new(events));
+    let sweeper = Sweeper::new(table, default_schema(), options(delete_mode, 4))
+        .with_events(Arc::new(events));
     let now = Timestamp::from_secs(NOW);
     let window = Window::containing_instant(now, 60);
     let report = sweeper.sweep_windows(now, &[window], &Stop::never()).await;
     (sweeper, report)
+}
+
+/// A sweep in notify mode with `delete_mode` deletes and no item in the events.
+async fn sweep_notify<S: Store>(
+    table: S,
+    sink: Arc<ScriptedSink>,
+    delete_mode: DeleteMode,
+) -> (Sweeper<S>, SweepReport) {
+    sweep(
+        table,
+        sink,
+        EventsMode::Notify,
+        delete_mode,
+        ItemSource::Off,
+    )
+    .await
 }
 
 /// A sweep in archive mode with conditional deletes and no item in the events.
@@ -254,7 +263,7 @@ async fn sweep_archive_stopping<S: Store>(
     events: Events,
     after: Duration,
 ) -> SweepReport {
-    let sweeper = Sweeper::new(table, schema(), options(DeleteMode::Conditional, 4))
+    let sweeper = Sweeper::new(table, default_schema(), options(DeleteMode::Conditional, 4))
         .with_events(Arc::new(events));
     let now = Timestamp::from_secs(NOW);
     let stop = Stop::at(Some(tokio::time::Instant::now() + after));
@@ -281,14 +290,7 @@ async fn notify_publishes_one_event_per_deleted_item_with_its_stable_id() {
         let log = Arc::new(Mutex::new(vec![]));
         let table = Arc::new(with_items(60, 5, log.clone()));
         let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-        let (_, report) = sweep(
-            table.clone(),
-            sink.clone(),
-            EventsMode::Notify,
-            delete_mode,
-            ItemSource::Off,
-        )
-        .await;
+        let (_, report) = sweep_notify(table.clone(), sink.clone(), delete_mode).await;
         assert_eq!(report.items_deleted, 60, "{delete_mode:?}");
         assert_eq!(report.events_published, 60);
         assert_eq!(report.events_failed, 0);
@@ -328,14 +330,7 @@ async fn notify_publishes_nothing_for_an_item_someone_else_deleted_during_a_thro
         &removed,
     ));
     let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-    let (_, report) = sweep(
-        table.clone(),
-        sink.clone(),
-        EventsMode::Notify,
-        DeleteMode::Conditional,
-        ItemSource::Off,
-    )
-    .await;
+    let (_, report) = sweep_notify(table.clone(), sink.clone(), DeleteMode::Conditional).await;
     assert!(table.ids().is_empty(), "{report:?}");
     assert_eq!(report.items_deleted, 20, "{report:?}");
     assert_eq!(report.items_gone, 10, "{report:?}");
@@ -359,14 +354,7 @@ async fn notify_reports_an_item_written_again_after_a_delete_whose_answer_was_lo
     let put_back = Change::Put((NOW + 3600) as f64);
     let table = Arc::new(table.change(Op::Delete, When::Key("e0003".into()), "e0003", put_back));
     let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-    let (_, report) = sweep(
-        table.clone(),
-        sink.clone(),
-        EventsMode::Notify,
-        DeleteMode::Conditional,
-        ItemSource::Off,
-    )
-    .await;
+    let (_, report) = sweep_notify(table.clone(), sink.clone(), DeleteMode::Conditional).await;
     assert!(log.lock().unwrap().contains(&"deleted e0003".to_string()));
     assert_eq!(
         table.ids(),
@@ -391,14 +379,7 @@ async fn notify_publishes_an_item_deleted_by_an_attempt_whose_answer_was_lost() 
     let lost: HashSet<String> = (0..30).step_by(3).map(|n| format!("e{n:04}")).collect();
     let table = Arc::new(lose_delete_answer(with_items(30, 0, log.clone()), &lost));
     let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-    let (_, report) = sweep(
-        table.clone(),
-        sink.clone(),
-        EventsMode::Notify,
-        DeleteMode::Conditional,
-        ItemSource::Off,
-    )
-    .await;
+    let (_, report) = sweep_notify(table.clone(), sink.clone(), DeleteMode::Conditional).await;
     assert!(table.ids().is_empty(), "every expired item is deleted");
     assert_eq!(report.items_deleted, 20);
     assert_eq!(report.items_gone, 10, "found gone by the retry");
@@ -580,14 +561,7 @@ async fn failed_entries_are_retried_alone_and_published_once() {
             })
             .collect())
     }));
-    let (_, report) = sweep(
-        table.clone(),
-        sink.clone(),
-        EventsMode::Notify,
-        DeleteMode::Batch,
-        ItemSource::Off,
-    )
-    .await;
+    let (_, report) = sweep_notify(table.clone(), sink.clone(), DeleteMode::Batch).await;
     assert_eq!(report.events_published, 25);
     assert_eq!(report.events_failed, 0);
     let accepted = sink.accepted();
@@ -620,14 +594,7 @@ async fn notify_events_that_cannot_be_published_are_reported_not_dropped() {
             ])
         }
     }));
-    let (_, report) = sweep(
-        table.clone(),
-        sink.clone(),
-        EventsMode::Notify,
-        DeleteMode::Batch,
-        ItemSource::Off,
-    )
-    .await;
+    let (_, report) = sweep_notify(table.clone(), sink.clone(), DeleteMode::Batch).await;
     assert_eq!(report.items_deleted, 30, "notify: deleted first");
     assert_eq!(report.events_published, 0);
     assert_eq!(report.events_failed, 30);
@@ -661,12 +628,8 @@ async fn a_slow_sink_pauses_deletes_instead_of_piling_up_events() {
         &events_config(EventsMode::Notify, DeleteMode::Batch, ItemSource::Off),
         sink.clone(),
     );
-    let sweeper = Sweeper::new(
-        table.clone(),
-        schema(),
-        options(DeleteMode::Batch, concurrency),
-    )
-    .with_events(Arc::new(events));
+    let sweeper = mem_sweeper(table.clone(), options(DeleteMode::Batch, concurrency))
+        .with_events(Arc::new(events));
     let now = Timestamp::from_secs(NOW);
     let report = sweeper
         .sweep_windows(now, &[Window::containing_instant(now, 60)], &Stop::never())

@@ -32,7 +32,7 @@ use ttl_sweeper::expiry::window::{window_key, windows_to_sweep};
 use ttl_sweeper::expiry::{Clock, Timestamp};
 use ttl_sweeper::store::clock::SKEW_TOLERANCE;
 use ttl_sweeper::store::{
-    key_from_json, DynamoStore, ErrorKind, GuardedClock, Key, TableSchema, SDK_MAX_ATTEMPTS,
+    key_from_json, DynamoStore, ErrorKind, GuardedClock, Key, SDK_MAX_ATTEMPTS,
 };
 
 /// The sweep instant of every sweep here: a fixed minute plus 30 s, so runs are reproducible.
@@ -336,21 +336,16 @@ async fn chaos_table(
 ) -> Row {
     let started = Instant::now();
     let label = format!("{mode} at {:.0}%", rate * 100.0);
-    let table = table_name(&format!("chaos_{mode}"));
-    create_table(direct, &TableSpec::simple(&table)).await;
+    let table = new_table(direct, &format!("chaos_{mode}"), |_| {}).await;
     let extend = mode == "conditional";
     let (items, kinds) = chaos_items(seed ^ fault_proxy::fnv(label.as_bytes()), extend);
     put_many(direct, &table, items).await;
 
     let cfg = config(&table, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "61")]);
-    let schema = common::store(direct.clone())
-        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
-        .await
-        .unwrap();
     let extended = Arc::new(Mutex::new(HashSet::new()));
     let proxied = common::store(proxied_client(&proxy.endpoint));
     let store = extending_store(proxied, direct.clone(), table.clone(), extended.clone());
-    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    let sweeper = sweeper_over(&cfg, |_| store).await;
 
     let requests_before = proxy.stats.requests();
     let faults_before = proxy.stats.faults_total();
@@ -690,8 +685,7 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
     let rate = 0.3;
     let direct = client().await;
     let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
-    let table = table_name("chaos_narrow");
-    create_table(&direct, &TableSpec::simple(&table)).await;
+    let table = new_table(&direct, "chaos_narrow", |_| {}).await;
     let mut rng = fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(b"narrow windows"));
     // The runs a minute before NOW, at NOW and a minute after, each started up to 10 s late.
     let runs: Vec<Timestamp> = (-1..=1)
@@ -713,12 +707,8 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
         &table,
         &[("WINDOW_SECONDS", "3"), ("DELETE_MODE", "conditional")],
     );
-    let schema = common::store(direct.clone())
-        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
-        .await
-        .unwrap();
     let store = common::store(proxied_client(&proxy.endpoint));
-    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    let sweeper = sweeper_over(&cfg, |_| store).await;
     let mut row = CaseRow {
         case: "narrow windows",
         setup: format!(
@@ -838,8 +828,7 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
     let ahead = Duration::from_secs(120);
     let direct = client().await;
     let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
-    let table = table_name("chaos_fast_clock");
-    create_table(&direct, &TableSpec::simple(&table)).await;
+    let table = new_table(&direct, "chaos_fast_clock", |_| {}).await;
     let mut rng = fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(b"fast clock"));
     let real = now();
     // 120 items expiring 30 to 150 s from now, 300 expired in the last ten minutes.
@@ -981,8 +970,7 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     let rate = 0.1;
     let direct = client().await;
     let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
-    let table = table_name("chaos_ticks");
-    create_table(&direct, &TableSpec::simple(&table)).await;
+    let table = new_table(&direct, "chaos_ticks", |_| {}).await;
     let mut rng = fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(b"ticks"));
     let start = now();
     let run = TICK_RUN.as_secs() as i64;
@@ -1008,13 +996,10 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     }
     put_many(&direct, &table, items).await;
 
-    let cfg = config(&table, &[]);
-    let schema = common::store(direct.clone())
-        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
-        .await
-        .unwrap();
     let store = Instrumented::new(common::store(proxied_client(&proxy.endpoint)));
-    let sweeper = Sweeper::new(store, schema, cfg.sweep_options()).with_wall_clock(Arc::new(clock));
+    let sweeper = sweeper_over(&config(&table, &[]), |_| store)
+        .await
+        .with_wall_clock(Arc::new(clock));
     let before = present(&direct, &table).await;
     proxy.set_plan(seeded(seed, rate));
     let ticks = Ticks {
@@ -1163,21 +1148,14 @@ async fn small_table(
     direct: &Client,
     prefix: &str,
     mode: &str,
-) -> (String, Config, TableSchema, HashSet<String>) {
-    let table = table_name(prefix);
-    create_table(direct, &TableSpec::simple(&table)).await;
-    let mut items: Vec<Key> = (0..60)
-        .map(|i| session(&format!("expired-{i}"), NOW - 1 - i * 5))
-        .collect();
-    items.extend((0..10).map(|i| session(&format!("future-{i}"), NOW + 1 + i * 60)));
+) -> (String, Config, HashSet<String>) {
+    let table = new_table(direct, prefix, |_| {}).await;
+    let mut items = sessions("expired", 60, |i| NOW - 1 - i * 5);
+    items.extend(sessions("future", 10, |i| NOW + 1 + i * 60));
     put_items(direct, &table, items).await;
     let future = (0..10).map(|i| format!("future-{i}")).collect();
     let cfg = config(&table, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "6")]);
-    let schema = common::store(direct.clone())
-        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
-        .await
-        .unwrap();
-    (table, cfg, schema, future)
+    (table, cfg, future)
 }
 
 /// Injects `fault` into the first attempt of every read and delete request, and nothing else.
@@ -1211,9 +1189,9 @@ async fn every_fault_on_its_own_is_retried_and_the_sweep_completes() {
             if fault == Fault::Unprocessed && mode == "conditional" {
                 continue;
             }
-            let (name, cfg, schema, future) = small_table(&direct, "one_fault", mode).await;
+            let (name, cfg, future) = small_table(&direct, "one_fault", mode).await;
             let store = common::store(proxied_client(&proxy.endpoint));
-            let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+            let sweeper = sweeper_over(&cfg, |_| store).await;
             let (requests, faults) = (proxy.stats.requests(), proxy.stats.faults_total());
             proxy.set_plan(first_attempts(fault.clone()));
             let report = sweeper
@@ -1250,7 +1228,7 @@ async fn every_fault_on_its_own_is_retried_and_the_sweep_completes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rejected_credentials_and_denied_deletes_delete_nothing_and_say_why() {
     let direct = client().await;
-    let (name, cfg, schema, _) = small_table(&direct, "denied", "batch").await;
+    let (name, cfg, _) = small_table(&direct, "denied", "batch").await;
     let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
     let store = common::store(proxied_client(&proxy.endpoint));
 
@@ -1268,7 +1246,7 @@ async fn rejected_credentials_and_denied_deletes_delete_nothing_and_say_why() {
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Auth, "{err}");
     assert!(err.to_string().contains("security token"), "{err}");
-    let sweeper = Sweeper::new(store.clone(), schema.clone(), cfg.sweep_options());
+    let sweeper = sweeper_over(&cfg, |_| store.clone()).await;
     let report = sweeper
         .sweep(Timestamp::from_secs(NOW), &Stop::never())
         .await;
@@ -1318,7 +1296,7 @@ async fn rejected_credentials_and_denied_deletes_delete_nothing_and_say_why() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_index_dropped_after_start_up_is_reported_and_nothing_is_deleted() {
     let direct = client().await;
-    let (name, cfg, schema, _) = small_table(&direct, "index_gone", "batch").await;
+    let (name, cfg, _) = small_table(&direct, "index_gone", "batch").await;
     let proxy = FaultProxy::start(
         &endpoint(),
         DELAY,
@@ -1332,7 +1310,8 @@ async fn an_index_dropped_after_start_up_is_reported_and_nothing_is_deleted() {
     )
     .await;
     let store = common::store(proxied_client(&proxy.endpoint));
-    let report = Sweeper::new(store, schema, cfg.sweep_options())
+    let report = sweeper_over(&cfg, |_| store)
+        .await
         .sweep(Timestamp::from_secs(NOW), &Stop::never())
         .await;
     assert!(!report.is_success());
@@ -1375,7 +1354,8 @@ async fn a_query_is_retried_as_the_client_is_configured() {
     use ttl_sweeper::store::Store;
 
     let direct = client().await;
-    let (_, _, schema, _) = small_table(&direct, "query_retries", "batch").await;
+    let (_, cfg, _) = small_table(&direct, "query_retries", "batch").await;
+    let (_, schema) = store_and_schema(&cfg).await;
     let (proxy, queries) = throttling_queries("ProvisionedThroughputExceededException").await;
     for attempts in [1, 2, 4] {
         let config = sdk_config(&proxy.endpoint)
@@ -1411,7 +1391,7 @@ async fn the_cli_retries_as_aws_max_attempts_and_aws_retry_mode_say() {
     use std::sync::atomic::Ordering;
 
     let direct = client().await;
-    let (table, _, _, _) = small_table(&direct, "max_attempts", "batch").await;
+    let (table, _, _) = small_table(&direct, "max_attempts", "batch").await;
     let (proxy, queries) = throttling_queries("ThrottlingException").await;
     // The process runs off the runtime: the proxy answers on it meanwhile.
     let sweep = |env: &[(&str, &str)]| {

@@ -128,14 +128,7 @@ async fn tick_mode_sweeps_repeatedly_until_the_next_invocation_has_surely_starte
     let now = now();
     let (client, table, sweeper) = sessions_and_sweeper("h_ticks", now).await;
     // Items that expire while the invocation is running.
-    put_items(
-        &client,
-        &table,
-        (0..3)
-            .map(|i| session(&format!("soon-{i}"), now + 1 + i))
-            .collect(),
-    )
-    .await;
+    put_items(&client, &table, sessions("soon", 3, |i| now + 1 + i)).await;
     let settings = HandlerSettings {
         namespace: "Test".into(),
         tick: Some(Duration::from_secs(1)),
@@ -238,12 +231,7 @@ async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
         .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
         .build();
     let store = common::store(aws_sdk_dynamodb::Client::from_conf(sdk));
-    let cfg = config(&table, &[]);
-    let schema = store
-        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
-        .await
-        .unwrap();
-    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    let sweeper = sweeper_over(&config(&table, &[]), |_| store).await;
     let handled =
         handle_before_deadline(&sweeper, Timestamp::from_secs(now), Duration::from_secs(5)).await;
     let Err(HandlerError::SweepFailed { report, .. }) = handled else {
@@ -259,22 +247,15 @@ async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
 /// no bound covers, an expiry-event sink that does not answer, the handler drops: tests/safety.rs.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_that_ignores_every_bound_is_dropped_before_the_deadline() {
-    use common::mem_store::{Fault, MemStore, Op, When};
-    use ttl_sweeper::store::TableSchema;
+    use common::mem_store::{mem_sweeper, Fault, MemStore, Op, When};
 
-    let cfg = config("stalled", &[]);
-    let schema = TableSchema {
-        table_name: "stalled".into(),
-        index_name: cfg.index_name.clone(),
-        key_attributes: vec!["id".into()],
-        layout: cfg.layout(),
-    };
+    let cfg = config("sessions", &[]);
     let stalled = Op::ALL
         .into_iter()
         .fold(MemStore::new(cfg.layout()), |store, op| {
             store.fault(op, When::Always, Fault::Stall)
         });
-    let sweeper = Sweeper::new(stalled, schema, cfg.sweep_options());
+    let sweeper = mem_sweeper(stalled, cfg.sweep_options());
     let handled = handle_before_deadline(
         &sweeper,
         Timestamp::from_secs(now()),

@@ -140,14 +140,10 @@ fn invoke(port: u16, event: &serde_json::Value) -> (bool, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lambda_binary_sweeps_on_a_scheduled_event() {
-    let client = client().await;
-    let table = table_name("lambda_e2e");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("lambda_e2e").await;
     let now = now();
-    let mut items: Vec<_> = (0..120)
-        .map(|i| session(&format!("old-{i}"), now - 3 - i % 200))
-        .collect();
-    items.extend((0..20).map(|i| session(&format!("keep-{i}"), now + 900 + i)));
+    let mut items = sessions("old", 120, |i| now - 3 - i % 200);
+    items.extend(sessions("keep", 20, |i| now + 900 + i));
     put_items(&client, &table, items).await;
 
     let port = free_port();
@@ -252,14 +248,9 @@ fn is_trace_root(id: &str) -> bool {
 async fn lambda_logs_carry_the_powertools_keys_and_a_cold_start_metric() {
     use runtime_api::{Options, Outcome, RuntimeApi, Schedule};
 
-    let client = client().await;
-    let table = table_name("powertools");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("powertools").await;
     let now = now();
-    let items = (0..10)
-        .map(|i| session(&format!("old-{i}"), now - 5 - i))
-        .collect();
-    put_items(&client, &table, items).await;
+    put_items(&client, &table, sessions("old", 10, |i| now - 5 - i)).await;
 
     let env = local_env([
         ("TABLE_NAME", table.clone()),

@@ -10,7 +10,7 @@ use common::*;
 use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::expiry::window::{window_key, Window};
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::store::{ConditionalOutcome, ErrorKind, Key, Store};
+use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, ErrorKind, Key, Store};
 
 /// A minute boundary comfortably in the past, so every ttl below is expired by the real clock too.
 fn boundary() -> i64 {
@@ -20,10 +20,10 @@ fn boundary() -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_past_one_megabyte_are_all_swept() {
     let client = client().await;
-    let table = table_name("pagination");
-    let mut spec = TableSpec::simple(&table);
-    spec.projection = ProjectionType::All;
-    create_table(&client, &spec).await;
+    let table = new_table(&client, "pagination", |t| {
+        t.projection = ProjectionType::All
+    })
+    .await;
 
     // 160 items of ~9 KB in ONE window: ~1.4 MB, more than one 1 MB query page.
     let b = boundary();
@@ -40,10 +40,7 @@ async fn pages_past_one_megabyte_are_all_swept() {
         .all(|i| i["expirationWindow"] == items[0]["expirationWindow"]));
     put_items(&client, &table, items).await;
 
-    let cfg = config(&table, &[]);
-    let (store, schema) = store_and_schema(&cfg).await;
-    let store = Instrumented::new(store);
-    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    let sweeper = sweeper_over(&config(&table, &[]), Instrumented::new).await;
     let store = sweeper.store();
     let report = sweeper
         .sweep(Timestamp::from_secs(b + 10), &Stop::never())
@@ -64,9 +61,7 @@ async fn pages_past_one_megabyte_are_all_swept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_windows_within_the_lookback_are_swept() {
-    let client = client().await;
-    let table = table_name("lookback");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("lookback").await;
     let b = boundary();
     let now = b + 30;
     // One item in each of the 15 previous windows (a missed invocation left them), and one
@@ -77,9 +72,8 @@ async fn past_windows_within_the_lookback_are_swept() {
     items.push(session("beyond", b - 60 * 16 - 5));
     put_items(&client, &table, items).await;
 
-    let cfg = config(&table, &[("LOOKBACK_WINDOWS", "15")]);
-    let (store, schema) = store_and_schema(&cfg).await;
-    let report = Sweeper::new(store, schema, cfg.sweep_options())
+    let report = sweeper(&table, &[("LOOKBACK_WINDOWS", "15")])
+        .await
         .sweep(Timestamp::from_secs(now), &Stop::never())
         .await;
     assert_eq!(report.windows_swept, 16);
@@ -89,9 +83,7 @@ async fn past_windows_within_the_lookback_are_swept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_item_exactly_on_a_window_boundary_is_swept() {
-    let client = client().await;
-    let table = table_name("boundary");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("boundary").await;
     let b = boundary();
     put_items(&client, &table, vec![session("edge", b)]).await;
     assert_eq!(
@@ -105,12 +97,11 @@ async fn an_item_exactly_on_a_window_boundary_is_swept() {
     );
 
     // One lookback window covers a schedule of up to 50 s (60 s less the 10 s start slack).
-    let cfg = config(
+    let sweeper = sweeper(
         &table,
         &[("LOOKBACK_WINDOWS", "1"), ("SCHEDULE_SECONDS", "50")],
-    );
-    let (store, schema) = store_and_schema(&cfg).await;
-    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    )
+    .await;
     // At the boundary itself the item is not expired (ttl < now is false) ...
     let at_edge = sweeper.sweep(Timestamp::from_secs(b), &Stop::never()).await;
     assert_eq!(at_edge.items_deleted, 0);
@@ -126,9 +117,7 @@ async fn an_item_exactly_on_a_window_boundary_is_swept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn future_missing_millisecond_and_string_ttls_are_left_alone() {
-    let client = client().await;
-    let table = table_name("untouched");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("untouched").await;
     let b = boundary();
     let now = b + 30;
     let current = Window::containing_secs(now, 60).key();
@@ -181,9 +170,8 @@ async fn future_missing_millisecond_and_string_ttls_are_left_alone() {
     }
 
     for mode in ["batch", "conditional"] {
-        let cfg = config(&table, &[("DELETE_MODE", mode)]);
-        let (store, schema) = store_and_schema(&cfg).await;
-        let report = Sweeper::new(store, schema, cfg.sweep_options())
+        let report = sweeper(&table, &[("DELETE_MODE", mode)])
+            .await
             .sweep(Timestamp::from_secs(now), &Stop::never())
             .await;
         assert!(report.is_success(), "{mode}: {report:?}");
@@ -220,17 +208,10 @@ async fn composite_and_binary_keys_are_deleted_by_their_full_key() {
         ),
     ];
     for (prefix, partition, sort) in specs {
-        let table = table_name(prefix);
-        create_table(
-            &client,
-            &TableSpec {
-                name: &table,
-                partition: partition.clone(),
-                sort: sort.clone(),
-                projection: ProjectionType::KeysOnly,
-                index: true,
-            },
-        )
+        let table = new_table(&client, prefix, |t| {
+            t.partition = partition.clone();
+            t.sort = sort.clone();
+        })
         .await;
         let value = |ty: &ScalarAttributeType, i: i64| match ty {
             ScalarAttributeType::S => AV::S(format!("v{i}")),
@@ -291,13 +272,13 @@ async fn composite_and_binary_keys_are_deleted_by_their_full_key() {
     }
 }
 
-/// Extends the ttl of `item-0` right between the index read and the delete.
+/// `store`, extending the ttl of `item-0` right between the index read and the delete.
 fn extend_ttl_hook(
+    store: DynamoStore,
     client: aws_sdk_dynamodb::Client,
     table: String,
     new_ttl: i64,
-) -> Instrumented<ttl_sweeper::store::DynamoStore> {
-    let store = common::store(client.clone());
+) -> Instrumented<DynamoStore> {
     let mut wrapped = Instrumented::new(store);
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     wrapped.before_delete = Some(Box::new(move |key: &Key| {
@@ -309,21 +290,7 @@ fn extend_ttl_hook(
             if key["id"].as_s().unwrap() == "item-0"
                 && !done.swap(true, std::sync::atomic::Ordering::SeqCst)
             {
-                client
-                    .update_item()
-                    .table_name(&table)
-                    .set_key(Some(key))
-                    .update_expression("SET #ttl = :t, #w = :w")
-                    .expression_attribute_names("#ttl", "ttl")
-                    .expression_attribute_names("#w", "expirationWindow")
-                    .expression_attribute_values(":t", AV::N(new_ttl.to_string()))
-                    .expression_attribute_values(
-                        ":w",
-                        AV::S(window_key(new_ttl as f64, 60).unwrap()),
-                    )
-                    .send()
-                    .await
-                    .expect("extend ttl");
+                extend_ttl(&client, &table, key, new_ttl).await;
             }
         })
     }));
@@ -338,23 +305,12 @@ async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query()
     let extended_to = now + 3600;
     let mut outcomes = HashMap::new();
     for mode in ["conditional", "batch"] {
-        let table = table_name(&format!("race_{mode}"));
-        create_table(&client, &TableSpec::simple(&table)).await;
-        put_items(
-            &client,
-            &table,
-            (0..10)
-                .map(|i| session(&format!("item-{i}"), now - 5 - i))
-                .collect(),
-        )
-        .await;
+        let table = new_table(&client, &format!("race_{mode}"), |_| {}).await;
+        put_items(&client, &table, sessions("item", 10, |i| now - 5 - i)).await;
         let cfg = config(&table, &[("DELETE_MODE", mode)]);
-        let schema = common::store(client.clone())
-            .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
+        let hook = |store| extend_ttl_hook(store, client.clone(), table.clone(), extended_to);
+        let report = sweeper_over(&cfg, hook)
             .await
-            .unwrap();
-        let store = extend_ttl_hook(client.clone(), table.clone(), extended_to);
-        let report = Sweeper::new(store, schema, cfg.sweep_options())
             .sweep(Timestamp::from_secs(now), &Stop::never())
             .await;
         assert!(report.is_success(), "{mode}: {report:?}");
@@ -374,9 +330,7 @@ async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
-    let client = client().await;
-    let table = table_name("outcomes");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("outcomes").await;
     let now = boundary() + 30;
     put_items(
         &client,
@@ -491,8 +445,7 @@ async fn start_up_checks_name_the_missing_or_misshapen_table_and_index() {
         "{missing}"
     );
 
-    let table = table_name("shape");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let table = new_table(&client, "shape", |_| {}).await;
     let no_index = store
         .describe_config(&config(&table, &[("INDEX_NAME", "byExpiry")]))
         .await
@@ -529,8 +482,7 @@ async fn ttls_more_than_five_years_old_are_never_deleted() {
         ])
     };
     for mode in ["batch", "conditional"] {
-        let table = table_name("five_years");
-        create_table(&client, &TableSpec::simple(&table)).await;
+        let table = new_table(&client, "five_years", |_| {}).await;
         put_items(
             &client,
             &table,
@@ -541,9 +493,8 @@ async fn ttls_more_than_five_years_old_are_never_deleted() {
             ],
         )
         .await;
-        let cfg = config(&table, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "2")]);
-        let (store, schema) = store_and_schema(&cfg).await;
-        let report = Sweeper::new(store, schema, cfg.sweep_options())
+        let report = sweeper(&table, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "2")])
+            .await
             .sweep(Timestamp::from_secs(now), &Stop::never())
             .await;
         assert_eq!(removed(&report), 1, "{mode}: {report:?}");
@@ -556,9 +507,7 @@ async fn ttls_more_than_five_years_old_are_never_deleted() {
 /// schedule, so every ttl between two sweeps is read by the second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn narrow_windows_are_covered_between_two_scheduled_sweeps() {
-    let client = client().await;
-    let table = table_name("narrow");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("narrow").await;
     let t = boundary();
     let item = |i: i64| -> Key {
         HashMap::from([
@@ -571,9 +520,7 @@ async fn narrow_windows_are_covered_between_two_scheduled_sweeps() {
         ])
     };
     put_items(&client, &table, (1..=13).map(item).collect()).await;
-    let cfg = config(&table, &[("WINDOW_SECONDS", "3")]);
-    let (store, schema) = store_and_schema(&cfg).await;
-    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    let sweeper = sweeper(&table, &[("WINDOW_SECONDS", "3")]).await;
     let first = sweeper.sweep(Timestamp::from_secs(t), &Stop::never()).await;
     assert_eq!(first.items_deleted, 0);
     let second = sweeper
@@ -587,17 +534,16 @@ async fn narrow_windows_are_covered_between_two_scheduled_sweeps() {
 /// layout keeps its own checkpoint, so one catching up never skips the other's backlog.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_layouts_keep_their_own_checkpoints() {
-    let client = client().await;
-    let table = table_name("layouts");
-    let checkpoints = table_name("layouts_cp");
-    create_table(&client, &TableSpec::simple(&table)).await;
-    create_checkpoint_table(&client, &checkpoints).await;
+    let (client, table) = simple_table("layouts").await;
+    let checkpoints = checkpoint_table(&client, "layouts_cp").await;
     let t = boundary();
     // 40 items in the old layout (60 s, one shard) that expired 1-2 h before T.
-    let items: Vec<Key> = (0..40)
-        .map(|i| session(&format!("old-{i}"), t - 7200 + 1 + i * 90))
-        .collect();
-    put_items(&client, &table, items).await;
+    put_items(
+        &client,
+        &table,
+        sessions("old", 40, |i| t - 7200 + 1 + i * 90),
+    )
+    .await;
     let sweeper_of = |shards: &str| {
         let cfg = config(
             &table,
@@ -606,10 +552,7 @@ async fn two_layouts_keep_their_own_checkpoints() {
                 ("WINDOW_SHARDS", shards),
             ],
         );
-        async move {
-            let (store, schema) = store_and_schema(&cfg).await;
-            Sweeper::new(store, schema, cfg.sweep_options())
-        }
+        async move { sweeper_for(&cfg).await }
     };
     let (old, new) = (sweeper_of("1").await, sweeper_of("4").await);
     // The old layout last swept at T-3h; the new one sweeps at T; then the old one at T.
@@ -628,11 +571,8 @@ async fn two_layouts_keep_their_own_checkpoints() {
 async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() {
     use ttl_sweeper::expiry::window::{shard_of, window_attribute};
     for mode in ["batch", "conditional"] {
-        let client = client().await;
-        let table = table_name("split");
-        let checkpoints = table_name("split_cp");
-        create_table(&client, &TableSpec::simple(&table)).await;
-        create_checkpoint_table(&client, &checkpoints).await;
+        let (client, table) = simple_table("split").await;
+        let checkpoints = checkpoint_table(&client, "split_cp").await;
         let b = boundary();
         let now = b + 30;
         let item = |id: String, ttl: i64| -> Key {
@@ -672,10 +612,12 @@ async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() 
                     ("MAX_CONCURRENCY", "4"),
                 ],
             );
-            let (store, schema) = store_and_schema(&cfg).await;
-            let mut store = Instrumented::new(store);
-            store.settled = deletes.clone();
-            sweepers.push((range, Sweeper::new(store, schema, cfg.sweep_options())));
+            let settled = deletes.clone();
+            let store = |s| Instrumented {
+                settled,
+                ..Instrumented::new(s)
+            };
+            sweepers.push((range, sweeper_over(&cfg, store).await));
         }
         let at = Timestamp::from_secs(now);
         let stop = Stop::never();

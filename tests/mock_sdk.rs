@@ -18,23 +18,14 @@ use aws_sdk_dynamodb::types::error::{
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use aws_smithy_mocks::{mock, mock_client, Rule, RuleMode};
-use common::mem_store::{ttl_of, Change, Fault, MemStore, Op, When};
+use common::mem_store::{default_schema, mem_sweeper, ttl_of, Change, Fault, MemStore, Op, When};
 use tokio::time::Instant;
 use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::store::{DynamoStore, ErrorKind, Key, Store, TableSchema};
+use ttl_sweeper::store::{DynamoStore, ErrorKind, Key, Store};
 
 const NOW: i64 = 1_658_264_100; // 2022-07-19T20:55:00Z
 const TABLE: &str = "sessions";
-
-fn schema() -> TableSchema {
-    TableSchema {
-        table_name: TABLE.into(),
-        index_name: "expirationWindowIndex".into(),
-        key_attributes: vec!["id".into()],
-        layout: Layout::default(),
-    }
-}
 
 fn options(mode: DeleteMode) -> SweepOptions {
     SweepOptions {
@@ -113,7 +104,7 @@ fn throttled() -> BatchWriteItemError {
 }
 
 fn sweeper(client: Client, mode: DeleteMode) -> Sweeper<DynamoStore> {
-    Sweeper::new(DynamoStore::new(client), schema(), options(mode))
+    Sweeper::new(DynamoStore::new(client), default_schema(), options(mode))
 }
 
 #[tokio::test(start_paused = true)]
@@ -160,7 +151,7 @@ async fn throttling_is_retried_with_growing_backoff() {
     // The backoff caps for attempts 1..3 are 50 + 100 + 200 ms; full jitter picks anywhere in
     // [0, cap], so only the bounds are deterministic.
     opts.max_retries = 5;
-    let s = Sweeper::new(DynamoStore::new(client), schema(), opts);
+    let s = Sweeper::new(DynamoStore::new(client), default_schema(), opts);
     let started = Instant::now();
     let report = s.sweep(Timestamp::from_secs(NOW), &Stop::never()).await;
 
@@ -368,7 +359,7 @@ async fn a_missing_table_stops_the_sweep_with_an_error() {
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query]);
     let mut opts = options(DeleteMode::Batch);
     opts.lookback_windows = 5;
-    let report = Sweeper::new(DynamoStore::new(client), schema(), opts)
+    let report = Sweeper::new(DynamoStore::new(client), default_schema(), opts)
         .sweep(Timestamp::from_secs(NOW), &Stop::never())
         .await;
     assert_eq!(query.num_calls(), 1, "stops after a non-retryable error");
@@ -389,7 +380,7 @@ async fn the_deadline_stops_new_work_and_reports_what_is_left() {
         opts.max_concurrency = concurrency;
         // A store whose queries take one second.
         let store = MemStore::new(Layout::default()).delay(Op::Query, Duration::from_secs(1));
-        let s = Sweeper::new(store, schema(), opts);
+        let s = mem_sweeper(store, opts);
         let deadline = Instant::now() + Duration::from_millis(1500);
         let report = s
             .sweep(Timestamp::from_secs(NOW), &Stop::at(Some(deadline)))
@@ -419,7 +410,7 @@ async fn the_deadline_stops_deletes_inside_a_page_and_reports_the_rest_as_left()
         (0..1000).for_each(|i| store.put_item(expired(i)));
         let mut opts = options(mode);
         opts.max_concurrency = 2;
-        let s = Sweeper::new(store, schema(), opts);
+        let s = mem_sweeper(store, opts);
         let deadline = Instant::now() + Duration::from_millis(500);
         let report = s
             .sweep(Timestamp::from_secs(NOW), &Stop::at(Some(deadline)))
@@ -451,7 +442,7 @@ async fn a_tick_after_a_long_gap_reads_no_more_windows_than_a_full_sweep() {
     use ttl_sweeper::engine::{run_ticks, Ticks};
     let mut opts = options(DeleteMode::Batch);
     opts.lookback_windows = 15;
-    let s = Sweeper::new(MemStore::new(Layout::default()), schema(), opts);
+    let s = mem_sweeper(MemStore::new(Layout::default()), opts);
     let ticks = Ticks {
         every: Duration::from_secs(1),
         full_every: Duration::from_secs(60),
@@ -498,7 +489,7 @@ async fn batch_mode_reads_keys_read_long_ago_again_before_retrying_them() {
     (0..3).for_each(|i| store.put_item(expired(i)));
     let mut opts = options(DeleteMode::Batch);
     opts.batch_max_read_age = Duration::from_millis(200);
-    let s = Sweeper::new(store, schema(), opts);
+    let s = mem_sweeper(store, opts);
     let report = s.sweep(Timestamp::from_secs(NOW), &Stop::never()).await;
     let left: HashMap<String, i64> = s
         .store()
@@ -569,7 +560,7 @@ async fn a_slow_credential_refresh_never_delays_a_batch_past_its_attempt_timeout
     let store = DynamoStore::new(Client::from_conf(config));
     let key = item("k1", AttributeValue::N((NOW - 10).to_string()));
     let checked = std::time::Instant::now();
-    let result = store.batch_delete(&schema(), &[&key]).await;
+    let result = store.batch_delete(&default_schema(), &[&key]).await;
     let bound = ttl_sweeper::store::BATCH_ATTEMPT_TIMEOUT;
     for at in arrived.lock().unwrap().iter() {
         assert!(
@@ -613,12 +604,12 @@ async fn keys_read_again_ask_for_their_key_and_ttl_only() {
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&projected, &whole]);
     let store = DynamoStore::new(client);
     let found = store
-        .get_items(&schema(), vec![key("item-0")], true)
+        .get_items(&default_schema(), vec![key("item-0")], true)
         .await
         .unwrap();
     assert_eq!(found, vec![expired(0)]);
     assert!(store
-        .get_items(&schema(), vec![key("item-0")], false)
+        .get_items(&default_schema(), vec![key("item-0")], false)
         .await
         .unwrap()
         .is_empty());

@@ -83,12 +83,8 @@ static RUN_ALONE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_second_ticks_delete_each_item_within_three_quarters_of_a_second_of_its_ttl() {
     let _alone = RUN_ALONE.write().await;
-    let client = client().await;
-    let table = table_name("ticks");
-    create_table(&client, &TableSpec::simple(&table)).await;
-    let cfg = config(&table, &[("LOOKBACK_WINDOWS", "2")]);
-    let (store, schema) = store_and_schema(&cfg).await;
-    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    let (client, table) = simple_table("ticks").await;
+    let sweeper = sweeper(&table, &[("LOOKBACK_WINDOWS", "2")]).await;
     // Set up first, so that the first ttl is still seconds away when the ticks start.
     let start = now();
     // 20 items, one expiring each second from start+3 to start+22, plus survivors.
@@ -96,7 +92,7 @@ async fn one_second_ticks_delete_each_item_within_three_quarters_of_a_second_of_
         .map(|i| (format!("tick-{i:02}"), start + 3 + i))
         .collect();
     let mut items: Vec<Key> = ttls.iter().map(|(id, ttl)| session(id, *ttl)).collect();
-    items.extend((0..5).map(|i| session(&format!("later-{i}"), start + 600)));
+    items.extend(sessions("later", 5, |_| start + 600));
     put_items(&client, &table, items).await;
 
     let ticks = Ticks {
@@ -154,9 +150,7 @@ async fn the_lambda_under_a_jittered_schedule_hands_over_without_leaving_items_b
     let _alone = RUN_ALONE.write().await;
     const PERIOD: i64 = 5;
     const PER_SECOND: i64 = 4;
-    let client = client().await;
-    let table = table_name("deployed");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("deployed").await;
     let env = local_env([
         ("TABLE_NAME", table.clone()),
         ("AWS_ENDPOINT_URL", endpoint()),
@@ -183,7 +177,7 @@ async fn the_lambda_under_a_jittered_schedule_hands_over_without_leaving_items_b
         .collect();
     let last_ttl = *ttls.values().max().unwrap();
     let mut items: Vec<Key> = ttls.iter().map(|(id, ttl)| session(id, *ttl)).collect();
-    items.extend((0..5).map(|i| session(&format!("later-{i}"), first + 600)));
+    items.extend(sessions("later", 5, |_| first + 600));
     put_items(&client, &table, items).await;
     let done = Arc::new(AtomicBool::new(false));
     let watcher = watch_deletions(
@@ -277,9 +271,7 @@ async fn api_gone(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_items_written_with_the_documented_hash_are_all_swept() {
     let _shared = RUN_ALONE.read().await;
-    let client = client().await;
-    let table = table_name("shards");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("shards").await;
     let now = now();
     let shards = 8;
     let mut used = HashSet::new();
@@ -308,16 +300,14 @@ async fn sharded_items_written_with_the_documented_hash_are_all_swept() {
     put_items(&client, &table, items).await;
 
     // Unsharded configuration misses them all: the sweeper must be told the shard count.
-    let unsharded = config(&table, &[]);
-    let (store, schema) = store_and_schema(&unsharded).await;
-    let report = Sweeper::new(store, schema, unsharded.sweep_options())
+    let report = sweeper(&table, &[])
+        .await
         .sweep(Timestamp::from_secs(now), &Stop::never())
         .await;
     assert_eq!(report.items_found, 0);
 
-    let cfg = config(&table, &[("WINDOW_SHARDS", "8")]);
-    let (store, schema) = store_and_schema(&cfg).await;
-    let report = Sweeper::new(store, schema, cfg.sweep_options())
+    let report = sweeper(&table, &[("WINDOW_SHARDS", "8")])
+        .await
         .sweep(Timestamp::from_secs(now), &Stop::never())
         .await;
     assert!(report.is_success(), "{report:?}");
@@ -335,11 +325,8 @@ async fn checkpoint_setup(
     String,
     ttl_sweeper::config::Config,
 ) {
-    let client = client().await;
-    let table = table_name(prefix);
-    let checkpoints = table_name(&format!("{prefix}_cp"));
-    create_table(&client, &TableSpec::simple(&table)).await;
-    create_checkpoint_table(&client, &checkpoints).await;
+    let (client, table) = simple_table(prefix).await;
+    let checkpoints = checkpoint_table(&client, &format!("{prefix}_cp")).await;
     let mut all = vec![("CHECKPOINT_TABLE", checkpoints.as_str())];
     all.extend_from_slice(pairs);
     let cfg = config(&table, &all);
@@ -365,15 +352,12 @@ async fn after_a_three_hour_outage_one_sweep_deletes_everything_that_expired_in_
         .await
         .unwrap());
     // ... and items kept expiring: one every 2 minutes for 3 hours, far past the 15-window lookback.
-    let items: Vec<Key> = (0..90)
-        .map(|i| session(&format!("during-{i}"), outage_start + 1 + i * 120))
-        .collect();
+    let items = sessions("during", 90, |i| outage_start + 1 + i * 120);
     let before: Vec<Key> = vec![session("before-outage", outage_start - 600)];
     put_items(&client, &table, items.into_iter().chain(before).collect()).await;
     put_items(&client, &table, vec![session("future", now + 600)]).await;
 
-    let (store, schema) = store_and_schema(&cfg).await;
-    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    let sweeper = sweeper_for(&cfg).await;
     let report = sweeper
         .sweep(Timestamp::from_secs(now), &Stop::never())
         .await;
@@ -429,8 +413,8 @@ async fn the_catch_up_cap_limits_how_far_back_a_sweep_goes() {
         ],
     )
     .await;
-    let (store, schema) = store_and_schema(&cfg).await;
-    let report = Sweeper::new(store, schema, cfg.sweep_options())
+    let report = sweeper_for(&cfg)
+        .await
         .sweep(Timestamp::from_secs(now), &Stop::never())
         .await;
     assert!(report.catchup_capped);
@@ -449,18 +433,9 @@ async fn concurrent_sweeps_leave_a_correct_checkpoint_that_never_moves_back() {
         .advance_checkpoint(&checkpoints, &id, Timestamp::from_secs(start), clock())
         .await
         .unwrap();
-    put_items(
-        &client,
-        &table,
-        (0..120)
-            .map(|i| session(&format!("c-{i}"), start + 1 + i * 30))
-            .collect(),
-    )
-    .await;
+    put_items(&client, &table, sessions("c", 120, |i| start + 1 + i * 30)).await;
 
-    let (store_a, schema) = store_and_schema(&cfg).await;
-    let a = Sweeper::new(store_a, schema.clone(), cfg.sweep_options());
-    let b = Sweeper::new(common::store(client.clone()), schema, cfg.sweep_options());
+    let (a, b) = (sweeper_for(&cfg).await, sweeper_for(&cfg).await);
     let never = Stop::never();
     let (ra, rb) = tokio::join!(
         a.sweep(Timestamp::from_secs(now), &never),
@@ -504,14 +479,10 @@ async fn concurrent_sweeps_leave_a_correct_checkpoint_that_never_moves_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_run_exits_cleanly_with_the_report() {
     let _shared = RUN_ALONE.read().await;
-    let client = client().await;
-    let table = table_name("run_loop");
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let (client, table) = simple_table("run_loop").await;
     let now = now();
-    let mut items: Vec<Key> = (0..40)
-        .map(|i| session(&format!("r-{i}"), now - 1 - i))
-        .collect();
-    items.extend((0..10).map(|i| session(&format!("r-late-{i}"), now + 2 + i % 2)));
+    let mut items = sessions("r", 40, |i| now - 1 - i);
+    items.extend(sessions("r-late", 10, |i| now + 2 + i % 2));
     items.push(session("r-future", now + 3600));
     put_items(&client, &table, items).await;
 
@@ -657,8 +628,8 @@ async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_w
     }
 
     // The next run finishes the job and only then moves the checkpoint.
-    let (store, schema) = store_and_schema(&cfg).await;
-    let second = Sweeper::new(store, schema, cfg.sweep_options())
+    let second = sweeper_for(&cfg)
+        .await
         .sweep(Timestamp::from_secs(now), &Stop::never())
         .await;
     assert!(second.is_success() && second.is_complete(), "{second:?}");

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::mem_store::{id_of, Fault, MemStore, Op, When};
+use common::mem_store::{id_of, mem_sweeper, Fault, MemStore, Op, When};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -101,14 +101,12 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
     // time: the last chunk of a 3,000-key page would wait 30 s.
     let started = Instant::now();
     let store = Arc::new(mem(Layout::default()).delay(Op::BatchDelete, Duration::from_millis(250)));
-    for i in 0..3_000 {
-        store.put(&format!("k{i:04}"), (T0 - 30) as f64);
-    }
+    (0..3_000).for_each(|i| store.put(&format!("k{i:04}"), (T0 - 30) as f64));
     let options = SweepOptions {
         max_concurrency: 1,
         ..SweepOptions::default()
     };
-    let sweeper = Sweeper::new(store.clone(), store.schema(), options);
+    let sweeper = mem_sweeper(store.clone(), options);
     // 4 s into the sweep the application deletes and writes again every tenth key, with a ttl
     // an hour ahead.
     let rewritten: Vec<String> = (0..3_000).step_by(10).map(|i| format!("k{i:04}")).collect();
@@ -186,15 +184,13 @@ async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
             .delay(Op::Delete, Duration::from_secs(1))
             .delay(Op::Get, Duration::from_secs(1)),
     );
-    for i in 0..40 {
-        store.put(&format!("k{i:02}"), (T0 - 30) as f64);
-    }
+    (0..40).for_each(|i| store.put(&format!("k{i:02}"), (T0 - 30) as f64));
     let options = SweepOptions {
         max_concurrency: 1,
         page_limit: Some(30),
         ..SweepOptions::default()
     };
-    let sweeper = Sweeper::new(store.clone(), store.schema(), options);
+    let sweeper = mem_sweeper(store.clone(), options);
     // At 7 s the application writes k35 (listed on the second page, at 5 s) again, live.
     let writer = store.put_at(
         Duration::from_secs(7),
@@ -236,10 +232,8 @@ async fn an_unprocessed_key_named_unlike_any_key_sent_is_sent_again_not_counted_
         When::Call(1),
         Fault::RenameUnprocessed,
     ));
-    for i in 0..25 {
-        store.put(&format!("k{i:02}"), (T0 - 30) as f64);
-    }
-    let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default());
+    (0..25).for_each(|i| store.put(&format!("k{i:02}"), (T0 - 30) as f64));
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     let report = sweeper
         .sweep(Timestamp::from_secs(T0), &Stop::never())
         .await;
@@ -267,9 +261,8 @@ async fn a_sweep_holds_no_more_keys_than_its_read_ahead_whatever_the_pages() {
                 }),
         );
         for w in 0..16 {
-            for i in 0..2_000 {
-                store.put(&format!("k{w:02}{i:04}"), (T0 - 60 * w - 30) as f64);
-            }
+            (0..2_000)
+                .for_each(|i| store.put(&format!("k{w:02}{i:04}"), (T0 - 60 * w - 30) as f64));
         }
         let options = SweepOptions {
             delete_mode,
@@ -277,7 +270,7 @@ async fn a_sweep_holds_no_more_keys_than_its_read_ahead_whatever_the_pages() {
             lookback_windows: 16,
             ..SweepOptions::default()
         };
-        let sweeper = Sweeper::new(store.clone(), store.schema(), options);
+        let sweeper = mem_sweeper(store.clone(), options);
         let report = sweeper
             .sweep(Timestamp::from_secs(T0), &Stop::never())
             .await;
@@ -304,12 +297,9 @@ fn one_notify_chunk(
     hook: Recorder,
 ) -> (Arc<MemStore>, Arc<Recorder>, Sweeper<Arc<MemStore>>) {
     let store = Arc::new(store);
-    for i in 0..25 {
-        store.put(&format!("k{i:02}"), (T0 - 30) as f64);
-    }
+    (0..25).for_each(|i| store.put(&format!("k{i:02}"), (T0 - 30) as f64));
     let hook = Arc::new(hook);
-    let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default())
-        .with_events(hook.clone());
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default()).with_events(hook.clone());
     (store, hook, sweeper)
 }
 
@@ -488,7 +478,7 @@ async fn a_shutdown_does_not_wait_for_a_query_that_is_slow_to_answer() {
     // ends at once: the read is given up, nothing it would have found is deleted.
     let store = Arc::new(mem(Layout::default()).delay(Op::Query, Duration::from_secs(60)));
     store.put("k0", (T0 - 30) as f64);
-    let sweeper = Sweeper::new(store.clone(), store.schema(), SweepOptions::default());
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     let token = CancellationToken::new();
     let sigterm = token.clone();
     tokio::spawn(async move {
@@ -522,15 +512,13 @@ async fn a_long_catch_up_moves_the_checkpoint_oldest_first_within_one_invocation
     let store = Arc::new(mem(layout.clone()));
     *store.checkpoint.lock().unwrap() = Some(Timestamp::from_secs(before));
     // one expired item in every minute of the backlog
-    for m in 0..120 {
-        store.put(&format!("m{m:03}"), (before + 60 * m + 30) as f64);
-    }
+    (0..120).for_each(|m| store.put(&format!("m{m:03}"), (before + 60 * m + 30) as f64));
     for run in 0..5 {
         let token = CancellationToken::new();
         let so_far = store.calls(Op::Query);
         store.stop_after_queries(so_far + 600, token.clone());
         let options = checkpointed(1);
-        let sweeper = Sweeper::new(store.clone(), store.schema(), options);
+        let sweeper = mem_sweeper(store.clone(), options);
         let stop = Stop::never().with_cancel(token);
         let report = sweeper.sweep(Timestamp::from_secs(T0), &stop).await;
         let after = store.checkpoint.lock().unwrap().unwrap().secs();
@@ -591,7 +579,7 @@ async fn ticks_longer_than_the_lookback_read_every_window_since_the_last_tick() 
         lookback_windows: 7,
         ..SweepOptions::default()
     };
-    let sweeper = Sweeper::new(store.clone(), store.schema(), options);
+    let sweeper = mem_sweeper(store.clone(), options);
     let clock = {
         let store = store.clone();
         move || Timestamp::from_millis((store.clock() * 1000.0) as i64)
@@ -638,7 +626,7 @@ async fn a_catch_up_stopped_before_it_began_leaves_the_checkpoint_where_it_was()
     let token = CancellationToken::new();
     store.stop_after_queries(2, token.clone());
     let options = checkpointed(1);
-    let sweeper = Sweeper::new(store.clone(), store.schema(), options);
+    let sweeper = mem_sweeper(store.clone(), options);
     let report = sweeper
         .sweep(Timestamp::from_secs(T0), &Stop::never().with_cancel(token))
         .await;

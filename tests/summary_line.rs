@@ -35,14 +35,7 @@ async fn tick_mode_logs_one_summary_line_per_invocation() {
     let now = now();
     let (client, table, sweeper) = sessions_and_sweeper("h_tick_logs", now).await;
     // Items that expire while the invocation ticks, so that later ticks delete something too.
-    put_items(
-        &client,
-        &table,
-        (0..3)
-            .map(|i| session(&format!("soon-{i}"), now + 1 + i))
-            .collect(),
-    )
-    .await;
+    put_items(&client, &table, sessions("soon", 3, |i| now + 1 + i)).await;
     let settings = HandlerSettings {
         namespace: "Test".into(),
         tick: Some(Duration::from_secs(1)),

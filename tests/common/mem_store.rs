@@ -12,6 +12,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue as AV;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use ttl_sweeper::engine::{SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::{
     ConditionalOutcome, ErrorKind, Key, Page, Store, StoreError, TableSchema,
@@ -148,6 +149,17 @@ pub struct MemStore {
     pub checkpoint: Mutex<Option<Timestamp>>,
 }
 
+/// The schema of the tests' `sessions` table (String key `id`, the sweeper's default index) with
+/// the default layout, as a [`MemStore`] of the default layout has it.
+pub fn default_schema() -> TableSchema {
+    TableSchema {
+        table_name: "sessions".into(),
+        index_name: "expirationWindowIndex".into(),
+        key_attributes: vec!["id".into()],
+        layout: Layout::default(),
+    }
+}
+
 /// The `id` of a key or item.
 pub fn id_of(key: &Key) -> String {
     match &key["id"] {
@@ -167,6 +179,19 @@ pub fn ttl_of(item: &Key) -> f64 {
         AV::N(n) => n.parse().unwrap(),
         other => panic!("{other:?}"),
     }
+}
+
+impl AsRef<MemStore> for MemStore {
+    fn as_ref(&self) -> &MemStore {
+        self
+    }
+}
+
+/// A sweeper over the in-memory table `store` (a [`MemStore`] or an `Arc` of one), with its
+/// schema and `options`.
+pub fn mem_sweeper<S: Store + AsRef<MemStore>>(store: S, options: SweepOptions) -> Sweeper<S> {
+    let schema = store.as_ref().schema();
+    Sweeper::new(store, schema, options)
 }
 
 /// The entries of `list` for `op` that apply to a call (`hit`), taking those that apply once.
@@ -262,10 +287,8 @@ impl MemStore {
 
     pub fn schema(&self) -> TableSchema {
         TableSchema {
-            table_name: "sessions".into(),
-            index_name: "expirationWindowIndex".into(),
-            key_attributes: vec!["id".into()],
             layout: self.layout.clone(),
+            ..default_schema()
         }
     }
 

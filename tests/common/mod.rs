@@ -20,6 +20,7 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 use ttl_sweeper::config::Config;
+use ttl_sweeper::engine::Sweeper;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{
     ConditionalOutcome, DynamoStore, ErrorKind, Key, Page, Store, StoreError, TableSchema,
@@ -194,6 +195,28 @@ pub async fn create_table(client: &Client, spec: &TableSpec<'_>) {
         .expect("create table");
 }
 
+/// Creates a table named from `prefix` with `client`, shaped like [`TableSpec::simple`] and then
+/// by `shape` (e.g. `|t| t.index = false`); returns its name.
+pub async fn new_table(
+    client: &Client,
+    prefix: &str,
+    shape: impl FnOnce(&mut TableSpec<'_>),
+) -> String {
+    let table = table_name(prefix);
+    let mut spec = TableSpec::simple(&table);
+    shape(&mut spec);
+    create_table(client, &spec).await;
+    table
+}
+
+/// A client for the test server and a new table named from `prefix`, shaped like
+/// [`TableSpec::simple`].
+pub async fn simple_table(prefix: &str) -> (Client, String) {
+    let client = client().await;
+    let table = new_table(&client, prefix, |_| {}).await;
+    (client, table)
+}
+
 /// An attribute definition.
 pub fn attr(name: &str, ty: ScalarAttributeType) -> AttributeDefinition {
     AttributeDefinition::builder()
@@ -281,8 +304,33 @@ pub fn session(id: &str, ttl: i64) -> Key {
     ])
 }
 
+/// `n` sessions `{prefix}-0` … `{prefix}-{n-1}`, the `i`th with the ttl `ttl(i)`.
+pub fn sessions(prefix: &str, n: i64, ttl: impl Fn(i64) -> i64) -> Vec<Key> {
+    (0..n)
+        .map(|i| session(&format!("{prefix}-{i}"), ttl(i)))
+        .collect()
+}
+
 pub fn id_key(id: &str) -> Key {
     HashMap::from([("id".into(), AV::S(id.into()))])
+}
+
+/// Sets the ttl of the item at `key` to `ttl` and its window to match, as the application does
+/// when it extends an item.
+pub async fn extend_ttl(client: &Client, table: &str, key: Key, ttl: i64) {
+    let window = ttl_sweeper::expiry::window::window_key(ttl as f64, 60).unwrap();
+    client
+        .update_item()
+        .table_name(table)
+        .set_key(Some(key))
+        .update_expression("SET #t = :t, #w = :w")
+        .expression_attribute_names("#t", "ttl")
+        .expression_attribute_names("#w", "expirationWindow")
+        .expression_attribute_values(":t", AV::N(ttl.to_string()))
+        .expression_attribute_values(":w", AV::S(window))
+        .send()
+        .await
+        .expect("extend ttl");
 }
 
 pub async fn exists(client: &Client, table: &str, key: Key) -> bool {
@@ -527,17 +575,40 @@ pub async fn store_and_schema(config: &Config) -> (DynamoStore, TableSchema) {
     (store, schema)
 }
 
-/// Creates a checkpoint table (partition key `id`, String).
-pub async fn create_checkpoint_table(client: &Client, name: &str) {
+/// A sweeper over `config`'s table on the test server (described through a client of its own),
+/// with `config`'s sweep options and the store `wrap` makes of a `DynamoStore` on that client:
+/// `Instrumented::new` to watch it, `|_| other` to sweep through another store (a proxy's).
+pub async fn sweeper_over<S: Store>(
+    config: &Config,
+    wrap: impl FnOnce(DynamoStore) -> S,
+) -> Sweeper<S> {
+    let (store, schema) = store_and_schema(config).await;
+    Sweeper::new(wrap(store), schema, config.sweep_options())
+}
+
+/// A sweeper over `config`'s table on the test server, with `config`'s sweep options.
+pub async fn sweeper_for(config: &Config) -> Sweeper<DynamoStore> {
+    sweeper_over(config, |s| s).await
+}
+
+/// A sweeper over `table` on the test server, with `pairs` overriding the default settings.
+pub async fn sweeper(table: &str, pairs: &[(&str, &str)]) -> Sweeper<DynamoStore> {
+    sweeper_for(&config(table, pairs)).await
+}
+
+/// Creates a checkpoint table (partition key `id`, String) named from `prefix`; returns its name.
+pub async fn checkpoint_table(client: &Client, prefix: &str) -> String {
+    let name = table_name(prefix);
     client
         .create_table()
-        .table_name(name)
+        .table_name(&name)
         .attribute_definitions(attr("id", ScalarAttributeType::S))
         .key_schema(key_el("id", KeyType::Hash))
         .billing_mode(BillingMode::PayPerRequest)
         .send()
         .await
         .expect("create checkpoint table");
+    name
 }
 
 /// The AWS settings of a process that talks to the test server: a region, dummy credentials,
@@ -591,26 +662,13 @@ pub fn run(cmd: &mut Command) -> (i32, String, String) {
 pub async fn sessions_and_sweeper(
     prefix: &str,
     now: i64,
-) -> (
-    aws_sdk_dynamodb::Client,
-    String,
-    ttl_sweeper::engine::Sweeper<ttl_sweeper::store::DynamoStore>,
-) {
-    let client = client().await;
-    let table = table_name(prefix);
-    create_table(&client, &TableSpec::simple(&table)).await;
-    let mut items: Vec<_> = (0..30)
-        .map(|i| session(&format!("old-{i}"), now - 2 - i))
-        .collect();
-    items.extend((0..5).map(|i| session(&format!("new-{i}"), now + 120 + i)));
+) -> (Client, String, Sweeper<DynamoStore>) {
+    let (client, table) = simple_table(prefix).await;
+    let mut items = sessions("old", 30, |i| now - 2 - i);
+    items.extend(sessions("new", 5, |i| now + 120 + i));
     put_items(&client, &table, items).await;
-    let cfg = config(&table, &[]);
-    let (store, schema) = store_and_schema(&cfg).await;
-    (
-        client,
-        table,
-        ttl_sweeper::engine::Sweeper::new(store, schema, cfg.sweep_options()),
-    )
+    let sweeper = sweeper(&table, &[]).await;
+    (client, table, sweeper)
 }
 
 /// The expired items a sweep report accounts for: deleted by the sweep, or found already gone.
