@@ -144,9 +144,11 @@ impl DynamoStore {
     pub fn client(&self) -> &Client {
         &self.client
     }
+}
 
+impl Store for DynamoStore {
     #[instrument(level = "debug", skip_all, fields(window = window_key))]
-    async fn send_query_expired(
+    async fn query_expired(
         &self,
         schema: &TableSchema,
         window_key: &str,
@@ -183,7 +185,7 @@ impl DynamoStore {
     }
 
     #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]
-    async fn send_batch_delete(
+    async fn batch_delete(
         &self,
         schema: &TableSchema,
         keys: &[&Key],
@@ -222,7 +224,7 @@ impl DynamoStore {
     /// some are still unprocessed the call fails (throttled): a key missing from the answer then
     /// always means the item does not exist.
     #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]
-    async fn send_get_items(
+    async fn get_items(
         &self,
         schema: &TableSchema,
         keys: Vec<Key>,
@@ -281,7 +283,7 @@ impl DynamoStore {
     }
 
     #[instrument(level = "debug", skip(self))]
-    async fn send_read_checkpoint(
+    async fn read_checkpoint(
         &self,
         table: &str,
         id: &str,
@@ -318,7 +320,7 @@ impl DynamoStore {
     }
 
     #[instrument(level = "debug", skip(self))]
-    async fn send_advance_checkpoint(
+    async fn advance_checkpoint(
         &self,
         table: &str,
         id: &str,
@@ -352,7 +354,7 @@ impl DynamoStore {
     }
 
     #[instrument(level = "debug", skip_all)]
-    async fn send_delete_if_expired(
+    async fn delete_if_expired(
         &self,
         schema: &TableSchema,
         key: Key,
@@ -398,66 +400,5 @@ impl DynamoStore {
                 _ => Err(StoreError::from_sdk("DeleteItem", e)),
             },
         }
-    }
-}
-
-impl Store for DynamoStore {
-    async fn query_expired(
-        &self,
-        schema: &TableSchema,
-        partition: &str,
-        now: Timestamp,
-        start: Option<Key>,
-        limit: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        self.send_query_expired(schema, partition, now, start, limit)
-            .await
-    }
-
-    async fn batch_delete(
-        &self,
-        schema: &TableSchema,
-        keys: &[&Key],
-    ) -> Result<Vec<Key>, StoreError> {
-        self.send_batch_delete(schema, keys).await
-    }
-
-    async fn delete_if_expired(
-        &self,
-        schema: &TableSchema,
-        key: Key,
-        ttl: &str,
-        now: Timestamp,
-        return_item: bool,
-    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
-        self.send_delete_if_expired(schema, key, ttl, now, return_item)
-            .await
-    }
-
-    async fn get_items(
-        &self,
-        schema: &TableSchema,
-        keys: Vec<Key>,
-        ttl_only: bool,
-    ) -> Result<Vec<Key>, StoreError> {
-        self.send_get_items(schema, keys, ttl_only).await
-    }
-
-    async fn read_checkpoint(
-        &self,
-        table: &str,
-        id: &str,
-    ) -> Result<Option<Timestamp>, StoreError> {
-        self.send_read_checkpoint(table, id).await
-    }
-
-    async fn advance_checkpoint(
-        &self,
-        table: &str,
-        id: &str,
-        to: Timestamp,
-        at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        self.send_advance_checkpoint(table, id, to, at).await
     }
 }
