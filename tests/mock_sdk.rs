@@ -439,15 +439,12 @@ async fn the_deadline_stops_deletes_inside_a_page_and_reports_the_rest_as_left()
 
 #[tokio::test(start_paused = true)]
 async fn a_tick_after_a_long_gap_reads_no_more_windows_than_a_full_sweep() {
-    use ttl_sweeper::engine::{run_ticks, Ticks};
+    use common::ticks_for;
+    use ttl_sweeper::engine::run_ticks;
     let mut opts = options(DeleteMode::Batch);
     opts.lookback_windows = 15;
     let s = mem_sweeper(MemStore::new(Layout::default()), opts);
-    let ticks = Ticks {
-        every: Duration::from_secs(1),
-        full_every: Duration::from_secs(60),
-        until: Some(Instant::now() + Duration::from_millis(3500)),
-    };
+    let ticks = ticks_for(Duration::from_millis(3500));
     // The first sweep as of ten days ago, then ticks as of the clock: the gap is 14,400 windows.
     let first = Timestamp::from_secs(NOW - 10 * 86_400);
     let report = run_ticks(

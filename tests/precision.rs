@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::*;
 use runtime_api::{Options, Outcome, RuntimeApi, Schedule};
-use ttl_sweeper::engine::{run_ticks, Ticks};
+use ttl_sweeper::engine::run_ticks;
 use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::expiry::iso_millis;
 use ttl_sweeper::expiry::window::window_attribute;
@@ -95,11 +95,7 @@ async fn one_second_ticks_delete_each_item_within_three_quarters_of_a_second_of_
     items.extend(sessions("later", 5, |_| start + 600));
     put_items(&client, &table, items).await;
 
-    let ticks = Ticks {
-        every: Duration::from_secs(1),
-        full_every: Duration::from_secs(60),
-        until: Some(tokio::time::Instant::now() + Duration::from_secs(26)),
-    };
+    let ticks = ticks_for(Duration::from_secs(26));
     let done = Arc::new(AtomicBool::new(false));
     let watcher = watch_deletions(
         &client,

@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ttl_sweeper::engine::{run_ticks, Ticks};
-use ttl_sweeper::engine::{Stop, Sweeper};
+use ttl_sweeper::engine::run_ticks;
+use ttl_sweeper::engine::Stop;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::Key;
 
@@ -89,8 +89,7 @@ pub async fn expiry_lag(s: &Scale) -> Vec<LagResult> {
     };
     let minute = {
         let c = cfg(&tables[1]);
-        let (store, schema) = store_and_schema(&c).await;
-        let sweeper = Sweeper::new(Instrumented::new(store), schema, c.sweep_options());
+        let sweeper = sweeper_over(&c, Instrumented::new).await;
         let period = s.schedule;
         async move {
             while now() < end_at {
@@ -102,15 +101,10 @@ pub async fn expiry_lag(s: &Scale) -> Vec<LagResult> {
     };
     let tick = {
         let c = cfg(&tables[2]);
-        let (store, schema) = store_and_schema(&c).await;
-        let sweeper = Sweeper::new(Instrumented::new(store), schema, c.sweep_options());
+        let sweeper = sweeper_over(&c, Instrumented::new).await;
         let run_for = (end_at - now()).max(1) as u64;
         async move {
-            let ticks = Ticks {
-                every: Duration::from_secs(1),
-                full_every: Duration::from_secs(60),
-                until: Some(tokio::time::Instant::now() + Duration::from_secs(run_for)),
-            };
+            let ticks = ticks_for(Duration::from_secs(run_for));
             run_ticks(
                 &sweeper,
                 Timestamp::from_secs(now()),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::AttributeValue as AV;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use ttl_sweeper::engine::{run_ticks, Stop, Sweeper, Ticks};
+use ttl_sweeper::engine::{run_ticks, Stop};
 use ttl_sweeper::expiry::window::{window_attribute, Window};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{ConditionalOutcome, Key, Page, Store, StoreError, TableSchema};
@@ -595,15 +595,14 @@ async fn our_deletes(
     expect: usize,
 ) -> (f64, Gauge) {
     let cfg = config(table, &[("MAX_CONCURRENCY", &inflight.to_string())]);
-    let (store, schema) = store_and_schema(&cfg).await;
     let gauge = Arc::new(InFlight::default());
     let first = Arc::new(std::sync::Mutex::new(None));
-    let store = Counted {
-        inner: store,
+    let sweeper = sweeper_over(&cfg, |inner| Counted {
+        inner,
         gauge: gauge.clone(),
         first: first.clone(),
-    };
-    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    })
+    .await;
     let started = Instant::now();
     let report = sweeper
         .sweep_windows(Timestamp::from_secs(now()), windows, &Stop::never())
@@ -756,14 +755,9 @@ pub async fn shard_ticks(shards: u32, secs: i64, per_second: i64) -> ShardTicks 
     let n = items.len();
     put_many(&client, &table, items).await;
     let cfg = config(&table, &[("WINDOW_SHARDS", &shards.to_string())]);
-    let (store, schema) = store_and_schema(&cfg).await;
-    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    let sweeper = sweeper_for(&cfg).await;
     let run_for = (t0 + 2 + secs + 2 - now()).max(1) as u64;
-    let ticks = Ticks {
-        every: Duration::from_secs(1),
-        full_every: Duration::from_secs(60),
-        until: Some(tokio::time::Instant::now() + Duration::from_secs(run_for)),
-    };
+    let ticks = ticks_for(Duration::from_secs(run_for));
     let mut tick_ms = Vec::new();
     let total = run_ticks(
         &sweeper,

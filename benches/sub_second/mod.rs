@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use ttl_sweeper::engine::{run_ticks, Ticks};
-use ttl_sweeper::engine::{Stop, Sweeper};
+use ttl_sweeper::engine::run_ticks;
+use ttl_sweeper::engine::Stop;
 use ttl_sweeper::expiry::Timestamp;
 
 use crate::common::*;
@@ -128,14 +128,9 @@ async fn tick_run(s: &Scale) -> LagRun {
     )
     .await;
     let cfg = config(&table, &[]);
-    let (store, schema) = store_and_schema(&cfg).await;
-    let sweeper = Sweeper::new(Instrumented::new(store), schema, cfg.sweep_options());
+    let sweeper = sweeper_over(&cfg, Instrumented::new).await;
     let run_for = (t0 + 2 + s.tick_spread + 2 - now()).max(1) as u64;
-    let ticks = Ticks {
-        every: Duration::from_secs(1),
-        full_every: Duration::from_secs(60),
-        until: Some(tokio::time::Instant::now() + Duration::from_secs(run_for)),
-    };
+    let ticks = ticks_for(Duration::from_secs(run_for));
     run_ticks(
         &sweeper,
         Timestamp::from_secs(now()),

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use ttl_sweeper::engine::{Stop, Sweeper};
+use ttl_sweeper::engine::Stop;
 use ttl_sweeper::expiry::window::Window;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::Key;
@@ -51,8 +51,7 @@ pub async fn throughput(s: &Scale) -> Throughput {
         );
     }
     let cfg = config(&ours, &[]);
-    let (store, schema) = store_and_schema(&cfg).await;
-    let sweeper = Sweeper::new(store, schema, cfg.sweep_options());
+    let sweeper = sweeper_for(&cfg).await;
     let started = Instant::now();
     let report = sweeper
         .sweep_windows(Timestamp::from_secs(now), &windows, &Stop::never())

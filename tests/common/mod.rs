@@ -586,6 +586,15 @@ pub async fn sweeper_over<S: Store>(
     Sweeper::new(wrap(store), schema, config.sweep_options())
 }
 
+/// Ticks every second, with a full sweep every minute, for `run_for` from now.
+pub fn ticks_for(run_for: Duration) -> ttl_sweeper::engine::Ticks {
+    ttl_sweeper::engine::Ticks {
+        every: Duration::from_secs(1),
+        full_every: Duration::from_secs(60),
+        until: Some(tokio::time::Instant::now() + run_for),
+    }
+}
+
 /// A sweeper over `config`'s table on the test server, with `config`'s sweep options.
 pub async fn sweeper_for(config: &Config) -> Sweeper<DynamoStore> {
     sweeper_over(config, |s| s).await
