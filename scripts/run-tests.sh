@@ -18,16 +18,18 @@ case "$JOBS" in ''|*[!0-9]*|0) echo "TEST_JOBS=$JOBS: expected a whole number of
 # The binaries that take longest start first (seconds measured on a 2-core machine).
 SLOWEST_FIRST=(adoption faults lambda_e2e precision events readme local_dynamodb cli handler)
 
-cargo test --no-run "$@"
-# name<TAB>executable for every test binary of the build above (nothing is rebuilt).
-mapfile -t built < <(cargo test --no-run --message-format=json "$@" 2>/dev/null | python3 -c '
+# One build (a failure stops here): its messages shown as cargo shows them, its JSON kept for
+# name<TAB>executable of every test binary.
+mkdir -p target
+cargo test --no-run --message-format=json-render-diagnostics "$@" >target/test-binaries.json
+mapfile -t built < <(python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m["profile"]["test"] and m.get("executable"):
         target = m["target"]
         print(target["kind"][0] + ":" + target["name"] + "\t" + m["executable"])
-')
+' <target/test-binaries.json)
 [ "${#built[@]}" -gt 0 ] || { echo "run-tests: cargo built no test binaries" >&2; exit 1; }
 
 ordered=()

@@ -109,9 +109,8 @@ impl Settings {
     /// The settings through `lookup`, which maps a variable name (`TABLE_NAME`, ...) to its raw
     /// value, through the same definitions as the flags (and no environment).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Settings {
-        let command = Settings::augment_args(Command::new("settings").no_binary_name(true))
-            .mut_args(|arg| arg.env(None));
-        let given = Settings::augment_args(Command::new("settings"))
+        let command = Settings::augment_args(Command::new("settings").no_binary_name(true));
+        let given = command
             .get_arguments()
             .filter_map(|arg| {
                 let (long, var) = (arg.get_long()?, arg.get_env()?.to_str()?);
@@ -120,6 +119,7 @@ impl Settings {
             .collect::<Vec<_>>();
         // Every field takes any string once, given as `--flag=value`: nothing can fail.
         let matches = command
+            .mut_args(|arg| arg.env(None))
             .try_get_matches_from(given)
             .expect("each setting is one string-valued flag");
         Settings::from_arg_matches(&matches).expect("the matches are this struct's")
