@@ -1,6 +1,6 @@
-//! End to end: the real Lambda binary under cargo-lambda's local Lambda runtime emulator
-//! (`cargo lambda watch`), invoked with `cargo lambda invoke` and an EventBridge scheduled event,
-//! against the local DynamoDB server.
+//! End to end: the Lambda binary the tests built, polling cargo-lambda's local Lambda Runtime API
+//! (`cargo lambda watch --only-lambda-apis`), invoked with `cargo lambda invoke` and an
+//! EventBridge scheduled event, against the local DynamoDB server.
 //!
 //! Needs `cargo-lambda` (`make test` installs it into `.venv/`; or set `CARGO_LAMBDA`).
 //!
@@ -39,76 +39,84 @@ fn cargo_lambda() -> PathBuf {
     })
 }
 
-/// The emulator and the function it runs, in their own process group, stopped by its PID.
+/// cargo-lambda's Runtime API and the function polling it, each in its own process group, stopped
+/// by its PID.
 struct Watch {
-    child: Child,
+    children: Vec<Child>,
     log: PathBuf,
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        let pgid = self.child.id() as i32;
-        // SAFETY: signals the process group this test created (its leader is our child).
-        unsafe {
-            libc::killpg(pgid, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
+        for child in self.children.iter_mut().rev() {
+            let pgid = child.id() as i32;
+            // SAFETY: signals the process group this test created (its leader is our child).
+            unsafe {
+                libc::killpg(pgid, libc::SIGTERM);
             }
-            std::thread::sleep(Duration::from_millis(100));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            // SAFETY: as above.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
+            let _ = child.wait();
         }
-        // SAFETY: as above.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
-        let _ = self.child.wait();
     }
 }
 
-/// What `cargo lambda watch` needs from the test's environment to build with the same toolchain
-/// into the same target directory. Nothing else is passed on: the function sees only these and
-/// the variables the test gives it.
-const TOOLCHAIN_ENV: [&str; 6] = [
-    "PATH",
-    "HOME",
-    "CARGO_HOME",
-    "RUSTUP_HOME",
-    "RUSTUP_TOOLCHAIN",
-    "CARGO_TARGET_DIR",
-];
-
+/// `cargo lambda watch --only-lambda-apis` on `port`, and the Lambda binary built for the tests
+/// polling it with `env` and nothing else of the test's environment. Both write to one log file;
+/// an invocation left unanswered fails after 60 s.
 fn start_watch(port: u16, env: &[(String, String)]) -> Watch {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let log = dir.join(format!("target/test-servers/cargo-lambda-watch-{port}.log"));
     std::fs::create_dir_all(log.parent().unwrap()).unwrap();
     let out = std::fs::File::create(&log).unwrap();
-    let mut cmd = Command::new(cargo_lambda());
-    cmd.env_clear();
-    for var in TOOLCHAIN_ENV {
-        if let Some(value) = std::env::var_os(var) {
-            cmd.env(var, value);
-        }
-    }
-    cmd.current_dir(dir)
-        .args([
-            "lambda",
-            "watch",
-            "--ignore-changes",
-            "--invoke-address",
-            "127.0.0.1",
-        ])
+    let api = Command::new(cargo_lambda())
+        .current_dir(dir)
+        .args(["lambda", "watch", "--only-lambda-apis", "--timeout", "60"])
+        .args(["--invoke-address", "127.0.0.1"])
         .args(["--invoke-port", &port.to_string()])
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .process_group(0);
-    for (k, v) in env {
-        cmd.args(["--env-var", &format!("{k}={v}")]);
+        .stderr(out.try_clone().unwrap())
+        .process_group(0)
+        .spawn()
+        .expect("start cargo lambda watch");
+    let mut watch = Watch {
+        children: vec![api],
+        log,
+    };
+    let listening = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            listening.elapsed() < Duration::from_secs(60),
+            "cargo lambda watch did not listen on port {port}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
-    let child = cmd.spawn().expect("start cargo lambda watch");
-    Watch { child, log }
+    let runtime_api = format!("http://127.0.0.1:{port}/.rt");
+    let function = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper-lambda"))
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("AWS_LAMBDA_RUNTIME_API", runtime_api)
+        .env("AWS_LAMBDA_FUNCTION_NAME", "ttl-sweeper-lambda")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "4096")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .process_group(0)
+        .spawn()
+        .expect("start the Lambda binary");
+    watch.children.push(function);
+    watch
 }
 
 /// `cargo lambda invoke` with `event`; returns (success, stdout+stderr).
@@ -119,13 +127,8 @@ fn invoke(port: u16, event: &serde_json::Value) -> (bool, String) {
     ));
     std::fs::write(&file, event.to_string()).unwrap();
     let out = Command::new(cargo_lambda())
-        .args([
-            "lambda",
-            "invoke",
-            "ttl-sweeper-lambda",
-            "--invoke-address",
-            "127.0.0.1",
-        ])
+        // No function name: the emulator hands the event to the function polling it.
+        .args(["lambda", "invoke", "--invoke-address", "127.0.0.1"])
         .args(["--invoke-port", &port.to_string(), "--data-file"])
         .arg(&file)
         .output()
@@ -158,14 +161,14 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
         serde_json::from_slice(include_bytes!("fixtures/scheduled-event.json")).unwrap();
     event["time"] = serde_json::json!(chrono::Utc::now().to_rfc3339());
 
-    // The first invocation waits for cargo-lambda to build and start the function.
+    // The first invocation may come before the Runtime API listens.
     let started = Instant::now();
     let (ok, output) = loop {
         let (ok, output) = invoke(port, &event);
-        if ok || started.elapsed() > Duration::from_secs(600) {
+        if ok || started.elapsed() > Duration::from_secs(60) {
             break (ok, output);
         }
-        std::thread::sleep(Duration::from_secs(2));
+        std::thread::sleep(Duration::from_millis(500));
     };
     let log = std::fs::read_to_string(&watch.log).unwrap_or_default();
     assert!(ok, "invoke failed: {output}\n--- watch log ---\n{log}");
@@ -196,8 +199,8 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
     );
     assert_eq!(scan_all(&client, &table).await.len(), 21);
 
-    // CloudWatch sees one JSON summary line and one EMF record per sweep (relayed into the
-    // log file by `cargo lambda watch`, a moment after the invocation ends).
+    // CloudWatch sees one JSON summary line and one EMF record per sweep (written to the log
+    // file a moment after the invocation ends).
     let relayed = |log: &str| {
         log.contains("\"sweep finished\"")
             && log.contains("\"CloudWatchMetrics\"")
