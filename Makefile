@@ -77,18 +77,30 @@ lint: ## rustfmt check and clippy -D warnings
 	cargo clippy --all-targets -- -D warnings
 
 .PHONY: test
-test: tools test-rust test-infra test-packages ## everything CI runs: rustfmt, clippy, Rust tests (unit, mock, integration, Lambda e2e), infra tests, helper packages
+test: ## everything CI runs: rustfmt, clippy, Rust tests (unit, mock, integration, Lambda e2e), infra tests, helper packages
+	@# The Rust build and the installs and infra tests need different things (the CPU, the network,
+	@# Node.js): they run side by side, each target's output shown when it ends. The Rust tests run
+	@# after, alone, so that no test shares the machine with a build.
+	@echo "make test: building the Rust tests beside the installs and the infra tests; each part prints its output when it ends"
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-build tools test-infra
+	@$(MAKE) --no-print-directory test-rust test-packages
 
 # The tests are built by clippy's driver with warnings denied (scripts/clippy-rustc): one build is
 # both `cargo clippy --all-targets -- -D warnings` and the test build.
 CLIPPY_BUILD := RUSTC_WORKSPACE_WRAPPER=$(CURDIR)/scripts/clippy-rustc
+TEST_TARGETS := --lib --bins --tests --examples
+
+.PHONY: test-build
+test-build: ## rustfmt check; the tests and the benchmark built with clippy's lints (warnings denied); the crate without default features checked
+	cargo fmt --check
+	$(CLIPPY_BUILD) cargo test --no-run $(TEST_TARGETS)
+	$(CLIPPY_BUILD) cargo test --benches --no-run  # the benchmark compiles; `make bench` runs it
+	cargo check --no-default-features --lib  # again in test-packages, then with nothing left to do
 
 .PHONY: test-rust
-test-rust: tools
-	cargo fmt --check
-	$(CLIPPY_BUILD) CARGO_LAMBDA=$(CARGO_LAMBDA) $(LOCAL_AWS_ENV) scripts/run-tests.sh --lib --bins --tests --examples
+test-rust: tools test-build
+	$(CLIPPY_BUILD) CARGO_LAMBDA=$(CARGO_LAMBDA) $(LOCAL_AWS_ENV) scripts/run-tests.sh $(TEST_TARGETS)
 	$(CLIPPY_BUILD) CARGO_LAMBDA=$(CARGO_LAMBDA) cargo test --doc
-	$(CLIPPY_BUILD) cargo test --benches --no-run  # the benchmark compiles; `make bench` runs it
 	@echo; echo "Fault injection (tests/faults.rs):"; cat target/tmp/fault-report.md target/tmp/chaos-report.md
 	@echo; cat target/tmp/events-fault-report.md
 
@@ -143,7 +155,8 @@ $(INFRA_PYTHON): $(INFRA_JSII) infra/.npmignore
 infra-python: $(INFRA_PYTHON) ## the construct's Python package (jsii-pacmak): wheel and sdist in infra/dist/python
 	@ls -l infra/dist/python/
 
-$(VENV)/bin/cfn-lint: $(CARGO_LAMBDA)
+# After moto: one pip at a time in the venv.
+$(VENV)/bin/cfn-lint: $(CARGO_LAMBDA) | $(MOTO_SERVER)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "cfn-lint==$(CFN_LINT_VERSION)"
 
 .PHONY: test-infra
