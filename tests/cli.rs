@@ -7,97 +7,85 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use serde_json::Value;
 
-#[test]
-fn window_prints_the_key_for_a_ttl() {
-    let (code, out, _) = run(cli().args(["window", "1658265980"]));
-    assert_eq!(code, 0);
-    assert_eq!(
-        out.trim(),
-        "2022-07-19T21:26:00.000Z_2022-07-19T21:27:00.000Z"
-    );
-    let (code, out, _) = run(cli().args(["window", "1658265980", "--window-seconds", "300"]));
-    assert_eq!(code, 0);
-    assert_eq!(
-        out.trim(),
-        "2022-07-19T21:25:00.000Z_2022-07-19T21:30:00.000Z"
-    );
-    let (code, out, _) = run(cli()
-        .args(["window", "1658265980"])
-        .env("WINDOW_SECONDS", "3600"));
-    assert_eq!(code, 0);
-    assert_eq!(
-        out.trim(),
-        "2022-07-19T21:00:00.000Z_2022-07-19T22:00:00.000Z"
-    );
+/// A case `[VAR=value ...] <arguments> => <expected>`: [`cli`] with those settings and
+/// arguments, and the expected text.
+fn case(line: &str) -> (Command, &str) {
+    let (command, expected) = line.split_once(" => ").unwrap_or((line, ""));
+    let mut cmd = cli();
+    for word in command.split_whitespace() {
+        match word.split_once('=') {
+            Some((var, value)) if cmd.get_args().next().is_none() => cmd.env(var, value),
+            _ => cmd.arg(word),
+        };
+    }
+    (cmd, expected)
 }
 
 #[test]
-fn window_rejects_milliseconds_and_garbage_with_reasons() {
-    let (code, out, err) = run(cli().args(["window", "1658265980000"]));
-    assert_ne!(code, 0);
-    assert!(out.is_empty());
-    assert!(err.contains("milliseconds"), "{err}");
-    let (code, _, err) = run(cli().args(["window", "tomorrow"]));
-    assert_ne!(code, 0);
-    assert!(err.contains("not a number"), "{err}");
-    let (code, _, err) = run(cli().args(["window", "1658265980", "--window-seconds", "0"]));
-    assert_ne!(code, 0);
-    assert!(err.contains("WINDOW_SECONDS"), "{err}");
+fn window_prints_the_key_for_a_ttl_and_refuses_milliseconds_and_garbage() {
+    for line in [
+        "window 1658265980 => 2022-07-19T21:26:00.000Z_2022-07-19T21:27:00.000Z",
+        "window 1658265980 --window-seconds 300 => 2022-07-19T21:25:00.000Z_2022-07-19T21:30:00.000Z",
+        "WINDOW_SECONDS=3600 window 1658265980 => 2022-07-19T21:00:00.000Z_2022-07-19T22:00:00.000Z",
+    ] {
+        let (mut cmd, key) = case(line);
+        let (code, out, err) = run(&mut cmd);
+        assert_eq!((code, out.trim()), (0, key), "{line}: {err}");
+    }
+    for line in [
+        "window 1658265980000 => milliseconds",
+        "window tomorrow => not a number",
+        "window 1658265980 --window-seconds 0 => WINDOW_SECONDS",
+    ] {
+        let (mut cmd, why) = case(line);
+        let (code, out, err) = run(&mut cmd);
+        assert!(code != 0 && out.is_empty(), "{line}: {code} {out}");
+        assert!(err.contains(why), "{line}: {err}");
+    }
 }
 
+/// Settings refused before any request (nothing listens at the endpoint: a request would fail
+/// with another message) exit 2, print nothing on stdout, and name the setting: each of the
+/// comma-separated texts is in the message.
 #[test]
-fn sweep_config_errors_name_the_variable_and_exit_2() {
-    let (code, out, err) = run(cli().arg("sweep"));
-    assert_eq!(code, 2);
-    assert!(out.is_empty());
-    assert!(
-        err.contains("TABLE_NAME") && err.contains("--table-name"),
-        "{err}"
-    );
-
-    let (code, _, err) = run(cli()
-        .args(["sweep", "--table-name", "sessions"])
-        .env("DELETE_MODE", "yolo"));
-    assert_eq!(code, 2);
-    assert!(
-        err.contains("DELETE_MODE") && err.contains("conditional"),
-        "{err}"
-    );
-
-    let (code, _, err) = run(cli().args([
-        "sweep",
-        "--table-name",
-        "sessions",
-        "--at",
-        "2999-01-01T00:00:00Z",
-    ]));
-    assert_eq!(code, 2);
-    assert!(err.contains("future"), "{err}");
-
-    let (code, _, err) =
-        run(cli().args(["sweep", "--table-name", "sessions", "--at", "last tuesday"]));
-    assert_eq!(code, 2);
-    assert!(err.contains("RFC 3339"), "{err}");
-}
-
-#[test]
-fn tokio_worker_threads_is_checked_before_the_runtime_starts() {
-    for bad in ["0", "many", "100000"] {
-        let (code, out, err) = run(cli()
-            .args(["window", "1700000000"])
-            .env("TOKIO_WORKER_THREADS", bad));
-        assert_eq!(code, 2, "TOKIO_WORKER_THREADS={bad}: {err}");
-        assert!(out.is_empty(), "{out}");
-        assert!(
-            err.contains(&format!("TOKIO_WORKER_THREADS=\"{bad}\"")) && err.contains("1 to 256"),
-            "{err}"
-        );
+fn bad_settings_exit_2_naming_the_setting_before_any_request() {
+    let at = |at: &str| ["sweep", "--table-name", "sessions", "--at", at].map(String::from);
+    for line in [
+        "sweep => TABLE_NAME, --table-name",
+        "DELETE_MODE=yolo sweep --table-name sessions => DELETE_MODE, conditional",
+        "sweep --table-name sessions --expiry-events kafka:x => unknown sink scheme",
+        "EXPIRY_EVENTS=sqs: sweep --table-name sessions => empty target",
+        "EXPIRY_EVENTS_MODE=archive DELETE_MODE=conditional run --table-name sessions => archive mode needs a sink",
+        "EXPIRY_EVENTS_MODE=archive sweep --table-name sessions --expiry-events firehose:s => needs DELETE_MODE=conditional",
+        "sweep --table-name sessions --expiry-events-item everything => EXPIRY_EVENTS_ITEM",
+        "EXPIRY_EVENTS=eventbridge:default EXPIRY_EVENTS_MODE=archive backfill --table-name sessions --delete-mode conditional => would not be archived",
+        // Checked before the runtime starts.
+        "TOKIO_WORKER_THREADS=0 window 1700000000 => TOKIO_WORKER_THREADS=\"0\", 1 to 256",
+        "TOKIO_WORKER_THREADS=many window 1700000000 => TOKIO_WORKER_THREADS=\"many\", 1 to 256",
+        "TOKIO_WORKER_THREADS=100000 window 1700000000 => TOKIO_WORKER_THREADS=\"100000\", 1 to 256",
+    ] {
+        let (mut cmd, wants) = case(line);
+        let (code, out, err) = run(cmd.env("AWS_ENDPOINT_URL", "http://127.0.0.1:9"));
+        assert_eq!((code, out.as_str()), (2, ""), "{line}: {err}");
+        for want in wants.split(", ") {
+            assert!(err.contains(want), "{line}: {err}");
+        }
+    }
+    for (args, why) in [
+        (at("2999-01-01T00:00:00Z"), "future"),
+        (at("last tuesday"), "RFC 3339"),
+    ] {
+        let (code, _, err) = run(cli()
+            .args(args)
+            .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9"));
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(why), "{err}");
     }
     for good in ["1", "3"] {
-        let (code, out, err) = run(cli()
-            .args(["window", "1700000000"])
-            .env("TOKIO_WORKER_THREADS", good));
+        let (code, out, err) =
+            run(&mut case(&format!("TOKIO_WORKER_THREADS={good} window 1700000000")).0);
         assert_eq!(code, 0, "TOKIO_WORKER_THREADS={good}: {err}");
         assert!(!out.trim().is_empty());
     }
@@ -106,21 +94,31 @@ fn tokio_worker_threads_is_checked_before_the_runtime_starts() {
     let out = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper-lambda"))
         .env("TOKIO_WORKER_THREADS", "0")
         .env("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9")
-        .stdin(std::process::Stdio::null())
+        .stdin(Stdio::null())
         .output()
         .unwrap();
     let logs =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{logs}");
-    let line: serde_json::Value = logs
+    let line: Value = logs
         .lines()
         .find_map(|l| serde_json::from_str(l).ok())
         .unwrap_or_else(|| panic!("no JSON log line: {logs}"));
     assert_eq!(line["level"], "ERROR", "{line}");
-    assert!(
-        line.to_string().contains("TOKIO_WORKER_THREADS=\\\"0\\\""),
-        "{line}"
-    );
+    let refusal = "TOKIO_WORKER_THREADS=\\\"0\\\"";
+    assert!(line.to_string().contains(refusal), "{line}");
+}
+
+/// Runs a `sweep` with the test server and `args`, which must succeed: its one-line report.
+fn sweep_report(args: &[&str], env: &[(&str, &str)]) -> Value {
+    let (code, out, err) = run(local_cli()
+        .arg("sweep")
+        .args(args)
+        .envs(env.iter().copied()));
+    assert_eq!(code, 0, "stderr: {err}");
+    assert_eq!(out.lines().count(), 1, "stdout: {out}");
+    assert!(err.contains("sweep finished"), "summary on stderr: {err}");
+    serde_json::from_str(&out).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -131,20 +129,11 @@ async fn sweep_deletes_expired_items_and_prints_one_json_report() {
     items.extend(sessions("new", 10, |i| now + 600 + i));
     put_items(&client, &table, items).await;
 
-    let (code, out, err) = run(cli()
-        .args(["sweep", "--table-name", &table, "--max-concurrency", "4"])
-        .env("AWS_ENDPOINT_URL", endpoint()));
-    assert_eq!(code, 0, "stderr: {err}");
-    assert_eq!(out.lines().count(), 1, "stdout: {out}");
-    eprintln!("report: {out}");
-    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let report = sweep_report(&["--table-name", &table, "--max-concurrency", "4"], &[]);
+    eprintln!("report: {report}");
     assert_eq!(removed_json(&report), 60, "{report}");
     assert_eq!(report["items_failed"], 0);
     assert_eq!(report["table"], table.as_str());
-    assert!(
-        err.contains("sweep finished"),
-        "summary line goes to stderr: {err}"
-    );
     assert_eq!(scan_all(&client, &table).await.len(), 10);
 }
 
@@ -152,24 +141,12 @@ async fn sweep_deletes_expired_items_and_prints_one_json_report() {
 /// variable: each deletes the expired items of its own shards only, and together all of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweeps_with_shard_ranges_delete_only_their_shards() {
-    use ttl_sweeper::expiry::window::{shard_of, window_attribute};
+    use ttl_sweeper::expiry::window::shard_of;
     let (client, table) = simple_table("cli_shards").await;
     let now = now();
     let ids: Vec<String> = (0..80).map(|i| format!("old-{i}")).collect();
-    let items = ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| {
-            let ttl = now - 5 - i as i64;
-            std::collections::HashMap::from([
-                ("id".to_string(), AV::S(id.clone())),
-                ("ttl".to_string(), AV::N(ttl.to_string())),
-                (
-                    "expirationWindow".to_string(),
-                    AV::S(window_attribute(ttl as f64, 60, 4, id.as_bytes()).unwrap()),
-                ),
-            ])
-        })
+    let items = (ids.iter().zip(0..))
+        .map(|(id, i)| sharded(id, now - 5 - i, 60, 4))
         .collect();
     put_items(&client, &table, items).await;
     let in_shards = |shards: [u32; 2]| -> Vec<String> {
@@ -184,35 +161,28 @@ async fn sweeps_with_shard_ranges_delete_only_their_shards() {
     let (low, high) = (in_shards([0, 1]), in_shards([2, 3]));
     assert!(!low.is_empty() && !high.is_empty());
 
-    let (code, out, err) = run(cli()
-        .args(["sweep", "--table-name", &table, "--window-shards", "4"])
-        .args(["--shard-range", "2-3"])
-        .env("AWS_ENDPOINT_URL", endpoint()));
-    assert_eq!(code, 0, "stderr: {err}");
-    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(removed_json(&report), high.len() as u64, "{out}");
-    let mut left = common::ids(&client, &table).await;
-    left.sort();
-    assert_eq!(left, low);
+    let flags = [
+        "--table-name",
+        &table,
+        "--window-shards",
+        "4",
+        "--shard-range",
+    ];
+    let report = sweep_report(&[&flags[..], &["2-3"]].concat(), &[]);
+    assert_eq!(removed_json(&report), high.len() as u64, "{report}");
+    assert_eq!(common::ids(&client, &table).await, low);
 
-    let (code, out, err) = run(cli()
-        .args(["sweep", "--table-name", &table])
-        .envs([("WINDOW_SHARDS", "4"), ("SHARD_RANGE", "0-1")])
-        .env("AWS_ENDPOINT_URL", endpoint()));
-    assert_eq!(code, 0, "stderr: {err}");
-    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(removed_json(&report), low.len() as u64, "{out}");
+    let env = [("WINDOW_SHARDS", "4"), ("SHARD_RANGE", "0-1")];
+    let report = sweep_report(&["--table-name", &table], &env);
+    assert_eq!(removed_json(&report), low.len() as u64, "{report}");
     assert!(common::ids(&client, &table).await.is_empty());
 
     // A reversed range stops before any request, naming the setting.
-    let (code, out, err) = run(cli()
-        .args(["sweep", "--table-name", &table, "--window-shards", "4"])
-        .args(["--shard-range", "3-1"])
-        .env("AWS_ENDPOINT_URL", endpoint()));
-    assert_eq!(code, 2);
-    assert!(out.is_empty());
+    let (code, out, err) = run(local_cli().arg("sweep").args(flags).arg("3-1"));
+    assert_eq!((code, out.as_str()), (2, ""));
+    let reversed = "the first shard, 3, is after the last, 1";
     assert!(
-        err.contains("SHARD_RANGE") && err.contains("the first shard, 3, is after the last, 1"),
+        err.contains("SHARD_RANGE") && err.contains(reversed),
         "{err}"
     );
 }
@@ -222,68 +192,42 @@ async fn sweeps_with_shard_ranges_delete_only_their_shards() {
 /// items that expired since, beyond the lookback.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_shard_ranges_start_from_the_whole_tables_checkpoint() {
-    use ttl_sweeper::expiry::window::window_attribute;
     let (client, table) = simple_table("cli_split_cp").await;
     let checkpoints = checkpoint_table(&client, "cli_split_cp_state").await;
     let t = (now() / 60) * 60 - 60;
-    let iso = |secs: i64| {
-        chrono::DateTime::from_timestamp(secs, 0)
-            .unwrap()
-            .to_rfc3339()
-    };
     // 40 items that expire between 3 h and 1 h before T: after the whole-table sweep at T-3h,
     // and before the lookback of a sweep at T.
     let items = (0..40)
-        .map(|i| {
-            let id = format!("gap-{i}");
-            let ttl = t - 3 * 3600 + 300 + i * 180;
-            std::collections::HashMap::from([
-                ("id".to_string(), AV::S(id.clone())),
-                ("ttl".to_string(), AV::N(ttl.to_string())),
-                (
-                    "expirationWindow".to_string(),
-                    AV::S(window_attribute(ttl as f64, 60, 4, id.as_bytes()).unwrap()),
-                ),
-            ])
-        })
+        .map(|i| sharded(&format!("gap-{i}"), t - 3 * 3600 + 300 + i * 180, 60, 4))
         .collect();
     put_items(&client, &table, items).await;
     let sweep = |at: i64, range: &str| {
-        let (code, out, err) = run(cli()
-            .args(["sweep", "--table-name", &table, "--window-shards", "4"])
-            .args(["--checkpoint-table", &checkpoints, "--shard-range", range])
-            .args(["--at", &iso(at)])
-            .env("AWS_ENDPOINT_URL", endpoint()));
-        assert_eq!(code, 0, "stderr: {err}");
-        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+        let at = chrono::DateTime::from_timestamp(at, 0)
+            .unwrap()
+            .to_rfc3339();
+        let args = ["--table-name", &table, "--window-shards", "4", "--at", &at];
+        let more = ["--checkpoint-table", &checkpoints, "--shard-range", range];
+        sweep_report(&[&args[..], &more].concat(), &[])
     };
     // The single sweeper's last sweep, then the outage.
     assert_eq!(sweep(t - 3 * 3600, "all")["items_deleted"], 0);
-    let low = sweep(t, "0-1");
-    let high = sweep(t, "2-3");
+    let (low, high) = (sweep(t, "0-1"), sweep(t, "2-3"));
     for report in [&low, &high] {
-        assert!(
-            report["checkpoint_before"].is_string(),
-            "started from the whole table's checkpoint: {report}"
-        );
+        let from_the_tables = report["checkpoint_before"].is_string();
+        assert!(from_the_tables, "started from the whole table's: {report}");
     }
-    assert_eq!(
-        removed_json(&low) + removed_json(&high),
-        40,
-        "{low}\n{high}"
-    );
+    let both = removed_json(&low) + removed_json(&high);
+    assert_eq!(both, 40, "{low}\n{high}");
     assert!(common::ids(&client, &table).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_of_a_missing_table_fails_clearly() {
-    let (code, out, err) = run(cli()
-        .args(["sweep", "--table-name", "table_that_is_not_there"])
-        .env("AWS_ENDPOINT_URL", endpoint()));
-    assert_eq!(code, 2);
-    assert!(out.is_empty());
+    let missing = "table_that_is_not_there";
+    let (code, out, err) = run(local_cli().args(["sweep", "--table-name", missing]));
+    assert_eq!((code, out.as_str()), (2, ""));
     assert!(
-        err.contains("table_that_is_not_there") && err.contains("does not exist"),
+        err.contains(missing) && err.contains("does not exist"),
         "{err}"
     );
 }
@@ -308,17 +252,16 @@ fn run_for_at_most(cmd: &mut Command, limit: Duration) -> (Option<i32>, String, 
     };
     let stdout = drain(Box::new(child.stdout.take().unwrap()));
     let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code();
-        }
-        if started.elapsed() > limit {
+    let every = Duration::from_millis(20);
+    let code = poll(limit, every, || child.try_wait().unwrap(), Option::is_some);
+    let code = code.map_or_else(
+        || {
             child.kill().unwrap();
             child.wait().unwrap();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+            None
+        },
+        |status| status.code(),
+    );
     let took = started.elapsed();
     (code, stdout.join().unwrap(), stderr.join().unwrap(), took)
 }
@@ -329,19 +272,8 @@ async fn hostile_arguments_exit_2_naming_the_flag_and_what_it_accepts() {
     // code that crashed or hung on it.
     let (client, table) = simple_table("hostile").await;
     let now = now();
-    put_items(
-        &client,
-        &table,
-        (0..5)
-            .map(|i| {
-                std::collections::HashMap::from([
-                    ("id".to_string(), AV::S(format!("item-{i}"))),
-                    ("ttl".to_string(), AV::N((now + 3600 + i).to_string())),
-                ])
-            })
-            .collect(),
-    )
-    .await;
+    let items = (0..5).map(|i| bare(&format!("item-{i}"), Some(num(now + 3600 + i))));
+    put_items(&client, &table, items.collect()).await;
     let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
 
     // (arguments, what the message says is accepted); the message names the flag, the
@@ -375,30 +307,24 @@ async fn hostile_arguments_exit_2_naming_the_flag_and_what_it_accepts() {
         let args: Vec<&str> = args.split_whitespace().collect();
         let flag = args[1].split('=').next().unwrap();
         let _ = std::fs::remove_file(&state);
-        let mut cmd = cli();
-        cmd.args(&args)
-            .args(["--table-name", &table])
-            .env("AWS_ENDPOINT_URL", endpoint());
+        let mut cmd = local_cli();
+        cmd.args(&args).args(["--table-name", &table]);
         if args[0] == "backfill" {
             cmd.arg("--state").arg(&state);
         }
         let (code, _, err, took) = run_for_at_most(&mut cmd, Duration::from_secs(20));
         if code != Some(2) || !err.contains(flag) || !err.contains(accepts) {
+            let err = err.lines().take(3).collect::<Vec<_>>().join(" | ");
             failures.push(format!(
-                "{args:?}: exit {code:?} after {took:?}; stderr: {}",
-                err.lines().take(3).collect::<Vec<_>>().join(" | ")
+                "{args:?}: exit {code:?} after {took:?}; stderr: {err}"
             ));
         }
     }
     let _ = std::fs::remove_file(&state);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(
-        scan_all(&client, &table)
-            .await
-            .iter()
-            .all(|item| !item.contains_key("expirationWindow")),
-        "a refused command writes nothing"
-    );
+    let items = scan_all(&client, &table).await;
+    let untouched = items.iter().all(|i| !i.contains_key("expirationWindow"));
+    assert!(untouched, "a refused command writes nothing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -406,38 +332,27 @@ async fn backfill_with_less_than_one_wcu_per_second_finishes_at_that_rate() {
     let (client, table) = simple_table("slow_wcu").await;
     let now = now();
     let mut items: Vec<_> = (0..3)
-        .map(|i| {
-            std::collections::HashMap::from([
-                ("id".to_string(), AV::S(format!("live-{i}"))),
-                ("ttl".to_string(), AV::N((now + 3600 + i).to_string())),
-            ])
-        })
+        .map(|i| bare(&format!("live-{i}"), Some(num(now + 3600 + i))))
         .collect();
-    items.push(std::collections::HashMap::from([
-        ("id".to_string(), AV::S("expired".into())),
-        ("ttl".to_string(), AV::N((now - 3600).to_string())),
-    ]));
+    items.push(bare("expired", Some(num(now - 3600))));
     put_items(&client, &table, items).await;
     let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
     let _ = std::fs::remove_file(&state);
 
-    let (code, out, err, took) = run_for_at_most(
-        cli()
-            .args([
-                "backfill",
-                "--max-wcu",
-                "0.5",
-                "--table-name",
-                &table,
-                "--state",
-            ])
-            .arg(&state)
-            .env("AWS_ENDPOINT_URL", endpoint()),
-        Duration::from_secs(60),
-    );
+    let mut cmd = local_cli();
+    cmd.args([
+        "backfill",
+        "--max-wcu",
+        "0.5",
+        "--table-name",
+        &table,
+        "--state",
+    ])
+    .arg(&state);
+    let (code, out, err, took) = run_for_at_most(&mut cmd, Duration::from_secs(60));
     let _ = std::fs::remove_file(&state);
     assert_eq!(code, Some(0), "after {took:?}: {out} {err}");
-    let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(report["written"], 3, "{report}");
     assert_eq!(report["deleted_expired"], 1, "{report}");
     assert_eq!(report["complete"], true, "{report}");
@@ -462,10 +377,9 @@ impl Daemon {
         let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join(format!("target/test-servers/daemon-{port}.log"));
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();
-        let child = cli()
+        let child = local_cli()
             .args(["run", "--every", every, "--table-name", table])
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-            .env("AWS_ENDPOINT_URL", endpoint())
             .env("SCHEDULE_SECONDS", schedule)
             .stdout(stdout)
             .stderr(std::fs::File::create(&log).unwrap())
@@ -480,14 +394,9 @@ impl Daemon {
         unsafe {
             libc::kill(self.0.id() as i32, libc::SIGTERM);
         }
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status;
-            }
-            assert!(started.elapsed() < Duration::from_secs(15), "did not stop");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let (limit, every) = (Duration::from_secs(15), Duration::from_millis(50));
+        let exited = poll(limit, every, || self.0.try_wait().unwrap(), Option::is_some);
+        exited.expect("did not stop")
     }
 }
 
@@ -531,29 +440,28 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
 
     let (mut child, port, log) = Daemon::start(&table, "200ms", "2", Stdio::piped());
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let sample = |text: &str, name: &str| sample(text, name, &table);
 
     // The expired items the counters account for: deleted, or found already gone (see
     // `removed`: on a slow machine a lost batch answer turns deletions into gone items).
     let removed_total = |text: &str| -> Option<f64> {
-        let deleted = sample(text, "ttl_sweeper_items_deleted_total", &table)?;
-        Some(deleted + sample(text, "ttl_sweeper_items_gone_total", &table)?)
+        let deleted = sample(text, "ttl_sweeper_items_deleted_total")?;
+        Some(deleted + sample(text, "ttl_sweeper_items_gone_total")?)
     };
-    // Waits until `/metrics` accounts for at least `want` removed items, or 30 s; returns the
-    // last exposition.
-    let wait_for = |want: f64| {
-        let started = Instant::now();
-        loop {
-            let text = http_get(port, "/metrics").map(|(_, body)| body);
-            let text = text.unwrap_or_default();
-            if removed_total(&text).is_some_and(|n| n >= want)
-                || started.elapsed() > Duration::from_secs(30)
-            {
-                return text;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+    // `/metrics` every `every` ms until `done` holds for it, or `limit` s: the last exposition.
+    let metrics_until = |limit: u64, every: u64, done: &dyn Fn(&str) -> bool| {
+        let metrics = || {
+            http_get(port, "/metrics")
+                .map(|(_, b)| b)
+                .unwrap_or_default()
+        };
+        let (limit, every) = (Duration::from_secs(limit), Duration::from_millis(every));
+        tokio::task::block_in_place(|| poll(limit, every, metrics, |t| done(t)))
     };
-    let text = tokio::task::block_in_place(|| wait_for(20.0));
+    // Until `/metrics` accounts for at least `want` removed items, or 30 s.
+    let wait_for =
+        |want: f64| metrics_until(30, 100, &|t| removed_total(t).is_some_and(|n| n >= want));
+    let text = wait_for(20.0);
     assert_eq!(
         removed_total(&text),
         Some(20.0),
@@ -565,41 +473,21 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
         1,
         "the expired items are gone, the unexpired one stays"
     );
-    assert!(
-        text.contains("# TYPE ttl_sweeper_items_deleted_total counter"),
-        "{text}"
-    );
-    assert!(
-        sample(&text, "ttl_sweeper_sweeps_total", &table).unwrap_or(0.0) >= 1.0,
-        "{text}"
-    );
-    assert_eq!(
-        sample(&text, "ttl_sweeper_items_failed_total", &table),
-        Some(0.0)
-    );
+    let counter = "# TYPE ttl_sweeper_items_deleted_total counter";
+    assert!(text.contains(counter), "{text}");
+    let sweeps = sample(&text, "ttl_sweeper_sweeps_total");
+    assert!(sweeps.unwrap_or(0.0) >= 1.0, "{text}");
+    assert_eq!(sample(&text, "ttl_sweeper_items_failed_total"), Some(0.0));
 
     // More items expire: the counters move.
     put_items(&client, &table, sessions("b", 15, |i| now() - 1 - i)).await;
-    let text = tokio::task::block_in_place(|| wait_for(35.0));
+    let text = wait_for(35.0);
     assert_eq!(removed_total(&text), Some(35.0), "{text}");
-    assert!(
-        sample(&text, "ttl_sweeper_items_found_total", &table).unwrap_or(0.0) >= 35.0,
-        "{text}"
-    );
+    let found = sample(&text, "ttl_sweeper_items_found_total");
+    assert!(found.unwrap_or(0.0) >= 35.0, "{text}");
     // After a reporting period (SCHEDULE_SECONDS=2) the gauges hold its values.
-    let text = tokio::task::block_in_place(|| {
-        let started = Instant::now();
-        loop {
-            let text = http_get(port, "/metrics")
-                .map(|(_, b)| b)
-                .unwrap_or_default();
-            let lag = sample(&text, "ttl_sweeper_max_expiry_lag_seconds", &table);
-            if lag.is_some_and(|l| l > 0.0) || started.elapsed() > Duration::from_secs(10) {
-                return text;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    });
+    let lag = |t: &str| sample(t, "ttl_sweeper_max_expiry_lag_seconds");
+    let text = metrics_until(10, 200, &|t| lag(t).is_some_and(|l| l > 0.0));
     for name in [
         "ttl_sweeper_items_skipped_total",
         "ttl_sweeper_items_gone_total",
@@ -609,43 +497,30 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
         "ttl_sweeper_clock_ahead_seconds",
         "ttl_sweeper_seconds_since_last_success",
     ] {
-        assert!(
-            sample(&text, name, &table).is_some(),
-            "{name} missing:\n{text}"
-        );
+        assert!(sample(&text, name).is_some(), "{name} missing:\n{text}");
     }
-    assert!(
-        sample(&text, "ttl_sweeper_max_expiry_lag_seconds", &table).is_some_and(|l| l > 0.0),
-        "{text}"
-    );
+    assert!(lag(&text).is_some_and(|l| l > 0.0), "{text}");
 
     let (status, body) = http_get(port, "/healthz").expect("healthz answers");
     assert_eq!(status, 200, "{body}");
-    let health: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let health: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(health["status"], "ok", "{health}");
     assert_eq!(health["any_success"], true, "{health}");
-    assert_eq!(
-        health["unhealthy_after_seconds"], 6.0,
-        "3 periods of 2 s: {health}"
-    );
+    let after = &health["unhealthy_after_seconds"];
+    assert_eq!(after, 6.0, "3 periods of 2 s: {health}");
     assert_eq!(http_get(port, "/other").map(|(s, _)| s), Some(404));
 
     // SIGTERM stops it as before: exit 0, the whole run's report on stdout.
     let status = child.terminate();
     let mut stdout = String::new();
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
+    let mut pipe = child.0.stdout.take().unwrap();
+    pipe.read_to_string(&mut stdout).unwrap();
     assert_eq!(status.code(), Some(0), "{}", log_text());
-    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(removed_json(&report), 35, "{report}");
     // The period that set the gauges also wrote its summary line and EMF record on stderr.
     let log = log_text();
-    let records: Vec<serde_json::Value> = log
+    let records: Vec<Value> = log
         .lines()
         .filter(|l| l.contains("\"CloudWatchMetrics\""))
         .map(|l| serde_json::from_str(l).unwrap())
@@ -653,16 +528,9 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
     assert!(!records.is_empty(), "no EMF record:\n{log}");
     assert_eq!(records[0]["TableName"], table.as_str(), "{}", records[0]);
     assert!(log.contains("sweep finished"), "{log}");
-    assert!(
-        log_text().contains("serving /metrics and /healthz"),
-        "{}",
-        log_text()
-    );
-    assert_eq!(
-        scan_all(&client, &table).await.len(),
-        1,
-        "the unexpired item stays"
-    );
+    assert!(log.contains("serving /metrics and /healthz"), "{log}");
+    let left = scan_all(&client, &table).await.len();
+    assert_eq!(left, 1, "the unexpired item stays");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -672,25 +540,16 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
     // Polls /healthz until its answer has `want` in its body, or 20 s.
     let health_until = |want: &str| {
-        let started = Instant::now();
-        loop {
-            let answer = http_get(port, "/healthz");
-            if answer.as_ref().is_some_and(|(_, body)| body.contains(want))
-                || started.elapsed() > Duration::from_secs(20)
-            {
-                return answer;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let (limit, every) = (Duration::from_secs(20), Duration::from_millis(100));
+        let answered =
+            |a: &Option<(u16, String)>| a.as_ref().is_some_and(|(_, b)| b.contains(want));
+        let health = || http_get(port, "/healthz");
+        tokio::task::block_in_place(|| poll(limit, every, health, answered)).expect("/healthz")
     };
-    let (status, body) =
-        tokio::task::block_in_place(|| health_until("\"any_success\":true")).expect("/healthz");
+    let (status, body) = health_until("\"any_success\":true");
     assert_eq!(status, 200, "{body}\n{}", log_text());
-    assert!(
-        body.contains("\"any_success\":true"),
-        "{body}\n{}",
-        log_text()
-    );
+    let any_success = body.contains("\"any_success\":true");
+    assert!(any_success, "{body}\n{}", log_text());
 
     // The table goes away under the running daemon: every sweep fails from now on, and three
     // reporting periods (3 × 1 s) later the process says so.
@@ -701,14 +560,11 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
         .send()
         .await
         .unwrap();
-    let (status, body) =
-        tokio::task::block_in_place(|| health_until("\"status\":\"unhealthy\"")).expect("/healthz");
+    let (status, body) = health_until("\"status\":\"unhealthy\"");
     assert_eq!(status, 503, "{body}\n{}", log_text());
-    assert!(
-        dropped.elapsed() >= Duration::from_secs(2),
-        "503 too early: {body}"
-    );
-    let health: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let early = dropped.elapsed() < Duration::from_secs(2);
+    assert!(!early, "503 too early: {body}");
+    let health: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(health["status"], "unhealthy", "{health}");
     assert_eq!(health["unhealthy_after_seconds"], 3.0, "{health}");
     let (_, text) = http_get(port, "/metrics").unwrap();

@@ -6,7 +6,7 @@
 //! `DYNAMODB_ENDPOINT` (e.g. `http://127.0.0.1:4567` for dynalite) to use a server you run.
 #![allow(dead_code, unreachable_pub)]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,7 +20,8 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 use ttl_sweeper::config::Config;
-use ttl_sweeper::engine::Sweeper;
+use ttl_sweeper::engine::{Stop, SweepReport, Sweeper};
+use ttl_sweeper::expiry::window::window_attribute;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{
     ConditionalOutcome, DynamoStore, ErrorKind, Key, Page, Store, StoreError, TableSchema,
@@ -138,6 +139,8 @@ pub struct TableSpec<'a> {
     pub projection: ProjectionType,
     /// Whether to create the sweeper's GSI (an existing table before adoption has none).
     pub index: bool,
+    /// The type of the GSI's sort key, `ttl`.
+    pub ttl_type: ScalarAttributeType,
 }
 
 impl<'a> TableSpec<'a> {
@@ -148,13 +151,7 @@ impl<'a> TableSpec<'a> {
             sort: None,
             projection: ProjectionType::KeysOnly,
             index: true,
-        }
-    }
-
-    pub fn without_index(name: &'a str) -> Self {
-        TableSpec {
-            index: false,
-            ..TableSpec::simple(name)
+            ttl_type: ScalarAttributeType::N,
         }
     }
 }
@@ -165,7 +162,7 @@ pub async fn create_table(client: &Client, spec: &TableSpec<'_>) {
     let mut defs = vec![attr(spec.partition.0, spec.partition.1.clone())];
     if spec.index {
         defs.push(attr("expirationWindow", ScalarAttributeType::S));
-        defs.push(attr("ttl", ScalarAttributeType::N));
+        defs.push(attr("ttl", spec.ttl_type.clone()));
     }
     let mut keys = vec![key_el(spec.partition.0, KeyType::Hash)];
     if let Some((name, ty)) = &spec.sort {
@@ -246,6 +243,11 @@ pub async fn ids(client: &Client, table: &str) -> Vec<String> {
     ids
 }
 
+/// The `id` of every item in the table, as a set.
+pub async fn id_set(client: &Client, table: &str) -> HashSet<String> {
+    ids(client, table).await.into_iter().collect()
+}
+
 /// Writes items with BatchWriteItem, 25 at a time, resubmitting anything unprocessed.
 pub async fn put_items(client: &Client, table: &str, items: Vec<Key>) {
     for chunk in items.chunks(25) {
@@ -292,16 +294,34 @@ pub async fn put_many(client: &Client, table: &str, items: Vec<Key>) {
     }
 }
 
+/// `AV::N` of a whole number.
+pub fn num(n: i64) -> AV {
+    AV::N(n.to_string())
+}
+
+/// An item with `id` and, if given, a `ttl`: no window.
+pub fn bare(id: &str, ttl: Option<AV>) -> Key {
+    let mut item = id_key(id);
+    item.extend(ttl.map(|t| ("ttl".to_string(), t)));
+    item
+}
+
+/// An item with `id`, the Number `ttl` and the window attribute `window`.
+pub fn windowed(id: &str, ttl: i64, window: String) -> Key {
+    let mut item = bare(id, Some(num(ttl)));
+    item.insert("expirationWindow".into(), AV::S(window));
+    item
+}
+
+/// An item with `id` and `ttl` in its window of `width` s, sharded as the library shards `id`.
+pub fn sharded(id: &str, ttl: i64, width: u32, shards: u32) -> Key {
+    let window = window_attribute(ttl as f64, width, shards, id.as_bytes()).unwrap();
+    windowed(id, ttl, window)
+}
+
 /// An item with `id`, a ttl (Number) and the window key computed by the library.
 pub fn session(id: &str, ttl: i64) -> Key {
-    HashMap::from([
-        ("id".into(), AV::S(id.into())),
-        ("ttl".into(), AV::N(ttl.to_string())),
-        (
-            "expirationWindow".into(),
-            AV::S(ttl_sweeper::expiry::window::window_key(ttl as f64, 60).unwrap()),
-        ),
-    ])
+    sharded(id, ttl, 60, 1)
 }
 
 /// `n` sessions `{prefix}-0` … `{prefix}-{n-1}`, the `i`th with the ttl `ttl(i)`.
@@ -419,9 +439,7 @@ impl<S> Instrumented<S> {
             before_delete: None,
         }
     }
-}
 
-impl<S> Instrumented<S> {
     /// Records keys deleted (`at`: when acknowledged) or, without `at`, found gone.
     fn record<'k>(&self, keys: impl Iterator<Item = &'k Key>, at: Option<f64>) {
         let mut deleted_at = self.deleted_at.lock().unwrap();
@@ -652,6 +670,31 @@ pub fn cli() -> Command {
     cmd
 }
 
+/// [`cli`] pointed at the test server.
+pub fn local_cli() -> Command {
+    let mut cmd = cli();
+    cmd.env("AWS_ENDPOINT_URL", endpoint());
+    cmd
+}
+
+/// Calls `probe` every `every` until `done` holds for its answer or `limit` has passed: the last
+/// answer.
+pub fn poll<T>(
+    limit: Duration,
+    every: Duration,
+    mut probe: impl FnMut() -> T,
+    done: impl Fn(&T) -> bool,
+) -> T {
+    let started = Instant::now();
+    loop {
+        let answer = probe();
+        if done(&answer) || started.elapsed() > limit {
+            return answer;
+        }
+        std::thread::sleep(every);
+    }
+}
+
 /// Runs a command: exit code, stdout, stderr.
 pub fn run(cmd: &mut Command) -> (i32, String, String) {
     let Output {
@@ -678,6 +721,18 @@ pub async fn sessions_and_sweeper(
     put_items(&client, &table, items).await;
     let sweeper = sweeper(&table, &[]).await;
     (client, table, sweeper)
+}
+
+/// A sweep as of an instant in epoch seconds, never stopped early.
+#[allow(async_fn_in_trait)]
+pub trait SweepAt {
+    async fn sweep_at(&self, secs: i64) -> SweepReport;
+}
+
+impl<S: Store> SweepAt for Sweeper<S> {
+    async fn sweep_at(&self, secs: i64) -> SweepReport {
+        self.sweep(Timestamp::from_secs(secs), &Stop::never()).await
+    }
 }
 
 /// The expired items a sweep report accounts for: deleted by the sweep, or found already gone.
