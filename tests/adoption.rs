@@ -2,27 +2,43 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
+use serde_json::{json, Value};
 use ttl_sweeper::expiry::window::window_key;
-use ttl_sweeper::expiry::Layout;
-use ttl_sweeper::expiry::Timestamp;
+use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::scan::UpdateOutcome;
 use ttl_sweeper::store::{ConditionalOutcome, Key};
 use ttl_sweeper::tools::backfill::{backfill, BackfillOptions, BackfillReport, BackfillState};
 
 /// The CLI (from a cleared environment, see [`common::cli`]) on the test server, for `table`.
 fn cli(table: &str) -> Command {
-    let mut cmd = common::cli();
-    cmd.env("AWS_ENDPOINT_URL", endpoint())
-        .env("TABLE_NAME", table);
+    let mut cmd = local_cli();
+    cmd.env("TABLE_NAME", table);
     cmd
 }
 
-fn run_json(cmd: &mut Command) -> (i32, serde_json::Value, String) {
+/// `ttl-sweeper backfill <args> --state <state>` on `table`.
+fn backfill_cmd(table: &str, state: &Path, args: &str) -> Command {
+    let mut cmd = cli(table);
+    cmd.arg("backfill")
+        .args(args.split_whitespace())
+        .arg("--state")
+        .arg(state);
+    cmd
+}
+
+/// A backfill progress file for `table` (with `suffix`), not there yet.
+fn fresh_state(table: &str, suffix: &str) -> PathBuf {
+    let state = std::env::temp_dir().join(format!("{table}.backfill{suffix}.json"));
+    let _ = std::fs::remove_file(&state);
+    state
+}
+
+fn run_json(cmd: &mut Command) -> (i32, Value, String) {
     let out = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
@@ -31,12 +47,9 @@ fn run_json(cmd: &mut Command) -> (i32, serde_json::Value, String) {
     (out.status.code().unwrap_or(-1), json, stderr)
 }
 
-fn bare(id: &str, ttl: Option<AV>) -> Key {
-    let mut item = HashMap::from([("id".to_string(), AV::S(id.into()))]);
-    if let Some(t) = ttl {
-        item.insert("ttl".into(), t);
-    }
-    item
+/// An item with `id` and the String ttl `ttl`: not a usable ttl.
+fn string_ttl(id: &str, ttl: i64) -> Key {
+    bare(id, Some(AV::S(ttl.to_string())))
 }
 
 /// Every item with a numeric ttl that `windowed(id, ttl)` picks has the right window; everything
@@ -46,18 +59,12 @@ async fn assert_windows(
     table: &str,
     windowed: impl Fn(&str, &str) -> bool,
 ) -> usize {
-    let items = scan_all(client, table).await;
     let mut with_window = 0;
-    for item in &items {
-        let id = item["id"].as_s().unwrap();
+    for item in &scan_all(client, table).await {
         match item.get("ttl") {
-            Some(AV::N(n)) if windowed(id, n) => {
-                let t: f64 = n.parse().unwrap();
-                assert_eq!(
-                    item.get("expirationWindow"),
-                    Some(&AV::S(window_key(t, 60).unwrap())),
-                    "{item:?}"
-                );
+            Some(AV::N(n)) if windowed(item["id"].as_s().unwrap(), n) => {
+                let window = AV::S(window_key(n.parse().unwrap(), 60).unwrap());
+                assert_eq!(item.get("expirationWindow"), Some(&window), "{item:?}");
                 with_window += 1;
             }
             _ => assert!(!item.contains_key("expirationWindow"), "{item:?}"),
@@ -71,45 +78,27 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
     let client = client().await;
     let table = new_table(&client, "backfill", |t| t.index = false).await;
     let now = now();
-    let mut items: Vec<Key> = Vec::with_capacity(50_000);
-    for i in 0..50_000i64 {
+    let wrong_window = window_key((now + 6000) as f64, 60).unwrap();
+    let items = (0..50_000i64).map(|i| {
         let id = format!("item-{i:05}");
-        items.push(match i % 50 {
-            0 => bare(&id, None),                                          // never expires
-            1 => bare(&id, Some(AV::S((now + 600).to_string()))),          // string ttl
-            2 => bare(&id, Some(AV::N(((now + 600) * 1000).to_string()))), // milliseconds
-            3 => {
-                // a wrong window written by a buggy writer
-                let mut it = bare(&id, Some(AV::N((now + 600).to_string())));
-                it.insert(
-                    "expirationWindow".into(),
-                    AV::S(window_key((now + 6000) as f64, 60).unwrap()),
-                );
-                it
-            }
-            4 => session(&id, now + 900), // already correct
-            5..=9 => bare(&id, Some(AV::N((now - 100 - i % 3000).to_string()))), // expired already
+        match i % 50 {
+            0 => bare(&id, None),                           // never expires
+            1 => string_ttl(&id, now + 600),                // string ttl
+            2 => unwindowed(&id, (now + 600) * 1000),       // milliseconds
+            3 => windowed(&id, now + 600, &wrong_window),   // written by a buggy writer
+            4 => session(&id, now + 900),                   // already correct
+            5..=9 => unwindowed(&id, now - 100 - i % 3000), // expired already
             // live until well after the test (a resumed run's instant is its own)
-            _ => bare(&id, Some(AV::N((now + 3600 + i % 7200).to_string()))),
-        });
-    }
-    put_many(&client, &table, items).await;
+            _ => unwindowed(&id, now + 3600 + i % 7200),
+        }
+    });
+    put_many(&client, &table, items.collect()).await;
     // All but no-ttl, string, millis, already-correct and expired (which are deleted instead).
     let needing = 50_000 - 1000 * 4 - 5000;
-    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
-    let _ = std::fs::remove_file(&state);
+    let state = fresh_state(&table, "");
 
     // First run, rate-limited so that it is still going when it is killed.
-    let mut child = cli(&table)
-        .args([
-            "backfill",
-            "--segments",
-            "4",
-            "--max-wcu",
-            "1500",
-            "--state",
-        ])
-        .arg(&state)
+    let mut child = backfill_cmd(&table, &state, "--segments 4 --max-wcu 1500")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -120,14 +109,13 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
     let started = std::time::Instant::now();
     let mut saves = Vec::new();
     while saves.len() < 2 {
+        let running = child.try_wait().unwrap().is_none();
         assert!(
-            child.try_wait().unwrap().is_none(),
+            running,
             "the first backfill run stopped before saving progress twice"
         );
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "progress not saved twice within 120 s"
-        );
+        let late = started.elapsed() >= Duration::from_secs(120);
+        assert!(!late, "progress not saved twice within 120 s");
         if let Ok(text) = std::fs::read_to_string(&state) {
             if saves.last() != Some(&text) {
                 saves.push(text);
@@ -137,78 +125,49 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
     }
     child.kill().unwrap(); // SIGKILL: no chance to clean up
     child.wait().unwrap();
-    let saved: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
     let written_before = saved["report"]["written"].as_u64().unwrap();
     let deleted_before = saved["report"]["deleted_expired"].as_u64().unwrap();
-    assert!(
-        written_before > 0 && written_before < needing as u64,
-        "killed halfway: {written_before}"
-    );
-    assert!(saved["positions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|p| p != "done"));
+    let halfway = written_before > 0 && written_before < needing as u64;
+    assert!(halfway, "killed halfway: {written_before}");
+    let positions = saved["positions"].as_array().unwrap();
+    assert!(positions.iter().any(|p| p != "done"));
 
     // Without --resume it refuses to start over on top of the saved progress.
-    let out = cli(&table)
-        .args(["backfill", "--state"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("--resume") && stderr.contains("interrupted"),
-        "{stderr}"
-    );
+    let (code, _, stderr) = run(&mut backfill_cmd(&table, &state, ""));
+    assert_eq!(code, 2);
+    let refused = stderr.contains("--resume") && stderr.contains("interrupted");
+    assert!(refused, "{stderr}");
 
     // Resume: finishes the job.
-    let (code, report, stderr) = run_json(
-        cli(&table)
-            .args(["backfill", "--resume", "--state"])
-            .arg(&state),
-    );
+    let (code, report, stderr) = run_json(&mut backfill_cmd(&table, &state, "--resume"));
     assert_eq!(code, 0, "{stderr}");
     eprintln!("resumed backfill: {report}");
-    assert_eq!(report["complete"], true);
+    let fields = "complete=true no_ttl=1000 invalid_ttl=2000 too_old_ttl=0 expired_kept=0";
+    assert_fields(&report, &format!("{fields} changed_concurrently=0"));
     let written = report["written"].as_u64().unwrap();
     assert!(
         written <= needing as u64 && written >= written_before,
         "{report}"
     );
-    assert_eq!(report["no_ttl"], 1000, "{report}");
-    assert_eq!(report["invalid_ttl"], 2000, "{report}");
-    assert_eq!(report["too_old_ttl"], 0, "{report}");
-    assert_eq!(report["changed_concurrently"], 0, "{report}");
     // Items the killed run deleted after its last save are simply not there to count again.
     let deleted = report["deleted_expired"].as_u64().unwrap();
     assert!(deleted <= 5000 && deleted >= deleted_before, "{report}");
-    assert_eq!(report["expired_kept"], 0, "{report}");
     // Every item with a usable numeric ttl has the right window; everything else is untouched.
     let usable = |_: &str, ttl: &str| ttl_sweeper::expiry::window::parse_ttl(ttl).is_ok();
     assert_eq!(assert_windows(&client, &table, usable).await, 42_000);
-    assert_eq!(
-        scan_all(&client, &table).await.len(),
-        45_000,
-        "expired items deleted"
-    );
+    let left = scan_all(&client, &table).await.len();
+    assert_eq!(left, 45_000, "expired items deleted");
 
     // Again, fresh: nothing left to write.
-    let state2 = std::env::temp_dir().join(format!("{table}.backfill2.json"));
-    let _ = std::fs::remove_file(&state2);
-    let (code, report, _) = run_json(
-        cli(&table)
-            .args(["backfill", "--segments", "3", "--state"])
-            .arg(&state2),
-    );
+    let state2 = fresh_state(&table, "2");
+    let (code, report, _) = run_json(&mut backfill_cmd(&table, &state2, "--segments 3"));
     assert_eq!(code, 0);
     eprintln!("second backfill: {report}");
-    assert_eq!(report["written"], 0, "{report}");
-    assert_eq!(report["deleted_expired"], 0, "{report}");
-    assert_eq!(report["already_ok"], 42_000, "{report}");
-    assert_eq!(report["scanned"], 45_000);
+    assert_fields(
+        &report,
+        "written=0 deleted_expired=0 already_ok=42000 scanned=45000",
+    );
     let _ = (std::fs::remove_file(&state), std::fs::remove_file(&state2));
 }
 
@@ -216,18 +175,13 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
 async fn backfill_never_overwrites_a_concurrent_change_or_recreates_a_deleted_item() {
     let (client, table) = simple_table("bf_race").await;
     let now = now();
-    put_items(
-        &client,
-        &table,
-        vec![
-            bare("extended", Some(AV::N((now + 60).to_string()))),
-            bare("deleted", Some(AV::N((now + 60).to_string()))),
-        ],
-    )
-    .await;
+    let items = vec![
+        unwindowed("extended", now + 60),
+        unwindowed("deleted", now + 60),
+    ];
+    put_items(&client, &table, items).await;
     let store = common::store(client.clone());
-    let layout = Layout::default();
-    let stale_window = layout
+    let stale_window = Layout::default()
         .window_for((now + 60) as f64, &AV::S("extended".into()))
         .unwrap();
 
@@ -235,34 +189,26 @@ async fn backfill_never_overwrites_a_concurrent_change_or_recreates_a_deleted_it
     // extends the ttl and writes the matching window; and deletes the other item.
     let new_ttl = now + 7200;
     extend_ttl(&client, &table, id_key("extended"), new_ttl).await;
-    client
-        .delete_item()
-        .table_name(&table)
-        .key("id", AV::S("deleted".into()))
-        .send()
-        .await
-        .unwrap();
+    delete_one(&client, &table, "deleted").await;
 
     for id in ["extended", "deleted"] {
-        let (outcome, _) = store
-            .set_window_if_unchanged(
-                &table,
-                id_key(id),
-                "ttl",
-                AV::N((now + 60).to_string()),
-                "expirationWindow",
-                None,
-                stale_window.clone(),
-            )
-            .await
-            .unwrap();
-        assert_eq!(outcome, UpdateOutcome::Changed, "{id}");
+        let (ttl, window) = (num(now + 60), stale_window.clone());
+        let update = store.set_window_if_unchanged(
+            &table,
+            id_key(id),
+            "ttl",
+            ttl,
+            "expirationWindow",
+            None,
+            window,
+        );
+        assert_eq!(update.await.unwrap().0, UpdateOutcome::Changed, "{id}");
     }
     let items = scan_all(&client, &table).await;
     assert_eq!(items.len(), 1, "the deleted item stays deleted");
+    let window = AV::S(window_key(new_ttl as f64, 60).unwrap());
     assert_eq!(
-        items[0]["expirationWindow"],
-        AV::S(window_key(new_ttl as f64, 60).unwrap()),
+        items[0]["expirationWindow"], window,
         "the application's write stands"
     );
 }
@@ -276,67 +222,33 @@ async fn backfill_deletes_items_long_expired_so_that_nothing_expired_is_left_aft
     let now = now();
     let mut items: Vec<Key> = Vec::new();
     // Expired 1-2 h before the backfill: older than any window a sweep reads.
-    for i in 0..200 {
-        items.push(bare(
-            &format!("expired-{i:03}"),
-            Some(AV::N((now - 3600 - i * 18).to_string())),
-        ));
-    }
+    items.extend((0..200).map(|i| unwindowed(&format!("expired-{i:03}"), now - 3600 - i * 18)));
     // Expired 2 h ago with the right window: a sweep does not read that window either.
-    for i in 0..10 {
-        items.push(session(&format!("windowed-{i}"), now - 7200 - i));
-    }
+    items.extend((0..10).map(|i| session(&format!("windowed-{i}"), now - 7200 - i)));
     // More than five years old: native TTL's rule keeps them, so does the backfill.
-    for i in 0..20 {
-        items.push(bare(
-            &format!("ancient-{i:02}"),
-            Some(AV::N((now - SIX_YEARS - i).to_string())),
-        ));
-    }
-    for i in 0..50 {
-        items.push(bare(
-            &format!("live-{i:02}"),
-            Some(AV::N((now + 3600 + i).to_string())),
-        ));
-    }
-    for i in 0..5 {
-        items.push(bare(&format!("no-ttl-{i}"), None));
-    }
+    items.extend((0..20).map(|i| unwindowed(&format!("ancient-{i:02}"), now - SIX_YEARS - i)));
+    items.extend((0..50).map(|i| unwindowed(&format!("live-{i:02}"), now + 3600 + i)));
+    items.extend((0..5).map(|i| bare(&format!("no-ttl-{i}"), None)));
     put_items(&client, &table, items).await;
-    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
-    let _ = std::fs::remove_file(&state);
+    let state = fresh_state(&table, "");
 
     // A dry run counts what it would delete and deletes nothing.
-    let (code, report, stderr) = run_json(
-        cli(&table)
-            .args(["backfill", "--dry-run", "--state"])
-            .arg(&state),
-    );
+    let (code, report, stderr) = run_json(&mut backfill_cmd(&table, &state, "--dry-run"));
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(report["deleted_expired"], 210, "{report}");
-    assert_eq!(report["written"], 50, "{report}");
+    assert_fields(&report, "deleted_expired=210 written=50");
     assert_eq!(scan_all(&client, &table).await.len(), 285);
 
-    let (code, report, stderr) = run_json(
-        cli(&table)
-            .args(["backfill", "--max-wcu", "400", "--state"])
-            .arg(&state),
-    );
+    let (code, report, stderr) = run_json(&mut backfill_cmd(&table, &state, "--max-wcu 400"));
     assert_eq!(code, 0, "{stderr}");
     eprintln!("backfill: {report}");
-    assert_eq!(report["scanned"], 285, "{report}");
-    assert_eq!(report["deleted_expired"], 210, "{report}");
-    assert_eq!(report["expired_kept"], 0, "{report}");
-    assert_eq!(report["expired_gone"], 0, "{report}");
-    assert_eq!(report["written"], 50, "{report}");
-    assert_eq!(report["already_ok"], 0, "{report}");
-    assert_eq!(report["invalid_ttl"], 20, "{report}");
-    assert_eq!(report["too_old_ttl"], 20, "{report}");
-    assert_eq!(report["no_ttl"], 5, "{report}");
-    assert!(
-        report["consumed_wcu"].as_f64().unwrap() >= 260.0,
-        "{report}"
+    let fields = "scanned=285 deleted_expired=210 expired_kept=0 expired_gone=0 written=50";
+    assert_fields(&report, fields);
+    assert_fields(
+        &report,
+        "already_ok=0 invalid_ttl=20 too_old_ttl=20 no_ttl=5",
     );
+    let consumed = report["consumed_wcu"].as_f64().unwrap();
+    assert!(consumed >= 260.0, "{report}");
 
     let (code, out, stderr) = run(cli(&table).arg("sweep"));
     assert_eq!(code, 0, "{out} {stderr}");
@@ -354,26 +266,22 @@ async fn backfill_deletes_items_long_expired_so_that_nothing_expired_is_left_aft
     // The audit agrees: nothing expired present, the ancient ttls are invalid.
     let (code, report, _) = run_json(cli(&table).args(["audit", "--max-problems", "20"]));
     assert_eq!(code, 0, "{report}");
-    assert_eq!(report["expired_present"], serde_json::json!({}), "{report}");
-    assert_eq!(report["oldest_expired_age_seconds"], 0, "{report}");
-    assert_eq!(report["invalid_ttl"], 20, "{report}");
-    assert_eq!(report["too_old_ttl"], 20, "{report}");
-    assert_eq!(report["missing_window"], 0, "{report}");
+    let fields = "expired_present={} oldest_expired_age_seconds=0 invalid_ttl=20 too_old_ttl=20";
+    assert_fields(&report, &format!("{fields} missing_window=0"));
     let _ = std::fs::remove_file(&state);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_deletes_an_expired_item_only_if_its_ttl_is_still_the_one_read() {
+    use ConditionalOutcome::{Deleted, Gone, Kept};
     let (client, table) = simple_table("bf_del_race").await;
     let now = now();
     let read_ttl = now - 3600;
+    let names = ["unchanged", "extended", "rewritten", "deleted"];
     put_items(
         &client,
         &table,
-        ["unchanged", "extended", "rewritten", "deleted"]
-            .iter()
-            .map(|id| bare(id, Some(AV::N(read_ttl.to_string()))))
-            .collect(),
+        names.map(|id| unwindowed(id, read_ttl)).into(),
     )
     .await;
     let store = common::store(client.clone());
@@ -381,44 +289,20 @@ async fn backfill_deletes_an_expired_item_only_if_its_ttl_is_still_the_one_read(
     // Between the scan (which saw every ttl expired) and the delete, the application extends one
     // ttl, rewrites another item with a ttl that is also expired but not the one read, and
     // deletes a third.
-    client
-        .put_item()
-        .table_name(&table)
-        .set_item(Some(session("extended", now + 7200)))
-        .send()
-        .await
-        .unwrap();
-    client
-        .put_item()
-        .table_name(&table)
-        .set_item(Some(bare("rewritten", Some(AV::N((now - 60).to_string())))))
-        .send()
-        .await
-        .unwrap();
-    client
-        .delete_item()
-        .table_name(&table)
-        .key("id", AV::S("deleted".into()))
-        .send()
-        .await
-        .unwrap();
+    put_one(&client, &table, session("extended", now + 7200)).await;
+    put_one(&client, &table, unwindowed("rewritten", now - 60)).await;
+    delete_one(&client, &table, "deleted").await;
 
-    for (id, expected) in [
-        ("unchanged", ConditionalOutcome::Deleted),
-        ("extended", ConditionalOutcome::Kept),
-        ("rewritten", ConditionalOutcome::Kept),
-        ("deleted", ConditionalOutcome::Gone),
-    ] {
-        let (outcome, consumed) = store
-            .delete_if_ttl_unchanged(&table, id_key(id), "ttl", AV::N(read_ttl.to_string()))
-            .await
-            .unwrap();
+    let want = [Deleted, Kept, Kept, Gone];
+    for (id, expected) in names.into_iter().zip(want) {
+        let delete = store.delete_if_ttl_unchanged(&table, id_key(id), "ttl", num(read_ttl));
+        let (outcome, consumed) = delete.await.unwrap();
         assert_eq!(outcome, expected, "{id}");
         assert!(consumed > 0.0, "{id}");
     }
     assert_eq!(
         ids(&client, &table).await,
-        vec!["extended".to_string(), "rewritten".to_string()],
+        ["extended", "rewritten"],
         "only the unchanged item is deleted; the deleted one stays deleted"
     );
 }
@@ -427,78 +311,46 @@ async fn backfill_deletes_an_expired_item_only_if_its_ttl_is_still_the_one_read(
 async fn a_complete_backfill_runs_again_fresh_and_resuming_it_reports_it_complete() {
     let (client, table) = simple_table("bf_rerun").await;
     let now = now();
-    put_items(
-        &client,
-        &table,
-        (0..30)
-            .map(|i| {
-                bare(
-                    &format!("item-{i:02}"),
-                    Some(AV::N((now + 3600 + i).to_string())),
-                )
-            })
-            .collect(),
-    )
-    .await;
-    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
-    let _ = std::fs::remove_file(&state);
-    let backfill = |extra: &[&str]| {
-        let mut cmd = cli(&table);
-        cmd.arg("backfill").args(extra).arg("--state").arg(&state);
-        cmd
-    };
+    let items = (0..30).map(|i| unwindowed(&format!("item-{i:02}"), now + 3600 + i));
+    put_items(&client, &table, items.collect()).await;
+    let state = fresh_state(&table, "");
+    let backfill = |args: &str| backfill_cmd(&table, &state, args);
 
-    let (code, first, stderr) = run_json(&mut backfill(&["--segments", "2"]));
+    let (code, first, stderr) = run_json(&mut backfill("--segments 2"));
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(
-        (first["written"].as_u64(), first["complete"].as_bool()),
-        (Some(30), Some(true))
-    );
+    assert_fields(&first, "written=30 complete=true");
 
     // The weekly fix-up: the same command again, over the complete run's progress file.
-    put_items(
-        &client,
-        &table,
-        vec![bare("late", Some(AV::N((now + 3600).to_string())))],
-    )
-    .await;
-    let (code, second, stderr) = run_json(&mut backfill(&["--segments", "3"]));
+    put_items(&client, &table, vec![unwindowed("late", now + 3600)]).await;
+    let (code, second, stderr) = run_json(&mut backfill("--segments 3"));
     assert_eq!(
         code, 0,
         "a complete run does not block the next one: {stderr}"
     );
-    assert_eq!(second["scanned"], 31, "{second}");
-    assert_eq!(second["already_ok"], 30, "{second}");
-    assert_eq!(second["written"], 1, "{second}");
-    assert_eq!(second["complete"], true, "{second}");
-    let saved: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    assert_fields(&second, "scanned=31 already_ok=30 written=1 complete=true");
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
     assert_eq!(saved["positions"].as_array().unwrap().len(), 3, "replaced");
     assert_eq!(saved["report"], second);
 
     // --resume of a complete run: nothing to do, its summary, exit 0.
-    let (code, resumed, stderr) = run_json(&mut backfill(&["--resume"]));
+    let (code, resumed, stderr) = run_json(&mut backfill("--resume"));
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(resumed, second);
     assert!(stderr.contains("already complete"), "{stderr}");
 
     // An interrupted run's file is still refused without --resume, and kept.
     let mut interrupted = saved.clone();
-    interrupted["positions"][1] = serde_json::json!("start");
+    interrupted["positions"][1] = json!("start");
     std::fs::write(&state, interrupted.to_string()).unwrap();
-    let (code, out, stderr) = run(&mut backfill(&[]));
+    let (code, out, stderr) = run(&mut backfill(""));
     assert_eq!(code, 2, "{out}");
-    assert!(
-        stderr.contains("interrupted") && stderr.contains("--resume"),
-        "{stderr}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(&state).unwrap(),
-        interrupted.to_string()
-    );
-    let (code, report, stderr) = run_json(&mut backfill(&["--resume"]));
+    let refused = stderr.contains("interrupted") && stderr.contains("--resume");
+    assert!(refused, "{stderr}");
+    let kept = std::fs::read_to_string(&state).unwrap();
+    assert_eq!(kept, interrupted.to_string());
+    let (code, report, stderr) = run_json(&mut backfill("--resume"));
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(report["complete"], true, "{report}");
+    assert_fields(&report, "complete=true");
     let _ = std::fs::remove_file(&state);
 }
 
@@ -512,74 +364,49 @@ async fn audit_finds_each_planted_problem_and_nothing_on_a_clean_table() {
     put_items(&client, &clean, good).await;
     let (code, report, stderr) = run_json(cli(&clean).args(["audit", "--segments", "2"]));
     assert_eq!(code, 0, "{report} {stderr}");
-    assert_eq!(report["scanned"], 201);
-    assert_eq!(report["no_ttl"], 1);
-    for field in [
-        "missing_window",
-        "wrong_window",
-        "millis_ttl",
-        "invalid_ttl",
-        "oldest_expired_age_seconds",
-    ] {
-        assert_eq!(report[field], 0, "{field}: {report}");
-    }
-    assert_eq!(report["expired_present"], serde_json::json!({}));
+    let fields = "scanned=201 no_ttl=1 missing_window=0 wrong_window=0 millis_ttl=0 invalid_ttl=0";
+    assert_fields(
+        &report,
+        &format!("{fields} oldest_expired_age_seconds=0 expired_present={{}}"),
+    );
 
     let dirty = new_table(&client, "audit_dirty", |t| t.index = false).await;
-    let mut wrong = bare("wrong", Some(AV::N((now + 60).to_string())));
-    wrong.insert(
-        "expirationWindow".into(),
-        AV::S(window_key((now + 3600) as f64, 60).unwrap()),
-    );
-    put_items(
-        &client,
-        &dirty,
-        vec![
-            session("fine", now + 60),
-            session("expired-30s", now - 30),
-            session("expired-10m", now - 600),
-            session("expired-2h", now - 7200),
-            bare("missing-window", Some(AV::N((now + 60).to_string()))),
-            wrong,
-            bare("millis", Some(AV::N(((now + 60) * 1000).to_string()))),
-            bare("string", Some(AV::S((now + 60).to_string()))),
-        ],
-    )
-    .await;
+    let wrong_window = window_key((now + 3600) as f64, 60).unwrap();
+    let items = vec![
+        session("fine", now + 60),
+        session("expired-30s", now - 30),
+        session("expired-10m", now - 600),
+        session("expired-2h", now - 7200),
+        unwindowed("missing-window", now + 60),
+        windowed("wrong", now + 60, &wrong_window),
+        unwindowed("millis", (now + 60) * 1000),
+        string_ttl("string", now + 60),
+    ];
+    put_items(&client, &dirty, items).await;
     let (code, report, _) = run_json(cli(&dirty).args(["audit"]));
     assert_eq!(
         code, 1,
         "problems past the thresholds fail the audit: {report}"
     );
-    assert_eq!(report["scanned"], 8);
-    assert_eq!(
-        report["expired_present"],
-        serde_json::json!({"under_1m": 1, "5m_to_1h": 1, "1h_to_24h": 1})
-    );
+    let present = json!({"under_1m": 1, "5m_to_1h": 1, "1h_to_24h": 1});
+    assert_fields(&report, &format!("scanned=8 expired_present={present}"));
     let oldest = report["oldest_expired_age_seconds"].as_i64().unwrap();
     assert!((7200..7260).contains(&oldest), "{oldest}");
-    assert_eq!(report["missing_window"], 1);
-    assert_eq!(report["wrong_window"], 1);
-    assert_eq!(report["millis_ttl"], 1);
-    assert_eq!(report["invalid_ttl"], 1);
-    let problems: Vec<&str> = report["examples"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["problem"].as_str().unwrap())
-        .collect();
-    for p in [
+    let problems = [
         "missing_window",
         "wrong_window",
         "millis_ttl",
         "invalid_ttl",
-    ] {
-        assert!(problems.contains(&p), "{p} has an example");
+    ];
+    assert_fields(&report, &problems.map(|p| format!("{p}=1")).join(" "));
+    let examples: Vec<&Value> = report["examples"].as_array().unwrap().iter().collect();
+    for p in problems {
+        let example = examples.iter().any(|e| e["problem"] == p);
+        assert!(example, "{p} has an example");
     }
     // Generous thresholds pass the same table.
-    let (code, _, _) =
-        run_json(cli(&dirty).args(["audit", "--max-expired-age", "3h", "--max-problems", "4"]));
-    assert_eq!(code, 0);
+    let generous = ["audit", "--max-expired-age", "3h", "--max-problems", "4"];
+    assert_eq!(run_json(cli(&dirty).args(generous)).0, 0);
 }
 
 /// A backfill run against `table` (one segment, one item per page) whose clock is `clock`;
@@ -588,22 +415,26 @@ async fn backfill_with_clock(
     table: &str,
     clock: &(dyn Fn() -> Timestamp + Send + Sync),
     on_page: &(dyn Fn(u64) + Sync),
-    max_wcu: Option<f64>,
 ) -> BackfillReport {
     let (store, schema) = store_and_schema(&config(table, &[])).await;
     let options = BackfillOptions {
         dry_run: false,
-        max_wcu,
+        max_wcu: None,
         page_limit: Some(1),
     };
     let state = BackfillState::new(table, &schema.layout, 1);
     let done = backfill(&store, &schema, &options, &clock, state, &|_| {}, on_page).await;
-    assert!(
-        done.report.complete && done.report.errors.is_empty(),
-        "{:?}",
-        done.report
-    );
-    done.report
+    let report = done.report;
+    assert!(report.complete && report.errors.is_empty(), "{report:?}");
+    report
+}
+
+/// Asserts that every item of `items` has the window of `ttl`.
+fn assert_window_of(items: &[Key], ttl: i64) {
+    let window = AV::S(window_key(ttl as f64, 60).unwrap());
+    for item in items {
+        assert_eq!(item.get("expirationWindow"), Some(&window), "{item:?}");
+    }
 }
 
 /// Each item is judged by the clock when the backfill writes it, not when the run started. The
@@ -616,32 +447,19 @@ async fn backfill_judges_each_item_by_the_clock_when_it_writes_it() {
     let (client, table) = simple_table("bf_clock").await;
     let start = now();
     let ttl = start + 25;
-    let items: Vec<Key> = (0..12)
-        .map(|i| bare(&format!("item-{i:02}"), Some(AV::N(ttl.to_string()))))
-        .collect();
-    put_items(&client, &table, items).await;
+    let items = (0..12).map(|i| unwindowed(&format!("item-{i:02}"), ttl));
+    put_items(&client, &table, items.collect()).await;
     let scanned = AtomicU64::new(0);
     let clock = || Timestamp::from_secs(start + 10 * scanned.load(SeqCst) as i64);
-    let report = backfill_with_clock(&table, &clock, &|n| scanned.store(n, SeqCst), None).await;
-    assert_eq!(report.scanned, 12, "{report:?}");
-    assert_eq!(
-        report.written, 3,
-        "live when written (at +0, +10, +20 s): {report:?}"
+    let report = backfill_with_clock(&table, &clock, &|n| scanned.store(n, SeqCst)).await;
+    // Live when written (at +0, +10, +20 s), expired when reached.
+    assert_fields(
+        &report,
+        "scanned=12 written=3 deleted_expired=9 expired_while_written=0",
     );
-    assert_eq!(
-        report.deleted_expired, 9,
-        "expired when reached: {report:?}"
-    );
-    assert_eq!(report.expired_while_written, 0, "{report:?}");
     let left = scan_all(&client, &table).await;
     assert_eq!(left.len(), 3);
-    for item in &left {
-        assert_eq!(
-            item.get("expirationWindow"),
-            Some(&AV::S(window_key(ttl as f64, 60).unwrap())),
-            "{item:?}"
-        );
-    }
+    assert_window_of(&left, ttl);
 }
 
 /// An item live when its window write is made, whose ttl has passed by the time the write is
@@ -652,12 +470,7 @@ async fn backfill_deletes_an_item_whose_ttl_passes_while_its_window_is_written()
     use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
     let (client, table) = simple_table("bf_during").await;
     let start = now();
-    put_items(
-        &client,
-        &table,
-        vec![bare("slow", Some(AV::N((start + 5).to_string())))],
-    )
-    .await;
+    put_items(&client, &table, vec![unwindowed("slow", start + 5)]).await;
     // The clock reads `start` while the item is judged (when scanned, and when written), and a
     // minute later from the moment the write is acknowledged.
     let reads = AtomicU64::new(0);
@@ -665,10 +478,11 @@ async fn backfill_deletes_an_item_whose_ttl_passes_while_its_window_is_written()
         let n = reads.fetch_add(1, SeqCst);
         Timestamp::from_secs(if n < 2 { start } else { start + 60 })
     };
-    let report = backfill_with_clock(&table, &clock, &|_| {}, None).await;
-    assert_eq!(report.written, 1, "{report:?}");
-    assert_eq!(report.expired_while_written, 1, "{report:?}");
-    assert_eq!(report.deleted_expired, 1, "{report:?}");
+    let report = backfill_with_clock(&table, &clock, &|_| {}).await;
+    assert_fields(
+        &report,
+        "written=1 expired_while_written=1 deleted_expired=1",
+    );
     assert!(scan_all(&client, &table).await.is_empty());
 }
 
@@ -681,22 +495,15 @@ async fn a_slow_backfill_judges_items_by_the_clock_as_it_reaches_them() {
     // 40 writes at 2 a second take 20 s (after a first burst of 2); the ttl falls mid-run,
     // 10 s in: room for a slow start (this binary's 50,000-item test may run beside it).
     let ttl = now() + 10;
-    let items: Vec<Key> = (0..40)
-        .map(|i| bare(&format!("item-{i:02}"), Some(AV::N(ttl.to_string()))))
-        .collect();
-    put_items(&client, &table, items).await;
-    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
-    let _ = std::fs::remove_file(&state);
-    let (code, report, stderr) = run_json(
-        cli(&table)
-            .args(["backfill", "--segments", "1", "--page-size", "5"])
-            .args(["--max-wcu", "2", "--state"])
-            .arg(&state),
-    );
+    let items = (0..40).map(|i| unwindowed(&format!("item-{i:02}"), ttl));
+    put_items(&client, &table, items.collect()).await;
+    let state = fresh_state(&table, "");
+    let args = "--segments 1 --page-size 5 --max-wcu 2";
+    let (code, report, stderr) = run_json(&mut backfill_cmd(&table, &state, args));
     assert_eq!(code, 0, "{stderr}");
     eprintln!("slow backfill: {report}");
-    let written = report["written"].as_u64().unwrap();
-    let deleted = report["deleted_expired"].as_u64().unwrap();
+    let count = |field: &str| report[field].as_u64().unwrap();
+    let (written, deleted) = (count("written"), count("deleted_expired"));
     assert!(
         written >= 1,
         "items reached before the ttl get a window: {report}"
@@ -705,16 +512,10 @@ async fn a_slow_backfill_judges_items_by_the_clock_as_it_reaches_them() {
         deleted >= 1,
         "items reached after the ttl are deleted: {report}"
     );
-    assert_eq!(report["scanned"], 40, "{report}");
+    assert_fields(&report, "scanned=40");
     let left = scan_all(&client, &table).await;
-    let expected = written - report["expired_while_written"].as_u64().unwrap();
+    let expected = written - count("expired_while_written");
     assert_eq!(left.len() as u64, expected, "{report}");
-    for item in &left {
-        assert_eq!(
-            item.get("expirationWindow"),
-            Some(&AV::S(window_key(ttl as f64, 60).unwrap())),
-            "{item:?}"
-        );
-    }
+    assert_window_of(&left, ttl);
     let _ = std::fs::remove_file(&state);
 }

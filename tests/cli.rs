@@ -272,7 +272,7 @@ async fn hostile_arguments_exit_2_naming_the_flag_and_what_it_accepts() {
     // code that crashed or hung on it.
     let (client, table) = simple_table("hostile").await;
     let now = now();
-    let items = (0..5).map(|i| bare(&format!("item-{i}"), Some(num(now + 3600 + i))));
+    let items = (0..5).map(|i| unwindowed(&format!("item-{i}"), now + 3600 + i));
     put_items(&client, &table, items.collect()).await;
     let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
 
@@ -332,9 +332,9 @@ async fn backfill_with_less_than_one_wcu_per_second_finishes_at_that_rate() {
     let (client, table) = simple_table("slow_wcu").await;
     let now = now();
     let mut items: Vec<_> = (0..3)
-        .map(|i| bare(&format!("live-{i}"), Some(num(now + 3600 + i))))
+        .map(|i| unwindowed(&format!("live-{i}"), now + 3600 + i))
         .collect();
-    items.push(bare("expired", Some(num(now - 3600))));
+    items.push(unwindowed("expired", now - 3600));
     put_items(&client, &table, items).await;
     let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
     let _ = std::fs::remove_file(&state);

@@ -3,11 +3,12 @@
 mod common;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::{ProjectionType, ScalarAttributeType};
+use aws_sdk_dynamodb::types::{ProjectionType, ScalarAttributeType as T};
 use common::*;
-use ttl_sweeper::engine::{Stop, Sweeper};
+use ttl_sweeper::engine::Sweeper;
 use ttl_sweeper::expiry::window::{window_key, Window};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, ErrorKind, Key, Store};
@@ -20,10 +21,8 @@ fn boundary() -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_past_one_megabyte_are_all_swept() {
     let client = client().await;
-    let table = new_table(&client, "pagination", |t| {
-        t.projection = ProjectionType::All
-    })
-    .await;
+    let all = |t: &mut TableSpec| t.projection = ProjectionType::All;
+    let table = new_table(&client, "pagination", all).await;
 
     // 160 items of ~9 KB in ONE window: ~1.4 MB, more than one 1 MB query page.
     let b = boundary();
@@ -35,22 +34,15 @@ async fn pages_past_one_megabyte_are_all_swept() {
             item
         })
         .collect();
-    assert!(items
-        .iter()
-        .all(|i| i["expirationWindow"] == items[0]["expirationWindow"]));
+    let window = &items[0]["expirationWindow"];
+    assert!(items.iter().all(|i| i["expirationWindow"] == *window));
     put_items(&client, &table, items).await;
 
     let sweeper = sweeper_over(&config(&table, &[]), Instrumented::new).await;
-    let store = sweeper.store();
-    let report = sweeper
-        .sweep(Timestamp::from_secs(b + 10), &Stop::never())
-        .await;
-
+    let report = sweeper.sweep_at(b + 10).await;
+    let more = sweeper.store().pages_with_more.load(SeqCst);
     assert!(
-        store
-            .pages_with_more
-            .load(std::sync::atomic::Ordering::SeqCst)
-            >= 1,
+        more >= 1,
         "the window should have needed more than one page"
     );
     assert_eq!(report.items_found, 160);
@@ -63,7 +55,6 @@ async fn pages_past_one_megabyte_are_all_swept() {
 async fn past_windows_within_the_lookback_are_swept() {
     let (client, table) = simple_table("lookback").await;
     let b = boundary();
-    let now = b + 30;
     // One item in each of the 15 previous windows (a missed invocation left them), and one
     // beyond the lookback, which this sweep must not read.
     let mut items: Vec<Key> = (1..=15)
@@ -72,10 +63,8 @@ async fn past_windows_within_the_lookback_are_swept() {
     items.push(session("beyond", b - 60 * 16 - 5));
     put_items(&client, &table, items).await;
 
-    let report = sweeper(&table, &[("LOOKBACK_WINDOWS", "15")])
-        .await
-        .sweep(Timestamp::from_secs(now), &Stop::never())
-        .await;
+    let sweeper = sweeper(&table, &[("LOOKBACK_WINDOWS", "15")]).await;
+    let report = sweeper.sweep_at(b + 30).await;
     assert_eq!(report.windows_swept, 16);
     assert_eq!(removed(&report), 15, "{report:?}");
     assert_eq!(ids(&client, &table).await, ["beyond"]);
@@ -86,31 +75,23 @@ async fn an_item_exactly_on_a_window_boundary_is_swept() {
     let (client, table) = simple_table("boundary").await;
     let b = boundary();
     put_items(&client, &table, vec![session("edge", b)]).await;
-    assert_eq!(
-        window_key(b as f64, 60).unwrap(),
-        Window {
-            start: b - 60,
-            end: b
-        }
-        .key(),
-        "a boundary ttl belongs to the window that ends there"
-    );
+    let ending_there = Window {
+        start: b - 60,
+        end: b,
+    }
+    .key();
+    let why = "a boundary ttl belongs to the window that ends there";
+    assert_eq!(window_key(b as f64, 60).unwrap(), ending_there, "{why}");
 
     // One lookback window covers a schedule of up to 50 s (60 s less the 10 s start slack).
-    let sweeper = sweeper(
-        &table,
-        &[("LOOKBACK_WINDOWS", "1"), ("SCHEDULE_SECONDS", "50")],
-    )
-    .await;
+    let pairs = [("LOOKBACK_WINDOWS", "1"), ("SCHEDULE_SECONDS", "50")];
+    let sweeper = sweeper(&table, &pairs).await;
     // At the boundary itself the item is not expired (ttl < now is false) ...
-    let at_edge = sweeper.sweep(Timestamp::from_secs(b), &Stop::never()).await;
-    assert_eq!(at_edge.items_deleted, 0);
+    assert_eq!(sweeper.sweep_at(b).await.items_deleted, 0);
     assert!(exists(&client, &table, id_key("edge")).await);
     // ... and at the next scheduled run the current window is (b, b+60]: only the lookback
     // reaches the item. The published design's single-window query never would.
-    let next_run = sweeper
-        .sweep(Timestamp::from_secs(b + 60), &Stop::never())
-        .await;
+    let next_run = sweeper.sweep_at(b + 60).await;
     assert_eq!(removed(&next_run), 1, "{next_run:?}");
     assert!(!exists(&client, &table, id_key("edge")).await);
 }
@@ -118,94 +99,58 @@ async fn an_item_exactly_on_a_window_boundary_is_swept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn future_missing_millisecond_and_string_ttls_are_left_alone() {
     let (client, table) = simple_table("untouched").await;
-    let b = boundary();
-    let now = b + 30;
+    let now = boundary() + 30;
     let current = Window::containing_secs(now, 60).key();
-    let with = |id: &str, ttl: Option<AV>, window: &str| -> Key {
-        let mut item = HashMap::from([
-            ("id".to_string(), AV::S(id.into())),
-            ("expirationWindow".to_string(), AV::S(window.into())),
-        ]);
-        if let Some(ttl) = ttl {
-            item.insert("ttl".into(), ttl);
-        }
-        item
-    };
     put_items(
         &client,
         &table,
         vec![
             session("expired", now - 20),
             // in the current window, a few seconds ahead of the sweep instant
-            with("future", Some(AV::N((now + 20).to_string())), &current),
+            windowed("future", now + 20, &current),
             session("far-future", now + 86_400),
             // a writer that put milliseconds in the ttl but the current window in the key
-            with(
-                "millis",
-                Some(AV::N(((now - 20) * 1000).to_string())),
-                &current,
-            ),
-            with("no-ttl", None, &current),
+            windowed("millis", (now - 20) * 1000, &current),
+            with_window(id_key("no-ttl"), &current),
         ],
     )
     .await;
     // A string ttl cannot be written while the ttl is an index key of type N: the server rejects
     // it, so it can never reach the sweeper.
-    let string_put = client
-        .put_item()
-        .table_name(&table)
-        .set_item(Some(with(
-            "string",
-            Some(AV::S((now - 20).to_string())),
-            &current,
-        )))
-        .send()
-        .await;
+    let string = with_window(
+        bare("string", Some(AV::S((now - 20).to_string()))),
+        &current,
+    );
+    let string_put = client.put_item().table_name(&table).set_item(Some(string));
     // A server that accepts it instead: the item must survive the sweep (checked below).
-    if let Err(e) = string_put {
-        assert!(
-            format!("{e:?}").contains("ValidationException"),
-            "unexpected error for a string ttl: {e:?}"
-        );
+    if let Err(e) = string_put.send().await {
+        let e = format!("{e:?}");
+        assert!(e.contains("ValidationException"), "for a string ttl: {e}");
     }
 
     for mode in ["batch", "conditional"] {
         let report = sweeper(&table, &[("DELETE_MODE", mode)])
             .await
-            .sweep(Timestamp::from_secs(now), &Stop::never())
+            .sweep_at(now)
             .await;
         assert!(report.is_success(), "{mode}: {report:?}");
     }
-    let left = ids(&client, &table).await;
     let mut expected = vec!["far-future", "future", "millis", "no-ttl"];
-    if string_put_accepted(&client, &table).await {
+    if exists(&client, &table, id_key("string")).await {
         expected.push("string");
     }
     expected.sort();
-    assert_eq!(left, expected);
-}
-
-async fn string_put_accepted(client: &aws_sdk_dynamodb::Client, table: &str) -> bool {
-    exists(client, table, id_key("string")).await
+    assert_eq!(ids(&client, &table).await, expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn composite_and_binary_keys_are_deleted_by_their_full_key() {
     let client = client().await;
-    let b = boundary();
-    let now = b + 30;
+    let now = boundary() + 30;
     let specs = [
-        (
-            "pk_sk",
-            ("tenant", ScalarAttributeType::S),
-            Some(("seq", ScalarAttributeType::N)),
-        ),
-        ("pk_num", ("n", ScalarAttributeType::N), None),
-        (
-            "pk_bin",
-            ("b", ScalarAttributeType::B),
-            Some(("s", ScalarAttributeType::S)),
-        ),
+        ("pk_sk", ("tenant", T::S), Some(("seq", T::N))),
+        ("pk_num", ("n", T::N), None),
+        ("pk_bin", ("b", T::B), Some(("s", T::S))),
     ];
     for (prefix, partition, sort) in specs {
         let table = new_table(&client, prefix, |t| {
@@ -213,62 +158,47 @@ async fn composite_and_binary_keys_are_deleted_by_their_full_key() {
             t.sort = sort.clone();
         })
         .await;
-        let value = |ty: &ScalarAttributeType, i: i64| match ty {
-            ScalarAttributeType::S => AV::S(format!("v{i}")),
-            ScalarAttributeType::N => AV::N(i.to_string()),
+        let value = |ty: &T, i: i64| match ty {
+            T::S => AV::S(format!("v{i}")),
+            T::N => num(i),
             _ => AV::B(aws_sdk_dynamodb::primitives::Blob::new(vec![i as u8, 0xff])),
         };
         let mut items = Vec::new();
         for i in 0..40i64 {
             // two items per partition value, so only the full key identifies one
+            let ttl = if i % 4 == 3 { now + 600 } else { now - 10 - i };
             let mut item = HashMap::from([
                 (partition.0.to_string(), value(&partition.1, i / 2)),
+                ("ttl".to_string(), num(ttl)),
                 (
-                    "ttl".to_string(),
-                    AV::N((if i % 4 == 3 { now + 600 } else { now - 10 - i }).to_string()),
+                    "expirationWindow".into(),
+                    AV::S(window_key(ttl as f64, 60).unwrap()),
                 ),
             ]);
-            let ttl: i64 = item["ttl"].as_n().unwrap().parse().unwrap();
-            item.insert(
-                "expirationWindow".into(),
-                AV::S(window_key(ttl as f64, 60).unwrap()),
-            );
             match &sort {
-                Some((name, ty)) => {
-                    item.insert(name.to_string(), value(ty, i));
-                }
+                Some((name, ty)) => _ = item.insert(name.to_string(), value(ty, i)),
                 None if i % 2 == 1 => continue,
                 None => {}
             }
             items.push(item);
         }
-        let expected_left = items
-            .iter()
-            .filter(|i| i["ttl"].as_n().unwrap() == &(now + 600).to_string())
-            .count();
+        let live = |i: &Key| i["ttl"] == num(now + 600);
+        let expected_left = items.iter().filter(|i| live(i)).count();
         let total = items.len();
         put_items(&client, &table, items).await;
 
         let cfg = config(&table, &[]);
         let (store, schema) = store_and_schema(&cfg).await;
-        assert_eq!(
-            schema.key_attributes.len(),
-            1 + usize::from(sort.is_some()),
-            "{prefix}"
-        );
+        let keys = schema.key_attributes.len();
+        assert_eq!(keys, 1 + usize::from(sort.is_some()), "{prefix}");
         let report = Sweeper::new(store, schema, cfg.sweep_options())
-            .sweep(Timestamp::from_secs(now), &Stop::never())
+            .sweep_at(now)
             .await;
-        assert_eq!(
-            removed(&report) as usize,
-            total - expected_left,
-            "{prefix}: {report:?}"
-        );
+        let expired = total - expected_left;
+        assert_eq!(removed(&report) as usize, expired, "{prefix}: {report:?}");
         let left = scan_all(&client, &table).await;
         assert_eq!(left.len(), expected_left, "{prefix}");
-        assert!(left
-            .iter()
-            .all(|i| i["ttl"].as_n().unwrap() == &(now + 600).to_string()));
+        assert!(left.iter().all(live));
     }
 }
 
@@ -280,16 +210,11 @@ fn extend_ttl_hook(
     new_ttl: i64,
 ) -> Instrumented<DynamoStore> {
     let mut wrapped = Instrumented::new(store);
-    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
     wrapped.before_delete = Some(Box::new(move |key: &Key| {
-        let client = client.clone();
-        let table = table.clone();
-        let key = key.clone();
-        let done = done.clone();
+        let (client, table, key, done) = (client.clone(), table.clone(), key.clone(), done.clone());
         Box::pin(async move {
-            if key["id"].as_s().unwrap() == "item-0"
-                && !done.swap(true, std::sync::atomic::Ordering::SeqCst)
-            {
+            if key["id"].as_s().unwrap() == "item-0" && !done.swap(true, SeqCst) {
                 extend_ttl(&client, &table, key, new_ttl).await;
             }
         })
@@ -300,24 +225,17 @@ fn extend_ttl_hook(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query() {
     let client = client().await;
-    let b = boundary();
-    let now = b + 30;
-    let extended_to = now + 3600;
+    let now = boundary() + 30;
     let mut outcomes = HashMap::new();
     for mode in ["conditional", "batch"] {
         let table = new_table(&client, &format!("race_{mode}"), |_| {}).await;
         put_items(&client, &table, sessions("item", 10, |i| now - 5 - i)).await;
         let cfg = config(&table, &[("DELETE_MODE", mode)]);
-        let hook = |store| extend_ttl_hook(store, client.clone(), table.clone(), extended_to);
-        let report = sweeper_over(&cfg, hook)
-            .await
-            .sweep(Timestamp::from_secs(now), &Stop::never())
-            .await;
+        let hook = |store| extend_ttl_hook(store, client.clone(), table.clone(), now + 3600);
+        let report = sweeper_over(&cfg, hook).await.sweep_at(now).await;
         assert!(report.is_success(), "{mode}: {report:?}");
-        outcomes.insert(
-            mode,
-            (report, exists(&client, &table, id_key("item-0")).await),
-        );
+        let kept = exists(&client, &table, id_key("item-0")).await;
+        outcomes.insert(mode, (report, kept));
     }
     let (report, kept) = &outcomes["conditional"];
     assert!(kept, "conditional mode must keep the extended item");
@@ -330,95 +248,48 @@ async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
+    use ConditionalOutcome::{Deleted, Gone, Kept};
     let (client, table) = simple_table("outcomes").await;
     let now = boundary() + 30;
-    put_items(
-        &client,
-        &table,
-        vec![session("expired", now - 1), session("extended", now + 3600)],
-    )
-    .await;
+    let items = vec![session("expired", now - 1), session("extended", now + 3600)];
+    put_items(&client, &table, items).await;
     let cfg = config(&table, &[("DELETE_MODE", "conditional")]);
-    let store = common::store(client.clone());
-    let schema = store
-        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
-        .await
-        .unwrap();
+    let (store, schema) = store_and_schema(&cfg).await;
     // Each delete requires the ttl as the index listed it: `now - 1`.
     let read = (now - 1).to_string();
     let outcome = |id: &'static str, read: String| {
         let (store, schema) = (store.clone(), schema.clone());
         async move {
-            store
-                .delete_if_expired(&schema, id_key(id), &read, Timestamp::from_secs(now), false)
-                .await
-                .unwrap()
-                .0
+            let at = Timestamp::from_secs(now);
+            let answer = store.delete_if_expired(&schema, id_key(id), &read, at, false);
+            answer.await.unwrap().0
         }
     };
-    assert_eq!(
-        outcome("expired", read.clone()).await,
-        ConditionalOutcome::Deleted
-    );
-    // a repeated delete (the first answer lost) finds nothing: gone, not "kept"
-    assert_eq!(
-        outcome("expired", read.clone()).await,
-        ConditionalOutcome::Gone
-    );
-    assert_eq!(
-        outcome("never-existed", read.clone()).await,
-        ConditionalOutcome::Gone
-    );
-    assert_eq!(
-        outcome("extended", read.clone()).await,
-        ConditionalOutcome::Kept
-    );
+    // A repeated delete (the first answer lost) finds nothing: gone, not "kept".
+    for (id, want) in [
+        ("expired", Deleted),
+        ("expired", Gone),
+        ("never-existed", Gone),
+        ("extended", Kept),
+    ] {
+        assert_eq!(outcome(id, read.clone()).await, want, "{id}");
+    }
     assert!(exists(&client, &table, id_key("extended")).await);
     // A ttl changed after the read to another past value: still expired, but not the expiry
     // that was read, so the item is kept.
     put_items(&client, &table, vec![session("rewritten", now - 30)]).await;
-    assert_eq!(
-        outcome("rewritten", read.clone()).await,
-        ConditionalOutcome::Kept
-    );
+    assert_eq!(outcome("rewritten", read.clone()).await, Kept);
     assert!(exists(&client, &table, id_key("rewritten")).await);
     // The same number written differently is the same ttl.
-    assert_eq!(
-        outcome("rewritten", format!("{}.000", now - 30)).await,
-        ConditionalOutcome::Deleted
-    );
+    let same = format!("{}.000", now - 30);
+    assert_eq!(outcome("rewritten", same).await, Deleted);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_index_whose_ttl_key_is_a_string_is_refused_by_name() {
-    use aws_sdk_dynamodb::types::{BillingMode, GlobalSecondaryIndex, KeyType, Projection};
     let client = client().await;
-    let table = table_name("string_ttl_index");
-    client
-        .create_table()
-        .table_name(&table)
-        .attribute_definitions(attr("id", ScalarAttributeType::S))
-        .attribute_definitions(attr("expirationWindow", ScalarAttributeType::S))
-        .attribute_definitions(attr("ttl", ScalarAttributeType::S))
-        .key_schema(key_el("id", KeyType::Hash))
-        .global_secondary_indexes(
-            GlobalSecondaryIndex::builder()
-                .index_name("expirationWindowIndex")
-                .key_schema(key_el("expirationWindow", KeyType::Hash))
-                .key_schema(key_el("ttl", KeyType::Range))
-                .projection(
-                    Projection::builder()
-                        .projection_type(ProjectionType::KeysOnly)
-                        .build(),
-                )
-                .build()
-                .unwrap(),
-        )
-        .billing_mode(BillingMode::PayPerRequest)
-        .send()
-        .await
-        .unwrap();
-    let err = common::store(client.clone())
+    let table = new_table(&client, "string_ttl_index", |t| t.ttl_type = T::S).await;
+    let err = store(client)
         .describe_config(&config(&table, &[]))
         .await
         .unwrap_err();
@@ -434,11 +305,13 @@ async fn an_index_whose_ttl_key_is_a_string_is_refused_by_name() {
 async fn start_up_checks_name_the_missing_or_misshapen_table_and_index() {
     let client = client().await;
     let store = common::store(client.clone());
+    let refused = |table: &str, pairs: &[(&str, &str)]| {
+        let cfg = config(table, pairs);
+        let store = store.clone();
+        async move { store.describe_config(&cfg).await.unwrap_err() }
+    };
 
-    let missing = store
-        .describe_config(&config("no_such_table_here", &[]))
-        .await
-        .unwrap_err();
+    let missing = refused("no_such_table_here", &[]).await;
     assert_eq!(missing.kind, ErrorKind::NotFound);
     assert!(
         missing.to_string().contains("no_such_table_here"),
@@ -446,23 +319,13 @@ async fn start_up_checks_name_the_missing_or_misshapen_table_and_index() {
     );
 
     let table = new_table(&client, "shape", |_| {}).await;
-    let no_index = store
-        .describe_config(&config(&table, &[("INDEX_NAME", "byExpiry")]))
-        .await
-        .unwrap_err();
+    let no_index = refused(&table, &[("INDEX_NAME", "byExpiry")]).await;
     assert_eq!(no_index.kind, ErrorKind::NotFound);
     let msg = no_index.to_string();
-    assert!(
-        msg.contains("byExpiry")
-            && msg.contains("INDEX_NAME")
-            && msg.contains("expirationWindowIndex"),
-        "{msg}"
-    );
+    let named = ["byExpiry", "INDEX_NAME", "expirationWindowIndex"];
+    assert!(named.iter().all(|n| msg.contains(n)), "{msg}");
 
-    let wrong_attr = store
-        .describe_config(&config(&table, &[("TTL_ATTRIBUTE", "expiresAt")]))
-        .await
-        .unwrap_err();
+    let wrong_attr = refused(&table, &[("TTL_ATTRIBUTE", "expiresAt")]).await;
     assert_eq!(wrong_attr.kind, ErrorKind::Validation);
     assert!(wrong_attr.to_string().contains("expiresAt"), "{wrong_attr}");
 }
@@ -474,29 +337,16 @@ async fn ttls_more_than_five_years_old_are_never_deleted() {
     let client = client().await;
     let now = boundary() + 30;
     let current = Window::containing_secs(now, 60).key();
-    let old = |id: &str, ttl: i64| -> Key {
-        HashMap::from([
-            ("id".to_string(), AV::S(id.into())),
-            ("ttl".to_string(), AV::N(ttl.to_string())),
-            ("expirationWindow".to_string(), AV::S(current.clone())),
-        ])
-    };
     for mode in ["batch", "conditional"] {
         let table = new_table(&client, "five_years", |_| {}).await;
-        put_items(
-            &client,
-            &table,
-            vec![
-                old("zero", 0),
-                old("six-years", now - 6 * 365 * 86_400),
-                session("expired", now - 20),
-            ],
-        )
-        .await;
-        let report = sweeper(&table, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "2")])
-            .await
-            .sweep(Timestamp::from_secs(now), &Stop::never())
-            .await;
+        let items = vec![
+            windowed("zero", 0, &current),
+            windowed("six-years", now - 6 * 365 * 86_400, &current),
+            session("expired", now - 20),
+        ];
+        put_items(&client, &table, items).await;
+        let pairs = [("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "2")];
+        let report = sweeper(&table, &pairs).await.sweep_at(now).await;
         assert_eq!(removed(&report), 1, "{mode}: {report:?}");
         assert_eq!(report.items_invalid, 2, "{mode}: {report:?}");
         assert_eq!(ids(&client, &table).await, ["six-years", "zero"], "{mode}");
@@ -509,23 +359,11 @@ async fn ttls_more_than_five_years_old_are_never_deleted() {
 async fn narrow_windows_are_covered_between_two_scheduled_sweeps() {
     let (client, table) = simple_table("narrow").await;
     let t = boundary();
-    let item = |i: i64| -> Key {
-        HashMap::from([
-            ("id".to_string(), AV::S(format!("t{i}"))),
-            ("ttl".to_string(), AV::N((t + i).to_string())),
-            (
-                "expirationWindow".to_string(),
-                AV::S(window_key((t + i) as f64, 3).unwrap()),
-            ),
-        ])
-    };
-    put_items(&client, &table, (1..=13).map(item).collect()).await;
+    let items = (1..=13).map(|i| sharded(&format!("t{i}"), t + i, 3, 1));
+    put_items(&client, &table, items.collect()).await;
     let sweeper = sweeper(&table, &[("WINDOW_SECONDS", "3")]).await;
-    let first = sweeper.sweep(Timestamp::from_secs(t), &Stop::never()).await;
-    assert_eq!(first.items_deleted, 0);
-    let second = sweeper
-        .sweep(Timestamp::from_secs(t + 60), &Stop::never())
-        .await;
+    assert_eq!(sweeper.sweep_at(t).await.items_deleted, 0);
+    let second = sweeper.sweep_at(t + 60).await;
     assert_eq!(removed(&second), 13, "{second:?}");
     assert!(ids(&client, &table).await.is_empty());
 }
@@ -538,12 +376,8 @@ async fn two_layouts_keep_their_own_checkpoints() {
     let checkpoints = checkpoint_table(&client, "layouts_cp").await;
     let t = boundary();
     // 40 items in the old layout (60 s, one shard) that expired 1-2 h before T.
-    put_items(
-        &client,
-        &table,
-        sessions("old", 40, |i| t - 7200 + 1 + i * 90),
-    )
-    .await;
+    let items = sessions("old", 40, |i| t - 7200 + 1 + i * 90);
+    put_items(&client, &table, items).await;
     let sweeper_of = |shards: &str| {
         let cfg = config(
             &table,
@@ -556,10 +390,9 @@ async fn two_layouts_keep_their_own_checkpoints() {
     };
     let (old, new) = (sweeper_of("1").await, sweeper_of("4").await);
     // The old layout last swept at T-3h; the new one sweeps at T; then the old one at T.
-    old.sweep(Timestamp::from_secs(t - 3 * 3600), &Stop::never())
-        .await;
-    new.sweep(Timestamp::from_secs(t), &Stop::never()).await;
-    let report = old.sweep(Timestamp::from_secs(t), &Stop::never()).await;
+    old.sweep_at(t - 3 * 3600).await;
+    new.sweep_at(t).await;
+    let report = old.sweep_at(t).await;
     assert_eq!(removed(&report), 40, "{report:?}");
     assert!(ids(&client, &table).await.is_empty());
 }
@@ -569,35 +402,21 @@ async fn two_layouts_keep_their_own_checkpoints() {
 /// between them every expired item is deleted exactly once and no live item is touched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() {
-    use ttl_sweeper::expiry::window::{shard_of, window_attribute};
+    use ttl_sweeper::expiry::window::shard_of;
     for mode in ["batch", "conditional"] {
         let (client, table) = simple_table("split").await;
         let checkpoints = checkpoint_table(&client, "split_cp").await;
-        let b = boundary();
-        let now = b + 30;
-        let item = |id: String, ttl: i64| -> Key {
-            let window = window_attribute(ttl as f64, 60, 12, id.as_bytes()).unwrap();
-            HashMap::from([
-                ("id".to_string(), AV::S(id)),
-                ("ttl".to_string(), AV::N(ttl.to_string())),
-                ("expirationWindow".to_string(), AV::S(window)),
-            ])
-        };
+        let now = boundary() + 30;
         // 600 items expired over the last ten windows and the current one; 120 live ones in the
         // same windows' partitions (the current window) and later.
         let expired: Vec<String> = (0..600).map(|i| format!("exp-{i}")).collect();
-        let mut items: Vec<Key> = expired
-            .iter()
-            .enumerate()
-            .map(|(i, id)| item(id.clone(), now - 1 - (i as i64 * 7) % 600))
-            .collect();
         let live: Vec<String> = (0..120).map(|i| format!("live-{i}")).collect();
-        items.extend(
-            live.iter()
-                .enumerate()
-                .map(|(i, id)| item(id.clone(), now + 1 + (i as i64 * 13) % 300)),
-        );
-        put_many(&client, &table, items).await;
+        let items = (expired.iter().zip(0..))
+            .map(|(id, i)| sharded(id, now - 1 - (i * 7) % 600, 60, 12))
+            .chain(
+                (live.iter().zip(0..)).map(|(id, i)| sharded(id, now + 1 + (i * 13) % 300, 60, 12)),
+            );
+        put_many(&client, &table, items.collect()).await;
 
         let deletes = Arc::new(std::sync::Mutex::new(HashMap::<String, u32>::new()));
         let mut sweepers = Vec::new();
@@ -619,87 +438,62 @@ async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() 
             };
             sweepers.push((range, sweeper_over(&cfg, store).await));
         }
-        let at = Timestamp::from_secs(now);
-        let stop = Stop::never();
         let (r0, r1, r2) = tokio::join!(
-            sweepers[0].1.sweep(at, &stop),
-            sweepers[1].1.sweep(at, &stop),
-            sweepers[2].1.sweep(at, &stop),
+            sweepers[0].1.sweep_at(now),
+            sweepers[1].1.sweep_at(now),
+            sweepers[2].1.sweep_at(now),
         );
 
         let deletes = deletes.lock().unwrap().clone();
         for id in &expired {
+            let n = deletes.get(id);
             assert_eq!(
-                deletes.get(id),
+                n,
                 Some(&1),
-                "{mode}: {id} deleted or found gone {:?} times",
-                deletes.get(id)
+                "{mode}: {id} deleted or found gone {n:?} times"
             );
         }
+        let only_expired = deletes.len() == expired.len();
+        assert!(only_expired, "{mode}: only expired items are deleted");
         assert_eq!(
-            deletes.len(),
-            expired.len(),
-            "{mode}: only expired items are deleted"
+            ids(&client, &table).await,
+            sorted(live),
+            "{mode}: every live item stays"
         );
-        let mut left = ids(&client, &table).await;
-        left.sort();
-        let mut want = live.clone();
-        want.sort();
-        assert_eq!(left, want, "{mode}: every live item stays");
 
         for ((range, sweeper), report) in sweepers.iter().zip([&r0, &r1, &r2]) {
             let (first, last) = range.split_once('-').unwrap();
-            let shards: std::ops::RangeInclusive<u32> =
-                first.parse().unwrap()..=last.parse().unwrap();
+            let shards = first.parse().unwrap()..=last.parse().unwrap();
             // The report counts the expired items of its own shards, and nothing else.
             let own = expired
                 .iter()
                 .filter(|id| shards.contains(&shard_of(id.as_bytes(), 12)))
                 .count() as u64;
-            assert!(
-                report.is_success() && report.is_complete(),
-                "{mode} {range}: {report:?}"
-            );
-            assert_eq!(removed(report), own, "{mode} {range}: {report:?}");
+            let what = format!("{mode} {range}: {report:?}");
+            assert!(report.is_success() && report.is_complete(), "{what}");
+            assert_eq!(removed(report), own, "{what}");
             // Only partitions `<window>#<shard>` of its own shards were read, every one of them.
-            let read = sweeper.store().partitions.lock().unwrap().clone();
             let mut seen = std::collections::BTreeSet::new();
-            for partition in &read {
+            for partition in sweeper.store().partitions.lock().unwrap().iter() {
                 let shard: u32 = partition.rsplit_once('#').unwrap().1.parse().unwrap();
                 assert!(shards.contains(&shard), "{mode} {range} read {partition}");
                 seen.insert(shard);
             }
-            assert_eq!(
-                seen.into_iter().collect::<Vec<_>>(),
-                shards.clone().collect::<Vec<_>>()
-            );
+            assert!(seen.into_iter().eq(shards.clone()), "{what}");
             // Its own checkpoint moved.
-            assert!(
-                report.checkpoint_after.is_some(),
-                "{mode} {range}: {report:?}"
-            );
+            assert!(report.checkpoint_after.is_some(), "{what}");
         }
-        assert_eq!(
-            removed(&r0) + removed(&r1) + removed(&r2),
-            600,
-            "{mode}: {r0:?}\n{r1:?}\n{r2:?}"
-        );
+        let total = removed(&r0) + removed(&r1) + removed(&r2);
+        assert_eq!(total, 600, "{mode}: {r0:?}\n{r1:?}\n{r2:?}");
 
         // One checkpoint per range, none for the whole table.
-        let mut cp_ids: Vec<String> = scan_all(&client, &checkpoints)
-            .await
-            .into_iter()
-            .filter_map(|item| match item.get("id") {
-                Some(AV::S(id)) => Some(id.clone()),
-                _ => None,
-            })
-            .collect();
-        cp_ids.sort();
         let prefix = format!("{table}/expirationWindowIndex/60s/12shards");
-        assert_eq!(
-            cp_ids,
-            ["range0-3", "range4-7", "range8-11"].map(|r| format!("{prefix}/{r}")),
-            "{mode}"
-        );
+        let want = ["range0-3", "range4-7", "range8-11"].map(|r| format!("{prefix}/{r}"));
+        assert_eq!(ids(&client, &checkpoints).await, want, "{mode}");
     }
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
 }

@@ -279,6 +279,21 @@ pub async fn put_items(client: &Client, table: &str, items: Vec<Key>) {
     }
 }
 
+/// Writes one item with PutItem.
+pub async fn put_one(client: &Client, table: &str, item: Key) {
+    let put = client.put_item().table_name(table).set_item(Some(item));
+    put.send().await.expect("put item");
+}
+
+/// Deletes the item with `id` with DeleteItem.
+pub async fn delete_one(client: &Client, table: &str, id: &str) {
+    let delete = client
+        .delete_item()
+        .table_name(table)
+        .set_key(Some(id_key(id)));
+    delete.send().await.expect("delete item");
+}
+
 /// Writes items with four concurrent writers (DynamoDB Local is faster that way).
 pub async fn put_many(client: &Client, table: &str, items: Vec<Key>) {
     let per = items.len().div_ceil(4).max(1);
@@ -306,17 +321,26 @@ pub fn bare(id: &str, ttl: Option<AV>) -> Key {
     item
 }
 
-/// An item with `id`, the Number `ttl` and the window attribute `window`.
-pub fn windowed(id: &str, ttl: i64, window: String) -> Key {
-    let mut item = bare(id, Some(num(ttl)));
-    item.insert("expirationWindow".into(), AV::S(window));
+/// An item with `id` and the Number `ttl`: no window.
+pub fn unwindowed(id: &str, ttl: i64) -> Key {
+    bare(id, Some(num(ttl)))
+}
+
+/// `item` with the window attribute `window`.
+pub fn with_window(mut item: Key, window: &str) -> Key {
+    item.insert("expirationWindow".into(), AV::S(window.into()));
     item
+}
+
+/// An item with `id`, the Number `ttl` and the window attribute `window`.
+pub fn windowed(id: &str, ttl: i64, window: &str) -> Key {
+    with_window(unwindowed(id, ttl), window)
 }
 
 /// An item with `id` and `ttl` in its window of `width` s, sharded as the library shards `id`.
 pub fn sharded(id: &str, ttl: i64, width: u32, shards: u32) -> Key {
     let window = window_attribute(ttl as f64, width, shards, id.as_bytes()).unwrap();
-    windowed(id, ttl, window)
+    windowed(id, ttl, &window)
 }
 
 /// An item with `id`, a ttl (Number) and the window key computed by the library.
@@ -742,6 +766,17 @@ impl<S: Store> SweepAt for Sweeper<S> {
 /// depends on the machine's pace, their sum does not.
 pub fn removed(report: &ttl_sweeper::engine::SweepReport) -> u64 {
     report.items_deleted + report.items_gone
+}
+
+/// Asserts each `field=value` of `fields` (values in JSON) on a report, printed on failure.
+#[track_caller]
+pub fn assert_fields(report: &impl serde::Serialize, fields: &str) {
+    let report = serde_json::to_value(report).unwrap();
+    for pair in fields.split_whitespace() {
+        let (field, want) = pair.split_once('=').expect("field=value");
+        let want: serde_json::Value = serde_json::from_str(want).expect("a JSON value");
+        assert_eq!(report[field], want, "{field}: {report}");
+    }
 }
 
 /// [`removed`] for a report printed as JSON.
