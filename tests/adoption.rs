@@ -144,7 +144,7 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
     assert_eq!(code, 0, "{stderr}");
     eprintln!("resumed backfill: {report}");
     let fields = "complete=true no_ttl=1000 invalid_ttl=2000 too_old_ttl=0 expired_kept=0";
-    assert_fields(&report, &format!("{fields} changed_concurrently=0"));
+    report.assert_fields(&format!("{fields} changed_concurrently=0"));
     let written = report["written"].as_u64().unwrap();
     assert!(
         written <= needing as u64 && written >= written_before,
@@ -164,10 +164,7 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
     let (code, report, _) = run_json(&mut backfill_cmd(&table, &state2, "--segments 3"));
     assert_eq!(code, 0);
     eprintln!("second backfill: {report}");
-    assert_fields(
-        &report,
-        "written=0 deleted_expired=0 already_ok=42000 scanned=45000",
-    );
+    report.assert_fields("written=0 deleted_expired=0 already_ok=42000 scanned=45000");
     let _ = (std::fs::remove_file(&state), std::fs::remove_file(&state2));
 }
 
@@ -235,18 +232,15 @@ async fn backfill_deletes_items_long_expired_so_that_nothing_expired_is_left_aft
     // A dry run counts what it would delete and deletes nothing.
     let (code, report, stderr) = run_json(&mut backfill_cmd(&table, &state, "--dry-run"));
     assert_eq!(code, 0, "{stderr}");
-    assert_fields(&report, "deleted_expired=210 written=50");
+    report.assert_fields("deleted_expired=210 written=50");
     assert_eq!(scan_all(&client, &table).await.len(), 285);
 
     let (code, report, stderr) = run_json(&mut backfill_cmd(&table, &state, "--max-wcu 400"));
     assert_eq!(code, 0, "{stderr}");
     eprintln!("backfill: {report}");
     let fields = "scanned=285 deleted_expired=210 expired_kept=0 expired_gone=0 written=50";
-    assert_fields(&report, fields);
-    assert_fields(
-        &report,
-        "already_ok=0 invalid_ttl=20 too_old_ttl=20 no_ttl=5",
-    );
+    report.assert_fields(fields);
+    report.assert_fields("already_ok=0 invalid_ttl=20 too_old_ttl=20 no_ttl=5");
     let consumed = report["consumed_wcu"].as_f64().unwrap();
     assert!(consumed >= 260.0, "{report}");
 
@@ -267,7 +261,7 @@ async fn backfill_deletes_items_long_expired_so_that_nothing_expired_is_left_aft
     let (code, report, _) = run_json(cli(&table).args(["audit", "--max-problems", "20"]));
     assert_eq!(code, 0, "{report}");
     let fields = "expired_present={} oldest_expired_age_seconds=0 invalid_ttl=20 too_old_ttl=20";
-    assert_fields(&report, &format!("{fields} missing_window=0"));
+    report.assert_fields(&format!("{fields} missing_window=0"));
     let _ = std::fs::remove_file(&state);
 }
 
@@ -318,7 +312,7 @@ async fn a_complete_backfill_runs_again_fresh_and_resuming_it_reports_it_complet
 
     let (code, first, stderr) = run_json(&mut backfill("--segments 2"));
     assert_eq!(code, 0, "{stderr}");
-    assert_fields(&first, "written=30 complete=true");
+    first.assert_fields("written=30 complete=true");
 
     // The weekly fix-up: the same command again, over the complete run's progress file.
     put_items(&client, &table, vec![unwindowed("late", now + 3600)]).await;
@@ -327,7 +321,7 @@ async fn a_complete_backfill_runs_again_fresh_and_resuming_it_reports_it_complet
         code, 0,
         "a complete run does not block the next one: {stderr}"
     );
-    assert_fields(&second, "scanned=31 already_ok=30 written=1 complete=true");
+    second.assert_fields("scanned=31 already_ok=30 written=1 complete=true");
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
     assert_eq!(saved["positions"].as_array().unwrap().len(), 3, "replaced");
     assert_eq!(saved["report"], second);
@@ -350,7 +344,7 @@ async fn a_complete_backfill_runs_again_fresh_and_resuming_it_reports_it_complet
     assert_eq!(kept, interrupted.to_string());
     let (code, report, stderr) = run_json(&mut backfill("--resume"));
     assert_eq!(code, 0, "{stderr}");
-    assert_fields(&report, "complete=true");
+    report.assert_fields("complete=true");
     let _ = std::fs::remove_file(&state);
 }
 
@@ -365,10 +359,9 @@ async fn audit_finds_each_planted_problem_and_nothing_on_a_clean_table() {
     let (code, report, stderr) = run_json(cli(&clean).args(["audit", "--segments", "2"]));
     assert_eq!(code, 0, "{report} {stderr}");
     let fields = "scanned=201 no_ttl=1 missing_window=0 wrong_window=0 millis_ttl=0 invalid_ttl=0";
-    assert_fields(
-        &report,
-        &format!("{fields} oldest_expired_age_seconds=0 expired_present={{}}"),
-    );
+    report.assert_fields(&format!(
+        "{fields} oldest_expired_age_seconds=0 expired_present={{}}"
+    ));
 
     let dirty = new_table(&client, "audit_dirty", |t| t.index = false).await;
     let wrong_window = window_key((now + 3600) as f64, 60).unwrap();
@@ -389,7 +382,7 @@ async fn audit_finds_each_planted_problem_and_nothing_on_a_clean_table() {
         "problems past the thresholds fail the audit: {report}"
     );
     let present = json!({"under_1m": 1, "5m_to_1h": 1, "1h_to_24h": 1});
-    assert_fields(&report, &format!("scanned=8 expired_present={present}"));
+    report.assert_fields(&format!("scanned=8 expired_present={present}"));
     let oldest = report["oldest_expired_age_seconds"].as_i64().unwrap();
     assert!((7200..7260).contains(&oldest), "{oldest}");
     let problems = [
@@ -398,7 +391,7 @@ async fn audit_finds_each_planted_problem_and_nothing_on_a_clean_table() {
         "millis_ttl",
         "invalid_ttl",
     ];
-    assert_fields(&report, &problems.map(|p| format!("{p}=1")).join(" "));
+    report.assert_fields(&problems.map(|p| format!("{p}=1")).join(" "));
     let examples: Vec<&Value> = report["examples"].as_array().unwrap().iter().collect();
     for p in problems {
         let example = examples.iter().any(|e| e["problem"] == p);
@@ -453,10 +446,7 @@ async fn backfill_judges_each_item_by_the_clock_when_it_writes_it() {
     let clock = || Timestamp::from_secs(start + 10 * scanned.load(SeqCst) as i64);
     let report = backfill_with_clock(&table, &clock, &|n| scanned.store(n, SeqCst)).await;
     // Live when written (at +0, +10, +20 s), expired when reached.
-    assert_fields(
-        &report,
-        "scanned=12 written=3 deleted_expired=9 expired_while_written=0",
-    );
+    report.assert_fields("scanned=12 written=3 deleted_expired=9 expired_while_written=0");
     let left = scan_all(&client, &table).await;
     assert_eq!(left.len(), 3);
     assert_window_of(&left, ttl);
@@ -479,10 +469,7 @@ async fn backfill_deletes_an_item_whose_ttl_passes_while_its_window_is_written()
         Timestamp::from_secs(if n < 2 { start } else { start + 60 })
     };
     let report = backfill_with_clock(&table, &clock, &|_| {}).await;
-    assert_fields(
-        &report,
-        "written=1 expired_while_written=1 deleted_expired=1",
-    );
+    report.assert_fields("written=1 expired_while_written=1 deleted_expired=1");
     assert!(scan_all(&client, &table).await.is_empty());
 }
 
@@ -512,7 +499,7 @@ async fn a_slow_backfill_judges_items_by_the_clock_as_it_reaches_them() {
         deleted >= 1,
         "items reached after the ttl are deleted: {report}"
     );
-    assert_fields(&report, "scanned=40");
+    report.assert_fields("scanned=40");
     let left = scan_all(&client, &table).await;
     let expected = written - count("expired_while_written");
     assert_eq!(left.len() as u64, expected, "{report}");

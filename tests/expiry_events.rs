@@ -11,9 +11,8 @@ use std::time::Duration;
 mod common;
 
 use aws_sdk_dynamodb::types::AttributeValue as AV;
-use common::mem_store::{
-    default_schema, key, mem_sweeper, ttl_of, Change, Fault, MemStore, Op, When,
-};
+use common::mem_store::{default_schema, key, ttl_of, Change, Fault, MemStore, Op, When};
+use common::{assert_accounted, AssertFields};
 use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, SweepReport, Sweeper};
 use ttl_sweeper::events::sink::BoxFuture;
 use ttl_sweeper::events::{
@@ -22,10 +21,14 @@ use ttl_sweeper::events::{
 };
 use ttl_sweeper::expiry::window::Window;
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::store::{ErrorKind, Key, Store};
+use ttl_sweeper::store::{ErrorKind, Key};
 
 const NOW: i64 = 1_658_264_100;
 const TABLE: &str = "sessions";
+
+/// What the table deleted (`deleted <id>`) and the sink accepted (`accepted <detail-type> <id>`),
+/// in order.
+type Log = Arc<Mutex<Vec<String>>>;
 
 fn options(mode: DeleteMode, concurrency: usize) -> SweepOptions {
     SweepOptions {
@@ -39,16 +42,25 @@ fn options(mode: DeleteMode, concurrency: usize) -> SweepOptions {
     }
 }
 
+/// The id of expired item `n`.
+fn e(n: usize) -> String {
+    format!("e{n:04}")
+}
+
+/// Every third of the first 30 expired items.
+fn every_third() -> HashSet<String> {
+    (0..30).step_by(3).map(e).collect()
+}
+
 /// A table in memory (every query lists every expired item: these sweeps read one window)
 /// holding `expired` items with a payload and `live` ones; deletes log what they remove into
 /// the shared log, after which a sink logs what it accepted.
-fn with_items(expired: usize, live: usize, log: Arc<Mutex<Vec<String>>>) -> MemStore {
+fn with_items(expired: usize, live: usize, log: &Log) -> MemStore {
     let table = holding(BTreeMap::new(), log);
     for n in 0..expired {
-        let id = format!("e{n:04}");
-        let mut item = key(&id);
+        let mut item = key(&e(n));
         item.insert("ttl".into(), AV::N((NOW - 10 - n as i64 % 50).to_string()));
-        item.insert("payload".into(), AV::S(format!("data of {id}")));
+        item.insert("payload".into(), AV::S(format!("data of {}", e(n))));
         table.put_item(item);
     }
     for n in 0..live {
@@ -58,8 +70,10 @@ fn with_items(expired: usize, live: usize, log: Arc<Mutex<Vec<String>>>) -> MemS
 }
 
 /// A table holding `items`, with nothing scripted.
-fn holding(items: BTreeMap<String, Key>, log: Arc<Mutex<Vec<String>>>) -> MemStore {
-    let table = MemStore::new(Layout::default()).any_partition().log_to(log);
+fn holding(items: BTreeMap<String, Key>, log: &Log) -> MemStore {
+    let table = MemStore::new(Layout::default())
+        .any_partition()
+        .log_to(log.clone());
     items.into_values().for_each(|item| table.put_item(item));
     table
 }
@@ -75,13 +89,9 @@ fn for_each<I: IntoIterator<Item = S>, S: AsRef<str>>(
 
 /// The application extends the `ids` right after each index read.
 fn extend_after_read<S: AsRef<str>>(table: MemStore, ids: impl IntoIterator<Item = S>) -> MemStore {
+    let extend = Change::Extend((NOW + 3600) as f64);
     for_each(table, ids, |t, id| {
-        t.change(
-            Op::Query,
-            When::Always,
-            id,
-            Change::Extend((NOW + 3600) as f64),
-        )
+        t.change(Op::Query, When::Always, id, extend)
     })
 }
 
@@ -91,13 +101,14 @@ fn throttle_then_remove<S: AsRef<str>>(
     table: MemStore,
     ids: impl IntoIterator<Item = S>,
 ) -> MemStore {
+    let throttled = Fault::Fail(ErrorKind::Throttled);
     for_each(table, ids, |t, id| {
-        t.fault(
+        t.fault(Op::Delete, When::Key(id.into()), throttled).change(
             Op::Delete,
             When::Key(id.into()),
-            Fault::Fail(ErrorKind::Throttled),
+            id,
+            Change::Remove,
         )
-        .change(Op::Delete, When::Key(id.into()), id, Change::Remove)
     })
 }
 
@@ -111,6 +122,31 @@ fn lose_delete_answer<S: AsRef<str>>(
     })
 }
 
+/// The `id` of the item an event is about.
+fn item_id(e: &ExpiryEvent) -> String {
+    e.detail()["key"]["id"]["S"].as_str().unwrap().to_owned()
+}
+
+/// The ids of the lines of `log` that start with `prefix`.
+fn logged(log: &Log, prefix: &str) -> BTreeSet<String> {
+    let log = log.lock().unwrap();
+    log.iter()
+        .filter_map(|l| l.strip_prefix(prefix).map(str::to_owned))
+        .collect()
+}
+
+/// Asserts that every `<then><id>` line of `log` comes after a `<first><id>` line.
+#[track_caller]
+fn assert_follows(log: &Log, then: &str, first: &str) {
+    let log = log.lock().unwrap();
+    for (i, line) in log.iter().enumerate() {
+        if let Some(id) = line.strip_prefix(then) {
+            let after = log[..i].contains(&format!("{first}{id}"));
+            assert!(after, "{line}, before {first}{id}: {log:?}");
+        }
+    }
+}
+
 type Script = dyn Fn(usize, &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError> + Send + Sync;
 
 /// A sink answering as `script` says (given the call number and the batch); logs every
@@ -119,7 +155,7 @@ struct ScriptedSink {
     script: Box<Script>,
     calls: AtomicUsize,
     accepted: Mutex<Vec<ExpiryEvent>>,
-    log: Arc<Mutex<Vec<String>>>,
+    log: Log,
     /// Time each call takes.
     delay: Duration,
     /// Items deleted minus events accepted, at its largest when a call arrived.
@@ -133,27 +169,46 @@ impl std::fmt::Debug for ScriptedSink {
     }
 }
 
+/// Logs that the sink accepted `event`.
+fn log_accepted(log: &Log, event: &ExpiryEvent) {
+    let line = format!("accepted {} {}", event.kind.detail_type(), item_id(event));
+    log.lock().unwrap().push(line);
+}
+
+/// A per-entry failure.
+fn failed(retryable: bool, reason: &str) -> EntryResult {
+    let reason = reason.into();
+    EntryResult::Failed { retryable, reason }
+}
+
 impl ScriptedSink {
     fn new(
-        log: Arc<Mutex<Vec<String>>>,
+        log: &Log,
         script: impl Fn(usize, &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError>
             + Send
             + Sync
             + 'static,
-    ) -> Self {
-        ScriptedSink {
+    ) -> Arc<Self> {
+        Arc::new(ScriptedSink {
             script: Box::new(script),
             calls: AtomicUsize::new(0),
             accepted: Mutex::new(vec![]),
-            log,
+            log: log.clone(),
             delay: Duration::ZERO,
             table: None,
             max_gap: AtomicUsize::new(0),
-        }
+        })
     }
 
-    fn accepting(log: Arc<Mutex<Vec<String>>>) -> Self {
+    fn accepting(log: &Log) -> Arc<Self> {
         ScriptedSink::new(log, |_, batch| Ok(vec![EntryResult::Accepted; batch.len()]))
+    }
+
+    /// An accepting sink whose every call takes `delay`, watching the gap of `table`.
+    fn slow(log: &Log, delay: Duration, table: Option<Arc<MemStore>>) -> Arc<Self> {
+        let mut sink = Arc::into_inner(ScriptedSink::accepting(log)).unwrap();
+        (sink.delay, sink.table) = (delay, table);
+        Arc::new(sink)
     }
 
     fn accepted(&self) -> Vec<ExpiryEvent> {
@@ -162,10 +217,20 @@ impl ScriptedSink {
 
     /// The ids (the key's `id`) of the items whose events were accepted.
     fn accepted_ids(&self) -> HashSet<String> {
-        self.accepted()
-            .iter()
-            .map(|e| e.detail()["key"]["id"]["S"].as_str().unwrap().to_owned())
-            .collect()
+        self.accepted().iter().map(item_id).collect()
+    }
+
+    /// The accepted events of item `id`, in order.
+    fn accepted_of(&self, id: &str) -> Vec<ExpiryEvent> {
+        let mut of = self.accepted();
+        of.retain(|e| item_id(e) == id);
+        of
+    }
+
+    /// The kinds of the accepted events of item `id`, in order.
+    fn kinds_of(&self, id: &str) -> Vec<&'static str> {
+        let of = self.accepted_of(id);
+        of.iter().map(|e| e.kind.detail_type()).collect()
     }
 }
 
@@ -186,14 +251,7 @@ impl Sink for ScriptedSink {
             for (event, result) in batch.iter().zip(&results) {
                 if *result == EntryResult::Accepted {
                     self.accepted.lock().unwrap().push(event.clone());
-                    let id = event.detail()["key"]["id"]["S"]
-                        .as_str()
-                        .unwrap()
-                        .to_owned();
-                    self.log
-                        .lock()
-                        .unwrap()
-                        .push(format!("accepted {} {id}", event.kind.detail_type()));
+                    log_accepted(&self.log, event);
                 }
             }
             Ok(results)
@@ -201,121 +259,90 @@ impl Sink for ScriptedSink {
     }
 }
 
-fn events_config(mode: EventsMode, delete_mode: DeleteMode, item: ItemSource) -> EventsConfig {
-    EventsConfig {
+/// How a sweep publishes: the events mode, the delete mode, the item in the events.
+type How = (EventsMode, DeleteMode, ItemSource);
+
+/// Archive mode with conditional deletes and no item in the events.
+const ARCHIVE: How = (
+    EventsMode::Archive,
+    DeleteMode::Conditional,
+    ItemSource::Off,
+);
+
+/// Notify mode with `delete_mode` deletes and no item in the events.
+fn notify(delete_mode: DeleteMode) -> How {
+    (EventsMode::Notify, delete_mode, ItemSource::Off)
+}
+
+/// The events of a sweep published to `sink` as `how` says.
+fn events((mode, delete_mode, item): How, sink: &Arc<ScriptedSink>) -> Events {
+    let config = EventsConfig {
         target: SinkTarget::EventBridge("default".into()),
         mode,
         item,
         table: TABLE.into(),
         delete_mode,
         max_retries: 3,
-    }
+    };
+    Events::new(&config, sink.clone())
 }
 
-async fn sweep<S: Store>(
-    table: S,
-    sink: Arc<ScriptedSink>,
-    mode: EventsMode,
+/// A sweep of one window at `NOW` with `concurrency` workers, publishing `events`, until `stop`.
+async fn sweep_with(
+    table: &Arc<MemStore>,
+    events: Events,
     delete_mode: DeleteMode,
-    item: ItemSource,
-) -> (Sweeper<S>, SweepReport) {
-    let events = Events::new(&events_config(mode, delete_mode, item), sink)
-        .with_backoff(Duration::from_millis(10), Duration::from_millis(100));
-    let sweeper = Sweeper::new(table, default_schema(), options(delete_mode, 4))
-        .with_events(Arc::new(events));
+    concurrency: usize,
+    stop: &Stop,
+) -> SweepReport {
+    let options = options(delete_mode, concurrency);
+    let sweeper = Sweeper::new(table.clone(), default_schema(), options);
     let now = Timestamp::from_secs(NOW);
-    let window = Window::containing_instant(now, 60);
-    let report = sweeper.sweep_windows(now, &[window], &Stop::never()).await;
-    (sweeper, report)
+    let window = [Window::containing_instant(now, 60)];
+    let sweeper = sweeper.with_events(Arc::new(events));
+    sweeper.sweep_windows(now, &window, stop).await
 }
 
-/// A sweep in notify mode with `delete_mode` deletes and no item in the events.
-async fn sweep_notify<S: Store>(
-    table: S,
-    sink: Arc<ScriptedSink>,
-    delete_mode: DeleteMode,
-) -> (Sweeper<S>, SweepReport) {
-    sweep(
-        table,
-        sink,
-        EventsMode::Notify,
-        delete_mode,
-        ItemSource::Off,
-    )
-    .await
-}
-
-/// A sweep in archive mode with conditional deletes and no item in the events.
-async fn sweep_archive<S: Store>(table: S, sink: Arc<ScriptedSink>) -> (Sweeper<S>, SweepReport) {
-    sweep(
-        table,
-        sink,
-        EventsMode::Archive,
-        DeleteMode::Conditional,
-        ItemSource::Off,
-    )
-    .await
+/// A sweep of `table` publishing to `sink` as `how` says, with short backoffs.
+async fn sweep(table: &Arc<MemStore>, sink: &Arc<ScriptedSink>, how: How) -> SweepReport {
+    let (base, cap) = (Duration::from_millis(10), Duration::from_millis(100));
+    let events = events(how, sink).with_backoff(base, cap);
+    sweep_with(table, events, how.1, 4, &Stop::never()).await
 }
 
 /// A sweep in archive mode with conditional deletes that must stop `after` from now.
-async fn sweep_archive_stopping<S: Store>(
-    table: S,
+async fn sweep_archive_stopping(
+    table: &Arc<MemStore>,
     events: Events,
     after: Duration,
 ) -> SweepReport {
-    let sweeper = Sweeper::new(table, default_schema(), options(DeleteMode::Conditional, 4))
-        .with_events(Arc::new(events));
-    let now = Timestamp::from_secs(NOW);
     let stop = Stop::at(Some(tokio::time::Instant::now() + after));
-    sweeper
-        .sweep_windows(now, &[Window::containing_instant(now, 60)], &stop)
-        .await
-}
-
-/// The events for an archive sweep with conditional deletes and no item.
-fn archive_events(sink: Arc<ScriptedSink>) -> Events {
-    Events::new(
-        &events_config(
-            EventsMode::Archive,
-            DeleteMode::Conditional,
-            ItemSource::Off,
-        ),
-        sink,
-    )
+    sweep_with(table, events, DeleteMode::Conditional, 4, &stop).await
 }
 
 #[tokio::test(start_paused = true)]
 async fn notify_publishes_one_event_per_deleted_item_with_its_stable_id() {
     for delete_mode in [DeleteMode::Batch, DeleteMode::Conditional] {
-        let log = Arc::new(Mutex::new(vec![]));
-        let table = Arc::new(with_items(60, 5, log.clone()));
-        let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-        let (_, report) = sweep_notify(table.clone(), sink.clone(), delete_mode).await;
-        assert_eq!(report.items_deleted, 60, "{delete_mode:?}");
-        assert_eq!(report.events_published, 60);
-        assert_eq!(report.events_failed, 0);
+        let log = Log::default();
+        let table = Arc::new(with_items(60, 5, &log));
+        let sink = ScriptedSink::accepting(&log);
+        let report = sweep(&table, &sink, notify(delete_mode)).await;
+        report.assert_fields("items_deleted=60 events_published=60 events_failed=0");
         assert!(report.is_success());
         assert_eq!(table.ids().len(), 5, "the live items stay");
         let accepted = sink.accepted();
-        let ids: HashSet<String> = accepted.iter().map(|e| e.id.clone()).collect();
+        let ids: HashSet<&String> = accepted.iter().map(|e| &e.id).collect();
         assert_eq!(ids.len(), 60, "one event per item");
         for e in &accepted {
-            let d = e.detail();
-            let k = key(d["key"]["id"]["S"].as_str().unwrap());
-            let ttl = d["ttl"].as_f64().unwrap();
-            assert_eq!(e.id, event_id(TABLE, &k, ttl));
+            let (d, ttl) = (e.detail(), e.detail()["ttl"].as_f64().unwrap());
+            assert_eq!(e.id, event_id(TABLE, &key(&item_id(e)), ttl));
             assert!(d["id"] == e.id.as_str() && d["mode"] == "notify");
             assert_eq!(d["delete_mode"], delete_mode.to_string());
             assert!(ttl < NOW as f64, "events only for expired items");
             assert!(d.get("item").is_none(), "EXPIRY_EVENTS_ITEM=off");
         }
         // Notify: every event after its delete.
-        let log = log.lock().unwrap();
-        for (i, line) in log.iter().enumerate() {
-            if let Some(id) = line.strip_prefix("accepted Item Expired ") {
-                assert!(log[..i].contains(&format!("deleted {id}")), "{line}");
-            }
-        }
+        assert_follows(&log, "accepted Item Expired ", "deleted ");
     }
 }
 
@@ -323,25 +350,20 @@ async fn notify_publishes_one_event_per_deleted_item_with_its_stable_id() {
 async fn notify_publishes_nothing_for_an_item_someone_else_deleted_during_a_throttle_backoff() {
     // The first DeleteItem of these items is throttled (so it deleted nothing), and the
     // application deletes them before the retry, which finds them gone: no event is owed.
-    let log = Arc::new(Mutex::new(vec![]));
-    let removed: HashSet<String> = (0..30).step_by(3).map(|n| format!("e{n:04}")).collect();
-    let table = Arc::new(throttle_then_remove(
-        with_items(30, 0, log.clone()),
-        &removed,
-    ));
-    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-    let (_, report) = sweep_notify(table.clone(), sink.clone(), DeleteMode::Conditional).await;
+    let log = Log::default();
+    let removed = every_third();
+    let table = Arc::new(throttle_then_remove(with_items(30, 0, &log), &removed));
+    let sink = ScriptedSink::accepting(&log);
+    let report = sweep(&table, &sink, notify(DeleteMode::Conditional)).await;
     assert!(table.ids().is_empty(), "{report:?}");
-    assert_eq!(report.items_deleted, 20, "{report:?}");
-    assert_eq!(report.items_gone, 10, "{report:?}");
-    let published: HashSet<String> = sink.accepted_ids();
+    report.assert_fields("items_deleted=20 items_gone=10 events_published=20");
+    let published = sink.accepted_ids();
+    let wrong: Vec<_> = published.intersection(&removed).collect();
     assert!(
-        published.is_disjoint(&removed),
-        "an event for an item the sweep did not delete: {:?}",
-        published.intersection(&removed).collect::<Vec<_>>()
+        wrong.is_empty(),
+        "an event for an item the sweep did not delete: {wrong:?}"
     );
     assert_eq!(published.len(), 20, "{report:?}");
-    assert_eq!(report.events_published, report.items_deleted);
 }
 
 #[tokio::test(start_paused = true)]
@@ -349,221 +371,145 @@ async fn notify_reports_an_item_written_again_after_a_delete_whose_answer_was_lo
     // The first DeleteItem of e0003 is applied, its answer lost, and the application writes the
     // item again, live, before the retry, which finds it with another ttl. The delete happened
     // and no event can be sent for it now: it is reported by key, not counted as kept.
-    let log = Arc::new(Mutex::new(vec![]));
-    let table = lose_delete_answer(with_items(10, 0, log.clone()), ["e0003"]);
+    let log = Log::default();
+    let table = lose_delete_answer(with_items(10, 0, &log), ["e0003"]);
     let put_back = Change::Put((NOW + 3600) as f64);
-    let table = Arc::new(table.change(Op::Delete, When::Key("e0003".into()), "e0003", put_back));
-    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-    let (_, report) = sweep_notify(table.clone(), sink.clone(), DeleteMode::Conditional).await;
-    assert!(log.lock().unwrap().contains(&"deleted e0003".to_string()));
-    assert_eq!(
-        table.ids(),
-        vec!["e0003".to_string()],
-        "the live rewrite stays"
-    );
-    assert_eq!(report.items_skipped, 0, "{report:?}");
-    assert_eq!(report.items_failed, 1, "{report:?}");
-    assert_eq!(report.failed_keys[0].key["id"]["S"], "e0003", "{report:?}");
-    assert!(
-        report.failed_keys[0].reason.contains("written again"),
-        "{report:?}"
-    );
-    assert_eq!(report.events_published, 9, "{report:?}");
+    let table = Arc::new(table.change(Op::Delete, When::Key(e(3)), "e0003", put_back));
+    let sink = ScriptedSink::accepting(&log);
+    let report = sweep(&table, &sink, notify(DeleteMode::Conditional)).await;
+    assert!(logged(&log, "deleted ").contains("e0003"));
+    assert_eq!(table.ids(), ["e0003"], "the live rewrite stays");
+    report.assert_fields("items_skipped=0 items_failed=1 events_published=9");
+    let failed = &report.failed_keys[0];
+    assert_eq!(failed.key["id"]["S"], "e0003", "{report:?}");
+    assert!(failed.reason.contains("written again"), "{report:?}");
 }
 
 #[tokio::test(start_paused = true)]
 async fn notify_publishes_an_item_deleted_by_an_attempt_whose_answer_was_lost() {
     // The first DeleteItem of these items is applied, but its answer is a timeout: the retry
     // finds them gone. They were deleted by this sweep all the same and are owed an event.
-    let log = Arc::new(Mutex::new(vec![]));
-    let lost: HashSet<String> = (0..30).step_by(3).map(|n| format!("e{n:04}")).collect();
-    let table = Arc::new(lose_delete_answer(with_items(30, 0, log.clone()), &lost));
-    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-    let (_, report) = sweep_notify(table.clone(), sink.clone(), DeleteMode::Conditional).await;
+    let log = Log::default();
+    let table = Arc::new(lose_delete_answer(with_items(30, 0, &log), every_third()));
+    let sink = ScriptedSink::accepting(&log);
+    let report = sweep(&table, &sink, notify(DeleteMode::Conditional)).await;
     assert!(table.ids().is_empty(), "every expired item is deleted");
-    assert_eq!(report.items_deleted, 20);
-    assert_eq!(report.items_gone, 10, "found gone by the retry");
-    let deleted: HashSet<String> = log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|l| l.strip_prefix("deleted ").map(str::to_owned))
-        .collect();
+    // Ten found gone by the retry.
+    report.assert_fields("items_deleted=20 items_gone=10 events_published=30");
+    let deleted = logged(&log, "deleted ");
     assert_eq!(deleted.len(), 30);
-    let published: HashSet<String> = sink.accepted_ids();
-    let missing: Vec<&String> = deleted.difference(&published).collect();
+    let published = sink.accepted_ids();
+    let missing: Vec<&String> = deleted.iter().filter(|d| !published.contains(*d)).collect();
     assert!(missing.is_empty(), "deleted without an event: {missing:?}");
-    assert_eq!(report.events_published, 30);
 }
 
 #[tokio::test(start_paused = true)]
 async fn archive_deletes_nothing_the_sink_refused() {
     // Refused outright, and refused (retryable) until the retries run out.
     for retryable in [false, true] {
-        let log = Arc::new(Mutex::new(vec![]));
-        let table = Arc::new(with_items(30, 0, log.clone()));
-        let sink = Arc::new(ScriptedSink::new(log.clone(), move |_, batch| {
-            Ok(vec![
-                EntryResult::Failed {
-                    retryable,
-                    reason: "AccessDeniedException: not allowed".into()
-                };
-                batch.len()
-            ])
-        }));
-        let (_, report) = sweep_archive(table.clone(), sink.clone()).await;
+        let log = Log::default();
+        let table = Arc::new(with_items(30, 0, &log));
+        let sink = ScriptedSink::new(&log, move |_, batch| {
+            let refused = failed(retryable, "AccessDeniedException: not allowed");
+            Ok(vec![refused; batch.len()])
+        });
+        let report = sweep(&table, &sink, ARCHIVE).await;
         assert_eq!(table.ids().len(), 30, "every item is still in the table");
         assert_eq!(table.deleted.load(SeqCst), 0);
-        assert_eq!(report.items_deleted, 0);
-        assert_eq!(report.items_failed, 30, "reported, not skipped");
-        assert_eq!(report.events_failed, 30);
+        // Reported, not skipped.
+        report.assert_fields("items_deleted=0 items_failed=30 events_failed=30");
         assert_eq!(report.failed_event_ids.len(), 30);
+        let not_accepted = "expiry event not accepted";
         assert!(report
             .failed_keys
             .iter()
-            .all(|f| f.reason.starts_with("expiry event not accepted")));
+            .all(|f| f.reason.starts_with(not_accepted)));
         assert!(!report.is_success());
-        let calls = sink.calls.load(SeqCst);
         // Chunks of 25 and 5: batches of 10, 10, 5 and 5, each tried 1 + 3 times if retryable.
         let expected = if retryable { 4 * 4 } else { 4 };
-        assert_eq!(calls, expected);
+        assert_eq!(sink.calls.load(SeqCst), expected);
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn archive_deletes_exactly_what_was_accepted_and_only_after() {
-    let log = Arc::new(Mutex::new(vec![]));
-    let table = Arc::new(with_items(40, 0, log.clone()));
+    let log = Log::default();
+    let table = Arc::new(with_items(40, 0, &log));
+    let number = |id: &str| id[1..].parse::<usize>().unwrap();
     // Odd items refused for good; even ones accepted (after one throttled try for some).
-    let sink = Arc::new(ScriptedSink::new(log.clone(), |call, batch| {
-        Ok(batch
-            .iter()
-            .map(|e| {
-                let id = e.detail()["key"]["id"]["S"].as_str().unwrap().to_owned();
-                let n: usize = id[1..].parse().unwrap();
-                if n % 2 == 1 {
-                    EntryResult::Failed {
-                        retryable: false,
-                        reason: "ValidationException".into(),
-                    }
-                } else if call < 4 && n % 4 == 0 {
-                    EntryResult::Failed {
-                        retryable: true,
-                        reason: "ThrottlingException".into(),
-                    }
-                } else {
-                    EntryResult::Accepted
-                }
-            })
-            .collect())
-    }));
-    let (_, report) = sweep_archive(table.clone(), sink.clone()).await;
-    let left: Vec<String> = table.ids();
+    let sink = ScriptedSink::new(&log, move |call, batch| {
+        let answer = |e: &ExpiryEvent| match number(&item_id(e)) {
+            n if n % 2 == 1 => failed(false, "ValidationException"),
+            n if call < 4 && n % 4 == 0 => failed(true, "ThrottlingException"),
+            _ => EntryResult::Accepted,
+        };
+        Ok(batch.iter().map(answer).collect())
+    });
+    let report = sweep(&table, &sink, ARCHIVE).await;
+    let left = table.ids();
     assert_eq!(left.len(), 20);
-    assert!(left
-        .iter()
-        .all(|id| id[1..].parse::<usize>().unwrap() % 2 == 1));
-    assert_eq!(report.items_deleted, 20);
-    assert_eq!(report.events_published, 20);
-    assert_eq!(report.events_failed, 20);
+    assert!(left.iter().all(|id| number(id) % 2 == 1));
+    report.assert_fields("items_deleted=20 events_published=20 events_failed=20");
     assert!(report.events_retried > 0);
-    let log = log.lock().unwrap();
-    for (i, line) in log.iter().enumerate() {
-        if let Some(id) = line.strip_prefix("deleted ") {
-            assert!(
-                log[..i].contains(&format!("accepted Item Expired {id}")),
-                "{id} deleted before its event was accepted"
-            );
-        }
-    }
+    assert_follows(&log, "deleted ", "accepted Item Expired ");
 }
 
 #[tokio::test(start_paused = true)]
 async fn archive_cancels_an_expiry_whose_ttl_changed_with_the_same_id() {
-    let log = Arc::new(Mutex::new(vec![]));
-    let table = Arc::new(extend_after_read(
-        with_items(10, 0, log.clone()),
-        ["e0003", "e0007"],
-    ));
-    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-    let (_, report) = sweep(
-        table.clone(),
-        sink.clone(),
+    let log = Log::default();
+    let extended = ["e0003", "e0007"];
+    let table = Arc::new(extend_after_read(with_items(10, 0, &log), extended));
+    let sink = ScriptedSink::accepting(&log);
+    let read = (
         EventsMode::Archive,
         DeleteMode::Conditional,
         ItemSource::Read,
-    )
-    .await;
-    assert_eq!(table.ids(), vec!["e0003", "e0007"]);
-    assert_eq!(report.items_deleted, 8);
-    assert_eq!(report.items_skipped, 2);
-    assert_eq!(report.events_published, 10);
-    assert_eq!(report.events_cancelled, 2);
-    assert!(report.is_success());
-    let accepted = sink.accepted();
-    for id in ["e0003", "e0007"] {
-        let of = |kind: &str| {
-            accepted
-                .iter()
-                .filter(|e| e.kind.detail_type() == kind && e.detail()["key"]["id"]["S"] == id)
-                .cloned()
-                .collect::<Vec<_>>()
-        };
-        let (expired, cancelled) = (of("Item Expired"), of("Item Expiry Cancelled"));
-        assert_eq!((expired.len(), cancelled.len()), (1, 1), "{id}");
-        assert_eq!(expired[0].id, cancelled[0].id);
-        assert_eq!(cancelled[0].detail()["reason"], "ttl changed");
-        // EXPIRY_EVENTS_ITEM=read: the expiry carries the item as read, the cancellation not.
-        assert_eq!(
-            expired[0].detail()["item"]["payload"]["S"],
-            format!("data of {id}")
-        );
-        assert!(cancelled[0].detail().get("item").is_none());
-    }
-    assert_eq!(
-        accepted
-            .iter()
-            .filter(|e| e.kind.detail_type() == "Item Expiry Cancelled")
-            .count(),
-        2,
-        "no cancellation for the items deleted"
     );
+    let report = sweep(&table, &sink, read).await;
+    assert_eq!(table.ids(), extended);
+    let fields = "items_deleted=8 items_skipped=2 events_published=10 events_cancelled=2";
+    report.assert_fields(fields);
+    assert!(report.is_success());
+    for id in extended {
+        let of = sink.accepted_of(id);
+        assert_eq!(
+            sink.kinds_of(id),
+            ["Item Expired", "Item Expiry Cancelled"],
+            "{id}"
+        );
+        let (expired, cancelled) = (&of[0], &of[1]);
+        assert_eq!(expired.id, cancelled.id);
+        assert_eq!(cancelled.detail()["reason"], "ttl changed");
+        // EXPIRY_EVENTS_ITEM=read: the expiry carries the item as read, the cancellation not.
+        let payload = &expired.detail()["item"]["payload"]["S"];
+        assert_eq!(*payload, format!("data of {id}"));
+        assert!(cancelled.detail().get("item").is_none());
+    }
+    let cancellation = |e: &&ExpiryEvent| e.kind.detail_type() == "Item Expiry Cancelled";
+    let cancelled = sink.accepted().iter().filter(cancellation).count();
+    assert_eq!(cancelled, 2, "no cancellation for the items deleted");
 }
 
 #[tokio::test(start_paused = true)]
 async fn failed_entries_are_retried_alone_and_published_once() {
-    let log = Arc::new(Mutex::new(vec![]));
-    let table = Arc::new(with_items(25, 0, log.clone()));
+    let log = Log::default();
+    let table = Arc::new(with_items(25, 0, &log));
     let seen = Arc::new(Mutex::new(Vec::<Vec<String>>::new()));
     let record = seen.clone();
     // The first call of each batch fails its even entries; later calls accept.
-    let sink = Arc::new(ScriptedSink::new(log.clone(), move |_, batch| {
+    let sink = ScriptedSink::new(&log, move |_, batch| {
         let ids: Vec<String> = batch.iter().map(|e| e.id.clone()).collect();
-        let first_time = !record
-            .lock()
-            .unwrap()
-            .iter()
-            .flatten()
-            .any(|i| ids.contains(i));
-        record.lock().unwrap().push(ids);
-        Ok(batch
-            .iter()
-            .enumerate()
-            .map(|(i, _)| {
-                if first_time && i % 2 == 0 {
-                    EntryResult::Failed {
-                        retryable: true,
-                        reason: "InternalFailure".into(),
-                    }
-                } else {
-                    EntryResult::Accepted
-                }
-            })
-            .collect())
-    }));
-    let (_, report) = sweep_notify(table.clone(), sink.clone(), DeleteMode::Batch).await;
-    assert_eq!(report.events_published, 25);
-    assert_eq!(report.events_failed, 0);
+        let mut record = record.lock().unwrap();
+        let first_time = !record.iter().flatten().any(|i| ids.contains(i));
+        record.push(ids);
+        let answer = |i: usize| match first_time && i % 2 == 0 {
+            true => failed(true, "InternalFailure"),
+            false => EntryResult::Accepted,
+        };
+        Ok((0..batch.len()).map(answer).collect())
+    });
+    let report = sweep(&table, &sink, notify(DeleteMode::Batch)).await;
+    report.assert_fields("events_published=25 events_failed=0");
     let accepted = sink.accepted();
     let unique: HashSet<&String> = accepted.iter().map(|e| &e.id).collect();
     assert_eq!(
@@ -579,35 +525,22 @@ async fn failed_entries_are_retried_alone_and_published_once() {
 
 #[tokio::test(start_paused = true)]
 async fn notify_events_that_cannot_be_published_are_reported_not_dropped() {
-    let log = Arc::new(Mutex::new(vec![]));
-    let table = Arc::new(with_items(30, 0, log.clone()));
-    let sink = Arc::new(ScriptedSink::new(log.clone(), |n, batch| {
-        if n % 2 == 0 {
-            Err(SinkError::new(true, "PutEvents failed (Transient): 503"))
-        } else {
-            Ok(vec![
-                EntryResult::Failed {
-                    retryable: true,
-                    reason: "ThrottlingException: slow down".into()
-                };
-                batch.len()
-            ])
-        }
-    }));
-    let (_, report) = sweep_notify(table.clone(), sink.clone(), DeleteMode::Batch).await;
-    assert_eq!(report.items_deleted, 30, "notify: deleted first");
-    assert_eq!(report.events_published, 0);
-    assert_eq!(report.events_failed, 30);
-    assert_eq!(report.failed_event_ids.len(), 30);
-    assert!(report
-        .failed_event_ids
-        .iter()
-        .all(|f| f.reason.contains("after 4 attempts")));
-    let ids: HashSet<&str> = report
-        .failed_event_ids
-        .iter()
-        .map(|f| f.id.as_str())
-        .collect();
+    let log = Log::default();
+    let table = Arc::new(with_items(30, 0, &log));
+    let sink = ScriptedSink::new(&log, |n, batch| match n % 2 {
+        0 => Err(SinkError::new(true, "PutEvents failed (Transient): 503")),
+        _ => Ok(vec![
+            failed(true, "ThrottlingException: slow down");
+            batch.len()
+        ]),
+    });
+    let report = sweep(&table, &sink, notify(DeleteMode::Batch)).await;
+    // Notify: deleted first.
+    report.assert_fields("items_deleted=30 events_published=0 events_failed=30");
+    let failed = &report.failed_event_ids;
+    assert_eq!(failed.len(), 30);
+    assert!(failed.iter().all(|f| f.reason.contains("after 4 attempts")));
+    let ids: HashSet<&str> = failed.iter().map(|f| f.id.as_str()).collect();
     assert_eq!(ids.len(), 30);
     assert!(!report.is_success(), "a lost event fails the sweep");
     let v = serde_json::to_value(&report).unwrap();
@@ -617,23 +550,13 @@ async fn notify_events_that_cannot_be_published_are_reported_not_dropped() {
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_sink_pauses_deletes_instead_of_piling_up_events() {
-    let log = Arc::new(Mutex::new(vec![]));
-    let table = Arc::new(with_items(2000, 0, log.clone()));
-    let mut sink = ScriptedSink::accepting(log.clone());
-    sink.delay = Duration::from_millis(200);
-    sink.table = Some(table.clone());
-    let sink = Arc::new(sink);
+    let log = Log::default();
+    let table = Arc::new(with_items(2000, 0, &log));
+    let sink = ScriptedSink::slow(&log, Duration::from_millis(200), Some(table.clone()));
     let concurrency = 2;
-    let events = Events::new(
-        &events_config(EventsMode::Notify, DeleteMode::Batch, ItemSource::Off),
-        sink.clone(),
-    );
-    let sweeper = mem_sweeper(table.clone(), options(DeleteMode::Batch, concurrency))
-        .with_events(Arc::new(events));
-    let now = Timestamp::from_secs(NOW);
-    let report = sweeper
-        .sweep_windows(now, &[Window::containing_instant(now, 60)], &Stop::never())
-        .await;
+    let events = events(notify(DeleteMode::Batch), &sink);
+    let stop = Stop::never();
+    let report = sweep_with(&table, events, DeleteMode::Batch, concurrency, &stop).await;
     assert_eq!(report.events_published, 2000);
     let gap = sink.max_gap.load(SeqCst);
     assert!(
@@ -645,64 +568,37 @@ async fn a_slow_sink_pauses_deletes_instead_of_piling_up_events() {
 
 #[tokio::test(start_paused = true)]
 async fn archive_leaves_items_for_the_next_sweep_when_it_must_stop() {
-    let log = Arc::new(Mutex::new(vec![]));
-    let table = Arc::new(with_items(20, 0, log.clone()));
-    let sink = Arc::new(ScriptedSink::new(log.clone(), |_, _| {
-        Err(SinkError::new(true, "timeout"))
-    }));
-    let events =
-        archive_events(sink.clone()).with_backoff(Duration::from_secs(1), Duration::from_secs(10));
-    let report = sweep_archive_stopping(table.clone(), events, Duration::from_millis(1500)).await;
+    let log = Log::default();
+    let table = Arc::new(with_items(20, 0, &log));
+    let sink = ScriptedSink::new(&log, |_, _| Err(SinkError::new(true, "timeout")));
+    let (base, cap) = (Duration::from_secs(1), Duration::from_secs(10));
+    let events = events(ARCHIVE, &sink).with_backoff(base, cap);
+    let report = sweep_archive_stopping(&table, events, Duration::from_millis(1500)).await;
     assert_eq!(table.ids().len(), 20, "nothing deleted");
-    assert_eq!(report.items_deleted, 0);
+    report.assert_fields("items_deleted=0 events_failed=20");
     assert_eq!(report.items_left + report.items_failed, 20, "{report:?}");
-    assert_eq!(report.events_failed, 20);
 }
 
 #[tokio::test(start_paused = true)]
 async fn auto_items_come_from_conditional_deletes_in_notify_mode_only() {
     for (delete_mode, with_item) in [(DeleteMode::Conditional, true), (DeleteMode::Batch, false)] {
-        let log = Arc::new(Mutex::new(vec![]));
-        let table = Arc::new(with_items(12, 0, log.clone()));
-        let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-        let (_, report) = sweep(
-            table.clone(),
-            sink.clone(),
-            EventsMode::Notify,
-            delete_mode,
-            ItemSource::Auto,
-        )
-        .await;
+        let log = Log::default();
+        let table = Arc::new(with_items(12, 0, &log));
+        let sink = ScriptedSink::accepting(&log);
+        let auto = (EventsMode::Notify, delete_mode, ItemSource::Auto);
+        let report = sweep(&table, &sink, auto).await;
         assert_eq!(report.events_published, 12);
         for e in sink.accepted() {
-            let d = e.detail();
-            let id = d["key"]["id"]["S"].as_str().unwrap();
-            if with_item {
-                assert_eq!(d["item"]["payload"]["S"], format!("data of {id}"));
-            } else {
-                assert!(
-                    d.get("item").is_none(),
-                    "{delete_mode:?}: no item without a read"
-                );
+            let item = e.detail().get("item").cloned();
+            match with_item {
+                true => assert_eq!(
+                    item.unwrap()["payload"]["S"],
+                    format!("data of {}", item_id(&e))
+                ),
+                false => assert!(item.is_none(), "{delete_mode:?}: no item without a read"),
             }
         }
     }
-}
-
-/// The accepted events of item `id`, in order.
-fn accepted_of(sink: &ScriptedSink, id: &str) -> Vec<ExpiryEvent> {
-    sink.accepted()
-        .into_iter()
-        .filter(|e| e.detail()["key"]["id"]["S"] == id)
-        .collect()
-}
-
-/// The kinds of the accepted events of item `id`, in order.
-fn accepted_kinds(sink: &ScriptedSink, id: &str) -> Vec<&'static str> {
-    accepted_of(sink, id)
-        .iter()
-        .map(|e| e.kind.detail_type())
-        .collect()
 }
 
 #[tokio::test(start_paused = true)]
@@ -710,52 +606,36 @@ async fn archive_cancels_an_accepted_expiry_whose_delete_failed_once_its_ttl_cha
     // The sink accepts every expiry; then every delete is throttled until the retries run out.
     // Meanwhile the application extends e0002 and e0005 (they move to a window this sweep does
     // not read) and deletes e0007.
-    let log = Arc::new(Mutex::new(vec![]));
-    let table = extend_after_read(with_items(10, 0, log.clone()), ["e0002", "e0005"])
+    let log = Log::default();
+    let table = extend_after_read(with_items(10, 0, &log), ["e0002", "e0005"])
         .change(Op::Query, When::Always, "e0007", Change::Remove)
         .fault(Op::Delete, When::Always, Fault::Fail(ErrorKind::Throttled));
     let table = Arc::new(table);
-    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-    let (_, report) = sweep_archive(table.clone(), sink.clone()).await;
-    assert_eq!(report.events_published, 10, "{report:?}");
-    // The extended items: their expiry is cancelled, with its id, and they count as kept.
+    let sink = ScriptedSink::accepting(&log);
+    let report = sweep(&table, &sink, ARCHIVE).await;
+    // The extended items: their expiry is cancelled, with its id, and they count as kept. The
+    // item the application deleted: the expiry stands, nothing more is owed. The rest are still
+    // expired with the ttl read: reported, for the next sweep to publish again and delete.
+    let fields = "events_published=10 events_cancelled=2 items_skipped=2 items_gone=1";
+    report.assert_fields(&format!("{fields} items_failed=7"));
     for id in ["e0002", "e0005"] {
-        assert_eq!(
-            accepted_kinds(&sink, id),
-            ["Item Expired", "Item Expiry Cancelled"],
-            "{id}"
-        );
+        let kinds = sink.kinds_of(id);
+        assert_eq!(kinds, ["Item Expired", "Item Expiry Cancelled"], "{id}");
     }
-    assert_eq!(report.events_cancelled, 2, "{report:?}");
-    assert_eq!(report.items_skipped, 2, "{report:?}");
-    // The item the application deleted: the expiry stands, nothing more is owed.
-    assert_eq!(accepted_kinds(&sink, "e0007"), ["Item Expired"]);
-    assert_eq!(report.items_gone, 1, "{report:?}");
-    // The rest are still expired with the ttl read: reported, for the next sweep to publish
-    // again and delete.
-    assert_eq!(report.items_failed, 7, "{report:?}");
+    assert_eq!(sink.kinds_of("e0007"), ["Item Expired"]);
     let failed: HashSet<String> = report
         .failed_keys
         .iter()
         .map(|f| f.key["id"]["S"].as_str().unwrap().to_owned())
         .collect();
-    assert!(
-        failed.is_disjoint(&["e0002", "e0005", "e0007"].map(String::from).into()),
-        "{failed:?}"
-    );
+    let settled = ["e0002", "e0005", "e0007"].map(String::from).into();
+    assert!(failed.is_disjoint(&settled), "{failed:?}");
     assert!(!report.is_success());
-    assert_eq!(
-        report.items_found,
-        report.items_deleted
-            + report.items_skipped
-            + report.items_gone
-            + report.items_failed
-            + report.items_left
-    );
+    assert_accounted(&report);
     assert_eq!(table.ids().len(), 9, "nothing deleted");
     // The next sweep, with deletes working again, settles the rest with the same ids.
-    let table = Arc::new(holding(table.items(), log.clone()));
-    let (_, again) = sweep_archive(table.clone(), sink.clone()).await;
+    let table = Arc::new(holding(table.items(), &log));
+    let again = sweep(&table, &sink, ARCHIVE).await;
     assert_eq!(again.items_deleted, 7, "{again:?}");
     assert_eq!(table.ids(), ["e0002", "e0005"]);
 }
@@ -764,45 +644,31 @@ async fn archive_cancels_an_accepted_expiry_whose_delete_failed_once_its_ttl_cha
 async fn archive_cancels_an_accepted_expiry_left_by_a_stop_once_its_ttl_changed() {
     // The sink takes 10 ms to accept; the sweep must stop after 5 ms: every expiry is accepted,
     // no delete is made. The application extended e0003 meanwhile.
-    let log = Arc::new(Mutex::new(vec![]));
-    let table = Arc::new(extend_after_read(with_items(6, 0, log.clone()), ["e0003"]));
-    let mut sink = ScriptedSink::accepting(log.clone());
-    sink.delay = Duration::from_millis(10);
-    let sink = Arc::new(sink);
-    let report = sweep_archive_stopping(
-        table.clone(),
-        archive_events(sink.clone()),
-        Duration::from_millis(5),
-    )
-    .await;
-    assert_eq!(report.events_published, 6, "{report:?}");
+    let log = Log::default();
+    let table = Arc::new(extend_after_read(with_items(6, 0, &log), ["e0003"]));
+    let sink = ScriptedSink::slow(&log, Duration::from_millis(10), None);
+    let after = Duration::from_millis(5);
+    let report = sweep_archive_stopping(&table, events(ARCHIVE, &sink), after).await;
     assert_eq!(table.ids().len(), 6, "nothing deleted");
-    assert_eq!(
-        accepted_kinds(&sink, "e0003"),
-        ["Item Expired", "Item Expiry Cancelled"]
-    );
-    assert_eq!(report.events_cancelled, 1, "{report:?}");
-    assert_eq!(report.items_skipped, 1, "{report:?}");
-    assert_eq!(
-        report.items_left, 5,
-        "the others, for the next sweep: {report:?}"
-    );
+    let kinds = sink.kinds_of("e0003");
+    assert_eq!(kinds, ["Item Expired", "Item Expiry Cancelled"]);
+    // The others are left for the next sweep.
+    let fields = "events_published=6 events_cancelled=1 items_skipped=1 items_left=5";
+    report.assert_fields(fields);
 }
 
 #[tokio::test(start_paused = true)]
 async fn archive_without_the_re_read_reports_what_it_could_not_settle() {
     // As above, but the re-read is refused: nothing is cancelled on a guess, every item whose
     // delete failed stays reported as failed.
-    let log = Arc::new(Mutex::new(vec![]));
-    let table = extend_after_read(with_items(5, 0, log.clone()), ["e0002"])
+    let log = Log::default();
+    let table = extend_after_read(with_items(5, 0, &log), ["e0002"])
         .fault(Op::Delete, When::Always, Fault::Fail(ErrorKind::Throttled))
         .fault(Op::Get, When::Always, Fault::Fail(ErrorKind::Auth));
     let table = Arc::new(table);
-    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-    let (_, report) = sweep_archive(table.clone(), sink.clone()).await;
-    assert_eq!(report.events_published, 5, "{report:?}");
-    assert_eq!(report.events_cancelled, 0, "{report:?}");
-    assert_eq!(report.items_failed, 5, "{report:?}");
+    let sink = ScriptedSink::accepting(&log);
+    let report = sweep(&table, &sink, ARCHIVE).await;
+    report.assert_fields("events_published=5 events_cancelled=0 items_failed=5");
     assert!(!report.is_success());
     assert_eq!(table.ids().len(), 5);
 }
@@ -814,41 +680,35 @@ async fn archive_without_the_re_read_reports_what_it_could_not_settle() {
 /// neither deleted nor cancelled — the expiry the consumer holds is not followed by anything.
 #[tokio::test(start_paused = true)]
 async fn archive_after_a_crash_between_expiry_and_delete() {
-    let log = Arc::new(Mutex::new(vec![]));
-    let table =
-        Arc::new(with_items(4, 0, log.clone()).fault(Op::Delete, When::Always, Fault::Stall));
-    let sink = Arc::new(ScriptedSink::accepting(log.clone()));
-    let died = tokio::time::timeout(
-        Duration::from_secs(60),
-        sweep_archive(table.clone(), sink.clone()),
-    )
-    .await;
+    let log = Log::default();
+    let table = with_items(4, 0, &log).fault(Op::Delete, When::Always, Fault::Stall);
+    let table = Arc::new(table);
+    let sink = ScriptedSink::accepting(&log);
+    let crashed = sweep(&table, &sink, ARCHIVE);
+    let died = tokio::time::timeout(Duration::from_secs(60), crashed).await;
     assert!(died.is_err(), "the first sweep never got past its deletes");
     assert_eq!(sink.accepted().len(), 4, "every expiry was accepted");
     // After the crash the application extends e0001 (to a window the next sweep does not read).
     let mut items = table.items();
-    items
-        .get_mut("e0001")
-        .unwrap()
-        .insert("ttl".into(), AV::N((NOW + 3600).to_string()));
-    let table = Arc::new(holding(items, log.clone()));
-    let (_, report) = sweep_archive(table.clone(), sink.clone()).await;
-    assert_eq!(report.items_deleted, 3, "{report:?}");
+    let extended = items.get_mut("e0001").unwrap();
+    extended.insert("ttl".into(), AV::N((NOW + 3600).to_string()));
+    let table = Arc::new(holding(items, &log));
+    let report = sweep(&table, &sink, ARCHIVE).await;
+    report.assert_fields("items_deleted=3 events_cancelled=0");
     assert_eq!(table.ids(), ["e0001"], "the extended item stays");
     for id in ["e0000", "e0002", "e0003"] {
-        let ids: Vec<String> = accepted_of(&sink, id).into_iter().map(|e| e.id).collect();
+        let ids: Vec<String> = sink.accepted_of(id).into_iter().map(|e| e.id).collect();
         assert_eq!(ids.len(), 2, "{id}: published again");
         assert_eq!(ids[0], ids[1], "{id}: with the same id");
     }
     // The limit: nothing follows the extended item's accepted expiry.
-    assert_eq!(accepted_kinds(&sink, "e0001"), ["Item Expired"]);
-    assert_eq!(report.events_cancelled, 0);
+    assert_eq!(sink.kinds_of("e0001"), ["Item Expired"]);
 }
 
 /// A sink whose every answer is drawn from `seed`: accepted, refused (retryable or not), a whole
 /// call failing, or a call the sink accepted whose answer was lost (the events are logged as
 /// accepted, the publisher sees an error and sends them again).
-fn chaotic_sink(log: Arc<Mutex<Vec<String>>>, seed: u64) -> ScriptedSink {
+fn chaotic_sink(log: &Log, seed: u64) -> Arc<ScriptedSink> {
     let rng = Mutex::new(fastrand::Rng::with_seed(seed));
     let lost_log = log.clone();
     ScriptedSink::new(log, move |_, batch| {
@@ -856,34 +716,18 @@ fn chaotic_sink(log: Arc<Mutex<Vec<String>>>, seed: u64) -> ScriptedSink {
         match rng.u8(0..20) {
             0 => return Err(SinkError::new(true, "503 Service Unavailable")),
             1 => {
-                for e in batch {
-                    let id = e.detail()["key"]["id"]["S"].as_str().unwrap().to_owned();
-                    lost_log
-                        .lock()
-                        .unwrap()
-                        .push(format!("accepted {} {id}", e.kind.detail_type()));
-                }
-                return Err(SinkError::new(
-                    true,
-                    "connection reset after the request was sent",
-                ));
+                batch.iter().for_each(|e| log_accepted(&lost_log, e));
+                let lost = "connection reset after the request was sent";
+                return Err(SinkError::new(true, lost));
             }
             _ => {}
         }
-        Ok(batch
-            .iter()
-            .map(|_| match rng.u8(0..10) {
-                0..=5 => EntryResult::Accepted,
-                6..=8 => EntryResult::Failed {
-                    retryable: true,
-                    reason: "ThrottlingException".into(),
-                },
-                _ => EntryResult::Failed {
-                    retryable: false,
-                    reason: "ValidationException".into(),
-                },
-            })
-            .collect())
+        let answer = |_| match rng.u8(0..10) {
+            0..=5 => EntryResult::Accepted,
+            6..=8 => failed(true, "ThrottlingException"),
+            _ => failed(false, "ValidationException"),
+        };
+        Ok(batch.iter().map(answer).collect())
     })
 }
 
@@ -908,9 +752,9 @@ proptest::proptest! {
             .build()
             .unwrap();
         rt.block_on(async {
-            let log = Arc::new(Mutex::new(vec![]));
-            let ids = |set: &BTreeSet<usize>| set.iter().map(|n| format!("e{n:04}")).collect::<Vec<_>>();
-            let table = extend_after_read(with_items(items, 3, log.clone()), ids(&extended));
+            let log = Log::default();
+            let ids = |set: &BTreeSet<usize>| set.iter().copied().map(e).collect::<Vec<_>>();
+            let table = extend_after_read(with_items(items, 3, &log), ids(&extended));
             let table = throttle_then_remove(table, ids(&throttled_then_removed));
             let table = for_each(table, ids(&unprocessed), |t, id| {
                 t.fault(Op::BatchDelete, When::Key(id.into()), Fault::Unprocessed)
@@ -920,7 +764,7 @@ proptest::proptest! {
                 .iter()
                 .map(|(id, item)| (id.clone(), ttl_of(item)))
                 .collect();
-            let sink = Arc::new(chaotic_sink(log.clone(), seed));
+            let sink = chaotic_sink(&log, seed);
             // Notify mode with both delete modes: batch (the default) on odd seeds.
             let (mode, delete_mode) = if archive {
                 (EventsMode::Archive, DeleteMode::Conditional)
@@ -930,45 +774,29 @@ proptest::proptest! {
                 (EventsMode::Notify, DeleteMode::Conditional)
             };
             let table = Arc::new(table);
-            let (_, report) = sweep(table.clone(), sink.clone(), mode, delete_mode, ItemSource::Off).await;
-            let log = log.lock().unwrap();
-            for (i, line) in log.iter().enumerate() {
-                if archive {
-                    if let Some(id) = line.strip_prefix("deleted ") {
-                        assert!(log[..i].contains(&format!("accepted Item Expired {id}")), "{id}: {log:?}");
-                    }
-                } else if let Some(id) = line.strip_prefix("accepted Item Expired ") {
-                    assert!(log[..i].contains(&format!("deleted {id}")), "{id}: {log:?}");
-                }
-                if let Some(id) = line.strip_prefix("accepted Item Expiry Cancelled ") {
-                    assert!(archive && table.ids().contains(&id.to_owned()), "{id}");
-                }
+            let report = sweep(&table, &sink, (mode, delete_mode, ItemSource::Off)).await;
+            if archive {
+                assert_follows(&log, "deleted ", "accepted Item Expired ");
+            } else {
+                assert_follows(&log, "accepted Item Expired ", "deleted ");
             }
-            assert_eq!(
-                report.items_found,
-                report.items_deleted + report.items_skipped + report.items_gone
-                    + report.items_failed + report.items_left,
-                "{report:?}"
-            );
+            for id in logged(&log, "accepted Item Expiry Cancelled ") {
+                assert!(archive && table.ids().contains(&id), "{id}");
+            }
+            assert_accounted(&report);
             assert_eq!(report.items_found, items as u64);
             for e in sink.accepted() {
-                let id = e.detail()["key"]["id"]["S"].as_str().unwrap().to_owned();
+                let id = item_id(&e);
                 assert!(before[&id] < NOW as f64, "events only for expired items");
                 assert_eq!(e.id, event_id(TABLE, &key(&id), before[&id]));
             }
             if !archive {
                 // Every deletion's event is accepted or reported, and only a deletion's.
-                assert_eq!(
-                    report.items_deleted,
-                    report.events_published + report.events_failed,
-                    "{report:?}"
-                );
+                let accounted = report.events_published + report.events_failed;
+                assert_eq!(report.items_deleted, accounted, "{report:?}");
                 // Every item this sweep deleted has its event; none that someone else deleted.
-                let deleted: BTreeSet<String> = log
-                    .iter()
-                    .filter_map(|l| l.strip_prefix("deleted ").map(str::to_owned))
-                    .collect();
                 // (Notify mode publishes no cancellations: every accepted event is an expiry.)
+                let deleted = logged(&log, "deleted ");
                 let expired: BTreeSet<String> = sink.accepted_ids().into_iter().collect();
                 assert!(expired.is_subset(&deleted), "{report:?}");
                 if report.events_failed == 0 {

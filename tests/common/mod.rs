@@ -768,15 +768,32 @@ pub fn removed(report: &ttl_sweeper::engine::SweepReport) -> u64 {
     report.items_deleted + report.items_gone
 }
 
-/// Asserts each `field=value` of `fields` (values in JSON) on a report, printed on failure.
-#[track_caller]
-pub fn assert_fields(report: &impl serde::Serialize, fields: &str) {
-    let report = serde_json::to_value(report).unwrap();
-    for pair in fields.split_whitespace() {
-        let (field, want) = pair.split_once('=').expect("field=value");
-        let want: serde_json::Value = serde_json::from_str(want).expect("a JSON value");
-        assert_eq!(report[field], want, "{field}: {report}");
+/// Checks of a report's fields by name.
+pub trait AssertFields {
+    /// Asserts each `field=value` of `fields` (values in JSON), printing the report on failure.
+    fn assert_fields(&self, fields: &str);
+}
+
+impl<T: serde::Serialize> AssertFields for T {
+    #[track_caller]
+    fn assert_fields(&self, fields: &str) {
+        let report = serde_json::to_value(self).unwrap();
+        for pair in fields.split_whitespace() {
+            let (field, want) = pair.split_once('=').expect("field=value");
+            let want: serde_json::Value = serde_json::from_str(want).expect("a JSON value");
+            assert_eq!(report[field], want, "{field}: {report}");
+        }
     }
+}
+
+/// Asserts that every item a sweep found has one outcome.
+#[track_caller]
+pub fn assert_accounted(r: &SweepReport) {
+    let outcomes = r.items_deleted + r.items_skipped + r.items_gone + r.items_failed + r.items_left;
+    assert_eq!(
+        r.items_found, outcomes,
+        "every item found has one outcome: {r:?}"
+    );
 }
 
 /// [`removed`] for a report printed as JSON.
