@@ -12,25 +12,32 @@ use serde_json::Value;
 use ttl_sweeper::engine::hook::Delivery;
 use ttl_sweeper::engine::Stop;
 use ttl_sweeper::events::aws::{EventBridgeSink, FirehoseSink, SqsSink};
-use ttl_sweeper::events::{EventFacts, EventsMode, ExpiryEvent, Publisher, Sink, SinkKind};
+use ttl_sweeper::events::{
+    EventFacts, EventsMode, ExpiryEvent, Published, Publisher, Sink, SinkKind,
+};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::Key;
 
+mod common;
+use common::mem_store::{default_schema, key};
+
+/// The facts of the deletion of the item at `key` from `sessions`, published in `mode`.
+fn facts(key: &Key, mode: EventsMode) -> EventFacts<'_> {
+    EventFacts {
+        table: "sessions",
+        key,
+        ttl: 1_700_000_000.0,
+        deleted_at: Timestamp::from_millis(1_700_000_000_500),
+        delete_mode: "conditional",
+        mode,
+        item: None,
+    }
+}
+
+/// The expiries of items `k0`, `k1`... in notify mode.
 fn events(n: usize) -> Vec<ExpiryEvent> {
-    (0..n)
-        .map(|i| {
-            let key: Key = [("id".to_string(), AV::S(format!("k{i}")))].into();
-            ExpiryEvent::expired(&EventFacts {
-                table: "sessions",
-                key: &key,
-                ttl: 1_700_000_000.0,
-                deleted_at: Timestamp::from_millis(1_700_000_000_500),
-                delete_mode: "conditional",
-                mode: EventsMode::Notify,
-                item: None,
-            })
-        })
-        .collect()
+    let event = |i| ExpiryEvent::expired(&facts(&key(&format!("k{i}")), EventsMode::Notify));
+    (0..n).map(event).collect()
 }
 
 fn publisher(sink: impl Sink + 'static, kind: SinkKind) -> Publisher {
@@ -45,6 +52,17 @@ fn all_accepted(deliveries: &[Delivery]) -> bool {
     deliveries.iter().all(|d| *d == Delivery::Accepted)
 }
 
+/// Whether every delivery failed, with `reason` in its reason.
+fn all_failed(deliveries: &[Delivery], reason: &str) -> bool {
+    let failed = |d: &Delivery| matches!(d, Delivery::Failed(r) if r.contains(reason));
+    deliveries.iter().all(failed)
+}
+
+/// `events` published by `p`, never stopped.
+async fn publish(p: Publisher, events: Vec<ExpiryEvent>) -> Published {
+    p.publish(events, &Stop::never()).await
+}
+
 mod eventbridge {
     use super::*;
     use aws_sdk_eventbridge::error::ErrorMetadata;
@@ -57,6 +75,16 @@ mod eventbridge {
         PutEventsResultEntry::builder()
             .event_id(format!("eb-{n}"))
             .build()
+    }
+
+    fn refused(code: &str, message: &str) -> PutEventsResultEntry {
+        let entry = PutEventsResultEntry::builder().error_code(code);
+        entry.error_message(message).build()
+    }
+
+    /// A publisher to the bus `bus` through `client`.
+    fn to_bus(client: Client, bus: &str) -> Publisher {
+        publisher(EventBridgeSink::new(client, bus), SinkKind::EventBridge)
     }
 
     #[tokio::test]
@@ -80,10 +108,7 @@ mod eventbridge {
             let results = (0..entries.len())
                 .map(|i| {
                     if first && i == 1 {
-                        PutEventsResultEntry::builder()
-                            .error_code("ThrottlingException")
-                            .error_message("Rate exceeded")
-                            .build()
+                        refused("ThrottlingException", "Rate exceeded")
                     } else {
                         ok(i)
                     }
@@ -95,11 +120,7 @@ mod eventbridge {
                 .build()
         });
         let client = mock_client!(aws_sdk_eventbridge, RuleMode::MatchAny, [&rule]);
-        let p = publisher(
-            EventBridgeSink::new(client, "expiries"),
-            SinkKind::EventBridge,
-        );
-        let out = p.publish(events(13), &Stop::never()).await;
+        let out = publish(to_bus(client, "expiries"), events(13)).await;
         assert!(all_accepted(&out.deliveries), "{out:?}");
         assert_eq!(out.retried, 1);
         assert_eq!(
@@ -129,11 +150,7 @@ mod eventbridge {
             })
             .build();
         let client = mock_client!(aws_sdk_eventbridge, RuleMode::MatchAny, [&internal]);
-        let p = publisher(
-            EventBridgeSink::new(client, "default"),
-            SinkKind::EventBridge,
-        );
-        let out = p.publish(events(4), &Stop::never()).await;
+        let out = publish(to_bus(client, "default"), events(4)).await;
         assert!(all_accepted(&out.deliveries), "{out:?}");
         assert_eq!(out.retried, 8, "4 events sent again twice");
 
@@ -143,27 +160,15 @@ mod eventbridge {
                 .set_entries(Some(
                     req.entries()
                         .iter()
-                        .map(|_| {
-                            PutEventsResultEntry::builder()
-                                .error_code("MalformedDetail")
-                                .error_message("Detail is malformed")
-                                .build()
-                        })
+                        .map(|_| refused("MalformedDetail", "Detail is malformed"))
                         .collect(),
                 ))
                 .build()
         });
         let client = mock_client!(aws_sdk_eventbridge, RuleMode::MatchAny, [&refused]);
-        let p = publisher(
-            EventBridgeSink::new(client, "default"),
-            SinkKind::EventBridge,
-        );
-        let out = p.publish(events(2), &Stop::never()).await;
+        let out = publish(to_bus(client, "default"), events(2)).await;
         assert_eq!(refused.num_calls(), 1, "not retried");
-        assert!(out
-            .deliveries
-            .iter()
-            .all(|d| matches!(d, Delivery::Failed(r) if r.contains("MalformedDetail"))));
+        assert!(all_failed(&out.deliveries, "MalformedDetail"));
     }
 
     #[tokio::test]
@@ -174,16 +179,9 @@ mod eventbridge {
                 .build()
         });
         let client = mock_client!(aws_sdk_eventbridge, RuleMode::MatchAny, [&short]);
-        let p = publisher(
-            EventBridgeSink::new(client, "default"),
-            SinkKind::EventBridge,
-        );
-        let out = p.publish(events(3), &Stop::never()).await;
+        let out = publish(to_bus(client, "default"), events(3)).await;
         assert_eq!(short.num_calls(), 4, "retried, then given up");
-        assert!(out
-            .deliveries
-            .iter()
-            .all(|d| matches!(d, Delivery::Failed(r) if r.contains("answered 1 entries for 3"))));
+        assert!(all_failed(&out.deliveries, "answered 1 entries for 3"));
     }
 }
 
@@ -251,8 +249,7 @@ mod sqs {
         });
         let client = mock_client!(aws_sdk_sqs, RuleMode::MatchAny, [&rule]);
         let sink = SqsSink::new(client, "http://127.0.0.1:1/000000000000/expiries");
-        let p = publisher(sink, SinkKind::Sqs);
-        let out = p.publish(events(4), &Stop::never()).await;
+        let out = publish(publisher(sink, SinkKind::Sqs), events(4)).await;
         assert_eq!(out.deliveries[0], Delivery::Accepted);
         assert_eq!(
             out.deliveries[1],
@@ -296,23 +293,11 @@ mod sqs {
         let sink = SqsSink::new(client, "https://sqs.us-east-1.amazonaws.com/1/e.fifo");
         // Three expiries, and the cancellation of the first, in one batch.
         let mut batch = events(3);
-        let key: Key = [("id".to_string(), AV::S("k0".into()))].into();
-        batch.push(ExpiryEvent::cancelled(
-            &EventFacts {
-                table: "sessions",
-                key: &key,
-                ttl: 1_700_000_000.0,
-                deleted_at: Timestamp::from_millis(1_700_000_000_500),
-                delete_mode: "conditional",
-                mode: EventsMode::Archive,
-                item: None,
-            },
-            Timestamp::from_millis(1_700_000_000_600),
-        ));
+        let (k0, cancelled_at) = (key("k0"), Timestamp::from_millis(1_700_000_000_600));
+        let facts = facts(&k0, EventsMode::Archive);
+        batch.push(ExpiryEvent::cancelled(&facts, cancelled_at));
         assert_eq!(batch[3].id, batch[0].id, "the cancellation of the first");
-        let out = publisher(sink, SinkKind::Sqs)
-            .publish(batch, &Stop::never())
-            .await;
+        let out = publish(publisher(sink, SinkKind::Sqs), batch).await;
         assert!(all_accepted(&out.deliveries));
         assert_eq!(rule.num_calls(), 1);
     }
@@ -367,7 +352,7 @@ mod firehose {
         });
         let client = mock_client!(aws_sdk_firehose, RuleMode::MatchAny, [&rule]);
         let p = publisher(FirehoseSink::new(client, "archive"), SinkKind::Firehose);
-        let out = p.publish(events(25), &Stop::never()).await;
+        let out = publish(p, events(25)).await;
         assert!(all_accepted(&out.deliveries), "{out:?}");
         assert_eq!(
             *sizes.lock().unwrap(),
@@ -383,8 +368,7 @@ mod dynamodb {
     use aws_sdk_dynamodb::operation::delete_item::DeleteItemOutput;
     use aws_sdk_dynamodb::types::ReturnValue;
     use aws_sdk_dynamodb::Client;
-    use ttl_sweeper::expiry::Layout;
-    use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, Store, TableSchema};
+    use ttl_sweeper::store::{ConditionalOutcome, DynamoStore, Store};
 
     #[tokio::test]
     async fn a_returning_conditional_delete_asks_for_the_old_item_and_only_then() {
@@ -401,13 +385,7 @@ mod dynamodb {
             .then_output(|| DeleteItemOutput::builder().build());
         let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&returning, &plain]);
         let store = DynamoStore::new(client);
-        let schema = TableSchema {
-            table_name: "sessions".into(),
-            index_name: "expirationWindowIndex".into(),
-            key_attributes: vec!["id".into()],
-            layout: Layout::default(),
-        };
-        let key: Key = [("id".to_string(), AV::S("k1".into()))].into();
+        let (schema, key) = (default_schema(), key("k1"));
         let now = Timestamp::from_secs(1_700_000_000);
         let (outcome, item) = store
             .delete_if_expired(&schema, key.clone(), "1699999990", now, true)

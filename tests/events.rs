@@ -29,17 +29,16 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
 use common::{
-    clock, config, exists, extend_ttl, id_key, new_table, put_many, removed_json, run, scan_all,
-    session, simple_table, sweeper_over, BeforeDelete, Instrumented, AV,
+    clock, config, exists, extend_ttl, id_key, id_set, new_table, put_many, removed_json, run,
+    session, simple_table, sweeper_over, AssertFields, BeforeDelete, Instrumented, AV,
 };
 use fault_proxy::{Fault, FaultProxy, Plan};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use ttl_sweeper::engine::{Stop, SweepReport, Sweeper};
+use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::events::aws::{EventBridgeSink, FirehoseSink, SqsSink};
 use ttl_sweeper::events::{Events, Sink};
-use ttl_sweeper::expiry::window::window_key;
-use ttl_sweeper::store::Key;
+use ttl_sweeper::store::{DynamoStore, Key};
 
 // ------------------------------------------------------------------------------------ sinks
 
@@ -83,12 +82,13 @@ impl TestSink {
                 (format!("firehose:{name}"), None, Some(name))
             }
         };
+        let received = Mutex::default();
         TestSink {
             kind,
             setting,
             queue,
             bucket,
-            received: Mutex::new(Vec::new()),
+            received,
         }
     }
 
@@ -98,64 +98,43 @@ impl TestSink {
 
     /// Every event received so far, as `{"source", "detail-type", "detail"}`.
     async fn events(&self) -> Vec<Value> {
-        match (&self.queue, &self.bucket) {
-            (Some(queue), _) => {
-                let new = moto::drain_queue(&moto::sqs().await, queue).await;
-                let mut received = self.received.lock().unwrap();
-                received.extend(new.into_iter().map(|body| {
-                    // EventBridge delivers its own envelope; SQS gets ours. Same three fields.
-                    json!({
-                        "source": body["source"],
-                        "detail-type": body["detail-type"],
-                        "detail": body["detail"],
-                    })
-                }));
-                received.clone()
-            }
-            (None, Some(bucket)) => {
-                let bucket = bucket.clone();
-                tokio::task::spawn_blocking(move || moto::bucket_json_lines(&bucket))
-                    .await
-                    .unwrap()
-            }
-            (None, None) => unreachable!(),
+        if let Some(bucket) = self.bucket.clone() {
+            let lines = tokio::task::spawn_blocking(move || moto::bucket_json_lines(&bucket));
+            return lines.await.unwrap();
         }
+        let new = moto::drain_queue(&moto::sqs().await, self.queue.as_ref().unwrap()).await;
+        let mut received = self.received.lock().unwrap();
+        // EventBridge delivers its own envelope; SQS gets ours. Same three fields.
+        received.extend(new.into_iter().map(|body| {
+            json!({"source": body["source"], "detail-type": body["detail-type"], "detail": body["detail"]})
+        }));
+        received.clone()
     }
 
     /// The production adapter for this sink, through `endpoint` (moto or a proxy in front of
     /// it), with the production client settings except a short attempt timeout.
     async fn adapter(&self, endpoint: &str, attempt_timeout: Duration) -> Arc<dyn Sink> {
-        use aws_config::retry::RetryConfig;
-        use aws_config::timeout::TimeoutConfig;
-        let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(aws_config::Region::new("us-east-1"))
-            .endpoint_url(endpoint)
-            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-                "local", "local", None, None, "tests",
-            ))
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(1))
-                    .operation_attempt_timeout(attempt_timeout)
-                    .operation_timeout(attempt_timeout)
-                    .build(),
-            )
-            .retry_config(RetryConfig::disabled())
-            .load()
-            .await;
+        use aws_config::{retry::RetryConfig, timeout::TimeoutConfig};
+        let timeouts = TimeoutConfig::builder()
+            .connect_timeout(Duration::from_secs(1))
+            .operation_attempt_timeout(attempt_timeout)
+            .operation_timeout(attempt_timeout)
+            .build();
+        let shared = moto::sdk(endpoint).await.to_builder();
+        let shared = shared
+            .timeout_config(timeouts)
+            .retry_config(RetryConfig::disabled());
+        let (shared, target) = (shared.build(), self.target());
         match self.kind {
-            Kind::Sqs => Arc::new(SqsSink::new(
-                aws_sdk_sqs::Client::new(&shared),
-                self.target(),
-            )),
-            Kind::EventBridge => Arc::new(EventBridgeSink::new(
-                aws_sdk_eventbridge::Client::new(&shared),
-                self.target(),
-            )),
-            Kind::Firehose => Arc::new(FirehoseSink::new(
-                aws_sdk_firehose::Client::new(&shared),
-                self.target(),
-            )),
+            Kind::Sqs => Arc::new(SqsSink::new(aws_sdk_sqs::Client::new(&shared), target)),
+            Kind::EventBridge => {
+                let client = aws_sdk_eventbridge::Client::new(&shared);
+                Arc::new(EventBridgeSink::new(client, target))
+            }
+            Kind::Firehose => {
+                let client = aws_sdk_firehose::Client::new(&shared);
+                Arc::new(FirehoseSink::new(client, target))
+            }
         }
     }
 }
@@ -182,54 +161,127 @@ fn event_item_id(e: &Value) -> String {
         .to_owned()
 }
 
-/// Checks one event against the contract and against the items written; returns the item id.
-fn check_event(
-    e: &Value,
-    table: &str,
-    expired: &HashMap<String, i64>,
-    mode: &str,
-    delete_mode: &str,
-) -> String {
-    assert_eq!(e["source"], "ttl-sweeper", "{e}");
-    let d = &e["detail"];
-    assert_eq!(d["version"], 1, "{e}");
-    assert_eq!(d["table"], table, "{e}");
-    assert_eq!(d["mode"], mode, "{e}");
-    assert_eq!(d["delete_mode"], delete_mode, "{e}");
-    let id = event_item_id(e);
-    assert_eq!(
-        d["key"],
-        json!({"id": {"S": id}}),
-        "the key is the primary key only, in DynamoDB JSON: {e}"
-    );
-    let ttl = *expired
-        .get(&id)
-        .unwrap_or_else(|| panic!("an event for {id}, which was not expired: {e}"));
-    assert_eq!(d["ttl"].as_f64(), Some(ttl as f64), "{e}");
-    assert_eq!(
-        d["id"].as_str(),
-        Some(contract_id(table, &d["key"], ttl as f64).as_str()),
-        "the id is SHA-256 of table, key and ttl: {e}"
-    );
-    let deleted_at = chrono::DateTime::parse_from_rfc3339(d["deleted_at"].as_str().unwrap())
-        .unwrap_or_else(|err| panic!("deleted_at is not RFC 3339 ({err}): {e}"));
-    let lag = d["lag_ms"].as_i64().expect("lag_ms is a number");
-    assert!(lag >= 0, "{e}");
-    assert_eq!(
-        deleted_at.timestamp_millis() - ttl * 1000,
-        lag,
-        "lag_ms is deleted_at minus ttl: {e}"
-    );
-    match e["detail-type"].as_str() {
-        Some("Item Expired") => {}
-        Some("Item Expiry Cancelled") => {
-            assert_eq!(mode, "archive", "{e}");
-            assert_eq!(d["reason"], "ttl changed", "{e}");
-            assert!(d["cancelled_at"].is_string(), "{e}");
-        }
-        other => panic!("unexpected detail-type {other:?}: {e}"),
+/// A table filled by [`fill`], swept in `mode` with `delete_mode` deletes: what its events must be.
+struct Expect<'a> {
+    table: &'a str,
+    /// The expired items' ttls, by id.
+    expired: &'a HashMap<String, i64>,
+    mode: &'a str,
+    delete_mode: &'a str,
+}
+
+impl Expect<'_> {
+    /// The contract id of expired item `id`.
+    fn id_of(&self, id: &str) -> String {
+        contract_id(
+            self.table,
+            &json!({"id": {"S": id}}),
+            self.expired[id] as f64,
+        )
     }
-    id
+
+    /// The contract ids of every expired item.
+    fn all_ids(&self) -> HashSet<String> {
+        self.expired.keys().map(|id| self.id_of(id)).collect()
+    }
+
+    /// Checks one event against the contract and against the items written; returns the item id.
+    fn check_event(&self, e: &Value) -> String {
+        assert_eq!(e["source"], "ttl-sweeper", "{e}");
+        let d = &e["detail"];
+        let (table, mode, delete_mode) = (self.table, self.mode, self.delete_mode);
+        let want = json!({"version": 1, "table": table, "mode": mode, "delete_mode": delete_mode});
+        for (field, value) in want.as_object().unwrap() {
+            assert_eq!(d[field], *value, "{field}: {e}");
+        }
+        let id = event_item_id(e);
+        let key_only = d["key"] == json!({"id": {"S": id}});
+        assert!(
+            key_only,
+            "the key is the primary key only, in DynamoDB JSON: {e}"
+        );
+        let ttl = *self
+            .expired
+            .get(&id)
+            .unwrap_or_else(|| panic!("an event for {id}, which was not expired: {e}"));
+        assert_eq!(d["ttl"].as_f64(), Some(ttl as f64), "{e}");
+        let contract = self.id_of(&id);
+        assert_eq!(
+            d["id"].as_str(),
+            Some(contract.as_str()),
+            "the id is SHA-256 of table, key and ttl: {e}"
+        );
+        let deleted_at = chrono::DateTime::parse_from_rfc3339(d["deleted_at"].as_str().unwrap())
+            .unwrap_or_else(|err| panic!("deleted_at is not RFC 3339 ({err}): {e}"));
+        let lag = d["lag_ms"].as_i64().expect("lag_ms is a number");
+        assert!(lag >= 0, "{e}");
+        let since_ttl = deleted_at.timestamp_millis() - ttl * 1000;
+        assert_eq!(since_ttl, lag, "lag_ms is deleted_at minus ttl: {e}");
+        match e["detail-type"].as_str() {
+            Some("Item Expired") => {}
+            Some("Item Expiry Cancelled") => {
+                assert_eq!(mode, "archive", "{e}");
+                assert_eq!(d["reason"], "ttl changed", "{e}");
+                assert!(d["cancelled_at"].is_string(), "{e}");
+            }
+            other => panic!("unexpected detail-type {other:?}: {e}"),
+        }
+        id
+    }
+
+    /// The invariants that hold at any moment, whatever failed: every event is for an item that
+    /// was expired (checked by [`Expect::check_event`]), one id per item, and — archive mode —
+    /// every deleted item has an accepted `Item Expired` event; notify mode — an event, or a
+    /// failure reported in `failed`. `present` is what the table holds. Returns (events,
+    /// distinct items).
+    fn check(
+        &self,
+        events: &[Value],
+        present: &HashSet<String>,
+        failed: &HashSet<String>,
+        context: &str,
+    ) -> (usize, usize) {
+        let mut ids: HashMap<String, String> = HashMap::new();
+        let mut expired_events: HashSet<String> = HashSet::new();
+        for e in events {
+            let item = self.check_event(e);
+            let id = e["detail"]["id"].as_str().unwrap().to_owned();
+            if let Some(before) = ids.insert(item.clone(), id.clone()) {
+                assert_eq!(before, id, "{context}: two ids for {item}");
+            }
+            if e["detail-type"] == "Item Expired" {
+                expired_events.insert(item);
+            }
+        }
+        for item in self.expired.keys().filter(|i| !present.contains(*i)) {
+            let announced = expired_events.contains(item);
+            match self.mode {
+                "archive" => assert!(
+                    announced,
+                    "{context}: {item} was deleted without an accepted expiry event"
+                ),
+                _ => assert!(
+                    announced || failed.contains(&self.id_of(item)),
+                    "{context}: {item} was deleted, and its event neither arrived nor was reported"
+                ),
+            }
+        }
+        (events.len(), ids.len())
+    }
+
+    /// What `sink` received, checked with the items left in the table and `failed`.
+    async fn check_sink(
+        &self,
+        client: &Client,
+        sink: &TestSink,
+        failed: &HashSet<String>,
+        context: &str,
+    ) -> (Vec<Value>, usize) {
+        let present = id_set(client, self.table).await;
+        let events = sink.events().await;
+        let (_, distinct) = self.check(&events, &present, failed, context);
+        (events, distinct)
+    }
 }
 
 /// Items `exp-i` (expired, ttls spread over the last minutes), `live-i` (an hour ahead) and
@@ -246,71 +298,10 @@ async fn fill(client: &Client, table: &str, expired: usize, live: usize) -> Hash
         items.push(item);
         ttls.insert(id, ttl);
     }
-    for i in 0..live {
-        items.push(session(&format!("live-{i:03}"), now + 3600 + i as i64));
-    }
-    for i in 0..5 {
-        items.push(HashMap::from([(
-            "id".to_string(),
-            AV::S(format!("nottl-{i}")),
-        )]));
-    }
+    items.extend((0..live).map(|i| session(&format!("live-{i:03}"), now + 3600 + i as i64)));
+    items.extend((0..5).map(|i| id_key(&format!("nottl-{i}"))));
     put_many(client, table, items).await;
     ttls
-}
-
-async fn present(client: &Client, table: &str) -> HashSet<String> {
-    scan_all(client, table)
-        .await
-        .iter()
-        .map(|i| i["id"].as_s().unwrap().clone())
-        .collect()
-}
-
-/// The invariants that hold at any moment, whatever failed: every event is for an item that
-/// was expired (checked by [`check_event`]), one id per item, and — archive mode — every
-/// deleted item has an accepted `Item Expired` event. Returns (events, distinct items).
-#[allow(clippy::too_many_arguments)]
-fn check_invariants(
-    events: &[Value],
-    table: &str,
-    expired: &HashMap<String, i64>,
-    present: &HashSet<String>,
-    mode: &str,
-    delete_mode: &str,
-    reported_failed: &HashSet<String>,
-    context: &str,
-) -> (usize, usize) {
-    let mut ids: HashMap<String, String> = HashMap::new();
-    let mut expired_events: HashSet<String> = HashSet::new();
-    for e in events {
-        let item = check_event(e, table, expired, mode, delete_mode);
-        let id = e["detail"]["id"].as_str().unwrap().to_owned();
-        if let Some(before) = ids.insert(item.clone(), id.clone()) {
-            assert_eq!(before, id, "{context}: two ids for {item}");
-        }
-        if e["detail-type"] == "Item Expired" {
-            expired_events.insert(item);
-        }
-    }
-    for item in expired.keys().filter(|i| !present.contains(*i)) {
-        let id = contract_id(table, &json!({"id": {"S": item}}), expired[item] as f64);
-        match mode {
-            "archive" => assert!(
-                expired_events.contains(item),
-                "{context}: {item} was deleted without an accepted expiry event"
-            ),
-            _ => assert!(
-                expired_events.contains(item) || reported_failed.contains(&id),
-                "{context}: {item} was deleted, and its event neither arrived nor was reported"
-            ),
-        }
-    }
-    (events.len(), ids.len())
-}
-
-fn report_json(report: &SweepReport) -> Value {
-    serde_json::to_value(report).unwrap()
 }
 
 /// The ids a report lists as failed; checks the report's own accounting of them.
@@ -322,10 +313,8 @@ fn failed_ids(report: &Value) -> HashSet<String> {
         "events_failed counts every failed event: {report}"
     );
     for f in listed {
-        assert!(
-            f["id"].as_str().is_some_and(|s| s.len() == 64) && f["key"].is_object(),
-            "{f}"
-        );
+        let id = f["id"].as_str().is_some_and(|s| s.len() == 64);
+        assert!(id && f["key"].is_object(), "{f}");
         assert!(!f["reason"].as_str().unwrap_or_default().is_empty(), "{f}");
     }
     listed
@@ -334,18 +323,27 @@ fn failed_ids(report: &Value) -> HashSet<String> {
         .collect()
 }
 
+/// One sweep as of the clock, its report as JSON.
+async fn sweep_json<S: ttl_sweeper::store::Store>(sweeper: &Sweeper<S>) -> Value {
+    serde_json::to_value(sweeper.sweep(clock(), &Stop::never()).await).unwrap()
+}
+
 // ------------------------------------------------------------------------ the CLI, per sink
 
 /// `ttl-sweeper sweep` with DynamoDB Local and moto, settings from the environment only.
 fn sweep_cli(table: &str, settings: &[(&str, &str)]) -> std::process::Command {
-    let mut cmd = common::cli();
-    cmd.args(["sweep", "--table-name", table])
-        .env("AWS_ENDPOINT_URL", common::endpoint())
-        .env("AWS_ENDPOINT_URL_SQS", moto::endpoint())
-        .env("AWS_ENDPOINT_URL_EVENTBRIDGE", moto::endpoint())
-        .env("AWS_ENDPOINT_URL_FIREHOSE", moto::endpoint())
-        .envs(settings.iter().copied());
+    let mut cmd = common::local_cli();
+    cmd.args(["sweep", "--table-name", table]);
+    for service in ["SQS", "EVENTBRIDGE", "FIREHOSE"] {
+        cmd.env(format!("AWS_ENDPOINT_URL_{service}"), moto::endpoint());
+    }
+    cmd.envs(settings.iter().copied());
     cmd
+}
+
+/// Runs [`sweep_cli`] to its end (off the runtime's workers): exit code, stdout, stderr.
+fn run_sweep_cli(table: &str, settings: &[(&str, &str)]) -> (i32, String, String) {
+    tokio::task::block_in_place(|| run(&mut sweep_cli(table, settings)))
 }
 
 async fn one_event_per_expired_item(kind: Kind, settings: &[(&str, &str)], with_item: bool) {
@@ -354,57 +352,35 @@ async fn one_event_per_expired_item(kind: Kind, settings: &[(&str, &str)], with_
     let sink = TestSink::new(kind).await;
     let mut settings = settings.to_vec();
     settings.push(("EXPIRY_EVENTS", &sink.setting));
-    let lookup = |k: &str, default: &'static str| {
+    let setting = |k: &str, default| {
         settings
             .iter()
             .find(|(s, _)| *s == k)
-            .map_or(default, |(_, v)| *v)
-            .to_owned()
+            .map_or(default, |s| s.1)
     };
     let (mode, delete_mode) = (
-        lookup("EXPIRY_EVENTS_MODE", "notify"),
-        lookup("DELETE_MODE", "batch"),
+        setting("EXPIRY_EVENTS_MODE", "notify"),
+        setting("DELETE_MODE", "batch"),
     );
 
-    let (code, out, err) = tokio::task::spawn_blocking({
-        let (table, settings) = (
-            table.clone(),
-            settings
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<Vec<_>>(),
-        );
-        move || {
-            let pairs: Vec<(&str, &str)> = settings
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            run(&mut sweep_cli(&table, &pairs))
-        }
-    })
-    .await
-    .unwrap();
+    let (code, out, err) = run_sweep_cli(&table, &settings);
     assert_eq!(code, 0, "{kind:?}: stdout {out}\nstderr {err}");
     let report: Value = serde_json::from_str(out.trim()).unwrap();
     // Still one event per item when a lost delete answer turns a deletion into a gone item.
     assert_eq!(removed_json(&report), 40, "{report}");
-    assert_eq!(report["events_published"], 40, "{report}");
-    assert_eq!(report["events_failed"], 0, "{report}");
+    report.assert_fields("events_published=40 events_failed=0");
 
-    let events = sink.events().await;
-    let left = present(&client, &table).await;
+    let left = id_set(&client, &table).await;
     assert_eq!(left.len(), 15, "live and ttl-less items stay");
     assert!(left.iter().all(|i| !i.starts_with("exp-")));
-    let (count, distinct) = check_invariants(
-        &events,
-        &table,
-        &expired,
-        &left,
-        &mode,
-        &delete_mode,
-        &HashSet::new(),
-        &format!("{kind:?}"),
-    );
+    let expect = Expect {
+        table: &table,
+        expired: &expired,
+        mode,
+        delete_mode,
+    };
+    let events = sink.events().await;
+    let (count, distinct) = expect.check(&events, &left, &HashSet::new(), &format!("{kind:?}"));
     assert_eq!(
         (count, distinct),
         (40, 40),
@@ -414,8 +390,8 @@ async fn one_event_per_expired_item(kind: Kind, settings: &[(&str, &str)], with_
         assert_eq!(e["detail-type"], "Item Expired", "{e}");
         assert_eq!(e["detail"]["item_truncated"], false, "{e}");
         let id = event_item_id(e);
+        let item = &e["detail"]["item"];
         if with_item {
-            let item = &e["detail"]["item"];
             assert_eq!(item["id"], json!({"S": id}), "{e}");
             assert_eq!(item["ttl"], json!({"N": expired[&id].to_string()}), "{e}");
             assert_eq!(
@@ -443,23 +419,18 @@ async fn eventbridge_rule_forwards_one_event_per_expired_item() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firehose_archives_one_json_line_per_expired_item_before_deleting_it() {
-    one_event_per_expired_item(
-        Kind::Firehose,
-        &[
-            ("EXPIRY_EVENTS_MODE", "archive"),
-            ("DELETE_MODE", "conditional"),
-            ("EXPIRY_EVENTS_ITEM", "read"),
-        ],
-        true,
-    )
-    .await;
+    let settings = [
+        ("EXPIRY_EVENTS_MODE", "archive"),
+        ("DELETE_MODE", "conditional"),
+        ("EXPIRY_EVENTS_ITEM", "read"),
+    ];
+    one_event_per_expired_item(Kind::Firehose, &settings, true).await;
 }
 
 /// A binary partition key and a Number sort key: the event's key is both attributes, in name
 /// order, the binary as base64, and the id is computed from exactly that text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn composite_binary_keys_are_named_exactly_and_hashed_in_name_order() {
-    use aws_sdk_dynamodb::primitives::Blob;
     use aws_sdk_dynamodb::types::ScalarAttributeType as T;
     use base64::Engine as _;
     let client = common::client().await;
@@ -475,15 +446,14 @@ async fn composite_binary_keys_are_named_exactly_and_hashed_in_name_order() {
     for i in 0..12i64 {
         let bytes = vec![i as u8, 0xff, 0x00];
         let ttl = if i % 4 == 3 { now + 600 } else { now - 5 - i };
-        items.push(HashMap::from([
-            ("b".to_string(), AV::B(Blob::new(bytes.clone()))),
-            ("a_seq".to_string(), AV::N((i * 10).to_string())),
-            ("ttl".to_string(), AV::N(ttl.to_string())),
-            (
-                "expirationWindow".to_string(),
-                AV::S(window_key(ttl as f64, 60).unwrap()),
-            ),
-        ]));
+        let mut item = session("", ttl); // the ttl and its window; the key follows
+        item.remove("id");
+        item.insert(
+            "b".into(),
+            AV::B(aws_sdk_dynamodb::primitives::Blob::new(bytes.clone())),
+        );
+        item.insert("a_seq".into(), common::num(i * 10));
+        items.push(item);
         if ttl < now {
             let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
             let key_text = format!(r#"{{"a_seq":{{"N":"{}"}},"b":{{"B":"{b64}"}}}}"#, i * 10);
@@ -492,12 +462,7 @@ async fn composite_binary_keys_are_named_exactly_and_hashed_in_name_order() {
     }
     put_many(&client, &table, items).await;
     let sink = TestSink::new(Kind::Sqs).await;
-    let (code, out, err) = tokio::task::spawn_blocking({
-        let (table, setting) = (table.clone(), sink.setting.clone());
-        move || run(&mut sweep_cli(&table, &[("EXPIRY_EVENTS", &setting)]))
-    })
-    .await
-    .unwrap();
+    let (code, out, err) = run_sweep_cli(&table, &[("EXPIRY_EVENTS", &sink.setting)]);
     assert_eq!(code, 0, "{out}\n{err}");
     let events = sink.events().await;
     assert_eq!(events.len(), expected.len(), "one event per expired item");
@@ -508,13 +473,7 @@ async fn composite_binary_keys_are_named_exactly_and_hashed_in_name_order() {
             .get(&key_text)
             .unwrap_or_else(|| panic!("unexpected key {key_text} in {e}"));
         assert_eq!(e["detail"]["ttl"].as_f64(), Some(ttl as f64), "{e}");
-        let id_text = format!("{table}\n{key_text}\n{ttl}");
-        let id = Sha256::digest(id_text.as_bytes())
-            .iter()
-            .fold(String::new(), |mut s, b| {
-                let _ = write!(s, "{b:02x}");
-                s
-            });
+        let id = contract_id(&table, &e["detail"]["key"], ttl as f64);
         assert_eq!(e["detail"]["id"].as_str(), Some(id.as_str()), "{e}");
         assert!(seen.insert(key_text), "one event per key");
     }
@@ -530,21 +489,19 @@ async fn sweeper_with_events(
     endpoint: &str,
     before_delete: Option<BeforeDelete>,
     attempt_timeout: Duration,
-) -> Sweeper<Instrumented<ttl_sweeper::store::DynamoStore>> {
+) -> Sweeper<Instrumented<DynamoStore>> {
     let mut pairs = settings.to_vec();
     pairs.push(("EXPIRY_EVENTS", &sink.setting));
     let cfg = config(table, &pairs);
-    let events = Events::new(
-        &cfg.events().expect("EXPIRY_EVENTS is set"),
-        sink.adapter(endpoint, attempt_timeout).await,
-    )
-    .with_backoff(Duration::from_millis(10), Duration::from_millis(200));
+    let adapter = sink.adapter(endpoint, attempt_timeout).await;
+    let events = Events::new(&cfg.events().expect("EXPIRY_EVENTS is set"), adapter)
+        .with_backoff(Duration::from_millis(10), Duration::from_millis(200));
     let store = |s| Instrumented {
         before_delete,
         ..Instrumented::new(s)
     };
-    sweeper_over(&cfg, store)
-        .await
+    let sweeper = sweeper_over(&cfg, store).await;
+    sweeper
         .with_events(Arc::new(events))
         .with_wall_clock(Arc::new(clock))
 }
@@ -565,53 +522,42 @@ fn extend_before_delete(client: &Client, table: &str, extended: &HashSet<String>
     })
 }
 
+/// The settings of archive mode with conditional deletes.
+const ARCHIVE: [(&str, &str); 2] = [
+    ("EXPIRY_EVENTS_MODE", "archive"),
+    ("DELETE_MODE", "conditional"),
+];
+
 /// One archive sweep with conditional deletes of `table` into `sink`, in which the application
-/// extends the `extended` items between the publish and the delete. Returns its report.
+/// extends the `extended` items between the publish and the delete. Returns its report; checks
+/// what the sink received against the invariants, no item reported failed.
 async fn sweep_archive_extending(
     client: &Client,
-    table: &str,
+    expect: &Expect<'_>,
     sink: &TestSink,
     extended: &HashSet<String>,
-) -> Value {
-    let hook = extend_before_delete(client, table, extended);
-    let settings = [
-        ("EXPIRY_EVENTS_MODE", "archive"),
-        ("DELETE_MODE", "conditional"),
-    ];
-    let sweeper = sweeper_with_events(
-        table,
-        &settings,
-        sink,
-        &moto::endpoint(),
-        Some(hook),
-        ttl_sweeper::events::ATTEMPT_TIMEOUT,
-    )
-    .await;
-    report_json(&sweeper.sweep(clock(), &Stop::never()).await)
+    context: &str,
+) -> (Value, Vec<Value>) {
+    let hook = extend_before_delete(client, expect.table, extended);
+    let timeout = ttl_sweeper::events::ATTEMPT_TIMEOUT;
+    let endpoint = moto::endpoint();
+    let sweeper =
+        sweeper_with_events(expect.table, &ARCHIVE, sink, &endpoint, Some(hook), timeout).await;
+    let report = sweep_json(&sweeper).await;
+    let (events, _) = expect
+        .check_sink(client, sink, &HashSet::new(), context)
+        .await;
+    (report, events)
 }
 
-/// The events `sink` received after an archive sweep with conditional deletes, checked against
-/// the invariants with the items left in `table` and no item reported failed.
-async fn archive_events_checked(
-    client: &Client,
-    table: &str,
-    sink: &TestSink,
-    expired: &HashMap<String, i64>,
-    context: &str,
-) -> Vec<Value> {
-    let events = sink.events().await;
-    let left = present(client, table).await;
-    check_invariants(
-        &events,
+/// What a table of expired items `expired` swept in archive mode must send.
+fn archived<'a>(table: &'a str, expired: &'a HashMap<String, i64>) -> Expect<'a> {
+    Expect {
         table,
         expired,
-        &left,
-        "archive",
-        "conditional",
-        &HashSet::new(),
-        context,
-    );
-    events
+        mode: "archive",
+        delete_mode: "conditional",
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -623,13 +569,11 @@ async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_before_the_delete
         .into();
     // Between the archive publish and the conditional delete, the application extends three.
     let sink = TestSink::new(Kind::Sqs).await;
-    let report = sweep_archive_extending(&client, &table, &sink, &extended).await;
-    assert_eq!(report["items_deleted"], 9, "{report}");
-    assert_eq!(report["events_published"], 12, "{report}");
-    assert_eq!(report["events_cancelled"], 3, "{report}");
-    assert_eq!(report["events_failed"], 0, "{report}");
+    let expect = archived(&table, &expired);
+    let (report, events) =
+        sweep_archive_extending(&client, &expect, &sink, &extended, "cancellations").await;
+    report.assert_fields("items_deleted=9 events_published=12 events_cancelled=3 events_failed=0");
 
-    let events = archive_events_checked(&client, &table, &sink, &expired, "cancellations").await;
     let cancelled: HashMap<String, &Value> = events
         .iter()
         .filter(|e| e["detail-type"] == "Item Expiry Cancelled")
@@ -663,19 +607,19 @@ async fn a_fifo_queue_delivers_both_the_expiry_and_its_cancellation() {
     let expired = fill(&client, &table, 6, 2).await;
     let extended: HashSet<String> = ["exp-00001", "exp-00004"].map(String::from).into();
     let url = moto::create_fifo_queue(&moto::sqs().await, &moto::unique("expiries")).await;
+    let (setting, queue) = (format!("sqs:{url}"), Some(url));
     let sink = TestSink {
         kind: Kind::Sqs,
-        setting: format!("sqs:{url}"),
-        queue: Some(url),
+        setting,
+        queue,
         bucket: None,
-        received: Mutex::new(Vec::new()),
+        received: Mutex::default(),
     };
-    let report = sweep_archive_extending(&client, &table, &sink, &extended).await;
-    assert_eq!(report["items_deleted"], 4, "{report}");
-    assert_eq!(report["events_published"], 6, "{report}");
-    assert_eq!(report["events_cancelled"], 2, "{report}");
+    let expect = archived(&table, &expired);
+    let (report, events) =
+        sweep_archive_extending(&client, &expect, &sink, &extended, "FIFO").await;
+    report.assert_fields("items_deleted=4 events_published=6 events_cancelled=2");
 
-    let events = archive_events_checked(&client, &table, &sink, &expired, "FIFO").await;
     let of = |kind: &str| -> Vec<String> {
         let mut ids: Vec<String> = events
             .iter()
@@ -685,19 +629,16 @@ async fn a_fifo_queue_delivers_both_the_expiry_and_its_cancellation() {
         ids.sort();
         ids
     };
+    let mut all: Vec<String> = expired.keys().cloned().collect();
+    all.sort();
     assert_eq!(
         of("Item Expired"),
-        expired
-            .keys()
-            .cloned()
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect::<Vec<_>>(),
+        all,
         "one expiry per expired item arrived"
     );
     assert_eq!(
         of("Item Expiry Cancelled"),
-        vec!["exp-00001".to_string(), "exp-00004".to_string()],
+        ["exp-00001", "exp-00004"],
         "each cancellation the queue accepted arrived too: {events:?}"
     );
     // In order within the table's message group: each cancellation after its expiry.
@@ -721,37 +662,33 @@ async fn a_sink_that_is_down_loses_nothing_silently() {
         let table = new_table(&client, &format!("events_down_{mode}"), |_| {}).await;
         let expired = fill(&client, &table, 30, 3).await;
         let sink = TestSink::new(Kind::Sqs).await;
-        let proxy = FaultProxy::start(
-            &moto::endpoint(),
-            DELAY,
-            Plan::script(|op, _| fault_proxy::is_sink_batch(op).then_some(Fault::Status(503))),
-        )
-        .await;
+        let down =
+            Plan::script(|op, _| fault_proxy::is_sink_batch(op).then_some(Fault::Status(503)));
+        let proxy = FaultProxy::start(&moto::endpoint(), DELAY, down).await;
         let settings = [
             ("EXPIRY_EVENTS_MODE", mode),
             ("DELETE_MODE", delete_mode),
             ("MAX_RETRIES", "2"),
         ];
-        let sweeper = sweeper_with_events(
-            &table,
-            &settings,
-            &sink,
-            &proxy.endpoint,
-            None,
-            ttl_sweeper::events::ATTEMPT_TIMEOUT,
-        )
-        .await;
-        let report = report_json(&sweeper.sweep(clock(), &Stop::never()).await);
+        let timeout = ttl_sweeper::events::ATTEMPT_TIMEOUT;
+        let sweeper =
+            sweeper_with_events(&table, &settings, &sink, &proxy.endpoint, None, timeout).await;
+        let report = sweep_json(&sweeper).await;
         let failed = failed_ids(&report);
-        let left = present(&client, &table).await;
+        let left = id_set(&client, &table).await;
         assert!(sink.events().await.is_empty());
-        assert_eq!(report["events_published"], 0, "{report}");
-        assert_eq!(report["events_failed"], 30, "{mode}: {report}");
-        let all: HashSet<String> = expired
-            .iter()
-            .map(|(id, ttl)| contract_id(&table, &json!({"id": {"S": id}}), *ttl as f64))
-            .collect();
-        assert_eq!(failed, all, "{mode}: every lost event is listed by id");
+        report.assert_fields("events_published=0 events_failed=30");
+        let expect = Expect {
+            table: &table,
+            expired: &expired,
+            mode,
+            delete_mode,
+        };
+        assert_eq!(
+            failed,
+            expect.all_ids(),
+            "{mode}: every lost event is listed by id"
+        );
         match mode {
             "notify" => {
                 // deleted, then publishing failed: reported, never silently dropped
@@ -760,16 +697,12 @@ async fn a_sink_that_is_down_loses_nothing_silently() {
             }
             _ => {
                 // nothing is deleted before its event is accepted
-                assert_eq!(report["items_deleted"], 0, "{report}");
-                assert_eq!(report["items_failed"], 30, "{report}");
-                assert!(report["failed_keys"]
-                    .as_array()
-                    .unwrap()
+                report.assert_fields("items_deleted=0 items_failed=30");
+                let failed_keys = report["failed_keys"].as_array().unwrap();
+                let reason = |f: &Value| f["reason"].as_str().unwrap().to_owned();
+                assert!(failed_keys
                     .iter()
-                    .all(|f| f["reason"]
-                        .as_str()
-                        .unwrap()
-                        .starts_with("expiry event not accepted")));
+                    .all(|f| reason(f).starts_with("expiry event not accepted")));
                 assert_eq!(left.len(), 38, "every item stays");
             }
         }
@@ -785,28 +718,25 @@ async fn the_cli_reports_lost_events_in_its_report_log_and_exit_status() {
     let (client, table) = simple_table("events_cli_down").await;
     let expired = fill(&client, &table, 12, 2).await;
     let missing = format!("sqs:{}/123456789012/no-such-queue", moto::endpoint());
-    let (code, out, err) = tokio::task::spawn_blocking({
-        let table = table.clone();
-        move || run(&mut sweep_cli(&table, &[("EXPIRY_EVENTS", &missing)]))
-    })
-    .await
-    .unwrap();
+    let (code, out, err) = run_sweep_cli(&table, &[("EXPIRY_EVENTS", &missing)]);
     assert_eq!(code, 1, "a sweep that lost events fails: {err}");
     let report: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(removed_json(&report), 12, "{report}");
-    let left = present(&client, &table).await;
+    let left = id_set(&client, &table).await;
     assert!(left.iter().all(|id| !expired.contains_key(id)), "{left:?}");
     assert_eq!(
         left.len(),
         2 + 5,
         "the live items and those without a ttl stay: {left:?}"
     );
-    assert_eq!(report["events_published"], 0, "{report}");
-    assert_eq!(report["events_failed"], 12, "{report}");
-    let ids: HashSet<String> = expired
-        .iter()
-        .map(|(id, ttl)| contract_id(&table, &json!({"id": {"S": id}}), *ttl as f64))
-        .collect();
+    report.assert_fields("events_published=0 events_failed=12");
+    let expect = Expect {
+        table: &table,
+        expired: &expired,
+        mode: "notify",
+        delete_mode: "batch",
+    };
+    let ids = expect.all_ids();
     assert_eq!(failed_ids(&report), ids);
     // The log, without its colours: the summary line names the count and the first ids, and
     // each lost event has its own error line with its id.
@@ -818,9 +748,9 @@ async fn the_cli_reports_lost_events_in_its_report_log_and_exit_status() {
     assert!(summary.contains("ERROR"), "{summary}");
     assert!(summary.contains("failed_event_ids="), "{summary}");
     for id in &ids {
+        let line = |l: &str| l.contains("ERROR") && l.contains(id.as_str()) && l != summary;
         assert!(
-            log.lines()
-                .any(|l| l.contains("ERROR") && l.contains(id.as_str()) && l != summary),
+            log.lines().any(line),
             "no error line for event {id}:\n{log}"
         );
     }
@@ -831,11 +761,7 @@ fn strip_ansi(text: &str) -> String {
     let mut chars = text.chars();
     while let Some(c) = chars.next() {
         if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
+            chars.by_ref().find(char::is_ascii_alphabetic);
         } else {
             out.push(c);
         }
@@ -863,24 +789,21 @@ fn sink_faults() -> Vec<Fault> {
 }
 
 fn seed() -> u64 {
-    std::env::var("EVENTS_SEED")
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+    };
+    let seed = std::env::var("EVENTS_SEED")
         .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        })
-}
-
-struct FaultRun {
-    line: String,
+        .and_then(|s| s.parse().ok());
+    seed.unwrap_or_else(|| now().as_nanos() as u64)
 }
 
 /// One sink, one mode: sweeps with faults in front of the sink until the table is clean (or
-/// the limit), the invariants after every sweep; then a sweep without faults finishes.
-async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> FaultRun {
+/// the limit), the invariants after every sweep; then a sweep without faults finishes. Its row
+/// of the report.
+async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> String {
     const ITEMS: usize = 120;
     let delete_mode = if mode == "archive" {
         "conditional"
@@ -893,22 +816,20 @@ async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> FaultRun {
     let ops = vec!["SendMessageBatch", "PutEvents", "PutRecordBatch"];
     // Seeded faults, and the first sink call always fails: a sink called only a few times per
     // sweep could otherwise draw no fault at all.
-    let proxy = FaultProxy::start(
-        &moto::endpoint(),
-        DELAY,
-        Plan::FirstThen {
-            first: Fault::Status(500),
-            ops: ops.clone(),
-            then: Box::new(Plan::Seeded {
-                seed,
-                rate: 0.4,
-                ops,
-                faults: sink_faults(),
-            }),
-            used: Default::default(),
-        },
-    )
-    .await;
+    let then = Box::new(Plan::Seeded {
+        seed,
+        rate: 0.4,
+        ops: ops.clone(),
+        faults: sink_faults(),
+    });
+    let first = Fault::Status(500);
+    let plan = Plan::FirstThen {
+        first,
+        ops,
+        then,
+        used: Default::default(),
+    };
+    let proxy = FaultProxy::start(&moto::endpoint(), DELAY, plan).await;
     let settings = [
         ("EXPIRY_EVENTS_MODE", mode),
         ("DELETE_MODE", delete_mode),
@@ -923,16 +844,20 @@ async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> FaultRun {
         ATTEMPT_TIMEOUT,
     )
     .await;
+    let expect = Expect {
+        table: &table,
+        expired: &expired,
+        mode,
+        delete_mode,
+    };
     let context = format!("{kind:?} {mode} (EVENTS_SEED={seed})");
     let mut reported_failed = HashSet::new();
     let mut totals: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut sweeps = 0;
-    for faults_on in [true, true, true, true, false] {
+    for (sweep, faults_on) in [true, true, true, true, false].into_iter().enumerate() {
         if !faults_on {
             proxy.set_plan(Plan::Pass);
         }
-        sweeps += 1;
-        let report = report_json(&sweeper.sweep(clock(), &Stop::never()).await);
+        let report = sweep_json(&sweeper).await;
         proxy.wait_idle().await; // late (delayed) requests have reached moto
         reported_failed.extend(failed_ids(&report));
         for field in [
@@ -943,18 +868,10 @@ async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> FaultRun {
         ] {
             *totals.entry(field).or_default() += report[field].as_u64().unwrap();
         }
-        let left = present(&client, &table).await;
-        let events = sink.events().await;
-        check_invariants(
-            &events,
-            &table,
-            &expired,
-            &left,
-            mode,
-            delete_mode,
-            &reported_failed,
-            &format!("{context}, sweep {sweeps}"),
-        );
+        let context = format!("{context}, sweep {}", sweep + 1);
+        expect
+            .check_sink(&client, &sink, &reported_failed, &context)
+            .await;
         if !faults_on {
             assert!(
                 report["events_failed"] == 0 && report["items_failed"] == 0,
@@ -962,46 +879,33 @@ async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> FaultRun {
             );
         }
     }
-    let left = present(&client, &table).await;
-    assert!(
-        left.iter().all(|i| !i.starts_with("exp-")),
-        "{context}: every expired item is gone in the end"
-    );
+    let left = id_set(&client, &table).await;
+    let clean = left.iter().all(|i| !i.starts_with("exp-"));
+    assert!(clean, "{context}: every expired item is gone in the end");
     assert_eq!(left.len(), 15, "{context}: live items stay");
     let events = sink.events().await;
-    let (count, distinct) = check_invariants(
-        &events,
-        &table,
-        &expired,
-        &left,
-        mode,
-        delete_mode,
-        &reported_failed,
-        &context,
-    );
+    let (count, distinct) = expect.check(&events, &left, &reported_failed, &context);
     if mode == "archive" {
         assert_eq!(
             distinct, ITEMS,
             "{context}: every expired item has an event"
         );
     }
-    let faults = proxy.stats.faults.lock().unwrap().clone();
     assert!(
         proxy.stats.faults_total() > 0,
         "{context}: no fault was injected"
     );
+    let faults = proxy.stats.faults.lock().unwrap().clone();
     let mut faults: Vec<String> = faults.iter().map(|(k, v)| format!("{k} {v}")).collect();
     faults.sort();
-    FaultRun {
-        line: format!(
-            "| {kind:?} | {mode} | {} | {} | {count} | {distinct} | {} | {} | {} |",
-            faults.join(", "),
-            proxy.stats.requests(),
-            count - distinct,
-            totals["events_retried"],
-            reported_failed.len(),
-        ),
-    }
+    format!(
+        "| {kind:?} | {mode} | {} | {} | {count} | {distinct} | {} | {} | {} |",
+        faults.join(", "),
+        proxy.stats.requests(),
+        count - distinct,
+        totals["events_retried"],
+        reported_failed.len(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1020,8 +924,8 @@ async fn faults_in_front_of_each_sink_lose_no_event_and_delete_nothing_unannounc
     let mut table = String::from(
         "| sink | mode | faults injected | sink requests | events received | items with an event | duplicates (same id) | entries retried | failures reported |\n|---|---|---|---|---|---|---|---|---|\n",
     );
-    for r in runs {
-        table.push_str(&r.line);
+    for line in runs {
+        table.push_str(&line);
         table.push('\n');
     }
     let text = format!(
@@ -1042,10 +946,10 @@ async fn sigkill_during_an_archive_sweep_deletes_nothing_without_an_event() {
     // Firehose → S3: moto's SQS slows down as a queue grows, its Firehose does not.
     const ITEMS: usize = 1000;
     const CHUNK: usize = 25;
-    let seed = std::env::var("EVENTS_KILL_SEED")
+    let kill_seed = std::env::var("EVENTS_KILL_SEED")
         .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(seed);
+        .and_then(|s| s.parse().ok());
+    let seed = kill_seed.unwrap_or_else(seed);
     let mut rng = fastrand::Rng::with_seed(seed);
     // Killed once this many chunks (one PutRecordBatch, one S3 object each) were archived, plus
     // up to 30 ms.
@@ -1061,8 +965,8 @@ async fn sigkill_during_an_archive_sweep_deletes_nothing_without_an_event() {
     let bucket = sink.bucket.clone().unwrap();
     let settings = [
         ("EXPIRY_EVENTS", sink.setting.as_str()),
-        ("EXPIRY_EVENTS_MODE", "archive"),
-        ("DELETE_MODE", "conditional"),
+        ARCHIVE[0],
+        ARCHIVE[1],
     ];
     let mut child = sweep_cli(&table, &settings)
         .stdout(std::process::Stdio::null())
@@ -1072,13 +976,9 @@ async fn sigkill_during_an_archive_sweep_deletes_nothing_without_an_event() {
     let started = Instant::now();
     let mut finished_first = false;
     loop {
-        let archived = {
-            let bucket = bucket.clone();
-            tokio::task::spawn_blocking(move || moto::bucket_object_count(&bucket))
-                .await
-                .unwrap()
-        };
-        if archived >= kill_after {
+        let bucket = bucket.clone();
+        let archived = tokio::task::spawn_blocking(move || moto::bucket_object_count(&bucket));
+        if archived.await.unwrap() >= kill_after {
             tokio::time::sleep(extra).await;
             break;
         }
@@ -1094,8 +994,12 @@ async fn sigkill_during_an_archive_sweep_deletes_nothing_without_an_event() {
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let status = child.wait().unwrap();
     let killed_at = started.elapsed();
-    let events = sink.events().await;
-    let left = present(&client, &table).await;
+    let expect = archived(&table, &expired);
+    let context = format!("after SIGKILL (EVENTS_KILL_SEED={seed})");
+    let (events, _) = expect
+        .check_sink(&client, &sink, &HashSet::new(), &context)
+        .await;
+    let left = id_set(&client, &table).await;
     let deleted = expired.keys().filter(|i| !left.contains(*i)).count();
     eprintln!(
         "killed after {:.2} s ({status}): {} events archived, {deleted} of {ITEMS} items deleted",
@@ -1106,50 +1010,22 @@ async fn sigkill_during_an_archive_sweep_deletes_nothing_without_an_event() {
         !finished_first && deleted < ITEMS,
         "EVENTS_KILL_SEED={seed}: the sweep ended before the kill"
     );
-    let context = format!("after SIGKILL (EVENTS_KILL_SEED={seed})");
-    check_invariants(
-        &events,
-        &table,
-        &expired,
-        &left,
-        "archive",
-        "conditional",
-        &HashSet::new(),
-        &context,
-    );
 
     // The next sweep finishes: everything expired deleted, each with an event; items whose event
     // went out before the kill but were not deleted get it again, with the same id.
-    let (code, out, err) = tokio::task::spawn_blocking({
-        let (table, setting) = (table.clone(), sink.setting.clone());
-        move || {
-            run(&mut sweep_cli(
-                &table,
-                &[
-                    ("EXPIRY_EVENTS", &setting),
-                    ("EXPIRY_EVENTS_MODE", "archive"),
-                    ("DELETE_MODE", "conditional"),
-                ],
-            ))
-        }
-    })
-    .await
-    .unwrap();
+    let (code, out, err) = run_sweep_cli(&table, &settings);
     assert_eq!(code, 0, "{out}\n{err}");
-    let events = sink.events().await;
-    let left = present(&client, &table).await;
-    assert_eq!(left.len(), 25, "only live and ttl-less items are left");
-    let (count, distinct) = check_invariants(
-        &events,
-        &table,
-        &expired,
-        &left,
-        "archive",
-        "conditional",
-        &HashSet::new(),
-        &format!("{context}, then a full sweep"),
+    assert_eq!(
+        id_set(&client, &table).await.len(),
+        25,
+        "only live and ttl-less items are left"
     );
+    let context = format!("{context}, then a full sweep");
+    let (events, distinct) = expect
+        .check_sink(&client, &sink, &HashSet::new(), &context)
+        .await;
     assert_eq!(distinct, ITEMS);
+    let count = events.len();
     eprintln!(
         "after the second sweep: {count} events for {distinct} items ({} duplicates, same ids)",
         count - distinct
