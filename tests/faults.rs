@@ -71,10 +71,6 @@ fn failed_ids(report: &SweepReport) -> HashSet<String> {
         .collect()
 }
 
-async fn present(client: &Client, table: &str) -> HashSet<String> {
-    ids(client, table).await.into_iter().collect()
-}
-
 /// What each item of a chaos table is, and so what must become of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -92,15 +88,11 @@ enum Kind {
 
 fn chaos_items(seed: u64, extend: bool) -> (Vec<Key>, HashMap<String, (Kind, String)>) {
     let mut rng = fastrand::Rng::with_seed(seed);
-    let mut items = Vec::new();
-    let mut kinds = HashMap::new();
-    let mut add = |id: String, kind: Kind, item: Key| {
-        let window = item
-            .get("expirationWindow")
-            .and_then(|v| v.as_s().ok())
-            .cloned()
-            .unwrap_or_default();
-        kinds.insert(id, (kind, window));
+    let (mut items, mut kinds) = (Vec::new(), HashMap::new());
+    let mut add = |kind: Kind, item: Key| {
+        let window = item.get("expirationWindow").and_then(|v| v.as_s().ok());
+        let window = window.cloned().unwrap_or_default();
+        kinds.insert(item["id"].as_s().unwrap().clone(), (kind, window));
         items.push(item);
     };
     for i in 0..700 {
@@ -110,48 +102,30 @@ fn chaos_items(seed: u64, extend: bool) -> (Vec<Key>, HashMap<String, (Kind, Str
         } else {
             NOW - rng.i64(1..3600)
         };
-        let id = format!("expired-{i}");
-        add(id.clone(), Kind::Expired, session(&id, ttl));
+        add(Kind::Expired, session(&format!("expired-{i}"), ttl));
     }
-    add(
-        "just-expired".into(),
-        Kind::Expired,
-        session("just-expired", NOW - 1),
-    );
-    add("at-now".into(), Kind::Future, session("at-now", NOW));
+    add(Kind::Expired, session("just-expired", NOW - 1));
+    add(Kind::Future, session("at-now", NOW));
     for i in 0..200 {
-        let id = format!("future-{i}");
-        add(
-            id.clone(),
-            Kind::Future,
-            session(&id, NOW + rng.i64(1..3600)),
-        );
+        let ttl = NOW + rng.i64(1..3600);
+        add(Kind::Future, session(&format!("future-{i}"), ttl));
     }
-    if extend {
-        for i in 0..100 {
-            let id = format!("extended-{i}");
-            add(
-                id.clone(),
-                Kind::Extended,
-                session(&id, NOW - rng.i64(1..3600)),
-            );
-        }
+    for i in 0..if extend { 100 } else { 0 } {
+        let ttl = NOW - rng.i64(1..3600);
+        add(Kind::Extended, session(&format!("extended-{i}"), ttl));
     }
     let window = window_key((NOW - 60) as f64, 60).unwrap();
     for i in 0..20 {
-        let id = format!("no-ttl-{i}");
-        let mut item = id_key(&id);
-        item.insert("expirationWindow".into(), AV::S(window.clone()));
-        add(id, Kind::Invalid, item);
-        let id = format!("ms-ttl-{i}");
-        let mut item = session(&id, 0);
-        item.insert("ttl".into(), AV::N(((NOW - 100) * 1000).to_string()));
-        item.insert("expirationWindow".into(), AV::S(window.clone()));
-        add(id, Kind::Invalid, item);
-        let id = format!("no-window-{i}");
-        let mut item = session(&id, NOW - 100);
-        item.remove("expirationWindow");
-        add(id, Kind::NoWindow, item);
+        add(
+            Kind::Invalid,
+            with_window(id_key(&format!("no-ttl-{i}")), &window),
+        );
+        let ms = (NOW - 100) * 1000;
+        add(Kind::Invalid, windowed(&format!("ms-ttl-{i}"), ms, &window));
+        add(
+            Kind::NoWindow,
+            unwindowed(&format!("no-window-{i}"), NOW - 100),
+        );
     }
     (items, kinds)
 }
@@ -173,21 +147,7 @@ fn extending_store(
             if !id.starts_with("extended-") || extended.lock().unwrap().contains(&id) {
                 return;
             }
-            let ttl = NOW + 3600;
-            let done = client
-                .update_item()
-                .table_name(&table)
-                .set_key(Some(key))
-                .update_expression("SET #t = :t, #w = :w")
-                .condition_expression("attribute_exists(id)")
-                .expression_attribute_names("#t", "ttl")
-                .expression_attribute_names("#w", "expirationWindow")
-                .expression_attribute_values(":t", AV::N(ttl.to_string()))
-                .expression_attribute_values(":w", AV::S(window_key(ttl as f64, 60).unwrap()))
-                .send()
-                .await
-                .is_ok();
-            if done {
+            if extend_ttl_if_there(&client, &table, key, NOW + 3600).await {
                 extended.lock().unwrap().insert(id);
             }
         })
@@ -305,16 +265,26 @@ fn check(
     assert_eq!(report.items_failed as usize, report.failed_keys.len());
     // Expired items still there must be reported by this sweep: as failed keys, or in a window
     // it could not read. Anything else is lost.
+    reported_and_lost(report, after, &rules.due, &rules.window)
+}
+
+/// Of the items of `after` that are `due`, how many `report` lists (as failed keys, or in a
+/// window it could not read, by `window`) and how many it does not: (reported, lost).
+fn reported_and_lost(
+    report: &SweepReport,
+    after: &HashSet<String>,
+    due: impl Fn(&str) -> bool,
+    window: impl Fn(&str) -> String,
+) -> (usize, usize) {
+    let failed = failed_ids(report);
     let unread: HashSet<&str> = report
         .errors
         .iter()
         .filter_map(|e| e.window.as_deref())
         .collect();
-    let due: Vec<&String> = after.iter().filter(|id| (rules.due)(id)).collect();
-    let reported = due
-        .iter()
-        .filter(|id| failed.contains(**id) || unread.contains((rules.window)(id).as_str()))
-        .count();
+    let due: Vec<&String> = after.iter().filter(|id| due(id)).collect();
+    let listed = |id: &str| failed.contains(id) || unread.contains(window(id).as_str());
+    let reported = due.iter().filter(|id| listed(id)).count();
     (reported, due.len() - reported)
 }
 
@@ -357,14 +327,12 @@ async fn chaos_table(
         ..Row::default()
     };
     let mut ever_failed = HashSet::new();
-    let mut before = present(direct, &table).await;
+    let mut before = id_set(direct, &table).await;
     // Sweep until the server holds no item that is due (at most MAX_SWEEPS sweeps).
     for n in 1..=MAX_SWEEPS {
-        let report = sweeper
-            .sweep(Timestamp::from_secs(NOW), &Stop::never())
-            .await;
+        let report = sweeper.sweep_at(NOW).await;
         proxy.wait_idle().await;
-        let after = present(direct, &table).await;
+        let after = id_set(direct, &table).await;
         let extended = extended.lock().unwrap().clone();
         let (reported, lost) = check_sweep(
             seed,
@@ -397,10 +365,8 @@ async fn chaos_table(
     let extended = extended.lock().unwrap().clone();
     // Once the faults stop, one sweep deletes whatever is left.
     proxy.set_plan(Plan::Pass);
-    let report = sweeper
-        .sweep(Timestamp::from_secs(NOW), &Stop::never())
-        .await;
-    let after = present(direct, &table).await;
+    let report = sweeper.sweep_at(NOW).await;
+    let after = id_set(direct, &table).await;
     let (_, lost) = check_sweep(
         seed,
         &format!("{label}, clean-up"),
@@ -446,10 +412,10 @@ async fn chaos_table(
 }
 
 /// The seed of this run's chaos tests: `CHAOS_SEED`, or one drawn once per run and shared by
-/// all of them.
-fn chaos_seed() -> u64 {
+/// all of them. Printed with the command that repeats the test `name` with it.
+fn chaos_seed(name: &str) -> u64 {
     static SEED: OnceLock<u64> = OnceLock::new();
-    *SEED.get_or_init(|| {
+    let seed = *SEED.get_or_init(|| {
         std::env::var("CHAOS_SEED")
             .ok()
             .map(|s| s.parse().expect("CHAOS_SEED must be a whole number"))
@@ -460,7 +426,9 @@ fn chaos_seed() -> u64 {
                     .as_nanos() as u64
                     % 1_000_000_007
             })
-    })
+    });
+    eprintln!("chaos seed {seed}: CHAOS_SEED={seed} cargo test --test faults {name} reproduces it");
+    seed
 }
 
 /// The seeded plan of the chaos tests: reads and deletes fail at `rate` with any fault.
@@ -561,8 +529,7 @@ impl CaseRow {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_never_deletes_a_live_item_and_loses_no_expired_one() {
     let _one_at_a_time = CHAOS_SERIAL.lock().await;
-    let seed = chaos_seed();
-    eprintln!("chaos seed {seed}: CHAOS_SEED={seed} cargo test --test faults chaos reproduces it");
+    let seed = chaos_seed("chaos");
     let direct = client().await;
     let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
     let mut rows = Vec::new();
@@ -644,12 +611,11 @@ async fn chaos_never_deletes_a_live_item_and_loses_no_expired_one() {
 /// Each item's ttl (epoch seconds) and window key, by id.
 type Ttls = HashMap<String, (i64, String)>;
 
-/// Adds an item with `ttl` in windows of `width` seconds.
+/// Adds an item `id` with `ttl` in windows of `width` seconds to `items`, its ttl and window to
+/// `ttls`.
 fn add_item(items: &mut Vec<Key>, ttls: &mut Ttls, id: String, ttl: i64, width: u32) {
     let window = window_key(ttl as f64, width).unwrap();
-    let mut item = session(&id, ttl);
-    item.insert("expirationWindow".into(), AV::S(window.clone()));
-    items.push(item);
+    items.push(windowed(&id, ttl, &window));
     ttls.insert(id, (ttl, window));
 }
 
@@ -678,10 +644,7 @@ const OLD_LOOKBACK: u32 = 15;
 async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived_lookback() {
     let _one_at_a_time = CHAOS_SERIAL.lock().await;
     let started = Instant::now();
-    let seed = chaos_seed();
-    eprintln!(
-        "chaos seed {seed}: CHAOS_SEED={seed} cargo test --test faults chaos_narrow reproduces it"
-    );
+    let seed = chaos_seed("chaos_narrow");
     let rate = 0.3;
     let direct = client().await;
     let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
@@ -693,13 +656,12 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
         .collect();
     // 360 ttls over the two minutes before NOW and the minute after, 40 after the last run.
     let (mut items, mut ttls) = (Vec::new(), Ttls::new());
+    let mut add = |id, ttl| add_item(&mut items, &mut ttls, id, ttl, NARROW);
     for i in 0..360 {
-        let ttl = NOW - 120 + rng.i64(0..180);
-        add_item(&mut items, &mut ttls, format!("item-{i}"), ttl, NARROW);
+        add(format!("item-{i}"), NOW - 120 + rng.i64(0..180));
     }
     for i in 0..40 {
-        let ttl = NOW + 70 + rng.i64(0..120);
-        add_item(&mut items, &mut ttls, format!("later-{i}"), ttl, NARROW);
+        add(format!("later-{i}"), NOW + 70 + rng.i64(0..120));
     }
     put_many(&direct, &table, items).await;
 
@@ -719,7 +681,7 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
         ),
         ..CaseRow::default()
     };
-    let mut before = present(&direct, &table).await;
+    let mut before = id_set(&direct, &table).await;
     // The expired items left after a run's sweep once the faults stopped.
     let mut left_due = HashSet::new();
     for (k, &at) in runs.iter().enumerate() {
@@ -732,7 +694,7 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
             proxy.set_plan(plan);
             let report = sweeper.sweep(at, &Stop::never()).await;
             proxy.wait_idle().await;
-            let after = present(&direct, &table).await;
+            let after = id_set(&direct, &table).await;
             let label = format!("narrow windows, run {k} at {at} ({what})");
             row.add(
                 &report,
@@ -820,10 +782,7 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
 async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
     let _one_at_a_time = CHAOS_SERIAL.lock().await;
     let started = Instant::now();
-    let seed = chaos_seed();
-    eprintln!(
-        "chaos seed {seed}: CHAOS_SEED={seed} cargo test --test faults chaos_a_host reproduces it"
-    );
+    let seed = chaos_seed("chaos_a_host");
     let rate = 0.3;
     let ahead = Duration::from_secs(120);
     let direct = client().await;
@@ -833,18 +792,12 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
     let real = now();
     // 120 items expiring 30 to 150 s from now, 300 expired in the last ten minutes.
     let (mut items, mut ttls) = (Vec::new(), Ttls::new());
+    let mut add = |id, ttl| add_item(&mut items, &mut ttls, id, ttl, 60);
     for i in 0..120 {
-        add_item(
-            &mut items,
-            &mut ttls,
-            format!("live-{i}"),
-            real + 30 + i,
-            60,
-        );
+        add(format!("live-{i}"), real + 30 + i);
     }
     for i in 0..300 {
-        let ttl = real - 1 - rng.i64(0..600);
-        add_item(&mut items, &mut ttls, format!("expired-{i}"), ttl, 60);
+        add(format!("expired-{i}"), real - 1 - rng.i64(0..600));
     }
     put_many(&direct, &table, items).await;
 
@@ -869,7 +822,7 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
         ),
         ..CaseRow::default()
     };
-    let mut before = present(&direct, &table).await;
+    let mut before = id_set(&direct, &table).await;
     let (mut clock_ahead, mut lead, mut still_due) = (Vec::new(), f64::MIN, 0);
     proxy.set_plan(seeded(seed, rate));
     // Sweeps under faults until nothing expired is left (at most MAX_SWEEPS), then one after
@@ -884,7 +837,7 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
         let mut report = sweeper.sweep(at, &Stop::never()).await;
         report.clock_ahead_ms = report.clock_ahead_ms.max(fast.take_ahead_ms());
         proxy.wait_idle().await;
-        let after = present(&direct, &table).await;
+        let after = id_set(&direct, &table).await;
         lead = lead.max(at.as_secs_f64() - real_before);
         clock_ahead.push(report.clock_ahead_ms);
         // DynamoDB's clock may be read up to SKEW_TOLERANCE (its Date's resolution) plus a round
@@ -963,10 +916,7 @@ const TICK_RUN: Duration = Duration::from_secs(24);
 async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bounded() {
     let _one_at_a_time = CHAOS_SERIAL.lock().await;
     let started = Instant::now();
-    let seed = chaos_seed();
-    eprintln!(
-        "chaos seed {seed}: CHAOS_SEED={seed} cargo test --test faults chaos_ticks reproduces it"
-    );
+    let seed = chaos_seed("chaos_ticks");
     let rate = 0.1;
     let direct = client().await;
     let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
@@ -977,22 +927,15 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     // Four items a second expiring from 4 s from now to 4 s past the end of the run, 60 expired
     // in the last ten minutes, 30 expiring long after the run.
     let (mut items, mut ttls) = (Vec::new(), Ttls::new());
+    let mut add = |id, ttl| add_item(&mut items, &mut ttls, id, ttl, 60);
     for i in 0..4 * (run + 4) {
-        add_item(
-            &mut items,
-            &mut ttls,
-            format!("expiring-{i}"),
-            start + 4 + i / 4,
-            60,
-        );
+        add(format!("expiring-{i}"), start + 4 + i / 4);
     }
     for i in 0..60 {
-        let ttl = start - 1 - rng.i64(0..600);
-        add_item(&mut items, &mut ttls, format!("expired-{i}"), ttl, 60);
+        add(format!("expired-{i}"), start - 1 - rng.i64(0..600));
     }
     for i in 0..30 {
-        let ttl = start + 120 + rng.i64(0..600);
-        add_item(&mut items, &mut ttls, format!("later-{i}"), ttl, 60);
+        add(format!("later-{i}"), start + 120 + rng.i64(0..600));
     }
     put_many(&direct, &table, items).await;
 
@@ -1000,7 +943,7 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     let sweeper = sweeper_over(&config(&table, &[]), |_| store)
         .await
         .with_wall_clock(Arc::new(clock));
-    let before = present(&direct, &table).await;
+    let before = id_set(&direct, &table).await;
     proxy.set_plan(seeded(seed, rate));
     let ticks = Ticks {
         every: Duration::from_secs(1),
@@ -1017,7 +960,7 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     .await;
     proxy.wait_idle().await;
     let run_seconds = run_started.elapsed().as_secs_f64();
-    let after = present(&direct, &table).await;
+    let after = id_set(&direct, &table).await;
     let mut row = CaseRow {
         case: "ticks",
         setup: format!(
@@ -1054,21 +997,9 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
         .fold(0.0, f64::max);
     // Every item whose ttl passed before the last sweep is deleted, or reported by the merged
     // report: a failed key, or a window whose reading failed.
+    let due = |id: &str| last.is_after_ttl(ttl(id));
+    (row.reported, row.lost) = reported_and_lost(&report, &after, due, |id| ttls[id].1.clone());
     let failed = failed_ids(&report);
-    let unread: HashSet<&str> = report
-        .errors
-        .iter()
-        .filter_map(|e| e.window.as_deref())
-        .collect();
-    let due: Vec<&String> = after
-        .iter()
-        .filter(|id| last.is_after_ttl(ttl(id)))
-        .collect();
-    row.reported = due
-        .iter()
-        .filter(|id| failed.contains(**id) || unread.contains(ttls[**id].1.as_str()))
-        .count();
-    row.lost = due.len() - row.reported;
     let failed_but_gone = failed.iter().filter(|id| removed.contains(id)).count() as u64;
     let accounted = report.items_deleted + report.items_gone;
     let expired_by_end = ttls
@@ -1079,7 +1010,7 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     // Once the faults stop, one sweep as of the last instant leaves nothing expired.
     proxy.set_plan(Plan::Pass);
     let cleanup = sweeper.sweep(last, &Stop::never()).await;
-    let end = present(&direct, &table).await;
+    let end = id_set(&direct, &table).await;
     let (reported, lost) = check(
         seed,
         "ticks, clean-up",
@@ -1194,16 +1125,14 @@ async fn every_fault_on_its_own_is_retried_and_the_sweep_completes() {
             let sweeper = sweeper_over(&cfg, |_| store).await;
             let (requests, faults) = (proxy.stats.requests(), proxy.stats.faults_total());
             proxy.set_plan(first_attempts(fault.clone()));
-            let report = sweeper
-                .sweep(Timestamp::from_secs(NOW), &Stop::never())
-                .await;
+            let report = sweeper.sweep_at(NOW).await;
             proxy.wait_idle().await;
             proxy.set_plan(Plan::Pass);
             let (requests, faults) = (
                 proxy.stats.requests() - requests,
                 proxy.stats.faults_total() - faults,
             );
-            let left = present(&direct, &name).await;
+            let left = id_set(&direct, &name).await;
             let what = format!("{} in {mode} mode: {}", fault.name(), brief(&report));
             assert!(faults > 0, "{what}");
             assert!(report.is_success() && report.is_complete(), "{what}");
@@ -1247,16 +1176,14 @@ async fn rejected_credentials_and_denied_deletes_delete_nothing_and_say_why() {
     assert_eq!(err.kind, ErrorKind::Auth, "{err}");
     assert!(err.to_string().contains("security token"), "{err}");
     let sweeper = sweeper_over(&cfg, |_| store.clone()).await;
-    let report = sweeper
-        .sweep(Timestamp::from_secs(NOW), &Stop::never())
-        .await;
+    let report = sweeper.sweep_at(NOW).await;
     assert!(!report.is_success());
     assert!(
         report.errors.iter().all(|e| e.kind == ErrorKind::Auth),
         "{report:?}"
     );
     assert_eq!(report.items_deleted, 0);
-    assert_eq!(present(&direct, &name).await.len(), 70);
+    assert_eq!(id_set(&direct, &name).await.len(), 70);
 
     // The CLI says so and exits 2 before touching anything.
     let endpoint = proxy.endpoint.clone();
@@ -1281,16 +1208,12 @@ async fn rejected_credentials_and_denied_deletes_delete_nothing_and_say_why() {
             "User is not authorized to perform: dynamodb:BatchWriteItem",
         ))
     }));
-    let report = sweeper
-        .sweep(Timestamp::from_secs(NOW), &Stop::never())
-        .await;
-    assert_eq!(report.items_found, 60);
-    assert_eq!(report.items_failed, 60, "{report:?}");
-    assert_eq!(report.items_retried, 0, "{report:?}");
+    let report = sweeper.sweep_at(NOW).await;
+    report.assert_fields("items_found=60 items_failed=60 items_retried=0");
     assert!(report.failed_keys[0]
         .reason
         .contains("AccessDeniedException"));
-    assert_eq!(present(&direct, &name).await.len(), 70);
+    assert_eq!(id_set(&direct, &name).await.len(), 70);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1310,10 +1233,7 @@ async fn an_index_dropped_after_start_up_is_reported_and_nothing_is_deleted() {
     )
     .await;
     let store = common::store(proxied_client(&proxy.endpoint));
-    let report = sweeper_over(&cfg, |_| store)
-        .await
-        .sweep(Timestamp::from_secs(NOW), &Stop::never())
-        .await;
+    let report = sweeper_over(&cfg, |_| store).await.sweep_at(NOW).await;
     assert!(!report.is_success());
     assert_eq!(report.windows_swept, 0, "{report:?}");
     assert!(!report.errors.is_empty());
@@ -1322,7 +1242,7 @@ async fn an_index_dropped_after_start_up_is_reported_and_nothing_is_deleted() {
         assert!(e.message.contains("specified index"), "{report:?}");
     }
     assert_eq!(report.items_deleted, 0);
-    assert_eq!(present(&direct, &name).await.len(), 70);
+    assert_eq!(id_set(&direct, &name).await.len(), 70);
 }
 
 /// A proxy that answers every `Query` with throttling `code`, and the number of them.

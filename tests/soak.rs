@@ -27,7 +27,7 @@ mod runtime_api;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,7 +35,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use fault_proxy::{all_faults, FaultProxy, Plan};
+use fault_proxy::{all_faults, delete_ids, item_ids, FaultProxy, Plan};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
@@ -119,40 +119,33 @@ struct Spec {
     shards: u32,
 }
 
-const SCENARIOS: [Spec; 4] = [
-    Spec {
-        name: "run-batch-notify",
-        runner: Runner::Run,
-        delete: "batch",
-        events: "notify",
-        concurrency: 1,
-        shards: 4,
-    },
-    Spec {
-        name: "run-conditional-archive",
-        runner: Runner::Run,
-        delete: "conditional",
-        events: "archive",
-        concurrency: 4,
-        shards: 8,
-    },
-    Spec {
-        name: "lambda-batch-notify",
-        runner: Runner::Lambda,
-        delete: "batch",
-        events: "notify",
-        concurrency: 1,
-        shards: 4,
-    },
-    Spec {
-        name: "lambda-conditional-archive",
-        runner: Runner::Lambda,
-        delete: "conditional",
-        events: "archive",
-        concurrency: 4,
-        shards: 8,
-    },
+/// The scenarios, named `<runner>-<delete mode>-<events mode>`: see [`spec`].
+const SCENARIOS: [&str; 4] = [
+    "run-batch-notify",
+    "run-conditional-archive",
+    "lambda-batch-notify",
+    "lambda-conditional-archive",
 ];
+
+/// The scenario `name` says: batch mode with one worker and 4 shards, conditional mode with 4
+/// workers and 8 shards.
+fn spec(name: &'static str) -> Spec {
+    let mut parts = name.split('-');
+    let runner = match parts.next() {
+        Some("run") => Runner::Run,
+        _ => Runner::Lambda,
+    };
+    let (delete, events) = (parts.next().unwrap(), parts.next().unwrap());
+    let (concurrency, shards) = if delete == "batch" { (1, 4) } else { (4, 8) };
+    Spec {
+        name,
+        runner,
+        delete,
+        events,
+        concurrency,
+        shards,
+    }
+}
 
 /// The soak's size, from `SOAK_SCALE`.
 #[derive(Debug, Clone, Copy)]
@@ -192,6 +185,12 @@ impl Size {
 struct Original {
     id: String,
     ttl: i64,
+}
+
+impl Original {
+    fn new(id: String, ttl: i64) -> Original {
+        Original { id, ttl }
+    }
 }
 
 // --------------------------------------------------------------------------- recording proxy
@@ -278,27 +277,6 @@ impl Recorder {
             task,
         }
     }
-}
-
-fn item_ids(v: &Value) -> impl Iterator<Item = String> + '_ {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i["id"]["S"].as_str().map(str::to_owned))
-}
-
-fn delete_ids(requests: &Value) -> Vec<String> {
-    requests
-        .as_object()
-        .into_iter()
-        .flat_map(|o| o.values())
-        .flat_map(|v| v.as_array().into_iter().flatten())
-        .filter_map(|r| {
-            r["DeleteRequest"]["Key"]["id"]["S"]
-                .as_str()
-                .map(str::to_owned)
-        })
-        .collect()
 }
 
 async fn record(
@@ -426,6 +404,13 @@ fn window_attr(id: &str, ttl: i64, shards: u32) -> String {
     partition_key(window, shard_of(id.as_bytes(), shards), shards)
 }
 
+/// The item `id` with `ttl` in its window, carrying `marker`.
+fn marked(id: &str, ttl: i64, shards: u32, marker: &str) -> Key {
+    let mut item = windowed(id, ttl, &window_attr(id, ttl, shards));
+    item.insert("marker".into(), AV::S(marker.into()));
+    item
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
     /// Delete the key and put it again with a ttl an hour ahead and a fresh marker.
@@ -467,19 +452,7 @@ async fn rewrite(client: &Client, table: &str, shards: u32, id: &str, marker: &s
     });
     let started = wall();
     let ttl = started as i64 + 3600;
-    let mut item = session(id, ttl);
-    item.insert(
-        "expirationWindow".into(),
-        AV::S(window_attr(id, ttl, shards)),
-    );
-    item.insert("marker".into(), AV::S(marker.into()));
-    client
-        .put_item()
-        .table_name(table)
-        .set_item(Some(item))
-        .send()
-        .await
-        .expect("writer put");
+    put_one(client, table, marked(id, ttl, shards, marker)).await;
     Write {
         id: id.into(),
         action: Action::Rewrite,
@@ -710,8 +683,7 @@ fn settings(spec: &Spec, table: &str, queue: &str, db: &str, sink: &str) -> Vec<
 fn spawn_run(env: &[(String, String)], dir: &std::path::Path, n: usize) -> Child {
     let out = std::fs::File::create(dir.join(format!("run-{n}.out"))).unwrap();
     let err = std::fs::File::create(dir.join(format!("run-{n}.log"))).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"))
-        .env_clear()
+    cli()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env("SCHEDULE_SECONDS", RUN_PERIOD.to_string())
         .args(["--log-format", "json", "run", "--every", TICK])
@@ -871,8 +843,7 @@ async fn consume(sqs: aws_sdk_sqs::Client, queue: String) {
 /// The final clean sweep: `ttl-sweeper sweep` through the same proxies with the faults off,
 /// over every window since the oldest ttl of the table. Its JSON report.
 fn final_sweep(env: &[(String, String)], lookback: usize) -> (i32, Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"))
-        .env_clear()
+    let out = cli()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env("LOOKBACK_WINDOWS", lookback.to_string())
         .env("MAX_RETRIES", "8")
@@ -1176,36 +1147,19 @@ async fn scenario(
     let mut originals = Vec::new();
     for i in 0..size.backlog {
         let ttl = window_base - WINDOW as i64 - rng.i64(1..=WINDOW as i64);
-        originals.push(Original {
-            id: format!("b{i}"),
-            ttl,
-        });
+        originals.push(Original::new(format!("b{i}"), ttl));
     }
     for i in 0..size.rolling {
         let ttl = start_estimate as i64 + rng.i64(0..size.chaos.as_secs() as i64);
-        originals.push(Original {
-            id: format!("r{i}"),
-            ttl,
-        });
+        originals.push(Original::new(format!("r{i}"), ttl));
     }
     let live: Vec<Original> = (0..size.live)
-        .map(|i| Original {
-            id: format!("l{i}"),
-            ttl: now as i64 + 7200 + rng.i64(0..3600),
-        })
+        .map(|i| Original::new(format!("l{i}"), now as i64 + 7200 + rng.i64(0..3600)))
         .collect();
     let items: Vec<Key> = originals
         .iter()
         .chain(&live)
-        .map(|o| {
-            let mut item = session(&o.id, o.ttl);
-            item.insert(
-                "expirationWindow".into(),
-                AV::S(window_attr(&o.id, o.ttl, spec.shards)),
-            );
-            item.insert("marker".into(), AV::S("orig".into()));
-            item
-        })
+        .map(|o| marked(&o.id, o.ttl, spec.shards, "orig"))
         .collect();
     put_many(&client, &table, items).await;
 
@@ -1466,6 +1420,7 @@ async fn soak() {
     let moto = moto::endpoint();
     let dir = server::repo_root().join(format!("target/soak/{seed}"));
     let tasks: Vec<_> = SCENARIOS
+        .map(spec)
         .iter()
         .map(|spec| {
             let (db, moto, client) = (db.clone(), moto.clone(), client.clone());

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
     ProjectionType, PutRequest, ScalarAttributeType, WriteRequest,
@@ -359,9 +360,8 @@ pub fn id_key(id: &str) -> Key {
     HashMap::from([("id".into(), AV::S(id.into()))])
 }
 
-/// Sets the ttl of the item at `key` to `ttl` and its window to match, as the application does
-/// when it extends an item.
-pub async fn extend_ttl(client: &Client, table: &str, key: Key, ttl: i64) {
+/// The update that sets the ttl of the item at `key` to `ttl` and its window to match.
+fn extension(client: &Client, table: &str, key: Key, ttl: i64) -> UpdateItemFluentBuilder {
     let window = ttl_sweeper::expiry::window::window_key(ttl as f64, 60).unwrap();
     client
         .update_item()
@@ -370,11 +370,21 @@ pub async fn extend_ttl(client: &Client, table: &str, key: Key, ttl: i64) {
         .update_expression("SET #t = :t, #w = :w")
         .expression_attribute_names("#t", "ttl")
         .expression_attribute_names("#w", "expirationWindow")
-        .expression_attribute_values(":t", AV::N(ttl.to_string()))
+        .expression_attribute_values(":t", num(ttl))
         .expression_attribute_values(":w", AV::S(window))
-        .send()
-        .await
-        .expect("extend ttl");
+}
+
+/// Sets the ttl of the item at `key` to `ttl` and its window to match, as the application does
+/// when it extends an item.
+pub async fn extend_ttl(client: &Client, table: &str, key: Key, ttl: i64) {
+    let update = extension(client, table, key, ttl);
+    update.send().await.expect("extend ttl");
+}
+
+/// [`extend_ttl`] if the item is still there: whether it was (and the update succeeded).
+pub async fn extend_ttl_if_there(client: &Client, table: &str, key: Key, ttl: i64) -> bool {
+    let update = extension(client, table, key, ttl).condition_expression("attribute_exists(id)");
+    update.send().await.is_ok()
 }
 
 pub async fn exists(client: &Client, table: &str, key: Key) -> bool {

@@ -124,7 +124,6 @@ impl Plan {
 #[derive(Debug, Default)]
 pub struct Stats {
     pub requests: AtomicU64,
-    pub forwarded: AtomicU64,
     pub faults: Mutex<HashMap<String, u64>>,
     /// Requests still being handled (forwarded late, delayed...).
     pub in_flight: AtomicUsize,
@@ -143,19 +142,12 @@ impl Stats {
         self.read_at.lock().unwrap().clear();
     }
 
-    fn ids(v: &Value) -> impl Iterator<Item = String> + '_ {
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|item| item["id"]["S"].as_str().map(str::to_owned))
-    }
-
     /// Notes the items an answer to `Query` lists.
     fn saw_query_answer(&self, answer: &[u8]) {
         let answer: Value = serde_json::from_slice(answer).unwrap_or(Value::Null);
         let now = std::time::Instant::now();
         let mut read_at = self.read_at.lock().unwrap();
-        for id in Self::ids(&answer["Items"]) {
+        for id in item_ids(&answer["Items"]) {
             read_at.insert(id, now);
         }
     }
@@ -164,34 +156,37 @@ impl Stats {
     fn saw_batch_applied(&self, body: &[u8]) {
         let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
         let read_at = self.read_at.lock().unwrap();
-        for requests in body["RequestItems"]
-            .as_object()
-            .into_iter()
-            .flat_map(|o| o.values())
-        {
-            let keys: Vec<Value> = requests
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|r| r["DeleteRequest"]["Key"].clone())
-                .collect();
-            for id in Self::ids(&Value::Array(keys)) {
-                if let Some(at) = read_at.get(&id) {
-                    let ms = at.elapsed().as_millis() as u64;
-                    self.max_batch_window_ms.fetch_max(ms, Ordering::SeqCst);
-                }
+        for id in delete_ids(&body["RequestItems"]) {
+            if let Some(at) = read_at.get(&id) {
+                let ms = at.elapsed().as_millis() as u64;
+                self.max_batch_window_ms.fetch_max(ms, Ordering::SeqCst);
             }
         }
     }
-}
 
-impl Stats {
     pub fn faults_total(&self) -> u64 {
         self.faults.lock().unwrap().values().sum()
     }
+
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::SeqCst)
     }
+}
+
+/// The `id`s (String) of the items of a list of items in DynamoDB JSON.
+pub fn item_ids(v: &Value) -> impl Iterator<Item = String> + '_ {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item["id"]["S"].as_str().map(str::to_owned))
+}
+
+/// The `id`s of the keys the delete requests of a `BatchWriteItem`'s items by table hold.
+pub fn delete_ids(requests: &Value) -> Vec<String> {
+    let requests = requests.as_object().into_iter().flat_map(|o| o.values());
+    let keys = requests.flat_map(|v| v.as_array().into_iter().flatten());
+    let keys: Vec<Value> = keys.map(|r| r["DeleteRequest"]["Key"].clone()).collect();
+    item_ids(&Value::Array(keys)).collect()
 }
 
 /// A running proxy; stops when dropped.
@@ -436,7 +431,6 @@ impl Forwarder {
                 .request(req)
                 .await
                 .expect("the proxy could not reach the server");
-            shared.stats.forwarded.fetch_add(1, Ordering::SeqCst);
             let (parts, body) = resp.into_parts();
             let body = body.collect().await.expect("server answer").to_bytes();
             if target.ends_with(".Query") {
