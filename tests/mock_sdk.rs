@@ -15,10 +15,13 @@ use aws_sdk_dynamodb::types::error::{
     ConditionalCheckFailedException, InternalServerError, ProvisionedThroughputExceededException,
     ResourceNotFoundException,
 };
-use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
+use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use aws_smithy_mocks::{mock, mock_client, Rule, RuleMode};
-use common::mem_store::{default_schema, mem_sweeper, ttl_of, Change, Fault, MemStore, Op, When};
+use common::mem_store::{
+    default_schema, key, mem_sweeper, ttl_of, Change, Fault, MemStore, Op, When,
+};
+use common::{bare, num, AssertFields, SweepAt, AV};
 use tokio::time::Instant;
 use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
@@ -45,22 +48,17 @@ fn options(mode: DeleteMode) -> SweepOptions {
     }
 }
 
-fn item(id: &str, ttl: AttributeValue) -> Key {
-    HashMap::from([
-        ("id".to_string(), AttributeValue::S(id.into())),
-        ("ttl".to_string(), ttl),
-    ])
+fn item(id: &str, ttl: AV) -> Key {
+    bare(id, Some(ttl))
 }
 
 fn expired(id: usize) -> Key {
-    item(
-        &format!("item-{id}"),
-        AttributeValue::N((NOW - 10).to_string()),
-    )
+    item(&format!("item-{id}"), num(NOW - 10))
 }
 
-fn key(id: &str) -> Key {
-    HashMap::from([("id".to_string(), AttributeValue::S(id.into()))])
+/// An error's metadata with the error code `code`.
+fn meta(code: &str) -> ErrorMetadata {
+    ErrorMetadata::builder().code(code).build()
 }
 
 fn query_returning(items: Vec<Key>) -> Rule {
@@ -91,20 +89,28 @@ fn unprocessed(keys: &[Key]) -> BatchWriteItemOutput {
 }
 
 fn throttled() -> BatchWriteItemError {
-    BatchWriteItemError::ProvisionedThroughputExceededException(
-        ProvisionedThroughputExceededException::builder()
-            .message("Rate of requests exceeds the allowed throughput")
-            .meta(
-                ErrorMetadata::builder()
-                    .code("ProvisionedThroughputExceededException")
-                    .build(),
-            )
-            .build(),
-    )
+    let error = ProvisionedThroughputExceededException::builder()
+        .message("Rate of requests exceeds the allowed throughput")
+        .meta(meta("ProvisionedThroughputExceededException"));
+    BatchWriteItemError::ProvisionedThroughputExceededException(error.build())
+}
+
+fn not_found() -> ResourceNotFoundException {
+    let error = ResourceNotFoundException::builder().message("Requested resource not found");
+    error.meta(meta("ResourceNotFoundException")).build()
 }
 
 fn sweeper(client: Client, mode: DeleteMode) -> Sweeper<DynamoStore> {
-    Sweeper::new(DynamoStore::new(client), default_schema(), options(mode))
+    sweeper_with(client, options(mode))
+}
+
+fn sweeper_with(client: Client, options: SweepOptions) -> Sweeper<DynamoStore> {
+    Sweeper::new(DynamoStore::new(client), default_schema(), options)
+}
+
+/// An answer to BatchWriteItem that leaves nothing unprocessed.
+fn all_processed() -> BatchWriteItemOutput {
+    BatchWriteItemOutput::builder().build()
 }
 
 #[tokio::test(start_paused = true)]
@@ -115,19 +121,14 @@ async fn unprocessed_keys_are_retried_until_accepted() {
     let batch = mock!(Client::batch_write_item)
         .sequence()
         .output(move || unprocessed(std::slice::from_ref(&first_key)))
-        .output(|| BatchWriteItemOutput::builder().build())
+        .output(all_processed)
         .build();
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
     let started = Instant::now();
-    let report = sweeper(client, DeleteMode::Batch)
-        .sweep(Timestamp::from_secs(NOW), &Stop::never())
-        .await;
+    let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
 
     assert_eq!(batch.num_calls(), 2, "one retry for the unprocessed key");
-    assert_eq!(report.items_found, 3);
-    assert_eq!(report.items_deleted, 3);
-    assert_eq!(report.items_retried, 1);
-    assert_eq!(report.items_failed, 0);
+    report.assert_fields("items_found=3 items_deleted=3 items_retried=1 items_failed=0");
     assert!(report.is_success());
     // The retry waited (paused clock: the sleep advanced virtual time), within the first step's cap.
     let waited = started.elapsed();
@@ -144,7 +145,7 @@ async fn throttling_is_retried_with_growing_backoff() {
         .sequence()
         .error(throttled)
         .times(3)
-        .output(|| BatchWriteItemOutput::builder().build())
+        .output(all_processed)
         .build();
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
     let mut opts = options(DeleteMode::Batch);
@@ -153,7 +154,7 @@ async fn throttling_is_retried_with_growing_backoff() {
     opts.max_retries = 5;
     let s = Sweeper::new(DynamoStore::new(client), default_schema(), opts);
     let started = Instant::now();
-    let report = s.sweep(Timestamp::from_secs(NOW), &Stop::never()).await;
+    let report = s.sweep_at(NOW).await;
 
     assert_eq!(batch.num_calls(), 4);
     assert_eq!(report.items_deleted, 25);
@@ -180,15 +181,11 @@ async fn keys_that_keep_failing_are_reported_and_fail_the_run() {
         unprocessed(&[first])
     });
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
-    let report = sweeper(client, DeleteMode::Batch)
-        .sweep(Timestamp::from_secs(NOW), &Stop::never())
-        .await;
+    let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
 
     // Two chunks (25 + 5), each: 1 call + 3 retries.
     assert_eq!(batch.num_calls(), 8);
-    assert_eq!(report.items_found, 30);
-    assert_eq!(report.items_failed, 2);
-    assert_eq!(report.items_deleted, 28);
+    report.assert_fields("items_found=30 items_failed=2 items_deleted=28");
     assert_eq!(report.failed_keys.len(), 2);
     assert!(report.failed_keys[0].reason.contains("unprocessed"));
     assert!(report
@@ -201,22 +198,10 @@ async fn keys_that_keep_failing_are_reported_and_fail_the_run() {
 #[tokio::test(start_paused = true)]
 async fn non_retryable_errors_fail_at_once() {
     let query = query_returning((0..5).map(expired).collect());
-    let batch = mock!(Client::batch_write_item).then_error(|| {
-        BatchWriteItemError::ResourceNotFoundException(
-            ResourceNotFoundException::builder()
-                .message("Requested resource not found")
-                .meta(
-                    ErrorMetadata::builder()
-                        .code("ResourceNotFoundException")
-                        .build(),
-                )
-                .build(),
-        )
-    });
+    let batch = mock!(Client::batch_write_item)
+        .then_error(|| BatchWriteItemError::ResourceNotFoundException(not_found()));
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
-    let report = sweeper(client, DeleteMode::Batch)
-        .sweep(Timestamp::from_secs(NOW), &Stop::never())
-        .await;
+    let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
     assert_eq!(batch.num_calls(), 1, "no retries for a missing table");
     assert_eq!(report.items_failed, 5);
     assert!(report.failed_keys[0].reason.contains("NotFound"));
@@ -248,20 +233,14 @@ async fn every_page_is_read() {
                 .build()
         })
         .build();
-    let batch =
-        mock!(Client::batch_write_item).then_output(|| BatchWriteItemOutput::builder().build());
+    let batch = mock!(Client::batch_write_item).then_output(all_processed);
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
-    let report = sweeper(client, DeleteMode::Batch)
-        .sweep(Timestamp::from_secs(NOW), &Stop::never())
-        .await;
+    let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
     assert_eq!(query.num_calls(), 2);
     assert_eq!(report.items_deleted, 15);
     let starts = seen_starts.lock().unwrap();
     assert_eq!(starts[0], None);
-    assert_eq!(
-        starts[1].as_ref().unwrap()["id"],
-        AttributeValue::S("item-9".into())
-    );
+    assert_eq!(starts[1].as_ref().unwrap()["id"], AV::S("item-9".into()));
 }
 
 #[tokio::test(start_paused = true)]
@@ -269,16 +248,15 @@ async fn items_that_are_not_expired_as_read_are_never_deleted() {
     // An index should never return these for `ttl < now`, but a misconfigured index or a
     // misbehaving server might: the engine checks every item itself.
     let items = vec![
-        item("future", AttributeValue::N((NOW + 3600).to_string())),
-        item("now", AttributeValue::N(NOW.to_string())),
-        item("millis", AttributeValue::N((NOW * 1000).to_string())),
-        item("string", AttributeValue::S((NOW - 10).to_string())),
-        item("garbage", AttributeValue::N("not-a-number".into())),
-        HashMap::from([("id".to_string(), AttributeValue::S("no-ttl".into()))]),
+        item("future", AV::N((NOW + 3600).to_string())),
+        item("now", AV::N(NOW.to_string())),
+        item("millis", AV::N((NOW * 1000).to_string())),
+        item("string", AV::S((NOW - 10).to_string())),
+        item("garbage", AV::N("not-a-number".into())),
+        HashMap::from([("id".to_string(), AV::S("no-ttl".into()))]),
     ];
     let query = query_returning(items);
-    let batch =
-        mock!(Client::batch_write_item).then_output(|| BatchWriteItemOutput::builder().build());
+    let batch = mock!(Client::batch_write_item).then_output(all_processed);
     let delete = mock!(Client::delete_item).then_output(|| DeleteItemOutput::builder().build());
     for mode in [DeleteMode::Batch, DeleteMode::Conditional] {
         let client = mock_client!(
@@ -286,9 +264,7 @@ async fn items_that_are_not_expired_as_read_are_never_deleted() {
             RuleMode::MatchAny,
             [&query, &batch, &delete]
         );
-        let report = sweeper(client, mode)
-            .sweep(Timestamp::from_secs(NOW), &Stop::never())
-            .await;
+        let report = sweeper(client, mode).sweep_at(NOW).await;
         assert_eq!(report.items_found, 0, "{mode}");
         assert_eq!(report.items_invalid, 6, "{mode}");
         assert_eq!(report.items_deleted, 0, "{mode}");
@@ -300,17 +276,11 @@ async fn items_that_are_not_expired_as_read_are_never_deleted() {
 #[tokio::test(start_paused = true)]
 async fn conditional_mode_tells_kept_from_gone_and_retries_throttling() {
     fn condition_failed(item: Option<Key>) -> DeleteItemError {
-        DeleteItemError::ConditionalCheckFailedException(
-            ConditionalCheckFailedException::builder()
-                .message("The conditional request failed")
-                .set_item(item)
-                .meta(
-                    ErrorMetadata::builder()
-                        .code("ConditionalCheckFailedException")
-                        .build(),
-                )
-                .build(),
-        )
+        let error = ConditionalCheckFailedException::builder()
+            .message("The conditional request failed")
+            .set_item(item)
+            .meta(meta("ConditionalCheckFailedException"));
+        DeleteItemError::ConditionalCheckFailedException(error.build())
     }
     let query = query_returning(vec![expired(0), expired(1), expired(2), expired(3)]);
     let delete = mock!(Client::delete_item)
@@ -319,48 +289,29 @@ async fn conditional_mode_tells_kept_from_gone_and_retries_throttling() {
         // ttl extended: the service returns the item as it is now
         .error(|| condition_failed(Some(expired(1))))
         .error(|| {
-            DeleteItemError::InternalServerError(
-                InternalServerError::builder()
-                    .message("Internal server error")
-                    .meta(ErrorMetadata::builder().code("InternalServerError").build())
-                    .build(),
-            )
+            let error = InternalServerError::builder().message("Internal server error");
+            DeleteItemError::InternalServerError(error.meta(meta("InternalServerError")).build())
         })
         .output(|| DeleteItemOutput::builder().build())
         // the item no longer exists: nothing is returned
         .error(|| condition_failed(None))
         .build();
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &delete]);
-    let report = sweeper(client, DeleteMode::Conditional)
-        .sweep(Timestamp::from_secs(NOW), &Stop::never())
-        .await;
+    let report = sweeper(client, DeleteMode::Conditional).sweep_at(NOW).await;
     assert_eq!(delete.num_calls(), 5);
-    assert_eq!(report.items_deleted, 2);
-    assert_eq!(report.items_skipped, 1);
-    assert_eq!(report.items_gone, 1);
-    assert_eq!(report.items_retried, 1);
+    report.assert_fields("items_deleted=2 items_skipped=1 items_gone=1 items_retried=1");
     assert!(report.is_success());
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_missing_table_stops_the_sweep_with_an_error() {
-    let query = mock!(Client::query).then_error(|| {
-        QueryError::ResourceNotFoundException(
-            ResourceNotFoundException::builder()
-                .message("Requested resource not found")
-                .meta(
-                    ErrorMetadata::builder()
-                        .code("ResourceNotFoundException")
-                        .build(),
-                )
-                .build(),
-        )
-    });
+    let query =
+        mock!(Client::query).then_error(|| QueryError::ResourceNotFoundException(not_found()));
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query]);
     let mut opts = options(DeleteMode::Batch);
     opts.lookback_windows = 5;
     let report = Sweeper::new(DynamoStore::new(client), default_schema(), opts)
-        .sweep(Timestamp::from_secs(NOW), &Stop::never())
+        .sweep_at(NOW)
         .await;
     assert_eq!(query.num_calls(), 1, "stops after a non-retryable error");
     assert_eq!(report.windows_left, 6);
@@ -487,7 +438,7 @@ async fn batch_mode_reads_keys_read_long_ago_again_before_retrying_them() {
     let mut opts = options(DeleteMode::Batch);
     opts.batch_max_read_age = Duration::from_millis(200);
     let s = mem_sweeper(store, opts);
-    let report = s.sweep(Timestamp::from_secs(NOW), &Stop::never()).await;
+    let report = s.sweep_at(NOW).await;
     let left: HashMap<String, i64> = s
         .store()
         .items()
@@ -555,7 +506,7 @@ async fn a_slow_credential_refresh_never_delays_a_batch_past_its_attempt_timeout
         .http_client(http)
         .build();
     let store = DynamoStore::new(Client::from_conf(config));
-    let key = item("k1", AttributeValue::N((NOW - 10).to_string()));
+    let key = item("k1", AV::N((NOW - 10).to_string()));
     let checked = std::time::Instant::now();
     let result = store.batch_delete(&default_schema(), &[&key]).await;
     let bound = ttl_sweeper::store::BATCH_ATTEMPT_TIMEOUT;

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::mem_store::{id_of, mem_sweeper, Fault, MemStore, Op, When};
+use common::{AssertFields, SweepAt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -115,9 +116,7 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
         rewritten.clone(),
         (T0 + 3_600) as f64,
     );
-    let report = sweeper
-        .sweep(Timestamp::from_secs(T0), &Stop::never())
-        .await;
+    let report = sweeper.sweep_at(T0).await;
     writer.await.unwrap();
 
     // No key went out in a BatchWriteItem longer than the bound after the query that listed it.
@@ -197,9 +196,7 @@ async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
         vec!["k35".into()],
         (T0 + 3_600) as f64,
     );
-    let report = sweeper
-        .sweep(Timestamp::from_secs(T0), &Stop::never())
-        .await;
+    let report = sweeper.sweep_at(T0).await;
     writer.await.unwrap();
     let max_age = *store.max_sent_age.lock().unwrap();
     assert!(
@@ -234,9 +231,7 @@ async fn an_unprocessed_key_named_unlike_any_key_sent_is_sent_again_not_counted_
     ));
     (0..25).for_each(|i| store.put(&format!("k{i:02}"), (T0 - 30) as f64));
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
-    let report = sweeper
-        .sweep(Timestamp::from_secs(T0), &Stop::never())
-        .await;
+    let report = sweeper.sweep_at(T0).await;
     assert!(
         store.ids().is_empty(),
         "left: {:?}; {report:?}",
@@ -271,9 +266,7 @@ async fn a_sweep_holds_no_more_keys_than_its_read_ahead_whatever_the_pages() {
             ..SweepOptions::default()
         };
         let sweeper = mem_sweeper(store.clone(), options);
-        let report = sweeper
-            .sweep(Timestamp::from_secs(T0), &Stop::never())
-            .await;
+        let report = sweeper.sweep_at(T0).await;
         assert!(store.ids().is_empty(), "{delete_mode}: {report:?}");
         assert_eq!(report.items_deleted, 32_000, "{delete_mode}: {report:?}");
         let budget = ttl_sweeper::engine::READ_AHEAD_ROUNDS * 25 * (4 + 1);
@@ -336,8 +329,7 @@ async fn notify_mode_settles_deletes_whose_answer_was_lost_at_the_stop() {
         events, want,
         "every deleted item gets its event; {report:?}"
     );
-    assert_eq!(report.items_left, 0, "{report:?}");
-    assert_eq!(report.items_gone, 25, "{report:?}");
+    report.assert_fields("items_left=0 items_gone=25");
 }
 
 #[tokio::test(start_paused = true)]
@@ -361,8 +353,7 @@ async fn notify_mode_reports_by_key_a_delete_that_may_still_land_after_the_stop(
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(store.ids().is_empty(), "the late request deleted them all");
     assert!(hook.expired.lock().unwrap().is_empty());
-    assert_eq!(report.items_failed, 25, "{report:?}");
-    assert_eq!(report.items_left, 0, "{report:?}");
+    report.assert_fields("items_failed=25 items_left=0");
     assert!(
         report.failed_keys[0].reason.contains("may still delete it"),
         "{:?}",
@@ -398,11 +389,8 @@ async fn notify_mode_publishes_each_attempts_deletes_before_waiting_to_retry_the
         ),
         Recorder::default(),
     );
-    let report = sweeper
-        .sweep(Timestamp::from_secs(T0), &Stop::never())
-        .await;
-    assert_eq!(report.items_deleted, 25, "{report:?}");
-    assert_eq!(report.events_published, 25, "{report:?}");
+    let report = sweeper.sweep_at(T0).await;
+    report.assert_fields("items_deleted=25 events_published=25");
     let calls = store.batch_calls.lock().unwrap().clone();
     assert_eq!(
         calls.len(),
