@@ -36,13 +36,7 @@ use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
 use fault_proxy::{all_faults, delete_ids, item_ids, FaultProxy, Plan};
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
-use hyper::{Request, Response};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client as HttpClient;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use runtime_api::{wall, Options, Outcome, RuntimeApi, Schedule};
+use runtime_api::{wall, Options, Outcome, Recorder, RuntimeApi, Schedule};
 use serde_json::Value;
 use ttl_sweeper::engine::BATCH_MAX_READ_AGE;
 use ttl_sweeper::events::event_id;
@@ -209,25 +203,11 @@ struct Seen {
     accepted_entries: u64,
 }
 
-/// A pass-through proxy between the fault proxy and a server (DynamoDB Local or moto): it
-/// records what the server did (reads, deletes, accepted events) with the time, and makes
-/// requests slow: every `BatchWriteItem` by `slow_batch`, a seeded share of the sink's calls by
-/// a seeded time.
-struct Recorder {
-    endpoint: String,
-    state: Arc<RecState>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
+/// The state of a recording proxy (a [`Recorder`]) between the fault proxy and a server
+/// (DynamoDB Local or moto): what the server did (reads, deletes, accepted events) with the
+/// time; and how it makes requests slow: every `BatchWriteItem` by `slow_batch`, a seeded share
+/// of the sink's calls by a seeded time.
 struct RecState {
-    upstream: String,
-    client: HttpClient<HttpConnector, Full<Bytes>>,
     seed: u64,
     slow_batch: Duration,
     slow_sink: bool,
@@ -237,61 +217,41 @@ struct RecState {
     seen: Mutex<Seen>,
 }
 
-impl Recorder {
-    async fn start(upstream: &str, seed: u64, slow_batch: Duration, slow_sink: bool) -> Recorder {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .expect("bind the recorder on 127.0.0.1");
-        let endpoint = format!("http://{}", listener.local_addr().unwrap());
-        let state = Arc::new(RecState {
-            upstream: upstream.trim_end_matches('/').to_owned(),
-            client: HttpClient::builder(TokioExecutor::new()).build_http(),
-            seed,
-            slow_batch,
-            slow_sink,
-            slowing: AtomicBool::new(true),
-            slowed: AtomicU64::new(0),
-            seen: Mutex::new(Seen::default()),
-        });
-        let shared = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let state = shared.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        let state = state.clone();
-                        async move { record(state, req).await }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        Recorder {
-            endpoint,
-            state,
-            task,
-        }
-    }
+/// A recording proxy in front of `upstream`, and its state.
+async fn recorder(
+    upstream: &str,
+    seed: u64,
+    slow_batch: Duration,
+    slow_sink: bool,
+) -> (Recorder, Arc<RecState>) {
+    let state = Arc::new(RecState {
+        seed,
+        slow_batch,
+        slow_sink,
+        slowing: AtomicBool::new(true),
+        slowed: AtomicU64::new(0),
+        seen: Mutex::new(Seen::default()),
+    });
+    let (held, seen) = (state.clone(), state.clone());
+    let hold = Box::new(move |op: &str, request: &Value| held.hold(op, request));
+    let observe = Box::new(move |op: &str, request: &Value, answer: &Value, at: f64| {
+        seen.observe(op, request, answer, at)
+    });
+    (Recorder::start(upstream, hold, observe).await, state)
 }
 
-async fn record(
-    state: Arc<RecState>,
-    req: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
-    let (parts, body, op) = fault_proxy::read_request(req).await;
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if state.slowing.load(Ordering::SeqCst) {
+impl RecState {
+    /// How long to hold a request while slowing.
+    fn hold(&self, op: &str, request: &Value) -> Duration {
+        if !self.slowing.load(Ordering::SeqCst) {
+            return Duration::ZERO;
+        }
         let pause = if op == "BatchWriteItem" {
-            state.slow_batch
-        } else if state.slow_sink && fault_proxy::is_sink_batch(&op) {
-            let identity = fault_proxy::request_identity(&op, &request);
+            self.slow_batch
+        } else if self.slow_sink && fault_proxy::is_sink_batch(op) {
+            let identity = fault_proxy::request_identity(op, request);
             let mut rng = fastrand::Rng::with_seed(
-                state.seed ^ fault_proxy::fnv(identity.as_bytes()) ^ 0x5eed,
+                self.seed ^ fault_proxy::fnv(identity.as_bytes()) ^ 0x5eed,
             );
             if rng.f64() < SLOW_SINK_RATE {
                 Duration::from_millis(rng.u64(SLOW_SINK_MS))
@@ -302,43 +262,15 @@ async fn record(
             Duration::ZERO
         };
         if !pause.is_zero() {
-            state.slowed.fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(pause).await;
+            self.slowed.fetch_add(1, Ordering::SeqCst);
         }
+        pause
     }
-    let mut out = Request::builder()
-        .method(parts.method.clone())
-        .uri(format!("{}{}", state.upstream, parts.uri));
-    for (name, value) in &parts.headers {
-        if name != "host" && name != "content-length" {
-            out = out.header(name, value);
-        }
-    }
-    let resp = match state
-        .client
-        .request(out.body(Full::new(body)).unwrap())
-        .await
-    {
-        Ok(resp) => resp,
-        Err(e) => {
-            let body = serde_json::json!({ "message": e.to_string() }).to_string();
-            return Ok(Response::builder()
-                .status(502)
-                .body(Full::new(Bytes::from(body)))
-                .unwrap());
-        }
-    };
-    let (rparts, rbody) = resp.into_parts();
-    let rbody = rbody
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let at = wall();
-    if rparts.status.is_success() {
-        let answer: Value = serde_json::from_slice(&rbody).unwrap_or(Value::Null);
-        let mut seen = state.seen.lock().unwrap();
-        match op.as_str() {
+
+    /// Records what a successful answer says the server did.
+    fn observe(&self, op: &str, request: &Value, answer: &Value, at: f64) {
+        let mut seen = self.seen.lock().unwrap();
+        match op {
             "Query" => {
                 for id in item_ids(&answer["Items"]) {
                     seen.listed.entry(id).or_default().push(at);
@@ -393,7 +325,6 @@ async fn record(
             _ => {}
         }
     }
-    Ok(Response::from_parts(rparts, Full::new(rbody)))
 }
 
 // ------------------------------------------------------------------------------------ writers
@@ -1169,7 +1100,7 @@ async fn scenario(
     } else {
         Duration::ZERO
     };
-    let db_rec = Recorder::start(&db_endpoint, seed, slow, false).await;
+    let (db_rec, db_state) = recorder(&db_endpoint, seed, slow, false).await;
     let db_faults = FaultProxy::start(
         &db_rec.endpoint,
         DELAY,
@@ -1182,7 +1113,7 @@ async fn scenario(
     )
     .await;
     // SQS: sweeper -> fault proxy -> recorder (slow sink) -> moto.
-    let sink_rec = Recorder::start(&moto_endpoint, seed, Duration::ZERO, true).await;
+    let (sink_rec, sink_state) = recorder(&moto_endpoint, seed, Duration::ZERO, true).await;
     let sink_faults = FaultProxy::start(
         &sink_rec.endpoint,
         DELAY,
@@ -1210,7 +1141,7 @@ async fn scenario(
         table.clone(),
         spec.shards,
         seed,
-        db_rec.state.clone(),
+        db_state.clone(),
         originals.clone(),
         size.backlog,
         size.burst,
@@ -1228,8 +1159,8 @@ async fn scenario(
     sink_faults.wait_idle().await;
     db_faults.set_plan(Plan::Pass);
     sink_faults.set_plan(Plan::Pass);
-    db_rec.state.slowing.store(false, Ordering::SeqCst);
-    sink_rec.state.slowing.store(false, Ordering::SeqCst);
+    db_state.slowing.store(false, Ordering::SeqCst);
+    sink_state.slowing.store(false, Ordering::SeqCst);
     let oldest = originals.iter().map(|o| o.ttl).min().unwrap_or(now as i64) as f64;
     // Blocking, off the runtime's workers: the proxies it goes through run on them. A final
     // sweep that fails (its report lists what it could not do: a sink still slow from the load
@@ -1296,16 +1227,16 @@ async fn scenario(
             .filter(|w| w.action == Action::Rewrite)
             .count(),
         extends: writes.iter().filter(|w| w.action == Action::Extend).count(),
-        slowed_batch: db_rec.state.slowed.load(Ordering::SeqCst),
-        slowed_sink: sink_rec.state.slowed.load(Ordering::SeqCst),
+        slowed_batch: db_state.slowed.load(Ordering::SeqCst),
+        slowed_sink: sink_state.slowed.load(Ordering::SeqCst),
         ..Row::default()
     };
     for (name, n) in db_faults.stats.faults.lock().unwrap().iter() {
         *row.faults.entry(fault_kind(name)).or_default() += n;
     }
     row.sink_faults = sink_faults.stats.faults_total();
-    let seen = db_rec.state.seen.lock().unwrap();
-    let sink_seen = sink_rec.state.seen.lock().unwrap();
+    let seen = db_state.seen.lock().unwrap();
+    let sink_seen = sink_state.seen.lock().unwrap();
     let merged = Seen {
         listed: seen.listed.clone(),
         deleted: seen.deleted.clone(),

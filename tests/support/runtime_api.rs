@@ -700,19 +700,24 @@ async fn next(inner: &Arc<Inner>, env: usize) -> HttpResponse {
         .unwrap()
 }
 
-// ------------------------------------------------------------------------------- delete recorder
+// ------------------------------------------------------------------------------- recording proxy
 
-/// A pass-through proxy in front of a DynamoDB endpoint that records, by item `id`, the wall
-/// clock (epoch seconds) at which the server acknowledged each item's delete: the first
-/// `BatchWriteItem` answer that does not list it as unprocessed, or a successful `DeleteItem`.
-pub struct DeleteRecorder {
-    /// `http://127.0.0.1:PORT`: point the sweeper here.
+/// What a [`Recorder`] is told of each request the server answered with success: the operation
+/// (the last part of `X-Amz-Target`), the request and answer bodies, and when the answer came
+/// back (wall clock, epoch seconds).
+pub type Observe = Box<dyn Fn(&str, &Value, &Value, f64) + Send + Sync>;
+/// How long a [`Recorder`] holds a request (its operation and body) before passing it on.
+pub type Hold = Box<dyn Fn(&str, &Value) -> Duration + Send + Sync>;
+
+/// A pass-through proxy in front of an AWS JSON endpoint (DynamoDB, moto) that holds each
+/// request as `hold` says and tells `observe` what the server answered.
+pub struct Recorder {
+    /// `http://127.0.0.1:PORT`: point the client here.
     pub endpoint: String,
-    pub acks: Arc<Mutex<HashMap<String, f64>>>,
     task: JoinHandle<()>,
 }
 
-impl Drop for DeleteRecorder {
+impl Drop for Recorder {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -721,21 +726,24 @@ impl Drop for DeleteRecorder {
 struct Upstream {
     base: String,
     client: HttpClient<HttpConnector, Full<Bytes>>,
-    acks: Arc<Mutex<HashMap<String, f64>>>,
+    hold: Hold,
+    observe: Observe,
 }
 
-impl DeleteRecorder {
+impl Recorder {
     /// Starts a recorder in front of `upstream` (`http://127.0.0.1:PORT`).
-    pub async fn start(upstream: &str) -> DeleteRecorder {
+    pub async fn start(upstream: &str, hold: Hold, observe: Observe) -> Recorder {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
             .expect("bind the recorder on 127.0.0.1");
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
-        let acks = Arc::new(Mutex::new(HashMap::new()));
+        let base = upstream.trim_end_matches('/').to_owned();
+        let client = HttpClient::builder(TokioExecutor::new()).build_http();
         let up = Arc::new(Upstream {
-            base: upstream.trim_end_matches('/').to_owned(),
-            client: HttpClient::builder(TokioExecutor::new()).build_http(),
-            acks: acks.clone(),
+            base,
+            client,
+            hold,
+            observe,
         });
         let task = tokio::spawn(async move {
             loop {
@@ -751,15 +759,13 @@ impl DeleteRecorder {
                 });
             }
         });
-        DeleteRecorder {
-            endpoint,
-            acks,
-            task,
-        }
+        Recorder { endpoint, task }
     }
 }
 
-fn ids_in(requests: &Value) -> Vec<String> {
+/// The `id`s of the keys the delete requests of a `BatchWriteItem`'s `RequestItems` (or
+/// `UnprocessedItems`) name.
+pub fn ids_in(requests: &Value) -> Vec<String> {
     requests
         .as_object()
         .into_iter()
@@ -787,6 +793,11 @@ async fn forward(up: Arc<Upstream>, req: Request<Incoming>) -> Result<HttpRespon
         .and_then(|v| v.rsplit('.').next())
         .unwrap_or("")
         .to_owned();
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let pause = (up.hold)(&op, &request);
+    if !pause.is_zero() {
+        tokio::time::sleep(pause).await;
+    }
     let mut out = Request::builder()
         .method(parts.method.clone())
         .uri(format!("{}{}", up.base, parts.uri));
@@ -795,7 +806,6 @@ async fn forward(up: Arc<Upstream>, req: Request<Incoming>) -> Result<HttpRespon
             out = out.header(name, value);
         }
     }
-    let sent = body.clone();
     let resp = match up.client.request(out.body(Full::new(body)).unwrap()).await {
         Ok(resp) => resp,
         Err(e) => return Ok(reply(502, &json!({ "message": e.to_string() }).to_string())),
@@ -807,25 +817,55 @@ async fn forward(up: Arc<Upstream>, req: Request<Incoming>) -> Result<HttpRespon
         .map(|b| b.to_bytes())
         .unwrap_or_default();
     let at = wall();
-    if rparts.status.is_success() && (op == "BatchWriteItem" || op == "DeleteItem") {
-        let request: Value = serde_json::from_slice(&sent).unwrap_or(Value::Null);
-        let deleted: Vec<String> = if op == "BatchWriteItem" {
-            let answer: Value = serde_json::from_slice(&rbody).unwrap_or(Value::Null);
-            let left = ids_in(&answer["UnprocessedItems"]);
-            ids_in(&request["RequestItems"])
-                .into_iter()
-                .filter(|id| !left.contains(id))
-                .collect()
-        } else {
-            request["Key"]["id"]["S"]
-                .as_str()
-                .map(|s| vec![s.to_owned()])
-                .unwrap_or_default()
-        };
-        let mut acks = up.acks.lock().unwrap();
-        for id in deleted {
-            acks.entry(id).or_insert(at);
-        }
+    if rparts.status.is_success() {
+        let answer: Value = serde_json::from_slice(&rbody).unwrap_or(Value::Null);
+        (up.observe)(&op, &request, &answer, at);
     }
     Ok(Response::from_parts(rparts, Full::new(rbody)))
+}
+
+/// A [`Recorder`] in front of a DynamoDB endpoint that records, by item `id`, the wall clock
+/// (epoch seconds) at which the server acknowledged each item's delete: the first
+/// `BatchWriteItem` answer that does not list it as unprocessed, or a successful `DeleteItem`.
+pub struct DeleteRecorder {
+    /// `http://127.0.0.1:PORT`: point the sweeper here.
+    pub endpoint: String,
+    pub acks: Arc<Mutex<HashMap<String, f64>>>,
+    _recorder: Recorder,
+}
+
+impl DeleteRecorder {
+    /// Starts a recorder in front of `upstream` (`http://127.0.0.1:PORT`).
+    pub async fn start(upstream: &str) -> DeleteRecorder {
+        let acks = Arc::new(Mutex::new(HashMap::new()));
+        let seen = acks.clone();
+        let observe = move |op: &str, request: &Value, answer: &Value, at: f64| {
+            let deleted: Vec<String> = match op {
+                "BatchWriteItem" => {
+                    let left = ids_in(&answer["UnprocessedItems"]);
+                    let mut sent = ids_in(&request["RequestItems"]);
+                    sent.retain(|id| !left.contains(id));
+                    sent
+                }
+                "DeleteItem" => request["Key"]["id"]["S"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .into_iter()
+                    .collect(),
+                _ => return,
+            };
+            let mut acks = seen.lock().unwrap();
+            for id in deleted {
+                acks.entry(id).or_insert(at);
+            }
+        };
+        let recorder =
+            Recorder::start(upstream, Box::new(|_, _| Duration::ZERO), Box::new(observe)).await;
+        let endpoint = recorder.endpoint.clone();
+        DeleteRecorder {
+            endpoint,
+            acks,
+            _recorder: recorder,
+        }
+    }
 }
