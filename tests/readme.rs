@@ -16,8 +16,11 @@ use std::path::{Path, PathBuf};
 
 use ttl_sweeper::config::SETTINGS;
 
+mod common;
 #[path = "support/cost.rs"]
 mod cost;
+
+use common::{AssertFields, LOCAL_AWS_ENV};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -305,10 +308,8 @@ fn make_commands(markdown: &str) -> Vec<String> {
 #[test]
 fn every_make_command_shown_is_a_makefile_target() {
     let targets = make_targets();
-    assert!(
-        targets.contains("test") && targets.contains("demo"),
-        "{targets:?}"
-    );
+    let known = targets.contains("test") && targets.contains("demo");
+    assert!(known, "{targets:?}");
     let mut problems = Vec::new();
     let mut commands = 0;
     for path in documents() {
@@ -320,11 +321,8 @@ fn every_make_command_shown_is_a_makefile_target() {
         }
     }
     assert!(commands >= 5, "only {commands} make commands found");
-    assert!(
-        problems.is_empty(),
-        "not Makefile targets:\n  {}",
-        problems.join("\n  ")
-    );
+    let problems = problems.join("\n  ");
+    assert!(problems.is_empty(), "not Makefile targets:\n  {problems}");
     assert_eq!(
         make_commands("run `make demo`\n```\nmake test   # all\n  make bench BENCH_QUICK=1\n```\n"),
         ["demo", "test", "bench"]
@@ -373,15 +371,13 @@ fn library_path_exists(path: &str) -> bool {
     let Ok(text) = std::fs::read_to_string(file) else {
         return false;
     };
-    let declared = ["fn", "struct", "enum", "trait", "const", "mod", "type"]
-        .iter()
-        .any(|kind| {
-            text.contains(&format!("pub {kind} {item}("))
-                || text.contains(&format!("pub {kind} {item}<"))
-                || text.contains(&format!("pub {kind} {item} "))
-                || text.contains(&format!("pub {kind} {item};"))
-                || text.contains(&format!("pub {kind} {item}:"))
-        });
+    let kinds = ["fn", "struct", "enum", "trait", "const", "mod", "type"];
+    let declared = kinds.iter().any(|kind| {
+        let name = format!("pub {kind} {item}");
+        ["(", "<", " ", ";", ":"]
+            .iter()
+            .any(|after| text.contains(&format!("{name}{after}")))
+    });
     let reexported = text.lines().any(|l| {
         l.trim_start().starts_with("pub use")
             && l.split(|c: char| !(c.is_alphanumeric() || c == '_'))
@@ -409,11 +405,8 @@ fn every_library_path_the_docs_name_exists() {
         ),
         ["ttl_sweeper::streams::is_expiry_removal"]
     );
-    assert!(
-        problems.is_empty(),
-        "no such public item:\n  {}",
-        problems.join("\n  ")
-    );
+    let problems = problems.join("\n  ");
+    assert!(problems.is_empty(), "no such public item:\n  {problems}");
     assert!(library_path_exists(
         "ttl_sweeper::expiry::window::window_key"
     ));
@@ -444,47 +437,26 @@ fn measured_wall_per_delete(bench: &str) -> f64 {
     let at = bench
         .find(" deletes/s wall")
         .expect("BENCHMARKS.md section 2 reports deletes/s wall");
-    let digits: String = bench[..at]
-        .chars()
-        .rev()
-        .take_while(|c| c.is_ascii_digit())
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    1.0 / digits.parse::<f64>().expect("a rate")
+    let start = bench[..at]
+        .trim_end_matches(|c: char| c.is_ascii_digit())
+        .len();
+    1.0 / bench[start..at].parse::<f64>().expect("a rate")
 }
 
-/// Every generated cost block: (file, marker, what the model renders, whether the rendered text
-/// sits on the marker's own line).
-fn cost_blocks() -> Vec<(&'static str, &'static str, String, bool)> {
+/// Every generated cost block: (file, marker, what the model renders).
+fn cost_blocks() -> Vec<(&'static str, &'static str, String)> {
     let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
     let inputs = cost::Inputs::from_code(measured_wall_per_delete(&bench));
+    let model = format!("\n{}", cost::benchmarks_section(&inputs));
+    let memory = cost::memory_sentence(&inputs).trim_end().to_owned();
+    let scaling = format!("\n{}\n", cost::scaling_table(&inputs));
+    let construct = format!("\n{}", cost::construct_list(&inputs));
+    let bm = "docs/BENCHMARKS.md";
     vec![
-        (
-            "docs/BENCHMARKS.md",
-            "cost-model",
-            format!("\n{}", cost::benchmarks_section(&inputs)),
-            false,
-        ),
-        (
-            "docs/BENCHMARKS.md",
-            "cost-memory",
-            cost::memory_sentence(&inputs).trim_end().to_owned(),
-            true,
-        ),
-        (
-            "docs/scaling.md",
-            "cost-scaling",
-            format!("\n{}\n", cost::scaling_table(&inputs)),
-            false,
-        ),
-        (
-            "infra/README.md",
-            "cost-construct",
-            format!("\n{}", cost::construct_list(&inputs)),
-            false,
-        ),
+        (bm, "cost-model", model),
+        (bm, "cost-memory", memory),
+        ("docs/scaling.md", "cost-scaling", scaling),
+        ("infra/README.md", "cost-construct", construct),
     ]
 }
 
@@ -493,18 +465,15 @@ fn cost_blocks() -> Vec<(&'static str, &'static str, String, bool)> {
 fn cost_blocks_are_what_the_cost_model_renders() {
     let update = std::env::var("UPDATE_DOCS").is_ok_and(|v| v == "1");
     let mut stale = Vec::new();
-    for (file, name, rendered, _) in cost_blocks() {
+    for (file, name, rendered) in cost_blocks() {
         let path = Path::new(ROOT).join(file);
         let text = read(&path);
         let (start, end, block) =
             generated(&text, name).unwrap_or_else(|| panic!("{file} has no <!-- {name} --> block"));
         if block != rendered {
             if update {
-                std::fs::write(
-                    &path,
-                    format!("{}{}{}", &text[..start], rendered, &text[end..]),
-                )
-                .unwrap();
+                let updated = format!("{}{rendered}{}", &text[..start], &text[end..]);
+                std::fs::write(&path, updated).unwrap();
             } else {
                 stale.push(format!("{file} <!-- {name} -->:\n--- in the doc\n{block}\n--- from the model\n{rendered}"));
             }
@@ -520,8 +489,9 @@ fn cost_blocks_are_what_the_cost_model_renders() {
         .map(|cell| cell.trim().trim_matches(['*', '$']).to_owned())
         .expect("docs/BENCHMARKS.md has a 1M row with a bold total");
     let rounded = format!("about ${:.0} a month", total.parse::<f64>().unwrap());
+    let says = read(&Path::new(ROOT).join("README.md")).contains(&rounded);
     assert!(
-        read(&Path::new(ROOT).join("README.md")).contains(&rounded),
+        says,
         "README.md should say {rounded:?} (docs/BENCHMARKS.md section 4: ${total})"
     );
     assert!(
@@ -545,14 +515,9 @@ fn the_cost_model_counts_the_overlap_and_every_default_extra() {
     assert_eq!(cells[5], "$5.05", "{row}");
     // Metrics $4.50 + key $1 + dashboard $3 + alarms $0.40.
     assert_eq!(cells[8], "$8.90", "{row}");
-    let total: f64 = cells[9]
-        .trim_matches(|c| c == '*' || c == '$')
-        .parse()
-        .unwrap();
+    let total: f64 = cells[9].trim_matches(['*', '$']).parse().unwrap();
     assert!((15.0..18.0).contains(&total), "{row}");
 }
-
-// ---------------------------------------------------------------- figures quoted in several docs
 
 // ---------------------------------------------------------------- a newcomer's first screen
 
@@ -605,32 +570,14 @@ fn the_readme_first_screen_goes_from_an_existing_table_to_a_verified_sweeper() {
         ),
         ("TtlSweeper", "from 'ttl-sweeper-cdk'"),
     ] {
-        if ts.contains(used) {
-            assert!(
-                ts.contains(import),
-                "the snippet uses {used} without `{import}`"
-            );
-        }
+        let imported = !ts.contains(used) || ts.contains(import);
+        assert!(imported, "the snippet uses {used} without `{import}`");
     }
     // The index it creates is the one the sweeper queries by default.
-    let index = SETTINGS
-        .iter()
-        .find(|s| s.var == "INDEX_NAME")
-        .unwrap()
-        .default
-        .unwrap();
-    let window = SETTINGS
-        .iter()
-        .find(|s| s.var == "WINDOW_ATTRIBUTE")
-        .unwrap()
-        .default
-        .unwrap();
-    let ttl = SETTINGS
-        .iter()
-        .find(|s| s.var == "TTL_ATTRIBUTE")
-        .unwrap()
-        .default
-        .unwrap();
+    let default = |var: &str| SETTINGS.iter().find(|s| s.var == var).unwrap().default;
+    let index = default("INDEX_NAME").unwrap();
+    let window = default("WINDOW_ATTRIBUTE").unwrap();
+    let ttl = default("TTL_ATTRIBUTE").unwrap();
     for expected in [
         format!("IndexName={index}"),
         format!("AttributeName={window},KeyType=HASH"),
@@ -643,16 +590,9 @@ fn the_readme_first_screen_goes_from_an_existing_table_to_a_verified_sweeper() {
         );
     }
     // The quick start comes before the first screen ends: right after the introduction.
-    let first_headings: Vec<&str> = readme
-        .lines()
-        .filter(|l| l.starts_with("## "))
-        .take(1)
-        .collect();
-    assert_eq!(
-        first_headings,
-        ["## Quick start: your own table"],
-        "the quick start is the first section"
-    );
+    let first_heading = readme.lines().find(|l| l.starts_with("## "));
+    let first = Some("## Quick start: your own table");
+    assert_eq!(first_heading, first, "the quick start is the first section");
 }
 
 // ---------------------------------------------------------------- cargo lambda deploy, dry
@@ -687,10 +627,8 @@ fn the_cargo_lambda_deploy_line_of_the_docs_passes_a_dry_run() {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
     for var in vars.keys() {
-        assert!(
-            SETTINGS.iter().any(|s| s.var == var),
-            "{var} is not a setting"
-        );
+        let setting = SETTINGS.iter().any(|s| s.var == var);
+        assert!(setting, "{var} is not a setting");
     }
     let config = ttl_sweeper::config::Config::from_lookup(|k| vars.get(k).cloned())
         .expect("the environment file is a valid configuration");
@@ -713,54 +651,44 @@ fn the_cargo_lambda_deploy_line_of_the_docs_passes_a_dry_run() {
         .expect("the line names the binary with --binary-path");
     assert_eq!(args[path + 1], "target/lambda/ttl-sweeper-lambda/bootstrap");
     args[path + 1] = env!("CARGO_BIN_EXE_ttl-sweeper-lambda").to_owned();
+    // Nothing may leave the machine: a closed local port, no credentials.
+    let closed = [
+        "--endpoint-url",
+        "http://127.0.0.1:9",
+        "--region",
+        "us-east-1",
+    ];
+    let no_credentials = LOCAL_AWS_ENV.iter().filter(|(k, _)| *k != "AWS_REGION");
     let out = std::process::Command::new(&cargo_lambda)
         .arg("lambda")
         .args(&args)
         .args(["--dry", "--output-format", "json", "--manifest-path"])
         .arg(format!("{ROOT}/Cargo.toml"))
-        // Nothing may leave the machine: a closed local port, no credentials.
-        .args([
-            "--endpoint-url",
-            "http://127.0.0.1:9",
-            "--region",
-            "us-east-1",
-        ])
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_CONFIG_FILE", "/dev/null")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .args(closed)
+        .envs(no_credentials.copied())
         .current_dir(&dir)
         .output()
         .unwrap_or_else(|e| panic!("run {cargo_lambda} (make tools installs it): {e}"));
     let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "cargo lambda deploy --dry failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
+        "cargo lambda deploy --dry failed: {stderr}\n{stdout}"
     );
     let plan: serde_json::Value =
         serde_json::from_str(&stdout[stdout.find('{').expect("a JSON plan")..]).unwrap();
     let c = &plan["config"];
-    assert_eq!(plan["name"], "ttl-sweeper", "{plan}");
-    assert_eq!(plan["kind"], "function", "{plan}");
-    assert_eq!(plan["files"], serde_json::json!(["bootstrap"]), "{plan}");
-    assert_eq!(
-        c["role"], "arn:aws:iam::123456789012:role/ttl-sweeper",
-        "{plan}"
+    plan.assert_fields(r#"name="ttl-sweeper" kind="function" files=["bootstrap"]"#);
+    c.assert_fields(
+        r#"role="arn:aws:iam::123456789012:role/ttl-sweeper" runtime="provided.al2023""#,
     );
-    assert_eq!(c["runtime"], "provided.al2023", "{plan}");
-    assert_eq!(c["memory"], 128, "{plan}");
-    assert_eq!(c["log_retention"], 30, "{plan}");
-    assert_eq!(c["env_file"], "sweeper.env", "{plan}");
+    c.assert_fields(r#"memory=128 log_retention=30 env_file="sweeper.env""#);
     // Tick mode: the timeout covers the period, the handoff overlap and the deadline margin.
     let timeout = c["timeout"].as_u64().expect("a timeout");
     let needed = u64::from(config.schedule_seconds)
         + ttl_sweeper::lambda::handler::HANDOFF_OVERLAP.as_secs()
         + ttl_sweeper::lambda::handler::DEADLINE_MARGIN.as_secs();
-    assert!(
-        vars["TICK_SECONDS"] != "off" && timeout >= needed,
-        "timeout {timeout} < {needed}"
-    );
+    let enough = vars["TICK_SECONDS"] != "off" && timeout >= needed;
+    assert!(enough, "timeout {timeout} < {needed}");
 }

@@ -328,7 +328,7 @@ impl Drop for InFlight {
 
 /// A request's head, its whole body (empty if it could not be read) and the DynamoDB operation
 /// its `x-amz-target` names (empty if none).
-pub async fn read_request(req: Request<Incoming>) -> (hyper::http::request::Parts, Bytes, String) {
+async fn read_request(req: Request<Incoming>) -> (hyper::http::request::Parts, Bytes, String) {
     let (parts, body) = req.into_parts();
     let body = body
         .collect()

@@ -139,22 +139,6 @@ pub async fn create_fifo_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String 
         .expect("queue URL")
 }
 
-/// How many messages the queue holds (`ApproximateNumberOfMessages`; exact on moto). Cheap,
-/// unlike receiving them, which moto slows down while a producer is sending.
-pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> usize {
-    use aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages as N;
-    sqs.get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(N)
-        .send()
-        .await
-        .expect("queue attributes")
-        .attributes
-        .and_then(|mut a| a.remove(&N))
-        .and_then(|n| n.parse().ok())
-        .expect("ApproximateNumberOfMessages")
-}
-
 /// Receives every message now in the queue (and deletes it): the bodies as JSON.
 pub async fn drain_queue(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<Value> {
     let mut out = Vec::new();
