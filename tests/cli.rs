@@ -510,14 +510,18 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
     assert_eq!(after, 6.0, "3 periods of 2 s: {health}");
     assert_eq!(http_get(port, "/other").map(|(s, _)| s), Some(404));
 
-    // SIGTERM stops it as before: exit 0, the whole run's report on stdout.
+    // SIGTERM stops it at once: exit 0, the whole run's report on stdout.
+    let stopping = Instant::now();
     let status = child.terminate();
+    let took = stopping.elapsed();
+    assert!(took < Duration::from_secs(10), "took {took:?} to stop");
     let mut stdout = String::new();
     let mut pipe = child.0.stdout.take().unwrap();
     pipe.read_to_string(&mut stdout).unwrap();
     assert_eq!(status.code(), Some(0), "{}", log_text());
     let report: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(removed_json(&report), 35, "{report}");
+    assert!(report["ticks"].as_u64().unwrap() >= 3, "{report}");
     // The period that set the gauges also wrote its summary line and EMF record on stderr.
     let log = log_text();
     let records: Vec<Value> = log
@@ -529,6 +533,7 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
     assert_eq!(records[0]["TableName"], table.as_str(), "{}", records[0]);
     assert!(log.contains("sweep finished"), "{log}");
     assert!(log.contains("serving /metrics and /healthz"), "{log}");
+    assert!(log.contains("signal received"), "{log}");
     let left = scan_all(&client, &table).await.len();
     assert_eq!(left, 1, "the unexpired item stays");
 }

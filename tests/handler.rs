@@ -123,41 +123,6 @@ async fn an_event_from_the_future_sweeps_only_what_has_expired_by_the_clock() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tick_mode_sweeps_repeatedly_until_the_next_invocation_has_surely_started() {
-    let now = now();
-    let (client, table, sweeper) = sessions_and_sweeper("h_ticks", now).await;
-    // Items that expire while the invocation is running.
-    put_items(&client, &table, sessions("soon", 3, |i| now + 1 + i)).await;
-    let settings = HandlerSettings {
-        namespace: "Test".into(),
-        tick: Some(Duration::from_secs(1)),
-        schedule: Duration::from_secs(4),
-        handoff: Duration::from_secs(2),
-    };
-    let started = std::time::Instant::now();
-    let report = handle(
-        &sweeper,
-        &json!({}),
-        &common::clock,
-        Some(Duration::from_secs(60)),
-        &settings,
-    )
-    .await
-    .unwrap();
-    let took = started.elapsed();
-    // It ticks through its schedule period and the handoff overlap (6 s); the last tick starts
-    // before that ends, and the invocation ends soon after (well before the 60 s deadline; up
-    // to 4 s of slack for a slow last tick on a loaded machine).
-    assert!(
-        took >= Duration::from_secs(5) && took < Duration::from_secs(10),
-        "{took:?}"
-    );
-    assert!(report.ticks >= 3, "{report:?}");
-    assert_eq!(removed(&report), 33, "{report:?}");
-    assert_eq!(scan_all(&client, &table).await.len(), 5);
-}
-
 /// The EventBridge documentation's sample Scheduled Event (2015) sent to a tick-mode function:
 /// the invocation sweeps as of the clock, reads a bounded number of windows, and ends on time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,11 +25,12 @@ impl std::io::Write for Lines {
     }
 }
 
-/// A tick-mode invocation whose ticks delete items logs exactly one `sweep finished` line, whose
-/// `deleted` is the invocation's total; the ticks log `tick finished`, so summing `deleted` over
-/// the `sweep finished` lines counts every item once.
+/// A tick-mode invocation sweeps repeatedly until the next invocation has surely started, and
+/// logs exactly one `sweep finished` line, whose `deleted` is the invocation's total; the ticks
+/// log `tick finished`, so summing `deleted` over the `sweep finished` lines counts every item
+/// once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tick_mode_logs_one_summary_line_per_invocation() {
+async fn tick_mode_sweeps_until_the_next_invocation_and_logs_one_summary_line() {
     use tracing::instrument::WithSubscriber;
 
     let now = now();
@@ -40,7 +41,7 @@ async fn tick_mode_logs_one_summary_line_per_invocation() {
         namespace: "Test".into(),
         tick: Some(Duration::from_secs(1)),
         schedule: Duration::from_secs(4),
-        handoff: Duration::from_secs(1),
+        handoff: Duration::from_secs(2),
     };
     let lines = Lines::default();
     let writer = lines.clone();
@@ -49,6 +50,7 @@ async fn tick_mode_logs_one_summary_line_per_invocation() {
         .flatten_event(true)
         .with_writer(move || writer.clone())
         .finish();
+    let started = std::time::Instant::now();
     let report = handle(
         &sweeper,
         &json!({}),
@@ -59,6 +61,13 @@ async fn tick_mode_logs_one_summary_line_per_invocation() {
     .with_subscriber(subscriber)
     .await
     .unwrap();
+    let took = started.elapsed();
+    // It ticks through its schedule period and the handoff overlap (6 s); the last tick starts
+    // before that ends, and the invocation ends soon after (well before the 60 s deadline; up
+    // to 4 s of slack for a slow last tick on a loaded machine).
+    let on_time = took >= Duration::from_secs(5) && took < Duration::from_secs(10);
+    assert!(on_time, "{took:?}");
+    assert!(report.ticks >= 3, "{report:?}");
     let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
     let logged: Vec<Value> = text
         .lines()
