@@ -21,7 +21,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use ttl_sweeper::engine::hook::{BoxFuture, Delivery, EventTally, Expiry, ExpiryHook, Publication};
-use ttl_sweeper::engine::{run_ticks, Checkpoint, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
+use ttl_sweeper::engine::{
+    run_ticks, Checkpoint, DeleteMode, Stop, SweepOptions, SweepReport, Sweeper, Ticks,
+};
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::ErrorKind;
 
@@ -29,8 +31,40 @@ use ttl_sweeper::store::ErrorKind;
 const T0: i64 = 1_800_000_000;
 
 /// The in-memory table of the scenarios, its virtual clock at `T0` when it is made.
-fn mem(layout: Layout) -> MemStore {
+fn mem_with(layout: Layout) -> MemStore {
     MemStore::new(layout).starting_at(T0)
+}
+
+/// [`mem_with`] the default layout.
+fn mem() -> MemStore {
+    mem_with(Layout::default())
+}
+
+/// Writes `n` keys `k00`, `k01`... (`digits` wide), all expired 30 s before `T0`.
+fn put_expired(store: &MemStore, n: usize, digits: usize) {
+    (0..n).for_each(|i| store.put(&format!("k{i:0digits$}"), (T0 - 30) as f64));
+}
+
+/// Options sweeping one partition at a time, in pages of at most `page_limit` items.
+fn one_at_a_time(page_limit: Option<i32>) -> SweepOptions {
+    let one = SweepOptions::default();
+    SweepOptions {
+        max_concurrency: 1,
+        page_limit,
+        ..one
+    }
+}
+
+/// Asserts that no key went out in a BatchWriteItem longer than the bound after the query that
+/// listed it.
+#[track_caller]
+fn assert_sent_fresh(store: &MemStore, report: &SweepReport) {
+    let max_age = *store.max_sent_age.lock().unwrap();
+    let fresh = max_age <= ttl_sweeper::engine::BATCH_MAX_READ_AGE;
+    assert!(
+        fresh,
+        "a key was sent {max_age:?} after its read; {report:?}"
+    );
 }
 
 /// Sweep options with a checkpoint and `lookback` windows.
@@ -101,13 +135,9 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
     // 3,000 expired keys in one window, every BatchWriteItem taking 0.25 s, one request at a
     // time: the last chunk of a 3,000-key page would wait 30 s.
     let started = Instant::now();
-    let store = Arc::new(mem(Layout::default()).delay(Op::BatchDelete, Duration::from_millis(250)));
-    (0..3_000).for_each(|i| store.put(&format!("k{i:04}"), (T0 - 30) as f64));
-    let options = SweepOptions {
-        max_concurrency: 1,
-        ..SweepOptions::default()
-    };
-    let sweeper = mem_sweeper(store.clone(), options);
+    let store = Arc::new(mem().delay(Op::BatchDelete, Duration::from_millis(250)));
+    put_expired(&store, 3_000, 4);
+    let sweeper = mem_sweeper(store.clone(), one_at_a_time(None));
     // 4 s into the sweep the application deletes and writes again every tenth key, with a ttl
     // an hour ahead.
     let rewritten: Vec<String> = (0..3_000).step_by(10).map(|i| format!("k{i:04}")).collect();
@@ -119,12 +149,7 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
     let report = sweeper.sweep_at(T0).await;
     writer.await.unwrap();
 
-    // No key went out in a BatchWriteItem longer than the bound after the query that listed it.
-    let max_age = *store.max_sent_age.lock().unwrap();
-    assert!(
-        max_age <= ttl_sweeper::engine::BATCH_MAX_READ_AGE,
-        "a key was sent {max_age:?} after its read; {report:?}"
-    );
+    assert_sent_fresh(&store, &report);
     // So a rewritten key can be destroyed only if it was read within the bound (plus the
     // request's own time) before the rewrite; the others all survive. (Before the check on
     // every send: 269 of the 300 rewritten keys destroyed.)
@@ -133,41 +158,27 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
     let rewrite_at = started + Duration::from_secs(4);
     for id in &destroyed {
         let read = listed[id];
+        let before = rewrite_at.duration_since(read);
+        let bound = ttl_sweeper::engine::BATCH_MAX_READ_AGE + Duration::from_millis(250);
         assert!(
-            rewrite_at.duration_since(read)
-                <= ttl_sweeper::engine::BATCH_MAX_READ_AGE + Duration::from_millis(250),
-            "{id} destroyed though read {:?} before its rewrite",
-            rewrite_at.duration_since(read)
+            before <= bound,
+            "{id} destroyed though read {before:?} before its rewrite"
         );
     }
-    assert!(
-        destroyed.len() < 30,
-        "{} destroyed; {report:?}",
-        destroyed.len()
-    );
+    let few = destroyed.len();
+    assert!(few < 30, "{few} destroyed; {report:?}");
     for id in rewritten.iter().filter(|id| !destroyed.contains(id)) {
         assert!(store.has(id), "rewritten {id} was deleted");
     }
     // Everything else went.
-    assert_eq!(
-        store.ids().len(),
-        rewritten.len() - destroyed.len(),
-        "{report:?}"
-    );
+    let rest = rewritten.len() - destroyed.len();
+    assert_eq!(store.ids().len(), rest, "{report:?}");
     // The read-ahead budget (`READ_AHEAD_ROUNDS` rounds of chunks) reads no faster than the
     // deletes go: no key waited long enough to need a second read (before it, 3,000 keys were
     // read at once and most of them aged past the bound).
-    assert_eq!(
-        report.items_reread + report.items_conditional,
-        0,
-        "{report:?}"
-    );
-    assert_eq!(report.items_failed + report.items_left, 0, "{report:?}");
-    assert_eq!(
-        report.items_deleted + report.items_skipped + report.items_gone,
-        report.items_found,
-        "{report:?}"
-    );
+    report.assert_fields("items_reread=0 items_conditional=0 items_failed=0 items_left=0");
+    let settled = report.items_deleted + report.items_skipped + report.items_gone;
+    assert_eq!(settled, report.items_found, "{report:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -178,18 +189,13 @@ async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
     // BatchWriteItem that follows as if they were still fresh.
     let started = Instant::now();
     let store = Arc::new(
-        mem(Layout::default())
+        mem()
             .delay(Op::Query, Duration::from_millis(2_500))
             .delay(Op::Delete, Duration::from_secs(1))
             .delay(Op::Get, Duration::from_secs(1)),
     );
-    (0..40).for_each(|i| store.put(&format!("k{i:02}"), (T0 - 30) as f64));
-    let options = SweepOptions {
-        max_concurrency: 1,
-        page_limit: Some(30),
-        ..SweepOptions::default()
-    };
-    let sweeper = mem_sweeper(store.clone(), options);
+    put_expired(&store, 40, 2);
+    let sweeper = mem_sweeper(store.clone(), one_at_a_time(Some(30)));
     // At 7 s the application writes k35 (listed on the second page, at 5 s) again, live.
     let writer = store.put_at(
         Duration::from_secs(7),
@@ -198,11 +204,7 @@ async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
     );
     let report = sweeper.sweep_at(T0).await;
     writer.await.unwrap();
-    let max_age = *store.max_sent_age.lock().unwrap();
-    assert!(
-        max_age <= ttl_sweeper::engine::BATCH_MAX_READ_AGE,
-        "a key was sent {max_age:?} after its read; {report:?}"
-    );
+    assert_sent_fresh(&store, &report);
     assert!(
         store.destroyed_live.lock().unwrap().is_empty(),
         "destroyed {:?}; sends {:?}; {report:?}",
@@ -224,19 +226,12 @@ async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
 async fn an_unprocessed_key_named_unlike_any_key_sent_is_sent_again_not_counted_deleted() {
     // The first BatchWriteItem leaves one key unprocessed and returns it in a form that matches
     // no key sent: which key was left is unknown, so none may be counted as deleted.
-    let store = Arc::new(mem(Layout::default()).fault(
-        Op::BatchDelete,
-        When::Call(1),
-        Fault::RenameUnprocessed,
-    ));
-    (0..25).for_each(|i| store.put(&format!("k{i:02}"), (T0 - 30) as f64));
+    let store = Arc::new(mem().fault(Op::BatchDelete, When::Call(1), Fault::RenameUnprocessed));
+    put_expired(&store, 25, 2);
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     let report = sweeper.sweep_at(T0).await;
-    assert!(
-        store.ids().is_empty(),
-        "left: {:?}; {report:?}",
-        store.ids()
-    );
+    let left = store.ids();
+    assert!(left.is_empty(), "left: {left:?}; {report:?}");
     assert_eq!(report.items_deleted, 25, "{report:?}");
     assert_eq!(report.items_failed + report.items_left, 0, "{report:?}");
     assert_eq!(store.batch_calls.lock().unwrap().len(), 2, "{report:?}");
@@ -248,13 +243,11 @@ async fn a_sweep_holds_no_more_keys_than_its_read_ahead_whatever_the_pages() {
     // would put in a page, the keys read and not yet deleted stay within the read-ahead budget
     // across all partitions, in both delete modes.
     for delete_mode in [DeleteMode::Batch, DeleteMode::Conditional] {
-        let store = Arc::new(
-            [Op::BatchDelete, Op::Query, Op::Delete]
-                .into_iter()
-                .fold(mem(Layout::default()), |m, op| {
-                    m.delay(op, Duration::from_millis(50))
-                }),
-        );
+        let ops = [Op::BatchDelete, Op::Query, Op::Delete];
+        let store = ops
+            .into_iter()
+            .fold(mem(), |m, op| m.delay(op, Duration::from_millis(50)));
+        let store = Arc::new(store);
         for w in 0..16 {
             (0..2_000)
                 .for_each(|i| store.put(&format!("k{w:02}{i:04}"), (T0 - 60 * w - 30) as f64));
@@ -271,15 +264,12 @@ async fn a_sweep_holds_no_more_keys_than_its_read_ahead_whatever_the_pages() {
         assert_eq!(report.items_deleted, 32_000, "{delete_mode}: {report:?}");
         let budget = ttl_sweeper::engine::READ_AHEAD_ROUNDS * 25 * (4 + 1);
         let held = store.max_outstanding.load(SeqCst);
+        let within = held <= budget;
         assert!(
-            held <= budget,
+            within,
             "{delete_mode}: {held} keys held at once, past the budget of {budget}"
         );
-        assert_eq!(
-            report.items_reread + report.items_conditional,
-            0,
-            "{delete_mode}"
-        );
+        report.assert_fields("items_reread=0 items_conditional=0");
     }
 }
 
@@ -290,25 +280,26 @@ fn one_notify_chunk(
     hook: Recorder,
 ) -> (Arc<MemStore>, Arc<Recorder>, Sweeper<Arc<MemStore>>) {
     let store = Arc::new(store);
-    (0..25).for_each(|i| store.put(&format!("k{i:02}"), (T0 - 30) as f64));
+    put_expired(&store, 25, 2);
     let hook = Arc::new(hook);
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default()).with_events(hook.clone());
     (store, hook, sweeper)
 }
 
-/// A sweep in notify mode whose first BatchWriteItem deletes its 25 keys, then times out, and
-/// the stop comes before the retry.
+/// The ids of [`one_notify_chunk`]'s keys.
+fn chunk_ids() -> Vec<String> {
+    (0..25).map(|i| format!("k{i:02}")).collect()
+}
+
+/// A sweep in notify mode whose first BatchWriteItem plays out `lost` (deletes its 25 keys then
+/// times out, or times out and lands later), and the stop comes before the retry.
 async fn stop_after_a_lost_answer(
+    lost: Fault,
     reads_fail: bool,
-) -> (
-    Arc<MemStore>,
-    Arc<Recorder>,
-    ttl_sweeper::engine::SweepReport,
-) {
+) -> (Arc<MemStore>, Arc<Recorder>, SweepReport) {
     let token = CancellationToken::new();
-    let mut store = mem(Layout::default())
-        .fault(Op::BatchDelete, When::Call(1), Fault::LoseAnswer)
-        .cancel_on_lost(token.clone());
+    let store = mem().fault(Op::BatchDelete, When::Call(1), lost);
+    let mut store = store.cancel_on_lost(token.clone());
     if reads_fail {
         store = store.fault(Op::Get, When::Always, Fault::Fail(ErrorKind::Transient));
     }
@@ -320,13 +311,13 @@ async fn stop_after_a_lost_answer(
 
 #[tokio::test(start_paused = true)]
 async fn notify_mode_settles_deletes_whose_answer_was_lost_at_the_stop() {
-    let (store, hook, report) = stop_after_a_lost_answer(false).await;
+    let (store, hook, report) = stop_after_a_lost_answer(Fault::LoseAnswer, false).await;
     assert!(store.ids().is_empty(), "the lost attempt deleted them");
     let mut events = hook.expired.lock().unwrap().clone();
     events.sort();
-    let want: Vec<String> = (0..25).map(|i| format!("k{i:02}")).collect();
     assert_eq!(
-        events, want,
+        events,
+        chunk_ids(),
         "every deleted item gets its event; {report:?}"
     );
     report.assert_fields("items_left=0 items_gone=25");
@@ -336,43 +327,25 @@ async fn notify_mode_settles_deletes_whose_answer_was_lost_at_the_stop() {
 async fn notify_mode_reports_by_key_a_delete_that_may_still_land_after_the_stop() {
     // The attempt times out and the stop comes; the check finds the keys still there, and then
     // the request that timed out is applied. No event can follow, so each key is reported.
-    let token = CancellationToken::new();
-    let (store, hook, sweeper) = one_notify_chunk(
-        mem(Layout::default())
-            .fault(
-                Op::BatchDelete,
-                When::Call(1),
-                Fault::LandLate(Duration::from_secs(3)),
-            )
-            .cancel_on_lost(token.clone()),
-        Recorder::default(),
-    );
-    let report = sweeper
-        .sweep(Timestamp::from_secs(T0), &Stop::never().with_cancel(token))
-        .await;
+    let late = Fault::LandLate(Duration::from_secs(3));
+    let (store, hook, report) = stop_after_a_lost_answer(late, false).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(store.ids().is_empty(), "the late request deleted them all");
     assert!(hook.expired.lock().unwrap().is_empty());
     report.assert_fields("items_failed=25 items_left=0");
-    assert!(
-        report.failed_keys[0].reason.contains("may still delete it"),
-        "{:?}",
-        report.failed_keys[0]
-    );
+    let failed = &report.failed_keys[0];
+    assert!(failed.reason.contains("may still delete it"), "{failed:?}");
 }
 
 #[tokio::test(start_paused = true)]
 async fn notify_mode_reports_by_key_what_it_cannot_settle_at_the_stop() {
-    let (_store, hook, report) = stop_after_a_lost_answer(true).await;
+    let (_store, hook, report) = stop_after_a_lost_answer(Fault::LoseAnswer, true).await;
     assert!(hook.expired.lock().unwrap().is_empty());
     // Not silently "left": each key is reported, with why.
     assert_eq!(report.items_failed, 25, "{report:?}");
     assert_eq!(report.failed_keys.len(), 25);
-    assert!(
-        report.failed_keys[0].reason.contains("may have deleted it"),
-        "{:?}",
-        report.failed_keys[0]
-    );
+    let failed = &report.failed_keys[0];
+    assert!(failed.reason.contains("may have deleted it"), "{failed:?}");
     assert!(!report.is_success());
 }
 
@@ -381,14 +354,9 @@ async fn notify_mode_publishes_each_attempts_deletes_before_waiting_to_retry_the
     // One chunk of 25 keys; four BatchWriteItem calls in a row delete one key each and leave the
     // rest unprocessed, so the chunk takes four backoffs. A crash during those waits must not
     // take the events of the keys already deleted with it: they go out before each wait.
-    let (store, hook, sweeper) = one_notify_chunk(
-        mem(Layout::default()).fault(
-            Op::BatchDelete,
-            When::First(4),
-            Fault::AllButFirstUnprocessed,
-        ),
-        Recorder::default(),
-    );
+    let partial = Fault::AllButFirstUnprocessed;
+    let store = mem().fault(Op::BatchDelete, When::First(4), partial);
+    let (store, hook, sweeper) = one_notify_chunk(store, Recorder::default());
     let report = sweeper.sweep_at(T0).await;
     report.assert_fields("items_deleted=25 events_published=25");
     let calls = store.batch_calls.lock().unwrap().clone();
@@ -418,13 +386,11 @@ async fn a_lambda_sweep_dropped_at_its_deadline_reports_the_events_it_owed() {
     // Notify mode with a sink that never answers and ignores the stop: the handler's last
     // resort drops the sweep before the deadline. The 25 items it deleted are reported by event
     // id, not lost with the dropped sweep.
-    let (store, _hook, sweeper) = one_notify_chunk(
-        mem(Layout::default()),
-        Recorder {
-            hang: true,
-            ..Recorder::default()
-        },
-    );
+    let hanging = Recorder {
+        hang: true,
+        ..Recorder::default()
+    };
+    let (store, _hook, sweeper) = one_notify_chunk(mem(), hanging);
     let settings = HandlerSettings {
         namespace: "Test".into(),
         tick: None,
@@ -454,8 +420,7 @@ async fn a_lambda_sweep_dropped_at_its_deadline_reports_the_events_it_owed() {
         .map(|e| e.id.clone())
         .collect();
     reported.sort();
-    let want: Vec<String> = (0..25).map(|i| format!("k{i:02}")).collect();
-    assert_eq!(reported, want, "{report:?}");
+    assert_eq!(reported, chunk_ids(), "{report:?}");
     assert_eq!(report.events_failed, 25, "{report:?}");
     assert!(sweeper.unpublished_events().is_empty(), "taken once");
 }
@@ -464,7 +429,7 @@ async fn a_lambda_sweep_dropped_at_its_deadline_reports_the_events_it_owed() {
 async fn a_shutdown_does_not_wait_for_a_query_that_is_slow_to_answer() {
     // A query that takes a minute (DynamoDB slow, or its retries); SIGTERM a second in. The sweep
     // ends at once: the read is given up, nothing it would have found is deleted.
-    let store = Arc::new(mem(Layout::default()).delay(Op::Query, Duration::from_secs(60)));
+    let store = Arc::new(mem().delay(Op::Query, Duration::from_secs(60)));
     store.put("k0", (T0 - 30) as f64);
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     let token = CancellationToken::new();
@@ -497,7 +462,7 @@ async fn a_long_catch_up_moves_the_checkpoint_oldest_first_within_one_invocation
     };
     let before = T0 - 2 * 3_600;
     let mut checkpoints = vec![before];
-    let store = Arc::new(mem(layout.clone()));
+    let store = Arc::new(mem_with(layout.clone()));
     *store.checkpoint.lock().unwrap() = Some(Timestamp::from_secs(before));
     // one expired item in every minute of the backlog
     (0..120).for_each(|m| store.put(&format!("m{m:03}"), (before + 60 * m + 30) as f64));
@@ -559,7 +524,7 @@ async fn ticks_longer_than_the_lookback_read_every_window_since_the_last_tick() 
         window_seconds: 10,
         ..Layout::default()
     };
-    let store = Arc::new(mem(layout));
+    let store = Arc::new(mem_with(layout));
     for s in (5..12 * 60).step_by(5) {
         store.put(&format!("s{s:04}"), (T0 + s) as f64);
     }
@@ -607,7 +572,7 @@ async fn ticks_longer_than_the_lookback_read_every_window_since_the_last_tick() 
 #[tokio::test(start_paused = true)]
 async fn a_catch_up_stopped_before_it_began_leaves_the_checkpoint_where_it_was() {
     // An hour behind; the stop comes once the two recent windows were read.
-    let store = Arc::new(mem(Layout::default()));
+    let store = Arc::new(mem());
     let before = T0 - 3_600;
     *store.checkpoint.lock().unwrap() = Some(Timestamp::from_secs(before));
     store.put("old", (before + 90) as f64);

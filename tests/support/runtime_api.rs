@@ -193,6 +193,7 @@ struct Delivery {
     deadline_ms: i64,
 }
 
+#[derive(Default)]
 struct Env {
     port: u16,
     child: Option<Child>,
@@ -205,6 +206,7 @@ struct Env {
     starts: usize,
 }
 
+#[derive(Default)]
 struct State {
     envs: Vec<Env>,
     /// Delivered events waiting for an environment (indices into `invocations`).
@@ -241,52 +243,22 @@ impl RuntimeApi {
         std::fs::create_dir_all(&options.log_dir).unwrap();
         let mut listeners = Vec::new();
         for _ in 0..options.environments {
-            listeners.push(
-                tokio::net::TcpListener::bind(("127.0.0.1", 0))
-                    .await
-                    .expect("bind the Runtime API on 127.0.0.1"),
-            );
+            listeners.push(listen().await);
         }
-        let envs = listeners
-            .iter()
-            .map(|l| Env {
-                port: l.local_addr().unwrap().port(),
-                child: None,
-                waiter: None,
-                current: None,
-                ready: false,
-                starts: 0,
-            })
-            .collect();
-        let inner = Arc::new(Inner {
-            options,
-            state: Mutex::new(State {
-                envs,
-                queue: VecDeque::new(),
-                invocations: Vec::new(),
-                by_id: HashMap::new(),
-                init_errors: Vec::new(),
-                stopped: false,
-            }),
+        let port = |l: &tokio::net::TcpListener| l.local_addr().unwrap().port();
+        let envs = listeners.iter().map(|l| Env {
+            port: port(l),
+            ..Env::default()
         });
+        let state = Mutex::new(State {
+            envs: envs.collect(),
+            ..State::default()
+        });
+        let inner = Arc::new(Inner { options, state });
         let mut tasks = Vec::new();
         for (env, listener) in listeners.into_iter().enumerate() {
             let inner = inner.clone();
-            tasks.push(tokio::spawn(async move {
-                loop {
-                    let Ok((stream, _)) = listener.accept().await else {
-                        continue;
-                    };
-                    let inner = inner.clone();
-                    tokio::spawn(async move {
-                        let service =
-                            hyper::service::service_fn(move |req| handle(inner.clone(), env, req));
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                    });
-                }
-            }));
+            tasks.push(serve(listener, move |req| handle(inner.clone(), env, req)));
         }
         {
             let mut st = inner.state();
@@ -473,6 +445,32 @@ fn log_tail(options: &Options, port: u16) -> String {
     let text = std::fs::read_to_string(log_path(options, port)).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+/// A listener on a free port of 127.0.0.1.
+async fn listen() -> tokio::net::TcpListener {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0));
+    listener.await.expect("bind on 127.0.0.1")
+}
+
+/// Serves HTTP/1 on `listener`, each request answered by `handle`, until the task is aborted.
+fn serve<F, A>(listener: tokio::net::TcpListener, handle: F) -> JoinHandle<()>
+where
+    F: Fn(Request<Incoming>) -> A + Clone + Send + Sync + 'static,
+    A: std::future::Future<Output = Result<HttpResponse, Infallible>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let service = hyper::service::service_fn(handle.clone());
+            tokio::spawn(async move {
+                let http = hyper::server::conn::http1::Builder::new();
+                let _ = http.serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    })
 }
 
 /// Starts (or restarts) an environment's process.
@@ -733,9 +731,7 @@ struct Upstream {
 impl Recorder {
     /// Starts a recorder in front of `upstream` (`http://127.0.0.1:PORT`).
     pub async fn start(upstream: &str, hold: Hold, observe: Observe) -> Recorder {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .expect("bind the recorder on 127.0.0.1");
+        let listener = listen().await;
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let base = upstream.trim_end_matches('/').to_owned();
         let client = HttpClient::builder(TokioExecutor::new()).build_http();
@@ -745,20 +741,7 @@ impl Recorder {
             hold,
             observe,
         });
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let up = up.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| forward(up.clone(), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let task = serve(listener, move |req| forward(up.clone(), req));
         Recorder { endpoint, task }
     }
 }
