@@ -40,15 +40,16 @@ impl Op {
         Op::AdvanceCheckpoint,
     ];
 
+    /// The DynamoDB operation's name.
     fn name(self) -> &'static str {
-        match self {
-            Op::Query => "Query",
-            Op::BatchDelete => "BatchWriteItem",
-            Op::Delete => "DeleteItem",
-            Op::Get => "BatchGetItem",
-            Op::ReadCheckpoint => "GetItem",
-            Op::AdvanceCheckpoint => "UpdateItem",
-        }
+        let names = [
+            "Query",
+            "BatchWriteItem",
+            "DeleteItem",
+            "BatchGetItem",
+            "GetItem",
+        ];
+        names.get(self as usize).copied().unwrap_or("UpdateItem")
     }
 }
 
@@ -209,34 +210,26 @@ fn take<T: Clone>(list: &Script<T>, op: Op, hit: impl Fn(&When) -> bool) -> Vec<
 
 impl MemStore {
     pub fn new(layout: Layout) -> Self {
-        MemStore {
-            layout,
-            ..MemStore::default()
-        }
+        let store = MemStore::default();
+        MemStore { layout, ..store }
     }
 
     /// The virtual wall clock reads `t0` now and moves with Tokio's clock.
-    pub fn starting_at(self, t0: i64) -> Self {
-        MemStore {
-            epoch: Some((t0 as f64, Instant::now())),
-            ..self
-        }
+    pub fn starting_at(mut self, t0: i64) -> Self {
+        self.epoch = Some((t0 as f64, Instant::now()));
+        self
     }
 
     /// Queries ignore partitions: every expired item is listed whatever partition is asked for.
-    pub fn any_partition(self) -> Self {
-        MemStore {
-            any_partition: true,
-            ..self
-        }
+    pub fn any_partition(mut self) -> Self {
+        self.any_partition = true;
+        self
     }
 
     /// Pages hold `items` items, whatever limit a query asks for.
-    pub fn page_size(self, items: usize) -> Self {
-        MemStore {
-            page_size: Some(items),
-            ..self
-        }
+    pub fn page_size(mut self, items: usize) -> Self {
+        self.page_size = Some(items);
+        self
     }
 
     /// Every call of `op` takes `delay`.
@@ -257,11 +250,9 @@ impl MemStore {
         self
     }
 
-    pub fn cancel_on_lost(self, token: CancellationToken) -> Self {
-        MemStore {
-            cancel_on_lost: Some(token),
-            ..self
-        }
+    pub fn cancel_on_lost(mut self, token: CancellationToken) -> Self {
+        self.cancel_on_lost = Some(token);
+        self
     }
 
     /// Every item removed by a delete is logged into `log`.

@@ -268,18 +268,7 @@ impl FaultProxy {
 }
 
 /// Answers nothing and resets the connection (SO_LINGER 0, then hyper closes it on the error).
-#[derive(Debug)]
-struct ResetConnection;
-
-impl std::fmt::Display for ResetConnection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("connection reset by the fault proxy")
-    }
-}
-
-impl std::error::Error for ResetConnection {}
-
-fn reset(fd: RawFd) -> ResetConnection {
+fn reset(fd: RawFd) -> std::io::Error {
     let linger = libc::linger {
         l_onoff: 1,
         l_linger: 0,
@@ -294,20 +283,44 @@ fn reset(fd: RawFd) -> ResetConnection {
             std::mem::size_of::<libc::linger>() as libc::socklen_t,
         );
     }
-    ResetConnection
+    std::io::Error::other("connection reset by the fault proxy")
 }
 
-type Reply = Result<Response<Full<Bytes>>, ResetConnection>;
+type Reply = Result<Response<Full<Bytes>>, std::io::Error>;
+
+/// An answer in AWS JSON `version` (`1.0`, `1.1`): the proxy's own (with its request id), or
+/// the server's passed on.
+fn reply(status: u16, version: &str, body: impl Into<Bytes>, own: bool) -> Response<Full<Bytes>> {
+    let content_type = format!("application/x-amz-json-{version}");
+    let mut reply = Response::builder()
+        .status(status)
+        .header("content-type", content_type);
+    if own {
+        reply = reply.header("x-amzn-requestid", "fault-proxy");
+    }
+    reply.body(Full::new(body.into())).unwrap()
+}
 
 fn error_reply(status: u16, code: &str, message: &str) -> Response<Full<Bytes>> {
-    let body =
-        json!({ "__type": format!("com.amazonaws.dynamodb.v20120810#{code}"), "message": message });
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/x-amz-json-1.0")
-        .header("x-amzn-requestid", "fault-proxy")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap()
+    let kind = format!("com.amazonaws.dynamodb.v20120810#{code}");
+    let body = json!({ "__type": kind, "message": message }).to_string();
+    reply(status, "1.0", body, true)
+}
+
+/// Sends `body` on to the server: its answer, or (the server refused it) its refusal, to pass on
+/// as is.
+async fn send_part(
+    forward: &Forwarder,
+    body: &Value,
+    version: &str,
+) -> Result<Value, Response<Full<Bytes>>> {
+    let resp = forward.send(Bytes::from(body.to_string())).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    if !status.is_success() {
+        return Err(reply(status.as_u16(), version, bytes, false));
+    }
+    Ok(serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
 
 /// Counts a request in flight until dropped, however the request ends.
@@ -352,13 +365,8 @@ async fn handle(shared: Arc<Shared>, fd: RawFd, req: Request<Incoming>) -> Reply
     let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let fault = decide(&shared, &op, &json);
     if let Some(f) = &fault {
-        *shared
-            .stats
-            .faults
-            .lock()
-            .unwrap()
-            .entry(f.name())
-            .or_default() += 1;
+        let mut faults = shared.stats.faults.lock().unwrap();
+        *faults.entry(f.name()).or_default() += 1;
     }
     let forward = Forwarder {
         shared: shared.clone(),
@@ -469,18 +477,11 @@ async fn split_batch(json: &Value, forward: &Forwarder) -> Response<Full<Bytes>>
     if !sent.is_empty() {
         let mut body = json.clone();
         body["RequestItems"] = Value::Object(sent);
-        let resp = forward.send(Bytes::from(body.to_string())).await.unwrap();
-        let status = resp.status();
-        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-        if !status.is_success() {
-            // The server refused the part we sent: pass its answer on as is.
-            return Response::builder()
-                .status(status)
-                .header("content-type", "application/x-amz-json-1.0")
-                .body(Full::new(bytes))
-                .unwrap();
-        }
-        let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        // The server refused the part we sent: pass its answer on as is.
+        let answer = match send_part(forward, &body, "1.0").await {
+            Ok(answer) => answer,
+            Err(refused) => return refused,
+        };
         for (table, requests) in answer["UnprocessedItems"].as_object().into_iter().flatten() {
             let entry = unprocessed
                 .entry(table.clone())
@@ -492,14 +493,8 @@ async fn split_batch(json: &Value, forward: &Forwarder) -> Response<Full<Bytes>>
         }
     }
     // A new body: no x-amz-crc32 header, which would no longer match.
-    Response::builder()
-        .status(200)
-        .header("content-type", "application/x-amz-json-1.0")
-        .header("x-amzn-requestid", "fault-proxy")
-        .body(Full::new(Bytes::from(
-            json!({ "UnprocessedItems": unprocessed }).to_string(),
-        )))
-        .unwrap()
+    let body = json!({ "UnprocessedItems": unprocessed }).to_string();
+    reply(200, "1.0", body, true)
 }
 
 fn decide(shared: &Shared, op: &str, json: &Value) -> Option<Fault> {
@@ -593,14 +588,21 @@ pub fn is_sink_batch(op: &str) -> bool {
     SINK_BATCH_OPS.contains(&op)
 }
 
-/// The entries of a sink batch request: `Entries` (SQS, EventBridge) or `Records` (Firehose).
+/// The field of a sink batch request that holds its entries: `Entries` (SQS, EventBridge) or
+/// `Records` (Firehose).
+fn entries_field(op: &str) -> &'static str {
+    match op {
+        "PutRecordBatch" => "Records",
+        _ => "Entries",
+    }
+}
+
+/// The entries of a sink batch request.
 fn sink_entries(op: &str, json: &Value) -> Vec<Value> {
-    let field = if op == "PutRecordBatch" {
-        "Records"
-    } else {
-        "Entries"
-    };
-    json[field].as_array().cloned().unwrap_or_default()
+    json[entries_field(op)]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The event envelope or detail an entry carries, as JSON.
@@ -654,24 +656,12 @@ async fn split_entries(op: &str, json: &Value, forward: &Forwarder) -> Response<
     let answer: Value = if sent.is_empty() {
         Value::Null
     } else {
-        let field = if op == "PutRecordBatch" {
-            "Records"
-        } else {
-            "Entries"
-        };
         let mut body = json.clone();
-        body[field] = Value::Array(sent);
-        let resp = forward.send(Bytes::from(body.to_string())).await.unwrap();
-        let status = resp.status();
-        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-        if !status.is_success() {
-            return Response::builder()
-                .status(status)
-                .header("content-type", "application/x-amz-json-1.1")
-                .body(Full::new(bytes))
-                .unwrap();
+        body[entries_field(op)] = Value::Array(sent);
+        match send_part(forward, &body, "1.1").await {
+            Ok(answer) => answer,
+            Err(refused) => return refused,
         }
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
     };
     let body = match op {
         "SendMessageBatch" => {
@@ -730,10 +720,5 @@ async fn split_entries(op: &str, json: &Value, forward: &Forwarder) -> Response<
             body
         }
     };
-    Response::builder()
-        .status(200)
-        .header("content-type", "application/x-amz-json-1.1")
-        .header("x-amzn-requestid", "fault-proxy")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap()
+    reply(200, "1.1", body.to_string(), true)
 }
