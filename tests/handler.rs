@@ -33,6 +33,11 @@ fn settings() -> HandlerSettings {
     }
 }
 
+/// A clock that reads `secs`.
+fn at_secs(secs: i64) -> impl Fn() -> Timestamp {
+    move || Timestamp::from_secs(secs)
+}
+
 /// One scheduled invocation with `remaining` time left, at `clock`; panics if it is still
 /// running when that time is up.
 async fn handle_before_deadline<S: ttl_sweeper::store::Store>(
@@ -57,28 +62,19 @@ async fn handle_before_deadline<S: ttl_sweeper::store::Store>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduled_and_transformed_events_sweep_as_of_their_time() {
     let now = now();
-    let clock = Timestamp::from_secs(now);
-    for (name, prefix) in [
+    let fixtures = [
         ("scheduled-event.json", "h_sched"),
         ("transformed-event.json", "h_time"),
-    ] {
+    ];
+    for (name, prefix) in fixtures {
         let (client, table, sweeper) = sessions_and_sweeper(prefix, now).await;
         let mut event = fixture(name);
         event["time"] = json!(at(now));
-        let report = handle(
-            &sweeper,
-            &event,
-            &|| clock,
-            Some(Duration::from_secs(60)),
-            &settings(),
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            report.sweep_at,
-            ttl_sweeper::expiry::iso_millis(now),
-            "{name}"
-        );
+        let remaining = Some(Duration::from_secs(60));
+        let handled = handle(&sweeper, &event, &at_secs(now), remaining, &settings()).await;
+        let report = handled.unwrap();
+        let sweep_at = ttl_sweeper::expiry::iso_millis(now);
+        assert_eq!(report.sweep_at, sweep_at, "{name}");
         assert_eq!(removed(&report), 30, "{name}: {report:?}");
         assert_eq!(scan_all(&client, &table).await.len(), 5, "{name}");
     }
@@ -87,7 +83,6 @@ async fn scheduled_and_transformed_events_sweep_as_of_their_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_events_delete_nothing() {
     let now = now();
-    let clock = Timestamp::from_secs(now);
     let (client, table, sweeper) = sessions_and_sweeper("h_bad", now).await;
     for event in [
         json!({"detail-type": "Object Created", "source": "aws.s3", "time": at(now)}),
@@ -96,9 +91,8 @@ async fn malformed_events_delete_nothing() {
         json!([at(now)]),
         json!({"Records": []}),
     ] {
-        let err = handle(&sweeper, &event, &|| clock, None, &settings())
-            .await
-            .unwrap_err();
+        let handled = handle(&sweeper, &event, &at_secs(now), None, &settings()).await;
+        let err = handled.unwrap_err();
         assert!(matches!(err, HandlerError::Event(_)), "{event}: {err}");
         assert_eq!(err.error_type(), "InvalidEvent");
     }
@@ -108,19 +102,14 @@ async fn malformed_events_delete_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_from_the_future_sweeps_only_what_has_expired_by_the_clock() {
     let now = now();
-    let clock = Timestamp::from_secs(now);
     let (client, table, sweeper) = sessions_and_sweeper("h_future", now).await;
     let event = json!({"time": at(now + 86_400)});
-    let report = handle(&sweeper, &event, &|| clock, None, &settings())
-        .await
-        .unwrap();
+    let handled = handle(&sweeper, &event, &at_secs(now), None, &settings()).await;
+    let report = handled.unwrap();
     assert_eq!(report.sweep_at, ttl_sweeper::expiry::iso_millis(now));
     assert_eq!(removed(&report), 30, "{report:?}");
-    assert_eq!(
-        scan_all(&client, &table).await.len(),
-        5,
-        "unexpired items survive"
-    );
+    let left = scan_all(&client, &table).await.len();
+    assert_eq!(left, 5, "unexpired items survive");
 }
 
 /// The EventBridge documentation's sample Scheduled Event (2015) sent to a tick-mode function:
@@ -137,30 +126,18 @@ async fn an_old_event_in_tick_mode_sweeps_as_of_the_clock_and_reads_a_bounded_ra
         schedule: Duration::from_secs(4),
         handoff: Duration::from_secs(1),
     };
-    let report = tokio::time::timeout(
-        Duration::from_secs(30),
-        handle(
-            &sweeper,
-            &event,
-            &common::clock,
-            Some(Duration::from_secs(60)),
-            &settings,
-        ),
-    )
-    .await
-    .expect("an old event must not make the invocation read every window since 2015")
-    .unwrap();
-    assert!(
-        report.sweep_at.starts_with(&at(now)[..10]),
-        "{}",
-        report.sweep_at
-    );
+    let remaining = Some(Duration::from_secs(60));
+    let handled = handle(&sweeper, &event, &common::clock, remaining, &settings);
+    let report = tokio::time::timeout(Duration::from_secs(30), handled)
+        .await
+        .expect("an old event must not make the invocation read every window since 2015")
+        .unwrap();
+    let sweep_at = &report.sweep_at;
+    assert!(sweep_at.starts_with(&at(now)[..10]), "{sweep_at}");
     // A full sweep (one at the start, one per schedule period) reads at most the lookback (15)
     // and the current window; each tick at most three windows.
-    assert!(
-        report.windows_swept <= 2 * 16 + 3 * report.ticks as usize,
-        "{report:?}"
-    );
+    let bounded = report.windows_swept <= 2 * 16 + 3 * report.ticks as usize;
+    assert!(bounded, "{report:?}");
     assert_eq!(removed(&report), 30, "{report:?}");
     assert_eq!(scan_all(&client, &table).await.len(), 5);
 }
@@ -178,12 +155,8 @@ async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
 
     let now = now();
     let (_client, table, _) = sessions_and_sweeper("slow_dynamodb", now).await;
-    let proxy = FaultProxy::start(
-        &endpoint(),
-        Duration::from_secs(60),
-        Plan::script(|op, _| (op == "Query").then_some(Fault::Delay)),
-    )
-    .await;
+    let held = Plan::script(|op, _| (op == "Query").then_some(Fault::Delay));
+    let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(60), held).await;
     // The production client's timeouts and retries, through the proxy.
     let sdk = sdk_config(&proxy.endpoint)
         .timeout_config(

@@ -48,22 +48,15 @@ fn changelog_version(text: &str) -> Option<(String, String)> {
 
 #[test]
 fn every_manifest_has_the_crates_version() {
-    let versions = [
-        ("infra/package.json", json_version("infra/package.json")),
-        (
-            "infra/package-lock.json",
-            json_version("infra/package-lock.json"),
-        ),
-        (
-            "packages/expiry-js/package.json",
-            json_version("packages/expiry-js/package.json"),
-        ),
-        (
-            "packages/expiry-py/pyproject.toml",
-            toml_version("packages/expiry-py/pyproject.toml", "[project]"),
-        ),
-        ("Cargo.toml", toml_version("Cargo.toml", "[package]")),
+    let json = [
+        "infra/package.json",
+        "infra/package-lock.json",
+        "packages/expiry-js/package.json",
     ];
+    let python = "packages/expiry-py/pyproject.toml";
+    let mut versions: Vec<(&str, String)> = json.iter().map(|p| (*p, json_version(p))).collect();
+    versions.push((python, toml_version(python, "[project]")));
+    versions.push(("Cargo.toml", toml_version("Cargo.toml", "[package]")));
     for (path, version) in versions {
         assert_eq!(
             version, VERSION,
@@ -76,9 +69,10 @@ fn every_manifest_has_the_crates_version() {
 fn the_changelogs_top_entry_is_this_version() {
     let (version, date) = changelog_version(&read("CHANGELOG.md"))
         .expect("CHANGELOG.md has a `## [x.y.z] - date` entry");
+    let top = "CHANGELOG.md's top entry";
     assert_eq!(
         version, VERSION,
-        "CHANGELOG.md's top entry is {version}, Cargo.toml says {VERSION}"
+        "{top} is {version}, Cargo.toml says {VERSION}"
     );
     let d = date.as_bytes();
     assert!(
@@ -104,17 +98,13 @@ fn the_changelog_parser_reads_keep_a_changelog_headings() {
 #[test]
 fn the_crate_is_publishable() {
     let manifest = read("Cargo.toml");
-    assert!(
-        !manifest.contains("publish = false"),
-        "Cargo.toml forbids publishing"
-    );
+    let forbidden = manifest.contains("publish = false");
+    assert!(!forbidden, "Cargo.toml forbids publishing");
     for key in ["repository", "readme", "keywords", "categories", "license"] {
-        assert!(
-            manifest
-                .lines()
-                .any(|l| l.starts_with(&format!("{key} = "))),
-            "Cargo.toml has no {key}"
-        );
+        let set = manifest
+            .lines()
+            .any(|l| l.starts_with(&format!("{key} = ")));
+        assert!(set, "Cargo.toml has no {key}");
     }
     assert!(Path::new(ROOT).join("LICENSE").is_file());
 }
@@ -135,35 +125,30 @@ const HEAVY: &[&str] = &[
     "metrics",
 ];
 
-#[test]
-fn without_default_features_the_crate_is_the_helper_library_alone() {
-    let out = Command::new(env!("CARGO"))
+/// `cargo tree` of the normal dependencies, one package per line, with `features`.
+fn cargo_tree(features: &[&str]) -> String {
+    let args = "tree --offline --locked -e normal --prefix none --format {p}".split(' ');
+    let mut cmd = Command::new(env!("CARGO"));
+    let out = cmd
         .current_dir(ROOT)
-        .args([
-            "tree",
-            "--offline",
-            "--locked",
-            "--no-default-features",
-            "-e",
-            "normal",
-        ])
-        .args(["--prefix", "none", "--format", "{p}"])
+        .args(args)
+        .args(features)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "cargo tree: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let tree = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "cargo tree: {stderr}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn without_default_features_the_crate_is_the_helper_library_alone() {
+    let tree = cargo_tree(&["--no-default-features"]);
     let names: Vec<&str> = tree
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    assert!(
-        names.contains(&"sha2") && names.contains(&"chrono"),
-        "{tree}"
-    );
+    let helpers = names.contains(&"sha2") && names.contains(&"chrono");
+    assert!(helpers, "{tree}");
     let heavy: std::collections::BTreeSet<&str> = names
         .iter()
         .copied()
@@ -174,26 +159,9 @@ fn without_default_features_the_crate_is_the_helper_library_alone() {
         "heavy dependencies without default features: {heavy:?}"
     );
     // With default features they are all there, so the check above can see them.
-    let out = Command::new(env!("CARGO"))
-        .current_dir(ROOT)
-        .args([
-            "tree",
-            "--offline",
-            "--locked",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-            "--format",
-            "{p}",
-        ])
-        .output()
-        .unwrap();
-    let tree = String::from_utf8(out.stdout).unwrap();
+    let tree = cargo_tree(&[]);
     for name in ["aws-sdk-dynamodb", "tokio", "lambda_runtime", "hyper"] {
-        assert!(
-            tree.lines().any(|l| l.starts_with(&format!("{name} "))),
-            "{name} missing from the default tree"
-        );
+        let there = tree.lines().any(|l| l.starts_with(&format!("{name} ")));
+        assert!(there, "{name} missing from the default tree");
     }
 }

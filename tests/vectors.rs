@@ -6,14 +6,15 @@ use std::process::Command;
 use serde_json::Value;
 use ttl_sweeper::expiry::window::{parse_ttl, window_attribute};
 
+/// The list `section` of the spec file `spec/<file>`.
+fn spec(file: &str, section: &str) -> Vec<Value> {
+    let path = format!("{}/spec/{file}", env!("CARGO_MANIFEST_DIR"));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    doc[section].as_array().unwrap().clone()
+}
+
 fn vectors() -> Vec<Value> {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/spec/window-vectors.json"
-    ))
-    .unwrap();
-    let doc: Value = serde_json::from_str(&text).unwrap();
-    doc["vectors"].as_array().unwrap().clone()
+    spec("window-vectors.json", "vectors")
 }
 
 fn key_bytes(pk: &Value) -> Vec<u8> {
@@ -49,28 +50,16 @@ fn cli_matches_every_vector() {
             .args(["--key", &v["partition_key"].to_string()])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{v}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(
-            String::from_utf8(out.stdout).unwrap().trim(),
-            v["attribute"].as_str().unwrap(),
-            "{v}"
-        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{v}: {stderr}");
+        let printed = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(printed.trim(), v["attribute"].as_str().unwrap(), "{v}");
     }
 }
 
 /// `spec/expiry-vectors.json`: the edge cases the npm and PyPI helper packages are also held to.
 fn edge_vectors(section: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/spec/expiry-vectors.json"
-    ))
-    .unwrap();
-    let doc: Value = serde_json::from_str(&text).unwrap();
-    doc[section].as_array().unwrap().clone()
+    spec("expiry-vectors.json", section)
 }
 
 #[test]
@@ -112,12 +101,7 @@ fn expiry_check_matches_the_vectors() {
             };
             item.insert("ttl".into(), value);
         }
-        let now = c["now"].as_i64().unwrap();
-        assert_eq!(
-            ttl_sweeper::expiry::is_expired(&item, "ttl", now),
-            c["expected"].as_bool().unwrap(),
-            "{}",
-            c["name"]
-        );
+        let expired = ttl_sweeper::expiry::is_expired(&item, "ttl", c["now"].as_i64().unwrap());
+        assert_eq!(expired, c["expected"].as_bool().unwrap(), "{}", c["name"]);
     }
 }
