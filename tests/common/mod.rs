@@ -430,6 +430,12 @@ pub fn config(table: &str, pairs: &[(&str, &str)]) -> Config {
     Config::from_lookup(|k| map.get(k).cloned()).expect("valid test config")
 }
 
+/// A seed from the clock: nanoseconds since the epoch.
+pub fn clock_seed() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.unwrap().as_nanos() as u64
+}
+
 /// Epoch seconds now.
 pub fn now() -> i64 {
     chrono::Utc::now().timestamp()
