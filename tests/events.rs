@@ -170,7 +170,21 @@ struct Expect<'a> {
     delete_mode: &'a str,
 }
 
-impl Expect<'_> {
+impl<'a> Expect<'a> {
+    fn new(
+        table: &'a str,
+        expired: &'a HashMap<String, i64>,
+        mode: &'a str,
+        delete_mode: &'a str,
+    ) -> Self {
+        Expect {
+            table,
+            expired,
+            mode,
+            delete_mode,
+        }
+    }
+
     /// The contract id of expired item `id`.
     fn id_of(&self, id: &str) -> String {
         contract_id(
@@ -373,12 +387,7 @@ async fn one_event_per_expired_item(kind: Kind, settings: &[(&str, &str)], with_
     let left = id_set(&client, &table).await;
     assert_eq!(left.len(), 15, "live and ttl-less items stay");
     assert!(left.iter().all(|i| !i.starts_with("exp-")));
-    let expect = Expect {
-        table: &table,
-        expired: &expired,
-        mode,
-        delete_mode,
-    };
+    let expect = Expect::new(&table, &expired, mode, delete_mode);
     let events = sink.events().await;
     let (count, distinct) = expect.check(&events, &left, &HashSet::new(), &format!("{kind:?}"));
     assert_eq!(
@@ -552,104 +561,88 @@ async fn sweep_archive_extending(
 
 /// What a table of expired items `expired` swept in archive mode must send.
 fn archived<'a>(table: &'a str, expired: &'a HashMap<String, i64>) -> Expect<'a> {
-    Expect {
-        table,
-        expired,
-        mode: "archive",
-        delete_mode: "conditional",
-    }
+    Expect::new(table, expired, "archive", "conditional")
 }
 
+/// Archive mode with conditional deletes: a ttl the application extends between the publish and
+/// the delete gets an `Item Expiry Cancelled` with the expiry's id and time, and the item stays.
+/// On a FIFO queue (which drops a message whose de-duplication id it saw in the last five
+/// minutes, answering success) the expiry and, milliseconds later, its cancellation both arrive,
+/// in order: the cancellation has its own de-duplication id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_before_the_delete() {
-    let (client, table) = simple_table("events_cancel").await;
-    let expired = fill(&client, &table, 12, 3).await;
+async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_on_standard_and_fifo_queues() {
     let extended: HashSet<String> = ["exp-00001", "exp-00004", "exp-00009"]
         .map(String::from)
         .into();
-    // Between the archive publish and the conditional delete, the application extends three.
-    let sink = TestSink::new(Kind::Sqs).await;
-    let expect = archived(&table, &expired);
-    let (report, events) =
-        sweep_archive_extending(&client, &expect, &sink, &extended, "cancellations").await;
-    report.assert_fields("items_deleted=9 events_published=12 events_cancelled=3 events_failed=0");
-
-    let cancelled: HashMap<String, &Value> = events
-        .iter()
-        .filter(|e| e["detail-type"] == "Item Expiry Cancelled")
-        .map(|e| (event_item_id(e), e))
-        .collect();
-    assert_eq!(
-        cancelled.keys().cloned().collect::<HashSet<_>>(),
-        extended,
-        "one cancellation for each extended item, none for the others"
-    );
-    for e in events.iter().filter(|e| e["detail-type"] == "Item Expired") {
-        if let Some(c) = cancelled.get(&event_item_id(e)) {
+    for fifo in [false, true] {
+        let context = if fifo { "FIFO" } else { "cancellations" };
+        let (client, table) = simple_table(&format!("events_{context}")).await;
+        let expired = fill(&client, &table, 12, 3).await;
+        let sink = if fifo {
+            let url = moto::create_fifo_queue(&moto::sqs().await, &moto::unique("expiries")).await;
+            let (setting, queue, bucket) = (format!("sqs:{url}"), Some(url), None);
+            TestSink {
+                kind: Kind::Sqs,
+                setting,
+                queue,
+                bucket,
+                received: Mutex::default(),
+            }
+        } else {
+            TestSink::new(Kind::Sqs).await
+        };
+        let expect = archived(&table, &expired);
+        let (report, events) =
+            sweep_archive_extending(&client, &expect, &sink, &extended, context).await;
+        let fields = "items_deleted=9 events_published=12 events_cancelled=3 events_failed=0";
+        report.assert_fields(fields);
+        let of = |kind: &str| -> Vec<&Value> {
+            let mut of: Vec<&Value> = events.iter().filter(|e| e["detail-type"] == kind).collect();
+            of.sort_by_key(|e| event_item_id(e));
+            of
+        };
+        let ids = |events: Vec<&Value>| -> Vec<String> {
+            events.into_iter().map(event_item_id).collect()
+        };
+        let (expiries, cancellations) = (of("Item Expired"), of("Item Expiry Cancelled"));
+        let mut all: Vec<String> = expired.keys().cloned().collect();
+        all.sort();
+        assert_eq!(
+            ids(expiries.clone()),
+            all,
+            "{context}: one expiry per expired item arrived"
+        );
+        let mut want: Vec<String> = extended.iter().cloned().collect();
+        want.sort();
+        let why = "one cancellation for each extended item, none for the others";
+        assert_eq!(
+            ids(cancellations.clone()),
+            want,
+            "{context}: {why}: {events:?}"
+        );
+        for c in cancellations {
+            let e = expiries
+                .iter()
+                .find(|e| event_item_id(e) == event_item_id(c))
+                .unwrap();
             assert_eq!(
                 c["detail"]["id"], e["detail"]["id"],
                 "same id as the expiry"
             );
             assert_eq!(c["detail"]["deleted_at"], e["detail"]["deleted_at"]);
         }
-    }
-    for id in &extended {
-        assert!(exists(&client, &table, id_key(id)).await, "{id} stays");
-    }
-}
-
-/// On a FIFO queue (which drops a message whose de-duplication id it saw in the last five
-/// minutes, answering success) an expiry and, milliseconds later, its cancellation both arrive:
-/// the cancellation has its own de-duplication id.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fifo_queue_delivers_both_the_expiry_and_its_cancellation() {
-    let (client, table) = simple_table("events_fifo").await;
-    let expired = fill(&client, &table, 6, 2).await;
-    let extended: HashSet<String> = ["exp-00001", "exp-00004"].map(String::from).into();
-    let url = moto::create_fifo_queue(&moto::sqs().await, &moto::unique("expiries")).await;
-    let (setting, queue) = (format!("sqs:{url}"), Some(url));
-    let sink = TestSink {
-        kind: Kind::Sqs,
-        setting,
-        queue,
-        bucket: None,
-        received: Mutex::default(),
-    };
-    let expect = archived(&table, &expired);
-    let (report, events) =
-        sweep_archive_extending(&client, &expect, &sink, &extended, "FIFO").await;
-    report.assert_fields("items_deleted=4 events_published=6 events_cancelled=2");
-
-    let of = |kind: &str| -> Vec<String> {
-        let mut ids: Vec<String> = events
-            .iter()
-            .filter(|e| e["detail-type"] == kind)
-            .map(event_item_id)
-            .collect();
-        ids.sort();
-        ids
-    };
-    let mut all: Vec<String> = expired.keys().cloned().collect();
-    all.sort();
-    assert_eq!(
-        of("Item Expired"),
-        all,
-        "one expiry per expired item arrived"
-    );
-    assert_eq!(
-        of("Item Expiry Cancelled"),
-        ["exp-00001", "exp-00004"],
-        "each cancellation the queue accepted arrived too: {events:?}"
-    );
-    // In order within the table's message group: each cancellation after its expiry.
-    for id in &extended {
-        let at = |kind: &str| {
-            events
-                .iter()
-                .position(|e| e["detail-type"] == kind && event_item_id(e) == *id)
-                .unwrap()
-        };
-        assert!(at("Item Expired") < at("Item Expiry Cancelled"), "{id}");
+        for id in &extended {
+            assert!(exists(&client, &table, id_key(id)).await, "{id} stays");
+            // In order within the table's message group: each cancellation after its expiry.
+            let at = |kind: &str| {
+                let of = |e: &Value| e["detail-type"] == kind && event_item_id(e) == *id;
+                events.iter().position(of).unwrap()
+            };
+            assert!(
+                !fifo || at("Item Expired") < at("Item Expiry Cancelled"),
+                "{id}"
+            );
+        }
     }
 }
 
@@ -678,12 +671,7 @@ async fn a_sink_that_is_down_loses_nothing_silently() {
         let left = id_set(&client, &table).await;
         assert!(sink.events().await.is_empty());
         report.assert_fields("events_published=0 events_failed=30");
-        let expect = Expect {
-            table: &table,
-            expired: &expired,
-            mode,
-            delete_mode,
-        };
+        let expect = Expect::new(&table, &expired, mode, delete_mode);
         assert_eq!(
             failed,
             expect.all_ids(),
@@ -730,12 +718,7 @@ async fn the_cli_reports_lost_events_in_its_report_log_and_exit_status() {
         "the live items and those without a ttl stay: {left:?}"
     );
     report.assert_fields("events_published=0 events_failed=12");
-    let expect = Expect {
-        table: &table,
-        expired: &expired,
-        mode: "notify",
-        delete_mode: "batch",
-    };
+    let expect = Expect::new(&table, &expired, "notify", "batch");
     let ids = expect.all_ids();
     assert_eq!(failed_ids(&report), ids);
     // The log, without its colours: the summary line names the count and the first ids, and
@@ -789,15 +772,9 @@ fn sink_faults() -> Vec<Fault> {
 }
 
 fn seed() -> u64 {
-    let now = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-    };
-    let seed = std::env::var("EVENTS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok());
-    seed.unwrap_or_else(|| now().as_nanos() as u64)
+    let seed = std::env::var("EVENTS_SEED").ok();
+    seed.and_then(|s| s.parse().ok())
+        .unwrap_or_else(common::clock_seed)
 }
 
 /// One sink, one mode: sweeps with faults in front of the sink until the table is clean (or
@@ -844,12 +821,7 @@ async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> String {
         ATTEMPT_TIMEOUT,
     )
     .await;
-    let expect = Expect {
-        table: &table,
-        expired: &expired,
-        mode,
-        delete_mode,
-    };
+    let expect = Expect::new(&table, &expired, mode, delete_mode);
     let context = format!("{kind:?} {mode} (EVENTS_SEED={seed})");
     let mut reported_failed = HashSet::new();
     let mut totals: BTreeMap<&str, u64> = BTreeMap::new();

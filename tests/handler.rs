@@ -59,24 +59,28 @@ async fn handle_before_deadline<S: ttl_sweeper::store::Store>(
     })
 }
 
+/// Scheduled and transformed events sweep as of their time; an event from the future sweeps
+/// only what has expired by the clock (and without a deadline).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scheduled_and_transformed_events_sweep_as_of_their_time() {
+async fn events_sweep_as_of_their_time_and_no_later_than_the_clock() {
     let now = now();
-    let fixtures = [
-        ("scheduled-event.json", "h_sched"),
-        ("transformed-event.json", "h_time"),
+    let minute = Some(Duration::from_secs(60));
+    let cases = [
+        ("scheduled-event.json", now, minute),
+        ("transformed-event.json", now, minute),
+        ("scheduled-event.json", now + 86_400, None),
     ];
-    for (name, prefix) in fixtures {
-        let (client, table, sweeper) = sessions_and_sweeper(prefix, now).await;
+    for (name, time, remaining) in cases {
+        let (client, table, sweeper) = sessions_and_sweeper("h_time", now).await;
         let mut event = fixture(name);
-        event["time"] = json!(at(now));
-        let remaining = Some(Duration::from_secs(60));
+        event["time"] = json!(at(time));
         let handled = handle(&sweeper, &event, &at_secs(now), remaining, &settings()).await;
         let report = handled.unwrap();
         let sweep_at = ttl_sweeper::expiry::iso_millis(now);
-        assert_eq!(report.sweep_at, sweep_at, "{name}");
-        assert_eq!(removed(&report), 30, "{name}: {report:?}");
-        assert_eq!(scan_all(&client, &table).await.len(), 5, "{name}");
+        assert_eq!(report.sweep_at, sweep_at, "{name} at {time}");
+        assert_eq!(removed(&report), 30, "{name} at {time}: {report:?}");
+        let left = scan_all(&client, &table).await.len();
+        assert_eq!(left, 5, "{name} at {time}: unexpired items survive");
     }
 }
 
@@ -97,19 +101,6 @@ async fn malformed_events_delete_nothing() {
         assert_eq!(err.error_type(), "InvalidEvent");
     }
     assert_eq!(scan_all(&client, &table).await.len(), 35);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_event_from_the_future_sweeps_only_what_has_expired_by_the_clock() {
-    let now = now();
-    let (client, table, sweeper) = sessions_and_sweeper("h_future", now).await;
-    let event = json!({"time": at(now + 86_400)});
-    let handled = handle(&sweeper, &event, &at_secs(now), None, &settings()).await;
-    let report = handled.unwrap();
-    assert_eq!(report.sweep_at, ttl_sweeper::expiry::iso_millis(now));
-    assert_eq!(removed(&report), 30, "{report:?}");
-    let left = scan_all(&client, &table).await.len();
-    assert_eq!(left, 5, "unexpired items survive");
 }
 
 /// The EventBridge documentation's sample Scheduled Event (2015) sent to a tick-mode function:
