@@ -181,10 +181,8 @@ async fn sweeps_with_shard_ranges_delete_only_their_shards() {
     let (code, out, err) = run(local_cli().arg("sweep").args(flags).arg("3-1"));
     assert_eq!((code, out.as_str()), (2, ""));
     let reversed = "the first shard, 3, is after the last, 1";
-    assert!(
-        err.contains("SHARD_RANGE") && err.contains(reversed),
-        "{err}"
-    );
+    let named = err.contains("SHARD_RANGE") && err.contains(reversed);
+    assert!(named, "{err}");
 }
 
 /// Splitting a checkpointed sweeper into shard ranges after an outage: the new ranges have no
@@ -226,10 +224,8 @@ async fn sweep_of_a_missing_table_fails_clearly() {
     let missing = "table_that_is_not_there";
     let (code, out, err) = run(local_cli().args(["sweep", "--table-name", missing]));
     assert_eq!((code, out.as_str()), (2, ""));
-    assert!(
-        err.contains(missing) && err.contains("does not exist"),
-        "{err}"
-    );
+    let named = err.contains(missing) && err.contains("does not exist");
+    assert!(named, "{err}");
 }
 
 /// Runs a command for at most `limit`: exit code (`None` if it was killed at the limit or by a

@@ -403,11 +403,8 @@ async fn one_event_per_expired_item(kind: Kind, settings: &[(&str, &str)], with_
         if with_item {
             assert_eq!(item["id"], json!({"S": id}), "{e}");
             assert_eq!(item["ttl"], json!({"N": expired[&id].to_string()}), "{e}");
-            assert_eq!(
-                item["payload"],
-                json!({"S": format!("payload of {id}")}),
-                "{e}"
-            );
+            let payload = &item["payload"];
+            assert_eq!(*payload, json!({"S": format!("payload of {id}")}), "{e}");
         } else {
             assert!(e["detail"].get("item").is_none(), "{e}");
         }
@@ -615,20 +612,15 @@ async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_on_standard_and_f
         let mut want: Vec<String> = extended.iter().cloned().collect();
         want.sort();
         let why = "one cancellation for each extended item, none for the others";
-        assert_eq!(
-            ids(cancellations.clone()),
-            want,
-            "{context}: {why}: {events:?}"
-        );
+        let cancelled = ids(cancellations.clone());
+        assert_eq!(cancelled, want, "{context}: {why}: {events:?}");
         for c in cancellations {
             let e = expiries
                 .iter()
                 .find(|e| event_item_id(e) == event_item_id(c))
                 .unwrap();
-            assert_eq!(
-                c["detail"]["id"], e["detail"]["id"],
-                "same id as the expiry"
-            );
+            let same = &c["detail"]["id"];
+            assert_eq!(*same, e["detail"]["id"], "same id as the expiry");
             assert_eq!(c["detail"]["deleted_at"], e["detail"]["deleted_at"]);
         }
         for id in &extended {
@@ -638,10 +630,8 @@ async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_on_standard_and_f
                 let of = |e: &Value| e["detail-type"] == kind && event_item_id(e) == *id;
                 events.iter().position(of).unwrap()
             };
-            assert!(
-                !fifo || at("Item Expired") < at("Item Expiry Cancelled"),
-                "{id}"
-            );
+            let in_order = !fifo || at("Item Expired") < at("Item Expiry Cancelled");
+            assert!(in_order, "{id}");
         }
     }
 }
@@ -732,10 +722,8 @@ async fn the_cli_reports_lost_events_in_its_report_log_and_exit_status() {
     assert!(summary.contains("failed_event_ids="), "{summary}");
     for id in &ids {
         let line = |l: &str| l.contains("ERROR") && l.contains(id.as_str()) && l != summary;
-        assert!(
-            log.lines().any(line),
-            "no error line for event {id}:\n{log}"
-        );
+        let found = log.lines().any(line);
+        assert!(found, "no error line for event {id}:\n{log}");
     }
 }
 
@@ -863,10 +851,8 @@ async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> String {
             "{context}: every expired item has an event"
         );
     }
-    assert!(
-        proxy.stats.faults_total() > 0,
-        "{context}: no fault was injected"
-    );
+    let faulted = proxy.stats.faults_total() > 0;
+    assert!(faulted, "{context}: no fault was injected");
     let faults = proxy.stats.faults.lock().unwrap().clone();
     let mut faults: Vec<String> = faults.iter().map(|(k, v)| format!("{k} {v}")).collect();
     faults.sort();
@@ -987,11 +973,8 @@ async fn sigkill_during_an_archive_sweep_deletes_nothing_without_an_event() {
     // went out before the kill but were not deleted get it again, with the same id.
     let (code, out, err) = run_sweep_cli(&table, &settings);
     assert_eq!(code, 0, "{out}\n{err}");
-    assert_eq!(
-        id_set(&client, &table).await.len(),
-        25,
-        "only live and ttl-less items are left"
-    );
+    let left = id_set(&client, &table).await.len();
+    assert_eq!(left, 25, "only live and ttl-less items are left");
     let context = format!("{context}, then a full sweep");
     let (events, distinct) = expect
         .check_sink(&client, &sink, &HashSet::new(), &context)

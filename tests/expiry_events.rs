@@ -472,11 +472,8 @@ async fn archive_cancels_an_expiry_whose_ttl_changed_with_the_same_id() {
     assert!(report.is_success());
     for id in extended {
         let of = sink.accepted_of(id);
-        assert_eq!(
-            sink.kinds_of(id),
-            ["Item Expired", "Item Expiry Cancelled"],
-            "{id}"
-        );
+        let kinds = sink.kinds_of(id);
+        assert_eq!(kinds, ["Item Expired", "Item Expiry Cancelled"], "{id}");
         let (expired, cancelled) = (&of[0], &of[1]);
         assert_eq!(expired.id, cancelled.id);
         assert_eq!(cancelled.detail()["reason"], "ttl changed");
@@ -512,11 +509,8 @@ async fn failed_entries_are_retried_alone_and_published_once() {
     report.assert_fields("events_published=25 events_failed=0");
     let accepted = sink.accepted();
     let unique: HashSet<&String> = accepted.iter().map(|e| &e.id).collect();
-    assert_eq!(
-        (accepted.len(), unique.len()),
-        (25, 25),
-        "each accepted once"
-    );
+    let counts = (accepted.len(), unique.len());
+    assert_eq!(counts, (25, 25), "each accepted once");
     // 25 events: batches of 10, 10, 5 with 5, 5, 3 failures, then the 13 failed ones resent.
     let sent: usize = seen.lock().unwrap().iter().map(Vec::len).sum();
     assert_eq!(sent, 25 + 13, "only the failed entries are sent again");

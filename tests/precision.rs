@@ -256,11 +256,8 @@ async fn sharded_items_written_with_the_documented_hash_are_all_swept() {
         .iter()
         .map(|i| window(i).rsplit_once('#').unwrap().1.into())
         .collect();
-    assert_eq!(
-        used.len(),
-        shards as usize,
-        "200 keys should land in every shard"
-    );
+    let used = used.len();
+    assert_eq!(used, shards as usize, "200 keys should land in every shard");
     put_items(&client, &table, items).await;
 
     // Unsharded configuration misses them all: the sweeper must be told the shard count.

@@ -584,10 +584,8 @@ fn the_readme_first_screen_goes_from_an_existing_table_to_a_verified_sweeper() {
         format!("AttributeName={ttl},KeyType=RANGE"),
         "ProjectionType=KEYS_ONLY".to_owned(),
     ] {
-        assert!(
-            steps.contains(&expected),
-            "the index command lacks {expected}"
-        );
+        let has = steps.contains(&expected);
+        assert!(has, "the index command lacks {expected}");
     }
     // The quick start comes before the first screen ends: right after the introduction.
     let first_heading = readme.lines().find(|l| l.starts_with("## "));

@@ -415,10 +415,8 @@ async fn extend(client: &Client, table: &str, shards: u32, id: &str, marker: &st
         Ok(_) => true,
         Err(e) => {
             let e = e.into_service_error();
-            assert!(
-                e.is_conditional_check_failed_exception(),
-                "writer update: {e:?}"
-            );
+            let condition_failed = e.is_conditional_check_failed_exception();
+            assert!(condition_failed, "writer update: {e:?}");
             false
         }
     };
