@@ -161,7 +161,6 @@ pub fn default_schema() -> TableSchema {
     }
 }
 
-/// The `id` of a key or item.
 pub fn id_of(key: &Key) -> String {
     match &key["id"] {
         AV::S(s) => s.clone(),
@@ -169,7 +168,6 @@ pub fn id_of(key: &Key) -> String {
     }
 }
 
-/// The key with this `id`.
 pub fn key(id: &str) -> Key {
     [("id".to_string(), AV::S(id.into()))].into()
 }

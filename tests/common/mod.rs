@@ -213,7 +213,6 @@ pub async fn simple_table(prefix: &str) -> (Client, String) {
     (client, table)
 }
 
-/// An attribute definition.
 pub fn attr(name: &str, ty: ScalarAttributeType) -> AttributeDefinition {
     AttributeDefinition::builder()
         .attribute_name(name)
@@ -222,7 +221,6 @@ pub fn attr(name: &str, ty: ScalarAttributeType) -> AttributeDefinition {
         .unwrap()
 }
 
-/// A key schema element.
 pub fn key_el(name: &str, ty: KeyType) -> KeySchemaElement {
     KeySchemaElement::builder()
         .attribute_name(name)
@@ -278,13 +276,11 @@ pub async fn put_items(client: &Client, table: &str, items: Vec<Key>) {
     }
 }
 
-/// Writes one item with PutItem.
 pub async fn put_one(client: &Client, table: &str, item: Key) {
     let put = client.put_item().table_name(table).set_item(Some(item));
     put.send().await.expect("put item");
 }
 
-/// Deletes the item with `id` with DeleteItem.
 pub async fn delete_one(client: &Client, table: &str, id: &str) {
     let delete = client
         .delete_item()
@@ -308,7 +304,6 @@ pub async fn put_many(client: &Client, table: &str, items: Vec<Key>) {
     }
 }
 
-/// `AV::N` of a whole number.
 pub fn num(n: i64) -> AV {
     AV::N(n.to_string())
 }
@@ -434,7 +429,6 @@ pub fn clock_seed() -> u64 {
     since.unwrap().as_nanos() as u64
 }
 
-/// Epoch seconds now.
 pub fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
@@ -613,7 +607,6 @@ impl DescribeConfig for DynamoStore {
     }
 }
 
-/// A store over `client`.
 pub fn store(client: Client) -> DynamoStore {
     DynamoStore::new(client)
 }

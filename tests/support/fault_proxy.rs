@@ -597,7 +597,6 @@ fn entries_field(op: &str) -> &'static str {
     }
 }
 
-/// The entries of a sink batch request.
 fn sink_entries(op: &str, json: &Value) -> Vec<Value> {
     json[entries_field(op)]
         .as_array()
