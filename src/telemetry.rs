@@ -32,6 +32,7 @@ pub mod daemon;
 pub use powertools::{service_name, trace_root, Invocation, PowertoolsJson, DEFAULT_SERVICE};
 
 use serde_json::{json, Value};
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::EnvFilter;
 
 use crate::engine::SweepReport;
@@ -58,23 +59,20 @@ pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
         Some(l) => EnvFilter::new(l),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)),
     };
+    let writer = if to_stdout {
+        BoxMakeWriter::new(std::io::stdout)
+    } else {
+        BoxMakeWriter::new(std::io::stderr)
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_target(false);
-    let result = match (format, to_stdout) {
-        (LogFormat::Json, true) => builder
-            .event_format(PowertoolsJson::from_env())
-            .with_writer(std::io::stdout)
-            .try_init(),
-        (LogFormat::Json, false) => builder
-            .event_format(PowertoolsJson::from_env())
-            .with_writer(std::io::stderr)
-            .try_init(),
-        (LogFormat::Text, true) => builder.with_writer(std::io::stdout).try_init(),
-        (LogFormat::Text, false) => builder.with_writer(std::io::stderr).try_init(),
-    };
+        .with_target(false)
+        .with_writer(writer);
     // A second init (tests, embedding) keeps the first subscriber.
-    let _ = result;
+    let _ = match format {
+        LogFormat::Json => builder.event_format(PowertoolsJson::from_env()).try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
 }
 
 /// One summary line of `$report` at `$level`: the same fields at every level, so the line an
@@ -141,27 +139,19 @@ pub const LOGGED_ERRORS: usize = 3;
 
 /// The first failed keys with their reasons, as JSON: what an operator needs to find them.
 fn failed_keys(r: &SweepReport) -> String {
-    let shown: Vec<Value> = r
-        .failed_keys
-        .iter()
-        .take(LOGGED_FAILED_KEYS)
-        .map(|f| json!({"key": f.key, "reason": f.reason}))
-        .collect();
-    if shown.is_empty() {
-        String::new()
-    } else {
-        Value::Array(shown).to_string()
-    }
+    let keys = r.failed_keys.iter();
+    first_as_json(keys.map(|f| json!({"key": f.key, "reason": f.reason})))
 }
 
 /// The first expiry events not published, with their reasons, as JSON.
 fn failed_events(r: &SweepReport) -> String {
-    let shown: Vec<Value> = r
-        .failed_event_ids
-        .iter()
-        .take(LOGGED_FAILED_KEYS)
-        .map(|f| json!({"id": f.id, "key": f.key, "reason": f.reason}))
-        .collect();
+    let events = r.failed_event_ids.iter();
+    first_as_json(events.map(|f| json!({"id": f.id, "key": f.key, "reason": f.reason})))
+}
+
+/// The first [`LOGGED_FAILED_KEYS`] of `shown` as a JSON array; empty when there are none.
+fn first_as_json(shown: impl Iterator<Item = Value>) -> String {
+    let shown: Vec<Value> = shown.take(LOGGED_FAILED_KEYS).collect();
     if shown.is_empty() {
         String::new()
     } else {
@@ -201,6 +191,7 @@ pub fn log_summary(report: &SweepReport) {
 /// ran ahead of DynamoDB's and was pulled back), and the expiry events' `EventsPublished`,
 /// `EventsFailed`, `EventsCancelled` and `EventsTruncated`, dimensioned by `TableName`.
 pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value {
+    let secs = |ms: u64| json!(ms as f64 / 1000.0);
     let metrics = [
         ("ItemsDeleted", "Count", json!(report.items_deleted)),
         ("ItemsSkipped", "Count", json!(report.items_skipped)),
@@ -209,21 +200,9 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
         ("ItemsFound", "Count", json!(report.items_found)),
         ("ItemsLeft", "Count", json!(report.items_left)),
         ("WindowsSwept", "Count", json!(report.windows_swept)),
-        (
-            "MaxExpiryLagSeconds",
-            "Seconds",
-            json!(report.lag.max_ms as f64 / 1000.0),
-        ),
-        (
-            "P99ExpiryLagSeconds",
-            "Seconds",
-            json!(report.lag.p99_ms as f64 / 1000.0),
-        ),
-        (
-            "ClockAheadSeconds",
-            "Seconds",
-            json!(report.clock_ahead_ms as f64 / 1000.0),
-        ),
+        ("MaxExpiryLagSeconds", "Seconds", secs(report.lag.max_ms)),
+        ("P99ExpiryLagSeconds", "Seconds", secs(report.lag.p99_ms)),
+        ("ClockAheadSeconds", "Seconds", secs(report.clock_ahead_ms)),
         ("EventsPublished", "Count", json!(report.events_published)),
         ("EventsFailed", "Count", json!(report.events_failed)),
         ("EventsCancelled", "Count", json!(report.events_cancelled)),
@@ -276,25 +255,23 @@ pub fn cold_start_record(
     })
 }
 
-/// A log writer that keeps what it is given, for tests that read log lines back.
-#[cfg(test)]
-#[derive(Clone, Default)]
-pub(crate) struct Buf(pub(crate) std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-#[cfg(test)]
-impl std::io::Write for Buf {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A log writer that keeps what it is given, for tests that read log lines back.
+    #[derive(Clone, Default)]
+    pub(super) struct Buf(pub(super) std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
 
     #[test]
     fn emf_record_declares_every_metric_it_carries() {

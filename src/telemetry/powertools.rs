@@ -223,7 +223,7 @@ impl Visit for JsonFields<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::Buf;
+    use crate::telemetry::tests::Buf;
 
     #[test]
     fn trace_root_is_the_root_id_of_the_header() {
