@@ -11,11 +11,7 @@ use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::lambda::{invoke, time_left};
 use ttl_sweeper::telemetry::{self, LogFormat};
 
-/// mimalloc instead of the system allocator: a sweep allocates per item and per request, and
-/// mimalloc measured less CPU per delete (docs/BENCHMARKS.md). Built without transparent huge
-/// pages (Cargo feature `no_thp`): with them, memory mimalloc gave back was faulted in again
-/// 2 MiB at a time, zeroed by the kernel, and peak memory was about 1.6 times as high (37–40 MiB
-/// against 22–26 MiB for one `ttl-sweeper sweep` of the benchmark's fake endpoint).
+/// mimalloc without transparent huge pages, as in the CLI (`src/bin/ttl-sweeper/main.rs` says why).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -168,11 +168,16 @@ where
 pub(crate) fn finish(report: &SweepReport) -> anyhow::Result<ExitCode> {
     telemetry::log_summary(report);
     println!("{}", serde_json::to_string(report)?);
-    Ok(if report.is_success() {
+    Ok(exit_status(report.is_success()))
+}
+
+/// Exit status 0 when `ok`, else 1.
+fn exit_status(ok: bool) -> ExitCode {
+    if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    })
+    }
 }
 
 /// The table a scanning tool works on, opened with the same checks as every command (a missing
@@ -282,11 +287,9 @@ pub(crate) async fn backfill(
     .await;
     bar.finish_and_clear();
     println!("{}", serde_json::to_string(&done.report)?);
-    Ok(if done.report.errors.is_empty() && done.report.complete {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit_status(
+        done.report.errors.is_empty() && done.report.complete,
+    ))
 }
 
 /// `ttl-sweeper audit`: prints the JSON report; exit 1 past the thresholds.
@@ -312,9 +315,5 @@ pub(crate) async fn audit(
             "items the sweeper cannot see exceed --max-problems"
         );
     }
-    Ok(if verdict.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit_status(verdict.passed()))
 }
