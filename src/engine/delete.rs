@@ -144,12 +144,10 @@ impl<S: Store> Deleter<'_, S> {
         }
     }
 
-    /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl. Right before every
-    /// send — first send or retry, and again after whatever the chunk waited for — each key's
-    /// read is checked: a key read longer than `batch_max_read_age` ago is read again, once,
-    /// with one strongly consistent `BatchGetItem` for all such keys of the chunk (one request,
-    /// not one per key), and goes on only if its ttl is still the one read; a key that ages past
-    /// the bound a second time is deleted conditionally. No request starts after the stop.
+    /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl, within
+    /// `batch_max_read_age` of each key's read, checked right before every send (see
+    /// [`super::BATCH_MAX_READ_AGE`]): stale keys are read again, in one `BatchGetItem` for the
+    /// chunk. No request starts after the stop.
     async fn delete_batch(&self, chunk: Vec<Expired>, now: Timestamp, stop: &Stop) -> ChunkOutcome {
         let mut out = ChunkOutcome::default();
         let mut remaining = chunk;
@@ -477,10 +475,8 @@ impl<S: Store> Deleter<'_, S> {
                     }
                     Ok((ConditionalOutcome::Gone, _)) => {
                         out.gone += 1;
-                        // Found gone after an attempt that may have been applied (a timeout, a
-                        // dropped connection, a 5xx): most likely deleted by it, so its event is
-                        // owed (a duplicate, with the same id, if someone else deleted it). Not
-                        // after a throttle or an unprocessed key: neither deleted anything.
+                        // Most likely deleted by an attempt whose answer was lost: its event is
+                        // owed (a duplicate, same id, if someone else deleted it).
                         if e.maybe_applied {
                             self.owe_event(&e, None);
                         }

@@ -140,8 +140,7 @@ pub(super) struct Notifier<'a> {
 }
 
 impl OwedEvents for Notifier<'_> {
-    /// The item with `key` (ttl as read) is deleted: its event is owed. `returned`: the item as
-    /// the delete returned it, preferred to the one read before.
+    /// The item as the delete returned it is preferred to the one read before.
     fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>) {
         let item = returned.or_else(|| {
             self.described
@@ -215,12 +214,6 @@ pub(super) async fn delete_with_events<S: Store>(
     } else {
         vec![None; chunk.len()]
     };
-    let expiry = |e: &Expired, item: &Option<Key>, at| Expiry {
-        key: e.key.clone(),
-        ttl: e.ttl,
-        item: item.clone(),
-        at,
-    };
     if !hook.archive() {
         let notifier = Notifier {
             hook,
@@ -252,7 +245,12 @@ pub(super) async fn delete_with_events<S: Store>(
     let expiries: Vec<Expiry> = chunk
         .iter()
         .zip(&items)
-        .map(|(e, i)| expiry(e, i, at))
+        .map(|(e, item)| Expiry {
+            key: e.key.clone(),
+            ttl: e.ttl,
+            item: item.clone(),
+            at,
+        })
         .collect();
     let publications = expiries.iter().cloned().map(Publication::Expired).collect();
     let (deliveries, mut tally) = hook.publish(publications, stop).await;
@@ -280,16 +278,12 @@ pub(super) async fn delete_with_events<S: Store>(
     out.absorb(refused);
     let cancelled_at = wall();
     let cancellations: Vec<Publication> = kept
-        .into_iter()
-        .filter_map(|key| {
-            let expiry = expiries.iter().find(|x| x.key == key)?.clone();
-            Some(Publication::Cancelled(
-                Expiry {
-                    item: None,
-                    ..expiry
-                },
-                cancelled_at,
-            ))
+        .iter()
+        .filter_map(|key| expiries.iter().find(|x| x.key == *key))
+        .map(|x| {
+            let mut expiry = x.clone();
+            expiry.item = None;
+            Publication::Cancelled(expiry, cancelled_at)
         })
         .collect();
     if !cancellations.is_empty() {
@@ -300,18 +294,11 @@ pub(super) async fn delete_with_events<S: Store>(
 }
 
 /// Archive mode, after a chunk's deletes: the items whose expiry the sink accepted but whose
-/// delete failed (`out.failed`) or was not made because the sweep had to stop (`out.left_keys`),
-/// read again with one consistent `BatchGetItem` (also when the sweep must stop: a single
-/// attempt). An item
-///
-/// - gone (an attempt whose answer was lost deleted it, or the application did) is counted
-///   `gone` instead: the accepted expiry stands;
-/// - whose ttl is no longer the one read (extended, removed, rewritten) is counted `skipped`, as
-///   the conditional delete would have, and its key is returned: it is owed a cancellation;
-/// - still there with the ttl read stays failed or left: the next sweep finds it in the same
-///   window, publishes the same id again and deletes it.
-///
-/// If the read fails, everything stays as it was (and is logged).
+/// delete failed (`out.failed`) or was not made (`out.left_keys`), read again with one consistent
+/// `BatchGetItem` (a single attempt, also when the sweep must stop) and settled as the module
+/// docs say. A gone item counts as `gone` (an attempt whose answer was lost, or the application,
+/// deleted it); one with another ttl as `skipped`, as the conditional delete would have, and its
+/// key is returned, owed a cancellation. If the read fails, everything stays as it was (logged).
 async fn reconcile<S: Store>(
     store: &S,
     schema: &TableSchema,
