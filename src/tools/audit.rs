@@ -77,18 +77,23 @@ impl AuditReport {
     }
 
     fn example(&mut self, problem: &'static str, key: Option<Key>, detail: String) {
+        self.keep_example(Example {
+            problem,
+            key: key.as_ref().map(key_to_json).unwrap_or_default(),
+            detail,
+        });
+    }
+
+    /// Keeps up to 5 examples per problem.
+    fn keep_example(&mut self, e: Example) {
         if self
             .examples
             .iter()
-            .filter(|e| e.problem == problem)
+            .filter(|x| x.problem == e.problem)
             .count()
             < 5
         {
-            self.examples.push(Example {
-                problem,
-                key: key.as_ref().map(key_to_json).unwrap_or_default(),
-                detail,
-            });
+            self.examples.push(e);
         }
     }
 
@@ -108,15 +113,7 @@ impl AuditReport {
         self.invalid_ttl += other.invalid_ttl;
         self.too_old_ttl += other.too_old_ttl;
         for e in other.examples {
-            if self
-                .examples
-                .iter()
-                .filter(|x| x.problem == e.problem)
-                .count()
-                < 5
-            {
-                self.examples.push(e);
-            }
+            self.keep_example(e);
         }
     }
 }
