@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::model::ExpiryEvent;
-use super::sink::{EntryResult, Sink, SinkKind};
+use super::sink::{EntryResult, Sink, SinkError, SinkKind};
 use crate::engine::hook::Delivery;
 use crate::engine::retry::full_jitter;
 use crate::engine::Stop;
@@ -83,35 +83,27 @@ impl Publisher {
                 let put = self.sink.put(&batch_events[range.clone()]);
                 let answer = match stop.deadline() {
                     None => put.await,
-                    Some(d) => match tokio::time::timeout_at(d + PUBLISH_PAST_STOP, put).await {
-                        Ok(answer) => answer,
-                        Err(_) => {
-                            // Not retried: the sweep is out of time. Reported by id, never
-                            // silently lost with the invocation.
-                            for (i, _) in slots {
-                                out.deliveries[*i] = Delivery::Failed(
-                                    "the sink had not answered when the sweep ran out of time \
-                                     (its deadline)"
-                                        .into(),
-                                );
-                            }
-                            continue;
-                        }
-                    },
+                    // Not retried: the sweep is out of time. Reported by id, never silently lost
+                    // with the invocation.
+                    Some(d) => tokio::time::timeout_at(d + PUBLISH_PAST_STOP, put)
+                        .await
+                        .unwrap_or_else(|_| {
+                            let late = "the sink had not answered when the sweep ran out of time \
+                                        (its deadline)";
+                            Err(SinkError::new(false, late))
+                        }),
                 };
                 match answer {
                     Ok(results) if results.len() == slots.len() => {
                         for ((i, _), result) in slots.iter().zip(results) {
                             match result {
                                 EntryResult::Accepted => out.deliveries[*i] = Delivery::Accepted,
-                                EntryResult::Failed {
-                                    retryable: true,
-                                    reason,
-                                } => still.push((*i, reason)),
-                                EntryResult::Failed {
-                                    retryable: false,
-                                    reason,
-                                } => out.deliveries[*i] = Delivery::Failed(reason),
+                                EntryResult::Failed { retryable, reason } if retryable => {
+                                    still.push((*i, reason))
+                                }
+                                EntryResult::Failed { reason, .. } => {
+                                    out.deliveries[*i] = Delivery::Failed(reason)
+                                }
                             }
                         }
                     }
