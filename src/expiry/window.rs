@@ -199,14 +199,9 @@ pub fn window_key(ttl: f64, width: u32) -> Result<String, TtlError> {
 /// boundary or a fraction of a second before `now`; the lookback windows catch everything a late,
 /// failed or skipped invocation left behind.
 pub fn windows_to_sweep(now: Timestamp, width: u32, lookback: u32) -> Vec<Window> {
-    let mut window = Window::containing_instant(now, width);
-    let mut out = Vec::with_capacity(lookback as usize + 1);
-    out.push(window);
-    for _ in 0..lookback {
-        window = window.previous();
-        out.push(window);
-    }
-    out
+    let current = Window::containing_instant(now, width);
+    let windows = std::iter::successors(Some(current), |w| Some(w.previous()));
+    windows.take(lookback as usize + 1).collect()
 }
 
 /// The windows that can hold items which expired after `prev` and by `now`:
@@ -214,13 +209,11 @@ pub fn windows_to_sweep(now: Timestamp, width: u32, lookback: u32) -> Vec<Window
 /// strictly needed, so an item made visible in the index a moment late is still caught.
 pub fn windows_since(prev: Timestamp, now: Timestamp, width: u32) -> Vec<Window> {
     let oldest = Window::containing_instant(prev.min(now), width).previous();
-    let mut window = Window::containing_instant(now, width);
-    let mut out = vec![window];
-    while window.start > oldest.start {
-        window = window.previous();
-        out.push(window);
-    }
-    out
+    let current = Window::containing_instant(now, width);
+    std::iter::successors(Some(current), |w| {
+        (w.start > oldest.start).then(|| w.previous())
+    })
+    .collect()
 }
 
 /// Largest supported number of shards per window.
