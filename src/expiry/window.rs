@@ -26,10 +26,6 @@ pub const MAX_WINDOW_SECONDS: u32 = 86_400;
 /// written as an ISO-8601 year and are almost always epoch milliseconds by mistake.
 pub const MAX_TTL_SECONDS: i64 = 253_402_300_799;
 
-/// A ttl more than this far ahead of "now" is treated as a unit mistake (milliseconds or
-/// microseconds), never as a real expiry: roughly 100 years.
-pub const IMPLAUSIBLE_AHEAD_SECONDS: i64 = 100 * 366 * 86_400;
-
 /// Native TTL ignores a ttl more than five years in the past ("Time to Live: how it works",
 /// DynamoDB developer guide), and so does the sweeper: such an item is never deleted, only counted
 /// as invalid. Five years of 365 days: at the edge the sweeper keeps what native TTL might delete.
