@@ -39,18 +39,6 @@ pub struct Plan {
     pub capped: bool,
 }
 
-impl Plan {
-    /// Every window of the plan, newest first (the recent ones, then the catch-up ones).
-    /// Materializes the catch-up: for tests and small plans.
-    pub fn windows(&self) -> Vec<Window> {
-        let mut all = self.recent.clone();
-        let mut older: Vec<Window> = self.catchup.collect();
-        older.reverse();
-        all.extend(older);
-        all
-    }
-}
-
 /// The windows a catch-up still has to read, oldest first, without holding them in memory: a
 /// 30-day catch-up of 1-second windows is 2.6 million windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +166,17 @@ mod tests {
     use super::*;
 
     const T: i64 = 1_658_265_960; // a minute boundary
+
+    impl Plan {
+        /// Every window of the plan, newest first (the recent ones, then the catch-up ones).
+        fn windows(&self) -> Vec<Window> {
+            let mut all = self.recent.clone();
+            let mut older: Vec<Window> = self.catchup.collect();
+            older.reverse();
+            all.extend(older);
+            all
+        }
+    }
 
     fn ends(plan: &Plan) -> Vec<i64> {
         plan.windows().iter().map(|w| w.end - T).collect()
