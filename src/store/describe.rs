@@ -233,14 +233,8 @@ fn check_table(
 
 /// Key attribute names, the partition (hash) key first.
 fn ordered_key(schema: &[KeySchemaElement]) -> Vec<String> {
-    let mut hash: Vec<String> = Vec::new();
-    let mut range: Vec<String> = Vec::new();
-    for k in schema {
-        match k.key_type() {
-            KeyType::Hash => hash.push(k.attribute_name().to_owned()),
-            _ => range.push(k.attribute_name().to_owned()),
-        }
-    }
-    hash.extend(range);
-    hash
+    let (hash, range): (Vec<_>, Vec<_>) =
+        schema.iter().partition(|k| *k.key_type() == KeyType::Hash);
+    let names = hash.into_iter().chain(range);
+    names.map(|k| k.attribute_name().to_owned()).collect()
 }

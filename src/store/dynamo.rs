@@ -300,23 +300,14 @@ impl Store for DynamoStore {
         let Some(value) = out.item.as_ref().and_then(|i| i.get(CHECKPOINT_ATTRIBUTE)) else {
             return Ok(None);
         };
-        match value {
+        let secs = match value {
             AttributeValue::N(n) => n
                 .parse::<i64>()
-                .map(|s| Some(Timestamp::from_secs(s)))
-                .map_err(|_| {
-                    StoreError::new(
-                        ErrorKind::Validation,
-                        "GetItem",
-                        format!("checkpoint {id:?} holds {n:?}, not epoch seconds"),
-                    )
-                }),
-            other => Err(StoreError::new(
-                ErrorKind::Validation,
-                "GetItem",
-                format!("checkpoint {id:?} holds {other:?}, not a Number"),
-            )),
-        }
+                .map_err(|_| format!("checkpoint {id:?} holds {n:?}, not epoch seconds")),
+            other => Err(format!("checkpoint {id:?} holds {other:?}, not a Number")),
+        };
+        let invalid = |message| StoreError::new(ErrorKind::Validation, "GetItem", message);
+        secs.map(|s| Some(Timestamp::from_secs(s))).map_err(invalid)
     }
 
     #[instrument(level = "debug", skip(self))]
@@ -340,16 +331,10 @@ impl Store for DynamoStore {
             .expression_attribute_values(":now", AttributeValue::S(at.iso()))
             .send()
             .await;
-        match result {
+        match result.map_err(|e| StoreError::from_sdk("UpdateItem", e)) {
             Ok(_) => Ok(true),
-            Err(e) => {
-                let e = StoreError::from_sdk("UpdateItem", e);
-                if e.kind == ErrorKind::ConditionFailed {
-                    Ok(false)
-                } else {
-                    Err(e)
-                }
-            }
+            Err(e) if e.kind == ErrorKind::ConditionFailed => Ok(false),
+            Err(e) => Err(e),
         }
     }
 

@@ -106,21 +106,19 @@ impl DynamoStore {
                 .condition_expression("#t = :t AND #w = :old")
                 .expression_attribute_values(":old", old),
         };
-        match req.send().await {
+        match req
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("UpdateItem", e))
+        {
             Ok(out) => Ok((
                 UpdateOutcome::Written,
                 out.consumed_capacity()
                     .and_then(|c| c.capacity_units())
                     .unwrap_or(1.0),
             )),
-            Err(e) => {
-                let e = StoreError::from_sdk("UpdateItem", e);
-                if e.kind == ErrorKind::ConditionFailed {
-                    Ok((UpdateOutcome::Changed, 1.0))
-                } else {
-                    Err(e)
-                }
-            }
+            Err(e) if e.kind == ErrorKind::ConditionFailed => Ok((UpdateOutcome::Changed, 1.0)),
+            Err(e) => Err(e),
         }
     }
 
