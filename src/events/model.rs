@@ -201,12 +201,9 @@ impl ExpiryEvent {
 
     /// Drops the item (to fit a size limit) and marks the event truncated; false if it had none.
     pub fn drop_item(&mut self) -> bool {
-        if self.item.take().is_some() {
-            self.truncated = true;
-            true
-        } else {
-            false
-        }
+        let dropped = self.item.take().is_some();
+        self.truncated |= dropped;
+        dropped
     }
 
     /// The detail object.
