@@ -4,8 +4,7 @@
 //! `docs/events.md`.
 //!
 //! - [`model`]: the event, its stable id and JSON shapes. Pure.
-//! - [`sink`]: where events go ([`SinkTarget`]), the services' batch limits and the batching
-//!   that keeps to them, and the one-method seam [`Sink`].
+//! - [`sink`]: where events go ([`SinkTarget`]), batch limits and batching, the seam [`Sink`].
 //! - [`aws`]: the [`Sink`] adapters over the SDK clients.
 //! - [`publish`]: [`Publisher`], batches with bounded retries, backoff and full jitter.
 //!

@@ -6,16 +6,11 @@
 //! tests implement it in memory.
 //!
 //! - [`error`]: SDK errors classified once into [`ErrorKind`].
-//! - [`clock`]: DynamoDB's own clock, learned from response `Date` headers, which a sweep
-//!   instant may never run ahead of.
-//! - [`dynamo`]: [`DynamoStore`], the seam over the AWS SDK client: every request goes through
-//!   the SDK's own pipeline (signing, retries, timeouts).
-//! - [`describe`]: start-up checks — [`open`] reads the table once and checks the index, for
-//!   every command.
-//! - [`scan`]: the table-wide operations of the adoption tools (parallel Scan pages, conditional
-//!   window updates).
-//! - [`keys`]: keys and items as `serde_json::Value`s in DynamoDB JSON, through `serde_dynamo`,
-//!   for reports, logs, the CLI, progress files and events.
+//! - [`clock`]: DynamoDB's clock, from response `Date` headers; no sweep instant runs ahead of it.
+//! - [`dynamo`]: [`DynamoStore`], the seam over the AWS SDK client and its request pipeline.
+//! - [`describe`]: start-up checks — [`open`] reads the table once and checks the index.
+//! - [`scan`]: the adoption tools' parallel Scan pages and conditional window updates.
+//! - [`keys`]: keys and items in DynamoDB JSON, for reports, logs, the CLI, progress and events.
 
 use std::collections::HashMap;
 use std::future::Future;

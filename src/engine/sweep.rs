@@ -1,12 +1,10 @@
 //! [`Sweeper`]: one pass over the windows that can hold expired items.
 //!
-//! Partitions (window, or window and shard) are read concurrently and delete requests run
-//! concurrently, both bounded by `max_concurrency`. Unprocessed keys, throttling and 5xx answers
-//! are retried with exponential backoff and full jitter; keys that still fail are returned in the
-//! report, never dropped. The pass starts no new work once its [`Stop`] condition holds
-//! (deadline or shutdown) and reports what it left for the next run. With a checkpoint it also
-//! covers every window since the last fully swept boundary (see [`super::checkpoint`]) and then
-//! moves the checkpoint forward.
+//! Partitions (window, or window and shard) are read, and delete requests sent, concurrently,
+//! both bounded by `max_concurrency`; keys that still fail after the retries are reported, never
+//! dropped. The pass starts no new work once its [`Stop`] condition holds (deadline or shutdown)
+//! and reports what it left for the next run. With a checkpoint it also covers every window since
+//! the last fully swept boundary (see [`super::checkpoint`]), then moves the checkpoint forward.
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
