@@ -255,12 +255,9 @@ pub(crate) async fn backfill(
         }
     };
     let bar = indicatif::ProgressBar::new(opened.item_count.max(0) as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} {pos}/{len} items scanned ({per_sec}, eta {eta})",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let template = "{spinner} {pos}/{len} items scanned ({per_sec}, eta {eta})";
+    let style = indicatif::ProgressStyle::with_template(template);
+    bar.set_style(style.unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
     let dry_run = args.dry_run;
     let save = |s: &backfill::BackfillState| {
         if !dry_run {
