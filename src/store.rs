@@ -124,8 +124,7 @@ pub trait Store: Send + Sync + 'static {
         ttl_only: bool,
     ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send;
 
-    /// Reads checkpoint `id` from `table`: the boundary up to which everything was swept, if
-    /// any.
+    /// Reads checkpoint `id` from `table`: the boundary up to which everything was swept, if any.
     fn read_checkpoint(
         &self,
         table: &str,

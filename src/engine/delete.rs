@@ -367,14 +367,13 @@ impl<S: Store> Deleter<'_, S> {
     }
 
     /// The sweep must stop while `keys` wait for a retry after an attempt that may have been
-    /// applied (`reason`). With expiry events (`track_keys`) their fate decides whether an event
-    /// is owed, so one consistent read settles what it can: a key found gone was most likely
-    /// deleted by that attempt and is owed its event (as a retry finding it gone would). A key
-    /// still there is reported as failed, by key: the attempt that timed out may yet be applied
-    /// after the read (a request outlives its client's timeout), and then no event would follow;
-    /// the next sweep deletes it, with its event, if it was not. If the read fails too, the keys
-    /// are reported as failed as well — never silently counted as left. Without events they are
-    /// simply left.
+    /// applied (`reason`). With expiry events (`track_keys`) their fate decides whether an event is
+    /// owed, so one consistent read settles what it can: a key found gone was most likely deleted
+    /// by that attempt and is owed its event (as a retry finding it gone would). A key still there
+    /// is reported as failed, by key: the attempt that timed out may yet be applied after the read
+    /// (a request outlives its client's timeout), and then no event would follow; the next sweep
+    /// deletes it, with its event, if it was not. If the read fails too, the keys are reported as
+    /// failed as well — never silently counted as left. Without events they are simply left.
     async fn settle(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
         if !self.track_keys {
             out.left += keys.len() as u64;

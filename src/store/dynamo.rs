@@ -51,12 +51,11 @@ fn key_placeholders(schema: &TableSchema) -> impl Iterator<Item = (String, Strin
 /// unconditionally (see [`crate::engine::BATCH_MAX_READ_AGE`]). 25 deletes take milliseconds.
 pub const BATCH_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The clients the delete requests go through: the caller's client with the SDK's own retry
-/// loop turned off, built once (a per-request config override would rebuild the request's
-/// runtime components on every call). Deletes are retried by the sweep engine itself, with
-/// backoff and jitter, so attempts do not multiply. Batch deletes also get
-/// [`BATCH_ATTEMPT_TIMEOUT`]. Both share the caller's connection pool, credentials and
-/// interceptors.
+/// The clients the delete requests go through: the caller's client with the SDK's own retry loop
+/// turned off, built once (a per-request config override would rebuild the request's runtime
+/// components on every call). Deletes are retried by the sweep engine itself, with backoff and
+/// jitter, so attempts do not multiply. Batch deletes also get [`BATCH_ATTEMPT_TIMEOUT`]. Both
+/// share the caller's connection pool, credentials and interceptors.
 #[derive(Debug, Clone)]
 struct DeleteClients {
     conditional: Client,

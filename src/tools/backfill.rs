@@ -3,26 +3,25 @@
 //!
 //! A parallel Scan reads the key, ttl and window attributes. Each item whose window attribute is
 //! missing or wrong gets it with a conditional `UpdateItem` that only succeeds if the item still
-//! has the ttl and window it was read with — a concurrent change is never overwritten and a
-//! deleted item never comes back.
+//! has the ttl and window it was read with — a concurrent change is never overwritten and a deleted
+//! item never comes back.
 //!
 //! Each item is judged by the clock when its write is made (after the write-rate limit let it
-//! through), not when the run started: a slow run beside a running sweeper would otherwise give
-//! an item that expired while it waited the window of its ttl, one the sweeps may already have
-//! passed for good. An item expired at that instant (by native TTL's rule, [`ttl_state`] is
-//! [`TtlState::Expired`]) is deleted instead, with a conditional `DeleteItem` that requires the
-//! ttl it was read with: the sweep reads only recent windows, so an item that expired before them
-//! would otherwise stay until native TTL gets to it. An item whose ttl was extended or rewritten
-//! meanwhile is kept. An item whose ttl passes while its window is being written (the write's
-//! round trip, or its retries) is deleted the same way once the write is acknowledged, so no
-//! window is left behind the sweeps. A ttl more than five years old is one native TTL never acts
-//! on: it is counted as invalid and left alone, without a window.
+//! through), not when the run started: a slow run beside a running sweeper would otherwise give an
+//! item that expired while it waited the window of its ttl, one the sweeps may already have passed
+//! for good. An item expired at that instant (by native TTL's rule, [`ttl_state`] is
+//! [`TtlState::Expired`]) is deleted instead, with a conditional `DeleteItem` that requires the ttl
+//! it was read with: the sweep reads only recent windows, so an item that expired before them would
+//! otherwise stay until native TTL gets to it. An item whose ttl was extended or rewritten
+//! meanwhile is kept. An item whose ttl passes while its window is being written (the write's round
+//! trip, or its retries) is deleted the same way once the write is acknowledged, so no window is
+//! left behind the sweeps. A ttl more than five years old is one native TTL never acts on: it is
+//! counted as invalid and left alone, without a window.
 //!
-//! Progress is saved after every page, so a killed run resumes where it stopped, and re-running
-//! is harmless: correct items are only counted.
+//! Progress is saved after every page, so a killed run resumes where it stopped, and re-running is
+//! harmless: correct items are only counted.
 //!
-//! The progress file is in `progress`; the flags' ranges and the write-rate limit in
-//! `limits`.
+//! The progress file is in `progress`; the flags' ranges and the write-rate limit in `limits`.
 
 mod limits;
 mod progress;

@@ -51,8 +51,7 @@ pub struct ScanPageOf {
 
 /// Scans `table` in `positions.len()` segments, at most [`MAX_CONCURRENT_SEGMENTS`] at a time,
 /// projecting `attributes` (all when empty). `on_page` returns `Ok(false)` to stop that segment
-/// early. The first error stops the segment it happened in and is returned after the others
-/// finish.
+/// early. The first error stops the segment it happened in and is returned after the others finish.
 pub async fn parallel_scan<F, Fut>(
     store: &DynamoStore,
     table: &str,
