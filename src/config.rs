@@ -70,8 +70,7 @@ pub enum ConfigError {
         /// What the setting accepts.
         expected: &'static str,
     },
-    /// An environment variable read by the binaries alone (no flag), with a value it does not
-    /// accept.
+    /// An environment variable read by the binaries alone (no flag), with a value it refuses.
     #[error("invalid {var}={value:?}: expected {expected}")]
     Environment {
         /// Environment variable name.
@@ -81,8 +80,7 @@ pub enum ConfigError {
         /// What the variable accepts.
         expected: &'static str,
     },
-    /// The lookback does not reach back to the previous sweep: ttls between two sweeps would be
-    /// read by neither.
+    /// The lookback does not reach the previous sweep: ttls between two sweeps would go unread.
     #[error(
         "LOOKBACK_WINDOWS={lookback_windows} (flag --lookback-windows) of WINDOW_SECONDS={window_seconds} \
          covers {covered} s, less than SCHEDULE_SECONDS={schedule_seconds} plus 10 s: items expiring \
@@ -120,9 +118,8 @@ pub enum ConfigError {
     },
 }
 
-/// Most partitions (windows × shards read) one sweep may read every time: each is at least one
-/// `Query` per sweep. Anything older belongs to a checkpoint's catch-up, which reads it once,
-/// oldest first, in bounded slices.
+/// Most partitions (windows × shards read) one sweep may read every time, each at least one `Query`
+/// per sweep. Anything older belongs to a checkpoint's catch-up, which reads it once, oldest first.
 pub const MAX_PARTITIONS_PER_SWEEP: u64 = 20_000;
 
 /// Why a `SHARD_RANGE` value is refused.

@@ -60,9 +60,8 @@ pub const BATCH_MAX_READ_AGE: Duration = Duration::from_secs(2);
 /// stays bounded whatever the page size or the number of partitions.
 pub const READ_AHEAD_ROUNDS: usize = 4;
 
-/// Catch-up reads at most this many partitions (windows × shards in range) between two moves of
-/// the checkpoint: a long backlog is worked off oldest first in slices of this size, each one
-/// swept completely moving the checkpoint.
+/// Catch-up reads at most this many partitions (windows × shards in range) between two moves of the
+/// checkpoint: a long backlog is worked off oldest first, a slice of this size at a time.
 pub const CATCHUP_SLICE_PARTITIONS: usize = 256;
 
 /// How expired items are deleted.

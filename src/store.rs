@@ -1,9 +1,8 @@
 //! The store: the only code that talks to DynamoDB.
 //!
 //! [`Store`] is the one seam the sweep engine uses: one typed method per DynamoDB operation it
-//! needs (query one page of a partition, delete a batch, delete one item on condition, read items
-//! by key, read or advance the checkpoint). [`DynamoStore`] implements it over the SDK client;
-//! tests implement it in memory.
+//! needs (query a partition's page, delete a batch, delete one item on condition, read items by
+//! key, read or advance the checkpoint). [`DynamoStore`] implements it; tests, in memory.
 //!
 //! - [`error`]: SDK errors classified once into [`ErrorKind`].
 //! - [`clock`]: DynamoDB's clock, from response `Date` headers; no sweep instant runs ahead of it.

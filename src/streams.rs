@@ -27,10 +27,9 @@ use serde_dynamo::AttributeValue;
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
 use crate::expiry::Timestamp;
 
-/// True when `record` is a DynamoDB Streams `REMOVE` of an item that had expired by the ttl
-/// attribute `ttl_attribute`: its old image's ttl (Number, epoch seconds) is before the record's
-/// `ApproximateCreationDateTime` (taken as the end of the second it names), and not more than
-/// five years before it.
+/// True when `record` is a DynamoDB Streams `REMOVE` of an item expired by `ttl_attribute`: its old
+/// image's ttl (Number, epoch seconds) is before the record's `ApproximateCreationDateTime` (taken
+/// as the end of the second it names), and not more than five years before it.
 ///
 /// True for the sweeper's deletes and for native TTL's, in the Region where the item expired and
 /// in every replica Region; false for anything else (see the [module](self) documentation).

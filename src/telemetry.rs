@@ -48,8 +48,7 @@ pub enum LogFormat {
 
 /// Installs the global subscriber: `format` lines on stderr (the CLI keeps stdout for its report)
 /// or stdout (Lambda), filtered by `AWS_LAMBDA_LOG_LEVEL`, `POWERTOOLS_LOG_LEVEL` or `RUST_LOG`
-/// (the first set), else `default_level`. JSON lines carry the Powertools keys
-/// ([`PowertoolsJson`]).
+/// (the first set), else `default_level`. JSON lines: [`PowertoolsJson`].
 pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
     let level = ["AWS_LAMBDA_LOG_LEVEL", "POWERTOOLS_LOG_LEVEL"]
         .iter()
@@ -231,9 +230,8 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
 }
 
 /// The EMF record of a cold start, as Powertools writes it: metric `ColdStart` = 1 (Count) in
-/// `namespace`, dimensioned by `function_name` and `service`, in a record of its own so that it
-/// does not take the sweep's `TableName` dimension. Written once per execution environment, at
-/// its first invocation.
+/// `namespace`, by `function_name` and `service`, in a record of its own so that it does not take
+/// the sweep's `TableName` dimension. Written at an execution environment's first invocation.
 pub fn cold_start_record(
     namespace: &str,
     function_name: &str,

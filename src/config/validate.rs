@@ -8,9 +8,8 @@ use crate::events::{EventsMode, ItemSource, SinkTarget};
 use crate::expiry::window::{ShardRange, MAX_SHARDS, MAX_WINDOW_SECONDS};
 
 impl Settings {
-    /// Validates every setting, with the defaults of [`SETTINGS`] for those absent or blank:
-    /// the one place raw values become a [`Config`]. Every error names the variable and its flag
-    /// and says what the setting accepts.
+    /// Validates every setting, defaulting those absent or blank ([`SETTINGS`]): the one place raw
+    /// values become a [`Config`]. Every error names the variable and its flag and what it accepts.
     pub fn validate(&self) -> Result<Config, ConfigError> {
         let delete_mode = {
             let raw = get(self.delete_mode.as_deref(), &DELETE_MODE)?;

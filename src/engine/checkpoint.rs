@@ -5,9 +5,8 @@
 //! completely. A sweep reads the current window and the lookback, then catches up on the older
 //! windows back to the one that holds the checkpoint (never further back than `MAX_CATCHUP`),
 //! oldest first and in bounded slices, moving the checkpoint forward after every slice over the
-//! windows swept completely — only windows wholly in the past, and never backwards. A backlog
-//! too long for one invocation is therefore worked off across invocations, each one keeping the
-//! progress it made.
+//! windows swept completely — only windows wholly in the past, and never backwards. A backlog too
+//! long for one invocation is worked off across invocations, each keeping its progress.
 
 use crate::expiry::window::{windows_to_sweep, Window};
 use crate::expiry::Timestamp;

@@ -280,10 +280,9 @@ impl<S: Store> Deleter<'_, S> {
     }
 
     /// Reads `keys` again (aged past the bound) with one strongly consistent `BatchGetItem`;
-    /// returns those still there with the ttl read, read now. A key found gone counts as gone
-    /// (its event owed if an earlier attempt may have deleted it); one whose ttl changed is kept.
-    /// If the read fails, the keys come back unchanged, marked as read again: stale, they are
-    /// deleted conditionally.
+    /// returns those still there with the ttl read, read now. A key found gone counts as gone (its
+    /// event owed if an earlier attempt may have deleted it); one whose ttl changed is kept. If the
+    /// read fails, the keys come back marked as read again: stale, they go conditional.
     async fn read_again(
         &self,
         keys: Vec<Expired>,
@@ -351,9 +350,8 @@ impl<S: Store> Deleter<'_, S> {
         }
     }
 
-    /// The sweep stops with `keys` unsent or waiting for a retry (`reason`: the last attempt's
-    /// outcome). Keys an earlier attempt may have deleted are settled (see [`Self::settle`]);
-    /// the others are left for the next sweep.
+    /// The sweep stops with `keys` unsent or waiting for a retry (`reason`: the last outcome). Keys
+    /// an earlier attempt may have deleted are settled ([`Self::settle`]); the rest are left.
     async fn give_up(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
         let (maybe, unsent): (Vec<Expired>, Vec<Expired>) =
             keys.into_iter().partition(|e| e.maybe_applied);

@@ -113,8 +113,7 @@ impl Owed {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Everything still owed, taken: events whose items were deleted and that were not (or not
-    /// surely) published.
+    /// Everything still owed, taken: events of deleted items not (or not surely) published.
     pub(super) fn take_all(&self) -> Vec<Expiry> {
         std::mem::take(&mut *self.lock())
             .into_iter()
@@ -362,8 +361,7 @@ async fn reconcile<S: Store>(
     cancel
 }
 
-/// The chunk's whole items, read consistently; `None` for an item not found or when the read
-/// fails (the events then go without it).
+/// The chunk's whole items, read consistently; `None` for one not found or if the read fails.
 async fn read_items<S: Store>(
     store: &S,
     schema: &TableSchema,

@@ -86,8 +86,7 @@ impl PagePace {
         self.limit
     }
 
-    /// A page of `items` took `took` from its arrival until its last whole chunk was handed
-    /// to a delete task.
+    /// A page of `items` took `took` from its arrival until its last whole chunk went to a task.
     pub(super) fn observe(&mut self, items: usize, took: std::time::Duration) {
         let (Some(max_age), Some(limit)) = (self.max_age, self.limit) else {
             return;

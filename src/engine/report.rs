@@ -156,9 +156,8 @@ pub struct SweepReport {
     /// their turn came, read again with a strongly consistent `BatchGetItem` (one request per
     /// chunk) before their send; an item found gone or with another ttl is not sent.
     pub items_reread: u64,
-    /// Batch mode: keys older than the batch bound a second time, after being read again,
-    /// deleted with a conditional `DeleteItem` instead of `BatchWriteItem` (they are also counted
-    /// as deleted, kept or gone).
+    /// Batch mode: keys older than the batch bound again after being read again, deleted with a
+    /// conditional `DeleteItem` instead (also counted as deleted, kept or gone).
     pub items_conditional: u64,
     /// Expiry lag of the deleted items, relative to the sweep instant.
     pub lag: LagStats,

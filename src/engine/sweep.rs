@@ -331,8 +331,7 @@ impl<S: Store> Sweeper<S> {
     }
 }
 
-/// Moves the checkpoint forward, slice by slice, over the unbroken run of windows swept
-/// completely since the floor.
+/// Moves the checkpoint, slice by slice, over the unbroken run of complete windows since the floor.
 struct CheckpointMover<'a, S> {
     /// Its checkpoint writes end when the sweep's calls must ([`Stop::bound`]).
     stop: &'a Stop,

@@ -7,10 +7,9 @@
 //! deletes everything whose ttl is before `s + 0.02`, including an item whose ttl is `s`.
 //!
 //! A full sweep (lookback windows and checkpoint catch-up) runs beside the ticks, not in their
-//! place: when the series starts and every `full_every` after. Ticks read the windows that can
-//! hold items expired since the previous tick: one or two per shard when the tick period is
-//! shorter than a window, every window since the previous tick when it is longer (or after a
-//! gap), up to `MAX_CATCHUP` back.
+//! place: when the series starts and every `full_every` after. Ticks read the windows that can hold
+//! items expired since the previous tick: one or two per shard when the tick period is shorter than
+//! a window, all since the previous tick when longer (or after a gap), up to `MAX_CATCHUP` back.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -25,10 +25,9 @@ pub struct Publisher {
     pub backoff_cap: Duration,
 }
 
-/// How long past the stop's deadline a sink call may still run before it is given up (and its
-/// events reported failed): in the Lambda, whose stop is 3 s before the invocation's deadline, a
-/// call is abandoned 1 s before that deadline, so the sweep ends and its summary is written with
-/// every event accounted for.
+/// How long past the stop's deadline a sink call may run before it is given up (its events reported
+/// failed): in the Lambda, whose stop is 3 s before the deadline, a call ends 1 s before it, so the
+/// sweep ends and its summary is written with every event accounted for.
 pub const PUBLISH_PAST_STOP: Duration = Duration::from_secs(2);
 
 /// What publishing a list of events did.
@@ -83,8 +82,7 @@ impl Publisher {
                 let put = self.sink.put(&batch_events[range.clone()]);
                 let answer = match stop.deadline() {
                     None => put.await,
-                    // Not retried: the sweep is out of time. Reported by id, never silently lost
-                    // with the invocation.
+                    // Not retried: the sweep is out of time. Reported by id, never silently lost.
                     Some(d) => tokio::time::timeout_at(d + PUBLISH_PAST_STOP, put)
                         .await
                         .unwrap_or_else(|_| {

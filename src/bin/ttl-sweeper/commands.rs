@@ -24,9 +24,8 @@ use ttl_sweeper::tools::backfill::{
 
 use crate::{AuditArgs, BackfillArgs};
 
-/// `ttl-sweeper window`: the window attribute for a ttl (and, with shards, a partition key).
-/// `window_seconds` and `shards` are raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values, checked
-/// as every other command checks them.
+/// `ttl-sweeper window`: the window attribute for a ttl (and, with shards, a partition key), from
+/// raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values checked as every command checks them.
 pub(crate) fn window(
     ttl: &str,
     window_seconds: Option<&str>,
@@ -51,10 +50,9 @@ pub(crate) fn window(
     Ok(partition_key(window, shard, shards))
 }
 
-/// `ttl-sweeper sweep`: one sweep as of `at` (RFC 3339), or as of the clock. `wall` reads the
-/// host clock; the sweep runs by the one sweep clock ([`ttl_sweeper::connect`]), held to DynamoDB's, so
-/// a fast host clock cannot delete early and `--at` ahead of that clock is refused. Only
-/// `--allow-future` sweeps ahead of it.
+/// `ttl-sweeper sweep`: one sweep as of `at` (RFC 3339), or as of the clock. `wall` reads the host
+/// clock; the sweep runs by the one sweep clock ([`ttl_sweeper::connect`]), held to DynamoDB's, so
+/// a fast host clock cannot delete early and `--at` ahead of it is refused unless `--allow-future`.
 pub(crate) async fn sweep<W>(
     config: &Config,
     at: Option<&str>,
