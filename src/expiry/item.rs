@@ -1,9 +1,8 @@
 //! Writer and reader helpers for application code that writes and reads swept tables.
 //!
-//! Writers call [`expiry_attributes`] on every put and ttl update to get the ttl and window
-//! attributes to store. Readers that must never see an expired item — even in the seconds before
-//! the sweeper deletes it — check [`is_expired`] or add [`live_items_filter`] to their Query or
-//! Scan.
+//! Writers call [`expiry_attributes`] on every put and ttl update for the ttl and window attributes
+//! to store. Readers that must never see an expired item — even in the seconds before the sweeper
+//! deletes it — check [`is_expired`] or add [`live_items_filter`] to their Query or Scan.
 //!
 //! They take and return the SDK's `AttributeValue` (feature `aws-sdk-dynamodb`, on by default)
 //! or `serde_dynamo`'s, through [`AttributeValueLike`].
@@ -57,8 +56,7 @@ pub fn is_expired<V: AttributeValueLike>(
 /// A filter expression that hides expired-but-present items from a Query or Scan:
 /// `(#ttl >= :now OR attribute_not_exists(#ttl))`, with its placeholder names and values.
 ///
-/// DynamoDB applies filters *after* reading: the hidden items still consume read capacity and
-/// count towards the 1 MB page limit.
+/// DynamoDB filters *after* reading: hidden items still consume read capacity and page space.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveItemsFilter<V> {
     /// The filter expression.

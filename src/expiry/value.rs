@@ -16,8 +16,7 @@ pub trait AttributeValueLike: Sized {
     fn key_bytes(&self) -> Option<&[u8]>;
 }
 
-/// The SDK's `AttributeValue` and `serde_dynamo`'s have the same variants: one implementation
-/// for both.
+/// The SDK's `AttributeValue` and `serde_dynamo`'s have the same variants: one implementation.
 macro_rules! attribute_value_like {
     ($value:ty) => {
         impl AttributeValueLike for $value {

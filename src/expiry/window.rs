@@ -218,10 +218,9 @@ pub const MAX_SHARDS: u32 = 1000;
 /// The shard of an item: the first four bytes of the SHA-256 digest of its partition key value,
 /// read as a big-endian unsigned 32-bit integer, modulo `shards`.
 ///
-/// The bytes hashed are the UTF-8 text of a String key, the decimal text of a Number key exactly
-/// as the writer sends it, and the raw bytes of a Binary key. SHA-256 is in every language's
-/// standard library, so writers need no extra dependency. With `shards <= 1` every item is
-/// shard 0.
+/// The bytes hashed are the UTF-8 text of a String key, the decimal text of a Number key exactly as
+/// the writer sends it, and the raw bytes of a Binary key. SHA-256 is in every language's standard
+/// library: writers need no extra dependency. With `shards <= 1` every item is shard 0.
 ///
 /// ```
 /// use ttl_sweeper::expiry::window::shard_of;

@@ -74,8 +74,7 @@ pub const REMIND_EVERY: Duration = Duration::from_secs(300);
 struct Anchor {
     /// `Date + 1 s`.
     bound: Timestamp,
-    /// The local instant the request was sent: what the bound is extrapolated from, and how
-    /// old it is.
+    /// The local instant the request was sent: what the bound is extrapolated from; its age.
     sent: Instant,
 }
 
@@ -155,9 +154,8 @@ impl ServerClock {
         self.lock().anchor.map(|a| a.at(now))
     }
 
-    /// `wall` (a host clock reading), held to at most [`ServerClock::upper_bound`]: the instant
-    /// a sweep may safely use. A clamp is remembered for the report, and logged as the module
-    /// docs say.
+    /// `wall` (a host clock reading), held to at most [`ServerClock::upper_bound`]: the instant a
+    /// sweep may safely use. A clamp is remembered for the report and logged (module docs).
     pub fn guard(&self, wall: Timestamp) -> Timestamp {
         self.guard_at(wall, Instant::now())
     }
@@ -186,8 +184,7 @@ impl ServerClock {
         bound
     }
 
-    /// The largest amount (ms) by which [`ServerClock::guard`] pulled a reading back since the
-    /// last call; resets it.
+    /// The most (ms) [`ServerClock::guard`] pulled a reading back since the last call; resets it.
     pub fn take_clamped(&self) -> u64 {
         self.clamped_ms.swap(0, Ordering::Relaxed)
     }

@@ -98,8 +98,7 @@ impl DynamoStore {
         Ok(open(self, &target, IndexCheck::Required).await?.schema)
     }
 
-    /// `DescribeTable`, with the error for a missing table saying `missing()` instead of the
-    /// service's generic message.
+    /// `DescribeTable`; a missing table's error says `missing()`, not the generic message.
     async fn describe_table(
         &self,
         table: &str,
@@ -226,8 +225,7 @@ fn check_table(
             ),
         ));
     }
-    // Every projection type (KEYS_ONLY, INCLUDE, ALL) carries the table key and the index key,
-    // which is all a sweep reads.
+    // Every projection (KEYS_ONLY, INCLUDE, ALL) has the table and index keys: all a sweep reads.
     Ok((schema, true))
 }
 

@@ -1,6 +1,5 @@
 //! [`DynamoStore`]: the [`Store`] seam over the AWS SDK DynamoDB client, built once by the entry
-//! point (pointed at AWS, or at a local endpoint through `AWS_ENDPOINT_URL`) with explicit
-//! timeouts and retry budget.
+//! point (for AWS, or a local endpoint by `AWS_ENDPOINT_URL`) with explicit timeouts and retries.
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
@@ -110,18 +109,16 @@ impl DynamoStore {
         &self.server_clock
     }
 
-    /// Builds a client from the standard AWS configuration chain (`AWS_REGION`,
-    /// `AWS_ENDPOINT_URL`, credentials, `AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE`, the profile, ...),
-    /// with explicit timeouts:
+    /// Builds a client from the standard AWS configuration chain (`AWS_REGION`, `AWS_ENDPOINT_URL`,
+    /// credentials, `AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE`, the profile, ...), with:
     ///
     /// - connect timeout [`CONNECT_TIMEOUT`], each attempt [`ATTEMPT_TIMEOUT`], each operation
     ///   including retries [`OPERATION_TIMEOUT`], so a stalled connection cannot eat the
     ///   invocation;
     /// - the chain's retry configuration (unset: the SDK's standard mode, [`SDK_MAX_ATTEMPTS`]
     ///   attempts) for `DescribeTable`, `Query`, `Scan`, `BatchGetItem` and the checkpoint.
-    ///   Deletes turn retries off (see [`Store::batch_delete`]): the sweep engine
-    ///   retries them itself, so a key is sent at most `MAX_RETRIES + 1` times per sweep and
-    ///   attempts never multiply.
+    ///   Deletes turn retries off (see [`Store::batch_delete`]): the sweep engine retries them
+    ///   itself, so a key is sent at most `MAX_RETRIES + 1` times per sweep.
     pub async fn from_env() -> Self {
         DynamoStore::new(Client::new(&Self::config_loader().load().await))
     }
@@ -219,9 +216,8 @@ impl Store for DynamoStore {
         Ok(unprocessed)
     }
 
-    /// `BatchGetItem`, strongly consistent; unprocessed keys are asked again a few times, and if
-    /// some are still unprocessed the call fails (throttled): a key missing from the answer then
-    /// always means the item does not exist.
+    /// `BatchGetItem`, strongly consistent; unprocessed keys are asked again a few times, then the
+    /// call fails (throttled): a key missing from the answer always means the item does not exist.
     #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]
     async fn get_items(
         &self,

@@ -213,8 +213,7 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     })
 }
 
-/// At most this many connections are served at once; further ones wait in the listen backlog
-/// until one ends.
+/// At most this many connections are served at once; more wait in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// A client must send a request's headers within this long of the connection being ready for
