@@ -228,9 +228,8 @@ pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, no
     }
 }
 
-/// Scans the table in `segments` segments (1 to [`MAX_SEGMENTS`]; a count outside that range is
-/// taken as the nearest bound), stopping after about `sample` items if given, and audits every
-/// item as of `now`.
+/// Scans the table in `segments` segments (clamped to 1 to [`MAX_SEGMENTS`]), stopping after about
+/// `sample` items if given, and audits every item as of `now`.
 pub async fn audit(
     store: &DynamoStore,
     schema: &TableSchema,

@@ -60,15 +60,13 @@ pub struct BackfillReport {
     pub written: u64,
     /// Items changed or deleted between the scan and the update: left as they are.
     pub changed_concurrently: u64,
-    /// Items expired when the backfill came to write them, deleted (in a dry run: expired when
-    /// read, that would be deleted).
+    /// Items expired when the backfill came to write them, deleted (dry run: expired when read).
     pub deleted_expired: u64,
     /// Of `written`, windows whose ttl passed before the write was acknowledged: the item was
     /// then deleted like an expired one (and counts in `deleted_expired`, `expired_kept` or
     /// `expired_gone` too).
     pub expired_while_written: u64,
-    /// Items read expired whose ttl had changed by the time of the delete (extended, removed or
-    /// rewritten): kept as they are.
+    /// Items read expired whose ttl changed before the delete (extended, removed, rewritten): kept.
     pub expired_kept: u64,
     /// Items read expired that were already gone when the delete arrived (the application, the
     /// sweeper or native TTL deleted them).
@@ -119,8 +117,7 @@ pub enum ItemPlan {
     },
     /// The window attribute is already right.
     AlreadyOk,
-    /// Set the window attribute to `window` if the ttl is still `ttl` and the window still
-    /// `current`.
+    /// Set the window attribute to `window` if the ttl is still `ttl` and the window `current`.
     SetWindow {
         /// The ttl as read.
         ttl: String,
@@ -371,8 +368,7 @@ fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
     })
 }
 
-/// Runs `request` until it succeeds, fails for good, or has been retried 8 times after retryable
-/// errors, with backoff and full jitter.
+/// Runs `request` until it succeeds, fails for good, or was retried 8 times (backoff, full jitter).
 async fn with_retries<T, F, Fut>(mut request: F) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,

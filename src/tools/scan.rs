@@ -1,6 +1,5 @@
-//! The parallel Scan driver shared by `backfill` and `audit`: every segment read concurrently,
-//! page by page, each page handed to a callback together with where the segment continues, so a
-//! caller can save its position and resume.
+//! The parallel Scan driver of `backfill` and `audit`: every segment read concurrently, page by
+//! page, each page handed to a callback with where the segment continues, so a caller can resume.
 
 use std::future::Future;
 
