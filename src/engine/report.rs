@@ -219,13 +219,10 @@ impl SweepReport {
     }
 
     fn add_failed_events(&mut self, events: impl IntoIterator<Item = FailedEvent>) {
-        for e in events {
-            if self.failed_event_ids.len() < MAX_FAILED_EVENTS {
-                self.failed_event_ids.push(e);
-            } else {
-                self.failed_event_ids_dropped += 1;
-            }
-        }
+        let mut events = events.into_iter();
+        let room = MAX_FAILED_EVENTS.saturating_sub(self.failed_event_ids.len());
+        self.failed_event_ids.extend(events.by_ref().take(room));
+        self.failed_event_ids_dropped += events.count() as u64;
     }
 
     /// True when every window was read to the end and every found item was handled.
@@ -286,24 +283,18 @@ impl SweepReport {
 
     /// Keeps up to [`MAX_FAILED_KEYS`] failed keys, counting the rest.
     pub fn add_failed_keys(&mut self, keys: impl IntoIterator<Item = FailedKey>) {
-        for key in keys {
-            if self.failed_keys.len() < MAX_FAILED_KEYS {
-                self.failed_keys.push(key);
-            } else {
-                self.failed_keys_dropped += 1;
-            }
-        }
+        let mut keys = keys.into_iter();
+        let room = MAX_FAILED_KEYS.saturating_sub(self.failed_keys.len());
+        self.failed_keys.extend(keys.by_ref().take(room));
+        self.failed_keys_dropped += keys.count() as u64;
     }
 
     /// Keeps up to [`MAX_ERRORS`] errors, counting the rest.
     pub fn add_errors(&mut self, errors: impl IntoIterator<Item = SweepErrorEntry>) {
-        for e in errors {
-            if self.errors.len() < MAX_ERRORS {
-                self.errors.push(e);
-            } else {
-                self.errors_dropped += 1;
-            }
-        }
+        let mut errors = errors.into_iter();
+        let room = MAX_ERRORS.saturating_sub(self.errors.len());
+        self.errors.extend(errors.by_ref().take(room));
+        self.errors_dropped += errors.count() as u64;
     }
 }
 
