@@ -30,7 +30,7 @@ use crate::expiry::window::parse_ttl;
 use crate::expiry::{Clock, Timestamp};
 use crate::store::{key_to_json, Key, Store, TableSchema};
 
-/// A boxed future, so that [`ExpiryHook`] can be used as `dyn ExpiryHook`.
+/// A boxed future, so that [`ExpiryHook`] (and the events' `Sink`) can be trait objects.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// An item the sweep found expired as read, as an event describes it.

@@ -3,14 +3,10 @@
 //! one-method seam [`Sink`] the publisher sends batches through.
 
 use std::fmt;
-use std::future::Future;
 use std::ops::Range;
-use std::pin::Pin;
 
 use super::model::ExpiryEvent;
-
-/// A boxed future, so that [`Sink`] can be used as `dyn Sink`.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::engine::hook::BoxFuture;
 
 /// Which service a sink is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
