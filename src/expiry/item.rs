@@ -45,12 +45,9 @@ pub fn is_expired<V: AttributeValueLike>(
     ttl_attribute: &str,
     now: i64,
 ) -> bool {
-    match item.get(ttl_attribute).and_then(V::as_number_text) {
-        Some(n) => {
-            parse_ttl(n).is_ok_and(|t| ttl_state(t, Timestamp::from_secs(now)) == TtlState::Expired)
-        }
-        None => false,
-    }
+    let expired = |ttl| ttl_state(ttl, Timestamp::from_secs(now)) == TtlState::Expired;
+    let ttl = item.get(ttl_attribute).and_then(V::as_number_text);
+    ttl.is_some_and(|n| parse_ttl(n).is_ok_and(expired))
 }
 
 /// A filter expression that hides expired-but-present items from a Query or Scan:

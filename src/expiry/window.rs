@@ -121,12 +121,7 @@ impl Window {
 
     /// The window of width `width` that holds the whole second `t`.
     pub fn containing_secs(t: i64, width: u32) -> Window {
-        let w = i64::from(width.max(1));
-        let end = t.div_euclid(w) * w + if t.rem_euclid(w) == 0 { 0 } else { w };
-        Window {
-            start: end - w,
-            end,
-        }
+        Window::containing_instant(Timestamp::from_secs(t), width)
     }
 
     /// The window of width `width` that holds the instant `t`: for a whole second the same as
