@@ -6,24 +6,21 @@
 //! # Why the EMF records are written here and not through the `metrics` facade
 //!
 //! `metrics_cloudwatch_embedded` (0.10, maintained, built for `lambda_runtime` 1) was evaluated.
-//! Its model is a process-wide recorder: code anywhere increments counters, and a flush after
-//! each invocation writes what accumulated. Ours is the opposite: a sweep already aggregates
-//! everything into one [`SweepReport`] (merged across ticks, lags in a bounded histogram), and
-//! the record is a pure function of that report. Going through the facade would mean replaying
-//! the report into a global recorder only to flush it again, and:
-//! - its histograms keep at most 100 values between flushes (more is an error), so the lag
+//! Its model is a process-wide recorder that code anywhere increments and a flush after each
+//! invocation writes out. Ours is the opposite: a sweep already aggregates everything into one
+//! [`SweepReport`] (merged across ticks, lags in a bounded histogram), and the record is a pure
+//! function of it. The facade would replay the report into a global recorder only to flush it:
+//! - its histograms keep at most 100 values between flushes (more is an error): the lag
 //!   percentiles would still be computed here and set as gauges;
-//! - counters are deltas since the last flush and zero deltas are left out unless `emit_zeros`:
-//!   the record would no longer always carry every metric, which the alarms on `ItemsFailed`
-//!   rely on;
+//! - counters are deltas since the last flush, zero deltas left out unless `emit_zeros`: the
+//!   record would no longer always carry every metric, which the alarms on `ItemsFailed` rely on;
 //! - one global recorder per process: `ttl-sweeper run` would need a fan-out to feed EMF and
-//!   Prometheus at once, and tests that run several invocations in one process would share
-//!   counts;
+//!   Prometheus, and tests running several invocations in one process would share counts;
 //! - its `lambda` feature wraps the handler in a tower service and pulls `lambda_http`.
 //!
-//! So the EMF writer stays ([`emf_record`], [`cold_start_record`]). The Prometheus side has the
-//! cumulative, process-wide model the facade is made for, so `/metrics` uses
-//! `metrics-exporter-prometheus` through `metrics` ([`daemon`]).
+//! So the EMF writer stays ([`emf_record`], [`cold_start_record`]). Prometheus has the cumulative,
+//! process-wide model the facade is made for: `/metrics` uses `metrics-exporter-prometheus`
+//! through `metrics` ([`daemon`]).
 
 mod powertools;
 
