@@ -113,6 +113,7 @@ impl PagePace {
 
 /// What the partitions of one sweep share: the slots for requests sent at once, the read-ahead
 /// budget of keys held at once (see [`read_ahead`]), and how many partitions are running.
+#[derive(Clone)]
 pub(super) struct Slots {
     pub(super) permits: Arc<Semaphore>,
     pub(super) budget: Arc<Semaphore>,

@@ -267,9 +267,11 @@ impl<S: Store> Sweeper<S> {
         let shards = self.shared.schema.layout.window_shards.max(1);
         let range = self.shard_range();
         let limit = self.shared.options.max_concurrency.max(1);
-        let permits = Arc::new(Semaphore::new(limit));
-        let budget = Arc::new(Semaphore::new(read_ahead(&self.shared.options)));
-        let partitions_running = Arc::new(AtomicUsize::new(0));
+        let slots = Slots {
+            permits: Arc::new(Semaphore::new(limit)),
+            budget: Arc::new(Semaphore::new(read_ahead(&self.shared.options))),
+            running: Arc::new(AtomicUsize::new(0)),
+        };
         let inner = stop.child();
         let partitions = windows.iter().enumerate().flat_map(|(i, w)| {
             range
@@ -303,13 +305,8 @@ impl<S: Store> Sweeper<S> {
                 }
             }
             let (shared, inner) = (self.shared.clone(), inner.clone());
-            let slots = Slots {
-                permits: permits.clone(),
-                budget: budget.clone(),
-                running: partitions_running.clone(),
-            };
-            let events = events.clone();
-            let counted = Running::new(&partitions_running);
+            let (slots, events) = (slots.clone(), events.clone());
+            let counted = Running::new(&slots.running);
             running.spawn(async move {
                 let _counted = counted;
                 let out =
