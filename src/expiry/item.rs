@@ -84,10 +84,10 @@ pub fn live_items_filter<V: AttributeValueLike>(
     }
 }
 
-#[cfg(all(test, feature = "aws-sdk-dynamodb"))]
+#[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_dynamodb::types::AttributeValue;
+    use serde_dynamo::AttributeValue;
     use std::collections::HashMap;
 
     fn item(ttl: Option<AttributeValue>) -> HashMap<String, AttributeValue> {
