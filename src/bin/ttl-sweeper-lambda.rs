@@ -18,12 +18,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     telemetry::init(LogFormat::Json, "info", true);
     // One thread unless TOKIO_WORKER_THREADS asks for more (config::Threads says why).
-    let runtime = match Threads::runtime_from_env() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start");
-            return ExitCode::FAILURE;
-        }
+    let runtime = Threads::runtime_from_env();
+    let Ok(runtime) = runtime.inspect_err(|e| tracing::error!(error = %e, "cannot start")) else {
+        return ExitCode::FAILURE;
     };
     runtime.block_on(serve())
 }
@@ -32,21 +29,16 @@ fn main() -> ExitCode {
 async fn serve() -> ExitCode {
     // Start-up failures are logged as one clear JSON line; the non-zero exit makes Lambda report
     // an init error, and no invocation runs with a bad configuration.
-    let config = match Config::from_env() {
-        Ok(config) => config,
-        Err(e) => {
-            tracing::error!(error = %e, "invalid configuration");
-            return ExitCode::FAILURE;
-        }
+    let config = Config::from_env();
+    let Ok(config) = config.inspect_err(|e| tracing::error!(error = %e, "invalid configuration"))
+    else {
+        return ExitCode::FAILURE;
     };
     let wall = || Timestamp::from_datetime(chrono::Utc::now());
-    let ttl_sweeper::Connected { sweeper, clock } = match ttl_sweeper::connect(&config, wall).await
-    {
-        Ok(connected) => connected,
-        Err(e) => {
-            tracing::error!(error = %e, "start-up check of the table failed");
-            return ExitCode::FAILURE;
-        }
+    let connected = ttl_sweeper::connect(&config, wall).await;
+    let failed = |e: &_| tracing::error!(error = %e, "start-up check of the table failed");
+    let Ok(ttl_sweeper::Connected { sweeper, clock }) = connected.inspect_err(failed) else {
+        return ExitCode::FAILURE;
     };
     tracing::info!(table = %config.table_name, index = %config.index_name, mode = %config.delete_mode, "ready");
     let settings = config.handler_settings();
