@@ -29,6 +29,7 @@ pub mod daemon;
 pub use powertools::{service_name, trace_root, Invocation, PowertoolsJson, DEFAULT_SERVICE};
 
 use serde_json::{json, Value};
+use tracing::Level;
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::EnvFilter;
 
@@ -120,10 +121,10 @@ macro_rules! summary_event {
 pub fn log_tick(report: &SweepReport) {
     if report.is_success() {
         if report.items_found > 0 {
-            summary_event!(tracing::Level::INFO, report, "tick finished");
+            summary_event!(Level::INFO, report, "tick finished");
         }
     } else {
-        summary_event!(tracing::Level::ERROR, report, "tick finished with failures");
+        summary_event!(Level::ERROR, report, "tick finished with failures");
     }
 }
 
@@ -171,13 +172,9 @@ fn first_errors(r: &SweepReport) -> String {
 /// Logs the one summary line of a sweep: `info` when it succeeded, `error` when not.
 pub fn log_summary(report: &SweepReport) {
     if report.is_success() {
-        summary_event!(tracing::Level::INFO, report, "sweep finished");
+        summary_event!(Level::INFO, report, "sweep finished");
     } else {
-        summary_event!(
-            tracing::Level::ERROR,
-            report,
-            "sweep finished with failures"
-        );
+        summary_event!(Level::ERROR, report, "sweep finished with failures");
     }
 }
 

@@ -271,12 +271,9 @@ fn answer(metrics: &DaemonMetrics, request: &Request<Incoming>) -> Response<Full
             .body(Full::new(Bytes::from(body)))
             .expect("a response from a valid status and header")
     };
+    let text = "text/plain";
     if request.method() != Method::GET && request.method() != Method::HEAD {
-        return reply(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "text/plain",
-            "GET only\n".into(),
-        );
+        return reply(StatusCode::METHOD_NOT_ALLOWED, text, "GET only\n".into());
     }
     match request.uri().path() {
         "/metrics" => reply(
@@ -301,7 +298,7 @@ fn answer(metrics: &DaemonMetrics, request: &Request<Incoming>) -> Response<Full
         }
         _ => reply(
             StatusCode::NOT_FOUND,
-            "text/plain",
+            text,
             "not found: try /metrics or /healthz\n".into(),
         ),
     }
