@@ -19,8 +19,7 @@
 //! - its `lambda` feature wraps the handler in a tower service and pulls `lambda_http`.
 //!
 //! So the EMF writer stays ([`emf_record`], [`cold_start_record`]). Prometheus has the cumulative,
-//! process-wide model the facade is made for: `/metrics` uses `metrics-exporter-prometheus`
-//! through `metrics` ([`daemon`]).
+//! process-wide model the facade is made for: `/metrics` uses `metrics-exporter-prometheus`.
 
 mod powertools;
 

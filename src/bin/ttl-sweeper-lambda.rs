@@ -1,6 +1,5 @@
 //! The Lambda entry point: configuration and the DynamoDB client are set up once per cold start;
-//! each invocation is handled by `ttl_sweeper::lambda::invoke`, with the wall clock held to
-//! DynamoDB's clock.
+//! each invocation goes to `ttl_sweeper::lambda::invoke`, the wall clock held to DynamoDB's.
 
 use std::process::ExitCode;
 

@@ -53,8 +53,7 @@ pub(super) struct Deleter<'a, S> {
 
 /// Where notify mode keeps the events owed for a chunk's deletes (`super::hook::Notifier`).
 pub(super) trait OwedEvents: Sync {
-    /// The item with `key` (ttl as read) is deleted; `returned`: the item as the delete
-    /// returned it.
+    /// The item with `key` (ttl as read) is deleted; `returned`: the item the delete returned.
     fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>);
     /// Whether an event has been owed long enough to be published between deletes.
     fn due(&self) -> bool;

@@ -1,6 +1,5 @@
-//! The commands, as functions of their parsed arguments (`main.rs` defines them once): `sweep`,
-//! `run`, `backfill`, `audit` and `window`. Each checks what clap cannot, hands off to the
-//! library, and prints what comes back.
+//! The commands `sweep`, `run`, `backfill`, `audit` and `window` (`main.rs` defines their
+//! arguments): each checks what clap cannot, hands off to the library, and prints what comes back.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -91,9 +90,8 @@ pub(crate) const UNHEALTHY_PERIODS: u32 = 3;
 /// `ttl-sweeper run`: sweeps every `every` until `shutdown`. `wall` reads the host clock, held
 /// to DynamoDB's by the one sweep clock as in [`sweep`].
 ///
-/// With `metrics_addr`, it also serves `/metrics` (Prometheus) and `/healthz` there
-/// ([`telemetry::daemon`]); `/healthz` turns 503 when no sweep has succeeded for three reporting
-/// periods (`3 × max(SCHEDULE_SECONDS, every)`).
+/// With `metrics_addr`, it also serves `/metrics` and `/healthz` there ([`telemetry::daemon`]);
+/// `/healthz` turns 503 when no sweep has succeeded for `3 × max(SCHEDULE_SECONDS, every)`.
 pub(crate) async fn run<W>(
     config: &Config,
     every: Duration,
