@@ -12,8 +12,7 @@ use super::time::Timestamp;
 use super::value::AttributeValueLike;
 use super::window::{parse_ttl, ttl_state, TtlError, TtlState};
 
-/// The two attributes to store on an item that expires at `ttl` (epoch seconds):
-/// `[(ttl attribute, N), (window attribute, S)]`.
+/// The attributes to store on an item expiring at `ttl` (epoch seconds): `[(ttl, N), (window, S)]`.
 ///
 /// ```
 /// use aws_sdk_dynamodb::types::AttributeValue;

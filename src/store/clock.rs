@@ -57,8 +57,7 @@ use crate::expiry::{Clock, Timestamp};
 /// warned about.
 pub const SKEW_TOLERANCE: Duration = Duration::from_secs(1);
 
-/// How long (monotonic time) a bound learned from one response is trusted before any newer
-/// response replaces it, looser or not.
+/// How long (monotonic time) a bound from one response is trusted before any newer one replaces it.
 pub const ANCHOR_MAX_AGE: Duration = Duration::from_secs(60);
 
 /// A changed lead of the host clock is warned about at most this often.
