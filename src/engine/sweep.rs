@@ -225,8 +225,7 @@ impl<S: Store> Sweeper<S> {
         report
     }
 
-    /// Sweeps exactly `windows` (each one's shards in the shard range) for items expired at
-    /// `now`; no checkpoint.
+    /// Sweeps exactly `windows` (their shards in range) for items expired at `now`; no checkpoint.
     pub async fn sweep_windows(
         &self,
         now: Timestamp,
