@@ -207,15 +207,11 @@ impl FirehoseSink {
             .send()
             .await
             .map_err(|e| SinkError::from(StoreError::from_sdk("PutRecordBatch", e)))?;
-        if out.request_responses.len() != batch.len() {
-            return Err(mismatched(
-                "PutRecordBatch",
-                batch.len(),
-                out.request_responses.len(),
-            ));
+        let answers = &out.request_responses;
+        if answers.len() != batch.len() {
+            return Err(mismatched("PutRecordBatch", batch.len(), answers.len()));
         }
-        Ok(out
-            .request_responses
+        Ok(answers
             .iter()
             .map(|r| match (&r.error_code, &r.record_id) {
                 (None, Some(_)) => EntryResult::Accepted,

@@ -106,11 +106,8 @@ impl Publisher {
                         }
                     }
                     Ok(results) => {
-                        let reason = format!(
-                            "the sink answered {} results for {} entries",
-                            results.len(),
-                            slots.len()
-                        );
+                        let (got, sent) = (results.len(), slots.len());
+                        let reason = format!("the sink answered {got} results for {sent} entries");
                         still.extend(slots.iter().map(|(i, _)| (*i, reason.clone())));
                     }
                     Err(e) if e.retryable => {
