@@ -70,8 +70,7 @@ pub enum ConfigError {
         /// What the setting accepts.
         expected: &'static str,
     },
-    /// An environment variable read by the binaries alone (no flag), with a value it does not
-    /// accept.
+    /// An environment variable read by the binaries alone (no flag), with a value it refuses.
     #[error("invalid {var}={value:?}: expected {expected}")]
     Environment {
         /// Environment variable name.
@@ -81,8 +80,7 @@ pub enum ConfigError {
         /// What the variable accepts.
         expected: &'static str,
     },
-    /// The lookback does not reach back to the previous sweep: ttls between two sweeps would be
-    /// read by neither.
+    /// The lookback does not reach the previous sweep: ttls between two sweeps would go unread.
     #[error(
         "LOOKBACK_WINDOWS={lookback_windows} (flag --lookback-windows) of WINDOW_SECONDS={window_seconds} \
          covers {covered} s, less than SCHEDULE_SECONDS={schedule_seconds} plus 10 s: items expiring \
@@ -120,9 +118,8 @@ pub enum ConfigError {
     },
 }
 
-/// Most partitions (windows × shards read) one sweep may read every time: each is at least one
-/// `Query` per sweep. Anything older belongs to a checkpoint's catch-up, which reads it once,
-/// oldest first, in bounded slices.
+/// Most partitions (windows × shards read) one sweep may read every time, each at least one `Query`
+/// per sweep. Anything older belongs to a checkpoint's catch-up, which reads it once, oldest first.
 pub const MAX_PARTITIONS_PER_SWEEP: u64 = 20_000;
 
 /// Why a `SHARD_RANGE` value is refused.
@@ -199,19 +196,6 @@ pub struct Config {
     pub expiry_events_item: ItemSource,
 }
 
-impl Config {
-    /// Reads and validates every setting from the process environment.
-    pub fn from_env() -> Result<Config, ConfigError> {
-        Settings::from_env().validate()
-    }
-
-    /// Reads and validates every setting through `lookup`, which maps a variable name
-    /// (`TABLE_NAME`, ...) to its raw value. Empty values count as absent.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        Settings::from_lookup(lookup).validate()
-    }
-}
-
 /// The shortest tick period (`TICK_SECONDS`): faster ticks only add requests.
 pub const MIN_TICK: Duration = Duration::from_millis(100);
 
@@ -230,6 +214,17 @@ pub fn covering_lookback(window_seconds: u32, schedule_seconds: u32) -> u32 {
 }
 
 impl Config {
+    /// Reads and validates every setting from the process environment.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Settings::from_env().validate()
+    }
+
+    /// Reads and validates every setting through `lookup`, which maps a variable name
+    /// (`TABLE_NAME`, ...) to its raw value. Empty values count as absent.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        Settings::from_lookup(lookup).validate()
+    }
+
     /// Where items keep their expiry: attributes, window width and shards.
     pub fn layout(&self) -> Layout {
         Layout {
@@ -260,13 +255,7 @@ impl Config {
             checkpoint: self.checkpoint_table.as_ref().map(|table| Checkpoint {
                 table: table.clone(),
                 id: self.checkpoint_id(),
-                start_from: self.shard_range.map(|_| {
-                    Config {
-                        shard_range: None,
-                        ..self.clone()
-                    }
-                    .checkpoint_id()
-                }),
+                start_from: self.shard_range.map(|_| self.checkpoint_id_for(None)),
             }),
             shard_range: self.shard_range,
             max_catchup_seconds: self.max_catchup_seconds,
@@ -281,14 +270,16 @@ impl Config {
     /// layouts add `/<width>s/<shards>shards`, and a shard range short of all shards
     /// `/range<a>-<b>`. A range starts from the whole table's item until it has its own.
     pub fn checkpoint_id(&self) -> String {
+        self.checkpoint_id_for(self.shard_range)
+    }
+
+    fn checkpoint_id_for(&self, range: Option<ShardRange>) -> String {
         let mut id = format!("{}/{}", self.table_name, self.index_name);
-        if self.window_seconds != DEFAULT_WINDOW_SECONDS || self.window_shards != 1 {
-            id.push_str(&format!(
-                "/{}s/{}shards",
-                self.window_seconds, self.window_shards
-            ));
+        let (width, shards) = (self.window_seconds, self.window_shards);
+        if width != DEFAULT_WINDOW_SECONDS || shards != 1 {
+            id.push_str(&format!("/{width}s/{shards}shards"));
         }
-        if let Some(range) = self.shard_range {
+        if let Some(range) = range {
             id.push_str(&format!("/range{range}"));
         }
         id

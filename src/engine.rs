@@ -41,17 +41,16 @@ pub use ticks::{run_ticks, Ticks};
 /// `BatchWriteItem` accepts at most 25 requests.
 pub const BATCH_SIZE: usize = 25;
 
-/// How long after its read a key may still be sent unconditionally in batch mode.
-/// `BatchWriteItem` cannot check the ttl, so a key the application deleted and wrote again (a new
-/// session, lock or reservation with the same key) between the read and the delete would be
-/// destroyed; queueing behind other chunks, throttling, unprocessed keys and timeouts are what
-/// stretch that time to tens of seconds. Right before every send — first send or retry — a key
-/// read longer ago than this is read again with a strongly consistent `BatchGetItem` (one request
-/// for the chunk) and sent only if its ttl is still the one read; a key that ages past this a
-/// second time goes out as the conditional `DeleteItem`. With the batch attempt timeout
-/// ([`crate::store::dynamo::BATCH_ATTEMPT_TIMEOUT`]) this bounds the window in which batch mode
-/// can delete a rewritten key: a key is sent at most this long after its read, and the request
-/// carrying it is given up at most the attempt timeout after that.
+/// How long after its read a key may still be sent unconditionally in batch mode. `BatchWriteItem`
+/// cannot check the ttl, so a key the application deleted and wrote again (a new session, lock or
+/// reservation with the same key) between the read and the delete would be destroyed; queueing
+/// behind other chunks, throttling, unprocessed keys and timeouts stretch that time to tens of
+/// seconds. Right before every send — first send or retry — a key read longer ago than this is read
+/// again with a strongly consistent `BatchGetItem` (one request for the chunk) and sent only if its
+/// ttl is still the one read; a key that ages past this a second time goes out as the conditional
+/// `DeleteItem`. With the batch attempt timeout ([`crate::store::dynamo::BATCH_ATTEMPT_TIMEOUT`])
+/// this bounds the window in which batch mode can delete a rewritten key: a key is sent at most
+/// this long after its read, and its request given up at most the attempt timeout after that.
 pub const BATCH_MAX_READ_AGE: Duration = Duration::from_secs(2);
 
 /// A sweep holds at most this many rounds of `MAX_CONCURRENCY + 1` chunks of keys at once — read
@@ -60,9 +59,8 @@ pub const BATCH_MAX_READ_AGE: Duration = Duration::from_secs(2);
 /// stays bounded whatever the page size or the number of partitions.
 pub const READ_AHEAD_ROUNDS: usize = 4;
 
-/// Catch-up reads at most this many partitions (windows × shards in range) between two moves of
-/// the checkpoint: a long backlog is worked off oldest first in slices of this size, each one
-/// swept completely moving the checkpoint.
+/// Catch-up reads at most this many partitions (windows × shards in range) between two moves of the
+/// checkpoint: a long backlog is worked off oldest first, a slice of this size at a time.
 pub const CATCHUP_SLICE_PARTITIONS: usize = 256;
 
 /// How expired items are deleted.

@@ -1,11 +1,9 @@
 //! Expiry events: for each item the sweeper expires, an event to EventBridge, SQS or Firehose —
 //! `Item Expired` (and, in archive mode, `Item Expiry Cancelled` when the delete finds the ttl
-//! changed), with a stable id for de-duplication. The contract and the semantics are in
-//! `docs/events.md`.
+//! changed), with a stable id for de-duplication. Contract and semantics: `docs/events.md`.
 //!
 //! - [`model`]: the event, its stable id and JSON shapes. Pure.
-//! - [`sink`]: where events go ([`SinkTarget`]), the services' batch limits and the batching
-//!   that keeps to them, and the one-method seam [`Sink`].
+//! - [`sink`]: where events go ([`SinkTarget`]), batch limits and batching, the seam [`Sink`].
 //! - [`aws`]: the [`Sink`] adapters over the SDK clients.
 //! - [`publish`]: [`Publisher`], batches with bounded retries, backoff and full jitter.
 //!

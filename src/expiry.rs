@@ -4,8 +4,7 @@
 //! - [`time`]: [`Timestamp`], the one instant type (epoch milliseconds).
 //! - [`window`]: ttl parsing, windows, shards, and the windows a sweep reads.
 //! - [`layout`]: [`Layout`], the attribute names, window width and shard count.
-//! - [`item`]: helpers for application code — the attributes writers store, the expiry check
-//!   and filter readers use.
+//! - [`item`]: helpers for application code: what writers store, what readers check and filter.
 //! - [`value`]: [`AttributeValueLike`], the SDK's or `serde_dynamo`'s attribute values alike.
 
 pub mod item;

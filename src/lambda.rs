@@ -1,7 +1,6 @@
 //! The Lambda edge: what an invocation receives and what it does with it.
 //!
-//! - [`event`]: the accepted inputs (EventBridge scheduled events, `{"time": ...}`, `{}`) and the
-//!   sweep instant they ask for, never ahead of the clock.
+//! - [`event`]: the accepted inputs and the sweep instant they ask for, never ahead of the clock.
 //! - [`handler`]: one invocation, from event to report, metrics and result.
 //!
 //! Tick mode, which keeps one invocation sweeping every second, is the engine's

@@ -68,27 +68,15 @@ pub mod telemetry;
 #[cfg(feature = "sweeper")]
 pub mod tools;
 
-#[cfg(feature = "sweeper")]
-use std::sync::Arc;
-
-#[cfg(feature = "sweeper")]
-use config::Config;
-#[cfg(feature = "sweeper")]
-use engine::Sweeper;
-#[cfg(feature = "sweeper")]
-use expiry::Timestamp;
-#[cfg(feature = "sweeper")]
-use store::{DynamoStore, GuardedClock, IndexCheck, StoreError};
-
 /// The production sweeper and the clock it sweeps by, from [`connect`].
 #[cfg(feature = "sweeper")]
 #[derive(Debug)]
 pub struct Connected {
     /// The sweeper, measuring lag and stamping events with `clock`.
-    pub sweeper: Sweeper<DynamoStore>,
+    pub sweeper: engine::Sweeper<store::DynamoStore>,
     /// The one sweep clock: the host clock held to DynamoDB's (see [`store::clock`]). Every sweep
     /// instant comes from it, through [`expiry::Clock::hold`].
-    pub clock: Arc<GuardedClock>,
+    pub clock: std::sync::Arc<store::GuardedClock>,
 }
 
 /// Builds the production sweeper for `config`: an SDK client from the standard AWS configuration
@@ -97,9 +85,12 @@ pub struct Connected {
 /// host clock the entry point reads) held to DynamoDB's clock as the store learns it.
 #[cfg(feature = "sweeper")]
 pub async fn connect(
-    config: &Config,
-    wall: impl Fn() -> Timestamp + Send + Sync + 'static,
-) -> Result<Connected, StoreError> {
+    config: &config::Config,
+    wall: impl Fn() -> expiry::Timestamp + Send + Sync + 'static,
+) -> Result<Connected, store::StoreError> {
+    use engine::Sweeper;
+    use std::sync::Arc;
+    use store::{DynamoStore, GuardedClock, IndexCheck};
     let store = DynamoStore::from_env().await;
     let opened = store::open(&store, &config.target(), IndexCheck::Required).await?;
     let clock = Arc::new(GuardedClock::new(wall, store.server_clock().clone()));

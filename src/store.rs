@@ -1,21 +1,15 @@
 //! The store: the only code that talks to DynamoDB.
 //!
 //! [`Store`] is the one seam the sweep engine uses: one typed method per DynamoDB operation it
-//! needs (query one page of a partition, delete a batch, delete one item on condition, read items
-//! by key, read or advance the checkpoint). [`DynamoStore`] implements it over the SDK client;
-//! tests implement it in memory.
+//! needs (query a partition's page, delete a batch, delete one item on condition, read items by
+//! key, read or advance the checkpoint). [`DynamoStore`] implements it; tests, in memory.
 //!
 //! - [`error`]: SDK errors classified once into [`ErrorKind`].
-//! - [`clock`]: DynamoDB's own clock, learned from response `Date` headers, which a sweep
-//!   instant may never run ahead of.
-//! - [`dynamo`]: [`DynamoStore`], the seam over the AWS SDK client: every request goes through
-//!   the SDK's own pipeline (signing, retries, timeouts).
-//! - [`describe`]: start-up checks — [`open`] reads the table once and checks the index, for
-//!   every command.
-//! - [`scan`]: the table-wide operations of the adoption tools (parallel Scan pages, conditional
-//!   window updates).
-//! - [`keys`]: keys and items as `serde_json::Value`s in DynamoDB JSON, through `serde_dynamo`,
-//!   for reports, logs, the CLI, progress files and events.
+//! - [`clock`]: DynamoDB's clock, from response `Date` headers; no sweep instant runs ahead of it.
+//! - [`dynamo`]: [`DynamoStore`], the seam over the AWS SDK client and its request pipeline.
+//! - [`describe`]: start-up checks — [`open`] reads the table once and checks the index.
+//! - [`scan`]: the adoption tools' parallel Scan pages and conditional window updates.
+//! - [`keys`]: keys and items in DynamoDB JSON, for reports, logs, the CLI, progress and events.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -129,8 +123,7 @@ pub trait Store: Send + Sync + 'static {
         ttl_only: bool,
     ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send;
 
-    /// Reads checkpoint `id` from `table`: the boundary up to which everything was swept, if
-    /// any.
+    /// Reads checkpoint `id` from `table`: the boundary up to which everything was swept, if any.
     fn read_checkpoint(
         &self,
         table: &str,

@@ -6,24 +6,20 @@
 //! # Why the EMF records are written here and not through the `metrics` facade
 //!
 //! `metrics_cloudwatch_embedded` (0.10, maintained, built for `lambda_runtime` 1) was evaluated.
-//! Its model is a process-wide recorder: code anywhere increments counters, and a flush after
-//! each invocation writes what accumulated. Ours is the opposite: a sweep already aggregates
-//! everything into one [`SweepReport`] (merged across ticks, lags in a bounded histogram), and
-//! the record is a pure function of that report. Going through the facade would mean replaying
-//! the report into a global recorder only to flush it again, and:
-//! - its histograms keep at most 100 values between flushes (more is an error), so the lag
+//! Its model is a process-wide recorder that code anywhere increments and a flush after each
+//! invocation writes out. Ours is the opposite: a sweep already aggregates everything into one
+//! [`SweepReport`] (merged across ticks, lags in a bounded histogram), and the record is a pure
+//! function of it. The facade would replay the report into a global recorder only to flush it:
+//! - its histograms keep at most 100 values between flushes (more is an error): the lag
 //!   percentiles would still be computed here and set as gauges;
-//! - counters are deltas since the last flush and zero deltas are left out unless `emit_zeros`:
-//!   the record would no longer always carry every metric, which the alarms on `ItemsFailed`
-//!   rely on;
+//! - counters are deltas since the last flush, zero deltas left out unless `emit_zeros`: the
+//!   record would no longer always carry every metric, which the alarms on `ItemsFailed` rely on;
 //! - one global recorder per process: `ttl-sweeper run` would need a fan-out to feed EMF and
-//!   Prometheus at once, and tests that run several invocations in one process would share
-//!   counts;
+//!   Prometheus, and tests running several invocations in one process would share counts;
 //! - its `lambda` feature wraps the handler in a tower service and pulls `lambda_http`.
 //!
-//! So the EMF writer stays ([`emf_record`], [`cold_start_record`]). The Prometheus side has the
-//! cumulative, process-wide model the facade is made for, so `/metrics` uses
-//! `metrics-exporter-prometheus` through `metrics` ([`daemon`]).
+//! So the EMF writer stays ([`emf_record`], [`cold_start_record`]). Prometheus has the cumulative,
+//! process-wide model the facade is made for: `/metrics` uses `metrics-exporter-prometheus`.
 
 mod powertools;
 
@@ -32,6 +28,8 @@ pub mod daemon;
 pub use powertools::{service_name, trace_root, Invocation, PowertoolsJson, DEFAULT_SERVICE};
 
 use serde_json::{json, Value};
+use tracing::Level;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::EnvFilter;
 
 use crate::engine::SweepReport;
@@ -47,8 +45,7 @@ pub enum LogFormat {
 
 /// Installs the global subscriber: `format` lines on stderr (the CLI keeps stdout for its report)
 /// or stdout (Lambda), filtered by `AWS_LAMBDA_LOG_LEVEL`, `POWERTOOLS_LOG_LEVEL` or `RUST_LOG`
-/// (the first set), else `default_level`. JSON lines carry the Powertools keys
-/// ([`PowertoolsJson`]).
+/// (the first set), else `default_level`. JSON lines: [`PowertoolsJson`].
 pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
     let level = ["AWS_LAMBDA_LOG_LEVEL", "POWERTOOLS_LOG_LEVEL"]
         .iter()
@@ -58,23 +55,20 @@ pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
         Some(l) => EnvFilter::new(l),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)),
     };
+    let writer = if to_stdout {
+        BoxMakeWriter::new(std::io::stdout)
+    } else {
+        BoxMakeWriter::new(std::io::stderr)
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_target(false);
-    let result = match (format, to_stdout) {
-        (LogFormat::Json, true) => builder
-            .event_format(PowertoolsJson::from_env())
-            .with_writer(std::io::stdout)
-            .try_init(),
-        (LogFormat::Json, false) => builder
-            .event_format(PowertoolsJson::from_env())
-            .with_writer(std::io::stderr)
-            .try_init(),
-        (LogFormat::Text, true) => builder.with_writer(std::io::stdout).try_init(),
-        (LogFormat::Text, false) => builder.with_writer(std::io::stderr).try_init(),
-    };
+        .with_target(false)
+        .with_writer(writer);
     // A second init (tests, embedding) keeps the first subscriber.
-    let _ = result;
+    let _ = match format {
+        LogFormat::Json => builder.event_format(PowertoolsJson::from_env()).try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
 }
 
 /// One summary line of `$report` at `$level`: the same fields at every level, so the line an
@@ -126,10 +120,10 @@ macro_rules! summary_event {
 pub fn log_tick(report: &SweepReport) {
     if report.is_success() {
         if report.items_found > 0 {
-            summary_event!(tracing::Level::INFO, report, "tick finished");
+            summary_event!(Level::INFO, report, "tick finished");
         }
     } else {
-        summary_event!(tracing::Level::ERROR, report, "tick finished with failures");
+        summary_event!(Level::ERROR, report, "tick finished with failures");
     }
 }
 
@@ -141,27 +135,19 @@ pub const LOGGED_ERRORS: usize = 3;
 
 /// The first failed keys with their reasons, as JSON: what an operator needs to find them.
 fn failed_keys(r: &SweepReport) -> String {
-    let shown: Vec<Value> = r
-        .failed_keys
-        .iter()
-        .take(LOGGED_FAILED_KEYS)
-        .map(|f| json!({"key": f.key, "reason": f.reason}))
-        .collect();
-    if shown.is_empty() {
-        String::new()
-    } else {
-        Value::Array(shown).to_string()
-    }
+    let keys = r.failed_keys.iter();
+    first_as_json(keys.map(|f| json!({"key": f.key, "reason": f.reason})))
 }
 
 /// The first expiry events not published, with their reasons, as JSON.
 fn failed_events(r: &SweepReport) -> String {
-    let shown: Vec<Value> = r
-        .failed_event_ids
-        .iter()
-        .take(LOGGED_FAILED_KEYS)
-        .map(|f| json!({"id": f.id, "key": f.key, "reason": f.reason}))
-        .collect();
+    let events = r.failed_event_ids.iter();
+    first_as_json(events.map(|f| json!({"id": f.id, "key": f.key, "reason": f.reason})))
+}
+
+/// The first [`LOGGED_FAILED_KEYS`] of `shown` as a JSON array; empty when there are none.
+fn first_as_json(shown: impl Iterator<Item = Value>) -> String {
+    let shown: Vec<Value> = shown.take(LOGGED_FAILED_KEYS).collect();
     if shown.is_empty() {
         String::new()
     } else {
@@ -185,13 +171,9 @@ fn first_errors(r: &SweepReport) -> String {
 /// Logs the one summary line of a sweep: `info` when it succeeded, `error` when not.
 pub fn log_summary(report: &SweepReport) {
     if report.is_success() {
-        summary_event!(tracing::Level::INFO, report, "sweep finished");
+        summary_event!(Level::INFO, report, "sweep finished");
     } else {
-        summary_event!(
-            tracing::Level::ERROR,
-            report,
-            "sweep finished with failures"
-        );
+        summary_event!(Level::ERROR, report, "sweep finished with failures");
     }
 }
 
@@ -201,6 +183,7 @@ pub fn log_summary(report: &SweepReport) {
 /// ran ahead of DynamoDB's and was pulled back), and the expiry events' `EventsPublished`,
 /// `EventsFailed`, `EventsCancelled` and `EventsTruncated`, dimensioned by `TableName`.
 pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value {
+    let secs = |ms: u64| json!(ms as f64 / 1000.0);
     let metrics = [
         ("ItemsDeleted", "Count", json!(report.items_deleted)),
         ("ItemsSkipped", "Count", json!(report.items_skipped)),
@@ -209,21 +192,9 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
         ("ItemsFound", "Count", json!(report.items_found)),
         ("ItemsLeft", "Count", json!(report.items_left)),
         ("WindowsSwept", "Count", json!(report.windows_swept)),
-        (
-            "MaxExpiryLagSeconds",
-            "Seconds",
-            json!(report.lag.max_ms as f64 / 1000.0),
-        ),
-        (
-            "P99ExpiryLagSeconds",
-            "Seconds",
-            json!(report.lag.p99_ms as f64 / 1000.0),
-        ),
-        (
-            "ClockAheadSeconds",
-            "Seconds",
-            json!(report.clock_ahead_ms as f64 / 1000.0),
-        ),
+        ("MaxExpiryLagSeconds", "Seconds", secs(report.lag.max_ms)),
+        ("P99ExpiryLagSeconds", "Seconds", secs(report.lag.p99_ms)),
+        ("ClockAheadSeconds", "Seconds", secs(report.clock_ahead_ms)),
         ("EventsPublished", "Count", json!(report.events_published)),
         ("EventsFailed", "Count", json!(report.events_failed)),
         ("EventsCancelled", "Count", json!(report.events_cancelled)),
@@ -252,9 +223,8 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
 }
 
 /// The EMF record of a cold start, as Powertools writes it: metric `ColdStart` = 1 (Count) in
-/// `namespace`, dimensioned by `function_name` and `service`, in a record of its own so that it
-/// does not take the sweep's `TableName` dimension. Written once per execution environment, at
-/// its first invocation.
+/// `namespace`, by `function_name` and `service`, in a record of its own so that it does not take
+/// the sweep's `TableName` dimension. Written at an execution environment's first invocation.
 pub fn cold_start_record(
     namespace: &str,
     function_name: &str,
@@ -276,25 +246,23 @@ pub fn cold_start_record(
     })
 }
 
-/// A log writer that keeps what it is given, for tests that read log lines back.
-#[cfg(test)]
-#[derive(Clone, Default)]
-pub(crate) struct Buf(pub(crate) std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-#[cfg(test)]
-impl std::io::Write for Buf {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A log writer that keeps what it is given, for tests that read log lines back.
+    #[derive(Clone, Default)]
+    pub(super) struct Buf(pub(super) std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
 
     #[test]
     fn emf_record_declares_every_metric_it_carries() {

@@ -1,6 +1,5 @@
 //! The Lambda entry point: configuration and the DynamoDB client are set up once per cold start;
-//! each invocation is handled by `ttl_sweeper::lambda::invoke`, with the wall clock held to
-//! DynamoDB's clock.
+//! each invocation goes to `ttl_sweeper::lambda::invoke`, the wall clock held to DynamoDB's.
 
 use std::process::ExitCode;
 
@@ -11,23 +10,16 @@ use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::lambda::{invoke, time_left};
 use ttl_sweeper::telemetry::{self, LogFormat};
 
-/// mimalloc instead of the system allocator: a sweep allocates per item and per request, and
-/// mimalloc measured less CPU per delete (docs/BENCHMARKS.md). Built without transparent huge
-/// pages (Cargo feature `no_thp`): with them, memory mimalloc gave back was faulted in again
-/// 2 MiB at a time, zeroed by the kernel, and peak memory was about 1.6 times as high (37–40 MiB
-/// against 22–26 MiB for one `ttl-sweeper sweep` of the benchmark's fake endpoint).
+/// mimalloc without transparent huge pages, as in the CLI (`src/bin/ttl-sweeper/main.rs` says why).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     telemetry::init(LogFormat::Json, "info", true);
     // One thread unless TOKIO_WORKER_THREADS asks for more (config::Threads says why).
-    let runtime = match Threads::runtime_from_env() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start");
-            return ExitCode::FAILURE;
-        }
+    let runtime = Threads::runtime_from_env();
+    let Ok(runtime) = runtime.inspect_err(|e| tracing::error!(error = %e, "cannot start")) else {
+        return ExitCode::FAILURE;
     };
     runtime.block_on(serve())
 }
@@ -36,21 +28,16 @@ fn main() -> ExitCode {
 async fn serve() -> ExitCode {
     // Start-up failures are logged as one clear JSON line; the non-zero exit makes Lambda report
     // an init error, and no invocation runs with a bad configuration.
-    let config = match Config::from_env() {
-        Ok(config) => config,
-        Err(e) => {
-            tracing::error!(error = %e, "invalid configuration");
-            return ExitCode::FAILURE;
-        }
+    let config = Config::from_env();
+    let Ok(config) = config.inspect_err(|e| tracing::error!(error = %e, "invalid configuration"))
+    else {
+        return ExitCode::FAILURE;
     };
     let wall = || Timestamp::from_datetime(chrono::Utc::now());
-    let ttl_sweeper::Connected { sweeper, clock } = match ttl_sweeper::connect(&config, wall).await
-    {
-        Ok(connected) => connected,
-        Err(e) => {
-            tracing::error!(error = %e, "start-up check of the table failed");
-            return ExitCode::FAILURE;
-        }
+    let connected = ttl_sweeper::connect(&config, wall).await;
+    let failed = |e: &_| tracing::error!(error = %e, "start-up check of the table failed");
+    let Ok(ttl_sweeper::Connected { sweeper, clock }) = connected.inspect_err(failed) else {
+        return ExitCode::FAILURE;
     };
     tracing::info!(table = %config.table_name, index = %config.index_name, mode = %config.delete_mode, "ready");
     let settings = config.handler_settings();

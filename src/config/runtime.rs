@@ -1,12 +1,11 @@
 //! [`Threads`]: the Tokio runtime the binaries run on, from `TOKIO_WORKER_THREADS`.
 //!
 //! One thread by default. A sweep spends most of its time waiting on DynamoDB; on one thread a
-//! response wakes the task that waits for it where it is, and no worker wakes another or steals
-//! its tasks. Measured from outside against an endpoint that answers after 5–10 ms, that cost
-//! less CPU per delete than two workers did (docs/BENCHMARKS.md, section 6); and a 128 MB
-//! Lambda function has a fraction of one vCPU to share between workers anyway.
-//! `TOKIO_WORKER_THREADS=N` with N ≥ 2 asks for a multi-threaded runtime with N workers, for
-//! `ttl-sweeper run` on a host where one core does not keep up.
+//! response wakes the task that waits for it where it is, and no worker wakes another or steals its
+//! tasks. Measured against an endpoint that answers after 5–10 ms, that cost less CPU per delete
+//! than two workers did (docs/BENCHMARKS.md, section 6); and a 128 MB Lambda function has a
+//! fraction of one vCPU anyway. `TOKIO_WORKER_THREADS=N` with N ≥ 2 asks for a multi-threaded
+//! runtime with N workers, for `ttl-sweeper run` on a host where one core does not keep up.
 
 use std::num::NonZeroUsize;
 

@@ -49,55 +49,148 @@ pub const POWERTOOLS_METRICS_NAMESPACE: &str = "POWERTOOLS_METRICS_NAMESPACE";
 /// The heading the settings' flags are listed under in `--help`.
 const HEADING: &str = "Settings (each flag falls back to its environment variable)";
 
-/// Every setting's raw value, as given by flag or environment variable (absent: `None`); each
-/// field is the flag and variable of the [`Setting`] of the same name. Flatten it into a clap
-/// command (`#[command(flatten)] settings: Settings`), or read it from the environment with
-/// [`Settings::from_env`]; then [`Settings::validate`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
-#[command(next_help_heading = HEADING)]
-#[allow(missing_docs)] // each field is documented by its Setting, shown by --help
-pub struct Settings {
-    #[arg(long, env = "TABLE_NAME", help = TABLE_NAME.short_help(), long_help = TABLE_NAME.long_help())]
-    pub table_name: Option<String>,
-    #[arg(long, env = "INDEX_NAME", help = INDEX_NAME.short_help(), long_help = INDEX_NAME.long_help())]
-    pub index_name: Option<String>,
-    #[arg(long, env = "TTL_ATTRIBUTE", help = TTL_ATTRIBUTE.short_help(), long_help = TTL_ATTRIBUTE.long_help())]
-    pub ttl_attribute: Option<String>,
-    #[arg(long, env = "WINDOW_ATTRIBUTE", help = WINDOW_ATTRIBUTE.short_help(), long_help = WINDOW_ATTRIBUTE.long_help())]
-    pub window_attribute: Option<String>,
-    #[arg(long, env = "WINDOW_SECONDS", help = WINDOW_SECONDS.short_help(), long_help = WINDOW_SECONDS.long_help())]
-    pub window_seconds: Option<String>,
-    #[arg(long, env = "LOOKBACK_WINDOWS", help = LOOKBACK_WINDOWS.short_help(), long_help = LOOKBACK_WINDOWS.long_help())]
-    pub lookback_windows: Option<String>,
-    #[arg(long, env = "DELETE_MODE", help = DELETE_MODE.short_help(), long_help = DELETE_MODE.long_help())]
-    pub delete_mode: Option<String>,
-    #[arg(long, env = "MAX_CONCURRENCY", help = MAX_CONCURRENCY.short_help(), long_help = MAX_CONCURRENCY.long_help())]
-    pub max_concurrency: Option<String>,
-    #[arg(long, env = "MAX_RETRIES", help = MAX_RETRIES.short_help(), long_help = MAX_RETRIES.long_help())]
-    pub max_retries: Option<String>,
-    #[arg(long, env = "WINDOW_SHARDS", help = WINDOW_SHARDS.short_help(), long_help = WINDOW_SHARDS.long_help())]
-    pub window_shards: Option<String>,
-    #[arg(long, env = "SHARD_RANGE", help = SHARD_RANGE.short_help(), long_help = SHARD_RANGE.long_help())]
-    pub shard_range: Option<String>,
-    #[arg(long, env = "TICK_SECONDS", help = TICK_SECONDS.short_help(), long_help = TICK_SECONDS.long_help())]
-    pub tick_seconds: Option<String>,
-    #[arg(long, env = "SCHEDULE_SECONDS", help = SCHEDULE_SECONDS.short_help(), long_help = SCHEDULE_SECONDS.long_help())]
-    pub schedule_seconds: Option<String>,
-    #[arg(long, env = "CHECKPOINT_TABLE", help = CHECKPOINT_TABLE.short_help(), long_help = CHECKPOINT_TABLE.long_help())]
-    pub checkpoint_table: Option<String>,
-    #[arg(long, env = "MAX_CATCHUP", help = MAX_CATCHUP.short_help(), long_help = MAX_CATCHUP.long_help())]
-    pub max_catchup: Option<String>,
-    #[arg(long, env = "METRICS_NAMESPACE", help = METRICS_NAMESPACE.short_help(), long_help = METRICS_NAMESPACE.long_help())]
-    pub metrics_namespace: Option<String>,
-    #[arg(long, env = "EXPIRY_EVENTS", help = EXPIRY_EVENTS.short_help(), long_help = EXPIRY_EVENTS.long_help())]
-    pub expiry_events: Option<String>,
-    #[arg(long, env = "EXPIRY_EVENTS_MODE", help = EXPIRY_EVENTS_MODE.short_help(), long_help = EXPIRY_EVENTS_MODE.long_help())]
-    pub expiry_events_mode: Option<String>,
-    #[arg(long, env = "EXPIRY_EVENTS_ITEM", help = EXPIRY_EVENTS_ITEM.short_help(), long_help = EXPIRY_EVENTS_ITEM.long_help())]
-    pub expiry_events_item: Option<String>,
-    /// Powertools' namespace variable: the metrics namespace when `METRICS_NAMESPACE` is unset.
-    #[arg(long, env = "POWERTOOLS_METRICS_NAMESPACE", hide = true)]
-    pub powertools_metrics_namespace: Option<String>,
+/// Defines every setting once, in documentation order: its [`Setting`] constant, its field of
+/// [`Settings`] (the flag and variable of that name) and its place in [`SETTINGS`].
+macro_rules! settings {
+    ($($field:ident: $var:ident {
+        default: $default:expr,
+        help: $help:expr,
+        expected: $expected:expr,
+    })*) => {
+        $(
+            #[doc = concat!("`", stringify!($var), "`.")]
+            pub const $var: Setting = Setting {
+                var: stringify!($var),
+                default: $default,
+                help: $help,
+                expected: $expected,
+            };
+        )*
+
+        /// Every setting's raw value, as given by flag or environment variable (absent: `None`);
+        /// each field is the flag and variable of the [`Setting`] of the same name. Flatten it into
+        /// a clap command (`#[command(flatten)] settings: Settings`), or read it from the
+        /// environment with [`Settings::from_env`]; then [`Settings::validate`].
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+        #[command(next_help_heading = HEADING)]
+        #[allow(missing_docs)] // each field is documented by its Setting, shown by --help
+        pub struct Settings {
+            $(
+                #[arg(
+                    long,
+                    env = stringify!($var),
+                    help = $var.short_help(),
+                    long_help = $var.long_help()
+                )]
+                pub $field: Option<String>,
+            )*
+            /// Powertools' namespace variable: the metrics namespace when `METRICS_NAMESPACE` is
+            /// unset.
+            #[arg(long, env = "POWERTOOLS_METRICS_NAMESPACE", hide = true)]
+            pub powertools_metrics_namespace: Option<String>,
+        }
+
+        /// Every setting, in documentation order.
+        pub const SETTINGS: [Setting; [$(stringify!($var)),*].len()] = [$($var),*];
+    };
+}
+
+settings! {
+    table_name: TABLE_NAME {
+        default: None,
+        help: "Table to sweep, by name or ARN",
+        expected: "a DynamoDB table name (3-255 characters: letters, digits, '_', '-', '.') or table ARN",
+    }
+    index_name: INDEX_NAME {
+        default: Some("expirationWindowIndex"),
+        help: "GSI keyed on (window, ttl)",
+        expected: "a GSI name (3-255 characters: letters, digits, '_', '-', '.')",
+    }
+    ttl_attribute: TTL_ATTRIBUTE {
+        default: Some("ttl"),
+        help: "Number attribute with the expiry in epoch seconds",
+        expected: "a non-empty attribute name of at most 255 bytes",
+    }
+    window_attribute: WINDOW_ATTRIBUTE {
+        default: Some("expirationWindow"),
+        help: "String attribute with the window key",
+        expected: "a non-empty attribute name of at most 255 bytes",
+    }
+    window_seconds: WINDOW_SECONDS {
+        default: Some("60"),
+        help: "Window width in seconds",
+        expected: "a whole number of seconds from 1 to 86400 (the width writers used; default 60)",
+    }
+    lookback_windows: LOOKBACK_WINDOWS {
+        default: Some("15"),
+        help: "Past windows re-read by every sweep",
+        expected: "a whole number from 0 to 10000 (past windows re-read by every sweep), covering at least SCHEDULE_SECONDS + 10 s unless CHECKPOINT_TABLE is set; default 15, or more when 15 windows do not cover that",
+    }
+    delete_mode: DELETE_MODE {
+        default: Some("batch"),
+        help: "How to delete: `batch` or `conditional`",
+        expected: "`batch` or `conditional`",
+    }
+    max_concurrency: MAX_CONCURRENCY {
+        default: Some("8"),
+        help: "Delete requests in flight",
+        expected: "a whole number from 1 to 256 (delete requests in flight; default 8)",
+    }
+    max_retries: MAX_RETRIES {
+        default: Some("8"),
+        help: "Retries per delete request",
+        expected: "a whole number from 0 to 30 (retries per delete request; default 8)",
+    }
+    window_shards: WINDOW_SHARDS {
+        default: Some("1"),
+        help: "Shards per window, as the writers use",
+        expected: "a whole number from 1 to 1000 (shards per window; must match the writers; default 1)",
+    }
+    shard_range: SHARD_RANGE {
+        default: Some("all"),
+        help: "The shards of each window this sweeper reads, to split a table between sweepers",
+        expected: "`all`, or `a-b`: shards a to b inclusive, 0 <= a <= b < WINDOW_SHARDS (sweepers with disjoint ranges covering 0 to WINDOW_SHARDS-1 split the table); audit and backfill read the whole table",
+    }
+    tick_seconds: TICK_SECONDS {
+        default: Some("off"),
+        help: "Lambda tick mode: sweep every this many seconds within one invocation",
+        expected: "`off`, a whole number of seconds from 1 to 30, or a duration from 100ms to 30s such as `250ms`; less than SCHEDULE_SECONDS",
+    }
+    schedule_seconds: SCHEDULE_SECONDS {
+        default: Some("60"),
+        help: "The schedule's period; `run` does a full sweep this often",
+        expected: "a whole number of seconds from 1 to 3600 (the schedule's period; default 60)",
+    }
+    checkpoint_table: CHECKPOINT_TABLE {
+        default: Some(""),
+        help: "Table holding the catch-up checkpoint",
+        expected: "a DynamoDB table name with partition key `id` (String), or empty for no checkpoint",
+    }
+    max_catchup: MAX_CATCHUP {
+        default: Some("24h"),
+        help: "Longest catch-up after an outage",
+        expected: "a duration from 1m to 30d, e.g. `24h`, `90m`, `3600` (seconds); default 24h",
+    }
+    metrics_namespace: METRICS_NAMESPACE {
+        default: Some("TtlSweeper"),
+        help: "CloudWatch namespace of the Lambda's metrics",
+        expected: "a CloudWatch namespace: up to 255 letters, digits or . - _ / # : and spaces, not starting with AWS/ (default TtlSweeper)",
+    }
+    expiry_events: EXPIRY_EVENTS {
+        default: Some(""),
+        help: "Where to publish an event for each expired item",
+        expected: "`eventbridge:<bus name or ARN>`, `sqs:<queue URL>` or `firehose:<delivery stream name>`, or empty for no events",
+    }
+    expiry_events_mode: EXPIRY_EVENTS_MODE {
+        default: Some("notify"),
+        help: "Expiry events: `notify` (delete, then publish) or `archive` (delete only what the sink accepted)",
+        expected: "`notify` or `archive` (archive needs EXPIRY_EVENTS and DELETE_MODE=conditional)",
+    }
+    expiry_events_item: EXPIRY_EVENTS_ITEM {
+        default: Some("auto"),
+        help: "Expiry events: include the item `auto` (when it needs no extra read), `read` (read it first) or `off`",
+        expected: "`auto`, `read` or `off`",
+    }
 }
 
 impl Settings {
@@ -125,166 +218,6 @@ impl Settings {
         Settings::from_arg_matches(&matches).expect("the matches are this struct's")
     }
 }
-
-/// `TABLE_NAME`.
-pub const TABLE_NAME: Setting = Setting {
-    var: "TABLE_NAME",
-    default: None,
-    help: "Table to sweep, by name or ARN",
-    expected:
-        "a DynamoDB table name (3-255 characters: letters, digits, '_', '-', '.') or table ARN",
-};
-/// `INDEX_NAME`.
-pub const INDEX_NAME: Setting = Setting {
-    var: "INDEX_NAME",
-    default: Some("expirationWindowIndex"),
-    help: "GSI keyed on (window, ttl)",
-    expected: "a GSI name (3-255 characters: letters, digits, '_', '-', '.')",
-};
-/// `TTL_ATTRIBUTE`.
-pub const TTL_ATTRIBUTE: Setting = Setting {
-    var: "TTL_ATTRIBUTE",
-    default: Some("ttl"),
-    help: "Number attribute with the expiry in epoch seconds",
-    expected: "a non-empty attribute name of at most 255 bytes",
-};
-/// `WINDOW_ATTRIBUTE`.
-pub const WINDOW_ATTRIBUTE: Setting = Setting {
-    var: "WINDOW_ATTRIBUTE",
-    default: Some("expirationWindow"),
-    help: "String attribute with the window key",
-    expected: "a non-empty attribute name of at most 255 bytes",
-};
-/// `WINDOW_SECONDS`.
-pub const WINDOW_SECONDS: Setting = Setting {
-    var: "WINDOW_SECONDS",
-    default: Some("60"),
-    help: "Window width in seconds",
-    expected: "a whole number of seconds from 1 to 86400 (the width writers used; default 60)",
-};
-/// `LOOKBACK_WINDOWS`.
-pub const LOOKBACK_WINDOWS: Setting = Setting {
-    var: "LOOKBACK_WINDOWS",
-    default: Some("15"),
-    help: "Past windows re-read by every sweep",
-    expected: "a whole number from 0 to 10000 (past windows re-read by every sweep), covering at least SCHEDULE_SECONDS + 10 s unless CHECKPOINT_TABLE is set; default 15, or more when 15 windows do not cover that",
-};
-/// `DELETE_MODE`.
-pub const DELETE_MODE: Setting = Setting {
-    var: "DELETE_MODE",
-    default: Some("batch"),
-    help: "How to delete: `batch` or `conditional`",
-    expected: "`batch` or `conditional`",
-};
-/// `MAX_CONCURRENCY`.
-pub const MAX_CONCURRENCY: Setting = Setting {
-    var: "MAX_CONCURRENCY",
-    default: Some("8"),
-    help: "Delete requests in flight",
-    expected: "a whole number from 1 to 256 (delete requests in flight; default 8)",
-};
-/// `MAX_RETRIES`.
-pub const MAX_RETRIES: Setting = Setting {
-    var: "MAX_RETRIES",
-    default: Some("8"),
-    help: "Retries per delete request",
-    expected: "a whole number from 0 to 30 (retries per delete request; default 8)",
-};
-/// `WINDOW_SHARDS`.
-pub const WINDOW_SHARDS: Setting = Setting {
-    var: "WINDOW_SHARDS",
-    default: Some("1"),
-    help: "Shards per window, as the writers use",
-    expected:
-        "a whole number from 1 to 1000 (shards per window; must match the writers; default 1)",
-};
-/// `SHARD_RANGE`.
-pub const SHARD_RANGE: Setting = Setting {
-    var: "SHARD_RANGE",
-    default: Some("all"),
-    help: "The shards of each window this sweeper reads, to split a table between sweepers",
-    expected: "`all`, or `a-b`: shards a to b inclusive, 0 <= a <= b < WINDOW_SHARDS (sweepers with disjoint ranges covering 0 to WINDOW_SHARDS-1 split the table); audit and backfill read the whole table",
-};
-/// `TICK_SECONDS`.
-pub const TICK_SECONDS: Setting = Setting {
-    var: "TICK_SECONDS",
-    default: Some("off"),
-    help: "Lambda tick mode: sweep every this many seconds within one invocation",
-    expected: "`off`, a whole number of seconds from 1 to 30, or a duration from 100ms to 30s such as `250ms`; less than SCHEDULE_SECONDS",
-};
-/// `SCHEDULE_SECONDS`.
-pub const SCHEDULE_SECONDS: Setting = Setting {
-    var: "SCHEDULE_SECONDS",
-    default: Some("60"),
-    help: "The schedule's period; `run` does a full sweep this often",
-    expected: "a whole number of seconds from 1 to 3600 (the schedule's period; default 60)",
-};
-/// `CHECKPOINT_TABLE`.
-pub const CHECKPOINT_TABLE: Setting = Setting {
-    var: "CHECKPOINT_TABLE",
-    default: Some(""),
-    help: "Table holding the catch-up checkpoint",
-    expected: "a DynamoDB table name with partition key `id` (String), or empty for no checkpoint",
-};
-/// `METRICS_NAMESPACE`.
-pub const METRICS_NAMESPACE: Setting = Setting {
-    var: "METRICS_NAMESPACE",
-    default: Some("TtlSweeper"),
-    help: "CloudWatch namespace of the Lambda's metrics",
-    expected: "a CloudWatch namespace: up to 255 letters, digits or . - _ / # : and spaces, not starting with AWS/ (default TtlSweeper)",
-};
-/// `MAX_CATCHUP`.
-pub const MAX_CATCHUP: Setting = Setting {
-    var: "MAX_CATCHUP",
-    default: Some("24h"),
-    help: "Longest catch-up after an outage",
-    expected: "a duration from 1m to 30d, e.g. `24h`, `90m`, `3600` (seconds); default 24h",
-};
-
-/// `EXPIRY_EVENTS`.
-pub const EXPIRY_EVENTS: Setting = Setting {
-    var: "EXPIRY_EVENTS",
-    default: Some(""),
-    help: "Where to publish an event for each expired item",
-    expected: "`eventbridge:<bus name or ARN>`, `sqs:<queue URL>` or `firehose:<delivery stream name>`, or empty for no events",
-};
-/// `EXPIRY_EVENTS_MODE`.
-pub const EXPIRY_EVENTS_MODE: Setting = Setting {
-    var: "EXPIRY_EVENTS_MODE",
-    default: Some("notify"),
-    help: "Expiry events: `notify` (delete, then publish) or `archive` (delete only what the sink accepted)",
-    expected: "`notify` or `archive` (archive needs EXPIRY_EVENTS and DELETE_MODE=conditional)",
-};
-/// `EXPIRY_EVENTS_ITEM`.
-pub const EXPIRY_EVENTS_ITEM: Setting = Setting {
-    var: "EXPIRY_EVENTS_ITEM",
-    default: Some("auto"),
-    help: "Expiry events: include the item `auto` (when it needs no extra read), `read` (read it first) or `off`",
-    expected: "`auto`, `read` or `off`",
-};
-
-/// Every setting, in documentation order.
-pub const SETTINGS: [Setting; 19] = [
-    TABLE_NAME,
-    INDEX_NAME,
-    TTL_ATTRIBUTE,
-    WINDOW_ATTRIBUTE,
-    WINDOW_SECONDS,
-    LOOKBACK_WINDOWS,
-    DELETE_MODE,
-    MAX_CONCURRENCY,
-    MAX_RETRIES,
-    WINDOW_SHARDS,
-    SHARD_RANGE,
-    TICK_SECONDS,
-    SCHEDULE_SECONDS,
-    CHECKPOINT_TABLE,
-    MAX_CATCHUP,
-    METRICS_NAMESPACE,
-    EXPIRY_EVENTS,
-    EXPIRY_EVENTS_MODE,
-    EXPIRY_EVENTS_ITEM,
-];
 
 #[cfg(test)]
 mod tests {

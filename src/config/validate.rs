@@ -8,9 +8,8 @@ use crate::events::{EventsMode, ItemSource, SinkTarget};
 use crate::expiry::window::{ShardRange, MAX_SHARDS, MAX_WINDOW_SECONDS};
 
 impl Settings {
-    /// Validates every setting, with the defaults of [`SETTINGS`] for those absent or blank:
-    /// the one place raw values become a [`Config`]. Every error names the variable and its flag
-    /// and says what the setting accepts.
+    /// Validates every setting, defaulting those absent or blank ([`SETTINGS`]): the one place raw
+    /// values become a [`Config`]. Every error names the variable and its flag and what it accepts.
     pub fn validate(&self) -> Result<Config, ConfigError> {
         let delete_mode = {
             let raw = get(self.delete_mode.as_deref(), &DELETE_MODE)?;
@@ -38,31 +37,19 @@ impl Settings {
             max_retries: number(self.max_retries.as_deref(), &MAX_RETRIES, 0, 30)? as u32,
             window_shards: window_shards(self.window_shards.as_deref())?,
             shard_range: None,
-            tick: {
-                let raw = get(self.tick_seconds.as_deref(), &TICK_SECONDS)?;
-                if raw.eq_ignore_ascii_case("off") || raw == "0" {
-                    None
-                } else {
-                    Some(
-                        parse_duration(&raw)
-                            .filter(|d| (MIN_TICK..=MAX_TICK).contains(d))
-                            .ok_or_else(|| invalid(&TICK_SECONDS, &raw))?,
-                    )
-                }
+            tick: match get(self.tick_seconds.as_deref(), &TICK_SECONDS)? {
+                raw if raw.eq_ignore_ascii_case("off") || raw == "0" => None,
+                raw => Some(
+                    parse_duration(&raw)
+                        .filter(|d| (MIN_TICK..=MAX_TICK).contains(d))
+                        .ok_or_else(|| invalid(&TICK_SECONDS, &raw))?,
+                ),
             },
             schedule_seconds: number(self.schedule_seconds.as_deref(), &SCHEDULE_SECONDS, 1, 3600)?
                 as u32,
-            checkpoint_table: {
-                let raw = get(self.checkpoint_table.as_deref(), &CHECKPOINT_TABLE)?;
-                if raw.is_empty() {
-                    None
-                } else {
-                    Some(name(
-                        self.checkpoint_table.as_deref(),
-                        &CHECKPOINT_TABLE,
-                        true,
-                    )?)
-                }
+            checkpoint_table: match get(self.checkpoint_table.as_deref(), &CHECKPOINT_TABLE)? {
+                raw if raw.is_empty() => None,
+                raw => Some(name(Some(&raw), &CHECKPOINT_TABLE, true)?),
             },
             max_catchup_seconds: {
                 let raw = get(self.max_catchup.as_deref(), &MAX_CATCHUP)?;
@@ -71,16 +58,12 @@ impl Settings {
                     .filter(|s| (60..=30 * 86_400).contains(s))
                     .ok_or_else(|| invalid(&MAX_CATCHUP, &raw))?
             },
-            expiry_events: {
-                let raw = get(self.expiry_events.as_deref(), &EXPIRY_EVENTS)?;
-                if raw.is_empty() {
-                    None
-                } else {
-                    Some(
-                        SinkTarget::parse(&raw)
-                            .map_err(|problem| rejected(&EXPIRY_EVENTS, &raw, problem))?,
-                    )
-                }
+            expiry_events: match get(self.expiry_events.as_deref(), &EXPIRY_EVENTS)? {
+                raw if raw.is_empty() => None,
+                raw => Some(
+                    SinkTarget::parse(&raw)
+                        .map_err(|problem| rejected(&EXPIRY_EVENTS, &raw, problem))?,
+                ),
             },
             expiry_events_mode: {
                 let raw = get(self.expiry_events_mode.as_deref(), &EXPIRY_EVENTS_MODE)?;
@@ -101,28 +84,12 @@ impl Settings {
             },
             metrics_namespace: {
                 // METRICS_NAMESPACE wins; unset, Powertools' POWERTOOLS_METRICS_NAMESPACE.
-                let powertools = self
-                    .powertools_metrics_namespace
-                    .clone()
-                    .map(|v| v.trim().to_owned())
-                    .filter(|v| !v.is_empty());
-                let explicit = self
-                    .metrics_namespace
-                    .as_deref()
-                    .is_some_and(|v| !v.trim().is_empty());
-                let (raw, source) = match powertools {
-                    Some(v) if !explicit => (
-                        v,
-                        Setting {
-                            var: POWERTOOLS_METRICS_NAMESPACE,
-                            ..METRICS_NAMESPACE
-                        },
-                    ),
-                    _ => (
-                        get(self.metrics_namespace.as_deref(), &METRICS_NAMESPACE)?,
-                        METRICS_NAMESPACE,
-                    ),
-                };
+                let powertools = self.powertools_metrics_namespace.as_deref();
+                let (mut raw, mut source) = (self.metrics_namespace.as_deref(), METRICS_NAMESPACE);
+                if !given(raw) && given(powertools) {
+                    (raw, source.var) = (powertools, POWERTOOLS_METRICS_NAMESPACE);
+                }
+                let raw = get(raw, &source)?;
                 let ok = raw.len() <= 255
                     && !raw.starts_with("AWS/")
                     && raw.chars().all(|c| {
@@ -146,11 +113,7 @@ impl Settings {
             }
         }
         let needed = covering_lookback(config.window_seconds, config.schedule_seconds);
-        let explicit = self
-            .lookback_windows
-            .as_deref()
-            .is_some_and(|v| !v.trim().is_empty());
-        if !explicit {
+        if !given(self.lookback_windows.as_deref()) {
             config.lookback_windows = config.lookback_windows.max(needed);
         } else if config.lookback_windows < needed && config.checkpoint_table.is_none() {
             return Err(ConfigError::Uncovered {
@@ -248,6 +211,11 @@ pub fn window_shape(
     shards: Option<&str>,
 ) -> Result<(u32, u32), ConfigError> {
     Ok((window_seconds(seconds)?, window_shards(shards)?))
+}
+
+/// Whether a value was given: present and not blank.
+fn given(raw: Option<&str>) -> bool {
+    raw.is_some_and(|v| !v.trim().is_empty())
 }
 
 /// The trimmed value, or the default when absent or blank.

@@ -5,9 +5,8 @@
 //! completely. A sweep reads the current window and the lookback, then catches up on the older
 //! windows back to the one that holds the checkpoint (never further back than `MAX_CATCHUP`),
 //! oldest first and in bounded slices, moving the checkpoint forward after every slice over the
-//! windows swept completely — only windows wholly in the past, and never backwards. A backlog
-//! too long for one invocation is therefore worked off across invocations, each one keeping the
-//! progress it made.
+//! windows swept completely — only windows wholly in the past, and never backwards. A backlog too
+//! long for one invocation is worked off across invocations, each keeping its progress.
 
 use crate::expiry::window::{windows_to_sweep, Window};
 use crate::expiry::Timestamp;
@@ -37,18 +36,6 @@ pub struct Plan {
     pub floor: Option<i64>,
     /// True when the checkpoint was older than the catch-up cap: older windows are not read.
     pub capped: bool,
-}
-
-impl Plan {
-    /// Every window of the plan, newest first (the recent ones, then the catch-up ones).
-    /// Materializes the catch-up: for tests and small plans.
-    pub fn windows(&self) -> Vec<Window> {
-        let mut all = self.recent.clone();
-        let mut older: Vec<Window> = self.catchup.collect();
-        older.reverse();
-        all.extend(older);
-        all
-    }
 }
 
 /// The windows a catch-up still has to read, oldest first, without holding them in memory: a
@@ -178,6 +165,17 @@ mod tests {
     use super::*;
 
     const T: i64 = 1_658_265_960; // a minute boundary
+
+    impl Plan {
+        /// Every window of the plan, newest first (the recent ones, then the catch-up ones).
+        fn windows(&self) -> Vec<Window> {
+            let mut all = self.recent.clone();
+            let mut older: Vec<Window> = self.catchup.collect();
+            older.reverse();
+            all.extend(older);
+            all
+        }
+    }
 
     fn ends(plan: &Plan) -> Vec<i64> {
         plan.windows().iter().map(|w| w.end - T).collect()

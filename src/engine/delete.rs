@@ -53,8 +53,7 @@ pub(super) struct Deleter<'a, S> {
 
 /// Where notify mode keeps the events owed for a chunk's deletes (`super::hook::Notifier`).
 pub(super) trait OwedEvents: Sync {
-    /// The item with `key` (ttl as read) is deleted; `returned`: the item as the delete
-    /// returned it.
+    /// The item with `key` (ttl as read) is deleted; `returned`: the item the delete returned.
     fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>);
     /// Whether an event has been owed long enough to be published between deletes.
     fn due(&self) -> bool;
@@ -144,12 +143,10 @@ impl<S: Store> Deleter<'_, S> {
         }
     }
 
-    /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl. Right before every
-    /// send — first send or retry, and again after whatever the chunk waited for — each key's
-    /// read is checked: a key read longer than `batch_max_read_age` ago is read again, once,
-    /// with one strongly consistent `BatchGetItem` for all such keys of the chunk (one request,
-    /// not one per key), and goes on only if its ttl is still the one read; a key that ages past
-    /// the bound a second time is deleted conditionally. No request starts after the stop.
+    /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl, within
+    /// `batch_max_read_age` of each key's read, checked right before every send (see
+    /// [`super::BATCH_MAX_READ_AGE`]): stale keys are read again, in one `BatchGetItem` for the
+    /// chunk. No request starts after the stop.
     async fn delete_batch(&self, chunk: Vec<Expired>, now: Timestamp, stop: &Stop) -> ChunkOutcome {
         let mut out = ChunkOutcome::default();
         let mut remaining = chunk;
@@ -282,10 +279,9 @@ impl<S: Store> Deleter<'_, S> {
     }
 
     /// Reads `keys` again (aged past the bound) with one strongly consistent `BatchGetItem`;
-    /// returns those still there with the ttl read, read now. A key found gone counts as gone
-    /// (its event owed if an earlier attempt may have deleted it); one whose ttl changed is kept.
-    /// If the read fails, the keys come back unchanged, marked as read again: stale, they are
-    /// deleted conditionally.
+    /// returns those still there with the ttl read, read now. A key found gone counts as gone (its
+    /// event owed if an earlier attempt may have deleted it); one whose ttl changed is kept. If the
+    /// read fails, the keys come back marked as read again: stale, they go conditional.
     async fn read_again(
         &self,
         keys: Vec<Expired>,
@@ -353,9 +349,8 @@ impl<S: Store> Deleter<'_, S> {
         }
     }
 
-    /// The sweep stops with `keys` unsent or waiting for a retry (`reason`: the last attempt's
-    /// outcome). Keys an earlier attempt may have deleted are settled (see [`Self::settle`]);
-    /// the others are left for the next sweep.
+    /// The sweep stops with `keys` unsent or waiting for a retry (`reason`: the last outcome). Keys
+    /// an earlier attempt may have deleted are settled ([`Self::settle`]); the rest are left.
     async fn give_up(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
         let (maybe, unsent): (Vec<Expired>, Vec<Expired>) =
             keys.into_iter().partition(|e| e.maybe_applied);
@@ -369,14 +364,13 @@ impl<S: Store> Deleter<'_, S> {
     }
 
     /// The sweep must stop while `keys` wait for a retry after an attempt that may have been
-    /// applied (`reason`). With expiry events (`track_keys`) their fate decides whether an event
-    /// is owed, so one consistent read settles what it can: a key found gone was most likely
-    /// deleted by that attempt and is owed its event (as a retry finding it gone would). A key
-    /// still there is reported as failed, by key: the attempt that timed out may yet be applied
-    /// after the read (a request outlives its client's timeout), and then no event would follow;
-    /// the next sweep deletes it, with its event, if it was not. If the read fails too, the keys
-    /// are reported as failed as well — never silently counted as left. Without events they are
-    /// simply left.
+    /// applied (`reason`). With expiry events (`track_keys`) their fate decides whether an event is
+    /// owed, so one consistent read settles what it can: a key found gone was most likely deleted
+    /// by that attempt and is owed its event (as a retry finding it gone would). A key still there
+    /// is reported as failed, by key: the attempt that timed out may yet be applied after the read
+    /// (a request outlives its client's timeout), and then no event would follow; the next sweep
+    /// deletes it, with its event, if it was not. If the read fails too, the keys are reported as
+    /// failed as well — never silently counted as left. Without events they are simply left.
     async fn settle(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
         if !self.track_keys {
             out.left += keys.len() as u64;
@@ -477,10 +471,8 @@ impl<S: Store> Deleter<'_, S> {
                     }
                     Ok((ConditionalOutcome::Gone, _)) => {
                         out.gone += 1;
-                        // Found gone after an attempt that may have been applied (a timeout, a
-                        // dropped connection, a 5xx): most likely deleted by it, so its event is
-                        // owed (a duplicate, with the same id, if someone else deleted it). Not
-                        // after a throttle or an unprocessed key: neither deleted anything.
+                        // Most likely deleted by an attempt whose answer was lost: its event is
+                        // owed (a duplicate, same id, if someone else deleted it).
                         if e.maybe_applied {
                             self.owe_event(&e, None);
                         }

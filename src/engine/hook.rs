@@ -30,7 +30,7 @@ use crate::expiry::window::parse_ttl;
 use crate::expiry::{Clock, Timestamp};
 use crate::store::{key_to_json, Key, Store, TableSchema};
 
-/// A boxed future, so that [`ExpiryHook`] can be used as `dyn ExpiryHook`.
+/// A boxed future, so that [`ExpiryHook`] (and the events' `Sink`) can be trait objects.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// An item the sweep found expired as read, as an event describes it.
@@ -113,8 +113,7 @@ impl Owed {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Everything still owed, taken: events whose items were deleted and that were not (or not
-    /// surely) published.
+    /// Everything still owed, taken: events of deleted items not (or not surely) published.
     pub(super) fn take_all(&self) -> Vec<Expiry> {
         std::mem::take(&mut *self.lock())
             .into_iter()
@@ -140,8 +139,7 @@ pub(super) struct Notifier<'a> {
 }
 
 impl OwedEvents for Notifier<'_> {
-    /// The item with `key` (ttl as read) is deleted: its event is owed. `returned`: the item as
-    /// the delete returned it, preferred to the one read before.
+    /// The item as the delete returned it is preferred to the one read before.
     fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>) {
         let item = returned.or_else(|| {
             self.described
@@ -215,12 +213,6 @@ pub(super) async fn delete_with_events<S: Store>(
     } else {
         vec![None; chunk.len()]
     };
-    let expiry = |e: &Expired, item: &Option<Key>, at| Expiry {
-        key: e.key.clone(),
-        ttl: e.ttl,
-        item: item.clone(),
-        at,
-    };
     if !hook.archive() {
         let notifier = Notifier {
             hook,
@@ -252,7 +244,12 @@ pub(super) async fn delete_with_events<S: Store>(
     let expiries: Vec<Expiry> = chunk
         .iter()
         .zip(&items)
-        .map(|(e, i)| expiry(e, i, at))
+        .map(|(e, item)| Expiry {
+            key: e.key.clone(),
+            ttl: e.ttl,
+            item: item.clone(),
+            at,
+        })
         .collect();
     let publications = expiries.iter().cloned().map(Publication::Expired).collect();
     let (deliveries, mut tally) = hook.publish(publications, stop).await;
@@ -280,16 +277,12 @@ pub(super) async fn delete_with_events<S: Store>(
     out.absorb(refused);
     let cancelled_at = wall();
     let cancellations: Vec<Publication> = kept
-        .into_iter()
-        .filter_map(|key| {
-            let expiry = expiries.iter().find(|x| x.key == key)?.clone();
-            Some(Publication::Cancelled(
-                Expiry {
-                    item: None,
-                    ..expiry
-                },
-                cancelled_at,
-            ))
+        .iter()
+        .filter_map(|key| expiries.iter().find(|x| x.key == *key))
+        .map(|x| {
+            let mut expiry = x.clone();
+            expiry.item = None;
+            Publication::Cancelled(expiry, cancelled_at)
         })
         .collect();
     if !cancellations.is_empty() {
@@ -300,18 +293,11 @@ pub(super) async fn delete_with_events<S: Store>(
 }
 
 /// Archive mode, after a chunk's deletes: the items whose expiry the sink accepted but whose
-/// delete failed (`out.failed`) or was not made because the sweep had to stop (`out.left_keys`),
-/// read again with one consistent `BatchGetItem` (also when the sweep must stop: a single
-/// attempt). An item
-///
-/// - gone (an attempt whose answer was lost deleted it, or the application did) is counted
-///   `gone` instead: the accepted expiry stands;
-/// - whose ttl is no longer the one read (extended, removed, rewritten) is counted `skipped`, as
-///   the conditional delete would have, and its key is returned: it is owed a cancellation;
-/// - still there with the ttl read stays failed or left: the next sweep finds it in the same
-///   window, publishes the same id again and deletes it.
-///
-/// If the read fails, everything stays as it was (and is logged).
+/// delete failed (`out.failed`) or was not made (`out.left_keys`), read again with one consistent
+/// `BatchGetItem` (a single attempt, also when the sweep must stop) and settled as the module
+/// docs say. A gone item counts as `gone` (an attempt whose answer was lost, or the application,
+/// deleted it); one with another ttl as `skipped`, as the conditional delete would have, and its
+/// key is returned, owed a cancellation. If the read fails, everything stays as it was (logged).
 async fn reconcile<S: Store>(
     store: &S,
     schema: &TableSchema,
@@ -375,8 +361,7 @@ async fn reconcile<S: Store>(
     cancel
 }
 
-/// The chunk's whole items, read consistently; `None` for an item not found or when the read
-/// fails (the events then go without it).
+/// The chunk's whole items, read consistently; `None` for one not found or if the read fails.
 async fn read_items<S: Store>(
     store: &S,
     schema: &TableSchema,

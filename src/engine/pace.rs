@@ -19,13 +19,12 @@ pub(super) fn read_ahead(options: &SweepOptions) -> usize {
     READ_AHEAD_ROUNDS * BATCH_SIZE * (options.max_concurrency.max(1) + 1)
 }
 
-/// Takes up to `want` keys of the sweep's read-ahead budget for the next page of a partition
-/// that holds `pending` keys already: waits for a partition's fair share ([`READ_AHEAD_ROUNDS`]
-/// chunks, so a page is worth its request), then takes without waiting half of what is free
-/// beyond a fair share for each other partition running, in whole chunks, so the page and what
-/// is pending add up to whole chunks when the page is full. The wait always ends: each running
-/// partition holds fewer than a chunk while it waits, and the budget is a fair share for every
-/// partition that may run.
+/// Takes up to `want` keys of the sweep's read-ahead budget for the next page of a partition that
+/// holds `pending` keys already: waits for a partition's fair share ([`READ_AHEAD_ROUNDS`] chunks,
+/// so a page is worth its request), then takes without waiting half of what is free beyond a fair
+/// share for each other partition running, in whole chunks, so the page and what is pending add up
+/// to whole chunks when the page is full. The wait always ends: each running partition holds fewer
+/// than a chunk while it waits, and the budget is a fair share for every partition that may run.
 pub(super) async fn take_budget(slots: &Slots, pending: usize, want: u32) -> OwnedSemaphorePermit {
     let chunk = BATCH_SIZE as u32;
     let fair = READ_AHEAD_ROUNDS as u32 * chunk;
@@ -87,8 +86,7 @@ impl PagePace {
         self.limit
     }
 
-    /// A page of `items` took `took` from its arrival until its last whole chunk was handed
-    /// to a delete task.
+    /// A page of `items` took `took` from its arrival until its last whole chunk went to a task.
     pub(super) fn observe(&mut self, items: usize, took: std::time::Duration) {
         let (Some(max_age), Some(limit)) = (self.max_age, self.limit) else {
             return;
@@ -115,6 +113,7 @@ impl PagePace {
 
 /// What the partitions of one sweep share: the slots for requests sent at once, the read-ahead
 /// budget of keys held at once (see [`read_ahead`]), and how many partitions are running.
+#[derive(Clone)]
 pub(super) struct Slots {
     pub(super) permits: Arc<Semaphore>,
     pub(super) budget: Arc<Semaphore>,

@@ -36,9 +36,8 @@ pub(super) fn joined<T>(result: Result<T, JoinError>) -> T {
     }
 }
 
-/// Outcome of sweeping one partition (one shard of one window): its chunks' outcomes already
-/// folded into counters and the lag histogram as they finished, so a partition's memory does not
-/// grow with what it deletes.
+/// Outcome of sweeping one partition (one shard of one window), its chunks' outcomes folded into
+/// counters and the lag histogram as they finished: its memory does not grow with what it deletes.
 #[derive(Debug, Default)]
 pub(super) struct PartitionOutcome {
     pub(super) read_all: bool,
@@ -252,8 +251,7 @@ impl<S: Store> Shared<S> {
                 Some(h) => h.merge(granted),
                 None => held = Some(granted),
             }
-            // Whole chunks go now, from the back (order does not matter); a partial chunk waits
-            // for the next page.
+            // Whole chunks go now, from the back (order does not matter); a partial one waits.
             while pending.len() >= BATCH_SIZE && !stop.reached() {
                 let chunk = pending.split_off(pending.len() - BATCH_SIZE);
                 delete(&mut inflight, chunk, &mut held);

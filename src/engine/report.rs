@@ -156,9 +156,8 @@ pub struct SweepReport {
     /// their turn came, read again with a strongly consistent `BatchGetItem` (one request per
     /// chunk) before their send; an item found gone or with another ttl is not sent.
     pub items_reread: u64,
-    /// Batch mode: keys older than the batch bound a second time, after being read again,
-    /// deleted with a conditional `DeleteItem` instead of `BatchWriteItem` (they are also counted
-    /// as deleted, kept or gone).
+    /// Batch mode: keys older than the batch bound again after being read again, deleted with a
+    /// conditional `DeleteItem` instead (also counted as deleted, kept or gone).
     pub items_conditional: u64,
     /// Expiry lag of the deleted items, relative to the sweep instant.
     pub lag: LagStats,
@@ -220,13 +219,10 @@ impl SweepReport {
     }
 
     fn add_failed_events(&mut self, events: impl IntoIterator<Item = FailedEvent>) {
-        for e in events {
-            if self.failed_event_ids.len() < MAX_FAILED_EVENTS {
-                self.failed_event_ids.push(e);
-            } else {
-                self.failed_event_ids_dropped += 1;
-            }
-        }
+        let mut events = events.into_iter();
+        let room = MAX_FAILED_EVENTS.saturating_sub(self.failed_event_ids.len());
+        self.failed_event_ids.extend(events.by_ref().take(room));
+        self.failed_event_ids_dropped += events.count() as u64;
     }
 
     /// True when every window was read to the end and every found item was handled.
@@ -287,24 +283,18 @@ impl SweepReport {
 
     /// Keeps up to [`MAX_FAILED_KEYS`] failed keys, counting the rest.
     pub fn add_failed_keys(&mut self, keys: impl IntoIterator<Item = FailedKey>) {
-        for key in keys {
-            if self.failed_keys.len() < MAX_FAILED_KEYS {
-                self.failed_keys.push(key);
-            } else {
-                self.failed_keys_dropped += 1;
-            }
-        }
+        let mut keys = keys.into_iter();
+        let room = MAX_FAILED_KEYS.saturating_sub(self.failed_keys.len());
+        self.failed_keys.extend(keys.by_ref().take(room));
+        self.failed_keys_dropped += keys.count() as u64;
     }
 
     /// Keeps up to [`MAX_ERRORS`] errors, counting the rest.
     pub fn add_errors(&mut self, errors: impl IntoIterator<Item = SweepErrorEntry>) {
-        for e in errors {
-            if self.errors.len() < MAX_ERRORS {
-                self.errors.push(e);
-            } else {
-                self.errors_dropped += 1;
-            }
-        }
+        let mut errors = errors.into_iter();
+        let room = MAX_ERRORS.saturating_sub(self.errors.len());
+        self.errors.extend(errors.by_ref().take(room));
+        self.errors_dropped += errors.count() as u64;
     }
 }
 

@@ -1,8 +1,7 @@
 //! When to stop and how long to wait: [`Stop`], the deadline-or-shutdown condition every loop of
-//! the engine checks before starting new work, and the instant by which every store call of a
-//! sweep ends; and [`full_jitter`], the one exponential backoff
-//! for every retry loop of ours (the engine's delete retries, event publishing, backfill; the
-//! SDK retries reads with its own).
+//! the engine checks before starting new work, and the instant by which every store call of a sweep
+//! ends; and [`full_jitter`], the one exponential backoff for every retry loop of ours (the
+//! engine's delete retries, event publishing, backfill; the SDK retries reads with its own).
 
 use std::future::Future;
 use std::time::Duration;

@@ -1,12 +1,10 @@
 //! [`Sweeper`]: one pass over the windows that can hold expired items.
 //!
-//! Partitions (window, or window and shard) are read concurrently and delete requests run
-//! concurrently, both bounded by `max_concurrency`. Unprocessed keys, throttling and 5xx answers
-//! are retried with exponential backoff and full jitter; keys that still fail are returned in the
-//! report, never dropped. The pass starts no new work once its [`Stop`] condition holds
-//! (deadline or shutdown) and reports what it left for the next run. With a checkpoint it also
-//! covers every window since the last fully swept boundary (see [`super::checkpoint`]) and then
-//! moves the checkpoint forward.
+//! Partitions (window, or window and shard) are read, and delete requests sent, concurrently,
+//! both bounded by `max_concurrency`; keys that still fail after the retries are reported, never
+//! dropped. The pass starts no new work once its [`Stop`] condition holds (deadline or shutdown)
+//! and reports what it left for the next run. With a checkpoint it also covers every window since
+//! the last fully swept boundary (see [`super::checkpoint`]), then moves the checkpoint forward.
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
@@ -227,8 +225,7 @@ impl<S: Store> Sweeper<S> {
         report
     }
 
-    /// Sweeps exactly `windows` (each one's shards in the shard range) for items expired at
-    /// `now`; no checkpoint.
+    /// Sweeps exactly `windows` (their shards in range) for items expired at `now`; no checkpoint.
     pub async fn sweep_windows(
         &self,
         now: Timestamp,
@@ -269,9 +266,11 @@ impl<S: Store> Sweeper<S> {
         let shards = self.shared.schema.layout.window_shards.max(1);
         let range = self.shard_range();
         let limit = self.shared.options.max_concurrency.max(1);
-        let permits = Arc::new(Semaphore::new(limit));
-        let budget = Arc::new(Semaphore::new(read_ahead(&self.shared.options)));
-        let partitions_running = Arc::new(AtomicUsize::new(0));
+        let slots = Slots {
+            permits: Arc::new(Semaphore::new(limit)),
+            budget: Arc::new(Semaphore::new(read_ahead(&self.shared.options))),
+            running: Arc::new(AtomicUsize::new(0)),
+        };
         let inner = stop.child();
         let partitions = windows.iter().enumerate().flat_map(|(i, w)| {
             range
@@ -305,13 +304,8 @@ impl<S: Store> Sweeper<S> {
                 }
             }
             let (shared, inner) = (self.shared.clone(), inner.clone());
-            let slots = Slots {
-                permits: permits.clone(),
-                budget: budget.clone(),
-                running: partitions_running.clone(),
-            };
-            let events = events.clone();
-            let counted = Running::new(&partitions_running);
+            let (slots, events) = (slots.clone(), events.clone());
+            let counted = Running::new(&slots.running);
             running.spawn(async move {
                 let _counted = counted;
                 let out =
@@ -333,8 +327,7 @@ impl<S: Store> Sweeper<S> {
     }
 }
 
-/// Moves the checkpoint forward, slice by slice, over the unbroken run of windows swept
-/// completely since the floor.
+/// Moves the checkpoint, slice by slice, over the unbroken run of complete windows since the floor.
 struct CheckpointMover<'a, S> {
     /// Its checkpoint writes end when the sweep's calls must ([`Stop::bound`]).
     stop: &'a Stop,

@@ -7,10 +7,9 @@
 //! deletes everything whose ttl is before `s + 0.02`, including an item whose ttl is `s`.
 //!
 //! A full sweep (lookback windows and checkpoint catch-up) runs beside the ticks, not in their
-//! place: when the series starts and every `full_every` after. Ticks read the windows that can
-//! hold items expired since the previous tick: one or two per shard when the tick period is
-//! shorter than a window, every window since the previous tick when it is longer (or after a
-//! gap), up to `MAX_CATCHUP` back.
+//! place: when the series starts and every `full_every` after. Ticks read the windows that can hold
+//! items expired since the previous tick: one or two per shard when the tick period is shorter than
+//! a window, all since the previous tick when longer (or after a gap), up to `MAX_CATCHUP` back.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -72,11 +71,8 @@ where
     let catchup_cap = Duration::from_secs(sweeper.options().max_catchup_seconds);
     let on_tick = RefCell::new(on_tick);
     // The start (epoch seconds) of the oldest window the ticks read: full sweeps stop below it.
-    let tick_floor = AtomicI64::new(
-        Window::containing_instant(first_now, width)
-            .previous()
-            .start,
-    );
+    let first_window = Window::containing_instant(first_now, width);
+    let tick_floor = AtomicI64::new(first_window.previous().start);
     let past_until = |wake: Instant| {
         ticks.until.is_some_and(|u| wake >= u) || stop.deadline().is_some_and(|d| wake >= d)
     };
@@ -129,10 +125,8 @@ where
         loop {
             let last = Instant::now();
             let below = tick_floor.load(Ordering::Relaxed);
-            record(
-                &mut total,
-                sweeper.sweep_below(now, Some(below), stop).await,
-            );
+            let report = sweeper.sweep_below(now, Some(below), stop).await;
+            record(&mut total, report);
             let wake = last + ticks.full_every;
             if stop.reached() || past_until(wake) {
                 break;

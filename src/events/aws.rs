@@ -91,15 +91,6 @@ impl EventBridgeSink {
     }
 }
 
-impl Sink for EventBridgeSink {
-    fn put<'a>(
-        &'a self,
-        batch: &'a [ExpiryEvent],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
-        Box::pin(self.send(batch))
-    }
-}
-
 /// SQS: `SendMessageBatch` to one queue; FIFO queues (`.fifo`) get the event's
 /// [`ExpiryEvent::deduplication_id`] as deduplication id and the table as message group.
 #[derive(Debug, Clone)]
@@ -158,23 +149,17 @@ impl SqsSink {
             .await
             .map_err(|e| SinkError::from(StoreError::from_sdk("SendMessageBatch", e)))?;
         let mut results: Vec<Option<EntryResult>> = vec![None; batch.len()];
-        for ok in &out.successful {
-            if let Some(slot) = ok.id.parse::<usize>().ok().and_then(|i| results.get_mut(i)) {
-                *slot = Some(EntryResult::Accepted);
-            }
-        }
-        for failed in &out.failed {
-            if let Some(slot) = failed
-                .id
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| results.get_mut(i))
-            {
-                *slot = Some(refused(
-                    Some(&failed.code),
-                    failed.message.as_deref(),
-                    Some(!failed.sender_fault),
-                ));
+        let accepted = out
+            .successful
+            .iter()
+            .map(|s| (&s.id, EntryResult::Accepted));
+        let failed = out.failed.iter().map(|f| {
+            let result = refused(Some(&f.code), f.message.as_deref(), Some(!f.sender_fault));
+            (&f.id, result)
+        });
+        for (id, result) in accepted.chain(failed) {
+            if let Some(slot) = id.parse::<usize>().ok().and_then(|i| results.get_mut(i)) {
+                *slot = Some(result);
             }
         }
         let answered = results.iter().filter(|r| r.is_some()).count();
@@ -182,15 +167,6 @@ impl SqsSink {
             return Err(mismatched("SendMessageBatch", batch.len(), answered));
         }
         Ok(results.into_iter().flatten().collect())
-    }
-}
-
-impl Sink for SqsSink {
-    fn put<'a>(
-        &'a self,
-        batch: &'a [ExpiryEvent],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
-        Box::pin(self.send(batch))
     }
 }
 
@@ -231,15 +207,11 @@ impl FirehoseSink {
             .send()
             .await
             .map_err(|e| SinkError::from(StoreError::from_sdk("PutRecordBatch", e)))?;
-        if out.request_responses.len() != batch.len() {
-            return Err(mismatched(
-                "PutRecordBatch",
-                batch.len(),
-                out.request_responses.len(),
-            ));
+        let answers = &out.request_responses;
+        if answers.len() != batch.len() {
+            return Err(mismatched("PutRecordBatch", batch.len(), answers.len()));
         }
-        Ok(out
-            .request_responses
+        Ok(answers
             .iter()
             .map(|r| match (&r.error_code, &r.record_id) {
                 (None, Some(_)) => EntryResult::Accepted,
@@ -249,14 +221,21 @@ impl FirehoseSink {
     }
 }
 
-impl Sink for FirehoseSink {
-    fn put<'a>(
-        &'a self,
-        batch: &'a [ExpiryEvent],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
-        Box::pin(self.send(batch))
-    }
+/// Each adapter is a [`Sink`] through its own `send`.
+macro_rules! sink_through_send {
+    ($($sink:ty),*) => {$(
+        impl Sink for $sink {
+            fn put<'a>(
+                &'a self,
+                batch: &'a [ExpiryEvent],
+            ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
+                Box::pin(self.send(batch))
+            }
+        }
+    )*};
 }
+
+sink_through_send!(EventBridgeSink, SqsSink, FirehoseSink);
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,5 @@
 //! The event model, pure: what an expiry event says, its stable id, and its JSON shapes — the
-//! `detail` object, and the envelope (`{"source", "detail-type", "detail"}`) that SQS messages
-//! and Firehose records carry.
+//! `detail` object, and the envelope (`{"source", "detail-type", "detail"}`) of SQS and Firehose.
 
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
@@ -70,8 +69,7 @@ impl EventKind {
 
 /// The stable id of an expiry: lowercase hex SHA-256 of `table`, the key in DynamoDB JSON with
 /// attributes in name order and no whitespace, and the ttl's shortest decimal form, separated by
-/// newlines. The same table, key and ttl give the same id whatever order the key's attributes
-/// come in.
+/// newlines: the same id whatever order the key's attributes come in.
 pub fn event_id(table: &str, key: &Key, ttl: f64) -> String {
     let mut hash = Sha256::new();
     hash.update(table.as_bytes());
@@ -201,12 +199,9 @@ impl ExpiryEvent {
 
     /// Drops the item (to fit a size limit) and marks the event truncated; false if it had none.
     pub fn drop_item(&mut self) -> bool {
-        if self.item.take().is_some() {
-            self.truncated = true;
-            true
-        } else {
-            false
-        }
+        let dropped = self.item.take().is_some();
+        self.truncated |= dropped;
+        dropped
     }
 
     /// The detail object.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::model::ExpiryEvent;
-use super::sink::{EntryResult, Sink, SinkKind};
+use super::sink::{EntryResult, Sink, SinkError, SinkKind};
 use crate::engine::hook::Delivery;
 use crate::engine::retry::full_jitter;
 use crate::engine::Stop;
@@ -25,10 +25,9 @@ pub struct Publisher {
     pub backoff_cap: Duration,
 }
 
-/// How long past the stop's deadline a sink call may still run before it is given up (and its
-/// events reported failed): in the Lambda, whose stop is 3 s before the invocation's deadline, a
-/// call is abandoned 1 s before that deadline, so the sweep ends and its summary is written with
-/// every event accounted for.
+/// How long past the stop's deadline a sink call may run before it is given up (its events reported
+/// failed): in the Lambda, whose stop is 3 s before the deadline, a call ends 1 s before it, so the
+/// sweep ends and its summary is written with every event accounted for.
 pub const PUBLISH_PAST_STOP: Duration = Duration::from_secs(2);
 
 /// What publishing a list of events did.
@@ -83,44 +82,32 @@ impl Publisher {
                 let put = self.sink.put(&batch_events[range.clone()]);
                 let answer = match stop.deadline() {
                     None => put.await,
-                    Some(d) => match tokio::time::timeout_at(d + PUBLISH_PAST_STOP, put).await {
-                        Ok(answer) => answer,
-                        Err(_) => {
-                            // Not retried: the sweep is out of time. Reported by id, never
-                            // silently lost with the invocation.
-                            for (i, _) in slots {
-                                out.deliveries[*i] = Delivery::Failed(
-                                    "the sink had not answered when the sweep ran out of time \
-                                     (its deadline)"
-                                        .into(),
-                                );
-                            }
-                            continue;
-                        }
-                    },
+                    // Not retried: the sweep is out of time. Reported by id, never silently lost.
+                    Some(d) => tokio::time::timeout_at(d + PUBLISH_PAST_STOP, put)
+                        .await
+                        .unwrap_or_else(|_| {
+                            let late = "the sink had not answered when the sweep ran out of time \
+                                        (its deadline)";
+                            Err(SinkError::new(false, late))
+                        }),
                 };
                 match answer {
                     Ok(results) if results.len() == slots.len() => {
                         for ((i, _), result) in slots.iter().zip(results) {
                             match result {
                                 EntryResult::Accepted => out.deliveries[*i] = Delivery::Accepted,
-                                EntryResult::Failed {
-                                    retryable: true,
-                                    reason,
-                                } => still.push((*i, reason)),
-                                EntryResult::Failed {
-                                    retryable: false,
-                                    reason,
-                                } => out.deliveries[*i] = Delivery::Failed(reason),
+                                EntryResult::Failed { retryable, reason } if retryable => {
+                                    still.push((*i, reason))
+                                }
+                                EntryResult::Failed { reason, .. } => {
+                                    out.deliveries[*i] = Delivery::Failed(reason)
+                                }
                             }
                         }
                     }
                     Ok(results) => {
-                        let reason = format!(
-                            "the sink answered {} results for {} entries",
-                            results.len(),
-                            slots.len()
-                        );
+                        let (got, sent) = (results.len(), slots.len());
+                        let reason = format!("the sink answered {got} results for {sent} entries");
                         still.extend(slots.iter().map(|(i, _)| (*i, reason.clone())));
                     }
                     Err(e) if e.retryable => {

@@ -3,14 +3,10 @@
 //! one-method seam [`Sink`] the publisher sends batches through.
 
 use std::fmt;
-use std::future::Future;
 use std::ops::Range;
-use std::pin::Pin;
 
 use super::model::ExpiryEvent;
-
-/// A boxed future, so that [`Sink`] can be used as `dyn Sink`.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::engine::hook::BoxFuture;
 
 /// Which service a sink is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,31 +59,24 @@ impl SinkTarget {
         if target.is_empty() {
             return Err(format!("empty target after {scheme:?}"));
         }
-        match scheme.as_str() {
+        // Whether the target is well formed, the sink it names, and what it must be otherwise.
+        let (ok, sink, expected): (bool, fn(String) -> SinkTarget, &str) = match scheme.as_str() {
+            "eventbridge" if target.starts_with("arn:") => {
+                let parts: Vec<&str> = target.splitn(6, ':').collect();
+                let ok = parts.len() == 6
+                    && !parts[1].is_empty()
+                    && parts[2] == "events"
+                    && !parts[3].is_empty()
+                    && parts[4].len() == 12
+                    && parts[4].bytes().all(|b| b.is_ascii_digit())
+                    && parts[5].strip_prefix("event-bus/").is_some_and(bus_name_ok);
+                let arn =
+                    "an event bus ARN (arn:<partition>:events:<region>:<account>:event-bus/<name>)";
+                (ok, SinkTarget::EventBridge, arn)
+            }
             "eventbridge" => {
-                if target.starts_with("arn:") {
-                    let parts: Vec<&str> = target.splitn(6, ':').collect();
-                    let ok = parts.len() == 6
-                        && !parts[1].is_empty()
-                        && parts[2] == "events"
-                        && !parts[3].is_empty()
-                        && parts[4].len() == 12
-                        && parts[4].bytes().all(|b| b.is_ascii_digit())
-                        && parts[5].strip_prefix("event-bus/").is_some_and(bus_name_ok);
-                    if ok {
-                        Ok(SinkTarget::EventBridge(target.to_owned()))
-                    } else {
-                        Err(format!(
-                            "{target:?} is not an event bus ARN (arn:<partition>:events:<region>:<account>:event-bus/<name>)"
-                        ))
-                    }
-                } else if bus_name_ok(target) {
-                    Ok(SinkTarget::EventBridge(target.to_owned()))
-                } else {
-                    Err(format!(
-                        "{target:?} is not an event bus name (1-256 letters, digits, . - _ /)"
-                    ))
-                }
+                let name = "an event bus name (1-256 letters, digits, . - _ /)";
+                (bus_name_ok(target), SinkTarget::EventBridge, name)
             }
             "sqs" => {
                 let rest = target
@@ -100,27 +89,22 @@ impl SinkTarget {
                             && !r.chars().any(|c| c.is_whitespace())
                     })
                 });
-                if ok {
-                    Ok(SinkTarget::Sqs(target.to_owned()))
-                } else {
-                    Err(format!(
-                        "{target:?} is not a queue URL (https://sqs.<region>.amazonaws.com/<account>/<queue>)"
-                    ))
-                }
+                let url = "a queue URL (https://sqs.<region>.amazonaws.com/<account>/<queue>)";
+                (ok, SinkTarget::Sqs, url)
             }
             _ => {
                 let ok = (1..=64).contains(&target.len())
                     && target
                         .chars()
                         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
-                if ok {
-                    Ok(SinkTarget::Firehose(target.to_owned()))
-                } else {
-                    Err(format!(
-                        "{target:?} is not a delivery stream name (1-64 letters, digits, . - _)"
-                    ))
-                }
+                let name = "a delivery stream name (1-64 letters, digits, . - _)";
+                (ok, SinkTarget::Firehose, name)
             }
+        };
+        if ok {
+            Ok(sink(target.to_owned()))
+        } else {
+            Err(format!("{target:?} is not {expected}"))
         }
     }
 }

@@ -1,9 +1,8 @@
 //! Writer and reader helpers for application code that writes and reads swept tables.
 //!
-//! Writers call [`expiry_attributes`] on every put and ttl update to get the ttl and window
-//! attributes to store. Readers that must never see an expired item — even in the seconds before
-//! the sweeper deletes it — check [`is_expired`] or add [`live_items_filter`] to their Query or
-//! Scan.
+//! Writers call [`expiry_attributes`] on every put and ttl update for the ttl and window attributes
+//! to store. Readers that must never see an expired item — even in the seconds before the sweeper
+//! deletes it — check [`is_expired`] or add [`live_items_filter`] to their Query or Scan.
 //!
 //! They take and return the SDK's `AttributeValue` (feature `aws-sdk-dynamodb`, on by default)
 //! or `serde_dynamo`'s, through [`AttributeValueLike`].
@@ -13,8 +12,7 @@ use super::time::Timestamp;
 use super::value::AttributeValueLike;
 use super::window::{parse_ttl, ttl_state, TtlError, TtlState};
 
-/// The two attributes to store on an item that expires at `ttl` (epoch seconds):
-/// `[(ttl attribute, N), (window attribute, S)]`.
+/// The attributes to store on an item expiring at `ttl` (epoch seconds): `[(ttl, N), (window, S)]`.
 ///
 /// ```
 /// use aws_sdk_dynamodb::types::AttributeValue;
@@ -46,19 +44,15 @@ pub fn is_expired<V: AttributeValueLike>(
     ttl_attribute: &str,
     now: i64,
 ) -> bool {
-    match item.get(ttl_attribute).and_then(V::as_number_text) {
-        Some(n) => {
-            parse_ttl(n).is_ok_and(|t| ttl_state(t, Timestamp::from_secs(now)) == TtlState::Expired)
-        }
-        None => false,
-    }
+    let expired = |ttl| ttl_state(ttl, Timestamp::from_secs(now)) == TtlState::Expired;
+    let ttl = item.get(ttl_attribute).and_then(V::as_number_text);
+    ttl.is_some_and(|n| parse_ttl(n).is_ok_and(expired))
 }
 
 /// A filter expression that hides expired-but-present items from a Query or Scan:
 /// `(#ttl >= :now OR attribute_not_exists(#ttl))`, with its placeholder names and values.
 ///
-/// DynamoDB applies filters *after* reading: the hidden items still consume read capacity and
-/// count towards the 1 MB page limit.
+/// DynamoDB filters *after* reading: hidden items still consume read capacity and page space.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveItemsFilter<V> {
     /// The filter expression.
@@ -89,10 +83,10 @@ pub fn live_items_filter<V: AttributeValueLike>(
     }
 }
 
-#[cfg(all(test, feature = "aws-sdk-dynamodb"))]
+#[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_dynamodb::types::AttributeValue;
+    use serde_dynamo::AttributeValue;
     use std::collections::HashMap;
 
     fn item(ttl: Option<AttributeValue>) -> HashMap<String, AttributeValue> {

@@ -46,11 +46,6 @@ impl Timestamp {
         self.0 as f64 / 1000.0
     }
 
-    /// This instant rounded down to a whole second.
-    pub const fn floor_to_second(self) -> Self {
-        Timestamp::from_secs(self.secs())
-    }
-
     /// Milliseconds from `earlier` to this instant (negative if `earlier` is later).
     pub const fn millis_since(self, earlier: Timestamp) -> i64 {
         self.0.saturating_sub(earlier.0)
@@ -189,7 +184,6 @@ mod tests {
     fn seconds_round_down_and_iso_keeps_milliseconds() {
         let t = Timestamp::from_millis(1_658_265_980_999);
         assert_eq!(t.secs(), 1_658_265_980);
-        assert_eq!(t.floor_to_second(), Timestamp::from_secs(1_658_265_980));
         assert_eq!(t.iso(), "2022-07-19T21:26:20.999Z");
         assert_eq!(iso_millis(1_658_265_980), "2022-07-19T21:26:20.000Z");
         assert_eq!(Timestamp::from_millis(-1).secs(), -1);

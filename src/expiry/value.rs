@@ -16,60 +16,39 @@ pub trait AttributeValueLike: Sized {
     fn key_bytes(&self) -> Option<&[u8]>;
 }
 
-impl AttributeValueLike for serde_dynamo::AttributeValue {
-    fn number(text: String) -> Self {
-        serde_dynamo::AttributeValue::N(text)
-    }
-
-    fn string(text: String) -> Self {
-        serde_dynamo::AttributeValue::S(text)
-    }
-
-    fn as_number_text(&self) -> Option<&str> {
-        match self {
-            serde_dynamo::AttributeValue::N(n) => Some(n),
-            _ => None,
-        }
-    }
-
-    fn key_bytes(&self) -> Option<&[u8]> {
-        match self {
-            serde_dynamo::AttributeValue::S(s) | serde_dynamo::AttributeValue::N(s) => {
-                Some(s.as_bytes())
+/// The SDK's `AttributeValue` and `serde_dynamo`'s have the same variants: one implementation.
+macro_rules! attribute_value_like {
+    ($value:ty) => {
+        impl AttributeValueLike for $value {
+            fn number(text: String) -> Self {
+                Self::N(text)
             }
-            serde_dynamo::AttributeValue::B(b) => Some(b),
-            _ => None,
+
+            fn string(text: String) -> Self {
+                Self::S(text)
+            }
+
+            fn as_number_text(&self) -> Option<&str> {
+                match self {
+                    Self::N(n) => Some(n),
+                    _ => None,
+                }
+            }
+
+            fn key_bytes(&self) -> Option<&[u8]> {
+                match self {
+                    Self::S(s) | Self::N(s) => Some(s.as_bytes()),
+                    Self::B(b) => Some(b.as_ref()),
+                    _ => None,
+                }
+            }
         }
-    }
+    };
 }
 
+attribute_value_like!(serde_dynamo::AttributeValue);
 #[cfg(feature = "aws-sdk-dynamodb")]
-impl AttributeValueLike for aws_sdk_dynamodb::types::AttributeValue {
-    fn number(text: String) -> Self {
-        aws_sdk_dynamodb::types::AttributeValue::N(text)
-    }
-
-    fn string(text: String) -> Self {
-        aws_sdk_dynamodb::types::AttributeValue::S(text)
-    }
-
-    fn as_number_text(&self) -> Option<&str> {
-        match self {
-            aws_sdk_dynamodb::types::AttributeValue::N(n) => Some(n),
-            _ => None,
-        }
-    }
-
-    fn key_bytes(&self) -> Option<&[u8]> {
-        use aws_sdk_dynamodb::types::AttributeValue;
-        match self {
-            AttributeValue::S(s) | AttributeValue::N(s) => Some(s.as_bytes()),
-            AttributeValue::B(b) => Some(b.as_ref()),
-            _ => None,
-        }
-    }
-}
-
+attribute_value_like!(aws_sdk_dynamodb::types::AttributeValue);
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;

@@ -26,10 +26,6 @@ pub const MAX_WINDOW_SECONDS: u32 = 86_400;
 /// written as an ISO-8601 year and are almost always epoch milliseconds by mistake.
 pub const MAX_TTL_SECONDS: i64 = 253_402_300_799;
 
-/// A ttl more than this far ahead of "now" is treated as a unit mistake (milliseconds or
-/// microseconds), never as a real expiry: roughly 100 years.
-pub const IMPLAUSIBLE_AHEAD_SECONDS: i64 = 100 * 366 * 86_400;
-
 /// Native TTL ignores a ttl more than five years in the past ("Time to Live: how it works",
 /// DynamoDB developer guide), and so does the sweeper: such an item is never deleted, only counted
 /// as invalid. Five years of 365 days: at the edge the sweeper keeps what native TTL might delete.
@@ -125,12 +121,7 @@ impl Window {
 
     /// The window of width `width` that holds the whole second `t`.
     pub fn containing_secs(t: i64, width: u32) -> Window {
-        let w = i64::from(width.max(1));
-        let end = t.div_euclid(w) * w + if t.rem_euclid(w) == 0 { 0 } else { w };
-        Window {
-            start: end - w,
-            end,
-        }
+        Window::containing_instant(Timestamp::from_secs(t), width)
     }
 
     /// The window of width `width` that holds the instant `t`: for a whole second the same as
@@ -199,14 +190,9 @@ pub fn window_key(ttl: f64, width: u32) -> Result<String, TtlError> {
 /// boundary or a fraction of a second before `now`; the lookback windows catch everything a late,
 /// failed or skipped invocation left behind.
 pub fn windows_to_sweep(now: Timestamp, width: u32, lookback: u32) -> Vec<Window> {
-    let mut window = Window::containing_instant(now, width);
-    let mut out = Vec::with_capacity(lookback as usize + 1);
-    out.push(window);
-    for _ in 0..lookback {
-        window = window.previous();
-        out.push(window);
-    }
-    out
+    let current = Window::containing_instant(now, width);
+    let windows = std::iter::successors(Some(current), |w| Some(w.previous()));
+    windows.take(lookback as usize + 1).collect()
 }
 
 /// The windows that can hold items which expired after `prev` and by `now`:
@@ -214,13 +200,11 @@ pub fn windows_to_sweep(now: Timestamp, width: u32, lookback: u32) -> Vec<Window
 /// strictly needed, so an item made visible in the index a moment late is still caught.
 pub fn windows_since(prev: Timestamp, now: Timestamp, width: u32) -> Vec<Window> {
     let oldest = Window::containing_instant(prev.min(now), width).previous();
-    let mut window = Window::containing_instant(now, width);
-    let mut out = vec![window];
-    while window.start > oldest.start {
-        window = window.previous();
-        out.push(window);
-    }
-    out
+    let current = Window::containing_instant(now, width);
+    std::iter::successors(Some(current), |w| {
+        (w.start > oldest.start).then(|| w.previous())
+    })
+    .collect()
 }
 
 /// Largest supported number of shards per window.
@@ -229,10 +213,9 @@ pub const MAX_SHARDS: u32 = 1000;
 /// The shard of an item: the first four bytes of the SHA-256 digest of its partition key value,
 /// read as a big-endian unsigned 32-bit integer, modulo `shards`.
 ///
-/// The bytes hashed are the UTF-8 text of a String key, the decimal text of a Number key exactly
-/// as the writer sends it, and the raw bytes of a Binary key. SHA-256 is in every language's
-/// standard library, so writers need no extra dependency. With `shards <= 1` every item is
-/// shard 0.
+/// The bytes hashed are the UTF-8 text of a String key, the decimal text of a Number key exactly as
+/// the writer sends it, and the raw bytes of a Binary key. SHA-256 is in every language's standard
+/// library: writers need no extra dependency. With `shards <= 1` every item is shard 0.
 ///
 /// ```
 /// use ttl_sweeper::expiry::window::shard_of;

@@ -51,11 +51,8 @@ pub fn parse_event(value: &Value) -> Result<Trigger, EventError> {
     if obj.is_empty() {
         return Ok(Trigger::Now);
     }
-    if obj.contains_key("source") {
-        let source = obj
-            .get("source")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+    if let Some(source) = obj.get("source") {
+        let source = source.as_str().unwrap_or_default();
         if source != "aws.events" && source != "aws.scheduler" {
             return Err(EventError::Unsupported(format!("from source {source:?}")));
         }

@@ -18,9 +18,8 @@ use crate::telemetry;
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
 
 /// A DynamoDB call still unanswered this long before the Lambda deadline is cut (it answers a
-/// retryable timeout; see [`crate::engine::Stop::bound`]), however long its attempt
-/// timeout and retries would let it run: the summary, the metrics and the response go out
-/// before Lambda ends the invocation.
+/// retryable timeout; see [`crate::engine::Stop::bound`]), whatever its timeouts and retries: the
+/// summary, the metrics and the response go out before Lambda ends the invocation.
 pub const REPORT_RESERVE: Duration = Duration::from_secs(1);
 
 /// The longest a Lambda invocation may run (15 minutes): no invocation has more time left.
@@ -35,11 +34,10 @@ pub const TIME_LEFT_FLOOR: Duration = Duration::from_secs(10);
 /// at its start from the host clock (`host`) and DynamoDB's (`dynamodb`, the upper bound its
 /// `Date` headers give; see [`crate::store::ServerClock`]), then counted on the monotonic clock.
 ///
-/// A clock that says the deadline has already passed is wrong (an invocation starts with its
-/// whole timeout ahead) and is not believed; of the others the shorter is taken, so a host clock
-/// running behind cannot stretch the time, and one running ahead, even past the deadline, cannot
-/// remove the stop. When no clock can be believed, [`TIME_LEFT_FLOOR`]. Never more than
-/// [`MAX_FUNCTION_TIMEOUT`].
+/// A clock that says the deadline has already passed is wrong (an invocation starts with its whole
+/// timeout ahead) and is not believed; of the others the shorter is taken, so a host clock running
+/// behind cannot stretch the time, and one running ahead, even past the deadline, cannot remove the
+/// stop. No clock believed: [`TIME_LEFT_FLOOR`]. At most [`MAX_FUNCTION_TIMEOUT`].
 pub fn time_left(deadline: Timestamp, host: Timestamp, dynamodb: Option<Timestamp>) -> Duration {
     let left = [Some(host), dynamodb]
         .into_iter()
@@ -130,10 +128,9 @@ impl From<HandlerError> for lambda_runtime::Diagnostic {
     }
 }
 
-/// Handles one invocation from the Lambda runtime: marks it in the logs (request id, X-Ray
-/// trace, cold start; see [`telemetry::Invocation`]), writes the `ColdStart` EMF record on the
-/// environment's first invocation, and runs [`handle`]. `remaining` is the time left before the
-/// invocation's deadline.
+/// Handles one invocation from the Lambda runtime: marks it in the logs (request id, X-Ray trace,
+/// cold start; see [`telemetry::Invocation`]), writes the `ColdStart` EMF record on the
+/// environment's first invocation, and runs [`handle`] with `remaining`, the time left.
 pub async fn invoke<S: Store>(
     sweeper: &Sweeper<S>,
     event: &lambda_runtime::LambdaEvent<Value>,

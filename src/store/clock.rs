@@ -19,15 +19,14 @@
 //! still safe (it holds sweeps back, never forward), but a correct host clock would be clamped,
 //! and warned about, on every reading until the bound is learned anew.
 //!
-//! Whether a Lambda execution environment's freeze between invocations stops it is not
-//! documented: the execution-environment lifecycle page says only that Lambda "freezes" the
-//! environment. SnapStart restores a Firecracker microVM snapshot (Lambda's SnapStart page);
-//! Firecracker's snapshot docs say a restored microVM resumes with its clock "continuing from
-//! the moment of the snapshot creation", and Firecracker does not advance the guest's monotonic
-//! clock on restore unless asked to (`clock_realtime` on `LoadSnapshot`). SnapStart is offered
-//! for managed runtimes (Java, Python, .NET), not for the OS-only runtime this function uses, but
-//! a process must not rely on that. So the guard does not assume the monotonic clock counts a
-//! pause. It re-anchors instead:
+//! Whether a Lambda execution environment's freeze between invocations stops it is not documented
+//! (the execution-environment lifecycle page says only that Lambda "freezes" it). SnapStart
+//! restores a Firecracker microVM snapshot (Lambda's SnapStart page), whose clock, Firecracker's
+//! snapshot docs say, resumes "continuing from the moment of the snapshot creation": the guest's
+//! monotonic clock is not advanced unless asked to (`clock_realtime` on `LoadSnapshot`). SnapStart
+//! is for managed runtimes (Java, Python, .NET), not this function's OS-only runtime, but a
+//! process must not rely on that. So the guard does not assume the monotonic clock counts a pause.
+//! It re-anchors instead:
 //!
 //! - a response whose `Date` is past the current bound proves the bound stale (DynamoDB's clock
 //!   read at least `Date`): the bound is replaced at once by that response's;
@@ -35,11 +34,10 @@
 //!   response replaces it even when it is looser, so a pause too short to contradict the bound
 //!   (under a second) holds sweeps back for at most that long.
 //!
-//! Readings ahead of the bound are always clamped. A clamp of at most [`SKEW_TOLERANCE`] is
-//! within the `Date` header's resolution and is not warned about (the report's
-//! `clock_ahead_ms` still records it); a larger one is warned about once, again when the lead
-//! changes by more than [`SKEW_TOLERANCE`] (at most every [`WARN_EVERY`]), and as a reminder
-//! every [`REMIND_EVERY`] while it lasts.
+//! Readings ahead of the bound are always clamped. A clamp of at most [`SKEW_TOLERANCE`] is within
+//! the `Date` header's resolution and not warned about (the report's `clock_ahead_ms` records it);
+//! a larger one is warned about once, again when the lead changes by more than [`SKEW_TOLERANCE`]
+//! (at most every [`WARN_EVERY`]), and as a reminder every [`REMIND_EVERY`] while it lasts.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -59,8 +57,7 @@ use crate::expiry::{Clock, Timestamp};
 /// warned about.
 pub const SKEW_TOLERANCE: Duration = Duration::from_secs(1);
 
-/// How long (monotonic time) a bound learned from one response is trusted before any newer
-/// response replaces it, looser or not.
+/// How long (monotonic time) a bound from one response is trusted before any newer one replaces it.
 pub const ANCHOR_MAX_AGE: Duration = Duration::from_secs(60);
 
 /// A changed lead of the host clock is warned about at most this often.
@@ -74,8 +71,7 @@ pub const REMIND_EVERY: Duration = Duration::from_secs(300);
 struct Anchor {
     /// `Date + 1 s`.
     bound: Timestamp,
-    /// The local instant the request was sent: what the bound is extrapolated from, and how
-    /// old it is.
+    /// The local instant the request was sent: what the bound is extrapolated from; its age.
     sent: Instant,
 }
 
@@ -155,9 +151,8 @@ impl ServerClock {
         self.lock().anchor.map(|a| a.at(now))
     }
 
-    /// `wall` (a host clock reading), held to at most [`ServerClock::upper_bound`]: the instant
-    /// a sweep may safely use. A clamp is remembered for the report, and logged as the module
-    /// docs say.
+    /// `wall` (a host clock reading), held to at most [`ServerClock::upper_bound`]: the instant a
+    /// sweep may safely use. A clamp is remembered for the report and logged (module docs).
     pub fn guard(&self, wall: Timestamp) -> Timestamp {
         self.guard_at(wall, Instant::now())
     }
@@ -186,8 +181,7 @@ impl ServerClock {
         bound
     }
 
-    /// The largest amount (ms) by which [`ServerClock::guard`] pulled a reading back since the
-    /// last call; resets it.
+    /// The most (ms) [`ServerClock::guard`] pulled a reading back since the last call; resets it.
     pub fn take_clamped(&self) -> u64 {
         self.clamped_ms.swap(0, Ordering::Relaxed)
     }

@@ -98,8 +98,7 @@ impl DynamoStore {
         Ok(open(self, &target, IndexCheck::Required).await?.schema)
     }
 
-    /// `DescribeTable`, with the error for a missing table saying `missing()` instead of the
-    /// service's generic message.
+    /// `DescribeTable`; a missing table's error says `missing()`, not the generic message.
     async fn describe_table(
         &self,
         table: &str,
@@ -226,21 +225,14 @@ fn check_table(
             ),
         ));
     }
-    // Every projection type (KEYS_ONLY, INCLUDE, ALL) carries the table key and the index key,
-    // which is all a sweep reads.
+    // Every projection (KEYS_ONLY, INCLUDE, ALL) has the table and index keys: all a sweep reads.
     Ok((schema, true))
 }
 
 /// Key attribute names, the partition (hash) key first.
 fn ordered_key(schema: &[KeySchemaElement]) -> Vec<String> {
-    let mut hash: Vec<String> = Vec::new();
-    let mut range: Vec<String> = Vec::new();
-    for k in schema {
-        match k.key_type() {
-            KeyType::Hash => hash.push(k.attribute_name().to_owned()),
-            _ => range.push(k.attribute_name().to_owned()),
-        }
-    }
-    hash.extend(range);
-    hash
+    let (hash, range): (Vec<_>, Vec<_>) =
+        schema.iter().partition(|k| *k.key_type() == KeyType::Hash);
+    let names = hash.into_iter().chain(range);
+    names.map(|k| k.attribute_name().to_owned()).collect()
 }

@@ -1,6 +1,5 @@
 //! [`DynamoStore`]: the [`Store`] seam over the AWS SDK DynamoDB client, built once by the entry
-//! point (pointed at AWS, or at a local endpoint through `AWS_ENDPOINT_URL`) with explicit
-//! timeouts and retry budget.
+//! point (for AWS, or a local endpoint by `AWS_ENDPOINT_URL`) with explicit timeouts and retries.
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
@@ -51,12 +50,11 @@ fn key_placeholders(schema: &TableSchema) -> impl Iterator<Item = (String, Strin
 /// unconditionally (see [`crate::engine::BATCH_MAX_READ_AGE`]). 25 deletes take milliseconds.
 pub const BATCH_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The clients the delete requests go through: the caller's client with the SDK's own retry
-/// loop turned off, built once (a per-request config override would rebuild the request's
-/// runtime components on every call). Deletes are retried by the sweep engine itself, with
-/// backoff and jitter, so attempts do not multiply. Batch deletes also get
-/// [`BATCH_ATTEMPT_TIMEOUT`]. Both share the caller's connection pool, credentials and
-/// interceptors.
+/// The clients the delete requests go through: the caller's client with the SDK's own retry loop
+/// turned off, built once (a per-request config override would rebuild the request's runtime
+/// components on every call). Deletes are retried by the sweep engine itself, with backoff and
+/// jitter, so attempts do not multiply. Batch deletes also get [`BATCH_ATTEMPT_TIMEOUT`]. Both
+/// share the caller's connection pool, credentials and interceptors.
 #[derive(Debug, Clone)]
 struct DeleteClients {
     conditional: Client,
@@ -111,18 +109,16 @@ impl DynamoStore {
         &self.server_clock
     }
 
-    /// Builds a client from the standard AWS configuration chain (`AWS_REGION`,
-    /// `AWS_ENDPOINT_URL`, credentials, `AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE`, the profile, ...),
-    /// with explicit timeouts:
+    /// Builds a client from the standard AWS configuration chain (`AWS_REGION`, `AWS_ENDPOINT_URL`,
+    /// credentials, `AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE`, the profile, ...), with:
     ///
     /// - connect timeout [`CONNECT_TIMEOUT`], each attempt [`ATTEMPT_TIMEOUT`], each operation
     ///   including retries [`OPERATION_TIMEOUT`], so a stalled connection cannot eat the
     ///   invocation;
     /// - the chain's retry configuration (unset: the SDK's standard mode, [`SDK_MAX_ATTEMPTS`]
     ///   attempts) for `DescribeTable`, `Query`, `Scan`, `BatchGetItem` and the checkpoint.
-    ///   Deletes turn retries off (see [`Store::batch_delete`]): the sweep engine
-    ///   retries them itself, so a key is sent at most `MAX_RETRIES + 1` times per sweep and
-    ///   attempts never multiply.
+    ///   Deletes turn retries off (see [`Store::batch_delete`]): the sweep engine retries them
+    ///   itself, so a key is sent at most `MAX_RETRIES + 1` times per sweep.
     pub async fn from_env() -> Self {
         DynamoStore::new(Client::new(&Self::config_loader().load().await))
     }
@@ -220,9 +216,8 @@ impl Store for DynamoStore {
         Ok(unprocessed)
     }
 
-    /// `BatchGetItem`, strongly consistent; unprocessed keys are asked again a few times, and if
-    /// some are still unprocessed the call fails (throttled): a key missing from the answer then
-    /// always means the item does not exist.
+    /// `BatchGetItem`, strongly consistent; unprocessed keys are asked again a few times, then the
+    /// call fails (throttled): a key missing from the answer always means the item does not exist.
     #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]
     async fn get_items(
         &self,
@@ -300,23 +295,14 @@ impl Store for DynamoStore {
         let Some(value) = out.item.as_ref().and_then(|i| i.get(CHECKPOINT_ATTRIBUTE)) else {
             return Ok(None);
         };
-        match value {
+        let secs = match value {
             AttributeValue::N(n) => n
                 .parse::<i64>()
-                .map(|s| Some(Timestamp::from_secs(s)))
-                .map_err(|_| {
-                    StoreError::new(
-                        ErrorKind::Validation,
-                        "GetItem",
-                        format!("checkpoint {id:?} holds {n:?}, not epoch seconds"),
-                    )
-                }),
-            other => Err(StoreError::new(
-                ErrorKind::Validation,
-                "GetItem",
-                format!("checkpoint {id:?} holds {other:?}, not a Number"),
-            )),
-        }
+                .map_err(|_| format!("checkpoint {id:?} holds {n:?}, not epoch seconds")),
+            other => Err(format!("checkpoint {id:?} holds {other:?}, not a Number")),
+        };
+        let invalid = |message| StoreError::new(ErrorKind::Validation, "GetItem", message);
+        secs.map(|s| Some(Timestamp::from_secs(s))).map_err(invalid)
     }
 
     #[instrument(level = "debug", skip(self))]
@@ -340,16 +326,10 @@ impl Store for DynamoStore {
             .expression_attribute_values(":now", AttributeValue::S(at.iso()))
             .send()
             .await;
-        match result {
+        match result.map_err(|e| StoreError::from_sdk("UpdateItem", e)) {
             Ok(_) => Ok(true),
-            Err(e) => {
-                let e = StoreError::from_sdk("UpdateItem", e);
-                if e.kind == ErrorKind::ConditionFailed {
-                    Ok(false)
-                } else {
-                    Err(e)
-                }
-            }
+            Err(e) if e.kind == ErrorKind::ConditionFailed => Ok(false),
+            Err(e) => Err(e),
         }
     }
 

@@ -102,11 +102,8 @@ pub fn partition_key_from_json(text: &str) -> Result<AttributeValue, KeyJsonErro
         ))
     })?;
     let (name, inner) = one.iter().next().expect("one entry");
-    let attribute = if inner.is_object() && !matches!(name.as_str(), "M") {
-        attribute_from_json(inner)?
-    } else {
-        attribute_from_json(&value)?
-    };
+    let one_value = !inner.is_object() || name == "M";
+    let attribute = attribute_from_json(if one_value { &value } else { inner })?;
     if is_key_value(&attribute) {
         Ok(attribute)
     } else {

@@ -73,10 +73,9 @@ impl DynamoStore {
         })
     }
 
-    /// Sets the window attribute of `key` to `window` only if the item still has the ttl it was
-    /// read with and the window value it was read with (`None`: no window attribute), so a
-    /// concurrent change is never overwritten and a deleted item is never recreated. Returns the
-    /// outcome and the write capacity consumed.
+    /// Sets the window attribute of `key` to `window` only if the item still has the ttl and the
+    /// window value (`None`: none) it was read with: a concurrent change is never overwritten and a
+    /// deleted item never recreated. Returns the outcome and the write capacity consumed.
     #[instrument(level = "debug", skip(self, key, ttl, old))]
     #[allow(clippy::too_many_arguments)]
     pub async fn set_window_if_unchanged(
@@ -106,29 +105,26 @@ impl DynamoStore {
                 .condition_expression("#t = :t AND #w = :old")
                 .expression_attribute_values(":old", old),
         };
-        match req.send().await {
+        match req
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("UpdateItem", e))
+        {
             Ok(out) => Ok((
                 UpdateOutcome::Written,
                 out.consumed_capacity()
                     .and_then(|c| c.capacity_units())
                     .unwrap_or(1.0),
             )),
-            Err(e) => {
-                let e = StoreError::from_sdk("UpdateItem", e);
-                if e.kind == ErrorKind::ConditionFailed {
-                    Ok((UpdateOutcome::Changed, 1.0))
-                } else {
-                    Err(e)
-                }
-            }
+            Err(e) if e.kind == ErrorKind::ConditionFailed => Ok((UpdateOutcome::Changed, 1.0)),
+            Err(e) => Err(e),
         }
     }
 
     /// Deletes `key` only if its ttl attribute still equals `ttl`, the value it was read with
-    /// (which the caller found expired): an item whose ttl was extended, removed or rewritten
-    /// since the read is kept, and one already deleted stays deleted. Returns the outcome
-    /// ([`ConditionalOutcome::Kept`] or [`ConditionalOutcome::Gone`] when the condition failed)
-    /// and the write capacity consumed.
+    /// (found expired): an item whose ttl was extended, removed or rewritten since is kept, and one
+    /// already deleted stays deleted. Returns the outcome ([`ConditionalOutcome::Kept`] or
+    /// [`ConditionalOutcome::Gone`] when the condition failed) and the write capacity consumed.
     #[instrument(level = "debug", skip(self, key, ttl))]
     pub async fn delete_if_ttl_unchanged(
         &self,

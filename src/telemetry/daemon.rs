@@ -213,52 +213,22 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     })
 }
 
-/// At most this many connections are served at once; further ones wait in the listen backlog
-/// until one ends.
+/// At most this many connections are served at once; more wait in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// A client must send a request's headers within this long of the connection being ready for
 /// them (its start, or the end of its previous request); otherwise the connection is closed.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How many connections [`serve`] keeps and how long it waits for headers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Connections served at once ([`MAX_CONNECTIONS`]).
-    pub max_connections: usize,
-    /// Time to send a request's headers ([`HEADER_TIMEOUT`]).
-    pub header_timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_connections: MAX_CONNECTIONS,
-            header_timeout: HEADER_TIMEOUT,
-        }
-    }
-}
-
-/// Answers `/metrics` and `/healthz` on `listener` until `shutdown`, within the default
-/// [`Limits`].
+/// Answers `/metrics` and `/healthz` on `listener` until `shutdown`: a connection is accepted
+/// only while fewer than [`MAX_CONNECTIONS`] are open, and closed when its headers take longer
+/// than [`HEADER_TIMEOUT`] (hyper's `header_read_timeout`).
 pub async fn serve(
     listener: TcpListener,
     metrics: Arc<DaemonMetrics>,
     shutdown: CancellationToken,
 ) {
-    serve_with(listener, metrics, shutdown, Limits::default()).await;
-}
-
-/// [`serve`] within `limits`: a connection is accepted only while fewer than
-/// `limits.max_connections` are open, and closed when its headers take longer than
-/// `limits.header_timeout` (hyper's `header_read_timeout`).
-pub async fn serve_with(
-    listener: TcpListener,
-    metrics: Arc<DaemonMetrics>,
-    shutdown: CancellationToken,
-    limits: Limits,
-) {
-    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let permit = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -283,7 +253,7 @@ pub async fn serve_with(
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service);
             tokio::select! {
                 _ = connection => {}
@@ -301,12 +271,9 @@ fn answer(metrics: &DaemonMetrics, request: &Request<Incoming>) -> Response<Full
             .body(Full::new(Bytes::from(body)))
             .expect("a response from a valid status and header")
     };
+    let text = "text/plain";
     if request.method() != Method::GET && request.method() != Method::HEAD {
-        return reply(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "text/plain",
-            "GET only\n".into(),
-        );
+        return reply(StatusCode::METHOD_NOT_ALLOWED, text, "GET only\n".into());
     }
     match request.uri().path() {
         "/metrics" => reply(
@@ -331,7 +298,7 @@ fn answer(metrics: &DaemonMetrics, request: &Request<Incoming>) -> Response<Full
         }
         _ => reply(
             StatusCode::NOT_FOUND,
-            "text/plain",
+            text,
             "not found: try /metrics or /healthz\n".into(),
         ),
     }

@@ -195,22 +195,18 @@ where
 /// Collects an event's fields as JSON values: numbers and booleans as such, the rest as text.
 struct JsonFields<'a>(&'a mut Map<String, Value>);
 
+/// `Visit` methods that insert the value as the JSON value of its own type.
+macro_rules! record_as_json {
+    ($($method:ident: $ty:ty),*) => {$(
+        fn $method(&mut self, field: &Field, value: $ty) {
+            self.0.insert(field.name().into(), value.into());
+        }
+    )*};
+}
+
 impl Visit for JsonFields<'_> {
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        self.0.insert(field.name().into(), value.into());
-    }
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.0.insert(field.name().into(), value.into());
-    }
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.0.insert(field.name().into(), value.into());
-    }
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        self.0.insert(field.name().into(), value.into());
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().into(), value.into());
-    }
+    record_as_json!(record_f64: f64, record_i64: i64, record_u64: u64);
+    record_as_json!(record_bool: bool, record_str: &str);
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
         self.0.insert(field.name().into(), value.to_string().into());
     }
@@ -223,7 +219,7 @@ impl Visit for JsonFields<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::Buf;
+    use crate::telemetry::tests::Buf;
 
     #[test]
     fn trace_root_is_the_root_id_of_the_header() {

@@ -77,18 +77,23 @@ impl AuditReport {
     }
 
     fn example(&mut self, problem: &'static str, key: Option<Key>, detail: String) {
+        self.keep_example(Example {
+            problem,
+            key: key.as_ref().map(key_to_json).unwrap_or_default(),
+            detail,
+        });
+    }
+
+    /// Keeps up to 5 examples per problem.
+    fn keep_example(&mut self, e: Example) {
         if self
             .examples
             .iter()
-            .filter(|e| e.problem == problem)
+            .filter(|x| x.problem == e.problem)
             .count()
             < 5
         {
-            self.examples.push(Example {
-                problem,
-                key: key.as_ref().map(key_to_json).unwrap_or_default(),
-                detail,
-            });
+            self.examples.push(e);
         }
     }
 
@@ -108,15 +113,7 @@ impl AuditReport {
         self.invalid_ttl += other.invalid_ttl;
         self.too_old_ttl += other.too_old_ttl;
         for e in other.examples {
-            if self
-                .examples
-                .iter()
-                .filter(|x| x.problem == e.problem)
-                .count()
-                < 5
-            {
-                self.examples.push(e);
-            }
+            self.keep_example(e);
         }
     }
 }
@@ -231,9 +228,8 @@ pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, no
     }
 }
 
-/// Scans the table in `segments` segments (1 to [`MAX_SEGMENTS`]; a count outside that range is
-/// taken as the nearest bound), stopping after about `sample` items if given, and audits every
-/// item as of `now`.
+/// Scans the table in `segments` segments (clamped to 1 to [`MAX_SEGMENTS`]), stopping after about
+/// `sample` items if given, and audits every item as of `now`.
 pub async fn audit(
     store: &DynamoStore,
     schema: &TableSchema,

@@ -3,26 +3,25 @@
 //!
 //! A parallel Scan reads the key, ttl and window attributes. Each item whose window attribute is
 //! missing or wrong gets it with a conditional `UpdateItem` that only succeeds if the item still
-//! has the ttl and window it was read with — a concurrent change is never overwritten and a
-//! deleted item never comes back.
+//! has the ttl and window it was read with — a concurrent change is never overwritten and a deleted
+//! item never comes back.
 //!
 //! Each item is judged by the clock when its write is made (after the write-rate limit let it
-//! through), not when the run started: a slow run beside a running sweeper would otherwise give
-//! an item that expired while it waited the window of its ttl, one the sweeps may already have
-//! passed for good. An item expired at that instant (by native TTL's rule, [`ttl_state`] is
-//! [`TtlState::Expired`]) is deleted instead, with a conditional `DeleteItem` that requires the
-//! ttl it was read with: the sweep reads only recent windows, so an item that expired before them
-//! would otherwise stay until native TTL gets to it. An item whose ttl was extended or rewritten
-//! meanwhile is kept. An item whose ttl passes while its window is being written (the write's
-//! round trip, or its retries) is deleted the same way once the write is acknowledged, so no
-//! window is left behind the sweeps. A ttl more than five years old is one native TTL never acts
-//! on: it is counted as invalid and left alone, without a window.
+//! through), not when the run started: a slow run beside a running sweeper would otherwise give an
+//! item that expired while it waited the window of its ttl, one the sweeps may already have passed
+//! for good. An item expired at that instant (by native TTL's rule, [`ttl_state`] is
+//! [`TtlState::Expired`]) is deleted instead, with a conditional `DeleteItem` that requires the ttl
+//! it was read with: the sweep reads only recent windows, so an item that expired before them would
+//! otherwise stay until native TTL gets to it. An item whose ttl was extended or rewritten
+//! meanwhile is kept. An item whose ttl passes while its window is being written (the write's round
+//! trip, or its retries) is deleted the same way once the write is acknowledged, so no window is
+//! left behind the sweeps. A ttl more than five years old is one native TTL never acts on: it is
+//! counted as invalid and left alone, without a window.
 //!
-//! Progress is saved after every page, so a killed run resumes where it stopped, and re-running
-//! is harmless: correct items are only counted.
+//! Progress is saved after every page, so a killed run resumes where it stopped, and re-running is
+//! harmless: correct items are only counted.
 //!
-//! The progress file is in `progress`; the flags' ranges and the write-rate limit in
-//! `limits`.
+//! The progress file is in `progress`; the flags' ranges and the write-rate limit in `limits`.
 
 mod limits;
 mod progress;
@@ -61,15 +60,13 @@ pub struct BackfillReport {
     pub written: u64,
     /// Items changed or deleted between the scan and the update: left as they are.
     pub changed_concurrently: u64,
-    /// Items expired when the backfill came to write them, deleted (in a dry run: expired when
-    /// read, that would be deleted).
+    /// Items expired when the backfill came to write them, deleted (dry run: expired when read).
     pub deleted_expired: u64,
     /// Of `written`, windows whose ttl passed before the write was acknowledged: the item was
     /// then deleted like an expired one (and counts in `deleted_expired`, `expired_kept` or
     /// `expired_gone` too).
     pub expired_while_written: u64,
-    /// Items read expired whose ttl had changed by the time of the delete (extended, removed or
-    /// rewritten): kept as they are.
+    /// Items read expired whose ttl changed before the delete (extended, removed, rewritten): kept.
     pub expired_kept: u64,
     /// Items read expired that were already gone when the delete arrived (the application, the
     /// sweeper or native TTL deleted them).
@@ -120,8 +117,7 @@ pub enum ItemPlan {
     },
     /// The window attribute is already right.
     AlreadyOk,
-    /// Set the window attribute to `window` if the ttl is still `ttl` and the window still
-    /// `current`.
+    /// Set the window attribute to `window` if the ttl is still `ttl` and the window `current`.
     SetWindow {
         /// The ttl as read.
         ttl: String,
@@ -372,8 +368,7 @@ fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
     })
 }
 
-/// Runs `request` until it succeeds, fails for good, or has been retried 8 times after retryable
-/// errors, with backoff and full jitter.
+/// Runs `request` until it succeeds, fails for good, or was retried 8 times (backoff, full jitter).
 async fn with_retries<T, F, Fut>(mut request: F) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,

@@ -1,6 +1,5 @@
-//! The parallel Scan driver shared by `backfill` and `audit`: every segment read concurrently,
-//! page by page, each page handed to a callback together with where the segment continues, so a
-//! caller can save its position and resume.
+//! The parallel Scan driver of `backfill` and `audit`: every segment read concurrently, page by
+//! page, each page handed to a callback with where the segment continues, so a caller can resume.
 
 use std::future::Future;
 
@@ -51,8 +50,7 @@ pub struct ScanPageOf {
 
 /// Scans `table` in `positions.len()` segments, at most [`MAX_CONCURRENT_SEGMENTS`] at a time,
 /// projecting `attributes` (all when empty). `on_page` returns `Ok(false)` to stop that segment
-/// early. The first error stops the segment it happened in and is returned after the others
-/// finish.
+/// early. The first error stops the segment it happened in and is returned after the others finish.
 pub async fn parallel_scan<F, Fut>(
     store: &DynamoStore,
     table: &str,

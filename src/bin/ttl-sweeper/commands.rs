@@ -1,6 +1,5 @@
-//! The commands, as functions of their parsed arguments (`main.rs` defines them once): `sweep`,
-//! `run`, `backfill`, `audit` and `window`. Each checks what clap cannot, hands off to the
-//! library, and prints what comes back.
+//! The commands `sweep`, `run`, `backfill`, `audit` and `window` (`main.rs` defines their
+//! arguments): each checks what clap cannot, hands off to the library, and prints what comes back.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -24,9 +23,8 @@ use ttl_sweeper::tools::backfill::{
 
 use crate::{AuditArgs, BackfillArgs};
 
-/// `ttl-sweeper window`: the window attribute for a ttl (and, with shards, a partition key).
-/// `window_seconds` and `shards` are raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values, checked
-/// as every other command checks them.
+/// `ttl-sweeper window`: the window attribute for a ttl (and, with shards, a partition key), from
+/// raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values checked as every command checks them.
 pub(crate) fn window(
     ttl: &str,
     window_seconds: Option<&str>,
@@ -51,10 +49,9 @@ pub(crate) fn window(
     Ok(partition_key(window, shard, shards))
 }
 
-/// `ttl-sweeper sweep`: one sweep as of `at` (RFC 3339), or as of the clock. `wall` reads the
-/// host clock; the sweep runs by the one sweep clock ([`ttl_sweeper::connect`]), held to DynamoDB's, so
-/// a fast host clock cannot delete early and `--at` ahead of that clock is refused. Only
-/// `--allow-future` sweeps ahead of it.
+/// `ttl-sweeper sweep`: one sweep as of `at` (RFC 3339), or as of the clock. `wall` reads the host
+/// clock; the sweep runs by the one sweep clock ([`ttl_sweeper::connect`]), held to DynamoDB's, so
+/// a fast host clock cannot delete early and `--at` ahead of it is refused unless `--allow-future`.
 pub(crate) async fn sweep<W>(
     config: &Config,
     at: Option<&str>,
@@ -93,9 +90,8 @@ pub(crate) const UNHEALTHY_PERIODS: u32 = 3;
 /// `ttl-sweeper run`: sweeps every `every` until `shutdown`. `wall` reads the host clock, held
 /// to DynamoDB's by the one sweep clock as in [`sweep`].
 ///
-/// With `metrics_addr`, it also serves `/metrics` (Prometheus) and `/healthz` there
-/// ([`telemetry::daemon`]); `/healthz` turns 503 when no sweep has succeeded for three reporting
-/// periods (`3 × max(SCHEDULE_SECONDS, every)`).
+/// With `metrics_addr`, it also serves `/metrics` and `/healthz` there ([`telemetry::daemon`]);
+/// `/healthz` turns 503 when no sweep has succeeded for `3 × max(SCHEDULE_SECONDS, every)`.
 pub(crate) async fn run<W>(
     config: &Config,
     every: Duration,
@@ -168,11 +164,16 @@ where
 pub(crate) fn finish(report: &SweepReport) -> anyhow::Result<ExitCode> {
     telemetry::log_summary(report);
     println!("{}", serde_json::to_string(report)?);
-    Ok(if report.is_success() {
+    Ok(exit_status(report.is_success()))
+}
+
+/// Exit status 0 when `ok`, else 1.
+fn exit_status(ok: bool) -> ExitCode {
+    if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    })
+    }
 }
 
 /// The table a scanning tool works on, opened with the same checks as every command (a missing
@@ -250,12 +251,9 @@ pub(crate) async fn backfill(
         }
     };
     let bar = indicatif::ProgressBar::new(opened.item_count.max(0) as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} {pos}/{len} items scanned ({per_sec}, eta {eta})",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let template = "{spinner} {pos}/{len} items scanned ({per_sec}, eta {eta})";
+    let style = indicatif::ProgressStyle::with_template(template);
+    bar.set_style(style.unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
     let dry_run = args.dry_run;
     let save = |s: &backfill::BackfillState| {
         if !dry_run {
@@ -282,11 +280,9 @@ pub(crate) async fn backfill(
     .await;
     bar.finish_and_clear();
     println!("{}", serde_json::to_string(&done.report)?);
-    Ok(if done.report.errors.is_empty() && done.report.complete {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit_status(
+        done.report.errors.is_empty() && done.report.complete,
+    ))
 }
 
 /// `ttl-sweeper audit`: prints the JSON report; exit 1 past the thresholds.
@@ -312,9 +308,5 @@ pub(crate) async fn audit(
             "items the sweeper cannot see exceed --max-problems"
         );
     }
-    Ok(if verdict.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit_status(verdict.passed()))
 }

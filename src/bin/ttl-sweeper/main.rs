@@ -174,12 +174,9 @@ fn main() -> ExitCode {
     let level = ["info", "debug", "trace"][usize::from(cli.verbose.min(2))];
     telemetry::init(format, level, false);
     // One thread unless TOKIO_WORKER_THREADS asks for more (config::Threads says why).
-    let runtime = match Threads::runtime_from_env() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+    let runtime = Threads::runtime_from_env();
+    let Ok(runtime) = runtime.inspect_err(|e| eprintln!("error: {e}")) else {
+        return ExitCode::from(2);
     };
     runtime.block_on(dispatch(cli.command)).unwrap_or_else(|e| {
         eprintln!("error: {e:#}");

@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The range `--max-wcu` accepts: from 0.01 (one write every 100 s) to 1,000,000 write capacity
-/// units per second.
+/// The range `--max-wcu` accepts: 0.01 (a write every 100 s) to 1,000,000 write units a second.
 pub const MAX_WCU_RANGE: std::ops::RangeInclusive<f64> = 0.01..=1_000_000.0;
 
 /// Checks a `--max-wcu` value: a number in [`MAX_WCU_RANGE`].

@@ -172,8 +172,7 @@ pub enum ProgressFileError {
         /// Items scanned so far.
         scanned: u64,
     },
-    /// Without `--resume`: something that is not a progress file is where the run would save
-    /// its progress.
+    /// Without `--resume`: something not a progress file is where the run would save its progress.
     #[error(
         "{} exists and is not a backfill progress file: remove it or pass another --state",
         path.display()
@@ -208,8 +207,7 @@ pub enum Start {
     Fresh(BackfillState),
     /// Continues an interrupted run where its progress file says.
     Resume(BackfillState),
-    /// `--resume` of a run that already finished: there is nothing to do; the state holds that
-    /// run's summary.
+    /// `--resume` of a run that already finished: nothing to do; the state holds its summary.
     AlreadyComplete(BackfillState),
 }
 
@@ -220,11 +218,10 @@ pub enum Start {
 /// [`Start::AlreadyComplete`].
 ///
 /// Without it, the run is a fresh one of `segments` segments when there is no file, when the file
-/// holds a complete run (re-running a finished backfill, say weekly, just works), and in a dry
-/// run (which never saves). A file holding an interrupted run is refused
+/// holds a complete run (re-running a finished backfill, say weekly, just works), and in a dry run
+/// (which never saves). A file holding an interrupted run is refused
 /// ([`ProgressFileError::Interrupted`]): starting over would throw its progress away, which only
-/// removing the file should do; so is a file that is not a progress file
-/// ([`ProgressFileError::NotProgress`]).
+/// removing the file should do; so is a file that is not one ([`ProgressFileError::NotProgress`]).
 pub fn start(
     path: &Path,
     table: &str,
