@@ -182,7 +182,8 @@ test('alarms, the topic key and the dashboard can each be turned off', () => {
 function settingsDefaults(): Map<string, string | undefined> {
   const source = rust('src/config/settings.rs');
   const out = new Map<string, string | undefined>();
-  for (const m of source.matchAll(/var: "([A-Z_]+)",\s*default: (None|Some\("([^"]*)"\))/g)) {
+  // Each entry of the `settings!` invocation: `field: VAR { default: None | Some("..."), ... }`.
+  for (const m of source.matchAll(/\b[a-z_]+: ([A-Z_]+) \{\s*default: (None|Some\("([^"]*)"\))/g)) {
     out.set(m[1], m[2] === 'None' ? undefined : m[3]);
   }
   return out;
