@@ -247,12 +247,12 @@ pub fn cold_start_record(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A log writer that keeps what it is given, for tests that read log lines back.
     #[derive(Clone, Default)]
-    pub(super) struct Buf(pub(super) std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    pub(crate) struct Buf(pub(crate) std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
     impl std::io::Write for Buf {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {

@@ -366,18 +366,7 @@ mod tests {
 
     /// Log lines written while `f` runs, at warn level and above.
     fn warnings_during(f: impl FnOnce()) -> Vec<String> {
-        #[derive(Clone, Default)]
-        struct Lines(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Lines {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let lines = Lines::default();
+        let lines = crate::telemetry::tests::Buf::default();
         let writer = lines.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_max_level(tracing::Level::WARN)
