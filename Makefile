@@ -81,9 +81,10 @@ test: ## everything CI runs: rustfmt, clippy, Rust tests (unit, mock, integratio
 	@# The Rust build and the installs and infra tests need different things (the CPU, the network,
 	@# Node.js): they run side by side, each target's output shown when it ends. The Rust tests run
 	@# after, alone, so that no test shares the machine with a build.
-	@echo "make test: building the Rust tests beside the installs and the infra tests; each part prints its output when it ends"
+	@echo "make test: started at $$(date +%T); building the Rust tests beside the installs and the infra tests; each part prints its output when it ends"
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-build tools test-infra
 	@$(MAKE) --no-print-directory test-rust test-packages
+	@echo "make test: done at $$(date +%T)"
 
 # The tests are built by clippy's driver with warnings denied (scripts/clippy-rustc): one build is
 # both `cargo clippy --all-targets -- -D warnings` and the test build.
@@ -93,9 +94,9 @@ TEST_TARGETS := --lib --bins --tests --examples
 .PHONY: test-build
 test-build: ## rustfmt check; the tests and the benchmark built with clippy's lints (warnings denied); the crate without default features checked
 	cargo fmt --check
-	$(CLIPPY_BUILD) cargo test --no-run $(TEST_TARGETS)
-	$(CLIPPY_BUILD) cargo test --benches --no-run  # the benchmark compiles; `make bench` runs it
+	$(CLIPPY_BUILD) cargo test --no-run $(TEST_TARGETS) --benches  # the benchmark compiles; `make bench` runs it
 	cargo check --no-default-features --lib  # again in test-packages, then with nothing left to do
+	@echo "test-build: done at $$(date +%T)"
 
 .PHONY: test-rust
 test-rust: tools test-build
@@ -167,6 +168,7 @@ test-infra: $(INFRA_JSII) $(VENV)/bin/cfn-lint ## construct build, type-check, t
 	cd infra && $(INFRA_ENV) CFN_LINT=$(CURDIR)/$(VENV)/bin/cfn-lint scripts/package-test.sh
 	cd infra && $(INFRA_ENV) scripts/peer-test.sh  # the tests again on the lowest aws-cdk-lib of peerDependencies
 	$(MAKE) --no-print-directory infra-python
+	@echo "test-infra: done at $$(date +%T)"
 
 .PHONY: synth
 synth: $(INFRA_STAMP) package ## cdk synth the example app offline (infra/cdk.out), no credentials needed

@@ -73,13 +73,17 @@ async fn assert_windows(
     with_window
 }
 
+/// Items back-filled by the kill-and-resume test, and how many of each of its 50 kinds of item.
+const ITEMS: i64 = 20_000;
+const EACH: i64 = ITEMS / 50;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent() {
+async fn backfill_of_20k_items_completes_resumes_after_a_kill_and_is_idempotent() {
     let client = client().await;
     let table = new_table(&client, "backfill", |t| t.index = false).await;
     let now = now();
     let wrong_window = window_key((now + 6000) as f64, 60).unwrap();
-    let items = (0..50_000i64).map(|i| {
+    let items = (0..ITEMS).map(|i| {
         let id = format!("item-{i:05}");
         match i % 50 {
             0 => bare(&id, None),                           // never expires
@@ -94,7 +98,7 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
     });
     put_many(&client, &table, items.collect()).await;
     // All but no-ttl, string, millis, already-correct and expired (which are deleted instead).
-    let needing = 50_000 - 1000 * 4 - 5000;
+    let needing = ITEMS - EACH * 4 - EACH * 5;
     let state = fresh_state(&table, "");
 
     // First run, rate-limited so that it is still going when it is killed.
@@ -143,26 +147,36 @@ async fn backfill_of_50k_items_completes_resumes_after_a_kill_and_is_idempotent(
     let (code, report, stderr) = run_json(&mut backfill_cmd(&table, &state, "--resume"));
     assert_eq!(code, 0, "{stderr}");
     eprintln!("resumed backfill: {report}");
-    let fields = "complete=true no_ttl=1000 invalid_ttl=2000 too_old_ttl=0 expired_kept=0";
+    let fields = format!(
+        "complete=true no_ttl={EACH} invalid_ttl={} too_old_ttl=0 expired_kept=0",
+        EACH * 2
+    );
     report.assert_fields(&format!("{fields} changed_concurrently=0"));
     let written = report["written"].as_u64().unwrap();
     let grew = written <= needing as u64 && written >= written_before;
     assert!(grew, "{report}");
     // Items the killed run deleted after its last save are simply not there to count again.
     let deleted = report["deleted_expired"].as_u64().unwrap();
-    assert!(deleted <= 5000 && deleted >= deleted_before, "{report}");
+    assert!(
+        deleted <= EACH as u64 * 5 && deleted >= deleted_before,
+        "{report}"
+    );
     // Every item with a usable numeric ttl has the right window; everything else is untouched.
     let usable = |_: &str, ttl: &str| ttl_sweeper::expiry::window::parse_ttl(ttl).is_ok();
-    assert_eq!(assert_windows(&client, &table, usable).await, 42_000);
+    let windowed = assert_windows(&client, &table, usable).await;
+    assert_eq!(windowed as i64, ITEMS - EACH * 8);
     let left = scan_all(&client, &table).await.len();
-    assert_eq!(left, 45_000, "expired items deleted");
+    assert_eq!(left as i64, ITEMS - EACH * 5, "expired items deleted");
 
     // Again, fresh: nothing left to write.
     let state2 = fresh_state(&table, "2");
     let (code, report, _) = run_json(&mut backfill_cmd(&table, &state2, "--segments 3"));
     assert_eq!(code, 0);
     eprintln!("second backfill: {report}");
-    report.assert_fields("written=0 deleted_expired=0 already_ok=42000 scanned=45000");
+    let (ok, scanned) = (ITEMS - EACH * 8, ITEMS - EACH * 5);
+    report.assert_fields(&format!(
+        "written=0 deleted_expired=0 already_ok={ok} scanned={scanned}"
+    ));
     let _ = (std::fs::remove_file(&state), std::fs::remove_file(&state2));
 }
 
@@ -476,7 +490,7 @@ async fn backfill_deletes_an_item_whose_ttl_passes_while_its_window_is_written()
 async fn a_slow_backfill_judges_items_by_the_clock_as_it_reaches_them() {
     let (client, table) = simple_table("bf_slow").await;
     // 40 writes at 2 a second take 20 s (after a first burst of 2); the ttl falls mid-run,
-    // 10 s in: room for a slow start (this binary's 50,000-item test may run beside it).
+    // 10 s in: room for a slow start (this binary's 20,000-item test may run beside it).
     let ttl = now() + 10;
     let items = (0..40).map(|i| unwindowed(&format!("item-{i:02}"), ttl));
     put_items(&client, &table, items.collect()).await;
