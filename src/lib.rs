@@ -12,8 +12,10 @@
 //!   its arguments in `main.rs`, its commands `sweep`, `run`, `backfill`, `audit` and `window` in
 //!   `commands.rs`) parse their input, read the clock and hand off; [`connect`] builds the
 //!   sweeper and the one sweep clock (the host clock held to DynamoDB's) for all of them.
-//! - [`lambda`]: the Lambda edge — the accepted events and one invocation, from event to report.
-//! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit.
+//! - [`lambda`]: the Lambda edge — the accepted events and one invocation, from event to report;
+//!   a batch of the table's DynamoDB Streams records goes to the stream indexer instead.
+//! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit — and
+//!   the stream indexer, which gives items written with only a ttl their window.
 //! - [`config`]: every setting — [`config::Settings`], one derived clap struct, read from flags
 //!   or from environment variables of the same names — validated once and turned
 //!   into the narrow structs below ([`expiry::Layout`], [`store::TableTarget`],

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use aws_sdk_dynamodb::types::AttributeValue as AV;
 use common::*;
 
 fn cargo_lambda() -> PathBuf {
@@ -192,6 +193,31 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
         "{output}"
     );
     assert_eq!(scan_all(&client, &table).await.len(), 21);
+
+    // A batch of the table's stream records goes to the stream indexer: an item written with only
+    // a ttl gets its window, and the answer names no record to deliver again.
+    put_items(&client, &table, vec![unwindowed("writer", now + 600)]).await;
+    let record = serde_json::json!({
+        "eventID": "1", "eventName": "INSERT", "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": {
+            "Keys": {"id": {"S": "writer"}},
+            "NewImage": {"id": {"S": "writer"}, "ttl": {"N": (now + 600).to_string()}},
+            "SequenceNumber": "100", "SizeBytes": 30, "StreamViewType": "NEW_IMAGE"
+        }
+    });
+    let (ok, output) = invoke(port, &serde_json::json!({ "Records": [record] }));
+    assert!(ok, "{output}");
+    assert!(output.contains(r#""batchItemFailures":[]"#), "{output}");
+    let windowed = scan_all(&client, &table)
+        .await
+        .into_iter()
+        .find(|i| i["id"].as_s().unwrap() == "writer");
+    let window = ttl_sweeper::expiry::window::window_key((now + 600) as f64, 60).unwrap();
+    assert_eq!(
+        windowed.unwrap().get("expirationWindow"),
+        Some(&AV::S(window))
+    );
 
     // CloudWatch sees one JSON summary line and one EMF record per sweep (written to the log
     // file a moment after the invocation ends).

@@ -1,5 +1,7 @@
 //! The Lambda entry point: configuration and the DynamoDB client are set up once per cold start;
-//! each invocation goes to `ttl_sweeper::lambda::invoke`, the wall clock held to DynamoDB's.
+//! each invocation goes to `ttl_sweeper::lambda::invoke` (a sweep), or, for a batch of the table's
+//! DynamoDB Streams records, to `ttl_sweeper::lambda::stream::index_batch` (the stream indexer),
+//! the wall clock held to DynamoDB's.
 
 use std::process::ExitCode;
 
@@ -7,6 +9,7 @@ use lambda_runtime::{service_fn, LambdaEvent};
 use serde_json::Value;
 use ttl_sweeper::config::{Config, Threads};
 use ttl_sweeper::expiry::Timestamp;
+use ttl_sweeper::lambda::stream::{index_batch, is_stream_batch};
 use ttl_sweeper::lambda::{invoke, time_left};
 use ttl_sweeper::telemetry::{self, LogFormat};
 
@@ -45,7 +48,12 @@ async fn serve() -> ExitCode {
     let handler = service_fn(move |event: LambdaEvent<Value>| async move {
         let deadline = Timestamp::from_millis(i64::try_from(event.context.deadline).unwrap_or(0));
         let remaining = time_left(deadline, wall(), clock.server().upper_bound());
-        invoke(sweeper, &event, clock, Some(remaining), settings).await
+        if is_stream_batch(&event.payload) {
+            let (store, schema) = (sweeper.store(), sweeper.schema());
+            return index_batch(store, schema, clock, &event.payload, Some(remaining)).await;
+        }
+        let report = invoke(sweeper, &event, clock, Some(remaining), settings).await?;
+        Ok(serde_json::to_value(report).unwrap_or_default())
     });
     match lambda_runtime::run(handler).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -121,6 +121,51 @@ impl DynamoStore {
         }
     }
 
+    /// Removes the window attribute of `key` only if the item still has the window `old` and the
+    /// ttl (`None`: none) it was read with: a window left behind on an item whose ttl was removed or
+    /// is unusable. A concurrent change is never overwritten and a deleted item never recreated.
+    #[instrument(level = "debug", skip(self, key, ttl, old))]
+    pub async fn remove_window_if_unchanged(
+        &self,
+        table: &str,
+        key: Key,
+        ttl: (&str, Option<AttributeValue>),
+        window_attribute: &str,
+        old: AttributeValue,
+    ) -> Result<(UpdateOutcome, f64), StoreError> {
+        let (ttl_attribute, ttl) = ttl;
+        let mut req = self
+            .client()
+            .update_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .update_expression("REMOVE #w")
+            .expression_attribute_names("#w", window_attribute)
+            .expression_attribute_names("#t", ttl_attribute)
+            .expression_attribute_values(":old", old)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total);
+        req = match ttl {
+            None => req.condition_expression("#w = :old AND attribute_not_exists(#t)"),
+            Some(ttl) => req
+                .condition_expression("#w = :old AND #t = :t")
+                .expression_attribute_values(":t", ttl),
+        };
+        match req
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("UpdateItem", e))
+        {
+            Ok(out) => Ok((
+                UpdateOutcome::Written,
+                out.consumed_capacity()
+                    .and_then(|c| c.capacity_units())
+                    .unwrap_or(1.0),
+            )),
+            Err(e) if e.kind == ErrorKind::ConditionFailed => Ok((UpdateOutcome::Changed, 1.0)),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Deletes `key` only if its ttl attribute still equals `ttl`, the value it was read with
     /// (found expired): an item whose ttl was extended, removed or rewritten since is kept, and one
     /// already deleted stays deleted. Returns the outcome ([`ConditionalOutcome::Kept`] or

@@ -242,18 +242,37 @@ pub async fn backfill(
     state
 }
 
-/// What handling one scanned item needs.
-struct Step<'a> {
-    store: &'a DynamoStore,
-    schema: &'a TableSchema,
-    clock: &'a dyn Clock,
+/// What handling one scanned item needs (the stream indexer handles each record's image with it).
+pub(super) struct Step<'a> {
+    pub(super) store: &'a DynamoStore,
+    pub(super) schema: &'a TableSchema,
+    pub(super) clock: &'a dyn Clock,
     limit: Option<&'a RateLimit>,
     dry_run: bool,
 }
 
-impl Step<'_> {
+impl<'a> Step<'a> {
+    /// Writes and deletes for real, without a write-rate limit.
+    pub(super) fn unlimited(
+        store: &'a DynamoStore,
+        schema: &'a TableSchema,
+        clock: &'a dyn Clock,
+    ) -> Self {
+        Step {
+            store,
+            schema,
+            clock,
+            limit: None,
+            dry_run: false,
+        }
+    }
+
     /// Judges `item` by the clock and acts on it; counts what it did in `counts`.
-    async fn item(&self, item: &Key, counts: &mut BackfillReport) -> Result<(), StoreError> {
+    pub(super) async fn item(
+        &self,
+        item: &Key,
+        counts: &mut BackfillReport,
+    ) -> Result<(), StoreError> {
         let mut plan = plan_item(item, self.schema, self.clock.now());
         let needs_write = matches!(
             plan,
@@ -358,7 +377,7 @@ impl Step<'_> {
 }
 
 /// The primary key of a scanned item.
-fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
+pub(super) fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
     schema.key_of(item).ok_or_else(|| {
         StoreError::new(
             ErrorKind::Validation,
@@ -369,7 +388,7 @@ fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
 }
 
 /// Runs `request` until it succeeds, fails for good, or was retried 8 times (backoff, full jitter).
-async fn with_retries<T, F, Fut>(mut request: F) -> Result<T, StoreError>
+pub(super) async fn with_retries<T, F, Fut>(mut request: F) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, StoreError>>,
@@ -387,7 +406,7 @@ where
     }
 }
 
-fn add(total: &mut BackfillReport, page: &BackfillReport) {
+pub(super) fn add(total: &mut BackfillReport, page: &BackfillReport) {
     total.scanned += page.scanned;
     total.already_ok += page.already_ok;
     total.written += page.written;

@@ -1,0 +1,149 @@
+//! The stream indexer's invocations: a batch of the table's DynamoDB Streams records from an event
+//! source mapping, answered with the records to deliver again (`ReportBatchItemFailures`).
+//!
+//! The batch is indexed by [`crate::tools::index`]; the answer names the sequence number of each
+//! item's first failed record, `{"batchItemFailures": [{"itemIdentifier": "<SequenceNumber>"}]}`,
+//! and Lambda delivers that record and the ones after it again. A batch that cannot be read as
+//! DynamoDB Streams records, or that holds a record of another table's stream, fails the invocation
+//! as a whole (the event source mapping retries it, and bisects it when so configured); nothing of
+//! it is written.
+
+use std::time::Duration;
+
+use aws_lambda_events::dynamodb::Event;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::event::EventError;
+use super::handler::{HandlerError, DEADLINE_MARGIN};
+use crate::expiry::Clock;
+use crate::store::{DynamoStore, TableSchema};
+use crate::tools::index::{index_records, Indexed};
+
+/// True when `event` is a batch of DynamoDB Streams records (`{"Records": [{"eventSource":
+/// "aws:dynamodb", ...}]}`), for the stream indexer rather than a sweep.
+pub fn is_stream_batch(event: &Value) -> bool {
+    let records = event.get("Records").and_then(Value::as_array);
+    records.is_some_and(|records| {
+        records
+            .iter()
+            .any(|r| r.get("eventSource").and_then(Value::as_str) == Some("aws:dynamodb"))
+    })
+}
+
+/// Indexes the batch `event` and answers the records to deliver again. Records still unhandled
+/// [`DEADLINE_MARGIN`] before the end of `remaining` are all delivered again (every write is
+/// conditional, so handling a record twice changes nothing).
+pub async fn index_batch(
+    store: &DynamoStore,
+    schema: &TableSchema,
+    clock: &dyn Clock,
+    event: &Value,
+    remaining: Option<Duration>,
+) -> Result<Value, HandlerError> {
+    let batch = Event::deserialize(event).map_err(|e| {
+        let e = EventError::Unsupported(format!("DynamoDB Streams batch that does not parse: {e}"));
+        tracing::error!(error = %e, "rejected the stream batch; nothing written");
+        HandlerError::Event(e)
+    })?;
+    let foreign = batch.records.iter().find_map(|r| {
+        let arn = r.event_source_arn.as_deref()?;
+        (!from_table(arn, &schema.table_name)).then_some(arn)
+    });
+    if let Some(arn) = foreign {
+        let e = EventError::Unsupported(format!(
+            "stream records of another table ({arn}); this function indexes {}",
+            schema.table_name
+        ));
+        tracing::error!(error = %e, "rejected the stream batch; nothing written");
+        return Err(HandlerError::Event(e));
+    }
+    let work = index_records(store, schema, clock, &batch.records);
+    let indexed = match remaining {
+        None => work.await,
+        Some(left) => {
+            match tokio::time::timeout(left.saturating_sub(DEADLINE_MARGIN), work).await {
+                Ok(indexed) => indexed,
+                Err(_) => {
+                    tracing::warn!(
+                        records = batch.records.len(),
+                        "the stream batch did not finish before the deadline; all of it is delivered again"
+                    );
+                    let first = batch.records.first();
+                    let sequence = first.and_then(|r| r.change.sequence_number.clone());
+                    Indexed {
+                        failures: vec![sequence.unwrap_or_default()],
+                        ..Indexed::default()
+                    }
+                }
+            }
+        }
+    };
+    let report = &indexed.report;
+    tracing::info!(
+        table = %schema.table_name,
+        records = report.records,
+        windows_written = report.items.written,
+        deleted_expired = report.items.deleted_expired,
+        invalid_ttl = report.items.invalid_ttl,
+        failed = report.failed,
+        report = %serde_json::to_string(report).unwrap_or_default(),
+        "stream batch indexed"
+    );
+    let failures: Vec<Value> = indexed
+        .failures
+        .iter()
+        .map(|sequence| json!({ "itemIdentifier": sequence }))
+        .collect();
+    Ok(json!({ "batchItemFailures": failures }))
+}
+
+/// True when the stream ARN `arn` (`arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>`)
+/// is a stream of `table` (a name, or a table ARN as the configuration allows).
+fn from_table(arn: &str, table: &str) -> bool {
+    let Some((table_arn, _label)) = arn.split_once("/stream/") else {
+        return false;
+    };
+    let name = table_arn.rsplit_once(":table/").map(|(_, name)| name);
+    table == table_arn || name == Some(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_batches_of_dynamodb_records_are_stream_batches() {
+        let stream = json!({"Records": [{"eventSource": "aws:dynamodb", "eventName": "INSERT"}]});
+        assert!(is_stream_batch(&stream));
+        for other in [
+            json!({}),
+            json!(null),
+            json!({"source": "aws.events", "time": "2026-01-01T00:00:00Z"}),
+            json!({"Records": [{"eventSource": "aws:sqs"}]}),
+            json!({"Records": []}),
+            json!({"Records": "aws:dynamodb"}),
+        ] {
+            assert!(!is_stream_batch(&other), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_stream_is_the_table_s_by_its_name_or_arn() {
+        let table = "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions";
+        let stream = format!("{table}/stream/2026-11-26T00:00:00.000");
+        assert!(from_table(&stream, "sessions"));
+        assert!(from_table(&stream, table));
+        for other in [
+            "sessions-v2",
+            "sess",
+            "arn:aws:dynamodb:us-east-1:123456789012:table/sessions",
+        ] {
+            assert!(!from_table(&stream, other), "{other}");
+        }
+        assert!(
+            !from_table(table, "sessions"),
+            "a table ARN is not a stream ARN"
+        );
+    }
+}

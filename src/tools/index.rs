@@ -1,0 +1,228 @@
+//! The stream indexer: every item written with a ttl gets its window attribute from the item's
+//! record on the table's DynamoDB stream, so that writers need set only the ttl.
+//!
+//! Each `INSERT` and `MODIFY` record's new image is judged by the rules of `backfill`
+//! ([`plan_item`]), by the clock when its write is made, and acted on with the same conditional
+//! requests:
+//! - a Number ttl in epoch seconds, not yet passed, its window missing or wrong: an `UpdateItem`
+//!   sets the window if the item still has the ttl and the window (or none) of the image. An item
+//!   changed since is left to its own, later record, and a deleted one is never recreated;
+//! - a ttl already passed: a `DeleteItem` that requires the image's ttl;
+//! - the window already right: nothing (the indexer's own writes come back this way and stop);
+//! - no ttl, or one that is not usable (not a Number, milliseconds, more than five years old):
+//!   no window; a window the image still has is removed if the item still has that window and that
+//!   ttl (or none). Counted as invalid (or as without a ttl).
+//!
+//! `REMOVE` records (the application's deletes, native TTL's, the sweeper's) need nothing.
+//!
+//! Records arrive at least once and in order per item only: every write is conditional on the
+//! image, so a record applied twice, or after a later one, changes nothing. Records of different
+//! items are handled concurrently (at most [`CONCURRENCY`] items at once), those of one item in
+//! order. A record that fails (no new image, its key attributes missing, an error that outlasted
+//! the retries) stops its item there and is reported by its sequence number, so that Lambda's
+//! `ReportBatchItemFailures` delivers it, and what follows it, again.
+
+use std::collections::HashMap;
+
+use aws_lambda_events::dynamodb::EventRecord;
+use futures::stream::{self, StreamExt};
+use serde::Serialize;
+
+use super::backfill::{key_of, plan_item, with_retries, BackfillReport, ItemPlan, Step};
+use crate::expiry::Clock;
+use crate::store::scan::UpdateOutcome;
+use crate::store::{key_to_json, DynamoStore, Key, TableSchema};
+
+/// Items whose records are handled at once.
+pub const CONCURRENCY: usize = 16;
+
+/// At most this many error messages are kept in a report (the count is in `failed`).
+const MAX_ERRORS: usize = 10;
+
+/// What one batch of stream records came to.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct IndexReport {
+    /// Records in the batch.
+    pub records: u64,
+    /// `REMOVE` records: nothing to do.
+    pub removes: u64,
+    /// What the `INSERT` and `MODIFY` images came to, counted as `backfill` counts the items it
+    /// reads (`scanned`: the images judged).
+    pub items: BackfillReport,
+    /// Windows removed from items whose ttl was removed or is not usable.
+    pub stale_windows_removed: u64,
+    /// Records that failed (each stops its item: the records after it are not handled).
+    pub failed: u64,
+    /// The first errors, with the sequence number of the record.
+    pub errors: Vec<String>,
+}
+
+/// A batch's report and the records to deliver again.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Indexed {
+    /// What was done.
+    pub report: IndexReport,
+    /// The sequence number of each failed record (the first failure of each item).
+    pub failures: Vec<String>,
+}
+
+/// Indexes `records`, one batch from one shard of the table's stream (see the
+/// [module](self) description). Never fails as a whole: what failed is in
+/// [`Indexed::failures`].
+pub async fn index_records(
+    store: &DynamoStore,
+    schema: &TableSchema,
+    clock: &dyn Clock,
+    records: &[EventRecord],
+) -> Indexed {
+    // Records grouped by item, in their order.
+    let mut items: Vec<Vec<&EventRecord>> = Vec::new();
+    let mut slot: HashMap<String, usize> = HashMap::new();
+    for record in records {
+        let key: Key = record.change.keys.clone().into();
+        let id = key_to_json(&key).to_string();
+        let at = *slot.entry(id).or_insert_with(|| {
+            items.push(Vec::new());
+            items.len() - 1
+        });
+        items[at].push(record);
+    }
+    let step = Step::unlimited(store, schema, clock);
+    let step = &step;
+    let done: Vec<Indexed> = stream::iter(items)
+        .map(|records| async move { index_item(step, &records).await })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+
+    let mut total = Indexed::default();
+    for item in done {
+        let (r, t) = (&item.report, &mut total.report);
+        t.records += r.records;
+        t.removes += r.removes;
+        super::backfill::add(&mut t.items, &r.items);
+        t.stale_windows_removed += r.stale_windows_removed;
+        t.failed += r.failed;
+        let room = MAX_ERRORS.saturating_sub(t.errors.len());
+        t.errors.extend(item.report.errors.into_iter().take(room));
+        total.failures.extend(item.failures);
+    }
+    total
+}
+
+/// The records of one item, in order, until one fails.
+async fn index_item(step: &Step<'_>, records: &[&EventRecord]) -> Indexed {
+    let mut out = Indexed::default();
+    out.report.records = records.len() as u64;
+    for record in records {
+        if let Err(error) = index_record(step, record, &mut out.report).await {
+            let sequence = record.change.sequence_number.clone().unwrap_or_default();
+            out.report.failed += 1;
+            out.report
+                .errors
+                .push(format!("record {sequence} ({}): {error}", record.event_id));
+            out.failures.push(sequence);
+            break;
+        }
+    }
+    out
+}
+
+/// One record; `Err` says why it failed.
+async fn index_record(
+    step: &Step<'_>,
+    record: &EventRecord,
+    report: &mut IndexReport,
+) -> Result<(), String> {
+    match record.event_name.as_str() {
+        "REMOVE" => {
+            report.removes += 1;
+            return Ok(());
+        }
+        "INSERT" | "MODIFY" => {}
+        other => return Err(format!("unknown event name {other:?}")),
+    }
+    let image: Key = record.change.new_image.clone().into();
+    if image.is_empty() {
+        return Err("no new image: the stream's view type must be NEW_IMAGE or \
+                    NEW_AND_OLD_IMAGES"
+            .into());
+    }
+    let schema = step.schema;
+    let key = key_of(schema, &image).map_err(|_| {
+        format!(
+            "the new image lacks the key attributes {:?}",
+            schema.key_attributes
+        )
+    })?;
+    let counts = &mut report.items;
+    counts.scanned += 1;
+    let plan = plan_item(&image, schema, step.clock.now());
+    let unusable = matches!(
+        plan,
+        ItemPlan::NoTtl | ItemPlan::InvalidTtl | ItemPlan::TooOldTtl
+    );
+    let layout = &schema.layout;
+    match image.get(&layout.window_attribute) {
+        Some(window) if unusable => {
+            match plan {
+                ItemPlan::NoTtl => counts.no_ttl += 1,
+                ItemPlan::TooOldTtl => {
+                    counts.invalid_ttl += 1;
+                    counts.too_old_ttl += 1;
+                }
+                _ => counts.invalid_ttl += 1,
+            }
+            let ttl = image.get(&layout.ttl_attribute).cloned();
+            let (outcome, consumed) = with_retries(|| {
+                step.store.remove_window_if_unchanged(
+                    &schema.table_name,
+                    key.clone(),
+                    (&layout.ttl_attribute, ttl.clone()),
+                    &layout.window_attribute,
+                    window.clone(),
+                )
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+            counts.consumed_wcu += consumed;
+            match outcome {
+                UpdateOutcome::Written => report.stale_windows_removed += 1,
+                UpdateOutcome::Changed => counts.changed_concurrently += 1,
+            }
+            Ok(())
+        }
+        _ => step.item(&image, counts).await.map_err(|e| e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(name: &str, sequence: &str, keys: serde_json::Value) -> EventRecord {
+        serde_json::from_value(serde_json::json!({
+            "eventID": format!("e{sequence}"), "eventName": name, "awsRegion": "eu-west-1",
+            "eventSource": "aws:dynamodb",
+            "dynamodb": { "Keys": keys, "SequenceNumber": sequence, "SizeBytes": 10,
+                          "StreamViewType": "NEW_IMAGE" }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn records_of_one_item_are_grouped_in_order_whatever_the_order_of_their_key_attributes() {
+        let a = serde_json::json!({"pk": {"S": "a"}, "sk": {"N": "1"}});
+        let a_again = serde_json::json!({"sk": {"N": "1"}, "pk": {"S": "a"}});
+        let b = serde_json::json!({"pk": {"S": "b"}, "sk": {"N": "1"}});
+        let ids: Vec<String> = [a, b, a_again]
+            .into_iter()
+            .map(|k| {
+                let key: Key = record("INSERT", "1", k).change.keys.into();
+                key_to_json(&key).to_string()
+            })
+            .collect();
+        assert_eq!(ids[0], ids[2]);
+        assert_ne!(ids[0], ids[1]);
+    }
+}

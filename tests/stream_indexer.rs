@@ -1,0 +1,222 @@
+//! The stream indexer against DynamoDB Local: batches of stream records, shaped as an event
+//! source mapping delivers them to Lambda, for items written with only a ttl (and worse). A String
+//! ttl is not among them: with the sweeper's index (ttl a Number key) DynamoDB refuses the write.
+
+mod common;
+
+use aws_sdk_dynamodb::types::AttributeValue as AV;
+use common::*;
+use serde_json::{json, Value};
+use ttl_sweeper::expiry::window::window_key;
+use ttl_sweeper::lambda::stream::index_batch;
+use ttl_sweeper::store::{key_to_json, DynamoStore, Key, TableSchema};
+use ttl_sweeper::tools::index::index_records;
+
+/// A stream record of `item` (its new image) in DynamoDB JSON, as Lambda receives it.
+fn record(name: &str, sequence: u64, item: &Key) -> Value {
+    let image = key_to_json(item);
+    json!({
+        "eventID": format!("event-{sequence}"), "eventName": name, "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+        "dynamodb": {
+            "Keys": { "id": image["id"].clone() },
+            "NewImage": image,
+            "SequenceNumber": format!("{sequence:021}"),
+            "SizeBytes": 64, "StreamViewType": "NEW_IMAGE"
+        }
+    })
+}
+
+fn batch(records: Vec<Value>) -> Value {
+    json!({ "Records": records })
+}
+
+async fn setup(prefix: &str) -> (aws_sdk_dynamodb::Client, DynamoStore, TableSchema) {
+    let (client, table) = simple_table(prefix).await;
+    let (store, schema) = store_and_schema(&config(&table, &[])).await;
+    (client, store, schema)
+}
+
+async fn get(client: &aws_sdk_dynamodb::Client, table: &str, id: &str) -> Option<Key> {
+    let out = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(id_key(id)));
+    out.consistent_read(true).send().await.unwrap().item
+}
+
+fn window_of(ttl: i64) -> AV {
+    AV::S(window_key(ttl as f64, 60).unwrap())
+}
+
+#[tokio::test]
+async fn items_written_with_only_a_ttl_get_their_window_and_expired_ones_are_deleted() {
+    let (client, store, schema) = setup("index").await;
+    let table = &schema.table_name;
+    let now = now();
+    let wrong = windowed("wrong", now + 600, "1970-01-01T00:00");
+    let items = [
+        unwindowed("live", now + 300),
+        unwindowed("expired", now - 30),
+        session("right", now + 900),
+        wrong.clone(),
+        bare("no-ttl", None),
+        unwindowed("millis", (now + 300) * 1000),
+    ];
+    put_items(&client, table, items.to_vec()).await;
+    let records: Vec<Value> = (items.iter().enumerate())
+        .map(|(i, item)| record("INSERT", i as u64 + 1, item))
+        .collect();
+
+    let answer = index_batch(&store, &schema, &clock, &batch(records.clone()), None).await;
+    assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
+
+    let live = get(&client, table, "live").await.unwrap();
+    assert_eq!(live.get("expirationWindow"), Some(&window_of(now + 300)));
+    let fixed = get(&client, table, "wrong").await.unwrap();
+    assert_eq!(fixed.get("expirationWindow"), Some(&window_of(now + 600)));
+    assert!(get(&client, table, "expired").await.is_none(), "deleted");
+    assert_eq!(
+        get(&client, table, "right").await.unwrap(),
+        session("right", now + 900)
+    );
+    for untouched in ["no-ttl", "millis"] {
+        let item = get(&client, table, untouched).await.unwrap();
+        assert!(!item.contains_key("expirationWindow"), "{item:?}");
+    }
+
+    // The same batch again (at-least-once delivery): nothing more is written or deleted.
+    let before = scan_all(&client, table).await.len();
+    let parsed: aws_lambda_events::dynamodb::Event =
+        serde_json::from_value(batch(records)).unwrap();
+    let again = index_records(&store, &schema, &clock, &parsed.records).await;
+    assert!(again.failures.is_empty(), "{:?}", again.report);
+    let counts = &again.report.items;
+    assert_eq!(
+        (counts.written, counts.deleted_expired),
+        (0, 0),
+        "{counts:?}"
+    );
+    assert_eq!(counts.expired_gone, 1, "{counts:?}");
+    assert_eq!((counts.no_ttl, counts.invalid_ttl), (1, 1), "{counts:?}");
+    assert_eq!(scan_all(&client, table).await.len(), before);
+    let live_again = get(&client, table, "live").await.unwrap();
+    assert_eq!(live_again, live);
+}
+
+#[tokio::test]
+async fn a_record_older_than_the_item_changes_nothing_and_a_deleted_item_is_not_recreated() {
+    let (client, store, schema) = setup("index_races").await;
+    let table = &schema.table_name;
+    let now = now();
+    // Each record's image is older than the item: extended, given a window by its writer, deleted.
+    let extended = unwindowed("extended", now - 10); // read expired, extended since
+    put_one(&client, table, session("extended", now + 3600)).await;
+    let moved = unwindowed("moved", now + 300); // its ttl rewritten since
+    put_one(&client, table, unwindowed("moved", now + 900)).await;
+    let deleted = unwindowed("deleted", now + 300); // deleted since
+    let records = vec![
+        record("INSERT", 1, &extended),
+        record("MODIFY", 2, &moved),
+        record("INSERT", 3, &deleted),
+        record("REMOVE", 4, &deleted),
+    ];
+    let answer = index_batch(&store, &schema, &clock, &batch(records), None).await;
+    assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
+    assert_eq!(
+        get(&client, table, "extended").await.unwrap(),
+        session("extended", now + 3600)
+    );
+    assert_eq!(
+        get(&client, table, "moved").await.unwrap(),
+        unwindowed("moved", now + 900)
+    );
+    assert!(
+        get(&client, table, "deleted").await.is_none(),
+        "not recreated"
+    );
+}
+
+#[tokio::test]
+async fn a_window_left_on_an_item_whose_ttl_is_gone_or_unusable_is_removed_unless_it_changed() {
+    let (client, store, schema) = setup("index_stale").await;
+    let table = &schema.table_name;
+    let now = now();
+    let stale = |id: &str, ttl: Option<AV>| with_window(bare(id, ttl), "2026-01-01T00:00");
+    let items = [
+        stale("no-ttl", None),
+        stale("millis", Some(num((now + 300) * 1000))),
+        stale("rewritten", Some(num((now + 300) * 1000))),
+    ];
+    put_items(&client, table, items.to_vec()).await;
+    // "rewritten" gets a usable ttl and its window after the record was written.
+    put_one(&client, table, session("rewritten", now + 300)).await;
+    let records = (items.iter().enumerate())
+        .map(|(i, item)| record("MODIFY", i as u64 + 1, item))
+        .collect();
+    let answer = index_batch(&store, &schema, &clock, &batch(records), None).await;
+    assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
+    for id in ["no-ttl", "millis"] {
+        let item = get(&client, table, id).await.unwrap();
+        assert!(!item.contains_key("expirationWindow"), "{item:?}");
+        assert!(item.contains_key("ttl") || id == "no-ttl", "{item:?}");
+    }
+    let kept = get(&client, table, "rewritten").await.unwrap();
+    assert_eq!(kept, session("rewritten", now + 300));
+}
+
+#[tokio::test]
+async fn a_malformed_record_is_answered_by_its_sequence_number_and_stops_only_its_own_item() {
+    let (client, store, schema) = setup("index_bad").await;
+    let table = &schema.table_name;
+    let now = now();
+    let (first, later, other) = (
+        unwindowed("a", now + 300),
+        unwindowed("a", now + 600),
+        unwindowed("b", now + 300),
+    );
+    put_items(&client, table, vec![later.clone(), other.clone()]).await;
+    let mut keyless = record("MODIFY", 7, &first);
+    keyless["dynamodb"]["NewImage"]
+        .as_object_mut()
+        .unwrap()
+        .remove("id");
+    let mut imageless = record("INSERT", 9, &other);
+    imageless["dynamodb"]
+        .as_object_mut()
+        .unwrap()
+        .remove("NewImage");
+    let records = vec![keyless, record("MODIFY", 8, &later), imageless];
+    let answer = index_batch(&store, &schema, &clock, &batch(records), None).await;
+    let failures = json!({ "batchItemFailures": [
+        { "itemIdentifier": format!("{:021}", 7) },
+        { "itemIdentifier": format!("{:021}", 9) },
+    ]});
+    let mut answer = answer.unwrap();
+    answer["batchItemFailures"]
+        .as_array_mut()
+        .unwrap()
+        .sort_by_key(|f| f["itemIdentifier"].as_str().unwrap().to_string());
+    assert_eq!(answer, failures);
+    // Nothing of "a" was handled after its failed record: its later record waits for the retry.
+    assert_eq!(get(&client, table, "a").await.unwrap(), later);
+    assert_eq!(get(&client, table, "b").await.unwrap(), other);
+
+    // A batch that is not DynamoDB Streams records fails as a whole.
+    let bad = json!({ "Records": [{ "eventSource": "aws:dynamodb", "dynamodb": "?" }] });
+    let err = index_batch(&store, &schema, &clock, &bad, None).await;
+    assert_eq!(err.unwrap_err().error_type(), "InvalidEvent");
+    // So does a batch from another table's stream: its keys mean nothing here.
+    let expired = unwindowed("c", now - 60);
+    put_one(&client, table, expired.clone()).await;
+    let mut foreign = record("INSERT", 10, &expired);
+    let arn = "arn:aws:dynamodb:us-east-1:000000000000:table/other/stream/2026-11-26T00:00:00.000";
+    foreign["eventSourceARN"] = json!(arn);
+    let err = index_batch(&store, &schema, &clock, &batch(vec![foreign]), None).await;
+    assert!(err.unwrap_err().to_string().contains("another table"));
+    assert_eq!(
+        get(&client, table, "c").await.unwrap(),
+        expired,
+        "nothing deleted"
+    );
+}
