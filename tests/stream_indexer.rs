@@ -4,12 +4,20 @@
 
 mod common;
 
+use std::sync::{Arc, Mutex};
+
 use aws_sdk_dynamodb::types::AttributeValue as AV;
 use common::*;
 use serde_json::{json, Value};
+use ttl_sweeper::engine::{DeleteMode, Stop, Sweeper};
+use ttl_sweeper::events::sink::BoxFuture;
+use ttl_sweeper::events::{
+    EntryResult, EventKind, Events, EventsConfig, EventsMode, ExpiryEvent, ItemSource, Sink,
+    SinkError, SinkTarget,
+};
 use ttl_sweeper::expiry::window::window_key;
 use ttl_sweeper::lambda::stream::index_batch;
-use ttl_sweeper::store::{key_to_json, DynamoStore, Key, TableSchema};
+use ttl_sweeper::store::{key_to_json, DynamoStore, Key};
 use ttl_sweeper::tools::index::index_records;
 
 /// A stream record of `item` (its new image) in DynamoDB JSON, as Lambda receives it.
@@ -31,10 +39,64 @@ fn batch(records: Vec<Value>) -> Value {
     json!({ "Records": records })
 }
 
-async fn setup(prefix: &str) -> (aws_sdk_dynamodb::Client, DynamoStore, TableSchema) {
+async fn setup(prefix: &str) -> (aws_sdk_dynamodb::Client, Sweeper<DynamoStore>, String) {
     let (client, table) = simple_table(prefix).await;
-    let (store, schema) = store_and_schema(&config(&table, &[])).await;
-    (client, store, schema)
+    let sweeper = sweeper_for(&config(&table, &[])).await;
+    (client, sweeper, table)
+}
+
+/// A sink that keeps what it accepts, or refuses everything.
+#[derive(Debug, Default)]
+struct Recorded {
+    refuse: bool,
+    accepted: Mutex<Vec<ExpiryEvent>>,
+}
+
+impl Sink for Recorded {
+    fn put<'a>(
+        &'a self,
+        batch: &'a [ExpiryEvent],
+    ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
+        Box::pin(async move {
+            let result = match self.refuse {
+                false => EntryResult::Accepted,
+                true => EntryResult::Failed {
+                    retryable: false,
+                    reason: "AccessDenied: not allowed".into(),
+                },
+            };
+            if !self.refuse {
+                self.accepted.lock().unwrap().extend(batch.iter().cloned());
+            }
+            Ok(vec![result; batch.len()])
+        })
+    }
+}
+
+impl Recorded {
+    /// (kind, the key's id) of each accepted event, in order.
+    fn seen(&self) -> Vec<(EventKind, String)> {
+        let accepted = self.accepted.lock().unwrap();
+        let id = |e: &ExpiryEvent| e.key["id"]["S"].as_str().unwrap().to_string();
+        accepted.iter().map(|e| (e.kind, id(e))).collect()
+    }
+}
+
+/// `sweeper` publishing to `sink` in `mode` (conditional deletes).
+fn with_events(
+    sweeper: Sweeper<DynamoStore>,
+    mode: EventsMode,
+    sink: &Arc<Recorded>,
+) -> Sweeper<DynamoStore> {
+    let config = EventsConfig {
+        target: SinkTarget::EventBridge("default".into()),
+        mode,
+        item: ItemSource::Off,
+        table: sweeper.schema().table_name.clone(),
+        delete_mode: DeleteMode::Conditional,
+        max_retries: 1,
+    };
+    sweeper.with_events(Arc::new(Events::new(&config, sink.clone())))
 }
 
 async fn get(client: &aws_sdk_dynamodb::Client, table: &str, id: &str) -> Option<Key> {
@@ -51,8 +113,8 @@ fn window_of(ttl: i64) -> AV {
 
 #[tokio::test]
 async fn items_written_with_only_a_ttl_get_their_window_and_expired_ones_are_deleted() {
-    let (client, store, schema) = setup("index").await;
-    let table = &schema.table_name;
+    let (client, sweeper, table) = setup("index").await;
+    let table = &table;
     let now = now();
     let wrong = windowed("wrong", now + 600, "1970-01-01T00:00");
     let items = [
@@ -68,7 +130,7 @@ async fn items_written_with_only_a_ttl_get_their_window_and_expired_ones_are_del
         .map(|(i, item)| record("INSERT", i as u64 + 1, item))
         .collect();
 
-    let answer = index_batch(&store, &schema, &clock, &batch(records.clone()), None).await;
+    let answer = index_batch(&sweeper, &clock, &batch(records.clone()), None).await;
     assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
 
     let live = get(&client, table, "live").await.unwrap();
@@ -89,7 +151,8 @@ async fn items_written_with_only_a_ttl_get_their_window_and_expired_ones_are_del
     let before = scan_all(&client, table).await.len();
     let parsed: aws_lambda_events::dynamodb::Event =
         serde_json::from_value(batch(records)).unwrap();
-    let again = index_records(&store, &schema, &clock, &parsed.records).await;
+    let (store, schema) = (sweeper.store(), sweeper.schema());
+    let again = index_records(store, schema, &clock, None, &Stop::never(), &parsed.records).await;
     assert!(again.failures.is_empty(), "{:?}", again.report);
     let counts = &again.report.items;
     assert_eq!(
@@ -106,8 +169,8 @@ async fn items_written_with_only_a_ttl_get_their_window_and_expired_ones_are_del
 
 #[tokio::test]
 async fn a_record_older_than_the_item_changes_nothing_and_a_deleted_item_is_not_recreated() {
-    let (client, store, schema) = setup("index_races").await;
-    let table = &schema.table_name;
+    let (client, sweeper, table) = setup("index_races").await;
+    let table = &table;
     let now = now();
     // Each record's image is older than the item: extended, given a window by its writer, deleted.
     let extended = unwindowed("extended", now - 10); // read expired, extended since
@@ -121,7 +184,7 @@ async fn a_record_older_than_the_item_changes_nothing_and_a_deleted_item_is_not_
         record("INSERT", 3, &deleted),
         record("REMOVE", 4, &deleted),
     ];
-    let answer = index_batch(&store, &schema, &clock, &batch(records), None).await;
+    let answer = index_batch(&sweeper, &clock, &batch(records), None).await;
     assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
     assert_eq!(
         get(&client, table, "extended").await.unwrap(),
@@ -139,8 +202,8 @@ async fn a_record_older_than_the_item_changes_nothing_and_a_deleted_item_is_not_
 
 #[tokio::test]
 async fn a_window_left_on_an_item_whose_ttl_is_gone_or_unusable_is_removed_unless_it_changed() {
-    let (client, store, schema) = setup("index_stale").await;
-    let table = &schema.table_name;
+    let (client, sweeper, table) = setup("index_stale").await;
+    let table = &table;
     let now = now();
     let stale = |id: &str, ttl: Option<AV>| with_window(bare(id, ttl), "2026-01-01T00:00");
     let items = [
@@ -154,7 +217,7 @@ async fn a_window_left_on_an_item_whose_ttl_is_gone_or_unusable_is_removed_unles
     let records = (items.iter().enumerate())
         .map(|(i, item)| record("MODIFY", i as u64 + 1, item))
         .collect();
-    let answer = index_batch(&store, &schema, &clock, &batch(records), None).await;
+    let answer = index_batch(&sweeper, &clock, &batch(records), None).await;
     assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
     for id in ["no-ttl", "millis"] {
         let item = get(&client, table, id).await.unwrap();
@@ -167,8 +230,8 @@ async fn a_window_left_on_an_item_whose_ttl_is_gone_or_unusable_is_removed_unles
 
 #[tokio::test]
 async fn a_malformed_record_is_answered_by_its_sequence_number_and_stops_only_its_own_item() {
-    let (client, store, schema) = setup("index_bad").await;
-    let table = &schema.table_name;
+    let (client, sweeper, table) = setup("index_bad").await;
+    let table = &table;
     let now = now();
     let (first, later, other) = (
         unwindowed("a", now + 300),
@@ -187,7 +250,7 @@ async fn a_malformed_record_is_answered_by_its_sequence_number_and_stops_only_it
         .unwrap()
         .remove("NewImage");
     let records = vec![keyless, record("MODIFY", 8, &later), imageless];
-    let answer = index_batch(&store, &schema, &clock, &batch(records), None).await;
+    let answer = index_batch(&sweeper, &clock, &batch(records), None).await;
     let failures = json!({ "batchItemFailures": [
         { "itemIdentifier": format!("{:021}", 7) },
         { "itemIdentifier": format!("{:021}", 9) },
@@ -204,7 +267,7 @@ async fn a_malformed_record_is_answered_by_its_sequence_number_and_stops_only_it
 
     // A batch that is not DynamoDB Streams records fails as a whole.
     let bad = json!({ "Records": [{ "eventSource": "aws:dynamodb", "dynamodb": "?" }] });
-    let err = index_batch(&store, &schema, &clock, &bad, None).await;
+    let err = index_batch(&sweeper, &clock, &bad, None).await;
     assert_eq!(err.unwrap_err().error_type(), "InvalidEvent");
     // So does a batch from another table's stream: its keys mean nothing here.
     let expired = unwindowed("c", now - 60);
@@ -212,11 +275,87 @@ async fn a_malformed_record_is_answered_by_its_sequence_number_and_stops_only_it
     let mut foreign = record("INSERT", 10, &expired);
     let arn = "arn:aws:dynamodb:us-east-1:000000000000:table/other/stream/2026-11-26T00:00:00.000";
     foreign["eventSourceARN"] = json!(arn);
-    let err = index_batch(&store, &schema, &clock, &batch(vec![foreign]), None).await;
+    let err = index_batch(&sweeper, &clock, &batch(vec![foreign]), None).await;
     assert!(err.unwrap_err().to_string().contains("another table"));
     assert_eq!(
         get(&client, table, "c").await.unwrap(),
         expired,
         "nothing deleted"
+    );
+}
+
+#[tokio::test]
+async fn the_items_it_deletes_get_their_expiry_events_as_a_sweep_s_do() {
+    let now = now();
+    // Notify: the event after the delete, once; nothing for a live item or a record seen again.
+    let (client, sweeper, table) = setup("index_notify").await;
+    let sink = Arc::new(Recorded::default());
+    let sweeper = with_events(sweeper, EventsMode::Notify, &sink);
+    let (expired, live) = (
+        unwindowed("expired", now - 5),
+        unwindowed("live", now + 300),
+    );
+    put_items(&client, &table, vec![expired.clone(), live.clone()]).await;
+    let records = batch(vec![
+        record("INSERT", 1, &expired),
+        record("INSERT", 2, &live),
+    ]);
+    for _ in 0..2 {
+        let answer = index_batch(&sweeper, &clock, &records, None).await;
+        assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
+    }
+    assert!(get(&client, &table, "expired").await.is_none());
+    assert_eq!(sink.seen(), [(EventKind::Expired, "expired".to_string())]);
+
+    // Archive: the event before the delete; the item kept when its ttl changed since the record,
+    // with a cancellation; nothing deleted when the sink refuses, and the record delivered again.
+    let (client, sweeper, table) = setup("index_archive").await;
+    let sink = Arc::new(Recorded::default());
+    let sweeper = with_events(sweeper, EventsMode::Archive, &sink);
+    let (gone, extended) = (unwindowed("gone", now - 5), unwindowed("extended", now - 5));
+    put_items(
+        &client,
+        &table,
+        vec![gone.clone(), session("extended", now + 3600)],
+    )
+    .await;
+    let records = batch(vec![
+        record("INSERT", 1, &gone),
+        record("INSERT", 2, &extended),
+    ]);
+    let answer = index_batch(&sweeper, &clock, &records, None).await;
+    assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
+    assert!(get(&client, &table, "gone").await.is_none());
+    assert!(get(&client, &table, "extended").await.is_some());
+    let mut seen = sink.seen();
+    seen.sort_by_key(|(_, id)| id.clone());
+    let expected = [
+        (EventKind::Expired, "extended".to_string()),
+        (EventKind::Cancelled, "extended".to_string()),
+        (EventKind::Expired, "gone".to_string()),
+    ];
+    assert_eq!(seen, expected);
+
+    let (client, sweeper, table) = setup("index_refused").await;
+    let refusing = Arc::new(Recorded {
+        refuse: true,
+        ..Recorded::default()
+    });
+    let sweeper = with_events(sweeper, EventsMode::Archive, &refusing);
+    let kept = unwindowed("kept", now - 5);
+    put_items(&client, &table, vec![kept.clone()]).await;
+    let answer = index_batch(
+        &sweeper,
+        &clock,
+        &batch(vec![record("INSERT", 3, &kept)]),
+        None,
+    )
+    .await;
+    let failed = json!({ "batchItemFailures": [{ "itemIdentifier": format!("{:021}", 3) }] });
+    assert_eq!(answer.unwrap(), failed);
+    assert_eq!(
+        get(&client, &table, "kept").await.unwrap(),
+        kept,
+        "not deleted without its event"
     );
 }

@@ -49,8 +49,7 @@ async fn serve() -> ExitCode {
         let deadline = Timestamp::from_millis(i64::try_from(event.context.deadline).unwrap_or(0));
         let remaining = time_left(deadline, wall(), clock.server().upper_bound());
         if is_stream_batch(&event.payload) {
-            let (store, schema) = (sweeper.store(), sweeper.schema());
-            return index_batch(store, schema, clock, &event.payload, Some(remaining)).await;
+            return index_batch(sweeper, clock, &event.payload, Some(remaining)).await;
         }
         let report = invoke(sweeper, &event, clock, Some(remaining), settings).await?;
         Ok(serde_json::to_value(report).unwrap_or_default())

@@ -94,6 +94,12 @@ impl<S: Store> Sweeper<S> {
         &self.shared.store
     }
 
+    /// The expiry events' hook, when events are configured (the stream indexer publishes through
+    /// it too).
+    pub fn expiry_hook(&self) -> Option<&dyn ExpiryHook> {
+        self.events.as_deref()
+    }
+
     /// Notify mode: the events owed for items deleted by a sweep that was dropped before it
     /// published them (the sweep's future given up at a deadline), as failed events, taken. A
     /// sweep that runs to its end leaves none: each event it owed was published or reported.

@@ -16,9 +16,11 @@ use serde_json::{json, Value};
 
 use super::event::EventError;
 use super::handler::{HandlerError, DEADLINE_MARGIN};
+use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
-use crate::store::{DynamoStore, TableSchema};
+use crate::store::DynamoStore;
 use crate::tools::index::{index_records, Indexed};
+use tokio::time::Instant;
 
 /// True when `event` is a batch of DynamoDB Streams records (`{"Records": [{"eventSource":
 /// "aws:dynamodb", ...}]}`), for the stream indexer rather than a sweep.
@@ -31,16 +33,18 @@ pub fn is_stream_batch(event: &Value) -> bool {
     })
 }
 
-/// Indexes the batch `event` and answers the records to deliver again. Records still unhandled
-/// [`DEADLINE_MARGIN`] before the end of `remaining` are all delivered again (every write is
-/// conditional, so handling a record twice changes nothing).
+/// Indexes the batch `event` for `sweeper`'s table, its deletes' expiry events published through
+/// `sweeper`'s hook, and answers the records to deliver again. Event publishing stops
+/// [`DEADLINE_MARGIN`] before the end of `remaining`; records still unhandled half that margin
+/// before it are all delivered again (every write is conditional, so handling a record twice
+/// changes nothing).
 pub async fn index_batch(
-    store: &DynamoStore,
-    schema: &TableSchema,
+    sweeper: &Sweeper<DynamoStore>,
     clock: &dyn Clock,
     event: &Value,
     remaining: Option<Duration>,
 ) -> Result<Value, HandlerError> {
+    let schema = sweeper.schema();
     let batch = Event::deserialize(event).map_err(|e| {
         let e = EventError::Unsupported(format!("DynamoDB Streams batch that does not parse: {e}"));
         tracing::error!(error = %e, "rejected the stream batch; nothing written");
@@ -58,11 +62,15 @@ pub async fn index_batch(
         tracing::error!(error = %e, "rejected the stream batch; nothing written");
         return Err(HandlerError::Event(e));
     }
-    let work = index_records(store, schema, clock, &batch.records);
+    let started = Instant::now();
+    let stop = Stop::at(remaining.map(|r| started + r.saturating_sub(DEADLINE_MARGIN)));
+    let (store, events) = (sweeper.store(), sweeper.expiry_hook());
+    let work = index_records(store, schema, clock, events, &stop, &batch.records);
     let indexed = match remaining {
         None => work.await,
         Some(left) => {
-            match tokio::time::timeout(left.saturating_sub(DEADLINE_MARGIN), work).await {
+            let cut = started + left.saturating_sub(DEADLINE_MARGIN / 2);
+            match tokio::time::timeout_at(cut, work).await {
                 Ok(indexed) => indexed,
                 Err(_) => {
                     tracing::warn!(

@@ -40,7 +40,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
 use super::scan::{parallel_scan, Position, ScanPageOf};
-use crate::engine::retry::full_jitter;
+use crate::engine::hook::{Delivery, Expiry, ExpiryHook, Publication};
+use crate::engine::retry::{full_jitter, Stop};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::scan::UpdateOutcome;
@@ -211,6 +212,7 @@ pub async fn backfill(
                         clock,
                         limit: limit.as_ref(),
                         dry_run: options.dry_run,
+                        events: None,
                     };
                     step.item(item, &mut counts).await?;
                 }
@@ -249,6 +251,18 @@ pub(super) struct Step<'a> {
     pub(super) clock: &'a dyn Clock,
     limit: Option<&'a RateLimit>,
     dry_run: bool,
+    /// Expiry events for the items it deletes (the stream indexer's, when events are configured).
+    events: Option<StepEvents<'a>>,
+}
+
+/// The expiry events of a step's deletes, as a sweep publishes them: in notify mode after the
+/// delete; in archive mode before it, the item deleted only once its event was accepted, and a
+/// cancellation published when the delete keeps it (its ttl changed). An event that cannot be
+/// published fails the item, with the event's id in the error.
+#[derive(Clone, Copy)]
+pub(super) struct StepEvents<'a> {
+    pub(super) hook: &'a dyn ExpiryHook,
+    pub(super) stop: &'a Stop,
 }
 
 impl<'a> Step<'a> {
@@ -257,6 +271,7 @@ impl<'a> Step<'a> {
         store: &'a DynamoStore,
         schema: &'a TableSchema,
         clock: &'a dyn Clock,
+        events: Option<StepEvents<'a>>,
     ) -> Self {
         Step {
             store,
@@ -264,6 +279,7 @@ impl<'a> Step<'a> {
             clock,
             limit: None,
             dry_run: false,
+            events,
         }
     }
 
@@ -297,7 +313,7 @@ impl<'a> Step<'a> {
             ItemPlan::SetWindow { .. } if self.dry_run => counts.written += 1,
             ItemPlan::DeleteExpired { ttl } => {
                 let key = key_of(self.schema, item)?;
-                self.delete_expired(key, ttl, counts).await?;
+                self.delete_expired(key, ttl, item, counts).await?;
             }
             ItemPlan::SetWindow {
                 ttl,
@@ -335,20 +351,35 @@ impl<'a> Step<'a> {
                     if let Some(limit) = self.limit {
                         limit.acquire().await;
                     }
-                    self.delete_expired(key, ttl, counts).await?;
+                    self.delete_expired(key, ttl, item, counts).await?;
                 }
             }
         }
         Ok(())
     }
 
-    /// Deletes the item at `key` if its ttl is still `ttl` (the Number as read).
+    /// Deletes the item at `key` (read as `item`) if its ttl is still `ttl` (the Number as read),
+    /// with its expiry event when the step has events.
     async fn delete_expired(
         &self,
         key: Key,
         ttl: String,
+        item: &Key,
         counts: &mut BackfillReport,
     ) -> Result<(), StoreError> {
+        let event = self.events.map(|events| {
+            let expiry = Expiry {
+                key: key.clone(),
+                ttl: parse_ttl(&ttl).unwrap_or_default(),
+                item: events.hook.read_items().then(|| item.clone()),
+                at: self.clock.now(),
+            };
+            (events, expiry)
+        });
+        let archive = event.as_ref().filter(|(events, _)| events.hook.archive());
+        if let Some((events, expiry)) = archive {
+            events.publish(Publication::Expired(expiry.clone())).await?;
+        }
         let (outcome, consumed) = with_retries(|| {
             self.store.delete_if_ttl_unchanged(
                 &self.schema.table_name,
@@ -364,7 +395,16 @@ impl<'a> Step<'a> {
             ConditionalOutcome::Kept => counts.expired_kept += 1,
             ConditionalOutcome::Gone => counts.expired_gone += 1,
         }
-        Ok(())
+        match (event, outcome) {
+            (Some((events, expiry)), ConditionalOutcome::Deleted) if !events.hook.archive() => {
+                events.publish(Publication::Expired(expiry)).await
+            }
+            (Some((events, expiry)), ConditionalOutcome::Kept) if events.hook.archive() => {
+                let now = self.clock.now();
+                events.publish(Publication::Cancelled(expiry, now)).await
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Records `consumed` write units (the rate limit took one already).
@@ -373,6 +413,27 @@ impl<'a> Step<'a> {
             limit.charge(consumed - 1.0);
         }
         counts.consumed_wcu += consumed;
+    }
+}
+
+impl StepEvents<'_> {
+    /// Publishes one event; an error names its id and what became of it.
+    async fn publish(&self, publication: Publication) -> Result<(), StoreError> {
+        let expiry = match &publication {
+            Publication::Expired(e) | Publication::Cancelled(e, _) => e.clone(),
+        };
+        let (deliveries, _) = self.hook.publish(vec![publication], self.stop).await;
+        match deliveries.first() {
+            Some(Delivery::Accepted) => Ok(()),
+            other => Err(StoreError::new(
+                ErrorKind::Other,
+                "PublishEvent",
+                format!(
+                    "expiry event {} not published ({other:?})",
+                    self.hook.event_id(&expiry)
+                ),
+            )),
+        }
     }
 }
 

@@ -7,7 +7,9 @@
 //! - a Number ttl in epoch seconds, not yet passed, its window missing or wrong: an `UpdateItem`
 //!   sets the window if the item still has the ttl and the window (or none) of the image. An item
 //!   changed since is left to its own, later record, and a deleted one is never recreated;
-//! - a ttl already passed: a `DeleteItem` that requires the image's ttl;
+//! - a ttl already passed: a `DeleteItem` that requires the image's ttl, with the item's expiry
+//!   event when events are configured (notify: after the delete; archive: before it, and a
+//!   cancellation if the delete keeps the item);
 //! - the window already right: nothing (the indexer's own writes come back this way and stop);
 //! - no ttl, or one that is not usable (not a Number, milliseconds, more than five years old):
 //!   no window; a window the image still has is removed if the item still has that window and that
@@ -28,7 +30,11 @@ use aws_lambda_events::dynamodb::EventRecord;
 use futures::stream::{self, StreamExt};
 use serde::Serialize;
 
-use super::backfill::{key_of, plan_item, with_retries, BackfillReport, ItemPlan, Step};
+use super::backfill::{
+    key_of, plan_item, with_retries, BackfillReport, ItemPlan, Step, StepEvents,
+};
+use crate::engine::hook::ExpiryHook;
+use crate::engine::Stop;
 use crate::expiry::Clock;
 use crate::store::scan::UpdateOutcome;
 use crate::store::{key_to_json, DynamoStore, Key, TableSchema};
@@ -67,12 +73,15 @@ pub struct Indexed {
 }
 
 /// Indexes `records`, one batch from one shard of the table's stream (see the
-/// [module](self) description). Never fails as a whole: what failed is in
-/// [`Indexed::failures`].
+/// [module](self) description). The items it deletes get their expiry events through `events`
+/// (when configured), as a sweep's do; publishing stops at `stop`. Never fails as a whole: what
+/// failed is in [`Indexed::failures`].
 pub async fn index_records(
     store: &DynamoStore,
     schema: &TableSchema,
     clock: &dyn Clock,
+    events: Option<&dyn ExpiryHook>,
+    stop: &Stop,
     records: &[EventRecord],
 ) -> Indexed {
     // Records grouped by item, in their order.
@@ -87,7 +96,8 @@ pub async fn index_records(
         });
         items[at].push(record);
     }
-    let step = Step::unlimited(store, schema, clock);
+    let events = events.map(|hook| StepEvents { hook, stop });
+    let step = Step::unlimited(store, schema, clock, events);
     let step = &step;
     let done: Vec<Indexed> = stream::iter(items)
         .map(|records| async move { index_item(step, &records).await })
