@@ -2,12 +2,12 @@
 //! update that gives an item its window attribute without overwriting a concurrent change, and
 //! the conditional delete of an item found already expired, which keeps it if its ttl changed.
 
-use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
 };
 use tracing::instrument;
 
+use super::dynamo::refused_delete;
 use super::{ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError};
 
 /// One page of a parallel scan.
@@ -153,16 +153,7 @@ impl DynamoStore {
                     .and_then(|c| c.capacity_units())
                     .unwrap_or(1.0),
             )),
-            Err(e) => match e.as_service_error() {
-                Some(DeleteItemError::ConditionalCheckFailedException(c)) => {
-                    let outcome = match &c.item {
-                        Some(item) if !item.is_empty() => ConditionalOutcome::Kept,
-                        _ => ConditionalOutcome::Gone,
-                    };
-                    Ok((outcome, 1.0))
-                }
-                _ => Err(StoreError::from_sdk("DeleteItem", e)),
-            },
+            Err(e) => Ok((refused_delete(e)?, 1.0)),
         }
     }
 }
