@@ -35,7 +35,7 @@ use tracing_subscriber::EnvFilter;
 use crate::engine::SweepReport;
 
 /// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
     /// Human-readable lines.
     Text,
