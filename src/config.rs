@@ -307,10 +307,8 @@ impl Config {
 /// Parses a duration: plain seconds (`3600`) or humantime (`24h`, `90m`, `1h 30m`).
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
-    if let Ok(secs) = text.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    humantime::parse_duration(text).ok()
+    let secs = text.parse().ok().map(Duration::from_secs);
+    secs.or_else(|| humantime::parse_duration(text).ok())
 }
 
 #[cfg(test)]
