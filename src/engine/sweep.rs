@@ -135,14 +135,11 @@ impl<S: Store> Sweeper<S> {
         let mut checkpoint_error = None;
         if let Some(cp) = &options.checkpoint {
             let store = &self.shared.store;
-            let mut read = stop
-                .bound("GetItem", store.read_checkpoint(&cp.table, &cp.id))
-                .await;
+            let get = |id| stop.bound("GetItem", store.read_checkpoint(&cp.table, id));
+            let mut read = get(&cp.id).await;
             // A shard range without a checkpoint of its own yet starts from the whole table's.
             if let (Ok(None), Some(parent)) = (&read, &cp.start_from) {
-                read = stop
-                    .bound("GetItem", store.read_checkpoint(&cp.table, parent))
-                    .await;
+                read = get(parent).await;
                 if let Ok(Some(c)) = &read {
                     debug!(from = %parent, at = %c.iso(), "no checkpoint of this shard range yet: starting from the whole table's");
                 }
@@ -351,13 +348,8 @@ impl<S: Store> CheckpointMover<'_, S> {
             return;
         }
         let to = advance_to(windows, complete, self.through, self.now);
-        if windows
-            .iter()
-            .zip(complete)
-            .any(|(w, ok)| w.end > self.through && !ok)
-        {
-            self.unbroken = false;
-        }
+        let broken = |(w, ok): (&Window, &bool)| w.end > self.through && !ok;
+        self.unbroken = !windows.iter().zip(complete).any(broken);
         let Some(to) = to else { return };
         self.through = self.through.max(to);
         let to = Timestamp::from_secs(to);
