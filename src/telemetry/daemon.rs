@@ -85,11 +85,8 @@ impl DaemonMetrics {
         };
         metrics::with_local_recorder(&this.recorder, || {
             for (emf, name) in METRICS {
-                let unit = if name.ends_with("_seconds") {
-                    Unit::Seconds
-                } else {
-                    Unit::Count
-                };
+                let seconds = name.ends_with("_seconds");
+                let unit = if seconds { Unit::Seconds } else { Unit::Count };
                 let help = format!("The Lambda's EMF metric {emf}");
                 if name.ends_with("_total") {
                     describe_counter!(name, unit, help);
