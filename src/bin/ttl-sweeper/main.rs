@@ -192,10 +192,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             key,
         } => {
             let (seconds, shards) = (window_seconds.as_deref(), shards.as_deref());
-            println!(
-                "{}",
-                commands::window(&ttl, seconds, shards, key.as_deref())?
-            );
+            let window = commands::window(&ttl, seconds, shards, key.as_deref())?;
+            println!("{window}");
             Ok(ExitCode::SUCCESS)
         }
         Command::Sweep(args) => {
