@@ -147,10 +147,9 @@ fn failed_events(r: &SweepReport) -> String {
 fn first_as_json(shown: impl Iterator<Item = Value>) -> String {
     let shown: Vec<Value> = shown.take(LOGGED_FAILED_KEYS).collect();
     if shown.is_empty() {
-        String::new()
-    } else {
-        Value::Array(shown).to_string()
+        return String::new();
     }
+    Value::Array(shown).to_string()
 }
 
 /// The first errors, with the partition they stopped, separated by ` | `.

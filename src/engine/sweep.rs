@@ -234,11 +234,8 @@ impl<S: Store> Sweeper<S> {
 
     /// The shards of each window this sweeper reads.
     fn shard_range(&self) -> ShardRange {
-        let shards = self.shared.schema.layout.window_shards.max(1);
-        self.shared
-            .options
-            .shard_range
-            .unwrap_or_else(|| ShardRange::all(shards))
+        let all = ShardRange::all(self.shared.schema.layout.window_shards);
+        self.shared.options.shard_range.unwrap_or(all)
     }
 
     /// Sweeps the shards in the range of every window; returns the report and, per window,

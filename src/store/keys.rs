@@ -100,13 +100,12 @@ pub fn partition_key_from_json(text: &str) -> Result<AttributeValue, KeyJsonErro
     let (name, inner) = one.iter().next().expect("one entry");
     let one_value = !inner.is_object() || name == "M";
     let attribute = attribute_from_json(if one_value { &value } else { inner })?;
-    if is_key_value(&attribute) {
-        Ok(attribute)
-    } else {
-        Err(KeyJsonError(format!(
+    if !is_key_value(&attribute) {
+        return Err(KeyJsonError(format!(
             "{attribute:?} cannot be a key; use S, N or B"
-        )))
+        )));
     }
+    Ok(attribute)
 }
 
 #[cfg(test)]
