@@ -254,8 +254,8 @@ impl Config {
             max_retries: self.max_retries,
             checkpoint: self.checkpoint_table.as_ref().map(|table| Checkpoint {
                 table: table.clone(),
-                id: self.checkpoint_id(),
-                start_from: self.shard_range.map(|_| self.checkpoint_id_for(None)),
+                id: self.checkpoint_id(self.shard_range),
+                start_from: self.shard_range.map(|_| self.checkpoint_id(None)),
             }),
             shard_range: self.shard_range,
             max_catchup_seconds: self.max_catchup_seconds,
@@ -263,17 +263,13 @@ impl Config {
         }
     }
 
-    /// The checkpoint item's id: one per table, index, window layout and shard range, so
-    /// sweepers of two layouts (a shard migration runs both for a while) or of two shard ranges
+    /// The checkpoint item's id for `range`: one per table, index, window layout and shard range,
+    /// so sweepers of two layouts (a shard migration runs both for a while) or of two shard ranges
     /// (sweepers splitting a table) never move each other's checkpoint. The default layout (60 s
     /// windows, one shard) keeps the id checkpoints have always had, `<table>/<index>`; other
     /// layouts add `/<width>s/<shards>shards`, and a shard range short of all shards
     /// `/range<a>-<b>`. A range starts from the whole table's item until it has its own.
-    pub fn checkpoint_id(&self) -> String {
-        self.checkpoint_id_for(self.shard_range)
-    }
-
-    fn checkpoint_id_for(&self, range: Option<ShardRange>) -> String {
+    fn checkpoint_id(&self, range: Option<ShardRange>) -> String {
         let mut id = format!("{}/{}", self.table_name, self.index_name);
         let (width, shards) = (self.window_seconds, self.window_shards);
         if width != DEFAULT_WINDOW_SECONDS || shards != 1 {
@@ -311,10 +307,8 @@ impl Config {
 /// Parses a duration: plain seconds (`3600`) or humantime (`24h`, `90m`, `1h 30m`).
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
-    if let Ok(secs) = text.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    humantime::parse_duration(text).ok()
+    let secs = text.parse().ok().map(Duration::from_secs);
+    secs.or_else(|| humantime::parse_duration(text).ok())
 }
 
 #[cfg(test)]

@@ -171,11 +171,11 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Timeout of one sink call (each attempt; the publisher retries).
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The production sink for `target`: an SDK client from the standard AWS configuration chain
-/// (`AWS_REGION`, `AWS_ENDPOINT_URL_SQS` / `_EVENTBRIDGE` / `_FIREHOSE` or `AWS_ENDPOINT_URL`,
-/// credentials), with explicit timeouts and the SDK's own retries off: the publisher retries,
-/// entry by entry, so attempts do not multiply.
-pub async fn connect_sink(target: &SinkTarget) -> Arc<dyn Sink> {
+/// The production hook for `config`: its sink an SDK client from the standard AWS configuration
+/// chain (`AWS_REGION`, `AWS_ENDPOINT_URL_SQS` / `_EVENTBRIDGE` / `_FIREHOSE` or
+/// `AWS_ENDPOINT_URL`, credentials), with explicit timeouts and the SDK's own retries off: the
+/// publisher retries, entry by entry, so attempts do not multiply.
+pub async fn connect(config: &EventsConfig) -> Events {
     use aws_config::retry::RetryConfig;
     use aws_config::timeout::TimeoutConfig;
     let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
@@ -189,7 +189,7 @@ pub async fn connect_sink(target: &SinkTarget) -> Arc<dyn Sink> {
         .retry_config(RetryConfig::disabled())
         .load()
         .await;
-    match target {
+    let sink: Arc<dyn Sink> = match &config.target {
         SinkTarget::EventBridge(bus) => Arc::new(aws::EventBridgeSink::new(
             aws_sdk_eventbridge::Client::new(&shared),
             bus,
@@ -199,10 +199,6 @@ pub async fn connect_sink(target: &SinkTarget) -> Arc<dyn Sink> {
             aws_sdk_firehose::Client::new(&shared),
             stream,
         )),
-    }
-}
-
-/// The production hook for `config`.
-pub async fn connect(config: &EventsConfig) -> Events {
-    Events::new(config, connect_sink(&config.target).await)
+    };
+    Events::new(config, sink)
 }

@@ -35,7 +35,7 @@ use tracing_subscriber::EnvFilter;
 use crate::engine::SweepReport;
 
 /// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
     /// Human-readable lines.
     Text,
@@ -118,12 +118,10 @@ macro_rules! summary_event {
 /// fields under its own message, `tick finished` (or `tick finished with failures`), so that the
 /// invocation's one `sweep finished` line stays the only one to sum over.
 pub fn log_tick(report: &SweepReport) {
-    if report.is_success() {
-        if report.items_found > 0 {
-            summary_event!(Level::INFO, report, "tick finished");
-        }
-    } else {
+    if !report.is_success() {
         summary_event!(Level::ERROR, report, "tick finished with failures");
+    } else if report.items_found > 0 {
+        summary_event!(Level::INFO, report, "tick finished");
     }
 }
 
@@ -149,10 +147,9 @@ fn failed_events(r: &SweepReport) -> String {
 fn first_as_json(shown: impl Iterator<Item = Value>) -> String {
     let shown: Vec<Value> = shown.take(LOGGED_FAILED_KEYS).collect();
     if shown.is_empty() {
-        String::new()
-    } else {
-        Value::Array(shown).to_string()
+        return String::new();
     }
+    Value::Array(shown).to_string()
 }
 
 /// The first errors, with the partition they stopped, separated by ` | `.
@@ -200,10 +197,8 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
         ("EventsCancelled", "Count", json!(report.events_cancelled)),
         ("EventsTruncated", "Count", json!(report.events_truncated)),
     ];
-    let mut record = serde_json::Map::new();
-    record.insert(
-        "_aws".into(),
-        json!({
+    let mut record = json!({
+        "_aws": {
             "Timestamp": timestamp_ms,
             "CloudWatchMetrics": [{
                 "Namespace": namespace,
@@ -213,13 +208,13 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
                     .map(|(name, unit, _)| json!({"Name": name, "Unit": unit}))
                     .collect::<Vec<_>>(),
             }],
-        }),
-    );
-    record.insert("TableName".into(), json!(report.table));
+        },
+        "TableName": report.table,
+    });
     for (name, _, value) in metrics {
-        record.insert(name.into(), value);
+        record[name] = value;
     }
-    Value::Object(record)
+    record
 }
 
 /// The EMF record of a cold start, as Powertools writes it: metric `ColdStart` = 1 (Count) in

@@ -96,11 +96,10 @@ impl Settings {
                         c.is_ascii_alphanumeric()
                             || matches!(c, '.' | '-' | '_' | '/' | '#' | ':' | ' ')
                     });
-                if ok {
-                    raw
-                } else {
+                if !ok {
                     return Err(invalid(&source, &raw));
                 }
+                raw
             },
         };
         config.shard_range = shard_range(

@@ -189,13 +189,8 @@ impl<S: Store> Deleter<'_, S> {
             }
             // Borrowed: the keys stay here for a retry.
             let keys: Vec<&Key> = remaining.iter().map(|e| &e.key).collect();
-            match stop
-                .bound(
-                    "BatchWriteItem",
-                    self.store.batch_delete(self.schema, &keys),
-                )
-                .await
-            {
+            let delete = self.store.batch_delete(self.schema, &keys);
+            match stop.bound("BatchWriteItem", delete).await {
                 Ok(unprocessed) => {
                     remaining = self.acknowledge(remaining, &unprocessed, &mut out);
                     if remaining.is_empty() {

@@ -321,10 +321,8 @@ async fn reconcile<S: Store>(
             .map(|x| (x, false)),
     );
     let keys: Vec<Key> = unresolved.iter().map(|(x, _)| x.key.clone()).collect();
-    let items = match stop
-        .bound("BatchGetItem", store.get_items(schema, keys, true))
-        .await
-    {
+    let read = store.get_items(schema, keys, true);
+    let items = match stop.bound("BatchGetItem", read).await {
         Ok(items) => items,
         Err(err) => {
             tracing::warn!(error = %err, keys = unresolved.len(), "could not re-read items whose expiry was accepted but not deleted; the next sweep publishes them again if their ttl is unchanged");
@@ -369,10 +367,8 @@ async fn read_items<S: Store>(
     stop: &Stop,
 ) -> Vec<Option<Key>> {
     let keys: Vec<Key> = chunk.iter().map(|e| e.key.clone()).collect();
-    match stop
-        .bound("BatchGetItem", store.get_items(schema, keys, false))
-        .await
-    {
+    let read = store.get_items(schema, keys, false);
+    match stop.bound("BatchGetItem", read).await {
         Ok(items) => chunk
             .iter()
             .map(|e| {

@@ -141,14 +141,11 @@ impl<S: Store> Sweeper<S> {
         let mut checkpoint_error = None;
         if let Some(cp) = &options.checkpoint {
             let store = &self.shared.store;
-            let mut read = stop
-                .bound("GetItem", store.read_checkpoint(&cp.table, &cp.id))
-                .await;
+            let get = |id| stop.bound("GetItem", store.read_checkpoint(&cp.table, id));
+            let mut read = get(&cp.id).await;
             // A shard range without a checkpoint of its own yet starts from the whole table's.
             if let (Ok(None), Some(parent)) = (&read, &cp.start_from) {
-                read = stop
-                    .bound("GetItem", store.read_checkpoint(&cp.table, parent))
-                    .await;
+                read = get(parent).await;
                 if let Ok(Some(c)) = &read {
                     debug!(from = %parent, at = %c.iso(), "no checkpoint of this shard range yet: starting from the whole table's");
                 }
@@ -243,11 +240,8 @@ impl<S: Store> Sweeper<S> {
 
     /// The shards of each window this sweeper reads.
     fn shard_range(&self) -> ShardRange {
-        let shards = self.shared.schema.layout.window_shards.max(1);
-        self.shared
-            .options
-            .shard_range
-            .unwrap_or_else(|| ShardRange::all(shards))
+        let all = ShardRange::all(self.shared.schema.layout.window_shards);
+        self.shared.options.shard_range.unwrap_or(all)
     }
 
     /// Sweeps the shards in the range of every window; returns the report and, per window,
@@ -357,13 +351,8 @@ impl<S: Store> CheckpointMover<'_, S> {
             return;
         }
         let to = advance_to(windows, complete, self.through, self.now);
-        if windows
-            .iter()
-            .zip(complete)
-            .any(|(w, ok)| w.end > self.through && !ok)
-        {
-            self.unbroken = false;
-        }
+        let broken = |(w, ok): (&Window, &bool)| w.end > self.through && !ok;
+        self.unbroken = !windows.iter().zip(complete).any(broken);
         let Some(to) = to else { return };
         self.through = self.through.max(to);
         let to = Timestamp::from_secs(to);

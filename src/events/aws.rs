@@ -125,11 +125,7 @@ impl SqsSink {
                 .message_body(sqs_body(e))
                 .message_attributes(SQS_ID_ATTRIBUTE, id);
             if self.fifo {
-                let table = e
-                    .detail()
-                    .get("table")
-                    .and_then(|t| t.as_str().map(str::to_owned))
-                    .unwrap_or_default();
+                let table = e.detail()["table"].as_str().unwrap_or_default().to_owned();
                 entry = entry
                     .message_deduplication_id(e.deduplication_id())
                     .message_group_id(table);

@@ -5,8 +5,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::expiry::Timestamp;
-use crate::store::keys::item_to_json;
-use crate::store::Key;
+use crate::store::{key_to_json, Key};
 
 /// The `source` of every event.
 pub const SOURCE: &str = "ttl-sweeper";
@@ -74,7 +73,7 @@ pub fn event_id(table: &str, key: &Key, ttl: f64) -> String {
     let mut hash = Sha256::new();
     hash.update(table.as_bytes());
     hash.update(b"\n");
-    hash.update(item_to_json(key).to_string().as_bytes());
+    hash.update(key_to_json(key).to_string().as_bytes());
     hash.update(b"\n");
     hash.update(ttl.to_string().as_bytes());
     hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
@@ -131,7 +130,7 @@ impl ExpiryEvent {
     /// The `Item Expired` event of `facts`.
     pub fn expired(facts: &EventFacts<'_>) -> Self {
         let id = event_id(facts.table, facts.key, facts.ttl);
-        let key = item_to_json(facts.key);
+        let key = key_to_json(facts.key);
         let lag_ms = (facts.deleted_at.millis() as f64 - facts.ttl * 1000.0)
             .max(0.0)
             .round() as u64;
@@ -155,7 +154,7 @@ impl ExpiryEvent {
             key,
             time: facts.deleted_at,
             detail,
-            item: facts.item.map(item_to_json),
+            item: facts.item.map(key_to_json),
             truncated: false,
         }
     }

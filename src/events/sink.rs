@@ -289,15 +289,6 @@ pub trait Sink: Send + Sync + fmt::Debug {
     ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>>;
 }
 
-impl<T: Sink + ?Sized> Sink for std::sync::Arc<T> {
-    fn put<'a>(
-        &'a self,
-        batch: &'a [ExpiryEvent],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
-        (**self).put(batch)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -319,11 +319,8 @@ pub fn window_attribute(
     partition_key_bytes: &[u8],
 ) -> Result<String, TtlError> {
     let window = Window::containing(check_ttl(ttl)?, width);
-    Ok(partition_key(
-        window,
-        shard_of(partition_key_bytes, shards),
-        shards,
-    ))
+    let shard = shard_of(partition_key_bytes, shards);
+    Ok(partition_key(window, shard, shards))
 }
 
 #[cfg(test)]

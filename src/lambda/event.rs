@@ -63,13 +63,11 @@ pub fn parse_event(value: &Value) -> Result<Trigger, EventError> {
         };
         return parse_time(time_text).map(Trigger::At);
     }
-    if obj.len() == 1 {
-        if let Some(time) = obj.get("time") {
-            let Some(text) = time.as_str() else {
-                return Err(EventError::BadTime(time.to_string()));
-            };
-            return parse_time(text).map(Trigger::At);
-        }
+    if let (1, Some(time)) = (obj.len(), obj.get("time")) {
+        let text = time
+            .as_str()
+            .ok_or_else(|| EventError::BadTime(time.to_string()))?;
+        return parse_time(text).map(Trigger::At);
     }
     Err(EventError::Unsupported(summarize(value)))
 }

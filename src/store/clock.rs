@@ -228,11 +228,6 @@ impl GuardedClock {
         }
     }
 
-    /// The host clock's reading, unguarded.
-    pub fn wall(&self) -> Timestamp {
-        (self.wall)()
-    }
-
     /// DynamoDB's clock as learned so far.
     pub fn server(&self) -> &ServerClock {
         &self.server

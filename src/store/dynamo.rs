@@ -1,8 +1,10 @@
 //! [`DynamoStore`]: the [`Store`] seam over the AWS SDK DynamoDB client, built once by the entry
 //! point (for AWS, or a local endpoint by `AWS_ENDPOINT_URL`) with explicit timeouts and retries.
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, DeleteRequest, ReturnValue, ReturnValuesOnConditionCheckFailure, WriteRequest,
@@ -369,16 +371,22 @@ impl Store for DynamoStore {
                 ConditionalOutcome::Deleted,
                 out.attributes.filter(|a| !a.is_empty()),
             )),
-            Err(e) => match e.as_service_error() {
-                Some(DeleteItemError::ConditionalCheckFailedException(c)) => Ok((
-                    match &c.item {
-                        Some(item) if !item.is_empty() => ConditionalOutcome::Kept,
-                        _ => ConditionalOutcome::Gone,
-                    },
-                    None,
-                )),
-                _ => Err(StoreError::from_sdk("DeleteItem", e)),
-            },
+            Err(e) => Ok((refused_delete(e)?, None)),
         }
+    }
+}
+
+/// A conditional `DeleteItem` that failed: [`ConditionalOutcome::Kept`] when its condition did
+/// not hold on an item that exists (returned with `ReturnValuesOnConditionCheckFailure=ALL_OLD`),
+/// [`ConditionalOutcome::Gone`] when there was no item; any other error as it is.
+pub(super) fn refused_delete(
+    e: SdkError<DeleteItemError, HttpResponse>,
+) -> Result<ConditionalOutcome, StoreError> {
+    match e.as_service_error() {
+        Some(DeleteItemError::ConditionalCheckFailedException(c)) => Ok(match &c.item {
+            Some(item) if !item.is_empty() => ConditionalOutcome::Kept,
+            _ => ConditionalOutcome::Gone,
+        }),
+        _ => Err(StoreError::from_sdk("DeleteItem", e)),
     }
 }

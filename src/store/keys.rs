@@ -63,14 +63,10 @@ fn is_key_value(value: &AttributeValue) -> bool {
     )
 }
 
-/// Renders a key or a whole item as DynamoDB JSON, attributes in name order.
-pub fn item_to_json(item: &HashMap<String, AttributeValue>) -> Value {
-    render(dialect_item(item))
-}
-
-/// Renders a key as DynamoDB JSON (`{"id": {"S": "a"}}`) for reports and logs.
+/// Renders a key (`{"id": {"S": "a"}}`) or a whole item as DynamoDB JSON, attributes in name
+/// order, for reports, logs and events.
 pub fn key_to_json(key: &Key) -> Value {
-    item_to_json(key)
+    render(dialect_item(key))
 }
 
 /// Parses one typed DynamoDB JSON value: `{"S": "a"}`, `{"N": "1"}`, `{"B": "<base64>"}`, ...
@@ -104,13 +100,12 @@ pub fn partition_key_from_json(text: &str) -> Result<AttributeValue, KeyJsonErro
     let (name, inner) = one.iter().next().expect("one entry");
     let one_value = !inner.is_object() || name == "M";
     let attribute = attribute_from_json(if one_value { &value } else { inner })?;
-    if is_key_value(&attribute) {
-        Ok(attribute)
-    } else {
-        Err(KeyJsonError(format!(
+    if !is_key_value(&attribute) {
+        return Err(KeyJsonError(format!(
             "{attribute:?} cannot be a key; use S, N or B"
-        )))
+        )));
     }
+    Ok(attribute)
 }
 
 #[cfg(test)]
@@ -161,7 +156,7 @@ mod tests {
                 AttributeValue::Bs(vec![Blob::new(vec![7])]),
             ),
         ]);
-        assert_eq!(item_from_json(&item_to_json(&item)), Ok(item));
+        assert_eq!(item_from_json(&key_to_json(&item)), Ok(item));
     }
 
     #[test]

@@ -2,12 +2,12 @@
 //! update that gives an item its window attribute without overwriting a concurrent change, and
 //! the conditional delete of an item found already expired, which keeps it if its ttl changed.
 
-use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
+    AttributeValue, ConsumedCapacity, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
 };
 use tracing::instrument;
 
+use super::dynamo::refused_delete;
 use super::{ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError};
 
 /// One page of a parallel scan.
@@ -19,6 +19,11 @@ pub struct ScanPage {
     pub next: Option<Key>,
     /// Read capacity consumed, when the server reports it.
     pub consumed: f64,
+}
+
+/// The capacity units a response says it consumed; `default` when it says nothing.
+fn units(consumed: Option<&ConsumedCapacity>, default: f64) -> f64 {
+    consumed.and_then(|c| c.capacity_units()).unwrap_or(default)
 }
 
 /// Outcome of a conditional window update.
@@ -64,10 +69,7 @@ impl DynamoStore {
             .await
             .map_err(|e| StoreError::from_sdk("Scan", e))?;
         Ok(ScanPage {
-            consumed: out
-                .consumed_capacity()
-                .and_then(|c| c.capacity_units())
-                .unwrap_or(0.0),
+            consumed: units(out.consumed_capacity(), 0.0),
             items: out.items.unwrap_or_default(),
             next: out.last_evaluated_key.filter(|k| !k.is_empty()),
         })
@@ -105,17 +107,9 @@ impl DynamoStore {
                 .condition_expression("#t = :t AND #w = :old")
                 .expression_attribute_values(":old", old),
         };
-        match req
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("UpdateItem", e))
-        {
-            Ok(out) => Ok((
-                UpdateOutcome::Written,
-                out.consumed_capacity()
-                    .and_then(|c| c.capacity_units())
-                    .unwrap_or(1.0),
-            )),
+        let result = req.send().await;
+        match result.map_err(|e| StoreError::from_sdk("UpdateItem", e)) {
+            Ok(out) => Ok((UpdateOutcome::Written, units(out.consumed_capacity(), 1.0))),
             Err(e) if e.kind == ErrorKind::ConditionFailed => Ok((UpdateOutcome::Changed, 1.0)),
             Err(e) => Err(e),
         }
@@ -194,20 +188,9 @@ impl DynamoStore {
         match result {
             Ok(out) => Ok((
                 ConditionalOutcome::Deleted,
-                out.consumed_capacity()
-                    .and_then(|c| c.capacity_units())
-                    .unwrap_or(1.0),
+                units(out.consumed_capacity(), 1.0),
             )),
-            Err(e) => match e.as_service_error() {
-                Some(DeleteItemError::ConditionalCheckFailedException(c)) => {
-                    let outcome = match &c.item {
-                        Some(item) if !item.is_empty() => ConditionalOutcome::Kept,
-                        _ => ConditionalOutcome::Gone,
-                    };
-                    Ok((outcome, 1.0))
-                }
-                _ => Err(StoreError::from_sdk("DeleteItem", e)),
-            },
+            Err(e) => Ok((refused_delete(e)?, 1.0)),
         }
     }
 }

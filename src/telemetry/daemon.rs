@@ -10,7 +10,7 @@
 //!
 //! `/healthz` answers 200 while sweeping works and 503 once no sweep has succeeded (read at
 //! least one window, every window read, every key found deleted or knowingly kept) for
-//! [`DaemonMetrics::unhealthy_after`], counted from start-up until the first success.
+//! the `unhealthy_after` of [`DaemonMetrics::new`], counted from start-up until the first success.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -63,7 +63,7 @@ pub struct DaemonMetrics {
 /// What `/healthz` says.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Health {
-    /// No longer than [`DaemonMetrics::unhealthy_after`] without a successful sweep.
+    /// No longer than `unhealthy_after` ([`DaemonMetrics::new`]) without a successful sweep.
     pub healthy: bool,
     /// Time since the last successful sweep, or since start-up before the first.
     pub since_success: Duration,
@@ -85,11 +85,8 @@ impl DaemonMetrics {
         };
         metrics::with_local_recorder(&this.recorder, || {
             for (emf, name) in METRICS {
-                let unit = if name.ends_with("_seconds") {
-                    Unit::Seconds
-                } else {
-                    Unit::Count
-                };
+                let seconds = name.ends_with("_seconds");
+                let unit = if seconds { Unit::Seconds } else { Unit::Count };
                 let help = format!("The Lambda's EMF metric {emf}");
                 if name.ends_with("_total") {
                     describe_counter!(name, unit, help);
@@ -113,11 +110,6 @@ impl DaemonMetrics {
         this
     }
 
-    /// How long without a successful sweep makes `/healthz` answer 503.
-    pub fn unhealthy_after(&self) -> Duration {
-        self.unhealthy_after
-    }
-
     /// Adds one sweep (a tick or a full sweep) to the counters. A successful one that read at
     /// least one window resets the health clock: a tick with nothing new to read proves nothing
     /// about DynamoDB, and full sweeps (every reporting period) always read windows.
@@ -129,7 +121,6 @@ impl DaemonMetrics {
     }
 
     fn record_sweep(&self, r: &SweepReport, counts: bool) {
-        let table = self.table.clone();
         metrics::with_local_recorder(&self.recorder, || {
             let values = [
                 r.items_deleted,
@@ -142,21 +133,17 @@ impl DaemonMetrics {
             ];
             for ((_, name), value) in METRICS.iter().zip(values) {
                 if name.ends_with("_total") {
-                    counter!(*name, "table" => table.clone()).increment(value);
+                    counter!(*name, "table" => self.table.clone()).increment(value);
                 }
             }
-            let sweeps = counter!(SWEEPS, "table" => table.clone());
-            let failed = counter!(SWEEPS_FAILED, "table" => table.clone());
-            if counts {
-                sweeps.increment(1);
-                failed.increment(u64::from(!r.is_success()));
-            }
+            counter!(SWEEPS, "table" => self.table.clone()).increment(u64::from(counts));
+            let failed = counts && !r.is_success();
+            counter!(SWEEPS_FAILED, "table" => self.table.clone()).increment(u64::from(failed));
         });
     }
 
     /// Sets the gauges to a reporting period's values (the interval report `run` logs).
     pub fn record_period(&self, r: &SweepReport) {
-        let table = self.table.clone();
         metrics::with_local_recorder(&self.recorder, || {
             let seconds = |ms: u64| ms as f64 / 1000.0;
             for (name, value) in [
@@ -165,7 +152,7 @@ impl DaemonMetrics {
                 ("ttl_sweeper_p99_expiry_lag_seconds", seconds(r.lag.p99_ms)),
                 ("ttl_sweeper_clock_ahead_seconds", seconds(r.clock_ahead_ms)),
             ] {
-                gauge!(name, "table" => table.clone()).set(value);
+                gauge!(name, "table" => self.table.clone()).set(value);
             }
         });
     }
@@ -189,9 +176,8 @@ impl DaemonMetrics {
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let since = self.health().since_success.as_secs_f64();
-        let table = self.table.clone();
         metrics::with_local_recorder(&self.recorder, || {
-            gauge!(SINCE_SUCCESS, "table" => table).set(since);
+            gauge!(SINCE_SUCCESS, "table" => self.table.clone()).set(since);
         });
         self.handle.render()
     }

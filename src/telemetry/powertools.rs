@@ -123,9 +123,7 @@ impl PowertoolsJson {
     ) -> Map<String, Value> {
         let mut fields = Map::new();
         event.record(&mut JsonFields(&mut fields));
-        let message = fields
-            .remove("message")
-            .unwrap_or(Value::String(String::new()));
+        let message = fields.remove("message").unwrap_or_else(|| "".into());
         let mut line = Map::new();
         line.insert("level".into(), level.as_str().into());
         line.insert("message".into(), message);
@@ -150,11 +148,8 @@ impl PowertoolsJson {
             }
         }
         for (key, value) in fields {
-            let key = if RESERVED.contains(&key.as_str()) {
-                format!("field_{key}")
-            } else {
-                key
-            };
+            let taken = RESERVED.contains(&key.as_str());
+            let key = if taken { format!("field_{key}") } else { key };
             line.insert(key, value);
         }
         line

@@ -86,13 +86,8 @@ impl AuditReport {
 
     /// Keeps up to 5 examples per problem.
     fn keep_example(&mut self, e: Example) {
-        if self
-            .examples
-            .iter()
-            .filter(|x| x.problem == e.problem)
-            .count()
-            < 5
-        {
+        let same = self.examples.iter().filter(|x| x.problem == e.problem);
+        if same.count() < 5 {
             self.examples.push(e);
         }
     }

@@ -169,11 +169,7 @@ pub(crate) fn finish(report: &SweepReport) -> anyhow::Result<ExitCode> {
 
 /// Exit status 0 when `ok`, else 1.
 fn exit_status(ok: bool) -> ExitCode {
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    ExitCode::from(u8::from(!ok))
 }
 
 /// The table a scanning tool works on, opened with the same checks as every command (a missing

@@ -30,8 +30,8 @@ struct Cli {
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
     /// Log format on stderr.
-    #[arg(long, value_parser = ["text", "json"], default_value = "text", global = true)]
-    log_format: String,
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -166,13 +166,8 @@ struct SweepArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let format = if cli.log_format == "json" {
-        LogFormat::Json
-    } else {
-        LogFormat::Text
-    };
     let level = ["info", "debug", "trace"][usize::from(cli.verbose.min(2))];
-    telemetry::init(format, level, false);
+    telemetry::init(cli.log_format, level, false);
     // One thread unless TOKIO_WORKER_THREADS asks for more (config::Threads says why).
     let runtime = Threads::runtime_from_env();
     let Ok(runtime) = runtime.inspect_err(|e| eprintln!("error: {e}")) else {
@@ -197,10 +192,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             key,
         } => {
             let (seconds, shards) = (window_seconds.as_deref(), shards.as_deref());
-            println!(
-                "{}",
-                commands::window(&ttl, seconds, shards, key.as_deref())?
-            );
+            let window = commands::window(&ttl, seconds, shards, key.as_deref())?;
+            println!("{window}");
             Ok(ExitCode::SUCCESS)
         }
         Command::Sweep(args) => {

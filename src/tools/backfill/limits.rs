@@ -9,38 +9,22 @@ use tokio::time::Instant;
 /// The range `--max-wcu` accepts: 0.01 (a write every 100 s) to 1,000,000 write units a second.
 pub const MAX_WCU_RANGE: std::ops::RangeInclusive<f64> = 0.01..=1_000_000.0;
 
-/// Checks a `--max-wcu` value: a number in [`MAX_WCU_RANGE`].
-pub fn check_max_wcu(wcu: f64) -> Result<f64, String> {
-    if MAX_WCU_RANGE.contains(&wcu) {
-        Ok(wcu)
-    } else {
-        Err(format!(
-            "{wcu} write capacity units per second: expected a number from {} to {}",
-            MAX_WCU_RANGE.start(),
-            MAX_WCU_RANGE.end()
-        ))
-    }
-}
-
-/// Parses and checks a `--max-wcu` value (see [`check_max_wcu`]).
+/// Parses and checks a `--max-wcu` value: a number in [`MAX_WCU_RANGE`].
 pub fn parse_max_wcu(text: &str) -> Result<f64, String> {
-    let wcu: f64 = text.trim().parse().map_err(|_| {
-        format!(
-            "{text:?} is not a number: expected write capacity units per second from {} to {}",
-            MAX_WCU_RANGE.start(),
-            MAX_WCU_RANGE.end()
-        )
-    })?;
-    check_max_wcu(wcu)
+    let (lo, hi) = (MAX_WCU_RANGE.start(), MAX_WCU_RANGE.end());
+    match text.trim().parse::<f64>() {
+        Ok(wcu) if MAX_WCU_RANGE.contains(&wcu) => Ok(wcu),
+        Ok(wcu) => Err(format!(
+            "{wcu} write capacity units per second: expected a number from {lo} to {hi}"
+        )),
+        Err(_) => Err(format!(
+            "{text:?} is not a number: expected write capacity units per second from {lo} to {hi}"
+        )),
+    }
 }
 
 /// The most items a Scan page may be asked for (`--page-size`).
 pub const MAX_PAGE_SIZE: i32 = 1000;
-
-/// Checks a `--page-size` value: 1 to [`MAX_PAGE_SIZE`].
-pub fn check_page_size(items: i32) -> Result<i32, String> {
-    parse_page_size(&items.to_string())
-}
 
 /// Parses and checks a `--page-size` value: a whole number from 1 to [`MAX_PAGE_SIZE`].
 pub fn parse_page_size(text: &str) -> Result<i32, String> {
@@ -92,7 +76,7 @@ impl RateLimit {
                 }
                 (1.0 - s.0) / self.per_second
             };
-            // A rate checked by `check_max_wcu` always gives a valid wait; anything else retries
+            // A rate checked by `parse_max_wcu` always gives a valid wait; anything else retries
             // after a second rather than panicking.
             let wait = Duration::try_from_secs_f64(wait).unwrap_or(Duration::from_secs(1));
             tokio::time::sleep(wait).await;
