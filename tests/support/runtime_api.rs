@@ -348,6 +348,14 @@ impl RuntimeApi {
         planned
     }
 
+    /// Waits until no invocation is waiting or running, or the wall clock reads `until`.
+    pub async fn wait_ended(&self, until: f64) {
+        let pending = |i: &Invocation| matches!(i.outcome, Outcome::Waiting | Outcome::Running);
+        while wall() < until && self.invocations().iter().any(pending) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// A snapshot of the invocations so far.
     pub fn invocations(&self) -> Vec<Invocation> {
         self.inner.state().invocations.clone()
