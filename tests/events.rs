@@ -62,7 +62,8 @@ struct TestSink {
 }
 
 impl TestSink {
-    async fn new(kind: Kind) -> TestSink {
+    /// A sink of `kind`; an SQS queue that is a FIFO queue if `fifo`.
+    async fn new(kind: Kind, fifo: bool) -> TestSink {
         let name = moto::unique(match kind {
             Kind::Sqs => "expiries",
             Kind::EventBridge => "expiry-bus",
@@ -70,7 +71,11 @@ impl TestSink {
         });
         let (setting, queue, bucket) = match kind {
             Kind::Sqs => {
-                let url = moto::create_queue(&moto::sqs().await, &name).await;
+                let sqs = moto::sqs().await;
+                let url = match fifo {
+                    true => moto::create_fifo_queue(&sqs, &name).await,
+                    false => moto::create_queue(&sqs, &name).await,
+                };
                 (format!("sqs:{url}"), Some(url), None)
             }
             Kind::EventBridge => {
@@ -363,7 +368,7 @@ fn run_sweep_cli(table: &str, settings: &[(&str, &str)]) -> (i32, String, String
 async fn one_event_per_expired_item(kind: Kind, settings: &[(&str, &str)], with_item: bool) {
     let (client, table) = simple_table(&format!("events_{kind:?}")).await;
     let expired = fill(&client, &table, 40, 10).await;
-    let sink = TestSink::new(kind).await;
+    let sink = TestSink::new(kind, false).await;
     let mut settings = settings.to_vec();
     settings.push(("EXPIRY_EVENTS", &sink.setting));
     let setting = |k: &str, default| {
@@ -467,7 +472,7 @@ async fn composite_binary_keys_are_named_exactly_and_hashed_in_name_order() {
         }
     }
     put_many(&client, &table, items).await;
-    let sink = TestSink::new(Kind::Sqs).await;
+    let sink = TestSink::new(Kind::Sqs, false).await;
     let (code, out, err) = run_sweep_cli(&table, &[("EXPIRY_EVENTS", &sink.setting)]);
     assert_eq!(code, 0, "{out}\n{err}");
     let events = sink.events().await;
@@ -575,19 +580,7 @@ async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_on_standard_and_f
         let context = if fifo { "FIFO" } else { "cancellations" };
         let (client, table) = simple_table(&format!("events_{context}")).await;
         let expired = fill(&client, &table, 12, 3).await;
-        let sink = if fifo {
-            let url = moto::create_fifo_queue(&moto::sqs().await, &moto::unique("expiries")).await;
-            let (setting, queue, bucket) = (format!("sqs:{url}"), Some(url), None);
-            TestSink {
-                kind: Kind::Sqs,
-                setting,
-                queue,
-                bucket,
-                received: Mutex::default(),
-            }
-        } else {
-            TestSink::new(Kind::Sqs).await
-        };
+        let sink = TestSink::new(Kind::Sqs, fifo).await;
         let expect = archived(&table, &expired);
         let (report, events) =
             sweep_archive_extending(&client, &expect, &sink, &extended, context).await;
@@ -644,7 +637,7 @@ async fn a_sink_that_is_down_loses_nothing_silently() {
     for (mode, delete_mode) in [("notify", "batch"), ("archive", "conditional")] {
         let table = new_table(&client, &format!("events_down_{mode}"), |_| {}).await;
         let expired = fill(&client, &table, 30, 3).await;
-        let sink = TestSink::new(Kind::Sqs).await;
+        let sink = TestSink::new(Kind::Sqs, false).await;
         let down =
             Plan::script(|op, _| fault_proxy::is_sink_batch(op).then_some(Fault::Status(503)));
         let proxy = FaultProxy::start(&moto::endpoint(), DELAY, down).await;
@@ -777,7 +770,7 @@ async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> String {
     };
     let (client, table) = simple_table(&format!("events_faults_{kind:?}_{mode}")).await;
     let expired = fill(&client, &table, ITEMS, 10).await;
-    let sink = TestSink::new(kind).await;
+    let sink = TestSink::new(kind, false).await;
     let ops = vec!["SendMessageBatch", "PutEvents", "PutRecordBatch"];
     // Seeded faults, and the first sink call always fails: a sink called only a few times per
     // sweep could otherwise draw no fault at all.
@@ -919,7 +912,7 @@ async fn sigkill_during_an_archive_sweep_deletes_nothing_without_an_event() {
     );
     let (client, table) = simple_table("events_kill").await;
     let expired = fill(&client, &table, ITEMS, 20).await;
-    let sink = TestSink::new(Kind::Firehose).await;
+    let sink = TestSink::new(Kind::Firehose, false).await;
     let bucket = sink.bucket.clone().unwrap();
     let settings = [
         ("EXPIRY_EVENTS", sink.setting.as_str()),

@@ -103,12 +103,9 @@ fn throttle_then_remove<S: AsRef<str>>(
 ) -> MemStore {
     let throttled = Fault::Fail(ErrorKind::Throttled);
     for_each(table, ids, |t, id| {
-        t.fault(Op::Delete, When::Key(id.into()), throttled).change(
-            Op::Delete,
-            When::Key(id.into()),
-            id,
-            Change::Remove,
-        )
+        let key = || When::Key(id.into());
+        t.fault(Op::Delete, key(), throttled)
+            .change(Op::Delete, key(), id, Change::Remove)
     })
 }
 

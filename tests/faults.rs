@@ -777,10 +777,7 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
     let cfg = config(&table, &[]);
     let store = common::store(proxied_client(&proxy.endpoint));
     // Opened as the CLI opens a table: the DescribeTable answer's Date bounds DynamoDB's clock.
-    let schema = store
-        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
-        .await
-        .unwrap();
+    let schema = store.describe_config(&cfg).await.unwrap();
     let fast = Arc::new(GuardedClock::new(
         move || clock() + ahead,
         store.server_clock().clone(),
@@ -1142,10 +1139,7 @@ async fn rejected_credentials_and_denied_deletes_delete_nothing_and_say_why() {
             "The security token included in the request is invalid.",
         ))
     }));
-    let err = store
-        .describe(&cfg.table_name, &cfg.index_name, &cfg.layout())
-        .await
-        .unwrap_err();
+    let err = store.describe_config(&cfg).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Auth, "{err}");
     assert!(err.to_string().contains("security token"), "{err}");
     let sweeper = sweeper_over(&cfg, |_| store.clone()).await;

@@ -14,7 +14,7 @@ mod runtime_api;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue as AV;
 use common::*;
@@ -55,13 +55,9 @@ impl Drop for Watch {
             unsafe {
                 libc::killpg(pgid, libc::SIGTERM);
             }
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
+            let (limit, every) = (Duration::from_secs(10), Duration::from_millis(100));
+            let exited = || child.try_wait().is_ok_and(|s| s.is_some());
+            poll(limit, every, exited, |done| *done);
             // SAFETY: as above.
             unsafe {
                 libc::killpg(pgid, libc::SIGKILL);
@@ -94,14 +90,13 @@ fn start_watch(port: u16, env: &[(String, String)]) -> Watch {
         children: vec![api],
         log,
     };
-    let listening = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            listening.elapsed() < Duration::from_secs(60),
-            "cargo lambda watch did not listen on port {port}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (limit, every) = (Duration::from_secs(60), Duration::from_millis(100));
+    let connect = || std::net::TcpStream::connect(("127.0.0.1", port));
+    let listening = poll(limit, every, connect, Result::is_ok).is_ok();
+    assert!(
+        listening,
+        "cargo lambda watch did not listen on port {port}"
+    );
     let runtime_api = format!("http://127.0.0.1:{port}/.rt");
     let function = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper-lambda"))
         .env_clear()
@@ -134,12 +129,8 @@ fn invoke(port: u16, event: &serde_json::Value) -> (bool, String) {
         .arg(&file)
         .output()
         .expect("run cargo lambda invoke");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text.into_owned())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -226,12 +217,13 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
             && log.contains("\"CloudWatchMetrics\"")
             && log.contains("TtlSweeperTest")
     };
-    let waiting = std::time::Instant::now();
-    let mut log = std::fs::read_to_string(&watch.log).unwrap();
-    while !relayed(&log) && waiting.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(100));
-        log = std::fs::read_to_string(&watch.log).unwrap();
-    }
+    let read = || std::fs::read_to_string(&watch.log).unwrap();
+    let log = poll(
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        read,
+        |l| relayed(l),
+    );
     assert!(log.contains("\"sweep finished\""), "{log}");
     assert!(
         log.contains("\"CloudWatchMetrics\"") && log.contains("TtlSweeperTest"),
@@ -302,15 +294,7 @@ async fn lambda_logs_carry_the_powertools_keys_and_a_cold_start_metric() {
         max_delay: Duration::ZERO,
         seed: 1,
     });
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(60)
-        && api
-            .invocations()
-            .iter()
-            .any(|i| matches!(i.outcome, Outcome::Waiting | Outcome::Running))
-    {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    api.wait_ended(runtime_api::wall() + 60.0).await;
     let logs = api.logs();
     let run = api.stop();
     let lines = json_lines(&logs);

@@ -36,15 +36,11 @@ fn options(mode: DeleteMode) -> SweepOptions {
         delete_mode: mode,
         max_concurrency: 4,
         max_retries: 3,
-        backoff_base: Duration::from_millis(50),
         backoff_cap: Duration::from_secs(2),
-        page_limit: None,
         // These tests drive batch retries with paused time; the read-age fallback to
         // conditional deletes has its own test.
         batch_max_read_age: Duration::from_secs(3600),
-        checkpoint: None,
-        shard_range: None,
-        max_catchup_seconds: 86_400,
+        ..SweepOptions::default()
     }
 }
 
@@ -150,9 +146,8 @@ async fn throttling_is_retried_with_growing_backoff() {
     // The backoff caps for attempts 1..3 are 50 + 100 + 200 ms; full jitter picks anywhere in
     // [0, cap], so only the bounds are deterministic.
     opts.max_retries = 5;
-    let s = Sweeper::new(DynamoStore::new(client), default_schema(), opts);
     let started = Instant::now();
-    let report = s.sweep_at(NOW).await;
+    let report = sweeper_with(client, opts).sweep_at(NOW).await;
 
     assert_eq!(batch.num_calls(), 4);
     assert_eq!(report.items_deleted, 25);
@@ -306,9 +301,7 @@ async fn a_missing_table_stops_the_sweep_with_an_error() {
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query]);
     let mut opts = options(DeleteMode::Batch);
     opts.lookback_windows = 5;
-    let report = Sweeper::new(DynamoStore::new(client), default_schema(), opts)
-        .sweep_at(NOW)
-        .await;
+    let report = sweeper_with(client, opts).sweep_at(NOW).await;
     assert_eq!(query.num_calls(), 1, "stops after a non-retryable error");
     assert_eq!(report.windows_left, 6);
     assert_eq!(report.errors.len(), 1);

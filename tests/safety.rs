@@ -112,13 +112,11 @@ impl ExpiryHook for Recorder {
                 std::future::pending::<()>().await;
             }
             let mut expired = self.expired.lock().unwrap();
+            let mut published_at = self.published_at.lock().unwrap();
             for p in &publications {
                 if let Publication::Expired(e) = p {
                     expired.push(id_of(&e.key));
-                    self.published_at
-                        .lock()
-                        .unwrap()
-                        .push((id_of(&e.key), Instant::now()));
+                    published_at.push((id_of(&e.key), Instant::now()));
                 }
             }
             let tally = EventTally {

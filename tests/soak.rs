@@ -731,14 +731,7 @@ async fn soak_lambda(
         }
     }
     let last = first as f64 + (count as f64) * LAMBDA_PERIOD as f64 + timeout.as_secs_f64() + 30.0;
-    while wall() < last
-        && api
-            .invocations()
-            .iter()
-            .any(|i| matches!(i.outcome, Outcome::Waiting | Outcome::Running))
-    {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    api.wait_ended(last).await;
     let run = tokio::task::block_in_place(|| api.stop());
     out.timeouts = run
         .invocations
@@ -943,24 +936,16 @@ fn check(
             }
         }
     }
-    // (a) nothing deleted before its ttl.
+    // (a) nothing deleted before its ttl, nor without a delete seen.
     for o in &swept {
-        if let Some(first) = deletes(&o.id).first() {
-            if *first < o.ttl as f64 {
-                row.violation(
-                    'a',
-                    format!("{} deleted at {first:.2} before its ttl {}", o.id, o.ttl),
-                );
+        let text = match deletes(&o.id).first() {
+            Some(first) if *first < o.ttl as f64 => {
+                format!("{} deleted at {first:.2} before its ttl {}", o.id, o.ttl)
             }
-        }
-    }
-    for o in &swept {
-        if deletes(&o.id).is_empty() {
-            row.violation(
-                'a',
-                format!("{} is gone, and no delete of it was seen", o.id),
-            );
-        }
+            Some(_) => continue,
+            None => format!("{} is gone, and no delete of it was seen", o.id),
+        };
+        row.violation('a', text);
     }
     row.deleted = swept.len();
     // (b) nothing expired left after the final sweep.
@@ -1211,10 +1196,7 @@ async fn scenario(
 
     let mut row = Row {
         name: spec.name,
-        runner: match spec.runner {
-            Runner::Run => "run",
-            Runner::Lambda => "lambda",
-        },
+        runner: spec.name.split('-').next().unwrap(),
         delete: spec.delete,
         events: spec.events,
         kills: run.kills.len(),

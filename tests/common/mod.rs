@@ -614,10 +614,7 @@ pub fn store(client: Client) -> DynamoStore {
 /// A `DynamoStore` on the test server and the schema of `config`'s table.
 pub async fn store_and_schema(config: &Config) -> (DynamoStore, TableSchema) {
     let store = store(client().await);
-    let schema = store
-        .describe(&config.table_name, &config.index_name, &config.layout())
-        .await
-        .expect("describe table");
+    let schema = store.describe_config(config).await.expect("describe table");
     (store, schema)
 }
 

@@ -26,18 +26,20 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::{Request, Response};
+use hyper::{Method, Request, Response};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client as HttpClient;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
+
+use crate::common::server::{listen, passed_on, read_request, serve};
 
 /// One injected fault.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -215,9 +217,7 @@ impl FaultProxy {
     /// Starts a proxy to `upstream` (an `http://127.0.0.1:port` endpoint). `delay` is how long a
     /// [`Fault::Delay`] holds a request: longer than the client's attempt timeout.
     pub async fn start(upstream: &str, delay: Duration, plan: Plan) -> FaultProxy {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .expect("bind the proxy on 127.0.0.1");
+        let listener = listen().await;
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let plan = Arc::new(Mutex::new(plan));
         let stats = Arc::new(Stats::default());
@@ -228,24 +228,7 @@ impl FaultProxy {
             stats: stats.clone(),
             client: HttpClient::builder(TokioExecutor::new()).build_http(),
         });
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let fd = stream.as_raw_fd();
-                let shared = shared.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        let shared = shared.clone();
-                        async move { handle(shared, fd, req).await }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let task = serve(listener, move |fd, req| handle(shared.clone(), fd, req));
         FaultProxy {
             endpoint,
             stats,
@@ -339,25 +322,6 @@ impl Drop for InFlight {
     }
 }
 
-/// A request's head, its whole body (empty if it could not be read) and the DynamoDB operation
-/// its `x-amz-target` names (empty if none).
-async fn read_request(req: Request<Incoming>) -> (hyper::http::request::Parts, Bytes, String) {
-    let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let op = parts
-        .headers
-        .get("x-amz-target")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.rsplit('.').next())
-        .unwrap_or("")
-        .to_owned();
-    (parts, body, op)
-}
-
 async fn handle(shared: Arc<Shared>, fd: RawFd, req: Request<Incoming>) -> Reply {
     shared.stats.requests.fetch_add(1, Ordering::SeqCst);
     let guard = InFlight::enter(&shared.stats);
@@ -417,12 +381,7 @@ impl Forwarder {
     /// gave up on it.
     fn send(&self, body: Bytes) -> tokio::task::JoinHandle<Response<Full<Bytes>>> {
         let shared = self.shared.clone();
-        let mut req = Request::post(format!("{}{}", shared.upstream, self.path));
-        for (name, value) in &self.headers {
-            if name != "host" && name != "content-length" {
-                req = req.header(name, value);
-            }
-        }
+        let uri = format!("{}{}", shared.upstream, self.path);
         let target = self
             .headers
             .get("x-amz-target")
@@ -432,7 +391,7 @@ impl Forwarder {
         if target.ends_with(".BatchWriteItem") {
             shared.stats.saw_batch_applied(&body);
         }
-        let req = req.body(Full::new(body)).unwrap();
+        let req = passed_on(Method::POST, uri, &self.headers, body);
         tokio::spawn(async move {
             let resp = shared
                 .client

@@ -21,8 +21,8 @@
 //! - An invocation still running at its deadline times out: its environment is killed and a
 //!   fresh one started, as Lambda does.
 //!
-//! Everything listens on 127.0.0.1 only. [`DeleteRecorder`] is a pass-through proxy for the
-//! DynamoDB endpoint that timestamps each delete's acknowledgement by item `id`.
+//! Everything listens on 127.0.0.1 only. [`Recorder`] is a pass-through proxy that holds and
+//! observes the requests to an AWS JSON endpoint.
 #![allow(dead_code)]
 
 use std::collections::{HashMap, VecDeque};
@@ -37,10 +37,12 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client as HttpClient;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+use crate::common::server::{listen, passed_on, read_request, serve};
 
 /// The wall clock, epoch seconds with milliseconds.
 pub fn wall() -> f64 {
@@ -115,19 +117,10 @@ pub struct Invocation {
     pub outcome: Outcome,
 }
 
-impl Invocation {
-    /// Time spent waiting for a free environment after delivery.
-    pub fn waited(&self) -> Option<f64> {
-        self.start.map(|s| s - self.delivered)
-    }
-}
-
 /// What a run produced, after [`RuntimeApi::stop`].
 #[derive(Debug, Clone)]
 pub struct Run {
     pub invocations: Vec<Invocation>,
-    /// Process starts per environment (more than one after a timeout or a crash).
-    pub starts: Vec<usize>,
     /// Bodies of `POST /runtime/init/error`.
     pub init_errors: Vec<String>,
     /// When the API stopped (epoch seconds).
@@ -258,7 +251,9 @@ impl RuntimeApi {
         let mut tasks = Vec::new();
         for (env, listener) in listeners.into_iter().enumerate() {
             let inner = inner.clone();
-            tasks.push(serve(listener, move |req| handle(inner.clone(), env, req)));
+            tasks.push(serve(listener, move |_, req| {
+                handle(inner.clone(), env, req)
+            }));
         }
         {
             let mut st = inner.state();
@@ -353,6 +348,14 @@ impl RuntimeApi {
         planned
     }
 
+    /// Waits until no invocation is waiting or running, or the wall clock reads `until`.
+    pub async fn wait_ended(&self, until: f64) {
+        let pending = |i: &Invocation| matches!(i.outcome, Outcome::Waiting | Outcome::Running);
+        while wall() < until && self.invocations().iter().any(pending) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// A snapshot of the invocations so far.
     pub fn invocations(&self) -> Vec<Invocation> {
         self.inner.state().invocations.clone()
@@ -385,7 +388,6 @@ impl RuntimeApi {
         }
         Run {
             invocations: st.invocations.clone(),
-            starts: st.envs.iter().map(|e| e.starts).collect(),
             init_errors: st.init_errors.clone(),
             stopped_at,
         }
@@ -445,32 +447,6 @@ fn log_tail(options: &Options, port: u16) -> String {
     let text = std::fs::read_to_string(log_path(options, port)).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(40)..].join("\n")
-}
-
-/// A listener on a free port of 127.0.0.1.
-async fn listen() -> tokio::net::TcpListener {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0));
-    listener.await.expect("bind on 127.0.0.1")
-}
-
-/// Serves HTTP/1 on `listener`, each request answered by `handle`, until the task is aborted.
-fn serve<F, A>(listener: tokio::net::TcpListener, handle: F) -> JoinHandle<()>
-where
-    F: Fn(Request<Incoming>) -> A + Clone + Send + Sync + 'static,
-    A: std::future::Future<Output = Result<HttpResponse, Infallible>> + Send + 'static,
-{
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let service = hyper::service::service_fn(handle.clone());
-            tokio::spawn(async move {
-                let http = hyper::server::conn::http1::Builder::new();
-                let _ = http.serve_connection(TokioIo::new(stream), service).await;
-            });
-        }
-    })
 }
 
 /// Starts (or restarts) an environment's process.
@@ -604,14 +580,8 @@ async fn handle(
     env: usize,
     req: Request<Incoming>,
 ) -> Result<HttpResponse, Infallible> {
-    let method = req.method().clone();
-    let path = req.uri().path().to_owned();
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    let (parts, body, _) = read_request(req).await;
+    let (method, path) = (parts.method, parts.uri.path());
     let Some(rest) = path.strip_prefix("/2018-06-01/runtime/") else {
         return Ok(reply(404, r#"{"errorType":"NotFound"}"#));
     };
@@ -741,55 +711,21 @@ impl Recorder {
             hold,
             observe,
         });
-        let task = serve(listener, move |req| forward(up.clone(), req));
+        let task = serve(listener, move |_, req| forward(up.clone(), req));
         Recorder { endpoint, task }
     }
 }
 
-/// The `id`s of the keys the delete requests of a `BatchWriteItem`'s `RequestItems` (or
-/// `UnprocessedItems`) name.
-pub fn ids_in(requests: &Value) -> Vec<String> {
-    requests
-        .as_object()
-        .into_iter()
-        .flat_map(|o| o.values())
-        .flat_map(|v| v.as_array().into_iter().flatten())
-        .filter_map(|r| {
-            r["DeleteRequest"]["Key"]["id"]["S"]
-                .as_str()
-                .map(str::to_owned)
-        })
-        .collect()
-}
-
 async fn forward(up: Arc<Upstream>, req: Request<Incoming>) -> Result<HttpResponse, Infallible> {
-    let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let op = parts
-        .headers
-        .get("x-amz-target")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.rsplit('.').next())
-        .unwrap_or("")
-        .to_owned();
+    let (parts, body, op) = read_request(req).await;
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let pause = (up.hold)(&op, &request);
     if !pause.is_zero() {
         tokio::time::sleep(pause).await;
     }
-    let mut out = Request::builder()
-        .method(parts.method.clone())
-        .uri(format!("{}{}", up.base, parts.uri));
-    for (name, value) in &parts.headers {
-        if name != "host" && name != "content-length" {
-            out = out.header(name, value);
-        }
-    }
-    let resp = match up.client.request(out.body(Full::new(body)).unwrap()).await {
+    let uri = format!("{}{}", up.base, parts.uri);
+    let out = passed_on(parts.method, uri, &parts.headers, body);
+    let resp = match up.client.request(out).await {
         Ok(resp) => resp,
         Err(e) => return Ok(reply(502, &json!({ "message": e.to_string() }).to_string())),
     };
@@ -805,50 +741,4 @@ async fn forward(up: Arc<Upstream>, req: Request<Incoming>) -> Result<HttpRespon
         (up.observe)(&op, &request, &answer, at);
     }
     Ok(Response::from_parts(rparts, Full::new(rbody)))
-}
-
-/// A [`Recorder`] in front of a DynamoDB endpoint that records, by item `id`, the wall clock
-/// (epoch seconds) at which the server acknowledged each item's delete: the first
-/// `BatchWriteItem` answer that does not list it as unprocessed, or a successful `DeleteItem`.
-pub struct DeleteRecorder {
-    /// `http://127.0.0.1:PORT`: point the sweeper here.
-    pub endpoint: String,
-    pub acks: Arc<Mutex<HashMap<String, f64>>>,
-    _recorder: Recorder,
-}
-
-impl DeleteRecorder {
-    /// Starts a recorder in front of `upstream` (`http://127.0.0.1:PORT`).
-    pub async fn start(upstream: &str) -> DeleteRecorder {
-        let acks = Arc::new(Mutex::new(HashMap::new()));
-        let seen = acks.clone();
-        let observe = move |op: &str, request: &Value, answer: &Value, at: f64| {
-            let deleted: Vec<String> = match op {
-                "BatchWriteItem" => {
-                    let left = ids_in(&answer["UnprocessedItems"]);
-                    let mut sent = ids_in(&request["RequestItems"]);
-                    sent.retain(|id| !left.contains(id));
-                    sent
-                }
-                "DeleteItem" => request["Key"]["id"]["S"]
-                    .as_str()
-                    .map(str::to_owned)
-                    .into_iter()
-                    .collect(),
-                _ => return,
-            };
-            let mut acks = seen.lock().unwrap();
-            for id in deleted {
-                acks.entry(id).or_insert(at);
-            }
-        };
-        let recorder =
-            Recorder::start(upstream, Box::new(|_, _| Duration::ZERO), Box::new(observe)).await;
-        let endpoint = recorder.endpoint.clone();
-        DeleteRecorder {
-            endpoint,
-            acks,
-            _recorder: recorder,
-        }
-    }
 }

@@ -1,14 +1,22 @@
 //! The local servers tests talk to (DynamoDB Local, moto): each started once per test process,
 //! on first use, on a free port of 127.0.0.1; stopped by its PID when the process exits, and by
-//! the kernel (parent-death signal) if the process is killed outright.
+//! the kernel (parent-death signal) if the process is killed outright. And the HTTP plumbing of
+//! the servers and proxies the tests run themselves.
 #![allow(dead_code, unreachable_pub)]
 
 use std::fs::File;
 use std::net::TcpListener;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, Once, OnceLock};
 use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::http::request::Parts;
+use hyper::{HeaderMap, Method, Request, Response};
+use hyper_util::rt::TokioIo;
 
 /// One server per test process, started on first use.
 pub struct LocalServer {
@@ -118,4 +126,68 @@ pub fn wait_until(what: &str, log: &Path, timeout: Duration, ready: impl Fn() ->
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A listener on a free port of 127.0.0.1.
+pub async fn listen() -> tokio::net::TcpListener {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0));
+    listener.await.expect("bind on 127.0.0.1")
+}
+
+/// Serves HTTP/1 on `listener`, each request answered by `handle` (given the socket of the
+/// connection it arrived on), until the task is aborted.
+pub fn serve<F, A, E>(listener: tokio::net::TcpListener, handle: F) -> tokio::task::JoinHandle<()>
+where
+    F: Fn(RawFd, Request<Incoming>) -> A + Clone + Send + Sync + 'static,
+    A: std::future::Future<Output = Result<Response<Full<Bytes>>, E>> + Send + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let (fd, handle) = (stream.as_raw_fd(), handle.clone());
+            let service = hyper::service::service_fn(move |req| handle(fd, req));
+            tokio::spawn(async move {
+                let http = hyper::server::conn::http1::Builder::new();
+                let _ = http.serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    })
+}
+
+/// A request's head, its whole body (empty if it could not be read) and the operation its
+/// `x-amz-target` names (empty if none).
+pub async fn read_request(req: Request<Incoming>) -> (Parts, Bytes, String) {
+    let (parts, body) = req.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let op = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit('.').next())
+        .unwrap_or("")
+        .to_owned();
+    (parts, body, op)
+}
+
+/// A request of `method` to `uri` with `headers` (but `host` and `content-length`) and `body`.
+pub fn passed_on(
+    method: Method,
+    uri: String,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Request<Full<Bytes>> {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (name, value) in headers {
+        if name != "host" && name != "content-length" {
+            req = req.header(name, value);
+        }
+    }
+    req.body(Full::new(body)).unwrap()
 }
