@@ -117,6 +117,13 @@ pub struct Invocation {
     pub outcome: Outcome,
 }
 
+impl Invocation {
+    /// Time spent waiting for a free environment after delivery (the sub-second benchmark).
+    pub fn waited(&self) -> Option<f64> {
+        self.start.map(|s| s - self.delivered)
+    }
+}
+
 /// What a run produced, after [`RuntimeApi::stop`].
 #[derive(Debug, Clone)]
 pub struct Run {
@@ -741,4 +748,64 @@ async fn forward(up: Arc<Upstream>, req: Request<Incoming>) -> Result<HttpRespon
         (up.observe)(&op, &request, &answer, at);
     }
     Ok(Response::from_parts(rparts, Full::new(rbody)))
+}
+
+/// The `id`s of the keys the delete requests of a `BatchWriteItem`'s `RequestItems` (or
+/// `UnprocessedItems`) name.
+pub fn ids_in(requests: &Value) -> Vec<String> {
+    let lists = requests.as_object().into_iter().flat_map(|o| o.values());
+    let requests = lists.flat_map(|v| v.as_array().into_iter().flatten());
+    let id = |r: &Value| {
+        r["DeleteRequest"]["Key"]["id"]["S"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    requests.filter_map(id).collect()
+}
+
+/// A [`Recorder`] in front of a DynamoDB endpoint that records, by item `id`, the wall clock
+/// (epoch seconds) at which the server acknowledged each item's delete: the first
+/// `BatchWriteItem` answer that does not list it as unprocessed, or a successful `DeleteItem`.
+/// (The sub-second benchmark's.)
+pub struct DeleteRecorder {
+    /// `http://127.0.0.1:PORT`: point the sweeper here.
+    pub endpoint: String,
+    pub acks: Arc<Mutex<HashMap<String, f64>>>,
+    _recorder: Recorder,
+}
+
+impl DeleteRecorder {
+    /// Starts a recorder in front of `upstream` (`http://127.0.0.1:PORT`).
+    pub async fn start(upstream: &str) -> DeleteRecorder {
+        let acks = Arc::new(Mutex::new(HashMap::new()));
+        let seen = acks.clone();
+        let observe = move |op: &str, request: &Value, answer: &Value, at: f64| {
+            let deleted: Vec<String> = match op {
+                "BatchWriteItem" => {
+                    let left = ids_in(&answer["UnprocessedItems"]);
+                    let mut sent = ids_in(&request["RequestItems"]);
+                    sent.retain(|id| !left.contains(id));
+                    sent
+                }
+                "DeleteItem" => request["Key"]["id"]["S"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .into_iter()
+                    .collect(),
+                _ => return,
+            };
+            let mut acks = seen.lock().unwrap();
+            for id in deleted {
+                acks.entry(id).or_insert(at);
+            }
+        };
+        let recorder =
+            Recorder::start(upstream, Box::new(|_, _| Duration::ZERO), Box::new(observe)).await;
+        let endpoint = recorder.endpoint.clone();
+        DeleteRecorder {
+            endpoint,
+            acks,
+            _recorder: recorder,
+        }
+    }
 }
