@@ -13,6 +13,9 @@
 //                    "firehose:<stream name>": publish an event per expired item; expiryEventsMode
 //                    "notify" (default) or "archive" (needs deleteMode "conditional"); expiryEventsItem
 //                    "auto" (default), "read" or "off"
+//   followStream     "true": the stream indexer follows the table's stream, so writers set only the
+//                    ttl (a created table gets a NEW_AND_OLD_IMAGES stream; an existing one needs
+//                    tableStreamArn, its stream's ARN)
 //   lagAlarmSeconds, alarmEmail   alarm on expiry lag above this; subscribe this address
 //   assetDir         directory with the arm64 `bootstrap` (default: the `make package` output)
 //   stackName        default TtlSweeper

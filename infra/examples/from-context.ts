@@ -66,6 +66,7 @@ export function sweeperStackFromContext(app: cdk.App): SweeperStack {
     maxCatchUp: maxCatchUpMinutes === undefined ? undefined : cdk.Duration.minutes(maxCatchUpMinutes),
     memorySize: num('memorySize'),
     reservedConcurrency: num('reservedConcurrency'),
+    followStream: ctx('followStream') === 'true',
     alarms: {
       lagThreshold: lagAlarmSeconds === undefined ? undefined : cdk.Duration.seconds(lagAlarmSeconds),
       emails: alarmEmail ? [alarmEmail] : undefined,
@@ -73,7 +74,9 @@ export function sweeperStackFromContext(app: cdk.App): SweeperStack {
   };
 
   return new SweeperStack(app, ctx('stackName') ?? 'TtlSweeper', {
-    table: tableName ? { kind: 'existing', tableName } : { kind: 'create', partitionKey: ctx('partitionKey') ?? 'id' },
+    table: tableName
+      ? { kind: 'existing', tableName, tableStreamArn: ctx('tableStreamArn') }
+      : { kind: 'create', partitionKey: ctx('partitionKey') ?? 'id' },
     sweeper,
     expiryEvents,
     expiryEventsMode: mode === 'archive' ? ExpiryEventsMode.ARCHIVE : mode === 'notify' ? ExpiryEventsMode.NOTIFY : undefined,

@@ -15,7 +15,7 @@ import { ExpiryEventsItem, ExpiryEventsMode, TtlSweeper, type ExpiryEventsOption
 /** Where the swept table comes from. */
 export type TableSource =
   | { kind: 'create'; partitionKey: string; sortKey?: string }
-  | { kind: 'existing'; tableName: string };
+  | { kind: 'existing'; tableName: string; tableStreamArn?: string };
 
 /** Where expiry events go: the account's default event bus, a new queue, or a Firehose stream. */
 export type ExpiryEventsSink = { kind: 'eventbridge' } | { kind: 'queue' } | { kind: 'firehose'; streamName: string };
@@ -46,6 +46,8 @@ export class SweeperStack extends cdk.Stack {
         timeToLiveAttribute: ttlAttribute,
         pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
         removalPolicy: cdk.RemovalPolicy.RETAIN,
+        // The stream indexer (followStream) reads the new image of each write.
+        stream: props.sweeper?.followStream ? dynamodb.StreamViewType.NEW_AND_OLD_IMAGES : undefined,
       });
       TtlSweeper.addExpirationIndex(table, {
         indexName: props.sweeper?.indexName,
@@ -54,7 +56,10 @@ export class SweeperStack extends cdk.Stack {
       });
       this.table = table;
     } else {
-      this.table = dynamodb.Table.fromTableAttributes(this, 'Table', { tableName: props.table.tableName });
+      this.table = dynamodb.Table.fromTableAttributes(this, 'Table', {
+        tableName: props.table.tableName,
+        tableStreamArn: props.table.tableStreamArn,
+      });
     }
 
     let expiryEvents: ExpiryEventsOptions | undefined;

@@ -26,6 +26,12 @@ const variants: Record<string, Record<string, string>> = {
   },
   'events-bus': { expiryEvents: 'eventbridge' },
   'events-firehose': { expiryEvents: 'firehose:expired-items', sweepers: '2', windowShards: '4' },
+  'follow-stream': { followStream: 'true', windowShards: '4', sweepers: '2' },
+  'follow-stream-existing': {
+    tableName: 'sessions',
+    tableStreamArn: 'arn:aws:dynamodb:eu-west-1:123456789012:table/sessions/stream/2026-11-26T00:00:00.000',
+    followStream: 'true',
+  },
   cron: { scheduleCron: 'cron(0/2 * * * ? *)', scheduleMinutes: '2', tickSeconds: '', alarmEmail: 'oncall@example.com' },
 };
 

@@ -337,6 +337,32 @@ export interface TtlSweeperProps {
    * @default true
    */
   readonly dashboard?: boolean;
+
+  /**
+   * Follow the table's DynamoDB stream, so that writers need set only the ttl: a second function
+   * from the same code (the stream indexer) reads the stream through an event source mapping and,
+   * for each item written with a ttl, sets its window attribute, deletes it if its ttl has already
+   * passed, or removes a window left on an item whose ttl was removed; every write conditional
+   * on the record's image.
+   *
+   * The table needs a stream whose records carry the new image (`StreamViewType.NEW_IMAGE` or
+   * `NEW_AND_OLD_IMAGES`); an imported table must be imported with its stream ARN
+   * (`Table.fromTableAttributes(scope, id, { tableName, tableStreamArn })`). Synthesis stops
+   * otherwise.
+   *
+   * The mapping starts at the stream's end (`LATEST`; items already in the table need
+   * `ttl-sweeper backfill`), reads up to 100 records a batch with no batching window, keeps only
+   * `INSERT` and `MODIFY` records whose new image has the ttl attribute as a Number or has the
+   * window attribute, reports failed records by sequence number (`ReportBatchItemFailures`),
+   * bisects a failing batch, retries a record at most 10 times and for at most an hour, then
+   * sends its description to an on-failure queue (SQS, encrypted, TLS only, 14 days). The new
+   * function gets its own role (`dynamodb:UpdateItem`, `dynamodb:DeleteItem` and
+   * `dynamodb:DescribeTable` on the table, stream read on the table's stream only), log group,
+   * and an `IteratorAge` alarm.
+   *
+   * @default false
+   */
+  readonly followStream?: boolean;
 }
 
 /**
@@ -392,6 +418,22 @@ export class TtlSweeper extends Construct {
   public readonly schedulePeriodSeconds: number;
   /** The CloudWatch namespace of the sweeper's metrics. */
   public readonly metricsNamespace: string;
+  /**
+   * With `followStream`: the stream indexer, the function the table's stream invokes (the same
+   * code as the sweeper, its own role and log group).
+   */
+  public readonly streamFunction?: lambda.Function;
+  /** With `followStream`: the stream indexer's execution role. */
+  public readonly streamRole?: iam.Role;
+  /** With `followStream`: the stream indexer's log group (JSON logs). */
+  public readonly streamLogGroup?: logs.LogGroup;
+  /** With `followStream`: the event source mapping from the table's stream to `streamFunction`. */
+  public readonly streamEventSourceMapping?: lambda.EventSourceMapping;
+  /**
+   * With `followStream`: where the mapping sends the description of stream records it gave up on
+   * (shard and sequence numbers, not the records; encrypted, TLS only, 14 days).
+   */
+  public readonly streamFailureQueue?: sqs.Queue;
 
   /**
    * Adds the (window, ttl) index the sweeper queries to a table defined in the same app:
@@ -514,12 +556,42 @@ export class TtlSweeper extends Construct {
     });
     this.schedule = this.schedules[0];
 
+    // ---------------------------------------------------------------- the stream indexer
+    if (settings.followStream) {
+      const stream = this.streamIndexer(new Construct(this, 'Stream'), props, settings, {
+        tableArn,
+        streamArn: this.table.tableStreamArn!, // checked by resolveSettings
+        code,
+        sweeperEnvironment: parts[0].environment,
+      });
+      this.streamFunction = stream.fn;
+      this.streamRole = stream.role;
+      this.streamLogGroup = stream.logGroup;
+      this.streamEventSourceMapping = stream.mapping;
+      this.streamFailureQueue = stream.queue;
+    }
+
     // ---------------------------------------------------------------- alarms and dashboard
     const alarmOptions = props.alarms ?? {};
     this.alarms = [];
     if (alarmOptions.enabled ?? true) {
       this.alarmTopic = alarmOptions.topic ?? this.newAlarmTopic(alarmOptions.encryptTopic ?? true);
       this.alarms.push(...this.newAlarms(parts, settings));
+      if (this.streamFunction) {
+        // The stream's backlog: how long the newest record of a batch waited before the indexer
+        // got it. An item gets its window (and can be swept) only after its record is handled.
+        this.alarms.push(
+          new cloudwatch.Alarm(this, 'StreamIteratorAge', {
+            alarmDescription: 'the ttl-sweeper stream indexer falls behind the table\'s stream',
+            metric: this.streamFunction.metric('IteratorAge', { statistic: 'Maximum', period: Duration.minutes(1) }),
+            threshold: settings.lagThresholdSeconds * 1000,
+            comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluationPeriods: 3,
+            datapointsToAlarm: 3,
+            treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+          }),
+        );
+      }
       for (const email of alarmOptions.emails ?? []) {
         this.alarmTopic.addSubscription(new subscriptions.EmailSubscription(email));
       }
@@ -798,7 +870,120 @@ export class TtlSweeper extends Construct {
       maxEventAge: Duration.minutes(5),
     });
     fn.node.addDependency(policy);
-    return { scope, fn, role, logGroup };
+    return { scope, fn, role, logGroup, environment };
+  }
+
+  /**
+   * The stream indexer in `scope`: its failure queue, log group, role and policy, the function
+   * (the sweeper's code and configuration, without the schedule's settings) and the event source
+   * mapping from the table's stream.
+   */
+  private streamIndexer(
+    scope: Construct,
+    props: TtlSweeperProps,
+    settings: Settings,
+    shared: { tableArn: string; streamArn: string; code: lambda.Code; sweeperEnvironment: Record<string, string> },
+  ) {
+    const { tableArn, streamArn, code, sweeperEnvironment } = shared;
+    const queue = new sqs.Queue(scope, 'Failures', {
+      retentionPeriod: Duration.days(14),
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+    });
+    Validations.of(queue).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason: 'StreamFailures is itself the on-failure destination of the stream indexer',
+    });
+    const logGroup = new logs.LogGroup(scope, 'Logs', {
+      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
+      removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
+    });
+    const role = new iam.Role(scope, 'Role', {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: "ttl-sweeper stream indexer: read the table's stream, set windows, delete expired items, write its logs",
+    });
+    const statements = [
+      new iam.PolicyStatement({
+        sid: 'IndexItems',
+        // UpdateItem sets or removes the window, DeleteItem deletes an item written already
+        // expired, each conditional on the record's image; DescribeTable is the start-up check.
+        actions: ['dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:DescribeTable'],
+        resources: [tableArn],
+      }),
+      new iam.PolicyStatement({
+        sid: 'ReadTableStream',
+        actions: STREAM_READ_ACTIONS,
+        resources: [streamArn],
+      }),
+      new iam.PolicyStatement({
+        sid: 'WriteOwnLogs',
+        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+        resources: [logGroup.logGroupArn],
+      }),
+      new iam.PolicyStatement({
+        sid: 'StreamFailures',
+        actions: ['sqs:SendMessage'],
+        resources: [queue.queueArn],
+      }),
+    ];
+    if (this.table.encryptionKey) {
+      statements.push(
+        new iam.PolicyStatement({
+          sid: 'TableKey',
+          actions: TABLE_KEY_ACTIONS,
+          resources: [this.table.encryptionKey.keyArn],
+          conditions: { StringEquals: { 'kms:ViaService': `dynamodb.${Stack.of(this).region}.amazonaws.com` } },
+        }),
+      );
+    }
+    const policy = new iam.Policy(scope, 'Policy', { statements });
+    policy.attachToRole(role);
+
+    // The sweeper's configuration but the sweep's own settings: the schedule, tick mode, lookback,
+    // shard range, checkpoint and expiry events (the indexer deletes only items written already
+    // expired, and publishes no events).
+    const environment = Object.fromEntries(
+      STREAM_SETTINGS.filter((v) => sweeperEnvironment[v] !== undefined).map((v) => [v, sweeperEnvironment[v]]),
+    );
+    const fn = new lambda.Function(scope, 'Function', {
+      description: "ttl-sweeper stream indexer: gives items written with a ttl their window, from the table's stream",
+      runtime: lambda.Runtime.PROVIDED_AL2023,
+      architecture: lambda.Architecture.ARM_64,
+      handler: 'bootstrap',
+      code,
+      memorySize: settings.memorySize,
+      timeout: Duration.seconds(STREAM.timeoutSeconds),
+      role,
+      logGroup,
+      loggingFormat: lambda.LoggingFormat.JSON,
+      environment,
+    });
+    fn.node.addDependency(policy);
+
+    const { ttlAttribute, windowAttribute } = settings;
+    const change = lambda.FilterRule.or('INSERT', 'MODIFY');
+    const mapping = new lambda.EventSourceMapping(scope, 'Mapping', {
+      target: fn,
+      eventSourceArn: streamArn,
+      startingPosition: lambda.StartingPosition.LATEST,
+      batchSize: STREAM.batchSize,
+      maxBatchingWindow: Duration.seconds(0),
+      reportBatchItemFailures: true,
+      bisectBatchOnError: true,
+      retryAttempts: STREAM.retryAttempts,
+      maxRecordAge: Duration.seconds(STREAM.maxRecordAgeSeconds),
+      onFailure: new QueueOnFailure(queue),
+      // Records with something to do: an item written with a Number ttl (a window to set or an
+      // expired item to delete), or one that has a window (kept, or removed with its ttl). REMOVE
+      // records, and writes of items that have neither, never reach the function.
+      filters: [
+        lambda.FilterCriteria.filter({ eventName: change, dynamodb: { NewImage: { [ttlAttribute]: { N: lambda.FilterRule.exists() } } } }),
+        lambda.FilterCriteria.filter({ eventName: change, dynamodb: { NewImage: { [windowAttribute]: { S: lambda.FilterRule.exists() } } } }),
+      ],
+    });
+    // The mapping checks at creation that the role may read the stream.
+    mapping.node.addDependency(policy);
+    return { fn, role, logGroup, mapping, queue };
   }
 
   /**
@@ -982,6 +1167,48 @@ class SweeperTarget implements scheduler.IScheduleTarget {
   }
 }
 
+/**
+ * The on-failure destination of the stream's event source mapping, without the grant
+ * `SqsDlq` adds (`sqs:SendMessage` alone is in the stream indexer's policy).
+ */
+class QueueOnFailure implements lambda.IEventSourceDlq {
+  constructor(private readonly queue: sqs.IQueue) {}
+
+  public bind(_target: lambda.IEventSourceMapping, _handler: lambda.IFunction): lambda.DlqDestinationConfig {
+    return { destination: this.queue.queueArn };
+  }
+}
+
+/** What the stream indexer needs of the table's stream (the event source mapping reads it). */
+const STREAM_READ_ACTIONS = ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams'];
+
+/** The sweeper's settings the stream indexer gets too: the table, its layout and its metrics. */
+const STREAM_SETTINGS = [
+  'TABLE_NAME',
+  'INDEX_NAME',
+  'TTL_ATTRIBUTE',
+  'WINDOW_ATTRIBUTE',
+  'WINDOW_SECONDS',
+  'WINDOW_SHARDS',
+  'DELETE_MODE',
+  'MAX_CONCURRENCY',
+  'MAX_RETRIES',
+  'METRICS_NAMESPACE',
+];
+
+/**
+ * The stream indexer's function and event source mapping. The function stops 3 s before its
+ * timeout and has what it did not handle delivered again; the mapping gives up on a record after
+ * 10 retries or an hour, well inside the stream's 24 hours of retention, so the on-failure
+ * queue's message still points at records that can be read.
+ */
+const STREAM = {
+  timeoutSeconds: 30,
+  batchSize: 100,
+  retryAttempts: 10,
+  maxRecordAgeSeconds: 3600,
+} as const;
+
 /** What a role needs of a table's customer managed key to read and delete items. */
 const TABLE_KEY_ACTIONS = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'];
 
@@ -1043,6 +1270,7 @@ interface Settings {
   readonly reservedConcurrency: number;
   readonly lagThresholdSeconds: number;
   readonly silenceAfterSeconds: number;
+  readonly followStream: boolean;
 }
 
 /** Defaults applied and every value checked; all problems are reported at once. */
@@ -1175,6 +1403,26 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
     }
   }
 
+  const followStream = props.followStream ?? false;
+  if (followStream) {
+    problems.push(...checkStream(props.table));
+    // The indexer reads every shard: its start-up check must pass with the lookback the binary
+    // derives for it (at least 15 windows, covering 70 s) over all of them.
+    const shardsKnown = known(windowShards) && Number.isInteger(windowShards) && windowShards >= 1 && windowShards <= 1000;
+    const widthKnown = known(windowSeconds) && Number.isInteger(windowSeconds) && windowSeconds >= 1 && windowSeconds <= 86400;
+    if (shardsKnown && widthKnown) {
+      const lookback = Math.max(DEFAULTS.lookbackWindows, Math.ceil((60 + 10) / windowSeconds));
+      const partitions = (lookback + 1) * windowShards;
+      if (partitions > MAX_PARTITIONS_PER_SWEEP) {
+        problems.push(
+          `followStream with windowSeconds=${windowSeconds} and windowShards=${windowShards}: the stream indexer, ` +
+            `which reads every shard, would fail its start-up check (${lookback + 1} windows of ${windowShards} ` +
+            `shards are ${partitions} partitions, more than ${MAX_PARTITIONS_PER_SWEEP}); widen windowSeconds or use fewer windowShards`,
+        );
+      }
+    }
+  }
+
   if (problems.length > 0) {
     throw new Error(`TtlSweeper ${scope.node.path}: invalid props:\n  - ${problems.join('\n  - ')}`);
   }
@@ -1200,5 +1448,41 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
     reservedConcurrency,
     lagThresholdSeconds,
     silenceAfterSeconds,
+    followStream,
   };
+}
+
+/** The binary's limit on the partitions one sweep reads (`MAX_PARTITIONS_PER_SWEEP`). */
+const MAX_PARTITIONS_PER_SWEEP = 20000;
+
+/**
+ * Why the stream indexer cannot follow `table`'s stream, if it cannot: no stream (a table created
+ * without one, or imported without its ARN), or a stream whose records lack the new image. The
+ * view is known only for a table created in the app.
+ */
+function checkStream(table: dynamodb.ITable): string[] {
+  const resource = table.node.defaultChild;
+  const created = resource instanceof dynamodb.CfnTable || resource instanceof dynamodb.CfnGlobalTable;
+  const views = "StreamViewType.NEW_IMAGE or StreamViewType.NEW_AND_OLD_IMAGES";
+  if (!created) {
+    return table.tableStreamArn === undefined
+      ? [
+        "followStream needs the table's stream ARN: import the table with Table.fromTableAttributes(scope, id, " +
+            `{ tableName, tableStreamArn }) (a stream with the new image: ${views})`,
+      ]
+      : [];
+  }
+  const spec = Stack.of(table).resolve(resource.streamSpecification) as { StreamViewType?: string; streamViewType?: string } | undefined;
+  const view = spec?.StreamViewType ?? spec?.streamViewType;
+  const option = resource instanceof dynamodb.CfnTable ? 'stream' : 'dynamoStream';
+  if (spec === undefined || table.tableStreamArn === undefined) {
+    return [`followStream needs a stream on the table: set its ${option} to ${views}`];
+  }
+  if (typeof view === 'string' && !Token.isUnresolved(view) && view !== 'NEW_IMAGE' && view !== 'NEW_AND_OLD_IMAGES') {
+    return [
+      `followStream needs the new image in the table's stream records, but its stream view is ${view}: ` +
+        `set the table's ${option} to ${views}`,
+    ];
+  }
+  return [];
 }

@@ -1,20 +1,22 @@
 // The SAM template (sam/template.yaml) against the construct: the same IAM actions on the same
 // kinds of resource for the function and the schedule, the same environment for the same
-// settings, and the same timeout and reserved concurrency with and without tick mode.
+// settings, and the same timeout and reserved concurrency with and without tick mode; with
+// FollowStream (the construct's followStream), the same stream indexer, mapping and alarm.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { parse, type CollectionTag, type ScalarTag } from 'yaml';
-import { DeleteMode } from '../src';
-import { logicalId, statements, synth } from './support';
+import { DeleteMode, type TtlSweeperProps } from '../src';
+import { env, logicalId, newStack, statements, synth } from './support';
 
 /** CloudFormation's short forms, read as their long forms (`!Ref x` → `{ Ref: x }`). */
-const cfnTags: (ScalarTag | CollectionTag)[] = ['Ref', 'Sub', 'GetAtt', 'If', 'Equals', 'Not', 'Join', 'Select', 'Split']
+const cfnTags: (ScalarTag | CollectionTag)[] = ['Ref', 'Sub', 'GetAtt', 'If', 'Equals', 'Not', 'And', 'Condition', 'Join', 'Select', 'Split']
   .flatMap((name) => {
-    const long = name === 'Ref' ? 'Ref' : `Fn::${name}`;
+    const long = name === 'Ref' || name === 'Condition' ? name : `Fn::${name}`;
     const value = (v: unknown) =>
       name === 'GetAtt' && typeof v === 'string' ? { [long]: v.split('.') } : { [long]: v };
     return [
@@ -27,29 +29,46 @@ const template = parse(fs.readFileSync(path.join(__dirname, '..', 'sam', 'templa
   customTags: cfnTags,
 }) as any;
 
+/** Whether the template's condition `name` holds for `parameters` (defaults unless given). */
+function condition(name: string, parameters: Record<string, string>): boolean {
+  const holds = (c: any): boolean => {
+    if (c['Fn::Not']) return !holds(c['Fn::Not'][0]);
+    if (c['Fn::And']) return c['Fn::And'].every(holds);
+    if (c.Condition) return condition(c.Condition, parameters);
+    assert.ok(c['Fn::Equals'], `cannot evaluate condition ${JSON.stringify(c)}`);
+    return String(evaluate(c['Fn::Equals'][0], parameters)) === String(evaluate(c['Fn::Equals'][1], parameters));
+  };
+  return holds(template.Conditions[name]);
+}
+
 /**
- * The value of `v` for `parameters` (each parameter's default unless given): `Ref` to a parameter
- * and `Fn::If` on the template's conditions are evaluated; anything else must be a plain value.
+ * The value of `v` for `parameters` (each parameter's default unless given): `Ref` to a parameter,
+ * `Fn::Sub` of parameters and `Fn::If` on the template's conditions are evaluated; anything else
+ * must be a plain value.
  */
 function evaluate(v: any, parameters: Record<string, string>): unknown {
-  const param = (name: string) => parameters[name] ?? template.Parameters[name]?.Default;
-  const condition = (name: string): boolean => {
-    const c = template.Conditions[name];
-    const eq = (e: any) => String(evaluate(e['Fn::Equals'][0], parameters)) === String(evaluate(e['Fn::Equals'][1], parameters));
-    if (c['Fn::Not']) return !eq(c['Fn::Not'][0]);
-    return eq(c);
-  };
-  if (v && typeof v === 'object' && 'Ref' in v) {
-    const value = param(v.Ref);
-    assert.notEqual(value, undefined, `no value for parameter ${v.Ref}`);
+  const param = (name: string) => {
+    const value = parameters[name] ?? template.Parameters[name]?.Default;
+    assert.notEqual(value, undefined, `no value for parameter ${name}`);
     return String(value);
+  };
+  if (v && typeof v === 'object' && 'Ref' in v) return param(v.Ref);
+  if (v && typeof v === 'object' && typeof v['Fn::Sub'] === 'string') {
+    return v['Fn::Sub'].replace(/\$\{([A-Za-z0-9]+)\}/g, (_: string, name: string) => param(name));
   }
   if (v && typeof v === 'object' && 'Fn::If' in v) {
     const [name, yes, no] = v['Fn::If'];
-    return evaluate(condition(name) ? yes : no, parameters);
+    return evaluate(condition(name, parameters) ? yes : no, parameters);
   }
   assert.ok(typeof v !== 'object', `cannot evaluate ${JSON.stringify(v)}`);
   return typeof v === 'number' ? v : String(v);
+}
+
+/** The template's resources that exist for `parameters`, by logical id. */
+function present(parameters: Record<string, string>): Record<string, any> {
+  return Object.fromEntries(
+    Object.entries(template.Resources).filter(([, r]: [string, any]) => r.Condition === undefined || condition(r.Condition, parameters)),
+  );
 }
 
 /** A statement under `Fn::If`: the branch the condition picks, `undefined` for `AWS::NoValue`. */
@@ -140,5 +159,118 @@ test('the SAM schedule is the construct schedule: every minute, as of the schedu
   // The four alarms of the construct, on the same metrics.
   const alarms = (t: Record<string, any>) =>
     Object.values(t).filter((r: any) => r.Type === 'AWS::CloudWatch::Alarm').map((r: any) => r.Properties.MetricName).sort();
-  assert.deepEqual(alarms(template.Resources), alarms(built.toJSON().Resources));
+  const topic = { AlarmTopicArn: 'arn:aws:sns:eu-west-1:123456789012:alarms' };
+  assert.deepEqual(alarms(present(topic)), alarms(built.toJSON().Resources));
+  assert.deepEqual(alarms(present({})), []);
+});
+
+// ---------------------------------------------------------------- FollowStream
+
+const STREAM_ARN = `arn:aws:dynamodb:${env.region}:${env.account}:table/sessions/stream/2026-11-26T00:00:00.000`;
+const FOLLOW = { TableName: 'sessions', FollowStream: 'true', TableStreamArn: STREAM_ARN };
+
+/** The construct with followStream on `sessions`, imported with its stream ARN. */
+function synthFollowing(props: Partial<TtlSweeperProps> = {}) {
+  const stack = newStack();
+  const table = dynamodb.Table.fromTableAttributes(stack, 'Streamed', { tableName: 'sessions', tableStreamArn: STREAM_ARN });
+  return synth({ followStream: true, table, ...props }, stack);
+}
+
+const STREAM_CASES: [Record<string, string>, Partial<TtlSweeperProps>][] = [
+  [FOLLOW, { tickSeconds: undefined }],
+  [{ ...FOLLOW, TickSeconds: '1', DeleteMode: 'conditional' }, { tickSeconds: 1, deleteMode: DeleteMode.CONDITIONAL }],
+  [
+    { ...FOLLOW, IndexName: 'byExpiry', TtlAttribute: 'expiresAt', WindowAttribute: 'bucket', WindowSeconds: '300', WindowShards: '4' },
+    { indexName: 'byExpiry', ttlAttribute: 'expiresAt', windowAttribute: 'bucket', windowSeconds: 300, windowShards: 4 },
+  ],
+];
+
+test('FollowStream: nothing of the stream indexer by default; with it, its function, role, queue, logs and event', () => {
+  const streamIds = ['StreamFailures', 'StreamFailuresPolicy', 'StreamLogs', 'StreamFunctionRole', 'StreamFunction', 'StreamIteratorAge'];
+  const topic = { AlarmTopicArn: 'arn:aws:sns:eu-west-1:123456789012:alarms' };
+  for (const id of streamIds) {
+    assert.equal(present({ TableName: 'sessions', ...topic })[id], undefined, id);
+    assert.ok(present({ ...FOLLOW, ...topic })[id], id);
+  }
+  assert.equal(present(FOLLOW).StreamIteratorAge, undefined, 'no alarm without a topic');
+  assert.equal(template.Parameters.FollowStream.Default, 'false');
+  assert.deepEqual(template.Parameters.TableStreamArn.Default, '');
+  // The template refuses FollowStream without a stream ARN.
+  const rule = template.Rules.StreamArnForFollowStream;
+  assert.deepEqual(rule.RuleCondition, { 'Fn::Equals': [{ Ref: 'FollowStream' }, 'true'] });
+  assert.deepEqual(rule.Assertions[0].Assert, { 'Fn::Not': [{ 'Fn::Equals': [{ Ref: 'TableStreamArn' }, ''] }] });
+  assert.ok(new RegExp(template.Parameters.TableStreamArn.AllowedPattern).test(STREAM_ARN));
+});
+
+test('FollowStream: the stream indexer has the construct IAM actions, environment, timeout and memory', () => {
+  const built = synthFollowing();
+  assert.deepEqual(sorted(samActions('StreamFunctionRole')), constructActions(built, 'SweeperStreamRole'));
+  const policy = template.Resources.StreamFunctionRole.Properties.Policies[0].PolicyDocument.Statement;
+  const bySid = Object.fromEntries(policy.map((s: any) => [s.Sid, s.Resource]));
+  assert.match(bySid.IndexItems['Fn::Sub'], /:table\/\$\{TableName\}$/);
+  // The stream ARN's label, on TableName's stream.
+  assert.match(bySid.ReadTableStream['Fn::Sub'][0], /:table\/\$\{TableName\}\/stream\/\$\{Label\}$/);
+  assert.deepEqual(bySid.ReadTableStream['Fn::Sub'][1].Label, { 'Fn::Select': [3, { 'Fn::Split': ['/', { Ref: 'TableStreamArn' }] }] });
+  assert.equal(STREAM_ARN.split('/')[3], '2026-11-26T00:00:00.000');
+  assert.deepEqual(bySid.WriteOwnLogs, { 'Fn::GetAtt': ['StreamLogs', 'Arn'] });
+  assert.deepEqual(bySid.StreamFailures, { 'Fn::GetAtt': ['StreamFailures', 'Arn'] });
+
+  const fn = template.Resources.StreamFunction.Properties;
+  for (const [parameters, props] of STREAM_CASES) {
+    const { stack, sweeper } = synthFollowing(props);
+    const cfn = sweeper.streamFunction!.node.defaultChild as lambda.CfnFunction;
+    const actual = Object.fromEntries(Object.entries(fn.Environment.Variables).map(([k, v]) => [k, evaluate(v, parameters)]));
+    assert.deepEqual(actual, stack.resolve(cfn.environment).variables, JSON.stringify(parameters));
+    assert.equal(fn.Timeout, cfn.timeout);
+    assert.equal(fn.MemorySize, cfn.memorySize);
+    assert.equal(fn.ReservedConcurrentExecutions, cfn.reservedConcurrentExecutions);
+    assert.deepEqual([fn.Runtime, fn.Architectures, fn.Handler], [cfn.runtime, cfn.architectures, cfn.handler]);
+    assert.deepEqual(fn.CodeUri, template.Resources.Function.Properties.CodeUri, 'the same code');
+  }
+  // The queue and log group as the construct's.
+  const { template: built2 } = synthFollowing();
+  const queue = built2.findResources('AWS::SQS::Queue')[logicalId(built2, 'AWS::SQS::Queue', 'SweeperStreamFailures')];
+  assert.deepEqual(template.Resources.StreamFailures.Properties, queue.Properties);
+  const logs = built2.findResources('AWS::Logs::LogGroup')[logicalId(built2, 'AWS::Logs::LogGroup', 'SweeperStreamLogs')];
+  assert.equal(template.Resources.StreamLogs.Properties.RetentionInDays, logs.Properties.RetentionInDays);
+});
+
+test("FollowStream: the DynamoDB event is the construct's event source mapping, filter included", () => {
+  const event = template.Resources.StreamFunction.Properties.Events.TableStream;
+  assert.equal(event.Type, 'DynamoDB');
+  const sam = event.Properties;
+  for (const [parameters, props] of STREAM_CASES) {
+    const { template: built } = synthFollowing(props);
+    const [mapping] = Object.values(built.findResources('AWS::Lambda::EventSourceMapping')) as any[];
+    const m = mapping.Properties;
+    assert.equal(evaluate(sam.Stream, parameters), m.EventSourceArn);
+    for (const key of [
+      'StartingPosition', 'BatchSize', 'MaximumBatchingWindowInSeconds', 'FunctionResponseTypes', 'BisectBatchOnFunctionError',
+      'MaximumRetryAttempts', 'MaximumRecordAgeInSeconds',
+    ]) {
+      assert.deepEqual(sam[key], m[key], key);
+    }
+    assert.deepEqual(sam.DestinationConfig, { OnFailure: { Destination: { 'Fn::GetAtt': ['StreamFailures', 'Arn'] } } });
+    assert.deepEqual(Object.keys(m.DestinationConfig.OnFailure), ['Destination']);
+    const patterns = (filters: any[], read: (p: unknown) => string) => filters.map((f) => JSON.parse(read(f.Pattern)));
+    assert.deepEqual(
+      patterns(sam.FilterCriteria.Filters, (p) => evaluate(p, parameters) as string),
+      patterns(m.FilterCriteria.Filters, (p) => p as string),
+      JSON.stringify(parameters),
+    );
+  }
+});
+
+test('FollowStream with an alarm topic: the construct alarms, IteratorAge included, with the same threshold', () => {
+  const { template: built } = synthFollowing({ tickSeconds: undefined });
+  const topic = { ...FOLLOW, AlarmTopicArn: 'arn:aws:sns:eu-west-1:123456789012:alarms' };
+  const alarms = (t: Record<string, any>) =>
+    Object.values(t).filter((r: any) => r.Type === 'AWS::CloudWatch::Alarm').map((r: any) => r.Properties.MetricName).sort();
+  assert.deepEqual(alarms(present(topic)), alarms(built.toJSON().Resources));
+  const [iteratorAge] = Object.values(built.findResources('AWS::CloudWatch::Alarm')).filter((a: any) => a.Properties.MetricName === 'IteratorAge') as any[];
+  const sam = template.Resources.StreamIteratorAge.Properties;
+  for (const key of ['Namespace', 'Statistic', 'Period', 'EvaluationPeriods', 'DatapointsToAlarm', 'Threshold', 'ComparisonOperator', 'TreatMissingData', 'AlarmDescription']) {
+    assert.deepEqual(sam[key], iteratorAge.Properties[key], key);
+  }
+  assert.deepEqual(sam.Dimensions, [{ Name: 'FunctionName', Value: { Ref: 'StreamFunction' } }]);
 });

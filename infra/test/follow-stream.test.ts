@@ -1,0 +1,356 @@
+// followStream: the stream indexer function on the table's stream, its event source mapping and
+// filter, its IAM, on-failure queue and IteratorAge alarm; the tables it refuses; nothing of it
+// without the prop.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as cdk from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as kms from 'aws-cdk-lib/aws-kms';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { Checkpoint, DeleteMode, TtlSweeper, type TtlSweeperProps } from '../src';
+import { assetDir, env, logicalId, nagViolations, newStack, statements } from './support';
+
+const STREAM_ARN = `arn:aws:dynamodb:${env.region}:${env.account}:table/sessions/stream/2026-11-26T00:00:00.000`;
+const TABLE_ARN = `arn:aws:dynamodb:${env.region}:${env.account}:table/sessions`;
+
+/** A sweeper following the stream of `sessions`, imported by name with its stream ARN. */
+function following(overrides: Partial<TtlSweeperProps> = {}, stack = newStack()) {
+  const table = dynamodb.Table.fromTableAttributes(stack, 'Sessions', { tableName: 'sessions', tableStreamArn: STREAM_ARN });
+  const sweeper = new TtlSweeper(stack, 'Sweeper', {
+    table,
+    code: lambda.Code.fromAsset(assetDir),
+    tickSeconds: 1,
+    followStream: true,
+    ...overrides,
+  });
+  return { stack, sweeper, template: Template.fromStack(stack) };
+}
+
+/** A sweeper following the stream of a table created in the stack with `stream`. */
+function followingCreated(stream: dynamodb.StreamViewType | undefined, overrides: Partial<TtlSweeperProps> = {}) {
+  const stack = newStack();
+  const table = new dynamodb.Table(stack, 'Table', {
+    partitionKey: { name: 'id', type: dynamodb.AttributeType.STRING },
+    billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+    pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+    stream,
+  });
+  TtlSweeper.addExpirationIndex(table);
+  const sweeper = new TtlSweeper(stack, 'Sweeper', { table, code: lambda.Code.fromAsset(assetDir), followStream: true, ...overrides });
+  return { stack, sweeper, template: Template.fromStack(stack) };
+}
+
+const resources = (template: Template, type: string) => Object.entries(template.findResources(type)) as [string, any][];
+const mappingOf = (template: Template) => {
+  const found = resources(template, 'AWS::Lambda::EventSourceMapping');
+  assert.equal(found.length, 1);
+  return found[0][1].Properties;
+};
+
+const invalid = (make: () => unknown, message: RegExp) =>
+  assert.throws(make, (e: Error) => {
+    assert.match(e.message, /^TtlSweeper Test\/Sweeper: invalid props:/);
+    assert.match(e.message, message);
+    return true;
+  });
+
+// ---------------------------------------------------------------- off
+
+test('without followStream: no second function, mapping, queue, role or alarm', () => {
+  for (const followStream of [undefined, false]) {
+    const stack = newStack();
+    const table = dynamodb.Table.fromTableAttributes(stack, 'Sessions', { tableName: 'sessions', tableStreamArn: STREAM_ARN });
+    const sweeper = new TtlSweeper(stack, 'Sweeper', { table, code: lambda.Code.fromAsset(assetDir), followStream });
+    const template = Template.fromStack(stack);
+    template.resourceCountIs('AWS::Lambda::Function', 1);
+    template.resourceCountIs('AWS::Lambda::EventSourceMapping', 0);
+    template.resourceCountIs('AWS::SQS::Queue', 1);
+    template.resourceCountIs('AWS::IAM::Role', 2); // the function's and the schedule's
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 4);
+    assert.equal(sweeper.streamFunction, undefined);
+    assert.equal(sweeper.streamRole, undefined);
+    assert.equal(sweeper.streamLogGroup, undefined);
+    assert.equal(sweeper.streamEventSourceMapping, undefined);
+    assert.equal(sweeper.streamFailureQueue, undefined);
+    assert.doesNotMatch(JSON.stringify(template.toJSON()), /dynamodb:(GetRecords|UpdateItem)|\/stream\//);
+  }
+  // Nor is a stream needed.
+  const stack = newStack();
+  const table = dynamodb.Table.fromTableName(stack, 'T', 'sessions');
+  assert.doesNotThrow(() => new TtlSweeper(stack, 'Sweeper', { table, code: lambda.Code.fromAsset(assetDir) }));
+});
+
+// ---------------------------------------------------------------- the function
+
+test('a second function from the same code, with the sweeper configuration but not the schedule settings', () => {
+  const { stack, sweeper, template } = following({
+    indexName: 'byExpiry',
+    ttlAttribute: 'expiresAt',
+    windowAttribute: 'bucket',
+    windowSeconds: 300,
+    windowShards: 8,
+    lookbackWindows: 4,
+    deleteMode: DeleteMode.CONDITIONAL,
+    maxConcurrency: 16,
+    maxRetries: 5,
+    tickSeconds: 2,
+    checkpoint: Checkpoint.newTable(),
+    metricsNamespace: 'Sweepers/Sessions',
+    memorySize: 256,
+  });
+  template.resourceCountIs('AWS::Lambda::Function', 2);
+  const fn = sweeper.streamFunction!;
+  assert.ok(fn);
+  assert.notEqual(fn, sweeper.function);
+  const cfn = (f: lambda.Function) => {
+    const c = f.node.defaultChild as lambda.CfnFunction;
+    const keys = ['code', 'runtime', 'architectures', 'handler', 'memorySize', 'timeout', 'reservedConcurrentExecutions', 'loggingConfig', 'role', 'environment'] as const;
+    return Object.fromEntries(keys.map((k) => [k, stack.resolve(c[k])])) as any;
+  };
+  const [stream, sweep] = [cfn(fn), cfn(sweeper.function)];
+  // The same asset.
+  assert.deepEqual(stream.code, sweep.code);
+  assert.deepEqual([stream.runtime, stream.architectures, stream.handler, stream.memorySize], ['provided.al2023', ['arm64'], 'bootstrap', 256]);
+  assert.equal(stream.timeout, 30);
+  assert.equal(stream.reservedConcurrentExecutions, undefined);
+  assert.deepEqual(stream.loggingConfig, { logFormat: 'JSON', logGroup: { Ref: logicalId(template, 'AWS::Logs::LogGroup', 'SweeperStreamLogs') } });
+  assert.deepEqual(stream.role, { 'Fn::GetAtt': [logicalId(template, 'AWS::IAM::Role', 'SweeperStreamRole'), 'Arn'] });
+  assert.deepEqual(stream.environment.variables, {
+    TABLE_NAME: 'sessions',
+    INDEX_NAME: 'byExpiry',
+    TTL_ATTRIBUTE: 'expiresAt',
+    WINDOW_ATTRIBUTE: 'bucket',
+    WINDOW_SECONDS: '300',
+    WINDOW_SHARDS: '8',
+    DELETE_MODE: 'conditional',
+    MAX_CONCURRENCY: '16',
+    MAX_RETRIES: '5',
+    METRICS_NAMESPACE: 'Sweepers/Sessions',
+  });
+  // Each of those is the sweeper's own value.
+  for (const [k, v] of Object.entries(stream.environment.variables)) assert.equal(sweep.environment.variables[k], v, k);
+  // Not invoked asynchronously: no invoke configuration of its own.
+  assert.equal(resources(template, 'AWS::Lambda::EventInvokeConfig').length, 1);
+});
+
+test('several sweepers: one stream indexer, reading every shard (no SHARD_RANGE)', () => {
+  const { sweeper, stack, template } = following({ windowShards: 12, sweepers: 3 });
+  template.resourceCountIs('AWS::Lambda::Function', 4);
+  template.resourceCountIs('AWS::Lambda::EventSourceMapping', 1);
+  const vars = stack.resolve((sweeper.streamFunction!.node.defaultChild as lambda.CfnFunction).environment).variables;
+  assert.equal(vars.SHARD_RANGE, undefined);
+  assert.equal(vars.WINDOW_SHARDS, '12');
+});
+
+// ---------------------------------------------------------------- the mapping
+
+test('the mapping: LATEST, 100 records, no batching window, item failures reported, bisect, bounded retries and age, on-failure queue', () => {
+  const { sweeper, template } = following();
+  const m = mappingOf(template);
+  assert.deepEqual(
+    { ...m, FilterCriteria: undefined },
+    {
+      EventSourceArn: STREAM_ARN,
+      FunctionName: { Ref: logicalId(template, 'AWS::Lambda::Function', 'SweeperStreamFunction') },
+      StartingPosition: 'LATEST',
+      BatchSize: 100,
+      MaximumBatchingWindowInSeconds: 0,
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      BisectBatchOnFunctionError: true,
+      MaximumRetryAttempts: 10,
+      MaximumRecordAgeInSeconds: 3600,
+      DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [logicalId(template, 'AWS::SQS::Queue', 'SweeperStreamFailures'), 'Arn'] } } },
+      FilterCriteria: undefined,
+    },
+  );
+  assert.ok(sweeper.streamEventSourceMapping);
+  // Created after the role may read the stream.
+  const [, mapping] = resources(template, 'AWS::Lambda::EventSourceMapping')[0];
+  assert.deepEqual(mapping.DependsOn, [logicalId(template, 'AWS::IAM::Policy', 'SweeperStreamPolicy')]);
+});
+
+/** Whether `record` matches `pattern`, for the pattern forms the filter uses. */
+function matches(pattern: any, record: any): boolean {
+  return Object.entries(pattern).every(([key, rule]) => {
+    const value = record?.[key];
+    if (!Array.isArray(rule)) return value !== undefined && typeof value === 'object' && matches(rule, value);
+    return rule.some((r) => (r && typeof r === 'object' && 'exists' in r ? (value !== undefined) === r.exists : value === r));
+  });
+}
+
+test('the filter keeps INSERT and MODIFY with a Number ttl or a window, and drops the rest', () => {
+  const check = (template: Template, ttl: string, window: string) => {
+    const filters = mappingOf(template).FilterCriteria.Filters.map((f: any) => JSON.parse(f.Pattern));
+    assert.equal(filters.length, 2);
+    const kept = (eventName: string, image?: Record<string, unknown>) =>
+      filters.some((p: any) => matches(p, { eventName, eventSource: 'aws:dynamodb', dynamodb: { Keys: { id: { S: 'a' } }, NewImage: image } }));
+    const key = { id: { S: 'a' } };
+    for (const name of ['INSERT', 'MODIFY']) {
+      assert.ok(kept(name, { ...key, [ttl]: { N: '1900000000' } }), `${name} with a ttl`);
+      assert.ok(kept(name, { ...key, [ttl]: { N: '1900000000' }, [window]: { S: '29999' } }), `${name} with both`);
+      assert.ok(kept(name, { ...key, [window]: { S: '29999' } }), `${name} with a window alone: it is removed`);
+      assert.ok(!kept(name, { ...key }), `${name} with neither`);
+      assert.ok(!kept(name, { ...key, [ttl]: { S: '1900000000' } }), `${name} with a String ttl`);
+      assert.ok(!kept(name, { ...key, other: { N: '1' } }), `${name} with other attributes`);
+    }
+    assert.ok(!kept('REMOVE', undefined), 'REMOVE');
+    assert.ok(!kept('REMOVE', { ...key, [ttl]: { N: '1900000000' } }), 'REMOVE, whatever its image');
+  };
+  check(following().template, 'ttl', 'expirationWindow');
+  check(following({ ttlAttribute: 'expiresAt', windowAttribute: 'bucket' }).template, 'expiresAt', 'bucket');
+});
+
+// ---------------------------------------------------------------- IAM
+
+test('IAM: UpdateItem, DeleteItem and DescribeTable on the table, stream read on its stream, its logs and queue; nothing else', () => {
+  const { template } = following();
+  const role = logicalId(template, 'AWS::IAM::Role', 'SweeperStreamRole');
+  const s = statements(template, role);
+  assert.deepEqual(Object.keys(s).sort(), ['IndexItems', 'ReadTableStream', 'StreamFailures', 'WriteOwnLogs']);
+  const tableArn = { 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:dynamodb:${env.region}:${env.account}:table/sessions`]] };
+  assert.deepEqual(s.IndexItems.Action, ['dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:DescribeTable']);
+  assert.deepEqual(s.IndexItems.Resource, tableArn);
+  assert.deepEqual(s.ReadTableStream.Action, ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams']);
+  assert.equal(s.ReadTableStream.Resource, STREAM_ARN);
+  assert.deepEqual(s.WriteOwnLogs.Resource, { 'Fn::GetAtt': [logicalId(template, 'AWS::Logs::LogGroup', 'SweeperStreamLogs'), 'Arn'] });
+  assert.equal(s.StreamFailures.Action, 'sqs:SendMessage');
+  assert.deepEqual(s.StreamFailures.Resource, { 'Fn::GetAtt': [logicalId(template, 'AWS::SQS::Queue', 'SweeperStreamFailures'), 'Arn'] });
+  for (const st of Object.values(s)) assert.equal(st.Effect, 'Allow');
+  // One policy, no managed policies, no wildcard.
+  const policies = resources(template, 'AWS::IAM::Policy').filter(([, p]) => JSON.stringify(p.Properties.Roles).includes(`"${role}"`));
+  assert.equal(policies.length, 1);
+  assert.equal(template.findResources('AWS::IAM::Role')[role].Properties.ManagedPolicyArns, undefined);
+  assert.doesNotMatch(JSON.stringify(policies[0][1].Properties.PolicyDocument), /\*/);
+
+  // Across the stack: no UpdateItem or DeleteItem on anything but the table, no stream read on
+  // anything but this stream, and the sweeper's role reads no stream.
+  const all = resources(template, 'AWS::IAM::Policy').flatMap(([, p]) => p.Properties.PolicyDocument.Statement as any[]);
+  for (const st of all) {
+    const actions = [st.Action].flat();
+    if (actions.some((a: string) => a === 'dynamodb:UpdateItem' || a === 'dynamodb:DeleteItem')) {
+      assert.deepEqual(st.Resource, tableArn, JSON.stringify(st));
+    }
+    if (actions.some((a: string) => /^dynamodb:(DescribeStream|GetRecords|GetShardIterator|ListStreams)$/.test(a))) {
+      assert.equal(st.Resource, STREAM_ARN, JSON.stringify(st));
+      assert.equal(st.Sid, 'ReadTableStream');
+    }
+  }
+  assert.equal(all.filter((st) => st.Sid === 'ReadTableStream').length, 1);
+  assert.ok(!JSON.stringify(statements(template, logicalId(template, 'AWS::IAM::Role', 'SweeperRole'))).includes('GetRecords'));
+});
+
+test('a table created in the stack: its stream ARN for the mapping and the policy', () => {
+  const { template } = followingCreated(dynamodb.StreamViewType.NEW_IMAGE);
+  const table = logicalId(template, 'AWS::DynamoDB::Table', 'Table');
+  const streamArn = { 'Fn::GetAtt': [table, 'StreamArn'] };
+  assert.deepEqual(mappingOf(template).EventSourceArn, streamArn);
+  const s = statements(template, logicalId(template, 'AWS::IAM::Role', 'SweeperStreamRole'));
+  assert.deepEqual(s.ReadTableStream.Resource, streamArn);
+  assert.deepEqual(s.IndexItems.Resource, { 'Fn::GetAtt': [table, 'Arn'] });
+});
+
+test('a table encrypted with a customer managed key: the key for the stream indexer too, through DynamoDB only', () => {
+  const stack = newStack();
+  const key = new kms.Key(stack, 'Key', { enableKeyRotation: true });
+  const { template } = following({ table: dynamodb.Table.fromTableAttributes(stack, 'Enc', { tableName: 'sessions', tableStreamArn: STREAM_ARN, encryptionKey: key }) }, stack);
+  const s = statements(template, logicalId(template, 'AWS::IAM::Role', 'SweeperStreamRole'));
+  assert.deepEqual(s.TableKey.Resource, { 'Fn::GetAtt': [logicalId(template, 'AWS::KMS::Key', 'Key'), 'Arn'] });
+  assert.deepEqual(s.TableKey.Condition, { StringEquals: { 'kms:ViaService': `dynamodb.${env.region}.amazonaws.com` } });
+});
+
+// ---------------------------------------------------------------- queue and alarm
+
+test('the on-failure queue: SSE-SQS, TLS only, 14 days', () => {
+  const { sweeper, template } = following();
+  const id = logicalId(template, 'AWS::SQS::Queue', 'SweeperStreamFailures');
+  assert.ok(sweeper.streamFailureQueue);
+  assert.deepEqual(template.findResources('AWS::SQS::Queue')[id].Properties, { MessageRetentionPeriod: 1209600, SqsManagedSseEnabled: true });
+  const [, policy] = resources(template, 'AWS::SQS::QueuePolicy').find(([, p]) => JSON.stringify(p.Properties.Queues).includes(id))!;
+  assert.deepEqual(policy.Properties.PolicyDocument.Statement, [
+    {
+      Action: 'sqs:*',
+      Condition: { Bool: { 'aws:SecureTransport': 'false' } },
+      Effect: 'Deny',
+      Principal: { AWS: '*' },
+      Resource: { 'Fn::GetAtt': [id, 'Arn'] },
+    },
+  ]);
+});
+
+test('an IteratorAge alarm on the stream indexer notifies the alarm topic; none with alarms off', () => {
+  const { sweeper, template } = following({ alarms: { lagThreshold: cdk.Duration.seconds(30) } });
+  const alarm = resources(template, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties).find((a) => a.MetricName === 'IteratorAge');
+  assert.ok(alarm);
+  assert.deepEqual(
+    { ...alarm, AlarmDescription: undefined },
+    {
+      AlarmDescription: undefined,
+      Namespace: 'AWS/Lambda',
+      MetricName: 'IteratorAge',
+      Dimensions: [{ Name: 'FunctionName', Value: { Ref: logicalId(template, 'AWS::Lambda::Function', 'SweeperStreamFunction') } }],
+      Statistic: 'Maximum',
+      Period: 60,
+      EvaluationPeriods: 3,
+      DatapointsToAlarm: 3,
+      Threshold: 30000, // alarms.lagThreshold, in milliseconds
+      ComparisonOperator: 'GreaterThanThreshold',
+      TreatMissingData: 'notBreaching',
+      AlarmActions: [{ Ref: logicalId(template, 'AWS::SNS::Topic', 'SweeperAlarms') }],
+    },
+  );
+  assert.equal(sweeper.alarms.length, 5);
+  assert.equal(following().template.toJSON().Resources[Object.keys(following().template.findResources('AWS::CloudWatch::Alarm')).find((id) => id.startsWith('SweeperStreamIteratorAge'))!].Properties.Threshold, 120000);
+
+  const off = following({ alarms: { enabled: false } });
+  off.template.resourceCountIs('AWS::CloudWatch::Alarm', 0);
+  assert.deepEqual(off.sweeper.alarms, []);
+  off.template.resourceCountIs('AWS::Lambda::EventSourceMapping', 1);
+});
+
+// ---------------------------------------------------------------- cdk-nag
+
+test('cdk-nag AwsSolutions finds nothing unacknowledged with followStream', () => {
+  assert.deepEqual(nagViolations(following().stack), []);
+  assert.deepEqual(nagViolations(following({ sweepers: 2, windowShards: 4, checkpoint: Checkpoint.newTable() }).stack), []);
+  assert.deepEqual(nagViolations(followingCreated(dynamodb.StreamViewType.NEW_AND_OLD_IMAGES).stack), []);
+});
+
+// ---------------------------------------------------------------- refusals
+
+test('a table whose stream the indexer cannot follow stops synthesis, saying what to enable', () => {
+  // Imported without its stream ARN.
+  invalid(() => following({ table: dynamodb.Table.fromTableName(newStack(), 'T', 'sessions') }),
+    /followStream needs the table's stream ARN: import the table with Table\.fromTableAttributes\(scope, id, \{ tableName, tableStreamArn \}\)/);
+  invalid(() => following({ table: dynamodb.TableV2.fromTableAttributes(newStack(), 'T', { tableArn: TABLE_ARN }) }), /tableStreamArn/);
+  // Created without a stream, or with one that lacks the new image.
+  invalid(() => followingCreated(undefined), /followStream needs a stream on the table: set its stream to StreamViewType\.NEW_IMAGE or StreamViewType\.NEW_AND_OLD_IMAGES/);
+  invalid(() => followingCreated(dynamodb.StreamViewType.KEYS_ONLY),
+    /followStream needs the new image in the table's stream records, but its stream view is KEYS_ONLY: set the table's stream to StreamViewType\.NEW_IMAGE or StreamViewType\.NEW_AND_OLD_IMAGES/);
+  invalid(() => followingCreated(dynamodb.StreamViewType.OLD_IMAGE), /its stream view is OLD_IMAGE/);
+  assert.doesNotThrow(() => followingCreated(dynamodb.StreamViewType.NEW_IMAGE));
+  assert.doesNotThrow(() => followingCreated(dynamodb.StreamViewType.NEW_AND_OLD_IMAGES));
+
+  // TableV2: dynamoStream.
+  const v2 = (dynamoStream?: dynamodb.StreamViewType) => () => {
+    const stack = newStack();
+    const table = new dynamodb.TableV2(stack, 'Table', { partitionKey: { name: 'id', type: dynamodb.AttributeType.STRING }, dynamoStream });
+    TtlSweeper.addExpirationIndex(table);
+    return new TtlSweeper(stack, 'Sweeper', { table, code: lambda.Code.fromAsset(assetDir), followStream: true });
+  };
+  invalid(v2(undefined), /followStream needs a stream on the table: set its dynamoStream to StreamViewType\.NEW_IMAGE/);
+  invalid(v2(dynamodb.StreamViewType.KEYS_ONLY), /its stream view is KEYS_ONLY: set the table's dynamoStream/);
+  assert.doesNotThrow(v2(dynamodb.StreamViewType.NEW_IMAGE));
+
+  // The indexer reads every shard: a layout whose every sweep would read too many partitions.
+  invalid(() => following({ windowSeconds: 1, windowShards: 300, sweepers: 30, lookbackWindows: 70 }),
+    /followStream with windowSeconds=1 and windowShards=300: the stream indexer, which reads every shard, would fail its start-up check \(71 windows of 300 shards are 21300 partitions, more than 20000\)/);
+  assert.doesNotThrow(() => following({ windowSeconds: 60, windowShards: 1000, sweepers: 50 }));
+
+  // Reported with the other problems.
+  assert.throws(() => following({ table: dynamodb.Table.fromTableName(newStack(), 'T', 'sessions'), windowSeconds: 0 }), (e: Error) => {
+    assert.equal(e.message.split('\n').filter((l) => l.startsWith('  - ')).length, 2, e.message);
+    return true;
+  });
+});
