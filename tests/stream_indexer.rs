@@ -82,7 +82,7 @@ impl Recorded {
     }
 }
 
-/// `sweeper` publishing to `sink` in `mode` (conditional deletes).
+/// `sweeper` publishing to `sink` in `mode` (conditional deletes; the item in notify events).
 fn with_events(
     sweeper: Sweeper<DynamoStore>,
     mode: EventsMode,
@@ -91,7 +91,7 @@ fn with_events(
     let config = EventsConfig {
         target: SinkTarget::EventBridge("default".into()),
         mode,
-        item: ItemSource::Off,
+        item: ItemSource::Auto,
         table: sweeper.schema().table_name.clone(),
         delete_mode: DeleteMode::Conditional,
         max_retries: 1,
@@ -306,6 +306,9 @@ async fn the_items_it_deletes_get_their_expiry_events_as_a_sweep_s_do() {
     }
     assert!(get(&client, &table, "expired").await.is_none());
     assert_eq!(sink.seen(), [(EventKind::Expired, "expired".to_string())]);
+    // With the item, as a conditional delete in notify mode returns it: the record's image.
+    let detail = sink.accepted.lock().unwrap()[0].detail();
+    assert_eq!(detail["item"], key_to_json(&expired), "{detail}");
 
     // Archive: the event before the delete; the item kept when its ttl changed since the record,
     // with a cancellation; nothing deleted when the sink refuses, and the record delivered again.

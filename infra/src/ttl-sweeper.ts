@@ -926,6 +926,8 @@ export class TtlSweeper extends Construct {
         resources: [queue.queueArn],
       }),
     ];
+    // The items it deletes (written already expired) get their expiry events, as a sweep's do.
+    statements.push(...expiryEventStatements(props.expiryEvents, tableArn));
     if (this.table.encryptionKey) {
       statements.push(
         new iam.PolicyStatement({
@@ -940,11 +942,12 @@ export class TtlSweeper extends Construct {
     policy.attachToRole(role);
 
     // The sweeper's configuration but the sweep's own settings: the schedule, tick mode, lookback,
-    // shard range, checkpoint and expiry events (the indexer deletes only items written already
-    // expired, and publishes no events).
+    // shard range and checkpoint. The expiry events' settings too: the indexer publishes the
+    // events of the items it deletes.
     const environment = Object.fromEntries(
       STREAM_SETTINGS.filter((v) => sweeperEnvironment[v] !== undefined).map((v) => [v, sweeperEnvironment[v]]),
     );
+    Object.assign(environment, expiryEventEnvironment(props.expiryEvents));
     const fn = new lambda.Function(scope, 'Function', {
       description: "ttl-sweeper stream indexer: gives items written with a ttl their window, from the table's stream",
       runtime: lambda.Runtime.PROVIDED_AL2023,

@@ -9,6 +9,7 @@ import { Template } from 'aws-cdk-lib/assertions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Checkpoint, DeleteMode, TtlSweeper, type TtlSweeperProps } from '../src';
 import { assetDir, env, logicalId, nagViolations, newStack, statements } from './support';
 
@@ -239,6 +240,26 @@ test('IAM: UpdateItem, DeleteItem and DescribeTable on the table, stream read on
   }
   assert.equal(all.filter((st) => st.Sid === 'ReadTableStream').length, 1);
   assert.ok(!JSON.stringify(statements(template, logicalId(template, 'AWS::IAM::Role', 'SweeperRole'))).includes('GetRecords'));
+});
+
+test('expiry events: the stream indexer publishes the events of the items it deletes, to the same sink with the same settings', () => {
+  const stack = newStack();
+  const queue = new sqs.Queue(stack, 'Expiries', { enforceSSL: true });
+  const { sweeper, template } = following({ expiryEvents: { queue } }, stack);
+  const vars = (fn: lambda.IFunction) => stack.resolve((fn.node.defaultChild as lambda.CfnFunction).environment).variables;
+  const [stream, sweep] = [vars(sweeper.streamFunction!), vars(sweeper.function)];
+  const eventVars = Object.keys(sweep).filter((k) => k.startsWith('EXPIRY_EVENTS'));
+  assert.ok(eventVars.includes('EXPIRY_EVENTS'), eventVars.join());
+  for (const k of eventVars) assert.deepEqual(stream[k], sweep[k], k);
+  const send = (role: string) =>
+    Object.values(statements(template, logicalId(template, 'AWS::IAM::Role', role))).filter((st) =>
+      JSON.stringify(st.Resource).includes(logicalId(template, 'AWS::SQS::Queue', 'Expiries')),
+    );
+  assert.deepEqual(send('SweeperStreamRole'), send('SweeperRole'));
+  assert.equal(send('SweeperStreamRole').length, 1);
+  // Without expiry events: no event settings.
+  const plain = vars(following().sweeper.streamFunction!);
+  assert.deepEqual(Object.keys(plain).filter((k) => k.startsWith('EXPIRY_EVENTS')), []);
 });
 
 test('a table created in the stack: its stream ARN for the mapping and the policy', () => {

@@ -368,7 +368,10 @@ impl<'a> Step<'a> {
             let expiry = Expiry {
                 key: key.clone(),
                 ttl: parse_ttl(&ttl).unwrap_or_default(),
-                item: events.hook.read_items().then(|| item.clone()),
+                // The item as read (the stream record's new image), where a sweep's event would
+                // carry the item it read or the delete returned.
+                item: (events.hook.read_items() || events.hook.returned_items())
+                    .then(|| item.clone()),
                 at: self.clock.now(),
             };
             (events, expiry)
