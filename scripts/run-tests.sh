@@ -16,7 +16,7 @@ cd "$ROOT"
 JOBS="${TEST_JOBS:-2}"
 case "$JOBS" in ''|*[!0-9]*|0) echo "TEST_JOBS=$JOBS: expected a whole number of at least 1" >&2; exit 2 ;; esac
 # The binaries that take longest start first (seconds measured on a 2-core machine).
-SLOWEST_FIRST=(adoption faults lambda_e2e precision events readme local_dynamodb cli handler)
+SLOWEST_FIRST=(faults adoption events precision local_dynamodb cli summary_line handler)
 
 # One build (a failure stops here): its messages shown as cargo shows them, its JSON kept for
 # name<TAB>executable of every test binary.
