@@ -209,6 +209,22 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
         windowed.unwrap().get("expirationWindow"),
         Some(&AV::S(window))
     );
+    // Its summary line carries the invocation's request id, like a sweep's.
+    let indexed = |log: &str| {
+        let lines = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+        let mut lines = lines;
+        lines
+            .any(|l| l["message"] == "stream batch indexed" && l["function_request_id"].is_string())
+    };
+    let log = poll(
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        || std::fs::read_to_string(&watch.log).unwrap_or_default(),
+        |log| indexed(log),
+    );
+    assert!(indexed(&log), "{log}");
 
     // CloudWatch sees one JSON summary line and one EMF record per sweep (written to the log
     // file a moment after the invocation ends).

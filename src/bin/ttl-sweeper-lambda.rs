@@ -1,6 +1,6 @@
 //! The Lambda entry point: configuration and the DynamoDB client are set up once per cold start;
 //! each invocation goes to `ttl_sweeper::lambda::invoke` (a sweep), or, for a batch of the table's
-//! DynamoDB Streams records, to `ttl_sweeper::lambda::stream::index_batch` (the stream indexer),
+//! DynamoDB Streams records, to `ttl_sweeper::lambda::stream::invoke_batch` (the stream indexer),
 //! the wall clock held to DynamoDB's.
 
 use std::process::ExitCode;
@@ -9,7 +9,7 @@ use lambda_runtime::{service_fn, LambdaEvent};
 use serde_json::Value;
 use ttl_sweeper::config::{Config, Threads};
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::lambda::stream::{index_batch, is_stream_batch};
+use ttl_sweeper::lambda::stream::{invoke_batch, is_stream_batch};
 use ttl_sweeper::lambda::{invoke, time_left};
 use ttl_sweeper::telemetry::{self, LogFormat};
 
@@ -49,7 +49,7 @@ async fn serve() -> ExitCode {
         let deadline = Timestamp::from_millis(i64::try_from(event.context.deadline).unwrap_or(0));
         let remaining = time_left(deadline, wall(), clock.server().upper_bound());
         if is_stream_batch(&event.payload) {
-            return index_batch(sweeper, clock, &event.payload, Some(remaining)).await;
+            return invoke_batch(sweeper, &event, clock, Some(remaining)).await;
         }
         let report = invoke(sweeper, &event, clock, Some(remaining), settings).await?;
         Ok(serde_json::to_value(report).unwrap_or_default())

@@ -19,6 +19,7 @@ use super::handler::{HandlerError, DEADLINE_MARGIN};
 use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
 use crate::store::DynamoStore;
+use crate::telemetry;
 use crate::tools::index::{index_records, Indexed};
 use tokio::time::Instant;
 
@@ -31,6 +32,24 @@ pub fn is_stream_batch(event: &Value) -> bool {
             .iter()
             .any(|r| r.get("eventSource").and_then(Value::as_str) == Some("aws:dynamodb"))
     })
+}
+
+/// Handles one stream invocation from the Lambda runtime: marks it in the logs as a sweep's
+/// invocation is (request id, X-Ray trace, cold start; see [`telemetry::Invocation`]), then
+/// [`index_batch`] with `remaining`, the time left.
+pub async fn invoke_batch(
+    sweeper: &Sweeper<DynamoStore>,
+    event: &lambda_runtime::LambdaEvent<Value>,
+    clock: &dyn Clock,
+    remaining: Option<Duration>,
+) -> Result<Value, HandlerError> {
+    let context = &event.context;
+    let _invocation = telemetry::Invocation::begin(
+        &context.request_id,
+        context.xray_trace_id.as_deref(),
+        &context.invoked_function_arn,
+    );
+    index_batch(sweeper, clock, &event.payload, remaining).await
 }
 
 /// Indexes the batch `event` for `sweeper`'s table, its deletes' expiry events published through
