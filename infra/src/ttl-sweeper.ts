@@ -761,14 +761,11 @@ export class TtlSweeper extends Construct {
     shared: { indexArn: string; tableArn: string; code: lambda.Code },
   ) {
     const { indexArn, tableArn, code } = shared;
-    const logGroup = new logs.LogGroup(scope, 'Logs', {
-      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
-      removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
-    });
-    const role = new iam.Role(scope, 'Role', {
-      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
-      description: 'ttl-sweeper: query the expiry index, delete expired items, write its logs',
-    });
+    const { logGroup, role, writeOwnLogs } = this.logsAndRole(
+      scope,
+      props,
+      'ttl-sweeper: query the expiry index, delete expired items, write its logs',
+    );
     const statements = [
       new iam.PolicyStatement({
         sid: 'QueryExpiryIndex',
@@ -792,11 +789,7 @@ export class TtlSweeper extends Construct {
             }),
           ]
         : []),
-      new iam.PolicyStatement({
-        sid: 'WriteOwnLogs',
-        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
-        resources: [logGroup.logGroupArn],
-      }),
+      writeOwnLogs,
     ];
     if (this.checkpointTable) {
       statements.push(
@@ -813,15 +806,7 @@ export class TtlSweeper extends Construct {
     // `grantReadWriteData` gives), through DynamoDB only.
     const keys: [string, dynamodb.ITable | undefined][] = [['TableKey', this.table], ['CheckpointKey', this.checkpointTable]];
     for (const [sid, table] of keys) {
-      if (!table?.encryptionKey) continue;
-      statements.push(
-        new iam.PolicyStatement({
-          sid,
-          actions: TABLE_KEY_ACTIONS,
-          resources: [table.encryptionKey.keyArn],
-          conditions: { StringEquals: { 'kms:ViaService': `dynamodb.${Stack.of(this).region}.amazonaws.com` } },
-        }),
-      );
+      if (table?.encryptionKey) statements.push(this.tableKeyStatement(sid, table.encryptionKey));
     }
     const policy = new iam.Policy(scope, 'Policy', { statements });
     policy.attachToRole(role);
@@ -874,6 +859,34 @@ export class TtlSweeper extends Construct {
   }
 
   /**
+   * A function's log group and execution role in `scope`, and the statement that lets the role
+   * write to that log group only.
+   */
+  private logsAndRole(scope: Construct, props: TtlSweeperProps, description: string) {
+    const logGroup = new logs.LogGroup(scope, 'Logs', {
+      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
+      removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
+    });
+    const role = new iam.Role(scope, 'Role', { assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'), description });
+    const writeOwnLogs = new iam.PolicyStatement({
+      sid: 'WriteOwnLogs',
+      actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+      resources: [logGroup.logGroupArn],
+    });
+    return { logGroup, role, writeOwnLogs };
+  }
+
+  /** The use of a table's customer managed `key`, through DynamoDB only. */
+  private tableKeyStatement(sid: string, key: kms.IKey) {
+    return new iam.PolicyStatement({
+      sid,
+      actions: TABLE_KEY_ACTIONS,
+      resources: [key.keyArn],
+      conditions: { StringEquals: { 'kms:ViaService': `dynamodb.${Stack.of(this).region}.amazonaws.com` } },
+    });
+  }
+
+  /**
    * The stream indexer in `scope`: its failure queue, log group, role and policy, the function
    * (the sweeper's code and configuration, without the schedule's settings) and the event source
    * mapping from the table's stream.
@@ -894,14 +907,11 @@ export class TtlSweeper extends Construct {
       id: 'AwsSolutions-SQS3',
       reason: 'StreamFailures is itself the on-failure destination of the stream indexer',
     });
-    const logGroup = new logs.LogGroup(scope, 'Logs', {
-      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
-      removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
-    });
-    const role = new iam.Role(scope, 'Role', {
-      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
-      description: "ttl-sweeper stream indexer: read the table's stream, set windows, delete expired items, write its logs",
-    });
+    const { logGroup, role, writeOwnLogs } = this.logsAndRole(
+      scope,
+      props,
+      "ttl-sweeper stream indexer: read the table's stream, set windows, delete expired items, write its logs",
+    );
     const statements = [
       new iam.PolicyStatement({
         sid: 'IndexItems',
@@ -915,11 +925,7 @@ export class TtlSweeper extends Construct {
         actions: STREAM_READ_ACTIONS,
         resources: [streamArn],
       }),
-      new iam.PolicyStatement({
-        sid: 'WriteOwnLogs',
-        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
-        resources: [logGroup.logGroupArn],
-      }),
+      writeOwnLogs,
       new iam.PolicyStatement({
         sid: 'StreamFailures',
         actions: ['sqs:SendMessage'],
@@ -928,16 +934,7 @@ export class TtlSweeper extends Construct {
     ];
     // The items it deletes (written already expired) get their expiry events, as a sweep's do.
     statements.push(...expiryEventStatements(props.expiryEvents, tableArn));
-    if (this.table.encryptionKey) {
-      statements.push(
-        new iam.PolicyStatement({
-          sid: 'TableKey',
-          actions: TABLE_KEY_ACTIONS,
-          resources: [this.table.encryptionKey.keyArn],
-          conditions: { StringEquals: { 'kms:ViaService': `dynamodb.${Stack.of(this).region}.amazonaws.com` } },
-        }),
-      );
-    }
+    if (this.table.encryptionKey) statements.push(this.tableKeyStatement('TableKey', this.table.encryptionKey));
     const policy = new iam.Policy(scope, 'Policy', { statements });
     policy.attachToRole(role);
 
