@@ -1,6 +1,7 @@
-//! Table-wide operations of the adoption tools: one page of a parallel Scan, the conditional
-//! update that gives an item its window attribute without overwriting a concurrent change, and
-//! the conditional delete of an item found already expired, which keeps it if its ttl changed.
+//! Table-wide operations of the adoption tools and the stream indexer: one page of a parallel
+//! Scan, the conditional updates that give an item its window attribute, or remove a stale one,
+//! without overwriting a concurrent change, and the conditional delete of an item found already
+//! expired, which keeps it if its ttl changed.
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConsumedCapacity, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
@@ -19,6 +20,19 @@ pub struct ScanPage {
     pub next: Option<Key>,
     /// Read capacity consumed, when the server reports it.
     pub consumed: f64,
+}
+
+/// Sends a conditional `UpdateItem`: [`UpdateOutcome::Written`] with the write capacity consumed,
+/// or [`UpdateOutcome::Changed`] when its condition did not hold.
+async fn conditional_update(
+    req: aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
+) -> Result<(UpdateOutcome, f64), StoreError> {
+    let result = req.send().await;
+    match result.map_err(|e| StoreError::from_sdk("UpdateItem", e)) {
+        Ok(out) => Ok((UpdateOutcome::Written, units(out.consumed_capacity(), 1.0))),
+        Err(e) if e.kind == ErrorKind::ConditionFailed => Ok((UpdateOutcome::Changed, 1.0)),
+        Err(e) => Err(e),
+    }
 }
 
 /// The capacity units a response says it consumed; `default` when it says nothing.
@@ -107,12 +121,7 @@ impl DynamoStore {
                 .condition_expression("#t = :t AND #w = :old")
                 .expression_attribute_values(":old", old),
         };
-        let result = req.send().await;
-        match result.map_err(|e| StoreError::from_sdk("UpdateItem", e)) {
-            Ok(out) => Ok((UpdateOutcome::Written, units(out.consumed_capacity(), 1.0))),
-            Err(e) if e.kind == ErrorKind::ConditionFailed => Ok((UpdateOutcome::Changed, 1.0)),
-            Err(e) => Err(e),
-        }
+        conditional_update(req).await
     }
 
     /// Removes the window attribute of `key` only if the item still has the window `old` and the
@@ -144,20 +153,7 @@ impl DynamoStore {
                 .condition_expression("#w = :old AND #t = :t")
                 .expression_attribute_values(":t", ttl),
         };
-        match req
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("UpdateItem", e))
-        {
-            Ok(out) => Ok((
-                UpdateOutcome::Written,
-                out.consumed_capacity()
-                    .and_then(|c| c.capacity_units())
-                    .unwrap_or(1.0),
-            )),
-            Err(e) if e.kind == ErrorKind::ConditionFailed => Ok((UpdateOutcome::Changed, 1.0)),
-            Err(e) => Err(e),
-        }
+        conditional_update(req).await
     }
 
     /// Deletes `key` only if its ttl attribute still equals `ttl`, the value it was read with
