@@ -32,7 +32,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -42,7 +42,7 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::common::server::{listen, passed_on, read_request, serve};
+use crate::common::server::{collected, listen, passed_on, read_request, serve};
 
 /// The wall clock, epoch seconds with milliseconds.
 pub fn wall() -> f64 {
@@ -737,11 +737,7 @@ async fn forward(up: Arc<Upstream>, req: Request<Incoming>) -> Result<HttpRespon
         Err(e) => return Ok(reply(502, &json!({ "message": e.to_string() }).to_string())),
     };
     let (rparts, rbody) = resp.into_parts();
-    let rbody = rbody
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    let rbody = collected(rbody).await;
     let at = wall();
     if rparts.status.is_success() {
         let answer: Value = serde_json::from_slice(&rbody).unwrap_or(Value::Null);

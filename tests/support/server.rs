@@ -157,15 +157,17 @@ where
     })
 }
 
+/// The whole of `body` (empty if it could not be read).
+pub async fn collected(body: Incoming) -> Bytes {
+    let body = body.collect().await;
+    body.map(|b| b.to_bytes()).unwrap_or_default()
+}
+
 /// A request's head, its whole body (empty if it could not be read) and the operation its
 /// `x-amz-target` names (empty if none).
 pub async fn read_request(req: Request<Incoming>) -> (Parts, Bytes, String) {
     let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    let body = collected(body).await;
     let op = parts
         .headers
         .get("x-amz-target")
