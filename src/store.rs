@@ -9,6 +9,8 @@
 //! - [`dynamo`]: [`DynamoStore`], the seam over the AWS SDK client and its request pipeline.
 //! - [`describe`]: start-up checks — [`open`] reads the table once and checks the index.
 //! - [`scan`]: the adoption tools' parallel Scan pages and conditional window updates.
+//! - [`stream`]: the table's DynamoDB stream (shards, iterators, records), for the daemon's
+//!   stream follower.
 //! - [`keys`]: keys and items in DynamoDB JSON, for reports, logs, the CLI, progress and events.
 
 use std::collections::HashMap;
@@ -24,6 +26,7 @@ pub mod dynamo;
 pub mod error;
 pub mod keys;
 pub mod scan;
+pub mod stream;
 
 pub use clock::{GuardedClock, ServerClock};
 pub use describe::{open, IndexCheck, OpenedTable, TableTarget};

@@ -99,7 +99,7 @@ impl DynamoStore {
     }
 
     /// `DescribeTable`; a missing table's error says `missing()`, not the generic message.
-    async fn describe_table(
+    pub(super) async fn describe_table(
         &self,
         table: &str,
         missing: impl FnOnce() -> String,

@@ -88,9 +88,7 @@ pub async fn index_records(
     let mut items: Vec<Vec<&EventRecord>> = Vec::new();
     let mut slot: HashMap<String, usize> = HashMap::new();
     for record in records {
-        let key: Key = record.change.keys.clone().into();
-        let id = key_to_json(&key).to_string();
-        let at = *slot.entry(id).or_insert_with(|| {
+        let at = *slot.entry(item_id(record)).or_insert_with(|| {
             items.push(Vec::new());
             items.len() - 1
         });
@@ -107,17 +105,30 @@ pub async fn index_records(
 
     let mut total = Indexed::default();
     for item in done {
-        let (r, t) = (&item.report, &mut total.report);
-        t.records += r.records;
-        t.removes += r.removes;
-        super::backfill::add(&mut t.items, &r.items);
-        t.stale_windows_removed += r.stale_windows_removed;
-        t.failed += r.failed;
-        let room = MAX_ERRORS.saturating_sub(t.errors.len());
-        t.errors.extend(item.report.errors.into_iter().take(room));
+        total.report.merge(item.report);
         total.failures.extend(item.failures);
     }
     total
+}
+
+impl IndexReport {
+    /// Adds `other`'s counts (and errors, up to the bound) to these.
+    pub fn merge(&mut self, other: IndexReport) {
+        self.records += other.records;
+        self.removes += other.removes;
+        super::backfill::add(&mut self.items, &other.items);
+        self.stale_windows_removed += other.stale_windows_removed;
+        self.failed += other.failed;
+        let room = MAX_ERRORS.saturating_sub(self.errors.len());
+        self.errors.extend(other.errors.into_iter().take(room));
+    }
+}
+
+/// The identity of `record`'s item (its key in DynamoDB JSON), the same whatever the order of the
+/// key attributes.
+pub fn item_id(record: &EventRecord) -> String {
+    let key: Key = record.change.keys.clone().into();
+    key_to_json(&key).to_string()
 }
 
 /// The records of one item, in order, until one fails.
@@ -128,9 +139,10 @@ async fn index_item(step: &Step<'_>, records: &[&EventRecord]) -> Indexed {
         if let Err(error) = index_record(step, record, &mut out.report).await {
             let sequence = record.change.sequence_number.clone().unwrap_or_default();
             out.report.failed += 1;
-            out.report
-                .errors
-                .push(format!("record {sequence} ({}): {error}", record.event_id));
+            out.report.errors.push(format!(
+                "record {sequence} of item {}: {error}",
+                item_id(record)
+            ));
             out.failures.push(sequence);
             break;
         }

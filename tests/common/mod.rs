@@ -17,7 +17,8 @@ use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, PutRequest, ScalarAttributeType, WriteRequest,
+    ProjectionType, PutRequest, ScalarAttributeType, StreamSpecification, StreamViewType,
+    WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
 use ttl_sweeper::config::Config;
@@ -140,6 +141,8 @@ pub struct TableSpec<'a> {
     pub index: bool,
     /// The type of the GSI's sort key, `ttl`.
     pub ttl_type: ScalarAttributeType,
+    /// The table's stream, with this view, if any.
+    pub stream: Option<StreamViewType>,
 }
 
 impl<'a> TableSpec<'a> {
@@ -151,6 +154,7 @@ impl<'a> TableSpec<'a> {
             projection: ProjectionType::KeysOnly,
             index: true,
             ttl_type: ScalarAttributeType::N,
+            stream: None,
         }
     }
 }
@@ -186,6 +190,13 @@ pub async fn create_table(client: &Client, spec: &TableSpec<'_>) {
         .set_key_schema(Some(keys))
         .set_global_secondary_indexes(spec.index.then(|| vec![gsi]))
         .billing_mode(BillingMode::PayPerRequest)
+        .set_stream_specification(spec.stream.clone().map(|view| {
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(view)
+                .build()
+                .unwrap()
+        }))
         .send()
         .await
         .expect("create table");

@@ -14,12 +14,14 @@ use ttl_sweeper::expiry::window::{parse_ttl, partition_key, shard_of, Window};
 use ttl_sweeper::expiry::{partition_key_bytes, Clock, Held, Timestamp};
 use ttl_sweeper::lambda::event::parse_time;
 use ttl_sweeper::store::keys::partition_key_from_json;
+use ttl_sweeper::store::stream::StreamClient;
 use ttl_sweeper::store::{self, DynamoStore, IndexCheck, OpenedTable};
 use ttl_sweeper::telemetry;
 use ttl_sweeper::tools::audit::{self, AuditReport};
 use ttl_sweeper::tools::backfill::{
     self, default_segments, default_state_path, BackfillOptions, Start,
 };
+use ttl_sweeper::tools::follow::Follower;
 
 use crate::{AuditArgs, BackfillArgs};
 
@@ -96,6 +98,7 @@ pub(crate) async fn run<W>(
     config: &Config,
     every: Duration,
     metrics_addr: Option<std::net::SocketAddr>,
+    follow_stream: bool,
     wall: W,
     shutdown: CancellationToken,
 ) -> anyhow::Result<SweepReport>
@@ -103,6 +106,19 @@ where
     W: Fn() -> Timestamp + Send + Sync + 'static,
 {
     let ttl_sweeper::Connected { sweeper, clock } = ttl_sweeper::connect(config, wall).await?;
+    let follower = match follow_stream {
+        false => None,
+        true => {
+            // One position per table, whatever shard range this process sweeps.
+            let saved_at = config.sweep_options().checkpoint.map(|c| {
+                let id = c.start_from.unwrap_or(c.id);
+                (c.table, format!("{id}#stream"))
+            });
+            let streams = StreamClient::from_env().await;
+            let table = &config.table_name;
+            Some(Follower::open(sweeper.store(), streams, table, saved_at).await?)
+        }
+    };
     let period = Duration::from_secs(u64::from(config.schedule_seconds));
     let ticks = Ticks {
         every,
@@ -154,7 +170,13 @@ where
         }
     };
     let first = clock.now();
-    let mut report = run_ticks(&sweeper, first, &*clock, &ticks, &stop, on_tick).await;
+    let sweeps = run_ticks(&sweeper, first, &*clock, &ticks, &stop, on_tick);
+    let follow = async {
+        if let Some(follower) = &follower {
+            follower.run(&sweeper, &*clock, &stop).await;
+        }
+    };
+    let (mut report, ()) = tokio::join!(sweeps, follow);
     report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
     tracing::info!("stopped");
     Ok(report)

@@ -148,6 +148,19 @@ struct RunArgs {
     /// (off unless given).
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// Also follow the table's DynamoDB stream and give every item written with a ttl its window,
+    /// so writers need set only the ttl (the stream's view must include the new image). The
+    /// position is saved beside the checkpoint (CHECKPOINT_TABLE).
+    #[arg(
+        long,
+        env = "FOLLOW_STREAM",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value = "false",
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    follow_stream: bool,
     #[command(flatten)]
     settings: Settings,
 }
@@ -206,8 +219,15 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let config = args.settings.validate()?;
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));
-            let report =
-                commands::run(&config, args.every, args.metrics_addr, wall_clock, shutdown).await?;
+            let report = commands::run(
+                &config,
+                args.every,
+                args.metrics_addr,
+                args.follow_stream,
+                wall_clock,
+                shutdown,
+            )
+            .await?;
             commands::finish(&report)
         }
         Command::Backfill(args) => {

@@ -1,0 +1,635 @@
+//! The daemon's stream follower (`ttl-sweeper run --follow-stream`, `FOLLOW_STREAM`): reads the
+//! table's DynamoDB stream itself, as an event source mapping does for the Lambda, and hands each
+//! batch of records to the stream indexer ([`super::index`]), so that writers need set only the
+//! ttl.
+//!
+//! - Every shard is read, and a shard only once its parent has been read to its end (or is no
+//!   longer in the stream): the records of one item stay in order across shard splits.
+//! - A shard never read before starts at its oldest record (a stream keeps 24 hours); a shard read
+//!   before, just after the last record handled. That position (per shard, and the shards read to
+//!   their end) is saved in the checkpoint table as item `<checkpoint id>#stream`, at most every
+//!   [`SAVE_EVERY`] and at shutdown. Without a checkpoint table it is kept in memory only: a restart
+//!   reads the stream again from its oldest records (handling a record twice changes nothing).
+//! - An iterator that expired (15 minutes) is replaced from the position.
+//! - Records trimmed away before they were read (the follower stopped for more than 24 hours, the
+//!   stream disabled and enabled again) cannot be read: that is reported, with the advice to run
+//!   `ttl-sweeper backfill`, and reading goes on from the oldest record kept.
+//! - A record that fails is retried with the records of its item after it (backoff, up to
+//!   [`MAX_ATTEMPTS`] attempts); one that still fails is reported by sequence number and passed,
+//!   so a shard never stops. `backfill` gives such an item its window.
+//!
+//! Shards are read concurrently, at most [`MAX_SHARDS`] at once, each polled every [`POLL`] while
+//! it has nothing new (DynamoDB Streams allows five `GetRecords` a second per shard).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use aws_lambda_events::dynamodb::EventRecord;
+use futures::stream::{FuturesUnordered, StreamExt};
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::index::{index_records, item_id, IndexReport};
+use crate::engine::retry::full_jitter;
+use crate::engine::{Stop, Sweeper};
+use crate::expiry::Clock;
+use crate::store::stream::{From, ReadError, Shard, StreamClient, TableStream};
+use crate::store::{DynamoStore, StoreError};
+
+/// Wait between reads of a shard that had nothing new.
+pub const POLL: Duration = Duration::from_millis(250);
+/// How often the shard list is read again (and at once when a shard was read to its end).
+const DISCOVER_EVERY: Duration = Duration::from_secs(10);
+/// The position is saved at most this often.
+pub const SAVE_EVERY: Duration = Duration::from_secs(1);
+/// Attempts at a failing record before it is reported and passed (about 5 s of waits).
+pub const MAX_ATTEMPTS: u32 = 10;
+/// The longest wait between attempts at a failing record.
+const RETRY_CAP: Duration = Duration::from_secs(2);
+/// Shards read at once; a stream with more open shards than this waits for a slot.
+pub const MAX_SHARDS: usize = 256;
+/// A progress line is logged at most this often, when records came.
+const LOG_EVERY: Duration = Duration::from_secs(60);
+/// The saved position must fit in one item (400 KB), with room.
+const MAX_POSITION_BYTES: usize = 350_000;
+
+/// Why the follower cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    /// The table has no stream.
+    #[error(
+        "table {table:?} has no stream enabled; enable one with: aws dynamodb update-table \
+         --table-name {table} --stream-specification \
+         StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES"
+    )]
+    NoStream {
+        /// The table.
+        table: String,
+    },
+    /// The stream's records do not carry the item.
+    #[error(
+        "the stream of table {table:?} has view type {view}, whose records lack the new image; a \
+         stream's view cannot be changed: disable it with `aws dynamodb update-table --table-name \
+         {table} --stream-specification StreamEnabled=false`, then enable it with \
+         `--stream-specification StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES` (other \
+         readers of the stream start over on the new one)"
+    )]
+    NoNewImage {
+        /// The table.
+        table: String,
+        /// Its stream's view type.
+        view: String,
+    },
+    /// Reading the table, its stream or the saved position failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Where each shard's reading stands: saved as JSON.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Position {
+    /// The stream's ARN: a position of another stream (the stream was disabled and enabled again)
+    /// does not apply.
+    pub stream: String,
+    /// Per shard id.
+    pub shards: BTreeMap<String, ShardPosition>,
+}
+
+/// How far one shard was read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShardPosition {
+    /// Every record up to this sequence number was handled.
+    After(String),
+    /// The shard was closed and read to its end.
+    Done,
+}
+
+/// What following the stream came to.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct FollowReport {
+    /// `GetRecords` answers that held records.
+    pub batches: u64,
+    /// What the stream indexer did with them (`records`: each record once, however often tried).
+    pub index: IndexReport,
+    /// Records tried again after a failure.
+    pub retried_records: u64,
+    /// Records that failed [`MAX_ATTEMPTS`] times and were passed: their items need `backfill`.
+    pub skipped_records: u64,
+    /// Times records were lost to the stream's 24-hour trim before they were read (or the stream
+    /// was replaced): their items need `backfill`.
+    pub trimmed: u64,
+    /// Shards read to their end.
+    pub shards_done: u64,
+}
+
+/// The follower of one table's stream, checked and with its saved position loaded.
+#[derive(Debug)]
+pub struct Follower {
+    streams: StreamClient,
+    stream: TableStream,
+    /// The checkpoint table and the position item's id, when the position is saved.
+    saved_at: Option<(String, String)>,
+    start: Position,
+    stream_replaced: bool,
+}
+
+impl Follower {
+    /// Checks that `table` has a stream whose records carry the new image, and loads the position
+    /// saved in `saved_at` (checkpoint table, item id), if any.
+    pub async fn open(
+        store: &DynamoStore,
+        streams: StreamClient,
+        table: &str,
+        saved_at: Option<(String, String)>,
+    ) -> Result<Follower, FollowError> {
+        let Some(stream) = store.table_stream(table).await? else {
+            return Err(FollowError::NoStream {
+                table: table.to_owned(),
+            });
+        };
+        if !stream.has_new_image() {
+            return Err(FollowError::NoNewImage {
+                table: table.to_owned(),
+                view: stream.view,
+            });
+        }
+        let fresh = Position {
+            stream: stream.arn.clone(),
+            shards: BTreeMap::new(),
+        };
+        let saved = match &saved_at {
+            Some((table, id)) => store.read_stream_position(table, id).await?,
+            None => {
+                tracing::warn!("no CHECKPOINT_TABLE: the stream position is not saved, and a restart reads the stream again from its oldest records (up to 24 hours)");
+                None
+            }
+        };
+        let (start, stream_replaced) = match saved.map(|s| serde_json::from_str::<Position>(&s)) {
+            None => (fresh, false),
+            Some(Ok(position)) if position.stream == stream.arn => (position, false),
+            Some(Ok(position)) => {
+                tracing::warn!(
+                    saved = %position.stream, stream = %stream.arn,
+                    "the table's stream is not the one the saved position is for (was it disabled and enabled again?): records written in between were not seen; run `ttl-sweeper backfill` to give their items a window"
+                );
+                (fresh, true)
+            }
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "the saved stream position does not parse; reading every shard from its oldest record");
+                (fresh, false)
+            }
+        };
+        tracing::info!(stream = %stream.arn, view = %stream.view, shards_known = start.shards.len(), "following the table's stream");
+        Ok(Follower {
+            streams,
+            stream,
+            saved_at,
+            start,
+            stream_replaced,
+        })
+    }
+
+    /// Follows the stream for `sweeper`'s table until `stop`, then saves the position and returns
+    /// what was done. Deletes' expiry events go through `sweeper`'s hook, as a sweep's do.
+    pub async fn run(
+        &self,
+        sweeper: &Sweeper<DynamoStore>,
+        clock: &dyn Clock,
+        stop: &Stop,
+    ) -> FollowReport {
+        let reader = Reader {
+            follower: self,
+            sweeper,
+            clock,
+            stop,
+            position: RefCell::new(self.start.clone()),
+            dirty: Cell::new(false),
+            report: RefCell::new(FollowReport {
+                trimmed: u64::from(self.stream_replaced),
+                ..FollowReport::default()
+            }),
+        };
+        reader.run().await;
+        reader.save().await;
+        let report = reader.report.into_inner();
+        tracing::info!(report = %serde_json::to_string(&report).unwrap_or_default(), "stopped following the stream");
+        report
+    }
+}
+
+/// One run of the follower: the shared position and report of its shard readers.
+struct Reader<'a> {
+    follower: &'a Follower,
+    sweeper: &'a Sweeper<DynamoStore>,
+    clock: &'a dyn Clock,
+    stop: &'a Stop,
+    position: RefCell<Position>,
+    dirty: Cell<bool>,
+    report: RefCell<FollowReport>,
+}
+
+impl Reader<'_> {
+    async fn run(&self) {
+        let mut running: HashSet<String> = HashSet::new();
+        let mut readers = FuturesUnordered::new();
+        let mut discover_at = Instant::now();
+        let mut save_at = Instant::now() + SAVE_EVERY;
+        let mut log_at = Instant::now() + LOG_EVERY;
+        let mut logged = 0;
+        let mut warned_full = false;
+        while !self.stop.reached() {
+            if Instant::now() >= discover_at {
+                discover_at = Instant::now() + DISCOVER_EVERY;
+                match self
+                    .follower
+                    .streams
+                    .shards(&self.follower.stream.arn)
+                    .await
+                {
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not list the stream's shards; trying again")
+                    }
+                    Ok(shards) => {
+                        self.forget_unlisted(&shards);
+                        for shard in self.ready(&shards, &running) {
+                            if running.len() >= MAX_SHARDS {
+                                if !warned_full {
+                                    tracing::warn!(max = MAX_SHARDS, "more open shards than are read at once; the others wait for a slot");
+                                    warned_full = true;
+                                }
+                                break;
+                            }
+                            running.insert(shard.clone());
+                            readers.push(self.read_shard(shard));
+                        }
+                    }
+                }
+            }
+            let wake = discover_at.min(save_at).min(log_at);
+            tokio::select! {
+                Some(ended) = readers.next(), if !readers.is_empty() => {
+                    running.remove(&ended);
+                    // Its children may start now.
+                    discover_at = Instant::now();
+                }
+                _ = tokio::time::sleep_until(wake) => {}
+                _ = self.stop.token().cancelled() => {}
+            }
+            if Instant::now() >= save_at {
+                self.save().await;
+                save_at = Instant::now() + SAVE_EVERY;
+            }
+            if Instant::now() >= log_at {
+                let report = self.report.borrow().clone();
+                if report.index.records > logged {
+                    logged = report.index.records;
+                    tracing::info!(
+                        records = report.index.records,
+                        windows_written = report.index.items.written,
+                        deleted_expired = report.index.items.deleted_expired,
+                        invalid_ttl = report.index.items.invalid_ttl,
+                        skipped_records = report.skipped_records,
+                        shards = running.len(),
+                        "following the stream"
+                    );
+                }
+                log_at = Instant::now() + LOG_EVERY;
+            }
+        }
+        // The readers see the stop between requests.
+        while readers.next().await.is_some() {}
+    }
+
+    /// The listed shards not being read, not read to their end, and whose parent (if still
+    /// listed) was read to its end: parents before children.
+    fn ready(&self, shards: &[Shard], running: &HashSet<String>) -> Vec<String> {
+        ready(shards, &self.position.borrow(), running)
+    }
+
+    /// Drops the position of shards the stream no longer lists (trimmed after 24 hours); one not
+    /// read to its end lost records.
+    fn forget_unlisted(&self, shards: &[Shard]) {
+        let listed: HashSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
+        let mut position = self.position.borrow_mut();
+        let before = position.shards.len();
+        position.shards.retain(|id, at| {
+            let keep = listed.contains(id.as_str());
+            if !keep && *at != ShardPosition::Done {
+                self.trimmed(id);
+            }
+            keep
+        });
+        if position.shards.len() != before {
+            self.dirty.set(true);
+        }
+    }
+
+    fn trimmed(&self, shard: &str) {
+        self.report.borrow_mut().trimmed += 1;
+        tracing::error!(shard, "records of this shard were trimmed from the stream (older than 24 hours) before they were read: items written then may lack their window; run `ttl-sweeper backfill`");
+    }
+
+    /// Reads `shard` until it is read to its end or the stop; returns its id.
+    async fn read_shard(&self, shard: String) -> String {
+        let arn = &self.follower.stream.arn;
+        let streams = &self.follower.streams;
+        let mut iterator: Option<String> = None;
+        let mut errors = 0u32;
+        while !self.stop.reached() {
+            let current = match iterator.take() {
+                Some(it) => it,
+                None => {
+                    let from = match self.position.borrow().shards.get(&shard) {
+                        Some(ShardPosition::After(sequence)) => From::After(sequence.clone()),
+                        _ => From::Oldest,
+                    };
+                    match streams.iterator(arn, &shard, &from).await {
+                        Ok(it) => it,
+                        Err(ReadError::Trimmed) if from == From::Oldest => {
+                            // The whole shard is gone; a later listing forgets it.
+                            self.pause(DISCOVER_EVERY).await;
+                            return shard;
+                        }
+                        Err(ReadError::Trimmed) => {
+                            self.trimmed(&shard);
+                            self.position.borrow_mut().shards.remove(&shard);
+                            continue;
+                        }
+                        Err(e) => {
+                            errors += 1;
+                            tracing::warn!(shard, error = %e, "could not get a shard iterator; trying again");
+                            self.pause(full_jitter(POLL, Duration::from_secs(30), errors))
+                                .await;
+                            continue;
+                        }
+                    }
+                }
+            };
+            match streams.records(&current).await {
+                Ok(batch) => {
+                    errors = 0;
+                    let empty = batch.records.is_empty();
+                    if !empty {
+                        self.index(&shard, batch.records).await;
+                    }
+                    let Some(next) = batch.next else {
+                        if !self.stop.reached() {
+                            self.set(&shard, ShardPosition::Done);
+                            self.report.borrow_mut().shards_done += 1;
+                            tracing::info!(shard, "shard read to its end");
+                        }
+                        return shard;
+                    };
+                    iterator = Some(next);
+                    if empty {
+                        self.pause(POLL).await;
+                    }
+                }
+                Err(ReadError::ExpiredIterator) => {}
+                Err(ReadError::Trimmed) => {
+                    self.trimmed(&shard);
+                    self.position.borrow_mut().shards.remove(&shard);
+                }
+                Err(e) => {
+                    errors += 1;
+                    tracing::warn!(shard, error = %e, "could not read the shard; trying again");
+                    self.pause(full_jitter(POLL, Duration::from_secs(30), errors))
+                        .await;
+                    iterator = Some(current);
+                }
+            }
+        }
+        shard
+    }
+
+    /// Indexes one batch of `shard`'s records, retrying failed items (see the module
+    /// description), and moves the shard's position past what was handled.
+    async fn index(&self, shard: &str, records: Vec<EventRecord>) {
+        let sweeper = self.sweeper;
+        let (store, schema, events) = (sweeper.store(), sweeper.schema(), sweeper.expiry_hook());
+        let ids: Vec<String> = records.iter().map(item_id).collect();
+        let mut todo: Vec<usize> = (0..records.len()).collect();
+        let mut attempt = 1;
+        loop {
+            let batch: Vec<EventRecord> = todo.iter().map(|&i| records[i].clone()).collect();
+            let indexed = index_records(store, schema, self.clock, events, self.stop, &batch).await;
+            let mut part = indexed.report;
+            if attempt > 1 {
+                self.report.borrow_mut().retried_records += part.records;
+                part.records = 0;
+            }
+            // A failure is retried; it is not a failed record unless it stays one.
+            let errors = std::mem::take(&mut part.errors);
+            part.failed = 0;
+            self.report.borrow_mut().index.merge(part);
+            if indexed.failures.is_empty() {
+                break;
+            }
+            let first_failed;
+            (first_failed, todo) = to_retry(&records, &ids, &todo, &indexed.failures);
+            if self.stop.reached() {
+                // Not handled: the shard resumes before them.
+                let before = todo.first().and_then(|&i| i.checked_sub(1));
+                if let Some(sequence) =
+                    before.and_then(|i| records[i].change.sequence_number.clone())
+                {
+                    self.set(shard, ShardPosition::After(sequence));
+                }
+                return;
+            }
+            if attempt >= MAX_ATTEMPTS {
+                let mut report = self.report.borrow_mut();
+                report.skipped_records += todo.len() as u64;
+                report.index.failed += first_failed.len() as u64;
+                report.index.merge(IndexReport {
+                    errors: errors.clone(),
+                    ..IndexReport::default()
+                });
+                for error in &errors {
+                    tracing::error!(shard, error, skipped = todo.len(), attempts = MAX_ATTEMPTS, "a stream record failed every attempt and was passed: run `ttl-sweeper backfill` to give its item a window");
+                }
+                break;
+            }
+            for error in &errors {
+                tracing::warn!(
+                    shard,
+                    error,
+                    attempt,
+                    "a stream record failed; trying it again"
+                );
+            }
+            self.pause(full_jitter(Duration::from_millis(100), RETRY_CAP, attempt))
+                .await;
+            attempt += 1;
+        }
+        let mut report = self.report.borrow_mut();
+        report.batches += 1;
+        drop(report);
+        if let Some(sequence) = records
+            .last()
+            .and_then(|r| r.change.sequence_number.clone())
+        {
+            self.set(shard, ShardPosition::After(sequence));
+        }
+    }
+
+    fn set(&self, shard: &str, at: ShardPosition) {
+        self.position
+            .borrow_mut()
+            .shards
+            .insert(shard.to_owned(), at);
+        self.dirty.set(true);
+    }
+
+    /// Sleeps for `wait`, or until the stop.
+    async fn pause(&self, wait: Duration) {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = self.stop.token().cancelled() => {}
+        }
+    }
+
+    /// Saves the position when it changed (and a checkpoint table is configured).
+    async fn save(&self) {
+        let Some((table, id)) = &self.follower.saved_at else {
+            return;
+        };
+        if !self.dirty.replace(false) {
+            return;
+        }
+        let text = serde_json::to_string(&*self.position.borrow()).unwrap_or_default();
+        if text.len() > MAX_POSITION_BYTES {
+            tracing::error!(
+                bytes = text.len(),
+                "the stream position is too large to save in one item; it is kept in memory only"
+            );
+            return;
+        }
+        let at = self.clock.now().iso();
+        let store = self.sweeper.store();
+        if let Err(e) = store.save_stream_position(table, id, text, at).await {
+            tracing::warn!(error = %e, "could not save the stream position; trying again");
+            self.dirty.set(true);
+        }
+    }
+}
+
+/// The listed `shards` not `running`, not read to their end, and whose parent (if still listed)
+/// was read to its end: parents before children.
+fn ready(shards: &[Shard], position: &Position, running: &HashSet<String>) -> Vec<String> {
+    let listed: HashSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
+    let done = |id: &str| position.shards.get(id) == Some(&ShardPosition::Done);
+    shards
+        .iter()
+        .filter(|s| !running.contains(&s.id) && !done(&s.id))
+        .filter(|s| {
+            s.parent
+                .as_deref()
+                .is_none_or(|p| !listed.contains(p) || done(p))
+        })
+        .map(|s| s.id.clone())
+        .collect()
+}
+
+/// After an attempt at `records[todo]` whose `failures` (sequence numbers) failed: the index of
+/// each failed record, and what to try again — each failed record and the records of its item
+/// (`ids`) after it, in order.
+fn to_retry(
+    records: &[EventRecord],
+    ids: &[String],
+    todo: &[usize],
+    failures: &[String],
+) -> (Vec<usize>, Vec<usize>) {
+    let failed: Vec<usize> = failures
+        .iter()
+        .filter_map(|sequence| {
+            todo.iter()
+                .copied()
+                .find(|&i| records[i].change.sequence_number.as_deref() == Some(sequence.as_str()))
+        })
+        .collect();
+    let again = todo
+        .iter()
+        .copied()
+        .filter(|&i| failed.iter().any(|&f| i >= f && ids[i] == ids[f]))
+        .collect();
+    (failed, again)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(id: &str, parent: Option<&str>) -> Shard {
+        Shard {
+            id: id.into(),
+            parent: parent.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn children_wait_for_their_parent_to_be_read_to_its_end() {
+        let shards = [
+            shard("a", None),
+            shard("b", Some("a")),
+            shard("c", Some("b")),
+            shard("d", Some("gone")),
+        ];
+        let mut position = Position::default();
+        let none = HashSet::new();
+        assert_eq!(ready(&shards, &position, &none), ["a", "d"]);
+        position
+            .shards
+            .insert("a".into(), ShardPosition::After("5".into()));
+        assert_eq!(ready(&shards, &position, &none), ["a", "d"]);
+        position.shards.insert("a".into(), ShardPosition::Done);
+        assert_eq!(ready(&shards, &position, &none), ["b", "d"]);
+        let running: HashSet<String> = ["b".to_string()].into();
+        assert_eq!(ready(&shards, &position, &running), ["d"]);
+        position.shards.insert("b".into(), ShardPosition::Done);
+        assert_eq!(ready(&shards, &position, &none), ["c", "d"]);
+    }
+
+    #[test]
+    fn a_failed_record_is_tried_again_with_its_item_s_later_records_only() {
+        let records: Vec<EventRecord> = ["1", "2", "3", "4", "5", "6"]
+            .iter()
+            .map(|sequence| {
+                let mut r = EventRecord::default();
+                r.change.sequence_number = Some(sequence.to_string());
+                r
+            })
+            .collect();
+        let ids: Vec<String> = ["a", "b", "a", "c", "a", "b"].map(String::from).into();
+        let todo: Vec<usize> = (0..6).collect();
+        // a fails at its second record (3), b at its first (2); c succeeded.
+        let (failed, again) = to_retry(&records, &ids, &todo, &["3".into(), "2".into()]);
+        assert_eq!(failed, [2, 1]);
+        assert_eq!(again, [1, 2, 4, 5]);
+        // The next attempt: only b's last record fails.
+        let (failed, again) = to_retry(&records, &ids, &again, &["6".into()]);
+        assert_eq!((failed, again), (vec![5], vec![5]));
+        let (failed, again) = to_retry(&records, &ids, &[5], &[]);
+        assert!(failed.is_empty() && again.is_empty());
+    }
+
+    #[test]
+    fn positions_are_saved_as_plain_json() {
+        let mut position = Position {
+            stream: "arn".into(),
+            shards: BTreeMap::new(),
+        };
+        position
+            .shards
+            .insert("s1".into(), ShardPosition::After("100".into()));
+        position.shards.insert("s0".into(), ShardPosition::Done);
+        let text = serde_json::to_string(&position).unwrap();
+        assert_eq!(
+            text,
+            r#"{"stream":"arn","shards":{"s0":"done","s1":{"after":"100"}}}"#
+        );
+        assert_eq!(serde_json::from_str::<Position>(&text).unwrap(), position);
+    }
+}

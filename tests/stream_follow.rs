@@ -1,0 +1,461 @@
+//! `ttl-sweeper run --follow-stream` against DynamoDB Local's real stream: writers that set only
+//! a ttl, a daemon killed and restarted mid-stream, an application rewriting ttls, and records the
+//! indexer must refuse. Each test starts its own daemon, stopped by its PID.
+
+mod common;
+#[path = "support/fault_proxy.rs"]
+mod fault_proxy;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::StreamViewType;
+use aws_sdk_dynamodb::Client;
+use common::*;
+use fault_proxy::{Fault, FaultProxy, Plan};
+use ttl_sweeper::expiry::window::window_key;
+use ttl_sweeper::store::Key;
+
+/// A `ttl-sweeper run --follow-stream` child, its stderr in a log file; killed if a test fails.
+struct Daemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn start(table: &str, checkpoint: &str, name: &str) -> Daemon {
+        Daemon::start_at(&endpoint(), table, checkpoint, name)
+    }
+
+    /// [`Daemon::start`] reaching DynamoDB (and its stream) at `endpoint`.
+    fn start_at(endpoint: &str, table: &str, checkpoint: &str, name: &str) -> Daemon {
+        let log = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("target/test-servers/follow-{table}-{name}.log"));
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let child = local_cli()
+            .args([
+                "--log-format",
+                "json",
+                "run",
+                "--every",
+                "1s",
+                "--follow-stream",
+            ])
+            .args(["--table-name", table])
+            .env("CHECKPOINT_TABLE", checkpoint)
+            .env("AWS_ENDPOINT_URL", endpoint)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let daemon = Daemon { child, log };
+        // Following once the stream is open: the log says so.
+        let open = poll(
+            Duration::from_secs(30),
+            Duration::from_millis(50),
+            || daemon.log_text(),
+            |text| text.contains("following the table's stream"),
+        );
+        assert!(open.contains("following the table's stream"), "{open}");
+        daemon
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn signal(&mut self, signal: i32) -> std::process::ExitStatus {
+        // SAFETY: signals the child this test started, by its PID.
+        unsafe {
+            libc::kill(self.child.id() as i32, signal);
+        }
+        let (limit, every) = (Duration::from_secs(20), Duration::from_millis(50));
+        let exited = poll(
+            limit,
+            every,
+            || self.child.try_wait().unwrap(),
+            Option::is_some,
+        );
+        exited.expect("did not stop")
+    }
+
+    /// The report the follower logged when it stopped.
+    fn final_report(&self) -> serde_json::Value {
+        let text = self.log_text();
+        let line = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|l| l["message"] == "stopped following the stream");
+        let line = line.unwrap_or_else(|| panic!("no final report in:\n{text}"));
+        serde_json::from_str(line["report"].as_str().unwrap()).unwrap()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+async fn streamed_table(prefix: &str, view: Option<StreamViewType>) -> (Client, String) {
+    let client = client().await;
+    let table = new_table(&client, prefix, |t| t.stream = view).await;
+    (client, table)
+}
+
+/// Polls the table every 50 ms until none of `ids` is left or `limit` passed: when each was
+/// first seen gone (epoch seconds, fractional).
+async fn watch_gone(
+    client: &Client,
+    table: &str,
+    ids: &[String],
+    limit: Duration,
+) -> BTreeMap<String, f64> {
+    let mut gone = BTreeMap::new();
+    let started = Instant::now();
+    while gone.len() < ids.len() && started.elapsed() < limit {
+        let present = id_set(client, table).await;
+        let at = chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
+        for id in ids {
+            if !present.contains(id) {
+                gone.entry(id.clone()).or_insert(at);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    gone
+}
+
+async fn window_of(client: &Client, table: &str, id: &str) -> Option<String> {
+    let out = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(id_key(id)))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap();
+    let item = out.item?;
+    item.get("expirationWindow")
+        .and_then(|w| w.as_s().ok())
+        .cloned()
+}
+
+fn ids(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+#[tokio::test]
+async fn follow_stream_refuses_a_table_without_a_stream_or_without_new_images_naming_the_fix() {
+    let (client, plain) = streamed_table("nostream", None).await;
+    let keys_only = new_table(&client, "keysonly", |t| {
+        t.stream = Some(StreamViewType::KeysOnly)
+    })
+    .await;
+    let (code, _, err) = run(local_cli().args(["run", "--follow-stream", "--table-name", &plain]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has no stream enabled"), "{err}");
+    assert!(
+        err.contains(&format!("aws dynamodb update-table --table-name {plain} --stream-specification StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES")),
+        "{err}"
+    );
+    let (code, _, err) = run(local_cli()
+        .args(["run", "--table-name", &keys_only])
+        .env("FOLLOW_STREAM", "true"));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("view type KEYS_ONLY"), "{err}");
+    assert!(err.contains("StreamEnabled=false"), "{err}");
+    // Not a boolean: refused before anything is read.
+    let (code, _, err) = run(local_cli()
+        .args(["run", "--table-name", &keys_only])
+        .env("FOLLOW_STREAM", "maybe"));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("maybe"), "{err}");
+}
+
+#[tokio::test]
+async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_and_restart() {
+    let (client, table) = streamed_table("follow", Some(StreamViewType::NewAndOldImages)).await;
+    let checkpoint = checkpoint_table(&client, "followcp").await;
+    let mut daemon = Daemon::start(&table, &checkpoint, "first");
+
+    // Writers that set only a ttl: due in 3–5 s, already expired, and live for an hour.
+    let now = now();
+    let due = ids("due", 20);
+    let expired = ids("expired", 5);
+    let live = ids("live", 5);
+    let mut items: Vec<Key> = Vec::new();
+    items.extend(
+        due.iter()
+            .enumerate()
+            .map(|(i, id)| unwindowed(id, now + 3 + i as i64 % 3)),
+    );
+    items.extend(expired.iter().map(|id| unwindowed(id, now - 10)));
+    items.extend(live.iter().map(|id| unwindowed(id, now + 3600)));
+    let written = chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
+    put_many(&client, &table, items.clone()).await;
+
+    let gone = watch_gone(&client, &table, &expired, Duration::from_secs(10)).await;
+    assert_eq!(gone.len(), expired.len(), "expired items left: {gone:?}");
+    for (id, at) in &gone {
+        assert!(
+            at - written < 2.5,
+            "{id} went {:.2} s after it was written",
+            at - written
+        );
+    }
+    let gone = watch_gone(&client, &table, &due, Duration::from_secs(15)).await;
+    assert_eq!(gone.len(), due.len(), "due items left: {gone:?}");
+    let ttl_of = |id: &str| {
+        let item = items
+            .iter()
+            .find(|i| i["id"].as_s().unwrap() == id)
+            .unwrap();
+        item["ttl"].as_n().unwrap().parse::<f64>().unwrap()
+    };
+    let mut lags: Vec<f64> = gone.iter().map(|(id, at)| at - ttl_of(id)).collect();
+    lags.sort_by(f64::total_cmp);
+    let worst = lags.last().copied().unwrap();
+    eprintln!(
+        "lag from ttl to gone, ttl-only writers: min {:.3} s, max {worst:.3} s",
+        lags[0]
+    );
+    assert!(worst < 1.0, "lags: {lags:?}");
+    for id in &live {
+        let expected = window_key(now as f64 + 3600.0, 60).unwrap();
+        assert_eq!(
+            window_of(&client, &table, id).await.as_deref(),
+            Some(&*expected),
+            "{id}"
+        );
+    }
+
+    // Killed mid-stream: what is written while it is down is indexed after the restart, and an
+    // item the application deleted meanwhile is not recreated.
+    daemon.signal(libc::SIGKILL);
+    let now = common::now();
+    let later = ids("later", 10);
+    let later_items: Vec<Key> = later.iter().map(|id| unwindowed(id, now + 5)).collect();
+    put_many(&client, &table, later_items).await;
+    put_one(&client, &table, unwindowed("deleted", now + 3600)).await;
+    delete_one(&client, &table, "deleted").await;
+    put_one(&client, &table, unwindowed("live-0", now + 7200)).await;
+    let mut daemon = Daemon::start(&table, &checkpoint, "second");
+    let gone = watch_gone(&client, &table, &later, Duration::from_secs(15)).await;
+    assert_eq!(
+        gone.len(),
+        later.len(),
+        "written while down, left: {gone:?}"
+    );
+    let present = id_set(&client, &table).await;
+    let expected: HashSet<String> = live.iter().cloned().collect();
+    assert_eq!(
+        present, expected,
+        "only the live items are left; none recreated"
+    );
+    let extended = window_key(now as f64 + 7200.0, 60).unwrap();
+    assert_eq!(
+        window_of(&client, &table, "live-0").await.as_deref(),
+        Some(&*extended)
+    );
+
+    // SIGTERM: the position is saved, and the report says what was done.
+    assert!(daemon.signal(libc::SIGTERM).success());
+    let report = daemon.final_report();
+    assert_eq!(report["skipped_records"], 0, "{report}");
+    assert_eq!(report["trimmed"], 0, "{report}");
+    let saved = client
+        .get_item()
+        .table_name(&checkpoint)
+        .set_key(Some(id_key(&format!(
+            "{table}/expirationWindowIndex#stream"
+        ))))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item;
+    let everything = scan_all(&client, &checkpoint).await;
+    let saved = saved.unwrap_or_else(|| panic!("no position saved: {everything:?}"));
+    assert!(
+        saved["streamPosition"]
+            .as_s()
+            .unwrap()
+            .contains("\"after\""),
+        "{saved:?}"
+    );
+}
+
+#[tokio::test]
+async fn rewrites_and_unusable_ttls_delete_nothing_live_and_never_stop_the_shard() {
+    let (client, table) = streamed_table("rewrite", Some(StreamViewType::NewImage)).await;
+    let checkpoint = checkpoint_table(&client, "rewritecp").await;
+    let mut daemon = Daemon::start(&table, &checkpoint, "only");
+    let now = now();
+    // Items due in 2 s, rewritten (the whole item, without a window) with an hour more before then.
+    let extended = ids("extended", 10);
+    let first: Vec<Key> = extended.iter().map(|id| unwindowed(id, now + 2)).collect();
+    put_many(&client, &table, first).await;
+    let later: Vec<Key> = extended
+        .iter()
+        .map(|id| unwindowed(id, now + 3600))
+        .collect();
+    put_many(&client, &table, later).await;
+    // ttls the sweeper cannot use: milliseconds, and more than five years old.
+    put_one(&client, &table, unwindowed("millis", (now + 5) * 1000)).await;
+    put_one(
+        &client,
+        &table,
+        unwindowed("ancient", now - 6 * 366 * 86_400),
+    )
+    .await;
+    // ... and after them, an item the shard must still reach.
+    put_one(&client, &table, unwindowed("after", now + 2)).await;
+
+    let gone = watch_gone(&client, &table, &["after".into()], Duration::from_secs(10)).await;
+    assert_eq!(
+        gone.len(),
+        1,
+        "the record after the unusable ones was not handled"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let present = id_set(&client, &table).await;
+    for id in extended
+        .iter()
+        .chain([&"millis".to_string(), &"ancient".to_string()])
+    {
+        assert!(present.contains(id), "{id} was deleted: {present:?}");
+    }
+    let window = window_key(now as f64 + 3600.0, 60).unwrap();
+    for id in &extended {
+        assert_eq!(
+            window_of(&client, &table, id).await.as_deref(),
+            Some(&*window),
+            "{id}"
+        );
+    }
+    assert_eq!(window_of(&client, &table, "millis").await, None);
+    assert_eq!(window_of(&client, &table, "ancient").await, None);
+    assert!(daemon.signal(libc::SIGTERM).success());
+    let report = daemon.final_report();
+    assert_eq!(report["index"]["items"]["invalid_ttl"], 2, "{report}");
+    assert_eq!(report["skipped_records"], 0, "{report}");
+}
+
+// The proxy serves on the runtime's other worker while the test waits on the daemon's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_iterators_trimmed_records_and_failing_writes_are_recovered_or_reported() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let (client, table) = streamed_table("faulty", Some(StreamViewType::NewAndOldImages)).await;
+    let checkpoint = checkpoint_table(&client, "faultycp").await;
+    // Every fourth GetRecords: the iterator expired, and stays so. From the first position asked
+    // for on, the records were trimmed. Every window write of "poison": refused. The first two of
+    // "throttled": throttled.
+    let reads = AtomicUsize::new(0);
+    let expired: Mutex<HashSet<String>> = Mutex::default();
+    let trimmed_up_to: Mutex<Option<u128>> = Mutex::default();
+    let throttled = AtomicUsize::new(0);
+    let plan = Plan::script(move |op, body| match op {
+        "GetRecords" => {
+            let iterator = body["ShardIterator"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let mut expired = expired.lock().unwrap();
+            let now_expired = reads.fetch_add(1, Ordering::SeqCst) % 4 == 3;
+            if now_expired {
+                expired.insert(iterator.clone());
+            }
+            expired.contains(&iterator).then_some(Fault::Reply(
+                400,
+                "ExpiredIteratorException",
+                "Iterator expired",
+            ))
+        }
+        "GetShardIterator" if body["ShardIteratorType"] == "AFTER_SEQUENCE_NUMBER" => {
+            let sequence: u128 = body["SequenceNumber"].as_str().unwrap().parse().unwrap();
+            let mut trimmed = trimmed_up_to.lock().unwrap();
+            let bound = *trimmed.get_or_insert(sequence);
+            (sequence <= bound).then_some(Fault::Reply(
+                400,
+                "TrimmedDataAccessException",
+                "the requested records were trimmed",
+            ))
+        }
+        "UpdateItem" if body["Key"]["id"]["S"] == "poison" => Some(Fault::Reply(
+            400,
+            "ValidationException",
+            "One or more parameter values were invalid",
+        )),
+        "UpdateItem" if body["Key"]["id"]["S"] == "throttled" => {
+            (throttled.fetch_add(1, Ordering::SeqCst) < 2)
+                .then_some(Fault::Throttle("ThrottlingException"))
+        }
+        _ => None,
+    });
+    let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(15), plan).await;
+    let mut daemon = Daemon::start_at(&proxy.endpoint, &table, &checkpoint, "faulty");
+    let now = now();
+    let mut due = ids("due", 10);
+    let mut items: Vec<Key> = due.iter().map(|id| unwindowed(id, now + 3)).collect();
+    items.push(unwindowed("poison", now + 3600));
+    items.push(unwindowed("throttled", now + 3));
+    put_many(&client, &table, items).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    put_one(&client, &table, unwindowed("after-poison", now + 4)).await;
+    due.extend(["throttled".to_string(), "after-poison".to_string()]);
+    let gone = watch_gone(&client, &table, &due, Duration::from_secs(40)).await;
+    assert_eq!(
+        gone.len(),
+        due.len(),
+        "left: {gone:?}\n{}",
+        daemon.log_text()
+    );
+    // Reading goes on after the trim, from the oldest record kept.
+    let log = poll(
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || daemon.log_text(),
+        |log| log.contains("trimmed from the stream"),
+    );
+    assert!(log.contains("trimmed from the stream"), "{log}");
+    put_one(&client, &table, unwindowed("after-trim", common::now() + 2)).await;
+    let gone = watch_gone(
+        &client,
+        &table,
+        &["after-trim".into()],
+        Duration::from_secs(15),
+    )
+    .await;
+    assert_eq!(
+        gone.len(),
+        1,
+        "not read after the trim:\n{}",
+        daemon.log_text()
+    );
+    assert!(id_set(&client, &table).await.contains("poison"));
+    assert_eq!(window_of(&client, &table, "poison").await, None);
+    // The poison record's attempts end within about 5 s of backoff.
+    let log = poll(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || daemon.log_text(),
+        |log| log.contains("failed every attempt"),
+    );
+    assert!(log.contains("run `ttl-sweeper backfill`"), "{log}");
+    assert!(daemon.signal(libc::SIGTERM).success());
+    let report = daemon.final_report();
+    assert!(report["skipped_records"].as_u64().unwrap() >= 1, "{report}");
+    assert!(report["retried_records"].as_u64().unwrap() >= 9, "{report}");
+    assert!(report["trimmed"].as_u64().unwrap() >= 1, "{report}");
+    assert!(
+        report["index"]["errors"].to_string().contains("poison"),
+        "{report}"
+    );
+}
