@@ -519,6 +519,57 @@ fn the_cost_model_counts_the_overlap_and_every_default_extra() {
     assert!((15.0..18.0).contains(&total), "{row}");
 }
 
+#[test]
+fn the_window_paths_bill_the_update_at_the_item_size_and_two_records_per_item() {
+    let i = cost::Inputs::from_code(1.56e-6);
+    let small = i.window_paths(1e6, 1.0);
+    let large = i.window_paths(1e6, 4.0);
+    // Writers that set the window pay the GSI write: one write unit per item.
+    assert!((small.writers - 0.625).abs() < 1e-9, "{small:?}");
+    // The indexer's UpdateItem is billed at the item's size, its GSI write at one unit.
+    assert!((large.update - 4.0 * small.update).abs() < 1e-9);
+    assert_eq!(small.gsi, large.gsi);
+    // 1M a month: about one record per invocation, two records (the write and the write-back)
+    // per item.
+    assert!((1.0..1.2).contains(&small.per_invocation), "{small:?}");
+    assert!((small.invocations * small.per_invocation - 2e6).abs() < 1e-3);
+    // 1B a month: batches fill, never beyond the mapping's batch size.
+    let heavy = i.window_paths(1e9, 1.0);
+    let filled = heavy.per_invocation > 50.0 && heavy.per_invocation <= cost::STREAM_BATCH_SIZE;
+    assert!(filled, "{heavy:?}");
+    // The totals are their parts.
+    let parts = small.update + small.gsi + small.lambda + small.logs;
+    assert!((small.on_lambda - parts).abs() < 1e-9);
+    assert!((small.daemon - (small.update + small.gsi + small.stream_reads)).abs() < 1e-9);
+    // The daemon's reads: 4 calls a second on one shard for 30 days, $0.02 per 100,000.
+    assert_eq!(small.shards, 1.0);
+    assert!((small.stream_reads - 4.0 * 2_592_000.0 * 0.02 / 1e5).abs() < 1e-6);
+    // In full batches the stream costs about one extra write per item over the writers' path.
+    let extra_per_million = (heavy.on_lambda - heavy.writers) / 1e3;
+    assert!((0.625..0.75).contains(&extra_per_million), "{heavy:?}");
+}
+
+/// The model's stream mapping is the construct's: batches of `STREAM_BATCH_SIZE` records, no
+/// batching window, the function at the `memorySize` default.
+#[test]
+fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
+    let ts = read(&Path::new(ROOT).join("infra/src/ttl-sweeper.ts"));
+    let stream = ts
+        .split("const STREAM = {")
+        .nth(1)
+        .and_then(|rest| rest.split("} as const").next())
+        .expect("infra/src/ttl-sweeper.ts declares `const STREAM = {`");
+    let batch = format!("batchSize: {},", cost::STREAM_BATCH_SIZE);
+    assert!(stream.contains(&batch), "STREAM lacks `{batch}`:{stream}");
+    assert!(ts.contains("batchSize: STREAM.batchSize,"));
+    assert!(ts.contains("maxBatchingWindow: Duration.seconds(0),"));
+    let memory = format!("props.memorySize ?? {},", cost::INDEX_MB);
+    assert!(
+        ts.contains(&memory),
+        "the construct's memorySize default is not {memory}"
+    );
+}
+
 // ---------------------------------------------------------------- a newcomer's first screen
 
 /// What the README shows before its first `## ` heading after the deploy steps: the path from an
