@@ -8,7 +8,8 @@
 //! - every `make <target>` they show is a target of the Makefile;
 //! - every `ttl_sweeper::...` path they name is a public item of the library;
 //! - the cost blocks of docs/BENCHMARKS.md, docs/scaling.md and infra/README.md are what the cost
-//!   model (`tests/support/cost.rs`) renders from the code's settings and the measured figures;
+//!   model (`tests/support/cost.rs`) renders from the code's settings and the measured figures,
+//!   and the README's cost figures are theirs;
 //! - the README's first screen takes a newcomer from an existing table to a deployed sweeper.
 
 use std::collections::HashSet;
@@ -568,6 +569,41 @@ fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
         ts.contains(&memory),
         "the construct's memorySize default is not {memory}"
     );
+}
+
+/// The README's sentence on giving items their window quotes the window-paths table of
+/// docs/BENCHMARKS.md section 4: the writers' GSI write and the stream indexer's total, per
+/// million 1 KB items at 1M and at 1B a month.
+#[test]
+fn the_readme_quotes_what_giving_items_their_window_costs() {
+    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let (_, _, model) = generated(&bench, "cost-model").expect("a cost-model block");
+    // The cells of a row: "", volume, size, writers, UpdateItem, GSI, records per invocation,
+    // Lambda, logs, the stream total, Streams reads, the daemon's total, "".
+    let dollars = |prefix: &str, cell: usize| -> f64 {
+        let row = model
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("docs/BENCHMARKS.md has no `{prefix}` row"));
+        let text = row.split('|').nth(cell).unwrap_or_default();
+        text.trim().trim_matches(['*', '$']).parse().unwrap()
+    };
+    let expected = [
+        format!("${:.2} per million items", dollars("| 1M | 1 KB |", 3)),
+        format!(
+            "${:.2} per million 1 KB items at 1M a month",
+            dollars("| 1M | 1 KB |", 9)
+        ),
+        format!("${:.2} at 1B a month", dollars("| 1B | 1 KB |", 9) / 1e3),
+    ];
+    let readme = read(&Path::new(ROOT).join("README.md"));
+    for phrase in expected {
+        let says = readme.contains(&phrase);
+        assert!(
+            says,
+            "README.md should say {phrase:?} (docs/BENCHMARKS.md section 4)"
+        );
+    }
 }
 
 // ---------------------------------------------------------------- a newcomer's first screen
