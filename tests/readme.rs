@@ -8,7 +8,8 @@
 //! - every `make <target>` they show is a target of the Makefile;
 //! - every `ttl_sweeper::...` path they name is a public item of the library;
 //! - the cost blocks of docs/BENCHMARKS.md, docs/scaling.md and infra/README.md are what the cost
-//!   model (`tests/support/cost.rs`) renders from the code's settings and the measured figures;
+//!   model (`tests/support/cost.rs`) renders from the code's settings and the measured figures,
+//!   and the README's cost figures are theirs;
 //! - the README's first screen takes a newcomer from an existing table to a deployed sweeper.
 
 use std::collections::HashSet;
@@ -517,6 +518,92 @@ fn the_cost_model_counts_the_overlap_and_every_default_extra() {
     assert_eq!(cells[8], "$8.90", "{row}");
     let total: f64 = cells[9].trim_matches(['*', '$']).parse().unwrap();
     assert!((15.0..18.0).contains(&total), "{row}");
+}
+
+#[test]
+fn the_window_paths_bill_the_update_at_the_item_size_and_two_records_per_item() {
+    let i = cost::Inputs::from_code(1.56e-6);
+    let small = i.window_paths(1e6, 1.0);
+    let large = i.window_paths(1e6, 4.0);
+    // Writers that set the window pay the GSI write: one write unit per item.
+    assert!((small.writers - 0.625).abs() < 1e-9, "{small:?}");
+    // The indexer's UpdateItem is billed at the item's size, its GSI write at one unit.
+    assert!((large.update - 4.0 * small.update).abs() < 1e-9);
+    assert_eq!(small.gsi, large.gsi);
+    // 1M a month: about one record per invocation, two records (the write and the write-back)
+    // per item.
+    assert!((1.0..1.2).contains(&small.per_invocation), "{small:?}");
+    assert!((small.invocations * small.per_invocation - 2e6).abs() < 1e-3);
+    // 1B a month: batches fill, never beyond the mapping's batch size.
+    let heavy = i.window_paths(1e9, 1.0);
+    let filled = heavy.per_invocation > 50.0 && heavy.per_invocation <= cost::STREAM_BATCH_SIZE;
+    assert!(filled, "{heavy:?}");
+    // The totals are their parts.
+    let parts = small.update + small.gsi + small.lambda + small.logs;
+    assert!((small.on_lambda - parts).abs() < 1e-9);
+    assert!((small.daemon - (small.update + small.gsi + small.stream_reads)).abs() < 1e-9);
+    // The daemon's reads: 4 calls a second on one shard for 30 days, $0.02 per 100,000.
+    assert_eq!(small.shards, 1.0);
+    assert!((small.stream_reads - 4.0 * 2_592_000.0 * 0.02 / 1e5).abs() < 1e-6);
+    // In full batches the stream costs about one extra write per item over the writers' path.
+    let extra_per_million = (heavy.on_lambda - heavy.writers) / 1e3;
+    assert!((0.625..0.75).contains(&extra_per_million), "{heavy:?}");
+}
+
+/// The model's stream mapping is the construct's: batches of `STREAM_BATCH_SIZE` records, no
+/// batching window, the function at the `memorySize` default.
+#[test]
+fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
+    let ts = read(&Path::new(ROOT).join("infra/src/ttl-sweeper.ts"));
+    let stream = ts
+        .split("const STREAM = {")
+        .nth(1)
+        .and_then(|rest| rest.split("} as const").next())
+        .expect("infra/src/ttl-sweeper.ts declares `const STREAM = {`");
+    let batch = format!("batchSize: {},", cost::STREAM_BATCH_SIZE);
+    assert!(stream.contains(&batch), "STREAM lacks `{batch}`:{stream}");
+    assert!(ts.contains("batchSize: STREAM.batchSize,"));
+    assert!(ts.contains("maxBatchingWindow: Duration.seconds(0),"));
+    let memory = format!("props.memorySize ?? {},", cost::INDEX_MB);
+    assert!(
+        ts.contains(&memory),
+        "the construct's memorySize default is not {memory}"
+    );
+}
+
+/// The README's sentence on giving items their window quotes the window-paths table of
+/// docs/BENCHMARKS.md section 4: the writers' GSI write and the stream indexer's total, per
+/// million 1 KB items at 1M and at 1B a month.
+#[test]
+fn the_readme_quotes_what_giving_items_their_window_costs() {
+    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let (_, _, model) = generated(&bench, "cost-model").expect("a cost-model block");
+    // The cells of a row: "", volume, size, writers, UpdateItem, GSI, records per invocation,
+    // Lambda, logs, the stream total, Streams reads, the daemon's total, "".
+    let dollars = |prefix: &str, cell: usize| -> f64 {
+        let row = model
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("docs/BENCHMARKS.md has no `{prefix}` row"));
+        let text = row.split('|').nth(cell).unwrap_or_default();
+        text.trim().trim_matches(['*', '$']).parse().unwrap()
+    };
+    let expected = [
+        format!("${:.2} per million items", dollars("| 1M | 1 KB |", 3)),
+        format!(
+            "${:.2} per million 1 KB items at 1M a month",
+            dollars("| 1M | 1 KB |", 9)
+        ),
+        format!("${:.2} at 1B a month", dollars("| 1B | 1 KB |", 9) / 1e3),
+    ];
+    let readme = read(&Path::new(ROOT).join("README.md"));
+    for phrase in expected {
+        let says = readme.contains(&phrase);
+        assert!(
+            says,
+            "README.md should say {phrase:?} (docs/BENCHMARKS.md section 4)"
+        );
+    }
 }
 
 // ---------------------------------------------------------------- a newcomer's first screen
