@@ -6,8 +6,8 @@
 //!
 //! Section 4 also compares the paths that give items their window attribute: writers that set
 //! it, the stream indexer on Lambda (`followStream`) and the daemon following the stream. Its
-//! prices are published ones; the indexer's duration per invocation and the daemon's polling rate
-//! are assumptions, named `ASSUMED_*` below, until `make bench` measures them.
+//! prices are published ones; the daemon's polling rate is its code's; the indexer's duration per
+//! invocation is an assumption, named `ASSUMED_*` below, until `make bench` measures it.
 //!
 //! The inputs come from the code, not from the prose: the tick-mode run time per schedule period
 //! is the period plus `HANDOFF_OVERLAP` (an invocation ticks until that long after the next one's
@@ -82,9 +82,11 @@ pub const ASSUMED_INDEX_BASE_S: f64 = 0.005;
 pub const ASSUMED_WRITE_S: f64 = 0.010;
 /// Assumed: bytes of the platform's start and report lines of one invocation.
 pub const ASSUMED_PLATFORM_LOG_BYTES: f64 = 500.0;
-/// Assumed, the daemon's stream reader not being measured yet: `GetRecords` calls per shard a
-/// second, as Lambda polls.
-pub const ASSUMED_DAEMON_POLLS_PER_S: f64 = 4.0;
+/// The daemon's `GetRecords` calls per shard a second, at most: a shard with nothing new is read
+/// again after `ttl_sweeper::tools::follow::POLL` (one with records, at once).
+pub fn daemon_polls_per_s() -> f64 {
+    1.0 / ttl_sweeper::tools::follow::POLL.as_secs_f64()
+}
 /// Item sizes modelled, KB, with the window attribute (about 65 bytes of it).
 pub const ITEM_SIZES_KB: [f64; 2] = [1.0, 4.0];
 /// The nearest peer that also asks nothing of writers (DynamoDB Streams → one EventBridge
@@ -297,7 +299,7 @@ impl Inputs {
             * ((INDEX_MB / 1024.0) * duration_s * PRICE_LAMBDA_GBS_ARM + PRICE_LAMBDA_REQ);
         let logs =
             invocations * (LOG_LINE_BYTES + ASSUMED_PLATFORM_LOG_BYTES) / 1e9 * PRICE_LOGS_GB;
-        let stream_reads = shards * ASSUMED_DAEMON_POLLS_PER_S * MONTH_S * PRICE_STREAMS_RRU;
+        let stream_reads = shards * daemon_polls_per_s() * MONTH_S * PRICE_STREAMS_RRU;
         WindowPaths {
             items: n,
             kb,
@@ -379,8 +381,8 @@ pub fn window_section(i: &Inputs) -> String {
     let heavy = row(1e9, 1.0);
     let _ = writeln!(d, "\nWhat is billed. *Writers set the window*: the item's own write carries it, so the GSI gets the item's entry, one write unit (KEYS_ONLY entries are small); the write itself is the application's on every path. *Stream indexer*: the application writes the item without a window; its stream record reaches the function, whose conditional `UpdateItem` sets the window, billed at the item's size (one write unit per KB, the larger of the item before and after), and the GSI gets the item's entry, one write unit. The mapping's filter (infra/src/ttl-sweeper.ts) passes `INSERT` and `MODIFY` records whose new image has the ttl as a Number or has the window: `REMOVE` records (the sweeper's deletes, native TTL's) and writes of items with neither never reach the function and cost nothing. It does not drop the indexer's own write-back, whose new image has both, nor a later write that leaves the ttl as it was: each reaches the function, which finds the window right and writes nothing. So an item written once is two records, its write and the write-back, and every further write of an item with a ttl is one more; a ttl moved to another window is written again at the item's size, and a conditional `UpdateItem` that fails because the item changed meanwhile still consumes write units. Neither is in the table.");
     let _ = writeln!(d, "\nThe function, per invocation: one request, its duration at {:.0} MB rounded up to the millisecond, one `stream batch indexed` line (about {:.0} KB) and the platform's start and report lines (about {:.1} KB, assumed). Batches: at most {:.0} records (`batchSize`), no batching window, so Lambda invokes the function with what one poll of a shard found; it polls each shard {:.0} times a second, so with records arriving at random a poll that finds any holds λ / (1 − e^−λ) of them on average, λ being the records a shard gets between two polls: {:.1} at 1M a month, where nearly every record is an invocation of its own, {:.1} at 1B. Shards: one per {} write units a second on the table (the application's writes, the indexer's and the deletes), at least one; a table with more partitions than its writes need has more shards and smaller batches, towards one record per invocation. **The duration is assumed, not measured** (the indexer has no benchmark on AWS yet): {:.0} ms per invocation plus {:.0} ms per round of conditional writes, {} items at a time (`ttl_sweeper::tools::index::CONCURRENCY`), half the records needing a write: {:.0} ms at 1M a month, {:.0} ms at 1B. With alarms on, `followStream` also adds the `IteratorAge` alarm, ${:.2} a month; the on-failure queue costs nothing while empty.", INDEX_MB, LOG_LINE_BYTES / 1000.0, ASSUMED_PLATFORM_LOG_BYTES / 1000.0, STREAM_BATCH_SIZE, STREAM_POLLS_PER_S, light.per_invocation, heavy.per_invocation, thousands(SHARD_WRU_PER_S), ASSUMED_INDEX_BASE_S * 1000.0, ASSUMED_WRITE_S * 1000.0, i.index_concurrency, light.duration_s * 1000.0, heavy.duration_s * 1000.0, PRICE_ALARM_MONTH);
-    let calls = ASSUMED_DAEMON_POLLS_PER_S * MONTH_S;
-    let _ = writeln!(d, "\nThe daemon makes the same `UpdateItem` and GSI write and pays no Lambda; it reads the stream itself with `GetRecords`, one streams read request unit per call whatever it returns (Lambda's own calls are free). **Assumed**, its reader not being measured yet: {:.0} calls a second per shard, as Lambda polls, so {} calls a month per shard, ${:.2}, whatever the traffic (before the free {} a month, {:.0} % of one shard's calls). The host it runs on is not counted.", ASSUMED_DAEMON_POLLS_PER_S, thousands(calls), calls * PRICE_STREAMS_RRU, thousands(STREAMS_FREE_RRU), STREAMS_FREE_RRU / calls * 100.0);
+    let calls = daemon_polls_per_s() * MONTH_S;
+    let _ = writeln!(d, "\nThe daemon makes the same `UpdateItem` and GSI write and pays no Lambda; it reads the stream itself with `GetRecords`, one streams read request unit per call whatever it returns (Lambda's own calls are free). It reads a shard with nothing new every {:.0} ms (`ttl_sweeper::tools::follow::POLL`), so at most {:.0} calls a second per shard, as Lambda polls, and {} calls a month per shard, ${:.2}, whatever the traffic (before the free {} a month, {:.0} % of one shard's calls). The host it runs on is not counted.", ttl_sweeper::tools::follow::POLL.as_millis(), daemon_polls_per_s(), thousands(calls), calls * PRICE_STREAMS_RRU, thousands(STREAMS_FREE_RRU), STREAMS_FREE_RRU / calls * 100.0);
     let per_m = |r: WindowPaths, x: f64| x / (r.items / 1e6);
     let (light4, heavy4) = (row(1e6, 4.0), row(1e9, 4.0));
     let mid = row(1e8, 1.0);
