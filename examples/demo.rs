@@ -1,16 +1,20 @@
 //! `make demo`: watch expired items disappear from a local DynamoDB table.
 //!
-//! Creates a table with the sweeper's GSI (native TTL left off, so only the sweeper deletes),
-//! writes items expiring over the next ~30 s plus items that must survive, and runs tick mode as
-//! a deployed function does (`TICK_SECONDS=1`: a sweep just after every second, as of the clock
+//! Creates a table with the sweeper's GSI and a stream (native TTL left off, so only the sweeper
+//! deletes), writes items expiring over the next ~30 s plus items that must survive — half of
+//! them by a writer that sets the window attribute, half by an application that writes only its
+//! own attributes and a ttl, whose items the stream indexer gives their window — and runs tick
+//! mode as a deployed function does (`TICK_SECONDS=1`: a sweep just after every second, as of the clock
 //! to the millisecond, with a full sweep beside it), printing what each tick deleted and how late,
-//! and at the end what native TTL would have done. Exits non-zero unless every expired item is
+//! and at the end what native TTL would have done. The stream indexer follows the table's stream
+//! beside the ticks, as `ttl-sweeper run --follow-stream` does. Exits non-zero unless every expired item is
 //! gone, every survivor is intact and the worst lag stayed under [`LAG_BOUND`] (a few ticks,
 //! for a busy machine; it is tens of milliseconds on an idle one).
 //!
 //! With `AWS_ENDPOINT_URL_SQS` set (the Makefile starts moto for it), it also creates an SQS
 //! queue, has the sweeper publish an expiry event per deleted item there
-//! (`EXPIRY_EVENTS=sqs:<queue URL>`), and prints the events as they arrive.
+//! (`EXPIRY_EVENTS=sqs:<queue URL>`), and prints the events as they arrive; their `lag_ms` gives
+//! the lag of each kind of writer.
 //!
 //! Uses the standard AWS environment (`AWS_ENDPOINT_URL`, `AWS_REGION`, credentials); the
 //! Makefile points it at the DynamoDB Local it starts.
@@ -21,13 +25,17 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue as AV, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
-    KeyType, Projection, ProjectionType, PutRequest, ScalarAttributeType, Select, WriteRequest,
+    KeyType, Projection, ProjectionType, PutRequest, ScalarAttributeType, Select,
+    StreamSpecification, StreamViewType, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
+use tokio_util::sync::CancellationToken;
 use ttl_sweeper::config::Config;
 use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Ticks};
 use ttl_sweeper::expiry::window::window_key;
 use ttl_sweeper::expiry::Timestamp;
+use ttl_sweeper::store::stream::StreamClient;
+use ttl_sweeper::tools::follow::{FollowReport, Follower};
 
 const TABLE: &str = "ttl-sweeper-demo";
 const EXPIRING: i64 = 300;
@@ -78,26 +86,44 @@ async fn main() -> anyhow::Result<()> {
     let sweeper = ttl_sweeper::connect(&config, || Timestamp::from_datetime(chrono::Utc::now()))
         .await?
         .sweeper;
+    let streams = StreamClient::from_env().await;
+    let follower = match Follower::open(sweeper.store(), streams, TABLE, None).await {
+        Ok(follower) => Some(follower),
+        Err(e) => {
+            println!(
+                "this server does not serve DynamoDB Streams ({e}): every writer sets the window\n"
+            );
+            None
+        }
+    };
+    let ttl_only = |i: i64| follower.is_some() && i % 2 == 1;
     // Everything is set up: the items expire from LEAD_SECS from now, ticking starts at once.
     let start = chrono::Utc::now().timestamp();
     let mut items = Vec::new();
+    // Even items: a writer that sets the window; odd ones: only a ttl.
     for i in 0..EXPIRING {
-        items.push(item(
-            &format!("session-{i:03}"),
-            Some(start + LEAD_SECS + i % SPREAD_SECS),
-        ));
+        let ttl = start + LEAD_SECS + i % SPREAD_SECS;
+        items.push(item(&format!("session-{i:03}"), Some(ttl), !ttl_only(i)));
     }
     for i in 0..SURVIVORS {
-        items.push(item(&format!("survivor-{i:02}"), Some(start + 3600 + i)));
+        let ttl = start + 3600 + i;
+        items.push(item(&format!("survivor-{i:02}"), Some(ttl), !ttl_only(i)));
     }
     for i in 0..NO_TTL {
-        items.push(item(&format!("no-ttl-{i:02}"), None));
+        items.push(item(&format!("no-ttl-{i:02}"), None, false));
     }
     put_all(&client, items).await?;
     println!(
         "wrote {EXPIRING} items expiring from {LEAD_SECS} s to {} s after the start, {SURVIVORS} \
-         expiring in an hour, {NO_TTL} without a ttl; tick mode: a sweep every {} s\n",
+         expiring in an hour, {NO_TTL} without a ttl; {}; tick mode: a sweep every {} s\n",
         LEAD_SECS + SPREAD_SECS - 1,
+        match follower {
+            Some(_) =>
+                "half of those with a ttl by a writer that sets the window, half by one \
+                        that writes only its own attributes and the ttl (the stream indexer \
+                        gives them their window)",
+            None => "all of those with a ttl by a writer that sets the window",
+        },
         TICK.as_secs()
     );
 
@@ -127,7 +153,20 @@ async fn main() -> anyhow::Result<()> {
             );
         }
     };
-    let report = run_ticks(&sweeper, now, &clock, &ticks, &Stop::never(), on_tick).await;
+    let done = CancellationToken::new();
+    let sweeps = async {
+        let report = run_ticks(&sweeper, now, &clock, &ticks, &Stop::never(), on_tick).await;
+        done.cancel();
+        report
+    };
+    let follow_stop = Stop::never().with_cancel(done.clone());
+    let follow = async {
+        match &follower {
+            Some(follower) => follower.run(&sweeper, &clock, &follow_stop).await,
+            None => FollowReport::default(),
+        }
+    };
+    let (report, followed) = tokio::join!(sweeps, follow);
     anyhow::ensure!(
         report.is_success(),
         "sweep failed: {}",
@@ -154,6 +193,25 @@ async fn main() -> anyhow::Result<()> {
         report.lag.p99_ms as f64 / 1000.0,
         report.lag.max_ms as f64 / 1000.0,
         TICK.as_secs()
+    );
+    if let Some(e) = &events {
+        for (writer, parity) in [("sets the window", 0), ("sets only the ttl", 1)] {
+            let mut lags = e.lags(|n| n % 2 == parity);
+            lags.sort_by(f64::total_cmp);
+            let at = |p: f64| lags.get(((lags.len() as f64 * p).ceil() as usize).saturating_sub(1));
+            if let (Some(p50), Some(p99), Some(max)) = (at(0.5), at(0.99), lags.last()) {
+                println!(
+                    "    writer {writer:<17}: p50 {p50:.3} s, p99 {p99:.3} s, max {max:.3} s \
+                     ({} items, from their expiry events)",
+                    lags.len()
+                );
+            }
+        }
+    }
+    println!(
+        "  stream indexer        : {} records read, {} windows set for writers that set only \
+         the ttl, {} records failed",
+        followed.index.records, followed.index.items.written, followed.skipped_records
     );
     println!(
         "  native TTL instead    : these {EXPIRING} items would be deleted \"within a few days of \
@@ -184,6 +242,12 @@ async fn main() -> anyhow::Result<()> {
         && Duration::from_millis(report.lag.max_ms) < LAG_BOUND
         && survivors == SURVIVORS as usize
         && untimed == NO_TTL as usize
+        && followed.index.items.written
+            == (0..EXPIRING)
+                .chain(0..SURVIVORS)
+                .filter(|&i| ttl_only(i))
+                .count() as u64
+        && followed.skipped_records == 0
         && events_ok;
     println!(
         "  result                : {}",
@@ -193,17 +257,19 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn item(id: &str, ttl: Option<i64>) -> HashMap<String, AV> {
+/// An item with the application's attributes and, if given, a ttl; with `window`, written as a
+/// writer that sets the window attribute too.
+fn item(id: &str, ttl: Option<i64>, window: bool) -> HashMap<String, AV> {
     let mut item = HashMap::from([
         ("id".to_string(), AV::S(id.into())),
         ("payload".to_string(), AV::S(format!("data for {id}"))),
     ]);
     if let Some(ttl) = ttl {
         item.insert("ttl".into(), AV::N(ttl.to_string()));
-        item.insert(
-            "expirationWindow".into(),
-            AV::S(window_key(ttl as f64, 60).expect("valid ttl")),
-        );
+        if window {
+            let key = window_key(ttl as f64, 60).expect("valid ttl");
+            item.insert("expirationWindow".into(), AV::S(key));
+        }
     }
     item
 }
@@ -250,9 +316,18 @@ async fn create_table(client: &Client) -> anyhow::Result<()> {
                 .build()?,
         )
         .billing_mode(BillingMode::PayPerRequest)
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::NewAndOldImages)
+                .build()?,
+        )
         .send()
         .await?;
-    println!("created table {TABLE} with GSI expirationWindowIndex (expirationWindow, ttl); native TTL off");
+    println!(
+        "created table {TABLE} with GSI expirationWindowIndex (expirationWindow, ttl) and a \
+         stream (NEW_AND_OLD_IMAGES); native TTL off"
+    );
     Ok(())
 }
 
@@ -337,6 +412,8 @@ struct EventReader {
     queue_url: String,
     /// Event id → item id.
     seen: Arc<Mutex<HashMap<String, String>>>,
+    /// Item id → the lag its event reports (s).
+    lag: Arc<Mutex<HashMap<String, f64>>>,
     counts: Arc<Mutex<(usize, usize)>>, // (duplicates, events for items not named session-*)
 }
 
@@ -353,9 +430,11 @@ impl EventReader {
         let reader = EventReader {
             queue_url: queue_url.clone(),
             seen: Arc::default(),
+            lag: Arc::default(),
             counts: Arc::default(),
         };
         let (seen, counts) = (reader.seen.clone(), reader.counts.clone());
+        let lag = reader.lag.clone();
         tokio::spawn(async move {
             loop {
                 let Ok(got) = sqs
@@ -380,6 +459,8 @@ impl EventReader {
                         .as_str()
                         .unwrap_or_default()
                         .to_owned();
+                    let lag_s = detail["lag_ms"].as_f64().unwrap_or_default() / 1000.0;
+                    lag.lock().unwrap().insert(item.clone(), lag_s);
                     let mut seen = seen.lock().unwrap();
                     let mut counts = counts.lock().unwrap();
                     if !item.starts_with("session-") {
@@ -422,6 +503,16 @@ impl EventReader {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         self.seen.lock().unwrap().len()
+    }
+
+    /// The lags of the sessions whose number passes `which`.
+    fn lags(&self, which: impl Fn(i64) -> bool) -> Vec<f64> {
+        let lag = self.lag.lock().unwrap();
+        let number = |id: &str| id.strip_prefix("session-")?.parse::<i64>().ok();
+        lag.iter()
+            .filter(|(id, _)| number(id).is_some_and(&which))
+            .map(|(_, lag)| *lag)
+            .collect()
     }
 
     fn duplicates(&self) -> usize {

@@ -136,8 +136,8 @@ pub struct Follower {
 }
 
 impl Follower {
-    /// Checks that `table` has a stream whose records carry the new image, and loads the position
-    /// saved in `saved_at` (checkpoint table, item id), if any.
+    /// Checks that `table` has a stream whose records carry the new image and that its shards can
+    /// be listed, and loads the position saved in `saved_at` (checkpoint table, item id), if any.
     pub async fn open(
         store: &DynamoStore,
         streams: StreamClient,
@@ -155,6 +155,8 @@ impl Follower {
                 view: stream.view,
             });
         }
+        // The streams API answers (and may be called) before anything starts.
+        streams.shards(&stream.arn).await?;
         let fresh = Position {
             stream: stream.arn.clone(),
             shards: BTreeMap::new(),
