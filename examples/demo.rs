@@ -162,7 +162,7 @@ async fn main() -> anyhow::Result<()> {
     let follow_stop = Stop::never().with_cancel(done.clone());
     let follow = async {
         match &follower {
-            Some(follower) => follower.run(&sweeper, &clock, &follow_stop).await,
+            Some(follower) => follower.run(&sweeper, &clock, &follow_stop, &|_| {}).await,
             None => FollowReport::default(),
         }
     };

@@ -22,6 +22,8 @@ use ttl_sweeper::store::Key;
 struct Daemon {
     child: Child,
     log: PathBuf,
+    /// Where it serves `/metrics`.
+    metrics_port: u16,
 }
 
 impl Daemon {
@@ -34,23 +36,22 @@ impl Daemon {
         let log = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join(format!("target/test-servers/follow-{table}-{name}.log"));
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let metrics_port = free_port();
         let child = local_cli()
-            .args([
-                "--log-format",
-                "json",
-                "run",
-                "--every",
-                "1s",
-                "--follow-stream",
-            ])
-            .args(["--table-name", table])
+            .args(["--log-format", "json", "run", "--every", "1s"])
+            .args(["--follow-stream", "--table-name", table])
+            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
             .env("CHECKPOINT_TABLE", checkpoint)
             .env("AWS_ENDPOINT_URL", endpoint)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let daemon = Daemon { child, log };
+        let daemon = Daemon {
+            child,
+            log,
+            metrics_port,
+        };
         // Following once the stream is open: the log says so.
         let open = poll(
             Duration::from_secs(30),
@@ -60,6 +61,20 @@ impl Daemon {
         );
         assert!(open.contains("following the table's stream"), "{open}");
         daemon
+    }
+
+    /// The value of metric `name` in `/metrics`.
+    fn metric(&self, name: &str) -> Option<f64> {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(stream, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let line = response
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{{")))?;
+        line.rsplit(' ').next()?.parse().ok()
     }
 
     fn log_text(&self) -> String {
@@ -341,6 +356,13 @@ async fn rewrites_and_unusable_ttls_delete_nothing_live_and_never_stop_the_shard
     }
     assert_eq!(window_of(&client, &table, "millis").await, None);
     assert_eq!(window_of(&client, &table, "ancient").await, None);
+    // What a scraper sees: the counters, and the follower caught up.
+    let metric = |name: &str| daemon.metric(name).unwrap_or_else(|| panic!("no {name}"));
+    assert_eq!(metric("ttl_sweeper_stream_invalid_ttl_total"), 2.0);
+    assert!(metric("ttl_sweeper_stream_windows_written_total") >= 11.0);
+    assert!(metric("ttl_sweeper_stream_records_total") >= 24.0);
+    assert_eq!(metric("ttl_sweeper_stream_skipped_records_total"), 0.0);
+    assert_eq!(metric("ttl_sweeper_stream_record_age_seconds"), 0.0);
     assert!(daemon.signal(libc::SIGTERM).success());
     let report = daemon.final_report();
     assert_eq!(report["index"]["items"]["invalid_ttl"], 2, "{report}");

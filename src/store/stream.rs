@@ -237,6 +237,10 @@ fn event_record(record: Record) -> EventRecord {
         c.new_image = item(change.new_image);
         c.old_image = item(change.old_image);
         c.sequence_number = change.sequence_number;
+        if let Some(at) = change.approximate_creation_date_time {
+            let at = chrono::DateTime::from_timestamp(at.secs(), at.subsec_nanos());
+            c.approximate_creation_date_time = at.unwrap_or_default();
+        }
         c.size_bytes = change.size_bytes.unwrap_or(0);
         out.change = c;
     }

@@ -28,6 +28,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::SweepReport;
+use crate::tools::follow::FollowReport;
 
 /// Each EMF metric name with its Prometheus name.
 pub const METRICS: [(&str, &str); 10] = [
@@ -48,6 +49,16 @@ const SWEEPS: &str = "ttl_sweeper_sweeps_total";
 const SWEEPS_FAILED: &str = "ttl_sweeper_sweeps_failed_total";
 /// Seconds since the last successful sweep (since start-up before the first).
 const SINCE_SUCCESS: &str = "ttl_sweeper_seconds_since_last_success";
+/// `run --follow-stream`: the stream follower's counters (names and help).
+const STREAM_COUNTERS: [(&str, &str); 6] = [
+    ("ttl_sweeper_stream_records_total", "run --follow-stream: stream records read"),
+    ("ttl_sweeper_stream_windows_written_total", "run --follow-stream: windows set on items written with only a ttl"),
+    ("ttl_sweeper_stream_expired_deleted_total", "run --follow-stream: items written already expired, deleted"),
+    ("ttl_sweeper_stream_invalid_ttl_total", "run --follow-stream: items written with an unusable ttl (not a Number, milliseconds, more than five years old)"),
+    ("ttl_sweeper_stream_skipped_records_total", "run --follow-stream: records that failed every attempt and were passed (their items need backfill)"),
+    ("ttl_sweeper_stream_trimmed_total", "run --follow-stream: times records were trimmed from the stream before they were read (their items need backfill)"),
+];
+const STREAM_AGE: &str = "ttl_sweeper_stream_record_age_seconds";
 
 /// The daemon's metrics and health.
 #[derive(Debug)]
@@ -105,6 +116,15 @@ impl DaemonMetrics {
                 Unit::Seconds,
                 "Time since the last successful sweep"
             );
+            for (name, help) in STREAM_COUNTERS {
+                describe_counter!(name, Unit::Count, help);
+            }
+            describe_gauge!(
+                STREAM_AGE,
+                Unit::Seconds,
+                "run --follow-stream: age of the newest stream record of each shard's last read, \
+                 0 when caught up (the largest over the shards; Lambda's IteratorAge)"
+            );
         });
         this.record_sweep(&SweepReport::default(), false);
         this
@@ -139,6 +159,25 @@ impl DaemonMetrics {
             counter!(SWEEPS, "table" => self.table.clone()).increment(u64::from(counts));
             let failed = counts && !r.is_success();
             counter!(SWEEPS_FAILED, "table" => self.table.clone()).increment(u64::from(failed));
+        });
+    }
+
+    /// Sets the stream follower's counters and its record age to `r`, its totals so far.
+    pub fn record_stream(&self, r: &FollowReport) {
+        metrics::with_local_recorder(&self.recorder, || {
+            let values = [
+                r.index.records,
+                r.index.items.written,
+                r.index.items.deleted_expired,
+                r.index.items.invalid_ttl,
+                r.skipped_records,
+                r.trimmed,
+            ];
+            for ((name, _), value) in STREAM_COUNTERS.iter().zip(values) {
+                counter!(*name, "table" => self.table.clone()).absolute(value);
+            }
+            let age = r.record_age_ms as f64 / 1000.0;
+            gauge!(STREAM_AGE, "table" => self.table.clone()).set(age);
         });
     }
 

@@ -122,6 +122,10 @@ pub struct FollowReport {
     pub trimmed: u64,
     /// Shards read to their end.
     pub shards_done: u64,
+    /// How far behind the follower is, as of its last read of each shard: the age of the newest
+    /// record of the shard's last batch (ms), 0 for a shard read up to its end; the largest over
+    /// the shards. What Lambda reports as `IteratorAge` for an event source mapping.
+    pub record_age_ms: u64,
 }
 
 /// The follower of one table's stream, checked and with its saved position loaded.
@@ -195,17 +199,21 @@ impl Follower {
 
     /// Follows the stream for `sweeper`'s table until `stop`, then saves the position and returns
     /// what was done. Deletes' expiry events go through `sweeper`'s hook, as a sweep's do.
+    /// `progress` sees the totals after every batch and every read that found nothing new.
     pub async fn run(
         &self,
         sweeper: &Sweeper<DynamoStore>,
         clock: &dyn Clock,
         stop: &Stop,
+        progress: &dyn Fn(&FollowReport),
     ) -> FollowReport {
         let reader = Reader {
             follower: self,
             sweeper,
             clock,
             stop,
+            progress,
+            ages: RefCell::default(),
             position: RefCell::new(self.start.clone()),
             dirty: Cell::new(false),
             report: RefCell::new(FollowReport {
@@ -227,6 +235,9 @@ struct Reader<'a> {
     sweeper: &'a Sweeper<DynamoStore>,
     clock: &'a dyn Clock,
     stop: &'a Stop,
+    progress: &'a dyn Fn(&FollowReport),
+    /// Per shard being read: the age (ms) of the newest record of its last read, 0 when caught up.
+    ages: RefCell<BTreeMap<String, u64>>,
     position: RefCell<Position>,
     dirty: Cell<bool>,
     report: RefCell<FollowReport>,
@@ -273,6 +284,7 @@ impl Reader<'_> {
             tokio::select! {
                 Some(ended) = readers.next(), if !readers.is_empty() => {
                     running.remove(&ended);
+                    self.ages.borrow_mut().remove(&ended);
                     // Its children may start now.
                     discover_at = Instant::now();
                 }
@@ -373,9 +385,18 @@ impl Reader<'_> {
                 Ok(batch) => {
                     errors = 0;
                     let empty = batch.records.is_empty();
+                    let newest = batch
+                        .records
+                        .last()
+                        .map(|r| r.change.approximate_creation_date_time);
+                    let age = newest.map_or(0, |at| {
+                        let ms = self.clock.now().millis() - at.timestamp_millis();
+                        u64::try_from(ms).unwrap_or(0)
+                    });
                     if !empty {
                         self.index(&shard, batch.records).await;
                     }
+                    self.aged(&shard, if batch.next.is_some() { age } else { 0 });
                     let Some(next) = batch.next else {
                         if !self.stop.reached() {
                             self.set(&shard, ShardPosition::Done);
@@ -475,6 +496,15 @@ impl Reader<'_> {
         {
             self.set(shard, ShardPosition::After(sequence));
         }
+    }
+
+    /// Records `shard`'s age as of its last read and reports the totals.
+    fn aged(&self, shard: &str, age_ms: u64) {
+        let mut ages = self.ages.borrow_mut();
+        ages.insert(shard.to_owned(), age_ms);
+        let mut report = self.report.borrow_mut();
+        report.record_age_ms = ages.values().copied().max().unwrap_or(0);
+        (self.progress)(&report);
     }
 
     fn set(&self, shard: &str, at: ShardPosition) {

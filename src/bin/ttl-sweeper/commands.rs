@@ -21,7 +21,7 @@ use ttl_sweeper::tools::audit::{self, AuditReport};
 use ttl_sweeper::tools::backfill::{
     self, default_segments, default_state_path, BackfillOptions, Start,
 };
-use ttl_sweeper::tools::follow::Follower;
+use ttl_sweeper::tools::follow::{FollowReport, Follower};
 
 use crate::{AuditArgs, BackfillArgs};
 
@@ -173,7 +173,12 @@ where
     let sweeps = run_ticks(&sweeper, first, &*clock, &ticks, &stop, on_tick);
     let follow = async {
         if let Some(follower) = &follower {
-            follower.run(&sweeper, &*clock, &stop).await;
+            let progress = |r: &FollowReport| {
+                if let Some(metrics) = &endpoint {
+                    metrics.record_stream(r);
+                }
+            };
+            follower.run(&sweeper, &*clock, &stop, &progress).await;
         }
     };
     let (mut report, ()) = tokio::join!(sweeps, follow);
