@@ -15,7 +15,8 @@
 //! - [`lambda`]: the Lambda edge — the accepted events and one invocation, from event to report;
 //!   a batch of the table's DynamoDB Streams records goes to the stream indexer instead.
 //! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit — and
-//!   the stream indexer, which gives items written with only a ttl their window.
+//!   the stream indexer, which gives items written with only a ttl their window, with the
+//!   daemon's follower of the table's stream (`run --follow-stream`).
 //! - [`config`]: every setting — [`config::Settings`], one derived clap struct, read from flags
 //!   or from environment variables of the same names — validated once and turned
 //!   into the narrow structs below ([`expiry::Layout`], [`store::TableTarget`],
@@ -32,8 +33,9 @@
 //!   sends it), the report, checkpoint planning, ticks, and the one backoff
 //!   ([`engine::retry::full_jitter`], for every retry loop above too).
 //! - [`store`]: the only code that talks to DynamoDB, behind the typed [`store::Store`]
-//!   seam; errors, start-up checks, and the key dialect of reports and events (DynamoDB JSON,
-//!   through `serde_dynamo`). Every request goes through the AWS SDK's own pipeline.
+//!   seam; errors, start-up checks, the key dialect of reports and events (DynamoDB JSON,
+//!   through `serde_dynamo`), and the table's DynamoDB stream ([`store::stream`]: shards,
+//!   iterators, records). Every request goes through the AWS SDKs' own pipelines.
 //! - [`streams`]: for consumers of the table's DynamoDB Stream — [`streams::is_expiry_removal`]
 //!   tells a `REMOVE` of an expired item (ours or native TTL's, in any Region) from an
 //!   application's delete.
