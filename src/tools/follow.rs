@@ -19,7 +19,9 @@
 //!   so a shard never stops. `backfill` gives such an item its window.
 //!
 //! Shards are read concurrently, at most [`MAX_SHARDS`] at once, each polled every [`POLL`] while
-//! it has nothing new (DynamoDB Streams allows five `GetRecords` a second per shard).
+//! it has nothing new (DynamoDB Streams allows five `GetRecords` a second per shard); at most
+//! [`MAX_BATCHES`] batches are held at once, read and not yet indexed, so memory stays bounded
+//! however many shards the stream has.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashSet};
@@ -47,6 +49,8 @@ pub const SAVE_EVERY: Duration = Duration::from_secs(1);
 pub const MAX_ATTEMPTS: u32 = 10;
 /// The longest wait between attempts at a failing record.
 const RETRY_CAP: Duration = Duration::from_secs(2);
+/// Batches read and not yet indexed, at most (each up to 1,000 records, 1 MB).
+pub const MAX_BATCHES: usize = 8;
 /// Shards read at once; a stream with more open shards than this waits for a slot.
 pub const MAX_SHARDS: usize = 256;
 /// A progress line is logged at most this often, when records came.
@@ -213,6 +217,7 @@ impl Follower {
             clock,
             stop,
             progress,
+            batches: tokio::sync::Semaphore::new(MAX_BATCHES),
             ages: RefCell::default(),
             position: RefCell::new(self.start.clone()),
             dirty: Cell::new(false),
@@ -236,6 +241,8 @@ struct Reader<'a> {
     clock: &'a dyn Clock,
     stop: &'a Stop,
     progress: &'a dyn Fn(&FollowReport),
+    /// Permits to hold a batch ([`MAX_BATCHES`]).
+    batches: tokio::sync::Semaphore,
     /// Per shard being read: the age (ms) of the newest record of its last read, 0 when caught up.
     ages: RefCell<BTreeMap<String, u64>>,
     position: RefCell<Position>,
@@ -381,6 +388,10 @@ impl Reader<'_> {
                     }
                 }
             };
+            // The batch is held until it is indexed: at most MAX_BATCHES of them in memory.
+            let Ok(permit) = self.batches.acquire().await else {
+                return shard;
+            };
             match streams.records(&current).await {
                 Ok(batch) => {
                     errors = 0;
@@ -406,6 +417,7 @@ impl Reader<'_> {
                         return shard;
                     };
                     iterator = Some(next);
+                    drop(permit);
                     if empty {
                         self.pause(POLL).await;
                     }
@@ -416,6 +428,7 @@ impl Reader<'_> {
                     self.position.borrow_mut().shards.remove(&shard);
                 }
                 Err(e) => {
+                    drop(permit);
                     errors += 1;
                     tracing::warn!(shard, error = %e, "could not read the shard; trying again");
                     self.pause(full_jitter(POLL, Duration::from_secs(30), errors))
