@@ -437,7 +437,7 @@ async fn items_written_with_only_a_ttl_get_their_window_or_go_through_the_mappin
     // Writers that set only a ttl: due in a few seconds, already expired, live for an hour.
     let now = now();
     let (due, expired, live) = (names("due", 10), names("expired", 5), names("live", 10));
-    let due_at = now + 5;
+    let due_at = now + 6;
     let mut items: Vec<Key> = due.iter().map(|id| unwindowed(id, due_at)).collect();
     items.extend(expired.iter().map(|id| unwindowed(id, now - 10)));
     items.extend(live.iter().map(|id| unwindowed(id, now + 3600)));
