@@ -20,6 +20,8 @@
 //!   environment is busy: K environments model a reserved concurrency of K.
 //! - An invocation still running at its deadline times out: its environment is killed and a
 //!   fresh one started, as Lambda does.
+//! - [`RuntimeApi::invoke`] delivers any event (a stream batch, as an event source mapping
+//!   invokes the function) and waits for its outcome, as a synchronous invocation does.
 //!
 //! Everything listens on 127.0.0.1 only. [`Recorder`] is a pass-through proxy that holds and
 //! observes the requests to an AWS JSON endpoint.
@@ -213,6 +215,8 @@ struct State {
     queue: VecDeque<usize>,
     invocations: Vec<Invocation>,
     by_id: HashMap<String, usize>,
+    /// The events of invocations not from the schedule ([`RuntimeApi::invoke`]), by index.
+    events: HashMap<usize, String>,
     init_errors: Vec<String>,
     stopped: bool,
 }
@@ -353,6 +357,38 @@ impl RuntimeApi {
                 }
             }));
         planned
+    }
+
+    /// Delivers `event` to the first free environment (it waits while every one is busy) and
+    /// waits until it answers, fails or times out: the invocation, its outcome final.
+    pub async fn invoke(&self, event: &Value) -> Invocation {
+        let idx = {
+            let mut st = self.inner.state();
+            let (idx, now) = (st.invocations.len(), wall());
+            let request_id = format!("{:08x}-e{idx:04}", fastrand::u32(..));
+            st.by_id.insert(request_id.clone(), idx);
+            st.events.insert(idx, event.to_string());
+            st.invocations.push(Invocation {
+                request_id,
+                scheduled: now,
+                delivered: now,
+                env: None,
+                start: None,
+                deadline: None,
+                end: None,
+                outcome: Outcome::Waiting,
+            });
+            st.queue.push_back(idx);
+            dispatch(&self.inner, &mut st);
+            idx
+        };
+        loop {
+            let invocation = self.inner.state().invocations[idx].clone();
+            if !matches!(invocation.outcome, Outcome::Waiting | Outcome::Running) {
+                return invocation;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// Waits until no invocation is waiting or running, or the wall clock reads `until`.
@@ -520,9 +556,13 @@ fn dispatch(inner: &Arc<Inner>, st: &mut State) {
         let time = chrono::DateTime::from_timestamp(inv.scheduled as i64, 0)
             .unwrap()
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let body = match st.events.get(&idx) {
+            Some(event) => event.clone(),
+            None => json!({ "time": time }).to_string(),
+        };
         let delivery = Delivery {
             request_id: inv.request_id.clone(),
-            body: json!({ "time": time }).to_string(),
+            body,
             deadline_ms: (deadline * 1000.0).round() as i64,
         };
         if waiter.send(delivery).is_err() {

@@ -1,0 +1,705 @@
+//! The Lambda binary under the local Runtime API, fed DynamoDB Local's real stream the way an event
+//! source mapping feeds it.
+//!
+//! [`Esm`] emulates one mapping on one shard as the AWS Lambda Developer Guide documents it for
+//! `ReportBatchItemFailures`, `BisectBatchOnFunctionError` and `MaximumRetryAttempts` with an
+//! on-failure destination:
+//! - batches of at most `batch_size` records, in the shard's order, from the checkpoint;
+//! - an answer with an empty or null `batchItemFailures` (or no answer body): the whole batch
+//!   succeeded, the checkpoint moves past it;
+//! - an answer naming records: the checkpoint moves to just before the one with the lowest sequence
+//!   number and, with bisection on, the batch is split there and only the records from it on are
+//!   delivered again; an identifier that is empty, null, under another key or not a record of the
+//!   batch fails the batch as a whole;
+//! - a function error (or a timeout): the batch is split in two and each half delivered (splitting
+//!   does not count as a retry); a single record is retried, and once it has failed
+//!   `MaximumRetryAttempts` retries it goes to the on-failure destination (here a `Vec`) and the
+//!   checkpoint moves past it.
+//!
+//! Each test starts its own function (one execution environment, stopped by its PID) and tables on
+//! the shared DynamoDB Local; the stream is read with `aws-sdk-dynamodbstreams` (`DescribeStream`,
+//! `GetShardIterator` `TRIM_HORIZON`, `GetRecords`) and each record turned into the Lambda event's
+//! JSON.
+
+mod common;
+#[path = "support/fault_proxy.rs"]
+mod fault_proxy;
+#[path = "support/runtime_api.rs"]
+mod runtime_api;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::StreamViewType;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodbstreams as streams;
+use common::*;
+use fault_proxy::{Fault, FaultProxy, Plan};
+use runtime_api::{wall, Invocation, Options, Outcome, RuntimeApi};
+use serde_json::{json, Value};
+use ttl_sweeper::expiry::window::window_key;
+use ttl_sweeper::store::Key;
+
+/// Records per batch (the construct's mapping uses 100; fewer here so that a test sees several).
+const BATCH_SIZE: usize = 10;
+
+/// `MaximumRetryAttempts` of the emulated mapping.
+const MAX_RETRIES: u32 = 2;
+
+// ------------------------------------------------------------------------------------- the stream
+
+/// A DynamoDB Streams client for the test server.
+fn streams_client() -> streams::Client {
+    use streams::config::{BehaviorVersion, Credentials, Region};
+    let config = streams::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(endpoint())
+        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
+        .build();
+    streams::Client::from_conf(config)
+}
+
+/// The table's stream, read from its oldest record: every record read so far, as the Lambda
+/// event carries it.
+struct Stream {
+    client: streams::Client,
+    arn: String,
+    iterator: Option<String>,
+    records: Vec<Value>,
+}
+
+impl Stream {
+    async fn of(client: &Client, table: &str) -> Stream {
+        let described = client.describe_table().table_name(table).send().await;
+        let table = described.unwrap().table.unwrap();
+        let arn = table.latest_stream_arn.expect("the table has a stream");
+        Stream {
+            client: streams_client(),
+            arn,
+            iterator: None,
+            records: Vec::new(),
+        }
+    }
+
+    /// Reads on until the shard has given at least `n` records (fails after 15 s): the records.
+    async fn read_until(&mut self, n: usize) -> Vec<Value> {
+        let started = Instant::now();
+        while self.records.len() < n {
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "the stream gave {} records, not {n}:\n{:#?}",
+                self.records.len(),
+                self.records
+            );
+            if self.read().await == 0 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        self.records.clone()
+    }
+
+    /// One `GetRecords` (once the stream lists its shard): how many records it gave.
+    async fn read(&mut self) -> usize {
+        if self.iterator.is_none() {
+            self.iterator = self.open().await;
+        }
+        let Some(iterator) = self.iterator.clone() else {
+            return 0;
+        };
+        let out = self.client.get_records().shard_iterator(iterator);
+        let out = out.send().await.expect("GetRecords");
+        self.iterator = out.next_shard_iterator;
+        let page = out.records.unwrap_or_default();
+        let arn = &self.arn;
+        self.records
+            .extend(page.iter().map(|r| lambda_record(r, arn)));
+        page.len()
+    }
+
+    /// An iterator at the oldest record of the stream's shard, once the stream lists one.
+    async fn open(&self) -> Option<String> {
+        let described = self.client.describe_stream().stream_arn(&self.arn).send();
+        let description = described
+            .await
+            .expect("DescribeStream")
+            .stream_description?;
+        let shards = description.shards();
+        assert!(
+            shards.len() <= 1,
+            "one shard expected of DynamoDB Local: {shards:#?}"
+        );
+        let shard = shards.first()?.shard_id()?;
+        let out = self
+            .client
+            .get_shard_iterator()
+            .stream_arn(&self.arn)
+            .shard_id(shard)
+            .shard_iterator_type(streams::types::ShardIteratorType::TrimHorizon)
+            .send()
+            .await
+            .expect("GetShardIterator");
+        out.shard_iterator
+    }
+}
+
+/// `record` of stream `arn` as the Lambda event carries it (DynamoDB JSON images).
+fn lambda_record(record: &streams::types::Record, arn: &str) -> Value {
+    let change = record.dynamodb().expect("a stream record");
+    let image = |i: &HashMap<String, streams::types::AttributeValue>| {
+        serde_json::to_value(serde_dynamo::Item::from(i.clone())).unwrap()
+    };
+    let mut dynamodb = json!({
+        "Keys": image(change.keys().expect("the record's keys")),
+        "SequenceNumber": change.sequence_number().expect("a sequence number"),
+        "SizeBytes": change.size_bytes(),
+        "StreamViewType": change.stream_view_type().map(|v| v.as_str()),
+    });
+    if let Some(at) = change.approximate_creation_date_time() {
+        dynamodb["ApproximateCreationDateTime"] = json!(at.secs());
+    }
+    for (field, i) in [
+        ("NewImage", change.new_image()),
+        ("OldImage", change.old_image()),
+    ] {
+        if let Some(i) = i {
+            dynamodb[field] = image(i);
+        }
+    }
+    json!({
+        "eventID": record.event_id(),
+        "eventName": record.event_name().map(|n| n.as_str()),
+        "eventVersion": record.event_version(),
+        "eventSource": record.event_source().unwrap_or("aws:dynamodb"),
+        "awsRegion": record.aws_region().unwrap_or("us-east-1"),
+        "eventSourceARN": arn,
+        "dynamodb": dynamodb,
+    })
+}
+
+fn sequence(record: &Value) -> &str {
+    record["dynamodb"]["SequenceNumber"].as_str().unwrap()
+}
+
+/// The `id` of the record's item.
+fn item(record: &Value) -> &str {
+    record["dynamodb"]["Keys"]["id"]["S"].as_str().unwrap()
+}
+
+/// A sequence number as a number (up to 40 digits: compared as decimal strings).
+fn numeric(sequence: &str) -> (usize, &str) {
+    let digits = sequence.trim_start_matches('0');
+    (digits.len(), digits)
+}
+
+// ------------------------------------------------------------------------------ the event source
+
+/// What the mapping made of one invocation's answer.
+#[derive(Debug, Clone, PartialEq)]
+enum Answer {
+    /// A partial batch response naming these records (none: the batch succeeded).
+    Failures(Vec<String>),
+    /// The function failed (an error, a timeout): the batch failed as a whole.
+    Error(String),
+    /// A response the mapping cannot read as a partial batch response: the batch failed as a whole.
+    Invalid(String),
+}
+
+/// One invocation by the mapping.
+#[derive(Debug, Clone)]
+struct Delivery {
+    /// The sequence numbers of the batch's records.
+    sequences: Vec<String>,
+    invocation: Invocation,
+    answer: Answer,
+}
+
+impl Delivery {
+    fn failed(&self) -> bool {
+        matches!(self.answer, Answer::Error(_) | Answer::Invalid(_))
+    }
+}
+
+/// An event source mapping on one shard: see the [module](self) description.
+struct Esm<'a> {
+    api: &'a RuntimeApi,
+    /// Records of the shard delivered or discarded: the next batch starts here.
+    checkpoint: usize,
+    /// Records discarded after their retries: the on-failure destination.
+    destination: Vec<Value>,
+    deliveries: Vec<Delivery>,
+}
+
+impl<'a> Esm<'a> {
+    fn new(api: &'a RuntimeApi) -> Self {
+        Esm {
+            api,
+            checkpoint: 0,
+            destination: Vec::new(),
+            deliveries: Vec::new(),
+        }
+    }
+
+    /// Delivers `shard`'s records from the checkpoint to its end.
+    async fn drain(&mut self, shard: &[Value]) {
+        while self.checkpoint < shard.len() {
+            let end = shard.len().min(self.checkpoint + BATCH_SIZE);
+            self.deliver(shard[self.checkpoint..end].to_vec()).await;
+        }
+    }
+
+    /// Delivers one batch until each of its records has been checkpointed or discarded.
+    async fn deliver(&mut self, batch: Vec<Value>) {
+        let mut pending = VecDeque::from([(batch, 0u32)]);
+        while let Some((batch, retries)) = pending.pop_front() {
+            let answer = self.invoke(&batch).await;
+            let failed_at = match &answer {
+                Answer::Failures(named) if named.is_empty() => None,
+                Answer::Failures(named) => {
+                    let lowest = named.iter().min_by_key(|s| numeric(s)).unwrap();
+                    Some(batch.iter().position(|r| sequence(r) == lowest).unwrap())
+                }
+                Answer::Error(_) | Answer::Invalid(_) => Some(0),
+            };
+            let Some(at) = failed_at else {
+                self.checkpoint += batch.len();
+                continue;
+            };
+            // Checkpointed up to the lowest failed record.
+            self.checkpoint += at;
+            let rest = batch[at..].to_vec();
+            let whole = matches!(answer, Answer::Error(_) | Answer::Invalid(_));
+            if whole && rest.len() > 1 {
+                // Bisected: each half on its own, the retry count as it was.
+                let half = rest.len() / 2;
+                pending.push_front((rest[half..].to_vec(), retries));
+                pending.push_front((rest[..half].to_vec(), retries));
+            } else if retries < MAX_RETRIES {
+                pending.push_front((rest, retries + 1));
+            } else {
+                self.checkpoint += rest.len();
+                self.destination.extend(rest);
+            }
+        }
+    }
+
+    /// Invokes the function with `batch` and reads its answer.
+    async fn invoke(&mut self, batch: &[Value]) -> Answer {
+        let invocation = self.api.invoke(&json!({ "Records": batch })).await;
+        let sequences: Vec<String> = batch.iter().map(|r| sequence(r).to_owned()).collect();
+        let answer = match &invocation.outcome {
+            Outcome::Succeeded(response) => partial_batch_response(response, &sequences),
+            Outcome::Failed(error) => Answer::Error(error.clone()),
+            other => Answer::Error(format!("{other:?}")),
+        };
+        self.deliveries.push(Delivery {
+            sequences,
+            invocation,
+            answer: answer.clone(),
+        });
+        answer
+    }
+
+    /// Every delivery, one line each, and the function's log: for failure messages.
+    fn context(&self) -> String {
+        format!("{}\n{}", self.describe(), logs(self.api))
+    }
+
+    /// Every delivery, one line each.
+    fn describe(&self) -> String {
+        let lines = self.deliveries.iter().map(|d| {
+            format!(
+                "  {} records {}..{}: {:?}",
+                d.sequences.len(),
+                d.sequences.first().map_or("", String::as_str),
+                d.sequences.last().map_or("", String::as_str),
+                d.answer
+            )
+        });
+        lines.collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// A response read as Lambda reads a partial batch response of a stream.
+fn partial_batch_response(response: &Value, sequences: &[String]) -> Answer {
+    let invalid = || Answer::Invalid(response.to_string());
+    let failures = match response {
+        Value::Null => return Answer::Failures(Vec::new()),
+        Value::Object(o) if o.is_empty() => return Answer::Failures(Vec::new()),
+        Value::Object(o) => match o.get("batchItemFailures") {
+            None | Some(Value::Null) => return Answer::Failures(Vec::new()),
+            Some(Value::Array(failures)) => failures,
+            Some(_) => return invalid(),
+        },
+        _ => return invalid(),
+    };
+    let mut named = Vec::new();
+    for failure in failures {
+        match failure.get("itemIdentifier").and_then(Value::as_str) {
+            Some(id) if sequences.iter().any(|s| s == id) => named.push(id.to_owned()),
+            _ => return invalid(),
+        }
+    }
+    Answer::Failures(named)
+}
+
+// ------------------------------------------------------------------------------------ the function
+
+/// The Lambda binary for `table`, reaching DynamoDB at `endpoint`: one execution environment.
+async fn function(table: &str, endpoint: &str, name: &str) -> RuntimeApi {
+    let log_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "target/test-servers/stream-esm-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&log_dir);
+    RuntimeApi::start(Options {
+        binary: PathBuf::from(env!("CARGO_BIN_EXE_ttl-sweeper-lambda")),
+        environments: 1,
+        timeout: Duration::from_secs(30),
+        env: local_env([
+            ("TABLE_NAME", table.to_owned()),
+            ("AWS_ENDPOINT_URL", endpoint.to_owned()),
+        ]),
+        log_dir,
+        function_name: format!("ttl-sweeper-stream-{name}"),
+    })
+    .await
+}
+
+/// The environments' log lines, for failure messages.
+fn logs(api: &RuntimeApi) -> String {
+    let text = api.logs().into_iter().map(std::fs::read_to_string);
+    text.map(Result::unwrap_or_default)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+// --------------------------------------------------------------------------------- the application
+
+fn names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+async fn streamed_table(client: &Client, prefix: &str) -> String {
+    new_table(client, prefix, |t| {
+        t.stream = Some(StreamViewType::NewAndOldImages)
+    })
+    .await
+}
+
+/// Sets the item's ttl and nothing else, as an application that knows nothing of windows does.
+async fn set_ttl(client: &Client, table: &str, id: &str, ttl: i64) {
+    client
+        .update_item()
+        .table_name(table)
+        .set_key(Some(id_key(id)))
+        .update_expression("SET #t = :t")
+        .expression_attribute_names("#t", "ttl")
+        .expression_attribute_values(":t", num(ttl))
+        .send()
+        .await
+        .expect("set ttl");
+}
+
+/// The item `id` (a consistent read), if there.
+async fn item_of(client: &Client, table: &str, id: &str) -> Option<Key> {
+    let read = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(id_key(id)))
+        .consistent_read(true);
+    read.send().await.expect("get item").item
+}
+
+/// `id`'s window attribute, `None` when it has none or is gone.
+async fn window_of(client: &Client, table: &str, id: &str) -> Option<String> {
+    let item = item_of(client, table, id).await?;
+    item.get("expirationWindow")
+        .map(|w| w.as_s().unwrap().clone())
+}
+
+fn window(ttl: i64) -> Option<String> {
+    Some(window_key(ttl as f64, 60).unwrap())
+}
+
+// ------------------------------------------------------------------------------------------ tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_written_with_only_a_ttl_get_their_window_or_go_through_the_mapping() {
+    let client = client().await;
+    let table = streamed_table(&client, "esm_writers").await;
+    let api = function(&table, &endpoint(), "writers").await;
+    let mut stream = Stream::of(&client, &table).await;
+
+    // Writers that set only a ttl: due in a few seconds, already expired, live for an hour.
+    let now = now();
+    let (due, expired, live) = (names("due", 10), names("expired", 5), names("live", 10));
+    let due_at = now + 6;
+    let mut items: Vec<Key> = due.iter().map(|id| unwindowed(id, due_at)).collect();
+    items.extend(expired.iter().map(|id| unwindowed(id, now - 10)));
+    items.extend(live.iter().map(|id| unwindowed(id, now + 3600)));
+    put_many(&client, &table, items).await;
+    // The application extends two of the due items and rewrites two live ones (one of them
+    // already expired), and deletes two items before their records are delivered.
+    let mut ttl: HashMap<String, i64> = due.iter().map(|id| (id.clone(), due_at)).collect();
+    ttl.extend(live.iter().map(|id| (id.clone(), now + 3600)));
+    for id in ["due-0", "due-1"] {
+        set_ttl(&client, &table, id, now + 7200).await;
+        ttl.insert(id.into(), now + 7200);
+    }
+    put_one(&client, &table, unwindowed("live-0", now - 5)).await;
+    ttl.remove("live-0");
+    put_one(&client, &table, unwindowed("live-1", now + 1800)).await;
+    ttl.insert("live-1".into(), now + 1800);
+    put_one(&client, &table, unwindowed("deleted-0", now + 3600)).await;
+    put_one(&client, &table, unwindowed("deleted-1", now - 10)).await;
+    delete_one(&client, &table, "deleted-0").await;
+    delete_one(&client, &table, "deleted-1").await;
+    let written = 25 + 2 + 2 + 4;
+
+    let mut esm = Esm::new(&api);
+    let shard = stream.read_until(written).await;
+    assert_eq!(shard.len(), written, "{shard:#?}");
+    esm.drain(&shard).await;
+    assert!(
+        wall() < due_at as f64,
+        "the machine is too slow for this test: the due items expired before their records were delivered"
+    );
+    // Every expired item is gone, every live one has the window of its last ttl, the deleted
+    // ones were not recreated.
+    let left = id_set(&client, &table).await;
+    let keys: HashSet<String> = ttl.keys().cloned().collect();
+    assert_eq!(left, keys, "{}", esm.context());
+    for (id, ttl) in &ttl {
+        let have = window_of(&client, &table, id).await;
+        assert_eq!(have, window(*ttl), "{id}\n{}", esm.context());
+    }
+    assert_eq!(
+        esm.deliveries.len(),
+        written.div_ceil(BATCH_SIZE),
+        "{}",
+        esm.context()
+    );
+    let clean = |esm: &Esm| {
+        esm.destination.is_empty()
+            && esm
+                .deliveries
+                .iter()
+                .all(|d| d.answer == Answer::Failures(Vec::new()))
+    };
+    assert!(clean(&esm), "{}", esm.context());
+
+    // The function's own writes come back: one record for each item it gave a window or
+    // deleted, and they need nothing.
+    let indexed = 25;
+    let shard = stream.read_until(written + indexed).await;
+    esm.drain(&shard).await;
+    let back = &shard[written..];
+    assert_eq!(
+        back.iter().filter(|r| r["eventName"] == "MODIFY").count(),
+        ttl.len(),
+        "{back:#?}"
+    );
+    assert_eq!(
+        back.iter().filter(|r| r["eventName"] == "REMOVE").count(),
+        indexed - ttl.len(),
+        "{back:#?}"
+    );
+    assert!(clean(&esm), "{}", esm.context());
+
+    // Once the due items' ttl has passed (by DynamoDB's clock too), a sweep by the same
+    // function finds them by the windows the stream gave them, and only them.
+    let wait = due_at as f64 + 1.5 - wall();
+    tokio::time::sleep(Duration::from_secs_f64(wait.max(0.0))).await;
+    let sweep = api.invoke(&json!({})).await;
+    let Outcome::Succeeded(report) = &sweep.outcome else {
+        panic!("sweep: {:?}\n{}", sweep.outcome, esm.context());
+    };
+    assert_eq!(removed_json(report), 8, "{report}");
+    let mut kept: HashSet<String> = ["due-0", "due-1"].map(String::from).into();
+    kept.extend(live[1..].iter().cloned());
+    assert_eq!(id_set(&client, &table).await, kept, "{}", esm.context());
+    for id in &kept {
+        let have = window_of(&client, &table, id).await;
+        assert_eq!(have, window(ttl[id]), "{id}");
+    }
+    // The sweep's deletes come back too, and need nothing; nothing else was written.
+    let shard = stream.read_until(written + indexed + 8).await;
+    esm.drain(&shard).await;
+    assert!(clean(&esm), "{}", esm.context());
+    while stream.read().await > 0 {}
+    let all = &stream.records;
+    assert_eq!(all.len(), written + indexed + 8, "{all:#?}");
+}
+
+// The proxy serves on the runtime's other worker while the test waits on the function.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_named_in_batch_item_failures_is_delivered_again_from_it_until_it_succeeds() {
+    let client = client().await;
+    let table = streamed_table(&client, "esm_retries").await;
+    // The first two window writes of "stubborn": refused.
+    let refused = Arc::new(AtomicUsize::new(0));
+    let count = refused.clone();
+    let plan = Plan::script(move |op, body| {
+        let stubborn = op == "UpdateItem" && body["Key"]["id"]["S"] == "stubborn";
+        (stubborn && count.fetch_add(1, Ordering::SeqCst) < 2).then_some(Fault::Reply(
+            400,
+            "ValidationException",
+            "refused by the test",
+        ))
+    });
+    let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(15), plan).await;
+    let api = function(&table, &proxy.endpoint, "retries").await;
+    let mut stream = Stream::of(&client, &table).await;
+
+    // In the shard's order: a-0..a-3, stubborn (INSERT), a-4..a-7, stubborn (MODIFY: the
+    // application extends it), a-8..a-13.
+    let now = now();
+    let a = names("a", 14);
+    for id in &a[..4] {
+        put_one(&client, &table, unwindowed(id, now + 3600)).await;
+    }
+    put_one(&client, &table, unwindowed("stubborn", now + 3600)).await;
+    for id in &a[4..8] {
+        put_one(&client, &table, unwindowed(id, now + 3600)).await;
+    }
+    set_ttl(&client, &table, "stubborn", now + 7200).await;
+    for id in &a[8..] {
+        put_one(&client, &table, unwindowed(id, now + 3600)).await;
+    }
+    let shard = stream.read_until(16).await;
+    assert_eq!(shard.len(), 16);
+    let order: Vec<&str> = shard.iter().map(item).collect();
+    assert_eq!((order[4], order[9]), ("stubborn", "stubborn"), "{order:?}");
+
+    let mut esm = Esm::new(&api);
+    esm.drain(&shard).await;
+    let context = esm.context();
+    let sequences = |records: &[Value]| -> Vec<String> {
+        records.iter().map(|r| sequence(r).to_owned()).collect()
+    };
+    let first = sequence(&shard[4]).to_owned();
+    let d = &esm.deliveries;
+    assert_eq!(d.len(), 4, "{context}");
+    // The first batch: the answer names the stubborn item's first record, and only it (its
+    // second record was not handled: the first failure of an item stops it).
+    assert_eq!(d[0].sequences, sequences(&shard[..10]), "{context}");
+    assert_eq!(
+        d[0].answer,
+        Answer::Failures(vec![first.clone()]),
+        "{context}"
+    );
+    // Delivered again from that record on (the records before it were checkpointed), twice.
+    for again in &d[1..3] {
+        assert_eq!(again.sequences, sequences(&shard[4..10]), "{context}");
+    }
+    assert_eq!(d[1].answer, Answer::Failures(vec![first]), "{context}");
+    assert_eq!(d[2].answer, Answer::Failures(Vec::new()), "{context}");
+    assert_eq!(d[3].sequences, sequences(&shard[10..]), "{context}");
+    assert_eq!(d[3].answer, Answer::Failures(Vec::new()), "{context}");
+    assert!(esm.destination.is_empty(), "{context}");
+    assert_eq!(proxy.stats.faults_total(), 2, "{context}");
+
+    // The stubborn item ends with the window of its last ttl; no other record was lost.
+    let stubborn = window_of(&client, &table, "stubborn").await;
+    assert_eq!(stubborn, window(now + 7200), "{context}");
+    for id in &a {
+        let have = window_of(&client, &table, id).await;
+        assert_eq!(have, window(now + 3600), "{id}\n{context}");
+    }
+}
+
+// The proxy serves on the runtime's other worker while the test waits on the function.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_to_the_destination()
+{
+    let client = client().await;
+    let table = streamed_table(&client, "esm_bisect").await;
+    let other = streamed_table(&client, "esm_other").await;
+    // Every write request the function sends, when it arrives (wall clock) and for which item.
+    let writes: Arc<Mutex<Vec<(f64, String, String)>>> = Arc::default();
+    let seen = writes.clone();
+    let plan = Plan::script(move |op, body| {
+        if matches!(
+            op,
+            "UpdateItem" | "DeleteItem" | "PutItem" | "BatchWriteItem"
+        ) {
+            let id = body["Key"]["id"]["S"].as_str().unwrap_or_default();
+            let write = (wall(), op.to_owned(), id.to_owned());
+            seen.lock().unwrap().push(write);
+        }
+        None
+    });
+    let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(15), plan).await;
+    let api = function(&table, &proxy.endpoint, "bisect").await;
+
+    let now = now();
+    let (live, expired) = (names("m", 18), names("x", 2));
+    let mut items: Vec<Key> = live.iter().map(|id| unwindowed(id, now + 3600)).collect();
+    items.extend(expired.iter().map(|id| unwindowed(id, now - 10)));
+    put_many(&client, &table, items).await;
+    put_one(&client, &other, unwindowed("stray", now + 3600)).await;
+    let mut shard = Stream::of(&client, &table).await.read_until(20).await;
+    let stray = Stream::of(&client, &other).await.read_until(1).await;
+    // A record of another table's stream, in the second batch.
+    shard.insert(13, stray[0].clone());
+    assert_ne!(shard[13]["eventSourceARN"], shard[12]["eventSourceARN"]);
+
+    let mut esm = Esm::new(&api);
+    esm.drain(&shard).await;
+    let context = esm.context();
+    // The stray record, and only it, ends in the on-failure destination, after its retries
+    // alone.
+    assert_eq!(esm.destination, vec![stray[0].clone()], "{context}");
+    let stray_sequence = sequence(&stray[0]).to_owned();
+    let alone = esm
+        .deliveries
+        .iter()
+        .filter(|d| d.sequences == [stray_sequence.clone()])
+        .count();
+    assert_eq!(alone, 1 + MAX_RETRIES as usize, "{context}");
+    // Every batch that held it failed as a whole, refused for its other table; every other
+    // succeeded with nothing to deliver again.
+    for d in &esm.deliveries {
+        if d.sequences.contains(&stray_sequence) {
+            let Answer::Error(error) = &d.answer else {
+                panic!("a batch with the stray record: {:?}\n{context}", d.answer);
+            };
+            assert!(error.contains("another table"), "{error}");
+        } else {
+            assert_eq!(d.answer, Answer::Failures(Vec::new()), "{context}");
+        }
+    }
+    // Bisected: the failed batches halved down to the stray record.
+    let failed_sizes: Vec<usize> = esm
+        .deliveries
+        .iter()
+        .filter(|d| d.failed())
+        .map(|d| d.sequences.len())
+        .collect();
+    assert_eq!(failed_sizes, [10, 5, 3, 2, 1, 1, 1], "{context}");
+    // A refused batch wrote nothing: no write reached DynamoDB while one ran.
+    let writes = writes.lock().unwrap().clone();
+    for d in esm.deliveries.iter().filter(|d| d.failed()) {
+        let (start, end) = (d.invocation.start.unwrap(), d.invocation.end.unwrap());
+        let during: Vec<_> = writes
+            .iter()
+            .filter(|(at, _, _)| (start..=end).contains(at))
+            .collect();
+        assert!(during.is_empty(), "{during:?} during {d:?}");
+    }
+    // Every other record was indexed: the live items have their window, the expired ones are
+    // gone; nothing of the stray record was written, here or in its own table.
+    let left = id_set(&client, &table).await;
+    assert_eq!(left, live.iter().cloned().collect(), "{context}");
+    for id in &live {
+        let have = window_of(&client, &table, id).await;
+        assert_eq!(have, window(now + 3600), "{id}\n{context}");
+    }
+    assert!(item_of(&client, &other, "stray").await.is_some());
+    assert_eq!(window_of(&client, &other, "stray").await, None);
+    assert!(writes.iter().all(|(_, _, id)| id != "stray"), "{writes:?}");
+}
