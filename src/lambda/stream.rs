@@ -65,7 +65,7 @@ pub async fn index_batch(
 ) -> Result<Value, HandlerError> {
     let schema = sweeper.schema();
     let batch = Event::deserialize(event).map_err(|e| {
-        let e = EventError::Unsupported(format!("DynamoDB Streams batch that does not parse: {e}"));
+        let e = EventError::StreamBatch(format!("the DynamoDB Streams records do not parse: {e}"));
         tracing::error!(error = %e, "rejected the stream batch; nothing written");
         HandlerError::Event(e)
     })?;
@@ -74,7 +74,7 @@ pub async fn index_batch(
         (!from_table(arn, &schema.table_name)).then_some(arn)
     });
     if let Some(arn) = foreign {
-        let e = EventError::Unsupported(format!(
+        let e = EventError::StreamBatch(format!(
             "stream records of another table ({arn}); this function indexes {}",
             schema.table_name
         ));
