@@ -703,3 +703,109 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
     assert_eq!(window_of(&client, &other, "stray").await, None);
     assert!(writes.iter().all(|(_, _, id)| id != "stray"), "{writes:?}");
 }
+
+/// The deployed shape of `followStream`: the sweeper ticking every second in one function, the
+/// stream indexer in another fed by the mapping. Items written with only a ttl go with the same
+/// sub-second lag as items whose writer set the window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_the_mapping_ttl_only_items_expire_with_the_sub_second_lag_of_windowed_ones() {
+    const PERIOD: u64 = 5;
+    let client = client().await;
+    let table = streamed_table(&client, "esm_lag").await;
+    let indexer = function(&table, &endpoint(), "lag-indexer").await;
+    let ticking = RuntimeApi::start(Options {
+        binary: PathBuf::from(env!("CARGO_BIN_EXE_ttl-sweeper-lambda")),
+        environments: 1,
+        timeout: Duration::from_secs(PERIOD + 20),
+        env: local_env([
+            ("TABLE_NAME", table.clone()),
+            ("AWS_ENDPOINT_URL", endpoint()),
+            ("TICK_SECONDS", "1".into()),
+            ("SCHEDULE_SECONDS", PERIOD.to_string()),
+            ("METRICS_NAMESPACE", "TtlSweeperTest".into()),
+        ]),
+        log_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!(
+            "target/test-servers/stream-esm-lag-sweeper-{}",
+            std::process::id()
+        )),
+        function_name: "ttl-sweeper-lag".into(),
+    })
+    .await;
+    let mut stream = Stream::of(&client, &table).await;
+    let mut esm = Esm::new(&indexer);
+
+    // One scheduled invocation: it ticks for the period and the 10 s handoff overlap. Items due
+    // from 4 s after it, 2 a second by a writer that sets the window, 2 by one that does not.
+    let first = now() + 1;
+    ticking.run_schedule(&runtime_api::Schedule {
+        first,
+        period: Duration::from_secs(PERIOD),
+        count: 1,
+        max_delay: Duration::ZERO,
+        seed: 1,
+    });
+    let mut ttls: HashMap<String, i64> = HashMap::new();
+    let mut items = Vec::new();
+    for t in first + 4..first + 10 {
+        for j in 0..2 {
+            let (windowed, bare) = (format!("w-{t}-{j}"), format!("t-{t}-{j}"));
+            items.push(session(&windowed, t));
+            items.push(unwindowed(&bare, t));
+            ttls.extend([(windowed, t), (bare, t)]);
+        }
+    }
+    put_many(&client, &table, items).await;
+
+    // The mapping delivers what the stream gives; the table is watched for each item's delete.
+    let mut gone: HashMap<String, f64> = HashMap::new();
+    let started = Instant::now();
+    while gone.len() < ttls.len() && started.elapsed() < Duration::from_secs(30) {
+        if stream.read().await > 0 {
+            let records = stream.records.clone();
+            esm.drain(&records).await;
+        }
+        let present = id_set(&client, &table).await;
+        let at = wall();
+        for id in ttls.keys().filter(|id| !present.contains(*id)) {
+            gone.entry(id.clone()).or_insert(at);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let left: Vec<&String> = ttls.keys().filter(|id| !gone.contains_key(*id)).collect();
+    assert!(
+        left.is_empty(),
+        "left: {left:?}\n{}\n{}",
+        esm.context(),
+        logs(&ticking)
+    );
+    assert!(esm.destination.is_empty(), "{}", esm.context());
+    let lags = |prefix: &str| {
+        let mut lags: Vec<f64> = (gone.iter())
+            .filter(|(id, _)| id.starts_with(prefix))
+            .map(|(id, at)| at - ttls[id] as f64)
+            .collect();
+        lags.sort_by(f64::total_cmp);
+        lags
+    };
+    let (windowed, bare) = (lags("w-"), lags("t-"));
+    eprintln!(
+        "lag, writer sets the window: {:.3}–{:.3} s; writer sets only the ttl: {:.3}–{:.3} s",
+        windowed[0],
+        windowed[windowed.len() - 1],
+        bare[0],
+        bare[bare.len() - 1]
+    );
+    // The same lag whoever set the window (sub-second on a quiet machine: docs/BENCHMARKS.md; the
+    // bound leaves room for a busy one).
+    let (worst_windowed, worst_bare) = (windowed[windowed.len() - 1], bare[bare.len() - 1]);
+    assert!(
+        worst_windowed < 1.5,
+        "writer sets the window: lags {windowed:?}"
+    );
+    assert!(
+        worst_bare < 1.5 && worst_bare <= worst_windowed + 0.25,
+        "writer sets only the ttl: lags {bare:?}, against {windowed:?}"
+    );
+    indexer.stop();
+    ticking.stop();
+}
