@@ -590,6 +590,17 @@ export class TtlSweeper extends Construct {
             datapointsToAlarm: 3,
             treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
           }),
+          // Records that failed every retry: their items have no window (run `backfill`), and an
+          // item written already expired was not deleted. One is enough to act on.
+          new cloudwatch.Alarm(this, 'StreamRecordsFailed', {
+            alarmDescription: 'stream records failed every retry and went to the ttl-sweeper stream indexer\'s on-failure queue: run ttl-sweeper backfill',
+            metric: this.streamFailureQueue!.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: Duration.minutes(1) }),
+            threshold: 0,
+            comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluationPeriods: 1,
+            datapointsToAlarm: 1,
+            treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+          }),
         );
       }
       for (const email of alarmOptions.emails ?? []) {

@@ -300,7 +300,7 @@ test('the on-failure queue: SSE-SQS, TLS only, 14 days', () => {
   ]);
 });
 
-test('an IteratorAge alarm on the stream indexer notifies the alarm topic; none with alarms off', () => {
+test('an IteratorAge alarm and one on the on-failure queue notify the alarm topic; none with alarms off', () => {
   const { sweeper, template } = following({ alarms: { lagThreshold: cdk.Duration.seconds(30) } });
   const alarm = resources(template, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties).find((a) => a.MetricName === 'IteratorAge');
   assert.ok(alarm);
@@ -321,8 +321,18 @@ test('an IteratorAge alarm on the stream indexer notifies the alarm topic; none 
       AlarmActions: [{ Ref: logicalId(template, 'AWS::SNS::Topic', 'SweeperAlarms') }],
     },
   );
-  assert.equal(sweeper.alarms.length, 5);
+  assert.equal(sweeper.alarms.length, 6);
   assert.equal(following().template.toJSON().Resources[Object.keys(following().template.findResources('AWS::CloudWatch::Alarm')).find((id) => id.startsWith('SweeperStreamIteratorAge'))!].Properties.Threshold, 120000);
+  // A record in the on-failure queue: one is enough to alarm.
+  const failedAlarm = Object.values(following().template.findResources('AWS::CloudWatch::Alarm')).find(
+    (a: any) => a.Properties.MetricName === 'ApproximateNumberOfMessagesVisible',
+  ) as any;
+  assert.equal(failedAlarm.Properties.Namespace, 'AWS/SQS');
+  assert.equal(failedAlarm.Properties.Threshold, 0);
+  assert.equal(failedAlarm.Properties.EvaluationPeriods, 1);
+  assert.deepEqual(failedAlarm.Properties.Dimensions, [
+    { Name: 'QueueName', Value: { 'Fn::GetAtt': [logicalId(following().template, 'AWS::SQS::Queue', 'SweeperStreamFailures'), 'QueueName'] } },
+  ]);
 
   const off = following({ alarms: { enabled: false } });
   off.template.resourceCountIs('AWS::CloudWatch::Alarm', 0);

@@ -186,7 +186,7 @@ const STREAM_CASES: [Record<string, string>, Partial<TtlSweeperProps>][] = [
 ];
 
 test('FollowStream: nothing of the stream indexer by default; with it, its function, role, queue, logs and event', () => {
-  const streamIds = ['StreamFailures', 'StreamFailuresPolicy', 'StreamLogs', 'StreamFunctionRole', 'StreamFunction', 'StreamIteratorAge'];
+  const streamIds = ['StreamFailures', 'StreamFailuresPolicy', 'StreamLogs', 'StreamFunctionRole', 'StreamFunction', 'StreamIteratorAge', 'StreamRecordsFailed'];
   const topic = { AlarmTopicArn: 'arn:aws:sns:eu-west-1:123456789012:alarms' };
   for (const id of streamIds) {
     assert.equal(present({ TableName: 'sessions', ...topic })[id], undefined, id);
@@ -273,4 +273,9 @@ test('FollowStream with an alarm topic: the construct alarms, IteratorAge includ
     assert.deepEqual(sam[key], iteratorAge.Properties[key], key);
   }
   assert.deepEqual(sam.Dimensions, [{ Name: 'FunctionName', Value: { Ref: 'StreamFunction' } }]);
+  const [failed] = Object.values(built.findResources('AWS::CloudWatch::Alarm')).filter((a: any) => a.Properties.MetricName === 'ApproximateNumberOfMessagesVisible') as any[];
+  const samFailed = template.Resources.StreamRecordsFailed.Properties;
+  for (const key of ['Namespace', 'Statistic', 'Period', 'EvaluationPeriods', 'DatapointsToAlarm', 'Threshold', 'ComparisonOperator', 'TreatMissingData', 'AlarmDescription']) {
+    assert.deepEqual(samFailed[key], failed.Properties[key], key);
+  }
 });
