@@ -425,12 +425,14 @@ async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() 
         );
 
         let deletes = deletes.lock().unwrap().clone();
+        let reports = || serde_json::to_string(&[&r0, &r1, &r2]).unwrap_or_default();
         for id in &expired {
             let n = deletes.get(id);
             assert_eq!(
                 n,
                 Some(&1),
-                "{mode}: {id} deleted or found gone {n:?} times"
+                "{mode}: {id} deleted or found gone {n:?} times; reports: {}",
+                reports()
             );
         }
         let only_expired = deletes.len() == expired.len();
