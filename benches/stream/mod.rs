@@ -596,6 +596,9 @@ fn secs(v: f64) -> String {
     format!("{v:.3} s")
 }
 
+/// The due or the expired items' lags of a run, of each kind.
+type Rows = fn(&LagRun) -> &[Lags; 2];
+
 /// The subsection, in Markdown.
 pub fn render(d: &mut String, f: &Figures) {
     let s = &f.settings;
@@ -618,7 +621,7 @@ pub fn render(d: &mut String, f: &Figures) {
         "| run | items | window set by | never deleted | deleted by `DeleteItem` | p50 lag | p99 lag | max lag |"
     );
     let _ = writeln!(d, "|---|---|---|---|---|---|---|---|");
-    let rows: [(&str, fn(&LagRun) -> &[Lags; 2]); 2] = [
+    let rows: [(&str, Rows); 2] = [
         ("due 2–3 s after the write, lag from ttl", |r| &r.due),
         ("written already expired, lag from write", |r| &r.expired),
     ];
@@ -670,7 +673,7 @@ pub fn render(d: &mut String, f: &Figures) {
     };
     let _ = writeln!(
         d,
-        "\nItems of both kinds due in the same second go in the same tick, mostly in the same `BatchWriteItem`: the indexer had set the ttl-only items' windows well before their ttl, so the two kinds' lags match. Deleted before their ttl: {early}. The sweeper's own figures, from its tick lines (`tick finished`: `lag_p99_ms`, `lag_max_ms`, the lag from ttl to its own receipt of the acknowledgement, both kinds together, the indexer's deletes not included, but an item written expired that a tick deleted before the indexer counted from its ttl, {EXPIRED_FOR} s before its write): largest `lag_p99_ms` of a tick per run {} ms, largest `lag_max_ms` {} ms.\n",
+        "\nItems of both kinds due in the same second go in the same tick, mostly in the same `BatchWriteItem`: the indexer had set the ttl-only items' windows well before their ttl, so the two kinds' lags match. Deleted before their ttl: {early}. The sweeper's own figures, from its tick lines (`tick finished`: `lag_p99_ms`, `lag_max_ms`, the lag from ttl to its own receipt of the acknowledgement, both kinds together, the indexer's deletes not included, but an item written expired that a tick deleted too counted from its ttl, {EXPIRED_FOR} s before its write: the tick may find the item in the index as the indexer deletes it, and a `BatchWriteItem` delete of an item already gone succeeds, so the sweeper counts it though DynamoDB had acknowledged the indexer's delete first): largest `lag_p99_ms` of a tick per run {} ms, largest `lag_max_ms` {} ms.\n",
         sweeper(|r| r.sweeper_p99_ms),
         sweeper(|r| r.sweeper_max_ms)
     );
