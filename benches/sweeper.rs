@@ -18,7 +18,11 @@
 //! 64-shard tick) and writes target/bench-perf.md; `BENCH_ONLY=outside` runs the CPU rows
 //! measured from outside the sweeper alone (no local server) and writes target/bench-outside.md;
 //! `BENCH_ONLY=pace` runs the rows of batch mode at DynamoDB's pace and of peak memory alone (the
-//! release CLI against the fake endpoint, no local server) and writes target/bench-pace.md.
+//! release CLI against the fake endpoint, no local server) and writes target/bench-pace.md;
+//! `BENCH_ONLY=stream` runs section 1's rows of the stream indexer alone (the release daemon,
+//! `ttl-sweeper run --every 1s --follow-stream`, against DynamoDB Local and its stream: lag of
+//! writer-set and stream-set windows side by side, the indexer's CPU per record) and writes
+//! target/bench-stream.md.
 //! Benchmarks print figures; they never fail on a timing.
 
 #[path = "../tests/common/mod.rs"]
@@ -45,6 +49,8 @@ mod runtime_api;
 mod scale_on_paper;
 #[path = "startup/mod.rs"]
 mod startup;
+#[path = "stream/mod.rs"]
+mod stream;
 #[path = "sub_second/mod.rs"]
 mod sub_second;
 #[path = "throughput/mod.rs"]
@@ -217,6 +223,15 @@ fn main() {
         std::fs::write("target/bench-pace.md", &doc).unwrap();
         return;
     }
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "stream") {
+        // Section 1's rows of the stream indexer alone (the release daemon against DynamoDB
+        // Local): printed and written to target/.
+        let figures = rt.block_on(stream::measure(stream::Settings::new(quick)));
+        stream::render(&mut doc, &figures);
+        println!("{doc}");
+        std::fs::write("target/bench-stream.md", &doc).unwrap();
+        return;
+    }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "perf") {
         // Section 6 alone, to check it quickly: printed and written to target/.
         let (inside, outside) = cpu_measurements(&scale, &rt);
@@ -241,9 +256,12 @@ fn main() {
     rt.block_on(async {
         let start = startup_and_memory(&scale).await;
         let precise = sub_second(&scale).await;
+        let streamed = stream::measure(stream::Settings::new(quick)).await;
         let rows = section6(&scale, &outside, &own_us).await;
         let c_us = perf::planning_us(&outside);
-        doc = render(&scale, &lag, &tput, &cpu, c_us, &start, &precise, &rows);
+        doc = render(
+            &scale, &lag, &tput, &cpu, c_us, &start, &precise, &streamed, &rows,
+        );
         plot(&lag, &scale);
     });
     // Batch mode at DynamoDB's pace and peak memory: the release CLI against the fake endpoint.
@@ -354,6 +372,7 @@ fn render(
     c_us: f64,
     st: &Startup,
     sub: &SubSecond,
+    streamed: &stream::Figures,
     perf_rows: &str,
 ) -> String {
     let mut d = String::new();
@@ -378,11 +397,12 @@ fn render(
 
     lag::render(&mut d, s, lag); // 1
     sub_second::render(&mut d, s, sub); // 1, tick mode repeated
+    stream::render(&mut d, streamed); // 1, windows from the stream
     throughput::render(&mut d, tp, cpu); // 2
     startup::render(&mut d, st); // 3
     cost_model::render(&mut d, cpu); // 4
     scale_on_paper::render(&mut d, c_us); // 5
     d.push_str(perf_rows); // 6 and 7
-    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~20 minutes, rewrites docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check, writes target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows alone (no local server), target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace and peak memory alone (no local server), target/bench-pace.md\nmake profile              # section 8: a CPU profile of one sweep, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # the same, the fake answering after 5-10 ms\n```");
+    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~30 minutes, rewrites docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check, writes target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows alone (no local server), target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace and peak memory alone (no local server), target/bench-pace.md\nBENCH_ONLY=stream cargo bench --bench sweeper   # section 1's rows of the stream indexer alone (the release daemon against DynamoDB Local), target/bench-stream.md\nmake profile              # section 8: a CPU profile of one sweep, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # the same, the fake answering after 5-10 ms\n```");
     d
 }

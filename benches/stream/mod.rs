@@ -1,0 +1,739 @@
+//! Section 1 of docs/BENCHMARKS.md, its "Writers unchanged: windows from the stream" part: the
+//! release daemon, `ttl-sweeper run --every 1s --follow-stream`, against DynamoDB Local and its
+//! stream. The lag from ttl to acknowledged delete of items whose writers set the window beside
+//! the ttl and of items written with only a ttl (the stream indexer sets their window), side by
+//! side in one run, and of items written already expired; then the indexer's CPU per record.
+//!
+//! `BENCH_ONLY=stream cargo bench --bench sweeper` runs this part alone and writes
+//! target/bench-stream.md; `make bench` adds it to docs/BENCHMARKS.md.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::StreamViewType;
+use aws_sdk_dynamodb::Client;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::common::*;
+use crate::pct;
+use crate::perf::spread3;
+use crate::runtime_api::{ids_in, wall, Recorder};
+
+/// Sizes and repetitions.
+pub struct Settings {
+    pub quick: bool,
+    /// Runs of the lag measurement.
+    pub lag_runs: usize,
+    /// Seconds over which each lag run writes its items.
+    pub lag_secs: i64,
+    /// Items written each second, of each kind (writer-set window, ttl only), due
+    /// [`DUE_IN`] s later.
+    pub due_per_sec: i64,
+    /// Items written each second, of each kind, already expired.
+    pub expired_per_sec: i64,
+    /// Runs of the CPU measurement (each one daemon per variant).
+    pub cpu_runs: usize,
+    /// Items written in each CPU run.
+    pub cpu_items: usize,
+    /// Wall seconds of each CPU run's daemon, from its start to its CPU reading, unless it has
+    /// not caught up by then: then one second after it has (at most [`CPU_LIMIT`]).
+    pub cpu_secs: u64,
+}
+
+impl Settings {
+    pub fn new(quick: bool) -> Self {
+        if quick {
+            Settings {
+                quick,
+                lag_runs: 2,
+                lag_secs: 8,
+                due_per_sec: 5,
+                expired_per_sec: 1,
+                cpu_runs: 1,
+                cpu_items: 1_000,
+                cpu_secs: 15,
+            }
+        } else {
+            Settings {
+                quick,
+                lag_runs: 3,
+                lag_secs: 20,
+                due_per_sec: 5,
+                expired_per_sec: 1,
+                cpu_runs: 3,
+                cpu_items: 5_000,
+                cpu_secs: 40,
+            }
+        }
+    }
+}
+
+/// The longest a CPU run's daemon waits to catch up before its CPU is read (seconds).
+const CPU_LIMIT: u64 = 300;
+/// A due item's ttl is the whole second of its write plus this: 2–3 s after it is written.
+const DUE_IN: i64 = 3;
+/// An expired item's ttl is the whole second of its write minus this.
+const EXPIRED_FOR: i64 = 10;
+/// The item's window: set by its writer, or by the stream indexer (written with only a ttl).
+const KINDS: [&str; 2] = ["writer-set window", "stream-set window (ttl only)"];
+
+/// The lags of one kind of item in one run (seconds, sorted), and how many were written.
+#[derive(Default, Clone)]
+pub struct Lags {
+    pub items: usize,
+    pub lags: Vec<f64>,
+    /// Deleted by a `DeleteItem` (the indexer's, for an item written expired), not in a
+    /// `BatchWriteItem` (the sweeper's).
+    pub one_by_one: usize,
+}
+
+impl Lags {
+    fn missed(&self) -> usize {
+        self.items - self.lags.len()
+    }
+    fn p(&self, p: f64) -> f64 {
+        pct(&self.lags, p)
+    }
+    fn max(&self) -> f64 {
+        self.lags.last().copied().unwrap_or(f64::NAN)
+    }
+}
+
+/// One lag run: due items of each kind (lag from ttl), expired items of each kind (lag from the
+/// write's acknowledgement), items deleted before their ttl, and the sweeper's own figures.
+pub struct LagRun {
+    pub due: [Lags; 2],
+    pub expired: [Lags; 2],
+    pub early: usize,
+    /// The largest `lag_p99_ms` and `lag_max_ms` of the daemon's tick lines.
+    pub sweeper_p99_ms: u64,
+    pub sweeper_max_ms: u64,
+}
+
+/// One daemon's CPU in a CPU run.
+#[derive(Clone, Copy)]
+pub struct CpuRun {
+    /// utime + stime, seconds, read just before SIGTERM.
+    pub cpu_secs: f64,
+    /// Seconds from the daemon's start to that reading.
+    pub wall_secs: f64,
+    /// Seconds from the daemon's start until the stream records were all read (and the windows
+    /// all set); `None` if that did not happen before the reading.
+    pub caught_up: Option<f64>,
+    /// Stream records read, and windows the indexer set (`UpdateItem`s of the table).
+    pub records: u64,
+    pub updates: u64,
+}
+
+/// The CPU run's variants: what the items carry, and whether the daemon follows the stream.
+pub const VARIANTS: [(&str, bool, bool); 3] = [
+    ("ttl only, `--follow-stream`", false, true),
+    ("window set by the writer, `--follow-stream`", true, true),
+    (
+        "window set by the writer, no `--follow-stream`",
+        true,
+        false,
+    ),
+];
+
+pub struct Figures {
+    pub settings: Settings,
+    pub lag: Vec<LagRun>,
+    /// Per run, the CPU of each of [`VARIANTS`], in that order.
+    pub cpu: Vec<[CpuRun; 3]>,
+}
+
+fn binary() -> PathBuf {
+    let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/ttl-sweeper");
+    assert!(
+        binary.exists(),
+        "{} is missing: `cargo build --release --bin ttl-sweeper` builds it",
+        binary.display()
+    );
+    binary
+}
+
+/// A `ttl-sweeper run --every 1s` child (with `--follow-stream` if asked) reaching DynamoDB at
+/// `endpoint`, its stderr (JSON lines) in a log file; killed if dropped while running.
+struct Daemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    async fn start(endpoint: &str, table: &str, checkpoint: &str, follow: bool) -> Daemon {
+        let log = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("target/bench-servers/stream-{table}.log"));
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let mut cmd = Command::new(binary());
+        cmd.env_clear()
+            .envs(LOCAL_AWS_ENV)
+            .env("AWS_ENDPOINT_URL", endpoint)
+            .env("CHECKPOINT_TABLE", checkpoint)
+            .args(["--log-format", "json", "run", "--every", "1s"])
+            .args(["--table-name", table]);
+        if follow {
+            cmd.arg("--follow-stream");
+        }
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start ttl-sweeper run");
+        let daemon = Daemon { child, log };
+        // Ready once it says so: following the stream, or (without it) running.
+        let ready = if follow {
+            "following the table's stream"
+        } else {
+            "running until SIGINT or SIGTERM"
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !daemon.log_text().contains(ready) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            daemon.log_text().contains(ready),
+            "the daemon did not start:\n{}",
+            daemon.log_text()
+        );
+        daemon
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// User + system CPU seconds of the process so far (`/proc/<pid>/stat`, every thread).
+    fn cpu_secs(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .expect("read /proc/<pid>/stat");
+        // The fields after the command name (in parentheses, which may hold spaces): state is
+        // the 3rd field, utime the 14th and stime the 15th.
+        let after = &stat[stat.rfind(')').expect("stat has a command name") + 1..];
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        // SAFETY: sysconf has no preconditions.
+        let per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        ticks as f64 / per_sec
+    }
+
+    /// SIGTERM, then waits for it to exit.
+    async fn stop(&mut self) {
+        // SAFETY: signals the child this benchmark started, by its PID, not yet reaped.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The largest `lag_p99_ms` and `lag_max_ms` of its tick lines.
+    fn sweeper_lags(&self) -> (u64, u64) {
+        let text = self.log_text();
+        let ticks = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| {
+                l["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("tick finished"))
+            });
+        ticks.fold((0, 0), |(p99, max), l| {
+            let field = |name: &str| l[name].as_u64().unwrap_or(0);
+            (p99.max(field("lag_p99_ms")), max.max(field("lag_max_ms")))
+        })
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A table with the sweeper's index and a stream with both images, and a checkpoint table.
+async fn tables(client: &Client, prefix: &str) -> (String, String) {
+    let table = new_table(client, prefix, |t| {
+        t.stream = Some(StreamViewType::NewAndOldImages)
+    })
+    .await;
+    let checkpoint = checkpoint_table(client, &format!("{prefix}cp")).await;
+    (table, checkpoint)
+}
+
+/// When DynamoDB acknowledged each item's delete, by `id`: the wall clock (epoch seconds) at the
+/// first `BatchWriteItem` answer that does not list it as unprocessed or the first successful
+/// `DeleteItem`, and whether it was the latter.
+type Acks = Arc<Mutex<HashMap<String, (f64, bool)>>>;
+
+/// A pass-through proxy in front of the server that records [`Acks`].
+async fn delete_recorder() -> (Recorder, Acks) {
+    let acks: Acks = Arc::default();
+    let seen = acks.clone();
+    let observe = move |op: &str, request: &Value, answer: &Value, at: f64| {
+        let (deleted, one): (Vec<String>, bool) = match op {
+            "BatchWriteItem" => {
+                let left = ids_in(&answer["UnprocessedItems"]);
+                let mut sent = ids_in(&request["RequestItems"]);
+                sent.retain(|id| !left.contains(id));
+                (sent, false)
+            }
+            "DeleteItem" => (
+                request["Key"]["id"]["S"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .into_iter()
+                    .collect(),
+                true,
+            ),
+            _ => return,
+        };
+        let mut acks = seen.lock().unwrap();
+        for id in deleted {
+            acks.entry(id).or_insert((at, one));
+        }
+    };
+    let recorder = Recorder::start(
+        &endpoint(),
+        Box::new(|_, _| Duration::ZERO),
+        Box::new(observe),
+    )
+    .await;
+    (recorder, acks)
+}
+
+/// One item written by the lag run.
+struct Written {
+    id: String,
+    kind: usize,
+    expired: bool,
+    ttl: i64,
+    /// When its `PutItem` was acknowledged (epoch seconds).
+    at: f64,
+}
+
+/// One lag run: the daemon started, then for `lag_secs` s, each second, `due_per_sec` items of
+/// each kind due [`DUE_IN`] s after the second and `expired_per_sec` of each kind expired
+/// [`EXPIRED_FOR`] s before it, written one `PutItem` at a time, evenly spaced, the kinds
+/// interleaved; deletes timed at DynamoDB's acknowledgement by a pass-through proxy in front of
+/// the server.
+async fn lag_run(s: &Settings) -> LagRun {
+    let client = client().await;
+    let (table, checkpoint) = tables(&client, "streamlag").await;
+    let (recorder, acks) = delete_recorder().await;
+    let mut daemon = Daemon::start(&recorder.endpoint, &table, &checkpoint, true).await;
+    // Each second's writes: pairs of one item of each kind, `expired_per_sec` of the pairs
+    // expired, spread over the second.
+    let pairs = s.due_per_sec + s.expired_per_sec;
+    let step = if s.expired_per_sec > 0 {
+        pairs / s.expired_per_sec
+    } else {
+        i64::MAX
+    };
+    let expired_pair =
+        |j: i64| s.expired_per_sec > 0 && j % step == 0 && j / step < s.expired_per_sec;
+    let per_sec = 2 * pairs;
+    let gap = Duration::from_secs_f64(1.0 / per_sec as f64);
+    let mut written = Vec::new();
+    let start = Instant::now();
+    for k in 0..s.lag_secs * per_sec {
+        tokio::time::sleep_until(start + gap * k as u32).await;
+        let kind = (k % 2) as usize;
+        let expired = expired_pair((k % per_sec) / 2);
+        let second = now();
+        let ttl = if expired {
+            second - EXPIRED_FOR
+        } else {
+            second + DUE_IN
+        };
+        let id = format!(
+            "{}{}-{k}",
+            ["w", "s"][kind],
+            if expired { "x" } else { "d" }
+        );
+        let item = if kind == 0 {
+            session(&id, ttl)
+        } else {
+            unwindowed(&id, ttl)
+        };
+        put_one(&client, &table, item).await;
+        written.push(Written {
+            id,
+            kind,
+            expired,
+            ttl,
+            at: wall(),
+        });
+    }
+    // Until every item is gone, or 15 s after the last ttl.
+    let last = written.iter().map(|w| w.ttl).max().unwrap_or(0) as f64 + 15.0;
+    loop {
+        let all = {
+            let acks = acks.lock().unwrap();
+            written.iter().all(|w| acks.contains_key(&w.id))
+        };
+        if all || wall() > last {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    daemon.stop().await;
+    let (sweeper_p99_ms, sweeper_max_ms) = daemon.sweeper_lags();
+    drop(recorder);
+    let acks = acks.lock().unwrap().clone();
+    let lags = |kind: usize, expired: bool| {
+        let of: Vec<&Written> = written
+            .iter()
+            .filter(|w| w.kind == kind && w.expired == expired)
+            .collect();
+        let mut lags: Vec<f64> = of
+            .iter()
+            .filter_map(|w| {
+                let from = if expired { w.at } else { w.ttl as f64 };
+                acks.get(&w.id).map(|(at, _)| at - from)
+            })
+            .collect();
+        lags.sort_by(f64::total_cmp);
+        Lags {
+            items: of.len(),
+            lags,
+            one_by_one: of
+                .iter()
+                .filter(|w| acks.get(&w.id).is_some_and(|(_, one)| *one))
+                .count(),
+        }
+    };
+    LagRun {
+        due: [lags(0, false), lags(1, false)],
+        expired: [lags(0, true), lags(1, true)],
+        early: written
+            .iter()
+            .filter(|w| !w.expired && acks.get(&w.id).is_some_and(|(at, _)| *at < w.ttl as f64))
+            .count(),
+        sweeper_p99_ms,
+        sweeper_max_ms,
+    }
+}
+
+/// One daemon of a CPU run: `cpu_items` items with a ttl an hour ahead (nothing expires), with
+/// their window or with only a ttl, written before the daemon starts; the daemon following the
+/// stream or not; its CPU read `cpu_secs` s after its start.
+async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
+    let client = client().await;
+    let (table, checkpoint) = tables(&client, "streamcpu").await;
+    // Counts the stream records the daemon read and the windows it set on this table.
+    let records = Arc::new(AtomicU64::new(0));
+    let updates = Arc::new(AtomicU64::new(0));
+    let observe = {
+        let (records, updates, table) = (records.clone(), updates.clone(), table.clone());
+        move |op: &str, request: &Value, answer: &Value, _at: f64| match op {
+            "GetRecords" => {
+                let n = answer["Records"].as_array().map_or(0, Vec::len);
+                records.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            "UpdateItem" if request["TableName"] == table.as_str() => {
+                updates.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    };
+    let recorder = Recorder::start(
+        &endpoint(),
+        Box::new(|_, _| Duration::ZERO),
+        Box::new(observe),
+    )
+    .await;
+    // Written before the daemon starts (the stream keeps them; a shard never read is read from
+    // its oldest record), so that its wall time is the same whatever the writes take.
+    let ttl = now() + 3600;
+    let items: Vec<_> = (0..s.cpu_items)
+        .map(|i| {
+            let id = format!("c-{i}");
+            if windowed {
+                session(&id, ttl)
+            } else {
+                unwindowed(&id, ttl)
+            }
+        })
+        .collect();
+    put_many(&client, &table, items).await;
+    let started = Instant::now();
+    let mut daemon = Daemon::start(&recorder.endpoint, &table, &checkpoint, follow).await;
+    // Every INSERT record, and the MODIFY record of every window the indexer set.
+    let n = s.cpu_items as u64;
+    let (want_records, want_updates) = match (follow, windowed) {
+        (false, _) => (0, 0),
+        (true, true) => (n, 0),
+        (true, false) => (2 * n, n),
+    };
+    let mut reading = started + Duration::from_secs(s.cpu_secs);
+    let limit = started + Duration::from_secs(CPU_LIMIT);
+    let mut caught_up = None;
+    while Instant::now() < reading || (caught_up.is_none() && Instant::now() < limit) {
+        if caught_up.is_none()
+            && records.load(Ordering::Relaxed) >= want_records
+            && updates.load(Ordering::Relaxed) >= want_updates
+        {
+            caught_up = Some(started.elapsed().as_secs_f64());
+            reading = reading.max(Instant::now() + Duration::from_secs(1));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let cpu_secs = daemon.cpu_secs();
+    let wall_secs = started.elapsed().as_secs_f64();
+    daemon.stop().await;
+    CpuRun {
+        cpu_secs,
+        wall_secs,
+        caught_up,
+        records: records.load(Ordering::Relaxed),
+        updates: updates.load(Ordering::Relaxed),
+    }
+}
+
+/// The lag runs, then the CPU runs (the variants' order turning by one each run).
+pub async fn measure(settings: Settings) -> Figures {
+    let s = &settings;
+    let mut lag = Vec::new();
+    for run in 0..s.lag_runs {
+        let r = lag_run(s).await;
+        for (i, name) in KINDS.iter().enumerate() {
+            for (what, l) in [("due", &r.due[i]), ("written expired", &r.expired[i])] {
+                eprintln!(
+                    "stream lag, run {}, {name}, {what}: {} items, {} never deleted, {} by DeleteItem; p50 {:.3} s, p99 {:.3} s, max {:.3} s",
+                    run + 1,
+                    l.items,
+                    l.missed(),
+                    l.one_by_one,
+                    l.p(0.5),
+                    l.p(0.99),
+                    l.max()
+                );
+            }
+        }
+        eprintln!(
+            "stream lag, run {}: {} deleted before their ttl; the sweeper's tick lines: largest lag_p99_ms {}, lag_max_ms {}",
+            run + 1,
+            r.early,
+            r.sweeper_p99_ms,
+            r.sweeper_max_ms
+        );
+        lag.push(r);
+    }
+    let mut cpu = Vec::new();
+    for run in 0..s.cpu_runs {
+        let mut got = [CpuRun {
+            cpu_secs: f64::NAN,
+            wall_secs: f64::NAN,
+            caught_up: None,
+            records: 0,
+            updates: 0,
+        }; 3];
+        for k in 0..VARIANTS.len() {
+            let v = (k + run) % VARIANTS.len();
+            let (name, windowed, follow) = VARIANTS[v];
+            let r = cpu_once(s, windowed, follow).await;
+            eprintln!(
+                "stream CPU, run {}, {name}: {:.2} s CPU in {:.1} s; {} records read, {} windows set, caught up {}",
+                run + 1,
+                r.cpu_secs,
+                r.wall_secs,
+                r.records,
+                r.updates,
+                r.caught_up
+                    .map_or("never".to_string(), |t| format!("after {t:.1} s"))
+            );
+            got[v] = r;
+        }
+        eprintln!(
+            "stream CPU, run {}: indexer {:.0} µs per ttl-only record",
+            run + 1,
+            per_record_us(&got, s.cpu_items)
+        );
+        cpu.push(got);
+    }
+    Figures { settings, lag, cpu }
+}
+
+/// The CPU per second of the daemon that does not follow the stream (its ticks alone).
+fn idle_rate(run: &[CpuRun; 3]) -> f64 {
+    run[2].cpu_secs / run[2].wall_secs
+}
+
+/// `a` − `b` in CPU seconds, `a`'s longer wall time (if any) charged at [`idle_rate`].
+fn more_cpu(run: &[CpuRun; 3], a: usize, b: usize) -> f64 {
+    run[a].cpu_secs - run[b].cpu_secs - idle_rate(run) * (run[a].wall_secs - run[b].wall_secs)
+}
+
+/// The indexer's CPU per ttl-only item: (ttl only − window set, both following) ÷ items, µs.
+fn per_record_us(run: &[CpuRun; 3], items: usize) -> f64 {
+    more_cpu(run, 0, 1) / items as f64 * 1e6
+}
+
+/// Following a record with nothing to do: (window set, following − not following) ÷ items, µs.
+fn follow_only_us(run: &[CpuRun; 3], items: usize) -> f64 {
+    more_cpu(run, 1, 2) / items as f64 * 1e6
+}
+
+/// `min / median / max` of `v`, each written by `f`.
+fn three(v: &[f64], f: impl Fn(f64) -> String) -> String {
+    let (lo, mid, hi) = spread3(v);
+    format!("{} / {} / {}", f(lo), f(mid), f(hi))
+}
+
+fn secs(v: f64) -> String {
+    format!("{v:.3} s")
+}
+
+/// The due or the expired items' lags of a run, of each kind.
+type Rows = fn(&LagRun) -> &[Lags; 2];
+
+/// The subsection, in Markdown.
+pub fn render(d: &mut String, f: &Figures) {
+    let s = &f.settings;
+    let _ = writeln!(d, "### Writers unchanged: windows from the stream\n");
+    let _ = writeln!(
+        d,
+        "{}The release daemon, `target/release/ttl-sweeper --log-format json run --every 1s --follow-stream` with a `CHECKPOINT_TABLE` (every other setting at its default), against DynamoDB Local and its stream (`NEW_AND_OLD_IMAGES`), through a pass-through proxy in the benchmark (one extra local hop for every request, the stream's included) that records when DynamoDB acknowledged each item's delete: a `BatchWriteItem` answer that does not list it as unprocessed (the sweeper's) or a successful `DeleteItem` (the indexer's, for an item written already expired). That acknowledgement is the delete, as DynamoDB confirmed it to the daemon; nothing is polled. Each run starts afresh (new tables, new daemon) and writes, once the daemon follows the stream, for {} s, one `PutItem` at a time, evenly spaced: each second {} items whose writer sets the window beside the ttl and {} written with only a ttl, interleaved, due {DUE_IN} s after the whole second of their write (2–3 s after it); and {} of each kind written already expired ({EXPIRED_FOR} s before). The stream indexer gives a ttl-only item its window with a conditional `UpdateItem`, and deletes any item written already expired (with its window or without) with a conditional `DeleteItem`; the sweeper's 1 s ticks delete the due items in `BatchWriteItem`s, and an expired item with a window when its tick comes first (*deleted by `DeleteItem`* counts the indexer's deletes, and any the sweeper sent one by one). *Lag*: for due items, acknowledged delete minus ttl; for items written expired, acknowledged delete minus the acknowledgement of their `PutItem` (from write to gone).\n",
+        if s.quick {
+            "Quick mode (`BENCH_QUICK=1`): fewer and shorter runs. "
+        } else {
+            ""
+        },
+        s.lag_secs,
+        s.due_per_sec,
+        s.due_per_sec,
+        s.expired_per_sec
+    );
+    let _ = writeln!(
+        d,
+        "| run | items | window set by | never deleted | deleted by `DeleteItem` | p50 lag | p99 lag | max lag |"
+    );
+    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|");
+    let rows: [(&str, Rows); 2] = [
+        ("due 2–3 s after the write, lag from ttl", |r| &r.due),
+        ("written already expired, lag from write", |r| &r.expired),
+    ];
+    for (what, of) in rows {
+        for (i, r) in f.lag.iter().enumerate() {
+            for (kind, name) in KINDS.iter().enumerate() {
+                let l = &of(r)[kind];
+                let _ = writeln!(
+                    d,
+                    "| {} | {} {what} | {name} | {} | {} | {} | {} | {} |",
+                    i + 1,
+                    l.items,
+                    l.missed(),
+                    l.one_by_one,
+                    secs(l.p(0.5)),
+                    secs(l.p(0.99)),
+                    secs(l.max())
+                );
+            }
+        }
+    }
+    let _ = writeln!(d, "\n**min / median / max over {} runs**:\n", f.lag.len());
+    let _ = writeln!(d, "| items | window set by | p50 lag | p99 lag | max lag |");
+    let _ = writeln!(d, "|---|---|---|---|---|");
+    for (what, of) in rows {
+        for (kind, name) in KINDS.iter().enumerate() {
+            let col = |p: fn(&Lags) -> f64| {
+                three(
+                    &f.lag.iter().map(|r| p(&of(r)[kind])).collect::<Vec<_>>(),
+                    secs,
+                )
+            };
+            let _ = writeln!(
+                d,
+                "| {what} | {name} | {} | {} | {} |",
+                col(|l| l.p(0.5)),
+                col(|l| l.p(0.99)),
+                col(Lags::max)
+            );
+        }
+    }
+    let early: usize = f.lag.iter().map(|r| r.early).sum();
+    let sweeper = |g: fn(&LagRun) -> u64| {
+        f.lag
+            .iter()
+            .map(|r| g(r).to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let _ = writeln!(
+        d,
+        "\nItems of both kinds due in the same second go in the same tick, mostly in the same `BatchWriteItem`: the indexer had set the ttl-only items' windows well before their ttl, so the two kinds' lags match. Deleted before their ttl: {early}. The sweeper's own figures, from its tick lines (`tick finished`: `lag_p99_ms`, `lag_max_ms`, the lag from ttl to its own receipt of the acknowledgement, both kinds together, the indexer's deletes not included, but an item written expired that a tick deleted too counted from its ttl, {EXPIRED_FOR} s before its write: the tick may find the item in the index as the indexer deletes it, and a `BatchWriteItem` delete of an item already gone succeeds, so the sweeper counts it though DynamoDB had acknowledged the indexer's delete first): largest `lag_p99_ms` of a tick per run {} ms, largest `lag_max_ms` {} ms.\n",
+        sweeper(|r| r.sweeper_p99_ms),
+        sweeper(|r| r.sweeper_max_ms)
+    );
+
+    let n = s.cpu_items;
+    let _ = writeln!(
+        d,
+        "**The indexer's CPU per record.** The same daemon, each run started afresh on a new table where {n} items were just written (`BatchWriteItem`, 25 at a time, four writers; the daemon reads their records from the shard's oldest), their ttl an hour ahead (nothing expires, so the sweeper's ticks do the same in every variant): written with only a ttl, or with their window, the daemon following the stream or not. *CPU*: the daemon's utime + stime from `/proc/<pid>/stat` (every thread), read just before SIGTERM, {} s after its start — or, when the daemon has not caught up by then (every record read, every window set, counted by the proxy), one second after it has: the same wall time in every variant when they keep up, so that the idle work (1 s ticks, stream polls every {} ms, the position saved every second) cancels out; a variant that ran longer has the extra seconds charged at the idle rate of the daemon that does not follow the stream (its CPU ÷ its wall time; following adds polls, so this undercharges a little). *Per ttl-only record*: (ttl only − window set) ÷ {n}: what the indexer spends on an item written without its window beyond what following an item with its window costs — the conditional `UpdateItem` through the SDK (signing, HTTP, JSON), and reading and converting the `MODIFY` record that write-back puts on the stream (its `GetRecords` share, the DynamoDB JSON to the event record, the image judged right). *Following a record with nothing to do*: (window set, following − not following) ÷ {n}: reading an `INSERT` record from the stream, converting it and judging its window right. Variants alternate, the order turning by one each run.\n",
+        s.cpu_secs,
+        ttl_sweeper::tools::follow::POLL.as_millis()
+    );
+    let _ = writeln!(
+        d,
+        "| run | {} | {} | {} | per ttl-only record | following a record with nothing to do |",
+        VARIANTS[0].0, VARIANTS[1].0, VARIANTS[2].0
+    );
+    let _ = writeln!(d, "|---|---|---|---|---|---|");
+    let cell = |r: &CpuRun| {
+        format!(
+            "{:.2} s CPU in {:.1} s, {}",
+            r.cpu_secs,
+            r.wall_secs,
+            r.caught_up.map_or("not caught up".to_string(), |t| format!(
+                "caught up at {t:.1} s"
+            ))
+        )
+    };
+    for (i, run) in f.cpu.iter().enumerate() {
+        let _ = writeln!(
+            d,
+            "| {} | {} | {} | {} | {:.0} µs | {:.0} µs |",
+            i + 1,
+            cell(&run[0]),
+            cell(&run[1]),
+            cell(&run[2]),
+            per_record_us(run, n),
+            follow_only_us(run, n)
+        );
+    }
+    let per: Vec<f64> = f.cpu.iter().map(|r| per_record_us(r, n)).collect();
+    let follow: Vec<f64> = f.cpu.iter().map(|r| follow_only_us(r, n)).collect();
+    let us = |v: f64| format!("{v:.0} µs");
+    let _ = writeln!(
+        d,
+        "| **min / median / max** | | | | {} | {} |",
+        three(&per, us),
+        three(&follow, us)
+    );
+    let _ = writeln!(
+        d,
+        "\nCPU is read at a resolution of {} ms (clock ticks); the machine is shared, so a run's difference carries the noise of two daemons' idle work. DynamoDB Local's own CPU (the `UpdateItem`, the stream) is not counted: it is another process.\n",
+        // SAFETY: sysconf has no preconditions.
+        1000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }
+    );
+    let _ = writeln!(
+        d,
+        "Reproduce this part alone: `cargo build --release --bin ttl-sweeper && BENCH_ONLY=stream AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null cargo bench --bench sweeper` (prints it and writes target/bench-stream.md; `BENCH_QUICK=1`: {} lag runs of {} s, {} CPU run of {} items).\n",
+        Settings::new(true).lag_runs,
+        Settings::new(true).lag_secs,
+        Settings::new(true).cpu_runs,
+        Settings::new(true).cpu_items,
+    );
+}
