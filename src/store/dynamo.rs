@@ -142,6 +142,25 @@ impl DynamoStore {
     pub fn client(&self) -> &Client {
         &self.client
     }
+
+    /// Item `id` of checkpoint table `table` (a consistent read), if it exists: the checkpoint,
+    /// or the stream follower's position.
+    pub(super) async fn checkpoint_item(
+        &self,
+        table: &str,
+        id: &str,
+    ) -> Result<Option<Key>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key("id", AttributeValue::S(id.to_owned()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
+        Ok(out.item)
+    }
 }
 
 impl Store for DynamoStore {
@@ -285,16 +304,8 @@ impl Store for DynamoStore {
         table: &str,
         id: &str,
     ) -> Result<Option<Timestamp>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key("id", AttributeValue::S(id.to_owned()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
-        let Some(value) = out.item.as_ref().and_then(|i| i.get(CHECKPOINT_ATTRIBUTE)) else {
+        let item = self.checkpoint_item(table, id).await?;
+        let Some(value) = item.as_ref().and_then(|i| i.get(CHECKPOINT_ATTRIBUTE)) else {
             return Ok(None);
         };
         let secs = match value {

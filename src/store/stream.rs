@@ -257,17 +257,9 @@ impl DynamoStore {
         table: &str,
         id: &str,
     ) -> Result<Option<String>, StoreError> {
-        let out = self
-            .client()
-            .get_item()
-            .table_name(table)
-            .key("id", AttributeValue::S(id.to_owned()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
+        let item = self.checkpoint_item(table, id).await?;
         Ok(
-            match out.item.as_ref().and_then(|i| i.get(POSITION_ATTRIBUTE)) {
+            match item.as_ref().and_then(|i| i.get(POSITION_ATTRIBUTE)) {
                 Some(AttributeValue::S(position)) => Some(position.clone()),
                 _ => None,
             },
