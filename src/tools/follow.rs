@@ -433,8 +433,15 @@ impl Reader<'_> {
         let mut todo: Vec<usize> = (0..records.len()).collect();
         let mut attempt = 1;
         loop {
-            let batch: Vec<EventRecord> = todo.iter().map(|&i| records[i].clone()).collect();
-            let indexed = index_records(store, schema, self.clock, events, self.stop, &batch).await;
+            // The first attempt is the whole batch; only a retry copies out its records.
+            let retried: Vec<EventRecord>;
+            let batch = if attempt == 1 {
+                &records[..]
+            } else {
+                retried = todo.iter().map(|&i| records[i].clone()).collect();
+                &retried[..]
+            };
+            let indexed = index_records(store, schema, self.clock, events, self.stop, batch).await;
             let mut part = indexed.report;
             if attempt > 1 {
                 self.report.borrow_mut().retried_records += part.records;
