@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::engine::{Checkpoint, DeleteMode, SweepOptions};
+use crate::engine::{Checkpoint, DeleteMode, LeaseConfig, SweepOptions};
 use crate::events::{EventsConfig, EventsMode, ItemSource, SinkTarget};
 use crate::expiry::window::{ShardRange, DEFAULT_WINDOW_SECONDS};
 use crate::expiry::Layout;
@@ -186,6 +186,8 @@ pub struct Config {
     pub checkpoint_table: Option<String>,
     /// How far back a checkpoint may take a sweep (`MAX_CATCHUP`), seconds.
     pub max_catchup_seconds: u64,
+    /// The leader lease's duration (`LEADER_LEASE`), if only its holder sweeps.
+    pub leader_lease: Option<Duration>,
     /// CloudWatch namespace of the metrics (`METRICS_NAMESPACE`).
     pub metrics_namespace: String,
     /// Where expiry events go (`EXPIRY_EVENTS`), if anywhere.
@@ -279,6 +281,20 @@ impl Config {
             id.push_str(&format!("/range{range}"));
         }
         id
+    }
+
+    /// The leader lease of the swept table, with `LEADER_LEASE`: its item `<checkpoint id>#leader`
+    /// in the checkpoint table (one per table, layout and shard range, as the checkpoint), held as
+    /// `holder` (see [`crate::engine::lease::holder_id`]; the entry point names itself).
+    pub fn lease(&self, holder: String) -> Option<LeaseConfig> {
+        let duration = self.leader_lease?;
+        let table = self.checkpoint_table.clone()?;
+        Some(LeaseConfig {
+            table,
+            id: format!("{}#leader", self.checkpoint_id(self.shard_range)),
+            duration,
+            holder,
+        })
     }
 
     /// The expiry-event settings, when `EXPIRY_EVENTS` is set.
@@ -879,6 +895,92 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_leader_lease_is_off_by_default_and_lives_beside_each_checkpoint() {
+        let c = parse(&[("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")]).unwrap();
+        assert_eq!(c.leader_lease, None);
+        assert_eq!(c.lease("me".into()), None);
+        let c = parse(&[
+            ("TABLE_NAME", "sessions"),
+            ("CHECKPOINT_TABLE", "state"),
+            ("SCHEDULE_SECONDS", "15"),
+            ("LEADER_LEASE", "30"),
+        ])
+        .unwrap();
+        assert_eq!(c.leader_lease, Some(Duration::from_secs(30)));
+        let lease = c.lease("us-east-1/sweeper".into()).unwrap();
+        assert_eq!(lease.table, "state");
+        assert_eq!(lease.id, "sessions/expirationWindowIndex#leader");
+        assert_eq!(lease.duration, Duration::from_secs(30));
+        assert_eq!(lease.holder, "us-east-1/sweeper");
+        // Each shard range (and layout) has its own lease, as its own checkpoint.
+        let ranged = parse(&[
+            ("TABLE_NAME", "sessions"),
+            ("CHECKPOINT_TABLE", "state"),
+            ("WINDOW_SHARDS", "4"),
+            ("SHARD_RANGE", "0-1"),
+            ("LEADER_LEASE", "off"),
+        ])
+        .unwrap();
+        assert_eq!(ranged.lease("x".into()), None);
+        let ranged = parse(&[
+            ("TABLE_NAME", "sessions"),
+            ("CHECKPOINT_TABLE", "state"),
+            ("WINDOW_SHARDS", "4"),
+            ("SHARD_RANGE", "0-1"),
+            ("LEADER_LEASE", "3600"),
+        ])
+        .unwrap();
+        let id = ranged.lease("x".into()).unwrap().id;
+        let checkpoint = ranged.sweep_options().checkpoint.unwrap().id;
+        assert_eq!(id, format!("{checkpoint}#leader"));
+    }
+
+    #[test]
+    fn a_leader_lease_needs_the_checkpoint_table_and_two_sweeps() {
+        let refused = |pairs: &[(&str, &str)], names: &[&str]| {
+            let mut all = vec![("TABLE_NAME", "sessions")];
+            all.extend_from_slice(pairs);
+            let msg = parse(&all).unwrap_err().to_string();
+            for name in names {
+                assert!(msg.contains(name), "{pairs:?}: {msg}");
+            }
+        };
+        refused(
+            &[("LEADER_LEASE", "30")],
+            &["LEADER_LEASE", "--leader-lease", "CHECKPOINT_TABLE"],
+        );
+        let cp = ("CHECKPOINT_TABLE", "state");
+        refused(
+            &[cp, ("LEADER_LEASE", "119")],
+            &["LEADER_LEASE", "SCHEDULE_SECONDS", "at least 120"],
+        );
+        refused(
+            &[cp, ("TICK_SECONDS", "5"), ("LEADER_LEASE", "9")],
+            &["LEADER_LEASE", "TICK_SECONDS", "at least 10"],
+        );
+        for value in ["4", "3601", "0", "1m", "soon", "-5", "6.5"] {
+            refused(
+                &[cp, ("LEADER_LEASE", value)],
+                &["LEADER_LEASE", "5 to 3600"],
+            );
+        }
+        // Two sweeps exactly, in tick mode and on the schedule.
+        let ok = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("TABLE_NAME", "sessions"), cp];
+            all.extend_from_slice(pairs);
+            parse(&all).unwrap().leader_lease
+        };
+        let secs = |s| Some(Duration::from_secs(s));
+        assert_eq!(ok(&[("LEADER_LEASE", "120")]), secs(120));
+        assert_eq!(ok(&[("TICK_SECONDS", "1"), ("LEADER_LEASE", "5")]), secs(5));
+        assert_eq!(
+            ok(&[("SCHEDULE_SECONDS", "3"), ("LEADER_LEASE", "6")]),
+            secs(6)
+        );
+        assert_eq!(ok(&[("LEADER_LEASE", " OFF ")]), None);
     }
 
     #[test]

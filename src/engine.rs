@@ -13,6 +13,8 @@
 //! - [`hook`]: [`hook::ExpiryHook`], the seam expiry events are published through around
 //!   deletes (notify: after; archive: before, deleting only what the sink accepted).
 //! - [`retry`]: [`Stop`] (deadline or shutdown) and [`retry::full_jitter`], the one backoff.
+//! - [`lease`]: the leader lease (`LEADER_LEASE`): of several sweepers of one table (one per
+//!   Region of a global table), only the holder sweeps.
 //! - [`checkpoint`]: which windows to read given the catch-up checkpoint, and how far it moves.
 //! - [`ticks`]: repeated sweeps — tick mode in Lambda and the long-running `run` command.
 
@@ -25,6 +27,7 @@ use retry::full_jitter;
 pub mod checkpoint;
 mod delete;
 pub mod hook;
+pub mod lease;
 mod pace;
 mod partition;
 pub mod report;
@@ -33,6 +36,7 @@ pub mod sweep;
 pub mod ticks;
 
 pub use checkpoint::Checkpoint;
+pub use lease::{Lease, LeaseConfig};
 pub use report::{FailedKey, LagHistogram, LagStats, SweepErrorEntry, SweepReport};
 pub use retry::Stop;
 pub use sweep::Sweeper;

@@ -98,8 +98,16 @@ pub async fn connect(
     let store = DynamoStore::from_env().await;
     let opened = store::open(&store, &config.target(), IndexCheck::Required).await?;
     let clock = Arc::new(GuardedClock::new(wall, store.server_clock().clone()));
+    let server_time = store.server_clock().clone();
     let sweeper =
         Sweeper::new(store, opened.schema, config.sweep_options()).with_wall_clock(clock.clone());
+    let sweeper = match config.lease(lease_holder()) {
+        None => sweeper,
+        Some(lease) => {
+            tracing::info!(holder = %lease.holder, lease = ?lease.duration, item = %lease.id, "sweeping only while holding the leader lease");
+            sweeper.with_lease(engine::Lease::new(lease, server_time))
+        }
+    };
     let sweeper = match config.events() {
         None => sweeper,
         Some(events) => {
@@ -108,4 +116,24 @@ pub async fn connect(
         }
     };
     Ok(Connected { sweeper, clock })
+}
+
+/// This process's name in the leader lease, from its environment: `AWS_REGION` and, on Lambda,
+/// `AWS_LAMBDA_FUNCTION_NAME`; elsewhere the host name and the process id
+/// ([`engine::lease::holder_id`]).
+#[cfg(feature = "sweeper")]
+fn lease_holder() -> String {
+    let var = |name| std::env::var(name).ok();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| var("HOSTNAME"))
+        .unwrap_or_else(|| "localhost".to_owned());
+    engine::lease::holder_id(
+        var("AWS_REGION").as_deref(),
+        var("AWS_LAMBDA_FUNCTION_NAME").as_deref(),
+        &host,
+        std::process::id(),
+    )
 }

@@ -2,7 +2,8 @@
 //!
 //! [`Store`] is the one seam the sweep engine uses: one typed method per DynamoDB operation it
 //! needs (query a partition's page, delete a batch, delete one item on condition, read items by
-//! key, read or advance the checkpoint). [`DynamoStore`] implements it; tests, in memory.
+//! key, read or advance the checkpoint, read or write the leader lease). [`DynamoStore`]
+//! implements it; tests, in memory.
 //!
 //! - [`error`]: SDK errors classified once into [`ErrorKind`].
 //! - [`clock`]: DynamoDB's clock, from response `Date` headers; no sweep instant runs ahead of it.
@@ -28,7 +29,7 @@ pub mod keys;
 pub mod scan;
 pub mod stream;
 
-pub use clock::{GuardedClock, ServerClock};
+pub use clock::{GuardedClock, ServerClock, ServerTime};
 pub use describe::{open, IndexCheck, OpenedTable, TableTarget};
 pub use dynamo::{DynamoStore, BATCH_ATTEMPT_TIMEOUT, SDK_MAX_ATTEMPTS};
 pub use error::{ErrorKind, StoreError};
@@ -79,6 +80,16 @@ pub enum ConditionalOutcome {
     /// The item no longer existed when the delete arrived: an earlier attempt whose answer was
     /// lost (a dropped connection, a timeout) already deleted it, or the application did.
     Gone,
+}
+
+/// The leader lease item of one swept table, in the checkpoint table beside its checkpoint
+/// (see [`crate::engine::lease`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseItem {
+    /// Who holds it (`<region>/<function>` or `<region>/<host>/<pid>`).
+    pub holder: String,
+    /// When it lapses, by DynamoDB's clock (epoch milliseconds in the table).
+    pub expires_at: Timestamp,
 }
 
 /// The operations the sweep engine needs from DynamoDB, one method each. A store lives as long
@@ -142,6 +153,24 @@ pub trait Store: Send + Sync + 'static {
         to: Timestamp,
         at: Timestamp,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Reads lease `id` from `table`, strongly consistent (`GetItem`).
+    fn read_lease(
+        &self,
+        table: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<LeaseItem>, StoreError>> + Send;
+
+    /// Writes lease `id` of `table` as `lease` (`PutItem`) if no lease is there, or it is
+    /// `lease.holder`'s, or it lapsed before `lapsed_before`: `attribute_not_exists(id) OR
+    /// holder = :me OR expiresAt < :lapsed_before`. `false` when the condition did not hold.
+    fn write_lease(
+        &self,
+        table: &str,
+        id: &str,
+        lease: &LeaseItem,
+        lapsed_before: Timestamp,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
 impl<S: Store> Store for std::sync::Arc<S> {
@@ -200,5 +229,23 @@ impl<S: Store> Store for std::sync::Arc<S> {
         at: Timestamp,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         (**self).advance_checkpoint(table, id, to, at)
+    }
+
+    fn read_lease(
+        &self,
+        table: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<LeaseItem>, StoreError>> + Send {
+        (**self).read_lease(table, id)
+    }
+
+    fn write_lease(
+        &self,
+        table: &str,
+        id: &str,
+        lease: &LeaseItem,
+        lapsed_before: Timestamp,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        (**self).write_lease(table, id, lease, lapsed_before)
     }
 }

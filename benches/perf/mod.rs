@@ -16,7 +16,9 @@ use hyper::body::Bytes;
 use ttl_sweeper::engine::{run_ticks, Stop};
 use ttl_sweeper::expiry::window::{window_attribute, Window};
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::store::{ConditionalOutcome, Key, Page, Store, StoreError, TableSchema};
+use ttl_sweeper::store::{
+    ConditionalOutcome, Key, LeaseItem, Page, Store, StoreError, TableSchema,
+};
 
 use crate::common::*;
 
@@ -492,6 +494,22 @@ impl<S: Store> Store for Counted<S> {
         at: Timestamp,
     ) -> Result<bool, StoreError> {
         self.inner.advance_checkpoint(table, id, to, at).await
+    }
+
+    async fn read_lease(&self, table: &str, id: &str) -> Result<Option<LeaseItem>, StoreError> {
+        self.inner.read_lease(table, id).await
+    }
+
+    async fn write_lease(
+        &self,
+        table: &str,
+        id: &str,
+        lease: &LeaseItem,
+        lapsed_before: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .write_lease(table, id, lease, lapsed_before)
+            .await
     }
 }
 

@@ -171,6 +171,11 @@ settings! {
         help: "Longest catch-up after an outage",
         expected: "a duration from 1m to 30d, e.g. `24h`, `90m`, `3600` (seconds); default 24h",
     }
+    leader_lease: LEADER_LEASE {
+        default: Some("off"),
+        help: "Leader lease: of the sweepers of one table (one per Region), only the holder sweeps",
+        expected: "`off`, or a whole number of seconds from 5 to 3600, at least two ticks (TICK_SECONDS, else SCHEDULE_SECONDS); needs CHECKPOINT_TABLE, where the lease item lives",
+    }
     metrics_namespace: METRICS_NAMESPACE {
         default: Some("TtlSweeper"),
         help: "CloudWatch namespace of the Lambda's metrics",

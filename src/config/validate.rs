@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::engine::lease::{MAX_LEASE, MIN_LEASE};
 use crate::engine::DeleteMode;
 use crate::events::{EventsMode, ItemSource, SinkTarget};
 use crate::expiry::window::{ShardRange, MAX_SHARDS, MAX_WINDOW_SECONDS};
@@ -58,6 +59,16 @@ impl Settings {
                     .filter(|s| (60..=30 * 86_400).contains(s))
                     .ok_or_else(|| invalid(&MAX_CATCHUP, &raw))?
             },
+            leader_lease: match get(self.leader_lease.as_deref(), &LEADER_LEASE)? {
+                raw if raw.eq_ignore_ascii_case("off") => None,
+                raw => Some(
+                    raw.parse::<u64>()
+                        .ok()
+                        .map(Duration::from_secs)
+                        .filter(|d| (MIN_LEASE..=MAX_LEASE).contains(d))
+                        .ok_or_else(|| invalid(&LEADER_LEASE, &raw))?,
+                ),
+            },
             expiry_events: match get(self.expiry_events.as_deref(), &EXPIRY_EVENTS)? {
                 raw if raw.is_empty() => None,
                 raw => Some(
@@ -110,6 +121,9 @@ impl Settings {
             if tick >= Duration::from_secs(u64::from(config.schedule_seconds)) {
                 return Err(invalid(&TICK_SECONDS, &format!("{tick:?}")));
             }
+        }
+        if let Some(lease) = config.leader_lease {
+            leader_lease(lease, &config)?;
         }
         let needed = covering_lookback(config.window_seconds, config.schedule_seconds);
         if !given(self.lookback_windows.as_deref()) {
@@ -164,6 +178,41 @@ impl Settings {
         }
         Ok(config)
     }
+}
+
+/// Checks `LEADER_LEASE` against the settings it depends on: the checkpoint table holds the lease
+/// item, and a lease shorter than two sweeps would lapse between a holder's sweeps.
+fn leader_lease(lease: Duration, config: &Config) -> Result<(), ConfigError> {
+    let value = lease.as_secs().to_string();
+    if config.checkpoint_table.is_none() {
+        return Err(rejected(
+            &LEADER_LEASE,
+            &value,
+            "the lease item lives in the checkpoint table: set CHECKPOINT_TABLE".to_owned(),
+        ));
+    }
+    let (every, var) = match config.tick {
+        Some(tick) => (tick, "TICK_SECONDS"),
+        None => (
+            Duration::from_secs(u64::from(config.schedule_seconds)),
+            "SCHEDULE_SECONDS",
+        ),
+    };
+    if lease < 2 * every {
+        return Err(rejected(
+            &LEADER_LEASE,
+            &value,
+            format!(
+                "shorter than two sweeps ({var} is {every:?}): the holder's lease would lapse \
+                 between its sweeps; set LEADER_LEASE to at least {}",
+                (2 * every)
+                    .as_secs_f64()
+                    .ceil()
+                    .max(MIN_LEASE.as_secs_f64())
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Parses `SHARD_RANGE` for `shards` shards per window: `None` for every shard (`all`, or a range

@@ -70,6 +70,8 @@ pub(super) struct ChunkOutcome {
     pub(super) skipped: u64,
     pub(super) gone: u64,
     pub(super) retried: u64,
+    /// Requests refused by a replicated write conflict and sent again.
+    pub(super) write_conflicts: u64,
     pub(super) left: u64,
     /// Batch mode: keys read too long before their send, read again.
     pub(super) reread: u64,
@@ -93,6 +95,7 @@ impl ChunkOutcome {
         self.skipped += other.skipped;
         self.gone += other.gone;
         self.retried += other.retried;
+        self.write_conflicts += other.write_conflicts;
         self.left += other.left;
         self.reread += other.reread;
         self.conditional += other.conditional;
@@ -190,7 +193,10 @@ impl<S: Store> Deleter<'_, S> {
             // Borrowed: the keys stay here for a retry.
             let keys: Vec<&Key> = remaining.iter().map(|e| &e.key).collect();
             let delete = self.store.batch_delete(self.schema, &keys);
-            match stop.bound("BatchWriteItem", delete).await {
+            let answer = stop.bound("BatchWriteItem", delete).await;
+            // A replicated write conflict is counted when the keys go again.
+            let conflict = matches!(&answer, Err(e) if e.kind == ErrorKind::WriteConflict);
+            match answer {
                 Ok(unprocessed) => {
                     remaining = self.acknowledge(remaining, &unprocessed, &mut out);
                     if remaining.is_empty() {
@@ -225,6 +231,7 @@ impl<S: Store> Deleter<'_, S> {
             }
             debug!(attempt, keys = remaining.len(), wait_ms = wait.as_millis() as u64, %reason, "retrying deletes");
             out.retried += remaining.len() as u64;
+            out.write_conflicts += u64::from(conflict);
             self.publish_owed(&mut out, false).await;
             tokio::time::sleep(wait).await;
         }
@@ -495,6 +502,7 @@ impl<S: Store> Deleter<'_, S> {
                     return out;
                 }
                 out.retried += 1;
+                out.write_conflicts += u64::from(err.kind == ErrorKind::WriteConflict);
                 self.publish_owed(&mut out, false).await;
                 tokio::time::sleep(wait).await;
             }

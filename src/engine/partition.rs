@@ -72,6 +72,7 @@ pub(super) fn fold_chunk(report: &mut SweepReport, chunk: ChunkOutcome, origin: 
     report.items_skipped += chunk.skipped;
     report.items_gone += chunk.gone;
     report.items_retried += chunk.retried;
+    report.write_conflicts_retried += chunk.write_conflicts;
     report.items_left += chunk.left;
     report.items_reread += chunk.reread;
     report.items_conditional += chunk.conditional;

@@ -148,6 +148,10 @@ pub struct SweepReport {
     pub items_invalid: u64,
     /// Key re-submissions after unprocessed keys, throttling or 5xx answers.
     pub items_retried: u64,
+    /// Delete requests refused by a Multi-Region strongly consistent table because another
+    /// Region's write to the same item was in progress (`ReplicatedWriteConflictException`) and
+    /// sent again with backoff: nothing lost, nothing failed (their keys count in `items_retried`).
+    pub write_conflicts_retried: u64,
     /// Items that could not be deleted within the retry limit.
     pub items_failed: u64,
     /// Items found but not attempted because the sweep had to stop; the next sweep finds them.
@@ -165,6 +169,9 @@ pub struct SweepReport {
     pub duration_ms: u64,
     /// True when the deadline or a shutdown request stopped the sweep before it finished.
     pub stopped_early: bool,
+    /// Sweeps that stood by (`LEADER_LEASE`): another sweeper held the table's lease, so they
+    /// read nothing, deleted nothing and moved no checkpoint.
+    pub stood_by: u32,
     /// The checkpoint before the sweep (ISO time), when a checkpoint is configured.
     pub checkpoint_before: Option<String>,
     /// The checkpoint after the sweep.
@@ -238,6 +245,7 @@ impl SweepReport {
             self.delete_mode = other.delete_mode.clone();
         }
         self.ticks += other.ticks.max(1);
+        self.stood_by += other.stood_by;
         self.stopped_early |= other.stopped_early;
         self.catchup_capped |= other.catchup_capped;
         if other.checkpoint_before.is_some() && self.checkpoint_before.is_none() {
@@ -262,6 +270,7 @@ impl SweepReport {
         self.items_gone += other.items_gone;
         self.items_invalid += other.items_invalid;
         self.items_retried += other.items_retried;
+        self.write_conflicts_retried += other.write_conflicts_retried;
         self.items_failed += other.items_failed;
         self.items_left += other.items_left;
         self.items_reread += other.items_reread;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{ErrorKind, StoreError};
+use crate::store::{ErrorKind, StoreError, BATCH_ATTEMPT_TIMEOUT};
 
 /// Exponential backoff with full jitter: the wait before retry number `attempt` (1-based) is
 /// uniformly random in `[0, min(cap, base * 2^(attempt-1))]`.
@@ -67,6 +67,19 @@ impl Stop {
                     "timed out: no answer before the deadline set for calls",
                 ))
             })
+    }
+
+    /// This stop condition, also holding at `until` (the leader lease's validity): no new work
+    /// starts after it, and every store call still unanswered [`BATCH_ATTEMPT_TIMEOUT`] after it
+    /// ends then, if the bound of [`Stop::with_calls_ending`] is not earlier. Shutdown still
+    /// stops it.
+    pub fn within(&self, until: Instant) -> Stop {
+        let calls_end = until + BATCH_ATTEMPT_TIMEOUT;
+        Stop {
+            deadline: Some(self.deadline.map_or(until, |d| d.min(until))),
+            calls_end: Some(self.calls_end.map_or(calls_end, |e| e.min(calls_end))),
+            cancel: self.cancel.clone(),
+        }
     }
 
     /// Also stops when `token` is cancelled (e.g. on SIGTERM).
@@ -154,6 +167,33 @@ mod tests {
             Ok(2)
         };
         assert_eq!(Stop::never().bound("Query", slow).await.unwrap(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_within_a_lease_ends_at_the_earlier_of_the_two_and_still_on_shutdown() {
+        let start = Instant::now();
+        let secs = |s| start + Duration::from_secs(s);
+        let token = CancellationToken::new();
+        let stop = Stop::at(Some(secs(10)))
+            .with_calls_ending(Some(secs(12)))
+            .with_cancel(token.clone());
+        let narrow = stop.within(secs(4));
+        assert_eq!(narrow.deadline(), Some(secs(4)));
+        assert_eq!(narrow.calls_end, Some(secs(4) + BATCH_ATTEMPT_TIMEOUT));
+        // A later lease changes nothing.
+        let wide = stop.within(secs(60));
+        assert_eq!(wide.deadline(), Some(secs(10)));
+        assert_eq!(wide.calls_end, Some(secs(12)));
+        // No deadline before: the lease's.
+        let open = Stop::never().within(secs(3));
+        assert_eq!(open.deadline(), Some(secs(3)));
+        assert!(!narrow.reached());
+        tokio::time::advance(Duration::from_secs(4)).await;
+        assert!(narrow.reached() && !stop.reached());
+        let fresh = stop.within(secs(100));
+        assert!(!fresh.reached());
+        token.cancel();
+        assert!(fresh.reached(), "shutdown stops a narrowed stop too");
     }
 
     #[tokio::test(start_paused = true)]

@@ -16,6 +16,7 @@ use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
 use super::hook::{Events, ExpiryHook, FailedEvent, Owed};
+use super::lease::Lease;
 use super::pace::{read_ahead, Running, Slots};
 use super::partition::{joined, LagOrigin, PartitionOutcome, Shared};
 use super::report::{SweepErrorEntry, SweepReport};
@@ -35,6 +36,8 @@ pub struct Sweeper<S> {
     events: Option<Arc<dyn ExpiryHook>>,
     /// Notify mode: the events owed for deletes not yet published, across the sweeps.
     owed: Arc<Owed>,
+    /// With `LEADER_LEASE`: only its holder sweeps.
+    lease: Option<Lease>,
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
@@ -45,6 +48,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
             .field("options", &self.shared.options)
             .field("wall_clock", &self.wall.is_some())
             .field("events", &self.events)
+            .field("lease", &self.lease)
             .finish()
     }
 }
@@ -61,7 +65,46 @@ impl<S: Store> Sweeper<S> {
             wall: None,
             events: None,
             owed: Arc::default(),
+            lease: None,
         }
+    }
+
+    /// Sweeps only while holding `lease` (see [`super::lease`]): every sweep first checks it,
+    /// and one that does not lead stands by — no read, no delete, no checkpoint write, no event
+    /// — and says so in its report (`stood_by`); one that leads stops sending at the end of the
+    /// lease's validity ([`Stop::within`]).
+    pub fn with_lease(mut self, lease: Lease) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// The lease, when one is configured.
+    pub fn lease(&self) -> Option<&Lease> {
+        self.lease.as_ref()
+    }
+
+    /// The stop a sweep as of `now` runs by: `stop` itself without a lease, narrowed to the
+    /// lease's validity while leading; standing by, the report to return instead.
+    async fn lead(&self, now: Timestamp, stop: &Stop) -> Result<Stop, SweepReport> {
+        let Some(lease) = &self.lease else {
+            return Ok(stop.clone());
+        };
+        let check = lease.check(&self.shared.store, stop).await;
+        if let Some(until) = check.lead_until {
+            return Ok(stop.within(until));
+        }
+        let mut report = SweepReport {
+            sweep_at: now.iso(),
+            table: self.shared.schema.table_name.clone(),
+            delete_mode: self.shared.options.delete_mode.to_string(),
+            ticks: 1,
+            stood_by: 1,
+            ..SweepReport::default()
+        };
+        if let Some(e) = check.error {
+            report.add_errors([SweepErrorEntry::new(None, &e)]);
+        }
+        Err(report)
     }
 
     /// Publishes expiry events through `hook` around every delete (see [`super::hook`]).
@@ -134,6 +177,11 @@ impl<S: Store> Sweeper<S> {
         newest_end: Option<i64>,
         stop: &Stop,
     ) -> SweepReport {
+        let stop = match self.lead(now, stop).await {
+            Ok(stop) => stop,
+            Err(standing_by) => return standing_by,
+        };
+        let stop = &stop;
         let started = Instant::now();
         let width = self.shared.schema.layout.window_seconds;
         let options = &self.shared.options;
@@ -235,7 +283,10 @@ impl<S: Store> Sweeper<S> {
         windows: &[Window],
         stop: &Stop,
     ) -> SweepReport {
-        self.sweep_partitions(now, windows, stop).await.0
+        match self.lead(now, stop).await {
+            Ok(stop) => self.sweep_partitions(now, windows, &stop).await.0,
+            Err(standing_by) => standing_by,
+        }
     }
 
     /// The shards of each window this sweeper reads.

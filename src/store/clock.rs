@@ -38,6 +38,14 @@
 //! the `Date` header's resolution and not warned about (the report's `clock_ahead_ms` records it);
 //! a larger one is warned about once, again when the lead changes by more than [`SKEW_TOLERANCE`]
 //! (at most every [`WARN_EVERY`]), and as a reminder every [`REMIND_EVERY`] while it lasts.
+//!
+//! # A lower bound too
+//!
+//! The leader lease ([`crate::engine::lease`]) also needs the other side: a response with
+//! `Date: d` that arrived at local instant `r` was sent when DynamoDB's clock read at least `d`,
+//! so at any later instant `x` DynamoDB's clock reads at least `d + (x - r)`.
+//! [`ServerClock::lower_bound`] keeps the largest such bound. It needs no re-anchoring: a
+//! monotonic clock that missed time only makes it lower, which is the safe side for it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -93,6 +101,8 @@ struct Warned {
 struct State {
     anchor: Option<Anchor>,
     warned: Option<Warned>,
+    /// The tightest lower bound: a `Date` and the local instant its response arrived.
+    floor: Option<(Timestamp, Instant)>,
 }
 
 /// What DynamoDB's `Date` headers say of its clock: an upper bound, re-anchored as the module
@@ -117,6 +127,10 @@ impl ServerClock {
             sent,
         };
         let mut state = self.lock();
+        let floor_now = |(d, at): (Timestamp, Instant)| d + now.saturating_duration_since(at);
+        if state.floor.is_none_or(|f| floor_now(f) < date) {
+            state.floor = Some((date, now));
+        }
         let replace = match state.anchor {
             None => true,
             Some(current) => {
@@ -149,6 +163,16 @@ impl ServerClock {
 
     fn upper_bound_at(&self, now: Instant) -> Option<Timestamp> {
         self.lock().anchor.map(|a| a.at(now))
+    }
+
+    /// A lower bound on DynamoDB's clock now, once a response has been seen (module docs).
+    pub fn lower_bound(&self) -> Option<Timestamp> {
+        self.lower_bound_at(Instant::now())
+    }
+
+    fn lower_bound_at(&self, now: Instant) -> Option<Timestamp> {
+        let (date, at) = self.lock().floor?;
+        Some(date + now.saturating_duration_since(at))
     }
 
     /// `wall` (a host clock reading), held to at most [`ServerClock::upper_bound`]: the instant a
@@ -188,6 +212,25 @@ impl ServerClock {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What DynamoDB's clock reads now, as far as its responses tell: between two bounds. The leader
+/// lease reads its time through it ([`ServerClock`] in production; the tests, their own).
+pub trait ServerTime: Send + Sync {
+    /// DynamoDB's clock reads at most this now; `None` before the first response.
+    fn upper_bound(&self) -> Option<Timestamp>;
+    /// DynamoDB's clock reads at least this now; `None` before the first response.
+    fn lower_bound(&self) -> Option<Timestamp>;
+}
+
+impl ServerTime for ServerClock {
+    fn upper_bound(&self) -> Option<Timestamp> {
+        ServerClock::upper_bound(self)
+    }
+
+    fn lower_bound(&self) -> Option<Timestamp> {
+        ServerClock::lower_bound(self)
     }
 }
 
@@ -458,6 +501,26 @@ mod tests {
             clock.guard_at(wall(400, 90), at(400)),
             date + SKEW_TOLERANCE + Duration::from_secs(400)
         );
+    }
+
+    #[test]
+    fn the_lower_bound_is_the_latest_date_aged_from_its_arrival() {
+        let clock = ServerClock::default();
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let ms = Timestamp::from_millis;
+        assert_eq!(clock.lower_bound_at(t0), None);
+        // Sent at 0, arrived at 300 ms: DynamoDB read at least the Date then.
+        clock.observe_at(ms(1_000_000), t0, at(300));
+        assert_eq!(clock.lower_bound_at(at(1_300)), Some(ms(1_001_000)));
+        // An older Date (a slow response) does not lower it.
+        clock.observe_at(ms(999_000), at(400), at(2_000));
+        assert_eq!(clock.lower_bound_at(at(2_300)), Some(ms(1_002_000)));
+        // A later one raises it.
+        clock.observe_at(ms(1_003_000), at(2_300), at(2_400));
+        assert_eq!(clock.lower_bound_at(at(2_400)), Some(ms(1_003_000)));
+        // Never above the upper bound.
+        assert!(clock.lower_bound_at(at(5_000)) <= clock.upper_bound_at(at(5_000)));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use tracing::instrument;
 use std::sync::Arc;
 
 use super::clock::{DateRecorder, ServerClock};
-use super::{ConditionalOutcome, ErrorKind, Key, Page, Store, StoreError, TableSchema};
+use super::{ConditionalOutcome, ErrorKind, Key, LeaseItem, Page, Store, StoreError, TableSchema};
 use crate::expiry::window::MAX_EXPIRED_AGE_SECONDS;
 use crate::expiry::Timestamp;
 
@@ -88,6 +88,12 @@ impl DeleteClients {
 
 /// Attribute of the checkpoint item holding the boundary, epoch seconds.
 pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
+
+/// Attribute of the lease item naming its holder (a String).
+pub const LEASE_HOLDER_ATTRIBUTE: &str = "holder";
+
+/// Attribute of the lease item holding when it lapses by DynamoDB's clock, epoch milliseconds.
+pub const LEASE_EXPIRES_ATTRIBUTE: &str = "expiresAt";
 
 impl DynamoStore {
     /// Wraps a client built by the caller, adding the interceptor that learns DynamoDB's clock
@@ -340,6 +346,70 @@ impl Store for DynamoStore {
             .send()
             .await;
         match result.map_err(|e| StoreError::from_sdk("UpdateItem", e)) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind == ErrorKind::ConditionFailed => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn read_lease(&self, table: &str, id: &str) -> Result<Option<LeaseItem>, StoreError> {
+        let Some(item) = self.checkpoint_item(table, id).await? else {
+            return Ok(None);
+        };
+        let invalid = |what: &str| {
+            StoreError::new(
+                ErrorKind::Validation,
+                "GetItem",
+                format!("lease item {id:?} of {table}: {what}"),
+            )
+        };
+        let holder = match item.get(LEASE_HOLDER_ATTRIBUTE) {
+            Some(AttributeValue::S(h)) => h.clone(),
+            _ => return Err(invalid("no String `holder`")),
+        };
+        let expires_at = match item.get(LEASE_EXPIRES_ATTRIBUTE) {
+            Some(AttributeValue::N(n)) => n
+                .parse::<i64>()
+                .map(Timestamp::from_millis)
+                .map_err(|_| invalid("`expiresAt` is not epoch milliseconds"))?,
+            _ => return Err(invalid("no Number `expiresAt`")),
+        };
+        Ok(Some(LeaseItem { holder, expires_at }))
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn write_lease(
+        &self,
+        table: &str,
+        id: &str,
+        lease: &LeaseItem,
+        lapsed_before: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(table)
+            .item("id", AttributeValue::S(id.to_owned()))
+            .item(
+                LEASE_HOLDER_ATTRIBUTE,
+                AttributeValue::S(lease.holder.clone()),
+            )
+            .item(
+                LEASE_EXPIRES_ATTRIBUTE,
+                AttributeValue::N(lease.expires_at.millis().to_string()),
+            )
+            .condition_expression("attribute_not_exists(id) OR #h = :me OR #e < :lapsed")
+            .expression_attribute_names("#h", LEASE_HOLDER_ATTRIBUTE)
+            .expression_attribute_names("#e", LEASE_EXPIRES_ATTRIBUTE)
+            .expression_attribute_values(":me", AttributeValue::S(lease.holder.clone()))
+            .expression_attribute_values(
+                ":lapsed",
+                AttributeValue::N(lapsed_before.millis().to_string()),
+            )
+            .send()
+            .await;
+        match result.map_err(|e| StoreError::from_sdk("PutItem", e)) {
             Ok(_) => Ok(true),
             Err(e) if e.kind == ErrorKind::ConditionFailed => Ok(false),
             Err(e) => Err(e),

@@ -14,6 +14,10 @@ pub enum ErrorKind {
     Throttled,
     /// A 5xx, a timeout or a broken connection: retry with backoff.
     Transient,
+    /// A write to a Multi-Region strongly consistent global table refused because another
+    /// Region's write to the same item was in progress (`ReplicatedWriteConflictException`, HTTP
+    /// 400): nothing was applied; retry with backoff.
+    WriteConflict,
     /// A condition expression did not hold: the item was kept.
     ConditionFailed,
     /// The table (or index) does not exist.
@@ -29,7 +33,10 @@ pub enum ErrorKind {
 impl ErrorKind {
     /// Whether a later attempt of the same request may succeed.
     pub fn is_retryable(self) -> bool {
-        matches!(self, ErrorKind::Throttled | ErrorKind::Transient)
+        matches!(
+            self,
+            ErrorKind::Throttled | ErrorKind::Transient | ErrorKind::WriteConflict
+        )
     }
 }
 
@@ -117,6 +124,7 @@ pub(crate) fn classify_code(code: Option<&str>) -> Option<ErrorKind> {
         | "RequestLimitExceeded"
         | "Throttling" => ErrorKind::Throttled,
         "ConditionalCheckFailedException" => ErrorKind::ConditionFailed,
+        "ReplicatedWriteConflictException" => ErrorKind::WriteConflict,
         "ResourceNotFoundException" => ErrorKind::NotFound,
         "UnrecognizedClientException"
         | "AccessDeniedException"
@@ -143,5 +151,24 @@ fn classify<E, R>(err: &SdkError<E, R>, code: Option<&str>, status: Option<u16>)
             Some(403) => ErrorKind::Auth,
             _ => ErrorKind::Other,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replicated_write_conflict_is_its_own_retryable_kind() {
+        let kind = classify_code(Some("ReplicatedWriteConflictException"));
+        assert_eq!(kind, Some(ErrorKind::WriteConflict));
+        assert!(ErrorKind::WriteConflict.is_retryable());
+        // Nothing else is taken for one.
+        assert_eq!(
+            classify_code(Some("TransactionConflictException")),
+            None,
+            "a transaction conflict is not a replicated write conflict"
+        );
+        assert!(!ErrorKind::ConditionFailed.is_retryable());
     }
 }

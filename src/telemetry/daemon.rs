@@ -59,6 +59,12 @@ const STREAM_COUNTERS: [(&str, &str); 6] = [
     ("ttl_sweeper_stream_trimmed_total", "run --follow-stream: times records were trimmed from the stream before they were read (their items need backfill)"),
 ];
 const STREAM_AGE: &str = "ttl_sweeper_stream_record_age_seconds";
+/// `LEADER_LEASE`: whether the last sweep led (1; always without a lease) or stood by (0).
+const LEADER: &str = "ttl_sweeper_leader";
+/// `LEADER_LEASE`: sweeps that stood by.
+const STOOD_BY: &str = "ttl_sweeper_stood_by_total";
+/// Delete requests refused by a replicated write conflict and sent again.
+const WRITE_CONFLICTS: &str = "ttl_sweeper_write_conflicts_retried_total";
 
 /// The daemon's metrics and health.
 #[derive(Debug)]
@@ -120,6 +126,23 @@ impl DaemonMetrics {
                 describe_counter!(name, Unit::Count, help);
             }
             describe_gauge!(
+                LEADER,
+                Unit::Count,
+                "LEADER_LEASE: 1 when the last sweep held the table's lease (always without a \
+                 lease), 0 when it stood by"
+            );
+            describe_counter!(
+                STOOD_BY,
+                Unit::Count,
+                "LEADER_LEASE: sweeps that stood by while another sweeper held the lease"
+            );
+            describe_counter!(
+                WRITE_CONFLICTS,
+                Unit::Count,
+                "Delete requests refused with ReplicatedWriteConflictException (multi-Region \
+                 strong consistency) and sent again"
+            );
+            describe_gauge!(
                 STREAM_AGE,
                 Unit::Seconds,
                 "run --follow-stream: age of the newest stream record of each shard's last read, \
@@ -132,10 +155,15 @@ impl DaemonMetrics {
 
     /// Adds one sweep (a tick or a full sweep) to the counters. A successful one that read at
     /// least one window resets the health clock: a tick with nothing new to read proves nothing
-    /// about DynamoDB, and full sweeps (every reporting period) always read windows.
+    /// about DynamoDB, and full sweeps (every reporting period) always read windows. So does a
+    /// sweep that stood by after reading the leader lease: a standby is healthy.
     pub fn record(&self, report: &SweepReport) {
         self.record_sweep(report, true);
-        if report.is_success() && report.windows_swept > 0 {
+        metrics::with_local_recorder(&self.recorder, || {
+            let leader = if report.stood_by > 0 { 0.0 } else { 1.0 };
+            gauge!(LEADER, "table" => self.table.clone()).set(leader);
+        });
+        if report.is_success() && (report.windows_swept > 0 || report.stood_by > 0) {
             *self.lock() = (Instant::now(), true);
         }
     }
@@ -157,6 +185,9 @@ impl DaemonMetrics {
                 }
             }
             counter!(SWEEPS, "table" => self.table.clone()).increment(u64::from(counts));
+            counter!(STOOD_BY, "table" => self.table.clone()).increment(u64::from(r.stood_by));
+            counter!(WRITE_CONFLICTS, "table" => self.table.clone())
+                .increment(r.write_conflicts_retried);
             let failed = counts && !r.is_success();
             counter!(SWEEPS_FAILED, "table" => self.table.clone()).increment(u64::from(failed));
         });
@@ -338,6 +369,37 @@ mod tests {
             .find(|l| l.starts_with(metric) && !l.starts_with('#'))
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse().ok())
+    }
+
+    #[test]
+    fn a_standby_shows_as_not_leading_and_healthy_and_conflicts_add_up() {
+        let m = DaemonMetrics::new("sessions", Duration::from_secs(60));
+        let v = |text: &str, name: &str| value(text, &format!("{name}{{table=\"sessions\"}}"));
+        m.record(&SweepReport {
+            windows_swept: 1,
+            write_conflicts_retried: 2,
+            ..SweepReport::default()
+        });
+        let text = m.render();
+        assert_eq!(v(&text, "ttl_sweeper_leader"), Some(1.0), "{text}");
+        assert_eq!(
+            v(&text, "ttl_sweeper_write_conflicts_retried_total"),
+            Some(2.0)
+        );
+        m.record(&SweepReport {
+            stood_by: 1,
+            ..SweepReport::default()
+        });
+        let text = m.render();
+        assert_eq!(v(&text, "ttl_sweeper_leader"), Some(0.0), "{text}");
+        assert_eq!(v(&text, "ttl_sweeper_stood_by_total"), Some(1.0), "{text}");
+        // A fresh daemon that only ever stood by is healthy.
+        let standby = DaemonMetrics::new("sessions", Duration::from_secs(60));
+        standby.record(&SweepReport {
+            stood_by: 1,
+            ..SweepReport::default()
+        });
+        assert!(standby.health().ever_succeeded);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use ttl_sweeper::engine::{SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::{
-    ConditionalOutcome, ErrorKind, Key, Page, Store, StoreError, TableSchema,
+    ConditionalOutcome, ErrorKind, Key, LeaseItem, Page, Store, StoreError, TableSchema,
 };
 
 /// One operation of the store.
@@ -28,28 +28,35 @@ pub enum Op {
     Get,
     ReadCheckpoint,
     AdvanceCheckpoint,
+    /// The leader lease's `GetItem`.
+    ReadLease,
+    /// The leader lease's conditional `PutItem`.
+    WriteLease,
 }
 
 impl Op {
-    pub const ALL: [Op; 6] = [
+    pub const ALL: [Op; 8] = [
         Op::Query,
         Op::BatchDelete,
         Op::Delete,
         Op::Get,
         Op::ReadCheckpoint,
         Op::AdvanceCheckpoint,
+        Op::ReadLease,
+        Op::WriteLease,
     ];
 
     /// The DynamoDB operation's name.
     fn name(self) -> &'static str {
-        let names = [
-            "Query",
-            "BatchWriteItem",
-            "DeleteItem",
-            "BatchGetItem",
-            "GetItem",
-        ];
-        names.get(self as usize).copied().unwrap_or("UpdateItem")
+        match self {
+            Op::Query => "Query",
+            Op::BatchDelete => "BatchWriteItem",
+            Op::Delete => "DeleteItem",
+            Op::Get => "BatchGetItem",
+            Op::ReadCheckpoint | Op::ReadLease => "GetItem",
+            Op::AdvanceCheckpoint => "UpdateItem",
+            Op::WriteLease => "PutItem",
+        }
     }
 }
 
@@ -129,7 +136,7 @@ pub struct MemStore {
     cancel_on_lost: Option<CancellationToken>,
     /// Cancelled once this many queries were made.
     stop_after: Mutex<Option<(usize, CancellationToken)>>,
-    calls: [AtomicUsize; 6],
+    calls: [AtomicUsize; 8],
     /// The virtual wall clock's epoch seconds at the instant the store was made.
     epoch: Option<(f64, Instant)>,
     /// Items removed by a delete of the sweep.
@@ -148,6 +155,8 @@ pub struct MemStore {
     /// Items a `BatchWriteItem` deleted while their ttl was not past the virtual clock.
     pub destroyed_live: Mutex<Vec<String>>,
     pub checkpoint: Mutex<Option<Timestamp>>,
+    /// The leader lease item (one: the tests sweep one table).
+    pub lease: Mutex<Option<LeaseItem>>,
 }
 
 /// The schema of the tests' `sessions` table (String key `id`, the sweeper's default index) with
@@ -585,5 +594,29 @@ impl Store for MemStore {
             *cp = Some(to);
         }
         Ok(moved)
+    }
+
+    async fn read_lease(&self, _: &str, _: &str) -> Result<Option<LeaseItem>, StoreError> {
+        self.begin(Op::ReadLease, None).await?;
+        Ok(self.lease.lock().unwrap().clone())
+    }
+
+    /// The conditional `PutItem`, evaluated on the item as it stands when the call lands.
+    async fn write_lease(
+        &self,
+        _: &str,
+        _: &str,
+        lease: &LeaseItem,
+        lapsed_before: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.begin(Op::WriteLease, None).await?;
+        let mut held = self.lease.lock().unwrap();
+        let accepted = held
+            .as_ref()
+            .is_none_or(|l| l.holder == lease.holder || l.expires_at < lapsed_before);
+        if accepted {
+            *held = Some(lease.clone());
+        }
+        Ok(accepted)
     }
 }

@@ -26,7 +26,8 @@ use ttl_sweeper::engine::{Stop, SweepReport, Sweeper};
 use ttl_sweeper::expiry::window::window_attribute;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{
-    ConditionalOutcome, DynamoStore, ErrorKind, Key, Page, Store, StoreError, TableSchema,
+    ConditionalOutcome, DynamoStore, ErrorKind, Key, LeaseItem, Page, Store, StoreError,
+    TableSchema,
 };
 
 pub use aws_sdk_dynamodb::types::AttributeValue as AV;
@@ -602,6 +603,22 @@ impl<S: Store> Store for Instrumented<S> {
         at: Timestamp,
     ) -> Result<bool, StoreError> {
         self.inner.advance_checkpoint(table, id, to, at).await
+    }
+
+    async fn read_lease(&self, table: &str, id: &str) -> Result<Option<LeaseItem>, StoreError> {
+        self.inner.read_lease(table, id).await
+    }
+
+    async fn write_lease(
+        &self,
+        table: &str,
+        id: &str,
+        lease: &LeaseItem,
+        lapsed_before: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .write_lease(table, id, lease, lapsed_before)
+            .await
     }
 }
 

@@ -105,6 +105,13 @@ pub(crate) async fn run<W>(
 where
     W: Fn() -> Timestamp + Send + Sync + 'static,
 {
+    if let Some(lease) = config.leader_lease.filter(|l| *l < 2 * every) {
+        anyhow::bail!(
+            "LEADER_LEASE={} is shorter than two sweeps of --every {every:?}: the holder's lease \
+             would lapse between its sweeps; raise LEADER_LEASE or lower --every",
+            lease.as_secs()
+        );
+    }
     let ttl_sweeper::Connected { sweeper, clock } = ttl_sweeper::connect(config, wall).await?;
     let follower = match follow_stream {
         false => None,

@@ -1,0 +1,516 @@
+//! The leader lease (`LEADER_LEASE`): of several sweepers of one table — one per Region of a
+//! global table — only the holder of the table's lease sweeps; the others stand by and take the
+//! lease over when it lapses.
+//!
+//! The lease is an item of the checkpoint table, `<checkpoint id>#leader`, holding its `holder`
+//! and `expiresAt` (epoch milliseconds by DynamoDB's clock). Nothing in it depends on the hosts'
+//! clocks agreeing: every instant written or compared is DynamoDB's, as its responses' `Date`
+//! headers bound it ([`crate::store::ServerTime`]), and each sweeper measures its own hold on the
+//! monotonic clock.
+//!
+//! - **Taking or renewing.** A conditional `PutItem` of `holder = me`, `expiresAt = U + lease`
+//!   (`U`: the upper bound on DynamoDB's clock when the request is sent), accepted only if
+//!   `attribute_not_exists(id) OR holder = :me OR expiresAt < :lower` (`:lower`: the lower
+//!   bound on DynamoDB's clock when it is sent).
+//! - **Leading.** A write sent at local instant `s` and answered at `r` makes its sender leader
+//!   until `min(s + lease - margin, r + (expiresAt - margin - U(r)))`, monotonic time; `margin`
+//!   is [`LEASE_MARGIN`]. The second term only matters when the bound `U` was stale when sent
+//!   (the host was paused) and the answer's `Date` corrected it. Every sweep's [`Stop`] is
+//!   narrowed to that instant ([`Stop::within`]): no delete is sent after it. The leader renews
+//!   once half of that validity is used, at the start of the next sweep.
+//! - **Standing by.** A sweeper that does not hold the lease reads it (a strongly consistent
+//!   `GetItem`) at most every fifth of the lease, or as soon as the lower bound says it lapsed,
+//!   and writes only when it looks lapsed ([`decide`]). It sends no read of the table, no delete
+//!   and no checkpoint write, and publishes no event.
+//!
+//! Why two holders never send deletes at once, given that DynamoDB's servers agree on the time
+//! and monotonic clocks run at the rate of DynamoDB's: holder A's last accepted write, sent at
+//! `s_A` when DynamoDB's clock read `T(s_A) <= U(s_A)`, set `E = U(s_A) + lease`. A sends no
+//! delete after `s_A + lease - margin`, when DynamoDB's clock reads `T(s_A) + lease - margin <=
+//! E - margin`; each delete sent before then is answered, or given up, within the batch attempt
+//! timeout, [`BATCH_ATTEMPT_TIMEOUT`] `= margin - 1 s`. B's conditional write is accepted only if
+//! `E < :lower <= T(B's send)`, so it lands after DynamoDB's clock passed `E`, and B sends its
+//! first delete after its answer: at least a second after the last request A sent could still be
+//! under way. A renewal by A in between moves `E` later, and B's write, evaluated against the
+//! newest item (one Region: conditional writes are serialised), is refused. `docs/global-tables.md`
+//! says what breaks this on a multi-Region eventually consistent table.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use super::retry::Stop;
+use crate::expiry::Timestamp;
+use crate::store::{ErrorKind, LeaseItem, ServerTime, Store, StoreError, BATCH_ATTEMPT_TIMEOUT};
+
+/// How long before its lease lapses (by its own monotonic clock, counted from the send of the write
+/// that took or renewed it) a holder stops sending deletes: the batch attempt timeout and a
+/// second, so that a request sent just before the stop has been answered or given up.
+pub const LEASE_MARGIN: Duration = BATCH_ATTEMPT_TIMEOUT.saturating_add(Duration::from_secs(1));
+
+/// The shortest lease: two seconds of validity beyond [`LEASE_MARGIN`].
+pub const MIN_LEASE: Duration = Duration::from_secs(5);
+
+/// The longest lease.
+pub const MAX_LEASE: Duration = Duration::from_secs(3600);
+
+/// The host's wall clock may run this much faster than its monotonic clock between two lease
+/// checks before the monotonic clock is taken to have missed a pause (a frozen or suspended host).
+pub const PAUSE_TOLERANCE: Duration = Duration::from_secs(1);
+
+/// One table's lease, as the configuration gives it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LeaseConfig {
+    /// The checkpoint table, where the lease item lives.
+    pub table: String,
+    /// The lease item's id: `<checkpoint id>#leader`.
+    pub id: String,
+    /// How long a write holds the lease (`LEADER_LEASE`).
+    pub duration: Duration,
+    /// This sweeper's name in the lease ([`holder_id`]).
+    pub holder: String,
+}
+
+/// A sweeper's name in the lease: `<region>/<function>` on Lambda, so that the overlapping
+/// invocations of one deployment share it; elsewhere `<region>/<host>/<pid>`. The entry point reads
+/// the parts from its environment.
+pub fn holder_id(region: Option<&str>, function: Option<&str>, host: &str, pid: u32) -> String {
+    let region = region.filter(|r| !r.is_empty()).unwrap_or("no-region");
+    match function.filter(|f| !f.is_empty()) {
+        Some(function) => format!("{region}/{function}"),
+        None => format!("{region}/{host}/{pid}"),
+    }
+}
+
+/// What a sweeper does about the lease item it read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Write it: there is none (`from: None`), it is ours, or it lapsed.
+    Take {
+        /// The holder it lapsed from (`None`: no lease yet, or ours).
+        from: Option<String>,
+    },
+    /// Leave it: another holder's, not surely lapsed.
+    StandBy {
+        /// Its holder.
+        holder: String,
+        /// When it lapses, by DynamoDB's clock.
+        until: Timestamp,
+    },
+}
+
+/// The decision on lease item `item` for holder `me` when DynamoDB's clock reads at least
+/// `lower` (`None`: not known yet, and then no lease of another holder counts as lapsed). Host
+/// clocks play no part: `expiresAt` and `lower` are both DynamoDB's time.
+pub fn decide(item: Option<&LeaseItem>, me: &str, lower: Option<Timestamp>) -> Decision {
+    match item {
+        None => Decision::Take { from: None },
+        Some(l) if l.holder == me => Decision::Take { from: None },
+        Some(l) if lower.is_some_and(|now| l.expires_at < now) => Decision::Take {
+            from: Some(l.holder.clone()),
+        },
+        Some(l) => Decision::StandBy {
+            holder: l.holder.clone(),
+            until: l.expires_at,
+        },
+    }
+}
+
+/// Until when (monotonic) an accepted write makes its sender leader: the write was sent at `sent`
+/// with `expires_at = U(sent) + duration` and answered at `answered`, when the upper bound on
+/// DynamoDB's clock was `upper_at_answer` (its answer's `Date` taken into account). The earlier of
+/// `sent + duration - margin` and the instant DynamoDB's clock can reach `expires_at - margin`.
+pub fn valid_until(
+    sent: Instant,
+    answered: Instant,
+    duration: Duration,
+    expires_at: Timestamp,
+    upper_at_answer: Timestamp,
+) -> Instant {
+    let by_sent = (sent + duration).checked_sub(LEASE_MARGIN).unwrap_or(sent);
+    let left_ms = expires_at.millis_since(upper_at_answer) - LEASE_MARGIN.as_millis() as i64;
+    let by_server = match u64::try_from(left_ms) {
+        Ok(left) if left > 0 => answered + Duration::from_millis(left),
+        _ => sent,
+    };
+    by_sent.min(by_server)
+}
+
+/// Whether the monotonic clock missed time between two readings: the wall clock advanced
+/// `wall` while it advanced `mono`, more than [`PAUSE_TOLERANCE`] beyond it.
+pub fn missed_a_pause(mono: Duration, wall: Option<Duration>) -> bool {
+    wall.is_some_and(|w| w > mono + PAUSE_TOLERANCE)
+}
+
+/// A hold on the lease: the write that took or renewed it.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    sent: Instant,
+    wall_sent: SystemTime,
+    until: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    held: Option<Held>,
+    /// Standing by: no read before this.
+    next_read: Option<Instant>,
+    /// The other holder last seen, and when it lapses.
+    seen: Option<LeaseItem>,
+    /// What the last check logged: leading, or standing by for whom.
+    logged: Option<Result<(), String>>,
+}
+
+/// What a check of the lease says.
+#[derive(Debug)]
+pub struct LeaseCheck {
+    /// Leading until this instant: sweep, within it.
+    pub lead_until: Option<Instant>,
+    /// Standing by: the holder seen, and when its lease lapses (DynamoDB's clock).
+    pub holder: Option<(String, Timestamp)>,
+    /// Reading or writing the lease failed, and this sweeper does not lead.
+    pub error: Option<StoreError>,
+}
+
+/// One table's lease, checked at the start of every sweep ([`super::Sweeper::with_lease`]).
+pub struct Lease {
+    config: LeaseConfig,
+    time: Arc<dyn ServerTime>,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lease {
+    /// The lease `config`, judged by DynamoDB's clock as `time` bounds it.
+    pub fn new(config: LeaseConfig, time: Arc<dyn ServerTime>) -> Self {
+        Lease {
+            config,
+            time,
+            state: Mutex::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LeaseConfig {
+        &self.config
+    }
+
+    /// Whether this sweeper leads now, taking, renewing or reading the lease as needed.
+    pub async fn check<S: Store>(&self, store: &S, stop: &Stop) -> LeaseCheck {
+        let mut state = self.state.lock().await;
+        let now = Instant::now();
+        if let Some(held) = state.held {
+            let mono = now.saturating_duration_since(held.sent);
+            let wall = SystemTime::now().duration_since(held.wall_sent).ok();
+            let paused = missed_a_pause(mono, wall);
+            if paused {
+                warn!(
+                    monotonic_ms = mono.as_millis() as u64,
+                    wall_ms = wall.unwrap_or_default().as_millis() as u64,
+                    "the host was paused while holding the lease: confirming it before sweeping"
+                );
+                state.held = None;
+            }
+            let renew_after = held.until.saturating_duration_since(held.sent) / 2;
+            if !paused && now < held.until && mono < renew_after {
+                return self.leading(&mut state, held.until, None);
+            }
+            match self.write(store, stop).await {
+                Ok(Some(renewed)) => {
+                    state.held = Some(renewed);
+                    return self.leading(&mut state, renewed.until, None);
+                }
+                Ok(None) => {
+                    warn!(holder = %self.config.holder, "lost the lease");
+                    state.held = None;
+                    state.next_read = None;
+                    state.logged = Some(Err(String::new()));
+                }
+                Err(e) if !paused && Instant::now() < held.until => {
+                    warn!(error = %e, "could not renew the lease; leading until it runs out");
+                    return self.leading(&mut state, held.until, None);
+                }
+                Err(e) => {
+                    warn!(error = %e, "lost the lease: it ran out while it could not be renewed");
+                    state.held = None;
+                    state.logged = Some(Err(String::new()));
+                    return self.standing_by(&mut state, Some(e));
+                }
+            }
+        }
+        if state.next_read.is_some_and(|at| now < at) {
+            return self.standing_by(&mut state, None);
+        }
+        let read = stop.bound(
+            "GetItem",
+            store.read_lease(&self.config.table, &self.config.id),
+        );
+        let item = match read.await {
+            Ok(item) => item,
+            Err(e) => {
+                state.next_read = Some(Instant::now() + self.poll());
+                return self.standing_by(&mut state, Some(e));
+            }
+        };
+        match decide(item.as_ref(), &self.config.holder, self.time.lower_bound()) {
+            Decision::Take { from } => match self.write(store, stop).await {
+                Ok(Some(held)) => {
+                    let from = from.as_deref().unwrap_or("nobody");
+                    info!(holder = %self.config.holder, from, "took the lease from {from}");
+                    state.held = Some(held);
+                    state.seen = None;
+                    self.leading(&mut state, held.until, Some(()))
+                }
+                // Another sweeper took it first: read it again at the next poll.
+                Ok(None) => {
+                    state.next_read = Some(Instant::now() + self.poll());
+                    self.standing_by(&mut state, None)
+                }
+                Err(e) => {
+                    state.next_read = Some(Instant::now() + self.poll());
+                    self.standing_by(&mut state, Some(e))
+                }
+            },
+            Decision::StandBy { holder, until } => {
+                // Read again a fifth of the lease on, or once the lease looks lapsed if sooner.
+                let lapses_in = self
+                    .time
+                    .lower_bound()
+                    .map(|lower| until.millis_since(lower).max(0) as u64 + 1)
+                    .map(Duration::from_millis);
+                let wait = lapses_in.map_or(self.poll(), |l| l.min(self.poll()));
+                state.next_read = Some(Instant::now() + wait);
+                state.seen = Some(LeaseItem {
+                    holder,
+                    expires_at: until,
+                });
+                self.standing_by(&mut state, None)
+            }
+        }
+    }
+
+    /// How often a standby reads the lease at most: a fifth of it.
+    fn poll(&self) -> Duration {
+        self.config.duration / 5
+    }
+
+    /// Takes or renews the lease: the hold it gives, `None` if the condition refused it.
+    async fn write<S: Store>(&self, store: &S, stop: &Stop) -> Result<Option<Held>, StoreError> {
+        // The send instant first: the bound read after it is one on DynamoDB's clock then.
+        let (sent, wall_sent) = (Instant::now(), SystemTime::now());
+        let Some(upper) = self.time.upper_bound() else {
+            return Err(StoreError::new(
+                ErrorKind::Transient,
+                "PutItem",
+                "DynamoDB's clock is not known yet (no response seen): the lease is not written",
+            ));
+        };
+        let lower = self.time.lower_bound().unwrap_or(Timestamp::from_millis(0));
+        let item = LeaseItem {
+            holder: self.config.holder.clone(),
+            expires_at: upper + self.config.duration,
+        };
+        let (table, id) = (&self.config.table, &self.config.id);
+        let written = stop
+            .bound("PutItem", store.write_lease(table, id, &item, lower))
+            .await?;
+        if !written {
+            return Ok(None);
+        }
+        let answered = Instant::now();
+        let upper_now = self
+            .time
+            .upper_bound()
+            .unwrap_or(upper + answered.saturating_duration_since(sent));
+        let until = valid_until(
+            sent,
+            answered,
+            self.config.duration,
+            item.expires_at,
+            upper_now,
+        );
+        Ok(Some(Held {
+            sent,
+            wall_sent,
+            until,
+        }))
+    }
+
+    fn leading(&self, state: &mut State, until: Instant, took: Option<()>) -> LeaseCheck {
+        if Instant::now() >= until {
+            // Written, but with no validity left (the answer showed DynamoDB's clock further on
+            // than thought): the next check renews it before anything is sent.
+            warn!(holder = %self.config.holder, "the lease write left no time to sweep in; renewing it at the next sweep");
+            return LeaseCheck {
+                lead_until: None,
+                holder: None,
+                error: None,
+            };
+        }
+        if took.is_none() && state.logged != Some(Ok(())) {
+            info!(holder = %self.config.holder, "leading: holding the lease");
+        }
+        state.logged = Some(Ok(()));
+        LeaseCheck {
+            lead_until: Some(until),
+            holder: None,
+            error: None,
+        }
+    }
+
+    fn standing_by(&self, state: &mut State, error: Option<StoreError>) -> LeaseCheck {
+        let holder = state
+            .seen
+            .as_ref()
+            .map(|l| (l.holder.clone(), l.expires_at));
+        if let Some((who, until)) = &holder {
+            if state.logged.as_ref() != Some(&Err(who.clone())) {
+                info!(
+                    holder = %who,
+                    until = %until,
+                    "standing by: {who} holds the lease until {until}"
+                );
+                state.logged = Some(Err(who.clone()));
+            }
+        }
+        LeaseCheck {
+            lead_until: None,
+            holder,
+            error,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(holder: &str, expires_ms: i64) -> LeaseItem {
+        LeaseItem {
+            holder: holder.into(),
+            expires_at: Timestamp::from_millis(expires_ms),
+        }
+    }
+
+    #[test]
+    fn the_holder_is_the_deployment_on_lambda_and_the_process_elsewhere() {
+        let id = holder_id(Some("eu-west-1"), Some("sweeper"), "ip-10-0-0-1", 7);
+        assert_eq!(id, "eu-west-1/sweeper");
+        let id = holder_id(Some("us-east-2"), None, "ip-10-0-0-1", 7);
+        assert_eq!(id, "us-east-2/ip-10-0-0-1/7");
+        assert_eq!(holder_id(None, Some(""), "h", 1), "no-region/h/1");
+    }
+
+    #[test]
+    fn no_lease_or_our_own_is_taken_and_another_only_once_it_surely_lapsed() {
+        let ms = Timestamp::from_millis;
+        assert_eq!(decide(None, "a", None), Decision::Take { from: None });
+        let ours = lease("a", 1_000);
+        assert_eq!(
+            decide(Some(&ours), "a", Some(ms(5_000))),
+            Decision::Take { from: None }
+        );
+        let theirs = lease("b", 10_000);
+        let stand_by = Decision::StandBy {
+            holder: "b".into(),
+            until: ms(10_000),
+        };
+        // DynamoDB's clock not known: theirs holds whatever its time.
+        assert_eq!(decide(Some(&theirs), "a", None), stand_by);
+        // Not lapsed, or lapsing exactly now: theirs.
+        assert_eq!(decide(Some(&theirs), "a", Some(ms(9_999))), stand_by);
+        assert_eq!(decide(Some(&theirs), "a", Some(ms(10_000))), stand_by);
+        assert_eq!(
+            decide(Some(&theirs), "a", Some(ms(10_001))),
+            Decision::Take {
+                from: Some("b".into())
+            }
+        );
+    }
+
+    #[test]
+    fn host_clock_skew_plays_no_part_only_dynamodb_time_bounds_do() {
+        // Holder B's host clock runs two minutes fast, A's two minutes slow: neither clock is
+        // read. B wrote expiresAt from its upper bound on DynamoDB's clock; A judges it by its
+        // lower bound. A's lower bound is at most DynamoDB's time, so A takes the lease only once
+        // DynamoDB's clock has passed B's expiry, whatever either host's clock says.
+        let dynamodb_at_b_write = Timestamp::from_millis(1_000_000);
+        let b_upper = dynamodb_at_b_write + Duration::from_millis(900); // Date + 1 s, rounded
+        let b = lease("b", (b_upper + Duration::from_secs(30)).millis());
+        for dynamodb_ms in [1_020_000, 1_030_000, 1_030_900, 1_031_000] {
+            let dynamodb_now = Timestamp::from_millis(dynamodb_ms);
+            // A's lower bound: up to a second behind (the Date header's resolution).
+            for behind_ms in [0, 500, 999] {
+                let lower = dynamodb_now - Duration::from_millis(behind_ms);
+                let took = matches!(decide(Some(&b), "a", Some(lower)), Decision::Take { .. });
+                assert!(
+                    !took || dynamodb_now > b.expires_at,
+                    "took at {dynamodb_now} a lease lapsing at {}",
+                    b.expires_at
+                );
+            }
+        }
+        // Once DynamoDB's clock is a second past, every lower bound has passed it.
+        let late = b.expires_at + Duration::from_millis(1_001);
+        assert!(matches!(
+            decide(Some(&b), "a", Some(late - Duration::from_millis(999))),
+            Decision::Take { .. }
+        ));
+    }
+
+    #[test]
+    fn a_hold_lasts_the_lease_less_the_margin_unless_the_answer_shows_the_bound_was_stale() {
+        let sent = Instant::now();
+        let answered = sent + Duration::from_millis(40);
+        let lease = Duration::from_secs(30);
+        let upper_at_send = Timestamp::from_millis(5_000_000);
+        let expires = upper_at_send + lease;
+        // A fresh bound: the answer's is the sent one aged by the round trip.
+        let fresh = upper_at_send + Duration::from_millis(40);
+        assert_eq!(
+            valid_until(sent, answered, lease, expires, fresh),
+            sent + lease - LEASE_MARGIN
+        );
+        // The bound was 10 s stale (the host was paused and it was not re-learnt): the answer's
+        // Date moves the upper bound 10 s on, and the hold shrinks by as much.
+        let corrected = fresh + Duration::from_secs(10);
+        assert_eq!(
+            valid_until(sent, answered, lease, expires, corrected),
+            answered + lease - LEASE_MARGIN - Duration::from_secs(10) - Duration::from_millis(40)
+        );
+        // So stale the lease had lapsed before it was written: no hold at all.
+        let lapsed = fresh + Duration::from_secs(60);
+        assert_eq!(
+            valid_until(sent, answered, lease, expires, lapsed),
+            sent,
+            "no validity"
+        );
+    }
+
+    #[test]
+    fn a_wall_clock_running_ahead_of_the_monotonic_one_means_a_missed_pause() {
+        let s = Duration::from_secs;
+        assert!(!missed_a_pause(s(10), Some(s(10))));
+        assert!(!missed_a_pause(s(10), Some(s(11))), "within tolerance");
+        assert!(missed_a_pause(s(10), Some(s(70))), "frozen for a minute");
+        // A wall clock stepped back, or slower, is not a pause.
+        assert!(!missed_a_pause(s(10), None));
+        assert!(!missed_a_pause(s(10), Some(s(3))));
+    }
+
+    #[test]
+    fn the_margin_covers_a_batch_attempt_and_a_second() {
+        assert!(LEASE_MARGIN >= BATCH_ATTEMPT_TIMEOUT + Duration::from_secs(1));
+        assert!(MIN_LEASE > LEASE_MARGIN);
+    }
+}
