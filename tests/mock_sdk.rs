@@ -13,7 +13,7 @@ use aws_sdk_dynamodb::operation::delete_item::{DeleteItemError, DeleteItemOutput
 use aws_sdk_dynamodb::operation::query::{QueryError, QueryOutput};
 use aws_sdk_dynamodb::types::error::{
     ConditionalCheckFailedException, InternalServerError, ProvisionedThroughputExceededException,
-    ResourceNotFoundException,
+    ReplicatedWriteConflictException, ResourceNotFoundException,
 };
 use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
@@ -91,6 +91,15 @@ fn throttled() -> BatchWriteItemError {
     BatchWriteItemError::ProvisionedThroughputExceededException(error.build())
 }
 
+/// What a Multi-Region strongly consistent table answers a write while another Region's write to
+/// the same item is in progress.
+fn write_conflict() -> ReplicatedWriteConflictException {
+    let error = ReplicatedWriteConflictException::builder()
+        .message("Write conflict with a concurrent write in another Region")
+        .meta(meta("ReplicatedWriteConflictException"));
+    error.build()
+}
+
 fn not_found() -> ResourceNotFoundException {
     let error = ResourceNotFoundException::builder().message("Requested resource not found");
     error.meta(meta("ResourceNotFoundException")).build()
@@ -156,6 +165,38 @@ async fn throttling_is_retried_with_growing_backoff() {
     let waited = started.elapsed();
     let capped = waited > Duration::ZERO && waited <= Duration::from_millis(350);
     assert!(capped, "{waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn replicated_write_conflicts_are_retried_counted_and_lose_nothing() {
+    let query = query_returning((0..25).map(expired).collect());
+    let batch = mock!(Client::batch_write_item)
+        .sequence()
+        .error(|| BatchWriteItemError::ReplicatedWriteConflictException(write_conflict()))
+        .times(2)
+        .output(all_processed)
+        .build();
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
+    let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
+    assert_eq!(batch.num_calls(), 3);
+    report.assert_fields(
+        "items_deleted=25 items_retried=50 write_conflicts_retried=2 items_failed=0 items_left=0",
+    );
+    assert!(report.is_success(), "{report:?}");
+
+    // Conditional mode: the DeleteItem refused by the conflict goes again.
+    let query = query_returning(vec![expired(0), expired(1)]);
+    let delete = mock!(Client::delete_item)
+        .sequence()
+        .error(|| DeleteItemError::ReplicatedWriteConflictException(write_conflict()))
+        .output(|| DeleteItemOutput::builder().build())
+        .times(2)
+        .build();
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &delete]);
+    let report = sweeper(client, DeleteMode::Conditional).sweep_at(NOW).await;
+    assert_eq!(delete.num_calls(), 3);
+    report.assert_fields("items_deleted=2 write_conflicts_retried=1 items_failed=0");
+    assert!(report.is_success(), "{report:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -205,7 +205,7 @@ test("the construct's defaults are the binary's SETTINGS defaults", () => {
   const plain = envOf(synth({ tickSeconds: undefined }).sweeper);
   const withCheckpoint = envOf(synth({ tickSeconds: undefined, checkpoint: Checkpoint.newTable() }).sweeper);
   // What the construct leaves out, the binary defaults itself; everything it sets equals SETTINGS.
-  const notSet = ['CHECKPOINT_TABLE', 'MAX_CATCHUP', 'SHARD_RANGE', 'EXPIRY_EVENTS', 'EXPIRY_EVENTS_MODE', 'EXPIRY_EVENTS_ITEM'];
+  const notSet = ['CHECKPOINT_TABLE', 'MAX_CATCHUP', 'LEADER_LEASE', 'SHARD_RANGE', 'EXPIRY_EVENTS', 'EXPIRY_EVENTS_MODE', 'EXPIRY_EVENTS_ITEM'];
   assert.deepEqual(Object.keys(plain).sort(), [...defaults.keys()].filter((v) => !notSet.includes(v)).sort());
   for (const [name, value] of Object.entries(plain)) {
     if (name === 'TABLE_NAME') continue; // no default: the table given

@@ -1,0 +1,567 @@
+//! The leader lease (`LEADER_LEASE`) and Multi-Region strong consistency's write conflicts:
+//!
+//! - in memory, in virtual time: two sweepers' leases over one store, with DynamoDB's clock known
+//!   to each only within a second, never lead at once, and the standby takes over once the
+//!   holder stops; a standby's sweep touches nothing but the lease;
+//! - on DynamoDB Local: `ReplicatedWriteConflictException` injected by the fault proxy is retried
+//!   and nothing is lost; two `ttl-sweeper run` processes standing for two Regions, each through
+//!   a proxy of its own that records its deletes: one leads, the other takes over after a
+//!   SIGKILL, and never do both send deletes.
+
+mod common;
+#[path = "support/fault_proxy.rs"]
+mod fault_proxy;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::mem_store::{Fault as MemFault, MemStore, Op, When};
+use common::*;
+use fault_proxy::{delete_ids, Fault, FaultProxy, Plan};
+use tokio::time::Instant;
+use ttl_sweeper::engine::lease::{Lease, LeaseConfig, LEASE_MARGIN};
+use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
+use ttl_sweeper::expiry::{Layout, Timestamp};
+use ttl_sweeper::store::{LeaseItem, ServerTime};
+
+/// DynamoDB's clock as one sweeper knows it in virtual time: the true time is `base` plus the
+/// time since `t0`; the sweeper's upper bound is `ahead` past it, its lower bound `behind` short
+/// of it (a `Date` header's second of resolution, a response's time in flight).
+struct Bounds {
+    t0: Instant,
+    base: Timestamp,
+    ahead: Duration,
+    behind: Duration,
+}
+
+impl Bounds {
+    fn true_time(&self) -> Timestamp {
+        self.base + self.t0.elapsed()
+    }
+}
+
+impl ServerTime for Bounds {
+    fn upper_bound(&self) -> Option<Timestamp> {
+        Some(self.true_time() + self.ahead)
+    }
+
+    fn lower_bound(&self) -> Option<Timestamp> {
+        Some(self.true_time() - self.behind)
+    }
+}
+
+fn lease_config(holder: &str, seconds: u64) -> LeaseConfig {
+    LeaseConfig {
+        table: "state".into(),
+        id: "sessions/expirationWindowIndex#leader".into(),
+        duration: Duration::from_secs(seconds),
+        holder: holder.into(),
+    }
+}
+
+fn bounds(t0: Instant, ahead_ms: u64, behind_ms: u64) -> Arc<Bounds> {
+    Arc::new(Bounds {
+        t0,
+        base: Timestamp::from_secs(1_800_000_000),
+        ahead: Duration::from_millis(ahead_ms),
+        behind: Duration::from_millis(behind_ms),
+    })
+}
+
+/// When a sweeper led: from its check to the end of the validity the check gave.
+type Holds = Arc<Mutex<Vec<(&'static str, Instant, Instant)>>>;
+
+/// Checks `lease` every second (from `offset`) until `until`, as ticks do, recording each hold.
+async fn checking(
+    name: &'static str,
+    lease: Lease,
+    store: Arc<MemStore>,
+    offset: Duration,
+    until: Instant,
+    holds: Holds,
+) -> usize {
+    let mut stood_by = 0;
+    tokio::time::sleep(offset).await;
+    while Instant::now() < until {
+        let started = Instant::now();
+        let check = lease.check(&store, &Stop::never()).await;
+        match check.lead_until {
+            Some(end) => holds.lock().unwrap().push((name, started, end)),
+            None => stood_by += 1,
+        }
+        tokio::time::sleep_until(started + Duration::from_secs(1)).await;
+    }
+    stood_by
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_leases_never_lead_at_once_and_the_standby_takes_over_when_the_holder_stops() {
+    // (A's upper bound ahead, B's lower bound behind, delays of lease writes): the worst
+    // bounds a second of `Date` resolution allows, and writes slow enough to matter.
+    let cases = [
+        (1_000, 999, Duration::from_millis(300)),
+        (0, 0, Duration::ZERO),
+        (1_000, 0, Duration::from_millis(1_500)),
+    ];
+    for (ahead, behind, write_delay) in cases {
+        let t0 = Instant::now();
+        let store = Arc::new(
+            MemStore::new(Layout::default())
+                .delay(Op::WriteLease, write_delay)
+                .delay(Op::ReadLease, Duration::from_millis(50)),
+        );
+        let lease_s = 6;
+        let a = Lease::new(lease_config("us-east-1/a", lease_s), bounds(t0, ahead, 0));
+        let b = Lease::new(lease_config("eu-west-1/b", lease_s), bounds(t0, 0, behind));
+        let holds: Holds = Arc::default();
+        let killed = t0 + Duration::from_secs(20);
+        let (a_stood_by, b_stood_by) = tokio::join!(
+            checking("a", a, store.clone(), Duration::ZERO, killed, holds.clone()),
+            checking(
+                "b",
+                b,
+                store.clone(),
+                Duration::from_millis(370),
+                killed + Duration::from_secs(20),
+                holds.clone()
+            ),
+        );
+        let holds = holds.lock().unwrap().clone();
+        let case = format!("ahead {ahead} ms, behind {behind} ms, writes {write_delay:?}");
+        assert_eq!(a_stood_by, 0, "{case}: the first holder led at every check");
+        assert!(b_stood_by > 0, "{case}");
+        for (x, xs, xe) in &holds {
+            for (y, ys, ye) in &holds {
+                if x != y {
+                    assert!(
+                        xe <= ys || ye <= xs,
+                        "{case}: {x} held {:?}..{:?} and {y} {:?}..{:?}",
+                        *xs - t0,
+                        *xe - t0,
+                        *ys - t0,
+                        *ye - t0
+                    );
+                }
+            }
+        }
+        let first_b = holds
+            .iter()
+            .filter(|(n, ..)| *n == "b")
+            .map(|(_, s, _)| *s)
+            .min()
+            .expect("b took over");
+        assert!(first_b > killed, "{case}: b led while a lived");
+        let last_a_end = holds
+            .iter()
+            .filter(|(n, ..)| *n == "a")
+            .map(|(.., e)| *e)
+            .max()
+            .unwrap();
+        let failover = first_b - killed;
+        eprintln!(
+            "{case}: a's last hold ended {:?} after its last check, b led {failover:?} after it stopped",
+            last_a_end.saturating_duration_since(killed)
+        );
+        // Within the lease, the two bounds' errors, the write's time and a check period.
+        let within = Duration::from_secs(lease_s)
+            + Duration::from_millis(ahead + behind)
+            + write_delay * 2
+            + Duration::from_secs(1);
+        assert!(failover <= within, "{case}: {failover:?} > {within:?}");
+        assert!(first_b >= last_a_end, "{case}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_its_lease() {
+    let t0 = Instant::now();
+    let now = 1_800_000_000;
+    let store = Arc::new(MemStore::new(Layout::default()).starting_at(now));
+    for i in 0..10 {
+        store.put(&format!("old-{i}"), (now - 5 - i) as f64);
+    }
+    let time = Arc::new(Bounds {
+        t0,
+        base: Timestamp::from_secs(now),
+        ahead: Duration::from_millis(500),
+        behind: Duration::from_millis(500),
+    });
+    // Another Region holds it for another minute.
+    *store.lease.lock().unwrap() = Some(LeaseItem {
+        holder: "eu-west-1/other".into(),
+        expires_at: Timestamp::from_secs(now + 60),
+    });
+    let options = SweepOptions {
+        checkpoint: Some(ttl_sweeper::engine::Checkpoint {
+            table: "state".into(),
+            id: "sessions/expirationWindowIndex".into(),
+            start_from: None,
+        }),
+        ..SweepOptions::default()
+    };
+    let sweeper = Sweeper::new(store.clone(), store.schema(), options)
+        .with_lease(Lease::new(lease_config("us-east-1/me", 30), time));
+    let at = Timestamp::from_secs(now);
+    let report = sweeper.sweep(at, &Stop::never()).await;
+    report.assert_fields("stood_by=1 items_found=0 windows_swept=0");
+    assert!(report.is_success(), "{report:?}");
+    let windows = [ttl_sweeper::expiry::window::Window::containing_instant(
+        at, 60,
+    )];
+    let report = sweeper.sweep_windows(at, &windows, &Stop::never()).await;
+    report.assert_fields("stood_by=1 items_found=0");
+    let ticks = Ticks {
+        every: Duration::from_secs(1),
+        full_every: Duration::from_secs(10),
+        until: Some(Instant::now() + Duration::from_secs(5)),
+    };
+    let clock = move || Timestamp::from_secs(now) + t0.elapsed();
+    let report = run_ticks(&sweeper, at, &clock, &ticks, &Stop::never(), |_| {}).await;
+    assert!(report.stood_by >= 5, "{report:?}");
+    assert_eq!(report.items_found, 0);
+    for op in [Op::Query, Op::BatchDelete, Op::Delete, Op::Get] {
+        assert_eq!(store.calls(op), 0, "{op:?}");
+    }
+    assert_eq!(store.calls(Op::ReadCheckpoint), 0);
+    assert_eq!(store.calls(Op::AdvanceCheckpoint), 0);
+    assert_eq!(
+        store.calls(Op::WriteLease),
+        0,
+        "it looked held: never written"
+    );
+    // At most one read a fifth of the lease (6 s) over the ~5 s of ticks, plus the two sweeps.
+    assert!(
+        store.calls(Op::ReadLease) <= 3,
+        "{}",
+        store.calls(Op::ReadLease)
+    );
+    assert_eq!(store.ids().len(), 10);
+
+    // The other Region's lease lapses: the next sweep takes it and deletes.
+    tokio::time::advance(Duration::from_secs(60)).await;
+    let at = Timestamp::from_secs(now) + t0.elapsed();
+    let report = sweeper.sweep(at, &Stop::never()).await;
+    report.assert_fields("stood_by=0 items_deleted=10");
+    assert_eq!(
+        store.lease.lock().unwrap().as_ref().unwrap().holder,
+        "us-east-1/me"
+    );
+
+    // A leader's sweep stops sending when its hold runs out: queries slower than the validity
+    // (30 s lease: 27 s) leave the windows after it for the next sweep.
+    let slow = Arc::new(
+        MemStore::new(Layout::default())
+            .starting_at(now)
+            .delay(Op::Query, Duration::from_secs(20)),
+    );
+    for i in 0..5 {
+        slow.put(&format!("old-{i}"), (now - 5 - i * 60) as f64);
+    }
+    let time = Arc::new(Bounds {
+        t0: Instant::now(),
+        base: Timestamp::from_secs(now),
+        ahead: Duration::ZERO,
+        behind: Duration::ZERO,
+    });
+    let options = SweepOptions {
+        lookback_windows: 5,
+        max_concurrency: 1,
+        ..SweepOptions::default()
+    };
+    let sweeper = Sweeper::new(slow.clone(), slow.schema(), options)
+        .with_lease(Lease::new(lease_config("us-east-1/me", 30), time));
+    let started = Instant::now();
+    let report = sweeper
+        .sweep(Timestamp::from_secs(now), &Stop::never())
+        .await;
+    assert!(report.stopped_early, "{report:?}");
+    assert!(report.windows_left > 0, "{report:?}");
+    let validity = Duration::from_secs(30) - LEASE_MARGIN;
+    // Its last query started before the hold ran out; none after.
+    assert!(
+        started.elapsed() < validity + Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        slow.calls(Op::Query),
+        2,
+        "queries at 0 s and 20 s, none at 40 s"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holder_that_cannot_renew_leads_until_its_hold_runs_out_then_stands_by() {
+    let t0 = Instant::now();
+    let store = Arc::new(MemStore::new(Layout::default()));
+    let lease = Lease::new(lease_config("us-east-1/me", 10), bounds(t0, 0, 0));
+    let first = lease.check(&store, &Stop::never()).await;
+    let until = first.lead_until.expect("took it");
+    assert_eq!(until - t0, Duration::from_secs(10) - LEASE_MARGIN);
+    // Every later write fails: renewals are tried once half the hold is used, and the hold
+    // stands until it runs out.
+    let failing = Arc::new(MemStore::new(Layout::default()).fault(
+        Op::WriteLease,
+        When::Always,
+        MemFault::Fail(ttl_sweeper::store::ErrorKind::Transient),
+    ));
+    *failing.lease.lock().unwrap() = store.lease.lock().unwrap().clone();
+    tokio::time::advance(Duration::from_secs(4)).await;
+    let renewing = lease.check(&failing, &Stop::never()).await;
+    assert_eq!(renewing.lead_until, Some(until));
+    assert_eq!(failing.calls(Op::WriteLease), 1);
+    tokio::time::advance(Duration::from_secs(4)).await;
+    let after = lease.check(&failing, &Stop::never()).await;
+    assert_eq!(after.lead_until, None, "past its hold");
+    assert!(after.error.is_some(), "the failure is reported");
+}
+
+/// Sweeps through a fault proxy that answers `ReplicatedWriteConflictException` to the first
+/// deletes: they are retried and counted, and nothing expired is left or live deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicated_write_conflicts_are_retried_and_nothing_is_lost() {
+    for mode in [DeleteMode::Batch, DeleteMode::Conditional] {
+        let (client, table) = simple_table("conflict").await;
+        let now = now();
+        let mut items = sessions("old", 60, |i| now - 2 - i % 20);
+        items.extend(sessions("live", 5, |i| now + 3600 + i));
+        put_items(&client, &table, items).await;
+        let conflicts = Arc::new(Mutex::new(0u32));
+        let seen = conflicts.clone();
+        let plan = Plan::script(move |op, _| {
+            let mut n = seen.lock().unwrap();
+            let write = op == "BatchWriteItem" || op == "DeleteItem";
+            (write && *n < 3).then(|| {
+                *n += 1;
+                Fault::WriteConflict
+            })
+        });
+        let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(3), plan).await;
+        let proxied = aws_sdk_dynamodb::Client::from_conf(sdk_config(&proxy.endpoint).build());
+        let config = config(&table, &[("DELETE_MODE", &mode.to_string())]);
+        let (_, schema) = store_and_schema(&config).await;
+        let sweeper = Sweeper::new(store(proxied), schema, config.sweep_options());
+        let report = sweeper
+            .sweep(Timestamp::from_secs(now), &Stop::never())
+            .await;
+        assert_eq!(*conflicts.lock().unwrap(), 3, "{mode}");
+        assert_eq!(report.write_conflicts_retried, 3, "{mode}: {report:?}");
+        assert_eq!(report.items_failed, 0, "{mode}: {report:?}");
+        assert_eq!(removed(&report), 60, "{mode}: {report:?}");
+        assert!(report.is_success(), "{mode}: {report:?}");
+        let left: HashSet<String> = id_set(&client, &table).await;
+        let live: HashSet<String> = (0..5).map(|i| format!("live-{i}")).collect();
+        assert_eq!(left, live, "{mode}: only the live items are left");
+    }
+}
+
+/// When each delete request reached a proxy, with the ids it deletes.
+type Sent = Arc<Mutex<Vec<(std::time::Instant, Vec<String>)>>>;
+
+/// A `ttl-sweeper run` standing for one Region: its own proxy records each delete it sends.
+struct Region {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+    /// Stops with the region.
+    _proxy: FaultProxy,
+    /// When each `BatchWriteItem` or `DeleteItem` reached its proxy, with the ids it deletes.
+    deletes: Sent,
+    /// When each lease write (`PutItem`) reached its proxy.
+    lease_writes: Arc<Mutex<Vec<std::time::Instant>>>,
+}
+
+impl Region {
+    async fn start(name: &'static str, table: &str, checkpoint: &str) -> Region {
+        let deletes: Sent = Arc::default();
+        let lease_writes: Arc<Mutex<Vec<std::time::Instant>>> = Arc::default();
+        let (d, l) = (deletes.clone(), lease_writes.clone());
+        let plan = Plan::script(move |op, json| {
+            let at = std::time::Instant::now();
+            match op {
+                "BatchWriteItem" => d
+                    .lock()
+                    .unwrap()
+                    .push((at, delete_ids(&json["RequestItems"]))),
+                "DeleteItem" => {
+                    let id = json["Key"]["id"]["S"].as_str().unwrap_or("").to_owned();
+                    d.lock().unwrap().push((at, vec![id]));
+                }
+                "PutItem" => l.lock().unwrap().push(at),
+                _ => {}
+            }
+            None
+        });
+        let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(3), plan).await;
+        let log = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("target/test-servers/lease-{table}-{name}.log"));
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let child = cli()
+            .args(["--log-format", "json", "run", "--every", "1s"])
+            .args(["--table-name", table])
+            .env("CHECKPOINT_TABLE", checkpoint)
+            .env("LEADER_LEASE", "6")
+            .env("SCHEDULE_SECONDS", "3")
+            .env("AWS_REGION", name)
+            .env("AWS_ENDPOINT_URL", &proxy.endpoint)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Region {
+            name,
+            child,
+            log,
+            _proxy: proxy,
+            deletes,
+            lease_writes,
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until its log says `what`.
+    fn wait_for_log(&self, what: &str) {
+        let text = poll(
+            Duration::from_secs(30),
+            Duration::from_millis(50),
+            || self.log_text(),
+            |t| t.contains(what),
+        );
+        assert!(text.contains(what), "{}: no {what:?} in\n{text}", self.name);
+    }
+
+    fn deletes(&self) -> Vec<(std::time::Instant, Vec<String>)> {
+        self.deletes.lock().unwrap().clone()
+    }
+
+    fn kill(&mut self) {
+        // SAFETY: signals the child this test started, by its PID.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGKILL);
+        }
+        let exited = poll(
+            Duration::from_secs(20),
+            Duration::from_millis(20),
+            || self.child.try_wait().unwrap(),
+            Option::is_some,
+        );
+        assert!(exited.is_some(), "{} did not stop", self.name);
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_region_sweeps_and_the_other_takes_over_within_the_lease_after_a_sigkill() {
+    let (client, table) = simple_table("lease").await;
+    let checkpoint = checkpoint_table(&client, "leasecp").await;
+    let mut east = Region::start("us-east-1", &table, &checkpoint).await;
+    east.wait_for_log("took the lease from nobody");
+    let west = Region::start("eu-west-1", &table, &checkpoint).await;
+    west.wait_for_log("standing by");
+
+    // Two items expire every second for 30 s, from 4 s on; fifty live for an hour.
+    let start = now();
+    let expiring: Vec<String> = (0..60).map(|i| format!("due-{i}")).collect();
+    let mut items = sessions("due", 60, |i| start + 4 + i / 2);
+    items.extend(sessions("live", 50, |i| start + 3600 + i));
+    put_items(&client, &table, items).await;
+
+    // East sweeps a few seconds' worth, then dies.
+    let deleted_some = poll(
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || east.deletes().len(),
+        |n| *n >= 5,
+    );
+    assert!(deleted_some >= 5, "east deleted nothing");
+    assert!(west.deletes().is_empty(), "west deleted while east led");
+    let killed_at = std::time::Instant::now();
+    east.kill();
+
+    // West takes over; everything due goes.
+    let mut left = HashSet::new();
+    for _ in 0..600 {
+        let present = id_set(&client, &table).await;
+        left = expiring
+            .iter()
+            .filter(|id| present.contains(*id))
+            .cloned()
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(left.is_empty(), "expired items left: {left:?}");
+    let present = id_set(&client, &table).await;
+    for i in 0..50 {
+        assert!(
+            present.contains(&format!("live-{i}")),
+            "live-{i} was deleted"
+        );
+    }
+
+    let east_deletes = east.deletes();
+    let west_deletes = west.deletes();
+    let last_east = east_deletes.iter().map(|(at, _)| *at).max().unwrap();
+    let first_west = west_deletes
+        .iter()
+        .map(|(at, _)| *at)
+        .min()
+        .expect("west deleted after the takeover");
+    assert!(
+        last_east < first_west,
+        "east's last delete came {:?} after west's first",
+        last_east - first_west
+    );
+    assert!(first_west > killed_at, "west deleted while east lived");
+    let took = west
+        .lease_writes
+        .lock()
+        .unwrap()
+        .iter()
+        .copied()
+        .filter(|at| *at > killed_at)
+        .min()
+        .expect("west wrote the lease");
+    let failover = first_west - killed_at;
+    eprintln!(
+        "failover: east killed; west wrote the lease {:.2} s later and sent its first delete {:.2} s \
+         later (LEADER_LEASE=6, ticks of 1 s); east sent {} delete requests, west {}",
+        (took - killed_at).as_secs_f64(),
+        failover.as_secs_f64(),
+        east_deletes.len(),
+        west_deletes.len()
+    );
+    // The lease, the Date header's second on each side, and a tick.
+    assert!(
+        failover < Duration::from_secs(6 + 2 + 1 + 1),
+        "{failover:?}"
+    );
+    let west_log = west.log_text();
+    assert!(
+        west_log.contains("took the lease from us-east-1/"),
+        "{west_log}"
+    );
+    // Every deleted id was deleted by one of them.
+    let deleted: HashSet<String> = east_deletes
+        .iter()
+        .chain(&west_deletes)
+        .flat_map(|(_, ids)| ids.iter().cloned())
+        .collect();
+    assert!(expiring.iter().all(|id| deleted.contains(id)));
+}
