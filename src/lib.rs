@@ -30,7 +30,8 @@
 //!   is the engine's [`engine::hook::ExpiryHook`].
 //! - [`engine`]: the sweep — paginated queries within one read-ahead budget of keys per sweep,
 //!   batched or conditional deletes with backoff (batch mode reads a stale key again before it
-//!   sends it), the report, checkpoint planning, ticks, and the one backoff
+//!   sends it), the report, checkpoint planning, ticks, the leader lease that lets one of the
+//!   sweepers of a table sweep ([`engine::lease`], `LEADER_LEASE`), and the one backoff
 //!   ([`engine::retry::full_jitter`], for every retry loop above too).
 //! - [`store`]: the only code that talks to DynamoDB, behind the typed [`store::Store`]
 //!   seam; errors, start-up checks, the key dialect of reports and events (DynamoDB JSON,

@@ -161,7 +161,8 @@ pub trait Store: Send + Sync + 'static {
         id: &str,
     ) -> impl Future<Output = Result<Option<LeaseItem>, StoreError>> + Send;
 
-    /// Writes lease `id` of `table` as `lease` (`PutItem`) if no lease is there, or it is
+    /// Writes lease `id` of `table` as `lease` (a conditional `UpdateItem`, which the
+    /// checkpoint's permissions already allow) if no lease is there, or it is
     /// `lease.holder`'s, or it lapsed before `lapsed_before`: `attribute_not_exists(id) OR
     /// holder = :me OR expiresAt < :lapsed_before`. `false` when the condition did not hold.
     fn write_lease(

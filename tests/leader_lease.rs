@@ -370,7 +370,7 @@ struct Region {
     _proxy: FaultProxy,
     /// When each `BatchWriteItem` or `DeleteItem` reached its proxy, with the ids it deletes.
     deletes: Sent,
-    /// When each lease write (`PutItem`) reached its proxy.
+    /// When each lease write (an `UpdateItem` of the `#leader` item) reached its proxy.
     lease_writes: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
@@ -390,7 +390,13 @@ impl Region {
                     let id = json["Key"]["id"]["S"].as_str().unwrap_or("").to_owned();
                     d.lock().unwrap().push((at, vec![id]));
                 }
-                "PutItem" => l.lock().unwrap().push(at),
+                "UpdateItem"
+                    if json["Key"]["id"]["S"]
+                        .as_str()
+                        .is_some_and(|id| id.ends_with("#leader")) =>
+                {
+                    l.lock().unwrap().push(at)
+                }
                 _ => {}
             }
             None

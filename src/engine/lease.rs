@@ -8,7 +8,8 @@
 //! headers bound it ([`crate::store::ServerTime`]), and each sweeper measures its own hold on the
 //! monotonic clock.
 //!
-//! - **Taking or renewing.** A conditional `PutItem` of `holder = me`, `expiresAt = U + lease`
+//! - **Taking or renewing.** A conditional write (an `UpdateItem`, allowed by the checkpoint's
+//!   permissions) of `holder = me`, `expiresAt = U + lease`
 //!   (`U`: the upper bound on DynamoDB's clock when the request is sent), accepted only if
 //!   `attribute_not_exists(id) OR holder = :me OR expiresAt < :lower` (`:lower`: the lower
 //!   bound on DynamoDB's clock when it is sent).
@@ -311,7 +312,7 @@ impl Lease {
         let Some(upper) = self.time.upper_bound() else {
             return Err(StoreError::new(
                 ErrorKind::Transient,
-                "PutItem",
+                "UpdateItem",
                 "DynamoDB's clock is not known yet (no response seen): the lease is not written",
             ));
         };
@@ -322,7 +323,7 @@ impl Lease {
         };
         let (table, id) = (&self.config.table, &self.config.id);
         let written = stop
-            .bound("PutItem", store.write_lease(table, id, &item, lower))
+            .bound("UpdateItem", store.write_lease(table, id, &item, lower))
             .await?;
         if !written {
             return Ok(None);

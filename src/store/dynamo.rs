@@ -386,30 +386,29 @@ impl Store for DynamoStore {
         lease: &LeaseItem,
         lapsed_before: Timestamp,
     ) -> Result<bool, StoreError> {
+        // UpdateItem rather than PutItem: the checkpoint's own grants (GetItem, UpdateItem) cover
+        // the lease, and the item holds nothing else.
         let result = self
             .client
-            .put_item()
+            .update_item()
             .table_name(table)
-            .item("id", AttributeValue::S(id.to_owned()))
-            .item(
-                LEASE_HOLDER_ATTRIBUTE,
-                AttributeValue::S(lease.holder.clone()),
-            )
-            .item(
-                LEASE_EXPIRES_ATTRIBUTE,
-                AttributeValue::N(lease.expires_at.millis().to_string()),
-            )
+            .key("id", AttributeValue::S(id.to_owned()))
+            .update_expression("SET #h = :me, #e = :expires")
             .condition_expression("attribute_not_exists(id) OR #h = :me OR #e < :lapsed")
             .expression_attribute_names("#h", LEASE_HOLDER_ATTRIBUTE)
             .expression_attribute_names("#e", LEASE_EXPIRES_ATTRIBUTE)
             .expression_attribute_values(":me", AttributeValue::S(lease.holder.clone()))
+            .expression_attribute_values(
+                ":expires",
+                AttributeValue::N(lease.expires_at.millis().to_string()),
+            )
             .expression_attribute_values(
                 ":lapsed",
                 AttributeValue::N(lapsed_before.millis().to_string()),
             )
             .send()
             .await;
-        match result.map_err(|e| StoreError::from_sdk("PutItem", e)) {
+        match result.map_err(|e| StoreError::from_sdk("UpdateItem", e)) {
             Ok(_) => Ok(true),
             Err(e) if e.kind == ErrorKind::ConditionFailed => Ok(false),
             Err(e) => Err(e),

@@ -30,7 +30,7 @@ pub enum Op {
     AdvanceCheckpoint,
     /// The leader lease's `GetItem`.
     ReadLease,
-    /// The leader lease's conditional `PutItem`.
+    /// The leader lease's conditional `UpdateItem`.
     WriteLease,
 }
 
@@ -54,8 +54,7 @@ impl Op {
             Op::Delete => "DeleteItem",
             Op::Get => "BatchGetItem",
             Op::ReadCheckpoint | Op::ReadLease => "GetItem",
-            Op::AdvanceCheckpoint => "UpdateItem",
-            Op::WriteLease => "PutItem",
+            Op::AdvanceCheckpoint | Op::WriteLease => "UpdateItem",
         }
     }
 }
@@ -601,7 +600,7 @@ impl Store for MemStore {
         Ok(self.lease.lock().unwrap().clone())
     }
 
-    /// The conditional `PutItem`, evaluated on the item as it stands when the call lands.
+    /// The conditional `UpdateItem`, evaluated on the item as it stands when the call lands.
     async fn write_lease(
         &self,
         _: &str,
