@@ -224,12 +224,12 @@ impl Lease {
             }
             let renew_after = held.until.saturating_duration_since(held.sent) / 2;
             if !paused && now < held.until && mono < renew_after {
-                return self.leading(&mut state, held.until, None);
+                return self.leading(&mut state, held.until, false);
             }
             match self.write(store, stop).await {
                 Ok(Some(renewed)) => {
                     state.held = Some(renewed);
-                    return self.leading(&mut state, renewed.until, None);
+                    return self.leading(&mut state, renewed.until, false);
                 }
                 Ok(None) => {
                     warn!(holder = %self.config.holder, "lost the lease");
@@ -239,7 +239,7 @@ impl Lease {
                 }
                 Err(e) if !paused && Instant::now() < held.until => {
                     warn!(error = %e, "could not renew the lease; leading until it runs out");
-                    return self.leading(&mut state, held.until, None);
+                    return self.leading(&mut state, held.until, false);
                 }
                 Err(e) => {
                     warn!(error = %e, "lost the lease: it ran out while it could not be renewed");
@@ -270,7 +270,7 @@ impl Lease {
                     info!(holder = %self.config.holder, from, "took the lease from {from}");
                     state.held = Some(held);
                     state.seen = None;
-                    self.leading(&mut state, held.until, Some(()))
+                    self.leading(&mut state, held.until, true)
                 }
                 // Another sweeper took it first: read it again at the next poll.
                 Ok(None) => {
@@ -347,7 +347,8 @@ impl Lease {
         }))
     }
 
-    fn leading(&self, state: &mut State, until: Instant, took: Option<()>) -> LeaseCheck {
+    /// Leading until `until`; `took`: the lease was just taken (and that was logged).
+    fn leading(&self, state: &mut State, until: Instant, took: bool) -> LeaseCheck {
         if Instant::now() >= until {
             // Written, but with no validity left (the answer showed DynamoDB's clock further on
             // than thought): the next check renews it before anything is sent.
@@ -358,7 +359,7 @@ impl Lease {
                 error: None,
             };
         }
-        if took.is_none() && state.logged != Some(Ok(())) {
+        if !took && state.logged != Some(Ok(())) {
             info!(holder = %self.config.holder, "leading: holding the lease");
         }
         state.logged = Some(Ok(()));
@@ -369,6 +370,8 @@ impl Lease {
         }
     }
 
+    /// Standing by (`error`: why, if reading or writing the lease failed); logs the holder when
+    /// it changed.
     fn standing_by(&self, state: &mut State, error: Option<StoreError>) -> LeaseCheck {
         let holder = state
             .seen
