@@ -180,7 +180,9 @@ pub fn log_summary(report: &SweepReport) {
 /// `ItemsDeleted`, `ItemsSkipped`, `ItemsGone`, `ItemsFailed`, `ItemsFound`, `ItemsLeft`, `WindowsSwept`,
 /// `MaxExpiryLagSeconds`, `P99ExpiryLagSeconds`, `ClockAheadSeconds` (how far the host clock
 /// ran ahead of DynamoDB's and was pulled back), and the expiry events' `EventsPublished`,
-/// `EventsFailed`, `EventsCancelled` and `EventsTruncated`, dimensioned by `TableName`.
+/// `EventsFailed`, `EventsCancelled` and `EventsTruncated`, with `LEADER_LEASE` `SweepsStoodBy`
+/// (sweeps that stood by while another sweeper held the lease), and `WriteConflictsRetried`
+/// (deletes refused by a replicated write conflict and sent again), dimensioned by `TableName`.
 pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value {
     let secs = |ms: u64| json!(ms as f64 / 1000.0);
     let metrics = [
@@ -198,6 +200,12 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
         ("EventsFailed", "Count", json!(report.events_failed)),
         ("EventsCancelled", "Count", json!(report.events_cancelled)),
         ("EventsTruncated", "Count", json!(report.events_truncated)),
+        ("SweepsStoodBy", "Count", json!(report.stood_by)),
+        (
+            "WriteConflictsRetried",
+            "Count",
+            json!(report.write_conflicts_retried),
+        ),
     ];
     let mut record = json!({
         "_aws": {
@@ -295,6 +303,8 @@ pub(crate) mod tests {
             "WindowsSwept",
             "EventsPublished",
             "EventsFailed",
+            "SweepsStoodBy",
+            "WriteConflictsRetried",
         ] {
             assert!(names.contains(&required), "{required} missing");
         }

@@ -1105,6 +1105,24 @@ export class TtlSweeper extends Construct {
   }
 
   /**
+   * `SweepsStoodBy`: Sweeps that stood by because another sweeper held the table's leader lease (`LEADER_LEASE`, one sweeping Region of a global table); 0 in the Region that sweeps.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricSweepsStoodBy(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('SweepsStoodBy', { statistic: 'Sum', ...props });
+  }
+
+  /**
+   * `WriteConflictsRetried`: Deletes refused with `ReplicatedWriteConflictException` (a multi-Region strongly consistent table, another Region writing the item) and sent again.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricWriteConflictsRetried(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('WriteConflictsRetried', { statistic: 'Sum', ...props });
+  }
+
+  /**
    * `EventsPublished`: Expiry events (`Item Expired`) the sink accepted (with `expiryEvents`).
    *
    * @default - statistic Sum over 1 minute
