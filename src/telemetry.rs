@@ -180,12 +180,13 @@ pub fn log_summary(report: &SweepReport) {
 /// `ItemsDeleted`, `ItemsSkipped`, `ItemsGone`, `ItemsFailed`, `ItemsFound`, `ItemsLeft`, `WindowsSwept`,
 /// `MaxExpiryLagSeconds`, `P99ExpiryLagSeconds`, `ClockAheadSeconds` (how far the host clock
 /// ran ahead of DynamoDB's and was pulled back), and the expiry events' `EventsPublished`,
-/// `EventsFailed`, `EventsCancelled` and `EventsTruncated`, with `LEADER_LEASE` `SweepsStoodBy`
-/// (sweeps that stood by while another sweeper held the lease), and `WriteConflictsRetried`
-/// (deletes refused by a replicated write conflict and sent again), dimensioned by `TableName`.
+/// `EventsFailed`, `EventsCancelled` and `EventsTruncated`, dimensioned by `TableName`; and, only in
+/// a record where they are not 0, `SweepsStoodBy` (sweeps that stood by while another sweeper held
+/// the `LEADER_LEASE`) and `WriteConflictsRetried` (deletes refused by a replicated write conflict
+/// and sent again).
 pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value {
     let secs = |ms: u64| json!(ms as f64 / 1000.0);
-    let metrics = [
+    let mut metrics = vec![
         ("ItemsDeleted", "Count", json!(report.items_deleted)),
         ("ItemsSkipped", "Count", json!(report.items_skipped)),
         ("ItemsGone", "Count", json!(report.items_gone)),
@@ -200,13 +201,19 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
         ("EventsFailed", "Count", json!(report.events_failed)),
         ("EventsCancelled", "Count", json!(report.events_cancelled)),
         ("EventsTruncated", "Count", json!(report.events_truncated)),
-        ("SweepsStoodBy", "Count", json!(report.stood_by)),
+    ];
+    // Global tables' two, only in a record where they happened: a custom metric is billed from
+    // its first data point, and a table with one sweeper never has either.
+    let global = [
+        ("SweepsStoodBy", "Count", u64::from(report.stood_by)),
         (
             "WriteConflictsRetried",
             "Count",
-            json!(report.write_conflicts_retried),
+            report.write_conflicts_retried,
         ),
     ];
+    let happened = global.into_iter().filter(|(.., n)| *n > 0);
+    metrics.extend(happened.map(|(name, unit, n)| (name, unit, json!(n))));
     let mut record = json!({
         "_aws": {
             "Timestamp": timestamp_ms,
@@ -270,6 +277,36 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_global_tables_metrics_appear_only_in_records_where_they_happened() {
+        let names = |report: &SweepReport| -> Vec<String> {
+            let v = emf_record(report, "TtlSweeper", 0);
+            let metrics = v["_aws"]["CloudWatchMetrics"][0]["Metrics"].clone();
+            let names: Vec<String> = metrics
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["Name"].as_str().unwrap().to_owned())
+                .collect();
+            for name in &names {
+                assert!(v[name.as_str()].is_number(), "{name}: {v}");
+            }
+            names
+        };
+        let quiet = names(&SweepReport::default());
+        assert_eq!(quiet.len(), 14, "{quiet:?}");
+        assert!(!quiet.iter().any(|n| n == "SweepsStoodBy"));
+        let standby = SweepReport {
+            stood_by: 3,
+            write_conflicts_retried: 2,
+            ..SweepReport::default()
+        };
+        let v = emf_record(&standby, "TtlSweeper", 0);
+        assert_eq!(v["SweepsStoodBy"], 3);
+        assert_eq!(v["WriteConflictsRetried"], 2);
+        assert_eq!(names(&standby).len(), 16);
+    }
+
+    #[test]
     fn emf_record_declares_every_metric_it_carries() {
         let report = SweepReport {
             table: "sessions".into(),
@@ -303,8 +340,6 @@ pub(crate) mod tests {
             "WindowsSwept",
             "EventsPublished",
             "EventsFailed",
-            "SweepsStoodBy",
-            "WriteConflictsRetried",
         ] {
             assert!(names.contains(&required), "{required} missing");
         }
