@@ -10,10 +10,12 @@
 //!
 //! - Entry points, `src/bin/`: `ttl-sweeper-lambda` (the Lambda) and `ttl-sweeper` (the CLI:
 //!   its arguments in `main.rs`, its commands `sweep`, `run`, `backfill`, `audit` and `window` in
-//!   `commands.rs`) parse their input, read the clock and hand off; [`connect`] builds the
-//!   sweeper and the one sweep clock (the host clock held to DynamoDB's) for all of them.
-//! - [`lambda`]: the Lambda edge — the accepted events and one invocation, from event to report;
-//!   a batch of the table's DynamoDB Streams records goes to the stream indexer instead.
+//!   `commands.rs`) parse their input, read the clock and hand off; [`connect`] builds one
+//!   sweeper per table and the one sweep clock (the host clock held to DynamoDB's) for all of
+//!   them.
+//! - [`lambda`]: the Lambda edge — the accepted events and one invocation, from event to report
+//!   for every table; a batch of a table's DynamoDB Streams records goes to the stream indexer
+//!   instead.
 //! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit — and
 //!   the stream indexer, which gives items written with only a ttl their window, with the
 //!   daemon's follower of the table's stream (`run --follow-stream`).
@@ -30,7 +32,8 @@
 //!   is the engine's [`engine::hook::ExpiryHook`].
 //! - [`engine`]: the sweep — paginated queries within one read-ahead budget of keys per sweep,
 //!   batched or conditional deletes with backoff (batch mode reads a stale key again before it
-//!   sends it), the report, checkpoint planning, ticks, and the one backoff
+//!   sends it), the report, checkpoint planning, ticks, several tables side by side (each opened
+//!   when first needed and again after a failure), and the one backoff
 //!   ([`engine::retry::full_jitter`], for every retry loop above too).
 //! - [`store`]: the only code that talks to DynamoDB, behind the typed [`store::Store`]
 //!   seam; errors, start-up checks, the key dialect of reports and events (DynamoDB JSON,
