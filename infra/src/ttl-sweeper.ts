@@ -1673,8 +1673,10 @@ function sweptTables(scope: Construct, problems: string[], props: TtlSweeperProp
     } else {
       seen.set(key, i);
     }
+    const before = problems.length;
     const settings = tableSettings(problems, entry, base, `tables[${i}].`, deleteModeIsDefault);
-    return { table: entry.table, settings, element: tablesElement(entry) };
+    // An entry with problems has no element: synthesis stops with them.
+    return { table: entry.table, settings, element: problems.length === before ? tablesElement(entry) : {} };
   });
 }
 
@@ -1733,20 +1735,21 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
   }
   const maxCatchUpSeconds = seconds('maxCatchUp', props.maxCatchUp ?? Duration.seconds(DEFAULTS.maxCatchUpSeconds), 60, 30 * 86400);
 
-  // The lease is held in the checkpoint table, and must outlast a holder's renewals: one a tick.
+  // The lease is an item of the checkpoint table; the function needs it to last at least two ticks.
   let leaderLeaseSeconds: number | undefined;
-  if (props.leaderLease !== undefined && !props.leaderLease.isUnresolved()) {
+  if (props.leaderLease?.isUnresolved()) {
+    problems.push('leaderLease must be a literal duration, not a token: it is checked against the tick or schedule period');
+  } else if (props.leaderLease !== undefined) {
     leaderLeaseSeconds = props.leaderLease.toSeconds({ integral: false });
-    const shown = props.leaderLease.toHumanString();
     if (!(Number.isInteger(leaderLeaseSeconds) && leaderLeaseSeconds >= 1)) {
-      problems.push(`leaderLease must be whole seconds, got ${shown}`);
+      problems.push(`leaderLease must be whole seconds, got ${props.leaderLease.toHumanString()}`);
     } else if (ticking && known(tickSeconds) && leaderLeaseSeconds < 2 * tickSeconds!) {
       problems.push(
-        `leaderLease (${shown}) must be at least two ticks: 2 × tickSeconds (${tickSeconds}) = ${2 * tickSeconds!} seconds`,
+        `leaderLease (${leaderLeaseSeconds} s) must be at least two ticks: 2 × tickSeconds (${tickSeconds}) = ${2 * tickSeconds!} s`,
       );
     } else if (!ticking && leaderLeaseSeconds < 2 * period) {
       problems.push(
-        `leaderLease (${shown}) must be at least two schedule periods: 2 × the schedule's period (${period} s) = ${2 * period} seconds`,
+        `leaderLease (${leaderLeaseSeconds} s) must be at least two schedule periods: 2 × the schedule's period (${period} s) = ${2 * period} s`,
       );
     }
     if (props.checkpoint === undefined) {
