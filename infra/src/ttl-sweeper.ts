@@ -1,6 +1,6 @@
 // The ttl-sweeper construct: the Lambda, its EventBridge Scheduler schedule, least-privilege IAM,
 // a failure queue, alarms on the sweeper's own metrics and a dashboard, for a table the caller
-// owns (created in the same app or imported).
+// owns (created in the same app or imported), or for several tables swept by one function.
 
 import { Duration, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -45,7 +45,8 @@ export enum DeleteMode {
 export interface SweeperAlarmOptions {
   /**
    * Create the alarms (and, without `topic`, their topic and its key). Four alarms cost about
-   * $0.40 a month (standard resolution, $0.10 each); with `sweepers` > 1 there are more.
+   * $0.40 a month (standard resolution, $0.10 each); with `sweepers` > 1 or several `tables`
+   * there are more.
    *
    * @default true
    */
