@@ -83,9 +83,9 @@ async fn main() -> anyhow::Result<()> {
     }
     // Deletion times (lag, the events' `deleted_at`) from the wall clock, as the CLI and the
     // Lambda measure them.
-    let sweeper = ttl_sweeper::connect(&config, || Timestamp::from_datetime(chrono::Utc::now()))
-        .await?
-        .sweeper;
+    let wall = || Timestamp::from_datetime(chrono::Utc::now());
+    let connected = ttl_sweeper::connect(std::slice::from_ref(&config), wall).await?;
+    let sweeper = (connected.tables[0].sweeper().await).map_err(|e| anyhow::anyhow!(e.message))?;
     let streams = StreamClient::from_env().await;
     let follower = match Follower::open(sweeper.store(), streams, TABLE, None).await {
         Ok(follower) => Some(follower),
@@ -155,14 +155,14 @@ async fn main() -> anyhow::Result<()> {
     };
     let done = CancellationToken::new();
     let sweeps = async {
-        let report = run_ticks(&sweeper, now, &clock, &ticks, &Stop::never(), on_tick).await;
+        let report = run_ticks(sweeper, now, &clock, &ticks, &Stop::never(), on_tick).await;
         done.cancel();
         report
     };
     let follow_stop = Stop::never().with_cancel(done.clone());
     let follow = async {
         match &follower {
-            Some(follower) => follower.run(&sweeper, &clock, &follow_stop, &|_| {}).await,
+            Some(follower) => follower.run(sweeper, &clock, &follow_stop, &|_| {}).await,
             None => FollowReport::default(),
         }
     };

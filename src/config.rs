@@ -21,7 +21,7 @@ mod validate;
 
 pub use runtime::{RuntimeError, Threads, MAX_WORKER_THREADS, WORKER_THREADS_VAR};
 pub use settings::*;
-pub use validate::window_shape;
+pub use validate::{window_shape, PER_TABLE};
 
 /// A configuration value that is missing or not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -115,6 +115,34 @@ pub enum ConfigError {
         shards: u32,
         /// Partitions per sweep.
         partitions: u64,
+    },
+    /// A command that works on one table was given several.
+    #[error(
+        "{command} works on one table at a time, and TABLE_NAME and TABLES name {count}: run it \
+         once per table (--table-name <name>)"
+    )]
+    OneTable {
+        /// The command.
+        command: &'static str,
+        /// Tables named.
+        count: usize,
+    },
+    /// One table, named twice across `TABLE_NAME` and `TABLES`.
+    #[error(
+        "table {table:?} is named twice across TABLE_NAME and TABLES: name each table once, \
+         with the settings that differ for it in its TABLES entry"
+    )]
+    DuplicateTable {
+        /// The table, as named the second time.
+        table: String,
+    },
+    /// A setting of one of several tables is wrong.
+    #[error("table {table:?}: {source}")]
+    InTable {
+        /// The table.
+        table: String,
+        /// What is wrong.
+        source: Box<ConfigError>,
     },
 }
 

@@ -17,6 +17,8 @@
 //!   Region of a global table), only the holder sweeps.
 //! - [`checkpoint`]: which windows to read given the catch-up checkpoint, and how far it moves.
 //! - [`ticks`]: repeated sweeps — tick mode in Lambda and the long-running `run` command.
+//! - [`tables`]: several tables, one sweeper — each table opened when first needed, and again
+//!   after a failure, so one table's failure never stops the others.
 
 use std::fmt;
 use std::time::Duration;
@@ -33,6 +35,7 @@ mod partition;
 pub mod report;
 pub mod retry;
 pub mod sweep;
+pub mod tables;
 pub mod ticks;
 
 pub use checkpoint::Checkpoint;

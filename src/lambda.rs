@@ -12,4 +12,4 @@ pub mod event;
 pub mod handler;
 pub mod stream;
 
-pub use handler::{handle, invoke, time_left, HandlerError, HandlerSettings};
+pub use handler::{handle, handle_tables, invoke, time_left, HandlerError, HandlerSettings};

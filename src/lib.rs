@@ -10,10 +10,12 @@
 //!
 //! - Entry points, `src/bin/`: `ttl-sweeper-lambda` (the Lambda) and `ttl-sweeper` (the CLI:
 //!   its arguments in `main.rs`, its commands `sweep`, `run`, `backfill`, `audit` and `window` in
-//!   `commands.rs`) parse their input, read the clock and hand off; [`connect`] builds the
-//!   sweeper and the one sweep clock (the host clock held to DynamoDB's) for all of them.
-//! - [`lambda`]: the Lambda edge — the accepted events and one invocation, from event to report;
-//!   a batch of the table's DynamoDB Streams records goes to the stream indexer instead.
+//!   `commands.rs`) parse their input, read the clock and hand off; [`connect`] builds one
+//!   sweeper per table and the one sweep clock (the host clock held to DynamoDB's) for all of
+//!   them.
+//! - [`lambda`]: the Lambda edge — the accepted events and one invocation, from event to report
+//!   for every table; a batch of a table's DynamoDB Streams records goes to the stream indexer
+//!   instead.
 //! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit — and
 //!   the stream indexer, which gives items written with only a ttl their window, with the
 //!   daemon's follower of the table's stream (`run --follow-stream`).
@@ -30,7 +32,8 @@
 //!   is the engine's [`engine::hook::ExpiryHook`].
 //! - [`engine`]: the sweep — paginated queries within one read-ahead budget of keys per sweep,
 //!   batched or conditional deletes with backoff (batch mode reads a stale key again before it
-//!   sends it), the report, checkpoint planning, ticks, the leader lease that lets one of the
+//!   sends it), the report, checkpoint planning, ticks, several tables side by side (each opened
+//!   when first needed and again after a failure), the leader lease that lets one of the
 //!   sweepers of a table sweep ([`engine::lease`], `LEADER_LEASE`), and the one backoff
 //!   ([`engine::retry::full_jitter`], for every retry loop above too).
 //! - [`store`]: the only code that talks to DynamoDB, behind the typed [`store::Store`]
@@ -73,50 +76,83 @@ pub mod telemetry;
 #[cfg(feature = "sweeper")]
 pub mod tools;
 
-/// The production sweeper and the clock it sweeps by, from [`connect`].
+/// The production sweepers, one per table, and the clock they sweep by, from [`connect`].
 #[cfg(feature = "sweeper")]
 #[derive(Debug)]
 pub struct Connected {
-    /// The sweeper, measuring lag and stamping events with `clock`.
-    pub sweeper: engine::Sweeper<store::DynamoStore>,
+    /// The tables, in the order configured, each with its sweeper once opened; the sweepers
+    /// measure lag and stamp events with `clock`.
+    pub tables: Vec<engine::tables::Table<store::DynamoStore>>,
     /// The one sweep clock: the host clock held to DynamoDB's (see [`store::clock`]). Every sweep
     /// instant comes from it, through [`expiry::Clock::hold`].
     pub clock: std::sync::Arc<store::GuardedClock>,
 }
 
-/// Builds the production sweeper for `config`: an SDK client from the standard AWS configuration
-/// chain, the table opened (and checked) with [`store::open`], and — with `EXPIRY_EVENTS` — the
-/// expiry-event sink. The one place the sweep clock is built, for every entry point: `wall` (the
-/// host clock the entry point reads) held to DynamoDB's clock as the store learns it.
+/// Builds the production sweepers for `configs` (one per table, [`config::Settings::
+/// validate_tables`]): one SDK client from the standard AWS configuration chain, each table opened
+/// (and checked) with [`store::open`], and — with `EXPIRY_EVENTS` — its expiry-event sink. The one
+/// place the sweep clock is built, for every entry point: `wall` (the host clock the entry point
+/// reads) held to DynamoDB's clock as the store learns it.
+///
+/// One table that fails its start-up checks fails the start-up. Of several, a table that fails
+/// them is reported and opened again every `SCHEDULE_SECONDS` ([`engine::tables::Table`]); the
+/// others are swept.
 #[cfg(feature = "sweeper")]
 pub async fn connect(
-    config: &config::Config,
+    configs: &[config::Config],
     wall: impl Fn() -> expiry::Timestamp + Send + Sync + 'static,
 ) -> Result<Connected, store::StoreError> {
-    use engine::Sweeper;
+    use engine::tables::{Open, Table};
     use std::sync::Arc;
-    use store::{DynamoStore, GuardedClock, IndexCheck};
+    use store::{DynamoStore, GuardedClock};
     let store = DynamoStore::from_env().await;
-    let opened = store::open(&store, &config.target(), IndexCheck::Required).await?;
     let clock = Arc::new(GuardedClock::new(wall, store.server_clock().clone()));
+    if let [config] = configs {
+        let sweeper = open_table(store, Arc::new(config.clone()), clock.clone()).await?;
+        let tables = vec![Table::ready(sweeper)];
+        return Ok(Connected { tables, clock });
+    }
+    let mut tables = Vec::with_capacity(configs.len());
+    for config in configs {
+        let (store, config, clock_for) = (store.clone(), Arc::new(config.clone()), clock.clone());
+        let retry_every = std::time::Duration::from_secs(u64::from(config.schedule_seconds));
+        let name = config.table_name.clone();
+        let open: Open<DynamoStore> = Box::new(move || {
+            Box::pin(open_table(store.clone(), config.clone(), clock_for.clone()))
+        });
+        tables.push(Table::lazy(&name, open, retry_every));
+    }
+    // Opened now, so that the start-up logs say which tables cannot be swept.
+    futures::future::join_all(tables.iter().map(Table::sweeper)).await;
+    Ok(Connected { tables, clock })
+}
+
+/// One table's sweeper: the table opened and checked, the sweep clock, its expiry-event sink.
+#[cfg(feature = "sweeper")]
+async fn open_table(
+    store: store::DynamoStore,
+    config: std::sync::Arc<config::Config>,
+    clock: std::sync::Arc<store::GuardedClock>,
+) -> Result<engine::Sweeper<store::DynamoStore>, store::StoreError> {
+    use std::sync::Arc;
+    let opened = store::open(&store, &config.target(), store::IndexCheck::Required).await?;
     let server_time = store.server_clock().clone();
     let sweeper =
-        Sweeper::new(store, opened.schema, config.sweep_options()).with_wall_clock(clock.clone());
+        engine::Sweeper::new(store, opened.schema, config.sweep_options()).with_wall_clock(clock);
     let sweeper = match config.lease(lease_holder()) {
         None => sweeper,
         Some(lease) => {
-            tracing::info!(holder = %lease.holder, lease = ?lease.duration, item = %lease.id, "sweeping only while holding the leader lease");
+            tracing::info!(table = %config.table_name, holder = %lease.holder, lease = ?lease.duration, item = %lease.id, "sweeping only while holding the leader lease");
             sweeper.with_lease(engine::Lease::new(lease, server_time))
         }
     };
-    let sweeper = match config.events() {
+    Ok(match config.events() {
         None => sweeper,
         Some(events) => {
-            tracing::info!(sink = %events.target, mode = %events.mode, "publishing expiry events");
+            tracing::info!(table = %config.table_name, sink = %events.target, mode = %events.mode, "publishing expiry events");
             sweeper.with_events(Arc::new(events::connect(&events).await))
         }
-    };
-    Ok(Connected { sweeper, clock })
+    })
 }
 
 /// This process's name in the leader lease, from its environment: `AWS_REGION` and, on Lambda,

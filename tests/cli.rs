@@ -228,6 +228,138 @@ async fn sweep_of_a_missing_table_fails_clearly() {
     assert!(named, "{err}");
 }
 
+/// One `sweep` of three tables, the second missing: the other two are swept, the missing one is
+/// reported by name, one JSON line each in the order given, and the exit status says it failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweep_of_three_tables_one_missing_sweeps_the_other_two() {
+    let (client, first) = simple_table("many_sweep_a").await;
+    let (_, third) = simple_table("many_sweep_c").await;
+    let missing = table_name("many_sweep_b");
+    let now = now();
+    for table in [&first, &third] {
+        put_items(&client, table, sessions("old", 12, |i| now - 5 - i)).await;
+        put_items(&client, table, vec![session("new", now + 600)]).await;
+    }
+    let tables = format!("{first},{missing}");
+    let entry = format!(r#"[{{"TABLE_NAME": "{third}", "DELETE_MODE": "conditional"}}]"#);
+    let (code, out, err) = run(local_cli()
+        .args(["sweep", "--table-name", &tables])
+        .env("TABLES", &entry));
+    assert_eq!(code, 1, "one table failed: {err}");
+    let reports: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = reports
+        .iter()
+        .map(|r| r["table"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [first.as_str(), missing.as_str(), third.as_str()],
+        "{out}"
+    );
+    for (report, mode) in [(&reports[0], "batch"), (&reports[2], "conditional")] {
+        assert_eq!(removed_json(report), 12, "{report}");
+        assert_eq!(report["delete_mode"], mode, "{report}");
+        assert_eq!(
+            report["errors"].as_array().map(Vec::len),
+            Some(0),
+            "{report}"
+        );
+    }
+    let failure = reports[1]["errors"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(failure.contains("does not exist"), "{}", reports[1]);
+    for table in [&first, &third] {
+        assert_eq!(ids(&client, table).await, ["new"]);
+    }
+    // A command that works on one table refuses several before any request.
+    let (code, _, err) = run(local_cli().args(["audit", "--table-name", &tables]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("audit works on one table at a time"), "{err}");
+}
+
+/// One `run` sweeps three tables, the second missing at start-up: the other two are swept from the
+/// start, each its own series in `/metrics`; the missing one is reported, opened again every
+/// period, and swept once it has been created. The run's report is one line per table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_sweeps_many_tables_and_a_missing_one_joins_when_created() {
+    let (client, first) = simple_table("many_run_a").await;
+    let (_, third) = simple_table("many_run_c").await;
+    let missing = table_name("many_run_b");
+    let start = now();
+    for table in [&first, &third] {
+        put_items(&client, table, sessions("old", 10, |i| start - 2 - i)).await;
+    }
+    let tables = format!("{first},{missing},{third}");
+    let (mut child, port, log) = Daemon::start(&tables, "200ms", "2", Stdio::piped());
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let removed = |text: &str, table: &str| {
+        let deleted = sample(text, "ttl_sweeper_items_deleted_total", table)?;
+        Some(deleted + sample(text, "ttl_sweeper_items_gone_total", table)?)
+    };
+    let metrics = || {
+        http_get(port, "/metrics")
+            .map(|(_, b)| b)
+            .unwrap_or_default()
+    };
+    let (limit, every) = (Duration::from_secs(30), Duration::from_millis(100));
+    let both = |t: &String| [&first, &third].iter().all(|x| removed(t, x) == Some(10.0));
+    let text = tokio::task::block_in_place(|| poll(limit, every, metrics, both));
+    assert!(both(&text), "{text}\n--- log ---\n{}", log_text());
+    let failed = sample(&text, "ttl_sweeper_sweeps_failed_total", &missing);
+    assert!(failed.unwrap_or(0.0) >= 1.0, "{text}");
+    assert!(
+        log_text().contains("the table cannot be swept"),
+        "{}",
+        log_text()
+    );
+
+    // The missing table is created, with expired items: swept within a period or two.
+    create_table(&client, &TableSpec::simple(&missing)).await;
+    put_items(&client, &missing, sessions("late", 7, |i| now() - 2 - i)).await;
+    let joined = |t: &String| removed(t, &missing) == Some(7.0);
+    let text = tokio::task::block_in_place(|| poll(limit, every, metrics, joined));
+    assert!(joined(&text), "{text}\n--- log ---\n{}", log_text());
+    assert!(ids(&client, &missing).await.is_empty());
+
+    let status = child.terminate();
+    let mut stdout = String::new();
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "the missing table's failures count: {stdout}"
+    );
+    let reports: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = reports
+        .iter()
+        .map(|r| r["table"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [first.as_str(), missing.as_str(), third.as_str()],
+        "{stdout}"
+    );
+    assert_eq!(removed_json(&reports[1]), 7, "{}", reports[1]);
+    assert!(
+        !reports[1]["errors"].as_array().unwrap().is_empty(),
+        "{}",
+        reports[1]
+    );
+}
+
 /// Runs a command for at most `limit`: exit code (`None` if it was killed at the limit or by a
 /// signal), stdout, stderr, and how long it ran. A hang fails the caller's assertion instead of
 /// hanging the test.

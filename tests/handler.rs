@@ -196,3 +196,83 @@ async fn a_sweep_that_ignores_every_bound_is_dropped_before_the_deadline() {
     assert!(report.stopped_early, "{report:?}");
     assert!(first.contains("deadline"), "{first}");
 }
+
+/// One invocation for three tables, the second of which cannot be opened: the other two are swept
+/// side by side, the answer holds every table's report in order, and the invocation fails naming
+/// the table that could not be swept. The table is tried again only after its retry period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_table_that_cannot_be_opened_stops_none_of_the_others() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use ttl_sweeper::engine::tables::{Open, Table};
+    use ttl_sweeper::lambda::handle_tables;
+    use ttl_sweeper::store::{DynamoStore, ErrorKind, StoreError};
+
+    let now = now();
+    let (client, first, first_sweeper) = sessions_and_sweeper("h_many_a", now).await;
+    let (_, third, third_sweeper) = sessions_and_sweeper("h_many_c", now).await;
+    let opens = Arc::new(AtomicUsize::new(0));
+    let counted = opens.clone();
+    let open: Open<DynamoStore> = Box::new(move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async {
+            Err(StoreError::new(
+                ErrorKind::NotFound,
+                "DescribeTable",
+                "table \"h_many_b\" does not exist",
+            ))
+        })
+    });
+    let tables = [
+        Table::ready(first_sweeper),
+        Table::lazy("h_many_b", open, Duration::from_secs(3600)),
+        Table::ready(third_sweeper),
+    ];
+    let event = fixture("scheduled-event.json");
+    let mut event = event;
+    event["time"] = json!(at(now));
+    let handled = handle_tables(&tables, &event, &at_secs(now), None, &settings()).await;
+    let Err(HandlerError::TablesFailed {
+        failed,
+        tables: swept,
+        first: message,
+        reports,
+    }) = handled
+    else {
+        panic!("{handled:?}")
+    };
+    assert_eq!((failed, swept), (1, 3));
+    assert!(
+        message.starts_with("h_many_b: ") && message.contains("does not exist"),
+        "{message}"
+    );
+    let names: Vec<&str> = reports.iter().map(|r| r.table.as_str()).collect();
+    assert_eq!(names, [first.as_str(), "h_many_b", third.as_str()]);
+    for (report, table) in [(&reports[0], &first), (&reports[2], &third)] {
+        assert_eq!(removed(report), 30, "{report:?}");
+        assert!(report.is_success(), "{report:?}");
+        assert_eq!(
+            scan_all(&client, table).await.len(),
+            5,
+            "unexpired items survive"
+        );
+    }
+    // The next invocation: the table is not tried again before its retry period.
+    let again = handle_tables(&tables, &event, &at_secs(now), None, &settings()).await;
+    assert!(
+        matches!(again, Err(HandlerError::TablesFailed { failed: 1, .. })),
+        "{again:?}"
+    );
+    assert_eq!(
+        opens.load(Ordering::SeqCst),
+        1,
+        "opened once within the retry period"
+    );
+
+    // One table answers its report, as before.
+    let one = [Table::ready(sweeper(&first, &[]).await)];
+    let answer = handle_tables(&one, &event, &at_secs(now), None, &settings()).await;
+    let answer = answer.unwrap();
+    assert_eq!(answer["table"], first.as_str(), "{answer}");
+    assert!(answer.get("tables").is_none(), "{answer}");
+}

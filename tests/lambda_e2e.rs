@@ -424,3 +424,64 @@ async fn lambda_logs_carry_the_powertools_keys_and_a_cold_start_metric() {
         );
     }
 }
+
+/// The Lambda binary as deployed for two tables, the second from `TABLES` with its own delete
+/// mode: one scheduled invocation sweeps both, answers both reports in order, and writes one EMF
+/// record per table with its `TableName` dimension.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lambda_binary_sweeps_every_table_of_one_function() {
+    let (client, first) = simple_table("lambda_e2e_a").await;
+    let (_, second) = simple_table("lambda_e2e_b").await;
+    let now = now();
+    for (table, expired) in [(&first, 40), (&second, 25)] {
+        let mut items = sessions("old", expired, |i| now - 3 - i);
+        items.extend(sessions("keep", 5, |i| now + 900 + i));
+        put_items(&client, table, items).await;
+    }
+    let port = free_port();
+    let tables = format!(r#"[{{"TABLE_NAME": "{second}", "DELETE_MODE": "conditional"}}]"#);
+    let env = local_env([
+        ("TABLE_NAME", first.clone()),
+        ("TABLES", tables),
+        ("AWS_ENDPOINT_URL", endpoint()),
+        ("METRICS_NAMESPACE", "TtlSweeperTest".into()),
+    ]);
+    let watch = start_watch(port, &env);
+    let mut event: serde_json::Value =
+        serde_json::from_slice(include_bytes!("fixtures/scheduled-event.json")).unwrap();
+    event["time"] = serde_json::json!(chrono::Utc::now().to_rfc3339());
+    let (ok, output) = invoke(port, &event);
+    let log = std::fs::read_to_string(&watch.log).unwrap_or_default();
+    assert!(ok, "invoke failed: {output}\n--- watch log ---\n{log}");
+    let json_start = output.find('{').expect("a JSON response");
+    let answer: serde_json::Value = serde_json::Deserializer::from_str(&output[json_start..])
+        .into_iter::<serde_json::Value>()
+        .next()
+        .unwrap()
+        .unwrap();
+    let reports = answer["tables"].as_array().expect("one report per table");
+    let names: Vec<&str> = reports.iter().filter_map(|r| r["table"].as_str()).collect();
+    assert_eq!(names, [first.as_str(), second.as_str()], "{answer}");
+    assert_eq!(removed_json(&reports[0]), 40, "{answer}");
+    assert_eq!(removed_json(&reports[1]), 25, "{answer}");
+    assert_eq!(reports[1]["delete_mode"], "conditional", "{answer}");
+    for table in [&first, &second] {
+        assert_eq!(
+            scan_all(&client, table).await.len(),
+            5,
+            "only unexpired items remain"
+        );
+    }
+    let dimensioned: Vec<String> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("_aws").is_some() && v.get("ItemsDeleted").is_some())
+        .filter_map(|v| v["TableName"].as_str().map(str::to_owned))
+        .collect();
+    for table in [&first, &second] {
+        assert!(
+            dimensioned.contains(table),
+            "no EMF record for {table}: {dimensioned:?}\n{log}"
+        );
+    }
+}

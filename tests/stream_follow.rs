@@ -487,3 +487,44 @@ async fn expired_iterators_trimmed_records_and_failing_writes_are_recovered_or_r
         "{report}"
     );
 }
+
+/// DynamoDB stops answering (every request held for a minute) while the daemon follows the stream
+/// and sweeps: SIGTERM still ends it within `SHUTDOWN_GRACE` and a few seconds, exit 0, instead of
+/// waiting out the SDK's timeouts and retries of every call in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_the_daemon_within_the_grace_when_dynamodb_stops_answering() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use ttl_sweeper::engine::retry::SHUTDOWN_GRACE;
+    let (client, table) = streamed_table("hung", Some(StreamViewType::NewAndOldImages)).await;
+    let checkpoint = checkpoint_table(&client, "hungcp").await;
+    let hung = Arc::new(AtomicBool::new(false));
+    let hanging = hung.clone();
+    let plan = Plan::script(move |_, _| hanging.load(Ordering::SeqCst).then_some(Fault::Delay));
+    let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(60), plan).await;
+    let mut daemon = Daemon::start_at(&proxy.endpoint, &table, &checkpoint, "hung");
+    let now = now();
+    let items = ids("late", 5)
+        .iter()
+        .map(|id| unwindowed(id, now + 3600))
+        .collect();
+    put_many(&client, &table, items).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    hung.store(true, Ordering::SeqCst);
+    // Requests of the ticks, the full sweep and the stream's shards are held from now on.
+    let held = || proxy.stats.requests();
+    let before = held();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(held() > before, "requests reach the held server");
+    let asked = Instant::now();
+    let status = daemon.signal(libc::SIGTERM);
+    let took = asked.elapsed();
+    eprintln!("stopped {took:?} after SIGTERM");
+    assert_eq!(status.code(), Some(0), "{}", daemon.log_text());
+    let bound = SHUTDOWN_GRACE + Duration::from_secs(3);
+    assert!(
+        took <= bound,
+        "took {took:?} to stop (bound {bound:?}):\n{}",
+        daemon.log_text()
+    );
+}

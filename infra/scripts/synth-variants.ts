@@ -5,8 +5,11 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as cdk from 'aws-cdk-lib';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { sweeperStackFromContext } from '../examples/from-context';
+import { Checkpoint, DeleteMode, TtlSweeper } from '../src';
 
 const [outdir, assetDir] = process.argv.slice(2);
 if (!outdir || !assetDir) throw new Error('usage: tsx scripts/synth-variants.ts <outdir> <assetDir>');
@@ -42,6 +45,38 @@ for (const [name, context] of Object.entries(variants)) {
     context: { ...defaults, assetDir, ...context },
   });
   sweeperStackFromContext(app);
+  cdk.Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+  app.synth();
+}
+
+// Several tables in one sweeper, with a leader lease held in a global checkpoint table (created
+// here with a replica in a second Region), outside the example app's context values.
+{
+  const app = new cdk.App({ analyticsReporting: false, outdir: path.join(outdir, 'many-tables') });
+  const stack = new cdk.Stack(app, 'TtlSweeper', { env: { account: '123456789012', region: 'eu-west-1' } });
+  const sessions = new dynamodb.Table(stack, 'Sessions', {
+    partitionKey: { name: 'id', type: dynamodb.AttributeType.STRING },
+    billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+    timeToLiveAttribute: 'ttl',
+    pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+  });
+  TtlSweeper.addExpirationIndex(sessions);
+  const checkpoints = new dynamodb.TableV2(stack, 'Checkpoints', {
+    partitionKey: { name: 'id', type: dynamodb.AttributeType.STRING },
+    pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+    replicas: [{ region: 'eu-central-1' }],
+  });
+  new TtlSweeper(stack, 'Sweeper', {
+    code: lambda.Code.fromAsset(assetDir),
+    tickSeconds: 1,
+    checkpoint: Checkpoint.fromTable(checkpoints),
+    leaderLease: cdk.Duration.seconds(10),
+    tables: [
+      { table: sessions },
+      { table: dynamodb.Table.fromTableName(stack, 'Orders', 'orders'), windowShards: 4, deleteMode: DeleteMode.CONDITIONAL },
+      { table: dynamodb.Table.fromTableName(stack, 'Carts', 'carts'), indexName: 'byExpiry', ttlAttribute: 'expiresAt' },
+    ],
+  });
   cdk.Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   app.synth();
 }

@@ -1,6 +1,6 @@
 // The ttl-sweeper construct: the Lambda, its EventBridge Scheduler schedule, least-privilege IAM,
 // a failure queue, alarms on the sweeper's own metrics and a dashboard, for a table the caller
-// owns (created in the same app or imported).
+// owns (created in the same app or imported), or for several tables swept by one function.
 
 import { Duration, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -45,7 +45,8 @@ export enum DeleteMode {
 export interface SweeperAlarmOptions {
   /**
    * Create the alarms (and, without `topic`, their topic and its key). Four alarms cost about
-   * $0.40 a month (standard resolution, $0.10 each); with `sweepers` > 1 there are more.
+   * $0.40 a month (standard resolution, $0.10 each); with `sweepers` > 1 or several `tables`
+   * there are more.
    *
    * @default true
    */
@@ -119,14 +120,116 @@ export interface ExpirationIndexOptions {
   readonly ttlAttribute?: string;
 }
 
+/**
+ * One table of a sweeper's `tables`, with what differs for it. A setting left out takes the
+ * sweeper's own (its prop of the same name, or that prop's default).
+ */
+export interface SweptTable {
+  /**
+   * The table to sweep: one defined in the same app, or one imported with
+   * `Table.fromTableAttributes` / `Table.fromTableName`. It must already have its index, keyed on
+   * (window attribute String, ttl attribute Number).
+   */
+  readonly table: dynamodb.ITable;
+
+  /**
+   * The table's (window, ttl) global secondary index.
+   *
+   * @default - the sweeper's `indexName`
+   */
+  readonly indexName?: string;
+
+  /**
+   * The Number attribute holding the expiry in epoch seconds; the index's sort key.
+   *
+   * @default - the sweeper's `ttlAttribute`
+   */
+  readonly ttlAttribute?: string;
+
+  /**
+   * The String attribute holding the window key; the index's partition key.
+   *
+   * @default - the sweeper's `windowAttribute`
+   */
+  readonly windowAttribute?: string;
+
+  /**
+   * Window width in seconds, 1 to 86400; must equal the width this table's writers use.
+   *
+   * @default - the sweeper's `windowSeconds`
+   */
+  readonly windowSeconds?: number;
+
+  /**
+   * Shards per window, 1 to 1000; must equal what this table's writers use.
+   *
+   * @default - the sweeper's `windowShards`
+   */
+  readonly windowShards?: number;
+
+  /**
+   * Past windows every sweep of this table re-reads, 0 to 10000.
+   *
+   * @default - the sweeper's `lookbackWindows`
+   */
+  readonly lookbackWindows?: number;
+
+  /**
+   * How this table's expired items are deleted.
+   *
+   * @default - the sweeper's `deleteMode`
+   */
+  readonly deleteMode?: DeleteMode;
+
+  /**
+   * Delete requests in flight at once for this table, 1 to 256.
+   *
+   * @default - the sweeper's `maxConcurrency`
+   */
+  readonly maxConcurrency?: number;
+
+  /**
+   * Retries of one delete request of this table, 0 to 30.
+   *
+   * @default - the sweeper's `maxRetries`
+   */
+  readonly maxRetries?: number;
+
+  /**
+   * Where this table's expiry events go, in place of the sweeper's `expiryEvents` (the whole of
+   * it: sink, mode and item). The function may send to this sink, and read this table's items
+   * when the options need it.
+   *
+   * @default - the sweeper's `expiryEvents`
+   */
+  readonly expiryEvents?: ExpiryEventsOptions;
+}
+
 /** Properties of a {@link TtlSweeper}. */
 export interface TtlSweeperProps {
   /**
    * The table to sweep: one defined in the same app, or one imported with
    * `Table.fromTableAttributes` / `Table.fromTableName`. It must already have the index
-   * `indexName`, keyed on (`windowAttribute` String, `ttlAttribute` Number).
+   * `indexName`, keyed on (`windowAttribute` String, `ttlAttribute` Number). Give exactly one of
+   * `table` and `tables`.
+   *
+   * @default - none: `tables` must be given
    */
-  readonly table: dynamodb.ITable;
+  readonly table?: dynamodb.ITable;
+
+  /**
+   * Several tables swept by one function on one schedule (`TABLES`): each entry a table and what
+   * differs for it (index, attributes, window layout, lookback, delete mode, concurrency, retries,
+   * expiry events); what an entry leaves out is the sweeper's own setting. Every tick sweeps
+   * every table, each with its own checkpoint item, report and `TableName` metrics; the role may
+   * touch each table and its own index only, and each table's alarms watch its own metrics.
+   * Give exactly one of `table` and `tables`; a table is listed at most once. `sweepers` > 1 and
+   * `followStream` work on one table and are refused with `tables`: give such a table a
+   * `TtlSweeper` of its own.
+   *
+   * @default - none: `table` must be given
+   */
+  readonly tables?: SweptTable[];
 
   /**
    * The global secondary index keyed on (window, ttl) (`INDEX_NAME`).
@@ -363,6 +466,22 @@ export interface TtlSweeperProps {
    * @default false
    */
   readonly followStream?: boolean;
+
+  /**
+   * Sweep only while holding a lease (`LEADER_LEASE`, whole seconds): a lease item in the
+   * checkpoint table that one sweeper holds at a time and renews while it runs. For sweepers
+   * deployed in several Regions on the same global table: the one holding the lease sweeps, and
+   * when it stops renewing (its Region or function is down), another takes the lease over once
+   * it has expired. The checkpoint table (`checkpoint`, e.g. `Checkpoint.fromTable(...)`) must
+   * then be a DynamoDB global table replicated in every Region where a sweeper is deployed, so
+   * that all of them see the one lease item; see the repository's `docs/global-tables.md`.
+   *
+   * Needs `checkpoint`; from 5 to 3600 seconds, and at least two ticks: two `tickSeconds` in tick
+   * mode, else two schedule periods. A longer lease means a longer pause of the sweeps after its holder stops.
+   *
+   * @default - off: every sweeper sweeps
+   */
+  readonly leaderLease?: Duration;
 }
 
 /**
@@ -410,10 +529,14 @@ export class TtlSweeper extends Construct {
   public readonly dashboard?: cloudwatch.Dashboard;
   /** The checkpoint table, if any. */
   public readonly checkpointTable?: dynamodb.ITable;
-  /** The table swept. */
+  /** The table swept; with `tables`, the first of them. */
   public readonly table: dynamodb.ITable;
-  /** The index queried. */
+  /** Every table swept, in the order of `tables` (the one `table` without it). */
+  public readonly tables: dynamodb.ITable[];
+  /** The index queried; with `tables`, the first table's. */
   public readonly indexName: string;
+  /** The leader lease in seconds (`LEADER_LEASE`), if any. */
+  public readonly leaderLeaseSeconds?: number;
   /** The period between invocations, in seconds. */
   public readonly schedulePeriodSeconds: number;
   /** The CloudWatch namespace of the sweeper's metrics. */
@@ -463,12 +586,13 @@ export class TtlSweeper extends Construct {
   constructor(scope: Construct, id: string, props: TtlSweeperProps) {
     super(scope, id);
     const settings = resolveSettings(this, props);
-    this.table = props.table;
-    this.indexName = settings.indexName;
+    this.tables = settings.tables.map((t) => t.table);
+    this.table = this.tables[0];
+    this.indexName = settings.tables[0].settings.indexName;
+    this.leaderLeaseSeconds = settings.leaderLeaseSeconds;
     this.schedulePeriodSeconds = settings.schedule.periodSeconds;
     this.metricsNamespace = settings.metricsNamespace;
     const tableArn = this.table.tableArn;
-    const indexArn = `${tableArn}/index/${settings.indexName}`;
     this.checkpointTable = props.checkpoint?.bind(this);
 
     // ---------------------------------------------------------------- failures
@@ -506,11 +630,7 @@ export class TtlSweeper extends Construct {
     });
     const code = props.code ?? defaultCode();
     const parts = ranges.map((range, i) =>
-      this.sweeperFunction(i === 0 ? this : new Construct(this, `Sweeper${i + 1}`), props, settings, range, {
-        indexArn,
-        tableArn,
-        code,
-      }),
+      this.sweeperFunction(i === 0 ? this : new Construct(this, `Sweeper${i + 1}`), props, settings, range, code),
     );
     this.functions = parts.map((p) => p.fn);
     this.roles = parts.map((p) => p.role);
@@ -612,26 +732,33 @@ export class TtlSweeper extends Construct {
     }
 
     if (props.dashboard ?? true) {
-      const graph = (name: string, statistic: string) => this.metric(name, { statistic });
+      // A row of items and lag for each table (its title naming the table when there are
+      // several), then the function's invocations and what each table left for the next sweep.
+      const several = this.tables.length > 1 || settings.tables[0].element !== undefined;
+      const tableRows = this.tables.map((table) => {
+        const graph = (name: string, statistic: string) => this.tableMetric(table, name, { statistic });
+        const of = several ? `: ${table.tableName}` : '';
+        return [
+          new cloudwatch.GraphWidget({
+            title: `Items deleted / skipped / gone / failed${of}`,
+            left: [
+              graph('ItemsDeleted', 'Sum'),
+              graph('ItemsSkipped', 'Sum'),
+              graph('ItemsGone', 'Sum'),
+              graph('ItemsFailed', 'Sum'),
+            ],
+            width: 12,
+          }),
+          new cloudwatch.GraphWidget({
+            title: `Expiry lag (s)${of}`,
+            left: [graph('MaxExpiryLagSeconds', 'Maximum'), graph('P99ExpiryLagSeconds', 'Maximum')],
+            width: 12,
+          }),
+        ];
+      });
       this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
         widgets: [
-          [
-            new cloudwatch.GraphWidget({
-              title: 'Items deleted / skipped / gone / failed',
-              left: [
-                graph('ItemsDeleted', 'Sum'),
-                graph('ItemsSkipped', 'Sum'),
-                graph('ItemsGone', 'Sum'),
-                graph('ItemsFailed', 'Sum'),
-              ],
-              width: 12,
-            }),
-            new cloudwatch.GraphWidget({
-              title: 'Expiry lag (s)',
-              left: [graph('MaxExpiryLagSeconds', 'Maximum'), graph('P99ExpiryLagSeconds', 'Maximum')],
-              width: 12,
-            }),
-          ],
+          ...tableRows,
           [
             new cloudwatch.GraphWidget({
               title: 'Invocations and errors',
@@ -646,7 +773,9 @@ export class TtlSweeper extends Construct {
             }),
             new cloudwatch.GraphWidget({
               title: 'Left for the next sweep',
-              left: [graph('ItemsLeft', 'Sum')],
+              left: several
+                ? this.tables.map((table) => this.tableMetric(table, 'ItemsLeft', { statistic: 'Sum', label: table.tableName }))
+                : [this.metric('ItemsLeft', { statistic: 'Sum' })],
               width: 12,
             }),
           ],
@@ -691,7 +820,7 @@ export class TtlSweeper extends Construct {
   private newAlarms(parts: { scope: Construct; fn: lambda.Function }[], settings: Settings): cloudwatch.Alarm[] {
     const periodSeconds = settings.schedule.periodSeconds;
     const alarmPeriod = Duration.seconds(Math.ceil(periodSeconds / 60) * 60);
-    const alarms = [
+    const alarms: cloudwatch.Alarm[] = [
       new cloudwatch.Alarm(this, 'FunctionErrors', {
         alarmDescription: 'ttl-sweeper invocations failed (bad event, failed keys or unreadable windows)',
         metric: this.function.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
@@ -700,35 +829,50 @@ export class TtlSweeper extends Construct {
         evaluationPeriods: 1,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
-      new cloudwatch.Alarm(this, 'ItemsFailed', {
-        alarmDescription: 'ttl-sweeper could not delete some expired items',
-        metric: this.metric('ItemsFailed', { statistic: 'Sum', period: Duration.minutes(1) }),
-        threshold: 0,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        evaluationPeriods: 1,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
-      new cloudwatch.Alarm(this, 'ExpiryLag', {
-        alarmDescription: 'expired items stay longer than the precision target',
-        metric: this.metric('MaxExpiryLagSeconds', { statistic: 'Maximum', period: alarmPeriod }),
-        threshold: settings.lagThresholdSeconds,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        evaluationPeriods: 3,
-        datapointsToAlarm: 3,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
-      new cloudwatch.Alarm(this, 'SweeperSilent', {
-        alarmDescription: `ttl-sweeper has not reported a sweep for ${settings.silenceAfterSeconds / 60} minutes`,
-        metric: this.metric('WindowsSwept', {
-          statistic: 'SampleCount',
-          period: Duration.seconds(settings.silenceAfterSeconds),
-        }),
-        threshold: 1,
-        comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-        evaluationPeriods: 1,
-        treatMissingData: cloudwatch.TreatMissingData.BREACHING,
-      }),
     ];
+    // Each table's alarms on its own metrics (the TableName dimension). The first table's keep the
+    // ids of a single table's; the others live in `Table2`, `Table3`, ...
+    const several = this.tables.length > 1 || settings.tables[0].element !== undefined;
+    this.tables.forEach((table, i) => {
+      const scope = i === 0 ? this : new Construct(this, `Table${i + 1}`);
+      const of = several ? ` (table ${table.tableName})` : '';
+      alarms.push(
+        new cloudwatch.Alarm(scope, 'ItemsFailed', {
+          alarmDescription: `ttl-sweeper could not delete some expired items${of}`,
+          metric: this.tableMetric(table, 'ItemsFailed', { statistic: 'Sum', period: Duration.minutes(1) }),
+          threshold: 0,
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+          evaluationPeriods: 1,
+          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        }),
+        new cloudwatch.Alarm(scope, 'ExpiryLag', {
+          alarmDescription: `expired items stay longer than the precision target${of}`,
+          metric: this.tableMetric(table, 'MaxExpiryLagSeconds', { statistic: 'Maximum', period: alarmPeriod }),
+          threshold: settings.lagThresholdSeconds,
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+          evaluationPeriods: 3,
+          datapointsToAlarm: 3,
+          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        }),
+      );
+      // With a leader lease only the holder sweeps: the others report no sweep, and a silence
+      // alarm would fire wherever a sweeper stands by.
+      if (settings.leaderLeaseSeconds === undefined) {
+        alarms.push(
+          new cloudwatch.Alarm(scope, 'SweeperSilent', {
+            alarmDescription: `ttl-sweeper has not reported a sweep${of} for ${settings.silenceAfterSeconds / 60} minutes`,
+            metric: this.tableMetric(table, 'WindowsSwept', {
+              statistic: 'SampleCount',
+              period: Duration.seconds(settings.silenceAfterSeconds),
+            }),
+            threshold: 1,
+            comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluationPeriods: 1,
+            treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+          }),
+        );
+      }
+    });
     if (parts.length > 1) {
       // The table's own metrics sum over every sweeper; each function also gets its own error
       // alarm and one for a schedule that stopped invoking it.
@@ -769,37 +913,40 @@ export class TtlSweeper extends Construct {
     props: TtlSweeperProps,
     settings: Settings,
     range: string | undefined,
-    shared: { indexArn: string; tableArn: string; code: lambda.Code },
+    code: lambda.Code,
   ) {
-    const { indexArn, tableArn, code } = shared;
     const { logGroup, role, writeOwnLogs } = this.logsAndRole(
       scope,
       props,
       'ttl-sweeper: query the expiry index, delete expired items, write its logs',
     );
+    // Each table's grants on that table and its own index only, by its own settings; statements
+    // alike are merged below, each listing exactly the tables (or indexes) that need it.
     const statements = [
-      new iam.PolicyStatement({
-        sid: 'QueryExpiryIndex',
-        actions: ['dynamodb:Query'],
-        resources: [indexArn],
-      }),
-      new iam.PolicyStatement({
-        sid: 'DeleteExpiredItems',
-        // BatchWriteItem cannot be limited to deletes in IAM; DeleteItem serves conditional mode.
-        actions: ['dynamodb:BatchWriteItem', 'dynamodb:DeleteItem', 'dynamodb:DescribeTable'],
-        resources: [tableArn],
-      }),
-      // Batch mode reads a key again (its key attributes and ttl, strongly consistent) when its
-      // read is older than the bound for an unconditional delete when its turn comes.
-      ...(settings.deleteMode === DeleteMode.BATCH
-        ? [
-            new iam.PolicyStatement({
-              sid: 'ReadStaleKeysAgain',
-              actions: ['dynamodb:BatchGetItem'],
-              resources: [tableArn],
-            }),
-          ]
-        : []),
+      ...settings.tables.flatMap(({ table, settings: own }) => [
+        new iam.PolicyStatement({
+          sid: 'QueryExpiryIndex',
+          actions: ['dynamodb:Query'],
+          resources: [`${table.tableArn}/index/${own.indexName}`],
+        }),
+        new iam.PolicyStatement({
+          sid: 'DeleteExpiredItems',
+          // BatchWriteItem cannot be limited to deletes in IAM; DeleteItem serves conditional mode.
+          actions: ['dynamodb:BatchWriteItem', 'dynamodb:DeleteItem', 'dynamodb:DescribeTable'],
+          resources: [table.tableArn],
+        }),
+        // Batch mode reads a key again (its key attributes and ttl, strongly consistent) when its
+        // read is older than the bound for an unconditional delete when its turn comes.
+        ...(own.deleteMode === DeleteMode.BATCH
+          ? [
+              new iam.PolicyStatement({
+                sid: 'ReadStaleKeysAgain',
+                actions: ['dynamodb:BatchGetItem'],
+                resources: [table.tableArn],
+              }),
+            ]
+          : []),
+      ]),
       writeOwnLogs,
     ];
     if (this.checkpointTable) {
@@ -811,19 +958,30 @@ export class TtlSweeper extends Construct {
         }),
       );
     }
-    statements.push(...expiryEventStatements(props.expiryEvents, tableArn));
+    for (const { table, settings: own } of settings.tables) {
+      statements.push(...expiryEventStatements(own.expiryEvents, table.tableArn));
+    }
     // Tables encrypted with a customer managed key: DynamoDB uses the key on the caller's behalf,
     // so the role needs the key for the reads and deletes (the set aws-cdk-lib's own
     // `grantReadWriteData` gives), through DynamoDB only.
-    const keys: [string, dynamodb.ITable | undefined][] = [['TableKey', this.table], ['CheckpointKey', this.checkpointTable]];
+    const keys: [string, dynamodb.ITable | undefined][] = [
+      ...this.tables.map((table): [string, dynamodb.ITable] => ['TableKey', table]),
+      ['CheckpointKey', this.checkpointTable],
+    ];
     for (const [sid, table] of keys) {
       if (table?.encryptionKey) statements.push(this.tableKeyStatement(sid, table.encryptionKey));
     }
-    const policy = new iam.Policy(scope, 'Policy', { statements });
+    const policy = new iam.Policy(scope, 'Policy', { statements: mergeStatements(statements) });
     policy.attachToRole(role);
 
+    // One table: TABLE_NAME. Several: TABLES, each element the table's name and what its entry
+    // sets; the variables below are the function-wide settings the entries fall back to.
+    const tables: Record<string, string> =
+      settings.tables.length === 1 && settings.tables[0].element === undefined
+        ? { TABLE_NAME: this.table.tableName }
+        : { TABLES: Stack.of(this).toJsonString(settings.tables.map((t) => t.element)) };
     const environment: Record<string, string> = {
-      TABLE_NAME: this.table.tableName,
+      ...tables,
       INDEX_NAME: settings.indexName,
       TTL_ATTRIBUTE: settings.ttlAttribute,
       WINDOW_ATTRIBUTE: settings.windowAttribute,
@@ -843,6 +1001,9 @@ export class TtlSweeper extends Construct {
     if (this.checkpointTable) {
       environment.CHECKPOINT_TABLE = this.checkpointTable.tableName;
       environment.MAX_CATCHUP = String(settings.maxCatchUpSeconds);
+    }
+    if (settings.leaderLeaseSeconds !== undefined) {
+      environment.LEADER_LEASE = String(settings.leaderLeaseSeconds);
     }
     Object.assign(environment, expiryEventEnvironment(props.expiryEvents));
     const fn = new lambda.Function(scope, 'Function', {
@@ -998,16 +1159,33 @@ export class TtlSweeper extends Construct {
   }
 
   /**
-   * One of the sweeper's own metrics by name, dimensioned by the table name; prefer the typed
-   * methods (`metricItemsDeleted()`, ...), one for each metric the function emits.
+   * One of the sweeper's own metrics by name, dimensioned by the table name (with `tables`, the
+   * first table's: see `tableMetric()` for the others); prefer the typed methods
+   * (`metricItemsDeleted()`, ...), one for each metric the function emits.
    *
    * @default - statistic Sum over 1 minute
    */
   public metric(metricName: string, props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.tableMetric(this.table, metricName, props);
+  }
+
+  /**
+   * One of the sweeper's own metrics by name for one of the tables it sweeps (`TableName` is that
+   * table's name): each table of `tables` has its own. The typed methods take the first table's
+   * unless their `dimensionsMap` says otherwise.
+   *
+   * @param table one of `tables` (or the one `table`)
+   * @param metricName the metric's name, e.g. `ItemsDeleted`
+   * @default - statistic Sum over 1 minute
+   */
+  public tableMetric(table: dynamodb.ITable, metricName: string, props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    if (!this.tables.includes(table)) {
+      throw new Error(`TtlSweeper ${this.node.path}: tableMetric: ${table.node.path} is not one of the tables this sweeper sweeps`);
+    }
     return new cloudwatch.Metric({
       namespace: this.metricsNamespace,
       metricName,
-      dimensionsMap: { TableName: this.table.tableName },
+      dimensionsMap: { TableName: table.tableName },
       statistic: 'Sum',
       period: Duration.minutes(1),
       ...props,
@@ -1187,6 +1365,30 @@ export class TtlSweeper extends Construct {
   }
 }
 
+/**
+ * `statements` with those alike (the same Sid, effect, actions and conditions) merged into one
+ * listing each of their resources once, in the order of first appearance. A statement without a
+ * match is kept as it is.
+ */
+function mergeStatements(statements: iam.PolicyStatement[]): iam.PolicyStatement[] {
+  const groups = new Map<string, iam.PolicyStatement[]>();
+  for (const statement of statements) {
+    const key = JSON.stringify([statement.sid, statement.effect, statement.actions, statement.conditions]);
+    groups.set(key, [...(groups.get(key) ?? []), statement]);
+  }
+  return [...groups.values()].map((alike) => {
+    if (alike.length === 1) return alike[0];
+    const [first] = alike;
+    return new iam.PolicyStatement({
+      sid: first.sid,
+      effect: first.effect,
+      actions: first.actions,
+      conditions: first.conditions,
+      resources: [...new Set(alike.flatMap((s) => s.resources))],
+    });
+  });
+}
+
 /** The schedule's target: this function, with the role, input, retries and DLQ given. */
 class SweeperTarget implements scheduler.IScheduleTarget {
   constructor(private readonly config: scheduler.ScheduleTargetConfig) {}
@@ -1277,22 +1479,39 @@ const DEFAULTS = {
   maxCatchUpSeconds: 24 * 3600,
 } as const;
 
-interface Settings {
+/** A table's own settings: the function-wide ones, or an entry of `tables` over them. */
+interface TableSettings {
   readonly indexName: string;
   readonly ttlAttribute: string;
   readonly windowAttribute: string;
   readonly windowSeconds: number;
   readonly windowShards: number;
-  readonly sweepers: number;
   readonly lookbackWindows: number;
   readonly deleteMode: DeleteMode;
   readonly maxConcurrency: number;
   readonly maxRetries: number;
+  readonly expiryEvents?: ExpiryEventsOptions;
+}
+
+/**
+ * A table the function sweeps with its settings, and with `tables` its `TABLES` element: the
+ * table's name and the variables of what its entry sets, nothing else.
+ */
+interface SweptTableSettings {
+  readonly table: dynamodb.ITable;
+  readonly settings: TableSettings;
+  readonly element?: Record<string, string>;
+}
+
+interface Settings extends TableSettings {
+  readonly tables: SweptTableSettings[];
+  readonly sweepers: number;
   readonly tickSeconds?: number;
   readonly schedule: SweepSchedule;
   readonly scheduleRetryAttempts: number;
   readonly scheduleMaxEventAgeSeconds: number;
   readonly maxCatchUpSeconds: number;
+  readonly leaderLeaseSeconds?: number;
   readonly metricsNamespace: string;
   readonly memorySize: number;
   readonly timeoutSeconds: number;
@@ -1302,9 +1521,21 @@ interface Settings {
   readonly followStream: boolean;
 }
 
-/** Defaults applied and every value checked; all problems are reported at once. */
-function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
-  const problems: string[] = [];
+/** The settings an entry of `tables` may set, with the variable each becomes in `TABLES`. */
+const TABLE_VARIABLES = [
+  ['indexName', 'INDEX_NAME'],
+  ['ttlAttribute', 'TTL_ATTRIBUTE'],
+  ['windowAttribute', 'WINDOW_ATTRIBUTE'],
+  ['windowSeconds', 'WINDOW_SECONDS'],
+  ['windowShards', 'WINDOW_SHARDS'],
+  ['lookbackWindows', 'LOOKBACK_WINDOWS'],
+  ['deleteMode', 'DELETE_MODE'],
+  ['maxConcurrency', 'MAX_CONCURRENCY'],
+  ['maxRetries', 'MAX_RETRIES'],
+] as const;
+
+/** The checks of prop values, each adding a message naming the prop to `problems`. */
+function validators(problems: string[]) {
   const known = (v: unknown) => !Token.isUnresolved(v);
   const whole = (name: string, value: number, lo: number, hi: number, hint = ''): number => {
     if (known(value) && !(Number.isInteger(value) && value >= lo && value <= hi)) {
@@ -1331,18 +1562,162 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
     }
     return value;
   };
+  return { known, whole, seconds, name, attribute };
+}
+
+/**
+ * The settings of one table: `source`'s values over `base`'s. Each value `source` gives is
+ * checked, its problem named `prefix` + the prop (`tables[1].windowSeconds`), and so is each
+ * combination it takes part in; `base` was checked on its own.
+ */
+function tableSettings(
+  problems: string[],
+  source: Omit<SweptTable, 'table'>,
+  base: TableSettings,
+  prefix: string,
+  baseDeleteModeIsDefault: boolean,
+): TableSettings {
+  const { known, whole, name, attribute } = validators(problems);
+  const given = <T>(value: T | undefined, check: (v: T) => unknown, fallback: T): T => {
+    if (value === undefined) return fallback;
+    check(value);
+    return value;
+  };
+  const indexName = given(source.indexName, (v) => name(`${prefix}indexName`, v, /^[A-Za-z0-9_.-]{3,255}$/,
+    "an index name of 3 to 255 letters, digits, '_', '-' or '.'"), base.indexName);
+  const ttlAttribute = given(source.ttlAttribute, (v) => attribute(`${prefix}ttlAttribute`, v), base.ttlAttribute);
+  const windowAttribute = given(source.windowAttribute, (v) => attribute(`${prefix}windowAttribute`, v), base.windowAttribute);
+  const attributesGiven = source.ttlAttribute !== undefined || source.windowAttribute !== undefined;
+  if (attributesGiven && known(ttlAttribute) && ttlAttribute === windowAttribute) {
+    problems.push(`${prefix}windowAttribute must differ from ${prefix}ttlAttribute (both are ${JSON.stringify(ttlAttribute)})`);
+  }
+  const windowSeconds = given(source.windowSeconds, (v) => whole(`${prefix}windowSeconds`, v, 1, 86400, ' (the width the writers use)'),
+    base.windowSeconds);
+  const windowShards = given(source.windowShards, (v) => whole(`${prefix}windowShards`, v, 1, 1000, ' (the shard count the writers use)'),
+    base.windowShards);
+  if (source.expiryEvents !== undefined) {
+    problems.push(...checkExpiryEvents(source.expiryEvents).map((p) => `${prefix}${p}`));
+  }
+  const expiryEvents = source.expiryEvents ?? base.expiryEvents;
+  const lookbackWindows = given(source.lookbackWindows, (v) => whole(`${prefix}lookbackWindows`, v, 0, 10000), base.lookbackWindows);
+  const deleteMode = given(source.deleteMode, (v) => {
+    if (v !== DeleteMode.BATCH && v !== DeleteMode.CONDITIONAL) {
+      problems.push(`${prefix}deleteMode must be 'batch' or 'conditional', got ${JSON.stringify(v)}`);
+    }
+  }, base.deleteMode);
+  // The function refuses archive mode with batch deletes: BatchWriteItem cannot check the ttl, so a
+  // ttl extended while the event was being published would not be noticed (and no cancellation
+  // sent). Stop here rather than deploy a function that cannot start.
+  const combinationGiven = source.expiryEvents !== undefined || source.deleteMode !== undefined;
+  if (combinationGiven && expiryEvents?.mode === ExpiryEventsMode.ARCHIVE && deleteMode === DeleteMode.BATCH) {
+    const origin = source.deleteMode !== undefined ? '' : baseDeleteModeIsDefault ? ' (the default)' : " (the sweeper's deleteMode)";
+    problems.push(
+      `${prefix}expiryEvents.mode ARCHIVE needs ${prefix}deleteMode CONDITIONAL, got deleteMode ${JSON.stringify(deleteMode)}` +
+        `${origin}: a batch delete cannot tell a ttl extended while ` +
+        `the event was published; set ${prefix}deleteMode: DeleteMode.CONDITIONAL or use ExpiryEventsMode.NOTIFY`,
+    );
+  }
+  const maxConcurrency = given(source.maxConcurrency, (v) => whole(`${prefix}maxConcurrency`, v, 1, 256), base.maxConcurrency);
+  const maxRetries = given(source.maxRetries, (v) => whole(`${prefix}maxRetries`, v, 0, 30), base.maxRetries);
+  return {
+    indexName,
+    ttlAttribute,
+    windowAttribute,
+    windowSeconds,
+    windowShards,
+    lookbackWindows,
+    deleteMode,
+    maxConcurrency,
+    maxRetries,
+    expiryEvents,
+  };
+}
+
+/** The `TABLES` element of `entry`: the table's name and the variables of what the entry sets. */
+function tablesElement(entry: SweptTable): Record<string, string> {
+  const element: Record<string, string> = { TABLE_NAME: entry.table.tableName };
+  for (const [prop, variable] of TABLE_VARIABLES) {
+    const value = entry[prop];
+    if (value !== undefined) element[variable] = String(value);
+  }
+  return { ...element, ...expiryEventEnvironment(entry.expiryEvents) };
+}
+
+/**
+ * The tables of `props` with their settings over the function-wide `base`: `table`, or each
+ * entry of `tables` (checked: exactly one of the two, at least one entry, each table once, and
+ * no prop that works on one table only).
+ */
+function sweptTables(scope: Construct, problems: string[], props: TtlSweeperProps, base: TableSettings): SweptTableSettings[] {
+  if (props.table !== undefined && props.tables !== undefined) {
+    problems.push('table and tables cannot both be given: set table for one table, or tables for several');
+    return [];
+  }
+  if (props.tables === undefined) {
+    if (props.table === undefined) {
+      problems.push('a table to sweep is needed: set table (one table) or tables (several)');
+      return [];
+    }
+    return [{ table: props.table, settings: base }];
+  }
+  if (props.tables.length === 0) {
+    problems.push('tables must list at least one table, got an empty list');
+    return [];
+  }
+  if ((props.sweepers ?? 1) !== 1) {
+    problems.push(
+      `sweepers (${props.sweepers}) cannot be used with tables: it splits one table's shards between functions; ` +
+        'give a table that needs several sweepers a TtlSweeper of its own',
+    );
+  }
+  if (props.followStream) {
+    problems.push(
+      "followStream cannot be used with tables: the stream indexer follows one table's stream; " +
+        'give a table whose stream should be followed a TtlSweeper of its own',
+    );
+  }
+  const stack = Stack.of(scope);
+  const identity = (table: dynamodb.ITable) => {
+    const tableName = table.tableName;
+    return Token.isUnresolved(tableName) ? JSON.stringify(stack.resolve(tableName)) : tableName;
+  };
+  const seen = new Map<string, number>();
+  const deleteModeIsDefault = props.deleteMode === undefined;
+  return props.tables.map((entry, i) => {
+    const key = identity(entry.table);
+    const first = seen.get(key);
+    if (first !== undefined) {
+      const shown = Token.isUnresolved(entry.table.tableName) ? entry.table.node.path : JSON.stringify(entry.table.tableName);
+      problems.push(`tables[${i}] is the same table as tables[${first}] (${shown}): list each table once`);
+    } else {
+      seen.set(key, i);
+    }
+    const before = problems.length;
+    const settings = tableSettings(problems, entry, base, `tables[${i}].`, deleteModeIsDefault);
+    // An entry with problems has no element: synthesis stops with them.
+    return { table: entry.table, settings, element: problems.length === before ? tablesElement(entry) : {} };
+  });
+}
+
+/** Defaults applied and every value checked; all problems are reported at once. */
+function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
+  const problems: string[] = [];
+  const { known, whole, seconds } = validators(problems);
 
   const schedule = props.schedule ?? SweepSchedule.rate(Duration.minutes(1));
   const period = schedule.periodSeconds;
-  const indexName = name('indexName', props.indexName ?? DEFAULTS.indexName, /^[A-Za-z0-9_.-]{3,255}$/,
-    "an index name of 3 to 255 letters, digits, '_', '-' or '.'");
-  const ttlAttribute = attribute('ttlAttribute', props.ttlAttribute ?? DEFAULTS.ttlAttribute);
-  const windowAttribute = attribute('windowAttribute', props.windowAttribute ?? DEFAULTS.windowAttribute);
-  if (known(ttlAttribute) && ttlAttribute === windowAttribute) {
-    problems.push(`windowAttribute must differ from ttlAttribute (both are ${JSON.stringify(ttlAttribute)})`);
-  }
-  const windowSeconds = whole('windowSeconds', props.windowSeconds ?? DEFAULTS.windowSeconds, 1, 86400, ' (the width the writers use)');
-  const windowShards = whole('windowShards', props.windowShards ?? DEFAULTS.windowShards, 1, 1000, ' (the shard count the writers use)');
+  const base = tableSettings(problems, props, {
+    indexName: DEFAULTS.indexName,
+    ttlAttribute: DEFAULTS.ttlAttribute,
+    windowAttribute: DEFAULTS.windowAttribute,
+    windowSeconds: DEFAULTS.windowSeconds,
+    windowShards: DEFAULTS.windowShards,
+    lookbackWindows: DEFAULTS.lookbackWindows,
+    deleteMode: DEFAULTS.deleteMode,
+    maxConcurrency: DEFAULTS.maxConcurrency,
+    maxRetries: DEFAULTS.maxRetries,
+  }, '', true);
+  const { windowShards, windowSeconds } = base;
   const sweepers = props.sweepers ?? 1;
   if (Token.isUnresolved(sweepers)) {
     problems.push('sweepers must be a number known at synthesis: it decides how many functions are created');
@@ -1360,27 +1735,10 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
       );
     }
   }
-  problems.push(...checkExpiryEvents(props.expiryEvents));
-  const lookbackWindows = whole('lookbackWindows', props.lookbackWindows ?? DEFAULTS.lookbackWindows, 0, 10000);
-  const deleteMode = props.deleteMode ?? DEFAULTS.deleteMode;
-  if (deleteMode !== DeleteMode.BATCH && deleteMode !== DeleteMode.CONDITIONAL) {
-    problems.push(`deleteMode must be 'batch' or 'conditional', got ${JSON.stringify(deleteMode)}`);
-  }
-  // The function refuses archive mode with batch deletes: BatchWriteItem cannot check the ttl, so a
-  // ttl extended while the event was being published would not be noticed (and no cancellation
-  // sent). Stop here rather than deploy a function that cannot start.
-  const eventsMode = props.expiryEvents?.mode;
-  if (eventsMode === ExpiryEventsMode.ARCHIVE && deleteMode === DeleteMode.BATCH) {
-    problems.push(
-      `expiryEvents.mode ARCHIVE needs deleteMode CONDITIONAL, got deleteMode ${JSON.stringify(deleteMode)}` +
-        `${props.deleteMode === undefined ? ' (the default)' : ''}: a batch delete cannot tell a ttl extended while ` +
-        'the event was published; set deleteMode: DeleteMode.CONDITIONAL or use ExpiryEventsMode.NOTIFY',
-    );
-  }
-  const maxConcurrency = whole('maxConcurrency', props.maxConcurrency ?? DEFAULTS.maxConcurrency, 1, 256);
-  const maxRetries = whole('maxRetries', props.maxRetries ?? DEFAULTS.maxRetries, 0, 30);
+  const tables = sweptTables(scope, problems, props, base);
 
   let tickSeconds: number | undefined;
+  const ticking = props.tickSeconds !== undefined;
   if (props.tickSeconds !== undefined) {
     tickSeconds = whole('tickSeconds', props.tickSeconds, 1, 30, ' (omit it to sweep once per invocation)');
     if (known(tickSeconds) && tickSeconds >= period) {
@@ -1396,6 +1754,34 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
   }
   const maxCatchUpSeconds = seconds('maxCatchUp', props.maxCatchUp ?? Duration.seconds(DEFAULTS.maxCatchUpSeconds), 60, 30 * 86400);
 
+  // The lease is an item of the checkpoint table; the function needs it to last at least two ticks.
+  let leaderLeaseSeconds: number | undefined;
+  if (props.leaderLease?.isUnresolved()) {
+    problems.push('leaderLease must be a literal duration, not a token: it is checked against the tick or schedule period');
+  } else if (props.leaderLease !== undefined) {
+    leaderLeaseSeconds = props.leaderLease.toSeconds({ integral: false });
+    if (!(Number.isInteger(leaderLeaseSeconds) && leaderLeaseSeconds >= 1)) {
+      problems.push(`leaderLease must be whole seconds, got ${props.leaderLease.toHumanString()}`);
+    } else if (leaderLeaseSeconds < 5 || leaderLeaseSeconds > 3600) {
+      // The binary's range: a holder stops sending 3 s before its lease runs out.
+      problems.push(`leaderLease must be from 5 s to 3600 s, got ${leaderLeaseSeconds} s`);
+    } else if (ticking && known(tickSeconds) && leaderLeaseSeconds < 2 * tickSeconds!) {
+      problems.push(
+        `leaderLease (${leaderLeaseSeconds} s) must be at least two ticks: 2 × tickSeconds (${tickSeconds}) = ${2 * tickSeconds!} s`,
+      );
+    } else if (!ticking && leaderLeaseSeconds < 2 * period) {
+      problems.push(
+        `leaderLease (${leaderLeaseSeconds} s) must be at least two schedule periods: 2 × the schedule's period (${period} s) = ${2 * period} s`,
+      );
+    }
+    if (props.checkpoint === undefined) {
+      problems.push(
+        'leaderLease needs a checkpoint, which holds the lease: set checkpoint (for sweepers in several Regions, ' +
+          'Checkpoint.fromTable of a global table replicated in each of them) or drop leaderLease',
+      );
+    }
+  }
+
   const metricsNamespace = props.metricsNamespace ?? TtlSweeper.DEFAULT_METRICS_NAMESPACE;
   if (
     known(metricsNamespace) &&
@@ -1410,7 +1796,6 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
   const memorySize = whole('memorySize', props.memorySize ?? 128, 128, 10240);
   // Tick mode: an invocation ticks until HANDOFF_OVERLAP (10 s) past the next scheduled one, and
   // stops 3 s before its deadline; the next invocation runs beside it meanwhile.
-  const ticking = props.tickSeconds !== undefined;
   const timeoutSeconds = props.timeout
     ? seconds('timeout', props.timeout, 1, 900)
     : Math.min(period + (ticking ? 20 : 10), 900);
@@ -1433,7 +1818,8 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
   }
 
   const followStream = props.followStream ?? false;
-  if (followStream) {
+  // With tables (refused above) or without any table there is no one stream to check.
+  if (followStream && props.table !== undefined && props.tables === undefined) {
     problems.push(...checkStream(props.table));
     // The indexer reads every shard: its start-up check must pass with the lookback the binary
     // derives for it (at least 15 windows, covering 70 s) over all of them.
@@ -1456,21 +1842,15 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
     throw new Error(`TtlSweeper ${scope.node.path}: invalid props:\n  - ${problems.join('\n  - ')}`);
   }
   return {
-    indexName,
-    ttlAttribute,
-    windowAttribute,
-    windowSeconds,
-    windowShards,
+    ...base,
+    tables,
     sweepers,
-    lookbackWindows,
-    deleteMode,
-    maxConcurrency,
-    maxRetries,
     tickSeconds,
     schedule,
     scheduleRetryAttempts,
     scheduleMaxEventAgeSeconds,
     maxCatchUpSeconds,
+    leaderLeaseSeconds,
     metricsNamespace,
     memorySize,
     timeoutSeconds,

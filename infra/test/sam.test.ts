@@ -7,10 +7,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { Duration } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { parse, type CollectionTag, type ScalarTag } from 'yaml';
-import { DeleteMode, type TtlSweeperProps } from '../src';
+import { Checkpoint, DeleteMode, type TtlSweeperProps } from '../src';
 import { env, logicalId, newStack, statements, synth } from './support';
 
 /** CloudFormation's short forms, read as their long forms (`!Ref x` → `{ Ref: x }`). */
@@ -43,10 +44,11 @@ function condition(name: string, parameters: Record<string, string>): boolean {
 
 /**
  * The value of `v` for `parameters` (each parameter's default unless given): `Ref` to a parameter,
- * `Fn::Sub` of parameters and `Fn::If` on the template's conditions are evaluated; anything else
- * must be a plain value.
+ * `Fn::Sub` of parameters and `Fn::If` on the template's conditions are evaluated, `AWS::NoValue`
+ * is `undefined`; anything else must be a plain value.
  */
 function evaluate(v: any, parameters: Record<string, string>): unknown {
+  if (v && typeof v === 'object' && v.Ref === 'AWS::NoValue') return undefined;
   const param = (name: string) => {
     const value = parameters[name] ?? template.Parameters[name]?.Default;
     assert.notEqual(value, undefined, `no value for parameter ${name}`);
@@ -71,6 +73,15 @@ function present(parameters: Record<string, string>): Record<string, any> {
   );
 }
 
+/** The environment of a SAM function's properties for `parameters`, without the variables left out. */
+function samEnvironment(fn: any, parameters: Record<string, string>): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(fn.Environment.Variables)
+      .map(([k, v]) => [k, evaluate(v, parameters)])
+      .filter(([, v]) => v !== undefined),
+  );
+}
+
 /** A statement under `Fn::If`: the branch the condition picks, `undefined` for `AWS::NoValue`. */
 function evaluateStatement(v: any, parameters: Record<string, string>): unknown {
   const [name, yes, no] = v['Fn::If'];
@@ -78,13 +89,13 @@ function evaluateStatement(v: any, parameters: Record<string, string>): unknown 
   return picked && typeof picked === 'object' && picked.Ref === 'AWS::NoValue' ? undefined : picked;
 }
 
-/** Actions by Sid of the inline policies of a role of the SAM template. */
-function samActions(role: string): Record<string, string[]> {
+/** Actions by Sid of the inline policies of a role of the SAM template, for `parameters`. */
+function samActions(role: string, parameters: Record<string, string> = {}): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const p of template.Resources[role].Properties.Policies) {
     for (const raw of p.PolicyDocument.Statement) {
-      // A statement under `Fn::If` on a condition, with the parameters' defaults.
-      const s = raw['Fn::If'] ? (evaluateStatement(raw, {}) as any) : raw;
+      // A statement under `Fn::If` on a condition, with the parameters' defaults unless given.
+      const s = raw['Fn::If'] ? (evaluateStatement(raw, parameters) as any) : raw;
       if (s) out[s.Sid] = [s.Action].flat();
     }
   }
@@ -126,9 +137,7 @@ test('the SAM template sets the construct environment, timeout and concurrency, 
     const { stack, sweeper } = synth(props);
     const cfn = sweeper.function.node.defaultChild as lambda.CfnFunction;
     const expected = stack.resolve(cfn.environment).variables;
-    const actual = Object.fromEntries(
-      Object.entries(fn.Environment.Variables).map(([k, v]) => [k, evaluate(v, parameters)]),
-    );
+    const actual = samEnvironment(fn, parameters);
     assert.deepEqual(actual, expected, JSON.stringify(parameters));
     assert.equal(evaluate(fn.Timeout, parameters), cfn.timeout, `timeout ${JSON.stringify(parameters)}`);
     assert.equal(evaluate(fn.ReservedConcurrentExecutions, parameters), cfn.reservedConcurrentExecutions);
@@ -162,6 +171,67 @@ test('the SAM schedule is the construct schedule: every minute, as of the schedu
   const topic = { AlarmTopicArn: 'arn:aws:sns:eu-west-1:123456789012:alarms' };
   assert.deepEqual(alarms(present(topic)), alarms(built.toJSON().Resources));
   assert.deepEqual(alarms(present({})), []);
+});
+
+// ---------------------------------------------------------------- CheckpointTable and LeaderLease
+
+/** The construct with the checkpoint table `sweeper-checkpoints` (imported) and `props`. */
+function synthCheckpointed(props: Partial<TtlSweeperProps> = {}) {
+  const stack = newStack();
+  const checkpoint = Checkpoint.fromTable(dynamodb.Table.fromTableName(stack, 'Checkpoints', 'sweeper-checkpoints'));
+  return synth({ checkpoint, ...props }, stack);
+}
+
+test("CheckpointTable and LeaderLease: the construct's environment, grants and alarms", () => {
+  const fn = template.Resources.Function.Properties;
+  const checkpointed = { TableName: 'sessions', CheckpointTable: 'sweeper-checkpoints' };
+  const cases: [Record<string, string>, Partial<TtlSweeperProps>][] = [
+    [checkpointed, { tickSeconds: undefined }],
+    [{ ...checkpointed, LeaderLease: '120' }, { tickSeconds: undefined, leaderLease: Duration.seconds(120) }],
+    [{ ...checkpointed, LeaderLease: '600', TickSeconds: '1' }, { tickSeconds: 1, leaderLease: Duration.minutes(10) }],
+  ];
+  const alarms = (t: Record<string, any>) =>
+    Object.values(t).filter((r: any) => r.Type === 'AWS::CloudWatch::Alarm').map((r: any) => r.Properties.MetricName).sort();
+  const topic = { AlarmTopicArn: 'arn:aws:sns:eu-west-1:123456789012:alarms' };
+  for (const [parameters, props] of cases) {
+    const built = synthCheckpointed(props);
+    const cfn = built.sweeper.function.node.defaultChild as lambda.CfnFunction;
+    assert.deepEqual(samEnvironment(fn, parameters), built.stack.resolve(cfn.environment).variables, JSON.stringify(parameters));
+    assert.deepEqual(sorted(samActions('FunctionRole', parameters)), constructActions(built, 'SweeperRole'), JSON.stringify(parameters));
+    // With a lease, no silence alarm, as in the construct.
+    assert.deepEqual(alarms(present({ ...parameters, ...topic })), alarms(built.template.toJSON().Resources), JSON.stringify(parameters));
+  }
+  // The checkpoint statement is on that table only.
+  const statement = template.Resources.FunctionRole.Properties.Policies[0].PolicyDocument.Statement
+    .map((raw: any) => (raw['Fn::If'] ? evaluateStatement(raw, checkpointed) : raw))
+    .find((st: any) => st?.Sid === 'Checkpoint');
+  assert.match(statement.Resource['Fn::Sub'], /:table\/\$\{CheckpointTable\}$/);
+  // By default neither: no CHECKPOINT_TABLE, MAX_CATCHUP or LEADER_LEASE.
+  const plain = samEnvironment(fn, { TableName: 'sessions' });
+  assert.deepEqual([plain.CHECKPOINT_TABLE, plain.MAX_CATCHUP, plain.LEADER_LEASE], [undefined, undefined, undefined]);
+  assert.equal(template.Parameters.LeaderLease.Default, 'off');
+});
+
+test('LeaderLease: the values the template allows are leases the construct accepts; it needs CheckpointTable', () => {
+  const pattern = new RegExp(template.Parameters.LeaderLease.AllowedPattern);
+  for (const ok of ['off', '120', '121', '199', '200', '999', '1000', '2999', '3599', '3600']) assert.ok(pattern.test(ok), ok);
+  for (const bad of ['', '0', '2', '60', '119', '0120', '2m', 'on', '3601', '4000', '86400']) assert.ok(!pattern.test(bad), bad);
+  // 120 s, the least allowed, is two schedule periods, and two ticks of the longest TickSeconds or more.
+  for (const tick of template.Parameters.TickSeconds.AllowedValues as string[]) {
+    const props = tick === 'off' ? { tickSeconds: undefined } : { tickSeconds: Number(tick) };
+    assert.doesNotThrow(() => synthCheckpointed({ ...props, leaderLease: Duration.seconds(120) }), `TickSeconds ${tick}`);
+  }
+  assert.throws(() => synthCheckpointed({ tickSeconds: undefined, leaderLease: Duration.seconds(119) }), /at least two schedule periods/);
+  const rule = template.Rules.CheckpointForLeaderLease;
+  assert.deepEqual(rule.RuleCondition, { 'Fn::Not': [{ 'Fn::Equals': [{ Ref: 'LeaderLease' }, 'off'] }] });
+  assert.deepEqual(rule.Assertions[0].Assert, { 'Fn::Not': [{ 'Fn::Equals': [{ Ref: 'CheckpointTable' }, ''] }] });
+});
+
+test('TableName is one table: a list is refused, several tables are left to the construct', () => {
+  const pattern = new RegExp(template.Parameters.TableName.AllowedPattern);
+  assert.ok(pattern.test('sessions'));
+  assert.ok(!pattern.test('sessions,orders'));
+  assert.match(template.Description, /several tables .* is for the CDK construct \(its tables prop\)/s);
 });
 
 // ---------------------------------------------------------------- FollowStream
@@ -219,7 +289,7 @@ test('FollowStream: the stream indexer has the construct IAM actions, environmen
   for (const [parameters, props] of STREAM_CASES) {
     const { stack, sweeper } = synthFollowing(props);
     const cfn = sweeper.streamFunction!.node.defaultChild as lambda.CfnFunction;
-    const actual = Object.fromEntries(Object.entries(fn.Environment.Variables).map(([k, v]) => [k, evaluate(v, parameters)]));
+    const actual = samEnvironment(fn, parameters);
     assert.deepEqual(actual, stack.resolve(cfn.environment).variables, JSON.stringify(parameters));
     assert.equal(fn.Timeout, cfn.timeout);
     assert.equal(fn.MemorySize, cfn.memorySize);

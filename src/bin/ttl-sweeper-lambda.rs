@@ -1,5 +1,5 @@
 //! The Lambda entry point: configuration and the DynamoDB client are set up once per cold start;
-//! each invocation goes to `ttl_sweeper::lambda::invoke` (a sweep), or, for a batch of the table's
+//! each invocation goes to `ttl_sweeper::lambda::invoke` (a sweep of every table), or, for a batch of the table's
 //! DynamoDB Streams records, to `ttl_sweeper::lambda::stream::invoke_batch` (the stream indexer),
 //! the wall clock held to DynamoDB's.
 
@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use lambda_runtime::{service_fn, LambdaEvent};
 use serde_json::Value;
-use ttl_sweeper::config::{Config, Threads};
+use ttl_sweeper::config::{Settings, Threads};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::lambda::stream::{invoke_batch, is_stream_batch};
 use ttl_sweeper::lambda::{invoke, time_left};
@@ -31,28 +31,30 @@ fn main() -> ExitCode {
 async fn serve() -> ExitCode {
     // Start-up failures are logged as one clear JSON line; the non-zero exit makes Lambda report
     // an init error, and no invocation runs with a bad configuration.
-    let config = Config::from_env();
-    let Ok(config) = config.inspect_err(|e| tracing::error!(error = %e, "invalid configuration"))
+    let configs = Settings::from_env().validate_tables();
+    let Ok(configs) = configs.inspect_err(|e| tracing::error!(error = %e, "invalid configuration"))
     else {
         return ExitCode::FAILURE;
     };
     let wall = || Timestamp::from_datetime(chrono::Utc::now());
-    let connected = ttl_sweeper::connect(&config, wall).await;
+    let connected = ttl_sweeper::connect(&configs, wall).await;
     let failed = |e: &_| tracing::error!(error = %e, "start-up check of the table failed");
-    let Ok(ttl_sweeper::Connected { sweeper, clock }) = connected.inspect_err(failed) else {
+    let Ok(ttl_sweeper::Connected { tables, clock }) = connected.inspect_err(failed) else {
         return ExitCode::FAILURE;
     };
-    tracing::info!(table = %config.table_name, index = %config.index_name, mode = %config.delete_mode, "ready");
-    let settings = config.handler_settings();
-    let (sweeper, settings, clock) = (&sweeper, &settings, &*clock);
+    for config in &configs {
+        tracing::info!(table = %config.table_name, index = %config.index_name, mode = %config.delete_mode, "ready");
+    }
+    // The function-wide settings, the same in every table's configuration.
+    let settings = configs[0].handler_settings();
+    let (tables, settings, clock) = (&tables, &settings, &*clock);
     let handler = service_fn(move |event: LambdaEvent<Value>| async move {
         let deadline = Timestamp::from_millis(i64::try_from(event.context.deadline).unwrap_or(0));
         let remaining = time_left(deadline, wall(), clock.server().upper_bound());
         if is_stream_batch(&event.payload) {
-            return invoke_batch(sweeper, &event, clock, Some(remaining)).await;
+            return invoke_batch(tables, &event, clock, Some(remaining)).await;
         }
-        let report = invoke(sweeper, &event, clock, Some(remaining), settings).await?;
-        Ok(serde_json::to_value(report).unwrap_or_default())
+        invoke(tables, &event, clock, Some(remaining), settings).await
     });
     match lambda_runtime::run(handler).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -52,7 +52,7 @@ const HEADING: &str = "Settings (each flag falls back to its environment variabl
 /// Defines every setting once, in documentation order: its [`Setting`] constant, its field of
 /// [`Settings`] (the flag and variable of that name) and its place in [`SETTINGS`].
 macro_rules! settings {
-    ($($field:ident: $var:ident {
+    ($($(#[$attr:meta])* $field:ident: $var:ident ($($ty:tt)+) {
         default: $default:expr,
         help: $help:expr,
         expected: $expected:expr,
@@ -82,7 +82,8 @@ macro_rules! settings {
                     help = $var.short_help(),
                     long_help = $var.long_help()
                 )]
-                pub $field: Option<String>,
+                $(#[$attr])*
+                pub $field: $($ty)+,
             )*
             /// Powertools' namespace variable: the metrics namespace when `METRICS_NAMESPACE` is
             /// unset.
@@ -96,102 +97,109 @@ macro_rules! settings {
 }
 
 settings! {
-    table_name: TABLE_NAME {
+    // Several tables: the flag given more than once, or names separated by commas.
+    #[arg(action = clap::ArgAction::Append, value_delimiter = ',')]
+    table_name: TABLE_NAME (Vec<String>) {
         default: None,
-        help: "Table to sweep, by name or ARN",
-        expected: "a DynamoDB table name (3-255 characters: letters, digits, '_', '-', '.') or table ARN",
+        help: "Table to sweep, by name or ARN; several: the flag more than once, or separated by commas",
+        expected: "a DynamoDB table name (3-255 characters: letters, digits, '_', '-', '.') or table ARN, or several separated by commas (sweep and run; backfill and audit take one)",
     }
-    index_name: INDEX_NAME {
+    tables: TABLES (Option<String>) {
+        default: Some(""),
+        help: "More tables, each with the settings that differ for it, as a JSON array",
+        expected: "a JSON array of objects, each with TABLE_NAME and any of INDEX_NAME, TTL_ATTRIBUTE, WINDOW_ATTRIBUTE, WINDOW_SECONDS, WINDOW_SHARDS, LOOKBACK_WINDOWS, SHARD_RANGE, DELETE_MODE, MAX_CONCURRENCY, MAX_RETRIES, EXPIRY_EVENTS, EXPIRY_EVENTS_MODE, EXPIRY_EVENTS_ITEM (string values; a setting left out takes the value of its variable), or empty; each table at most once across TABLE_NAME and TABLES",
+    }
+    index_name: INDEX_NAME (Option<String>) {
         default: Some("expirationWindowIndex"),
         help: "GSI keyed on (window, ttl)",
         expected: "a GSI name (3-255 characters: letters, digits, '_', '-', '.')",
     }
-    ttl_attribute: TTL_ATTRIBUTE {
+    ttl_attribute: TTL_ATTRIBUTE (Option<String>) {
         default: Some("ttl"),
         help: "Number attribute with the expiry in epoch seconds",
         expected: "a non-empty attribute name of at most 255 bytes",
     }
-    window_attribute: WINDOW_ATTRIBUTE {
+    window_attribute: WINDOW_ATTRIBUTE (Option<String>) {
         default: Some("expirationWindow"),
         help: "String attribute with the window key",
         expected: "a non-empty attribute name of at most 255 bytes",
     }
-    window_seconds: WINDOW_SECONDS {
+    window_seconds: WINDOW_SECONDS (Option<String>) {
         default: Some("60"),
         help: "Window width in seconds",
         expected: "a whole number of seconds from 1 to 86400 (the width writers used; default 60)",
     }
-    lookback_windows: LOOKBACK_WINDOWS {
+    lookback_windows: LOOKBACK_WINDOWS (Option<String>) {
         default: Some("15"),
         help: "Past windows re-read by every sweep",
         expected: "a whole number from 0 to 10000 (past windows re-read by every sweep), covering at least SCHEDULE_SECONDS + 10 s unless CHECKPOINT_TABLE is set; default 15, or more when 15 windows do not cover that",
     }
-    delete_mode: DELETE_MODE {
+    delete_mode: DELETE_MODE (Option<String>) {
         default: Some("batch"),
         help: "How to delete: `batch` or `conditional`",
         expected: "`batch` or `conditional`",
     }
-    max_concurrency: MAX_CONCURRENCY {
+    max_concurrency: MAX_CONCURRENCY (Option<String>) {
         default: Some("8"),
         help: "Delete requests in flight",
         expected: "a whole number from 1 to 256 (delete requests in flight; default 8)",
     }
-    max_retries: MAX_RETRIES {
+    max_retries: MAX_RETRIES (Option<String>) {
         default: Some("8"),
         help: "Retries per delete request",
         expected: "a whole number from 0 to 30 (retries per delete request; default 8)",
     }
-    window_shards: WINDOW_SHARDS {
+    window_shards: WINDOW_SHARDS (Option<String>) {
         default: Some("1"),
         help: "Shards per window, as the writers use",
         expected: "a whole number from 1 to 1000 (shards per window; must match the writers; default 1)",
     }
-    shard_range: SHARD_RANGE {
+    shard_range: SHARD_RANGE (Option<String>) {
         default: Some("all"),
         help: "The shards of each window this sweeper reads, to split a table between sweepers",
         expected: "`all`, or `a-b`: shards a to b inclusive, 0 <= a <= b < WINDOW_SHARDS (sweepers with disjoint ranges covering 0 to WINDOW_SHARDS-1 split the table); audit and backfill read the whole table",
     }
-    tick_seconds: TICK_SECONDS {
+    tick_seconds: TICK_SECONDS (Option<String>) {
         default: Some("off"),
         help: "Lambda tick mode: sweep every this many seconds within one invocation",
         expected: "`off`, a whole number of seconds from 1 to 30, or a duration from 100ms to 30s such as `250ms`; less than SCHEDULE_SECONDS",
     }
-    schedule_seconds: SCHEDULE_SECONDS {
+    schedule_seconds: SCHEDULE_SECONDS (Option<String>) {
         default: Some("60"),
         help: "The schedule's period; `run` does a full sweep this often",
         expected: "a whole number of seconds from 1 to 3600 (the schedule's period; default 60)",
     }
-    checkpoint_table: CHECKPOINT_TABLE {
+    checkpoint_table: CHECKPOINT_TABLE (Option<String>) {
         default: Some(""),
         help: "Table holding the catch-up checkpoint",
         expected: "a DynamoDB table name with partition key `id` (String), or empty for no checkpoint",
     }
-    max_catchup: MAX_CATCHUP {
+    max_catchup: MAX_CATCHUP (Option<String>) {
         default: Some("24h"),
         help: "Longest catch-up after an outage",
         expected: "a duration from 1m to 30d, e.g. `24h`, `90m`, `3600` (seconds); default 24h",
     }
-    leader_lease: LEADER_LEASE {
+    leader_lease: LEADER_LEASE (Option<String>) {
         default: Some("off"),
         help: "Leader lease: of the sweepers of one table (one per Region), only the holder sweeps",
         expected: "`off`, or a whole number of seconds from 5 to 3600, at least two ticks (TICK_SECONDS, else SCHEDULE_SECONDS); needs CHECKPOINT_TABLE, where the lease item lives",
     }
-    metrics_namespace: METRICS_NAMESPACE {
+    metrics_namespace: METRICS_NAMESPACE (Option<String>) {
         default: Some("TtlSweeper"),
         help: "CloudWatch namespace of the Lambda's metrics",
         expected: "a CloudWatch namespace: up to 255 letters, digits or . - _ / # : and spaces, not starting with AWS/ (default TtlSweeper)",
     }
-    expiry_events: EXPIRY_EVENTS {
+    expiry_events: EXPIRY_EVENTS (Option<String>) {
         default: Some(""),
         help: "Where to publish an event for each expired item",
         expected: "`eventbridge:<bus name or ARN>`, `sqs:<queue URL>` or `firehose:<delivery stream name>`, or empty for no events",
     }
-    expiry_events_mode: EXPIRY_EVENTS_MODE {
+    expiry_events_mode: EXPIRY_EVENTS_MODE (Option<String>) {
         default: Some("notify"),
         help: "Expiry events: `notify` (delete, then publish) or `archive` (delete only what the sink accepted)",
         expected: "`notify` or `archive` (archive needs EXPIRY_EVENTS and DELETE_MODE=conditional)",
     }
-    expiry_events_item: EXPIRY_EVENTS_ITEM {
+    expiry_events_item: EXPIRY_EVENTS_ITEM (Option<String>) {
         default: Some("auto"),
         help: "Expiry events: include the item `auto` (when it needs no extra read), `read` (read it first) or `off`",
         expected: "`auto`, `read` or `off`",
@@ -299,7 +307,7 @@ mod tests {
             "Mine",
         ])
         .unwrap();
-        assert_eq!(settings.table_name.as_deref(), Some("sessions"));
+        assert_eq!(settings.table_name, ["sessions"]);
         assert_eq!(settings.index_name, None, "defaults come from SETTINGS");
         let config = settings.validate().unwrap();
         assert_eq!(config.window_shards, 16);
@@ -331,7 +339,7 @@ mod tests {
         let odd = ["", " ", "-5", "--x", "a=b", "é", "all"];
         for value in odd {
             let settings = Settings::from_lookup(|_| Some(value.to_owned()));
-            assert_eq!(settings.table_name.as_deref(), Some(value));
+            assert_eq!(settings.table_name.concat(), value);
             assert_eq!(settings.expiry_events_item.as_deref(), Some(value));
             assert_eq!(
                 settings.powertools_metrics_namespace.as_deref(),
@@ -345,5 +353,123 @@ mod tests {
             _ => None,
         });
         assert_eq!(by_flag, by_var);
+    }
+
+    #[test]
+    fn several_tables_by_flag_or_commas_each_with_its_own_settings() {
+        let by_flag = parse(&[
+            "--table-name",
+            "aaa",
+            "--table-name",
+            "bbb,ccc",
+            "--window-shards",
+            "4",
+        ])
+        .unwrap();
+        let by_var = Settings::from_lookup(|var| match var {
+            "TABLE_NAME" => Some("aaa, bbb ,ccc".into()),
+            "WINDOW_SHARDS" => Some("4".into()),
+            _ => None,
+        });
+        for settings in [by_flag, by_var] {
+            let configs = settings.validate_tables().unwrap();
+            let names: Vec<&str> = configs.iter().map(|c| c.table_name.as_str()).collect();
+            assert_eq!(names, ["aaa", "bbb", "ccc"]);
+            assert!(configs.iter().all(|c| c.window_shards == 4));
+            // Each its own checkpoint.
+            let ids: std::collections::BTreeSet<_> = configs
+                .iter()
+                .map(|c| c.sweep_options().checkpoint.map(|c| c.id))
+                .collect();
+            assert_eq!(ids.len(), 1, "no checkpoint table: none");
+            let err = settings.validate_one("backfill").unwrap_err().to_string();
+            assert!(err.contains("backfill works on one table"), "{err}");
+        }
+        let tables = r#"[{"TABLE_NAME": "locks", "DELETE_MODE": "conditional", "WINDOW_SECONDS": 10},
+                         {"TABLE_NAME": "tokens", "INDEX_NAME": "byWindow"}]"#;
+        let settings = Settings::from_lookup(|var| match var {
+            "TABLE_NAME" => Some("sessions".into()),
+            "TABLES" => Some(tables.into()),
+            "CHECKPOINT_TABLE" => Some("checkpoints".into()),
+            "MAX_CONCURRENCY" => Some("4".into()),
+            _ => None,
+        });
+        let configs = settings.validate_tables().unwrap();
+        let [sessions, locks, tokens] = configs.as_slice() else {
+            panic!("{configs:?}")
+        };
+        assert_eq!(sessions.delete_mode, crate::engine::DeleteMode::Batch);
+        assert_eq!(locks.delete_mode, crate::engine::DeleteMode::Conditional);
+        assert_eq!((locks.window_seconds, sessions.window_seconds), (10, 60));
+        assert_eq!(tokens.index_name, "byWindow");
+        assert!(
+            configs.iter().all(|c| c.max_concurrency == 4),
+            "the shared value"
+        );
+        let ids: Vec<String> = configs
+            .iter()
+            .map(|c| c.sweep_options().checkpoint.unwrap().id)
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "sessions/expirationWindowIndex",
+                "locks/expirationWindowIndex/10s/1shards",
+                "tokens/byWindow"
+            ]
+        );
+    }
+
+    #[test]
+    fn wrong_tables_are_refused_naming_the_table_or_the_entry() {
+        let with = |table_name: &'static str, tables: &'static str| {
+            Settings::from_lookup(move |var| match var {
+                "TABLE_NAME" => Some(table_name.into()),
+                "TABLES" => Some(tables.into()),
+                _ => None,
+            })
+            .validate_tables()
+            .unwrap_err()
+            .to_string()
+        };
+        let cases = [
+            ("aaa,bbb,aaa", "", "\"aaa\" is named twice"),
+            (
+                "aaa",
+                r#"[{"TABLE_NAME": "arn:aws:dynamodb:us-east-1:1:table/aaa"}]"#,
+                "named twice",
+            ),
+            (
+                "aaa",
+                r#"{"TABLE_NAME": "bbb"}"#,
+                "not a JSON array of objects",
+            ),
+            ("aaa", "[]", "the array is empty"),
+            (
+                "aaa",
+                r#"[{"INDEX_NAME": "i"}]"#,
+                "an entry has no TABLE_NAME",
+            ),
+            (
+                "aaa",
+                r#"[{"TABLE_NAME": "bbb", "TICK_SECONDS": "1"}]"#,
+                "TICK_SECONDS is not a setting a table can have",
+            ),
+            (
+                "aaa",
+                r#"[{"TABLE_NAME": "bbb", "WINDOW_SHARDS": true}]"#,
+                "expected a string",
+            ),
+            (
+                "aaa",
+                r#"[{"TABLE_NAME": "bbb", "DELETE_MODE": "yolo"}]"#,
+                "table \"bbb\": invalid DELETE_MODE=\"yolo\"",
+            ),
+            ("aaa,bb c", "", "table \"bb c\": invalid TABLE_NAME"),
+        ];
+        for (table_name, tables, expected) in cases {
+            let err = with(table_name, tables);
+            assert!(err.contains(expected), "{table_name} {tables}: {err}");
+        }
     }
 }

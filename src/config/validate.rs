@@ -8,10 +8,136 @@ use crate::engine::DeleteMode;
 use crate::events::{EventsMode, ItemSource, SinkTarget};
 use crate::expiry::window::{ShardRange, MAX_SHARDS, MAX_WINDOW_SECONDS};
 
+/// The settings a `TABLES` entry may set for its table, by variable name.
+pub const PER_TABLE: [&Setting; 13] = [
+    &INDEX_NAME,
+    &TTL_ATTRIBUTE,
+    &WINDOW_ATTRIBUTE,
+    &WINDOW_SECONDS,
+    &WINDOW_SHARDS,
+    &LOOKBACK_WINDOWS,
+    &SHARD_RANGE,
+    &DELETE_MODE,
+    &MAX_CONCURRENCY,
+    &MAX_RETRIES,
+    &EXPIRY_EVENTS,
+    &EXPIRY_EVENTS_MODE,
+    &EXPIRY_EVENTS_ITEM,
+];
+
 impl Settings {
+    /// Validates the settings of every table named by `TABLE_NAME` (one or several) and `TABLES`
+    /// (each entry with the settings that differ for its table; the others are the variables'),
+    /// in that order: one [`Config`] per table. A table named twice is refused, and an error in
+    /// one table's settings names the table when there are several.
+    pub fn validate_tables(&self) -> Result<Vec<Config>, ConfigError> {
+        let mut each = Vec::new();
+        for name in self.table_names() {
+            each.push(Settings {
+                table_name: vec![name],
+                tables: None,
+                ..self.clone()
+            });
+        }
+        if let Some(raw) = self.tables.as_deref().filter(|raw| given(Some(raw))) {
+            for entry in table_entries(raw)? {
+                let mut settings = Settings {
+                    table_name: Vec::new(),
+                    tables: None,
+                    ..self.clone()
+                };
+                for (var, value) in entry {
+                    let field = match var.as_str() {
+                        "TABLE_NAME" => {
+                            settings.table_name = vec![value];
+                            continue;
+                        }
+                        "INDEX_NAME" => &mut settings.index_name,
+                        "TTL_ATTRIBUTE" => &mut settings.ttl_attribute,
+                        "WINDOW_ATTRIBUTE" => &mut settings.window_attribute,
+                        "WINDOW_SECONDS" => &mut settings.window_seconds,
+                        "WINDOW_SHARDS" => &mut settings.window_shards,
+                        "LOOKBACK_WINDOWS" => &mut settings.lookback_windows,
+                        "SHARD_RANGE" => &mut settings.shard_range,
+                        "DELETE_MODE" => &mut settings.delete_mode,
+                        "MAX_CONCURRENCY" => &mut settings.max_concurrency,
+                        "MAX_RETRIES" => &mut settings.max_retries,
+                        "EXPIRY_EVENTS" => &mut settings.expiry_events,
+                        "EXPIRY_EVENTS_MODE" => &mut settings.expiry_events_mode,
+                        "EXPIRY_EVENTS_ITEM" => &mut settings.expiry_events_item,
+                        _ => {
+                            let problem = format!(
+                                "{var} is not a setting a table can have for itself (those are \
+                                 TABLE_NAME, {})",
+                                PER_TABLE.map(|s| s.var).join(", ")
+                            );
+                            return Err(rejected(&TABLES, raw, problem));
+                        }
+                    };
+                    *field = Some(value);
+                }
+                if settings.table_name.is_empty() {
+                    let problem = "an entry has no TABLE_NAME".to_owned();
+                    return Err(rejected(&TABLES, raw, problem));
+                }
+                each.push(settings);
+            }
+        }
+        if each.is_empty() {
+            // Nothing named: the error of the one required setting.
+            return self.validate().map(|config| vec![config]);
+        }
+        let several = each.len() > 1;
+        let mut configs: Vec<Config> = Vec::with_capacity(each.len());
+        for settings in each {
+            let config = settings.validate().map_err(|e| match several {
+                false => e,
+                true => ConfigError::InTable {
+                    table: settings.table_name.concat(),
+                    source: Box::new(e),
+                },
+            })?;
+            let same = |c: &Config| table_of(&c.table_name) == table_of(&config.table_name);
+            if configs.iter().any(same) {
+                return Err(ConfigError::DuplicateTable {
+                    table: config.table_name,
+                });
+            }
+            configs.push(config);
+        }
+        Ok(configs)
+    }
+
+    /// The one table of a command that works on one table: as [`Settings::validate`], and
+    /// refused with several tables named.
+    pub fn validate_one(&self, command: &'static str) -> Result<Config, ConfigError> {
+        let count = self.table_names().len() + usize::from(given(self.tables.as_deref()));
+        if count > 1 {
+            return Err(ConfigError::OneTable { command, count });
+        }
+        self.validate()
+    }
+
+    /// `TABLE_NAME`'s tables, trimmed, blanks left out.
+    fn table_names(&self) -> Vec<String> {
+        let names = self.table_name.iter().map(|name| name.trim());
+        names.filter(|n| !n.is_empty()).map(str::to_owned).collect()
+    }
+
     /// Validates every setting, defaulting those absent or blank ([`SETTINGS`]): the one place raw
     /// values become a [`Config`]. Every error names the variable and its flag and what it accepts.
+    /// For the one table `TABLE_NAME` names ([`Settings::validate_tables`] reads several).
     pub fn validate(&self) -> Result<Config, ConfigError> {
+        let table_name = match self.table_names().as_slice() {
+            [] => None,
+            [one] => Some(one.clone()),
+            several => {
+                return Err(ConfigError::OneTable {
+                    command: "this command",
+                    count: several.len(),
+                })
+            }
+        };
         let delete_mode = {
             let raw = get(self.delete_mode.as_deref(), &DELETE_MODE)?;
             match raw.to_ascii_lowercase().as_str() {
@@ -21,7 +147,7 @@ impl Settings {
             }
         };
         let mut config = Config {
-            table_name: name(self.table_name.as_deref(), &TABLE_NAME, true)?,
+            table_name: name(table_name.as_deref(), &TABLE_NAME, true)?,
             index_name: name(self.index_name.as_deref(), &INDEX_NAME, false)?,
             ttl_attribute: attribute(self.ttl_attribute.as_deref(), &TTL_ATTRIBUTE)?,
             window_attribute: attribute(self.window_attribute.as_deref(), &WINDOW_ATTRIBUTE)?,
@@ -213,6 +339,40 @@ fn leader_lease(lease: Duration, config: &Config) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
+}
+
+/// The entries of `TABLES`: each an object of setting names and their values (strings, or
+/// numbers written as they are).
+fn table_entries(raw: &str) -> Result<Vec<Vec<(String, String)>>, ConfigError> {
+    let fail = |problem: String| rejected(&TABLES, raw, problem);
+    let entries: Vec<serde_json::Map<String, serde_json::Value>> =
+        serde_json::from_str(raw).map_err(|e| fail(format!("not a JSON array of objects: {e}")))?;
+    if entries.is_empty() {
+        return Err(fail("the array is empty".to_owned()));
+    }
+    let value = |var: &str, v: serde_json::Value| match v {
+        serde_json::Value::String(text) => Ok(text),
+        serde_json::Value::Number(n) => Ok(n.to_string()),
+        other => Err(fail(format!("{var} is {other}: expected a string"))),
+    };
+    entries
+        .into_iter()
+        .map(|entry| {
+            entry
+                .into_iter()
+                .map(|(var, v)| Ok((var.clone(), value(&var, v)?)))
+                .collect()
+        })
+        .collect()
+}
+
+/// The table's name, whether given as a name or an ARN.
+fn table_of(name_or_arn: &str) -> &str {
+    name_or_arn
+        .split_once(":table/")
+        .map_or(name_or_arn, |(_, name)| {
+            name.split('/').next().unwrap_or(name)
+        })
 }
 
 /// Parses `SHARD_RANGE` for `shards` shards per window: `None` for every shard (`all`, or a range

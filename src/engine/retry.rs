@@ -18,6 +18,12 @@ pub fn full_jitter(base: Duration, cap: Duration, attempt: u32) -> Duration {
     exp.min(cap).mul_f64(fastrand::f64())
 }
 
+/// How long store calls (and the stream follower's indexing) may still run after a shutdown
+/// request (SIGTERM, SIGINT): then they are cut, so that `run` exits within about this long
+/// whatever DynamoDB does. A delete cut this way may still be applied; it is reported as not
+/// known to be done, and a batch key was read at most `BATCH_MAX_READ_AGE` before its send.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 /// When a sweep must stop starting new work: a deadline, a shutdown request, or both.
 #[derive(Debug, Clone, Default)]
 pub struct Stop {
@@ -49,24 +55,41 @@ impl Stop {
         self
     }
 
-    /// `call` (the store's `operation`), ended as [`Stop::with_calls_ending`] says.
+    /// `call` (the store's `operation`), ended as [`Stop::with_calls_ending`] says, and, after a
+    /// shutdown request, [`SHUTDOWN_GRACE`] after it: either way it answers a retryable timeout.
     pub async fn bound<T>(
         &self,
         operation: &'static str,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        let Some(end) = self.calls_end else {
-            return call.await;
+        self.within_limits(call).await.unwrap_or_else(|why| {
+            Err(StoreError::new(
+                ErrorKind::Transient,
+                operation,
+                format!("timed out: {why}"),
+            ))
+        })
+    }
+
+    /// `work`, unless it is still running when calls must end ([`Stop::with_calls_ending`]) or
+    /// [`SHUTDOWN_GRACE`] after a shutdown request: then it is dropped and the error says which.
+    pub async fn within_limits<F: Future>(&self, work: F) -> Result<F::Output, &'static str> {
+        let calls_end = async {
+            match self.calls_end {
+                Some(end) => tokio::time::sleep_until(end).await,
+                None => std::future::pending().await,
+            }
         };
-        tokio::time::timeout_at(end, call)
-            .await
-            .unwrap_or_else(|_| {
-                Err(StoreError::new(
-                    ErrorKind::Transient,
-                    operation,
-                    "timed out: no answer before the deadline set for calls",
-                ))
-            })
+        let shutdown = async {
+            self.cancel.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        tokio::select! {
+            biased;
+            done = work => Ok(done),
+            () = calls_end => Err("no answer before the deadline set for calls"),
+            () = shutdown => Err("no answer within SHUTDOWN_GRACE of the shutdown request"),
+        }
     }
 
     /// This stop condition, also holding at `until` (the leader lease's validity): no new work
@@ -194,6 +217,33 @@ mod tests {
         assert!(!fresh.reached());
         token.cancel();
         assert!(fresh.reached(), "shutdown stops a narrowed stop too");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_unanswered_after_a_shutdown_request_is_cut_after_the_grace() {
+        let token = CancellationToken::new();
+        let stop = Stop::never().with_cancel(token.clone());
+        let call = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                let never = std::future::pending::<Result<(), StoreError>>();
+                stop.bound("BatchWriteItem", never).await
+            }
+        });
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert!(!call.is_finished(), "no shutdown, no cut");
+        let asked = Instant::now();
+        token.cancel();
+        let err = call.await.unwrap().unwrap_err();
+        assert_eq!(Instant::now() - asked, SHUTDOWN_GRACE);
+        assert_eq!(err.kind, ErrorKind::Transient, "{err}");
+        assert!(err.to_string().contains("SHUTDOWN_GRACE"), "{err}");
+        // A call made after the request gets the grace too, and an answer in it passes through.
+        let answered = async {
+            tokio::time::sleep(SHUTDOWN_GRACE / 2).await;
+            Ok(3)
+        };
+        assert_eq!(stop.bound("PutItem", answered).await.unwrap(), 3);
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::event::{parse_event, EventError, CLOCK_SKEW_TOLERANCE};
+use super::event::{parse_event, EventError, Trigger, CLOCK_SKEW_TOLERANCE};
 use crate::engine::hook::EventTally;
+use crate::engine::tables::{unopened, Table};
 use crate::engine::{run_ticks, Stop, SweepErrorEntry, SweepReport, Sweeper, Ticks};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::{ErrorKind, Store};
@@ -91,6 +92,18 @@ pub enum HandlerError {
     /// The input was not understood; nothing was swept.
     #[error(transparent)]
     Event(#[from] EventError),
+    /// Of several tables, some could not be swept or had keys that could not be deleted.
+    #[error("{failed} of {tables} tables failed; the first: {first}")]
+    TablesFailed {
+        /// Tables that failed.
+        failed: usize,
+        /// Tables swept.
+        tables: usize,
+        /// The first failed table and its first error.
+        first: String,
+        /// Every table's report, in the order configured.
+        reports: Vec<SweepReport>,
+    },
     /// The sweep ran but some keys could not be deleted or some windows could not be read.
     #[error("sweep of {table} at {sweep_at}: {failed} item(s) failed, {errors} error(s): {first}")]
     SweepFailed {
@@ -114,7 +127,7 @@ impl HandlerError {
     pub fn error_type(&self) -> &'static str {
         match self {
             HandlerError::Event(_) => "InvalidEvent",
-            HandlerError::SweepFailed { .. } => "SweepFailed",
+            HandlerError::SweepFailed { .. } | HandlerError::TablesFailed { .. } => "SweepFailed",
         }
     }
 }
@@ -130,14 +143,14 @@ impl From<HandlerError> for lambda_runtime::Diagnostic {
 
 /// Handles one invocation from the Lambda runtime: marks it in the logs (request id, X-Ray trace,
 /// cold start; see [`telemetry::Invocation`]), writes the `ColdStart` EMF record on the
-/// environment's first invocation, and runs [`handle`] with `remaining`, the time left.
+/// environment's first invocation, and runs [`handle_tables`] with `remaining`, the time left.
 pub async fn invoke<S: Store>(
-    sweeper: &Sweeper<S>,
+    tables: &[Table<S>],
     event: &lambda_runtime::LambdaEvent<Value>,
     clock: &impl Clock,
     remaining: Option<Duration>,
     settings: &HandlerSettings,
-) -> Result<SweepReport, HandlerError> {
+) -> Result<Value, HandlerError> {
     let context = &event.context;
     let invocation = telemetry::Invocation::begin(
         &context.request_id,
@@ -155,7 +168,64 @@ pub async fn invoke<S: Store>(
             )
         );
     }
-    handle(sweeper, &event.payload, clock, remaining, settings).await
+    handle_tables(tables, &event.payload, clock, remaining, settings).await
+}
+
+/// Handles one invocation for every table, side by side, each as [`handle`] does (its own report,
+/// summary line and EMF record, dimensioned by its `TableName`). One table answers its report, as
+/// [`handle`]; several answer `{"tables": [report, ...]}`, in the order configured, and the
+/// invocation fails when any of them did (a table that could not be opened among them), naming
+/// them.
+pub async fn handle_tables<S: Store>(
+    tables: &[Table<S>],
+    event: &Value,
+    clock: &impl Clock,
+    remaining: Option<Duration>,
+    settings: &HandlerSettings,
+) -> Result<Value, HandlerError> {
+    let trigger = parse_event(event).inspect_err(|e| {
+        tracing::error!(error = %e, "rejected the invocation's event; nothing swept");
+    })?;
+    let each = tables.iter().map(|table| async {
+        match table.sweeper().await {
+            Ok(sweeper) => sweep_as_asked(sweeper, &trigger, clock, remaining, settings).await,
+            Err(error) => {
+                let report = unopened(table.name(), error);
+                telemetry::log_summary(&report);
+                println!(
+                    "{}",
+                    telemetry::emf_record(&report, &settings.namespace, clock.now().millis())
+                );
+                Err(failed(report))
+            }
+        }
+    });
+    let mut results = futures::future::join_all(each).await;
+    if results.len() == 1 {
+        let report = results.pop().expect("one result")?;
+        return Ok(serde_json::to_value(report).unwrap_or_default());
+    }
+    let mut reports = Vec::with_capacity(results.len());
+    let mut failures = Vec::new();
+    for result in results {
+        match result {
+            Ok(report) => reports.push(report),
+            Err(HandlerError::SweepFailed { report, first, .. }) => {
+                failures.push(format!("{}: {first}", report.table));
+                reports.push(*report);
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    if failures.is_empty() {
+        return Ok(json!({ "tables": reports }));
+    }
+    Err(HandlerError::TablesFailed {
+        failed: failures.len(),
+        tables: reports.len(),
+        first: failures.swap_remove(0),
+        reports,
+    })
 }
 
 /// Handles one invocation. `clock` reads the current time; `remaining` is the time left before
@@ -171,6 +241,17 @@ pub async fn handle<S: Store>(
     let trigger = parse_event(event).inspect_err(|e| {
         tracing::error!(error = %e, "rejected the invocation's event; nothing swept");
     })?;
+    sweep_as_asked(sweeper, &trigger, clock, remaining, settings).await
+}
+
+/// The sweep `trigger` asks for, of `sweeper`'s table, as [`handle`] describes.
+async fn sweep_as_asked<S: Store>(
+    sweeper: &Sweeper<S>,
+    trigger: &Trigger,
+    clock: &impl Clock,
+    remaining: Option<Duration>,
+    settings: &HandlerSettings,
+) -> Result<SweepReport, HandlerError> {
     let held = clock.hold(trigger.requested());
     let (start, mut now) = (held.clock, held.at);
     if held.ahead > CLOCK_SKEW_TOLERANCE {
@@ -232,7 +313,14 @@ pub async fn handle<S: Store>(
     if report.is_success() {
         Ok(report)
     } else {
-        Err(HandlerError::SweepFailed {
+        Err(failed(report))
+    }
+}
+
+/// The error of a sweep that failed: its first error, and the report.
+fn failed(report: SweepReport) -> HandlerError {
+    {
+        HandlerError::SweepFailed {
             table: report.table.clone(),
             sweep_at: report.sweep_at.clone(),
             failed: report.items_failed,
@@ -252,7 +340,7 @@ pub async fn handle<S: Store>(
                 })
                 .unwrap_or_default(),
             report: Box::new(report),
-        })
+        }
     }
 }
 

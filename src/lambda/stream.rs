@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 use super::event::EventError;
 use super::handler::{HandlerError, DEADLINE_MARGIN};
+use crate::engine::tables::Table;
 use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
 use crate::store::DynamoStore;
@@ -36,9 +37,10 @@ pub fn is_stream_batch(event: &Value) -> bool {
 
 /// Handles one stream invocation from the Lambda runtime: marks it in the logs as a sweep's
 /// invocation is (request id, X-Ray trace, cold start; see [`telemetry::Invocation`]), then
-/// [`index_batch`] with `remaining`, the time left.
+/// [`index_batch`] with `remaining`, the time left, for the table whose stream the records come
+/// from (of several swept tables; the one table when only one is swept).
 pub async fn invoke_batch(
-    sweeper: &Sweeper<DynamoStore>,
+    tables: &[Table<DynamoStore>],
     event: &lambda_runtime::LambdaEvent<Value>,
     clock: &dyn Clock,
     remaining: Option<Duration>,
@@ -49,6 +51,25 @@ pub async fn invoke_batch(
         context.xray_trace_id.as_deref(),
         &context.invoked_function_arn,
     );
+    let arn = event.payload["Records"][0]["eventSourceARN"].as_str();
+    let table = match tables {
+        [one] => Some(one),
+        several => several
+            .iter()
+            .find(|t| arn.is_some_and(|arn| from_table(arn, t.name()))),
+    };
+    let sweeper = match table {
+        Some(table) => table.sweeper().await.map_err(|e| e.message),
+        None => Err(format!(
+            "stream records of {}, a table this function does not sweep",
+            arn.unwrap_or("an unnamed stream")
+        )),
+    };
+    let sweeper = sweeper.map_err(|problem| {
+        let e = EventError::StreamBatch(problem);
+        tracing::error!(error = %e, "rejected the stream batch; nothing written");
+        HandlerError::Event(e)
+    })?;
     index_batch(sweeper, clock, &event.payload, remaining).await
 }
 

@@ -12,6 +12,7 @@
 //! least one window, every window read, every key found deleted or knowingly kept) for
 //! the `unhealthy_after` of [`DaemonMetrics::new`], counted from start-up until the first success.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -71,9 +72,8 @@ const WRITE_CONFLICTS: &str = "ttl_sweeper_write_conflicts_retried_total";
 pub struct DaemonMetrics {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
-    table: String,
-    /// Start-up, then the end of the last successful sweep.
-    last_success: Mutex<(Instant, bool)>,
+    /// Each table's start-up, then the end of its last successful sweep.
+    last_success: Mutex<BTreeMap<String, (Instant, bool)>>,
     unhealthy_after: Duration,
 }
 
@@ -89,15 +89,21 @@ pub struct Health {
 }
 
 impl DaemonMetrics {
-    /// Metrics of sweeps of `table`; unhealthy after `unhealthy_after` without a successful sweep.
-    pub fn new(table: &str, unhealthy_after: Duration) -> DaemonMetrics {
+    /// Metrics of sweeps of `tables`; unhealthy after `unhealthy_after` without a successful sweep
+    /// of one of them.
+    pub fn new(tables: &[&str], unhealthy_after: Duration) -> DaemonMetrics {
         let recorder = PrometheusBuilder::new().build_recorder();
         let handle = recorder.handle();
+        let now = Instant::now();
         let this = DaemonMetrics {
             recorder,
             handle,
-            table: table.to_owned(),
-            last_success: Mutex::new((Instant::now(), false)),
+            last_success: Mutex::new(
+                tables
+                    .iter()
+                    .map(|t| (t.to_string(), (now, false)))
+                    .collect(),
+            ),
             unhealthy_after,
         };
         metrics::with_local_recorder(&this.recorder, || {
@@ -149,7 +155,13 @@ impl DaemonMetrics {
                  0 when caught up (the largest over the shards; Lambda's IteratorAge)"
             );
         });
-        this.record_sweep(&SweepReport::default(), false);
+        for table in tables {
+            let report = SweepReport {
+                table: table.to_string(),
+                ..SweepReport::default()
+            };
+            this.record_sweep(&report, false);
+        }
         this
     }
 
@@ -161,14 +173,16 @@ impl DaemonMetrics {
         self.record_sweep(report, true);
         metrics::with_local_recorder(&self.recorder, || {
             let leader = if report.stood_by > 0 { 0.0 } else { 1.0 };
-            gauge!(LEADER, "table" => self.table.clone()).set(leader);
+            gauge!(LEADER, "table" => report.table.clone()).set(leader);
         });
         if report.is_success() && (report.windows_swept > 0 || report.stood_by > 0) {
-            *self.lock() = (Instant::now(), true);
+            self.lock()
+                .insert(report.table.clone(), (Instant::now(), true));
         }
     }
 
     fn record_sweep(&self, r: &SweepReport, counts: bool) {
+        let table = &r.table;
         metrics::with_local_recorder(&self.recorder, || {
             let values = [
                 r.items_deleted,
@@ -181,20 +195,21 @@ impl DaemonMetrics {
             ];
             for ((_, name), value) in METRICS.iter().zip(values) {
                 if name.ends_with("_total") {
-                    counter!(*name, "table" => self.table.clone()).increment(value);
+                    counter!(*name, "table" => table.clone()).increment(value);
                 }
             }
-            counter!(SWEEPS, "table" => self.table.clone()).increment(u64::from(counts));
-            counter!(STOOD_BY, "table" => self.table.clone()).increment(u64::from(r.stood_by));
-            counter!(WRITE_CONFLICTS, "table" => self.table.clone())
+            counter!(SWEEPS, "table" => table.clone()).increment(u64::from(counts));
+            counter!(STOOD_BY, "table" => table.clone()).increment(u64::from(r.stood_by));
+            counter!(WRITE_CONFLICTS, "table" => table.clone())
                 .increment(r.write_conflicts_retried);
             let failed = counts && !r.is_success();
-            counter!(SWEEPS_FAILED, "table" => self.table.clone()).increment(u64::from(failed));
+            counter!(SWEEPS_FAILED, "table" => table.clone()).increment(u64::from(failed));
         });
     }
 
-    /// Sets the stream follower's counters and its record age to `r`, its totals so far.
-    pub fn record_stream(&self, r: &FollowReport) {
+    /// Sets the stream follower's counters and its record age to `r`, its totals so far for
+    /// `table`.
+    pub fn record_stream(&self, table: &str, r: &FollowReport) {
         metrics::with_local_recorder(&self.recorder, || {
             let values = [
                 r.index.records,
@@ -205,10 +220,10 @@ impl DaemonMetrics {
                 r.trimmed,
             ];
             for ((name, _), value) in STREAM_COUNTERS.iter().zip(values) {
-                counter!(*name, "table" => self.table.clone()).absolute(value);
+                counter!(*name, "table" => table.to_owned()).absolute(value);
             }
             let age = r.record_age_ms as f64 / 1000.0;
-            gauge!(STREAM_AGE, "table" => self.table.clone()).set(age);
+            gauge!(STREAM_AGE, "table" => table.to_owned()).set(age);
         });
     }
 
@@ -222,7 +237,7 @@ impl DaemonMetrics {
                 ("ttl_sweeper_p99_expiry_lag_seconds", seconds(r.lag.p99_ms)),
                 ("ttl_sweeper_clock_ahead_seconds", seconds(r.clock_ahead_ms)),
             ] {
-                gauge!(name, "table" => self.table.clone()).set(value);
+                gauge!(name, "table" => r.table.clone()).set(value);
             }
         });
     }
@@ -232,27 +247,34 @@ impl DaemonMetrics {
         self.health_at(Instant::now())
     }
 
-    /// The health as of `now`.
+    /// The health as of `now`: that of the table that has gone longest without a successful
+    /// sweep.
     pub fn health_at(&self, now: Instant) -> Health {
-        let (since, ever) = *self.lock();
-        let since_success = now.saturating_duration_since(since);
+        let tables = self.lock();
+        let since = tables.values().map(|(since, _)| *since).min();
+        let since_success = since.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
         Health {
             healthy: since_success <= self.unhealthy_after,
             since_success,
-            ever_succeeded: ever,
+            ever_succeeded: tables.values().all(|(_, ever)| *ever),
         }
     }
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
-        let since = self.health().since_success.as_secs_f64();
+        let now = Instant::now();
+        let since: Vec<_> = (self.lock().iter())
+            .map(|(table, (since, _))| (table.clone(), now.saturating_duration_since(*since)))
+            .collect();
         metrics::with_local_recorder(&self.recorder, || {
-            gauge!(SINCE_SUCCESS, "table" => self.table.clone()).set(since);
+            for (table, since) in since {
+                gauge!(SINCE_SUCCESS, "table" => table).set(since.as_secs_f64());
+            }
         });
         self.handle.render()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (Instant, bool)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, (Instant, bool)>> {
         self.last_success
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -373,9 +395,11 @@ mod tests {
 
     #[test]
     fn a_standby_shows_as_not_leading_and_healthy_and_conflicts_add_up() {
-        let m = DaemonMetrics::new("sessions", Duration::from_secs(60));
+        let m = DaemonMetrics::new(&["sessions"], Duration::from_secs(60));
         let v = |text: &str, name: &str| value(text, &format!("{name}{{table=\"sessions\"}}"));
+        let table = || "sessions".to_owned();
         m.record(&SweepReport {
+            table: table(),
             windows_swept: 1,
             write_conflicts_retried: 2,
             ..SweepReport::default()
@@ -387,6 +411,7 @@ mod tests {
             Some(2.0)
         );
         m.record(&SweepReport {
+            table: table(),
             stood_by: 1,
             ..SweepReport::default()
         });
@@ -394,8 +419,9 @@ mod tests {
         assert_eq!(v(&text, "ttl_sweeper_leader"), Some(0.0), "{text}");
         assert_eq!(v(&text, "ttl_sweeper_stood_by_total"), Some(1.0), "{text}");
         // A fresh daemon that only ever stood by is healthy.
-        let standby = DaemonMetrics::new("sessions", Duration::from_secs(60));
+        let standby = DaemonMetrics::new(&["sessions"], Duration::from_secs(60));
         standby.record(&SweepReport {
+            table: table(),
             stood_by: 1,
             ..SweepReport::default()
         });
@@ -404,7 +430,7 @@ mod tests {
 
     #[test]
     fn counters_add_up_sweeps_and_gauges_hold_the_period() {
-        let m = DaemonMetrics::new("sessions", Duration::from_secs(60));
+        let m = DaemonMetrics::new(&["sessions"], Duration::from_secs(60));
         let text = m.render();
         assert_eq!(
             value(&text, "ttl_sweeper_items_deleted_total{table=\"sessions\"}"),
@@ -420,6 +446,7 @@ mod tests {
             items_found: 6,
             items_skipped: 1,
             windows_swept: 2,
+            table: "sessions".into(),
             ..SweepReport::default()
         };
         m.record(&sweep);
@@ -431,6 +458,7 @@ mod tests {
                 p99_ms: 250,
                 max_ms: 1500,
             },
+            table: "sessions".into(),
             ..SweepReport::default()
         });
         let text = m.render();
@@ -455,7 +483,7 @@ mod tests {
         // Instants are given, not waited for: a loaded machine cannot move the verdicts.
         let limit = Duration::from_secs(60);
         let later = |by: Duration| Instant::now() + by;
-        let m = DaemonMetrics::new("t", limit);
+        let m = DaemonMetrics::new(&["t"], limit);
         let made = Instant::now();
         // A pause, so that whatever comes next happens strictly after `made`.
         std::thread::sleep(Duration::from_millis(10));
@@ -469,6 +497,7 @@ mod tests {
         let failed = SweepReport {
             items_failed: 1,
             windows_swept: 2,
+            table: "t".into(),
             ..SweepReport::default()
         };
         m.record(&failed);
@@ -476,7 +505,10 @@ mod tests {
             !m.health_at(later(past_limit)).healthy,
             "a failed sweep does not count"
         );
-        m.record(&SweepReport::default());
+        m.record(&SweepReport {
+            table: "t".into(),
+            ..SweepReport::default()
+        });
         assert!(
             !m.health_at(later(past_limit)).healthy,
             "a sweep that read no window does not count"
@@ -490,6 +522,7 @@ mod tests {
         let before = Instant::now();
         m.record(&SweepReport {
             windows_swept: 1,
+            table: "t".into(),
             ..SweepReport::default()
         });
         let after = Instant::now();
@@ -506,12 +539,34 @@ mod tests {
         );
     }
 
+    #[test]
+    fn health_is_the_table_longest_without_success() {
+        let limit = Duration::from_secs(60);
+        let m = DaemonMetrics::new(&["a", "b"], limit);
+        let swept = |table: &str| SweepReport {
+            table: table.into(),
+            windows_swept: 1,
+            ..SweepReport::default()
+        };
+        m.record(&swept("a"));
+        let past_limit = Instant::now() + limit + Duration::from_secs(1);
+        assert!(!m.health_at(past_limit).healthy, "b never swept");
+        assert!(!m.health().ever_succeeded);
+        m.record(&swept("b"));
+        assert!(m.health().ever_succeeded && m.health().healthy);
+        let text = m.render();
+        for table in ["a", "b"] {
+            let series = format!("ttl_sweeper_sweeps_total{{table=\"{table}\"}}");
+            assert_eq!(value(&text, &series), Some(1.0), "{text}");
+        }
+    }
+
     /// A server on a free 127.0.0.1 port with the default limits, stopped when the token is.
     async fn server() -> (SocketAddr, CancellationToken) {
         let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let shutdown = CancellationToken::new();
-        let metrics = Arc::new(DaemonMetrics::new("t", Duration::from_secs(60)));
+        let metrics = Arc::new(DaemonMetrics::new(&["t"], Duration::from_secs(60)));
         tokio::spawn(serve(listener, metrics, shutdown.clone()));
         (addr, shutdown)
     }

@@ -246,12 +246,11 @@ impl Reader<'_> {
         while !self.stop.reached() {
             if Instant::now() >= discover_at {
                 discover_at = Instant::now() + DISCOVER_EVERY;
-                match self
-                    .follower
-                    .streams
-                    .shards(&self.follower.stream.arn)
-                    .await
-                {
+                let listed = self.follower.streams.shards(&self.follower.stream.arn);
+                let Some(listed) = self.unless_stopped(listed).await else {
+                    break;
+                };
+                match listed {
                     Err(e) => {
                         tracing::warn!(error = %e, "could not list the stream's shards; trying again")
                     }
@@ -350,7 +349,13 @@ impl Reader<'_> {
                         Some(ShardPosition::After(sequence)) => From::After(sequence.clone()),
                         _ => From::Oldest,
                     };
-                    match streams.iterator(arn, &shard, &from).await {
+                    let Some(got) = self
+                        .unless_stopped(streams.iterator(arn, &shard, &from))
+                        .await
+                    else {
+                        return shard;
+                    };
+                    match got {
                         Ok(it) => it,
                         Err(ReadError::Trimmed) if from == From::Oldest => {
                             // The whole shard is gone; a later listing forgets it.
@@ -376,7 +381,10 @@ impl Reader<'_> {
             let Ok(permit) = self.batches.acquire().await else {
                 return shard;
             };
-            match streams.records(&current).await {
+            let Some(read) = self.unless_stopped(streams.records(&current)).await else {
+                return shard;
+            };
+            match read {
                 Ok(batch) => {
                     errors = 0;
                     let empty = batch.records.is_empty();
@@ -441,7 +449,12 @@ impl Reader<'_> {
                 retried = todo.iter().map(|&i| records[i].clone()).collect();
                 &retried[..]
             };
-            let indexed = index_records(store, schema, self.clock, events, self.stop, batch).await;
+            let indexing = index_records(store, schema, self.clock, events, self.stop, batch);
+            // Cut after the shutdown's grace: the position stays before the batch, which is read
+            // again after a restart (every write is conditional).
+            let Ok(indexed) = self.stop.within_limits(indexing).await else {
+                return;
+            };
             let mut part = indexed.report;
             if attempt > 1 {
                 self.report.borrow_mut().retried_records += part.records;
@@ -519,6 +532,15 @@ impl Reader<'_> {
         self.dirty.set(true);
     }
 
+    /// `read`, or `None` once the stop is reached: a read of the stream is abandoned at the stop
+    /// (what it would have read is read again after a restart, from the saved position).
+    async fn unless_stopped<T>(&self, read: impl std::future::Future<Output = T>) -> Option<T> {
+        tokio::select! {
+            done = read => Some(done),
+            _ = self.stop.token().cancelled() => None,
+        }
+    }
+
     /// Sleeps for `wait`, or until the stop.
     async fn pause(&self, wait: Duration) {
         tokio::select! {
@@ -545,7 +567,8 @@ impl Reader<'_> {
         }
         let at = self.clock.now().iso();
         let store = self.sweeper.store();
-        if let Err(e) = store.save_stream_position(table, id, text, at).await {
+        let saving = store.save_stream_position(table, id, text, at);
+        if let Err(e) = self.stop.bound("PutItem", saving).await {
             tracing::warn!(error = %e, "could not save the stream position; trying again");
             self.dirty.set(true);
         }

@@ -9,7 +9,8 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use ttl_sweeper::config::{window_shape, Config};
-use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Ticks};
+use ttl_sweeper::engine::tables::unopened;
+use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Sweeper, Ticks};
 use ttl_sweeper::expiry::window::{parse_ttl, partition_key, shard_of, Window};
 use ttl_sweeper::expiry::{partition_key_bytes, Clock, Held, Timestamp};
 use ttl_sweeper::lambda::event::parse_time;
@@ -51,15 +52,16 @@ pub(crate) fn window(
     Ok(partition_key(window, shard, shards))
 }
 
-/// `ttl-sweeper sweep`: one sweep as of `at` (RFC 3339), or as of the clock. `wall` reads the host
-/// clock; the sweep runs by the one sweep clock ([`ttl_sweeper::connect`]), held to DynamoDB's, so
-/// a fast host clock cannot delete early and `--at` ahead of it is refused unless `--allow-future`.
+/// `ttl-sweeper sweep`: one sweep of every table as of `at` (RFC 3339), or as of the clock; one
+/// report per table, in the order configured. `wall` reads the host clock; the sweep runs by the
+/// one sweep clock ([`ttl_sweeper::connect`]), held to DynamoDB's, so a fast host clock cannot
+/// delete early and `--at` ahead of it is refused unless `--allow-future`.
 pub(crate) async fn sweep<W>(
-    config: &Config,
+    configs: &[Config],
     at: Option<&str>,
     allow_future: bool,
     wall: W,
-) -> anyhow::Result<SweepReport>
+) -> anyhow::Result<Vec<SweepReport>>
 where
     W: Fn() -> Timestamp + Send + Sync + 'static,
 {
@@ -79,65 +81,61 @@ where
     // The same rule twice: before any request by the host clock alone (a future --at needs no
     // table to be refused), then by the sweep clock, held to DynamoDB's, which has the last word.
     instant(wall.hold(at))?;
-    let ttl_sweeper::Connected { sweeper, clock } = ttl_sweeper::connect(config, wall).await?;
+    let ttl_sweeper::Connected { tables, clock } = ttl_sweeper::connect(configs, wall).await?;
     let now = instant(clock.hold(at))?;
-    let mut report = sweeper.sweep(now, &Stop::never()).await;
-    report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
-    Ok(report)
+    let clock = &*clock;
+    let each = tables.iter().map(|table| async move {
+        let mut report = match table.sweeper().await {
+            Ok(sweeper) => sweeper.sweep(now, &Stop::never()).await,
+            Err(error) => unopened(table.name(), error),
+        };
+        report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
+        report
+    });
+    Ok(futures::future::join_all(each).await)
 }
 
 /// `/healthz` of `run` is unhealthy after this many reporting periods without a successful sweep.
 pub(crate) const UNHEALTHY_PERIODS: u32 = 3;
 
-/// `ttl-sweeper run`: sweeps every `every` until `shutdown`. `wall` reads the host clock, held
-/// to DynamoDB's by the one sweep clock as in [`sweep`].
+/// `ttl-sweeper run`: sweeps every table every `every` until `shutdown`, each table on its own
+/// (a table that cannot be opened is reported and opened again every `SCHEDULE_SECONDS`); one
+/// report per table, in the order configured. `wall` reads the host clock, held to DynamoDB's by
+/// the one sweep clock as in [`sweep`].
 ///
 /// With `metrics_addr`, it also serves `/metrics` and `/healthz` there ([`telemetry::daemon`]);
-/// `/healthz` turns 503 when no sweep has succeeded for `3 × max(SCHEDULE_SECONDS, every)`.
+/// `/healthz` turns 503 when a table has had no successful sweep for
+/// `3 × max(SCHEDULE_SECONDS, every)`.
 pub(crate) async fn run<W>(
-    config: &Config,
+    configs: &[Config],
     every: Duration,
     metrics_addr: Option<std::net::SocketAddr>,
     follow_stream: bool,
     wall: W,
     shutdown: CancellationToken,
-) -> anyhow::Result<SweepReport>
+) -> anyhow::Result<Vec<SweepReport>>
 where
     W: Fn() -> Timestamp + Send + Sync + 'static,
 {
-    if let Some(lease) = config.leader_lease.filter(|l| *l < 2 * every) {
+    let short_lease = configs.iter().filter_map(|c| c.leader_lease);
+    if let Some(lease) = short_lease.filter(|l| *l < 2 * every).min() {
         anyhow::bail!(
             "LEADER_LEASE={} is shorter than two sweeps of --every {every:?}: the holder's lease \
              would lapse between its sweeps; raise LEADER_LEASE or lower --every",
             lease.as_secs()
         );
     }
-    let ttl_sweeper::Connected { sweeper, clock } = ttl_sweeper::connect(config, wall).await?;
-    let follower = match follow_stream {
-        false => None,
-        true => {
-            // One position per table, whatever shard range this process sweeps.
-            let saved_at = config.sweep_options().checkpoint.map(|c| {
-                let id = c.start_from.unwrap_or(c.id);
-                (c.table, format!("{id}#stream"))
-            });
-            let streams = StreamClient::from_env().await;
-            let table = &config.table_name;
-            Some(Follower::open(sweeper.store(), streams, table, saved_at).await?)
-        }
-    };
-    let period = Duration::from_secs(u64::from(config.schedule_seconds));
-    let ticks = Ticks {
-        every,
-        full_every: period,
-        until: None,
-    };
+    let ttl_sweeper::Connected { tables, clock } = ttl_sweeper::connect(configs, wall).await?;
+    // The function-wide settings are the same in every table's configuration.
+    let period = Duration::from_secs(u64::from(configs[0].schedule_seconds));
+    let namespace = &configs[0].metrics_namespace;
     let endpoint = match metrics_addr {
         None => None,
         Some(addr) => {
             let listener = telemetry::daemon::bind(addr).await?;
+            let names: Vec<&str> = tables.iter().map(|t| t.name()).collect();
             let metrics = Arc::new(telemetry::daemon::DaemonMetrics::new(
-                &config.table_name,
+                &names,
                 UNHEALTHY_PERIODS * period.max(every),
             ));
             tracing::info!(addr = %listener.local_addr()?, "serving /metrics and /healthz");
@@ -150,14 +148,89 @@ where
         }
     };
     let stop = Stop::never().with_cancel(shutdown);
-    tracing::info!(table = %config.table_name, every = ?every, "running until SIGINT or SIGTERM");
+    let streams = match follow_stream {
+        true => Some(StreamClient::from_env().await),
+        false => None,
+    };
+    let names: Vec<&str> = tables.iter().map(|t| t.name()).collect();
+    tracing::info!(tables = ?names, every = ?every, "running until SIGINT or SIGTERM");
+    let (endpoint, clock, stop, streams) = (&endpoint, &*clock, &stop, &streams);
+    let each = tables
+        .iter()
+        .zip(configs)
+        .map(|(table, config)| async move {
+            // A table that cannot be opened: reported every period, until it opens or the stop;
+            // the failures are part of its report for the whole run.
+            let mut unopened_for = SweepReport::default();
+            let sweeper = loop {
+                match table.sweeper().await {
+                    Ok(sweeper) => break sweeper,
+                    Err(error) => {
+                        let report = unopened(table.name(), error);
+                        telemetry::log_tick(&report);
+                        if let Some(metrics) = endpoint {
+                            metrics.record(&report);
+                        }
+                        unopened_for.merge(report);
+                    }
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(period) => {}
+                    _ = stop.token().cancelled() => return Ok(unopened_for),
+                }
+            };
+            let follower = match streams {
+                None => None,
+                Some(streams) => {
+                    // One position per table, whatever shard range this process sweeps.
+                    let saved_at = config.sweep_options().checkpoint.map(|c| {
+                        let id = c.start_from.unwrap_or(c.id);
+                        (c.table, format!("{id}#stream"))
+                    });
+                    let table = &config.table_name;
+                    let streams = streams.clone();
+                    Some(Follower::open(sweeper.store(), streams, table, saved_at).await?)
+                }
+            };
+            let follower = follower.as_ref();
+            let report = run_table(
+                sweeper, follower, every, period, namespace, endpoint, clock, stop,
+            );
+            unopened_for.merge(report.await);
+            anyhow::Ok(unopened_for)
+        });
+    let reports = futures::future::try_join_all(each).await;
+    if reports.is_err() {
+        stop.token().cancel();
+    }
+    tracing::info!("stopped");
+    reports
+}
+
+/// One table of `run`: its ticks and, with a follower, its stream, until `stop`.
+#[allow(clippy::too_many_arguments)]
+async fn run_table(
+    sweeper: &Sweeper<DynamoStore>,
+    follower: Option<&Follower>,
+    every: Duration,
+    period: Duration,
+    namespace: &str,
+    endpoint: &Option<Arc<telemetry::daemon::DaemonMetrics>>,
+    clock: &store::GuardedClock,
+    stop: &Stop,
+) -> SweepReport {
+    let ticks = Ticks {
+        every,
+        full_every: period,
+        until: None,
+    };
     // Every SCHEDULE_SECONDS: a summary line and an EMF record of that interval, so a daemon
     // that runs for months reports as it goes (the final report is the whole run, bounded).
     let mut interval = SweepReport::default();
     let mut interval_start = std::time::Instant::now();
     let on_tick = |r: &SweepReport| {
         telemetry::log_tick(r);
-        if let Some(metrics) = &endpoint {
+        if let Some(metrics) = endpoint {
             metrics.record(r);
         }
         interval.merge(r.clone());
@@ -166,39 +239,42 @@ where
             done.clock_ahead_ms = done.clock_ahead_ms.max(clock.take_ahead_ms());
             done.duration_ms = interval_start.elapsed().as_millis() as u64;
             telemetry::log_summary(&done);
-            if let Some(metrics) = &endpoint {
+            if let Some(metrics) = endpoint {
                 metrics.record_period(&done);
             }
             eprintln!(
                 "{}",
-                telemetry::emf_record(&done, &config.metrics_namespace, clock.now().millis())
+                telemetry::emf_record(&done, namespace, clock.now().millis())
             );
             interval_start = std::time::Instant::now();
         }
     };
     let first = clock.now();
-    let sweeps = run_ticks(&sweeper, first, &*clock, &ticks, &stop, on_tick);
+    let sweeps = run_ticks(sweeper, first, clock, &ticks, stop, on_tick);
+    let table = &sweeper.schema().table_name;
     let follow = async {
-        if let Some(follower) = &follower {
+        if let Some(follower) = follower {
             let progress = |r: &FollowReport| {
-                if let Some(metrics) = &endpoint {
-                    metrics.record_stream(r);
+                if let Some(metrics) = endpoint {
+                    metrics.record_stream(table, r);
                 }
             };
-            follower.run(&sweeper, &*clock, &stop, &progress).await;
+            follower.run(sweeper, clock, stop, &progress).await;
         }
     };
     let (mut report, ()) = tokio::join!(sweeps, follow);
     report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
-    tracing::info!("stopped");
-    Ok(report)
+    report
 }
 
-/// Logs the summary, prints the report as one JSON line, and maps success to the exit status.
-pub(crate) fn finish(report: &SweepReport) -> anyhow::Result<ExitCode> {
-    telemetry::log_summary(report);
-    println!("{}", serde_json::to_string(report)?);
-    Ok(exit_status(report.is_success()))
+/// Logs each table's summary, prints its report as one JSON line, and maps success (of every
+/// table) to the exit status.
+pub(crate) fn finish_all(reports: &[SweepReport]) -> anyhow::Result<ExitCode> {
+    for report in reports {
+        telemetry::log_summary(report);
+        println!("{}", serde_json::to_string(report)?);
+    }
+    Ok(exit_status(reports.iter().all(SweepReport::is_success)))
 }
 
 /// Exit status 0 when `ok`, else 1.

@@ -210,17 +210,17 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Sweep(args) => {
-            let config = args.settings.validate()?;
+            let configs = args.settings.validate_tables()?;
             let at = args.at.as_deref();
-            let report = commands::sweep(&config, at, args.allow_future, wall_clock).await?;
-            commands::finish(&report)
+            let reports = commands::sweep(&configs, at, args.allow_future, wall_clock).await?;
+            commands::finish_all(&reports)
         }
         Command::Run(args) => {
-            let config = args.settings.validate()?;
+            let configs = args.settings.validate_tables()?;
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));
-            let report = commands::run(
-                &config,
+            let reports = commands::run(
+                &configs,
                 args.every,
                 args.metrics_addr,
                 args.follow_stream,
@@ -228,14 +228,14 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 shutdown,
             )
             .await?;
-            commands::finish(&report)
+            commands::finish_all(&reports)
         }
         Command::Backfill(args) => {
-            let config = args.settings.validate()?;
+            let config = args.settings.validate_one("backfill")?;
             commands::backfill(&config, &args, wall_clock).await
         }
         Command::Audit(args) => {
-            let config = args.settings.validate()?;
+            let config = args.settings.validate_one("audit")?;
             commands::audit(&config, &args, wall_clock()).await
         }
     }

@@ -1,0 +1,118 @@
+//! Several tables, one sweeper: [`Table`], one swept table's sweeper, opened when first needed and
+//! opened again after a failure, so that one table that cannot be opened (deleted, its index
+//! missing, its describe throttled) is reported in every sweep and never stops the others.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+
+use super::{SweepErrorEntry, SweepReport, Sweeper};
+use crate::store::{Store, StoreError};
+
+/// Opens one table: its start-up checks, then its sweeper.
+pub type Open<S> = Box<
+    dyn Fn() -> Pin<Box<dyn Future<Output = Result<Sweeper<S>, StoreError>> + Send>> + Send + Sync,
+>;
+
+/// One swept table: its sweeper once the table has been opened; until then, the last error and
+/// when to try again.
+pub struct Table<S> {
+    name: String,
+    sweeper: OnceCell<Sweeper<S>>,
+    open: Open<S>,
+    retry_every: Duration,
+    /// The last failure to open, and the earliest instant to try again.
+    failed: Mutex<Option<(SweepErrorEntry, Instant)>>,
+}
+
+impl<S> std::fmt::Debug for Table<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("name", &self.name)
+            .field("open", &self.sweeper.initialized())
+            .finish()
+    }
+}
+
+impl<S: Store> Table<S> {
+    /// A table already opened.
+    pub fn ready(sweeper: Sweeper<S>) -> Self {
+        let name = sweeper.schema().table_name.clone();
+        let open: Open<S> =
+            Box::new(|| Box::pin(async { unreachable!("an opened table is never opened again") }));
+        Table {
+            name,
+            sweeper: OnceCell::new_with(Some(sweeper)),
+            open,
+            retry_every: Duration::MAX,
+            failed: Mutex::new(None),
+        }
+    }
+
+    /// A table `name` that `open` opens when first needed, and again at most every `retry_every`
+    /// while it fails.
+    pub fn lazy(name: &str, open: Open<S>, retry_every: Duration) -> Self {
+        Table {
+            name: name.to_owned(),
+            sweeper: OnceCell::new(),
+            open,
+            retry_every,
+            failed: Mutex::new(None),
+        }
+    }
+
+    /// The table's name, as configured.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The sweeper, opening the table if it is not yet open and the last failure is old enough;
+    /// else the failure (the last one, until it is time to try again).
+    pub async fn sweeper(&self) -> Result<&Sweeper<S>, SweepErrorEntry> {
+        if let Some(sweeper) = self.sweeper.get() {
+            return Ok(sweeper);
+        }
+        if let Some((error, retry_at)) = &*self.lock() {
+            if Instant::now() < *retry_at {
+                return Err(error.clone());
+            }
+        }
+        let opened = self.sweeper.get_or_try_init(|| (self.open)()).await;
+        match opened {
+            Ok(sweeper) => {
+                if self.lock().take().is_some() {
+                    tracing::info!(table = %self.name, "the table opened: sweeping it");
+                }
+                Ok(sweeper)
+            }
+            Err(error) => {
+                tracing::error!(table = %self.name, error = %error, retry_in_s = self.retry_every.as_secs(), "the table cannot be swept; the other tables are");
+                let retry_at = Instant::now()
+                    .checked_add(self.retry_every)
+                    .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+                let entry = SweepErrorEntry::new(None, &error);
+                *self.lock() = Some((entry.clone(), retry_at));
+                Err(entry)
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(SweepErrorEntry, Instant)>> {
+        self.failed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The report of a sweep of `table` that could not run: the table could not be opened.
+pub fn unopened(table: &str, error: SweepErrorEntry) -> SweepReport {
+    SweepReport {
+        table: table.to_owned(),
+        errors: vec![error],
+        ..SweepReport::default()
+    }
+}
