@@ -33,6 +33,8 @@ mod cost;
 mod cost_model;
 #[path = "cpu/mod.rs"]
 mod cpu;
+#[path = "daemon/mod.rs"]
+mod daemon;
 #[path = "fake/mod.rs"]
 mod fake;
 #[path = "lag/mod.rs"]
@@ -210,36 +212,28 @@ fn main() {
         );
         let outside = perf::outside_cpu(per_window, latency_per_window, runs);
         perf::render_outside(&mut doc, &outside);
-        println!("{doc}");
-        std::fs::write("target/bench-outside.md", &doc).unwrap();
-        return;
+        return write_only("outside", &doc);
     }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "pace") {
         // Batch mode at DynamoDB's pace and peak memory alone (no local server): printed and
         // written to target/.
         let figures = pace::measure(pace::Settings::new(quick));
         pace::render(&mut doc, &figures);
-        println!("{doc}");
-        std::fs::write("target/bench-pace.md", &doc).unwrap();
-        return;
+        return write_only("pace", &doc);
     }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "stream") {
         // Section 1's rows of the stream indexer alone (the release daemon against DynamoDB
         // Local): printed and written to target/.
         let figures = rt.block_on(stream::measure(stream::Settings::new(quick)));
         stream::render(&mut doc, &figures);
-        println!("{doc}");
-        std::fs::write("target/bench-stream.md", &doc).unwrap();
-        return;
+        return write_only("stream", &doc);
     }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "perf") {
         // Section 6 alone, to check it quickly: printed and written to target/.
         let (inside, outside) = cpu_measurements(&scale, &rt);
         let own_us = own_threads_us(&inside);
         doc = rt.block_on(section6(&scale, &outside, &own_us));
-        println!("{doc}");
-        std::fs::write("target/bench-perf.md", &doc).unwrap();
-        return;
+        return write_only("perf", &doc);
     }
     let (inside, outside) = cpu_measurements(&scale, &rt);
     let own_us = own_threads_us(&inside);
@@ -304,6 +298,12 @@ fn main() {
 }
 
 // ------------------------------------------------------------------------------------- shared
+
+/// `BENCH_ONLY=<part>`: the part's document printed and written to target/bench-<part>.md.
+fn write_only(part: &str, doc: &str) {
+    println!("{doc}");
+    std::fs::write(format!("target/bench-{part}.md"), doc).unwrap();
+}
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
