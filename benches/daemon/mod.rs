@@ -1,7 +1,7 @@
-//! The release daemon, `ttl-sweeper run`, as a child of a section-1 benchmark: started against
-//! DynamoDB Local through a pass-through proxy that records when DynamoDB acknowledged each
-//! item's delete; its CPU and JSON tick lines read from outside; and how those rows write a
-//! spread of runs.
+//! The release daemon, `ttl-sweeper run`, as a child of a section-1 benchmark (the stream rows,
+//! the many-tables rows): started against DynamoDB Local through a pass-through proxy that
+//! records when DynamoDB acknowledged each item's delete; its CPU, peak memory and JSON tick
+//! lines read from outside; and how those rows write a spread of runs.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -89,6 +89,11 @@ impl Daemon {
         // SAFETY: sysconf has no preconditions.
         let per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
         ticks as f64 / per_sec
+    }
+
+    /// Its peak resident memory so far (`VmHWM`, KiB); `None` once it has exited.
+    pub fn peak_rss_kib(&self) -> Option<i64> {
+        crate::vm_hwm_kib(self.child.id() as i32)
     }
 
     /// SIGTERM, then waits for it to exit.
@@ -188,6 +193,13 @@ impl Lags {
     pub fn max(&self) -> f64 {
         self.lags.last().copied().unwrap_or(f64::NAN)
     }
+}
+
+/// A lag row's cells: items, never deleted, `early` (deleted before their ttl), p50, p99, max.
+pub fn lag_cells(lag: &Lags, early: usize) -> String {
+    let (p50, p99, max) = (secs(lag.p(0.5)), secs(lag.p(0.99)), secs(lag.max()));
+    let (items, missed) = (lag.items, lag.missed());
+    format!("{items} | {missed} | {early} | {p50} | {p99} | {max}")
 }
 
 /// `min / median / max` of `v`, each written by `f`.
