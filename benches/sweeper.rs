@@ -22,7 +22,9 @@
 //! `BENCH_ONLY=stream` runs section 1's rows of the stream indexer alone (the release daemon,
 //! `ttl-sweeper run --every 1s --follow-stream`, against DynamoDB Local and its stream: lag of
 //! writer-set and stream-set windows side by side, the indexer's CPU per record) and writes
-//! target/bench-stream.md.
+//! target/bench-stream.md; `BENCH_ONLY=tables` runs section 1's rows of many tables alone (the
+//! release daemon sweeping one table and, beside it, ten: lag, tick durations, CPU and peak
+//! memory) and writes target/bench-tables.md.
 //! Benchmarks print figures; they never fail on a timing.
 
 #[path = "../tests/common/mod.rs"]
@@ -33,6 +35,8 @@ mod cost;
 mod cost_model;
 #[path = "cpu/mod.rs"]
 mod cpu;
+#[path = "daemon/mod.rs"]
+mod daemon;
 #[path = "fake/mod.rs"]
 mod fake;
 #[path = "lag/mod.rs"]
@@ -53,6 +57,8 @@ mod startup;
 mod stream;
 #[path = "sub_second/mod.rs"]
 mod sub_second;
+#[path = "tables/mod.rs"]
+mod tables;
 #[path = "throughput/mod.rs"]
 mod throughput;
 
@@ -210,36 +216,35 @@ fn main() {
         );
         let outside = perf::outside_cpu(per_window, latency_per_window, runs);
         perf::render_outside(&mut doc, &outside);
-        println!("{doc}");
-        std::fs::write("target/bench-outside.md", &doc).unwrap();
-        return;
+        return write_only("outside", &doc);
     }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "pace") {
         // Batch mode at DynamoDB's pace and peak memory alone (no local server): printed and
         // written to target/.
         let figures = pace::measure(pace::Settings::new(quick));
         pace::render(&mut doc, &figures);
-        println!("{doc}");
-        std::fs::write("target/bench-pace.md", &doc).unwrap();
-        return;
+        return write_only("pace", &doc);
     }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "stream") {
         // Section 1's rows of the stream indexer alone (the release daemon against DynamoDB
         // Local): printed and written to target/.
         let figures = rt.block_on(stream::measure(stream::Settings::new(quick)));
         stream::render(&mut doc, &figures);
-        println!("{doc}");
-        std::fs::write("target/bench-stream.md", &doc).unwrap();
-        return;
+        return write_only("stream", &doc);
+    }
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "tables") {
+        // Section 1's rows of many tables alone (the release daemon against DynamoDB Local):
+        // printed and written to target/.
+        let figures = rt.block_on(tables::measure(tables::Settings::new(quick)));
+        tables::render(&mut doc, &figures);
+        return write_only("tables", &doc);
     }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "perf") {
         // Section 6 alone, to check it quickly: printed and written to target/.
         let (inside, outside) = cpu_measurements(&scale, &rt);
         let own_us = own_threads_us(&inside);
         doc = rt.block_on(section6(&scale, &outside, &own_us));
-        println!("{doc}");
-        std::fs::write("target/bench-perf.md", &doc).unwrap();
-        return;
+        return write_only("perf", &doc);
     }
     let (inside, outside) = cpu_measurements(&scale, &rt);
     let own_us = own_threads_us(&inside);
@@ -257,10 +262,11 @@ fn main() {
         let start = startup_and_memory(&scale).await;
         let precise = sub_second(&scale).await;
         let streamed = stream::measure(stream::Settings::new(quick)).await;
+        let many = tables::measure(tables::Settings::new(quick)).await;
         let rows = section6(&scale, &outside, &own_us).await;
         let c_us = perf::planning_us(&outside);
         doc = render(
-            &scale, &lag, &tput, &cpu, c_us, &start, &precise, &streamed, &rows,
+            &scale, &lag, &tput, &cpu, c_us, &start, &precise, &streamed, &many, &rows,
         );
         plot(&lag, &scale);
     });
@@ -304,6 +310,12 @@ fn main() {
 }
 
 // ------------------------------------------------------------------------------------- shared
+
+/// `BENCH_ONLY=<part>`: the part's document printed and written to target/bench-<part>.md.
+fn write_only(part: &str, doc: &str) {
+    println!("{doc}");
+    std::fs::write(format!("target/bench-{part}.md"), doc).unwrap();
+}
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -373,6 +385,7 @@ fn render(
     st: &Startup,
     sub: &SubSecond,
     streamed: &stream::Figures,
+    many: &tables::Figures,
     perf_rows: &str,
 ) -> String {
     let mut d = String::new();
@@ -398,11 +411,12 @@ fn render(
     lag::render(&mut d, s, lag); // 1
     sub_second::render(&mut d, s, sub); // 1, tick mode repeated
     stream::render(&mut d, streamed); // 1, windows from the stream
+    tables::render(&mut d, many); // 1, many tables
     throughput::render(&mut d, tp, cpu); // 2
     startup::render(&mut d, st); // 3
     cost_model::render(&mut d, cpu); // 4
     scale_on_paper::render(&mut d, c_us); // 5
     d.push_str(perf_rows); // 6 and 7
-    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~30 minutes, rewrites docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check, writes target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows alone (no local server), target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace and peak memory alone (no local server), target/bench-pace.md\nBENCH_ONLY=stream cargo bench --bench sweeper   # section 1's rows of the stream indexer alone (the release daemon against DynamoDB Local), target/bench-stream.md\nmake profile              # section 8: a CPU profile of one sweep, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # the same, the fake answering after 5-10 ms\n```");
+    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~30 minutes, rewrites docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check, writes target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows alone (no local server), target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace and peak memory alone (no local server), target/bench-pace.md\nBENCH_ONLY=stream cargo bench --bench sweeper   # section 1's rows of the stream indexer alone (the release daemon against DynamoDB Local), target/bench-stream.md\nBENCH_ONLY=tables cargo bench --bench sweeper   # section 1's rows of many tables alone (the release daemon against DynamoDB Local), target/bench-tables.md\nmake profile              # section 8: a CPU profile of one sweep, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # the same, the fake answering after 5-10 ms\n```");
     d
 }

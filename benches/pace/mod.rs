@@ -7,11 +7,12 @@
 
 use std::fmt::Write as _;
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::{free_port, LOCAL_AWS_ENV};
+use crate::daemon::binary;
 use crate::perf::{measured, pin, reap, spread3, Pace};
 
 /// The section's heading, also where the profile section carried over is put before it.
@@ -154,16 +155,6 @@ pub fn ceiling(pace: Pace, concurrency: usize) -> Option<f64> {
             Some((concurrency * BATCH) as f64 / mean_secs)
         }
     }
-}
-
-fn binary() -> PathBuf {
-    let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/ttl-sweeper");
-    assert!(
-        binary.exists(),
-        "{} is missing: `cargo build --release --bin ttl-sweeper` builds it",
-        binary.display()
-    );
-    binary
 }
 
 /// One sweep by the release CLI against a fresh fake endpoint answering `16 × per_window` items

@@ -7,12 +7,9 @@
 //! `BENCH_ONLY=stream cargo bench --bench sweeper` runs this part alone and writes
 //! target/bench-stream.md; `make bench` adds it to docs/BENCHMARKS.md.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::StreamViewType;
@@ -21,9 +18,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::common::*;
-use crate::pct;
-use crate::perf::spread3;
-use crate::runtime_api::{ids_in, wall, Recorder};
+use crate::daemon::{delete_recorder, secs, three, Daemon, Lags};
+use crate::runtime_api::{wall, Recorder};
 
 /// Sizes and repetitions.
 pub struct Settings {
@@ -83,28 +79,6 @@ const EXPIRED_FOR: i64 = 10;
 /// The item's window: set by its writer, or by the stream indexer (written with only a ttl).
 const KINDS: [&str; 2] = ["writer-set window", "stream-set window (ttl only)"];
 
-/// The lags of one kind of item in one run (seconds, sorted), and how many were written.
-#[derive(Default, Clone)]
-pub struct Lags {
-    pub items: usize,
-    pub lags: Vec<f64>,
-    /// Deleted by a `DeleteItem` (the indexer's, for an item written expired), not in a
-    /// `BatchWriteItem` (the sweeper's).
-    pub one_by_one: usize,
-}
-
-impl Lags {
-    fn missed(&self) -> usize {
-        self.items - self.lags.len()
-    }
-    fn p(&self, p: f64) -> f64 {
-        pct(&self.lags, p)
-    }
-    fn max(&self) -> f64 {
-        self.lags.last().copied().unwrap_or(f64::NAN)
-    }
-}
-
 /// One lag run: due items of each kind (lag from ttl), expired items of each kind (lag from the
 /// write's acknowledgement), items deleted before their ttl, and the sweeper's own figures.
 pub struct LagRun {
@@ -149,117 +123,27 @@ pub struct Figures {
     pub cpu: Vec<[CpuRun; 3]>,
 }
 
-fn binary() -> PathBuf {
-    let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/ttl-sweeper");
-    assert!(
-        binary.exists(),
-        "{} is missing: `cargo build --release --bin ttl-sweeper` builds it",
-        binary.display()
-    );
-    binary
+/// The daemon, `run --every 1s` on `table` with `checkpoint` (and `--follow-stream` if asked),
+/// reaching DynamoDB at `endpoint`; ready once it says so: following the stream, or (without
+/// it) running.
+async fn start_daemon(endpoint: &str, table: &str, checkpoint: &str, follow: bool) -> Daemon {
+    let mut args = vec!["--every", "1s", "--table-name", table];
+    let ready = if follow {
+        args.push("--follow-stream");
+        "following the table's stream"
+    } else {
+        "running until SIGINT or SIGTERM"
+    };
+    let env = [("CHECKPOINT_TABLE", checkpoint)];
+    Daemon::start(endpoint, &format!("stream-{table}"), &env, &args, ready).await
 }
 
-/// A `ttl-sweeper run --every 1s` child (with `--follow-stream` if asked) reaching DynamoDB at
-/// `endpoint`, its stderr (JSON lines) in a log file; killed if dropped while running.
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Daemon {
-    async fn start(endpoint: &str, table: &str, checkpoint: &str, follow: bool) -> Daemon {
-        let log = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join(format!("target/bench-servers/stream-{table}.log"));
-        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
-        let mut cmd = Command::new(binary());
-        cmd.env_clear()
-            .envs(LOCAL_AWS_ENV)
-            .env("AWS_ENDPOINT_URL", endpoint)
-            .env("CHECKPOINT_TABLE", checkpoint)
-            .args(["--log-format", "json", "run", "--every", "1s"])
-            .args(["--table-name", table]);
-        if follow {
-            cmd.arg("--follow-stream");
-        }
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start ttl-sweeper run");
-        let daemon = Daemon { child, log };
-        // Ready once it says so: following the stream, or (without it) running.
-        let ready = if follow {
-            "following the table's stream"
-        } else {
-            "running until SIGINT or SIGTERM"
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !daemon.log_text().contains(ready) && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert!(
-            daemon.log_text().contains(ready),
-            "the daemon did not start:\n{}",
-            daemon.log_text()
-        );
-        daemon
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// User + system CPU seconds of the process so far (`/proc/<pid>/stat`, every thread).
-    fn cpu_secs(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
-            .expect("read /proc/<pid>/stat");
-        // The fields after the command name (in parentheses, which may hold spaces): state is
-        // the 3rd field, utime the 14th and stime the 15th.
-        let after = &stat[stat.rfind(')').expect("stat has a command name") + 1..];
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-        // SAFETY: sysconf has no preconditions.
-        let per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        ticks as f64 / per_sec
-    }
-
-    /// SIGTERM, then waits for it to exit.
-    async fn stop(&mut self) {
-        // SAFETY: signals the child this benchmark started, by its PID, not yet reaped.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while self.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// The largest `lag_p99_ms` and `lag_max_ms` of its tick lines.
-    fn sweeper_lags(&self) -> (u64, u64) {
-        let text = self.log_text();
-        let ticks = text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|l| {
-                l["message"]
-                    .as_str()
-                    .is_some_and(|m| m.starts_with("tick finished"))
-            });
-        ticks.fold((0, 0), |(p99, max), l| {
-            let field = |name: &str| l[name].as_u64().unwrap_or(0);
-            (p99.max(field("lag_p99_ms")), max.max(field("lag_max_ms")))
-        })
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// The largest `lag_p99_ms` and `lag_max_ms` of the daemon's tick lines.
+fn sweeper_lags(daemon: &Daemon) -> (u64, u64) {
+    daemon.tick_lines().iter().fold((0, 0), |(p99, max), l| {
+        let field = |name: &str| l[name].as_u64().unwrap_or(0);
+        (p99.max(field("lag_p99_ms")), max.max(field("lag_max_ms")))
+    })
 }
 
 /// A table with the sweeper's index and a stream with both images, and a checkpoint table.
@@ -270,47 +154,6 @@ async fn tables(client: &Client, prefix: &str) -> (String, String) {
     .await;
     let checkpoint = checkpoint_table(client, &format!("{prefix}cp")).await;
     (table, checkpoint)
-}
-
-/// When DynamoDB acknowledged each item's delete, by `id`: the wall clock (epoch seconds) at the
-/// first `BatchWriteItem` answer that does not list it as unprocessed or the first successful
-/// `DeleteItem`, and whether it was the latter.
-type Acks = Arc<Mutex<HashMap<String, (f64, bool)>>>;
-
-/// A pass-through proxy in front of the server that records [`Acks`].
-async fn delete_recorder() -> (Recorder, Acks) {
-    let acks: Acks = Arc::default();
-    let seen = acks.clone();
-    let observe = move |op: &str, request: &Value, answer: &Value, at: f64| {
-        let (deleted, one): (Vec<String>, bool) = match op {
-            "BatchWriteItem" => {
-                let left = ids_in(&answer["UnprocessedItems"]);
-                let mut sent = ids_in(&request["RequestItems"]);
-                sent.retain(|id| !left.contains(id));
-                (sent, false)
-            }
-            "DeleteItem" => (
-                request["Key"]["id"]["S"]
-                    .as_str()
-                    .map(str::to_owned)
-                    .into_iter()
-                    .collect(),
-                true,
-            ),
-            _ => return,
-        };
-        let mut acks = seen.lock().unwrap();
-        for id in deleted {
-            acks.entry(id).or_insert((at, one));
-        }
-    };
-    let recorder = Recorder::start(
-        &endpoint(),
-        Box::new(|_, _| Duration::ZERO),
-        Box::new(observe),
-    )
-    .await;
-    (recorder, acks)
 }
 
 /// One item written by the lag run.
@@ -332,7 +175,7 @@ async fn lag_run(s: &Settings) -> LagRun {
     let client = client().await;
     let (table, checkpoint) = tables(&client, "streamlag").await;
     let (recorder, acks) = delete_recorder().await;
-    let mut daemon = Daemon::start(&recorder.endpoint, &table, &checkpoint, true).await;
+    let mut daemon = start_daemon(&recorder.endpoint, &table, &checkpoint, true).await;
     // Each second's writes: pairs of one item of each kind, `expired_per_sec` of the pairs
     // expired, spread over the second.
     let pairs = s.due_per_sec + s.expired_per_sec;
@@ -389,7 +232,7 @@ async fn lag_run(s: &Settings) -> LagRun {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     daemon.stop().await;
-    let (sweeper_p99_ms, sweeper_max_ms) = daemon.sweeper_lags();
+    let (sweeper_p99_ms, sweeper_max_ms) = sweeper_lags(&daemon);
     drop(recorder);
     let acks = acks.lock().unwrap().clone();
     let lags = |kind: usize, expired: bool| {
@@ -469,7 +312,7 @@ async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
         .collect();
     put_many(&client, &table, items).await;
     let started = Instant::now();
-    let mut daemon = Daemon::start(&recorder.endpoint, &table, &checkpoint, follow).await;
+    let mut daemon = start_daemon(&recorder.endpoint, &table, &checkpoint, follow).await;
     // Every INSERT record, and the MODIFY record of every window the indexer set.
     let n = s.cpu_items as u64;
     let (want_records, want_updates) = match (follow, windowed) {
@@ -584,16 +427,6 @@ fn per_record_us(run: &[CpuRun; 3], items: usize) -> f64 {
 /// Following a record with nothing to do: (window set, following − not following) ÷ items, µs.
 fn follow_only_us(run: &[CpuRun; 3], items: usize) -> f64 {
     more_cpu(run, 1, 2) / items as f64 * 1e6
-}
-
-/// `min / median / max` of `v`, each written by `f`.
-fn three(v: &[f64], f: impl Fn(f64) -> String) -> String {
-    let (lo, mid, hi) = spread3(v);
-    format!("{} / {} / {}", f(lo), f(mid), f(hi))
-}
-
-fn secs(v: f64) -> String {
-    format!("{v:.3} s")
 }
 
 /// The due or the expired items' lags of a run, of each kind.
