@@ -250,7 +250,9 @@ async fn run_table(
         }
     };
     let first = clock.now();
-    let sweeps = run_ticks(sweeper, first, clock, &ticks, stop, on_tick);
+    // Boxed: the ticks' future is deep enough (sweeps, leases, deletes, events) that the
+    // compiler's query depth would overflow computing the layout of this one around it.
+    let sweeps = Box::pin(run_ticks(sweeper, first, clock, &ticks, stop, on_tick));
     let table = &sweeper.schema().table_name;
     let follow = async {
         if let Some(follower) = follower {
