@@ -557,7 +557,7 @@ pub fn render(d: &mut String, f: &Figures) {
     );
     let _ = writeln!(
         d,
-        "\nCPU is read at a resolution of {} ms (clock ticks); the machine is shared, so a run's difference carries the noise of two daemons' idle work. DynamoDB Local's own CPU (the `UpdateItem`, the stream) is not counted: it is another process.\n",
+        "\nCPU is read at a resolution of {} ms (clock ticks); the machine is shared, so a run's difference carries the noise of two daemons' idle work. DynamoDB Local's own CPU (the `UpdateItem`, the stream) is not counted: it is another process. A ttl-only run that catches up late is DynamoDB Local's doing, not the indexer's: every write to a table with a stream slows as stream records accumulate on the one in-memory server over the runs (its single SQLite thread busy, the daemon's log without a retry), so the runs after the first wait longer for their `UpdateItem`s and charge more idle polling to each record; the first run is the one that measures the indexer.\n",
         // SAFETY: sysconf has no preconditions.
         1000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }
     );
