@@ -133,6 +133,16 @@ fn invoke(port: u16, event: &serde_json::Value) -> (bool, String) {
     (out.status.success(), text.into_owned())
 }
 
+/// The function's response: the first JSON value in `cargo lambda invoke`'s output.
+fn response(output: &str) -> serde_json::Value {
+    let json_start = output.find('{').expect("a JSON response");
+    serde_json::Deserializer::from_str(&output[json_start..])
+        .into_iter::<serde_json::Value>()
+        .next()
+        .unwrap()
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lambda_binary_sweeps_on_a_scheduled_event() {
     let (client, table) = simple_table("lambda_e2e").await;
@@ -158,12 +168,7 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
     let (ok, output) = invoke(port, &event);
     let log = std::fs::read_to_string(&watch.log).unwrap_or_default();
     assert!(ok, "invoke failed: {output}\n--- watch log ---\n{log}");
-    let json_start = output.find('{').expect("a JSON response");
-    let report: serde_json::Value = serde_json::Deserializer::from_str(&output[json_start..])
-        .into_iter::<serde_json::Value>()
-        .next()
-        .unwrap()
-        .unwrap();
+    let report = response(&output);
     assert_eq!(removed_json(&report), 120, "{report}");
     assert_eq!(report["items_failed"], 0);
     assert_eq!(
@@ -453,12 +458,7 @@ async fn lambda_binary_sweeps_every_table_of_one_function() {
     let (ok, output) = invoke(port, &event);
     let log = std::fs::read_to_string(&watch.log).unwrap_or_default();
     assert!(ok, "invoke failed: {output}\n--- watch log ---\n{log}");
-    let json_start = output.find('{').expect("a JSON response");
-    let answer: serde_json::Value = serde_json::Deserializer::from_str(&output[json_start..])
-        .into_iter::<serde_json::Value>()
-        .next()
-        .unwrap()
-        .unwrap();
+    let answer = response(&output);
     let reports = answer["tables"].as_array().expect("one report per table");
     let names: Vec<&str> = reports.iter().filter_map(|r| r["table"].as_str()).collect();
     assert_eq!(names, [first.as_str(), second.as_str()], "{answer}");

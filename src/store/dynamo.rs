@@ -86,6 +86,15 @@ impl DeleteClients {
     }
 }
 
+/// A conditional write's outcome: `true` written, `false` its condition did not hold.
+fn conditionally_written<T>(result: Result<T, StoreError>) -> Result<bool, StoreError> {
+    match result {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind == ErrorKind::ConditionFailed => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Attribute of the checkpoint item holding the boundary, epoch seconds.
 pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
 
@@ -345,11 +354,7 @@ impl Store for DynamoStore {
             .expression_attribute_values(":now", AttributeValue::S(at.iso()))
             .send()
             .await;
-        match result.map_err(|e| StoreError::from_sdk("UpdateItem", e)) {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind == ErrorKind::ConditionFailed => Ok(false),
-            Err(e) => Err(e),
-        }
+        conditionally_written(result.map_err(|e| StoreError::from_sdk("UpdateItem", e)))
     }
 
     #[instrument(level = "debug", skip(self))]
@@ -408,11 +413,7 @@ impl Store for DynamoStore {
             )
             .send()
             .await;
-        match result.map_err(|e| StoreError::from_sdk("UpdateItem", e)) {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind == ErrorKind::ConditionFailed => Ok(false),
-            Err(e) => Err(e),
-        }
+        conditionally_written(result.map_err(|e| StoreError::from_sdk("UpdateItem", e)))
     }
 
     #[instrument(level = "debug", skip_all)]
