@@ -29,7 +29,7 @@ pub mod keys;
 pub mod scan;
 pub mod stream;
 
-pub use clock::{GuardedClock, ServerClock, ServerTime};
+pub use clock::{GuardedClock, ServerClock, ServerTime, DRIFT_TOLERANCE};
 pub use describe::{open, IndexCheck, OpenedTable, TableTarget};
 pub use dynamo::{DynamoStore, BATCH_ATTEMPT_TIMEOUT, SDK_MAX_ATTEMPTS};
 pub use error::{ErrorKind, StoreError};

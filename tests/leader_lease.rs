@@ -22,7 +22,7 @@ use common::mem_store::{Fault as MemFault, MemStore, Op, When};
 use common::*;
 use fault_proxy::{delete_ids, Fault, FaultProxy, Plan};
 use tokio::time::Instant;
-use ttl_sweeper::engine::lease::{Lease, LeaseConfig, LEASE_MARGIN};
+use ttl_sweeper::engine::lease::{Lease, LeaseConfig, LEASE_MARGIN, WATCH_EVERY};
 use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::{LeaseItem, ServerTime};
@@ -88,8 +88,10 @@ async fn checking(
     while Instant::now() < until {
         let started = Instant::now();
         let check = lease.check(&store, &Stop::never()).await;
+        // A check may watch the lease for a while before it takes it: the hold begins when it
+        // returns, as a sweep does.
         match check.lead_until {
-            Some(end) => holds.lock().unwrap().push((name, started, end)),
+            Some(end) => holds.lock().unwrap().push((name, Instant::now(), end)),
             None => stood_by += 1,
         }
         tokio::time::sleep_until(started + Duration::from_secs(1)).await;
@@ -99,14 +101,16 @@ async fn checking(
 
 #[tokio::test(start_paused = true)]
 async fn two_leases_never_lead_at_once_and_the_standby_takes_over_when_the_holder_stops() {
-    // (A's upper bound ahead, B's lower bound behind, delays of lease writes): the worst
-    // bounds a second of `Date` resolution allows, and writes slow enough to matter.
+    // (A's upper bound ahead and lower bound behind, B's lower bound behind, delays of lease
+    // writes): the worst bounds a second of `Date` resolution allows, and writes slow enough to
+    // matter.
     let cases = [
-        (1_000, 999, Duration::from_millis(300)),
-        (0, 0, Duration::ZERO),
-        (1_000, 0, Duration::from_millis(1_500)),
+        (1_000, 0, 999, Duration::from_millis(300)),
+        (0, 0, 0, Duration::ZERO),
+        (1_000, 0, 0, Duration::from_millis(1_500)),
+        (400, 600, 500, Duration::from_millis(100)),
     ];
-    for (ahead, behind, write_delay) in cases {
+    for (ahead, a_behind, behind, write_delay) in cases {
         let t0 = Instant::now();
         let store = Arc::new(
             MemStore::new(Layout::default())
@@ -114,7 +118,10 @@ async fn two_leases_never_lead_at_once_and_the_standby_takes_over_when_the_holde
                 .delay(Op::ReadLease, Duration::from_millis(50)),
         );
         let lease_s = 6;
-        let a = Lease::new(lease_config("us-east-1/a", lease_s), bounds(t0, ahead, 0));
+        let a = Lease::new(
+            lease_config("us-east-1/a", lease_s),
+            bounds(t0, ahead, a_behind),
+        );
         let b = Lease::new(lease_config("eu-west-1/b", lease_s), bounds(t0, 0, behind));
         let holds: Holds = Arc::default();
         let killed = t0 + Duration::from_secs(20);
@@ -130,7 +137,9 @@ async fn two_leases_never_lead_at_once_and_the_standby_takes_over_when_the_holde
             ),
         );
         let holds = holds.lock().unwrap().clone();
-        let case = format!("ahead {ahead} ms, behind {behind} ms, writes {write_delay:?}");
+        let case = format!(
+            "a: ahead {ahead} ms, behind {a_behind} ms; b: behind {behind} ms; writes {write_delay:?}"
+        );
         assert_eq!(a_stood_by, 0, "{case}: the first holder led at every check");
         assert!(b_stood_by > 0, "{case}");
         for (x, xs, xe) in &holds {
@@ -165,11 +174,14 @@ async fn two_leases_never_lead_at_once_and_the_standby_takes_over_when_the_holde
             "{case}: a's last hold ended {:?} after its last check, b led {failover:?} after it stopped",
             last_a_end.saturating_duration_since(killed)
         );
-        // Within the lease, the two bounds' errors, the write's time and a check period.
+        // A's last write was sent before it stopped, and wrote an expiry at most the lease after
+        // DynamoDB's time then (from its lower bound). B, watching the lease as it lapses, takes
+        // it within its own lower bound's lag, a watch period and a read, and its write's time.
         let within = Duration::from_secs(lease_s)
-            + Duration::from_millis(ahead + behind)
-            + write_delay * 2
-            + Duration::from_secs(1);
+            + Duration::from_millis(behind)
+            + WATCH_EVERY
+            + Duration::from_millis(50)
+            + write_delay;
         assert!(failover <= within, "{case}: {failover:?} > {within:?}");
         assert!(first_b >= last_a_end, "{case}");
     }
@@ -544,21 +556,39 @@ async fn one_region_sweeps_and_the_other_takes_over_within_the_lease_after_a_sig
         .filter(|at| *at > killed_at)
         .min()
         .expect("west wrote the lease");
+    let renewed = east
+        .lease_writes
+        .lock()
+        .unwrap()
+        .iter()
+        .copied()
+        .filter(|at| *at < killed_at)
+        .max()
+        .expect("east wrote the lease");
     let failover = first_west - killed_at;
     eprintln!(
-        "failover: east killed; west wrote the lease {:.2} s later and sent its first delete {:.2} s \
-         later (LEADER_LEASE=6, ticks of 1 s); east sent {} delete requests, west {}",
+        "failover: east renewed the lease last {:.2} s before it was killed; west wrote the \
+         lease {:.2} s after the kill ({:.2} s after that renewal) and sent its first delete \
+         {:.2} s after the kill (LEADER_LEASE=6, ticks of 1 s); east sent {} delete requests, \
+         west {}",
+        (killed_at - renewed).as_secs_f64(),
         (took - killed_at).as_secs_f64(),
+        (took - renewed).as_secs_f64(),
         failover.as_secs_f64(),
         east_deletes.len(),
         west_deletes.len()
     );
-    // The lease, the Date header's second on each side and a tick, with two seconds for a
-    // loaded machine.
+    // East's last renewal wrote an expiry at most the lease after DynamoDB's time then; west,
+    // watching the lease as it lapses, takes it within a fraction of a second of that, and
+    // sweeps at once: the lease and a tick after the renewal, and after the kill, which came
+    // later. (A tick's allowance on top for a loaded machine.)
+    let within = Duration::from_secs(6 + 1);
     assert!(
-        failover < Duration::from_secs(6 + 2 + 1 + 2),
-        "{failover:?}"
+        took - renewed < within + Duration::from_secs(1),
+        "{:?}",
+        took - renewed
     );
+    assert!(failover < within + Duration::from_secs(1), "{failover:?}");
     let west_log = west.log_text();
     assert!(
         west_log.contains("took the lease from us-east-1/"),

@@ -9,27 +9,40 @@
 //! monotonic clock.
 //!
 //! - **Taking or renewing.** A conditional write (an `UpdateItem`, allowed by the checkpoint's
-//!   permissions) of `holder = me`, `expiresAt = U + lease`
-//!   (`U`: the upper bound on DynamoDB's clock when the request is sent), accepted only if
-//!   `attribute_not_exists(id) OR holder = :me OR expiresAt < :lower` (`:lower`: the lower
-//!   bound on DynamoDB's clock when it is sent).
+//!   permissions) of `holder = me`, `expiresAt = L + lease` (`L`: the lower bound on DynamoDB's
+//!   clock when the request is sent, so the lease ends at most `lease` after DynamoDB's time at
+//!   the send), accepted only if `attribute_not_exists(id) OR holder = :me OR expiresAt < :lower`
+//!   (`:lower`: that same lower bound).
 //! - **Leading.** A write sent at local instant `s` and answered at `r` makes its sender leader
-//!   until `min(s + lease - margin, r + (expiresAt - margin - U(r)))`, monotonic time; `margin`
-//!   is [`LEASE_MARGIN`]. The second term only matters when the bound `U` was stale when sent
-//!   (the host was paused) and the answer's `Date` corrected it. Every sweep's [`Stop`] is
-//!   narrowed to that instant ([`Stop::within`]): no delete is sent after it. The leader renews
-//!   once half of that validity is used, at the start of the next sweep.
+//!   until `min(s + (expiresAt - margin - U(s)), r + (expiresAt - margin - U(r)))`, monotonic
+//!   time ([`valid_until`]; `U`: the upper bound on DynamoDB's clock; `margin`: [`LEASE_MARGIN`]):
+//!   the lease less the margin and less the width of the bounds, `U(s) - L(s)`, which many
+//!   answers make small. The second term only matters when `U(s)` was stale (the host was paused)
+//!   and the answer's `Date` corrected it. Every sweep's [`Stop`] is narrowed to that instant
+//!   ([`Stop::within`]): no delete is sent after it. The leader renews once half of that validity
+//!   is used, at the start of the next sweep.
 //! - **Standing by.** A sweeper that does not hold the lease reads it (a strongly consistent
 //!   `GetItem`) at most every fifth of the lease, or as soon as the lower bound says it lapsed,
 //!   and writes only when it looks lapsed ([`decide`]). It sends no read of the table, no delete
 //!   and no checkpoint write, and publishes no event.
+//! - **Watching a lapse.** A `Date` header counts whole seconds, so a lower bound learned from a
+//!   few answers can lag DynamoDB's clock by up to a second. When the lease may lapse within
+//!   [`LEASE_WATCH`] by its lower bound, the standby reads it every [`WATCH_EVERY`] instead until
+//!   it lapses (then takes it) or is renewed: an answer sent just after DynamoDB's `Date` changed
+//!   makes the bound exact to within its round trip. So a holder that stops renewing is replaced
+//!   within the lease of its last renewal plus a watch period, a read and the write that takes
+//!   it — and, when the sweep that watches starts less than a second before the lapse, the part
+//!   of its lower bound's lag it could not refine, at most the time to DynamoDB's next whole
+//!   second. Each watch costs up to 21 reads, only while the lease lapses; a holder that
+//!   renews keeps its lease more than [`LEASE_WATCH`] from lapsing.
 //!
 //! Why two holders never send deletes at once, given that DynamoDB's servers agree on the time
-//! and monotonic clocks run at the rate of DynamoDB's: holder A's last accepted write, sent at
-//! `s_A` when DynamoDB's clock read `T(s_A) <= U(s_A)`, set `E = U(s_A) + lease`. A sends no
-//! delete after `s_A + lease - margin`, when DynamoDB's clock reads `T(s_A) + lease - margin <=
-//! E - margin`; each delete sent before then is answered, or given up, within the batch attempt
-//! timeout, [`BATCH_ATTEMPT_TIMEOUT`] `= margin - 1 s`. B's conditional write is accepted only if
+//! and monotonic clocks run at the rate of DynamoDB's (within [`crate::store::DRIFT_TOLERANCE`]
+//! for the lower bound, refreshed by every answer for the upper one): holder A's last accepted
+//! write, sent at `s_A`, set `E`. A sends no delete after `s_A + (E - margin - U(s_A))`, when
+//! DynamoDB's clock reads at most `U(s_A) + (E - margin - U(s_A)) = E - margin`; each delete
+//! sent before then is answered, or given up, within the batch attempt timeout,
+//! [`BATCH_ATTEMPT_TIMEOUT`] `= margin - 1 s`. B's conditional write is accepted only if
 //! `E < :lower <= T(B's send)`, so it lands after DynamoDB's clock passed `E`, and B sends its
 //! first delete after its answer: at least a second after the last request A sent could still be
 //! under way. A renewal by A in between moves `E` later, and B's write, evaluated against the
@@ -57,6 +70,15 @@ pub const MIN_LEASE: Duration = Duration::from_secs(5);
 
 /// The longest lease.
 pub const MAX_LEASE: Duration = Duration::from_secs(3600);
+
+/// A standby that finds the lease lapsing within this, by its lower bound on DynamoDB's clock,
+/// watches it: it reads it every [`WATCH_EVERY`] (each answer's `Date` refining the bound) until it
+/// lapses or is renewed, for at most this and one more read. Twice the `Date` header's
+/// resolution, so that a watch begun a second or more before the lapse sees a `Date` change first.
+pub const LEASE_WATCH: Duration = Duration::from_secs(2);
+
+/// How often a watching standby reads the lease.
+pub const WATCH_EVERY: Duration = Duration::from_millis(100);
 
 /// The host's wall clock may run this much faster than its monotonic clock between two lease
 /// checks before the monotonic clock is taken to have missed a pause (a frozen or suspended host).
@@ -120,24 +142,25 @@ pub fn decide(item: Option<&LeaseItem>, me: &str, lower: Option<Timestamp>) -> D
     }
 }
 
-/// Until when (monotonic) an accepted write makes its sender leader: the write was sent at `sent`
-/// with `expires_at = U(sent) + duration` and answered at `answered`, when the upper bound on
-/// DynamoDB's clock was `upper_at_answer` (its answer's `Date` taken into account). The earlier of
-/// `sent + duration - margin` and the instant DynamoDB's clock can reach `expires_at - margin`.
+/// Until when (monotonic) an accepted write of `expires_at` makes its sender leader: the earliest
+/// instant DynamoDB's clock can reach `expires_at - margin` ([`LEASE_MARGIN`]) by either of two
+/// upper bounds on it — `sent`, the local instant the write was sent and the bound then, and
+/// `answered`, the instant its answer came and the bound then (its `Date` taken into account). The
+/// second only matters when the first was stale (the host was paused and the answer corrected
+/// it). No validity left: `sent` itself.
 pub fn valid_until(
-    sent: Instant,
-    answered: Instant,
-    duration: Duration,
+    sent: (Instant, Timestamp),
+    answered: (Instant, Timestamp),
     expires_at: Timestamp,
-    upper_at_answer: Timestamp,
 ) -> Instant {
-    let by_sent = (sent + duration).checked_sub(LEASE_MARGIN).unwrap_or(sent);
-    let left_ms = expires_at.millis_since(upper_at_answer) - LEASE_MARGIN.as_millis() as i64;
-    let by_server = match u64::try_from(left_ms) {
-        Ok(left) if left > 0 => answered + Duration::from_millis(left),
-        _ => sent,
+    let reach = |(at, upper): (Instant, Timestamp)| {
+        let left_ms = expires_at.millis_since(upper) - LEASE_MARGIN.as_millis() as i64;
+        match u64::try_from(left_ms) {
+            Ok(left) if left > 0 => at + Duration::from_millis(left),
+            _ => sent.0,
+        }
     };
-    by_sent.min(by_server)
+    reach(sent).min(reach(answered))
 }
 
 /// Whether the monotonic clock missed time between two readings: the wall clock advanced
@@ -252,50 +275,76 @@ impl Lease {
         if state.next_read.is_some_and(|at| now < at) {
             return self.standing_by(&mut state, None);
         }
-        let read = stop.bound(
-            "GetItem",
-            store.read_lease(&self.config.table, &self.config.id),
-        );
-        let item = match read.await {
-            Ok(item) => item,
-            Err(e) => {
-                state.next_read = Some(Instant::now() + self.poll());
-                return self.standing_by(&mut state, Some(e));
-            }
-        };
-        match decide(item.as_ref(), &self.config.holder, self.time.lower_bound()) {
-            Decision::Take { from } => match self.write(store, stop).await {
-                Ok(Some(held)) => {
-                    let from = from.as_deref().unwrap_or("nobody");
-                    info!(holder = %self.config.holder, from, "took the lease from {from}");
-                    state.held = Some(held);
-                    state.seen = None;
-                    self.leading(&mut state, held.until, true)
-                }
-                // Another sweeper took it first: read it again at the next poll.
-                Ok(None) => {
-                    state.next_read = Some(Instant::now() + self.poll());
-                    self.standing_by(&mut state, None)
-                }
+        let watch_from = Instant::now();
+        loop {
+            let read = stop.bound(
+                "GetItem",
+                store.read_lease(&self.config.table, &self.config.id),
+            );
+            let item = match read.await {
+                Ok(item) => item,
                 Err(e) => {
                     state.next_read = Some(Instant::now() + self.poll());
-                    self.standing_by(&mut state, Some(e))
+                    return self.standing_by(&mut state, Some(e));
                 }
-            },
-            Decision::StandBy { holder, until } => {
-                // Read again a fifth of the lease on, or once the lease looks lapsed if sooner.
-                let lapses_in = self
-                    .time
-                    .lower_bound()
-                    .map(|lower| until.millis_since(lower).max(0) as u64 + 1)
-                    .map(Duration::from_millis);
-                let wait = lapses_in.map_or(self.poll(), |l| l.min(self.poll()));
-                state.next_read = Some(Instant::now() + wait);
-                state.seen = Some(LeaseItem {
-                    holder,
-                    expires_at: until,
-                });
-                self.standing_by(&mut state, None)
+            };
+            let lower = self.time.lower_bound();
+            let (holder, until) = match decide(item.as_ref(), &self.config.holder, lower) {
+                Decision::Take { from } => return self.take(&mut state, store, stop, from).await,
+                Decision::StandBy { holder, until } => (holder, until),
+            };
+            state.seen = Some(LeaseItem {
+                holder,
+                expires_at: until,
+            });
+            // When the lease may lapse within the resolution of DynamoDB's clock, watch it
+            // (module docs); otherwise read again a fifth of the lease on, or once the lease
+            // looks lapsed if sooner.
+            let lapses_in = lower
+                .map(|lower| until.millis_since(lower).max(0) as u64 + 1)
+                .map(Duration::from_millis);
+            let watching = lapses_in.is_some_and(|l| l <= LEASE_WATCH)
+                && watch_from.elapsed() < LEASE_WATCH + WATCH_EVERY
+                && !stop.would_pass(WATCH_EVERY);
+            if watching {
+                let slept = tokio::select! {
+                    () = tokio::time::sleep(WATCH_EVERY) => true,
+                    () = stop.token().cancelled() => false,
+                };
+                if slept {
+                    continue;
+                }
+            }
+            let wait = lapses_in.map_or(self.poll(), |l| l.min(self.poll()));
+            state.next_read = Some(Instant::now() + wait);
+            return self.standing_by(&mut state, None);
+        }
+    }
+
+    /// Takes the lease, lapsed `from` its holder (`None`: nobody held it, or we did).
+    async fn take<S: Store>(
+        &self,
+        state: &mut State,
+        store: &S,
+        stop: &Stop,
+        from: Option<String>,
+    ) -> LeaseCheck {
+        match self.write(store, stop).await {
+            Ok(Some(held)) => {
+                let from = from.as_deref().unwrap_or("nobody");
+                info!(holder = %self.config.holder, from, "took the lease from {from}");
+                state.held = Some(held);
+                state.seen = None;
+                self.leading(state, held.until, true)
+            }
+            // Another sweeper took it first: read it again at the next poll.
+            Ok(None) => {
+                state.next_read = Some(Instant::now() + self.poll());
+                self.standing_by(state, None)
+            }
+            Err(e) => {
+                state.next_read = Some(Instant::now() + self.poll());
+                self.standing_by(state, Some(e))
             }
         }
     }
@@ -307,19 +356,18 @@ impl Lease {
 
     /// Takes or renews the lease: the hold it gives, `None` if the condition refused it.
     async fn write<S: Store>(&self, store: &S, stop: &Stop) -> Result<Option<Held>, StoreError> {
-        // The send instant first: the bound read after it is one on DynamoDB's clock then.
+        // The send instant first: the bounds read after it are ones on DynamoDB's clock then.
         let (sent, wall_sent) = (Instant::now(), SystemTime::now());
-        let Some(upper) = self.time.upper_bound() else {
+        let (Some(upper), Some(lower)) = (self.time.upper_bound(), self.time.lower_bound()) else {
             return Err(StoreError::new(
                 ErrorKind::Transient,
                 "UpdateItem",
                 "DynamoDB's clock is not known yet (no response seen): the lease is not written",
             ));
         };
-        let lower = self.time.lower_bound().unwrap_or(Timestamp::from_millis(0));
         let item = LeaseItem {
             holder: self.config.holder.clone(),
-            expires_at: upper + self.config.duration,
+            expires_at: lower + self.config.duration,
         };
         let (table, id) = (&self.config.table, &self.config.id);
         let written = stop
@@ -333,13 +381,7 @@ impl Lease {
             .time
             .upper_bound()
             .unwrap_or(upper + answered.saturating_duration_since(sent));
-        let until = valid_until(
-            sent,
-            answered,
-            self.config.duration,
-            item.expires_at,
-            upper_now,
-        );
+        let until = valid_until((sent, upper), (answered, upper_now), item.expires_at);
         Ok(Some(Held {
             sent,
             wall_sent,
@@ -445,12 +487,12 @@ mod tests {
     #[test]
     fn host_clock_skew_plays_no_part_only_dynamodb_time_bounds_do() {
         // Holder B's host clock runs two minutes fast, A's two minutes slow: neither clock is
-        // read. B wrote expiresAt from its upper bound on DynamoDB's clock; A judges it by its
-        // lower bound. A's lower bound is at most DynamoDB's time, so A takes the lease only once
+        // read. B wrote expiresAt from its lower bound on DynamoDB's clock; A judges it by its
+        // own. A's lower bound is at most DynamoDB's time, so A takes the lease only once
         // DynamoDB's clock has passed B's expiry, whatever either host's clock says.
         let dynamodb_at_b_write = Timestamp::from_millis(1_000_000);
-        let b_upper = dynamodb_at_b_write + Duration::from_millis(900); // Date + 1 s, rounded
-        let b = lease("b", (b_upper + Duration::from_secs(30)).millis());
+        let b_lower = dynamodb_at_b_write - Duration::from_millis(900); // a Date a second old
+        let b = lease("b", (b_lower + Duration::from_secs(30)).millis());
         for dynamodb_ms in [1_020_000, 1_030_000, 1_030_900, 1_031_000] {
             let dynamodb_now = Timestamp::from_millis(dynamodb_ms);
             // A's lower bound: up to a second behind (the Date header's resolution).
@@ -473,29 +515,40 @@ mod tests {
     }
 
     #[test]
-    fn a_hold_lasts_the_lease_less_the_margin_unless_the_answer_shows_the_bound_was_stale() {
+    fn a_hold_ends_when_dynamodb_can_reach_the_expiry_less_the_margin() {
         let sent = Instant::now();
         let answered = sent + Duration::from_millis(40);
         let lease = Duration::from_secs(30);
-        let upper_at_send = Timestamp::from_millis(5_000_000);
-        let expires = upper_at_send + lease;
-        // A fresh bound: the answer's is the sent one aged by the round trip.
+        // DynamoDB's clock known within 600 ms when the write was sent; the expiry is written
+        // from the lower bound.
+        let lower_at_send = Timestamp::from_millis(5_000_000);
+        let upper_at_send = lower_at_send + Duration::from_millis(600);
+        let expires = lower_at_send + lease;
+        // A fresh bound: the answer's is the sent one aged by the round trip. The hold is the
+        // lease less the margin and less the width of the bounds.
         let fresh = upper_at_send + Duration::from_millis(40);
+        let hold = valid_until((sent, upper_at_send), (answered, fresh), expires);
         assert_eq!(
-            valid_until(sent, answered, lease, expires, fresh),
-            sent + lease - LEASE_MARGIN
+            hold,
+            sent + lease - LEASE_MARGIN - Duration::from_millis(600)
+        );
+        // The answer's Date tightened the upper bound: the hold is not lengthened by it.
+        let tighter = fresh - Duration::from_millis(500);
+        assert_eq!(
+            valid_until((sent, upper_at_send), (answered, tighter), expires),
+            hold
         );
         // The bound was 10 s stale (the host was paused and it was not re-learnt): the answer's
         // Date moves the upper bound 10 s on, and the hold shrinks by as much.
         let corrected = fresh + Duration::from_secs(10);
         assert_eq!(
-            valid_until(sent, answered, lease, expires, corrected),
-            answered + lease - LEASE_MARGIN - Duration::from_secs(10) - Duration::from_millis(40)
+            valid_until((sent, upper_at_send), (answered, corrected), expires),
+            hold - Duration::from_secs(10)
         );
         // So stale the lease had lapsed before it was written: no hold at all.
         let lapsed = fresh + Duration::from_secs(60);
         assert_eq!(
-            valid_until(sent, answered, lease, expires, lapsed),
+            valid_until((sent, upper_at_send), (answered, lapsed), expires),
             sent,
             "no validity"
         );

@@ -43,9 +43,13 @@
 //!
 //! The leader lease ([`crate::engine::lease`]) also needs the other side: a response with
 //! `Date: d` that arrived at local instant `r` was sent when DynamoDB's clock read at least `d`,
-//! so at any later instant `x` DynamoDB's clock reads at least `d + (x - r)`.
-//! [`ServerClock::lower_bound`] keeps the largest such bound. It needs no re-anchoring: a
-//! monotonic clock that missed time only makes it lower, which is the safe side for it.
+//! so at any later instant `x` DynamoDB's clock reads at least `d + (x - r)`, less what the
+//! monotonic clock may have gained on DynamoDB's since ([`DRIFT_TOLERANCE`]).
+//! [`ServerClock::lower_bound`] keeps the largest such bound; as it ages its allowance grows, and
+//! newer answers take over from it. A monotonic clock that missed time only makes it lower, which
+//! is the safe side for it. Many answers, sent at different instants within DynamoDB's second,
+//! make it tight: an answer sent just after DynamoDB's `Date` changed gives it to within the round
+//! trip (the leader lease's standby reads the lease often when it is about to lapse for that).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -67,6 +71,11 @@ pub const SKEW_TOLERANCE: Duration = Duration::from_secs(1);
 
 /// How long (monotonic time) a bound from one response is trusted before any newer one replaces it.
 pub const ANCHOR_MAX_AGE: Duration = Duration::from_secs(60);
+
+/// How much faster than DynamoDB's the monotonic clock may run, as a fraction of the time elapsed
+/// (200 parts per million, 0.72 s an hour; clocks kept by NTP differ by a few): the lower bound
+/// is lowered by it as it ages, so that it stays below DynamoDB's time over days of running.
+pub const DRIFT_TOLERANCE: f64 = 200e-6;
 
 /// A changed lead of the host clock is warned about at most this often.
 pub const WARN_EVERY: Duration = Duration::from_secs(10);
@@ -127,8 +136,7 @@ impl ServerClock {
             sent,
         };
         let mut state = self.lock();
-        let floor_now = |(d, at): (Timestamp, Instant)| d + now.saturating_duration_since(at);
-        if state.floor.is_none_or(|f| floor_now(f) < date) {
+        if state.floor.is_none_or(|f| floor_at(f, now) < date) {
             state.floor = Some((date, now));
         }
         let replace = match state.anchor {
@@ -171,8 +179,8 @@ impl ServerClock {
     }
 
     fn lower_bound_at(&self, now: Instant) -> Option<Timestamp> {
-        let (date, at) = self.lock().floor?;
-        Some(date + now.saturating_duration_since(at))
+        let floor = self.lock().floor?;
+        Some(floor_at(floor, now))
     }
 
     /// `wall` (a host clock reading), held to at most [`ServerClock::upper_bound`]: the instant a
@@ -232,6 +240,13 @@ impl ServerTime for ServerClock {
     fn lower_bound(&self) -> Option<Timestamp> {
         ServerClock::lower_bound(self)
     }
+}
+
+/// The lower bound at `now` from a `Date` of `date` that arrived at `at`: the date aged by the
+/// monotonic time since, less [`DRIFT_TOLERANCE`] of it.
+fn floor_at((date, at): (Timestamp, Instant), now: Instant) -> Timestamp {
+    let aged = now.saturating_duration_since(at);
+    date + (aged - aged.mul_f64(DRIFT_TOLERANCE))
 }
 
 /// Whether a lead of `ahead_ms` (past the tolerance) is worth a warning after `last`.
@@ -511,16 +526,34 @@ mod tests {
         let ms = Timestamp::from_millis;
         assert_eq!(clock.lower_bound_at(t0), None);
         // Sent at 0, arrived at 300 ms: DynamoDB read at least the Date then.
+        // (Aged a second, less the drift allowance: 0.2 ms, which rounds the bound down a ms.)
         clock.observe_at(ms(1_000_000), t0, at(300));
-        assert_eq!(clock.lower_bound_at(at(1_300)), Some(ms(1_001_000)));
+        assert_eq!(clock.lower_bound_at(at(1_300)), Some(ms(1_000_999)));
         // An older Date (a slow response) does not lower it.
         clock.observe_at(ms(999_000), at(400), at(2_000));
-        assert_eq!(clock.lower_bound_at(at(2_300)), Some(ms(1_002_000)));
+        assert_eq!(clock.lower_bound_at(at(2_300)), Some(ms(1_001_999)));
         // A later one raises it.
         clock.observe_at(ms(1_003_000), at(2_300), at(2_400));
         assert_eq!(clock.lower_bound_at(at(2_400)), Some(ms(1_003_000)));
         // Never above the upper bound.
         assert!(clock.lower_bound_at(at(5_000)) <= clock.upper_bound_at(at(5_000)));
+    }
+
+    #[test]
+    fn an_old_lower_bound_allows_for_drift_and_gives_way_to_newer_answers() {
+        let clock = ServerClock::default();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let date = Timestamp::from_secs(1_000_000);
+        clock.observe_at(date, t0, t0);
+        // An hour on, the bound allows for the monotonic clock having gained 0.72 s.
+        let hour = clock.lower_bound_at(at(3_600)).unwrap();
+        assert_eq!(hour, date + Duration::from_millis(3_600_000 - 720));
+        // So an answer whose Date is half a second short of the aged bound, which the hour-old
+        // bound would have ignored without the allowance, takes over.
+        let newer = date + Duration::from_millis(3_599_500);
+        clock.observe_at(newer, at(3_600), at(3_600));
+        assert_eq!(clock.lower_bound_at(at(3_600)), Some(newer));
     }
 
     #[test]
