@@ -189,15 +189,7 @@ pub async fn handle_tables<S: Store>(
     let each = tables.iter().map(|table| async {
         match table.sweeper().await {
             Ok(sweeper) => sweep_as_asked(sweeper, &trigger, clock, remaining, settings).await,
-            Err(error) => {
-                let report = unopened(table.name(), error);
-                telemetry::log_summary(&report);
-                println!(
-                    "{}",
-                    telemetry::emf_record(&report, &settings.namespace, clock.now().millis())
-                );
-                Err(failed(report))
-            }
+            Err(error) => finish(unopened(table.name(), error), clock.now(), settings),
         }
     });
     let mut results = futures::future::join_all(each).await;
@@ -305,10 +297,20 @@ async fn sweep_as_asked<S: Store>(
         },
     };
     report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
+    finish(report, start, settings)
+}
+
+/// A table's sweep ends: its summary line and its EMF record (timestamped `at`), and the report, or
+/// the error of a sweep that failed.
+fn finish(
+    report: SweepReport,
+    at: Timestamp,
+    settings: &HandlerSettings,
+) -> Result<SweepReport, HandlerError> {
     telemetry::log_summary(&report);
     println!(
         "{}",
-        telemetry::emf_record(&report, &settings.namespace, start.millis())
+        telemetry::emf_record(&report, &settings.namespace, at.millis())
     );
     if report.is_success() {
         Ok(report)
