@@ -114,7 +114,9 @@ fn main() {
         // default) or `LO-HI`, a random delay of LO to HI ms before each DynamoDB answer, drawn
         // from SEED (default 1). On SIGTERM it prints `requests N` (DynamoDB requests answered),
         // then `ops Query=.. BatchWriteItem=.. DeleteItem=.. BatchGetItem=..` (those answered of
-        // each operation), and exits.
+        // each operation), `answer_us Query=.. BatchWriteItem=.. ..` (the time it took to answer
+        // the requests of each operation, added up, in microseconds) and `deletes_span_us N`
+        // (from the first BatchWriteItem's arrival to the last one's answer), and exits.
         let port: u16 = args[2].parse().unwrap();
         let per_window: usize = args[3].parse().unwrap();
         let delay = fake::Delay::parse(args.get(4).map_or("0", String::as_str))
@@ -129,6 +131,7 @@ fn main() {
         let shared = fake::Shared::paced(delay, seed);
         let requests = shared.requests.clone();
         let ops = shared.ops.clone();
+        let (answer_us, deletes_span) = (shared.answer_us.clone(), shared.deletes_span.clone());
         rt.block_on(async {
             let mut term =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
@@ -142,6 +145,8 @@ fn main() {
             requests.load(std::sync::atomic::Ordering::Relaxed)
         );
         println!("{}", fake::ops_line(&ops));
+        let span = *deletes_span.lock().unwrap();
+        println!("{}", fake::answer_lines(&answer_us, span));
         return;
     }
     let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");

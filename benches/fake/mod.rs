@@ -53,6 +53,11 @@ pub struct Shared {
     pub requests: Arc<AtomicU64>,
     /// Of those, the requests of each of [`OPS`].
     pub ops: Arc<[AtomicU64; 4]>,
+    /// Of each of [`OPS`], the time its requests took to be answered, added up (microseconds):
+    /// from the request's headers read to its answer, delay included.
+    pub answer_us: Arc<[AtomicU64; 4]>,
+    /// The first `BatchWriteItem` request's arrival and the last one's answer.
+    pub deletes_span: Arc<Mutex<Option<(Instant, Instant)>>>,
     delay: Delay,
     rng: Arc<Mutex<Option<fastrand::Rng>>>,
 }
@@ -93,6 +98,20 @@ pub fn ops_line(ops: &[AtomicU64; 4]) -> String {
     for (name, n) in OPS.iter().zip(ops) {
         let _ = write!(line, " {name}={}", n.load(Ordering::Relaxed));
     }
+    line
+}
+
+/// `answer_us Query=.. BatchWriteItem=.. DeleteItem=.. BatchGetItem=..` (each operation's answer
+/// times added up, microseconds) and `deletes_span_us N` (from the first `BatchWriteItem`'s
+/// arrival to the last one's answer): what the fake endpoint prints on SIGTERM after the
+/// [`ops_line`].
+pub fn answer_lines(answer_us: &[AtomicU64; 4], span: Option<(Instant, Instant)>) -> String {
+    let mut line = String::from("answer_us");
+    for (name, n) in OPS.iter().zip(answer_us) {
+        let _ = write!(line, " {name}={}", n.load(Ordering::Relaxed));
+    }
+    let span_us = span.map_or(0, |(first, last)| last.duration_since(first).as_micros());
+    let _ = write!(line, "\ndeletes_span_us {span_us}");
     line
 }
 
@@ -141,6 +160,7 @@ async fn handle(
     per_window: usize,
     shared: Shared,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
+    let arrived = Instant::now();
     let path = req.uri().path().to_string();
     let target = req
         .headers()
@@ -201,6 +221,17 @@ async fn handle(
     let delay = shared.next_delay();
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
+    }
+    // The answer is built from here on at once, without another wait.
+    let answered = Instant::now();
+    if let Some(i) = OPS.iter().position(|o| *o == op) {
+        let took = answered.duration_since(arrived).as_micros() as u64;
+        shared.answer_us[i].fetch_add(took, Ordering::Relaxed);
+    }
+    if op == "BatchWriteItem" {
+        let mut span = shared.deletes_span.lock().unwrap();
+        let (first, _) = span.get_or_insert((arrived, answered));
+        *span = Some(((*first).min(arrived), answered));
     }
     match op {
         // Every delete succeeds: the answer does not depend on the request, so it is not read.
