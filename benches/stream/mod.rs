@@ -186,11 +186,11 @@ struct Written {
     at: f64,
 }
 
-/// One lag run, on a DynamoDB Local of its own: the daemon started, then for `lag_secs` s, each second, `due_per_sec` items of
-/// each kind due [`DUE_IN`] s after the second and `expired_per_sec` of each kind expired
-/// [`EXPIRED_FOR`] s before it, written one `PutItem` at a time, evenly spaced, the kinds
-/// interleaved; deletes timed at DynamoDB's acknowledgement by a pass-through proxy in front of
-/// the server.
+/// One lag run, on a DynamoDB Local of its own: the daemon started, then for `lag_secs` s, each
+/// second, `due_per_sec` items of each kind due [`DUE_IN`] s after the second and
+/// `expired_per_sec` of each kind expired [`EXPIRED_FOR`] s before it, written one `PutItem` at
+/// a time, evenly spaced, the kinds interleaved; deletes timed at DynamoDB's acknowledgement by a
+/// pass-through proxy in front of the server.
 async fn lag_run(s: &Settings) -> LagRun {
     let server = own_server().await;
     let client = client_of(&server.endpoint).await;
@@ -291,9 +291,9 @@ async fn lag_run(s: &Settings) -> LagRun {
     }
 }
 
-/// One daemon of a CPU run, on a DynamoDB Local of its own: `cpu_items` items with a ttl an hour ahead (nothing expires), with
-/// their window or with only a ttl, written before the daemon starts; the daemon following the
-/// stream or not; its CPU read `cpu_secs` s after its start.
+/// One daemon of a CPU run, on a DynamoDB Local of its own: `cpu_items` items with a ttl an hour
+/// ahead (nothing expires), with their window or with only a ttl, written before the daemon
+/// starts; the daemon following the stream or not; its CPU read `cpu_secs` s after its start.
 async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
     let server = own_server().await;
     let client = client_of(&server.endpoint).await;
