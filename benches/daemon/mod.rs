@@ -137,8 +137,8 @@ impl Drop for Daemon {
 /// `DeleteItem`, and whether it was the latter.
 pub type Acks = Arc<Mutex<HashMap<String, (f64, bool)>>>;
 
-/// A pass-through proxy in front of the server that records [`Acks`].
-pub async fn delete_recorder() -> (Recorder, Acks) {
+/// A pass-through proxy in front of the server at `upstream` that records [`Acks`].
+pub async fn delete_recorder(upstream: &str) -> (Recorder, Acks) {
     let acks: Acks = Arc::default();
     let seen = acks.clone();
     let observe = move |op: &str, request: &Value, answer: &Value, at: f64| {
@@ -164,12 +164,8 @@ pub async fn delete_recorder() -> (Recorder, Acks) {
             acks.entry(id).or_insert((at, one));
         }
     };
-    let recorder = Recorder::start(
-        &endpoint(),
-        Box::new(|_, _| Duration::ZERO),
-        Box::new(observe),
-    )
-    .await;
+    let recorder =
+        Recorder::start(upstream, Box::new(|_, _| Duration::ZERO), Box::new(observe)).await;
     (recorder, acks)
 }
 

@@ -3,6 +3,9 @@
 //! stream. The lag from ttl to acknowledged delete of items whose writers set the window beside
 //! the ttl and of items written with only a ttl (the stream indexer sets their window), side by
 //! side in one run, and of items written already expired; then the indexer's CPU per record.
+//! Every lag run, and every daemon of a CPU run, has a DynamoDB Local of its own, started before
+//! and stopped after what is measured: DynamoDB Local's writes to a table with a stream slow as
+//! stream records accumulate on the server.
 //!
 //! `BENCH_ONLY=stream cargo bench --bench sweeper` runs this part alone and writes
 //! target/bench-stream.md; `make bench` adds it to docs/BENCHMARKS.md.
@@ -118,6 +121,9 @@ pub const VARIANTS: [(&str, bool, bool); 3] = [
 
 pub struct Figures {
     pub settings: Settings,
+    /// Whether each run had a DynamoDB Local of its own (not so when `DYNAMODB_ENDPOINT` names
+    /// one server for all).
+    pub own_servers: bool,
     pub lag: Vec<LagRun>,
     /// Per run, the CPU of each of [`VARIANTS`], in that order.
     pub cpu: Vec<[CpuRun; 3]>,
@@ -156,6 +162,20 @@ async fn tables(client: &Client, prefix: &str) -> (String, String) {
     (table, checkpoint)
 }
 
+/// A DynamoDB Local of the run's own, started (a few seconds, not measured) on a free port.
+async fn own_server() -> OwnDynamoDbLocal {
+    tokio::task::spawn_blocking(OwnDynamoDbLocal::start)
+        .await
+        .expect("start DynamoDB Local")
+}
+
+/// Stops the run's DynamoDB Local by its PID, once the run has measured what it measures.
+async fn stop_server(server: OwnDynamoDbLocal) {
+    tokio::task::spawn_blocking(move || drop(server))
+        .await
+        .expect("stop DynamoDB Local");
+}
+
 /// One item written by the lag run.
 struct Written {
     id: String,
@@ -166,15 +186,16 @@ struct Written {
     at: f64,
 }
 
-/// One lag run: the daemon started, then for `lag_secs` s, each second, `due_per_sec` items of
-/// each kind due [`DUE_IN`] s after the second and `expired_per_sec` of each kind expired
-/// [`EXPIRED_FOR`] s before it, written one `PutItem` at a time, evenly spaced, the kinds
-/// interleaved; deletes timed at DynamoDB's acknowledgement by a pass-through proxy in front of
-/// the server.
+/// One lag run, on a DynamoDB Local of its own: the daemon started, then for `lag_secs` s, each
+/// second, `due_per_sec` items of each kind due [`DUE_IN`] s after the second and
+/// `expired_per_sec` of each kind expired [`EXPIRED_FOR`] s before it, written one `PutItem` at
+/// a time, evenly spaced, the kinds interleaved; deletes timed at DynamoDB's acknowledgement by a
+/// pass-through proxy in front of the server.
 async fn lag_run(s: &Settings) -> LagRun {
-    let client = client().await;
+    let server = own_server().await;
+    let client = client_of(&server.endpoint).await;
     let (table, checkpoint) = tables(&client, "streamlag").await;
-    let (recorder, acks) = delete_recorder().await;
+    let (recorder, acks) = delete_recorder(&server.endpoint).await;
     let mut daemon = start_daemon(&recorder.endpoint, &table, &checkpoint, true).await;
     // Each second's writes: pairs of one item of each kind, `expired_per_sec` of the pairs
     // expired, spread over the second.
@@ -234,6 +255,7 @@ async fn lag_run(s: &Settings) -> LagRun {
     daemon.stop().await;
     let (sweeper_p99_ms, sweeper_max_ms) = sweeper_lags(&daemon);
     drop(recorder);
+    stop_server(server).await;
     let acks = acks.lock().unwrap().clone();
     let lags = |kind: usize, expired: bool| {
         let of: Vec<&Written> = written
@@ -269,11 +291,12 @@ async fn lag_run(s: &Settings) -> LagRun {
     }
 }
 
-/// One daemon of a CPU run: `cpu_items` items with a ttl an hour ahead (nothing expires), with
-/// their window or with only a ttl, written before the daemon starts; the daemon following the
-/// stream or not; its CPU read `cpu_secs` s after its start.
+/// One daemon of a CPU run, on a DynamoDB Local of its own: `cpu_items` items with a ttl an hour
+/// ahead (nothing expires), with their window or with only a ttl, written before the daemon
+/// starts; the daemon following the stream or not; its CPU read `cpu_secs` s after its start.
 async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
-    let client = client().await;
+    let server = own_server().await;
+    let client = client_of(&server.endpoint).await;
     let (table, checkpoint) = tables(&client, "streamcpu").await;
     // Counts the stream records the daemon read and the windows it set on this table.
     let records = Arc::new(AtomicU64::new(0));
@@ -292,7 +315,7 @@ async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
         }
     };
     let recorder = Recorder::start(
-        &endpoint(),
+        &server.endpoint,
         Box::new(|_, _| Duration::ZERO),
         Box::new(observe),
     )
@@ -336,6 +359,8 @@ async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
     let cpu_secs = daemon.cpu_secs();
     let wall_secs = started.elapsed().as_secs_f64();
     daemon.stop().await;
+    drop(recorder);
+    stop_server(server).await;
     CpuRun {
         cpu_secs,
         wall_secs,
@@ -348,6 +373,7 @@ async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
 /// The lag runs, then the CPU runs (the variants' order turning by one each run).
 pub async fn measure(settings: Settings) -> Figures {
     let s = &settings;
+    let own_servers = std::env::var_os("DYNAMODB_ENDPOINT").is_none();
     let mut lag = Vec::new();
     for run in 0..s.lag_runs {
         let r = lag_run(s).await;
@@ -406,7 +432,12 @@ pub async fn measure(settings: Settings) -> Figures {
         );
         cpu.push(got);
     }
-    Figures { settings, lag, cpu }
+    Figures {
+        settings,
+        own_servers,
+        lag,
+        cpu,
+    }
 }
 
 /// The CPU per second of the daemon that does not follow the stream (its ticks alone).
@@ -438,9 +469,14 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(d, "### Writers unchanged: windows from the stream\n");
     let _ = writeln!(
         d,
-        "{}The release daemon, `target/release/ttl-sweeper --log-format json run --every 1s --follow-stream` with a `CHECKPOINT_TABLE` (every other setting at its default), against DynamoDB Local and its stream (`NEW_AND_OLD_IMAGES`), through a pass-through proxy in the benchmark (one extra local hop for every request, the stream's included) that records when DynamoDB acknowledged each item's delete: a `BatchWriteItem` answer that does not list it as unprocessed (the sweeper's) or a successful `DeleteItem` (the indexer's, for an item written already expired). That acknowledgement is the delete, as DynamoDB confirmed it to the daemon; nothing is polled. Each run starts afresh (new tables, new daemon) and writes, once the daemon follows the stream, for {} s, one `PutItem` at a time, evenly spaced: each second {} items whose writer sets the window beside the ttl and {} written with only a ttl, interleaved, due {DUE_IN} s after the whole second of their write (2–3 s after it); and {} of each kind written already expired ({EXPIRED_FOR} s before). The stream indexer gives a ttl-only item its window with a conditional `UpdateItem`, and deletes any item written already expired (with its window or without) with a conditional `DeleteItem`; the sweeper's 1 s ticks delete the due items in `BatchWriteItem`s, and an expired item with a window when its tick comes first (*deleted by `DeleteItem`* counts the indexer's deletes, and any the sweeper sent one by one). *Lag*: for due items, acknowledged delete minus ttl; for items written expired, acknowledged delete minus the acknowledgement of their `PutItem` (from write to gone).\n",
+        "{}The release daemon, `target/release/ttl-sweeper --log-format json run --every 1s --follow-stream` with a `CHECKPOINT_TABLE` (every other setting at its default), against DynamoDB Local and its stream (`NEW_AND_OLD_IMAGES`), through a pass-through proxy in the benchmark (one extra local hop for every request, the stream's included) that records when DynamoDB acknowledged each item's delete: a `BatchWriteItem` answer that does not list it as unprocessed (the sweeper's) or a successful `DeleteItem` (the indexer's, for an item written already expired). That acknowledgement is the delete, as DynamoDB confirmed it to the daemon; nothing is polled. Each run starts afresh ({}new tables, new daemon) and writes, once the daemon follows the stream, for {} s, one `PutItem` at a time, evenly spaced: each second {} items whose writer sets the window beside the ttl and {} written with only a ttl, interleaved, due {DUE_IN} s after the whole second of their write (2–3 s after it); and {} of each kind written already expired ({EXPIRED_FOR} s before). The stream indexer gives a ttl-only item its window with a conditional `UpdateItem`, and deletes any item written already expired (with its window or without) with a conditional `DeleteItem`; the sweeper's 1 s ticks delete the due items in `BatchWriteItem`s, and an expired item with a window when its tick comes first (*deleted by `DeleteItem`* counts the indexer's deletes, and any the sweeper sent one by one). *Lag*: for due items, acknowledged delete minus ttl; for items written expired, acknowledged delete minus the acknowledgement of their `PutItem` (from write to gone).\n",
         if s.quick {
             "Quick mode (`BENCH_QUICK=1`): fewer and shorter runs. "
+        } else {
+            ""
+        },
+        if f.own_servers {
+            "its own DynamoDB Local, in memory, started before the run and stopped after it, its start-up not measured; "
         } else {
             ""
         },
@@ -514,7 +550,12 @@ pub fn render(d: &mut String, f: &Figures) {
     let n = s.cpu_items;
     let _ = writeln!(
         d,
-        "**The indexer's CPU per record.** The same daemon, each run started afresh on a new table where {n} items were just written (`BatchWriteItem`, 25 at a time, four writers; the daemon reads their records from the shard's oldest), their ttl an hour ahead (nothing expires, so the sweeper's ticks do the same in every variant): written with only a ttl, or with their window, the daemon following the stream or not. *CPU*: the daemon's utime + stime from `/proc/<pid>/stat` (every thread), read just before SIGTERM, {} s after its start — or, when the daemon has not caught up by then (every record read, every window set, counted by the proxy), one second after it has: the same wall time in every variant when they keep up, so that the idle work (1 s ticks, stream polls every {} ms, the position saved every second) cancels out; a variant that ran longer has the extra seconds charged at the idle rate of the daemon that does not follow the stream (its CPU ÷ its wall time; following adds polls, so this undercharges a little). *Per ttl-only record*: (ttl only − window set) ÷ {n}: what the indexer spends on an item written without its window beyond what following an item with its window costs — the conditional `UpdateItem` through the SDK (signing, HTTP, JSON), and reading and converting the `MODIFY` record that write-back puts on the stream (its `GetRecords` share, the DynamoDB JSON to the event record, the image judged right). *Following a record with nothing to do*: (window set, following − not following) ÷ {n}: reading an `INSERT` record from the stream, converting it and judging its window right. Variants alternate, the order turning by one each run.\n",
+        "**The indexer's CPU per record.** The same daemon, each variant of each run started afresh{} on a new table where {n} items were just written (`BatchWriteItem`, 25 at a time, four writers; the daemon reads their records from the shard's oldest), their ttl an hour ahead (nothing expires, so the sweeper's ticks do the same in every variant): written with only a ttl, or with their window, the daemon following the stream or not. *CPU*: the daemon's utime + stime from `/proc/<pid>/stat` (every thread), read just before SIGTERM, {} s after its start — or, when the daemon has not caught up by then (every record read, every window set, counted by the proxy), one second after it has: the same wall time in every variant when they keep up, so that the idle work (1 s ticks, stream polls every {} ms, the position saved every second) cancels out; a variant that ran longer has the extra seconds charged at the idle rate of the daemon that does not follow the stream (its CPU ÷ its wall time; following adds polls, so this undercharges a little). *Per ttl-only record*: (ttl only − window set) ÷ {n}: what the indexer spends on an item written without its window beyond what following an item with its window costs — the conditional `UpdateItem` through the SDK (signing, HTTP, JSON), and reading and converting the `MODIFY` record that write-back puts on the stream (its `GetRecords` share, the DynamoDB JSON to the event record, the image judged right). *Following a record with nothing to do*: (window set, following − not following) ÷ {n}: reading an `INSERT` record from the stream, converting it and judging its window right. Variants alternate, the order turning by one each run.\n",
+        if f.own_servers {
+            ", on a DynamoDB Local of its own (in memory, started before its items are written and stopped after the reading, its start-up not measured),"
+        } else {
+            ""
+        },
         s.cpu_secs,
         ttl_sweeper::tools::follow::POLL.as_millis()
     );
@@ -557,9 +598,14 @@ pub fn render(d: &mut String, f: &Figures) {
     );
     let _ = writeln!(
         d,
-        "\nCPU is read at a resolution of {} ms (clock ticks); the machine is shared, so a run's difference carries the noise of two daemons' idle work. DynamoDB Local's own CPU (the `UpdateItem`, the stream) is not counted: it is another process. A ttl-only run that catches up late is DynamoDB Local's doing, not the indexer's: every write to a table with a stream slows as stream records accumulate on the one in-memory server over the runs (its single SQLite thread busy, the daemon's log without a retry), so the runs after the first wait longer for their `UpdateItem`s and charge more idle polling to each record; the first run is the one that measures the indexer.\n",
+        "\nCPU is read at a resolution of {} ms (clock ticks); the machine is shared, so a run's difference carries the noise of two daemons' idle work. DynamoDB Local's own CPU (the `UpdateItem`, the stream) is not counted: it is another process. {}\n",
         // SAFETY: sysconf has no preconditions.
-        1000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }
+        1000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) },
+        if f.own_servers {
+            "Every write to a table with a stream slows as stream records accumulate on a DynamoDB Local server (its single SQLite thread busy), so every lag run and every daemon of a CPU run has a server of its own: each variant waits for its `UpdateItem`s only behind the records of its own items, whatever ran before it."
+        } else {
+            "Here every run shared the one server `DYNAMODB_ENDPOINT` names: every write to a table with a stream slows as stream records accumulate on a DynamoDB Local server (its single SQLite thread busy), so a later ttl-only run may catch up late and charge more idle polling to each record. By default every run has a DynamoDB Local of its own."
+        }
     );
     let _ = writeln!(
         d,

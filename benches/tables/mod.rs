@@ -91,7 +91,7 @@ async fn start(client: &Client, n: usize, config: usize) -> Sweeping {
     for _ in 0..n {
         tables.push(new_table(client, &format!("tables{n}"), |_| {}).await);
     }
-    let (recorder, acks) = delete_recorder().await;
+    let (recorder, acks) = delete_recorder(&endpoint()).await;
     let started = Instant::now();
     let names = tables.join(",");
     let args = ["--every", "1s", "--table-name", &names];

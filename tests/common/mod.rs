@@ -69,6 +69,45 @@ pub fn endpoint() -> String {
 }
 
 fn start_dynamodb_local() -> String {
+    spawn_dynamodb_local().0
+}
+
+/// A DynamoDB Local of its own, apart from the one [`endpoint`] shares: started on a free port of
+/// 127.0.0.1, in memory, empty; stopped by its PID when dropped (or when this process exits).
+/// With `DYNAMODB_ENDPOINT` set, that server instead, shared, never stopped here.
+pub struct OwnDynamoDbLocal {
+    pub endpoint: String,
+    /// `None`: the server `DYNAMODB_ENDPOINT` names.
+    pid: Option<u32>,
+}
+
+impl OwnDynamoDbLocal {
+    /// Starts it and returns once it accepts connections ([`client_of`] waits until it answers).
+    pub fn start() -> Self {
+        if let Ok(endpoint) = std::env::var("DYNAMODB_ENDPOINT") {
+            return OwnDynamoDbLocal {
+                endpoint,
+                pid: None,
+            };
+        }
+        let (endpoint, pid) = spawn_dynamodb_local();
+        OwnDynamoDbLocal {
+            endpoint,
+            pid: Some(pid),
+        }
+    }
+}
+
+impl Drop for OwnDynamoDbLocal {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            server::stop(pid);
+        }
+    }
+}
+
+/// DynamoDB Local started on a free port: its endpoint and PID.
+fn spawn_dynamodb_local() -> (String, u32) {
     let jar = find_jar();
     let dir = jar.parent().unwrap();
     let port = free_port();
@@ -97,7 +136,7 @@ fn start_dynamodb_local() -> String {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
     eprintln!("DynamoDB Local on {endpoint} (pid {pid})");
-    endpoint
+    (endpoint, pid)
 }
 
 /// SDK client settings for a local endpoint, with dummy credentials.
@@ -111,7 +150,12 @@ pub fn sdk_config(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
 
 /// An SDK client for the test server, with dummy credentials.
 pub async fn client() -> Client {
-    let client = Client::from_conf(sdk_config(&endpoint()).build());
+    client_of(&endpoint()).await
+}
+
+/// An SDK client for the server at `endpoint`, with dummy credentials, once it answers.
+pub async fn client_of(endpoint: &str) -> Client {
+    let client = Client::from_conf(sdk_config(endpoint).build());
     // The server answers TCP before it answers requests: wait for ListTables.
     let started = Instant::now();
     while client.list_tables().send().await.is_err() {

@@ -1,6 +1,7 @@
 //! The local servers tests talk to (DynamoDB Local, moto): each started once per test process,
-//! on first use, on a free port of 127.0.0.1; stopped by its PID when the process exits, and by
-//! the kernel (parent-death signal) if the process is killed outright. And the HTTP plumbing of
+//! on first use, on a free port of 127.0.0.1; stopped by its PID when the process exits (or
+//! earlier, by [`stop`]), and by the kernel (parent-death signal) if the process is killed
+//! outright. And the HTTP plumbing of
 //! the servers and proxies the tests run themselves.
 #![allow(dead_code, unreachable_pub)]
 
@@ -113,6 +114,28 @@ pub fn spawn(mut cmd: Command, log: File, what: &str) -> u32 {
     // Reaped by `stop_all`.
     std::mem::forget(child);
     pid
+}
+
+/// Stops a server [`spawn`] started, before this process exits: SIGTERM by its PID, then waits
+/// for it to exit (SIGKILL after 30 s).
+pub fn stop(pid: u32) {
+    PIDS.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&p| p != pid);
+    let started = Instant::now();
+    // SAFETY: plain syscalls on the PID of a child this process started and has not reaped.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
+        let mut status = 0;
+        while libc::waitpid(pid as i32, &mut status, libc::WNOHANG) == 0 {
+            if started.elapsed() > Duration::from_secs(30) {
+                libc::kill(pid as i32, libc::SIGKILL);
+                libc::waitpid(pid as i32, &mut status, 0);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 /// Polls `ready` until it holds; panics after `timeout`, pointing at `log`.
