@@ -457,36 +457,25 @@ pub fn render(d: &mut String, f: &Figures) {
             shares.join("; ")
         );
     }
-    let slow = f
-        .paces
-        .iter()
-        .find(|r| r.pace == PACES[2])
-        .and_then(|r| {
-            let c = ceiling(r.pace, PACE_CONCURRENCY)?;
-            Some(spread3(&of(&r.runs, |run| run.per_sec() / c)).1)
-        })
-        .unwrap_or(f64::NAN);
-    let as_answered = |pace: Pace| {
-        f.paces
-            .iter()
-            .find(|r| r.pace == pace)
-            .map(|r| {
-                spread3(&of(&r.runs, |run| {
-                    run.per_sec() / ceiling_as_answered(run, PACE_CONCURRENCY)
-                }))
-                .1
-            })
-            .unwrap_or(f64::NAN)
+    // The median over a pace's runs of deletes/s ÷ the ceiling `of` each run gives (NaN when the
+    // pace was not run, or has no ceiling).
+    let median_ratio = |pace: Pace, of: &dyn Fn(&Run) -> Option<f64>| -> f64 {
+        let rows = f.paces.iter().find(|r| r.pace == pace);
+        let ratios: Option<Vec<f64>> = rows.and_then(|r| {
+            r.runs
+                .iter()
+                .map(|run| Some(run.per_sec() / of(run)?))
+                .collect()
+        });
+        ratios.map_or(f64::NAN, |v| spread3(&v).1)
     };
-    let usual = f
-        .paces
-        .iter()
-        .find(|r| r.pace == PACES[1])
-        .and_then(|r| {
-            let c = ceiling(r.pace, PACE_CONCURRENCY)?;
-            Some(spread3(&of(&r.runs, |run| run.per_sec() / c)).1)
+    let nominal = |pace: Pace| median_ratio(pace, &|_| ceiling(pace, PACE_CONCURRENCY));
+    let as_answered = |pace: Pace| {
+        median_ratio(pace, &|run| {
+            Some(ceiling_as_answered(run, PACE_CONCURRENCY))
         })
-        .unwrap_or(f64::NAN);
+    };
+    let (slow, usual) = (nominal(PACES[2]), nominal(PACES[1]));
     let worst_one_by_one = f
         .paces
         .iter()
