@@ -7,7 +7,7 @@
 #
 #   scripts/run-tests.sh --lib --bins --tests --examples
 #
-# Prints each binary's output as it finishes, then a table of binaries by time; exits 1 if any
+# Prints each binary's output as it finishes, then a table of binaries by time and CPU; exits 1 if any
 # failed. TEST_JOBS=1 runs them one after another.
 set -euo pipefail
 
@@ -47,12 +47,17 @@ declare -A started=() name_of=()
 failed=()
 summary=()
 
+cpu_seconds() {  # $1: the output of `times`; its second line is the children's user and system time
+  sed -n 2p "$1" 2>/dev/null | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] } printf "%.0f", t }'
+}
+
 finish() {  # $1: pid that ended, $2: its exit status
   local pid="$1" status="$2" name="${name_of[$1]}"
   local took=$(( $(date +%s) - started[$1] ))
   echo "──── $name: exit $status after ${took} s"
   cat "$LOGS/$name.log"
-  summary+=("$(printf '%6s s  %-28s %s' "$took" "$name" "$([ "$status" = 0 ] && echo ok || echo FAILED)")")
+  summary+=("$(printf '%6s s  %6s s  %-28s %s' "$took" "$(cpu_seconds "$LOGS/$name.cpu")" "$name" \
+    "$([ "$status" = 0 ] && echo ok || echo FAILED)")")
   [ "$status" = 0 ] || failed+=("$name")
   unset "name_of[$pid]"
 }
@@ -66,12 +71,13 @@ wait_one() {
 for line in "${ordered[@]}"; do
   name="${line%%$'\t'*}"; exe="${line#*$'\t'}"
   while [ "${#name_of[@]}" -ge "$JOBS" ]; do wait_one; done
-  "$exe" >"$LOGS/$name.log" 2>&1 </dev/null &
+  # In a subshell whose `times` gives the CPU the binary and the servers it started used.
+  ( status=0; "$exe" >"$LOGS/$name.log" 2>&1 </dev/null || status=$?; times >"$LOGS/$name.cpu"; exit "$status" ) &
   started[$!]=$(date +%s); name_of[$!]="$name"
 done
 while [ "${#name_of[@]}" -gt 0 ]; do wait_one; done
 
-echo; echo "Test binaries by time ($JOBS at a time):"
+echo; echo "Test binaries by time ($JOBS at a time): wall, CPU (with the servers each started), name"
 printf '%s\n' "${summary[@]}" | sort -rn
 if [ "${#failed[@]}" -gt 0 ]; then
   echo "FAILED: ${failed[*]} (logs in target/test-logs/)" >&2
