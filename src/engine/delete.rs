@@ -59,8 +59,7 @@ pub(super) trait OwedEvents: Sync {
     /// Whether an event has been owed long enough to be published between deletes.
     fn due(&self) -> bool;
     /// Publishes what is owed; what publishing did.
-    fn flush(&self)
-        -> std::pin::Pin<Box<dyn std::future::Future<Output = EventTally> + Send + '_>>;
+    fn flush(&self) -> futures::future::BoxFuture<'_, EventTally>;
 }
 
 /// Outcome of deleting one chunk.
@@ -368,13 +367,10 @@ impl<S: Store> Deleter<'_, S> {
     }
 
     /// The sweep must stop while `keys` wait for a retry after an attempt that may have been
-    /// applied (`reason`). With expiry events (`track_keys`) their fate decides whether an event is
-    /// owed, so one consistent read settles what it can: a key found gone was most likely deleted
-    /// by that attempt and is owed its event (as a retry finding it gone would). A key still there
-    /// is reported as failed, by key: the attempt that timed out may yet be applied after the read
-    /// (a request outlives its client's timeout), and then no event would follow; the next sweep
-    /// deletes it, with its event, if it was not. If the read fails too, the keys are reported as
-    /// failed as well — never silently counted as left. Without events they are simply left.
+    /// applied (`reason`). Without expiry events they are left. With them, one consistent read
+    /// settles what it can (`docs/events.md`, "Notify"): a key found gone is owed its event; one
+    /// still there, or every key if the read fails, is reported as failed, never counted as left
+    /// (the attempt may yet be applied after the read, and then no event would follow).
     async fn settle(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
         if !self.track_keys {
             out.leave(keys);
