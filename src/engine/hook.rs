@@ -5,8 +5,6 @@
 //! item stays with another ttl (`reconcile`): `docs/events.md`, "Notify" and "Archive".
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,7 +21,7 @@ use crate::expiry::{Clock, Timestamp};
 use crate::store::{key_to_json, Key, Store, TableSchema};
 
 /// A boxed future, so that [`ExpiryHook`] (and the events' `Sink`) can be trait objects.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use futures::future::BoxFuture;
 
 /// An item the sweep found expired as read, as an event describes it.
 #[derive(Debug, Clone, PartialEq)]
