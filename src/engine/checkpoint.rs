@@ -60,11 +60,6 @@ impl CatchUp {
     pub fn is_empty(&self) -> bool {
         self.left == 0
     }
-
-    /// The next `n` windows (at least one, if any are left), oldest first.
-    pub fn slice(&mut self, n: usize) -> Vec<Window> {
-        self.take(n.max(1)).collect()
-    }
 }
 
 impl Iterator for CatchUp {

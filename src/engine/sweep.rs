@@ -248,7 +248,7 @@ impl<S: Store> Sweeper<S> {
                 report.stopped_early = true;
                 break;
             }
-            let mut slice = catchup.slice(per_slice);
+            let mut slice: Vec<Window> = catchup.by_ref().take(per_slice).collect();
             slice.retain(below);
             // Partitions start in this order: oldest first.
             let (part, mut complete) = self.sweep_partitions(now, &slice, stop).await;
