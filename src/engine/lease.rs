@@ -246,8 +246,8 @@ impl Lease {
                 expires_at: until,
             });
             // When the lease may lapse within the resolution of DynamoDB's clock, watch it
-            // (module docs); otherwise read again a fifth of the lease on, or once the lease
-            // looks lapsed if sooner.
+            // (`LEASE_WATCH`, docs/global-tables.md); otherwise read again a fifth of the lease
+            // on, or once the lease looks lapsed if sooner.
             let lapses_in = lower
                 .map(|lower| until.millis_since(lower).max(0) as u64 + 1)
                 .map(Duration::from_millis);

@@ -128,15 +128,10 @@ impl DynamoStore {
     }
 
     /// Builds a client from the standard AWS configuration chain (`AWS_REGION`, `AWS_ENDPOINT_URL`,
-    /// credentials, `AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE`, the profile, ...), with:
-    ///
-    /// - connect timeout [`CONNECT_TIMEOUT`], each attempt [`ATTEMPT_TIMEOUT`], each operation
-    ///   including retries [`OPERATION_TIMEOUT`], so a stalled connection cannot eat the
-    ///   invocation;
-    /// - the chain's retry configuration (unset: the SDK's standard mode, [`SDK_MAX_ATTEMPTS`]
-    ///   attempts) for `DescribeTable`, `Query`, `Scan`, `BatchGetItem` and the checkpoint.
-    ///   Deletes turn retries off (see [`Store::batch_delete`]): the sweep engine retries them
-    ///   itself, so a key is sent at most `MAX_RETRIES + 1` times per sweep.
+    /// credentials, `AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE`, the profile, ...) with the timeouts
+    /// [`CONNECT_TIMEOUT`], [`ATTEMPT_TIMEOUT`] and [`OPERATION_TIMEOUT`], and the chain's retries
+    /// ([`SDK_MAX_ATTEMPTS`] unless it sets others) for all but deletes, which the engine retries
+    /// itself: `docs/design.md`, "Timeouts and retries".
     pub async fn from_env() -> Self {
         DynamoStore::new(Client::new(&Self::config_loader().load().await))
     }
