@@ -48,16 +48,11 @@ pub use ticks::{run_ticks, Ticks};
 /// `BatchWriteItem` accepts at most 25 requests.
 pub const BATCH_SIZE: usize = 25;
 
-/// How long after its read a key may still be sent unconditionally in batch mode. `BatchWriteItem`
-/// cannot check the ttl, so a key the application deleted and wrote again (a new session, lock or
-/// reservation with the same key) between the read and the delete would be destroyed; queueing
-/// behind other chunks, throttling, unprocessed keys and timeouts stretch that time to tens of
-/// seconds. Right before every send — first send or retry — a key read longer ago than this is read
-/// again with a strongly consistent `BatchGetItem` (one request for the chunk) and sent only if its
-/// ttl is still the one read; a key that ages past this a second time goes out as the conditional
-/// `DeleteItem`. With the batch attempt timeout ([`crate::store::dynamo::BATCH_ATTEMPT_TIMEOUT`])
-/// this bounds the window in which batch mode can delete a rewritten key: a key is sent at most
-/// this long after its read, and its request given up at most the attempt timeout after that.
+/// How long after its read a key may still be sent unconditionally in batch mode (`BatchWriteItem`
+/// cannot check the ttl): right before every send a key read longer ago is read again, and sent
+/// only if its ttl is unchanged; one that ages past this a second time goes out as the conditional
+/// `DeleteItem`. With [`crate::store::dynamo::BATCH_ATTEMPT_TIMEOUT`] this bounds the window in
+/// which batch mode can delete a rewritten key: `docs/configuration.md`, "Choosing a delete mode".
 pub const BATCH_MAX_READ_AGE: Duration = Duration::from_secs(2);
 
 /// A sweep holds at most this many rounds of `MAX_CONCURRENCY + 1` chunks of keys at once — read

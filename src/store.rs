@@ -59,6 +59,13 @@ impl TableSchema {
             .map(|a| item.get(a).map(|v| (a.clone(), v.clone())))
             .collect()
     }
+
+    /// The item of `items` (from this table or its index) whose primary key is `key`.
+    pub fn find<'a>(&self, items: &'a [Key], key: &Key) -> Option<&'a Key> {
+        items
+            .iter()
+            .find(|item| self.key_of(item).as_ref() == Some(key))
+    }
 }
 
 /// One page of a partition query.

@@ -90,7 +90,7 @@ async fn checking(
         let check = lease.check(&store, &Stop::never()).await;
         // A check may watch the lease for a while before it takes it: the hold begins when it
         // returns, as a sweep does.
-        match check.lead_until {
+        match check.ok() {
             Some(end) => holds.lock().unwrap().push((name, Instant::now(), end)),
             None => stood_by += 1,
         }
@@ -311,7 +311,7 @@ async fn a_holder_that_cannot_renew_leads_until_its_hold_runs_out_then_stands_by
     let store = Arc::new(MemStore::new(Layout::default()));
     let lease = Lease::new(lease_config("us-east-1/me", 10), bounds(t0, 0, 0));
     let first = lease.check(&store, &Stop::never()).await;
-    let until = first.lead_until.expect("took it");
+    let until = first.expect("took it");
     assert_eq!(until - t0, Duration::from_secs(10) - LEASE_MARGIN);
     // Every later write fails: renewals are tried once half the hold is used, and the hold
     // stands until it runs out.
@@ -323,12 +323,12 @@ async fn a_holder_that_cannot_renew_leads_until_its_hold_runs_out_then_stands_by
     *failing.lease.lock().unwrap() = store.lease.lock().unwrap().clone();
     tokio::time::advance(Duration::from_secs(4)).await;
     let renewing = lease.check(&failing, &Stop::never()).await;
-    assert_eq!(renewing.lead_until, Some(until));
+    assert_eq!(renewing.ok(), Some(until));
     assert_eq!(failing.calls(Op::WriteLease), 1);
     tokio::time::advance(Duration::from_secs(4)).await;
     let after = lease.check(&failing, &Stop::never()).await;
-    assert_eq!(after.lead_until, None, "past its hold");
-    assert!(after.error.is_some(), "the failure is reported");
+    assert_eq!(after.as_ref().ok(), None, "past its hold");
+    assert!(after.is_err_and(|e| e.is_some()), "the failure is reported");
 }
 
 /// Sweeps through a fault proxy that answers `ReplicatedWriteConflictException` to the first

@@ -506,8 +506,8 @@ fn a_thirty_day_catch_up_of_one_second_windows_is_planned_without_listing_it() {
     );
     assert_eq!(plan.recent.len(), 16);
     assert_eq!(plan.catchup.len(), 30 * 86_400 - 16);
-    let mut catchup = plan.catchup;
-    let first = catchup.slice(3);
+    let catchup = plan.catchup;
+    let first: Vec<_> = catchup.take(3).collect();
     assert_eq!(first[0].start, T0 - 30 * 86_400, "oldest first");
     assert!(first.windows(2).all(|w| w[0].end == w[1].start));
 }

@@ -11,6 +11,7 @@ use ttl_sweeper::config::{Settings, Threads};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::lambda::stream::{invoke_batch, is_stream_batch};
 use ttl_sweeper::lambda::{invoke, time_left};
+use ttl_sweeper::store::ServerTime;
 use ttl_sweeper::telemetry::{self, LogFormat};
 
 /// mimalloc without transparent huge pages, as in the CLI (`src/bin/ttl-sweeper/main.rs` says why).

@@ -1,12 +1,6 @@
-//! Checkpoint planning, as pure functions: which windows a sweep reads given the checkpoint, and
-//! how far the checkpoint may move after it.
-//!
-//! The checkpoint is a window boundary (epoch seconds) up to which every window was swept
-//! completely. A sweep reads the current window and the lookback, then catches up on the older
-//! windows back to the one that holds the checkpoint (never further back than `MAX_CATCHUP`),
-//! oldest first and in bounded slices, moving the checkpoint forward after every slice over the
-//! windows swept completely — only windows wholly in the past, and never backwards. A backlog too
-//! long for one invocation is worked off across invocations, each keeping its progress.
+//! Checkpoint planning, as pure functions: which windows a sweep reads given the checkpoint (a
+//! window boundary up to which every window was swept completely), and how far it may move after
+//! the sweep: `docs/design.md`, "Exact catch-up after an outage".
 
 use crate::expiry::window::{windows_to_sweep, Window};
 use crate::expiry::Timestamp;
@@ -65,11 +59,6 @@ impl CatchUp {
     /// True when every window was handed out.
     pub fn is_empty(&self) -> bool {
         self.left == 0
-    }
-
-    /// The next `n` windows (at least one, if any are left), oldest first.
-    pub fn slice(&mut self, n: usize) -> Vec<Window> {
-        self.take(n.max(1)).collect()
     }
 }
 

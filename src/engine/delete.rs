@@ -42,7 +42,8 @@ pub(super) struct Deleter<'a, S> {
     pub(super) store: &'a S,
     pub(super) schema: &'a TableSchema,
     pub(super) options: &'a SweepOptions,
-    /// Collect the keys deleted and kept, for expiry events.
+    /// Expiry events are published: keys whose delete may have been applied are settled before
+    /// the sweep stops ([`Self::settle`]).
     pub(super) track_keys: bool,
     /// Conditional deletes return the deleted items (`ReturnValues=ALL_OLD`), for expiry events.
     pub(super) return_items: bool,
@@ -58,15 +59,14 @@ pub(super) trait OwedEvents: Sync {
     /// Whether an event has been owed long enough to be published between deletes.
     fn due(&self) -> bool;
     /// Publishes what is owed; what publishing did.
-    fn flush(&self)
-        -> std::pin::Pin<Box<dyn std::future::Future<Output = EventTally> + Send + '_>>;
+    fn flush(&self) -> futures::future::BoxFuture<'_, EventTally>;
 }
 
 /// Outcome of deleting one chunk.
 #[derive(Debug, Default)]
 pub(super) struct ChunkOutcome {
-    pub(super) deleted_ttls: Vec<f64>,
-    pub(super) deleted_at: Vec<Instant>,
+    /// Each deleted item's ttl, and when its delete was acknowledged.
+    pub(super) deleted: Vec<(f64, Instant)>,
     pub(super) skipped: u64,
     pub(super) gone: u64,
     pub(super) retried: u64,
@@ -78,10 +78,10 @@ pub(super) struct ChunkOutcome {
     /// Batch mode: keys stale again after being read again, deleted conditionally instead.
     pub(super) conditional: u64,
     pub(super) failed: Vec<FailedKey>,
-    /// With `track_keys`: the keys kept (their ttl changed).
+    /// The keys kept (their ttl changed).
     pub(super) kept_keys: Vec<Key>,
-    /// With `track_keys`: the keys counted in `left` by a conditional delete (not attempted, or
-    /// not retried, because the sweep had to stop).
+    /// The keys counted in `left` by a delete (not attempted, or not retried, because the sweep
+    /// had to stop).
     pub(super) left_keys: Vec<Key>,
     /// What publishing the chunk's expiry events did.
     pub(super) events: EventTally,
@@ -90,8 +90,7 @@ pub(super) struct ChunkOutcome {
 impl ChunkOutcome {
     /// Adds another outcome of the same chunk.
     pub(super) fn absorb(&mut self, other: ChunkOutcome) {
-        self.deleted_ttls.extend(other.deleted_ttls);
-        self.deleted_at.extend(other.deleted_at);
+        self.deleted.extend(other.deleted);
         self.skipped += other.skipped;
         self.gone += other.gone;
         self.retried += other.retried;
@@ -111,6 +110,20 @@ impl ChunkOutcome {
             left: n as u64,
             ..ChunkOutcome::default()
         }
+    }
+
+    /// `keys` not attempted, or not retried, because the sweep had to stop.
+    fn leave(&mut self, keys: impl IntoIterator<Item = Expired>) {
+        for e in keys {
+            self.left += 1;
+            self.left_keys.push(e.key);
+        }
+    }
+
+    /// `e` is kept: its ttl changed since it was read.
+    fn keep(&mut self, e: Expired) {
+        self.skipped += 1;
+        self.kept_keys.push(e.key);
     }
 }
 
@@ -266,14 +279,12 @@ impl<S: Store> Deleter<'_, S> {
         }
         let at = Instant::now();
         let mut left = Vec::with_capacity(matched);
-        out.deleted_ttls.reserve(sent.len() - matched);
-        out.deleted_at.reserve(sent.len() - matched);
+        out.deleted.reserve(sent.len() - matched);
         for e in sent {
             if is_left(&e) {
                 left.push(e);
             } else {
-                out.deleted_ttls.push(e.ttl);
-                out.deleted_at.push(at);
+                out.deleted.push((e.ttl, at));
                 self.owe_event(&e, None);
             }
         }
@@ -306,9 +317,7 @@ impl<S: Store> Deleter<'_, S> {
         let ttl_attribute = &self.schema.layout.ttl_attribute;
         let mut back = Vec::with_capacity(keys.len());
         for e in keys {
-            let item = found
-                .iter()
-                .find(|item| self.schema.key_of(item).as_ref() == Some(&e.key));
+            let item = self.schema.find(&found, &e.key);
             match item.map(|item| item.get(ttl_attribute)) {
                 None => {
                     out.gone += 1;
@@ -326,12 +335,7 @@ impl<S: Store> Deleter<'_, S> {
                 Some(_) if e.maybe_applied && self.notify.is_some() => {
                     out.failed.push(self.rewritten_after_attempt(&e));
                 }
-                Some(_) => {
-                    out.skipped += 1;
-                    if self.track_keys {
-                        out.kept_keys.push(e.key);
-                    }
-                }
+                Some(_) => out.keep(e),
             }
         }
         back
@@ -356,26 +360,20 @@ impl<S: Store> Deleter<'_, S> {
     async fn give_up(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
         let (maybe, unsent): (Vec<Expired>, Vec<Expired>) =
             keys.into_iter().partition(|e| e.maybe_applied);
-        out.left += unsent.len() as u64;
-        if self.track_keys {
-            out.left_keys.extend(unsent.into_iter().map(|e| e.key));
-        }
+        out.leave(unsent);
         if !maybe.is_empty() {
             self.settle(maybe, reason, out, stop).await;
         }
     }
 
     /// The sweep must stop while `keys` wait for a retry after an attempt that may have been
-    /// applied (`reason`). With expiry events (`track_keys`) their fate decides whether an event is
-    /// owed, so one consistent read settles what it can: a key found gone was most likely deleted
-    /// by that attempt and is owed its event (as a retry finding it gone would). A key still there
-    /// is reported as failed, by key: the attempt that timed out may yet be applied after the read
-    /// (a request outlives its client's timeout), and then no event would follow; the next sweep
-    /// deletes it, with its event, if it was not. If the read fails too, the keys are reported as
-    /// failed as well — never silently counted as left. Without events they are simply left.
+    /// applied (`reason`). Without expiry events they are left. With them, one consistent read
+    /// settles what it can (`docs/events.md`, "Notify"): a key found gone is owed its event; one
+    /// still there, or every key if the read fails, is reported as failed, never counted as left
+    /// (the attempt may yet be applied after the read, and then no event would follow).
     async fn settle(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
         if !self.track_keys {
-            out.left += keys.len() as u64;
+            out.leave(keys);
             return;
         }
         let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
@@ -383,10 +381,7 @@ impl<S: Store> Deleter<'_, S> {
         match stop.bound("BatchGetItem", get).await {
             Ok(found) => {
                 for e in keys {
-                    let present = found
-                        .iter()
-                        .any(|item| self.schema.key_of(item).as_ref() == Some(&e.key));
-                    if present {
+                    if self.schema.find(&found, &e.key).is_some() {
                         // Archive mode accepted the event before the delete; notify mode owes
                         // it only for a delete it sees.
                         let event = if self.notify.is_some() {
@@ -432,11 +427,7 @@ impl<S: Store> Deleter<'_, S> {
         let mut items = chunk.into_iter();
         while let Some(mut e) = items.next() {
             if stop.reached() {
-                out.left += 1 + items.len() as u64;
-                if self.track_keys {
-                    out.left_keys.push(e.key);
-                    out.left_keys.extend(items.map(|e| e.key));
-                }
+                out.leave(std::iter::once(e).chain(items));
                 return out;
             }
             // Events owed for a while go out between items, not only before a wait.
@@ -453,8 +444,7 @@ impl<S: Store> Deleter<'_, S> {
                 let result = stop.bound("DeleteItem", delete).await;
                 let err: StoreError = match result {
                     Ok((ConditionalOutcome::Deleted, returned)) => {
-                        out.deleted_ttls.push(e.ttl);
-                        out.deleted_at.push(Instant::now());
+                        out.deleted.push((e.ttl, Instant::now()));
                         self.owe_event(&e, returned);
                         break;
                     }
@@ -465,10 +455,7 @@ impl<S: Store> Deleter<'_, S> {
                         break;
                     }
                     Ok((ConditionalOutcome::Kept, _)) => {
-                        out.skipped += 1;
-                        if self.track_keys {
-                            out.kept_keys.push(e.key);
-                        }
+                        out.keep(e);
                         break;
                     }
                     Ok((ConditionalOutcome::Gone, _)) => {
@@ -493,10 +480,7 @@ impl<S: Store> Deleter<'_, S> {
                 attempt += 1;
                 let wait = self.options.backoff(attempt);
                 if stop.would_pass(wait) {
-                    out.left += items.len() as u64;
-                    if self.track_keys {
-                        out.left_keys.extend(items.map(|e| e.key));
-                    }
+                    out.leave(items);
                     self.give_up(vec![e], &err.to_string(), &mut out, stop)
                         .await;
                     return out;

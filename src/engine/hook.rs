@@ -1,20 +1,10 @@
 //! The seam through which expiry events are published around deletes: [`ExpiryHook`], which
 //! `crate::events` implements. The engine knows no sink; with no hook it does no event work.
-//!
-//! Notify: an item's event is owed from the moment its delete is known ([`Owed`]), and a chunk's
-//! owed events are published before every wait of its deletes (a backoff), after a second at
-//! most between conditional deletes, and when the chunk is done: a crash loses only the events
-//! of deletes since the last publish, and a sweep dropped part-way still reports them by id.
-//! Archive: a chunk's events are published first, only the items whose event was accepted are
-//! deleted, and an item the conditional delete keeps (its ttl changed) gets a cancellation. An
-//! item whose event was accepted but whose delete failed or was not made (the sweep had to stop)
-//! is read again, consistently, before the chunk is done: gone, nothing is owed; its ttl changed,
-//! it gets the cancellation too; still expired with the ttl read, it stays failed or left, and
-//! the next sweep publishes the same id again and deletes it.
+//! Notify mode deletes, then publishes what its deletes owe (`Owed`); archive mode publishes a
+//! chunk's events first, deletes only what the sink accepted, and cancels an accepted expiry whose
+//! item stays with another ttl (`reconcile`): `docs/events.md`, "Notify" and "Archive".
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,7 +21,7 @@ use crate::expiry::{Clock, Timestamp};
 use crate::store::{key_to_json, Key, Store, TableSchema};
 
 /// A boxed future, so that [`ExpiryHook`] (and the events' `Sink`) can be trait objects.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use futures::future::BoxFuture;
 
 /// An item the sweep found expired as read, as an event describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -232,8 +222,6 @@ pub(super) async fn delete_with_events<S: Store>(
         };
         let mut out = deleter.delete_chunk(chunk, now, stop).await;
         out.events.add(notifier.flush().await);
-        out.kept_keys.clear();
-        out.left_keys.clear();
         return out;
     }
     // Archive: nothing is deleted before its event was accepted.
@@ -294,10 +282,9 @@ pub(super) async fn delete_with_events<S: Store>(
 
 /// Archive mode, after a chunk's deletes: the items whose expiry the sink accepted but whose
 /// delete failed (`out.failed`) or was not made (`out.left_keys`), read again with one consistent
-/// `BatchGetItem` (a single attempt, also when the sweep must stop) and settled as the module
-/// docs say. A gone item counts as `gone` (an attempt whose answer was lost, or the application,
-/// deleted it); one with another ttl as `skipped`, as the conditional delete would have, and its
-/// key is returned, owed a cancellation. If the read fails, everything stays as it was (logged).
+/// `BatchGetItem` (a single attempt, also when the sweep must stop) and settled as
+/// `docs/events.md` ("Archive") says: gone counts as `gone`; another ttl as `skipped`, its key
+/// returned, owed a cancellation. If the read fails, everything stays as it was (logged).
 async fn reconcile<S: Store>(
     store: &S,
     schema: &TableSchema,
@@ -331,9 +318,7 @@ async fn reconcile<S: Store>(
     };
     let mut cancel = Vec::new();
     for (expiry, was_failed) in unresolved {
-        let found = items
-            .iter()
-            .find(|item| schema.key_of(item).as_ref() == Some(&expiry.key));
+        let found = schema.find(&items, &expiry.key);
         let unchanged = found.map(|item| match item.get(&schema.layout.ttl_attribute) {
             Some(AttributeValue::N(n)) => parse_ttl(n).is_ok_and(|t| t == expiry.ttl),
             _ => false,
@@ -371,12 +356,7 @@ async fn read_items<S: Store>(
     match stop.bound("BatchGetItem", read).await {
         Ok(items) => chunk
             .iter()
-            .map(|e| {
-                items
-                    .iter()
-                    .find(|item| schema.key_of(item).as_ref() == Some(&e.key))
-                    .cloned()
-            })
+            .map(|e| schema.find(&items, &e.key).cloned())
             .collect(),
         Err(err) => {
             tracing::warn!(error = %err, "could not read the items for their events; publishing without them");

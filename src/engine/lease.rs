@@ -2,52 +2,12 @@
 //! global table — only the holder of the table's lease sweeps; the others stand by and take the
 //! lease over when it lapses.
 //!
-//! The lease is an item of the checkpoint table, `<checkpoint id>#leader`, holding its `holder`
-//! and `expiresAt` (epoch milliseconds by DynamoDB's clock). Nothing in it depends on the hosts'
-//! clocks agreeing: every instant written or compared is DynamoDB's, as its responses' `Date`
-//! headers bound it ([`crate::store::ServerTime`]), and each sweeper measures its own hold on the
-//! monotonic clock.
-//!
-//! - **Taking or renewing.** A conditional write (an `UpdateItem`, allowed by the checkpoint's
-//!   permissions) of `holder = me`, `expiresAt = L + lease` (`L`: the lower bound on DynamoDB's
-//!   clock when the request is sent, so the lease ends at most `lease` after DynamoDB's time at
-//!   the send), accepted only if `attribute_not_exists(id) OR holder = :me OR expiresAt < :lower`
-//!   (`:lower`: that same lower bound).
-//! - **Leading.** A write sent at local instant `s` and answered at `r` makes its sender leader
-//!   until `min(s + (expiresAt - margin - U(s)), r + (expiresAt - margin - U(r)))`, monotonic
-//!   time ([`valid_until`]; `U`: the upper bound on DynamoDB's clock; `margin`: [`LEASE_MARGIN`]):
-//!   the lease less the margin and less the width of the bounds, `U(s) - L(s)`, which many
-//!   answers make small. The second term only matters when `U(s)` was stale (the host was paused)
-//!   and the answer's `Date` corrected it. Every sweep's [`Stop`] is narrowed to that instant
-//!   ([`Stop::within`]): no delete is sent after it. The leader renews once half of that validity
-//!   is used, at the start of the next sweep.
-//! - **Standing by.** A sweeper that does not hold the lease reads it (a strongly consistent
-//!   `GetItem`) at most every fifth of the lease, or as soon as the lower bound says it lapsed,
-//!   and writes only when it looks lapsed ([`decide`]). It sends no read of the table, no delete
-//!   and no checkpoint write, and publishes no event.
-//! - **Watching a lapse.** A `Date` header counts whole seconds, so a lower bound learned from a
-//!   few answers can lag DynamoDB's clock by up to a second. When the lease may lapse within
-//!   [`LEASE_WATCH`] by its lower bound, the standby reads it every [`WATCH_EVERY`] instead until
-//!   it lapses (then takes it) or is renewed: an answer sent just after DynamoDB's `Date` changed
-//!   makes the bound exact to within its round trip. So a holder that stops renewing is replaced
-//!   within the lease of its last renewal plus a watch period, a read and the write that takes
-//!   it — and, when the sweep that watches starts less than a second before the lapse, the part
-//!   of its lower bound's lag it could not refine, at most the time to DynamoDB's next whole
-//!   second. Each watch costs up to 21 reads, only while the lease lapses; a holder that
-//!   renews keeps its lease more than [`LEASE_WATCH`] from lapsing.
-//!
-//! Why two holders never send deletes at once, given that DynamoDB's servers agree on the time
-//! and monotonic clocks run at the rate of DynamoDB's (within [`crate::store::DRIFT_TOLERANCE`]
-//! for the lower bound, refreshed by every answer for the upper one): holder A's last accepted
-//! write, sent at `s_A`, set `E`. A sends no delete after `s_A + (E - margin - U(s_A))`, when
-//! DynamoDB's clock reads at most `U(s_A) + (E - margin - U(s_A)) = E - margin`; each delete
-//! sent before then is answered, or given up, within the batch attempt timeout,
-//! [`BATCH_ATTEMPT_TIMEOUT`] `= margin - 1 s`. B's conditional write is accepted only if
-//! `E < :lower <= T(B's send)`, so it lands after DynamoDB's clock passed `E`, and B sends its
-//! first delete after its answer: at least a second after the last request A sent could still be
-//! under way. A renewal by A in between moves `E` later, and B's write, evaluated against the
-//! newest item (one Region: conditional writes are serialised), is refused. `docs/global-tables.md`
-//! says what breaks this on a multi-Region eventually consistent table.
+//! The lease is the checkpoint table's item `<checkpoint id>#leader` (`holder`, `expiresAt` in
+//! epoch milliseconds by DynamoDB's clock). Every instant written or compared is DynamoDB's, as
+//! its `Date` headers bound it ([`crate::store::ServerTime`]); each sweeper measures its own hold
+//! on the monotonic clock. Taking and renewing ([`decide`]), the hold ([`valid_until`]), standing
+//! by, watching a lapse, and why two holders never send deletes at once (given
+//! [`LEASE_MARGIN`] `=` [`BATCH_ATTEMPT_TIMEOUT`] `+ 1 s`): `docs/global-tables.md`, "The lease".
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -188,16 +148,9 @@ struct State {
     logged: Option<Result<(), String>>,
 }
 
-/// What a check of the lease says.
-#[derive(Debug)]
-pub struct LeaseCheck {
-    /// Leading until this instant: sweep, within it.
-    pub lead_until: Option<Instant>,
-    /// Standing by: the holder seen, and when its lease lapses (DynamoDB's clock).
-    pub holder: Option<(String, Timestamp)>,
-    /// Reading or writing the lease failed, and this sweeper does not lead.
-    pub error: Option<StoreError>,
-}
+/// What a check of the lease says: leading until this instant (sweep, within it), or standing by,
+/// with the error if reading or writing the lease failed.
+pub type LeaseCheck = Result<Instant, Option<StoreError>>;
 
 /// One table's lease, checked at the start of every sweep ([`super::Sweeper::with_lease`]).
 pub struct Lease {
@@ -222,11 +175,6 @@ impl Lease {
             time,
             state: Mutex::default(),
         }
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &LeaseConfig {
-        &self.config
     }
 
     /// Whether this sweeper leads now, taking, renewing or reading the lease as needed.
@@ -298,8 +246,8 @@ impl Lease {
                 expires_at: until,
             });
             // When the lease may lapse within the resolution of DynamoDB's clock, watch it
-            // (module docs); otherwise read again a fifth of the lease on, or once the lease
-            // looks lapsed if sooner.
+            // (`LEASE_WATCH`, docs/global-tables.md); otherwise read again a fifth of the lease
+            // on, or once the lease looks lapsed if sooner.
             let lapses_in = lower
                 .map(|lower| until.millis_since(lower).max(0) as u64 + 1)
                 .map(Duration::from_millis);
@@ -337,14 +285,10 @@ impl Lease {
                 state.seen = None;
                 self.leading(state, held.until, true)
             }
-            // Another sweeper took it first: read it again at the next poll.
-            Ok(None) => {
+            // Another sweeper took it first, or the write failed: read it again at the next poll.
+            refused => {
                 state.next_read = Some(Instant::now() + self.poll());
-                self.standing_by(state, None)
-            }
-            Err(e) => {
-                state.next_read = Some(Instant::now() + self.poll());
-                self.standing_by(state, Some(e))
+                self.standing_by(state, refused.err())
             }
         }
     }
@@ -395,31 +339,23 @@ impl Lease {
             // Written, but with no validity left (the answer showed DynamoDB's clock further on
             // than thought): the next check renews it before anything is sent.
             warn!(holder = %self.config.holder, "the lease write left no time to sweep in; renewing it at the next sweep");
-            return LeaseCheck {
-                lead_until: None,
-                holder: None,
-                error: None,
-            };
+            return Err(None);
         }
         if !took && state.logged != Some(Ok(())) {
             info!(holder = %self.config.holder, "leading: holding the lease");
         }
         state.logged = Some(Ok(()));
-        LeaseCheck {
-            lead_until: Some(until),
-            holder: None,
-            error: None,
-        }
+        Ok(until)
     }
 
     /// Standing by (`error`: why, if reading or writing the lease failed); logs the holder when
     /// it changed.
     fn standing_by(&self, state: &mut State, error: Option<StoreError>) -> LeaseCheck {
-        let holder = state
-            .seen
-            .as_ref()
-            .map(|l| (l.holder.clone(), l.expires_at));
-        if let Some((who, until)) = &holder {
+        if let Some(LeaseItem {
+            holder: who,
+            expires_at: until,
+        }) = &state.seen
+        {
             if state.logged.as_ref() != Some(&Err(who.clone())) {
                 info!(
                     holder = %who,
@@ -429,11 +365,7 @@ impl Lease {
                 state.logged = Some(Err(who.clone()));
             }
         }
-        LeaseCheck {
-            lead_until: None,
-            holder,
-            error,
-        }
+        Err(error)
     }
 }
 

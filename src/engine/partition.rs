@@ -62,13 +62,13 @@ pub(super) struct LagOrigin {
 
 /// Adds one finished chunk to a partial report; returns whether every key was handled.
 pub(super) fn fold_chunk(report: &mut SweepReport, chunk: ChunkOutcome, origin: LagOrigin) -> bool {
-    for (ttl, at) in chunk.deleted_ttls.iter().zip(&chunk.deleted_at) {
+    for (ttl, at) in &chunk.deleted {
         let deleted_at = origin.wall + at.duration_since(origin.mono);
         let lag_ms = deleted_at.millis() as f64 - ttl * 1000.0;
         report.lags.record(lag_ms.max(0.0).round() as u64);
     }
     let handled = chunk.failed.is_empty() && chunk.left == 0;
-    report.items_deleted += chunk.deleted_ttls.len() as u64;
+    report.items_deleted += chunk.deleted.len() as u64;
     report.items_skipped += chunk.skipped;
     report.items_gone += chunk.gone;
     report.items_retried += chunk.retried;

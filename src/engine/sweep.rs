@@ -78,30 +78,21 @@ impl<S: Store> Sweeper<S> {
         self
     }
 
-    /// The lease, when one is configured.
-    pub fn lease(&self) -> Option<&Lease> {
-        self.lease.as_ref()
-    }
-
     /// The stop a sweep as of `now` runs by: `stop` itself without a lease, narrowed to the
     /// lease's validity while leading; standing by, the report to return instead.
     async fn lead(&self, now: Timestamp, stop: &Stop) -> Result<Stop, SweepReport> {
         let Some(lease) = &self.lease else {
             return Ok(stop.clone());
         };
-        let check = lease.check(&self.shared.store, stop).await;
-        if let Some(until) = check.lead_until {
-            return Ok(stop.within(until));
-        }
-        let mut report = SweepReport {
-            sweep_at: now.iso(),
-            table: self.shared.schema.table_name.clone(),
-            delete_mode: self.shared.options.delete_mode.to_string(),
-            ticks: 1,
-            stood_by: 1,
-            ..SweepReport::default()
+        let error = match lease.check(&self.shared.store, stop).await {
+            Ok(until) => return Ok(stop.within(until)),
+            Err(error) => error,
         };
-        if let Some(e) = check.error {
+        let mut report = SweepReport {
+            stood_by: 1,
+            ..self.report(now)
+        };
+        if let Some(e) = error {
             report.add_errors([SweepErrorEntry::new(None, &e)]);
         }
         Err(report)
@@ -257,7 +248,7 @@ impl<S: Store> Sweeper<S> {
                 report.stopped_early = true;
                 break;
             }
-            let mut slice = catchup.slice(per_slice);
+            let mut slice: Vec<Window> = catchup.by_ref().take(per_slice).collect();
             slice.retain(below);
             // Partitions start in this order: oldest first.
             let (part, mut complete) = self.sweep_partitions(now, &slice, stop).await;
@@ -286,6 +277,17 @@ impl<S: Store> Sweeper<S> {
         match self.lead(now, stop).await {
             Ok(stop) => self.sweep_partitions(now, windows, &stop).await.0,
             Err(standing_by) => standing_by,
+        }
+    }
+
+    /// The report of one sweep as of `now`, nothing done yet.
+    fn report(&self, now: Timestamp) -> SweepReport {
+        SweepReport {
+            sweep_at: now.iso(),
+            table: self.shared.schema.table_name.clone(),
+            delete_mode: self.shared.options.delete_mode.to_string(),
+            ticks: 1,
+            ..SweepReport::default()
         }
     }
 
@@ -329,13 +331,7 @@ impl<S: Store> Sweeper<S> {
                 .map(move |shard| (i, partition_key(*w, shard, shards)))
         });
 
-        let mut report = SweepReport {
-            sweep_at: now.iso(),
-            table: self.shared.schema.table_name.clone(),
-            delete_mode: self.shared.options.delete_mode.to_string(),
-            ticks: 1,
-            ..SweepReport::default()
-        };
+        let mut report = self.report(now);
         let mut read_all = vec![true; windows.len()];
         let mut complete = vec![true; windows.len()];
         let mut fold = |(i, out): (usize, PartitionOutcome)| {

@@ -1,15 +1,7 @@
 //! Repeated sweeps: tick mode inside one Lambda invocation, and the long-running `run` command.
-//!
-//! A schedule fires at most once a minute. To expire items within a fraction of a second, one
-//! invocation ticks: it sweeps, sleeps to the next tick, and sweeps again, until the next
-//! invocation has surely started. Ticks are aligned to the tick period on the wall clock (plus a
-//! few milliseconds) and sweep as of the clock to the millisecond, so a tick at `s + 0.02`
-//! deletes everything whose ttl is before `s + 0.02`, including an item whose ttl is `s`.
-//!
-//! A full sweep (lookback windows and checkpoint catch-up) runs beside the ticks, not in their
-//! place: when the series starts and every `full_every` after. Ticks read the windows that can hold
-//! items expired since the previous tick: one or two per shard when the tick period is shorter than
-//! a window, all since the previous tick when longer (or after a gap), up to `MAX_CATCHUP` back.
+//! Ticks are aligned to the tick period on the wall clock (plus `TICK_OFFSET_MS`) and sweep as
+//! of the clock to the millisecond; full sweeps run beside them on the older windows only
+//! (`docs/design.md`, "Sub-second precision").
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -1,55 +1,13 @@
 //! DynamoDB's own clock, learned from the `Date` header of its responses, so that a host clock
 //! running fast can never make a sweep delete an item before DynamoDB's time reaches its ttl.
 //!
-//! A response sent when the server's clock read `T` carries `Date: floor(T)`. For a request sent
-//! at local monotonic instant `s`, the server's clock at any later instant `x` is below
-//! `Date + 1 s + (x - s)`: the header is at most a second behind the server clock, and the server
-//! clock cannot have advanced by more than the time since the request left. [`ServerClock`]
-//! keeps the tightest such bound; [`ServerClock::guard`] clamps a wall-clock reading to it. The
-//! bound is never below DynamoDB's real time while the monotonic clock runs, so a correct host
-//! clock is not clamped, and a fast one is held to at most [`SKEW_TOLERANCE`] plus the round trip
-//! ahead of DynamoDB.
-//!
-//! # When the monotonic clock stops
-//!
-//! The bound ages with [`std::time::Instant`], which on Linux is `CLOCK_MONOTONIC` (the std
-//! docs: "currently uses `clock_gettime(CLOCK_MONOTONIC)`"), and `CLOCK_MONOTONIC` does not count
-//! time the system spends suspended (`clock_gettime(2)`; `CLOCK_BOOTTIME` is the clock that does).
-//! Tokio's `Instant` is std's. After a suspend the bound is that much *behind* DynamoDB's time:
-//! still safe (it holds sweeps back, never forward), but a correct host clock would be clamped,
-//! and warned about, on every reading until the bound is learned anew.
-//!
-//! Whether a Lambda execution environment's freeze between invocations stops it is not documented
-//! (the execution-environment lifecycle page says only that Lambda "freezes" it). SnapStart
-//! restores a Firecracker microVM snapshot (Lambda's SnapStart page), whose clock, Firecracker's
-//! snapshot docs say, resumes "continuing from the moment of the snapshot creation": the guest's
-//! monotonic clock is not advanced unless asked to (`clock_realtime` on `LoadSnapshot`). SnapStart
-//! is for managed runtimes (Java, Python, .NET), not this function's OS-only runtime, but a
-//! process must not rely on that. So the guard does not assume the monotonic clock counts a pause.
-//! It re-anchors instead:
-//!
-//! - a response whose `Date` is past the current bound proves the bound stale (DynamoDB's clock
-//!   read at least `Date`): the bound is replaced at once by that response's;
-//! - what was learned is trusted for [`ANCHOR_MAX_AGE`] of monotonic time; after that the next
-//!   response replaces it even when it is looser, so a pause too short to contradict the bound
-//!   (under a second) holds sweeps back for at most that long.
-//!
-//! Readings ahead of the bound are always clamped. A clamp of at most [`SKEW_TOLERANCE`] is within
-//! the `Date` header's resolution and not warned about (the report's `clock_ahead_ms` records it);
-//! a larger one is warned about once, again when the lead changes by more than [`SKEW_TOLERANCE`]
-//! (at most every [`WARN_EVERY`]), and as a reminder every [`REMIND_EVERY`] while it lasts.
-//!
-//! # A lower bound too
-//!
-//! The leader lease ([`crate::engine::lease`]) also needs the other side: a response with
-//! `Date: d` that arrived at local instant `r` was sent when DynamoDB's clock read at least `d`,
-//! so at any later instant `x` DynamoDB's clock reads at least `d + (x - r)`, less what the
-//! monotonic clock may have gained on DynamoDB's since ([`DRIFT_TOLERANCE`]).
-//! [`ServerClock::lower_bound`] keeps the largest such bound; as it ages its allowance grows, and
-//! newer answers take over from it. A monotonic clock that missed time only makes it lower, which
-//! is the safe side for it. Many answers, sent at different instants within DynamoDB's second,
-//! make it tight: an answer sent just after DynamoDB's `Date` changed gives it to within the round
-//! trip (the leader lease's standby reads the lease often when it is about to lapse for that).
+//! A response dated `D` to a request sent at local monotonic instant `s` bounds DynamoDB's clock
+//! at a later instant `x` from above by `D + 1 s + (x - s)`; one that arrived at `r` bounds it
+//! from below by `D + (x - r)`, less [`DRIFT_TOLERANCE`] of `x - r` (for the leader lease).
+//! [`ServerClock`] keeps the tightest of each; [`ServerClock::guard`] clamps a wall-clock reading
+//! to the upper bound. Why and how the upper bound is re-anchored when the monotonic clock may have
+//! missed a pause (a frozen or suspended host), and when a clamp is warned about:
+//! `docs/design.md`, "DynamoDB's clock".
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -164,18 +122,8 @@ impl ServerClock {
         }
     }
 
-    /// An upper bound on DynamoDB's clock now, once a response has been seen.
-    pub fn upper_bound(&self) -> Option<Timestamp> {
-        self.upper_bound_at(Instant::now())
-    }
-
     fn upper_bound_at(&self, now: Instant) -> Option<Timestamp> {
         self.lock().anchor.map(|a| a.at(now))
-    }
-
-    /// A lower bound on DynamoDB's clock now, once a response has been seen (module docs).
-    pub fn lower_bound(&self) -> Option<Timestamp> {
-        self.lower_bound_at(Instant::now())
     }
 
     fn lower_bound_at(&self, now: Instant) -> Option<Timestamp> {
@@ -183,7 +131,7 @@ impl ServerClock {
         Some(floor_at(floor, now))
     }
 
-    /// `wall` (a host clock reading), held to at most [`ServerClock::upper_bound`]: the instant a
+    /// `wall` (a host clock reading), held to at most [`ServerTime::upper_bound`]: the instant a
     /// sweep may safely use. A clamp is remembered for the report and logged (module docs).
     pub fn guard(&self, wall: Timestamp) -> Timestamp {
         self.guard_at(wall, Instant::now())
@@ -234,11 +182,11 @@ pub trait ServerTime: Send + Sync {
 
 impl ServerTime for ServerClock {
     fn upper_bound(&self) -> Option<Timestamp> {
-        ServerClock::upper_bound(self)
+        self.upper_bound_at(Instant::now())
     }
 
     fn lower_bound(&self) -> Option<Timestamp> {
-        ServerClock::lower_bound(self)
+        self.lower_bound_at(Instant::now())
     }
 }
 

@@ -12,6 +12,7 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 use tracing::instrument;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::clock::{DateRecorder, ServerClock};
@@ -34,16 +35,21 @@ pub const SDK_MAX_ATTEMPTS: u32 = 3;
 pub struct DynamoStore {
     client: Client,
     server_clock: Arc<ServerClock>,
-    deletes: DeleteClients,
+    /// The clients of conditional `DeleteItem`s and of `BatchWriteItem`s ([`delete_clients`]).
+    conditional_deletes: Client,
+    batch_deletes: Client,
 }
 
-/// Placeholder names for the key attributes in expressions: `#k0`, `#k1`.
-fn key_placeholders(schema: &TableSchema) -> impl Iterator<Item = (String, String)> + '_ {
-    schema
-        .key_attributes
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (format!("#k{i}"), a.clone()))
+/// The projection of the key attributes and the ttl by placeholder (`#k0, #k1, #ttl`), and the
+/// names the placeholders stand for.
+fn key_and_ttl(schema: &TableSchema) -> (String, HashMap<String, String>) {
+    let keys = schema.key_attributes.iter().enumerate();
+    let mut names: HashMap<String, String> =
+        keys.map(|(i, a)| (format!("#k{i}"), a.clone())).collect();
+    names.insert("#ttl".into(), schema.layout.ttl_attribute.clone());
+    let mut expression: Vec<&str> = names.keys().map(String::as_str).collect();
+    expression.sort_unstable();
+    (expression.join(", "), names)
 }
 
 /// Timeout of one `BatchWriteItem` attempt (or the client's, if shorter). A batch delete cannot
@@ -52,38 +58,31 @@ fn key_placeholders(schema: &TableSchema) -> impl Iterator<Item = (String, Strin
 /// unconditionally (see [`crate::engine::BATCH_MAX_READ_AGE`]). 25 deletes take milliseconds.
 pub const BATCH_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The clients the delete requests go through: the caller's client with the SDK's own retry loop
-/// turned off, built once (a per-request config override would rebuild the request's runtime
-/// components on every call). Deletes are retried by the sweep engine itself, with backoff and
-/// jitter, so attempts do not multiply. Batch deletes also get [`BATCH_ATTEMPT_TIMEOUT`]. Both
-/// share the caller's connection pool, credentials and interceptors.
-#[derive(Debug, Clone)]
-struct DeleteClients {
-    conditional: Client,
-    batch: Client,
-}
-
-impl DeleteClients {
-    fn for_client(client: &Client) -> Self {
-        let base = client.config().timeout_config();
-        let attempt = base
-            .and_then(|t| t.operation_attempt_timeout())
-            .map_or(BATCH_ATTEMPT_TIMEOUT, |t| t.min(BATCH_ATTEMPT_TIMEOUT));
-        let mut timeouts = TimeoutConfig::builder()
-            .operation_attempt_timeout(attempt)
-            .operation_timeout(attempt);
-        if let Some(connect) = base.and_then(|t| t.connect_timeout()) {
-            timeouts = timeouts.connect_timeout(connect);
-        }
-        let no_retries = client
-            .config()
-            .to_builder()
-            .retry_config(RetryConfig::disabled());
-        DeleteClients {
-            batch: Client::from_conf(no_retries.clone().timeout_config(timeouts.build()).build()),
-            conditional: Client::from_conf(no_retries.build()),
-        }
+/// The clients the delete requests go through, (conditional, batch): the caller's client with the
+/// SDK's own retry loop turned off, built once (a per-request config override would rebuild the
+/// request's runtime components on every call). Deletes are retried by the sweep engine itself,
+/// with backoff and jitter, so attempts do not multiply. Batch deletes also get
+/// [`BATCH_ATTEMPT_TIMEOUT`]. Both share the caller's connection pool, credentials and interceptors.
+fn delete_clients(client: &Client) -> (Client, Client) {
+    let base = client.config().timeout_config();
+    let attempt = base
+        .and_then(|t| t.operation_attempt_timeout())
+        .map_or(BATCH_ATTEMPT_TIMEOUT, |t| t.min(BATCH_ATTEMPT_TIMEOUT));
+    let mut timeouts = TimeoutConfig::builder()
+        .operation_attempt_timeout(attempt)
+        .operation_timeout(attempt);
+    if let Some(connect) = base.and_then(|t| t.connect_timeout()) {
+        timeouts = timeouts.connect_timeout(connect);
     }
+    let no_retries = client
+        .config()
+        .to_builder()
+        .retry_config(RetryConfig::disabled());
+    let batch = no_retries.clone().timeout_config(timeouts.build()).build();
+    (
+        Client::from_conf(no_retries.build()),
+        Client::from_conf(batch),
+    )
 }
 
 /// A conditional write's outcome: `true` written, `false` its condition did not hold.
@@ -114,9 +113,11 @@ impl DynamoStore {
             .to_builder()
             .interceptor(DateRecorder(server_clock.clone()));
         let client = Client::from_conf(config.build());
+        let (conditional_deletes, batch_deletes) = delete_clients(&client);
         DynamoStore {
-            deletes: DeleteClients::for_client(&client),
             client,
+            conditional_deletes,
+            batch_deletes,
             server_clock,
         }
     }
@@ -127,15 +128,10 @@ impl DynamoStore {
     }
 
     /// Builds a client from the standard AWS configuration chain (`AWS_REGION`, `AWS_ENDPOINT_URL`,
-    /// credentials, `AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE`, the profile, ...), with:
-    ///
-    /// - connect timeout [`CONNECT_TIMEOUT`], each attempt [`ATTEMPT_TIMEOUT`], each operation
-    ///   including retries [`OPERATION_TIMEOUT`], so a stalled connection cannot eat the
-    ///   invocation;
-    /// - the chain's retry configuration (unset: the SDK's standard mode, [`SDK_MAX_ATTEMPTS`]
-    ///   attempts) for `DescribeTable`, `Query`, `Scan`, `BatchGetItem` and the checkpoint.
-    ///   Deletes turn retries off (see [`Store::batch_delete`]): the sweep engine retries them
-    ///   itself, so a key is sent at most `MAX_RETRIES + 1` times per sweep.
+    /// credentials, `AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE`, the profile, ...) with the timeouts
+    /// [`CONNECT_TIMEOUT`], [`ATTEMPT_TIMEOUT`] and [`OPERATION_TIMEOUT`], and the chain's retries
+    /// ([`SDK_MAX_ATTEMPTS`] unless it sets others) for all but deletes, which the engine retries
+    /// itself: `docs/design.md`, "Timeouts and retries".
     pub async fn from_env() -> Self {
         DynamoStore::new(Client::new(&Self::config_loader().load().await))
     }
@@ -188,25 +184,20 @@ impl Store for DynamoStore {
         start: Option<Key>,
         limit: Option<i32>,
     ) -> Result<Page, StoreError> {
-        let mut projection: Vec<String> = key_placeholders(schema).map(|(p, _)| p).collect();
-        projection.push("#ttl".into());
-        let mut req = self
+        let (projection, names) = key_and_ttl(schema);
+        let out = self
             .client
             .query()
             .table_name(&schema.table_name)
             .index_name(&schema.index_name)
             .key_condition_expression("#win = :win AND #ttl < :now")
+            .projection_expression(projection)
+            .set_expression_attribute_names(Some(names))
             .expression_attribute_names("#win", &schema.layout.window_attribute)
-            .expression_attribute_names("#ttl", &schema.layout.ttl_attribute)
             .expression_attribute_values(":win", AttributeValue::S(window_key.to_owned()))
             .expression_attribute_values(":now", AttributeValue::N(now.to_number()))
-            .projection_expression(projection.join(", "))
             .set_exclusive_start_key(start)
-            .set_limit(limit);
-        for (placeholder, name) in key_placeholders(schema) {
-            req = req.expression_attribute_names(placeholder, name);
-        }
-        let out = req
+            .set_limit(limit)
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;
@@ -235,8 +226,7 @@ impl Store for DynamoStore {
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let out = self
-            .deletes
-            .batch
+            .batch_deletes
             .batch_write_item()
             .request_items(&schema.table_name, requests)
             .send()
@@ -262,15 +252,7 @@ impl Store for DynamoStore {
         ttl_only: bool,
     ) -> Result<Vec<Key>, StoreError> {
         use aws_sdk_dynamodb::types::KeysAndAttributes;
-        // The key attributes and the ttl, by placeholder (`#k0, #k1, #ttl`).
-        let projection = ttl_only.then(|| {
-            let mut names: std::collections::HashMap<String, String> =
-                key_placeholders(schema).collect();
-            names.insert("#ttl".into(), schema.layout.ttl_attribute.clone());
-            let mut expression: Vec<&str> = names.keys().map(String::as_str).collect();
-            expression.sort_unstable();
-            (expression.join(", "), names)
-        });
+        let projection = ttl_only.then(|| key_and_ttl(schema));
         let mut found = Vec::with_capacity(keys.len());
         let mut pending = keys;
         for _ in 0..3 {
@@ -426,8 +408,7 @@ impl Store for DynamoStore {
         return_item: bool,
     ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
         let result = self
-            .deletes
-            .conditional
+            .conditional_deletes
             .delete_item()
             .table_name(&schema.table_name)
             .set_key(Some(key))

@@ -105,15 +105,13 @@ impl StoreError {
     }
 }
 
+/// The error and its sources, `: `-separated.
 fn describe_chain(err: &dyn std::error::Error) -> String {
-    let mut out = err.to_string();
-    let mut cur = err.source();
-    while let Some(e) = cur {
-        out.push_str(": ");
-        out.push_str(&e.to_string());
-        cur = e.source();
-    }
-    out
+    let chain = std::iter::successors(Some(err), |e| e.source());
+    chain
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 /// The kind an AWS error code means, when the code alone decides it.

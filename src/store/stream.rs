@@ -97,19 +97,15 @@ impl DynamoStore {
             .await?;
         let enabled = description
             .stream_specification()
-            .is_some_and(|s| s.stream_enabled());
-        let arn = description.latest_stream_arn();
-        Ok(match (enabled, arn) {
-            (true, Some(arn)) => Some(TableStream {
-                arn: arn.to_owned(),
-                view: description
-                    .stream_specification()
-                    .and_then(|s| s.stream_view_type())
-                    .map(|v| v.as_str().to_owned())
-                    .unwrap_or_default(),
-            }),
-            _ => None,
-        })
+            .filter(|s| s.stream_enabled());
+        let stream = enabled.zip(description.latest_stream_arn());
+        Ok(stream.map(|(spec, arn)| TableStream {
+            arn: arn.to_owned(),
+            view: spec
+                .stream_view_type()
+                .map_or("", |v| v.as_str())
+                .to_owned(),
+        }))
     }
 }
 
