@@ -3,6 +3,7 @@
 mod common;
 
 use std::io::Read;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -246,19 +247,7 @@ async fn sweep_of_three_tables_one_missing_sweeps_the_other_two() {
         .args(["sweep", "--table-name", &tables])
         .env("TABLES", &entry));
     assert_eq!(code, 1, "one table failed: {err}");
-    let reports: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let names: Vec<&str> = reports
-        .iter()
-        .map(|r| r["table"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        [first.as_str(), missing.as_str(), third.as_str()],
-        "{out}"
-    );
+    let reports = table_reports(&out, [&first, &missing, &third]);
     for (report, mode) in [(&reports[0], "batch"), (&reports[2], "conditional")] {
         assert_eq!(removed_json(report), 12, "{report}");
         assert_eq!(report["delete_mode"], mode, "{report}");
@@ -294,7 +283,7 @@ async fn run_sweeps_many_tables_and_a_missing_one_joins_when_created() {
         put_items(&client, table, sessions("old", 10, |i| start - 2 - i)).await;
     }
     let tables = format!("{first},{missing},{third}");
-    let (mut child, port, log) = Daemon::start(&tables, "200ms", "2", Stdio::piped());
+    let (mut child, port, log) = daemon(&tables, "200ms", "2", Stdio::piped());
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
     let removed = |text: &str, table: &str| {
         let deleted = sample(text, "ttl_sweeper_items_deleted_total", table)?;
@@ -325,33 +314,13 @@ async fn run_sweeps_many_tables_and_a_missing_one_joins_when_created() {
     assert!(joined(&text), "{text}\n--- log ---\n{}", log_text());
     assert!(ids(&client, &missing).await.is_empty());
 
-    let status = child.terminate();
-    let mut stdout = String::new();
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
+    let (status, stdout) = stop(&mut child);
     assert_eq!(
         status.code(),
         Some(1),
         "the missing table's failures count: {stdout}"
     );
-    let reports: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let names: Vec<&str> = reports
-        .iter()
-        .map(|r| r["table"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        [first.as_str(), missing.as_str(), third.as_str()],
-        "{stdout}"
-    );
+    let reports = table_reports(&stdout, [&first, &missing, &third]);
     assert_eq!(removed_json(&reports[1]), 7, "{}", reports[1]);
     assert!(
         !reports[1]["errors"].as_array().unwrap().is_empty(),
@@ -489,66 +458,42 @@ async fn backfill_with_less_than_one_wcu_per_second_finishes_at_that_rate() {
     assert_eq!(scan_all(&client, &table).await.len(), 3);
 }
 
-/// A `ttl-sweeper run` child, killed by its PID if a failing test leaves it running.
-struct Daemon(std::process::Child);
-
-impl Daemon {
-    /// `ttl-sweeper run` on `table` every `every` with `SCHEDULE_SECONDS=schedule`, serving
-    /// metrics on a free port, its stderr written to a log file: the child, the port, the log.
-    fn start(
-        table: &str,
-        every: &str,
-        schedule: &str,
-        stdout: Stdio,
-    ) -> (Daemon, u16, std::path::PathBuf) {
-        let port = free_port();
-        let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join(format!("target/test-servers/daemon-{port}.log"));
-        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
-        let child = local_cli()
-            .args(["run", "--every", every, "--table-name", table])
-            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-            .env("SCHEDULE_SECONDS", schedule)
-            .stdout(stdout)
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        (Daemon(child), port, log)
-    }
-
-    /// Sends SIGTERM and waits (15 s at the most) for the exit.
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        // SAFETY: signals the child this test started, by its PID.
-        unsafe {
-            libc::kill(self.0.id() as i32, libc::SIGTERM);
-        }
-        let (limit, every) = (Duration::from_secs(15), Duration::from_millis(50));
-        let exited = poll(limit, every, || self.0.try_wait().unwrap(), Option::is_some);
-        exited.expect("did not stop")
-    }
+/// `ttl-sweeper run` on `table` every `every` with `SCHEDULE_SECONDS=schedule`, serving metrics
+/// on a free port: the child, the port, its log.
+fn daemon(table: &str, every: &str, schedule: &str, stdout: Stdio) -> (Daemon, u16, PathBuf) {
+    let port = free_port();
+    let mut cmd = local_cli();
+    cmd.args(["run", "--every", every, "--table-name", table])
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .env("SCHEDULE_SECONDS", schedule)
+        .stdout(stdout);
+    let daemon = Daemon::spawn(&mut cmd, &format!("daemon-{port}"));
+    let log = daemon.log.clone();
+    (daemon, port, log)
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
+/// Sends SIGTERM to a [`daemon`] and waits for its exit: its status and what it wrote on its
+/// (piped) stdout.
+fn stop(child: &mut Daemon) -> (std::process::ExitStatus, String) {
+    let status = child.signal(libc::SIGTERM);
+    let mut stdout = String::new();
+    let pipe = child.child.stdout.as_mut().unwrap();
+    pipe.read_to_string(&mut stdout).unwrap();
+    (status, stdout)
 }
 
-/// `GET path` over HTTP/1.0 from 127.0.0.1:`port`: (status, body), or `None` while nothing
-/// listens.
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use std::io::Write;
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split(' ').nth(1)?.parse().ok()?;
-    let body = response.split_once("\r\n\r\n")?.1.to_owned();
-    Some((status, body))
+/// The JSON lines of `out`, one report per table, of `tables` in that order.
+fn table_reports(out: &str, tables: [&str; 3]) -> Vec<Value> {
+    let reports: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = reports
+        .iter()
+        .map(|r| r["table"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, tables, "{out}");
+    reports
 }
 
 /// The value of the sample `name{table="<table>"}` in a Prometheus text exposition.
@@ -566,7 +511,7 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
     put_items(&client, &table, sessions("a", 20, |i| start - 2 - i)).await;
     put_items(&client, &table, vec![session("future", start + 3600)]).await;
 
-    let (mut child, port, log) = Daemon::start(&table, "200ms", "2", Stdio::piped());
+    let (mut child, port, log) = daemon(&table, "200ms", "2", Stdio::piped());
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
     let sample = |text: &str, name: &str| sample(text, name, &table);
 
@@ -640,12 +585,9 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
 
     // SIGTERM stops it at once: exit 0, the whole run's report on stdout.
     let stopping = Instant::now();
-    let status = child.terminate();
+    let (status, stdout) = stop(&mut child);
     let took = stopping.elapsed();
     assert!(took < Duration::from_secs(10), "took {took:?} to stop");
-    let mut stdout = String::new();
-    let mut pipe = child.0.stdout.take().unwrap();
-    pipe.read_to_string(&mut stdout).unwrap();
     assert_eq!(status.code(), Some(0), "{}", log_text());
     let report: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(removed_json(&report), 35, "{report}");
@@ -669,7 +611,7 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_health_turns_503_when_sweeps_keep_failing() {
     let (client, table) = simple_table("daemon_health").await;
-    let (mut child, port, log) = Daemon::start(&table, "100ms", "1", Stdio::null());
+    let (mut child, port, log) = daemon(&table, "100ms", "1", Stdio::null());
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
     // Polls /healthz until its answer has `want` in its body, or 20 s.
     let health_until = |want: &str| {
@@ -704,7 +646,7 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
     let failed = sample(&text, "ttl_sweeper_sweeps_failed_total", &table).unwrap_or(0.0);
     assert!(failed >= 3.0, "{text}");
 
-    let status = child.terminate();
+    let status = child.signal(libc::SIGTERM);
     assert_eq!(
         status.code(),
         Some(1),

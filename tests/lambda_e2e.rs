@@ -253,21 +253,6 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
     drop(watch);
 }
 
-/// The JSON lines of the environments' logs.
-fn json_lines(logs: &[PathBuf]) -> Vec<serde_json::Value> {
-    logs.iter()
-        .flat_map(|p| {
-            std::fs::read_to_string(p)
-                .unwrap_or_default()
-                .lines()
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
-        .filter(serde_json::Value::is_object)
-        .collect()
-}
-
 /// `1-5759e988-bd862e3fe1be46a994272793`: the Root id of an X-Ray trace header.
 fn is_trace_root(id: &str) -> bool {
     let parts: Vec<&str> = id.split('-').collect();
@@ -315,10 +300,13 @@ async fn lambda_logs_carry_the_powertools_keys_and_a_cold_start_metric() {
         max_delay: Duration::ZERO,
         seed: 1,
     });
-    api.wait_ended(runtime_api::wall() + 60.0).await;
-    let logs = api.logs();
+    api.wait_ended(wall_clock() + 60.0).await;
     let run = api.stop();
-    let lines = json_lines(&logs);
+    let text = api.log_text();
+    let lines: Vec<serde_json::Value> = (text.lines())
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(serde_json::Value::is_object)
+        .collect();
     let context = format!(
         "{:#?}\n{}",
         run.invocations,

@@ -13,8 +13,7 @@ mod common;
 mod fault_proxy;
 
 use std::collections::HashSet;
-use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -375,9 +374,8 @@ type Sent = Arc<Mutex<Vec<(std::time::Instant, Vec<String>)>>>;
 
 /// A `ttl-sweeper run` standing for one Region: its own proxy records each delete it sends.
 struct Region {
-    name: &'static str,
-    child: Child,
-    log: PathBuf,
+    /// Killed first, before its proxy stops.
+    daemon: Daemon,
     /// Stops with the region.
     _proxy: FaultProxy,
     /// When each `BatchWriteItem` or `DeleteItem` reached its proxy, with the ids it deletes.
@@ -414,71 +412,25 @@ impl Region {
             None
         });
         let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(3), plan).await;
-        let log = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join(format!("target/test-servers/lease-{table}-{name}.log"));
-        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
-        let child = cli()
-            .args(["--log-format", "json", "run", "--every", "1s"])
+        let mut cmd = cli();
+        cmd.args(["--log-format", "json", "run", "--every", "1s"])
             .args(["--table-name", table])
             .env("CHECKPOINT_TABLE", checkpoint)
             .env("LEADER_LEASE", "6")
             .env("SCHEDULE_SECONDS", "3")
             .env("AWS_REGION", name)
             .env("AWS_ENDPOINT_URL", &proxy.endpoint)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
+            .stdout(Stdio::null());
         Region {
-            name,
-            child,
-            log,
+            daemon: Daemon::spawn(&mut cmd, &format!("lease-{table}-{name}")),
             _proxy: proxy,
             deletes,
             lease_writes,
         }
     }
 
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until its log says `what`.
-    fn wait_for_log(&self, what: &str) {
-        let text = poll(
-            Duration::from_secs(30),
-            Duration::from_millis(50),
-            || self.log_text(),
-            |t| t.contains(what),
-        );
-        assert!(text.contains(what), "{}: no {what:?} in\n{text}", self.name);
-    }
-
     fn deletes(&self) -> Vec<(std::time::Instant, Vec<String>)> {
         self.deletes.lock().unwrap().clone()
-    }
-
-    fn kill(&mut self) {
-        // SAFETY: signals the child this test started, by its PID.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGKILL);
-        }
-        let exited = poll(
-            Duration::from_secs(20),
-            Duration::from_millis(20),
-            || self.child.try_wait().unwrap(),
-            Option::is_some,
-        );
-        assert!(exited.is_some(), "{} did not stop", self.name);
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
     }
 }
 
@@ -487,9 +439,9 @@ async fn one_region_sweeps_and_the_other_takes_over_within_the_lease_after_a_sig
     let (client, table) = simple_table("lease").await;
     let checkpoint = checkpoint_table(&client, "leasecp").await;
     let mut east = Region::start("us-east-1", &table, &checkpoint).await;
-    east.wait_for_log("took the lease from nobody");
+    east.daemon.wait_for_log("took the lease from nobody");
     let west = Region::start("eu-west-1", &table, &checkpoint).await;
-    west.wait_for_log("standing by");
+    west.daemon.wait_for_log("standing by");
 
     // Two items expire every second for 30 s, from 4 s on; fifty live for an hour.
     let start = now();
@@ -508,7 +460,7 @@ async fn one_region_sweeps_and_the_other_takes_over_within_the_lease_after_a_sig
     assert!(deleted_some >= 5, "east deleted nothing");
     assert!(west.deletes().is_empty(), "west deleted while east led");
     let killed_at = std::time::Instant::now();
-    east.kill();
+    east.daemon.signal(libc::SIGKILL);
 
     // West takes over; everything due goes.
     let mut left = HashSet::new();
@@ -589,7 +541,7 @@ async fn one_region_sweeps_and_the_other_takes_over_within_the_lease_after_a_sig
         took - renewed
     );
     assert!(failover < within + Duration::from_secs(1), "{failover:?}");
-    let west_log = west.log_text();
+    let west_log = west.daemon.log_text();
     assert!(
         west_log.contains("took the lease from us-east-1/"),
         "{west_log}"

@@ -88,12 +88,12 @@ async fn an_item_exactly_on_a_window_boundary_is_swept() {
     let sweeper = sweeper(&table, &pairs).await;
     // At the boundary itself the item is not expired (ttl < now is false) ...
     assert_eq!(sweeper.sweep_at(b).await.items_deleted, 0);
-    assert!(exists(&client, &table, id_key("edge")).await);
+    assert!(exists(&client, &table, "edge").await);
     // ... and at the next scheduled run the current window is (b, b+60]: only the lookback
     // reaches the item. The published design's single-window query never would.
     let next_run = sweeper.sweep_at(b + 60).await;
     assert_eq!(removed(&next_run), 1, "{next_run:?}");
-    assert!(!exists(&client, &table, id_key("edge")).await);
+    assert!(!exists(&client, &table, "edge").await);
 }
 
 /// Only validly expired items go. Left alone, in both modes: future ttls (one in the current
@@ -142,7 +142,7 @@ async fn future_missing_millisecond_string_and_too_old_ttls_are_left_alone() {
             "six-years",
             "zero",
         ];
-        if exists(&client, &table, id_key("string")).await {
+        if exists(&client, &table, "string").await {
             expected.push("string");
         }
         expected.sort();
@@ -241,7 +241,7 @@ async fn conditional_mode_keeps_an_item_whose_ttl_was_extended_after_the_query()
         let hook = |store| extend_ttl_hook(store, client.clone(), table.clone(), now + 3600);
         let report = sweeper_over(&cfg, hook).await.sweep_at(now).await;
         assert!(report.is_success(), "{mode}: {report:?}");
-        let kept = exists(&client, &table, id_key("item-0")).await;
+        let kept = exists(&client, &table, "item-0").await;
         outcomes.insert(mode, (report, kept));
     }
     let (report, kept) = &outcomes["conditional"];
@@ -281,12 +281,12 @@ async fn a_conditional_delete_tells_deleted_kept_and_already_gone_apart() {
     ] {
         assert_eq!(outcome(id, read.clone()).await, want, "{id}");
     }
-    assert!(exists(&client, &table, id_key("extended")).await);
+    assert!(exists(&client, &table, "extended").await);
     // A ttl changed after the read to another past value: still expired, but not the expiry
     // that was read, so the item is kept.
     put_items(&client, &table, vec![session("rewritten", now - 30)]).await;
     assert_eq!(outcome("rewritten", read.clone()).await, Kept);
-    assert!(exists(&client, &table, id_key("rewritten")).await);
+    assert!(exists(&client, &table, "rewritten").await);
     // The same number written differently is the same ttl.
     let same = format!("{}.000", now - 30);
     assert_eq!(outcome("rewritten", same).await, Deleted);

@@ -324,10 +324,6 @@ fn every_make_command_shown_is_a_makefile_target() {
     assert!(commands >= 5, "only {commands} make commands found");
     let problems = problems.join("\n  ");
     assert!(problems.is_empty(), "not Makefile targets:\n  {problems}");
-    assert_eq!(
-        make_commands("run `make demo`\n```\nmake test   # all\n  make bench BENCH_QUICK=1\n```\n"),
-        ["demo", "test", "bench"]
-    );
 }
 
 /// The `ttl_sweeper::module::item` paths in `markdown` (prose and code), leaving out the
@@ -400,12 +396,6 @@ fn every_library_path_the_docs_name_exists() {
         }
     }
     assert!(seen >= 3, "only {seen} library paths found");
-    assert_eq!(
-        library_paths(
-            "`ttl_sweeper::streams::is_expiry_removal`\n 3.13% bin [.] ttl_sweeper::engine::sweep::Shared<S>::f\n"
-        ),
-        ["ttl_sweeper::streams::is_expiry_removal"]
-    );
     let problems = problems.join("\n  ");
     assert!(problems.is_empty(), "no such public item:\n  {problems}");
     assert!(library_path_exists(
@@ -414,12 +404,6 @@ fn every_library_path_the_docs_name_exists() {
     assert!(library_path_exists("ttl_sweeper::expiry::is_expired"));
     assert!(!library_path_exists("ttl_sweeper::window::window_key"));
     assert!(!library_path_exists("ttl_sweeper::expiry::no_such_fn"));
-    assert_eq!(
-        library_paths(
-            "use `ttl_sweeper::expiry::Layout`, ttl_sweeper::connect(&c), `ttl_sweeper::...`"
-        ),
-        ["ttl_sweeper::expiry::Layout", "ttl_sweeper::connect"]
-    );
 }
 
 // ---------------------------------------------------------------- generated cost blocks

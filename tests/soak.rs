@@ -36,7 +36,7 @@ use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
 use fault_proxy::{all_faults, delete_ids, item_ids, FaultProxy, Plan};
-use runtime_api::{wall, Options, Outcome, Recorder, RuntimeApi, Schedule};
+use runtime_api::{Options, Outcome, Recorder, RuntimeApi, Schedule};
 use serde_json::Value;
 use ttl_sweeper::engine::BATCH_MAX_READ_AGE;
 use ttl_sweeper::events::event_id;
@@ -381,7 +381,7 @@ async fn rewrite(client: &Client, table: &str, shards: u32, id: &str, marker: &s
             .map(String::as_str)
             == Some("orig")
     });
-    let started = wall();
+    let started = wall_clock();
     let ttl = started as i64 + 3600;
     put_one(client, table, marked(id, ttl, shards, marker)).await;
     Write {
@@ -395,7 +395,7 @@ async fn rewrite(client: &Client, table: &str, shards: u32, id: &str, marker: &s
 }
 
 async fn extend(client: &Client, table: &str, shards: u32, id: &str, marker: &str) -> Write {
-    let started = wall();
+    let started = wall_clock();
     let ttl = started as i64 + 3600;
     let result = client
         .update_item()
@@ -452,7 +452,7 @@ async fn writers(
     let mut log = Vec::new();
     let mut touched = HashSet::new();
     let mut n = 0u64;
-    tokio::time::sleep(Duration::from_secs_f64((t0 + 3.0 - wall()).max(0.0))).await;
+    tokio::time::sleep(Duration::from_secs_f64((t0 + 3.0 - wall_clock()).max(0.0))).await;
     let mut burst_ids: Vec<String> = originals[..backlog].iter().map(|o| o.id.clone()).collect();
     rng.shuffle(&mut burst_ids);
     burst_ids.truncate(burst);
@@ -471,9 +471,9 @@ async fn writers(
             log.push(t.await.expect("writer task"));
         }
     }
-    while wall() < until {
+    while wall_clock() < until {
         tokio::time::sleep(WRITE_EVERY).await;
-        let now = wall();
+        let now = wall_clock();
         let mut just_read: Vec<String> = if rng.u8(..3) < 2 {
             let seen = reads.seen.lock().unwrap();
             seen.listed
@@ -637,7 +637,7 @@ async fn soak_run(
     let mut n = 0;
     let mut child = spawn_run(&env, &dir, n);
     let mut kills = kill_at.into_iter().peekable();
-    while wall() < until {
+    while wall_clock() < until {
         tokio::time::sleep(Duration::from_millis(50)).await;
         if let Ok(Some(_)) = child.try_wait() {
             out.exits += 1;
@@ -645,12 +645,12 @@ async fn soak_run(
             child = spawn_run(&env, &dir, n);
             continue;
         }
-        if kills.peek().is_some_and(|t| wall() >= *t) {
+        if kills.peek().is_some_and(|t| wall_clock() >= *t) {
             kills.next();
             if matches!(child.try_wait(), Ok(None)) {
                 // Child::kill sends SIGKILL to this child's PID.
                 child.kill().expect("SIGKILL");
-                out.kills.push(wall());
+                out.kills.push(wall_clock());
             }
             let _ = child.wait();
             tokio::time::sleep(Duration::from_millis(rng.u64(0..1000))).await;
@@ -662,12 +662,12 @@ async fn soak_run(
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);
     }
-    let stopped = wall();
+    let stopped = wall_clock();
     out.final_exit = loop {
         if let Ok(Some(status)) = child.try_wait() {
             break status.code();
         }
-        if wall() - stopped > 60.0 {
+        if wall_clock() - stopped > 60.0 {
             let _ = child.kill();
             let _ = child.wait();
             break None;
@@ -709,7 +709,7 @@ async fn soak_lambda(
         function_name: "ttl-sweeper-soak".into(),
     })
     .await;
-    let first = wall().ceil() as i64;
+    let first = wall_clock().ceil() as i64;
     let count = (((until - first as f64) / LAMBDA_PERIOD as f64).ceil() as usize).max(1);
     api.run_schedule(&Schedule {
         first,
@@ -720,14 +720,14 @@ async fn soak_lambda(
     });
     let mut out = RunOutcome::default();
     for at in kill_at {
-        tokio::time::sleep(Duration::from_secs_f64((at - wall()).max(0.0))).await;
+        tokio::time::sleep(Duration::from_secs_f64((at - wall_clock()).max(0.0))).await;
         let env = rng.usize(..2);
         if api
             .kill_environment(env)
             .or_else(|| api.kill_environment(1 - env))
             .is_some()
         {
-            out.kills.push(wall());
+            out.kills.push(wall_clock());
         }
     }
     let last = first as f64 + (count as f64) * LAMBDA_PERIOD as f64 + timeout.as_secs_f64() + 30.0;
@@ -743,10 +743,7 @@ async fn soak_lambda(
             out.reports.absorb(v);
         }
     }
-    for log in api.logs() {
-        out.reports
-            .absorb_text(&std::fs::read_to_string(log).unwrap_or_default());
-    }
+    out.reports.absorb_text(&api.log_text());
     out
 }
 
@@ -765,24 +762,16 @@ async fn consume(sqs: aws_sdk_sqs::Client, queue: String) {
 /// The final clean sweep: `ttl-sweeper sweep` through the same proxies with the faults off,
 /// over every window since the oldest ttl of the table. Its JSON report.
 fn final_sweep(env: &[(String, String)], lookback: usize) -> (i32, Value, String) {
-    let out = cli()
+    let (code, stdout, stderr) = run(cli()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env("LOOKBACK_WINDOWS", lookback.to_string())
         .env("MAX_RETRIES", "8")
-        .args(["--log-format", "json", "sweep"])
-        .output()
-        .expect("run ttl-sweeper sweep");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        .args(["--log-format", "json", "sweep"]));
     let report = stdout
         .lines()
         .rev()
-        .find_map(|l| serde_json::from_str::<Value>(l).ok())
-        .unwrap_or(Value::Null);
-    (
-        out.status.code().unwrap_or(-1),
-        report,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .find_map(|l| serde_json::from_str(l).ok());
+    (code, report.unwrap_or(Value::Null), stderr)
 }
 
 // ------------------------------------------------------------------------------------ checks
@@ -1048,13 +1037,13 @@ async fn scenario(
     let table = table_name(&spec.name.replace('-', "_"));
     create_table(&client, &TableSpec::simple(&table)).await;
     let sqs = moto::sqs().await;
-    let queue = moto::create_queue(&sqs, &moto::unique(spec.name)).await;
+    let queue = moto::create_queue(&sqs, &moto::unique(spec.name), false).await;
     let consumer = tokio::spawn(consume(sqs.clone(), queue.clone()));
     std::fs::create_dir_all(&dir).unwrap();
 
     // The items: a backlog already expired in two windows, items expiring during the soak,
     // items that never expire during it.
-    let now = wall();
+    let now = wall_clock();
     let load_time = 20.0 * size.scale.max(0.5);
     let start_estimate = now + load_time;
     let window_base = (now as i64 / WINDOW as i64) * WINDOW as i64;
@@ -1116,7 +1105,7 @@ async fn scenario(
         &sink_faults.endpoint,
     );
 
-    let t0 = wall();
+    let t0 = wall_clock();
     let until = t0 + size.chaos.as_secs_f64();
     let kill_at = kill_times(seed, size.kills, t0, until);
     let writer = tokio::spawn(writers(
@@ -1155,7 +1144,7 @@ async fn scenario(
         final_sweeps += 1;
         // From this sweep's start back to the oldest item: a final sweep after a slow one (a sink
         // still loaded) must reach as far back as the first did.
-        let lookback = ((wall() - oldest) / WINDOW as f64).ceil() as usize + 2;
+        let lookback = ((wall_clock() - oldest) / WINDOW as f64).ceil() as usize + 2;
         let (code, report, stderr) = tokio::task::block_in_place(|| final_sweep(&env, lookback));
         final_reports.absorb(&report);
         final_reports.absorb_text(&stderr);

@@ -38,7 +38,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodbstreams as streams;
 use common::*;
 use fault_proxy::{Fault, FaultProxy, Plan};
-use runtime_api::{wall, Invocation, Options, Outcome, RuntimeApi};
+use runtime_api::{Invocation, Options, Outcome, RuntimeApi};
 use serde_json::{json, Value};
 use ttl_sweeper::expiry::window::window_key;
 use ttl_sweeper::store::Key;
@@ -305,7 +305,7 @@ impl<'a> Esm<'a> {
 
     /// Every delivery, one line each, and the function's log: for failure messages.
     fn context(&self) -> String {
-        format!("{}\n{}", self.describe(), logs(self.api))
+        format!("{}\n{}", self.describe(), self.api.log_text())
     }
 
     /// Every delivery, one line each.
@@ -369,19 +369,7 @@ async fn function(table: &str, endpoint: &str, name: &str) -> RuntimeApi {
     .await
 }
 
-/// The environments' log lines, for failure messages.
-fn logs(api: &RuntimeApi) -> String {
-    let text = api.logs().into_iter().map(std::fs::read_to_string);
-    text.map(Result::unwrap_or_default)
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 // --------------------------------------------------------------------------------- the application
-
-fn names(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}-{i}")).collect()
-}
 
 async fn streamed_table(client: &Client, prefix: &str) -> String {
     new_table(client, prefix, |t| {
@@ -402,23 +390,6 @@ async fn set_ttl(client: &Client, table: &str, id: &str, ttl: i64) {
         .send()
         .await
         .expect("set ttl");
-}
-
-/// The item `id` (a consistent read), if there.
-async fn item_of(client: &Client, table: &str, id: &str) -> Option<Key> {
-    let read = client
-        .get_item()
-        .table_name(table)
-        .set_key(Some(id_key(id)))
-        .consistent_read(true);
-    read.send().await.expect("get item").item
-}
-
-/// `id`'s window attribute, `None` when it has none or is gone.
-async fn window_of(client: &Client, table: &str, id: &str) -> Option<String> {
-    let item = item_of(client, table, id).await?;
-    item.get("expirationWindow")
-        .map(|w| w.as_s().unwrap().clone())
 }
 
 fn window(ttl: i64) -> Option<String> {
@@ -465,7 +436,7 @@ async fn items_written_with_only_a_ttl_get_their_window_or_go_through_the_mappin
     assert_eq!(shard.len(), written, "{shard:#?}");
     esm.drain(&shard).await;
     assert!(
-        wall() < due_at as f64,
+        wall_clock() < due_at as f64,
         "the machine is too slow for this test: the due items expired before their records were delivered"
     );
     // Every expired item is gone, every live one has the window of its last ttl, the deleted
@@ -512,7 +483,7 @@ async fn items_written_with_only_a_ttl_get_their_window_or_go_through_the_mappin
 
     // Once the due items' ttl has passed (by DynamoDB's clock too), a sweep by the same
     // function finds them by the windows the stream gave them, and only them.
-    let wait = due_at as f64 + 1.5 - wall();
+    let wait = due_at as f64 + 1.5 - wall_clock();
     tokio::time::sleep(Duration::from_secs_f64(wait.max(0.0))).await;
     let sweep = api.invoke(&json!({})).await;
     let Outcome::Succeeded(report) = &sweep.outcome else {
@@ -628,7 +599,7 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
             "UpdateItem" | "DeleteItem" | "PutItem" | "BatchWriteItem"
         ) {
             let id = body["Key"]["id"]["S"].as_str().unwrap_or_default();
-            let write = (wall(), op.to_owned(), id.to_owned());
+            let write = (wall_clock(), op.to_owned(), id.to_owned());
             seen.lock().unwrap().push(write);
         }
         None
@@ -699,7 +670,7 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
         let have = window_of(&client, &table, id).await;
         assert_eq!(have, window(now + 3600), "{id}\n{context}");
     }
-    assert!(item_of(&client, &other, "stray").await.is_some());
+    assert!(get(&client, &other, "stray").await.is_some());
     assert_eq!(window_of(&client, &other, "stray").await, None);
     assert!(writes.iter().all(|(_, _, id)| id != "stray"), "{writes:?}");
 }
@@ -765,7 +736,7 @@ async fn through_the_mapping_ttl_only_items_expire_with_the_sub_second_lag_of_wi
             esm.drain(&records).await;
         }
         let present = id_set(&client, &table).await;
-        let at = wall();
+        let at = wall_clock();
         for id in ttls.keys().filter(|id| !present.contains(*id)) {
             gone.entry(id.clone()).or_insert(at);
         }
@@ -776,7 +747,7 @@ async fn through_the_mapping_ttl_only_items_expire_with_the_sub_second_lag_of_wi
         left.is_empty(),
         "left: {left:?}\n{}\n{}",
         esm.context(),
-        logs(&ticking)
+        ticking.log_text()
     );
     assert!(esm.destination.is_empty(), "{}", esm.context());
     let lags = |prefix: &str| {

@@ -7,8 +7,7 @@ mod common;
 mod fault_proxy;
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::StreamViewType;
@@ -18,82 +17,50 @@ use fault_proxy::{Fault, FaultProxy, Plan};
 use ttl_sweeper::expiry::window::window_key;
 use ttl_sweeper::store::Key;
 
-/// A `ttl-sweeper run --follow-stream` child, its stderr in a log file; killed if a test fails.
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-    /// Where it serves `/metrics`.
+/// A `ttl-sweeper run --follow-stream` child, killed if a test fails, and where it serves
+/// `/metrics`.
+struct Follower {
+    daemon: Daemon,
     metrics_port: u16,
 }
 
-impl Daemon {
-    fn start(table: &str, checkpoint: &str, name: &str) -> Daemon {
-        Daemon::start_at(&endpoint(), table, checkpoint, name)
+impl Follower {
+    fn start(table: &str, checkpoint: &str, name: &str) -> Follower {
+        Follower::start_at(&endpoint(), table, checkpoint, name)
     }
 
-    /// [`Daemon::start`] reaching DynamoDB (and its stream) at `endpoint`.
-    fn start_at(endpoint: &str, table: &str, checkpoint: &str, name: &str) -> Daemon {
-        let log = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join(format!("target/test-servers/follow-{table}-{name}.log"));
-        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    /// [`Follower::start`] reaching DynamoDB (and its stream) at `endpoint`.
+    fn start_at(endpoint: &str, table: &str, checkpoint: &str, name: &str) -> Follower {
         let metrics_port = free_port();
-        let child = local_cli()
-            .args(["--log-format", "json", "run", "--every", "1s"])
+        let mut cmd = local_cli();
+        cmd.args(["--log-format", "json", "run", "--every", "1s"])
             .args(["--follow-stream", "--table-name", table])
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
             .env("CHECKPOINT_TABLE", checkpoint)
             .env("AWS_ENDPOINT_URL", endpoint)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let daemon = Daemon {
-            child,
-            log,
-            metrics_port,
-        };
+            .stdout(Stdio::null());
+        let daemon = Daemon::spawn(&mut cmd, &format!("follow-{table}-{name}"));
         // Following once the stream is open: the log says so.
-        let open = poll(
-            Duration::from_secs(30),
-            Duration::from_millis(50),
-            || daemon.log_text(),
-            |text| text.contains("following the table's stream"),
-        );
-        assert!(open.contains("following the table's stream"), "{open}");
-        daemon
+        daemon.wait_for_log("following the table's stream");
+        Follower {
+            daemon,
+            metrics_port,
+        }
     }
 
     /// The value of metric `name` in `/metrics`.
     fn metric(&self, name: &str) -> Option<f64> {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(stream, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        let line = response
-            .lines()
-            .find(|l| l.starts_with(&format!("{name}{{")))?;
+        let (_, text) = http_get(self.metrics_port, "/metrics")?;
+        let line = text.lines().find(|l| l.starts_with(&format!("{name}{{")))?;
         line.rsplit(' ').next()?.parse().ok()
     }
 
     fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.daemon.log_text()
     }
 
     fn signal(&mut self, signal: i32) -> std::process::ExitStatus {
-        // SAFETY: signals the child this test started, by its PID.
-        unsafe {
-            libc::kill(self.child.id() as i32, signal);
-        }
-        let (limit, every) = (Duration::from_secs(20), Duration::from_millis(50));
-        let exited = poll(
-            limit,
-            every,
-            || self.child.try_wait().unwrap(),
-            Option::is_some,
-        );
-        exited.expect("did not stop")
+        self.daemon.signal(signal)
     }
 
     /// The report the follower logged when it stopped.
@@ -105,15 +72,6 @@ impl Daemon {
             .find(|l| l["message"] == "stopped following the stream");
         let line = line.unwrap_or_else(|| panic!("no final report in:\n{text}"));
         serde_json::from_str(line["report"].as_str().unwrap()).unwrap()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
     }
 }
 
@@ -135,7 +93,7 @@ async fn watch_gone(
     let started = Instant::now();
     while gone.len() < ids.len() && started.elapsed() < limit {
         let present = id_set(client, table).await;
-        let at = chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
+        let at = wall_clock();
         for id in ids {
             if !present.contains(id) {
                 gone.entry(id.clone()).or_insert(at);
@@ -144,25 +102,6 @@ async fn watch_gone(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     gone
-}
-
-async fn window_of(client: &Client, table: &str, id: &str) -> Option<String> {
-    let out = client
-        .get_item()
-        .table_name(table)
-        .set_key(Some(id_key(id)))
-        .consistent_read(true)
-        .send()
-        .await
-        .unwrap();
-    let item = out.item?;
-    item.get("expirationWindow")
-        .and_then(|w| w.as_s().ok())
-        .cloned()
-}
-
-fn ids(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
 
 #[tokio::test]
@@ -197,13 +136,13 @@ async fn follow_stream_refuses_a_table_without_a_stream_or_without_new_images_na
 async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_and_restart() {
     let (client, table) = streamed_table("follow", Some(StreamViewType::NewAndOldImages)).await;
     let checkpoint = checkpoint_table(&client, "followcp").await;
-    let mut daemon = Daemon::start(&table, &checkpoint, "first");
+    let mut daemon = Follower::start(&table, &checkpoint, "first");
 
     // Writers that set only a ttl: due in 3–5 s, already expired, and live for an hour.
     let now = now();
-    let due = ids("due", 20);
-    let expired = ids("expired", 5);
-    let live = ids("live", 5);
+    let due = names("due", 20);
+    let expired = names("expired", 5);
+    let live = names("live", 5);
     let mut items: Vec<Key> = Vec::new();
     items.extend(
         due.iter()
@@ -212,7 +151,7 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     );
     items.extend(expired.iter().map(|id| unwindowed(id, now - 10)));
     items.extend(live.iter().map(|id| unwindowed(id, now + 3600)));
-    let written = chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
+    let written = wall_clock();
     put_many(&client, &table, items.clone()).await;
 
     // Both kinds watched at once, so that each is seen gone when it goes.
@@ -260,13 +199,13 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     // item the application deleted meanwhile is not recreated.
     daemon.signal(libc::SIGKILL);
     let now = common::now();
-    let later = ids("later", 10);
+    let later = names("later", 10);
     let later_items: Vec<Key> = later.iter().map(|id| unwindowed(id, now + 5)).collect();
     put_many(&client, &table, later_items).await;
     put_one(&client, &table, unwindowed("deleted", now + 3600)).await;
     delete_one(&client, &table, "deleted").await;
     put_one(&client, &table, unwindowed("live-0", now + 7200)).await;
-    let mut daemon = Daemon::start(&table, &checkpoint, "second");
+    let mut daemon = Follower::start(&table, &checkpoint, "second");
     let gone = watch_gone(&client, &table, &later, Duration::from_secs(15)).await;
     assert_eq!(
         gone.len(),
@@ -290,17 +229,12 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     let report = daemon.final_report();
     assert_eq!(report["skipped_records"], 0, "{report}");
     assert_eq!(report["trimmed"], 0, "{report}");
-    let saved = client
-        .get_item()
-        .table_name(&checkpoint)
-        .set_key(Some(id_key(&format!(
-            "{table}/expirationWindowIndex#stream"
-        ))))
-        .consistent_read(true)
-        .send()
-        .await
-        .unwrap()
-        .item;
+    let saved = get(
+        &client,
+        &checkpoint,
+        &format!("{table}/expirationWindowIndex#stream"),
+    )
+    .await;
     let everything = scan_all(&client, &checkpoint).await;
     let saved = saved.unwrap_or_else(|| panic!("no position saved: {everything:?}"));
     assert!(
@@ -316,10 +250,10 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
 async fn rewrites_and_unusable_ttls_delete_nothing_live_and_never_stop_the_shard() {
     let (client, table) = streamed_table("rewrite", Some(StreamViewType::NewImage)).await;
     let checkpoint = checkpoint_table(&client, "rewritecp").await;
-    let mut daemon = Daemon::start(&table, &checkpoint, "only");
+    let mut daemon = Follower::start(&table, &checkpoint, "only");
     let now = now();
     // Items due in 2 s, rewritten (the whole item, without a window) with an hour more before then.
-    let extended = ids("extended", 10);
+    let extended = names("extended", 10);
     let first: Vec<Key> = extended.iter().map(|id| unwindowed(id, now + 2)).collect();
     put_many(&client, &table, first).await;
     let later: Vec<Key> = extended
@@ -428,9 +362,9 @@ async fn expired_iterators_trimmed_records_and_failing_writes_are_recovered_or_r
         _ => None,
     });
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(15), plan).await;
-    let mut daemon = Daemon::start_at(&proxy.endpoint, &table, &checkpoint, "faulty");
+    let mut daemon = Follower::start_at(&proxy.endpoint, &table, &checkpoint, "faulty");
     let now = now();
-    let mut due = ids("due", 10);
+    let mut due = names("due", 10);
     let mut items: Vec<Key> = due.iter().map(|id| unwindowed(id, now + 3)).collect();
     items.push(unwindowed("poison", now + 3600));
     items.push(unwindowed("throttled", now + 3));
@@ -502,9 +436,9 @@ async fn sigterm_ends_the_daemon_within_the_grace_when_dynamodb_stops_answering(
     let hanging = hung.clone();
     let plan = Plan::script(move |_, _| hanging.load(Ordering::SeqCst).then_some(Fault::Delay));
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(60), plan).await;
-    let mut daemon = Daemon::start_at(&proxy.endpoint, &table, &checkpoint, "hung");
+    let mut daemon = Follower::start_at(&proxy.endpoint, &table, &checkpoint, "hung");
     let now = now();
-    let items = ids("late", 5)
+    let items = names("late", 5)
         .iter()
         .map(|id| unwindowed(id, now + 3600))
         .collect();

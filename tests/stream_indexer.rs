@@ -99,14 +99,6 @@ fn with_events(
     sweeper.with_events(Arc::new(Events::new(&config, sink.clone())))
 }
 
-async fn get(client: &aws_sdk_dynamodb::Client, table: &str, id: &str) -> Option<Key> {
-    let out = client
-        .get_item()
-        .table_name(table)
-        .set_key(Some(id_key(id)));
-    out.consistent_read(true).send().await.unwrap().item
-}
-
 fn window_of(ttl: i64) -> AV {
     AV::S(window_key(ttl as f64, 60).unwrap())
 }

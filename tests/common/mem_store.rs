@@ -176,9 +176,7 @@ pub fn id_of(key: &Key) -> String {
     }
 }
 
-pub fn key(id: &str) -> Key {
-    [("id".to_string(), AV::S(id.into()))].into()
-}
+pub use super::id_key as key;
 
 /// An item's ttl (a Number).
 pub fn ttl_of(item: &Key) -> f64 {
@@ -340,16 +338,11 @@ impl MemStore {
             .collect()
     }
 
-    /// The faults that apply to a call (`hit`), taking those that apply once.
-    fn take(&self, op: Op, hit: impl Fn(&When) -> bool) -> Vec<Fault> {
-        take(&self.faults, op, hit)
-    }
-
     /// Counts the call, waits its delays, and answers for it if it fails or stalls; otherwise
     /// the call's number and the fault its body plays out.
     async fn begin(&self, op: Op, id: Option<&str>) -> Result<(usize, Option<Fault>), StoreError> {
         let n = self.calls[op as usize].fetch_add(1, SeqCst) + 1;
-        let faults = self.take(op, |w| w.matches(n, id));
+        let faults = take(&self.faults, op, |w| w.matches(n, id));
         let delay = faults.iter().fold(
             self.delays.get(&op).copied().unwrap_or_default(),
             |d, f| match f {
@@ -494,8 +487,7 @@ impl Store for MemStore {
             _ => (owned(keys), vec![]),
         };
         apply.retain(|k| {
-            let keep = !self
-                .take(Op::BatchDelete, |w| *w == When::Key(id_of(k)))
+            let keep = !take(&self.faults, Op::BatchDelete, |w| *w == When::Key(id_of(k)))
                 .contains(&Fault::Unprocessed);
             if !keep {
                 unprocessed.push(k.clone());

@@ -436,17 +436,33 @@ pub async fn extend_ttl_if_there(client: &Client, table: &str, key: Key, ttl: i6
     update.send().await.is_ok()
 }
 
-pub async fn exists(client: &Client, table: &str, key: Key) -> bool {
-    client
+/// The item `id` (a consistent read), if there.
+pub async fn get(client: &Client, table: &str, id: &str) -> Option<Key> {
+    let read = client
         .get_item()
         .table_name(table)
-        .set_key(Some(key))
-        .consistent_read(true)
+        .set_key(Some(id_key(id)));
+    read.consistent_read(true)
         .send()
         .await
         .expect("get item")
         .item
-        .is_some()
+}
+
+pub async fn exists(client: &Client, table: &str, id: &str) -> bool {
+    get(client, table, id).await.is_some()
+}
+
+/// The window attribute of the item `id`: `None` when it has none or is gone.
+pub async fn window_of(client: &Client, table: &str, id: &str) -> Option<String> {
+    let item = get(client, table, id).await?;
+    item.get("expirationWindow")
+        .map(|w| w.as_s().unwrap().clone())
+}
+
+/// `{prefix}-0` … `{prefix}-{n-1}`.
+pub fn names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
 
 /// Every item in the table (a full scan).
@@ -790,6 +806,76 @@ pub fn poll<T>(
         }
         std::thread::sleep(every);
     }
+}
+
+/// A child process of a test, its stderr in `target/test-servers/<name>.log`; killed by its PID
+/// if the test ends with it still running.
+pub struct Daemon {
+    pub child: std::process::Child,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `cmd` (its stdout as the caller set it), its stderr to the log `name`.
+    pub fn spawn(cmd: &mut Command, name: &str) -> Daemon {
+        let log = server::repo_root().join(format!("target/test-servers/{name}.log"));
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let child = cmd.stderr(std::fs::File::create(&log).unwrap()).spawn();
+        let child = child.expect("start the child process");
+        Daemon { child, log }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits (30 s at the most) until the log says `what`: the log.
+    pub fn wait_for_log(&self, what: &str) -> String {
+        let (limit, every) = (Duration::from_secs(30), Duration::from_millis(50));
+        let text = poll(limit, every, || self.log_text(), |t| t.contains(what));
+        let log = self.log.display();
+        assert!(text.contains(what), "no {what:?} in {log}:\n{text}");
+        text
+    }
+
+    /// Sends `signal` by its PID and waits (20 s at the most) for the exit.
+    pub fn signal(&mut self, signal: i32) -> std::process::ExitStatus {
+        // SAFETY: signals the child this test started, by its PID.
+        unsafe {
+            libc::kill(self.child.id() as i32, signal);
+        }
+        let (limit, every) = (Duration::from_secs(20), Duration::from_millis(20));
+        let exited = poll(
+            limit,
+            every,
+            || self.child.try_wait().unwrap(),
+            Option::is_some,
+        );
+        exited.expect("did not stop")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `GET path` over HTTP/1.0 from 127.0.0.1:`port`: (status, body), or `None` while nothing
+/// listens.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n")?.1.to_owned();
+    Some((status, body))
 }
 
 /// Runs a command: exit code, stdout, stderr.

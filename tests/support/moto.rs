@@ -112,31 +112,19 @@ pub async fn sqs() -> aws_sdk_sqs::Client {
     aws_sdk_sqs::Client::new(&sdk(&endpoint()).await)
 }
 
-/// A new standard queue: its URL.
-pub async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
-    sqs.create_queue()
-        .queue_name(name)
-        .send()
-        .await
-        .expect("create queue")
-        .queue_url
-        .expect("queue URL")
-}
-
-/// A new FIFO queue (`<name>.fifo`, no content-based de-duplication: every message names its
-/// own `MessageDeduplicationId`): its URL. moto, like SQS, drops a message whose
+/// A new queue: its URL. A FIFO queue (`<name>.fifo`) has no content-based de-duplication:
+/// every message names its own `MessageDeduplicationId`. moto, like SQS, drops a message whose
 /// de-duplication id it saw in the last five minutes, answering success.
-pub async fn create_fifo_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
+pub async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str, fifo: bool) -> String {
     use aws_sdk_sqs::types::QueueAttributeName;
-    sqs.create_queue()
-        .queue_name(format!("{name}.fifo"))
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .attributes(QueueAttributeName::ContentBasedDeduplication, "false")
-        .send()
-        .await
-        .expect("create FIFO queue")
-        .queue_url
-        .expect("queue URL")
+    let mut create = sqs.create_queue().queue_name(name);
+    if fifo {
+        create = (create.queue_name(format!("{name}.fifo")))
+            .attributes(QueueAttributeName::FifoQueue, "true")
+            .attributes(QueueAttributeName::ContentBasedDeduplication, "false");
+    }
+    let created = create.send().await.expect("create queue");
+    created.queue_url.expect("queue URL")
 }
 
 /// Receives every message now in the queue (and deletes it): the bodies as JSON.
@@ -178,7 +166,7 @@ pub async fn create_bus_to_queue(name: &str) -> (String, String) {
     let shared = sdk(&endpoint()).await;
     let sqs = aws_sdk_sqs::Client::new(&shared);
     let events = aws_sdk_eventbridge::Client::new(&shared);
-    let queue = create_queue(&sqs, &format!("{name}-target")).await;
+    let queue = create_queue(&sqs, &format!("{name}-target"), false).await;
     let arn = sqs
         .get_queue_attributes()
         .queue_url(&queue)

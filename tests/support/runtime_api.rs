@@ -45,11 +45,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::common::server::{collected, listen, passed_on, read_request, serve};
-
-/// The wall clock, epoch seconds with milliseconds.
-pub fn wall() -> f64 {
-    chrono::Utc::now().timestamp_millis() as f64 / 1000.0
-}
+pub use crate::common::wall_clock as wall;
 
 /// The function and its execution environments.
 #[derive(Debug, Clone)]
@@ -471,6 +467,13 @@ impl RuntimeApi {
             .iter()
             .map(|e| log_path(&self.inner.options, e.port))
             .collect()
+    }
+
+    /// The environments' log lines, one log file after the other.
+    pub fn log_text(&self) -> String {
+        let logs = self.logs().into_iter();
+        let text = logs.map(|log| std::fs::read_to_string(log).unwrap_or_default());
+        text.collect::<Vec<_>>().join("\n")
     }
 }
 
