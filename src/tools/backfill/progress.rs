@@ -85,11 +85,6 @@ impl BackfillState {
         !self.positions.is_empty() && self.positions.iter().all(|p| p == "done")
     }
 
-    /// Segments scanned to the end.
-    fn segments_done(&self) -> usize {
-        self.positions.iter().filter(|p| *p == "done").count()
-    }
-
     /// Writes the state to `path` through a temporary file renamed over it, so a run killed while
     /// saving leaves the previous progress intact, never a half-written file.
     pub fn save_atomically(&self, path: &Path) -> std::io::Result<()> {
@@ -262,7 +257,7 @@ pub fn start(
     } else {
         Err(ProgressFileError::Interrupted {
             path: path.to_owned(),
-            done: saved.segments_done(),
+            done: saved.positions.iter().filter(|p| *p == "done").count(),
             total: saved.positions.len(),
             scanned: saved.report.scanned,
             table: saved.table,
