@@ -1,12 +1,8 @@
 //! The stream indexer's invocations: a batch of the table's DynamoDB Streams records from an event
-//! source mapping, answered with the records to deliver again (`ReportBatchItemFailures`).
-//!
-//! The batch is indexed by [`crate::tools::index`]; the answer names the sequence number of each
-//! item's first failed record, `{"batchItemFailures": [{"itemIdentifier": "<SequenceNumber>"}]}`,
-//! and Lambda delivers that record and the ones after it again. A batch that cannot be read as
-//! DynamoDB Streams records, or that holds a record of another table's stream, fails the invocation
-//! as a whole (the event source mapping retries it, and bisects it when so configured); nothing of
-//! it is written.
+//! source mapping, indexed by [`crate::tools::index`] and answered with the sequence number of each
+//! item's first failed record (`ReportBatchItemFailures`), which Lambda delivers again with the
+//! records after it. A batch that does not parse, or holds a record of another table's stream,
+//! fails the invocation as a whole and nothing of it is written.
 
 use std::time::Duration;
 
