@@ -150,8 +150,8 @@ impl ExpiryHook for Events {
                             .to_owned()
                     }
                 };
-                // In archive mode an expiry that was not accepted is not deleted either; it is still
-                // an event that did not go out, and the item's failure is reported with it.
+                // In archive mode an expiry that was not accepted is not deleted either; it is
+                // still an event that did not go out, and the item's failure is reported with it.
                 tracing::error!(event_id = %id, key = %key, sink = ?self.publisher.kind(), %reason, "expiry event not published");
                 tally.failed += 1;
                 tally.failed_events.push(FailedEvent { id, key, reason });

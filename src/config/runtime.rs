@@ -62,7 +62,7 @@ impl Threads {
     /// binaries run on.
     pub fn runtime_from_env() -> Result<tokio::runtime::Runtime, RuntimeError> {
         let threads = Threads::parse(std::env::var(WORKER_THREADS_VAR).ok().as_deref())?;
-        Ok(threads.runtime()?)
+        Ok(threads.builder().build()?)
     }
 
     /// A runtime builder for these threads, with I/O and time enabled; the caller may add to it
@@ -78,11 +78,6 @@ impl Threads {
         };
         builder.enable_all();
         builder
-    }
-
-    /// The runtime for these threads.
-    pub fn runtime(self) -> std::io::Result<tokio::runtime::Runtime> {
-        self.builder().build()
     }
 }
 
@@ -124,13 +119,17 @@ mod tests {
 
     #[test]
     fn the_runtime_has_the_threads_asked_for() {
-        let one = Threads::One.runtime().unwrap();
+        let one = Threads::One.builder().build().unwrap();
         assert_eq!(one.metrics().num_workers(), 1);
         assert_eq!(
             one.handle().runtime_flavor(),
             tokio::runtime::RuntimeFlavor::CurrentThread
         );
-        let three = Threads::parse(Some("3")).unwrap().runtime().unwrap();
+        let three = Threads::parse(Some("3"))
+            .unwrap()
+            .builder()
+            .build()
+            .unwrap();
         assert_eq!(three.metrics().num_workers(), 3);
         assert_eq!(
             three.handle().runtime_flavor(),

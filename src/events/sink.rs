@@ -165,7 +165,7 @@ impl SinkKind {
             SinkKind::EventBridge => {
                 super::model::SOURCE.len()
                     + event.kind.detail_type().len()
-                    + event.detail_json().len()
+                    + event.detail().to_string().len()
                     + 14
             }
             SinkKind::Sqs => {

@@ -105,16 +105,11 @@ pub enum HandlerError {
         reports: Vec<SweepReport>,
     },
     /// The sweep ran but some keys could not be deleted or some windows could not be read.
-    #[error("sweep of {table} at {sweep_at}: {failed} item(s) failed, {errors} error(s): {first}")]
+    #[error(
+        "sweep of {} at {}: {} item(s) failed, {} error(s): {first}",
+        .report.table, .report.sweep_at, .report.items_failed, .report.errors.len()
+    )]
     SweepFailed {
-        /// Table swept.
-        table: String,
-        /// Sweep instant.
-        sweep_at: String,
-        /// Items that failed.
-        failed: u64,
-        /// Errors recorded.
-        errors: usize,
         /// The first error message, if any.
         first: String,
         /// The full report.
@@ -324,10 +319,6 @@ fn finish(
 /// The error of a sweep that failed: its first error, and the report.
 fn failed(report: SweepReport) -> HandlerError {
     HandlerError::SweepFailed {
-        table: report.table.clone(),
-        sweep_at: report.sweep_at.clone(),
-        failed: report.items_failed,
-        errors: report.errors.len(),
         first: report
             .errors
             .first()

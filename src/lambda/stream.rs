@@ -61,12 +61,14 @@ pub async fn invoke_batch(
             arn.unwrap_or("an unnamed stream")
         )),
     };
-    let sweeper = sweeper.map_err(|problem| {
-        let e = EventError::StreamBatch(problem);
-        tracing::error!(error = %e, "rejected the stream batch; nothing written");
-        HandlerError::Event(e)
-    })?;
-    index_batch(sweeper, clock, &event.payload, remaining).await
+    index_batch(sweeper.map_err(refused)?, clock, &event.payload, remaining).await
+}
+
+/// The error of a batch refused as a whole, logged: nothing of it is written.
+fn refused(problem: String) -> HandlerError {
+    let e = EventError::StreamBatch(problem);
+    tracing::error!(error = %e, "rejected the stream batch; nothing written");
+    HandlerError::Event(e)
 }
 
 /// Indexes the batch `event` for `sweeper`'s table, its deletes' expiry events published through
@@ -81,22 +83,17 @@ pub async fn index_batch(
     remaining: Option<Duration>,
 ) -> Result<Value, HandlerError> {
     let schema = sweeper.schema();
-    let batch = Event::deserialize(event).map_err(|e| {
-        let e = EventError::StreamBatch(format!("the DynamoDB Streams records do not parse: {e}"));
-        tracing::error!(error = %e, "rejected the stream batch; nothing written");
-        HandlerError::Event(e)
-    })?;
+    let batch = Event::deserialize(event)
+        .map_err(|e| refused(format!("the DynamoDB Streams records do not parse: {e}")))?;
     let foreign = batch.records.iter().find_map(|r| {
         let arn = r.event_source_arn.as_deref()?;
         (!from_table(arn, &schema.table_name)).then_some(arn)
     });
     if let Some(arn) = foreign {
-        let e = EventError::StreamBatch(format!(
-            "stream records of another table ({arn}); this function indexes {}",
-            schema.table_name
-        ));
-        tracing::error!(error = %e, "rejected the stream batch; nothing written");
-        return Err(HandlerError::Event(e));
+        let table = &schema.table_name;
+        let problem =
+            format!("stream records of another table ({arn}); this function indexes {table}");
+        return Err(refused(problem));
     }
     let started = Instant::now();
     let stop = Stop::at(remaining.map(|r| started + r.saturating_sub(DEADLINE_MARGIN)));

@@ -123,11 +123,11 @@ where
     // The function-wide settings are the same in every table's configuration.
     let period = Duration::from_secs(u64::from(configs[0].schedule_seconds));
     let namespace = &configs[0].metrics_namespace;
+    let names: Vec<&str> = tables.iter().map(|t| t.name()).collect();
     let endpoint = match metrics_addr {
         None => None,
         Some(addr) => {
             let listener = telemetry::daemon::bind(addr).await?;
-            let names: Vec<&str> = tables.iter().map(|t| t.name()).collect();
             let metrics = Arc::new(telemetry::daemon::DaemonMetrics::new(
                 &names,
                 UNHEALTHY_PERIODS * period.max(every),
@@ -146,7 +146,6 @@ where
         true => Some(StreamClient::from_env().await),
         false => None,
     };
-    let names: Vec<&str> = tables.iter().map(|t| t.name()).collect();
     tracing::info!(tables = ?names, every = ?every, "running until SIGINT or SIGTERM");
     let (endpoint, clock, stop, streams) = (&endpoint, &*clock, &stop, &streams);
     let each = tables
