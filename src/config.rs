@@ -21,28 +21,30 @@ mod validate;
 
 pub use runtime::{RuntimeError, Threads, MAX_WORKER_THREADS, WORKER_THREADS_VAR};
 pub use settings::*;
-pub use validate::{window_shape, PER_TABLE};
+pub use validate::window_shape;
 
 /// A configuration value that is missing or not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     /// A required setting was not given.
-    #[error("{var} is required (environment variable {var} or flag --{flag}): {expected}")]
+    #[error(
+        "{var} is required (environment variable {var} or flag --{}): {expected}",
+        settings::flag(var)
+    )]
     Missing {
         /// Environment variable name.
         var: &'static str,
-        /// CLI flag name, without dashes.
-        flag: String,
         /// What the setting is and what it accepts.
         expected: &'static str,
     },
     /// A setting has a value outside what it accepts.
-    #[error("invalid {var}={value:?} (flag --{flag}): expected {expected}")]
+    #[error(
+        "invalid {var}={value:?} (flag --{}): expected {expected}",
+        settings::flag(var)
+    )]
     Invalid {
         /// Environment variable name.
         var: &'static str,
-        /// CLI flag name, without dashes.
-        flag: String,
         /// The value as given.
         value: String,
         /// What the setting accepts.
@@ -57,12 +59,13 @@ pub enum ConfigError {
         problem: ShardRangeProblem,
     },
     /// A setting whose value is wrong in a way worth saying precisely.
-    #[error("invalid {var}={value:?} (flag --{flag}): {problem}; expected {expected}")]
+    #[error(
+        "invalid {var}={value:?} (flag --{}): {problem}; expected {expected}",
+        settings::flag(var)
+    )]
     Rejected {
         /// Environment variable name.
         var: &'static str,
-        /// CLI flag name, without dashes.
-        flag: String,
         /// The value as given.
         value: String,
         /// What is wrong with it.
@@ -244,11 +247,6 @@ pub fn covering_lookback(window_seconds: u32, schedule_seconds: u32) -> u32 {
 }
 
 impl Config {
-    /// Reads and validates every setting from the process environment.
-    pub fn from_env() -> Result<Config, ConfigError> {
-        Settings::from_env().validate()
-    }
-
     /// Reads and validates every setting through `lookup`, which maps a variable name
     /// (`TABLE_NAME`, ...) to its raw value. Empty values count as absent.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {

@@ -99,45 +99,6 @@ impl Events {
             Some(at) => ExpiryEvent::cancelled(&facts, at),
         }
     }
-
-    async fn publish_all(
-        &self,
-        publications: Vec<Publication>,
-        stop: &Stop,
-    ) -> (Vec<Delivery>, EventTally) {
-        let events: Vec<ExpiryEvent> = publications.iter().map(|p| self.event(p)).collect();
-        let described: Vec<(String, serde_json::Value, EventKind)> = events
-            .iter()
-            .map(|e| (e.id.clone(), e.key.clone(), e.kind))
-            .collect();
-        let published = self.publisher.publish(events, stop).await;
-        let mut tally = EventTally {
-            retried: published.retried,
-            truncated: published.truncated,
-            ..EventTally::default()
-        };
-        for ((id, key, kind), delivery) in described.into_iter().zip(&published.deliveries) {
-            let reason = match delivery {
-                Delivery::Accepted => {
-                    match kind {
-                        EventKind::Expired => tally.published += 1,
-                        EventKind::Cancelled => tally.cancelled += 1,
-                    }
-                    continue;
-                }
-                Delivery::Failed(reason) => reason.clone(),
-                Delivery::Stopped => {
-                    "not published before the sweep had to stop (deadline or shutdown)".to_owned()
-                }
-            };
-            // In archive mode an expiry that was not accepted is not deleted either; it is still
-            // an event that did not go out, and the item's failure is reported with it.
-            tracing::error!(event_id = %id, key = %key, sink = ?self.publisher.kind(), %reason, "expiry event not published");
-            tally.failed += 1;
-            tally.failed_events.push(FailedEvent { id, key, reason });
-        }
-        (published.deliveries, tally)
-    }
 }
 
 impl ExpiryHook for Events {
@@ -162,7 +123,41 @@ impl ExpiryHook for Events {
         publications: Vec<Publication>,
         stop: &'a Stop,
     ) -> BoxFuture<'a, (Vec<Delivery>, EventTally)> {
-        Box::pin(self.publish_all(publications, stop))
+        Box::pin(async move {
+            let events: Vec<ExpiryEvent> = publications.iter().map(|p| self.event(p)).collect();
+            let described: Vec<(String, serde_json::Value, EventKind)> = events
+                .iter()
+                .map(|e| (e.id.clone(), e.key.clone(), e.kind))
+                .collect();
+            let published = self.publisher.publish(events, stop).await;
+            let mut tally = EventTally {
+                retried: published.retried,
+                truncated: published.truncated,
+                ..EventTally::default()
+            };
+            for ((id, key, kind), delivery) in described.into_iter().zip(&published.deliveries) {
+                let reason = match delivery {
+                    Delivery::Accepted => {
+                        match kind {
+                            EventKind::Expired => tally.published += 1,
+                            EventKind::Cancelled => tally.cancelled += 1,
+                        }
+                        continue;
+                    }
+                    Delivery::Failed(reason) => reason.clone(),
+                    Delivery::Stopped => {
+                        "not published before the sweep had to stop (deadline or shutdown)"
+                            .to_owned()
+                    }
+                };
+                // In archive mode an expiry that was not accepted is not deleted either; it is
+                // still an event that did not go out, and the item's failure is reported with it.
+                tracing::error!(event_id = %id, key = %key, sink = ?self.publisher.kind(), %reason, "expiry event not published");
+                tally.failed += 1;
+                tally.failed_events.push(FailedEvent { id, key, reason });
+            }
+            (published.deliveries, tally)
+        })
     }
 }
 

@@ -9,22 +9,19 @@
 //! The rooms, each importing only from the rooms listed after it:
 //!
 //! - Entry points, `src/bin/`: `ttl-sweeper-lambda` (the Lambda) and `ttl-sweeper` (the CLI:
-//!   its arguments in `main.rs`, its commands `sweep`, `run`, `backfill`, `audit` and `window` in
-//!   `commands.rs`) parse their input, read the clock and hand off; [`connect`] builds one
-//!   sweeper per table and the one sweep clock (the host clock held to DynamoDB's) for all of
-//!   them.
-//! - [`lambda`]: the Lambda edge — the accepted events and one invocation, from event to report
-//!   for every table; a batch of a table's DynamoDB Streams records goes to the stream indexer
-//!   instead.
+//!   arguments in `main.rs`, the commands `sweep`, `run`, `backfill`, `audit` and `window` in
+//!   `commands.rs`) parse their input, read the clock and hand off; [`connect`] builds one sweeper
+//!   per table and the one sweep clock (the host clock held to DynamoDB's) for all of them.
+//! - [`lambda`]: one invocation, from event to report for every table; a batch of a table's
+//!   DynamoDB Streams records goes to the stream indexer instead.
 //! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit — and
 //!   the stream indexer, which gives items written with only a ttl their window, with the
 //!   daemon's follower of the table's stream (`run --follow-stream`).
-//! - [`config`]: every setting — [`config::Settings`], one derived clap struct, read from flags
-//!   or from environment variables of the same names — validated once and turned
-//!   into the narrow structs below ([`expiry::Layout`], [`store::TableTarget`],
-//!   [`engine::SweepOptions`], [`lambda::HandlerSettings`], [`events::EventsConfig`]), and the
-//!   async runtime the binaries run on ([`config::Threads`]: one thread unless
-//!   `TOKIO_WORKER_THREADS` asks for more). Nothing below imports it.
+//! - [`config`]: every setting ([`config::Settings`], one derived clap struct read from flags or
+//!   environment variables of the same names), validated once into the narrow structs below
+//!   ([`expiry::Layout`], [`store::TableTarget`], [`engine::SweepOptions`],
+//!   [`lambda::HandlerSettings`], [`events::EventsConfig`]), and the binaries' async runtime
+//!   ([`config::Threads`]). Nothing below imports it.
 //! - [`telemetry`]: tracing subscribers (JSON lines with the Powertools keys), the one summary
 //!   log line, CloudWatch EMF metrics, and `run`'s Prometheus `/metrics` and `/healthz`.
 //! - [`events`]: expiry events — the event model and stable id, the sinks (EventBridge, SQS,
@@ -33,9 +30,8 @@
 //! - [`engine`]: the sweep — paginated queries within one read-ahead budget of keys per sweep,
 //!   batched or conditional deletes with backoff (batch mode reads a stale key again before it
 //!   sends it), the report, checkpoint planning, ticks, several tables side by side (each opened
-//!   when first needed and again after a failure), the leader lease that lets one of the
-//!   sweepers of a table sweep ([`engine::lease`], `LEADER_LEASE`), and the one backoff
-//!   ([`engine::retry::full_jitter`], for every retry loop above too).
+//!   when first needed and again after a failure), the leader lease ([`engine::lease`],
+//!   `LEADER_LEASE`), and the one backoff ([`engine::retry::full_jitter`], for every retry loop).
 //! - [`store`]: the only code that talks to DynamoDB, behind the typed [`store::Store`]
 //!   seam; errors, start-up checks, the key dialect of reports and events (DynamoDB JSON,
 //!   through `serde_dynamo`), and the table's DynamoDB stream ([`store::stream`]: shards,
@@ -43,9 +39,9 @@
 //! - [`streams`]: for consumers of the table's DynamoDB Stream — [`streams::is_expiry_removal`]
 //!   tells a `REMOVE` of an expired item (ours or native TTL's, in any Region) from an
 //!   application's delete.
-//! - [`expiry`]: the expiry model — [`expiry::Timestamp`], window math, the layout, and the
-//!   writer and reader helpers for application code, and the [`expiry::Clock`] trait through
-//!   which the rooms above read the time. Pure: no I/O, and it never reads a clock itself.
+//! - [`expiry`]: the expiry model — [`expiry::Timestamp`], window math, the layout, the writer and
+//!   reader helpers for application code, and the [`expiry::Clock`] trait through which the rooms
+//!   above read the time. Pure: no I/O, and it never reads a clock itself.
 //!
 //! # Features
 //! - `sweeper` (default): the Lambda, the CLI and every module above but [`streams`] and
@@ -53,9 +49,8 @@
 //! - `aws-sdk-dynamodb` (part of `sweeper`): the [`expiry`] helpers also take the SDK's
 //!   `AttributeValue`.
 //!
-//! With `default-features = false` the crate is the helper library alone, [`expiry`] and
-//! [`streams`], for application code that writes or reads swept tables: window math, the expiry
-//! check, the read filter and the Streams expiry test, with `serde_dynamo`'s `AttributeValue`.
+//! With `default-features = false` the crate is [`expiry`] and [`streams`] alone, for application
+//! code that writes or reads swept tables, with `serde_dynamo`'s `AttributeValue`.
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 

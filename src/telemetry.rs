@@ -3,23 +3,12 @@
 //! CloudWatch Embedded Metric Format (EMF) records, which CloudWatch turns into metrics with no
 //! agent and no API calls, and the daemon's Prometheus endpoint.
 //!
-//! # Why the EMF records are written here and not through the `metrics` facade
-//!
-//! `metrics_cloudwatch_embedded` (0.10, maintained, built for `lambda_runtime` 1) was evaluated.
-//! Its model is a process-wide recorder that code anywhere increments and a flush after each
-//! invocation writes out. Ours is the opposite: a sweep already aggregates everything into one
-//! [`SweepReport`] (merged across ticks, lags in a bounded histogram), and the record is a pure
-//! function of it. The facade would replay the report into a global recorder only to flush it:
-//! - its histograms keep at most 100 values between flushes (more is an error): the lag
-//!   percentiles would still be computed here and set as gauges;
-//! - counters are deltas since the last flush, zero deltas left out unless `emit_zeros`: the
-//!   record would no longer always carry every metric, which the alarms on `ItemsFailed` rely on;
-//! - one global recorder per process: `ttl-sweeper run` would need a fan-out to feed EMF and
-//!   Prometheus, and tests running several invocations in one process would share counts;
-//! - its `lambda` feature wraps the handler in a tower service and pulls `lambda_http`.
-//!
-//! So the EMF writer stays ([`emf_record`], [`cold_start_record`]). Prometheus has the cumulative,
-//! process-wide model the facade is made for: `/metrics` uses `metrics-exporter-prometheus`.
+//! The EMF records are written here ([`emf_record`], [`cold_start_record`]), not through the
+//! `metrics` facade and `metrics_cloudwatch_embedded`: a sweep already aggregates everything into
+//! one [`SweepReport`], and the facade's capped histograms, delta counters that leave zeros out
+//! (the alarms on `ItemsFailed` rely on every record carrying it) and one global recorder per
+//! process do not fit it (docs/operations.md, "Why the EMF records are written by hand").
+//! Prometheus has the facade's cumulative model: `/metrics` uses `metrics-exporter-prometheus`.
 
 mod powertools;
 
@@ -201,19 +190,17 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
         ("EventsFailed", "Count", json!(report.events_failed)),
         ("EventsCancelled", "Count", json!(report.events_cancelled)),
         ("EventsTruncated", "Count", json!(report.events_truncated)),
-    ];
-    // Global tables' two, only in a record where they happened: a custom metric is billed from
-    // its first data point, and a table with one sweeper never has either.
-    let global = [
-        ("SweepsStoodBy", "Count", u64::from(report.stood_by)),
+        ("SweepsStoodBy", "Count", json!(report.stood_by)),
         (
             "WriteConflictsRetried",
             "Count",
-            report.write_conflicts_retried,
+            json!(report.write_conflicts_retried),
         ),
     ];
-    let happened = global.into_iter().filter(|(.., n)| *n > 0);
-    metrics.extend(happened.map(|(name, unit, n)| (name, unit, json!(n))));
+    // Global tables' two (the last), only in a record where they happened: a custom metric is
+    // billed from its first data point, and a table with one sweeper never has either.
+    let global = metrics.split_off(14);
+    metrics.extend(global.into_iter().filter(|(.., n)| *n != json!(0)));
     let mut record = json!({
         "_aws": {
             "Timestamp": timestamp_ms,

@@ -1,11 +1,10 @@
 //! [`Threads`]: the Tokio runtime the binaries run on, from `TOKIO_WORKER_THREADS`.
 //!
-//! One thread by default. A sweep spends most of its time waiting on DynamoDB; on one thread a
-//! response wakes the task that waits for it where it is, and no worker wakes another or steals its
-//! tasks. Measured against an endpoint that answers after 5–10 ms, that cost less CPU per delete
-//! than two workers did (docs/BENCHMARKS.md, section 6); and a 128 MB Lambda function has a
-//! fraction of one vCPU anyway. `TOKIO_WORKER_THREADS=N` with N ≥ 2 asks for a multi-threaded
-//! runtime with N workers, for `ttl-sweeper run` on a host where one core does not keep up.
+//! One thread by default: a sweep mostly waits on DynamoDB, and on one thread a response wakes its
+//! task where it is, with no worker waking or stealing from another: less CPU per delete than two
+//! workers (docs/BENCHMARKS.md, section 6); a 128 MB Lambda function has a fraction of one vCPU.
+//! `TOKIO_WORKER_THREADS=N` with N ≥ 2 asks for a multi-threaded runtime with N workers, for
+//! `ttl-sweeper run` on a host where one core does not keep up.
 
 use std::num::NonZeroUsize;
 
@@ -42,11 +41,6 @@ pub enum Threads {
 }
 
 impl Threads {
-    /// From `TOKIO_WORKER_THREADS` in the environment; unset or empty is [`Threads::One`].
-    pub fn from_env() -> Result<Threads, ConfigError> {
-        Threads::parse(std::env::var(WORKER_THREADS_VAR).ok().as_deref())
-    }
-
     /// From the value of `TOKIO_WORKER_THREADS`, if set.
     pub fn parse(value: Option<&str>) -> Result<Threads, ConfigError> {
         let Some(text) = value.map(str::trim).filter(|t| !t.is_empty()) else {
@@ -64,9 +58,11 @@ impl Threads {
         }
     }
 
-    /// The runtime `TOKIO_WORKER_THREADS` asks for: what both binaries run on.
+    /// The runtime `TOKIO_WORKER_THREADS` asks for (unset or empty: [`Threads::One`]): what both
+    /// binaries run on.
     pub fn runtime_from_env() -> Result<tokio::runtime::Runtime, RuntimeError> {
-        Ok(Threads::from_env()?.runtime()?)
+        let threads = Threads::parse(std::env::var(WORKER_THREADS_VAR).ok().as_deref())?;
+        Ok(threads.builder().build()?)
     }
 
     /// A runtime builder for these threads, with I/O and time enabled; the caller may add to it
@@ -82,11 +78,6 @@ impl Threads {
         };
         builder.enable_all();
         builder
-    }
-
-    /// The runtime for these threads.
-    pub fn runtime(self) -> std::io::Result<tokio::runtime::Runtime> {
-        self.builder().build()
     }
 }
 
@@ -128,13 +119,17 @@ mod tests {
 
     #[test]
     fn the_runtime_has_the_threads_asked_for() {
-        let one = Threads::One.runtime().unwrap();
+        let one = Threads::One.builder().build().unwrap();
         assert_eq!(one.metrics().num_workers(), 1);
         assert_eq!(
             one.handle().runtime_flavor(),
             tokio::runtime::RuntimeFlavor::CurrentThread
         );
-        let three = Threads::parse(Some("3")).unwrap().runtime().unwrap();
+        let three = Threads::parse(Some("3"))
+            .unwrap()
+            .builder()
+            .build()
+            .unwrap();
         assert_eq!(three.metrics().num_workers(), 3);
         assert_eq!(
             three.handle().runtime_flavor(),

@@ -22,11 +22,6 @@ pub struct Setting {
 }
 
 impl Setting {
-    /// The CLI flag for this setting, without the leading dashes.
-    pub fn flag(&self) -> String {
-        self.var.to_ascii_lowercase().replace('_', "-")
-    }
-
     /// The first line of its flag's `--help`: what it is and its default.
     fn short_help(&self) -> String {
         let default = match self.default {
@@ -41,6 +36,11 @@ impl Setting {
     fn long_help(&self) -> String {
         format!("{}\n\nAccepts {}.", self.short_help(), self.expected)
     }
+}
+
+/// The CLI flag of the environment variable `var`, without the leading dashes.
+pub(super) fn flag(var: &str) -> String {
+    var.to_ascii_lowercase().replace('_', "-")
 }
 
 /// Powertools' namespace variable: the metrics namespace when `METRICS_NAMESPACE` is unset.
@@ -263,7 +263,7 @@ mod tests {
         let shown: Vec<&Arg> = cmd.get_arguments().filter(|a| !a.is_hide_set()).collect();
         assert_eq!(shown.len(), SETTINGS.len());
         for (arg, setting) in shown.iter().zip(&SETTINGS) {
-            assert_eq!(arg.get_long(), Some(setting.flag().as_str()));
+            assert_eq!(arg.get_long(), Some(flag(setting.var).as_str()));
             assert_eq!(arg.get_env(), Some(std::ffi::OsStr::new(setting.var)));
             let help = arg.get_long_help().unwrap().to_string();
             assert!(help.contains(setting.expected), "{help}");

@@ -8,21 +8,24 @@ use crate::engine::DeleteMode;
 use crate::events::{EventsMode, ItemSource, SinkTarget};
 use crate::expiry::window::{ShardRange, MAX_SHARDS, MAX_WINDOW_SECONDS};
 
-/// The settings a `TABLES` entry may set for its table, by variable name.
-pub const PER_TABLE: [&Setting; 13] = [
-    &INDEX_NAME,
-    &TTL_ATTRIBUTE,
-    &WINDOW_ATTRIBUTE,
-    &WINDOW_SECONDS,
-    &WINDOW_SHARDS,
-    &LOOKBACK_WINDOWS,
-    &SHARD_RANGE,
-    &DELETE_MODE,
-    &MAX_CONCURRENCY,
-    &MAX_RETRIES,
-    &EXPIRY_EVENTS,
-    &EXPIRY_EVENTS_MODE,
-    &EXPIRY_EVENTS_ITEM,
+/// A setting's raw value in [`Settings`].
+type Field = for<'a> fn(&'a mut Settings) -> &'a mut Option<String>;
+
+/// The settings a `TABLES` entry may set for its table, with their fields.
+const PER_TABLE: [(&Setting, Field); 13] = [
+    (&INDEX_NAME, |s| &mut s.index_name),
+    (&TTL_ATTRIBUTE, |s| &mut s.ttl_attribute),
+    (&WINDOW_ATTRIBUTE, |s| &mut s.window_attribute),
+    (&WINDOW_SECONDS, |s| &mut s.window_seconds),
+    (&WINDOW_SHARDS, |s| &mut s.window_shards),
+    (&LOOKBACK_WINDOWS, |s| &mut s.lookback_windows),
+    (&SHARD_RANGE, |s| &mut s.shard_range),
+    (&DELETE_MODE, |s| &mut s.delete_mode),
+    (&MAX_CONCURRENCY, |s| &mut s.max_concurrency),
+    (&MAX_RETRIES, |s| &mut s.max_retries),
+    (&EXPIRY_EVENTS, |s| &mut s.expiry_events),
+    (&EXPIRY_EVENTS_MODE, |s| &mut s.expiry_events_mode),
+    (&EXPIRY_EVENTS_ITEM, |s| &mut s.expiry_events_item),
 ];
 
 impl Settings {
@@ -47,34 +50,19 @@ impl Settings {
                     ..self.clone()
                 };
                 for (var, value) in entry {
-                    let field = match var.as_str() {
-                        "TABLE_NAME" => {
-                            settings.table_name = vec![value];
-                            continue;
-                        }
-                        "INDEX_NAME" => &mut settings.index_name,
-                        "TTL_ATTRIBUTE" => &mut settings.ttl_attribute,
-                        "WINDOW_ATTRIBUTE" => &mut settings.window_attribute,
-                        "WINDOW_SECONDS" => &mut settings.window_seconds,
-                        "WINDOW_SHARDS" => &mut settings.window_shards,
-                        "LOOKBACK_WINDOWS" => &mut settings.lookback_windows,
-                        "SHARD_RANGE" => &mut settings.shard_range,
-                        "DELETE_MODE" => &mut settings.delete_mode,
-                        "MAX_CONCURRENCY" => &mut settings.max_concurrency,
-                        "MAX_RETRIES" => &mut settings.max_retries,
-                        "EXPIRY_EVENTS" => &mut settings.expiry_events,
-                        "EXPIRY_EVENTS_MODE" => &mut settings.expiry_events_mode,
-                        "EXPIRY_EVENTS_ITEM" => &mut settings.expiry_events_item,
-                        _ => {
+                    let field = PER_TABLE.iter().find(|(s, _)| s.var == var);
+                    match field {
+                        _ if var == "TABLE_NAME" => settings.table_name = vec![value],
+                        Some((_, field)) => *field(&mut settings) = Some(value),
+                        None => {
                             let problem = format!(
                                 "{var} is not a setting a table can have for itself (those are \
                                  TABLE_NAME, {})",
-                                PER_TABLE.map(|s| s.var).join(", ")
+                                PER_TABLE.map(|(s, _)| s.var).join(", ")
                             );
                             return Err(rejected(&TABLES, raw, problem));
                         }
-                    };
-                    *field = Some(value);
+                    }
                 }
                 if settings.table_name.is_empty() {
                     let problem = "an entry has no TABLE_NAME".to_owned();
@@ -297,7 +285,6 @@ impl Settings {
         if config.ttl_attribute == config.window_attribute {
             return Err(ConfigError::Invalid {
                 var: WINDOW_ATTRIBUTE.var,
-                flag: WINDOW_ATTRIBUTE.flag(),
                 value: config.window_attribute,
                 expected: "an attribute different from TTL_ATTRIBUTE",
             });
@@ -432,7 +419,6 @@ fn get(raw: Option<&str>, s: &Setting) -> Result<String, ConfigError> {
         Some(v) => Ok(v.to_owned()),
         None => s.default.map(str::to_owned).ok_or(ConfigError::Missing {
             var: s.var,
-            flag: s.flag(),
             expected: s.expected,
         }),
     }
@@ -483,7 +469,6 @@ fn window_shards(raw: Option<&str>) -> Result<u32, ConfigError> {
 fn rejected(s: &Setting, value: &str, problem: String) -> ConfigError {
     ConfigError::Rejected {
         var: s.var,
-        flag: s.flag(),
         value: value.to_owned(),
         problem,
         expected: s.expected,
@@ -493,7 +478,6 @@ fn rejected(s: &Setting, value: &str, problem: String) -> ConfigError {
 fn invalid(s: &Setting, value: &str) -> ConfigError {
     ConfigError::Invalid {
         var: s.var,
-        flag: s.flag(),
         value: value.to_owned(),
         expected: s.expected,
     }

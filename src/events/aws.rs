@@ -64,7 +64,7 @@ impl EventBridgeSink {
                 PutEventsRequestEntry::builder()
                     .source(SOURCE)
                     .detail_type(e.kind.detail_type())
-                    .detail(e.detail_json())
+                    .detail(e.detail().to_string())
                     .event_bus_name(&self.bus)
                     .time(DateTime::from_millis(e.time.millis()))
                     .build()

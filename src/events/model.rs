@@ -203,7 +203,7 @@ impl ExpiryEvent {
         dropped
     }
 
-    /// The detail object.
+    /// The detail object (its JSON text is EventBridge's `Detail`).
     pub fn detail(&self) -> Value {
         let mut detail = self.detail.clone();
         if let Some(item) = &self.item {
@@ -211,11 +211,6 @@ impl ExpiryEvent {
         }
         detail.insert("item_truncated".into(), json!(self.truncated));
         Value::Object(detail)
-    }
-
-    /// The detail as JSON text (EventBridge's `Detail`).
-    pub fn detail_json(&self) -> String {
-        self.detail().to_string()
     }
 
     /// The envelope as JSON text: `{"source":..,"detail-type":..,"detail":{..}}` (an SQS
@@ -393,10 +388,10 @@ mod tests {
         let k = key(&[("pk", "u#1")]);
         let item = key(&[("pk", "u#1"), ("blob", &"x".repeat(1000))]);
         let mut e = ExpiryEvent::expired(&facts(&k, Some(&item)));
-        let before = e.detail_json().len();
+        let before = e.detail().to_string().len();
         assert!(e.drop_item());
         assert!(e.is_truncated() && !e.has_item());
-        assert!(e.detail_json().len() < before - 1000);
+        assert!(e.detail().to_string().len() < before - 1000);
         assert_eq!(e.detail()["item_truncated"], true);
         assert!(!e.drop_item(), "nothing left to drop");
     }

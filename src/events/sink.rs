@@ -145,22 +145,15 @@ impl SinkKind {
     /// `SendMessageBatch` 10 messages / 256 KiB (what every queue accepts, whatever its
     /// `MaximumMessageSize`); Firehose `PutRecordBatch` 500 records / 4 MiB / 1,000 KiB a record.
     pub fn limits(self) -> Limits {
-        match self {
-            SinkKind::EventBridge => Limits {
-                max_entries: 10,
-                max_batch_bytes: 256_000,
-                max_entry_bytes: 256_000,
-            },
-            SinkKind::Sqs => Limits {
-                max_entries: 10,
-                max_batch_bytes: 262_144,
-                max_entry_bytes: 262_144,
-            },
-            SinkKind::Firehose => Limits {
-                max_entries: 500,
-                max_batch_bytes: 4 * 1024 * 1024,
-                max_entry_bytes: 1_000 * 1024,
-            },
+        let (max_entries, max_batch_bytes, max_entry_bytes) = match self {
+            SinkKind::EventBridge => (10, 256_000, 256_000),
+            SinkKind::Sqs => (10, 262_144, 262_144),
+            SinkKind::Firehose => (500, 4 * 1024 * 1024, 1_000 * 1024),
+        };
+        Limits {
+            max_entries,
+            max_batch_bytes,
+            max_entry_bytes,
         }
     }
 
@@ -172,7 +165,7 @@ impl SinkKind {
             SinkKind::EventBridge => {
                 super::model::SOURCE.len()
                     + event.kind.detail_type().len()
-                    + event.detail_json().len()
+                    + event.detail().to_string().len()
                     + 14
             }
             SinkKind::Sqs => {

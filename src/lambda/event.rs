@@ -7,8 +7,8 @@
 //! - `{}` or `null`: now.
 //!
 //! A sweep must never run as of a time ahead of the real clock — that would delete items that have
-//! not expired — so the handler holds what the event asks for ([`Trigger::requested`]) to the
-//! clock ([`crate::expiry::Clock::hold`]).
+//! not expired — so the handler holds what the event asks for ([`parse_event`]) to the clock
+//! ([`crate::expiry::Clock::hold`]).
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -36,25 +36,17 @@ pub enum EventError {
     BadTime(String),
 }
 
-/// What the event asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trigger {
-    /// Sweep as of this instant.
-    At(DateTime<Utc>),
-    /// Sweep as of the current time.
-    Now,
-}
-
-/// Parses the Lambda input.
-pub fn parse_event(value: &Value) -> Result<Trigger, EventError> {
+/// Parses the Lambda input: the instant it asks to sweep as of, `None` for now.
+pub fn parse_event(value: &Value) -> Result<Option<Timestamp>, EventError> {
     let obj = match value {
-        Value::Null => return Ok(Trigger::Now),
+        Value::Null => return Ok(None),
         Value::Object(obj) => obj,
         other => return Err(EventError::Unsupported(summarize(other))),
     };
     if obj.is_empty() {
-        return Ok(Trigger::Now);
+        return Ok(None);
     }
+    let at = |text| parse_time(text).map(Some);
     if let Some(source) = obj.get("source") {
         let source = source.as_str().unwrap_or_default();
         if source != "aws.events" && source != "aws.scheduler" {
@@ -65,32 +57,22 @@ pub fn parse_event(value: &Value) -> Result<Trigger, EventError> {
                 "from aws.events without a \"time\" string".into(),
             ));
         };
-        return parse_time(time_text).map(Trigger::At);
+        return at(time_text);
     }
     if let (1, Some(time)) = (obj.len(), obj.get("time")) {
         let text = time
             .as_str()
             .ok_or_else(|| EventError::BadTime(time.to_string()))?;
-        return parse_time(text).map(Trigger::At);
+        return at(text);
     }
     Err(EventError::Unsupported(summarize(value)))
 }
 
 /// Parses an RFC 3339 timestamp.
-pub fn parse_time(text: &str) -> Result<DateTime<Utc>, EventError> {
+pub fn parse_time(text: &str) -> Result<Timestamp, EventError> {
     DateTime::parse_from_rfc3339(text.trim())
-        .map(|t| t.with_timezone(&Utc))
+        .map(|t| Timestamp::from_datetime(t.with_timezone(&Utc)))
         .map_err(|_| EventError::BadTime(text.to_owned()))
-}
-
-impl Trigger {
-    /// The instant the event asks to sweep as of; `None`: now.
-    pub fn requested(self) -> Option<Timestamp> {
-        match self {
-            Trigger::At(t) => Some(Timestamp::from_datetime(t)),
-            Trigger::Now => None,
-        }
-    }
 }
 
 fn summarize(value: &Value) -> String {
@@ -115,7 +97,7 @@ mod tests {
     use serde_json::json;
     use std::time::Duration;
 
-    fn t(s: &str) -> DateTime<Utc> {
+    fn t(s: &str) -> Timestamp {
         parse_time(s).unwrap()
     }
 
@@ -124,17 +106,17 @@ mod tests {
         let v: Value =
             serde_json::from_slice(include_bytes!("../../tests/fixtures/scheduled-event.json"))
                 .unwrap();
-        assert_eq!(parse_event(&v), Ok(Trigger::At(t("2022-07-19T20:55:00Z"))));
+        assert_eq!(parse_event(&v), Ok(Some(t("2022-07-19T20:55:00Z"))));
     }
 
     #[test]
     fn transformed_and_empty_inputs() {
         assert_eq!(
             parse_event(&json!({"time": "2022-07-19T20:55:00.000Z"})),
-            Ok(Trigger::At(t("2022-07-19T20:55:00Z")))
+            Ok(Some(t("2022-07-19T20:55:00Z")))
         );
-        assert_eq!(parse_event(&json!({})), Ok(Trigger::Now));
-        assert_eq!(parse_event(&Value::Null), Ok(Trigger::Now));
+        assert_eq!(parse_event(&json!({})), Ok(None));
+        assert_eq!(parse_event(&Value::Null), Ok(None));
     }
 
     #[test]
@@ -168,8 +150,8 @@ mod tests {
 
     #[test]
     fn future_event_times_are_held_to_the_clock() {
-        let clock = Timestamp::from(t("2022-07-19T20:55:00Z"));
-        let held = |event: &str| (|| clock).hold(Trigger::At(t(event)).requested());
+        let clock = t("2022-07-19T20:55:00Z");
+        let held = |event: &str| (|| clock).hold(Some(t(event)));
         let past = held("2022-07-19T20:54:00Z");
         assert_eq!(
             (past.at, past.ahead),
@@ -180,7 +162,7 @@ mod tests {
         let far = held("2099-01-01T00:00:00Z");
         assert_eq!(far.at, clock);
         assert!(far.ahead > CLOCK_SKEW_TOLERANCE);
-        let now = (|| clock).hold(Trigger::Now.requested());
+        let now = (|| clock).hold(None);
         assert_eq!((now.at, now.ahead), (clock, Duration::ZERO));
     }
 
@@ -195,7 +177,7 @@ mod tests {
             let clock = Timestamp::from_secs(clock);
             for v in [json!({"time": time}), json!({"source": "aws.events", "time": time}), json!({key.clone(): time})] {
                 if let Ok(trigger) = parse_event(&v) {
-                    prop_assert!((|| clock).hold(trigger.requested()).at <= clock);
+                    prop_assert!((|| clock).hold(trigger).at <= clock);
                 }
             }
         }

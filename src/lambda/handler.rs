@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::event::{parse_event, EventError, Trigger, CLOCK_SKEW_TOLERANCE};
+use super::event::{parse_event, EventError, CLOCK_SKEW_TOLERANCE};
 use crate::engine::hook::EventTally;
 use crate::engine::tables::{unopened, Table};
 use crate::engine::{run_ticks, Stop, SweepErrorEntry, SweepReport, Sweeper, Ticks};
@@ -105,16 +105,11 @@ pub enum HandlerError {
         reports: Vec<SweepReport>,
     },
     /// The sweep ran but some keys could not be deleted or some windows could not be read.
-    #[error("sweep of {table} at {sweep_at}: {failed} item(s) failed, {errors} error(s): {first}")]
+    #[error(
+        "sweep of {} at {}: {} item(s) failed, {} error(s): {first}",
+        .report.table, .report.sweep_at, .report.items_failed, .report.errors.len()
+    )]
     SweepFailed {
-        /// Table swept.
-        table: String,
-        /// Sweep instant.
-        sweep_at: String,
-        /// Items that failed.
-        failed: u64,
-        /// Errors recorded.
-        errors: usize,
         /// The first error message, if any.
         first: String,
         /// The full report.
@@ -188,7 +183,7 @@ pub async fn handle_tables<S: Store>(
     })?;
     let each = tables.iter().map(|table| async {
         match table.sweeper().await {
-            Ok(sweeper) => sweep_as_asked(sweeper, &trigger, clock, remaining, settings).await,
+            Ok(sweeper) => sweep_as_asked(sweeper, trigger, clock, remaining, settings).await,
             Err(error) => finish(unopened(table.name(), error), clock.now(), settings),
         }
     });
@@ -233,21 +228,23 @@ pub async fn handle<S: Store>(
     let trigger = parse_event(event).inspect_err(|e| {
         tracing::error!(error = %e, "rejected the invocation's event; nothing swept");
     })?;
-    sweep_as_asked(sweeper, &trigger, clock, remaining, settings).await
+    sweep_as_asked(sweeper, trigger, clock, remaining, settings).await
 }
 
-/// The sweep `trigger` asks for, of `sweeper`'s table, as [`handle`] describes.
+/// The sweep as of `trigger` (the event's time; `None`: now), of `sweeper`'s table, as [`handle`]
+/// describes.
 async fn sweep_as_asked<S: Store>(
     sweeper: &Sweeper<S>,
-    trigger: &Trigger,
+    trigger: Option<Timestamp>,
     clock: &impl Clock,
     remaining: Option<Duration>,
     settings: &HandlerSettings,
 ) -> Result<SweepReport, HandlerError> {
-    let held = clock.hold(trigger.requested());
+    let held = clock.hold(trigger);
     let (start, mut now) = (held.clock, held.at);
     if held.ahead > CLOCK_SKEW_TOLERANCE {
-        tracing::warn!(?trigger, clock = %start, "event time is ahead of the clock; sweeping as of the clock");
+        let trigger = trigger.unwrap_or_default();
+        tracing::warn!(%trigger, clock = %start, "event time is ahead of the clock; sweeping as of the clock");
     }
     if now < start - (settings.schedule + STALE_EVENT_SLACK) {
         // A replayed or long-delayed event: sweeping as of its time would be safe but would miss
@@ -321,28 +318,22 @@ fn finish(
 
 /// The error of a sweep that failed: its first error, and the report.
 fn failed(report: SweepReport) -> HandlerError {
-    {
-        HandlerError::SweepFailed {
-            table: report.table.clone(),
-            sweep_at: report.sweep_at.clone(),
-            failed: report.items_failed,
-            errors: report.errors.len(),
-            first: report
-                .errors
-                .first()
-                .map(|e| e.message.clone())
-                .or_else(|| report.failed_keys.first().map(|k| k.reason.clone()))
-                .or_else(|| {
-                    report.failed_event_ids.first().map(|e| {
-                        format!(
-                            "{} expiry event(s) not published, first {}: {}",
-                            report.events_failed, e.id, e.reason
-                        )
-                    })
+    HandlerError::SweepFailed {
+        first: report
+            .errors
+            .first()
+            .map(|e| e.message.clone())
+            .or_else(|| report.failed_keys.first().map(|k| k.reason.clone()))
+            .or_else(|| {
+                report.failed_event_ids.first().map(|e| {
+                    format!(
+                        "{} expiry event(s) not published, first {}: {}",
+                        report.events_failed, e.id, e.reason
+                    )
                 })
-                .unwrap_or_default(),
-            report: Box::new(report),
-        }
+            })
+            .unwrap_or_default(),
+        report: Box::new(report),
     }
 }
 

@@ -1,12 +1,8 @@
 //! The stream indexer's invocations: a batch of the table's DynamoDB Streams records from an event
-//! source mapping, answered with the records to deliver again (`ReportBatchItemFailures`).
-//!
-//! The batch is indexed by [`crate::tools::index`]; the answer names the sequence number of each
-//! item's first failed record, `{"batchItemFailures": [{"itemIdentifier": "<SequenceNumber>"}]}`,
-//! and Lambda delivers that record and the ones after it again. A batch that cannot be read as
-//! DynamoDB Streams records, or that holds a record of another table's stream, fails the invocation
-//! as a whole (the event source mapping retries it, and bisects it when so configured); nothing of
-//! it is written.
+//! source mapping, indexed by [`crate::tools::index`] and answered with the sequence number of each
+//! item's first failed record (`ReportBatchItemFailures`), which Lambda delivers again with the
+//! records after it. A batch that does not parse, or holds a record of another table's stream,
+//! fails the invocation as a whole and nothing of it is written.
 
 use std::time::Duration;
 
@@ -65,12 +61,14 @@ pub async fn invoke_batch(
             arn.unwrap_or("an unnamed stream")
         )),
     };
-    let sweeper = sweeper.map_err(|problem| {
-        let e = EventError::StreamBatch(problem);
-        tracing::error!(error = %e, "rejected the stream batch; nothing written");
-        HandlerError::Event(e)
-    })?;
-    index_batch(sweeper, clock, &event.payload, remaining).await
+    index_batch(sweeper.map_err(refused)?, clock, &event.payload, remaining).await
+}
+
+/// The error of a batch refused as a whole, logged: nothing of it is written.
+fn refused(problem: String) -> HandlerError {
+    let e = EventError::StreamBatch(problem);
+    tracing::error!(error = %e, "rejected the stream batch; nothing written");
+    HandlerError::Event(e)
 }
 
 /// Indexes the batch `event` for `sweeper`'s table, its deletes' expiry events published through
@@ -85,22 +83,17 @@ pub async fn index_batch(
     remaining: Option<Duration>,
 ) -> Result<Value, HandlerError> {
     let schema = sweeper.schema();
-    let batch = Event::deserialize(event).map_err(|e| {
-        let e = EventError::StreamBatch(format!("the DynamoDB Streams records do not parse: {e}"));
-        tracing::error!(error = %e, "rejected the stream batch; nothing written");
-        HandlerError::Event(e)
-    })?;
+    let batch = Event::deserialize(event)
+        .map_err(|e| refused(format!("the DynamoDB Streams records do not parse: {e}")))?;
     let foreign = batch.records.iter().find_map(|r| {
         let arn = r.event_source_arn.as_deref()?;
         (!from_table(arn, &schema.table_name)).then_some(arn)
     });
     if let Some(arn) = foreign {
-        let e = EventError::StreamBatch(format!(
-            "stream records of another table ({arn}); this function indexes {}",
-            schema.table_name
-        ));
-        tracing::error!(error = %e, "rejected the stream batch; nothing written");
-        return Err(HandlerError::Event(e));
+        let table = &schema.table_name;
+        let problem =
+            format!("stream records of another table ({arn}); this function indexes {table}");
+        return Err(refused(problem));
     }
     let started = Instant::now();
     let stop = Stop::at(remaining.map(|r| started + r.saturating_sub(DEADLINE_MARGIN)));

@@ -45,27 +45,39 @@ pub const METRICS: [(&str, &str); 10] = [
     ("ClockAheadSeconds", "ttl_sweeper_clock_ahead_seconds"),
 ];
 
-/// Sweeps run (ticks and full sweeps) and those that did not succeed.
 const SWEEPS: &str = "ttl_sweeper_sweeps_total";
 const SWEEPS_FAILED: &str = "ttl_sweeper_sweeps_failed_total";
-/// Seconds since the last successful sweep (since start-up before the first).
 const SINCE_SUCCESS: &str = "ttl_sweeper_seconds_since_last_success";
-/// `run --follow-stream`: the stream follower's counters (names and help).
-const STREAM_COUNTERS: [(&str, &str); 6] = [
-    ("ttl_sweeper_stream_records_total", "run --follow-stream: stream records read"),
-    ("ttl_sweeper_stream_windows_written_total", "run --follow-stream: windows set on items written with only a ttl"),
-    ("ttl_sweeper_stream_expired_deleted_total", "run --follow-stream: items written already expired, deleted"),
-    ("ttl_sweeper_stream_invalid_ttl_total", "run --follow-stream: items written with an unusable ttl (not a Number, milliseconds, more than five years old)"),
-    ("ttl_sweeper_stream_skipped_records_total", "run --follow-stream: records that failed every attempt and were passed (their items need backfill)"),
-    ("ttl_sweeper_stream_trimmed_total", "run --follow-stream: times records were trimmed from the stream before they were read (their items need backfill)"),
-];
 const STREAM_AGE: &str = "ttl_sweeper_stream_record_age_seconds";
-/// `LEADER_LEASE`: whether the last sweep led (1; always without a lease) or stood by (0).
 const LEADER: &str = "ttl_sweeper_leader";
-/// `LEADER_LEASE`: sweeps that stood by.
 const STOOD_BY: &str = "ttl_sweeper_stood_by_total";
-/// Delete requests refused by a replicated write conflict and sent again.
 const WRITE_CONFLICTS: &str = "ttl_sweeper_write_conflicts_retried_total";
+/// `run --follow-stream`: the stream follower's counters.
+const STREAM_COUNTERS: [&str; 6] = [
+    "ttl_sweeper_stream_records_total",
+    "ttl_sweeper_stream_windows_written_total",
+    "ttl_sweeper_stream_expired_deleted_total",
+    "ttl_sweeper_stream_invalid_ttl_total",
+    "ttl_sweeper_stream_skipped_records_total",
+    "ttl_sweeper_stream_trimmed_total",
+];
+/// The help of the metrics that are not EMF metrics; as for those, a name ending in `_total` is a
+/// counter and one ending in `_seconds` is in seconds.
+const HELP: [(&str, &str); 13] = [
+    (SWEEPS, "Sweeps run: ticks and full sweeps"),
+    (SWEEPS_FAILED, "Sweeps with failed keys or unread windows"),
+    (SINCE_SUCCESS, "Time since the last successful sweep"),
+    (STREAM_COUNTERS[0], "run --follow-stream: stream records read"),
+    (STREAM_COUNTERS[1], "run --follow-stream: windows set on items written with only a ttl"),
+    (STREAM_COUNTERS[2], "run --follow-stream: items written already expired, deleted"),
+    (STREAM_COUNTERS[3], "run --follow-stream: items written with an unusable ttl (not a Number, milliseconds, more than five years old)"),
+    (STREAM_COUNTERS[4], "run --follow-stream: records that failed every attempt and were passed (their items need backfill)"),
+    (STREAM_COUNTERS[5], "run --follow-stream: times records were trimmed from the stream before they were read (their items need backfill)"),
+    (LEADER, "LEADER_LEASE: 1 when the last sweep held the table's lease (always without a lease), 0 when it stood by"),
+    (STOOD_BY, "LEADER_LEASE: sweeps that stood by while another sweeper held the lease"),
+    (WRITE_CONFLICTS, "Delete requests refused with ReplicatedWriteConflictException (multi-Region strong consistency) and sent again"),
+    (STREAM_AGE, "run --follow-stream: age of the newest stream record of each shard's last read, 0 when caught up (the largest over the shards; Lambda's IteratorAge)"),
+];
 
 /// The daemon's metrics and health.
 #[derive(Debug)]
@@ -106,54 +118,18 @@ impl DaemonMetrics {
             ),
             unhealthy_after,
         };
+        let emf = METRICS.map(|(emf, name)| (name, format!("The Lambda's EMF metric {emf}")));
+        let help = HELP.map(|(name, help)| (name, help.to_owned()));
         metrics::with_local_recorder(&this.recorder, || {
-            for (emf, name) in METRICS {
+            for (name, help) in emf.into_iter().chain(help) {
                 let seconds = name.ends_with("_seconds");
                 let unit = if seconds { Unit::Seconds } else { Unit::Count };
-                let help = format!("The Lambda's EMF metric {emf}");
                 if name.ends_with("_total") {
                     describe_counter!(name, unit, help);
                 } else {
                     describe_gauge!(name, unit, help);
                 }
             }
-            describe_counter!(SWEEPS, Unit::Count, "Sweeps run: ticks and full sweeps");
-            describe_counter!(
-                SWEEPS_FAILED,
-                Unit::Count,
-                "Sweeps with failed keys or unread windows"
-            );
-            describe_gauge!(
-                SINCE_SUCCESS,
-                Unit::Seconds,
-                "Time since the last successful sweep"
-            );
-            for (name, help) in STREAM_COUNTERS {
-                describe_counter!(name, Unit::Count, help);
-            }
-            describe_gauge!(
-                LEADER,
-                Unit::Count,
-                "LEADER_LEASE: 1 when the last sweep held the table's lease (always without a \
-                 lease), 0 when it stood by"
-            );
-            describe_counter!(
-                STOOD_BY,
-                Unit::Count,
-                "LEADER_LEASE: sweeps that stood by while another sweeper held the lease"
-            );
-            describe_counter!(
-                WRITE_CONFLICTS,
-                Unit::Count,
-                "Delete requests refused with ReplicatedWriteConflictException (multi-Region \
-                 strong consistency) and sent again"
-            );
-            describe_gauge!(
-                STREAM_AGE,
-                Unit::Seconds,
-                "run --follow-stream: age of the newest stream record of each shard's last read, \
-                 0 when caught up (the largest over the shards; Lambda's IteratorAge)"
-            );
         });
         for table in tables {
             let report = SweepReport {
@@ -219,7 +195,7 @@ impl DaemonMetrics {
                 r.skipped_records,
                 r.trimmed,
             ];
-            for ((name, _), value) in STREAM_COUNTERS.iter().zip(values) {
+            for (name, value) in STREAM_COUNTERS.iter().zip(values) {
                 counter!(*name, "table" => table.to_owned()).absolute(value);
             }
             let age = r.record_age_ms as f64 / 1000.0;

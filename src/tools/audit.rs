@@ -13,6 +13,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 
+use super::backfill::window_of;
 use super::scan::{parallel_scan, Position, ScanPageOf, MAX_SEGMENTS};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::Timestamp;
@@ -195,11 +196,7 @@ pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, no
             report.oldest_expired_age_seconds = report.oldest_expired_age_seconds.max(age);
         }
     }
-    let pk = item
-        .get(&schema.key_attributes[0])
-        .cloned()
-        .unwrap_or(AttributeValue::Null(true));
-    let Ok(expected) = layout.window_for(ttl, &pk) else {
+    let Ok(expected) = window_of(item, schema, ttl) else {
         return;
     };
     match item.get(&layout.window_attribute) {

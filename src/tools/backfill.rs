@@ -1,27 +1,13 @@
 //! `ttl-sweeper backfill`: give every existing item with a numeric ttl its window attribute, and
-//! delete the items that have already expired.
+//! delete the items that have already expired (the rules: `docs/adoption.md`, step 2).
 //!
-//! A parallel Scan reads the key, ttl and window attributes. Each item whose window attribute is
-//! missing or wrong gets it with a conditional `UpdateItem` that only succeeds if the item still
-//! has the ttl and window it was read with — a concurrent change is never overwritten and a deleted
-//! item never comes back.
-//!
-//! Each item is judged by the clock when its write is made (after the write-rate limit let it
-//! through), not when the run started: a slow run beside a running sweeper would otherwise give an
-//! item that expired while it waited the window of its ttl, one the sweeps may already have passed
-//! for good. An item expired at that instant (by native TTL's rule, [`ttl_state`] is
-//! [`TtlState::Expired`]) is deleted instead, with a conditional `DeleteItem` that requires the ttl
-//! it was read with: the sweep reads only recent windows, so an item that expired before them would
-//! otherwise stay until native TTL gets to it. An item whose ttl was extended or rewritten
-//! meanwhile is kept. An item whose ttl passes while its window is being written (the write's round
-//! trip, or its retries) is deleted the same way once the write is acknowledged, so no window is
-//! left behind the sweeps. A ttl more than five years old is one native TTL never acts on: it is
-//! counted as invalid and left alone, without a window.
-//!
-//! Progress is saved after every page, so a killed run resumes where it stopped, and re-running is
-//! harmless: correct items are only counted.
-//!
-//! The progress file is in `progress`; the flags' ranges and the write-rate limit in `limits`.
+//! Each item is judged by the clock when its write is made, after the write-rate limit let it
+//! through: a slow run beside a running sweeper would otherwise give an item that expired while
+//! it waited the window of its ttl, one the sweeps may already have passed for good. Only an item
+//! whose ttl as read is [`TtlState::Expired`] at that instant is deleted, conditional on that ttl;
+//! every window write is conditional on the ttl and window read, so a concurrent change is never
+//! overwritten and a deleted item never comes back. Progress is saved after every page
+//! (`progress`); the flags' ranges and the write-rate limit are in `limits`.
 
 mod limits;
 mod progress;
@@ -39,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::scan::{parallel_scan, Position, ScanPageOf};
 use crate::engine::hook::{Delivery, Expiry, ExpiryHook, Publication};
 use crate::engine::retry::{full_jitter, Stop};
-use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
+use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::scan::UpdateOutcome;
 use crate::store::{
@@ -148,11 +134,7 @@ pub fn plan_item(item: &Key, schema: &TableSchema, now: Timestamp) -> ItemPlan {
         }
         TtlState::Live => {}
     }
-    let pk = item
-        .get(&schema.key_attributes[0])
-        .cloned()
-        .unwrap_or(AttributeValue::Null(true));
-    let Ok(window) = layout.window_for(ttl, &pk) else {
+    let Ok(window) = window_of(item, schema, ttl) else {
         return ItemPlan::InvalidTtl;
     };
     let current = item.get(&layout.window_attribute);
@@ -164,6 +146,14 @@ pub fn plan_item(item: &Key, schema: &TableSchema, now: Timestamp) -> ItemPlan {
         current: current.cloned(),
         window,
     }
+}
+
+/// The window attribute of `item` with `ttl`, by its partition key.
+pub(super) fn window_of(item: &Key, schema: &TableSchema, ttl: f64) -> Result<String, TtlError> {
+    let pk = item.get(&schema.key_attributes[0]);
+    schema
+        .layout
+        .window_for(ttl, pk.unwrap_or(&AttributeValue::Null(true)))
 }
 
 /// Runs (or resumes) a backfill. `save` is called with the state after every page;
@@ -246,10 +236,11 @@ pub(super) struct Step<'a> {
     pub(super) store: &'a DynamoStore,
     pub(super) schema: &'a TableSchema,
     pub(super) clock: &'a dyn Clock,
-    limit: Option<&'a RateLimit>,
-    dry_run: bool,
+    /// The write-rate limit (`--max-wcu`), if any.
+    pub(super) limit: Option<&'a RateLimit>,
+    pub(super) dry_run: bool,
     /// Expiry events for the items it deletes (the stream indexer's, when events are configured).
-    events: Option<StepEvents<'a>>,
+    pub(super) events: Option<StepEvents<'a>>,
 }
 
 /// The expiry events of a step's deletes, as a sweep publishes them: in notify mode after the
@@ -262,24 +253,7 @@ pub(super) struct StepEvents<'a> {
     pub(super) stop: &'a Stop,
 }
 
-impl<'a> Step<'a> {
-    /// Writes and deletes for real, without a write-rate limit.
-    pub(super) fn unlimited(
-        store: &'a DynamoStore,
-        schema: &'a TableSchema,
-        clock: &'a dyn Clock,
-        events: Option<StepEvents<'a>>,
-    ) -> Self {
-        Step {
-            store,
-            schema,
-            clock,
-            limit: None,
-            dry_run: false,
-            events,
-        }
-    }
-
+impl Step<'_> {
     /// Judges `item` by the clock and acts on it; counts what it did in `counts`.
     pub(super) async fn item(
         &self,

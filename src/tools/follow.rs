@@ -1,27 +1,11 @@
 //! The daemon's stream follower (`ttl-sweeper run --follow-stream`, `FOLLOW_STREAM`): reads the
 //! table's DynamoDB stream itself, as an event source mapping does for the Lambda, and hands each
 //! batch of records to the stream indexer ([`super::index`]), so that writers need set only the
-//! ttl.
-//!
-//! - Every shard is read, and a shard only once its parent has been read to its end (or is no
-//!   longer in the stream): the records of one item stay in order across shard splits.
-//! - A shard never read before starts at its oldest record (a stream keeps 24 hours); a shard read
-//!   before, just after the last record handled. That position (per shard, and the shards read to
-//!   their end) is saved in the checkpoint table as item `<checkpoint id>#stream`, at most every
-//!   [`SAVE_EVERY`] and at shutdown. Without a checkpoint table it is kept in memory only: a restart
-//!   reads the stream again from its oldest records (handling a record twice changes nothing).
-//! - An iterator that expired (15 minutes) is replaced from the position.
-//! - Records trimmed away before they were read (the follower stopped for more than 24 hours, the
-//!   stream disabled and enabled again) cannot be read: that is reported, with the advice to run
-//!   `ttl-sweeper backfill`, and reading goes on from the oldest record kept.
-//! - A record that fails is retried with the records of its item after it (backoff, up to
-//!   [`MAX_ATTEMPTS`] attempts); one that still fails is reported by sequence number and passed,
-//!   so a shard never stops. `backfill` gives such an item its window.
-//!
-//! Shards are read concurrently, at most [`MAX_SHARDS`] at once, each polled every [`POLL`] while
-//! it has nothing new (DynamoDB Streams allows five `GetRecords` a second per shard); at most
-//! [`MAX_BATCHES`] batches are held at once, read and not yet indexed, so memory stays bounded
-//! however many shards the stream has.
+//! ttl. Its guarantees (a child shard read only after its parent, the position saved beside the
+//! checkpoint, expired iterators, trimmed records, failing records retried then passed) are
+//! described in `docs/operations.md`, "Writers set only the ttl". At most [`MAX_BATCHES`] batches
+//! are held at once, read and not yet indexed, so memory stays bounded however many shards the
+//! stream has.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashSet};
@@ -203,7 +187,8 @@ impl Reader<'_> {
                     }
                     Ok(shards) => {
                         self.forget_unlisted(&shards);
-                        for shard in self.ready(&shards, &running) {
+                        let ready = ready(&shards, &self.position.borrow(), &running);
+                        for shard in ready {
                             if running.len() >= MAX_SHARDS {
                                 if !warned_full {
                                     tracing::warn!(max = MAX_SHARDS, "more open shards than are read at once; the others wait for a slot");
@@ -251,12 +236,6 @@ impl Reader<'_> {
         }
         // The readers see the stop between requests.
         while readers.next().await.is_some() {}
-    }
-
-    /// The listed shards not being read, not read to their end, and whose parent (if still
-    /// listed) was read to its end: parents before children.
-    fn ready(&self, shards: &[Shard], running: &HashSet<String>) -> Vec<String> {
-        ready(shards, &self.position.borrow(), running)
     }
 
     /// Drops the position of shards the stream no longer lists (trimmed after 24 hours); one not
@@ -451,9 +430,7 @@ impl Reader<'_> {
                 .await;
             attempt += 1;
         }
-        let mut report = self.report.borrow_mut();
-        report.batches += 1;
-        drop(report);
+        self.report.borrow_mut().batches += 1;
         if let Some(sequence) = records
             .last()
             .and_then(|r| r.change.sequence_number.clone())
@@ -490,10 +467,7 @@ impl Reader<'_> {
 
     /// Sleeps for `wait`, or until the stop.
     async fn pause(&self, wait: Duration) {
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = self.stop.token().cancelled() => {}
-        }
+        self.unless_stopped(tokio::time::sleep(wait)).await;
     }
 
     /// Saves the position when it changed (and a checkpoint table is configured).

@@ -1,28 +1,11 @@
 //! The stream indexer: every item written with a ttl gets its window attribute from the item's
-//! record on the table's DynamoDB stream, so that writers need set only the ttl.
-//!
-//! Each `INSERT` and `MODIFY` record's new image is judged by the rules of `backfill`
-//! ([`plan_item`]), by the clock when its write is made, and acted on with the same conditional
-//! requests:
-//! - a Number ttl in epoch seconds, not yet passed, its window missing or wrong: an `UpdateItem`
-//!   sets the window if the item still has the ttl and the window (or none) of the image. An item
-//!   changed since is left to its own, later record, and a deleted one is never recreated;
-//! - a ttl already passed: a `DeleteItem` that requires the image's ttl, with the item's expiry
-//!   event when events are configured (notify: after the delete; archive: before it, and a
-//!   cancellation if the delete keeps the item);
-//! - the window already right: nothing (the indexer's own writes come back this way and stop);
-//! - no ttl, or one that is not usable (not a Number, milliseconds, more than five years old):
-//!   no window; a window the image still has is removed if the item still has that window and that
-//!   ttl (or none). Counted as invalid (or as without a ttl).
-//!
-//! `REMOVE` records (the application's deletes, native TTL's, the sweeper's) need nothing.
-//!
-//! Records arrive at least once and in order per item only: every write is conditional on the
-//! image, so a record applied twice, or after a later one, changes nothing. Records of different
-//! items are handled concurrently (at most [`CONCURRENCY`] items at once), those of one item in
-//! order. A record that fails (no new image, its key attributes missing, an error that outlasted
-//! the retries) stops its item there and is reported by its sequence number, so that Lambda's
-//! `ReportBatchItemFailures` delivers it, and what follows it, again.
+//! record on the table's DynamoDB stream, so that writers need set only the ttl. Each `INSERT` and
+//! `MODIFY` record's new image is judged by the rules of `backfill` ([`plan_item`]) and acted on
+//! with conditional requests; an image without a usable ttl loses its window. What each
+//! image comes to, and why a record applied twice or late changes nothing: `docs/adoption.md`,
+//! "The stream indexer". Records of different items are handled concurrently (at most
+//! [`CONCURRENCY`] items at once), those of one item in order; a failed record stops its item and
+//! is reported by its sequence number, so that `ReportBatchItemFailures` delivers it again.
 
 use std::collections::HashMap;
 
@@ -94,9 +77,14 @@ pub async fn index_records(
         });
         items[at].push(record);
     }
-    let events = events.map(|hook| StepEvents { hook, stop });
-    let step = Step::unlimited(store, schema, clock, events);
-    let step = &step;
+    let step = &Step {
+        store,
+        schema,
+        clock,
+        limit: None,
+        dry_run: false,
+        events: events.map(|hook| StepEvents { hook, stop }),
+    };
     let done: Vec<Indexed> = stream::iter(items)
         .map(|records| async move { index_item(step, &records).await })
         .buffer_unordered(CONCURRENCY)

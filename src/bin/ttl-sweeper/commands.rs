@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use ttl_sweeper::config::{window_shape, Config};
 use ttl_sweeper::engine::tables::unopened;
 use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Sweeper, Ticks};
-use ttl_sweeper::expiry::window::{parse_ttl, partition_key, shard_of, Window};
+use ttl_sweeper::expiry::window::{parse_ttl, window_attribute};
 use ttl_sweeper::expiry::{partition_key_bytes, Clock, Held, Timestamp};
 use ttl_sweeper::lambda::event::parse_time;
 use ttl_sweeper::store::keys::partition_key_from_json;
@@ -35,21 +35,18 @@ pub(crate) fn window(
     key: Option<&str>,
 ) -> anyhow::Result<String> {
     let (window_seconds, shards) = window_shape(window_seconds, shards)?;
-    let window = Window::containing(parse_ttl(ttl)?, window_seconds);
-    let shard = match (key, shards) {
-        (_, 1) => 0,
+    let ttl = parse_ttl(ttl)?;
+    let key_bytes = match (key, shards) {
+        (_, 1) => Vec::new(),
         (None, _) => anyhow::bail!(
             "--shards {shards} needs --key: the shard comes from the item's partition key"
         ),
         (Some(json), _) => {
             let value = partition_key_from_json(json).context("--key")?;
-            shard_of(
-                &partition_key_bytes(&value).expect("S, N and B are key types"),
-                shards,
-            )
+            partition_key_bytes(&value).expect("S, N and B are key types")
         }
     };
-    Ok(partition_key(window, shard, shards))
+    Ok(window_attribute(ttl, window_seconds, shards, &key_bytes)?)
 }
 
 /// `ttl-sweeper sweep`: one sweep of every table as of `at` (RFC 3339), or as of the clock; one
@@ -65,10 +62,7 @@ pub(crate) async fn sweep<W>(
 where
     W: Fn() -> Timestamp + Send + Sync + 'static,
 {
-    let at = at
-        .map(|text| parse_time(text).map(Timestamp::from_datetime))
-        .transpose()
-        .context("--at")?;
+    let at = at.map(parse_time).transpose().context("--at")?;
     let instant = |held: Held| match at {
         Some(at) if allow_future => Ok(at),
         Some(at) if !held.ahead.is_zero() => Err(anyhow::anyhow!(
@@ -129,11 +123,11 @@ where
     // The function-wide settings are the same in every table's configuration.
     let period = Duration::from_secs(u64::from(configs[0].schedule_seconds));
     let namespace = &configs[0].metrics_namespace;
+    let names: Vec<&str> = tables.iter().map(|t| t.name()).collect();
     let endpoint = match metrics_addr {
         None => None,
         Some(addr) => {
             let listener = telemetry::daemon::bind(addr).await?;
-            let names: Vec<&str> = tables.iter().map(|t| t.name()).collect();
             let metrics = Arc::new(telemetry::daemon::DaemonMetrics::new(
                 &names,
                 UNHEALTHY_PERIODS * period.max(every),
@@ -152,7 +146,6 @@ where
         true => Some(StreamClient::from_env().await),
         false => None,
     };
-    let names: Vec<&str> = tables.iter().map(|t| t.name()).collect();
     tracing::info!(tables = ?names, every = ?every, "running until SIGINT or SIGTERM");
     let (endpoint, clock, stop, streams) = (&endpoint, &*clock, &stop, &streams);
     let each = tables

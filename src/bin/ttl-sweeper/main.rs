@@ -255,7 +255,10 @@ async fn cancel_on_signal(token: CancellationToken) {
     token.cancel();
 }
 
-#[test]
-fn the_command_line_is_well_formed() {
-    <Cli as clap::CommandFactory>::command().debug_assert();
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_is_well_formed() {
+        <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
 }

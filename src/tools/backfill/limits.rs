@@ -45,7 +45,7 @@ pub fn default_segments(size_bytes: i64) -> u32 {
 /// A token bucket for write capacity: `per_second` units per second on average, in bursts of at
 /// most `max(per_second, 1)` units. The bucket holds at least one unit, so that a rate below one
 /// unit per second still lets a write through now and then.
-pub(super) struct RateLimit {
+pub(crate) struct RateLimit {
     per_second: f64,
     capacity: f64,
     state: Mutex<(f64, Instant)>,

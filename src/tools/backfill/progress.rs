@@ -85,11 +85,6 @@ impl BackfillState {
         !self.positions.is_empty() && self.positions.iter().all(|p| p == "done")
     }
 
-    /// Segments scanned to the end.
-    fn segments_done(&self) -> usize {
-        self.positions.iter().filter(|p| *p == "done").count()
-    }
-
     /// Writes the state to `path` through a temporary file renamed over it, so a run killed while
     /// saving leaves the previous progress intact, never a half-written file.
     pub fn save_atomically(&self, path: &Path) -> std::io::Result<()> {
@@ -211,17 +206,12 @@ pub enum Start {
     AlreadyComplete(BackfillState),
 }
 
-/// Decides how a backfill of `table` with `layout` starts from the progress file at `path`.
-///
-/// With `resume`, the file must exist and be for this table, window width and shard count
-/// ([`BackfillState::load_for_resume`]): an interrupted run continues, a complete one is
-/// [`Start::AlreadyComplete`].
-///
-/// Without it, the run is a fresh one of `segments` segments when there is no file, when the file
-/// holds a complete run (re-running a finished backfill, say weekly, just works), and in a dry run
-/// (which never saves). A file holding an interrupted run is refused
-/// ([`ProgressFileError::Interrupted`]): starting over would throw its progress away, which only
-/// removing the file should do; so is a file that is not one ([`ProgressFileError::NotProgress`]).
+/// Decides how a backfill of `table` with `layout` starts from the progress file at `path`. With
+/// `resume`, from the file ([`BackfillState::load_for_resume`]; a complete run's is
+/// [`Start::AlreadyComplete`]). Without, a fresh run of `segments` segments, also over a complete
+/// run's file and in a dry run (which never saves); but the file of an interrupted run is refused
+/// ([`ProgressFileError::Interrupted`]: only removing it should throw its progress away), and so
+/// is a file that is not one ([`ProgressFileError::NotProgress`]).
 pub fn start(
     path: &Path,
     table: &str,
@@ -262,7 +252,7 @@ pub fn start(
     } else {
         Err(ProgressFileError::Interrupted {
             path: path.to_owned(),
-            done: saved.segments_done(),
+            done: saved.positions.iter().filter(|p| *p == "done").count(),
             total: saved.positions.len(),
             scanned: saved.report.scanned,
             table: saved.table,
