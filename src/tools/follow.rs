@@ -16,11 +16,10 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
 use super::index::{index_records, item_id, IndexReport};
-use crate::engine::retry::full_jitter;
 use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
 use crate::store::stream::{From, ReadError, Shard, StreamClient, TableStream};
-use crate::store::DynamoStore;
+use crate::store::{full_jitter, DynamoStore};
 use plan::{ready, to_retry};
 pub use plan::{Position, ShardPosition};
 pub use report::{FollowError, FollowReport};
@@ -213,7 +212,9 @@ impl Reader<'_> {
                 _ = tokio::time::sleep_until(wake) => {}
                 _ = self.stop.token().cancelled() => {}
             }
-            if Instant::now() >= save_at {
+            // Once stopped, the one save is `Follower::run`'s: two would each wait out the
+            // shutdown grace on a DynamoDB that does not answer.
+            if Instant::now() >= save_at && !self.stop.reached() {
                 self.save().await;
                 save_at = Instant::now() + SAVE_EVERY;
             }
@@ -291,6 +292,7 @@ impl Reader<'_> {
                         Err(ReadError::Trimmed) => {
                             self.trimmed(&shard);
                             self.position.borrow_mut().shards.remove(&shard);
+                            self.dirty.set(true);
                             continue;
                         }
                         Err(e) => {
