@@ -12,7 +12,7 @@
 //! - [`report`]: [`SweepReport`], what a pass did, and how reports merge.
 //! - [`hook`]: [`hook::ExpiryHook`], the seam expiry events are published through around
 //!   deletes (notify: after; archive: before, deleting only what the sink accepted).
-//! - [`retry`]: [`Stop`] (deadline or shutdown) and [`retry::full_jitter`], the one backoff.
+//! - [`retry`]: [`Stop`], the deadline or shutdown every loop checks.
 //! - [`lease`]: the leader lease (`LEADER_LEASE`): of several sweepers of one table (one per
 //!   Region of a global table), only the holder sweeps.
 //! - [`checkpoint`]: which windows to read given the catch-up checkpoint, and how far it moves.
@@ -24,7 +24,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::expiry::window::ShardRange;
-use retry::full_jitter;
+use crate::store::full_jitter;
 
 pub mod checkpoint;
 mod delete;

@@ -31,11 +31,12 @@
 //!   batched or conditional deletes with backoff (batch mode reads a stale key again before it
 //!   sends it), the report, checkpoint planning, ticks, several tables side by side (each opened
 //!   when first needed and again after a failure), the leader lease ([`engine::lease`],
-//!   `LEADER_LEASE`), and the one backoff ([`engine::retry::full_jitter`], for every retry loop).
+//!   `LEADER_LEASE`).
 //! - [`store`]: the only code that talks to DynamoDB, behind the typed [`store::Store`]
 //!   seam; errors, start-up checks, the key dialect of reports and events (DynamoDB JSON,
 //!   through `serde_dynamo`), and the table's DynamoDB stream ([`store::stream`]: shards,
-//!   iterators, records). Every request goes through the AWS SDKs' own pipelines.
+//!   iterators, records), and the one backoff of every retry loop ([`store::full_jitter`]).
+//!   Every request goes through the AWS SDKs' own pipelines.
 //! - [`streams`]: for consumers of the table's DynamoDB Stream — [`streams::is_expiry_removal`]
 //!   tells a `REMOVE` of an expired item (ours or native TTL's, in any Region) from an
 //!   application's delete.

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
@@ -34,6 +35,15 @@ pub use describe::{open, IndexCheck, OpenedTable, TableTarget};
 pub use dynamo::{DynamoStore, BATCH_ATTEMPT_TIMEOUT, SDK_MAX_ATTEMPTS};
 pub use error::{ErrorKind, StoreError};
 pub use keys::{key_from_json, key_to_json};
+
+/// Exponential backoff with full jitter, the one backoff of every retry loop of ours (unprocessed
+/// `BatchGetItem` keys here; the engine's delete retries, event publishing, the stream follower;
+/// the SDK retries each request with its own): the wait before retry number `attempt` (1-based)
+/// is uniformly random in `[0, min(cap, base * 2^(attempt-1))]`.
+pub fn full_jitter(base: Duration, cap: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
+    exp.min(cap).mul_f64(fastrand::f64())
+}
 
 /// An item's primary key (or a whole item, as returned by a query).
 pub type Key = HashMap<String, AttributeValue>;
@@ -255,5 +265,30 @@ impl<S: Store> Store for std::sync::Arc<S> {
         lapsed_before: Timestamp,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         (**self).write_lease(table, id, lease, lapsed_before)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_bounded_and_grows() {
+        let (base, cap) = (Duration::from_millis(50), Duration::from_secs(5));
+        for attempt in 1..40 {
+            let bound = base.saturating_mul(1 << (attempt - 1).min(20)).min(cap);
+            for _ in 0..50 {
+                let d = full_jitter(base, cap, attempt);
+                assert!(d <= bound, "attempt {attempt}: {d:?} > {bound:?}");
+            }
+        }
+        // Full jitter: over many draws the late attempts wait longer on average than the first.
+        let mean = |a| {
+            (0..2000)
+                .map(|_| full_jitter(base, cap, a).as_secs_f64())
+                .sum::<f64>()
+                / 2000.0
+        };
+        assert!(mean(6) > 4.0 * mean(1));
     }
 }

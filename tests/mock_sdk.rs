@@ -585,3 +585,59 @@ async fn keys_read_again_ask_for_their_key_and_ttl_only() {
         .is_empty());
     assert_eq!((projected.num_calls(), whole.num_calls()), (1, 1));
 }
+
+#[tokio::test(start_paused = true)]
+async fn keys_a_read_leaves_unprocessed_are_asked_again_after_a_backoff() {
+    use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemOutput;
+    use aws_sdk_dynamodb::types::KeysAndAttributes;
+    let left = |k: Key| KeysAndAttributes::builder().keys(k).build().unwrap();
+    let read = mock!(Client::batch_get_item)
+        .sequence()
+        .output(move || {
+            BatchGetItemOutput::builder()
+                .responses(TABLE, vec![expired(0)])
+                .unprocessed_keys(TABLE, left(key("item-1")))
+                .build()
+        })
+        .output(|| {
+            BatchGetItemOutput::builder()
+                .responses(TABLE, vec![expired(1)])
+                .build()
+        })
+        .build();
+    let never = mock!(Client::batch_get_item).then_output(move || {
+        BatchGetItemOutput::builder()
+            .unprocessed_keys(TABLE, left(key("item-2")))
+            .build()
+    });
+    let store = DynamoStore::new(mock_client!(
+        aws_sdk_dynamodb,
+        RuleMode::Sequential,
+        [&read]
+    ));
+    let started = Instant::now();
+    let keys = vec![key("item-0"), key("item-1")];
+    let found = store.get_items(&default_schema(), keys, true).await;
+    assert_eq!(found.unwrap(), vec![expired(0), expired(1)]);
+    assert_eq!(read.num_calls(), 2);
+    // Paused clock: only the backoff advances it, within the first retry's cap.
+    let waited = started.elapsed();
+    assert!(
+        waited > Duration::ZERO && waited <= Duration::from_millis(50),
+        "{waited:?}"
+    );
+
+    let store = DynamoStore::new(mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&never]));
+    let started = Instant::now();
+    let error = store
+        .get_items(&default_schema(), vec![key("item-2")], true)
+        .await
+        .expect_err("keys still unprocessed after the last attempt");
+    assert_eq!(error.kind, ErrorKind::Throttled, "{error}");
+    assert_eq!(never.num_calls(), 3);
+    let waited = started.elapsed();
+    assert!(
+        waited > Duration::ZERO && waited <= Duration::from_millis(150),
+        "{waited:?}"
+    );
+}

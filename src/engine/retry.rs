@@ -1,7 +1,6 @@
 //! When to stop and how long to wait: [`Stop`], the deadline-or-shutdown condition every loop of
 //! the engine checks before starting new work, and the instant by which every store call of a sweep
-//! ends; and [`full_jitter`], the one exponential backoff for every retry loop of ours (the
-//! engine's delete retries, event publishing, backfill; the SDK retries reads with its own).
+//! ends. Its retry loops wait [`crate::store::full_jitter`], the one backoff.
 
 use std::future::Future;
 use std::time::Duration;
@@ -10,13 +9,6 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::store::{ErrorKind, StoreError, BATCH_ATTEMPT_TIMEOUT};
-
-/// Exponential backoff with full jitter: the wait before retry number `attempt` (1-based) is
-/// uniformly random in `[0, min(cap, base * 2^(attempt-1))]`.
-pub fn full_jitter(base: Duration, cap: Duration, attempt: u32) -> Duration {
-    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
-    exp.min(cap).mul_f64(fastrand::f64())
-}
 
 /// How long store calls (and the stream follower's indexing) may still run after a shutdown
 /// request (SIGTERM, SIGINT): then they are cut, so that `run` exits within about this long
@@ -144,26 +136,6 @@ impl Stop {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_is_bounded_and_grows() {
-        let (base, cap) = (Duration::from_millis(50), Duration::from_secs(5));
-        for attempt in 1..40 {
-            let bound = base.saturating_mul(1 << (attempt - 1).min(20)).min(cap);
-            for _ in 0..50 {
-                let d = full_jitter(base, cap, attempt);
-                assert!(d <= bound, "attempt {attempt}: {d:?} > {bound:?}");
-            }
-        }
-        // Full jitter: over many draws the late attempts wait longer on average than the first.
-        let mean = |a| {
-            (0..2000)
-                .map(|_| full_jitter(base, cap, a).as_secs_f64())
-                .sum::<f64>()
-                / 2000.0
-        };
-        assert!(mean(6) > 4.0 * mean(1));
-    }
 
     #[tokio::test(start_paused = true)]
     async fn a_call_unanswered_when_calls_end_answers_a_retryable_timeout_then() {

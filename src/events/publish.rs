@@ -9,8 +9,8 @@ use std::time::Duration;
 use super::model::ExpiryEvent;
 use super::sink::{EntryResult, Sink, SinkError, SinkKind};
 use crate::engine::hook::Delivery;
-use crate::engine::retry::full_jitter;
 use crate::engine::Stop;
+use crate::store::full_jitter;
 
 /// Sends events through a sink with retries.
 #[derive(Debug, Clone)]

@@ -16,7 +16,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::clock::{DateRecorder, ServerClock};
-use super::{ConditionalOutcome, ErrorKind, Key, LeaseItem, Page, Store, StoreError, TableSchema};
+use super::{
+    full_jitter, ConditionalOutcome, ErrorKind, Key, LeaseItem, Page, Store, StoreError,
+    TableSchema,
+};
 use crate::expiry::window::MAX_EXPIRED_AGE_SECONDS;
 use crate::expiry::Timestamp;
 
@@ -57,6 +60,15 @@ fn key_and_ttl(schema: &TableSchema) -> (String, HashMap<String, String>) {
 /// attempt timeout, the shorter the time in which a key read from the index can be deleted
 /// unconditionally (see [`crate::engine::BATCH_MAX_READ_AGE`]). 25 deletes take milliseconds.
 pub const BATCH_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `BatchGetItem` requests for one read of keys by key, the first included: keys left
+/// unprocessed are sent again, after a wait of [`full_jitter`] with these base and cap.
+const GET_ATTEMPTS: u32 = 3;
+/// The base and cap of that wait.
+const UNPROCESSED_BACKOFF: (std::time::Duration, std::time::Duration) = (
+    std::time::Duration::from_millis(50),
+    std::time::Duration::from_millis(500),
+);
 
 /// The clients the delete requests go through, (conditional, batch): the caller's client with the
 /// SDK's own retry loop turned off, built once (a per-request config override would rebuild the
@@ -255,9 +267,15 @@ impl Store for DynamoStore {
         let projection = ttl_only.then(|| key_and_ttl(schema));
         let mut found = Vec::with_capacity(keys.len());
         let mut pending = keys;
-        for _ in 0..3 {
+        for attempt in 0..GET_ATTEMPTS {
             if pending.is_empty() {
                 break;
+            }
+            if attempt > 0 {
+                // Keys DynamoDB left unprocessed (throttling, or the 16 MB answer limit) are sent
+                // again after a backoff, as AWS advises for BatchGetItem.
+                let (base, cap) = UNPROCESSED_BACKOFF;
+                tokio::time::sleep(full_jitter(base, cap, attempt)).await;
             }
             let mut request = KeysAndAttributes::builder()
                 .set_keys(Some(std::mem::take(&mut pending)))
@@ -289,7 +307,10 @@ impl Store for DynamoStore {
             return Err(StoreError::new(
                 ErrorKind::Throttled,
                 "BatchGetItem",
-                format!("{} keys still unprocessed after 3 attempts", pending.len()),
+                format!(
+                    "{} keys still unprocessed after {GET_ATTEMPTS} attempts",
+                    pending.len()
+                ),
             ));
         }
         Ok(found)

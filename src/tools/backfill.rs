@@ -24,12 +24,13 @@ use serde::{Deserialize, Serialize};
 
 use super::scan::{parallel_scan, Position, ScanPageOf};
 use crate::engine::hook::{Delivery, Expiry, ExpiryHook, Publication};
-use crate::engine::retry::{full_jitter, Stop};
+use crate::engine::retry::Stop;
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::scan::UpdateOutcome;
 use crate::store::{
-    key_to_json, ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError, TableSchema,
+    full_jitter, key_to_json, ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError,
+    TableSchema,
 };
 
 /// Counts of one backfill run (or, resumed, of all runs of one state file).
