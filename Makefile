@@ -83,7 +83,7 @@ test: ## everything CI runs: rustfmt, clippy, Rust tests (unit, mock, integratio
 	@# after, alone, so that no test shares the machine with a build.
 	@echo "make test: started at $$(date +%T); building the Rust tests beside the installs and the infra tests; each part prints its output when it ends"
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-build tools test-infra
-	@$(MAKE) --no-print-directory test-rust test-packages
+	@$(MAKE) --no-print-directory -o test-build -o tools test-rust test-packages  # -o: built above, not again
 	@echo "make test: done at $$(date +%T)"
 
 # The tests are built by clippy's driver with warnings denied (scripts/clippy-rustc): one build is
