@@ -221,6 +221,27 @@ async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_key_read_again_counts_as_read_when_the_read_was_asked_not_when_it_answered() {
+    // Pages of 30 keys, each query taking 2.5 s: the first page's last 5 keys wait for the second
+    // page, stale when their chunk goes out, and are read again by a BatchGetItem that DynamoDB
+    // answers 2.5 s after reading them. Dated by the answer they would look fresh and go out in a
+    // BatchWriteItem 2.5 s after their read; dated by the request they are stale again and go
+    // out conditionally.
+    let store = Arc::new(
+        mem()
+            .delay(Op::Query, Duration::from_millis(2_500))
+            .delay(Op::Get, Duration::from_millis(2_500)),
+    );
+    put_expired(&store, 40, 2);
+    let sweeper = mem_sweeper(store.clone(), one_at_a_time(Some(30)));
+    let report = sweeper.sweep_at(T0).await;
+    assert_sent_fresh(&store, &report);
+    assert!(report.items_reread > 0, "{report:?}");
+    assert!(store.ids().is_empty(), "{report:?}");
+    assert_eq!(report.items_failed + report.items_left, 0, "{report:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_unprocessed_key_named_unlike_any_key_sent_is_sent_again_not_counted_deleted() {
     // The first BatchWriteItem leaves one key unprocessed and returns it in a form that matches
     // no key sent: which key was left is unknown, so none may be counted as deleted.

@@ -292,7 +292,7 @@ impl<S: Store> Deleter<'_, S> {
     }
 
     /// Reads `keys` again (aged past the bound) with one strongly consistent `BatchGetItem`;
-    /// returns those still there with the ttl read, read now. A key found gone counts as gone (its
+    /// returns those still there with the ttl read, read as of the request. A key found gone counts as gone (its
     /// event owed if an earlier attempt may have deleted it); one whose ttl changed is kept. If the
     /// read fails, the keys come back marked as read again: stale, they go conditional.
     async fn read_again(
@@ -302,6 +302,9 @@ impl<S: Store> Deleter<'_, S> {
         stop: &Stop,
     ) -> Vec<Expired> {
         let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
+        // Read as of the request: DynamoDB may read a key any time from then to the (last)
+        // answer, so its age counts from the earliest of those instants.
+        let at = Instant::now();
         let get = self.store.get_items(self.schema, wanted, true);
         let found = match stop.bound("BatchGetItem", get).await {
             Ok(found) => found,
@@ -313,7 +316,6 @@ impl<S: Store> Deleter<'_, S> {
                     .collect();
             }
         };
-        let at = Instant::now();
         let ttl_attribute = &self.schema.layout.ttl_attribute;
         let mut back = Vec::with_capacity(keys.len());
         for e in keys {

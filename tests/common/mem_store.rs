@@ -549,21 +549,25 @@ impl Store for MemStore {
         keys: Vec<Key>,
         _: bool,
     ) -> Result<Vec<Key>, StoreError> {
+        // DynamoDB may read the items as soon as the request arrives and answer only after the
+        // call's delay: read here, at the request, so a caller that dates its read by the answer
+        // is caught sending keys older than it thinks.
+        let read_at = Instant::now();
+        let found: Vec<(String, Key)> = {
+            let items = self.items.lock().unwrap();
+            keys.iter()
+                .filter_map(|k| Some((id_of(k), items.get(&id_of(k))?.1.clone())))
+                .collect()
+        };
         let (n, _) = self.begin(Op::Get, None).await?;
-        let items = self.items.lock().unwrap();
         let mut listed = self.listed_at.lock().unwrap();
-        let found = keys
-            .iter()
-            .filter_map(|k| {
-                let (_, item) = items.get(&id_of(k))?;
-                // A strongly consistent read of the item is a read too.
-                listed.insert(id_of(k), Instant::now());
-                Some(item.clone())
-            })
-            .collect();
-        drop((items, listed));
+        // A strongly consistent read of the item is a read too.
+        found.iter().for_each(|(id, _)| {
+            listed.insert(id.clone(), read_at);
+        });
+        drop(listed);
         self.after(Op::Get, n, None);
-        Ok(found)
+        Ok(found.into_iter().map(|(_, item)| item).collect())
     }
 
     async fn read_checkpoint(&self, _: &str, _: &str) -> Result<Option<Timestamp>, StoreError> {
