@@ -62,7 +62,7 @@ const STREAM_COUNTERS: [&str; 6] = [
     "ttl_sweeper_stream_trimmed_total",
 ];
 /// The help of the metrics that are not EMF metrics; as for those, a name ending in `_total` is a
-/// counter and one ending in `_seconds` is in seconds.
+/// counter and one ending in `_seconds` (or [`SINCE_SUCCESS`]) is in seconds.
 const HELP: [(&str, &str); 13] = [
     (SWEEPS, "Sweeps run: ticks and full sweeps"),
     (SWEEPS_FAILED, "Sweeps with failed keys or unread windows"),
@@ -122,7 +122,7 @@ impl DaemonMetrics {
         let help = HELP.map(|(name, help)| (name, help.to_owned()));
         metrics::with_local_recorder(&this.recorder, || {
             for (name, help) in emf.into_iter().chain(help) {
-                let seconds = name.ends_with("_seconds");
+                let seconds = name.ends_with("_seconds") || name == SINCE_SUCCESS;
                 let unit = if seconds { Unit::Seconds } else { Unit::Count };
                 if name.ends_with("_total") {
                     describe_counter!(name, unit, help);
