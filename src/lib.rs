@@ -12,18 +12,18 @@
 //!   arguments in `main.rs`, the commands `sweep`, `run`, `backfill`, `audit` and `window` in
 //!   `commands.rs`) parse their input, read the clock and hand off; [`connect`] builds one sweeper
 //!   per table and the one sweep clock (the host clock held to DynamoDB's) for all of them.
-//! - [`lambda`]: one invocation, from event to report for every table; a batch of a table's
-//!   DynamoDB Streams records goes to the stream indexer instead.
-//! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit — and
-//!   the stream indexer, which gives items written with only a ttl their window, with the
-//!   daemon's follower of the table's stream (`run --follow-stream`).
 //! - [`config`]: every setting ([`config::Settings`], one derived clap struct read from flags or
 //!   environment variables of the same names), validated once into the narrow structs below
 //!   ([`expiry::Layout`], [`store::TableTarget`], [`engine::SweepOptions`],
 //!   [`lambda::HandlerSettings`], [`events::EventsConfig`]), and the binaries' async runtime
 //!   ([`config::Threads`]). Nothing below imports it.
+//! - [`lambda`]: one invocation, from event to report for every table; a batch of a table's
+//!   DynamoDB Streams records goes to the stream indexer instead.
 //! - [`telemetry`]: tracing subscribers (JSON lines with the Powertools keys), the one summary
 //!   log line, CloudWatch EMF metrics, and `run`'s Prometheus `/metrics` and `/healthz`.
+//! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit — and
+//!   the stream indexer, which gives items written with only a ttl their window, with the
+//!   daemon's follower of the table's stream (`run --follow-stream`).
 //! - [`events`]: expiry events — the event model and stable id, the sinks (EventBridge, SQS,
 //!   Firehose) behind the one-method [`events::Sink`] seam, batched publishing with retries; it
 //!   is the engine's [`engine::hook::ExpiryHook`].
