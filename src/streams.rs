@@ -1,12 +1,25 @@
 //! Telling an expiry from an application's delete in DynamoDB Streams.
 //!
-//! A `REMOVE` record of an expired item looks the same whoever deleted it, and native TTL marks its
-//! own deletes (`userIdentity`) only in the Region where the item expired. [`is_expiry_removal`]
-//! compares what every `REMOVE` record carries, in every Region: the old image's ttl and the time
-//! the record was written (rounded down to the second by DynamoDB Streams, so compared as the end
-//! of that second). The rule, what it cannot judge, and the same rule in Python and TypeScript:
-//! `docs/events.md`, "Telling expiries from deletes in DynamoDB Streams", tested against the
-//! vectors in `spec/expiry-removal-vectors.json`.
+//! A `REMOVE` record of an expired item looks the same whoever deleted it: native TTL, the sweeper,
+//! or the application. Native TTL marks its own deletes with `userIdentity`, but only in the Region
+//! where the item expired (a global table's replicas get a plain `REMOVE`). What every `REMOVE`
+//! record does carry, in every Region, is the old image and the time the record was written.
+//! [`is_expiry_removal`] compares the two: the item was expired when it was removed if its ttl (a
+//! Number of epoch seconds, by native TTL's rule) is before the record's
+//! `ApproximateCreationDateTime`.
+//!
+//! The record's time is rounded *down* to the second by DynamoDB Streams, so the comparison is made
+//! against the end of that second: a ttl of `1700000000` removed at `1700000000.4` (reported as
+//! `1700000000`) is an expiry. With whole-second ttls, the usual case, that is exact; a fractional
+//! ttl removed within the same second can be counted as an expiry up to one second early.
+//!
+//! Records the function cannot judge are not expiries: `INSERT` and `MODIFY`, a stream without old
+//! images (`KEYS_ONLY`, `NEW_IMAGE`), a ttl that is missing, not a Number, negative, in
+//! milliseconds, or more than five years before the record (native TTL and the sweeper never delete
+//! those), and a record with no creation time.
+//!
+//! The same rule in Python and TypeScript is in `docs/events.md`, tested against the vectors in
+//! `spec/expiry-removal-vectors.json`.
 
 use aws_lambda_events::dynamodb::EventRecord;
 use serde_dynamo::AttributeValue;
