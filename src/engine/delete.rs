@@ -292,9 +292,10 @@ impl<S: Store> Deleter<'_, S> {
     }
 
     /// Reads `keys` again (aged past the bound) with one strongly consistent `BatchGetItem`;
-    /// returns those still there with the ttl read, read as of the request. A key found gone counts as gone (its
-    /// event owed if an earlier attempt may have deleted it); one whose ttl changed is kept. If the
-    /// read fails, the keys come back marked as read again: stale, they go conditional.
+    /// returns those still there with the ttl read, read as of the request. A key found gone
+    /// counts as gone (its event owed if an earlier attempt may have deleted it); one whose ttl
+    /// changed is kept. If the read fails, the keys come back marked as read again: stale, they go
+    /// conditional.
     async fn read_again(
         &self,
         keys: Vec<Expired>,

@@ -74,7 +74,8 @@ const UNPROCESSED_BACKOFF: (std::time::Duration, std::time::Duration) = (
 /// SDK's own retry loop turned off, built once (a per-request config override would rebuild the
 /// request's runtime components on every call). Deletes are retried by the sweep engine itself,
 /// with backoff and jitter, so attempts do not multiply. Batch deletes also get
-/// [`BATCH_ATTEMPT_TIMEOUT`]. Both share the caller's connection pool, credentials and interceptors.
+/// [`BATCH_ATTEMPT_TIMEOUT`]. Both share the caller's connection pool, credentials and
+/// interceptors.
 fn delete_clients(client: &Client) -> (Client, Client) {
     let base = client.config().timeout_config();
     let attempt = base
