@@ -136,7 +136,7 @@ pub struct Stats {
     /// Requests still being handled (forwarded late, delayed...).
     pub in_flight: AtomicUsize,
     seen: Mutex<HashMap<u64, u64>>,
-    /// When each item `id` was last listed by a `Query` answer passing through.
+    /// When each item `id` was last listed by a `Query` or `BatchGetItem` answer passing through.
     read_at: Mutex<HashMap<String, std::time::Instant>>,
     /// The longest time from an item's last listing to a `BatchWriteItem` that deletes it
     /// reaching the server: how long batch mode trusts a read (ms).
@@ -150,13 +150,20 @@ impl Stats {
         self.read_at.lock().unwrap().clear();
     }
 
-    /// Notes the items an answer to `Query` lists.
-    fn saw_query_answer(&self, answer: &[u8]) {
+    /// Notes the items an answer to `Query` lists, or an answer to `BatchGetItem` (batch mode's
+    /// read again of keys whose read grew old) returns: each is a read.
+    fn saw_read_answer(&self, answer: &[u8]) {
         let answer: Value = serde_json::from_slice(answer).unwrap_or(Value::Null);
         let now = std::time::Instant::now();
         let mut read_at = self.read_at.lock().unwrap();
-        for id in item_ids(&answer["Items"]) {
-            read_at.insert(id, now);
+        let got = answer["Responses"]
+            .as_object()
+            .into_iter()
+            .flat_map(|tables| tables.values());
+        for items in std::iter::once(&answer["Items"]).chain(got) {
+            for id in item_ids(items) {
+                read_at.insert(id, now);
+            }
         }
     }
 
@@ -411,8 +418,8 @@ impl Forwarder {
                 .expect("the proxy could not reach the server");
             let (parts, body) = resp.into_parts();
             let body = body.collect().await.expect("server answer").to_bytes();
-            if target.ends_with(".Query") {
-                shared.stats.saw_query_answer(&body);
+            if target.ends_with(".Query") || target.ends_with(".BatchGetItem") {
+                shared.stats.saw_read_answer(&body);
             }
             Response::from_parts(parts, Full::new(body))
         })
