@@ -112,7 +112,7 @@ test-rust: tools test-build
 # a shorter one.
 .PHONY: soak
 soak: dynamodb-local $(MOTO_SERVER) ## faults, SIGKILLs and racing writers for minutes, then the safety invariants (SOAK_SEED, SOAK_SCALE)
-	$(LOCAL_AWS_ENV) cargo test --test soak -- --ignored --nocapture
+	$(LOCAL_AWS_ENV) cargo test --test suite -- --ignored --nocapture soak::
 
 # The helper library alone (no default features) compiles; tests/release.rs checks its dependency
 # tree. The ttl-sweeper-expiry packages for npm and PyPI against the spec/ vectors.

@@ -24,7 +24,7 @@ mkdir -p "$out"
 echo "dist: ttl-sweeper $version into $out"
 
 step "versions agree (tests/release.rs)"
-cargo test --quiet --test release
+cargo test --quiet --test suite release::
 
 step "helper packages: tests"
 (cd packages/expiry-js && node --test test/ >/dev/null)

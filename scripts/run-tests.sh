@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds the test binaries of `cargo test ARGS...` and runs them TEST_JOBS at a time (default 2),
-# the slowest first, from the crate's root as `cargo test` would. Each binary starts its own local
-# servers (DynamoDB Local, moto) on free ports of 127.0.0.1 and stops them when it exits; most of
-# a binary's time is spent waiting on them, on ticks and on deadlines, so running a few at once
-# shortens `make test` without making any test busier than the machine can take.
+# the slowest first, from the crate's root as `cargo test` would. The integration-test binary
+# (tests/suite.rs) runs once per module, each module's tests in a process of their own. Each
+# process starts its own local servers (DynamoDB Local, moto) on free ports of 127.0.0.1 and stops
+# them when it exits; most of its time is spent waiting on them, on ticks and on deadlines, so
+# running a few at once shortens `make test` without making any test busier than the machine can
+# take.
 #
 #   scripts/run-tests.sh --lib --bins --tests --examples
 #
-# Prints each binary's output as it finishes, then a table of binaries by time and CPU; exits 1 if any
+# Prints each job's output as it finishes, then a table of jobs by time and CPU; exits 1 if any
 # failed. TEST_JOBS=1 runs them one after another.
 set -euo pipefail
 
@@ -15,7 +17,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 JOBS="${TEST_JOBS:-2}"
 case "$JOBS" in ''|*[!0-9]*|0) echo "TEST_JOBS=$JOBS: expected a whole number of at least 1" >&2; exit 2 ;; esac
-# The binaries that take longest start first (seconds measured on a 2-core machine).
+# The jobs that take longest start first (seconds measured on a 2-core machine).
 SLOWEST_FIRST=(faults adoption events precision local_dynamodb cli summary_line handler)
 
 # One build (a failure stops here): its messages shown as cargo shows them, its JSON kept for
@@ -32,11 +34,28 @@ for line in sys.stdin:
 ' <target/test-binaries.json)
 [ "${#built[@]}" -gt 0 ] || { echo "run-tests: cargo built no test binaries" >&2; exit 1; }
 
+# A job is a name, an executable and its arguments. The suite's modules are read from its list
+# of tests; a module's job names its tests exactly (a filter `events::` would also match
+# `expiry_events::`).
+declare -A args_of=()
+jobs=()
+for line in "${built[@]}"; do
+  name="${line%%$'\t'*}"; exe="${line#*$'\t'}"
+  if [ "$name" != test:suite ]; then jobs+=("$name"$'\t'"$exe"); continue; fi
+  listed="$("$exe" --list --format terse)" || { echo "run-tests: $exe --list failed" >&2; exit 1; }
+  mapfile -t modules < <(sed -n 's/^\([a-z_0-9]*\)::.*: test$/\1/p' <<<"$listed" | sort -u)
+  [ "${#modules[@]}" -gt 0 ] || { echo "run-tests: $exe lists no tests" >&2; exit 1; }
+  for module in "${modules[@]}"; do
+    jobs+=("test:$module"$'\t'"$exe")
+    args_of["test:$module"]="--exact $(sed -n "s/^\($module::.*\): test$/\1/p" <<<"$listed" | tr '\n' ' ')"
+  done
+done
+
 ordered=()
 for slow in "${SLOWEST_FIRST[@]}"; do
-  for line in "${built[@]}"; do [[ "$line" == "test:$slow"$'\t'* ]] && ordered+=("$line"); done
+  for line in "${jobs[@]}"; do [[ "$line" == "test:$slow"$'\t'* ]] && ordered+=("$line"); done
 done
-for line in "${built[@]}"; do
+for line in "${jobs[@]}"; do
   name="${line%%$'\t'*}"
   [[ " ${SLOWEST_FIRST[*]} " == *" ${name#test:} "* && "$name" == test:* ]] || ordered+=("$line")
 done
@@ -77,12 +96,13 @@ for line in "${ordered[@]}"; do
   name="${line%%$'\t'*}"; exe="${line#*$'\t'}"
   while [ "${#name_of[@]}" -ge "$JOBS" ]; do wait_one; done
   # In a subshell whose `times` gives the CPU the binary and the servers it started used.
-  ( status=0; "$exe" >"$LOGS/$name.log" 2>&1 </dev/null || status=$?; times >"$LOGS/$name.cpu"; exit "$status" ) &
+  read -ra args <<<"${args_of[$name]:-}"
+  ( status=0; "$exe" "${args[@]}" >"$LOGS/$name.log" 2>&1 </dev/null || status=$?; times >"$LOGS/$name.cpu"; exit "$status" ) &
   started[$!]=$(date +%s); name_of[$!]="$name"
 done
 while [ "${#name_of[@]}" -gt 0 ]; do wait_one; done
 
-echo; echo "Test binaries by time ($JOBS at a time): wall, CPU (with the servers each started), name"
+echo; echo "Test jobs by time ($JOBS at a time): wall, CPU (with the servers each started), name"
 printf '%s\n' "${summary[@]}" | sort -rn
 if [ "${#failed[@]}" -gt 0 ]; then
   echo "FAILED: ${failed[*]} (logs in target/test-logs/)" >&2

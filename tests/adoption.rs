@@ -1,6 +1,6 @@
 //! Adopting the sweeper on an existing table: backfill and audit, against the local server.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

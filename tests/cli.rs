@@ -1,6 +1,6 @@
 //! The `ttl-sweeper` binary, run as a user would.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 //! installed by `make tools`) with the clock two minutes ahead, against DynamoDB Local, whose
 //! answers carry the real time in their `Date` header.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

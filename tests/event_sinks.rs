@@ -18,7 +18,7 @@ use ttl_sweeper::events::{
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::Key;
 
-mod common;
+use crate::common;
 use common::mem_store::{default_schema, key};
 
 /// The facts of the deletion of the item at `key` from `sessions`, published in `mode`.

@@ -16,11 +16,9 @@
 //! - SIGKILL of an archive-mode `ttl-sweeper sweep` at a seeded moment (`EVENTS_KILL_SEED`),
 //!   then the same invariants on what the table and the queue hold, and a second sweep finishes.
 
-mod common;
-#[path = "support/fault_proxy.rs"]
-mod fault_proxy;
-#[path = "support/moto.rs"]
-mod moto;
+use crate::common;
+use crate::support::fault_proxy;
+use crate::support::moto;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;

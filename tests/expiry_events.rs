@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 use aws_sdk_dynamodb::types::AttributeValue as AV;
 use common::mem_store::{default_schema, key, ttl_of, Change, Fault, MemStore, Op, When};

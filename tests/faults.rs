@@ -5,15 +5,14 @@
 //! The invariants checked after every sweep: no item that was not expired as read is deleted;
 //! every expired item is deleted or reported (failed key, or a window the report lists as
 //! unread); the report's counts equal what the server holds. A chaos failure prints its seed;
-//! `CHAOS_SEED=<seed> cargo test --test faults chaos` repeats the same faults.
+//! `CHAOS_SEED=<seed> cargo test --test suite faults::chaos` repeats the same faults.
 //!
 //! Three further chaos cases hold the same invariants where the sweep instant moves: narrow
 //! windows swept a minute apart with the lookback derived from the schedule, a host clock two
 //! minutes fast held to DynamoDB's, and ticks for about twenty seconds while items expire.
 
-mod common;
-#[path = "support/fault_proxy.rs"]
-mod fault_proxy;
+use crate::common;
+use crate::support::fault_proxy;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -400,7 +399,9 @@ fn chaos_seed(name: &str) -> u64 {
         let set = set.map(|s| s.parse().expect("CHAOS_SEED must be a whole number"));
         set.unwrap_or_else(|| clock_seed() % 1_000_000_007)
     });
-    eprintln!("chaos seed {seed}: CHAOS_SEED={seed} cargo test --test faults {name} reproduces it");
+    eprintln!(
+        "chaos seed {seed}: CHAOS_SEED={seed} cargo test --test suite faults::{name} reproduces it"
+    );
     seed
 }
 

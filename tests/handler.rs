@@ -1,8 +1,7 @@
 //! The Lambda handler, driven by JSON fixtures against the local server.
 
-mod common;
-#[path = "support/fault_proxy.rs"]
-mod fault_proxy;
+use crate::common;
+use crate::support::fault_proxy;
 
 use std::time::Duration;
 

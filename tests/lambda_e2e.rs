@@ -7,9 +7,8 @@
 //! Also: the Lambda binary's log lines under the local Runtime API (`tests/support/runtime_api.rs`),
 //! checked for the Powertools keys, the cold start and the `ColdStart` metric.
 
-mod common;
-#[path = "support/runtime_api.rs"]
-mod runtime_api;
+use crate::common;
+use crate::support::runtime_api;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

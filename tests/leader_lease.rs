@@ -8,9 +8,8 @@
 //!   a proxy of its own that records its deletes: one leads, the other takes over after a
 //!   SIGKILL, and never do both send deletes.
 
-mod common;
-#[path = "support/fault_proxy.rs"]
-mod fault_proxy;
+use crate::common;
+use crate::support::fault_proxy;
 
 use std::collections::HashSet;
 use std::process::Stdio;

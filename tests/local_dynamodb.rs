@@ -1,6 +1,6 @@
 //! The sweeper against a real DynamoDB-API server (DynamoDB Local unless `DYNAMODB_ENDPOINT`).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};

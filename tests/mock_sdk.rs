@@ -1,7 +1,7 @@
 //! Exact SDK edge cases, with `aws-smithy-mocks` standing in for DynamoDB: unprocessed keys,
 //! throttling, permanent failures, pagination, and index items that must never be deleted.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,9 +1,8 @@
 //! Second-level precision, sharded windows, checkpointed catch-up and the long-running loop,
 //! against the local server.
 
-mod common;
-#[path = "support/runtime_api.rs"]
-mod runtime_api;
+use crate::common;
+use crate::support::runtime_api;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;

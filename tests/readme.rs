@@ -17,9 +17,8 @@ use std::path::{Path, PathBuf};
 
 use ttl_sweeper::config::SETTINGS;
 
-mod common;
-#[path = "support/cost.rs"]
-mod cost;
+use crate::common;
+use crate::support::cost;
 
 use common::{AssertFields, LOCAL_AWS_ENV};
 
@@ -481,7 +480,7 @@ fn cost_blocks_are_what_the_cost_model_renders() {
     );
     assert!(
         stale.is_empty(),
-        "cost blocks differ from tests/support/cost.rs (UPDATE_DOCS=1 cargo test --test readme cost rewrites them):\n{}",
+        "cost blocks differ from tests/support/cost.rs (UPDATE_DOCS=1 cargo test --test suite readme::cost rewrites them):\n{}",
         stale.join("\n")
     );
 }

@@ -9,7 +9,7 @@
 //! - a catch-up longer than one invocation moves the checkpoint as it goes, oldest first;
 //! - ticks longer than the lookback (`run --every 5m` on 10 s windows) leave no ttl unread.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex};

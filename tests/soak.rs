@@ -16,13 +16,10 @@
 //! `SOAK_SCALE` (default 1) scales items, duration and kills. It prints a table (also written
 //! to `target/tmp/soak-report.md`) and fails on any violation. See docs/reliability.md.
 
-mod common;
-#[path = "support/fault_proxy.rs"]
-mod fault_proxy;
-#[path = "support/moto.rs"]
-mod moto;
-#[path = "support/runtime_api.rs"]
-mod runtime_api;
+use crate::common;
+use crate::support::fault_proxy;
+use crate::support::moto;
+use crate::support::runtime_api;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;

@@ -21,11 +21,9 @@
 //! `GetShardIterator` `TRIM_HORIZON`, `GetRecords`) and each record turned into the Lambda event's
 //! JSON.
 
-mod common;
-#[path = "support/fault_proxy.rs"]
-mod fault_proxy;
-#[path = "support/runtime_api.rs"]
-mod runtime_api;
+use crate::common;
+use crate::support::fault_proxy;
+use crate::support::runtime_api;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;

@@ -2,9 +2,8 @@
 //! a ttl, a daemon killed and restarted mid-stream, an application rewriting ttls, and records the
 //! indexer must refuse. Each test starts its own daemon, stopped by its PID.
 
-mod common;
-#[path = "support/fault_proxy.rs"]
-mod fault_proxy;
+use crate::common;
+use crate::support::fault_proxy;
 
 use std::collections::{BTreeMap, HashSet};
 use std::process::Stdio;

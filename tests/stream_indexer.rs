@@ -2,7 +2,7 @@
 //! source mapping delivers them to Lambda, for items written with only a ttl (and worse). A String
 //! ttl is not among them: with the sweeper's index (ttl a Number key) DynamoDB refuses the write.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

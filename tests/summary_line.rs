@@ -3,7 +3,7 @@
 //! caches per call site whether anyone listens: a summary logged first by another test of the
 //! same process, with no subscriber, could stay unheard.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

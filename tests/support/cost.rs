@@ -1,7 +1,7 @@
 //! The monthly cost model behind every cost figure in the docs: `make bench` writes it into
 //! docs/BENCHMARKS.md (sections 4 and 7), and `tests/readme.rs` renders the same blocks for
 //! docs/BENCHMARKS.md, docs/scaling.md and infra/README.md and checks that each doc holds them
-//! (`UPDATE_DOCS=1 cargo test --test readme cost` rewrites them) and that the README's figures
+//! (`UPDATE_DOCS=1 cargo test --test suite readme::cost` rewrites them) and that the README's figures
 //! are theirs.
 //!
 //! Section 4 also compares the paths that give items their window attribute: writers that set

@@ -1,0 +1,38 @@
+//! The integration tests, one module per file beside this one, built as one binary: the crate and
+//! its dependencies are linked and instantiated once instead of once per file.
+//!
+//! `make test` (scripts/run-tests.sh) runs each module in a process of its own, two at a time, so
+//! that each starts and stops its own local servers as before. One module by hand:
+//! `cargo test --test suite faults::` (or a test's full name, e.g. `faults::chaos`).
+
+mod common;
+mod support {
+    pub mod cost;
+    pub mod fault_proxy;
+    pub mod moto;
+    pub mod runtime_api;
+}
+
+mod adoption;
+mod cli;
+mod clock_skew;
+mod event_sinks;
+mod events;
+mod expiry_events;
+mod faults;
+mod handler;
+mod lambda_e2e;
+mod leader_lease;
+mod local_dynamodb;
+mod mock_sdk;
+mod precision;
+mod readme;
+mod release;
+mod safety;
+mod soak;
+mod stream_esm;
+mod stream_follow;
+mod stream_indexer;
+mod stream_snippets;
+mod summary_line;
+mod vectors;
