@@ -615,4 +615,8 @@ pub fn render(d: &mut String, f: &Figures) {
         Settings::new(true).cpu_runs,
         Settings::new(true).cpu_items,
     );
+    let _ = writeln!(
+        d,
+        "**On Lambda** (`followStream`: the indexer a second function, fed by an event source mapping), the lag is measured by a test, not by `make bench`: [Lag on Lambda](adoption.md#lag-on-lambda).\n",
+    );
 }
