@@ -32,7 +32,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use fault_proxy::{all_faults, delete_ids, item_ids, FaultProxy, Plan};
+use fault_proxy::{all_faults, delete_ids, read_ids, FaultProxy, Plan};
 use runtime_api::{Options, Outcome, Recorder, RuntimeApi, Schedule};
 use serde_json::Value;
 use ttl_sweeper::engine::BATCH_MAX_READ_AGE;
@@ -268,21 +268,9 @@ impl RecState {
     fn observe(&self, op: &str, request: &Value, answer: &Value, at: f64) {
         let mut seen = self.seen.lock().unwrap();
         match op {
-            "Query" => {
-                for id in item_ids(&answer["Items"]) {
+            "Query" | "BatchGetItem" => {
+                for id in read_ids(answer) {
                     seen.listed.entry(id).or_default().push(at);
-                }
-            }
-            // Batch mode reads stale keys again, strongly consistent: a read too.
-            "BatchGetItem" => {
-                for items in answer["Responses"]
-                    .as_object()
-                    .into_iter()
-                    .flat_map(|t| t.values())
-                {
-                    for id in item_ids(items) {
-                        seen.listed.entry(id).or_default().push(at);
-                    }
                 }
             }
             "BatchWriteItem" => {

@@ -150,20 +150,13 @@ impl Stats {
         self.read_at.lock().unwrap().clear();
     }
 
-    /// Notes the items an answer to `Query` lists, or an answer to `BatchGetItem` (batch mode's
-    /// read again of keys whose read grew old) returns: each is a read.
+    /// Notes the items a read answers with ([`read_ids`]).
     fn saw_read_answer(&self, answer: &[u8]) {
         let answer: Value = serde_json::from_slice(answer).unwrap_or(Value::Null);
         let now = std::time::Instant::now();
         let mut read_at = self.read_at.lock().unwrap();
-        let got = answer["Responses"]
-            .as_object()
-            .into_iter()
-            .flat_map(|tables| tables.values());
-        for items in std::iter::once(&answer["Items"]).chain(got) {
-            for id in item_ids(items) {
-                read_at.insert(id, now);
-            }
+        for id in read_ids(&answer) {
+            read_at.insert(id, now);
         }
     }
 
@@ -186,6 +179,18 @@ impl Stats {
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::SeqCst)
     }
+}
+
+/// The `id`s of the items a read answers with: a `Query`'s `Items`, or a `BatchGetItem`'s
+/// `Responses` (batch mode reads stale keys again, strongly consistent: a read too).
+pub fn read_ids(answer: &Value) -> impl Iterator<Item = String> + '_ {
+    let got = answer["Responses"]
+        .as_object()
+        .into_iter()
+        .flat_map(|tables| tables.values());
+    std::iter::once(&answer["Items"])
+        .chain(got)
+        .flat_map(item_ids)
 }
 
 /// The `id`s (String) of the items of a list of items in DynamoDB JSON.
