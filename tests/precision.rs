@@ -80,9 +80,8 @@ fn summary(lags: &[(f64, &String)]) -> (f64, f64, f64) {
     (pct(&v, 0.5), pct(&v, 0.99), v[v.len() - 1])
 }
 
-/// The two tests that measure deletion lag, and the interrupted catch-up, take this for
-/// writing, every other test of this file for reading: they never share the machine with
-/// another test of this file.
+/// The two tests that measure deletion lag take this for writing, every other test of this file
+/// for reading: they never share the machine with another test of this file.
 static RUN_ALONE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
