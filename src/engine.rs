@@ -48,10 +48,11 @@ pub use ticks::{run_ticks, Ticks};
 /// `BatchWriteItem` accepts at most 25 requests.
 pub const BATCH_SIZE: usize = 25;
 
-/// How long after its read a key may still be sent unconditionally in batch mode (`BatchWriteItem`
-/// cannot check the ttl): right before every send a key read longer ago is read again, and sent
-/// only if its ttl is unchanged; one that ages past this a second time goes out as the conditional
-/// `DeleteItem`. With [`crate::store::dynamo::BATCH_ATTEMPT_TIMEOUT`] this bounds the window in
+/// How long after the table's read of it (a strongly consistent `BatchGetItem`, dated at its
+/// request; the index's listing never counts) a key may still be sent unconditionally in batch
+/// mode (`BatchWriteItem` cannot check the ttl): right before every send a key read longer ago
+/// is read again, and sent only if its ttl is unchanged; one that ages past this a second time
+/// goes out as the conditional `DeleteItem`. With [`crate::store::dynamo::BATCH_ATTEMPT_TIMEOUT`] this bounds the window in
 /// which batch mode can delete a rewritten key: `docs/configuration.md`, "Choosing a delete mode".
 pub const BATCH_MAX_READ_AGE: Duration = Duration::from_secs(2);
 
@@ -69,8 +70,9 @@ pub const CATCHUP_SLICE_PARTITIONS: usize = 256;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DeleteMode {
-    /// `BatchWriteItem`, 25 keys a request: cheapest and fastest; trusts the index's view of the
-    /// ttl (an item whose ttl was extended a moment ago can still be deleted).
+    /// `BatchWriteItem`, 25 keys a request: cheapest and fastest. Every key is confirmed by a
+    /// strongly consistent read of the table before it is sent, never by the index alone; a ttl
+    /// changed within [`BATCH_MAX_READ_AGE`] of that read (plus the attempt) can still be lost.
     Batch,
     /// `DeleteItem` with `attribute_exists(ttl) AND ttl < now`: the table, not the eventually
     /// consistent index, has the last word, so an item whose ttl was extended or removed survives.
@@ -103,8 +105,8 @@ pub struct SweepOptions {
     pub backoff_cap: Duration,
     /// Query page size (`Limit`); `None` lets DynamoDB fill 1 MB pages.
     pub page_limit: Option<i32>,
-    /// Batch mode: a key read from the index longer ago than this is deleted conditionally,
-    /// not with `BatchWriteItem` (see [`BATCH_MAX_READ_AGE`]).
+    /// Batch mode: a key whose table read is older than this is read again before its send
+    /// (see [`BATCH_MAX_READ_AGE`]).
     pub batch_max_read_age: Duration,
     /// The catch-up checkpoint, if any.
     pub checkpoint: Option<Checkpoint>,

@@ -28,8 +28,8 @@
 //!   Firehose) behind the one-method [`events::Sink`] seam, batched publishing with retries; it
 //!   is the engine's [`engine::hook::ExpiryHook`].
 //! - [`engine`]: the sweep — paginated queries within one read-ahead budget of keys per sweep,
-//!   batched or conditional deletes with backoff (batch mode reads a stale key again before it
-//!   sends it), the report, checkpoint planning, ticks, several tables side by side (each opened
+//!   batched or conditional deletes with backoff (batch mode confirms every key by a read of the
+//!   table, not the index, before it sends it), the report, checkpoint planning, ticks, several tables side by side (each opened
 //!   when first needed and again after a failure), the leader lease ([`engine::lease`],
 //!   `LEADER_LEASE`).
 //! - [`store`]: the only code that talks to DynamoDB, behind the typed [`store::Store`]

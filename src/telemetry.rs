@@ -80,6 +80,7 @@ macro_rules! summary_event {
             retried = r.items_retried,
             write_conflicts_retried = r.write_conflicts_retried,
             left = r.items_left,
+            confirmed = r.items_confirmed,
             reread = r.items_reread,
             conditional = r.items_conditional,
             lag_p50_ms = r.lag.p50_ms,

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::error::ErrorMetadata;
+use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemOutput;
 use aws_sdk_dynamodb::operation::batch_write_item::{BatchWriteItemError, BatchWriteItemOutput};
 use aws_sdk_dynamodb::operation::delete_item::{DeleteItemError, DeleteItemOutput};
 use aws_sdk_dynamodb::operation::query::{QueryError, QueryOutput};
@@ -113,6 +114,24 @@ fn sweeper_with(client: Client, options: SweepOptions) -> Sweeper<DynamoStore> {
     Sweeper::new(DynamoStore::new(client), default_schema(), options)
 }
 
+/// The table agreeing with the index: batch mode's consistent `BatchGetItem` finds every key
+/// asked for, with the ttl [`expired`] gives.
+fn table_reads() -> Rule {
+    mock!(Client::batch_get_item).then_compute_output(|req| {
+        let asked = req.request_items().unwrap()[TABLE].keys().to_vec();
+        let found = asked
+            .into_iter()
+            .map(|mut k| {
+                k.insert("ttl".into(), num(NOW - 10));
+                k
+            })
+            .collect();
+        BatchGetItemOutput::builder()
+            .responses(TABLE, found)
+            .build()
+    })
+}
+
 /// An answer to BatchWriteItem that leaves nothing unprocessed.
 fn all_processed() -> BatchWriteItemOutput {
     BatchWriteItemOutput::builder().build()
@@ -128,7 +147,11 @@ async fn unprocessed_keys_are_retried_until_accepted() {
         .output(move || unprocessed(std::slice::from_ref(&first_key)))
         .output(all_processed)
         .build();
-    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
+    let client = mock_client!(
+        aws_sdk_dynamodb,
+        RuleMode::MatchAny,
+        [&query, &batch, &table_reads()]
+    );
     let started = Instant::now();
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
 
@@ -150,7 +173,11 @@ async fn throttling_is_retried_with_growing_backoff() {
         .times(3)
         .output(all_processed)
         .build();
-    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
+    let client = mock_client!(
+        aws_sdk_dynamodb,
+        RuleMode::MatchAny,
+        [&query, &batch, &table_reads()]
+    );
     let mut opts = options(DeleteMode::Batch);
     // The backoff caps for attempts 1..3 are 50 + 100 + 200 ms; full jitter picks anywhere in
     // [0, cap], so only the bounds are deterministic.
@@ -176,7 +203,11 @@ async fn replicated_write_conflicts_are_retried_counted_and_lose_nothing() {
         .times(2)
         .output(all_processed)
         .build();
-    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
+    let client = mock_client!(
+        aws_sdk_dynamodb,
+        RuleMode::MatchAny,
+        [&query, &batch, &table_reads()]
+    );
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
     assert_eq!(batch.num_calls(), 3);
     report.assert_fields(
@@ -212,7 +243,11 @@ async fn keys_that_keep_failing_are_reported_and_fail_the_run() {
             .clone();
         unprocessed(&[first])
     });
-    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
+    let client = mock_client!(
+        aws_sdk_dynamodb,
+        RuleMode::MatchAny,
+        [&query, &batch, &table_reads()]
+    );
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
 
     // Two chunks (25 + 5), each: 1 call + 3 retries.
@@ -232,7 +267,11 @@ async fn non_retryable_errors_fail_at_once() {
     let query = query_returning((0..5).map(expired).collect());
     let batch = mock!(Client::batch_write_item)
         .then_error(|| BatchWriteItemError::ResourceNotFoundException(not_found()));
-    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
+    let client = mock_client!(
+        aws_sdk_dynamodb,
+        RuleMode::MatchAny,
+        [&query, &batch, &table_reads()]
+    );
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
     assert_eq!(batch.num_calls(), 1, "no retries for a missing table");
     assert_eq!(report.items_failed, 5);
@@ -266,7 +305,11 @@ async fn every_page_is_read() {
         })
         .build();
     let batch = mock!(Client::batch_write_item).then_output(all_processed);
-    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&query, &batch]);
+    let client = mock_client!(
+        aws_sdk_dynamodb,
+        RuleMode::MatchAny,
+        [&query, &batch, &table_reads()]
+    );
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
     assert_eq!(query.num_calls(), 2);
     assert_eq!(report.items_deleted, 15);
@@ -294,7 +337,7 @@ async fn items_that_are_not_expired_as_read_are_never_deleted() {
         let client = mock_client!(
             aws_sdk_dynamodb,
             RuleMode::MatchAny,
-            [&query, &batch, &delete]
+            [&query, &batch, &delete, &table_reads()]
         );
         let report = sweeper(client, mode).sweep_at(NOW).await;
         assert_eq!(report.items_found, 0, "{mode}");

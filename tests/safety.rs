@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::mem_store::{id_of, mem_sweeper, Fault, MemStore, Op, When};
+use common::mem_store::{id_of, mem_sweeper, Change, Fault, MemStore, Op, When};
 use common::{AssertFields, SweepAt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -180,11 +180,84 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
-    // Pages of 30 keys, each query taking 2.5 s, one request at a time: the first page's last
-    // 5 keys wait for the second page and share its chunk, already stale when it goes out.
-    // Their conditional deletes take 1 s each; the second page's keys must not go out in the
-    // BatchWriteItem that follows as if they were still fresh.
+async fn batch_mode_deletes_nothing_the_table_has_refreshed_while_the_index_lags() {
+    // 6,400 expired keys; the application then refreshes every tenth (ttl an hour ahead), as a
+    // session is refreshed at its expiry. The index lags the table by 30 s, so at the sweep it
+    // still lists all 6,400 as expired with their old ttl. The table, not the index, decides.
+    for delete_mode in [DeleteMode::Batch, DeleteMode::Conditional] {
+        let store = mem();
+        put_expired(&store, 6_400, 4);
+        let store = Arc::new(store.index_lag(Duration::from_secs(30)));
+        let refreshed: Vec<String> = (0..6_400).step_by(10).map(|i| format!("k{i:04}")).collect();
+        refreshed
+            .iter()
+            .for_each(|id| store.put(id, (T0 + 3_600) as f64));
+        let options = SweepOptions {
+            delete_mode,
+            ..SweepOptions::default()
+        };
+        let sweeper = mem_sweeper(store.clone(), options);
+        let report = sweeper.sweep_at(T0).await;
+        let destroyed = store.destroyed_live.lock().unwrap().len();
+        assert_eq!(
+            destroyed, 0,
+            "{delete_mode}: live items destroyed; {report:?}"
+        );
+        assert_eq!(store.ids(), refreshed, "{delete_mode}: {report:?}");
+        assert_eq!(report.items_deleted, 5_760, "{delete_mode}: {report:?}");
+        assert_eq!(report.items_skipped, 640, "{delete_mode}: {report:?}");
+        assert_eq!(
+            report.items_failed + report.items_left,
+            0,
+            "{delete_mode}: {report:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_listed_twice_goes_once_and_fails_no_chunk() {
+    // Pages of 10 keys. After the first page the application rewrites k03 with a later ttl, still
+    // expired and in the same window, and the second page lists it again (a GSI sorted by ttl
+    // does): both listings wait in one chunk. DynamoDB refuses a BatchWriteItem or BatchGetItem
+    // naming a key twice, the whole request.
+    for delete_mode in [DeleteMode::Batch, DeleteMode::Conditional] {
+        let store = mem()
+            .page_size(10)
+            .change(
+                Op::Query,
+                When::Call(1),
+                "k03",
+                Change::Put((T0 - 10) as f64),
+            )
+            .list_again(2, "k03");
+        put_expired(&store, 20, 2);
+        let options = SweepOptions {
+            delete_mode,
+            ..SweepOptions::default()
+        };
+        let sweeper = mem_sweeper(Arc::new(store), options);
+        let report = sweeper.sweep_at(T0).await;
+        assert!(
+            sweeper.store().ids().is_empty(),
+            "{delete_mode}: {report:?}"
+        );
+        assert_eq!(report.items_found, 21, "{delete_mode}: {report:?}");
+        assert_eq!(report.items_deleted, 20, "{delete_mode}: {report:?}");
+        assert_eq!(
+            report.items_failed + report.items_left,
+            0,
+            "{delete_mode}: {report:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_mode_checks_every_key_again_after_a_slow_pass() {
+    // Pages of 30 keys, each query taking 2.5 s, one request at a time, every read of the table
+    // and every conditional delete 1 s: the first page's last 5 keys wait for the second page and
+    // share its chunk. At 7 s the application writes k35 (listed by the second page) again, live.
+    // A key may be destroyed only if the table was read for it within the bound before the
+    // rewrite: the index's listing, however recent, never counts.
     let started = Instant::now();
     let store = Arc::new(
         mem()
@@ -194,7 +267,7 @@ async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
     );
     put_expired(&store, 40, 2);
     let sweeper = mem_sweeper(store.clone(), one_at_a_time(Some(30)));
-    // At 7 s the application writes k35 (listed on the second page, at 5 s) again, live.
+    let rewrite_at = started + Duration::from_secs(7);
     let writer = store.put_at(
         Duration::from_secs(7),
         vec!["k35".into()],
@@ -203,20 +276,21 @@ async fn batch_mode_checks_every_key_again_after_a_slow_conditional_pass() {
     let report = sweeper.sweep_at(T0).await;
     writer.await.unwrap();
     assert_sent_fresh(&store, &report);
-    assert!(
-        store.destroyed_live.lock().unwrap().is_empty(),
-        "destroyed {:?}; sends {:?}; {report:?}",
-        store.destroyed_live.lock().unwrap(),
-        store
-            .batch_calls
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(at, ids)| (at.duration_since(started), ids.clone()))
-            .collect::<Vec<_>>()
-    );
-    assert!(store.has("k35"), "{report:?}");
-    assert_eq!(store.ids(), vec!["k35".to_string()], "{report:?}");
+    let destroyed = store.destroyed_live.lock().unwrap().clone();
+    let read = store.table_read_at.lock().unwrap().clone();
+    for id in &destroyed {
+        let before = read.get(id).map(|at| rewrite_at.duration_since(*at));
+        assert!(
+            before.is_some_and(|b| b <= ttl_sweeper::engine::BATCH_MAX_READ_AGE),
+            "{id} destroyed, its table read {before:?} before the rewrite; {report:?}"
+        );
+    }
+    let left = if destroyed.is_empty() {
+        vec!["k35".to_string()]
+    } else {
+        vec![]
+    };
+    assert_eq!(store.ids(), left, "{report:?}");
     assert_eq!(report.items_failed + report.items_left, 0, "{report:?}");
 }
 
@@ -320,7 +394,8 @@ async fn stop_after_a_lost_answer(
     let store = mem().fault(Op::BatchDelete, When::Call(1), lost);
     let mut store = store.cancel_on_lost(token.clone());
     if reads_fail {
-        store = store.fault(Op::Get, When::Always, Fault::Fail(ErrorKind::Transient));
+        // The first read confirms the chunk before its send; the second, the settling one, fails.
+        store = store.fault(Op::Get, When::Call(2), Fault::Fail(ErrorKind::Transient));
     }
     let (store, hook, sweeper) = one_notify_chunk(store, Recorder::default());
     let stop = Stop::never().with_cancel(token);
@@ -366,6 +441,41 @@ async fn notify_mode_reports_by_key_what_it_cannot_settle_at_the_stop() {
     let failed = &report.failed_keys[0];
     assert!(failed.reason.contains("may have deleted it"), "{failed:?}");
     assert!(!report.is_success());
+}
+
+#[tokio::test(start_paused = true)]
+async fn notify_mode_settles_a_key_whose_retries_ran_out_after_an_attempt_that_may_have_deleted_it()
+{
+    // One expired item, conditional deletes, four retries: a 5xx, then an attempt applied whose
+    // answer was lost, then throttling twice and a 5xx. The retries run out with the item gone:
+    // its delete happened, so its event is owed, not a failed key nobody can place.
+    let store = [
+        Fault::Fail(ErrorKind::Transient),
+        Fault::LoseAnswer,
+        Fault::Fail(ErrorKind::Throttled),
+        Fault::Fail(ErrorKind::Throttled),
+        Fault::Fail(ErrorKind::Transient),
+    ]
+    .into_iter()
+    .enumerate()
+    .fold(mem(), |m, (i, f)| m.fault(Op::Delete, When::Call(i + 1), f));
+    store.put("k0", (T0 - 30) as f64);
+    let hook = Arc::new(Recorder::default());
+    let options = SweepOptions {
+        delete_mode: DeleteMode::Conditional,
+        max_retries: 4,
+        ..SweepOptions::default()
+    };
+    let sweeper = mem_sweeper(Arc::new(store), options).with_events(hook.clone());
+    let report = sweeper.sweep_at(T0).await;
+    assert!(sweeper.store().ids().is_empty(), "{report:?}");
+    assert_eq!(sweeper.store().calls(Op::Delete), 5, "{report:?}");
+    assert_eq!(
+        hook.expired.lock().unwrap().clone(),
+        vec!["k0".to_string()],
+        "the deleted item gets its event; {report:?}"
+    );
+    report.assert_fields("items_gone=1 items_failed=0 events_published=1");
 }
 
 #[tokio::test(start_paused = true)]

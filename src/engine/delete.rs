@@ -28,8 +28,10 @@ pub(super) struct Expired {
     pub(super) ttl: f64,
     /// The ttl exactly as read (a Number): a conditional delete requires it unchanged.
     pub(super) ttl_as_read: String,
-    /// When the index page (or the consistent read) that listed it arrived.
-    pub(super) read_at: Instant,
+    /// Batch mode: when the table itself was last read for it — a strongly consistent
+    /// `BatchGetItem`, dated at its request; `None` while only the index has listed it (an index
+    /// can lag the table without bound, so its view of a ttl never dates a send).
+    pub(super) read_at: Option<Instant>,
     /// An earlier attempt to delete it may have been applied (a timeout, a dropped connection,
     /// a 5xx): a later attempt that finds it gone owes its event.
     pub(super) maybe_applied: bool,
@@ -73,6 +75,9 @@ pub(super) struct ChunkOutcome {
     /// Requests refused by a replicated write conflict and sent again.
     pub(super) write_conflicts: u64,
     pub(super) left: u64,
+    /// Batch mode: keys listed by the index, confirmed by a read of the table before their first
+    /// send.
+    pub(super) confirmed: u64,
     /// Batch mode: keys read too long before their send, read again.
     pub(super) reread: u64,
     /// Batch mode: keys stale again after being read again, deleted conditionally instead.
@@ -96,6 +101,7 @@ impl ChunkOutcome {
         self.retried += other.retried;
         self.write_conflicts += other.write_conflicts;
         self.left += other.left;
+        self.confirmed += other.confirmed;
         self.reread += other.reread;
         self.conditional += other.conditional;
         self.failed.extend(other.failed);
@@ -153,16 +159,44 @@ impl<S: Store> Deleter<'_, S> {
         now: Timestamp,
         stop: &Stop,
     ) -> ChunkOutcome {
-        match self.options.delete_mode {
+        let mut out = ChunkOutcome::default();
+        let chunk = drop_repeats(chunk, &mut out);
+        out.absorb(match self.options.delete_mode {
             DeleteMode::Batch => self.delete_batch(chunk, now, stop).await,
             DeleteMode::Conditional => self.delete_conditional(chunk, now, stop).await,
+        });
+        out
+    }
+
+    /// Prepares a chunk before it waits for a slot to send: a key listed twice goes once, and in
+    /// batch mode the keys only the index has listed are confirmed by one strongly consistent
+    /// `BatchGetItem` of the table, so that the read holds no send slot. Returns the keys still
+    /// to delete (dated at the read's request) and what the read settled: a key gone, or one
+    /// whose ttl in the table is not the one the index listed (kept). Conditional deletes check
+    /// the table themselves, so conditional mode reads nothing here.
+    pub(super) async fn confirm(
+        &self,
+        chunk: Vec<Expired>,
+        stop: &Stop,
+    ) -> (Vec<Expired>, ChunkOutcome) {
+        let mut out = ChunkOutcome::default();
+        let chunk = drop_repeats(chunk, &mut out);
+        if self.options.delete_mode != DeleteMode::Batch || stop.reached() {
+            return (chunk, out);
         }
+        let (unread, mut ready): (Vec<Expired>, Vec<Expired>) =
+            chunk.into_iter().partition(|e| e.read_at.is_none());
+        if !unread.is_empty() {
+            out.confirmed += unread.len() as u64;
+            ready.extend(self.read_again(unread, &mut out, stop).await);
+        }
+        (ready, out)
     }
 
     /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl, within
-    /// `batch_max_read_age` of each key's read, checked right before every send (see
-    /// [`super::BATCH_MAX_READ_AGE`]): stale keys are read again, in one `BatchGetItem` for the
-    /// chunk. No request starts after the stop.
+    /// `batch_max_read_age` of each key's read of the table, checked right before every send (see
+    /// [`super::BATCH_MAX_READ_AGE`]): keys the table was never read for, or read too long ago,
+    /// are read (again), in one `BatchGetItem` for the chunk. No request starts after the stop.
     async fn delete_batch(&self, chunk: Vec<Expired>, now: Timestamp, stop: &Stop) -> ChunkOutcome {
         let mut out = ChunkOutcome::default();
         let mut remaining = chunk;
@@ -176,7 +210,10 @@ impl<S: Store> Deleter<'_, S> {
             }
             // One clock reading per send; the chunk is split only when some key is stale.
             let sending_at = Instant::now();
-            let stale_key = |e: &Expired| sending_at.duration_since(e.read_at) > max_age;
+            let stale_key = |e: &Expired| {
+                e.read_at
+                    .is_none_or(|at| sending_at.duration_since(at) > max_age)
+            };
             if remaining.iter().any(stale_key) {
                 let (stale, fresh): (Vec<Expired>, Vec<Expired>) =
                     remaining.into_iter().partition(stale_key);
@@ -184,11 +221,15 @@ impl<S: Store> Deleter<'_, S> {
                 let (twice, once): (Vec<Expired>, Vec<Expired>) =
                     stale.into_iter().partition(|e| e.reread);
                 if !once.is_empty() {
+                    let unread = once.iter().filter(|e| e.read_at.is_none()).count();
                     debug!(
                         keys = once.len(),
-                        attempt, "keys read too long ago: reading them again"
+                        unread,
+                        attempt,
+                        "keys not read from the table, or read too long ago: reading them"
                     );
-                    out.reread += once.len() as u64;
+                    out.confirmed += unread as u64;
+                    out.reread += (once.len() - unread) as u64;
                     remaining.extend(self.read_again(once, &mut out, stop).await);
                 }
                 if !twice.is_empty() {
@@ -230,10 +271,7 @@ impl<S: Store> Deleter<'_, S> {
                 }
             }
             if attempt >= self.options.max_retries {
-                out.failed.extend(remaining.iter().map(|e| FailedKey {
-                    key: key_to_json(&e.key),
-                    reason: reason.clone(),
-                }));
+                self.fail(remaining, &reason, &mut out, stop).await;
                 return out;
             }
             attempt += 1;
@@ -291,10 +329,11 @@ impl<S: Store> Deleter<'_, S> {
         left
     }
 
-    /// Reads `keys` again (aged past the bound) with one strongly consistent `BatchGetItem`;
-    /// returns those still there with the ttl read, read as of the request. A key found gone
-    /// counts as gone (its event owed if an earlier attempt may have deleted it); one whose ttl
-    /// changed is kept. If the read fails, the keys come back marked as read again: stale, they go
+    /// Reads `keys` from the table (listed by the index only, or aged past the bound) with one
+    /// strongly consistent `BatchGetItem`; returns those still there with the ttl listed, read as
+    /// of the request (a key read a second time is marked `reread`). A key found gone counts as
+    /// gone (its event owed if an earlier attempt may have deleted it); one whose ttl differs is
+    /// kept. If the read fails, the keys come back marked as read again: stale, they go
     /// conditional.
     async fn read_again(
         &self,
@@ -329,9 +368,10 @@ impl<S: Store> Deleter<'_, S> {
                     }
                 }
                 Some(Some(AttributeValue::N(n))) if parse_ttl(n).is_ok_and(|t| t == e.ttl) => {
+                    let reread = e.read_at.is_some();
                     back.push(Expired {
-                        read_at: at,
-                        reread: true,
+                        read_at: Some(at),
+                        reread,
                         ..e
                     });
                 }
@@ -365,16 +405,40 @@ impl<S: Store> Deleter<'_, S> {
             keys.into_iter().partition(|e| e.maybe_applied);
         out.leave(unsent);
         if !maybe.is_empty() {
-            self.settle(maybe, reason, out, stop).await;
+            self.settle(maybe, "stopped", reason, out, stop).await;
         }
     }
 
-    /// The sweep must stop while `keys` wait for a retry after an attempt that may have been
-    /// applied (`reason`). Without expiry events they are left. With them, one consistent read
+    /// The retries of `keys` ran out (`reason`: the last outcome): they failed. With expiry
+    /// events, the keys an earlier attempt may have deleted are settled first
+    /// ([`Self::settle`]): one found gone was deleted, and its event is owed.
+    async fn fail(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
+        let (maybe, failed): (Vec<Expired>, Vec<Expired>) = keys
+            .into_iter()
+            .partition(|e| e.maybe_applied && self.track_keys);
+        out.failed.extend(failed.iter().map(|e| FailedKey {
+            key: key_to_json(&e.key),
+            reason: reason.to_owned(),
+        }));
+        if !maybe.is_empty() {
+            self.settle(maybe, "gave up", reason, out, stop).await;
+        }
+    }
+
+    /// The sweep must stop (`what`: "stopped"), or has given up (`what`: "gave up"), while `keys`
+    /// wait for a retry after an attempt that may have been applied (`reason`: the last outcome).
+    /// Without expiry events they are left. With them, one consistent read
     /// settles what it can (`docs/events.md`, "Notify"): a key found gone is owed its event; one
     /// still there, or every key if the read fails, is reported as failed, never counted as left
     /// (the attempt may yet be applied after the read, and then no event would follow).
-    async fn settle(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
+    async fn settle(
+        &self,
+        keys: Vec<Expired>,
+        what: &str,
+        reason: &str,
+        out: &mut ChunkOutcome,
+        stop: &Stop,
+    ) {
         if !self.track_keys {
             out.leave(keys);
             return;
@@ -395,7 +459,7 @@ impl<S: Store> Deleter<'_, S> {
                         out.failed.push(FailedKey {
                             key: key_to_json(&e.key),
                             reason: format!(
-                                "stopped after an attempt that may still delete it ({reason}); \
+                                "{what} after an attempt that may still delete it ({reason}); \
                                  it was there when checked; {event}"
                             ),
                         });
@@ -406,11 +470,11 @@ impl<S: Store> Deleter<'_, S> {
                 }
             }
             Err(read) => {
-                tracing::warn!(keys = keys.len(), error = %read, "stopping with deletes whose outcome is unknown; reported as failed");
+                tracing::warn!(keys = keys.len(), error = %read, "deletes whose outcome is unknown; reported as failed");
                 out.failed.extend(keys.iter().map(|e| FailedKey {
                     key: key_to_json(&e.key),
                     reason: format!(
-                        "stopped after an attempt that may have deleted it ({reason}); \
+                        "{what} after an attempt that may have deleted it ({reason}); \
                          the check that followed failed too ({read})"
                     ),
                 }));
@@ -472,14 +536,11 @@ impl<S: Store> Deleter<'_, S> {
                     }
                     Err(err) => err,
                 };
+                e.maybe_applied |= may_have_applied(&err);
                 if !err.kind.is_retryable() || attempt >= self.options.max_retries {
-                    out.failed.push(FailedKey {
-                        key: key_to_json(&e.key),
-                        reason: err.to_string(),
-                    });
+                    self.fail(vec![e], &err.to_string(), &mut out, stop).await;
                     break;
                 }
-                e.maybe_applied |= may_have_applied(&err);
                 attempt += 1;
                 let wait = self.options.backoff(attempt);
                 if stop.would_pass(wait) {
@@ -496,4 +557,26 @@ impl<S: Store> Deleter<'_, S> {
         }
         out
     }
+}
+
+/// A chunk with each key once: a key listed twice (its ttl rewritten between two query pages,
+/// still expired) would make DynamoDB refuse the whole `BatchWriteItem` or `BatchGetItem`
+/// (`ValidationException`). Of two listings the later ttl stays (a GSI sorted by ttl lists a
+/// rewritten key again further on); the other counts as skipped. The delete that follows checks
+/// the ttl kept against the table as always.
+fn drop_repeats(chunk: Vec<Expired>, out: &mut ChunkOutcome) -> Vec<Expired> {
+    let mut once: Vec<Expired> = Vec::with_capacity(chunk.len());
+    for e in chunk {
+        match once.iter_mut().find(|k| k.key == e.key) {
+            Some(first) => {
+                debug!(key = %key_to_json(&e.key), "key listed twice in one chunk: sent once");
+                out.skipped += 1;
+                if e.ttl > first.ttl {
+                    *first = e;
+                }
+            }
+            None => once.push(e),
+        }
+    }
+    once
 }

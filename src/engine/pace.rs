@@ -115,7 +115,11 @@ impl PagePace {
 /// budget of keys held at once (see [`read_ahead`]), and how many partitions are running.
 #[derive(Clone)]
 pub(super) struct Slots {
+    /// Delete requests sent at once (`MAX_CONCURRENCY`).
     pub(super) permits: Arc<Semaphore>,
+    /// Batch mode's confirming reads (`BatchGetItem`) sent at once, as many as delete requests:
+    /// a chunk is read before it waits for a send slot, so reads and deletes overlap.
+    pub(super) reads: Arc<Semaphore>,
     pub(super) budget: Arc<Semaphore>,
     pub(super) running: Arc<AtomicUsize>,
 }

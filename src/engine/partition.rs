@@ -67,6 +67,11 @@ pub(super) fn fold_chunk(report: &mut SweepReport, chunk: ChunkOutcome, origin: 
         let lag_ms = deleted_at.millis() as f64 - ttl * 1000.0;
         report.lags.record(lag_ms.max(0.0).round() as u64);
     }
+    // Each failed key is logged as its chunk ends, not only in the sweep's summary: a process
+    // killed before the sweep ends has still named it.
+    for failed in &chunk.failed {
+        warn!(key = %failed.key, reason = %failed.reason, "key not deleted");
+    }
     let handled = chunk.failed.is_empty() && chunk.left == 0;
     report.items_deleted += chunk.deleted.len() as u64;
     report.items_skipped += chunk.skipped;
@@ -74,6 +79,7 @@ pub(super) fn fold_chunk(report: &mut SweepReport, chunk: ChunkOutcome, origin: 
     report.items_retried += chunk.retried;
     report.write_conflicts_retried += chunk.write_conflicts;
     report.items_left += chunk.left;
+    report.items_confirmed += chunk.confirmed;
     report.items_reread += chunk.reread;
     report.items_conditional += chunk.conditional;
     report.items_failed += chunk.failed.len() as u64;
@@ -85,13 +91,8 @@ pub(super) fn fold_chunk(report: &mut SweepReport, chunk: ChunkOutcome, origin: 
 /// Returns the item's key and ttl if — and only if — the item as read is expired at `now`: a
 /// Number ttl in epoch seconds, before `now` and not more than five years before it (native
 /// TTL's rule), and the table's key attributes present. The key is moved out of the item, not
-/// copied; `read_at` is when the page that listed it arrived.
-pub(super) fn check_item(
-    schema: &TableSchema,
-    mut item: Key,
-    now: Timestamp,
-    read_at: Instant,
-) -> Option<Expired> {
+/// copied. The index listed it, so the table itself has not been read for it yet (`read_at`).
+pub(super) fn check_item(schema: &TableSchema, mut item: Key, now: Timestamp) -> Option<Expired> {
     let (ttl, ttl_as_read) = match item.remove(&schema.layout.ttl_attribute) {
         Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => match parse_ttl(&n) {
             Ok(t) => (t, n),
@@ -127,7 +128,7 @@ pub(super) fn check_item(
         key: item,
         ttl,
         ttl_as_read,
-        read_at,
+        read_at: None,
         maybe_applied: false,
         reread: false,
     })
@@ -166,16 +167,12 @@ impl<S: Store> Shared<S> {
                       chunk: Vec<Expired>,
                       held: &mut Option<OwnedSemaphorePermit>| {
             let (shared, stop, permits) = (this.clone(), stop.clone(), slots.permits.clone());
+            let reads = slots.reads.clone();
             let events = events.clone();
             // The chunk's keys' share of the budget, returned when the chunk is done.
             let keys = split_permit(held, chunk.len());
             inflight.spawn(async move {
                 let _keys = keys;
-                let _permit = permits.acquire().await;
-                // The stop may have come while this chunk waited for a permit.
-                if stop.reached() {
-                    return ChunkOutcome::left(chunk.len());
-                }
                 let deleter = Deleter {
                     store: &shared.store,
                     schema: &shared.schema,
@@ -184,10 +181,22 @@ impl<S: Store> Shared<S> {
                     return_items: events.as_ref().is_some_and(|e| e.hook.returned_items()),
                     notify: None,
                 };
-                match events {
+                // Batch mode's read of the table, before the wait for a send slot: it holds none.
+                let (chunk, mut out) = {
+                    let _read = reads.acquire().await;
+                    deleter.confirm(chunk, &stop).await
+                };
+                let _permit = permits.acquire().await;
+                // The stop may have come while this chunk waited for a permit.
+                if stop.reached() {
+                    out.absorb(ChunkOutcome::left(chunk.len()));
+                    return out;
+                }
+                out.absorb(match events {
                     None => deleter.delete_chunk(chunk, now, &stop).await,
                     Some(events) => delete_with_events(&deleter, &events, chunk, now, &stop).await,
-                }
+                });
+                out
             });
         };
         loop {
@@ -232,11 +241,11 @@ impl<S: Store> Shared<S> {
                     break;
                 }
             };
-            let read_at = Instant::now();
+            let answered = Instant::now();
             let page_len = page.items.len();
             pending.reserve(page_len);
             for item in page.items {
-                match check_item(&this.schema, item, now, read_at) {
+                match check_item(&this.schema, item, now) {
                     Some(expired) => {
                         out.report.items_found += 1;
                         pending.push(expired);
@@ -262,7 +271,7 @@ impl<S: Store> Shared<S> {
                     }
                 }
             }
-            pace.observe(page_len, read_at.elapsed());
+            pace.observe(page_len, answered.elapsed());
             match page.next {
                 Some(_) if stop.reached() => {
                     debug!(partition = %key, "stopping mid-partition");
@@ -328,7 +337,7 @@ mod tests {
                 && parse_ttl(&ttl).is_ok_and(|t| {
                     t < now as f64 && t >= (now - crate::expiry::window::MAX_EXPIRED_AGE_SECONDS) as f64
                 });
-            match check_item(&schema(), item.clone(), Timestamp::from_secs(now), Instant::now()) {
+            match check_item(&schema(), item.clone(), Timestamp::from_secs(now)) {
                 Some(e) => {
                     proptest::prop_assert!(expired_as_read, "{ttl:?} at {now}");
                     proptest::prop_assert_eq!(Some(e.ttl), parse_ttl(&ttl).ok());
@@ -346,16 +355,14 @@ mod tests {
         assert!(check_item(
             &schema(),
             no_ttl.clone(),
-            Timestamp::from_secs(2_000_000_000),
-            Instant::now()
+            Timestamp::from_secs(2_000_000_000)
         )
         .is_none());
         let no_key: Key = [("ttl".to_string(), AV::N("5".into()))].into();
         assert!(check_item(
             &schema(),
             no_key.clone(),
-            Timestamp::from_secs(2_000_000_000),
-            Instant::now()
+            Timestamp::from_secs(2_000_000_000)
         )
         .is_none());
         let ok: Key = [
@@ -363,27 +370,15 @@ mod tests {
             ("ttl".to_string(), AV::N("5".into())),
         ]
         .into();
-        assert!(check_item(
-            &schema(),
-            ok.clone(),
-            Timestamp::from_secs(6),
-            Instant::now()
-        )
-        .is_some());
+        assert!(check_item(&schema(), ok.clone(), Timestamp::from_secs(6)).is_some());
         assert!(
-            check_item(
-                &schema(),
-                ok.clone(),
-                Timestamp::from_secs(5),
-                Instant::now()
-            )
-            .is_none(),
+            check_item(&schema(), ok.clone(), Timestamp::from_secs(5)).is_none(),
             "ttl == now is not expired"
         );
         // native TTL's rule: a ttl more than five years old is never deleted
         let now = Timestamp::from_secs(1_800_000_000);
         assert!(
-            check_item(&schema(), ok.clone(), now, Instant::now()).is_none(),
+            check_item(&schema(), ok.clone(), now).is_none(),
             "ttl 5 is decades old"
         );
         let six_years: Key = [
@@ -394,7 +389,7 @@ mod tests {
             ),
         ]
         .into();
-        assert!(check_item(&schema(), six_years.clone(), now, Instant::now()).is_none());
+        assert!(check_item(&schema(), six_years.clone(), now).is_none());
         let four_years: Key = [
             ("id".to_string(), AV::S("a".into())),
             (
@@ -403,6 +398,6 @@ mod tests {
             ),
         ]
         .into();
-        assert!(check_item(&schema(), four_years.clone(), now, Instant::now()).is_some());
+        assert!(check_item(&schema(), four_years.clone(), now).is_some());
     }
 }

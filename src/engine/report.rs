@@ -156,6 +156,10 @@ pub struct SweepReport {
     pub items_failed: u64,
     /// Items found but not attempted because the sweep had to stop; the next sweep finds them.
     pub items_left: u64,
+    /// Batch mode: keys listed by the index and confirmed by a strongly consistent read of the
+    /// table (`BatchGetItem`, one request per chunk) before their first send; one found gone or
+    /// with another ttl is not sent. The index can lag the table, so its ttl never dates a send.
+    pub items_confirmed: u64,
     /// Batch mode: keys whose read was older than the batch bound (`BATCH_MAX_READ_AGE`) when
     /// their turn came, read again with a strongly consistent `BatchGetItem` (one request per
     /// chunk) before their send; an item found gone or with another ttl is not sent.
@@ -273,6 +277,7 @@ impl SweepReport {
         self.write_conflicts_retried += other.write_conflicts_retried;
         self.items_failed += other.items_failed;
         self.items_left += other.items_left;
+        self.items_confirmed += other.items_confirmed;
         self.items_reread += other.items_reread;
         self.items_conditional += other.items_conditional;
         self.failed_keys_dropped += other.failed_keys_dropped;

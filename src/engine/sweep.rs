@@ -321,6 +321,7 @@ impl<S: Store> Sweeper<S> {
         let limit = self.shared.options.max_concurrency.max(1);
         let slots = Slots {
             permits: Arc::new(Semaphore::new(limit)),
+            reads: Arc::new(Semaphore::new(limit)),
             budget: Arc::new(Semaphore::new(read_ahead(&self.shared.options))),
             running: Arc::new(AtomicUsize::new(0)),
         };

@@ -4,7 +4,7 @@
 //! "application" can rewrite after a call or at an instant; and which counts its calls and
 //! records what it was sent.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -117,12 +117,70 @@ pub enum Change {
 /// What applies to which calls of which operation.
 type Script<T> = Mutex<Vec<(Op, When, T)>>;
 
+/// An item under its index partition, by `id`.
+type Items = BTreeMap<String, (String, Key)>;
+
+/// An index that shows the table as it was `lag` ago, as an eventually consistent GSI does
+/// (see [`MemStore::index_lag`]).
+struct LaggingIndex {
+    lag: Duration,
+    view: Items,
+    /// The table's writes not yet in the view, oldest first: the item written, or `None` for a
+    /// delete.
+    pending: VecDeque<(Instant, String, Option<(String, Key)>)>,
+}
+
+impl LaggingIndex {
+    fn record(&mut self, id: &str, entry: Option<(String, Key)>) {
+        self.pending
+            .push_back((Instant::now(), id.to_owned(), entry));
+    }
+
+    /// Applies the writes made at least `lag` ago.
+    fn catch_up(&mut self) {
+        while let Some((at, ..)) = self.pending.front() {
+            if at.elapsed() < self.lag {
+                break;
+            }
+            let (_, id, entry) = self.pending.pop_front().unwrap();
+            match entry {
+                Some(entry) => self.view.insert(id, entry),
+                None => self.view.remove(&id),
+            };
+        }
+    }
+}
+
+/// DynamoDB refuses a `BatchWriteItem` or `BatchGetItem` that names a key twice, the whole
+/// request (`ValidationException`: "Provided list of item keys contains duplicates").
+fn refuse_repeats<'a>(keys: impl Iterator<Item = &'a Key>, op: Op) -> Result<(), StoreError> {
+    let mut seen = std::collections::HashSet::new();
+    for k in keys {
+        if !seen.insert(id_of(k)) {
+            let message = "Provided list of item keys contains duplicates";
+            return Err(StoreError::new(ErrorKind::Validation, op.name(), message));
+        }
+    }
+    Ok(())
+}
+
+/// Records a write of the table in its lagging index, if it has one.
+fn note(index: &Option<Arc<Mutex<LaggingIndex>>>, id: &str, entry: Option<(String, Key)>) {
+    if let Some(index) = index {
+        index.lock().unwrap().record(id, entry);
+    }
+}
+
 /// The in-memory table. Build it with [`MemStore::new`] and the methods that follow it.
 #[derive(Default)]
 pub struct MemStore {
     layout: Layout,
     /// Items by `id`, each with the index partition it is listed under.
-    items: Arc<Mutex<BTreeMap<String, (String, Key)>>>,
+    items: Arc<Mutex<Items>>,
+    /// Queries read this index, behind the table, instead of the table itself.
+    index: Option<Arc<Mutex<LaggingIndex>>>,
+    /// Query call number, and the item it lists again at the end of its page.
+    relist: Mutex<Vec<(usize, String)>>,
     /// Queries list the expired items of every partition, whichever is asked for.
     any_partition: bool,
     /// Pages hold this many items, whatever limit the query asks for (as 1 MB pages do).
@@ -146,6 +204,8 @@ pub struct MemStore {
     pub batch_calls: Mutex<Vec<(Instant, Vec<String>)>>,
     /// When each key was last listed by a query or read by key.
     pub listed_at: Mutex<BTreeMap<String, Instant>>,
+    /// When the table itself was last read for each key (a `BatchGetItem`, at its request).
+    pub table_read_at: Mutex<BTreeMap<String, Instant>>,
     /// The largest age (since its listing) of a key when a `BatchWriteItem` carrying it was sent.
     pub max_sent_age: Mutex<Duration>,
     /// Keys listed by queries and not yet answered by a delete, now and at the most.
@@ -230,6 +290,27 @@ impl MemStore {
         self
     }
 
+    /// Queries read an index that shows the table as it was `lag` ago (an eventually
+    /// consistent GSI behind its table), not the table. The items written so far are in it.
+    pub fn index_lag(mut self, lag: Duration) -> Self {
+        let view = self.items.lock().unwrap().clone();
+        let index = LaggingIndex {
+            lag,
+            view,
+            pending: VecDeque::new(),
+        };
+        self.index = Some(Arc::new(Mutex::new(index)));
+        self
+    }
+
+    /// Query call `call` lists item `id` again at the end of its page, with its ttl as the table
+    /// holds it: as a GSI sorted by ttl lists an item whose ttl was rewritten, still expired,
+    /// between two pages.
+    pub fn list_again(self, call: usize, id: &str) -> Self {
+        self.relist.lock().unwrap().push((call, id.into()));
+        self
+    }
+
     /// Pages hold `items` items, whatever limit a query asks for.
     pub fn page_size(mut self, items: usize) -> Self {
         self.page_size = Some(items);
@@ -301,7 +382,9 @@ impl MemStore {
             .layout
             .window_for(ttl_of(&item), &AV::S(id.clone()))
             .unwrap();
-        self.items.lock().unwrap().insert(id, (partition, item));
+        let mut items = self.items.lock().unwrap();
+        note(&self.index, &id, Some((partition.clone(), item.clone())));
+        items.insert(id, (partition, item));
     }
 
     /// The application writes the items `ids` again with `ttl`, `after` from now.
@@ -375,7 +458,9 @@ impl MemStore {
                 }),
                 Change::Extend(_) => {}
                 Change::Remove => {
-                    self.items.lock().unwrap().remove(&id);
+                    let mut items = self.items.lock().unwrap();
+                    note(&self.index, &id, None);
+                    items.remove(&id);
                 }
             }
         }
@@ -394,8 +479,9 @@ impl MemStore {
     }
 
     /// Removes item `id` as a delete of the sweep: the item, if it was there.
-    fn remove(&self, items: &mut BTreeMap<String, (String, Key)>, id: &str) -> Option<Key> {
+    fn remove(&self, items: &mut Items, id: &str) -> Option<Key> {
         let (_, item) = items.remove(id)?;
+        note(&self.index, id, None);
         self.deleted.fetch_add(1, SeqCst);
         self.log.lock().unwrap().push(format!("deleted {id}"));
         Some(item)
@@ -416,26 +502,51 @@ impl Store for MemStore {
         let limit = self
             .page_size
             .unwrap_or(limit.map_or(usize::MAX, |l| l as usize));
-        let items = self.items.lock().unwrap();
-        let mut page: Vec<Key> = items
-            .iter()
-            .filter(|(id, (p, i))| {
-                (self.any_partition || p == partition)
-                    && ttl_of(i) < now.as_secs_f64()
-                    && after.as_ref().is_none_or(|a| *id > a)
-            })
-            .take(limit.saturating_add(1))
-            .map(|(id, (_, i))| {
-                let mut k = key(id);
-                k.insert("ttl".into(), i["ttl"].clone());
-                k
-            })
-            .collect();
-        drop(items);
+        let listing = |items: &Items| -> Vec<Key> {
+            items
+                .iter()
+                .filter(|(id, (p, i))| {
+                    (self.any_partition || p == partition)
+                        && ttl_of(i) < now.as_secs_f64()
+                        && after.as_ref().is_none_or(|a| *id > a)
+                })
+                .take(limit.saturating_add(1))
+                .map(|(id, (_, i))| {
+                    let mut k = key(id);
+                    k.insert("ttl".into(), i["ttl"].clone());
+                    k
+                })
+                .collect()
+        };
+        let mut page = match &self.index {
+            Some(index) => {
+                let mut index = index.lock().unwrap();
+                index.catch_up();
+                listing(&index.view)
+            }
+            None => listing(&self.items.lock().unwrap()),
+        };
         let next = (page.len() > limit).then(|| {
             page.truncate(limit);
             key(&id_of(page.last().unwrap()))
         });
+        let again: Vec<String> = {
+            let mut relist = self.relist.lock().unwrap();
+            let again = relist
+                .iter()
+                .filter(|(c, _)| *c == n)
+                .map(|(_, id)| id.clone())
+                .collect();
+            relist.retain(|(c, _)| *c != n);
+            again
+        };
+        for id in again {
+            if let Some((_, item)) = self.items.lock().unwrap().get(&id) {
+                let mut k = key(&id);
+                k.insert("ttl".into(), item["ttl"].clone());
+                page.push(k);
+            }
+        }
         if let Some((after, token)) = &*self.stop_after.lock().unwrap() {
             if n >= *after {
                 token.cancel();
@@ -452,6 +563,7 @@ impl Store for MemStore {
     }
 
     async fn batch_delete(&self, _: &TableSchema, keys: &[&Key]) -> Result<Vec<Key>, StoreError> {
+        refuse_repeats(keys.iter().copied(), Op::BatchDelete)?;
         {
             let listed = self.listed_at.lock().unwrap();
             let mut max = self.max_sent_age.lock().unwrap();
@@ -464,13 +576,15 @@ impl Store for MemStore {
         let owned = |keys: &[&Key]| keys.iter().map(|&k| k.clone()).collect::<Vec<Key>>();
         let (mut apply, mut unprocessed) = match fault {
             Some(Fault::LandLate(after)) => {
-                let items = self.items.clone();
+                let (items, index) = (self.items.clone(), self.index.clone());
                 let ids: Vec<String> = keys.iter().map(|&k| id_of(k)).collect();
                 tokio::spawn(async move {
                     tokio::time::sleep(after).await;
                     let mut items = items.lock().unwrap();
                     for id in ids {
-                        items.remove(&id);
+                        if items.remove(&id).is_some() {
+                            note(&index, &id, None);
+                        }
                     }
                 });
                 return Err(self.lost(Op::BatchDelete));
@@ -549,6 +663,7 @@ impl Store for MemStore {
         keys: Vec<Key>,
         _: bool,
     ) -> Result<Vec<Key>, StoreError> {
+        refuse_repeats(keys.iter(), Op::Get)?;
         // DynamoDB may read the items as soon as the request arrives and answer only after the
         // call's delay: read here, at the request, so a caller that dates its read by the answer
         // is caught sending keys older than it thinks.
@@ -562,10 +677,12 @@ impl Store for MemStore {
         let (n, _) = self.begin(Op::Get, None).await?;
         let mut listed = self.listed_at.lock().unwrap();
         // A strongly consistent read of the item is a read too.
+        let mut table_read = self.table_read_at.lock().unwrap();
         found.iter().for_each(|(id, _)| {
             listed.insert(id.clone(), read_at);
+            table_read.insert(id.clone(), read_at);
         });
-        drop(listed);
+        drop((listed, table_read));
         self.after(Op::Get, n, None);
         Ok(found.into_iter().map(|(_, item)| item).collect())
     }
