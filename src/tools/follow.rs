@@ -20,7 +20,7 @@ use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
 use crate::store::stream::{From, ReadError, Shard, StreamClient, TableStream};
 use crate::store::{full_jitter, DynamoStore};
-use plan::{ready, to_retry};
+use plan::{compact, ready, to_retry, MAX_POSITION_BYTES};
 pub use plan::{Position, ShardPosition};
 pub use report::{FollowError, FollowReport};
 
@@ -43,8 +43,6 @@ pub const MAX_BATCHES: usize = 8;
 pub const MAX_SHARDS: usize = 256;
 /// A progress line is logged at most this often, when records came.
 const LOG_EVERY: Duration = Duration::from_secs(60);
-/// The saved position must fit in one item (400 KB), with room.
-const MAX_POSITION_BYTES: usize = 350_000;
 
 /// The follower of one table's stream, checked and with its saved position loaded.
 #[derive(Debug)]
@@ -252,7 +250,8 @@ impl Reader<'_> {
             }
             keep
         });
-        if position.shards.len() != before {
+        let compacted = compact(&mut position, shards);
+        if compacted || position.shards.len() != before {
             self.dirty.set(true);
         }
     }

@@ -1,7 +1,7 @@
 //! The follower's decisions, as pure functions of what it knows: which shards may be read now,
 //! and which records of a batch to try again after a failure; and the position it saves.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use aws_lambda_events::dynamodb::EventRecord;
 use serde::{Deserialize, Serialize};
@@ -28,6 +28,59 @@ pub enum ShardPosition {
     Done,
 }
 
+/// The saved position must fit in one item (400 KB), with room.
+pub(super) const MAX_POSITION_BYTES: usize = 350_000;
+
+/// The listed shards read to their end: those marked [`ShardPosition::Done`], and the ancestors
+/// of every shard with a position — a shard is read only after its parent was read to its end,
+/// so a shard begun vouches for its parent, grandparent and so on ([`compact`] drops the marks
+/// that are vouched for).
+fn read_to_end<'a>(shards: &'a [Shard], position: &Position) -> HashSet<&'a str> {
+    let parent_of: HashMap<&str, &str> = shards
+        .iter()
+        .filter_map(|s| Some((s.id.as_str(), s.parent.as_deref()?)))
+        .collect();
+    let mut done: HashSet<&str> = HashSet::new();
+    let mut vouched: Vec<&str> = Vec::new();
+    for s in shards {
+        match position.shards.get(&s.id) {
+            Some(ShardPosition::Done) => {
+                done.insert(&s.id);
+            }
+            Some(ShardPosition::After(_)) => {}
+            None => continue,
+        }
+        vouched.extend(parent_of.get(s.id.as_str()));
+    }
+    while let Some(shard) = vouched.pop() {
+        if done.insert(shard) {
+            vouched.extend(parent_of.get(shard));
+        }
+    }
+    done
+}
+
+/// Drops the `Done` marks of listed shards whose descendants vouch for them ([`read_to_end`]):
+/// closed shards pile up for 24 hours (thousands on a table of hundreds of partitions), and the
+/// position must stay small enough to save in one item. Only the newest shard of each lineage
+/// keeps an entry, so what is read to its end is unchanged.
+pub(super) fn compact(position: &mut Position, shards: &[Shard]) -> bool {
+    let listed: HashSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
+    let vouched: HashSet<&str> = shards
+        .iter()
+        .filter(|s| position.shards.contains_key(&s.id))
+        .filter_map(|s| s.parent.as_deref())
+        .filter(|p| listed.contains(p))
+        .collect();
+    // A mark is dropped only when a listed child has an entry; that child's entry stays unless
+    // its own child has one: the deepest entries always stay, and vouch for every mark dropped.
+    let before = position.shards.len();
+    position
+        .shards
+        .retain(|id, at| !(*at == ShardPosition::Done && vouched.contains(id.as_str())));
+    position.shards.len() != before
+}
+
 /// The listed `shards` not `running`, not read to their end, and whose parent (if still listed)
 /// was read to its end: parents before children.
 pub(super) fn ready(
@@ -36,7 +89,8 @@ pub(super) fn ready(
     running: &HashSet<String>,
 ) -> Vec<String> {
     let listed: HashSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
-    let done = |id: &str| position.shards.get(id) == Some(&ShardPosition::Done);
+    let ended = read_to_end(shards, position);
+    let done = |id: &str| ended.contains(id);
     shards
         .iter()
         .filter(|s| !running.contains(&s.id) && !done(&s.id))
@@ -106,6 +160,110 @@ mod tests {
         assert_eq!(ready(&shards, &position, &running), ["d"]);
         position.shards.insert("b".into(), ShardPosition::Done);
         assert_eq!(ready(&shards, &position, &none), ["c", "d"]);
+    }
+
+    /// A day of a table's stream: `lineages` shards open now, each the last of `generations`
+    /// shards that split from one another (closed ones read to their end), with DynamoDB's shard
+    /// ids and sequence numbers.
+    fn a_day_of_shards(lineages: usize, generations: usize) -> (Vec<Shard>, Position) {
+        let id = |l: usize, g: usize| {
+            format!("shardId-{:020}-{:08x}", 1_764_000_000_000u64 + g as u64, l)
+        };
+        let mut shards = vec![];
+        let mut position = Position {
+            stream: "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions/stream/2026-11-27T00:00:00.000".into(),
+            shards: BTreeMap::new(),
+        };
+        for l in 0..lineages {
+            for g in 0..generations {
+                let parent = (g > 0).then(|| id(l, g - 1));
+                shards.push(Shard {
+                    id: id(l, g),
+                    parent,
+                });
+                let at = if g + 1 == generations {
+                    ShardPosition::After(format!(
+                        "{:028}",
+                        4_421_584_500_000_000_017_450_439_091u128 + l as u128
+                    ))
+                } else {
+                    ShardPosition::Done
+                };
+                position.shards.insert(id(l, g), at);
+            }
+        }
+        (shards, position)
+    }
+
+    #[test]
+    fn thousands_of_shards_are_saved_in_one_item_and_nothing_is_read_again() {
+        // 625 partitions splitting over a day: 5,000 listed shards, 4,375 of them closed (256 KB
+        // whole); and twice as many, whose whole position is past what one item can hold.
+        for lineages in [625, 1_250] {
+            let (shards, position) = a_day_of_shards(lineages, 8);
+            let full = serde_json::to_string(&position).unwrap().len();
+            if lineages == 1_250 {
+                assert!(
+                    full > MAX_POSITION_BYTES,
+                    "the whole position is {full} bytes"
+                );
+            }
+            compacts_to_its_open_shards(&shards, position);
+        }
+    }
+
+    fn compacts_to_its_open_shards(shards: &[Shard], mut position: Position) {
+        let lineages = shards.iter().filter(|s| s.parent.is_none()).count();
+        let none = HashSet::new();
+        let before = ready(shards, &position, &none);
+        assert!(compact(&mut position, shards));
+        let saved = serde_json::to_string(&position).unwrap().len();
+        assert!(saved <= MAX_POSITION_BYTES / 2, "{saved} bytes");
+        assert_eq!(
+            position.shards.len(),
+            lineages,
+            "the open shard of each lineage"
+        );
+        assert_eq!(ready(shards, &position, &none), before);
+        // The open shards are ready to read on, and no closed one is read again.
+        assert_eq!(before.len(), lineages);
+        assert!(before
+            .iter()
+            .all(|id| matches!(position.shards[id], ShardPosition::After(_))));
+        // A compact position of a compact position is the same.
+        assert!(!compact(&mut position, shards));
+    }
+
+    #[test]
+    fn a_compacted_position_reads_what_the_whole_one_reads() {
+        // A split (a into b and c), c read to its end and its child d begun, b not begun; e
+        // closed and read to its end, with no child yet.
+        let shards = [
+            shard("a", None),
+            shard("b", Some("a")),
+            shard("c", Some("a")),
+            shard("d", Some("c")),
+            shard("e", None),
+        ];
+        let mut position = Position::default();
+        for (id, at) in [
+            ("a", ShardPosition::Done),
+            ("c", ShardPosition::Done),
+            ("d", ShardPosition::After("7".into())),
+            ("e", ShardPosition::Done),
+        ] {
+            position.shards.insert(id.into(), at);
+        }
+        let none = HashSet::new();
+        let whole = ready(&shards, &position, &none);
+        assert_eq!(whole, ["b", "d"]);
+        assert!(compact(&mut position, &shards));
+        let kept: Vec<&str> = position.shards.keys().map(String::as_str).collect();
+        assert_eq!(kept, ["d", "e"], "a and c are vouched for by d");
+        assert_eq!(ready(&shards, &position, &none), whole);
+        // d read to its end: still nothing of a or c read again.
+        position.shards.insert("d".into(), ShardPosition::Done);
+        assert_eq!(ready(&shards, &position, &none), ["b"]);
     }
 
     #[test]
