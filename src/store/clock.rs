@@ -5,7 +5,7 @@
 //! at a later instant `x` from above by `D + 1 s + (x - s)`; one that arrived at `r` bounds it
 //! from below by `D + (x - r)`, less [`DRIFT_TOLERANCE`] of `x - r` (for the leader lease).
 //! [`ServerClock`] keeps the tightest of each; [`ServerClock::guard`] clamps a wall-clock reading
-//! to the upper bound. Why and how the upper bound is re-anchored when the monotonic clock may have
+//! to the upper bound and to the lower bound plus [`MAX_AHEAD`]. Why and how the upper bound is re-anchored when the monotonic clock may have
 //! missed a pause (a frozen or suspended host), and when a clamp is warned about:
 //! `docs/design.md`, "DynamoDB's clock".
 
@@ -22,10 +22,15 @@ use aws_smithy_types::config_bag::{Storable, StoreReplace};
 
 use crate::expiry::{Clock, Timestamp};
 
-/// How far ahead of DynamoDB's clock a sweep instant can be at most, besides the round trip of
-/// the request the bound came from: the `Date` header's resolution. A clamp this small is not
-/// warned about.
+/// The `Date` header's resolution: an answer dated `D` was written before `D` plus this.
 pub const SKEW_TOLERANCE: Duration = Duration::from_secs(1);
+
+/// How far ahead of DynamoDB's clock a sweep instant can be at most: every reading is also held
+/// to the lower bound plus this. The lower bound is exact to within a round trip once an answer
+/// arrived just after DynamoDB's `Date` turned (the largest is kept), so a host clock running
+/// fast by less than the `Date` header's resolution is held back too, and a correct one loses at
+/// most this much while the lower bound is still loose (after a cold start, until a `Date` turns).
+pub const MAX_AHEAD: Duration = Duration::from_millis(100);
 
 /// How long (monotonic time) a bound from one response is trusted before any newer one replaces it.
 pub const ANCHOR_MAX_AGE: Duration = Duration::from_secs(60);
@@ -131,24 +136,28 @@ impl ServerClock {
         Some(floor_at(floor, now))
     }
 
-    /// `wall` (a host clock reading), held to at most [`ServerTime::upper_bound`]: the instant a
-    /// sweep may safely use. A clamp is remembered for the report and logged (module docs).
+    /// `wall` (a host clock reading), held to at most [`ServerTime::upper_bound`] and to
+    /// [`ServerTime::lower_bound`] plus [`MAX_AHEAD`]: the instant a sweep may safely use, never
+    /// more than `MAX_AHEAD` ahead of DynamoDB's clock. A clamp is remembered for the report and logged (module docs).
     pub fn guard(&self, wall: Timestamp) -> Timestamp {
         self.guard_at(wall, Instant::now())
     }
 
     fn guard_at(&self, wall: Timestamp, now: Instant) -> Timestamp {
         let mut state = self.lock();
-        let Some(bound) = state.anchor.map(|a| a.at(now)) else {
+        let Some(upper) = state.anchor.map(|a| a.at(now)) else {
             return wall;
         };
+        let near_floor = state.floor.map(|f| floor_at(f, now) + MAX_AHEAD);
+        let bound = near_floor.map_or(upper, |f| f.min(upper));
         if wall <= bound {
             return wall;
         }
-        let ahead_ms = wall.millis_since(bound).unsigned_abs();
-        self.clamped_ms.fetch_max(ahead_ms, Ordering::Relaxed);
-        if ahead_ms > SKEW_TOLERANCE.as_millis() as u64 && should_warn(state.warned, ahead_ms, now)
-        {
+        self.clamped_ms
+            .fetch_max(wall.millis_since(bound).unsigned_abs(), Ordering::Relaxed);
+        // Warned about only when surely ahead: past the upper bound, by more than MAX_AHEAD.
+        let ahead_ms = wall.millis_since(upper).max(0).unsigned_abs();
+        if ahead_ms > MAX_AHEAD.as_millis() as u64 && should_warn(state.warned, ahead_ms, now) {
             state.warned = Some(Warned { at: now, ahead_ms });
             drop(state);
             tracing::warn!(
@@ -328,14 +337,61 @@ mod tests {
         // DynamoDB said 100 s before our reading, just now.
         clock.observe(Timestamp::from_secs(1_658_265_880), Instant::now());
         let held = clock.guard(wall);
-        assert!(held <= Timestamp::from_secs(1_658_265_882), "{held}");
-        assert!(held >= Timestamp::from_secs(1_658_265_881), "{held}");
+        let date = Timestamp::from_secs(1_658_265_880);
+        assert!(held <= date + MAX_AHEAD + Duration::from_millis(50), "{held}");
+        assert!(held >= date + MAX_AHEAD, "{held}");
         let ahead = clock.take_clamped();
-        assert!((98_000..=99_000).contains(&ahead), "{ahead}");
+        assert!((99_850..=99_900).contains(&ahead), "{ahead}");
         assert_eq!(clock.take_clamped(), 0);
         // A reading at or behind DynamoDB's time passes unchanged.
         let behind = Timestamp::from_secs(1_658_265_880);
         assert_eq!(clock.guard(behind), behind);
+    }
+
+    /// DynamoDB's clock at local instant `x`, when it read `t0` (ms) at `base`.
+    fn truth(t0: i64, base: Instant, x: Instant) -> Timestamp {
+        Timestamp::from_millis(t0) + x.duration_since(base)
+    }
+
+    /// An answer to a request sent at `sent`, written by DynamoDB `rtt / 2` later and arriving
+    /// `rtt` later, dated by its clock to the whole second, as the `Date` header is.
+    fn answer(clock: &ServerClock, t0: i64, base: Instant, sent: Instant, rtt: Duration) {
+        let written = truth(t0, base, sent + rtt / 2);
+        let date = Timestamp::from_secs(written.millis().div_euclid(1000));
+        clock.observe_at(date, sent, sent + rtt);
+    }
+
+    #[test]
+    fn a_host_clock_fast_by_under_a_second_is_held_to_within_max_ahead() {
+        // The host clock runs 0.8 s fast. DynamoDB's clock reads each of these fractions of a
+        // second when the start-up's one answer is written: whatever it is, no instant is more
+        // than MAX_AHEAD past DynamoDB's time, and once answers have come in for a few seconds
+        // (a request every 100 ms) none is more than a few round trips behind it.
+        let rtt = Duration::from_millis(8);
+        for fraction_ms in [0, 50, 150, 400, 700, 950, 995] {
+            let clock = ServerClock::default();
+            let base = Instant::now();
+            let t0 = 1_800_000_000_000 + fraction_ms;
+            answer(&clock, t0, base, base, rtt);
+            let fast = Duration::from_millis(800);
+            let at = base + rtt + Duration::from_millis(1);
+            let held = clock.guard_at(truth(t0, base, at) + fast, at);
+            let ahead = held.millis() - truth(t0, base, at).millis();
+            assert!(
+                ahead <= MAX_AHEAD.as_millis() as i64,
+                "{fraction_ms}: {ahead} ms ahead after the first answer"
+            );
+            for i in 1..=30u32 {
+                answer(&clock, t0, base, base + Duration::from_millis(100) * i, rtt);
+            }
+            let later = base + Duration::from_secs(3) + rtt;
+            let held = clock.guard_at(truth(t0, base, later) + fast, later);
+            let ahead = held.millis() - truth(t0, base, later).millis();
+            assert!(
+                (-(3 * rtt.as_millis() as i64)..=MAX_AHEAD.as_millis() as i64).contains(&ahead),
+                "{fraction_ms}: {ahead} ms from DynamoDB's time after 3 s of answers"
+            );
+        }
     }
 
     #[test]
@@ -389,7 +445,7 @@ mod tests {
         let resumed = date + Duration::from_secs(600);
         clock.observe(resumed, Instant::now());
         // A correct host clock is no longer held ten minutes back.
-        let wall = resumed + Duration::from_millis(200);
+        let wall = resumed + Duration::from_millis(50);
         assert_eq!(clock.guard(wall), wall);
         assert_eq!(clock.take_clamped(), 0);
         let bound = clock.upper_bound().unwrap();
@@ -462,7 +518,7 @@ mod tests {
         // What the guard holds readings to is unaffected by the warnings.
         assert_eq!(
             clock.guard_at(wall(400, 90), at(400)),
-            date + SKEW_TOLERANCE + Duration::from_secs(400)
+            floor_at((date, t0), at(400)) + MAX_AHEAD
         );
     }
 
