@@ -528,6 +528,14 @@ impl Reports {
                         .unwrap_or(0);
                     self.unlisted_failed_events += failed.saturating_sub(list.len() as u64);
                 }
+                // A key's own line (`key not deleted`), written as its chunk ends: a process
+                // killed before its summary has still named the key.
+                if let (Some(Value::String(key)), Some(_)) = (map.get("key"), map.get("reason")) {
+                    let key: Value = serde_json::from_str(key).unwrap_or_default();
+                    if let Some(id) = key["id"]["S"].as_str() {
+                        self.failed_items.insert(id.to_owned());
+                    }
+                }
                 if let Some(keys) = map.get("failed_keys").map(parse_list) {
                     for k in keys {
                         if let Some(id) = k["key"]["id"]["S"].as_str() {

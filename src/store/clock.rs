@@ -338,7 +338,10 @@ mod tests {
         clock.observe(Timestamp::from_secs(1_658_265_880), Instant::now());
         let held = clock.guard(wall);
         let date = Timestamp::from_secs(1_658_265_880);
-        assert!(held <= date + MAX_AHEAD + Duration::from_millis(50), "{held}");
+        assert!(
+            held <= date + MAX_AHEAD + Duration::from_millis(50),
+            "{held}"
+        );
         assert!(held >= date + MAX_AHEAD, "{held}");
         let ahead = clock.take_clamped();
         assert!((99_850..=99_900).contains(&ahead), "{ahead}");
