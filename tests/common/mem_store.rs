@@ -117,21 +117,26 @@ pub enum Change {
 /// What applies to which calls of which operation.
 type Script<T> = Mutex<Vec<(Op, When, T)>>;
 
-/// An item under its index partition, by `id`.
-type Items = BTreeMap<String, (String, Key)>;
+/// An item under its index partition.
+type Entry = (String, Key);
+
+/// The items by `id`.
+type Items = BTreeMap<String, Entry>;
+
+/// A write of the table: the item written, or `None` for a delete.
+type Write = (Instant, String, Option<Entry>);
 
 /// An index that shows the table as it was `lag` ago, as an eventually consistent GSI does
 /// (see [`MemStore::index_lag`]).
 struct LaggingIndex {
     lag: Duration,
     view: Items,
-    /// The table's writes not yet in the view, oldest first: the item written, or `None` for a
-    /// delete.
-    pending: VecDeque<(Instant, String, Option<(String, Key)>)>,
+    /// The table's writes not yet in the view, oldest first.
+    pending: VecDeque<Write>,
 }
 
 impl LaggingIndex {
-    fn record(&mut self, id: &str, entry: Option<(String, Key)>) {
+    fn record(&mut self, id: &str, entry: Option<Entry>) {
         self.pending
             .push_back((Instant::now(), id.to_owned(), entry));
     }
@@ -165,7 +170,7 @@ fn refuse_repeats<'a>(keys: impl Iterator<Item = &'a Key>, op: Op) -> Result<(),
 }
 
 /// Records a write of the table in its lagging index, if it has one.
-fn note(index: &Option<Arc<Mutex<LaggingIndex>>>, id: &str, entry: Option<(String, Key)>) {
+fn note(index: &Option<Arc<Mutex<LaggingIndex>>>, id: &str, entry: Option<Entry>) {
     if let Some(index) = index {
         index.lock().unwrap().record(id, entry);
     }
