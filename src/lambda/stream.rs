@@ -128,6 +128,8 @@ pub async fn index_batch(
         deleted_expired = report.items.deleted_expired,
         invalid_ttl = report.items.invalid_ttl,
         failed = report.failed,
+        events_failed = report.items.events_failed,
+        expired_left_to_sweeper = report.items.expired_left_to_sweeper,
         report = %serde_json::to_string(report).unwrap_or_default(),
         "stream batch indexed"
     );

@@ -167,6 +167,13 @@ impl DynamoStore {
         &self.client
     }
 
+    /// The client of conditional deletes: no SDK retries, so that the caller, which retries
+    /// them itself, sees every attempt that may have been applied (a timeout, a dropped
+    /// connection, a 5xx) and can settle it.
+    pub(super) fn conditional_deletes(&self) -> &Client {
+        &self.conditional_deletes
+    }
+
     /// Item `id` of checkpoint table `table` (a consistent read), if it exists: the checkpoint,
     /// or the stream follower's position.
     pub(super) async fn checkpoint_item(

@@ -168,8 +168,9 @@ impl DynamoStore {
         ttl_attribute: &str,
         ttl: AttributeValue,
     ) -> Result<(ConditionalOutcome, f64), StoreError> {
+        // Retried by the caller, attempt by attempt (`tools::backfill`'s `with_retries`).
         let result = self
-            .client()
+            .conditional_deletes()
             .delete_item()
             .table_name(table)
             .set_key(Some(key))

@@ -29,8 +29,8 @@ use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::scan::UpdateOutcome;
 use crate::store::{
-    full_jitter, key_to_json, ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError,
-    TableSchema,
+    full_jitter, key_to_json, ConditionalOutcome, DynamoStore, ErrorKind, Key, Store as _,
+    StoreError, TableSchema,
 };
 
 /// Counts of one backfill run (or, resumed, of all runs of one state file).
@@ -64,6 +64,13 @@ pub struct BackfillReport {
     /// Of `invalid_ttl`, ttls more than five years before the instant the item was judged:
     /// native TTL ignores them, and so do the sweeper and the backfill.
     pub too_old_ttl: u64,
+    /// Stream indexer, notify mode: items it deleted whose expiry event could not be published
+    /// (each logged by event id; the delete is not undone and the record does not fail, since a
+    /// record delivered again would find the item gone).
+    pub events_failed: u64,
+    /// Stream indexer, archive mode: expired items whose event the sink did not accept, given
+    /// their window instead of being deleted, so that the sweeper publishes and deletes them.
+    pub expired_left_to_sweeper: u64,
     /// Write capacity consumed.
     pub consumed_wcu: f64,
     /// True for a dry run (nothing written).
@@ -353,26 +360,61 @@ impl Step<'_> {
         });
         let archive = event.as_ref().filter(|(events, _)| events.hook.archive());
         if let Some((events, expiry)) = archive {
-            events.publish(Publication::Expired(expiry.clone())).await?;
+            if let Err(refused) = events.publish(Publication::Expired(expiry.clone())).await {
+                return self.leave_to_sweeper(key, ttl, item, refused, counts).await;
+            }
         }
-        let (outcome, consumed) = with_retries(|| {
-            self.store.delete_if_ttl_unchanged(
+        // An attempt answered by a timeout, a dropped connection or a 5xx may have deleted it.
+        let maybe_applied = std::cell::Cell::new(false);
+        let deleted = with_retries(|| {
+            let delete = self.store.delete_if_ttl_unchanged(
                 &self.schema.table_name,
                 key.clone(),
                 &self.schema.layout.ttl_attribute,
                 AttributeValue::N(ttl.clone()),
-            )
+            );
+            let maybe_applied = &maybe_applied;
+            async move {
+                let answer = delete.await;
+                if matches!(&answer, Err(e) if e.kind == ErrorKind::Transient) {
+                    maybe_applied.set(true);
+                }
+                answer
+            }
         })
-        .await?;
+        .await;
+        let (outcome, consumed) = match deleted {
+            Ok(answer) => answer,
+            // Its event is owed if an attempt deleted it: a consistent read settles that.
+            Err(e) if maybe_applied.get() && event.is_some() => {
+                let found = self.store.get_items(self.schema, vec![key.clone()], true);
+                match found.await {
+                    Ok(found) if found.is_empty() => (ConditionalOutcome::Gone, 1.0),
+                    _ => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
         self.charge(consumed, counts);
         match outcome {
             ConditionalOutcome::Deleted => counts.deleted_expired += 1,
             ConditionalOutcome::Kept => counts.expired_kept += 1,
             ConditionalOutcome::Gone => counts.expired_gone += 1,
         }
+        // Gone after an attempt that may have deleted it: most likely ours, so its event is
+        // owed (a duplicate, same id, if the application deleted it).
+        let ours = outcome == ConditionalOutcome::Deleted
+            || (outcome == ConditionalOutcome::Gone && maybe_applied.get());
         match (event, outcome) {
-            (Some((events, expiry)), ConditionalOutcome::Deleted) if !events.hook.archive() => {
-                events.publish(Publication::Expired(expiry)).await
+            (Some((events, expiry)), _) if ours && !events.hook.archive() => {
+                let id = events.hook.event_id(&expiry);
+                if let Err(e) = events.publish(Publication::Expired(expiry)).await {
+                    // Failing the record would not help: delivered again, it finds the item
+                    // gone. The event is reported by its id instead.
+                    counts.events_failed += 1;
+                    tracing::error!(event_id = %id, error = %e, "item deleted by the stream indexer; its expiry event could not be published");
+                }
+                Ok(())
             }
             (Some((events, expiry)), ConditionalOutcome::Kept) if events.hook.archive() => {
                 let now = self.clock.now();
@@ -380,6 +422,51 @@ impl Step<'_> {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Archive mode, the sink refused the event of an expired item (`refused`): it is not deleted.
+    /// Rather than fail its record (given up after the mapping's retries, the item would be left
+    /// expired with no window, out of the sweeper's sight), it gets its window, so that the
+    /// sweeper publishes its event and deletes it, as for any item.
+    async fn leave_to_sweeper(
+        &self,
+        key: Key,
+        ttl: String,
+        item: &Key,
+        refused: StoreError,
+        counts: &mut BackfillReport,
+    ) -> Result<(), StoreError> {
+        let layout = &self.schema.layout;
+        let window = parse_ttl(&ttl)
+            .ok()
+            .and_then(|t| window_of(item, self.schema, t).ok());
+        let Some(window) = window else {
+            return Err(refused);
+        };
+        let current = item.get(&layout.window_attribute).cloned();
+        if current == Some(AttributeValue::S(window.clone())) {
+            counts.expired_left_to_sweeper += 1;
+            return Ok(());
+        }
+        let (outcome, consumed) = with_retries(|| {
+            self.store.set_window_if_unchanged(
+                &self.schema.table_name,
+                key.clone(),
+                &layout.ttl_attribute,
+                AttributeValue::N(ttl.clone()),
+                &layout.window_attribute,
+                current.clone(),
+                window.clone(),
+            )
+        })
+        .await?;
+        self.charge(consumed, counts);
+        match outcome {
+            UpdateOutcome::Written => counts.expired_left_to_sweeper += 1,
+            UpdateOutcome::Changed => counts.changed_concurrently += 1,
+        }
+        tracing::warn!(error = %refused, "expired item's event not accepted: left to the sweeper, which publishes before it deletes");
+        Ok(())
     }
 
     /// Records `consumed` write units (the rate limit took one already).
@@ -454,6 +541,8 @@ pub(super) fn add(total: &mut BackfillReport, page: &BackfillReport) {
     total.no_ttl += page.no_ttl;
     total.invalid_ttl += page.invalid_ttl;
     total.too_old_ttl += page.too_old_ttl;
+    total.events_failed += page.events_failed;
+    total.expired_left_to_sweeper += page.expired_left_to_sweeper;
     total.consumed_wcu += page.consumed_wcu;
 }
 
