@@ -110,9 +110,10 @@ struct Scale {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--fake-dynamodb") {
-        // --fake-dynamodb PORT PER_WINDOW [DELAY [SEED]]: DELAY is `0` (answer at once, the
-        // default) or `LO-HI`, a random delay of LO to HI ms before each DynamoDB answer, drawn
-        // from SEED (default 1). On SIGTERM it prints `requests N` (DynamoDB requests answered),
+        // --fake-dynamodb PORT PER_WINDOW [DELAY [SEED [ITEM_KIB]]]: DELAY is `0` (answer at
+        // once, the default) or `LO-HI`, a random delay of LO to HI ms before each DynamoDB
+        // answer, drawn from SEED (default 1); whole items (returned by a delete, or read for
+        // expiry events) carry ITEM_KIB KiB (default 0), and EventBridge's PutEvents is answered. On SIGTERM it prints `requests N` (DynamoDB requests answered),
         // then `ops Query=.. BatchWriteItem=.. DeleteItem=.. BatchGetItem=..` (those answered of
         // each operation), `answer_us Query=.. BatchWriteItem=.. ..` (the time it took to answer
         // the requests of each operation, added up, in microseconds) and `deletes_span_us N`
@@ -124,11 +125,15 @@ fn main() {
         let seed: u64 = args
             .get(5)
             .map_or(1, |s| s.parse().expect("SEED: a number"));
+        let item_kib: usize = args
+            .get(6)
+            .map_or(0, |s| s.parse().expect("ITEM_KIB: a number"));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        let shared = fake::Shared::paced(delay, seed);
+        let mut shared = fake::Shared::paced(delay, seed);
+        shared.item_kib = item_kib;
         let requests = shared.requests.clone();
         let ops = shared.ops.clone();
         let (answer_us, deletes_span) = (shared.answer_us.clone(), shared.deletes_span.clone());

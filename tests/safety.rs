@@ -87,6 +87,8 @@ struct Recorder {
     expired: Mutex<Vec<String>>,
     published_at: Mutex<Vec<(String, Instant)>>,
     hang: bool,
+    /// Asks conditional deletes to return the items, and counts the events that carry one.
+    items_published: Option<Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl ExpiryHook for Recorder {
@@ -96,6 +98,10 @@ impl ExpiryHook for Recorder {
 
     fn read_items(&self) -> bool {
         false
+    }
+
+    fn returned_items(&self) -> bool {
+        self.items_published.is_some()
     }
 
     fn event_id(&self, expiry: &Expiry) -> String {
@@ -114,6 +120,11 @@ impl ExpiryHook for Recorder {
             let mut expired = self.expired.lock().unwrap();
             let mut published_at = self.published_at.lock().unwrap();
             for p in &publications {
+                if let (Publication::Expired(e), Some(count)) = (p, &self.items_published) {
+                    if e.item.is_some() {
+                        count.fetch_add(1, SeqCst);
+                    }
+                }
                 if let Publication::Expired(e) = p {
                     expired.push(id_of(&e.key));
                     published_at.push((id_of(&e.key), Instant::now()));
@@ -476,6 +487,46 @@ async fn notify_mode_settles_a_key_whose_retries_ran_out_after_an_attempt_that_m
         "the deleted item gets its event; {report:?}"
     );
     report.assert_fields("items_gone=1 items_failed=0 events_published=1");
+}
+
+#[tokio::test(start_paused = true)]
+async fn whole_items_held_for_events_stay_within_the_budget() {
+    use ttl_sweeper::engine::hook::EVENT_ITEMS_BUDGET_KIB;
+    // 200 expired items of 400 KiB in one window, conditional deletes that return them for
+    // notify events, 64 requests at once, each delete 10 ms: every chunk would hold its 25 items
+    // until its events go out, 80,000 KiB at once.
+    let blob = "x".repeat(400 * 1024 - 64);
+    let store = mem().delay(Op::Delete, Duration::from_millis(10));
+    for i in 0..200 {
+        let mut item = common::id_key(&format!("k{i:03}"));
+        item.insert("ttl".into(), common::AV::N((T0 - 30).to_string()));
+        item.insert("blob".into(), common::AV::S(blob.clone()));
+        store.put_item(item);
+    }
+    let store = Arc::new(store);
+    let hook = Arc::new(Recorder {
+        items_published: Some(store.items_published.clone()),
+        ..Recorder::default()
+    });
+    let options = SweepOptions {
+        delete_mode: DeleteMode::Conditional,
+        max_concurrency: 64,
+        ..SweepOptions::default()
+    };
+    let sweeper = mem_sweeper(store.clone(), options).with_events(hook.clone());
+    let report = sweeper.sweep_at(T0).await;
+    report.assert_fields("items_deleted=200 events_published=200 items_failed=0");
+    assert_eq!(
+        store.items_published.load(SeqCst),
+        200,
+        "each event with its item"
+    );
+    let held = store.max_items_held.load(SeqCst);
+    let held_kib = held * 400;
+    assert!(
+        held_kib <= EVENT_ITEMS_BUDGET_KIB as usize,
+        "{held} items of 400 KiB held at once ({held_kib} KiB; the budget is {EVENT_ITEMS_BUDGET_KIB} KiB)"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -58,6 +58,9 @@ pub struct Shared {
     pub answer_us: Arc<[AtomicU64; 4]>,
     /// The first `BatchWriteItem` request's arrival and the last one's answer.
     pub deletes_span: Arc<Mutex<Option<(Instant, Instant)>>>,
+    /// Whole items carry a String attribute `blob` of this many KiB (0: none): what a
+    /// `DeleteItem` with `ReturnValues=ALL_OLD` returns, and a `BatchGetItem` of whole items.
+    pub item_kib: usize,
     delay: Delay,
     rng: Arc<Mutex<Option<fastrand::Rng>>>,
 }
@@ -237,11 +240,31 @@ async fn handle(
         // Every delete succeeds: the answer does not depend on the request, so it is not read.
         "BatchWriteItem" => return reply(200, r#"{"UnprocessedItems":{}}"#.into(), &[]),
         // The item was there and its condition held: deleted.
-        "DeleteItem" => return reply(200, "{}".into(), &[]),
+        "DeleteItem" if shared.item_kib == 0 => return reply(200, "{}".into(), &[]),
         _ => {}
     }
     let input: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    // A whole item: the key and ttl asked for, and `blob`.
+    let whole = |key: &Value| {
+        let mut item = key.clone();
+        if let Some(ttl) = key["id"]["S"].as_str().and_then(ttl_of) {
+            item["ttl"] = json!({"N": ttl.to_string()});
+        }
+        item["blob"] = json!({"S": "x".repeat(shared.item_kib * 1024)});
+        item
+    };
     match op {
+        "DeleteItem" => {
+            let returned = input["ReturnValues"] == "ALL_OLD";
+            let body = if returned { json!({"Attributes": whole(&input["Key"])}) } else { json!({}) };
+            reply(200, body.to_string(), &[])
+        }
+        // EventBridge: every entry accepted.
+        "PutEvents" => {
+            let n = input["Entries"].as_array().map_or(0, Vec::len);
+            let entries: Vec<Value> = (0..n).map(|i| json!({"EventId": format!("bench-{i}")})).collect();
+            reply(200, json!({"FailedEntryCount": 0, "Entries": entries}).to_string(), &[])
+        }
         "DescribeTable" | "ListTables" => reply(200, json!({
             "TableNames": ["fake"],
             "Table": {
@@ -283,12 +306,18 @@ async fn handle(
             reply(200, out, &[])
         }
         "BatchGetItem" => {
-            // A strongly consistent re-read: every key asked is there, with the ttl its id
-            // carries (the one the query page listed), so it is deleted as read.
+            // A strongly consistent read (batch mode's confirming read, or a re-read): every key
+            // asked is there, with the ttl its id carries (the one the query page listed), so
+            // it is deleted as read.
             let mut responses = serde_json::Map::new();
             if let Some(tables) = input["RequestItems"].as_object() {
                 for (table, asked) in tables {
+                    // Without a projection, whole items (read for expiry events).
+                    let projected = asked.get("ProjectionExpression").is_some() || shared.item_kib == 0;
                     let items: Vec<Value> = asked["Keys"].as_array().map_or(&[][..], Vec::as_slice).iter().map(|key| {
+                        if !projected {
+                            return whole(key);
+                        }
                         let mut item = key.clone();
                         if let Some(ttl) = key["id"]["S"].as_str().and_then(ttl_of) {
                             item["ttl"] = json!({"N": ttl.to_string()});

@@ -26,6 +26,25 @@ const BATCH: usize = 25;
 pub const PACE_CONCURRENCY: usize = 16;
 /// `MAX_CONCURRENCY` of the memory rows.
 pub const MEMORY_CONCURRENCY: usize = 18;
+/// `MAX_CONCURRENCY` of the rows of whole items in expiry events.
+pub const ITEMS_CONCURRENCY: usize = 64;
+/// The size of each whole item in those rows, KiB: DynamoDB's largest.
+pub const ITEM_KIB: usize = 400;
+/// The rows of whole items in expiry events: a label, and the settings besides
+/// `EXPIRY_EVENTS=eventbridge:default` and `MAX_CONCURRENCY`.
+const ITEM_ROWS: [(&str, [(&str, &str); 2]); 2] = [
+    (
+        "conditional, the item as the delete returns it (`EXPIRY_EVENTS_ITEM=auto`)",
+        [
+            ("DELETE_MODE", "conditional"),
+            ("EXPIRY_EVENTS_ITEM", "auto"),
+        ],
+    ),
+    (
+        "batch, the item read before the delete (`EXPIRY_EVENTS_ITEM=read`)",
+        [("DELETE_MODE", "batch"), ("EXPIRY_EVENTS_ITEM", "read")],
+    ),
+];
 /// The fake endpoint's paces: at once, DynamoDB's usual in-Region pace, and a slow one.
 pub const PACES: [Pace; 3] = [
     Pace::Instant,
@@ -51,6 +70,7 @@ pub struct Settings {
     pub per_window: usize,
     pub memory_runs: usize,
     pub memory_per_window: usize,
+    pub items_per_window: usize,
 }
 
 impl Settings {
@@ -61,6 +81,7 @@ impl Settings {
             per_window: if quick { 1_000 } else { 4_000 },
             memory_runs: if quick { 1 } else { 3 },
             memory_per_window: 20_000,
+            items_per_window: if quick { 100 } else { 200 },
         }
     }
 }
@@ -123,6 +144,7 @@ impl Ops {
 #[derive(Clone, Debug)]
 pub struct Run {
     pub deleted: u64,
+    pub confirmed: u64,
     pub reread: u64,
     pub conditional: u64,
     /// From spawn to exit.
@@ -171,6 +193,7 @@ pub struct Figures {
     pub settings: Settings,
     pub paces: Vec<PaceRows>,
     pub memory: Vec<MemoryRows>,
+    pub items: Vec<MemoryRows>,
 }
 
 /// Deletes/s that `MAX_CONCURRENCY` requests of 25 keys in flight allow when each answer takes
@@ -202,6 +225,7 @@ fn sweep_once(
     pace: Pace,
     per_window: usize,
     seed: usize,
+    item_kib: usize,
     settings: &[(&str, String)],
 ) -> Run {
     let last_cpu = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
@@ -214,6 +238,7 @@ fn sweep_once(
             &per_window.to_string(),
             &pace.arg(),
             &seed.to_string(),
+            &item_kib.to_string(),
         ])
         .stdout(Stdio::piped());
     pin(&mut fake_cmd, vec![last_cpu]);
@@ -240,6 +265,7 @@ fn sweep_once(
     let count = |field: &str| report[field].as_u64().unwrap_or(0);
     Run {
         deleted: count("items_deleted"),
+        confirmed: count("items_confirmed"),
         reread: count("items_reread"),
         conditional: count("items_conditional"),
         wall_secs,
@@ -250,11 +276,12 @@ fn sweep_once(
 
 fn describe(run: &Run) -> String {
     format!(
-        "{} deletes in {:.2} s = {:.0} deletes/s, peak {:.1} MiB; {} re-read, {} conditional; requests {} (Query {}, BatchWriteItem {}, DeleteItem {}, BatchGetItem {}); BatchWriteItem answered after {:.2} ms on average, {:.2} in flight at the fake over {:.0} % of the wall time",
+        "{} deletes in {:.2} s = {:.0} deletes/s, peak {:.1} MiB; {} confirmed, {} re-read, {} conditional; requests {} (Query {}, BatchWriteItem {}, DeleteItem {}, BatchGetItem {}); BatchWriteItem answered after {:.2} ms on average, {:.2} in flight at the fake over {:.0} % of the wall time",
         run.deleted,
         run.wall_secs,
         run.per_sec(),
         run.peak_mib,
+        run.confirmed,
         run.reread,
         run.conditional,
         run.ops.requests,
@@ -286,6 +313,7 @@ pub fn measure(settings: Settings) -> Figures {
                 rows.pace,
                 settings.per_window,
                 run + 1,
+                0,
                 &[("MAX_CONCURRENCY", PACE_CONCURRENCY.to_string())],
             );
             eprintln!(
@@ -311,6 +339,7 @@ pub fn measure(settings: Settings) -> Figures {
                 Pace::Instant,
                 settings.memory_per_window,
                 run + 1,
+                0,
                 &[
                     ("MAX_CONCURRENCY", MEMORY_CONCURRENCY.to_string()),
                     ("DELETE_MODE", rows.mode.to_string()),
@@ -324,10 +353,36 @@ pub fn measure(settings: Settings) -> Figures {
             rows.runs.push(r);
         }
     }
+    let mut items: Vec<MemoryRows> = ITEM_ROWS
+        .iter()
+        .map(|(mode, _)| MemoryRows {
+            mode,
+            runs: Vec::new(),
+        })
+        .collect();
+    for run in 0..settings.memory_runs {
+        for k in 0..items.len() {
+            let row = (k + run) % ITEM_ROWS.len();
+            let mut env = vec![
+                ("MAX_CONCURRENCY", ITEMS_CONCURRENCY.to_string()),
+                ("EXPIRY_EVENTS", "eventbridge:default".to_string()),
+            ];
+            env.extend(ITEM_ROWS[row].1.iter().map(|(k, v)| (*k, v.to_string())));
+            let per_window = settings.items_per_window;
+            let r = sweep_once(&binary, Pace::Instant, per_window, run + 1, ITEM_KIB, &env);
+            eprintln!(
+                "memory, whole {ITEM_KIB} KiB items in events, {}, {ITEMS_CONCURRENCY} in flight: {}",
+                items[row].mode,
+                describe(&r)
+            );
+            items[row].runs.push(r);
+        }
+    }
     Figures {
         settings,
         paces,
         memory,
+        items,
     }
 }
 
@@ -354,12 +409,12 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(d, "{HEADING}\n");
     let _ = writeln!(
         d,
-        "Measured from outside, as in section 6: the release CLI, `target/release/ttl-sweeper sweep`, started for each run from an empty environment plus `AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null`, `AWS_ENDPOINT_URL` (the fake), `TABLE_NAME=fake` and the settings named below — every other setting at its default (`DELETE_MODE=batch`, 16 windows: the current one and `LOOKBACK_WINDOWS=15`, one runtime thread). Against it, the bench's fake DynamoDB endpoint in a process of its own (`sweeper-… --fake-dynamodb PORT PER_WINDOW DELAY SEED`, one thread, on 127.0.0.1), which answers every window's `Query` with PER_WINDOW expired keys in pages of the request's `Limit` (without one, 10,000 items: a 1 MB page of ~100-byte index items), every `BatchWriteItem` with no unprocessed items, every `BatchGetItem` (the strongly consistent re-read of keys read more than 2 s before their send) with each key and the ttl it was listed with, every `DeleteItem` (a delete sent one by one, conditionally) as deleted; on SIGTERM after the run it prints the requests it answered of each operation. The fake is pinned to the last CPU, the sweeper to the first. *Deletes/s*: `items_deleted` of the sweeper's JSON report over the wall time from spawn to exit. *Peak memory*: the last `VmHWM` read from `/proc/<pid>/status` while it ran (every 2 ms). Runs of the rows alternate, the order turning by one each run; `min / median / max` over the runs.\n"
+        "Measured from outside, as in section 6: the release CLI, `target/release/ttl-sweeper sweep`, started for each run from an empty environment plus `AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null`, `AWS_ENDPOINT_URL` (the fake), `TABLE_NAME=fake` and the settings named below — every other setting at its default (`DELETE_MODE=batch`, 16 windows: the current one and `LOOKBACK_WINDOWS=15`, one runtime thread). Against it, the bench's fake DynamoDB endpoint in a process of its own (`sweeper-… --fake-dynamodb PORT PER_WINDOW DELAY SEED`, one thread, on 127.0.0.1), which answers every window's `Query` with PER_WINDOW expired keys in pages of the request's `Limit` (without one, 10,000 items: a 1 MB page of ~100-byte index items), every `BatchWriteItem` with no unprocessed items, every `BatchGetItem` (batch mode's strongly consistent read of each chunk's keys before their first send, and the re-read of keys read more than 2 s before a send) with each key and the ttl it was listed with (and, read whole for expiry events, the item), every `DeleteItem` (a delete sent one by one, conditionally) as deleted; on SIGTERM after the run it prints the requests it answered of each operation. The fake is pinned to the last CPU, the sweeper to the first. *Deletes/s*: `items_deleted` of the sweeper's JSON report over the wall time from spawn to exit. *Peak memory*: the last `VmHWM` read from `/proc/<pid>/status` while it ran (every 2 ms). Runs of the rows alternate, the order turning by one each run; `min / median / max` over the runs.\n"
     );
 
     let _ = writeln!(
         d,
-        "{}**At DynamoDB's pace.** Default batch mode, `MAX_CONCURRENCY={PACE_CONCURRENCY}`, {} windows × {} items = {} deletes per run; the fake answers each request at once (`DELAY 0`), or after a random delay of 5–10 ms or 40–50 ms (`DELAY 5-10`, `40-50`: uniform, seeded with the run's number). *Ceiling*: {PACE_CONCURRENCY} requests of 25 deletes in flight, each answered after the mean delay (the middle of the range) = {PACE_CONCURRENCY} × 25 / mean delay deletes/s; *ratio*: deletes/s ÷ ceiling. The `MAX_CONCURRENCY` slots are the `BatchWriteItem` requests' alone: the queries go beside them (at most one per partition running), so they take no slot from the ceiling. *Answered after*: the fake's mean time to answer a `BatchWriteItem`, from the request's arrival to its answer: the delay drawn, plus how late the fake's runtime wakes (its timer counts whole milliseconds) and its thread gets the CPU. *Ceiling as answered*: {PACE_CONCURRENCY} × 25 / answered after, what {PACE_CONCURRENCY} requests in flight allow at the pace the fake actually kept; *ratio to it*: deletes/s ÷ ceiling as answered. *In flight at the fake*: `BatchWriteItem` requests the fake was answering, on average from the first one's arrival to the last one's answer ({PACE_CONCURRENCY} would be every slot, all the time; the rest of a slot's time its request is in the sweeper — built, signed, sent, read back and parsed on the one runtime thread — or on the loopback and in the fake's HTTP layer, or the slot waits for a chunk at the first pages and the last); *span*: that stretch's share of the wall time (the rest: the process's start, the configuration, `DescribeTable`, the first query pages, and the exit). *One by one*: `DeleteItem` requests ÷ items deleted (a key read again and still stale at its send goes out as a conditional `DeleteItem`). *BatchGetItem*: re-read requests the fake answered. {} of each pace.\n",
+        "{}**At DynamoDB's pace.** Default batch mode, `MAX_CONCURRENCY={PACE_CONCURRENCY}`, {} windows × {} items = {} deletes per run; the fake answers each request at once (`DELAY 0`), or after a random delay of 5–10 ms or 40–50 ms (`DELAY 5-10`, `40-50`: uniform, seeded with the run's number). *Ceiling*: {PACE_CONCURRENCY} requests of 25 deletes in flight, each answered after the mean delay (the middle of the range) = {PACE_CONCURRENCY} × 25 / mean delay deletes/s; *ratio*: deletes/s ÷ ceiling. The `MAX_CONCURRENCY` slots are the `BatchWriteItem` requests' alone: the queries go beside them (at most one per partition running), so they take no slot from the ceiling. *Answered after*: the fake's mean time to answer a `BatchWriteItem`, from the request's arrival to its answer: the delay drawn, plus how late the fake's runtime wakes (its timer counts whole milliseconds) and its thread gets the CPU. *Ceiling as answered*: {PACE_CONCURRENCY} × 25 / answered after, what {PACE_CONCURRENCY} requests in flight allow at the pace the fake actually kept; *ratio to it*: deletes/s ÷ ceiling as answered. *In flight at the fake*: `BatchWriteItem` requests the fake was answering, on average from the first one's arrival to the last one's answer ({PACE_CONCURRENCY} would be every slot, all the time; the rest of a slot's time its request is in the sweeper — built, signed, sent, read back and parsed on the one runtime thread — or on the loopback and in the fake's HTTP layer, or the slot waits for a chunk at the first pages and the last); *span*: that stretch's share of the wall time (the rest: the process's start, the configuration, `DescribeTable`, the first query pages, and the exit). *One by one*: `DeleteItem` requests ÷ items deleted (a key read again and still stale at its send goes out as a conditional `DeleteItem`). *BatchGetItem*: the requests of batch mode's confirming read (one per chunk) and of re-reads the fake answered. {} of each pace.\n",
         if s.quick {
             "Quick mode (`BENCH_QUICK=1`): 1 run of each row, 1,000 items per window at each pace. "
         } else {
@@ -532,6 +587,38 @@ pub fn render(d: &mut String, f: &Figures) {
         "\nGoal (printed, not asserted): peak memory at most {MEMORY_GOAL_MIB:.0} MiB — at most {worst_peak:.1} MiB, {}.\n",
         met(worst_peak <= MEMORY_GOAL_MIB)
     );
+    let budget_mib = f64::from(ttl_sweeper::engine::hook::EVENT_ITEMS_BUDGET_KIB) / 1024.0;
+    let _ = writeln!(
+        d,
+        "**Peak memory with whole items in expiry events.** `MAX_CONCURRENCY={ITEMS_CONCURRENCY}`, `EXPIRY_EVENTS=eventbridge:default` (the fake answers `PutEvents`, every entry accepted), every item {ITEM_KIB} KiB (DynamoDB's largest; EventBridge takes 256 KB an entry, so each event goes without its item, counted in `events_truncated`, but the item is held until then), the fake answering at once, {} windows × {} items = {} deletes per run; {} of each row. Unbounded, {ITEMS_CONCURRENCY} chunks of 25 such items could be held at once ({:.0} MiB); a sweep holds at most `EVENT_ITEMS_BUDGET_KIB` ({budget_mib:.0} MiB) of whole items, and a chunk waits for room before it reads or deletes more.\n",
+        WINDOWS,
+        s.items_per_window,
+        WINDOWS * s.items_per_window,
+        runs_text(s.memory_runs),
+        (ITEMS_CONCURRENCY * 25 * ITEM_KIB) as f64 / 1024.0
+    );
+    let _ = writeln!(d, "| delete mode, item | peak memory MiB (min / median / max) | deletes/s (min / median / max) | requests (median run: Query / BatchWriteItem / DeleteItem / BatchGetItem) |");
+    let _ = writeln!(d, "|---|---|---|---|");
+    for rows in &f.items {
+        let mut by_rate: Vec<&Run> = rows.runs.iter().collect();
+        by_rate.sort_by(|a, b| a.per_sec().total_cmp(&b.per_sec()));
+        let ops = by_rate
+            .get(by_rate.len() / 2)
+            .map(|r| r.ops)
+            .unwrap_or_default();
+        let _ = writeln!(
+            d,
+            "| {} | {} | {} | {} / {} / {} / {} |",
+            rows.mode,
+            three(&of(&rows.runs, |r| r.peak_mib), |v| format!("{v:.1}")),
+            three(&of(&rows.runs, Run::per_sec), |v| format!("{v:.0}")),
+            ops.query,
+            ops.batch_write,
+            ops.delete,
+            ops.batch_get
+        );
+    }
+    let _ = writeln!(d);
     let _ = writeln!(
         d,
         "Reproduce these rows alone: `cargo build --release --bin ttl-sweeper && BENCH_ONLY=pace AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null cargo bench --bench sweeper` (prints them and writes target/bench-pace.md; `BENCH_QUICK=1`: 1 run of each row, 1,000 items per window at each pace).\n"

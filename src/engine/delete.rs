@@ -62,6 +62,12 @@ pub(super) trait OwedEvents: Sync {
     fn due(&self) -> bool;
     /// Publishes what is owed; what publishing did.
     fn flush(&self) -> futures::future::BoxFuture<'_, EventTally>;
+    /// Waits for room to hold one more whole item, before a delete that returns it; what
+    /// publishing did, if it published what was owed to make room.
+    fn room(&self) -> futures::future::BoxFuture<'_, EventTally>;
+    /// Gives back the room taken for an item not returned (kept, gone, failed), keeping what
+    /// the items owed take.
+    fn unused_room(&self);
 }
 
 /// Outcome of deleting one chunk.
@@ -500,6 +506,10 @@ impl<S: Store> Deleter<'_, S> {
             // Events owed for a while go out between items, not only before a wait.
             self.publish_owed(&mut out, true).await;
             let mut attempt = 0u32;
+            let notify_items = self.notify.filter(|_| self.return_items);
+            if let Some(notifier) = notify_items {
+                out.events.add(notifier.room().await);
+            }
             loop {
                 let delete = self.store.delete_if_expired(
                     self.schema,
@@ -547,12 +557,18 @@ impl<S: Store> Deleter<'_, S> {
                     out.leave(items);
                     self.give_up(vec![e], &err.to_string(), &mut out, stop)
                         .await;
+                    if let Some(notifier) = notify_items {
+                        notifier.unused_room();
+                    }
                     return out;
                 }
                 out.retried += 1;
                 out.write_conflicts += u64::from(err.kind == ErrorKind::WriteConflict);
                 self.publish_owed(&mut out, false).await;
                 tokio::time::sleep(wait).await;
+            }
+            if let Some(notifier) = notify_items {
+                notifier.unused_room();
             }
         }
         out

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::delete::{ChunkOutcome, Deleter, Expired, OwedEvents};
@@ -112,6 +113,47 @@ impl Owed {
     }
 }
 
+/// Whole items held for expiry events by one sweep at once, at most, KiB: items read for the
+/// events (`EXPIRY_EVENTS_ITEM` in batch or archive mode) or returned by conditional deletes
+/// (notify mode), until their events are published. Large items and many requests at once
+/// (`MAX_CONCURRENCY`) wait for room instead of growing the sweeper's memory.
+pub const EVENT_ITEMS_BUDGET_KIB: u32 = 64 * 1024;
+
+/// DynamoDB's largest item, KiB: the room an item not yet read takes.
+const MAX_ITEM_KIB: u32 = 400;
+
+/// An item's size as held, KiB (rounded up): its attribute names and values.
+fn item_kib(item: &Key) -> u32 {
+    fn value_bytes(v: &AttributeValue) -> usize {
+        match v {
+            AttributeValue::S(s) | AttributeValue::N(s) => s.len(),
+            AttributeValue::B(b) => b.as_ref().len(),
+            AttributeValue::Ss(l) | AttributeValue::Ns(l) => l.iter().map(String::len).sum(),
+            AttributeValue::Bs(l) => l.iter().map(|b| b.as_ref().len()).sum(),
+            AttributeValue::L(l) => l.iter().map(value_bytes).sum(),
+            AttributeValue::M(m) => m.iter().map(|(k, v)| k.len() + value_bytes(v)).sum(),
+            _ => 1,
+        }
+    }
+    let bytes: usize = item.iter().map(|(k, v)| k.len() + value_bytes(v)).sum();
+    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
+/// Takes room for `kib` KiB of items from `budget` (all of it at most), waiting for it.
+async fn take_room(budget: &Arc<Semaphore>, kib: u32) -> Option<OwnedSemaphorePermit> {
+    let kib = kib.min(EVENT_ITEMS_BUDGET_KIB);
+    // The budget is never closed.
+    budget.clone().acquire_many_owned(kib).await.ok()
+}
+
+/// Keeps `kib` KiB of `room` (what the items turned out to take), returns the rest.
+fn keep_room(room: &mut Option<OwnedSemaphorePermit>, kib: u32) {
+    if let Some(permit) = room {
+        let spare = permit.num_permits().saturating_sub(kib as usize);
+        drop(permit.split(spare));
+    }
+}
+
 /// How long an owed event may wait for the deletes after it before it is published (notify,
 /// conditional deletes, which have no natural pause between items).
 const OWED_FOR_AT_MOST: Duration = Duration::from_secs(1);
@@ -126,11 +168,68 @@ pub(super) struct Notifier<'a> {
     described: Vec<(Key, Option<Key>)>,
     wall: &'a (dyn Fn() -> Timestamp + Send + Sync),
     stop: &'a Stop,
+    /// The sweep's room for whole items, and what this chunk holds of it.
+    budget: &'a Arc<Semaphore>,
+    returned_room: Mutex<ReturnedRoom>,
+}
+
+/// What a chunk holds of the sweep's room for the items its deletes return: their size until
+/// their events are published, and the room of a delete in flight.
+#[derive(Default)]
+pub(super) struct ReturnedRoom {
+    permit: Option<OwnedSemaphorePermit>,
+    owed_kib: u32,
+    in_flight: bool,
+}
+
+impl ReturnedRoom {
+    /// Keeps room for what is owed and the delete in flight, if any; returns the rest.
+    fn trim(&mut self) {
+        let in_flight = if self.in_flight { MAX_ITEM_KIB } else { 0 };
+        keep_room(&mut self.permit, self.owed_kib + in_flight);
+    }
+}
+
+impl Notifier<'_> {
+    fn returned_room(&self) -> std::sync::MutexGuard<'_, ReturnedRoom> {
+        self.returned_room.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl OwedEvents for Notifier<'_> {
+    /// Without room at once, this chunk's owed events go out first, so that its items no longer
+    /// hold any: chunks that wait for room hold none, and those that hold it finish.
+    fn room(&self) -> BoxFuture<'_, EventTally> {
+        Box::pin(async move {
+            let mut tally = EventTally::default();
+            let more = match self.budget.clone().try_acquire_many_owned(MAX_ITEM_KIB) {
+                Ok(more) => Some(more),
+                Err(_) => {
+                    tally = self.flush().await;
+                    take_room(self.budget, MAX_ITEM_KIB).await
+                }
+            };
+            let mut held = self.returned_room();
+            match (&mut held.permit, more) {
+                (Some(room), Some(more)) => room.merge(more),
+                (room, more) => *room = room.take().or(more),
+            }
+            held.in_flight = true;
+            tally
+        })
+    }
+
+    fn unused_room(&self) {
+        let mut held = self.returned_room();
+        held.in_flight = false;
+        held.trim();
+    }
+
     /// The item as the delete returned it is preferred to the one read before.
     fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>) {
+        if let Some(item) = &returned {
+            self.returned_room().owed_kib += item_kib(item);
+        }
         let item = returned.or_else(|| {
             self.described
                 .iter()
@@ -173,6 +272,10 @@ impl OwedEvents for Notifier<'_> {
             self.owed
                 .lock()
                 .retain(|(chunk, _, _)| *chunk != self.chunk);
+            // Its items are no longer held.
+            let mut held = self.returned_room();
+            held.owed_kib = 0;
+            held.trim();
             tally
         })
     }
@@ -185,6 +288,25 @@ pub(super) struct Events {
     pub(super) hook: Arc<dyn ExpiryHook>,
     pub(super) wall: Option<Arc<dyn Clock>>,
     pub(super) owed: Arc<Owed>,
+    /// Room for whole items held for events, [`EVENT_ITEMS_BUDGET_KIB`] KiB a sweep.
+    pub(super) items_room: Arc<Semaphore>,
+}
+
+impl Events {
+    /// A sweep's events: `hook`, stamped by `wall`, owed into `owed`.
+    pub(super) fn new(
+        hook: Arc<dyn ExpiryHook>,
+        wall: Option<Arc<dyn Clock>>,
+        owed: Arc<Owed>,
+    ) -> Self {
+        let items_room = Arc::new(Semaphore::new(EVENT_ITEMS_BUDGET_KIB as usize));
+        Events {
+            hook,
+            wall,
+            owed,
+            items_room,
+        }
+    }
 }
 
 /// Deletes one chunk with its events published as `events.hook` says.
@@ -198,10 +320,16 @@ pub(super) async fn delete_with_events<S: Store>(
     let (hook, owed) = (events.hook.as_ref(), events.owed.as_ref());
     let wall = || events.wall.as_ref().map_or(now, |c| c.now());
     let wall: &(dyn Fn() -> Timestamp + Send + Sync) = &wall;
-    let items = if hook.read_items() {
-        read_items(deleter.store, deleter.schema, &chunk, stop).await
+    // Items read for the events are held until they are published: room for the largest items
+    // first, then what they take.
+    let (items, _read_room) = if hook.read_items() {
+        let most = MAX_ITEM_KIB.saturating_mul(chunk.len() as u32);
+        let mut room = take_room(&events.items_room, most).await;
+        let items = read_items(deleter.store, deleter.schema, &chunk, stop).await;
+        keep_room(&mut room, items.iter().flatten().map(item_kib).sum());
+        (items, room)
     } else {
-        vec![None; chunk.len()]
+        (vec![None; chunk.len()], None)
     };
     if !hook.archive() {
         let notifier = Notifier {
@@ -215,6 +343,8 @@ pub(super) async fn delete_with_events<S: Store>(
                 .collect(),
             wall,
             stop,
+            budget: &events.items_room,
+            returned_room: Mutex::default(),
         };
         let deleter = Deleter {
             notify: Some(&notifier),

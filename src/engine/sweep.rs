@@ -311,11 +311,10 @@ impl<S: Store> Sweeper<S> {
             wall: self.wall.as_ref().map_or(now, |c| c.now()),
             mono: started,
         };
-        let events = self.events.clone().map(|hook| Events {
-            hook,
-            wall: self.wall.clone(),
-            owed: self.owed.clone(),
-        });
+        let events = self
+            .events
+            .clone()
+            .map(|hook| Events::new(hook, self.wall.clone(), self.owed.clone()));
         let shards = self.shared.schema.layout.window_shards.max(1);
         let range = self.shard_range();
         let limit = self.shared.options.max_concurrency.max(1);

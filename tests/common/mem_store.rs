@@ -213,6 +213,11 @@ pub struct MemStore {
     pub table_read_at: Mutex<BTreeMap<String, Instant>>,
     /// The largest age (since its listing) of a key when a `BatchWriteItem` carrying it was sent.
     pub max_sent_age: Mutex<Duration>,
+    /// Items returned by conditional deletes (for expiry events), and of those the most at once
+    /// whose event was not yet published (`items_published`, counted by the test's hook).
+    pub items_returned: AtomicUsize,
+    pub items_published: Arc<AtomicUsize>,
+    pub max_items_held: AtomicUsize,
     /// Keys listed by queries and not yet answered by a delete, now and at the most.
     outstanding: AtomicUsize,
     pub max_outstanding: AtomicUsize,
@@ -650,7 +655,13 @@ impl Store for MemStore {
             None => (ConditionalOutcome::Gone, None),
             Some((_, i)) if ttl_of(i) < now.as_secs_f64() && ttl.parse() == Ok(ttl_of(i)) => (
                 ConditionalOutcome::Deleted,
-                self.remove(&mut items, &id).filter(|_| return_item),
+                self.remove(&mut items, &id)
+                    .filter(|_| return_item)
+                    .inspect(|_| {
+                        let returned = self.items_returned.fetch_add(1, SeqCst) + 1;
+                        let held = returned - self.items_published.load(SeqCst);
+                        self.max_items_held.fetch_max(held, SeqCst);
+                    }),
             ),
             Some(_) => (ConditionalOutcome::Kept, None),
         };
