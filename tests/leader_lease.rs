@@ -200,10 +200,13 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
         behind: Duration::from_millis(500),
     });
     // Another Region holds it for another minute.
-    *store.lease.lock().unwrap() = Some(LeaseItem {
-        holder: "eu-west-1/other".into(),
-        expires_at: Timestamp::from_secs(now + 60),
-    });
+    store.set_lease(
+        &lease_config("eu-west-1/other", 60).id,
+        LeaseItem {
+            holder: "eu-west-1/other".into(),
+            expires_at: Timestamp::from_secs(now + 60),
+        },
+    );
     let options = SweepOptions {
         checkpoint: Some(ttl_sweeper::engine::Checkpoint {
             table: "state".into(),
@@ -255,10 +258,7 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
     let at = Timestamp::from_secs(now) + t0.elapsed();
     let report = sweeper.sweep(at, &Stop::never()).await;
     report.assert_fields("stood_by=0 items_deleted=10");
-    assert_eq!(
-        store.lease.lock().unwrap().as_ref().unwrap().holder,
-        "us-east-1/me"
-    );
+    assert_eq!(store.lease().unwrap().holder, "us-east-1/me");
 
     // A leader's sweep stops sending when its hold runs out: queries slower than the validity
     // (30 s lease: 27 s) leave the windows after it for the next sweep.
@@ -318,7 +318,7 @@ async fn a_holder_that_cannot_renew_leads_until_its_hold_runs_out_then_stands_by
         When::Always,
         MemFault::Fail(ttl_sweeper::store::ErrorKind::Transient),
     ));
-    *failing.lease.lock().unwrap() = store.lease.lock().unwrap().clone();
+    *failing.leases.lock().unwrap() = store.leases.lock().unwrap().clone();
     tokio::time::advance(Duration::from_secs(4)).await;
     let renewing = lease.check(&failing, &Stop::never()).await;
     assert_eq!(renewing.ok(), Some(until));

@@ -154,8 +154,8 @@ pub struct MemStore {
     /// Items a `BatchWriteItem` deleted while their ttl was not past the virtual clock.
     pub destroyed_live: Mutex<Vec<String>>,
     pub checkpoint: Mutex<Option<Timestamp>>,
-    /// The leader lease item (one: the tests sweep one table).
-    pub lease: Mutex<Option<LeaseItem>>,
+    /// The leader lease items by id (shared by the stores made with [`MemStore::sharing`]).
+    pub leases: Arc<Mutex<BTreeMap<String, LeaseItem>>>,
 }
 
 /// The schema of the tests' `sessions` table (String key `id`, the sweeper's default index) with
@@ -257,6 +257,32 @@ impl MemStore {
     pub fn cancel_on_lost(mut self, token: CancellationToken) -> Self {
         self.cancel_on_lost = Some(token);
         self
+    }
+
+    /// Another store over the same items, leases and delete log (another Region's endpoint onto
+    /// one global table): its own layout, faults, delays and counts.
+    pub fn sharing(&self, layout: Layout) -> MemStore {
+        MemStore {
+            layout,
+            items: self.items.clone(),
+            leases: self.leases.clone(),
+            log: self.log.clone(),
+            any_partition: self.any_partition,
+            epoch: self.epoch,
+            ..MemStore::default()
+        }
+    }
+
+    /// The one lease item (the tests sweep one table), if any.
+    pub fn lease(&self) -> Option<LeaseItem> {
+        let leases = self.leases.lock().unwrap();
+        assert!(leases.len() <= 1, "more than one lease item: {leases:?}");
+        leases.values().next().cloned()
+    }
+
+    /// Writes lease item `id` as `lease`.
+    pub fn set_lease(&self, id: &str, lease: LeaseItem) {
+        self.leases.lock().unwrap().insert(id.into(), lease);
     }
 
     /// Every item removed by a delete is logged into `log`.
@@ -591,26 +617,26 @@ impl Store for MemStore {
         Ok(moved)
     }
 
-    async fn read_lease(&self, _: &str, _: &str) -> Result<Option<LeaseItem>, StoreError> {
+    async fn read_lease(&self, _: &str, id: &str) -> Result<Option<LeaseItem>, StoreError> {
         self.begin(Op::ReadLease, None).await?;
-        Ok(self.lease.lock().unwrap().clone())
+        Ok(self.leases.lock().unwrap().get(id).cloned())
     }
 
     /// The conditional `UpdateItem`, evaluated on the item as it stands when the call lands.
     async fn write_lease(
         &self,
         _: &str,
-        _: &str,
+        id: &str,
         lease: &LeaseItem,
         lapsed_before: Timestamp,
     ) -> Result<bool, StoreError> {
         self.begin(Op::WriteLease, None).await?;
-        let mut held = self.lease.lock().unwrap();
-        let accepted = held
-            .as_ref()
+        let mut leases = self.leases.lock().unwrap();
+        let accepted = leases
+            .get(id)
             .is_none_or(|l| l.holder == lease.holder || l.expires_at < lapsed_before);
         if accepted {
-            *held = Some(lease.clone());
+            leases.insert(id.into(), lease.clone());
         }
         Ok(accepted)
     }
