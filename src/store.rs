@@ -107,6 +107,9 @@ pub struct LeaseItem {
     pub holder: String,
     /// When it lapses, by DynamoDB's clock (epoch milliseconds in the table).
     pub expires_at: Timestamp,
+    /// The holder's layout ([`crate::config::Config::lease_layout`]); `None` in an item written
+    /// before lease items recorded it.
+    pub layout: Option<String>,
 }
 
 /// The operations the sweep engine needs from DynamoDB, one method each. A store lives as long
@@ -178,7 +181,7 @@ pub trait Store: Send + Sync + 'static {
         id: &str,
     ) -> impl Future<Output = Result<Option<LeaseItem>, StoreError>> + Send;
 
-    /// Writes lease `id` of `table` as `lease` (a conditional `UpdateItem`, which the
+    /// Writes lease `id` of `table` as `lease`, its layout included (a conditional `UpdateItem`, which the
     /// checkpoint's permissions already allow) if no lease is there, or it is
     /// `lease.holder`'s, or it lapsed before `lapsed_before`: `attribute_not_exists(id) OR
     /// holder = :me OR expiresAt < :lapsed_before`. `false` when the condition did not hold.

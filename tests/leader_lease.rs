@@ -54,9 +54,12 @@ impl ServerTime for Bounds {
 fn lease_config(holder: &str, seconds: u64) -> LeaseConfig {
     LeaseConfig {
         table: "state".into(),
-        id: "sessions/expirationWindowIndex#leader".into(),
+        id: "sessions#leader".into(),
         duration: Duration::from_secs(seconds),
         holder: holder.into(),
+        layout: "index=expirationWindowIndex ttl=ttl window=expirationWindow width=60s shards=1 \
+                 range=all"
+            .into(),
     }
 }
 
@@ -205,6 +208,7 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
         LeaseItem {
             holder: "eu-west-1/other".into(),
             expires_at: Timestamp::from_secs(now + 60),
+            layout: None,
         },
     );
     let options = SweepOptions {
@@ -326,7 +330,10 @@ async fn a_holder_that_cannot_renew_leads_until_its_hold_runs_out_then_stands_by
     tokio::time::advance(Duration::from_secs(4)).await;
     let after = lease.check(&failing, &Stop::never()).await;
     assert_eq!(after.as_ref().ok(), None, "past its hold");
-    assert!(after.is_err_and(|e| e.is_some()), "the failure is reported");
+    assert!(
+        after.is_err_and(|e| e.error.is_some()),
+        "the failure is reported"
+    );
 }
 
 /// Sweeps through a fault proxy that answers `ReplicatedWriteConflictException` to the first
@@ -552,4 +559,132 @@ async fn one_region_sweeps_and_the_other_takes_over_within_the_lease_after_a_sig
         .flat_map(|(_, ids)| ids.iter().cloned())
         .collect();
     assert!(expiring.iter().all(|id| deleted.contains(id)));
+}
+
+/// The configuration of one Region's sweeper of `sessions` with a lease of `lease_s` seconds,
+/// naming the table as `table`, with `more` settings.
+fn region_config(table: &str, lease_s: u64, more: &[(&str, &str)]) -> ttl_sweeper::config::Config {
+    let lease = lease_s.to_string();
+    let mut pairs = vec![
+        ("CHECKPOINT_TABLE", "state"),
+        ("SCHEDULE_SECONDS", "1"),
+        ("LEADER_LEASE", lease.as_str()),
+    ];
+    pairs.extend_from_slice(more);
+    config(table, &pairs)
+}
+
+/// A sweeper of `store` configured by `config`, holding the lease as `holder`, with DynamoDB's
+/// clock known exactly (from `t0`).
+fn region_sweeper(
+    store: Arc<MemStore>,
+    config: &ttl_sweeper::config::Config,
+    holder: &str,
+    t0: Instant,
+) -> Sweeper<Arc<MemStore>> {
+    let lease = config.lease(holder.into()).expect("a lease");
+    let schema = store.schema();
+    Sweeper::new(store, schema, config.sweep_options())
+        .with_lease(Lease::new(lease, bounds(t0, 0, 0)))
+}
+
+const ARN: &str = "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions";
+
+#[tokio::test(start_paused = true)]
+async fn a_table_named_by_name_in_one_region_and_by_arn_in_another_has_one_lease() {
+    let t0 = Instant::now();
+    let now = 1_800_000_000;
+    let east_store = Arc::new(MemStore::new(Layout::default()).starting_at(now));
+    let west_store = Arc::new(east_store.sharing(Layout::default()));
+    let east = region_sweeper(
+        east_store.clone(),
+        &region_config("sessions", 30, &[]),
+        "us-east-1/sweeper",
+        t0,
+    );
+    let west = region_sweeper(
+        west_store.clone(),
+        &region_config(ARN, 30, &[]),
+        "eu-west-1/sweeper",
+        t0,
+    );
+    for round in 0..5 {
+        for i in 0..10 {
+            east_store.put(&format!("old-{round}-{i}"), (now - 5 - i) as f64);
+        }
+        let at = Timestamp::from_secs(now) + t0.elapsed();
+        let e = east.sweep(at, &Stop::never()).await;
+        let w = west.sweep(at, &Stop::never()).await;
+        assert_eq!(
+            e.stood_by, 0,
+            "round {round}: east took the lease first: {e:?}"
+        );
+        assert_eq!(
+            w.stood_by, 1,
+            "round {round}: west swept beside east: {w:?}"
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+    }
+    assert_eq!(west_store.calls(Op::Query), 0, "west read the table");
+    assert_eq!(west_store.calls(Op::BatchDelete), 0, "west deleted");
+    assert_eq!(
+        east_store.deleted.load(std::sync::atomic::Ordering::SeqCst),
+        50
+    );
+    assert_eq!(east_store.lease().unwrap().holder, "us-east-1/sweeper");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sweeper_of_another_layout_does_not_sweep_beside_the_holder() {
+    let t0 = Instant::now();
+    let now = 1_800_000_000;
+    // Queries list every expired item whatever partition they ask for: a sweeper of either layout
+    // that swept would find them.
+    let east_store = Arc::new(
+        MemStore::new(Layout::default())
+            .starting_at(now)
+            .any_partition(),
+    );
+    let wide = Layout {
+        window_seconds: 300,
+        ..Layout::default()
+    };
+    let west_store = Arc::new(east_store.sharing(wide));
+    let east = region_sweeper(
+        east_store.clone(),
+        &region_config("sessions", 30, &[]),
+        "us-east-1/sweeper",
+        t0,
+    );
+    let west_config = region_config(ARN, 30, &[("WINDOW_SECONDS", "300")]);
+    let west = region_sweeper(west_store.clone(), &west_config, "eu-west-1/sweeper", t0);
+    let at = Timestamp::from_secs(now);
+    let e = east.sweep(at, &Stop::never()).await;
+    assert_eq!(e.stood_by, 0, "{e:?}");
+    for i in 0..10 {
+        east_store.put(&format!("old-{i}"), (now - 5 - i) as f64);
+    }
+    let w = west.sweep(at, &Stop::never()).await;
+    assert_eq!(
+        w.stood_by, 1,
+        "west swept beside a holder of another layout: {w:?}"
+    );
+    assert_eq!(w.lease_layout_mismatch, 1, "{w:?}");
+    // Said at every sweep while it lasts, from the lease read last.
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let w = west.sweep(at, &Stop::never()).await;
+    assert_eq!((w.stood_by, w.lease_layout_mismatch), (1, 1), "{w:?}");
+    assert_eq!(west_store.calls(Op::Query), 0, "west read the table");
+    assert_eq!(east_store.ids().len(), 10, "west deleted");
+    assert_eq!(east_store.lease().unwrap().holder, "us-east-1/sweeper");
+
+    // East stops; once its lease lapsed, west takes it over (warning) and sweeps.
+    tokio::time::advance(Duration::from_secs(31)).await;
+    let at = Timestamp::from_secs(now) + t0.elapsed();
+    let w = west.sweep(at, &Stop::never()).await;
+    assert_eq!((w.stood_by, w.lease_layout_mismatch), (0, 0), "{w:?}");
+    assert!(east_store.ids().is_empty(), "{:?}", east_store.ids());
+    let lease = east_store.lease().unwrap();
+    assert_eq!(lease.holder, "eu-west-1/sweeper");
+    assert_eq!(lease.layout, Some(west_config.lease_layout()));
 }

@@ -2,8 +2,10 @@
 //! global table — only the holder of the table's lease sweeps; the others stand by and take the
 //! lease over when it lapses.
 //!
-//! The lease is the checkpoint table's item `<checkpoint id>#leader` (`holder`, `expiresAt` in
-//! epoch milliseconds by DynamoDB's clock). Every instant written or compared is DynamoDB's, as
+//! The lease is the checkpoint table's item `<table name>#leader` (`holder`, `expiresAt` in
+//! epoch milliseconds by DynamoDB's clock, and the holder's `layout`): one for every Region's
+//! sweeper of the table, however each names it; a sweeper of another layout than the holder's
+//! stands by and says so ([`decide`]). Every instant written or compared is DynamoDB's, as
 //! its `Date` headers bound it ([`crate::store::ServerTime`]); each sweeper measures its own hold
 //! on the monotonic clock. Taking and renewing ([`decide`]), the hold ([`valid_until`]), standing
 //! by, watching a lapse, and why two holders never send deletes at once (given
@@ -14,7 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::Mutex;
 use tokio::time::Instant;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::retry::Stop;
 use crate::expiry::Timestamp;
@@ -49,12 +51,14 @@ pub const PAUSE_TOLERANCE: Duration = Duration::from_secs(1);
 pub struct LeaseConfig {
     /// The checkpoint table, where the lease item lives.
     pub table: String,
-    /// The lease item's id: `<checkpoint id>#leader`.
+    /// The lease item's id: `<table name>#leader` ([`crate::config::Config::lease`]).
     pub id: String,
     /// How long a write holds the lease (`LEADER_LEASE`).
     pub duration: Duration,
     /// This sweeper's name in the lease ([`holder_id`]).
     pub holder: String,
+    /// This sweeper's layout, recorded in the lease ([`crate::config::Config::lease_layout`]).
+    pub layout: String,
 }
 
 /// A sweeper's name in the lease: `<region>/<function>` on Lambda, so that the overlapping
@@ -75,6 +79,8 @@ pub enum Decision {
     Take {
         /// The holder it lapsed from (`None`: no lease yet, or ours).
         from: Option<String>,
+        /// The lapsed lease's layout, when it is known and not ours.
+        other_layout: Option<String>,
     },
     /// Leave it: another holder's, not surely lapsed.
     StandBy {
@@ -82,22 +88,41 @@ pub enum Decision {
         holder: String,
         /// When it lapses, by DynamoDB's clock.
         until: Timestamp,
+        /// Its layout, when it is known and not ours: this sweeper is configured unlike the
+        /// holder, and must not sweep beside it.
+        other_layout: Option<String>,
     },
 }
 
-/// The decision on lease item `item` for holder `me` when DynamoDB's clock reads at least
-/// `lower` (`None`: not known yet, and then no lease of another holder counts as lapsed). Host
-/// clocks play no part: `expiresAt` and `lower` are both DynamoDB's time.
-pub fn decide(item: Option<&LeaseItem>, me: &str, lower: Option<Timestamp>) -> Decision {
+/// The decision on lease item `item` for holder `me` of layout `layout` when DynamoDB's clock
+/// reads at least `lower` (`None`: not known yet, and then no lease of another holder counts as
+/// lapsed). Host clocks play no part: `expiresAt` and `lower` are both DynamoDB's time. Another
+/// holder's layout is compared with ours; an item without one (written before items recorded
+/// it) is taken to match.
+pub fn decide(
+    item: Option<&LeaseItem>,
+    me: &str,
+    layout: &str,
+    lower: Option<Timestamp>,
+) -> Decision {
+    let other_layout = |l: &LeaseItem| l.layout.clone().filter(|theirs| theirs != layout);
     match item {
-        None => Decision::Take { from: None },
-        Some(l) if l.holder == me => Decision::Take { from: None },
+        None => Decision::Take {
+            from: None,
+            other_layout: None,
+        },
+        Some(l) if l.holder == me => Decision::Take {
+            from: None,
+            other_layout: None,
+        },
         Some(l) if lower.is_some_and(|now| l.expires_at < now) => Decision::Take {
             from: Some(l.holder.clone()),
+            other_layout: other_layout(l),
         },
         Some(l) => Decision::StandBy {
             holder: l.holder.clone(),
             until: l.expires_at,
+            other_layout: other_layout(l),
         },
     }
 }
@@ -142,15 +167,34 @@ struct State {
     held: Option<Held>,
     /// Standing by: no read before this.
     next_read: Option<Instant>,
-    /// The other holder last seen, and when it lapses.
+    /// The other holder last seen, when it lapses, and its layout if not ours.
     seen: Option<LeaseItem>,
     /// What the last check logged: leading, or standing by for whom.
     logged: Option<Result<(), String>>,
 }
 
-/// What a check of the lease says: leading until this instant (sweep, within it), or standing by,
-/// with the error if reading or writing the lease failed.
-pub type LeaseCheck = Result<Instant, Option<StoreError>>;
+/// What a check of the lease says: leading until this instant (sweep, within it), or standing by
+/// ([`NotLeading`]).
+pub type LeaseCheck = Result<Instant, NotLeading>;
+
+/// Why a check does not lead, beyond another holder having the lease.
+#[derive(Debug, Default)]
+pub struct NotLeading {
+    /// Reading or writing the lease failed.
+    pub error: Option<StoreError>,
+    /// The holder's layout is not this sweeper's (`LeaseLayoutMismatch`): configured unlike the
+    /// holder, this sweeper would not sweep what it sweeps, and must not take over from it.
+    pub layout_mismatch: bool,
+}
+
+impl NotLeading {
+    fn error(error: Option<StoreError>) -> Self {
+        NotLeading {
+            error,
+            ..NotLeading::default()
+        }
+    }
+}
 
 /// One table's lease, checked at the start of every sweep ([`super::Sweeper::with_lease`]).
 pub struct Lease {
@@ -237,13 +281,27 @@ impl Lease {
                 }
             };
             let lower = self.time.lower_bound();
-            let (holder, until) = match decide(item.as_ref(), &self.config.holder, lower) {
-                Decision::Take { from } => return self.take(&mut state, store, stop, from).await,
-                Decision::StandBy { holder, until } => (holder, until),
+            let (me, layout) = (&self.config.holder, &self.config.layout);
+            let (holder, until, other_layout) = match decide(item.as_ref(), me, layout, lower) {
+                Decision::Take { from, other_layout } => {
+                    if let (Some(from), Some(theirs)) = (&from, &other_layout) {
+                        warn!(holder = %me, from = %from, layout = %layout, their_layout = %theirs, "taking a lapsed lease that {from} held with another layout ({theirs}) than this sweeper's ({layout}): check that every Region's sweeper of the table is configured alike");
+                    }
+                    return self.take(&mut state, store, stop, from).await;
+                }
+                Decision::StandBy {
+                    holder,
+                    until,
+                    other_layout,
+                } => (holder, until, other_layout),
             };
+            if let Some(theirs) = &other_layout {
+                error!(holder = %holder, until = %until, layout = %layout, their_layout = %theirs, "LeaseLayoutMismatch: {holder} holds the lease with another layout ({theirs}) than this sweeper's ({layout}); not sweeping beside it: configure every Region's sweeper of the table alike");
+            }
             state.seen = Some(LeaseItem {
                 holder,
                 expires_at: until,
+                layout: other_layout,
             });
             // When the lease may lapse within the resolution of DynamoDB's clock, watch it
             // (`LEASE_WATCH`, docs/global-tables.md); otherwise read again a fifth of the lease
@@ -312,6 +370,7 @@ impl Lease {
         let item = LeaseItem {
             holder: self.config.holder.clone(),
             expires_at: lower + self.config.duration,
+            layout: Some(self.config.layout.clone()),
         };
         let (table, id) = (&self.config.table, &self.config.id);
         let written = stop
@@ -339,7 +398,7 @@ impl Lease {
             // Written, but with no validity left (the answer showed DynamoDB's clock further on
             // than thought): the next check renews it before anything is sent.
             warn!(holder = %self.config.holder, "the lease write left no time to sweep in; renewing it at the next sweep");
-            return Err(None);
+            return Err(NotLeading::default());
         }
         if !took && state.logged != Some(Ok(())) {
             info!(holder = %self.config.holder, "leading: holding the lease");
@@ -351,11 +410,14 @@ impl Lease {
     /// Standing by (`error`: why, if reading or writing the lease failed); logs the holder when
     /// it changed.
     fn standing_by(&self, state: &mut State, error: Option<StoreError>) -> LeaseCheck {
+        let mut not_leading = NotLeading::error(error);
         if let Some(LeaseItem {
             holder: who,
             expires_at: until,
+            layout,
         }) = &state.seen
         {
+            not_leading.layout_mismatch = layout.is_some();
             if state.logged.as_ref() != Some(&Err(who.clone())) {
                 info!(
                     holder = %who,
@@ -365,7 +427,7 @@ impl Lease {
                 state.logged = Some(Err(who.clone()));
             }
         }
-        Err(error)
+        Err(not_leading)
     }
 }
 
@@ -373,10 +435,21 @@ impl Lease {
 mod tests {
     use super::*;
 
+    /// Our layout in these tests.
+    const L: &str = "index=i ttl=ttl window=w width=60s shards=1 range=all";
+
     fn lease(holder: &str, expires_ms: i64) -> LeaseItem {
         LeaseItem {
             holder: holder.into(),
             expires_at: Timestamp::from_millis(expires_ms),
+            layout: Some(L.into()),
+        }
+    }
+
+    fn take(from: Option<&str>) -> Decision {
+        Decision::Take {
+            from: from.map(Into::into),
+            other_layout: None,
         }
     }
 
@@ -392,28 +465,65 @@ mod tests {
     #[test]
     fn no_lease_or_our_own_is_taken_and_another_only_once_it_surely_lapsed() {
         let ms = Timestamp::from_millis;
-        assert_eq!(decide(None, "a", None), Decision::Take { from: None });
+        assert_eq!(decide(None, "a", L, None), take(None));
         let ours = lease("a", 1_000);
-        assert_eq!(
-            decide(Some(&ours), "a", Some(ms(5_000))),
-            Decision::Take { from: None }
-        );
+        assert_eq!(decide(Some(&ours), "a", L, Some(ms(5_000))), take(None));
         let theirs = lease("b", 10_000);
         let stand_by = Decision::StandBy {
             holder: "b".into(),
             until: ms(10_000),
+            other_layout: None,
         };
         // DynamoDB's clock not known: theirs holds whatever its time.
-        assert_eq!(decide(Some(&theirs), "a", None), stand_by);
+        assert_eq!(decide(Some(&theirs), "a", L, None), stand_by);
         // Not lapsed, or lapsing exactly now: theirs.
-        assert_eq!(decide(Some(&theirs), "a", Some(ms(9_999))), stand_by);
-        assert_eq!(decide(Some(&theirs), "a", Some(ms(10_000))), stand_by);
+        assert_eq!(decide(Some(&theirs), "a", L, Some(ms(9_999))), stand_by);
+        assert_eq!(decide(Some(&theirs), "a", L, Some(ms(10_000))), stand_by);
         assert_eq!(
-            decide(Some(&theirs), "a", Some(ms(10_001))),
-            Decision::Take {
-                from: Some("b".into())
+            decide(Some(&theirs), "a", L, Some(ms(10_001))),
+            take(Some("b"))
+        );
+    }
+
+    #[test]
+    fn a_lease_of_another_layout_is_told_apart_and_one_without_a_layout_is_not() {
+        let ms = Timestamp::from_millis;
+        let wide = "index=i ttl=ttl window=w width=300s shards=1 range=all";
+        let theirs = LeaseItem {
+            layout: Some(wide.into()),
+            ..lease("b", 10_000)
+        };
+        // Live: stand by, naming their layout.
+        assert_eq!(
+            decide(Some(&theirs), "a", L, Some(ms(9_000))),
+            Decision::StandBy {
+                holder: "b".into(),
+                until: ms(10_000),
+                other_layout: Some(wide.into()),
             }
         );
+        // Lapsed: taken all the same (its holder is gone), naming it.
+        assert_eq!(
+            decide(Some(&theirs), "a", L, Some(ms(10_001))),
+            Decision::Take {
+                from: Some("b".into()),
+                other_layout: Some(wide.into()),
+            }
+        );
+        // Ours, whatever layout it was written with: a redeployed sweeper renews its own lease.
+        assert_eq!(decide(Some(&theirs), "b", L, Some(ms(9_000))), take(None));
+        // Written before lease items recorded a layout: unknown, no mismatch.
+        let old = LeaseItem {
+            layout: None,
+            ..lease("b", 10_000)
+        };
+        assert!(matches!(
+            decide(Some(&old), "a", L, Some(ms(9_000))),
+            Decision::StandBy {
+                other_layout: None,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -430,7 +540,7 @@ mod tests {
             // A's lower bound: up to a second behind (the Date header's resolution).
             for behind_ms in [0, 500, 999] {
                 let lower = dynamodb_now - Duration::from_millis(behind_ms);
-                let took = matches!(decide(Some(&b), "a", Some(lower)), Decision::Take { .. });
+                let took = matches!(decide(Some(&b), "a", L, Some(lower)), Decision::Take { .. });
                 assert!(
                     !took || dynamodb_now > b.expires_at,
                     "took at {dynamodb_now} a lease lapsing at {}",
@@ -441,7 +551,7 @@ mod tests {
         // Once DynamoDB's clock is a second past, every lower bound has passed it.
         let late = b.expires_at + Duration::from_millis(1_001);
         assert!(matches!(
-            decide(Some(&b), "a", Some(late - Duration::from_millis(999))),
+            decide(Some(&b), "a", L, Some(late - Duration::from_millis(999))),
             Decision::Take { .. }
         ));
     }

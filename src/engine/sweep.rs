@@ -84,15 +84,16 @@ impl<S: Store> Sweeper<S> {
         let Some(lease) = &self.lease else {
             return Ok(stop.clone());
         };
-        let error = match lease.check(&self.shared.store, stop).await {
+        let not_leading = match lease.check(&self.shared.store, stop).await {
             Ok(until) => return Ok(stop.within(until)),
-            Err(error) => error,
+            Err(not_leading) => not_leading,
         };
         let mut report = SweepReport {
             stood_by: 1,
+            lease_layout_mismatch: u32::from(not_leading.layout_mismatch),
             ..self.report(now)
         };
-        if let Some(e) = error {
+        if let Some(e) = not_leading.error {
             report.add_errors([SweepErrorEntry::new(None, &e)]);
         }
         Err(report)
