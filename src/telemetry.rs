@@ -90,6 +90,7 @@ macro_rules! summary_event {
             ticks = r.ticks,
             stood_by = r.stood_by,
             lease_layout_mismatch = r.lease_layout_mismatch,
+            lease_released = r.lease_released,
             clock_ahead_ms = r.clock_ahead_ms,
             checkpoint = r.checkpoint_after.as_deref().unwrap_or(""),
             errors = r.errors.len() as u64 + r.errors_dropped,
@@ -173,8 +174,8 @@ pub fn log_summary(report: &SweepReport) {
 /// `EventsFailed`, `EventsCancelled` and `EventsTruncated`, dimensioned by `TableName`; and, only in
 /// a record where they are not 0, `SweepsStoodBy` (sweeps that stood by while another sweeper held
 /// the `LEADER_LEASE`), `LeaseLayoutMismatch` (of those, the ones beside a holder of another
-/// layout) and `WriteConflictsRetried` (deletes refused by a replicated write conflict and sent
-/// again).
+/// layout), `LeaseReleased` (the lease given up by a holder that could not sweep) and
+/// `WriteConflictsRetried` (deletes refused by a replicated write conflict and sent again).
 pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value {
     let secs = |ms: u64| json!(ms as f64 / 1000.0);
     let mut metrics = vec![
@@ -198,6 +199,7 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
             "Count",
             json!(report.lease_layout_mismatch),
         ),
+        ("LeaseReleased", "Count", json!(report.lease_released)),
         (
             "WriteConflictsRetried",
             "Count",

@@ -20,7 +20,7 @@ use common::mem_store::{Fault as MemFault, MemStore, Op, When};
 use common::*;
 use fault_proxy::{delete_ids, Fault, FaultProxy, Plan};
 use tokio::time::Instant;
-use ttl_sweeper::engine::lease::{Lease, LeaseConfig, LEASE_MARGIN, WATCH_EVERY};
+use ttl_sweeper::engine::lease::{Lease, LeaseConfig, SweepHealth, LEASE_MARGIN, WATCH_EVERY};
 use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::{LeaseItem, ServerTime};
@@ -209,6 +209,7 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
             holder: "eu-west-1/other".into(),
             expires_at: Timestamp::from_secs(now + 60),
             layout: None,
+            released: false,
         },
     );
     let options = SweepOptions {
@@ -687,4 +688,137 @@ async fn a_sweeper_of_another_layout_does_not_sweep_beside_the_holder() {
     let lease = east_store.lease().unwrap();
     assert_eq!(lease.holder, "eu-west-1/sweeper");
     assert_eq!(lease.layout, Some(west_config.lease_layout()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holder_that_cannot_sweep_gives_the_lease_up_and_a_healthy_region_takes_it() {
+    let t0 = Instant::now();
+    let now = 1_800_000_000;
+    let lease_s = 10;
+    let west_store = Arc::new(MemStore::new(Layout::default()).starting_at(now));
+    // East's endpoint answers every query and delete with an error; its lease calls work.
+    let fail = MemFault::Fail(ttl_sweeper::store::ErrorKind::Transient);
+    let east_store = Arc::new(
+        west_store
+            .sharing(Layout::default())
+            .fault(Op::Query, When::Always, fail)
+            .fault(Op::BatchDelete, When::Always, fail),
+    );
+    let east_config = region_config("sessions", lease_s, &[]);
+    let east = region_sweeper(east_store.clone(), &east_config, "us-east-1/sweeper", t0);
+    let west_config = region_config("sessions", lease_s, &[]);
+    let west = region_sweeper(west_store.clone(), &west_config, "eu-west-1/sweeper", t0);
+    for i in 0..20 {
+        west_store.put(&format!("old-{i}"), (now - 5 - i) as f64);
+    }
+    for i in 0..5 {
+        west_store.put(&format!("live-{i}"), (now + 3600) as f64);
+    }
+    // Both sweep every second, east first, for four leases.
+    let (mut east_led, mut released_at, mut west_led_at) = (vec![], vec![], None);
+    while t0.elapsed() < Duration::from_secs(4 * lease_s) {
+        let at = Timestamp::from_secs(now) + t0.elapsed();
+        let e = east.sweep(at, &Stop::never()).await;
+        if e.stood_by == 0 {
+            east_led.push(t0.elapsed());
+            assert!(!e.is_success(), "east's sweeps fail: {e:?}");
+        }
+        if e.lease_released > 0 {
+            released_at.push(t0.elapsed());
+            let lease = east_store.lease().unwrap();
+            assert!(lease.released, "{lease:?}");
+            assert_eq!(lease.holder, "us-east-1/sweeper");
+        }
+        let w = west.sweep(at, &Stop::never()).await;
+        if w.stood_by == 0 && west_led_at.is_none() {
+            west_led_at = Some(t0.elapsed());
+        }
+        tokio::time::sleep_until(t0 + Duration::from_secs(t0.elapsed().as_secs() + 1)).await;
+    }
+    let led = west_led_at.expect("west never took the lease from the failing holder");
+    let lease = Duration::from_secs(lease_s);
+    eprintln!(
+        "east led at {east_led:?}, gave the lease up at {released_at:?}; west led from {led:?}"
+    );
+    // East took it at once and gives it up a lease after (no sweep of its own was ever sound),
+    // once; west takes it when what east was granted lapses, within a lease of that.
+    assert_eq!(east_led.first(), Some(&Duration::ZERO));
+    assert_eq!(
+        released_at,
+        vec![lease],
+        "given up once, a lease after it was taken"
+    );
+    assert!(
+        east_led.iter().all(|at| *at < lease),
+        "east led after it gave up: {east_led:?}"
+    );
+    assert!(
+        led > lease && led <= 2 * lease + Duration::from_secs(1),
+        "west led from {led:?}"
+    );
+    let held = west_store.lease().unwrap();
+    assert_eq!(
+        (held.holder.as_str(), held.released),
+        ("eu-west-1/sweeper", false)
+    );
+    // Everything expired deleted, by west; nothing live.
+    assert_eq!(
+        west_store.ids(),
+        (0..5).map(|i| format!("live-{i}")).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        east_store.calls(Op::BatchDelete) + east_store.calls(Op::Delete),
+        0
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_given_up_is_not_renewed_by_another_invocation_of_the_same_deployment() {
+    let t0 = Instant::now();
+    let store = Arc::new(MemStore::new(Layout::default()));
+    // Two execution environments of one function: one holder name.
+    let first = Lease::new(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
+    let second = Lease::new(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
+    // The first's sweeps fail; the second's, later, do not, and it renews.
+    assert!(first.check(&store, &Stop::never()).await.is_ok());
+    first
+        .swept(SweepHealth {
+            reads: Some(true),
+            deletes: Some(false),
+        })
+        .await;
+    assert!(second.check(&store, &Stop::never()).await.is_ok());
+    tokio::time::advance(Duration::from_secs(4)).await;
+    assert!(second.check(&store, &Stop::never()).await.is_ok());
+    second
+        .swept(SweepHealth {
+            reads: Some(true),
+            deletes: Some(true),
+        })
+        .await;
+    let renewed = store.lease().unwrap().expires_at;
+    tokio::time::advance(Duration::from_secs(6)).await;
+    let given_up = first.check(&store, &Stop::never()).await.unwrap_err();
+    assert!(
+        given_up.released && given_up.error.is_none(),
+        "{given_up:?}"
+    );
+    let item = store.lease().unwrap();
+    assert!(item.released, "{item:?}");
+    assert_eq!(item.expires_at, renewed, "its expiry stays as written");
+    // The second's renewal is refused; it stands by, and so does the first, past the lapse.
+    let renewal = second.check(&store, &Stop::never()).await;
+    assert!(renewal.is_err(), "renewed a lease given up");
+    assert_eq!(store.lease().unwrap(), item);
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert!(first.check(&store, &Stop::never()).await.is_err());
+    assert!(second.check(&store, &Stop::never()).await.is_err());
+    // Another Region takes it once it lapsed.
+    let west = Lease::new(lease_config("eu-west-1/sweeper", 10), bounds(t0, 0, 0));
+    assert!(west.check(&store, &Stop::never()).await.is_ok());
+    let taken = store.lease().unwrap();
+    assert_eq!(
+        (taken.holder.as_str(), taken.released),
+        ("eu-west-1/sweeper", false)
+    );
 }

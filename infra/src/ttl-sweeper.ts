@@ -1319,6 +1319,15 @@ export class TtlSweeper extends Construct {
   }
 
   /**
+   * `LeaseReleased`: Times a sweeper gave the leader lease (`LEADER_LEASE`) up: its sweeps had failed (a store error, or every delete failed) and none had succeeded for a lease; another Region's sweeper takes over when it lapses.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricLeaseReleased(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('LeaseReleased', { statistic: 'Sum', ...props });
+  }
+
+  /**
    * `WriteConflictsRetried`: Deletes refused with `ReplicatedWriteConflictException` (a multi-Region strongly consistent table, another Region writing the item) and sent again.
    *
    * @default - statistic Sum over 1 minute

@@ -92,6 +92,7 @@ test('the lease layout alarm fires on the first sweep that stood by beside a lea
   assert.match(p.AlarmDescription, /another layout/);
   assert.ok(p.AlarmActions?.length, 'it notifies the alarm topic');
   assert.equal(built.sweeper.metricLeaseLayoutMismatch().metricName, 'LeaseLayoutMismatch');
+  assert.equal(built.sweeper.metricLeaseReleased().metricName, 'LeaseReleased');
 });
 
 test('every function gets the lease: several sweepers, or several tables', () => {

@@ -52,6 +52,7 @@ const STREAM_AGE: &str = "ttl_sweeper_stream_record_age_seconds";
 const LEADER: &str = "ttl_sweeper_leader";
 const STOOD_BY: &str = "ttl_sweeper_stood_by_total";
 const LAYOUT_MISMATCH: &str = "ttl_sweeper_lease_layout_mismatch_total";
+const RELEASED: &str = "ttl_sweeper_lease_released_total";
 const WRITE_CONFLICTS: &str = "ttl_sweeper_write_conflicts_retried_total";
 /// `run --follow-stream`: the stream follower's counters.
 const STREAM_COUNTERS: [&str; 6] = [
@@ -64,7 +65,7 @@ const STREAM_COUNTERS: [&str; 6] = [
 ];
 /// The help of the metrics that are not EMF metrics; as for those, a name ending in `_total` is a
 /// counter and one ending in `_seconds` (or [`SINCE_SUCCESS`]) is in seconds.
-const HELP: [(&str, &str); 14] = [
+const HELP: [(&str, &str); 15] = [
     (SWEEPS, "Sweeps run: ticks and full sweeps"),
     (SWEEPS_FAILED, "Sweeps with failed keys or unread windows"),
     (SINCE_SUCCESS, "Time since the last successful sweep"),
@@ -77,6 +78,7 @@ const HELP: [(&str, &str); 14] = [
     (LEADER, "LEADER_LEASE: 1 when the last sweep held the table's lease (always without a lease), 0 when it stood by"),
     (STOOD_BY, "LEADER_LEASE: sweeps that stood by while another sweeper held the lease"),
     (LAYOUT_MISMATCH, "LEADER_LEASE: sweeps that stood by beside a lease held with another layout (index, windows, ttl attribute or shard range) than this sweeper's"),
+    (RELEASED, "LEADER_LEASE: times this sweeper gave the lease up: its sweeps had failed (a store error, or every delete failed) and none had succeeded for a lease"),
     (WRITE_CONFLICTS, "Delete requests refused with ReplicatedWriteConflictException (multi-Region strong consistency) and sent again"),
     (STREAM_AGE, "run --follow-stream: age of the newest stream record of each shard's last read, 0 when caught up (the largest over the shards; Lambda's IteratorAge)"),
 ];
@@ -183,6 +185,7 @@ impl DaemonMetrics {
             counter!(STOOD_BY, "table" => table.clone()).increment(u64::from(r.stood_by));
             counter!(LAYOUT_MISMATCH, "table" => table.clone())
                 .increment(u64::from(r.lease_layout_mismatch));
+            counter!(RELEASED, "table" => table.clone()).increment(u64::from(r.lease_released));
             counter!(WRITE_CONFLICTS, "table" => table.clone())
                 .increment(r.write_conflicts_retried);
             let failed = counts && !r.is_success();
@@ -421,6 +424,18 @@ mod tests {
         let text = mismatched.render();
         assert_eq!(
             v(&text, "ttl_sweeper_lease_layout_mismatch_total"),
+            Some(1.0),
+            "{text}"
+        );
+        m.record(&SweepReport {
+            table: table(),
+            stood_by: 1,
+            lease_released: 1,
+            ..SweepReport::default()
+        });
+        let text = m.render();
+        assert_eq!(
+            v(&text, "ttl_sweeper_lease_released_total"),
             Some(1.0),
             "{text}"
         );

@@ -32,10 +32,12 @@ pub enum Op {
     ReadLease,
     /// The leader lease's conditional `UpdateItem`.
     WriteLease,
+    /// The conditional `UpdateItem` giving the leader lease up.
+    ReleaseLease,
 }
 
 impl Op {
-    pub const ALL: [Op; 8] = [
+    pub const ALL: [Op; 9] = [
         Op::Query,
         Op::BatchDelete,
         Op::Delete,
@@ -44,6 +46,7 @@ impl Op {
         Op::AdvanceCheckpoint,
         Op::ReadLease,
         Op::WriteLease,
+        Op::ReleaseLease,
     ];
 
     /// The DynamoDB operation's name.
@@ -54,7 +57,7 @@ impl Op {
             Op::Delete => "DeleteItem",
             Op::Get => "BatchGetItem",
             Op::ReadCheckpoint | Op::ReadLease => "GetItem",
-            Op::AdvanceCheckpoint | Op::WriteLease => "UpdateItem",
+            Op::AdvanceCheckpoint | Op::WriteLease | Op::ReleaseLease => "UpdateItem",
         }
     }
 }
@@ -135,7 +138,7 @@ pub struct MemStore {
     cancel_on_lost: Option<CancellationToken>,
     /// Cancelled once this many queries were made.
     stop_after: Mutex<Option<(usize, CancellationToken)>>,
-    calls: [AtomicUsize; 8],
+    calls: [AtomicUsize; 9],
     /// The virtual wall clock's epoch seconds at the instant the store was made.
     epoch: Option<(f64, Instant)>,
     /// Items removed by a delete of the sweep.
@@ -632,12 +635,29 @@ impl Store for MemStore {
     ) -> Result<bool, StoreError> {
         self.begin(Op::WriteLease, None).await?;
         let mut leases = self.leases.lock().unwrap();
-        let accepted = leases
-            .get(id)
-            .is_none_or(|l| l.holder == lease.holder || l.expires_at < lapsed_before);
+        let accepted = leases.get(id).is_none_or(|l| {
+            (l.holder == lease.holder && !l.released) || l.expires_at < lapsed_before
+        });
         if accepted {
-            leases.insert(id.into(), lease.clone());
+            let lease = LeaseItem {
+                released: false,
+                ..lease.clone()
+            };
+            leases.insert(id.into(), lease);
         }
         Ok(accepted)
+    }
+
+    /// The conditional `UpdateItem` marking the lease given up, if `holder` holds it.
+    async fn release_lease(&self, _: &str, id: &str, holder: &str) -> Result<bool, StoreError> {
+        self.begin(Op::ReleaseLease, None).await?;
+        let mut leases = self.leases.lock().unwrap();
+        match leases.get_mut(id) {
+            Some(l) if l.holder == holder => {
+                l.released = true;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 }
