@@ -389,23 +389,42 @@ struct Region {
     deletes: Sent,
     /// When each lease write (an `UpdateItem` of the `#leader` item) reached its proxy.
     lease_writes: Arc<Mutex<Vec<std::time::Instant>>>,
+    /// When each write giving the lease up (`SET released`) reached its proxy.
+    releases: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
 impl Region {
     async fn start(name: &'static str, table: &str, checkpoint: &str) -> Region {
+        Region::start_with(name, table, checkpoint, None).await
+    }
+
+    /// A Region whose proxy answers every delete with `refuse` (after recording it), if any.
+    async fn start_with(
+        name: &'static str,
+        table: &str,
+        checkpoint: &str,
+        refuse: Option<Fault>,
+    ) -> Region {
         let deletes: Sent = Arc::default();
         let lease_writes: Arc<Mutex<Vec<std::time::Instant>>> = Arc::default();
-        let (d, l) = (deletes.clone(), lease_writes.clone());
+        let releases: Arc<Mutex<Vec<std::time::Instant>>> = Arc::default();
+        let (d, l, r) = (deletes.clone(), lease_writes.clone(), releases.clone());
         let plan = Plan::script(move |op, json| {
             let at = std::time::Instant::now();
+            if json["UpdateExpression"].as_str() == Some("SET #r = :true") {
+                r.lock().unwrap().push(at);
+            }
             match op {
-                "BatchWriteItem" => d
-                    .lock()
-                    .unwrap()
-                    .push((at, delete_ids(&json["RequestItems"]))),
+                "BatchWriteItem" => {
+                    d.lock()
+                        .unwrap()
+                        .push((at, delete_ids(&json["RequestItems"])));
+                    return refuse.clone();
+                }
                 "DeleteItem" => {
                     let id = json["Key"]["id"]["S"].as_str().unwrap_or("").to_owned();
                     d.lock().unwrap().push((at, vec![id]));
+                    return refuse.clone();
                 }
                 "UpdateItem"
                     if json["Key"]["id"]["S"]
@@ -433,6 +452,7 @@ impl Region {
             _proxy: proxy,
             deletes,
             lease_writes,
+            releases,
         }
     }
 
@@ -821,4 +841,121 @@ async fn a_lease_given_up_is_not_renewed_by_another_invocation_of_the_same_deplo
         (taken.holder.as_str(), taken.released),
         ("eu-west-1/sweeper", false)
     );
+}
+
+/// Two `ttl-sweeper run` processes for two Regions, as in the SIGKILL test; the holder's proxy
+/// refuses every delete (`AccessDeniedException`): it gives the lease up a lease after its first
+/// refused delete, and the standby takes it within the lease (and a tick) of that and deletes
+/// everything expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_whose_deletes_are_refused_gives_the_lease_up_and_the_standby_deletes() {
+    let (client, table) = simple_table("leasegive").await;
+    let checkpoint = checkpoint_table(&client, "leasegivecp").await;
+    let refuse = Fault::Reply(
+        400,
+        "AccessDeniedException",
+        "not authorized to perform dynamodb:BatchWriteItem (injected by the test)",
+    );
+    let east = Region::start_with("us-east-1", &table, &checkpoint, Some(refuse)).await;
+    east.daemon.wait_for_log("took the lease from nobody");
+    let west = Region::start("eu-west-1", &table, &checkpoint).await;
+    west.daemon.wait_for_log("standing by");
+
+    // Two items expire every second for 10 s, from 2 s on; twenty live for an hour.
+    let start = now();
+    let expiring: Vec<String> = (0..20).map(|i| format!("due-{i}")).collect();
+    let mut items = sessions("due", 20, |i| start + 2 + i / 2);
+    items.extend(sessions("live", 20, |i| start + 3600 + i));
+    put_items(&client, &table, items).await;
+
+    let mut left = expiring.clone();
+    for _ in 0..400 {
+        let present = id_set(&client, &table).await;
+        left.retain(|id| present.contains(id));
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let east_log = east.daemon.log_text();
+    let west_log = west.daemon.log_text();
+    assert!(
+        left.is_empty(),
+        "expired items left: {left:?}\n{east_log}\n{west_log}"
+    );
+    let present = id_set(&client, &table).await;
+    assert!(
+        (0..20).all(|i| present.contains(&format!("live-{i}"))),
+        "a live item was deleted"
+    );
+
+    let released = east.releases.lock().unwrap().clone();
+    let [released] = released[..] else {
+        panic!(
+            "east gave the lease up {} times: {east_log}",
+            released.len()
+        );
+    };
+    assert!(east_log.contains("LeaseReleased"), "{east_log}");
+    assert!(
+        west_log.contains("took the lease from us-east-1/"),
+        "{west_log}"
+    );
+    let east_deletes = east.deletes();
+    let first_refused = east_deletes
+        .iter()
+        .map(|(at, _)| *at)
+        .min()
+        .expect("east sent deletes (refused)");
+    let took = west
+        .lease_writes
+        .lock()
+        .unwrap()
+        .iter()
+        .copied()
+        .filter(|at| *at > released)
+        .min()
+        .expect("west wrote the lease");
+    let west_deletes = west.deletes();
+    let first_west = west_deletes
+        .iter()
+        .map(|(at, _)| *at)
+        .min()
+        .expect("west deleted after the takeover");
+    eprintln!(
+        "east's first delete was refused; it gave the lease up {:.2} s later; west wrote the \
+         lease {:.2} s after that and sent its first delete {:.2} s after it (LEADER_LEASE=6, \
+         ticks of 1 s); east sent {} delete requests (all refused), west {}",
+        (released - first_refused).as_secs_f64(),
+        (took - released).as_secs_f64(),
+        (first_west - released).as_secs_f64(),
+        east_deletes.len(),
+        west_deletes.len()
+    );
+    // Given up at east's first check a lease after its first refused delete: within the lease
+    // and a tick (and a tick's allowance for a loaded machine).
+    assert!(
+        released - first_refused < Duration::from_secs(6 + 1 + 1 + 1),
+        "{:?}",
+        released - first_refused
+    );
+    // Taken once what east was granted lapsed: within the lease and a tick of the release (and
+    // a second's allowance).
+    let within = Duration::from_secs(6 + 1 + 1);
+    assert!(took - released < within, "{:?}", took - released);
+    assert!(
+        first_west - released < within,
+        "{:?}",
+        first_west - released
+    );
+    // West sent nothing while east held the lease, and east took it back no more.
+    assert!(first_west > released);
+    let east_after = east
+        .lease_writes
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|at| **at > released)
+        .count();
+    assert_eq!(east_after, 0, "east wrote the lease after giving it up");
 }
