@@ -959,3 +959,95 @@ async fn a_holder_whose_deletes_are_refused_gives_the_lease_up_and_the_standby_d
         .count();
     assert_eq!(east_after, 0, "east wrote the lease after giving it up");
 }
+
+/// On DynamoDB Local, the lease item's attributes as `DynamoStore` reads and writes them: an item
+/// written before items recorded a layout is read as of an unknown layout (no mismatch); a lease
+/// given up keeps its expiry and is not renewed by its holder, only taken once it lapsed, which
+/// clears the mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_item_without_a_layout_is_read_and_a_given_up_one_is_only_taken_once_lapsed() {
+    use ttl_sweeper::store::Store;
+    let client = client().await;
+    let checkpoint = checkpoint_table(&client, "leaseattrs").await;
+    let id = "sessions#leader";
+    let expires_ms = (now() + 60) * 1000;
+    client
+        .put_item()
+        .table_name(&checkpoint)
+        .item("id", AV::S(id.into()))
+        .item("holder", AV::S("eu-west-1/old".into()))
+        .item("expiresAt", AV::N(expires_ms.to_string()))
+        .send()
+        .await
+        .unwrap();
+    let store = Arc::new(store(client.clone()));
+    let read = || store.read_lease(&checkpoint, id);
+    let old = read().await.unwrap().unwrap();
+    let expires_at = Timestamp::from_millis(expires_ms);
+    assert_eq!(
+        old,
+        LeaseItem {
+            holder: "eu-west-1/old".into(),
+            expires_at,
+            layout: None,
+            released: false,
+        }
+    );
+    // A sweeper of any layout stands by beside it without a mismatch.
+    let lease = Lease::new(
+        LeaseConfig {
+            table: checkpoint.clone(),
+            id: id.into(),
+            ..lease_config("us-east-1/new", 30)
+        },
+        store.server_clock().clone(),
+    );
+    let check = lease.check(&store, &Stop::never()).await.unwrap_err();
+    assert!(!check.layout_mismatch && check.error.is_none(), "{check:?}");
+
+    // Given up by its holder (another's give-up is refused): marked, its expiry unchanged.
+    assert!(!store
+        .release_lease(&checkpoint, id, "us-east-1/new")
+        .await
+        .unwrap());
+    assert!(store
+        .release_lease(&checkpoint, id, "eu-west-1/old")
+        .await
+        .unwrap());
+    let given_up = read().await.unwrap().unwrap();
+    assert!(
+        given_up.released && given_up.expires_at == expires_at,
+        "{given_up:?}"
+    );
+    // Its holder cannot renew it; nobody takes it before it lapsed; once lapsed, it is taken and
+    // the mark is gone.
+    let write = |holder: &str, lapsed_before: Timestamp| {
+        let item = LeaseItem {
+            holder: holder.into(),
+            expires_at: expires_at + Duration::from_secs(30),
+            layout: Some("index=i ttl=ttl window=w width=60s shards=1 range=all".into()),
+            released: false,
+        };
+        let (store, checkpoint) = (store.clone(), checkpoint.clone());
+        async move {
+            store
+                .write_lease(&checkpoint, id, &item, lapsed_before)
+                .await
+        }
+    };
+    let before = expires_at - Duration::from_secs(1);
+    assert!(
+        !write("eu-west-1/old", before).await.unwrap(),
+        "renewed a lease given up"
+    );
+    assert!(!write("us-east-1/new", before).await.unwrap());
+    assert_eq!(read().await.unwrap().unwrap(), given_up);
+    let after = expires_at + Duration::from_millis(1);
+    assert!(write("us-east-1/new", after).await.unwrap());
+    let taken = read().await.unwrap().unwrap();
+    assert_eq!(taken.holder, "us-east-1/new");
+    assert!(!taken.released, "{taken:?}");
+    assert!(taken.layout.is_some());
+    // The new holder renews it, its layout recorded.
+    assert!(write("us-east-1/new", before).await.unwrap());
+}
