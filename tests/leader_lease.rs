@@ -2,11 +2,16 @@
 //!
 //! - in memory, in virtual time: two sweepers' leases over one store, with DynamoDB's clock known
 //!   to each only within a second, never lead at once, and the standby takes over once the
-//!   holder stops; a standby's sweep touches nothing but the lease;
+//!   holder stops; a standby's sweep touches nothing but the lease; a Region naming the table by
+//!   ARN takes the same lease as one naming it by name; a sweeper of another layout stands by
+//!   beside the holder and says so; a holder whose sweeps fail gives the lease up and a healthy
+//!   Region takes it, and the deployment's other invocations do not renew it;
 //! - on DynamoDB Local: `ReplicatedWriteConflictException` injected by the fault proxy is retried
 //!   and nothing is lost; two `ttl-sweeper run` processes standing for two Regions, each through
 //!   a proxy of its own that records its deletes: one leads, the other takes over after a
-//!   SIGKILL, and never do both send deletes.
+//!   SIGKILL, and never do both send deletes; the same two with every delete of the holder
+//!   refused: the holder gives the lease up and the other deletes everything expired; the lease
+//!   item's attributes as `DynamoStore` reads and writes them.
 
 use crate::common;
 use crate::support::fault_proxy;
