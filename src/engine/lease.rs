@@ -454,13 +454,13 @@ impl Lease {
     }
 
     /// Gives the lease up: its reads or its deletes have failed since `since`, a lease ago or
-    /// more, with no success since. This sweeper
-    /// stops leading at once and marks the item given up (`released`, conditionally on its
-    /// holder still being us), which stops the renewals of every invocation of this deployment
-    /// (they share the holder name); its expiry stays as written, so that nothing sent under a
-    /// hold this deployment was granted can meet another Region's deletes. The other Regions'
-    /// standbys take it when it lapses; this sweeper does not take it again before a lease has
-    /// passed since then (`backoff_until`, and [`decide`] for the deployment's other invocations).
+    /// more, with no success since. This sweeper stops leading at once and marks the item given
+    /// up (`released`, conditionally on its holder still being us), which stops the renewals of
+    /// every invocation of this deployment (they share the holder name); its expiry stays as
+    /// written, so that nothing sent under a hold this deployment was granted can meet another
+    /// Region's deletes. The other Regions' standbys take it when it lapses; this sweeper does
+    /// not take it again before a lease has passed since then (`backoff_until`, and [`decide`]
+    /// for the deployment's other invocations).
     async fn release<S: Store>(
         &self,
         state: &mut State,
@@ -477,13 +477,14 @@ impl Lease {
         state.logged = Some(Err(String::new()));
         // The hold ends `LEASE_MARGIN` (and the bounds' width) before the lease lapses: a lease
         // after that lapse.
-        state.backoff_until = Some(held.until + LEASE_MARGIN + self.config.duration);
+        let backoff_until = held.until + LEASE_MARGIN + self.config.duration;
+        state.backoff_until = Some(backoff_until);
         let (table, id, me) = (&self.config.table, &self.config.id, &self.config.holder);
         let released = stop
             .bound("UpdateItem", store.release_lease(table, id, me))
             .await;
         let unsound_s = unsound.as_secs_f64();
-        let backoff_s = (held.until + LEASE_MARGIN + self.config.duration)
+        let backoff_s = backoff_until
             .saturating_duration_since(Instant::now())
             .as_secs_f64();
         let error = match released {
