@@ -309,18 +309,49 @@ impl Config {
         id
     }
 
-    /// The leader lease of the swept table, with `LEADER_LEASE`: its item `<checkpoint id>#leader`
-    /// in the checkpoint table (one per table, layout and shard range, as the checkpoint), held as
-    /// `holder` (see [`crate::engine::lease::holder_id`]; the entry point names itself).
+    /// The leader lease of the swept table, with `LEADER_LEASE`: its item in the checkpoint table,
+    /// held as `holder` (see [`crate::engine::lease::holder_id`]; the entry point names itself).
+    ///
+    /// The item's id is `<table name>#leader`, the name taken out of an ARN, so that every
+    /// Region's sweeper of one global table takes the one lease whether it names its replica by
+    /// name or by ARN (whose Region differs), and whatever its index or window layout: a sweeper
+    /// of another layout stands by beside the holder and says so ([`Config::lease_layout`],
+    /// `docs/global-tables.md`, "The lease"). A shard range short of all shards is a split of the
+    /// table between sweepers of one Region, each with a lease of its own:
+    /// `<table name>/range<a>-<b>#leader`.
     pub fn lease(&self, holder: String) -> Option<LeaseConfig> {
         let duration = self.leader_lease?;
         let table = self.checkpoint_table.clone()?;
+        let name = validate::table_of(&self.table_name);
+        let id = match self.shard_range {
+            None => format!("{name}#leader"),
+            Some(range) => format!("{name}/range{range}#leader"),
+        };
         Some(LeaseConfig {
             table,
-            id: format!("{}#leader", self.checkpoint_id(self.shard_range)),
+            id,
             duration,
             holder,
+            layout: self.lease_layout(),
         })
+    }
+
+    /// The layout a lease holder records in the lease item, so that a sweeper of another layout
+    /// of the same table can tell: `index=<INDEX_NAME> ttl=<TTL_ATTRIBUTE>
+    /// window=<WINDOW_ATTRIBUTE> width=<WINDOW_SECONDS>s shards=<WINDOW_SHARDS>
+    /// range=<SHARD_RANGE>` (`range=all` for every shard).
+    pub fn lease_layout(&self) -> String {
+        let range = self
+            .shard_range
+            .map_or_else(|| "all".to_owned(), |r| r.to_string());
+        format!(
+            "index={} ttl={} window={} width={}s shards={} range={range}",
+            self.index_name,
+            self.ttl_attribute,
+            self.window_attribute,
+            self.window_seconds,
+            self.window_shards
+        )
     }
 
     /// The expiry-event settings, when `EXPIRY_EVENTS` is set.
@@ -938,10 +969,15 @@ mod tests {
         assert_eq!(c.leader_lease, Some(Duration::from_secs(30)));
         let lease = c.lease("us-east-1/sweeper".into()).unwrap();
         assert_eq!(lease.table, "state");
-        assert_eq!(lease.id, "sessions/expirationWindowIndex#leader");
+        assert_eq!(lease.id, "sessions#leader");
         assert_eq!(lease.duration, Duration::from_secs(30));
         assert_eq!(lease.holder, "us-east-1/sweeper");
-        // Each shard range (and layout) has its own lease, as its own checkpoint.
+        assert_eq!(
+            lease.layout,
+            "index=expirationWindowIndex ttl=ttl window=expirationWindow width=60s shards=1 range=all"
+        );
+        // Each shard range has its own lease: the sweepers of one Region splitting the table
+        // sweep side by side.
         let ranged = parse(&[
             ("TABLE_NAME", "sessions"),
             ("CHECKPOINT_TABLE", "state"),
@@ -959,9 +995,56 @@ mod tests {
             ("LEADER_LEASE", "3600"),
         ])
         .unwrap();
-        let id = ranged.lease("x".into()).unwrap().id;
-        let checkpoint = ranged.sweep_options().checkpoint.unwrap().id;
-        assert_eq!(id, format!("{checkpoint}#leader"));
+        let lease = ranged.lease("x".into()).unwrap();
+        assert_eq!(lease.id, "sessions/range0-1#leader");
+        assert!(
+            lease.layout.ends_with("shards=4 range=0-1"),
+            "{}",
+            lease.layout
+        );
+    }
+
+    #[test]
+    fn every_regions_sweeper_of_a_table_takes_one_lease_however_it_names_the_table() {
+        let lease_id = |more: &[(&str, &str)]| {
+            let mut pairs = vec![
+                ("TABLE_NAME", "sessions"),
+                ("CHECKPOINT_TABLE", "state"),
+                ("LEADER_LEASE", "120"),
+            ];
+            pairs.extend_from_slice(more);
+            parse(&pairs).unwrap().lease("x".into()).unwrap().id
+        };
+        let by_name = lease_id(&[]);
+        for arn in [
+            "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions",
+            "arn:aws:dynamodb:us-east-1:123456789012:table/sessions",
+            "arn:aws-cn:dynamodb:cn-north-1:123456789012:table/sessions",
+        ] {
+            assert_eq!(lease_id(&[("TABLE_NAME", arn)]), by_name, "{arn}");
+        }
+        // A Region whose index or windows differ takes the same lease (and stands by beside a
+        // holder of another layout, engine::lease).
+        let layout = |more: &[(&str, &str)]| {
+            let mut pairs = vec![("TABLE_NAME", "sessions")];
+            pairs.extend_from_slice(more);
+            parse(&pairs).unwrap().lease_layout()
+        };
+        let mut layouts = std::collections::HashSet::from([layout(&[])]);
+        for more in [
+            &[("INDEX_NAME", "byWindow")][..],
+            &[("WINDOW_SECONDS", "300")],
+            &[("WINDOW_SHARDS", "4")],
+            &[("TTL_ATTRIBUTE", "expiresAt")],
+            &[("WINDOW_ATTRIBUTE", "bucket")],
+        ] {
+            assert_eq!(lease_id(more), by_name, "{more:?}");
+            // ... and records its layout, which tells them apart.
+            assert!(layouts.insert(layout(more)), "{more:?}");
+        }
+        let arn = "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions";
+        assert_eq!(layout(&[("TABLE_NAME", arn)]), layout(&[]));
+        assert_ne!(lease_id(&[("TABLE_NAME", "orders")]), by_name);
     }
 
     #[test]

@@ -138,7 +138,7 @@ async fn open_table(
     let sweeper = match config.lease(lease_holder()) {
         None => sweeper,
         Some(lease) => {
-            tracing::info!(table = %config.table_name, holder = %lease.holder, lease = ?lease.duration, item = %lease.id, "sweeping only while holding the leader lease");
+            tracing::info!(table = %config.table_name, holder = %lease.holder, lease = ?lease.duration, item = %lease.id, layout = %lease.layout, "sweeping only while holding the leader lease");
             sweeper.with_lease(engine::Lease::new(lease, server_time))
         }
     };

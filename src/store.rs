@@ -107,6 +107,12 @@ pub struct LeaseItem {
     pub holder: String,
     /// When it lapses, by DynamoDB's clock (epoch milliseconds in the table).
     pub expires_at: Timestamp,
+    /// The holder's layout ([`crate::config::Config::lease_layout`]); `None` in an item written
+    /// before lease items recorded it.
+    pub layout: Option<String>,
+    /// The holder gave it up ([`Store::release_lease`]): it lapses at `expires_at` all the same,
+    /// and is not renewed.
+    pub released: bool,
 }
 
 /// The operations the sweep engine needs from DynamoDB, one method each. A store lives as long
@@ -178,16 +184,26 @@ pub trait Store: Send + Sync + 'static {
         id: &str,
     ) -> impl Future<Output = Result<Option<LeaseItem>, StoreError>> + Send;
 
-    /// Writes lease `id` of `table` as `lease` (a conditional `UpdateItem`, which the
-    /// checkpoint's permissions already allow) if no lease is there, or it is
-    /// `lease.holder`'s, or it lapsed before `lapsed_before`: `attribute_not_exists(id) OR
-    /// holder = :me OR expiresAt < :lapsed_before`. `false` when the condition did not hold.
+    /// Writes lease `id` of `table` as `lease`, its layout included and not given up (a
+    /// conditional `UpdateItem`, which the checkpoint's permissions already allow) if no lease is
+    /// there, or it is `lease.holder`'s and not given up, or it lapsed before `lapsed_before`:
+    /// `attribute_not_exists(id) OR (holder = :me AND attribute_not_exists(released)) OR
+    /// expiresAt < :lapsed_before`. `false` when the condition did not hold.
     fn write_lease(
         &self,
         table: &str,
         id: &str,
         lease: &LeaseItem,
         lapsed_before: Timestamp,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Marks lease `id` of `table` given up (`released`), its expiry unchanged, if `holder` still
+    /// holds it (a conditional `UpdateItem`: `holder = :me`). `false` when it did not.
+    fn release_lease(
+        &self,
+        table: &str,
+        id: &str,
+        holder: &str,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
@@ -265,6 +281,15 @@ impl<S: Store> Store for std::sync::Arc<S> {
         lapsed_before: Timestamp,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         (**self).write_lease(table, id, lease, lapsed_before)
+    }
+
+    fn release_lease(
+        &self,
+        table: &str,
+        id: &str,
+        holder: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        (**self).release_lease(table, id, holder)
     }
 }
 

@@ -90,6 +90,8 @@ macro_rules! summary_event {
             stopped_early = r.stopped_early,
             ticks = r.ticks,
             stood_by = r.stood_by,
+            lease_layout_mismatch = r.lease_layout_mismatch,
+            lease_released = r.lease_released,
             clock_ahead_ms = r.clock_ahead_ms,
             checkpoint = r.checkpoint_after.as_deref().unwrap_or(""),
             errors = r.errors.len() as u64 + r.errors_dropped,
@@ -172,8 +174,9 @@ pub fn log_summary(report: &SweepReport) {
 /// ran ahead of DynamoDB's and was pulled back), and the expiry events' `EventsPublished`,
 /// `EventsFailed`, `EventsCancelled` and `EventsTruncated`, dimensioned by `TableName`; and, only in
 /// a record where they are not 0, `SweepsStoodBy` (sweeps that stood by while another sweeper held
-/// the `LEADER_LEASE`) and `WriteConflictsRetried` (deletes refused by a replicated write conflict
-/// and sent again).
+/// the `LEADER_LEASE`), `LeaseLayoutMismatch` (of those, the ones beside a holder of another
+/// layout), `LeaseReleased` (the lease given up by a holder that could not sweep) and
+/// `WriteConflictsRetried` (deletes refused by a replicated write conflict and sent again).
 pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value {
     let secs = |ms: u64| json!(ms as f64 / 1000.0);
     let mut metrics = vec![
@@ -193,13 +196,19 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
         ("EventsTruncated", "Count", json!(report.events_truncated)),
         ("SweepsStoodBy", "Count", json!(report.stood_by)),
         (
+            "LeaseLayoutMismatch",
+            "Count",
+            json!(report.lease_layout_mismatch),
+        ),
+        ("LeaseReleased", "Count", json!(report.lease_released)),
+        (
             "WriteConflictsRetried",
             "Count",
             json!(report.write_conflicts_retried),
         ),
     ];
-    // Global tables' two (the last), only in a record where they happened: a custom metric is
-    // billed from its first data point, and a table with one sweeper never has either.
+    // Global tables' metrics (the last), only in a record where they happened: a custom metric is
+    // billed from its first data point, and a table with one sweeper never has any.
     let global = metrics.split_off(14);
     metrics.extend(global.into_iter().filter(|(.., n)| *n != json!(0)));
     let mut record = json!({
@@ -283,6 +292,7 @@ pub(crate) mod tests {
         let quiet = names(&SweepReport::default());
         assert_eq!(quiet.len(), 14, "{quiet:?}");
         assert!(!quiet.iter().any(|n| n == "SweepsStoodBy"));
+        assert!(!quiet.iter().any(|n| n == "LeaseLayoutMismatch"));
         let standby = SweepReport {
             stood_by: 3,
             write_conflicts_retried: 2,
@@ -292,6 +302,16 @@ pub(crate) mod tests {
         assert_eq!(v["SweepsStoodBy"], 3);
         assert_eq!(v["WriteConflictsRetried"], 2);
         assert_eq!(names(&standby).len(), 16);
+        let mismatched = SweepReport {
+            stood_by: 2,
+            lease_layout_mismatch: 2,
+            ..SweepReport::default()
+        };
+        assert_eq!(
+            emf_record(&mismatched, "TtlSweeper", 0)["LeaseLayoutMismatch"],
+            2
+        );
+        assert_eq!(names(&mismatched).len(), 16);
     }
 
     #[test]

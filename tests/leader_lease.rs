@@ -2,11 +2,16 @@
 //!
 //! - in memory, in virtual time: two sweepers' leases over one store, with DynamoDB's clock known
 //!   to each only within a second, never lead at once, and the standby takes over once the
-//!   holder stops; a standby's sweep touches nothing but the lease;
+//!   holder stops; a standby's sweep touches nothing but the lease; a Region naming the table by
+//!   ARN takes the same lease as one naming it by name; a sweeper of another layout stands by
+//!   beside the holder and says so; a holder whose sweeps fail gives the lease up and a healthy
+//!   Region takes it, and the deployment's other invocations do not renew it;
 //! - on DynamoDB Local: `ReplicatedWriteConflictException` injected by the fault proxy is retried
 //!   and nothing is lost; two `ttl-sweeper run` processes standing for two Regions, each through
 //!   a proxy of its own that records its deletes: one leads, the other takes over after a
-//!   SIGKILL, and never do both send deletes.
+//!   SIGKILL, and never do both send deletes; the same two with every delete of the holder
+//!   refused: the holder gives the lease up and the other deletes everything expired; the lease
+//!   item's attributes as `DynamoStore` reads and writes them.
 
 use crate::common;
 use crate::support::fault_proxy;
@@ -20,7 +25,7 @@ use common::mem_store::{Fault as MemFault, MemStore, Op, When};
 use common::*;
 use fault_proxy::{delete_ids, Fault, FaultProxy, Plan};
 use tokio::time::Instant;
-use ttl_sweeper::engine::lease::{Lease, LeaseConfig, LEASE_MARGIN, WATCH_EVERY};
+use ttl_sweeper::engine::lease::{Lease, LeaseConfig, SweepHealth, LEASE_MARGIN, WATCH_EVERY};
 use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::{LeaseItem, ServerTime};
@@ -54,9 +59,12 @@ impl ServerTime for Bounds {
 fn lease_config(holder: &str, seconds: u64) -> LeaseConfig {
     LeaseConfig {
         table: "state".into(),
-        id: "sessions/expirationWindowIndex#leader".into(),
+        id: "sessions#leader".into(),
         duration: Duration::from_secs(seconds),
         holder: holder.into(),
+        layout: "index=expirationWindowIndex ttl=ttl window=expirationWindow width=60s shards=1 \
+                 range=all"
+            .into(),
     }
 }
 
@@ -200,10 +208,15 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
         behind: Duration::from_millis(500),
     });
     // Another Region holds it for another minute.
-    *store.lease.lock().unwrap() = Some(LeaseItem {
-        holder: "eu-west-1/other".into(),
-        expires_at: Timestamp::from_secs(now + 60),
-    });
+    store.set_lease(
+        &lease_config("eu-west-1/other", 60).id,
+        LeaseItem {
+            holder: "eu-west-1/other".into(),
+            expires_at: Timestamp::from_secs(now + 60),
+            layout: None,
+            released: false,
+        },
+    );
     let options = SweepOptions {
         checkpoint: Some(ttl_sweeper::engine::Checkpoint {
             table: "state".into(),
@@ -255,10 +268,7 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
     let at = Timestamp::from_secs(now) + t0.elapsed();
     let report = sweeper.sweep(at, &Stop::never()).await;
     report.assert_fields("stood_by=0 items_deleted=10");
-    assert_eq!(
-        store.lease.lock().unwrap().as_ref().unwrap().holder,
-        "us-east-1/me"
-    );
+    assert_eq!(store.lease().unwrap().holder, "us-east-1/me");
 
     // A leader's sweep stops sending when its hold runs out: queries slower than the validity
     // (30 s lease: 27 s) leave the windows after it for the next sweep.
@@ -318,7 +328,7 @@ async fn a_holder_that_cannot_renew_leads_until_its_hold_runs_out_then_stands_by
         When::Always,
         MemFault::Fail(ttl_sweeper::store::ErrorKind::Transient),
     ));
-    *failing.lease.lock().unwrap() = store.lease.lock().unwrap().clone();
+    *failing.leases.lock().unwrap() = store.leases.lock().unwrap().clone();
     tokio::time::advance(Duration::from_secs(4)).await;
     let renewing = lease.check(&failing, &Stop::never()).await;
     assert_eq!(renewing.ok(), Some(until));
@@ -326,7 +336,10 @@ async fn a_holder_that_cannot_renew_leads_until_its_hold_runs_out_then_stands_by
     tokio::time::advance(Duration::from_secs(4)).await;
     let after = lease.check(&failing, &Stop::never()).await;
     assert_eq!(after.as_ref().ok(), None, "past its hold");
-    assert!(after.is_err_and(|e| e.is_some()), "the failure is reported");
+    assert!(
+        after.is_err_and(|e| e.error.is_some()),
+        "the failure is reported"
+    );
 }
 
 /// Sweeps through a fault proxy that answers `ReplicatedWriteConflictException` to the first
@@ -381,23 +394,42 @@ struct Region {
     deletes: Sent,
     /// When each lease write (an `UpdateItem` of the `#leader` item) reached its proxy.
     lease_writes: Arc<Mutex<Vec<std::time::Instant>>>,
+    /// When each write giving the lease up (`SET released`) reached its proxy.
+    releases: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
 impl Region {
     async fn start(name: &'static str, table: &str, checkpoint: &str) -> Region {
+        Region::start_with(name, table, checkpoint, None).await
+    }
+
+    /// A Region whose proxy answers every delete with `refuse` (after recording it), if any.
+    async fn start_with(
+        name: &'static str,
+        table: &str,
+        checkpoint: &str,
+        refuse: Option<Fault>,
+    ) -> Region {
         let deletes: Sent = Arc::default();
         let lease_writes: Arc<Mutex<Vec<std::time::Instant>>> = Arc::default();
-        let (d, l) = (deletes.clone(), lease_writes.clone());
+        let releases: Arc<Mutex<Vec<std::time::Instant>>> = Arc::default();
+        let (d, l, r) = (deletes.clone(), lease_writes.clone(), releases.clone());
         let plan = Plan::script(move |op, json| {
             let at = std::time::Instant::now();
+            if json["UpdateExpression"].as_str() == Some("SET #r = :true") {
+                r.lock().unwrap().push(at);
+            }
             match op {
-                "BatchWriteItem" => d
-                    .lock()
-                    .unwrap()
-                    .push((at, delete_ids(&json["RequestItems"]))),
+                "BatchWriteItem" => {
+                    d.lock()
+                        .unwrap()
+                        .push((at, delete_ids(&json["RequestItems"])));
+                    return refuse.clone();
+                }
                 "DeleteItem" => {
                     let id = json["Key"]["id"]["S"].as_str().unwrap_or("").to_owned();
                     d.lock().unwrap().push((at, vec![id]));
+                    return refuse.clone();
                 }
                 "UpdateItem"
                     if json["Key"]["id"]["S"]
@@ -425,6 +457,7 @@ impl Region {
             _proxy: proxy,
             deletes,
             lease_writes,
+            releases,
         }
     }
 
@@ -552,4 +585,474 @@ async fn one_region_sweeps_and_the_other_takes_over_within_the_lease_after_a_sig
         .flat_map(|(_, ids)| ids.iter().cloned())
         .collect();
     assert!(expiring.iter().all(|id| deleted.contains(id)));
+}
+
+/// The configuration of one Region's sweeper of `sessions` with a lease of `lease_s` seconds,
+/// naming the table as `table`, with `more` settings.
+fn region_config(table: &str, lease_s: u64, more: &[(&str, &str)]) -> ttl_sweeper::config::Config {
+    let lease = lease_s.to_string();
+    let mut pairs = vec![
+        ("CHECKPOINT_TABLE", "state"),
+        ("SCHEDULE_SECONDS", "1"),
+        ("LEADER_LEASE", lease.as_str()),
+    ];
+    pairs.extend_from_slice(more);
+    config(table, &pairs)
+}
+
+/// A sweeper of `store` configured by `config`, holding the lease as `holder`, with DynamoDB's
+/// clock known exactly (from `t0`).
+fn region_sweeper(
+    store: Arc<MemStore>,
+    config: &ttl_sweeper::config::Config,
+    holder: &str,
+    t0: Instant,
+) -> Sweeper<Arc<MemStore>> {
+    let lease = config.lease(holder.into()).expect("a lease");
+    let schema = store.schema();
+    Sweeper::new(store, schema, config.sweep_options())
+        .with_lease(Lease::new(lease, bounds(t0, 0, 0)))
+}
+
+const ARN: &str = "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions";
+
+#[tokio::test(start_paused = true)]
+async fn a_table_named_by_name_in_one_region_and_by_arn_in_another_has_one_lease() {
+    let t0 = Instant::now();
+    let now = 1_800_000_000;
+    let east_store = Arc::new(MemStore::new(Layout::default()).starting_at(now));
+    let west_store = Arc::new(east_store.sharing(Layout::default()));
+    let east = region_sweeper(
+        east_store.clone(),
+        &region_config("sessions", 30, &[]),
+        "us-east-1/sweeper",
+        t0,
+    );
+    let west = region_sweeper(
+        west_store.clone(),
+        &region_config(ARN, 30, &[]),
+        "eu-west-1/sweeper",
+        t0,
+    );
+    for round in 0..5 {
+        for i in 0..10 {
+            east_store.put(&format!("old-{round}-{i}"), (now - 5 - i) as f64);
+        }
+        let at = Timestamp::from_secs(now) + t0.elapsed();
+        let e = east.sweep(at, &Stop::never()).await;
+        let w = west.sweep(at, &Stop::never()).await;
+        assert_eq!(
+            e.stood_by, 0,
+            "round {round}: east took the lease first: {e:?}"
+        );
+        assert_eq!(
+            w.stood_by, 1,
+            "round {round}: west swept beside east: {w:?}"
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+    }
+    assert_eq!(west_store.calls(Op::Query), 0, "west read the table");
+    assert_eq!(west_store.calls(Op::BatchDelete), 0, "west deleted");
+    assert_eq!(
+        east_store.deleted.load(std::sync::atomic::Ordering::SeqCst),
+        50
+    );
+    assert_eq!(east_store.lease().unwrap().holder, "us-east-1/sweeper");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sweeper_of_another_layout_does_not_sweep_beside_the_holder() {
+    let t0 = Instant::now();
+    let now = 1_800_000_000;
+    // Queries list every expired item whatever partition they ask for: a sweeper of either layout
+    // that swept would find them.
+    let east_store = Arc::new(
+        MemStore::new(Layout::default())
+            .starting_at(now)
+            .any_partition(),
+    );
+    let wide = Layout {
+        window_seconds: 300,
+        ..Layout::default()
+    };
+    let west_store = Arc::new(east_store.sharing(wide));
+    let east = region_sweeper(
+        east_store.clone(),
+        &region_config("sessions", 30, &[]),
+        "us-east-1/sweeper",
+        t0,
+    );
+    let west_config = region_config(ARN, 30, &[("WINDOW_SECONDS", "300")]);
+    let west = region_sweeper(west_store.clone(), &west_config, "eu-west-1/sweeper", t0);
+    let at = Timestamp::from_secs(now);
+    let e = east.sweep(at, &Stop::never()).await;
+    assert_eq!(e.stood_by, 0, "{e:?}");
+    for i in 0..10 {
+        east_store.put(&format!("old-{i}"), (now - 5 - i) as f64);
+    }
+    let w = west.sweep(at, &Stop::never()).await;
+    assert_eq!(
+        w.stood_by, 1,
+        "west swept beside a holder of another layout: {w:?}"
+    );
+    assert_eq!(w.lease_layout_mismatch, 1, "{w:?}");
+    // Said at every sweep while it lasts, from the lease read last.
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let w = west.sweep(at, &Stop::never()).await;
+    assert_eq!((w.stood_by, w.lease_layout_mismatch), (1, 1), "{w:?}");
+    assert_eq!(west_store.calls(Op::Query), 0, "west read the table");
+    assert_eq!(east_store.ids().len(), 10, "west deleted");
+    assert_eq!(east_store.lease().unwrap().holder, "us-east-1/sweeper");
+
+    // East stops; once its lease lapsed, west takes it over (warning) and sweeps.
+    tokio::time::advance(Duration::from_secs(31)).await;
+    let at = Timestamp::from_secs(now) + t0.elapsed();
+    let w = west.sweep(at, &Stop::never()).await;
+    assert_eq!((w.stood_by, w.lease_layout_mismatch), (0, 0), "{w:?}");
+    assert!(east_store.ids().is_empty(), "{:?}", east_store.ids());
+    let lease = east_store.lease().unwrap();
+    assert_eq!(lease.holder, "eu-west-1/sweeper");
+    assert_eq!(lease.layout, Some(west_config.lease_layout()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holder_that_cannot_sweep_gives_the_lease_up_and_a_healthy_region_takes_it() {
+    let t0 = Instant::now();
+    let now = 1_800_000_000;
+    let lease_s = 10;
+    let west_store = Arc::new(MemStore::new(Layout::default()).starting_at(now));
+    // East's endpoint answers every query and delete with an error; its lease calls work.
+    let fail = MemFault::Fail(ttl_sweeper::store::ErrorKind::Transient);
+    let east_store = Arc::new(
+        west_store
+            .sharing(Layout::default())
+            .fault(Op::Query, When::Always, fail)
+            .fault(Op::BatchDelete, When::Always, fail),
+    );
+    let east_config = region_config("sessions", lease_s, &[]);
+    let east = region_sweeper(east_store.clone(), &east_config, "us-east-1/sweeper", t0);
+    let west_config = region_config("sessions", lease_s, &[]);
+    let west = region_sweeper(west_store.clone(), &west_config, "eu-west-1/sweeper", t0);
+    for i in 0..20 {
+        west_store.put(&format!("old-{i}"), (now - 5 - i) as f64);
+    }
+    for i in 0..5 {
+        west_store.put(&format!("live-{i}"), (now + 3600) as f64);
+    }
+    // Both sweep every second, east first, for four leases.
+    let (mut east_led, mut released_at, mut west_led_at) = (vec![], vec![], None);
+    while t0.elapsed() < Duration::from_secs(4 * lease_s) {
+        let at = Timestamp::from_secs(now) + t0.elapsed();
+        let e = east.sweep(at, &Stop::never()).await;
+        if e.stood_by == 0 {
+            east_led.push(t0.elapsed());
+            assert!(!e.is_success(), "east's sweeps fail: {e:?}");
+        }
+        if e.lease_released > 0 {
+            released_at.push(t0.elapsed());
+            let lease = east_store.lease().unwrap();
+            assert!(lease.released, "{lease:?}");
+            assert_eq!(lease.holder, "us-east-1/sweeper");
+        }
+        let w = west.sweep(at, &Stop::never()).await;
+        if w.stood_by == 0 && west_led_at.is_none() {
+            west_led_at = Some(t0.elapsed());
+        }
+        tokio::time::sleep_until(t0 + Duration::from_secs(t0.elapsed().as_secs() + 1)).await;
+    }
+    let led = west_led_at.expect("west never took the lease from the failing holder");
+    let lease = Duration::from_secs(lease_s);
+    eprintln!(
+        "east led at {east_led:?}, gave the lease up at {released_at:?}; west led from {led:?}"
+    );
+    // East took it at once and gives it up a lease after (no sweep of its own was ever sound),
+    // once; west takes it when what east was granted lapses, within a lease of that.
+    assert_eq!(east_led.first(), Some(&Duration::ZERO));
+    assert_eq!(
+        released_at,
+        vec![lease],
+        "given up once, a lease after it was taken"
+    );
+    assert!(
+        east_led.iter().all(|at| *at < lease),
+        "east led after it gave up: {east_led:?}"
+    );
+    assert!(
+        led > lease && led <= 2 * lease + Duration::from_secs(1),
+        "west led from {led:?}"
+    );
+    let held = west_store.lease().unwrap();
+    assert_eq!(
+        (held.holder.as_str(), held.released),
+        ("eu-west-1/sweeper", false)
+    );
+    // Everything expired deleted, by west; nothing live.
+    assert_eq!(
+        west_store.ids(),
+        (0..5).map(|i| format!("live-{i}")).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        east_store.calls(Op::BatchDelete) + east_store.calls(Op::Delete),
+        0
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_given_up_is_not_renewed_by_another_invocation_of_the_same_deployment() {
+    let t0 = Instant::now();
+    let store = Arc::new(MemStore::new(Layout::default()));
+    // Two execution environments of one function: one holder name.
+    let first = Lease::new(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
+    let second = Lease::new(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
+    // The first's sweeps fail; the second's, later, do not, and it renews.
+    assert!(first.check(&store, &Stop::never()).await.is_ok());
+    first
+        .swept(SweepHealth {
+            reads: Some(true),
+            deletes: Some(false),
+        })
+        .await;
+    assert!(second.check(&store, &Stop::never()).await.is_ok());
+    tokio::time::advance(Duration::from_secs(4)).await;
+    assert!(second.check(&store, &Stop::never()).await.is_ok());
+    second
+        .swept(SweepHealth {
+            reads: Some(true),
+            deletes: Some(true),
+        })
+        .await;
+    let renewed = store.lease().unwrap().expires_at;
+    tokio::time::advance(Duration::from_secs(6)).await;
+    let given_up = first.check(&store, &Stop::never()).await.unwrap_err();
+    assert!(
+        given_up.released && given_up.error.is_none(),
+        "{given_up:?}"
+    );
+    let item = store.lease().unwrap();
+    assert!(item.released, "{item:?}");
+    assert_eq!(item.expires_at, renewed, "its expiry stays as written");
+    // The second's renewal is refused; it stands by, and so does the first, past the lapse.
+    let renewal = second.check(&store, &Stop::never()).await;
+    assert!(renewal.is_err(), "renewed a lease given up");
+    assert_eq!(store.lease().unwrap(), item);
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert!(first.check(&store, &Stop::never()).await.is_err());
+    assert!(second.check(&store, &Stop::never()).await.is_err());
+    // Another Region takes it once it lapsed.
+    let west = Lease::new(lease_config("eu-west-1/sweeper", 10), bounds(t0, 0, 0));
+    assert!(west.check(&store, &Stop::never()).await.is_ok());
+    let taken = store.lease().unwrap();
+    assert_eq!(
+        (taken.holder.as_str(), taken.released),
+        ("eu-west-1/sweeper", false)
+    );
+}
+
+/// Two `ttl-sweeper run` processes for two Regions, as in the SIGKILL test; the holder's proxy
+/// refuses every delete (`AccessDeniedException`): it gives the lease up a lease after its first
+/// refused delete, and the standby takes it within the lease (and a tick) of that and deletes
+/// everything expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_whose_deletes_are_refused_gives_the_lease_up_and_the_standby_deletes() {
+    let (client, table) = simple_table("leasegive").await;
+    let checkpoint = checkpoint_table(&client, "leasegivecp").await;
+    let refuse = Fault::Reply(
+        400,
+        "AccessDeniedException",
+        "not authorized to perform dynamodb:BatchWriteItem (injected by the test)",
+    );
+    let east = Region::start_with("us-east-1", &table, &checkpoint, Some(refuse)).await;
+    east.daemon.wait_for_log("took the lease from nobody");
+    let west = Region::start("eu-west-1", &table, &checkpoint).await;
+    west.daemon.wait_for_log("standing by");
+
+    // Two items expire every second for 10 s, from 2 s on; twenty live for an hour.
+    let start = now();
+    let expiring: Vec<String> = (0..20).map(|i| format!("due-{i}")).collect();
+    let mut items = sessions("due", 20, |i| start + 2 + i / 2);
+    items.extend(sessions("live", 20, |i| start + 3600 + i));
+    put_items(&client, &table, items).await;
+
+    let mut left = expiring.clone();
+    for _ in 0..400 {
+        let present = id_set(&client, &table).await;
+        left.retain(|id| present.contains(id));
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let east_log = east.daemon.log_text();
+    let west_log = west.daemon.log_text();
+    assert!(
+        left.is_empty(),
+        "expired items left: {left:?}\n{east_log}\n{west_log}"
+    );
+    let present = id_set(&client, &table).await;
+    assert!(
+        (0..20).all(|i| present.contains(&format!("live-{i}"))),
+        "a live item was deleted"
+    );
+
+    let released = east.releases.lock().unwrap().clone();
+    let [released] = released[..] else {
+        panic!(
+            "east gave the lease up {} times: {east_log}",
+            released.len()
+        );
+    };
+    assert!(east_log.contains("LeaseReleased"), "{east_log}");
+    assert!(
+        west_log.contains("took the lease from us-east-1/"),
+        "{west_log}"
+    );
+    let east_deletes = east.deletes();
+    let first_refused = east_deletes
+        .iter()
+        .map(|(at, _)| *at)
+        .min()
+        .expect("east sent deletes (refused)");
+    let took = west
+        .lease_writes
+        .lock()
+        .unwrap()
+        .iter()
+        .copied()
+        .filter(|at| *at > released)
+        .min()
+        .expect("west wrote the lease");
+    let west_deletes = west.deletes();
+    let first_west = west_deletes
+        .iter()
+        .map(|(at, _)| *at)
+        .min()
+        .expect("west deleted after the takeover");
+    eprintln!(
+        "east's first delete was refused; it gave the lease up {:.2} s later; west wrote the \
+         lease {:.2} s after that and sent its first delete {:.2} s after it (LEADER_LEASE=6, \
+         ticks of 1 s); east sent {} delete requests (all refused), west {}",
+        (released - first_refused).as_secs_f64(),
+        (took - released).as_secs_f64(),
+        (first_west - released).as_secs_f64(),
+        east_deletes.len(),
+        west_deletes.len()
+    );
+    // Given up at east's first check a lease after its first refused delete: within the lease
+    // and a tick (and two seconds' allowance for a loaded machine).
+    assert!(
+        released - first_refused < Duration::from_secs(6 + 1 + 2),
+        "{:?}",
+        released - first_refused
+    );
+    // Taken once what east was granted lapsed: within the lease and a tick of the release (and
+    // a second's allowance).
+    let within = Duration::from_secs(6 + 1 + 1);
+    assert!(took - released < within, "{:?}", took - released);
+    assert!(
+        first_west - released < within,
+        "{:?}",
+        first_west - released
+    );
+    // West sent nothing while east held the lease, and east took it back no more.
+    assert!(first_west > released);
+    let east_after = east
+        .lease_writes
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|at| **at > released)
+        .count();
+    assert_eq!(east_after, 0, "east wrote the lease after giving it up");
+}
+
+/// On DynamoDB Local, the lease item's attributes as `DynamoStore` reads and writes them: an item
+/// written before items recorded a layout is read as of an unknown layout (no mismatch); a lease
+/// given up keeps its expiry and is not renewed by its holder, only taken once it lapsed, which
+/// clears the mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_item_without_a_layout_is_read_and_a_given_up_one_is_only_taken_once_lapsed() {
+    use ttl_sweeper::store::Store;
+    let client = client().await;
+    let checkpoint = checkpoint_table(&client, "leaseattrs").await;
+    let id = "sessions#leader";
+    let expires_ms = (now() + 60) * 1000;
+    client
+        .put_item()
+        .table_name(&checkpoint)
+        .item("id", AV::S(id.into()))
+        .item("holder", AV::S("eu-west-1/old".into()))
+        .item("expiresAt", AV::N(expires_ms.to_string()))
+        .send()
+        .await
+        .unwrap();
+    let store = Arc::new(store(client.clone()));
+    let read = || store.read_lease(&checkpoint, id);
+    let old = read().await.unwrap().unwrap();
+    let expires_at = Timestamp::from_millis(expires_ms);
+    assert_eq!(
+        old,
+        LeaseItem {
+            holder: "eu-west-1/old".into(),
+            expires_at,
+            layout: None,
+            released: false,
+        }
+    );
+    // A sweeper of any layout stands by beside it without a mismatch.
+    let lease = Lease::new(
+        LeaseConfig {
+            table: checkpoint.clone(),
+            id: id.into(),
+            ..lease_config("us-east-1/new", 30)
+        },
+        store.server_clock().clone(),
+    );
+    let check = lease.check(&store, &Stop::never()).await.unwrap_err();
+    assert!(!check.layout_mismatch && check.error.is_none(), "{check:?}");
+
+    // Given up by its holder (another's give-up is refused): marked, its expiry unchanged.
+    assert!(!store
+        .release_lease(&checkpoint, id, "us-east-1/new")
+        .await
+        .unwrap());
+    assert!(store
+        .release_lease(&checkpoint, id, "eu-west-1/old")
+        .await
+        .unwrap());
+    let given_up = read().await.unwrap().unwrap();
+    assert!(
+        given_up.released && given_up.expires_at == expires_at,
+        "{given_up:?}"
+    );
+    // Its holder cannot renew it; nobody takes it before it lapsed; once lapsed, it is taken and
+    // the mark is gone.
+    let write = |holder: &str, lapsed_before: Timestamp| {
+        let item = LeaseItem {
+            holder: holder.into(),
+            expires_at: expires_at + Duration::from_secs(30),
+            layout: Some("index=i ttl=ttl window=w width=60s shards=1 range=all".into()),
+            released: false,
+        };
+        let (store, checkpoint) = (store.clone(), checkpoint.clone());
+        async move {
+            store
+                .write_lease(&checkpoint, id, &item, lapsed_before)
+                .await
+        }
+    };
+    let before = expires_at - Duration::from_secs(1);
+    assert!(
+        !write("eu-west-1/old", before).await.unwrap(),
+        "renewed a lease given up"
+    );
+    assert!(!write("us-east-1/new", before).await.unwrap());
+    assert_eq!(read().await.unwrap().unwrap(), given_up);
+    let after = expires_at + Duration::from_millis(1);
+    assert!(write("us-east-1/new", after).await.unwrap());
+    let taken = read().await.unwrap().unwrap();
+    assert_eq!(taken.holder, "us-east-1/new");
+    assert!(!taken.released, "{taken:?}");
+    assert!(taken.layout.is_some());
+    // The new holder renews it, its layout recorded.
+    assert!(write("us-east-1/new", before).await.unwrap());
 }

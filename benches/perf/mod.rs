@@ -511,6 +511,10 @@ impl<S: Store> Store for Counted<S> {
             .write_lease(table, id, lease, lapsed_before)
             .await
     }
+
+    async fn release_lease(&self, table: &str, id: &str, holder: &str) -> Result<bool, StoreError> {
+        self.inner.release_lease(table, id, holder).await
+    }
 }
 
 /// Items of `n` spread over `windows` past windows, returned with the windows.

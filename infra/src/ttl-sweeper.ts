@@ -523,7 +523,10 @@ export class TtlSweeper extends Construct {
   public readonly failureQueue: sqs.Queue;
   /** The topic the alarms notify, unless alarms are off (`alarms.enabled: false`). */
   public readonly alarmTopic?: sns.ITopic;
-  /** The alarms: function errors, failed items, expiry lag, silence; empty when alarms are off. */
+  /**
+   * The alarms: function errors, failed items, expiry lag, silence (without `leaderLease`), a
+   * lease of another layout (with it); empty when alarms are off.
+   */
   public readonly alarms: cloudwatch.Alarm[];
   /** The dashboard, unless `dashboard` is false. */
   public readonly dashboard?: cloudwatch.Dashboard;
@@ -855,6 +858,21 @@ export class TtlSweeper extends Construct {
           treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
         }),
       );
+      // A sweeper that finds the lease held with another layout than its own (index, windows,
+      // ttl attribute or shard range) stands by beside it for good: the Regions' sweepers of the
+      // table are not configured alike.
+      if (settings.leaderLeaseSeconds !== undefined) {
+        alarms.push(
+          new cloudwatch.Alarm(scope, 'LeaseLayoutMismatch', {
+            alarmDescription: `a ttl-sweeper stands by beside a leader lease held with another layout than its own${of}: configure every Region's sweeper of the table alike`,
+            metric: this.tableMetric(table, 'LeaseLayoutMismatch', { statistic: 'Sum', period: Duration.minutes(1) }),
+            threshold: 0,
+            comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluationPeriods: 1,
+            treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+          }),
+        );
+      }
       // With a leader lease only the holder sweeps: the others report no sweep, and a silence
       // alarm would fire wherever a sweeper stands by.
       if (settings.leaderLeaseSeconds === undefined) {
@@ -1289,6 +1307,24 @@ export class TtlSweeper extends Construct {
    */
   public metricSweepsStoodBy(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
     return this.metric('SweepsStoodBy', { statistic: 'Sum', ...props });
+  }
+
+  /**
+   * `LeaseLayoutMismatch`: Sweeps that stood by beside a leader lease (`LEADER_LEASE`) held with another layout (index, windows, ttl attribute or shard range) than this sweeper's: the Regions' sweepers of the table are not configured alike. Alarmed on with `leaderLease`.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricLeaseLayoutMismatch(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('LeaseLayoutMismatch', { statistic: 'Sum', ...props });
+  }
+
+  /**
+   * `LeaseReleased`: Times a sweeper gave the leader lease (`LEADER_LEASE`) up: its sweeps had failed (a store error, or every delete failed) and none had succeeded for a lease; another Region's sweeper takes over when it lapses.
+   *
+   * @default - statistic Sum over 1 minute
+   */
+  public metricLeaseReleased(props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return this.metric('LeaseReleased', { statistic: 'Sum', ...props });
   }
 
   /**

@@ -66,11 +66,33 @@ test('a lease without a checkpoint is refused', () => {
     (props) => synth(props));
 });
 
-test('with a lease, no silence alarm (a standby sweeper reports no sweeps); the other alarms stay', () => {
+test('with a lease, no silence alarm (a standby sweeper reports no sweeps) but one on a lease of another layout; the other alarms stay', () => {
   const alarms = (built: ReturnType<typeof synth>) =>
     Object.values(built.template.findResources('AWS::CloudWatch::Alarm')).map((a: any) => a.Properties.MetricName).sort();
   assert.deepEqual(alarms(withCheckpoint({})), ['Errors', 'ItemsFailed', 'MaxExpiryLagSeconds', 'WindowsSwept']);
-  assert.deepEqual(alarms(withCheckpoint({ leaderLease: cdk.Duration.minutes(1) })), ['Errors', 'ItemsFailed', 'MaxExpiryLagSeconds']);
+  assert.deepEqual(alarms(withCheckpoint({ leaderLease: cdk.Duration.minutes(1) })),
+    ['Errors', 'ItemsFailed', 'LeaseLayoutMismatch', 'MaxExpiryLagSeconds']);
+});
+
+test('the lease layout alarm fires on the first sweep that stood by beside a lease of another layout', () => {
+  const built = withCheckpoint({ leaderLease: cdk.Duration.minutes(1) });
+  const [alarm] = Object.values(built.template.findResources('AWS::CloudWatch::Alarm', {
+    Properties: { MetricName: 'LeaseLayoutMismatch' },
+  })) as any[];
+  assert.ok(alarm, 'a LeaseLayoutMismatch alarm');
+  const p = alarm.Properties;
+  assert.equal(p.Namespace, 'TtlSweeper');
+  assert.deepEqual(p.Dimensions, [{ Name: 'TableName', Value: built.stack.resolve(built.sweeper.table.tableName) }]);
+  assert.equal(p.Statistic, 'Sum');
+  assert.equal(p.Period, 60);
+  assert.equal(p.Threshold, 0);
+  assert.equal(p.ComparisonOperator, 'GreaterThanThreshold');
+  assert.equal(p.EvaluationPeriods, 1);
+  assert.equal(p.TreatMissingData, 'notBreaching');
+  assert.match(p.AlarmDescription, /another layout/);
+  assert.ok(p.AlarmActions?.length, 'it notifies the alarm topic');
+  assert.equal(built.sweeper.metricLeaseLayoutMismatch().metricName, 'LeaseLayoutMismatch');
+  assert.equal(built.sweeper.metricLeaseReleased().metricName, 'LeaseReleased');
 });
 
 test('every function gets the lease: several sweepers, or several tables', () => {

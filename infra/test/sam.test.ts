@@ -198,9 +198,17 @@ test("CheckpointTable and LeaderLease: the construct's environment, grants and a
     const cfn = built.sweeper.function.node.defaultChild as lambda.CfnFunction;
     assert.deepEqual(samEnvironment(fn, parameters), built.stack.resolve(cfn.environment).variables, JSON.stringify(parameters));
     assert.deepEqual(sorted(samActions('FunctionRole', parameters)), constructActions(built, 'SweeperRole'), JSON.stringify(parameters));
-    // With a lease, no silence alarm, as in the construct.
+    // With a lease, no silence alarm but one on a lease of another layout, as in the construct.
     assert.deepEqual(alarms(present({ ...parameters, ...topic })), alarms(built.template.toJSON().Resources), JSON.stringify(parameters));
   }
+  const built = synthCheckpointed({ tickSeconds: undefined, leaderLease: Duration.seconds(120) });
+  const [mismatch] = Object.values(built.template.findResources('AWS::CloudWatch::Alarm'))
+    .filter((a: any) => a.Properties.MetricName === 'LeaseLayoutMismatch') as any[];
+  const sam = template.Resources.LeaseLayoutMismatch.Properties;
+  for (const key of ['Namespace', 'Statistic', 'Period', 'EvaluationPeriods', 'Threshold', 'ComparisonOperator', 'TreatMissingData', 'AlarmDescription']) {
+    assert.deepEqual(sam[key], mismatch.Properties[key], key);
+  }
+  assert.deepEqual(sam.Dimensions, [{ Name: 'TableName', Value: { Ref: 'TableName' } }]);
   // The checkpoint statement is on that table only.
   const statement = template.Resources.FunctionRole.Properties.Policies[0].PolicyDocument.Statement
     .map((raw: any) => (raw['Fn::If'] ? evaluateStatement(raw, checkpointed) : raw))

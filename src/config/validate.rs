@@ -354,7 +354,7 @@ fn table_entries(raw: &str) -> Result<Vec<Vec<(String, String)>>, ConfigError> {
 }
 
 /// The table's name, whether given as a name or an ARN.
-fn table_of(name_or_arn: &str) -> &str {
+pub(super) fn table_of(name_or_arn: &str) -> &str {
     name_or_arn
         .split_once(":table/")
         .map_or(name_or_arn, |(_, name)| {

@@ -2,8 +2,11 @@
 //! global table — only the holder of the table's lease sweeps; the others stand by and take the
 //! lease over when it lapses.
 //!
-//! The lease is the checkpoint table's item `<checkpoint id>#leader` (`holder`, `expiresAt` in
-//! epoch milliseconds by DynamoDB's clock). Every instant written or compared is DynamoDB's, as
+//! The lease is the checkpoint table's item `<table name>#leader` (`holder`, `expiresAt` in
+//! epoch milliseconds by DynamoDB's clock, and the holder's `layout`): one for every Region's
+//! sweeper of the table, however each names it; a sweeper of another layout than the holder's
+//! stands by and says so ([`decide`]). A holder whose reads or deletes have failed for a lease
+//! gives it up ([`Lease::swept`]). Every instant written or compared is DynamoDB's, as
 //! its `Date` headers bound it ([`crate::store::ServerTime`]); each sweeper measures its own hold
 //! on the monotonic clock. Taking and renewing ([`decide`]), the hold ([`valid_until`]), standing
 //! by, watching a lapse, and why two holders never send deletes at once (given
@@ -14,7 +17,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::Mutex;
 use tokio::time::Instant;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::retry::Stop;
 use crate::expiry::Timestamp;
@@ -49,12 +52,14 @@ pub const PAUSE_TOLERANCE: Duration = Duration::from_secs(1);
 pub struct LeaseConfig {
     /// The checkpoint table, where the lease item lives.
     pub table: String,
-    /// The lease item's id: `<checkpoint id>#leader`.
+    /// The lease item's id: `<table name>#leader` ([`crate::config::Config::lease`]).
     pub id: String,
     /// How long a write holds the lease (`LEADER_LEASE`).
     pub duration: Duration,
     /// This sweeper's name in the lease ([`holder_id`]).
     pub holder: String,
+    /// This sweeper's layout, recorded in the lease ([`crate::config::Config::lease_layout`]).
+    pub layout: String,
 }
 
 /// A sweeper's name in the lease: `<region>/<function>` on Lambda, so that the overlapping
@@ -68,6 +73,74 @@ pub fn holder_id(region: Option<&str>, function: Option<&str>, host: &str, pid: 
     }
 }
 
+/// What a sweep that led shows of its sweeper's reads and deletes ([`Lease::swept`]): for each,
+/// `Some(true)` that they work, `Some(false)` that they fail, `None` nothing (a sweep that found
+/// nothing to delete says nothing of deletes). A sweep cut short by its stop condition (the
+/// deadline, the end of the hold) shows what it did, so that a long catch-up keeps its lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SweepHealth {
+    /// `Some(false)`: a partition could not be read (a store error); `Some(true)`: at least one
+    /// window was read to its end, and no partition failed.
+    pub reads: Option<bool>,
+    /// `Some(true)`: DynamoDB answered at least one delete (deleted, kept or already gone);
+    /// `Some(false)`: items failed and none was answered. Items that failed beside items deleted
+    /// are a throttled table or a few bad keys, which another Region would meet as well.
+    pub deletes: Option<bool>,
+}
+
+impl SweepHealth {
+    /// What `report` shows. Errors of the checkpoint are not counted: they do not keep expired
+    /// items from being deleted.
+    pub fn of(report: &super::SweepReport) -> Self {
+        let read_failed = report.errors.iter().any(|e| e.window.is_some());
+        let reads = match (read_failed, report.windows_swept) {
+            (true, _) => Some(false),
+            (false, 0) => None,
+            (false, _) => Some(true),
+        };
+        let answered = report.items_deleted + report.items_skipped + report.items_gone;
+        let deletes = match (answered, report.items_failed) {
+            (0, 0) => None,
+            (0, _) => Some(false),
+            _ => Some(true),
+        };
+        SweepHealth { reads, deletes }
+    }
+}
+
+/// Since when a holder's reads, and its deletes, have failed with no success since (see
+/// [`SweepHealth`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct Failing {
+    reads: Option<Instant>,
+    deletes: Option<Instant>,
+}
+
+impl Failing {
+    fn record(&mut self, health: SweepHealth, now: Instant) {
+        for (since, works) in [
+            (&mut self.reads, health.reads),
+            (&mut self.deletes, health.deletes),
+        ] {
+            match works {
+                Some(true) => *since = None,
+                Some(false) => {
+                    since.get_or_insert(now);
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Since when either has failed, the earlier.
+    fn since(&self) -> Option<Instant> {
+        match (self.reads, self.deletes) {
+            (Some(r), Some(d)) => Some(r.min(d)),
+            (r, d) => r.or(d),
+        }
+    }
+}
+
 /// What a sweeper does about the lease item it read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -75,6 +148,8 @@ pub enum Decision {
     Take {
         /// The holder it lapsed from (`None`: no lease yet, or ours).
         from: Option<String>,
+        /// The lapsed lease's layout, when it is known and not ours.
+        other_layout: Option<String>,
     },
     /// Leave it: another holder's, not surely lapsed.
     StandBy {
@@ -82,22 +157,52 @@ pub enum Decision {
         holder: String,
         /// When it lapses, by DynamoDB's clock.
         until: Timestamp,
+        /// Its layout, when it is known and not ours: this sweeper is configured unlike the
+        /// holder, and must not sweep beside it.
+        other_layout: Option<String>,
     },
 }
 
-/// The decision on lease item `item` for holder `me` when DynamoDB's clock reads at least
-/// `lower` (`None`: not known yet, and then no lease of another holder counts as lapsed). Host
-/// clocks play no part: `expiresAt` and `lower` are both DynamoDB's time.
-pub fn decide(item: Option<&LeaseItem>, me: &str, lower: Option<Timestamp>) -> Decision {
+/// The decision on lease item `item` for the sweeper of lease `me` (its holder name, layout and
+/// duration) when DynamoDB's clock reads at least `lower` (`None`: not known yet, and then no
+/// lease of another holder counts as lapsed). Host clocks play no part: `expiresAt` and `lower`
+/// are both DynamoDB's time. Another holder's layout is compared with ours; an item without one
+/// (written before items recorded it) is taken to match. A lease we gave up (`released`) is left
+/// to the others until a lease after it lapses.
+pub fn decide(item: Option<&LeaseItem>, me: &LeaseConfig, lower: Option<Timestamp>) -> Decision {
+    let other_layout = |l: &LeaseItem| l.layout.clone().filter(|theirs| *theirs != me.layout);
     match item {
-        None => Decision::Take { from: None },
-        Some(l) if l.holder == me => Decision::Take { from: None },
+        None => Decision::Take {
+            from: None,
+            other_layout: None,
+        },
+        Some(l) if l.holder == me.holder && l.released => {
+            let until = l.expires_at + me.duration;
+            if lower.is_some_and(|now| until < now) {
+                Decision::Take {
+                    from: None,
+                    other_layout: None,
+                }
+            } else {
+                Decision::StandBy {
+                    holder: l.holder.clone(),
+                    until,
+                    other_layout: None,
+                }
+            }
+        }
+        Some(l) if l.holder == me.holder => Decision::Take {
+            from: None,
+            other_layout: None,
+        },
         Some(l) if lower.is_some_and(|now| l.expires_at < now) => Decision::Take {
             from: Some(l.holder.clone()),
+            other_layout: other_layout(l),
         },
         Some(l) => Decision::StandBy {
             holder: l.holder.clone(),
             until: l.expires_at,
+            other_layout: other_layout(l),
         },
     }
 }
@@ -142,15 +247,41 @@ struct State {
     held: Option<Held>,
     /// Standing by: no read before this.
     next_read: Option<Instant>,
-    /// The other holder last seen, and when it lapses.
+    /// The other holder last seen, when it lapses, and its layout if not ours.
     seen: Option<LeaseItem>,
     /// What the last check logged: leading, or standing by for whom.
     logged: Option<Result<(), String>>,
+    /// Holding: since when its reads or deletes have failed ([`Lease::swept`]).
+    failing: Failing,
+    /// After giving the lease up: not taken again before this.
+    backoff_until: Option<Instant>,
 }
 
-/// What a check of the lease says: leading until this instant (sweep, within it), or standing by,
-/// with the error if reading or writing the lease failed.
-pub type LeaseCheck = Result<Instant, Option<StoreError>>;
+/// What a check of the lease says: leading until this instant (sweep, within it), or standing by
+/// ([`NotLeading`]).
+pub type LeaseCheck = Result<Instant, NotLeading>;
+
+/// Why a check does not lead, beyond another holder having the lease.
+#[derive(Debug, Default)]
+pub struct NotLeading {
+    /// Reading or writing the lease failed.
+    pub error: Option<StoreError>,
+    /// The holder's layout is not this sweeper's (`LeaseLayoutMismatch`): configured unlike the
+    /// holder, this sweeper would not sweep what it sweeps, and must not take over from it.
+    pub layout_mismatch: bool,
+    /// This check gave the lease up (`LeaseReleased`): its reads or its deletes had failed for a
+    /// lease with no success since.
+    pub released: bool,
+}
+
+impl NotLeading {
+    fn error(error: Option<StoreError>) -> Self {
+        NotLeading {
+            error,
+            ..NotLeading::default()
+        }
+    }
+}
 
 /// One table's lease, checked at the start of every sweep ([`super::Sweeper::with_lease`]).
 pub struct Lease {
@@ -177,10 +308,16 @@ impl Lease {
         }
     }
 
-    /// Whether this sweeper leads now, taking, renewing or reading the lease as needed.
+    /// Whether this sweeper leads now, taking, renewing or reading the lease as needed; a holder
+    /// whose reads or deletes have failed for a lease gives it up instead ([`Lease::swept`]).
     pub async fn check<S: Store>(&self, store: &S, stop: &Stop) -> LeaseCheck {
         let mut state = self.state.lock().await;
         let now = Instant::now();
+        if let (Some(held), Some(since)) = (state.held, state.failing.since()) {
+            if now.saturating_duration_since(since) >= self.config.duration {
+                return self.release(&mut state, store, stop, held, since).await;
+            }
+        }
         if let Some(held) = state.held {
             let mono = now.saturating_duration_since(held.sent);
             let wall = SystemTime::now().duration_since(held.wall_sent).ok();
@@ -205,6 +342,7 @@ impl Lease {
                 Ok(None) => {
                     warn!(holder = %self.config.holder, "lost the lease");
                     state.held = None;
+                    state.failing = Failing::default();
                     state.next_read = None;
                     state.logged = Some(Err(String::new()));
                 }
@@ -215,12 +353,17 @@ impl Lease {
                 Err(e) => {
                     warn!(error = %e, "lost the lease: it ran out while it could not be renewed");
                     state.held = None;
+                    state.failing = Failing::default();
                     state.logged = Some(Err(String::new()));
                     return self.standing_by(&mut state, Some(e));
                 }
             }
         }
         if state.next_read.is_some_and(|at| now < at) {
+            return self.standing_by(&mut state, None);
+        }
+        if state.backoff_until.is_some_and(|at| now < at) {
+            // Gave it up: left to the other Regions' sweepers for now, not even read.
             return self.standing_by(&mut state, None);
         }
         let watch_from = Instant::now();
@@ -237,13 +380,28 @@ impl Lease {
                 }
             };
             let lower = self.time.lower_bound();
-            let (holder, until) = match decide(item.as_ref(), &self.config.holder, lower) {
-                Decision::Take { from } => return self.take(&mut state, store, stop, from).await,
-                Decision::StandBy { holder, until } => (holder, until),
+            let (me, layout) = (&self.config.holder, &self.config.layout);
+            let (holder, until, other_layout) = match decide(item.as_ref(), &self.config, lower) {
+                Decision::Take { from, other_layout } => {
+                    if let (Some(from), Some(theirs)) = (&from, &other_layout) {
+                        warn!(holder = %me, from = %from, layout = %layout, their_layout = %theirs, "taking a lapsed lease that {from} held with another layout ({theirs}) than this sweeper's ({layout}): check that every Region's sweeper of the table is configured alike");
+                    }
+                    return self.take(&mut state, store, stop, from).await;
+                }
+                Decision::StandBy {
+                    holder,
+                    until,
+                    other_layout,
+                } => (holder, until, other_layout),
             };
+            if let Some(theirs) = &other_layout {
+                error!(holder = %holder, until = %until, layout = %layout, their_layout = %theirs, "LeaseLayoutMismatch: {holder} holds the lease with another layout ({theirs}) than this sweeper's ({layout}); not sweeping beside it: configure every Region's sweeper of the table alike");
+            }
             state.seen = Some(LeaseItem {
                 holder,
                 expires_at: until,
+                layout: other_layout,
+                released: item.is_some_and(|i| i.released),
             });
             // When the lease may lapse within the resolution of DynamoDB's clock, watch it
             // (`LEASE_WATCH`, docs/global-tables.md); otherwise read again a fifth of the lease
@@ -282,6 +440,8 @@ impl Lease {
                 let from = from.as_deref().unwrap_or("nobody");
                 info!(holder = %self.config.holder, from, "took the lease from {from}");
                 state.held = Some(held);
+                state.failing = Failing::default();
+                state.backoff_until = None;
                 state.seen = None;
                 self.leading(state, held.until, true)
             }
@@ -290,6 +450,73 @@ impl Lease {
                 state.next_read = Some(Instant::now() + self.poll());
                 self.standing_by(state, refused.err())
             }
+        }
+    }
+
+    /// Gives the lease up: its reads or its deletes have failed since `since`, a lease ago or
+    /// more, with no success since. This sweeper stops leading at once and marks the item given
+    /// up (`released`, conditionally on its holder still being us), which stops the renewals of
+    /// every invocation of this deployment (they share the holder name); its expiry stays as
+    /// written, so that nothing sent under a hold this deployment was granted can meet another
+    /// Region's deletes. The other Regions' standbys take it when it lapses; this sweeper does
+    /// not take it again before a lease has passed since then (`backoff_until`, and [`decide`]
+    /// for the deployment's other invocations).
+    async fn release<S: Store>(
+        &self,
+        state: &mut State,
+        store: &S,
+        stop: &Stop,
+        held: Held,
+        since: Instant,
+    ) -> LeaseCheck {
+        let unsound = Instant::now().saturating_duration_since(since);
+        state.held = None;
+        state.failing = Failing::default();
+        state.seen = None;
+        state.next_read = None;
+        state.logged = Some(Err(String::new()));
+        // The hold ends `LEASE_MARGIN` (and the bounds' width) before the lease lapses: a lease
+        // after that lapse.
+        let backoff_until = held.until + LEASE_MARGIN + self.config.duration;
+        state.backoff_until = Some(backoff_until);
+        let (table, id, me) = (&self.config.table, &self.config.id, &self.config.holder);
+        let released = stop
+            .bound("UpdateItem", store.release_lease(table, id, me))
+            .await;
+        let unsound_s = unsound.as_secs_f64();
+        let backoff_s = backoff_until
+            .saturating_duration_since(Instant::now())
+            .as_secs_f64();
+        let error = match released {
+            Ok(true) => {
+                warn!(holder = %me, unsound_s, backoff_s, "LeaseReleased: gave the lease up: its reads or its deletes have failed for {unsound_s:.1} s (the lease's length) with no success since; it lapses as written and another Region's sweeper takes it; not taking it again for {backoff_s:.1} s");
+                None
+            }
+            Ok(false) => {
+                warn!(holder = %me, unsound_s, "LeaseReleased: gave the lease up (its reads or its deletes have failed for {unsound_s:.1} s), but the lease was no longer ours");
+                None
+            }
+            Err(e) => {
+                warn!(holder = %me, unsound_s, backoff_s, error = %e, "LeaseReleased: gave the lease up (its reads or its deletes have failed for {unsound_s:.1} s) but could not mark it given up; not renewed, it lapses as written; not taking it again for {backoff_s:.1} s");
+                Some(e)
+            }
+        };
+        Err(NotLeading {
+            error,
+            released: true,
+            ..NotLeading::default()
+        })
+    }
+
+    /// Tells the lease what a sweep that led showed ([`SweepHealth`]): a holder whose reads, or
+    /// whose deletes, have failed for a lease (`LEADER_LEASE`) with no success since gives it up
+    /// at its next check. The lease's own length, because it is what a standby already waits
+    /// when a holder stops: a holder that cannot sweep hands over within about two leases of its
+    /// first failure, one to notice and one for the lease it was granted to lapse.
+    pub async fn swept(&self, health: SweepHealth) {
+        let mut state = self.state.lock().await;
+        if state.held.is_some() {
+            state.failing.record(health, Instant::now());
         }
     }
 
@@ -312,6 +539,8 @@ impl Lease {
         let item = LeaseItem {
             holder: self.config.holder.clone(),
             expires_at: lower + self.config.duration,
+            layout: Some(self.config.layout.clone()),
+            released: false,
         };
         let (table, id) = (&self.config.table, &self.config.id);
         let written = stop
@@ -339,7 +568,7 @@ impl Lease {
             // Written, but with no validity left (the answer showed DynamoDB's clock further on
             // than thought): the next check renews it before anything is sent.
             warn!(holder = %self.config.holder, "the lease write left no time to sweep in; renewing it at the next sweep");
-            return Err(None);
+            return Err(NotLeading::default());
         }
         if !took && state.logged != Some(Ok(())) {
             info!(holder = %self.config.holder, "leading: holding the lease");
@@ -351,21 +580,30 @@ impl Lease {
     /// Standing by (`error`: why, if reading or writing the lease failed); logs the holder when
     /// it changed.
     fn standing_by(&self, state: &mut State, error: Option<StoreError>) -> LeaseCheck {
+        let mut not_leading = NotLeading::error(error);
         if let Some(LeaseItem {
             holder: who,
             expires_at: until,
+            layout,
+            released,
         }) = &state.seen
         {
-            if state.logged.as_ref() != Some(&Err(who.clone())) {
-                info!(
-                    holder = %who,
-                    until = %until,
-                    "standing by: {who} holds the lease until {until}"
-                );
-                state.logged = Some(Err(who.clone()));
+            not_leading.layout_mismatch = layout.is_some();
+            let key = if *released {
+                format!("{who} (released)")
+            } else {
+                who.clone()
+            };
+            if state.logged.as_ref() != Some(&Err(key.clone())) {
+                if *released {
+                    info!(holder = %who, until = %until, "standing by until {until}: {who} gave the lease up");
+                } else {
+                    info!(holder = %who, until = %until, "standing by: {who} holds the lease until {until}");
+                }
+                state.logged = Some(Err(key));
             }
         }
-        Err(error)
+        Err(not_leading)
     }
 }
 
@@ -373,10 +611,33 @@ impl Lease {
 mod tests {
     use super::*;
 
+    /// Our layout in these tests.
+    const L: &str = "index=i ttl=ttl window=w width=60s shards=1 range=all";
+
     fn lease(holder: &str, expires_ms: i64) -> LeaseItem {
         LeaseItem {
             holder: holder.into(),
             expires_at: Timestamp::from_millis(expires_ms),
+            layout: Some(L.into()),
+            released: false,
+        }
+    }
+
+    /// The lease of holder `holder`, of layout `L`, 30 s.
+    fn me(holder: &str) -> LeaseConfig {
+        LeaseConfig {
+            table: "state".into(),
+            id: "sessions#leader".into(),
+            duration: Duration::from_secs(30),
+            holder: holder.into(),
+            layout: L.into(),
+        }
+    }
+
+    fn take(from: Option<&str>) -> Decision {
+        Decision::Take {
+            from: from.map(Into::into),
+            other_layout: None,
         }
     }
 
@@ -392,28 +653,181 @@ mod tests {
     #[test]
     fn no_lease_or_our_own_is_taken_and_another_only_once_it_surely_lapsed() {
         let ms = Timestamp::from_millis;
-        assert_eq!(decide(None, "a", None), Decision::Take { from: None });
+        assert_eq!(decide(None, &me("a"), None), take(None));
         let ours = lease("a", 1_000);
-        assert_eq!(
-            decide(Some(&ours), "a", Some(ms(5_000))),
-            Decision::Take { from: None }
-        );
+        assert_eq!(decide(Some(&ours), &me("a"), Some(ms(5_000))), take(None));
         let theirs = lease("b", 10_000);
         let stand_by = Decision::StandBy {
             holder: "b".into(),
             until: ms(10_000),
+            other_layout: None,
         };
         // DynamoDB's clock not known: theirs holds whatever its time.
-        assert_eq!(decide(Some(&theirs), "a", None), stand_by);
+        assert_eq!(decide(Some(&theirs), &me("a"), None), stand_by);
         // Not lapsed, or lapsing exactly now: theirs.
-        assert_eq!(decide(Some(&theirs), "a", Some(ms(9_999))), stand_by);
-        assert_eq!(decide(Some(&theirs), "a", Some(ms(10_000))), stand_by);
+        assert_eq!(decide(Some(&theirs), &me("a"), Some(ms(9_999))), stand_by);
+        assert_eq!(decide(Some(&theirs), &me("a"), Some(ms(10_000))), stand_by);
         assert_eq!(
-            decide(Some(&theirs), "a", Some(ms(10_001))),
-            Decision::Take {
-                from: Some("b".into())
+            decide(Some(&theirs), &me("a"), Some(ms(10_001))),
+            take(Some("b"))
+        );
+    }
+
+    #[test]
+    fn a_sweep_shows_reads_and_deletes_working_failing_or_nothing() {
+        use super::super::report::{SweepErrorEntry, SweepReport};
+        let health = |r: &SweepReport| {
+            let h = SweepHealth::of(r);
+            (h.reads, h.deletes)
+        };
+        assert_eq!(health(&SweepReport::default()), (None, None));
+        let read = SweepReport {
+            windows_swept: 2,
+            ..SweepReport::default()
+        };
+        assert_eq!(health(&read), (Some(true), None), "nothing to delete");
+        let cut_short = SweepReport {
+            windows_swept: 1,
+            stopped_early: true,
+            windows_left: 3,
+            items_found: 100,
+            items_deleted: 40,
+            items_left: 60,
+            ..SweepReport::default()
+        };
+        assert_eq!(health(&cut_short), (Some(true), Some(true)));
+        let e = StoreError::new(ErrorKind::Transient, "Query", "timed out");
+        let unread = SweepReport {
+            windows_swept: 1,
+            errors: vec![SweepErrorEntry::new(Some("w".into()), &e)],
+            ..SweepReport::default()
+        };
+        assert_eq!(health(&unread).0, Some(false));
+        let checkpoint = SweepReport {
+            windows_swept: 1,
+            errors: vec![SweepErrorEntry::new(None, &e)],
+            ..SweepReport::default()
+        };
+        assert_eq!(
+            health(&checkpoint).0,
+            Some(true),
+            "a checkpoint error is not a read"
+        );
+        let refused = SweepReport {
+            items_found: 5,
+            items_failed: 5,
+            ..read.clone()
+        };
+        assert_eq!(health(&refused).1, Some(false));
+        let some_deleted = SweepReport {
+            items_deleted: 1,
+            ..refused.clone()
+        };
+        assert_eq!(health(&some_deleted).1, Some(true));
+        let kept = SweepReport {
+            items_skipped: 1,
+            ..refused
+        };
+        assert_eq!(health(&kept).1, Some(true), "a conditional delete answered");
+    }
+
+    #[test]
+    fn failing_runs_from_the_first_failure_until_a_success() {
+        let t = Instant::now();
+        let s = Duration::from_secs;
+        let (ok, bad) = (Some(true), Some(false));
+        let h = |reads, deletes| SweepHealth { reads, deletes };
+        let mut f = Failing::default();
+        f.record(h(ok, None), t);
+        assert_eq!(f.since(), None);
+        f.record(h(ok, bad), t + s(1));
+        // Sweeps that show nothing of deletes (a full sweep of older windows) do not end it.
+        f.record(h(ok, None), t + s(2));
+        f.record(h(ok, bad), t + s(3));
+        assert_eq!(f.since(), Some(t + s(1)));
+        f.record(h(bad, None), t + s(4));
+        assert_eq!(f.since(), Some(t + s(1)));
+        f.record(h(ok, ok), t + s(5));
+        assert_eq!(f.since(), None);
+    }
+
+    #[test]
+    fn a_lease_we_gave_up_is_left_to_the_others_until_a_lease_after_it_lapses() {
+        let ms = Timestamp::from_millis;
+        let given_up = LeaseItem {
+            released: true,
+            ..lease("a", 10_000)
+        };
+        // Ours, given up: not renewed; a standby of ours waits for the lapse and a lease (30 s).
+        let stand_by = Decision::StandBy {
+            holder: "a".into(),
+            until: ms(40_000),
+            other_layout: None,
+        };
+        assert_eq!(decide(Some(&given_up), &me("a"), Some(ms(9_000))), stand_by);
+        assert_eq!(
+            decide(Some(&given_up), &me("a"), Some(ms(40_000))),
+            stand_by
+        );
+        assert_eq!(decide(Some(&given_up), &me("a"), None), stand_by);
+        assert_eq!(
+            decide(Some(&given_up), &me("a"), Some(ms(40_001))),
+            take(None)
+        );
+        // Another's, given up: theirs until it lapses, then taken as any lapsed lease.
+        assert_eq!(
+            decide(Some(&given_up), &me("b"), Some(ms(9_000))),
+            Decision::StandBy {
+                holder: "a".into(),
+                until: ms(10_000),
+                other_layout: None,
             }
         );
+        assert_eq!(
+            decide(Some(&given_up), &me("b"), Some(ms(10_001))),
+            take(Some("a"))
+        );
+    }
+
+    #[test]
+    fn a_lease_of_another_layout_is_told_apart_and_one_without_a_layout_is_not() {
+        let ms = Timestamp::from_millis;
+        let wide = "index=i ttl=ttl window=w width=300s shards=1 range=all";
+        let theirs = LeaseItem {
+            layout: Some(wide.into()),
+            ..lease("b", 10_000)
+        };
+        // Live: stand by, naming their layout.
+        assert_eq!(
+            decide(Some(&theirs), &me("a"), Some(ms(9_000))),
+            Decision::StandBy {
+                holder: "b".into(),
+                until: ms(10_000),
+                other_layout: Some(wide.into()),
+            }
+        );
+        // Lapsed: taken all the same (its holder is gone), naming it.
+        assert_eq!(
+            decide(Some(&theirs), &me("a"), Some(ms(10_001))),
+            Decision::Take {
+                from: Some("b".into()),
+                other_layout: Some(wide.into()),
+            }
+        );
+        // Ours, whatever layout it was written with: a redeployed sweeper renews its own lease.
+        assert_eq!(decide(Some(&theirs), &me("b"), Some(ms(9_000))), take(None));
+        // Written before lease items recorded a layout: unknown, no mismatch.
+        let old = LeaseItem {
+            layout: None,
+            ..lease("b", 10_000)
+        };
+        assert!(matches!(
+            decide(Some(&old), &me("a"), Some(ms(9_000))),
+            Decision::StandBy {
+                other_layout: None,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -430,7 +844,10 @@ mod tests {
             // A's lower bound: up to a second behind (the Date header's resolution).
             for behind_ms in [0, 500, 999] {
                 let lower = dynamodb_now - Duration::from_millis(behind_ms);
-                let took = matches!(decide(Some(&b), "a", Some(lower)), Decision::Take { .. });
+                let took = matches!(
+                    decide(Some(&b), &me("a"), Some(lower)),
+                    Decision::Take { .. }
+                );
                 assert!(
                     !took || dynamodb_now > b.expires_at,
                     "took at {dynamodb_now} a lease lapsing at {}",
@@ -441,7 +858,7 @@ mod tests {
         // Once DynamoDB's clock is a second past, every lower bound has passed it.
         let late = b.expires_at + Duration::from_millis(1_001);
         assert!(matches!(
-            decide(Some(&b), "a", Some(late - Duration::from_millis(999))),
+            decide(Some(&b), &me("a"), Some(late - Duration::from_millis(999))),
             Decision::Take { .. }
         ));
     }

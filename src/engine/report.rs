@@ -176,6 +176,12 @@ pub struct SweepReport {
     /// Sweeps that stood by (`LEADER_LEASE`): another sweeper held the table's lease, so they
     /// read nothing, deleted nothing and moved no checkpoint.
     pub stood_by: u32,
+    /// Sweeps that stood by beside a lease held with another layout than this sweeper's
+    /// (`LEADER_LEASE`): the Regions' sweepers of the table are not configured alike.
+    pub lease_layout_mismatch: u32,
+    /// Times this sweeper gave the lease up (`LEADER_LEASE`): its sweeps had failed (a store
+    /// error, or every delete failed) and none had succeeded for a lease.
+    pub lease_released: u32,
     /// The checkpoint before the sweep (ISO time), when a checkpoint is configured.
     pub checkpoint_before: Option<String>,
     /// The checkpoint after the sweep.
@@ -250,6 +256,8 @@ impl SweepReport {
         }
         self.ticks += other.ticks.max(1);
         self.stood_by += other.stood_by;
+        self.lease_layout_mismatch += other.lease_layout_mismatch;
+        self.lease_released += other.lease_released;
         self.stopped_early |= other.stopped_early;
         self.catchup_capped |= other.catchup_capped;
         if other.checkpoint_before.is_some() && self.checkpoint_before.is_none() {

@@ -84,15 +84,17 @@ impl<S: Store> Sweeper<S> {
         let Some(lease) = &self.lease else {
             return Ok(stop.clone());
         };
-        let error = match lease.check(&self.shared.store, stop).await {
+        let not_leading = match lease.check(&self.shared.store, stop).await {
             Ok(until) => return Ok(stop.within(until)),
-            Err(error) => error,
+            Err(not_leading) => not_leading,
         };
         let mut report = SweepReport {
             stood_by: 1,
+            lease_layout_mismatch: u32::from(not_leading.layout_mismatch),
+            lease_released: u32::from(not_leading.released),
             ..self.report(now)
         };
-        if let Some(e) = error {
+        if let Some(e) = not_leading.error {
             report.add_errors([SweepErrorEntry::new(None, &e)]);
         }
         Err(report)
@@ -172,7 +174,25 @@ impl<S: Store> Sweeper<S> {
             Ok(stop) => stop,
             Err(standing_by) => return standing_by,
         };
-        let stop = &stop;
+        let report = self.sweep_leading(now, newest_end, &stop).await;
+        self.swept(&report).await;
+        report
+    }
+
+    /// Tells the lease, if any, how a sweep that led went ([`Lease::swept`]).
+    async fn swept(&self, report: &SweepReport) {
+        if let Some(lease) = &self.lease {
+            lease.swept(super::lease::SweepHealth::of(report)).await;
+        }
+    }
+
+    /// [`Sweeper::sweep_below`], leading (or without a lease), within `stop`.
+    async fn sweep_leading(
+        &self,
+        now: Timestamp,
+        newest_end: Option<i64>,
+        stop: &Stop,
+    ) -> SweepReport {
         let started = Instant::now();
         let width = self.shared.schema.layout.window_seconds;
         let options = &self.shared.options;
@@ -275,7 +295,11 @@ impl<S: Store> Sweeper<S> {
         stop: &Stop,
     ) -> SweepReport {
         match self.lead(now, stop).await {
-            Ok(stop) => self.sweep_partitions(now, windows, &stop).await.0,
+            Ok(stop) => {
+                let report = self.sweep_partitions(now, windows, &stop).await.0;
+                self.swept(&report).await;
+                report
+            }
             Err(standing_by) => standing_by,
         }
     }

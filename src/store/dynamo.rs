@@ -116,6 +116,14 @@ pub const LEASE_HOLDER_ATTRIBUTE: &str = "holder";
 /// Attribute of the lease item holding when it lapses by DynamoDB's clock, epoch milliseconds.
 pub const LEASE_EXPIRES_ATTRIBUTE: &str = "expiresAt";
 
+/// Attribute of the lease item describing its holder's layout (a String; absent from items
+/// written before it was recorded).
+pub const LEASE_LAYOUT_ATTRIBUTE: &str = "layout";
+
+/// Attribute of the lease item set (a Boolean, `true`) when its holder gave it up; removed when
+/// the lease is taken again.
+pub const LEASE_RELEASED_ATTRIBUTE: &str = "released";
+
 impl DynamoStore {
     /// Wraps a client built by the caller, adding the interceptor that learns DynamoDB's clock
     /// from its responses (see [`DynamoStore::server_clock`]).
@@ -391,7 +399,21 @@ impl Store for DynamoStore {
                 .map_err(|_| invalid("`expiresAt` is not epoch milliseconds"))?,
             _ => return Err(invalid("no Number `expiresAt`")),
         };
-        Ok(Some(LeaseItem { holder, expires_at }))
+        let layout = match item.get(LEASE_LAYOUT_ATTRIBUTE) {
+            None => None,
+            Some(AttributeValue::S(l)) => Some(l.clone()),
+            Some(_) => return Err(invalid("`layout` is not a String")),
+        };
+        let released = matches!(
+            item.get(LEASE_RELEASED_ATTRIBUTE),
+            Some(AttributeValue::Bool(true))
+        );
+        Ok(Some(LeaseItem {
+            holder,
+            expires_at,
+            layout,
+            released,
+        }))
     }
 
     #[instrument(level = "debug", skip(self))]
@@ -403,16 +425,32 @@ impl Store for DynamoStore {
         lapsed_before: Timestamp,
     ) -> Result<bool, StoreError> {
         // UpdateItem rather than PutItem: the checkpoint's own grants (GetItem, UpdateItem) cover
-        // the lease, and the item holds nothing else.
+        // the lease, and the item holds nothing else. A lease without a layout removes the one
+        // recorded.
+        // One given up is not renewed by its holder: only taken again once it lapsed.
+        let (update, layout) = match &lease.layout {
+            Some(layout) => (
+                "SET #h = :me, #e = :expires, #l = :layout REMOVE #r",
+                Some(layout),
+            ),
+            None => ("SET #h = :me, #e = :expires REMOVE #l, #r", None),
+        };
         let result = self
             .client
             .update_item()
             .table_name(table)
             .key("id", AttributeValue::S(id.to_owned()))
-            .update_expression("SET #h = :me, #e = :expires")
-            .condition_expression("attribute_not_exists(id) OR #h = :me OR #e < :lapsed")
+            .update_expression(update)
+            .condition_expression(
+                "attribute_not_exists(id) OR (#h = :me AND attribute_not_exists(#r)) OR #e < :lapsed",
+            )
             .expression_attribute_names("#h", LEASE_HOLDER_ATTRIBUTE)
             .expression_attribute_names("#e", LEASE_EXPIRES_ATTRIBUTE)
+            .expression_attribute_names("#l", LEASE_LAYOUT_ATTRIBUTE)
+            .expression_attribute_names("#r", LEASE_RELEASED_ATTRIBUTE)
+            .set_expression_attribute_values(
+                layout.map(|l| [(":layout".to_owned(), AttributeValue::S(l.clone()))].into()),
+            )
             .expression_attribute_values(":me", AttributeValue::S(lease.holder.clone()))
             .expression_attribute_values(
                 ":expires",
@@ -422,6 +460,24 @@ impl Store for DynamoStore {
                 ":lapsed",
                 AttributeValue::N(lapsed_before.millis().to_string()),
             )
+            .send()
+            .await;
+        conditionally_written(result.map_err(|e| StoreError::from_sdk("UpdateItem", e)))
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn release_lease(&self, table: &str, id: &str, holder: &str) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(table)
+            .key("id", AttributeValue::S(id.to_owned()))
+            .update_expression("SET #r = :true")
+            .condition_expression("#h = :me")
+            .expression_attribute_names("#h", LEASE_HOLDER_ATTRIBUTE)
+            .expression_attribute_names("#r", LEASE_RELEASED_ATTRIBUTE)
+            .expression_attribute_values(":me", AttributeValue::S(holder.to_owned()))
+            .expression_attribute_values(":true", AttributeValue::Bool(true))
             .send()
             .await;
         conditionally_written(result.map_err(|e| StoreError::from_sdk("UpdateItem", e)))

@@ -51,6 +51,8 @@ const SINCE_SUCCESS: &str = "ttl_sweeper_seconds_since_last_success";
 const STREAM_AGE: &str = "ttl_sweeper_stream_record_age_seconds";
 const LEADER: &str = "ttl_sweeper_leader";
 const STOOD_BY: &str = "ttl_sweeper_stood_by_total";
+const LAYOUT_MISMATCH: &str = "ttl_sweeper_lease_layout_mismatch_total";
+const RELEASED: &str = "ttl_sweeper_lease_released_total";
 const WRITE_CONFLICTS: &str = "ttl_sweeper_write_conflicts_retried_total";
 /// `run --follow-stream`: the stream follower's counters.
 const STREAM_COUNTERS: [&str; 6] = [
@@ -63,7 +65,7 @@ const STREAM_COUNTERS: [&str; 6] = [
 ];
 /// The help of the metrics that are not EMF metrics; as for those, a name ending in `_total` is a
 /// counter and one ending in `_seconds` (or [`SINCE_SUCCESS`]) is in seconds.
-const HELP: [(&str, &str); 13] = [
+const HELP: [(&str, &str); 15] = [
     (SWEEPS, "Sweeps run: ticks and full sweeps"),
     (SWEEPS_FAILED, "Sweeps with failed keys or unread windows"),
     (SINCE_SUCCESS, "Time since the last successful sweep"),
@@ -75,6 +77,8 @@ const HELP: [(&str, &str); 13] = [
     (STREAM_COUNTERS[5], "run --follow-stream: times records were trimmed from the stream before they were read (their items need backfill)"),
     (LEADER, "LEADER_LEASE: 1 when the last sweep held the table's lease (always without a lease), 0 when it stood by"),
     (STOOD_BY, "LEADER_LEASE: sweeps that stood by while another sweeper held the lease"),
+    (LAYOUT_MISMATCH, "LEADER_LEASE: sweeps that stood by beside a lease held with another layout (index, windows, ttl attribute or shard range) than this sweeper's"),
+    (RELEASED, "LEADER_LEASE: times this sweeper gave the lease up: its sweeps had failed (a store error, or every delete failed) and none had succeeded for a lease"),
     (WRITE_CONFLICTS, "Delete requests refused with ReplicatedWriteConflictException (multi-Region strong consistency) and sent again"),
     (STREAM_AGE, "run --follow-stream: age of the newest stream record of each shard's last read, 0 when caught up (the largest over the shards; Lambda's IteratorAge)"),
 ];
@@ -144,14 +148,17 @@ impl DaemonMetrics {
     /// Adds one sweep (a tick or a full sweep) to the counters. A successful one that read at
     /// least one window resets the health clock: a tick with nothing new to read proves nothing
     /// about DynamoDB, and full sweeps (every reporting period) always read windows. So does a
-    /// sweep that stood by after reading the leader lease: a standby is healthy.
+    /// sweep that stood by after reading the leader lease: a standby is healthy, unless the
+    /// holder's layout is not its own.
     pub fn record(&self, report: &SweepReport) {
         self.record_sweep(report, true);
         metrics::with_local_recorder(&self.recorder, || {
             let leader = if report.stood_by > 0 { 0.0 } else { 1.0 };
             gauge!(LEADER, "table" => report.table.clone()).set(leader);
         });
-        if report.is_success() && (report.windows_swept > 0 || report.stood_by > 0) {
+        // A standby beside a holder of another layout is misconfigured, not healthy.
+        let stood_by_well = report.stood_by > report.lease_layout_mismatch;
+        if report.is_success() && (report.windows_swept > 0 || stood_by_well) {
             self.lock()
                 .insert(report.table.clone(), (Instant::now(), true));
         }
@@ -176,6 +183,9 @@ impl DaemonMetrics {
             }
             counter!(SWEEPS, "table" => table.clone()).increment(u64::from(counts));
             counter!(STOOD_BY, "table" => table.clone()).increment(u64::from(r.stood_by));
+            counter!(LAYOUT_MISMATCH, "table" => table.clone())
+                .increment(u64::from(r.lease_layout_mismatch));
+            counter!(RELEASED, "table" => table.clone()).increment(u64::from(r.lease_released));
             counter!(WRITE_CONFLICTS, "table" => table.clone())
                 .increment(r.write_conflicts_retried);
             let failed = counts && !r.is_success();
@@ -402,6 +412,33 @@ mod tests {
             ..SweepReport::default()
         });
         assert!(standby.health().ever_succeeded);
+        // One that stood by beside a holder of another layout is not, and is counted.
+        let mismatched = DaemonMetrics::new(&["sessions"], Duration::from_secs(60));
+        mismatched.record(&SweepReport {
+            table: table(),
+            stood_by: 1,
+            lease_layout_mismatch: 1,
+            ..SweepReport::default()
+        });
+        assert!(!mismatched.health().ever_succeeded);
+        let text = mismatched.render();
+        assert_eq!(
+            v(&text, "ttl_sweeper_lease_layout_mismatch_total"),
+            Some(1.0),
+            "{text}"
+        );
+        m.record(&SweepReport {
+            table: table(),
+            stood_by: 1,
+            lease_released: 1,
+            ..SweepReport::default()
+        });
+        let text = m.render();
+        assert_eq!(
+            v(&text, "ttl_sweeper_lease_released_total"),
+            Some(1.0),
+            "{text}"
+        );
     }
 
     #[test]

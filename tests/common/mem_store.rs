@@ -32,10 +32,12 @@ pub enum Op {
     ReadLease,
     /// The leader lease's conditional `UpdateItem`.
     WriteLease,
+    /// The conditional `UpdateItem` giving the leader lease up.
+    ReleaseLease,
 }
 
 impl Op {
-    pub const ALL: [Op; 8] = [
+    pub const ALL: [Op; 9] = [
         Op::Query,
         Op::BatchDelete,
         Op::Delete,
@@ -44,6 +46,7 @@ impl Op {
         Op::AdvanceCheckpoint,
         Op::ReadLease,
         Op::WriteLease,
+        Op::ReleaseLease,
     ];
 
     /// The DynamoDB operation's name.
@@ -54,7 +57,7 @@ impl Op {
             Op::Delete => "DeleteItem",
             Op::Get => "BatchGetItem",
             Op::ReadCheckpoint | Op::ReadLease => "GetItem",
-            Op::AdvanceCheckpoint | Op::WriteLease => "UpdateItem",
+            Op::AdvanceCheckpoint | Op::WriteLease | Op::ReleaseLease => "UpdateItem",
         }
     }
 }
@@ -198,7 +201,7 @@ pub struct MemStore {
     cancel_on_lost: Option<CancellationToken>,
     /// Cancelled once this many queries were made.
     stop_after: Mutex<Option<(usize, CancellationToken)>>,
-    calls: [AtomicUsize; 8],
+    calls: [AtomicUsize; 9],
     /// The virtual wall clock's epoch seconds at the instant the store was made.
     epoch: Option<(f64, Instant)>,
     /// Items removed by a delete of the sweep.
@@ -224,8 +227,8 @@ pub struct MemStore {
     /// Items a `BatchWriteItem` deleted while their ttl was not past the virtual clock.
     pub destroyed_live: Mutex<Vec<String>>,
     pub checkpoint: Mutex<Option<Timestamp>>,
-    /// The leader lease item (one: the tests sweep one table).
-    pub lease: Mutex<Option<LeaseItem>>,
+    /// The leader lease items by id (shared by the stores made with [`MemStore::sharing`]).
+    pub leases: Arc<Mutex<BTreeMap<String, LeaseItem>>>,
 }
 
 /// The schema of the tests' `sessions` table (String key `id`, the sweeper's default index) with
@@ -348,6 +351,32 @@ impl MemStore {
     pub fn cancel_on_lost(mut self, token: CancellationToken) -> Self {
         self.cancel_on_lost = Some(token);
         self
+    }
+
+    /// Another store over the same items, leases and delete log (another Region's endpoint onto
+    /// one global table): its own layout, faults, delays and counts.
+    pub fn sharing(&self, layout: Layout) -> MemStore {
+        MemStore {
+            layout,
+            items: self.items.clone(),
+            leases: self.leases.clone(),
+            log: self.log.clone(),
+            any_partition: self.any_partition,
+            epoch: self.epoch,
+            ..MemStore::default()
+        }
+    }
+
+    /// The one lease item (the tests sweep one table), if any.
+    pub fn lease(&self) -> Option<LeaseItem> {
+        let leases = self.leases.lock().unwrap();
+        assert!(leases.len() <= 1, "more than one lease item: {leases:?}");
+        leases.values().next().cloned()
+    }
+
+    /// Writes lease item `id` as `lease`.
+    pub fn set_lease(&self, id: &str, lease: LeaseItem) {
+        self.leases.lock().unwrap().insert(id.into(), lease);
     }
 
     /// Every item removed by a delete is logged into `log`.
@@ -724,27 +753,44 @@ impl Store for MemStore {
         Ok(moved)
     }
 
-    async fn read_lease(&self, _: &str, _: &str) -> Result<Option<LeaseItem>, StoreError> {
+    async fn read_lease(&self, _: &str, id: &str) -> Result<Option<LeaseItem>, StoreError> {
         self.begin(Op::ReadLease, None).await?;
-        Ok(self.lease.lock().unwrap().clone())
+        Ok(self.leases.lock().unwrap().get(id).cloned())
     }
 
     /// The conditional `UpdateItem`, evaluated on the item as it stands when the call lands.
     async fn write_lease(
         &self,
         _: &str,
-        _: &str,
+        id: &str,
         lease: &LeaseItem,
         lapsed_before: Timestamp,
     ) -> Result<bool, StoreError> {
         self.begin(Op::WriteLease, None).await?;
-        let mut held = self.lease.lock().unwrap();
-        let accepted = held
-            .as_ref()
-            .is_none_or(|l| l.holder == lease.holder || l.expires_at < lapsed_before);
+        let mut leases = self.leases.lock().unwrap();
+        let accepted = leases.get(id).is_none_or(|l| {
+            (l.holder == lease.holder && !l.released) || l.expires_at < lapsed_before
+        });
         if accepted {
-            *held = Some(lease.clone());
+            let lease = LeaseItem {
+                released: false,
+                ..lease.clone()
+            };
+            leases.insert(id.into(), lease);
         }
         Ok(accepted)
+    }
+
+    /// The conditional `UpdateItem` marking the lease given up, if `holder` holds it.
+    async fn release_lease(&self, _: &str, id: &str, holder: &str) -> Result<bool, StoreError> {
+        self.begin(Op::ReleaseLease, None).await?;
+        let mut leases = self.leases.lock().unwrap();
+        match leases.get_mut(id) {
+            Some(l) if l.holder == holder => {
+                l.released = true;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 }

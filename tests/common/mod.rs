@@ -680,6 +680,10 @@ impl<S: Store> Store for Instrumented<S> {
             .write_lease(table, id, lease, lapsed_before)
             .await
     }
+
+    async fn release_lease(&self, table: &str, id: &str, holder: &str) -> Result<bool, StoreError> {
+        self.inner.release_lease(table, id, holder).await
+    }
 }
 
 /// `DescribeTable` checks for a configuration's table, index and layout.
