@@ -9,6 +9,8 @@
 //!   checkpoint; `partition` (private): one partition's pages, each item checked as read, chunks
 //!   handed to `delete` (private): batched and conditional deletes with backoff; `pace`
 //!   (private): the read-ahead budget the partitions share and batch mode's page pace.
+//! - `ahead` (private): batch mode in tick mode, the next tick's keys confirmed by the table
+//!   before the tick ([`Sweeper::confirm_ahead`]), so that its deletes leave without a read.
 //! - [`report`]: [`SweepReport`], what a pass did, and how reports merge.
 //! - [`hook`]: [`hook::ExpiryHook`], the seam expiry events are published through around
 //!   deletes (notify: after; archive: before, deleting only what the sink accepted).
@@ -26,6 +28,7 @@ use std::time::Duration;
 use crate::expiry::window::ShardRange;
 use crate::store::full_jitter;
 
+mod ahead;
 pub mod checkpoint;
 mod delete;
 pub mod hook;
@@ -38,6 +41,7 @@ pub mod sweep;
 pub mod tables;
 pub mod ticks;
 
+pub use ahead::CONFIRM_AHEAD;
 pub use checkpoint::Checkpoint;
 pub use lease::{Lease, LeaseConfig};
 pub use report::{FailedKey, LagHistogram, LagStats, SweepErrorEntry, SweepReport};

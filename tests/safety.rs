@@ -770,3 +770,52 @@ async fn a_catch_up_stopped_before_it_began_leaves_the_checkpoint_where_it_was()
     let stopped = report.windows_left >= 58 && report.stopped_early;
     assert!(stopped, "{report:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn batch_ticks_confirm_their_keys_ahead_so_the_delete_follows_the_query() {
+    // 1 s ticks for 10 s, 20 items due each second, every request 10 ms. Each key is confirmed
+    // by the table before its first send; read before the tick, the confirmation adds no round
+    // trip after it: a tick's BatchWriteItem goes one query (10 ms) after the tick, not a query
+    // and a read (20 ms).
+    let ops = [Op::Query, Op::Get, Op::BatchDelete];
+    let store = ops
+        .into_iter()
+        .fold(mem(), |m, op| m.delay(op, Duration::from_millis(10)));
+    for s in 1..=10 {
+        (0..20).for_each(|i| store.put(&format!("s{s:02}-{i:02}"), (T0 + s) as f64));
+    }
+    let store = Arc::new(store);
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
+    let clock = {
+        let store = store.clone();
+        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
+    };
+    let started = Instant::now();
+    let ticks = Ticks {
+        every: Duration::from_secs(1),
+        full_every: Duration::from_secs(60),
+        until: Some(started + Duration::from_millis(10_500)),
+    };
+    let report = run_ticks(
+        &sweeper,
+        Timestamp::from_secs(T0),
+        &clock,
+        &ticks,
+        &Stop::never(),
+        |_| {},
+    )
+    .await;
+    assert!(store.ids().is_empty(), "{report:?}");
+    assert_sent_fresh(&store, &report);
+    // Each send, measured from the tick that made it (at s + 20 ms).
+    let sends = store.batch_calls.lock().unwrap().clone();
+    assert!(!sends.is_empty());
+    for (at, ids) in &sends {
+        let after_tick = at.duration_since(started).as_millis() % 1000;
+        assert!(
+            after_tick <= 20 + 10 + 5,
+            "{ids:?} sent {after_tick} ms into its second; {report:?}"
+        );
+    }
+    report.assert_fields("items_deleted=200 items_failed=0");
+}

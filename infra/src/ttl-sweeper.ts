@@ -30,8 +30,9 @@ import { SweepSchedule } from './schedule';
 /** How expired items are deleted (`DELETE_MODE`). */
 export enum DeleteMode {
   /**
-   * `BatchWriteItem`, 25 keys a request: cheapest and fastest. Trusts the index, so an item whose
-   * ttl was extended a moment before the sweep can still be deleted.
+   * `BatchWriteItem`, 25 keys a request: cheapest and fastest. Each key is confirmed by a
+   * strongly consistent `BatchGetItem` of the table first (never the index alone); an item whose
+   * ttl is extended within 2 s of that read can still be deleted.
    */
   BATCH = 'batch',
   /**
@@ -953,12 +954,13 @@ export class TtlSweeper extends Construct {
           actions: ['dynamodb:BatchWriteItem', 'dynamodb:DeleteItem', 'dynamodb:DescribeTable'],
           resources: [table.tableArn],
         }),
-        // Batch mode reads a key again (its key attributes and ttl, strongly consistent) when its
-        // read is older than the bound for an unconditional delete when its turn comes.
+        // Batch mode confirms every key by a read of the table (its key attributes and ttl,
+        // strongly consistent) before its first send, and again when that read has aged past the
+        // bound for an unconditional delete.
         ...(own.deleteMode === DeleteMode.BATCH
           ? [
               new iam.PolicyStatement({
-                sid: 'ReadStaleKeysAgain',
+                sid: 'ConfirmKeysInTable',
                 actions: ['dynamodb:BatchGetItem'],
                 resources: [table.tableArn],
               }),

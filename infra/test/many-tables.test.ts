@@ -88,7 +88,7 @@ test('function-wide settings are what the entries fall back to; an entry overrid
   assert.equal(vars.DELETE_MODE, 'conditional');
   // Conditional deletes for both: no re-read of stale keys on either table.
   const s = statements(built.template, logicalId(built.template, 'AWS::IAM::Role', 'SweeperRole'));
-  assert.equal(s.ReadStaleKeysAgain, undefined);
+  assert.equal(s.ConfirmKeysInTable, undefined);
 });
 
 test("IAM: each table's actions on that table and its own index only, no wildcard", () => {
@@ -101,7 +101,7 @@ test("IAM: each table's actions on that table and its own index only, no wildcar
   ]);
   assert.deepEqual(s.DeleteExpiredItems.Resource, [arn('orders'), arn('sessions'), arn('carts')]);
   // Batch deletes re-read stale keys: orders and carts (the default), not sessions (conditional).
-  assert.deepEqual(s.ReadStaleKeysAgain.Resource, [arn('orders'), arn('carts')]);
+  assert.deepEqual(s.ConfirmKeysInTable.Resource, [arn('orders'), arn('carts')]);
   // carts' events: its bus, and (item READ) a read of its own items only.
   assert.deepEqual(s.ExpiryEventsPutEvents.Resource, BUS);
   assert.deepEqual(s.ExpiryEventsReadItems.Resource, arn('carts'));
@@ -118,7 +118,7 @@ test("IAM: each table's actions on that table and its own index only, no wildcar
     }
   }
   assert.deepEqual(Object.keys(s).sort(), [
-    'DeleteExpiredItems', 'ExpiryEventsPutEvents', 'ExpiryEventsReadItems', 'QueryExpiryIndex', 'ReadStaleKeysAgain',
+    'DeleteExpiredItems', 'ExpiryEventsPutEvents', 'ExpiryEventsReadItems', 'QueryExpiryIndex', 'ConfirmKeysInTable',
     'WriteOwnLogs', '["sqs:SendMessage","sqs:GetQueueAttributes","sqs:GetQueueUrl"]',
   ].sort());
 });

@@ -290,7 +290,7 @@ test('IAM grants exactly Query on the index and the deletes on the table, nothin
   const { stack, template } = synth();
   const s = statements(template, logicalId(template, 'AWS::IAM::Role', 'SweeperRole'));
   const sqsSend = '["sqs:SendMessage","sqs:GetQueueAttributes","sqs:GetQueueUrl"]';
-  assert.deepEqual(Object.keys(s).sort(), [sqsSend, 'DeleteExpiredItems', 'QueryExpiryIndex', 'ReadStaleKeysAgain', 'WriteOwnLogs'].sort());
+  assert.deepEqual(Object.keys(s).sort(), [sqsSend, 'DeleteExpiredItems', 'QueryExpiryIndex', 'ConfirmKeysInTable', 'WriteOwnLogs'].sort());
   // The on-failure destination may only send to the failure queue.
   assert.match(resolve(stack, s[sqsSend].Resource), /FailedInvocations/);
   assert.equal(s.QueryExpiryIndex.Action, 'dynamodb:Query');
@@ -302,11 +302,11 @@ test('IAM grants exactly Query on the index and the deletes on the table, nothin
   ]);
   assert.equal(resolve(stack, s.DeleteExpiredItems.Resource), '"arn:aws:dynamodb:eu-west-1:123456789012:table/sessions"');
   // Batch mode (the default) reads stale keys again on the table; conditional mode does not.
-  assert.equal(s.ReadStaleKeysAgain.Action, 'dynamodb:BatchGetItem');
-  assert.equal(resolve(stack, s.ReadStaleKeysAgain.Resource), '"arn:aws:dynamodb:eu-west-1:123456789012:table/sessions"');
+  assert.equal(s.ConfirmKeysInTable.Action, 'dynamodb:BatchGetItem');
+  assert.equal(resolve(stack, s.ConfirmKeysInTable.Resource), '"arn:aws:dynamodb:eu-west-1:123456789012:table/sessions"');
   const conditional = synth({ deleteMode: DeleteMode.CONDITIONAL });
   const c = statements(conditional.template, logicalId(conditional.template, 'AWS::IAM::Role', 'SweeperRole'));
-  assert.equal(c.ReadStaleKeysAgain, undefined);
+  assert.equal(c.ConfirmKeysInTable, undefined);
   assert.deepEqual(s.WriteOwnLogs.Action, ['logs:CreateLogStream', 'logs:PutLogEvents']);
   assert.match(resolve(stack, s.WriteOwnLogs.Resource), /SweeperLogs/);
   // No wildcard action anywhere, and no managed policies on any role.

@@ -9,12 +9,13 @@ use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use super::ahead::Confirmed;
 use super::delete::{ChunkOutcome, Deleter, Expired};
 use super::hook::{delete_with_events, Events};
 use super::pace::{read_ahead, split_permit, take_budget, PagePace, Slots};
 use super::report::SweepReport;
 use super::retry::Stop;
-use super::{SweepOptions, BATCH_SIZE};
+use super::{DeleteMode, SweepOptions, BATCH_SIZE};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
 use crate::expiry::Timestamp;
 use crate::store::{Key, Store, StoreError, TableSchema};
@@ -24,6 +25,8 @@ pub(super) struct Shared<S> {
     pub(super) store: S,
     pub(super) schema: TableSchema,
     pub(super) options: SweepOptions,
+    /// Batch mode in tick mode: keys confirmed by the table ahead of a tick.
+    pub(super) confirmed: Confirmed,
 }
 
 /// The outcome of a finished task; a panic in the task goes on in the caller.
@@ -246,7 +249,13 @@ impl<S: Store> Shared<S> {
             pending.reserve(page_len);
             for item in page.items {
                 match check_item(&this.schema, item, now) {
-                    Some(expired) => {
+                    Some(mut expired) => {
+                        if this.options.delete_mode == DeleteMode::Batch {
+                            let max_age = this.options.batch_max_read_age;
+                            let key = &expired.key;
+                            expired.read_at =
+                                this.confirmed.take(key, &expired.ttl_as_read, max_age);
+                        }
                         out.report.items_found += 1;
                         pending.push(expired);
                     }

@@ -61,6 +61,7 @@ impl<S: Store> Sweeper<S> {
                 store,
                 schema,
                 options,
+                confirmed: Default::default(),
             }),
             wall: None,
             events: None,
@@ -315,8 +316,13 @@ impl<S: Store> Sweeper<S> {
         }
     }
 
+    /// What its sweeps' tasks share.
+    pub(super) fn shared(&self) -> &Arc<Shared<S>> {
+        &self.shared
+    }
+
     /// The shards of each window this sweeper reads.
-    fn shard_range(&self) -> ShardRange {
+    pub(super) fn shard_range(&self) -> ShardRange {
         let all = ShardRange::all(self.shared.schema.layout.window_shards);
         self.shared.options.shard_range.unwrap_or(all)
     }

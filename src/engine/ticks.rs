@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Stop, SweepReport, Sweeper};
+use super::{Stop, SweepReport, Sweeper, CONFIRM_AHEAD};
 use crate::expiry::window::{windows_since, Window};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::Store;
@@ -82,6 +82,22 @@ where
                 let wake = Instant::now() + until_next_tick(clock.now(), ticks.every);
                 if past_until(wake) {
                     break;
+                }
+                // Batch mode: the next tick's keys confirmed by the table ahead of it, so that
+                // its deletes leave without a read of their own (`super::ahead`).
+                let ahead = wake.checked_sub(CONFIRM_AHEAD);
+                if let Some(ahead) = ahead.filter(|a| *a > Instant::now()) {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(ahead) => {}
+                        _ = stop.token().cancelled() => break,
+                    }
+                    let planned = clock.now() + wake.saturating_duration_since(Instant::now());
+                    let since = prev.max(planned - catchup_cap);
+                    let windows = windows_since(since, planned, width);
+                    tokio::select! {
+                        () = sweeper.confirm_ahead(planned, &windows, stop) => {}
+                        _ = tokio::time::sleep_until(wake) => {}
+                    }
                 }
                 tokio::select! {
                     _ = tokio::time::sleep_until(wake) => {}

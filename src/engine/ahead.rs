@@ -1,0 +1,128 @@
+//! Batch mode in tick mode: the keys of the next tick, read from the index and confirmed by the
+//! table shortly before the tick, so that the tick's deletes need no read of their own and leave
+//! one query after the tick, not a query and a read.
+//!
+//! Before a tick planned for instant `at`, [`Sweeper::confirm_ahead`] queries the tick's windows
+//! for `ttl < at` and reads the keys found with strongly consistent `BatchGetItem`s (up to 100
+//! keys each), dated at each read's request. A key whose table ttl is the one listed is
+//! remembered with that read ([`Confirmed`]). When the tick lists the key with the same ttl, its
+//! read is that one: the 2 s bound of an unconditional delete runs from it, as from any read of
+//! the table (`BATCH_MAX_READ_AGE`), and a key whose read has aged past it is read again as
+//! always. Nothing is deleted ahead: a key is deleted only when a tick finds it expired.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use tokio::time::Instant;
+
+use super::pace::read_ahead;
+use super::partition::check_item;
+use super::retry::Stop;
+use super::sweep::Sweeper;
+use super::DeleteMode;
+use crate::expiry::window::{parse_ttl, partition_key, Window};
+use crate::expiry::Timestamp;
+use crate::store::{key_to_json, Key, Store};
+
+/// How long before a tick its keys are read ahead.
+pub const CONFIRM_AHEAD: Duration = Duration::from_millis(300);
+
+/// `BatchGetItem` takes at most this many keys.
+const GET_BATCH: usize = 100;
+
+/// Keys confirmed by the table ahead of a tick: by key (DynamoDB JSON), the ttl read and when
+/// the read was asked. Bounded by the sweep's read-ahead budget; entries older than the batch
+/// bound are dropped at each confirmation.
+#[derive(Debug, Default)]
+pub(super) struct Confirmed(Mutex<HashMap<String, (String, Instant)>>);
+
+impl Confirmed {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Instant)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The read of `key` with ttl `ttl_as_read`, if one was made ahead within `max_age`; taken.
+    pub(super) fn take(&self, key: &Key, ttl_as_read: &str, max_age: Duration) -> Option<Instant> {
+        let mut confirmed = self.lock();
+        if confirmed.is_empty() {
+            return None;
+        }
+        let (ttl, at) = confirmed.remove(&key_to_json(key).to_string())?;
+        (ttl == ttl_as_read && at.elapsed() <= max_age).then_some(at)
+    }
+}
+
+impl<S: Store> Sweeper<S> {
+    /// Batch mode: reads ahead the keys a tick at `at` will find in `windows` (the shards in
+    /// range), and confirms them by the table (module docs). At most the read-ahead budget of
+    /// keys; stops at `stop`. Does nothing in conditional mode, where each delete checks the table.
+    pub async fn confirm_ahead(&self, at: Timestamp, windows: &[Window], stop: &Stop) {
+        let shared = self.shared();
+        let options = &shared.options;
+        if options.delete_mode != DeleteMode::Batch || stop.reached() {
+            return;
+        }
+        let max_age = options.batch_max_read_age;
+        shared
+            .confirmed
+            .lock()
+            .retain(|_, (_, read)| read.elapsed() <= max_age);
+        let most = read_ahead(options);
+        let schema = &shared.schema;
+        let shards = schema.layout.window_shards.max(1);
+        let mut listed: Vec<(Key, String)> = Vec::new();
+        'partitions: for window in windows {
+            for shard in self.shard_range().shards() {
+                let partition = partition_key(*window, shard, shards);
+                let mut start = None;
+                loop {
+                    if listed.len() >= most {
+                        break 'partitions;
+                    }
+                    let left = i32::try_from(most - listed.len()).unwrap_or(i32::MAX);
+                    let query =
+                        shared
+                            .store
+                            .query_expired(schema, &partition, at, start, Some(left));
+                    let Ok(page) = stop.bound("Query", query).await else {
+                        // Nothing lost: the tick reads the table itself for what is not here.
+                        break 'partitions;
+                    };
+                    for item in page.items {
+                        if let Some(e) = check_item(schema, item, at) {
+                            listed.push((e.key, e.ttl_as_read));
+                        }
+                    }
+                    match page.next {
+                        Some(next) => start = Some(next),
+                        None => break,
+                    }
+                }
+            }
+        }
+        let ttl_attribute = &schema.layout.ttl_attribute;
+        listed.truncate(most);
+        for keys in listed.chunks(GET_BATCH) {
+            let wanted: Vec<Key> = keys.iter().map(|(k, _)| k.clone()).collect();
+            // Dated at the request: DynamoDB may read the items any time until its answer.
+            let asked = Instant::now();
+            let read = shared.store.get_items(schema, wanted, true);
+            let Ok(found) = stop.bound("BatchGetItem", read).await else {
+                return;
+            };
+            let mut confirmed = shared.confirmed.lock();
+            for (key, ttl_as_read) in keys {
+                let same = schema.find(&found, key).is_some_and(|item| {
+                    matches!(item.get(ttl_attribute), Some(AttributeValue::N(n))
+                        if parse_ttl(n).ok() == parse_ttl(ttl_as_read).ok())
+                });
+                if same {
+                    let id = key_to_json(key).to_string();
+                    confirmed.insert(id, (ttl_as_read.clone(), asked));
+                }
+            }
+        }
+    }
+}
