@@ -16,6 +16,9 @@ use super::pace::{read_ahead, split_permit, take_budget, PagePace, Slots};
 use super::report::SweepReport;
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions, BATCH_SIZE};
+
+/// Batch mode: chunks whose keys one `BatchGetItem` confirms together (it takes up to 100 keys).
+const CONFIRM_GROUP_CHUNKS: usize = 4;
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
 use crate::expiry::Timestamp;
 use crate::store::{Key, Store, StoreError, TableSchema};
@@ -166,14 +169,22 @@ impl<S: Store> Shared<S> {
         let mut start: Option<Key> = None;
         let mut pace = PagePace::new(&this.options);
         let budget_size = u32::try_from(read_ahead(&this.options)).unwrap_or(u32::MAX);
+        // Batch mode reads the table for a group of chunks at once (one `BatchGetItem` takes up
+        // to 100 keys); each chunk of the group then waits for a send slot of its own.
+        let group_chunks = match this.options.delete_mode {
+            DeleteMode::Batch => CONFIRM_GROUP_CHUNKS,
+            DeleteMode::Conditional => 1,
+        };
+        let group_keys = BATCH_SIZE * group_chunks;
+        let max_groups = max_inflight.div_ceil(group_chunks).max(1);
         let delete = |inflight: &mut JoinSet<ChunkOutcome>,
-                      chunk: Vec<Expired>,
+                      group: Vec<Expired>,
                       held: &mut Option<OwnedSemaphorePermit>| {
             let (shared, stop, permits) = (this.clone(), stop.clone(), slots.permits.clone());
             let reads = slots.reads.clone();
             let events = events.clone();
-            // The chunk's keys' share of the budget, returned when the chunk is done.
-            let keys = split_permit(held, chunk.len());
+            // The group's keys' share of the budget, returned when the group is done.
+            let keys = split_permit(held, group.len());
             inflight.spawn(async move {
                 let _keys = keys;
                 let deleter = Deleter {
@@ -185,20 +196,29 @@ impl<S: Store> Shared<S> {
                     notify: None,
                 };
                 // Batch mode's read of the table, before the wait for a send slot: it holds none.
-                let (chunk, mut out) = {
+                let (mut keys, mut out) = {
                     let _read = reads.acquire().await;
-                    deleter.confirm(chunk, &stop).await
+                    deleter.confirm(group, &stop).await
                 };
-                let _permit = permits.acquire().await;
-                // The stop may have come while this chunk waited for a permit.
-                if stop.reached() {
-                    out.absorb(ChunkOutcome::left(chunk.len()));
-                    return out;
+                let mut chunks = Vec::with_capacity(group_chunks);
+                while !keys.is_empty() {
+                    chunks.push(keys.split_off(keys.len().saturating_sub(BATCH_SIZE)));
                 }
-                out.absorb(match events {
-                    None => deleter.delete_chunk(chunk, now, &stop).await,
-                    Some(events) => delete_with_events(&deleter, &events, chunk, now, &stop).await,
+                let (deleter, permits, stop, events) = (&deleter, &permits, &stop, &events);
+                let sends = chunks.into_iter().map(|chunk| async move {
+                    let _permit = permits.acquire().await;
+                    // The stop may have come while this chunk waited for a permit.
+                    if stop.reached() {
+                        return ChunkOutcome::left(chunk.len());
+                    }
+                    match events {
+                        None => deleter.delete_chunk(chunk, now, stop).await,
+                        Some(events) => delete_with_events(deleter, events, chunk, now, stop).await,
+                    }
                 });
+                for sent in futures::future::join_all(sends).await {
+                    out.absorb(sent);
+                }
                 out
             });
         };
@@ -270,11 +290,11 @@ impl<S: Store> Shared<S> {
                 Some(h) => h.merge(granted),
                 None => held = Some(granted),
             }
-            // Whole chunks go now, from the back (order does not matter); a partial one waits.
-            while pending.len() >= BATCH_SIZE && !stop.reached() {
-                let chunk = pending.split_off(pending.len() - BATCH_SIZE);
-                delete(&mut inflight, chunk, &mut held);
-                while inflight.len() >= max_inflight {
+            // Whole groups go now, from the back (order does not matter); a partial one waits.
+            while pending.len() >= group_keys && !stop.reached() {
+                let group = pending.split_off(pending.len() - group_keys);
+                delete(&mut inflight, group, &mut held);
+                while inflight.len() >= max_groups {
                     if let Some(c) = inflight.join_next().await {
                         out.handled_all &= fold_chunk(&mut out.report, joined(c), origin);
                     }
@@ -299,8 +319,8 @@ impl<S: Store> Shared<S> {
             out.handled_all &= pending.is_empty();
         } else {
             while !pending.is_empty() {
-                let chunk = pending.split_off(pending.len().saturating_sub(BATCH_SIZE));
-                delete(&mut inflight, chunk, &mut held);
+                let group = pending.split_off(pending.len().saturating_sub(group_keys));
+                delete(&mut inflight, group, &mut held);
             }
         }
         while let Some(c) = inflight.join_next().await {
