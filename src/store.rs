@@ -72,9 +72,41 @@ impl TableSchema {
 
     /// The item of `items` (from this table or its index) whose primary key is `key`.
     pub fn find<'a>(&self, items: &'a [Key], key: &Key) -> Option<&'a Key> {
+        items.iter().find(|item| {
+            self.key_attributes
+                .iter()
+                .all(|a| item.get(a).is_some_and(|v| key.get(a) == Some(v)))
+        })
+    }
+
+    /// `items` by their primary key ([`Self::key_token`]), to look many keys up at once.
+    pub fn by_key<'a>(&self, items: &'a [Key]) -> HashMap<String, &'a Key> {
         items
             .iter()
-            .find(|item| self.key_of(item).as_ref() == Some(key))
+            .filter_map(|item| Some((self.key_token(item)?, item)))
+            .collect()
+    }
+
+    /// The primary key of `item` (a key, or an item of this table or its index) as text: each
+    /// key attribute's type, length and value, in the schema's order; `None` without them.
+    pub fn key_token(&self, item: &Key) -> Option<String> {
+        use std::fmt::Write as _;
+        let mut token = String::new();
+        for attribute in &self.key_attributes {
+            let _ = match item.get(attribute)? {
+                AttributeValue::S(s) => write!(token, "S{}:{s}", s.len()),
+                AttributeValue::N(n) => write!(token, "N{}:{n}", n.len()),
+                AttributeValue::B(b) => {
+                    let bytes = b.as_ref();
+                    let _ = write!(token, "B{}:", bytes.len());
+                    bytes
+                        .iter()
+                        .try_for_each(|byte| write!(token, "{byte:02x}"))
+                }
+                _ => return None,
+            };
+        }
+        Some(token)
     }
 }
 

@@ -2,6 +2,8 @@
 //! one conditional `DeleteItem` per item, with backoff and full jitter on unprocessed keys,
 //! throttling and 5xx answers; keys that still fail are returned, never dropped.
 
+use std::collections::HashMap;
+
 use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::time::Instant;
 use tracing::debug;
@@ -166,7 +168,7 @@ impl<S: Store> Deleter<'_, S> {
         stop: &Stop,
     ) -> ChunkOutcome {
         let mut out = ChunkOutcome::default();
-        let chunk = drop_repeats(chunk, &mut out);
+        let chunk = drop_repeats(self.schema, chunk, &mut out);
         out.absorb(match self.options.delete_mode {
             DeleteMode::Batch => self.delete_batch(chunk, now, stop).await,
             DeleteMode::Conditional => self.delete_conditional(chunk, now, stop).await,
@@ -186,7 +188,7 @@ impl<S: Store> Deleter<'_, S> {
         stop: &Stop,
     ) -> (Vec<Expired>, ChunkOutcome) {
         let mut out = ChunkOutcome::default();
-        let chunk = drop_repeats(chunk, &mut out);
+        let chunk = drop_repeats(self.schema, chunk, &mut out);
         if self.options.delete_mode != DeleteMode::Batch || stop.reached() {
             return (chunk, out);
         }
@@ -362,10 +364,14 @@ impl<S: Store> Deleter<'_, S> {
                     .collect();
             }
         };
+        let found = self.schema.by_key(&found);
         let ttl_attribute = &self.schema.layout.ttl_attribute;
         let mut back = Vec::with_capacity(keys.len());
         for e in keys {
-            let item = self.schema.find(&found, &e.key);
+            let item = self
+                .schema
+                .key_token(&e.key)
+                .and_then(|k| found.get(&k).copied());
             match item.map(|item| item.get(ttl_attribute)) {
                 None => {
                     out.gone += 1;
@@ -580,10 +586,12 @@ impl<S: Store> Deleter<'_, S> {
 /// (`ValidationException`). Of two listings the later ttl stays (a GSI sorted by ttl lists a
 /// rewritten key again further on); the other counts as skipped. The delete that follows checks
 /// the ttl kept against the table as always.
-fn drop_repeats(chunk: Vec<Expired>, out: &mut ChunkOutcome) -> Vec<Expired> {
+fn drop_repeats(schema: &TableSchema, chunk: Vec<Expired>, out: &mut ChunkOutcome) -> Vec<Expired> {
     let mut once: Vec<Expired> = Vec::with_capacity(chunk.len());
+    let mut at: HashMap<String, usize> = HashMap::with_capacity(chunk.len());
     for e in chunk {
-        match once.iter_mut().find(|k| k.key == e.key) {
+        let token = schema.key_token(&e.key).unwrap_or_default();
+        match at.get(&token).map(|&i| &mut once[i]) {
             Some(first) => {
                 debug!(key = %key_to_json(&e.key), "key listed twice in one chunk: sent once");
                 out.skipped += 1;
@@ -591,7 +599,10 @@ fn drop_repeats(chunk: Vec<Expired>, out: &mut ChunkOutcome) -> Vec<Expired> {
                     *first = e;
                 }
             }
-            None => once.push(e),
+            None => {
+                at.insert(token, once.len());
+                once.push(e);
+            }
         }
     }
     once
