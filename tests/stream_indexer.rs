@@ -143,8 +143,7 @@ async fn items_written_with_only_a_ttl_get_their_window_and_expired_ones_are_del
     let before = scan_all(&client, table).await.len();
     let parsed: aws_lambda_events::dynamodb::Event =
         serde_json::from_value(batch(records)).unwrap();
-    let (store, schema) = (sweeper.store(), sweeper.schema());
-    let again = index_records(store, schema, &clock, None, &Stop::never(), &parsed.records).await;
+    let again = index_records(&sweeper, &clock, &Stop::never(), &parsed.records).await;
     assert!(again.failures.is_empty(), "{:?}", again.report);
     let counts = &again.report.items;
     assert_eq!(
@@ -366,6 +365,18 @@ async fn the_items_it_deletes_get_their_expiry_events_as_a_sweep_s_do() {
     let report = sweeper.sweep(clock(), &Stop::never()).await;
     assert!(get(&client, &table, "kept").await.is_none(), "{report:?}");
     assert_eq!(sink.seen(), [(EventKind::Expired, "kept".to_string())]);
+
+    // Expired an hour ago, its window is older than any sweep reads (LOOKBACK_WINDOWS=15 of
+    // 60 s): left there it would never be deleted, so its record fails and is delivered again.
+    let (client, sweeper, table) = setup("index_refused_old").await;
+    let sweeper = with_events(sweeper, EventsMode::Archive, &refusing);
+    let old = unwindowed("old", now - 3_600);
+    put_items(&client, &table, vec![old.clone()]).await;
+    let records = batch(vec![record("INSERT", 4, &old)]);
+    let answer = index_batch(&sweeper, &clock, &records, None).await;
+    let failed = json!({ "batchItemFailures": [{ "itemIdentifier": format!("{:021}", 4) }] });
+    assert_eq!(answer.unwrap(), failed);
+    assert_eq!(get(&client, &table, "old").await.unwrap(), old);
 }
 
 /// The records of `batch` as the indexer takes them.
@@ -389,9 +400,7 @@ async fn notify_mode_reports_the_event_of_a_deleted_item_that_the_sink_refused()
     let records = records_of(&batch(vec![record("INSERT", 1, &expired)]));
     let mut reported = 0;
     for _ in 0..2 {
-        let (store, schema) = (sweeper.store(), sweeper.schema());
-        let hook = sweeper.expiry_hook();
-        let indexed = index_records(store, schema, &clock, hook, &Stop::never(), &records).await;
+        let indexed = index_records(&sweeper, &clock, &Stop::never(), &records).await;
         let report = serde_json::to_value(&indexed.report).unwrap();
         reported += report["items"]["events_failed"].as_u64().unwrap_or(0);
     }

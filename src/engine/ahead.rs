@@ -61,7 +61,7 @@ impl<S: Store> Sweeper<S> {
     pub async fn confirm_ahead(&self, at: Timestamp, windows: &[Window], stop: &Stop) {
         let shared = self.shared();
         let options = &shared.options;
-        if options.delete_mode != DeleteMode::Batch || stop.reached() {
+        if options.delete_mode != DeleteMode::Batch || stop.reached() || !self.leading() {
             return;
         }
         let max_age = options.batch_max_read_age;
@@ -73,6 +73,9 @@ impl<S: Store> Sweeper<S> {
         let schema = &shared.schema;
         let shards = schema.layout.window_shards.max(1);
         let mut listed: Vec<(Key, String)> = Vec::new();
+        // A key listed twice (its ttl rewritten between two pages) is read once: DynamoDB
+        // refuses a `BatchGetItem` that names a key twice.
+        let mut seen = std::collections::HashSet::new();
         'partitions: for window in windows {
             for shard in self.shard_range().shards() {
                 let partition = partition_key(*window, shard, shards);
@@ -91,7 +94,10 @@ impl<S: Store> Sweeper<S> {
                         break 'partitions;
                     };
                     for item in page.items {
-                        if let Some(e) = check_item(schema, item, at) {
+                        let Some(e) = check_item(schema, item, at) else {
+                            continue;
+                        };
+                        if schema.key_token(&e.key).is_some_and(|t| seen.insert(t)) {
                             listed.push((e.key, e.ttl_as_read));
                         }
                     }
@@ -112,11 +118,13 @@ impl<S: Store> Sweeper<S> {
             let Ok(found) = stop.bound("BatchGetItem", read).await else {
                 return;
             };
+            let found = schema.by_key(&found);
             let mut confirmed = shared.confirmed.lock();
             for (key, ttl_as_read) in keys {
-                let same = schema.find(&found, key).is_some_and(|item| {
+                let item = schema.key_token(key).and_then(|t| found.get(&t).copied());
+                let same = item.is_some_and(|item| {
                     matches!(item.get(ttl_attribute), Some(AttributeValue::N(n))
-                        if parse_ttl(n).ok() == parse_ttl(ttl_as_read).ok())
+                        if parse_ttl(n).is_ok_and(|t| parse_ttl(ttl_as_read).is_ok_and(|r| r == t)))
                 });
                 if same {
                     let id = key_to_json(key).to_string();

@@ -590,7 +590,11 @@ fn drop_repeats(schema: &TableSchema, chunk: Vec<Expired>, out: &mut ChunkOutcom
     let mut once: Vec<Expired> = Vec::with_capacity(chunk.len());
     let mut at: HashMap<String, usize> = HashMap::with_capacity(chunk.len());
     for e in chunk {
-        let token = schema.key_token(&e.key).unwrap_or_default();
+        // A key without its key attributes (never from `check_item`) is kept as it is.
+        let Some(token) = schema.key_token(&e.key) else {
+            once.push(e);
+            continue;
+        };
         match at.get(&token).map(|&i| &mut once[i]) {
             Some(first) => {
                 debug!(key = %key_to_json(&e.key), "key listed twice in one chunk: sent once");

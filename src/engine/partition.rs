@@ -19,6 +19,10 @@ use super::{DeleteMode, SweepOptions, BATCH_SIZE};
 
 /// Batch mode: chunks whose keys one `BatchGetItem` confirms together (it takes up to 100 keys).
 const CONFIRM_GROUP_CHUNKS: usize = 4;
+
+// A partition waiting for room in the read-ahead budget holds less than a group of keys; the
+// budget holds `READ_AHEAD_ROUNDS` rounds of chunks, so a group always fits in it.
+const _: () = assert!(super::READ_AHEAD_ROUNDS >= CONFIRM_GROUP_CHUNKS);
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
 use crate::expiry::Timestamp;
 use crate::store::{Key, Store, StoreError, TableSchema};

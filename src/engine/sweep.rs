@@ -38,6 +38,9 @@ pub struct Sweeper<S> {
     owed: Arc<Owed>,
     /// With `LEADER_LEASE`: only its holder sweeps.
     lease: Option<Lease>,
+    /// Whether the last sweep led (held the lease, or there is none): a standby reads nothing,
+    /// not even ahead of a tick.
+    leading: std::sync::atomic::AtomicBool,
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
@@ -67,6 +70,7 @@ impl<S: Store> Sweeper<S> {
             events: None,
             owed: Arc::default(),
             lease: None,
+            leading: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -85,7 +89,10 @@ impl<S: Store> Sweeper<S> {
         let Some(lease) = &self.lease else {
             return Ok(stop.clone());
         };
-        let not_leading = match lease.check(&self.shared.store, stop).await {
+        let leading = lease.check(&self.shared.store, stop).await;
+        self.leading
+            .store(leading.is_ok(), std::sync::atomic::Ordering::Relaxed);
+        let not_leading = match leading {
             Ok(until) => return Ok(stop.within(until)),
             Err(not_leading) => not_leading,
         };
@@ -319,6 +326,11 @@ impl<S: Store> Sweeper<S> {
     /// What its sweeps' tasks share.
     pub(super) fn shared(&self) -> &Arc<Shared<S>> {
         &self.shared
+    }
+
+    /// Whether its last sweep led (see [`Self::with_lease`]).
+    pub(super) fn leading(&self) -> bool {
+        self.leading.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The shards of each window this sweeper reads.

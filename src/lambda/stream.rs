@@ -97,8 +97,7 @@ pub async fn index_batch(
     }
     let started = Instant::now();
     let stop = Stop::at(remaining.map(|r| started + r.saturating_sub(DEADLINE_MARGIN)));
-    let (store, events) = (sweeper.store(), sweeper.expiry_hook());
-    let work = index_records(store, schema, clock, events, &stop, &batch.records);
+    let work = index_records(sweeper, clock, &stop, &batch.records);
     let indexed = match remaining {
         None => work.await,
         Some(left) => {

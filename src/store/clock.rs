@@ -28,8 +28,9 @@ pub const SKEW_TOLERANCE: Duration = Duration::from_secs(1);
 /// How far ahead of DynamoDB's clock a sweep instant can be at most: every reading is also held
 /// to the lower bound plus this. The lower bound is exact to within a round trip once an answer
 /// arrived just after DynamoDB's `Date` turned (the largest is kept), so a host clock running
-/// fast by less than the `Date` header's resolution is held back too, and a correct one loses at
-/// most this much while the lower bound is still loose (after a cold start, until a `Date` turns).
+/// fast by less than the `Date` header's resolution is held back too. While the lower bound is
+/// still loose (after a cold start, until an answer arrives just after a `Date` turns) a correct
+/// clock can be held back by up to a second less this, once.
 pub const MAX_AHEAD: Duration = Duration::from_millis(100);
 
 /// How long (monotonic time) a bound from one response is trusted before any newer one replaces it.
@@ -153,16 +154,16 @@ impl ServerClock {
         if wall <= bound {
             return wall;
         }
-        self.clamped_ms
-            .fetch_max(wall.millis_since(bound).unsigned_abs(), Ordering::Relaxed);
-        // Warned about only when surely ahead: past the upper bound, by more than MAX_AHEAD.
+        // Reported, and warned about, only as far as the host clock is surely ahead: past the
+        // upper bound (a clamp to the lower bound may hold a correct clock back a little).
         let ahead_ms = wall.millis_since(upper).max(0).unsigned_abs();
+        self.clamped_ms.fetch_max(ahead_ms, Ordering::Relaxed);
         if ahead_ms > MAX_AHEAD.as_millis() as u64 && should_warn(state.warned, ahead_ms, now) {
             state.warned = Some(Warned { at: now, ahead_ms });
             drop(state);
             tracing::warn!(
                 wall = %wall,
-                dynamodb_at_most = %bound,
+                dynamodb_at_most = %upper,
                 ahead_ms,
                 "the host clock is ahead of DynamoDB's: sweeping as of DynamoDB's time"
             );
@@ -344,7 +345,7 @@ mod tests {
         );
         assert!(held >= date + MAX_AHEAD, "{held}");
         let ahead = clock.take_clamped();
-        assert!((99_850..=99_900).contains(&ahead), "{ahead}");
+        assert!((98_900..=99_000).contains(&ahead), "{ahead}");
         assert_eq!(clock.take_clamped(), 0);
         // A reading at or behind DynamoDB's time passes unchanged.
         let behind = Timestamp::from_secs(1_658_265_880);

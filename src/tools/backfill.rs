@@ -259,6 +259,8 @@ pub(super) struct Step<'a> {
 pub(super) struct StepEvents<'a> {
     pub(super) hook: &'a dyn ExpiryHook,
     pub(super) stop: &'a Stop,
+    /// How far back the sweeps read windows (`LOOKBACK_WINDOWS` × `WINDOW_SECONDS`).
+    pub(super) reach: Duration,
 }
 
 impl Step<'_> {
@@ -361,6 +363,13 @@ impl Step<'_> {
         let archive = event.as_ref().filter(|(events, _)| events.hook.archive());
         if let Some((events, expiry)) = archive {
             if let Err(refused) = events.publish(Publication::Expired(expiry.clone())).await {
+                // Only within the sweeps' reach: a window older than their lookback is never
+                // read again, so the record fails instead, delivered again until accepted.
+                let within = parse_ttl(&ttl)
+                    .is_ok_and(|t| t >= (self.clock.now() - events.reach).as_secs_f64());
+                if !within {
+                    return Err(refused);
+                }
                 return self.leave_to_sweeper(key, ttl, item, refused, counts).await;
             }
         }
@@ -406,6 +415,16 @@ impl Step<'_> {
         let ours = outcome == ConditionalOutcome::Deleted
             || (outcome == ConditionalOutcome::Gone && maybe_applied.get());
         match (event, outcome) {
+            (Some((events, expiry)), ConditionalOutcome::Kept)
+                if maybe_applied.get() && !events.hook.archive() =>
+            {
+                // Deleted by an attempt whose answer was lost and written again since, or kept:
+                // the two cannot be told apart, so the event is reported, never passed over.
+                counts.events_failed += 1;
+                let id = events.hook.event_id(&expiry);
+                tracing::error!(event_id = %id, "an attempt that may have deleted the item lost its answer, and the item is there with another ttl: if that attempt deleted it, no expiry event was sent");
+                Ok(())
+            }
             (Some((events, expiry)), _) if ours && !events.hook.archive() => {
                 let id = events.hook.event_id(&expiry);
                 if let Err(e) = events.publish(Publication::Expired(expiry)).await {

@@ -20,7 +20,7 @@ use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
 use crate::store::stream::{From, ReadError, Shard, StreamClient, TableStream};
 use crate::store::{full_jitter, DynamoStore};
-use plan::{compact, ready, to_retry, MAX_POSITION_BYTES};
+use plan::{compact, expand, ready, to_retry, MAX_POSITION_BYTES};
 pub use plan::{Position, ShardPosition};
 pub use report::{FollowError, FollowReport};
 
@@ -132,6 +132,7 @@ impl Follower {
             batches: tokio::sync::Semaphore::new(MAX_BATCHES),
             ages: RefCell::default(),
             position: RefCell::new(self.start.clone()),
+            listed: RefCell::new(Vec::new()),
             dirty: Cell::new(false),
             report: RefCell::new(FollowReport {
                 trimmed: u64::from(self.stream_replaced),
@@ -158,6 +159,8 @@ struct Reader<'a> {
     /// Per shard being read: the age (ms) of the newest record of its last read, 0 when caught up.
     ages: RefCell<BTreeMap<String, u64>>,
     position: RefCell<Position>,
+    /// The shards of the last listing: what the compacted position's marks are read against.
+    listed: RefCell<Vec<Shard>>,
     dirty: Cell<bool>,
     report: RefCell<FollowReport>,
 }
@@ -242,6 +245,8 @@ impl Reader<'_> {
     fn forget_unlisted(&self, shards: &[Shard]) {
         let listed: HashSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
         let mut position = self.position.borrow_mut();
+        // The marks an entry about to go vouched for, as the last listing showed them.
+        expand(&mut position, &self.listed.replace(shards.to_vec()));
         let before = position.shards.len();
         position.shards.retain(|id, at| {
             let keep = listed.contains(id.as_str());
@@ -254,6 +259,15 @@ impl Reader<'_> {
         if compacted || position.shards.len() != before {
             self.dirty.set(true);
         }
+    }
+
+    /// Drops `shard`'s entry (it is read again from its oldest record), keeping the marks it
+    /// vouched for.
+    fn forget(&self, shard: &str) {
+        let mut position = self.position.borrow_mut();
+        expand(&mut position, &self.listed.borrow());
+        position.shards.remove(shard);
+        self.dirty.set(true);
     }
 
     fn trimmed(&self, shard: &str) {
@@ -290,7 +304,7 @@ impl Reader<'_> {
                         }
                         Err(ReadError::Trimmed) => {
                             self.trimmed(&shard);
-                            self.position.borrow_mut().shards.remove(&shard);
+                            self.forget(&shard);
                             self.dirty.set(true);
                             continue;
                         }
@@ -344,7 +358,7 @@ impl Reader<'_> {
                 Err(ReadError::ExpiredIterator) => {}
                 Err(ReadError::Trimmed) => {
                     self.trimmed(&shard);
-                    self.position.borrow_mut().shards.remove(&shard);
+                    self.forget(&shard);
                 }
                 Err(e) => {
                     drop(permit);
@@ -362,8 +376,6 @@ impl Reader<'_> {
     /// Indexes one batch of `shard`'s records, retrying failed items (see the module
     /// description), and moves the shard's position past what was handled.
     async fn index(&self, shard: &str, records: Vec<EventRecord>) {
-        let sweeper = self.sweeper;
-        let (store, schema, events) = (sweeper.store(), sweeper.schema(), sweeper.expiry_hook());
         let ids: Vec<String> = records.iter().map(item_id).collect();
         let mut todo: Vec<usize> = (0..records.len()).collect();
         let mut attempt = 1;
@@ -376,7 +388,7 @@ impl Reader<'_> {
                 retried = todo.iter().map(|&i| records[i].clone()).collect();
                 &retried[..]
             };
-            let indexing = index_records(store, schema, self.clock, events, self.stop, batch);
+            let indexing = index_records(self.sweeper, self.clock, self.stop, batch);
             // Cut after the shutdown's grace: the position stays before the batch, which is read
             // again after a restart (every write is conditional).
             let Ok(indexed) = self.stop.within_limits(indexing).await else {

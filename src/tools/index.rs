@@ -8,6 +8,7 @@
 //! is reported by its sequence number, so that `ReportBatchItemFailures` delivers it again.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use aws_lambda_events::dynamodb::EventRecord;
 use futures::stream::{self, StreamExt};
@@ -16,11 +17,10 @@ use serde::Serialize;
 use super::backfill::{
     key_of, plan_item, with_retries, BackfillReport, ItemPlan, Step, StepEvents,
 };
-use crate::engine::hook::ExpiryHook;
-use crate::engine::Stop;
+use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
 use crate::store::scan::UpdateOutcome;
-use crate::store::{key_to_json, DynamoStore, Key, TableSchema};
+use crate::store::{key_to_json, DynamoStore, Key};
 
 /// Items whose records are handled at once.
 pub const CONCURRENCY: usize = 16;
@@ -55,18 +55,20 @@ pub struct Indexed {
     pub failures: Vec<String>,
 }
 
-/// Indexes `records`, one batch from one shard of the table's stream (see the
-/// [module](self) description). The items it deletes get their expiry events through `events`
-/// (when configured), as a sweep's do; publishing stops at `stop`. Never fails as a whole: what
-/// failed is in [`Indexed::failures`].
+/// Indexes `records`, one batch from one shard of the table's stream, for `sweeper`'s table
+/// (see the [module](self) description). The items it deletes get their expiry events through
+/// the sweeper's hook (when configured), as a sweep's do; publishing stops at `stop`. Never fails
+/// as a whole: what failed is in [`Indexed::failures`].
 pub async fn index_records(
-    store: &DynamoStore,
-    schema: &TableSchema,
+    sweeper: &Sweeper<DynamoStore>,
     clock: &dyn Clock,
-    events: Option<&dyn ExpiryHook>,
     stop: &Stop,
     records: &[EventRecord],
 ) -> Indexed {
+    let (store, schema) = (sweeper.store(), sweeper.schema());
+    // How far back the sweeps read windows: an expired item left to them must be within it.
+    let lookback = u64::from(sweeper.options().lookback_windows);
+    let reach = Duration::from_secs(lookback * u64::from(schema.layout.window_seconds));
     // Records grouped by item, in their order.
     let mut items: Vec<Vec<&EventRecord>> = Vec::new();
     let mut slot: HashMap<String, usize> = HashMap::new();
@@ -83,7 +85,9 @@ pub async fn index_records(
         clock,
         limit: None,
         dry_run: false,
-        events: events.map(|hook| StepEvents { hook, stop }),
+        events: sweeper
+            .expiry_hook()
+            .map(|hook| StepEvents { hook, stop, reach }),
     };
     let done: Vec<Indexed> = stream::iter(items)
         .map(|records| async move { index_item(step, &records).await })

@@ -81,6 +81,19 @@ pub(super) fn compact(position: &mut Position, shards: &[Shard]) -> bool {
     position.shards.len() != before
 }
 
+/// Writes back the `Done` mark of every listed shard read to its end that [`compact`] dropped:
+/// before an entry goes (a shard trimmed, or no longer listed), the marks it vouched for must not
+/// go with it, or a closed shard would be read again from its oldest record.
+pub(super) fn expand(position: &mut Position, shards: &[Shard]) {
+    let ended: Vec<String> = read_to_end(shards, position)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    for id in ended {
+        position.shards.entry(id).or_insert(ShardPosition::Done);
+    }
+}
+
 /// The listed `shards` not `running`, not read to their end, and whose parent (if still listed)
 /// was read to its end: parents before children.
 pub(super) fn ready(
@@ -264,6 +277,27 @@ mod tests {
         // d read to its end: still nothing of a or c read again.
         position.shards.insert("d".into(), ShardPosition::Done);
         assert_eq!(ready(&shards, &position, &none), ["b"]);
+    }
+
+    #[test]
+    fn an_entry_that_goes_takes_no_mark_it_vouched_for_with_it() {
+        // a read to its end and split into b; b begun: a's mark is dropped, vouched for by b.
+        let shards = [shard("a", None), shard("b", Some("a"))];
+        let mut position = Position::default();
+        position.shards.insert("a".into(), ShardPosition::Done);
+        position
+            .shards
+            .insert("b".into(), ShardPosition::After("9".into()));
+        assert!(compact(&mut position, &shards));
+        let none = HashSet::new();
+        // b's records trimmed before they were read: its entry goes, a's mark comes back first.
+        expand(&mut position, &shards);
+        position.shards.remove("b");
+        assert_eq!(
+            ready(&shards, &position, &none),
+            ["b"],
+            "a is not read again"
+        );
     }
 
     #[test]
