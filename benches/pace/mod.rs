@@ -558,10 +558,37 @@ pub fn render(d: &mut String, f: &Figures) {
         WINDOWS * s.memory_per_window,
         runs_text(s.memory_runs)
     );
-    let _ = writeln!(d, "| DELETE_MODE | peak memory MiB (min / median / max) | deletes/s (min / median / max) | requests (median run: Query / BatchWriteItem / DeleteItem / BatchGetItem) |");
+    let worst_peak = memory_table(d, "DELETE_MODE", &f.memory);
+    let _ = writeln!(
+        d,
+        "\nGoal (printed, not asserted): peak memory at most {MEMORY_GOAL_MIB:.0} MiB — at most {worst_peak:.1} MiB, {}.\n",
+        met(worst_peak <= MEMORY_GOAL_MIB)
+    );
+    let budget_mib = f64::from(ttl_sweeper::engine::hook::EVENT_ITEMS_BUDGET_KIB) / 1024.0;
+    let _ = writeln!(
+        d,
+        "**Peak memory with whole items in expiry events.** `MAX_CONCURRENCY={ITEMS_CONCURRENCY}`, `EXPIRY_EVENTS=eventbridge:default` (the fake answers `PutEvents`, every entry accepted), every item {ITEM_KIB} KiB (DynamoDB's largest; EventBridge takes 256 KB an entry, so each event goes without its item, counted in `events_truncated`, but the item is held until then), the fake answering at once, {} windows × {} items = {} deletes per run; {} of each row. Unbounded, {ITEMS_CONCURRENCY} chunks of 25 such items could be held at once ({:.0} MiB); a sweep holds at most `EVENT_ITEMS_BUDGET_KIB` ({budget_mib:.0} MiB) of whole items, and a chunk waits for room before it reads or deletes more.\n",
+        WINDOWS,
+        s.items_per_window,
+        WINDOWS * s.items_per_window,
+        runs_text(s.memory_runs),
+        (ITEMS_CONCURRENCY * 25 * ITEM_KIB) as f64 / 1024.0
+    );
+    memory_table(d, "delete mode, item", &f.items);
+    let _ = writeln!(d);
+    let _ = writeln!(
+        d,
+        "Reproduce these rows alone: `cargo build --release --bin ttl-sweeper && BENCH_ONLY=pace AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null cargo bench --bench sweeper` (prints them and writes target/bench-pace.md; `BENCH_QUICK=1`: 1 run of each row, 1,000 items per window at each pace).\n"
+    );
+}
+
+/// A table of peak memory, one row per entry of `rows` (first column headed `first`); returns
+/// the largest peak.
+fn memory_table(d: &mut String, first: &str, rows: &[MemoryRows]) -> f64 {
+    let _ = writeln!(d, "| {first} | peak memory MiB (min / median / max) | deletes/s (min / median / max) | requests (median run: Query / BatchWriteItem / DeleteItem / BatchGetItem) |");
     let _ = writeln!(d, "|---|---|---|---|");
     let mut worst_peak: f64 = 0.0;
-    for rows in &f.memory {
+    for rows in rows {
         let peaks = of(&rows.runs, |r| r.peak_mib);
         worst_peak = peaks.iter().copied().fold(worst_peak, f64::max);
         let mut by_rate: Vec<&Run> = rows.runs.iter().collect();
@@ -582,47 +609,7 @@ pub fn render(d: &mut String, f: &Figures) {
             ops.batch_get
         );
     }
-    let _ = writeln!(
-        d,
-        "\nGoal (printed, not asserted): peak memory at most {MEMORY_GOAL_MIB:.0} MiB — at most {worst_peak:.1} MiB, {}.\n",
-        met(worst_peak <= MEMORY_GOAL_MIB)
-    );
-    let budget_mib = f64::from(ttl_sweeper::engine::hook::EVENT_ITEMS_BUDGET_KIB) / 1024.0;
-    let _ = writeln!(
-        d,
-        "**Peak memory with whole items in expiry events.** `MAX_CONCURRENCY={ITEMS_CONCURRENCY}`, `EXPIRY_EVENTS=eventbridge:default` (the fake answers `PutEvents`, every entry accepted), every item {ITEM_KIB} KiB (DynamoDB's largest; EventBridge takes 256 KB an entry, so each event goes without its item, counted in `events_truncated`, but the item is held until then), the fake answering at once, {} windows × {} items = {} deletes per run; {} of each row. Unbounded, {ITEMS_CONCURRENCY} chunks of 25 such items could be held at once ({:.0} MiB); a sweep holds at most `EVENT_ITEMS_BUDGET_KIB` ({budget_mib:.0} MiB) of whole items, and a chunk waits for room before it reads or deletes more.\n",
-        WINDOWS,
-        s.items_per_window,
-        WINDOWS * s.items_per_window,
-        runs_text(s.memory_runs),
-        (ITEMS_CONCURRENCY * 25 * ITEM_KIB) as f64 / 1024.0
-    );
-    let _ = writeln!(d, "| delete mode, item | peak memory MiB (min / median / max) | deletes/s (min / median / max) | requests (median run: Query / BatchWriteItem / DeleteItem / BatchGetItem) |");
-    let _ = writeln!(d, "|---|---|---|---|");
-    for rows in &f.items {
-        let mut by_rate: Vec<&Run> = rows.runs.iter().collect();
-        by_rate.sort_by(|a, b| a.per_sec().total_cmp(&b.per_sec()));
-        let ops = by_rate
-            .get(by_rate.len() / 2)
-            .map(|r| r.ops)
-            .unwrap_or_default();
-        let _ = writeln!(
-            d,
-            "| {} | {} | {} | {} / {} / {} / {} |",
-            rows.mode,
-            three(&of(&rows.runs, |r| r.peak_mib), |v| format!("{v:.1}")),
-            three(&of(&rows.runs, Run::per_sec), |v| format!("{v:.0}")),
-            ops.query,
-            ops.batch_write,
-            ops.delete,
-            ops.batch_get
-        );
-    }
-    let _ = writeln!(d);
-    let _ = writeln!(
-        d,
-        "Reproduce these rows alone: `cargo build --release --bin ttl-sweeper && BENCH_ONLY=pace AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null cargo bench --bench sweeper` (prints them and writes target/bench-pace.md; `BENCH_QUICK=1`: 1 run of each row, 1,000 items per window at each pace).\n"
-    );
+    worst_peak
 }
 
 fn met(yes: bool) -> &'static str {
