@@ -157,8 +157,9 @@ pub struct SweepReport {
     /// Items found but not attempted because the sweep had to stop; the next sweep finds them.
     pub items_left: u64,
     /// Batch mode: keys listed by the index and confirmed by a strongly consistent read of the
-    /// table (`BatchGetItem`, one request per chunk) before their first send; one found gone or
-    /// with another ttl is not sent. The index can lag the table, so its ttl never dates a send.
+    /// table (`BatchGetItem`, one request per up to 100 keys) before their first send; one found
+    /// gone or with another ttl is not sent. The index can lag the table, so its ttl never dates
+    /// a send.
     pub items_confirmed: u64,
     /// Batch mode: keys whose read was older than the batch bound (`BATCH_MAX_READ_AGE`) when
     /// their turn came, read again with a strongly consistent `BatchGetItem` (one request per
