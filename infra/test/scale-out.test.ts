@@ -72,7 +72,7 @@ test('each function role: the index, the table, its own log group, the shared ch
     const s = statements(template, roleOf(f));
     assert.deepEqual(
       Object.keys(s).filter((k) => !k.startsWith('[')).sort(),
-      ['Checkpoint', 'DeleteExpiredItems', 'QueryExpiryIndex', 'ConfirmKeysInTable', 'WriteOwnLogs'],
+      ['Checkpoint', 'ConfirmKeysInTable', 'DeleteExpiredItems', 'QueryExpiryIndex', 'WriteOwnLogs'],
     );
     assert.match(resolve(stack, s.QueryExpiryIndex.Resource), /table\/sessions\/index\/expirationWindowIndex"$/);
     assert.match(resolve(stack, s.Checkpoint.Resource), /CheckpointTable/);
