@@ -302,21 +302,10 @@ impl Step<'_> {
                 window,
             } => {
                 let key = key_of(self.schema, item)?;
-                let layout = &self.schema.layout;
-                let (outcome, consumed) = with_retries(|| {
-                    self.store.set_window_if_unchanged(
-                        &self.schema.table_name,
-                        key.clone(),
-                        &layout.ttl_attribute,
-                        AttributeValue::N(ttl.clone()),
-                        &layout.window_attribute,
-                        current.clone(),
-                        window.clone(),
-                    )
-                })
-                .await?;
-                self.charge(consumed, counts);
-                match outcome {
+                match self
+                    .set_window(&key, &ttl, &current, &window, counts)
+                    .await?
+                {
                     UpdateOutcome::Written => counts.written += 1,
                     UpdateOutcome::Changed => {
                         counts.changed_concurrently += 1;
@@ -467,25 +456,43 @@ impl Step<'_> {
             counts.expired_left_to_sweeper += 1;
             return Ok(());
         }
-        let (outcome, consumed) = with_retries(|| {
-            self.store.set_window_if_unchanged(
-                &self.schema.table_name,
-                key.clone(),
-                &layout.ttl_attribute,
-                AttributeValue::N(ttl.clone()),
-                &layout.window_attribute,
-                current.clone(),
-                window.clone(),
-            )
-        })
-        .await?;
-        self.charge(consumed, counts);
-        match outcome {
+        match self
+            .set_window(&key, &ttl, &current, &window, counts)
+            .await?
+        {
             UpdateOutcome::Written => counts.expired_left_to_sweeper += 1,
             UpdateOutcome::Changed => counts.changed_concurrently += 1,
         }
         tracing::warn!(error = %refused, "expired item's event not accepted: left to the sweeper, which publishes before it deletes");
         Ok(())
+    }
+
+    /// Sets the window attribute of the item at `key` to `window` if its ttl is still `ttl`
+    /// (the Number as read) and its window still `current`, with retries; charges what it
+    /// consumed.
+    async fn set_window(
+        &self,
+        key: &Key,
+        ttl: &str,
+        current: &Option<AttributeValue>,
+        window: &str,
+        counts: &mut BackfillReport,
+    ) -> Result<UpdateOutcome, StoreError> {
+        let layout = &self.schema.layout;
+        let (outcome, consumed) = with_retries(|| {
+            self.store.set_window_if_unchanged(
+                &self.schema.table_name,
+                key.clone(),
+                &layout.ttl_attribute,
+                AttributeValue::N(ttl.to_owned()),
+                &layout.window_attribute,
+                current.clone(),
+                window.to_owned(),
+            )
+        })
+        .await?;
+        self.charge(consumed, counts);
+        Ok(outcome)
     }
 
     /// Records `consumed` write units (the rate limit took one already).
