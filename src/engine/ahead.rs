@@ -17,6 +17,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::time::Instant;
 
+use super::delete::Expired;
 use super::pace::read_ahead;
 use super::partition::check_item;
 use super::retry::Stop;
@@ -24,7 +25,7 @@ use super::sweep::Sweeper;
 use super::DeleteMode;
 use crate::expiry::window::{parse_ttl, partition_key, Window};
 use crate::expiry::Timestamp;
-use crate::store::{key_to_json, Key, Store};
+use crate::store::{Key, Store, TableSchema};
 
 /// How long before a tick its keys are read ahead.
 pub const CONFIRM_AHEAD: Duration = Duration::from_millis(300);
@@ -32,9 +33,9 @@ pub const CONFIRM_AHEAD: Duration = Duration::from_millis(300);
 /// `BatchGetItem` takes at most this many keys.
 const GET_BATCH: usize = 100;
 
-/// Keys confirmed by the table ahead of a tick: by key (DynamoDB JSON), the ttl read and when
-/// the read was asked. Bounded by the sweep's read-ahead budget; entries older than the batch
-/// bound are dropped at each confirmation.
+/// Keys confirmed by the table ahead of a tick: by key ([`TableSchema::key_token`]), the ttl read
+/// and when the read was asked. Bounded by the sweep's read-ahead budget; entries older than the
+/// batch bound are dropped at each confirmation.
 #[derive(Debug, Default)]
 pub(super) struct Confirmed(Mutex<HashMap<String, (String, Instant)>>);
 
@@ -43,14 +44,19 @@ impl Confirmed {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The read of `key` with ttl `ttl_as_read`, if one was made ahead within `max_age`; taken.
-    pub(super) fn take(&self, key: &Key, ttl_as_read: &str, max_age: Duration) -> Option<Instant> {
+    /// The read of `e`'s key with its ttl as read, if one was made ahead within `max_age`; taken.
+    pub(super) fn take(
+        &self,
+        schema: &TableSchema,
+        e: &Expired,
+        max_age: Duration,
+    ) -> Option<Instant> {
         let mut confirmed = self.lock();
         if confirmed.is_empty() {
             return None;
         }
-        let (ttl, at) = confirmed.remove(&key_to_json(key).to_string())?;
-        (ttl == ttl_as_read && at.elapsed() <= max_age).then_some(at)
+        let (ttl, at) = confirmed.remove(&schema.key_token(&e.key)?)?;
+        (ttl == e.ttl_as_read && at.elapsed() <= max_age).then_some(at)
     }
 }
 
@@ -72,9 +78,9 @@ impl<S: Store> Sweeper<S> {
         let most = read_ahead(options);
         let schema = &shared.schema;
         let shards = schema.layout.window_shards.max(1);
-        let mut listed: Vec<(Key, String)> = Vec::new();
-        // A key listed twice (its ttl rewritten between two pages) is read once: DynamoDB
-        // refuses a `BatchGetItem` that names a key twice.
+        // By key token: a key listed twice (its ttl rewritten between two pages) is read once,
+        // since DynamoDB refuses a `BatchGetItem` that names a key twice.
+        let mut listed: Vec<(String, Expired)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         'partitions: for window in windows {
             for shard in self.shard_range().shards() {
@@ -97,8 +103,10 @@ impl<S: Store> Sweeper<S> {
                         let Some(e) = check_item(schema, item, at) else {
                             continue;
                         };
-                        if schema.key_token(&e.key).is_some_and(|t| seen.insert(t)) {
-                            listed.push((e.key, e.ttl_as_read));
+                        if let Some(token) = schema.key_token(&e.key) {
+                            if seen.insert(token.clone()) {
+                                listed.push((token, e));
+                            }
                         }
                     }
                     match page.next {
@@ -111,7 +119,7 @@ impl<S: Store> Sweeper<S> {
         let ttl_attribute = &schema.layout.ttl_attribute;
         listed.truncate(most);
         for keys in listed.chunks(GET_BATCH) {
-            let wanted: Vec<Key> = keys.iter().map(|(k, _)| k.clone()).collect();
+            let wanted: Vec<Key> = keys.iter().map(|(_, e)| e.key.clone()).collect();
             // Dated at the request: DynamoDB may read the items any time until its answer.
             let asked = Instant::now();
             let read = shared.store.get_items(schema, wanted, true);
@@ -120,15 +128,13 @@ impl<S: Store> Sweeper<S> {
             };
             let found = schema.by_key(&found);
             let mut confirmed = shared.confirmed.lock();
-            for (key, ttl_as_read) in keys {
-                let item = schema.key_token(key).and_then(|t| found.get(&t).copied());
-                let same = item.is_some_and(|item| {
+            for (token, e) in keys {
+                let same = found.get(token).is_some_and(|item| {
                     matches!(item.get(ttl_attribute), Some(AttributeValue::N(n))
-                        if parse_ttl(n).is_ok_and(|t| parse_ttl(ttl_as_read).is_ok_and(|r| r == t)))
+                        if parse_ttl(n).is_ok_and(|t| t == e.ttl))
                 });
                 if same {
-                    let id = key_to_json(key).to_string();
-                    confirmed.insert(id, (ttl_as_read.clone(), asked));
+                    confirmed.insert(token.clone(), (e.ttl_as_read.clone(), asked));
                 }
             }
         }

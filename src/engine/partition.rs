@@ -16,6 +16,9 @@ use super::pace::{read_ahead, split_permit, take_budget, PagePace, Slots};
 use super::report::SweepReport;
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions, BATCH_SIZE};
+use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
+use crate::expiry::Timestamp;
+use crate::store::{Key, Store, StoreError, TableSchema};
 
 /// Batch mode: chunks whose keys one `BatchGetItem` confirms together (it takes up to 100 keys).
 const CONFIRM_GROUP_CHUNKS: usize = 4;
@@ -23,9 +26,6 @@ const CONFIRM_GROUP_CHUNKS: usize = 4;
 // A partition waiting for room in the read-ahead budget holds less than a group of keys; the
 // budget holds `READ_AHEAD_ROUNDS` rounds of chunks, so a group always fits in it.
 const _: () = assert!(super::READ_AHEAD_ROUNDS >= CONFIRM_GROUP_CHUNKS);
-use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
-use crate::expiry::Timestamp;
-use crate::store::{Key, Store, StoreError, TableSchema};
 
 /// What the tasks of a sweep share.
 pub(super) struct Shared<S> {
@@ -276,9 +276,7 @@ impl<S: Store> Shared<S> {
                     Some(mut expired) => {
                         if this.options.delete_mode == DeleteMode::Batch {
                             let max_age = this.options.batch_max_read_age;
-                            let key = &expired.key;
-                            expired.read_at =
-                                this.confirmed.take(key, &expired.ttl_as_read, max_age);
+                            expired.read_at = this.confirmed.take(&this.schema, &expired, max_age);
                         }
                         out.report.items_found += 1;
                         pending.push(expired);
