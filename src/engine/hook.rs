@@ -176,7 +176,7 @@ pub(super) struct Notifier<'a> {
 /// What a chunk holds of the sweep's room for the items its deletes return: their size until
 /// their events are published, and the room of a delete in flight.
 #[derive(Default)]
-pub(super) struct ReturnedRoom {
+struct ReturnedRoom {
     permit: Option<OwnedSemaphorePermit>,
     owed_kib: u32,
     in_flight: bool,
