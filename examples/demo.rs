@@ -1,15 +1,17 @@
 //! `make demo`: watch expired items disappear from a local DynamoDB table.
 //!
-//! Creates a table with the sweeper's GSI and a stream (native TTL left off, so only the sweeper
-//! deletes), writes items expiring over the next ~30 s plus items that must survive — half of
-//! them by a writer that sets the window attribute, half by an application that writes only its
-//! own attributes and a ttl, whose items the stream indexer gives their window — and runs tick
-//! mode as a deployed function does (`TICK_SECONDS=1`: a sweep just after every second, as of the clock
-//! to the millisecond, with a full sweep beside it), printing what each tick deleted and how late,
-//! and at the end what native TTL would have done. The stream indexer follows the table's stream
-//! beside the ticks, as `ttl-sweeper run --follow-stream` does. Exits non-zero unless every expired item is
-//! gone, every survivor is intact and the worst lag stayed under [`LAG_BOUND`] (a few ticks,
-//! for a busy machine; it is tens of milliseconds on an idle one).
+//! Creates an application's table with a stream and nothing of the sweeper's (no GSI, no window
+//! attribute; native TTL left off, so only the sweeper deletes) and the sweeper's own expiry index
+//! table beside it. An application that writes only its own attributes and a ttl writes items
+//! expiring over the next ~30 s, items written already expired, items that must survive and items
+//! without a ttl. The stream indexer follows the table's stream and writes an entry per item into
+//! the index table, as `ttl-sweeper run --follow-stream` (or the Lambda's stream mapping) does;
+//! tick mode sweeps as a deployed function does (`TICK_SECONDS=1`: a sweep just after every
+//! second, as of the clock to the millisecond, with a full sweep beside it), printing what each
+//! tick deleted and how late, and at the end what native TTL would have done. Exits non-zero
+//! unless every expired item is gone, every survivor is intact, every entry of a deleted item was
+//! removed from the index, and the worst lag stayed under [`LAG_BOUND`] (a few ticks, for a busy
+//! machine; it is tens of milliseconds on an idle one).
 //!
 //! With `AWS_ENDPOINT_URL_SQS` set (the Makefile starts moto for it), it also creates an SQS
 //! queue, has the sweeper publish an expiry event per deleted item there
@@ -24,21 +26,24 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue as AV, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
-    KeyType, Projection, ProjectionType, PutRequest, ScalarAttributeType, Select,
-    StreamSpecification, StreamViewType, WriteRequest,
+    AttributeDefinition, AttributeValue as AV, BillingMode, KeySchemaElement, KeyType, PutRequest,
+    ScalarAttributeType, Select, StreamSpecification, StreamViewType, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
 use tokio_util::sync::CancellationToken;
 use ttl_sweeper::config::Config;
 use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Ticks};
-use ttl_sweeper::expiry::window::window_key;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::stream::StreamClient;
-use ttl_sweeper::tools::follow::{FollowReport, Follower};
+use ttl_sweeper::tools::follow::Follower;
 
 const TABLE: &str = "ttl-sweeper-demo";
+/// The sweeper's own expiry index table (`EXPIRY_INDEX_TABLE`).
+const INDEX_TABLE: &str = "ttl-sweeper-demo-expiry-index";
 const EXPIRING: i64 = 300;
+/// Items written already expired (a ttl a minute ago): deleted by the first tick after their
+/// entry is written.
+const WRITTEN_EXPIRED: i64 = 20;
 const SURVIVORS: i64 = 50;
 const NO_TTL: i64 = 10;
 const SPREAD_SECS: i64 = 30;
@@ -71,6 +76,7 @@ async fn main() -> anyhow::Result<()> {
     let expiry_events = events.as_ref().map(|e| format!("sqs:{}", e.queue_url));
     let config = Config::from_lookup(|var| match var {
         "TABLE_NAME" => Some(TABLE.to_owned()),
+        "EXPIRY_INDEX_TABLE" => Some(INDEX_TABLE.to_owned()),
         "EXPIRY_EVENTS" => expiry_events.clone().or_else(|| std::env::var(var).ok()),
         _ => std::env::var(var).ok(),
     })?;
@@ -87,43 +93,31 @@ async fn main() -> anyhow::Result<()> {
     let connected = ttl_sweeper::connect(std::slice::from_ref(&config), wall).await?;
     let sweeper = (connected.tables[0].sweeper().await).map_err(|e| anyhow::anyhow!(e.message))?;
     let streams = StreamClient::from_env().await;
-    let follower = match Follower::open(sweeper.store(), streams, TABLE, None).await {
-        Ok(follower) => Some(follower),
-        Err(e) => {
-            println!(
-                "this server does not serve DynamoDB Streams ({e}): every writer sets the window\n"
-            );
-            None
-        }
-    };
-    let ttl_only = |i: i64| follower.is_some() && i % 2 == 1;
+    let follower = Follower::open(sweeper.store(), streams, TABLE, None).await?;
     // Everything is set up: the items expire from LEAD_SECS from now, ticking starts at once.
     let start = chrono::Utc::now().timestamp();
     let mut items = Vec::new();
-    // Even items: a writer that sets the window; odd ones: only a ttl.
     for i in 0..EXPIRING {
         let ttl = start + LEAD_SECS + i % SPREAD_SECS;
-        items.push(item(&format!("session-{i:03}"), Some(ttl), !ttl_only(i)));
+        items.push(item(&format!("session-{i:03}"), Some(ttl)));
+    }
+    for i in 0..WRITTEN_EXPIRED {
+        items.push(item(&format!("session-late-{i:02}"), Some(start - 60)));
     }
     for i in 0..SURVIVORS {
         let ttl = start + 3600 + i;
-        items.push(item(&format!("survivor-{i:02}"), Some(ttl), !ttl_only(i)));
+        items.push(item(&format!("survivor-{i:02}"), Some(ttl)));
     }
     for i in 0..NO_TTL {
-        items.push(item(&format!("no-ttl-{i:02}"), None, false));
+        items.push(item(&format!("no-ttl-{i:02}"), None));
     }
     put_all(&client, items).await?;
     println!(
-        "wrote {EXPIRING} items expiring from {LEAD_SECS} s to {} s after the start, {SURVIVORS} \
-         expiring in an hour, {NO_TTL} without a ttl; {}; tick mode: a sweep every {} s\n",
+        "wrote {EXPIRING} items expiring from {LEAD_SECS} s to {} s after the start, \
+         {WRITTEN_EXPIRED} already expired, {SURVIVORS} expiring in an hour, {NO_TTL} without a \
+         ttl, each with only the application's attributes and a ttl; the stream indexer writes \
+         their entries into {INDEX_TABLE}; tick mode: a sweep every {} s\n",
         LEAD_SECS + SPREAD_SECS - 1,
-        match follower {
-            Some(_) =>
-                "half of those with a ttl by a writer that sets the window, half by one \
-                        that writes only its own attributes and the ttl (the stream indexer \
-                        gives them their window)",
-            None => "all of those with a ttl by a writer that sets the window",
-        },
         TICK.as_secs()
     );
 
@@ -160,12 +154,7 @@ async fn main() -> anyhow::Result<()> {
         report
     };
     let follow_stop = Stop::never().with_cancel(done.clone());
-    let follow = async {
-        match &follower {
-            Some(follower) => follower.run(sweeper, &clock, &follow_stop, &|_| {}).await,
-            None => FollowReport::default(),
-        }
-    };
+    let follow = follower.run(sweeper, &clock, &follow_stop, &|_| {});
     let (report, followed) = tokio::join!(sweeps, follow);
     anyhow::ensure!(
         report.is_success(),
@@ -182,8 +171,10 @@ async fn main() -> anyhow::Result<()> {
     let untimed = count_prefix(&client, "no-ttl-").await?;
     let sessions = count_prefix(&client, "session-").await?;
     println!("\nsummary");
+    let expected = (EXPIRING + WRITTEN_EXPIRED) as u64;
+    let entries_left = count_entries(&client).await?;
     println!(
-        "  expired items deleted : {total_deleted} of {EXPIRING} in {} ticks (left: {sessions}, \
+        "  expired items deleted : {total_deleted} of {expected} in {} ticks (left: {sessions}, \
          of which expired {expired_left}, not yet due {pending})",
         report.ticks
     );
@@ -195,23 +186,28 @@ async fn main() -> anyhow::Result<()> {
         TICK.as_secs()
     );
     if let Some(e) = &events {
-        for (writer, parity) in [("sets the window", 0), ("sets only the ttl", 1)] {
-            let mut lags = e.lags(|n| n % 2 == parity);
-            lags.sort_by(f64::total_cmp);
-            let at = |p: f64| lags.get(((lags.len() as f64 * p).ceil() as usize).saturating_sub(1));
-            if let (Some(p50), Some(p99), Some(max)) = (at(0.5), at(0.99), lags.last()) {
-                println!(
-                    "    writer {writer:<17}: p50 {p50:.3} s, p99 {p99:.3} s, max {max:.3} s \
-                     ({} items, from their expiry events)",
-                    lags.len()
-                );
-            }
+        let lags = e.lags();
+        let at = |p: f64| lags.get(((lags.len() as f64 * p).ceil() as usize).saturating_sub(1));
+        if let (Some(p50), Some(p99), Some(max)) = (at(0.5), at(0.99), lags.last()) {
+            println!(
+                "    from expiry events  : p50 {p50:.3} s, p99 {p99:.3} s, max {max:.3} s ({} \
+                 items; those written already expired count from their ttl)",
+                lags.len()
+            );
         }
     }
     println!(
-        "  stream indexer        : {} records read, {} windows set for writers that set only \
-         the ttl, {} records failed",
-        followed.index.records, followed.index.items.written, followed.skipped_records
+        "  stream indexer        : {} records read, {} entries written ({} of items written \
+         already expired), {} records failed",
+        followed.index.records,
+        followed.index.entries_written,
+        followed.index.expired_when_written,
+        followed.skipped_records
+    );
+    println!(
+        "  expiry index          : {} entries removed once their items were deleted; {entries_left} \
+         left (the survivors')",
+        report.index_entries_removed
     );
     println!(
         "  native TTL instead    : these {EXPIRING} items would be deleted \"within a few days of \
@@ -232,21 +228,20 @@ async fn main() -> anyhow::Result<()> {
                 seen.len(),
                 e.unexpected()
             );
-            items.len() == EXPIRING as usize
-                && seen.len() == EXPIRING as usize
+            items.len() == expected as usize
+                && seen.len() == expected as usize
                 && e.unexpected() == 0
         }
     };
+    let with_ttl = (EXPIRING + WRITTEN_EXPIRED + SURVIVORS) as u64;
     let ok = sessions == 0
-        && total_deleted == EXPIRING as u64
+        && total_deleted == expected
         && Duration::from_millis(report.lag.max_ms) < LAG_BOUND
         && survivors == SURVIVORS as usize
         && untimed == NO_TTL as usize
-        && followed.index.items.written
-            == (0..EXPIRING)
-                .chain(0..SURVIVORS)
-                .filter(|&i| ttl_only(i))
-                .count() as u64
+        && followed.index.entries_written == with_ttl
+        && report.index_entries_removed == expected
+        && entries_left == SURVIVORS as usize
         && followed.skipped_records == 0
         && events_ok;
     println!(
@@ -257,32 +252,29 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An item with the application's attributes and, if given, a ttl; with `window`, written as a
-/// writer that sets the window attribute too.
-fn item(id: &str, ttl: Option<i64>, window: bool) -> HashMap<String, AV> {
+/// An item with the application's attributes and, if given, a ttl: nothing of the sweeper's.
+fn item(id: &str, ttl: Option<i64>) -> HashMap<String, AV> {
     let mut item = HashMap::from([
         ("id".to_string(), AV::S(id.into())),
         ("payload".to_string(), AV::S(format!("data for {id}"))),
     ]);
     if let Some(ttl) = ttl {
         item.insert("ttl".into(), AV::N(ttl.to_string()));
-        if window {
-            let key = window_key(ttl as f64, 60).expect("valid ttl");
-            item.insert("expirationWindow".into(), AV::S(key));
-        }
     }
     item
 }
 
 async fn create_table(client: &Client) -> anyhow::Result<()> {
-    if client
-        .describe_table()
-        .table_name(TABLE)
-        .send()
-        .await
-        .is_ok()
-    {
-        client.delete_table().table_name(TABLE).send().await?;
+    for table in [TABLE, INDEX_TABLE] {
+        if client
+            .describe_table()
+            .table_name(table)
+            .send()
+            .await
+            .is_ok()
+        {
+            client.delete_table().table_name(table).send().await?;
+        }
     }
     let attr = |n: &str, t: ScalarAttributeType| {
         AttributeDefinition::builder()
@@ -300,21 +292,7 @@ async fn create_table(client: &Client) -> anyhow::Result<()> {
         .create_table()
         .table_name(TABLE)
         .attribute_definitions(attr("id", ScalarAttributeType::S)?)
-        .attribute_definitions(attr("expirationWindow", ScalarAttributeType::S)?)
-        .attribute_definitions(attr("ttl", ScalarAttributeType::N)?)
         .key_schema(key("id", KeyType::Hash)?)
-        .global_secondary_indexes(
-            GlobalSecondaryIndex::builder()
-                .index_name("expirationWindowIndex")
-                .key_schema(key("expirationWindow", KeyType::Hash)?)
-                .key_schema(key("ttl", KeyType::Range)?)
-                .projection(
-                    Projection::builder()
-                        .projection_type(ProjectionType::KeysOnly)
-                        .build(),
-                )
-                .build()?,
-        )
         .billing_mode(BillingMode::PayPerRequest)
         .stream_specification(
             StreamSpecification::builder()
@@ -324,11 +302,33 @@ async fn create_table(client: &Client) -> anyhow::Result<()> {
         )
         .send()
         .await?;
+    client
+        .create_table()
+        .table_name(INDEX_TABLE)
+        .attribute_definitions(attr("window", ScalarAttributeType::S)?)
+        .attribute_definitions(attr("entry", ScalarAttributeType::S)?)
+        .key_schema(key("window", KeyType::Hash)?)
+        .key_schema(key("entry", KeyType::Range)?)
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await?;
     println!(
-        "created table {TABLE} with GSI expirationWindowIndex (expirationWindow, ttl) and a \
-         stream (NEW_AND_OLD_IMAGES); native TTL off"
+        "created table {TABLE} with a stream (NEW_AND_OLD_IMAGES), no GSI and native TTL off, \
+         and the sweeper's expiry index table {INDEX_TABLE} (window, entry)"
     );
     Ok(())
+}
+
+/// Entries in the expiry index table.
+async fn count_entries(client: &Client) -> anyhow::Result<usize> {
+    let out = client
+        .scan()
+        .table_name(INDEX_TABLE)
+        .select(Select::Count)
+        .consistent_read(true)
+        .send()
+        .await?;
+    Ok(out.count() as usize)
 }
 
 async fn put_all(client: &Client, items: Vec<HashMap<String, AV>>) -> anyhow::Result<()> {
@@ -505,14 +505,11 @@ impl EventReader {
         self.seen.lock().unwrap().len()
     }
 
-    /// The lags of the sessions whose number passes `which`.
-    fn lags(&self, which: impl Fn(i64) -> bool) -> Vec<f64> {
-        let lag = self.lag.lock().unwrap();
-        let number = |id: &str| id.strip_prefix("session-")?.parse::<i64>().ok();
-        lag.iter()
-            .filter(|(id, _)| number(id).is_some_and(&which))
-            .map(|(_, lag)| *lag)
-            .collect()
+    /// The lags the events report, sorted.
+    fn lags(&self) -> Vec<f64> {
+        let mut lags: Vec<f64> = self.lag.lock().unwrap().values().copied().collect();
+        lags.sort_by(f64::total_cmp);
+        lags
     }
 
     fn duplicates(&self) -> usize {

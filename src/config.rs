@@ -188,8 +188,10 @@ pub enum ShardRangeProblem {
 pub struct Config {
     /// Table to sweep (`TABLE_NAME`): a name or a table ARN.
     pub table_name: String,
-    /// GSI keyed on (window, ttl) (`INDEX_NAME`).
+    /// GSI keyed on (window, ttl) (`INDEX_NAME`), when the table is swept through one.
     pub index_name: String,
+    /// The sweeper's own expiry index table (`EXPIRY_INDEX_TABLE`), swept instead of a GSI.
+    pub expiry_index_table: Option<String>,
     /// Number attribute holding the expiry, epoch seconds (`TTL_ATTRIBUTE`).
     pub ttl_attribute: String,
     /// String attribute holding the window key (`WINDOW_ATTRIBUTE`).
@@ -268,6 +270,7 @@ impl Config {
         TableTarget {
             table_name: self.table_name.clone(),
             index_name: self.index_name.clone(),
+            index_table: self.expiry_index_table.clone(),
             layout: self.layout(),
             checkpoint_table: self.checkpoint_table.clone(),
         }
@@ -298,7 +301,7 @@ impl Config {
     /// layouts add `/<width>s/<shards>shards`, and a shard range short of all shards
     /// `/range<a>-<b>`. A range starts from the whole table's item until it has its own.
     fn checkpoint_id(&self, range: Option<ShardRange>) -> String {
-        let mut id = format!("{}/{}", self.table_name, self.index_name);
+        let mut id = format!("{}/{}", self.table_name, self.index());
         let (width, shards) = (self.window_seconds, self.window_shards);
         if width != DEFAULT_WINDOW_SECONDS || shards != 1 {
             id.push_str(&format!("/{width}s/{shards}shards"));
@@ -346,12 +349,21 @@ impl Config {
             .map_or_else(|| "all".to_owned(), |r| r.to_string());
         format!(
             "index={} ttl={} window={} width={}s shards={} range={range}",
-            self.index_name,
+            self.index(),
             self.ttl_attribute,
             self.window_attribute,
             self.window_seconds,
             self.window_shards
         )
+    }
+
+    /// What the sweeps read, in checkpoint ids and the lease's layout: the GSI's name, or
+    /// `table:<name>` for an expiry index table (whose checkpoint is never a GSI's).
+    fn index(&self) -> String {
+        match &self.expiry_index_table {
+            Some(table) => format!("table:{table}"),
+            None => self.index_name.clone(),
+        }
     }
 
     /// The expiry-event settings, when `EXPIRY_EVENTS` is set.

@@ -1,7 +1,7 @@
 //! The engine: one sweep over the windows that can hold expired items, and repeated sweeps.
 //!
 //! For each window — and each shard of it, when windows are sharded — a sweep pages through the
-//! GSI for `ttl < now`, checks every item it reads, and deletes the expired ones: in
+//! GSI (or the sweeper's own expiry index table) for `ttl < now`, checks every item it reads, and deletes the expired ones: in
 //! `BatchWriteItem` chunks of 25, or one conditional `DeleteItem` at a time. It takes `now` and
 //! its stop condition as inputs and talks to DynamoDB only through [`crate::store::Store`].
 //!
@@ -9,6 +9,8 @@
 //!   checkpoint; `partition` (private): one partition's pages, each item checked as read, chunks
 //!   handed to `delete` (private): batched and conditional deletes with backoff; `pace`
 //!   (private): the read-ahead budget the partitions share and batch mode's page pace.
+//! - `entries` (private): with an expiry index table, each entry removed once its item is
+//!   judged against the table.
 //! - `ahead` (private): batch mode in tick mode, the next tick's keys confirmed by the table
 //!   before the tick ([`Sweeper::confirm_ahead`]), so that its deletes leave without a read.
 //! - [`report`]: [`SweepReport`], what a pass did, and how reports merge.
@@ -31,6 +33,7 @@ use crate::store::full_jitter;
 mod ahead;
 pub mod checkpoint;
 mod delete;
+mod entries;
 pub mod hook;
 pub mod lease;
 mod pace;

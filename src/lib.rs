@@ -63,6 +63,8 @@ pub mod engine;
 pub mod events;
 pub mod expiry;
 #[cfg(feature = "sweeper")]
+pub mod indexer;
+#[cfg(feature = "sweeper")]
 pub mod lambda;
 #[cfg(feature = "sweeper")]
 pub mod store;

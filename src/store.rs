@@ -13,6 +13,8 @@
 //! - [`stream`]: the table's DynamoDB stream (shards, iterators, records), for the daemon's
 //!   stream follower.
 //! - [`keys`]: keys and items in DynamoDB JSON, for reports, logs, the CLI, progress and events.
+//! - [`entries`]: the sweeper's own expiry index table (`EXPIRY_INDEX_TABLE`): its entries, how
+//!   they sort by ttl, and how a sweep reads them.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -25,6 +27,7 @@ use crate::expiry::{Layout, Timestamp};
 pub mod clock;
 pub mod describe;
 pub mod dynamo;
+pub mod entries;
 pub mod error;
 pub mod keys;
 pub mod scan;
@@ -33,6 +36,7 @@ pub mod stream;
 pub use clock::{GuardedClock, ServerClock, ServerTime, DRIFT_TOLERANCE};
 pub use describe::{open, IndexCheck, OpenedTable, TableTarget};
 pub use dynamo::{DynamoStore, BATCH_ATTEMPT_TIMEOUT, SDK_MAX_ATTEMPTS};
+pub use entries::EntryWrite;
 pub use error::{ErrorKind, StoreError};
 pub use keys::{key_from_json, key_to_json};
 
@@ -53,8 +57,12 @@ pub type Key = HashMap<String, AttributeValue>;
 pub struct TableSchema {
     /// The table's name (or ARN, as configured).
     pub table_name: String,
-    /// The GSI to query.
+    /// The GSI to query, when the table is swept through one (`index_table` is `None`).
     pub index_name: String,
+    /// The sweeper's own expiry index table (`EXPIRY_INDEX_TABLE`, [`entries`]), when the table
+    /// is swept through it instead of a GSI: then the application's table is only ever read
+    /// and deleted from.
+    pub index_table: Option<String>,
     /// Primary key attribute names: the partition key, then the sort key if any.
     pub key_attributes: Vec<String>,
     /// Where items keep their ttl and window, the window width and the shard count.
@@ -113,8 +121,12 @@ impl TableSchema {
 /// One page of a partition query.
 #[derive(Debug, Default, Clone)]
 pub struct Page {
-    /// Items as projected: key attributes and the ttl attribute.
+    /// Items as projected: key attributes and the ttl attribute (from an expiry index table: the
+    /// ttl as indexed).
     pub items: Vec<Key>,
+    /// From an expiry index table: each item's entry ([`entries::id`]), in the order of `items`,
+    /// to remove once the item is judged. Empty from a GSI.
+    pub entries: Vec<Key>,
     /// Where the next page starts; `None` on the last page.
     pub next: Option<Key>,
 }
@@ -191,6 +203,15 @@ pub trait Store: Send + Sync + 'static {
         keys: Vec<Key>,
         ttl_only: bool,
     ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send;
+
+    /// Expiry index table only: up to 25 entry writes (puts and removals, [`EntryWrite`]) in one
+    /// `BatchWriteItem` on `schema.index_table`, one attempt; answers the writes left
+    /// unprocessed.
+    fn write_entries(
+        &self,
+        schema: &TableSchema,
+        writes: Vec<EntryWrite>,
+    ) -> impl Future<Output = Result<Vec<EntryWrite>, StoreError>> + Send;
 
     /// Reads checkpoint `id` from `table`: the boundary up to which everything was swept, if any.
     fn read_checkpoint(
@@ -277,6 +298,14 @@ impl<S: Store> Store for std::sync::Arc<S> {
         ttl_only: bool,
     ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send {
         (**self).get_items(schema, keys, ttl_only)
+    }
+
+    fn write_entries(
+        &self,
+        schema: &TableSchema,
+        writes: Vec<EntryWrite>,
+    ) -> impl Future<Output = Result<Vec<EntryWrite>, StoreError>> + Send {
+        (**self).write_entries(schema, writes)
     }
 
     fn read_checkpoint(

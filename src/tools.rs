@@ -3,13 +3,10 @@
 //! - [`scan`]: the parallel Scan driver both tools share.
 //! - [`backfill`]: gives items their window attribute and deletes those already expired.
 //! - [`audit`]: what is really in the table — expired items still present, writer bugs.
-//! - [`index`]: the stream indexer — the window for every item written with a ttl, from the
-//!   item's record on the table's DynamoDB stream, by the rules of `backfill`.
 //! - [`follow`]: the daemon reads the stream itself (`run --follow-stream`), shard by shard, its
-//!   position saved beside the checkpoint, and hands the records to [`index`].
+//!   position saved beside the checkpoint, and hands the records to [`crate::indexer`].
 
 pub mod audit;
 pub mod backfill;
 pub mod follow;
-pub mod index;
 pub mod scan;

@@ -147,6 +147,7 @@ fn cpu_per_delete(
     let schema = TableSchema {
         table_name: "fake".into(),
         index_name: "expirationWindowIndex".into(),
+        index_table: None,
         key_attributes: vec!["id".into()],
         layout: Default::default(),
     };

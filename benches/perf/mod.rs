@@ -17,7 +17,7 @@ use ttl_sweeper::engine::{run_ticks, Stop};
 use ttl_sweeper::expiry::window::{window_attribute, Window};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{
-    ConditionalOutcome, Key, LeaseItem, Page, Store, StoreError, TableSchema,
+    ConditionalOutcome, EntryWrite, Key, LeaseItem, Page, Store, StoreError, TableSchema,
 };
 
 use crate::common::*;
@@ -454,6 +454,14 @@ impl<S: Store> Store for Counted<S> {
         self.gauge.step(true);
         let _down = Down(self.gauge.clone());
         self.inner.batch_delete(schema, keys).await
+    }
+
+    async fn write_entries(
+        &self,
+        schema: &TableSchema,
+        writes: Vec<EntryWrite>,
+    ) -> Result<Vec<EntryWrite>, StoreError> {
+        self.inner.write_entries(schema, writes).await
     }
 
     async fn delete_if_expired(

@@ -107,12 +107,17 @@ settings! {
     tables: TABLES (Option<String>) {
         default: Some(""),
         help: "More tables, each with the settings that differ for it, as a JSON array",
-        expected: "a JSON array of objects, each with TABLE_NAME and any of INDEX_NAME, TTL_ATTRIBUTE, WINDOW_ATTRIBUTE, WINDOW_SECONDS, WINDOW_SHARDS, LOOKBACK_WINDOWS, SHARD_RANGE, DELETE_MODE, MAX_CONCURRENCY, MAX_RETRIES, EXPIRY_EVENTS, EXPIRY_EVENTS_MODE, EXPIRY_EVENTS_ITEM (string values; a setting left out takes the value of its variable), or empty; each table at most once across TABLE_NAME and TABLES",
+        expected: "a JSON array of objects, each with TABLE_NAME and any of INDEX_NAME, EXPIRY_INDEX_TABLE, TTL_ATTRIBUTE, WINDOW_ATTRIBUTE, WINDOW_SECONDS, WINDOW_SHARDS, LOOKBACK_WINDOWS, SHARD_RANGE, DELETE_MODE, MAX_CONCURRENCY, MAX_RETRIES, EXPIRY_EVENTS, EXPIRY_EVENTS_MODE, EXPIRY_EVENTS_ITEM (string values; a setting left out takes the value of its variable), or empty; each table at most once across TABLE_NAME and TABLES",
     }
     index_name: INDEX_NAME (Option<String>) {
         default: Some("expirationWindowIndex"),
         help: "GSI keyed on (window, ttl)",
         expected: "a GSI name (3-255 characters: letters, digits, '_', '-', '.')",
+    }
+    expiry_index_table: EXPIRY_INDEX_TABLE (Option<String>) {
+        default: Some(""),
+        help: "The sweeper's own expiry index table, fed by the table's stream, swept instead of a GSI",
+        expected: "a DynamoDB table name (keyed on `window` and `entry`, both String), or empty to sweep through the GSI (INDEX_NAME)",
     }
     ttl_attribute: TTL_ATTRIBUTE (Option<String>) {
         default: Some("ttl"),

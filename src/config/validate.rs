@@ -12,8 +12,9 @@ use crate::expiry::window::{ShardRange, MAX_SHARDS, MAX_WINDOW_SECONDS};
 type Field = for<'a> fn(&'a mut Settings) -> &'a mut Option<String>;
 
 /// The settings a `TABLES` entry may set for its table, with their fields.
-const PER_TABLE: [(&Setting, Field); 13] = [
+const PER_TABLE: [(&Setting, Field); 14] = [
     (&INDEX_NAME, |s| &mut s.index_name),
+    (&EXPIRY_INDEX_TABLE, |s| &mut s.expiry_index_table),
     (&TTL_ATTRIBUTE, |s| &mut s.ttl_attribute),
     (&WINDOW_ATTRIBUTE, |s| &mut s.window_attribute),
     (&WINDOW_SECONDS, |s| &mut s.window_seconds),
@@ -137,6 +138,11 @@ impl Settings {
         let mut config = Config {
             table_name: name(table_name.as_deref(), &TABLE_NAME, true)?,
             index_name: name(self.index_name.as_deref(), &INDEX_NAME, false)?,
+            expiry_index_table: match get(self.expiry_index_table.as_deref(), &EXPIRY_INDEX_TABLE)?
+            {
+                raw if raw.is_empty() => None,
+                raw => Some(name(Some(&raw), &EXPIRY_INDEX_TABLE, true)?),
+            },
             ttl_attribute: attribute(self.ttl_attribute.as_deref(), &TTL_ATTRIBUTE)?,
             window_attribute: attribute(self.window_attribute.as_deref(), &WINDOW_ATTRIBUTE)?,
             window_seconds: window_seconds(self.window_seconds.as_deref())?,

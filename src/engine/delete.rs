@@ -39,6 +39,9 @@ pub(super) struct Expired {
     pub(super) maybe_applied: bool,
     /// Batch mode: it aged past the bound once already and was read again.
     pub(super) reread: bool,
+    /// Its entry in the expiry index table, when it was listed from one: removed once the item
+    /// is judged ([`super::entries`]).
+    pub(super) entry: Option<Key>,
 }
 
 /// What deleting needs of a sweeper.
@@ -90,6 +93,8 @@ pub(super) struct ChunkOutcome {
     pub(super) reread: u64,
     /// Batch mode: keys stale again after being read again, deleted conditionally instead.
     pub(super) conditional: u64,
+    /// Expiry index table entries removed once their items were judged.
+    pub(super) entries_removed: u64,
     pub(super) failed: Vec<FailedKey>,
     /// The keys kept (their ttl changed).
     pub(super) kept_keys: Vec<Key>,
@@ -112,6 +117,7 @@ impl ChunkOutcome {
         self.confirmed += other.confirmed;
         self.reread += other.reread;
         self.conditional += other.conditional;
+        self.entries_removed += other.entries_removed;
         self.failed.extend(other.failed);
         self.kept_keys.extend(other.kept_keys);
         self.left_keys.extend(other.left_keys);

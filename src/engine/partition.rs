@@ -11,6 +11,7 @@ use tracing::{debug, warn};
 
 use super::ahead::Confirmed;
 use super::delete::{ChunkOutcome, Deleter, Expired};
+use super::entries::{entries_of, remove_settled};
 use super::hook::{delete_with_events, Events};
 use super::pace::{read_ahead, split_permit, take_budget, PagePace, Slots};
 use super::report::SweepReport;
@@ -92,6 +93,7 @@ pub(super) fn fold_chunk(report: &mut SweepReport, chunk: ChunkOutcome, origin: 
     report.items_confirmed += chunk.confirmed;
     report.items_reread += chunk.reread;
     report.items_conditional += chunk.conditional;
+    report.index_entries_removed += chunk.entries_removed;
     report.items_failed += chunk.failed.len() as u64;
     report.add_failed_keys(chunk.failed);
     report.add_events(chunk.events);
@@ -141,6 +143,7 @@ pub(super) fn check_item(schema: &TableSchema, mut item: Key, now: Timestamp) ->
         read_at: None,
         maybe_applied: false,
         reread: false,
+        entry: None,
     })
 }
 
@@ -189,6 +192,7 @@ impl<S: Store> Shared<S> {
             let events = events.clone();
             // The group's keys' share of the budget, returned when the group is done.
             let keys = split_permit(held, group.len());
+            let entries = entries_of(&group);
             inflight.spawn(async move {
                 let _keys = keys;
                 let deleter = Deleter {
@@ -223,6 +227,8 @@ impl<S: Store> Shared<S> {
                 for sent in futures::future::join_all(sends).await {
                     out.absorb(sent);
                 }
+                out.entries_removed =
+                    remove_settled(&shared.store, &shared.schema, entries, &out, stop).await;
                 out
             });
         };
@@ -271,9 +277,12 @@ impl<S: Store> Shared<S> {
             let answered = Instant::now();
             let page_len = page.items.len();
             pending.reserve(page_len);
+            let mut entries = page.entries.into_iter();
             for item in page.items {
+                let entry = entries.next();
                 match check_item(&this.schema, item, now) {
                     Some(mut expired) => {
+                        expired.entry = entry;
                         if this.options.delete_mode == DeleteMode::Batch {
                             let max_age = this.options.batch_max_read_age;
                             expired.read_at = this.confirmed.take(&this.schema, &expired, max_age);
@@ -340,6 +349,7 @@ mod tests {
         TableSchema {
             table_name: "t".into(),
             index_name: "i".into(),
+            index_table: None,
             key_attributes: vec!["id".into()],
             layout: crate::expiry::Layout {
                 window_attribute: "w".into(),

@@ -168,6 +168,9 @@ pub struct SweepReport {
     /// Batch mode: keys older than the batch bound again after being read again, deleted with a
     /// conditional `DeleteItem` instead (also counted as deleted, kept or gone).
     pub items_conditional: u64,
+    /// Expiry index table mode: entries removed once a sweep judged their items (deleted, gone,
+    /// or kept with another ttl). An item that failed or was left keeps its entry.
+    pub index_entries_removed: u64,
     /// Expiry lag of the deleted items, relative to the sweep instant.
     pub lag: LagStats,
     /// Wall time, milliseconds.
@@ -289,6 +292,7 @@ impl SweepReport {
         self.items_confirmed += other.items_confirmed;
         self.items_reread += other.items_reread;
         self.items_conditional += other.items_conditional;
+        self.index_entries_removed += other.index_entries_removed;
         self.failed_keys_dropped += other.failed_keys_dropped;
         self.errors_dropped += other.errors_dropped;
         self.add_failed_keys(other.failed_keys);

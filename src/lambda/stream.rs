@@ -1,5 +1,5 @@
 //! The stream indexer's invocations: a batch of the table's DynamoDB Streams records from an event
-//! source mapping, indexed by [`crate::tools::index`] and answered with the sequence number of each
+//! source mapping, indexed into the sweeper's expiry index table by [`crate::indexer`] and answered with the sequence number of each
 //! item's first failed record (`ReportBatchItemFailures`), which Lambda delivers again with the
 //! records after it. A batch that does not parse, or holds a record of another table's stream,
 //! fails the invocation as a whole and nothing of it is written.
@@ -13,11 +13,11 @@ use serde_json::{json, Value};
 use super::event::EventError;
 use super::handler::{HandlerError, DEADLINE_MARGIN};
 use crate::engine::tables::Table;
-use crate::engine::{Stop, Sweeper};
+use crate::engine::Sweeper;
 use crate::expiry::Clock;
+use crate::indexer::{index_records, Indexed};
 use crate::store::DynamoStore;
 use crate::telemetry;
-use crate::tools::index::{index_records, Indexed};
 use tokio::time::Instant;
 
 /// True when `event` is a batch of DynamoDB Streams records (`{"Records": [{"eventSource":
@@ -71,11 +71,10 @@ fn refused(problem: String) -> HandlerError {
     HandlerError::Event(e)
 }
 
-/// Indexes the batch `event` for `sweeper`'s table, its deletes' expiry events published through
-/// `sweeper`'s hook, and answers the records to deliver again. Event publishing stops
-/// [`DEADLINE_MARGIN`] before the end of `remaining`; records still unhandled half that margin
-/// before it are all delivered again (every write is conditional, so handling a record twice
-/// changes nothing).
+/// Indexes the batch `event` into `sweeper`'s expiry index table and answers the records to
+/// deliver again. Records still unhandled half of [`DEADLINE_MARGIN`] before the end of
+/// `remaining` are all delivered again (an entry written twice is the same entry). A table
+/// without an expiry index table (`EXPIRY_INDEX_TABLE`) refuses the batch as a whole.
 pub async fn index_batch(
     sweeper: &Sweeper<DynamoStore>,
     clock: &dyn Clock,
@@ -95,9 +94,15 @@ pub async fn index_batch(
             format!("stream records of another table ({arn}); this function indexes {table}");
         return Err(refused(problem));
     }
+    if schema.index_table.is_none() {
+        let table = &schema.table_name;
+        return Err(refused(format!(
+            "stream records of {table}, which has no expiry index table: set EXPIRY_INDEX_TABLE \
+             (the construct and the SAM template do with followStream)"
+        )));
+    }
     let started = Instant::now();
-    let stop = Stop::at(remaining.map(|r| started + r.saturating_sub(DEADLINE_MARGIN)));
-    let work = index_records(sweeper, clock, &stop, &batch.records);
+    let work = index_records(sweeper.store(), schema, clock, &batch.records);
     let indexed = match remaining {
         None => work.await,
         Some(left) => {
@@ -123,12 +128,10 @@ pub async fn index_batch(
     tracing::info!(
         table = %schema.table_name,
         records = report.records,
-        windows_written = report.items.written,
-        deleted_expired = report.items.deleted_expired,
-        invalid_ttl = report.items.invalid_ttl,
+        entries_written = report.entries_written,
+        expired_when_written = report.expired_when_written,
+        invalid_ttl = report.invalid_ttl,
         failed = report.failed,
-        events_failed = report.items.events_failed,
-        expired_left_to_sweeper = report.items.expired_left_to_sweeper,
         report = %serde_json::to_string(report).unwrap_or_default(),
         "stream batch indexed"
     );

@@ -15,8 +15,10 @@ const OP: &str = "DescribeTable";
 pub struct TableTarget {
     /// Table name or ARN (`TABLE_NAME`).
     pub table_name: String,
-    /// The GSI keyed on (window, ttl) (`INDEX_NAME`).
+    /// The GSI keyed on (window, ttl) (`INDEX_NAME`), when the table is swept through one.
     pub index_name: String,
+    /// The sweeper's own expiry index table (`EXPIRY_INDEX_TABLE`), swept instead of a GSI.
+    pub index_table: Option<String>,
     /// Attributes, window width and shards.
     pub layout: Layout,
     /// The checkpoint table, checked too when set (`CHECKPOINT_TABLE`).
@@ -62,7 +64,13 @@ pub async fn open(
             )
         })
         .await?;
-    let (schema, index_present) = check_table(&table, target, index)?;
+    let (schema, index_present) = match &target.index_table {
+        Some(index_table) => {
+            store.check_index_table(index_table).await?;
+            (schema_of(&table, target)?, true)
+        }
+        None => check_table(&table, target, index)?,
+    };
     if !index_present {
         tracing::warn!(
             index = %target.index_name,
@@ -81,23 +89,6 @@ pub async fn open(
 }
 
 impl DynamoStore {
-    /// Reads table `table` with `DescribeTable` and checks that index `index` exists and is keyed
-    /// on (window attribute: String, ttl attribute: Number) of `layout`.
-    pub async fn describe(
-        &self,
-        table: &str,
-        index: &str,
-        layout: &Layout,
-    ) -> Result<TableSchema, StoreError> {
-        let target = TableTarget {
-            table_name: table.to_owned(),
-            index_name: index.to_owned(),
-            layout: layout.clone(),
-            checkpoint_table: None,
-        };
-        Ok(open(self, &target, IndexCheck::Required).await?.schema)
-    }
-
     /// `DescribeTable`; a missing table's error says `missing()`, not the generic message.
     pub(super) async fn describe_table(
         &self,
@@ -119,6 +110,40 @@ impl DynamoStore {
             })?;
         out.table
             .ok_or_else(|| StoreError::new(ErrorKind::Other, OP, "response has no table"))
+    }
+
+    /// Checks that the expiry index table exists and is keyed on `window` (String) and `entry`
+    /// (String).
+    pub async fn check_index_table(&self, table: &str) -> Result<(), StoreError> {
+        use super::entries::{ENTRY, EXPIRES, WINDOW};
+        let shape = format!(
+            "partition key `{WINDOW}` (String) and sort key `{ENTRY}` (String), with native TTL \
+             on `{EXPIRES}`"
+        );
+        let t = self
+            .describe_table(table, || {
+                format!(
+                    "expiry index table {table:?} (EXPIRY_INDEX_TABLE) does not exist; create it \
+                     with {shape} (the construct and the SAM template do, with followStream)"
+                )
+            })
+            .await?;
+        let key = ordered_key(t.key_schema());
+        let strings = t.attribute_definitions().iter().all(|d| {
+            ![WINDOW, ENTRY].contains(&d.attribute_name())
+                || *d.attribute_type() == ScalarAttributeType::S
+        });
+        if key != [WINDOW, ENTRY] || !strings {
+            return Err(StoreError::new(
+                ErrorKind::Validation,
+                OP,
+                format!(
+                    "expiry index table {table:?} (EXPIRY_INDEX_TABLE) is keyed on {key:?}; it \
+                     needs {shape}"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Checks that the checkpoint table exists and is keyed on `id` (String).
@@ -153,20 +178,7 @@ fn check_table(
     check: IndexCheck,
 ) -> Result<(TableSchema, bool), StoreError> {
     let layout = &target.layout;
-    let key_attributes = ordered_key(table.key_schema());
-    if key_attributes.is_empty() {
-        return Err(StoreError::new(
-            ErrorKind::Other,
-            OP,
-            "table has no key schema",
-        ));
-    }
-    let schema = TableSchema {
-        table_name: target.table_name.clone(),
-        index_name: target.index_name.clone(),
-        key_attributes,
-        layout: layout.clone(),
-    };
+    let schema = schema_of(table, target)?;
     let attr_type = |name: &str| {
         table
             .attribute_definitions()
@@ -227,6 +239,25 @@ fn check_table(
     }
     // Every projection (KEYS_ONLY, INCLUDE, ALL) has the table and index keys: all a sweep reads.
     Ok((schema, true))
+}
+
+/// The schema of `table` as `target` configures it: its key attributes and layout.
+fn schema_of(table: &TableDescription, target: &TableTarget) -> Result<TableSchema, StoreError> {
+    let key_attributes = ordered_key(table.key_schema());
+    if key_attributes.is_empty() {
+        return Err(StoreError::new(
+            ErrorKind::Other,
+            OP,
+            "table has no key schema",
+        ));
+    }
+    Ok(TableSchema {
+        table_name: target.table_name.clone(),
+        index_name: target.index_name.clone(),
+        index_table: target.index_table.clone(),
+        key_attributes,
+        layout: target.layout.clone(),
+    })
 }
 
 /// Key attribute names, the partition (hash) key first.

@@ -7,7 +7,8 @@ use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, DeleteRequest, ReturnValue, ReturnValuesOnConditionCheckFailure, WriteRequest,
+    AttributeValue, DeleteRequest, PutRequest, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
 use tracing::instrument;
@@ -17,8 +18,8 @@ use std::sync::Arc;
 
 use super::clock::{DateRecorder, ServerClock};
 use super::{
-    full_jitter, ConditionalOutcome, ErrorKind, Key, LeaseItem, Page, Store, StoreError,
-    TableSchema,
+    entries, full_jitter, ConditionalOutcome, EntryWrite, ErrorKind, Key, LeaseItem, Page, Store,
+    StoreError, TableSchema,
 };
 use crate::expiry::window::MAX_EXPIRED_AGE_SECONDS;
 use crate::expiry::Timestamp;
@@ -202,6 +203,60 @@ impl DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// [`Store::query_expired`] on the expiry index table `index_table`: the entries of window
+    /// `window_key` whose ttl is before `now`, strongly consistent, read back as a GSI would
+    /// list their items ([`entries::listed`]). An item of the index table that is no entry of
+    /// this table is an error: the table is someone else's.
+    async fn query_entries(
+        &self,
+        schema: &TableSchema,
+        index_table: &str,
+        window_key: &str,
+        now: Timestamp,
+        start: Option<Key>,
+        limit: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(index_table)
+            .consistent_read(true)
+            .key_condition_expression("#w = :w AND #e < :bound")
+            .projection_expression("#w, #e, #k, #t")
+            .expression_attribute_names("#w", entries::WINDOW)
+            .expression_attribute_names("#e", entries::ENTRY)
+            .expression_attribute_names("#k", entries::KEY)
+            .expression_attribute_names("#t", entries::TTL)
+            .expression_attribute_values(":w", AttributeValue::S(window_key.to_owned()))
+            .expression_attribute_values(":bound", AttributeValue::S(entries::sort_bound(now)))
+            .set_exclusive_start_key(start)
+            .set_limit(limit)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("Query", e))?;
+        let mut page = Page {
+            next: out.last_evaluated_key.filter(|k| !k.is_empty()),
+            ..Page::default()
+        };
+        for entry in out.items.unwrap_or_default() {
+            let Some((item, id)) = entries::listed(schema, entry) else {
+                return Err(StoreError::new(
+                    ErrorKind::Validation,
+                    "Query",
+                    format!(
+                        "expiry index table {index_table:?} holds an item that is no entry of                          table {:?} (keyed on {:?}): give each swept table an index table of                          its own",
+                        schema.table_name, schema.key_attributes
+                    ),
+                ));
+            };
+            page.items.push(item);
+            page.entries.push(id);
+        }
+        Ok(page)
+    }
+}
+
 impl Store for DynamoStore {
     #[instrument(level = "debug", skip_all, fields(window = window_key))]
     async fn query_expired(
@@ -212,6 +267,11 @@ impl Store for DynamoStore {
         start: Option<Key>,
         limit: Option<i32>,
     ) -> Result<Page, StoreError> {
+        if let Some(index_table) = &schema.index_table {
+            return self
+                .query_entries(schema, index_table, window_key, now, start, limit)
+                .await;
+        }
         let (projection, names) = key_and_ttl(schema);
         let out = self
             .client
@@ -231,8 +291,67 @@ impl Store for DynamoStore {
             .map_err(|e| StoreError::from_sdk("Query", e))?;
         Ok(Page {
             items: out.items.unwrap_or_default(),
+            entries: Vec::new(),
             next: out.last_evaluated_key.filter(|k| !k.is_empty()),
         })
+    }
+
+    #[instrument(level = "debug", skip_all, fields(writes = writes.len()))]
+    async fn write_entries(
+        &self,
+        schema: &TableSchema,
+        writes: Vec<EntryWrite>,
+    ) -> Result<Vec<EntryWrite>, StoreError> {
+        const OP: &str = "BatchWriteItem";
+        let Some(index_table) = &schema.index_table else {
+            return Err(StoreError::new(
+                ErrorKind::Validation,
+                OP,
+                "no expiry index table (EXPIRY_INDEX_TABLE) to write entries to",
+            ));
+        };
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let requests = writes
+            .iter()
+            .map(|write| {
+                let request = match write {
+                    EntryWrite::Put(item) => WriteRequest::builder().put_request(
+                        PutRequest::builder()
+                            .set_item(Some(item.clone()))
+                            .build()
+                            .map_err(|e| StoreError::new(ErrorKind::Other, OP, e.to_string()))?,
+                    ),
+                    EntryWrite::Remove(id) => WriteRequest::builder().delete_request(
+                        DeleteRequest::builder()
+                            .set_key(Some(id.clone()))
+                            .build()
+                            .map_err(|e| StoreError::new(ErrorKind::Other, OP, e.to_string()))?,
+                    ),
+                };
+                Ok(request.build())
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let out = self
+            .client
+            .batch_write_item()
+            .request_items(index_table, requests)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk(OP, e))?;
+        Ok(out
+            .unprocessed_items
+            .unwrap_or_default()
+            .into_values()
+            .flatten()
+            .filter_map(|request| {
+                if let Some(put) = request.put_request {
+                    return Some(EntryWrite::Put(put.item));
+                }
+                request.delete_request.map(|d| EntryWrite::Remove(d.key))
+            })
+            .collect())
     }
 
     #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]

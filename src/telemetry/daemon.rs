@@ -57,8 +57,8 @@ const WRITE_CONFLICTS: &str = "ttl_sweeper_write_conflicts_retried_total";
 /// `run --follow-stream`: the stream follower's counters.
 const STREAM_COUNTERS: [&str; 6] = [
     "ttl_sweeper_stream_records_total",
-    "ttl_sweeper_stream_windows_written_total",
-    "ttl_sweeper_stream_expired_deleted_total",
+    "ttl_sweeper_stream_entries_written_total",
+    "ttl_sweeper_stream_expired_when_written_total",
     "ttl_sweeper_stream_invalid_ttl_total",
     "ttl_sweeper_stream_skipped_records_total",
     "ttl_sweeper_stream_trimmed_total",
@@ -70,8 +70,8 @@ const HELP: [(&str, &str); 15] = [
     (SWEEPS_FAILED, "Sweeps with failed keys or unread windows"),
     (SINCE_SUCCESS, "Time since the last successful sweep"),
     (STREAM_COUNTERS[0], "run --follow-stream: stream records read"),
-    (STREAM_COUNTERS[1], "run --follow-stream: windows set on items written with only a ttl"),
-    (STREAM_COUNTERS[2], "run --follow-stream: items written already expired, deleted"),
+    (STREAM_COUNTERS[1], "run --follow-stream: expiry index entries written"),
+    (STREAM_COUNTERS[2], "run --follow-stream: of those, items already expired when indexed (the next sweep deletes them)"),
     (STREAM_COUNTERS[3], "run --follow-stream: items written with an unusable ttl (not a Number, milliseconds, more than five years old)"),
     (STREAM_COUNTERS[4], "run --follow-stream: records that failed every attempt and were passed (their items need backfill)"),
     (STREAM_COUNTERS[5], "run --follow-stream: times records were trimmed from the stream before they were read (their items need backfill)"),
@@ -199,9 +199,9 @@ impl DaemonMetrics {
         metrics::with_local_recorder(&self.recorder, || {
             let values = [
                 r.index.records,
-                r.index.items.written,
-                r.index.items.deleted_expired,
-                r.index.items.invalid_ttl,
+                r.index.entries_written,
+                r.index.expired_when_written,
+                r.index.invalid_ttl,
                 r.skipped_records,
                 r.trimmed,
             ];

@@ -312,6 +312,7 @@ mod tests {
         let schema = TableSchema {
             table_name: "t".into(),
             index_name: "i".into(),
+            index_table: None,
             key_attributes: vec!["id".into()],
             layout: Layout::default(),
         };

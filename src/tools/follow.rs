@@ -1,6 +1,6 @@
 //! The daemon's stream follower (`ttl-sweeper run --follow-stream`, `FOLLOW_STREAM`): reads the
 //! table's DynamoDB stream itself, as an event source mapping does for the Lambda, and hands each
-//! batch of records to the stream indexer ([`super::index`]), so that writers need set only the
+//! batch of records to the stream indexer ([`crate::indexer`]), so that writers need set only the
 //! ttl. Its guarantees (a child shard read only after its parent, the position saved beside the
 //! checkpoint, expired iterators, trimmed records, failing records retried then passed) are
 //! described in `docs/operations.md`, "Writers set only the ttl". At most [`MAX_BATCHES`] batches
@@ -15,9 +15,9 @@ use aws_lambda_events::dynamodb::EventRecord;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use super::index::{index_records, item_id, IndexReport};
 use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
+use crate::indexer::{index_records, item_id, IndexReport};
 use crate::store::stream::{From, ReadError, Shard, StreamClient, TableStream};
 use crate::store::{full_jitter, DynamoStore};
 use plan::{compact, expand, ready, to_retry, MAX_POSITION_BYTES};
@@ -225,9 +225,9 @@ impl Reader<'_> {
                     logged = report.index.records;
                     tracing::info!(
                         records = report.index.records,
-                        windows_written = report.index.items.written,
-                        deleted_expired = report.index.items.deleted_expired,
-                        invalid_ttl = report.index.items.invalid_ttl,
+                        entries_written = report.index.entries_written,
+                        expired_when_written = report.index.expired_when_written,
+                        invalid_ttl = report.index.invalid_ttl,
                         skipped_records = report.skipped_records,
                         shards = running.len(),
                         "following the stream"
@@ -388,7 +388,8 @@ impl Reader<'_> {
                 retried = todo.iter().map(|&i| records[i].clone()).collect();
                 &retried[..]
             };
-            let indexing = index_records(self.sweeper, self.clock, self.stop, batch);
+            let (store, schema) = (self.sweeper.store(), self.sweeper.schema());
+            let indexing = index_records(store, schema, self.clock, batch);
             // Cut after the shutdown's grace: the position stays before the batch, which is read
             // again after a restart (every write is conditional).
             let Ok(indexed) = self.stop.within_limits(indexing).await else {
@@ -427,7 +428,7 @@ impl Reader<'_> {
                     ..IndexReport::default()
                 });
                 for error in &errors {
-                    tracing::error!(shard, error, skipped = todo.len(), attempts = MAX_ATTEMPTS, "a stream record failed every attempt and was passed: run `ttl-sweeper backfill` to give its item a window");
+                    tracing::error!(shard, error, skipped = todo.len(), attempts = MAX_ATTEMPTS, "a stream record failed every attempt and was passed: run `ttl-sweeper backfill` to index its item");
                 }
                 break;
             }

@@ -15,7 +15,8 @@ use tokio_util::sync::CancellationToken;
 use ttl_sweeper::engine::{SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::{
-    ConditionalOutcome, ErrorKind, Key, LeaseItem, Page, Store, StoreError, TableSchema,
+    entries, ConditionalOutcome, EntryWrite, ErrorKind, Key, LeaseItem, Page, Store, StoreError,
+    TableSchema,
 };
 
 /// One operation of the store.
@@ -34,10 +35,12 @@ pub enum Op {
     WriteLease,
     /// The conditional `UpdateItem` giving the leader lease up.
     ReleaseLease,
+    /// A `BatchWriteItem` of expiry index entries (puts and removals).
+    WriteEntries,
 }
 
 impl Op {
-    pub const ALL: [Op; 9] = [
+    pub const ALL: [Op; 10] = [
         Op::Query,
         Op::BatchDelete,
         Op::Delete,
@@ -47,13 +50,14 @@ impl Op {
         Op::ReadLease,
         Op::WriteLease,
         Op::ReleaseLease,
+        Op::WriteEntries,
     ];
 
     /// The DynamoDB operation's name.
     fn name(self) -> &'static str {
         match self {
             Op::Query => "Query",
-            Op::BatchDelete => "BatchWriteItem",
+            Op::BatchDelete | Op::WriteEntries => "BatchWriteItem",
             Op::Delete => "DeleteItem",
             Op::Get => "BatchGetItem",
             Op::ReadCheckpoint | Op::ReadLease => "GetItem",
@@ -125,6 +129,15 @@ type Entry = (String, Key);
 
 /// The items by `id`.
 type Items = BTreeMap<String, Entry>;
+
+/// An expiry index entry's (or its key's) window and sort key.
+fn entry_id(entry: &Key) -> (String, String) {
+    let text = |name: &str| match entry.get(name) {
+        Some(AV::S(s)) => s.clone(),
+        other => panic!("entry attribute {name}: {other:?}"),
+    };
+    (text(entries::WINDOW), text(entries::ENTRY))
+}
 
 /// A write of the table: the item written, or `None` for a delete.
 type Write = (Instant, String, Option<Entry>);
@@ -201,7 +214,12 @@ pub struct MemStore {
     cancel_on_lost: Option<CancellationToken>,
     /// Cancelled once this many queries were made.
     stop_after: Mutex<Option<(usize, CancellationToken)>>,
-    calls: [AtomicUsize; 9],
+    calls: [AtomicUsize; 10],
+    /// The expiry index table's entries by (window, sort key), when the schema names one
+    /// ([`MemStore::with_index_table`]): queries read it instead of a GSI.
+    pub entries: Arc<Mutex<BTreeMap<(String, String), Key>>>,
+    /// Queries read the expiry index table (`entries`).
+    index_table: bool,
     /// The virtual wall clock's epoch seconds at the instant the store was made.
     epoch: Option<(f64, Instant)>,
     /// Items removed by a delete of the sweep.
@@ -237,6 +255,7 @@ pub fn default_schema() -> TableSchema {
     TableSchema {
         table_name: "sessions".into(),
         index_name: "expirationWindowIndex".into(),
+        index_table: None,
         key_attributes: vec!["id".into()],
         layout: Layout::default(),
     }
@@ -403,8 +422,22 @@ impl MemStore {
     pub fn schema(&self) -> TableSchema {
         TableSchema {
             layout: self.layout.clone(),
+            index_table: self.index_table.then(|| "sessions-expiry-index".into()),
             ..default_schema()
         }
+    }
+
+    /// The table is swept through an expiry index table of its own (`entries`), not a GSI: the
+    /// schema names one, queries read its entries, and [`MemStore::put`] writes no entry (the
+    /// test's indexer does).
+    pub fn with_index_table(mut self) -> Self {
+        self.index_table = true;
+        self
+    }
+
+    /// The entries in the expiry index table.
+    pub fn entry_count(&self) -> usize {
+        self.entries.lock().unwrap().len()
     }
 
     /// Writes the item `{id, ttl}`.
@@ -458,6 +491,77 @@ impl MemStore {
             .iter()
             .map(|(id, (_, i))| (id.clone(), i.clone()))
             .collect()
+    }
+
+    /// [`Store::query_expired`] on the expiry index table: a strongly consistent read of the
+    /// entries of `partition` below the bound of `now`, as items with their entries.
+    async fn query_entries(
+        &self,
+        schema: &TableSchema,
+        partition: &str,
+        now: Timestamp,
+        start: Option<Key>,
+        limit: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        let (n, _) = self.begin(Op::Query, None).await?;
+        let bound = entries::sort_bound(now);
+        let after = start.as_ref().map(entry_id);
+        let limit = self
+            .page_size
+            .unwrap_or(limit.map_or(usize::MAX, |l| l as usize));
+        let mut listed: Vec<Key> = {
+            let entries = self.entries.lock().unwrap();
+            entries
+                .iter()
+                .filter(|((window, sort), _)| {
+                    (self.any_partition || window == partition)
+                        && *sort < bound
+                        && after.as_ref().is_none_or(|a| (window, sort) > (&a.0, &a.1))
+                })
+                .take(limit.saturating_add(1))
+                .map(|(_, entry)| entry.clone())
+                .collect()
+        };
+        let next = (listed.len() > limit).then(|| {
+            listed.truncate(limit);
+            let (window, sort) = entry_id(listed.last().unwrap());
+            entries::id(&window, &sort)
+        });
+        let mut page = Page {
+            next,
+            ..Page::default()
+        };
+        let mut at = self.listed_at.lock().unwrap();
+        for entry in listed {
+            let (item, id) = entries::listed(schema, entry).expect("an entry of this table");
+            at.insert(id_of(&item), Instant::now());
+            page.items.push(item);
+            page.entries.push(id);
+        }
+        drop(at);
+        let held =
+            (self.outstanding.fetch_add(page.items.len(), SeqCst)).wrapping_add(page.items.len());
+        self.max_outstanding.fetch_max(held, SeqCst);
+        self.after(Op::Query, n, None);
+        Ok(page)
+    }
+
+    /// The test's stream indexer: writes the entry of item `id` as the table holds it now (as
+    /// its stream record would carry it), indexed at the store's virtual clock, from a record
+    /// with sequence number `origin`. Nothing when the item is gone or its ttl is unusable.
+    pub fn index(&self, id: &str, origin: &str) {
+        let Some(item) = self.items.lock().unwrap().get(id).map(|(_, i)| i.clone()) else {
+            return;
+        };
+        let now = Timestamp::from_millis((self.clock() * 1000.0) as i64);
+        if let Some(entries::Indexing::Entry { entry, .. }) =
+            entries::index_item(&self.schema(), &item, origin, now)
+        {
+            self.entries
+                .lock()
+                .unwrap()
+                .insert((entry.window.clone(), entry.sort.clone()), entry.to_item());
+        }
     }
 
     /// Counts the call, waits its delays, and answers for it if it fails or stalls; otherwise
@@ -530,12 +634,17 @@ impl MemStore {
 impl Store for MemStore {
     async fn query_expired(
         &self,
-        _: &TableSchema,
+        schema: &TableSchema,
         partition: &str,
         now: Timestamp,
         start: Option<Key>,
         limit: Option<i32>,
     ) -> Result<Page, StoreError> {
+        if schema.index_table.is_some() {
+            return self
+                .query_entries(schema, partition, now, start, limit)
+                .await;
+        }
         let (n, _) = self.begin(Op::Query, None).await?;
         let after = start.as_ref().map(id_of);
         let limit = self
@@ -598,7 +707,41 @@ impl Store for MemStore {
         let held = (self.outstanding.fetch_add(page.len(), SeqCst)).wrapping_add(page.len());
         self.max_outstanding.fetch_max(held, SeqCst);
         self.after(Op::Query, n, None);
-        Ok(Page { items: page, next })
+        Ok(Page {
+            items: page,
+            next,
+            entries: Vec::new(),
+        })
+    }
+
+    async fn write_entries(
+        &self,
+        _: &TableSchema,
+        writes: Vec<EntryWrite>,
+    ) -> Result<Vec<EntryWrite>, StoreError> {
+        let (n, fault) = self.begin(Op::WriteEntries, None).await?;
+        if fault == Some(Fault::Unprocessed) {
+            self.after(Op::WriteEntries, n, None);
+            return Ok(writes);
+        }
+        {
+            let mut entries = self.entries.lock().unwrap();
+            for write in writes {
+                match write {
+                    EntryWrite::Put(item) => {
+                        entries.insert(entry_id(&item), item);
+                    }
+                    EntryWrite::Remove(id) => {
+                        entries.remove(&entry_id(&id));
+                    }
+                }
+            }
+        }
+        self.after(Op::WriteEntries, n, None);
+        if fault == Some(Fault::LoseAnswer) {
+            return Err(self.lost(Op::WriteEntries));
+        }
+        Ok(Vec::new())
     }
 
     async fn batch_delete(&self, _: &TableSchema, keys: &[&Key]) -> Result<Vec<Key>, StoreError> {

@@ -26,8 +26,8 @@ use ttl_sweeper::engine::{Stop, SweepReport, Sweeper};
 use ttl_sweeper::expiry::window::window_attribute;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{
-    ConditionalOutcome, DynamoStore, ErrorKind, Key, LeaseItem, Page, Store, StoreError,
-    TableSchema,
+    ConditionalOutcome, DynamoStore, EntryWrite, ErrorKind, Key, LeaseItem, Page, Store,
+    StoreError, TableSchema,
 };
 
 pub use aws_sdk_dynamodb::types::AttributeValue as AV;
@@ -615,6 +615,14 @@ impl<S: Store> Store for Instrumented<S> {
         Ok(unprocessed)
     }
 
+    async fn write_entries(
+        &self,
+        schema: &TableSchema,
+        writes: Vec<EntryWrite>,
+    ) -> Result<Vec<EntryWrite>, StoreError> {
+        self.inner.write_entries(schema, writes).await
+    }
+
     async fn delete_if_expired(
         &self,
         schema: &TableSchema,
@@ -694,8 +702,10 @@ pub trait DescribeConfig {
 
 impl DescribeConfig for DynamoStore {
     async fn describe_config(&self, config: &Config) -> Result<TableSchema, StoreError> {
-        self.describe(&config.table_name, &config.index_name, &config.layout())
-            .await
+        let target = config.target();
+        let opened =
+            ttl_sweeper::store::open(self, &target, ttl_sweeper::store::IndexCheck::Required);
+        Ok(opened.await?.schema)
     }
 }
 
@@ -753,6 +763,37 @@ pub async fn checkpoint_table(client: &Client, prefix: &str) -> String {
         .await
         .expect("create checkpoint table");
     name
+}
+
+/// Creates an expiry index table (`EXPIRY_INDEX_TABLE`: `window` S, `entry` S) named from
+/// `prefix`; returns its name.
+pub async fn index_table(client: &Client, prefix: &str) -> String {
+    let name = table_name(prefix);
+    client
+        .create_table()
+        .table_name(&name)
+        .attribute_definitions(attr("window", ScalarAttributeType::S))
+        .attribute_definitions(attr("entry", ScalarAttributeType::S))
+        .key_schema(key_el("window", KeyType::Hash))
+        .key_schema(key_el("entry", KeyType::Range))
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .expect("create expiry index table");
+    name
+}
+
+/// An application's table as a writer that knows nothing of the sweeper has it (no GSI; a stream
+/// with `view`), and the sweeper's expiry index table: (client, table, index table).
+pub async fn indexed_table(prefix: &str, view: StreamViewType) -> (Client, String, String) {
+    let client = client().await;
+    let table = new_table(&client, prefix, |t| {
+        t.index = false;
+        t.stream = Some(view);
+    })
+    .await;
+    let index = index_table(&client, &format!("{prefix}_idx")).await;
+    (client, table, index)
 }
 
 /// The AWS settings of a process that talks to the test server: a region, dummy credentials,

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
+use crate::indexer::IndexReport;
 use crate::store::StoreError;
-use crate::tools::index::IndexReport;
 
 /// Why the follower cannot start.
 #[derive(Debug, thiserror::Error)]

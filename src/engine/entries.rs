@@ -1,0 +1,88 @@
+//! Expiry index table mode (`EXPIRY_INDEX_TABLE`): an entry is removed once a sweep has judged
+//! its item against the table — deleted, found gone, or kept because its ttl in the table is no
+//! longer the indexed one — so each entry is read by one sweep, and the lookback re-reads only
+//! what is still to do. An item whose delete failed or was left (the sweep had to stop) keeps
+//! its entry: the next sweep finds it again.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use tracing::warn;
+
+use super::delete::{ChunkOutcome, Expired};
+use super::retry::Stop;
+use crate::store::{full_jitter, key_to_json, EntryWrite, Key, Store, TableSchema};
+
+/// Entry removals in one `BatchWriteItem`.
+const REMOVALS_PER_REQUEST: usize = 25;
+
+/// Attempts of one request's removals, unprocessed ones sent again after [`full_jitter`].
+const ATTEMPTS: u32 = 4;
+
+/// The entries of `group` (the keys a task deletes), with their items' keys as DynamoDB JSON
+/// text; empty when the keys come from a GSI.
+pub(super) fn entries_of(group: &[Expired]) -> Vec<(String, Key)> {
+    group
+        .iter()
+        .filter_map(|e| Some((key_to_json(&e.key).to_string(), e.entry.clone()?)))
+        .collect()
+}
+
+/// Removes the entries of `entries` whose item `out` settled (not failed, not left); answers how
+/// many were removed. A removal that fails every attempt leaves its entry, logged: the next sweep
+/// reads it and finds nothing more to do.
+pub(super) async fn remove_settled<S: Store>(
+    store: &S,
+    schema: &TableSchema,
+    entries: Vec<(String, Key)>,
+    out: &ChunkOutcome,
+    stop: &Stop,
+) -> u64 {
+    if entries.is_empty() {
+        return 0;
+    }
+    let unsettled: HashSet<String> = out
+        .failed
+        .iter()
+        .map(|f| f.key.to_string())
+        .chain(out.left_keys.iter().map(|k| key_to_json(k).to_string()))
+        .collect();
+    let settled: Vec<EntryWrite> = entries
+        .into_iter()
+        .filter(|(item, _)| !unsettled.contains(item))
+        .map(|(_, id)| EntryWrite::Remove(id))
+        .collect();
+    let mut removed = 0;
+    for request in settled.chunks(REMOVALS_PER_REQUEST) {
+        let mut writes = request.to_vec();
+        for attempt in 1..=ATTEMPTS {
+            let sent = writes.len();
+            match stop
+                .bound(
+                    "BatchWriteItem",
+                    store.write_entries(schema, writes.clone()),
+                )
+                .await
+            {
+                Ok(unprocessed) => {
+                    removed += (sent - unprocessed.len()) as u64;
+                    writes = unprocessed;
+                }
+                Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => {
+                    warn!(error = %e, entries = writes.len(), "expiry index entries not removed; the next sweep reads them again");
+                    break;
+                }
+                Err(_) => {}
+            }
+            if writes.is_empty() {
+                break;
+            }
+            let base = (Duration::from_millis(50), Duration::from_secs(1));
+            tokio::time::sleep(full_jitter(base.0, base.1, attempt)).await;
+        }
+        if !writes.is_empty() && stop.reached() {
+            break;
+        }
+    }
+    removed
+}

@@ -1,0 +1,304 @@
+//! The stream indexer: from the records of the application table's DynamoDB stream to entries
+//! of the sweeper's own expiry index table ([`crate::store::entries`]), so that writers set only
+//! the ttl and the application's table is never written. One home for both ways records come:
+//! an event source mapping's batches (the Lambda, [`crate::lambda`]) and the daemon's own reads
+//! of the stream (`run --follow-stream`, [`crate::tools::follow`]).
+//!
+//! Each `INSERT` and `MODIFY` record whose new image has a usable ttl becomes one entry, written
+//! with `BatchWriteItem` (25 at a time, [`CONCURRENCY`] requests at once, unprocessed entries
+//! sent again with backoff). A `MODIFY` whose old image (`NEW_AND_OLD_IMAGES`) has the same ttl
+//! writes nothing: the item's entry is there already. `REMOVE` records need nothing: the entry an
+//! item leaves behind deletes nothing, since every delete is judged against the table. Records
+//! may be handled in any order and any number of times: each write of an item is an entry of its
+//! own (keyed by the record's sequence number), written whole. A record whose entry could not be
+//! written is reported by its sequence number, the first of its item, so that an event source
+//! mapping (`ReportBatchItemFailures`) or the follower delivers it again.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use aws_lambda_events::dynamodb::EventRecord;
+use futures::stream::{self, StreamExt};
+use serde::Serialize;
+
+use crate::expiry::Clock;
+use crate::store::entries::{self, Entry, Indexing};
+use crate::store::{full_jitter, key_to_json, EntryWrite, Key, Store, StoreError, TableSchema};
+
+/// `BatchWriteItem` requests of entries in flight at once.
+pub const CONCURRENCY: usize = 16;
+
+/// Entries in one `BatchWriteItem`.
+const PER_REQUEST: usize = 25;
+
+/// Attempts at one request's entries; unprocessed ones are sent again after [`full_jitter`].
+const ATTEMPTS: u32 = 5;
+
+/// At most this many error messages are kept in a report (the count is in `failed`).
+const MAX_ERRORS: usize = 10;
+
+/// What one batch of stream records came to.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct IndexReport {
+    /// Records in the batch.
+    pub records: u64,
+    /// `REMOVE` records: nothing to do.
+    pub removes: u64,
+    /// Entries written, one per `INSERT` or `MODIFY` whose new image has a usable ttl.
+    pub entries_written: u64,
+    /// Of `entries_written`, items already expired when indexed: their entry is in the current
+    /// window, and the next sweep deletes them.
+    pub expired_when_written: u64,
+    /// `MODIFY` records whose ttl did not change: the item's entry is there already.
+    pub ttl_unchanged: u64,
+    /// Images without the ttl attribute: the item never expires.
+    pub no_ttl: u64,
+    /// Images whose ttl is not usable (not a Number, negative, milliseconds, more than five years
+    /// in the past): never deleted, not indexed.
+    pub invalid_ttl: u64,
+    /// Records that failed (each stops its item: the records after it are delivered again too).
+    pub failed: u64,
+    /// The first errors, with the sequence number of the record.
+    pub errors: Vec<String>,
+}
+
+/// A batch's report and the records to deliver again.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Indexed {
+    /// What was done.
+    pub report: IndexReport,
+    /// The sequence number of each failed record (the first failure of each item).
+    pub failures: Vec<String>,
+}
+
+impl IndexReport {
+    /// Adds `other`'s counts (and errors, up to the bound) to these.
+    pub fn merge(&mut self, other: IndexReport) {
+        self.records += other.records;
+        self.removes += other.removes;
+        self.entries_written += other.entries_written;
+        self.expired_when_written += other.expired_when_written;
+        self.ttl_unchanged += other.ttl_unchanged;
+        self.no_ttl += other.no_ttl;
+        self.invalid_ttl += other.invalid_ttl;
+        self.failed += other.failed;
+        let room = MAX_ERRORS.saturating_sub(self.errors.len());
+        self.errors.extend(other.errors.into_iter().take(room));
+    }
+}
+
+/// The identity of `record`'s item (its key in DynamoDB JSON), the same whatever the order of the
+/// key attributes.
+pub fn item_id(record: &EventRecord) -> String {
+    let key: Key = record.change.keys.clone().into();
+    key_to_json(&key).to_string()
+}
+
+/// What one record comes to before anything is written.
+enum Judged {
+    /// Nothing to write (counted in the report).
+    Nothing,
+    /// This entry to write.
+    Write(Entry),
+    /// The record cannot be indexed; why.
+    Fails(String),
+}
+
+/// Indexes `records` (one batch from one shard of `schema`'s table's stream) into the table's
+/// expiry index (`schema.index_table`), judging each image by `clock`. Never fails as a whole:
+/// what failed is in [`Indexed::failures`].
+pub async fn index_records<S: Store>(
+    store: &S,
+    schema: &TableSchema,
+    clock: &dyn Clock,
+    records: &[EventRecord],
+) -> Indexed {
+    let mut out = Indexed::default();
+    out.report.records = records.len() as u64;
+    let now = clock.now();
+    // Each record's entry (by its place in `records`), or why it fails.
+    let mut writes: Vec<(usize, Entry)> = Vec::new();
+    let mut failed: HashMap<usize, String> = HashMap::new();
+    for (at, record) in records.iter().enumerate() {
+        match judge(schema, record, now, &mut out.report) {
+            Judged::Nothing => {}
+            Judged::Write(entry) => writes.push((at, entry)),
+            Judged::Fails(why) => {
+                failed.insert(at, why);
+            }
+        }
+    }
+    // One entry per (window, sort key): a record delivered twice in one batch is written once.
+    let mut seen = HashSet::new();
+    let (mut unique, mut repeats): (Vec<_>, Vec<_>) = (Vec::new(), Vec::new());
+    for (at, entry) in writes {
+        if seen.insert((entry.window.clone(), entry.sort.clone())) {
+            unique.push((at, entry));
+        } else {
+            repeats.push((at, entry));
+        }
+    }
+    let written: Vec<(usize, Result<(), StoreError>)> =
+        stream::iter(unique.chunks(PER_REQUEST).enumerate())
+            .map(|(n, chunk)| async move { (n, write_all(store, schema, chunk).await) })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+    let mut written_ok = vec![false; unique.len()];
+    for (n, result) in written {
+        let places = n * PER_REQUEST..((n + 1) * PER_REQUEST).min(unique.len());
+        match result {
+            Ok(()) => written_ok[places].fill(true),
+            Err(e) => {
+                for (at, _) in &unique[places] {
+                    failed.insert(*at, format!("entry not written: {e}"));
+                }
+            }
+        }
+    }
+    let bound = entries::sort_bound(now);
+    let mut done: HashSet<(&str, &str)> = HashSet::new();
+    for ((_, entry), ok) in unique.iter().zip(&written_ok) {
+        if *ok {
+            done.insert((&entry.window, &entry.sort));
+            out.report.entries_written += 1;
+            out.report.expired_when_written += u64::from(entry.sort < bound);
+        }
+    }
+    for (at, entry) in &repeats {
+        if !done.contains(&(entry.window.as_str(), entry.sort.as_str())) {
+            failed.insert(*at, "entry not written".into());
+        }
+    }
+    // The first failed record of each item.
+    let mut failed_items = HashSet::new();
+    let mut failed: Vec<(usize, String)> = failed.into_iter().collect();
+    failed.sort_unstable_by_key(|(at, _)| *at);
+    for (at, why) in failed {
+        let record = &records[at];
+        if !failed_items.insert(item_id(record)) {
+            continue;
+        }
+        let sequence = record.change.sequence_number.clone().unwrap_or_default();
+        out.report.failed += 1;
+        if out.report.errors.len() < MAX_ERRORS {
+            let item = item_id(record);
+            out.report
+                .errors
+                .push(format!("record {sequence} of item {item}: {why}"));
+        }
+        out.failures.push(sequence);
+    }
+    out
+}
+
+/// What `record` comes to at instant `now`, counted into `report`.
+fn judge(
+    schema: &TableSchema,
+    record: &EventRecord,
+    now: crate::expiry::Timestamp,
+    report: &mut IndexReport,
+) -> Judged {
+    match record.event_name.as_str() {
+        "REMOVE" => {
+            report.removes += 1;
+            return Judged::Nothing;
+        }
+        "INSERT" | "MODIFY" => {}
+        other => return Judged::Fails(format!("unknown event name {other:?}")),
+    }
+    let image: Key = record.change.new_image.clone().into();
+    if image.is_empty() {
+        return Judged::Fails(
+            "no new image: the stream's view type must be NEW_IMAGE or NEW_AND_OLD_IMAGES".into(),
+        );
+    }
+    let ttl_attribute = &schema.layout.ttl_attribute;
+    if record.event_name == "MODIFY" {
+        let old: Key = record.change.old_image.clone().into();
+        if !old.is_empty() && old.get(ttl_attribute) == image.get(ttl_attribute) {
+            report.ttl_unchanged += 1;
+            return Judged::Nothing;
+        }
+    }
+    let origin = record.change.sequence_number.as_deref().unwrap_or_default();
+    if origin.is_empty() {
+        return Judged::Fails("the record has no sequence number".into());
+    }
+    match entries::index_item(schema, &image, origin, now) {
+        None => Judged::Fails(format!(
+            "the new image lacks the key attributes {:?}",
+            schema.key_attributes
+        )),
+        Some(Indexing::NoTtl) => {
+            report.no_ttl += 1;
+            Judged::Nothing
+        }
+        Some(Indexing::InvalidTtl | Indexing::TooOldTtl) => {
+            report.invalid_ttl += 1;
+            Judged::Nothing
+        }
+        Some(Indexing::Entry { entry, .. }) => Judged::Write(entry),
+    }
+}
+
+/// Writes `chunk`'s entries (up to 25) with retries: what is still unprocessed after
+/// [`ATTEMPTS`], or an error that is not worth retrying, fails the chunk.
+async fn write_all<S: Store>(
+    store: &S,
+    schema: &TableSchema,
+    chunk: &[(usize, Entry)],
+) -> Result<(), StoreError> {
+    let mut writes: Vec<EntryWrite> = chunk
+        .iter()
+        .map(|(_, entry)| EntryWrite::Put(entry.to_item()))
+        .collect();
+    let (base, cap) = (Duration::from_millis(50), Duration::from_secs(2));
+    for attempt in 1..=ATTEMPTS {
+        match store.write_entries(schema, writes.clone()).await {
+            Ok(unprocessed) if unprocessed.is_empty() => return Ok(()),
+            Ok(unprocessed) => writes = unprocessed,
+            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => return Err(e),
+            Err(_) => {}
+        }
+        if attempt < ATTEMPTS {
+            tokio::time::sleep(full_jitter(base, cap, attempt)).await;
+        }
+    }
+    Err(StoreError::new(
+        crate::store::ErrorKind::Throttled,
+        "BatchWriteItem",
+        format!(
+            "{} entries still unprocessed after {ATTEMPTS} attempts",
+            writes.len()
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(name: &str, sequence: &str, keys: serde_json::Value) -> EventRecord {
+        serde_json::from_value(serde_json::json!({
+            "eventID": format!("e{sequence}"), "eventName": name, "awsRegion": "eu-west-1",
+            "eventSource": "aws:dynamodb",
+            "dynamodb": { "Keys": keys, "SequenceNumber": sequence, "SizeBytes": 10,
+                          "StreamViewType": "NEW_IMAGE" }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn records_of_one_item_are_one_item_whatever_the_order_of_their_key_attributes() {
+        let a = serde_json::json!({"pk": {"S": "a"}, "sk": {"N": "1"}});
+        let a_again = serde_json::json!({"sk": {"N": "1"}, "pk": {"S": "a"}});
+        let b = serde_json::json!({"pk": {"S": "b"}, "sk": {"N": "1"}});
+        let ids: Vec<String> = [a, b, a_again]
+            .into_iter()
+            .map(|k| item_id(&record("INSERT", "1", k)))
+            .collect();
+        assert_eq!(ids[0], ids[2]);
+        assert_ne!(ids[0], ids[1]);
+    }
+}

@@ -1,0 +1,353 @@
+//! The sweeper's own expiry index (`EXPIRY_INDEX_TABLE`): a table of small entries, one per item
+//! and ttl, written by the stream indexer ([`crate::indexer`]) and by `backfill`, read by the
+//! sweeps, so that the application's table needs no GSI and no attribute of ours, and is only
+//! ever deleted from.
+//!
+//! An entry is keyed by its window (the same `<window start>#<shard>` key the GSI's partitions
+//! have) and a sort key that orders it by ttl: `<ttl in milliseconds, 14 digits>#<key
+//! hash>#<origin>`. A sweep's strongly consistent query `window = :w AND entry < :bound` (the
+//! bound: the sweep instant in the same 14 digits) reads exactly the entries whose ttl is before
+//! the instant. The origin (the stream record's sequence number, or `backfill`) makes each write
+//! of an item an entry of its own: an entry is removed once a sweep has judged its item against
+//! the table, and a later write of the same item with the same ttl is never removed with it.
+//!
+//! An entry carries the item's key and its ttl exactly as the item had it. It decides nothing: a
+//! sweep deletes the item only if the table's own item still has that ttl and it has expired (a
+//! conditional delete, or batch mode's confirming read), so an entry left behind by a ttl since
+//! extended or removed, or by an item since deleted, deletes nothing.
+//!
+//! An item written already expired gets an entry in the window of the instant it was indexed,
+//! which every sweep reads, rather than in the long-passed window of its ttl. Entries no sweep
+//! reads (no sweeper runs) go by the index table's native TTL ([`EXPIRES`]), at no cost.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use sha2::{Digest, Sha256};
+
+use super::{Key, TableSchema};
+use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
+use crate::expiry::Timestamp;
+
+/// The index table's partition key (String): the window and shard, as the GSI's.
+pub const WINDOW: &str = "window";
+/// The index table's sort key (String): `<ttl in ms, 14 digits>#<key hash>#<origin>`.
+pub const ENTRY: &str = "entry";
+/// The item's primary key (Map).
+pub const KEY: &str = "key";
+/// The item's ttl exactly as indexed (Number).
+pub const TTL: &str = "ttl";
+/// The index table's native TTL attribute (Number, epoch seconds): when an entry that no sweep
+/// read goes by itself.
+pub const EXPIRES: &str = "expires";
+
+/// How long after its ttl (or after it was indexed, when already expired) an entry that no sweep
+/// removed is left to the index table's native TTL: two days, far past any lookback a sweep
+/// reads without a checkpoint.
+pub const KEEP_SECONDS: i64 = 2 * 86_400;
+
+/// The origin of the entries `backfill` writes (one per item and ttl: a second run writes the
+/// same entries again).
+pub const BACKFILL_ORIGIN: &str = "backfill";
+
+/// One entry of the expiry index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The window and shard ([`WINDOW`]).
+    pub window: String,
+    /// The sort key ([`ENTRY`]).
+    pub sort: String,
+    /// The item's primary key.
+    pub key: Key,
+    /// The item's ttl, exactly as the item had it (a Number in epoch seconds).
+    pub ttl: String,
+    /// When the index table's native TTL may remove it ([`EXPIRES`]).
+    pub expires: i64,
+}
+
+/// What indexing one item's image comes to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Indexing {
+    /// The item has no ttl attribute: it never expires, nothing to index.
+    NoTtl,
+    /// The ttl is not a usable Number in epoch seconds (not a Number, negative, milliseconds):
+    /// never deleted, not indexed.
+    InvalidTtl,
+    /// The ttl is more than five years before the instant: native TTL never deletes such an
+    /// item, nor does the sweeper. Not indexed.
+    TooOldTtl,
+    /// The entry to write; `expired`: the ttl had passed when the item was indexed.
+    Entry {
+        /// The entry.
+        entry: Entry,
+        /// The item was already expired at the instant it was indexed.
+        expired: bool,
+    },
+}
+
+/// The entry of `image` (a whole item, or its key and ttl) of `schema`'s table, indexed at `now`
+/// by a write from `origin` (a stream record's sequence number, or [`BACKFILL_ORIGIN`]); `None`
+/// when the image lacks a key attribute.
+pub fn index_item(
+    schema: &TableSchema,
+    image: &Key,
+    origin: &str,
+    now: Timestamp,
+) -> Option<Indexing> {
+    let key = schema.key_of(image)?;
+    let layout = &schema.layout;
+    let raw = match image.get(&layout.ttl_attribute) {
+        None => return Some(Indexing::NoTtl),
+        Some(AttributeValue::N(n)) => n,
+        Some(_) => return Some(Indexing::InvalidTtl),
+    };
+    let Ok(ttl) = parse_ttl(raw) else {
+        return Some(Indexing::InvalidTtl);
+    };
+    let expired = match ttl_state(ttl, now) {
+        TtlState::TooOld => return Some(Indexing::TooOldTtl),
+        TtlState::Expired => true,
+        _ => false,
+    };
+    // An item already expired goes in the window every sweep reads now, not the passed one of
+    // its ttl (which a checkpoint may have left behind for good).
+    let placed = if expired { now.as_secs_f64() } else { ttl };
+    let pk = schema.key_attributes.first().and_then(|a| key.get(a))?;
+    let window = layout.window_for(placed, pk).ok()?;
+    let sort = sort_key(ttl, &key_hash(schema, &key)?, origin);
+    let expires = placed.floor() as i64 + KEEP_SECONDS;
+    let entry = Entry {
+        window,
+        sort,
+        key,
+        ttl: raw.clone(),
+        expires,
+    };
+    Some(Indexing::Entry { entry, expired })
+}
+
+/// The ttl part of a sort key: the ttl in whole milliseconds (rounded down), 14 digits.
+fn ttl_part(millis: i64) -> String {
+    format!("{:014}", millis.max(0))
+}
+
+/// The sort key of an entry: `<ttl in ms, 14 digits>#<key hash>#<origin>`.
+pub fn sort_key(ttl: f64, key_hash: &str, origin: &str) -> String {
+    let millis = (ttl * 1000.0).floor() as i64;
+    format!("{}#{key_hash}#{origin}", ttl_part(millis))
+}
+
+/// The bound of a sweep at `now`: every entry whose sort key is below it has a ttl before `now`
+/// (a ttl in the same millisecond as `now` or later sorts at or above it).
+pub fn sort_bound(now: Timestamp) -> String {
+    ttl_part(now.millis())
+}
+
+/// The beginning every sort key of the item with `key` and `ttl` shares, whatever its origin:
+/// what `audit` looks for.
+pub fn sort_prefix(schema: &TableSchema, key: &Key, ttl: f64) -> Option<String> {
+    let millis = (ttl * 1000.0).floor() as i64;
+    Some(format!("{}#{}#", ttl_part(millis), key_hash(schema, key)?))
+}
+
+/// A short stable digest of an item's primary key (16 hex digits of SHA-256 of its
+/// [`TableSchema::key_token`]): keys may be up to 2 KB, a sort key 1 KB.
+pub fn key_hash(schema: &TableSchema, key: &Key) -> Option<String> {
+    let digest = Sha256::digest(schema.key_token(key)?.as_bytes());
+    Some(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// One write of [`super::Store::write_entries`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum EntryWrite {
+    /// Puts an entry ([`Entry::to_item`]).
+    Put(Key),
+    /// Removes the entry with this key ([`id`]).
+    Remove(Key),
+}
+
+impl Entry {
+    /// The entry as an item of the index table.
+    pub fn to_item(&self) -> Key {
+        [
+            (WINDOW.to_owned(), AttributeValue::S(self.window.clone())),
+            (ENTRY.to_owned(), AttributeValue::S(self.sort.clone())),
+            (KEY.to_owned(), AttributeValue::M(self.key.clone())),
+            (TTL.to_owned(), AttributeValue::N(self.ttl.clone())),
+            (
+                EXPIRES.to_owned(),
+                AttributeValue::N(self.expires.to_string()),
+            ),
+        ]
+        .into()
+    }
+
+    /// The entry's own primary key in the index table.
+    pub fn id(&self) -> Key {
+        id(&self.window, &self.sort)
+    }
+}
+
+/// An entry's primary key in the index table.
+pub fn id(window: &str, sort: &str) -> Key {
+    [
+        (WINDOW.to_owned(), AttributeValue::S(window.to_owned())),
+        (ENTRY.to_owned(), AttributeValue::S(sort.to_owned())),
+    ]
+    .into()
+}
+
+/// What a sweep reads of an entry (an item of the index table): the item as a GSI would list it
+/// (its key attributes and its ttl attribute, the ttl as indexed) and the entry's own key, to
+/// remove it once the item is judged. `None` for an item of the index table that is not an entry
+/// of `schema`'s table.
+pub fn listed(schema: &TableSchema, entry: Key) -> Option<(Key, Key)> {
+    let mut entry = entry;
+    let window = entry.remove(WINDOW)?;
+    let sort = entry.remove(ENTRY)?;
+    let AttributeValue::M(mut item) = entry.remove(KEY)? else {
+        return None;
+    };
+    if item.len() != schema.key_attributes.len() || schema.key_of(&item).is_none() {
+        return None;
+    }
+    let ttl = entry.remove(TTL)?;
+    item.insert(schema.layout.ttl_attribute.clone(), ttl);
+    let id = [(WINDOW.to_owned(), window), (ENTRY.to_owned(), sort)].into();
+    Some((item, id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expiry::window::window_key;
+    use crate::expiry::Layout;
+    use AttributeValue as AV;
+
+    fn schema() -> TableSchema {
+        TableSchema {
+            table_name: "t".into(),
+            index_name: "i".into(),
+            index_table: Some("x".into()),
+            key_attributes: vec!["pk".into(), "sk".into()],
+            layout: Layout::default(),
+        }
+    }
+
+    fn image(ttl: AV) -> Key {
+        [
+            ("pk".to_owned(), AV::S("user#1".into())),
+            ("sk".to_owned(), AV::N("7".into())),
+            ("ttl".to_owned(), ttl),
+            ("data".to_owned(), AV::S("x".repeat(100))),
+        ]
+        .into()
+    }
+
+    #[test]
+    fn an_entry_carries_the_key_and_the_ttl_as_written_and_reads_back_as_the_gsi_would_list_it() {
+        let now = Timestamp::from_secs(1_800_000_000);
+        let Some(Indexing::Entry { entry, expired }) =
+            index_item(&schema(), &image(AV::N("1800000100.5".into())), "42", now)
+        else {
+            panic!("not indexed")
+        };
+        assert!(!expired);
+        assert_eq!(entry.window, window_key(1_800_000_100.5, 60).unwrap());
+        assert!(entry.sort.starts_with("01800000100500#"), "{}", entry.sort);
+        assert!(entry.sort.ends_with("#42"));
+        assert_eq!(entry.expires, 1_800_000_100 + KEEP_SECONDS);
+        let (item, id) = listed(&schema(), entry.to_item()).unwrap();
+        assert_eq!(id, entry.id());
+        assert_eq!(item.len(), 3, "key and ttl, nothing else: {item:?}");
+        assert_eq!(item["ttl"], AV::N("1800000100.5".into()));
+        assert_eq!(item["pk"], AV::S("user#1".into()));
+    }
+
+    #[test]
+    fn an_item_written_expired_goes_in_the_window_of_the_instant_with_its_own_ttl() {
+        let now = Timestamp::from_secs(1_800_000_000);
+        let Some(Indexing::Entry { entry, expired }) =
+            index_item(&schema(), &image(AV::N("1700000000".into())), "1", now)
+        else {
+            panic!("not indexed")
+        };
+        assert!(expired);
+        assert_eq!(entry.window, window_key(1_800_000_000.0, 60).unwrap());
+        assert!(entry.sort < sort_bound(now));
+        assert!(entry.sort.starts_with("01700000000000#"));
+    }
+
+    #[test]
+    fn unusable_ttls_are_not_indexed() {
+        let now = Timestamp::from_secs(1_800_000_000);
+        let s = schema();
+        assert_eq!(
+            index_item(&s, &image(AV::S("5".into())), "1", now),
+            Some(Indexing::InvalidTtl)
+        );
+        assert_eq!(
+            index_item(&s, &image(AV::N("1800000000000".into())), "1", now),
+            Some(Indexing::InvalidTtl),
+            "milliseconds"
+        );
+        assert_eq!(
+            index_item(&s, &image(AV::N("-1".into())), "1", now),
+            Some(Indexing::InvalidTtl)
+        );
+        assert_eq!(
+            index_item(&s, &image(AV::N("5".into())), "1", now),
+            Some(Indexing::TooOldTtl)
+        );
+        let mut no_ttl = image(AV::N("1".into()));
+        no_ttl.remove("ttl");
+        assert_eq!(index_item(&s, &no_ttl, "1", now), Some(Indexing::NoTtl));
+        no_ttl.remove("sk");
+        assert_eq!(index_item(&s, &no_ttl, "1", now), None, "no key");
+    }
+
+    proptest::proptest! {
+        /// The bound of an instant orders an entry below it exactly when its ttl is before the
+        /// instant (at millisecond precision, which a sweep instant has).
+        #[test]
+        fn the_bound_lists_exactly_the_ttls_before_the_instant(
+            ttl_ms in 0i64..100_000_000_000_000,
+            now_ms in 0i64..100_000_000_000_000,
+            origin in "[0-9a-z]{1,30}",
+        ) {
+            let ttl = format!("{}.{:03}", ttl_ms / 1000, ttl_ms % 1000);
+            let sort = sort_key(ttl.parse().unwrap(), "0123456789abcdef", &origin);
+            let listed = sort < sort_bound(Timestamp::from_millis(now_ms));
+            proptest::prop_assert_eq!(listed, ttl_ms < now_ms, "{} vs {}", sort, now_ms);
+        }
+    }
+
+    #[test]
+    fn key_hashes_tell_keys_apart_and_not_their_attribute_order() {
+        let s = schema();
+        let a: Key = [
+            ("pk".into(), AV::S("a".into())),
+            ("sk".into(), AV::N("1".into())),
+        ]
+        .into();
+        let b: Key = [
+            ("pk".into(), AV::S("a".into())),
+            ("sk".into(), AV::N("2".into())),
+        ]
+        .into();
+        assert_ne!(key_hash(&s, &a), key_hash(&s, &b));
+        assert_eq!(key_hash(&s, &a).unwrap().len(), 16);
+        let item = listed(&s, {
+            let mut e = id("w", "s");
+            e.insert(KEY.into(), AV::M(a.clone()));
+            e.insert(TTL.into(), AV::N("1".into()));
+            e
+        });
+        assert!(item.is_some());
+        let wrong = listed(&s, {
+            let mut e = id("w", "s");
+            e.insert(KEY.into(), AV::M(b.into_iter().take(1).collect()));
+            e.insert(TTL.into(), AV::N("1".into()));
+            e
+        });
+        assert!(wrong.is_none(), "an entry of another table's key");
+    }
+}
