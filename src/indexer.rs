@@ -29,7 +29,7 @@ use crate::store::{full_jitter, key_to_json, EntryWrite, Key, Store, StoreError,
 pub const CONCURRENCY: usize = 16;
 
 /// Entries in one `BatchWriteItem`.
-const PER_REQUEST: usize = 25;
+pub const ENTRIES_PER_REQUEST: usize = 25;
 
 /// Attempts at one request's entries; unprocessed ones are sent again after [`full_jitter`].
 const ATTEMPTS: u32 = 5;
@@ -139,14 +139,17 @@ pub async fn index_records<S: Store>(
         }
     }
     let written: Vec<(usize, Result<(), StoreError>)> =
-        stream::iter(unique.chunks(PER_REQUEST).enumerate())
-            .map(|(n, chunk)| async move { (n, write_all(store, schema, chunk).await) })
+        stream::iter(unique.chunks(ENTRIES_PER_REQUEST).enumerate())
+            .map(|(n, chunk)| async move {
+                let entries: Vec<&Entry> = chunk.iter().map(|(_, e)| e).collect();
+                (n, write_entries(store, schema, &entries).await)
+            })
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await;
     let mut written_ok = vec![false; unique.len()];
     for (n, result) in written {
-        let places = n * PER_REQUEST..((n + 1) * PER_REQUEST).min(unique.len());
+        let places = n * ENTRIES_PER_REQUEST..((n + 1) * ENTRIES_PER_REQUEST).min(unique.len());
         match result {
             Ok(()) => written_ok[places].fill(true),
             Err(e) => {
@@ -242,16 +245,16 @@ fn judge(
     }
 }
 
-/// Writes `chunk`'s entries (up to 25) with retries: what is still unprocessed after
-/// [`ATTEMPTS`], or an error that is not worth retrying, fails the chunk.
-async fn write_all<S: Store>(
+/// Writes `entries` (up to [`ENTRIES_PER_REQUEST`]) with retries: what is still unprocessed
+/// after [`ATTEMPTS`], or an error that is not worth retrying, fails them.
+pub async fn write_entries<S: Store, E: std::borrow::Borrow<Entry>>(
     store: &S,
     schema: &TableSchema,
-    chunk: &[(usize, Entry)],
+    entries: &[E],
 ) -> Result<(), StoreError> {
-    let mut writes: Vec<EntryWrite> = chunk
+    let mut writes: Vec<EntryWrite> = entries
         .iter()
-        .map(|(_, entry)| EntryWrite::Put(entry.to_item()))
+        .map(|entry| EntryWrite::Put(entry.borrow().to_item()))
         .collect();
     let (base, cap) = (Duration::from_millis(50), Duration::from_secs(2));
     for attempt in 1..=ATTEMPTS {

@@ -1,7 +1,7 @@
-//! Table-wide operations of the adoption tools and the stream indexer: one page of a parallel
-//! Scan, the conditional updates that give an item its window attribute, or remove a stale one,
-//! without overwriting a concurrent change, and the conditional delete of an item found already
-//! expired, which keeps it if its ttl changed.
+//! Table-wide operations of the adoption tools: one page of a parallel Scan, the conditional
+//! update that gives an item its window attribute without overwriting a concurrent change, the
+//! conditional delete of an item found already expired, which keeps it if its ttl changed, and
+//! the look-up of an item's entry in an expiry index table.
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConsumedCapacity, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
@@ -124,36 +124,32 @@ impl DynamoStore {
         conditional_update(req).await
     }
 
-    /// Removes the window attribute of `key` only if the item still has the window `old` and the
-    /// ttl (`None`: none) it was read with: a window left behind on an item whose ttl was removed or
-    /// is unusable. A concurrent change is never overwritten and a deleted item never recreated.
-    #[instrument(level = "debug", skip(self, key, ttl, old))]
-    pub async fn remove_window_if_unchanged(
+    /// Expiry index table mode, for `audit`: whether `index_table` holds an entry in window
+    /// `window` whose sort key begins with `prefix` ([`super::entries::sort_prefix`]: the item's
+    /// key and ttl, whatever wrote it). One strongly consistent `Query` of at most one entry.
+    #[instrument(level = "debug", skip(self))]
+    pub async fn has_entry(
         &self,
-        table: &str,
-        key: Key,
-        ttl: (&str, Option<AttributeValue>),
-        window_attribute: &str,
-        old: AttributeValue,
-    ) -> Result<(UpdateOutcome, f64), StoreError> {
-        let (ttl_attribute, ttl) = ttl;
-        let mut req = self
+        index_table: &str,
+        window: &str,
+        prefix: &str,
+    ) -> Result<bool, StoreError> {
+        use super::entries::{ENTRY, WINDOW};
+        let out = self
             .client()
-            .update_item()
-            .table_name(table)
-            .set_key(Some(key))
-            .update_expression("REMOVE #w")
-            .expression_attribute_names("#w", window_attribute)
-            .expression_attribute_names("#t", ttl_attribute)
-            .expression_attribute_values(":old", old)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total);
-        req = match ttl {
-            None => req.condition_expression("#w = :old AND attribute_not_exists(#t)"),
-            Some(ttl) => req
-                .condition_expression("#w = :old AND #t = :t")
-                .expression_attribute_values(":t", ttl),
-        };
-        conditional_update(req).await
+            .query()
+            .table_name(index_table)
+            .consistent_read(true)
+            .key_condition_expression("#w = :w AND begins_with(#e, :p)")
+            .expression_attribute_names("#w", WINDOW)
+            .expression_attribute_names("#e", ENTRY)
+            .expression_attribute_values(":w", AttributeValue::S(window.to_owned()))
+            .expression_attribute_values(":p", AttributeValue::S(prefix.to_owned()))
+            .limit(1)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("Query", e))?;
+        Ok(out.count() > 0)
     }
 
     /// Deletes `key` only if its ttl attribute still equals `ttl`, the value it was read with

@@ -3,7 +3,8 @@
 //! Scans the table (or a sample of it) and reports items whose ttl has passed but which are still
 //! present, by how long ago they expired (the sweeper's real lag), and the writer bugs that make
 //! items invisible to the sweeper: a ttl with no or a wrong window attribute, ttls that look like
-//! milliseconds, and non-numeric ttls. A ttl more than five years old is counted as invalid, not
+//! milliseconds, and non-numeric ttls; with an expiry index table (`EXPIRY_INDEX_TABLE`), items
+//! whose ttl is still to come and that have no entry in it. A ttl more than five years old is counted as invalid, not
 //! as expired: native TTL's rule, which the sweeper follows, never deletes such an item.
 //! [`verdict`] holds a report against the thresholds of `--max-expired-age` and `--max-problems`.
 
@@ -17,6 +18,7 @@ use super::backfill::window_of;
 use super::scan::{parallel_scan, Position, ScanPageOf, MAX_SEGMENTS};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::Timestamp;
+use crate::store::entries::{index_item, sort_prefix, Indexing, BACKFILL_ORIGIN};
 use crate::store::{key_to_json, DynamoStore, Key, StoreError, TableSchema};
 
 /// Upper bounds (seconds) of the expired-age buckets, and their names.
@@ -57,6 +59,10 @@ pub struct AuditReport {
     /// Items whose window attribute does not match their ttl (or shard): the sweeper looks
     /// elsewhere.
     pub wrong_window: u64,
+    /// Expiry index table mode: items whose ttl is still to come and that have no entry in the
+    /// index table: the sweeper will not see them (written before the stream, or their records
+    /// failed): run `backfill`.
+    pub missing_entry: u64,
     /// Items whose ttl looks like milliseconds (beyond year 9999): they never expire.
     pub millis_ttl: u64,
     /// Items whose ttl is not a Number, a negative one, or one more than five years in the past:
@@ -74,7 +80,11 @@ pub struct AuditReport {
 impl AuditReport {
     /// Items the writers got wrong.
     pub fn writer_problems(&self) -> u64 {
-        self.missing_window + self.wrong_window + self.millis_ttl + self.invalid_ttl
+        self.missing_window
+            + self.wrong_window
+            + self.missing_entry
+            + self.millis_ttl
+            + self.invalid_ttl
     }
 
     fn example(&mut self, problem: &'static str, key: Option<Key>, detail: String) {
@@ -105,6 +115,7 @@ impl AuditReport {
             .max(other.oldest_expired_age_seconds);
         self.missing_window += other.missing_window;
         self.wrong_window += other.wrong_window;
+        self.missing_entry += other.missing_entry;
         self.millis_ttl += other.millis_ttl;
         self.invalid_ttl += other.invalid_ttl;
         self.too_old_ttl += other.too_old_ttl;
@@ -196,6 +207,10 @@ pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, no
             report.oldest_expired_age_seconds = report.oldest_expired_age_seconds.max(age);
         }
     }
+    if schema.index_table.is_some() {
+        // No window attribute here: whether the item has its entry is checked by `audit`.
+        return;
+    }
     let Ok(expected) = window_of(item, schema, ttl) else {
         return;
     };
@@ -220,6 +235,35 @@ pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, no
     }
 }
 
+/// Expiry index table mode: counts `item` in `missing_entry` when its ttl is still to come at
+/// `now` and `index_table` has no entry for it (an expired item present is counted as such).
+async fn check_entry(
+    store: &DynamoStore,
+    schema: &TableSchema,
+    index_table: &str,
+    item: &Key,
+    now: Timestamp,
+    report: &mut AuditReport,
+) -> Result<(), StoreError> {
+    let Some(Indexing::Entry {
+        entry,
+        expired: false,
+    }) = index_item(schema, item, BACKFILL_ORIGIN, now)
+    else {
+        return Ok(());
+    };
+    let ttl = parse_ttl(&entry.ttl).unwrap_or_default();
+    let Some(prefix) = sort_prefix(schema, &entry.key, ttl) else {
+        return Ok(());
+    };
+    if !store.has_entry(index_table, &entry.window, &prefix).await? {
+        report.missing_entry += 1;
+        let detail = format!("ttl = {}, no entry in {index_table}", entry.ttl);
+        report.example("missing_entry", Some(entry.key), detail);
+    }
+    Ok(())
+}
+
 /// Scans the table in `segments` segments (clamped to 1 to [`MAX_SEGMENTS`]), stopping after about
 /// `sample` items if given, and audits every item as of `now`.
 pub async fn audit(
@@ -235,7 +279,9 @@ pub async fn audit(
     });
     let mut attributes = schema.key_attributes.clone();
     attributes.push(schema.layout.ttl_attribute.clone());
-    attributes.push(schema.layout.window_attribute.clone());
+    if schema.index_table.is_none() {
+        attributes.push(schema.layout.window_attribute.clone());
+    }
     let positions = vec![Position::Start; segments.clamp(1, MAX_SEGMENTS) as usize];
     parallel_scan(
         store,
@@ -249,6 +295,9 @@ pub async fn audit(
                 let mut part = AuditReport::default();
                 for item in &page.items {
                     audit_item(&mut part, item, schema, now);
+                    if let Some(index_table) = &schema.index_table {
+                        check_entry(store, schema, index_table, item, now, &mut part).await?;
+                    }
                 }
                 let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
                 t.add(part);

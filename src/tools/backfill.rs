@@ -1,5 +1,7 @@
 //! `ttl-sweeper backfill`: give every existing item with a numeric ttl its window attribute, and
-//! delete the items that have already expired (the rules: `docs/adoption.md`, step 2).
+//! delete the items that have already expired (the rules: `docs/adoption.md`, step 2). With an
+//! expiry index table (`EXPIRY_INDEX_TABLE`), write every such item's entry into it instead, and
+//! write and delete nothing in the table ([`Step::index`]).
 //!
 //! Each item is judged by the clock when its write is made, after the write-rate limit let it
 //! through: a slow run beside a running sweeper would otherwise give an item that expired while
@@ -23,14 +25,14 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
 use super::scan::{parallel_scan, Position, ScanPageOf};
-use crate::engine::hook::{Delivery, Expiry, ExpiryHook, Publication};
-use crate::engine::retry::Stop;
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::{Clock, Timestamp};
+use crate::indexer::{write_entries, ENTRIES_PER_REQUEST};
+use crate::store::entries::{index_item, Indexing, BACKFILL_ORIGIN};
 use crate::store::scan::UpdateOutcome;
 use crate::store::{
-    full_jitter, key_to_json, ConditionalOutcome, DynamoStore, ErrorKind, Key, Store as _,
-    StoreError, TableSchema,
+    full_jitter, key_to_json, ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError,
+    TableSchema,
 };
 
 /// Counts of one backfill run (or, resumed, of all runs of one state file).
@@ -41,7 +43,8 @@ pub struct BackfillReport {
     pub scanned: u64,
     /// Items whose window attribute was already correct.
     pub already_ok: u64,
-    /// Window attributes written (in a dry run: that would be written).
+    /// Window attributes written (in a dry run: that would be written); with an expiry index
+    /// table, entries written.
     pub written: u64,
     /// Items changed or deleted between the scan and the update: left as they are.
     pub changed_concurrently: u64,
@@ -64,13 +67,9 @@ pub struct BackfillReport {
     /// Of `invalid_ttl`, ttls more than five years before the instant the item was judged:
     /// native TTL ignores them, and so do the sweeper and the backfill.
     pub too_old_ttl: u64,
-    /// Stream indexer, notify mode: items it deleted whose expiry event could not be published
-    /// (each logged by event id; the delete is not undone and the record does not fail, since a
-    /// record delivered again would find the item gone).
-    pub events_failed: u64,
-    /// Stream indexer, archive mode: expired items whose event the sink did not accept, given
-    /// their window instead of being deleted, so that the sweeper publishes and deletes them.
-    pub expired_left_to_sweeper: u64,
+    /// Expiry index table mode: of `written` (entries), items already expired when indexed:
+    /// their entries are in the current window, and the next sweep deletes them.
+    pub expired_indexed: u64,
     /// Write capacity consumed.
     pub consumed_wcu: f64,
     /// True for a dry run (nothing written).
@@ -186,7 +185,9 @@ pub async fn backfill(
     let limit = options.max_wcu.map(RateLimit::new);
     let mut attributes = schema.key_attributes.clone();
     attributes.push(layout.ttl_attribute.clone());
-    attributes.push(layout.window_attribute.clone());
+    if schema.index_table.is_none() {
+        attributes.push(layout.window_attribute.clone());
+    }
     attributes.dedup();
 
     let result = parallel_scan(
@@ -199,17 +200,20 @@ pub async fn backfill(
             let (shared, limit) = (&shared, &limit);
             async move {
                 let mut counts = BackfillReport::default();
-                for item in &page.items {
-                    counts.scanned += 1;
-                    let step = Step {
-                        store,
-                        schema,
-                        clock,
-                        limit: limit.as_ref(),
-                        dry_run: options.dry_run,
-                        events: None,
-                    };
-                    step.item(item, &mut counts).await?;
+                let step = Step {
+                    store,
+                    schema,
+                    clock,
+                    limit: limit.as_ref(),
+                    dry_run: options.dry_run,
+                };
+                if schema.index_table.is_some() {
+                    step.index(&page.items, &mut counts).await?;
+                } else {
+                    for item in &page.items {
+                        counts.scanned += 1;
+                        step.item(item, &mut counts).await?;
+                    }
                 }
                 let snapshot = {
                     let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
@@ -239,7 +243,7 @@ pub async fn backfill(
     state
 }
 
-/// What handling one scanned item needs (the stream indexer handles each record's image with it).
+/// What handling one scanned item needs.
 pub(super) struct Step<'a> {
     pub(super) store: &'a DynamoStore,
     pub(super) schema: &'a TableSchema,
@@ -247,23 +251,47 @@ pub(super) struct Step<'a> {
     /// The write-rate limit (`--max-wcu`), if any.
     pub(super) limit: Option<&'a RateLimit>,
     pub(super) dry_run: bool,
-    /// Expiry events for the items it deletes (the stream indexer's, when events are configured).
-    pub(super) events: Option<StepEvents<'a>>,
-}
-
-/// The expiry events of a step's deletes, as a sweep publishes them: in notify mode after the
-/// delete; in archive mode before it, the item deleted only once its event was accepted, and a
-/// cancellation published when the delete keeps it (its ttl changed). An event that cannot be
-/// published fails the item, with the event's id in the error.
-#[derive(Clone, Copy)]
-pub(super) struct StepEvents<'a> {
-    pub(super) hook: &'a dyn ExpiryHook,
-    pub(super) stop: &'a Stop,
-    /// How far back the sweeps read windows (`LOOKBACK_WINDOWS` × `WINDOW_SECONDS`).
-    pub(super) reach: Duration,
 }
 
 impl Step<'_> {
+    /// Expiry index table mode: writes the entry of every item of `items` (one page) with a
+    /// usable ttl, as the stream indexer would (origin [`BACKFILL_ORIGIN`]: the same entries
+    /// again on a second run), 25 to a `BatchWriteItem`, within the write-rate limit. Writes
+    /// nothing to the table, and deletes nothing: an item already expired gets its entry in the
+    /// current window, and the next sweep deletes it.
+    async fn index(&self, items: &[Key], counts: &mut BackfillReport) -> Result<(), StoreError> {
+        let mut todo = Vec::new();
+        for item in items {
+            counts.scanned += 1;
+            match index_item(self.schema, item, BACKFILL_ORIGIN, self.clock.now()) {
+                None => return Err(key_of(self.schema, item).unwrap_err()),
+                Some(Indexing::NoTtl) => counts.no_ttl += 1,
+                Some(Indexing::InvalidTtl) => counts.invalid_ttl += 1,
+                Some(Indexing::TooOldTtl) => {
+                    counts.invalid_ttl += 1;
+                    counts.too_old_ttl += 1;
+                }
+                Some(Indexing::Entry { entry, expired }) => {
+                    if !self.dry_run {
+                        todo.push(entry);
+                    }
+                    counts.written += 1;
+                    counts.expired_indexed += u64::from(expired);
+                }
+            }
+        }
+        for chunk in todo.chunks(ENTRIES_PER_REQUEST) {
+            if let Some(limit) = self.limit {
+                for _ in chunk {
+                    limit.acquire().await;
+                }
+            }
+            write_entries(self.store, self.schema, chunk).await?;
+            counts.consumed_wcu += chunk.len() as f64;
+        }
+        Ok(())
+    }
+
     /// Judges `item` by the clock and acts on it; counts what it did in `counts`.
     pub(super) async fn item(
         &self,
@@ -294,7 +322,7 @@ impl Step<'_> {
             ItemPlan::SetWindow { .. } if self.dry_run => counts.written += 1,
             ItemPlan::DeleteExpired { ttl } => {
                 let key = key_of(self.schema, item)?;
-                self.delete_expired(key, ttl, item, counts).await?;
+                self.delete_expired(key, ttl, counts).await?;
             }
             ItemPlan::SetWindow {
                 ttl,
@@ -321,149 +349,35 @@ impl Step<'_> {
                     if let Some(limit) = self.limit {
                         limit.acquire().await;
                     }
-                    self.delete_expired(key, ttl, item, counts).await?;
+                    self.delete_expired(key, ttl, counts).await?;
                 }
             }
         }
         Ok(())
     }
 
-    /// Deletes the item at `key` (read as `item`) if its ttl is still `ttl` (the Number as read),
-    /// with its expiry event when the step has events.
+    /// Deletes the item at `key` if its ttl is still `ttl` (the Number as read).
     async fn delete_expired(
         &self,
         key: Key,
         ttl: String,
-        item: &Key,
         counts: &mut BackfillReport,
     ) -> Result<(), StoreError> {
-        let event = self.events.map(|events| {
-            let expiry = Expiry {
-                key: key.clone(),
-                ttl: parse_ttl(&ttl).unwrap_or_default(),
-                // The item as read (the stream record's new image), where a sweep's event would
-                // carry the item it read or the delete returned.
-                item: (events.hook.read_items() || events.hook.returned_items())
-                    .then(|| item.clone()),
-                at: self.clock.now(),
-            };
-            (events, expiry)
-        });
-        let archive = event.as_ref().filter(|(events, _)| events.hook.archive());
-        if let Some((events, expiry)) = archive {
-            if let Err(refused) = events.publish(Publication::Expired(expiry.clone())).await {
-                // Only within the sweeps' reach: a window older than their lookback is never
-                // read again, so the record fails instead, delivered again until accepted.
-                let within = parse_ttl(&ttl)
-                    .is_ok_and(|t| t >= (self.clock.now() - events.reach).as_secs_f64());
-                if !within {
-                    return Err(refused);
-                }
-                return self.leave_to_sweeper(key, ttl, item, refused, counts).await;
-            }
-        }
-        // An attempt answered by a timeout, a dropped connection or a 5xx may have deleted it.
-        let maybe_applied = std::cell::Cell::new(false);
-        let deleted = with_retries(|| {
-            let delete = self.store.delete_if_ttl_unchanged(
+        let (outcome, consumed) = with_retries(|| {
+            self.store.delete_if_ttl_unchanged(
                 &self.schema.table_name,
                 key.clone(),
                 &self.schema.layout.ttl_attribute,
                 AttributeValue::N(ttl.clone()),
-            );
-            let maybe_applied = &maybe_applied;
-            async move {
-                let answer = delete.await;
-                if matches!(&answer, Err(e) if e.kind == ErrorKind::Transient) {
-                    maybe_applied.set(true);
-                }
-                answer
-            }
+            )
         })
-        .await;
-        let (outcome, consumed) = match deleted {
-            Ok(answer) => answer,
-            // Its event is owed if an attempt deleted it: a consistent read settles that.
-            Err(e) if maybe_applied.get() && event.is_some() => {
-                let found = self.store.get_items(self.schema, vec![key.clone()], true);
-                match found.await {
-                    Ok(found) if found.is_empty() => (ConditionalOutcome::Gone, 1.0),
-                    _ => return Err(e),
-                }
-            }
-            Err(e) => return Err(e),
-        };
+        .await?;
         self.charge(consumed, counts);
         match outcome {
             ConditionalOutcome::Deleted => counts.deleted_expired += 1,
             ConditionalOutcome::Kept => counts.expired_kept += 1,
             ConditionalOutcome::Gone => counts.expired_gone += 1,
         }
-        // Gone after an attempt that may have deleted it: most likely ours, so its event is
-        // owed (a duplicate, same id, if the application deleted it).
-        let ours = outcome == ConditionalOutcome::Deleted
-            || (outcome == ConditionalOutcome::Gone && maybe_applied.get());
-        match (event, outcome) {
-            (Some((events, expiry)), ConditionalOutcome::Kept)
-                if maybe_applied.get() && !events.hook.archive() =>
-            {
-                // Deleted by an attempt whose answer was lost and written again since, or kept:
-                // the two cannot be told apart, so the event is reported, never passed over.
-                counts.events_failed += 1;
-                let id = events.hook.event_id(&expiry);
-                tracing::error!(event_id = %id, "an attempt that may have deleted the item lost its answer, and the item is there with another ttl: if that attempt deleted it, no expiry event was sent");
-                Ok(())
-            }
-            (Some((events, expiry)), _) if ours && !events.hook.archive() => {
-                let id = events.hook.event_id(&expiry);
-                if let Err(e) = events.publish(Publication::Expired(expiry)).await {
-                    // Failing the record would not help: delivered again, it finds the item
-                    // gone. The event is reported by its id instead.
-                    counts.events_failed += 1;
-                    tracing::error!(event_id = %id, error = %e, "item deleted by the stream indexer; its expiry event could not be published");
-                }
-                Ok(())
-            }
-            (Some((events, expiry)), ConditionalOutcome::Kept) if events.hook.archive() => {
-                let now = self.clock.now();
-                events.publish(Publication::Cancelled(expiry, now)).await
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Archive mode, the sink refused the event of an expired item (`refused`): it is not deleted.
-    /// Rather than fail its record (given up after the mapping's retries, the item would be left
-    /// expired with no window, out of the sweeper's sight), it gets its window, so that the
-    /// sweeper publishes its event and deletes it, as for any item.
-    async fn leave_to_sweeper(
-        &self,
-        key: Key,
-        ttl: String,
-        item: &Key,
-        refused: StoreError,
-        counts: &mut BackfillReport,
-    ) -> Result<(), StoreError> {
-        let layout = &self.schema.layout;
-        let window = parse_ttl(&ttl)
-            .ok()
-            .and_then(|t| window_of(item, self.schema, t).ok());
-        let Some(window) = window else {
-            return Err(refused);
-        };
-        let current = item.get(&layout.window_attribute).cloned();
-        if current == Some(AttributeValue::S(window.clone())) {
-            counts.expired_left_to_sweeper += 1;
-            return Ok(());
-        }
-        match self
-            .set_window(&key, &ttl, &current, &window, counts)
-            .await?
-        {
-            UpdateOutcome::Written => counts.expired_left_to_sweeper += 1,
-            UpdateOutcome::Changed => counts.changed_concurrently += 1,
-        }
-        tracing::warn!(error = %refused, "expired item's event not accepted: left to the sweeper, which publishes before it deletes");
         Ok(())
     }
 
@@ -501,27 +415,6 @@ impl Step<'_> {
             limit.charge(consumed - 1.0);
         }
         counts.consumed_wcu += consumed;
-    }
-}
-
-impl StepEvents<'_> {
-    /// Publishes one event; an error names its id and what became of it.
-    async fn publish(&self, publication: Publication) -> Result<(), StoreError> {
-        let expiry = match &publication {
-            Publication::Expired(e) | Publication::Cancelled(e, _) => e.clone(),
-        };
-        let (deliveries, _) = self.hook.publish(vec![publication], self.stop).await;
-        match deliveries.first() {
-            Some(Delivery::Accepted) => Ok(()),
-            other => Err(StoreError::new(
-                ErrorKind::Other,
-                "PublishEvent",
-                format!(
-                    "expiry event {} not published ({other:?})",
-                    self.hook.event_id(&expiry)
-                ),
-            )),
-        }
     }
 }
 
@@ -567,8 +460,7 @@ pub(super) fn add(total: &mut BackfillReport, page: &BackfillReport) {
     total.no_ttl += page.no_ttl;
     total.invalid_ttl += page.invalid_ttl;
     total.too_old_ttl += page.too_old_ttl;
-    total.events_failed += page.events_failed;
-    total.expired_left_to_sweeper += page.expired_left_to_sweeper;
+    total.expired_indexed += page.expired_indexed;
     total.consumed_wcu += page.consumed_wcu;
 }
 
