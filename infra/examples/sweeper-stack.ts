@@ -1,6 +1,7 @@
 // An example stack using the TtlSweeper construct. It either creates the table (with the
-// sweeper's index, native TTL on the same attribute as the free backstop, and point-in-time
-// recovery) or sweeps an existing table, imported by name, whose index already exists.
+// sweeper's index unless followStream gives the sweeper an expiry index table of its own, native
+// TTL on the same attribute as the free backstop, and point-in-time recovery) or sweeps an
+// existing table, imported by name, whose index already exists (with followStream, none needed).
 
 import * as cdk from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -49,11 +50,14 @@ export class SweeperStack extends cdk.Stack {
         // The stream indexer (followStream) reads the new image of each write.
         stream: props.sweeper?.followStream ? dynamodb.StreamViewType.NEW_AND_OLD_IMAGES : undefined,
       });
-      TtlSweeper.addExpirationIndex(table, {
-        indexName: props.sweeper?.indexName,
-        windowAttribute: props.sweeper?.windowAttribute,
-        ttlAttribute,
-      });
+      // With followStream the sweeper reads an expiry index table of its own: no GSI here.
+      if (!props.sweeper?.followStream) {
+        TtlSweeper.addExpirationIndex(table, {
+          indexName: props.sweeper?.indexName,
+          windowAttribute: props.sweeper?.windowAttribute,
+          ttlAttribute,
+        });
+      }
       this.table = table;
     } else {
       this.table = dynamodb.Table.fromTableAttributes(this, 'Table', {

@@ -211,8 +211,9 @@ export interface TtlSweeperProps {
   /**
    * The table to sweep: one defined in the same app, or one imported with
    * `Table.fromTableAttributes` / `Table.fromTableName`. It must already have the index
-   * `indexName`, keyed on (`windowAttribute` String, `ttlAttribute` Number). Give exactly one of
-   * `table` and `tables`.
+   * `indexName`, keyed on (`windowAttribute` String, `ttlAttribute` Number), unless
+   * `followStream` is on (then the sweeper reads an expiry index table of its own, and the table
+   * needs no index). Give exactly one of `table` and `tables`.
    *
    * @default - none: `tables` must be given
    */
@@ -233,7 +234,9 @@ export interface TtlSweeperProps {
   readonly tables?: SweptTable[];
 
   /**
-   * The global secondary index keyed on (window, ttl) (`INDEX_NAME`).
+   * The global secondary index keyed on (window, ttl) (`INDEX_NAME`). Not with `followStream`:
+   * the expiry index table the construct then creates replaces the GSI, and giving both stops
+   * synthesis.
    *
    * @default 'expirationWindowIndex'
    */
@@ -443,11 +446,15 @@ export interface TtlSweeperProps {
   readonly dashboard?: boolean;
 
   /**
-   * Follow the table's DynamoDB stream, so that writers need set only the ttl: a second function
-   * from the same code (the stream indexer) reads the stream through an event source mapping and,
-   * for each item written with a ttl, sets its window attribute, deletes it if its ttl has already
-   * passed, or removes a window left on an item whose ttl was removed; every write conditional
-   * on the record's image.
+   * Follow the table's DynamoDB stream, so that writers need set only the ttl, and the table
+   * needs no index and no attribute of the sweeper's. The construct creates the sweeper's own
+   * expiry index table (`indexTable`: partition key `window`, sort key `entry`, both String,
+   * on-demand, native TTL on `expires`, removal policy `DESTROY`) and a second function from the
+   * same code (the stream indexer), which reads the stream through an event source mapping and
+   * writes one small entry per item and ttl into the expiry index table; it never writes the
+   * application's table. The sweeper reads its windows from the expiry index table
+   * (`EXPIRY_INDEX_TABLE`, given to both functions), removes the entries it has handled, and
+   * only ever deletes from the application's table; `indexName` is not used and may not be given.
    *
    * The table needs a stream whose records carry the new image (`StreamViewType.NEW_IMAGE` or
    * `NEW_AND_OLD_IMAGES`); an imported table must be imported with its stream ARN
@@ -455,14 +462,17 @@ export interface TtlSweeperProps {
    * otherwise.
    *
    * The mapping starts at the stream's end (`LATEST`; items already in the table need
-   * `ttl-sweeper backfill`), reads up to 100 records a batch with no batching window, keeps only
-   * `INSERT` and `MODIFY` records whose new image has the ttl attribute as a Number or has the
-   * window attribute, reports failed records by sequence number (`ReportBatchItemFailures`),
+   * `ttl-sweeper backfill`, which writes their entries), reads up to 100 records a batch with no
+   * batching window, keeps only `INSERT` and `MODIFY` records whose new image has the ttl
+   * attribute as a Number, reports failed records by sequence number (`ReportBatchItemFailures`),
    * bisects a failing batch, retries a record at most 10 times and for at most an hour, then
    * sends its description to an on-failure queue (SQS, encrypted, TLS only, 14 days). The new
-   * function gets its own role (`dynamodb:UpdateItem`, `dynamodb:DeleteItem` and
-   * `dynamodb:DescribeTable` on the table, stream read on the table's stream only), log group,
-   * and an `IteratorAge` alarm.
+   * function gets its own role (`dynamodb:DescribeTable` on the table, `dynamodb:DescribeTable`
+   * and `dynamodb:BatchWriteItem` on the expiry index table, stream read on the table's stream
+   * only), log group, and an `IteratorAge` alarm.
+   *
+   * On a global table, each Region's stack has an expiry index table of its own, which its own
+   * indexer fills from its own replica's stream: the index table is not replicated.
    *
    * @default false
    */
@@ -487,8 +497,9 @@ export interface TtlSweeperProps {
 
 /**
  * Precise item expiry for a DynamoDB table: a Lambda invoked by EventBridge Scheduler queries the
- * (window, ttl) index and deletes expired items, with least-privilege IAM, a failure queue,
- * alarms on an encrypted SNS topic and a dashboard.
+ * (window, ttl) index (with `followStream`, an expiry index table of its own, fed by the table's
+ * stream) and deletes expired items, with least-privilege IAM, a failure queue, alarms on an
+ * encrypted SNS topic and a dashboard.
  */
 export class TtlSweeper extends Construct {
   /** The namespace of the sweeper's metrics unless `metricsNamespace` says otherwise. */
@@ -537,7 +548,10 @@ export class TtlSweeper extends Construct {
   public readonly table: dynamodb.ITable;
   /** Every table swept, in the order of `tables` (the one `table` without it). */
   public readonly tables: dynamodb.ITable[];
-  /** The index queried; with `tables`, the first table's. */
+  /**
+   * The index queried; with `tables`, the first table's. With `followStream` the sweeper queries
+   * `indexTable` instead, and this is the default name, unused.
+   */
   public readonly indexName: string;
   /** The leader lease in seconds (`LEADER_LEASE`), if any. */
   public readonly leaderLeaseSeconds?: number;
@@ -545,6 +559,14 @@ export class TtlSweeper extends Construct {
   public readonly schedulePeriodSeconds: number;
   /** The CloudWatch namespace of the sweeper's metrics. */
   public readonly metricsNamespace: string;
+  /**
+   * With `followStream`: the expiry index table, the sweeper's own (partition key `window`, sort
+   * key `entry`, both String; on-demand; native TTL on `expires`; removal policy `DESTROY`, as
+   * its entries are derived data that `ttl-sweeper backfill` rebuilds). The stream indexer writes
+   * one entry per item and ttl into it, the sweeper queries it and removes the entries it has
+   * handled. Not replicated: on a global table each Region's stack has its own.
+   */
+  public readonly indexTable?: dynamodb.ITable;
   /**
    * With `followStream`: the stream indexer, the function the table's stream invokes (the same
    * code as the sweeper, its own role and log group).
@@ -609,6 +631,13 @@ export class TtlSweeper extends Construct {
       id: 'AwsSolutions-SQS3',
       reason: 'FailedInvocations is itself the dead-letter target of the schedule and the function',
     });
+
+    // ---------------------------------------------------------------- the expiry index table
+    // With followStream, the sweeper's own index, filled by the stream indexer; created before
+    // the functions, whose environment names it.
+    if (settings.followStream) {
+      this.indexTable = this.newIndexTable();
+    }
 
     // ---------------------------------------------------------------- the functions
     // One function per shard range, each with its own log group, role and schedule. The first
@@ -685,6 +714,7 @@ export class TtlSweeper extends Construct {
       const stream = this.streamIndexer(new Construct(this, 'Stream'), props, settings, {
         tableArn,
         streamArn: this.table.tableStreamArn!, // checked by resolveSettings
+        indexTable: this.indexTable!,
         code,
         sweeperEnvironment: parts[0].environment,
       });
@@ -703,7 +733,7 @@ export class TtlSweeper extends Construct {
       this.alarms.push(...this.newAlarms(parts, settings));
       if (this.streamFunction) {
         // The stream's backlog: how long the newest record of a batch waited before the indexer
-        // got it. An item gets its window (and can be swept) only after its record is handled.
+        // got it. An item gets its index entry (and can be swept) only after its record is handled.
         this.alarms.push(
           new cloudwatch.Alarm(this, 'StreamIteratorAge', {
             alarmDescription: 'the ttl-sweeper stream indexer falls behind the table\'s stream',
@@ -714,10 +744,10 @@ export class TtlSweeper extends Construct {
             datapointsToAlarm: 3,
             treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
           }),
-          // Records that failed every retry: their items have no window (run `backfill`), and an
-          // item written already expired was not deleted. One is enough to act on.
+          // Records that failed every retry: their items have no index entry, so no sweep sees
+          // them until `backfill` writes it. One is enough to act on.
           new cloudwatch.Alarm(this, 'StreamRecordsFailed', {
-            alarmDescription: 'stream records failed every retry and went to the ttl-sweeper stream indexer\'s on-failure queue: run ttl-sweeper backfill',
+            alarmDescription: 'stream records failed every retry and went to the ttl-sweeper stream indexer\'s on-failure queue: their items need ttl-sweeper backfill, which writes their expiry index entries',
             metric: this.streamFailureQueue!.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: Duration.minutes(1) }),
             threshold: 0,
             comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
@@ -786,6 +816,27 @@ export class TtlSweeper extends Construct {
         ],
       });
     }
+  }
+
+  /**
+   * The expiry index table of `followStream`: one entry per item and ttl, keyed by window
+   * (`window`) and by ttl, item and write (`entry`), each removed by native TTL (`expires`) if no
+   * sweep removed it first. Derived data: `ttl-sweeper backfill` rebuilds it, so it goes with the
+   * stack and keeps no backups.
+   */
+  private newIndexTable(): dynamodb.Table {
+    const table = new dynamodb.Table(this, 'ExpiryIndex', {
+      partitionKey: { name: INDEX_TABLE.window, type: dynamodb.AttributeType.STRING },
+      sortKey: { name: INDEX_TABLE.entry, type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      timeToLiveAttribute: INDEX_TABLE.expires,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    Validations.of(table).acknowledge({
+      id: 'AwsSolutions-DDB3',
+      reason: 'the expiry index table holds derived data only: ttl-sweeper backfill rebuilds it from the application table',
+    });
+    return table;
   }
 
   /** The alarm topic the sweeper creates: TLS only, encrypted with a key of its own if `encrypt`. */
@@ -940,14 +991,21 @@ export class TtlSweeper extends Construct {
       'ttl-sweeper: query the expiry index, delete expired items, write its logs',
     );
     // Each table's grants on that table and its own index only, by its own settings; statements
-    // alike are merged below, each listing exactly the tables (or indexes) that need it.
+    // alike are merged below, each listing exactly the tables (or indexes) that need it. With
+    // followStream the index is the expiry index table, not a GSI of the table: no Query on the
+    // table.
+    const indexTable = this.indexTable;
     const statements = [
       ...settings.tables.flatMap(({ table, settings: own }) => [
-        new iam.PolicyStatement({
-          sid: 'QueryExpiryIndex',
-          actions: ['dynamodb:Query'],
-          resources: [`${table.tableArn}/index/${own.indexName}`],
-        }),
+        ...(indexTable
+          ? []
+          : [
+              new iam.PolicyStatement({
+                sid: 'QueryExpiryIndex',
+                actions: ['dynamodb:Query'],
+                resources: [`${table.tableArn}/index/${own.indexName}`],
+              }),
+            ]),
         new iam.PolicyStatement({
           sid: 'DeleteExpiredItems',
           // BatchWriteItem cannot be limited to deletes in IAM; DeleteItem serves conditional mode.
@@ -967,6 +1025,22 @@ export class TtlSweeper extends Construct {
             ]
           : []),
       ]),
+      // The expiry index table: the sweep's strongly consistent queries of its windows, and the
+      // removal of the entries whose items a sweep has handled.
+      ...(indexTable
+        ? [
+            new iam.PolicyStatement({
+              sid: 'ReadExpiryIndex',
+              actions: ['dynamodb:DescribeTable', 'dynamodb:Query'],
+              resources: [indexTable.tableArn],
+            }),
+            new iam.PolicyStatement({
+              sid: 'RemoveIndexEntries',
+              actions: ['dynamodb:BatchWriteItem'],
+              resources: [indexTable.tableArn],
+            }),
+          ]
+        : []),
       writeOwnLogs,
     ];
     if (this.checkpointTable) {
@@ -1000,9 +1074,13 @@ export class TtlSweeper extends Construct {
       settings.tables.length === 1 && settings.tables[0].element === undefined
         ? { TABLE_NAME: this.table.tableName }
         : { TABLES: Stack.of(this).toJsonString(settings.tables.map((t) => t.element)) };
+    // The index the sweep reads: the table's GSI, or with followStream the expiry index table.
+    const index: Record<string, string> = indexTable
+      ? { EXPIRY_INDEX_TABLE: indexTable.tableName }
+      : { INDEX_NAME: settings.indexName };
     const environment: Record<string, string> = {
       ...tables,
-      INDEX_NAME: settings.indexName,
+      ...index,
       TTL_ATTRIBUTE: settings.ttlAttribute,
       WINDOW_ATTRIBUTE: settings.windowAttribute,
       WINDOW_SECONDS: String(settings.windowSeconds),
@@ -1079,17 +1157,24 @@ export class TtlSweeper extends Construct {
   }
 
   /**
-   * The stream indexer in `scope`: its failure queue, log group, role and policy, the function
-   * (the sweeper's code and configuration, without the schedule's settings) and the event source
-   * mapping from the table's stream.
+   * The stream indexer in `scope`: its failure queue, log group, role and policy, and the function
+   * (the sweeper's code and configuration, without the schedule's settings) writing the table's
+   * items' entries into the expiry index table, and the event source mapping from the table's
+   * stream.
    */
   private streamIndexer(
     scope: Construct,
     props: TtlSweeperProps,
     settings: Settings,
-    shared: { tableArn: string; streamArn: string; code: lambda.Code; sweeperEnvironment: Record<string, string> },
+    shared: {
+      tableArn: string;
+      streamArn: string;
+      indexTable: dynamodb.ITable;
+      code: lambda.Code;
+      sweeperEnvironment: Record<string, string>;
+    },
   ) {
-    const { tableArn, streamArn, code, sweeperEnvironment } = shared;
+    const { tableArn, streamArn, indexTable, code, sweeperEnvironment } = shared;
     const queue = new sqs.Queue(scope, 'Failures', {
       retentionPeriod: Duration.days(14),
       encryption: sqs.QueueEncryption.SQS_MANAGED,
@@ -1102,15 +1187,21 @@ export class TtlSweeper extends Construct {
     const { logGroup, role, writeOwnLogs } = this.logsAndRole(
       scope,
       props,
-      "ttl-sweeper stream indexer: read the table's stream, set windows, delete expired items, write its logs",
+      "ttl-sweeper stream indexer: read the table's stream, write entries into the expiry index table, write its logs",
     );
     const statements = [
       new iam.PolicyStatement({
-        sid: 'IndexItems',
-        // UpdateItem sets or removes the window, DeleteItem deletes an item written already
-        // expired, each conditional on the record's image; DescribeTable is the start-up check.
-        actions: ['dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:DescribeTable'],
+        sid: 'DescribeTable',
+        // The start-up check and the table's key schema, which each entry's key follows. The
+        // indexer never writes the application's table.
+        actions: ['dynamodb:DescribeTable'],
         resources: [tableArn],
+      }),
+      new iam.PolicyStatement({
+        sid: 'WriteIndexEntries',
+        // One entry per item and ttl, written in batches; DescribeTable is the start-up check.
+        actions: ['dynamodb:DescribeTable', 'dynamodb:BatchWriteItem'],
+        resources: [indexTable.tableArn],
       }),
       new iam.PolicyStatement({
         sid: 'ReadTableStream',
@@ -1124,21 +1215,20 @@ export class TtlSweeper extends Construct {
         resources: [queue.queueArn],
       }),
     ];
-    // The items it deletes (written already expired) get their expiry events, as a sweep's do.
-    statements.push(...expiryEventStatements(props.expiryEvents, tableArn));
+    // A table encrypted with a customer managed key: its stream is read with that key.
     if (this.table.encryptionKey) statements.push(this.tableKeyStatement('TableKey', this.table.encryptionKey));
     const policy = new iam.Policy(scope, 'Policy', { statements });
     policy.attachToRole(role);
 
     // The sweeper's configuration but the sweep's own settings: the schedule, tick mode, lookback,
-    // shard range and checkpoint. The expiry events' settings too: the indexer publishes the
-    // events of the items it deletes.
+    // shard range and checkpoint, and the expiry events (the indexer deletes nothing).
     const environment = Object.fromEntries(
       STREAM_SETTINGS.filter((v) => sweeperEnvironment[v] !== undefined).map((v) => [v, sweeperEnvironment[v]]),
     );
-    Object.assign(environment, expiryEventEnvironment(props.expiryEvents));
     const fn = new lambda.Function(scope, 'Function', {
-      description: "ttl-sweeper stream indexer: gives items written with a ttl their window, from the table's stream",
+      description:
+        "ttl-sweeper stream indexer: writes one small entry per item and ttl into the sweeper's expiry index table; " +
+        "never writes the application's table",
       runtime: lambda.Runtime.PROVIDED_AL2023,
       architecture: lambda.Architecture.ARM_64,
       handler: 'bootstrap',
@@ -1152,7 +1242,6 @@ export class TtlSweeper extends Construct {
     });
     fn.node.addDependency(policy);
 
-    const { ttlAttribute, windowAttribute } = settings;
     const change = lambda.FilterRule.or('INSERT', 'MODIFY');
     const mapping = new lambda.EventSourceMapping(scope, 'Mapping', {
       target: fn,
@@ -1165,12 +1254,14 @@ export class TtlSweeper extends Construct {
       retryAttempts: STREAM.retryAttempts,
       maxRecordAge: Duration.seconds(STREAM.maxRecordAgeSeconds),
       onFailure: new QueueOnFailure(queue),
-      // Records with something to do: an item written with a Number ttl (a window to set or an
-      // expired item to delete), or one that has a window (kept, or removed with its ttl). REMOVE
-      // records, and writes of items that have neither, never reach the function.
+      // Records with something to do: an item written with a Number ttl (an entry to write).
+      // REMOVE records, and writes of items without one, never reach the function: an entry left
+      // by a ttl since removed deletes nothing, as a sweep judges every item by the table.
       filters: [
-        lambda.FilterCriteria.filter({ eventName: change, dynamodb: { NewImage: { [ttlAttribute]: { N: lambda.FilterRule.exists() } } } }),
-        lambda.FilterCriteria.filter({ eventName: change, dynamodb: { NewImage: { [windowAttribute]: { S: lambda.FilterRule.exists() } } } }),
+        lambda.FilterCriteria.filter({
+          eventName: change,
+          dynamodb: { NewImage: { [settings.ttlAttribute]: { N: lambda.FilterRule.exists() } } },
+        }),
       ],
     });
     // The mapping checks at creation that the role may read the stream.
@@ -1451,10 +1542,13 @@ class QueueOnFailure implements lambda.IEventSourceDlq {
 /** What the stream indexer needs of the table's stream (the event source mapping reads it). */
 const STREAM_READ_ACTIONS = ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams'];
 
-/** The sweeper's settings the stream indexer gets too: the table, its layout and its metrics. */
+/**
+ * The sweeper's settings the stream indexer gets too: the table, the expiry index table, the
+ * layout and the metrics.
+ */
 const STREAM_SETTINGS = [
   'TABLE_NAME',
-  'INDEX_NAME',
+  'EXPIRY_INDEX_TABLE',
   'TTL_ATTRIBUTE',
   'WINDOW_ATTRIBUTE',
   'WINDOW_SECONDS',
@@ -1477,6 +1571,9 @@ const STREAM = {
   retryAttempts: 10,
   maxRecordAgeSeconds: 3600,
 } as const;
+
+/** The expiry index table's attributes: its keys, and the native TTL of entries no sweep removed. */
+const INDEX_TABLE = { window: 'window', entry: 'entry', expires: 'expires' } as const;
 
 /** What a role needs of a table's customer managed key to read and delete items. */
 const TABLE_KEY_ACTIONS = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'];
@@ -1856,6 +1953,12 @@ function resolveSettings(scope: Construct, props: TtlSweeperProps): Settings {
   }
 
   const followStream = props.followStream ?? false;
+  if (followStream && props.indexName !== undefined) {
+    problems.push(
+      `indexName (${JSON.stringify(props.indexName)}) cannot be used with followStream: the expiry index table the ` +
+        "construct creates replaces the table's GSI, which the sweeper then does not query; drop indexName",
+    );
+  }
   // With tables (refused above) or without any table there is no one stream to check.
   if (followStream && props.table !== undefined && props.tables === undefined) {
     problems.push(...checkStream(props.table));

@@ -1,7 +1,8 @@
 // The SAM template (sam/template.yaml) against the construct: the same IAM actions on the same
 // kinds of resource for the function and the schedule, the same environment for the same
 // settings, and the same timeout and reserved concurrency with and without tick mode; with
-// FollowStream (the construct's followStream), the same stream indexer, mapping and alarm.
+// FollowStream (the construct's followStream), the same expiry index table, stream indexer,
+// mapping, alarms, and the same grants of both functions.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -45,10 +46,12 @@ function condition(name: string, parameters: Record<string, string>): boolean {
 /**
  * The value of `v` for `parameters` (each parameter's default unless given): `Ref` to a parameter,
  * `Fn::Sub` of parameters and `Fn::If` on the template's conditions are evaluated, `AWS::NoValue`
- * is `undefined`; anything else must be a plain value.
+ * is `undefined`, a `Ref` to a resource of the template is `ref:<its logical id>`; anything else
+ * must be a plain value.
  */
 function evaluate(v: any, parameters: Record<string, string>): unknown {
   if (v && typeof v === 'object' && v.Ref === 'AWS::NoValue') return undefined;
+  if (v && typeof v === 'object' && typeof v.Ref === 'string' && v.Ref in template.Resources) return `ref:${v.Ref}`;
   const param = (name: string) => {
     const value = parameters[name] ?? template.Parameters[name]?.Default;
     assert.notEqual(value, undefined, `no value for parameter ${name}`);
@@ -89,17 +92,22 @@ function evaluateStatement(v: any, parameters: Record<string, string>): unknown 
   return picked && typeof picked === 'object' && picked.Ref === 'AWS::NoValue' ? undefined : picked;
 }
 
-/** Actions by Sid of the inline policies of a role of the SAM template, for `parameters`. */
-function samActions(role: string, parameters: Record<string, string> = {}): Record<string, string[]> {
-  const out: Record<string, string[]> = {};
+/** The statements by Sid of the inline policies of a role of the SAM template, for `parameters`. */
+function samStatements(role: string, parameters: Record<string, string> = {}): Record<string, any> {
+  const out: Record<string, any> = {};
   for (const p of template.Resources[role].Properties.Policies) {
     for (const raw of p.PolicyDocument.Statement) {
       // A statement under `Fn::If` on a condition, with the parameters' defaults unless given.
       const s = raw['Fn::If'] ? (evaluateStatement(raw, parameters) as any) : raw;
-      if (s) out[s.Sid] = [s.Action].flat();
+      if (s) out[s.Sid] = s;
     }
   }
   return out;
+}
+
+/** Actions by Sid of the inline policies of a role of the SAM template, for `parameters`. */
+function samActions(role: string, parameters: Record<string, string> = {}): Record<string, string[]> {
+  return Object.fromEntries(Object.entries(samStatements(role, parameters)).map(([sid, s]) => [sid, [s.Action].flat()]));
 }
 
 /** Actions of a construct's role, as sorted sets (the on-failure destination's has no Sid). */
@@ -115,9 +123,10 @@ test('the SAM template grants the construct IAM actions, for the function and th
   assert.deepEqual(sorted(samActions('FunctionRole')), constructActions(built, 'SweeperRole'));
   assert.deepEqual(sorted(samActions('ScheduleRole')), constructActions(built, 'SweeperScheduleRole'));
   // And on the same resources: the index, the table, the log group, the failure queue.
-  const policy = template.Resources.FunctionRole.Properties.Policies[0].PolicyDocument.Statement;
-  const bySid = Object.fromEntries(policy.map((s: any) => [s.Sid, s.Resource]));
+  const bySid = Object.fromEntries(Object.entries(samStatements('FunctionRole')).map(([sid, s]) => [sid, s.Resource]));
   assert.match(bySid.QueryExpiryIndex['Fn::Sub'], /:table\/\$\{TableName\}\/index\/\$\{IndexName\}$/);
+  assert.equal(bySid.ReadExpiryIndex, undefined);
+  assert.equal(bySid.RemoveIndexEntries, undefined);
   assert.match(bySid.DeleteExpiredItems['Fn::Sub'], /:table\/\$\{TableName\}$/);
   assert.deepEqual(bySid.WriteOwnLogs, { 'Fn::GetAtt': ['Logs', 'Arn'] });
   assert.deepEqual(bySid.FailedInvocations, { 'Fn::GetAtt': ['FailedInvocations', 'Arn'] });
@@ -258,13 +267,29 @@ const STREAM_CASES: [Record<string, string>, Partial<TtlSweeperProps>][] = [
   [FOLLOW, { tickSeconds: undefined }],
   [{ ...FOLLOW, TickSeconds: '1', DeleteMode: 'conditional' }, { tickSeconds: 1, deleteMode: DeleteMode.CONDITIONAL }],
   [
-    { ...FOLLOW, IndexName: 'byExpiry', TtlAttribute: 'expiresAt', WindowAttribute: 'bucket', WindowSeconds: '300', WindowShards: '4' },
-    { indexName: 'byExpiry', ttlAttribute: 'expiresAt', windowAttribute: 'bucket', windowSeconds: 300, windowShards: 4 },
+    { ...FOLLOW, TtlAttribute: 'expiresAt', WindowAttribute: 'bucket', WindowSeconds: '300', WindowShards: '4' },
+    { tickSeconds: undefined, ttlAttribute: 'expiresAt', windowAttribute: 'bucket', windowSeconds: 300, windowShards: 4 },
   ],
 ];
 
+/**
+ * A construct function's environment with the expiry index table's name as the SAM template's
+ * (`ref:ExpiryIndexTable`), for comparison with `samEnvironment`.
+ */
+function constructEnvironment(built: ReturnType<typeof synth>, fn: lambda.IFunction): Record<string, unknown> {
+  const vars = { ...built.stack.resolve((fn.node.defaultChild as lambda.CfnFunction).environment).variables };
+  if (vars.EXPIRY_INDEX_TABLE !== undefined) {
+    assert.deepEqual(vars.EXPIRY_INDEX_TABLE, { Ref: logicalId(built.template, 'AWS::DynamoDB::Table', 'SweeperExpiryIndex') });
+    vars.EXPIRY_INDEX_TABLE = 'ref:ExpiryIndexTable';
+  }
+  return vars;
+}
+
 test('FollowStream: nothing of the stream indexer by default; with it, its function, role, queue, logs and event', () => {
-  const streamIds = ['StreamFailures', 'StreamFailuresPolicy', 'StreamLogs', 'StreamFunctionRole', 'StreamFunction', 'StreamIteratorAge', 'StreamRecordsFailed'];
+  const streamIds = [
+    'ExpiryIndexTable', 'StreamFailures', 'StreamFailuresPolicy', 'StreamLogs', 'StreamFunctionRole', 'StreamFunction', 'StreamIteratorAge',
+    'StreamRecordsFailed',
+  ];
   const topic = { AlarmTopicArn: 'arn:aws:sns:eu-west-1:123456789012:alarms' };
   for (const id of streamIds) {
     assert.equal(present({ TableName: 'sessions', ...topic })[id], undefined, id);
@@ -278,6 +303,56 @@ test('FollowStream: nothing of the stream indexer by default; with it, its funct
   assert.deepEqual(rule.RuleCondition, { 'Fn::Equals': [{ Ref: 'FollowStream' }, 'true'] });
   assert.deepEqual(rule.Assertions[0].Assert, { 'Fn::Not': [{ 'Fn::Equals': [{ Ref: 'TableStreamArn' }, ''] }] });
   assert.ok(new RegExp(template.Parameters.TableStreamArn.AllowedPattern).test(STREAM_ARN));
+  // The expiry index table's name is an output with it.
+  assert.deepEqual(template.Outputs.ExpiryIndexTableName, { Condition: 'FollowingStream', Value: { Ref: 'ExpiryIndexTable' } });
+});
+
+test("FollowStream: the construct's expiry index table, and IndexName refused with it as the construct refuses indexName", () => {
+  const { template: built } = synthFollowing();
+  const id = logicalId(built, 'AWS::DynamoDB::Table', 'SweeperExpiryIndex');
+  const table = built.findResources('AWS::DynamoDB::Table')[id];
+  const sam = template.Resources.ExpiryIndexTable;
+  assert.equal(sam.Type, 'AWS::DynamoDB::Table');
+  assert.equal(sam.Condition, 'FollowingStream');
+  assert.deepEqual(sam.Properties, table.Properties);
+  assert.deepEqual([sam.DeletionPolicy, sam.UpdateReplacePolicy], [table.DeletionPolicy, table.UpdateReplacePolicy]);
+  assert.deepEqual(sam.Properties.KeySchema, [
+    { AttributeName: 'window', KeyType: 'HASH' },
+    { AttributeName: 'entry', KeyType: 'RANGE' },
+  ]);
+  assert.deepEqual(sam.Properties.TimeToLiveSpecification, { AttributeName: 'expires', Enabled: true });
+  assert.equal(sam.Properties.BillingMode, 'PAY_PER_REQUEST');
+  assert.equal(sam.DeletionPolicy, 'Delete');
+  // IndexName other than its default with FollowStream stops the stack, as indexName stops synthesis.
+  const rule = template.Rules.NoIndexNameWithFollowStream;
+  assert.deepEqual(rule.RuleCondition, { 'Fn::Equals': [{ Ref: 'FollowStream' }, 'true'] });
+  assert.deepEqual(rule.Assertions[0].Assert, { 'Fn::Equals': [{ Ref: 'IndexName' }, template.Parameters.IndexName.Default] });
+  assert.match(rule.Assertions[0].AssertDescription, /the expiry index table the stack\s+creates replaces the table's GSI/);
+  assert.throws(() => synthFollowing({ indexName: 'byExpiry' }), /replaces the table's GSI/);
+});
+
+test('FollowStream: the sweeper has the construct IAM actions and environment: the index table, no Query on the table', () => {
+  const fn = template.Resources.Function.Properties;
+  for (const [parameters, props] of STREAM_CASES) {
+    const built = synthFollowing(props);
+    const what = JSON.stringify(parameters);
+    assert.deepEqual(sorted(samActions('FunctionRole', parameters)), constructActions(built, 'SweeperRole'), what);
+    assert.deepEqual(samEnvironment(fn, parameters), constructEnvironment(built, built.sweeper.function), what);
+    const s = samStatements('FunctionRole', parameters);
+    assert.equal(s.QueryExpiryIndex, undefined, what);
+    assert.deepEqual(s.ReadExpiryIndex.Action, ['dynamodb:DescribeTable', 'dynamodb:Query']);
+    assert.deepEqual(s.ReadExpiryIndex.Resource, { 'Fn::GetAtt': ['ExpiryIndexTable', 'Arn'] });
+    assert.equal(s.RemoveIndexEntries.Action, 'dynamodb:BatchWriteItem');
+    assert.deepEqual(s.RemoveIndexEntries.Resource, { 'Fn::GetAtt': ['ExpiryIndexTable', 'Arn'] });
+    assert.equal(s.ConfirmKeysInTable !== undefined, parameters.DeleteMode !== 'conditional', what);
+    for (const st of Object.values(s)) {
+      const actions = [st.Action].flat();
+      assert.ok(!actions.includes('dynamodb:Query') || st.Sid === 'ReadExpiryIndex', JSON.stringify(st));
+    }
+    const env = samEnvironment(fn, parameters);
+    assert.equal(env.INDEX_NAME, undefined);
+    assert.equal(env.EXPIRY_INDEX_TABLE, 'ref:ExpiryIndexTable');
+  }
 });
 
 test('FollowStream: the stream indexer has the construct IAM actions, environment, timeout and memory', () => {
@@ -285,7 +360,15 @@ test('FollowStream: the stream indexer has the construct IAM actions, environmen
   assert.deepEqual(sorted(samActions('StreamFunctionRole')), constructActions(built, 'SweeperStreamRole'));
   const policy = template.Resources.StreamFunctionRole.Properties.Policies[0].PolicyDocument.Statement;
   const bySid = Object.fromEntries(policy.map((s: any) => [s.Sid, s.Resource]));
-  assert.match(bySid.IndexItems['Fn::Sub'], /:table\/\$\{TableName\}$/);
+  assert.match(bySid.DescribeTable['Fn::Sub'], /:table\/\$\{TableName\}$/);
+  assert.deepEqual(samActions('StreamFunctionRole').DescribeTable, ['dynamodb:DescribeTable']);
+  assert.deepEqual(bySid.WriteIndexEntries, { 'Fn::GetAtt': ['ExpiryIndexTable', 'Arn'] });
+  assert.deepEqual(samActions('StreamFunctionRole').WriteIndexEntries, ['dynamodb:DescribeTable', 'dynamodb:BatchWriteItem']);
+  // The indexer never writes, reads or deletes an item of the table.
+  const actions = Object.values(samActions('StreamFunctionRole')).flat();
+  for (const forbidden of ['UpdateItem', 'DeleteItem', 'PutItem', 'BatchGetItem', 'GetItem', 'Query', 'Scan']) {
+    assert.ok(!actions.includes(`dynamodb:${forbidden}`), forbidden);
+  }
   // The stream ARN's label, on TableName's stream.
   assert.match(bySid.ReadTableStream['Fn::Sub'][0], /:table\/\$\{TableName\}\/stream\/\$\{Label\}$/);
   assert.deepEqual(bySid.ReadTableStream['Fn::Sub'][1].Label, { 'Fn::Select': [3, { 'Fn::Split': ['/', { Ref: 'TableStreamArn' }] }] });
@@ -295,10 +378,11 @@ test('FollowStream: the stream indexer has the construct IAM actions, environmen
 
   const fn = template.Resources.StreamFunction.Properties;
   for (const [parameters, props] of STREAM_CASES) {
-    const { stack, sweeper } = synthFollowing(props);
-    const cfn = sweeper.streamFunction!.node.defaultChild as lambda.CfnFunction;
+    const synthesized = synthFollowing(props);
+    const cfn = synthesized.sweeper.streamFunction!.node.defaultChild as lambda.CfnFunction;
     const actual = samEnvironment(fn, parameters);
-    assert.deepEqual(actual, stack.resolve(cfn.environment).variables, JSON.stringify(parameters));
+    assert.deepEqual(actual, constructEnvironment(synthesized, synthesized.sweeper.streamFunction!), JSON.stringify(parameters));
+    assert.equal(actual.EXPIRY_INDEX_TABLE, 'ref:ExpiryIndexTable');
     assert.equal(fn.Timeout, cfn.timeout);
     assert.equal(fn.MemorySize, cfn.memorySize);
     assert.equal(fn.ReservedConcurrentExecutions, cfn.reservedConcurrentExecutions);
