@@ -1,9 +1,11 @@
 //! ttl-sweeper: precise item expiry for Amazon DynamoDB.
 //!
 //! DynamoDB's native Time to Live deletes expired items "within a few days of their expiration
-//! time". This crate deletes them within seconds: every item also carries an *expiration window*
-//! attribute, a GSI is keyed on (window, ttl), and a scheduled sweep queries the recent windows
-//! for `ttl < now` and deletes what it finds.
+//! time". This crate deletes them within seconds: a scheduled sweep queries an index keyed on
+//! (window, ttl) for the recent windows' `ttl < now` and deletes what it finds. The index is the
+//! sweeper's own expiry index table, fed by the table's stream (writers unchanged, the table only
+//! ever deleted from), or a GSI on the table with an *expiration window* attribute the writers
+//! set.
 //!
 //! # Layout
 //! The rooms, each importing only from the rooms listed after it:
@@ -22,8 +24,11 @@
 //! - [`telemetry`]: tracing subscribers (JSON lines with the Powertools keys), the one summary
 //!   log line, CloudWatch EMF metrics, and `run`'s Prometheus `/metrics` and `/healthz`.
 //! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit — and
-//!   the stream indexer, which gives items written with only a ttl their window, with the
-//!   daemon's follower of the table's stream (`run --follow-stream`).
+//!   the daemon's follower of the table's stream (`run --follow-stream`), which hands its
+//!   records to [`indexer`].
+//! - [`indexer`]: the stream indexer — from stream records (an event source mapping's batch or
+//!   the follower's) to entries of the sweeper's expiry index table; never the application's
+//!   table.
 //! - [`events`]: expiry events — the event model and stable id, the sinks (EventBridge, SQS,
 //!   Firehose) behind the one-method [`events::Sink`] seam, batched publishing with retries; it
 //!   is the engine's [`engine::hook::ExpiryHook`].
@@ -35,7 +40,8 @@
 //! - [`store`]: the only code that talks to DynamoDB, behind the typed [`store::Store`]
 //!   seam; errors, start-up checks, the key dialect of reports and events (DynamoDB JSON,
 //!   through `serde_dynamo`), and the table's DynamoDB stream ([`store::stream`]: shards,
-//!   iterators, records), and the one backoff of every retry loop ([`store::full_jitter`]).
+//!   iterators, records), the sweeper's expiry index table's entries ([`store::entries`]), and
+//!   the one backoff of every retry loop ([`store::full_jitter`]).
 //!   Every request goes through the AWS SDKs' own pipelines.
 //! - [`streams`]: for consumers of the table's DynamoDB Stream — [`streams::is_expiry_removal`]
 //!   tells a `REMOVE` of an expired item (ours or native TTL's, in any Region) from an
