@@ -1060,6 +1060,51 @@ mod tests {
     }
 
     #[test]
+    fn an_expiry_index_table_is_a_table_of_its_own_with_checkpoints_apart_from_the_gsi_s() {
+        let c = parse(&[
+            ("TABLE_NAME", "sessions"),
+            ("EXPIRY_INDEX_TABLE", "sessions-idx"),
+        ])
+        .unwrap();
+        assert_eq!(c.expiry_index_table.as_deref(), Some("sessions-idx"));
+        assert_eq!(c.target().index_table.as_deref(), Some("sessions-idx"));
+        assert_eq!(
+            parse(&[("TABLE_NAME", "sessions")])
+                .unwrap()
+                .expiry_index_table,
+            None
+        );
+        let checkpoint = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")];
+            all.extend_from_slice(pairs);
+            parse(&all).unwrap().sweep_options().checkpoint.unwrap().id
+        };
+        assert_eq!(checkpoint(&[]), "sessions/expirationWindowIndex");
+        assert_eq!(
+            checkpoint(&[("EXPIRY_INDEX_TABLE", "sessions-idx")]),
+            "sessions/table:sessions-idx"
+        );
+        assert_ne!(
+            checkpoint(&[("EXPIRY_INDEX_TABLE", "idx-west")]),
+            checkpoint(&[("EXPIRY_INDEX_TABLE", "idx-east")]),
+            "each Region's index table has its own checkpoint"
+        );
+        let arn = "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions";
+        for (table, index) in [("sessions", "sessions"), (arn, "sessions"), ("orders", "state")] {
+            let pairs = [
+                ("TABLE_NAME", table),
+                ("CHECKPOINT_TABLE", "state"),
+                ("EXPIRY_INDEX_TABLE", index),
+            ];
+            let msg = parse(&pairs).unwrap_err().to_string();
+            assert!(
+                msg.contains("EXPIRY_INDEX_TABLE") && msg.contains("of its own"),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
     fn a_leader_lease_needs_the_checkpoint_table_and_two_sweeps() {
         let refused = |pairs: &[(&str, &str)], names: &[&str]| {
             let mut all = vec![("TABLE_NAME", "sessions")];

@@ -237,6 +237,19 @@ impl Settings {
             &get(self.shard_range.as_deref(), &SHARD_RANGE)?,
             config.window_shards,
         )?;
+        if let Some(index) = &config.expiry_index_table {
+            let taken = [Some(&config.table_name), config.checkpoint_table.as_ref()];
+            if taken
+                .into_iter()
+                .flatten()
+                .any(|t| table_of(t) == table_of(index))
+            {
+                let problem = "the expiry index table must be a table of its own, not the swept \
+                               table nor the checkpoint table"
+                    .to_owned();
+                return Err(rejected(&EXPIRY_INDEX_TABLE, index, problem));
+            }
+        }
         if let Some(tick) = config.tick {
             if tick >= Duration::from_secs(u64::from(config.schedule_seconds)) {
                 return Err(invalid(&TICK_SECONDS, &format!("{tick:?}")));
