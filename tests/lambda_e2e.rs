@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue as AV;
 use common::*;
 
 fn cargo_lambda() -> PathBuf {
