@@ -1090,7 +1090,11 @@ mod tests {
             "each Region's index table has its own checkpoint"
         );
         let arn = "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions";
-        for (table, index) in [("sessions", "sessions"), (arn, "sessions"), ("orders", "state")] {
+        for (table, index) in [
+            ("sessions", "sessions"),
+            (arn, "sessions"),
+            ("orders", "state"),
+        ] {
             let pairs = [
                 ("TABLE_NAME", table),
                 ("CHECKPOINT_TABLE", "state"),

@@ -1,8 +1,9 @@
-//! Section 1 of docs/BENCHMARKS.md, its "Writers unchanged: windows from the stream" part: the
-//! release daemon, `ttl-sweeper run --every 1s --follow-stream`, against DynamoDB Local and its
-//! stream. The lag from ttl to acknowledged delete of items whose writers set the window beside
-//! the ttl and of items written with only a ttl (the stream indexer sets their window), side by
-//! side in one run, and of items written already expired; then the indexer's CPU per record.
+//! Section 1 of docs/BENCHMARKS.md, its "Writers unchanged: the expiry index table" part: the
+//! release daemon against DynamoDB Local and its stream. The lag from ttl to acknowledged delete
+//! of items whose writers set the window beside the ttl (a table with the GSI, `run --every 1s`)
+//! and of items written with only a ttl (a table with a stream and no GSI, `run --every 1s
+//! --follow-stream` with an expiry index table), side by side in one run, and of items written
+//! already expired; then the indexer's CPU per record.
 //! Every lag run, and every daemon of a CPU run, has a DynamoDB Local of its own, started before
 //! and stopped after what is measured: DynamoDB Local's writes to a table with a stream slow as
 //! stream records accumulate on the server.
@@ -79,8 +80,9 @@ const CPU_LIMIT: u64 = 300;
 const DUE_IN: i64 = 3;
 /// An expired item's ttl is the whole second of its write minus this.
 const EXPIRED_FOR: i64 = 10;
-/// The item's window: set by its writer, or by the stream indexer (written with only a ttl).
-const KINDS: [&str; 2] = ["writer-set window", "stream-set window (ttl only)"];
+/// How the sweeper finds the item: its writer set the window (the table's GSI), or it was written
+/// with only a ttl (the stream indexer's entry in the expiry index table).
+const KINDS: [&str; 2] = ["writer (GSI)", "stream (index table, ttl only)"];
 
 /// One lag run: due items of each kind (lag from ttl), expired items of each kind (lag from the
 /// write's acknowledgement), items deleted before their ttl, and the sweeper's own figures.
@@ -103,20 +105,16 @@ pub struct CpuRun {
     /// Seconds from the daemon's start until the stream records were all read (and the windows
     /// all set); `None` if that did not happen before the reading.
     pub caught_up: Option<f64>,
-    /// Stream records read, and windows the indexer set (`UpdateItem`s of the table).
+    /// Stream records read, and entries the indexer wrote (`PutRequest`s to the index table).
     pub records: u64,
-    pub updates: u64,
+    pub entries: u64,
 }
 
-/// The CPU run's variants: what the items carry, and whether the daemon follows the stream.
-pub const VARIANTS: [(&str, bool, bool); 3] = [
-    ("ttl only, `--follow-stream`", false, true),
-    ("window set by the writer, `--follow-stream`", true, true),
-    (
-        "window set by the writer, no `--follow-stream`",
-        true,
-        false,
-    ),
+/// The CPU run's variants: what the items carry, and whether the daemon follows the stream into
+/// an expiry index table.
+pub const VARIANTS: [(&str, bool, bool); 2] = [
+    ("ttl only, `--follow-stream` (index table)", false, true),
+    ("window set by the writer (GSI), no stream", true, false),
 ];
 
 pub struct Figures {
@@ -126,21 +124,28 @@ pub struct Figures {
     pub own_servers: bool,
     pub lag: Vec<LagRun>,
     /// Per run, the CPU of each of [`VARIANTS`], in that order.
-    pub cpu: Vec<[CpuRun; 3]>,
+    pub cpu: Vec<[CpuRun; 2]>,
 }
 
-/// The daemon, `run --every 1s` on `table` with `checkpoint` (and `--follow-stream` if asked),
-/// reaching DynamoDB at `endpoint`; ready once it says so: following the stream, or (without
-/// it) running.
-async fn start_daemon(endpoint: &str, table: &str, checkpoint: &str, follow: bool) -> Daemon {
+/// The daemon, `run --every 1s` on `table` with `checkpoint` (and, given an expiry index table,
+/// `--follow-stream` into it), reaching DynamoDB at `endpoint`; ready once it says so: following
+/// the stream, or (without it) running.
+async fn start_daemon(
+    endpoint: &str,
+    table: &str,
+    checkpoint: &str,
+    index: Option<&str>,
+) -> Daemon {
     let mut args = vec!["--every", "1s", "--table-name", table];
-    let ready = if follow {
-        args.push("--follow-stream");
-        "following the table's stream"
-    } else {
-        "running until SIGINT or SIGTERM"
+    let mut env = vec![("CHECKPOINT_TABLE", checkpoint)];
+    let ready = match index {
+        Some(index) => {
+            args.push("--follow-stream");
+            env.push(("EXPIRY_INDEX_TABLE", index));
+            "following the table's stream"
+        }
+        None => "running until SIGINT or SIGTERM",
     };
-    let env = [("CHECKPOINT_TABLE", checkpoint)];
     Daemon::start(endpoint, &format!("stream-{table}"), &env, &args, ready).await
 }
 
@@ -152,14 +157,31 @@ fn sweeper_lags(daemon: &Daemon) -> (u64, u64) {
     })
 }
 
-/// A table with the sweeper's index and a stream with both images, and a checkpoint table.
-async fn tables(client: &Client, prefix: &str) -> (String, String) {
-    let table = new_table(client, prefix, |t| {
-        t.stream = Some(StreamViewType::NewAndOldImages)
+/// The tables of a run: one with the sweeper's GSI (writers set the window), one with a stream
+/// with both images and no GSI (writers unchanged) and its expiry index table, and a checkpoint
+/// table for both daemons.
+struct Tables {
+    gsi: String,
+    plain: String,
+    index: String,
+    checkpoint: String,
+}
+
+async fn tables(client: &Client, prefix: &str) -> Tables {
+    let gsi = new_table(client, prefix, |_| {}).await;
+    let plain = new_table(client, &format!("{prefix}st"), |t| {
+        t.index = false;
+        t.stream = Some(StreamViewType::NewAndOldImages);
     })
     .await;
+    let index = index_table(client, &format!("{prefix}ix")).await;
     let checkpoint = checkpoint_table(client, &format!("{prefix}cp")).await;
-    (table, checkpoint)
+    Tables {
+        gsi,
+        plain,
+        index,
+        checkpoint,
+    }
 }
 
 /// A DynamoDB Local of the run's own, started (a few seconds, not measured) on a free port.
@@ -194,9 +216,12 @@ struct Written {
 async fn lag_run(s: &Settings) -> LagRun {
     let server = own_server().await;
     let client = client_of(&server.endpoint).await;
-    let (table, checkpoint) = tables(&client, "streamlag").await;
+    let t = tables(&client, "streamlag").await;
     let (recorder, acks) = delete_recorder(&server.endpoint).await;
-    let mut daemon = start_daemon(&recorder.endpoint, &table, &checkpoint, true).await;
+    let mut daemons = [
+        start_daemon(&recorder.endpoint, &t.gsi, &t.checkpoint, None).await,
+        start_daemon(&recorder.endpoint, &t.plain, &t.checkpoint, Some(&t.index)).await,
+    ];
     // Each second's writes: pairs of one item of each kind, `expired_per_sec` of the pairs
     // expired, spread over the second.
     let pairs = s.due_per_sec + s.expired_per_sec;
@@ -226,12 +251,12 @@ async fn lag_run(s: &Settings) -> LagRun {
             ["w", "s"][kind],
             if expired { "x" } else { "d" }
         );
-        let item = if kind == 0 {
-            session(&id, ttl)
+        let (table, item) = if kind == 0 {
+            (&t.gsi, session(&id, ttl))
         } else {
-            unwindowed(&id, ttl)
+            (&t.plain, unwindowed(&id, ttl))
         };
-        put_one(&client, &table, item).await;
+        put_one(&client, table, item).await;
         written.push(Written {
             id,
             kind,
@@ -252,8 +277,12 @@ async fn lag_run(s: &Settings) -> LagRun {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    daemon.stop().await;
-    let (sweeper_p99_ms, sweeper_max_ms) = sweeper_lags(&daemon);
+    let (mut sweeper_p99_ms, mut sweeper_max_ms) = (0, 0);
+    for daemon in &mut daemons {
+        daemon.stop().await;
+        let (p99, max) = sweeper_lags(daemon);
+        (sweeper_p99_ms, sweeper_max_ms) = (sweeper_p99_ms.max(p99), sweeper_max_ms.max(max));
+    }
     drop(recorder);
     stop_server(server).await;
     let acks = acks.lock().unwrap().clone();
@@ -292,24 +321,33 @@ async fn lag_run(s: &Settings) -> LagRun {
 }
 
 /// One daemon of a CPU run, on a DynamoDB Local of its own: `cpu_items` items with a ttl an hour
-/// ahead (nothing expires), with their window or with only a ttl, written before the daemon
-/// starts; the daemon following the stream or not; its CPU read `cpu_secs` s after its start.
+/// ahead (nothing expires), with their window (the GSI table) or with only a ttl (the table with
+/// a stream), written before the daemon starts; the daemon following the stream into the index
+/// table or not; its CPU read `cpu_secs` s after its start.
 async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
     let server = own_server().await;
     let client = client_of(&server.endpoint).await;
-    let (table, checkpoint) = tables(&client, "streamcpu").await;
-    // Counts the stream records the daemon read and the windows it set on this table.
+    let t = tables(&client, "streamcpu").await;
+    let table = if windowed { &t.gsi } else { &t.plain };
+    // Counts the stream records the daemon read and the entries it wrote.
     let records = Arc::new(AtomicU64::new(0));
-    let updates = Arc::new(AtomicU64::new(0));
+    let entries = Arc::new(AtomicU64::new(0));
     let observe = {
-        let (records, updates, table) = (records.clone(), updates.clone(), table.clone());
+        let (records, entries, index) = (records.clone(), entries.clone(), t.index.clone());
         move |op: &str, request: &Value, answer: &Value, _at: f64| match op {
             "GetRecords" => {
                 let n = answer["Records"].as_array().map_or(0, Vec::len);
                 records.fetch_add(n as u64, Ordering::Relaxed);
             }
-            "UpdateItem" if request["TableName"] == table.as_str() => {
-                updates.fetch_add(1, Ordering::Relaxed);
+            "BatchWriteItem" => {
+                let puts = |l: &Value| {
+                    l.as_array().map_or(0, |l| {
+                        l.iter().filter(|w| w.get("PutRequest").is_some()).count()
+                    })
+                };
+                let sent = puts(&request["RequestItems"][index.as_str()]);
+                let left = puts(&answer["UnprocessedItems"][index.as_str()]);
+                entries.fetch_add(sent.saturating_sub(left) as u64, Ordering::Relaxed);
             }
             _ => {}
         }
@@ -333,23 +371,20 @@ async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
             }
         })
         .collect();
-    put_many(&client, &table, items).await;
+    put_many(&client, table, items).await;
     let started = Instant::now();
-    let mut daemon = start_daemon(&recorder.endpoint, &table, &checkpoint, follow).await;
-    // Every INSERT record, and the MODIFY record of every window the indexer set.
+    let index = follow.then_some(t.index.as_str());
+    let mut daemon = start_daemon(&recorder.endpoint, table, &t.checkpoint, index).await;
+    // Every INSERT record, and an entry for each.
     let n = s.cpu_items as u64;
-    let (want_records, want_updates) = match (follow, windowed) {
-        (false, _) => (0, 0),
-        (true, true) => (n, 0),
-        (true, false) => (2 * n, n),
-    };
+    let (want_records, want_entries) = if follow { (n, n) } else { (0, 0) };
     let mut reading = started + Duration::from_secs(s.cpu_secs);
     let limit = started + Duration::from_secs(CPU_LIMIT);
     let mut caught_up = None;
     while Instant::now() < reading || (caught_up.is_none() && Instant::now() < limit) {
         if caught_up.is_none()
             && records.load(Ordering::Relaxed) >= want_records
-            && updates.load(Ordering::Relaxed) >= want_updates
+            && entries.load(Ordering::Relaxed) >= want_entries
         {
             caught_up = Some(started.elapsed().as_secs_f64());
             reading = reading.max(Instant::now() + Duration::from_secs(1));
@@ -366,7 +401,7 @@ async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
         wall_secs,
         caught_up,
         records: records.load(Ordering::Relaxed),
-        updates: updates.load(Ordering::Relaxed),
+        entries: entries.load(Ordering::Relaxed),
     }
 }
 
@@ -407,19 +442,19 @@ pub async fn measure(settings: Settings) -> Figures {
             wall_secs: f64::NAN,
             caught_up: None,
             records: 0,
-            updates: 0,
-        }; 3];
+            entries: 0,
+        }; 2];
         for k in 0..VARIANTS.len() {
             let v = (k + run) % VARIANTS.len();
             let (name, windowed, follow) = VARIANTS[v];
             let r = cpu_once(s, windowed, follow).await;
             eprintln!(
-                "stream CPU, run {}, {name}: {:.2} s CPU in {:.1} s; {} records read, {} windows set, caught up {}",
+                "stream CPU, run {}, {name}: {:.2} s CPU in {:.1} s; {} records read, {} entries written, caught up {}",
                 run + 1,
                 r.cpu_secs,
                 r.wall_secs,
                 r.records,
-                r.updates,
+                r.entries,
                 r.caught_up
                     .map_or("never".to_string(), |t| format!("after {t:.1} s"))
             );
@@ -441,23 +476,17 @@ pub async fn measure(settings: Settings) -> Figures {
 }
 
 /// The CPU per second of the daemon that does not follow the stream (its ticks alone).
-fn idle_rate(run: &[CpuRun; 3]) -> f64 {
-    run[2].cpu_secs / run[2].wall_secs
+fn idle_rate(run: &[CpuRun; 2]) -> f64 {
+    run[1].cpu_secs / run[1].wall_secs
 }
 
-/// `a` − `b` in CPU seconds, `a`'s longer wall time (if any) charged at [`idle_rate`].
-fn more_cpu(run: &[CpuRun; 3], a: usize, b: usize) -> f64 {
-    run[a].cpu_secs - run[b].cpu_secs - idle_rate(run) * (run[a].wall_secs - run[b].wall_secs)
-}
-
-/// The indexer's CPU per ttl-only item: (ttl only − window set, both following) ÷ items, µs.
-fn per_record_us(run: &[CpuRun; 3], items: usize) -> f64 {
-    more_cpu(run, 0, 1) / items as f64 * 1e6
-}
-
-/// Following a record with nothing to do: (window set, following − not following) ÷ items, µs.
-fn follow_only_us(run: &[CpuRun; 3], items: usize) -> f64 {
-    more_cpu(run, 1, 2) / items as f64 * 1e6
+/// The indexer's CPU per ttl-only item, µs: (following − not following) ÷ items, the follower's
+/// longer wall time (if any) charged at [`idle_rate`]. It includes following the stream itself
+/// (its polls, the position saved every second) beside the ticks.
+fn per_record_us(run: &[CpuRun; 2], items: usize) -> f64 {
+    let more =
+        run[0].cpu_secs - run[1].cpu_secs - idle_rate(run) * (run[0].wall_secs - run[1].wall_secs);
+    more / items as f64 * 1e6
 }
 
 /// The due or the expired items' lags of a run, of each kind.
@@ -466,10 +495,10 @@ type Rows = fn(&LagRun) -> &[Lags; 2];
 /// The subsection, in Markdown.
 pub fn render(d: &mut String, f: &Figures) {
     let s = &f.settings;
-    let _ = writeln!(d, "### Writers unchanged: windows from the stream\n");
+    let _ = writeln!(d, "### Writers unchanged: the expiry index table\n");
     let _ = writeln!(
         d,
-        "{}The release daemon, `target/release/ttl-sweeper --log-format json run --every 1s --follow-stream` with a `CHECKPOINT_TABLE` (every other setting at its default), against DynamoDB Local and its stream (`NEW_AND_OLD_IMAGES`), through a pass-through proxy in the benchmark (one extra local hop for every request, the stream's included) that records when DynamoDB acknowledged each item's delete: a `BatchWriteItem` answer that does not list it as unprocessed (the sweeper's) or a successful `DeleteItem` (the indexer's, for an item written already expired). That acknowledgement is the delete, as DynamoDB confirmed it to the daemon; nothing is polled. Each run starts afresh ({}new tables, new daemon) and writes, once the daemon follows the stream, for {} s, one `PutItem` at a time, evenly spaced: each second {} items whose writer sets the window beside the ttl and {} written with only a ttl, interleaved, due {DUE_IN} s after the whole second of their write (2–3 s after it); and {} of each kind written already expired ({EXPIRED_FOR} s before). The stream indexer gives a ttl-only item its window with a conditional `UpdateItem`, and deletes any item written already expired (with its window or without) with a conditional `DeleteItem`; the sweeper's 1 s ticks delete the due items in `BatchWriteItem`s, and an expired item with a window when its tick comes first (*deleted by `DeleteItem`* counts the indexer's deletes, and any the sweeper sent one by one). *Lag*: for due items, acknowledged delete minus ttl; for items written expired, acknowledged delete minus the acknowledgement of their `PutItem` (from write to gone).\n",
+        "{}The release daemon, `target/release/ttl-sweeper --log-format json run --every 1s` with a `CHECKPOINT_TABLE` (every other setting at its default), twice side by side against one DynamoDB Local: on a table with the sweeper's GSI, whose writer sets the window beside the ttl; and with `--follow-stream` and `EXPIRY_INDEX_TABLE` on a table with a stream (`NEW_AND_OLD_IMAGES`) and no GSI, whose writer sets only the ttl, the stream indexer writing each item's entry into the sweeper's expiry index table. Both go through a pass-through proxy in the benchmark (one extra local hop for every request, the stream's included) that records when DynamoDB acknowledged each item's delete: a `BatchWriteItem` answer that does not list it as unprocessed, or a successful `DeleteItem`. That acknowledgement is the delete, as DynamoDB confirmed it to the daemon; nothing is polled. Each run starts afresh ({}new tables, new daemons) and writes, once the daemons run, for {} s, one `PutItem` at a time, evenly spaced: each second {} items of each kind, interleaved, due {DUE_IN} s after the whole second of their write (2–3 s after it); and {} of each kind written already expired ({EXPIRED_FOR} s before). The sweeps delete them in `BatchWriteItem`s after their confirming read (*deleted by `DeleteItem`* counts any sent one by one). *Lag*: for due items, acknowledged delete minus ttl; for items written expired, acknowledged delete minus the acknowledgement of their `PutItem` (from write to gone).\n",
         if s.quick {
             "Quick mode (`BENCH_QUICK=1`): fewer and shorter runs. "
         } else {
@@ -482,12 +511,11 @@ pub fn render(d: &mut String, f: &Figures) {
         },
         s.lag_secs,
         s.due_per_sec,
-        s.due_per_sec,
         s.expired_per_sec
     );
     let _ = writeln!(
         d,
-        "| run | items | window set by | never deleted | deleted by `DeleteItem` | p50 lag | p99 lag | max lag |"
+        "| run | items | found through | never deleted | deleted by `DeleteItem` | p50 lag | p99 lag | max lag |"
     );
     let _ = writeln!(d, "|---|---|---|---|---|---|---|---|");
     let rows: [(&str, Rows); 2] = [
@@ -513,7 +541,7 @@ pub fn render(d: &mut String, f: &Figures) {
         }
     }
     let _ = writeln!(d, "\n**min / median / max over {} runs**:\n", f.lag.len());
-    let _ = writeln!(d, "| items | window set by | p50 lag | p99 lag | max lag |");
+    let _ = writeln!(d, "| items | found through | p50 lag | p99 lag | max lag |");
     let _ = writeln!(d, "|---|---|---|---|---|");
     for (what, of) in rows {
         for (kind, name) in KINDS.iter().enumerate() {
@@ -542,7 +570,7 @@ pub fn render(d: &mut String, f: &Figures) {
     };
     let _ = writeln!(
         d,
-        "\nItems of both kinds due in the same second go in the same tick, mostly in the same `BatchWriteItem`: the indexer had set the ttl-only items' windows well before their ttl, so the two kinds' lags match. Deleted before their ttl: {early}. The sweeper's own figures, from its tick lines (`tick finished`: `lag_p99_ms`, `lag_max_ms`, the lag from ttl to its own receipt of the acknowledgement, both kinds together, the indexer's deletes not included, but an item written expired that a tick deleted too counted from its ttl, {EXPIRED_FOR} s before its write: the tick may find the item in the index as the indexer deletes it, and a `BatchWriteItem` delete of an item already gone succeeds, so the sweeper counts it though DynamoDB had acknowledged the indexer's delete first): largest `lag_p99_ms` of a tick per run {} ms, largest `lag_max_ms` {} ms.\n",
+        "\nThe stream indexer writes an entry within a poll of the stream, well before a due item's ttl, so the two kinds' lags are the sweeps' alone; an item written already expired goes in the current window, and the next tick deletes it. Deleted before their ttl: {early}. The sweepers' own figures, from their tick lines (`tick finished`: `lag_p99_ms`, `lag_max_ms`, the lag from ttl to the sweeper's own receipt of the acknowledgement, an item written expired counted from its ttl, {EXPIRED_FOR} s before its write): largest `lag_p99_ms` of a tick per run {} ms, largest `lag_max_ms` {} ms.\n",
         sweeper(|r| r.sweeper_p99_ms),
         sweeper(|r| r.sweeper_max_ms)
     );
@@ -550,7 +578,7 @@ pub fn render(d: &mut String, f: &Figures) {
     let n = s.cpu_items;
     let _ = writeln!(
         d,
-        "**The indexer's CPU per record.** The same daemon, each variant of each run started afresh{} on a new table where {n} items were just written (`BatchWriteItem`, 25 at a time, four writers; the daemon reads their records from the shard's oldest), their ttl an hour ahead (nothing expires, so the sweeper's ticks do the same in every variant): written with only a ttl, or with their window, the daemon following the stream or not. *CPU*: the daemon's utime + stime from `/proc/<pid>/stat` (every thread), read just before SIGTERM, {} s after its start — or, when the daemon has not caught up by then (every record read, every window set, counted by the proxy), one second after it has: the same wall time in every variant when they keep up, so that the idle work (1 s ticks, stream polls every {} ms, the position saved every second) cancels out; a variant that ran longer has the extra seconds charged at the idle rate of the daemon that does not follow the stream (its CPU ÷ its wall time; following adds polls, so this undercharges a little). *Per ttl-only record*: (ttl only − window set) ÷ {n}: what the indexer spends on an item written without its window beyond what following an item with its window costs — the conditional `UpdateItem` through the SDK (signing, HTTP, JSON), and reading and converting the `MODIFY` record that write-back puts on the stream (its `GetRecords` share, the DynamoDB JSON to the event record, the image judged right). *Following a record with nothing to do*: (window set, following − not following) ÷ {n}: reading an `INSERT` record from the stream, converting it and judging its window right. Variants alternate, the order turning by one each run.\n",
+        "**The indexer's CPU per record.** The same daemon, each variant of each run started afresh{} on new tables where {n} items were just written (`BatchWriteItem`, 25 at a time, four writers; the follower reads their records from the shard's oldest), their ttl an hour ahead (nothing expires, so the sweeper's ticks do the same in both variants): written with only a ttl, the daemon following the stream into the expiry index table; or written with their window, the daemon without a stream. *CPU*: the daemon's utime + stime from `/proc/<pid>/stat` (every thread), read just before SIGTERM, {} s after its start — or, when the follower has not caught up by then (every record read, every entry written, counted by the proxy), one second after it has: the same wall time in both variants when they keep up, so that the ticks' idle work cancels out; a variant that ran longer has the extra seconds charged at the idle rate of the daemon without a stream. *Per ttl-only record*: (following − not following) ÷ {n}: reading the record from the stream (its `GetRecords` share, the DynamoDB JSON to the event record), judging its image and writing its entry (`BatchWriteItem` through the SDK: signing, HTTP, JSON), and following the stream at all (polls every {} ms, the position saved every second), spread over the records. Variants alternate, the order turning by one each run.\n",
         if f.own_servers {
             ", on a DynamoDB Local of its own (in memory, started before its items are written and stopped after the reading, its start-up not measured),"
         } else {
@@ -561,10 +589,10 @@ pub fn render(d: &mut String, f: &Figures) {
     );
     let _ = writeln!(
         d,
-        "| run | {} | {} | {} | per ttl-only record | following a record with nothing to do |",
-        VARIANTS[0].0, VARIANTS[1].0, VARIANTS[2].0
+        "| run | {} | {} | per ttl-only record |",
+        VARIANTS[0].0, VARIANTS[1].0
     );
-    let _ = writeln!(d, "|---|---|---|---|---|---|");
+    let _ = writeln!(d, "|---|---|---|---|");
     let cell = |r: &CpuRun| {
         format!(
             "{:.2} s CPU in {:.1} s, {}",
@@ -578,31 +606,23 @@ pub fn render(d: &mut String, f: &Figures) {
     for (i, run) in f.cpu.iter().enumerate() {
         let _ = writeln!(
             d,
-            "| {} | {} | {} | {} | {:.0} µs | {:.0} µs |",
+            "| {} | {} | {} | {:.0} µs |",
             i + 1,
             cell(&run[0]),
             cell(&run[1]),
-            cell(&run[2]),
             per_record_us(run, n),
-            follow_only_us(run, n)
         );
     }
     let per: Vec<f64> = f.cpu.iter().map(|r| per_record_us(r, n)).collect();
-    let follow: Vec<f64> = f.cpu.iter().map(|r| follow_only_us(r, n)).collect();
     let us = |v: f64| format!("{v:.0} µs");
+    let _ = writeln!(d, "| **min / median / max** | | | {} |", three(&per, us));
     let _ = writeln!(
         d,
-        "| **min / median / max** | | | | {} | {} |",
-        three(&per, us),
-        three(&follow, us)
-    );
-    let _ = writeln!(
-        d,
-        "\nCPU is read at a resolution of {} ms (clock ticks); the machine is shared, so a run's difference carries the noise of two daemons' idle work. DynamoDB Local's own CPU (the `UpdateItem`, the stream) is not counted: it is another process. {}\n",
+        "\nCPU is read at a resolution of {} ms (clock ticks); the machine is shared, so a run's difference carries the noise of two daemons' idle work. DynamoDB Local's own CPU (the entries' writes, the stream) is not counted: it is another process. {}\n",
         // SAFETY: sysconf has no preconditions.
         1000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) },
         if f.own_servers {
-            "Every write to a table with a stream slows as stream records accumulate on a DynamoDB Local server (its single SQLite thread busy), so every lag run and every daemon of a CPU run has a server of its own: each variant waits for its `UpdateItem`s only behind the records of its own items, whatever ran before it."
+            "Every write to a table with a stream slows as stream records accumulate on a DynamoDB Local server (its single SQLite thread busy), so every lag run and every daemon of a CPU run has a server of its own: each variant waits for its writes only behind the records of its own items, whatever ran before it."
         } else {
             "Here every run shared the one server `DYNAMODB_ENDPOINT` names: every write to a table with a stream slows as stream records accumulate on a DynamoDB Local server (its single SQLite thread busy), so a later ttl-only run may catch up late and charge more idle polling to each record. By default every run has a DynamoDB Local of its own."
         }
