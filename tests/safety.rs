@@ -819,3 +819,89 @@ async fn batch_ticks_confirm_their_keys_ahead_so_the_delete_follows_the_query() 
     }
     report.assert_fields("items_deleted=200 items_failed=0");
 }
+
+/// With an expiry index table, an entry goes only once its item is judged against the table:
+/// the entries of items whose deletes failed, or that the sweep left when it had to stop, stay,
+/// and the next sweep deletes those items and then removes their entries.
+#[tokio::test(start_paused = true)]
+async fn an_expiry_index_entry_stays_until_its_item_is_judged() {
+    for delete_mode in [DeleteMode::Batch, DeleteMode::Conditional] {
+        let delete = match delete_mode {
+            DeleteMode::Batch => Op::BatchDelete,
+            DeleteMode::Conditional => Op::Delete,
+        };
+        let store = Arc::new(mem().with_index_table().fault(
+            delete,
+            When::First(200),
+            Fault::Fail(ErrorKind::Throttled),
+        ));
+        put_expired(&store, 30, 2);
+        (0..30).for_each(|i| store.index(&format!("k{i:02}"), &format!("{i}")));
+        assert_eq!(store.entry_count(), 30);
+        let options = SweepOptions {
+            delete_mode,
+            max_retries: 1,
+            ..SweepOptions::default()
+        };
+        let sweeper = mem_sweeper(store.clone(), options);
+        let failed = sweeper.sweep_at(T0).await;
+        assert_eq!(failed.items_deleted, 0, "{delete_mode}: {failed:?}");
+        assert!(failed.items_failed > 0, "{delete_mode}: {failed:?}");
+        assert_eq!(failed.index_entries_removed, 0, "{delete_mode}: {failed:?}");
+        assert_eq!(store.entry_count(), 30, "{delete_mode}");
+
+        // A shutdown while the keys wait to be sent (batch mode's confirming read, or a send
+        // slot, taking 2 s) leaves them, and every entry stays.
+        let slow = Arc::new(
+            mem()
+                .with_index_table()
+                .delay(Op::Get, Duration::from_secs(2))
+                .delay(Op::Delete, Duration::from_secs(2)),
+        );
+        put_expired(&slow, 30, 2);
+        (0..30).for_each(|i| slow.index(&format!("k{i:02}"), &format!("{i}")));
+        let token = CancellationToken::new();
+        let stop = Stop::never().with_cancel(token.clone());
+        let cancel = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            token.cancel();
+        });
+        let options = SweepOptions {
+            max_concurrency: 1,
+            ..options_of(delete_mode)
+        };
+        let stopped = mem_sweeper(slow.clone(), options)
+            .sweep(Timestamp::from_secs(T0), &stop)
+            .await;
+        cancel.await.unwrap();
+        let deleted = 30 - slow.ids().len();
+        assert!(stopped.items_left > 0, "{delete_mode}: {stopped:?}");
+        assert_eq!(
+            slow.entry_count(),
+            30 - stopped.index_entries_removed as usize,
+            "{delete_mode}: {stopped:?}"
+        );
+        assert!(
+            slow.entry_count() >= 30 - deleted,
+            "{delete_mode}: an item not deleted lost its entry: {stopped:?}"
+        );
+
+        let store = Arc::new(mem().with_index_table());
+        put_expired(&store, 30, 2);
+        (0..30).for_each(|i| store.index(&format!("k{i:02}"), &format!("{i}")));
+        store.put("k05", (T0 + 600) as f64); // extended: its entry deletes nothing
+        let sweeper = mem_sweeper(store.clone(), options_of(delete_mode));
+        let done = sweeper.sweep_at(T0).await;
+        assert_eq!(done.items_deleted, 29, "{delete_mode}: {done:?}");
+        assert_eq!(done.index_entries_removed, 30, "{delete_mode}: {done:?}");
+        assert_eq!(store.entry_count(), 0, "{delete_mode}");
+        assert_eq!(store.ids(), ["k05"], "{delete_mode}");
+    }
+}
+
+fn options_of(delete_mode: DeleteMode) -> SweepOptions {
+    SweepOptions {
+        delete_mode,
+        ..SweepOptions::default()
+    }
+}
