@@ -534,7 +534,8 @@ fn the_window_paths_bill_the_update_at_the_item_size_and_two_records_per_item() 
 }
 
 /// The model's stream mapping is the construct's: batches of `STREAM_BATCH_SIZE` records, no
-/// batching window, the function at the `memorySize` default.
+/// batching window, only `INSERT` and `MODIFY` records (one per write of an item), the function
+/// at the `memorySize` default.
 #[test]
 fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
     let ts = read(&Path::new(ROOT).join("infra/src/ttl-sweeper.ts"));
@@ -547,6 +548,7 @@ fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
     assert!(stream.contains(&batch), "STREAM lacks `{batch}`:{stream}");
     assert!(ts.contains("batchSize: STREAM.batchSize,"));
     assert!(ts.contains("maxBatchingWindow: Duration.seconds(0),"));
+    assert!(ts.contains("lambda.FilterRule.or('INSERT', 'MODIFY')"));
     let memory = format!("props.memorySize ?? {},", cost::INDEX_MB);
     assert!(
         ts.contains(&memory),
