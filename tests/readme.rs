@@ -504,37 +504,77 @@ fn the_cost_model_counts_the_overlap_and_every_default_extra() {
 }
 
 #[test]
-fn the_window_paths_bill_the_update_at_the_item_size_and_two_records_per_item() {
+fn the_window_paths_bill_one_record_and_one_entry_per_item_whatever_its_size() {
     let i = cost::Inputs::from_code(1.56e-6);
-    let small = i.window_paths(1e6, 1.0);
-    let large = i.window_paths(1e6, 4.0);
-    // Writers that set the window pay the GSI write: one write unit per item.
-    assert!((small.writers - 0.625).abs() < 1e-9, "{small:?}");
-    // The indexer's UpdateItem is billed at the item's size, its GSI write at one unit.
-    assert!((large.update - 4.0 * small.update).abs() < 1e-9);
-    assert_eq!(small.gsi, large.gsi);
-    // 1M a month: about one record per invocation, two records (the write and the write-back)
-    // per item.
+    let small = i.window_paths(1e6, 1.0, 1.0);
+    let large = i.window_paths(1e6, 4.0, 1.0);
+    let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    // One record per item: the application's write (no write-back, REMOVE records filtered out).
+    assert!(near(small.records, 1e6), "{small:?}");
+    assert!((small.invocations * small.per_invocation - 1e6).abs() < 1e-3);
+    // 1M a month: about one record per invocation.
     assert!((1.0..1.2).contains(&small.per_invocation), "{small:?}");
-    assert!((small.invocations * small.per_invocation - 2e6).abs() < 1e-3);
-    // 1B a month: batches fill, never beyond the mapping's batch size.
-    let heavy = i.window_paths(1e9, 1.0);
-    let filled = heavy.per_invocation > 50.0 && heavy.per_invocation <= cost::STREAM_BATCH_SIZE;
-    assert!(filled, "{heavy:?}");
+    // The entry's put and its removal: one write unit each, whatever the item's size.
+    assert!(near(small.entry_puts, 0.625), "{small:?}");
+    assert!(near(small.entry_removals, 0.625), "{small:?}");
+    assert!(near(large.entry_puts, small.entry_puts));
+    assert!(near(large.entry_removals, small.entry_removals));
+    // The GSI mode: its write and its removal, two write units per item, whatever the size.
+    assert!(near(small.gsi, 1.25), "{small:?}");
+    assert!(near(large.gsi, small.gsi));
+    // The table delete is billed at the item's size; the confirming read is one unit up to 4 KB.
+    assert!(near(large.table_delete, 4.0 * small.table_delete));
+    assert!(near(small.confirm_read, 0.125) && near(large.confirm_read, 0.125));
     // The totals are their parts.
-    let parts = small.update + small.gsi + small.lambda + small.logs;
-    assert!((small.on_lambda - parts).abs() < 1e-9);
-    assert!((small.daemon - (small.update + small.gsi + small.stream_reads)).abs() < 1e-9);
+    let index = small.entry_puts + small.entry_removals + small.index_reads;
+    assert!(near(small.on_lambda, index + small.lambda + small.logs));
+    assert!(near(small.daemon, index + small.stream_reads));
+    let ours = small.table_delete + small.confirm_read + small.on_lambda;
+    assert!(near(small.ours(), ours));
+    assert!(near(
+        small.ours_gsi(),
+        small.table_delete + small.confirm_read + small.gsi
+    ));
+    // The strongly consistent queries cost the GSI's queries again, plus the entries' bytes.
+    assert!(small.index_reads > i.queries_tick(), "{small:?}");
     // The daemon's reads: 4 calls a second on one shard for 30 days, $0.02 per 100,000.
     assert_eq!(small.shards, 1.0);
     assert!((small.stream_reads - 4.0 * 2_592_000.0 * 0.02 / 1e5).abs() < 1e-6);
-    // In full batches the stream costs about one extra write per item over the writers' path.
-    let extra_per_million = (heavy.on_lambda - heavy.writers) / 1e3;
-    assert!((0.625..0.75).contains(&extra_per_million), "{heavy:?}");
+    // Three Regions: every Region's indexer puts the entry, only the sweeping one removes it.
+    let three = i.window_paths(1e6, 1.0, 3.0);
+    assert!(near(three.entry_puts, 3.0 * small.entry_puts), "{three:?}");
+    assert!(
+        near(three.entry_removals, small.entry_removals),
+        "{three:?}"
+    );
+    assert!(near(three.records, 3e6) && near(three.lambda, 3.0 * small.lambda));
+    assert!(near(three.index_reads, small.index_reads));
+    // ... every replica's GSI writes and removes, and the delete reaches every replica.
+    assert!(near(three.gsi, 3.0 * small.gsi));
+    let replicated = 3.0 * cost::ASSUMED_PRICE_RWRU * 1e6;
+    assert!(near(three.table_delete, replicated));
+    assert!(near(three.confirm_read, small.confirm_read));
+    // 1B a month: batches of 1 KB items fill (one shard), and none goes beyond the mapping's
+    // batch size, not even with a long batching window.
+    let heavy = i.window_paths(1e9, 1.0, 1.0);
+    let filled = heavy.per_invocation > 90.0 && heavy.per_invocation <= cost::STREAM_BATCH_SIZE;
+    assert!(filled, "{heavy:?}");
+    let large = i.window_paths(1e9, 4.0, 1.0);
+    assert!(large.shards > 1.0 && large.per_invocation <= cost::STREAM_BATCH_SIZE);
+    let windowed = i.window_paths_batched(1e9, 1.0, 1.0, 60.0);
+    assert_eq!(windowed.per_invocation, cost::STREAM_BATCH_SIZE);
+    // A batching window means fewer invocations at light traffic.
+    let light_w = i.window_paths_batched(1e6, 1.0, 1.0, 1.0);
+    assert!(light_w.invocations < small.invocations, "{light_w:?}");
+    // In full batches the index table costs about the entry's put and removal over the GSI's two
+    // units: a few cents per million items.
+    let extra_per_million = heavy.per_million(heavy.on_lambda - heavy.gsi);
+    assert!((0.0..0.05).contains(&extra_per_million), "{heavy:?}");
 }
 
 /// The model's stream mapping is the construct's: batches of `STREAM_BATCH_SIZE` records, no
-/// batching window, the function at the `memorySize` default.
+/// batching window, only `INSERT` and `MODIFY` records (one per write of an item), the function
+/// at the `memorySize` default.
 #[test]
 fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
     let ts = read(&Path::new(ROOT).join("infra/src/ttl-sweeper.ts"));
@@ -547,6 +587,7 @@ fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
     assert!(stream.contains(&batch), "STREAM lacks `{batch}`:{stream}");
     assert!(ts.contains("batchSize: STREAM.batchSize,"));
     assert!(ts.contains("maxBatchingWindow: Duration.seconds(0),"));
+    assert!(ts.contains("lambda.FilterRule.or('INSERT', 'MODIFY')"));
     let memory = format!("props.memorySize ?? {},", cost::INDEX_MB);
     assert!(
         ts.contains(&memory),
@@ -554,32 +595,45 @@ fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
     );
 }
 
-/// The README's sentence on giving items their window quotes the window-paths table of
-/// docs/BENCHMARKS.md section 4: the writers' GSI write and the stream indexer's total, per
-/// million 1 KB items at 1M and at 1B a month.
+/// The README's sentence on giving items their window quotes the per-million table of
+/// docs/BENCHMARKS.md section 4 (1 KB items, one Region): the GSI mode's index, the expiry index
+/// table's at 1M and at 1B a month, and ours at 1B a month against the peer's figure.
 #[test]
 fn the_readme_quotes_what_giving_items_their_window_costs() {
     let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
     let (_, _, model) = generated(&bench, "cost-model").expect("a cost-model block");
-    // The cells of a row: "", volume, size, writers, UpdateItem, GSI, records per invocation,
-    // Lambda, logs, the stream total, Streams reads, the daemon's total, "".
+    let per_million = model
+        .split("\n| per million items")
+        .nth(1)
+        .expect("section 4 has a per-million table");
+    // The cells of a row: "", volume, size, Regions, delete and read, GSI mode, index table on
+    // Lambda, daemon, ours in GSI mode, ours with the index table on Lambda, "".
     let dollars = |prefix: &str, cell: usize| -> f64 {
-        let row = model
+        let row = per_million
             .lines()
             .find(|l| l.starts_with(prefix))
-            .unwrap_or_else(|| panic!("docs/BENCHMARKS.md has no `{prefix}` row"));
+            .unwrap_or_else(|| panic!("the per-million table has no `{prefix}` row"));
         let text = row.split('|').nth(cell).unwrap_or_default();
         text.trim().trim_matches(['*', '$']).parse().unwrap()
     };
     let expected = [
-        format!("${:.2} per million items", dollars("| 1M | 1 KB |", 3)),
+        format!("${:.2} per million items", dollars("| 1M | 1 KB | 1 |", 5)),
         format!(
             "${:.2} per million 1 KB items at 1M a month",
-            dollars("| 1M | 1 KB |", 9)
+            dollars("| 1M | 1 KB | 1 |", 6)
         ),
-        format!("${:.2} at 1B a month", dollars("| 1B | 1 KB |", 9) / 1e3),
+        format!("${:.2} at 1B a month", dollars("| 1B | 1 KB | 1 |", 6)),
+        format!(
+            "ours comes to ${:.2} per million 1 KB items at 1B a month",
+            dollars("| 1B | 1 KB | 1 |", 9)
+        ),
+        format!("${:.2} for a per-item scheduler", cost::PEER_PER_MILLION),
     ];
-    let readme = read(&Path::new(ROOT).join("README.md"));
+    // The README's prose, its lines joined: a phrase may wrap.
+    let readme = read(&Path::new(ROOT).join("README.md"))
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     for phrase in expected {
         let says = readme.contains(&phrase);
         assert!(

@@ -4,10 +4,12 @@
 //! (`UPDATE_DOCS=1 cargo test --test suite readme::cost` rewrites them) and that the README's figures
 //! are theirs.
 //!
-//! Section 4 also compares the paths that give items their window attribute: writers that set
-//! it, the stream indexer on Lambda (`followStream`) and the daemon following the stream. Its
-//! prices are published ones; the daemon's polling rate is its code's; the indexer's duration per
-//! invocation is an assumption, named `ASSUMED_*` below, until `make bench` measures it.
+//! Section 4 also compares the paths that give items their window: the GSI on the table, which
+//! writers fill by setting the window; the sweeper's own expiry index table, filled by the stream
+//! indexer on Lambda (`followStream`); and the same table filled by the daemon following the
+//! stream. In one Region and in a global table's three. Its prices are published ones; the
+//! daemon's polling rate and the indexer's batches are its code's; the indexer's duration per
+//! invocation and the price of a replicated write are assumptions, named `ASSUMED_*` below.
 //!
 //! The inputs come from the code, not from the prose: the tick-mode run time per schedule period
 //! is the period plus `HANDOFF_OVERLAP` (an invocation ticks until that long after the next one's
@@ -53,7 +55,8 @@ pub const FULL_SWEEP_QUERIES: f64 = 16.0;
 /// Queries per tick, to plan.
 pub const TICK_QUERIES: f64 = 2.0;
 
-// Giving items their window: writers, the stream indexer on Lambda, the daemon on the stream.
+// Giving items their window: the GSI (writers set it), the expiry index table fed by the stream
+// indexer on Lambda, the same table fed by the daemon on the stream.
 
 /// DynamoDB Streams read request unit: one `GetRecords` call, whatever it returns (up to 1,000
 /// records or 1 MB), beyond the free ones. Lambda triggers' `GetRecords` calls are not charged.
@@ -61,6 +64,11 @@ pub const TICK_QUERIES: f64 = 2.0;
 pub const PRICE_STREAMS_RRU: f64 = 0.02 / 1e5;
 /// Streams read request units free each month, per account and Region.
 pub const STREAMS_FREE_RRU: f64 = 2.5e6;
+/// Assumed: a replicated write request unit (a global table's write, billed in every Region it
+/// reaches, the one it is made in included) costs what a write request unit does, as DynamoDB's
+/// developer guide ("Understanding Amazon DynamoDB billing for global tables") gives it; not read
+/// from the pricing page on [`PRICES_DATE`].
+pub const ASSUMED_PRICE_RWRU: f64 = PRICE_WRU;
 /// The stream indexer's event source mapping takes batches of at most this many records, with no
 /// batching window (`STREAM.batchSize` and `maxBatchingWindow` in infra/src/ttl-sweeper.ts;
 /// tests/readme.rs checks the batch size).
@@ -77,7 +85,7 @@ pub const INDEX_MB: f64 = 128.0;
 /// Assumed, not measured: an indexer invocation's time besides its writes (read and judge the
 /// batch, one log line).
 pub const ASSUMED_INDEX_BASE_S: f64 = 0.005;
-/// Assumed, not measured: one conditional `UpdateItem` in the Region (section 5's ~10 ms per
+/// Assumed, not measured: one `BatchWriteItem` of entries in the Region (section 5's ~10 ms per
 /// request).
 pub const ASSUMED_WRITE_S: f64 = 0.010;
 /// Assumed: bytes of the platform's start and report lines of one invocation.
@@ -87,8 +95,17 @@ pub const ASSUMED_PLATFORM_LOG_BYTES: f64 = 500.0;
 pub fn daemon_polls_per_s() -> f64 {
     1.0 / ttl_sweeper::tools::follow::POLL.as_secs_f64()
 }
-/// Item sizes modelled, KB, with the window attribute (about 65 bytes of it).
+/// Bytes of one expiry index entry, about: its window, its sort key, the item's key, its ttl and
+/// `expires` (src/store/entries.rs). One write unit to put or to remove, whatever the item's size.
+pub const ENTRY_BYTES: f64 = 200.0;
+/// Bytes a strongly consistent read unit returns of a query.
+pub const READ_UNIT_BYTES: f64 = 4096.0;
+/// The batching window on the mapping that section 4 weighs, seconds (the construct keeps 0).
+pub const CONSIDERED_BATCHING_WINDOW_S: f64 = 1.0;
+/// Item sizes modelled, KB.
 pub const ITEM_SIZES_KB: [f64; 2] = [1.0, 4.0];
+/// Regions modelled: one, and a global table's three (a sweeper in each, one holding the lease).
+pub const REGIONS: [f64; 2] = [1.0, 3.0];
 /// The nearest peer that also asks nothing of writers (DynamoDB Streams → one EventBridge
 /// Scheduler schedule per item; AWS Database Blog, "Implement event-driven architectures with
 /// Amazon DynamoDB", part 1), per million items, as that post gives it.
@@ -105,8 +122,12 @@ pub struct Inputs {
     pub alarms: usize,
     /// Measured wall time per delete of one sweep, seconds (minute mode's run time).
     pub wall_per_delete_s: f64,
-    /// Items the stream indexer writes at once: [`CONCURRENCY`](ttl_sweeper::indexer::CONCURRENCY).
+    /// `BatchWriteItem` requests the stream indexer has in flight at once:
+    /// [`CONCURRENCY`](ttl_sweeper::indexer::CONCURRENCY).
     pub index_concurrency: usize,
+    /// Entries in one of the stream indexer's `BatchWriteItem` requests:
+    /// [`ENTRIES_PER_REQUEST`](ttl_sweeper::indexer::ENTRIES_PER_REQUEST).
+    pub entries_per_request: usize,
 }
 
 /// Alarms the construct creates by default (`infra/test/conveniences.test.ts` checks it).
@@ -114,7 +135,7 @@ pub const DEFAULT_ALARMS: usize = 4;
 
 impl Inputs {
     /// The inputs the code decides ([`HANDOFF_OVERLAP`](ttl_sweeper::lambda::handler::HANDOFF_OVERLAP),
-    /// the metrics of `emf_record` and `ColdStart`, the stream indexer's concurrency), with a
+    /// the metrics of `emf_record` and `ColdStart`, the stream indexer's requests), with a
     /// measured wall time per delete.
     pub fn from_code(wall_per_delete_s: f64) -> Self {
         let record = ttl_sweeper::telemetry::emf_record(&Default::default(), "TtlSweeper", 0);
@@ -127,6 +148,7 @@ impl Inputs {
             alarms: DEFAULT_ALARMS,
             wall_per_delete_s,
             index_concurrency: ttl_sweeper::indexer::CONCURRENCY,
+            entries_per_request: ttl_sweeper::indexer::ENTRIES_PER_REQUEST,
         }
     }
 
@@ -236,25 +258,41 @@ fn month_rows(i: &Inputs) -> Vec<(f64, [f64; 11])> {
         .collect()
 }
 
-/// What giving `items` items of `kb` KB their window costs a month on each path (each item
-/// written once, with its ttl).
+/// What deleting `items` items of `kb` KB costs a month beyond the sweeper's fixed cost, on each
+/// path that gives them their window, in `regions` Regions (each item written once, with its ttl;
+/// in several Regions, a global table with a sweeper in each Region, one of them holding the lease
+/// and sweeping). The application's writes are the application's, on every path.
 #[derive(Debug, Clone, Copy)]
 pub struct WindowPaths {
     /// Items written with a ttl a month.
     pub items: f64,
-    /// Their size with the window, KB.
+    /// Their size, KB.
     pub kb: f64,
-    /// Writers set the window: the GSI write of each item.
-    pub writers: f64,
-    /// The indexer's conditional `UpdateItem`, billed at the item's size.
-    pub update: f64,
-    /// The GSI write the indexer's `UpdateItem` makes.
+    /// Regions of the table: 1, or a global table's replicas.
+    pub regions: f64,
+    /// Every path: the table's delete of each item, one write unit per KB, in every Region it
+    /// reaches (replicated write units on a global table).
+    pub table_delete: f64,
+    /// Every path: batch mode's confirming read, one strongly consistent read unit per 4 KB of
+    /// each item, in the sweeping Region.
+    pub confirm_read: f64,
+    /// GSI mode: each item's GSI write when written and its removal when deleted, one write unit
+    /// each, in every replica.
     pub gsi: f64,
-    /// Stream shards, to plan.
+    /// Expiry index table: each item's entry, put by the indexer of every Region.
+    pub entry_puts: f64,
+    /// Expiry index table: each entry removed once judged, by the sweeping Region only.
+    pub entry_removals: f64,
+    /// Expiry index table: its strongly consistent queries beyond the GSI's eventually consistent
+    /// ones (each query at least one read unit rather than half, one unit per 4 KB of entries).
+    pub index_reads: f64,
+    /// Stream shards of each Region's table, to plan.
     pub shards: f64,
+    /// Records that reach the indexers, every Region's: one per item and Region.
+    pub records: f64,
     /// Records the function gets per invocation, on average.
     pub per_invocation: f64,
-    /// The function's invocations.
+    /// The function's invocations, every Region's.
     pub invocations: f64,
     /// Assumed duration of one invocation, seconds, rounded up to the millisecond.
     pub duration_s: f64,
@@ -262,71 +300,137 @@ pub struct WindowPaths {
     pub lambda: f64,
     /// The function's log ingestion.
     pub logs: f64,
-    /// The stream indexer on Lambda: `update + gsi + lambda + logs`.
+    /// The expiry index table on Lambda: `entry_puts + entry_removals + index_reads + lambda +
+    /// logs`.
     pub on_lambda: f64,
-    /// The daemon's `GetRecords` calls (before the free tier).
+    /// The daemons' `GetRecords` calls, a daemon following each Region's stream (before the free
+    /// tier).
     pub stream_reads: f64,
-    /// The daemon: `update + gsi + stream_reads`.
+    /// The daemon: `entry_puts + entry_removals + index_reads + stream_reads`.
     pub daemon: f64,
 }
 
+impl WindowPaths {
+    /// `x` a month, per million items.
+    pub fn per_million(&self, x: f64) -> f64 {
+        x / (self.items / 1e6)
+    }
+
+    /// Ours with the expiry index table on Lambda: the table delete, batch mode's confirming read
+    /// and the index, nothing else (not the sweeper's fixed cost).
+    pub fn ours(&self) -> f64 {
+        self.table_delete + self.confirm_read + self.on_lambda
+    }
+
+    /// Ours in GSI mode: the table delete, batch mode's confirming read and the GSI.
+    pub fn ours_gsi(&self) -> f64 {
+        self.table_delete + self.confirm_read + self.gsi
+    }
+}
+
+/// Records per invocation of an event source mapping on a shard that gets `per_s` records a
+/// second at random, with a batching window of `window_s` seconds (0: none), at most a batch.
+pub fn records_per_invocation(per_s: f64, window_s: f64) -> f64 {
+    // No window: what one poll found; a poll that finds any holds λ / (1 - e^-λ) on average.
+    let per_poll = per_s / STREAM_POLLS_PER_S;
+    let polled = if per_poll > 1e-9 {
+        per_poll / (1.0 - (-per_poll).exp())
+    } else {
+        1.0
+    };
+    // A window: the first record and those that come within the window after it.
+    let windowed = 1.0 + per_s * window_s;
+    polled.max(windowed).clamp(1.0, STREAM_BATCH_SIZE)
+}
+
 impl Inputs {
-    /// Giving `n` items of `kb` KB their window, a month, on each path.
-    pub fn window_paths(&self, n: f64, kb: f64) -> WindowPaths {
+    /// Deleting `n` items of `kb` KB in `regions` Regions, a month, on each path, with the
+    /// construct's mapping (no batching window).
+    pub fn window_paths(&self, n: f64, kb: f64, regions: f64) -> WindowPaths {
+        self.window_paths_batched(n, kb, regions, 0.0)
+    }
+
+    /// [`Inputs::window_paths`] with a batching window of `window_s` seconds on the mapping.
+    pub fn window_paths_batched(
+        &self,
+        n: f64,
+        kb: f64,
+        regions: f64,
+        window_s: f64,
+    ) -> WindowPaths {
         let units = kb.ceil();
-        let writers = n * PRICE_WRU;
-        let update = n * units * PRICE_WRU;
-        let gsi = n * PRICE_WRU;
-        // The table's write units a second (the application's writes, the indexer's, the
-        // deletes) decide its partitions, and a stream has a shard per partition.
-        let table_wru_s = n / MONTH_S * (2.0 * units + 1.0);
-        let shards = (table_wru_s / SHARD_WRU_PER_S).ceil().max(1.0);
-        // Two records per item pass the filter: the application's write and the indexer's own.
-        let records = 2.0 * n;
-        // Records arriving at random: a poll that finds any holds λ / (1 - e^-λ) on average.
-        let per_poll = records / MONTH_S / shards / STREAM_POLLS_PER_S;
-        let per_invocation = if per_poll > 1e-9 {
-            (per_poll / (1.0 - (-per_poll).exp())).clamp(1.0, STREAM_BATCH_SIZE)
+        // A global table's writes are billed in replicated units in every replica.
+        let write_price = if regions > 1.0 {
+            regions * ASSUMED_PRICE_RWRU
         } else {
-            1.0
+            PRICE_WRU
         };
+        let table_delete = n * units * write_price;
+        let confirm_read = n * (kb / 4.0).ceil() * PRICE_RRU;
+        // GSI writes are ordinary write units on every replica: its write and its removal.
+        let gsi = regions * n * 2.0 * PRICE_WRU;
+        // Every Region's indexer puts the entry into its own Region's index table; only the
+        // sweeping Region removes its own (the others' go by native TTL, free).
+        let entry_puts = regions * n * PRICE_WRU;
+        let entry_removals = n * PRICE_WRU;
+        // The same queries as the GSI's at one read unit rather than half cost as much again,
+        // and every entry is read once, 4 KB to the unit.
+        let index_reads = self.queries_tick() + n * ENTRY_BYTES / READ_UNIT_BYTES * PRICE_RRU;
+        // The table's write units a second (the application's writes and the deletes) decide its
+        // partitions, and a stream has a shard per partition.
+        let table_wru_s = n / MONTH_S * 2.0 * units;
+        let shards = (table_wru_s / SHARD_WRU_PER_S).ceil().max(1.0);
+        // One record per item passes the filter in each Region: the application's write.
+        let records = regions * n;
+        let per_invocation = records_per_invocation(n / MONTH_S / shards, window_s);
         let invocations = records / per_invocation;
-        // Half of the records need a write (the write-backs need none), `index_concurrency` at once.
-        let rounds = (per_invocation / 2.0 / self.index_concurrency as f64)
-            .ceil()
-            .max(1.0);
+        // Entries written `entries_per_request` to a request, `index_concurrency` requests at once.
+        let requests = (per_invocation / self.entries_per_request as f64).ceil();
+        let rounds = (requests / self.index_concurrency as f64).ceil().max(1.0);
         let duration_s =
             ((ASSUMED_INDEX_BASE_S + rounds * ASSUMED_WRITE_S) * 1000.0).ceil() / 1000.0;
         let lambda = invocations
             * ((INDEX_MB / 1024.0) * duration_s * PRICE_LAMBDA_GBS_ARM + PRICE_LAMBDA_REQ);
         let logs =
             invocations * (LOG_LINE_BYTES + ASSUMED_PLATFORM_LOG_BYTES) / 1e9 * PRICE_LOGS_GB;
-        let stream_reads = shards * daemon_polls_per_s() * MONTH_S * PRICE_STREAMS_RRU;
+        let stream_reads = regions * shards * daemon_polls_per_s() * MONTH_S * PRICE_STREAMS_RRU;
+        let index = entry_puts + entry_removals + index_reads;
         WindowPaths {
             items: n,
             kb,
-            writers,
-            update,
+            regions,
+            table_delete,
+            confirm_read,
             gsi,
+            entry_puts,
+            entry_removals,
+            index_reads,
             shards,
+            records,
             per_invocation,
             invocations,
             duration_s,
             lambda,
             logs,
-            on_lambda: update + gsi + lambda + logs,
+            on_lambda: index + lambda + logs,
             stream_reads,
-            daemon: update + gsi + stream_reads,
+            daemon: index + stream_reads,
         }
     }
 }
 
-/// The rows of the window-paths table: every volume of the cost table, every item size.
+/// The rows of the window-paths tables: every volume of the cost table, every item size, one
+/// Region and three.
 pub fn window_rows(i: &Inputs) -> Vec<WindowPaths> {
-    [1e6, 1e8, 1e9]
-        .into_iter()
-        .flat_map(|n| ITEM_SIZES_KB.map(|kb| i.window_paths(n, kb)))
-        .collect()
+    let mut rows = Vec::new();
+    for n in [1e6, 1e8, 1e9] {
+        for kb in ITEM_SIZES_KB {
+            for regions in REGIONS {
+                rows.push(i.window_paths(n, kb, regions));
+            }
+        }
+    }
+    rows
 }
 
 /// `1M`, `100M`, `1B`.
@@ -349,7 +453,7 @@ pub fn benchmarks_section(i: &Inputs) -> String {
     for (n, c) in month_rows(i) {
         let _ = writeln!(d, "| {} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | **${:.2}** | ${:.2} | $0 (late: within days) | ${:.2} |", human(n), c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[10]);
     }
-    let _ = writeln!(d, "\nAssumptions: each delete costs one WRU on the table and one on the GSI (the index entry is removed), and batch mode's strongly consistent read of the item before it (one RRU for an item of up to 4 KB, a fifth of a WRU's price); every write that sets the window attribute costs one more WRU on the GSI (KEYS_ONLY entries are small). Minute mode runs about 0.2 s per invocation plus the measured wall time per delete ({:.2} µs, section 2). **Tick mode runs {:.0} s of every {:.0} s**: an invocation ticks from its scheduled time until `HANDOFF_OVERLAP` ({:.0} s, `src/lambda/handler.rs`) after the next one's, so two invocations overlap for {:.0} s of every period and both are billed; it makes {:.0} queries per tick (both invocations tick during the overlap) plus {:.0} per full sweep at 0.5 RRU each. The schedule: {} invocations a month (inside Scheduler's free tier of 14 million where it applies). Logs: a summary line and an EMF record per invocation and a `tick finished` line for each tick that deleted something, about {:.0} KB each. Defaults of the construct: {} custom metrics (the {} of each sweep's EMF record and `ColdStart`) ${:.2}, the alarm topic's KMS key ${:.2}, the dashboard ${:.2}, {} alarms ${:.2}; `alarms: {{ enabled: false }}`, `dashboard: false` and `alarms: {{ encryptTopic: false }}` (or `alarms.topic`) remove the last three. Per-item EventBridge Scheduler: one scheduler invocation, one Lambda request of ~50 ms at 128 MB, and the delete, per item (schedule creation API calls not counted). Native TTL deletes are free.", i.wall_per_delete_s * 1e6, i.tick_run_s(), PERIOD_S, i.overlap_s, i.overlap_s, TICK_QUERIES, FULL_SWEEP_QUERIES, thousands(i.invocations()), LOG_LINE_BYTES / 1000.0, i.metrics, i.metrics - 1, i.metrics_cost(), PRICE_KMS_KEY_MONTH, PRICE_DASHBOARD_MONTH, i.alarms, i.alarms_cost());
+    let _ = writeln!(d, "\nAssumptions: each delete costs one WRU on the table and one on the GSI (the index entry is removed), and batch mode's strongly consistent read of the item before it (one RRU for an item of up to 4 KB, a fifth of a WRU's price); every write that sets the window attribute costs one more WRU on the GSI (KEYS_ONLY entries are small). Minute mode runs about 0.2 s per invocation plus the measured wall time per delete ({:.2} µs, section 2). **Tick mode runs {:.0} s of every {:.0} s**: an invocation ticks from its scheduled time until `HANDOFF_OVERLAP` ({:.0} s, `src/lambda/handler.rs`) after the next one's, so two invocations overlap for {:.0} s of every period and both are billed; it makes {:.0} queries per tick (both invocations tick during the overlap) plus {:.0} per full sweep at 0.5 RRU each. The schedule: {} invocations a month (inside Scheduler's free tier of 14 million where it applies). Logs: a summary line and an EMF record per invocation and a `tick finished` line for each tick that deleted something, about {:.0} KB each. Defaults of the construct: {} custom metrics (the {} of each sweep's EMF record and `ColdStart`) ${:.2}, the alarm topic's KMS key ${:.2}, the dashboard ${:.2}, {} alarms ${:.2}; `alarms: {{ enabled: false }}`, `dashboard: false` and `alarms: {{ encryptTopic: false }}` (or `alarms.topic`) remove the last three. Per-item EventBridge Scheduler: one scheduler invocation, one Lambda request of ~50 ms at 128 MB, and the delete, per item (schedule creation API calls not counted). Native TTL deletes are free. The deletes and GSI upkeep columns are GSI mode's (writers set the window, the GSI on the table); with `followStream`'s expiry index table an entry's put and removal take the GSI's place, the queries are strongly consistent and the stream indexer is billed besides: [Giving items their window](#giving-items-their-window-writers-or-the-stream) below.", i.wall_per_delete_s * 1e6, i.tick_run_s(), PERIOD_S, i.overlap_s, i.overlap_s, TICK_QUERIES, FULL_SWEEP_QUERIES, thousands(i.invocations()), LOG_LINE_BYTES / 1000.0, i.metrics, i.metrics - 1, i.metrics_cost(), PRICE_KMS_KEY_MONTH, PRICE_DASHBOARD_MONTH, i.alarms, i.alarms_cost());
     d.push_str(&window_section(i));
     d
 }
@@ -358,10 +462,10 @@ pub fn benchmarks_section(i: &Inputs) -> String {
 /// the `cost-model` markers, after the cost table).
 pub fn window_section(i: &Inputs) -> String {
     let rows = window_rows(i);
-    let row = |n: f64, kb: f64| {
+    let row = |n: f64, kb: f64, regions: f64| {
         *rows
             .iter()
-            .find(|r| r.items == n && r.kb == kb)
+            .find(|r| r.items == n && r.kb == kb && r.regions == regions)
             .expect("a modelled row")
     };
     let sizes: Vec<String> = ITEM_SIZES_KB
@@ -373,24 +477,73 @@ pub fn window_section(i: &Inputs) -> String {
         d,
         "\n### Giving items their window: writers or the stream\n"
     );
-    let _ = writeln!(d, "Per month, for items written once each with a ttl, at the volumes above: what giving them their window costs when writers set it, with the stream indexer on Lambda (`followStream`), and with the daemon following the stream itself (`ttl-sweeper run --follow-stream`). The deletes, the sweeper and the extras above are the same on every path and not repeated. Items of {} (with the window); the indexer runs at {:.0} MB (the construct's `memorySize` default). Streams read request unit ${:.2} per 100,000 beyond {} free a month per account and Region (DynamoDB's pricing page; not re-read on {PRICES_DATE}).\n", sizes.join(" and "), INDEX_MB, PRICE_STREAMS_RRU * 1e5, thousands(STREAMS_FREE_RRU));
-    let _ = writeln!(d, "| items written with a ttl / month | item size | writers set the window: GSI write | stream: `UpdateItem` | stream: GSI write | records per invocation | indexer Lambda: requests and duration | indexer Lambda: logs | **stream indexer on Lambda, total** | daemon: Streams reads | **daemon, total** |");
-    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(d, "Per month, for items written once each with a ttl and deleted by the sweeper, at the volumes above, in one Region and in three (a global table with a sweeper in each Region, the one holding the lease sweeping): what their index costs on each path, and what ours comes to per item. *GSI mode* is the table above: writers set the window, and the GSI is on the table. *Expiry index table* is `followStream`: writers set only the ttl, and the stream indexer on Lambda writes one entry per item into the sweeper's own on-demand table. *The daemon* (`ttl-sweeper run --follow-stream`) writes the same entries from the stream it reads itself. The application's writes are the application's on every path and not counted; the sweeper's Lambda, schedule, logs and extras above are the same on every path and not repeated. Items of {}; the indexer runs at {:.0} MB (the construct's `memorySize` default). Streams read request unit ${:.2} per 100,000 beyond {} free a month per account and Region (DynamoDB's pricing page; not re-read on {PRICES_DATE}). **A replicated write request unit is assumed** to cost what a write request unit does, ${:.3} per million (DynamoDB's developer guide on global tables billing prices them alike; not read from the pricing page on {PRICES_DATE}).\n", sizes.join(" and "), INDEX_MB, PRICE_STREAMS_RRU * 1e5, thousands(STREAMS_FREE_RRU), ASSUMED_PRICE_RWRU * 1e6);
+    let _ = writeln!(d, "| items written with a ttl / month | item size | Regions | table delete | confirming read (batch mode) | **GSI mode: GSI write and removal** | index table: entry puts | index table: entry removals | index table: strongly consistent queries, beyond the GSI's | records per invocation | indexer Lambda: requests and duration | indexer Lambda: logs | **expiry index table on Lambda, total** | daemon: Streams reads | **daemon, total** |");
+    let _ = writeln!(
+        d,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for r in &rows {
-        let _ = writeln!(d, "| {} | {:.0} KB | ${:.2} | ${:.2} | ${:.2} | {:.1} | ${:.2} | ${:.2} | **${:.2}** | ${:.2} | **${:.2}** |", human(r.items), r.kb, r.writers, r.update, r.gsi, r.per_invocation, r.lambda, r.logs, r.on_lambda, r.stream_reads, r.daemon);
+        let _ = writeln!(d, "| {} | {:.0} KB | {:.0} | ${:.2} | ${:.2} | **${:.2}** | ${:.2} | ${:.2} | ${:.2} | {:.1} | ${:.2} | ${:.2} | **${:.2}** | ${:.2} | **${:.2}** |", human(r.items), r.kb, r.regions, r.table_delete, r.confirm_read, r.gsi, r.entry_puts, r.entry_removals, r.index_reads, r.per_invocation, r.lambda, r.logs, r.on_lambda, r.stream_reads, r.daemon);
     }
-    let light = row(1e6, 1.0);
-    let heavy = row(1e9, 1.0);
-    let _ = writeln!(d, "\nWhat is billed. *Writers set the window*: the item's own write carries it, so the GSI gets the item's entry, one write unit (KEYS_ONLY entries are small); the write itself is the application's on every path. *Stream indexer*: the application writes the item without a window; its stream record reaches the function, whose conditional `UpdateItem` sets the window, billed at the item's size (one write unit per KB, the larger of the item before and after), and the GSI gets the item's entry, one write unit. The mapping's filter (infra/src/ttl-sweeper.ts) passes `INSERT` and `MODIFY` records whose new image has the ttl as a Number or has the window: `REMOVE` records (the sweeper's deletes, native TTL's) and writes of items with neither never reach the function and cost nothing. It does not drop the indexer's own write-back, whose new image has both, nor a later write that leaves the ttl as it was: each reaches the function, which finds the window right and writes nothing. So an item written once is two records, its write and the write-back, and every further write of an item with a ttl is one more; a ttl moved to another window is written again at the item's size, and a conditional `UpdateItem` that fails because the item changed meanwhile still consumes write units. Neither is in the table.");
-    let _ = writeln!(d, "\nThe function, per invocation: one request, its duration at {:.0} MB rounded up to the millisecond, one `stream batch indexed` line (about {:.0} KB) and the platform's start and report lines (about {:.1} KB, assumed). Batches: at most {:.0} records (`batchSize`), no batching window, so Lambda invokes the function with what one poll of a shard found; it polls each shard {:.0} times a second, so with records arriving at random a poll that finds any holds λ / (1 − e^−λ) of them on average, λ being the records a shard gets between two polls: {:.1} at 1M a month, where nearly every record is an invocation of its own, {:.1} at 1B. Shards: one per {} write units a second on the table (the application's writes, the indexer's and the deletes), at least one; a table with more partitions than its writes need has more shards and smaller batches, towards one record per invocation. **The duration is assumed, not measured** (the indexer has no benchmark on AWS yet): {:.0} ms per invocation plus {:.0} ms per round of conditional writes, {} items at a time (`ttl_sweeper::indexer::CONCURRENCY`), half the records needing a write: {:.0} ms at 1M a month, {:.0} ms at 1B. With alarms on, `followStream` also adds two alarms (`IteratorAge`, and a message in the on-failure queue), ${:.2} a month; the on-failure queue costs nothing while empty.", INDEX_MB, LOG_LINE_BYTES / 1000.0, ASSUMED_PLATFORM_LOG_BYTES / 1000.0, STREAM_BATCH_SIZE, STREAM_POLLS_PER_S, light.per_invocation, heavy.per_invocation, thousands(SHARD_WRU_PER_S), ASSUMED_INDEX_BASE_S * 1000.0, ASSUMED_WRITE_S * 1000.0, i.index_concurrency, light.duration_s * 1000.0, heavy.duration_s * 1000.0, 2.0 * PRICE_ALARM_MONTH);
+    let _ = writeln!(d, "\nPer million items, the same rows: each path's index, and ours — the table delete, batch mode's confirming read and the index, nothing else (not the sweeper's fixed cost above) — to set beside the peer's ${PEER_PER_MILLION:.2} (below).\n");
+    let _ = writeln!(d, "| per million items, at this many a month | item size | Regions | table delete and confirming read | GSI mode | expiry index table on Lambda | daemon | ours, GSI mode | **ours, expiry index table on Lambda** |");
+    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        let m = |x: f64| r.per_million(x);
+        let _ = writeln!(
+            d,
+            "| {} | {:.0} KB | {:.0} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | **${:.2}** |",
+            human(r.items),
+            r.kb,
+            r.regions,
+            m(r.table_delete + r.confirm_read),
+            m(r.gsi),
+            m(r.on_lambda),
+            m(r.daemon),
+            m(r.ours_gsi()),
+            m(r.ours())
+        );
+    }
+    let light = row(1e6, 1.0, 1.0);
+    let mid = row(1e8, 1.0, 1.0);
+    let heavy = row(1e9, 1.0, 1.0);
+    let _ = writeln!(d, "\nWhat is billed. *Every path*: the table's delete, one write unit per KB of the item (rounded up), made in the sweeping Region; on a global table it reaches the other replicas too, and each of the three is billed in replicated write units. Batch mode (`DELETE_MODE=batch`, the default) first reads the item with a strongly consistent `BatchGetItem`: one read unit per item of up to 4 KB, in the sweeping Region only; `DELETE_MODE=conditional` makes no read. *GSI mode*: the item's write carries the window, so the GSI gets its entry, one write unit (KEYS_ONLY entries are small), and the delete removes it, one more: two write units per item whatever its size, on every replica (a GSI's writes are ordinary write units on each). *Expiry index table*: the application writes the item with its ttl and nothing of ours. The mapping's filter (infra/src/ttl-sweeper.ts) passes only `INSERT` and `MODIFY` records whose new image has the ttl as a Number, so one record per write reaches the indexer: `REMOVE` records (the sweeper's deletes, native TTL's) never reach it and cost nothing, and the indexer never writes the application's table, so there is no second record. It writes one entry of about {:.0} bytes (the window, a sort key, the item's key, its ttl and `expires`) into the index table: one write unit whatever the item's size. A `MODIFY` whose ttl did not change writes nothing; one that moves the ttl writes one more entry (not in the tables). The sweeper queries the index table strongly consistently: each query at least one read unit where the GSI's eventually consistent ones are half a unit (the queries of the table above cost as much again, ${:.2} a month), and one unit per 4 KB of entries returned (about {:.3} per item). Once it has judged an item it removes the entry with `BatchWriteItem`: one write unit. Entries never read (no sweeper running) go by the index table's native TTL, free. In three Regions each Region's indexer follows its own replica's stream into its own Region's index table (not replicated): three entry puts and three indexers' invocations per item, but only the lease holder queries and removes, so one removal; the standbys' entries go by native TTL.", ENTRY_BYTES, i.queries_tick(), ENTRY_BYTES / READ_UNIT_BYTES);
+    let full_requests = (STREAM_BATCH_SIZE / i.entries_per_request as f64).ceil();
+    let full_rounds = (full_requests / i.index_concurrency as f64).ceil();
+    let _ = writeln!(d, "\nThe function, per invocation: one request, its duration at {:.0} MB rounded up to the millisecond, one `stream batch indexed` line (about {:.0} KB) and the platform's start and report lines (about {:.1} KB, assumed). Batches: at most {:.0} records (`batchSize`), no batching window, so Lambda invokes the function with what one poll of a shard found; it polls each shard {:.0} times a second, so with records arriving at random a poll that finds any holds λ / (1 − e^−λ) of them on average, λ being the records a shard gets between two polls: {:.2} at 1M a month, where nearly every record is an invocation of its own, {:.1} at 1B. Shards: one per {} write units a second on the table (the application's writes and the deletes), at least one; a table with more partitions than its writes need has more shards and smaller batches, towards one record per invocation. **The duration is assumed, not measured** (the indexer has no benchmark on AWS yet): {:.0} ms per invocation plus {:.0} ms per round of `BatchWriteItem` requests, {} entries to a request (`ttl_sweeper::indexer::ENTRIES_PER_REQUEST`) and {} requests at a time (`ttl_sweeper::indexer::CONCURRENCY`), so that a full batch is {:.0} requests in {:.0} round: {:.0} ms at 1M a month, {:.0} ms at 1B. With alarms on, `followStream` also adds two alarms (`IteratorAge`, and a message in the on-failure queue), ${:.2} a month; the on-failure queue costs nothing while empty.", INDEX_MB, LOG_LINE_BYTES / 1000.0, ASSUMED_PLATFORM_LOG_BYTES / 1000.0, STREAM_BATCH_SIZE, STREAM_POLLS_PER_S, light.per_invocation, heavy.per_invocation, thousands(SHARD_WRU_PER_S), ASSUMED_INDEX_BASE_S * 1000.0, ASSUMED_WRITE_S * 1000.0, i.entries_per_request, i.index_concurrency, full_requests, full_rounds, light.duration_s * 1000.0, heavy.duration_s * 1000.0, 2.0 * PRICE_ALARM_MONTH);
+    let w = CONSIDERED_BATCHING_WINDOW_S;
+    let light_w = i.window_paths_batched(1e6, 1.0, 1.0, w);
+    let heavy_w = i.window_paths_batched(1e9, 1.0, 1.0, w);
+    let saved = |a: WindowPaths, b: WindowPaths| (a.lambda + a.logs) - (b.lambda + b.logs);
+    let _ = writeln!(d, "\n**A batching window** on the mapping (`maxBatchingWindow`) would have Lambda gather a shard's records for up to that long before it invokes the function: with {w:.0} s, the first record and those that come within the window after it, {:.2} records per invocation at 1M a month rather than {:.2}, so {} invocations rather than {} and ${:.2} a month less in requests, duration and logs (${:.2} per million items); at 1B a month, where batches are nearly full already, ${:.2} a month less. What it costs: a record may wait up to the window before it is indexed, so an item that falls due within the window after it was written is found later, its lag growing by up to {w:.0} s (and `IteratorAge` by as much); an item due later than that is indexed before it falls due and loses nothing. A consideration only: the construct keeps 0.", light_w.per_invocation, light.per_invocation, thousands(light_w.invocations), thousands(light.invocations), saved(light, light_w), light.per_million(saved(light, light_w)), saved(heavy, heavy_w));
     let calls = daemon_polls_per_s() * MONTH_S;
-    let _ = writeln!(d, "\nThe daemon makes the same `UpdateItem` and GSI write and pays no Lambda; it reads the stream itself with `GetRecords`, one streams read request unit per call whatever it returns (Lambda's own calls are free). It reads a shard with nothing new every {:.0} ms (`ttl_sweeper::tools::follow::POLL`), so at most {:.0} calls a second per shard, as Lambda polls, and {} calls a month per shard, ${:.2}, whatever the traffic (before the free {} a month, {:.0} % of one shard's calls). The host it runs on is not counted.", ttl_sweeper::tools::follow::POLL.as_millis(), daemon_polls_per_s(), thousands(calls), calls * PRICE_STREAMS_RRU, thousands(STREAMS_FREE_RRU), STREAMS_FREE_RRU / calls * 100.0);
-    let per_m = |r: WindowPaths, x: f64| x / (r.items / 1e6);
-    let (light4, heavy4) = (row(1e6, 4.0), row(1e9, 4.0));
-    let mid = row(1e8, 1.0);
-    let deletes = 2.0 * PRICE_WRU * 1e6;
-    let than = |a: f64, b: f64| if a < b { "less" } else { "more" };
-    let _ = writeln!(d, "\n**When each pays.** Writers that set the window pay only the GSI write: ${:.2} per million items, whatever their size. The stream indexer adds a second write of every item, at its size, and the function's records: per million 1 KB items ${:.2} at 1M a month, where the requests and the logs of one invocation per record weigh most, and ${:.2} at 1B a month in batches of about {:.0} records, about one extra write per item; per million 4 KB items ${:.2} and ${:.2}. The daemon pays no Lambda but ${:.2} a month per shard for its reads, whatever the traffic: the function's requests, duration and logs cost {} at 1M a month (${:.2}), {} at 100M (${:.2}). So the stream pays where changing the writers costs more than that: many writers, in several languages or not yours, and small items. Writers that set the window win for large items (every KB is one more write unit on the stream) and when the writers are few and yours; the writers you control can set it and leave the others to the stream (the indexer writes nothing for an item whose window is right, though its record still reaches the function). The peer that also asks nothing of writers (DynamoDB Streams → one EventBridge Scheduler schedule per item; AWS Database Blog, event-driven TTL part 1) gives ${:.2} per million items, deleted within 1–2 minutes: its own figure, not recomputed here (the per-item EventBridge Scheduler column above is this model's estimate of its scheduler, Lambda and delete). Ours with the stream indexer comes to ${:.2} per million 1 KB items at 1M a month and ${:.2} at 1B (the deletes, table and GSI, and the indexer), plus the sweeper's fixed cost above, for deletes within a second.", per_m(light, light.writers), per_m(light, light.on_lambda), per_m(heavy, heavy.on_lambda), heavy.per_invocation, per_m(light4, light4.on_lambda), per_m(heavy4, heavy4.on_lambda), light.stream_reads, than(light.lambda + light.logs, light.stream_reads), light.lambda + light.logs, than(mid.lambda + mid.logs, mid.stream_reads), mid.lambda + mid.logs, PEER_PER_MILLION, deletes + per_m(light, light.on_lambda), deletes + per_m(heavy, heavy.on_lambda));
+    let _ = writeln!(d, "\nThe daemon writes and removes the same entries and makes the same queries, and pays no Lambda; it reads the stream itself with `GetRecords`, one streams read request unit per call whatever it returns (Lambda's own calls are free). It reads a shard with nothing new every {:.0} ms (`ttl_sweeper::tools::follow::POLL`), so at most {:.0} calls a second per shard, as Lambda polls, and {} calls a month per shard, ${:.2}, whatever the traffic (before the free {} a month, {:.0} % of one shard's calls); in three Regions a daemon follows each replica's stream, three times that. The host it runs on is not counted.", ttl_sweeper::tools::follow::POLL.as_millis(), daemon_polls_per_s(), thousands(calls), calls * PRICE_STREAMS_RRU, thousands(STREAMS_FREE_RRU), STREAMS_FREE_RRU / calls * 100.0);
+    let per_m = |r: WindowPaths, x: f64| r.per_million(x);
+    let than = |a: f64, b: f64| if a < b { "less than" } else { "more than" };
+    let heavy3 = row(1e9, 1.0, 3.0);
+    let extra = |r: WindowPaths| per_m(r, r.on_lambda - r.gsi);
+    let _ = writeln!(d, "\n**When each pays.** Per million 1 KB items in one Region, the index costs: in GSI mode ${:.2} at any volume and any size (two write units); with the expiry index table on Lambda ${:.2} at 1M a month, where one invocation per record (its request and logs) and the strongly consistent queries' fixed ${:.2} weigh most, and ${:.2} at 1B in batches of about {:.0} records, where the entry's put and removal are nearly all of it; with the daemon ${:.2} and ${:.2}, its reads costing ${:.2} a month per shard whatever the traffic, {} the function's requests, duration and logs at 1M a month (${:.2}), {} them at 100M (${:.2}). An entry costs one write unit whatever the item's size, as a GSI entry does, so neither path costs more for larger items; the delete does. In one Region the GSI costs {} than the expiry index table, whose indexer's invocations and strongly consistent reads add ${:.2} per million items at 1M a month and ${:.2} at 1B. In three Regions the expiry index table costs {}: ${:.2} per million 1 KB items at 1B a month against the GSI's ${:.2}, since the standbys' entries are never removed (native TTL does it) while every replica's GSI writes and removes each entry. What the index table buys besides is writers that set only the ttl, and an application table with no GSI and no attribute of ours.", per_m(light, light.gsi), per_m(light, light.on_lambda), i.queries_tick(), per_m(heavy, heavy.on_lambda), heavy.per_invocation, per_m(light, light.daemon), per_m(heavy, heavy.daemon), light.stream_reads, than(light.stream_reads, light.lambda + light.logs), light.lambda + light.logs, than(mid.stream_reads, mid.lambda + mid.logs), mid.lambda + mid.logs, if heavy.gsi < heavy.on_lambda { "less" } else { "more" }, extra(light), extra(heavy), if heavy3.on_lambda < heavy3.gsi { "less" } else { "more" }, per_m(heavy3, heavy3.on_lambda), per_m(heavy3, heavy3.gsi));
+    let ours = per_m(heavy, heavy.ours());
+    let verdict = if ours <= PEER_PER_MILLION {
+        format!(
+            "is met: ours comes to ${ours:.2}, ${:.2} ({:.0} %) less",
+            PEER_PER_MILLION - ours,
+            (PEER_PER_MILLION - ours) / PEER_PER_MILLION * 100.0
+        )
+    } else {
+        format!(
+            "is not met: ours comes to ${ours:.2}, ${:.2} ({:.0} %) more",
+            ours - PEER_PER_MILLION,
+            (ours - PEER_PER_MILLION) / PEER_PER_MILLION * 100.0
+        )
+    };
+    let floor = per_m(
+        heavy,
+        heavy.table_delete + heavy.confirm_read + heavy.entry_puts + heavy.entry_removals,
+    );
+    let conditional = ours - per_m(heavy, heavy.confirm_read);
+    let _ = writeln!(d, "\n**Against the peer.** The peer that also asks nothing of writers (DynamoDB Streams → one EventBridge Scheduler schedule per item; AWS Database Blog, event-driven TTL part 1) gives ${PEER_PER_MILLION:.2} per million items, in one Region, deleted within 1–2 minutes: its own figure, not recomputed here (the per-item EventBridge Scheduler column above is this model's estimate of its scheduler, Lambda and delete). Ours with the expiry index table on Lambda, per million 1 KB items in one Region (the table delete, batch mode's confirming read and the index, not the sweeper's fixed cost above), for deletes within a second: ${:.2} at 1M a month, ${:.2} at 1B. **The goal, at most ${PEER_PER_MILLION:.2} per million 1 KB items at 1B a month in one Region, {verdict}.** Four requests per item make nearly all of it, and no batching removes them: the delete (${:.2}), the confirming read (${:.2}), the entry's put and removal (${:.2}), ${floor:.2} together; `DELETE_MODE=conditional` drops the read, ${conditional:.2}, {}. In GSI mode ours is ${:.2}. In three Regions ours comes to ${:.2} per million 1 KB items at 1B a month (GSI mode ${:.2}); the peer gives no figure for several Regions.", per_m(light, light.ours()), ours, per_m(heavy, heavy.table_delete), per_m(heavy, heavy.confirm_read), per_m(heavy, heavy.entry_puts + heavy.entry_removals), if conditional <= PEER_PER_MILLION { format!("${:.2} under", PEER_PER_MILLION - conditional) } else { format!("still ${:.2} over", conditional - PEER_PER_MILLION) }, per_m(heavy, heavy.ours_gsi()), per_m(heavy3, heavy3.ours()), per_m(heavy3, heavy3.ours_gsi()));
     d
 }
 
