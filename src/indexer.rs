@@ -138,7 +138,7 @@ pub async fn index_records<S: Store>(
             repeats.push((at, entry));
         }
     }
-    let written: Vec<(usize, Result<(), StoreError>)> =
+    let written: Vec<(usize, Result<(), Unwritten>)> =
         stream::iter(unique.chunks(PER_REQUEST).enumerate())
             .map(|(n, chunk)| async move { (n, write_all(store, schema, chunk).await) })
             .buffer_unordered(CONCURRENCY)
@@ -147,12 +147,17 @@ pub async fn index_records<S: Store>(
     let mut written_ok = vec![false; unique.len()];
     for (n, result) in written {
         let places = n * PER_REQUEST..((n + 1) * PER_REQUEST).min(unique.len());
-        match result {
-            Ok(()) => written_ok[places].fill(true),
-            Err(e) => {
-                for (at, _) in &unique[places] {
+        // Only the entries the request's last attempt still held failed: the others were written.
+        let (error, left) = match result {
+            Ok(()) => (None, Vec::new()),
+            Err((e, left)) => (Some(e), left),
+        };
+        for (place, (at, entry)) in places.clone().zip(&unique[places]) {
+            match &error {
+                Some(e) if left.contains(&EntryWrite::Put(entry.to_item())) => {
                     failed.insert(*at, format!("entry not written: {e}"));
                 }
+                _ => written_ok[place] = true,
             }
         }
     }
@@ -242,13 +247,17 @@ fn judge(
     }
 }
 
+/// Why some entries of a chunk were not written, and those entries.
+type Unwritten = (StoreError, Vec<EntryWrite>);
+
 /// Writes `chunk`'s entries (up to 25) with retries: what is still unprocessed after
-/// [`ATTEMPTS`], or an error that is not worth retrying, fails the chunk.
+/// [`ATTEMPTS`], or was sent in a request that failed with an error not worth retrying (or on
+/// the last attempt), is answered as not written; the entries of earlier attempts were.
 async fn write_all<S: Store>(
     store: &S,
     schema: &TableSchema,
     chunk: &[(usize, Entry)],
-) -> Result<(), StoreError> {
+) -> Result<(), Unwritten> {
     let mut writes: Vec<EntryWrite> = chunk
         .iter()
         .map(|(_, entry)| EntryWrite::Put(entry.to_item()))
@@ -258,21 +267,22 @@ async fn write_all<S: Store>(
         match store.write_entries(schema, writes.clone()).await {
             Ok(unprocessed) if unprocessed.is_empty() => return Ok(()),
             Ok(unprocessed) => writes = unprocessed,
-            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => return Err(e),
+            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => return Err((e, writes)),
             Err(_) => {}
         }
         if attempt < ATTEMPTS {
             tokio::time::sleep(full_jitter(base, cap, attempt)).await;
         }
     }
-    Err(StoreError::new(
+    let e = StoreError::new(
         crate::store::ErrorKind::Throttled,
         "BatchWriteItem",
         format!(
             "{} entries still unprocessed after {ATTEMPTS} attempts",
             writes.len()
         ),
-    ))
+    );
+    Err((e, writes))
 }
 
 #[cfg(test)]

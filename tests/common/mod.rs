@@ -1009,3 +1009,11 @@ pub fn removed_json(report: &serde_json::Value) -> u64 {
     };
     count("items_deleted") + count("items_gone")
 }
+
+/// The item `id`s of the expiry index entries a `BatchWriteItem` request body puts.
+pub fn entry_ids(body: &serde_json::Value) -> Vec<String> {
+    let tables = body["RequestItems"].as_object().into_iter().flatten();
+    let requests = tables.flat_map(|(_, r)| r.as_array().into_iter().flatten());
+    let ids = requests.filter_map(|r| r["PutRequest"]["Item"]["key"]["M"]["id"]["S"].as_str());
+    ids.map(str::to_owned).collect()
+}
