@@ -1,8 +1,9 @@
 //! `ttl-sweeper run --follow-stream` against DynamoDB Local's real stream, with the sweeper's own
 //! expiry index table (`EXPIRY_INDEX_TABLE`) beside an application's table that has a stream and
 //! nothing of the sweeper's: writers that set only a ttl, a daemon killed and restarted
-//! mid-stream, an application rewriting ttls, and records whose entries the index table refuses.
-//! The application's items are only ever deleted, never written. Each test starts its own daemon,
+//! mid-stream, an application rewriting ttls, records whose entries the index table refuses, and
+//! a demo-sized run through the fault proxy that checks every request the daemon sent. The
+//! application's items are only ever deleted, never written. Each test starts its own daemon,
 //! stopped by its PID.
 
 use crate::common;
@@ -15,7 +16,8 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use fault_proxy::{Fault, FaultProxy, Plan};
+use fault_proxy::{Fault, FaultProxy, Plan, Seen};
+use serde_json::Value;
 use ttl_sweeper::store::Key;
 
 /// A `ttl-sweeper run --follow-stream` child, killed if a test fails, and where it serves
@@ -557,3 +559,288 @@ async fn sigterm_ends_the_daemon_within_the_grace_when_dynamodb_stops_answering(
     );
 }
 
+// ------------------------------------------------------------------ a demo-sized run, every request seen
+
+/// How far (s) from a change any ttl it touches is, both ways: no change of the application races
+/// a sweep of the item.
+const MARGIN: i64 = 3;
+
+/// An item as the application writes it: its own attribute and a ttl, nothing of the sweeper's.
+fn app_item(id: &str, ttl: Option<i64>, version: &str) -> Key {
+    let mut item = bare(id, ttl.map(num));
+    item.insert("payload".into(), AV::S(format!("{id} {version}")));
+    item
+}
+
+/// A random item not changed before whose ttl is at least `soon` and less than an hour away
+/// (marked changed now).
+fn pick(
+    app: &AppWriter,
+    rng: &mut fastrand::Rng,
+    changed: &mut HashSet<String>,
+    soon: i64,
+) -> String {
+    let candidates: Vec<&String> = (app.items.iter())
+        .filter(|(id, item)| {
+            let ttl = item.as_ref().and_then(ttl_of);
+            !changed.contains(*id) && ttl.is_some_and(|t| t >= soon && t < soon + 600)
+        })
+        .map(|(id, _)| id)
+        .collect();
+    assert!(!candidates.is_empty(), "nothing left to change");
+    let id = candidates[rng.usize(..candidates.len())].clone();
+    changed.insert(id.clone());
+    id
+}
+
+/// One round of the application's changes, `n` of each kind, each [`MARGIN`] from any ttl it
+/// touches: rewrites (same key, a new payload and ttl), ttl extensions by an hour, ttl removals,
+/// deletes, items written already expired, new items.
+async fn churn(
+    app: &mut AppWriter,
+    rng: &mut fastrand::Rng,
+    changed: &mut HashSet<String>,
+    round: &str,
+    n: usize,
+) {
+    for i in 0..n {
+        for kind in 0..6 {
+            let soon = wall_clock().ceil() as i64 + MARGIN;
+            match kind {
+                0 => {
+                    let id = pick(app, rng, changed, soon);
+                    let ttl = soon + rng.i64(0..5);
+                    app.put(app_item(&id, Some(ttl), round)).await;
+                }
+                1 => {
+                    let id = pick(app, rng, changed, soon);
+                    app.set_ttl(&id, soon + 3600).await;
+                }
+                2 => {
+                    let id = pick(app, rng, changed, soon);
+                    app.remove_ttl(&id).await;
+                }
+                3 => {
+                    let id = pick(app, rng, changed, soon);
+                    app.delete(&id).await;
+                }
+                4 => {
+                    let id = format!("{round}-expired-{i}");
+                    let ttl = soon - MARGIN - 2;
+                    app.put(app_item(&id, Some(ttl), round)).await;
+                }
+                _ => {
+                    let id = format!("{round}-new-{i}");
+                    let ttl = soon + rng.i64(0..5);
+                    app.put(app_item(&id, Some(ttl), round)).await;
+                }
+            }
+        }
+    }
+}
+
+/// What is wrong with a request the daemon sent that names the application's `table`: anything
+/// but reading it or deleting from it (no `Query` either: the sweeps read the index table).
+fn writes_the_table(seen: &Seen, table: &str) -> Option<String> {
+    match seen.op.as_str() {
+        "DescribeTable" | "GetItem" | "BatchGetItem" | "Scan" | "DeleteItem" => None,
+        "BatchWriteItem" => {
+            let requests = seen.body["RequestItems"][table].as_array();
+            let requests = requests.into_iter().flatten();
+            let only_deletes = requests
+                .clone()
+                .all(|r| r.get("DeleteRequest").is_some() && r.get("PutRequest").is_none());
+            (!only_deletes).then(|| format!("a BatchWriteItem that puts: {}", seen.body))
+        }
+        other => Some(format!("{other}: {}", seen.body)),
+    }
+}
+
+/// The unconditional deletes of the application's items the daemon sent: (item `id`, when it
+/// arrived). A conditional `DeleteItem` is judged by DynamoDB against the ttl; these are not.
+fn unconditional_deletes(seen: &[Seen], table: &str) -> Vec<(String, f64)> {
+    let mut deletes = Vec::new();
+    for s in seen.iter().filter(|s| s.tables().contains(&table)) {
+        let keys: Vec<&Value> = match s.op.as_str() {
+            "DeleteItem" if s.body.get("ConditionExpression").is_none() => vec![&s.body["Key"]],
+            "BatchWriteItem" => (s.body["RequestItems"][table].as_array().into_iter())
+                .flatten()
+                .map(|r| &r["DeleteRequest"]["Key"])
+                .collect(),
+            _ => continue,
+        };
+        for key in keys {
+            let id = key["id"]["S"].as_str().unwrap_or_default().to_owned();
+            deletes.push((id, s.at));
+        }
+    }
+    deletes
+}
+
+/// The item `id` as the application had it at `at` (its last write sent before then): `None` when
+/// deleted (or not yet written).
+fn version_at<'a>(app: &'a AppWriter, id: &str, at: f64) -> Option<&'a Key> {
+    let mut writes = app.writes.iter().filter(|w| w.id == id && w.sent < at);
+    writes.next_back()?.item.as_ref()
+}
+
+/// `make demo`'s run as the daemon does it (`run --every 1s --follow-stream`, the expiry index
+/// table, a checkpoint table), through the fault proxy, a few of its requests failing: an
+/// application writes some 350 items with only its attributes and a ttl, and while the daemon
+/// runs rewrites, deletes, extends and removes ttls, and writes items already expired; the daemon
+/// is killed (SIGKILL) and started again in the middle. Every request the daemon sent is checked
+/// at the proxy: the application's table is only described, read and deleted from. Every expired
+/// item goes, none before its ttl, the others are exactly as the application wrote them, and
+/// only the entries of ttls still to come are left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demo_sized_run_through_the_fault_proxy_deletes_only_expired_items_and_never_writes_the_table(
+) {
+    let (client, table, index, checkpoint) = tables("demo", StreamViewType::NewAndOldImages).await;
+    let seed = clock_seed() % 1_000_000;
+    eprintln!("fault seed {seed}");
+    let faults = Plan::Seeded {
+        seed,
+        rate: 0.1,
+        ops: vec![
+            "GetRecords",
+            "GetShardIterator",
+            "BatchWriteItem",
+            "BatchGetItem",
+            "Query",
+            "DeleteItem",
+        ],
+        faults: vec![
+            Fault::Unprocessed,
+            Fault::Throttle("ThrottlingException"),
+            Fault::Status(500),
+            Fault::Status(503),
+            Fault::Reset,
+            Fault::DropAfterApply,
+        ],
+    };
+    let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(2), faults).await;
+    proxy.record();
+    let tables = Tables {
+        table: &table,
+        index: &index,
+        checkpoint: &checkpoint,
+    };
+    let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "first");
+    let mut app = AppWriter::new(&client, &table);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut changed = HashSet::new();
+
+    // 300 items expiring over 5–12 s, 10 written already expired, 20 that outlive the test and
+    // 10 without a ttl.
+    let t0 = now();
+    let mut items: Vec<Key> = (0..300)
+        .map(|i| app_item(&format!("item-{i:03}"), Some(t0 + 5 + i % 8), "v1"))
+        .collect();
+    items.extend((0..10).map(|i| app_item(&format!("expired-{i}"), Some(t0 - 1 - i % 5), "v1")));
+    items.extend((0..20).map(|i| app_item(&format!("survivor-{i}"), Some(t0 + 3600 + i), "v1")));
+    items.extend((0..10).map(|i| app_item(&format!("no-ttl-{i}"), None, "v1")));
+    app.put_many(items).await;
+    churn(&mut app, &mut rng, &mut changed, "r1", 10).await;
+
+    // Killed; the application goes on while it is down; started again.
+    tokio::time::sleep(Duration::from_secs_f64(
+        (t0 as f64 + 4.0 - wall_clock()).max(0.0),
+    ))
+    .await;
+    daemon.signal(libc::SIGKILL);
+    churn(&mut app, &mut rng, &mut changed, "r2", 5).await;
+    let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "second");
+    tokio::time::sleep(Duration::from_secs_f64(
+        (t0 as f64 + 7.0 - wall_clock()).max(0.0),
+    ))
+    .await;
+    churn(&mut app, &mut rng, &mut changed, "r3", 5).await;
+
+    // Once the last short ttl has passed: every item whose ttl passed is gone, every other one is
+    // as last written, and only the entries of ttls an hour away are left.
+    let short = |_: &str, ttl: i64| ttl < t0 + 600;
+    let last = (app.items.values().flatten())
+        .filter_map(ttl_of)
+        .filter(|t| *t < t0 + 600)
+        .max()
+        .unwrap();
+    let wait = last as f64 + 0.5 - wall_clock();
+    tokio::time::sleep(Duration::from_secs_f64(wait.max(0.0))).await;
+    let expected = app.expected(short);
+    let started = Instant::now();
+    let mut present = items_by_id(&client, &table).await;
+    while present != expected && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        present = items_by_id(&client, &table).await;
+    }
+    let missing: Vec<&String> = (expected.keys())
+        .filter(|id| present.get(*id) != expected.get(*id))
+        .collect();
+    let left: Vec<&String> = (present.keys())
+        .filter(|id| !expected.contains_key(*id))
+        .collect();
+    assert!(
+        missing.is_empty() && left.is_empty(),
+        "live items destroyed or changed: {missing:?}; expired items left: {left:?}\n{}",
+        daemon.log_text()
+    );
+    let want = after(app.entries(), t0 + 600);
+    let entries = entries_until(&client, &index, &want, Duration::from_secs(10)).await;
+    assert_eq!(entries, want, "{}", daemon.log_text());
+    assert!(daemon.signal(libc::SIGTERM).success());
+    let report = daemon.final_report();
+    assert_eq!(report["skipped_records"], 0, "{report}");
+
+    // Every request the daemon sent, as the proxy saw it.
+    let seen = proxy.stats.seen();
+    let naming: Vec<&Seen> = (seen.iter())
+        .filter(|s| s.tables().contains(&table.as_str()))
+        .collect();
+    let wrong: Vec<String> = (naming.iter())
+        .filter_map(|s| writes_the_table(s, &table))
+        .collect();
+    assert!(wrong.is_empty(), "requests writing the table: {wrong:#?}");
+    // None of the unconditional deletes came before the ttl of the item it deleted (the
+    // application changed no item within MARGIN of its ttl, so the version is unambiguous).
+    let deletes = unconditional_deletes(&seen, &table);
+    let early: Vec<String> = (deletes.iter())
+        .filter_map(|(id, at)| {
+            let ttl = version_at(&app, id, *at).map(ttl_of)?;
+            let early = ttl.is_none_or(|ttl| ttl as f64 > *at);
+            early.then(|| format!("{id} at {at:.3}, its ttl {ttl:?}"))
+        })
+        .collect();
+    assert!(early.is_empty(), "deleted before its ttl: {early:#?}");
+    // Not a run that did nothing: the stream was read through the proxy too, entries written,
+    // items deleted, faults met.
+    let count = |op: &str| seen.iter().filter(|s| s.op == op).count();
+    let puts_entries = (seen.iter())
+        .filter(|s| s.op == "BatchWriteItem" && s.tables().contains(&index.as_str()))
+        .count();
+    let mut named: HashSet<&str> = deletes.iter().map(|(id, _)| id.as_str()).collect();
+    let conditional = naming.iter().filter(|s| s.op == "DeleteItem");
+    named.extend(conditional.filter_map(|s| s.body["Key"]["id"]["S"].as_str()));
+    let swept: Vec<&String> = (app.items.iter())
+        .filter(|(_, item)| item.as_ref().and_then(ttl_of).is_some_and(|t| short("", t)))
+        .map(|(id, _)| id)
+        .collect();
+    let unnamed: Vec<&&String> = swept
+        .iter()
+        .filter(|id| !named.contains(id.as_str()))
+        .collect();
+    let faults = proxy.stats.faults.lock().unwrap().clone();
+    eprintln!(
+        "{} requests, {} naming the table, {} items deleted, faults {faults:?}",
+        seen.len(),
+        naming.len(),
+        swept.len()
+    );
+    assert!(swept.len() > 250, "{}", swept.len());
+    assert!(
+        unnamed.is_empty(),
+        "deleted by no request seen: {unnamed:?}"
+    );
+    assert!(count("GetRecords") > 0 && count("GetShardIterator") > 0);
+    assert!(puts_entries > 0 && count("Query") > 0);
+    assert!(proxy.stats.faults_total() > 0, "{faults:?}");
+}
