@@ -93,7 +93,7 @@ async fn main() -> anyhow::Result<()> {
     let connected = ttl_sweeper::connect(std::slice::from_ref(&config), wall).await?;
     let sweeper = (connected.tables[0].sweeper().await).map_err(|e| anyhow::anyhow!(e.message))?;
     let streams = StreamClient::from_env().await;
-    let follower = Follower::open(sweeper.store(), streams, TABLE, None).await?;
+    let follower = Follower::open(sweeper.store(), streams, sweeper.schema(), None).await?;
     // Everything is set up: the items expire from LEAD_SECS from now, ticking starts at once.
     let start = chrono::Utc::now().timestamp();
     let mut items = Vec::new();

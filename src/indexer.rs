@@ -138,11 +138,11 @@ pub async fn index_records<S: Store>(
             repeats.push((at, entry));
         }
     }
-    let written: Vec<(usize, Result<(), StoreError>)> =
+    let written: Vec<(usize, Result<(), Unwritten>)> =
         stream::iter(unique.chunks(ENTRIES_PER_REQUEST).enumerate())
             .map(|(n, chunk)| async move {
                 let entries: Vec<&Entry> = chunk.iter().map(|(_, e)| e).collect();
-                (n, write_entries(store, schema, &entries).await)
+                (n, write_some(store, schema, &entries).await)
             })
             .buffer_unordered(CONCURRENCY)
             .collect()
@@ -150,12 +150,17 @@ pub async fn index_records<S: Store>(
     let mut written_ok = vec![false; unique.len()];
     for (n, result) in written {
         let places = n * ENTRIES_PER_REQUEST..((n + 1) * ENTRIES_PER_REQUEST).min(unique.len());
-        match result {
-            Ok(()) => written_ok[places].fill(true),
-            Err(e) => {
-                for (at, _) in &unique[places] {
+        // Only the entries the request's last attempt still held failed: the others were written.
+        let (error, left) = match result {
+            Ok(()) => (None, Vec::new()),
+            Err((e, left)) => (Some(e), left),
+        };
+        for (place, (at, entry)) in places.clone().zip(&unique[places]) {
+            match &error {
+                Some(e) if left.contains(&EntryWrite::Put(entry.to_item())) => {
                     failed.insert(*at, format!("entry not written: {e}"));
                 }
+                _ => written_ok[place] = true,
             }
         }
     }
@@ -252,6 +257,20 @@ pub async fn write_entries<S: Store, E: std::borrow::Borrow<Entry>>(
     schema: &TableSchema,
     entries: &[E],
 ) -> Result<(), StoreError> {
+    write_some(store, schema, entries).await.map_err(|(e, _)| e)
+}
+
+/// Why some entries of a request were not written, and those entries.
+type Unwritten = (StoreError, Vec<EntryWrite>);
+
+/// Writes `entries` (up to [`ENTRIES_PER_REQUEST`]) with retries: what is still unprocessed after
+/// [`ATTEMPTS`], or was sent in a request that failed with an error not worth retrying (or on the
+/// last attempt), is answered as not written; the entries of earlier attempts were.
+async fn write_some<S: Store, E: std::borrow::Borrow<Entry>>(
+    store: &S,
+    schema: &TableSchema,
+    entries: &[E],
+) -> Result<(), Unwritten> {
     let mut writes: Vec<EntryWrite> = entries
         .iter()
         .map(|entry| EntryWrite::Put(entry.borrow().to_item()))
@@ -261,21 +280,22 @@ pub async fn write_entries<S: Store, E: std::borrow::Borrow<Entry>>(
         match store.write_entries(schema, writes.clone()).await {
             Ok(unprocessed) if unprocessed.is_empty() => return Ok(()),
             Ok(unprocessed) => writes = unprocessed,
-            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => return Err(e),
+            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => return Err((e, writes)),
             Err(_) => {}
         }
         if attempt < ATTEMPTS {
             tokio::time::sleep(full_jitter(base, cap, attempt)).await;
         }
     }
-    Err(StoreError::new(
+    let e = StoreError::new(
         crate::store::ErrorKind::Throttled,
         "BatchWriteItem",
         format!(
             "{} entries still unprocessed after {ATTEMPTS} attempts",
             writes.len()
         ),
-    ))
+    );
+    Err((e, writes))
 }
 
 #[cfg(test)]

@@ -1,6 +1,10 @@
-//! `ttl-sweeper run --follow-stream` against DynamoDB Local's real stream: writers that set only
-//! a ttl, a daemon killed and restarted mid-stream, an application rewriting ttls, and records the
-//! indexer must refuse. Each test starts its own daemon, stopped by its PID.
+//! `ttl-sweeper run --follow-stream` against DynamoDB Local's real stream, with the sweeper's own
+//! expiry index table (`EXPIRY_INDEX_TABLE`) beside an application's table that has a stream and
+//! nothing of the sweeper's: writers that set only a ttl, a daemon killed and restarted
+//! mid-stream, an application rewriting ttls, records whose entries the index table refuses, and
+//! a demo-sized run through the fault proxy that checks every request the daemon sent. The
+//! application's items are only ever deleted, never written. Each test starts its own daemon,
+//! stopped by its PID.
 
 use crate::common;
 use crate::support::fault_proxy;
@@ -12,8 +16,8 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use fault_proxy::{Fault, FaultProxy, Plan};
-use ttl_sweeper::expiry::window::window_key;
+use fault_proxy::{Fault, FaultProxy, Plan, Seen};
+use serde_json::Value;
 use ttl_sweeper::store::Key;
 
 /// A `ttl-sweeper run --follow-stream` child, killed if a test fails, and where it serves
@@ -23,22 +27,31 @@ struct Follower {
     metrics_port: u16,
 }
 
+/// The tables a follower works on: the application's, its expiry index table, the checkpoint
+/// table.
+struct Tables<'a> {
+    table: &'a str,
+    index: &'a str,
+    checkpoint: &'a str,
+}
+
 impl Follower {
-    fn start(table: &str, checkpoint: &str, name: &str) -> Follower {
-        Follower::start_at(&endpoint(), table, checkpoint, name)
+    fn start(tables: &Tables, name: &str) -> Follower {
+        Follower::start_at(&endpoint(), tables, name)
     }
 
     /// [`Follower::start`] reaching DynamoDB (and its stream) at `endpoint`.
-    fn start_at(endpoint: &str, table: &str, checkpoint: &str, name: &str) -> Follower {
+    fn start_at(endpoint: &str, tables: &Tables, name: &str) -> Follower {
         let metrics_port = free_port();
         let mut cmd = local_cli();
         cmd.args(["--log-format", "json", "run", "--every", "1s"])
-            .args(["--follow-stream", "--table-name", table])
+            .args(["--follow-stream", "--table-name", tables.table])
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
-            .env("CHECKPOINT_TABLE", checkpoint)
+            .env("EXPIRY_INDEX_TABLE", tables.index)
+            .env("CHECKPOINT_TABLE", tables.checkpoint)
             .env("AWS_ENDPOINT_URL", endpoint)
             .stdout(Stdio::null());
-        let daemon = Daemon::spawn(&mut cmd, &format!("follow-{table}-{name}"));
+        let daemon = Daemon::spawn(&mut cmd, &format!("follow-{}-{name}", tables.table));
         // Following once the stream is open: the log says so.
         daemon.wait_for_log("following the table's stream");
         Follower {
@@ -74,10 +87,12 @@ impl Follower {
     }
 }
 
-async fn streamed_table(prefix: &str, view: Option<StreamViewType>) -> (Client, String) {
-    let client = client().await;
-    let table = new_table(&client, prefix, |t| t.stream = view).await;
-    (client, table)
+/// An application's table (a stream with `view`, no GSI), its expiry index table and a
+/// checkpoint table: (client, table, index table, checkpoint table).
+async fn tables(prefix: &str, view: StreamViewType) -> (Client, String, String, String) {
+    let (client, table, index) = indexed_table(prefix, view).await;
+    let checkpoint = checkpoint_table(&client, &format!("{prefix}cp")).await;
+    (client, table, index, checkpoint)
 }
 
 /// Polls the table every 50 ms until none of `ids` is left or `limit` passed: when each was
@@ -103,39 +118,105 @@ async fn watch_gone(
     gone
 }
 
+/// Reads the index table's entries every 100 ms until they are `want` or `limit` passed: the last
+/// read. (A sweep removes the entries it judged just after its deletes.)
+async fn entries_until(
+    client: &Client,
+    index: &str,
+    want: &[(String, i64)],
+    limit: Duration,
+) -> Vec<(String, i64)> {
+    let started = Instant::now();
+    loop {
+        let entries = index_entries(client, index).await;
+        if entries == want || started.elapsed() > limit {
+            return entries;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `entries` whose ttl is after `after`.
+fn after(entries: Vec<(String, i64)>, after: i64) -> Vec<(String, i64)> {
+    entries
+        .into_iter()
+        .filter(|(_, ttl)| *ttl > after)
+        .collect()
+}
+
 #[tokio::test]
-async fn follow_stream_refuses_a_table_without_a_stream_or_without_new_images_naming_the_fix() {
-    let (client, plain) = streamed_table("nostream", None).await;
-    let keys_only = new_table(&client, "keysonly", |t| {
-        t.stream = Some(StreamViewType::KeysOnly)
+async fn follow_stream_refuses_a_table_without_an_index_table_a_stream_or_new_images_naming_the_fix(
+) {
+    let client = client().await;
+    let index = index_table(&client, "refusedidx").await;
+    let no_gsi = |view: Option<StreamViewType>| {
+        move |t: &mut TableSpec<'_>| {
+            t.index = false;
+            t.stream = view;
+        }
+    };
+    let plain = new_table(&client, "nostream", no_gsi(None)).await;
+    let keys_only = new_table(&client, "keysonly", no_gsi(Some(StreamViewType::KeysOnly))).await;
+    let streamed = new_table(&client, "noindex", no_gsi(Some(StreamViewType::NewImage))).await;
+    // Without an expiry index table the records would have nowhere to go: refused before
+    // anything is read, whether the table has a GSI or not.
+    let gsi = new_table(&client, "gsi", |t| {
+        t.stream = Some(StreamViewType::NewImage)
     })
     .await;
-    let (code, _, err) = run(local_cli().args(["run", "--follow-stream", "--table-name", &plain]));
+    for table in [&streamed, &gsi] {
+        let (code, _, err) =
+            run(local_cli().args(["run", "--follow-stream", "--table-name", table]));
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains(&format!("table {table:?} has no expiry index table")),
+            "{err}"
+        );
+        assert!(err.contains("EXPIRY_INDEX_TABLE"), "{err}");
+        assert!(err.contains("`window` (String)"), "{err}");
+    }
+    let with_index = |cmd: &mut std::process::Command| {
+        cmd.env("EXPIRY_INDEX_TABLE", &index);
+    };
+    let mut cmd = local_cli();
+    cmd.args(["run", "--follow-stream", "--table-name", &plain]);
+    with_index(&mut cmd);
+    let (code, _, err) = run(&mut cmd);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("has no stream enabled"), "{err}");
     assert!(
         err.contains(&format!("aws dynamodb update-table --table-name {plain} --stream-specification StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES")),
         "{err}"
     );
-    let (code, _, err) = run(local_cli()
-        .args(["run", "--table-name", &keys_only])
-        .env("FOLLOW_STREAM", "true"));
+    let mut cmd = local_cli();
+    cmd.args(["run", "--table-name", &keys_only])
+        .env("FOLLOW_STREAM", "true");
+    with_index(&mut cmd);
+    let (code, _, err) = run(&mut cmd);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("view type KEYS_ONLY"), "{err}");
     assert!(err.contains("StreamEnabled=false"), "{err}");
     // Not a boolean: refused before anything is read.
-    let (code, _, err) = run(local_cli()
-        .args(["run", "--table-name", &keys_only])
-        .env("FOLLOW_STREAM", "maybe"));
+    let mut cmd = local_cli();
+    cmd.args(["run", "--table-name", &keys_only])
+        .env("FOLLOW_STREAM", "maybe");
+    with_index(&mut cmd);
+    let (code, _, err) = run(&mut cmd);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("maybe"), "{err}");
 }
 
 #[tokio::test]
 async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_and_restart() {
-    let (client, table) = streamed_table("follow", Some(StreamViewType::NewAndOldImages)).await;
-    let checkpoint = checkpoint_table(&client, "followcp").await;
-    let mut daemon = Follower::start(&table, &checkpoint, "first");
+    let (client, table, index, checkpoint) =
+        tables("follow", StreamViewType::NewAndOldImages).await;
+    let tables = Tables {
+        table: &table,
+        index: &index,
+        checkpoint: &checkpoint,
+    };
+    let mut daemon = Follower::start(&tables, "first");
+    let mut app = AppWriter::new(&client, &table);
 
     // Writers that set only a ttl: due in 3–5 s, already expired, and live for an hour.
     let now = now();
@@ -151,7 +232,7 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     items.extend(expired.iter().map(|id| unwindowed(id, now - 10)));
     items.extend(live.iter().map(|id| unwindowed(id, now + 3600)));
     let written = wall_clock();
-    put_many(&client, &table, items.clone()).await;
+    app.put_many(items).await;
 
     // Both kinds watched at once, so that each is seen gone when it goes.
     let watched: Vec<String> = expired.iter().chain(&due).cloned().collect();
@@ -166,33 +247,29 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
             at - written
         );
     }
-    let gone: BTreeMap<String, f64> = (gone.into_iter())
+    let mut lags: Vec<f64> = (gone.iter())
         .filter(|(id, _)| due.contains(id))
+        .map(|(id, at)| at - app.ttl(id).unwrap() as f64)
         .collect();
-    let ttl_of = |id: &str| {
-        let item = items
-            .iter()
-            .find(|i| i["id"].as_s().unwrap() == id)
-            .unwrap();
-        item["ttl"].as_n().unwrap().parse::<f64>().unwrap()
-    };
-    let mut lags: Vec<f64> = gone.iter().map(|(id, at)| at - ttl_of(id)).collect();
     lags.sort_by(f64::total_cmp);
     let worst = lags.last().copied().unwrap();
     eprintln!(
         "lag from ttl to gone, ttl-only writers: min {:.3} s, max {worst:.3} s",
         lags[0]
     );
-    // Sub-second on a quiet machine (docs/BENCHMARKS.md); the bound leaves room for a busy one.
+    // Never early; sub-second on a quiet machine (docs/BENCHMARKS.md), the bound leaves room for
+    // a busy one.
+    assert!(lags[0] > 0.0, "lags: {lags:?}");
     assert!(worst < 1.5, "lags: {lags:?}");
-    for id in &live {
-        let expected = window_key(now as f64 + 3600.0, 60).unwrap();
-        assert_eq!(
-            window_of(&client, &table, id).await.as_deref(),
-            Some(&*expected),
-            "{id}"
-        );
-    }
+    // The live items are as written, and only their entries are left.
+    assert_eq!(
+        items_by_id(&client, &table).await,
+        app.expected(|_, ttl| ttl < now + 60)
+    );
+    let want = after(app.entries(), now + 60);
+    assert_eq!(want.len(), live.len());
+    let entries = entries_until(&client, &index, &want, Duration::from_secs(5)).await;
+    assert_eq!(entries, want);
 
     // Killed mid-stream: what is written while it is down is indexed after the restart, and an
     // item the application deleted meanwhile is not recreated.
@@ -200,38 +277,42 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     let now = common::now();
     let later = names("later", 10);
     let later_items: Vec<Key> = later.iter().map(|id| unwindowed(id, now + 5)).collect();
-    put_many(&client, &table, later_items).await;
-    put_one(&client, &table, unwindowed("deleted", now + 3600)).await;
-    delete_one(&client, &table, "deleted").await;
-    put_one(&client, &table, unwindowed("live-0", now + 7200)).await;
-    let mut daemon = Follower::start(&table, &checkpoint, "second");
+    app.put_many(later_items).await;
+    app.put(unwindowed("deleted", now + 3600)).await;
+    app.delete("deleted").await;
+    app.put(unwindowed("live-0", now + 7200)).await;
+    let mut daemon = Follower::start(&tables, "second");
     let gone = watch_gone(&client, &table, &later, Duration::from_secs(15)).await;
     assert_eq!(
         gone.len(),
         later.len(),
         "written while down, left: {gone:?}"
     );
-    let present = id_set(&client, &table).await;
-    let expected: HashSet<String> = live.iter().cloned().collect();
+    let present = items_by_id(&client, &table).await;
     assert_eq!(
-        present, expected,
+        present.keys().collect::<Vec<_>>(),
+        live.iter().collect::<Vec<_>>(),
         "only the live items are left; none recreated"
     );
-    let extended = window_key(now as f64 + 7200.0, 60).unwrap();
-    assert_eq!(
-        window_of(&client, &table, "live-0").await.as_deref(),
-        Some(&*extended)
-    );
+    assert_eq!(present, app.expected(|_, ttl| ttl < now + 60));
+    assert_eq!(app.ttl("live-0"), Some(now + 7200));
+    // The entries of every write with an hour or more to go: the live items' (the first ttl of
+    // live-0 too, until it passes) and the deleted item's, which will delete nothing.
+    let want = after(app.entries(), now + 60);
+    assert_eq!(want.len(), live.len() + 2);
+    let entries = entries_until(&client, &index, &want, Duration::from_secs(5)).await;
+    assert_eq!(entries, want);
 
     // SIGTERM: the position is saved, and the report says what was done.
     assert!(daemon.signal(libc::SIGTERM).success());
     let report = daemon.final_report();
     assert_eq!(report["skipped_records"], 0, "{report}");
     assert_eq!(report["trimmed"], 0, "{report}");
+    assert_eq!(report["index"]["failed"], 0, "{report}");
     let saved = get(
         &client,
         &checkpoint,
-        &format!("{table}/expirationWindowIndex#stream"),
+        &format!("{table}/table:{index}#stream"),
     )
     .await;
     let everything = scan_all(&client, &checkpoint).await;
@@ -247,29 +328,29 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
 
 #[tokio::test]
 async fn rewrites_and_unusable_ttls_delete_nothing_live_and_never_stop_the_shard() {
-    let (client, table) = streamed_table("rewrite", Some(StreamViewType::NewImage)).await;
-    let checkpoint = checkpoint_table(&client, "rewritecp").await;
-    let mut daemon = Follower::start(&table, &checkpoint, "only");
+    let (client, table, index, checkpoint) = tables("rewrite", StreamViewType::NewImage).await;
+    let tables = Tables {
+        table: &table,
+        index: &index,
+        checkpoint: &checkpoint,
+    };
+    let mut daemon = Follower::start(&tables, "only");
+    let mut app = AppWriter::new(&client, &table);
     let now = now();
-    // Items due in 2 s, rewritten (the whole item, without a window) with an hour more before then.
+    // Items due in 2 s, rewritten (the whole item) with an hour more before then.
     let extended = names("extended", 10);
     let first: Vec<Key> = extended.iter().map(|id| unwindowed(id, now + 2)).collect();
-    put_many(&client, &table, first).await;
+    app.put_many(first).await;
     let later: Vec<Key> = extended
         .iter()
         .map(|id| unwindowed(id, now + 3600))
         .collect();
-    put_many(&client, &table, later).await;
+    app.put_many(later).await;
     // ttls the sweeper cannot use: milliseconds, and more than five years old.
-    put_one(&client, &table, unwindowed("millis", (now + 5) * 1000)).await;
-    put_one(
-        &client,
-        &table,
-        unwindowed("ancient", now - 6 * 366 * 86_400),
-    )
-    .await;
+    app.put(unwindowed("millis", (now + 5) * 1000)).await;
+    app.put(unwindowed("ancient", now - 6 * 366 * 86_400)).await;
     // ... and after them, an item the shard must still reach.
-    put_one(&client, &table, unwindowed("after", now + 2)).await;
+    app.put(unwindowed("after", now + 2)).await;
 
     let gone = watch_gone(&client, &table, &["after".into()], Duration::from_secs(10)).await;
     assert_eq!(
@@ -278,45 +359,38 @@ async fn rewrites_and_unusable_ttls_delete_nothing_live_and_never_stop_the_shard
         "the record after the unusable ones was not handled"
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let present = id_set(&client, &table).await;
-    for id in extended
-        .iter()
-        .chain([&"millis".to_string(), &"ancient".to_string()])
-    {
-        assert!(present.contains(id), "{id} was deleted: {present:?}");
-    }
-    let window = window_key(now as f64 + 3600.0, 60).unwrap();
-    for id in &extended {
-        assert_eq!(
-            window_of(&client, &table, id).await.as_deref(),
-            Some(&*window),
-            "{id}"
-        );
-    }
-    assert_eq!(window_of(&client, &table, "millis").await, None);
-    assert_eq!(window_of(&client, &table, "ancient").await, None);
+    // Everything else is there, as written; the entries of the first ttls went once their ttl
+    // passed (they deleted nothing), the unusable ttls have none.
+    assert_eq!(
+        items_by_id(&client, &table).await,
+        app.expected(|id, _| id == "after")
+    );
+    let want: Vec<(String, i64)> = extended.iter().map(|id| (id.clone(), now + 3600)).collect();
+    let entries = entries_until(&client, &index, &want, Duration::from_secs(5)).await;
+    assert_eq!(entries, want);
     // What a scraper sees: the counters, and the follower caught up.
     let metric = |name: &str| daemon.metric(name).unwrap_or_else(|| panic!("no {name}"));
     assert_eq!(metric("ttl_sweeper_stream_invalid_ttl_total"), 2.0);
-    assert!(metric("ttl_sweeper_stream_windows_written_total") >= 11.0);
-    assert!(metric("ttl_sweeper_stream_records_total") >= 24.0);
+    assert!(metric("ttl_sweeper_stream_entries_written_total") >= 21.0);
+    assert!(metric("ttl_sweeper_stream_records_total") >= 23.0);
     assert_eq!(metric("ttl_sweeper_stream_skipped_records_total"), 0.0);
     assert_eq!(metric("ttl_sweeper_stream_record_age_seconds"), 0.0);
     assert!(daemon.signal(libc::SIGTERM).success());
     let report = daemon.final_report();
-    assert_eq!(report["index"]["items"]["invalid_ttl"], 2, "{report}");
+    assert_eq!(report["index"]["invalid_ttl"], 2, "{report}");
     assert_eq!(report["skipped_records"], 0, "{report}");
 }
 
 // The proxy serves on the runtime's other worker while the test waits on the daemon's log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn expired_iterators_trimmed_records_and_failing_writes_are_recovered_or_reported() {
+async fn expired_iterators_trimmed_records_and_refused_entries_are_recovered_or_reported() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
-    let (client, table) = streamed_table("faulty", Some(StreamViewType::NewAndOldImages)).await;
-    let checkpoint = checkpoint_table(&client, "faultycp").await;
+    let (client, table, index, checkpoint) =
+        tables("faulty", StreamViewType::NewAndOldImages).await;
     // Every fourth GetRecords: the iterator expired, and stays so. From the first position asked
-    // for on, the records were trimmed. Every window write of "poison": refused. The first two of
+    // for on, the records were trimmed. Every entry of "poison": refused by the index table
+    // (left unprocessed beside others, refused alone). The first two writes of entries of
     // "throttled": throttled.
     let reads = AtomicUsize::new(0);
     let expired: Mutex<HashSet<String>> = Mutex::default();
@@ -349,27 +423,40 @@ async fn expired_iterators_trimmed_records_and_failing_writes_are_recovered_or_r
                 "the requested records were trimmed",
             ))
         }
-        "UpdateItem" if body["Key"]["id"]["S"] == "poison" => Some(Fault::Reply(
-            400,
-            "ValidationException",
-            "One or more parameter values were invalid",
-        )),
-        "UpdateItem" if body["Key"]["id"]["S"] == "throttled" => {
-            (throttled.fetch_add(1, Ordering::SeqCst) < 2)
-                .then_some(Fault::Throttle("ThrottlingException"))
+        "BatchWriteItem" => {
+            let ids = entry_ids(body);
+            if ids.iter().any(|id| id == "poison") {
+                return Some(match ids.iter().all(|id| id == "poison") {
+                    true => Fault::Reply(
+                        400,
+                        "ValidationException",
+                        "One or more parameter values were invalid",
+                    ),
+                    false => Fault::HoldBack("poison"),
+                });
+            }
+            let throttle = ids.iter().any(|id| id == "throttled")
+                && throttled.fetch_add(1, Ordering::SeqCst) < 2;
+            throttle.then_some(Fault::Throttle("ThrottlingException"))
         }
         _ => None,
     });
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(15), plan).await;
-    let mut daemon = Follower::start_at(&proxy.endpoint, &table, &checkpoint, "faulty");
+    let tables = Tables {
+        table: &table,
+        index: &index,
+        checkpoint: &checkpoint,
+    };
+    let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "faulty");
+    let mut app = AppWriter::new(&client, &table);
     let now = now();
     let mut due = names("due", 10);
     let mut items: Vec<Key> = due.iter().map(|id| unwindowed(id, now + 3)).collect();
     items.push(unwindowed("poison", now + 3600));
     items.push(unwindowed("throttled", now + 3));
-    put_many(&client, &table, items).await;
+    app.put_many(items).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    put_one(&client, &table, unwindowed("after-poison", now + 4)).await;
+    app.put(unwindowed("after-poison", now + 4)).await;
     due.extend(["throttled".to_string(), "after-poison".to_string()]);
     let gone = watch_gone(&client, &table, &due, Duration::from_secs(40)).await;
     assert_eq!(
@@ -386,7 +473,7 @@ async fn expired_iterators_trimmed_records_and_failing_writes_are_recovered_or_r
         |log| log.contains("trimmed from the stream"),
     );
     assert!(log.contains("trimmed from the stream"), "{log}");
-    put_one(&client, &table, unwindowed("after-trim", common::now() + 2)).await;
+    app.put(unwindowed("after-trim", common::now() + 2)).await;
     let gone = watch_gone(
         &client,
         &table,
@@ -400,8 +487,14 @@ async fn expired_iterators_trimmed_records_and_failing_writes_are_recovered_or_r
         "not read after the trim:\n{}",
         daemon.log_text()
     );
-    assert!(id_set(&client, &table).await.contains("poison"));
-    assert_eq!(window_of(&client, &table, "poison").await, None);
+    // The poison item is there as written, without an entry; the others' entries are gone with
+    // their items.
+    assert_eq!(
+        items_by_id(&client, &table).await,
+        app.expected(|id, _| id != "poison")
+    );
+    let entries = entries_until(&client, &index, &[], Duration::from_secs(5)).await;
+    assert!(entries.is_empty(), "{entries:?}");
     // The poison record's attempts end within about 5 s of backoff.
     let log = poll(
         Duration::from_secs(30),
@@ -429,13 +522,17 @@ async fn sigterm_ends_the_daemon_within_the_grace_when_dynamodb_stops_answering(
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use ttl_sweeper::engine::retry::SHUTDOWN_GRACE;
-    let (client, table) = streamed_table("hung", Some(StreamViewType::NewAndOldImages)).await;
-    let checkpoint = checkpoint_table(&client, "hungcp").await;
+    let (client, table, index, checkpoint) = tables("hung", StreamViewType::NewAndOldImages).await;
     let hung = Arc::new(AtomicBool::new(false));
     let hanging = hung.clone();
     let plan = Plan::script(move |_, _| hanging.load(Ordering::SeqCst).then_some(Fault::Delay));
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(60), plan).await;
-    let mut daemon = Follower::start_at(&proxy.endpoint, &table, &checkpoint, "hung");
+    let tables = Tables {
+        table: &table,
+        index: &index,
+        checkpoint: &checkpoint,
+    };
+    let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "hung");
     let now = now();
     let items = names("late", 5)
         .iter()
@@ -460,4 +557,290 @@ async fn sigterm_ends_the_daemon_within_the_grace_when_dynamodb_stops_answering(
         "took {took:?} to stop (bound {bound:?}):\n{}",
         daemon.log_text()
     );
+}
+
+// ------------------------------------------------------------------ a demo-sized run, every request seen
+
+/// How far (s) from a change any ttl it touches is, both ways: no change of the application races
+/// a sweep of the item.
+const MARGIN: i64 = 3;
+
+/// An item as the application writes it: its own attribute and a ttl, nothing of the sweeper's.
+fn app_item(id: &str, ttl: Option<i64>, version: &str) -> Key {
+    let mut item = bare(id, ttl.map(num));
+    item.insert("payload".into(), AV::S(format!("{id} {version}")));
+    item
+}
+
+/// A random item not changed before whose ttl is at least `soon` and less than an hour away
+/// (marked changed now).
+fn pick(
+    app: &AppWriter,
+    rng: &mut fastrand::Rng,
+    changed: &mut HashSet<String>,
+    soon: i64,
+) -> String {
+    let candidates: Vec<&String> = (app.items.iter())
+        .filter(|(id, item)| {
+            let ttl = item.as_ref().and_then(ttl_of);
+            !changed.contains(*id) && ttl.is_some_and(|t| t >= soon && t < soon + 600)
+        })
+        .map(|(id, _)| id)
+        .collect();
+    assert!(!candidates.is_empty(), "nothing left to change");
+    let id = candidates[rng.usize(..candidates.len())].clone();
+    changed.insert(id.clone());
+    id
+}
+
+/// One round of the application's changes, `n` of each kind, each [`MARGIN`] from any ttl it
+/// touches: rewrites (same key, a new payload and ttl), ttl extensions by an hour, ttl removals,
+/// deletes, items written already expired, new items.
+async fn churn(
+    app: &mut AppWriter,
+    rng: &mut fastrand::Rng,
+    changed: &mut HashSet<String>,
+    round: &str,
+    n: usize,
+) {
+    for i in 0..n {
+        for kind in 0..6 {
+            let soon = wall_clock().ceil() as i64 + MARGIN;
+            match kind {
+                0 => {
+                    let id = pick(app, rng, changed, soon);
+                    let ttl = soon + rng.i64(0..5);
+                    app.put(app_item(&id, Some(ttl), round)).await;
+                }
+                1 => {
+                    let id = pick(app, rng, changed, soon);
+                    app.set_ttl(&id, soon + 3600).await;
+                }
+                2 => {
+                    let id = pick(app, rng, changed, soon);
+                    app.remove_ttl(&id).await;
+                }
+                3 => {
+                    let id = pick(app, rng, changed, soon);
+                    app.delete(&id).await;
+                }
+                4 => {
+                    let id = format!("{round}-expired-{i}");
+                    let ttl = soon - MARGIN - 2;
+                    app.put(app_item(&id, Some(ttl), round)).await;
+                }
+                _ => {
+                    let id = format!("{round}-new-{i}");
+                    let ttl = soon + rng.i64(0..5);
+                    app.put(app_item(&id, Some(ttl), round)).await;
+                }
+            }
+        }
+    }
+}
+
+/// What is wrong with a request the daemon sent that names the application's `table`: anything
+/// but reading it or deleting from it (no `Query` either: the sweeps read the index table).
+fn writes_the_table(seen: &Seen, table: &str) -> Option<String> {
+    match seen.op.as_str() {
+        "DescribeTable" | "GetItem" | "BatchGetItem" | "Scan" | "DeleteItem" => None,
+        "BatchWriteItem" => {
+            let requests = seen.body["RequestItems"][table].as_array();
+            let requests = requests.into_iter().flatten();
+            let only_deletes = requests
+                .clone()
+                .all(|r| r.get("DeleteRequest").is_some() && r.get("PutRequest").is_none());
+            (!only_deletes).then(|| format!("a BatchWriteItem that puts: {}", seen.body))
+        }
+        other => Some(format!("{other}: {}", seen.body)),
+    }
+}
+
+/// The unconditional deletes of the application's items the daemon sent: (item `id`, when it
+/// arrived). A conditional `DeleteItem` is judged by DynamoDB against the ttl; these are not.
+fn unconditional_deletes(seen: &[Seen], table: &str) -> Vec<(String, f64)> {
+    let mut deletes = Vec::new();
+    for s in seen.iter().filter(|s| s.tables().contains(&table)) {
+        let keys: Vec<&Value> = match s.op.as_str() {
+            "DeleteItem" if s.body.get("ConditionExpression").is_none() => vec![&s.body["Key"]],
+            "BatchWriteItem" => (s.body["RequestItems"][table].as_array().into_iter())
+                .flatten()
+                .map(|r| &r["DeleteRequest"]["Key"])
+                .collect(),
+            _ => continue,
+        };
+        for key in keys {
+            let id = key["id"]["S"].as_str().unwrap_or_default().to_owned();
+            deletes.push((id, s.at));
+        }
+    }
+    deletes
+}
+
+/// The item `id` as the application had it at `at` (its last write sent before then): `None` when
+/// deleted (or not yet written).
+fn version_at<'a>(app: &'a AppWriter, id: &str, at: f64) -> Option<&'a Key> {
+    let mut writes = app.writes.iter().filter(|w| w.id == id && w.sent < at);
+    writes.next_back()?.item.as_ref()
+}
+
+/// `make demo`'s run as the daemon does it (`run --every 1s --follow-stream`, the expiry index
+/// table, a checkpoint table), through the fault proxy, a few of its requests failing: an
+/// application writes some 350 items with only its attributes and a ttl, and while the daemon
+/// runs rewrites, deletes, extends and removes ttls, and writes items already expired; the daemon
+/// is killed (SIGKILL) and started again in the middle. Every request the daemon sent is checked
+/// at the proxy: the application's table is only described, read and deleted from. Every expired
+/// item goes, none before its ttl, the others are exactly as the application wrote them, and
+/// only the entries of ttls still to come are left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demo_sized_run_through_the_fault_proxy_deletes_only_expired_items_and_never_writes_the_table(
+) {
+    let (client, table, index, checkpoint) = tables("demo", StreamViewType::NewAndOldImages).await;
+    let seed = clock_seed() % 1_000_000;
+    eprintln!("fault seed {seed}");
+    let faults = Plan::Seeded {
+        seed,
+        rate: 0.1,
+        ops: vec![
+            "GetRecords",
+            "GetShardIterator",
+            "BatchWriteItem",
+            "BatchGetItem",
+            "Query",
+            "DeleteItem",
+        ],
+        faults: vec![
+            Fault::Unprocessed,
+            Fault::Throttle("ThrottlingException"),
+            Fault::Status(500),
+            Fault::Status(503),
+            Fault::Reset,
+            Fault::DropAfterApply,
+        ],
+    };
+    let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(2), faults).await;
+    proxy.record();
+    let tables = Tables {
+        table: &table,
+        index: &index,
+        checkpoint: &checkpoint,
+    };
+    let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "first");
+    let mut app = AppWriter::new(&client, &table);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut changed = HashSet::new();
+
+    // 300 items expiring over 5–12 s, 10 written already expired, 20 that outlive the test and
+    // 10 without a ttl.
+    let t0 = now();
+    let mut items: Vec<Key> = (0..300)
+        .map(|i| app_item(&format!("item-{i:03}"), Some(t0 + 5 + i % 8), "v1"))
+        .collect();
+    items.extend((0..10).map(|i| app_item(&format!("expired-{i}"), Some(t0 - 1 - i % 5), "v1")));
+    items.extend((0..20).map(|i| app_item(&format!("survivor-{i}"), Some(t0 + 3600 + i), "v1")));
+    items.extend((0..10).map(|i| app_item(&format!("no-ttl-{i}"), None, "v1")));
+    app.put_many(items).await;
+    churn(&mut app, &mut rng, &mut changed, "r1", 10).await;
+
+    // Killed; the application goes on while it is down; started again.
+    tokio::time::sleep(Duration::from_secs_f64(
+        (t0 as f64 + 4.0 - wall_clock()).max(0.0),
+    ))
+    .await;
+    daemon.signal(libc::SIGKILL);
+    churn(&mut app, &mut rng, &mut changed, "r2", 5).await;
+    let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "second");
+    tokio::time::sleep(Duration::from_secs_f64(
+        (t0 as f64 + 7.0 - wall_clock()).max(0.0),
+    ))
+    .await;
+    churn(&mut app, &mut rng, &mut changed, "r3", 5).await;
+
+    // Once the last short ttl has passed: every item whose ttl passed is gone, every other one is
+    // as last written, and only the entries of ttls an hour away are left.
+    let short = |_: &str, ttl: i64| ttl < t0 + 600;
+    let last = (app.items.values().flatten())
+        .filter_map(ttl_of)
+        .filter(|t| *t < t0 + 600)
+        .max()
+        .unwrap();
+    let wait = last as f64 + 0.5 - wall_clock();
+    tokio::time::sleep(Duration::from_secs_f64(wait.max(0.0))).await;
+    let expected = app.expected(short);
+    let started = Instant::now();
+    let mut present = items_by_id(&client, &table).await;
+    while present != expected && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        present = items_by_id(&client, &table).await;
+    }
+    let missing: Vec<&String> = (expected.keys())
+        .filter(|id| present.get(*id) != expected.get(*id))
+        .collect();
+    let left: Vec<&String> = (present.keys())
+        .filter(|id| !expected.contains_key(*id))
+        .collect();
+    assert!(
+        missing.is_empty() && left.is_empty(),
+        "live items destroyed or changed: {missing:?}; expired items left: {left:?}\n{}",
+        daemon.log_text()
+    );
+    let want = after(app.entries(), t0 + 600);
+    let entries = entries_until(&client, &index, &want, Duration::from_secs(10)).await;
+    assert_eq!(entries, want, "{}", daemon.log_text());
+    assert!(daemon.signal(libc::SIGTERM).success());
+    let report = daemon.final_report();
+    assert_eq!(report["skipped_records"], 0, "{report}");
+
+    // Every request the daemon sent, as the proxy saw it.
+    let seen = proxy.stats.seen();
+    let naming: Vec<&Seen> = (seen.iter())
+        .filter(|s| s.tables().contains(&table.as_str()))
+        .collect();
+    let wrong: Vec<String> = (naming.iter())
+        .filter_map(|s| writes_the_table(s, &table))
+        .collect();
+    assert!(wrong.is_empty(), "requests writing the table: {wrong:#?}");
+    // None of the unconditional deletes came before the ttl of the item it deleted (the
+    // application changed no item within MARGIN of its ttl, so the version is unambiguous).
+    let deletes = unconditional_deletes(&seen, &table);
+    let early: Vec<String> = (deletes.iter())
+        .filter_map(|(id, at)| {
+            let ttl = version_at(&app, id, *at).map(ttl_of)?;
+            let early = ttl.is_none_or(|ttl| ttl as f64 > *at);
+            early.then(|| format!("{id} at {at:.3}, its ttl {ttl:?}"))
+        })
+        .collect();
+    assert!(early.is_empty(), "deleted before its ttl: {early:#?}");
+    // Not a run that did nothing: the stream was read through the proxy too, entries written,
+    // items deleted, faults met.
+    let count = |op: &str| seen.iter().filter(|s| s.op == op).count();
+    let puts_entries = (seen.iter())
+        .filter(|s| s.op == "BatchWriteItem" && s.tables().contains(&index.as_str()))
+        .count();
+    let mut named: HashSet<&str> = deletes.iter().map(|(id, _)| id.as_str()).collect();
+    let conditional = naming.iter().filter(|s| s.op == "DeleteItem");
+    named.extend(conditional.filter_map(|s| s.body["Key"]["id"]["S"].as_str()));
+    let swept: Vec<&String> = (app.items.iter())
+        .filter(|(_, item)| item.as_ref().and_then(ttl_of).is_some_and(|t| short("", t)))
+        .map(|(id, _)| id)
+        .collect();
+    let unnamed: Vec<&&String> = swept
+        .iter()
+        .filter(|id| !named.contains(id.as_str()))
+        .collect();
+    let faults = proxy.stats.faults.lock().unwrap().clone();
+    eprintln!(
+        "{} requests, {} naming the table, {} items deleted, faults {faults:?}",
+        seen.len(),
+        naming.len(),
+        swept.len()
+    );
+    assert!(swept.len() > 250, "{}", swept.len());
+    assert!(
+        unnamed.is_empty(),
+        "deleted by no request seen: {unnamed:?}"
+    );
+    assert!(count("GetRecords") > 0 && count("GetShardIterator") > 0);
+    assert!(puts_entries > 0 && count("Query") > 0);
+    assert!(proxy.stats.faults_total() > 0, "{faults:?}");
 }

@@ -328,3 +328,45 @@ async fn records_whose_entries_are_not_written_are_delivered_again() {
     assert!(again.failures.is_empty(), "{:?}", again.report);
     assert_eq!(store.entry_count(), 3);
 }
+
+/// An entry the index table leaves unprocessed through every attempt fails its own record only:
+/// the entries written beside it in the same request are written, counted, and their records not
+/// delivered again.
+// The proxy serves on the runtime's other worker while the test waits on the indexer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_left_unprocessed_fails_only_its_own_record_not_those_written_beside_it() {
+    use crate::support::fault_proxy::{Fault, FaultProxy, Plan};
+    let (client, _table, index, sweeper) = setup("index_held", &[]).await;
+    let plan = Plan::script(|op, body| {
+        let held = op == "BatchWriteItem" && entry_ids(body).iter().any(|id| id == "b");
+        held.then_some(Fault::HoldBack("b"))
+    });
+    let proxy = FaultProxy::start(&endpoint(), std::time::Duration::from_secs(5), plan).await;
+    let through = store(client_of(&proxy.endpoint).await);
+    let now = now();
+    let records = vec![
+        record("INSERT", 1, &unwindowed("a", now + 300)),
+        record("INSERT", 2, &unwindowed("b", now + 300)),
+        record("MODIFY", 3, &unwindowed("b", now + 600)),
+        record("INSERT", 4, &unwindowed("c", now + 300)),
+    ];
+    let parsed: aws_lambda_events::dynamodb::Event =
+        serde_json::from_value(batch(records)).unwrap();
+    let indexed = index_records(&through, sweeper.schema(), &clock, &parsed.records).await;
+    assert_eq!(
+        indexed.failures,
+        [format!("{:021}", 2)],
+        "{:?}",
+        indexed.report
+    );
+    let r = &indexed.report;
+    assert_eq!((r.entries_written, r.failed), (2, 1), "{r:?}");
+    assert!(r.errors[0].contains("unprocessed"), "{r:?}");
+    let ids: Vec<String> = entries_by_item(&client, &index)
+        .await
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(ids, ["a", "c"]);
+    assert!(proxy.stats.faults_total() >= 2);
+}

@@ -19,7 +19,7 @@ use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
 use crate::indexer::{index_records, item_id, IndexReport};
 use crate::store::stream::{From, ReadError, Shard, StreamClient, TableStream};
-use crate::store::{full_jitter, DynamoStore};
+use crate::store::{full_jitter, DynamoStore, TableSchema};
 use plan::{compact, expand, ready, to_retry, MAX_POSITION_BYTES};
 pub use plan::{Position, ShardPosition};
 pub use report::{FollowError, FollowReport};
@@ -44,6 +44,18 @@ pub const MAX_SHARDS: usize = 256;
 /// A progress line is logged at most this often, when records came.
 const LOG_EVERY: Duration = Duration::from_secs(60);
 
+/// Refuses to follow `table`'s stream without an expiry index table (`index_table`, as
+/// `EXPIRY_INDEX_TABLE` names it): the stream's records are indexed into it, and nowhere else.
+/// Nothing is read: a daemon checks every table before it starts.
+pub fn require_index_table(table: &str, index_table: Option<&str>) -> Result<(), FollowError> {
+    match index_table {
+        Some(_) => Ok(()),
+        None => Err(FollowError::NoIndexTable {
+            table: table.to_owned(),
+        }),
+    }
+}
+
 /// The follower of one table's stream, checked and with its saved position loaded.
 #[derive(Debug)]
 pub struct Follower {
@@ -56,14 +68,17 @@ pub struct Follower {
 }
 
 impl Follower {
-    /// Checks that `table` has a stream whose records carry the new image and that its shards can
-    /// be listed, and loads the position saved in `saved_at` (checkpoint table, item id), if any.
+    /// Checks that `schema`'s table has an expiry index table ([`require_index_table`]) and a
+    /// stream whose records carry the new image, and that its shards can be listed, and loads the
+    /// position saved in `saved_at` (checkpoint table, item id), if any.
     pub async fn open(
         store: &DynamoStore,
         streams: StreamClient,
-        table: &str,
+        schema: &TableSchema,
         saved_at: Option<(String, String)>,
     ) -> Result<Follower, FollowError> {
+        let table = schema.table_name.as_str();
+        require_index_table(table, schema.index_table.as_deref())?;
         let Some(stream) = store.table_stream(table).await? else {
             return Err(FollowError::NoStream {
                 table: table.to_owned(),

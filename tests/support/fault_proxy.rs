@@ -18,10 +18,15 @@
 //! - [`Fault::WriteConflict`]: `ReplicatedWriteConflictException` (HTTP 400), what a
 //!   Multi-Region strongly consistent table answers a write while another Region's write to the
 //!   same item is in progress; nothing is applied;
-//! - [`Fault::Reply`]: a scripted answer (credentials rejected, an index that changed...).
+//! - [`Fault::Reply`]: a scripted answer (credentials rejected, an index that changed...);
+//! - [`Fault::HoldBack`]: a `BatchWriteItem` whose write requests naming one item are answered
+//!   as `UnprocessedItems`, the others applied.
 //!
 //! The proxy routes by `X-Amz-Target`, so it stands as well in front of moto's SQS, EventBridge
 //! and Firehose (AWS JSON protocols) as in front of DynamoDB.
+//!
+//! With [`FaultProxy::record`], it also keeps every request it receives ([`Seen`]): what a test
+//! asserts about everything a process sent.
 //!
 //! A seeded plan decides each request from the seed, the request's identity (operation and the
 //! keys or window it names, or the ids of the events it carries) and how many times that identity was seen before, so the faults do
@@ -57,6 +62,10 @@ pub enum Fault {
     WriteConflict,
     /// A scripted answer: status, error code, message.
     Reply(u16, &'static str, &'static str),
+    /// The write requests of a `BatchWriteItem` that name the item with this `id` (String) — as
+    /// a key, an item, or the key an expiry index entry carries — are answered unprocessed; the
+    /// others are applied.
+    HoldBack(&'static str),
 }
 
 impl Fault {
@@ -71,6 +80,7 @@ impl Fault {
             Fault::DropAfterApply => "drop_after_apply".into(),
             Fault::WriteConflict => "write_conflict".into(),
             Fault::Reply(s, code, _) => format!("{s} {code}"),
+            Fault::HoldBack(id) => format!("held_back {id}"),
         }
     }
 }
@@ -128,6 +138,29 @@ impl Plan {
     }
 }
 
+/// One request as it reached the proxy (kept with [`FaultProxy::record`]).
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// The operation (the last part of `X-Amz-Target`).
+    pub op: String,
+    /// When it arrived (wall clock, epoch seconds).
+    pub at: f64,
+    /// Its body.
+    pub body: Value,
+    /// The fault injected instead of (or into) its answer, if any.
+    pub fault: Option<Fault>,
+}
+
+impl Seen {
+    /// The tables it names: its `TableName`, or the keys of its `RequestItems`.
+    pub fn tables(&self) -> Vec<&str> {
+        let batch = self.body["RequestItems"].as_object();
+        let batch = batch.into_iter().flat_map(|items| items.keys());
+        let one = self.body["TableName"].as_str();
+        one.into_iter().chain(batch.map(String::as_str)).collect()
+    }
+}
+
 /// Counters of what the proxy saw and did.
 #[derive(Debug, Default)]
 pub struct Stats {
@@ -141,6 +174,8 @@ pub struct Stats {
     /// The longest time from an item's last listing to a `BatchWriteItem` that deletes it
     /// reaching the server: how long batch mode trusts a read (ms).
     pub max_batch_window_ms: AtomicU64,
+    /// Every request received, once [`FaultProxy::record`] was called.
+    seen_requests: Mutex<Option<Vec<Seen>>>,
 }
 
 impl Stats {
@@ -178,6 +213,15 @@ impl Stats {
 
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::SeqCst)
+    }
+
+    /// The requests received since [`FaultProxy::record`], in the order they arrived.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen_requests
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap_or_default()
     }
 }
 
@@ -253,6 +297,12 @@ impl FaultProxy {
             plan,
             task,
         }
+    }
+
+    /// Keeps every request received from now on ([`Stats::seen`]).
+    pub fn record(&self) {
+        let mut seen = self.stats.seen_requests.lock().unwrap();
+        seen.get_or_insert_with(Vec::new);
     }
 
     /// Replaces the plan (the counters keep running).
@@ -350,6 +400,14 @@ async fn handle(shared: Arc<Shared>, fd: RawFd, req: Request<Incoming>) -> Reply
         let mut faults = shared.stats.faults.lock().unwrap();
         *faults.entry(f.name()).or_default() += 1;
     }
+    if let Some(seen) = shared.stats.seen_requests.lock().unwrap().as_mut() {
+        seen.push(Seen {
+            op: op.clone(),
+            at: wall_clock(),
+            body: json.clone(),
+            fault: fault.clone(),
+        });
+    }
     let forward = Forwarder {
         shared: shared.clone(),
         headers: parts.headers.clone(),
@@ -361,6 +419,7 @@ async fn handle(shared: Arc<Shared>, fd: RawFd, req: Request<Incoming>) -> Reply
             Ok(split_entries(&op, &json, &forward).await)
         }
         Some(Fault::Unprocessed) => Ok(split_batch(&json, &forward).await),
+        Some(Fault::HoldBack(id)) => Ok(hold_back(&json, id, &forward).await),
         Some(Fault::Throttle(code)) => Ok(error_reply(400, code, "Injected throttling")),
         Some(Fault::Status(500)) => Ok(error_reply(500, "InternalServerError", "Injected")),
         Some(Fault::Status(s)) => Ok(error_reply(s, "ServiceUnavailable", "Injected")),
@@ -477,6 +536,49 @@ async fn split_batch(json: &Value, forward: &Forwarder) -> Response<Full<Bytes>>
     // A new body: no x-amz-crc32 header, which would no longer match.
     let body = json!({ "UnprocessedItems": unprocessed }).to_string();
     reply(200, "1.0", body, true)
+}
+
+/// Forwards the write requests of a `BatchWriteItem` that do not name the item `id` and answers
+/// those that do as unprocessed, with whatever the server itself left unprocessed.
+async fn hold_back(json: &Value, id: &str, forward: &Forwarder) -> Response<Full<Bytes>> {
+    let names = format!("\"id\":{}", json!({ "S": id }));
+    let mut sent = serde_json::Map::new();
+    let mut unprocessed = serde_json::Map::new();
+    for (table, requests) in json["RequestItems"].as_object().into_iter().flatten() {
+        let requests = requests.as_array().cloned().unwrap_or_default();
+        let (held, passed): (Vec<Value>, Vec<Value>) = requests
+            .into_iter()
+            .partition(|r| r.to_string().contains(&names));
+        if !passed.is_empty() {
+            sent.insert(table.clone(), Value::Array(passed));
+        }
+        if !held.is_empty() {
+            unprocessed.insert(table.clone(), Value::Array(held));
+        }
+    }
+    if !sent.is_empty() {
+        let mut body = json.clone();
+        body["RequestItems"] = Value::Object(sent);
+        let answer = match send_part(forward, &body, "1.0").await {
+            Ok(answer) => answer,
+            Err(refused) => return refused,
+        };
+        for (table, requests) in answer["UnprocessedItems"].as_object().into_iter().flatten() {
+            let entry = unprocessed
+                .entry(table.clone())
+                .or_insert_with(|| Value::Array(vec![]));
+            let more = requests.as_array().cloned().unwrap_or_default();
+            entry.as_array_mut().unwrap().extend(more);
+        }
+    }
+    let body = json!({ "UnprocessedItems": unprocessed }).to_string();
+    reply(200, "1.0", body, true)
+}
+
+/// The wall clock, epoch seconds with fraction.
+fn wall_clock() -> f64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.unwrap().as_secs_f64()
 }
 
 fn decide(shared: &Shared, op: &str, json: &Value) -> Option<Fault> {

@@ -22,7 +22,7 @@ use ttl_sweeper::tools::audit::{self, AuditReport};
 use ttl_sweeper::tools::backfill::{
     self, default_segments, default_state_path, BackfillOptions, Start,
 };
-use ttl_sweeper::tools::follow::{FollowReport, Follower};
+use ttl_sweeper::tools::follow::{require_index_table, FollowReport, Follower};
 
 use crate::{AuditArgs, BackfillArgs};
 
@@ -119,6 +119,12 @@ where
             lease.as_secs()
         );
     }
+    if follow_stream {
+        for config in configs {
+            let index_table = config.expiry_index_table.as_deref();
+            require_index_table(&config.table_name, index_table)?;
+        }
+    }
     let ttl_sweeper::Connected { tables, clock } = ttl_sweeper::connect(configs, wall).await?;
     // The function-wide settings are the same in every table's configuration.
     let period = Duration::from_secs(u64::from(configs[0].schedule_seconds));
@@ -180,9 +186,9 @@ where
                         let id = c.start_from.unwrap_or(c.id);
                         (c.table, format!("{id}#stream"))
                     });
-                    let table = &config.table_name;
+                    let (store, schema) = (sweeper.store(), sweeper.schema());
                     let streams = streams.clone();
-                    Some(Follower::open(sweeper.store(), streams, table, saved_at).await?)
+                    Some(Follower::open(store, streams, schema, saved_at).await?)
                 }
             };
             let follower = follower.as_ref();

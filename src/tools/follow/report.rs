@@ -33,6 +33,16 @@ pub enum FollowError {
         /// Its stream's view type.
         view: String,
     },
+    /// The table has no expiry index table for the stream's records to go to.
+    #[error(
+        "table {table:?} has no expiry index table: following its stream writes an entry per \
+         item into one; create a table with partition key `window` (String) and sort key \
+         `entry` (String), with native TTL on `expires`, and name it in EXPIRY_INDEX_TABLE"
+    )]
+    NoIndexTable {
+        /// The table.
+        table: String,
+    },
     /// Reading the table, its stream or the saved position failed.
     #[error(transparent)]
     Store(#[from] StoreError),
