@@ -17,6 +17,8 @@ CARGO_LAMBDA  := $(CURDIR)/$(VENV)/bin/cargo-lambda
 CARGO_LAMBDA_VERSION := 1.9.2
 CFN_LINT_VERSION := 1.58.0
 MOTO_VERSION  := 5.2.5
+PYNAMODB_VERSION := 6.1.0
+PYNAMODB      := $(CURDIR)/$(VENV)/.pynamodb-$(PYNAMODB_VERSION)
 MOTO_SERVER   := $(CURDIR)/$(VENV)/bin/moto_server
 ZIGLANG_VERSION := 0.13.0
 STATE         := target/dynamodb-local
@@ -31,7 +33,7 @@ help:
 # ---------------------------------------------------------------- tools
 
 .PHONY: tools
-tools: dynamodb-local faketime $(CARGO_LAMBDA) $(MOTO_SERVER) ## install DynamoDB Local (+ Java 17), libfaketime, cargo-lambda and moto
+tools: dynamodb-local faketime $(CARGO_LAMBDA) $(MOTO_SERVER) $(PYNAMODB) ## install DynamoDB Local (+ Java 17), libfaketime, cargo-lambda, moto and PynamoDB
 
 # libfaketime (Debian package `faketime`) for the wrong-clock test, tests/clock_skew.rs.
 .PHONY: faketime
@@ -53,6 +55,12 @@ $(CARGO_LAMBDA):
 # demo (scripts/moto.sh starts it on 127.0.0.1, tests/support/moto.rs from the tests).
 $(MOTO_SERVER): | $(CARGO_LAMBDA)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "moto[server]==$(MOTO_VERSION)"
+
+# PynamoDB, a Python ORM: tests/fixtures/orm_writer.py, an application that knows nothing of the
+# sweeper (tests/stream_follow.rs).
+$(PYNAMODB): | $(CARGO_LAMBDA)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check "pynamodb==$(PYNAMODB_VERSION)"
+	touch $@
 
 .PHONY: zig
 zig: $(CARGO_LAMBDA)
