@@ -896,7 +896,7 @@ resource "aws_cloudwatch_dashboard" "sweeper" {
       {
         type = "metric", width = 12, height = 6, x = 0, y = 0
         properties = {
-          view = "timeSeries", title = "Items deleted / skipped / gone / failed", region = local.region
+          view = "timeSeries", yAxis = {}, title = "Items deleted / skipped / gone / failed", region = local.region
           metrics = [for m in ["ItemsDeleted", "ItemsSkipped", "ItemsGone", "ItemsFailed"] :
           [var.metrics_namespace, m, "TableName", var.table_name, { period = 60, stat = "Sum" }]]
         }
@@ -904,7 +904,7 @@ resource "aws_cloudwatch_dashboard" "sweeper" {
       {
         type = "metric", width = 12, height = 6, x = 12, y = 0
         properties = {
-          view = "timeSeries", title = "Expiry lag (s)", region = local.region
+          view = "timeSeries", yAxis = {}, title = "Expiry lag (s)", region = local.region
           metrics = [for m in ["MaxExpiryLagSeconds", "P99ExpiryLagSeconds"] :
           [var.metrics_namespace, m, "TableName", var.table_name, { period = 60, stat = "Maximum" }]]
         }
@@ -912,7 +912,7 @@ resource "aws_cloudwatch_dashboard" "sweeper" {
       {
         type = "metric", width = 12, height = 6, x = 0, y = 6
         properties = {
-          view = "timeSeries", title = "Invocations and errors", region = local.region
+          view = "timeSeries", yAxis = {}, title = "Invocations and errors", region = local.region
           metrics = [for m in ["Invocations", "Errors"] :
           ["AWS/Lambda", m, "FunctionName", aws_lambda_function.sweeper.function_name, { stat = "Sum" }]]
         }
@@ -920,7 +920,7 @@ resource "aws_cloudwatch_dashboard" "sweeper" {
       {
         type = "metric", width = 12, height = 6, x = 12, y = 6
         properties = {
-          view    = "timeSeries", title = "Left for the next sweep", region = local.region
+          view    = "timeSeries", yAxis = {}, title = "Left for the next sweep", region = local.region
           metrics = [[var.metrics_namespace, "ItemsLeft", "TableName", var.table_name, { period = 60, stat = "Sum" }]]
         }
       },

@@ -336,6 +336,11 @@ variable "s3_existing_package" {
     version_id = optional(string)
   })
   default = null
+
+  validation {
+    condition     = var.s3_existing_package == null ? true : length(var.s3_existing_package.bucket) >= 3 && length(var.s3_existing_package.key) >= 1
+    error_message = "s3_existing_package needs a bucket name and the zip's key."
+  }
 }
 
 variable "memory_size" {
