@@ -86,7 +86,6 @@ locals {
 
 # Invocations the schedule could not deliver, and failed asynchronous invocations of the function.
 resource "aws_sqs_queue" "failed_invocations" {
-  #checkov:skip=CKV2_AWS_73:SSE-SQS, as the construct: the messages describe failed invocations (a scheduled time), no item data
   name                      = "${local.name}-failed-invocations"
   message_retention_seconds = 1209600
   sqs_managed_sse_enabled   = true
@@ -497,7 +496,6 @@ resource "aws_scheduler_schedule" "sweeper" {
 
 # Stream records that failed every retry: their descriptions (shard and sequence numbers).
 resource "aws_sqs_queue" "stream_failures" {
-  #checkov:skip=CKV2_AWS_73:SSE-SQS, as the construct: the messages name stream shards and sequence numbers, no item data
   count = var.follow_stream ? 1 : 0
 
   name                      = "${local.name}-stream-failures"

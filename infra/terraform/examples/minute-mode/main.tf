@@ -47,7 +47,6 @@ resource "aws_dynamodb_table" "orders" {
 
 # Where each expired order's event goes, before the order is deleted.
 resource "aws_sqs_queue" "expired_orders" {
-  #checkov:skip=CKV2_AWS_73:an example queue with SSE-SQS; queue_kms_key_arn grants the sweeper a customer managed key
   name                      = "${var.table_name}-expired"
   message_retention_seconds = 1209600
   sqs_managed_sse_enabled   = true
