@@ -10,8 +10,7 @@ decided (as Terraform defers it until the value is known).
 
 from __future__ import annotations
 
-import base64
-import hashlib
+import functools
 import json
 import math
 import os
@@ -103,14 +102,19 @@ def _body(body: Tree, file: str, source: str) -> tuple[dict[str, Tree], list[Blo
 
 
 def load_file(path: str) -> list[Block]:
-    """The top-level blocks of one .tf file."""
+    """The top-level blocks of one .tf file (parsed once: the blocks are not changed after)."""
     with open(path, encoding="utf-8") as f:
         source = f.read()
+    return list(_parse(path, source))
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(path: str, source: str) -> tuple[Block, ...]:
     tree = parses_to_tree(source)
     attrs, blocks = _body(tree.children[0], path, source)
     if attrs:
         raise EvalError(f"{path}: attributes outside any block: {sorted(attrs)}")
-    return blocks
+    return tuple(blocks)
 
 
 def load_dir(directory: str) -> list[Block]:
@@ -287,8 +291,8 @@ def jsonencode(value: Any) -> str:
 
 
 def _regex(pattern: str) -> re.Pattern:
-    # RE2 and Python agree on the patterns the module uses; named groups differ in spelling.
-    return re.compile(pattern.replace("(?P<", "(?P<"))
+    # Terraform's RE2 and Python's re agree on the patterns the module uses.
+    return re.compile(pattern)
 
 
 # ---------------------------------------------------------------- evaluation

@@ -21,7 +21,6 @@ import shutil
 import subprocess
 import tempfile
 import unittest
-from collections import Counter
 from typing import Any
 
 import hcl
