@@ -94,7 +94,6 @@ resource "aws_sqs_queue" "failed_invocations" {
 
 data "aws_iam_policy_document" "tls_only_failed_invocations" {
   statement {
-    sid       = "TlsOnly"
     effect    = "Deny"
     actions   = ["sqs:*"]
     resources = [aws_sqs_queue.failed_invocations.arn]
@@ -508,7 +507,6 @@ data "aws_iam_policy_document" "tls_only_stream_failures" {
   count = var.follow_stream ? 1 : 0
 
   statement {
-    sid       = "TlsOnly"
     effect    = "Deny"
     actions   = ["sqs:*"]
     resources = [aws_sqs_queue.stream_failures[0].arn]

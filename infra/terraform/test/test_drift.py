@@ -3,7 +3,8 @@ each module call in examples/ (and a few more variants below), the construct is 
 the same choices (infra/scripts/synth-terraform-cases.ts) and its template compared with what
 the module creates, read with hcl.py: each role's statements (Sids, actions, resources,
 conditions) and trust, each function's environment and settings, the schedule, the event source
-mapping, the alarms, the tables, queues and log groups.
+mapping, the alarms, the alarm topic and its key, the tables, queues, log groups, the queue and
+topic policies and the dashboard.
 
 Values known only after apply are compared as the same thing on both sides: the construct's
 `{"Ref": "SweeperExpiryIndex..."}` and the module's `aws_dynamodb_table.expiry_index[0].name` are
@@ -511,6 +512,24 @@ class DriftTest(unittest.TestCase):
                     for block, _ in instances(module, address):
                         actual[KINDS[address]] = (value(module, block, "retention_in_days"), "Retain" if value(module, block, "skip_destroy") else "Delete")
                 self.assertEqual(actual, {g: (r["Properties"]["RetentionInDays"], r["DeletionPolicy"]) for g, r in logs.items()}, f"{name}: log groups")
+
+    def test_queue_and_topic_policies_are_the_construct_ones(self):
+        for name, module, cfn in self.cases():
+            with self.subTest(case=name):
+                expected = {}
+                for policy in cfn.of_type("AWS::SQS::QueuePolicy").values():
+                    p = cfn.norm(policy["Properties"])
+                    [queue] = p["Queues"]
+                    expected[queue] = statements(p["PolicyDocument"])
+                for policy in cfn.of_type("AWS::SNS::TopicPolicy").values():
+                    p = cfn.norm(policy["Properties"])
+                    [topic] = p["Topics"]
+                    expected[topic] = statements(p["PolicyDocument"])
+                actual = {}
+                for address, target in (("aws_sqs_queue_policy.failed_invocations", "queue_url"), ("aws_sqs_queue_policy.stream_failures", "queue_url"), ("aws_sns_topic_policy.alarms", "arn")):
+                    for block, scope in instances(module, address):
+                        actual[value(module, block, target, scope)] = statements(json.loads(value(module, block, "policy", scope)))
+                self.assertEqual(actual, expected, name)
 
     def test_dashboard_is_the_construct_dashboard(self):
         for name, module, cfn in self.cases():
