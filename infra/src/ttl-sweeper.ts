@@ -17,8 +17,9 @@ import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { defaultCode } from './code';
-import { expiryEventEnvironment, expiryEventStatements } from './expiry-events';
-import { DeleteMode, type ExpirationIndexOptions, type TtlSweeperProps } from './props';
+import { expiryEventEnvironment } from './expiry-events';
+import { scheduleStatements, streamIndexerStatements, sweeperStatements, writeOwnLogs } from './grants';
+import type { ExpirationIndexOptions, TtlSweeperProps } from './props';
 import { DEFAULTS, resolveSettings, type Settings, splitShards } from './settings';
 
 /**
@@ -144,7 +145,6 @@ export class TtlSweeper extends Construct {
     this.leaderLeaseSeconds = settings.leaderLeaseSeconds;
     this.schedulePeriodSeconds = settings.schedule.periodSeconds;
     this.metricsNamespace = settings.metricsNamespace;
-    const tableArn = this.table.tableArn;
     this.checkpointTable = props.checkpoint?.bind(this);
 
     // ---------------------------------------------------------------- failures
@@ -198,18 +198,7 @@ export class TtlSweeper extends Construct {
 
     // ---------------------------------------------------------------- the schedules
     const schedulePolicy = new iam.Policy(this, 'SchedulePolicy', {
-      statements: [
-        new iam.PolicyStatement({
-          sid: 'InvokeSweeper',
-          actions: ['lambda:InvokeFunction'],
-          resources: this.functions.map((f) => f.functionArn),
-        }),
-        new iam.PolicyStatement({
-          sid: 'DeadLetter',
-          actions: ['sqs:SendMessage'],
-          resources: [this.failureQueue.queueArn],
-        }),
-      ],
+      statements: scheduleStatements(this.functions, this.failureQueue),
     });
     schedulePolicy.attachToRole(this.scheduleRole);
     this.schedules = parts.map(({ scope, fn }, i) => {
@@ -238,7 +227,6 @@ export class TtlSweeper extends Construct {
     // ---------------------------------------------------------------- the stream indexer
     if (settings.followStream) {
       const stream = this.streamIndexer(new Construct(this, 'Stream'), props, settings, {
-        tableArn,
         streamArn: this.table.tableStreamArn!, // checked by resolveSettings
         indexTable: this.indexTable!,
         code,
@@ -516,82 +504,9 @@ export class TtlSweeper extends Construct {
       props,
       'ttl-sweeper: query the expiry index, delete expired items, write its logs',
     );
-    // Each table's grants on that table and its own index only, by its own settings; statements
-    // alike are merged below, each listing exactly the tables (or indexes) that need it. With
-    // followStream the index is the expiry index table, not a GSI of the table: no Query on the
-    // table.
     const indexTable = this.indexTable;
-    const statements = [
-      ...settings.tables.flatMap(({ table, settings: own }) => [
-        ...(indexTable
-          ? []
-          : [
-              new iam.PolicyStatement({
-                sid: 'QueryExpiryIndex',
-                actions: ['dynamodb:Query'],
-                resources: [`${table.tableArn}/index/${own.indexName}`],
-              }),
-            ]),
-        new iam.PolicyStatement({
-          sid: 'DeleteExpiredItems',
-          // BatchWriteItem cannot be limited to deletes in IAM; DeleteItem serves conditional mode.
-          actions: ['dynamodb:BatchWriteItem', 'dynamodb:DeleteItem', 'dynamodb:DescribeTable'],
-          resources: [table.tableArn],
-        }),
-        // Batch mode confirms every key by a read of the table (its key attributes and ttl,
-        // strongly consistent) before its first send, and again when that read has aged past the
-        // bound for an unconditional delete.
-        ...(own.deleteMode === DeleteMode.BATCH
-          ? [
-              new iam.PolicyStatement({
-                sid: 'ConfirmKeysInTable',
-                actions: ['dynamodb:BatchGetItem'],
-                resources: [table.tableArn],
-              }),
-            ]
-          : []),
-      ]),
-      // The expiry index table: the sweep's strongly consistent queries of its windows, and the
-      // removal of the entries whose items a sweep has handled.
-      ...(indexTable
-        ? [
-            new iam.PolicyStatement({
-              sid: 'ReadExpiryIndex',
-              actions: ['dynamodb:DescribeTable', 'dynamodb:Query'],
-              resources: [indexTable.tableArn],
-            }),
-            new iam.PolicyStatement({
-              sid: 'RemoveIndexEntries',
-              actions: ['dynamodb:BatchWriteItem'],
-              resources: [indexTable.tableArn],
-            }),
-          ]
-        : []),
-      writeOwnLogs,
-    ];
-    if (this.checkpointTable) {
-      statements.push(
-        new iam.PolicyStatement({
-          sid: 'Checkpoint',
-          actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DescribeTable'],
-          resources: [this.checkpointTable.tableArn],
-        }),
-      );
-    }
-    for (const { table, settings: own } of settings.tables) {
-      statements.push(...expiryEventStatements(own.expiryEvents, table.tableArn));
-    }
-    // Tables encrypted with a customer managed key: DynamoDB uses the key on the caller's behalf,
-    // so the role needs the key for the reads and deletes (the set aws-cdk-lib's own
-    // `grantReadWriteData` gives), through DynamoDB only.
-    const keys: [string, dynamodb.ITable | undefined][] = [
-      ...this.tables.map((table): [string, dynamodb.ITable] => ['TableKey', table]),
-      ['CheckpointKey', this.checkpointTable],
-    ];
-    for (const [sid, table] of keys) {
-      if (table?.encryptionKey) statements.push(this.tableKeyStatement(sid, table.encryptionKey));
-    }
-    const policy = new iam.Policy(scope, 'Policy', { statements: mergeStatements(statements) });
+    const statements = sweeperStatements(this, settings, { indexTable, checkpointTable: this.checkpointTable, writeOwnLogs });
+    const policy = new iam.Policy(scope, 'Policy', { statements });
     policy.attachToRole(role);
 
     // One table: TABLE_NAME. Several: TABLES, each element the table's name and what its entry
@@ -664,22 +579,7 @@ export class TtlSweeper extends Construct {
       removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
     });
     const role = new iam.Role(scope, 'Role', { assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'), description });
-    const writeOwnLogs = new iam.PolicyStatement({
-      sid: 'WriteOwnLogs',
-      actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
-      resources: [logGroup.logGroupArn],
-    });
-    return { logGroup, role, writeOwnLogs };
-  }
-
-  /** The use of a table's customer managed `key`, through DynamoDB only. */
-  private tableKeyStatement(sid: string, key: kms.IKey) {
-    return new iam.PolicyStatement({
-      sid,
-      actions: TABLE_KEY_ACTIONS,
-      resources: [key.keyArn],
-      conditions: { StringEquals: { 'kms:ViaService': `dynamodb.${Stack.of(this).region}.amazonaws.com` } },
-    });
+    return { logGroup, role, writeOwnLogs: writeOwnLogs(logGroup) };
   }
 
   /**
@@ -693,14 +593,13 @@ export class TtlSweeper extends Construct {
     props: TtlSweeperProps,
     settings: Settings,
     shared: {
-      tableArn: string;
       streamArn: string;
       indexTable: dynamodb.ITable;
       code: lambda.Code;
       sweeperEnvironment: Record<string, string>;
     },
   ) {
-    const { tableArn, streamArn, indexTable, code, sweeperEnvironment } = shared;
+    const { streamArn, indexTable, code, sweeperEnvironment } = shared;
     const queue = new sqs.Queue(scope, 'Failures', {
       retentionPeriod: Duration.days(14),
       encryption: sqs.QueueEncryption.SQS_MANAGED,
@@ -715,34 +614,7 @@ export class TtlSweeper extends Construct {
       props,
       "ttl-sweeper stream indexer: read the table's stream, write entries into the expiry index table, write its logs",
     );
-    const statements = [
-      new iam.PolicyStatement({
-        sid: 'DescribeTable',
-        // The start-up check and the table's key schema, which each entry's key follows. The
-        // indexer never writes the application's table.
-        actions: ['dynamodb:DescribeTable'],
-        resources: [tableArn],
-      }),
-      new iam.PolicyStatement({
-        sid: 'WriteIndexEntries',
-        // One entry per item and ttl, written in batches; DescribeTable is the start-up check.
-        actions: ['dynamodb:DescribeTable', 'dynamodb:BatchWriteItem'],
-        resources: [indexTable.tableArn],
-      }),
-      new iam.PolicyStatement({
-        sid: 'ReadTableStream',
-        actions: STREAM_READ_ACTIONS,
-        resources: [streamArn],
-      }),
-      writeOwnLogs,
-      new iam.PolicyStatement({
-        sid: 'StreamFailures',
-        actions: ['sqs:SendMessage'],
-        resources: [queue.queueArn],
-      }),
-    ];
-    // A table encrypted with a customer managed key: its stream is read with that key.
-    if (this.table.encryptionKey) statements.push(this.tableKeyStatement('TableKey', this.table.encryptionKey));
+    const statements = streamIndexerStatements(this, { table: this.table, streamArn, indexTable, failureQueue: queue, writeOwnLogs });
     const policy = new iam.Policy(scope, 'Policy', { statements });
     policy.attachToRole(role);
 
@@ -1020,30 +892,6 @@ export class TtlSweeper extends Construct {
   }
 }
 
-/**
- * `statements` with those alike (the same Sid, effect, actions and conditions) merged into one
- * listing each of their resources once, in the order of first appearance. A statement without a
- * match is kept as it is.
- */
-function mergeStatements(statements: iam.PolicyStatement[]): iam.PolicyStatement[] {
-  const groups = new Map<string, iam.PolicyStatement[]>();
-  for (const statement of statements) {
-    const key = JSON.stringify([statement.sid, statement.effect, statement.actions, statement.conditions]);
-    groups.set(key, [...(groups.get(key) ?? []), statement]);
-  }
-  return [...groups.values()].map((alike) => {
-    if (alike.length === 1) return alike[0];
-    const [first] = alike;
-    return new iam.PolicyStatement({
-      sid: first.sid,
-      effect: first.effect,
-      actions: first.actions,
-      conditions: first.conditions,
-      resources: [...new Set(alike.flatMap((s) => s.resources))],
-    });
-  });
-}
-
 /** The schedule's target: this function, with the role, input, retries and DLQ given. */
 class SweeperTarget implements scheduler.IScheduleTarget {
   constructor(private readonly config: scheduler.ScheduleTargetConfig) {}
@@ -1064,9 +912,6 @@ class QueueOnFailure implements lambda.IEventSourceDlq {
     return { destination: this.queue.queueArn };
   }
 }
-
-/** What the stream indexer needs of the table's stream (the event source mapping reads it). */
-const STREAM_READ_ACTIONS = ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams'];
 
 /**
  * The sweeper's settings the stream indexer gets too: the table, the expiry index table, the
@@ -1100,6 +945,3 @@ const STREAM = {
 
 /** The expiry index table's attributes: its keys, and the native TTL of entries no sweep removed. */
 const INDEX_TABLE = { window: 'window', entry: 'entry', expires: 'expires' } as const;
-
-/** What a role needs of a table's customer managed key to read and delete items. */
-const TABLE_KEY_ACTIONS = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'];
