@@ -88,6 +88,14 @@ export interface Settings extends TableSettings {
   readonly followStream: boolean;
 }
 
+/**
+ * Whether the tables came from `tables` (even a list of one): the function then reads `TABLES`,
+ * and the alarms and the dashboard name each table.
+ */
+export function namesEachTable(settings: Settings): boolean {
+  return settings.tables.length > 1 || settings.tables[0].element !== undefined;
+}
+
 /** The settings an entry of `tables` may set, with the variable each becomes in `TABLES`. */
 const TABLE_VARIABLES = [
   ['indexName', 'INDEX_NAME'],

@@ -9,7 +9,6 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import * as destinations from 'aws-cdk-lib/aws-lambda-destinations';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as sns from 'aws-cdk-lib/aws-sns';
@@ -17,8 +16,8 @@ import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { defaultCode } from './code';
-import { expiryEventEnvironment } from './expiry-events';
-import { scheduleStatements, streamIndexerStatements, sweeperStatements, writeOwnLogs } from './grants';
+import { logsAndRole, sweeperFunction } from './function';
+import { scheduleStatements, streamIndexerStatements, writeOwnLogs } from './grants';
 import type { ExpirationIndexOptions, TtlSweeperProps } from './props';
 import { DEFAULTS, resolveSettings, type Settings, splitShards } from './settings';
 
@@ -188,8 +187,9 @@ export class TtlSweeper extends Construct {
       }),
     });
     const code = props.code ?? defaultCode();
+    const resources = { code, failureQueue: this.failureQueue, indexTable: this.indexTable, checkpointTable: this.checkpointTable };
     const parts = ranges.map((range, i) =>
-      this.sweeperFunction(i === 0 ? this : new Construct(this, `Sweeper${i + 1}`), props, settings, range, code),
+      sweeperFunction(i === 0 ? this : new Construct(this, `Sweeper${i + 1}`), props, settings, range, resources),
     );
     this.functions = parts.map((p) => p.fn);
     this.roles = parts.map((p) => p.role);
@@ -489,100 +489,6 @@ export class TtlSweeper extends Construct {
   }
 
   /**
-   * One sweeper function in `scope`: its log group, role and policy, and the function reading
-   * the shards `range` (all shards when undefined).
-   */
-  private sweeperFunction(
-    scope: Construct,
-    props: TtlSweeperProps,
-    settings: Settings,
-    range: string | undefined,
-    code: lambda.Code,
-  ) {
-    const { logGroup, role, writeOwnLogs } = this.logsAndRole(
-      scope,
-      props,
-      'ttl-sweeper: query the expiry index, delete expired items, write its logs',
-    );
-    const indexTable = this.indexTable;
-    const statements = sweeperStatements(this, settings, { indexTable, checkpointTable: this.checkpointTable, writeOwnLogs });
-    const policy = new iam.Policy(scope, 'Policy', { statements });
-    policy.attachToRole(role);
-
-    // One table: TABLE_NAME. Several: TABLES, each element the table's name and what its entry
-    // sets; the variables below are the function-wide settings the entries fall back to.
-    const tables: Record<string, string> =
-      settings.tables.length === 1 && settings.tables[0].element === undefined
-        ? { TABLE_NAME: this.table.tableName }
-        : { TABLES: Stack.of(this).toJsonString(settings.tables.map((t) => t.element)) };
-    // The index the sweep reads: the table's GSI, or with followStream the expiry index table.
-    const index: Record<string, string> = indexTable
-      ? { EXPIRY_INDEX_TABLE: indexTable.tableName }
-      : { INDEX_NAME: settings.indexName };
-    const environment: Record<string, string> = {
-      ...tables,
-      ...index,
-      TTL_ATTRIBUTE: settings.ttlAttribute,
-      WINDOW_ATTRIBUTE: settings.windowAttribute,
-      WINDOW_SECONDS: String(settings.windowSeconds),
-      WINDOW_SHARDS: String(settings.windowShards),
-      LOOKBACK_WINDOWS: String(settings.lookbackWindows),
-      DELETE_MODE: settings.deleteMode,
-      MAX_CONCURRENCY: String(settings.maxConcurrency),
-      MAX_RETRIES: String(settings.maxRetries),
-      SCHEDULE_SECONDS: String(settings.schedule.periodSeconds),
-      TICK_SECONDS: settings.tickSeconds === undefined ? 'off' : String(settings.tickSeconds),
-      METRICS_NAMESPACE: settings.metricsNamespace,
-    };
-    if (range !== undefined) {
-      environment.SHARD_RANGE = range;
-    }
-    if (this.checkpointTable) {
-      environment.CHECKPOINT_TABLE = this.checkpointTable.tableName;
-      environment.MAX_CATCHUP = String(settings.maxCatchUpSeconds);
-    }
-    if (settings.leaderLeaseSeconds !== undefined) {
-      environment.LEADER_LEASE = String(settings.leaderLeaseSeconds);
-    }
-    Object.assign(environment, expiryEventEnvironment(props.expiryEvents));
-    const fn = new lambda.Function(scope, 'Function', {
-      description:
-        range === undefined
-          ? 'ttl-sweeper: deletes expired DynamoDB items within seconds'
-          : `ttl-sweeper: deletes expired DynamoDB items within seconds, shards ${range}`,
-      runtime: lambda.Runtime.PROVIDED_AL2023,
-      architecture: lambda.Architecture.ARM_64,
-      handler: 'bootstrap',
-      code,
-      memorySize: settings.memorySize,
-      timeout: Duration.seconds(settings.timeoutSeconds),
-      reservedConcurrentExecutions: settings.reservedConcurrency,
-      role,
-      logGroup,
-      loggingFormat: lambda.LoggingFormat.JSON,
-      environment,
-      onFailure: new destinations.SqsDestination(this.failureQueue),
-      retryAttempts: 0,
-      maxEventAge: Duration.minutes(5),
-    });
-    fn.node.addDependency(policy);
-    return { scope, fn, role, logGroup, environment };
-  }
-
-  /**
-   * A function's log group and execution role in `scope`, and the statement that lets the role
-   * write to that log group only.
-   */
-  private logsAndRole(scope: Construct, props: TtlSweeperProps, description: string) {
-    const logGroup = new logs.LogGroup(scope, 'Logs', {
-      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
-      removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
-    });
-    const role = new iam.Role(scope, 'Role', { assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'), description });
-    return { logGroup, role, writeOwnLogs: writeOwnLogs(logGroup) };
-  }
-
-  /**
    * The stream indexer in `scope`: its failure queue, log group, role and policy, and the function
    * (the sweeper's code and configuration, without the schedule's settings) writing the table's
    * items' entries into the expiry index table, and the event source mapping from the table's
@@ -609,12 +515,18 @@ export class TtlSweeper extends Construct {
       id: 'AwsSolutions-SQS3',
       reason: 'StreamFailures is itself the on-failure destination of the stream indexer',
     });
-    const { logGroup, role, writeOwnLogs } = this.logsAndRole(
+    const { logGroup, role } = logsAndRole(
       scope,
       props,
       "ttl-sweeper stream indexer: read the table's stream, write entries into the expiry index table, write its logs",
     );
-    const statements = streamIndexerStatements(this, { table: this.table, streamArn, indexTable, failureQueue: queue, writeOwnLogs });
+    const statements = streamIndexerStatements(this, {
+      table: this.table,
+      streamArn,
+      indexTable,
+      failureQueue: queue,
+      writeOwnLogs: writeOwnLogs(logGroup),
+    });
     const policy = new iam.Policy(scope, 'Policy', { statements });
     policy.attachToRole(role);
 
