@@ -16,10 +16,11 @@ import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { defaultCode } from './code';
-import { logsAndRole, sweeperFunction } from './function';
-import { scheduleStatements, streamIndexerStatements, writeOwnLogs } from './grants';
+import { sweeperFunction } from './function';
+import { scheduleStatements } from './grants';
 import type { ExpirationIndexOptions, TtlSweeperProps } from './props';
 import { DEFAULTS, resolveSettings, type Settings, splitShards } from './settings';
+import { newIndexTable, streamIndexer } from './stream-indexer';
 
 /**
  * Precise item expiry for a DynamoDB table: a Lambda invoked by EventBridge Scheduler queries the
@@ -161,7 +162,7 @@ export class TtlSweeper extends Construct {
     // With followStream, the sweeper's own index, filled by the stream indexer; created before
     // the functions, whose environment names it.
     if (settings.followStream) {
-      this.indexTable = this.newIndexTable();
+      this.indexTable = newIndexTable(this);
     }
 
     // ---------------------------------------------------------------- the functions
@@ -226,7 +227,8 @@ export class TtlSweeper extends Construct {
 
     // ---------------------------------------------------------------- the stream indexer
     if (settings.followStream) {
-      const stream = this.streamIndexer(new Construct(this, 'Stream'), props, settings, {
+      const stream = streamIndexer(new Construct(this, 'Stream'), props, settings, {
+        table: this.table,
         streamArn: this.table.tableStreamArn!, // checked by resolveSettings
         indexTable: this.indexTable!,
         code,
@@ -330,27 +332,6 @@ export class TtlSweeper extends Construct {
         ],
       });
     }
-  }
-
-  /**
-   * The expiry index table of `followStream`: one entry per item and ttl, keyed by window
-   * (`window`) and by ttl, item and write (`entry`), each removed by native TTL (`expires`) if no
-   * sweep removed it first. Derived data: `ttl-sweeper backfill` rebuilds it, so it goes with the
-   * stack and keeps no backups.
-   */
-  private newIndexTable(): dynamodb.Table {
-    const table = new dynamodb.Table(this, 'ExpiryIndex', {
-      partitionKey: { name: INDEX_TABLE.window, type: dynamodb.AttributeType.STRING },
-      sortKey: { name: INDEX_TABLE.entry, type: dynamodb.AttributeType.STRING },
-      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
-      timeToLiveAttribute: INDEX_TABLE.expires,
-      removalPolicy: RemovalPolicy.DESTROY,
-    });
-    Validations.of(table).acknowledge({
-      id: 'AwsSolutions-DDB3',
-      reason: 'the expiry index table holds derived data only: ttl-sweeper backfill rebuilds it from the application table',
-    });
-    return table;
   }
 
   /** The alarm topic the sweeper creates: TLS only, encrypted with a key of its own if `encrypt`. */
@@ -486,97 +467,6 @@ export class TtlSweeper extends Construct {
       });
     }
     return alarms;
-  }
-
-  /**
-   * The stream indexer in `scope`: its failure queue, log group, role and policy, and the function
-   * (the sweeper's code and configuration, without the schedule's settings) writing the table's
-   * items' entries into the expiry index table, and the event source mapping from the table's
-   * stream.
-   */
-  private streamIndexer(
-    scope: Construct,
-    props: TtlSweeperProps,
-    settings: Settings,
-    shared: {
-      streamArn: string;
-      indexTable: dynamodb.ITable;
-      code: lambda.Code;
-      sweeperEnvironment: Record<string, string>;
-    },
-  ) {
-    const { streamArn, indexTable, code, sweeperEnvironment } = shared;
-    const queue = new sqs.Queue(scope, 'Failures', {
-      retentionPeriod: Duration.days(14),
-      encryption: sqs.QueueEncryption.SQS_MANAGED,
-      enforceSSL: true,
-    });
-    Validations.of(queue).acknowledge({
-      id: 'AwsSolutions-SQS3',
-      reason: 'StreamFailures is itself the on-failure destination of the stream indexer',
-    });
-    const { logGroup, role } = logsAndRole(
-      scope,
-      props,
-      "ttl-sweeper stream indexer: read the table's stream, write entries into the expiry index table, write its logs",
-    );
-    const statements = streamIndexerStatements(this, {
-      table: this.table,
-      streamArn,
-      indexTable,
-      failureQueue: queue,
-      writeOwnLogs: writeOwnLogs(logGroup),
-    });
-    const policy = new iam.Policy(scope, 'Policy', { statements });
-    policy.attachToRole(role);
-
-    // The sweeper's configuration but the sweep's own settings: the schedule, tick mode, lookback,
-    // shard range and checkpoint, and the expiry events (the indexer deletes nothing).
-    const environment = Object.fromEntries(
-      STREAM_SETTINGS.filter((v) => sweeperEnvironment[v] !== undefined).map((v) => [v, sweeperEnvironment[v]]),
-    );
-    const fn = new lambda.Function(scope, 'Function', {
-      description:
-        "ttl-sweeper stream indexer: writes one small entry per item and ttl into the sweeper's expiry index table; " +
-        "never writes the application's table",
-      runtime: lambda.Runtime.PROVIDED_AL2023,
-      architecture: lambda.Architecture.ARM_64,
-      handler: 'bootstrap',
-      code,
-      memorySize: settings.memorySize,
-      timeout: Duration.seconds(STREAM.timeoutSeconds),
-      role,
-      logGroup,
-      loggingFormat: lambda.LoggingFormat.JSON,
-      environment,
-    });
-    fn.node.addDependency(policy);
-
-    const change = lambda.FilterRule.or('INSERT', 'MODIFY');
-    const mapping = new lambda.EventSourceMapping(scope, 'Mapping', {
-      target: fn,
-      eventSourceArn: streamArn,
-      startingPosition: lambda.StartingPosition.LATEST,
-      batchSize: STREAM.batchSize,
-      maxBatchingWindow: Duration.seconds(0),
-      reportBatchItemFailures: true,
-      bisectBatchOnError: true,
-      retryAttempts: STREAM.retryAttempts,
-      maxRecordAge: Duration.seconds(STREAM.maxRecordAgeSeconds),
-      onFailure: new QueueOnFailure(queue),
-      // Records with something to do: an item written with a Number ttl (an entry to write).
-      // REMOVE records, and writes of items without one, never reach the function: an entry left
-      // by a ttl since removed deletes nothing, as a sweep judges every item by the table.
-      filters: [
-        lambda.FilterCriteria.filter({
-          eventName: change,
-          dynamodb: { NewImage: { [settings.ttlAttribute]: { N: lambda.FilterRule.exists() } } },
-        }),
-      ],
-    });
-    // The mapping checks at creation that the role may read the stream.
-    mapping.node.addDependency(policy);
-    return { fn, role, logGroup, mapping, queue };
   }
 
   /**
@@ -812,48 +702,3 @@ class SweeperTarget implements scheduler.IScheduleTarget {
     return this.config;
   }
 }
-
-/**
- * The on-failure destination of the stream's event source mapping, without the grant
- * `SqsDlq` adds (`sqs:SendMessage` alone is in the stream indexer's policy).
- */
-class QueueOnFailure implements lambda.IEventSourceDlq {
-  constructor(private readonly queue: sqs.IQueue) {}
-
-  public bind(_target: lambda.IEventSourceMapping, _handler: lambda.IFunction): lambda.DlqDestinationConfig {
-    return { destination: this.queue.queueArn };
-  }
-}
-
-/**
- * The sweeper's settings the stream indexer gets too: the table, the expiry index table, the
- * layout and the metrics.
- */
-const STREAM_SETTINGS = [
-  'TABLE_NAME',
-  'EXPIRY_INDEX_TABLE',
-  'TTL_ATTRIBUTE',
-  'WINDOW_ATTRIBUTE',
-  'WINDOW_SECONDS',
-  'WINDOW_SHARDS',
-  'DELETE_MODE',
-  'MAX_CONCURRENCY',
-  'MAX_RETRIES',
-  'METRICS_NAMESPACE',
-];
-
-/**
- * The stream indexer's function and event source mapping. The function stops 3 s before its
- * timeout and has what it did not handle delivered again; the mapping gives up on a record after
- * 10 retries or an hour, well inside the stream's 24 hours of retention, so the on-failure
- * queue's message still points at records that can be read.
- */
-const STREAM = {
-  timeoutSeconds: 30,
-  batchSize: 100,
-  retryAttempts: 10,
-  maxRecordAgeSeconds: 3600,
-} as const;
-
-/** The expiry index table's attributes: its keys, and the native TTL of entries no sweep removed. */
-const INDEX_TABLE = { window: 'window', entry: 'entry', expires: 'expires' } as const;
