@@ -17,6 +17,8 @@ import { namesEachTable, type Settings } from './settings';
 /** One sweeper function and what was created with it, in `scope`. */
 export interface SweeperFunction {
   readonly scope: Construct;
+  /** Its `SHARD_RANGE`; undefined for a single sweeper, which reads every shard. */
+  readonly range?: string;
   readonly fn: lambda.Function;
   readonly role: iam.Role;
   readonly logGroup: logs.LogGroup;
@@ -76,7 +78,7 @@ export function sweeperFunction(
     maxEventAge: Duration.minutes(5),
   });
   fn.node.addDependency(policy);
-  return { scope, fn, role, logGroup, environment };
+  return { scope, range, fn, role, logGroup, environment };
 }
 
 /** The sweeper function's environment: its settings, as the binary reads them. */

@@ -2,7 +2,7 @@
 // a failure queue, alarms on the sweeper's own metrics and a dashboard, for a table the caller
 // owns (created in the same app or imported), or for several tables swept by one function.
 
-import { Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -17,8 +17,8 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { defaultCode } from './code';
 import { sweeperFunction } from './function';
-import { scheduleStatements } from './grants';
 import type { ExpirationIndexOptions, TtlSweeperProps } from './props';
+import { newScheduleRole, sweeperSchedules } from './schedule';
 import { DEFAULTS, resolveSettings, type Settings, splitShards } from './settings';
 import { newIndexTable, streamIndexer } from './stream-indexer';
 
@@ -171,22 +171,7 @@ export class TtlSweeper extends Construct {
     // it in place; the others live in `Sweeper2`, `Sweeper3`, ...
     const ranges = settings.sweepers === 1 ? [undefined] : splitShards(settings.windowShards, settings.sweepers);
     this.shardRanges = ranges.map((r) => r ?? 'all');
-    const stack = Stack.of(this);
-    this.scheduleRole = new iam.Role(this, 'ScheduleRole', {
-      description: 'ttl-sweeper: EventBridge Scheduler invokes the sweeper function',
-      assumedBy: new iam.ServicePrincipal('scheduler.amazonaws.com', {
-        conditions: {
-          StringEquals: {
-            'aws:SourceAccount': stack.account,
-            'aws:SourceArn': stack.formatArn({
-              service: 'scheduler',
-              resource: 'schedule-group',
-              resourceName: 'default',
-            }),
-          },
-        },
-      }),
-    });
+    this.scheduleRole = newScheduleRole(this);
     const code = props.code ?? defaultCode();
     const resources = { code, failureQueue: this.failureQueue, indexTable: this.indexTable, checkpointTable: this.checkpointTable };
     const parts = ranges.map((range, i) =>
@@ -198,30 +183,11 @@ export class TtlSweeper extends Construct {
     [this.function, this.role, this.logGroup] = [this.functions[0], this.roles[0], this.logGroups[0]];
 
     // ---------------------------------------------------------------- the schedules
-    const schedulePolicy = new iam.Policy(this, 'SchedulePolicy', {
-      statements: scheduleStatements(this.functions, this.failureQueue),
-    });
-    schedulePolicy.attachToRole(this.scheduleRole);
-    this.schedules = parts.map(({ scope, fn }, i) => {
-      const schedule = new scheduler.Schedule(scope, 'Schedule', {
-        description: ranges[i] === undefined ? 'Invokes ttl-sweeper' : `Invokes ttl-sweeper for shards ${ranges[i]}`,
-        schedule: settings.schedule.toScheduleExpression(),
-        timeWindow: scheduler.TimeWindow.off(),
-        enabled: props.scheduleEnabled ?? true,
-        target: new SweeperTarget({
-          arn: fn.functionArn,
-          role: this.scheduleRole,
-          // Each invocation sweeps as of the time it was scheduled for.
-          input: scheduler.ScheduleTargetInput.fromObject({ time: scheduler.ContextAttribute.scheduledTime }),
-          retryPolicy: {
-            maximumRetryAttempts: settings.scheduleRetryAttempts,
-            maximumEventAgeInSeconds: settings.scheduleMaxEventAgeSeconds,
-          },
-          deadLetterConfig: { arn: this.failureQueue.queueArn },
-        }),
-      });
-      schedule.node.addDependency(schedulePolicy);
-      return schedule;
+    this.schedules = sweeperSchedules(this, parts, {
+      role: this.scheduleRole,
+      failureQueue: this.failureQueue,
+      settings,
+      enabled: props.scheduleEnabled ?? true,
     });
     this.schedule = this.schedules[0];
 
@@ -691,14 +657,5 @@ export class TtlSweeper extends Construct {
       period: Duration.minutes(1),
       ...props,
     });
-  }
-}
-
-/** The schedule's target: this function, with the role, input, retries and DLQ given. */
-class SweeperTarget implements scheduler.IScheduleTarget {
-  constructor(private readonly config: scheduler.ScheduleTargetConfig) {}
-
-  public bind(_schedule: scheduler.ISchedule): scheduler.ScheduleTargetConfig {
-    return this.config;
   }
 }
