@@ -1,25 +1,27 @@
 // The ttl-sweeper construct: the Lambda, its EventBridge Scheduler schedule, least-privilege IAM,
 // a failure queue, alarms on the sweeper's own metrics and a dashboard, for a table the caller
 // owns (created in the same app or imported), or for several tables swept by one function.
+// TtlSweeper wires the parts together and gives the sweeper's metrics; each part has a file of its
+// own: props.ts, settings.ts (props to settings, and their checks), function.ts, schedule.ts,
+// grants.ts (IAM), alarms.ts, dashboard.ts and stream-indexer.ts.
 
-import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
+import { Duration, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
-import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
-import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as sns from 'aws-cdk-lib/aws-sns';
-import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { sweeperAlarms } from './alarms';
 import { defaultCode } from './code';
+import { sweeperDashboard } from './dashboard';
 import { sweeperFunction } from './function';
 import type { ExpirationIndexOptions, TtlSweeperProps } from './props';
 import { newScheduleRole, sweeperSchedules } from './schedule';
-import { DEFAULTS, resolveSettings, type Settings, splitShards } from './settings';
+import { DEFAULTS, resolveSettings, splitShards } from './settings';
 import { newIndexTable, streamIndexer } from './stream-indexer';
 
 /**
@@ -209,230 +211,12 @@ export class TtlSweeper extends Construct {
 
     // ---------------------------------------------------------------- alarms and dashboard
     const alarmOptions = props.alarms ?? {};
-    this.alarms = [];
-    if (alarmOptions.enabled ?? true) {
-      this.alarmTopic = alarmOptions.topic ?? this.newAlarmTopic(alarmOptions.encryptTopic ?? true);
-      this.alarms.push(...this.newAlarms(parts, settings));
-      if (this.streamFunction) {
-        // The stream's backlog: how long the newest record of a batch waited before the indexer
-        // got it. An item gets its index entry (and can be swept) only after its record is handled.
-        this.alarms.push(
-          new cloudwatch.Alarm(this, 'StreamIteratorAge', {
-            alarmDescription: 'the ttl-sweeper stream indexer falls behind the table\'s stream',
-            metric: this.streamFunction.metric('IteratorAge', { statistic: 'Maximum', period: Duration.minutes(1) }),
-            threshold: settings.lagThresholdSeconds * 1000,
-            comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluationPeriods: 3,
-            datapointsToAlarm: 3,
-            treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-          }),
-          // Records that failed every retry: their items have no index entry, so no sweep sees
-          // them until `backfill` writes it. One is enough to act on.
-          new cloudwatch.Alarm(this, 'StreamRecordsFailed', {
-            alarmDescription: 'stream records failed every retry and went to the ttl-sweeper stream indexer\'s on-failure queue: their items need ttl-sweeper backfill, which writes their expiry index entries',
-            metric: this.streamFailureQueue!.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: Duration.minutes(1) }),
-            threshold: 0,
-            comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluationPeriods: 1,
-            datapointsToAlarm: 1,
-            treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-          }),
-        );
-      }
-      for (const email of alarmOptions.emails ?? []) {
-        this.alarmTopic.addSubscription(new subscriptions.EmailSubscription(email));
-      }
-      for (const alarm of this.alarms) {
-        alarm.addAlarmAction(new cwActions.SnsAction(this.alarmTopic));
-      }
-    }
-
+    const alarms = (alarmOptions.enabled ?? true) ? sweeperAlarms(this, alarmOptions, settings, parts) : undefined;
+    this.alarmTopic = alarms?.topic;
+    this.alarms = alarms?.alarms ?? [];
     if (props.dashboard ?? true) {
-      // A row of items and lag for each table (its title naming the table when there are
-      // several), then the function's invocations and what each table left for the next sweep.
-      const several = this.tables.length > 1 || settings.tables[0].element !== undefined;
-      const tableRows = this.tables.map((table) => {
-        const graph = (name: string, statistic: string) => this.tableMetric(table, name, { statistic });
-        const of = several ? `: ${table.tableName}` : '';
-        return [
-          new cloudwatch.GraphWidget({
-            title: `Items deleted / skipped / gone / failed${of}`,
-            left: [
-              graph('ItemsDeleted', 'Sum'),
-              graph('ItemsSkipped', 'Sum'),
-              graph('ItemsGone', 'Sum'),
-              graph('ItemsFailed', 'Sum'),
-            ],
-            width: 12,
-          }),
-          new cloudwatch.GraphWidget({
-            title: `Expiry lag (s)${of}`,
-            left: [graph('MaxExpiryLagSeconds', 'Maximum'), graph('P99ExpiryLagSeconds', 'Maximum')],
-            width: 12,
-          }),
-        ];
-      });
-      this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
-        widgets: [
-          ...tableRows,
-          [
-            new cloudwatch.GraphWidget({
-              title: 'Invocations and errors',
-              left:
-                parts.length === 1
-                  ? [this.function.metricInvocations(), this.function.metricErrors()]
-                  : this.functions.flatMap((fn, i) => [
-                    fn.metricInvocations({ label: `Invocations ${this.shardRanges[i]}` }),
-                    fn.metricErrors({ label: `Errors ${this.shardRanges[i]}` }),
-                  ]),
-              width: 12,
-            }),
-            new cloudwatch.GraphWidget({
-              title: 'Left for the next sweep',
-              left: several
-                ? this.tables.map((table) => this.tableMetric(table, 'ItemsLeft', { statistic: 'Sum', label: table.tableName }))
-                : [this.metric('ItemsLeft', { statistic: 'Sum' })],
-              width: 12,
-            }),
-          ],
-        ],
-      });
+      this.dashboard = sweeperDashboard(this, settings);
     }
-  }
-
-  /** The alarm topic the sweeper creates: TLS only, encrypted with a key of its own if `encrypt`. */
-  private newAlarmTopic(encrypt: boolean): sns.Topic {
-    if (!encrypt) {
-      const topic = new sns.Topic(this, 'Alarms', { displayName: 'ttl-sweeper alarms', enforceSSL: true });
-      Validations.of(topic).acknowledge({
-        id: 'AwsSolutions-SNS2',
-        reason: 'encryptTopic is false: the alarm topic carries alarm names and states only, no item data',
-      });
-      return topic;
-    }
-    const key = new kms.Key(this, 'AlarmsKey', {
-      description: 'ttl-sweeper: encrypts the alarm topic',
-      enableKeyRotation: true,
-      removalPolicy: RemovalPolicy.DESTROY,
-      pendingWindow: Duration.days(7),
-    });
-    // CloudWatch alarms can publish to an encrypted topic only if the key lets them.
-    key.addToResourcePolicy(
-      new iam.PolicyStatement({
-        sid: 'CloudWatchAlarmsPublish',
-        principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
-        actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
-        resources: ['*'],
-      }),
-    );
-    return new sns.Topic(this, 'Alarms', {
-      displayName: 'ttl-sweeper alarms',
-      masterKey: key,
-      enforceSSL: true,
-    });
-  }
-
-  /** The alarms: function errors, failed items, expiry lag, silence (and per function with several). */
-  private newAlarms(parts: { scope: Construct; fn: lambda.Function }[], settings: Settings): cloudwatch.Alarm[] {
-    const periodSeconds = settings.schedule.periodSeconds;
-    const alarmPeriod = Duration.seconds(Math.ceil(periodSeconds / 60) * 60);
-    const alarms: cloudwatch.Alarm[] = [
-      new cloudwatch.Alarm(this, 'FunctionErrors', {
-        alarmDescription: 'ttl-sweeper invocations failed (bad event, failed keys or unreadable windows)',
-        metric: this.function.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
-        threshold: 0,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        evaluationPeriods: 1,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
-    ];
-    // Each table's alarms on its own metrics (the TableName dimension). The first table's keep the
-    // ids of a single table's; the others live in `Table2`, `Table3`, ...
-    const several = this.tables.length > 1 || settings.tables[0].element !== undefined;
-    this.tables.forEach((table, i) => {
-      const scope = i === 0 ? this : new Construct(this, `Table${i + 1}`);
-      const of = several ? ` (table ${table.tableName})` : '';
-      alarms.push(
-        new cloudwatch.Alarm(scope, 'ItemsFailed', {
-          alarmDescription: `ttl-sweeper could not delete some expired items${of}`,
-          metric: this.tableMetric(table, 'ItemsFailed', { statistic: 'Sum', period: Duration.minutes(1) }),
-          threshold: 0,
-          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-          evaluationPeriods: 1,
-          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-        }),
-        new cloudwatch.Alarm(scope, 'ExpiryLag', {
-          alarmDescription: `expired items stay longer than the precision target${of}`,
-          metric: this.tableMetric(table, 'MaxExpiryLagSeconds', { statistic: 'Maximum', period: alarmPeriod }),
-          threshold: settings.lagThresholdSeconds,
-          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-          evaluationPeriods: 3,
-          datapointsToAlarm: 3,
-          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-        }),
-      );
-      // A sweeper that finds the lease held with another layout than its own (index, windows,
-      // ttl attribute or shard range) stands by beside it for good: the Regions' sweepers of the
-      // table are not configured alike.
-      if (settings.leaderLeaseSeconds !== undefined) {
-        alarms.push(
-          new cloudwatch.Alarm(scope, 'LeaseLayoutMismatch', {
-            alarmDescription: `a ttl-sweeper stands by beside a leader lease held with another layout than its own${of}: configure every Region's sweeper of the table alike`,
-            metric: this.tableMetric(table, 'LeaseLayoutMismatch', { statistic: 'Sum', period: Duration.minutes(1) }),
-            threshold: 0,
-            comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluationPeriods: 1,
-            treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-          }),
-        );
-      }
-      // With a leader lease only the holder sweeps: the others report no sweep, and a silence
-      // alarm would fire wherever a sweeper stands by.
-      if (settings.leaderLeaseSeconds === undefined) {
-        alarms.push(
-          new cloudwatch.Alarm(scope, 'SweeperSilent', {
-            alarmDescription: `ttl-sweeper has not reported a sweep${of} for ${settings.silenceAfterSeconds / 60} minutes`,
-            metric: this.tableMetric(table, 'WindowsSwept', {
-              statistic: 'SampleCount',
-              period: Duration.seconds(settings.silenceAfterSeconds),
-            }),
-            threshold: 1,
-            comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-            evaluationPeriods: 1,
-            treatMissingData: cloudwatch.TreatMissingData.BREACHING,
-          }),
-        );
-      }
-    });
-    if (parts.length > 1) {
-      // The table's own metrics sum over every sweeper; each function also gets its own error
-      // alarm and one for a schedule that stopped invoking it.
-      parts.forEach(({ scope, fn }, i) => {
-        if (i > 0) {
-          alarms.push(
-            new cloudwatch.Alarm(scope, 'FunctionErrors', {
-              alarmDescription: `ttl-sweeper invocations for shards ${this.shardRanges[i]} failed (bad event, failed keys or unreadable windows)`,
-              metric: fn.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
-              threshold: 0,
-              comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-              evaluationPeriods: 1,
-              treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-            }),
-          );
-        }
-        alarms.push(
-          new cloudwatch.Alarm(scope, 'NotInvoked', {
-            alarmDescription: `ttl-sweeper for shards ${this.shardRanges[i]} has not been invoked for ${settings.silenceAfterSeconds / 60} minutes`,
-            metric: fn.metricInvocations({ period: Duration.seconds(settings.silenceAfterSeconds), statistic: 'Sum' }),
-            threshold: 1,
-            comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-            evaluationPeriods: 1,
-            treatMissingData: cloudwatch.TreatMissingData.BREACHING,
-          }),
-        );
-      });
-    }
-    return alarms;
   }
 
   /**
