@@ -25,7 +25,7 @@ export interface SweeperFunction {
   readonly environment: Record<string, string>;
 }
 
-/** What every sweeper function shares: its code, and the resources the construct created for them. */
+/** What every sweeper function shares: its code, its failure queue, and the tables it uses beside the swept ones. */
 export interface SweeperResources {
   readonly code: lambda.Code;
   /** Where failed asynchronous invocations go. */
