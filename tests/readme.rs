@@ -577,12 +577,13 @@ fn the_window_paths_bill_one_record_and_one_entry_per_item_whatever_its_size() {
 /// at the `memorySize` default.
 #[test]
 fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
-    let ts = read(&Path::new(ROOT).join("infra/src/ttl-sweeper.ts"));
+    let ts = read(&Path::new(ROOT).join("infra/src/stream-indexer.ts"));
+    let settings = read(&Path::new(ROOT).join("infra/src/settings.ts"));
     let stream = ts
         .split("const STREAM = {")
         .nth(1)
         .and_then(|rest| rest.split("} as const").next())
-        .expect("infra/src/ttl-sweeper.ts declares `const STREAM = {`");
+        .expect("infra/src/stream-indexer.ts declares `const STREAM = {`");
     let batch = format!("batchSize: {},", cost::STREAM_BATCH_SIZE);
     assert!(stream.contains(&batch), "STREAM lacks `{batch}`:{stream}");
     assert!(ts.contains("batchSize: STREAM.batchSize,"));
@@ -590,8 +591,8 @@ fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
     assert!(ts.contains("lambda.FilterRule.or('INSERT', 'MODIFY')"));
     let memory = format!("props.memorySize ?? {},", cost::INDEX_MB);
     assert!(
-        ts.contains(&memory),
-        "the construct's memorySize default is not {memory}"
+        settings.contains(&memory),
+        "the construct's memorySize default (infra/src/settings.ts) is not {memory}"
     );
 }
 

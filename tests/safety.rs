@@ -905,3 +905,28 @@ fn options_of(delete_mode: DeleteMode) -> SweepOptions {
         ..SweepOptions::default()
     }
 }
+
+/// With an expiry index table, an item whose ttl was moved earlier (both ttls past) is listed
+/// by two entries and sent once, judged on the later ttl: the table keeps the item (its ttl is the
+/// earlier one), and the entry of the earlier ttl must stay, so that the next sweep deletes it.
+#[tokio::test(start_paused = true)]
+async fn an_item_listed_by_two_entries_is_deleted_on_the_ttl_the_table_holds() {
+    for delete_mode in [DeleteMode::Batch, DeleteMode::Conditional] {
+        let store = Arc::new(mem().with_index_table());
+        store.put("k", (T0 - 20) as f64);
+        store.index("k", "1");
+        store.put("k", (T0 - 40) as f64); // the application moved its ttl earlier
+        store.index("k", "2");
+        assert_eq!(store.entry_count(), 2);
+        let sweeper = mem_sweeper(store.clone(), options_of(delete_mode));
+        let first = sweeper.sweep_at(T0).await;
+        assert_eq!(first.items_found, 2, "{delete_mode}: {first:?}");
+        assert_eq!(store.entry_count(), 1, "{delete_mode}: {first:?}");
+        let second = sweeper.sweep_at(T0 + 1).await;
+        assert!(
+            !store.has("k"),
+            "{delete_mode}: left behind: {first:?} {second:?}"
+        );
+        assert_eq!(store.entry_count(), 0, "{delete_mode}: {second:?}");
+    }
+}

@@ -4,7 +4,7 @@
 //! what is still to do. An item whose delete failed or was left (the sweep had to stop) keeps
 //! its entry: the next sweep finds it again.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use tracing::warn;
@@ -19,22 +19,29 @@ const REMOVALS_PER_REQUEST: usize = 25;
 /// Attempts of one request's removals, unprocessed ones sent again after [`full_jitter`].
 const ATTEMPTS: u32 = 4;
 
-/// The entries of `group` (the keys a task deletes), with their items' keys as DynamoDB JSON
-/// text; empty when the keys come from a GSI.
-pub(super) fn entries_of(group: &[Expired]) -> Vec<(String, Key)> {
+/// An entry of a group: its item's key as DynamoDB JSON text, the ttl it lists, and its own key.
+pub(super) type GroupEntry = (String, f64, Key);
+
+/// The entries of `group` (the keys a task deletes); empty when the keys come from a GSI.
+pub(super) fn entries_of(group: &[Expired]) -> Vec<GroupEntry> {
     group
         .iter()
-        .filter_map(|e| Some((key_to_json(&e.key).to_string(), e.entry.clone()?)))
+        .filter_map(|e| Some((key_to_json(&e.key).to_string(), e.ttl, e.entry.clone()?)))
         .collect()
 }
 
 /// Removes the entries of `entries` whose item `out` settled (not failed, not left); answers how
 /// many were removed. A removal that fails every attempt leaves its entry, logged: the next sweep
 /// reads it and finds nothing more to do.
+///
+/// An item listed by several entries of the group (written again with another ttl, both past)
+/// goes to DynamoDB once, judged on the latest ttl listed (`drop_repeats`): only the entries of
+/// that ttl are removed. The others stay, and a later sweep judges each on its own — the table may
+/// hold an earlier one, written last.
 pub(super) async fn remove_settled<S: Store>(
     store: &S,
     schema: &TableSchema,
-    entries: Vec<(String, Key)>,
+    entries: Vec<GroupEntry>,
     out: &ChunkOutcome,
     stop: &Stop,
 ) -> u64 {
@@ -53,10 +60,15 @@ pub(super) async fn remove_settled<S: Store>(
         .map(|f| f.key.to_string())
         .chain(out.left_keys.iter().map(|k| key_to_json(k).to_string()))
         .collect();
+    let mut judged: HashMap<&str, f64> = HashMap::new();
+    for (item, ttl, _) in &entries {
+        let latest = judged.entry(item.as_str()).or_insert(*ttl);
+        *latest = latest.max(*ttl);
+    }
     let settled: Vec<EntryWrite> = entries
-        .into_iter()
-        .filter(|(item, _)| !unsettled.contains(item))
-        .map(|(_, id)| EntryWrite::Remove(id))
+        .iter()
+        .filter(|(item, ttl, _)| !unsettled.contains(item) && judged[item.as_str()] == *ttl)
+        .map(|(_, _, id)| EntryWrite::Remove(id.clone()))
         .collect();
     let mut removed = 0;
     for request in settled.chunks(REMOVALS_PER_REQUEST) {

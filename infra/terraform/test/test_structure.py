@@ -188,7 +188,7 @@ class Examples(unittest.TestCase):
 
 
 class Validations(unittest.TestCase):
-    """The module refuses what the construct's synthesis refuses (infra/src/ttl-sweeper.ts)."""
+    """The module refuses what the construct's synthesis refuses (infra/src/settings.ts)."""
 
     BASE = {"table_name": "sessions", "local_existing_package": "ttl-sweeper-lambda-arm64.zip"}
     REFUSED = {
