@@ -97,7 +97,7 @@ pub(crate) const UNHEALTHY_PERIODS: u32 = 3;
 /// report per table, in the order configured. `wall` reads the host clock, held to DynamoDB's by
 /// the one sweep clock as in [`sweep`].
 ///
-/// With `metrics_addr`, it also serves `/metrics` and `/healthz` there ([`telemetry::daemon`]);
+/// With `metrics_addr`, it also serves `/metrics` and `/healthz` there ([`telemetry::endpoint`]);
 /// `/healthz` turns 503 when a table has had no successful sweep for
 /// `3 × max(SCHEDULE_SECONDS, every)`.
 pub(crate) async fn run<W>(
@@ -133,13 +133,13 @@ where
     let endpoint = match metrics_addr {
         None => None,
         Some(addr) => {
-            let listener = telemetry::daemon::bind(addr).await?;
-            let metrics = Arc::new(telemetry::daemon::DaemonMetrics::new(
+            let listener = telemetry::endpoint::bind(addr).await?;
+            let metrics = Arc::new(telemetry::endpoint::DaemonMetrics::new(
                 &names,
                 UNHEALTHY_PERIODS * period.max(every),
             ));
             tracing::info!(addr = %listener.local_addr()?, "serving /metrics and /healthz");
-            tokio::spawn(telemetry::daemon::serve(
+            tokio::spawn(telemetry::endpoint::serve(
                 listener,
                 metrics.clone(),
                 shutdown.child_token(),
@@ -214,7 +214,7 @@ async fn run_table(
     every: Duration,
     period: Duration,
     namespace: &str,
-    endpoint: &Option<Arc<telemetry::daemon::DaemonMetrics>>,
+    endpoint: &Option<Arc<telemetry::endpoint::DaemonMetrics>>,
     clock: &store::GuardedClock,
     stop: &Stop,
 ) -> SweepReport {
