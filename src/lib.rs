@@ -19,10 +19,15 @@
 //!   ([`expiry::Layout`], [`store::TableTarget`], [`engine::SweepOptions`],
 //!   [`lambda::HandlerSettings`], [`events::EventsConfig`]), and the binaries' async runtime
 //!   ([`config::Threads`]). Nothing below imports it.
+//! - [`daemon`]: `run`'s loop — every table swept by ticks and full sweeps until a shutdown the
+//!   caller passes in, a table that cannot be opened reported and opened again every period, the
+//!   summary line and EMF record of each period, the endpoint's counters, each table's stream
+//!   followed beside its ticks ([`daemon::Follow`]); generic over [`store::Store`].
 //! - [`lambda`]: one invocation, from event to report for every table; a batch of a table's
 //!   DynamoDB Streams records goes to the stream indexer instead.
 //! - [`telemetry`]: tracing subscribers (JSON lines with the Powertools keys), the one summary
-//!   log line, CloudWatch EMF metrics, and `run`'s Prometheus `/metrics` and `/healthz`.
+//!   log line, CloudWatch EMF metrics, and the daemon's Prometheus `/metrics` and `/healthz`
+//!   ([`telemetry::endpoint`]).
 //! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit — and
 //!   the daemon's follower of the table's stream (`run --follow-stream`), which hands its
 //!   records to [`indexer`].
@@ -63,6 +68,8 @@
 
 #[cfg(feature = "sweeper")]
 pub mod config;
+#[cfg(feature = "sweeper")]
+pub mod daemon;
 #[cfg(feature = "sweeper")]
 pub mod engine;
 #[cfg(feature = "sweeper")]
