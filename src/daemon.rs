@@ -20,10 +20,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::tables::{unopened, Table};
-use crate::engine::{run_ticks, Stop, SweepReport, Sweeper, Ticks};
+use crate::engine::{run_ticks, Stop, SweepErrorEntry, SweepReport, Sweeper, Ticks};
 use crate::expiry::Clock;
 use crate::store::stream::StreamClient;
-use crate::store::{DynamoStore, Store};
+use crate::store::{DynamoStore, ErrorKind, Store, StoreError};
 use crate::telemetry::{self, endpoint::DaemonMetrics};
 use crate::tools::follow::{FollowError, FollowReport, Follower};
 
@@ -225,10 +225,13 @@ async fn run_table<S: Store, F: Follow<S>>(
     // failures are part of its report for the whole run.
     let mut unopened_for = SweepReport::default();
     let sweeper = loop {
-        // An open that does not answer holds up the shutdown no longer than a request does.
-        let Ok(opened) = stop.within_limits(table.sweeper()).await else {
-            return Ok(unopened_for);
-        };
+        // An opening that does not answer holds up the shutdown no longer than a request does.
+        let opened = stop.within_limits(table.sweeper()).await;
+        let opened = opened.unwrap_or_else(|why| {
+            let message = format!("timed out: {why}");
+            let error = StoreError::new(ErrorKind::Transient, "DescribeTable", message);
+            Err(SweepErrorEntry::new(None, &error))
+        });
         match opened {
             Ok(sweeper) => break sweeper,
             Err(error) => {
