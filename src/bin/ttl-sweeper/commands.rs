@@ -102,15 +102,6 @@ pub(crate) async fn run<W>(
 where
     W: Fn() -> Timestamp + Send + Sync + 'static,
 {
-    let short_lease = configs.iter().filter_map(|c| c.leader_lease);
-    if let Some(lease) = short_lease.filter(|l| *l < 2 * args.every).min() {
-        anyhow::bail!(
-            "LEADER_LEASE={} is shorter than two sweeps of --every {:?}: the holder's lease \
-             would lapse between its sweeps; raise LEADER_LEASE or lower --every",
-            lease.as_secs(),
-            args.every
-        );
-    }
     if args.follow_stream {
         for config in configs {
             let index_table = config.expiry_index_table.as_deref();

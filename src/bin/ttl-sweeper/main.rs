@@ -215,7 +215,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             commands::finish_all(&reports)
         }
         Command::Run(args) => {
-            let configs = args.settings.validate_tables()?;
+            let configs = args.settings.validate_run(args.every)?;
             let reports = commands::run(&configs, &args, wall_clock, signal()).await?;
             commands::finish_all(&reports)
         }
