@@ -1216,6 +1216,26 @@ mod tests {
     }
 
     #[test]
+    fn backfill_in_archive_mode_is_a_dry_run_or_refused() {
+        let pairs = [
+            ("TABLE_NAME", "sessions"),
+            ("EXPIRY_EVENTS", "eventbridge:default"),
+            ("EXPIRY_EVENTS_MODE", "archive"),
+            ("DELETE_MODE", "conditional"),
+        ];
+        let map: HashMap<&str, &str> = pairs.into_iter().collect();
+        let settings = Settings::from_lookup(|k| map.get(k).map(|v| v.to_string()));
+        let msg = settings.validate_backfill(false).unwrap_err().to_string();
+        for name in ["EXPIRY_EVENTS_MODE", "would not be archived", "--dry-run"] {
+            assert!(msg.contains(name), "{msg}");
+        }
+        assert!(settings.validate_backfill(true).is_ok());
+        // Without archive mode, deletes need no archive.
+        let notify = Settings::from_lookup(|k| (k == "TABLE_NAME").then(|| "sessions".into()));
+        assert!(notify.validate_backfill(false).is_ok());
+    }
+
+    #[test]
     fn each_shard_range_has_its_own_checkpoint_and_all_shards_keep_the_layout_id() {
         let config = |range: &str| {
             parse(&[

@@ -129,6 +129,22 @@ impl Settings {
         self.validate()
     }
 
+    /// The one table of `ttl-sweeper backfill` ([`Settings::validate_one`]). With
+    /// `EXPIRY_EVENTS_MODE=archive` only a `dry_run` is accepted: a backfill deletes the items it
+    /// finds already expired without publishing their expiry events.
+    pub fn validate_backfill(&self, dry_run: bool) -> Result<Config, ConfigError> {
+        let config = self.validate_one("backfill")?;
+        if config.expiry_events_mode == EventsMode::Archive && !dry_run {
+            let problem = "backfill deletes the items it finds already expired without \
+                           publishing their expiry events, so they would not be archived. Run it \
+                           with --dry-run to count them, or without EXPIRY_EVENTS_MODE=archive if \
+                           those items need no archive"
+                .to_owned();
+            return Err(rejected(&EXPIRY_EVENTS_MODE, "archive", problem));
+        }
+        Ok(config)
+    }
+
     /// `TABLE_NAME`'s tables, trimmed, blanks left out.
     fn table_names(&self) -> Vec<String> {
         let names = self.table_name.iter().map(|name| name.trim());

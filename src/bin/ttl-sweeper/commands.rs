@@ -162,14 +162,6 @@ pub(crate) async fn backfill(
     args: &BackfillArgs,
     wall: impl Fn() -> Timestamp + Send + Sync + 'static,
 ) -> anyhow::Result<ExitCode> {
-    if config.expiry_events_mode == ttl_sweeper::events::EventsMode::Archive && !args.dry_run {
-        anyhow::bail!(
-            "EXPIRY_EVENTS_MODE=archive: backfill deletes the items it finds already expired \
-             without publishing their expiry events, so they would not be archived. Run it with \
-             --dry-run to count them, or without EXPIRY_EVENTS_MODE=archive if those items need \
-             no archive"
-        );
-    }
     let (store, opened) = open_for_tools(config).await?;
     // Backfill deletes what has expired: it judges each item by the clock when it writes it,
     // held, like a sweep's, to DynamoDB's clock (the start-up request just taught the store what

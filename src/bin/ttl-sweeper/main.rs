@@ -220,7 +220,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             commands::finish_all(&reports)
         }
         Command::Backfill(args) => {
-            let config = args.settings.validate_one("backfill")?;
+            let config = args.settings.validate_backfill(args.dry_run)?;
             commands::backfill(&config, &args, wall_clock).await
         }
         Command::Audit(args) => {
