@@ -9,8 +9,8 @@ use anyhow::Context;
 
 use ttl_sweeper::config::{window_shape, Config};
 use ttl_sweeper::daemon;
-use ttl_sweeper::engine::tables::unopened;
-use ttl_sweeper::engine::{Stop, SweepReport};
+use ttl_sweeper::engine::tables::sweep_each;
+use ttl_sweeper::engine::SweepReport;
 use ttl_sweeper::expiry::window::{parse_ttl, window_attribute};
 use ttl_sweeper::expiry::{partition_key_bytes, Clock, Held, Timestamp};
 use ttl_sweeper::lambda::event::parse_time;
@@ -77,16 +77,7 @@ where
     instant(wall.hold(at))?;
     let ttl_sweeper::Connected { tables, clock } = ttl_sweeper::connect(configs, wall).await?;
     let now = instant(clock.hold(at))?;
-    let clock = &*clock;
-    let each = tables.iter().map(|table| async move {
-        let mut report = match table.sweeper().await {
-            Ok(sweeper) => sweeper.sweep(now, &Stop::never()).await,
-            Err(error) => unopened(table.name(), error),
-        };
-        report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
-        report
-    });
-    Ok(futures::future::join_all(each).await)
+    Ok(sweep_each(&tables, now, &*clock).await)
 }
 
 /// `ttl-sweeper run`: [`daemon::run`] over every table until `shutdown` (SIGINT or SIGTERM), with
