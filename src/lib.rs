@@ -13,7 +13,8 @@
 //! - Entry points, `src/bin/`: `ttl-sweeper-lambda` (the Lambda) and `ttl-sweeper` (the CLI:
 //!   arguments in `main.rs`, the commands `sweep`, `run`, `backfill`, `audit` and `window` in
 //!   `commands.rs`) parse their input, read the clock and hand off; [`connect`] builds one sweeper
-//!   per table and the one sweep clock (the host clock held to DynamoDB's) for all of them.
+//!   per table and the one sweep clock (the host clock held to DynamoDB's) for all of them, and
+//!   [`connect_tool`] the table of a tool.
 //! - [`config`]: every setting ([`config::Settings`], one derived clap struct read from flags or
 //!   environment variables of the same names), validated once into the narrow structs below
 //!   ([`expiry::Layout`], [`store::TableTarget`], [`engine::SweepOptions`],
@@ -136,6 +137,18 @@ pub async fn connect(
     // Opened now, so that the start-up logs say which tables cannot be swept.
     futures::future::join_all(tables.iter().map(Table::sweeper)).await;
     Ok(Connected { tables, clock })
+}
+
+/// The table of a tool (`backfill`, `audit`; [`tools`]): one SDK client from the standard AWS
+/// configuration chain, and the table opened with the checks of [`connect`], but for a missing
+/// index, which is only a warning: the tools may run before it is created.
+#[cfg(feature = "sweeper")]
+pub async fn connect_tool(
+    config: &config::Config,
+) -> Result<(store::DynamoStore, store::OpenedTable), store::StoreError> {
+    let store = store::DynamoStore::from_env().await;
+    let opened = store::open(&store, &config.target(), store::IndexCheck::IfPresent).await?;
+    Ok((store, opened))
 }
 
 /// One table's sweeper: the table opened and checked, the sweep clock, its expiry-event sink.

@@ -16,7 +16,7 @@ use ttl_sweeper::expiry::{partition_key_bytes, Clock, Held, Timestamp};
 use ttl_sweeper::lambda::event::parse_time;
 use ttl_sweeper::store::keys::partition_key_from_json;
 use ttl_sweeper::store::stream::StreamClient;
-use ttl_sweeper::store::{self, DynamoStore, IndexCheck, OpenedTable};
+use ttl_sweeper::store;
 use ttl_sweeper::telemetry;
 use ttl_sweeper::tools::audit::{self, AuditReport};
 use ttl_sweeper::tools::backfill::{
@@ -135,14 +135,6 @@ fn exit_status(ok: bool) -> ExitCode {
     ExitCode::from(u8::from(!ok))
 }
 
-/// The table a scanning tool works on, opened with the same checks as every command (a missing
-/// index is only a warning: the tools may run before it is created).
-async fn open_for_tools(config: &Config) -> anyhow::Result<(DynamoStore, OpenedTable)> {
-    let store = DynamoStore::from_env().await;
-    let opened = store::open(&store, &config.target(), IndexCheck::IfPresent).await?;
-    Ok((store, opened))
-}
-
 /// `ttl-sweeper backfill`: prints the JSON summary; exit 1 unless complete and error-free.
 ///
 /// Without `--resume` a run starts fresh, also over the progress file of a complete run (which it
@@ -153,7 +145,7 @@ pub(crate) async fn backfill(
     args: &BackfillArgs,
     wall: impl Fn() -> Timestamp + Send + Sync + 'static,
 ) -> anyhow::Result<ExitCode> {
-    let (store, opened) = open_for_tools(config).await?;
+    let (store, opened) = ttl_sweeper::connect_tool(config).await?;
     // Backfill deletes what has expired: it judges each item by the clock when it writes it,
     // held, like a sweep's, to DynamoDB's clock (the start-up request just taught the store what
     // it is, and every response since keeps it up to date).
@@ -242,7 +234,7 @@ pub(crate) async fn audit(
     args: &AuditArgs,
     now: Timestamp,
 ) -> anyhow::Result<ExitCode> {
-    let (store, opened) = open_for_tools(config).await?;
+    let (store, opened) = ttl_sweeper::connect_tool(config).await?;
     let report: AuditReport =
         audit::audit(&store, &opened.schema, args.segments, args.sample, now).await?;
     println!("{}", serde_json::to_string(&report)?);
