@@ -239,17 +239,6 @@ pub(crate) async fn audit(
         audit::audit(&store, &opened.schema, args.segments, args.sample, now).await?;
     println!("{}", serde_json::to_string(&report)?);
     let verdict = audit::verdict(&report, args.max_expired_age, args.max_problems);
-    if verdict.too_old {
-        tracing::error!(
-            age_s = report.oldest_expired_age_seconds,
-            "expired items are present longer than --max-expired-age"
-        );
-    }
-    if verdict.too_many_problems {
-        tracing::error!(
-            problems = report.writer_problems(),
-            "items the sweeper cannot see exceed --max-problems"
-        );
-    }
+    verdict.log(&report);
     Ok(exit_status(verdict.passed()))
 }
