@@ -14,13 +14,13 @@ use ttl_sweeper::engine::SweepReport;
 use ttl_sweeper::expiry::window::{parse_ttl, window_attribute};
 use ttl_sweeper::expiry::{partition_key_bytes, Clock, Held, Timestamp};
 use ttl_sweeper::lambda::event::parse_time;
+use ttl_sweeper::store;
 use ttl_sweeper::store::keys::partition_key_from_json;
 use ttl_sweeper::store::stream::StreamClient;
-use ttl_sweeper::store;
 use ttl_sweeper::telemetry;
 use ttl_sweeper::tools::audit::{self, AuditReport};
 use ttl_sweeper::tools::backfill::{
-    self, default_segments, default_state_path, BackfillOptions, Start,
+    self, default_state_path, BackfillOptions, Finished, ProgressFile,
 };
 use ttl_sweeper::tools::follow::require_index_table;
 
@@ -139,7 +139,7 @@ fn exit_status(ok: bool) -> ExitCode {
 ///
 /// Without `--resume` a run starts fresh, also over the progress file of a complete run (which it
 /// replaces); the file of an interrupted run is refused. `--resume` of a complete run prints that
-/// run's saved summary and exits 0. See [`backfill::start`].
+/// run's saved summary and exits 0. See [`backfill::run_with_file`].
 pub(crate) async fn backfill(
     config: &Config,
     args: &BackfillArgs,
@@ -150,82 +150,34 @@ pub(crate) async fn backfill(
     // held, like a sweep's, to DynamoDB's clock (the start-up request just taught the store what
     // it is, and every response since keeps it up to date).
     let clock = store::GuardedClock::new(wall, store.server_clock().clone());
-    let layout = &opened.schema.layout;
-    let path = args
-        .state
-        .clone()
-        .unwrap_or_else(|| default_state_path(&config.table_name));
-    let segments = args
-        .segments
-        .unwrap_or_else(|| default_segments(opened.size_bytes));
-    let replacing = !args.resume && !args.dry_run && path.exists();
-    let start = backfill::start(
-        &path,
-        &config.table_name,
-        layout,
-        segments,
-        args.resume,
-        args.dry_run,
-    );
-    let state = match start.with_context(|| if args.resume { "--resume" } else { "--state" })? {
-        Start::Fresh(state) => {
-            if replacing {
-                tracing::info!(
-                    path = %path.display(),
-                    "the progress file is from a complete run: starting a fresh one, which replaces it"
-                );
-            }
-            state
-        }
-        Start::Resume(mut state) => {
-            // The errors that stopped the interrupted run are not this run's.
-            state.report.errors.clear();
-            state
-        }
-        Start::AlreadyComplete(mut state) => {
-            tracing::info!(
-                path = %path.display(),
-                "the backfill in the progress file is already complete: nothing to resume (run \
-                 without --resume to start a fresh one); its summary follows"
-            );
-            state.report.complete = true;
-            println!("{}", serde_json::to_string(&state.report)?);
-            return Ok(ExitCode::SUCCESS);
-        }
+    let path = (args.state.clone()).unwrap_or_else(|| default_state_path(&config.table_name));
+    let file = ProgressFile {
+        path: &path,
+        table: &config.table_name,
+        resume: args.resume,
+        segments: args.segments,
+    };
+    let options = BackfillOptions {
+        dry_run: args.dry_run,
+        max_wcu: args.max_wcu,
+        page_limit: Some(args.page_size),
     };
     let bar = indicatif::ProgressBar::new(opened.item_count.max(0) as u64);
     let template = "{spinner} {pos}/{len} items scanned ({per_sec}, eta {eta})";
     let style = indicatif::ProgressStyle::with_template(template);
     bar.set_style(style.unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
-    let dry_run = args.dry_run;
-    let save = |s: &backfill::BackfillState| {
-        if !dry_run {
-            if let Err(e) = s.save_atomically(&path) {
-                tracing::warn!(error = %e, path = %path.display(), "could not save progress");
-            }
-        }
-    };
     let progress = |n: u64| bar.set_position(n);
-    let options = BackfillOptions {
-        dry_run,
-        max_wcu: args.max_wcu,
-        page_limit: Some(args.page_size),
-    };
-    let done = backfill::backfill(
-        &store,
-        &opened.schema,
-        &options,
-        &clock,
-        state,
-        &save,
-        &progress,
-    )
-    .await;
+    let ran = backfill::run_with_file(&store, &opened, &options, &clock, file, &progress).await;
     bar.finish_and_clear();
-    println!("{}", serde_json::to_string(&done.report)?);
-    Ok(exit_status(
-        done.report.errors.is_empty() && done.report.complete,
-    ))
+    let report = match ran.with_context(|| if args.resume { "--resume" } else { "--state" })? {
+        Finished::AlreadyComplete(report) => {
+            println!("{}", serde_json::to_string(&report)?);
+            return Ok(ExitCode::SUCCESS);
+        }
+        Finished::Ran(done) => done.report,
+    };
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(exit_status(report.errors.is_empty() && report.complete))
 }
 
 /// `ttl-sweeper audit`: prints the JSON report; exit 1 past the thresholds.
