@@ -17,6 +17,8 @@ CARGO_LAMBDA  := $(CURDIR)/$(VENV)/bin/cargo-lambda
 CARGO_LAMBDA_VERSION := 1.9.2
 CFN_LINT_VERSION := 1.58.0
 MOTO_VERSION  := 5.2.5
+PYNAMODB_VERSION := 6.1.0
+PYNAMODB      := $(CURDIR)/$(VENV)/.pynamodb-$(PYNAMODB_VERSION)
 MOTO_SERVER   := $(CURDIR)/$(VENV)/bin/moto_server
 ZIGLANG_VERSION := 0.13.0
 STATE         := target/dynamodb-local
@@ -31,7 +33,7 @@ help:
 # ---------------------------------------------------------------- tools
 
 .PHONY: tools
-tools: dynamodb-local faketime $(CARGO_LAMBDA) $(MOTO_SERVER) ## install DynamoDB Local (+ Java 17), libfaketime, cargo-lambda and moto
+tools: dynamodb-local faketime $(CARGO_LAMBDA) $(MOTO_SERVER) $(PYNAMODB) ## install DynamoDB Local (+ Java 17), libfaketime, cargo-lambda, moto and PynamoDB
 
 # libfaketime (Debian package `faketime`) for the wrong-clock test, tests/clock_skew.rs.
 .PHONY: faketime
@@ -53,6 +55,12 @@ $(CARGO_LAMBDA):
 # demo (scripts/moto.sh starts it on 127.0.0.1, tests/support/moto.rs from the tests).
 $(MOTO_SERVER): | $(CARGO_LAMBDA)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "moto[server]==$(MOTO_VERSION)"
+
+# PynamoDB, a Python ORM: tests/fixtures/orm_writer.py, an application that knows nothing of the
+# sweeper (tests/stream_follow.rs).
+$(PYNAMODB): | $(CARGO_LAMBDA)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check "pynamodb==$(PYNAMODB_VERSION)"
+	touch $@
 
 .PHONY: zig
 zig: $(CARGO_LAMBDA)
@@ -77,12 +85,12 @@ lint: ## rustfmt check and clippy -D warnings
 	cargo clippy --all-targets -- -D warnings
 
 .PHONY: test
-test: ## everything CI runs: rustfmt, clippy, Rust tests (unit, mock, integration, Lambda e2e), infra tests, helper packages
+test: ## everything CI runs: rustfmt, clippy, Rust tests (unit, mock, integration, Lambda e2e), infra tests (construct, SAM, Terraform), helper packages
 	@# The Rust build and the installs and infra tests need different things (the CPU, the network,
 	@# Node.js): they run side by side, each target's output shown when it ends. The Rust tests run
 	@# after, alone, so that no test shares the machine with a build.
 	@echo "make test: started at $$(date +%T); building the Rust tests beside the installs and the infra tests; each part prints its output when it ends"
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-build tools test-infra
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-build tools test-infra test-terraform
 	@$(MAKE) --no-print-directory -o test-build -o tools test-rust test-packages  # -o: built above, not again
 	@echo "make test: done at $$(date +%T)"
 
@@ -169,6 +177,38 @@ test-infra: $(INFRA_JSII) $(VENV)/bin/cfn-lint ## construct build, type-check, t
 	cd infra && $(INFRA_ENV) scripts/peer-test.sh  # the tests again on the lowest aws-cdk-lib of peerDependencies
 	$(MAKE) --no-print-directory infra-python
 	@echo "test-infra: done at $$(date +%T)"
+
+# ---------------------------------------------------------------- infra: the Terraform module
+
+# infra/terraform, checked offline: there is no provider registry here, so terraform init,
+# validate and plan cannot run (infra/terraform/README.md says what is checked instead). checkov
+# pins its own HCL parser (bc-python-hcl2, whose module is also `hcl2`) and dozens of libraries:
+# it gets a venv of its own, as do the tests' python-hcl2, inside the git-ignored .venv.
+CHECKOV_VERSION     := 3.3.30
+PYTHON_HCL2_VERSION := 8.1.4
+CHECKOV             := $(CURDIR)/$(VENV)/checkov/bin/checkov
+TF_TEST_PYTHON      := $(CURDIR)/$(VENV)/terraform-tests/bin/python
+TF_TEST_STAMP       := $(VENV)/terraform-tests/.python-hcl2-$(PYTHON_HCL2_VERSION)
+# No ~/.terraformrc needed, no update check; checkov neither downloads nor reports anything.
+TERRAFORM_ENV       := TF_CLI_CONFIG_FILE=/dev/null CHECKPOINT_DISABLE=1
+CHECKOV_ENV         := BC_SKIP_MAPPING=TRUE CHECKOV_NO_OUTPUT_COLOR=1
+
+$(CHECKOV):
+	python3 -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/pip install --quiet --disable-pip-version-check "checkov==$(CHECKOV_VERSION)"
+
+$(TF_TEST_STAMP):
+	python3 -m venv $(VENV)/terraform-tests
+	$(VENV)/terraform-tests/bin/pip install --quiet --disable-pip-version-check "python-hcl2==$(PYTHON_HCL2_VERSION)"
+	touch $@
+
+.PHONY: test-terraform
+test-terraform: $(INFRA_STAMP) $(TF_TEST_STAMP) $(CHECKOV) ## the Terraform module: terraform fmt -check, structure tests (python-hcl2), checkov, drift test against the construct
+	@command -v terraform >/dev/null || { echo "test-terraform: no terraform on PATH; terraform fmt -check needs Terraform 1.9 or later (1.11 on CI)" >&2; exit 1; }
+	$(TERRAFORM_ENV) terraform fmt -check -recursive -diff infra/terraform
+	cd infra/terraform/test && $(TF_TEST_PYTHON) -m unittest test_structure test_drift
+	$(CHECKOV_ENV) $(CHECKOV) --directory infra/terraform --framework terraform --quiet --compact --skip-download --download-external-modules false
+	@echo "test-terraform: done at $$(date +%T)"
 
 .PHONY: synth
 synth: $(INFRA_STAMP) package ## cdk synth the example app offline (infra/cdk.out), no credentials needed

@@ -357,23 +357,26 @@ impl Config {
     /// The layout a lease holder records in the lease item, so that a sweeper of another layout
     /// of the same table can tell: `index=<INDEX_NAME> ttl=<TTL_ATTRIBUTE>
     /// window=<WINDOW_ATTRIBUTE> width=<WINDOW_SECONDS>s shards=<WINDOW_SHARDS>
-    /// range=<SHARD_RANGE>` (`range=all` for every shard).
+    /// range=<SHARD_RANGE>` (`range=all` for every shard). An expiry index table is `index=table:*`
+    /// whatever its name: each Region's sweeper has one of its own, fed by its own replica's
+    /// stream, under a name of its own (which keeps its checkpoint and stream position apart from
+    /// the other Regions' in the shared checkpoint table), and they sweep alike.
     pub fn lease_layout(&self) -> String {
         let range = self
             .shard_range
             .map_or_else(|| "all".to_owned(), |r| r.to_string());
+        let index = match &self.expiry_index_table {
+            Some(_) => "table:*",
+            None => self.index_name.as_str(),
+        };
         format!(
-            "index={} ttl={} window={} width={}s shards={} range={range}",
-            self.index(),
-            self.ttl_attribute,
-            self.window_attribute,
-            self.window_seconds,
-            self.window_shards
+            "index={index} ttl={} window={} width={}s shards={} range={range}",
+            self.ttl_attribute, self.window_attribute, self.window_seconds, self.window_shards
         )
     }
 
-    /// What the sweeps read, in checkpoint ids and the lease's layout: the GSI's name, or
-    /// `table:<name>` for an expiry index table (whose checkpoint is never a GSI's).
+    /// What the sweeps read, in checkpoint ids: the GSI's name, or `table:<name>` for an expiry
+    /// index table (whose checkpoint is never a GSI's, nor another index table's).
     fn index(&self) -> String {
         match &self.expiry_index_table {
             Some(table) => format!("table:{table}"),
@@ -1121,6 +1124,51 @@ mod tests {
                 "{msg}"
             );
         }
+    }
+
+    #[test]
+    fn regions_with_expiry_index_tables_of_their_own_share_the_lease_and_its_layout_not_their_checkpoints(
+    ) {
+        let region = |index: &str| {
+            parse(&[
+                ("TABLE_NAME", "sessions"),
+                ("EXPIRY_INDEX_TABLE", index),
+                ("CHECKPOINT_TABLE", "state"),
+                ("SCHEDULE_SECONDS", "2"),
+                ("LEADER_LEASE", "5"),
+            ])
+            .unwrap()
+        };
+        let (east, west) = (
+            region("sessions-expiry-east"),
+            region("sessions-expiry-west"),
+        );
+        let (east_lease, west_lease) = (
+            east.lease("us-east-1/a".into()).unwrap(),
+            west.lease("us-west-2/b".into()).unwrap(),
+        );
+        assert_eq!(east_lease.id, "sessions#leader");
+        assert_eq!(west_lease.id, east_lease.id);
+        // One layout: neither stands by beside the other as a sweeper of another layout.
+        assert_eq!(
+            east_lease.layout,
+            "index=table:* ttl=ttl window=expirationWindow width=60s shards=1 range=all"
+        );
+        assert_eq!(west_lease.layout, east_lease.layout);
+        // Their checkpoints (and the stream positions saved beside them) are their own.
+        let checkpoint = |c: &Config| c.sweep_options().checkpoint.unwrap().id;
+        assert_eq!(checkpoint(&east), "sessions/table:sessions-expiry-east");
+        assert_eq!(checkpoint(&west), "sessions/table:sessions-expiry-west");
+        // A Region sweeping through the GSI, or with other windows, is of another layout.
+        let gsi = parse(&[("TABLE_NAME", "sessions")]).unwrap();
+        assert_ne!(gsi.lease_layout(), east_lease.layout);
+        let wide = parse(&[
+            ("TABLE_NAME", "sessions"),
+            ("EXPIRY_INDEX_TABLE", "sessions-expiry-east"),
+            ("WINDOW_SECONDS", "300"),
+        ])
+        .unwrap();
+        assert_ne!(wide.lease_layout(), east_lease.layout);
     }
 
     #[test]

@@ -516,3 +516,89 @@ async fn a_slow_backfill_judges_items_by_the_clock_as_it_reaches_them() {
     assert_window_of(&left, ttl);
     let _ = std::fs::remove_file(&state);
 }
+
+/// With an expiry index table, `backfill` writes every usable ttl's entry into it and nothing
+/// into the table (an item already expired gets its entry in the current window, and the next
+/// sweep deletes it); `audit` counts the items to come without an entry before, none after; and a
+/// second run writes the same entries again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_with_an_expiry_index_table_writes_entries_only_and_audit_counts_the_missing() {
+    use aws_sdk_dynamodb::types::StreamViewType;
+    let (client, table, index) = indexed_table("bf_index", StreamViewType::NewImage).await;
+    let now = now();
+    let mut items: Vec<Key> = (0..30)
+        .map(|i| unwindowed(&format!("live-{i:02}"), now + 600 + i))
+        .collect();
+    items.extend((0..10).map(|i| unwindowed(&format!("expired-{i}"), now - 3600 - i)));
+    items.extend((0..5).map(|i| bare(&format!("none-{i}"), None)));
+    items.extend((0..5).map(|i| string_ttl(&format!("text-{i}"), now - 60)));
+    items.push(unwindowed("ancient", 5));
+    put_items(&client, &table, items.clone()).await;
+    let before = items_by_id(&client, &table).await;
+
+    let audit = |extra: &[&str]| {
+        let mut cmd = cli(&table);
+        cmd.env("EXPIRY_INDEX_TABLE", &index)
+            .arg("audit")
+            .args(extra);
+        run_json(&mut cmd)
+    };
+    let (_, report, stderr) = audit(&[]);
+    assert_eq!(report["missing_entry"], 30, "{report} {stderr}");
+
+    let state = fresh_state(&table, "-index");
+    let mut cmd = backfill_cmd(&table, &state, "--segments 2");
+    cmd.env("EXPIRY_INDEX_TABLE", &index);
+    let (code, report, stderr) = run_json(&mut cmd);
+    assert_eq!(code, 0, "{report} {stderr}");
+    assert_eq!(report["scanned"], 51, "{report}");
+    assert_eq!(report["written"], 40, "{report}");
+    assert_eq!(report["expired_indexed"], 10, "{report}");
+    assert_eq!(
+        (
+            report["deleted_expired"].as_u64(),
+            report["no_ttl"].as_u64()
+        ),
+        (Some(0), Some(5)),
+        "{report}"
+    );
+    assert_eq!(report["invalid_ttl"], 6, "{report}");
+    assert_eq!(
+        items_by_id(&client, &table).await,
+        before,
+        "the table is not written"
+    );
+    let entries = scan_all(&client, &index).await;
+    assert_eq!(entries.len(), 40);
+
+    let (code, report, stderr) = audit(&[]);
+    assert_eq!(report["missing_entry"], 0, "{report} {stderr}");
+    assert_eq!(
+        code, 1,
+        "the expired items still there fail the audit: {report}"
+    );
+
+    // A fresh run writes the same entries.
+    let state = fresh_state(&table, "-index-again");
+    let mut cmd = backfill_cmd(&table, &state, "");
+    cmd.env("EXPIRY_INDEX_TABLE", &index);
+    let (code, _, stderr) = run_json(&mut cmd);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(scan_all(&client, &index).await.len(), 40);
+
+    // A sweep through the index deletes the expired items, only them, and removes their entries.
+    let config = config(&table, &[("EXPIRY_INDEX_TABLE", &index)]);
+    let report = sweeper_for(&config)
+        .await
+        .sweep(clock(), &ttl_sweeper::engine::Stop::never())
+        .await;
+    assert_eq!(
+        (report.items_deleted, report.index_entries_removed),
+        (10, 10),
+        "{report:?}"
+    );
+    let left = items_by_id(&client, &table).await;
+    assert_eq!(left.len(), 41);
+    assert!(left.keys().all(|id| !id.starts_with("expired-")));
+    assert_eq!(scan_all(&client, &index).await.len(), 30);
+}

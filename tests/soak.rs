@@ -2,15 +2,21 @@
 //! Lambda under the local Runtime API — sweeping tables in DynamoDB Local while faults are
 //! injected between them and DynamoDB and between them and their SQS sink (moto), their
 //! processes are killed with SIGKILL at random moments, and application writers race the sweep
-//! (rewriting keys, extending ttls). Afterwards, and after one final clean sweep, the invariants
-//! are checked from DynamoDB Local's state, what reached the sink, and the writers' own logs:
+//! (rewriting keys, extending ttls). One scenario sweeps through an expiry index table of its own
+//! (`EXPIRY_INDEX_TABLE`) that `run --follow-stream` feeds from the table's stream: that table has
+//! no GSI and its writers set only the ttl. Afterwards, and after one final clean sweep, the
+//! invariants are checked from DynamoDB Local's state, what reached the sink, what the sweepers
+//! sent, and the writers' own logs:
 //!
 //! - (a) no live item deleted: no item deleted before its ttl; no key a writer rewrote or extended
 //!   destroyed — in batch mode, none by a `BatchWriteItem` that reached DynamoDB more than the
 //!   documented bound after the key's last read ([`batch_bound`]);
 //! - (b) nothing expired left after the final clean sweep;
 //! - (c) every deleted item has an accepted event, accepted before the delete (archive), or an
-//!   event or a report of it (notify; a SIGKILL may lose up to the documented number of events).
+//!   event or a report of it (notify; a SIGKILL may lose up to the documented number of events);
+//! - (d) nothing but the writers and the sweepers' deletes wrote the application's table: no
+//!   request the sweepers sent (counted at the fault proxy by operation and table) writes it
+//!   otherwise.
 //!
 //! `SOAK_SEED` (printed) fixes the schedule of faults, kills, items and writer choices;
 //! `SOAK_SCALE` (default 1) scales items, duration and kills. It prints a table (also written
@@ -29,7 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::ReturnValue;
+use aws_sdk_dynamodb::types::{ReturnValue, StreamViewType};
 use aws_sdk_dynamodb::Client;
 use common::*;
 use fault_proxy::{all_faults, delete_ids, read_ids, FaultProxy, Plan};
@@ -78,6 +84,25 @@ fn crash_inflight_window() -> f64 {
 }
 /// The Lambda's schedule period (`SCHEDULE_SECONDS`) and tick.
 const LAMBDA_PERIOD: u64 = 10;
+/// The writes (as the fault proxy's `by_table` names them) no sweeper may send to the
+/// application's table: it only ever deletes from it.
+const APP_WRITES: [&str; 9] = [
+    "PutItem",
+    "UpdateItem",
+    "BatchWriteItem:PutRequest",
+    "TransactWriteItems:Put",
+    "TransactWriteItems:Update",
+    "TransactWriteItems:Delete",
+    "UpdateTable",
+    "UpdateTimeToLive",
+    "DeleteTable",
+];
+/// PartiQL, which names its table inside the statement: no sweeper sends it to any table.
+const PARTIQL: [&str; 3] = [
+    "ExecuteStatement",
+    "BatchExecuteStatement",
+    "ExecuteTransaction",
+];
 
 /// How long after a key's read a batch delete of it may reach DynamoDB, as the documentation
 /// bounds batch mode: a key is sent by `BatchWriteItem` at most [`BATCH_MAX_READ_AGE`] after
@@ -103,6 +128,10 @@ enum Runner {
 struct Spec {
     name: &'static str,
     runner: Runner,
+    /// Swept through an expiry index table of its own (`EXPIRY_INDEX_TABLE`), fed by `run
+    /// --follow-stream` from the table's stream, instead of a GSI: the table has a stream and no
+    /// GSI, and its writers set only the ttl.
+    index: bool,
     delete: &'static str,
     events: &'static str,
     concurrency: u32,
@@ -110,27 +139,34 @@ struct Spec {
     shards: u32,
 }
 
-/// The scenarios, named `<runner>-<delete mode>-<events mode>`: see [`spec`].
-const SCENARIOS: [&str; 4] = [
+/// The scenarios, named `<runner>[-index]-<delete mode>-<events mode>`: see [`spec`].
+const SCENARIOS: [&str; 5] = [
     "run-batch-notify",
     "run-conditional-archive",
     "lambda-batch-notify",
     "lambda-conditional-archive",
+    "run-index-batch-notify",
 ];
 
 /// The scenario `name` says: batch mode with one worker and 4 shards, conditional mode with 4
 /// workers and 8 shards.
 fn spec(name: &'static str) -> Spec {
-    let mut parts = name.split('-');
+    let mut parts = name.split('-').peekable();
     let runner = match parts.next() {
         Some("run") => Runner::Run,
         _ => Runner::Lambda,
     };
+    let index = parts.next_if_eq(&"index").is_some();
+    assert!(
+        !index || runner == Runner::Run,
+        "{name}: the index is fed by `run`"
+    );
     let (delete, events) = (parts.next().unwrap(), parts.next().unwrap());
     let (concurrency, shards) = if delete == "batch" { (1, 4) } else { (4, 8) };
     Spec {
         name,
         runner,
+        index,
         delete,
         events,
         concurrency,
@@ -189,8 +225,13 @@ impl Original {
 /// What the recording proxy saw reach the server and come back, by item id or event id.
 #[derive(Debug, Default)]
 struct Seen {
-    /// Item id -> when a `Query` answer listed it (wall clock, s).
+    /// Item id -> when a `Query` answer listed it, or a `BatchGetItem` answer held it (wall
+    /// clock, s): a read of the item.
     listed: HashMap<String, Vec<f64>>,
+    /// Item id -> when a `Query` answer of the expiry index table listed an entry of it: not a
+    /// read of the item (the entry's ttl may be long gone from it), but the sweeper's next step
+    /// on the key (the writers pick such keys as they pick keys just read).
+    indexed: HashMap<String, Vec<f64>>,
     /// Item id -> when a delete of it (`BatchWriteItem` not leaving it unprocessed, or a
     /// successful `DeleteItem`) was answered by the server.
     deleted: HashMap<String, Vec<f64>>,
@@ -272,6 +313,9 @@ impl RecState {
                 for id in read_ids(answer) {
                     seen.listed.entry(id).or_default().push(at);
                 }
+                for id in entry_ids(answer) {
+                    seen.indexed.entry(id).or_default().push(at);
+                }
             }
             "BatchWriteItem" => {
                 let left = delete_ids(&answer["UnprocessedItems"]);
@@ -312,6 +356,12 @@ impl RecState {
     }
 }
 
+/// The `id`s of the items whose expiry index entries (`key`, a Map) a `Query` answer lists.
+fn entry_ids(answer: &Value) -> impl Iterator<Item = String> + '_ {
+    let entries = answer["Items"].as_array().into_iter().flatten();
+    entries.filter_map(|e| e["key"]["M"]["id"]["S"].as_str().map(str::to_owned))
+}
+
 // ------------------------------------------------------------------------------------ writers
 
 /// The window attribute of item `id` with `ttl`, as a writer computes it (sharded).
@@ -320,9 +370,13 @@ fn window_attr(id: &str, ttl: i64, shards: u32) -> String {
     partition_key(window, shard_of(id.as_bytes(), shards), shards)
 }
 
-/// The item `id` with `ttl` in its window, carrying `marker`.
-fn marked(id: &str, ttl: i64, shards: u32, marker: &str) -> Key {
-    let mut item = windowed(id, ttl, &window_attr(id, ttl, shards));
+/// The item `id` with `ttl`, carrying `marker`: in its window of `shards` shards, or (`None`, a
+/// table swept through an expiry index table) with only the ttl.
+fn marked(id: &str, ttl: i64, shards: Option<u32>, marker: &str) -> Key {
+    let mut item = match shards {
+        Some(shards) => windowed(id, ttl, &window_attr(id, ttl, shards)),
+        None => unwindowed(id, ttl),
+    };
     item.insert("marker".into(), AV::S(marker.into()));
     item
 }
@@ -351,7 +405,13 @@ struct Write {
     started: f64,
 }
 
-async fn rewrite(client: &Client, table: &str, shards: u32, id: &str, marker: &str) -> Write {
+async fn rewrite(
+    client: &Client,
+    table: &str,
+    shards: Option<u32>,
+    id: &str,
+    marker: &str,
+) -> Write {
     let old = client
         .delete_item()
         .table_name(table)
@@ -379,23 +439,34 @@ async fn rewrite(client: &Client, table: &str, shards: u32, id: &str, marker: &s
     }
 }
 
-async fn extend(client: &Client, table: &str, shards: u32, id: &str, marker: &str) -> Write {
+async fn extend(
+    client: &Client,
+    table: &str,
+    shards: Option<u32>,
+    id: &str,
+    marker: &str,
+) -> Write {
     let started = wall_clock();
     let ttl = started as i64 + 3600;
-    let result = client
+    let update = client
         .update_item()
         .table_name(table)
         .set_key(Some(id_key(id)))
-        .update_expression("SET #t = :t, #w = :w, #m = :m")
         .condition_expression("attribute_exists(id)")
         .expression_attribute_names("#t", "ttl")
-        .expression_attribute_names("#w", "expirationWindow")
         .expression_attribute_names("#m", "marker")
         .expression_attribute_values(":t", AV::N(ttl.to_string()))
-        .expression_attribute_values(":w", AV::S(window_attr(id, ttl, shards)))
-        .expression_attribute_values(":m", AV::S(marker.into()))
-        .send()
-        .await;
+        .expression_attribute_values(":m", AV::S(marker.into()));
+    // The window moves with the ttl; a writer of a table swept through an expiry index table
+    // sets only the ttl.
+    let update = match shards {
+        Some(shards) => update
+            .update_expression("SET #t = :t, #w = :w, #m = :m")
+            .expression_attribute_names("#w", "expirationWindow")
+            .expression_attribute_values(":w", AV::S(window_attr(id, ttl, shards))),
+        None => update.update_expression("SET #t = :t, #m = :m"),
+    };
+    let result = update.send().await;
     let found = match result {
         Ok(_) => true,
         Err(e) => {
@@ -418,13 +489,14 @@ async fn extend(client: &Client, table: &str, shards: u32, id: &str, marker: &st
 /// The application: a burst of rewrites of backlog keys three seconds in (while the sweepers
 /// work through the backlog), then one rewrite or extension every 300 ms of a key that has
 /// expired or is about to, each key touched once, until `until`. Two picks in three are
-/// adversarial when they can be: a key a `Query` answer listed in the last 1.5 s and not
-/// deleted since (read, and its delete still to come), as seen by `reads`.
+/// adversarial when they can be: a key a `Query` answer listed (an item, or an entry of the
+/// expiry index table) in the last 1.5 s and not deleted since (read, and its delete still to
+/// come), as seen by `reads`. `shards`: as [`marked`].
 #[allow(clippy::too_many_arguments)]
 async fn writers(
     client: Client,
     table: String,
-    shards: u32,
+    shards: Option<u32>,
     seed: u64,
     reads: Arc<RecState>,
     originals: Vec<Original>,
@@ -463,6 +535,7 @@ async fn writers(
             let seen = reads.seen.lock().unwrap();
             seen.listed
                 .iter()
+                .chain(&seen.indexed)
                 .filter_map(|(id, times)| {
                     let last = times.last().copied()?;
                     let deleted = seen.deleted.get(id).and_then(|d| d.last().copied());
@@ -474,6 +547,7 @@ async fn writers(
             Vec::new()
         };
         just_read.sort();
+        just_read.dedup();
         let pick = if just_read.is_empty() {
             let candidates: Vec<&Original> = originals
                 .iter()
@@ -787,6 +861,8 @@ struct Row {
     rewrites: usize,
     extends: usize,
     events_accepted: u64,
+    /// Entries (`PutRequest`s) the sweepers sent to the expiry index table, faulted or not.
+    entries: u64,
     /// Destroyed in batch mode within the documented bound of their read (batch mode's
     /// documented risk, not a violation).
     batch_trusted: usize,
@@ -800,6 +876,7 @@ struct Row {
     a: usize,
     b: usize,
     c: usize,
+    d: usize,
     /// The first few violations of each invariant, for the failure message.
     examples: Vec<String>,
 }
@@ -813,7 +890,8 @@ impl Row {
         let seen = match kind {
             'a' => &mut self.a,
             'b' => &mut self.b,
-            _ => &mut self.c,
+            'c' => &mut self.c,
+            _ => &mut self.d,
         };
         *seen += 1;
         if *seen <= 6 {
@@ -1028,7 +1106,22 @@ async fn scenario(
     let seed = seed ^ fault_proxy::fnv(spec.name.as_bytes());
     let mut rng = fastrand::Rng::with_seed(seed);
     let table = table_name(&spec.name.replace('-', "_"));
-    create_table(&client, &TableSpec::simple(&table)).await;
+    let mut shape = TableSpec::simple(&table);
+    // Swept through an expiry index table: the table has no GSI and a stream, which `run
+    // --follow-stream` reads into the index table (its position saved in the checkpoint table).
+    let index = if spec.index {
+        shape.index = false;
+        shape.stream = Some(StreamViewType::NewAndOldImages);
+        let prefix = table.replace('_', "");
+        let index = index_table(&client, &format!("{prefix}_entries")).await;
+        let checkpoint = checkpoint_table(&client, &format!("{prefix}_state")).await;
+        Some((index, checkpoint))
+    } else {
+        None
+    };
+    create_table(&client, &shape).await;
+    // The writers set the window attribute, or only the ttl.
+    let writer_shards = (!spec.index).then_some(spec.shards);
     let sqs = moto::sqs().await;
     let queue = moto::create_queue(&sqs, &moto::unique(spec.name), false).await;
     let consumer = tokio::spawn(consume(sqs.clone(), queue.clone()));
@@ -1055,7 +1148,7 @@ async fn scenario(
     let items: Vec<Key> = originals
         .iter()
         .chain(&live)
-        .map(|o| marked(&o.id, o.ttl, spec.shards, "orig"))
+        .map(|o| marked(&o.id, o.ttl, writer_shards, "orig"))
         .collect();
     put_many(&client, &table, items).await;
 
@@ -1066,13 +1159,18 @@ async fn scenario(
         Duration::ZERO
     };
     let (db_rec, db_state) = recorder(&db_endpoint, seed, slow, false).await;
+    let mut ops = vec!["Query", "BatchWriteItem", "DeleteItem", "BatchGetItem"];
+    if spec.index {
+        // The follower's reads of the stream too.
+        ops.push("GetRecords");
+    }
     let db_faults = FaultProxy::start(
         &db_rec.endpoint,
         DELAY,
         Plan::Seeded {
             seed,
             rate: DB_FAULT_RATE,
-            ops: vec!["Query", "BatchWriteItem", "DeleteItem", "BatchGetItem"],
+            ops,
             faults: all_faults(),
         },
     )
@@ -1090,13 +1188,20 @@ async fn scenario(
         },
     )
     .await;
-    let env = settings(
+    let mut env = settings(
         &spec,
         &table,
         &queue,
         &db_faults.endpoint,
         &sink_faults.endpoint,
     );
+    if let Some((index, checkpoint)) = &index {
+        env.extend([
+            ("EXPIRY_INDEX_TABLE".to_owned(), index.clone()),
+            ("CHECKPOINT_TABLE".to_owned(), checkpoint.clone()),
+            ("FOLLOW_STREAM".to_owned(), "true".to_owned()),
+        ]);
+    }
 
     let t0 = wall_clock();
     let until = t0 + size.chaos.as_secs_f64();
@@ -1104,7 +1209,7 @@ async fn scenario(
     let writer = tokio::spawn(writers(
         client.clone(),
         table.clone(),
-        spec.shards,
+        writer_shards,
         seed,
         db_state.clone(),
         originals.clone(),
@@ -1201,6 +1306,7 @@ async fn scenario(
     let sink_seen = sink_state.seen.lock().unwrap();
     let merged = Seen {
         listed: seen.listed.clone(),
+        indexed: HashMap::new(),
         deleted: seen.deleted.clone(),
         accepted: sink_seen.accepted.clone(),
         accepted_entries: sink_seen.accepted_entries,
@@ -1220,6 +1326,20 @@ async fn scenario(
         &final_reports,
     );
     row.final_sweeps = final_sweeps;
+    // (d) Nothing but the writers (straight to DynamoDB Local) and the sweepers' deletes wrote
+    // the application's table: what every request the sweepers sent, faulted or not, asked.
+    let mut requests = String::new();
+    for ((op, named), n) in db_faults.stats.by_table.lock().unwrap().iter() {
+        let _ = writeln!(requests, "{n}\t{op}\t{named}");
+        let app_write = *named == table && APP_WRITES.contains(&op.as_str());
+        if app_write || PARTIQL.contains(&op.as_str()) {
+            row.violation('d', format!("{n} × {op} on {named}"));
+        }
+    }
+    std::fs::write(dir.join("requests.txt"), requests).unwrap();
+    if let Some((index, _)) = &index {
+        row.entries = db_faults.stats.count("BatchWriteItem:PutRequest", index);
+    }
     if code != 0 {
         row.examples
             .push(format!("final sweep exit {code}: {report}"));
@@ -1248,20 +1368,20 @@ fn table(seed: u64, size: &Size, rows: &[Row]) -> String {
     );
     let _ = writeln!(
         t,
-        "| scenario | runner | delete | events | throttle | 5xx | timeout | reset | lost | partial | sink faults | slow sink | slow batch | kills | timeouts | items | deleted | rewrites | extends | events | batch-trusted | oldest read (s) | lost to kill | final sweeps | (a) | (b) | (c) |"
+        "| scenario | runner | delete | events | throttle | 5xx | timeout | reset | lost | partial | sink faults | slow sink | slow batch | kills | timeouts | items | deleted | rewrites | extends | events | entries | batch-trusted | oldest read (s) | lost to kill | final sweeps | (a) | (b) | (c) | (d) |"
     );
-    let _ = writeln!(t, "|{}", "---|".repeat(27));
+    let _ = writeln!(t, "|{}", "---|".repeat(29));
     let mut total = Row::default();
     for r in rows {
         let f = |k: &str| r.faults.get(k).copied().unwrap_or(0);
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} |",
             r.name, r.runner, r.delete, r.events,
             f("throttle"), f("5xx"), f("timeout"), f("reset"), f("lost"), f("partial"),
             r.sink_faults, r.slowed_sink, r.slowed_batch, r.kills, r.timeouts, r.items,
-            r.deleted, r.rewrites, r.extends, r.events_accepted, r.batch_trusted,
-            r.oldest_read, r.lost_to_kill, r.final_sweeps, r.a, r.b, r.c
+            r.deleted, r.rewrites, r.extends, r.events_accepted, r.entries, r.batch_trusted,
+            r.oldest_read, r.lost_to_kill, r.final_sweeps, r.a, r.b, r.c, r.d
         );
         for (k, v) in &r.faults {
             *total.faults.entry(k).or_default() += v;
@@ -1272,10 +1392,11 @@ fn table(seed: u64, size: &Size, rows: &[Row]) -> String {
         total.a += r.a;
         total.b += r.b;
         total.c += r.c;
+        total.d += r.d;
     }
     let _ = writeln!(
         t,
-        "\nfaults injected: {} (DynamoDB {}, sink {} failed + {} slowed); SIGKILLs: {}; violations: (a) {} (b) {} (c) {}",
+        "\nfaults injected: {} (DynamoDB {}, sink {} failed + {} slowed); SIGKILLs: {}; violations: (a) {} (b) {} (c) {} (d) {}",
         total.total_faults(),
         total.faults.values().sum::<u64>(),
         total.sink_faults,
@@ -1283,7 +1404,8 @@ fn table(seed: u64, size: &Size, rows: &[Row]) -> String {
         total.kills,
         total.a,
         total.b,
-        total.c
+        total.c,
+        total.d
     );
     t
 }
@@ -1332,7 +1454,7 @@ async fn soak() {
     std::fs::write(&report, &text).unwrap();
     let mut failures = Vec::new();
     for r in &rows {
-        if r.a + r.b + r.c > 0 {
+        if r.a + r.b + r.c + r.d > 0 {
             failures.push(format!("{}:\n  {}", r.name, r.examples.join("\n  ")));
         }
     }

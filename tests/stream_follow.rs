@@ -844,3 +844,114 @@ async fn a_demo_sized_run_through_the_fault_proxy_deletes_only_expired_items_and
     assert!(puts_entries > 0 && count("Query") > 0);
     assert!(proxy.stats.faults_total() > 0, "{faults:?}");
 }
+
+/// An application that knows nothing of the sweeper — a PynamoDB model in Python with a
+/// `TTLAttribute`, unmodified (tests/fixtures/orm_writer.py) — writes to a table with a stream
+/// (`NEW_IMAGE`) and no GSI. `run --follow-stream` deletes every item whose ttl passed, with a
+/// sub-second lag, and nothing else; the fault proxy saw no request write that table but deletes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orm_that_knows_nothing_of_the_sweeper_writes_and_only_its_expired_items_go_on_time() {
+    let (client, table, index, checkpoint) = tables("orm", StreamViewType::NewImage).await;
+    let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(2), Plan::Pass).await;
+    proxy.record();
+    let tables = Tables {
+        table: &table,
+        index: &index,
+        checkpoint: &checkpoint,
+    };
+    let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "orm");
+
+    // 40 sessions due 4–7 s after their save (the model keeps whole seconds: 3–7 s), 5 saved
+    // already expired, 10 due in an hour and 5 without a ttl, saved one by one through the model.
+    let mut plan: Vec<Value> = (0..40)
+        .map(|i| serde_json::json!([format!("due-{i:02}"), 4 + i % 4]))
+        .collect();
+    plan.extend((0..5).map(|i| serde_json::json!([format!("late-{i}"), -5])));
+    plan.extend((0..10).map(|i| serde_json::json!([format!("live-{i}"), 3600])));
+    plan.extend((0..5).map(|i| serde_json::json!([format!("none-{i}"), null])));
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/orm_writer.py");
+    let out = std::process::Command::new(&python)
+        .arg(&script)
+        .args([
+            endpoint().as_str(),
+            table.as_str(),
+            &Value::from(plan).to_string(),
+        ])
+        .envs(LOCAL_AWS_ENV)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e} (make tools installs PynamoDB)", python.display()));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the ORM's writer failed (make tools installs PynamoDB):\n{stderr}"
+    );
+    let written: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(written.len(), 60, "{stderr}");
+    let as_written = items_by_id(&client, &table).await;
+    for item in as_written.values() {
+        let mut names: Vec<&str> = item.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert!(
+            names == ["id", "ttl", "user"] || names == ["id", "user"],
+            "the model's attributes only: {names:?}"
+        );
+    }
+    let ttl = |id: &str| {
+        let w = written.iter().find(|w| w["id"] == id).unwrap();
+        (w["ttl"].as_i64(), w["saved"].as_f64().unwrap())
+    };
+    let expiring: Vec<String> = (written.iter())
+        .filter(|w| w["ttl"].as_i64().is_some_and(|t| t < now() + 600))
+        .map(|w| w["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(expiring.len(), 45);
+    let gone = watch_gone(&client, &table, &expiring, Duration::from_secs(15)).await;
+    // Lag from the ttl; for an item saved already expired, from its save.
+    let (mut due, mut late): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+    for id in &expiring {
+        let at = *gone
+            .get(id)
+            .unwrap_or_else(|| panic!("{id} never deleted\n{}", daemon.log_text()));
+        let (ttl, saved) = ttl(id);
+        let ttl = ttl.unwrap() as f64;
+        assert!(at > ttl, "{id} gone at {at:.3}, before its ttl {ttl}");
+        match id.starts_with("late-") {
+            true => late.push(at - saved),
+            false => due.push(at - ttl),
+        }
+    }
+    due.sort_by(f64::total_cmp);
+    late.sort_by(f64::total_cmp);
+    let p99 = due[(due.len() * 99).div_ceil(100) - 1];
+    eprintln!(
+        "ORM writer: due items' lag p50 {:.3} s, p99 {p99:.3} s; saved expired, from the save: max {:.3} s (polled every 50 ms)",
+        due[due.len() / 2],
+        late[late.len() - 1]
+    );
+    assert!(p99 < 1.0, "p99 lag {p99:.3} s: {due:?}");
+    assert!(late.iter().all(|l| *l < 5.0), "{late:?}");
+
+    // The others are exactly as the model saved them.
+    let present = items_by_id(&client, &table).await;
+    let mut kept: Vec<&String> = present.keys().collect();
+    kept.sort();
+    assert_eq!(kept.len(), 15, "{kept:?}");
+    for (id, item) in &present {
+        assert_eq!(Some(item), as_written.get(id), "{id} changed");
+    }
+    assert!(daemon.signal(libc::SIGTERM).success());
+
+    // Every request naming the table was a read, a DescribeTable or a delete.
+    let seen = proxy.stats.seen();
+    let wrong: Vec<String> = (seen.iter())
+        .filter(|s| s.tables().contains(&table.as_str()))
+        .filter_map(|s| writes_the_table(s, &table))
+        .collect();
+    assert!(wrong.is_empty(), "requests writing the table: {wrong:#?}");
+    assert!(seen.iter().any(|s| s.op == "GetRecords"));
+}

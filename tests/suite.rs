@@ -22,6 +22,7 @@ mod events;
 mod expiry_events;
 mod faults;
 mod handler;
+mod index_failover;
 mod lambda_e2e;
 mod leader_lease;
 mod local_dynamodb;

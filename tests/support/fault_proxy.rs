@@ -176,6 +176,8 @@ pub struct Stats {
     pub max_batch_window_ms: AtomicU64,
     /// Every request received, once [`FaultProxy::record`] was called.
     seen_requests: Mutex<Option<Vec<Seen>>>,
+    /// Requests that arrived, faulted or not, by (operation, table) ([`by_table`]).
+    pub by_table: Mutex<std::collections::BTreeMap<(String, String), u64>>,
 }
 
 impl Stats {
@@ -205,6 +207,23 @@ impl Stats {
                 self.max_batch_window_ms.fetch_max(ms, Ordering::SeqCst);
             }
         }
+    }
+
+    /// Counts a request by the operations and tables it names ([`by_table`]).
+    fn saw_request(&self, op: &str, json: &Value) {
+        let mut counts = self.by_table.lock().unwrap();
+        for key in by_table(op, json) {
+            *counts.entry(key).or_default() += 1;
+        }
+    }
+
+    /// How many requests of operation `op` (as [`by_table`] names them) named `table`.
+    pub fn count(&self, op: &str, table: &str) -> u64 {
+        let counts = self.by_table.lock().unwrap();
+        counts
+            .get(&(op.to_owned(), table.to_owned()))
+            .copied()
+            .unwrap_or(0)
     }
 
     pub fn faults_total(&self) -> u64 {
@@ -243,6 +262,46 @@ pub fn item_ids(v: &Value) -> impl Iterator<Item = String> + '_ {
         .into_iter()
         .flatten()
         .filter_map(|item| item["id"]["S"].as_str().map(str::to_owned))
+}
+
+/// What a request does to which table, as (operation, table) pairs: one per request of a
+/// `BatchWriteItem` (`BatchWriteItem:PutRequest`, `BatchWriteItem:DeleteRequest`) and per action of
+/// a `TransactWriteItems` (`TransactWriteItems:Put`, `:Update`, `:Delete`, `:ConditionCheck`), per
+/// table of a `BatchGetItem`; else the operation and its `TableName` (`-` when it names none: the
+/// streams API, PartiQL).
+pub fn by_table(op: &str, json: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    match op {
+        "BatchWriteItem" => {
+            for (table, requests) in json["RequestItems"].as_object().into_iter().flatten() {
+                for r in requests.as_array().into_iter().flatten() {
+                    for kind in ["PutRequest", "DeleteRequest"] {
+                        if r.get(kind).is_some() {
+                            out.push((format!("{op}:{kind}"), table.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        "BatchGetItem" => {
+            for table in json["RequestItems"].as_object().into_iter().flatten() {
+                out.push((op.to_owned(), table.0.clone()));
+            }
+        }
+        "TransactWriteItems" => {
+            for action in json["TransactItems"].as_array().into_iter().flatten() {
+                for (kind, body) in action.as_object().into_iter().flatten() {
+                    let table = body["TableName"].as_str().unwrap_or("-");
+                    out.push((format!("{op}:{kind}"), table.to_owned()));
+                }
+            }
+        }
+        _ => {
+            let table = json["TableName"].as_str().unwrap_or("-");
+            out.push((op.to_owned(), table.to_owned()));
+        }
+    }
+    out
 }
 
 /// The `id`s of the keys the delete requests of a `BatchWriteItem`'s items by table hold.
@@ -395,6 +454,7 @@ async fn handle(shared: Arc<Shared>, fd: RawFd, req: Request<Incoming>) -> Reply
     let guard = InFlight::enter(&shared.stats);
     let (parts, body, op) = read_request(req).await;
     let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    shared.stats.saw_request(&op, &json);
     let fault = decide(&shared, &op, &json);
     if let Some(f) = &fault {
         let mut faults = shared.stats.faults.lock().unwrap();
@@ -650,7 +710,10 @@ pub fn request_identity(op: &str, json: &Value) -> String {
         "DeleteItem" => parts.push(json["Key"].to_string()),
         op if is_sink_batch(op) => parts.extend(sink_event_ids(op, json)),
         "Query" => {
-            parts.push(json["ExpressionAttributeValues"][":win"].to_string());
+            // A GSI's window (`:win`), or an expiry index table's (`:w`).
+            let values = &json["ExpressionAttributeValues"];
+            let window = values.get(":win").or_else(|| values.get(":w"));
+            parts.push(window.unwrap_or(&Value::Null).to_string());
             parts.push(json["ExclusiveStartKey"].to_string());
         }
         _ => parts.push(json.to_string()),

@@ -42,11 +42,13 @@ enum Command {
     /// Sweep every interval until SIGINT/SIGTERM, then print the merged report (for ECS, EKS,
     /// systemd or a laptop).
     Run(Box<RunArgs>),
-    /// Give every item with a numeric ttl its window attribute (parallel Scan, conditional
-    /// updates, resumable); prints a JSON summary.
+    /// Give every item with a numeric ttl its window attribute and delete those already expired
+    /// (with EXPIRY_INDEX_TABLE: write their entries into it, and nothing else); parallel Scan,
+    /// resumable; prints a JSON summary.
     Backfill(Box<BackfillArgs>),
     /// Report expired-but-present items by age, and items the sweeper cannot see (missing or
-    /// wrong window, millisecond or non-numeric ttl); exits 1 past the thresholds.
+    /// wrong window, or no entry in EXPIRY_INDEX_TABLE; millisecond or non-numeric ttl); exits 1
+    /// past the thresholds.
     Audit(Box<AuditArgs>),
     /// Print the window key for a ttl (epoch seconds), to check a writer's implementation.
     Window {
@@ -147,9 +149,10 @@ struct RunArgs {
     /// (off unless given).
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
-    /// Also follow the table's DynamoDB stream and give every item written with a ttl its window,
-    /// so writers need set only the ttl (the stream's view must include the new image). The
-    /// position is saved beside the checkpoint (CHECKPOINT_TABLE).
+    /// Also follow the table's DynamoDB stream and write an entry for every item written with a
+    /// ttl into the expiry index table (EXPIRY_INDEX_TABLE, required), so writers need set only
+    /// the ttl (the stream's view must include the new image). The position is saved beside the
+    /// checkpoint (CHECKPOINT_TABLE).
     #[arg(
         long,
         env = "FOLLOW_STREAM",

@@ -1,0 +1,115 @@
+# A global table replicated in two Regions, with a sweeper in each: they take turns through a
+# leader lease kept in a global checkpoint table replicated in the same Regions, so that one
+# sweeps and the other takes over within the lease if it stops (docs/global-tables.md).
+
+provider "aws" {
+  alias  = "primary"
+  region = var.primary_region
+}
+
+provider "aws" {
+  alias  = "secondary"
+  region = var.secondary_region
+}
+
+# The application's table and its replica, each with the (window, ttl) index, which replicates
+# with it. Writers set the window attribute.
+resource "aws_dynamodb_table" "sessions" {
+  #checkov:skip=CKV_AWS_119:an example table; encrypt yours with the key your data needs (table_kms_key_arn then grants the sweeper its use)
+  provider = aws.primary
+
+  name             = var.table_name
+  billing_mode     = "PAY_PER_REQUEST"
+  hash_key         = "id"
+  stream_enabled   = true
+  stream_view_type = "NEW_AND_OLD_IMAGES"
+
+  attribute {
+    name = "id"
+    type = "S"
+  }
+
+  attribute {
+    name = "expirationWindow"
+    type = "S"
+  }
+
+  attribute {
+    name = "ttl"
+    type = "N"
+  }
+
+  global_secondary_index {
+    name            = "expirationWindowIndex"
+    hash_key        = "expirationWindow"
+    range_key       = "ttl"
+    projection_type = "KEYS_ONLY"
+  }
+
+  ttl {
+    attribute_name = "ttl"
+    enabled        = true
+  }
+
+  point_in_time_recovery {
+    enabled = true
+  }
+
+  replica {
+    region_name            = var.secondary_region
+    point_in_time_recovery = true
+  }
+}
+
+# The checkpoint table, partition key id: a global table in the same Regions, so that both
+# sweepers see the one lease item.
+resource "aws_dynamodb_table" "checkpoints" {
+  #checkov:skip=CKV_AWS_119:one small item per swept table (the last complete sweep, the lease); the AWS owned key
+  provider = aws.primary
+
+  name             = "${var.table_name}-sweeper-checkpoints"
+  billing_mode     = "PAY_PER_REQUEST"
+  hash_key         = "id"
+  stream_enabled   = true
+  stream_view_type = "NEW_AND_OLD_IMAGES"
+
+  attribute {
+    name = "id"
+    type = "S"
+  }
+
+  point_in_time_recovery {
+    enabled = true
+  }
+
+  replica {
+    region_name            = var.secondary_region
+    point_in_time_recovery = true
+  }
+}
+
+# Every Region's sweeper of the table configured alike: a sweeper that finds the lease held with
+# another layout stands by and raises LeaseLayoutMismatch.
+module "sweeper_primary" {
+  source    = "../.."
+  providers = { aws = aws.primary }
+
+  table_name             = aws_dynamodb_table.sessions.name
+  local_existing_package = var.lambda_zip
+  tick_seconds           = 1
+  delete_mode            = "conditional"
+  checkpoint_table_name  = aws_dynamodb_table.checkpoints.name
+  leader_lease_seconds   = 10
+}
+
+module "sweeper_secondary" {
+  source    = "../.."
+  providers = { aws = aws.secondary }
+
+  table_name             = aws_dynamodb_table.sessions.name
+  local_existing_package = var.lambda_zip
+  tick_seconds           = 1
+  delete_mode            = "conditional"
+  checkpoint_table_name  = aws_dynamodb_table.checkpoints.name
+  leader_lease_seconds   = 10
+}

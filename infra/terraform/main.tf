@@ -1,0 +1,925 @@
+# ttl-sweeper: the arm64 Lambda on an EventBridge Scheduler schedule, deleting a DynamoDB table's
+# expired items within seconds, with what the CDK construct (infra/src/ttl-sweeper.ts) creates for
+# the same choices: least-privilege roles (the construct's statements and Sids), log groups, the
+# failure queue, alarms on an encrypted topic, a dashboard, the checkpoint table, and with
+# follow_stream the expiry index table, the stream indexer and its event source mapping.
+# infra/terraform/test/test_drift.py compares it with the construct's synthesized template.
+
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+data "aws_caller_identity" "current" {}
+
+locals {
+  name       = coalesce(var.name, substr("ttl-sweeper-${replace(var.table_name, ".", "-")}", 0, 48))
+  partition  = data.aws_partition.current.partition
+  region     = data.aws_region.current.region
+  account_id = data.aws_caller_identity.current.account_id
+  table_arn  = "arn:${local.partition}:dynamodb:${local.region}:${local.account_id}:table/${var.table_name}"
+  index_name = coalesce(var.index_name, "expirationWindowIndex")
+
+  # The schedule: rate(N minutes), or a cron expression with the period the function is told.
+  schedule_cron_fields    = var.schedule_cron == null ? [] : regexall("[^\\s]+", trimsuffix(trimprefix(trimspace(var.schedule_cron), "cron("), ")"))
+  schedule_expression     = var.schedule_cron != null ? "cron(${join(" ", local.schedule_cron_fields)})" : var.schedule_rate_minutes == 1 ? "rate(1 minute)" : "rate(${var.schedule_rate_minutes} minutes)"
+  schedule_period_seconds = var.schedule_cron != null ? var.schedule_cron_period_seconds : var.schedule_rate_minutes * 60
+
+  # Tick mode: an invocation ticks until 10 s past the next one's scheduled time (the handoff
+  # overlap) and stops 3 s before its deadline; the next invocation runs beside it meanwhile.
+  ticking              = var.tick_seconds != null
+  timeout_seconds      = var.timeout_seconds != null ? var.timeout_seconds : min(local.schedule_period_seconds + (local.ticking ? 20 : 10), 900)
+  reserved_concurrency = var.reserved_concurrency != null ? var.reserved_concurrency : local.ticking ? 2 : 1
+
+  has_checkpoint        = var.create_checkpoint_table || var.checkpoint_table_name != null
+  checkpoint_table_name = var.create_checkpoint_table ? aws_dynamodb_table.checkpoint[0].name : var.checkpoint_table_name
+  checkpoint_table_arn  = var.create_checkpoint_table ? aws_dynamodb_table.checkpoint[0].arn : var.checkpoint_table_name != null ? "arn:${local.partition}:dynamodb:${local.region}:${local.account_id}:table/${var.checkpoint_table_name}" : null
+
+  # Expiry events: one sink, its environment and the statements that let the function send there.
+  events              = var.expiry_events
+  events_to_bus       = local.events == null ? false : local.events.event_bus_arn != null
+  events_to_queue     = local.events == null ? false : local.events.queue_arn != null
+  events_to_firehose  = local.events == null ? false : local.events.delivery_stream_name != null
+  events_read_items   = local.events == null ? false : local.events.item == "read" || local.events.mode == "archive"
+  events_sink         = local.events_to_bus ? "eventbridge:${local.events.event_bus_arn}" : local.events_to_queue ? "sqs:${local.events.queue_url}" : local.events_to_firehose ? "firehose:${local.events.delivery_stream_name}" : null
+  firehose_stream_arn = local.events_to_firehose ? "arn:${local.partition}:firehose:${local.region}:${local.account_id}:deliverystream/${local.events.delivery_stream_name}" : null
+
+  # The sweeper's environment (docs/configuration.md); a null value leaves the variable out.
+  sweeper_environment_all = {
+    TABLE_NAME         = var.table_name
+    INDEX_NAME         = var.follow_stream ? null : local.index_name
+    EXPIRY_INDEX_TABLE = var.follow_stream ? aws_dynamodb_table.expiry_index[0].name : null
+    TTL_ATTRIBUTE      = var.ttl_attribute
+    WINDOW_ATTRIBUTE   = var.window_attribute
+    WINDOW_SECONDS     = tostring(var.window_seconds)
+    WINDOW_SHARDS      = tostring(var.window_shards)
+    LOOKBACK_WINDOWS   = tostring(var.lookback_windows)
+    DELETE_MODE        = var.delete_mode
+    MAX_CONCURRENCY    = tostring(var.max_concurrency)
+    MAX_RETRIES        = tostring(var.max_retries)
+    SCHEDULE_SECONDS   = tostring(local.schedule_period_seconds)
+    TICK_SECONDS       = local.ticking ? tostring(var.tick_seconds) : "off"
+    METRICS_NAMESPACE  = var.metrics_namespace
+    CHECKPOINT_TABLE   = local.has_checkpoint ? local.checkpoint_table_name : null
+    MAX_CATCHUP        = local.has_checkpoint ? tostring(var.max_catch_up_seconds != null ? var.max_catch_up_seconds : 86400) : null
+    LEADER_LEASE       = var.leader_lease_seconds != null ? tostring(var.leader_lease_seconds) : null
+    EXPIRY_EVENTS      = local.events_sink
+    EXPIRY_EVENTS_MODE = local.events == null ? null : local.events.mode
+    EXPIRY_EVENTS_ITEM = local.events == null ? null : local.events.item
+  }
+  sweeper_environment = { for k, v in local.sweeper_environment_all : k => v if v != null }
+
+  # The stream indexer gets the sweeper's configuration but the sweep's own settings (schedule,
+  # tick mode, lookback, checkpoint, expiry events): it does not sweep, delete or publish.
+  stream_settings    = ["TABLE_NAME", "EXPIRY_INDEX_TABLE", "TTL_ATTRIBUTE", "WINDOW_ATTRIBUTE", "WINDOW_SECONDS", "WINDOW_SHARDS", "DELETE_MODE", "MAX_CONCURRENCY", "MAX_RETRIES", "METRICS_NAMESPACE"]
+  stream_environment = { for k, v in local.sweeper_environment : k => v if contains(local.stream_settings, k) }
+
+  # The release zip: a local file, or an S3 object.
+  package_hash = var.local_existing_package != null ? filebase64sha256(var.local_existing_package) : null
+
+  # Alarms: their topic, the period of the lag alarm, and how long a silence may last.
+  create_alarm_topic    = var.create_alarms && var.alarm_topic_arn == null
+  alarm_topic_arn       = !var.create_alarms ? null : var.alarm_topic_arn != null ? var.alarm_topic_arn : aws_sns_topic.alarms[0].arn
+  alarm_actions         = var.create_alarms ? [local.alarm_topic_arn] : []
+  alarm_period_seconds  = ceil(local.schedule_period_seconds / 60) * 60
+  silence_after_seconds = var.silence_alarm_after_seconds != null ? var.silence_alarm_after_seconds : max(600, 2 * local.alarm_period_seconds)
+}
+
+# ---------------------------------------------------------------- failures
+
+# Invocations the schedule could not deliver, and failed asynchronous invocations of the function.
+resource "aws_sqs_queue" "failed_invocations" {
+  name                      = "${local.name}-failed-invocations"
+  message_retention_seconds = 1209600
+  sqs_managed_sse_enabled   = true
+  tags                      = var.tags
+}
+
+data "aws_iam_policy_document" "tls_only_failed_invocations" {
+  statement {
+    effect    = "Deny"
+    actions   = ["sqs:*"]
+    resources = [aws_sqs_queue.failed_invocations.arn]
+
+    principals {
+      type        = "AWS"
+      identifiers = ["*"]
+    }
+
+    condition {
+      test     = "Bool"
+      variable = "aws:SecureTransport"
+      values   = ["false"]
+    }
+  }
+}
+
+resource "aws_sqs_queue_policy" "failed_invocations" {
+  queue_url = aws_sqs_queue.failed_invocations.id
+  policy    = data.aws_iam_policy_document.tls_only_failed_invocations.json
+}
+
+# ---------------------------------------------------------------- the expiry index table
+
+# With follow_stream: the sweeper's own index, one entry per item and ttl, filled by the stream
+# indexer. Derived data (ttl-sweeper backfill rebuilds it): no backups, and entries no sweep
+# removed go by native TTL on `expires`. Not replicated: on a global table each Region has its own.
+resource "aws_dynamodb_table" "expiry_index" {
+  #checkov:skip=CKV_AWS_28:derived data that ttl-sweeper backfill rebuilds from the application table, as the construct's (no point-in-time recovery)
+  #checkov:skip=CKV_AWS_119:entries hold keys and ttls only; the AWS owned key, as the construct's
+  count = var.follow_stream ? 1 : 0
+
+  name         = "${local.name}-expiry-index"
+  billing_mode = "PAY_PER_REQUEST"
+  hash_key     = "window"
+  range_key    = "entry"
+
+  attribute {
+    name = "window"
+    type = "S"
+  }
+
+  attribute {
+    name = "entry"
+    type = "S"
+  }
+
+  ttl {
+    attribute_name = "expires"
+    enabled        = true
+  }
+
+  tags = var.tags
+}
+
+# ---------------------------------------------------------------- the checkpoint table
+
+resource "aws_dynamodb_table" "checkpoint" {
+  #checkov:skip=CKV_AWS_119:one small item per swept table (the last complete sweep, the lease); the AWS owned key, as the construct's
+  count = var.create_checkpoint_table ? 1 : 0
+
+  name         = "${local.name}-checkpoint"
+  billing_mode = "PAY_PER_REQUEST"
+  hash_key     = "id"
+
+  attribute {
+    name = "id"
+    type = "S"
+  }
+
+  point_in_time_recovery {
+    enabled = true
+  }
+
+  tags = var.tags
+}
+
+# ---------------------------------------------------------------- the sweeper
+
+resource "aws_cloudwatch_log_group" "sweeper" {
+  #checkov:skip=CKV_AWS_158:CloudWatch Logs' own encryption, as the construct's; the logs hold sweep summaries, keys of failed items at most
+  #checkov:skip=CKV_AWS_338:retention is log_retention_days, 30 days by default as the construct's
+  name              = "/aws/lambda/${local.name}"
+  retention_in_days = var.log_retention_days
+  skip_destroy      = var.log_group_skip_destroy
+  tags              = var.tags
+}
+
+data "aws_iam_policy_document" "lambda_assume_role" {
+  statement {
+    actions = ["sts:AssumeRole"]
+
+    principals {
+      type        = "Service"
+      identifiers = ["lambda.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role" "sweeper" {
+  name               = local.name
+  description        = "ttl-sweeper: query the expiry index, delete expired items, write its logs"
+  assume_role_policy = data.aws_iam_policy_document.lambda_assume_role.json
+  tags               = var.tags
+}
+
+# The construct's statements, by Sid (infra/README.md, IAM); no managed policy.
+data "aws_iam_policy_document" "sweeper" {
+  # The table's (window, ttl) GSI; with follow_stream the expiry index table instead, and no
+  # Query on the table.
+  dynamic "statement" {
+    for_each = var.follow_stream ? [] : [1]
+    content {
+      sid       = "QueryExpiryIndex"
+      actions   = ["dynamodb:Query"]
+      resources = ["${local.table_arn}/index/${local.index_name}"]
+    }
+  }
+
+  statement {
+    sid = "DeleteExpiredItems"
+    # BatchWriteItem cannot be limited to deletes in IAM; DeleteItem serves conditional mode.
+    actions   = ["dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:DescribeTable"]
+    resources = [local.table_arn]
+  }
+
+  # Batch mode confirms every key by a strongly consistent read of the table before it is deleted.
+  dynamic "statement" {
+    for_each = var.delete_mode == "batch" ? [1] : []
+    content {
+      sid       = "ConfirmKeysInTable"
+      actions   = ["dynamodb:BatchGetItem"]
+      resources = [local.table_arn]
+    }
+  }
+
+  # The expiry index table: the sweeps' strongly consistent queries of its windows, and the
+  # removal of the entries whose items a sweep has handled.
+  dynamic "statement" {
+    for_each = var.follow_stream ? [1] : []
+    content {
+      sid       = "ReadExpiryIndex"
+      actions   = ["dynamodb:DescribeTable", "dynamodb:Query"]
+      resources = [aws_dynamodb_table.expiry_index[0].arn]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.follow_stream ? [1] : []
+    content {
+      sid       = "RemoveIndexEntries"
+      actions   = ["dynamodb:BatchWriteItem"]
+      resources = [aws_dynamodb_table.expiry_index[0].arn]
+    }
+  }
+
+  statement {
+    sid       = "WriteOwnLogs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.sweeper.arn}:*"]
+  }
+
+  dynamic "statement" {
+    for_each = local.has_checkpoint ? [1] : []
+    content {
+      sid       = "Checkpoint"
+      actions   = ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DescribeTable"]
+      resources = [local.checkpoint_table_arn]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = local.events_to_bus ? [1] : []
+    content {
+      sid       = "ExpiryEventsPutEvents"
+      actions   = ["events:PutEvents"]
+      resources = [local.events.event_bus_arn]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = local.events_to_queue ? [1] : []
+    content {
+      sid = "ExpiryEventsSendMessage"
+      # SendMessageBatch is authorized as sqs:SendMessage.
+      actions   = ["sqs:SendMessage"]
+      resources = [local.events.queue_arn]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = local.events_to_queue && try(local.events.queue_kms_key_arn, null) != null ? [1] : []
+    content {
+      sid       = "ExpiryEventsQueueKey"
+      actions   = ["kms:GenerateDataKey", "kms:Decrypt"]
+      resources = [local.events.queue_kms_key_arn]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = local.events_to_firehose ? [1] : []
+    content {
+      sid       = "ExpiryEventsPutRecords"
+      actions   = ["firehose:PutRecord", "firehose:PutRecordBatch"]
+      resources = [local.firehose_stream_arn]
+    }
+  }
+
+  # The items read for their events (item read), or read again in archive mode when their expiry
+  # was accepted but their delete failed.
+  dynamic "statement" {
+    for_each = local.events_read_items ? [1] : []
+    content {
+      sid       = "ExpiryEventsReadItems"
+      actions   = ["dynamodb:BatchGetItem"]
+      resources = [local.table_arn]
+    }
+  }
+
+  # A table or checkpoint table encrypted with a customer managed key: DynamoDB uses the key on
+  # the caller's behalf, so the role needs it for the reads and deletes, through DynamoDB only.
+  dynamic "statement" {
+    for_each = var.table_kms_key_arn != null ? [1] : []
+    content {
+      sid       = "TableKey"
+      actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"]
+      resources = [var.table_kms_key_arn]
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["dynamodb.${local.region}.amazonaws.com"]
+      }
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.checkpoint_table_kms_key_arn != null ? [1] : []
+    content {
+      sid       = "CheckpointKey"
+      actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"]
+      resources = [var.checkpoint_table_kms_key_arn]
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["dynamodb.${local.region}.amazonaws.com"]
+      }
+    }
+  }
+
+  # The on-failure destination of asynchronous invocations (the grant aws-cdk-lib's
+  # SqsDestination adds to the construct's role).
+  statement {
+    sid       = "FailedInvocations"
+    actions   = ["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"]
+    resources = [aws_sqs_queue.failed_invocations.arn]
+  }
+}
+
+resource "aws_iam_role_policy" "sweeper" {
+  name   = "ttl-sweeper"
+  role   = aws_iam_role.sweeper.id
+  policy = data.aws_iam_policy_document.sweeper.json
+}
+
+resource "aws_lambda_function" "sweeper" {
+  #checkov:skip=CKV_AWS_117:the function calls AWS APIs only (DynamoDB, CloudWatch, the expiry event sink); no VPC, as the construct's
+  #checkov:skip=CKV_AWS_116:asynchronous failures go to the failure queue through aws_lambda_function_event_invoke_config (an on-failure destination), as the construct's
+  #checkov:skip=CKV_AWS_173:the environment holds table names and settings, no secret; Lambda's own encryption at rest
+  #checkov:skip=CKV_AWS_272:the code is a release zip checked against the release's SHA256SUMS; no code signing, as the construct's
+  #checkov:skip=CKV_AWS_50:no X-Ray tracing, as the construct's: every sweep writes its summary and metrics
+  function_name                  = local.name
+  description                    = "ttl-sweeper: deletes expired DynamoDB items within seconds"
+  role                           = aws_iam_role.sweeper.arn
+  runtime                        = "provided.al2023"
+  architectures                  = ["arm64"]
+  handler                        = "bootstrap"
+  filename                       = var.local_existing_package
+  source_code_hash               = local.package_hash
+  s3_bucket                      = try(var.s3_existing_package.bucket, null)
+  s3_key                         = try(var.s3_existing_package.key, null)
+  s3_object_version              = try(var.s3_existing_package.version_id, null)
+  memory_size                    = var.memory_size
+  timeout                        = local.timeout_seconds
+  reserved_concurrent_executions = local.reserved_concurrency
+
+  environment {
+    variables = local.sweeper_environment
+  }
+
+  logging_config {
+    log_format = "JSON"
+    log_group  = aws_cloudwatch_log_group.sweeper.name
+  }
+
+  tags       = var.tags
+  depends_on = [aws_iam_role_policy.sweeper]
+}
+
+# Asynchronous invocations are not retried by Lambda (the next invocation sweeps again), are at
+# most 5 minutes old, and go to the failure queue when they fail.
+resource "aws_lambda_function_event_invoke_config" "sweeper" {
+  function_name                = aws_lambda_function.sweeper.function_name
+  maximum_event_age_in_seconds = 300
+  maximum_retry_attempts       = 0
+
+  destination_config {
+    on_failure {
+      destination = aws_sqs_queue.failed_invocations.arn
+    }
+  }
+}
+
+# ---------------------------------------------------------------- the schedule
+
+data "aws_iam_policy_document" "scheduler_assume_role" {
+  statement {
+    actions = ["sts:AssumeRole"]
+
+    principals {
+      type        = "Service"
+      identifiers = ["scheduler.amazonaws.com"]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [local.account_id]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceArn"
+      values   = ["arn:${local.partition}:scheduler:${local.region}:${local.account_id}:schedule-group/default"]
+    }
+  }
+}
+
+resource "aws_iam_role" "schedule" {
+  name               = "${local.name}-scheduler"
+  description        = "ttl-sweeper: EventBridge Scheduler invokes the sweeper function"
+  assume_role_policy = data.aws_iam_policy_document.scheduler_assume_role.json
+  tags               = var.tags
+}
+
+data "aws_iam_policy_document" "schedule" {
+  statement {
+    sid       = "InvokeSweeper"
+    actions   = ["lambda:InvokeFunction"]
+    resources = [aws_lambda_function.sweeper.arn]
+  }
+
+  statement {
+    sid       = "DeadLetter"
+    actions   = ["sqs:SendMessage"]
+    resources = [aws_sqs_queue.failed_invocations.arn]
+  }
+}
+
+resource "aws_iam_role_policy" "schedule" {
+  name   = "invoke-sweeper"
+  role   = aws_iam_role.schedule.id
+  policy = data.aws_iam_policy_document.schedule.json
+}
+
+resource "aws_scheduler_schedule" "sweeper" {
+  #checkov:skip=CKV_AWS_297:the schedule's input is the scheduled time only; EventBridge Scheduler's AWS owned key, as the construct's
+  name                         = local.name
+  group_name                   = "default"
+  description                  = "Invokes ttl-sweeper"
+  schedule_expression          = local.schedule_expression
+  schedule_expression_timezone = var.schedule_timezone
+  state                        = var.schedule_enabled ? "ENABLED" : "DISABLED"
+
+  flexible_time_window {
+    mode = "OFF"
+  }
+
+  target {
+    arn      = aws_lambda_function.sweeper.arn
+    role_arn = aws_iam_role.schedule.arn
+    # Each invocation sweeps as of the time it was scheduled for. A literal string: jsonencode
+    # would escape < and >, and the scheduler would not replace the context attribute.
+    input = "{\"time\":\"<aws.scheduler.scheduled-time>\"}"
+
+    retry_policy {
+      maximum_event_age_in_seconds = var.schedule_max_event_age_seconds
+      maximum_retry_attempts       = var.schedule_retry_attempts
+    }
+
+    dead_letter_config {
+      arn = aws_sqs_queue.failed_invocations.arn
+    }
+  }
+
+  depends_on = [aws_iam_role_policy.schedule]
+}
+
+# ---------------------------------------------------------------- the stream indexer
+
+# Stream records that failed every retry: their descriptions (shard and sequence numbers).
+resource "aws_sqs_queue" "stream_failures" {
+  count = var.follow_stream ? 1 : 0
+
+  name                      = "${local.name}-stream-failures"
+  message_retention_seconds = 1209600
+  sqs_managed_sse_enabled   = true
+  tags                      = var.tags
+}
+
+data "aws_iam_policy_document" "tls_only_stream_failures" {
+  count = var.follow_stream ? 1 : 0
+
+  statement {
+    effect    = "Deny"
+    actions   = ["sqs:*"]
+    resources = [aws_sqs_queue.stream_failures[0].arn]
+
+    principals {
+      type        = "AWS"
+      identifiers = ["*"]
+    }
+
+    condition {
+      test     = "Bool"
+      variable = "aws:SecureTransport"
+      values   = ["false"]
+    }
+  }
+}
+
+resource "aws_sqs_queue_policy" "stream_failures" {
+  count = var.follow_stream ? 1 : 0
+
+  queue_url = aws_sqs_queue.stream_failures[0].id
+  policy    = data.aws_iam_policy_document.tls_only_stream_failures[0].json
+}
+
+resource "aws_cloudwatch_log_group" "stream" {
+  #checkov:skip=CKV_AWS_158:CloudWatch Logs' own encryption, as the construct's; the logs hold batch summaries
+  #checkov:skip=CKV_AWS_338:retention is log_retention_days, 30 days by default as the construct's
+  count = var.follow_stream ? 1 : 0
+
+  name              = "/aws/lambda/${local.name}-stream-indexer"
+  retention_in_days = var.log_retention_days
+  skip_destroy      = var.log_group_skip_destroy
+  tags              = var.tags
+}
+
+resource "aws_iam_role" "stream" {
+  count = var.follow_stream ? 1 : 0
+
+  name               = "${local.name}-stream-indexer"
+  description        = "ttl-sweeper stream indexer: read the table's stream, write entries into the expiry index table, write its logs"
+  assume_role_policy = data.aws_iam_policy_document.lambda_assume_role.json
+  tags               = var.tags
+}
+
+data "aws_iam_policy_document" "stream" {
+  count = var.follow_stream ? 1 : 0
+
+  statement {
+    sid = "DescribeTable"
+    # The start-up check and the table's key schema, which each entry's key follows. The
+    # indexer never writes the application's table.
+    actions   = ["dynamodb:DescribeTable"]
+    resources = [local.table_arn]
+  }
+
+  statement {
+    sid = "WriteIndexEntries"
+    # One entry per item and ttl, written in batches; DescribeTable is the start-up check.
+    actions   = ["dynamodb:DescribeTable", "dynamodb:BatchWriteItem"]
+    resources = [aws_dynamodb_table.expiry_index[0].arn]
+  }
+
+  statement {
+    sid       = "ReadTableStream"
+    actions   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
+    resources = [var.table_stream_arn]
+  }
+
+  statement {
+    sid       = "WriteOwnLogs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.stream[0].arn}:*"]
+  }
+
+  statement {
+    sid       = "StreamFailures"
+    actions   = ["sqs:SendMessage"]
+    resources = [aws_sqs_queue.stream_failures[0].arn]
+  }
+
+  # A table encrypted with a customer managed key: its stream is read with that key.
+  dynamic "statement" {
+    for_each = var.table_kms_key_arn != null ? [1] : []
+    content {
+      sid       = "TableKey"
+      actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"]
+      resources = [var.table_kms_key_arn]
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["dynamodb.${local.region}.amazonaws.com"]
+      }
+    }
+  }
+}
+
+resource "aws_iam_role_policy" "stream" {
+  count = var.follow_stream ? 1 : 0
+
+  name   = "ttl-sweeper-stream-indexer"
+  role   = aws_iam_role.stream[0].id
+  policy = data.aws_iam_policy_document.stream[0].json
+}
+
+resource "aws_lambda_function" "stream" {
+  #checkov:skip=CKV_AWS_117:the function calls AWS APIs only (DynamoDB); no VPC, as the construct's
+  #checkov:skip=CKV_AWS_116:stream records it gives up on go to the mapping's on-failure queue (destination_config), as the construct's
+  #checkov:skip=CKV_AWS_115:no reserved concurrency, as the construct's: the mapping invokes it once per stream shard at a time
+  #checkov:skip=CKV_AWS_173:the environment holds table names and settings, no secret; Lambda's own encryption at rest
+  #checkov:skip=CKV_AWS_272:the code is a release zip checked against the release's SHA256SUMS; no code signing, as the construct's
+  #checkov:skip=CKV_AWS_50:no X-Ray tracing, as the construct's: every batch writes its summary
+  count = var.follow_stream ? 1 : 0
+
+  function_name     = "${local.name}-stream-indexer"
+  description       = "ttl-sweeper stream indexer: writes one small entry per item and ttl into the sweeper's expiry index table; never writes the application's table"
+  role              = aws_iam_role.stream[0].arn
+  runtime           = "provided.al2023"
+  architectures     = ["arm64"]
+  handler           = "bootstrap"
+  filename          = var.local_existing_package
+  source_code_hash  = local.package_hash
+  s3_bucket         = try(var.s3_existing_package.bucket, null)
+  s3_key            = try(var.s3_existing_package.key, null)
+  s3_object_version = try(var.s3_existing_package.version_id, null)
+  memory_size       = var.memory_size
+  # It stops 3 s before its deadline; what it did not handle is delivered again.
+  timeout = 30
+
+  environment {
+    variables = local.stream_environment
+  }
+
+  logging_config {
+    log_format = "JSON"
+    log_group  = aws_cloudwatch_log_group.stream[0].name
+  }
+
+  tags       = var.tags
+  depends_on = [aws_iam_role_policy.stream]
+}
+
+resource "aws_lambda_event_source_mapping" "stream" {
+  count = var.follow_stream ? 1 : 0
+
+  event_source_arn                   = var.table_stream_arn
+  function_name                      = aws_lambda_function.stream[0].arn
+  starting_position                  = "LATEST"
+  batch_size                         = 100
+  maximum_batching_window_in_seconds = 0
+  function_response_types            = ["ReportBatchItemFailures"]
+  bisect_batch_on_function_error     = true
+  # A record is given up after 10 retries or an hour, well inside the stream's 24 hours: the
+  # on-failure message (shard and sequence numbers) still points at readable records.
+  maximum_retry_attempts        = 10
+  maximum_record_age_in_seconds = 3600
+
+  destination_config {
+    on_failure {
+      destination_arn = aws_sqs_queue.stream_failures[0].arn
+    }
+  }
+
+  # Records with something to do: an item written with a Number ttl. REMOVE records, and writes
+  # of items without one, never reach the function.
+  filter_criteria {
+    filter {
+      pattern = jsonencode({
+        eventName = ["INSERT", "MODIFY"]
+        dynamodb  = { NewImage = { (var.ttl_attribute) = { N = [{ exists = true }] } } }
+      })
+    }
+  }
+
+  # The mapping checks at creation that the role may read the stream.
+  depends_on = [aws_iam_role_policy.stream]
+}
+
+# ---------------------------------------------------------------- alarms
+
+resource "aws_kms_key" "alarms" {
+  count = local.create_alarm_topic && var.encrypt_alarm_topic ? 1 : 0
+
+  description             = "ttl-sweeper: encrypts the alarm topic"
+  enable_key_rotation     = true
+  deletion_window_in_days = 7
+  # CloudWatch alarms can publish to an encrypted topic only if the key lets them.
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [
+      {
+        Effect    = "Allow"
+        Principal = { AWS = "arn:${local.partition}:iam::${local.account_id}:root" }
+        Action    = "kms:*"
+        Resource  = "*"
+      },
+      {
+        Sid       = "CloudWatchAlarmsPublish"
+        Effect    = "Allow"
+        Principal = { Service = "cloudwatch.amazonaws.com" }
+        Action    = ["kms:Decrypt", "kms:GenerateDataKey*"]
+        Resource  = "*"
+      },
+    ]
+  })
+  tags = var.tags
+}
+
+resource "aws_sns_topic" "alarms" {
+  count = local.create_alarm_topic ? 1 : 0
+
+  name              = "${local.name}-alarms"
+  display_name      = "ttl-sweeper alarms"
+  kms_master_key_id = var.encrypt_alarm_topic ? aws_kms_key.alarms[0].arn : null
+  tags              = var.tags
+}
+
+resource "aws_sns_topic_policy" "alarms" {
+  count = local.create_alarm_topic ? 1 : 0
+
+  arn = aws_sns_topic.alarms[0].arn
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Sid       = "AllowPublishThroughSSLOnly"
+      Effect    = "Deny"
+      Principal = "*"
+      Action    = "sns:Publish"
+      Resource  = aws_sns_topic.alarms[0].arn
+      Condition = { Bool = { "aws:SecureTransport" = "false" } }
+    }]
+  })
+}
+
+resource "aws_sns_topic_subscription" "alarm_emails" {
+  for_each = var.create_alarms ? toset(var.alarm_emails) : toset([])
+
+  topic_arn = local.alarm_topic_arn
+  protocol  = "email"
+  endpoint  = each.value
+}
+
+resource "aws_cloudwatch_metric_alarm" "function_errors" {
+  count = var.create_alarms ? 1 : 0
+
+  alarm_name          = "${local.name}-function-errors"
+  alarm_description   = "ttl-sweeper invocations failed (bad event, failed keys or unreadable windows)"
+  namespace           = "AWS/Lambda"
+  metric_name         = "Errors"
+  dimensions          = { FunctionName = aws_lambda_function.sweeper.function_name }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  threshold           = 0
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "items_failed" {
+  count = var.create_alarms ? 1 : 0
+
+  alarm_name          = "${local.name}-items-failed"
+  alarm_description   = "ttl-sweeper could not delete some expired items"
+  namespace           = var.metrics_namespace
+  metric_name         = "ItemsFailed"
+  dimensions          = { TableName = var.table_name }
+  statistic           = "Sum"
+  period              = 60
+  evaluation_periods  = 1
+  threshold           = 0
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "expiry_lag" {
+  count = var.create_alarms ? 1 : 0
+
+  alarm_name          = "${local.name}-expiry-lag"
+  alarm_description   = "expired items stay longer than the precision target"
+  namespace           = var.metrics_namespace
+  metric_name         = "MaxExpiryLagSeconds"
+  dimensions          = { TableName = var.table_name }
+  statistic           = "Maximum"
+  period              = local.alarm_period_seconds
+  evaluation_periods  = 3
+  datapoints_to_alarm = 3
+  threshold           = var.lag_alarm_threshold_seconds
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  tags                = var.tags
+}
+
+# With a leader lease only the holder sweeps: a standby reports no sweeps, so no silence alarm;
+# instead an alarm on a lease held with another layout than this sweeper's.
+resource "aws_cloudwatch_metric_alarm" "sweeper_silent" {
+  count = var.create_alarms && var.leader_lease_seconds == null ? 1 : 0
+
+  alarm_name          = "${local.name}-sweeper-silent"
+  alarm_description   = "ttl-sweeper has not reported a sweep for ${local.silence_after_seconds / 60} minutes"
+  namespace           = var.metrics_namespace
+  metric_name         = "WindowsSwept"
+  dimensions          = { TableName = var.table_name }
+  statistic           = "SampleCount"
+  period              = local.silence_after_seconds
+  evaluation_periods  = 1
+  threshold           = 1
+  comparison_operator = "LessThanThreshold"
+  treat_missing_data  = "breaching"
+  alarm_actions       = local.alarm_actions
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "lease_layout_mismatch" {
+  count = var.create_alarms && var.leader_lease_seconds != null ? 1 : 0
+
+  alarm_name          = "${local.name}-lease-layout-mismatch"
+  alarm_description   = "a ttl-sweeper stands by beside a leader lease held with another layout than its own: configure every Region's sweeper of the table alike"
+  namespace           = var.metrics_namespace
+  metric_name         = "LeaseLayoutMismatch"
+  dimensions          = { TableName = var.table_name }
+  statistic           = "Sum"
+  period              = 60
+  evaluation_periods  = 1
+  threshold           = 0
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  tags                = var.tags
+}
+
+# The stream's backlog: an item gets its index entry (and can be swept) only after its record.
+resource "aws_cloudwatch_metric_alarm" "stream_iterator_age" {
+  count = var.create_alarms && var.follow_stream ? 1 : 0
+
+  alarm_name          = "${local.name}-stream-iterator-age"
+  alarm_description   = "the ttl-sweeper stream indexer falls behind the table's stream"
+  namespace           = "AWS/Lambda"
+  metric_name         = "IteratorAge"
+  dimensions          = { FunctionName = aws_lambda_function.stream[0].function_name }
+  statistic           = "Maximum"
+  period              = 60
+  evaluation_periods  = 3
+  datapoints_to_alarm = 3
+  threshold           = var.lag_alarm_threshold_seconds * 1000
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  tags                = var.tags
+}
+
+# Records that failed every retry: their items have no index entry until backfill writes it.
+resource "aws_cloudwatch_metric_alarm" "stream_records_failed" {
+  count = var.create_alarms && var.follow_stream ? 1 : 0
+
+  alarm_name          = "${local.name}-stream-records-failed"
+  alarm_description   = "stream records failed every retry and went to the ttl-sweeper stream indexer's on-failure queue: their items need ttl-sweeper backfill, which writes their expiry index entries"
+  namespace           = "AWS/SQS"
+  metric_name         = "ApproximateNumberOfMessagesVisible"
+  dimensions          = { QueueName = aws_sqs_queue.stream_failures[0].name }
+  statistic           = "Maximum"
+  period              = 60
+  evaluation_periods  = 1
+  datapoints_to_alarm = 1
+  threshold           = 0
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  tags                = var.tags
+}
+
+# ---------------------------------------------------------------- dashboard
+
+resource "aws_cloudwatch_dashboard" "sweeper" {
+  count = var.create_dashboard ? 1 : 0
+
+  dashboard_name = local.name
+  dashboard_body = jsonencode({
+    widgets = [
+      {
+        type = "metric", width = 12, height = 6, x = 0, y = 0
+        properties = {
+          view = "timeSeries", yAxis = {}, title = "Items deleted / skipped / gone / failed", region = local.region
+          metrics = [for m in ["ItemsDeleted", "ItemsSkipped", "ItemsGone", "ItemsFailed"] :
+          [var.metrics_namespace, m, "TableName", var.table_name, { period = 60, stat = "Sum" }]]
+        }
+      },
+      {
+        type = "metric", width = 12, height = 6, x = 12, y = 0
+        properties = {
+          view = "timeSeries", yAxis = {}, title = "Expiry lag (s)", region = local.region
+          metrics = [for m in ["MaxExpiryLagSeconds", "P99ExpiryLagSeconds"] :
+          [var.metrics_namespace, m, "TableName", var.table_name, { period = 60, stat = "Maximum" }]]
+        }
+      },
+      {
+        type = "metric", width = 12, height = 6, x = 0, y = 6
+        properties = {
+          view = "timeSeries", yAxis = {}, title = "Invocations and errors", region = local.region
+          metrics = [for m in ["Invocations", "Errors"] :
+          ["AWS/Lambda", m, "FunctionName", aws_lambda_function.sweeper.function_name, { stat = "Sum" }]]
+        }
+      },
+      {
+        type = "metric", width = 12, height = 6, x = 12, y = 6
+        properties = {
+          view    = "timeSeries", yAxis = {}, title = "Left for the next sweep", region = local.region
+          metrics = [[var.metrics_namespace, "ItemsLeft", "TableName", var.table_name, { period = 60, stat = "Sum" }]]
+        }
+      },
+    ]
+  })
+}
