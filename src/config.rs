@@ -73,6 +73,21 @@ pub enum ConfigError {
         /// What the setting accepts.
         expected: &'static str,
     },
+    /// A setting the command does not use, given: refused rather than ignored.
+    #[error(
+        "{var}={value:?} (flag --{}) is not used by `{command}`: {instead}; unset it",
+        settings::flag(var)
+    )]
+    NotUsed {
+        /// Environment variable name.
+        var: &'static str,
+        /// The value as given.
+        value: String,
+        /// The command.
+        command: &'static str,
+        /// What the command does instead.
+        instead: &'static str,
+    },
     /// An environment variable read by the binaries alone (no flag), with a value it refuses.
     #[error("invalid {var}={value:?}: expected {expected}")]
     Environment {
@@ -1199,6 +1214,73 @@ mod tests {
             secs(6)
         );
         assert_eq!(ok(&[("LEADER_LEASE", " OFF ")]), None);
+    }
+
+    #[test]
+    fn run_checks_its_lease_against_every_and_refuses_tick_seconds() {
+        let run = |pairs: &[(&str, &str)], every_ms: u64| {
+            let mut all = vec![("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")];
+            all.extend_from_slice(pairs);
+            let map: HashMap<&str, &str> = all.into_iter().collect();
+            let settings = Settings::from_lookup(|k| map.get(k).map(|v| v.to_string()));
+            settings.validate_run(Duration::from_millis(every_ms))
+        };
+        let secs = |s| Some(Duration::from_secs(s));
+        // `run --every 1s` sweeps every second: a 5 s lease is two sweeps and more, whatever
+        // SCHEDULE_SECONDS (60 by default), which the Lambda and `sweep` still go by.
+        let lease = |c: Vec<Config>| c[0].leader_lease;
+        assert_eq!(run(&[("LEADER_LEASE", "5")], 1_000).map(lease), Ok(secs(5)));
+        let lambda = [("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")];
+        let msg = parse(&[lambda[0], lambda[1], ("LEADER_LEASE", "5")]).unwrap_err();
+        assert!(msg.to_string().contains("SCHEDULE_SECONDS"), "{msg}");
+        // Two sweeps of --every exactly; less is refused, naming --every and what is needed,
+        // for every table of several.
+        assert_eq!(
+            run(&[("LEADER_LEASE", "20")], 10_000).map(lease),
+            Ok(secs(20))
+        );
+        let tables = ("TABLES", r#"[{"TABLE_NAME": "other"}]"#);
+        for pairs in [
+            &[("LEADER_LEASE", "19")][..],
+            &[tables, ("LEADER_LEASE", "19")],
+        ] {
+            let msg = run(pairs, 10_000).unwrap_err().to_string();
+            for name in ["LEADER_LEASE", "--every is 10s", "at least 20"] {
+                assert!(msg.contains(name), "{pairs:?}: {msg}");
+            }
+        }
+        // TICK_SECONDS is the Lambda's: given to `run`, refused rather than ignored.
+        for tick in ["1", "250ms"] {
+            let msg = run(&[("TICK_SECONDS", tick)], 1_000)
+                .unwrap_err()
+                .to_string();
+            for name in ["TICK_SECONDS", "--tick-seconds", "`run`", "--every"] {
+                assert!(msg.contains(name), "{tick}: {msg}");
+            }
+        }
+        for off in ["off", "0", " "] {
+            assert!(run(&[("TICK_SECONDS", off)], 1_000).is_ok(), "{off:?}");
+        }
+    }
+
+    #[test]
+    fn backfill_in_archive_mode_is_a_dry_run_or_refused() {
+        let pairs = [
+            ("TABLE_NAME", "sessions"),
+            ("EXPIRY_EVENTS", "eventbridge:default"),
+            ("EXPIRY_EVENTS_MODE", "archive"),
+            ("DELETE_MODE", "conditional"),
+        ];
+        let map: HashMap<&str, &str> = pairs.into_iter().collect();
+        let settings = Settings::from_lookup(|k| map.get(k).map(|v| v.to_string()));
+        let msg = settings.validate_backfill(false).unwrap_err().to_string();
+        for name in ["EXPIRY_EVENTS_MODE", "would not be archived", "--dry-run"] {
+            assert!(msg.contains(name), "{msg}");
+        }
+        assert!(settings.validate_backfill(true).is_ok());
+        // Without archive mode, deletes need no archive.
+        let notify = Settings::from_lookup(|k| (k == "TABLE_NAME").then(|| "sessions".into()));
+        assert!(notify.validate_backfill(false).is_ok());
     }
 
     #[test]

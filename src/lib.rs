@@ -13,16 +13,22 @@
 //! - Entry points, `src/bin/`: `ttl-sweeper-lambda` (the Lambda) and `ttl-sweeper` (the CLI:
 //!   arguments in `main.rs`, the commands `sweep`, `run`, `backfill`, `audit` and `window` in
 //!   `commands.rs`) parse their input, read the clock and hand off; [`connect`] builds one sweeper
-//!   per table and the one sweep clock (the host clock held to DynamoDB's) for all of them.
+//!   per table and the one sweep clock (the host clock held to DynamoDB's) for all of them, and
+//!   [`connect_tool`] the table of a tool.
 //! - [`config`]: every setting ([`config::Settings`], one derived clap struct read from flags or
 //!   environment variables of the same names), validated once into the narrow structs below
 //!   ([`expiry::Layout`], [`store::TableTarget`], [`engine::SweepOptions`],
 //!   [`lambda::HandlerSettings`], [`events::EventsConfig`]), and the binaries' async runtime
 //!   ([`config::Threads`]). Nothing below imports it.
+//! - [`daemon`]: `run`'s loop — every table swept by ticks and full sweeps until a shutdown the
+//!   caller passes in, a table that cannot be opened reported and opened again every period, the
+//!   summary line and EMF record of each period, the endpoint's counters, each table's stream
+//!   followed beside its ticks ([`daemon::Follow`]); generic over [`store::Store`].
 //! - [`lambda`]: one invocation, from event to report for every table; a batch of a table's
 //!   DynamoDB Streams records goes to the stream indexer instead.
 //! - [`telemetry`]: tracing subscribers (JSON lines with the Powertools keys), the one summary
-//!   log line, CloudWatch EMF metrics, and `run`'s Prometheus `/metrics` and `/healthz`.
+//!   log line, CloudWatch EMF metrics, and the daemon's Prometheus `/metrics` and `/healthz`
+//!   ([`telemetry::endpoint`]).
 //! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit — and
 //!   the daemon's follower of the table's stream (`run --follow-stream`), which hands its
 //!   records to [`indexer`].
@@ -63,6 +69,8 @@
 
 #[cfg(feature = "sweeper")]
 pub mod config;
+#[cfg(feature = "sweeper")]
+pub mod daemon;
 #[cfg(feature = "sweeper")]
 pub mod engine;
 #[cfg(feature = "sweeper")]
@@ -129,6 +137,18 @@ pub async fn connect(
     // Opened now, so that the start-up logs say which tables cannot be swept.
     futures::future::join_all(tables.iter().map(Table::sweeper)).await;
     Ok(Connected { tables, clock })
+}
+
+/// The table of a tool (`backfill`, `audit`; [`tools`]): one SDK client from the standard AWS
+/// configuration chain, and the table opened with the checks of [`connect`], but for a missing
+/// index, which is only a warning: the tools may run before it is created.
+#[cfg(feature = "sweeper")]
+pub async fn connect_tool(
+    config: &config::Config,
+) -> Result<(store::DynamoStore, store::OpenedTable), store::StoreError> {
+    let store = store::DynamoStore::from_env().await;
+    let opened = store::open(&store, &config.target(), store::IndexCheck::IfPresent).await?;
+    Ok((store, opened))
 }
 
 /// One table's sweeper: the table opened and checked, the sweep clock, its expiry-event sink.

@@ -1,7 +1,8 @@
 //! Logs and metrics: tracing subscribers for the Lambda (JSON with the Powertools keys, for
 //! CloudWatch Logs) and the CLI (text on stderr, or the same JSON), the one-line sweep summary,
 //! CloudWatch Embedded Metric Format (EMF) records, which CloudWatch turns into metrics with no
-//! agent and no API calls, and the daemon's Prometheus endpoint.
+//! agent and no API calls, and the daemon's Prometheus endpoint ([`endpoint`]: `/metrics` and
+//! `/healthz`).
 //!
 //! The EMF records are written here ([`emf_record`], [`cold_start_record`]), not through the
 //! `metrics` facade and `metrics_cloudwatch_embedded`: a sweep already aggregates everything into
@@ -12,7 +13,7 @@
 
 mod powertools;
 
-pub mod daemon;
+pub mod endpoint;
 
 pub use powertools::{service_name, trace_root, Invocation, PowertoolsJson, DEFAULT_SERVICE};
 

@@ -654,3 +654,33 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
         log_text()
     );
 }
+
+/// `run` goes by `--every`: with `--every 1s` a `LEADER_LEASE` of 5 s is two sweeps and more, and
+/// it runs (`SCHEDULE_SECONDS`, 60 by default, is the Lambda's sweep period, not `run`'s); 19 s
+/// with `--every 10s` is refused, naming `--every`; `TICK_SECONDS`, the Lambda's, is refused, not
+/// ignored. Refusals come before any request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_goes_by_every_and_refuses_tick_seconds() {
+    for line in [
+        "TICK_SECONDS=1 run --table-name sessions => TICK_SECONDS, --tick-seconds, `run`, --every",
+        "CHECKPOINT_TABLE=state LEADER_LEASE=19 run --every 10s --table-name sessions => LEADER_LEASE, --every is 10s, at least 20",
+    ] {
+        let (mut cmd, wants) = case(line);
+        let (code, out, err) = run(cmd.env("AWS_ENDPOINT_URL", "http://127.0.0.1:9"));
+        assert_eq!((code, out.as_str()), (2, ""), "{line}: {err}");
+        for want in wants.split(", ") {
+            assert!(err.contains(want), "{line}: {err}");
+        }
+    }
+    let (client, table) = simple_table("every_lease").await;
+    let checkpoint = checkpoint_table(&client, "every_lease_cp").await;
+    let mut cmd = local_cli();
+    cmd.args(["run", "--every", "1s", "--table-name", &table])
+        .env("CHECKPOINT_TABLE", &checkpoint)
+        .env("LEADER_LEASE", "5")
+        .stdout(Stdio::null());
+    let mut daemon = Daemon::spawn(&mut cmd, &format!("run-every-{table}"));
+    daemon.wait_for_log("running until SIGINT or SIGTERM");
+    let status = daemon.signal(libc::SIGTERM);
+    assert_eq!(status.code(), Some(0), "{}", daemon.log_text());
+}

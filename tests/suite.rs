@@ -16,6 +16,7 @@ mod support {
 mod adoption;
 mod cli;
 mod clock_skew;
+mod daemon;
 mod event_sinks;
 mod events;
 mod expiry_events;

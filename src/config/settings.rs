@@ -167,7 +167,7 @@ settings! {
     tick_seconds: TICK_SECONDS (Option<String>) {
         default: Some("off"),
         help: "Lambda tick mode: sweep every this many seconds within one invocation",
-        expected: "`off`, a whole number of seconds from 1 to 30, or a duration from 100ms to 30s such as `250ms`; less than SCHEDULE_SECONDS",
+        expected: "`off`, a whole number of seconds from 1 to 30, or a duration from 100ms to 30s such as `250ms`; less than SCHEDULE_SECONDS; not for `run`, which sweeps every --every",
     }
     schedule_seconds: SCHEDULE_SECONDS (Option<String>) {
         default: Some("60"),
@@ -187,7 +187,7 @@ settings! {
     leader_lease: LEADER_LEASE (Option<String>) {
         default: Some("off"),
         help: "Leader lease: of the sweepers of one table (one per Region), only the holder sweeps",
-        expected: "`off`, or a whole number of seconds from 5 to 3600, at least two ticks (TICK_SECONDS, else SCHEDULE_SECONDS); needs CHECKPOINT_TABLE, where the lease item lives",
+        expected: "`off`, or a whole number of seconds from 5 to 3600, at least two sweeps (TICK_SECONDS, else SCHEDULE_SECONDS; for `run`, --every); needs CHECKPOINT_TABLE, where the lease item lives",
     }
     metrics_namespace: METRICS_NAMESPACE (Option<String>) {
         default: Some("TtlSweeper"),

@@ -35,6 +35,28 @@ impl Settings {
     /// in that order: one [`Config`] per table. A table named twice is refused, and an error in
     /// one table's settings names the table when there are several.
     pub fn validate_tables(&self) -> Result<Vec<Config>, ConfigError> {
+        self.tables_swept(Sweeps::Settings)
+    }
+
+    /// The tables of `ttl-sweeper run`, which sweeps every `every` (`--every`): as
+    /// [`Settings::validate_tables`], with `every` the period between sweeps that `LEADER_LEASE`
+    /// must outlast twice. `TICK_SECONDS`, the Lambda's tick period, is refused: `run` would not
+    /// use it.
+    pub fn validate_run(&self, every: Duration) -> Result<Vec<Config>, ConfigError> {
+        let tick = get(self.tick_seconds.as_deref(), &TICK_SECONDS)?;
+        if !(tick.eq_ignore_ascii_case("off") || tick == "0") {
+            return Err(ConfigError::NotUsed {
+                var: TICK_SECONDS.var,
+                value: tick,
+                command: "run",
+                instead: "it is the Lambda's tick period, and `run` sweeps every --every",
+            });
+        }
+        self.tables_swept(Sweeps::Every(every))
+    }
+
+    /// [`Settings::validate_tables`], the sweeps coming as `sweeps` says.
+    fn tables_swept(&self, sweeps: Sweeps) -> Result<Vec<Config>, ConfigError> {
         let mut each = Vec::new();
         for name in self.table_names() {
             each.push(Settings {
@@ -74,12 +96,12 @@ impl Settings {
         }
         if each.is_empty() {
             // Nothing named: the error of the one required setting.
-            return self.validate().map(|config| vec![config]);
+            return self.validate_swept(sweeps).map(|config| vec![config]);
         }
         let several = each.len() > 1;
         let mut configs: Vec<Config> = Vec::with_capacity(each.len());
         for settings in each {
-            let config = settings.validate().map_err(|e| match several {
+            let config = settings.validate_swept(sweeps).map_err(|e| match several {
                 false => e,
                 true => ConfigError::InTable {
                     table: settings.table_name.concat(),
@@ -107,6 +129,22 @@ impl Settings {
         self.validate()
     }
 
+    /// The one table of `ttl-sweeper backfill` ([`Settings::validate_one`]). With
+    /// `EXPIRY_EVENTS_MODE=archive` only a `dry_run` is accepted: a backfill deletes the items it
+    /// finds already expired without publishing their expiry events.
+    pub fn validate_backfill(&self, dry_run: bool) -> Result<Config, ConfigError> {
+        let config = self.validate_one("backfill")?;
+        if config.expiry_events_mode == EventsMode::Archive && !dry_run {
+            let problem = "backfill deletes the items it finds already expired without \
+                           publishing their expiry events, so they would not be archived. Run it \
+                           with --dry-run to count them, or without EXPIRY_EVENTS_MODE=archive if \
+                           those items need no archive"
+                .to_owned();
+            return Err(rejected(&EXPIRY_EVENTS_MODE, "archive", problem));
+        }
+        Ok(config)
+    }
+
     /// `TABLE_NAME`'s tables, trimmed, blanks left out.
     fn table_names(&self) -> Vec<String> {
         let names = self.table_name.iter().map(|name| name.trim());
@@ -117,6 +155,11 @@ impl Settings {
     /// values become a [`Config`]. Every error names the variable and its flag and what it accepts.
     /// For the one table `TABLE_NAME` names ([`Settings::validate_tables`] reads several).
     pub fn validate(&self) -> Result<Config, ConfigError> {
+        self.validate_swept(Sweeps::Settings)
+    }
+
+    /// [`Settings::validate`], the sweeps coming as `sweeps` says.
+    fn validate_swept(&self, sweeps: Sweeps) -> Result<Config, ConfigError> {
         let table_name = match self.table_names().as_slice() {
             [] => None,
             [one] => Some(one.clone()),
@@ -256,7 +299,7 @@ impl Settings {
             }
         }
         if let Some(lease) = config.leader_lease {
-            leader_lease(lease, &config)?;
+            leader_lease(lease, &config, sweeps)?;
         }
         let needed = covering_lookback(config.window_seconds, config.schedule_seconds);
         if !given(self.lookback_windows.as_deref()) {
@@ -312,9 +355,19 @@ impl Settings {
     }
 }
 
+/// How often a command sweeps, for the checks that depend on it.
+#[derive(Debug, Clone, Copy)]
+enum Sweeps {
+    /// As the settings say: every `TICK_SECONDS` in tick mode, else every `SCHEDULE_SECONDS` (the
+    /// Lambda, `sweep`).
+    Settings,
+    /// Every `--every` (`run`).
+    Every(Duration),
+}
+
 /// Checks `LEADER_LEASE` against the settings it depends on: the checkpoint table holds the lease
 /// item, and a lease shorter than two sweeps would lapse between a holder's sweeps.
-fn leader_lease(lease: Duration, config: &Config) -> Result<(), ConfigError> {
+fn leader_lease(lease: Duration, config: &Config, sweeps: Sweeps) -> Result<(), ConfigError> {
     let value = lease.as_secs().to_string();
     if config.checkpoint_table.is_none() {
         return Err(rejected(
@@ -323,9 +376,10 @@ fn leader_lease(lease: Duration, config: &Config) -> Result<(), ConfigError> {
             "the lease item lives in the checkpoint table: set CHECKPOINT_TABLE".to_owned(),
         ));
     }
-    let (every, var) = match config.tick {
-        Some(tick) => (tick, "TICK_SECONDS"),
-        None => (
+    let (every, var) = match (sweeps, config.tick) {
+        (Sweeps::Every(every), _) => (every, "--every"),
+        (Sweeps::Settings, Some(tick)) => (tick, "TICK_SECONDS"),
+        (Sweeps::Settings, None) => (
             Duration::from_secs(u64::from(config.schedule_seconds)),
             "SCHEDULE_SECONDS",
         ),

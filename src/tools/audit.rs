@@ -139,6 +139,22 @@ impl Verdict {
     pub fn passed(&self) -> bool {
         !self.too_old && !self.too_many_problems
     }
+
+    /// Logs each threshold `report` exceeds, as an error naming its flag.
+    pub fn log(&self, report: &AuditReport) {
+        if self.too_old {
+            tracing::error!(
+                age_s = report.oldest_expired_age_seconds,
+                "expired items are present longer than --max-expired-age"
+            );
+        }
+        if self.too_many_problems {
+            tracing::error!(
+                problems = report.writer_problems(),
+                "items the sweeper cannot see exceed --max-problems"
+            );
+        }
+    }
 }
 
 /// Holds `report` against the thresholds: the oldest expired item still present may be at most

@@ -16,7 +16,10 @@ mod progress;
 
 use limits::RateLimit;
 pub use limits::{default_segments, parse_max_wcu, parse_page_size, MAX_PAGE_SIZE, MAX_WCU_RANGE};
-pub use progress::{default_state_path, start, BackfillState, ProgressFileError, Start};
+pub use progress::{
+    default_state_path, run_with_file, start, BackfillState, Finished, ProgressFile,
+    ProgressFileError, Start,
+};
 
 use std::sync::Mutex;
 use std::time::Duration;

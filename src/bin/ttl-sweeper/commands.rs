@@ -1,30 +1,30 @@
 //! The commands `sweep`, `run`, `backfill`, `audit` and `window` (`main.rs` defines their
 //! arguments): each checks what clap cannot, hands off to the library, and prints what comes back.
 
+use std::future::Future;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio_util::sync::CancellationToken;
 
 use ttl_sweeper::config::{window_shape, Config};
-use ttl_sweeper::engine::tables::unopened;
-use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Sweeper, Ticks};
+use ttl_sweeper::daemon;
+use ttl_sweeper::engine::tables::sweep_each;
+use ttl_sweeper::engine::SweepReport;
 use ttl_sweeper::expiry::window::{parse_ttl, window_attribute};
 use ttl_sweeper::expiry::{partition_key_bytes, Clock, Held, Timestamp};
 use ttl_sweeper::lambda::event::parse_time;
+use ttl_sweeper::store;
 use ttl_sweeper::store::keys::partition_key_from_json;
 use ttl_sweeper::store::stream::StreamClient;
-use ttl_sweeper::store::{self, DynamoStore, IndexCheck, OpenedTable};
 use ttl_sweeper::telemetry;
 use ttl_sweeper::tools::audit::{self, AuditReport};
 use ttl_sweeper::tools::backfill::{
-    self, default_segments, default_state_path, BackfillOptions, Start,
+    self, default_state_path, BackfillOptions, Finished, ProgressFile,
 };
-use ttl_sweeper::tools::follow::{require_index_table, FollowReport, Follower};
+use ttl_sweeper::tools::follow::require_index_table;
 
-use crate::{AuditArgs, BackfillArgs};
+use crate::{AuditArgs, BackfillArgs, RunArgs};
 
 /// `ttl-sweeper window`: the window attribute for a ttl (and, with shards, a partition key), from
 /// raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values checked as every command checks them.
@@ -77,195 +77,47 @@ where
     instant(wall.hold(at))?;
     let ttl_sweeper::Connected { tables, clock } = ttl_sweeper::connect(configs, wall).await?;
     let now = instant(clock.hold(at))?;
-    let clock = &*clock;
-    let each = tables.iter().map(|table| async move {
-        let mut report = match table.sweeper().await {
-            Ok(sweeper) => sweeper.sweep(now, &Stop::never()).await,
-            Err(error) => unopened(table.name(), error),
-        };
-        report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
-        report
-    });
-    Ok(futures::future::join_all(each).await)
+    Ok(sweep_each(&tables, now, &*clock).await)
 }
 
-/// `/healthz` of `run` is unhealthy after this many reporting periods without a successful sweep.
-pub(crate) const UNHEALTHY_PERIODS: u32 = 3;
-
-/// `ttl-sweeper run`: sweeps every table every `every` until `shutdown`, each table on its own
-/// (a table that cannot be opened is reported and opened again every `SCHEDULE_SECONDS`); one
-/// report per table, in the order configured. `wall` reads the host clock, held to DynamoDB's by
-/// the one sweep clock as in [`sweep`].
-///
-/// With `metrics_addr`, it also serves `/metrics` and `/healthz` there ([`telemetry::daemon`]);
-/// `/healthz` turns 503 when a table has had no successful sweep for
-/// `3 × max(SCHEDULE_SECONDS, every)`.
+/// `ttl-sweeper run`: [`daemon::run`] over every table until `shutdown` (SIGINT or SIGTERM), with
+/// `wall` held to DynamoDB's clock as in [`sweep`]; one report per table, in the order configured.
+/// The tables are checked (and, with `--follow-stream`, their expiry index tables named) before
+/// the metrics endpoint opens.
 pub(crate) async fn run<W>(
     configs: &[Config],
-    every: Duration,
-    metrics_addr: Option<std::net::SocketAddr>,
-    follow_stream: bool,
+    args: &RunArgs,
     wall: W,
-    shutdown: CancellationToken,
+    shutdown: impl Future,
 ) -> anyhow::Result<Vec<SweepReport>>
 where
     W: Fn() -> Timestamp + Send + Sync + 'static,
 {
-    let short_lease = configs.iter().filter_map(|c| c.leader_lease);
-    if let Some(lease) = short_lease.filter(|l| *l < 2 * every).min() {
-        anyhow::bail!(
-            "LEADER_LEASE={} is shorter than two sweeps of --every {every:?}: the holder's lease \
-             would lapse between its sweeps; raise LEADER_LEASE or lower --every",
-            lease.as_secs()
-        );
-    }
-    if follow_stream {
+    if args.follow_stream {
         for config in configs {
             let index_table = config.expiry_index_table.as_deref();
             require_index_table(&config.table_name, index_table)?;
         }
     }
     let ttl_sweeper::Connected { tables, clock } = ttl_sweeper::connect(configs, wall).await?;
-    // The function-wide settings are the same in every table's configuration.
-    let period = Duration::from_secs(u64::from(configs[0].schedule_seconds));
-    let namespace = &configs[0].metrics_namespace;
-    let names: Vec<&str> = tables.iter().map(|t| t.name()).collect();
-    let endpoint = match metrics_addr {
+    let endpoint = match args.metrics_addr {
+        Some(addr) => Some(telemetry::endpoint::bind(addr).await?),
         None => None,
-        Some(addr) => {
-            let listener = telemetry::daemon::bind(addr).await?;
-            let metrics = Arc::new(telemetry::daemon::DaemonMetrics::new(
-                &names,
-                UNHEALTHY_PERIODS * period.max(every),
-            ));
-            tracing::info!(addr = %listener.local_addr()?, "serving /metrics and /healthz");
-            tokio::spawn(telemetry::daemon::serve(
-                listener,
-                metrics.clone(),
-                shutdown.child_token(),
-            ));
-            Some(metrics)
-        }
     };
-    let stop = Stop::never().with_cancel(shutdown);
-    let streams = match follow_stream {
+    let follow = match args.follow_stream {
         true => Some(StreamClient::from_env().await),
         false => None,
     };
-    tracing::info!(tables = ?names, every = ?every, "running until SIGINT or SIGTERM");
-    let (endpoint, clock, stop, streams) = (&endpoint, &*clock, &stop, &streams);
-    let each = tables
-        .iter()
-        .zip(configs)
-        .map(|(table, config)| async move {
-            // A table that cannot be opened: reported every period, until it opens or the stop;
-            // the failures are part of its report for the whole run.
-            let mut unopened_for = SweepReport::default();
-            let sweeper = loop {
-                match table.sweeper().await {
-                    Ok(sweeper) => break sweeper,
-                    Err(error) => {
-                        let report = unopened(table.name(), error);
-                        telemetry::log_tick(&report);
-                        if let Some(metrics) = endpoint {
-                            metrics.record(&report);
-                        }
-                        unopened_for.merge(report);
-                    }
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(period) => {}
-                    _ = stop.token().cancelled() => return Ok(unopened_for),
-                }
-            };
-            let follower = match streams {
-                None => None,
-                Some(streams) => {
-                    // One position per table, whatever shard range this process sweeps.
-                    let saved_at = config.sweep_options().checkpoint.map(|c| {
-                        let id = c.start_from.unwrap_or(c.id);
-                        (c.table, format!("{id}#stream"))
-                    });
-                    let (store, schema) = (sweeper.store(), sweeper.schema());
-                    let streams = streams.clone();
-                    Some(Follower::open(store, streams, schema, saved_at).await?)
-                }
-            };
-            let follower = follower.as_ref();
-            let report = run_table(
-                sweeper, follower, every, period, namespace, endpoint, clock, stop,
-            );
-            unopened_for.merge(report.await);
-            anyhow::Ok(unopened_for)
-        });
-    let reports = futures::future::try_join_all(each).await;
-    if reports.is_err() {
-        stop.token().cancel();
-    }
-    tracing::info!("stopped");
-    reports
-}
-
-/// One table of `run`: its ticks and, with a follower, its stream, until `stop`.
-#[allow(clippy::too_many_arguments)]
-async fn run_table(
-    sweeper: &Sweeper<DynamoStore>,
-    follower: Option<&Follower>,
-    every: Duration,
-    period: Duration,
-    namespace: &str,
-    endpoint: &Option<Arc<telemetry::daemon::DaemonMetrics>>,
-    clock: &store::GuardedClock,
-    stop: &Stop,
-) -> SweepReport {
-    let ticks = Ticks {
-        every,
-        full_every: period,
-        until: None,
+    // The function-wide settings are the same in every table's configuration.
+    let options = daemon::Options {
+        every: args.every,
+        period: Duration::from_secs(u64::from(configs[0].schedule_seconds)),
+        namespace: configs[0].metrics_namespace.clone(),
+        endpoint,
+        follow,
+        emf: Box::new(std::io::stderr()),
     };
-    // Every SCHEDULE_SECONDS: a summary line and an EMF record of that interval, so a daemon
-    // that runs for months reports as it goes (the final report is the whole run, bounded).
-    let mut interval = SweepReport::default();
-    let mut interval_start = std::time::Instant::now();
-    let on_tick = |r: &SweepReport| {
-        telemetry::log_tick(r);
-        if let Some(metrics) = endpoint {
-            metrics.record(r);
-        }
-        interval.merge(r.clone());
-        if interval_start.elapsed() >= period {
-            let mut done = std::mem::take(&mut interval);
-            done.clock_ahead_ms = done.clock_ahead_ms.max(clock.take_ahead_ms());
-            done.duration_ms = interval_start.elapsed().as_millis() as u64;
-            telemetry::log_summary(&done);
-            if let Some(metrics) = endpoint {
-                metrics.record_period(&done);
-            }
-            eprintln!(
-                "{}",
-                telemetry::emf_record(&done, namespace, clock.now().millis())
-            );
-            interval_start = std::time::Instant::now();
-        }
-    };
-    let first = clock.now();
-    // Boxed: the ticks' future is deep enough (sweeps, leases, deletes, events) that the
-    // compiler's query depth would overflow computing the layout of this one around it.
-    let sweeps = Box::pin(run_ticks(sweeper, first, clock, &ticks, stop, on_tick));
-    let table = &sweeper.schema().table_name;
-    let follow = async {
-        if let Some(follower) = follower {
-            let progress = |r: &FollowReport| {
-                if let Some(metrics) = endpoint {
-                    metrics.record_stream(table, r);
-                }
-            };
-            follower.run(sweeper, clock, stop, &progress).await;
-        }
-    };
-    let (mut report, ()) = tokio::join!(sweeps, follow);
-    report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
-    report
+    Ok(daemon::run(&tables, &*clock, options, shutdown).await?)
 }
 
 /// Logs each table's summary, prints its report as one JSON line, and maps success (of every
@@ -283,113 +135,49 @@ fn exit_status(ok: bool) -> ExitCode {
     ExitCode::from(u8::from(!ok))
 }
 
-/// The table a scanning tool works on, opened with the same checks as every command (a missing
-/// index is only a warning: the tools may run before it is created).
-async fn open_for_tools(config: &Config) -> anyhow::Result<(DynamoStore, OpenedTable)> {
-    let store = DynamoStore::from_env().await;
-    let opened = store::open(&store, &config.target(), IndexCheck::IfPresent).await?;
-    Ok((store, opened))
-}
-
 /// `ttl-sweeper backfill`: prints the JSON summary; exit 1 unless complete and error-free.
 ///
 /// Without `--resume` a run starts fresh, also over the progress file of a complete run (which it
 /// replaces); the file of an interrupted run is refused. `--resume` of a complete run prints that
-/// run's saved summary and exits 0. See [`backfill::start`].
+/// run's saved summary and exits 0. See [`backfill::run_with_file`].
 pub(crate) async fn backfill(
     config: &Config,
     args: &BackfillArgs,
     wall: impl Fn() -> Timestamp + Send + Sync + 'static,
 ) -> anyhow::Result<ExitCode> {
-    if config.expiry_events_mode == ttl_sweeper::events::EventsMode::Archive && !args.dry_run {
-        anyhow::bail!(
-            "EXPIRY_EVENTS_MODE=archive: backfill deletes the items it finds already expired \
-             without publishing their expiry events, so they would not be archived. Run it with \
-             --dry-run to count them, or without EXPIRY_EVENTS_MODE=archive if those items need \
-             no archive"
-        );
-    }
-    let (store, opened) = open_for_tools(config).await?;
+    let (store, opened) = ttl_sweeper::connect_tool(config).await?;
     // Backfill deletes what has expired: it judges each item by the clock when it writes it,
     // held, like a sweep's, to DynamoDB's clock (the start-up request just taught the store what
     // it is, and every response since keeps it up to date).
     let clock = store::GuardedClock::new(wall, store.server_clock().clone());
-    let layout = &opened.schema.layout;
-    let path = args
-        .state
-        .clone()
-        .unwrap_or_else(|| default_state_path(&config.table_name));
-    let segments = args
-        .segments
-        .unwrap_or_else(|| default_segments(opened.size_bytes));
-    let replacing = !args.resume && !args.dry_run && path.exists();
-    let start = backfill::start(
-        &path,
-        &config.table_name,
-        layout,
-        segments,
-        args.resume,
-        args.dry_run,
-    );
-    let state = match start.with_context(|| if args.resume { "--resume" } else { "--state" })? {
-        Start::Fresh(state) => {
-            if replacing {
-                tracing::info!(
-                    path = %path.display(),
-                    "the progress file is from a complete run: starting a fresh one, which replaces it"
-                );
-            }
-            state
-        }
-        Start::Resume(mut state) => {
-            // The errors that stopped the interrupted run are not this run's.
-            state.report.errors.clear();
-            state
-        }
-        Start::AlreadyComplete(mut state) => {
-            tracing::info!(
-                path = %path.display(),
-                "the backfill in the progress file is already complete: nothing to resume (run \
-                 without --resume to start a fresh one); its summary follows"
-            );
-            state.report.complete = true;
-            println!("{}", serde_json::to_string(&state.report)?);
-            return Ok(ExitCode::SUCCESS);
-        }
+    let path = (args.state.clone()).unwrap_or_else(|| default_state_path(&config.table_name));
+    let file = ProgressFile {
+        path: &path,
+        table: &config.table_name,
+        resume: args.resume,
+        segments: args.segments,
+    };
+    let options = BackfillOptions {
+        dry_run: args.dry_run,
+        max_wcu: args.max_wcu,
+        page_limit: Some(args.page_size),
     };
     let bar = indicatif::ProgressBar::new(opened.item_count.max(0) as u64);
     let template = "{spinner} {pos}/{len} items scanned ({per_sec}, eta {eta})";
     let style = indicatif::ProgressStyle::with_template(template);
     bar.set_style(style.unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
-    let dry_run = args.dry_run;
-    let save = |s: &backfill::BackfillState| {
-        if !dry_run {
-            if let Err(e) = s.save_atomically(&path) {
-                tracing::warn!(error = %e, path = %path.display(), "could not save progress");
-            }
-        }
-    };
     let progress = |n: u64| bar.set_position(n);
-    let options = BackfillOptions {
-        dry_run,
-        max_wcu: args.max_wcu,
-        page_limit: Some(args.page_size),
-    };
-    let done = backfill::backfill(
-        &store,
-        &opened.schema,
-        &options,
-        &clock,
-        state,
-        &save,
-        &progress,
-    )
-    .await;
+    let ran = backfill::run_with_file(&store, &opened, &options, &clock, file, &progress).await;
     bar.finish_and_clear();
-    println!("{}", serde_json::to_string(&done.report)?);
-    Ok(exit_status(
-        done.report.errors.is_empty() && done.report.complete,
-    ))
+    let report = match ran.with_context(|| if args.resume { "--resume" } else { "--state" })? {
+        Finished::AlreadyComplete(report) => {
+            println!("{}", serde_json::to_string(&report)?);
+            return Ok(ExitCode::SUCCESS);
+        }
+        Finished::Ran(done) => done.report,
+    };
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(exit_status(report.errors.is_empty() && report.complete))
 }
 
 /// `ttl-sweeper audit`: prints the JSON report; exit 1 past the thresholds.
@@ -398,22 +186,11 @@ pub(crate) async fn audit(
     args: &AuditArgs,
     now: Timestamp,
 ) -> anyhow::Result<ExitCode> {
-    let (store, opened) = open_for_tools(config).await?;
+    let (store, opened) = ttl_sweeper::connect_tool(config).await?;
     let report: AuditReport =
         audit::audit(&store, &opened.schema, args.segments, args.sample, now).await?;
     println!("{}", serde_json::to_string(&report)?);
     let verdict = audit::verdict(&report, args.max_expired_age, args.max_problems);
-    if verdict.too_old {
-        tracing::error!(
-            age_s = report.oldest_expired_age_seconds,
-            "expired items are present longer than --max-expired-age"
-        );
-    }
-    if verdict.too_many_problems {
-        tracing::error!(
-            problems = report.writer_problems(),
-            "items the sweeper cannot see exceed --max-problems"
-        );
-    }
+    verdict.log(&report);
     Ok(exit_status(verdict.passed()))
 }

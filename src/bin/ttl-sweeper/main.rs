@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use tokio_util::sync::CancellationToken;
 use ttl_sweeper::config::{parse_duration, Settings, Threads};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::telemetry::{self, LogFormat};
@@ -219,22 +218,12 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             commands::finish_all(&reports)
         }
         Command::Run(args) => {
-            let configs = args.settings.validate_tables()?;
-            let shutdown = CancellationToken::new();
-            tokio::spawn(cancel_on_signal(shutdown.clone()));
-            let reports = commands::run(
-                &configs,
-                args.every,
-                args.metrics_addr,
-                args.follow_stream,
-                wall_clock,
-                shutdown,
-            )
-            .await?;
+            let configs = args.settings.validate_run(args.every)?;
+            let reports = commands::run(&configs, &args, wall_clock, signal()).await?;
             commands::finish_all(&reports)
         }
         Command::Backfill(args) => {
-            let config = args.settings.validate_one("backfill")?;
+            let config = args.settings.validate_backfill(args.dry_run)?;
             commands::backfill(&config, &args, wall_clock).await
         }
         Command::Audit(args) => {
@@ -244,18 +233,24 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Cancels `token` on SIGINT or SIGTERM: the sweep in flight finishes its requests and stops.
-async fn cancel_on_signal(token: CancellationToken) {
+/// SIGINT or SIGTERM, listened for from this call on: `run`'s shutdown, which lets the requests
+/// in flight finish.
+fn signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        return;
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    let signals = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    );
+    async move {
+        let (Ok(mut int), Ok(mut term)) = signals else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("signal received: finishing the requests in flight");
     }
-    tracing::info!("signal received: finishing the requests in flight");
-    token.cancel();
 }
 
 #[cfg(test)]

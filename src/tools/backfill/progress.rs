@@ -1,14 +1,15 @@
 //! The backfill's progress file: [`BackfillState`], its default path, how a run starts from it
 //! ([`start`]: fresh, resumed, or already complete), loading it to resume (only for the table,
-//! window width and shard count it was made for) and saving it atomically.
+//! window width and shard count it was made for) and saving it atomically; and a whole run with
+//! its file ([`run_with_file`]), as `ttl-sweeper backfill` makes one.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::BackfillReport;
-use crate::expiry::Layout;
-use crate::store::key_from_json;
+use super::{backfill, default_segments, BackfillOptions, BackfillReport};
+use crate::expiry::{Clock, Layout};
+use crate::store::{key_from_json, DynamoStore, OpenedTable};
 use crate::tools::scan::{Position, MAX_SEGMENTS};
 
 /// Resumable state, saved as JSON after every page.
@@ -204,6 +205,84 @@ pub enum Start {
     Resume(BackfillState),
     /// `--resume` of a run that already finished: nothing to do; the state holds its summary.
     AlreadyComplete(BackfillState),
+}
+
+/// Where a backfill keeps its progress, and how it starts from it ([`run_with_file`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ProgressFile<'a> {
+    /// The file (`--state`; [`default_state_path`] by default).
+    pub path: &'a Path,
+    /// The table as configured: the file is for it alone.
+    pub table: &'a str,
+    /// Continue the interrupted run the file holds (`--resume`).
+    pub resume: bool,
+    /// Parallel Scan segments of a fresh run; `None`: [`default_segments`] of the table's size.
+    pub segments: Option<u32>,
+}
+
+/// How [`run_with_file`] ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finished {
+    /// The run went to its end or to an error: its state (saved after every page, unless a dry
+    /// run), whose report counts every run of the file.
+    Ran(BackfillState),
+    /// `--resume` of a run that is complete: nothing ran; that run's summary.
+    AlreadyComplete(BackfillReport),
+}
+
+/// Runs a backfill of `opened` with its progress `file`: started as [`start`] decides (a resumed
+/// run without the errors that stopped it, a complete run's file replaced by a fresh run, said
+/// in the log), saved after every page unless `options.dry_run`; `progress` sees the items
+/// scanned so far.
+pub async fn run_with_file(
+    store: &DynamoStore,
+    opened: &OpenedTable,
+    options: &BackfillOptions,
+    clock: &dyn Clock,
+    file: ProgressFile<'_>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Finished, ProgressFileError> {
+    let (path, dry_run) = (file.path, options.dry_run);
+    let segments = file
+        .segments
+        .unwrap_or_else(|| default_segments(opened.size_bytes));
+    let replacing = !file.resume && !dry_run && path.exists();
+    let layout = &opened.schema.layout;
+    let state = match start(path, file.table, layout, segments, file.resume, dry_run)? {
+        Start::Fresh(state) => {
+            if replacing {
+                tracing::info!(
+                    path = %path.display(),
+                    "the progress file is from a complete run: starting a fresh one, which replaces it"
+                );
+            }
+            state
+        }
+        Start::Resume(mut state) => {
+            // The errors that stopped the interrupted run are not this run's.
+            state.report.errors.clear();
+            state
+        }
+        Start::AlreadyComplete(mut state) => {
+            tracing::info!(
+                path = %path.display(),
+                "the backfill in the progress file is already complete: nothing to resume (run \
+                 without --resume to start a fresh one); its summary follows"
+            );
+            state.report.complete = true;
+            return Ok(Finished::AlreadyComplete(state.report));
+        }
+    };
+    let save = |s: &BackfillState| {
+        if !dry_run {
+            if let Err(e) = s.save_atomically(path) {
+                tracing::warn!(error = %e, path = %path.display(), "could not save progress");
+            }
+        }
+    };
+    let schema = &opened.schema;
+    let done = backfill(store, schema, options, clock, state, &save, progress).await;
+    Ok(Finished::Ran(done))
 }
 
 /// Decides how a backfill of `table` with `layout` starts from the progress file at `path`. With

@@ -1,5 +1,6 @@
-//! The optional HTTP endpoint of `ttl-sweeper run`: `GET /metrics` in the Prometheus text
-//! exposition format and `GET /healthz`, on the address of `--metrics-addr`.
+//! The optional HTTP endpoint of the daemon (`ttl-sweeper run`, `crate::daemon`): `GET /metrics`
+//! in the Prometheus text exposition format and `GET /healthz`, on the address of `--metrics-addr`;
+//! nothing else.
 //!
 //! The metrics are the Lambda's EMF metrics under Prometheus names: `ItemsDeleted` is
 //! `ttl_sweeper_items_deleted_total`, and so on (see [`METRICS`]), each with the label `table`.

@@ -1,0 +1,323 @@
+//! The daemon, `ttl-sweeper run`: every table swept on its own until shutdown — ticks every
+//! `every`, a full sweep every `period` ([`crate::engine::run_ticks`]) — with a table that cannot
+//! be opened reported and opened again every period, a summary line and an EMF record of each
+//! period, the counters of the optional `/metrics` and `/healthz` endpoint
+//! ([`crate::telemetry::endpoint`]), and, with `--follow-stream`, each table's stream followed
+//! beside its ticks ([`Follow`]).
+//!
+//! [`run`] takes what its caller built — the tables, the clock, the [`Options`] — and the
+//! shutdown as a future, as mini-redis's `server::run` takes its listener and its shutdown: it
+//! reads no environment, no signal and no clock of its own, so it runs as well on the tests'
+//! in-memory store and paused time as on DynamoDB.
+
+use std::future::Future;
+use std::io::Write;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::tables::{unopened, Table};
+use crate::engine::{run_ticks, Stop, SweepErrorEntry, SweepReport, Sweeper, Ticks};
+use crate::expiry::Clock;
+use crate::store::stream::StreamClient;
+use crate::store::{DynamoStore, ErrorKind, Store, StoreError};
+use crate::telemetry::{self, endpoint::DaemonMetrics};
+use crate::tools::follow::{FollowError, FollowReport, Follower};
+
+/// `/healthz` is unhealthy after this many periods (`max(period, every)`) without a successful
+/// sweep.
+pub const UNHEALTHY_PERIODS: u32 = 3;
+
+/// How the daemon runs, and where it reports.
+pub struct Options<F> {
+    /// Ticks: each table's newest windows swept this often (`--every`).
+    pub every: Duration,
+    /// A full sweep (lookback and checkpoint), a summary line and an EMF record this often, and
+    /// a table that could not be opened opened again (`SCHEDULE_SECONDS`).
+    pub period: Duration,
+    /// The CloudWatch namespace of the EMF records (`METRICS_NAMESPACE`).
+    pub namespace: String,
+    /// Where `/metrics` and `/healthz` are served (`--metrics-addr`, bound by the caller), if
+    /// anywhere.
+    pub endpoint: Option<TcpListener>,
+    /// Each table's stream follower (`--follow-stream`), if any: [`StreamClient`] on DynamoDB.
+    pub follow: Option<F>,
+    /// Where each period's EMF record goes, one JSON line per table: stderr in the CLI.
+    pub emf: Box<dyn Write + Send>,
+}
+
+impl<F> std::fmt::Debug for Options<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("every", &self.every)
+            .field("period", &self.period)
+            .field("namespace", &self.namespace)
+            .field("endpoint", &self.endpoint)
+            .field("follow", &self.follow.is_some())
+            .finish()
+    }
+}
+
+/// What the daemon runs beside a table's ticks once the table is open: the follower of its
+/// DynamoDB stream ([`StreamClient`] for [`DynamoStore`]), or [`NoStream`].
+pub trait Follow<S> {
+    /// A table's follower, opened.
+    type Follower;
+
+    /// Opens the follower of `sweeper`'s table, before its ticks start: an error stops
+    /// [`run`].
+    fn open(
+        &self,
+        sweeper: &Sweeper<S>,
+    ) -> impl Future<Output = Result<Self::Follower, FollowError>>;
+
+    /// Follows until `stop`, deleting through `sweeper`; `progress` sees the totals so far.
+    fn follow(
+        &self,
+        follower: &Self::Follower,
+        sweeper: &Sweeper<S>,
+        clock: &dyn Clock,
+        stop: &Stop,
+        progress: &dyn Fn(&FollowReport),
+    ) -> impl Future<Output = FollowReport>;
+}
+
+/// No follower: the type of [`Options::follow`] when it is `None`.
+#[derive(Debug)]
+pub enum NoStream {}
+
+impl<S> Follow<S> for NoStream {
+    type Follower = NoStream;
+
+    async fn open(&self, _: &Sweeper<S>) -> Result<NoStream, FollowError> {
+        match *self {}
+    }
+
+    async fn follow(
+        &self,
+        _: &NoStream,
+        _: &Sweeper<S>,
+        _: &dyn Clock,
+        _: &Stop,
+        _: &dyn Fn(&FollowReport),
+    ) -> FollowReport {
+        match *self {}
+    }
+}
+
+impl Follow<DynamoStore> for StreamClient {
+    type Follower = Follower;
+
+    /// The table's stream, its position saved beside the checkpoint: one position per table,
+    /// whatever shard range this process sweeps.
+    async fn open(&self, sweeper: &Sweeper<DynamoStore>) -> Result<Follower, FollowError> {
+        let saved_at = sweeper.options().checkpoint.as_ref().map(|c| {
+            let id = c.start_from.as_ref().unwrap_or(&c.id);
+            (c.table.clone(), format!("{id}#stream"))
+        });
+        let (store, schema) = (sweeper.store(), sweeper.schema());
+        Follower::open(store, self.clone(), schema, saved_at).await
+    }
+
+    async fn follow(
+        &self,
+        follower: &Follower,
+        sweeper: &Sweeper<DynamoStore>,
+        clock: &dyn Clock,
+        stop: &Stop,
+        progress: &dyn Fn(&FollowReport),
+    ) -> FollowReport {
+        follower.run(sweeper, clock, stop, progress).await
+    }
+}
+
+/// What every table's loop shares.
+struct Shared<'a, F> {
+    every: Duration,
+    period: Duration,
+    namespace: String,
+    follow: Option<F>,
+    clock: &'a dyn Clock,
+    stop: Stop,
+    metrics: Option<Arc<DaemonMetrics>>,
+    emf: Mutex<Box<dyn Write + Send>>,
+}
+
+/// Sweeps every table of `tables` until `shutdown` completes; returns one report per table, of
+/// the whole run, in the order given. Each table on its own: one that cannot be opened is
+/// reported every period and opened again, and swept once it opens; one that opens has its ticks
+/// and full sweeps ([`run_ticks`]) and, with [`Options::follow`], its stream followed beside
+/// them. Every sweep is logged when it found something or failed, and counted in the endpoint's
+/// metrics; every period of a table ends with its summary line and EMF record.
+///
+/// On shutdown no new work starts, and the requests in flight (and the opening of a table) have
+/// [`crate::engine::retry::SHUTDOWN_GRACE`] to answer. A follower that cannot be opened stops
+/// every table and is the error.
+pub async fn run<S, F>(
+    tables: &[Table<S>],
+    clock: &dyn Clock,
+    options: Options<F>,
+    shutdown: impl Future,
+) -> Result<Vec<SweepReport>, FollowError>
+where
+    S: Store,
+    F: Follow<S>,
+{
+    let Options {
+        every,
+        period,
+        namespace,
+        endpoint,
+        follow,
+        emf,
+    } = options;
+    let token = CancellationToken::new();
+    let names: Vec<&str> = tables.iter().map(|t| t.name()).collect();
+    let metrics = endpoint.map(|listener| {
+        let metrics = Arc::new(DaemonMetrics::new(
+            &names,
+            UNHEALTHY_PERIODS * period.max(every),
+        ));
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(addr = %addr, "serving /metrics and /healthz");
+        }
+        let serve = telemetry::endpoint::serve(listener, metrics.clone(), token.child_token());
+        tokio::spawn(serve);
+        metrics
+    });
+    let shared = Shared {
+        every,
+        period,
+        namespace,
+        follow,
+        clock,
+        stop: Stop::never().with_cancel(token.clone()),
+        metrics,
+        emf: Mutex::new(emf),
+    };
+    tracing::info!(tables = ?names, every = ?every, "running until SIGINT or SIGTERM");
+    let each = tables.iter().map(|table| run_table(table, &shared));
+    let watch = async {
+        shutdown.await;
+        token.cancel();
+        std::future::pending::<std::convert::Infallible>().await
+    };
+    let reports = tokio::select! {
+        reports = futures::future::try_join_all(each) => reports,
+        never = watch => match never {},
+    };
+    // Also ends the endpoint, and every table still running when another failed.
+    token.cancel();
+    tracing::info!("stopped");
+    reports
+}
+
+/// One table until the stop: opened (again every period until it opens), then swept.
+async fn run_table<S: Store, F: Follow<S>>(
+    table: &Table<S>,
+    shared: &Shared<'_, F>,
+) -> Result<SweepReport, FollowError> {
+    let stop = &shared.stop;
+    // A table that cannot be opened: reported every period, until it opens or the stop; the
+    // failures are part of its report for the whole run.
+    let mut unopened_for = SweepReport::default();
+    let sweeper = loop {
+        // An opening that does not answer holds up the shutdown no longer than a request does.
+        let opened = stop.within_limits(table.sweeper()).await;
+        let opened = opened.unwrap_or_else(|why| {
+            let message = format!("timed out: {why}");
+            let error = StoreError::new(ErrorKind::Transient, "DescribeTable", message);
+            Err(SweepErrorEntry::new(None, &error))
+        });
+        match opened {
+            Ok(sweeper) => break sweeper,
+            Err(error) => {
+                let report = unopened(table.name(), error);
+                telemetry::log_tick(&report);
+                if let Some(metrics) = &shared.metrics {
+                    metrics.record(&report);
+                }
+                unopened_for.merge(report);
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(shared.period) => {}
+            _ = stop.token().cancelled() => return Ok(unopened_for),
+        }
+    };
+    let follower = match &shared.follow {
+        None => None,
+        Some(follow) => Some(follow.open(sweeper).await?),
+    };
+    let report = sweep_table(sweeper, follower.as_ref(), shared).await;
+    unopened_for.merge(report);
+    Ok(unopened_for)
+}
+
+/// One opened table: its ticks and, with a follower, its stream, until the stop.
+async fn sweep_table<S: Store, F: Follow<S>>(
+    sweeper: &Sweeper<S>,
+    follower: Option<&F::Follower>,
+    shared: &Shared<'_, F>,
+) -> SweepReport {
+    let Shared {
+        clock,
+        stop,
+        metrics,
+        ..
+    } = shared;
+    let ticks = Ticks {
+        every: shared.every,
+        full_every: shared.period,
+        until: None,
+    };
+    // Every period: a summary line and an EMF record of that period, so that a daemon that runs
+    // for months reports as it goes (the final report is the whole run, bounded).
+    let mut period = SweepReport::default();
+    let mut period_start = Instant::now();
+    let on_tick = |r: &SweepReport| {
+        telemetry::log_tick(r);
+        if let Some(metrics) = metrics {
+            metrics.record(r);
+        }
+        period.merge(r.clone());
+        if period_start.elapsed() >= shared.period {
+            let mut done = std::mem::take(&mut period);
+            done.clock_ahead_ms = done.clock_ahead_ms.max(clock.take_ahead_ms());
+            done.duration_ms = period_start.elapsed().as_millis() as u64;
+            telemetry::log_summary(&done);
+            if let Some(metrics) = metrics {
+                metrics.record_period(&done);
+            }
+            let record = telemetry::emf_record(&done, &shared.namespace, clock.now().millis());
+            let mut emf = shared.emf.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Err(e) = writeln!(emf, "{record}") {
+                tracing::warn!(error = %e, "could not write the period's EMF record");
+            }
+            period_start = Instant::now();
+        }
+    };
+    let first = clock.now();
+    // Boxed: the ticks' future is deep enough (sweeps, leases, deletes, events) that the
+    // compiler's query depth would overflow computing the layout of this one around it.
+    let sweeps = Box::pin(run_ticks(sweeper, first, *clock, &ticks, stop, on_tick));
+    let table = &sweeper.schema().table_name;
+    let follow = async {
+        if let (Some(follow), Some(follower)) = (&shared.follow, follower) {
+            let progress = |r: &FollowReport| {
+                if let Some(metrics) = metrics {
+                    metrics.record_stream(table, r);
+                }
+            };
+            follow
+                .follow(follower, sweeper, *clock, stop, &progress)
+                .await;
+        }
+    };
+    let (mut report, ()) = tokio::join!(sweeps, follow);
+    report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
+    report
+}
