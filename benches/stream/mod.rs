@@ -11,6 +11,7 @@
 //! `BENCH_ONLY=stream cargo bench --bench sweeper` runs this part alone and writes
 //! target/bench-stream.md; `make bench` adds it to docs/BENCHMARKS.md.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -208,6 +209,44 @@ struct Written {
     at: f64,
 }
 
+/// The lags of the items of `kind` written due (lag from ttl) or already expired (lag from the
+/// acknowledgement of their `PutItem`), from the acknowledged deletes `acks`.
+fn lags_of(
+    written: &[Written],
+    acks: &HashMap<String, (f64, bool)>,
+    kind: usize,
+    expired: bool,
+) -> Lags {
+    let of: Vec<&Written> = written
+        .iter()
+        .filter(|w| w.kind == kind && w.expired == expired)
+        .collect();
+    let mut lags: Vec<f64> = of
+        .iter()
+        .filter_map(|w| {
+            let from = if expired { w.at } else { w.ttl as f64 };
+            acks.get(&w.id).map(|(at, _)| at - from)
+        })
+        .collect();
+    lags.sort_by(f64::total_cmp);
+    Lags {
+        items: of.len(),
+        lags,
+        one_by_one: of
+            .iter()
+            .filter(|w| acks.get(&w.id).is_some_and(|(_, one)| *one))
+            .count(),
+    }
+}
+
+/// The due items whose delete DynamoDB acknowledged before their ttl.
+fn early(written: &[Written], acks: &HashMap<String, (f64, bool)>) -> usize {
+    written
+        .iter()
+        .filter(|w| !w.expired && acks.get(&w.id).is_some_and(|(at, _)| *at < w.ttl as f64))
+        .count()
+}
+
 /// One lag run, on a DynamoDB Local of its own: the daemon started, then for `lag_secs` s, each
 /// second, `due_per_sec` items of each kind due [`DUE_IN`] s after the second and
 /// `expired_per_sec` of each kind expired [`EXPIRED_FOR`] s before it, written one `PutItem` at
@@ -286,35 +325,11 @@ async fn lag_run(s: &Settings) -> LagRun {
     drop(recorder);
     stop_server(server).await;
     let acks = acks.lock().unwrap().clone();
-    let lags = |kind: usize, expired: bool| {
-        let of: Vec<&Written> = written
-            .iter()
-            .filter(|w| w.kind == kind && w.expired == expired)
-            .collect();
-        let mut lags: Vec<f64> = of
-            .iter()
-            .filter_map(|w| {
-                let from = if expired { w.at } else { w.ttl as f64 };
-                acks.get(&w.id).map(|(at, _)| at - from)
-            })
-            .collect();
-        lags.sort_by(f64::total_cmp);
-        Lags {
-            items: of.len(),
-            lags,
-            one_by_one: of
-                .iter()
-                .filter(|w| acks.get(&w.id).is_some_and(|(_, one)| *one))
-                .count(),
-        }
-    };
+    let lags = |kind: usize, expired: bool| lags_of(&written, &acks, kind, expired);
     LagRun {
         due: [lags(0, false), lags(1, false)],
         expired: [lags(0, true), lags(1, true)],
-        early: written
-            .iter()
-            .filter(|w| !w.expired && acks.get(&w.id).is_some_and(|(at, _)| *at < w.ttl as f64))
-            .count(),
+        early: early(&written, &acks),
         sweeper_p99_ms,
         sweeper_max_ms,
     }
