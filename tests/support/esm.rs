@@ -1,5 +1,6 @@
 //! An event source mapping emulated over DynamoDB Local's real stream, feeding the Lambda binary
-//! under the local Runtime API ([`RuntimeApi`]), for the tests of `tests/stream_esm.rs`.
+//! under the local Runtime API ([`RuntimeApi`]): the tests of `tests/stream_esm.rs`, and the
+//! Lambda path of the benchmark's stream part (`benches/stream/lambda.rs`).
 //!
 //! [`Esm`] emulates one mapping on one shard as the AWS Lambda Developer Guide documents it for
 //! `ReportBatchItemFailures`, `BisectBatchOnFunctionError` and `MaximumRetryAttempts` with an
@@ -21,8 +22,8 @@
 //! JSON. Neither polls on its own: the caller reads the stream and hands the records to
 //! [`Esm::drain`].
 //!
-//! Mounted as `support::esm` by tests/suite.rs; a benchmark can mount it with `#[path]` at its
-//! root beside `runtime_api`: `super::runtime_api` is its sibling in both.
+//! Mounted as `support::esm` by tests/suite.rs and, with `#[path]`, at the root of
+//! benches/sweeper.rs: `super::runtime_api` is its sibling in both.
 #![allow(dead_code)]
 
 use std::collections::{HashMap, VecDeque};
