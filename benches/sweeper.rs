@@ -21,10 +21,11 @@
 //! release CLI against the fake endpoint, no local server) and writes target/bench-pace.md;
 //! `BENCH_ONLY=stream` runs section 1's rows of the stream indexer alone (the release daemon,
 //! `ttl-sweeper run --every 1s --follow-stream`, against DynamoDB Local and its stream: lag of
-//! writer-set and stream-set windows side by side, the indexer's CPU per record) and writes
-//! target/bench-stream.md; `BENCH_ONLY=tables` runs section 1's rows of many tables alone (the
-//! release daemon sweeping one table and, beside it, ten: lag, tick durations, CPU and peak
-//! memory) and writes target/bench-tables.md.
+//! writer-set and stream-set windows side by side; the same lag on Lambda, the release Lambda
+//! binary ticking on a schedule and indexing batches of an emulated event source mapping; the
+//! indexer's CPU per record) and writes target/bench-stream.md; `BENCH_ONLY=tables` runs
+//! section 1's rows of many tables alone (the release daemon sweeping one table and, beside it,
+//! ten: lag, tick durations, CPU and peak memory) and writes target/bench-tables.md.
 //! Benchmarks print figures; they never fail on a timing.
 
 #[path = "../tests/common/mod.rs"]
@@ -37,6 +38,8 @@ mod cost_model;
 mod cpu;
 #[path = "daemon/mod.rs"]
 mod daemon;
+#[path = "../tests/support/esm.rs"]
+mod esm;
 #[path = "fake/mod.rs"]
 mod fake;
 #[path = "lag/mod.rs"]
@@ -236,8 +239,8 @@ fn main() {
         return write_only("pace", &doc);
     }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "stream") {
-        // Section 1's rows of the stream indexer alone (the release daemon against DynamoDB
-        // Local): printed and written to target/.
+        // Section 1's rows of the stream indexer alone (the release daemon and the release
+        // Lambda binary against DynamoDB Local): printed and written to target/.
         let figures = rt.block_on(stream::measure(stream::Settings::new(quick)));
         stream::render(&mut doc, &figures);
         return write_only("stream", &doc);
@@ -427,6 +430,6 @@ fn render(
     cost_model::render(&mut d, cpu); // 4
     scale_on_paper::render(&mut d, c_us); // 5
     d.push_str(perf_rows); // 6 and 7
-    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~30 minutes, rewrites docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check, writes target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows alone (no local server), target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace and peak memory alone (no local server), target/bench-pace.md\nBENCH_ONLY=stream cargo bench --bench sweeper   # section 1's rows of the stream indexer alone (the release daemon against DynamoDB Local), target/bench-stream.md\nBENCH_ONLY=tables cargo bench --bench sweeper   # section 1's rows of many tables alone (the release daemon against DynamoDB Local), target/bench-tables.md\nmake profile              # section 8: a CPU profile of one sweep, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # the same, the fake answering after 5-10 ms\n```");
+    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~30 minutes, rewrites docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check, writes target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows alone (no local server), target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace and peak memory alone (no local server), target/bench-pace.md\nBENCH_ONLY=stream cargo bench --bench sweeper   # section 1's rows of the stream indexer alone (the release daemon and Lambda binary against DynamoDB Local), target/bench-stream.md\nBENCH_ONLY=tables cargo bench --bench sweeper   # section 1's rows of many tables alone (the release daemon against DynamoDB Local), target/bench-tables.md\nmake profile              # section 8: a CPU profile of one sweep, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # the same, the fake answering after 5-10 ms\n```");
     d
 }

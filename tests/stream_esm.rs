@@ -1,351 +1,35 @@
 //! The Lambda binary under the local Runtime API, fed DynamoDB Local's real stream the way an event
-//! source mapping feeds it.
-//!
-//! [`Esm`] emulates one mapping on one shard as the AWS Lambda Developer Guide documents it for
-//! `ReportBatchItemFailures`, `BisectBatchOnFunctionError` and `MaximumRetryAttempts` with an
-//! on-failure destination:
-//! - batches of at most `batch_size` records, in the shard's order, from the checkpoint;
-//! - an answer with an empty or null `batchItemFailures` (or no answer body): the whole batch
-//!   succeeded, the checkpoint moves past it;
-//! - an answer naming records: the checkpoint moves to just before the one with the lowest sequence
-//!   number and, with bisection on, the batch is split there and only the records from it on are
-//!   delivered again; an identifier that is empty, null, under another key or not a record of the
-//!   batch fails the batch as a whole;
-//! - a function error (or a timeout): the batch is split in two and each half delivered (splitting
-//!   does not count as a retry); a single record is retried, and once it has failed
-//!   `MaximumRetryAttempts` retries it goes to the on-failure destination (here a `Vec`) and the
-//!   checkpoint moves past it.
+//! source mapping feeds it: the mapping is [`Esm`] (tests/support/esm.rs, which says what it
+//! emulates), the stream read by [`Stream`].
 //!
 //! The function indexes the records into the sweeper's own expiry index table
 //! (`EXPIRY_INDEX_TABLE`) and never writes the application's table, which has a stream and
 //! nothing of the sweeper's; its sweeps delete the expired items and remove their entries.
 //!
 //! Each test starts its own function (one execution environment, stopped by its PID) and tables on
-//! the shared DynamoDB Local; the stream is read with `aws-sdk-dynamodbstreams` (`DescribeStream`,
-//! `GetShardIterator` `TRIM_HORIZON`, `GetRecords`) and each record turned into the Lambda event's
-//! JSON.
+//! the shared DynamoDB Local.
 
 use crate::common;
+use crate::support::esm;
 use crate::support::fault_proxy;
 use crate::support::runtime_api;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::StreamViewType;
-use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodbstreams as streams;
 use common::*;
+use esm::{item, sequence, Answer, Esm, Stream, MAX_RETRIES};
 use fault_proxy::{Fault, FaultProxy, Plan};
-use runtime_api::{Invocation, Options, Outcome, RuntimeApi};
+use runtime_api::{Options, Outcome, RuntimeApi};
 use serde_json::{json, Value};
 use ttl_sweeper::store::Key;
 
 /// Records per batch (the construct's mapping uses 100; fewer here so that a test sees several).
 const BATCH_SIZE: usize = 10;
-
-/// `MaximumRetryAttempts` of the emulated mapping.
-const MAX_RETRIES: u32 = 2;
-
-// ------------------------------------------------------------------------------------- the stream
-
-/// A DynamoDB Streams client for the test server.
-fn streams_client() -> streams::Client {
-    use streams::config::{BehaviorVersion, Credentials, Region};
-    let config = streams::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .endpoint_url(endpoint())
-        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
-        .build();
-    streams::Client::from_conf(config)
-}
-
-/// The table's stream, read from its oldest record: every record read so far, as the Lambda
-/// event carries it.
-struct Stream {
-    client: streams::Client,
-    arn: String,
-    iterator: Option<String>,
-    records: Vec<Value>,
-}
-
-impl Stream {
-    async fn of(client: &Client, table: &str) -> Stream {
-        let described = client.describe_table().table_name(table).send().await;
-        let table = described.unwrap().table.unwrap();
-        let arn = table.latest_stream_arn.expect("the table has a stream");
-        Stream {
-            client: streams_client(),
-            arn,
-            iterator: None,
-            records: Vec::new(),
-        }
-    }
-
-    /// Reads on until the shard has given at least `n` records (fails after 15 s): the records.
-    async fn read_until(&mut self, n: usize) -> Vec<Value> {
-        let started = Instant::now();
-        while self.records.len() < n {
-            assert!(
-                started.elapsed() < Duration::from_secs(15),
-                "the stream gave {} records, not {n}:\n{:#?}",
-                self.records.len(),
-                self.records
-            );
-            if self.read().await == 0 {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-        self.records.clone()
-    }
-
-    /// One `GetRecords` (once the stream lists its shard): how many records it gave.
-    async fn read(&mut self) -> usize {
-        if self.iterator.is_none() {
-            self.iterator = self.open().await;
-        }
-        let Some(iterator) = self.iterator.clone() else {
-            return 0;
-        };
-        let out = self.client.get_records().shard_iterator(iterator);
-        let out = out.send().await.expect("GetRecords");
-        self.iterator = out.next_shard_iterator;
-        let page = out.records.unwrap_or_default();
-        let arn = &self.arn;
-        self.records
-            .extend(page.iter().map(|r| lambda_record(r, arn)));
-        page.len()
-    }
-
-    /// An iterator at the oldest record of the stream's shard, once the stream lists one.
-    async fn open(&self) -> Option<String> {
-        let described = self.client.describe_stream().stream_arn(&self.arn).send();
-        let description = described
-            .await
-            .expect("DescribeStream")
-            .stream_description?;
-        let shards = description.shards();
-        assert!(
-            shards.len() <= 1,
-            "one shard expected of DynamoDB Local: {shards:#?}"
-        );
-        let shard = shards.first()?.shard_id()?;
-        let out = self
-            .client
-            .get_shard_iterator()
-            .stream_arn(&self.arn)
-            .shard_id(shard)
-            .shard_iterator_type(streams::types::ShardIteratorType::TrimHorizon)
-            .send()
-            .await
-            .expect("GetShardIterator");
-        out.shard_iterator
-    }
-}
-
-/// `record` of stream `arn` as the Lambda event carries it (DynamoDB JSON images).
-fn lambda_record(record: &streams::types::Record, arn: &str) -> Value {
-    let change = record.dynamodb().expect("a stream record");
-    let image = |i: &HashMap<String, streams::types::AttributeValue>| {
-        serde_json::to_value(serde_dynamo::Item::from(i.clone())).unwrap()
-    };
-    let mut dynamodb = json!({
-        "Keys": image(change.keys().expect("the record's keys")),
-        "SequenceNumber": change.sequence_number().expect("a sequence number"),
-        "SizeBytes": change.size_bytes(),
-        "StreamViewType": change.stream_view_type().map(|v| v.as_str()),
-    });
-    if let Some(at) = change.approximate_creation_date_time() {
-        dynamodb["ApproximateCreationDateTime"] = json!(at.secs());
-    }
-    for (field, i) in [
-        ("NewImage", change.new_image()),
-        ("OldImage", change.old_image()),
-    ] {
-        if let Some(i) = i {
-            dynamodb[field] = image(i);
-        }
-    }
-    json!({
-        "eventID": record.event_id(),
-        "eventName": record.event_name().map(|n| n.as_str()),
-        "eventVersion": record.event_version(),
-        "eventSource": record.event_source().unwrap_or("aws:dynamodb"),
-        "awsRegion": record.aws_region().unwrap_or("us-east-1"),
-        "eventSourceARN": arn,
-        "dynamodb": dynamodb,
-    })
-}
-
-fn sequence(record: &Value) -> &str {
-    record["dynamodb"]["SequenceNumber"].as_str().unwrap()
-}
-
-/// The `id` of the record's item.
-fn item(record: &Value) -> &str {
-    record["dynamodb"]["Keys"]["id"]["S"].as_str().unwrap()
-}
-
-/// A sequence number as a number (up to 40 digits: compared as decimal strings).
-fn numeric(sequence: &str) -> (usize, &str) {
-    let digits = sequence.trim_start_matches('0');
-    (digits.len(), digits)
-}
-
-// ------------------------------------------------------------------------------ the event source
-
-/// What the mapping made of one invocation's answer.
-#[derive(Debug, Clone, PartialEq)]
-enum Answer {
-    /// A partial batch response naming these records (none: the batch succeeded).
-    Failures(Vec<String>),
-    /// The function failed (an error, a timeout): the batch failed as a whole.
-    Error(String),
-    /// A response the mapping cannot read as a partial batch response: the batch failed as a whole.
-    Invalid(String),
-}
-
-/// One invocation by the mapping.
-#[derive(Debug, Clone)]
-struct Delivery {
-    /// The sequence numbers of the batch's records.
-    sequences: Vec<String>,
-    invocation: Invocation,
-    answer: Answer,
-}
-
-impl Delivery {
-    fn failed(&self) -> bool {
-        matches!(self.answer, Answer::Error(_) | Answer::Invalid(_))
-    }
-}
-
-/// An event source mapping on one shard: see the [module](self) description.
-struct Esm<'a> {
-    api: &'a RuntimeApi,
-    /// Records of the shard delivered or discarded: the next batch starts here.
-    checkpoint: usize,
-    /// Records discarded after their retries: the on-failure destination.
-    destination: Vec<Value>,
-    deliveries: Vec<Delivery>,
-}
-
-impl<'a> Esm<'a> {
-    fn new(api: &'a RuntimeApi) -> Self {
-        Esm {
-            api,
-            checkpoint: 0,
-            destination: Vec::new(),
-            deliveries: Vec::new(),
-        }
-    }
-
-    /// Delivers `shard`'s records from the checkpoint to its end.
-    async fn drain(&mut self, shard: &[Value]) {
-        while self.checkpoint < shard.len() {
-            let end = shard.len().min(self.checkpoint + BATCH_SIZE);
-            self.deliver(shard[self.checkpoint..end].to_vec()).await;
-        }
-    }
-
-    /// Delivers one batch until each of its records has been checkpointed or discarded.
-    async fn deliver(&mut self, batch: Vec<Value>) {
-        let mut pending = VecDeque::from([(batch, 0u32)]);
-        while let Some((batch, retries)) = pending.pop_front() {
-            let answer = self.invoke(&batch).await;
-            let failed_at = match &answer {
-                Answer::Failures(named) if named.is_empty() => None,
-                Answer::Failures(named) => {
-                    let lowest = named.iter().min_by_key(|s| numeric(s)).unwrap();
-                    Some(batch.iter().position(|r| sequence(r) == lowest).unwrap())
-                }
-                Answer::Error(_) | Answer::Invalid(_) => Some(0),
-            };
-            let Some(at) = failed_at else {
-                self.checkpoint += batch.len();
-                continue;
-            };
-            // Checkpointed up to the lowest failed record.
-            self.checkpoint += at;
-            let rest = batch[at..].to_vec();
-            let whole = matches!(answer, Answer::Error(_) | Answer::Invalid(_));
-            if whole && rest.len() > 1 {
-                // Bisected: each half on its own, the retry count as it was.
-                let half = rest.len() / 2;
-                pending.push_front((rest[half..].to_vec(), retries));
-                pending.push_front((rest[..half].to_vec(), retries));
-            } else if retries < MAX_RETRIES {
-                pending.push_front((rest, retries + 1));
-            } else {
-                self.checkpoint += rest.len();
-                self.destination.extend(rest);
-            }
-        }
-    }
-
-    /// Invokes the function with `batch` and reads its answer.
-    async fn invoke(&mut self, batch: &[Value]) -> Answer {
-        let invocation = self.api.invoke(&json!({ "Records": batch })).await;
-        let sequences: Vec<String> = batch.iter().map(|r| sequence(r).to_owned()).collect();
-        let answer = match &invocation.outcome {
-            Outcome::Succeeded(response) => partial_batch_response(response, &sequences),
-            Outcome::Failed(error) => Answer::Error(error.clone()),
-            other => Answer::Error(format!("{other:?}")),
-        };
-        self.deliveries.push(Delivery {
-            sequences,
-            invocation,
-            answer: answer.clone(),
-        });
-        answer
-    }
-
-    /// Every delivery, one line each, and the function's log: for failure messages.
-    fn context(&self) -> String {
-        format!("{}\n{}", self.describe(), self.api.log_text())
-    }
-
-    /// Every delivery, one line each.
-    fn describe(&self) -> String {
-        let lines = self.deliveries.iter().map(|d| {
-            format!(
-                "  {} records {}..{}: {:?}",
-                d.sequences.len(),
-                d.sequences.first().map_or("", String::as_str),
-                d.sequences.last().map_or("", String::as_str),
-                d.answer
-            )
-        });
-        lines.collect::<Vec<_>>().join("\n")
-    }
-}
-
-/// A response read as Lambda reads a partial batch response of a stream.
-fn partial_batch_response(response: &Value, sequences: &[String]) -> Answer {
-    let invalid = || Answer::Invalid(response.to_string());
-    let failures = match response {
-        Value::Null => return Answer::Failures(Vec::new()),
-        Value::Object(o) if o.is_empty() => return Answer::Failures(Vec::new()),
-        Value::Object(o) => match o.get("batchItemFailures") {
-            None | Some(Value::Null) => return Answer::Failures(Vec::new()),
-            Some(Value::Array(failures)) => failures,
-            Some(_) => return invalid(),
-        },
-        _ => return invalid(),
-    };
-    let mut named = Vec::new();
-    for failure in failures {
-        match failure.get("itemIdentifier").and_then(Value::as_str) {
-            Some(id) if sequences.iter().any(|s| s == id) => named.push(id.to_owned()),
-            _ => return invalid(),
-        }
-    }
-    Answer::Failures(named)
-}
 
 // ------------------------------------------------------------------------------------ the function
 
@@ -425,7 +109,7 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
     app.delete("deleted-1").await;
     let written = 25 + 2 + 2 + 4;
 
-    let mut esm = Esm::new(&api);
+    let mut esm = Esm::new(&api, BATCH_SIZE);
     let shard = stream.read_until(written).await;
     assert_eq!(shard.len(), written, "{shard:#?}");
     esm.drain(&shard).await;
@@ -554,7 +238,7 @@ async fn a_record_named_in_batch_item_failures_is_delivered_again_from_it_until_
     let order: Vec<&str> = shard.iter().map(item).collect();
     assert_eq!((order[4], order[9]), ("stubborn", "stubborn"), "{order:?}");
 
-    let mut esm = Esm::new(&api);
+    let mut esm = Esm::new(&api, BATCH_SIZE);
     esm.drain(&shard).await;
     let context = esm.context();
     let sequences = |records: &[Value]| -> Vec<String> {
@@ -624,7 +308,7 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
     shard.insert(13, stray[0].clone());
     assert_ne!(shard[13]["eventSourceARN"], shard[12]["eventSourceARN"]);
 
-    let mut esm = Esm::new(&api);
+    let mut esm = Esm::new(&api, BATCH_SIZE);
     esm.drain(&shard).await;
     let context = esm.context();
     // The stray record, and only it, ends in the on-failure destination, after its retries
@@ -712,7 +396,7 @@ async fn through_the_mapping_ttl_only_items_expire_with_a_sub_second_lag_and_lea
     )
     .await;
     let mut stream = Stream::of(&client, &table).await;
-    let mut esm = Esm::new(&indexer);
+    let mut esm = Esm::new(&indexer, BATCH_SIZE);
 
     // One scheduled invocation: it ticks for the period and the 10 s handoff overlap. Items due
     // from 4 s after it, 4 a second.

@@ -8,6 +8,7 @@
 mod common;
 mod support {
     pub mod cost;
+    pub mod esm;
     pub mod fault_proxy;
     pub mod moto;
     pub mod runtime_api;

@@ -3,14 +3,17 @@
 //! of items whose writers set the window beside the ttl (a table with the GSI, `run --every 1s`)
 //! and of items written with only a ttl (a table with a stream and no GSI, `run --every 1s
 //! --follow-stream` with an expiry index table), side by side in one run, and of items written
-//! already expired; then the indexer's CPU per record.
-//! Every lag run, and every daemon of a CPU run, has a DynamoDB Local of its own, started before
-//! and stopped after what is measured: DynamoDB Local's writes to a table with a stream slow as
-//! stream records accumulate on the server.
+//! already expired; the same lags on Lambda (lambda.rs: the release Lambda binary under the local
+//! Runtime API, the sweeper ticking on a schedule and the indexer fed by an emulated event source
+//! mapping); then the indexer's CPU per record.
+//! Every lag run (of either path), and every daemon of a CPU run, has a DynamoDB Local of its own,
+//! started before and stopped after what is measured: DynamoDB Local's writes to a table with a
+//! stream slow as stream records accumulate on the server.
 //!
 //! `BENCH_ONLY=stream cargo bench --bench sweeper` runs this part alone and writes
 //! target/bench-stream.md; `make bench` adds it to docs/BENCHMARKS.md.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -20,6 +23,8 @@ use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_dynamodb::Client;
 use serde_json::Value;
 use tokio::time::Instant;
+
+mod lambda;
 
 use crate::common::*;
 use crate::daemon::{delete_recorder, secs, three, Daemon, Lags};
@@ -123,6 +128,8 @@ pub struct Figures {
     /// one server for all).
     pub own_servers: bool,
     pub lag: Vec<LagRun>,
+    /// The Lambda path's runs (the sweeper ticking, the indexer fed by the emulated mapping).
+    pub lambda: Vec<lambda::LambdaRun>,
     /// Per run, the CPU of each of [`VARIANTS`], in that order.
     pub cpu: Vec<[CpuRun; 2]>,
 }
@@ -208,6 +215,44 @@ struct Written {
     at: f64,
 }
 
+/// The lags of the items of `kind` written due (lag from ttl) or already expired (lag from the
+/// acknowledgement of their `PutItem`), from the acknowledged deletes `acks`.
+fn lags_of(
+    written: &[Written],
+    acks: &HashMap<String, (f64, bool)>,
+    kind: usize,
+    expired: bool,
+) -> Lags {
+    let of: Vec<&Written> = written
+        .iter()
+        .filter(|w| w.kind == kind && w.expired == expired)
+        .collect();
+    let mut lags: Vec<f64> = of
+        .iter()
+        .filter_map(|w| {
+            let from = if expired { w.at } else { w.ttl as f64 };
+            acks.get(&w.id).map(|(at, _)| at - from)
+        })
+        .collect();
+    lags.sort_by(f64::total_cmp);
+    Lags {
+        items: of.len(),
+        lags,
+        one_by_one: of
+            .iter()
+            .filter(|w| acks.get(&w.id).is_some_and(|(_, one)| *one))
+            .count(),
+    }
+}
+
+/// The due items whose delete DynamoDB acknowledged before their ttl.
+fn early(written: &[Written], acks: &HashMap<String, (f64, bool)>) -> usize {
+    written
+        .iter()
+        .filter(|w| !w.expired && acks.get(&w.id).is_some_and(|(at, _)| *at < w.ttl as f64))
+        .count()
+}
+
 /// One lag run, on a DynamoDB Local of its own: the daemon started, then for `lag_secs` s, each
 /// second, `due_per_sec` items of each kind due [`DUE_IN`] s after the second and
 /// `expired_per_sec` of each kind expired [`EXPIRED_FOR`] s before it, written one `PutItem` at
@@ -286,35 +331,11 @@ async fn lag_run(s: &Settings) -> LagRun {
     drop(recorder);
     stop_server(server).await;
     let acks = acks.lock().unwrap().clone();
-    let lags = |kind: usize, expired: bool| {
-        let of: Vec<&Written> = written
-            .iter()
-            .filter(|w| w.kind == kind && w.expired == expired)
-            .collect();
-        let mut lags: Vec<f64> = of
-            .iter()
-            .filter_map(|w| {
-                let from = if expired { w.at } else { w.ttl as f64 };
-                acks.get(&w.id).map(|(at, _)| at - from)
-            })
-            .collect();
-        lags.sort_by(f64::total_cmp);
-        Lags {
-            items: of.len(),
-            lags,
-            one_by_one: of
-                .iter()
-                .filter(|w| acks.get(&w.id).is_some_and(|(_, one)| *one))
-                .count(),
-        }
-    };
+    let lags = |kind: usize, expired: bool| lags_of(&written, &acks, kind, expired);
     LagRun {
         due: [lags(0, false), lags(1, false)],
         expired: [lags(0, true), lags(1, true)],
-        early: written
-            .iter()
-            .filter(|w| !w.expired && acks.get(&w.id).is_some_and(|(at, _)| *at < w.ttl as f64))
-            .count(),
+        early: early(&written, &acks),
         sweeper_p99_ms,
         sweeper_max_ms,
     }
@@ -405,7 +426,8 @@ async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
     }
 }
 
-/// The lag runs, then the CPU runs (the variants' order turning by one each run).
+/// The daemon's lag runs, the Lambda path's runs, then the CPU runs (the variants' order turning
+/// by one each run).
 pub async fn measure(settings: Settings) -> Figures {
     let s = &settings;
     let own_servers = std::env::var_os("DYNAMODB_ENDPOINT").is_none();
@@ -435,6 +457,7 @@ pub async fn measure(settings: Settings) -> Figures {
         );
         lag.push(r);
     }
+    let lambda = lambda::measure(s).await;
     let mut cpu = Vec::new();
     for run in 0..s.cpu_runs {
         let mut got = [CpuRun {
@@ -471,6 +494,7 @@ pub async fn measure(settings: Settings) -> Figures {
         settings,
         own_servers,
         lag,
+        lambda,
         cpu,
     }
 }
@@ -575,6 +599,8 @@ pub fn render(d: &mut String, f: &Figures) {
         sweeper(|r| r.sweeper_max_ms)
     );
 
+    lambda::render(d, s, f.own_servers, &f.lambda);
+
     let n = s.cpu_items;
     let _ = writeln!(
         d,
@@ -629,14 +655,10 @@ pub fn render(d: &mut String, f: &Figures) {
     );
     let _ = writeln!(
         d,
-        "Reproduce this part alone: `cargo build --release --bin ttl-sweeper && BENCH_ONLY=stream AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null cargo bench --bench sweeper` (prints it and writes target/bench-stream.md; `BENCH_QUICK=1`: {} lag runs of {} s, {} CPU run of {} items).\n",
+        "Reproduce this part alone: `cargo build --release --bin ttl-sweeper --bin ttl-sweeper-lambda && BENCH_ONLY=stream AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null cargo bench --bench sweeper` (prints it and writes target/bench-stream.md; `BENCH_QUICK=1`: {} lag runs of {} s on each path, {} CPU run of {} items).\n",
         Settings::new(true).lag_runs,
         Settings::new(true).lag_secs,
         Settings::new(true).cpu_runs,
         Settings::new(true).cpu_items,
-    );
-    let _ = writeln!(
-        d,
-        "**On Lambda** (`followStream`: the indexer a second function, fed by an event source mapping), the lag is measured by a test, not by `make bench`: [Lag on Lambda](adoption.md#lag-on-lambda).\n",
     );
 }
