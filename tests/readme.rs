@@ -367,7 +367,9 @@ fn library_path_exists(path: &str) -> bool {
     let Ok(text) = std::fs::read_to_string(file) else {
         return false;
     };
-    let kinds = ["fn", "async fn", "struct", "enum", "trait", "const", "mod", "type"];
+    let kinds = [
+        "fn", "async fn", "struct", "enum", "trait", "const", "mod", "type",
+    ];
     let declared = kinds.iter().any(|kind| {
         let name = format!("pub {kind} {item}");
         ["(", "<", " ", ";", ":"]
