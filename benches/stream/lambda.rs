@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{early, lags_of, own_server, stop_server, tables, Settings, Written};
+use super::{early, lags_of, own_server, stop_server, tables, until_deleted, Settings, Written};
 use super::{DUE_IN, EXPIRED_FOR};
 use crate::common::*;
 use crate::daemon::{delete_recorder, secs, three, Lags};
@@ -237,18 +237,7 @@ async fn run(s: &Settings, seed: u64) -> LambdaRun {
                 at: wall(),
             });
         }
-        // Until every item is gone, or 15 s after the last ttl.
-        let last = written.iter().map(|w| w.ttl).max().unwrap_or(0) as f64 + 15.0;
-        loop {
-            let all = {
-                let acks = acks.lock().unwrap();
-                written.iter().all(|w| acks.contains_key(&w.id))
-            };
-            if all || wall() > last {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        until_deleted(&written, &acks).await;
         done.store(true, Ordering::Relaxed);
         written
     };

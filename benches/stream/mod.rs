@@ -27,7 +27,7 @@ use tokio::time::Instant;
 mod lambda;
 
 use crate::common::*;
-use crate::daemon::{delete_recorder, secs, three, Daemon, Lags};
+use crate::daemon::{delete_recorder, secs, three, Acks, Daemon, Lags};
 use crate::runtime_api::{wall, Recorder};
 
 /// Sizes and repetitions.
@@ -246,6 +246,22 @@ fn lags_of(
 }
 
 /// The due items whose delete DynamoDB acknowledged before their ttl.
+/// Waits until every item of `written` has its delete acknowledged in `acks`, or 15 s after the
+/// last ttl.
+async fn until_deleted(written: &[Written], acks: &Acks) {
+    let last = written.iter().map(|w| w.ttl).max().unwrap_or(0) as f64 + 15.0;
+    loop {
+        let all = {
+            let acks = acks.lock().unwrap();
+            written.iter().all(|w| acks.contains_key(&w.id))
+        };
+        if all || wall() > last {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 fn early(written: &[Written], acks: &HashMap<String, (f64, bool)>) -> usize {
     written
         .iter()
@@ -310,18 +326,7 @@ async fn lag_run(s: &Settings) -> LagRun {
             at: wall(),
         });
     }
-    // Until every item is gone, or 15 s after the last ttl.
-    let last = written.iter().map(|w| w.ttl).max().unwrap_or(0) as f64 + 15.0;
-    loop {
-        let all = {
-            let acks = acks.lock().unwrap();
-            written.iter().all(|w| acks.contains_key(&w.id))
-        };
-        if all || wall() > last {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    until_deleted(&written, &acks).await;
     let (mut sweeper_p99_ms, mut sweeper_max_ms) = (0, 0);
     for daemon in &mut daemons {
         daemon.stop().await;

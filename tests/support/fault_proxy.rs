@@ -574,11 +574,21 @@ async fn split_batch(json: &Value, forward: &Forwarder) -> Response<Full<Bytes>>
         }
         held.insert(table.clone(), Value::Array(h));
     }
-    let mut unprocessed = held;
+    send_and_hold(json, sent, held, forward).await
+}
+
+/// Forwards the write requests `sent` of the `BatchWriteItem` `json` and answers `held` as
+/// unprocessed, merged with whatever the server itself left unprocessed. A refusal of the part
+/// sent is passed on as it is.
+async fn send_and_hold(
+    json: &Value,
+    sent: serde_json::Map<String, Value>,
+    mut unprocessed: serde_json::Map<String, Value>,
+    forward: &Forwarder,
+) -> Response<Full<Bytes>> {
     if !sent.is_empty() {
         let mut body = json.clone();
         body["RequestItems"] = Value::Object(sent);
-        // The server refused the part we sent: pass its answer on as is.
         let answer = match send_part(forward, &body, "1.0").await {
             Ok(answer) => answer,
             Err(refused) => return refused,
@@ -587,10 +597,8 @@ async fn split_batch(json: &Value, forward: &Forwarder) -> Response<Full<Bytes>>
             let entry = unprocessed
                 .entry(table.clone())
                 .or_insert_with(|| Value::Array(vec![]));
-            entry
-                .as_array_mut()
-                .unwrap()
-                .extend(requests.as_array().cloned().unwrap_or_default());
+            let more = requests.as_array().cloned().unwrap_or_default();
+            entry.as_array_mut().unwrap().extend(more);
         }
     }
     // A new body: no x-amz-crc32 header, which would no longer match.
@@ -616,23 +624,7 @@ async fn hold_back(json: &Value, id: &str, forward: &Forwarder) -> Response<Full
             unprocessed.insert(table.clone(), Value::Array(held));
         }
     }
-    if !sent.is_empty() {
-        let mut body = json.clone();
-        body["RequestItems"] = Value::Object(sent);
-        let answer = match send_part(forward, &body, "1.0").await {
-            Ok(answer) => answer,
-            Err(refused) => return refused,
-        };
-        for (table, requests) in answer["UnprocessedItems"].as_object().into_iter().flatten() {
-            let entry = unprocessed
-                .entry(table.clone())
-                .or_insert_with(|| Value::Array(vec![]));
-            let more = requests.as_array().cloned().unwrap_or_default();
-            entry.as_array_mut().unwrap().extend(more);
-        }
-    }
-    let body = json!({ "UnprocessedItems": unprocessed }).to_string();
-    reply(200, "1.0", body, true)
+    send_and_hold(json, sent, unprocessed, forward).await
 }
 
 /// The wall clock, epoch seconds with fraction.
