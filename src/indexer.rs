@@ -147,35 +147,26 @@ pub async fn index_records<S: Store>(
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await;
-    let mut written_ok = vec![false; unique.len()];
+    // The entries written; only those the last attempt of a failed request still held failed.
+    let bound = entries::sort_bound(now);
+    let mut done: HashSet<(&str, &str)> = HashSet::new();
     for (n, result) in written {
         let places = n * ENTRIES_PER_REQUEST..((n + 1) * ENTRIES_PER_REQUEST).min(unique.len());
-        // Only the entries the request's last attempt still held failed: the others were written.
         let (error, left) = match result {
             Ok(()) => (None, Vec::new()),
             Err((e, left)) => (Some(e), left),
         };
-        for (place, (at, entry)) in places.clone().zip(&unique[places]) {
+        for (at, entry) in &unique[places] {
             match &error {
                 Some(e) if left.contains(&EntryWrite::Put(entry.to_item())) => {
                     failed.insert(*at, format!("entry not written: {e}"));
                 }
-                _ => written_ok[place] = true,
+                _ => {
+                    done.insert((&entry.window, &entry.sort));
+                    out.report.entries_written += 1;
+                    out.report.expired_when_written += u64::from(entry.sort < bound);
+                }
             }
-        }
-    }
-    let bound = entries::sort_bound(now);
-    let mut done: HashSet<(&str, &str)> = HashSet::new();
-    for ((_, entry), ok) in unique.iter().zip(&written_ok) {
-        if *ok {
-            done.insert((&entry.window, &entry.sort));
-            out.report.entries_written += 1;
-            out.report.expired_when_written += u64::from(entry.sort < bound);
-        }
-    }
-    for (at, entry) in &repeats {
-        if !done.contains(&(entry.window.as_str(), entry.sort.as_str())) {
-            failed.insert(*at, "entry not written".into());
         }
     }
     // The first failed record of each item.
@@ -184,17 +175,18 @@ pub async fn index_records<S: Store>(
     failed.sort_unstable_by_key(|(at, _)| *at);
     for (at, why) in failed {
         let record = &records[at];
-        if !failed_items.insert(item_id(record)) {
+        let item = item_id(record);
+        if failed_items.contains(&item) {
             continue;
         }
         let sequence = record.change.sequence_number.clone().unwrap_or_default();
         out.report.failed += 1;
         if out.report.errors.len() < MAX_ERRORS {
-            let item = item_id(record);
             out.report
                 .errors
                 .push(format!("record {sequence} of item {item}: {why}"));
         }
+        failed_items.insert(item);
         out.failures.push(sequence);
     }
     out

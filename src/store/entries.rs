@@ -131,8 +131,13 @@ fn ttl_part(millis: i64) -> String {
 
 /// The sort key of an entry: `<ttl in ms, 14 digits>#<key hash>#<origin>`.
 pub fn sort_key(ttl: f64, key_hash: &str, origin: &str) -> String {
+    prefix(ttl, key_hash) + origin
+}
+
+/// `<ttl in ms, 14 digits>#<key hash>#`: what every sort key of one item and ttl begins with.
+fn prefix(ttl: f64, key_hash: &str) -> String {
     let millis = (ttl * 1000.0).floor() as i64;
-    format!("{}#{key_hash}#{origin}", ttl_part(millis))
+    format!("{}#{key_hash}#", ttl_part(millis))
 }
 
 /// The bound of a sweep at `now`: every entry whose sort key is below it has a ttl before `now`
@@ -144,8 +149,7 @@ pub fn sort_bound(now: Timestamp) -> String {
 /// The beginning every sort key of the item with `key` and `ttl` shares, whatever its origin:
 /// what `audit` looks for.
 pub fn sort_prefix(schema: &TableSchema, key: &Key, ttl: f64) -> Option<String> {
-    let millis = (ttl * 1000.0).floor() as i64;
-    Some(format!("{}#{}#", ttl_part(millis), key_hash(schema, key)?))
+    Some(prefix(ttl, &key_hash(schema, key)?))
 }
 
 /// A short stable digest of an item's primary key (16 hex digits of SHA-256 of its

@@ -267,7 +267,11 @@ impl Step<'_> {
         for item in items {
             counts.scanned += 1;
             match index_item(self.schema, item, BACKFILL_ORIGIN, self.clock.now()) {
-                None => return Err(key_of(self.schema, item).unwrap_err()),
+                None => {
+                    key_of(self.schema, item)?;
+                    let why = "an item whose index entry cannot be built";
+                    return Err(StoreError::new(ErrorKind::Validation, "Scan", why));
+                }
                 Some(Indexing::NoTtl) => counts.no_ttl += 1,
                 Some(Indexing::InvalidTtl) => counts.invalid_ttl += 1,
                 Some(Indexing::TooOldTtl) => {
