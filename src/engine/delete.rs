@@ -1,21 +1,21 @@
 //! Deleting what a sweep found: one chunk at a time, in `BatchWriteItem` requests of 25 keys or
 //! one conditional `DeleteItem` per item, with backoff and full jitter on unprocessed keys,
-//! throttling and 5xx answers; keys that still fail are returned, never dropped.
+//! throttling and 5xx answers; keys that still fail are returned, never dropped. Each mode's
+//! loop is in its own file ([`batch`], [`conditional`]); what they share is here.
+
+mod batch;
+mod conditional;
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::time::Instant;
 use tracing::debug;
 
 use super::report::{EventTally, FailedKey};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
-use crate::expiry::window::parse_ttl;
 use crate::expiry::Timestamp;
-use crate::store::{
-    key_to_json, ConditionalOutcome, ErrorKind, Key, Store, StoreError, TableSchema,
-};
+use crate::store::{key_to_json, ErrorKind, Key, Store, StoreError, TableSchema};
 
 /// Whether a failed delete may have been applied all the same: a timeout, a dropped connection
 /// or a 5xx can come after DynamoDB deleted the item; throttling and validation errors cannot.
@@ -207,201 +207,6 @@ impl<S: Store> Deleter<'_, S> {
         (ready, out)
     }
 
-    /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl, within
-    /// `batch_max_read_age` of each key's read of the table, checked right before every send (see
-    /// [`super::BATCH_MAX_READ_AGE`]): keys the table was never read for, or read too long ago,
-    /// are read (again), in one `BatchGetItem` for the chunk. No request starts after the stop.
-    async fn delete_batch(&self, chunk: Vec<Expired>, now: Timestamp, stop: &Stop) -> ChunkOutcome {
-        let mut out = ChunkOutcome::default();
-        let mut remaining = chunk;
-        let mut attempt = 0u32;
-        let mut reason = String::from("the sweep stopped before the keys were sent");
-        let max_age = self.options.batch_max_read_age;
-        while !remaining.is_empty() {
-            if stop.reached() {
-                self.give_up(remaining, &reason, &mut out, stop).await;
-                return out;
-            }
-            // One clock reading per send; the chunk is split only when some key is stale.
-            let sending_at = Instant::now();
-            let stale_key = |e: &Expired| {
-                e.read_at
-                    .is_none_or(|at| sending_at.duration_since(at) > max_age)
-            };
-            if remaining.iter().any(stale_key) {
-                let (stale, fresh): (Vec<Expired>, Vec<Expired>) =
-                    remaining.into_iter().partition(stale_key);
-                remaining = fresh;
-                let (twice, once): (Vec<Expired>, Vec<Expired>) =
-                    stale.into_iter().partition(|e| e.reread);
-                if !once.is_empty() {
-                    let unread = once.iter().filter(|e| e.read_at.is_none()).count();
-                    debug!(
-                        keys = once.len(),
-                        unread,
-                        attempt,
-                        "keys not read from the table, or read too long ago: reading them"
-                    );
-                    out.confirmed += unread as u64;
-                    out.reread += (once.len() - unread) as u64;
-                    remaining.extend(self.read_again(once, &mut out, stop).await);
-                }
-                if !twice.is_empty() {
-                    debug!(
-                        keys = twice.len(),
-                        attempt,
-                        "keys stale again after their second read: deleting them conditionally"
-                    );
-                    out.conditional += twice.len() as u64;
-                    out.absorb(Box::pin(self.delete_conditional(twice, now, stop)).await);
-                }
-                // What that took counts: every key's age is checked again before the send.
-                continue;
-            }
-            // Borrowed: the keys stay here for a retry.
-            let keys: Vec<&Key> = remaining.iter().map(|e| &e.key).collect();
-            let delete = self.store.batch_delete(self.schema, &keys);
-            let answer = stop.bound("BatchWriteItem", delete).await;
-            // A replicated write conflict is counted when the keys go again.
-            let conflict = matches!(&answer, Err(e) if e.kind == ErrorKind::WriteConflict);
-            match answer {
-                Ok(unprocessed) => {
-                    remaining = self.acknowledge(remaining, &unprocessed, &mut out);
-                    if remaining.is_empty() {
-                        return out;
-                    }
-                    reason = "left unprocessed by BatchWriteItem".to_owned();
-                }
-                Err(e) => {
-                    reason = e.to_string();
-                    if may_have_applied(&e) {
-                        for k in &mut remaining {
-                            k.maybe_applied = true;
-                        }
-                    }
-                    if !e.kind.is_retryable() {
-                        attempt = self.options.max_retries;
-                    }
-                }
-            }
-            if attempt >= self.options.max_retries {
-                self.fail(remaining, &reason, &mut out, stop).await;
-                return out;
-            }
-            attempt += 1;
-            let wait = self.options.backoff(attempt);
-            if stop.would_pass(wait) {
-                self.give_up(remaining, &reason, &mut out, stop).await;
-                return out;
-            }
-            debug!(attempt, keys = remaining.len(), wait_ms = wait.as_millis() as u64, %reason, "retrying deletes");
-            out.retried += remaining.len() as u64;
-            out.write_conflicts += u64::from(conflict);
-            self.publish_owed(&mut out, false).await;
-            tokio::time::sleep(wait).await;
-        }
-        out
-    }
-
-    /// A `BatchWriteItem` answered: every key sent that `unprocessed` does not name is deleted
-    /// (its event owed); returns the keys to send again. A returned key that matches no key sent
-    /// (DynamoDB names them as sent) leaves it unknown which keys were deleted: then none is
-    /// counted, and every key is sent again, marked as possibly deleted already.
-    fn acknowledge(
-        &self,
-        sent: Vec<Expired>,
-        unprocessed: &[Key],
-        out: &mut ChunkOutcome,
-    ) -> Vec<Expired> {
-        let is_left = |e: &Expired| !unprocessed.is_empty() && unprocessed.contains(&e.key);
-        let matched = sent.iter().filter(|e| is_left(e)).count();
-        if matched != unprocessed.len() {
-            tracing::warn!(
-                returned = unprocessed.len(),
-                matched,
-                "BatchWriteItem returned unprocessed keys that match no key sent; sending the whole chunk again"
-            );
-            return sent
-                .into_iter()
-                .map(|e| Expired {
-                    maybe_applied: true,
-                    ..e
-                })
-                .collect();
-        }
-        let at = Instant::now();
-        let mut left = Vec::with_capacity(matched);
-        out.deleted.reserve(sent.len() - matched);
-        for e in sent {
-            if is_left(&e) {
-                left.push(e);
-            } else {
-                out.deleted.push((e.ttl, at));
-                self.owe_event(&e, None);
-            }
-        }
-        left
-    }
-
-    /// Reads `keys` from the table (listed by the index only, or aged past the bound) with one
-    /// strongly consistent `BatchGetItem`; returns those still there with the ttl listed, read as
-    /// of the request (a key read a second time is marked `reread`). A key found gone counts as
-    /// gone (its event owed if an earlier attempt may have deleted it); one whose ttl differs is
-    /// kept. If the read fails, the keys come back marked as read again: stale, they go
-    /// conditional.
-    async fn read_again(
-        &self,
-        keys: Vec<Expired>,
-        out: &mut ChunkOutcome,
-        stop: &Stop,
-    ) -> Vec<Expired> {
-        let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
-        // Read as of the request: DynamoDB may read a key any time from then to the (last)
-        // answer, so its age counts from the earliest of those instants.
-        let at = Instant::now();
-        let get = self.store.get_items(self.schema, wanted, true);
-        let found = match stop.bound("BatchGetItem", get).await {
-            Ok(found) => found,
-            Err(e) => {
-                tracing::warn!(keys = keys.len(), error = %e, "could not read stale keys again; deleting them conditionally");
-                return keys
-                    .into_iter()
-                    .map(|e| Expired { reread: true, ..e })
-                    .collect();
-            }
-        };
-        let found = self.schema.by_key(&found);
-        let ttl_attribute = &self.schema.layout.ttl_attribute;
-        let mut back = Vec::with_capacity(keys.len());
-        for e in keys {
-            let item = self
-                .schema
-                .key_token(&e.key)
-                .and_then(|k| found.get(&k).copied());
-            match item.map(|item| item.get(ttl_attribute)) {
-                None => {
-                    out.gone += 1;
-                    if e.maybe_applied {
-                        self.owe_event(&e, None);
-                    }
-                }
-                Some(Some(AttributeValue::N(n))) if parse_ttl(n).is_ok_and(|t| t == e.ttl) => {
-                    let reread = e.read_at.is_some();
-                    back.push(Expired {
-                        read_at: Some(at),
-                        reread,
-                        ..e
-                    });
-                }
-                Some(_) if e.maybe_applied && self.notify.is_some() => {
-                    out.failed.push(self.rewritten_after_attempt(&e));
-                }
-                Some(_) => out.keep(e),
-            }
-        }
-        back
-    }
-
     /// Notify mode: `e` is there with another ttl after an attempt that may have deleted it
     /// (its answer lost). If that attempt did, the item was deleted and written again, and no
     /// event was owed for the delete; if it did not, the ttl changed and nothing was deleted.
@@ -498,92 +303,6 @@ impl<S: Store> Deleter<'_, S> {
                 }));
             }
         }
-    }
-
-    /// Deletes a chunk one conditional `DeleteItem` at a time, each requiring the item's ttl
-    /// to be the one read and expired at `now`.
-    async fn delete_conditional(
-        &self,
-        chunk: Vec<Expired>,
-        now: Timestamp,
-        stop: &Stop,
-    ) -> ChunkOutcome {
-        let mut out = ChunkOutcome::default();
-        let mut items = chunk.into_iter();
-        while let Some(mut e) = items.next() {
-            if stop.reached() {
-                out.leave(std::iter::once(e).chain(items));
-                return out;
-            }
-            // Events owed for a while go out between items, not only before a wait.
-            self.publish_owed(&mut out, true).await;
-            let mut attempt = 0u32;
-            let notify_items = self.notify.filter(|_| self.return_items);
-            if let Some(notifier) = notify_items {
-                out.events.add(notifier.room().await);
-            }
-            loop {
-                let delete = self.store.delete_if_expired(
-                    self.schema,
-                    e.key.clone(),
-                    &e.ttl_as_read,
-                    now,
-                    self.return_items,
-                );
-                let result = stop.bound("DeleteItem", delete).await;
-                let err: StoreError = match result {
-                    Ok((ConditionalOutcome::Deleted, returned)) => {
-                        out.deleted.push((e.ttl, Instant::now()));
-                        self.owe_event(&e, returned);
-                        break;
-                    }
-                    Ok((ConditionalOutcome::Kept, _))
-                        if e.maybe_applied && self.notify.is_some() =>
-                    {
-                        out.failed.push(self.rewritten_after_attempt(&e));
-                        break;
-                    }
-                    Ok((ConditionalOutcome::Kept, _)) => {
-                        out.keep(e);
-                        break;
-                    }
-                    Ok((ConditionalOutcome::Gone, _)) => {
-                        out.gone += 1;
-                        // Most likely deleted by an attempt whose answer was lost: its event is
-                        // owed (a duplicate, same id, if someone else deleted it).
-                        if e.maybe_applied {
-                            self.owe_event(&e, None);
-                        }
-                        break;
-                    }
-                    Err(err) => err,
-                };
-                e.maybe_applied |= may_have_applied(&err);
-                if !err.kind.is_retryable() || attempt >= self.options.max_retries {
-                    self.fail(vec![e], &err.to_string(), &mut out, stop).await;
-                    break;
-                }
-                attempt += 1;
-                let wait = self.options.backoff(attempt);
-                if stop.would_pass(wait) {
-                    out.leave(items);
-                    self.give_up(vec![e], &err.to_string(), &mut out, stop)
-                        .await;
-                    if let Some(notifier) = notify_items {
-                        notifier.unused_room();
-                    }
-                    return out;
-                }
-                out.retried += 1;
-                out.write_conflicts += u64::from(err.kind == ErrorKind::WriteConflict);
-                self.publish_owed(&mut out, false).await;
-                tokio::time::sleep(wait).await;
-            }
-            if let Some(notifier) = notify_items {
-                notifier.unused_room();
-            }
-        }
-        out
     }
 }
 

@@ -1,0 +1,96 @@
+//! Conditional mode: one `DeleteItem` per item, each requiring the ttl as read.
+
+use tokio::time::Instant;
+
+use super::{may_have_applied, ChunkOutcome, Deleter, Expired};
+use crate::engine::retry::Stop;
+use crate::expiry::Timestamp;
+use crate::store::{ConditionalOutcome, ErrorKind, Store, StoreError};
+
+impl<S: Store> Deleter<'_, S> {
+    /// Deletes a chunk one conditional `DeleteItem` at a time, each requiring the item's ttl
+    /// to be the one read and expired at `now`.
+    pub(super) async fn delete_conditional(
+        &self,
+        chunk: Vec<Expired>,
+        now: Timestamp,
+        stop: &Stop,
+    ) -> ChunkOutcome {
+        let mut out = ChunkOutcome::default();
+        let mut items = chunk.into_iter();
+        while let Some(mut e) = items.next() {
+            if stop.reached() {
+                out.leave(std::iter::once(e).chain(items));
+                return out;
+            }
+            // Events owed for a while go out between items, not only before a wait.
+            self.publish_owed(&mut out, true).await;
+            let mut attempt = 0u32;
+            let notify_items = self.notify.filter(|_| self.return_items);
+            if let Some(notifier) = notify_items {
+                out.events.add(notifier.room().await);
+            }
+            loop {
+                let delete = self.store.delete_if_expired(
+                    self.schema,
+                    e.key.clone(),
+                    &e.ttl_as_read,
+                    now,
+                    self.return_items,
+                );
+                let result = stop.bound("DeleteItem", delete).await;
+                let err: StoreError = match result {
+                    Ok((ConditionalOutcome::Deleted, returned)) => {
+                        out.deleted.push((e.ttl, Instant::now()));
+                        self.owe_event(&e, returned);
+                        break;
+                    }
+                    Ok((ConditionalOutcome::Kept, _))
+                        if e.maybe_applied && self.notify.is_some() =>
+                    {
+                        out.failed.push(self.rewritten_after_attempt(&e));
+                        break;
+                    }
+                    Ok((ConditionalOutcome::Kept, _)) => {
+                        out.keep(e);
+                        break;
+                    }
+                    Ok((ConditionalOutcome::Gone, _)) => {
+                        out.gone += 1;
+                        // Most likely deleted by an attempt whose answer was lost: its event is
+                        // owed (a duplicate, same id, if someone else deleted it).
+                        if e.maybe_applied {
+                            self.owe_event(&e, None);
+                        }
+                        break;
+                    }
+                    Err(err) => err,
+                };
+                e.maybe_applied |= may_have_applied(&err);
+                if !err.kind.is_retryable() || attempt >= self.options.max_retries {
+                    self.fail(vec![e], &err.to_string(), &mut out, stop).await;
+                    break;
+                }
+                attempt += 1;
+                let wait = self.options.backoff(attempt);
+                if stop.would_pass(wait) {
+                    out.leave(items);
+                    self.give_up(vec![e], &err.to_string(), &mut out, stop)
+                        .await;
+                    if let Some(notifier) = notify_items {
+                        notifier.unused_room();
+                    }
+                    return out;
+                }
+                out.retried += 1;
+                out.write_conflicts += u64::from(err.kind == ErrorKind::WriteConflict);
+                self.publish_owed(&mut out, false).await;
+                tokio::time::sleep(wait).await;
+            }
+            if let Some(notifier) = notify_items {
+                notifier.unused_room();
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,376 @@
+//! One run of the follower: its shard readers, the position they share, and the batches they
+//! hand to the indexer.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use aws_lambda_events::dynamodb::EventRecord;
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::time::Instant;
+
+use super::plan::{compact, expand, ready, to_retry, MAX_POSITION_BYTES};
+use super::*;
+
+/// One run of the follower: the shared position and report of its shard readers.
+pub(super) struct Reader<'a> {
+    pub(super) follower: &'a Follower,
+    pub(super) sweeper: &'a Sweeper<DynamoStore>,
+    pub(super) clock: &'a dyn Clock,
+    pub(super) stop: &'a Stop,
+    pub(super) progress: &'a dyn Fn(&FollowReport),
+    /// Permits to hold a batch ([`MAX_BATCHES`]).
+    pub(super) batches: tokio::sync::Semaphore,
+    /// Per shard being read: the age (ms) of the newest record of its last read, 0 when caught up.
+    pub(super) ages: RefCell<BTreeMap<String, u64>>,
+    pub(super) position: RefCell<Position>,
+    /// The shards of the last listing: what the compacted position's marks are read against.
+    pub(super) listed: RefCell<Vec<Shard>>,
+    pub(super) dirty: Cell<bool>,
+    pub(super) report: RefCell<FollowReport>,
+}
+
+impl Reader<'_> {
+    pub(super) async fn run(&self) {
+        let mut running: HashSet<String> = HashSet::new();
+        let mut readers = FuturesUnordered::new();
+        let mut discover_at = Instant::now();
+        let mut save_at = Instant::now() + SAVE_EVERY;
+        let mut log_at = Instant::now() + LOG_EVERY;
+        let mut logged = 0;
+        let mut warned_full = false;
+        while !self.stop.reached() {
+            if Instant::now() >= discover_at {
+                discover_at = Instant::now() + DISCOVER_EVERY;
+                let listed = self.follower.streams.shards(&self.follower.stream.arn);
+                let Some(listed) = self.unless_stopped(listed).await else {
+                    break;
+                };
+                match listed {
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not list the stream's shards; trying again")
+                    }
+                    Ok(shards) => {
+                        self.forget_unlisted(&shards);
+                        let ready = ready(&shards, &self.position.borrow(), &running);
+                        for shard in ready {
+                            if running.len() >= MAX_SHARDS {
+                                if !warned_full {
+                                    tracing::warn!(max = MAX_SHARDS, "more open shards than are read at once; the others wait for a slot");
+                                    warned_full = true;
+                                }
+                                break;
+                            }
+                            running.insert(shard.clone());
+                            readers.push(self.read_shard(shard));
+                        }
+                    }
+                }
+            }
+            let wake = discover_at.min(save_at).min(log_at);
+            tokio::select! {
+                Some(ended) = readers.next(), if !readers.is_empty() => {
+                    running.remove(&ended);
+                    self.ages.borrow_mut().remove(&ended);
+                    // Its children may start now.
+                    discover_at = Instant::now();
+                }
+                _ = tokio::time::sleep_until(wake) => {}
+                _ = self.stop.token().cancelled() => {}
+            }
+            // Once stopped, the one save is `Follower::run`'s: two would each wait out the
+            // shutdown grace on a DynamoDB that does not answer.
+            if Instant::now() >= save_at && !self.stop.reached() {
+                self.save().await;
+                save_at = Instant::now() + SAVE_EVERY;
+            }
+            if Instant::now() >= log_at {
+                let report = self.report.borrow().clone();
+                if report.index.records > logged {
+                    logged = report.index.records;
+                    tracing::info!(
+                        records = report.index.records,
+                        entries_written = report.index.entries_written,
+                        expired_when_written = report.index.expired_when_written,
+                        invalid_ttl = report.index.invalid_ttl,
+                        skipped_records = report.skipped_records,
+                        shards = running.len(),
+                        "following the stream"
+                    );
+                }
+                log_at = Instant::now() + LOG_EVERY;
+            }
+        }
+        // The readers see the stop between requests.
+        while readers.next().await.is_some() {}
+    }
+
+    /// Drops the position of shards the stream no longer lists (trimmed after 24 hours); one not
+    /// read to its end lost records.
+    fn forget_unlisted(&self, shards: &[Shard]) {
+        let listed: HashSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
+        let mut position = self.position.borrow_mut();
+        // The marks an entry about to go vouched for, as the last listing showed them.
+        expand(&mut position, &self.listed.replace(shards.to_vec()));
+        let before = position.shards.len();
+        position.shards.retain(|id, at| {
+            let keep = listed.contains(id.as_str());
+            if !keep && *at != ShardPosition::Done {
+                self.trimmed(id);
+            }
+            keep
+        });
+        let compacted = compact(&mut position, shards);
+        if compacted || position.shards.len() != before {
+            self.dirty.set(true);
+        }
+    }
+
+    /// Drops `shard`'s entry (it is read again from its oldest record), keeping the marks it
+    /// vouched for.
+    fn forget(&self, shard: &str) {
+        let mut position = self.position.borrow_mut();
+        expand(&mut position, &self.listed.borrow());
+        position.shards.remove(shard);
+        self.dirty.set(true);
+    }
+
+    fn trimmed(&self, shard: &str) {
+        self.report.borrow_mut().trimmed += 1;
+        tracing::error!(shard, "records of this shard were trimmed from the stream (older than 24 hours) before they were read: items written then may lack their window; run `ttl-sweeper backfill`");
+    }
+
+    /// Reads `shard` until it is read to its end or the stop; returns its id.
+    async fn read_shard(&self, shard: String) -> String {
+        let arn = &self.follower.stream.arn;
+        let streams = &self.follower.streams;
+        let mut iterator: Option<String> = None;
+        let mut errors = 0u32;
+        while !self.stop.reached() {
+            let current = match iterator.take() {
+                Some(it) => it,
+                None => {
+                    let from = match self.position.borrow().shards.get(&shard) {
+                        Some(ShardPosition::After(sequence)) => From::After(sequence.clone()),
+                        _ => From::Oldest,
+                    };
+                    let Some(got) = self
+                        .unless_stopped(streams.iterator(arn, &shard, &from))
+                        .await
+                    else {
+                        return shard;
+                    };
+                    match got {
+                        Ok(it) => it,
+                        Err(ReadError::Trimmed) if from == From::Oldest => {
+                            // The whole shard is gone; a later listing forgets it.
+                            self.pause(DISCOVER_EVERY).await;
+                            return shard;
+                        }
+                        Err(ReadError::Trimmed) => {
+                            self.trimmed(&shard);
+                            self.forget(&shard);
+                            self.dirty.set(true);
+                            continue;
+                        }
+                        Err(e) => {
+                            errors += 1;
+                            tracing::warn!(shard, error = %e, "could not get a shard iterator; trying again");
+                            self.pause(full_jitter(POLL, Duration::from_secs(30), errors))
+                                .await;
+                            continue;
+                        }
+                    }
+                }
+            };
+            // The batch is held until it is indexed: at most MAX_BATCHES of them in memory.
+            let Ok(permit) = self.batches.acquire().await else {
+                return shard;
+            };
+            let Some(read) = self.unless_stopped(streams.records(&current)).await else {
+                return shard;
+            };
+            match read {
+                Ok(batch) => {
+                    errors = 0;
+                    let empty = batch.records.is_empty();
+                    let newest = batch
+                        .records
+                        .last()
+                        .map(|r| r.change.approximate_creation_date_time);
+                    let age = newest.map_or(0, |at| {
+                        let ms = self.clock.now().millis() - at.timestamp_millis();
+                        u64::try_from(ms).unwrap_or(0)
+                    });
+                    if !empty {
+                        self.index(&shard, batch.records).await;
+                    }
+                    self.aged(&shard, if batch.next.is_some() { age } else { 0 });
+                    let Some(next) = batch.next else {
+                        if !self.stop.reached() {
+                            self.set(&shard, ShardPosition::Done);
+                            self.report.borrow_mut().shards_done += 1;
+                            tracing::info!(shard, "shard read to its end");
+                        }
+                        return shard;
+                    };
+                    iterator = Some(next);
+                    drop(permit);
+                    if empty {
+                        self.pause(POLL).await;
+                    }
+                }
+                Err(ReadError::ExpiredIterator) => {}
+                Err(ReadError::Trimmed) => {
+                    self.trimmed(&shard);
+                    self.forget(&shard);
+                }
+                Err(e) => {
+                    drop(permit);
+                    errors += 1;
+                    tracing::warn!(shard, error = %e, "could not read the shard; trying again");
+                    self.pause(full_jitter(POLL, Duration::from_secs(30), errors))
+                        .await;
+                    iterator = Some(current);
+                }
+            }
+        }
+        shard
+    }
+
+    /// Indexes one batch of `shard`'s records, retrying failed items (see the module
+    /// description), and moves the shard's position past what was handled.
+    async fn index(&self, shard: &str, records: Vec<EventRecord>) {
+        let ids: Vec<String> = records.iter().map(item_id).collect();
+        let mut todo: Vec<usize> = (0..records.len()).collect();
+        let mut attempt = 1;
+        loop {
+            // The first attempt is the whole batch; only a retry copies out its records.
+            let retried: Vec<EventRecord>;
+            let batch = if attempt == 1 {
+                &records[..]
+            } else {
+                retried = todo.iter().map(|&i| records[i].clone()).collect();
+                &retried[..]
+            };
+            let (store, schema) = (self.sweeper.store(), self.sweeper.schema());
+            let indexing = index_records(store, schema, self.clock, batch);
+            // Cut after the shutdown's grace: the position stays before the batch, which is read
+            // again after a restart (every write is conditional).
+            let Ok(indexed) = self.stop.within_limits(indexing).await else {
+                return;
+            };
+            let mut part = indexed.report;
+            if attempt > 1 {
+                self.report.borrow_mut().retried_records += part.records;
+                part.records = 0;
+            }
+            // A failure is retried; it is not a failed record unless it stays one.
+            let errors = std::mem::take(&mut part.errors);
+            part.failed = 0;
+            self.report.borrow_mut().index.merge(part);
+            if indexed.failures.is_empty() {
+                break;
+            }
+            let first_failed;
+            (first_failed, todo) = to_retry(&records, &ids, &todo, &indexed.failures);
+            if self.stop.reached() {
+                // Not handled: the shard resumes before them.
+                let before = todo.first().and_then(|&i| i.checked_sub(1));
+                if let Some(sequence) =
+                    before.and_then(|i| records[i].change.sequence_number.clone())
+                {
+                    self.set(shard, ShardPosition::After(sequence));
+                }
+                return;
+            }
+            if attempt >= MAX_ATTEMPTS {
+                let mut report = self.report.borrow_mut();
+                report.skipped_records += todo.len() as u64;
+                report.index.failed += first_failed.len() as u64;
+                report.index.merge(IndexReport {
+                    errors: errors.clone(),
+                    ..IndexReport::default()
+                });
+                for error in &errors {
+                    tracing::error!(shard, error, skipped = todo.len(), attempts = MAX_ATTEMPTS, "a stream record failed every attempt and was passed: run `ttl-sweeper backfill` to index its item");
+                }
+                break;
+            }
+            for error in &errors {
+                tracing::warn!(
+                    shard,
+                    error,
+                    attempt,
+                    "a stream record failed; trying it again"
+                );
+            }
+            self.pause(full_jitter(Duration::from_millis(100), RETRY_CAP, attempt))
+                .await;
+            attempt += 1;
+        }
+        self.report.borrow_mut().batches += 1;
+        if let Some(sequence) = records
+            .last()
+            .and_then(|r| r.change.sequence_number.clone())
+        {
+            self.set(shard, ShardPosition::After(sequence));
+        }
+    }
+
+    /// Records `shard`'s age as of its last read and reports the totals.
+    fn aged(&self, shard: &str, age_ms: u64) {
+        let mut ages = self.ages.borrow_mut();
+        ages.insert(shard.to_owned(), age_ms);
+        let mut report = self.report.borrow_mut();
+        report.record_age_ms = ages.values().copied().max().unwrap_or(0);
+        (self.progress)(&report);
+    }
+
+    fn set(&self, shard: &str, at: ShardPosition) {
+        self.position
+            .borrow_mut()
+            .shards
+            .insert(shard.to_owned(), at);
+        self.dirty.set(true);
+    }
+
+    /// `read`, or `None` once the stop is reached: a read of the stream is abandoned at the stop
+    /// (what it would have read is read again after a restart, from the saved position).
+    async fn unless_stopped<T>(&self, read: impl std::future::Future<Output = T>) -> Option<T> {
+        tokio::select! {
+            done = read => Some(done),
+            _ = self.stop.token().cancelled() => None,
+        }
+    }
+
+    /// Sleeps for `wait`, or until the stop.
+    async fn pause(&self, wait: Duration) {
+        self.unless_stopped(tokio::time::sleep(wait)).await;
+    }
+
+    /// Saves the position when it changed (and a checkpoint table is configured).
+    pub(super) async fn save(&self) {
+        let Some((table, id)) = &self.follower.saved_at else {
+            return;
+        };
+        if !self.dirty.replace(false) {
+            return;
+        }
+        let text = serde_json::to_string(&*self.position.borrow()).unwrap_or_default();
+        if text.len() > MAX_POSITION_BYTES {
+            tracing::error!(
+                bytes = text.len(),
+                "the stream position is too large to save in one item; it is kept in memory only"
+            );
+            return;
+        }
+        let at = self.clock.now().iso();
+        let store = self.sweeper.store();
+        let saving = store.save_stream_position(table, id, text, at);
+        if let Err(e) = self.stop.bound("PutItem", saving).await {
+            tracing::warn!(error = %e, "could not save the stream position; trying again");
+            self.dirty.set(true);
+        }
+    }
+}
