@@ -5,13 +5,11 @@
 //! Before a tick planned for instant `at`, [`Sweeper::confirm_ahead`] queries the tick's windows
 //! for `ttl < at` and reads the keys found with strongly consistent `BatchGetItem`s (up to 100
 //! keys each), dated at each read's request. A key whose table ttl is the one listed is
-//! remembered with that read ([`Confirmed`]). When the tick lists the key with the same ttl, its
+//! remembered with that read ([`super::delete::Confirmed`]). When the tick lists the key with the same ttl, its
 //! read is that one: the 2 s bound of an unconditional delete runs from it, as from any read of
 //! the table (`BATCH_MAX_READ_AGE`), and a key whose read has aged past it is read again as
 //! always. Nothing is deleted ahead: a key is deleted only when a tick finds it expired.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -25,40 +23,13 @@ use super::sweep::Sweeper;
 use super::DeleteMode;
 use crate::expiry::window::{parse_ttl, partition_key, Window};
 use crate::expiry::Timestamp;
-use crate::store::{Key, Store, TableSchema};
+use crate::store::{Key, Store};
 
 /// How long before a tick its keys are read ahead.
 pub const CONFIRM_AHEAD: Duration = Duration::from_millis(300);
 
 /// `BatchGetItem` takes at most this many keys.
 const GET_BATCH: usize = 100;
-
-/// Keys confirmed by the table ahead of a tick: by key ([`TableSchema::key_token`]), the ttl read
-/// and when the read was asked. Bounded by the sweep's read-ahead budget; entries older than the
-/// batch bound are dropped at each confirmation.
-#[derive(Debug, Default)]
-pub(super) struct Confirmed(Mutex<HashMap<String, (String, Instant)>>);
-
-impl Confirmed {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Instant)>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The read of `e`'s key with its ttl as read, if one was made ahead within `max_age`; taken.
-    pub(super) fn take(
-        &self,
-        schema: &TableSchema,
-        e: &Expired,
-        max_age: Duration,
-    ) -> Option<Instant> {
-        let mut confirmed = self.lock();
-        if confirmed.is_empty() {
-            return None;
-        }
-        let (ttl, at) = confirmed.remove(&schema.key_token(&e.key)?)?;
-        (ttl == e.ttl_as_read && at.elapsed() <= max_age).then_some(at)
-    }
-}
 
 impl<S: Store> Sweeper<S> {
     /// Batch mode: reads ahead the keys a tick at `at` will find in `windows` (the shards in

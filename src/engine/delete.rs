@@ -7,6 +7,8 @@ mod batch;
 mod conditional;
 
 use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
 
 use tokio::time::Instant;
 use tracing::debug;
@@ -42,6 +44,33 @@ pub(super) struct Expired {
     /// Its entry in the expiry index table, when it was listed from one: removed once the item
     /// is judged ([`super::entries`]).
     pub(super) entry: Option<Key>,
+}
+
+/// Keys confirmed by the table ahead of a tick: by key ([`TableSchema::key_token`]), the ttl read
+/// and when the read was asked. Bounded by the sweep's read-ahead budget; entries older than the
+/// batch bound are dropped at each confirmation.
+#[derive(Debug, Default)]
+pub(super) struct Confirmed(Mutex<HashMap<String, (String, Instant)>>);
+
+impl Confirmed {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Instant)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The read of `e`'s key with its ttl as read, if one was made ahead within `max_age`; taken.
+    pub(super) fn take(
+        &self,
+        schema: &TableSchema,
+        e: &Expired,
+        max_age: Duration,
+    ) -> Option<Instant> {
+        let mut confirmed = self.lock();
+        if confirmed.is_empty() {
+            return None;
+        }
+        let (ttl, at) = confirmed.remove(&schema.key_token(&e.key)?)?;
+        (ttl == e.ttl_as_read && at.elapsed() <= max_age).then_some(at)
+    }
 }
 
 /// What deleting needs of a sweeper.

@@ -9,8 +9,7 @@ use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::ahead::Confirmed;
-use super::delete::{ChunkOutcome, Deleter, Expired};
+use super::delete::{ChunkOutcome, Confirmed, Deleter, Expired};
 use super::entries::{entries_of, remove_settled};
 use super::hook::{delete_with_events, Events};
 use super::pace::{read_ahead, split_permit, take_budget, PagePace, Slots};
