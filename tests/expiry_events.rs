@@ -786,3 +786,54 @@ proptest::proptest! {
         });
     }
 }
+
+/// Archive mode with an expiry index table, stopped while a chunk's events are published: the
+/// items whose events were not published are left by name, so only their entries stay; the
+/// entries of the items deleted are removed. The next sweep settles the rest.
+#[tokio::test(start_paused = true)]
+async fn archive_stopped_mid_publication_keeps_the_entries_of_the_items_left_only() {
+    fastrand::seed(7);
+    let log = Log::default();
+    let table = with_items(20, 0, &log).with_index_table().change(
+        Op::Query,
+        When::Always,
+        "e0003",
+        Change::Remove,
+    );
+    (0..20).for_each(|n| table.index(&e(n), &n.to_string()));
+    assert_eq!(table.entry_count(), 20);
+    let table = Arc::new(table);
+    // The first call is accepted; the second is refused, and its retry would pass the stop.
+    let sink = ScriptedSink::new(&log, |n, batch| match n {
+        0 => Ok(vec![EntryResult::Accepted; batch.len()]),
+        _ => Err(SinkError::new(true, "503 Service Unavailable")),
+    });
+    let (base, cap) = (Duration::from_secs(10), Duration::from_secs(10));
+    let slow_retries = events(ARCHIVE, &sink).with_backoff(base, cap);
+    let stop = Stop::at(Some(tokio::time::Instant::now() + Duration::from_millis(1)));
+    let sweeper = Sweeper::new(
+        table.clone(),
+        table.schema(),
+        options(DeleteMode::Conditional, 1),
+    )
+    .with_events(Arc::new(slow_retries));
+    let now = Timestamp::from_secs(NOW);
+    let window = [Window::containing_instant(now, 60)];
+    let report = sweeper.sweep_windows(now, &window, &stop).await;
+    report.assert_fields("items_deleted=10 items_left=10 index_entries_removed=10");
+    assert_eq!(table.entry_count(), 10, "{report:?}");
+    // e0003, left, was deleted by the application meanwhile: its entry stays all the same.
+    assert_eq!(table.ids().len(), 9, "{report:?}");
+
+    let sink = ScriptedSink::accepting(&log);
+    let sweeper = Sweeper::new(
+        table.clone(),
+        table.schema(),
+        options(DeleteMode::Conditional, 1),
+    )
+    .with_events(Arc::new(events(ARCHIVE, &sink)));
+    let again = sweeper.sweep_windows(now, &window, &Stop::never()).await;
+    again.assert_fields("items_deleted=9 items_gone=1 index_entries_removed=10");
+    assert_eq!(table.entry_count(), 0, "{again:?}");
+    assert!(table.ids().is_empty(), "{again:?}");
+}

@@ -114,7 +114,6 @@ pub(super) struct ChunkOutcome {
     pub(super) retried: u64,
     /// Requests refused by a replicated write conflict and sent again.
     pub(super) write_conflicts: u64,
-    pub(super) left: u64,
     /// Batch mode: keys listed by the index, confirmed by a read of the table before their first
     /// send.
     pub(super) confirmed: u64,
@@ -127,8 +126,9 @@ pub(super) struct ChunkOutcome {
     pub(super) failed: Vec<FailedKey>,
     /// The keys kept (their ttl changed).
     pub(super) kept_keys: Vec<Key>,
-    /// The keys counted in `left` by a delete (not attempted, or not retried, because the sweep
-    /// had to stop).
+    /// The keys left: not attempted, or not retried, because the sweep had to stop (or, in
+    /// archive mode, their events were not published before it). Each is named, so that its
+    /// expiry index entry stays for the next sweep.
     pub(super) left_keys: Vec<Key>,
     /// What publishing the chunk's expiry events did.
     pub(super) events: EventTally,
@@ -142,7 +142,6 @@ impl ChunkOutcome {
         self.gone += other.gone;
         self.retried += other.retried;
         self.write_conflicts += other.write_conflicts;
-        self.left += other.left;
         self.confirmed += other.confirmed;
         self.reread += other.reread;
         self.conditional += other.conditional;
@@ -153,20 +152,16 @@ impl ChunkOutcome {
         self.events.add(other.events);
     }
 
-    /// `n` items not attempted because the sweep had to stop.
-    pub(super) fn left(n: usize) -> Self {
-        ChunkOutcome {
-            left: n as u64,
-            ..ChunkOutcome::default()
-        }
+    /// `chunk` not attempted because the sweep had to stop.
+    pub(super) fn left(chunk: Vec<Expired>) -> Self {
+        let mut out = ChunkOutcome::default();
+        out.leave(chunk);
+        out
     }
 
     /// `keys` not attempted, or not retried, because the sweep had to stop.
-    fn leave(&mut self, keys: impl IntoIterator<Item = Expired>) {
-        for e in keys {
-            self.left += 1;
-            self.left_keys.push(e.key);
-        }
+    pub(super) fn leave(&mut self, keys: impl IntoIterator<Item = Expired>) {
+        self.left_keys.extend(keys.into_iter().map(|e| e.key));
     }
 
     /// `e` is kept: its ttl changed since it was read.

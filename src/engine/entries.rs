@@ -48,12 +48,6 @@ pub(super) async fn remove_settled<S: Store>(
     if entries.is_empty() {
         return 0;
     }
-    // Keys left without their names (the sweep stopped before a chunk was sent, or before an
-    // archive event was published): which items they are is unknown, so every entry stays and
-    // the next sweep judges them again.
-    if out.left > out.left_keys.len() as u64 {
-        return 0;
-    }
     let unsettled: HashSet<String> = out
         .failed
         .iter()

@@ -356,7 +356,7 @@ pub(super) async fn delete_with_events<S: Store>(
     }
     // Archive: nothing is deleted before its event was accepted.
     if stop.reached() {
-        return ChunkOutcome::left(chunk.len());
+        return ChunkOutcome::left(chunk);
     }
     let at = wall();
     let expiries: Vec<Expiry> = chunk
@@ -380,7 +380,7 @@ pub(super) async fn delete_with_events<S: Store>(
                 key: key_to_json(&e.key),
                 reason: format!("expiry event not accepted: {reason}"),
             }),
-            Delivery::Stopped => refused.left += 1,
+            Delivery::Stopped => refused.leave([e]),
         }
     }
     let mut out = if admitted.is_empty() {
@@ -422,7 +422,7 @@ async fn reconcile<S: Store>(
     out: &mut ChunkOutcome,
     stop: &Stop,
 ) -> Vec<Key> {
-    let left = std::mem::take(&mut out.left_keys);
+    let left = out.left_keys.clone();
     let failed: Vec<&Expiry> = out
         .failed
         .iter()
@@ -460,7 +460,7 @@ async fn reconcile<S: Store>(
             let json = key_to_json(&expiry.key);
             out.failed.retain(|f| f.key != json);
         } else {
-            out.left = out.left.saturating_sub(1);
+            out.left_keys.retain(|k| *k != expiry.key);
         }
         match unchanged {
             None => out.gone += 1,

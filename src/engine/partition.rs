@@ -82,13 +82,13 @@ pub(super) fn fold_chunk(report: &mut SweepReport, chunk: ChunkOutcome, origin: 
     for failed in &chunk.failed {
         warn!(key = %failed.key, reason = %failed.reason, "key not deleted");
     }
-    let handled = chunk.failed.is_empty() && chunk.left == 0;
+    let handled = chunk.failed.is_empty() && chunk.left_keys.is_empty();
     report.items_deleted += chunk.deleted.len() as u64;
     report.items_skipped += chunk.skipped;
     report.items_gone += chunk.gone;
     report.items_retried += chunk.retried;
     report.write_conflicts_retried += chunk.write_conflicts;
-    report.items_left += chunk.left;
+    report.items_left += chunk.left_keys.len() as u64;
     report.items_confirmed += chunk.confirmed;
     report.items_reread += chunk.reread;
     report.items_conditional += chunk.conditional;
@@ -216,7 +216,7 @@ impl<S: Store> Shared<S> {
                     let _permit = permits.acquire().await;
                     // The stop may have come while this chunk waited for a permit.
                     if stop.reached() {
-                        return ChunkOutcome::left(chunk.len());
+                        return ChunkOutcome::left(chunk);
                     }
                     match events {
                         None => deleter.delete_chunk(chunk, now, stop).await,
