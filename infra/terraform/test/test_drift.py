@@ -272,10 +272,9 @@ def setUpModule() -> None:  # noqa: N802 (unittest's name)
 
 
 def instances(module: hcl.Configuration, address: str) -> list[tuple[hcl.Block, hcl.Scope]]:
-    """The instances of a resource of the module, each with the scope of its count.index."""
-    kind_, name = address.split(".")
-    block = module.resources[(kind_, name)]
-    return [(block, module.scope.bind(count={"index": i}) if isinstance(i, int) else module.scope) for i in module.instances(block)]
+    """The instances of a resource of the module, each with the scope of its count.index or each."""
+    block = module.resources[tuple(address.split("."))]
+    return [(block, scope) for _, scope in module.instance_scopes(block)]
 
 
 def value(module: hcl.Configuration, block: hcl.Block, path: str, scope: hcl.Scope | None = None) -> Any:

@@ -98,6 +98,12 @@ class ModuleShape(unittest.TestCase):
             config = hcl.Configuration(directory, resolve_attributes=True)
             called = {name: hcl.Configuration(os.path.join(directory, config.eval(b.attrs["source"]))) for name, b in config.modules.items()}
             for block in config.blocks:
+                if block.type == "moved":
+                    # A former address, and the resource it is now.
+                    [before], [after] = hcl.references(block.attrs["from"]), hcl.references(block.attrs["to"])
+                    self.assertNotIn(tuple(before[:2]), config.resources, f"moved from {before}")
+                    self.assertIn(tuple(after[:2]), config.resources, f"moved to {after}")
+                    continue
                 trees = list(block.attrs.values())
                 stack = list(block.blocks)
                 while stack:
