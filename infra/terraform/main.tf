@@ -748,10 +748,10 @@ resource "aws_sns_topic_subscription" "alarm_emails" {
   endpoint  = each.value
 }
 
-# The alarms the construct creates, in its order: each is aws_cloudwatch_metric_alarm.this["<key>"],
-# named <name>-<key with dashes>. What an alarm leaves out: the sweeper's own metric of the table
-# (metrics_namespace, TableName), statistic Sum over 60 s, one evaluation period, above 0,
-# missing data not breaching.
+# The alarms, in the order of the alarm_names output, those of create_alarms and the choices made:
+# each is aws_cloudwatch_metric_alarm.this["<key>"], named <name>-<key with dashes>. What an alarm
+# leaves out is the sweeper's own metric of the table (metrics_namespace, TableName), statistic
+# Sum over 60 s, one evaluation period, above 0, missing data not breaching.
 locals {
   alarms = [for alarm in [
     {
