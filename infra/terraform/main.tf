@@ -748,137 +748,134 @@ resource "aws_sns_topic_subscription" "alarm_emails" {
   endpoint  = each.value
 }
 
-resource "aws_cloudwatch_metric_alarm" "function_errors" {
-  count = var.create_alarms ? 1 : 0
+# The alarms, in the order of the alarm_names output, those of create_alarms and the choices made:
+# each is aws_cloudwatch_metric_alarm.this["<key>"], named <name>-<key with dashes>. What an alarm
+# leaves out is the sweeper's own metric of the table (metrics_namespace, TableName), statistic
+# Sum over 60 s, one evaluation period, above 0, missing data not breaching.
+locals {
+  alarms = [for alarm in [
+    {
+      key         = "function_errors"
+      description = "ttl-sweeper invocations failed (bad event, failed keys or unreadable windows)"
+      namespace   = "AWS/Lambda"
+      metric      = "Errors"
+      dimensions  = { FunctionName = aws_lambda_function.sweeper.function_name }
+      period      = 300
+    },
+    {
+      key         = "items_failed"
+      description = "ttl-sweeper could not delete some expired items"
+      metric      = "ItemsFailed"
+    },
+    {
+      key                 = "expiry_lag"
+      description         = "expired items stay longer than the precision target"
+      metric              = "MaxExpiryLagSeconds"
+      statistic           = "Maximum"
+      period              = local.alarm_period_seconds
+      evaluation_periods  = 3
+      datapoints_to_alarm = 3
+      threshold           = var.lag_alarm_threshold_seconds
+    },
+    # With a leader lease only the holder sweeps: a standby reports no sweeps, so no silence
+    # alarm; instead an alarm on a lease held with another layout than this sweeper's.
+    {
+      key                = "sweeper_silent"
+      enabled            = var.leader_lease_seconds == null
+      description        = "ttl-sweeper has not reported a sweep for ${local.silence_after_seconds / 60} minutes"
+      metric             = "WindowsSwept"
+      statistic          = "SampleCount"
+      period             = local.silence_after_seconds
+      threshold          = 1
+      comparison         = "LessThanThreshold"
+      treat_missing_data = "breaching"
+    },
+    {
+      key         = "lease_layout_mismatch"
+      enabled     = var.leader_lease_seconds != null
+      description = "a ttl-sweeper stands by beside a leader lease held with another layout than its own: configure every Region's sweeper of the table alike"
+      metric      = "LeaseLayoutMismatch"
+    },
+    # The stream's backlog: an item gets its index entry (and can be swept) only after its record.
+    {
+      key                 = "stream_iterator_age"
+      enabled             = var.follow_stream
+      description         = "the ttl-sweeper stream indexer falls behind the table's stream"
+      namespace           = "AWS/Lambda"
+      metric              = "IteratorAge"
+      dimensions          = { FunctionName = var.follow_stream ? aws_lambda_function.stream[0].function_name : null }
+      statistic           = "Maximum"
+      evaluation_periods  = 3
+      datapoints_to_alarm = 3
+      threshold           = var.lag_alarm_threshold_seconds * 1000
+    },
+    # Records that failed every retry: their items have no index entry until backfill writes it.
+    {
+      key                 = "stream_records_failed"
+      enabled             = var.follow_stream
+      description         = "stream records failed every retry and went to the ttl-sweeper stream indexer's on-failure queue: their items need ttl-sweeper backfill, which writes their expiry index entries"
+      namespace           = "AWS/SQS"
+      metric              = "ApproximateNumberOfMessagesVisible"
+      dimensions          = { QueueName = var.follow_stream ? aws_sqs_queue.stream_failures[0].name : null }
+      statistic           = "Maximum"
+      datapoints_to_alarm = 1
+    },
+  ] : alarm if var.create_alarms && try(alarm.enabled, true)]
+}
 
-  alarm_name          = "${local.name}-function-errors"
-  alarm_description   = "ttl-sweeper invocations failed (bad event, failed keys or unreadable windows)"
-  namespace           = "AWS/Lambda"
-  metric_name         = "Errors"
-  dimensions          = { FunctionName = aws_lambda_function.sweeper.function_name }
-  statistic           = "Sum"
-  period              = 300
-  evaluation_periods  = 1
-  threshold           = 0
-  comparison_operator = "GreaterThanThreshold"
-  treat_missing_data  = "notBreaching"
+resource "aws_cloudwatch_metric_alarm" "this" {
+  for_each = { for alarm in local.alarms : alarm.key => alarm }
+
+  alarm_name          = "${local.name}-${replace(each.key, "_", "-")}"
+  alarm_description   = each.value.description
+  namespace           = try(each.value.namespace, var.metrics_namespace)
+  metric_name         = each.value.metric
+  dimensions          = try(each.value.dimensions, { TableName = var.table_name })
+  statistic           = try(each.value.statistic, "Sum")
+  period              = try(each.value.period, 60)
+  evaluation_periods  = try(each.value.evaluation_periods, 1)
+  datapoints_to_alarm = try(each.value.datapoints_to_alarm, null)
+  threshold           = try(each.value.threshold, 0)
+  comparison_operator = try(each.value.comparison, "GreaterThanThreshold")
+  treat_missing_data  = try(each.value.treat_missing_data, "notBreaching")
   alarm_actions       = local.alarm_actions
   tags                = var.tags
 }
 
-resource "aws_cloudwatch_metric_alarm" "items_failed" {
-  count = var.create_alarms ? 1 : 0
-
-  alarm_name          = "${local.name}-items-failed"
-  alarm_description   = "ttl-sweeper could not delete some expired items"
-  namespace           = var.metrics_namespace
-  metric_name         = "ItemsFailed"
-  dimensions          = { TableName = var.table_name }
-  statistic           = "Sum"
-  period              = 60
-  evaluation_periods  = 1
-  threshold           = 0
-  comparison_operator = "GreaterThanThreshold"
-  treat_missing_data  = "notBreaching"
-  alarm_actions       = local.alarm_actions
-  tags                = var.tags
+# Each alarm was a resource of its own (count 0 or 1): existing states move, nothing is replaced.
+moved {
+  from = aws_cloudwatch_metric_alarm.function_errors[0]
+  to   = aws_cloudwatch_metric_alarm.this["function_errors"]
 }
 
-resource "aws_cloudwatch_metric_alarm" "expiry_lag" {
-  count = var.create_alarms ? 1 : 0
-
-  alarm_name          = "${local.name}-expiry-lag"
-  alarm_description   = "expired items stay longer than the precision target"
-  namespace           = var.metrics_namespace
-  metric_name         = "MaxExpiryLagSeconds"
-  dimensions          = { TableName = var.table_name }
-  statistic           = "Maximum"
-  period              = local.alarm_period_seconds
-  evaluation_periods  = 3
-  datapoints_to_alarm = 3
-  threshold           = var.lag_alarm_threshold_seconds
-  comparison_operator = "GreaterThanThreshold"
-  treat_missing_data  = "notBreaching"
-  alarm_actions       = local.alarm_actions
-  tags                = var.tags
+moved {
+  from = aws_cloudwatch_metric_alarm.items_failed[0]
+  to   = aws_cloudwatch_metric_alarm.this["items_failed"]
 }
 
-# With a leader lease only the holder sweeps: a standby reports no sweeps, so no silence alarm;
-# instead an alarm on a lease held with another layout than this sweeper's.
-resource "aws_cloudwatch_metric_alarm" "sweeper_silent" {
-  count = var.create_alarms && var.leader_lease_seconds == null ? 1 : 0
-
-  alarm_name          = "${local.name}-sweeper-silent"
-  alarm_description   = "ttl-sweeper has not reported a sweep for ${local.silence_after_seconds / 60} minutes"
-  namespace           = var.metrics_namespace
-  metric_name         = "WindowsSwept"
-  dimensions          = { TableName = var.table_name }
-  statistic           = "SampleCount"
-  period              = local.silence_after_seconds
-  evaluation_periods  = 1
-  threshold           = 1
-  comparison_operator = "LessThanThreshold"
-  treat_missing_data  = "breaching"
-  alarm_actions       = local.alarm_actions
-  tags                = var.tags
+moved {
+  from = aws_cloudwatch_metric_alarm.expiry_lag[0]
+  to   = aws_cloudwatch_metric_alarm.this["expiry_lag"]
 }
 
-resource "aws_cloudwatch_metric_alarm" "lease_layout_mismatch" {
-  count = var.create_alarms && var.leader_lease_seconds != null ? 1 : 0
-
-  alarm_name          = "${local.name}-lease-layout-mismatch"
-  alarm_description   = "a ttl-sweeper stands by beside a leader lease held with another layout than its own: configure every Region's sweeper of the table alike"
-  namespace           = var.metrics_namespace
-  metric_name         = "LeaseLayoutMismatch"
-  dimensions          = { TableName = var.table_name }
-  statistic           = "Sum"
-  period              = 60
-  evaluation_periods  = 1
-  threshold           = 0
-  comparison_operator = "GreaterThanThreshold"
-  treat_missing_data  = "notBreaching"
-  alarm_actions       = local.alarm_actions
-  tags                = var.tags
+moved {
+  from = aws_cloudwatch_metric_alarm.sweeper_silent[0]
+  to   = aws_cloudwatch_metric_alarm.this["sweeper_silent"]
 }
 
-# The stream's backlog: an item gets its index entry (and can be swept) only after its record.
-resource "aws_cloudwatch_metric_alarm" "stream_iterator_age" {
-  count = var.create_alarms && var.follow_stream ? 1 : 0
-
-  alarm_name          = "${local.name}-stream-iterator-age"
-  alarm_description   = "the ttl-sweeper stream indexer falls behind the table's stream"
-  namespace           = "AWS/Lambda"
-  metric_name         = "IteratorAge"
-  dimensions          = { FunctionName = aws_lambda_function.stream[0].function_name }
-  statistic           = "Maximum"
-  period              = 60
-  evaluation_periods  = 3
-  datapoints_to_alarm = 3
-  threshold           = var.lag_alarm_threshold_seconds * 1000
-  comparison_operator = "GreaterThanThreshold"
-  treat_missing_data  = "notBreaching"
-  alarm_actions       = local.alarm_actions
-  tags                = var.tags
+moved {
+  from = aws_cloudwatch_metric_alarm.lease_layout_mismatch[0]
+  to   = aws_cloudwatch_metric_alarm.this["lease_layout_mismatch"]
 }
 
-# Records that failed every retry: their items have no index entry until backfill writes it.
-resource "aws_cloudwatch_metric_alarm" "stream_records_failed" {
-  count = var.create_alarms && var.follow_stream ? 1 : 0
+moved {
+  from = aws_cloudwatch_metric_alarm.stream_iterator_age[0]
+  to   = aws_cloudwatch_metric_alarm.this["stream_iterator_age"]
+}
 
-  alarm_name          = "${local.name}-stream-records-failed"
-  alarm_description   = "stream records failed every retry and went to the ttl-sweeper stream indexer's on-failure queue: their items need ttl-sweeper backfill, which writes their expiry index entries"
-  namespace           = "AWS/SQS"
-  metric_name         = "ApproximateNumberOfMessagesVisible"
-  dimensions          = { QueueName = aws_sqs_queue.stream_failures[0].name }
-  statistic           = "Maximum"
-  period              = 60
-  evaluation_periods  = 1
-  datapoints_to_alarm = 1
-  threshold           = 0
-  comparison_operator = "GreaterThanThreshold"
-  treat_missing_data  = "notBreaching"
-  alarm_actions       = local.alarm_actions
-  tags                = var.tags
+moved {
+  from = aws_cloudwatch_metric_alarm.stream_records_failed[0]
+  to   = aws_cloudwatch_metric_alarm.this["stream_records_failed"]
 }
 
 # ---------------------------------------------------------------- dashboard

@@ -60,15 +60,7 @@ output "alarm_topic_arn" {
 
 output "alarm_names" {
   description = "The names of the alarms created."
-  value = concat(
-    aws_cloudwatch_metric_alarm.function_errors[*].alarm_name,
-    aws_cloudwatch_metric_alarm.items_failed[*].alarm_name,
-    aws_cloudwatch_metric_alarm.expiry_lag[*].alarm_name,
-    aws_cloudwatch_metric_alarm.sweeper_silent[*].alarm_name,
-    aws_cloudwatch_metric_alarm.lease_layout_mismatch[*].alarm_name,
-    aws_cloudwatch_metric_alarm.stream_iterator_age[*].alarm_name,
-    aws_cloudwatch_metric_alarm.stream_records_failed[*].alarm_name,
-  )
+  value       = [for alarm in local.alarms : aws_cloudwatch_metric_alarm.this[alarm.key].alarm_name]
 }
 
 output "dashboard_name" {

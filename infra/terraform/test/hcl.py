@@ -579,12 +579,21 @@ class Configuration:
 
     def instances(self, block: Block) -> list[Any]:
         """The instance keys of a resource or data block: [None] without count or for_each."""
+        return [key for key, _ in self.instance_scopes(block)]
+
+    def instance_scopes(self, block: Block) -> list[tuple[Any, Scope]]:
+        """Each instance's key with the scope its arguments are evaluated in: count.index, or
+        each.key and each.value (a map's values may be known only after apply, not its keys)."""
         if "count" in block.attrs:
-            return list(range(int(tf_number(known(self.eval(block.attrs["count"]))))))
+            count = int(tf_number(known(self.eval(block.attrs["count"]))))
+            return [(i, self.scope.bind(count={"index": i})) for i in range(count)]
         if "for_each" in block.attrs:
-            each = known(self.eval(block.attrs["for_each"]))
-            return list(each) if isinstance(each, list) else list(each.keys())
-        return [None]
+            each = self.eval(block.attrs["for_each"])
+            if isinstance(each, Placeholder):
+                raise UnknownValue(each)
+            items = [(k, k) for k in known(each)] if isinstance(each, list) else list(each.items())
+            return [(k, self.scope.bind(each={"key": k, "value": v})) for k, v in items]
+        return [(None, self.scope)]
 
     def exists(self, kind: str, name: str, data: bool = False) -> bool:
         block = (self.data if data else self.resources).get((kind, name))
@@ -594,15 +603,13 @@ class Configuration:
         block = self.resources.get((kind, name))
         if block is None:
             raise EvalError(f"no resource {kind}.{name}")
-        keys = self.instances(block)
-        if index is None and keys != [None]:
+        scopes = dict(self.instance_scopes(block))
+        if index is None and list(scopes) != [None]:
             raise EvalError(f"{kind}.{name} has count or for_each: index it")
-        if index is not None and index not in keys:
-            raise EvalError(f"{kind}.{name}[{index!r}] does not exist (instances: {keys})")
+        if index not in scopes:
+            raise EvalError(f"{kind}.{name}[{index!r}] does not exist (instances: {list(scopes)})")
         if self.resolve_attributes and attr in block.attrs:
-            each = {"key": index, "value": index} if index is not None else None
-            scope = self.scope.bind(count={"index": index}) if isinstance(index, int) else self.scope
-            return self.eval(block.attrs[attr], scope.bind(each=each) if each else scope)
+            return self.eval(block.attrs[attr], scopes[index])
         return Placeholder("{{" + f"{kind}.{name}.{attr}" + "}}")
 
     def data_attr(self, kind: str, name: str, index: Any, attr: str) -> Any:

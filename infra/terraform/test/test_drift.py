@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import unittest
-from typing import Any
+from typing import Any, Callable
 
 import hcl
 
@@ -188,6 +188,10 @@ class Synthesized:
     def of_type(self, cfn_type: str) -> dict[str, dict]:
         return {kind(i): r for i, r in self.resources.items() if r["Type"] == cfn_type}
 
+    def properties(self, cfn_type: str) -> list[dict]:
+        """The properties of each resource of a type, normalized."""
+        return [self.norm(r["Properties"]) for r in self.of_type(cfn_type).values()]
+
 
 def statements(document: dict) -> list[tuple]:
     """A policy's statements, order and list-or-string left aside."""
@@ -272,10 +276,15 @@ def setUpModule() -> None:  # noqa: N802 (unittest's name)
 
 
 def instances(module: hcl.Configuration, address: str) -> list[tuple[hcl.Block, hcl.Scope]]:
-    """The instances of a resource of the module, each with the scope of its count.index."""
-    kind_, name = address.split(".")
-    block = module.resources[(kind_, name)]
-    return [(block, module.scope.bind(count={"index": i}) if isinstance(i, int) else module.scope) for i in module.instances(block)]
+    """The instances of a resource of the module, each with the scope of its count.index or each."""
+    block = module.resources[tuple(address.split("."))]
+    return [(block, scope) for _, scope in module.instance_scopes(block)]
+
+
+def by_kind(module: hcl.Configuration, addresses: tuple[str, ...], describe: Callable[[hcl.Block, hcl.Scope], Any]) -> dict[str, Any]:
+    """What `describe(block, scope)` says of each instance of the module's resources at
+    `addresses`, by the construct's kind of resource (KINDS)."""
+    return {KINDS[address]: describe(block, scope) for address in addresses for block, scope in instances(module, address)}
 
 
 def value(module: hcl.Configuration, block: hcl.Block, path: str, scope: hcl.Scope | None = None) -> Any:
@@ -294,6 +303,13 @@ class DriftTest(unittest.TestCase):
 
     def cases(self) -> list[tuple[str, hcl.Configuration, Synthesized]]:
         return [(c["name"], MODULES[c["name"]], TEMPLATES[c["name"]]) for c in CASES]
+
+    def paired(self, module: hcl.Configuration, address: str, cfn: Synthesized, cfn_type: str) -> list[tuple[hcl.Block, hcl.Scope, dict]]:
+        """The instances of a resource of the module, each with the properties of the construct's
+        resource of a type in the same place: as many of one as of the other."""
+        found, properties = instances(module, address), cfn.properties(cfn_type)
+        self.assertEqual(len(found), len(properties), address)
+        return [(block, scope, p) for (block, scope), p in zip(found, properties)]
 
     def test_cases_cover_every_example_and_the_module_choices(self):
         names = [c["name"] for c in CASES]
@@ -330,10 +346,11 @@ class DriftTest(unittest.TestCase):
     def test_roles_have_the_construct_trust(self):
         for name, module, cfn in self.cases():
             with self.subTest(case=name):
-                roles = {}
-                for address in ("aws_iam_role.sweeper", "aws_iam_role.stream", "aws_iam_role.schedule"):
-                    for block, scope in instances(module, address):
-                        roles[KINDS[address]] = (json.loads(value(module, block, "assume_role_policy", scope)), value(module, block, "description", scope))
+                roles = by_kind(
+                    module,
+                    ("aws_iam_role.sweeper", "aws_iam_role.stream", "aws_iam_role.schedule"),
+                    lambda block, scope: (json.loads(value(module, block, "assume_role_policy", scope)), value(module, block, "description", scope)),
+                )
                 cfn_roles = cfn.of_type("AWS::IAM::Role")
                 self.assertEqual(sorted(roles), sorted(cfn_roles))
                 for role, (trust, description) in roles.items():
@@ -345,10 +362,7 @@ class DriftTest(unittest.TestCase):
         for name, module, cfn in self.cases():
             with self.subTest(case=name):
                 functions = cfn.of_type("AWS::Lambda::Function")
-                actual = {}
-                for address in ("aws_lambda_function.sweeper", "aws_lambda_function.stream"):
-                    for block, scope in instances(module, address):
-                        actual[KINDS[address]] = block
+                actual = by_kind(module, ("aws_lambda_function.sweeper", "aws_lambda_function.stream"), lambda block, _: block)
                 self.assertEqual(sorted(actual), sorted(functions), f"{name}: functions")
                 for fn, block in actual.items():
                     props = cfn.norm(functions[fn]["Properties"])
@@ -366,9 +380,8 @@ class DriftTest(unittest.TestCase):
                     }
                     self.assertEqual(settings, {k: props.get(k) for k in settings}, f"{name}: {fn}")
                 # Asynchronous invocations of the sweeper: no retry, 5 minutes, then the failure queue.
-                [invoke] = cfn.of_type("AWS::Lambda::EventInvokeConfig").values()
+                [p] = cfn.properties("AWS::Lambda::EventInvokeConfig")
                 [(block, _)] = instances(module, "aws_lambda_function_event_invoke_config.sweeper")
-                p = cfn.norm(invoke["Properties"])
                 self.assertEqual(
                     [value(module, block, "function_name"), value(module, block, "maximum_retry_attempts"), value(module, block, "maximum_event_age_in_seconds"), value(module, block, "destination_config.on_failure.destination")],
                     [p["FunctionName"], p["MaximumRetryAttempts"], p["MaximumEventAgeInSeconds"], p["DestinationConfig"]["OnFailure"]["Destination"]],
@@ -378,8 +391,7 @@ class DriftTest(unittest.TestCase):
     def test_schedule_is_the_construct_schedule(self):
         for name, module, cfn in self.cases():
             with self.subTest(case=name):
-                [schedule] = cfn.of_type("AWS::Scheduler::Schedule").values()
-                p = cfn.norm(schedule["Properties"])
+                [p] = cfn.properties("AWS::Scheduler::Schedule")
                 [(block, _)] = instances(module, "aws_scheduler_schedule.sweeper")
                 actual = {
                     "ScheduleExpression": value(module, block, "schedule_expression"),
@@ -404,11 +416,7 @@ class DriftTest(unittest.TestCase):
     def test_stream_mapping_is_the_construct_mapping(self):
         for name, module, cfn in self.cases():
             with self.subTest(case=name):
-                mappings = list(cfn.of_type("AWS::Lambda::EventSourceMapping").values())
-                found = instances(module, "aws_lambda_event_source_mapping.stream")
-                self.assertEqual(len(found), len(mappings), name)
-                for (block, scope), mapping in zip(found, mappings):
-                    p = cfn.norm(mapping["Properties"])
+                for block, scope, p in self.paired(module, "aws_lambda_event_source_mapping.stream", cfn, "AWS::Lambda::EventSourceMapping"):
                     actual = {
                         "EventSourceArn": value(module, block, "event_source_arn", scope),
                         "FunctionName": value(module, block, "function_name", scope),
@@ -431,10 +439,7 @@ class DriftTest(unittest.TestCase):
     def test_alarms_are_the_construct_alarms(self):
         for name, module, cfn in self.cases():
             with self.subTest(case=name):
-                expected = {}
-                for alarm in cfn.of_type("AWS::CloudWatch::Alarm").values():
-                    p = cfn.norm(alarm["Properties"])
-                    expected[p["MetricName"]] = p
+                expected = {p["MetricName"]: p for p in cfn.properties("AWS::CloudWatch::Alarm")}
                 actual = {}
                 for block in (b for (t, _), b in module.resources.items() if t == "aws_cloudwatch_metric_alarm"):
                     for _, scope in instances(module, f"aws_cloudwatch_metric_alarm.{block.labels[1]}"):
@@ -481,50 +486,49 @@ class DriftTest(unittest.TestCase):
     def test_tables_queues_and_log_groups_are_the_construct_ones(self):
         for name, module, cfn in self.cases():
             with self.subTest(case=name):
+
+                def table(block: hcl.Block, _: hcl.Scope) -> dict:
+                    keys = [{"AttributeName": value(module, block, "hash_key"), "KeyType": "HASH"}]
+                    if "range_key" in block.attrs:
+                        keys.append({"AttributeName": value(module, block, "range_key"), "KeyType": "RANGE"})
+                    ttl = block.blocks_of("ttl")
+                    pitr = block.blocks_of("point_in_time_recovery")
+                    return {
+                        "KeySchema": keys,
+                        "AttributeDefinitions": [{"AttributeName": value(module, a, "name"), "AttributeType": value(module, a, "type")} for a in block.blocks_of("attribute")],
+                        "BillingMode": value(module, block, "billing_mode"),
+                        "TimeToLiveSpecification": {"AttributeName": value(module, ttl[0], "attribute_name"), "Enabled": value(module, ttl[0], "enabled")} if ttl else None,
+                        "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": value(module, pitr[0], "enabled")} if pitr else None,
+                    }
+
                 tables = cfn.of_type("AWS::DynamoDB::Table")
-                actual = {}
-                for address in ("aws_dynamodb_table.expiry_index", "aws_dynamodb_table.checkpoint"):
-                    for block, _ in instances(module, address):
-                        keys = [{"AttributeName": value(module, block, "hash_key"), "KeyType": "HASH"}]
-                        if "range_key" in block.attrs:
-                            keys.append({"AttributeName": value(module, block, "range_key"), "KeyType": "RANGE"})
-                        ttl = block.blocks_of("ttl")
-                        pitr = block.blocks_of("point_in_time_recovery")
-                        actual[KINDS[address]] = {
-                            "KeySchema": keys,
-                            "AttributeDefinitions": [{"AttributeName": value(module, a, "name"), "AttributeType": value(module, a, "type")} for a in block.blocks_of("attribute")],
-                            "BillingMode": value(module, block, "billing_mode"),
-                            "TimeToLiveSpecification": {"AttributeName": value(module, ttl[0], "attribute_name"), "Enabled": value(module, ttl[0], "enabled")} if ttl else None,
-                            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": value(module, pitr[0], "enabled")} if pitr else None,
-                        }
+                actual = by_kind(module, ("aws_dynamodb_table.expiry_index", "aws_dynamodb_table.checkpoint"), table)
                 self.assertEqual(sorted(actual), sorted(tables), f"{name}: tables")
-                for table, props in actual.items():
-                    self.assertEqual(props, {k: tables[table]["Properties"].get(k) for k in props}, f"{name}: {table}")
+                for kind_, props in actual.items():
+                    self.assertEqual(props, {k: tables[kind_]["Properties"].get(k) for k in props}, f"{name}: {kind_}")
                 queues = cfn.of_type("AWS::SQS::Queue")
-                actual = {}
-                for address in ("aws_sqs_queue.failed_invocations", "aws_sqs_queue.stream_failures"):
-                    for block, _ in instances(module, address):
-                        actual[KINDS[address]] = {"MessageRetentionPeriod": value(module, block, "message_retention_seconds"), "SqsManagedSseEnabled": value(module, block, "sqs_managed_sse_enabled")}
+                actual = by_kind(
+                    module,
+                    ("aws_sqs_queue.failed_invocations", "aws_sqs_queue.stream_failures"),
+                    lambda block, _: {"MessageRetentionPeriod": value(module, block, "message_retention_seconds"), "SqsManagedSseEnabled": value(module, block, "sqs_managed_sse_enabled")},
+                )
                 self.assertEqual(actual, {q: queues[q]["Properties"] for q in queues}, f"{name}: queues")
                 logs = cfn.of_type("AWS::Logs::LogGroup")
-                actual = {}
-                for address in ("aws_cloudwatch_log_group.sweeper", "aws_cloudwatch_log_group.stream"):
-                    for block, _ in instances(module, address):
-                        actual[KINDS[address]] = (value(module, block, "retention_in_days"), "Retain" if value(module, block, "skip_destroy") else "Delete")
+                actual = by_kind(
+                    module,
+                    ("aws_cloudwatch_log_group.sweeper", "aws_cloudwatch_log_group.stream"),
+                    lambda block, _: (value(module, block, "retention_in_days"), "Retain" if value(module, block, "skip_destroy") else "Delete"),
+                )
                 self.assertEqual(actual, {g: (r["Properties"]["RetentionInDays"], r["DeletionPolicy"]) for g, r in logs.items()}, f"{name}: log groups")
 
     def test_queue_and_topic_policies_are_the_construct_ones(self):
         for name, module, cfn in self.cases():
             with self.subTest(case=name):
                 expected = {}
-                for policy in cfn.of_type("AWS::SQS::QueuePolicy").values():
-                    p = cfn.norm(policy["Properties"])
-                    [queue] = p["Queues"]
-                    expected[queue] = statements(p["PolicyDocument"])
-                for policy in cfn.of_type("AWS::SNS::TopicPolicy").values():
-                    p = cfn.norm(policy["Properties"])
-                    [topic] = p["Topics"]
-                    expected[topic] = statements(p["PolicyDocument"])
+                for cfn_type, targets in (("AWS::SQS::QueuePolicy", "Queues"), ("AWS::SNS::TopicPolicy", "Topics")):
+                    for p in cfn.properties(cfn_type):
+                        [target] = p[targets]
+                        expected[target] = statements(p["PolicyDocument"])
                 actual = {}
                 for address, target in (("aws_sqs_queue_policy.failed_invocations", "queue_url"), ("aws_sqs_queue_policy.stream_failures", "queue_url"), ("aws_sns_topic_policy.alarms", "arn")):
                     for block, scope in instances(module, address):
@@ -534,12 +538,8 @@ class DriftTest(unittest.TestCase):
     def test_dashboard_is_the_construct_dashboard(self):
         for name, module, cfn in self.cases():
             with self.subTest(case=name):
-                dashboards = cfn.of_type("AWS::CloudWatch::Dashboard")
-                found = instances(module, "aws_cloudwatch_dashboard.sweeper")
-                self.assertEqual(len(found), len(dashboards), name)
-                for (block, scope), dashboard in zip(found, dashboards.values()):
-                    body = json.loads(cfn.norm(dashboard["Properties"]["DashboardBody"]))
-                    self.assertEqual(json.loads(value(module, block, "dashboard_body", scope)), body, name)
+                for block, scope, p in self.paired(module, "aws_cloudwatch_dashboard.sweeper", cfn, "AWS::CloudWatch::Dashboard"):
+                    self.assertEqual(json.loads(value(module, block, "dashboard_body", scope)), json.loads(p["DashboardBody"]), name)
 
 
 if __name__ == "__main__":

@@ -2,14 +2,20 @@
 # leader lease kept in a global checkpoint table replicated in the same Regions, so that one
 # sweeps and the other takes over within the lease if it stops (docs/global-tables.md).
 
+locals {
+  primary_region   = "eu-west-1"
+  secondary_region = "eu-central-1"
+  lambda_zip       = "../../../../target/lambda/ttl-sweeper-lambda.zip" # or a release's ttl-sweeper-lambda-<version>-arm64.zip
+}
+
 provider "aws" {
   alias  = "primary"
-  region = var.primary_region
+  region = local.primary_region
 }
 
 provider "aws" {
   alias  = "secondary"
-  region = var.secondary_region
+  region = local.secondary_region
 }
 
 # The application's table and its replica, each with the (window, ttl) index, which replicates
@@ -18,7 +24,7 @@ resource "aws_dynamodb_table" "sessions" {
   #checkov:skip=CKV_AWS_119:an example table; encrypt yours with the key your data needs (table_kms_key_arn then grants the sweeper its use)
   provider = aws.primary
 
-  name             = var.table_name
+  name             = "sessions"
   billing_mode     = "PAY_PER_REQUEST"
   hash_key         = "id"
   stream_enabled   = true
@@ -56,7 +62,7 @@ resource "aws_dynamodb_table" "sessions" {
   }
 
   replica {
-    region_name            = var.secondary_region
+    region_name            = local.secondary_region
     point_in_time_recovery = true
   }
 }
@@ -67,7 +73,7 @@ resource "aws_dynamodb_table" "checkpoints" {
   #checkov:skip=CKV_AWS_119:one small item per swept table (the last complete sweep, the lease); the AWS owned key
   provider = aws.primary
 
-  name             = "${var.table_name}-sweeper-checkpoints"
+  name             = "sessions-sweeper-checkpoints"
   billing_mode     = "PAY_PER_REQUEST"
   hash_key         = "id"
   stream_enabled   = true
@@ -83,7 +89,7 @@ resource "aws_dynamodb_table" "checkpoints" {
   }
 
   replica {
-    region_name            = var.secondary_region
+    region_name            = local.secondary_region
     point_in_time_recovery = true
   }
 }
@@ -95,7 +101,7 @@ module "sweeper_primary" {
   providers = { aws = aws.primary }
 
   table_name             = aws_dynamodb_table.sessions.name
-  local_existing_package = var.lambda_zip
+  local_existing_package = local.lambda_zip
   tick_seconds           = 1
   delete_mode            = "conditional"
   checkpoint_table_name  = aws_dynamodb_table.checkpoints.name
@@ -107,7 +113,7 @@ module "sweeper_secondary" {
   providers = { aws = aws.secondary }
 
   table_name             = aws_dynamodb_table.sessions.name
-  local_existing_package = var.lambda_zip
+  local_existing_package = local.lambda_zip
   tick_seconds           = 1
   delete_mode            = "conditional"
   checkpoint_table_name  = aws_dynamodb_table.checkpoints.name

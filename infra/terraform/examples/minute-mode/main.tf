@@ -4,12 +4,12 @@
 # own index and attribute names, five-minute windows in four shards.
 
 provider "aws" {
-  region = var.region
+  region = "eu-west-1"
 }
 
 resource "aws_dynamodb_table" "orders" {
   #checkov:skip=CKV_AWS_119:an example table; encrypt yours with the key your data needs (table_kms_key_arn then grants the sweeper its use)
-  name         = var.table_name
+  name         = "orders"
   billing_mode = "PAY_PER_REQUEST"
   hash_key     = "id"
 
@@ -47,7 +47,7 @@ resource "aws_dynamodb_table" "orders" {
 
 # Where each expired order's event goes, before the order is deleted.
 resource "aws_sqs_queue" "expired_orders" {
-  name                      = "${var.table_name}-expired"
+  name                      = "orders-expired"
   message_retention_seconds = 1209600
   sqs_managed_sse_enabled   = true
 }
@@ -56,7 +56,7 @@ module "ttl_sweeper" {
   source = "../.."
 
   table_name             = aws_dynamodb_table.orders.name
-  local_existing_package = var.lambda_zip
+  local_existing_package = "../../../../target/lambda/ttl-sweeper-lambda.zip" # or a release's ttl-sweeper-lambda-<version>-arm64.zip
 
   index_name       = "byExpiry"
   ttl_attribute    = "expiresAt"

@@ -3,14 +3,14 @@
 # no index and no attribute, and the sweeper only ever deletes from it. The code comes from S3.
 
 provider "aws" {
-  region = var.region
+  region = "eu-west-1"
 }
 
 # The application's table: a stream whose records carry the new image, and native TTL on the
 # same attribute as the free backstop.
 resource "aws_dynamodb_table" "sessions" {
   #checkov:skip=CKV_AWS_119:an example table; encrypt yours with the key your data needs (table_kms_key_arn then grants the sweeper its use)
-  name             = var.table_name
+  name             = "sessions"
   billing_mode     = "PAY_PER_REQUEST"
   hash_key         = "id"
   stream_enabled   = true

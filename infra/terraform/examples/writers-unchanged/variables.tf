@@ -1,15 +1,3 @@
-variable "region" {
-  description = "The Region of the table and the sweeper."
-  type        = string
-  default     = "eu-west-1"
-}
-
-variable "table_name" {
-  description = "The name of the table the example creates."
-  type        = string
-  default     = "sessions"
-}
-
 variable "code_bucket" {
   description = "The S3 bucket, in the same Region, holding the arm64 Lambda zip."
   type        = string
