@@ -10,6 +10,7 @@
 //! - the cost blocks of docs/BENCHMARKS.md, docs/scaling.md and infra/README.md are what the cost
 //!   model (`tests/support/cost.rs`) renders from the code's settings and the measured figures,
 //!   and the README's cost figures are theirs;
+//! - the README's tagline quotes the lag measured in docs/BENCHMARKS.md;
 //! - the README's first screen takes a newcomer from an existing table to a deployed sweeper.
 
 use std::collections::HashSet;
@@ -644,6 +645,34 @@ fn the_readme_quotes_what_giving_items_their_window_costs() {
             "README.md should say {phrase:?} (docs/BENCHMARKS.md section 4)"
         );
     }
+}
+
+/// The README's tagline quotes the p99 lag of docs/BENCHMARKS.md section 1's deployed shape (the
+/// release Lambda binary ticking every second, across handoffs): the median over its runs.
+#[test]
+fn the_readme_tagline_quotes_the_measured_lag() {
+    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let deployed = bench
+        .split("**Deployed shape**")
+        .nth(1)
+        .expect("BENCHMARKS.md section 1 has a **Deployed shape** part");
+    let row = deployed
+        .lines()
+        .find(|l| l.starts_with("| **median"))
+        .expect("the deployed shape has a median row");
+    // The cells: "", the label, items, never deleted, before ttl, p50, p99, ...
+    let p99 = row.split('|').nth(6).unwrap_or_default().trim();
+    let p99 = p99.split(" (").next().unwrap_or_default();
+    assert!(p99.ends_with(" s"), "p99 cell {p99:?} in {row}");
+    let readme = read(&Path::new(ROOT).join("README.md"))
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let tagline = format!("expired items gone {p99} after their ttl (p99 in tick mode");
+    assert!(
+        readme.contains(&tagline),
+        "README.md should say {tagline:?} (docs/BENCHMARKS.md section 1, deployed shape)"
+    );
 }
 
 // ---------------------------------------------------------------- a newcomer's first screen
