@@ -7,9 +7,9 @@
 //!   `#anchor` to a heading of that file;
 //! - every `make <target>` they show is a target of the Makefile;
 //! - every `ttl_sweeper::...` path they name is a public item of the library;
-//! - the cost blocks of docs/BENCHMARKS.md, docs/scaling.md and infra/README.md are what the cost
-//!   model (`tests/support/cost.rs`) renders from the code's settings and the measured figures,
-//!   and the README's cost figures are theirs;
+//! - the cost blocks of docs/BENCHMARKS.md, the one place the docs give the cost model, are what
+//!   the model (`tests/support/cost.rs`) renders from the code's settings and the measured
+//!   figures, and the README's cost figures are theirs;
 //! - the README's tagline quotes the lag measured in docs/BENCHMARKS.md;
 //! - the README's first screen takes a newcomer from an existing table to a deployed sweeper.
 
@@ -436,15 +436,8 @@ fn cost_blocks() -> Vec<(&'static str, &'static str, String)> {
     let inputs = cost::Inputs::from_code(measured_wall_per_delete(&bench));
     let model = format!("\n{}", cost::benchmarks_section(&inputs));
     let memory = cost::memory_sentence(&inputs).trim_end().to_owned();
-    let scaling = format!("\n{}\n", cost::scaling_table(&inputs));
-    let construct = format!("\n{}", cost::construct_list(&inputs));
     let bm = "docs/BENCHMARKS.md";
-    vec![
-        (bm, "cost-model", model),
-        (bm, "cost-memory", memory),
-        ("docs/scaling.md", "cost-scaling", scaling),
-        ("infra/README.md", "cost-construct", construct),
-    ]
+    vec![(bm, "cost-model", model), (bm, "cost-memory", memory)]
 }
 
 /// The cost figures come from the model; `UPDATE_DOCS=1` writes them into the docs.
