@@ -273,9 +273,10 @@ dist: zig $(INFRA_STAMP) ## release files in dist/ (Lambda zips, CLI archives, c
 	scripts/dist.sh
 	$(MAKE) --no-print-directory dist-test
 
-# aws-cdk-lib for the Python app: PyPI's newest is 2.275.0 (checked 2026-11-23), npm's pin 2.276.0,
-# and the wheel asks for the npm peer range (>=2.276.0). Until that range allows a version PyPI
-# has, the test installs the wheel without its dependency check and says so.
+# aws-cdk-lib for the Python app: PyPI's newest is 2.275.0 (checked 2026-11-23), npm's pin 2.276.0.
+# The wheel asks for the peer range of infra/package.json (>=2.257.0), which 2.275.0 meets; a
+# version other than the npm pin is installed without the wheel's dependency check, and the test
+# says so.
 PY_AWS_CDK_LIB ?= 2.275.0
 
 .PHONY: dist-test

@@ -8,7 +8,7 @@
 //! `metrics` facade and `metrics_cloudwatch_embedded`: a sweep already aggregates everything into
 //! one [`SweepReport`], and the facade's capped histograms, delta counters that leave zeros out
 //! (the alarms on `ItemsFailed` rely on every record carrying it) and one global recorder per
-//! process do not fit it (docs/operations.md, "Why the EMF records are written by hand").
+//! process do not fit it (docs/design.md, "One route to DynamoDB").
 //! Prometheus has the facade's cumulative model: `/metrics` uses `metrics-exporter-prometheus`.
 
 mod powertools;

@@ -1,8 +1,7 @@
 //! The monthly cost model behind every cost figure in the docs: `make bench` writes it into
-//! docs/BENCHMARKS.md (sections 4 and 7), and `tests/readme.rs` renders the same blocks for
-//! docs/BENCHMARKS.md, docs/scaling.md and infra/README.md and checks that each doc holds them
-//! (`UPDATE_DOCS=1 cargo test --test suite readme::cost` rewrites them) and that the README's figures
-//! are theirs.
+//! docs/BENCHMARKS.md (sections 4 and 7), the one place the docs give it, and `tests/readme.rs`
+//! renders the same blocks and checks that the doc holds them (`UPDATE_DOCS=1 cargo test --test
+//! suite readme::cost` rewrites them) and that the README's figures are theirs.
 //!
 //! Section 4 also compares the paths that give items their window: the GSI on the table, which
 //! writers fill by setting the window; the sweeper's own expiry index table, filled by the stream
@@ -555,47 +554,6 @@ pub fn memory_sentence(i: &Inputs) -> String {
         .map(|mb| format!("{mb:.0} MB ${:.2}/month", i.lambda_tick(*mb)))
         .collect();
     format!("Each extra 128 MB costs the same per second as the base, so for a continuous tick loop ({:.0} s of every {:.0} s, with the handoff overlap) the Lambda line of the cost model scales with memory: {}.\n", i.tick_run_s(), PERIOD_S, per_mb.join(", "))
-}
-
-/// docs/scaling.md: what one sweeper function costs a month by memory, between its
-/// `cost-scaling` markers.
-pub fn scaling_table(i: &Inputs) -> String {
-    let mut d = String::new();
-    let _ = writeln!(
-        d,
-        "| memory | one function, tick 1 s ({:.0} s of every {:.0} s) | N functions |",
-        i.tick_run_s(),
-        PERIOD_S
-    );
-    let _ = writeln!(d, "|---|---|---|");
-    for mb in [128.0, 256.0, 512.0, 1769.0] {
-        let _ = writeln!(
-            d,
-            "| {} MB | ${:.2}/month | N × ${:.2}/month |",
-            thousands(mb),
-            i.lambda_tick(mb),
-            i.lambda_tick(mb)
-        );
-    }
-    let _ = writeln!(d, "\nEach further function also adds two alarms (${:.2} a month); the metrics, key and dashboard are per table, not per function (${:.2} a month by default: {} custom metrics ${:.2}, the alarm topic's key ${:.2}, the dashboard ${:.2}, {} alarms ${:.2}). DynamoDB's part does not change with N: the shards are split, not read twice. The whole model: [BENCHMARKS.md](BENCHMARKS.md) section 4.", 2.0 * PRICE_ALARM_MONTH, i.default_extras(), i.metrics, i.metrics_cost(), PRICE_KMS_KEY_MONTH, PRICE_DASHBOARD_MONTH, i.alarms, i.alarms_cost());
-    d
-}
-
-/// infra/README.md's cost list, between its `cost-construct` markers.
-pub fn construct_list(i: &Inputs) -> String {
-    let mut d = String::new();
-    let tick_gbs = i.invocations() * 0.125 * i.tick_run_s();
-    let _ = writeln!(d, "- **The schedule**: EventBridge Scheduler charges per invocation, $1.00 per million after a free\n  tier of 14 million invocations a month (us-east-1). `rate(1 minute)` is {} invocations in a\n  30-day month: inside the free tier, or about ${:.2} a month beyond it.", thousands(i.invocations()), i.schedule());
-    let _ = writeln!(d, "- **The function**: in tick mode it runs about {:.0} s of every {:.0} s (the period plus the\n  {:.0} s handoff overlap, when two invocations run side by side): at 128 MB on arm64 about\n  {} GB-s a month, ${:.2} a month with its {} requests (inside the Lambda free tier of\n  400,000 GB-s where it applies). Without ticks, an invocation lasts as long as one sweep (tens of\n  milliseconds when there is little to delete).", i.tick_run_s(), PERIOD_S, i.overlap_s, thousands(tick_gbs.round()), i.lambda_tick(128.0), thousands(i.invocations()));
-    let _ = writeln!(d, "- **DynamoDB**: each sweep reads `lookbackWindows + 1` windows per shard and each tick one or\n  two (each query at least 0.5 read request units: ${:.2} a month for one shard at 1 s ticks);\n  each deleted item is one write request on the table and one on the index (native TTL deletes\n  are free).", i.queries_tick());
-    let _ = writeln!(d, "- **Metrics**: the function writes {} custom metrics per table through EMF ({} per sweep and\n  `ColdStart`), ${:.2} a month at ${:.2} each; they cannot be turned off (the alarms read them).", i.metrics, i.metrics - 1, i.metrics_cost(), PRICE_METRIC_MONTH);
-    let _ = writeln!(d, "- **Alarms**: {} standard alarms, ${:.2} a month (${:.2} each); `alarms: {{ enabled: false }}`\n  removes them with their topic and key.", i.alarms, i.alarms_cost(), PRICE_ALARM_MONTH);
-    let _ = writeln!(d, "- **The alarm topic's key**: ${:.2} a month; none with `alarms.topic` or\n  `alarms: {{ encryptTopic: false }}`.", PRICE_KMS_KEY_MONTH);
-    let _ = writeln!(d, "- **The dashboard**: ${:.2} a month beyond an account's first three; `dashboard: false`\n  removes it.", PRICE_DASHBOARD_MONTH);
-    let _ = writeln!(d, "- **Logs**: a summary line and an EMF record per invocation and a line per tick that deleted\n  something, about 1 KB each: ${:.2} (1M expiries a month) to ${:.2} (100M) of ingestion at\n  ${:.2}/GB, plus storage for `logRetention`.", i.logs(1e6), i.logs(1e8), PRICE_LOGS_GB);
-    let rows = month_rows(i);
-    let _ = writeln!(d, "- **Altogether** at 1M expiries a month in tick mode, with the deletes: about ${:.2} a month\n  with the defaults, ${:.2} with alarms, dashboard and key off (docs/BENCHMARKS.md section 4\n  has the model and 100M and 1B a month).", rows[0].1[7], rows[0].1[8]);
-    d
 }
 
 /// `43200` → `43,200`.
