@@ -842,3 +842,26 @@ fn the_cargo_lambda_deploy_line_of_the_docs_passes_a_dry_run() {
     let enough = vars["TICK_SECONDS"] != "off" && timeout >= needed;
     assert!(enough, "timeout {timeout} < {needed}");
 }
+
+/// The crate's map (`src/lib.rs`, "Layout") names every top-level module, so that docs/design.md
+/// can point to it instead of keeping a second copy.
+#[test]
+fn the_crate_map_names_every_module() {
+    let lib = read(&Path::new(ROOT).join("src/lib.rs"));
+    let map: String = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';'))
+        .collect();
+    assert!(modules.len() >= 10, "{modules:?}");
+    let missing: Vec<&&str> = modules
+        .iter()
+        .filter(|m| !map.contains(&format!("[`{m}`]")))
+        .collect();
+    assert!(missing.is_empty(), "src/lib.rs's map leaves out {missing:?}");
+}
