@@ -1,13 +1,15 @@
 //! The `ttl-sweeper` command line: runs the same engine as the Lambda, and prints window keys.
-//! This file defines the arguments, once; [`commands`] runs them.
+//! This file defines the arguments, once, each command with the settings it uses; [`commands`]
+//! runs them.
 
 mod commands;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
-use ttl_sweeper::config::{parse_duration, Settings, Threads};
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use ttl_sweeper::config::{parse_duration, CliCommand, Settings, Threads};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::telemetry::{self, LogFormat};
 use ttl_sweeper::tools::backfill::{parse_max_wcu, parse_page_size};
@@ -180,7 +182,7 @@ struct SweepArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
     let level = ["info", "debug", "trace"][usize::from(cli.verbose.min(2))];
     telemetry::init(cli.log_format, level, false);
     // One thread unless TOKIO_WORKER_THREADS asks for more (config::Threads says why).
@@ -192,6 +194,33 @@ fn main() -> ExitCode {
         eprintln!("error: {e:#}");
         ExitCode::from(2)
     })
+}
+
+/// The command line, each command fitted to the settings it uses ([`Settings::fit`]): a setting
+/// it does not use is neither shown nor read from the environment, and given as a flag it is
+/// refused as an unknown argument, naming the commands that use it. Exits on a usage error.
+fn parse() -> Cli {
+    let mut command = command();
+    let matches = command.get_matches_mut();
+    if let Some((name, given)) = matches.subcommand() {
+        let which = CliCommand::ALL.into_iter().find(|c| c.name() == name);
+        if let Some(refusal) = which.and_then(|which| Settings::unused_flag(which, given)) {
+            let sub = command
+                .find_subcommand_mut(name)
+                .expect("the command parsed");
+            sub.error(ErrorKind::UnknownArgument, refusal).exit();
+        }
+    }
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// The command line's definition, each command fitted to its settings.
+fn command() -> clap::Command {
+    CliCommand::ALL
+        .into_iter()
+        .fold(Cli::command(), |cmd, which| {
+            cmd.mut_subcommand(which.name(), |sub| Settings::fit(sub, which))
+        })
 }
 
 fn wall_clock() -> Timestamp {
@@ -258,5 +287,6 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         <super::Cli as clap::CommandFactory>::command().debug_assert();
+        super::command().debug_assert();
     }
 }
