@@ -697,8 +697,8 @@ fn unreachable_cli() -> (Command, String) {
 
 /// Each command refuses, as an unknown argument and before anything else, a setting it does not
 /// use given as a flag, naming the commands that use it; the same settings in the environment
-/// (shared with the Lambda, or with `run`) are not read, and the command goes on (to its first
-/// request, refused by the closed endpoint). `run` still refuses `TICK_SECONDS` from the environment, and does use
+/// (shared with the Lambda, or with `run`) are not read, and the command goes on (to the closed
+/// endpoint: exit 3). `run` still refuses `TICK_SECONDS` from the environment, and does use
 /// `SCHEDULE_SECONDS`, its full-sweep period.
 #[test]
 fn each_command_refuses_the_settings_it_does_not_use() {
@@ -750,8 +750,8 @@ fn each_command_refuses_the_settings_it_does_not_use() {
         cmd.args([command, "--table-name", "sessions"])
             .envs(env.iter().copied());
         let (code, _, err) = run(&mut cmd);
-        assert_eq!(code, 2, "{command} {env:?}: {err}");
-        assert!(err.contains("DescribeTable failed"), "{err}");
+        assert_eq!(code, 3, "{command} {env:?}: {err}");
+        assert!(err.contains("could not reach DynamoDB"), "{err}");
     }
     // `run` uses SCHEDULE_SECONDS (flag or variable) and refuses TICK_SECONDS in the environment.
     for schedule in [&["--schedule-seconds", "5"][..], &[]] {
@@ -760,8 +760,7 @@ fn each_command_refuses_the_settings_it_does_not_use() {
             .args(schedule)
             .env("SCHEDULE_SECONDS", "7");
         let (code, _, err) = run(&mut cmd);
-        assert_eq!(code, 2, "{schedule:?}: {err}");
-        assert!(err.contains("DescribeTable failed"), "{err}");
+        assert_eq!(code, 3, "{schedule:?}: {err}");
     }
     let (mut cmd, _) = unreachable_cli();
     let (code, _, err) = run(cmd
@@ -868,7 +867,7 @@ fn each_commands_help_lists_only_its_settings() {
                 "{command} --help shows {unwanted}:\n{text}"
             );
         }
-        for global in ["--verbose", "--log-format"] {
+        for global in ["--region", "--profile", "--verbose"] {
             assert!(
                 text.contains(global),
                 "{command} --help lacks {global}:\n{text}"
@@ -879,4 +878,113 @@ fn each_commands_help_lists_only_its_settings() {
             assert!(lines < 120, "{command} --help is {lines} lines:\n{text}");
         }
     }
+}
+
+/// A closed endpoint: one line, naming the endpoint, the Region and what to set, exit 3 (each
+/// command that opens a table); `--region` is the Region the requests went to.
+#[test]
+fn an_unreachable_endpoint_is_said_once_with_the_endpoint_and_region_and_exits_3() {
+    for (args, region) in [
+        (&["sweep", "--table-name", "sessions"][..], "us-east-1"),
+        (
+            &["--region", "eu-west-3", "sweep", "--table-name", "sessions"],
+            "eu-west-3",
+        ),
+        (
+            &[
+                "audit",
+                "--table-name",
+                "sessions",
+                "--region",
+                "ap-south-1",
+            ],
+            "ap-south-1",
+        ),
+        (
+            &["backfill", "--table-name", "sessions", "--dry-run"],
+            "us-east-1",
+        ),
+        (&["run", "--table-name", "sessions"], "us-east-1"),
+    ] {
+        let (mut cmd, endpoint) = unreachable_cli();
+        let (code, out, err) = run(cmd.args(args));
+        assert_eq!((code, out.as_str()), (3, ""), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        let reached = format!("could not reach DynamoDB at {endpoint} (Region {region})");
+        assert!(
+            err.starts_with("error: ") && err.contains(&reached),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+        for what_to_set in ["AWS_ENDPOINT_URL", "AWS_REGION or --region"] {
+            assert!(err.contains(what_to_set), "{args:?}: {err}");
+        }
+    }
+}
+
+/// No Region, no credentials, a `--profile` that names no profile: each said once on one line,
+/// with what to set, exit 2, before any request (the endpoint is closed: one would fail with
+/// exit 3) and without the SDK's warnings.
+#[test]
+fn a_missing_region_credentials_or_profile_is_said_once_with_what_to_set() {
+    let (mut cmd, _) = unreachable_cli();
+    cmd.env_remove("AWS_REGION")
+        .args(["sweep", "--table-name", "sessions"]);
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.matches("no AWS Region").count(), 1, "{err}");
+    for want in ["error: no AWS Region", "set AWS_REGION or pass --region"] {
+        assert!(err.contains(want), "{err}");
+    }
+
+    let (mut cmd, _) = unreachable_cli();
+    cmd.env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .args(["audit", "--table-name", "sessions"]);
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.matches("credentials").count(), 1, "{err}");
+    for want in [
+        "error: no AWS credentials found",
+        "AWS_PROFILE",
+        "--profile",
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+    ] {
+        assert!(err.contains(want), "{err}");
+    }
+    assert!(!err.contains("WARN"), "{err}");
+
+    // A profile of the config file gives the Region and the credentials; one that is not there
+    // is refused, naming the file.
+    let config =
+        std::env::temp_dir().join(format!("ttl-sweeper-cli-{}.config", std::process::id()));
+    let profile = "[profile other]\nregion = eu-west-2\naws_access_key_id = local\naws_secret_access_key = local\n";
+    std::fs::write(&config, profile).unwrap();
+    let with_profile = |name: &str| {
+        let (mut cmd, endpoint) = unreachable_cli();
+        cmd.env("AWS_CONFIG_FILE", &config)
+            .env_remove("AWS_REGION")
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .args(["--profile", name, "sweep", "--table-name", "sessions"]);
+        let (code, _, err) = run(&mut cmd);
+        (code, err, endpoint)
+    };
+    let (code, err, endpoint) = with_profile("other");
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains(&format!("{endpoint} (Region eu-west-2)")),
+        "{err}"
+    );
+    let (code, err, _) = with_profile("missing");
+    let _ = std::fs::remove_file(&config);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let named = format!(
+        "--profile missing: profile `missing` is not in {}",
+        config.display()
+    );
+    assert!(err.contains(&named), "{err}");
 }
