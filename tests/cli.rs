@@ -988,3 +988,30 @@ fn a_missing_region_credentials_or_profile_is_said_once_with_what_to_set() {
     );
     assert!(err.contains(&named), "{err}");
 }
+
+/// Default: the one error line; `-v` adds this crate's debug lines, `-vv` the AWS SDK's too
+/// (`config file loaded`, aws-config's). Piped, stderr has no colour codes.
+#[test]
+fn verbosity_adds_our_debug_lines_then_the_sdks_and_a_pipe_gets_no_colour() {
+    let stderr = |verbose: &[&str]| {
+        let (mut cmd, _) = unreachable_cli();
+        cmd.env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .args(verbose)
+            .args(["sweep", "--table-name", "sessions"]);
+        let (code, _, err) = run(&mut cmd);
+        assert_eq!(code, 2, "{verbose:?}: {err}");
+        assert!(
+            !err.contains("\x1b["),
+            "{verbose:?}: colour codes in a pipe: {err:?}"
+        );
+        err
+    };
+    let (ours, sdk) = ("the credential providers tried", "config file loaded");
+    let quiet = stderr(&[]);
+    assert_eq!(quiet.lines().count(), 1, "{quiet}");
+    let debug = stderr(&["-v"]);
+    assert!(debug.contains(ours) && !debug.contains(sdk), "{debug}");
+    let more = stderr(&["-vv"]);
+    assert!(more.contains(ours) && more.contains(sdk), "{more}");
+}

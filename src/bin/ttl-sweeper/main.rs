@@ -35,7 +35,8 @@ const GLOBAL: &str = "Global options";
 #[derive(Debug, Parser)]
 #[command(name = "ttl-sweeper", version, about)]
 struct Cli {
-    /// More logging on stderr (-v debug, -vv trace). RUST_LOG overrides.
+    /// More logging on stderr: -v our debug lines, -vv also the AWS SDK's and the HTTP client's.
+    /// RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true, help_heading = GLOBAL)]
     verbose: u8,
     /// Log format on stderr.
@@ -200,8 +201,7 @@ fn main() -> ExitCode {
     let cli = parse();
     // Before any other thread starts (it sets environment variables).
     aws::select(cli.region.as_deref(), cli.profile.as_deref());
-    let level = ["info", "debug", "trace"][usize::from(cli.verbose.min(2))];
-    telemetry::init(cli.log_format, level, false);
+    telemetry::init(cli.log_format, telemetry::cli_filter(cli.verbose), false);
     // One thread unless TOKIO_WORKER_THREADS asks for more (config::Threads says why).
     let runtime = Threads::runtime_from_env();
     let Ok(runtime) = runtime.inspect_err(|e| eprintln!("error: {e}")) else {
