@@ -35,8 +35,11 @@ pub enum LogFormat {
 
 /// Installs the global subscriber: `format` lines on stderr (the CLI keeps stdout for its report)
 /// or stdout (Lambda), filtered by `AWS_LAMBDA_LOG_LEVEL`, `POWERTOOLS_LOG_LEVEL` or `RUST_LOG`
-/// (the first set), else `default_level`. JSON lines: [`PowertoolsJson`].
+/// (the first set), else `default_level` (a level, or directives such as [`cli_filter`]'s).
+/// JSON lines: [`PowertoolsJson`]. Text lines are coloured only on a terminal, and `NO_COLOR`
+/// unset: journald, CI logs and files get plain text.
 pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
+    use std::io::IsTerminal;
     let level = ["AWS_LAMBDA_LOG_LEVEL", "POWERTOOLS_LOG_LEVEL"]
         .iter()
         .find_map(|var| std::env::var(var).ok().filter(|s| !s.trim().is_empty()))
@@ -45,20 +48,41 @@ pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
         Some(l) => EnvFilter::new(l),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)),
     };
-    let writer = if to_stdout {
-        BoxMakeWriter::new(std::io::stdout)
+    let (writer, terminal) = if to_stdout {
+        (
+            BoxMakeWriter::new(std::io::stdout),
+            std::io::stdout().is_terminal(),
+        )
     } else {
-        BoxMakeWriter::new(std::io::stderr)
+        (
+            BoxMakeWriter::new(std::io::stderr),
+            std::io::stderr().is_terminal(),
+        )
     };
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
+        .with_ansi(terminal && !no_color)
         .with_writer(writer);
     // A second init (tests, embedding) keeps the first subscriber.
     let _ = match format {
         LogFormat::Json => builder.event_format(PowertoolsJson::from_env()).try_init(),
         LogFormat::Text => builder.try_init(),
     };
+}
+
+/// The CLI's log filter for `-v` given `verbose` times: this crate's info lines alone (the AWS
+/// SDK's and the HTTP client's warnings are theirs to retry through; the CLI says what failed,
+/// once); with `-v` this crate's debug lines; with `-vv` its trace lines and every library's debug
+/// lines (the AWS SDK, hyper, ...); with `-vvv` everything.
+pub fn cli_filter(verbose: u8) -> &'static str {
+    match verbose {
+        0 => "ttl_sweeper=info",
+        1 => "ttl_sweeper=debug",
+        2 => "debug,ttl_sweeper=trace",
+        _ => "trace",
+    }
 }
 
 /// One summary line of `$report` at `$level`: the same fields at every level, so the line an

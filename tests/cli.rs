@@ -61,7 +61,7 @@ fn bad_settings_exit_2_naming_the_setting_before_any_request() {
         "EXPIRY_EVENTS_MODE=archive DELETE_MODE=conditional run --table-name sessions => archive mode needs a sink",
         "EXPIRY_EVENTS_MODE=archive sweep --table-name sessions --expiry-events firehose:s => needs DELETE_MODE=conditional",
         "sweep --table-name sessions --expiry-events-item everything => EXPIRY_EVENTS_ITEM",
-        "EXPIRY_EVENTS=eventbridge:default EXPIRY_EVENTS_MODE=archive backfill --table-name sessions --delete-mode conditional => would not be archived",
+        "EXPIRY_EVENTS=eventbridge:default EXPIRY_EVENTS_MODE=archive DELETE_MODE=conditional backfill --table-name sessions => would not be archived",
         // Checked before the runtime starts.
         "TOKIO_WORKER_THREADS=0 window 1700000000 => TOKIO_WORKER_THREADS=\"0\", 1 to 256",
         "TOKIO_WORKER_THREADS=many window 1700000000 => TOKIO_WORKER_THREADS=\"many\", 1 to 256",
@@ -683,4 +683,335 @@ async fn run_goes_by_every_and_refuses_tick_seconds() {
     daemon.wait_for_log("running until SIGINT or SIGTERM");
     let status = daemon.signal(libc::SIGTERM);
     assert_eq!(status.code(), Some(0), "{}", daemon.log_text());
+}
+
+/// [`cli`] whose DynamoDB endpoint is a closed port of 127.0.0.1: any request is refused, so a
+/// command that got as far as opening its table fails with the message of an unreachable
+/// endpoint. The endpoint too.
+fn unreachable_cli() -> (Command, String) {
+    let endpoint = format!("http://127.0.0.1:{}", free_port());
+    let mut cmd = cli();
+    cmd.env("AWS_ENDPOINT_URL", &endpoint);
+    (cmd, endpoint)
+}
+
+/// Each command refuses, as an unknown argument and before anything else, a setting it does not
+/// use given as a flag, naming the commands that use it; the same settings in the environment
+/// (shared with the Lambda, or with `run`) are not read, and the command goes on (to the closed
+/// endpoint: exit 3). `run` still refuses `TICK_SECONDS` from the environment, and does use
+/// `SCHEDULE_SECONDS`, its full-sweep period.
+#[test]
+fn each_command_refuses_the_settings_it_does_not_use() {
+    for line in [
+        "audit --table-name sessions --leader-lease 30 => `audit` does not use --leader-lease (LEADER_LEASE), only `sweep` and `run` use it",
+        "audit --table-name sessions --checkpoint-table state => `audit` does not use --checkpoint-table",
+        "audit --table-name sessions --tables [] => `audit` does not use --tables",
+        "audit --table-name sessions --expiry-events sqs:x => `audit` does not use --expiry-events (EXPIRY_EVENTS)",
+        "backfill --table-name sessions --delete-mode conditional => `backfill` does not use --delete-mode",
+        "backfill --table-name sessions --shard-range 0-1 => `backfill` does not use --shard-range",
+        "backfill --table-name sessions --tick-seconds 1 => `backfill` does not use --tick-seconds, the Lambda's alone",
+        "sweep --table-name sessions --tick-seconds 1 => `sweep` does not use --tick-seconds, the Lambda's alone",
+        "sweep --table-name sessions --metrics-namespace Mine => `sweep` does not use --metrics-namespace, only `run` uses it",
+        "run --table-name sessions --tick-seconds 1 => `run` does not use --tick-seconds, `run` sweeps every --every",
+    ] {
+        let (mut cmd, wants) = case(line);
+        let (code, out, err) = run(cmd.env("AWS_ENDPOINT_URL", "http://127.0.0.1:9"));
+        assert_eq!((code, out.as_str()), (2, ""), "{line}: {err}");
+        for want in wants.split(", ") {
+            assert!(err.contains(want), "{line}: {err}");
+        }
+        assert!(err.contains("Usage: ttl-sweeper "), "{line}: {err}");
+        assert!(!err.contains("set CHECKPOINT_TABLE"), "{line}: {err}");
+    }
+    // In the environment they are someone else's: not read.
+    for (command, env) in [
+        (
+            "audit",
+            &[
+                ("LEADER_LEASE", "30"),
+                ("TICK_SECONDS", "1"),
+                ("DELETE_MODE", "yolo"),
+            ][..],
+        ),
+        (
+            "backfill",
+            &[
+                ("LEADER_LEASE", "30"),
+                ("SHARD_RANGE", "0-1"),
+                ("MAX_RETRIES", "x"),
+            ],
+        ),
+        (
+            "sweep",
+            &[("TICK_SECONDS", "1"), ("METRICS_NAMESPACE", "AWS/Nope")],
+        ),
+    ] {
+        let (mut cmd, _) = unreachable_cli();
+        cmd.args([command, "--table-name", "sessions"])
+            .envs(env.iter().copied());
+        let (code, _, err) = run(&mut cmd);
+        assert_eq!(code, 3, "{command} {env:?}: {err}");
+        assert!(err.contains("could not reach DynamoDB"), "{err}");
+    }
+    // `run` uses SCHEDULE_SECONDS (flag or variable) and refuses TICK_SECONDS in the environment.
+    for schedule in [&["--schedule-seconds", "5"][..], &[]] {
+        let (mut cmd, _) = unreachable_cli();
+        cmd.args(["run", "--every", "1s", "--table-name", "sessions"])
+            .args(schedule)
+            .env("SCHEDULE_SECONDS", "7");
+        let (code, _, err) = run(&mut cmd);
+        assert_eq!(code, 3, "{schedule:?}: {err}");
+    }
+    let (mut cmd, _) = unreachable_cli();
+    let (code, _, err) = run(cmd
+        .args(["run", "--table-name", "sessions"])
+        .env("TICK_SECONDS", "1"));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("TICK_SECONDS=\"1\"") && err.contains("--every"),
+        "{err}"
+    );
+}
+
+/// `--help` of each command lists the settings it uses, worded for it, and no other.
+#[test]
+fn each_commands_help_lists_only_its_settings() {
+    let help = |command: &str| {
+        let (code, out, err) = run(cli().args([command, "--help"]));
+        assert_eq!(code, 0, "{command}: {err}");
+        out
+    };
+    for (command, shown, hidden) in [
+        (
+            "backfill",
+            &[
+                "Table to backfill",
+                "--window-seconds",
+                "--window-shards",
+                "--expiry-index-table",
+                "--expiry-events-mode",
+                "--dry-run",
+            ][..],
+            &[
+                "Table to sweep",
+                "--tick-seconds",
+                "--leader-lease",
+                "--delete-mode",
+                "--expiry-events <",
+                "--checkpoint-table",
+                "--shard-range",
+                "--tables",
+                "--schedule-seconds",
+            ][..],
+        ),
+        (
+            "audit",
+            &[
+                "Table to audit",
+                "--window-seconds",
+                "--window-shards",
+                "--expiry-index-table",
+                "--max-expired-age",
+            ],
+            &[
+                "Table to sweep",
+                "--tick-seconds",
+                "--leader-lease",
+                "--delete-mode",
+                "--expiry-events",
+                "--checkpoint-table",
+                "--shard-range",
+                "--tables",
+                "--schedule-seconds",
+                "--lookback-windows",
+            ],
+        ),
+        (
+            "sweep",
+            &[
+                "Table to sweep",
+                "--leader-lease",
+                "--delete-mode",
+                "--expiry-events <",
+                "How often this sweep runs",
+            ],
+            &["--tick-seconds", "--metrics-namespace", "--every <"],
+        ),
+        (
+            "run",
+            &[
+                "Table to sweep",
+                "--every",
+                "Full-sweep period",
+                "at least two --every",
+                "--metrics-namespace",
+            ],
+            &["--tick-seconds", "--at"],
+        ),
+        (
+            "window",
+            &["--window-seconds", "--shards", "--key"],
+            &["--table-name", "--leader-lease"],
+        ),
+    ] {
+        let text = help(command);
+        for want in shown {
+            assert!(
+                text.contains(want),
+                "{command} --help lacks {want}:\n{text}"
+            );
+        }
+        for unwanted in hidden {
+            assert!(
+                !text.contains(unwanted),
+                "{command} --help shows {unwanted}:\n{text}"
+            );
+        }
+        for global in ["--region", "--profile", "--verbose"] {
+            assert!(
+                text.contains(global),
+                "{command} --help lacks {global}:\n{text}"
+            );
+        }
+        if matches!(command, "backfill" | "audit") {
+            let lines = text.lines().count();
+            assert!(lines < 120, "{command} --help is {lines} lines:\n{text}");
+        }
+    }
+}
+
+/// A closed endpoint: one line, naming the endpoint, the Region and what to set, exit 3 (each
+/// command that opens a table); `--region` is the Region the requests went to.
+#[test]
+fn an_unreachable_endpoint_is_said_once_with_the_endpoint_and_region_and_exits_3() {
+    for (args, region) in [
+        (&["sweep", "--table-name", "sessions"][..], "us-east-1"),
+        (
+            &["--region", "eu-west-3", "sweep", "--table-name", "sessions"],
+            "eu-west-3",
+        ),
+        (
+            &[
+                "audit",
+                "--table-name",
+                "sessions",
+                "--region",
+                "ap-south-1",
+            ],
+            "ap-south-1",
+        ),
+        (
+            &["backfill", "--table-name", "sessions", "--dry-run"],
+            "us-east-1",
+        ),
+        (&["run", "--table-name", "sessions"], "us-east-1"),
+    ] {
+        let (mut cmd, endpoint) = unreachable_cli();
+        let (code, out, err) = run(cmd.args(args));
+        assert_eq!((code, out.as_str()), (3, ""), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        let reached = format!("could not reach DynamoDB at {endpoint} (Region {region})");
+        assert!(
+            err.starts_with("error: ") && err.contains(&reached),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+        for what_to_set in ["AWS_ENDPOINT_URL", "AWS_REGION or --region"] {
+            assert!(err.contains(what_to_set), "{args:?}: {err}");
+        }
+    }
+}
+
+/// No Region, no credentials, a `--profile` that names no profile: each said once on one line,
+/// with what to set, exit 2, before any request (the endpoint is closed: one would fail with
+/// exit 3) and without the SDK's warnings.
+#[test]
+fn a_missing_region_credentials_or_profile_is_said_once_with_what_to_set() {
+    let (mut cmd, _) = unreachable_cli();
+    cmd.env_remove("AWS_REGION")
+        .args(["sweep", "--table-name", "sessions"]);
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.matches("no AWS Region").count(), 1, "{err}");
+    for want in ["error: no AWS Region", "set AWS_REGION or pass --region"] {
+        assert!(err.contains(want), "{err}");
+    }
+
+    let (mut cmd, _) = unreachable_cli();
+    cmd.env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .args(["audit", "--table-name", "sessions"]);
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.matches("credentials").count(), 1, "{err}");
+    for want in [
+        "error: no AWS credentials found",
+        "AWS_PROFILE",
+        "--profile",
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+    ] {
+        assert!(err.contains(want), "{err}");
+    }
+    assert!(!err.contains("WARN"), "{err}");
+
+    // A profile of the config file gives the Region and the credentials; one that is not there
+    // is refused, naming the file.
+    let config =
+        std::env::temp_dir().join(format!("ttl-sweeper-cli-{}.config", std::process::id()));
+    let profile = "[profile other]\nregion = eu-west-2\naws_access_key_id = local\naws_secret_access_key = local\n";
+    std::fs::write(&config, profile).unwrap();
+    let with_profile = |name: &str| {
+        let (mut cmd, endpoint) = unreachable_cli();
+        cmd.env("AWS_CONFIG_FILE", &config)
+            .env_remove("AWS_REGION")
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .args(["--profile", name, "sweep", "--table-name", "sessions"]);
+        let (code, _, err) = run(&mut cmd);
+        (code, err, endpoint)
+    };
+    let (code, err, endpoint) = with_profile("other");
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains(&format!("{endpoint} (Region eu-west-2)")),
+        "{err}"
+    );
+    let (code, err, _) = with_profile("missing");
+    let _ = std::fs::remove_file(&config);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let named = format!(
+        "--profile missing: profile `missing` is not in {}",
+        config.display()
+    );
+    assert!(err.contains(&named), "{err}");
+}
+
+/// Default: the one error line; `-v` adds this crate's debug lines, `-vv` the AWS SDK's too
+/// (`config file loaded`, aws-config's). Piped, stderr has no colour codes.
+#[test]
+fn verbosity_adds_our_debug_lines_then_the_sdks_and_a_pipe_gets_no_colour() {
+    let stderr = |verbose: &[&str]| {
+        let (mut cmd, _) = unreachable_cli();
+        cmd.env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .args(verbose)
+            .args(["sweep", "--table-name", "sessions"]);
+        let (code, _, err) = run(&mut cmd);
+        assert_eq!(code, 2, "{verbose:?}: {err}");
+        assert!(
+            !err.contains("\x1b["),
+            "{verbose:?}: colour codes in a pipe: {err:?}"
+        );
+        err
+    };
+    let (ours, sdk) = ("the credential providers tried", "config file loaded");
+    let quiet = stderr(&[]);
+    assert_eq!(quiet.lines().count(), 1, "{quiet}");
+    let debug = stderr(&["-v"]);
+    assert!(debug.contains(ours) && !debug.contains(sdk), "{debug}");
+    let more = stderr(&["-vv"]);
+    assert!(more.contains(ours) && more.contains(sdk), "{more}");
 }

@@ -1,12 +1,107 @@
 //! The settings: [`Settings`], one derived clap struct whose every field is a `--kebab-case` flag
 //! falling back to the environment variable of the same name, and [`SETTINGS`], each setting's
-//! variable, default, short description and what it accepts (for `--help`, error messages and
-//! the table of `docs/configuration.md`, which `tests/readme.rs` checks against it). The CLI
-//! flattens [`Settings`] into its commands; the Lambda reads the same definitions from its
-//! environment ([`Settings::from_env`]). Either way [`Settings::validate`] turns the raw values
-//! into a [`Config`](super::Config).
+//! variable, default, short description, what it accepts and the CLI commands that use it (for
+//! `--help`, error messages and the table of `docs/configuration.md`, which `tests/readme.rs`
+//! checks against it). The CLI flattens [`Settings`] into its commands and fits each to the
+//! settings it uses ([`Settings::fit`]: the others are neither shown nor read, and refused as
+//! flags, [`Settings::unused_flag`]); the Lambda reads the same definitions from its environment
+//! ([`Settings::from_env`]). Either way [`Settings::validate`] turns the raw values into a
+//! [`Config`](super::Config).
 
-use clap::{Args, Command, FromArgMatches};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, Command, FromArgMatches};
+
+use CliCommand::{Audit, Backfill, Run, Sweep};
+
+/// A command of the `ttl-sweeper` CLI that takes settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CliCommand {
+    /// `ttl-sweeper sweep`: one sweep.
+    Sweep,
+    /// `ttl-sweeper run`: sweeps every `--every` until stopped.
+    Run,
+    /// `ttl-sweeper backfill`: windows (or expiry index entries) for the items already there.
+    Backfill,
+    /// `ttl-sweeper audit`: what the sweeper cannot see.
+    Audit,
+}
+
+impl CliCommand {
+    /// Every command that takes settings.
+    pub const ALL: [CliCommand; 4] = [Sweep, Run, Backfill, Audit];
+
+    /// The command's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sweep => "sweep",
+            Run => "run",
+            Backfill => "backfill",
+            Audit => "audit",
+        }
+    }
+
+    /// Whether the command uses `setting` (shows it, reads its flag and variable).
+    pub fn uses(self, setting: &Setting) -> bool {
+        setting.commands.contains(&self)
+    }
+}
+
+/// The commands that sweep.
+const SWEEPS: &[CliCommand] = &[Sweep, Run];
+
+/// Every command: the table and where its items keep their expiry.
+const EVERY_COMMAND: &[CliCommand] = &[Sweep, Run, Backfill, Audit];
+
+/// Settings a command does not use but reads from the environment all the same, so that it can
+/// refuse them there too rather than do something else than the environment says: `run` refuses
+/// `TICK_SECONDS` (it sweeps every `--every`), and `backfill` and `audit`, which work on one
+/// table, refuse `TABLES` naming more.
+const READ_TO_REFUSE: [(CliCommand, &Setting); 3] =
+    [(Run, &TICK_SECONDS), (Backfill, &TABLES), (Audit, &TABLES)];
+
+/// The help of a setting where a command uses it for something of its own; elsewhere its
+/// [`Setting::help`].
+const COMMAND_HELP: [(CliCommand, &Setting, &str); 11] = [
+    (Backfill, &TABLE_NAME, "Table to backfill, by name or ARN (one table)"),
+    (Audit, &TABLE_NAME, "Table to audit, by name or ARN (one table)"),
+    (
+        Backfill,
+        &EXPIRY_INDEX_TABLE,
+        "The sweeper's own expiry index table: write each item's entry into it, and nothing into the table",
+    ),
+    (
+        Audit,
+        &EXPIRY_INDEX_TABLE,
+        "The sweeper's own expiry index table: count the items without their entry in it",
+    ),
+    (Backfill, &INDEX_NAME, "GSI keyed on (window, ttl), checked if it exists"),
+    (Audit, &INDEX_NAME, "GSI keyed on (window, ttl), checked if it exists"),
+    (
+        Sweep,
+        &SCHEDULE_SECONDS,
+        "How often this sweep runs (cron, a scheduler): the lookback reaches back that far, and LEADER_LEASE must outlast two",
+    ),
+    (
+        Run,
+        &SCHEDULE_SECONDS,
+        "Full-sweep period: this often `run` re-reads the lookback and catches up from the checkpoint, logs a summary line and an EMF record, and opens again a table it could not open (it ticks every --every)",
+    ),
+    (
+        Run,
+        &LEADER_LEASE,
+        "Leader lease: of the sweepers of one table (one per Region), only the holder sweeps; at least two --every",
+    ),
+    (
+        Run,
+        &METRICS_NAMESPACE,
+        "CloudWatch namespace of the EMF records `run` writes on stderr",
+    ),
+    (
+        Backfill,
+        &EXPIRY_EVENTS_MODE,
+        "The sweepers' expiry events mode: with `archive`, backfill runs only with --dry-run (it deletes expired items without publishing their events)",
+    ),
+];
 
 /// One setting: its environment variable, default, what it is and what it accepts.
 #[derive(Debug, Clone, Copy)]
@@ -19,22 +114,47 @@ pub struct Setting {
     pub help: &'static str,
     /// What the setting accepts, for error messages and `--help`.
     pub expected: &'static str,
+    /// The CLI commands that use it (none: the Lambda's alone).
+    pub commands: &'static [CliCommand],
 }
 
 impl Setting {
     /// The first line of its flag's `--help`: what it is and its default.
     fn short_help(&self) -> String {
+        self.short_help_as(self.help)
+    }
+
+    /// Its flag's `--help`: the first line and what it accepts.
+    fn long_help(&self) -> String {
+        self.long_help_as(self.help)
+    }
+
+    /// [`Setting::short_help`] with `help` for what it is.
+    fn short_help_as(&self, help: &str) -> String {
         let default = match self.default {
             None => "(required)".to_owned(),
             Some("") => "[default: none]".to_owned(),
             Some(value) => format!("[default: {value}]"),
         };
-        format!("{} {default}", self.help)
+        format!("{help} {default}")
     }
 
-    /// Its flag's `--help`: the first line and what it accepts.
-    fn long_help(&self) -> String {
-        format!("{}\n\nAccepts {}.", self.short_help(), self.expected)
+    /// [`Setting::long_help`] with `help` for what it is.
+    fn long_help_as(&self, help: &str) -> String {
+        format!("{}\n\nAccepts {}.", self.short_help_as(help), self.expected)
+    }
+
+    /// What the setting is, as `command` uses it.
+    pub fn help_for(&self, command: CliCommand) -> &'static str {
+        COMMAND_HELP
+            .iter()
+            .find(|(c, s, _)| *c == command && s.var == self.var)
+            .map_or(self.help, |(.., help)| help)
+    }
+
+    /// Its argument's id in [`Settings`]: the field's name.
+    fn id(&self) -> String {
+        self.var.to_ascii_lowercase()
     }
 }
 
@@ -56,6 +176,7 @@ macro_rules! settings {
         default: $default:expr,
         help: $help:expr,
         expected: $expected:expr,
+        commands: $commands:expr,
     })*) => {
         $(
             #[doc = concat!("`", stringify!($var), "`.")]
@@ -64,6 +185,7 @@ macro_rules! settings {
                 default: $default,
                 help: $help,
                 expected: $expected,
+                commands: $commands,
             };
         )*
 
@@ -103,111 +225,133 @@ settings! {
         default: None,
         help: "Table to sweep, by name or ARN; several: the flag more than once, or separated by commas",
         expected: "a DynamoDB table name (3-255 characters: letters, digits, '_', '-', '.') or table ARN, or several separated by commas (sweep and run; backfill and audit take one)",
+        commands: EVERY_COMMAND,
     }
     tables: TABLES (Option<String>) {
         default: Some(""),
         help: "More tables, each with the settings that differ for it, as a JSON array",
         expected: "a JSON array of objects, each with TABLE_NAME and any of INDEX_NAME, EXPIRY_INDEX_TABLE, TTL_ATTRIBUTE, WINDOW_ATTRIBUTE, WINDOW_SECONDS, WINDOW_SHARDS, LOOKBACK_WINDOWS, SHARD_RANGE, DELETE_MODE, MAX_CONCURRENCY, MAX_RETRIES, EXPIRY_EVENTS, EXPIRY_EVENTS_MODE, EXPIRY_EVENTS_ITEM (string values; a setting left out takes the value of its variable), or empty; each table at most once across TABLE_NAME and TABLES",
+        commands: SWEEPS,
     }
     index_name: INDEX_NAME (Option<String>) {
         default: Some("expirationWindowIndex"),
         help: "GSI keyed on (window, ttl)",
         expected: "a GSI name (3-255 characters: letters, digits, '_', '-', '.')",
+        commands: EVERY_COMMAND,
     }
     expiry_index_table: EXPIRY_INDEX_TABLE (Option<String>) {
         default: Some(""),
         help: "The sweeper's own expiry index table, fed by the table's stream, swept instead of a GSI",
         expected: "a DynamoDB table name (keyed on `window` and `entry`, both String), or empty to sweep through the GSI (INDEX_NAME)",
+        commands: EVERY_COMMAND,
     }
     ttl_attribute: TTL_ATTRIBUTE (Option<String>) {
         default: Some("ttl"),
         help: "Number attribute with the expiry in epoch seconds",
         expected: "a non-empty attribute name of at most 255 bytes",
+        commands: EVERY_COMMAND,
     }
     window_attribute: WINDOW_ATTRIBUTE (Option<String>) {
         default: Some("expirationWindow"),
         help: "String attribute with the window key",
         expected: "a non-empty attribute name of at most 255 bytes",
+        commands: EVERY_COMMAND,
     }
     window_seconds: WINDOW_SECONDS (Option<String>) {
         default: Some("60"),
         help: "Window width in seconds",
         expected: "a whole number of seconds from 1 to 86400 (the width writers used; default 60)",
+        commands: EVERY_COMMAND,
     }
     lookback_windows: LOOKBACK_WINDOWS (Option<String>) {
         default: Some("15"),
         help: "Past windows re-read by every sweep",
         expected: "a whole number from 0 to 10000 (past windows re-read by every sweep), covering at least SCHEDULE_SECONDS + 10 s unless CHECKPOINT_TABLE is set; default 15, or more when 15 windows do not cover that",
+        commands: SWEEPS,
     }
     delete_mode: DELETE_MODE (Option<String>) {
         default: Some("batch"),
         help: "How to delete: `batch` or `conditional`",
         expected: "`batch` or `conditional`",
+        commands: SWEEPS,
     }
     max_concurrency: MAX_CONCURRENCY (Option<String>) {
         default: Some("8"),
         help: "Delete requests in flight",
         expected: "a whole number from 1 to 256 (delete requests in flight; default 8)",
+        commands: SWEEPS,
     }
     max_retries: MAX_RETRIES (Option<String>) {
         default: Some("8"),
         help: "Retries per delete request",
         expected: "a whole number from 0 to 30 (retries per delete request; default 8)",
+        commands: SWEEPS,
     }
     window_shards: WINDOW_SHARDS (Option<String>) {
         default: Some("1"),
         help: "Shards per window, as the writers use",
         expected: "a whole number from 1 to 1000 (shards per window; must match the writers; default 1)",
+        commands: EVERY_COMMAND,
     }
     shard_range: SHARD_RANGE (Option<String>) {
         default: Some("all"),
         help: "The shards of each window this sweeper reads, to split a table between sweepers",
         expected: "`all`, or `a-b`: shards a to b inclusive, 0 <= a <= b < WINDOW_SHARDS (sweepers with disjoint ranges covering 0 to WINDOW_SHARDS-1 split the table); audit and backfill read the whole table",
+        commands: SWEEPS,
     }
     tick_seconds: TICK_SECONDS (Option<String>) {
         default: Some("off"),
         help: "Lambda tick mode: sweep every this many seconds within one invocation",
         expected: "`off`, a whole number of seconds from 1 to 30, or a duration from 100ms to 30s such as `250ms`; less than SCHEDULE_SECONDS; not for `run`, which sweeps every --every",
+        commands: &[],
     }
     schedule_seconds: SCHEDULE_SECONDS (Option<String>) {
         default: Some("60"),
         help: "The schedule's period; `run` does a full sweep this often",
         expected: "a whole number of seconds from 1 to 3600 (the schedule's period; default 60)",
+        commands: SWEEPS,
     }
     checkpoint_table: CHECKPOINT_TABLE (Option<String>) {
         default: Some(""),
         help: "Table holding the catch-up checkpoint",
         expected: "a DynamoDB table name with partition key `id` (String), or empty for no checkpoint",
+        commands: SWEEPS,
     }
     max_catchup: MAX_CATCHUP (Option<String>) {
         default: Some("24h"),
         help: "Longest catch-up after an outage",
         expected: "a duration from 1m to 30d, e.g. `24h`, `90m`, `3600` (seconds); default 24h",
+        commands: SWEEPS,
     }
     leader_lease: LEADER_LEASE (Option<String>) {
         default: Some("off"),
         help: "Leader lease: of the sweepers of one table (one per Region), only the holder sweeps",
         expected: "`off`, or a whole number of seconds from 5 to 3600, at least two sweeps (TICK_SECONDS, else SCHEDULE_SECONDS; for `run`, --every); needs CHECKPOINT_TABLE, where the lease item lives",
+        commands: SWEEPS,
     }
     metrics_namespace: METRICS_NAMESPACE (Option<String>) {
         default: Some("TtlSweeper"),
         help: "CloudWatch namespace of the Lambda's metrics",
         expected: "a CloudWatch namespace: up to 255 letters, digits or . - _ / # : and spaces, not starting with AWS/ (default TtlSweeper)",
+        commands: &[Run],
     }
     expiry_events: EXPIRY_EVENTS (Option<String>) {
         default: Some(""),
         help: "Where to publish an event for each expired item",
         expected: "`eventbridge:<bus name or ARN>`, `sqs:<queue URL>` or `firehose:<delivery stream name>`, or empty for no events",
+        commands: SWEEPS,
     }
     expiry_events_mode: EXPIRY_EVENTS_MODE (Option<String>) {
         default: Some("notify"),
         help: "Expiry events: `notify` (delete, then publish) or `archive` (delete only what the sink accepted)",
         expected: "`notify` or `archive` (archive needs EXPIRY_EVENTS and DELETE_MODE=conditional)",
+        commands: &[Sweep, Run, Backfill],
     }
     expiry_events_item: EXPIRY_EVENTS_ITEM (Option<String>) {
         default: Some("auto"),
         help: "Expiry events: include the item `auto` (when it needs no extra read), `read` (read it first) or `off`",
         expected: "`auto`, `read` or `off`",
+        commands: SWEEPS,
     }
 }
 
@@ -235,7 +379,66 @@ impl Settings {
             .expect("each setting is one string-valued flag");
         Settings::from_arg_matches(&matches).expect("the matches are this struct's")
     }
+
+    /// Fits `command`, a CLI command with [`Settings`] flattened into it, to `which`: the settings
+    /// it uses are shown, with their help worded for it; the others are hidden and read from no
+    /// variable (but those it reads to refuse them, [`READ_TO_REFUSE`]), and
+    /// [`Settings::unused_flag`] refuses them given as flags.
+    pub fn fit(command: Command, which: CliCommand) -> Command {
+        let command = SETTINGS.iter().fold(command, |command, setting| {
+            command.mut_arg(setting.id(), |arg| {
+                let read_to_refuse = READ_TO_REFUSE
+                    .iter()
+                    .any(|(c, s)| *c == which && s.var == setting.var);
+                if which.uses(setting) {
+                    let help = setting.help_for(which);
+                    arg.help(setting.short_help_as(help))
+                        .long_help(setting.long_help_as(help))
+                } else if read_to_refuse {
+                    arg.hide(true)
+                } else {
+                    arg.hide(true).env(None)
+                }
+            })
+        });
+        // Powertools' namespace variable goes with METRICS_NAMESPACE.
+        match which.uses(&METRICS_NAMESPACE) {
+            true => command,
+            false => command.mut_arg(POWERTOOLS_ID, |arg| arg.env(None)),
+        }
+    }
+
+    /// Of the settings given as flags to `which` (`matches`, its own), the first it does not use:
+    /// the message refusing it, which names the commands that do use it.
+    pub fn unused_flag(which: CliCommand, matches: &ArgMatches) -> Option<String> {
+        let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+        let (var, users) = match SETTINGS.iter().find(|s| !which.uses(s) && given(&s.id())) {
+            Some(setting) => (setting.var, setting.commands),
+            None if !which.uses(&METRICS_NAMESPACE) && given(POWERTOOLS_ID) => {
+                (POWERTOOLS_METRICS_NAMESPACE, METRICS_NAMESPACE.commands)
+            }
+            None => return None,
+        };
+        let names: Vec<String> = users.iter().map(|c| format!("`{}`", c.name())).collect();
+        let by = match names.as_slice() {
+            [] => "it is the Lambda's alone".to_owned(),
+            [one] => format!("only {one} uses it"),
+            [first @ .., last] => format!("only {} and {last} use it", first.join(", ")),
+        };
+        let instead = match (which, var) {
+            (Run, "TICK_SECONDS") => "; `run` sweeps every --every",
+            _ => "",
+        };
+        Some(format!(
+            "`{}` does not use --{} ({var}): {by}{instead}",
+            which.name(),
+            flag(var)
+        ))
+    }
 }
+
+/// The id of the hidden `POWERTOOLS_METRICS_NAMESPACE` argument of [`Settings`].
+const POWERTOOLS_ID: &str = "powertools_metrics_namespace";
 
 #[cfg(test)]
 mod tests {

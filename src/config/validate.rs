@@ -129,20 +129,32 @@ impl Settings {
         self.validate()
     }
 
-    /// The one table of `ttl-sweeper backfill` ([`Settings::validate_one`]). With
-    /// `EXPIRY_EVENTS_MODE=archive` only a `dry_run` is accepted: a backfill deletes the items it
-    /// finds already expired without publishing their expiry events.
+    /// The one table of `ttl-sweeper backfill` ([`Settings::validate_one`]). Backfill publishes
+    /// no expiry events, so of their settings it reads only `EXPIRY_EVENTS_MODE`, the sweepers':
+    /// with `archive` only a `dry_run` is accepted, since a backfill deletes the items it finds
+    /// already expired without publishing their expiry events.
     pub fn validate_backfill(&self, dry_run: bool) -> Result<Config, ConfigError> {
-        let config = self.validate_one("backfill")?;
-        if config.expiry_events_mode == EventsMode::Archive && !dry_run {
-            let problem = "backfill deletes the items it finds already expired without \
-                           publishing their expiry events, so they would not be archived. Run it \
-                           with --dry-run to count them, or without EXPIRY_EVENTS_MODE=archive if \
-                           those items need no archive"
-                .to_owned();
-            return Err(rejected(&EXPIRY_EVENTS_MODE, "archive", problem));
+        let mode = get(self.expiry_events_mode.as_deref(), &EXPIRY_EVENTS_MODE)?;
+        match mode.to_ascii_lowercase().as_str() {
+            "notify" => {}
+            "archive" if dry_run => {}
+            "archive" => {
+                let problem = "backfill deletes the items it finds already expired without \
+                               publishing their expiry events, so they would not be archived. Run \
+                               it with --dry-run to count them, or without \
+                               EXPIRY_EVENTS_MODE=archive if those items need no archive"
+                    .to_owned();
+                return Err(rejected(&EXPIRY_EVENTS_MODE, &mode, problem));
+            }
+            _ => return Err(invalid(&EXPIRY_EVENTS_MODE, &mode)),
         }
-        Ok(config)
+        let without_events = Settings {
+            expiry_events: None,
+            expiry_events_mode: None,
+            expiry_events_item: None,
+            ..self.clone()
+        };
+        without_events.validate_one("backfill")
     }
 
     /// `TABLE_NAME`'s tables, trimmed, blanks left out.

@@ -24,6 +24,7 @@ use ttl_sweeper::tools::backfill::{
 };
 use ttl_sweeper::tools::follow::require_index_table;
 
+use crate::aws::Target;
 use crate::{AuditArgs, BackfillArgs, RunArgs};
 
 /// `ttl-sweeper window`: the window attribute for a ttl (and, with shards, a partition key), from
@@ -52,12 +53,14 @@ pub(crate) fn window(
 /// `ttl-sweeper sweep`: one sweep of every table as of `at` (RFC 3339), or as of the clock; one
 /// report per table, in the order configured. `wall` reads the host clock; the sweep runs by the
 /// one sweep clock ([`ttl_sweeper::connect`]), held to DynamoDB's, so a fast host clock cannot
-/// delete early and `--at` ahead of it is refused unless `--allow-future`.
+/// delete early and `--at` ahead of it is refused unless `--allow-future`. `aws` checks the AWS
+/// configuration ([`crate::aws::check`]) once the arguments are.
 pub(crate) async fn sweep<W>(
     configs: &[Config],
     at: Option<&str>,
     allow_future: bool,
     wall: W,
+    aws: impl Future<Output = anyhow::Result<Target>>,
 ) -> anyhow::Result<Vec<SweepReport>>
 where
     W: Fn() -> Timestamp + Send + Sync + 'static,
@@ -75,7 +78,9 @@ where
     // The same rule twice: before any request by the host clock alone (a future --at needs no
     // table to be refused), then by the sweep clock, held to DynamoDB's, which has the last word.
     instant(wall.hold(at))?;
-    let ttl_sweeper::Connected { tables, clock } = ttl_sweeper::connect(configs, wall).await?;
+    let target = aws.await?;
+    let connected = ttl_sweeper::connect(configs, wall).await;
+    let ttl_sweeper::Connected { tables, clock } = connected.map_err(|e| target.explain(e))?;
     let now = instant(clock.hold(at))?;
     Ok(sweep_each(&tables, now, &*clock).await)
 }
@@ -88,6 +93,7 @@ pub(crate) async fn run<W>(
     configs: &[Config],
     args: &RunArgs,
     wall: W,
+    aws: impl Future<Output = anyhow::Result<Target>>,
     shutdown: impl Future,
 ) -> anyhow::Result<Vec<SweepReport>>
 where
@@ -99,7 +105,9 @@ where
             require_index_table(&config.table_name, index_table)?;
         }
     }
-    let ttl_sweeper::Connected { tables, clock } = ttl_sweeper::connect(configs, wall).await?;
+    let target = aws.await?;
+    let connected = ttl_sweeper::connect(configs, wall).await;
+    let ttl_sweeper::Connected { tables, clock } = connected.map_err(|e| target.explain(e))?;
     let endpoint = match args.metrics_addr {
         Some(addr) => Some(telemetry::endpoint::bind(addr).await?),
         None => None,
@@ -144,8 +152,11 @@ pub(crate) async fn backfill(
     config: &Config,
     args: &BackfillArgs,
     wall: impl Fn() -> Timestamp + Send + Sync + 'static,
+    aws: impl Future<Output = anyhow::Result<Target>>,
 ) -> anyhow::Result<ExitCode> {
-    let (store, opened) = ttl_sweeper::connect_tool(config).await?;
+    let target = aws.await?;
+    let connected = ttl_sweeper::connect_tool(config).await;
+    let (store, opened) = connected.map_err(|e| target.explain(e))?;
     // Backfill deletes what has expired: it judges each item by the clock when it writes it,
     // held, like a sweep's, to DynamoDB's clock (the start-up request just taught the store what
     // it is, and every response since keeps it up to date).
@@ -180,15 +191,19 @@ pub(crate) async fn backfill(
     Ok(exit_status(report.errors.is_empty() && report.complete))
 }
 
-/// `ttl-sweeper audit`: prints the JSON report; exit 1 past the thresholds.
+/// `ttl-sweeper audit`: prints the JSON report; exit 1 past the thresholds. Items are judged as
+/// of the clock once the table is open.
 pub(crate) async fn audit(
     config: &Config,
     args: &AuditArgs,
-    now: Timestamp,
+    wall: impl Fn() -> Timestamp,
+    aws: impl Future<Output = anyhow::Result<Target>>,
 ) -> anyhow::Result<ExitCode> {
-    let (store, opened) = ttl_sweeper::connect_tool(config).await?;
+    let target = aws.await?;
+    let connected = ttl_sweeper::connect_tool(config).await;
+    let (store, opened) = connected.map_err(|e| target.explain(e))?;
     let report: AuditReport =
-        audit::audit(&store, &opened.schema, args.segments, args.sample, now).await?;
+        audit::audit(&store, &opened.schema, args.segments, args.sample, wall()).await?;
     println!("{}", serde_json::to_string(&report)?);
     let verdict = audit::verdict(&report, args.max_expired_age, args.max_problems);
     verdict.log(&report);

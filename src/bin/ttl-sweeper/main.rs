@@ -1,13 +1,20 @@
 //! The `ttl-sweeper` command line: runs the same engine as the Lambda, and prints window keys.
-//! This file defines the arguments, once; [`commands`] runs them.
+//! This file defines the arguments, once, each command with the settings it uses; [`commands`]
+//! runs them, and [`aws`] loads and checks the AWS configuration and says what went wrong there.
+//!
+//! Exit status: 0 success; 1 some keys or windows failed, or an audit past its thresholds; 2 bad
+//! configuration (arguments, settings, Region, credentials, a missing table or index); 3
+//! DynamoDB could not be reached.
 
+mod aws;
 mod commands;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
-use ttl_sweeper::config::{parse_duration, Settings, Threads};
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use ttl_sweeper::config::{parse_duration, CliCommand, Settings, Threads};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::telemetry::{self, LogFormat};
 use ttl_sweeper::tools::backfill::{parse_max_wcu, parse_page_size};
@@ -21,16 +28,27 @@ use ttl_sweeper::tools::scan::parse_segments;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The heading of the options every command takes.
+const GLOBAL: &str = "Global options";
+
 /// Precise item expiry for Amazon DynamoDB.
 #[derive(Debug, Parser)]
 #[command(name = "ttl-sweeper", version, about)]
 struct Cli {
-    /// More logging on stderr (-v debug, -vv trace). RUST_LOG overrides.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    /// More logging on stderr: -v our debug lines, -vv also the AWS SDK's and the HTTP client's.
+    /// RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, help_heading = GLOBAL)]
     verbose: u8,
     /// Log format on stderr.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true, help_heading = GLOBAL)]
     log_format: LogFormat,
+    /// AWS Region, e.g. `eu-west-1` [default: AWS_REGION, else the profile's].
+    #[arg(long, global = true, value_name = "REGION", help_heading = GLOBAL)]
+    region: Option<String>,
+    /// Profile of the AWS config and credentials files to take credentials and Region from
+    /// [default: AWS_PROFILE, else `default`].
+    #[arg(long, global = true, value_name = "PROFILE", help_heading = GLOBAL)]
+    profile: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -180,25 +198,79 @@ struct SweepArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let level = ["info", "debug", "trace"][usize::from(cli.verbose.min(2))];
-    telemetry::init(cli.log_format, level, false);
+    let cli = parse();
+    // Before any other thread starts (it sets environment variables).
+    aws::select(cli.region.as_deref(), cli.profile.as_deref());
+    telemetry::init(cli.log_format, telemetry::cli_filter(cli.verbose), false);
     // One thread unless TOKIO_WORKER_THREADS asks for more (config::Threads says why).
     let runtime = Threads::runtime_from_env();
     let Ok(runtime) = runtime.inspect_err(|e| eprintln!("error: {e}")) else {
-        return ExitCode::from(2);
+        return ExitCode::from(aws::CONFIGURATION);
     };
-    runtime.block_on(dispatch(cli.command)).unwrap_or_else(|e| {
-        eprintln!("error: {e:#}");
-        ExitCode::from(2)
-    })
+    runtime
+        .block_on(dispatch(cli.command, cli.profile.as_deref()))
+        .unwrap_or_else(|e| {
+            let (message, code) = match e.downcast_ref::<aws::Failure>() {
+                Some(failure) => (failure.message.clone(), failure.code),
+                None => (said_once(e.as_ref()), aws::CONFIGURATION),
+            };
+            eprintln!("error: {message}");
+            ExitCode::from(code)
+        })
+}
+
+/// The command line, each command fitted to the settings it uses ([`Settings::fit`]): a setting
+/// it does not use is neither shown nor read from the environment, and given as a flag it is
+/// refused as an unknown argument, naming the commands that use it. Exits on a usage error.
+fn parse() -> Cli {
+    let mut command = command();
+    let matches = command.get_matches_mut();
+    if let Some((name, given)) = matches.subcommand() {
+        let which = CliCommand::ALL.into_iter().find(|c| c.name() == name);
+        if let Some(refusal) = which.and_then(|which| Settings::unused_flag(which, given)) {
+            let sub = command
+                .find_subcommand_mut(name)
+                .expect("the command parsed");
+            sub.error(ErrorKind::UnknownArgument, refusal).exit();
+        }
+    }
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// The command line's definition, each command fitted to its settings.
+fn command() -> clap::Command {
+    CliCommand::ALL
+        .into_iter()
+        .fold(Cli::command(), |cmd, which| {
+            cmd.mut_subcommand(which.name(), |sub| Settings::fit(sub, which))
+        })
+}
+
+/// The error and its causes, `: `-separated, each said once (a store error's message already
+/// carries the SDK error it has as its source).
+pub(crate) fn said_once(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    for cause in std::iter::successors(Some(error), |e| e.source()) {
+        let message = cause.to_string();
+        if text.contains(&message) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&message);
+    }
+    text
 }
 
 fn wall_clock() -> Timestamp {
     Timestamp::from_datetime(chrono::Utc::now())
 }
 
-async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+async fn dispatch(command: Command, profile: Option<&str>) -> anyhow::Result<ExitCode> {
+    // Where a command's requests go, checked (Region, credentials) when it first needs AWS,
+    // after its own checks.
+    let aws = aws::check(profile);
     match command {
         Command::Window {
             ttl,
@@ -214,21 +286,21 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Sweep(args) => {
             let configs = args.settings.validate_tables()?;
             let at = args.at.as_deref();
-            let reports = commands::sweep(&configs, at, args.allow_future, wall_clock).await?;
+            let reports = commands::sweep(&configs, at, args.allow_future, wall_clock, aws).await?;
             commands::finish_all(&reports)
         }
         Command::Run(args) => {
             let configs = args.settings.validate_run(args.every)?;
-            let reports = commands::run(&configs, &args, wall_clock, signal()).await?;
+            let reports = commands::run(&configs, &args, wall_clock, aws, signal()).await?;
             commands::finish_all(&reports)
         }
         Command::Backfill(args) => {
             let config = args.settings.validate_backfill(args.dry_run)?;
-            commands::backfill(&config, &args, wall_clock).await
+            commands::backfill(&config, &args, wall_clock, aws).await
         }
         Command::Audit(args) => {
             let config = args.settings.validate_one("audit")?;
-            commands::audit(&config, &args, wall_clock()).await
+            commands::audit(&config, &args, wall_clock, aws).await
         }
     }
 }
@@ -258,5 +330,6 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         <super::Cli as clap::CommandFactory>::command().debug_assert();
+        super::command().debug_assert();
     }
 }
