@@ -863,5 +863,8 @@ fn the_crate_map_names_every_module() {
         .iter()
         .filter(|m| !map.contains(&format!("[`{m}`]")))
         .collect();
-    assert!(missing.is_empty(), "src/lib.rs's map leaves out {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "src/lib.rs's map leaves out {missing:?}"
+    );
 }

@@ -25,6 +25,7 @@ use ttl_sweeper::tools::backfill::{
 use ttl_sweeper::tools::follow::require_index_table;
 
 use crate::aws::Target;
+use crate::exit_status;
 use crate::{AuditArgs, BackfillArgs, RunArgs};
 
 /// `ttl-sweeper window`: the window attribute for a ttl (and, with shards, a partition key), from
@@ -53,12 +54,11 @@ pub(crate) fn window(
 /// `ttl-sweeper sweep`: one sweep of every table as of `at` (RFC 3339), or as of the clock; one
 /// report per table, in the order configured. `wall` reads the host clock; the sweep runs by the
 /// one sweep clock ([`ttl_sweeper::connect`]), held to DynamoDB's, so a fast host clock cannot
-/// delete early and `--at` ahead of it is refused unless `--allow-future`. `aws` checks the AWS
-/// configuration ([`crate::aws::check`]) once the arguments are.
+/// delete early and an `--at` ahead of it is refused: nothing unexpired is ever deleted. `aws`
+/// checks the AWS configuration ([`crate::aws::check`]) once the arguments are.
 pub(crate) async fn sweep<W>(
     configs: &[Config],
     at: Option<&str>,
-    allow_future: bool,
     wall: W,
     aws: impl Future<Output = anyhow::Result<Target>>,
 ) -> anyhow::Result<Vec<SweepReport>>
@@ -67,10 +67,9 @@ where
 {
     let at = at.map(parse_time).transpose().context("--at")?;
     let instant = |held: Held| match at {
-        Some(at) if allow_future => Ok(at),
         Some(at) if !held.ahead.is_zero() => Err(anyhow::anyhow!(
             "--at {at} is in the future (the clock says {}): sweeping as of it would delete \
-             items that have not expired (pass --allow-future to do so on purpose)",
+             items that have not expired",
             held.clock
         )),
         _ => Ok(held.at),
@@ -126,21 +125,6 @@ where
         emf: Box::new(std::io::stderr()),
     };
     Ok(daemon::run(&tables, &*clock, options, shutdown).await?)
-}
-
-/// Logs each table's summary, prints its report as one JSON line, and maps success (of every
-/// table) to the exit status.
-pub(crate) fn finish_all(reports: &[SweepReport]) -> anyhow::Result<ExitCode> {
-    for report in reports {
-        telemetry::log_summary(report);
-        println!("{}", serde_json::to_string(report)?);
-    }
-    Ok(exit_status(reports.iter().all(SweepReport::is_success)))
-}
-
-/// Exit status 0 when `ok`, else 1.
-fn exit_status(ok: bool) -> ExitCode {
-    ExitCode::from(u8::from(!ok))
 }
 
 /// `ttl-sweeper backfill`: prints the JSON summary; exit 1 unless complete and error-free.

@@ -15,6 +15,7 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use ttl_sweeper::config::{parse_duration, CliCommand, Settings, Threads};
+use ttl_sweeper::engine::SweepReport;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::telemetry::{self, LogFormat};
 use ttl_sweeper::tools::backfill::{parse_max_wcu, parse_page_size};
@@ -187,12 +188,9 @@ struct RunArgs {
 
 #[derive(Debug, Args)]
 struct SweepArgs {
-    /// Sweep as of this RFC 3339 instant instead of now.
+    /// Sweep as of this RFC 3339 instant instead of now; never one ahead of the clock.
     #[arg(long)]
     at: Option<String>,
-    /// Allow --at in the future. This deletes items that have not expired yet: for tests only.
-    #[arg(long)]
-    allow_future: bool,
     #[command(flatten)]
     settings: Settings,
 }
@@ -263,6 +261,21 @@ pub(crate) fn said_once(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// Logs each table's summary, prints its report as one JSON line, and maps success (of every
+/// table) to the exit status.
+fn finish_all(reports: &[SweepReport]) -> anyhow::Result<ExitCode> {
+    for report in reports {
+        telemetry::log_summary(report);
+        println!("{}", serde_json::to_string(report)?);
+    }
+    Ok(exit_status(reports.iter().all(SweepReport::is_success)))
+}
+
+/// Exit status 0 when `ok`, else 1.
+pub(crate) fn exit_status(ok: bool) -> ExitCode {
+    ExitCode::from(u8::from(!ok))
+}
+
 fn wall_clock() -> Timestamp {
     Timestamp::from_datetime(chrono::Utc::now())
 }
@@ -286,13 +299,13 @@ async fn dispatch(command: Command, profile: Option<&str>) -> anyhow::Result<Exi
         Command::Sweep(args) => {
             let configs = args.settings.validate_tables()?;
             let at = args.at.as_deref();
-            let reports = commands::sweep(&configs, at, args.allow_future, wall_clock, aws).await?;
-            commands::finish_all(&reports)
+            let reports = commands::sweep(&configs, at, wall_clock, aws).await?;
+            finish_all(&reports)
         }
         Command::Run(args) => {
             let configs = args.settings.validate_run(args.every)?;
             let reports = commands::run(&configs, &args, wall_clock, aws, signal()).await?;
-            commands::finish_all(&reports)
+            finish_all(&reports)
         }
         Command::Backfill(args) => {
             let config = args.settings.validate_backfill(args.dry_run)?;
