@@ -285,6 +285,13 @@ PY_AWS_CDK_LIB ?= 2.275.0
 dist-test: ## the construct from dist/ in fresh npm and Python apps outside the checkout: synth without code, AArch64 bootstrap
 	PY_AWS_CDK_LIB=$(PY_AWS_CDK_LIB) scripts/dist-test.sh
 
+# Not part of `make test` either: README's install commands as written (make dist among them,
+# then npm install of its tarball into a new app outside the checkout), then the quick start's
+# app synthesized there without `code` (scripts/install-test.sh).
+.PHONY: install-test
+install-test: ## the README's install commands as written (make dist included), then its quick-start app synthesized outside the checkout
+	scripts/install-test.sh
+
 .PHONY: clean
 clean:
 	cargo clean

@@ -720,6 +720,80 @@ fn the_readme_first_screen_goes_from_an_existing_table_to_a_verified_sweeper() {
     assert_eq!(first_heading, first, "the quick start is the first section");
 }
 
+// ---------------------------------------------------------------- the install commands
+
+/// The README's install step is a block `make install-test` runs as written: between
+/// `<!-- install:begin` and `<!-- install:end -->` in the quick start, one ```sh fence whose
+/// commands build the release files (`make dist`) and install the construct's tarball from `dist/`
+/// under the name `scripts/dist.sh` gives it. `make install-test` runs scripts/install-test.sh,
+/// which reads that block, and `make test` does not run it (it builds releases: minutes).
+#[test]
+fn the_readme_install_commands_are_the_block_make_install_test_runs() {
+    let readme = read(&Path::new(ROOT).join("README.md"));
+    let quick = section(&readme, "Quick start: your own table").expect("a quick start");
+    assert_eq!(readme.matches("<!-- install:begin").count(), 1);
+    assert_eq!(readme.matches("<!-- install:end -->").count(), 1);
+    let block = quick
+        .split("<!-- install:begin")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- install:end -->").next())
+        .expect("the install block is in the quick start");
+    let fence = block
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a ```sh fence in the install block");
+    let commands: Vec<&str> = fence
+        .lines()
+        .map(|l| l.split(" #").next().unwrap_or_default().trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(commands.first(), Some(&"make dist"), "{commands:?}");
+    let tarball = "dist/ttl-sweeper-cdk-<version>.tgz";
+    let install = commands
+        .iter()
+        .find(|c| c.starts_with("npm install "))
+        .unwrap_or_else(|| panic!("no npm install in {commands:?}"));
+    assert!(
+        install.contains(&format!("<checkout>/{tarball}")),
+        "{install}"
+    );
+    // The name dist.sh writes (and checks for) is the one the README installs.
+    let dist = read(&Path::new(ROOT).join("scripts/dist.sh"));
+    assert!(dist.contains("\"ttl-sweeper-cdk-$version.tgz\""));
+    // Every placeholder is one install-test.sh fills in.
+    let script = read(&Path::new(ROOT).join("scripts/install-test.sh"));
+    for placeholder in fence
+        .split('<')
+        .skip(1)
+        .map(|p| p.split('>').next().unwrap())
+    {
+        let filled = script.contains(&format!("<{placeholder}>/$"));
+        assert!(
+            filled,
+            "scripts/install-test.sh does not fill in <{placeholder}>"
+        );
+    }
+    assert!(script.contains("<!-- install:begin") && script.contains("<!-- install:end -->"));
+    // `make install-test` runs the script; `make test` does not.
+    let makefile = read(&Path::new(ROOT).join("Makefile"));
+    let recipe = makefile
+        .split("\ninstall-test:")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .expect("a Makefile target install-test");
+    assert!(recipe.contains("scripts/install-test.sh"), "{recipe}");
+    let test = makefile
+        .split("\ntest:")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .expect("a Makefile target test");
+    assert!(
+        !test.contains("install-test") && !test.contains(" dist"),
+        "{test}"
+    );
+}
+
 // ---------------------------------------------------------------- cargo lambda deploy, dry
 
 /// The first fenced block of `lang` after `heading` in `markdown`.
