@@ -499,8 +499,8 @@ fn the_cost_model_counts_the_overlap_and_every_default_extra() {
     let cells: Vec<&str> = row.split('|').map(str::trim).collect();
     // Lambda at 128 MB, 70 s a minute: 43,200 × 0.125 × 70 GB-s, plus requests.
     assert_eq!(cells[5], "$5.05", "{row}");
-    // Metrics $4.50 + key $1 + dashboard $3 + alarms $0.40.
-    assert_eq!(cells[8], "$8.90", "{row}");
+    // Metrics $4.50 + key $1 + dashboard $3 + five alarms $0.50.
+    assert_eq!(cells[8], "$9.00", "{row}");
     let total: f64 = cells[9].trim_matches(['*', '$']).parse().unwrap();
     assert!((15.0..18.0).contains(&total), "{row}");
 }

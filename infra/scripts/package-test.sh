@@ -41,7 +41,7 @@ check(schedule && schedule.Properties.ScheduleExpression === 'rate(1 minute)', '
 check(schedule.Properties.Target.Input === '{"time":"<aws.scheduler.scheduled-time>"}', 'schedule input');
 check(of('AWS::Events::Rule').length === 0, 'no EventBridge rule');
 check(of('AWS::DynamoDB::Table').length === 1, 'only the checkpoint table is created');
-check(of('AWS::CloudWatch::Alarm').length === 4, 'four alarms');
+check(of('AWS::CloudWatch::Alarm').length === 5, 'five alarms');
 console.log(`package-test: ${Object.keys(t.Resources).length} resources synthesized from the installed package`);
 JS
 
