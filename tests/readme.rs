@@ -633,17 +633,172 @@ fn the_readme_quotes_what_giving_items_their_window_costs() {
         format!("${:.2} for a per-item scheduler", cost::PEER_PER_MILLION),
     ];
     // The README's prose, its lines joined: a phrase may wrap.
-    let readme = read(&Path::new(ROOT).join("README.md"))
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
-    for phrase in expected {
-        let says = readme.contains(&phrase);
+    let joined = |file: &str| {
+        read(&Path::new(ROOT).join(file))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let readme = joined("README.md");
+    for phrase in &expected {
+        let says = readme.contains(phrase);
         assert!(
             says,
             "README.md should say {phrase:?} (docs/BENCHMARKS.md section 4)"
         );
     }
+    // docs/choosing.md quotes the index's costs in the same words.
+    let choosing = joined("docs/choosing.md");
+    for phrase in &expected[..3] {
+        let says = choosing.contains(phrase);
+        assert!(
+            says,
+            "docs/choosing.md should say {phrase:?}, as README.md does"
+        );
+    }
+}
+
+// ---------------------------------------------------------------- docs/choosing.md
+
+/// The figures of `text`: sums in dollars (`$2.61`), times in decimal seconds (`0.053 s`), sizes in
+/// MiB, shares in %, other decimal numbers, and counts of four digits or more (`140072`); link
+/// targets and code spans left out.
+fn figures(text: &str) -> Vec<String> {
+    let mut plain = String::new();
+    for line in prose_and_code(text).0 {
+        let line: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+        let mut rest = line.as_str();
+        while let Some(at) = rest.find("](") {
+            plain.push_str(&rest[..at]);
+            rest = rest[at..].split_once(')').map_or("", |(_, after)| after);
+        }
+        plain.push_str(rest);
+        plain.push('\n');
+    }
+    let words: Vec<&str> = plain
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| ",;:()|*".contains(c)))
+        .map(|w| {
+            let bare = w.strip_suffix('.').unwrap_or(w);
+            let unit = ["s", "MiB", "%"].contains(&bare);
+            if unit || bare.trim_start_matches('$').parse::<f64>().is_ok() {
+                bare
+            } else {
+                w
+            }
+        })
+        .collect();
+    let number = |w: &str| w.parse::<f64>().is_ok();
+    let mut out = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        let next = words.get(i + 1).copied().unwrap_or_default();
+        if w.len() > 1 && w.starts_with('$') && number(&w[1..]) {
+            out.push((*w).to_owned());
+        } else if number(w) && w.contains('.') && next == "s" {
+            out.push(format!("{w} s"));
+        } else if number(w) && ["MiB", "%"].contains(&next) {
+            out.push(format!("{w} {next}"));
+        } else if number(w) && w.contains('.') {
+            out.push((*w).to_owned());
+        } else if w.len() >= 4 && w.chars().all(|c| c.is_ascii_digit()) {
+            out.push((*w).to_owned());
+        }
+    }
+    out
+}
+
+/// The text of each section of `markdown` by its anchor: from its heading to the next heading of
+/// its level or above.
+fn sections_by_anchor(markdown: &str) -> std::collections::HashMap<String, String> {
+    let lines: Vec<&str> = markdown.lines().collect();
+    let level = |l: &str| {
+        let hashes = l.chars().take_while(|c| *c == '#').count();
+        (hashes > 0 && l[hashes..].starts_with(' ')).then_some(hashes)
+    };
+    let mut out = std::collections::HashMap::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(n) = level(line) else { continue };
+        let end = (i + 1..lines.len())
+            .find(|&j| level(lines[j]).is_some_and(|m| m <= n))
+            .unwrap_or(lines.len());
+        out.insert(slug(&line[n..]), lines[i..end].join("\n"));
+    }
+    out
+}
+
+/// docs/choosing.md quotes docs/BENCHMARKS.md and nothing else: every figure of each of its `## `
+/// sections is in a section of BENCHMARKS.md that the same section links to.
+#[test]
+fn the_choices_page_quotes_only_the_benchmark_sections_it_links() {
+    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let sections = sections_by_anchor(&bench);
+    let page = read(&Path::new(ROOT).join("docs/choosing.md"));
+    let mut problems = Vec::new();
+    let mut quoted = 0;
+    let mut choices = 0;
+    for part in page.split("\n## ").skip(1) {
+        let title = part.lines().next().unwrap_or_default();
+        choices += 1;
+        let linked: Vec<&String> = link_targets(part)
+            .iter()
+            .filter_map(|t| t.strip_prefix("BENCHMARKS.md#"))
+            .map(|anchor| {
+                sections
+                    .get(anchor)
+                    .unwrap_or_else(|| panic!("{title}: no section #{anchor}"))
+            })
+            .collect();
+        let found = figures(part);
+        if found.is_empty() {
+            problems.push(format!("{title}: no figure"));
+        }
+        for figure in found {
+            quoted += 1;
+            if !linked.iter().any(|s| s.contains(&figure)) {
+                problems.push(format!("{title}: {figure} is in no section it links"));
+            }
+        }
+    }
+    assert!(
+        choices >= 6 && quoted >= 30,
+        "{choices} choices, {quoted} figures"
+    );
+    assert!(
+        problems.is_empty(),
+        "docs/choosing.md:\n  {}",
+        problems.join("\n  ")
+    );
+    // The figure reader finds what it should.
+    let sample = "| 0.074 s | $1.25 per million, 23.5 MiB, at most 0.00 %. 140072, 24.5 and 2 s ([x](BENCHMARKS.md#1-a)) `9.99 s`";
+    let expected = ["0.074 s", "$1.25", "23.5 MiB", "0.00 %", "140072", "24.5"];
+    assert_eq!(figures(sample), expected);
+}
+
+/// The sweeper's Lambda and queries per month (docs/BENCHMARKS.md section 4, 1M row; also in the
+/// cost blocks of docs/scaling.md and infra/README.md) as docs/choosing.md quotes them.
+#[test]
+fn the_choices_page_quotes_the_cost_model_s_lambda_figures() {
+    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let (_, _, model) = generated(&bench, "cost-model").expect("a cost-model block");
+    let header = model
+        .lines()
+        .find(|l| l.starts_with("| expiries / month |"))
+        .expect("the model's table");
+    let row = model.lines().find(|l| l.starts_with("| 1M |")).unwrap();
+    let cell = |name: &str| {
+        let column = header.split('|').position(|c| c.trim() == name).unwrap();
+        row.split('|').nth(column).unwrap().trim().to_owned()
+    };
+    let minute = cell("sweeper Lambda, minute");
+    let tick = cell("sweeper Lambda, tick 1 s");
+    let queries = cell("queries, tick 1 s");
+    let page = read(&Path::new(ROOT).join("docs/choosing.md"));
+    let says = format!("| {minute} | {tick}, and {queries} of queries |");
+    assert!(page.contains(&says), "docs/choosing.md should say {says:?}");
+    let per_function = format!("{tick} of sweeper Lambda in tick mode");
+    assert!(page.contains(&per_function), "{per_function:?}");
+    let lambda = format!("{tick} for the sweeper Lambda");
+    assert!(page.contains(&lambda), "{lambda:?}");
 }
 
 // ---------------------------------------------------------------- a newcomer's first screen
