@@ -698,9 +698,9 @@ fn figures(text: &str) -> Vec<String> {
             out.push(format!("{w} s"));
         } else if number(w) && ["MiB", "%"].contains(&next) {
             out.push(format!("{w} {next}"));
-        } else if number(w) && w.contains('.') {
-            out.push((*w).to_owned());
-        } else if w.len() >= 4 && w.chars().all(|c| c.is_ascii_digit()) {
+        } else if (number(w) && w.contains('.'))
+            || (w.len() >= 4 && w.chars().all(|c| c.is_ascii_digit()))
+        {
             out.push((*w).to_owned());
         }
     }
