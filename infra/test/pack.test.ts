@@ -10,7 +10,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
-const infra = path.join(__dirname, '..');
+// The package's directory (scripts/peer-test.sh runs the tests in a copy, and names the original).
+const infra = process.env.TTL_SWEEPER_CDK_DIR ?? path.join(__dirname, '..');
 
 /** `npm pack --dry-run` in a copy of the package's manifest and prepack script, with `env`. */
 function packDryRun(withZip: boolean, env: Record<string, string> = {}) {
