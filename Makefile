@@ -154,14 +154,17 @@ $(INFRA_JSII): $(INFRA_STAMP) $(INFRA_SRC)
 .PHONY: infra-build
 infra-build: $(INFRA_JSII) ## the CDK construct library: infra/lib (JavaScript + declarations) and its jsii assembly
 
+# A build check: jsii-pacmak packs the npm package first, here without the Lambda zip (the npm
+# prepack refuses that unless told, infra/scripts/prepack.js), so apps of this wheel pass `code`.
+# The wheel that carries the Lambda is make dist's.
 $(INFRA_PYTHON): $(INFRA_JSII) infra/.npmignore
 	rm -rf infra/dist/python
-	cd infra && $(INFRA_ENV) npx jsii-pacmak --targets python
+	cd infra && $(INFRA_ENV) TTL_SWEEPER_PACK_WITHOUT_LAMBDA=1 npx jsii-pacmak --targets python
 	ls infra/dist/python/ttl_sweeper_cdk-*-py3-none-any.whl infra/dist/python/ttl_sweeper_cdk-*.tar.gz >/dev/null
 	touch $@
 
 .PHONY: infra-python
-infra-python: $(INFRA_PYTHON) ## the construct's Python package (jsii-pacmak): wheel and sdist in infra/dist/python
+infra-python: $(INFRA_PYTHON) ## the construct's Python package (jsii-pacmak), without the Lambda (make dist's carries it): wheel and sdist in infra/dist/python
 	@ls -l infra/dist/python/
 
 # After moto: one pip at a time in the venv.
@@ -282,6 +285,13 @@ PY_AWS_CDK_LIB ?= 2.275.0
 .PHONY: dist-test
 dist-test: ## the construct from dist/ in fresh npm and Python apps outside the checkout: synth without code, AArch64 bootstrap
 	PY_AWS_CDK_LIB=$(PY_AWS_CDK_LIB) scripts/dist-test.sh
+
+# Not part of `make test` either: README's install commands as written (make dist among them,
+# then npm install of its tarball into a new app outside the checkout), then the quick start's
+# app synthesized there without `code` (scripts/install-test.sh).
+.PHONY: install-test
+install-test: ## the README's install commands as written (make dist included), then its quick-start app synthesized outside the checkout
+	scripts/install-test.sh
 
 .PHONY: clean
 clean:

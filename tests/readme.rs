@@ -493,8 +493,8 @@ fn the_cost_model_counts_the_overlap_and_every_default_extra() {
     let cells: Vec<&str> = row.split('|').map(str::trim).collect();
     // Lambda at 128 MB, 70 s a minute: 43,200 × 0.125 × 70 GB-s, plus requests.
     assert_eq!(cells[5], "$5.05", "{row}");
-    // Metrics $4.50 + key $1 + dashboard $3 + alarms $0.40.
-    assert_eq!(cells[8], "$8.90", "{row}");
+    // Metrics $4.50 + key $1 + dashboard $3 + five alarms $0.50.
+    assert_eq!(cells[8], "$9.00", "{row}");
     let total: f64 = cells[9].trim_matches(['*', '$']).parse().unwrap();
     assert!((15.0..18.0).contains(&total), "{row}");
 }
@@ -627,17 +627,172 @@ fn the_readme_quotes_what_giving_items_their_window_costs() {
         format!("${:.2} for a per-item scheduler", cost::PEER_PER_MILLION),
     ];
     // The README's prose, its lines joined: a phrase may wrap.
-    let readme = read(&Path::new(ROOT).join("README.md"))
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
-    for phrase in expected {
-        let says = readme.contains(&phrase);
+    let joined = |file: &str| {
+        read(&Path::new(ROOT).join(file))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let readme = joined("README.md");
+    for phrase in &expected {
+        let says = readme.contains(phrase);
         assert!(
             says,
             "README.md should say {phrase:?} (docs/BENCHMARKS.md section 4)"
         );
     }
+    // docs/choosing.md quotes the index's costs in the same words.
+    let choosing = joined("docs/choosing.md");
+    for phrase in &expected[..3] {
+        let says = choosing.contains(phrase);
+        assert!(
+            says,
+            "docs/choosing.md should say {phrase:?}, as README.md does"
+        );
+    }
+}
+
+// ---------------------------------------------------------------- docs/choosing.md
+
+/// The figures of `text`: sums in dollars (`$2.61`), times in decimal seconds (`0.053 s`), sizes in
+/// MiB, shares in %, other decimal numbers, and counts of four digits or more (`140072`); link
+/// targets and code spans left out.
+fn figures(text: &str) -> Vec<String> {
+    let mut plain = String::new();
+    for line in prose_and_code(text).0 {
+        let line: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+        let mut rest = line.as_str();
+        while let Some(at) = rest.find("](") {
+            plain.push_str(&rest[..at]);
+            rest = rest[at..].split_once(')').map_or("", |(_, after)| after);
+        }
+        plain.push_str(rest);
+        plain.push('\n');
+    }
+    let words: Vec<&str> = plain
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| ",;:()|*".contains(c)))
+        .map(|w| {
+            let bare = w.strip_suffix('.').unwrap_or(w);
+            let unit = ["s", "MiB", "%"].contains(&bare);
+            if unit || bare.trim_start_matches('$').parse::<f64>().is_ok() {
+                bare
+            } else {
+                w
+            }
+        })
+        .collect();
+    let number = |w: &str| w.parse::<f64>().is_ok();
+    let mut out = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        let next = words.get(i + 1).copied().unwrap_or_default();
+        if w.len() > 1 && w.starts_with('$') && number(&w[1..]) {
+            out.push((*w).to_owned());
+        } else if number(w) && w.contains('.') && next == "s" {
+            out.push(format!("{w} s"));
+        } else if number(w) && ["MiB", "%"].contains(&next) {
+            out.push(format!("{w} {next}"));
+        } else if (number(w) && w.contains('.'))
+            || (w.len() >= 4 && w.chars().all(|c| c.is_ascii_digit()))
+        {
+            out.push((*w).to_owned());
+        }
+    }
+    out
+}
+
+/// The text of each section of `markdown` by its anchor: from its heading to the next heading of
+/// its level or above.
+fn sections_by_anchor(markdown: &str) -> std::collections::HashMap<String, String> {
+    let lines: Vec<&str> = markdown.lines().collect();
+    let level = |l: &str| {
+        let hashes = l.chars().take_while(|c| *c == '#').count();
+        (hashes > 0 && l[hashes..].starts_with(' ')).then_some(hashes)
+    };
+    let mut out = std::collections::HashMap::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(n) = level(line) else { continue };
+        let end = (i + 1..lines.len())
+            .find(|&j| level(lines[j]).is_some_and(|m| m <= n))
+            .unwrap_or(lines.len());
+        out.insert(slug(&line[n..]), lines[i..end].join("\n"));
+    }
+    out
+}
+
+/// docs/choosing.md quotes docs/BENCHMARKS.md and nothing else: every figure of each of its `## `
+/// sections is in a section of BENCHMARKS.md that the same section links to.
+#[test]
+fn the_choices_page_quotes_only_the_benchmark_sections_it_links() {
+    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let sections = sections_by_anchor(&bench);
+    let page = read(&Path::new(ROOT).join("docs/choosing.md"));
+    let mut problems = Vec::new();
+    let mut quoted = 0;
+    let mut choices = 0;
+    for part in page.split("\n## ").skip(1) {
+        let title = part.lines().next().unwrap_or_default();
+        choices += 1;
+        let linked: Vec<&String> = link_targets(part)
+            .iter()
+            .filter_map(|t| t.strip_prefix("BENCHMARKS.md#"))
+            .map(|anchor| {
+                sections
+                    .get(anchor)
+                    .unwrap_or_else(|| panic!("{title}: no section #{anchor}"))
+            })
+            .collect();
+        let found = figures(part);
+        if found.is_empty() {
+            problems.push(format!("{title}: no figure"));
+        }
+        for figure in found {
+            quoted += 1;
+            if !linked.iter().any(|s| s.contains(&figure)) {
+                problems.push(format!("{title}: {figure} is in no section it links"));
+            }
+        }
+    }
+    assert!(
+        choices >= 6 && quoted >= 30,
+        "{choices} choices, {quoted} figures"
+    );
+    assert!(
+        problems.is_empty(),
+        "docs/choosing.md:\n  {}",
+        problems.join("\n  ")
+    );
+    // The figure reader finds what it should.
+    let sample = "| 0.074 s | $1.25 per million, 23.5 MiB, at most 0.00 %. 140072, 24.5 and 2 s ([x](BENCHMARKS.md#1-a)) `9.99 s`";
+    let expected = ["0.074 s", "$1.25", "23.5 MiB", "0.00 %", "140072", "24.5"];
+    assert_eq!(figures(sample), expected);
+}
+
+/// The sweeper's Lambda and queries per month (docs/BENCHMARKS.md section 4, 1M row; also in the
+/// cost blocks of docs/scaling.md and infra/README.md) as docs/choosing.md quotes them.
+#[test]
+fn the_choices_page_quotes_the_cost_model_s_lambda_figures() {
+    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let (_, _, model) = generated(&bench, "cost-model").expect("a cost-model block");
+    let header = model
+        .lines()
+        .find(|l| l.starts_with("| expiries / month |"))
+        .expect("the model's table");
+    let row = model.lines().find(|l| l.starts_with("| 1M |")).unwrap();
+    let cell = |name: &str| {
+        let column = header.split('|').position(|c| c.trim() == name).unwrap();
+        row.split('|').nth(column).unwrap().trim().to_owned()
+    };
+    let minute = cell("sweeper Lambda, minute");
+    let tick = cell("sweeper Lambda, tick 1 s");
+    let queries = cell("queries, tick 1 s");
+    let page = read(&Path::new(ROOT).join("docs/choosing.md"));
+    let says = format!("| {minute} | {tick}, and {queries} of queries |");
+    assert!(page.contains(&says), "docs/choosing.md should say {says:?}");
+    let per_function = format!("{tick} of sweeper Lambda in tick mode");
+    assert!(page.contains(&per_function), "{per_function:?}");
+    let lambda = format!("{tick} for the sweeper Lambda");
+    assert!(page.contains(&lambda), "{lambda:?}");
 }
 
 /// The tagline of the README and of the construct's README quotes the p99 lag of
@@ -743,6 +898,80 @@ fn the_readme_first_screen_goes_from_an_existing_table_to_a_verified_sweeper() {
     let first_heading = readme.lines().find(|l| l.starts_with("## "));
     let first = Some("## Quick start: your own table");
     assert_eq!(first_heading, first, "the quick start is the first section");
+}
+
+// ---------------------------------------------------------------- the install commands
+
+/// The README's install step is a block `make install-test` runs as written: between
+/// `<!-- install:begin` and `<!-- install:end -->` in the quick start, one ```sh fence whose
+/// commands build the release files (`make dist`) and install the construct's tarball from `dist/`
+/// under the name `scripts/dist.sh` gives it. `make install-test` runs scripts/install-test.sh,
+/// which reads that block, and `make test` does not run it (it builds releases: minutes).
+#[test]
+fn the_readme_install_commands_are_the_block_make_install_test_runs() {
+    let readme = read(&Path::new(ROOT).join("README.md"));
+    let quick = section(&readme, "Quick start: your own table").expect("a quick start");
+    assert_eq!(readme.matches("<!-- install:begin").count(), 1);
+    assert_eq!(readme.matches("<!-- install:end -->").count(), 1);
+    let block = quick
+        .split("<!-- install:begin")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- install:end -->").next())
+        .expect("the install block is in the quick start");
+    let fence = block
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a ```sh fence in the install block");
+    let commands: Vec<&str> = fence
+        .lines()
+        .map(|l| l.split(" #").next().unwrap_or_default().trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(commands.first(), Some(&"make dist"), "{commands:?}");
+    let tarball = "dist/ttl-sweeper-cdk-<version>.tgz";
+    let install = commands
+        .iter()
+        .find(|c| c.starts_with("npm install "))
+        .unwrap_or_else(|| panic!("no npm install in {commands:?}"));
+    assert!(
+        install.contains(&format!("<checkout>/{tarball}")),
+        "{install}"
+    );
+    // The name dist.sh writes (and checks for) is the one the README installs.
+    let dist = read(&Path::new(ROOT).join("scripts/dist.sh"));
+    assert!(dist.contains("\"ttl-sweeper-cdk-$version.tgz\""));
+    // Every placeholder is one install-test.sh fills in.
+    let script = read(&Path::new(ROOT).join("scripts/install-test.sh"));
+    for placeholder in fence
+        .split('<')
+        .skip(1)
+        .map(|p| p.split('>').next().unwrap())
+    {
+        let filled = script.contains(&format!("<{placeholder}>/$"));
+        assert!(
+            filled,
+            "scripts/install-test.sh does not fill in <{placeholder}>"
+        );
+    }
+    assert!(script.contains("<!-- install:begin") && script.contains("<!-- install:end -->"));
+    // `make install-test` runs the script; `make test` does not.
+    let makefile = read(&Path::new(ROOT).join("Makefile"));
+    let recipe = makefile
+        .split("\ninstall-test:")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .expect("a Makefile target install-test");
+    assert!(recipe.contains("scripts/install-test.sh"), "{recipe}");
+    let test = makefile
+        .split("\ntest:")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .expect("a Makefile target test");
+    assert!(
+        !test.contains("install-test") && !test.contains(" dist"),
+        "{test}"
+    );
 }
 
 // ---------------------------------------------------------------- cargo lambda deploy, dry

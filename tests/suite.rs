@@ -23,6 +23,7 @@ mod events;
 mod expiry_events;
 mod faults;
 mod handler;
+mod iam_docs;
 mod index_failover;
 mod lambda_e2e;
 mod leader_lease;

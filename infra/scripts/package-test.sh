@@ -12,7 +12,8 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 npm_quiet=(--no-audit --no-fund --loglevel=error --prefer-offline)
 
-tarball="$(npm pack --silent --pack-destination "$work" 2>/dev/null | tail -n 1)"
+# Without the Lambda zip (make dist packs it): the consumer app passes `code` (ASSET_DIR).
+tarball="$(TTL_SWEEPER_PACK_WITHOUT_LAMBDA=1 npm pack --silent --pack-destination "$work" 2>/dev/null | tail -n 1)"
 mkdir -p "$work/app" "$work/asset"
 printf '#!/bin/sh\n' >"$work/asset/bootstrap"
 cp test/consumer/package.json test/consumer/package-lock.json test/consumer/.npmrc \
@@ -40,7 +41,7 @@ check(schedule && schedule.Properties.ScheduleExpression === 'rate(1 minute)', '
 check(schedule.Properties.Target.Input === '{"time":"<aws.scheduler.scheduled-time>"}', 'schedule input');
 check(of('AWS::Events::Rule').length === 0, 'no EventBridge rule');
 check(of('AWS::DynamoDB::Table').length === 1, 'only the checkpoint table is created');
-check(of('AWS::CloudWatch::Alarm').length === 4, 'four alarms');
+check(of('AWS::CloudWatch::Alarm').length === 5, 'five alarms');
 console.log(`package-test: ${Object.keys(t.Resources).length} resources synthesized from the installed package`);
 JS
 

@@ -2,9 +2,9 @@
 # Type-checks and runs the construct's tests (template assertions, synthesis, cdk-nag's
 # validateScope) against the lowest aws-cdk-lib the package accepts: the version in
 # peerDependencies (`^X.Y.Z` → X.Y.Z), or the one given as the first argument. It installs that
-# version into a temporary copy of infra/ (the sources, tests, examples and SAM template; the
-# Rust sources and test support the tests read are linked), so the checkout's node_modules stay
-# as they are.
+# version into a temporary copy of infra/ (the sources, tests, examples, SAM template and README;
+# the Rust sources, test support and docs the tests read are linked), so the checkout's
+# node_modules stay as they are.
 set -euo pipefail
 export CDK_DISABLE_CLI_TELEMETRY=true CDK_DISABLE_VERSION_CHECK=true
 SECONDS=0
@@ -15,9 +15,13 @@ version="${1:-${peer#^}}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/infra"
-cp -r src test examples sam scripts tsconfig.json tsconfig.dev.json cdk.json "$work/infra/"
+cp -r src test examples sam scripts tsconfig.json tsconfig.dev.json cdk.json README.md "$work/infra/"
 ln -s "$infra/../src" "$work/src"
 ln -s "$infra/../tests" "$work/tests"
+ln -s "$infra/../docs" "$work/docs"
+ln -s "$infra/../README.md" "$work/README.md"
+# The pack test packs the package itself (its package.json and prepack), not this copy's.
+export TTL_SWEEPER_CDK_DIR="$infra"
 # The dev dependencies of the checkout, with aws-cdk-lib at `version`.
 node - "$version" "$work/infra/package.json" <<'JS'
 const [version, out] = process.argv.slice(2);

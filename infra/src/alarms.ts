@@ -16,6 +16,18 @@ import { namesEachTable, type Settings } from './settings';
 import type { TtlSweeper } from './ttl-sweeper';
 
 /**
+ * The page that says, for each alarm, what it means, what to check and what to do: each alarm's
+ * description links to its section, `#<the alarm's id, in lower case>` (the SAM template's
+ * descriptions link to the same, from its `Docs` mapping).
+ */
+export const ALARMS_DOC_URL = 'https://github.com/ttl-sweeper/ttl-sweeper/blob/main/docs/alarms.md';
+
+/** `text`, then the link to the section of docs/alarms.md on the alarm `id`. */
+export function alarmDescription(text: string, id: string): string {
+  return `${text}. What to check and do: ${ALARMS_DOC_URL}#${id.toLowerCase()}`;
+}
+
+/**
  * The sweeper's alarms, in `sweeper` (and, with several functions or tables, in the scope of each),
  * each notifying the alarm topic, which `options.emails` are subscribed to.
  */
@@ -36,13 +48,13 @@ export function sweeperAlarms(
   return { topic, alarms };
 }
 
-/** The alarms: function errors, failed items, expiry lag, silence (and per function with several). */
+/** The alarms: function errors, failed items, expiry lag, items left, silence (and per function with several). */
 function functionAndTableAlarms(sweeper: TtlSweeper, parts: SweeperFunction[], settings: Settings): cloudwatch.Alarm[] {
   const periodSeconds = settings.schedule.periodSeconds;
   const alarmPeriod = Duration.seconds(Math.ceil(periodSeconds / 60) * 60);
   const alarms: cloudwatch.Alarm[] = [
     new cloudwatch.Alarm(sweeper, 'FunctionErrors', {
-      alarmDescription: 'ttl-sweeper invocations failed (bad event, failed keys or unreadable windows)',
+      alarmDescription: alarmDescription('ttl-sweeper invocations failed (bad event, failed keys or unreadable windows)', 'FunctionErrors'),
       metric: sweeper.function.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
       threshold: 0,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
@@ -58,7 +70,7 @@ function functionAndTableAlarms(sweeper: TtlSweeper, parts: SweeperFunction[], s
     const of = several ? ` (table ${table.tableName})` : '';
     alarms.push(
       new cloudwatch.Alarm(scope, 'ItemsFailed', {
-        alarmDescription: `ttl-sweeper could not delete some expired items${of}`,
+        alarmDescription: alarmDescription(`ttl-sweeper could not delete some expired items${of}`, 'ItemsFailed'),
         metric: sweeper.tableMetric(table, 'ItemsFailed', { statistic: 'Sum', period: Duration.minutes(1) }),
         threshold: 0,
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
@@ -66,9 +78,20 @@ function functionAndTableAlarms(sweeper: TtlSweeper, parts: SweeperFunction[], s
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
       new cloudwatch.Alarm(scope, 'ExpiryLag', {
-        alarmDescription: `expired items stay longer than the precision target${of}`,
+        alarmDescription: alarmDescription(`expired items stay longer than the precision target${of}`, 'ExpiryLag'),
         metric: sweeper.tableMetric(table, 'MaxExpiryLagSeconds', { statistic: 'Maximum', period: alarmPeriod }),
         threshold: settings.lagThresholdSeconds,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 3,
+        datapointsToAlarm: 3,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }),
+      // Items found but not attempted because the sweep had to stop (its deadline): once is a
+      // backlog being worked off; every period for three, sweeps that cannot keep up.
+      new cloudwatch.Alarm(scope, 'ItemsLeft', {
+        alarmDescription: alarmDescription(`ttl-sweeper sweeps keep stopping with expired items left for the next one${of}`, 'ItemsLeft'),
+        metric: sweeper.tableMetric(table, 'ItemsLeft', { statistic: 'Sum', period: alarmPeriod }),
+        threshold: 0,
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         evaluationPeriods: 3,
         datapointsToAlarm: 3,
@@ -81,7 +104,10 @@ function functionAndTableAlarms(sweeper: TtlSweeper, parts: SweeperFunction[], s
     if (settings.leaderLeaseSeconds !== undefined) {
       alarms.push(
         new cloudwatch.Alarm(scope, 'LeaseLayoutMismatch', {
-          alarmDescription: `a ttl-sweeper stands by beside a leader lease held with another layout than its own${of}: configure every Region's sweeper of the table alike`,
+          alarmDescription: alarmDescription(
+            `a ttl-sweeper stands by beside a leader lease held with another layout than its own${of}: configure every Region's sweeper of the table alike`,
+            'LeaseLayoutMismatch',
+          ),
           metric: sweeper.tableMetric(table, 'LeaseLayoutMismatch', { statistic: 'Sum', period: Duration.minutes(1) }),
           threshold: 0,
           comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
@@ -95,7 +121,7 @@ function functionAndTableAlarms(sweeper: TtlSweeper, parts: SweeperFunction[], s
     if (settings.leaderLeaseSeconds === undefined) {
       alarms.push(
         new cloudwatch.Alarm(scope, 'SweeperSilent', {
-          alarmDescription: `ttl-sweeper has not reported a sweep${of} for ${settings.silenceAfterSeconds / 60} minutes`,
+          alarmDescription: alarmDescription(`ttl-sweeper has not reported a sweep${of} for ${settings.silenceAfterSeconds / 60} minutes`, 'SweeperSilent'),
           metric: sweeper.tableMetric(table, 'WindowsSwept', {
             statistic: 'SampleCount',
             period: Duration.seconds(settings.silenceAfterSeconds),
@@ -115,7 +141,10 @@ function functionAndTableAlarms(sweeper: TtlSweeper, parts: SweeperFunction[], s
       if (i > 0) {
         alarms.push(
           new cloudwatch.Alarm(scope, 'FunctionErrors', {
-            alarmDescription: `ttl-sweeper invocations for shards ${sweeper.shardRanges[i]} failed (bad event, failed keys or unreadable windows)`,
+            alarmDescription: alarmDescription(
+              `ttl-sweeper invocations for shards ${sweeper.shardRanges[i]} failed (bad event, failed keys or unreadable windows)`,
+              'FunctionErrors',
+            ),
             metric: fn.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
             threshold: 0,
             comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
@@ -126,7 +155,10 @@ function functionAndTableAlarms(sweeper: TtlSweeper, parts: SweeperFunction[], s
       }
       alarms.push(
         new cloudwatch.Alarm(scope, 'NotInvoked', {
-          alarmDescription: `ttl-sweeper for shards ${sweeper.shardRanges[i]} has not been invoked for ${settings.silenceAfterSeconds / 60} minutes`,
+          alarmDescription: alarmDescription(
+            `ttl-sweeper for shards ${sweeper.shardRanges[i]} has not been invoked for ${settings.silenceAfterSeconds / 60} minutes`,
+            'NotInvoked',
+          ),
           metric: fn.metricInvocations({ period: Duration.seconds(settings.silenceAfterSeconds), statistic: 'Sum' }),
           threshold: 1,
           comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
@@ -146,7 +178,7 @@ function streamAlarms(sweeper: TtlSweeper, settings: Settings): cloudwatch.Alarm
   // got it. An item gets its index entry (and can be swept) only after its record is handled.
   return [
     new cloudwatch.Alarm(sweeper, 'StreamIteratorAge', {
-      alarmDescription: 'the ttl-sweeper stream indexer falls behind the table\'s stream',
+      alarmDescription: alarmDescription('the ttl-sweeper stream indexer falls behind the table\'s stream', 'StreamIteratorAge'),
       metric: sweeper.streamFunction.metric('IteratorAge', { statistic: 'Maximum', period: Duration.minutes(1) }),
       threshold: settings.lagThresholdSeconds * 1000,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
@@ -157,7 +189,10 @@ function streamAlarms(sweeper: TtlSweeper, settings: Settings): cloudwatch.Alarm
     // Records that failed every retry: their items have no index entry, so no sweep sees
     // them until `backfill` writes it. One is enough to act on.
     new cloudwatch.Alarm(sweeper, 'StreamRecordsFailed', {
-      alarmDescription: 'stream records failed every retry and went to the ttl-sweeper stream indexer\'s on-failure queue: their items need ttl-sweeper backfill, which writes their expiry index entries',
+      alarmDescription: alarmDescription(
+        'stream records failed every retry and went to the ttl-sweeper stream indexer\'s on-failure queue: their items need ttl-sweeper backfill, which writes their expiry index entries',
+        'StreamRecordsFailed',
+      ),
       metric: sweeper.streamFailureQueue!.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: Duration.minutes(1) }),
       threshold: 0,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,

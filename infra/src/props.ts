@@ -31,9 +31,9 @@ export enum DeleteMode {
 /** Where alarms go and when they fire. */
 export interface SweeperAlarmOptions {
   /**
-   * Create the alarms (and, without `topic`, their topic and its key). Four alarms cost about
-   * $0.40 a month (standard resolution, $0.10 each); with `sweepers` > 1 or several `tables`
-   * there are more.
+   * Create the alarms (and, without `topic`, their topic and its key). Five alarms cost about
+   * $0.50 a month (standard resolution, $0.10 each); with `sweepers` > 1 or several `tables`
+   * there are more. Each alarm's description links to what to check and do (docs/alarms.md).
    *
    * @default true
    */

@@ -157,7 +157,7 @@ test('alarms, the topic key and the dashboard can each be turned off', () => {
   assert.deepEqual(nagViolations(stack), []);
 
   const plainTopic = synth({ alarms: { encryptTopic: false, emails: ['oncall@example.com'] } });
-  plainTopic.template.resourceCountIs('AWS::CloudWatch::Alarm', 4);
+  plainTopic.template.resourceCountIs('AWS::CloudWatch::Alarm', 5);
   plainTopic.template.resourceCountIs('AWS::KMS::Key', 0);
   plainTopic.template.resourceCountIs('AWS::SNS::Topic', 1);
   const topic = Object.values(plainTopic.template.findResources('AWS::SNS::Topic'))[0];
@@ -167,11 +167,11 @@ test('alarms, the topic key and the dashboard can each be turned off', () => {
   });
   assert.deepEqual(nagViolations(plainTopic.stack), []);
 
-  // By default: four alarms (the count the cost model prices), a topic with its own key, a dashboard.
+  // By default: five alarms (the count the cost model prices), a topic with its own key, a dashboard.
   const { template: all } = synth();
   const priced = Number(rust('tests/support/cost.rs').match(/pub const DEFAULT_ALARMS: usize = (\d+);/)![1]);
   all.resourceCountIs('AWS::CloudWatch::Alarm', priced);
-  assert.equal(priced, 4);
+  assert.equal(priced, 5);
   all.resourceCountIs('AWS::KMS::Key', 1);
   all.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
 });

@@ -80,7 +80,7 @@ test('without followStream: no second function, mapping, queue, role or alarm', 
     template.resourceCountIs('AWS::Lambda::EventSourceMapping', 0);
     template.resourceCountIs('AWS::SQS::Queue', 1);
     template.resourceCountIs('AWS::IAM::Role', 2); // the function's and the schedule's
-    template.resourceCountIs('AWS::CloudWatch::Alarm', 4);
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 5);
     template.resourceCountIs('AWS::DynamoDB::Table', 0);
     assert.equal(sweeper.indexTable, undefined);
     assert.equal(sweeper.streamFunction, undefined);
@@ -440,7 +440,7 @@ test('an IteratorAge alarm and one on the on-failure queue notify the alarm topi
       AlarmActions: [{ Ref: logicalId(template, 'AWS::SNS::Topic', 'SweeperAlarms') }],
     },
   );
-  assert.equal(sweeper.alarms.length, 6);
+  assert.equal(sweeper.alarms.length, 7);
   assert.equal(following().template.toJSON().Resources[Object.keys(following().template.findResources('AWS::CloudWatch::Alarm')).find((id) => id.startsWith('SweeperStreamIteratorAge'))!].Properties.Threshold, 120000);
   // A record in the on-failure queue: one is enough to alarm.
   const failedAlarm = Object.values(following().template.findResources('AWS::CloudWatch::Alarm')).find(

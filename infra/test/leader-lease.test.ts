@@ -69,9 +69,9 @@ test('a lease without a checkpoint is refused', () => {
 test('with a lease, no silence alarm (a standby sweeper reports no sweeps) but one on a lease of another layout; the other alarms stay', () => {
   const alarms = (built: ReturnType<typeof synth>) =>
     Object.values(built.template.findResources('AWS::CloudWatch::Alarm')).map((a: any) => a.Properties.MetricName).sort();
-  assert.deepEqual(alarms(withCheckpoint({})), ['Errors', 'ItemsFailed', 'MaxExpiryLagSeconds', 'WindowsSwept']);
+  assert.deepEqual(alarms(withCheckpoint({})), ['Errors', 'ItemsFailed', 'ItemsLeft', 'MaxExpiryLagSeconds', 'WindowsSwept']);
   assert.deepEqual(alarms(withCheckpoint({ leaderLease: cdk.Duration.minutes(1) })),
-    ['Errors', 'ItemsFailed', 'LeaseLayoutMismatch', 'MaxExpiryLagSeconds']);
+    ['Errors', 'ItemsFailed', 'ItemsLeft', 'LeaseLayoutMismatch', 'MaxExpiryLagSeconds']);
 });
 
 test('the lease layout alarm fires on the first sweep that stood by beside a lease of another layout', () => {

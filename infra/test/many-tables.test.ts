@@ -9,6 +9,7 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DeleteMode, ExpiryEventsItem, ExpiryEventsMode, type SweptTable, type TtlSweeperProps } from '../src';
+import { ALARMS_DOC_URL } from '../src/alarms';
 import { env, logicalId, nagViolations, newStack, statements, synth } from './support';
 
 const arn = (name: string) => `arn:aws:dynamodb:${env.region}:${env.account}:table/${name}`;
@@ -159,12 +160,12 @@ test('a table created in the stack: TABLES joins its name, the role gets its ARN
   assert.deepEqual(s.DeleteExpiredItems.Resource, [arn('orders'), { 'Fn::GetAtt': [createdId, 'Arn'] }]);
 });
 
-test('alarms: the function error alarm once, failed items, lag and silence for each table on its TableName', () => {
+test('alarms: the function error alarm once, failed items, lag, items left and silence for each table on its TableName', () => {
   const built = synthTables(threeTables);
   const alarms = Object.values(built.template.findResources('AWS::CloudWatch::Alarm')).map((a: any) => a.Properties);
-  assert.equal(alarms.length, 1 + 3 * 3);
+  assert.equal(alarms.length, 1 + 3 * 4);
   assert.equal(alarms.filter((a) => a.MetricName === 'Errors').length, 1);
-  for (const metric of ['ItemsFailed', 'MaxExpiryLagSeconds', 'WindowsSwept']) {
+  for (const metric of ['ItemsFailed', 'MaxExpiryLagSeconds', 'ItemsLeft', 'WindowsSwept']) {
     const tables = alarms
       .filter((a) => a.MetricName === metric)
       .map((a) => {
@@ -176,7 +177,10 @@ test('alarms: the function error alarm once, failed items, lag and silence for e
     assert.deepEqual(tables, ['orders', 'sessions', 'carts'], metric);
   }
   const described = alarms.filter((a) => a.MetricName === 'ItemsFailed').map((a) => a.AlarmDescription);
-  assert.deepEqual(described, ['orders', 'sessions', 'carts'].map((n) => `ttl-sweeper could not delete some expired items (table ${n})`));
+  assert.deepEqual(
+    described,
+    ['orders', 'sessions', 'carts'].map((n) => `ttl-sweeper could not delete some expired items (table ${n}). What to check and do: ${ALARMS_DOC_URL}#itemsfailed`),
+  );
   // The first table keeps a single table's ids; the others are under Table2, Table3.
   const ids = Object.keys(built.template.findResources('AWS::CloudWatch::Alarm'));
   assert.ok(ids.some((id) => id.startsWith('SweeperItemsFailed')), ids.join());

@@ -16,7 +16,7 @@ import { Checkpoint, DeleteMode, type TtlSweeperProps } from '../src';
 import { env, logicalId, newStack, statements, synth } from './support';
 
 /** CloudFormation's short forms, read as their long forms (`!Ref x` → `{ Ref: x }`). */
-const cfnTags: (ScalarTag | CollectionTag)[] = ['Ref', 'Sub', 'GetAtt', 'If', 'Equals', 'Not', 'And', 'Condition', 'Join', 'Select', 'Split']
+const cfnTags: (ScalarTag | CollectionTag)[] = ['Ref', 'Sub', 'GetAtt', 'If', 'Equals', 'Not', 'And', 'Condition', 'Join', 'Select', 'Split', 'FindInMap']
   .flatMap((name) => {
     const long = name === 'Ref' || name === 'Condition' ? name : `Fn::${name}`;
     const value = (v: unknown) =>
@@ -174,7 +174,7 @@ test('the SAM schedule is the construct schedule: every minute, as of the schedu
   assert.equal(config.MaximumEventAgeInSeconds, invoke.Properties.MaximumEventAgeInSeconds);
   const [logs] = Object.values(built.findResources('AWS::Logs::LogGroup')) as any[];
   assert.equal(template.Resources.Logs.Properties.RetentionInDays, logs.Properties.RetentionInDays);
-  // The four alarms of the construct, on the same metrics.
+  // The five alarms of the construct, on the same metrics.
   const alarms = (t: Record<string, any>) =>
     Object.values(t).filter((r: any) => r.Type === 'AWS::CloudWatch::Alarm').map((r: any) => r.Properties.MetricName).sort();
   const topic = { AlarmTopicArn: 'arn:aws:sns:eu-west-1:123456789012:alarms' };
@@ -214,7 +214,7 @@ test("CheckpointTable and LeaderLease: the construct's environment, grants and a
   const [mismatch] = Object.values(built.template.findResources('AWS::CloudWatch::Alarm'))
     .filter((a: any) => a.Properties.MetricName === 'LeaseLayoutMismatch') as any[];
   const sam = template.Resources.LeaseLayoutMismatch.Properties;
-  for (const key of ['Namespace', 'Statistic', 'Period', 'EvaluationPeriods', 'Threshold', 'ComparisonOperator', 'TreatMissingData', 'AlarmDescription']) {
+  for (const key of ['Namespace', 'Statistic', 'Period', 'EvaluationPeriods', 'Threshold', 'ComparisonOperator', 'TreatMissingData']) {
     assert.deepEqual(sam[key], mismatch.Properties[key], key);
   }
   assert.deepEqual(sam.Dimensions, [{ Name: 'TableName', Value: { Ref: 'TableName' } }]);
@@ -423,6 +423,7 @@ test("FollowStream: the DynamoDB event is the construct's event source mapping, 
   }
 });
 
+// The alarms' descriptions, each with its link to docs/alarms.md: test/alarms-doc.test.ts.
 test('FollowStream with an alarm topic: the construct alarms, IteratorAge included, with the same threshold', () => {
   const { template: built } = synthFollowing({ tickSeconds: undefined });
   const topic = { ...FOLLOW, AlarmTopicArn: 'arn:aws:sns:eu-west-1:123456789012:alarms' };
@@ -431,13 +432,13 @@ test('FollowStream with an alarm topic: the construct alarms, IteratorAge includ
   assert.deepEqual(alarms(present(topic)), alarms(built.toJSON().Resources));
   const [iteratorAge] = Object.values(built.findResources('AWS::CloudWatch::Alarm')).filter((a: any) => a.Properties.MetricName === 'IteratorAge') as any[];
   const sam = template.Resources.StreamIteratorAge.Properties;
-  for (const key of ['Namespace', 'Statistic', 'Period', 'EvaluationPeriods', 'DatapointsToAlarm', 'Threshold', 'ComparisonOperator', 'TreatMissingData', 'AlarmDescription']) {
+  for (const key of ['Namespace', 'Statistic', 'Period', 'EvaluationPeriods', 'DatapointsToAlarm', 'Threshold', 'ComparisonOperator', 'TreatMissingData']) {
     assert.deepEqual(sam[key], iteratorAge.Properties[key], key);
   }
   assert.deepEqual(sam.Dimensions, [{ Name: 'FunctionName', Value: { Ref: 'StreamFunction' } }]);
   const [failed] = Object.values(built.findResources('AWS::CloudWatch::Alarm')).filter((a: any) => a.Properties.MetricName === 'ApproximateNumberOfMessagesVisible') as any[];
   const samFailed = template.Resources.StreamRecordsFailed.Properties;
-  for (const key of ['Namespace', 'Statistic', 'Period', 'EvaluationPeriods', 'DatapointsToAlarm', 'Threshold', 'ComparisonOperator', 'TreatMissingData', 'AlarmDescription']) {
+  for (const key of ['Namespace', 'Statistic', 'Period', 'EvaluationPeriods', 'DatapointsToAlarm', 'Threshold', 'ComparisonOperator', 'TreatMissingData']) {
     assert.deepEqual(samFailed[key], failed.Properties[key], key);
   }
 });

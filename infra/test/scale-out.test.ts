@@ -130,9 +130,9 @@ test('one sweeper sets no SHARD_RANGE and keeps the construct ids of a single fu
 test('each of several functions has an error alarm and a not-invoked alarm; the table alarms stay single', () => {
   const { sweeper, template } = synth({ windowShards: 12, sweepers: 3 });
   const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm')) as any[];
-  // Errors and NotInvoked per function (3 + 3), ItemsFailed, ExpiryLag, SweeperSilent.
-  assert.equal(alarms.length, 9);
-  assert.equal(sweeper.alarms.length, 9);
+  // Errors and NotInvoked per function (3 + 3), ItemsFailed, ExpiryLag, ItemsLeft, SweeperSilent.
+  assert.equal(alarms.length, 10);
+  assert.equal(sweeper.alarms.length, 10);
   const perFunction = (metric: string) => alarms.filter((a) => a.Properties.MetricName === metric && a.Properties.Namespace === 'AWS/Lambda');
   assert.equal(perFunction('Errors').length, 3);
   const notInvoked = perFunction('Invocations');

@@ -37,6 +37,7 @@ export function synth(overrides: Partial<TtlSweeperProps> = {}, stack = newStack
 }
 
 export interface Statement {
+  Sid?: string;
   Action: unknown;
   Resource: unknown;
   Effect: string;

@@ -354,9 +354,9 @@ test('an existing checkpoint table is used as is', () => {
 
 // ---------------------------------------------------------------- alarms and dashboard
 
-test('alarms on errors, failed items, lag and silence notify a KMS-encrypted SNS topic', () => {
+test('alarms on errors, failed items, lag, items left and silence notify a KMS-encrypted SNS topic', () => {
   const { template } = synth({ alarms: { lagThreshold: cdk.Duration.seconds(30), emails: ['oncall@example.com'] } });
-  template.resourceCountIs('AWS::CloudWatch::Alarm', 4);
+  template.resourceCountIs('AWS::CloudWatch::Alarm', 5);
   const topic = logicalId(template, 'AWS::SNS::Topic', 'SweeperAlarms');
   template.hasResourceProperties('AWS::CloudWatch::Alarm', {
     MetricName: 'ItemsFailed',
@@ -372,6 +372,20 @@ test('alarms on errors, failed items, lag and silence notify a KMS-encrypted SNS
     Threshold: 30,
     Period: 60,
     EvaluationPeriods: 3,
+  });
+  // Expired items left for the next sweep in three periods running: sweeps that cannot keep up.
+  template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+    MetricName: 'ItemsLeft',
+    Namespace: 'TtlSweeper',
+    Dimensions: [{ Name: 'TableName', Value: 'sessions' }],
+    Statistic: 'Sum',
+    Period: 60,
+    EvaluationPeriods: 3,
+    DatapointsToAlarm: 3,
+    Threshold: 0,
+    ComparisonOperator: 'GreaterThanThreshold',
+    TreatMissingData: 'notBreaching',
+    AlarmActions: [{ Ref: topic }],
   });
   template.hasResourceProperties('AWS::CloudWatch::Alarm', {
     MetricName: 'WindowsSwept',
@@ -412,6 +426,7 @@ test('alarm periods follow the schedule; a topic of your own replaces the create
   template.resourceCountIs('AWS::CloudWatch::Dashboard', 0);
   assert.equal(sweeper.dashboard, undefined);
   template.hasResourceProperties('AWS::CloudWatch::Alarm', { MetricName: 'MaxExpiryLagSeconds', Period: 900 });
+  template.hasResourceProperties('AWS::CloudWatch::Alarm', { MetricName: 'ItemsLeft', Period: 900 });
   template.hasResourceProperties('AWS::CloudWatch::Alarm', { MetricName: 'WindowsSwept', Period: 1800 });
   const pager = logicalId(template, 'AWS::SNS::Topic', 'Pager');
   for (const alarm of Object.values(template.findResources('AWS::CloudWatch::Alarm'))) {
@@ -427,7 +442,7 @@ test('the construct exposes what it creates', () => {
   assert.equal(sweeper.schedule.node.id, 'Schedule');
   assert.ok(sweeper.failureQueue instanceof sqs.Queue);
   assert.ok(sweeper.alarmTopic instanceof sns.Topic);
-  assert.equal(sweeper.alarms.length, 4);
+  assert.equal(sweeper.alarms.length, 5);
   assert.ok(sweeper.dashboard);
   assert.ok(sweeper.checkpointTable instanceof dynamodb.Table);
   assert.equal(sweeper.schedulePeriodSeconds, 60);

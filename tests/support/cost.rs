@@ -13,7 +13,7 @@
 //! The inputs come from the code, not from the prose: the tick-mode run time per schedule period
 //! is the period plus `HANDOFF_OVERLAP` (an invocation ticks until that long after the next one's
 //! scheduled time, docs/design.md "Handoff"), the number of custom metrics is what `emf_record`
-//! declares plus `ColdStart`, the alarms are the construct's four.
+//! declares plus `ColdStart`, the alarms are the construct's five.
 
 #![allow(dead_code)]
 
@@ -130,7 +130,7 @@ pub struct Inputs {
 }
 
 /// Alarms the construct creates by default (`infra/test/conveniences.test.ts` checks it).
-pub const DEFAULT_ALARMS: usize = 4;
+pub const DEFAULT_ALARMS: usize = 5;
 
 impl Inputs {
     /// The inputs the code decides ([`HANDOFF_OVERLAP`](ttl_sweeper::lambda::handler::HANDOFF_OVERLAP),

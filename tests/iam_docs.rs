@@ -1,0 +1,257 @@
+//! The daemon's IAM lists in the docs (`<!-- iam: daemon <choice>... -->` blocks, tables of
+//! `| resource | actions |`; infra/test/iam-docs.test.ts describes the format and checks the
+//! function's) against what `ttl-sweeper run` sends: for each block, the daemon runs with those
+//! choices through the fault proxy, recording every request, while items expire; each request's
+//! operation and the resource it names must be in the block, and each action of the block must
+//! have been sent, but `DeleteItem` in batch mode, which only a key read stale twice needs (the
+//! code path is checked to exist instead).
+
+use crate::common;
+use crate::support::fault_proxy;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::StreamViewType;
+use common::*;
+use fault_proxy::{FaultProxy, Plan, Seen};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+type Actions = BTreeMap<String, BTreeSet<String>>;
+
+/// One `<!-- iam: daemon ... -->` block: where it is, its choices and its actions by resource.
+#[derive(Debug)]
+struct Block {
+    file: String,
+    choices: Vec<String>,
+    actions: Actions,
+}
+
+/// The resources a daemon's block may name.
+const RESOURCES: [&str; 5] = [
+    "the table",
+    "the table's index",
+    "the expiry index table",
+    "the checkpoint table",
+    "the table's stream",
+];
+
+/// Every daemon block of README.md and docs/*.md.
+fn daemon_blocks() -> Vec<Block> {
+    let mut files: Vec<_> = std::fs::read_dir(Path::new(ROOT).join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    files.sort();
+    files.insert(0, Path::new(ROOT).join("README.md"));
+    let mut blocks = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for piece in text.split("<!-- iam: daemon ").skip(1) {
+            let (header, rest) = piece.split_once("-->").expect("a closed marker");
+            let body = rest
+                .split("<!-- /iam -->")
+                .next()
+                .expect("a block ends with <!-- /iam -->");
+            let choices = header
+                .split('(')
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect();
+            let mut actions = Actions::new();
+            let rows = body.lines().filter(|l| l.starts_with('|')).skip(2);
+            for row in rows {
+                let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+                let resource = RESOURCES
+                    .iter()
+                    .find(|r| cells[1] == **r || cells[1].starts_with(&format!("{r} (")))
+                    .unwrap_or_else(|| panic!("{}: resource {:?}", path.display(), cells[1]));
+                let listed = cells[2]
+                    .split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .filter(|a| a.starts_with("dynamodb:"))
+                    .map(str::to_owned);
+                actions
+                    .entry((*resource).to_owned())
+                    .or_default()
+                    .extend(listed);
+            }
+            let file = path.strip_prefix(ROOT).unwrap().display().to_string();
+            blocks.push(Block {
+                file,
+                choices,
+                actions,
+            });
+        }
+    }
+    blocks
+}
+
+/// The tables of one run, by the resource each is.
+struct Names {
+    table: String,
+    index_table: Option<String>,
+    checkpoint: String,
+}
+
+/// The resource a request names and its action, `dynamodb:<operation>`.
+fn resource_of(seen: &Seen, names: &Names) -> (String, String) {
+    let action = format!("dynamodb:{}", seen.op);
+    let resource = match seen.op.as_str() {
+        "DescribeStream" | "GetShardIterator" | "GetRecords" => "the table's stream",
+        _ => {
+            let tables = seen.tables();
+            assert_eq!(tables.len(), 1, "one table per request: {}", seen.body);
+            let table = tables[0];
+            if table == names.table && seen.body.get("IndexName").is_some() {
+                "the table's index"
+            } else if table == names.table {
+                "the table"
+            } else if Some(table) == names.index_table.as_deref() {
+                "the expiry index table"
+            } else if table == names.checkpoint {
+                "the checkpoint table"
+            } else {
+                panic!("a request naming no table of the run: {}", seen.body)
+            }
+        }
+    };
+    (resource.to_owned(), action)
+}
+
+/// Runs `ttl-sweeper run` with `choices` through a recording proxy while 12 items expire: what
+/// it sent, by resource.
+async fn requests_of_a_run(choices: &[String]) -> Actions {
+    let has = |c: &str| choices.iter().any(|x| x == c);
+    let follow = has("follow-stream");
+    let mode = if has("conditional") {
+        "conditional"
+    } else {
+        "batch"
+    };
+    let client = client().await;
+    let (table, index_table) = if follow {
+        let (_, table, index) = indexed_table("iamdoc", StreamViewType::NewAndOldImages).await;
+        (table, Some(index))
+    } else {
+        (new_table(&client, "iamdoc", |_| {}).await, None)
+    };
+    let checkpoint = checkpoint_table(&client, "iamdoc_cp").await;
+    let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(2), Plan::Pass).await;
+    proxy.record();
+
+    let mut cmd = cli();
+    cmd.args(["--log-format", "json", "run", "--every", "1s"])
+        .args(["--table-name", &table])
+        .env("AWS_ENDPOINT_URL", &proxy.endpoint)
+        .env("DELETE_MODE", mode)
+        .env("CHECKPOINT_TABLE", &checkpoint)
+        .stdout(Stdio::null());
+    if let Some(index) = &index_table {
+        cmd.arg("--follow-stream").env("EXPIRY_INDEX_TABLE", index);
+    }
+    let mut daemon = Daemon::spawn(&mut cmd, &format!("iam-docs-{table}"));
+    let ready = if follow {
+        "following the table's stream"
+    } else {
+        "running until SIGINT or SIGTERM"
+    };
+    tokio::task::block_in_place(|| daemon.wait_for_log(ready));
+
+    // Items already expired and items expiring within the next seconds; with the stream, written
+    // with only their ttl.
+    let t0 = now();
+    let item = |i: i64| {
+        let (id, ttl) = (format!("item-{i}"), t0 - 3 + i % 6);
+        if follow {
+            unwindowed(&id, ttl)
+        } else {
+            session(&id, ttl)
+        }
+    };
+    put_items(&client, &table, (0..12).map(item).collect()).await;
+    let started = Instant::now();
+    while !id_set(&client, &table).await.is_empty() {
+        let waited = started.elapsed() < Duration::from_secs(20);
+        assert!(waited, "items left after 20 s:\n{}", daemon.log_text());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let status = tokio::task::block_in_place(|| daemon.signal(libc::SIGTERM));
+    assert!(status.success(), "{status}:\n{}", daemon.log_text());
+
+    let names = Names {
+        table,
+        index_table,
+        checkpoint,
+    };
+    let mut sent = Actions::new();
+    for seen in proxy.stats.seen() {
+        let (resource, action) = resource_of(&seen, &names);
+        sent.entry(resource).or_default().insert(action);
+    }
+    sent
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_roles_in_the_docs_are_what_run_sends() {
+    let blocks = daemon_blocks();
+    let kinds: BTreeSet<bool> = (blocks.iter())
+        .map(|b| b.choices.iter().any(|c| c == "follow-stream"))
+        .collect();
+    assert_eq!(
+        kinds.len(),
+        2,
+        "a daemon block with and one without the stream: {blocks:?}"
+    );
+    // Batch mode sends a key whose read is stale a second time as a conditional DeleteItem.
+    let delete = std::fs::read_to_string(Path::new(ROOT).join("src/engine/delete.rs")).unwrap();
+    assert!(delete.contains("self.delete_conditional(twice, now, stop)"));
+    for block in &blocks {
+        let where_ = format!(
+            "{} <!-- iam: daemon {} -->",
+            block.file,
+            block.choices.join(" ")
+        );
+        for choice in &block.choices {
+            let known = ["batch", "conditional", "gsi", "follow-stream", "checkpoint"];
+            assert!(known.contains(&choice.as_str()), "{where_}: {choice}");
+        }
+        assert!(block.choices.iter().any(|c| c == "checkpoint"), "{where_}");
+        let sent = requests_of_a_run(&block.choices).await;
+        eprintln!("{where_}: sent {sent:?}");
+        let batch = !block.choices.iter().any(|c| c == "conditional");
+        let mut problems = Vec::new();
+        for (resource, actions) in &sent {
+            for action in actions {
+                let listed = block
+                    .actions
+                    .get(resource)
+                    .is_some_and(|a| a.contains(action));
+                if !listed {
+                    problems.push(format!("sent {action} to {resource}, not listed"));
+                }
+            }
+        }
+        for (resource, actions) in &block.actions {
+            for action in actions {
+                let rare = batch && resource == "the table" && action == "dynamodb:DeleteItem";
+                let was_sent = sent.get(resource).is_some_and(|a| a.contains(action));
+                if !was_sent && !rare {
+                    problems.push(format!("lists {action} on {resource}, never sent"));
+                }
+            }
+        }
+        assert!(
+            problems.is_empty(),
+            "{where_}:\n  {}",
+            problems.join("\n  ")
+        );
+    }
+}
