@@ -753,6 +753,8 @@ resource "aws_sns_topic_subscription" "alarm_emails" {
 # leaves out is the sweeper's own metric of the table (metrics_namespace, TableName), statistic
 # Sum over 60 s, one evaluation period, above 0, missing data not breaching.
 locals {
+  # Each alarm's description links to its section of docs/alarms.md: cause and action.
+  alarms_doc_url = "https://github.com/ttl-sweeper/ttl-sweeper/blob/main/docs/alarms.md"
   alarms = [for alarm in [
     {
       key         = "function_errors"
@@ -776,6 +778,16 @@ locals {
       evaluation_periods  = 3
       datapoints_to_alarm = 3
       threshold           = var.lag_alarm_threshold_seconds
+    },
+    # Items found but not attempted because the sweep had to stop: once is a backlog being worked
+    # off; every period for three, sweeps that cannot keep up.
+    {
+      key                 = "items_left"
+      description         = "ttl-sweeper sweeps keep stopping with expired items left for the next one"
+      metric              = "ItemsLeft"
+      period              = local.alarm_period_seconds
+      evaluation_periods  = 3
+      datapoints_to_alarm = 3
     },
     # With a leader lease only the holder sweeps: a standby reports no sweeps, so no silence
     # alarm; instead an alarm on a lease held with another layout than this sweeper's.
@@ -827,7 +839,7 @@ resource "aws_cloudwatch_metric_alarm" "this" {
   for_each = { for alarm in local.alarms : alarm.key => alarm }
 
   alarm_name          = "${local.name}-${replace(each.key, "_", "-")}"
-  alarm_description   = each.value.description
+  alarm_description   = "${each.value.description}. What to check and do: ${local.alarms_doc_url}#${replace(each.key, "_", "")}"
   namespace           = try(each.value.namespace, var.metrics_namespace)
   metric_name         = each.value.metric
   dimensions          = try(each.value.dimensions, { TableName = var.table_name })
