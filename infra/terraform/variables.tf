@@ -407,7 +407,7 @@ variable "log_group_skip_destroy" {
 # ---------------------------------------------------------------- alarms and dashboard
 
 variable "create_alarms" {
-  description = "Create the alarms: function errors, failed items, expiry lag, silence (with leader_lease_seconds, a lease held with another layout instead), and with follow_stream the stream's iterator age and on-failure queue."
+  description = "Create the alarms: function errors, failed items, expiry lag, items left, silence (with leader_lease_seconds, a lease held with another layout instead), and with follow_stream the stream's iterator age and on-failure queue."
   type        = bool
   default     = true
 }
