@@ -275,6 +275,41 @@ async fn backfill_deletes_items_long_expired_so_that_nothing_expired_is_left_aft
     let _ = std::fs::remove_file(&state);
 }
 
+/// `--index-only` writes windows and deletes nothing: the items already expired are counted and
+/// left as they are. `--max-rcu` holds the scan to the read rate it names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_index_only_deletes_nothing_and_max_rcu_holds_the_scan_to_its_rate() {
+    let (client, table) = simple_table("bf_index_only").await;
+    let now = now();
+    let mut items: Vec<Key> = Vec::new();
+    items.extend((0..30).map(|i| unwindowed(&format!("expired-{i:02}"), now - 3600 - i)));
+    items.extend((0..40).map(|i| unwindowed(&format!("live-{i:02}"), now + 3600 + i)));
+    put_items(&client, &table, items).await;
+    let state = fresh_state(&table, "");
+    let args = "--index-only --segments 1 --page-size 5 --max-rcu 2";
+    let started = std::time::Instant::now();
+    let (code, report, stderr) = run_json(&mut backfill_cmd(&table, &state, args));
+    let took = started.elapsed().as_secs_f64();
+    assert_eq!(code, 0, "{stderr}");
+    report.assert_fields("scanned=70 written=40 deleted_expired=0 expired_not_deleted=30");
+    assert_eq!(scan_all(&client, &table).await.len(), 70, "nothing deleted");
+    let windowed = |id: &str, _: &str| id.starts_with("live-");
+    assert_eq!(assert_windows(&client, &table, windowed).await, 40);
+    // The bucket holds 2 units at first, and the last page's units need no wait: the rest of
+    // what the scan consumed took at least its time at 2 units a second.
+    let consumed = report["consumed_rcu"].as_f64().unwrap();
+    assert!(
+        consumed >= 7.0,
+        "14 pages, each at least half a unit: {report}"
+    );
+    let least = (consumed - 2.0 - 1.0) / 2.0;
+    assert!(
+        took >= least,
+        "{took:.2} s for {consumed} read units at 2 a second"
+    );
+    let _ = std::fs::remove_file(&state);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_deletes_an_expired_item_only_if_its_ttl_is_still_the_one_read() {
     use ConditionalOutcome::{Deleted, Gone, Kept};
@@ -421,9 +456,8 @@ async fn backfill_with_clock(
 ) -> BackfillReport {
     let (store, schema) = store_and_schema(&config(table, &[])).await;
     let options = BackfillOptions {
-        dry_run: false,
-        max_wcu: None,
         page_limit: Some(1),
+        ..BackfillOptions::default()
     };
     let state = BackfillState::new(table, &schema.layout, 1);
     let done = backfill(&store, &schema, &options, &clock, state, &|_| {}, on_page).await;

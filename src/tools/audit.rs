@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 
 use super::backfill::window_of;
-use super::scan::{parallel_scan, Position, ScanPageOf, MAX_SEGMENTS};
+use super::scan::{parallel_scan, Position, RateLimit, ScanPageOf, MAX_SEGMENTS};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::Timestamp;
 use crate::store::entries::{index_item, sort_prefix, Indexing, BACKFILL_ORIGIN};
@@ -281,14 +281,17 @@ async fn check_entry(
 }
 
 /// Scans the table in `segments` segments (clamped to 1 to [`MAX_SEGMENTS`]), stopping after about
-/// `sample` items if given, and audits every item as of `now`.
+/// `sample` items if given, and audits every item as of `now`; the scan reads at most `max_rcu`
+/// read capacity units a second if given.
 pub async fn audit(
     store: &DynamoStore,
     schema: &TableSchema,
     segments: u32,
     sample: Option<u64>,
+    max_rcu: Option<f64>,
     now: Timestamp,
 ) -> Result<AuditReport, StoreError> {
+    let read_limit = max_rcu.map(RateLimit::new);
     let total = Mutex::new(AuditReport {
         sampled: sample.is_some(),
         ..AuditReport::default()
@@ -305,6 +308,7 @@ pub async fn audit(
         positions,
         &attributes,
         None,
+        read_limit.as_ref(),
         |page: ScanPageOf| {
             let total = &total;
             async move {

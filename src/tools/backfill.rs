@@ -14,8 +14,9 @@
 mod limits;
 mod progress;
 
-use limits::RateLimit;
-pub use limits::{default_segments, parse_max_wcu, parse_page_size, MAX_PAGE_SIZE, MAX_WCU_RANGE};
+pub use limits::{
+    default_segments, parse_max_rcu, parse_max_wcu, parse_page_size, MAX_PAGE_SIZE, MAX_UNITS_RANGE,
+};
 pub use progress::{
     default_state_path, run_with_file, start, BackfillState, Finished, ProgressFile,
     ProgressFileError, Start,
@@ -27,7 +28,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
-use super::scan::{parallel_scan, Position, ScanPageOf};
+use super::scan::{parallel_scan, Position, RateLimit, ScanPageOf};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::{Clock, Timestamp};
 use crate::indexer::{write_entries, ENTRIES_PER_REQUEST};
@@ -73,8 +74,13 @@ pub struct BackfillReport {
     /// Expiry index table mode: of `written` (entries), items already expired when indexed:
     /// their entries are in the current window, and the next sweep deletes them.
     pub expired_indexed: u64,
+    /// `--index-only` (the seed's GSI mode): items expired when judged, left as they are: no
+    /// window the sweeps read, so native TTL (if enabled on the table) deletes them.
+    pub expired_not_deleted: u64,
     /// Write capacity consumed.
     pub consumed_wcu: f64,
+    /// Read capacity the scan consumed.
+    pub consumed_rcu: f64,
     /// True for a dry run (nothing written).
     pub dry_run: bool,
     /// True when every segment was scanned to the end.
@@ -84,12 +90,17 @@ pub struct BackfillReport {
 }
 
 /// Knobs of a backfill run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct BackfillOptions {
     /// Count only; write and delete nothing.
     pub dry_run: bool,
+    /// Delete nothing: only write windows (or, with an expiry index table, entries, which is all
+    /// that mode does anyway). Items already expired are counted in `expired_not_deleted`.
+    pub index_only: bool,
     /// Write capacity units per second at most (see [`parse_max_wcu`]), for writes and deletes.
     pub max_wcu: Option<f64>,
+    /// Read capacity units per second at most for the scan (see [`parse_max_rcu`]).
+    pub max_rcu: Option<f64>,
     /// Scan page size.
     pub page_limit: Option<i32>,
 }
@@ -186,6 +197,7 @@ pub async fn backfill(
         .collect();
     let shared = Mutex::new(state);
     let limit = options.max_wcu.map(RateLimit::new);
+    let read_limit = options.max_rcu.map(RateLimit::new);
     let mut attributes = schema.key_attributes.clone();
     attributes.push(layout.ttl_attribute.clone());
     if schema.index_table.is_none() {
@@ -199,16 +211,21 @@ pub async fn backfill(
         positions,
         &attributes,
         options.page_limit,
+        read_limit.as_ref(),
         |page: ScanPageOf| {
             let (shared, limit) = (&shared, &limit);
             async move {
-                let mut counts = BackfillReport::default();
+                let mut counts = BackfillReport {
+                    consumed_rcu: page.consumed,
+                    ..BackfillReport::default()
+                };
                 let step = Step {
                     store,
                     schema,
                     clock,
                     limit: limit.as_ref(),
                     dry_run: options.dry_run,
+                    index_only: options.index_only,
                 };
                 if schema.index_table.is_some() {
                     step.index(&page.items, &mut counts).await?;
@@ -254,6 +271,8 @@ pub(super) struct Step<'a> {
     /// The write-rate limit (`--max-wcu`), if any.
     pub(super) limit: Option<&'a RateLimit>,
     pub(super) dry_run: bool,
+    /// `--index-only`: nothing is deleted.
+    pub(super) index_only: bool,
 }
 
 impl Step<'_> {
@@ -306,10 +325,11 @@ impl Step<'_> {
         counts: &mut BackfillReport,
     ) -> Result<(), StoreError> {
         let mut plan = plan_item(item, self.schema, self.clock.now());
-        let needs_write = matches!(
-            plan,
-            ItemPlan::DeleteExpired { .. } | ItemPlan::SetWindow { .. }
-        );
+        let needs_write = match plan {
+            ItemPlan::DeleteExpired { .. } => !self.index_only,
+            ItemPlan::SetWindow { .. } => true,
+            _ => false,
+        };
         if needs_write && !self.dry_run {
             if let Some(limit) = self.limit {
                 limit.acquire().await;
@@ -325,6 +345,7 @@ impl Step<'_> {
                 counts.too_old_ttl += 1;
             }
             ItemPlan::AlreadyOk => counts.already_ok += 1,
+            ItemPlan::DeleteExpired { .. } if self.index_only => counts.expired_not_deleted += 1,
             ItemPlan::DeleteExpired { .. } if self.dry_run => counts.deleted_expired += 1,
             ItemPlan::SetWindow { .. } if self.dry_run => counts.written += 1,
             ItemPlan::DeleteExpired { ttl } => {
@@ -351,7 +372,10 @@ impl Step<'_> {
                 // past that window, so the item is deleted here like any expired one.
                 let expired = parse_ttl(&ttl)
                     .is_ok_and(|t| ttl_state(t, self.clock.now()) == TtlState::Expired);
-                if expired {
+                if expired && self.index_only {
+                    counts.expired_while_written += 1;
+                    counts.expired_not_deleted += 1;
+                } else if expired {
                     counts.expired_while_written += 1;
                     if let Some(limit) = self.limit {
                         limit.acquire().await;
@@ -468,7 +492,9 @@ pub(super) fn add(total: &mut BackfillReport, page: &BackfillReport) {
     total.invalid_ttl += page.invalid_ttl;
     total.too_old_ttl += page.too_old_ttl;
     total.expired_indexed += page.expired_indexed;
+    total.expired_not_deleted += page.expired_not_deleted;
     total.consumed_wcu += page.consumed_wcu;
+    total.consumed_rcu += page.consumed_rcu;
 }
 
 #[cfg(test)]

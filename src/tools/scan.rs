@@ -2,8 +2,11 @@
 //! page, each page handed to a callback with where the segment continues, so a caller can resume.
 
 use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
+use tokio::time::Instant;
 
 use crate::store::{DynamoStore, Key, StoreError};
 
@@ -46,17 +49,21 @@ pub struct ScanPageOf {
     pub items: Vec<Key>,
     /// The segment's position after this page.
     pub position: Position,
+    /// The read capacity the page consumed.
+    pub consumed: f64,
 }
 
 /// Scans `table` in `positions.len()` segments, at most [`MAX_CONCURRENT_SEGMENTS`] at a time,
-/// projecting `attributes` (all when empty). `on_page` returns `Ok(false)` to stop that segment
-/// early. The first error stops the segment it happened in and is returned after the others finish.
+/// projecting `attributes` (all when empty), every page within `read_limit` if one is given.
+/// `on_page` returns `Ok(false)` to stop that segment early. The first error stops the segment it
+/// happened in and is returned after the others finish.
 pub async fn parallel_scan<F, Fut>(
     store: &DynamoStore,
     table: &str,
     positions: Vec<Position>,
     attributes: &[String],
     page_limit: Option<i32>,
+    read_limit: Option<&RateLimit>,
     on_page: F,
 ) -> Result<(), StoreError>
 where
@@ -76,9 +83,15 @@ where
                 Position::After(key) => Some(key),
             };
             loop {
+                if let Some(limit) = read_limit {
+                    limit.acquire().await;
+                }
                 let page = store
                     .scan_page(table, segment, total, start.take(), attributes, page_limit)
                     .await?;
+                if let Some(limit) = read_limit {
+                    limit.charge(page.consumed - 1.0);
+                }
                 let position = match &page.next {
                     Some(k) => Position::After(k.clone()),
                     None => Position::Done,
@@ -87,6 +100,7 @@ where
                     segment,
                     items: page.items,
                     position,
+                    consumed: page.consumed,
                 })
                 .await?;
                 match page.next {
@@ -100,6 +114,56 @@ where
         .collect()
         .await;
     results.into_iter().collect()
+}
+
+/// A token bucket for capacity units (reads or writes): `per_second` units per second on average, in bursts of at
+/// most `max(per_second, 1)` units. The bucket holds at least one unit, so that a rate below one
+/// unit per second still lets a write through now and then.
+pub struct RateLimit {
+    per_second: f64,
+    capacity: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl RateLimit {
+    /// A bucket of `per_second` units a second, full.
+    pub fn new(per_second: f64) -> Self {
+        let capacity = per_second.max(1.0);
+        RateLimit {
+            per_second,
+            capacity,
+            state: Mutex::new((capacity, Instant::now())),
+        }
+    }
+
+    /// Waits until one unit is available and takes it.
+    pub async fn acquire(&self) {
+        loop {
+            let wait = {
+                let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                let now = Instant::now();
+                s.0 = (s.0 + now.duration_since(s.1).as_secs_f64() * self.per_second)
+                    .min(self.capacity);
+                s.1 = now;
+                if s.0 >= 1.0 {
+                    s.0 -= 1.0;
+                    return;
+                }
+                (1.0 - s.0) / self.per_second
+            };
+            // A rate checked by `parse_max_wcu` or `parse_max_rcu` always gives a valid wait; anything else retries
+            // after a second rather than panicking.
+            let wait = Duration::try_from_secs_f64(wait).unwrap_or(Duration::from_secs(1));
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Charges what a request cost beyond the unit taken for it.
+    pub fn charge(&self, extra: f64) {
+        if extra > 0.0 {
+            self.state.lock().unwrap_or_else(|e| e.into_inner()).0 -= extra;
+        }
+    }
 }
 
 #[cfg(test)]

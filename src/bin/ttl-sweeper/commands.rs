@@ -154,7 +154,9 @@ pub(crate) async fn backfill(
     };
     let options = BackfillOptions {
         dry_run: args.dry_run,
+        index_only: args.index_only,
         max_wcu: args.max_wcu,
+        max_rcu: args.max_rcu,
         page_limit: Some(args.page_size),
     };
     let bar = indicatif::ProgressBar::new(opened.item_count.max(0) as u64);
@@ -186,8 +188,16 @@ pub(crate) async fn audit(
     let target = aws.await?;
     let connected = ttl_sweeper::connect_tool(config).await;
     let (store, opened) = connected.map_err(|e| target.explain(e))?;
-    let report: AuditReport =
-        audit::audit(&store, &opened.schema, args.segments, args.sample, wall()).await?;
+    let (segments, sample) = (args.segments, args.sample);
+    let audited = audit::audit(
+        &store,
+        &opened.schema,
+        segments,
+        sample,
+        args.max_rcu,
+        wall(),
+    );
+    let report: AuditReport = audited.await?;
     println!("{}", serde_json::to_string(&report)?);
     let verdict = audit::verdict(&report, args.max_expired_age, args.max_problems);
     verdict.log(&report);

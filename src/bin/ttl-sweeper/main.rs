@@ -18,7 +18,7 @@ use ttl_sweeper::config::{parse_duration, CliCommand, Settings, Threads};
 use ttl_sweeper::engine::SweepReport;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::telemetry::{self, LogFormat};
-use ttl_sweeper::tools::backfill::{parse_max_wcu, parse_page_size};
+use ttl_sweeper::tools::backfill::{parse_max_rcu, parse_max_wcu, parse_page_size};
 use ttl_sweeper::tools::scan::parse_segments;
 
 /// mimalloc instead of the system allocator: a sweep allocates per item and per request, and
@@ -61,9 +61,9 @@ enum Command {
     /// Sweep every interval until SIGINT/SIGTERM, then print the merged report (for ECS, EKS,
     /// systemd or a laptop).
     Run(Box<RunArgs>),
-    /// Give every item with a numeric ttl its window attribute and delete those already expired
-    /// (with EXPIRY_INDEX_TABLE: write their entries into it, and nothing else); parallel Scan,
-    /// resumable; prints a JSON summary.
+    /// Give every item with a numeric ttl its window attribute and DELETE those already expired
+    /// (--index-only: delete nothing; with EXPIRY_INDEX_TABLE: write their entries into it, and
+    /// nothing else); parallel Scan, resumable; prints a JSON summary.
     Backfill(Box<BackfillArgs>),
     /// Report expired-but-present items by age, and items the sweeper cannot see (missing or
     /// wrong window, or no entry in EXPIRY_INDEX_TABLE; millisecond or non-numeric ttl); exits 1
@@ -119,9 +119,17 @@ struct BackfillArgs {
     /// Write capacity units per second at most, for writes and deletes: 0.01 to 1000000.
     #[arg(long, value_parser = parse_max_wcu, allow_negative_numbers = true)]
     max_wcu: Option<f64>,
+    /// Read capacity units per second at most, for the scan: 0.01 to 1000000.
+    #[arg(long, value_parser = parse_max_rcu, allow_negative_numbers = true)]
+    max_rcu: Option<f64>,
     /// Count what would be written and deleted; write and delete nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Write windows only and delete nothing: items already expired are counted
+    /// (`expired_not_deleted`) and left to native TTL. With EXPIRY_INDEX_TABLE nothing is ever
+    /// deleted: the entries are all it writes.
+    #[arg(long)]
+    index_only: bool,
     /// Progress file [default: ttl-sweeper-backfill-<table>.json]; a complete run's file is
     /// replaced by the next run.
     #[arg(long)]
@@ -149,6 +157,9 @@ struct AuditArgs {
     /// Read about this many items (at least 1) instead of the whole table.
     #[arg(long, value_parser = parse_sample, allow_negative_numbers = true)]
     sample: Option<u64>,
+    /// Read capacity units per second at most, for the scan: 0.01 to 1000000.
+    #[arg(long, value_parser = parse_max_rcu, allow_negative_numbers = true)]
+    max_rcu: Option<f64>,
     /// Fail when an expired item is still present this long after its ttl, e.g. `5m`.
     #[arg(long, default_value = "5m", value_parser = parse_age)]
     max_expired_age: Duration,
