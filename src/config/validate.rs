@@ -567,3 +567,659 @@ fn invalid(s: &Setting, value: &str) -> ConfigError {
         expected: s.expected,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::parse;
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn defaults_apply_when_only_the_table_is_given() {
+        let c = parse(&[("TABLE_NAME", "sessions")]).unwrap();
+        assert_eq!(c.table_name, "sessions");
+        assert_eq!(c.index_name, "expirationWindowIndex");
+        assert_eq!(c.ttl_attribute, "ttl");
+        assert_eq!(c.window_attribute, "expirationWindow");
+        assert_eq!(c.window_seconds, 60);
+        assert_eq!(c.lookback_windows, 15);
+        assert_eq!(c.delete_mode, DeleteMode::Batch);
+        assert_eq!(c.max_concurrency, 8);
+        assert_eq!(c.max_retries, 8);
+        assert_eq!(c.window_shards, 1);
+        assert_eq!(c.shard_range, None);
+        assert_eq!(c.tick, None);
+        assert_eq!(c.schedule_seconds, 60);
+        assert_eq!(c.checkpoint_table, None);
+        assert_eq!(c.max_catchup_seconds, 86_400);
+        assert_eq!(c.metrics_namespace, "TtlSweeper");
+    }
+
+    #[test]
+    fn metrics_namespace_falls_back_to_powertools_and_yields_to_its_own_setting() {
+        let powertools = ("POWERTOOLS_METRICS_NAMESPACE", "Orders");
+        let c = parse(&[("TABLE_NAME", "sessions"), powertools]).unwrap();
+        assert_eq!(c.metrics_namespace, "Orders");
+        let both = [
+            ("TABLE_NAME", "sessions"),
+            powertools,
+            ("METRICS_NAMESPACE", "Mine"),
+        ];
+        assert_eq!(parse(&both).unwrap().metrics_namespace, "Mine");
+        let bad = [
+            ("TABLE_NAME", "sessions"),
+            ("POWERTOOLS_METRICS_NAMESPACE", "AWS/Lambda"),
+        ];
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("POWERTOOLS_METRICS_NAMESPACE"), "{e}");
+    }
+
+    #[test]
+    fn precision_and_scale_settings() {
+        let c = parse(&[
+            ("TABLE_NAME", "sessions"),
+            ("WINDOW_SHARDS", "16"),
+            ("TICK_SECONDS", "1"),
+            ("CHECKPOINT_TABLE", "sweeper-state"),
+            ("MAX_CATCHUP", "3h"),
+        ])
+        .unwrap();
+        assert_eq!(c.window_shards, 16);
+        assert_eq!(c.tick, Some(Duration::from_secs(1)));
+        assert_eq!(c.checkpoint_table.as_deref(), Some("sweeper-state"));
+        assert_eq!(c.max_catchup_seconds, 3 * 3600);
+        assert_eq!(
+            parse(&[("TABLE_NAME", "t_1"), ("TICK_SECONDS", "off")])
+                .unwrap()
+                .tick,
+            None
+        );
+        assert_eq!(
+            parse(&[("TABLE_NAME", "t_1"), ("MAX_CATCHUP", "7200")])
+                .unwrap()
+                .max_catchup_seconds,
+            7200
+        );
+    }
+
+    #[test]
+    fn missing_table_names_the_variable_and_flag() {
+        let e = parse(&[]).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("TABLE_NAME") && msg.contains("--table-name"),
+            "{msg}"
+        );
+        // blank counts as missing
+        assert!(matches!(
+            parse(&[("TABLE_NAME", "  ")]),
+            Err(ConfigError::Missing {
+                var: "TABLE_NAME",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn invalid_values_name_the_variable_and_accepted_values() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("WINDOW_SECONDS", "0", "1 to 86400"),
+            ("WINDOW_SECONDS", "60s", "1 to 86400"),
+            ("WINDOW_SECONDS", "86401", "1 to 86400"),
+            ("WINDOW_SECONDS", "-60", "1 to 86400"),
+            ("LOOKBACK_WINDOWS", "10001", "0 to 10000"),
+            ("LOOKBACK_WINDOWS", "many", "0 to 10000"),
+            ("DELETE_MODE", "fast", "`batch` or `conditional`"),
+            ("MAX_CONCURRENCY", "0", "1 to 256"),
+            ("MAX_CONCURRENCY", "1000", "1 to 256"),
+            ("MAX_RETRIES", "31", "0 to 30"),
+            ("MAX_RETRIES", "2.5", "0 to 30"),
+            ("INDEX_NAME", "ix", "3-255 characters"),
+            ("INDEX_NAME", "bad name!", "3-255 characters"),
+            ("TABLE_NAME", "t", "3-255 characters"),
+            ("WINDOW_SHARDS", "0", "1 to 1000"),
+            ("WINDOW_SHARDS", "1001", "1 to 1000"),
+            ("TICK_SECONDS", "31", "1 to 30"),
+            ("TICK_SECONDS", "fast", "1 to 30"),
+            ("TICK_SECONDS", "50ms", "100ms to 30s"),
+            ("TICK_SECONDS", "31s", "100ms to 30s"),
+            ("SCHEDULE_SECONDS", "0", "1 to 3600"),
+            ("CHECKPOINT_TABLE", "x", "partition key `id`"),
+            ("MAX_CATCHUP", "10s", "1m to 30d"),
+            ("MAX_CATCHUP", "forever", "1m to 30d"),
+            ("MAX_CATCHUP", "31d", "1m to 30d"),
+            ("METRICS_NAMESPACE", "AWS/DynamoDB", "CloudWatch namespace"),
+            ("METRICS_NAMESPACE", "bad\u{1}ns", "CloudWatch namespace"),
+        ];
+        for (var, value, expected) in cases {
+            let mut pairs = vec![("TABLE_NAME", "sessions")];
+            pairs.retain(|(k, _)| k != var);
+            pairs.push((var, value));
+            let err = parse(&pairs).unwrap_err();
+            let msg = err.to_string();
+            assert!(
+                matches!(err, ConfigError::Invalid { var: v, .. } if v == *var),
+                "{msg}"
+            );
+            assert!(msg.contains(var), "{msg}");
+            assert!(msg.contains(expected), "{var}={value}: {msg}");
+            assert!(msg.contains(&format!("--{}", var.to_ascii_lowercase().replace('_', "-"))));
+        }
+    }
+
+    #[test]
+    fn accepts_arns_case_insensitive_modes_and_limits() {
+        let c = parse(&[
+            (
+                "TABLE_NAME",
+                "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions",
+            ),
+            ("DELETE_MODE", "Conditional"),
+            ("WINDOW_SECONDS", "86400"),
+            ("LOOKBACK_WINDOWS", "0"),
+            // no lookback is only complete with a checkpoint: sweeps catch up from it
+            ("CHECKPOINT_TABLE", "sweeper-state"),
+            ("MAX_CONCURRENCY", "256"),
+            ("MAX_RETRIES", "0"),
+        ])
+        .unwrap();
+        assert_eq!(c.delete_mode, DeleteMode::Conditional);
+        assert_eq!(c.window_seconds, 86_400);
+        assert_eq!(c.lookback_windows, 0);
+    }
+
+    proptest::proptest! {
+        /// Any value for any setting either parses into range or fails naming that setting.
+        #[test]
+        fn any_value_is_accepted_in_range_or_rejected_by_name(
+            which in 0usize..SETTINGS.len(),
+            value in proptest::prop_oneof!["[0-9]{1,6}", "-?[0-9a-z.:/_ -]{0,20}", ".{0,12}"],
+        ) {
+            let setting = SETTINGS[which];
+            let mut pairs = vec![("TABLE_NAME", "sessions")];
+            pairs.retain(|(k, _)| *k != setting.var);
+            pairs.push((setting.var, value.as_str()));
+            match parse(&pairs) {
+                Ok(c) => {
+                    proptest::prop_assert!((1..=86_400).contains(&c.window_seconds));
+                    proptest::prop_assert!(c.lookback_windows <= 10_000);
+                    proptest::prop_assert!((1..=256).contains(&c.max_concurrency));
+                    proptest::prop_assert!(c.max_retries <= 30);
+                    proptest::prop_assert!((1..=1000).contains(&c.window_shards));
+                    proptest::prop_assert!(c.tick.is_none_or(|t| (MIN_TICK..=MAX_TICK).contains(&t) && t < Duration::from_secs(u64::from(c.schedule_seconds))));
+                    proptest::prop_assert!((60..=30 * 86_400).contains(&c.max_catchup_seconds));
+                }
+                Err(e) => {
+                    // TICK_SECONDS is checked against SCHEDULE_SECONDS; the window attribute
+                    // against the ttl attribute: those errors name the other setting.
+                    let msg = e.to_string();
+                    proptest::prop_assert!(
+                        msg.contains(setting.var) || msg.contains("TICK_SECONDS") || msg.contains("WINDOW_ATTRIBUTE"),
+                        "{msg}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn expiry_events_settings() {
+        let c = parse(&[("TABLE_NAME", "sessions")]).unwrap();
+        assert_eq!(c.expiry_events, None);
+        assert_eq!(c.events(), None, "off unless EXPIRY_EVENTS is set");
+        assert_eq!(c.expiry_events_mode, EventsMode::Notify);
+        assert_eq!(c.expiry_events_item, ItemSource::Auto);
+        let c = parse(&[
+            ("TABLE_NAME", "sessions"),
+            (
+                "EXPIRY_EVENTS",
+                "sqs:https://sqs.us-east-1.amazonaws.com/123456789012/expiries",
+            ),
+            ("EXPIRY_EVENTS_MODE", "Archive"),
+            ("EXPIRY_EVENTS_ITEM", "read"),
+            ("DELETE_MODE", "conditional"),
+            ("MAX_RETRIES", "3"),
+        ])
+        .unwrap();
+        let events = c.events().unwrap();
+        assert_eq!(
+            events.target,
+            SinkTarget::Sqs("https://sqs.us-east-1.amazonaws.com/123456789012/expiries".into())
+        );
+        assert_eq!(events.mode, EventsMode::Archive);
+        assert_eq!(events.item, ItemSource::Read);
+        assert_eq!(events.table, "sessions");
+        assert_eq!(events.max_retries, 3);
+        // blank is off
+        assert_eq!(
+            parse(&[("TABLE_NAME", "t_1"), ("EXPIRY_EVENTS", " ")])
+                .unwrap()
+                .events(),
+            None
+        );
+    }
+
+    #[test]
+    fn bad_expiry_events_settings_say_what_is_wrong() {
+        #[allow(clippy::type_complexity)]
+        let cases: &[(&[(&str, &str)], &str, &str)] = &[
+            (
+                &[("EXPIRY_EVENTS", "kafka:topic")],
+                "EXPIRY_EVENTS",
+                "unknown sink scheme",
+            ),
+            (
+                &[("EXPIRY_EVENTS", "sqs:")],
+                "EXPIRY_EVENTS",
+                "empty target",
+            ),
+            (
+                &[("EXPIRY_EVENTS", "eventbridge")],
+                "EXPIRY_EVENTS",
+                "no sink scheme",
+            ),
+            (
+                &[("EXPIRY_EVENTS", "sqs:not-a-url")],
+                "EXPIRY_EVENTS",
+                "not a queue URL",
+            ),
+            (
+                &[(
+                    "EXPIRY_EVENTS",
+                    "eventbridge:arn:aws:events:us-east-1:1:event-bus/b",
+                )],
+                "EXPIRY_EVENTS",
+                "not an event bus ARN",
+            ),
+            (
+                &[("EXPIRY_EVENTS_MODE", "archiv")],
+                "EXPIRY_EVENTS_MODE",
+                "`notify` or `archive`",
+            ),
+            (
+                &[("EXPIRY_EVENTS_ITEM", "all")],
+                "EXPIRY_EVENTS_ITEM",
+                "`auto`, `read` or `off`",
+            ),
+            (
+                &[
+                    ("EXPIRY_EVENTS_MODE", "archive"),
+                    ("DELETE_MODE", "conditional"),
+                ],
+                "EXPIRY_EVENTS_MODE",
+                "archive mode needs a sink",
+            ),
+            (
+                &[
+                    ("EXPIRY_EVENTS_MODE", "archive"),
+                    ("EXPIRY_EVENTS", "firehose:s"),
+                ],
+                "EXPIRY_EVENTS_MODE",
+                "needs DELETE_MODE=conditional",
+            ),
+        ];
+        for (pairs, var, why) in cases {
+            let mut all = vec![("TABLE_NAME", "sessions")];
+            all.extend_from_slice(pairs);
+            let msg = parse(&all).unwrap_err().to_string();
+            assert!(msg.contains(var) && msg.contains(why), "{pairs:?}: {msg}");
+            let flag = format!("--{}", var.to_ascii_lowercase().replace('_', "-"));
+            assert!(msg.contains(&flag), "{msg}");
+        }
+    }
+
+    #[test]
+    fn sub_second_ticks() {
+        let tick = |v: &str| parse(&[("TABLE_NAME", "t_1"), ("TICK_SECONDS", v)]).map(|c| c.tick);
+        assert_eq!(tick("250ms"), Ok(Some(Duration::from_millis(250))));
+        assert_eq!(tick("100ms"), Ok(Some(Duration::from_millis(100))));
+        assert_eq!(tick("2"), Ok(Some(Duration::from_secs(2))));
+        assert_eq!(tick("1s 500ms"), Ok(Some(Duration::from_millis(1500))));
+        assert!(tick("99ms").is_err());
+    }
+
+    #[test]
+    fn tick_must_be_shorter_than_the_schedule() {
+        let e = parse(&[
+            ("TABLE_NAME", "t_1"),
+            ("TICK_SECONDS", "10"),
+            ("SCHEDULE_SECONDS", "10"),
+        ])
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("TICK_SECONDS") && e.to_string().contains("SCHEDULE_SECONDS"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn window_shape_defaults_and_fails_like_the_settings() {
+        assert_eq!(window_shape(None, None), Ok((60, 1)));
+        assert_eq!(window_shape(Some(" 300 "), Some("")), Ok((300, 1)));
+        assert_eq!(
+            window_shape(Some("86400"), Some("1000")),
+            Ok((86_400, 1000))
+        );
+        for (seconds, shards, var) in [
+            ("0", "1", "WINDOW_SECONDS"),
+            ("86401", "1", "WINDOW_SECONDS"),
+            ("60", "0", "WINDOW_SHARDS"),
+            ("60", "1001", "WINDOW_SHARDS"),
+        ] {
+            let alone = window_shape(Some(seconds), Some(shards)).unwrap_err();
+            let in_config = parse(&[
+                ("TABLE_NAME", "sessions"),
+                ("WINDOW_SECONDS", seconds),
+                ("WINDOW_SHARDS", shards),
+            ])
+            .unwrap_err();
+            assert_eq!(alone, in_config, "the same message everywhere");
+            assert!(matches!(alone, ConfigError::Invalid { var: v, .. } if v == var));
+        }
+    }
+
+    #[test]
+    fn ttl_and_window_attributes_must_differ() {
+        let e = parse(&[
+            ("TABLE_NAME", "sessions"),
+            ("TTL_ATTRIBUTE", "exp"),
+            ("WINDOW_ATTRIBUTE", "exp"),
+        ])
+        .unwrap_err();
+        assert!(e.to_string().contains("WINDOW_ATTRIBUTE"), "{e}");
+    }
+
+    #[test]
+    fn the_lookback_covers_the_schedule_period_or_the_settings_are_refused() {
+        // (settings, expected lookback or None for refused)
+        #[allow(clippy::type_complexity)]
+        let cases: &[(&[(&str, &str)], Option<u32>)] = &[
+            (&[], Some(15)),
+            // 3 s windows: 15 would cover 45 s of a 60 s schedule; derived: ceil(70 / 3)
+            (&[("WINDOW_SECONDS", "3")], Some(24)),
+            (&[("SCHEDULE_SECONDS", "3600")], Some(61)),
+            (
+                &[("WINDOW_SECONDS", "1"), ("SCHEDULE_SECONDS", "3600")],
+                Some(3610),
+            ),
+            (&[("LOOKBACK_WINDOWS", "2")], Some(2)),
+            (&[("LOOKBACK_WINDOWS", "1")], None),
+            (&[("LOOKBACK_WINDOWS", "0"), ("TICK_SECONDS", "1")], None),
+            (&[("WINDOW_SECONDS", "3"), ("LOOKBACK_WINDOWS", "15")], None),
+            (
+                &[("LOOKBACK_WINDOWS", "1"), ("SCHEDULE_SECONDS", "30")],
+                Some(1),
+            ),
+            (
+                &[
+                    ("LOOKBACK_WINDOWS", "0"),
+                    ("CHECKPOINT_TABLE", "sweeper-state"),
+                ],
+                Some(0),
+            ),
+        ];
+        for (pairs, want) in cases {
+            let mut all = vec![("TABLE_NAME", "sessions")];
+            all.extend_from_slice(pairs);
+            match (parse(&all), want) {
+                (Ok(c), Some(n)) => assert_eq!(c.lookback_windows, *n, "{pairs:?}"),
+                (Err(e @ ConfigError::Uncovered { .. }), None) => {
+                    let msg = e.to_string();
+                    for name in [
+                        "LOOKBACK_WINDOWS",
+                        "WINDOW_SECONDS",
+                        "SCHEDULE_SECONDS",
+                        "CHECKPOINT_TABLE",
+                    ] {
+                        assert!(msg.contains(name), "{pairs:?}: {msg}");
+                    }
+                }
+                (other, _) => panic!("{pairs:?}: {other:?}, expected {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_sweep_that_would_reread_millions_of_partitions_is_refused() {
+        let err = parse(&[
+            ("TABLE_NAME", "t_1"),
+            ("LOOKBACK_WINDOWS", "10000"),
+            ("WINDOW_SHARDS", "1000"),
+        ])
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::TooManyPartitions {
+                    partitions: 10_001_000,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("CHECKPOINT_TABLE"), "{err}");
+        // derived lookbacks are held to the same bound: 1 s windows swept every hour
+        let err = parse(&[
+            ("TABLE_NAME", "t_1"),
+            ("WINDOW_SECONDS", "1"),
+            ("SCHEDULE_SECONDS", "3600"),
+            ("WINDOW_SHARDS", "16"),
+        ])
+        .unwrap_err();
+        assert!(
+            matches!(err, ConfigError::TooManyPartitions { .. }),
+            "{err:?}"
+        );
+        // at the bound, and with a shard range splitting the work, it is accepted
+        assert!(parse(&[
+            ("TABLE_NAME", "t_1"),
+            ("LOOKBACK_WINDOWS", "19"),
+            ("WINDOW_SHARDS", "1000"),
+        ])
+        .is_ok());
+        assert!(parse(&[
+            ("TABLE_NAME", "t_1"),
+            ("LOOKBACK_WINDOWS", "99"),
+            ("WINDOW_SHARDS", "1000"),
+            ("SHARD_RANGE", "0-199"),
+        ])
+        .is_ok());
+    }
+
+    #[test]
+    fn shard_ranges_are_checked_against_the_shard_count() {
+        let range = |shards: &str, value: &str| {
+            parse(&[
+                ("TABLE_NAME", "sessions"),
+                ("WINDOW_SHARDS", shards),
+                ("SHARD_RANGE", value),
+            ])
+            .map(|c| c.shard_range)
+        };
+        let r = |first, last| Ok(Some(ShardRange { first, last }));
+        assert_eq!(range("12", "0-3"), r(0, 3));
+        assert_eq!(range("12", " 4 - 7 "), r(4, 7));
+        assert_eq!(range("12", "11-11"), r(11, 11));
+        // every shard, however written, is the default: no range
+        assert_eq!(range("12", "0-11"), Ok(None));
+        assert_eq!(range("12", "ALL"), Ok(None));
+        assert_eq!(range("12", ""), Ok(None));
+        assert_eq!(range("1", "0-0"), Ok(None));
+
+        let problem = |shards: &str, value: &str| match range(shards, value) {
+            Err(e @ ConfigError::ShardRange { .. }) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("SHARD_RANGE") && msg.contains("--shard-range"),
+                    "{msg}"
+                );
+                let ConfigError::ShardRange { problem, value: v } = e else {
+                    unreachable!()
+                };
+                assert_eq!(v, value.trim());
+                problem
+            }
+            other => panic!("WINDOW_SHARDS={shards} SHARD_RANGE={value}: {other:?}"),
+        };
+        for not_a_range in [
+            "3",
+            "0-",
+            "-3",
+            "a-b",
+            "0-3-5",
+            "0..3",
+            "0 3",
+            "+1-3",
+            "0-x",
+            "1-99999999999",
+        ] {
+            assert_eq!(
+                problem("12", not_a_range),
+                ShardRangeProblem::NotARange,
+                "{not_a_range}"
+            );
+        }
+        assert_eq!(
+            problem("12", "5-3"),
+            ShardRangeProblem::Reversed { first: 5, last: 3 }
+        );
+        assert_eq!(
+            problem("12", "8-12"),
+            ShardRangeProblem::BeyondShards {
+                last: 12,
+                shards: 12
+            }
+        );
+        assert!(problem("12", "0-12").to_string().contains("0 to 11"));
+        assert_eq!(problem("1", "0-1"), ShardRangeProblem::Unsharded);
+        assert_eq!(problem("1", "1-1"), ShardRangeProblem::Unsharded);
+    }
+
+    #[test]
+    fn every_split_parses_back_as_the_ranges_it_printed() {
+        for shards in [2u32, 3, 12, 40, 1000] {
+            for parts in 1..=shards.min(60) {
+                for range in ShardRange::split(shards, parts) {
+                    let want = (range != ShardRange::all(shards)).then_some(range);
+                    assert_eq!(
+                        shard_range(&range.to_string(), shards),
+                        Ok(want),
+                        "{shards} shards in {parts}: {range}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_leader_lease_needs_the_checkpoint_table_and_two_sweeps() {
+        let refused = |pairs: &[(&str, &str)], names: &[&str]| {
+            let mut all = vec![("TABLE_NAME", "sessions")];
+            all.extend_from_slice(pairs);
+            let msg = parse(&all).unwrap_err().to_string();
+            for name in names {
+                assert!(msg.contains(name), "{pairs:?}: {msg}");
+            }
+        };
+        refused(
+            &[("LEADER_LEASE", "30")],
+            &["LEADER_LEASE", "--leader-lease", "CHECKPOINT_TABLE"],
+        );
+        let cp = ("CHECKPOINT_TABLE", "state");
+        refused(
+            &[cp, ("LEADER_LEASE", "119")],
+            &["LEADER_LEASE", "SCHEDULE_SECONDS", "at least 120"],
+        );
+        refused(
+            &[cp, ("TICK_SECONDS", "5"), ("LEADER_LEASE", "9")],
+            &["LEADER_LEASE", "TICK_SECONDS", "at least 10"],
+        );
+        for value in ["4", "3601", "0", "1m", "soon", "-5", "6.5"] {
+            refused(
+                &[cp, ("LEADER_LEASE", value)],
+                &["LEADER_LEASE", "5 to 3600"],
+            );
+        }
+        // Two sweeps exactly, in tick mode and on the schedule.
+        let ok = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("TABLE_NAME", "sessions"), cp];
+            all.extend_from_slice(pairs);
+            parse(&all).unwrap().leader_lease
+        };
+        let secs = |s| Some(Duration::from_secs(s));
+        assert_eq!(ok(&[("LEADER_LEASE", "120")]), secs(120));
+        assert_eq!(ok(&[("TICK_SECONDS", "1"), ("LEADER_LEASE", "5")]), secs(5));
+        assert_eq!(
+            ok(&[("SCHEDULE_SECONDS", "3"), ("LEADER_LEASE", "6")]),
+            secs(6)
+        );
+        assert_eq!(ok(&[("LEADER_LEASE", " OFF ")]), None);
+    }
+
+    #[test]
+    fn run_checks_its_lease_against_every_and_refuses_tick_seconds() {
+        let run = |pairs: &[(&str, &str)], every_ms: u64| {
+            let mut all = vec![("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")];
+            all.extend_from_slice(pairs);
+            let map: HashMap<&str, &str> = all.into_iter().collect();
+            let settings = Settings::from_lookup(|k| map.get(k).map(|v| v.to_string()));
+            settings.validate_run(Duration::from_millis(every_ms))
+        };
+        let secs = |s| Some(Duration::from_secs(s));
+        // `run --every 1s` sweeps every second: a 5 s lease is two sweeps and more, whatever
+        // SCHEDULE_SECONDS (60 by default), which the Lambda and `sweep` still go by.
+        let lease = |c: Vec<Config>| c[0].leader_lease;
+        assert_eq!(run(&[("LEADER_LEASE", "5")], 1_000).map(lease), Ok(secs(5)));
+        let lambda = [("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")];
+        let msg = parse(&[lambda[0], lambda[1], ("LEADER_LEASE", "5")]).unwrap_err();
+        assert!(msg.to_string().contains("SCHEDULE_SECONDS"), "{msg}");
+        // Two sweeps of --every exactly; less is refused, naming --every and what is needed,
+        // for every table of several.
+        assert_eq!(
+            run(&[("LEADER_LEASE", "20")], 10_000).map(lease),
+            Ok(secs(20))
+        );
+        let tables = ("TABLES", r#"[{"TABLE_NAME": "other"}]"#);
+        for pairs in [
+            &[("LEADER_LEASE", "19")][..],
+            &[tables, ("LEADER_LEASE", "19")],
+        ] {
+            let msg = run(pairs, 10_000).unwrap_err().to_string();
+            for name in ["LEADER_LEASE", "--every is 10s", "at least 20"] {
+                assert!(msg.contains(name), "{pairs:?}: {msg}");
+            }
+        }
+        // TICK_SECONDS is the Lambda's: given to `run`, refused rather than ignored.
+        for tick in ["1", "250ms"] {
+            let msg = run(&[("TICK_SECONDS", tick)], 1_000)
+                .unwrap_err()
+                .to_string();
+            for name in ["TICK_SECONDS", "--tick-seconds", "`run`", "--every"] {
+                assert!(msg.contains(name), "{tick}: {msg}");
+            }
+        }
+        for off in ["off", "0", " "] {
+            assert!(run(&[("TICK_SECONDS", off)], 1_000).is_ok(), "{off:?}");
+        }
+    }
+
+    #[test]
+    fn backfill_in_archive_mode_is_a_dry_run_or_refused() {
+        let pairs = [
+            ("TABLE_NAME", "sessions"),
+            ("EXPIRY_EVENTS", "eventbridge:default"),
+            ("EXPIRY_EVENTS_MODE", "archive"),
+            ("DELETE_MODE", "conditional"),
+        ];
+        let map: HashMap<&str, &str> = pairs.into_iter().collect();
+        let settings = Settings::from_lookup(|k| map.get(k).map(|v| v.to_string()));
+        let msg = settings.validate_backfill(false).unwrap_err().to_string();
+        for name in ["EXPIRY_EVENTS_MODE", "would not be archived", "--dry-run"] {
+            assert!(msg.contains(name), "{msg}");
+        }
+        assert!(settings.validate_backfill(true).is_ok());
+        // Without archive mode, deletes need no archive.
+        let notify = Settings::from_lookup(|k| (k == "TABLE_NAME").then(|| "sessions".into()));
+        assert!(notify.validate_backfill(false).is_ok());
+    }
+}
