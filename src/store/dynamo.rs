@@ -1,9 +1,21 @@
 //! [`DynamoStore`]: the [`Store`] seam over the AWS SDK DynamoDB client, built once by the entry
-//! point (for AWS, or a local endpoint by `AWS_ENDPOINT_URL`) with explicit timeouts and retries.
+//! point (for AWS, or a local endpoint by `AWS_ENDPOINT_URL`) with explicit timeouts and retries
+//! ([`client`]: how the clients are built).
+
+mod checkpoint;
+mod client;
+
+use checkpoint::{conditionally_written, lease_from_item};
+pub use checkpoint::{
+    CHECKPOINT_ATTRIBUTE, LEASE_EXPIRES_ATTRIBUTE, LEASE_HOLDER_ATTRIBUTE, LEASE_LAYOUT_ATTRIBUTE,
+    LEASE_RELEASED_ATTRIBUTE,
+};
+
+pub use client::{
+    ATTEMPT_TIMEOUT, BATCH_ATTEMPT_TIMEOUT, CONNECT_TIMEOUT, OPERATION_TIMEOUT, SDK_MAX_ATTEMPTS,
+};
 
 use aws_sdk_dynamodb::config::http::HttpResponse;
-use aws_sdk_dynamodb::config::retry::RetryConfig;
-use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::{
@@ -16,23 +28,13 @@ use tracing::instrument;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::clock::{DateRecorder, ServerClock};
+use super::clock::ServerClock;
 use super::{
     entries, full_jitter, ConditionalOutcome, EntryWrite, ErrorKind, Key, LeaseItem, Page, Store,
     StoreError, TableSchema,
 };
 use crate::expiry::window::MAX_EXPIRED_AGE_SECONDS;
 use crate::expiry::Timestamp;
-
-/// TCP/TLS connect timeout of the client built by [`DynamoStore::from_env`].
-pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
-/// Timeout of one attempt of one request.
-pub const ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-/// Timeout of one operation, all SDK retries included.
-pub const OPERATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-/// Attempts the SDK makes for non-delete requests (1 + 2 retries) unless the configuration chain
-/// says otherwise (`AWS_MAX_ATTEMPTS`): the SDK's default.
-pub const SDK_MAX_ATTEMPTS: u32 = 3;
 
 /// [`Store`] over the AWS SDK DynamoDB client.
 #[derive(Debug, Clone)]
@@ -56,12 +58,6 @@ fn key_and_ttl(schema: &TableSchema) -> (String, HashMap<String, String>) {
     (expression.join(", "), names)
 }
 
-/// Timeout of one `BatchWriteItem` attempt (or the client's, if shorter). A batch delete cannot
-/// check the ttl, and a request that times out may still be applied later; the shorter its
-/// attempt timeout, the shorter the time in which a key read from the index can be deleted
-/// unconditionally (see [`crate::engine::BATCH_MAX_READ_AGE`]). 25 deletes take milliseconds.
-pub const BATCH_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-
 /// `BatchGetItem` requests for one read of keys by key, the first included: keys left
 /// unprocessed are sent again, after a wait of [`full_jitter`] with these base and cap.
 const GET_ATTEMPTS: u32 = 3;
@@ -70,138 +66,6 @@ const UNPROCESSED_BACKOFF: (std::time::Duration, std::time::Duration) = (
     std::time::Duration::from_millis(50),
     std::time::Duration::from_millis(500),
 );
-
-/// The clients the delete requests go through, (conditional, batch): the caller's client with the
-/// SDK's own retry loop turned off, built once (a per-request config override would rebuild the
-/// request's runtime components on every call). Deletes are retried by the sweep engine itself,
-/// with backoff and jitter, so attempts do not multiply. Batch deletes also get
-/// [`BATCH_ATTEMPT_TIMEOUT`]. Both share the caller's connection pool, credentials and
-/// interceptors.
-fn delete_clients(client: &Client) -> (Client, Client) {
-    let base = client.config().timeout_config();
-    let attempt = base
-        .and_then(|t| t.operation_attempt_timeout())
-        .map_or(BATCH_ATTEMPT_TIMEOUT, |t| t.min(BATCH_ATTEMPT_TIMEOUT));
-    let mut timeouts = TimeoutConfig::builder()
-        .operation_attempt_timeout(attempt)
-        .operation_timeout(attempt);
-    if let Some(connect) = base.and_then(|t| t.connect_timeout()) {
-        timeouts = timeouts.connect_timeout(connect);
-    }
-    let no_retries = client
-        .config()
-        .to_builder()
-        .retry_config(RetryConfig::disabled());
-    let batch = no_retries.clone().timeout_config(timeouts.build()).build();
-    (
-        Client::from_conf(no_retries.build()),
-        Client::from_conf(batch),
-    )
-}
-
-/// A conditional write's outcome: `true` written, `false` its condition did not hold.
-fn conditionally_written<T>(result: Result<T, StoreError>) -> Result<bool, StoreError> {
-    match result {
-        Ok(_) => Ok(true),
-        Err(e) if e.kind == ErrorKind::ConditionFailed => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// Attribute of the checkpoint item holding the boundary, epoch seconds.
-pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
-
-/// Attribute of the lease item naming its holder (a String).
-pub const LEASE_HOLDER_ATTRIBUTE: &str = "holder";
-
-/// Attribute of the lease item holding when it lapses by DynamoDB's clock, epoch milliseconds.
-pub const LEASE_EXPIRES_ATTRIBUTE: &str = "expiresAt";
-
-/// Attribute of the lease item describing its holder's layout (a String; absent from items
-/// written before it was recorded).
-pub const LEASE_LAYOUT_ATTRIBUTE: &str = "layout";
-
-/// Attribute of the lease item set (a Boolean, `true`) when its holder gave it up; removed when
-/// the lease is taken again.
-pub const LEASE_RELEASED_ATTRIBUTE: &str = "released";
-
-impl DynamoStore {
-    /// Wraps a client built by the caller, adding the interceptor that learns DynamoDB's clock
-    /// from its responses (see [`DynamoStore::server_clock`]).
-    pub fn new(client: Client) -> Self {
-        let server_clock = Arc::new(ServerClock::default());
-        let config = client
-            .config()
-            .to_builder()
-            .interceptor(DateRecorder(server_clock.clone()));
-        let client = Client::from_conf(config.build());
-        let (conditional_deletes, batch_deletes) = delete_clients(&client);
-        DynamoStore {
-            client,
-            conditional_deletes,
-            batch_deletes,
-            server_clock,
-        }
-    }
-
-    /// DynamoDB's clock as its responses tell it: entry points hold their clock readings to it.
-    pub fn server_clock(&self) -> &Arc<ServerClock> {
-        &self.server_clock
-    }
-
-    /// Builds a client from the standard AWS configuration chain (`AWS_REGION`, `AWS_ENDPOINT_URL`,
-    /// credentials, `AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE`, the profile, ...) with the timeouts
-    /// [`CONNECT_TIMEOUT`], [`ATTEMPT_TIMEOUT`] and [`OPERATION_TIMEOUT`], and the chain's retries
-    /// ([`SDK_MAX_ATTEMPTS`] unless it sets others) for all but deletes, which the engine retries
-    /// itself: `docs/design.md`, "Timeouts and retries".
-    pub async fn from_env() -> Self {
-        DynamoStore::new(Client::new(&Self::config_loader().load().await))
-    }
-
-    /// The AWS configuration chain with the timeouts of [`DynamoStore::from_env`], for a caller
-    /// that adds to it (an endpoint, say) before loading.
-    pub fn config_loader() -> aws_config::ConfigLoader {
-        use aws_config::timeout::TimeoutConfig;
-        aws_config::defaults(aws_config::BehaviorVersion::latest()).timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(CONNECT_TIMEOUT)
-                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-                .operation_timeout(OPERATION_TIMEOUT)
-                .build(),
-        )
-    }
-
-    /// The underlying client.
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
-    /// The client of conditional deletes: no SDK retries, so that the caller, which retries
-    /// them itself, sees every attempt that may have been applied (a timeout, a dropped
-    /// connection, a 5xx) and can settle it.
-    pub(super) fn conditional_deletes(&self) -> &Client {
-        &self.conditional_deletes
-    }
-
-    /// Item `id` of checkpoint table `table` (a consistent read), if it exists: the checkpoint,
-    /// or the stream follower's position.
-    pub(super) async fn checkpoint_item(
-        &self,
-        table: &str,
-        id: &str,
-    ) -> Result<Option<Key>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key("id", AttributeValue::S(id.to_owned()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
-        Ok(out.item)
-    }
-}
 
 impl DynamoStore {
     /// [`Store::query_expired`] on the expiry index table `index_table`: the entries of window
@@ -245,7 +109,9 @@ impl DynamoStore {
                     ErrorKind::Validation,
                     "Query",
                     format!(
-                        "expiry index table {index_table:?} holds an item that is no entry of                          table {:?} (keyed on {:?}): give each swept table an index table of                          its own",
+                        "expiry index table {index_table:?} holds an item that is no entry of \
+                         table {:?} (keyed on {:?}): give each swept table an index table of \
+                         its own",
                         schema.table_name, schema.key_attributes
                     ),
                 ));
@@ -500,39 +366,7 @@ impl Store for DynamoStore {
         let Some(item) = self.checkpoint_item(table, id).await? else {
             return Ok(None);
         };
-        let invalid = |what: &str| {
-            StoreError::new(
-                ErrorKind::Validation,
-                "GetItem",
-                format!("lease item {id:?} of {table}: {what}"),
-            )
-        };
-        let holder = match item.get(LEASE_HOLDER_ATTRIBUTE) {
-            Some(AttributeValue::S(h)) => h.clone(),
-            _ => return Err(invalid("no String `holder`")),
-        };
-        let expires_at = match item.get(LEASE_EXPIRES_ATTRIBUTE) {
-            Some(AttributeValue::N(n)) => n
-                .parse::<i64>()
-                .map(Timestamp::from_millis)
-                .map_err(|_| invalid("`expiresAt` is not epoch milliseconds"))?,
-            _ => return Err(invalid("no Number `expiresAt`")),
-        };
-        let layout = match item.get(LEASE_LAYOUT_ATTRIBUTE) {
-            None => None,
-            Some(AttributeValue::S(l)) => Some(l.clone()),
-            Some(_) => return Err(invalid("`layout` is not a String")),
-        };
-        let released = matches!(
-            item.get(LEASE_RELEASED_ATTRIBUTE),
-            Some(AttributeValue::Bool(true))
-        );
-        Ok(Some(LeaseItem {
-            holder,
-            expires_at,
-            layout,
-            released,
-        }))
+        lease_from_item(&item, table, id).map(Some)
     }
 
     #[instrument(level = "debug", skip(self))]
