@@ -18,10 +18,11 @@ use crate::store::TableTarget;
 mod runtime;
 mod settings;
 mod validate;
+mod values;
 
 pub use runtime::{RuntimeError, Threads, MAX_WORKER_THREADS, WORKER_THREADS_VAR};
 pub use settings::*;
-pub use validate::window_shape;
+pub use values::window_shape;
 
 /// A configuration value that is missing or not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -340,7 +341,7 @@ impl Config {
     pub fn lease(&self, holder: String) -> Option<LeaseConfig> {
         let duration = self.leader_lease?;
         let table = self.checkpoint_table.clone()?;
-        let name = validate::table_of(&self.table_name);
+        let name = values::table_of(&self.table_name);
         let id = match self.shard_range {
             None => format!("{name}#leader"),
             Some(range) => format!("{name}/range{range}#leader"),

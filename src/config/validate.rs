@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
+use super::values::*;
 use super::*;
 use crate::engine::lease::{MAX_LEASE, MIN_LEASE};
 use crate::engine::DeleteMode;
 use crate::events::{EventsMode, ItemSource, SinkTarget};
-use crate::expiry::window::{ShardRange, MAX_SHARDS, MAX_WINDOW_SECONDS};
 
 /// A setting's raw value in [`Settings`].
 type Field = for<'a> fn(&'a mut Settings) -> &'a mut Option<String>;
@@ -411,161 +411,6 @@ fn leader_lease(lease: Duration, config: &Config, sweeps: Sweeps) -> Result<(), 
         ));
     }
     Ok(())
-}
-
-/// The entries of `TABLES`: each an object of setting names and their values (strings, or
-/// numbers written as they are).
-fn table_entries(raw: &str) -> Result<Vec<Vec<(String, String)>>, ConfigError> {
-    let fail = |problem: String| rejected(&TABLES, raw, problem);
-    let entries: Vec<serde_json::Map<String, serde_json::Value>> =
-        serde_json::from_str(raw).map_err(|e| fail(format!("not a JSON array of objects: {e}")))?;
-    if entries.is_empty() {
-        return Err(fail("the array is empty".to_owned()));
-    }
-    let value = |var: &str, v: serde_json::Value| match v {
-        serde_json::Value::String(text) => Ok(text),
-        serde_json::Value::Number(n) => Ok(n.to_string()),
-        other => Err(fail(format!("{var} is {other}: expected a string"))),
-    };
-    entries
-        .into_iter()
-        .map(|entry| {
-            entry
-                .into_iter()
-                .map(|(var, v)| Ok((var.clone(), value(&var, v)?)))
-                .collect()
-        })
-        .collect()
-}
-
-/// The table's name, whether given as a name or an ARN.
-pub(super) fn table_of(name_or_arn: &str) -> &str {
-    name_or_arn
-        .split_once(":table/")
-        .map_or(name_or_arn, |(_, name)| {
-            name.split('/').next().unwrap_or(name)
-        })
-}
-
-/// Parses `SHARD_RANGE` for `shards` shards per window: `None` for every shard (`all`, or a range
-/// from 0 to the last shard), else the range.
-pub(super) fn shard_range(raw: &str, shards: u32) -> Result<Option<ShardRange>, ConfigError> {
-    let fail = |problem| ConfigError::ShardRange {
-        value: raw.to_owned(),
-        problem,
-    };
-    if raw.eq_ignore_ascii_case("all") {
-        return Ok(None);
-    }
-    let number = |text: &str| {
-        let text = text.trim();
-        (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| text.parse::<u32>().ok())
-            .flatten()
-    };
-    let (first, last) = raw
-        .split_once('-')
-        .and_then(|(a, b)| Some((number(a)?, number(b)?)))
-        .ok_or(fail(ShardRangeProblem::NotARange))?;
-    if first > last {
-        return Err(fail(ShardRangeProblem::Reversed { first, last }));
-    }
-    let range = ShardRange { first, last };
-    if range == ShardRange::all(shards) {
-        return Ok(None);
-    }
-    if shards <= 1 {
-        return Err(fail(ShardRangeProblem::Unsharded));
-    }
-    if last >= shards {
-        return Err(fail(ShardRangeProblem::BeyondShards { last, shards }));
-    }
-    Ok(Some(range))
-}
-
-/// Window width and shard count on their own, for work that needs no table (`ttl-sweeper
-/// window`): raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values, defaulted and validated exactly as
-/// [`Settings::validate`] does, with the same messages.
-pub fn window_shape(
-    seconds: Option<&str>,
-    shards: Option<&str>,
-) -> Result<(u32, u32), ConfigError> {
-    Ok((window_seconds(seconds)?, window_shards(shards)?))
-}
-
-/// Whether a value was given: present and not blank.
-fn given(raw: Option<&str>) -> bool {
-    raw.is_some_and(|v| !v.trim().is_empty())
-}
-
-/// The trimmed value, or the default when absent or blank.
-fn get(raw: Option<&str>, s: &Setting) -> Result<String, ConfigError> {
-    match raw.map(str::trim).filter(|v| !v.is_empty()) {
-        Some(v) => Ok(v.to_owned()),
-        None => s.default.map(str::to_owned).ok_or(ConfigError::Missing {
-            var: s.var,
-            expected: s.expected,
-        }),
-    }
-}
-
-/// A whole number from `lo` to `hi`.
-fn number(raw: Option<&str>, s: &Setting, lo: u64, hi: u64) -> Result<u64, ConfigError> {
-    let raw = get(raw, s)?;
-    raw.parse::<u64>()
-        .ok()
-        .filter(|n| (lo..=hi).contains(n))
-        .ok_or_else(|| invalid(s, &raw))
-}
-
-/// A table or index name (or, with `allow_arn`, a table ARN).
-fn name(raw: Option<&str>, s: &Setting, allow_arn: bool) -> Result<String, ConfigError> {
-    let raw = get(raw, s)?;
-    let ok = (allow_arn && raw.starts_with("arn:") && raw.contains(":table/"))
-        || ((3..=255).contains(&raw.len())
-            && raw
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')));
-    if ok {
-        Ok(raw)
-    } else {
-        Err(invalid(s, &raw))
-    }
-}
-
-/// An attribute name of at most 255 bytes.
-fn attribute(raw: Option<&str>, s: &Setting) -> Result<String, ConfigError> {
-    let raw = get(raw, s)?;
-    if raw.len() <= 255 {
-        Ok(raw)
-    } else {
-        Err(invalid(s, &raw))
-    }
-}
-
-fn window_seconds(raw: Option<&str>) -> Result<u32, ConfigError> {
-    Ok(number(raw, &WINDOW_SECONDS, 1, u64::from(MAX_WINDOW_SECONDS))? as u32)
-}
-
-fn window_shards(raw: Option<&str>) -> Result<u32, ConfigError> {
-    Ok(number(raw, &WINDOW_SHARDS, 1, u64::from(MAX_SHARDS))? as u32)
-}
-
-fn rejected(s: &Setting, value: &str, problem: String) -> ConfigError {
-    ConfigError::Rejected {
-        var: s.var,
-        value: value.to_owned(),
-        problem,
-        expected: s.expected,
-    }
-}
-
-fn invalid(s: &Setting, value: &str) -> ConfigError {
-    ConfigError::Invalid {
-        var: s.var,
-        value: value.to_owned(),
-        expected: s.expected,
-    }
 }
 
 #[cfg(test)]
