@@ -166,15 +166,16 @@ pub(crate) async fn backfill(
     let progress = |n: u64| bar.set_position(n);
     let ran = backfill::run_with_file(&store, &opened, &options, &clock, file, &progress).await;
     bar.finish_and_clear();
-    let report = match ran.with_context(|| if args.resume { "--resume" } else { "--state" })? {
-        Finished::AlreadyComplete(report) => {
-            println!("{}", serde_json::to_string(&report)?);
-            return Ok(ExitCode::SUCCESS);
+    let context = if args.resume { "--resume" } else { "--state" };
+    let (report, ok) = match ran.context(context)? {
+        Finished::AlreadyComplete(report) => (report, true),
+        Finished::Ran(done) => {
+            let ok = done.report.errors.is_empty() && done.report.complete;
+            (done.report, ok)
         }
-        Finished::Ran(done) => done.report,
     };
     println!("{}", serde_json::to_string(&report)?);
-    Ok(exit_status(report.errors.is_empty() && report.complete))
+    Ok(exit_status(ok))
 }
 
 /// `ttl-sweeper audit`: prints the JSON report; exit 1 past the thresholds. Items are judged as
@@ -188,16 +189,9 @@ pub(crate) async fn audit(
     let target = aws.await?;
     let connected = ttl_sweeper::connect_tool(config).await;
     let (store, opened) = connected.map_err(|e| target.explain(e))?;
-    let (segments, sample) = (args.segments, args.sample);
-    let audited = audit::audit(
-        &store,
-        &opened.schema,
-        segments,
-        sample,
-        args.max_rcu,
-        wall(),
-    );
-    let report: AuditReport = audited.await?;
+    let (segments, sample, max_rcu) = (args.segments, args.sample, args.max_rcu);
+    let report: AuditReport =
+        audit::audit(&store, &opened.schema, segments, sample, max_rcu, wall()).await?;
     println!("{}", serde_json::to_string(&report)?);
     let verdict = audit::verdict(&report, args.max_expired_age, args.max_problems);
     verdict.log(&report);
