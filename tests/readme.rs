@@ -574,7 +574,7 @@ fn the_window_paths_bill_one_record_and_one_entry_per_item_whatever_its_size() {
 #[test]
 fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
     let ts = read(&Path::new(ROOT).join("infra/src/stream-indexer.ts"));
-    let settings = read(&Path::new(ROOT).join("infra/src/settings.ts"));
+    let settings = read(&Path::new(ROOT).join("infra/src/resolve.ts"));
     let stream = ts
         .split("const STREAM = {")
         .nth(1)
@@ -588,7 +588,7 @@ fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
     let memory = format!("props.memorySize ?? {},", cost::INDEX_MB);
     assert!(
         settings.contains(&memory),
-        "the construct's memorySize default (infra/src/settings.ts) is not {memory}"
+        "the construct's memorySize default (infra/src/resolve.ts) is not {memory}"
     );
 }
 

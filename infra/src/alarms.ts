@@ -12,8 +12,8 @@ import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct } from 'constructs';
 import type { SweeperFunction } from './function';
 import type { SweeperAlarmOptions } from './props';
-import { namesEachTable, type Settings } from './settings';
-import type { TtlSweeper } from './ttl-sweeper';
+import { namesEachTable, type Settings } from './resolve';
+import type { SweeperView } from './sweeper-view';
 
 /**
  * The page that says, for each alarm, what it means, what to check and what to do: each alarm's
@@ -32,7 +32,7 @@ export function alarmDescription(text: string, id: string): string {
  * each notifying the alarm topic, which `options.emails` are subscribed to.
  */
 export function sweeperAlarms(
-  sweeper: TtlSweeper,
+  sweeper: SweeperView,
   options: SweeperAlarmOptions,
   settings: Settings,
   parts: SweeperFunction[],
@@ -49,7 +49,7 @@ export function sweeperAlarms(
 }
 
 /** The alarms: function errors, failed items, expiry lag, items left, silence (and per function with several). */
-function functionAndTableAlarms(sweeper: TtlSweeper, parts: SweeperFunction[], settings: Settings): cloudwatch.Alarm[] {
+function functionAndTableAlarms(sweeper: SweeperView, parts: SweeperFunction[], settings: Settings): cloudwatch.Alarm[] {
   const periodSeconds = settings.schedule.periodSeconds;
   const alarmPeriod = Duration.seconds(Math.ceil(periodSeconds / 60) * 60);
   const alarms: cloudwatch.Alarm[] = [
@@ -172,7 +172,7 @@ function functionAndTableAlarms(sweeper: TtlSweeper, parts: SweeperFunction[], s
 }
 
 /** With `followStream`, the stream indexer's alarms: its backlog, and records it gave up on. */
-function streamAlarms(sweeper: TtlSweeper, settings: Settings): cloudwatch.Alarm[] {
+function streamAlarms(sweeper: SweeperView, settings: Settings): cloudwatch.Alarm[] {
   if (!sweeper.streamFunction) return [];
   // The stream's backlog: how long the newest record of a batch waited before the indexer
   // got it. An item gets its index entry (and can be swept) only after its record is handled.

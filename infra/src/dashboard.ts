@@ -2,11 +2,11 @@
 // and errors and what each table left for the next sweep.
 
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
-import { namesEachTable, type Settings } from './settings';
-import type { TtlSweeper } from './ttl-sweeper';
+import { namesEachTable, type Settings } from './resolve';
+import type { SweeperView } from './sweeper-view';
 
 /** The sweeper's dashboard, in `sweeper`. */
-export function sweeperDashboard(sweeper: TtlSweeper, settings: Settings): cloudwatch.Dashboard {
+export function sweeperDashboard(sweeper: SweeperView, settings: Settings): cloudwatch.Dashboard {
   // A row of items and lag for each table (its title naming the table when there are
   // several), then the function's invocations and what each table left for the next sweep.
   const several = namesEachTable(settings);

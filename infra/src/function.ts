@@ -12,7 +12,7 @@ import type { Construct } from 'constructs';
 import { expiryEventEnvironment } from './expiry-events';
 import { sweeperStatements, writeOwnLogs } from './grants';
 import type { TtlSweeperProps } from './props';
-import { namesEachTable, type Settings } from './settings';
+import { namesEachTable, type Settings } from './resolve';
 
 /** One sweeper function and what was created with it, in `scope`. */
 export interface SweeperFunction {

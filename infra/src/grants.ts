@@ -12,7 +12,7 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { IConstruct } from 'constructs';
 import { expiryEventStatements } from './expiry-events';
 import { DeleteMode } from './props';
-import type { Settings } from './settings';
+import type { Settings } from './resolve';
 
 /** What a role needs of a table's customer managed key to read and delete items. */
 const TABLE_KEY_ACTIONS = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'];

@@ -9,9 +9,8 @@ import type * as logs from 'aws-cdk-lib/aws-logs';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import type { Checkpoint } from './checkpoint';
 import type { ExpiryEventsOptions } from './expiry-events';
-import type { SweepSchedule } from './schedule';
+import type { SweepSchedule } from './sweep-schedule';
 // For the docs' links to the construct.
-import type { TtlSweeper } from './ttl-sweeper';
 
 /** How expired items are deleted (`DELETE_MODE`). */
 export enum DeleteMode {

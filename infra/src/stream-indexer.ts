@@ -12,7 +12,7 @@ import type { Construct } from 'constructs';
 import { logsAndRole } from './function';
 import { streamIndexerStatements, writeOwnLogs } from './grants';
 import type { TtlSweeperProps } from './props';
-import type { Settings } from './settings';
+import type { Settings } from './resolve';
 
 /** The stream indexer and what was created with it. */
 export interface StreamIndexer {

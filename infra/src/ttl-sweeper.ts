@@ -2,8 +2,9 @@
 // a failure queue, alarms on the sweeper's own metrics and a dashboard, for a table the caller
 // owns (created in the same app or imported), or for several tables swept by one function.
 // TtlSweeper wires the parts together and gives the sweeper's metrics; each part has a file of its
-// own: props.ts, settings.ts (props to settings, and their checks), function.ts, schedule.ts,
-// grants.ts (IAM), alarms.ts, dashboard.ts and stream-indexer.ts.
+// own: props.ts and sweep-schedule.ts (what the caller gives), resolve.ts (props to settings, and
+// their checks), function.ts, schedule.ts, grants.ts (IAM), alarms.ts and dashboard.ts (which see
+// the construct through sweeper-view.ts) and stream-indexer.ts.
 
 import { Duration, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -21,7 +22,7 @@ import { sweeperDashboard } from './dashboard';
 import { sweeperFunction } from './function';
 import type { ExpirationIndexOptions, TtlSweeperProps } from './props';
 import { newScheduleRole, sweeperSchedules } from './schedule';
-import { DEFAULTS, resolveSettings, splitShards } from './settings';
+import { DEFAULTS, resolveSettings, splitShards } from './resolve';
 import { newIndexTable, streamIndexer } from './stream-indexer';
 
 /**

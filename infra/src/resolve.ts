@@ -7,7 +7,7 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type { Construct } from 'constructs';
 import { checkExpiryEvents, expiryEventEnvironment, ExpiryEventsMode, type ExpiryEventsOptions } from './expiry-events';
 import { DeleteMode, type SweptTable, type TtlSweeperProps } from './props';
-import { SweepSchedule } from './schedule';
+import { SweepSchedule } from './sweep-schedule';
 
 // ---------------------------------------------------------------- shard ranges
 
