@@ -45,12 +45,10 @@ const LOG_EVERY: Duration = Duration::from_secs(60);
 /// `EXPIRY_INDEX_TABLE` names it): the stream's records are indexed into it, and nowhere else.
 /// Nothing is read: a daemon checks every table before it starts.
 pub fn require_index_table(table: &str, index_table: Option<&str>) -> Result<(), FollowError> {
-    match index_table {
-        Some(_) => Ok(()),
-        None => Err(FollowError::NoIndexTable {
-            table: table.to_owned(),
-        }),
-    }
+    let table = table.to_owned();
+    index_table
+        .map(|_| ())
+        .ok_or(FollowError::NoIndexTable { table })
 }
 
 /// The follower of one table's stream, checked and with its saved position loaded.
@@ -74,18 +72,14 @@ impl Follower {
         schema: &TableSchema,
         saved_at: Option<(String, String)>,
     ) -> Result<Follower, FollowError> {
-        let table = schema.table_name.as_str();
-        require_index_table(table, schema.index_table.as_deref())?;
-        let Some(stream) = store.table_stream(table).await? else {
-            return Err(FollowError::NoStream {
-                table: table.to_owned(),
-            });
+        let table = schema.table_name.clone();
+        require_index_table(&table, schema.index_table.as_deref())?;
+        let Some(stream) = store.table_stream(&table).await? else {
+            return Err(FollowError::NoStream { table });
         };
         if !stream.has_new_image() {
-            return Err(FollowError::NoNewImage {
-                table: table.to_owned(),
-                view: stream.view,
-            });
+            let view = stream.view;
+            return Err(FollowError::NoNewImage { table, view });
         }
         // The streams API answers (and may be called) before anything starts.
         streams.shards(&stream.arn).await?;
