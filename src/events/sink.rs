@@ -179,19 +179,14 @@ impl SinkKind {
     /// limits. Returns the batches as index ranges and how many events were truncated.
     pub fn plan_batches(self, events: &mut [ExpiryEvent]) -> (Vec<Range<usize>>, u64) {
         let limits = self.limits();
-        let mut truncated = 0;
-        let mut sizes = Vec::with_capacity(events.len());
-        for event in events.iter_mut() {
+        let (mut batches, mut truncated) = (Vec::new(), 0);
+        let (mut start, mut bytes) = (0, 0);
+        for (i, event) in events.iter_mut().enumerate() {
             let mut size = self.entry_bytes(event);
             if size > limits.max_entry_bytes && event.drop_item() {
                 truncated += 1;
                 size = self.entry_bytes(event);
             }
-            sizes.push(size);
-        }
-        let mut batches = Vec::new();
-        let (mut start, mut bytes) = (0, 0);
-        for (i, size) in sizes.into_iter().enumerate() {
             let full = i - start >= limits.max_entries || bytes + size > limits.max_batch_bytes;
             if i > start && full {
                 batches.push(start..i);
