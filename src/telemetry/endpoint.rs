@@ -166,31 +166,28 @@ impl DaemonMetrics {
     }
 
     fn record_sweep(&self, r: &SweepReport, counts: bool) {
-        let table = &r.table;
+        let values = [
+            r.items_deleted,
+            r.items_skipped,
+            r.items_gone,
+            r.items_failed,
+            r.items_found,
+            0, // ItemsLeft: a gauge, set per period
+            r.windows_swept as u64,
+        ];
+        let emf = METRICS.iter().map(|(_, name)| *name).zip(values);
+        let counters = emf.filter(|(name, _)| name.ends_with("_total")).chain([
+            (SWEEPS, u64::from(counts)),
+            (STOOD_BY, u64::from(r.stood_by)),
+            (LAYOUT_MISMATCH, u64::from(r.lease_layout_mismatch)),
+            (RELEASED, u64::from(r.lease_released)),
+            (WRITE_CONFLICTS, r.write_conflicts_retried),
+            (SWEEPS_FAILED, u64::from(counts && !r.is_success())),
+        ]);
         metrics::with_local_recorder(&self.recorder, || {
-            let values = [
-                r.items_deleted,
-                r.items_skipped,
-                r.items_gone,
-                r.items_failed,
-                r.items_found,
-                0, // ItemsLeft: a gauge, set per period
-                r.windows_swept as u64,
-            ];
-            for ((_, name), value) in METRICS.iter().zip(values) {
-                if name.ends_with("_total") {
-                    counter!(*name, "table" => table.clone()).increment(value);
-                }
+            for (name, value) in counters {
+                counter!(name, "table" => r.table.clone()).increment(value);
             }
-            counter!(SWEEPS, "table" => table.clone()).increment(u64::from(counts));
-            counter!(STOOD_BY, "table" => table.clone()).increment(u64::from(r.stood_by));
-            counter!(LAYOUT_MISMATCH, "table" => table.clone())
-                .increment(u64::from(r.lease_layout_mismatch));
-            counter!(RELEASED, "table" => table.clone()).increment(u64::from(r.lease_released));
-            counter!(WRITE_CONFLICTS, "table" => table.clone())
-                .increment(r.write_conflicts_retried);
-            let failed = counts && !r.is_success();
-            counter!(SWEEPS_FAILED, "table" => table.clone()).increment(u64::from(failed));
         });
     }
 
