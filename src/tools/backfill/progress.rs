@@ -63,18 +63,22 @@ impl BackfillState {
                 segments,
             });
         }
-        if state.table != table
-            || state.window_seconds != layout.window_seconds
-            || state.window_shards != layout.window_shards
-        {
+        let found = (
+            state.table.clone(),
+            state.window_seconds,
+            state.window_shards,
+        );
+        let wanted = (
+            table.to_owned(),
+            layout.window_seconds,
+            layout.window_shards,
+        );
+        if found != wanted {
+            let path = path.to_owned();
             return Err(ProgressFileError::OtherRun {
-                path: path.to_owned(),
-                found: (state.table, state.window_seconds, state.window_shards),
-                wanted: (
-                    table.to_owned(),
-                    layout.window_seconds,
-                    layout.window_shards,
-                ),
+                path,
+                found,
+                wanted,
             });
         }
         Ok(state)
@@ -110,11 +114,8 @@ impl BackfillState {
 /// The progress file of a backfill on `table` when none is given:
 /// `ttl-sweeper-backfill-<table>.json` in the working directory (an ARN's `/` and `:` become `_`).
 pub fn default_state_path(table: &str) -> PathBuf {
-    format!(
-        "ttl-sweeper-backfill-{}.json",
-        table.replace(['/', ':'], "_")
-    )
-    .into()
+    let name = table.replace(['/', ':'], "_");
+    format!("ttl-sweeper-backfill-{name}.json").into()
 }
 
 /// A progress file that cannot be used to resume.
