@@ -63,22 +63,18 @@ impl BackfillState {
                 segments,
             });
         }
-        let found = (
-            state.table.clone(),
-            state.window_seconds,
-            state.window_shards,
-        );
-        let wanted = (
-            table.to_owned(),
-            layout.window_seconds,
-            layout.window_shards,
-        );
-        if found != wanted {
-            let path = path.to_owned();
+        if state.table != table
+            || state.window_seconds != layout.window_seconds
+            || state.window_shards != layout.window_shards
+        {
             return Err(ProgressFileError::OtherRun {
-                path,
-                found,
-                wanted,
+                path: path.to_owned(),
+                found: (state.table, state.window_seconds, state.window_shards),
+                wanted: (
+                    table.to_owned(),
+                    layout.window_seconds,
+                    layout.window_shards,
+                ),
             });
         }
         Ok(state)
