@@ -53,14 +53,12 @@ impl Reader<'_> {
                     Ok(shards) => {
                         self.forget_unlisted(&shards);
                         let ready = ready(&shards, &self.position.borrow(), &running);
-                        for shard in ready {
-                            if running.len() >= MAX_SHARDS {
-                                if !warned_full {
-                                    tracing::warn!(max = MAX_SHARDS, "more open shards than are read at once; the others wait for a slot");
-                                    warned_full = true;
-                                }
-                                break;
-                            }
+                        let room = MAX_SHARDS.saturating_sub(running.len());
+                        if ready.len() > room && !warned_full {
+                            tracing::warn!(max = MAX_SHARDS, "more open shards than are read at once; the others wait for a slot");
+                            warned_full = true;
+                        }
+                        for shard in ready.into_iter().take(room) {
                             running.insert(shard.clone());
                             readers.push(self.read_shard(shard));
                         }
