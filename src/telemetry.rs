@@ -39,7 +39,7 @@ pub enum LogFormat {
 /// JSON lines: [`PowertoolsJson`]. Text lines are coloured only on a terminal, and `NO_COLOR`
 /// unset: journald, CI logs and files get plain text.
 pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
-    use std::io::IsTerminal;
+    use std::io::{stderr, stdout, IsTerminal};
     let level = ["AWS_LAMBDA_LOG_LEVEL", "POWERTOOLS_LOG_LEVEL"]
         .iter()
         .find_map(|var| std::env::var(var).ok().filter(|s| !s.trim().is_empty()))
@@ -49,15 +49,9 @@ pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)),
     };
     let (writer, terminal) = if to_stdout {
-        (
-            BoxMakeWriter::new(std::io::stdout),
-            std::io::stdout().is_terminal(),
-        )
+        (BoxMakeWriter::new(stdout), stdout().is_terminal())
     } else {
-        (
-            BoxMakeWriter::new(std::io::stderr),
-            std::io::stderr().is_terminal(),
-        )
+        (BoxMakeWriter::new(stderr), stderr().is_terminal())
     };
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let builder = tracing_subscriber::fmt()

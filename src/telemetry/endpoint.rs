@@ -268,10 +268,8 @@ impl DaemonMetrics {
 /// Binds `addr` for [`serve`]; a busy or foreign address is an error naming it.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await.map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("--metrics-addr {addr}: cannot listen: {e}"),
-        )
+        let message = format!("--metrics-addr {addr}: cannot listen: {e}");
+        std::io::Error::new(e.kind(), message)
     })
 }
 
