@@ -23,12 +23,9 @@ use tokio::time::Instant;
 /// True when `event` is a batch of DynamoDB Streams records (`{"Records": [{"eventSource":
 /// "aws:dynamodb", ...}]}`), for the stream indexer rather than a sweep.
 pub fn is_stream_batch(event: &Value) -> bool {
+    let of_dynamodb = |r: &Value| r["eventSource"].as_str() == Some("aws:dynamodb");
     let records = event.get("Records").and_then(Value::as_array);
-    records.is_some_and(|records| {
-        records
-            .iter()
-            .any(|r| r.get("eventSource").and_then(Value::as_str) == Some("aws:dynamodb"))
-    })
+    records.is_some_and(|records| records.iter().any(of_dynamodb))
 }
 
 /// Handles one stream invocation from the Lambda runtime: marks it in the logs as a sweep's

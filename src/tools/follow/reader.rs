@@ -318,10 +318,8 @@ impl Reader<'_> {
     }
 
     fn set(&self, shard: &str, at: ShardPosition) {
-        self.position
-            .borrow_mut()
-            .shards
-            .insert(shard.to_owned(), at);
+        let mut position = self.position.borrow_mut();
+        position.shards.insert(shard.to_owned(), at);
         self.dirty.set(true);
     }
 
