@@ -112,15 +112,11 @@ impl DaemonMetrics {
         let recorder = PrometheusBuilder::new().build_recorder();
         let handle = recorder.handle();
         let now = Instant::now();
+        let last_success = tables.iter().map(|t| (t.to_string(), (now, false)));
         let this = DaemonMetrics {
             recorder,
             handle,
-            last_success: Mutex::new(
-                tables
-                    .iter()
-                    .map(|t| (t.to_string(), (now, false)))
-                    .collect(),
-            ),
+            last_success: Mutex::new(last_success.collect()),
             unhealthy_after,
         };
         let emf = METRICS.map(|(emf, name)| (name, format!("The Lambda's EMF metric {emf}")));
