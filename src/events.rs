@@ -173,14 +173,13 @@ pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn connect(config: &EventsConfig) -> Events {
     use aws_config::retry::RetryConfig;
     use aws_config::timeout::TimeoutConfig;
+    let timeouts = TimeoutConfig::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+        .operation_timeout(ATTEMPT_TIMEOUT)
+        .build();
     let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(CONNECT_TIMEOUT)
-                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-                .operation_timeout(ATTEMPT_TIMEOUT)
-                .build(),
-        )
+        .timeout_config(timeouts)
         .retry_config(RetryConfig::disabled())
         .load()
         .await;

@@ -57,11 +57,9 @@ async fn serve() -> ExitCode {
         }
         invoke(tables, &event, clock, Some(remaining), settings).await
     });
-    match lambda_runtime::run(handler).await {
+    let stopped = |e: &_| tracing::error!(error = %e, "Lambda runtime stopped");
+    match lambda_runtime::run(handler).await.inspect_err(stopped) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = %e, "Lambda runtime stopped");
-            ExitCode::FAILURE
-        }
+        Err(_) => ExitCode::FAILURE,
     }
 }

@@ -34,10 +34,8 @@ fn refused(code: Option<&str>, message: Option<&str>, retryable: Option<bool>) -
 /// An answer whose entries do not match the request: treat the call as failed (retryable), so
 /// nothing counts as accepted without the sink saying so.
 fn mismatched(operation: &str, sent: usize, got: usize) -> SinkError {
-    SinkError::new(
-        true,
-        format!("{operation} answered {got} entries for {sent} sent"),
-    )
+    let message = format!("{operation} answered {got} entries for {sent} sent");
+    SinkError::new(true, message)
 }
 
 /// EventBridge: `PutEvents` to one bus.

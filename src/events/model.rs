@@ -1,7 +1,7 @@
 //! The event model, pure: what an expiry event says, its stable id, and its JSON shapes — the
 //! `detail` object, and the envelope (`{"source", "detail-type", "detail"}`) of SQS and Firehose.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::expiry::Timestamp;
@@ -99,8 +99,8 @@ pub struct ExpiryEvent {
     pub key: Value,
     /// The event's time: `deleted_at`, or `cancelled_at` for a cancellation.
     pub time: Timestamp,
-    /// The detail without `item` and `item_truncated`.
-    detail: Map<String, Value>,
+    /// The detail object without `item` and `item_truncated`.
+    detail: Value,
     /// The item as DynamoDB JSON, while it is kept.
     item: Option<Value>,
     /// True once the item was dropped for size.
@@ -145,9 +145,6 @@ impl ExpiryEvent {
             "delete_mode": facts.delete_mode,
             "mode": facts.mode,
         });
-        let Value::Object(detail) = detail else {
-            unreachable!("json! of an object literal is an object")
-        };
         ExpiryEvent {
             kind: EventKind::Expired,
             id,
@@ -168,10 +165,8 @@ impl ExpiryEvent {
         });
         event.kind = EventKind::Cancelled;
         event.time = cancelled_at;
-        event
-            .detail
-            .insert("cancelled_at".into(), json!(cancelled_at.iso()));
-        event.detail.insert("reason".into(), json!("ttl changed"));
+        event.detail["cancelled_at"] = json!(cancelled_at.iso());
+        event.detail["reason"] = json!("ttl changed");
         event
     }
 
@@ -207,10 +202,10 @@ impl ExpiryEvent {
     pub fn detail(&self) -> Value {
         let mut detail = self.detail.clone();
         if let Some(item) = &self.item {
-            detail.insert("item".into(), item.clone());
+            detail["item"] = item.clone();
         }
-        detail.insert("item_truncated".into(), json!(self.truncated));
-        Value::Object(detail)
+        detail["item_truncated"] = json!(self.truncated);
+        detail
     }
 
     /// The envelope as JSON text: `{"source":..,"detail-type":..,"detail":{..}}` (an SQS
@@ -229,12 +224,8 @@ impl ExpiryEvent {
 /// written as JSON escapes; they can only occur inside JSON strings, so the JSON means the same.
 pub fn sqs_body(event: &ExpiryEvent) -> String {
     let body = event.envelope_json();
-    if body.contains(['\u{FFFE}', '\u{FFFF}']) {
-        body.replace('\u{FFFE}', "\\ufffe")
-            .replace('\u{FFFF}', "\\uffff")
-    } else {
-        body
-    }
+    body.replace('\u{FFFE}', "\\ufffe")
+        .replace('\u{FFFF}', "\\uffff")
 }
 
 #[cfg(test)]

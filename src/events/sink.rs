@@ -59,6 +59,7 @@ impl SinkTarget {
         if target.is_empty() {
             return Err(format!("empty target after {scheme:?}"));
         }
+        let bus_name_ok = |name: &str| name_ok(name, 256, "./");
         // Whether the target is well formed, the sink it names, and what it must be otherwise.
         let (ok, sink, expected): (bool, fn(String) -> SinkTarget, &str) = match scheme.as_str() {
             "eventbridge" if target.starts_with("arn:") => {
@@ -93,12 +94,8 @@ impl SinkTarget {
                 (ok, SinkTarget::Sqs, url)
             }
             _ => {
-                let ok = (1..=64).contains(&target.len())
-                    && target
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
                 let name = "a delivery stream name (1-64 letters, digits, . - _)";
-                (ok, SinkTarget::Firehose, name)
+                (name_ok(target, 64, "."), SinkTarget::Firehose, name)
             }
         };
         if ok {
@@ -109,11 +106,10 @@ impl SinkTarget {
     }
 }
 
-fn bus_name_ok(name: &str) -> bool {
-    (1..=256).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '/'))
+/// True when `name` has 1 to `max` characters, each a letter, a digit, `-`, `_` or one of `also`.
+fn name_ok(name: &str, max: usize, also: &str) -> bool {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_' || also.contains(c);
+    (1..=max).contains(&name.len()) && name.chars().all(allowed)
 }
 
 impl fmt::Display for SinkTarget {
@@ -183,19 +179,14 @@ impl SinkKind {
     /// limits. Returns the batches as index ranges and how many events were truncated.
     pub fn plan_batches(self, events: &mut [ExpiryEvent]) -> (Vec<Range<usize>>, u64) {
         let limits = self.limits();
-        let mut truncated = 0;
-        let mut sizes = Vec::with_capacity(events.len());
-        for event in events.iter_mut() {
+        let (mut batches, mut truncated) = (Vec::new(), 0);
+        let (mut start, mut bytes) = (0, 0);
+        for (i, event) in events.iter_mut().enumerate() {
             let mut size = self.entry_bytes(event);
             if size > limits.max_entry_bytes && event.drop_item() {
                 truncated += 1;
                 size = self.entry_bytes(event);
             }
-            sizes.push(size);
-        }
-        let mut batches = Vec::new();
-        let (mut start, mut bytes) = (0, 0);
-        for (i, size) in sizes.into_iter().enumerate() {
             let full = i - start >= limits.max_entries || bytes + size > limits.max_batch_bytes;
             if i > start && full {
                 batches.push(start..i);

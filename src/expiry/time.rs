@@ -125,17 +125,12 @@ pub trait Clock: Send + Sync {
     /// no sweep runs ahead of the clock, whatever asked for it.
     fn hold(&self, requested: Option<Timestamp>) -> Held {
         let clock = self.now();
-        match requested {
-            Some(at) if at > clock => Held {
-                at: clock,
-                clock,
-                ahead: Duration::from_millis(at.millis_since(clock).unsigned_abs()),
-            },
-            at => Held {
-                at: at.unwrap_or(clock),
-                clock,
-                ahead: Duration::ZERO,
-            },
+        let at = requested.unwrap_or(clock);
+        let ahead = Duration::from_millis(at.millis_since(clock).max(0).unsigned_abs());
+        Held {
+            at: at.min(clock),
+            clock,
+            ahead,
         }
     }
 }

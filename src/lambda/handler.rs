@@ -153,15 +153,10 @@ pub async fn invoke<S: Store>(
         &context.invoked_function_arn,
     );
     if invocation.cold_start() {
-        println!(
-            "{}",
-            telemetry::cold_start_record(
-                &settings.namespace,
-                &context.env_config.function_name,
-                &telemetry::service_name(),
-                clock.now().millis(),
-            )
-        );
+        let function = &context.env_config.function_name;
+        let (service, at) = (telemetry::service_name(), clock.now().millis());
+        let record = telemetry::cold_start_record(&settings.namespace, function, &service, at);
+        println!("{record}");
     }
     handle_tables(tables, &event.payload, clock, remaining, settings).await
 }
@@ -298,43 +293,31 @@ async fn sweep_as_asked<S: Store>(
 }
 
 /// A table's sweep ends: its summary line and its EMF record (timestamped `at`), and the report, or
-/// the error of a sweep that failed.
+/// the error of a sweep that failed, with its first error.
 fn finish(
     report: SweepReport,
     at: Timestamp,
     settings: &HandlerSettings,
 ) -> Result<SweepReport, HandlerError> {
     telemetry::log_summary(&report);
-    println!(
-        "{}",
-        telemetry::emf_record(&report, &settings.namespace, at.millis())
-    );
+    let record = telemetry::emf_record(&report, &settings.namespace, at.millis());
+    println!("{record}");
     if report.is_success() {
-        Ok(report)
-    } else {
-        Err(failed(report))
+        return Ok(report);
     }
-}
-
-/// The error of a sweep that failed: its first error, and the report.
-fn failed(report: SweepReport) -> HandlerError {
-    HandlerError::SweepFailed {
-        first: report
-            .errors
-            .first()
-            .map(|e| e.message.clone())
-            .or_else(|| report.failed_keys.first().map(|k| k.reason.clone()))
-            .or_else(|| {
-                report.failed_event_ids.first().map(|e| {
-                    format!(
-                        "{} expiry event(s) not published, first {}: {}",
-                        report.events_failed, e.id, e.reason
-                    )
-                })
+    let first = (report.errors.first().map(|e| e.message.clone()))
+        .or_else(|| report.failed_keys.first().map(|k| k.reason.clone()))
+        .or_else(|| {
+            report.failed_event_ids.first().map(|e| {
+                format!(
+                    "{} expiry event(s) not published, first {}: {}",
+                    report.events_failed, e.id, e.reason
+                )
             })
-            .unwrap_or_default(),
-        report: Box::new(report),
-    }
+        })
+        .unwrap_or_default();
+    let report = Box::new(report);
+    Err(HandlerError::SweepFailed { first, report })
 }
 
 /// The report of a sweep dropped at the deadline: what it did is unknown, and it failed. In notify

@@ -23,12 +23,9 @@ use tokio::time::Instant;
 /// True when `event` is a batch of DynamoDB Streams records (`{"Records": [{"eventSource":
 /// "aws:dynamodb", ...}]}`), for the stream indexer rather than a sweep.
 pub fn is_stream_batch(event: &Value) -> bool {
+    let of_dynamodb = |r: &Value| r["eventSource"].as_str() == Some("aws:dynamodb");
     let records = event.get("Records").and_then(Value::as_array);
-    records.is_some_and(|records| {
-        records
-            .iter()
-            .any(|r| r.get("eventSource").and_then(Value::as_str) == Some("aws:dynamodb"))
-    })
+    records.is_some_and(|records| records.iter().any(of_dynamodb))
 }
 
 /// Handles one stream invocation from the Lambda runtime: marks it in the logs as a sweep's
@@ -82,51 +79,47 @@ pub async fn index_batch(
     remaining: Option<Duration>,
 ) -> Result<Value, HandlerError> {
     let schema = sweeper.schema();
+    let table = &schema.table_name;
     let batch = Event::deserialize(event)
         .map_err(|e| refused(format!("the DynamoDB Streams records do not parse: {e}")))?;
     let foreign = batch.records.iter().find_map(|r| {
         let arn = r.event_source_arn.as_deref()?;
-        (!from_table(arn, &schema.table_name)).then_some(arn)
+        (!from_table(arn, table)).then_some(arn)
     });
     if let Some(arn) = foreign {
-        let table = &schema.table_name;
         let problem =
             format!("stream records of another table ({arn}); this function indexes {table}");
         return Err(refused(problem));
     }
     if schema.index_table.is_none() {
-        let table = &schema.table_name;
         return Err(refused(format!(
             "stream records of {table}, which has no expiry index table: set EXPIRY_INDEX_TABLE \
              (the construct and the SAM template do with followStream)"
         )));
     }
-    let started = Instant::now();
+    let cut = remaining.map(|left| Instant::now() + left.saturating_sub(DEADLINE_MARGIN / 2));
     let work = index_records(sweeper.store(), schema, clock, &batch.records);
-    let indexed = match remaining {
+    let indexed = match cut {
         None => work.await,
-        Some(left) => {
-            let cut = started + left.saturating_sub(DEADLINE_MARGIN / 2);
-            match tokio::time::timeout_at(cut, work).await {
-                Ok(indexed) => indexed,
-                Err(_) => {
-                    tracing::warn!(
-                        records = batch.records.len(),
-                        "the stream batch did not finish before the deadline; all of it is delivered again"
-                    );
-                    let first = batch.records.first();
-                    let sequence = first.and_then(|r| r.change.sequence_number.clone());
-                    Indexed {
-                        failures: vec![sequence.unwrap_or_default()],
-                        ..Indexed::default()
-                    }
+        Some(cut) => match tokio::time::timeout_at(cut, work).await {
+            Ok(indexed) => indexed,
+            Err(_) => {
+                tracing::warn!(
+                    records = batch.records.len(),
+                    "the stream batch did not finish before the deadline; all of it is delivered again"
+                );
+                let first = batch.records.first();
+                let sequence = first.and_then(|r| r.change.sequence_number.clone());
+                Indexed {
+                    failures: vec![sequence.unwrap_or_default()],
+                    ..Indexed::default()
                 }
             }
-        }
+        },
     };
     let report = &indexed.report;
     tracing::info!(
-        table = %schema.table_name,
+        table = %table,
         records = report.records,
         entries_written = report.entries_written,
         expired_when_written = report.expired_when_written,

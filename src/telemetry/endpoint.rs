@@ -112,15 +112,11 @@ impl DaemonMetrics {
         let recorder = PrometheusBuilder::new().build_recorder();
         let handle = recorder.handle();
         let now = Instant::now();
+        let last_success = tables.iter().map(|t| (t.to_string(), (now, false)));
         let this = DaemonMetrics {
             recorder,
             handle,
-            last_success: Mutex::new(
-                tables
-                    .iter()
-                    .map(|t| (t.to_string(), (now, false)))
-                    .collect(),
-            ),
+            last_success: Mutex::new(last_success.collect()),
             unhealthy_after,
         };
         let emf = METRICS.map(|(emf, name)| (name, format!("The Lambda's EMF metric {emf}")));
@@ -166,31 +162,28 @@ impl DaemonMetrics {
     }
 
     fn record_sweep(&self, r: &SweepReport, counts: bool) {
-        let table = &r.table;
+        let values = [
+            r.items_deleted,
+            r.items_skipped,
+            r.items_gone,
+            r.items_failed,
+            r.items_found,
+            0, // ItemsLeft: a gauge, set per period
+            r.windows_swept as u64,
+        ];
+        let emf = METRICS.iter().map(|(_, name)| *name).zip(values);
+        let counters = emf.filter(|(name, _)| name.ends_with("_total")).chain([
+            (SWEEPS, u64::from(counts)),
+            (STOOD_BY, u64::from(r.stood_by)),
+            (LAYOUT_MISMATCH, u64::from(r.lease_layout_mismatch)),
+            (RELEASED, u64::from(r.lease_released)),
+            (WRITE_CONFLICTS, r.write_conflicts_retried),
+            (SWEEPS_FAILED, u64::from(counts && !r.is_success())),
+        ]);
         metrics::with_local_recorder(&self.recorder, || {
-            let values = [
-                r.items_deleted,
-                r.items_skipped,
-                r.items_gone,
-                r.items_failed,
-                r.items_found,
-                0, // ItemsLeft: a gauge, set per period
-                r.windows_swept as u64,
-            ];
-            for ((_, name), value) in METRICS.iter().zip(values) {
-                if name.ends_with("_total") {
-                    counter!(*name, "table" => table.clone()).increment(value);
-                }
+            for (name, value) in counters {
+                counter!(name, "table" => r.table.clone()).increment(value);
             }
-            counter!(SWEEPS, "table" => table.clone()).increment(u64::from(counts));
-            counter!(STOOD_BY, "table" => table.clone()).increment(u64::from(r.stood_by));
-            counter!(LAYOUT_MISMATCH, "table" => table.clone())
-                .increment(u64::from(r.lease_layout_mismatch));
-            counter!(RELEASED, "table" => table.clone()).increment(u64::from(r.lease_released));
-            counter!(WRITE_CONFLICTS, "table" => table.clone())
-                .increment(r.write_conflicts_retried);
-            let failed = counts && !r.is_success();
-            counter!(SWEEPS_FAILED, "table" => table.clone()).increment(u64::from(failed));
         });
     }
 
@@ -271,10 +264,8 @@ impl DaemonMetrics {
 /// Binds `addr` for [`serve`]; a busy or foreign address is an error naming it.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await.map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("--metrics-addr {addr}: cannot listen: {e}"),
-        )
+        let message = format!("--metrics-addr {addr}: cannot listen: {e}");
+        std::io::Error::new(e.kind(), message)
     })
 }
 

@@ -11,7 +11,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
@@ -124,51 +124,38 @@ impl PowertoolsJson {
         let mut fields = Map::new();
         event.record(&mut JsonFields(&mut fields));
         let message = fields.remove("message").unwrap_or_else(|| "".into());
-        let mut line = Map::new();
-        line.insert("level".into(), level.as_str().into());
-        line.insert("message".into(), message);
-        line.insert("timestamp".into(), timestamp.into());
-        line.insert("service".into(), self.service.clone().into());
-        if let Some(name) = &self.function_name {
-            line.insert("function_name".into(), name.clone().into());
-        }
-        if let Some(size) = self.function_memory_size {
-            line.insert("function_memory_size".into(), size.into());
-        }
         let current = CURRENT
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        if let Some(c) = current {
-            line.insert("cold_start".into(), c.cold_start.into());
-            line.insert("function_request_id".into(), c.request_id.into());
-            line.insert("function_arn".into(), c.function_arn.into());
-            if let Some(trace) = c.xray_trace_id {
-                line.insert("xray_trace_id".into(), trace.into());
-            }
-        }
+        let c = current.as_ref();
+        // Every key this formatter owns; one without a value (outside Lambda, between
+        // invocations, without a trace) is left out of the line.
+        let keys = json!({
+            "level": level.as_str(),
+            "message": message,
+            "timestamp": timestamp,
+            "service": self.service,
+            "function_name": self.function_name,
+            "function_memory_size": self.function_memory_size,
+            "cold_start": c.map(|c| c.cold_start),
+            "function_request_id": c.map(|c| &c.request_id),
+            "function_arn": c.map(|c| &c.function_arn),
+            "xray_trace_id": c.and_then(|c| c.xray_trace_id.as_ref()),
+        });
+        let Value::Object(mut line) = keys else {
+            unreachable!("json! of an object literal is an object")
+        };
+        let mut renamed = Vec::with_capacity(fields.len());
         for (key, value) in fields {
-            let taken = RESERVED.contains(&key.as_str());
-            let key = if taken { format!("field_{key}") } else { key };
-            line.insert(key, value);
+            let taken = line.contains_key(&key);
+            renamed.push((if taken { format!("field_{key}") } else { key }, value));
         }
+        line.retain(|_, v| !v.is_null());
+        line.extend(renamed);
         line
     }
 }
-
-/// The keys this formatter owns.
-const RESERVED: [&str; 10] = [
-    "level",
-    "message",
-    "timestamp",
-    "service",
-    "cold_start",
-    "function_name",
-    "function_memory_size",
-    "function_request_id",
-    "function_arn",
-    "xray_trace_id",
-];
 
 impl<S, N> FormatEvent<S, N> for PowertoolsJson
 where

@@ -172,31 +172,25 @@ pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, no
     report.scanned += 1;
     let layout = &schema.layout;
     let key = || schema.key_of(item);
-    let ttl = match item.get(&layout.ttl_attribute) {
-        None => {
-            report.no_ttl += 1;
+    let Some(value) = item.get(&layout.ttl_attribute) else {
+        report.no_ttl += 1;
+        return;
+    };
+    report.with_ttl += 1;
+    let parsed = match value {
+        AttributeValue::N(n) => parse_ttl(n).map_err(|e| (e, n.clone())),
+        other => Err((TtlError::NotANumber(String::new()), format!("{other:?}"))),
+    };
+    let ttl = match parsed {
+        Ok(t) => t,
+        Err((TtlError::LooksLikeMilliseconds(_), shown)) => {
+            report.millis_ttl += 1;
+            report.example("millis_ttl", key(), format!("ttl = {shown}"));
             return;
         }
-        Some(AttributeValue::N(n)) => {
-            report.with_ttl += 1;
-            match parse_ttl(n) {
-                Ok(t) => t,
-                Err(TtlError::LooksLikeMilliseconds(_)) => {
-                    report.millis_ttl += 1;
-                    report.example("millis_ttl", key(), format!("ttl = {n}"));
-                    return;
-                }
-                Err(_) => {
-                    report.invalid_ttl += 1;
-                    report.example("invalid_ttl", key(), format!("ttl = {n}"));
-                    return;
-                }
-            }
-        }
-        Some(other) => {
-            report.with_ttl += 1;
+        Err((_, shown)) => {
             report.invalid_ttl += 1;
-            report.example("invalid_ttl", key(), format!("ttl = {other:?}"));
+            report.example("invalid_ttl", key(), format!("ttl = {shown}"));
             return;
         }
     };

@@ -138,33 +138,29 @@ pub enum ItemPlan {
 /// five years before it ([`ttl_state`] is [`TtlState::Expired`]) is to be deleted.
 pub fn plan_item(item: &Key, schema: &TableSchema, now: Timestamp) -> ItemPlan {
     let layout = &schema.layout;
-    let raw_ttl = match item.get(&layout.ttl_attribute) {
+    let ttl = match item.get(&layout.ttl_attribute) {
         None => return ItemPlan::NoTtl,
-        Some(AttributeValue::N(n)) => n,
+        Some(AttributeValue::N(n)) => n.clone(),
         Some(_) => return ItemPlan::InvalidTtl,
     };
-    let Ok(ttl) = parse_ttl(raw_ttl) else {
+    let Ok(secs) = parse_ttl(&ttl) else {
         return ItemPlan::InvalidTtl;
     };
-    match ttl_state(ttl, now) {
+    match ttl_state(secs, now) {
         TtlState::TooOld => return ItemPlan::TooOldTtl,
-        TtlState::Expired => {
-            return ItemPlan::DeleteExpired {
-                ttl: raw_ttl.clone(),
-            }
-        }
+        TtlState::Expired => return ItemPlan::DeleteExpired { ttl },
         TtlState::Live => {}
     }
-    let Ok(window) = window_of(item, schema, ttl) else {
+    let Ok(window) = window_of(item, schema, secs) else {
         return ItemPlan::InvalidTtl;
     };
-    let current = item.get(&layout.window_attribute);
-    if current == Some(&AttributeValue::S(window.clone())) {
+    let current = item.get(&layout.window_attribute).cloned();
+    if current == Some(AttributeValue::S(window.clone())) {
         return ItemPlan::AlreadyOk;
     }
     ItemPlan::SetWindow {
-        ttl: raw_ttl.clone(),
-        current: current.cloned(),
+        ttl,
+        current,
         window,
     }
 }
@@ -358,10 +354,22 @@ impl Step<'_> {
                 window,
             } => {
                 let key = key_of(self.schema, item)?;
-                match self
-                    .set_window(&key, &ttl, &current, &window, counts)
-                    .await?
-                {
+                let layout = &self.schema.layout;
+                // Conditional on the ttl and the window as read.
+                let (outcome, consumed) = with_retries(|| {
+                    self.store.set_window_if_unchanged(
+                        &self.schema.table_name,
+                        key.clone(),
+                        &layout.ttl_attribute,
+                        AttributeValue::N(ttl.clone()),
+                        &layout.window_attribute,
+                        current.clone(),
+                        window.clone(),
+                    )
+                })
+                .await?;
+                self.charge(consumed, counts);
+                match outcome {
                     UpdateOutcome::Written => counts.written += 1,
                     UpdateOutcome::Changed => {
                         counts.changed_concurrently += 1;
@@ -412,34 +420,6 @@ impl Step<'_> {
         Ok(())
     }
 
-    /// Sets the window attribute of the item at `key` to `window` if its ttl is still `ttl`
-    /// (the Number as read) and its window still `current`, with retries; charges what it
-    /// consumed.
-    async fn set_window(
-        &self,
-        key: &Key,
-        ttl: &str,
-        current: &Option<AttributeValue>,
-        window: &str,
-        counts: &mut BackfillReport,
-    ) -> Result<UpdateOutcome, StoreError> {
-        let layout = &self.schema.layout;
-        let (outcome, consumed) = with_retries(|| {
-            self.store.set_window_if_unchanged(
-                &self.schema.table_name,
-                key.clone(),
-                &layout.ttl_attribute,
-                AttributeValue::N(ttl.to_owned()),
-                &layout.window_attribute,
-                current.clone(),
-                window.to_owned(),
-            )
-        })
-        .await?;
-        self.charge(consumed, counts);
-        Ok(outcome)
-    }
-
     /// Records `consumed` write units (the rate limit took one already).
     fn charge(&self, consumed: f64, counts: &mut BackfillReport) {
         if let Some(limit) = self.limit {
@@ -451,13 +431,8 @@ impl Step<'_> {
 
 /// The primary key of a scanned item.
 pub(super) fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
-    schema.key_of(item).ok_or_else(|| {
-        StoreError::new(
-            ErrorKind::Validation,
-            "Scan",
-            "item without its key attributes",
-        )
-    })
+    let why = "item without its key attributes";
+    (schema.key_of(item)).ok_or_else(|| StoreError::new(ErrorKind::Validation, "Scan", why))
 }
 
 /// Runs `request` until it succeeds, fails for good, or was retried 8 times (backoff, full jitter).

@@ -11,18 +11,18 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use serde::Serialize;
+
 use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
 use crate::indexer::{index_records, item_id, IndexReport};
 use crate::store::stream::{From, ReadError, Shard, StreamClient, TableStream};
-use crate::store::{full_jitter, DynamoStore, TableSchema};
+use crate::store::{full_jitter, DynamoStore, StoreError, TableSchema};
 pub use plan::{Position, ShardPosition};
 use reader::Reader;
-pub use report::{FollowError, FollowReport};
 
 mod plan;
 mod reader;
-mod report;
 
 /// Wait between reads of a shard that had nothing new.
 pub const POLL: Duration = Duration::from_millis(250);
@@ -41,16 +41,78 @@ pub const MAX_SHARDS: usize = 256;
 /// A progress line is logged at most this often, when records came.
 const LOG_EVERY: Duration = Duration::from_secs(60);
 
+/// Why the follower cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    /// The table has no stream.
+    #[error(
+        "table {table:?} has no stream enabled; enable one with: aws dynamodb update-table \
+         --table-name {table} --stream-specification \
+         StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES"
+    )]
+    NoStream {
+        /// The table.
+        table: String,
+    },
+    /// The stream's records do not carry the item.
+    #[error(
+        "the stream of table {table:?} has view type {view}, whose records lack the new image; a \
+         stream's view cannot be changed: disable it with `aws dynamodb update-table --table-name \
+         {table} --stream-specification StreamEnabled=false`, then enable it with \
+         `--stream-specification StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES` (other \
+         readers of the stream start over on the new one)"
+    )]
+    NoNewImage {
+        /// The table.
+        table: String,
+        /// Its stream's view type.
+        view: String,
+    },
+    /// The table has no expiry index table for the stream's records to go to.
+    #[error(
+        "table {table:?} has no expiry index table: following its stream writes an entry per \
+         item into one; create a table with partition key `window` (String) and sort key \
+         `entry` (String), with native TTL on `expires`, and name it in EXPIRY_INDEX_TABLE"
+    )]
+    NoIndexTable {
+        /// The table.
+        table: String,
+    },
+    /// Reading the table, its stream or the saved position failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What following the stream came to.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct FollowReport {
+    /// `GetRecords` answers that held records.
+    pub batches: u64,
+    /// What the stream indexer did with them (`records`: each record once, however often tried).
+    pub index: IndexReport,
+    /// Records tried again after a failure.
+    pub retried_records: u64,
+    /// Records that failed [`MAX_ATTEMPTS`] times and were passed: their items need `backfill`.
+    pub skipped_records: u64,
+    /// Times records were lost to the stream's 24-hour trim before they were read (or the stream
+    /// was replaced): their items need `backfill`.
+    pub trimmed: u64,
+    /// Shards read to their end.
+    pub shards_done: u64,
+    /// How far behind the follower is, as of its last read of each shard: the age of the newest
+    /// record of the shard's last batch (ms), 0 for a shard read up to its end; the largest over
+    /// the shards. What Lambda reports as `IteratorAge` for an event source mapping.
+    pub record_age_ms: u64,
+}
+
 /// Refuses to follow `table`'s stream without an expiry index table (`index_table`, as
 /// `EXPIRY_INDEX_TABLE` names it): the stream's records are indexed into it, and nowhere else.
 /// Nothing is read: a daemon checks every table before it starts.
 pub fn require_index_table(table: &str, index_table: Option<&str>) -> Result<(), FollowError> {
-    match index_table {
-        Some(_) => Ok(()),
-        None => Err(FollowError::NoIndexTable {
-            table: table.to_owned(),
-        }),
-    }
+    let table = table.to_owned();
+    index_table
+        .map(|_| ())
+        .ok_or(FollowError::NoIndexTable { table })
 }
 
 /// The follower of one table's stream, checked and with its saved position loaded.
@@ -74,18 +136,14 @@ impl Follower {
         schema: &TableSchema,
         saved_at: Option<(String, String)>,
     ) -> Result<Follower, FollowError> {
-        let table = schema.table_name.as_str();
-        require_index_table(table, schema.index_table.as_deref())?;
-        let Some(stream) = store.table_stream(table).await? else {
-            return Err(FollowError::NoStream {
-                table: table.to_owned(),
-            });
+        let table = schema.table_name.clone();
+        require_index_table(&table, schema.index_table.as_deref())?;
+        let Some(stream) = store.table_stream(&table).await? else {
+            return Err(FollowError::NoStream { table });
         };
         if !stream.has_new_image() {
-            return Err(FollowError::NoNewImage {
-                table: table.to_owned(),
-                view: stream.view,
-            });
+            let view = stream.view;
+            return Err(FollowError::NoNewImage { table, view });
         }
         // The streams API answers (and may be called) before anything starts.
         streams.shards(&stream.arn).await?;

@@ -92,14 +92,10 @@ where
                 if let Some(limit) = read_limit {
                     limit.charge(page.consumed - 1.0);
                 }
-                let position = match &page.next {
-                    Some(k) => Position::After(k.clone()),
-                    None => Position::Done,
-                };
                 let more = on_page(ScanPageOf {
                     segment,
                     items: page.items,
-                    position,
+                    position: page.next.clone().map_or(Position::Done, Position::After),
                     consumed: page.consumed,
                 })
                 .await?;

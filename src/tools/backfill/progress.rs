@@ -110,11 +110,8 @@ impl BackfillState {
 /// The progress file of a backfill on `table` when none is given:
 /// `ttl-sweeper-backfill-<table>.json` in the working directory (an ARN's `/` and `:` become `_`).
 pub fn default_state_path(table: &str) -> PathBuf {
-    format!(
-        "ttl-sweeper-backfill-{}.json",
-        table.replace(['/', ':'], "_")
-    )
-    .into()
+    let name = table.replace(['/', ':'], "_");
+    format!("ttl-sweeper-backfill-{name}.json").into()
 }
 
 /// A progress file that cannot be used to resume.

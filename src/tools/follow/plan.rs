@@ -42,13 +42,12 @@ fn read_to_end<'a>(shards: &'a [Shard], position: &Position) -> HashSet<&'a str>
         .collect();
     let mut done: HashSet<&str> = HashSet::new();
     let mut vouched: Vec<&str> = Vec::new();
-    for s in shards {
-        match position.shards.get(&s.id) {
-            Some(ShardPosition::Done) => {
-                done.insert(&s.id);
-            }
-            Some(ShardPosition::After(_)) => {}
-            None => continue,
+    for s in shards
+        .iter()
+        .filter(|s| position.shards.contains_key(&s.id))
+    {
+        if position.shards[&s.id] == ShardPosition::Done {
+            done.insert(s.id.as_str());
         }
         vouched.extend(parent_of.get(s.id.as_str()));
     }

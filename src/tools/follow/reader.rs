@@ -53,14 +53,12 @@ impl Reader<'_> {
                     Ok(shards) => {
                         self.forget_unlisted(&shards);
                         let ready = ready(&shards, &self.position.borrow(), &running);
-                        for shard in ready {
-                            if running.len() >= MAX_SHARDS {
-                                if !warned_full {
-                                    tracing::warn!(max = MAX_SHARDS, "more open shards than are read at once; the others wait for a slot");
-                                    warned_full = true;
-                                }
-                                break;
-                            }
+                        let room = MAX_SHARDS.saturating_sub(running.len());
+                        if ready.len() > room && !warned_full {
+                            tracing::warn!(max = MAX_SHARDS, "more open shards than are read at once; the others wait for a slot");
+                            warned_full = true;
+                        }
+                        for shard in ready.into_iter().take(room) {
                             running.insert(shard.clone());
                             readers.push(self.read_shard(shard));
                         }
@@ -126,9 +124,10 @@ impl Reader<'_> {
         }
     }
 
-    /// Drops `shard`'s entry (it is read again from its oldest record), keeping the marks it
-    /// vouched for.
-    fn forget(&self, shard: &str) {
+    /// Counts `shard` trimmed and drops its entry (it is read again from its oldest record),
+    /// keeping the marks it vouched for.
+    fn forget_trimmed(&self, shard: &str) {
+        self.trimmed(shard);
         let mut position = self.position.borrow_mut();
         expand(&mut position, &self.listed.borrow());
         position.shards.remove(shard);
@@ -168,9 +167,7 @@ impl Reader<'_> {
                             return shard;
                         }
                         Err(ReadError::Trimmed) => {
-                            self.trimmed(&shard);
-                            self.forget(&shard);
-                            self.dirty.set(true);
+                            self.forget_trimmed(&shard);
                             continue;
                         }
                         Err(e) => {
@@ -194,18 +191,16 @@ impl Reader<'_> {
                 Ok(batch) => {
                     errors = 0;
                     let empty = batch.records.is_empty();
-                    let newest = batch
-                        .records
-                        .last()
-                        .map(|r| r.change.approximate_creation_date_time);
-                    let age = newest.map_or(0, |at| {
-                        let ms = self.clock.now().millis() - at.timestamp_millis();
-                        u64::try_from(ms).unwrap_or(0)
+                    // Caught up (0) once the shard is read to its end.
+                    let newest = batch.records.last().filter(|_| batch.next.is_some());
+                    let age = newest.map_or(0, |r| {
+                        let at = r.change.approximate_creation_date_time.timestamp_millis();
+                        u64::try_from(self.clock.now().millis() - at).unwrap_or(0)
                     });
                     if !empty {
                         self.index(&shard, batch.records).await;
                     }
-                    self.aged(&shard, if batch.next.is_some() { age } else { 0 });
+                    self.aged(&shard, age);
                     let Some(next) = batch.next else {
                         if !self.stop.reached() {
                             self.set(&shard, ShardPosition::Done);
@@ -221,10 +216,7 @@ impl Reader<'_> {
                     }
                 }
                 Err(ReadError::ExpiredIterator) => {}
-                Err(ReadError::Trimmed) => {
-                    self.trimmed(&shard);
-                    self.forget(&shard);
-                }
+                Err(ReadError::Trimmed) => self.forget_trimmed(&shard),
                 Err(e) => {
                     drop(permit);
                     errors += 1;
@@ -277,18 +269,14 @@ impl Reader<'_> {
             if self.stop.reached() {
                 // Not handled: the shard resumes before them.
                 let before = todo.first().and_then(|&i| i.checked_sub(1));
-                if let Some(sequence) =
-                    before.and_then(|i| records[i].change.sequence_number.clone())
-                {
-                    self.set(shard, ShardPosition::After(sequence));
-                }
+                self.past(shard, before.map(|i| &records[i]));
                 return;
             }
             if attempt >= MAX_ATTEMPTS {
                 let mut report = self.report.borrow_mut();
                 report.skipped_records += todo.len() as u64;
-                report.index.failed += first_failed.len() as u64;
                 report.index.merge(IndexReport {
+                    failed: first_failed.len() as u64,
                     errors: errors.clone(),
                     ..IndexReport::default()
                 });
@@ -310,10 +298,12 @@ impl Reader<'_> {
             attempt += 1;
         }
         self.report.borrow_mut().batches += 1;
-        if let Some(sequence) = records
-            .last()
-            .and_then(|r| r.change.sequence_number.clone())
-        {
+        self.past(shard, records.last());
+    }
+
+    /// Moves `shard`'s position past `record`, if any.
+    fn past(&self, shard: &str, record: Option<&EventRecord>) {
+        if let Some(sequence) = record.and_then(|r| r.change.sequence_number.clone()) {
             self.set(shard, ShardPosition::After(sequence));
         }
     }
@@ -328,10 +318,8 @@ impl Reader<'_> {
     }
 
     fn set(&self, shard: &str, at: ShardPosition) {
-        self.position
-            .borrow_mut()
-            .shards
-            .insert(shard.to_owned(), at);
+        let mut position = self.position.borrow_mut();
+        position.shards.insert(shard.to_owned(), at);
         self.dirty.set(true);
     }
 
