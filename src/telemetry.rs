@@ -196,32 +196,40 @@ pub fn log_summary(report: &SweepReport) {
 /// the `LEADER_LEASE`), `LeaseLayoutMismatch` (of those, the ones beside a holder of another
 /// layout), `LeaseReleased` (the lease given up by a holder that could not sweep) and
 /// `WriteConflictsRetried` (deletes refused by a replicated write conflict and sent again).
-pub fn emf_record(r: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value {
+pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value {
     let secs = |ms: u64| json!(ms as f64 / 1000.0);
     let mut metrics = vec![
-        ("ItemsDeleted", json!(r.items_deleted)),
-        ("ItemsSkipped", json!(r.items_skipped)),
-        ("ItemsGone", json!(r.items_gone)),
-        ("ItemsFailed", json!(r.items_failed)),
-        ("ItemsFound", json!(r.items_found)),
-        ("ItemsLeft", json!(r.items_left)),
-        ("WindowsSwept", json!(r.windows_swept)),
-        ("MaxExpiryLagSeconds", secs(r.lag.max_ms)),
-        ("P99ExpiryLagSeconds", secs(r.lag.p99_ms)),
-        ("ClockAheadSeconds", secs(r.clock_ahead_ms)),
-        ("EventsPublished", json!(r.events_published)),
-        ("EventsFailed", json!(r.events_failed)),
-        ("EventsCancelled", json!(r.events_cancelled)),
-        ("EventsTruncated", json!(r.events_truncated)),
-        ("SweepsStoodBy", json!(r.stood_by)),
-        ("LeaseLayoutMismatch", json!(r.lease_layout_mismatch)),
-        ("LeaseReleased", json!(r.lease_released)),
-        ("WriteConflictsRetried", json!(r.write_conflicts_retried)),
+        ("ItemsDeleted", "Count", json!(report.items_deleted)),
+        ("ItemsSkipped", "Count", json!(report.items_skipped)),
+        ("ItemsGone", "Count", json!(report.items_gone)),
+        ("ItemsFailed", "Count", json!(report.items_failed)),
+        ("ItemsFound", "Count", json!(report.items_found)),
+        ("ItemsLeft", "Count", json!(report.items_left)),
+        ("WindowsSwept", "Count", json!(report.windows_swept)),
+        ("MaxExpiryLagSeconds", "Seconds", secs(report.lag.max_ms)),
+        ("P99ExpiryLagSeconds", "Seconds", secs(report.lag.p99_ms)),
+        ("ClockAheadSeconds", "Seconds", secs(report.clock_ahead_ms)),
+        ("EventsPublished", "Count", json!(report.events_published)),
+        ("EventsFailed", "Count", json!(report.events_failed)),
+        ("EventsCancelled", "Count", json!(report.events_cancelled)),
+        ("EventsTruncated", "Count", json!(report.events_truncated)),
+        ("SweepsStoodBy", "Count", json!(report.stood_by)),
+        (
+            "LeaseLayoutMismatch",
+            "Count",
+            json!(report.lease_layout_mismatch),
+        ),
+        ("LeaseReleased", "Count", json!(report.lease_released)),
+        (
+            "WriteConflictsRetried",
+            "Count",
+            json!(report.write_conflicts_retried),
+        ),
     ];
     // Global tables' metrics (the last), only in a record where they happened: a custom metric is
     // billed from its first data point, and a table with one sweeper never has any.
     let global = metrics.split_off(14);
-    metrics.extend(global.into_iter().filter(|(_, n)| *n != json!(0)));
+    metrics.extend(global.into_iter().filter(|(.., n)| *n != json!(0)));
     let mut record = json!({
         "_aws": {
             "Timestamp": timestamp_ms,
@@ -230,17 +238,13 @@ pub fn emf_record(r: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value 
                 "Dimensions": [["TableName"]],
                 "Metrics": metrics
                     .iter()
-                    .map(|(name, _)| {
-                        // A metric named so is in seconds; every other one is a count.
-                        let seconds = name.ends_with("Seconds");
-                        json!({"Name": name, "Unit": if seconds { "Seconds" } else { "Count" }})
-                    })
+                    .map(|(name, unit, _)| json!({"Name": name, "Unit": unit}))
                     .collect::<Vec<_>>(),
             }],
         },
-        "TableName": r.table,
+        "TableName": report.table,
     });
-    for (name, value) in metrics {
+    for (name, _, value) in metrics {
         record[name] = value;
     }
     record
