@@ -11,15 +11,15 @@
 //! - a follower runs beside each table's ticks until shutdown, and one that cannot be opened
 //!   stops the run and is its error.
 
-use crate::common;
+use crate::support;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::mem_store::{Fault, MemStore, Op, When};
 use serde_json::Value;
+use support::mem_store::{Fault, MemStore, Op, When};
 use tokio::time::{sleep_until, Instant};
 
 use ttl_sweeper::daemon::{self, Follow, NoStream, Options};
@@ -259,7 +259,7 @@ async fn the_endpoint_counts_every_sweep_and_holds_each_period_in_its_gauges() {
         ..options(&records)
     };
     let get = |path: &'static str| async move {
-        let answer = tokio::task::spawn_blocking(move || common::http_get(port, path));
+        let answer = tokio::task::spawn_blocking(move || support::http_get(port, path));
         answer.await.unwrap().expect("the endpoint answers")
     };
     let sample = |text: &str, name: &str, table: &str| -> Option<f64> {

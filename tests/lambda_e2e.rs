@@ -7,15 +7,14 @@
 //! Also: the Lambda binary's log lines under the local Runtime API (`tests/support/runtime_api.rs`),
 //! checked for the Powertools keys, the cold start and the `ColdStart` metric.
 
-use crate::common;
-use crate::support::runtime_api;
+use crate::support::{self, runtime_api};
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use support::*;
 
 fn cargo_lambda() -> PathBuf {
     if let Ok(path) = std::env::var("CARGO_LAMBDA") {

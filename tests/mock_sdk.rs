@@ -1,7 +1,7 @@
 //! Exact SDK edge cases, with `aws-smithy-mocks` standing in for DynamoDB: unprocessed keys,
 //! throttling, permanent failures, pagination, and index items that must never be deleted.
 
-use crate::common;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,10 +19,10 @@ use aws_sdk_dynamodb::types::error::{
 use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use aws_smithy_mocks::{mock, mock_client, Rule, RuleMode};
-use common::mem_store::{
+use support::mem_store::{
     default_schema, key, mem_sweeper, ttl_of, Change, Fault, MemStore, Op, When,
 };
-use common::{bare, num, AssertFields, SweepAt, AV};
+use support::{bare, num, AssertFields, SweepAt, AV};
 use tokio::time::Instant;
 use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
@@ -458,7 +458,7 @@ async fn the_deadline_stops_deletes_inside_a_page_and_reports_the_rest_as_left()
 
 #[tokio::test(start_paused = true)]
 async fn a_tick_after_a_long_gap_reads_no_more_windows_than_a_full_sweep() {
-    use common::ticks_for;
+    use support::ticks_for;
     use ttl_sweeper::engine::run_ticks;
     let mut opts = options(DeleteMode::Batch);
     opts.lookback_windows = 15;

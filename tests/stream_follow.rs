@@ -6,8 +6,7 @@
 //! application's items are only ever deleted, never written. Each test starts its own daemon,
 //! stopped by its PID.
 
-use crate::common;
-use crate::support::fault_proxy;
+use crate::support::{self, fault_proxy};
 
 use std::collections::{BTreeMap, HashSet};
 use std::process::Stdio;
@@ -15,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_dynamodb::Client;
-use common::*;
 use fault_proxy::{Fault, FaultProxy, Plan, Seen};
 use serde_json::Value;
+use support::*;
 use ttl_sweeper::store::Key;
 
 /// A `ttl-sweeper run --follow-stream` child, killed if a test fails, and where it serves
@@ -274,7 +273,7 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     // Killed mid-stream: what is written while it is down is indexed after the restart, and an
     // item the application deleted meanwhile is not recreated.
     daemon.signal(libc::SIGKILL);
-    let now = common::now();
+    let now = support::now();
     let later = names("later", 10);
     let later_items: Vec<Key> = later.iter().map(|id| unwindowed(id, now + 5)).collect();
     app.put_many(later_items).await;
@@ -473,7 +472,7 @@ async fn expired_iterators_trimmed_records_and_refused_entries_are_recovered_or_
         |log| log.contains("trimmed from the stream"),
     );
     assert!(log.contains("trimmed from the stream"), "{log}");
-    app.put(unwindowed("after-trim", common::now() + 2)).await;
+    app.put(unwindowed("after-trim", support::now() + 2)).await;
     let gone = watch_gone(
         &client,
         &table,

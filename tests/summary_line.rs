@@ -3,12 +3,12 @@
 //! caches per call site whether anyone listens: a summary logged first by another test of the
 //! same process, with no subscriber, could stay unheard.
 
-use crate::common;
+use crate::support;
 
 use std::time::Duration;
 
-use common::*;
 use serde_json::{json, Value};
+use support::*;
 use ttl_sweeper::lambda::{handle, HandlerSettings};
 
 /// A log writer that keeps what it is given, to read the invocation's JSON lines back.
@@ -54,7 +54,7 @@ async fn tick_mode_sweeps_until_the_next_invocation_and_logs_one_summary_line() 
     let report = handle(
         &sweeper,
         &json!({}),
-        &common::clock,
+        &support::clock,
         Some(Duration::from_secs(60)),
         &settings,
     )

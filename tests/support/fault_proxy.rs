@@ -31,7 +31,6 @@
 //! A seeded plan decides each request from the seed, the request's identity (operation and the
 //! keys or window it names, or the ids of the events it carries) and how many times that identity was seen before, so the faults do
 //! not depend on the order in which concurrent requests arrive.
-#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::os::fd::RawFd;
@@ -47,7 +46,7 @@ use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
-use crate::common::server::{listen, passed_on, read_request, serve};
+use super::server::{listen, passed_on, read_request, serve};
 
 /// One injected fault.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -8,7 +8,6 @@
 //!
 //! The helpers build what a consumer would: a queue, a bus with a rule that forwards the
 //! sweeper's events to a queue, a Firehose stream into an S3 bucket; and read back what arrived.
-#![allow(dead_code, unreachable_pub)]
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -17,8 +16,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-// The test that includes this module includes tests/common too, which holds the server harness.
-use crate::common::server::{self, repo_root, LocalServer};
+use super::server::{self, repo_root, LocalServer};
 
 static MOTO: LocalServer = LocalServer::new();
 

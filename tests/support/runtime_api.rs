@@ -25,7 +25,6 @@
 //!
 //! Everything listens on 127.0.0.1 only. [`Recorder`] is a pass-through proxy that holds and
 //! observes the requests to an AWS JSON endpoint.
-#![allow(dead_code)]
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -44,8 +43,8 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::common::server::{collected, listen, passed_on, read_request, serve};
-pub use crate::common::wall_clock as wall;
+use super::server::{collected, listen, passed_on, read_request, serve};
+pub use super::wall_clock as wall;
 
 /// The function and its execution environments.
 #[derive(Debug, Clone)]

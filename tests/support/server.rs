@@ -3,7 +3,6 @@
 //! earlier, by [`stop`]), and by the kernel (parent-death signal) if the process is killed
 //! outright. And the HTTP plumbing of
 //! the servers and proxies the tests run themselves.
-#![allow(dead_code, unreachable_pub)]
 
 use std::fs::File;
 use std::net::TcpListener;

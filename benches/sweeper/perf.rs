@@ -20,7 +20,7 @@ use ttl_sweeper::store::{
     ConditionalOutcome, EntryWrite, Key, LeaseItem, Page, Store, StoreError, TableSchema,
 };
 
-use crate::common::*;
+use crate::support::*;
 
 /// Min, median and max of `v`.
 pub fn spread3(v: &[f64]) -> (f64, f64, f64) {
@@ -1069,5 +1069,5 @@ pub fn render(
         let _ = writeln!(d, "| {mb:.0} MB | {share:.3} | {rate:.0} |");
     }
     let _ = writeln!(d, "\nAdvice: 128 MB is enough while the expected peak stays under about half the 128 MB row (headroom for queries, start-up and noise); pick the row whose rate is at least twice the peak deletes/s. Past one function's CPU at 1,769 MB, split the shards over several sweepers. <!-- cost-memory -->{}<!-- /cost-memory -->\n",
-        crate::cost::memory_sentence(&crate::cost::Inputs::from_code(f64::NAN)).trim_end());
+        crate::support::cost::memory_sentence(&crate::support::cost::Inputs::from_code(f64::NAN)).trim_end());
 }

@@ -11,9 +11,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::common::{free_port, LOCAL_AWS_ENV};
 use crate::daemon::binary;
 use crate::perf::{measured, pin, reap, spread3, Pace};
+use crate::support::{free_port, LOCAL_AWS_ENV};
 
 /// The section's heading, also where the profile section carried over is put before it.
 pub const HEADING: &str = "## Batch mode at DynamoDB's pace";

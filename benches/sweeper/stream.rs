@@ -26,9 +26,9 @@ use tokio::time::Instant;
 
 mod lambda;
 
-use crate::common::*;
 use crate::daemon::{delete_recorder, secs, three, Acks, Daemon, Lags};
-use crate::runtime_api::{wall, Recorder};
+use crate::support::runtime_api::{wall, Recorder};
+use crate::support::*;
 
 /// Sizes and repetitions.
 pub struct Settings {

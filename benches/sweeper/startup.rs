@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use crate::common::*;
 use crate::fake;
+use crate::support::*;
 use crate::{median, vm_hwm_kib, Scale};
 
 pub struct Startup {

@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use crate::cost;
 use crate::cpu::Cpu;
+use crate::support::cost;
 
 // Prices used by the cost model (us-east-1, on-demand), as published by AWS; check current pricing.
 pub fn render(d: &mut String, cpu: &Cpu) {

@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use ttl_sweeper::expiry::window::Window;
 
-use crate::common::*;
+use crate::support::*;
 
 /// The published design's sweep at `event_time`: the window containing it, one page, ttl < t,
 /// sequential chunks of 25, unprocessed keys retried immediately up to 3 times.

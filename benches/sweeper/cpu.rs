@@ -13,8 +13,8 @@ use ttl_sweeper::expiry::window::windows_to_sweep;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{DynamoStore, TableSchema};
 
-use crate::common::*;
 use crate::perf;
+use crate::support::*;
 use crate::Scale;
 
 pub struct Cpu {

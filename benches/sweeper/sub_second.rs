@@ -10,8 +10,8 @@ use ttl_sweeper::engine::run_ticks;
 use ttl_sweeper::engine::Stop;
 use ttl_sweeper::expiry::Timestamp;
 
-use crate::common::*;
-use crate::runtime_api;
+use crate::support::runtime_api;
+use crate::support::*;
 use crate::{median, pct, Scale};
 
 struct LagRun {

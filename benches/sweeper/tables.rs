@@ -13,10 +13,10 @@ use std::time::Duration;
 use aws_sdk_dynamodb::Client;
 use tokio::time::Instant;
 
-use crate::common::*;
 use crate::daemon::{delete_recorder, lag_cells, secs, three, Acks, Daemon, Lags};
 use crate::pct;
-use crate::runtime_api::{wall, Recorder};
+use crate::support::runtime_api::{wall, Recorder};
+use crate::support::*;
 
 /// Sizes and repetitions.
 pub struct Settings {

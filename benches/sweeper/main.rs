@@ -28,41 +28,26 @@
 //! ten: lag, tick durations, CPU and peak memory) and writes target/bench-tables.md.
 //! Benchmarks print figures; they never fail on a timing.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[path = "../tests/support/cost.rs"]
-mod cost;
-#[path = "cost_model/mod.rs"]
+// The tests' support folder, shared: the local servers, tables, items, sweepers, the Lambda
+// Runtime API, the event source mapping and the cost model. The tests' build checks its imports;
+// this benchmark uses part of what it re-exports.
+#[allow(unused_imports)]
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
 mod cost_model;
-#[path = "cpu/mod.rs"]
 mod cpu;
-#[path = "daemon/mod.rs"]
 mod daemon;
-#[path = "../tests/support/esm.rs"]
-mod esm;
-#[path = "fake/mod.rs"]
 mod fake;
-#[path = "lag/mod.rs"]
 mod lag;
-#[path = "pace/mod.rs"]
 mod pace;
-#[path = "perf/mod.rs"]
 mod perf;
-#[path = "published/mod.rs"]
 mod published;
-#[path = "../tests/support/runtime_api.rs"]
-mod runtime_api;
-#[path = "scale_on_paper/mod.rs"]
 mod scale_on_paper;
-#[path = "startup/mod.rs"]
 mod startup;
-#[path = "stream/mod.rs"]
 mod stream;
-#[path = "sub_second/mod.rs"]
 mod sub_second;
-#[path = "tables/mod.rs"]
 mod tables;
-#[path = "throughput/mod.rs"]
 mod throughput;
 
 use std::fmt::Write as _;

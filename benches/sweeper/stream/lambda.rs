@@ -16,10 +16,10 @@ use tokio::time::Instant;
 
 use super::{early, lags_of, own_server, stop_server, tables, until_deleted, Settings, Written};
 use super::{DUE_IN, EXPIRED_FOR};
-use crate::common::*;
 use crate::daemon::{delete_recorder, secs, three, Lags};
-use crate::esm::{item, sequence, Answer, Esm, Stream};
-use crate::runtime_api::{wall, Options, Outcome, RuntimeApi, Schedule};
+use crate::support::esm::{item, sequence, Answer, Esm, Stream};
+use crate::support::runtime_api::{wall, Options, Outcome, RuntimeApi, Schedule};
+use crate::support::*;
 
 /// Records per batch of the construct's mapping (`batchSize`; its batching window is 0).
 pub const BATCH_SIZE: usize = 100;

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::cost;
+use crate::support::cost;
 
 pub fn render(d: &mut String, c_us: f64) {
     let _ = writeln!(d, "## 5. Scale on paper\n");

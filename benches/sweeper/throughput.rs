@@ -11,9 +11,9 @@ use ttl_sweeper::expiry::window::Window;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::Key;
 
-use crate::common::*;
 use crate::cpu::Cpu;
 use crate::published::published_sweep;
+use crate::support::*;
 use crate::Scale;
 
 pub struct Throughput {

@@ -12,10 +12,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::common::*;
 use crate::pct;
 use crate::perf::spread3;
-use crate::runtime_api::{ids_in, Recorder};
+use crate::support::runtime_api::{ids_in, Recorder};
+use crate::support::*;
 
 /// target/release/ttl-sweeper, which must have been built.
 pub fn binary() -> PathBuf {

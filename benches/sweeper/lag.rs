@@ -13,8 +13,8 @@ use ttl_sweeper::engine::Stop;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::Key;
 
-use crate::common::*;
 use crate::published::published_sweep;
+use crate::support::*;
 use crate::{pct, Scale};
 
 pub struct LagResult {
