@@ -29,7 +29,8 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use support::{
     clock, config, exists, extend_ttl, id_key, id_set, new_table, put_many, removed_json, run,
-    session, simple_table, sweeper_over, AssertFields, BeforeDelete, Instrumented, AV,
+    session, simple_table, sweeper_over, AssertFields, BeforeDelete, Instrumented, Observed,
+    Recording, AV,
 };
 use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::events::aws::{EventBridgeSink, FirehoseSink, SqsSink};
@@ -500,11 +501,11 @@ async fn sweeper_with_events(
     let adapter = sink.adapter(endpoint, attempt_timeout).await;
     let events = Events::new(&cfg.events().expect("EXPIRY_EVENTS is set"), adapter)
         .with_backoff(Duration::from_millis(10), Duration::from_millis(200));
-    let store = |s| Instrumented {
+    let observer = Recording {
         before_delete,
-        ..Instrumented::new(s)
+        ..Recording::default()
     };
-    let sweeper = sweeper_over(&cfg, store).await;
+    let sweeper = sweeper_over(&cfg, |inner| Observed { inner, observer }).await;
     sweeper
         .with_events(Arc::new(events))
         .with_wall_clock(Arc::new(clock))

@@ -411,11 +411,11 @@ async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() 
                     ("MAX_CONCURRENCY", "4"),
                 ],
             );
-            let settled = deletes.clone();
-            let store = |s| Instrumented {
-                settled,
-                ..Instrumented::new(s)
+            let observer = Recording {
+                settled: deletes.clone(),
+                ..Recording::default()
             };
+            let store = |inner| Observed { inner, observer };
             sweepers.push((range, sweeper_over(&cfg, store).await));
         }
         let (r0, r1, r2) = tokio::join!(

@@ -16,10 +16,9 @@ use hyper::body::Bytes;
 use ttl_sweeper::engine::{run_ticks, Stop};
 use ttl_sweeper::expiry::window::{window_attribute, Window};
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::store::{
-    ConditionalOutcome, EntryWrite, Key, LeaseItem, Page, Store, StoreError, TableSchema,
-};
+use ttl_sweeper::store::Key;
 
+use crate::support::observed::{Call, Observer};
 use crate::support::*;
 
 /// Min, median and max of `v`.
@@ -424,104 +423,23 @@ impl Drop for Down {
     }
 }
 
-/// A [`Store`] that counts the BatchWriteItem calls in flight through it.
-struct Counted<S> {
-    inner: S,
+/// Counts the BatchWriteItem calls in flight through an [`Observed`] store, and when the first
+/// was sent.
+struct Counted {
     gauge: Arc<InFlight>,
     first: Arc<std::sync::Mutex<Option<Instant>>>,
 }
 
-impl<S: Store> Store for Counted<S> {
-    async fn query_expired(
-        &self,
-        schema: &TableSchema,
-        partition: &str,
-        now: Timestamp,
-        start: Option<Key>,
-        limit: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        self.inner
-            .query_expired(schema, partition, now, start, limit)
-            .await
-    }
+impl Observer for Counted {
+    type Guard = Option<Down>;
 
-    async fn batch_delete(
-        &self,
-        schema: &TableSchema,
-        keys: &[&Key],
-    ) -> Result<Vec<Key>, StoreError> {
+    async fn before(&self, call: Call<'_>) -> Option<Down> {
+        let Call::BatchDelete { .. } = call else {
+            return None;
+        };
         self.first.lock().unwrap().get_or_insert_with(Instant::now);
         self.gauge.step(true);
-        let _down = Down(self.gauge.clone());
-        self.inner.batch_delete(schema, keys).await
-    }
-
-    async fn write_entries(
-        &self,
-        schema: &TableSchema,
-        writes: Vec<EntryWrite>,
-    ) -> Result<Vec<EntryWrite>, StoreError> {
-        self.inner.write_entries(schema, writes).await
-    }
-
-    async fn delete_if_expired(
-        &self,
-        schema: &TableSchema,
-        key: Key,
-        ttl: &str,
-        now: Timestamp,
-        return_item: bool,
-    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
-        self.inner
-            .delete_if_expired(schema, key, ttl, now, return_item)
-            .await
-    }
-
-    async fn get_items(
-        &self,
-        schema: &TableSchema,
-        keys: Vec<Key>,
-        ttl_only: bool,
-    ) -> Result<Vec<Key>, StoreError> {
-        self.inner.get_items(schema, keys, ttl_only).await
-    }
-
-    async fn read_checkpoint(
-        &self,
-        table: &str,
-        id: &str,
-    ) -> Result<Option<Timestamp>, StoreError> {
-        self.inner.read_checkpoint(table, id).await
-    }
-
-    async fn advance_checkpoint(
-        &self,
-        table: &str,
-        id: &str,
-        to: Timestamp,
-        at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        self.inner.advance_checkpoint(table, id, to, at).await
-    }
-
-    async fn read_lease(&self, table: &str, id: &str) -> Result<Option<LeaseItem>, StoreError> {
-        self.inner.read_lease(table, id).await
-    }
-
-    async fn write_lease(
-        &self,
-        table: &str,
-        id: &str,
-        lease: &LeaseItem,
-        lapsed_before: Timestamp,
-    ) -> Result<bool, StoreError> {
-        self.inner
-            .write_lease(table, id, lease, lapsed_before)
-            .await
-    }
-
-    async fn release_lease(&self, table: &str, id: &str, holder: &str) -> Result<bool, StoreError> {
-        self.inner.release_lease(table, id, holder).await
+        Some(Down(self.gauge.clone()))
     }
 }
 
@@ -625,14 +543,15 @@ async fn our_deletes(
     expect: usize,
 ) -> (f64, Gauge) {
     let cfg = config(table, &[("MAX_CONCURRENCY", &inflight.to_string())]);
-    let gauge = Arc::new(InFlight::default());
-    let first = Arc::new(std::sync::Mutex::new(None));
-    let sweeper = sweeper_over(&cfg, |inner| Counted {
-        inner,
+    let (gauge, first) = (
+        Arc::new(InFlight::default()),
+        Arc::new(std::sync::Mutex::new(None)),
+    );
+    let observer = Counted {
         gauge: gauge.clone(),
         first: first.clone(),
-    })
-    .await;
+    };
+    let sweeper = sweeper_over(&cfg, |inner| Observed { inner, observer }).await;
     let started = Instant::now();
     let report = sweeper
         .sweep_windows(Timestamp::from_secs(now()), windows, &Stop::never())

@@ -13,7 +13,8 @@
 //! - `table_io`: reading and writing a table's items through a client;
 //! - `app_writer`: an application that writes its table and remembers what it wrote;
 //! - `sweepers`: configurations, stores and sweepers over the test server, and report checks;
-//! - `instrumented`: a `Store` wrapper that records what the sweep did;
+//! - `instrumented`: a `Store` wrapper that records what a sweep did, through `observed`: the one
+//!   `Store` wrapper, forwarding each call and telling an observer of it;
 //! - `processes`: the binaries as child processes, and waiting on them;
 //! - `clocks`: the wall clock as the tests read it.
 //!
@@ -27,6 +28,7 @@ mod clocks;
 mod dynamodb_local;
 mod instrumented;
 mod items;
+pub mod observed;
 mod processes;
 mod sweepers;
 mod table_io;
@@ -45,6 +47,7 @@ pub use clocks::*;
 pub use dynamodb_local::*;
 pub use instrumented::*;
 pub use items::*;
+pub use observed::Observed;
 pub use processes::*;
 pub use server::free_port;
 pub use sweepers::*;
