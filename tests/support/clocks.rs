@@ -17,7 +17,8 @@ pub fn clock() -> Timestamp {
     Timestamp::from_datetime(chrono::Utc::now())
 }
 
-/// Epoch seconds with fraction.
+/// The wall clock, epoch seconds with fraction.
 pub fn wall_clock() -> f64 {
-    chrono::Utc::now().timestamp_millis() as f64 / 1000.0
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.unwrap().as_secs_f64()
 }
