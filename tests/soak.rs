@@ -22,7 +22,7 @@
 //! `SOAK_SCALE` (default 1) scales items, duration and kills. It prints a table (also written
 //! to `target/tmp/soak-report.md`) and fails on any violation. See docs/reliability.md.
 
-use crate::support::{self, fault_proxy, moto, runtime_api};
+use crate::support::{self, fault_proxy, moto, recorder, runtime_api};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -35,7 +35,8 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::{ReturnValue, StreamViewType};
 use aws_sdk_dynamodb::Client;
 use fault_proxy::{all_faults, delete_ids, read_ids, FaultProxy, Plan};
-use runtime_api::{Options, Outcome, Recorder, RuntimeApi, Schedule};
+use recorder::Recorder;
+use runtime_api::{Options, Outcome, RuntimeApi, Schedule};
 use serde_json::Value;
 use support::*;
 use ttl_sweeper::engine::BATCH_MAX_READ_AGE;

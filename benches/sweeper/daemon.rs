@@ -3,10 +3,8 @@
 //! records when DynamoDB acknowledged each item's delete; its CPU, peak memory and JSON tick
 //! lines read from outside; and how those rows write a spread of runs.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -14,7 +12,6 @@ use tokio::time::Instant;
 
 use crate::pct;
 use crate::perf::spread3;
-use crate::support::runtime_api::{ids_in, Recorder};
 use crate::support::*;
 
 /// target/release/ttl-sweeper, which must have been built.
@@ -130,43 +127,6 @@ impl Drop for Daemon {
             let _ = self.child.wait();
         }
     }
-}
-
-/// When DynamoDB acknowledged each item's delete, by `id`: the wall clock (epoch seconds) at the
-/// first `BatchWriteItem` answer that does not list it as unprocessed or the first successful
-/// `DeleteItem`, and whether it was the latter.
-pub type Acks = Arc<Mutex<HashMap<String, (f64, bool)>>>;
-
-/// A pass-through proxy in front of the server at `upstream` that records [`Acks`].
-pub async fn delete_recorder(upstream: &str) -> (Recorder, Acks) {
-    let acks: Acks = Arc::default();
-    let seen = acks.clone();
-    let observe = move |op: &str, request: &Value, answer: &Value, at: f64| {
-        let (deleted, one): (Vec<String>, bool) = match op {
-            "BatchWriteItem" => {
-                let left = ids_in(&answer["UnprocessedItems"]);
-                let mut sent = ids_in(&request["RequestItems"]);
-                sent.retain(|id| !left.contains(id));
-                (sent, false)
-            }
-            "DeleteItem" => (
-                request["Key"]["id"]["S"]
-                    .as_str()
-                    .map(str::to_owned)
-                    .into_iter()
-                    .collect(),
-                true,
-            ),
-            _ => return,
-        };
-        let mut acks = seen.lock().unwrap();
-        for id in deleted {
-            acks.entry(id).or_insert((at, one));
-        }
-    };
-    let recorder =
-        Recorder::start(upstream, Box::new(|_, _| Duration::ZERO), Box::new(observe)).await;
-    (recorder, acks)
 }
 
 /// The lags of some of the items of a run (seconds, sorted), and how many were written.

@@ -26,8 +26,8 @@ use tokio::time::Instant;
 
 mod lambda;
 
-use crate::daemon::{delete_recorder, secs, three, Acks, Daemon, Lags};
-use crate::support::runtime_api::{wall, Recorder};
+use crate::daemon::{secs, three, Daemon, Lags};
+use crate::support::recorder::{Acks, DeleteRecorder, Recorder};
 use crate::support::*;
 
 /// Sizes and repetitions.
@@ -255,7 +255,7 @@ async fn until_deleted(written: &[Written], acks: &Acks) {
             let acks = acks.lock().unwrap();
             written.iter().all(|w| acks.contains_key(&w.id))
         };
-        if all || wall() > last {
+        if all || wall_clock() > last {
             break;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -278,7 +278,8 @@ async fn lag_run(s: &Settings) -> LagRun {
     let server = own_server().await;
     let client = client_of(&server.endpoint).await;
     let t = tables(&client, "streamlag").await;
-    let (recorder, acks) = delete_recorder(&server.endpoint).await;
+    let recorder = DeleteRecorder::start(&server.endpoint).await;
+    let acks = recorder.acks.clone();
     let mut daemons = [
         start_daemon(&recorder.endpoint, &t.gsi, &t.checkpoint, None).await,
         start_daemon(&recorder.endpoint, &t.plain, &t.checkpoint, Some(&t.index)).await,
@@ -323,7 +324,7 @@ async fn lag_run(s: &Settings) -> LagRun {
             kind,
             expired,
             ttl,
-            at: wall(),
+            at: wall_clock(),
         });
     }
     until_deleted(&written, &acks).await;

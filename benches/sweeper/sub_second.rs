@@ -10,6 +10,7 @@ use ttl_sweeper::engine::run_ticks;
 use ttl_sweeper::engine::Stop;
 use ttl_sweeper::expiry::Timestamp;
 
+use crate::support::recorder::DeleteRecorder;
 use crate::support::runtime_api;
 use crate::support::*;
 use crate::{median, pct, Scale};
@@ -162,7 +163,7 @@ async fn deployed_run(s: &Scale, seed: u64) -> DeployedRun {
     let client = client().await;
     let table = table_name("deployed");
     create_table(&client, &TableSpec::simple(&table)).await;
-    let recorder = runtime_api::DeleteRecorder::start(&endpoint()).await;
+    let recorder = DeleteRecorder::start(&endpoint()).await;
     let env = local_env([
         ("TABLE_NAME", table.clone()),
         ("AWS_ENDPOINT_URL", recorder.endpoint.clone()),
@@ -215,12 +216,13 @@ async fn deployed_run(s: &Scale, seed: u64) -> DeployedRun {
             let acks = recorder.acks.lock().unwrap();
             ttls.iter().all(|(id, _)| acks.contains_key(id))
         };
-        if all || runtime_api::wall() > deadline {
+        if all || wall_clock() > deadline {
             break;
         }
     }
     let run = api.stop();
-    let acks = recorder.acks.lock().unwrap().clone();
+    let acks = recorder.acks.lock().unwrap();
+    let acks: HashMap<String, f64> = acks.iter().map(|(id, (at, _))| (id.clone(), *at)).collect();
     let lag = LagRun {
         items: ttls.len(),
         lags: sorted_lags(ttls.iter(), &acks),

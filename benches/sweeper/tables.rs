@@ -13,9 +13,9 @@ use std::time::Duration;
 use aws_sdk_dynamodb::Client;
 use tokio::time::Instant;
 
-use crate::daemon::{delete_recorder, lag_cells, secs, three, Acks, Daemon, Lags};
+use crate::daemon::{lag_cells, secs, three, Daemon, Lags};
 use crate::pct;
-use crate::support::runtime_api::{wall, Recorder};
+use crate::support::recorder::{Acks, DeleteRecorder};
 use crate::support::*;
 
 /// Sizes and repetitions.
@@ -82,7 +82,7 @@ struct Sweeping {
     tables: Vec<String>,
     daemon: Daemon,
     acks: Acks,
-    _recorder: Recorder,
+    _recorder: DeleteRecorder,
     started: Instant,
 }
 
@@ -91,7 +91,8 @@ async fn start(client: &Client, n: usize, config: usize) -> Sweeping {
     for _ in 0..n {
         tables.push(new_table(client, &format!("tables{n}"), |_| {}).await);
     }
-    let (recorder, acks) = delete_recorder(&endpoint()).await;
+    let recorder = DeleteRecorder::start(&endpoint()).await;
+    let acks = recorder.acks.clone();
     let started = Instant::now();
     let names = tables.join(",");
     let args = ["--every", "1s", "--table-name", &names];
@@ -180,7 +181,7 @@ async fn run_once(s: &Settings) -> Vec<Measured> {
             let acks = sw.acks.lock().unwrap();
             items.iter().all(|(id, _)| acks.contains_key(id))
         });
-        if done || wall() > last {
+        if done || wall_clock() > last {
             break;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;

@@ -19,7 +19,7 @@
 //! - `clocks`: the wall clock as the tests read it.
 //!
 //! The other modules are named where they are used: `mem_store` (the in-memory store),
-//! `fault_proxy`, `runtime_api`, `esm`, `moto`, `cost` and `server` (what the
+//! `fault_proxy`, `runtime_api`, `recorder`, `esm`, `moto`, `cost` and `server` (what the
 //! local servers share).
 #![allow(dead_code, unreachable_pub)]
 
@@ -39,6 +39,7 @@ pub mod esm;
 pub mod fault_proxy;
 pub mod mem_store;
 pub mod moto;
+pub mod recorder;
 pub mod runtime_api;
 pub mod server;
 

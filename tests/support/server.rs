@@ -215,3 +215,12 @@ pub fn passed_on(
     }
     req.body(Full::new(body)).unwrap()
 }
+
+/// An answer with the JSON `body`.
+pub fn json_reply(status: u16, body: &str) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_owned())))
+        .unwrap()
+}

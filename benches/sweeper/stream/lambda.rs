@@ -16,9 +16,10 @@ use tokio::time::Instant;
 
 use super::{early, lags_of, own_server, stop_server, tables, until_deleted, Settings, Written};
 use super::{DUE_IN, EXPIRED_FOR};
-use crate::daemon::{delete_recorder, secs, three, Lags};
+use crate::daemon::{secs, three, Lags};
 use crate::support::esm::{item, sequence, Answer, Esm, Stream};
-use crate::support::runtime_api::{wall, Options, Outcome, RuntimeApi, Schedule};
+use crate::support::recorder::DeleteRecorder;
+use crate::support::runtime_api::{Options, Outcome, RuntimeApi, Schedule};
 use crate::support::*;
 
 /// Records per batch of the construct's mapping (`batchSize`; its batching window is 0).
@@ -136,7 +137,8 @@ async fn run(s: &Settings, seed: u64) -> LambdaRun {
     let server = own_server().await;
     let client = client_of(&server.endpoint).await;
     let t = tables(&client, "lambdalag").await;
-    let (recorder, acks) = delete_recorder(&server.endpoint).await;
+    let recorder = DeleteRecorder::start(&server.endpoint).await;
+    let acks = recorder.acks.clone();
     let timeout = Duration::from_secs(INDEXER_TIMEOUT);
     let indexer = function(
         "indexer",
@@ -234,7 +236,7 @@ async fn run(s: &Settings, seed: u64) -> LambdaRun {
                 kind: 0,
                 expired,
                 ttl,
-                at: wall(),
+                at: wall_clock(),
             });
         }
         until_deleted(&written, &acks).await;
