@@ -15,7 +15,8 @@
 //! - `sweepers`: configurations, stores and sweepers over the test server, and report checks;
 //! - `instrumented`: a `Store` wrapper that records what a sweep did, through `observed`: the one
 //!   `Store` wrapper, forwarding each call and telling an observer of it;
-//! - `processes`: the binaries as child processes, and waiting on them;
+//! - `processes`: the binaries as child processes, and waiting on them; `logs`: what code run in
+//!   the test process writes, read back;
 //! - `clocks`: the wall clock as the tests read it.
 //!
 //! The other modules are named where they are used: `mem_store` (the in-memory store),
@@ -28,6 +29,7 @@ mod clocks;
 mod dynamodb_local;
 mod instrumented;
 mod items;
+mod logs;
 pub mod observed;
 mod processes;
 mod sweepers;
@@ -48,6 +50,7 @@ pub use clocks::*;
 pub use dynamodb_local::*;
 pub use instrumented::*;
 pub use items::*;
+pub use logs::JsonLines;
 pub use observed::Observed;
 pub use processes::*;
 pub use server::free_port;
