@@ -132,35 +132,18 @@ pub fn key_el(name: &str, ty: KeyType) -> KeySchemaElement {
 
 /// Creates a checkpoint table (partition key `id`, String) named from `prefix`; returns its name.
 pub async fn checkpoint_table(client: &Client, prefix: &str) -> String {
-    let name = table_name(prefix);
-    client
-        .create_table()
-        .table_name(&name)
-        .attribute_definitions(attr("id", ScalarAttributeType::S))
-        .key_schema(key_el("id", KeyType::Hash))
-        .billing_mode(BillingMode::PayPerRequest)
-        .send()
-        .await
-        .expect("create checkpoint table");
-    name
+    new_table(client, prefix, |t| t.index = false).await
 }
 
 /// Creates an expiry index table (`EXPIRY_INDEX_TABLE`: `window` S, `entry` S) named from
 /// `prefix`; returns its name.
 pub async fn index_table(client: &Client, prefix: &str) -> String {
-    let name = table_name(prefix);
-    client
-        .create_table()
-        .table_name(&name)
-        .attribute_definitions(attr("window", ScalarAttributeType::S))
-        .attribute_definitions(attr("entry", ScalarAttributeType::S))
-        .key_schema(key_el("window", KeyType::Hash))
-        .key_schema(key_el("entry", KeyType::Range))
-        .billing_mode(BillingMode::PayPerRequest)
-        .send()
-        .await
-        .expect("create expiry index table");
-    name
+    let shape = |t: &mut TableSpec| {
+        t.partition = ("window", ScalarAttributeType::S);
+        t.sort = Some(("entry", ScalarAttributeType::S));
+        t.index = false;
+    };
+    new_table(client, prefix, shape).await
 }
 
 /// An application's table as a writer that knows nothing of the sweeper has it (no GSI; a stream
