@@ -4,7 +4,7 @@
 //! sections 2 and 4.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use aws_sdk_dynamodb::Client;
 use ttl_sweeper::config::Threads;
@@ -14,6 +14,7 @@ use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{DynamoStore, TableSchema};
 
 use crate::perf;
+use crate::support::mem_store::default_schema;
 use crate::support::*;
 use crate::Scale;
 
@@ -132,24 +133,10 @@ fn cpu_per_delete(
     method: CpuMethod,
     shared: &tokio::runtime::Handle,
 ) -> Cpu {
-    let port = free_port();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--fake-dynamodb",
-            &port.to_string(),
-            &per_window.to_string(),
-        ])
-        .spawn()
-        .unwrap();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (mut child, port) = perf::spawn_fake(&[per_window.to_string()], None);
     let schema = TableSchema {
         table_name: "fake".into(),
-        index_name: "expirationWindowIndex".into(),
-        index_table: None,
-        key_attributes: vec!["id".into()],
-        layout: Default::default(),
+        ..default_schema()
     };
     let cfg = config("fake", &[]);
     let now = now();

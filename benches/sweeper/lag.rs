@@ -8,7 +8,6 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ttl_sweeper::engine::run_ticks;
 use ttl_sweeper::engine::Stop;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::Key;
@@ -102,18 +101,8 @@ pub async fn expiry_lag(s: &Scale) -> Vec<LagResult> {
     let tick = {
         let c = cfg(&tables[2]);
         let sweeper = sweeper_over(&c, Instrumented::new).await;
-        let run_for = (end_at - now()).max(1) as u64;
         async move {
-            let ticks = ticks_for(Duration::from_secs(run_for));
-            run_ticks(
-                &sweeper,
-                Timestamp::from_secs(now()),
-                &clock,
-                &ticks,
-                &Stop::never(),
-                |_| {},
-            )
-            .await;
+            tick_until(&sweeper, end_at, |_| {}).await;
             sweeper.store().deleted_at.lock().unwrap().clone()
         }
     };

@@ -6,14 +6,12 @@
 //! target/bench-pace.md; `make bench` adds them to docs/BENCHMARKS.md.
 
 use std::fmt::Write as _;
-use std::io::Read as _;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use crate::daemon::binary;
-use crate::perf::{measured, pin, reap, spread3, Pace};
-use crate::support::{free_port, LOCAL_AWS_ENV};
+use crate::perf::{measured, spawn_fake, spread3, stop_fake, Pace};
+use crate::support::LOCAL_AWS_ENV;
 
 /// The section's heading, also where the profile section carried over is put before it.
 pub const HEADING: &str = "## Batch mode at DynamoDB's pace";
@@ -229,23 +227,13 @@ fn sweep_once(
     settings: &[(&str, String)],
 ) -> Run {
     let last_cpu = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
-    let port = free_port();
-    let mut fake_cmd = Command::new(std::env::current_exe().unwrap());
-    fake_cmd
-        .args([
-            "--fake-dynamodb",
-            &port.to_string(),
-            &per_window.to_string(),
-            &pace.arg(),
-            &seed.to_string(),
-            &item_kib.to_string(),
-        ])
-        .stdout(Stdio::piped());
-    pin(&mut fake_cmd, vec![last_cpu]);
-    let mut fake = fake_cmd.spawn().unwrap();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let args = [
+        per_window.to_string(),
+        pace.arg(),
+        seed.to_string(),
+        item_kib.to_string(),
+    ];
+    let (fake, port) = spawn_fake(&args, Some(last_cpu));
     let mut cmd = Command::new(binary);
     cmd.arg("sweep")
         .env_clear()
@@ -256,11 +244,7 @@ fn sweep_once(
         cmd.env(k, v);
     }
     let (out, _, peak_mib, wall_secs) = measured(&mut cmd, vec![0]);
-    // SAFETY: signals our own child, not yet reaped.
-    unsafe { libc::kill(fake.id() as i32, libc::SIGTERM) };
-    let mut said = String::new();
-    let _ = fake.stdout.take().unwrap().read_to_string(&mut said);
-    reap(fake.id());
+    let (said, _) = stop_fake(fake);
     let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_default();
     let count = |field: &str| report[field].as_u64().unwrap_or(0);
     Run {

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 use std::io::Read as _;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::AttributeValue as AV;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use ttl_sweeper::engine::{run_ticks, Stop};
-use ttl_sweeper::expiry::window::{window_attribute, Window};
+use ttl_sweeper::engine::Stop;
+use ttl_sweeper::expiry::window::Window;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::Key;
 
@@ -160,6 +160,31 @@ pub fn pin(cmd: &mut Command, cpus: Vec<usize>) {
     }
 }
 
+/// The fake endpoint (`--fake-dynamodb PORT ARGS…`) as a process of its own, its stdout piped, on
+/// the CPU `cpu` (any, with `None`); returned once it accepts connections, with its port.
+pub fn spawn_fake(args: &[String], cpu: Option<usize>) -> (Child, u16) {
+    let port = free_port();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.arg("--fake-dynamodb").arg(port.to_string()).args(args);
+    if let Some(cpu) = cpu {
+        pin(&mut cmd, vec![cpu]);
+    }
+    let fake = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (fake, port)
+}
+
+/// Stops the fake endpoint `fake` (SIGTERM): what it printed, and what `wait4` tells of it.
+pub fn stop_fake(mut fake: Child) -> (String, Reaped) {
+    // SAFETY: signals our own child, not yet reaped.
+    unsafe { libc::kill(fake.id() as i32, libc::SIGTERM) };
+    let mut said = String::new();
+    let _ = fake.stdout.take().unwrap().read_to_string(&mut said);
+    (said, reap(fake.id()))
+}
+
 /// What `wait4` tells of a finished child.
 pub struct Reaped {
     /// User + system CPU seconds.
@@ -284,24 +309,10 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
                 Pace::Instant => per_window,
                 Pace::Delayed { .. } => latency_per_window,
             };
-            let port = free_port();
             // The fake endpoint on the last CPU; one core for the sweeper is the first CPU, so
             // the two do not share a CPU; two cores are both, the second shared with the fake.
-            let mut fake_cmd = Command::new(std::env::current_exe().unwrap());
-            fake_cmd
-                .args([
-                    "--fake-dynamodb",
-                    &port.to_string(),
-                    &items.to_string(),
-                    &pace.arg(),
-                    &(run + 1).to_string(),
-                ])
-                .stdout(Stdio::piped());
-            pin(&mut fake_cmd, vec![last_cpu]);
-            let mut fake = fake_cmd.spawn().unwrap();
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            let args = [items.to_string(), pace.arg(), (run + 1).to_string()];
+            let (fake, port) = spawn_fake(&args, Some(last_cpu));
             let mut cmd = Command::new(binary);
             cmd.arg("sweep")
                 .envs(LOCAL_AWS_ENV)
@@ -315,11 +326,8 @@ pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) ->
                 cmd.env("TOKIO_WORKER_THREADS", threads.to_string());
             }
             let (out, sweeper, peak_mib, wall_secs) = measured(&mut cmd, (0..cores).collect());
-            // SAFETY: signals our own child, not yet reaped.
-            unsafe { libc::kill(fake.id() as i32, libc::SIGTERM) };
-            let mut said = String::new();
-            let _ = fake.stdout.take().unwrap().read_to_string(&mut said);
-            let fake_cpu_secs = reap(fake.id()).cpu_secs;
+            let (said, fake_reaped) = stop_fake(fake);
+            let fake_cpu_secs = fake_reaped.cpu_secs;
             // `requests N` comes first; the counts per operation follow on their own line.
             let requests = said
                 .lines()
@@ -692,35 +700,19 @@ pub async fn shard_ticks(shards: u32, secs: i64, per_second: i64) -> ShardTicks 
     let t0 = now();
     let items: Vec<Key> = (t0 + 3..=t0 + 2 + secs)
         .flat_map(|t| (0..per_second).map(move |j| (format!("s-{t}-{j:03}"), t)))
-        .map(|(id, ttl)| {
-            let window = window_attribute(ttl as f64, 60, shards, id.as_bytes()).unwrap();
-            std::collections::HashMap::from([
-                ("id".to_string(), AV::S(id)),
-                ("ttl".to_string(), AV::N(ttl.to_string())),
-                ("expirationWindow".to_string(), AV::S(window)),
-            ])
-        })
+        .map(|(id, ttl)| sharded(&id, ttl, 60, shards))
         .collect();
     let n = items.len();
     put_many(&client, &table, items).await;
     let cfg = config(&table, &[("WINDOW_SHARDS", &shards.to_string())]);
     let sweeper = sweeper_for(&cfg).await;
-    let run_for = (t0 + 2 + secs + 2 - now()).max(1) as u64;
-    let ticks = ticks_for(Duration::from_secs(run_for));
     let mut tick_ms = Vec::new();
-    let total = run_ticks(
-        &sweeper,
-        Timestamp::from_secs(now()),
-        &clock,
-        &ticks,
-        &Stop::never(),
-        |r| {
-            // A tick reads the window(s) since the previous tick; a full sweep, the lookback.
-            if r.windows_swept + r.windows_left <= 2 {
-                tick_ms.push(r.duration_ms as f64);
-            }
-        },
-    )
+    let total = tick_until(&sweeper, t0 + 2 + secs + 2, |r| {
+        // A tick reads the window(s) since the previous tick; a full sweep, the lookback.
+        if r.windows_swept + r.windows_left <= 2 {
+            tick_ms.push(r.duration_ms as f64);
+        }
+    })
     .await;
     ShardTicks {
         shards,

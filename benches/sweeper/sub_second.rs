@@ -6,10 +6,6 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use ttl_sweeper::engine::run_ticks;
-use ttl_sweeper::engine::Stop;
-use ttl_sweeper::expiry::Timestamp;
-
 use crate::support::recorder::DeleteRecorder;
 use crate::support::runtime_api;
 use crate::support::*;
@@ -130,17 +126,7 @@ async fn tick_run(s: &Scale) -> LagRun {
     .await;
     let cfg = config(&table, &[]);
     let sweeper = sweeper_over(&cfg, Instrumented::new).await;
-    let run_for = (t0 + 2 + s.tick_spread + 2 - now()).max(1) as u64;
-    let ticks = ticks_for(Duration::from_secs(run_for));
-    run_ticks(
-        &sweeper,
-        Timestamp::from_secs(now()),
-        &clock,
-        &ticks,
-        &Stop::never(),
-        |_| {},
-    )
-    .await;
+    tick_until(&sweeper, t0 + 2 + s.tick_spread + 2, |_| {}).await;
     let deleted = sweeper.store().deleted_at.lock().unwrap().clone();
     LagRun {
         items: ttls.len(),

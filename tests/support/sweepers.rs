@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use ttl_sweeper::config::Config;
-use ttl_sweeper::engine::{Stop, SweepReport, Sweeper};
+use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Sweeper};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{DynamoStore, Store, StoreError, TableSchema};
 
-use super::{client, put_items, sessions, simple_table};
+use super::{client, clock, now, put_items, sessions, simple_table};
 
 /// Configuration for `table` with defaults and `pairs` overriding them.
 pub fn config(table: &str, pairs: &[(&str, &str)]) -> Config {
@@ -66,6 +66,27 @@ pub fn ticks_for(run_for: Duration) -> ttl_sweeper::engine::Ticks {
         full_every: Duration::from_secs(60),
         until: Some(tokio::time::Instant::now() + run_for),
     }
+}
+
+/// Ticks of `sweeper` ([`ticks_for`]) from now, as of the wall clock, until `end` (epoch
+/// seconds; a second from now at the least), never stopped early; `on_tick` sees each tick's
+/// report.
+pub async fn tick_until<S: Store>(
+    sweeper: &Sweeper<S>,
+    end: i64,
+    on_tick: impl FnMut(&SweepReport),
+) -> SweepReport {
+    let ticks = ticks_for(Duration::from_secs((end - now()).max(1) as u64));
+    let stop = Stop::never();
+    run_ticks(
+        sweeper,
+        Timestamp::from_secs(now()),
+        &clock,
+        &ticks,
+        &stop,
+        on_tick,
+    )
+    .await
 }
 
 /// A sweeper over `config`'s table on the test server, with `config`'s sweep options.
