@@ -114,6 +114,15 @@ fn sweeper_with(client: Client, options: SweepOptions) -> Sweeper<DynamoStore> {
     Sweeper::new(DynamoStore::new(client), default_schema(), options)
 }
 
+/// A client answering with `query` and `batch`, and [`table_reads`].
+fn batch_client(query: &Rule, batch: &Rule) -> Client {
+    mock_client!(
+        aws_sdk_dynamodb,
+        RuleMode::MatchAny,
+        [query, batch, &table_reads()]
+    )
+}
+
 /// The table agreeing with the index: batch mode's consistent `BatchGetItem` finds every key
 /// asked for, with the ttl [`expired`] gives.
 fn table_reads() -> Rule {
@@ -147,11 +156,7 @@ async fn unprocessed_keys_are_retried_until_accepted() {
         .output(move || unprocessed(std::slice::from_ref(&first_key)))
         .output(all_processed)
         .build();
-    let client = mock_client!(
-        aws_sdk_dynamodb,
-        RuleMode::MatchAny,
-        [&query, &batch, &table_reads()]
-    );
+    let client = batch_client(&query, &batch);
     let started = Instant::now();
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
 
@@ -173,11 +178,7 @@ async fn throttling_is_retried_with_growing_backoff() {
         .times(3)
         .output(all_processed)
         .build();
-    let client = mock_client!(
-        aws_sdk_dynamodb,
-        RuleMode::MatchAny,
-        [&query, &batch, &table_reads()]
-    );
+    let client = batch_client(&query, &batch);
     let mut opts = options(DeleteMode::Batch);
     // The backoff caps for attempts 1..3 are 50 + 100 + 200 ms; full jitter picks anywhere in
     // [0, cap], so only the bounds are deterministic.
@@ -203,11 +204,7 @@ async fn replicated_write_conflicts_are_retried_counted_and_lose_nothing() {
         .times(2)
         .output(all_processed)
         .build();
-    let client = mock_client!(
-        aws_sdk_dynamodb,
-        RuleMode::MatchAny,
-        [&query, &batch, &table_reads()]
-    );
+    let client = batch_client(&query, &batch);
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
     assert_eq!(batch.num_calls(), 3);
     report.assert_fields(
@@ -243,11 +240,7 @@ async fn keys_that_keep_failing_are_reported_and_fail_the_run() {
             .clone();
         unprocessed(&[first])
     });
-    let client = mock_client!(
-        aws_sdk_dynamodb,
-        RuleMode::MatchAny,
-        [&query, &batch, &table_reads()]
-    );
+    let client = batch_client(&query, &batch);
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
 
     // Two chunks (25 + 5), each: 1 call + 3 retries.
@@ -267,11 +260,7 @@ async fn non_retryable_errors_fail_at_once() {
     let query = query_returning((0..5).map(expired).collect());
     let batch = mock!(Client::batch_write_item)
         .then_error(|| BatchWriteItemError::ResourceNotFoundException(not_found()));
-    let client = mock_client!(
-        aws_sdk_dynamodb,
-        RuleMode::MatchAny,
-        [&query, &batch, &table_reads()]
-    );
+    let client = batch_client(&query, &batch);
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
     assert_eq!(batch.num_calls(), 1, "no retries for a missing table");
     assert_eq!(report.items_failed, 5);
@@ -305,11 +294,7 @@ async fn every_page_is_read() {
         })
         .build();
     let batch = mock!(Client::batch_write_item).then_output(all_processed);
-    let client = mock_client!(
-        aws_sdk_dynamodb,
-        RuleMode::MatchAny,
-        [&query, &batch, &table_reads()]
-    );
+    let client = batch_client(&query, &batch);
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
     assert_eq!(query.num_calls(), 2);
     assert_eq!(report.items_deleted, 15);
