@@ -14,12 +14,14 @@ use crate::pct;
 use crate::perf::spread3;
 use crate::support::*;
 
-/// target/release/ttl-sweeper, which must have been built.
-pub fn binary() -> PathBuf {
-    let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/ttl-sweeper");
+/// target/release/`name` (`ttl-sweeper`, `ttl-sweeper-lambda`), which must have been built.
+pub fn release_binary(name: &str) -> PathBuf {
+    let binary = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/release")
+        .join(name);
     assert!(
         binary.exists(),
-        "{} is missing: `cargo build --release --bin ttl-sweeper` builds it",
+        "{} is missing: `cargo build --release --bin {name}` builds it (make bench does)",
         binary.display()
     );
     binary
@@ -46,7 +48,7 @@ impl Daemon {
         let log = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join(format!("target/bench-servers/{log_name}.log"));
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();
-        let child = Command::new(binary())
+        let child = Command::new(release_binary("ttl-sweeper"))
             .env_clear()
             .envs(LOCAL_AWS_ENV)
             .env("AWS_ENDPOINT_URL", endpoint)
@@ -148,6 +150,19 @@ impl Lags {
     }
     pub fn max(&self) -> f64 {
         self.lags.last().copied().unwrap_or(f64::NAN)
+    }
+
+    /// As a run's line prints it: items, never deleted, by `DeleteItem`, p50, p99, max.
+    pub fn line(&self) -> String {
+        format!(
+            "{} items, {} never deleted, {} by DeleteItem; p50 {:.3} s, p99 {:.3} s, max {:.3} s",
+            self.items,
+            self.missed(),
+            self.one_by_one,
+            self.p(0.5),
+            self.p(0.99),
+            self.max()
+        )
     }
 }
 

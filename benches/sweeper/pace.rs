@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
-use crate::daemon::binary;
+use crate::daemon::release_binary;
 use crate::perf::{measured, spawn_fake, spread3, stop_fake, Pace};
 use crate::support::LOCAL_AWS_ENV;
 
@@ -281,7 +281,7 @@ fn describe(run: &Run) -> String {
 
 /// Every row, `runs` times, the rows' order turning by one each run.
 pub fn measure(settings: Settings) -> Figures {
-    let binary = binary();
+    let binary = release_binary("ttl-sweeper");
     let mut paces: Vec<PaceRows> = PACES
         .iter()
         .map(|&pace| PaceRows {

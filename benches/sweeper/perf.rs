@@ -277,13 +277,7 @@ pub const OUTSIDE_CONCURRENCY: [usize; 1] = [8];
 // The fake endpoint is reaped by `wait4` (see `reap`), which `Child::wait` cannot replace.
 #[allow(clippy::zombie_processes)]
 pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) -> Vec<OutsideRun> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let binary = root.join("target/release/ttl-sweeper");
-    assert!(
-        binary.exists(),
-        "{} is missing: `make bench` builds it",
-        binary.display()
-    );
+    let binary = crate::daemon::release_binary("ttl-sweeper");
     let mut builds = vec![(THIS_BUILD, binary)];
     if let Some(baseline) = std::env::var_os("BENCH_BASELINE_SWEEPER") {
         builds.push((BASELINE_BUILD, baseline.into()));

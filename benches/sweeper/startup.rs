@@ -17,12 +17,7 @@ pub struct Startup {
 }
 
 pub async fn startup_and_memory(s: &Scale) -> Startup {
-    let binary =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/ttl-sweeper-lambda");
-    assert!(
-        binary.exists(),
-        "build it first: cargo build --release --bin ttl-sweeper-lambda (make bench does)"
-    );
+    let binary = crate::daemon::release_binary("ttl-sweeper-lambda");
     let per_window = 6_250; // 16 windows (lookback 15): 100,000 items per invocation
     let mut first = Vec::new();
     let mut rss = Vec::new();

@@ -139,12 +139,7 @@ async fn tick_run(s: &Scale) -> LagRun {
 /// deletes timed at DynamoDB's acknowledgement by a recording proxy in front of the server.
 async fn deployed_run(s: &Scale, seed: u64) -> DeployedRun {
     const MAX_DELAY: i64 = 5;
-    let binary =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/ttl-sweeper-lambda");
-    assert!(
-        binary.exists(),
-        "build it first: cargo build --release --bin ttl-sweeper-lambda (make bench does)"
-    );
+    let binary = crate::daemon::release_binary("ttl-sweeper-lambda");
     let period = s.deployed_period;
     let client = client().await;
     let table = table_name("deployed");

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::{early, lags_of, own_server, stop_server, tables, until_deleted, Settings, Written};
 use super::{DUE_IN, EXPIRED_FOR};
-use crate::daemon::{secs, three, Lags};
+use crate::daemon::{release_binary, secs, three, Lags};
 use crate::support::esm::{item, sequence, Answer, Esm, Stream};
 use crate::support::recorder::DeleteRecorder;
 use crate::support::runtime_api::{Options, Outcome, RuntimeApi, Schedule};
@@ -60,17 +60,6 @@ pub struct LambdaRun {
     pub sweeper_max_ms: u64,
 }
 
-/// target/release/ttl-sweeper-lambda, which must have been built.
-fn binary() -> PathBuf {
-    let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/ttl-sweeper-lambda");
-    assert!(
-        binary.exists(),
-        "{} is missing: `cargo build --release --bin ttl-sweeper-lambda` builds it",
-        binary.display()
-    );
-    binary
-}
-
 /// The Lambda binary for `table` and its expiry index table `index`, reaching DynamoDB at
 /// `endpoint`, with `more` settings, as `environments` execution environments; its logs in
 /// target/bench-servers/stream-lambda-`name` (emptied first).
@@ -93,7 +82,7 @@ async fn function(
     ];
     settings.extend(more.iter().cloned());
     RuntimeApi::start(Options {
-        binary: binary(),
+        binary: release_binary("ttl-sweeper-lambda"),
         environments,
         timeout,
         env: local_env(settings),
@@ -311,16 +300,7 @@ pub async fn measure(s: &Settings) -> Vec<LambdaRun> {
     for i in 0..s.lag_runs {
         let r = run(s, i as u64).await;
         for (what, l) in [("due", &r.due), ("written expired", &r.expired)] {
-            eprintln!(
-                "Lambda path, run {}, {what}: {} items, {} never deleted, {} by DeleteItem; p50 {:.3} s, p99 {:.3} s, max {:.3} s",
-                i + 1,
-                l.items,
-                l.missed(),
-                l.one_by_one,
-                l.p(0.5),
-                l.p(0.99),
-                l.max()
-            );
+            eprintln!("Lambda path, run {}, {what}: {}", i + 1, l.line());
         }
         eprintln!(
             "Lambda path, run {}: {} deleted before their ttl; mapping: {} records in {} batches ({} not a clean success), {} to the destination, indexed within {:.3} s ({} never); sweeper: {} invocations ({} failed), its tick lines' largest lag_p99_ms {}, lag_max_ms {}",
