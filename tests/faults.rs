@@ -19,7 +19,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
-use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::Client;
 use fault_proxy::{all_faults, Fault, FaultProxy, Plan};
 use support::*;
@@ -29,9 +28,7 @@ use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Sweeper, Ticks, BATCH_MA
 use ttl_sweeper::expiry::window::{window_key, windows_to_sweep};
 use ttl_sweeper::expiry::{Clock, Timestamp};
 use ttl_sweeper::store::clock::SKEW_TOLERANCE;
-use ttl_sweeper::store::{
-    key_from_json, DynamoStore, ErrorKind, GuardedClock, Key, SDK_MAX_ATTEMPTS,
-};
+use ttl_sweeper::store::{key_from_json, DynamoStore, ErrorKind, GuardedClock, Key};
 
 /// The sweep instant of every sweep here: a fixed minute plus 30 s, so runs are reproducible.
 const NOW: i64 = 1_767_225_630;
@@ -41,20 +38,15 @@ const DELAY: Duration = Duration::from_millis(1200);
 /// Sweeps per chaos table before the faults stop.
 const MAX_SWEEPS: usize = 8;
 
-/// An SDK client through the proxy with the production retry policy (standard mode,
-/// [`SDK_MAX_ATTEMPTS`]) and short timeouts, so delayed answers cost the test little.
+/// An SDK client through the proxy with the production retry policy ([`retrying_client`]) and
+/// short timeouts, so delayed answers cost the test little.
 fn proxied_client(endpoint: &str) -> Client {
-    let config = sdk_config(endpoint)
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(1))
-                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-                .operation_timeout(Duration::from_secs(10))
-                .build(),
-        )
-        .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
-        .build();
-    Client::from_conf(config)
+    let timeouts = [
+        Duration::from_secs(1),
+        ATTEMPT_TIMEOUT,
+        Duration::from_secs(10),
+    ];
+    retrying_client(endpoint, timeouts)
 }
 
 /// The ids of the keys a report lists as failed.

@@ -140,28 +140,16 @@ async fn an_old_event_in_tick_mode_sweeps_as_of_the_clock_and_reads_a_bounded_ra
 /// attempts would otherwise outlast a 5 s deadline several times over.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
-    use aws_sdk_dynamodb::config::retry::RetryConfig;
-    use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
     use fault_proxy::{Fault, FaultProxy, Plan};
     use ttl_sweeper::store::dynamo::{ATTEMPT_TIMEOUT, CONNECT_TIMEOUT, OPERATION_TIMEOUT};
-    use ttl_sweeper::store::SDK_MAX_ATTEMPTS;
 
     let now = now();
     let (_client, table, _) = sessions_and_sweeper("slow_dynamodb", now).await;
     let held = Plan::script(|op, _| (op == "Query").then_some(Fault::Delay));
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(60), held).await;
     // The production client's timeouts and retries, through the proxy.
-    let sdk = sdk_config(&proxy.endpoint)
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(CONNECT_TIMEOUT)
-                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-                .operation_timeout(OPERATION_TIMEOUT)
-                .build(),
-        )
-        .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
-        .build();
-    let store = support::store(aws_sdk_dynamodb::Client::from_conf(sdk));
+    let timeouts = [CONNECT_TIMEOUT, ATTEMPT_TIMEOUT, OPERATION_TIMEOUT];
+    let store = support::store(retrying_client(&proxy.endpoint, timeouts));
     let sweeper = sweeper_over(&config(&table, &[]), |_| store).await;
     let handled =
         handle_before_deadline(&sweeper, Timestamp::from_secs(now), Duration::from_secs(5)).await;

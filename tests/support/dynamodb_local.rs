@@ -5,8 +5,11 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::Client;
+use ttl_sweeper::store::SDK_MAX_ATTEMPTS;
 
 use super::server::{self, free_port, repo_root, LocalServer};
 
@@ -118,6 +121,19 @@ pub fn sdk_config(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
         .region(Region::new("us-east-1"))
         .endpoint_url(endpoint)
         .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
+}
+
+/// An SDK client for the server at `endpoint` (a proxy's, say) with the production retry policy
+/// (standard mode, [`SDK_MAX_ATTEMPTS`]) and the timeouts `[connect, attempt, operation]`.
+pub fn retrying_client(endpoint: &str, [connect, attempt, operation]: [Duration; 3]) -> Client {
+    let timeouts = TimeoutConfig::builder()
+        .connect_timeout(connect)
+        .operation_attempt_timeout(attempt)
+        .operation_timeout(operation)
+        .build();
+    let retries = RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS);
+    let config = sdk_config(endpoint).timeout_config(timeouts);
+    Client::from_conf(config.retry_config(retries).build())
 }
 
 /// An SDK client for the test server, with dummy credentials.
