@@ -41,7 +41,7 @@ use serde_json::Value;
 use support::*;
 use ttl_sweeper::engine::BATCH_MAX_READ_AGE;
 use ttl_sweeper::events::event_id;
-use ttl_sweeper::expiry::window::{partition_key, shard_of, Window};
+use ttl_sweeper::expiry::window::window_attribute;
 use ttl_sweeper::store::Key;
 
 /// Window width of every soak table. Windows are sharded (each scenario's `shards`), so each
@@ -364,8 +364,7 @@ fn entry_ids(answer: &Value) -> impl Iterator<Item = String> + '_ {
 
 /// The window attribute of item `id` with `ttl`, as a writer computes it (sharded).
 fn window_attr(id: &str, ttl: i64, shards: u32) -> String {
-    let window = Window::containing(ttl as f64, WINDOW);
-    partition_key(window, shard_of(id.as_bytes(), shards), shards)
+    window_attribute(ttl as f64, WINDOW, shards, id.as_bytes()).unwrap()
 }
 
 /// The item `id` with `ttl`, carrying `marker`: in its window of `shards` shards, or (`None`, a
