@@ -44,36 +44,27 @@ trait AsAnswer {
     fn as_answer(&self) -> Answer<'_>;
 }
 
-impl AsAnswer for Page {
-    fn as_answer(&self) -> Answer<'_> {
-        Answer::Page(self)
-    }
-}
-
-impl AsAnswer for Vec<Key> {
-    fn as_answer(&self) -> Answer<'_> {
-        Answer::Keys(self)
-    }
-}
-
-impl AsAnswer for (ConditionalOutcome, Option<Key>) {
-    fn as_answer(&self) -> Answer<'_> {
-        Answer::Conditional(self.0)
-    }
-}
-
-/// The answers an observer sees as [`Answer::Other`].
-macro_rules! other_answers {
-    ($($answer:ty),*) => {$(
+/// Each method's answer, as an observer sees it.
+macro_rules! answers {
+    ($($answer:ty => |$a:pat_param| $seen:expr),* $(,)?) => {$(
         impl AsAnswer for $answer {
             fn as_answer(&self) -> Answer<'_> {
-                Answer::Other
+                let $a = self;
+                $seen
             }
         }
     )*};
 }
 
-other_answers!(Vec<EntryWrite>, Option<Timestamp>, bool, Option<LeaseItem>);
+answers! {
+    Page => |page| Answer::Page(page),
+    Vec<Key> => |keys| Answer::Keys(keys),
+    (ConditionalOutcome, Option<Key>) => |(outcome, _)| Answer::Conditional(*outcome),
+    Vec<EntryWrite> => |_| Answer::Other,
+    Option<Timestamp> => |_| Answer::Other,
+    bool => |_| Answer::Other,
+    Option<LeaseItem> => |_| Answer::Other,
+}
 
 /// Told of every call through an [`Observed`] store.
 pub trait Observer: Send + Sync + 'static {
