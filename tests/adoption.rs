@@ -1,20 +1,20 @@
 //! Adopting the sweeper on an existing table: backfill and audit, against the local server.
 
-use crate::common;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
 use serde_json::{json, Value};
+use support::*;
 use ttl_sweeper::expiry::window::window_key;
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::scan::UpdateOutcome;
 use ttl_sweeper::store::{ConditionalOutcome, Key};
 use ttl_sweeper::tools::backfill::{backfill, BackfillOptions, BackfillReport, BackfillState};
 
-/// The CLI (from a cleared environment, see [`common::cli`]) on the test server, for `table`.
+/// The CLI (from a cleared environment, see [`support::cli`]) on the test server, for `table`.
 fn cli(table: &str) -> Command {
     let mut cmd = local_cli();
     cmd.env("TABLE_NAME", table);
@@ -189,7 +189,7 @@ async fn backfill_never_overwrites_a_concurrent_change_or_recreates_a_deleted_it
         unwindowed("deleted", now + 60),
     ];
     put_items(&client, &table, items).await;
-    let store = common::store(client.clone());
+    let store = support::store(client.clone());
     let stale_window = Layout::default()
         .window_for((now + 60) as f64, &AV::S("extended".into()))
         .unwrap();
@@ -323,7 +323,7 @@ async fn backfill_deletes_an_expired_item_only_if_its_ttl_is_still_the_one_read(
         names.map(|id| unwindowed(id, read_ttl)).into(),
     )
     .await;
-    let store = common::store(client.clone());
+    let store = support::store(client.clone());
 
     // Between the scan (which saw every ttl expired) and the delete, the application extends one
     // ttl, rewrites another item with a ttl that is also expired but not the one read, and

@@ -1,14 +1,14 @@
 //! The `ttl-sweeper` binary, run as a user would.
 
-use crate::common;
+use crate::support;
 
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
 use serde_json::Value;
+use support::*;
 
 /// A case `[VAR=value ...] <arguments> => <expected>`: [`cli`] with those settings and
 /// arguments, and the expected text.
@@ -171,12 +171,12 @@ async fn sweeps_with_shard_ranges_delete_only_their_shards() {
     ];
     let report = sweep_report(&[&flags[..], &["2-3"]].concat(), &[]);
     assert_eq!(removed_json(&report), high.len() as u64, "{report}");
-    assert_eq!(common::ids(&client, &table).await, low);
+    assert_eq!(support::ids(&client, &table).await, low);
 
     let env = [("WINDOW_SHARDS", "4"), ("SHARD_RANGE", "0-1")];
     let report = sweep_report(&["--table-name", &table], &env);
     assert_eq!(removed_json(&report), low.len() as u64, "{report}");
-    assert!(common::ids(&client, &table).await.is_empty());
+    assert!(support::ids(&client, &table).await.is_empty());
 
     // A reversed range stops before any request, naming the setting.
     let (code, out, err) = run(local_cli().arg("sweep").args(flags).arg("3-1"));
@@ -217,7 +217,7 @@ async fn new_shard_ranges_start_from_the_whole_tables_checkpoint() {
     }
     let both = removed_json(&low) + removed_json(&high);
     assert_eq!(both, 40, "{low}\n{high}");
-    assert!(common::ids(&client, &table).await.is_empty());
+    assert!(support::ids(&client, &table).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

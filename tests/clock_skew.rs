@@ -2,11 +2,11 @@
 //! installed by `make tools`) with the clock two minutes ahead, against DynamoDB Local, whose
 //! answers carry the real time in their `Date` header.
 
-use crate::common;
+use crate::support;
 
 use std::process::Command;
 
-use common::*;
+use support::*;
 
 /// `ttl-sweeper` under `faketime -f +<ahead>s`: the wall clock is faked, the monotonic clock is
 /// left alone (tokio's timers keep working).

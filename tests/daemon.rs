@@ -11,15 +11,15 @@
 //! - a follower runs beside each table's ticks until shutdown, and one that cannot be opened
 //!   stops the run and is its error.
 
-use crate::common;
+use crate::support;
 
-use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::mem_store::{Fault, MemStore, Op, When};
 use serde_json::Value;
+use support::mem_store::{Fault, MemStore, Op, When};
+use support::JsonLines;
 use tokio::time::{sleep_until, Instant};
 
 use ttl_sweeper::daemon::{self, Follow, NoStream, Options};
@@ -59,33 +59,9 @@ fn clock() -> impl Clock {
     move || Timestamp::from_secs(T0) + start.elapsed()
 }
 
-/// What the daemon writes its EMF records into.
-#[derive(Clone, Default)]
-struct Records(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Records {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().write(buf)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Records {
-    /// The records written so far, one JSON object a line.
-    fn lines(&self) -> Vec<Value> {
-        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
-        text.lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
 /// Options with ticks every [`EVERY`], periods of [`PERIOD`], no endpoint and `follow`, the EMF
 /// records into `records`.
-fn following<F>(records: &Records, follow: Option<F>) -> Options<F> {
+fn following<F>(records: &JsonLines, follow: Option<F>) -> Options<F> {
     Options {
         every: EVERY,
         period: PERIOD,
@@ -97,7 +73,7 @@ fn following<F>(records: &Records, follow: Option<F>) -> Options<F> {
 }
 
 /// [`following`] nothing.
-fn options(records: &Records) -> Options<NoStream> {
+fn options(records: &JsonLines) -> Options<NoStream> {
     following(records, None)
 }
 
@@ -143,7 +119,7 @@ async fn a_table_that_does_not_open_is_reported_and_retried_every_period_then_sw
         Table::ready(sweeper(&ready, "ready")),
         opens_after("late", &late, 3, &attempts),
     ];
-    let records = Records::default();
+    let records = JsonLines::default();
     let script = async {
         // The ready table is swept from the start; the late one is not.
         sleep_until(started + Duration::from_millis(500)).await;
@@ -191,7 +167,7 @@ async fn ticks_delete_on_time_and_each_period_ends_with_one_emf_record_per_table
         store.put(id, *ttl);
     }
     let tables = vec![Table::ready(sweeper(&store, "sessions"))];
-    let records = Records::default();
+    let records = JsonLines::default();
     let script = async {
         // Each item is gone by the tick after its ttl (ticks just after each second), and not
         // before its ttl.
@@ -253,13 +229,13 @@ async fn the_endpoint_counts_every_sweep_and_holds_each_period_in_its_gauges() {
     ];
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let records = Records::default();
+    let records = JsonLines::default();
     let options = Options {
         endpoint: Some(listener),
         ..options(&records)
     };
     let get = |path: &'static str| async move {
-        let answer = tokio::task::spawn_blocking(move || common::http_get(port, path));
+        let answer = tokio::task::spawn_blocking(move || support::http_get(port, path));
         answer.await.unwrap().expect("the endpoint answers")
     };
     let sample = |text: &str, name: &str, table: &str| -> Option<f64> {
@@ -312,7 +288,7 @@ async fn shutdown_stops_it_within_the_grace_however_long_a_request_or_an_opening
         Table::ready(sweeper(&stalled, "stalled")),
         Table::lazy("hanging", open, PERIOD),
     ];
-    let records = Records::default();
+    let records = JsonLines::default();
     let asked = started + Duration::from_secs(3);
     let script = sleep_until(asked);
     let clock = clock();
@@ -387,7 +363,7 @@ async fn a_follower_runs_beside_each_tables_ticks_and_one_that_does_not_open_sto
             Table::ready(sweeper(&b, "b")),
         ]
     };
-    let records = Records::default();
+    let records = JsonLines::default();
     let follow = Following::default();
     let options = following(&records, Some(follow.clone()));
     let stop_at = started + Duration::from_secs(4);

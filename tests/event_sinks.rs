@@ -18,8 +18,8 @@ use ttl_sweeper::events::{
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::Key;
 
-use crate::common;
-use common::mem_store::{default_schema, key};
+use crate::support;
+use support::mem_store::{default_schema, key};
 
 /// The facts of the deletion of the item at `key` from `sessions`, published in `mode`.
 fn facts(key: &Key, mode: EventsMode) -> EventFacts<'_> {

@@ -16,9 +16,7 @@
 //! - SIGKILL of an archive-mode `ttl-sweeper sweep` at a seeded moment (`EVENTS_KILL_SEED`),
 //!   then the same invariants on what the table and the queue hold, and a second sweep finishes.
 
-use crate::common;
-use crate::support::fault_proxy;
-use crate::support::moto;
+use crate::support::{self, fault_proxy, moto};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -26,13 +24,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
-use common::{
-    clock, config, exists, extend_ttl, id_key, id_set, new_table, put_many, removed_json, run,
-    session, simple_table, sweeper_over, AssertFields, BeforeDelete, Instrumented, AV,
-};
 use fault_proxy::{Fault, FaultProxy, Plan};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use support::{
+    clock, config, exists, extend_ttl, id_key, id_set, new_table, put_many, removed_json, run,
+    session, simple_table, sweeper_over, AssertFields, BeforeDelete, Instrumented, Observed,
+    Recording, AV,
+};
 use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::events::aws::{EventBridgeSink, FirehoseSink, SqsSink};
 use ttl_sweeper::events::{Events, Sink};
@@ -346,7 +345,7 @@ async fn sweep_json<S: ttl_sweeper::store::Store>(sweeper: &Sweeper<S>) -> Value
 
 /// `ttl-sweeper sweep` with DynamoDB Local and moto, settings from the environment only.
 fn sweep_cli(table: &str, settings: &[(&str, &str)]) -> std::process::Command {
-    let mut cmd = common::local_cli();
+    let mut cmd = support::local_cli();
     cmd.args(["sweep", "--table-name", table]);
     for service in ["SQS", "EVENTBRIDGE", "FIREHOSE"] {
         cmd.env(format!("AWS_ENDPOINT_URL_{service}"), moto::endpoint());
@@ -439,7 +438,7 @@ async fn firehose_archives_one_json_line_per_expired_item_before_deleting_it() {
 async fn composite_binary_keys_are_named_exactly_and_hashed_in_name_order() {
     use aws_sdk_dynamodb::types::ScalarAttributeType as T;
     use base64::Engine as _;
-    let client = common::client().await;
+    let client = support::client().await;
     let table = new_table(&client, "events_keys", |t| {
         // The sort key's name sorts first: name order is not key-schema order.
         t.partition = ("b", T::B);
@@ -458,7 +457,7 @@ async fn composite_binary_keys_are_named_exactly_and_hashed_in_name_order() {
             "b".into(),
             AV::B(aws_sdk_dynamodb::primitives::Blob::new(bytes.clone())),
         );
-        item.insert("a_seq".into(), common::num(i * 10));
+        item.insert("a_seq".into(), support::num(i * 10));
         items.push(item);
         if ttl < now {
             let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
@@ -502,11 +501,11 @@ async fn sweeper_with_events(
     let adapter = sink.adapter(endpoint, attempt_timeout).await;
     let events = Events::new(&cfg.events().expect("EXPIRY_EVENTS is set"), adapter)
         .with_backoff(Duration::from_millis(10), Duration::from_millis(200));
-    let store = |s| Instrumented {
+    let observer = Recording {
         before_delete,
-        ..Instrumented::new(s)
+        ..Recording::default()
     };
-    let sweeper = sweeper_over(&cfg, store).await;
+    let sweeper = sweeper_over(&cfg, |inner| Observed { inner, observer }).await;
     sweeper
         .with_events(Arc::new(events))
         .with_wall_clock(Arc::new(clock))
@@ -628,7 +627,7 @@ async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_on_standard_and_f
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sink_that_is_down_loses_nothing_silently() {
-    let client = common::client().await;
+    let client = support::client().await;
     for (mode, delete_mode) in [("notify", "batch"), ("archive", "conditional")] {
         let table = new_table(&client, &format!("events_down_{mode}"), |_| {}).await;
         let expired = fill(&client, &table, 30, 3).await;
@@ -750,7 +749,7 @@ fn sink_faults() -> Vec<Fault> {
 fn seed() -> u64 {
     let seed = std::env::var("EVENTS_SEED").ok();
     seed.and_then(|s| s.parse().ok())
-        .unwrap_or_else(common::clock_seed)
+        .unwrap_or_else(support::clock_seed)
 }
 
 /// One sink, one mode: sweeps with faults in front of the sink until the table is clean (or

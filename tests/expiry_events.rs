@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::common;
+use crate::support;
 
 use aws_sdk_dynamodb::types::AttributeValue as AV;
-use common::mem_store::{default_schema, key, ttl_of, Change, Fault, MemStore, Op, When};
-use common::{assert_accounted, AssertFields};
+use support::mem_store::{default_schema, key, ttl_of, Change, Fault, MemStore, Op, When};
+use support::{assert_accounted, AssertFields};
 use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, SweepReport, Sweeper};
 use ttl_sweeper::events::sink::BoxFuture;
 use ttl_sweeper::events::{

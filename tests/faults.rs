@@ -11,8 +11,7 @@
 //! windows swept a minute apart with the lookback derived from the schedule, a host clock two
 //! minutes fast held to DynamoDB's, and ticks for about twenty seconds while items expire.
 
-use crate::common;
-use crate::support::fault_proxy;
+use crate::support::{self, fault_proxy};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -20,19 +19,16 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
-use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::Client;
-use common::*;
 use fault_proxy::{all_faults, Fault, FaultProxy, Plan};
+use support::*;
 use ttl_sweeper::config::{covering_lookback, Config, ConfigError};
 use ttl_sweeper::engine::report::{MAX_ERRORS, MAX_FAILED_KEYS};
 use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Sweeper, Ticks, BATCH_MAX_READ_AGE};
 use ttl_sweeper::expiry::window::{window_key, windows_to_sweep};
 use ttl_sweeper::expiry::{Clock, Timestamp};
 use ttl_sweeper::store::clock::SKEW_TOLERANCE;
-use ttl_sweeper::store::{
-    key_from_json, DynamoStore, ErrorKind, GuardedClock, Key, SDK_MAX_ATTEMPTS,
-};
+use ttl_sweeper::store::{key_from_json, DynamoStore, ErrorKind, GuardedClock, Key};
 
 /// The sweep instant of every sweep here: a fixed minute plus 30 s, so runs are reproducible.
 const NOW: i64 = 1_767_225_630;
@@ -42,20 +38,15 @@ const DELAY: Duration = Duration::from_millis(1200);
 /// Sweeps per chaos table before the faults stop.
 const MAX_SWEEPS: usize = 8;
 
-/// An SDK client through the proxy with the production retry policy (standard mode,
-/// [`SDK_MAX_ATTEMPTS`]) and short timeouts, so delayed answers cost the test little.
+/// An SDK client through the proxy with the production retry policy ([`retrying_client`]) and
+/// short timeouts, so delayed answers cost the test little.
 fn proxied_client(endpoint: &str) -> Client {
-    let config = sdk_config(endpoint)
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(1))
-                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-                .operation_timeout(Duration::from_secs(10))
-                .build(),
-        )
-        .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
-        .build();
-    Client::from_conf(config)
+    let timeouts = [
+        Duration::from_secs(1),
+        ATTEMPT_TIMEOUT,
+        Duration::from_secs(10),
+    ];
+    retrying_client(endpoint, timeouts)
 }
 
 /// The ids of the keys a report lists as failed.
@@ -312,7 +303,7 @@ async fn chaos_table(
 
     let cfg = config(&table, &[("DELETE_MODE", mode), ("LOOKBACK_WINDOWS", "61")]);
     let extended = Arc::new(Mutex::new(HashSet::new()));
-    let proxied = common::store(proxied_client(&proxy.endpoint));
+    let proxied = support::store(proxied_client(&proxy.endpoint));
     let store = extending_store(proxied, direct.clone(), table.clone(), extended.clone());
     let sweeper = sweeper_over(&cfg, |_| store).await;
 
@@ -643,7 +634,7 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
         &table,
         &[("WINDOW_SECONDS", "3"), ("DELETE_MODE", "conditional")],
     );
-    let store = common::store(proxied_client(&proxy.endpoint));
+    let store = support::store(proxied_client(&proxy.endpoint));
     let sweeper = sweeper_over(&cfg, |_| store).await;
     let mut row = CaseRow {
         case: "narrow windows",
@@ -776,7 +767,7 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
     put_many(&direct, &table, items).await;
 
     let cfg = config(&table, &[]);
-    let store = common::store(proxied_client(&proxy.endpoint));
+    let store = support::store(proxied_client(&proxy.endpoint));
     // Opened as the CLI opens a table: the DescribeTable answer's Date bounds DynamoDB's clock.
     let schema = store.describe_config(&cfg).await.unwrap();
     let fast = Arc::new(GuardedClock::new(
@@ -910,7 +901,7 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     }
     put_many(&direct, &table, items).await;
 
-    let store = Instrumented::new(common::store(proxied_client(&proxy.endpoint)));
+    let store = Instrumented::new(support::store(proxied_client(&proxy.endpoint)));
     let sweeper = sweeper_over(&config(&table, &[]), |_| store)
         .await
         .with_wall_clock(Arc::new(clock));
@@ -1092,7 +1083,7 @@ async fn every_fault_on_its_own_is_retried_and_the_sweep_completes() {
                 continue;
             }
             let (name, cfg, future) = small_table(&direct, "one_fault", mode).await;
-            let store = common::store(proxied_client(&proxy.endpoint));
+            let store = support::store(proxied_client(&proxy.endpoint));
             let sweeper = sweeper_over(&cfg, |_| store).await;
             let (requests, faults) = (proxy.stats.requests(), proxy.stats.faults_total());
             proxy.set_plan(first_attempts(fault.clone()));
@@ -1130,7 +1121,7 @@ async fn rejected_credentials_and_denied_deletes_delete_nothing_and_say_why() {
     let direct = client().await;
     let (name, cfg, _) = small_table(&direct, "denied", "batch").await;
     let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
-    let store = common::store(proxied_client(&proxy.endpoint));
+    let store = support::store(proxied_client(&proxy.endpoint));
 
     // Credentials rejected: every request answered 403.
     proxy.set_plan(Plan::script(|_, _| {
@@ -1198,7 +1189,7 @@ async fn an_index_dropped_after_start_up_is_reported_and_nothing_is_deleted() {
         }),
     )
     .await;
-    let store = common::store(proxied_client(&proxy.endpoint));
+    let store = support::store(proxied_client(&proxy.endpoint));
     let report = sweeper_over(&cfg, |_| store).await.sweep_at(NOW).await;
     assert!(!report.is_success());
     assert_eq!(report.windows_swept, 0, "{report:?}");

@@ -1,13 +1,12 @@
 //! The Lambda handler, driven by JSON fixtures against the local server.
 
-use crate::common;
-use crate::support::fault_proxy;
+use crate::support::{self, fault_proxy};
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use common::*;
 use serde_json::{json, Value};
+use support::*;
 use ttl_sweeper::engine::Sweeper;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::lambda::{handle, HandlerError, HandlerSettings};
@@ -117,7 +116,7 @@ async fn an_old_event_in_tick_mode_sweeps_as_of_the_clock_and_reads_a_bounded_ra
         handoff: Duration::from_secs(1),
     };
     let remaining = Some(Duration::from_secs(60));
-    let handled = handle(&sweeper, &event, &common::clock, remaining, &settings);
+    let handled = handle(&sweeper, &event, &support::clock, remaining, &settings);
     let report = tokio::time::timeout(Duration::from_secs(30), handled)
         .await
         .expect("an old event must not make the invocation read every window since 2015")
@@ -127,7 +126,7 @@ async fn an_old_event_in_tick_mode_sweeps_as_of_the_clock_and_reads_a_bounded_ra
     let secs = chrono::DateTime::parse_from_rfc3339(sweep_at)
         .unwrap()
         .timestamp();
-    assert!((now..=common::now()).contains(&secs), "{sweep_at}");
+    assert!((now..=support::now()).contains(&secs), "{sweep_at}");
     // A full sweep (one at the start, one per schedule period) reads at most the lookback (15)
     // and the current window; each tick at most three windows.
     let bounded = report.windows_swept <= 2 * 16 + 3 * report.ticks as usize;
@@ -141,28 +140,16 @@ async fn an_old_event_in_tick_mode_sweeps_as_of_the_clock_and_reads_a_bounded_ra
 /// attempts would otherwise outlast a 5 s deadline several times over.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
-    use aws_sdk_dynamodb::config::retry::RetryConfig;
-    use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
     use fault_proxy::{Fault, FaultProxy, Plan};
     use ttl_sweeper::store::dynamo::{ATTEMPT_TIMEOUT, CONNECT_TIMEOUT, OPERATION_TIMEOUT};
-    use ttl_sweeper::store::SDK_MAX_ATTEMPTS;
 
     let now = now();
     let (_client, table, _) = sessions_and_sweeper("slow_dynamodb", now).await;
     let held = Plan::script(|op, _| (op == "Query").then_some(Fault::Delay));
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(60), held).await;
     // The production client's timeouts and retries, through the proxy.
-    let sdk = sdk_config(&proxy.endpoint)
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(CONNECT_TIMEOUT)
-                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-                .operation_timeout(OPERATION_TIMEOUT)
-                .build(),
-        )
-        .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
-        .build();
-    let store = common::store(aws_sdk_dynamodb::Client::from_conf(sdk));
+    let timeouts = [CONNECT_TIMEOUT, ATTEMPT_TIMEOUT, OPERATION_TIMEOUT];
+    let store = support::store(retrying_client(&proxy.endpoint, timeouts));
     let sweeper = sweeper_over(&config(&table, &[]), |_| store).await;
     let handled =
         handle_before_deadline(&sweeper, Timestamp::from_secs(now), Duration::from_secs(5)).await;
@@ -178,7 +165,7 @@ async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
 /// no bound covers, an expiry-event sink that does not answer, the handler drops: tests/safety.rs.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_that_ignores_every_bound_is_dropped_before_the_deadline() {
-    use common::mem_store::{mem_sweeper, Fault, MemStore, Op, When};
+    use support::mem_store::{mem_sweeper, Fault, MemStore, Op, When};
 
     let cfg = config("sessions", &[]);
     let stalled = Op::ALL

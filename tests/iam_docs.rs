@@ -6,8 +6,8 @@
 //! have been sent, but `DeleteItem` in batch mode, which only a key read stale twice needs (the
 //! code path is checked to exist instead).
 
-use crate::common;
 use crate::support::fault_proxy;
+use crate::support::*;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -15,7 +15,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::StreamViewType;
-use common::*;
 use fault_proxy::{FaultProxy, Plan, Seen};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -211,7 +210,8 @@ async fn the_daemon_roles_in_the_docs_are_what_run_sends() {
         "a daemon block with and one without the stream: {blocks:?}"
     );
     // Batch mode sends a key whose read is stale a second time as a conditional DeleteItem.
-    let delete = std::fs::read_to_string(Path::new(ROOT).join("src/engine/delete/batch.rs")).unwrap();
+    let delete =
+        std::fs::read_to_string(Path::new(ROOT).join("src/engine/delete/batch.rs")).unwrap();
     assert!(delete.contains("self.delete_conditional(twice, now, stop)"));
     for block in &blocks {
         let where_ = format!(

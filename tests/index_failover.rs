@@ -8,8 +8,7 @@
 //! within the lease and a few ticks, none before its ttl, none whose ttl was extended or removed;
 //! and the application's table is written by nothing but the application and the deletes.
 
-use crate::common;
-use crate::support::fault_proxy;
+use crate::support::{self, fault_proxy};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::Stdio;
@@ -18,9 +17,9 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_dynamodb::Client;
-use common::*;
 use fault_proxy::{FaultProxy, Plan};
 use serde_json::Value;
+use support::*;
 use ttl_sweeper::store::Key;
 
 /// `LEADER_LEASE` (s): the shortest allowed, two sweeps of `SCHEDULE_SECONDS=2`.

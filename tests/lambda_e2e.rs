@@ -7,15 +7,14 @@
 //! Also: the Lambda binary's log lines under the local Runtime API (`tests/support/runtime_api.rs`),
 //! checked for the Powertools keys, the cold start and the `ColdStart` metric.
 
-use crate::common;
-use crate::support::runtime_api;
+use crate::support::{self, runtime_api};
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use support::*;
 
 fn cargo_lambda() -> PathBuf {
     if let Ok(path) = std::env::var("CARGO_LAMBDA") {
@@ -131,6 +130,18 @@ fn invoke(port: u16, event: &serde_json::Value) -> (bool, String) {
     (out.status.success(), text.into_owned())
 }
 
+/// The scheduled event of now, through the emulator on `port`: the function's response, once
+/// the invocation succeeded (its failure is shown with `watch`'s log).
+fn invoke_scheduled(port: u16, watch: &Watch) -> serde_json::Value {
+    let mut event: serde_json::Value =
+        serde_json::from_slice(include_bytes!("fixtures/scheduled-event.json")).unwrap();
+    event["time"] = serde_json::json!(chrono::Utc::now().to_rfc3339());
+    let (ok, output) = invoke(port, &event);
+    let log = std::fs::read_to_string(&watch.log).unwrap_or_default();
+    assert!(ok, "invoke failed: {output}\n--- watch log ---\n{log}");
+    response(&output)
+}
+
 /// The function's response: the first JSON value in `cargo lambda invoke`'s output.
 fn response(output: &str) -> serde_json::Value {
     let json_start = output.find('{').expect("a JSON response");
@@ -157,16 +168,9 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
     ]);
     let watch = start_watch(port, &env);
 
-    let mut event: serde_json::Value =
-        serde_json::from_slice(include_bytes!("fixtures/scheduled-event.json")).unwrap();
-    event["time"] = serde_json::json!(chrono::Utc::now().to_rfc3339());
-
     // start_watch returns once the Runtime API listens; the emulator holds the invocation until
     // the function asks for it.
-    let (ok, output) = invoke(port, &event);
-    let log = std::fs::read_to_string(&watch.log).unwrap_or_default();
-    assert!(ok, "invoke failed: {output}\n--- watch log ---\n{log}");
-    let report = response(&output);
+    let report = invoke_scheduled(port, &watch);
     assert_eq!(removed_json(&report), 120, "{report}");
     assert_eq!(report["items_failed"], 0);
     assert_eq!(
@@ -433,13 +437,8 @@ async fn lambda_binary_sweeps_every_table_of_one_function() {
         ("METRICS_NAMESPACE", "TtlSweeperTest".into()),
     ]);
     let watch = start_watch(port, &env);
-    let mut event: serde_json::Value =
-        serde_json::from_slice(include_bytes!("fixtures/scheduled-event.json")).unwrap();
-    event["time"] = serde_json::json!(chrono::Utc::now().to_rfc3339());
-    let (ok, output) = invoke(port, &event);
+    let answer = invoke_scheduled(port, &watch);
     let log = std::fs::read_to_string(&watch.log).unwrap_or_default();
-    assert!(ok, "invoke failed: {output}\n--- watch log ---\n{log}");
-    let answer = response(&output);
     let reports = answer["tables"].as_array().expect("one report per table");
     let names: Vec<&str> = reports.iter().filter_map(|r| r["table"].as_str()).collect();
     assert_eq!(names, [first.as_str(), second.as_str()], "{answer}");

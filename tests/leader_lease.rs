@@ -13,17 +13,16 @@
 //!   refused: the holder gives the lease up and the other deletes everything expired; the lease
 //!   item's attributes as `DynamoStore` reads and writes them.
 
-use crate::common;
-use crate::support::fault_proxy;
+use crate::support::{self, fault_proxy};
 
 use std::collections::HashSet;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::mem_store::{Fault as MemFault, MemStore, Op, When};
-use common::*;
 use fault_proxy::{delete_ids, Fault, FaultProxy, Plan};
+use support::mem_store::{Fault as MemFault, MemStore, Op, When};
+use support::*;
 use tokio::time::Instant;
 use ttl_sweeper::engine::lease::{Lease, LeaseConfig, SweepHealth, LEASE_MARGIN, WATCH_EVERY};
 use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};

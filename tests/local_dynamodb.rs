@@ -1,13 +1,13 @@
 //! The sweeper against a real DynamoDB-API server (DynamoDB Local unless `DYNAMODB_ENDPOINT`).
 
-use crate::common;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::{ProjectionType, ScalarAttributeType as T};
-use common::*;
+use support::*;
 use ttl_sweeper::engine::Sweeper;
 use ttl_sweeper::expiry::window::{window_key, Window};
 use ttl_sweeper::expiry::Timestamp;
@@ -309,7 +309,7 @@ async fn an_index_whose_ttl_key_is_a_string_is_refused_by_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_up_checks_name_the_missing_or_misshapen_table_and_index() {
     let client = client().await;
-    let store = common::store(client.clone());
+    let store = support::store(client.clone());
     let refused = |table: &str, pairs: &[(&str, &str)]| {
         let cfg = config(table, pairs);
         let store = store.clone();
@@ -411,11 +411,11 @@ async fn three_sweepers_split_twelve_shards_and_delete_each_expired_item_once() 
                     ("MAX_CONCURRENCY", "4"),
                 ],
             );
-            let settled = deletes.clone();
-            let store = |s| Instrumented {
-                settled,
-                ..Instrumented::new(s)
+            let observer = Recording {
+                settled: deletes.clone(),
+                ..Recording::default()
             };
+            let store = |inner| Observed { inner, observer };
             sweepers.push((range, sweeper_over(&cfg, store).await));
         }
         let (r0, r1, r2) = tokio::join!(

@@ -1,7 +1,7 @@
 //! Exact SDK edge cases, with `aws-smithy-mocks` standing in for DynamoDB: unprocessed keys,
 //! throttling, permanent failures, pagination, and index items that must never be deleted.
 
-use crate::common;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,10 +19,10 @@ use aws_sdk_dynamodb::types::error::{
 use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use aws_smithy_mocks::{mock, mock_client, Rule, RuleMode};
-use common::mem_store::{
+use support::mem_store::{
     default_schema, key, mem_sweeper, ttl_of, Change, Fault, MemStore, Op, When,
 };
-use common::{bare, num, AssertFields, SweepAt, AV};
+use support::{bare, num, AssertFields, SweepAt, AV};
 use tokio::time::Instant;
 use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
@@ -114,6 +114,15 @@ fn sweeper_with(client: Client, options: SweepOptions) -> Sweeper<DynamoStore> {
     Sweeper::new(DynamoStore::new(client), default_schema(), options)
 }
 
+/// A client answering with `query` and `batch`, and [`table_reads`].
+fn batch_client(query: &Rule, batch: &Rule) -> Client {
+    mock_client!(
+        aws_sdk_dynamodb,
+        RuleMode::MatchAny,
+        [query, batch, &table_reads()]
+    )
+}
+
 /// The table agreeing with the index: batch mode's consistent `BatchGetItem` finds every key
 /// asked for, with the ttl [`expired`] gives.
 fn table_reads() -> Rule {
@@ -147,11 +156,7 @@ async fn unprocessed_keys_are_retried_until_accepted() {
         .output(move || unprocessed(std::slice::from_ref(&first_key)))
         .output(all_processed)
         .build();
-    let client = mock_client!(
-        aws_sdk_dynamodb,
-        RuleMode::MatchAny,
-        [&query, &batch, &table_reads()]
-    );
+    let client = batch_client(&query, &batch);
     let started = Instant::now();
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
 
@@ -173,11 +178,7 @@ async fn throttling_is_retried_with_growing_backoff() {
         .times(3)
         .output(all_processed)
         .build();
-    let client = mock_client!(
-        aws_sdk_dynamodb,
-        RuleMode::MatchAny,
-        [&query, &batch, &table_reads()]
-    );
+    let client = batch_client(&query, &batch);
     let mut opts = options(DeleteMode::Batch);
     // The backoff caps for attempts 1..3 are 50 + 100 + 200 ms; full jitter picks anywhere in
     // [0, cap], so only the bounds are deterministic.
@@ -203,11 +204,7 @@ async fn replicated_write_conflicts_are_retried_counted_and_lose_nothing() {
         .times(2)
         .output(all_processed)
         .build();
-    let client = mock_client!(
-        aws_sdk_dynamodb,
-        RuleMode::MatchAny,
-        [&query, &batch, &table_reads()]
-    );
+    let client = batch_client(&query, &batch);
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
     assert_eq!(batch.num_calls(), 3);
     report.assert_fields(
@@ -243,11 +240,7 @@ async fn keys_that_keep_failing_are_reported_and_fail_the_run() {
             .clone();
         unprocessed(&[first])
     });
-    let client = mock_client!(
-        aws_sdk_dynamodb,
-        RuleMode::MatchAny,
-        [&query, &batch, &table_reads()]
-    );
+    let client = batch_client(&query, &batch);
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
 
     // Two chunks (25 + 5), each: 1 call + 3 retries.
@@ -267,11 +260,7 @@ async fn non_retryable_errors_fail_at_once() {
     let query = query_returning((0..5).map(expired).collect());
     let batch = mock!(Client::batch_write_item)
         .then_error(|| BatchWriteItemError::ResourceNotFoundException(not_found()));
-    let client = mock_client!(
-        aws_sdk_dynamodb,
-        RuleMode::MatchAny,
-        [&query, &batch, &table_reads()]
-    );
+    let client = batch_client(&query, &batch);
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
     assert_eq!(batch.num_calls(), 1, "no retries for a missing table");
     assert_eq!(report.items_failed, 5);
@@ -305,11 +294,7 @@ async fn every_page_is_read() {
         })
         .build();
     let batch = mock!(Client::batch_write_item).then_output(all_processed);
-    let client = mock_client!(
-        aws_sdk_dynamodb,
-        RuleMode::MatchAny,
-        [&query, &batch, &table_reads()]
-    );
+    let client = batch_client(&query, &batch);
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
     assert_eq!(query.num_calls(), 2);
     assert_eq!(report.items_deleted, 15);
@@ -458,7 +443,7 @@ async fn the_deadline_stops_deletes_inside_a_page_and_reports_the_rest_as_left()
 
 #[tokio::test(start_paused = true)]
 async fn a_tick_after_a_long_gap_reads_no_more_windows_than_a_full_sweep() {
-    use common::ticks_for;
+    use support::ticks_for;
     use ttl_sweeper::engine::run_ticks;
     let mut opts = options(DeleteMode::Batch);
     opts.lookback_windows = 15;

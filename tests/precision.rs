@@ -1,8 +1,7 @@
 //! Second-level precision, sharded windows, checkpointed catch-up and the long-running loop,
 //! against the local server.
 
-use crate::common;
-use crate::support::runtime_api;
+use crate::support::{self, runtime_api};
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -10,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
 use runtime_api::{Options, Outcome, RuntimeApi, Schedule};
+use support::*;
 use ttl_sweeper::config::Config;
 use ttl_sweeper::engine::run_ticks;
 use ttl_sweeper::engine::{Stop, Sweeper};
@@ -282,7 +281,7 @@ async fn checkpointed(
     let (client, table) = simple_table(prefix).await;
     let checkpoints = checkpoint_table(&client, &format!("{prefix}_cp")).await;
     let id = format!("{table}/expirationWindowIndex");
-    let store = common::store(client.clone());
+    let store = support::store(client.clone());
     let to = Timestamp::from_secs(at);
     let moved = store
         .advance_checkpoint(&checkpoints, &id, to, clock())

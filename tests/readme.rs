@@ -18,10 +18,9 @@ use std::path::{Path, PathBuf};
 
 use ttl_sweeper::config::SETTINGS;
 
-use crate::common;
-use crate::support::cost;
+use crate::support::{self, cost};
 
-use common::{AssertFields, LOCAL_AWS_ENV};
+use support::{AssertFields, LOCAL_AWS_ENV};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 

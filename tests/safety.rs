@@ -9,14 +9,14 @@
 //! - a catch-up longer than one invocation moves the checkpoint as it goes, oldest first;
 //! - ticks longer than the lookback (`run --every 5m` on 10 s windows) leave no ttl unread.
 
-use crate::common;
+use crate::support;
 
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::mem_store::{id_of, mem_sweeper, Change, Fault, MemStore, Op, When};
-use common::{AssertFields, SweepAt};
+use support::mem_store::{id_of, mem_sweeper, Change, Fault, MemStore, Op, When};
+use support::{AssertFields, SweepAt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -498,9 +498,9 @@ async fn whole_items_held_for_events_stay_within_the_budget() {
     let blob = "x".repeat(400 * 1024 - 64);
     let store = mem().delay(Op::Delete, Duration::from_millis(10));
     for i in 0..200 {
-        let mut item = common::id_key(&format!("k{i:03}"));
-        item.insert("ttl".into(), common::AV::N((T0 - 30).to_string()));
-        item.insert("blob".into(), common::AV::S(blob.clone()));
+        let mut item = support::id_key(&format!("k{i:03}"));
+        item.insert("ttl".into(), support::AV::N((T0 - 30).to_string()));
+        item.insert("blob".into(), support::AV::S(blob.clone()));
         store.put_item(item);
     }
     let store = Arc::new(store);

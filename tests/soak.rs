@@ -22,10 +22,7 @@
 //! `SOAK_SCALE` (default 1) scales items, duration and kills. It prints a table (also written
 //! to `target/tmp/soak-report.md`) and fails on any violation. See docs/reliability.md.
 
-use crate::common;
-use crate::support::fault_proxy;
-use crate::support::moto;
-use crate::support::runtime_api;
+use crate::support::{self, fault_proxy, moto, recorder, runtime_api};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -37,13 +34,14 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{ReturnValue, StreamViewType};
 use aws_sdk_dynamodb::Client;
-use common::*;
 use fault_proxy::{all_faults, delete_ids, read_ids, FaultProxy, Plan};
-use runtime_api::{Options, Outcome, Recorder, RuntimeApi, Schedule};
+use recorder::Recorder;
+use runtime_api::{Options, Outcome, RuntimeApi, Schedule};
 use serde_json::Value;
+use support::*;
 use ttl_sweeper::engine::BATCH_MAX_READ_AGE;
 use ttl_sweeper::events::event_id;
-use ttl_sweeper::expiry::window::{partition_key, shard_of, Window};
+use ttl_sweeper::expiry::window::window_attribute;
 use ttl_sweeper::store::Key;
 
 /// Window width of every soak table. Windows are sharded (each scenario's `shards`), so each
@@ -366,8 +364,7 @@ fn entry_ids(answer: &Value) -> impl Iterator<Item = String> + '_ {
 
 /// The window attribute of item `id` with `ttl`, as a writer computes it (sharded).
 fn window_attr(id: &str, ttl: i64, shards: u32) -> String {
-    let window = Window::containing(ttl as f64, WINDOW);
-    partition_key(window, shard_of(id.as_bytes(), shards), shards)
+    window_attribute(ttl as f64, WINDOW, shards, id.as_bytes()).unwrap()
 }
 
 /// The item `id` with `ttl`, carrying `marker`: in its window of `shards` shards, or (`None`, a

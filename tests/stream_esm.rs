@@ -9,10 +9,7 @@
 //! Each test starts its own function (one execution environment, stopped by its PID) and tables on
 //! the shared DynamoDB Local.
 
-use crate::common;
-use crate::support::esm;
-use crate::support::fault_proxy;
-use crate::support::runtime_api;
+use crate::support::{self, esm, fault_proxy, runtime_api};
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -21,11 +18,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::StreamViewType;
-use common::*;
 use esm::{item, sequence, Answer, Esm, Stream, MAX_RETRIES};
 use fault_proxy::{Fault, FaultProxy, Plan};
 use runtime_api::{Options, Outcome, RuntimeApi};
 use serde_json::{json, Value};
+use support::*;
 use ttl_sweeper::store::Key;
 
 /// Records per batch (the construct's mapping uses 100; fewer here so that a test sees several).

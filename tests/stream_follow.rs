@@ -6,8 +6,7 @@
 //! application's items are only ever deleted, never written. Each test starts its own daemon,
 //! stopped by its PID.
 
-use crate::common;
-use crate::support::fault_proxy;
+use crate::support::{self, fault_proxy};
 
 use std::collections::{BTreeMap, HashSet};
 use std::process::Stdio;
@@ -15,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_dynamodb::Client;
-use common::*;
 use fault_proxy::{Fault, FaultProxy, Plan, Seen};
 use serde_json::Value;
+use support::*;
 use ttl_sweeper::store::Key;
 
 /// A `ttl-sweeper run --follow-stream` child, killed if a test fails, and where it serves
@@ -29,10 +28,11 @@ struct Follower {
 
 /// The tables a follower works on: the application's, its expiry index table, the checkpoint
 /// table.
-struct Tables<'a> {
-    table: &'a str,
-    index: &'a str,
-    checkpoint: &'a str,
+#[derive(Clone)]
+struct Tables {
+    table: String,
+    index: String,
+    checkpoint: String,
 }
 
 impl Follower {
@@ -45,10 +45,10 @@ impl Follower {
         let metrics_port = free_port();
         let mut cmd = local_cli();
         cmd.args(["--log-format", "json", "run", "--every", "1s"])
-            .args(["--follow-stream", "--table-name", tables.table])
+            .args(["--follow-stream", "--table-name", &tables.table])
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
-            .env("EXPIRY_INDEX_TABLE", tables.index)
-            .env("CHECKPOINT_TABLE", tables.checkpoint)
+            .env("EXPIRY_INDEX_TABLE", &tables.index)
+            .env("CHECKPOINT_TABLE", &tables.checkpoint)
             .env("AWS_ENDPOINT_URL", endpoint)
             .stdout(Stdio::null());
         let daemon = Daemon::spawn(&mut cmd, &format!("follow-{}-{name}", tables.table));
@@ -88,11 +88,16 @@ impl Follower {
 }
 
 /// An application's table (a stream with `view`, no GSI), its expiry index table and a
-/// checkpoint table: (client, table, index table, checkpoint table).
-async fn tables(prefix: &str, view: StreamViewType) -> (Client, String, String, String) {
+/// checkpoint table, and a client.
+async fn tables(prefix: &str, view: StreamViewType) -> (Client, Tables) {
     let (client, table, index) = indexed_table(prefix, view).await;
     let checkpoint = checkpoint_table(&client, &format!("{prefix}cp")).await;
-    (client, table, index, checkpoint)
+    let tables = Tables {
+        table,
+        index,
+        checkpoint,
+    };
+    (client, tables)
 }
 
 /// Polls the table every 50 ms until none of `ids` is left or `limit` passed: when each was
@@ -208,13 +213,12 @@ async fn follow_stream_refuses_a_table_without_an_index_table_a_stream_or_new_im
 
 #[tokio::test]
 async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_and_restart() {
-    let (client, table, index, checkpoint) =
-        tables("follow", StreamViewType::NewAndOldImages).await;
-    let tables = Tables {
-        table: &table,
-        index: &index,
-        checkpoint: &checkpoint,
-    };
+    let (client, tables) = tables("follow", StreamViewType::NewAndOldImages).await;
+    let Tables {
+        table,
+        index,
+        checkpoint,
+    } = tables.clone();
     let mut daemon = Follower::start(&tables, "first");
     let mut app = AppWriter::new(&client, &table);
 
@@ -274,7 +278,7 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     // Killed mid-stream: what is written while it is down is indexed after the restart, and an
     // item the application deleted meanwhile is not recreated.
     daemon.signal(libc::SIGKILL);
-    let now = common::now();
+    let now = support::now();
     let later = names("later", 10);
     let later_items: Vec<Key> = later.iter().map(|id| unwindowed(id, now + 5)).collect();
     app.put_many(later_items).await;
@@ -328,12 +332,8 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
 
 #[tokio::test]
 async fn rewrites_and_unusable_ttls_delete_nothing_live_and_never_stop_the_shard() {
-    let (client, table, index, checkpoint) = tables("rewrite", StreamViewType::NewImage).await;
-    let tables = Tables {
-        table: &table,
-        index: &index,
-        checkpoint: &checkpoint,
-    };
+    let (client, tables) = tables("rewrite", StreamViewType::NewImage).await;
+    let Tables { table, index, .. } = tables.clone();
     let mut daemon = Follower::start(&tables, "only");
     let mut app = AppWriter::new(&client, &table);
     let now = now();
@@ -386,8 +386,8 @@ async fn rewrites_and_unusable_ttls_delete_nothing_live_and_never_stop_the_shard
 async fn expired_iterators_trimmed_records_and_refused_entries_are_recovered_or_reported() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
-    let (client, table, index, checkpoint) =
-        tables("faulty", StreamViewType::NewAndOldImages).await;
+    let (client, tables) = tables("faulty", StreamViewType::NewAndOldImages).await;
+    let Tables { table, index, .. } = tables.clone();
     // Every fourth GetRecords: the iterator expired, and stays so. From the first position asked
     // for on, the records were trimmed. Every entry of "poison": refused by the index table
     // (left unprocessed beside others, refused alone). The first two writes of entries of
@@ -442,11 +442,6 @@ async fn expired_iterators_trimmed_records_and_refused_entries_are_recovered_or_
         _ => None,
     });
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(15), plan).await;
-    let tables = Tables {
-        table: &table,
-        index: &index,
-        checkpoint: &checkpoint,
-    };
     let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "faulty");
     let mut app = AppWriter::new(&client, &table);
     let now = now();
@@ -473,7 +468,7 @@ async fn expired_iterators_trimmed_records_and_refused_entries_are_recovered_or_
         |log| log.contains("trimmed from the stream"),
     );
     assert!(log.contains("trimmed from the stream"), "{log}");
-    app.put(unwindowed("after-trim", common::now() + 2)).await;
+    app.put(unwindowed("after-trim", support::now() + 2)).await;
     let gone = watch_gone(
         &client,
         &table,
@@ -522,16 +517,12 @@ async fn sigterm_ends_the_daemon_within_the_grace_when_dynamodb_stops_answering(
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use ttl_sweeper::engine::retry::SHUTDOWN_GRACE;
-    let (client, table, index, checkpoint) = tables("hung", StreamViewType::NewAndOldImages).await;
+    let (client, tables) = tables("hung", StreamViewType::NewAndOldImages).await;
+    let Tables { table, .. } = tables.clone();
     let hung = Arc::new(AtomicBool::new(false));
     let hanging = hung.clone();
     let plan = Plan::script(move |_, _| hanging.load(Ordering::SeqCst).then_some(Fault::Delay));
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(60), plan).await;
-    let tables = Tables {
-        table: &table,
-        index: &index,
-        checkpoint: &checkpoint,
-    };
     let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "hung");
     let now = now();
     let items = names("late", 5)
@@ -695,7 +686,8 @@ fn version_at<'a>(app: &'a AppWriter, id: &str, at: f64) -> Option<&'a Key> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_demo_sized_run_through_the_fault_proxy_deletes_only_expired_items_and_never_writes_the_table(
 ) {
-    let (client, table, index, checkpoint) = tables("demo", StreamViewType::NewAndOldImages).await;
+    let (client, tables) = tables("demo", StreamViewType::NewAndOldImages).await;
+    let Tables { table, index, .. } = tables.clone();
     let seed = clock_seed() % 1_000_000;
     eprintln!("fault seed {seed}");
     let faults = Plan::Seeded {
@@ -720,11 +712,6 @@ async fn a_demo_sized_run_through_the_fault_proxy_deletes_only_expired_items_and
     };
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(2), faults).await;
     proxy.record();
-    let tables = Tables {
-        table: &table,
-        index: &index,
-        checkpoint: &checkpoint,
-    };
     let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "first");
     let mut app = AppWriter::new(&client, &table);
     let mut rng = fastrand::Rng::with_seed(seed);
@@ -851,14 +838,10 @@ async fn a_demo_sized_run_through_the_fault_proxy_deletes_only_expired_items_and
 /// sub-second lag, and nothing else; the fault proxy saw no request write that table but deletes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orm_that_knows_nothing_of_the_sweeper_writes_and_only_its_expired_items_go_on_time() {
-    let (client, table, index, checkpoint) = tables("orm", StreamViewType::NewImage).await;
+    let (client, tables) = tables("orm", StreamViewType::NewImage).await;
+    let Tables { table, .. } = tables.clone();
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(2), Plan::Pass).await;
     proxy.record();
-    let tables = Tables {
-        table: &table,
-        index: &index,
-        checkpoint: &checkpoint,
-    };
     let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "orm");
 
     // 40 sessions due 4–7 s after their save (the model keeps whole seconds: 3–7 s), 5 saved

@@ -4,12 +4,12 @@
 //! The application's items are never written, and an entry left behind by a ttl since extended
 //! or removed, or by an item since deleted, deletes nothing.
 
-use crate::common;
+use crate::support;
 
 use aws_sdk_dynamodb::types::{AttributeValue as AV, StreamViewType};
-use common::mem_store::{Fault, MemStore, Op, When};
-use common::*;
 use serde_json::{json, Value};
+use support::mem_store::{Fault, MemStore, Op, When};
+use support::*;
 use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::indexer::index_records;

@@ -5,14 +5,7 @@
 //! that each starts and stops its own local servers as before. One module by hand:
 //! `cargo test --test suite faults::` (or a test's full name, e.g. `faults::chaos`).
 
-mod common;
-mod support {
-    pub mod cost;
-    pub mod esm;
-    pub mod fault_proxy;
-    pub mod moto;
-    pub mod runtime_api;
-}
+mod support;
 
 mod adoption;
 mod cli;

@@ -3,27 +3,13 @@
 //! caches per call site whether anyone listens: a summary logged first by another test of the
 //! same process, with no subscriber, could stay unheard.
 
-use crate::common;
+use crate::support;
 
 use std::time::Duration;
 
-use common::*;
 use serde_json::{json, Value};
+use support::*;
 use ttl_sweeper::lambda::{handle, HandlerSettings};
-
-/// A log writer that keeps what it is given, to read the invocation's JSON lines back.
-#[derive(Clone, Default)]
-struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Lines {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// A tick-mode invocation sweeps repeatedly until the next invocation has surely started, and
 /// logs exactly one `sweep finished` line, whose `deleted` is the invocation's total; the ticks
@@ -43,7 +29,7 @@ async fn tick_mode_sweeps_until_the_next_invocation_and_logs_one_summary_line() 
         schedule: Duration::from_secs(4),
         handoff: Duration::from_secs(2),
     };
-    let lines = Lines::default();
+    let lines = JsonLines::default();
     let writer = lines.clone();
     let subscriber = tracing_subscriber::fmt()
         .json()
@@ -54,7 +40,7 @@ async fn tick_mode_sweeps_until_the_next_invocation_and_logs_one_summary_line() 
     let report = handle(
         &sweeper,
         &json!({}),
-        &common::clock,
+        &support::clock,
         Some(Duration::from_secs(60)),
         &settings,
     )
@@ -68,11 +54,7 @@ async fn tick_mode_sweeps_until_the_next_invocation_and_logs_one_summary_line() 
     let on_time = took >= Duration::from_secs(5) && took < Duration::from_secs(10);
     assert!(on_time, "{took:?}");
     assert!(report.ticks >= 3, "{report:?}");
-    let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
-    let logged: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (text, logged) = (lines.text(), lines.lines());
     let with = |message: &str| -> Vec<&Value> {
         logged.iter().filter(|l| l["message"] == message).collect()
     };

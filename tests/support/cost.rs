@@ -15,8 +15,6 @@
 //! scheduled time, docs/design.md "Handoff"), the number of custom metrics is what `emf_record`
 //! declares plus `ColdStart`, the alarms are the construct's five.
 
-#![allow(dead_code)]
-
 use std::fmt::Write;
 
 /// When the prices below were read from AWS's pricing pages (us-east-1, on-demand).

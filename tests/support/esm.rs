@@ -1,6 +1,6 @@
 //! An event source mapping emulated over DynamoDB Local's real stream, feeding the Lambda binary
 //! under the local Runtime API ([`RuntimeApi`]): the tests of `tests/stream_esm.rs`, and the
-//! Lambda path of the benchmark's stream part (`benches/stream/lambda.rs`).
+//! Lambda path of the benchmark's stream part (`benches/sweeper/stream/lambda.rs`).
 //!
 //! [`Esm`] emulates one mapping on one shard as the AWS Lambda Developer Guide documents it for
 //! `ReportBatchItemFailures`, `BisectBatchOnFunctionError` and `MaximumRetryAttempts` with an
@@ -21,10 +21,6 @@
 //! `GetShardIterator` `TRIM_HORIZON`, `GetRecords`) and turns each record into the Lambda event's
 //! JSON. Neither polls on its own: the caller reads the stream and hands the records to
 //! [`Esm::drain`].
-//!
-//! Mounted as `support::esm` by tests/suite.rs and, with `#[path]`, at the root of
-//! benches/sweeper.rs: `super::runtime_api` is its sibling in both.
-#![allow(dead_code)]
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -33,8 +29,8 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodbstreams as streams;
 use serde_json::{json, Value};
 
+use super::endpoint;
 use super::runtime_api::{Invocation, Outcome, RuntimeApi};
-use crate::common::endpoint;
 
 /// `MaximumRetryAttempts` of the emulated mapping.
 pub const MAX_RETRIES: u32 = 2;

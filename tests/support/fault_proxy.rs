@@ -31,7 +31,9 @@
 //! A seeded plan decides each request from the seed, the request's identity (operation and the
 //! keys or window it names, or the ids of the events it carries) and how many times that identity was seen before, so the faults do
 //! not depend on the order in which concurrent requests arrive.
-#![allow(dead_code)]
+//!
+//! What a request names is read in `fault_proxy/requests.rs`; the faults that answer part of a
+//! batch are in `fault_proxy/partial.rs`.
 
 use std::collections::HashMap;
 use std::os::fd::RawFd;
@@ -47,7 +49,14 @@ use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
-use crate::common::server::{listen, passed_on, read_request, serve};
+use super::server::{listen, passed_on, read_request, serve};
+use super::wall_clock;
+
+mod partial;
+mod requests;
+
+use partial::{hold_back, split_batch, split_entries};
+pub use requests::*;
 
 /// One injected fault.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -242,74 +251,6 @@ impl Stats {
             .clone()
             .unwrap_or_default()
     }
-}
-
-/// The `id`s of the items a read answers with: a `Query`'s `Items`, or a `BatchGetItem`'s
-/// `Responses` (batch mode reads stale keys again, strongly consistent: a read too).
-pub fn read_ids(answer: &Value) -> impl Iterator<Item = String> + '_ {
-    let got = answer["Responses"]
-        .as_object()
-        .into_iter()
-        .flat_map(|tables| tables.values());
-    std::iter::once(&answer["Items"])
-        .chain(got)
-        .flat_map(item_ids)
-}
-
-/// The `id`s (String) of the items of a list of items in DynamoDB JSON.
-pub fn item_ids(v: &Value) -> impl Iterator<Item = String> + '_ {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|item| item["id"]["S"].as_str().map(str::to_owned))
-}
-
-/// What a request does to which table, as (operation, table) pairs: one per request of a
-/// `BatchWriteItem` (`BatchWriteItem:PutRequest`, `BatchWriteItem:DeleteRequest`) and per action of
-/// a `TransactWriteItems` (`TransactWriteItems:Put`, `:Update`, `:Delete`, `:ConditionCheck`), per
-/// table of a `BatchGetItem`; else the operation and its `TableName` (`-` when it names none: the
-/// streams API, PartiQL).
-pub fn by_table(op: &str, json: &Value) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    match op {
-        "BatchWriteItem" => {
-            for (table, requests) in json["RequestItems"].as_object().into_iter().flatten() {
-                for r in requests.as_array().into_iter().flatten() {
-                    for kind in ["PutRequest", "DeleteRequest"] {
-                        if r.get(kind).is_some() {
-                            out.push((format!("{op}:{kind}"), table.clone()));
-                        }
-                    }
-                }
-            }
-        }
-        "BatchGetItem" => {
-            for table in json["RequestItems"].as_object().into_iter().flatten() {
-                out.push((op.to_owned(), table.0.clone()));
-            }
-        }
-        "TransactWriteItems" => {
-            for action in json["TransactItems"].as_array().into_iter().flatten() {
-                for (kind, body) in action.as_object().into_iter().flatten() {
-                    let table = body["TableName"].as_str().unwrap_or("-");
-                    out.push((format!("{op}:{kind}"), table.to_owned()));
-                }
-            }
-        }
-        _ => {
-            let table = json["TableName"].as_str().unwrap_or("-");
-            out.push((op.to_owned(), table.to_owned()));
-        }
-    }
-    out
-}
-
-/// The `id`s of the keys the delete requests of a `BatchWriteItem`'s items by table hold.
-pub fn delete_ids(requests: &Value) -> Vec<String> {
-    let requests = requests.as_object().into_iter().flat_map(|o| o.values());
-    let keys = requests.flat_map(|v| v.as_array().into_iter().flatten());
-    let keys: Vec<Value> = keys.map(|r| r["DeleteRequest"]["Key"].clone()).collect();
-    item_ids(&Value::Array(keys)).collect()
 }
 
 /// A running proxy; stops when dropped.
@@ -550,89 +491,6 @@ impl Forwarder {
     }
 }
 
-/// Forwards part of a `BatchWriteItem` and answers the rest as unprocessed, merged with whatever
-/// the server itself left unprocessed.
-async fn split_batch(json: &Value, forward: &Forwarder) -> Response<Full<Bytes>> {
-    let mut rng =
-        fastrand::Rng::with_seed(fnv(request_identity("BatchWriteItem", json).as_bytes()));
-    let mut sent = serde_json::Map::new();
-    let mut held = serde_json::Map::new();
-    for (table, requests) in json["RequestItems"].as_object().into_iter().flatten() {
-        let requests = requests.as_array().cloned().unwrap_or_default();
-        // hold back at least one request, at most all of them
-        let first_held = rng.usize(..requests.len().max(1));
-        let (mut s, mut h) = (Vec::new(), Vec::new());
-        for (i, r) in requests.into_iter().enumerate() {
-            if i == first_held || rng.bool() {
-                h.push(r);
-            } else {
-                s.push(r);
-            }
-        }
-        if !s.is_empty() {
-            sent.insert(table.clone(), Value::Array(s));
-        }
-        held.insert(table.clone(), Value::Array(h));
-    }
-    send_and_hold(json, sent, held, forward).await
-}
-
-/// Forwards the write requests `sent` of the `BatchWriteItem` `json` and answers `held` as
-/// unprocessed, merged with whatever the server itself left unprocessed. A refusal of the part
-/// sent is passed on as it is.
-async fn send_and_hold(
-    json: &Value,
-    sent: serde_json::Map<String, Value>,
-    mut unprocessed: serde_json::Map<String, Value>,
-    forward: &Forwarder,
-) -> Response<Full<Bytes>> {
-    if !sent.is_empty() {
-        let mut body = json.clone();
-        body["RequestItems"] = Value::Object(sent);
-        let answer = match send_part(forward, &body, "1.0").await {
-            Ok(answer) => answer,
-            Err(refused) => return refused,
-        };
-        for (table, requests) in answer["UnprocessedItems"].as_object().into_iter().flatten() {
-            let entry = unprocessed
-                .entry(table.clone())
-                .or_insert_with(|| Value::Array(vec![]));
-            let more = requests.as_array().cloned().unwrap_or_default();
-            entry.as_array_mut().unwrap().extend(more);
-        }
-    }
-    // A new body: no x-amz-crc32 header, which would no longer match.
-    let body = json!({ "UnprocessedItems": unprocessed }).to_string();
-    reply(200, "1.0", body, true)
-}
-
-/// Forwards the write requests of a `BatchWriteItem` that do not name the item `id` and answers
-/// those that do as unprocessed, with whatever the server itself left unprocessed.
-async fn hold_back(json: &Value, id: &str, forward: &Forwarder) -> Response<Full<Bytes>> {
-    let names = format!("\"id\":{}", json!({ "S": id }));
-    let mut sent = serde_json::Map::new();
-    let mut unprocessed = serde_json::Map::new();
-    for (table, requests) in json["RequestItems"].as_object().into_iter().flatten() {
-        let requests = requests.as_array().cloned().unwrap_or_default();
-        let (held, passed): (Vec<Value>, Vec<Value>) = requests
-            .into_iter()
-            .partition(|r| r.to_string().contains(&names));
-        if !passed.is_empty() {
-            sent.insert(table.clone(), Value::Array(passed));
-        }
-        if !held.is_empty() {
-            unprocessed.insert(table.clone(), Value::Array(held));
-        }
-    }
-    send_and_hold(json, sent, unprocessed, forward).await
-}
-
-/// The wall clock, epoch seconds with fraction.
-fn wall_clock() -> f64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    since.unwrap().as_secs_f64()
-}
-
 fn decide(shared: &Shared, op: &str, json: &Value) -> Option<Fault> {
     decide_by(&shared.plan.lock().unwrap(), shared, op, json)
 }
@@ -685,178 +543,4 @@ fn decide_by(plan: &Plan, shared: &Shared, op: &str, json: &Value) -> Option<Fau
             Some(usable[rng.usize(..usable.len())].clone())
         }
     }
-}
-
-/// What a request is about, independent of table names and timing: the operation and the keys
-/// it deletes, or the window and start key it reads.
-pub fn request_identity(op: &str, json: &Value) -> String {
-    let mut parts = vec![op.to_owned()];
-    match op {
-        "BatchWriteItem" => {
-            for requests in json["RequestItems"].as_object().into_iter().flatten() {
-                for r in requests.1.as_array().into_iter().flatten() {
-                    parts.push(r["DeleteRequest"]["Key"].to_string());
-                }
-            }
-        }
-        "DeleteItem" => parts.push(json["Key"].to_string()),
-        op if is_sink_batch(op) => parts.extend(sink_event_ids(op, json)),
-        "Query" => {
-            // A GSI's window (`:win`), or an expiry index table's (`:w`).
-            let values = &json["ExpressionAttributeValues"];
-            let window = values.get(":win").or_else(|| values.get(":w"));
-            parts.push(window.unwrap_or(&Value::Null).to_string());
-            parts.push(json["ExclusiveStartKey"].to_string());
-        }
-        _ => parts.push(json.to_string()),
-    }
-    parts.join("|")
-}
-
-/// FNV-1a, 64 bits: a stable hash for seeding.
-pub fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
-/// The expiry-event sinks' batch operations (the last part of their `X-Amz-Target`).
-pub const SINK_BATCH_OPS: [&str; 3] = ["SendMessageBatch", "PutEvents", "PutRecordBatch"];
-
-pub fn is_sink_batch(op: &str) -> bool {
-    SINK_BATCH_OPS.contains(&op)
-}
-
-/// The field of a sink batch request that holds its entries: `Entries` (SQS, EventBridge) or
-/// `Records` (Firehose).
-fn entries_field(op: &str) -> &'static str {
-    match op {
-        "PutRecordBatch" => "Records",
-        _ => "Entries",
-    }
-}
-
-fn sink_entries(op: &str, json: &Value) -> Vec<Value> {
-    json[entries_field(op)]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
-/// The event envelope or detail an entry carries, as JSON.
-fn entry_event(op: &str, entry: &Value) -> Value {
-    use base64::Engine as _;
-    let text = match op {
-        "SendMessageBatch" => entry["MessageBody"].as_str().map(str::to_owned),
-        "PutEvents" => entry["Detail"].as_str().map(str::to_owned),
-        _ => entry["Data"]
-            .as_str()
-            .and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok())
-            .and_then(|b| String::from_utf8(b).ok()),
-    };
-    text.and_then(|t| serde_json::from_str(t.trim_end()).ok())
-        .unwrap_or(Value::Null)
-}
-
-/// The event ids a sink batch request carries, in order (`detail.id`; the detail itself for
-/// EventBridge).
-pub fn sink_event_ids(op: &str, json: &Value) -> Vec<String> {
-    sink_entries(op, json)
-        .iter()
-        .map(|e| {
-            let event = entry_event(op, e);
-            let id = if op == "PutEvents" {
-                &event["id"]
-            } else {
-                &event["detail"]["id"]
-            };
-            id.as_str().unwrap_or("?").to_owned()
-        })
-        .collect()
-}
-
-/// Forwards part of a sink batch and answers the rest as failed entries, in the operation's own
-/// shape (SQS `Failed`; EventBridge and Firehose one result per entry, in order, with an error
-/// code and a failed count), merged with what the server itself answered.
-async fn split_entries(op: &str, json: &Value, forward: &Forwarder) -> Response<Full<Bytes>> {
-    let entries = sink_entries(op, json);
-    let mut rng = fastrand::Rng::with_seed(fnv(request_identity(op, json).as_bytes()));
-    let first_held = rng.usize(..entries.len().max(1));
-    let held: Vec<bool> = (0..entries.len())
-        .map(|i| i == first_held || rng.bool())
-        .collect();
-    let sent: Vec<Value> = entries
-        .iter()
-        .zip(&held)
-        .filter(|(_, h)| !**h)
-        .map(|(e, _)| e.clone())
-        .collect();
-    let answer: Value = if sent.is_empty() {
-        Value::Null
-    } else {
-        let mut body = json.clone();
-        body[entries_field(op)] = Value::Array(sent);
-        match send_part(forward, &body, "1.1").await {
-            Ok(answer) => answer,
-            Err(refused) => return refused,
-        }
-    };
-    let body = match op {
-        "SendMessageBatch" => {
-            let mut failed = answer["Failed"].as_array().cloned().unwrap_or_default();
-            for (e, _) in entries.iter().zip(&held).filter(|(_, h)| **h) {
-                failed.push(json!({
-                    "Id": e["Id"], "SenderFault": false, "Code": "InternalError",
-                    "Message": "Injected per-entry failure",
-                }));
-            }
-            json!({
-                "Successful": answer["Successful"].as_array().cloned().unwrap_or_default(),
-                "Failed": failed,
-            })
-        }
-        _ => {
-            let (results_field, count_field, ok_id, code) = if op == "PutEvents" {
-                (
-                    "Entries",
-                    "FailedEntryCount",
-                    "EventId",
-                    "ThrottlingException",
-                )
-            } else {
-                (
-                    "RequestResponses",
-                    "FailedPutCount",
-                    "RecordId",
-                    "ServiceUnavailableException",
-                )
-            };
-            let mut from_server = answer[results_field]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .into_iter();
-            let mut failed = 0;
-            let results: Vec<Value> = held
-                .iter()
-                .map(|h| {
-                    let r = if *h {
-                        json!({ "ErrorCode": code, "ErrorMessage": "Injected per-entry failure" })
-                    } else {
-                        from_server.next().unwrap_or(Value::Null)
-                    };
-                    if r.get(ok_id).is_none() {
-                        failed += 1;
-                    }
-                    r
-                })
-                .collect();
-            let mut body = json!({ results_field: results, count_field: failed });
-            if op == "PutRecordBatch" {
-                body["Encrypted"] = json!(false);
-            }
-            body
-        }
-    };
-    reply(200, "1.1", body.to_string(), true)
 }

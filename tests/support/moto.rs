@@ -8,17 +8,14 @@
 //!
 //! The helpers build what a consumer would: a queue, a bus with a rule that forwards the
 //! sweeper's events to a queue, a Firehose stream into an S3 bucket; and read back what arrived.
-#![allow(dead_code, unreachable_pub)]
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
 
-// The test that includes this module includes tests/common too, which holds the server harness.
-use crate::common::server::{self, repo_root, LocalServer};
+use super::server::{self, repo_root, LocalServer};
 
 static MOTO: LocalServer = LocalServer::new();
 
@@ -86,14 +83,10 @@ fn http_get(port: u16, path: &str) -> Option<Vec<u8>> {
     }
 }
 
-/// A name unique within this test run.
+/// A name unique within this test run, [`table_name`](super::table_name)'s with hyphens (a
+/// Firehose stream's bucket is named like it: no underscores).
 pub fn unique(prefix: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    )
+    super::table_name(prefix).replace('_', "-")
 }
 
 /// Shared SDK settings for moto (region, dummy credentials, the endpoint).

@@ -23,9 +23,7 @@
 //! - [`RuntimeApi::invoke`] delivers any event (a stream batch, as an event source mapping
 //!   invokes the function) and waits for its outcome, as a synchronous invocation does.
 //!
-//! Everything listens on 127.0.0.1 only. [`Recorder`] is a pass-through proxy that holds and
-//! observes the requests to an AWS JSON endpoint.
-#![allow(dead_code)]
+//! Everything listens on 127.0.0.1 only.
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -37,15 +35,12 @@ use std::time::Duration;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client as HttpClient;
-use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::common::server::{collected, listen, passed_on, read_request, serve};
-pub use crate::common::wall_clock as wall;
+use super::server::{json_reply, listen, read_request, serve};
+use super::wall_clock;
 
 /// The function and its execution environments.
 #[derive(Debug, Clone)]
@@ -340,7 +335,7 @@ impl RuntimeApi {
             .unwrap_or_else(|e| e.into_inner())
             .push(tokio::spawn(async move {
                 for (idx, at) in plan {
-                    let wait = at - wall();
+                    let wait = at - wall_clock();
                     if wait > 0.0 {
                         tokio::time::sleep(Duration::from_secs_f64(wait)).await;
                     }
@@ -360,7 +355,7 @@ impl RuntimeApi {
     pub async fn invoke(&self, event: &Value) -> Invocation {
         let idx = {
             let mut st = self.inner.state();
-            let (idx, now) = (st.invocations.len(), wall());
+            let (idx, now) = (st.invocations.len(), wall_clock());
             let request_id = format!("{:08x}-e{idx:04}", fastrand::u32(..));
             st.by_id.insert(request_id.clone(), idx);
             st.events.insert(idx, event.to_string());
@@ -390,7 +385,7 @@ impl RuntimeApi {
     /// Waits until no invocation is waiting or running, or the wall clock reads `until`.
     pub async fn wait_ended(&self, until: f64) {
         let pending = |i: &Invocation| matches!(i.outcome, Outcome::Waiting | Outcome::Running);
-        while wall() < until && self.invocations().iter().any(pending) {
+        while wall_clock() < until && self.invocations().iter().any(pending) {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -413,7 +408,7 @@ impl RuntimeApi {
         }
         let mut st = self.inner.state();
         st.stopped = true;
-        let stopped_at = wall();
+        let stopped_at = wall_clock();
         for env in st.envs.iter_mut() {
             env.waiter = None;
             if let Some(child) = env.child.take() {
@@ -453,7 +448,7 @@ impl RuntimeApi {
             let inv = &mut st.invocations[idx];
             if inv.outcome == Outcome::Running {
                 inv.outcome = Outcome::Failed("killed".into());
-                inv.end = Some(wall());
+                inv.end = Some(wall_clock());
             }
         }
         spawn_env(&self.inner.options, &mut st.envs[env]);
@@ -553,7 +548,7 @@ fn dispatch(inner: &Arc<Inner>, st: &mut State) {
             return; // every environment is busy: the event waits
         };
         let waiter = st.envs[env].waiter.take().unwrap();
-        let start = wall();
+        let start = wall_clock();
         let deadline = start + inner.options.timeout.as_secs_f64();
         let inv = &st.invocations[idx];
         let time = chrono::DateTime::from_timestamp(inv.scheduled as i64, 0)
@@ -580,7 +575,7 @@ fn dispatch(inner: &Arc<Inner>, st: &mut State) {
         st.envs[env].current = Some(idx);
         let inner = inner.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs_f64((deadline - wall()).max(0.0))).await;
+            tokio::time::sleep(Duration::from_secs_f64((deadline - wall_clock()).max(0.0))).await;
             let mut st = inner.state();
             if st.stopped || st.invocations[idx].outcome != Outcome::Running {
                 return;
@@ -588,7 +583,7 @@ fn dispatch(inner: &Arc<Inner>, st: &mut State) {
             // Lambda stops an invocation at its deadline; the environment is replaced.
             let inv = &mut st.invocations[idx];
             inv.outcome = Outcome::TimedOut;
-            inv.end = Some(wall());
+            inv.end = Some(wall_clock());
             let e = &mut st.envs[env];
             if let Some(mut child) = e.child.take() {
                 let _ = child.kill();
@@ -608,7 +603,7 @@ fn idle(inner: &Arc<Inner>, st: &mut State, env: usize, tx: oneshot::Sender<Deli
         let inv = &mut st.invocations[idx];
         if inv.outcome == Outcome::Running {
             inv.outcome = Outcome::Failed("no response before the next /next".into());
-            inv.end = Some(wall());
+            inv.end = Some(wall_clock());
         }
     }
     st.envs[env].waiter = Some(tx);
@@ -616,14 +611,6 @@ fn idle(inner: &Arc<Inner>, st: &mut State, env: usize, tx: oneshot::Sender<Deli
 }
 
 type HttpResponse = Response<Full<Bytes>>;
-
-fn reply(status: u16, body: &str) -> HttpResponse {
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_owned())))
-        .unwrap()
-}
 
 async fn handle(
     inner: Arc<Inner>,
@@ -633,45 +620,45 @@ async fn handle(
     let (parts, body, _) = read_request(req).await;
     let (method, path) = (parts.method, parts.uri.path());
     let Some(rest) = path.strip_prefix("/2018-06-01/runtime/") else {
-        return Ok(reply(404, r#"{"errorType":"NotFound"}"#));
+        return Ok(json_reply(404, r#"{"errorType":"NotFound"}"#));
     };
     if method == Method::GET && rest == "invocation/next" {
         return Ok(next(&inner, env).await);
     }
     if method != Method::POST {
-        return Ok(reply(405, r#"{"errorType":"MethodNotAllowed"}"#));
+        return Ok(json_reply(405, r#"{"errorType":"MethodNotAllowed"}"#));
     }
     let text = String::from_utf8_lossy(&body).into_owned();
     if rest == "init/error" {
         let mut st = inner.state();
         st.init_errors.push(text);
-        return Ok(reply(202, r#"{"status":"OK"}"#));
+        return Ok(json_reply(202, r#"{"status":"OK"}"#));
     }
     let Some((id, kind)) = rest
         .strip_prefix("invocation/")
         .and_then(|r| r.rsplit_once('/'))
     else {
-        return Ok(reply(404, r#"{"errorType":"NotFound"}"#));
+        return Ok(json_reply(404, r#"{"errorType":"NotFound"}"#));
     };
     let outcome = match kind {
         "response" => {
             Outcome::Succeeded(serde_json::from_str(&text).unwrap_or(Value::String(text)))
         }
         "error" => Outcome::Failed(text),
-        _ => return Ok(reply(404, r#"{"errorType":"NotFound"}"#)),
+        _ => return Ok(json_reply(404, r#"{"errorType":"NotFound"}"#)),
     };
     let mut st = inner.state();
     let Some(&idx) = st.by_id.get(id) else {
-        return Ok(reply(400, r#"{"errorType":"InvalidRequestID"}"#));
+        return Ok(json_reply(400, r#"{"errorType":"InvalidRequestID"}"#));
     };
     if st.invocations[idx].outcome != Outcome::Running || st.envs[env].current != Some(idx) {
-        return Ok(reply(400, r#"{"errorType":"InvalidStateTransition"}"#));
+        return Ok(json_reply(400, r#"{"errorType":"InvalidStateTransition"}"#));
     }
     let inv = &mut st.invocations[idx];
     inv.outcome = outcome;
-    inv.end = Some(wall());
+    inv.end = Some(wall_clock());
     st.envs[env].current = None;
-    Ok(reply(202, r#"{"status":"OK"}"#))
+    Ok(json_reply(202, r#"{"status":"OK"}"#))
 }
 
 /// `GET .../invocation/next`: the environment is idle until an event arrives.
@@ -716,135 +703,4 @@ async fn next(inner: &Arc<Inner>, env: usize) -> HttpResponse {
         )
         .body(Full::new(Bytes::from(d.body)))
         .unwrap()
-}
-
-// ------------------------------------------------------------------------------- recording proxy
-
-/// What a [`Recorder`] is told of each request the server answered with success: the operation
-/// (the last part of `X-Amz-Target`), the request and answer bodies, and when the answer came
-/// back (wall clock, epoch seconds).
-pub type Observe = Box<dyn Fn(&str, &Value, &Value, f64) + Send + Sync>;
-/// How long a [`Recorder`] holds a request (its operation and body) before passing it on.
-pub type Hold = Box<dyn Fn(&str, &Value) -> Duration + Send + Sync>;
-
-/// A pass-through proxy in front of an AWS JSON endpoint (DynamoDB, moto) that holds each
-/// request as `hold` says and tells `observe` what the server answered.
-pub struct Recorder {
-    /// `http://127.0.0.1:PORT`: point the client here.
-    pub endpoint: String,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-struct Upstream {
-    base: String,
-    client: HttpClient<HttpConnector, Full<Bytes>>,
-    hold: Hold,
-    observe: Observe,
-}
-
-impl Recorder {
-    /// Starts a recorder in front of `upstream` (`http://127.0.0.1:PORT`).
-    pub async fn start(upstream: &str, hold: Hold, observe: Observe) -> Recorder {
-        let listener = listen().await;
-        let endpoint = format!("http://{}", listener.local_addr().unwrap());
-        let base = upstream.trim_end_matches('/').to_owned();
-        let client = HttpClient::builder(TokioExecutor::new()).build_http();
-        let up = Arc::new(Upstream {
-            base,
-            client,
-            hold,
-            observe,
-        });
-        let task = serve(listener, move |_, req| forward(up.clone(), req));
-        Recorder { endpoint, task }
-    }
-}
-
-async fn forward(up: Arc<Upstream>, req: Request<Incoming>) -> Result<HttpResponse, Infallible> {
-    let (parts, body, op) = read_request(req).await;
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let pause = (up.hold)(&op, &request);
-    if !pause.is_zero() {
-        tokio::time::sleep(pause).await;
-    }
-    let uri = format!("{}{}", up.base, parts.uri);
-    let out = passed_on(parts.method, uri, &parts.headers, body);
-    let resp = match up.client.request(out).await {
-        Ok(resp) => resp,
-        Err(e) => return Ok(reply(502, &json!({ "message": e.to_string() }).to_string())),
-    };
-    let (rparts, rbody) = resp.into_parts();
-    let rbody = collected(rbody).await;
-    let at = wall();
-    if rparts.status.is_success() {
-        let answer: Value = serde_json::from_slice(&rbody).unwrap_or(Value::Null);
-        (up.observe)(&op, &request, &answer, at);
-    }
-    Ok(Response::from_parts(rparts, Full::new(rbody)))
-}
-
-/// The `id`s of the keys the delete requests of a `BatchWriteItem`'s `RequestItems` (or
-/// `UnprocessedItems`) name.
-pub fn ids_in(requests: &Value) -> Vec<String> {
-    let lists = requests.as_object().into_iter().flat_map(|o| o.values());
-    let requests = lists.flat_map(|v| v.as_array().into_iter().flatten());
-    let id = |r: &Value| {
-        r["DeleteRequest"]["Key"]["id"]["S"]
-            .as_str()
-            .map(str::to_owned)
-    };
-    requests.filter_map(id).collect()
-}
-
-/// A [`Recorder`] in front of a DynamoDB endpoint that records, by item `id`, the wall clock
-/// (epoch seconds) at which the server acknowledged each item's delete: the first
-/// `BatchWriteItem` answer that does not list it as unprocessed, or a successful `DeleteItem`.
-/// (The sub-second benchmark's.)
-pub struct DeleteRecorder {
-    /// `http://127.0.0.1:PORT`: point the sweeper here.
-    pub endpoint: String,
-    pub acks: Arc<Mutex<HashMap<String, f64>>>,
-    _recorder: Recorder,
-}
-
-impl DeleteRecorder {
-    /// Starts a recorder in front of `upstream` (`http://127.0.0.1:PORT`).
-    pub async fn start(upstream: &str) -> DeleteRecorder {
-        let acks = Arc::new(Mutex::new(HashMap::new()));
-        let seen = acks.clone();
-        let observe = move |op: &str, request: &Value, answer: &Value, at: f64| {
-            let deleted: Vec<String> = match op {
-                "BatchWriteItem" => {
-                    let left = ids_in(&answer["UnprocessedItems"]);
-                    let mut sent = ids_in(&request["RequestItems"]);
-                    sent.retain(|id| !left.contains(id));
-                    sent
-                }
-                "DeleteItem" => request["Key"]["id"]["S"]
-                    .as_str()
-                    .map(str::to_owned)
-                    .into_iter()
-                    .collect(),
-                _ => return,
-            };
-            let mut acks = seen.lock().unwrap();
-            for id in deleted {
-                acks.entry(id).or_insert(at);
-            }
-        };
-        let recorder =
-            Recorder::start(upstream, Box::new(|_, _| Duration::ZERO), Box::new(observe)).await;
-        let endpoint = recorder.endpoint.clone();
-        DeleteRecorder {
-            endpoint,
-            acks,
-            _recorder: recorder,
-        }
-    }
 }

@@ -3,7 +3,6 @@
 //! earlier, by [`stop`]), and by the kernel (parent-death signal) if the process is killed
 //! outright. And the HTTP plumbing of
 //! the servers and proxies the tests run themselves.
-#![allow(dead_code, unreachable_pub)]
 
 use std::fs::File;
 use std::net::TcpListener;
@@ -215,4 +214,13 @@ pub fn passed_on(
         }
     }
     req.body(Full::new(body)).unwrap()
+}
+
+/// An answer with the JSON `body`.
+pub fn json_reply(status: u16, body: &str) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_owned())))
+        .unwrap()
 }

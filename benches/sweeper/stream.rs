@@ -1,0 +1,661 @@
+//! Section 1 of docs/BENCHMARKS.md, its "Writers unchanged: the expiry index table" part: the
+//! release daemon against DynamoDB Local and its stream. The lag from ttl to acknowledged delete
+//! of items whose writers set the window beside the ttl (a table with the GSI, `run --every 1s`)
+//! and of items written with only a ttl (a table with a stream and no GSI, `run --every 1s
+//! --follow-stream` with an expiry index table), side by side in one run, and of items written
+//! already expired; the same lags on Lambda (lambda.rs: the release Lambda binary under the local
+//! Runtime API, the sweeper ticking on a schedule and the indexer fed by an emulated event source
+//! mapping); then the indexer's CPU per record.
+//! Every lag run (of either path), and every daemon of a CPU run, has a DynamoDB Local of its own,
+//! started before and stopped after what is measured: DynamoDB Local's writes to a table with a
+//! stream slow as stream records accumulate on the server.
+//!
+//! `BENCH_ONLY=stream cargo bench --bench sweeper` runs this part alone and writes
+//! target/bench-stream.md; `make bench` adds it to docs/BENCHMARKS.md.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::StreamViewType;
+use aws_sdk_dynamodb::Client;
+use serde_json::Value;
+use tokio::time::Instant;
+
+mod lambda;
+
+use crate::daemon::{secs, three, Daemon, Lags};
+use crate::support::recorder::{Acks, DeleteRecorder, Recorder};
+use crate::support::*;
+
+/// Sizes and repetitions.
+pub struct Settings {
+    pub quick: bool,
+    /// Runs of the lag measurement.
+    pub lag_runs: usize,
+    /// Seconds over which each lag run writes its items.
+    pub lag_secs: i64,
+    /// Items written each second, of each kind (writer-set window, ttl only), due
+    /// [`DUE_IN`] s later.
+    pub due_per_sec: i64,
+    /// Items written each second, of each kind, already expired.
+    pub expired_per_sec: i64,
+    /// Runs of the CPU measurement (each one daemon per variant).
+    pub cpu_runs: usize,
+    /// Items written in each CPU run.
+    pub cpu_items: usize,
+    /// Wall seconds of each CPU run's daemon, from its start to its CPU reading, unless it has
+    /// not caught up by then: then one second after it has (at most [`CPU_LIMIT`]).
+    pub cpu_secs: u64,
+}
+
+impl Settings {
+    pub fn new(quick: bool) -> Self {
+        if quick {
+            Settings {
+                quick,
+                lag_runs: 2,
+                lag_secs: 8,
+                due_per_sec: 5,
+                expired_per_sec: 1,
+                cpu_runs: 1,
+                cpu_items: 1_000,
+                cpu_secs: 15,
+            }
+        } else {
+            Settings {
+                quick,
+                lag_runs: 3,
+                lag_secs: 20,
+                due_per_sec: 5,
+                expired_per_sec: 1,
+                cpu_runs: 3,
+                cpu_items: 5_000,
+                cpu_secs: 40,
+            }
+        }
+    }
+}
+
+/// The longest a CPU run's daemon waits to catch up before its CPU is read (seconds).
+const CPU_LIMIT: u64 = 300;
+/// A due item's ttl is the whole second of its write plus this: 2–3 s after it is written.
+const DUE_IN: i64 = 3;
+/// An expired item's ttl is the whole second of its write minus this.
+const EXPIRED_FOR: i64 = 10;
+/// How the sweeper finds the item: its writer set the window (the table's GSI), or it was written
+/// with only a ttl (the stream indexer's entry in the expiry index table).
+const KINDS: [&str; 2] = ["writer (GSI)", "stream (index table, ttl only)"];
+
+/// One lag run: due items of each kind (lag from ttl), expired items of each kind (lag from the
+/// write's acknowledgement), items deleted before their ttl, and the sweeper's own figures.
+pub struct LagRun {
+    pub due: [Lags; 2],
+    pub expired: [Lags; 2],
+    pub early: usize,
+    /// The largest `lag_p99_ms` and `lag_max_ms` of the daemon's tick lines.
+    pub sweeper_p99_ms: u64,
+    pub sweeper_max_ms: u64,
+}
+
+/// One daemon's CPU in a CPU run.
+#[derive(Clone, Copy)]
+pub struct CpuRun {
+    /// utime + stime, seconds, read just before SIGTERM.
+    pub cpu_secs: f64,
+    /// Seconds from the daemon's start to that reading.
+    pub wall_secs: f64,
+    /// Seconds from the daemon's start until the stream records were all read (and the windows
+    /// all set); `None` if that did not happen before the reading.
+    pub caught_up: Option<f64>,
+    /// Stream records read, and entries the indexer wrote (`PutRequest`s to the index table).
+    pub records: u64,
+    pub entries: u64,
+}
+
+/// The CPU run's variants: what the items carry, and whether the daemon follows the stream into
+/// an expiry index table.
+pub const VARIANTS: [(&str, bool, bool); 2] = [
+    ("ttl only, `--follow-stream` (index table)", false, true),
+    ("window set by the writer (GSI), no stream", true, false),
+];
+
+pub struct Figures {
+    pub settings: Settings,
+    /// Whether each run had a DynamoDB Local of its own (not so when `DYNAMODB_ENDPOINT` names
+    /// one server for all).
+    pub own_servers: bool,
+    pub lag: Vec<LagRun>,
+    /// The Lambda path's runs (the sweeper ticking, the indexer fed by the emulated mapping).
+    pub lambda: Vec<lambda::LambdaRun>,
+    /// Per run, the CPU of each of [`VARIANTS`], in that order.
+    pub cpu: Vec<[CpuRun; 2]>,
+}
+
+/// The daemon, `run --every 1s` on `table` with `checkpoint` (and, given an expiry index table,
+/// `--follow-stream` into it), reaching DynamoDB at `endpoint`; ready once it says so: following
+/// the stream, or (without it) running.
+async fn start_daemon(
+    endpoint: &str,
+    table: &str,
+    checkpoint: &str,
+    index: Option<&str>,
+) -> Daemon {
+    let mut args = vec!["--every", "1s", "--table-name", table];
+    let mut env = vec![("CHECKPOINT_TABLE", checkpoint)];
+    let ready = match index {
+        Some(index) => {
+            args.push("--follow-stream");
+            env.push(("EXPIRY_INDEX_TABLE", index));
+            "following the table's stream"
+        }
+        None => "running until SIGINT or SIGTERM",
+    };
+    Daemon::start(endpoint, &format!("stream-{table}"), &env, &args, ready).await
+}
+
+/// The largest `lag_p99_ms` and `lag_max_ms` of the daemon's tick lines.
+fn sweeper_lags(daemon: &Daemon) -> (u64, u64) {
+    daemon.tick_lines().iter().fold((0, 0), |(p99, max), l| {
+        let field = |name: &str| l[name].as_u64().unwrap_or(0);
+        (p99.max(field("lag_p99_ms")), max.max(field("lag_max_ms")))
+    })
+}
+
+/// The tables of a run: one with the sweeper's GSI (writers set the window), one with a stream
+/// with both images and no GSI (writers unchanged) and its expiry index table, and a checkpoint
+/// table for both daemons.
+struct Tables {
+    gsi: String,
+    plain: String,
+    index: String,
+    checkpoint: String,
+}
+
+async fn tables(client: &Client, prefix: &str) -> Tables {
+    let gsi = new_table(client, prefix, |_| {}).await;
+    let plain = new_table(client, &format!("{prefix}st"), |t| {
+        t.index = false;
+        t.stream = Some(StreamViewType::NewAndOldImages);
+    })
+    .await;
+    let index = index_table(client, &format!("{prefix}ix")).await;
+    let checkpoint = checkpoint_table(client, &format!("{prefix}cp")).await;
+    Tables {
+        gsi,
+        plain,
+        index,
+        checkpoint,
+    }
+}
+
+/// A DynamoDB Local of the run's own, started (a few seconds, not measured) on a free port.
+async fn own_server() -> OwnDynamoDbLocal {
+    tokio::task::spawn_blocking(OwnDynamoDbLocal::start)
+        .await
+        .expect("start DynamoDB Local")
+}
+
+/// Stops the run's DynamoDB Local by its PID, once the run has measured what it measures.
+async fn stop_server(server: OwnDynamoDbLocal) {
+    tokio::task::spawn_blocking(move || drop(server))
+        .await
+        .expect("stop DynamoDB Local");
+}
+
+/// One item written by the lag run.
+struct Written {
+    id: String,
+    kind: usize,
+    expired: bool,
+    ttl: i64,
+    /// When its `PutItem` was acknowledged (epoch seconds).
+    at: f64,
+}
+
+/// The lags of the items of `kind` written due (lag from ttl) or already expired (lag from the
+/// acknowledgement of their `PutItem`), from the acknowledged deletes `acks`.
+fn lags_of(
+    written: &[Written],
+    acks: &HashMap<String, (f64, bool)>,
+    kind: usize,
+    expired: bool,
+) -> Lags {
+    let of: Vec<&Written> = written
+        .iter()
+        .filter(|w| w.kind == kind && w.expired == expired)
+        .collect();
+    let mut lags: Vec<f64> = of
+        .iter()
+        .filter_map(|w| {
+            let from = if expired { w.at } else { w.ttl as f64 };
+            acks.get(&w.id).map(|(at, _)| at - from)
+        })
+        .collect();
+    lags.sort_by(f64::total_cmp);
+    Lags {
+        items: of.len(),
+        lags,
+        one_by_one: of
+            .iter()
+            .filter(|w| acks.get(&w.id).is_some_and(|(_, one)| *one))
+            .count(),
+    }
+}
+
+/// The due items whose delete DynamoDB acknowledged before their ttl.
+/// Waits until every item of `written` has its delete acknowledged in `acks`, or 15 s after the
+/// last ttl.
+async fn until_deleted(written: &[Written], acks: &Acks) {
+    let last = written.iter().map(|w| w.ttl).max().unwrap_or(0) as f64 + 15.0;
+    loop {
+        let all = {
+            let acks = acks.lock().unwrap();
+            written.iter().all(|w| acks.contains_key(&w.id))
+        };
+        if all || wall_clock() > last {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn early(written: &[Written], acks: &HashMap<String, (f64, bool)>) -> usize {
+    written
+        .iter()
+        .filter(|w| !w.expired && acks.get(&w.id).is_some_and(|(at, _)| *at < w.ttl as f64))
+        .count()
+}
+
+/// One lag run, on a DynamoDB Local of its own: the daemon started, then for `lag_secs` s, each
+/// second, `due_per_sec` items of each kind due [`DUE_IN`] s after the second and
+/// `expired_per_sec` of each kind expired [`EXPIRED_FOR`] s before it, written one `PutItem` at
+/// a time, evenly spaced, the kinds interleaved; deletes timed at DynamoDB's acknowledgement by a
+/// pass-through proxy in front of the server.
+async fn lag_run(s: &Settings) -> LagRun {
+    let server = own_server().await;
+    let client = client_of(&server.endpoint).await;
+    let t = tables(&client, "streamlag").await;
+    let recorder = DeleteRecorder::start(&server.endpoint).await;
+    let acks = recorder.acks.clone();
+    let mut daemons = [
+        start_daemon(&recorder.endpoint, &t.gsi, &t.checkpoint, None).await,
+        start_daemon(&recorder.endpoint, &t.plain, &t.checkpoint, Some(&t.index)).await,
+    ];
+    // Each second's writes: pairs of one item of each kind, `expired_per_sec` of the pairs
+    // expired, spread over the second.
+    let pairs = s.due_per_sec + s.expired_per_sec;
+    let step = if s.expired_per_sec > 0 {
+        pairs / s.expired_per_sec
+    } else {
+        i64::MAX
+    };
+    let expired_pair =
+        |j: i64| s.expired_per_sec > 0 && j % step == 0 && j / step < s.expired_per_sec;
+    let per_sec = 2 * pairs;
+    let gap = Duration::from_secs_f64(1.0 / per_sec as f64);
+    let mut written = Vec::new();
+    let start = Instant::now();
+    for k in 0..s.lag_secs * per_sec {
+        tokio::time::sleep_until(start + gap * k as u32).await;
+        let kind = (k % 2) as usize;
+        let expired = expired_pair((k % per_sec) / 2);
+        let second = now();
+        let ttl = if expired {
+            second - EXPIRED_FOR
+        } else {
+            second + DUE_IN
+        };
+        let id = format!(
+            "{}{}-{k}",
+            ["w", "s"][kind],
+            if expired { "x" } else { "d" }
+        );
+        let (table, item) = if kind == 0 {
+            (&t.gsi, session(&id, ttl))
+        } else {
+            (&t.plain, unwindowed(&id, ttl))
+        };
+        put_one(&client, table, item).await;
+        written.push(Written {
+            id,
+            kind,
+            expired,
+            ttl,
+            at: wall_clock(),
+        });
+    }
+    until_deleted(&written, &acks).await;
+    let (mut sweeper_p99_ms, mut sweeper_max_ms) = (0, 0);
+    for daemon in &mut daemons {
+        daemon.stop().await;
+        let (p99, max) = sweeper_lags(daemon);
+        (sweeper_p99_ms, sweeper_max_ms) = (sweeper_p99_ms.max(p99), sweeper_max_ms.max(max));
+    }
+    drop(recorder);
+    stop_server(server).await;
+    let acks = acks.lock().unwrap().clone();
+    let lags = |kind: usize, expired: bool| lags_of(&written, &acks, kind, expired);
+    LagRun {
+        due: [lags(0, false), lags(1, false)],
+        expired: [lags(0, true), lags(1, true)],
+        early: early(&written, &acks),
+        sweeper_p99_ms,
+        sweeper_max_ms,
+    }
+}
+
+/// One daemon of a CPU run, on a DynamoDB Local of its own: `cpu_items` items with a ttl an hour
+/// ahead (nothing expires), with their window (the GSI table) or with only a ttl (the table with
+/// a stream), written before the daemon starts; the daemon following the stream into the index
+/// table or not; its CPU read `cpu_secs` s after its start.
+async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
+    let server = own_server().await;
+    let client = client_of(&server.endpoint).await;
+    let t = tables(&client, "streamcpu").await;
+    let table = if windowed { &t.gsi } else { &t.plain };
+    // Counts the stream records the daemon read and the entries it wrote.
+    let records = Arc::new(AtomicU64::new(0));
+    let entries = Arc::new(AtomicU64::new(0));
+    let observe = {
+        let (records, entries, index) = (records.clone(), entries.clone(), t.index.clone());
+        move |op: &str, request: &Value, answer: &Value, _at: f64| match op {
+            "GetRecords" => {
+                let n = answer["Records"].as_array().map_or(0, Vec::len);
+                records.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            "BatchWriteItem" => {
+                let puts = |l: &Value| {
+                    l.as_array().map_or(0, |l| {
+                        l.iter().filter(|w| w.get("PutRequest").is_some()).count()
+                    })
+                };
+                let sent = puts(&request["RequestItems"][index.as_str()]);
+                let left = puts(&answer["UnprocessedItems"][index.as_str()]);
+                entries.fetch_add(sent.saturating_sub(left) as u64, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    };
+    let recorder = Recorder::start(
+        &server.endpoint,
+        Box::new(|_, _| Duration::ZERO),
+        Box::new(observe),
+    )
+    .await;
+    // Written before the daemon starts (the stream keeps them; a shard never read is read from
+    // its oldest record), so that its wall time is the same whatever the writes take.
+    let ttl = now() + 3600;
+    let items: Vec<_> = (0..s.cpu_items)
+        .map(|i| {
+            let id = format!("c-{i}");
+            if windowed {
+                session(&id, ttl)
+            } else {
+                unwindowed(&id, ttl)
+            }
+        })
+        .collect();
+    put_many(&client, table, items).await;
+    let started = Instant::now();
+    let index = follow.then_some(t.index.as_str());
+    let mut daemon = start_daemon(&recorder.endpoint, table, &t.checkpoint, index).await;
+    // Every INSERT record, and an entry for each.
+    let n = s.cpu_items as u64;
+    let (want_records, want_entries) = if follow { (n, n) } else { (0, 0) };
+    let mut reading = started + Duration::from_secs(s.cpu_secs);
+    let limit = started + Duration::from_secs(CPU_LIMIT);
+    let mut caught_up = None;
+    while Instant::now() < reading || (caught_up.is_none() && Instant::now() < limit) {
+        if caught_up.is_none()
+            && records.load(Ordering::Relaxed) >= want_records
+            && entries.load(Ordering::Relaxed) >= want_entries
+        {
+            caught_up = Some(started.elapsed().as_secs_f64());
+            reading = reading.max(Instant::now() + Duration::from_secs(1));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let cpu_secs = daemon.cpu_secs();
+    let wall_secs = started.elapsed().as_secs_f64();
+    daemon.stop().await;
+    drop(recorder);
+    stop_server(server).await;
+    CpuRun {
+        cpu_secs,
+        wall_secs,
+        caught_up,
+        records: records.load(Ordering::Relaxed),
+        entries: entries.load(Ordering::Relaxed),
+    }
+}
+
+/// The daemon's lag runs, the Lambda path's runs, then the CPU runs (the variants' order turning
+/// by one each run).
+pub async fn measure(settings: Settings) -> Figures {
+    let s = &settings;
+    let own_servers = std::env::var_os("DYNAMODB_ENDPOINT").is_none();
+    let mut lag = Vec::new();
+    for run in 0..s.lag_runs {
+        let r = lag_run(s).await;
+        for (i, name) in KINDS.iter().enumerate() {
+            for (what, l) in [("due", &r.due[i]), ("written expired", &r.expired[i])] {
+                eprintln!("stream lag, run {}, {name}, {what}: {}", run + 1, l.line());
+            }
+        }
+        eprintln!(
+            "stream lag, run {}: {} deleted before their ttl; the sweeper's tick lines: largest lag_p99_ms {}, lag_max_ms {}",
+            run + 1,
+            r.early,
+            r.sweeper_p99_ms,
+            r.sweeper_max_ms
+        );
+        lag.push(r);
+    }
+    let lambda = lambda::measure(s).await;
+    let mut cpu = Vec::new();
+    for run in 0..s.cpu_runs {
+        let mut got = [CpuRun {
+            cpu_secs: f64::NAN,
+            wall_secs: f64::NAN,
+            caught_up: None,
+            records: 0,
+            entries: 0,
+        }; 2];
+        for k in 0..VARIANTS.len() {
+            let v = (k + run) % VARIANTS.len();
+            let (name, windowed, follow) = VARIANTS[v];
+            let r = cpu_once(s, windowed, follow).await;
+            eprintln!(
+                "stream CPU, run {}, {name}: {:.2} s CPU in {:.1} s; {} records read, {} entries written, caught up {}",
+                run + 1,
+                r.cpu_secs,
+                r.wall_secs,
+                r.records,
+                r.entries,
+                r.caught_up
+                    .map_or("never".to_string(), |t| format!("after {t:.1} s"))
+            );
+            got[v] = r;
+        }
+        eprintln!(
+            "stream CPU, run {}: indexer {:.0} µs per ttl-only record",
+            run + 1,
+            per_record_us(&got, s.cpu_items)
+        );
+        cpu.push(got);
+    }
+    Figures {
+        settings,
+        own_servers,
+        lag,
+        lambda,
+        cpu,
+    }
+}
+
+/// The CPU per second of the daemon that does not follow the stream (its ticks alone).
+fn idle_rate(run: &[CpuRun; 2]) -> f64 {
+    run[1].cpu_secs / run[1].wall_secs
+}
+
+/// The indexer's CPU per ttl-only item, µs: (following − not following) ÷ items, the follower's
+/// longer wall time (if any) charged at [`idle_rate`]. It includes following the stream itself
+/// (its polls, the position saved every second) beside the ticks.
+fn per_record_us(run: &[CpuRun; 2], items: usize) -> f64 {
+    let more =
+        run[0].cpu_secs - run[1].cpu_secs - idle_rate(run) * (run[0].wall_secs - run[1].wall_secs);
+    more / items as f64 * 1e6
+}
+
+/// The due or the expired items' lags of a run, of each kind.
+type Rows = fn(&LagRun) -> &[Lags; 2];
+
+/// The subsection, in Markdown.
+pub fn render(d: &mut String, f: &Figures) {
+    let s = &f.settings;
+    let _ = writeln!(d, "### Writers unchanged: the expiry index table\n");
+    let _ = writeln!(
+        d,
+        "{}The release daemon, `target/release/ttl-sweeper --log-format json run --every 1s` with a `CHECKPOINT_TABLE` (every other setting at its default), twice side by side against one DynamoDB Local: on a table with the sweeper's GSI, whose writer sets the window beside the ttl; and with `--follow-stream` and `EXPIRY_INDEX_TABLE` on a table with a stream (`NEW_AND_OLD_IMAGES`) and no GSI, whose writer sets only the ttl, the stream indexer writing each item's entry into the sweeper's expiry index table. Both go through a pass-through proxy in the benchmark (one extra local hop for every request, the stream's included) that records when DynamoDB acknowledged each item's delete: a `BatchWriteItem` answer that does not list it as unprocessed, or a successful `DeleteItem`. That acknowledgement is the delete, as DynamoDB confirmed it to the daemon; nothing is polled. Each run starts afresh ({}new tables, new daemons) and writes, once the daemons run, for {} s, one `PutItem` at a time, evenly spaced: each second {} items of each kind, interleaved, due {DUE_IN} s after the whole second of their write (2–3 s after it); and {} of each kind written already expired ({EXPIRED_FOR} s before). The sweeps delete them in `BatchWriteItem`s after their confirming read (*deleted by `DeleteItem`* counts any sent one by one). *Lag*: for due items, acknowledged delete minus ttl; for items written expired, acknowledged delete minus the acknowledgement of their `PutItem` (from write to gone).\n",
+        if s.quick {
+            "Quick mode (`BENCH_QUICK=1`): fewer and shorter runs. "
+        } else {
+            ""
+        },
+        if f.own_servers {
+            "its own DynamoDB Local, in memory, started before the run and stopped after it, its start-up not measured; "
+        } else {
+            ""
+        },
+        s.lag_secs,
+        s.due_per_sec,
+        s.expired_per_sec
+    );
+    let _ = writeln!(
+        d,
+        "| run | items | found through | never deleted | deleted by `DeleteItem` | p50 lag | p99 lag | max lag |"
+    );
+    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|");
+    let rows: [(&str, Rows); 2] = [
+        ("due 2–3 s after the write, lag from ttl", |r| &r.due),
+        ("written already expired, lag from write", |r| &r.expired),
+    ];
+    for (what, of) in rows {
+        for (i, r) in f.lag.iter().enumerate() {
+            for (kind, name) in KINDS.iter().enumerate() {
+                let l = &of(r)[kind];
+                let _ = writeln!(
+                    d,
+                    "| {} | {} {what} | {name} | {} | {} | {} | {} | {} |",
+                    i + 1,
+                    l.items,
+                    l.missed(),
+                    l.one_by_one,
+                    secs(l.p(0.5)),
+                    secs(l.p(0.99)),
+                    secs(l.max())
+                );
+            }
+        }
+    }
+    let _ = writeln!(d, "\n**min / median / max over {} runs**:\n", f.lag.len());
+    let _ = writeln!(d, "| items | found through | p50 lag | p99 lag | max lag |");
+    let _ = writeln!(d, "|---|---|---|---|---|");
+    for (what, of) in rows {
+        for (kind, name) in KINDS.iter().enumerate() {
+            let col = |p: fn(&Lags) -> f64| {
+                three(
+                    &f.lag.iter().map(|r| p(&of(r)[kind])).collect::<Vec<_>>(),
+                    secs,
+                )
+            };
+            let _ = writeln!(
+                d,
+                "| {what} | {name} | {} | {} | {} |",
+                col(|l| l.p(0.5)),
+                col(|l| l.p(0.99)),
+                col(Lags::max)
+            );
+        }
+    }
+    let early: usize = f.lag.iter().map(|r| r.early).sum();
+    let sweeper = |g: fn(&LagRun) -> u64| {
+        f.lag
+            .iter()
+            .map(|r| g(r).to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let _ = writeln!(
+        d,
+        "\nThe stream indexer writes an entry within a poll of the stream, well before a due item's ttl, so the two kinds' lags are the sweeps' alone; an item written already expired goes in the current window, and the next tick deletes it. Deleted before their ttl: {early}. The sweepers' own figures, from their tick lines (`tick finished`: `lag_p99_ms`, `lag_max_ms`, the lag from ttl to the sweeper's own receipt of the acknowledgement, an item written expired counted from its ttl, {EXPIRED_FOR} s before its write): largest `lag_p99_ms` of a tick per run {} ms, largest `lag_max_ms` {} ms.\n",
+        sweeper(|r| r.sweeper_p99_ms),
+        sweeper(|r| r.sweeper_max_ms)
+    );
+
+    lambda::render(d, s, f.own_servers, &f.lambda);
+
+    let n = s.cpu_items;
+    let _ = writeln!(
+        d,
+        "**The indexer's CPU per record.** The same daemon, each variant of each run started afresh{} on new tables where {n} items were just written (`BatchWriteItem`, 25 at a time, four writers; the follower reads their records from the shard's oldest), their ttl an hour ahead (nothing expires, so the sweeper's ticks do the same in both variants): written with only a ttl, the daemon following the stream into the expiry index table; or written with their window, the daemon without a stream. *CPU*: the daemon's utime + stime from `/proc/<pid>/stat` (every thread), read just before SIGTERM, {} s after its start — or, when the follower has not caught up by then (every record read, every entry written, counted by the proxy), one second after it has: the same wall time in both variants when they keep up, so that the ticks' idle work cancels out; a variant that ran longer has the extra seconds charged at the idle rate of the daemon without a stream. *Per ttl-only record*: (following − not following) ÷ {n}: reading the record from the stream (its `GetRecords` share, the DynamoDB JSON to the event record), judging its image and writing its entry (`BatchWriteItem` through the SDK: signing, HTTP, JSON), and following the stream at all (polls every {} ms, the position saved every second), spread over the records. Variants alternate, the order turning by one each run.\n",
+        if f.own_servers {
+            ", on a DynamoDB Local of its own (in memory, started before its items are written and stopped after the reading, its start-up not measured),"
+        } else {
+            ""
+        },
+        s.cpu_secs,
+        ttl_sweeper::tools::follow::POLL.as_millis()
+    );
+    let _ = writeln!(
+        d,
+        "| run | {} | {} | per ttl-only record |",
+        VARIANTS[0].0, VARIANTS[1].0
+    );
+    let _ = writeln!(d, "|---|---|---|---|");
+    let cell = |r: &CpuRun| {
+        format!(
+            "{:.2} s CPU in {:.1} s, {}",
+            r.cpu_secs,
+            r.wall_secs,
+            r.caught_up.map_or("not caught up".to_string(), |t| format!(
+                "caught up at {t:.1} s"
+            ))
+        )
+    };
+    for (i, run) in f.cpu.iter().enumerate() {
+        let _ = writeln!(
+            d,
+            "| {} | {} | {} | {:.0} µs |",
+            i + 1,
+            cell(&run[0]),
+            cell(&run[1]),
+            per_record_us(run, n),
+        );
+    }
+    let per: Vec<f64> = f.cpu.iter().map(|r| per_record_us(r, n)).collect();
+    let us = |v: f64| format!("{v:.0} µs");
+    let _ = writeln!(d, "| **min / median / max** | | | {} |", three(&per, us));
+    let _ = writeln!(
+        d,
+        "\nCPU is read at a resolution of {} ms (clock ticks); the machine is shared, so a run's difference carries the noise of two daemons' idle work. DynamoDB Local's own CPU (the entries' writes, the stream) is not counted: it is another process. {}\n",
+        // SAFETY: sysconf has no preconditions.
+        1000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) },
+        if f.own_servers {
+            "Every write to a table with a stream slows as stream records accumulate on a DynamoDB Local server (its single SQLite thread busy), so every lag run and every daemon of a CPU run has a server of its own: each variant waits for its writes only behind the records of its own items, whatever ran before it."
+        } else {
+            "Here every run shared the one server `DYNAMODB_ENDPOINT` names: every write to a table with a stream slows as stream records accumulate on a DynamoDB Local server (its single SQLite thread busy), so a later ttl-only run may catch up late and charge more idle polling to each record. By default every run has a DynamoDB Local of its own."
+        }
+    );
+    let _ = writeln!(
+        d,
+        "Reproduce this part alone: `cargo build --release --bin ttl-sweeper --bin ttl-sweeper-lambda && BENCH_ONLY=stream AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null cargo bench --bench sweeper` (prints it and writes target/bench-stream.md; `BENCH_QUICK=1`: {} lag runs of {} s on each path, {} CPU run of {} items).\n",
+        Settings::new(true).lag_runs,
+        Settings::new(true).lag_secs,
+        Settings::new(true).cpu_runs,
+        Settings::new(true).cpu_items,
+    );
+}

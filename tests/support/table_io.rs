@@ -1,0 +1,180 @@
+//! A test table's items read and written through an SDK client: seeding, single writes, the
+//! application's ttl extensions, consistent reads and full scans.
+
+use std::collections::{BTreeMap, HashSet};
+
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+use aws_sdk_dynamodb::Client;
+use ttl_sweeper::store::Key;
+
+use super::{id_key, num, ttl_of, AV};
+
+/// The `id` of every item in the table, sorted.
+pub async fn ids(client: &Client, table: &str) -> Vec<String> {
+    let mut ids: Vec<String> = scan_all(client, table)
+        .await
+        .iter()
+        .map(|i| i["id"].as_s().expect("string id").clone())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The `id` of every item in the table, as a set.
+pub async fn id_set(client: &Client, table: &str) -> HashSet<String> {
+    ids(client, table).await.into_iter().collect()
+}
+
+/// Writes items with BatchWriteItem, 25 at a time, resubmitting anything unprocessed.
+pub async fn put_items(client: &Client, table: &str, items: Vec<Key>) {
+    for chunk in items.chunks(25) {
+        let mut requests: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|item| {
+                WriteRequest::builder()
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(item.clone()))
+                            .build()
+                            .unwrap(),
+                    )
+                    .build()
+            })
+            .collect();
+        while !requests.is_empty() {
+            let out = client
+                .batch_write_item()
+                .request_items(table, requests)
+                .send()
+                .await
+                .expect("batch put");
+            requests = out
+                .unprocessed_items
+                .and_then(|mut m| m.remove(table))
+                .unwrap_or_default();
+        }
+    }
+}
+
+pub async fn put_one(client: &Client, table: &str, item: Key) {
+    let put = client.put_item().table_name(table).set_item(Some(item));
+    put.send().await.expect("put item");
+}
+
+pub async fn delete_one(client: &Client, table: &str, id: &str) {
+    let delete = client
+        .delete_item()
+        .table_name(table)
+        .set_key(Some(id_key(id)));
+    delete.send().await.expect("delete item");
+}
+
+/// Writes items with four concurrent writers (DynamoDB Local is faster that way).
+pub async fn put_many(client: &Client, table: &str, items: Vec<Key>) {
+    let per = items.len().div_ceil(4).max(1);
+    let tasks: Vec<_> = items
+        .chunks(per)
+        .map(|chunk| {
+            let (client, table, chunk) = (client.clone(), table.to_string(), chunk.to_vec());
+            tokio::spawn(async move { put_items(&client, &table, chunk).await })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("writer task");
+    }
+}
+
+/// The update that sets the ttl of the item at `key` to `ttl` and its window to match.
+fn extension(client: &Client, table: &str, key: Key, ttl: i64) -> UpdateItemFluentBuilder {
+    let window = ttl_sweeper::expiry::window::window_key(ttl as f64, 60).unwrap();
+    client
+        .update_item()
+        .table_name(table)
+        .set_key(Some(key))
+        .update_expression("SET #t = :t, #w = :w")
+        .expression_attribute_names("#t", "ttl")
+        .expression_attribute_names("#w", "expirationWindow")
+        .expression_attribute_values(":t", num(ttl))
+        .expression_attribute_values(":w", AV::S(window))
+}
+
+/// Sets the ttl of the item at `key` to `ttl` and its window to match, as the application does
+/// when it extends an item.
+pub async fn extend_ttl(client: &Client, table: &str, key: Key, ttl: i64) {
+    let update = extension(client, table, key, ttl);
+    update.send().await.expect("extend ttl");
+}
+
+/// [`extend_ttl`] if the item is still there: whether it was (and the update succeeded).
+pub async fn extend_ttl_if_there(client: &Client, table: &str, key: Key, ttl: i64) -> bool {
+    let update = extension(client, table, key, ttl).condition_expression("attribute_exists(id)");
+    update.send().await.is_ok()
+}
+
+/// The item `id` (a consistent read), if there.
+pub async fn get(client: &Client, table: &str, id: &str) -> Option<Key> {
+    let read = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(id_key(id)));
+    read.consistent_read(true)
+        .send()
+        .await
+        .expect("get item")
+        .item
+}
+
+pub async fn exists(client: &Client, table: &str, id: &str) -> bool {
+    get(client, table, id).await.is_some()
+}
+
+/// The window attribute of the item `id`: `None` when it has none or is gone.
+pub async fn window_of(client: &Client, table: &str, id: &str) -> Option<String> {
+    let item = get(client, table, id).await?;
+    item.get("expirationWindow")
+        .map(|w| w.as_s().unwrap().clone())
+}
+
+/// Every item in the table (a full scan).
+pub async fn scan_all(client: &Client, table: &str) -> Vec<Key> {
+    let mut out = Vec::new();
+    let mut start = None;
+    loop {
+        let page = client
+            .scan()
+            .table_name(table)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .expect("scan");
+        out.extend(page.items.unwrap_or_default());
+        start = page.last_evaluated_key;
+        if start.is_none() {
+            return out;
+        }
+    }
+}
+
+/// The entries of an expiry index table as (item `id`, ttl), sorted.
+pub async fn index_entries(client: &Client, index: &str) -> Vec<(String, i64)> {
+    let mut entries: Vec<(String, i64)> = scan_all(client, index)
+        .await
+        .iter()
+        .map(|e| {
+            let id = e["key"].as_m().ok().and_then(|k| k["id"].as_s().ok());
+            let id = id.unwrap_or_else(|| panic!("an entry without an item id: {e:?}"));
+            (id.clone(), ttl_of(e).unwrap_or_else(|| panic!("{e:?}")))
+        })
+        .collect();
+    entries.sort();
+    entries
+}
+
+/// Every item of the table by its `id` (a full scan).
+pub async fn items_by_id(client: &Client, table: &str) -> BTreeMap<String, Key> {
+    let items = scan_all(client, table).await.into_iter();
+    items
+        .map(|i| (i["id"].as_s().expect("string id").clone(), i))
+        .collect()
+}
