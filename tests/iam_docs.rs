@@ -210,8 +210,8 @@ async fn the_daemon_roles_in_the_docs_are_what_run_sends() {
         "a daemon block with and one without the stream: {blocks:?}"
     );
     // Batch mode sends a key whose read is stale a second time as a conditional DeleteItem.
-    let delete =
-        std::fs::read_to_string(Path::new(ROOT).join("src/engine/delete/batch.rs")).unwrap();
+    let batch = Path::new(ROOT).join("src/engine/delete/batch.rs");
+    let delete = std::fs::read_to_string(batch).unwrap();
     assert!(delete.contains("self.delete_conditional(twice, now, stop)"));
     for block in &blocks {
         let where_ = format!(
