@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use crate::expiry::window::parse_ttl;
 use crate::expiry::{Layout, Timestamp};
 
 pub mod clock;
@@ -76,6 +77,14 @@ impl TableSchema {
             .iter()
             .map(|a| item.get(a).map(|v| (a.clone(), v.clone())))
             .collect()
+    }
+
+    /// The ttl of `item` (from this table or its index), if it has a usable one.
+    pub fn ttl_of(&self, item: &Key) -> Option<f64> {
+        match item.get(&self.layout.ttl_attribute)? {
+            AttributeValue::N(n) => parse_ttl(n).ok(),
+            _ => None,
+        }
     }
 
     /// The item of `items` (from this table or its index) whose primary key is `key`.

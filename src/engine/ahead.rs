@@ -12,7 +12,6 @@
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::time::Instant;
 
 use super::delete::Expired;
@@ -21,7 +20,7 @@ use super::partition::check_item;
 use super::retry::Stop;
 use super::sweep::Sweeper;
 use super::DeleteMode;
-use crate::expiry::window::{parse_ttl, partition_key, Window};
+use crate::expiry::window::{partition_key, Window};
 use crate::expiry::Timestamp;
 use crate::store::{Key, Store};
 
@@ -87,7 +86,6 @@ impl<S: Store> Sweeper<S> {
                 }
             }
         }
-        let ttl_attribute = &schema.layout.ttl_attribute;
         listed.truncate(most);
         for keys in listed.chunks(GET_BATCH) {
             let wanted: Vec<Key> = keys.iter().map(|(_, e)| e.key.clone()).collect();
@@ -100,11 +98,7 @@ impl<S: Store> Sweeper<S> {
             let found = schema.by_key(&found);
             let mut confirmed = shared.confirmed.lock();
             for (token, e) in keys {
-                let same = found.get(token).is_some_and(|item| {
-                    matches!(item.get(ttl_attribute), Some(AttributeValue::N(n))
-                        if parse_ttl(n).is_ok_and(|t| t == e.ttl))
-                });
-                if same {
+                if found.get(token).and_then(|item| schema.ttl_of(item)) == Some(e.ttl) {
                     confirmed.insert(token.clone(), (e.ttl_as_read.clone(), asked));
                 }
             }

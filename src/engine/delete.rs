@@ -26,7 +26,7 @@ fn may_have_applied(e: &StoreError) -> bool {
 }
 
 /// An expired item ready to delete.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Expired {
     pub(super) key: Key,
     pub(super) ttl: f64,
@@ -236,24 +236,21 @@ impl<S: Store> Deleter<'_, S> {
     /// event was owed for the delete; if it did not, the ttl changed and nothing was deleted.
     /// Neither can be told apart, so the key is reported, never passed over in silence.
     fn rewritten_after_attempt(&self, e: &Expired) -> FailedKey {
-        FailedKey {
-            key: key_to_json(&e.key),
-            reason: "its ttl changed after an attempt that may have deleted it (the answer was \
-                     lost): if that attempt deleted it, the item was written again since and no \
-                     expiry event was sent"
-                .to_owned(),
-        }
+        let reason = "its ttl changed after an attempt that may have deleted it (the answer was \
+                      lost): if that attempt deleted it, the item was written again since and no \
+                      expiry event was sent";
+        FailedKey::new(&e.key, reason)
     }
 
-    /// The sweep stops with `keys` unsent or waiting for a retry (`reason`: the last outcome). Keys
-    /// an earlier attempt may have deleted are settled ([`Self::settle`]); the rest are left.
+    /// The sweep stops with `keys` unsent or waiting for a retry (`reason`: the last outcome). With
+    /// expiry events, keys an earlier attempt may have deleted are settled ([`Self::settle`]);
+    /// the rest are left.
     async fn give_up(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
-        let (maybe, unsent): (Vec<Expired>, Vec<Expired>) =
-            keys.into_iter().partition(|e| e.maybe_applied);
+        let (maybe, unsent): (Vec<Expired>, Vec<Expired>) = keys
+            .into_iter()
+            .partition(|e| e.maybe_applied && self.track_keys);
         out.leave(unsent);
-        if !maybe.is_empty() {
-            self.settle(maybe, "stopped", reason, out, stop).await;
-        }
+        self.settle(maybe, "stopped", reason, out, stop).await;
     }
 
     /// The retries of `keys` ran out (`reason`: the last outcome): they failed. With expiry
@@ -263,21 +260,17 @@ impl<S: Store> Deleter<'_, S> {
         let (maybe, failed): (Vec<Expired>, Vec<Expired>) = keys
             .into_iter()
             .partition(|e| e.maybe_applied && self.track_keys);
-        out.failed.extend(failed.iter().map(|e| FailedKey {
-            key: key_to_json(&e.key),
-            reason: reason.to_owned(),
-        }));
-        if !maybe.is_empty() {
-            self.settle(maybe, "gave up", reason, out, stop).await;
-        }
+        out.failed
+            .extend(failed.iter().map(|e| FailedKey::new(&e.key, reason)));
+        self.settle(maybe, "gave up", reason, out, stop).await;
     }
 
-    /// The sweep must stop (`what`: "stopped"), or has given up (`what`: "gave up"), while `keys`
-    /// wait for a retry after an attempt that may have been applied (`reason`: the last outcome).
-    /// Without expiry events they are left. With them, one consistent read
-    /// settles what it can (`docs/events.md`, "Notify"): a key found gone is owed its event; one
-    /// still there, or every key if the read fails, is reported as failed, never counted as left
-    /// (the attempt may yet be applied after the read, and then no event would follow).
+    /// With expiry events, the sweep must stop (`what`: "stopped"), or has given up (`what`: "gave
+    /// up"), while `keys` wait for a retry after an attempt that may have been applied (`reason`:
+    /// the last outcome). One consistent read settles what it can (`docs/events.md`, "Notify"): a
+    /// key found gone is owed its event; one still there, or every key if the read fails, is
+    /// reported as failed, never counted as left (the attempt may yet be applied after the read,
+    /// and then no event would follow).
     async fn settle(
         &self,
         keys: Vec<Expired>,
@@ -286,46 +279,42 @@ impl<S: Store> Deleter<'_, S> {
         out: &mut ChunkOutcome,
         stop: &Stop,
     ) {
-        if !self.track_keys {
-            out.leave(keys);
+        if keys.is_empty() {
             return;
         }
         let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
         let get = self.store.get_items(self.schema, wanted, true);
-        match stop.bound("BatchGetItem", get).await {
-            Ok(found) => {
-                for e in keys {
-                    if self.schema.find(&found, &e.key).is_some() {
-                        // Archive mode accepted the event before the delete; notify mode owes
-                        // it only for a delete it sees.
-                        let event = if self.notify.is_some() {
-                            "if that attempt deletes it later no expiry event is sent"
-                        } else {
-                            "its expiry event was accepted before the delete"
-                        };
-                        out.failed.push(FailedKey {
-                            key: key_to_json(&e.key),
-                            reason: format!(
-                                "{what} after an attempt that may still delete it ({reason}); \
-                                 it was there when checked; {event}"
-                            ),
-                        });
-                    } else {
-                        out.gone += 1;
-                        self.owe_event(&e, None);
-                    }
-                }
-            }
+        let found = match stop.bound("BatchGetItem", get).await {
+            Ok(found) => found,
             Err(read) => {
                 tracing::warn!(keys = keys.len(), error = %read, "deletes whose outcome is unknown; reported as failed");
-                out.failed.extend(keys.iter().map(|e| FailedKey {
-                    key: key_to_json(&e.key),
-                    reason: format!(
-                        "{what} after an attempt that may have deleted it ({reason}); \
-                         the check that followed failed too ({read})"
-                    ),
-                }));
+                let reason = format!(
+                    "{what} after an attempt that may have deleted it ({reason}); the check that \
+                     followed failed too ({read})"
+                );
+                out.failed
+                    .extend(keys.iter().map(|e| FailedKey::new(&e.key, &reason)));
+                return;
             }
+        };
+        // Archive mode accepted the event before the delete; notify mode owes it only for a
+        // delete it sees.
+        let event = if self.notify.is_some() {
+            "if that attempt deletes it later no expiry event is sent"
+        } else {
+            "its expiry event was accepted before the delete"
+        };
+        for e in keys {
+            if self.schema.find(&found, &e.key).is_none() {
+                out.gone += 1;
+                self.owe_event(&e, None);
+                continue;
+            }
+            let reason = format!(
+                "{what} after an attempt that may still delete it ({reason}); it was there when \
+                 checked; {event}"
+            );
+            out.failed.push(FailedKey::new(&e.key, reason));
         }
     }
 }

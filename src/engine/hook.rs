@@ -17,7 +17,6 @@ use super::delete::{ChunkOutcome, Deleter, Expired, OwedEvents};
 use super::report::FailedKey;
 pub use super::report::{EventTally, FailedEvent};
 use super::retry::Stop;
-use crate::expiry::window::parse_ttl;
 use crate::expiry::{Clock, Timestamp};
 use crate::store::{key_to_json, Key, Store, TableSchema};
 
@@ -376,10 +375,10 @@ pub(super) async fn delete_with_events<S: Store>(
     for (e, delivery) in chunk.into_iter().zip(deliveries) {
         match delivery {
             Delivery::Accepted => admitted.push(e),
-            Delivery::Failed(reason) => refused.failed.push(FailedKey {
-                key: key_to_json(&e.key),
-                reason: format!("expiry event not accepted: {reason}"),
-            }),
+            Delivery::Failed(why) => {
+                let reason = format!("expiry event not accepted: {why}");
+                refused.failed.push(FailedKey::new(&e.key, reason));
+            }
             Delivery::Stopped => refused.leave([e]),
         }
     }
@@ -449,10 +448,7 @@ async fn reconcile<S: Store>(
     let mut cancel = Vec::new();
     for (expiry, was_failed) in unresolved {
         let found = schema.find(&items, &expiry.key);
-        let unchanged = found.map(|item| match item.get(&schema.layout.ttl_attribute) {
-            Some(AttributeValue::N(n)) => parse_ttl(n).is_ok_and(|t| t == expiry.ttl),
-            _ => false,
-        });
+        let unchanged = found.map(|item| schema.ttl_of(item) == Some(expiry.ttl));
         if unchanged == Some(true) {
             continue;
         }

@@ -139,10 +139,7 @@ pub(super) fn check_item(schema: &TableSchema, mut item: Key, now: Timestamp) ->
         key: item,
         ttl,
         ttl_as_read,
-        read_at: None,
-        maybe_applied: false,
-        reread: false,
-        entry: None,
+        ..Expired::default()
     })
 }
 

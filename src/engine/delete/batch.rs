@@ -1,13 +1,11 @@
 //! Batch mode: `BatchWriteItem`, which cannot check a ttl, sent only within the bound of each
 //! key's strongly consistent read of the table.
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::time::Instant;
 use tracing::debug;
 
 use super::{may_have_applied, ChunkOutcome, Deleter, Expired};
 use crate::engine::retry::Stop;
-use crate::expiry::window::parse_ttl;
 use crate::expiry::Timestamp;
 use crate::store::{ErrorKind, Key, Store};
 
@@ -181,21 +179,20 @@ impl<S: Store> Deleter<'_, S> {
             }
         };
         let found = self.schema.by_key(&found);
-        let ttl_attribute = &self.schema.layout.ttl_attribute;
         let mut back = Vec::with_capacity(keys.len());
         for e in keys {
             let item = self
                 .schema
                 .key_token(&e.key)
                 .and_then(|k| found.get(&k).copied());
-            match item.map(|item| item.get(ttl_attribute)) {
+            match item.map(|item| self.schema.ttl_of(item)) {
                 None => {
                     out.gone += 1;
                     if e.maybe_applied {
                         self.owe_event(&e, None);
                     }
                 }
-                Some(Some(AttributeValue::N(n))) if parse_ttl(n).is_ok_and(|t| t == e.ttl) => {
+                Some(ttl) if ttl == Some(e.ttl) => {
                     let reread = e.read_at.is_some();
                     back.push(Expired {
                         read_at: Some(at),
