@@ -71,15 +71,6 @@ pub struct NotLeading {
     pub released: bool,
 }
 
-impl NotLeading {
-    fn error(error: Option<StoreError>) -> Self {
-        NotLeading {
-            error,
-            ..NotLeading::default()
-        }
-    }
-}
-
 /// One table's lease, checked at the start of every sweep ([`super::Sweeper::with_lease`]).
 pub struct Lease {
     config: LeaseConfig,
@@ -377,7 +368,10 @@ impl Lease {
     /// Standing by (`error`: why, if reading or writing the lease failed); logs the holder when
     /// it changed.
     fn standing_by(&self, state: &mut State, error: Option<StoreError>) -> LeaseCheck {
-        let mut not_leading = NotLeading::error(error);
+        let mut not_leading = NotLeading {
+            error,
+            ..NotLeading::default()
+        };
         if let Some(LeaseItem {
             holder: who,
             expires_at: until,
