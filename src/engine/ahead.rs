@@ -35,7 +35,7 @@ impl<S: Store> Sweeper<S> {
     /// range), and confirms them by the table (module docs). At most the read-ahead budget of
     /// keys; stops at `stop`. Does nothing in conditional mode, where each delete checks the table.
     pub async fn confirm_ahead(&self, at: Timestamp, windows: &[Window], stop: &Stop) {
-        let shared = self.shared();
+        let shared = &self.shared;
         let options = &shared.options;
         if options.delete_mode != DeleteMode::Batch || stop.reached() || !self.leading() {
             return;

@@ -94,10 +94,6 @@ pub(super) struct Owed {
 }
 
 impl Owed {
-    fn chunk_id(&self) -> u64 {
-        self.chunks.fetch_add(1, Ordering::Relaxed)
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Expiry, Instant)>> {
         // Entries are plain data, whole after every push or retain: a poisoned lock is usable.
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
@@ -291,23 +287,6 @@ pub(super) struct Events {
     pub(super) items_room: Arc<Semaphore>,
 }
 
-impl Events {
-    /// A sweep's events: `hook`, stamped by `wall`, owed into `owed`.
-    pub(super) fn new(
-        hook: Arc<dyn ExpiryHook>,
-        wall: Option<Arc<dyn Clock>>,
-        owed: Arc<Owed>,
-    ) -> Self {
-        let items_room = Arc::new(Semaphore::new(EVENT_ITEMS_BUDGET_KIB as usize));
-        Events {
-            hook,
-            wall,
-            owed,
-            items_room,
-        }
-    }
-}
-
 /// Deletes one chunk with its events published as `events.hook` says.
 pub(super) async fn delete_with_events<S: Store>(
     deleter: &Deleter<'_, S>,
@@ -334,7 +313,7 @@ pub(super) async fn delete_with_events<S: Store>(
         let notifier = Notifier {
             hook,
             owed,
-            chunk: owed.chunk_id(),
+            chunk: owed.chunks.fetch_add(1, Ordering::Relaxed),
             described: chunk
                 .iter()
                 .zip(items)

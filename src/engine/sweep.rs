@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
-use super::hook::{Events, ExpiryHook, FailedEvent, Owed};
+use super::hook::{Events, ExpiryHook, FailedEvent, Owed, EVENT_ITEMS_BUDGET_KIB};
 use super::lease::Lease;
 use super::pace::{read_ahead, Running, Slots};
 use super::partition::{joined, LagOrigin, PartitionOutcome, Shared};
@@ -31,7 +31,8 @@ use crate::store::{key_to_json, Store, TableSchema};
 /// of their own on the Tokio runtime (so a multi-threaded runtime spreads them over its worker
 /// threads), bounded by `max_concurrency`; dropping a sweep aborts its tasks.
 pub struct Sweeper<S> {
-    shared: Arc<Shared<S>>,
+    /// What its sweeps' tasks share.
+    pub(super) shared: Arc<Shared<S>>,
     wall: Option<Arc<dyn Clock>>,
     events: Option<Arc<dyn ExpiryHook>>,
     /// Notify mode: the events owed for deletes not yet published, across the sweeps.
@@ -138,12 +139,6 @@ impl<S: Store> Sweeper<S> {
         &self.shared.store
     }
 
-    /// The expiry events' hook, when events are configured (the stream indexer publishes through
-    /// it too).
-    pub fn expiry_hook(&self) -> Option<&dyn ExpiryHook> {
-        self.events.as_deref()
-    }
-
     /// Notify mode: the events owed for items deleted by a sweep that was dropped before it
     /// published them (the sweep's future given up at a deadline), as failed events, taken. A
     /// sweep that runs to its end leaves none: each event it owed was published or reported.
@@ -182,16 +177,17 @@ impl<S: Store> Sweeper<S> {
             Ok(stop) => stop,
             Err(standing_by) => return standing_by,
         };
-        let report = self.sweep_leading(now, newest_end, &stop).await;
-        self.swept(&report).await;
-        report
+        self.swept(self.sweep_leading(now, newest_end, &stop).await)
+            .await
     }
 
-    /// Tells the lease, if any, how a sweep that led went ([`Lease::swept`]).
-    async fn swept(&self, report: &SweepReport) {
+    /// `report`, of a sweep that led, once the lease, if any, has been told how it went
+    /// ([`Lease::swept`]).
+    async fn swept(&self, report: SweepReport) -> SweepReport {
         if let Some(lease) = &self.lease {
-            lease.swept(super::lease::SweepHealth::of(report)).await;
+            lease.swept(super::lease::SweepHealth::of(&report)).await;
         }
+        report
     }
 
     /// [`Sweeper::sweep_below`], leading (or without a lease), within `stop`.
@@ -304,9 +300,8 @@ impl<S: Store> Sweeper<S> {
     ) -> SweepReport {
         match self.lead(now, stop).await {
             Ok(stop) => {
-                let report = self.sweep_partitions(now, windows, &stop).await.0;
-                self.swept(&report).await;
-                report
+                self.swept(self.sweep_partitions(now, windows, &stop).await.0)
+                    .await
             }
             Err(standing_by) => standing_by,
         }
@@ -321,11 +316,6 @@ impl<S: Store> Sweeper<S> {
             ticks: 1,
             ..SweepReport::default()
         }
-    }
-
-    /// What its sweeps' tasks share.
-    pub(super) fn shared(&self) -> &Arc<Shared<S>> {
-        &self.shared
     }
 
     /// Whether its last sweep led (see [`Self::with_lease`]).
@@ -353,10 +343,12 @@ impl<S: Store> Sweeper<S> {
             wall: self.wall.as_ref().map_or(now, |c| c.now()),
             mono: started,
         };
-        let events = self
-            .events
-            .clone()
-            .map(|hook| Events::new(hook, self.wall.clone(), self.owed.clone()));
+        let events = self.events.clone().map(|hook| Events {
+            hook,
+            wall: self.wall.clone(),
+            owed: self.owed.clone(),
+            items_room: Arc::new(Semaphore::new(EVENT_ITEMS_BUDGET_KIB as usize)),
+        });
         let shards = self.shared.schema.layout.window_shards.max(1);
         let range = self.shard_range();
         let limit = self.shared.options.max_concurrency.max(1);
