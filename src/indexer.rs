@@ -130,39 +130,24 @@ pub async fn index_records<S: Store>(
     }
     // One entry per (window, sort key): a record delivered twice in one batch is written once.
     let mut seen = HashSet::new();
-    let (mut unique, mut repeats): (Vec<_>, Vec<_>) = (Vec::new(), Vec::new());
-    for (at, entry) in writes {
-        if seen.insert((entry.window.clone(), entry.sort.clone())) {
-            unique.push((at, entry));
-        } else {
-            repeats.push((at, entry));
-        }
-    }
-    let written: Vec<(usize, Result<(), Unwritten>)> =
-        stream::iter(unique.chunks(ENTRIES_PER_REQUEST).enumerate())
-            .map(|(n, chunk)| async move {
-                let entries: Vec<&Entry> = chunk.iter().map(|(_, e)| e).collect();
-                (n, write_some(store, schema, &entries).await)
-            })
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
+    writes.retain(|(_, entry)| seen.insert((entry.window.clone(), entry.sort.clone())));
+    let written: Vec<_> = stream::iter(writes.chunks(ENTRIES_PER_REQUEST))
+        .map(|chunk| async move {
+            let entries: Vec<&Entry> = chunk.iter().map(|(_, e)| e).collect();
+            (chunk, write_some(store, schema, &entries).await)
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
     // The entries written; only those the last attempt of a failed request still held failed.
     let bound = entries::sort_bound(now);
-    let mut done: HashSet<(&str, &str)> = HashSet::new();
-    for (n, result) in written {
-        let places = n * ENTRIES_PER_REQUEST..((n + 1) * ENTRIES_PER_REQUEST).min(unique.len());
-        let (error, left) = match result {
-            Ok(()) => (None, Vec::new()),
-            Err((e, left)) => (Some(e), left),
-        };
-        for (at, entry) in &unique[places] {
-            match &error {
-                Some(e) if left.contains(&EntryWrite::Put(entry.to_item())) => {
+    for (chunk, result) in written {
+        for (at, entry) in chunk {
+            match &result {
+                Err((e, left)) if left.contains(&EntryWrite::Put(entry.to_item())) => {
                     failed.insert(*at, format!("entry not written: {e}"));
                 }
                 _ => {
-                    done.insert((&entry.window, &entry.sort));
                     out.report.entries_written += 1;
                     out.report.expired_when_written += u64::from(entry.sort < bound);
                 }
@@ -176,7 +161,7 @@ pub async fn index_records<S: Store>(
     for (at, why) in failed {
         let record = &records[at];
         let item = item_id(record);
-        if failed_items.contains(&item) {
+        if !failed_items.insert(item.clone()) {
             continue;
         }
         let sequence = record.change.sequence_number.clone().unwrap_or_default();
@@ -186,7 +171,6 @@ pub async fn index_records<S: Store>(
                 .errors
                 .push(format!("record {sequence} of item {item}: {why}"));
         }
-        failed_items.insert(item);
         out.failures.push(sequence);
     }
     out
