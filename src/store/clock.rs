@@ -133,8 +133,7 @@ impl ServerClock {
     }
 
     fn lower_bound_at(&self, now: Instant) -> Option<Timestamp> {
-        let floor = self.lock().floor?;
-        Some(floor_at(floor, now))
+        Some(floor_at(self.lock().floor?, now))
     }
 
     /// `wall` (a host clock reading), held to at most [`ServerTime::upper_bound`] and to
@@ -293,14 +292,9 @@ impl Intercept for DateRecorder {
         _components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let (Some(SentAt(sent)), Some(date)) = (
-            cfg.load::<SentAt>().copied(),
-            context.response().headers().get("date"),
-        ) else {
-            return Ok(());
-        };
-        if let Some(date) = parse_http_date(date) {
-            self.0.observe(date, sent);
+        let date = context.response().headers().get("date");
+        if let (Some(sent), Some(date)) = (cfg.load::<SentAt>(), date.and_then(parse_http_date)) {
+            self.0.observe(date, sent.0);
         }
         Ok(())
     }
