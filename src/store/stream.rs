@@ -172,8 +172,7 @@ impl StreamClient {
                 .sequence_number(sequence),
         };
         let out = request.send().await.map_err(|e| {
-            let e = ReadError::from_sdk("GetShardIterator", e);
-            match e {
+            match ReadError::from_sdk("GetShardIterator", e) {
                 // A shard no longer in the stream (trimmed away whole).
                 ReadError::Store(s) if s.kind == ErrorKind::NotFound => ReadError::Trimmed,
                 other => other,
@@ -254,12 +253,7 @@ impl DynamoStore {
         id: &str,
     ) -> Result<Option<String>, StoreError> {
         let item = self.checkpoint_item(table, id).await?;
-        Ok(
-            match item.as_ref().and_then(|i| i.get(POSITION_ATTRIBUTE)) {
-                Some(AttributeValue::S(position)) => Some(position.clone()),
-                _ => None,
-            },
-        )
+        Ok(item.and_then(|i| i.get(POSITION_ATTRIBUTE)?.as_s().ok().cloned()))
     }
 
     /// Saves `position` as item `id` of checkpoint table `table`, stamped `at` (RFC 3339).
