@@ -361,11 +361,7 @@ pub(super) async fn delete_with_events<S: Store>(
             Delivery::Stopped => refused.leave([e]),
         }
     }
-    let mut out = if admitted.is_empty() {
-        ChunkOutcome::default()
-    } else {
-        deleter.delete_chunk(admitted, now, stop).await
-    };
+    let mut out = deleter.delete_chunk(admitted, now, stop).await;
     // Accepted, not deleted: an item whose ttl has changed since is owed its cancellation now;
     // no later sweep would find it in the window it has left.
     let mut kept = std::mem::take(&mut out.kept_keys);
@@ -376,9 +372,13 @@ pub(super) async fn delete_with_events<S: Store>(
         .iter()
         .filter_map(|key| expiries.iter().find(|x| x.key == *key))
         .map(|x| {
-            let mut expiry = x.clone();
-            expiry.item = None;
-            Publication::Cancelled(expiry, cancelled_at)
+            Publication::Cancelled(
+                Expiry {
+                    item: None,
+                    ..x.clone()
+                },
+                cancelled_at,
+            )
         })
         .collect();
     if !cancellations.is_empty() {
@@ -400,22 +400,17 @@ async fn reconcile<S: Store>(
     out: &mut ChunkOutcome,
     stop: &Stop,
 ) -> Vec<Key> {
-    let left = out.left_keys.clone();
-    let failed: Vec<&Expiry> = out
-        .failed
-        .iter()
-        .filter_map(|f| expiries.iter().find(|x| key_to_json(&x.key) == f.key))
+    // A key has one outcome: failed or left, never both.
+    let failed = out.failed.iter().map(|f| f.key.clone());
+    let left = out.left_keys.iter().map(key_to_json);
+    let unresolved: Vec<&Expiry> = failed
+        .chain(left)
+        .filter_map(|json| expiries.iter().find(|x| key_to_json(&x.key) == json))
         .collect();
-    if failed.is_empty() && left.is_empty() {
+    if unresolved.is_empty() {
         return Vec::new();
     }
-    let mut unresolved: Vec<(&Expiry, bool)> = failed.into_iter().map(|x| (x, true)).collect();
-    unresolved.extend(
-        left.iter()
-            .filter_map(|key| expiries.iter().find(|x| x.key == *key))
-            .map(|x| (x, false)),
-    );
-    let keys: Vec<Key> = unresolved.iter().map(|(x, _)| x.key.clone()).collect();
+    let keys: Vec<Key> = unresolved.iter().map(|x| x.key.clone()).collect();
     let read = store.get_items(schema, keys, true);
     let items = match stop.bound("BatchGetItem", read).await {
         Ok(items) => items,
@@ -425,22 +420,19 @@ async fn reconcile<S: Store>(
         }
     };
     let mut cancel = Vec::new();
-    for (expiry, was_failed) in unresolved {
+    for expiry in unresolved {
         let found = schema.find(&items, &expiry.key);
         let unchanged = found.map(|item| schema.ttl_of(item) == Some(expiry.ttl));
         if unchanged == Some(true) {
             continue;
         }
-        if was_failed {
-            let json = key_to_json(&expiry.key);
-            out.failed.retain(|f| f.key != json);
-        } else {
-            out.left_keys.retain(|k| *k != expiry.key);
-        }
+        let json = key_to_json(&expiry.key);
+        out.failed.retain(|f| f.key != json);
+        out.left_keys.retain(|k| *k != expiry.key);
         match unchanged {
             None => out.gone += 1,
             Some(_) => {
-                tracing::info!(key = %key_to_json(&expiry.key), "an item whose expiry was accepted but not deleted has a new ttl: cancelling the expiry");
+                tracing::info!(key = %json, "an item whose expiry was accepted but not deleted has a new ttl: cancelling the expiry");
                 out.skipped += 1;
                 cancel.push(expiry.key.clone());
             }
