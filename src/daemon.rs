@@ -23,7 +23,7 @@ use crate::engine::tables::{unopened, Table};
 use crate::engine::{run_ticks, Stop, SweepErrorEntry, SweepReport, Sweeper, Ticks};
 use crate::expiry::Clock;
 use crate::store::stream::StreamClient;
-use crate::store::{DynamoStore, ErrorKind, Store, StoreError};
+use crate::store::{DynamoStore, Store};
 use crate::telemetry::{self, endpoint::DaemonMetrics};
 use crate::tools::follow::{FollowError, FollowReport, Follower};
 
@@ -226,13 +226,10 @@ async fn run_table<S: Store, F: Follow<S>>(
     let mut unopened_for = SweepReport::default();
     let sweeper = loop {
         // An opening that does not answer holds up the shutdown no longer than a request does.
-        let opened = stop.within_limits(table.sweeper()).await;
-        let opened = opened.unwrap_or_else(|why| {
-            let message = format!("timed out: {why}");
-            let error = StoreError::new(ErrorKind::Transient, "DescribeTable", message);
-            Err(SweepErrorEntry::new(None, &error))
-        });
-        match opened {
+        let opened = stop
+            .bound("DescribeTable", async { Ok(table.sweeper().await) })
+            .await;
+        match opened.unwrap_or_else(|e| Err(SweepErrorEntry::new(None, &e))) {
             Ok(sweeper) => break sweeper,
             Err(error) => {
                 let report = unopened(table.name(), error);
