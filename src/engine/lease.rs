@@ -201,12 +201,9 @@ impl Lease {
                 && watch_from.elapsed() < LEASE_WATCH + WATCH_EVERY
                 && !stop.would_pass(WATCH_EVERY);
             if watching {
-                let slept = tokio::select! {
-                    () = tokio::time::sleep(WATCH_EVERY) => true,
-                    () = stop.token().cancelled() => false,
-                };
-                if slept {
-                    continue;
+                tokio::select! {
+                    () = tokio::time::sleep(WATCH_EVERY) => continue,
+                    () = stop.token().cancelled() => {}
                 }
             }
             let wait = lapses_in.map_or(self.poll(), |l| l.min(self.poll()));
