@@ -177,7 +177,9 @@ fn check_table(
     target: &TableTarget,
     check: IndexCheck,
 ) -> Result<(TableSchema, bool), StoreError> {
-    let layout = &target.layout;
+    let (table_name, index_name) = (&target.table_name, &target.index_name);
+    let window = target.layout.window_attribute.as_str();
+    let ttl = target.layout.ttl_attribute.as_str();
     let schema = schema_of(table, target)?;
     let attr_type = |name: &str| {
         table
@@ -189,7 +191,7 @@ fn check_table(
     let indexes = table.global_secondary_indexes();
     let Some(index) = indexes
         .iter()
-        .find(|i| i.index_name() == Some(target.index_name.as_str()))
+        .find(|i| i.index_name() == Some(index_name.as_str()))
     else {
         if check == IndexCheck::IfPresent {
             return Ok((schema, false));
@@ -199,24 +201,16 @@ fn check_table(
             ErrorKind::NotFound,
             OP,
             format!(
-                "table {:?} has no global secondary index {:?} (INDEX_NAME); it has {:?}. \
-                 Create a GSI with partition key {:?} (S) and sort key {:?} (N)",
-                target.table_name,
-                target.index_name,
-                names,
-                layout.window_attribute,
-                layout.ttl_attribute
+                "table {table_name:?} has no global secondary index {index_name:?} (INDEX_NAME); \
+                 it has {names:?}. Create a GSI with partition key {window:?} (S) and sort key \
+                 {ttl:?} (N)"
             ),
         ));
     };
     let index_key = ordered_key(index.key_schema());
-    let expected = [
-        layout.window_attribute.clone(),
-        layout.ttl_attribute.clone(),
-    ];
-    let types_ok = attr_type(&layout.window_attribute) == Some(ScalarAttributeType::S)
-        && attr_type(&layout.ttl_attribute) == Some(ScalarAttributeType::N);
-    if index_key != expected || !types_ok {
+    let types_ok = attr_type(window) == Some(ScalarAttributeType::S)
+        && attr_type(ttl) == Some(ScalarAttributeType::N);
+    if index_key != [window, ttl] || !types_ok {
         let actual: Vec<String> = index_key
             .iter()
             .map(|name| match attr_type(name) {
@@ -224,16 +218,13 @@ fn check_table(
                 None => name.clone(),
             })
             .collect();
+        let actual = actual.join(", ");
         return Err(StoreError::new(
             ErrorKind::Validation,
             OP,
             format!(
-                "index {:?} is keyed on {}; the sweeper needs partition key {:?} (S, \
-                 WINDOW_ATTRIBUTE) and sort key {:?} (N, TTL_ATTRIBUTE)",
-                target.index_name,
-                actual.join(", "),
-                layout.window_attribute,
-                layout.ttl_attribute
+                "index {index_name:?} is keyed on {actual}; the sweeper needs partition key \
+                 {window:?} (S, WINDOW_ATTRIBUTE) and sort key {ttl:?} (N, TTL_ATTRIBUTE)"
             ),
         ));
     }
