@@ -203,8 +203,7 @@ pub fn id(window: &str, sort: &str) -> Key {
 /// (its key attributes and its ttl attribute, the ttl as indexed) and the entry's own key, to
 /// remove it once the item is judged. `None` for an item of the index table that is not an entry
 /// of `schema`'s table.
-pub fn listed(schema: &TableSchema, entry: Key) -> Option<(Key, Key)> {
-    let mut entry = entry;
+pub fn listed(schema: &TableSchema, mut entry: Key) -> Option<(Key, Key)> {
     let window = entry.remove(WINDOW)?;
     let sort = entry.remove(ENTRY)?;
     let AttributeValue::M(mut item) = entry.remove(KEY)? else {
