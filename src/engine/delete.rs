@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::hook::Notifier;
 use super::report::{EventTally, FailedKey};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
@@ -85,23 +86,7 @@ pub(super) struct Deleter<'a, S> {
     pub(super) return_items: bool,
     /// Notify mode: where each delete's event is owed the moment the delete is known, and
     /// published before every wait, so a crash loses as few events as it can.
-    pub(super) notify: Option<&'a dyn OwedEvents>,
-}
-
-/// Where notify mode keeps the events owed for a chunk's deletes (`super::hook::Notifier`).
-pub(super) trait OwedEvents: Sync {
-    /// The item with `key` (ttl as read) is deleted; `returned`: the item the delete returned.
-    fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>);
-    /// Whether an event has been owed long enough to be published between deletes.
-    fn due(&self) -> bool;
-    /// Publishes what is owed; what publishing did.
-    fn flush(&self) -> futures::future::BoxFuture<'_, EventTally>;
-    /// Waits for room to hold one more whole item, before a delete that returns it; what
-    /// publishing did, if it published what was owed to make room.
-    fn room(&self) -> futures::future::BoxFuture<'_, EventTally>;
-    /// Gives back the room taken for an item not returned (kept, gone, failed), keeping what
-    /// the items owed take.
-    fn unused_room(&self);
+    pub(super) notify: Option<&'a Notifier<'a>>,
 }
 
 /// Outcome of deleting one chunk.

@@ -13,7 +13,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::delete::{ChunkOutcome, Deleter, Expired, OwedEvents};
+use super::delete::{ChunkOutcome, Deleter, Expired};
 use super::report::FailedKey;
 pub use super::report::{EventTally, FailedEvent};
 use super::retry::Stop;
@@ -189,39 +189,40 @@ impl Notifier<'_> {
     fn returned_room(&self) -> std::sync::MutexGuard<'_, ReturnedRoom> {
         self.returned_room.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
 
-impl OwedEvents for Notifier<'_> {
-    /// Without room at once, this chunk's owed events go out first, so that its items no longer
-    /// hold any: chunks that wait for room hold none, and those that hold it finish.
-    fn room(&self) -> BoxFuture<'_, EventTally> {
-        Box::pin(async move {
-            let mut tally = EventTally::default();
-            let more = match self.budget.clone().try_acquire_many_owned(MAX_ITEM_KIB) {
-                Ok(more) => Some(more),
-                Err(_) => {
-                    tally = self.flush().await;
-                    take_room(self.budget, MAX_ITEM_KIB).await
-                }
-            };
-            let mut held = self.returned_room();
-            match (&mut held.permit, more) {
-                (Some(room), Some(more)) => room.merge(more),
-                (room, more) => *room = room.take().or(more),
+    /// Waits for room to hold one more whole item, before a delete that returns it; what
+    /// publishing did, if it published what was owed to make room. Without room at once, this
+    /// chunk's owed events go out first, so that its items no longer hold any: chunks that wait
+    /// for room hold none, and those that hold it finish.
+    pub(super) async fn room(&self) -> EventTally {
+        let mut tally = EventTally::default();
+        let more = match self.budget.clone().try_acquire_many_owned(MAX_ITEM_KIB) {
+            Ok(more) => Some(more),
+            Err(_) => {
+                tally = self.flush().await;
+                take_room(self.budget, MAX_ITEM_KIB).await
             }
-            held.in_flight = true;
-            tally
-        })
+        };
+        let mut held = self.returned_room();
+        match (&mut held.permit, more) {
+            (Some(room), Some(more)) => room.merge(more),
+            (room, more) => *room = room.take().or(more),
+        }
+        held.in_flight = true;
+        tally
     }
 
-    fn unused_room(&self) {
+    /// Gives back the room taken for an item not returned (kept, gone, failed), keeping what the
+    /// items owed take.
+    pub(super) fn unused_room(&self) {
         let mut held = self.returned_room();
         held.in_flight = false;
         held.trim();
     }
 
-    /// The item as the delete returned it is preferred to the one read before.
-    fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>) {
+    /// The item with `key` (ttl as read) is deleted; `returned`: the item the delete returned,
+    /// preferred to the one read before.
+    pub(super) fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>) {
         if let Some(item) = &returned {
             self.returned_room().owed_kib += item_kib(item);
         }
@@ -241,7 +242,7 @@ impl OwedEvents for Notifier<'_> {
     }
 
     /// Whether an event of this chunk has been owed for [`OWED_FOR_AT_MOST`].
-    fn due(&self) -> bool {
+    pub(super) fn due(&self) -> bool {
         self.owed
             .lock()
             .iter()
@@ -249,30 +250,29 @@ impl OwedEvents for Notifier<'_> {
             .is_some_and(|(_, _, at)| at.elapsed() >= OWED_FOR_AT_MOST)
     }
 
-    /// Publishes this chunk's owed events; they stay owed until publishing has an outcome.
-    fn flush(&self) -> BoxFuture<'_, EventTally> {
-        Box::pin(async move {
-            let publications: Vec<Publication> = self
-                .owed
-                .lock()
-                .iter()
-                .filter(|(chunk, _, _)| *chunk == self.chunk)
-                .map(|(_, expiry, _)| Publication::Expired(expiry.clone()))
-                .collect();
-            if publications.is_empty() {
-                return EventTally::default();
-            }
-            let (_, tally) = self.hook.publish(publications, self.stop).await;
-            // One chunk is one task: nothing of it was owed while it published.
-            self.owed
-                .lock()
-                .retain(|(chunk, _, _)| *chunk != self.chunk);
-            // Its items are no longer held.
-            let mut held = self.returned_room();
-            held.owed_kib = 0;
-            held.trim();
-            tally
-        })
+    /// Publishes this chunk's owed events; they stay owed until publishing has an outcome. What
+    /// publishing did.
+    pub(super) async fn flush(&self) -> EventTally {
+        let publications: Vec<Publication> = self
+            .owed
+            .lock()
+            .iter()
+            .filter(|(chunk, _, _)| *chunk == self.chunk)
+            .map(|(_, expiry, _)| Publication::Expired(expiry.clone()))
+            .collect();
+        if publications.is_empty() {
+            return EventTally::default();
+        }
+        let (_, tally) = self.hook.publish(publications, self.stop).await;
+        // One chunk is one task: nothing of it was owed while it published.
+        self.owed
+            .lock()
+            .retain(|(chunk, _, _)| *chunk != self.chunk);
+        // Its items are no longer held.
+        let mut held = self.returned_room();
+        held.owed_kib = 0;
+        held.trim();
+        tally
     }
 }
 
