@@ -46,7 +46,7 @@ impl<S: Store> Sweeper<S> {
             .lock()
             .retain(|_, (_, read)| read.elapsed() <= max_age);
         let most = read_ahead(options);
-        let schema = &shared.schema;
+        let (store, schema) = (&shared.store, &shared.schema);
         let shards = schema.layout.window_shards.max(1);
         // By key token: a key listed twice (its ttl rewritten between two pages) is read once,
         // since DynamoDB refuses a `BatchGetItem` that names a key twice.
@@ -61,22 +61,16 @@ impl<S: Store> Sweeper<S> {
                         break 'partitions;
                     }
                     let left = i32::try_from(most - listed.len()).unwrap_or(i32::MAX);
-                    let query =
-                        shared
-                            .store
-                            .query_expired(schema, &partition, at, start, Some(left));
+                    let query = store.query_expired(schema, &partition, at, start, Some(left));
                     let Ok(page) = stop.bound("Query", query).await else {
                         // Nothing lost: the tick reads the table itself for what is not here.
                         break 'partitions;
                     };
-                    for item in page.items {
-                        let Some(e) = check_item(schema, item, at) else {
-                            continue;
-                        };
-                        if let Some(token) = schema.key_token(&e.key) {
-                            if seen.insert(token.clone()) {
-                                listed.push((token, e));
-                            }
+                    let expired = page.items.into_iter();
+                    for e in expired.filter_map(|item| check_item(schema, item, at)) {
+                        match schema.key_token(&e.key) {
+                            Some(token) if seen.insert(token.clone()) => listed.push((token, e)),
+                            _ => {}
                         }
                     }
                     match page.next {
@@ -91,7 +85,7 @@ impl<S: Store> Sweeper<S> {
             let wanted: Vec<Key> = keys.iter().map(|(_, e)| e.key.clone()).collect();
             // Dated at the request: DynamoDB may read the items any time until its answer.
             let asked = Instant::now();
-            let read = shared.store.get_items(schema, wanted, true);
+            let read = store.get_items(schema, wanted, true);
             let Ok(found) = stop.bound("BatchGetItem", read).await else {
                 return;
             };

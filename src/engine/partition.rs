@@ -183,9 +183,8 @@ impl<S: Store> Shared<S> {
         let delete = |inflight: &mut JoinSet<ChunkOutcome>,
                       group: Vec<Expired>,
                       held: &mut Option<OwnedSemaphorePermit>| {
-            let (shared, stop, permits) = (this.clone(), stop.clone(), slots.permits.clone());
-            let reads = slots.reads.clone();
-            let events = events.clone();
+            let (shared, stop, events) = (this.clone(), stop.clone(), events.clone());
+            let (permits, reads) = (slots.permits.clone(), slots.reads.clone());
             // The group's keys' share of the budget, returned when the group is done.
             let keys = split_permit(held, group.len());
             let entries = entries_of(&group);
@@ -238,7 +237,7 @@ impl<S: Store> Shared<S> {
                 .limit()
                 .map_or(budget_size, |l| u32::try_from(l.max(1)).unwrap_or(1))
                 .min(budget_size);
-            let granted = tokio::select! {
+            let mut granted = tokio::select! {
                 permit = take_budget(slots, pending.len(), want) => permit,
                 () = stop.token().cancelled() => {
                     debug!(partition = %key, "stopping while waiting for keys to be deleted");
@@ -290,7 +289,6 @@ impl<S: Store> Shared<S> {
                 }
             }
             // Keep one permit per key pending; what the page did not fill goes back at once.
-            let mut granted = granted;
             let kept = pending.len() - held.as_ref().map_or(0, |h| h.num_permits());
             drop(granted.split(granted.num_permits().saturating_sub(kept)));
             match &mut held {
