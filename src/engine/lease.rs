@@ -369,27 +369,23 @@ impl Lease {
             error,
             ..NotLeading::default()
         };
-        if let Some(LeaseItem {
-            holder: who,
-            expires_at: until,
-            layout,
-            released,
-        }) = &state.seen
-        {
-            not_leading.layout_mismatch = layout.is_some();
-            let key = if *released {
-                format!("{who} (released)")
+        let Some(seen) = &state.seen else {
+            return Err(not_leading);
+        };
+        not_leading.layout_mismatch = seen.layout.is_some();
+        let (who, until) = (&seen.holder, seen.expires_at);
+        let key = if seen.released {
+            format!("{who} (released)")
+        } else {
+            who.clone()
+        };
+        if state.logged.as_ref() != Some(&Err(key.clone())) {
+            if seen.released {
+                info!(holder = %who, until = %until, "standing by until {until}: {who} gave the lease up");
             } else {
-                who.clone()
-            };
-            if state.logged.as_ref() != Some(&Err(key.clone())) {
-                if *released {
-                    info!(holder = %who, until = %until, "standing by until {until}: {who} gave the lease up");
-                } else {
-                    info!(holder = %who, until = %until, "standing by: {who} holds the lease until {until}");
-                }
-                state.logged = Some(Err(key));
+                info!(holder = %who, until = %until, "standing by: {who} holds the lease until {until}");
             }
+            state.logged = Some(Err(key));
         }
         Err(not_leading)
     }

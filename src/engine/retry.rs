@@ -126,9 +126,8 @@ impl Stop {
     /// A stop condition that also holds when this one does, but can be triggered on its own.
     pub(crate) fn child(&self) -> Stop {
         Stop {
-            deadline: self.deadline,
-            calls_end: self.calls_end,
             cancel: self.cancel.child_token(),
+            ..self.clone()
         }
     }
 }

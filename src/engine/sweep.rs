@@ -6,7 +6,7 @@
 //! and reports what it left for the next run. With a checkpoint it also covers every window since
 //! the last fully swept boundary (see [`super::checkpoint`]), then moves the checkpoint forward.
 
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
@@ -41,7 +41,7 @@ pub struct Sweeper<S> {
     lease: Option<Lease>,
     /// Whether the last sweep led (held the lease, or there is none): a standby reads nothing,
     /// not even ahead of a tick.
-    leading: std::sync::atomic::AtomicBool,
+    leading: AtomicBool,
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
@@ -71,7 +71,7 @@ impl<S: Store> Sweeper<S> {
             events: None,
             owed: Arc::default(),
             lease: None,
-            leading: std::sync::atomic::AtomicBool::new(true),
+            leading: AtomicBool::new(true),
         }
     }
 
@@ -91,8 +91,7 @@ impl<S: Store> Sweeper<S> {
             return Ok(stop.clone());
         };
         let leading = lease.check(&self.shared.store, stop).await;
-        self.leading
-            .store(leading.is_ok(), std::sync::atomic::Ordering::Relaxed);
+        self.leading.store(leading.is_ok(), Ordering::Relaxed);
         let not_leading = match leading {
             Ok(until) => return Ok(stop.within(until)),
             Err(not_leading) => not_leading,
@@ -320,7 +319,7 @@ impl<S: Store> Sweeper<S> {
 
     /// Whether its last sweep led (see [`Self::with_lease`]).
     pub(super) fn leading(&self) -> bool {
-        self.leading.load(std::sync::atomic::Ordering::Relaxed)
+        self.leading.load(Ordering::Relaxed)
     }
 
     /// The shards of each window this sweeper reads.
