@@ -257,7 +257,7 @@ impl SweepReport {
     }
 
     /// Adds a later sweep's results to this one (tick mode and long-running mode).
-    pub fn merge(&mut self, other: SweepReport) {
+    pub fn merge(&mut self, mut other: SweepReport) {
         if self.ticks == 0 {
             self.sweep_at = other.sweep_at.clone();
             self.table = other.table.clone();
@@ -269,12 +269,10 @@ impl SweepReport {
         self.lease_released += other.lease_released;
         self.stopped_early |= other.stopped_early;
         self.catchup_capped |= other.catchup_capped;
-        if other.checkpoint_before.is_some() && self.checkpoint_before.is_none() {
-            self.checkpoint_before = other.checkpoint_before.clone();
-        }
-        if other.checkpoint_after.is_some() {
-            self.checkpoint_after = other.checkpoint_after.clone();
-        }
+        let before = self.checkpoint_before.take();
+        self.checkpoint_before = before.or(other.checkpoint_before.take());
+        let after = other.checkpoint_after.take();
+        self.checkpoint_after = after.or(self.checkpoint_after.take());
         self.clock_ahead_ms = self.clock_ahead_ms.max(other.clock_ahead_ms);
         self.windows_swept += other.windows_swept;
         self.windows_left += other.windows_left;
