@@ -148,12 +148,6 @@ impl ChunkOutcome {
     pub(super) fn leave(&mut self, keys: impl IntoIterator<Item = Expired>) {
         self.left_keys.extend(keys.into_iter().map(|e| e.key));
     }
-
-    /// `e` is kept: its ttl changed since it was read.
-    fn keep(&mut self, e: Expired) {
-        self.skipped += 1;
-        self.kept_keys.push(e.key);
-    }
 }
 
 impl<S: Store> Deleter<'_, S> {
@@ -216,15 +210,21 @@ impl<S: Store> Deleter<'_, S> {
         (ready, out)
     }
 
-    /// Notify mode: `e` is there with another ttl after an attempt that may have deleted it
-    /// (its answer lost). If that attempt did, the item was deleted and written again, and no
-    /// event was owed for the delete; if it did not, the ttl changed and nothing was deleted.
-    /// Neither can be told apart, so the key is reported, never passed over in silence.
-    fn rewritten_after_attempt(&self, e: &Expired) -> FailedKey {
+    /// `e` is there with another ttl than the one read: it is kept. In notify mode after an
+    /// attempt that may have deleted it (its answer lost), though: if that attempt did, the item
+    /// was deleted and written again, and no event was owed for the delete; if it did not, the
+    /// ttl changed and nothing was deleted. Neither can be told apart, so the key is reported,
+    /// never passed over in silence.
+    fn changed(&self, e: Expired, out: &mut ChunkOutcome) {
+        if !(e.maybe_applied && self.notify.is_some()) {
+            out.skipped += 1;
+            out.kept_keys.push(e.key);
+            return;
+        }
         let reason = "its ttl changed after an attempt that may have deleted it (the answer was \
                       lost): if that attempt deleted it, the item was written again since and no \
                       expiry event was sent";
-        FailedKey::new(&e.key, reason)
+        out.failed.push(FailedKey::new(&e.key, reason));
     }
 
     /// The sweep stops with `keys` unsent or waiting for a retry (`reason`: the last outcome). With

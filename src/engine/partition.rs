@@ -57,12 +57,6 @@ pub(super) struct PartitionOutcome {
     pub(super) error: Option<StoreError>,
 }
 
-impl PartitionOutcome {
-    pub(super) fn complete(&self) -> bool {
-        self.read_all && self.error.is_none() && self.handled_all
-    }
-}
-
 /// Where a sweep's lags are measured from: the wall clock when it started, and that instant.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct LagOrigin {

@@ -368,8 +368,9 @@ impl<S: Store> Sweeper<S> {
         let mut read_all = vec![true; windows.len()];
         let mut complete = vec![true; windows.len()];
         let mut fold = |(i, out): (usize, PartitionOutcome)| {
-            read_all[i] &= out.read_all && out.error.is_none();
-            complete[i] &= out.complete();
+            let read = out.read_all && out.error.is_none();
+            read_all[i] &= read;
+            complete[i] &= read && out.handled_all;
             report.add_partition(out.report);
             if let Some(e) = out.error {
                 report.add_errors([SweepErrorEntry::new(Some(windows[i].key()), &e)]);

@@ -200,10 +200,7 @@ impl<S: Store> Deleter<'_, S> {
                         ..e
                     });
                 }
-                Some(_) if e.maybe_applied && self.notify.is_some() => {
-                    out.failed.push(self.rewritten_after_attempt(&e));
-                }
-                Some(_) => out.keep(e),
+                Some(_) => self.changed(e, out),
             }
         }
         back
