@@ -176,16 +176,17 @@ where
     } = options;
     let token = CancellationToken::new();
     let names: Vec<&str> = tables.iter().map(|t| t.name()).collect();
+    let unhealthy_after = UNHEALTHY_PERIODS * period.max(every);
     let metrics = endpoint.map(|listener| {
-        let metrics = Arc::new(DaemonMetrics::new(
-            &names,
-            UNHEALTHY_PERIODS * period.max(every),
-        ));
+        let metrics = Arc::new(DaemonMetrics::new(&names, unhealthy_after));
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(addr = %addr, "serving /metrics and /healthz");
         }
-        let serve = telemetry::endpoint::serve(listener, metrics.clone(), token.child_token());
-        tokio::spawn(serve);
+        tokio::spawn(telemetry::endpoint::serve(
+            listener,
+            metrics.clone(),
+            token.child_token(),
+        ));
         metrics
     });
     let shared = Shared {
@@ -249,8 +250,7 @@ async fn run_table<S: Store, F: Follow<S>>(
         None => None,
         Some(follow) => Some(follow.open(sweeper).await?),
     };
-    let report = sweep_table(sweeper, follower.as_ref(), shared).await;
-    unopened_for.merge(report);
+    unopened_for.merge(sweep_table(sweeper, follower.as_ref(), shared).await);
     Ok(unopened_for)
 }
 
@@ -260,12 +260,7 @@ async fn sweep_table<S: Store, F: Follow<S>>(
     follower: Option<&F::Follower>,
     shared: &Shared<'_, F>,
 ) -> SweepReport {
-    let Shared {
-        clock,
-        stop,
-        metrics,
-        ..
-    } = shared;
+    let (clock, stop, metrics) = (shared.clock, &shared.stop, &shared.metrics);
     let ticks = Ticks {
         every: shared.every,
         full_every: shared.period,
@@ -300,7 +295,7 @@ async fn sweep_table<S: Store, F: Follow<S>>(
     let first = clock.now();
     // Boxed: the ticks' future is deep enough (sweeps, leases, deletes, events) that the
     // compiler's query depth would overflow computing the layout of this one around it.
-    let sweeps = Box::pin(run_ticks(sweeper, first, *clock, &ticks, stop, on_tick));
+    let sweeps = Box::pin(run_ticks(sweeper, first, clock, &ticks, stop, on_tick));
     let table = &sweeper.schema().table_name;
     let follow = async {
         if let (Some(follow), Some(follower)) = (&shared.follow, follower) {
@@ -310,7 +305,7 @@ async fn sweep_table<S: Store, F: Follow<S>>(
                 }
             };
             follow
-                .follow(follower, sweeper, *clock, stop, &progress)
+                .follow(follower, sweeper, clock, stop, &progress)
                 .await;
         }
     };
