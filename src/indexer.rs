@@ -94,16 +94,6 @@ pub fn item_id(record: &EventRecord) -> String {
     key_to_json(&key).to_string()
 }
 
-/// What one record comes to before anything is written.
-enum Judged {
-    /// Nothing to write (counted in the report).
-    Nothing,
-    /// This entry to write.
-    Write(Entry),
-    /// The record cannot be indexed; why.
-    Fails(String),
-}
-
 /// Indexes `records` (one batch from one shard of `schema`'s table's stream) into the table's
 /// expiry index (`schema.index_table`), judging each image by `clock`. Never fails as a whole:
 /// what failed is in [`Indexed::failures`].
@@ -121,9 +111,8 @@ pub async fn index_records<S: Store>(
     let mut failed: HashMap<usize, String> = HashMap::new();
     for (at, record) in records.iter().enumerate() {
         match judge(schema, record, now, &mut out.report) {
-            Judged::Nothing => {}
-            Judged::Write(entry) => writes.push((at, entry)),
-            Judged::Fails(why) => {
+            Ok(entry) => writes.extend(entry.map(|entry| (at, entry))),
+            Err(why) => {
                 failed.insert(at, why);
             }
         }
@@ -176,24 +165,25 @@ pub async fn index_records<S: Store>(
     out
 }
 
-/// What `record` comes to at instant `now`, counted into `report`.
+/// What `record` comes to at instant `now`, counted into `report`: the entry to write, if any, or
+/// why the record cannot be indexed.
 fn judge(
     schema: &TableSchema,
     record: &EventRecord,
     now: crate::expiry::Timestamp,
     report: &mut IndexReport,
-) -> Judged {
+) -> Result<Option<Entry>, String> {
     match record.event_name.as_str() {
         "REMOVE" => {
             report.removes += 1;
-            return Judged::Nothing;
+            return Ok(None);
         }
         "INSERT" | "MODIFY" => {}
-        other => return Judged::Fails(format!("unknown event name {other:?}")),
+        other => return Err(format!("unknown event name {other:?}")),
     }
     let image: Key = record.change.new_image.clone().into();
     if image.is_empty() {
-        return Judged::Fails(
+        return Err(
             "no new image: the stream's view type must be NEW_IMAGE or NEW_AND_OLD_IMAGES".into(),
         );
     }
@@ -202,27 +192,27 @@ fn judge(
         let old: Key = record.change.old_image.clone().into();
         if !old.is_empty() && old.get(ttl_attribute) == image.get(ttl_attribute) {
             report.ttl_unchanged += 1;
-            return Judged::Nothing;
+            return Ok(None);
         }
     }
     let origin = record.change.sequence_number.as_deref().unwrap_or_default();
     if origin.is_empty() {
-        return Judged::Fails("the record has no sequence number".into());
+        return Err("the record has no sequence number".into());
     }
     match entries::index_item(schema, &image, origin, now) {
-        None => Judged::Fails(format!(
+        None => Err(format!(
             "the new image lacks the key attributes {:?}",
             schema.key_attributes
         )),
         Some(Indexing::NoTtl) => {
             report.no_ttl += 1;
-            Judged::Nothing
+            Ok(None)
         }
         Some(Indexing::InvalidTtl | Indexing::TooOldTtl) => {
             report.invalid_ttl += 1;
-            Judged::Nothing
+            Ok(None)
         }
-        Some(Indexing::Entry { entry, .. }) => Judged::Write(entry),
+        Some(Indexing::Entry { entry, .. }) => Ok(Some(entry)),
     }
 }
 
