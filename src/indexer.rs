@@ -253,13 +253,14 @@ async fn write_some<S: Store, E: std::borrow::Borrow<Entry>>(
             tokio::time::sleep(full_jitter(base, cap, attempt)).await;
         }
     }
+    let message = format!(
+        "{} entries still unprocessed after {ATTEMPTS} attempts",
+        writes.len()
+    );
     let e = StoreError::new(
         crate::store::ErrorKind::Throttled,
         "BatchWriteItem",
-        format!(
-            "{} entries still unprocessed after {ATTEMPTS} attempts",
-            writes.len()
-        ),
+        message,
     );
     Err((e, writes))
 }

@@ -315,11 +315,9 @@ impl Lease {
         // The send instant first: the bounds read after it are ones on DynamoDB's clock then.
         let (sent, wall_sent) = (Instant::now(), SystemTime::now());
         let (Some(upper), Some(lower)) = (self.time.upper_bound(), self.time.lower_bound()) else {
-            return Err(StoreError::new(
-                ErrorKind::Transient,
-                "UpdateItem",
-                "DynamoDB's clock is not known yet (no response seen): the lease is not written",
-            ));
+            let unknown =
+                "DynamoDB's clock is not known yet (no response seen): the lease is not written";
+            return Err(StoreError::new(ErrorKind::Transient, "UpdateItem", unknown));
         };
         let item = LeaseItem {
             holder: self.config.holder.clone(),

@@ -134,14 +134,11 @@ impl DynamoStore {
                 || *d.attribute_type() == ScalarAttributeType::S
         });
         if key != [WINDOW, ENTRY] || !strings {
-            return Err(StoreError::new(
-                ErrorKind::Validation,
-                OP,
-                format!(
-                    "expiry index table {table:?} (EXPIRY_INDEX_TABLE) is keyed on {key:?}; it \
-                     needs {shape}"
-                ),
-            ));
+            let message = format!(
+                "expiry index table {table:?} (EXPIRY_INDEX_TABLE) is keyed on {key:?}; it \
+                 needs {shape}"
+            );
+            return Err(StoreError::new(ErrorKind::Validation, OP, message));
         }
         Ok(())
     }
@@ -158,14 +155,11 @@ impl DynamoStore {
             .await?;
         let key = ordered_key(t.key_schema());
         if key != ["id"] {
-            return Err(StoreError::new(
-                ErrorKind::Validation,
-                OP,
-                format!(
-                    "checkpoint table {table:?} (CHECKPOINT_TABLE) is keyed on {key:?}; it needs \
-                     partition key `id` (String) and no sort key"
-                ),
-            ));
+            let message = format!(
+                "checkpoint table {table:?} (CHECKPOINT_TABLE) is keyed on {key:?}; it needs \
+                 partition key `id` (String) and no sort key"
+            );
+            return Err(StoreError::new(ErrorKind::Validation, OP, message));
         }
         Ok(())
     }
@@ -197,15 +191,12 @@ fn check_table(
             return Ok((schema, false));
         }
         let names: Vec<&str> = indexes.iter().filter_map(|i| i.index_name()).collect();
-        return Err(StoreError::new(
-            ErrorKind::NotFound,
-            OP,
-            format!(
-                "table {table_name:?} has no global secondary index {index_name:?} (INDEX_NAME); \
-                 it has {names:?}. Create a GSI with partition key {window:?} (S) and sort key \
-                 {ttl:?} (N)"
-            ),
-        ));
+        let message = format!(
+            "table {table_name:?} has no global secondary index {index_name:?} (INDEX_NAME); \
+             it has {names:?}. Create a GSI with partition key {window:?} (S) and sort key \
+             {ttl:?} (N)"
+        );
+        return Err(StoreError::new(ErrorKind::NotFound, OP, message));
     };
     let index_key = ordered_key(index.key_schema());
     let types_ok = attr_type(window) == Some(ScalarAttributeType::S)
@@ -219,14 +210,11 @@ fn check_table(
             })
             .collect();
         let actual = actual.join(", ");
-        return Err(StoreError::new(
-            ErrorKind::Validation,
-            OP,
-            format!(
-                "index {index_name:?} is keyed on {actual}; the sweeper needs partition key \
-                 {window:?} (S, WINDOW_ATTRIBUTE) and sort key {ttl:?} (N, TTL_ATTRIBUTE)"
-            ),
-        ));
+        let message = format!(
+            "index {index_name:?} is keyed on {actual}; the sweeper needs partition key \
+             {window:?} (S, WINDOW_ATTRIBUTE) and sort key {ttl:?} (N, TTL_ATTRIBUTE)"
+        );
+        return Err(StoreError::new(ErrorKind::Validation, OP, message));
     }
     // Every projection (KEYS_ONLY, INCLUDE, ALL) has the table and index keys: all a sweep reads.
     Ok((schema, true))
