@@ -253,15 +253,10 @@ async fn write_some<S: Store, E: std::borrow::Borrow<Entry>>(
             tokio::time::sleep(full_jitter(base, cap, attempt)).await;
         }
     }
-    let message = format!(
-        "{} entries still unprocessed after {ATTEMPTS} attempts",
-        writes.len()
-    );
-    let e = StoreError::new(
-        crate::store::ErrorKind::Throttled,
-        "BatchWriteItem",
-        message,
-    );
+    let left = writes.len();
+    let message = format!("{left} entries still unprocessed after {ATTEMPTS} attempts");
+    let throttled = crate::store::ErrorKind::Throttled;
+    let e = StoreError::new(throttled, "BatchWriteItem", message);
     Err((e, writes))
 }
 
