@@ -182,11 +182,8 @@ where
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(addr = %addr, "serving /metrics and /healthz");
         }
-        tokio::spawn(telemetry::endpoint::serve(
-            listener,
-            metrics.clone(),
-            token.child_token(),
-        ));
+        let serve = telemetry::endpoint::serve(listener, metrics.clone(), token.child_token());
+        tokio::spawn(serve);
         metrics
     });
     let shared = Shared {

@@ -372,13 +372,9 @@ pub(super) async fn delete_with_events<S: Store>(
         .iter()
         .filter_map(|key| expiries.iter().find(|x| x.key == *key))
         .map(|x| {
-            Publication::Cancelled(
-                Expiry {
-                    item: None,
-                    ..x.clone()
-                },
-                cancelled_at,
-            )
+            let mut expiry = x.clone();
+            expiry.item = None;
+            Publication::Cancelled(expiry, cancelled_at)
         })
         .collect();
     if !cancellations.is_empty() {

@@ -224,11 +224,8 @@ fn check_table(
 fn schema_of(table: &TableDescription, target: &TableTarget) -> Result<TableSchema, StoreError> {
     let key_attributes = ordered_key(table.key_schema());
     if key_attributes.is_empty() {
-        return Err(StoreError::new(
-            ErrorKind::Other,
-            OP,
-            "table has no key schema",
-        ));
+        let e = StoreError::new(ErrorKind::Other, OP, "table has no key schema");
+        return Err(e);
     }
     Ok(TableSchema {
         table_name: target.table_name.clone(),

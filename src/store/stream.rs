@@ -188,13 +188,9 @@ impl StreamClient {
             .send()
             .await
             .map_err(|e| ReadError::from_sdk("GetRecords", e))?;
+        let records = out.records.unwrap_or_default();
         Ok(Records {
-            records: out
-                .records
-                .unwrap_or_default()
-                .into_iter()
-                .map(event_record)
-                .collect(),
+            records: records.into_iter().map(event_record).collect(),
             next: out.next_shard_iterator,
         })
     }

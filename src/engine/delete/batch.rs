@@ -83,9 +83,7 @@ impl<S: Store> Deleter<'_, S> {
                 Err(e) => {
                     reason = e.to_string();
                     if may_have_applied(&e) {
-                        for k in &mut remaining {
-                            k.maybe_applied = true;
-                        }
+                        remaining.iter_mut().for_each(|k| k.maybe_applied = true);
                     }
                     if !e.kind.is_retryable() {
                         attempt = self.options.max_retries;
@@ -117,7 +115,7 @@ impl<S: Store> Deleter<'_, S> {
     /// counted, and every key is sent again, marked as possibly deleted already.
     pub(super) fn acknowledge(
         &self,
-        sent: Vec<Expired>,
+        mut sent: Vec<Expired>,
         unprocessed: &[Key],
         out: &mut ChunkOutcome,
     ) -> Vec<Expired> {
@@ -129,13 +127,8 @@ impl<S: Store> Deleter<'_, S> {
                 matched,
                 "BatchWriteItem returned unprocessed keys that match no key sent; sending the whole chunk again"
             );
-            return sent
-                .into_iter()
-                .map(|e| Expired {
-                    maybe_applied: true,
-                    ..e
-                })
-                .collect();
+            sent.iter_mut().for_each(|e| e.maybe_applied = true);
+            return sent;
         }
         let at = Instant::now();
         let mut left = Vec::with_capacity(matched);
@@ -159,7 +152,7 @@ impl<S: Store> Deleter<'_, S> {
     /// conditional.
     pub(super) async fn read_again(
         &self,
-        keys: Vec<Expired>,
+        mut keys: Vec<Expired>,
         out: &mut ChunkOutcome,
         stop: &Stop,
     ) -> Vec<Expired> {
@@ -172,10 +165,8 @@ impl<S: Store> Deleter<'_, S> {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!(keys = keys.len(), error = %e, "could not read stale keys again; deleting them conditionally");
-                return keys
-                    .into_iter()
-                    .map(|e| Expired { reread: true, ..e })
-                    .collect();
+                keys.iter_mut().for_each(|e| e.reread = true);
+                return keys;
             }
         };
         let found = self.schema.by_key(&found);
