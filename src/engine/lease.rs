@@ -156,11 +156,8 @@ impl Lease {
         }
         let watch_from = Instant::now();
         loop {
-            let read = stop.bound(
-                "GetItem",
-                store.read_lease(&self.config.table, &self.config.id),
-            );
-            let item = match read.await {
+            let read = store.read_lease(&self.config.table, &self.config.id);
+            let item = match stop.bound("GetItem", read).await {
                 Ok(item) => item,
                 Err(e) => {
                     state.next_read = Some(Instant::now() + self.poll());

@@ -239,13 +239,11 @@ impl<S: Store> Shared<S> {
                 }
             };
             let limit = i32::try_from(granted.num_permits()).unwrap_or(i32::MAX);
-            let query = stop.bound(
-                "Query",
-                this.store
-                    .query_expired(&this.schema, key, now, start.take(), Some(limit)),
-            );
+            let query = this
+                .store
+                .query_expired(&this.schema, key, now, start.take(), Some(limit));
             let answer = tokio::select! {
-                answer = query => answer,
+                answer = stop.bound("Query", query) => answer,
                 () = stop.token().cancelled() => {
                     debug!(partition = %key, "stopping mid-query");
                     break;

@@ -55,11 +55,8 @@ impl Stop {
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         self.within_limits(call).await.unwrap_or_else(|why| {
-            Err(StoreError::new(
-                ErrorKind::Transient,
-                operation,
-                format!("timed out: {why}"),
-            ))
+            let message = format!("timed out: {why}");
+            Err(StoreError::new(ErrorKind::Transient, operation, message))
         })
     }
 

@@ -220,13 +220,8 @@ impl<S: Store> Sweeper<S> {
                 }
             }
         }
-        let plan = plan(
-            now,
-            width,
-            options.lookback_windows,
-            checkpoint_before,
-            options.max_catchup_seconds,
-        );
+        let (lookback, max_catchup) = (options.lookback_windows, options.max_catchup_seconds);
+        let plan = plan(now, width, lookback, checkpoint_before, max_catchup);
         let below = |w: &Window| newest_end.is_none_or(|end| w.end <= end);
         let recent: Vec<Window> = plan.recent.iter().copied().filter(below).collect();
         if plan.capped {

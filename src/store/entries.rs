@@ -171,15 +171,13 @@ pub enum EntryWrite {
 impl Entry {
     /// The entry as an item of the index table.
     pub fn to_item(&self) -> Key {
+        let expires = self.expires.to_string();
         [
             (WINDOW.to_owned(), AttributeValue::S(self.window.clone())),
             (ENTRY.to_owned(), AttributeValue::S(self.sort.clone())),
             (KEY.to_owned(), AttributeValue::M(self.key.clone())),
             (TTL.to_owned(), AttributeValue::N(self.ttl.clone())),
-            (
-                EXPIRES.to_owned(),
-                AttributeValue::N(self.expires.to_string()),
-            ),
+            (EXPIRES.to_owned(), AttributeValue::N(expires)),
         ]
         .into()
     }
