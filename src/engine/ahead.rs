@@ -66,8 +66,8 @@ impl<S: Store> Sweeper<S> {
                         // Nothing lost: the tick reads the table itself for what is not here.
                         break 'partitions;
                     };
-                    let expired = page.items.into_iter();
-                    for e in expired.filter_map(|item| check_item(schema, item, at)) {
+                    let items = page.items.into_iter();
+                    for e in items.filter_map(|item| check_item(schema, item, at)) {
                         match schema.key_token(&e.key) {
                             Some(token) if seen.insert(token.clone()) => listed.push((token, e)),
                             _ => {}
