@@ -78,17 +78,9 @@ impl SweepHealth {
     /// items from being deleted.
     pub fn of(report: &crate::engine::SweepReport) -> Self {
         let read_failed = report.errors.iter().any(|e| e.window.is_some());
-        let reads = match (read_failed, report.windows_swept) {
-            (true, _) => Some(false),
-            (false, 0) => None,
-            (false, _) => Some(true),
-        };
-        let answered = report.items_deleted + report.items_skipped + report.items_gone;
-        let deletes = match (answered, report.items_failed) {
-            (0, 0) => None,
-            (0, _) => Some(false),
-            _ => Some(true),
-        };
+        let reads = (read_failed || report.windows_swept > 0).then_some(!read_failed);
+        let answered = report.items_deleted + report.items_skipped + report.items_gone > 0;
+        let deletes = (answered || report.items_failed > 0).then_some(answered);
         SweepHealth { reads, deletes }
     }
 }
@@ -119,10 +111,7 @@ impl Failing {
 
     /// Since when either has failed, the earlier.
     pub(super) fn since(&self) -> Option<Instant> {
-        match (self.reads, self.deletes) {
-            (Some(r), Some(d)) => Some(r.min(d)),
-            (r, d) => r.or(d),
-        }
+        self.reads.into_iter().chain(self.deletes).min()
     }
 }
 
