@@ -23,7 +23,7 @@ use crate::engine::tables::{unopened, Table};
 use crate::engine::{run_ticks, Stop, SweepErrorEntry, SweepReport, Sweeper, Ticks};
 use crate::expiry::Clock;
 use crate::store::stream::StreamClient;
-use crate::store::{DynamoStore, ErrorKind, Store, StoreError};
+use crate::store::{DynamoStore, Store};
 use crate::telemetry::{self, endpoint::DaemonMetrics};
 use crate::tools::follow::{FollowError, FollowReport, Follower};
 
@@ -176,11 +176,9 @@ where
     } = options;
     let token = CancellationToken::new();
     let names: Vec<&str> = tables.iter().map(|t| t.name()).collect();
+    let unhealthy_after = UNHEALTHY_PERIODS * period.max(every);
     let metrics = endpoint.map(|listener| {
-        let metrics = Arc::new(DaemonMetrics::new(
-            &names,
-            UNHEALTHY_PERIODS * period.max(every),
-        ));
+        let metrics = Arc::new(DaemonMetrics::new(&names, unhealthy_after));
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(addr = %addr, "serving /metrics and /healthz");
         }
@@ -226,13 +224,10 @@ async fn run_table<S: Store, F: Follow<S>>(
     let mut unopened_for = SweepReport::default();
     let sweeper = loop {
         // An opening that does not answer holds up the shutdown no longer than a request does.
-        let opened = stop.within_limits(table.sweeper()).await;
-        let opened = opened.unwrap_or_else(|why| {
-            let message = format!("timed out: {why}");
-            let error = StoreError::new(ErrorKind::Transient, "DescribeTable", message);
-            Err(SweepErrorEntry::new(None, &error))
-        });
-        match opened {
+        let opened = stop
+            .bound("DescribeTable", async { Ok(table.sweeper().await) })
+            .await;
+        match opened.unwrap_or_else(|e| Err(SweepErrorEntry::new(None, &e))) {
             Ok(sweeper) => break sweeper,
             Err(error) => {
                 let report = unopened(table.name(), error);
@@ -252,8 +247,7 @@ async fn run_table<S: Store, F: Follow<S>>(
         None => None,
         Some(follow) => Some(follow.open(sweeper).await?),
     };
-    let report = sweep_table(sweeper, follower.as_ref(), shared).await;
-    unopened_for.merge(report);
+    unopened_for.merge(sweep_table(sweeper, follower.as_ref(), shared).await);
     Ok(unopened_for)
 }
 
@@ -263,12 +257,7 @@ async fn sweep_table<S: Store, F: Follow<S>>(
     follower: Option<&F::Follower>,
     shared: &Shared<'_, F>,
 ) -> SweepReport {
-    let Shared {
-        clock,
-        stop,
-        metrics,
-        ..
-    } = shared;
+    let (clock, stop, metrics) = (shared.clock, &shared.stop, &shared.metrics);
     let ticks = Ticks {
         every: shared.every,
         full_every: shared.period,
@@ -303,7 +292,7 @@ async fn sweep_table<S: Store, F: Follow<S>>(
     let first = clock.now();
     // Boxed: the ticks' future is deep enough (sweeps, leases, deletes, events) that the
     // compiler's query depth would overflow computing the layout of this one around it.
-    let sweeps = Box::pin(run_ticks(sweeper, first, *clock, &ticks, stop, on_tick));
+    let sweeps = Box::pin(run_ticks(sweeper, first, clock, &ticks, stop, on_tick));
     let table = &sweeper.schema().table_name;
     let follow = async {
         if let (Some(follow), Some(follower)) = (&shared.follow, follower) {
@@ -313,7 +302,7 @@ async fn sweep_table<S: Store, F: Follow<S>>(
                 }
             };
             follow
-                .follow(follower, sweeper, *clock, stop, &progress)
+                .follow(follower, sweeper, clock, stop, &progress)
                 .await;
         }
     };

@@ -94,16 +94,6 @@ pub fn item_id(record: &EventRecord) -> String {
     key_to_json(&key).to_string()
 }
 
-/// What one record comes to before anything is written.
-enum Judged {
-    /// Nothing to write (counted in the report).
-    Nothing,
-    /// This entry to write.
-    Write(Entry),
-    /// The record cannot be indexed; why.
-    Fails(String),
-}
-
 /// Indexes `records` (one batch from one shard of `schema`'s table's stream) into the table's
 /// expiry index (`schema.index_table`), judging each image by `clock`. Never fails as a whole:
 /// what failed is in [`Indexed::failures`].
@@ -121,48 +111,32 @@ pub async fn index_records<S: Store>(
     let mut failed: HashMap<usize, String> = HashMap::new();
     for (at, record) in records.iter().enumerate() {
         match judge(schema, record, now, &mut out.report) {
-            Judged::Nothing => {}
-            Judged::Write(entry) => writes.push((at, entry)),
-            Judged::Fails(why) => {
+            Ok(entry) => writes.extend(entry.map(|entry| (at, entry))),
+            Err(why) => {
                 failed.insert(at, why);
             }
         }
     }
     // One entry per (window, sort key): a record delivered twice in one batch is written once.
     let mut seen = HashSet::new();
-    let (mut unique, mut repeats): (Vec<_>, Vec<_>) = (Vec::new(), Vec::new());
-    for (at, entry) in writes {
-        if seen.insert((entry.window.clone(), entry.sort.clone())) {
-            unique.push((at, entry));
-        } else {
-            repeats.push((at, entry));
-        }
-    }
-    let written: Vec<(usize, Result<(), Unwritten>)> =
-        stream::iter(unique.chunks(ENTRIES_PER_REQUEST).enumerate())
-            .map(|(n, chunk)| async move {
-                let entries: Vec<&Entry> = chunk.iter().map(|(_, e)| e).collect();
-                (n, write_some(store, schema, &entries).await)
-            })
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
+    writes.retain(|(_, entry)| seen.insert((entry.window.clone(), entry.sort.clone())));
+    let written: Vec<_> = stream::iter(writes.chunks(ENTRIES_PER_REQUEST))
+        .map(|chunk| async move {
+            let entries: Vec<&Entry> = chunk.iter().map(|(_, e)| e).collect();
+            (chunk, write_some(store, schema, &entries).await)
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
     // The entries written; only those the last attempt of a failed request still held failed.
     let bound = entries::sort_bound(now);
-    let mut done: HashSet<(&str, &str)> = HashSet::new();
-    for (n, result) in written {
-        let places = n * ENTRIES_PER_REQUEST..((n + 1) * ENTRIES_PER_REQUEST).min(unique.len());
-        let (error, left) = match result {
-            Ok(()) => (None, Vec::new()),
-            Err((e, left)) => (Some(e), left),
-        };
-        for (at, entry) in &unique[places] {
-            match &error {
-                Some(e) if left.contains(&EntryWrite::Put(entry.to_item())) => {
+    for (chunk, result) in written {
+        for (at, entry) in chunk {
+            match &result {
+                Err((e, left)) if left.contains(&EntryWrite::Put(entry.to_item())) => {
                     failed.insert(*at, format!("entry not written: {e}"));
                 }
                 _ => {
-                    done.insert((&entry.window, &entry.sort));
                     out.report.entries_written += 1;
                     out.report.expired_when_written += u64::from(entry.sort < bound);
                 }
@@ -176,7 +150,7 @@ pub async fn index_records<S: Store>(
     for (at, why) in failed {
         let record = &records[at];
         let item = item_id(record);
-        if failed_items.contains(&item) {
+        if !failed_items.insert(item.clone()) {
             continue;
         }
         let sequence = record.change.sequence_number.clone().unwrap_or_default();
@@ -186,30 +160,30 @@ pub async fn index_records<S: Store>(
                 .errors
                 .push(format!("record {sequence} of item {item}: {why}"));
         }
-        failed_items.insert(item);
         out.failures.push(sequence);
     }
     out
 }
 
-/// What `record` comes to at instant `now`, counted into `report`.
+/// What `record` comes to at instant `now`, counted into `report`: the entry to write, if any, or
+/// why the record cannot be indexed.
 fn judge(
     schema: &TableSchema,
     record: &EventRecord,
     now: crate::expiry::Timestamp,
     report: &mut IndexReport,
-) -> Judged {
+) -> Result<Option<Entry>, String> {
     match record.event_name.as_str() {
         "REMOVE" => {
             report.removes += 1;
-            return Judged::Nothing;
+            return Ok(None);
         }
         "INSERT" | "MODIFY" => {}
-        other => return Judged::Fails(format!("unknown event name {other:?}")),
+        other => return Err(format!("unknown event name {other:?}")),
     }
     let image: Key = record.change.new_image.clone().into();
     if image.is_empty() {
-        return Judged::Fails(
+        return Err(
             "no new image: the stream's view type must be NEW_IMAGE or NEW_AND_OLD_IMAGES".into(),
         );
     }
@@ -218,27 +192,27 @@ fn judge(
         let old: Key = record.change.old_image.clone().into();
         if !old.is_empty() && old.get(ttl_attribute) == image.get(ttl_attribute) {
             report.ttl_unchanged += 1;
-            return Judged::Nothing;
+            return Ok(None);
         }
     }
     let origin = record.change.sequence_number.as_deref().unwrap_or_default();
     if origin.is_empty() {
-        return Judged::Fails("the record has no sequence number".into());
+        return Err("the record has no sequence number".into());
     }
     match entries::index_item(schema, &image, origin, now) {
-        None => Judged::Fails(format!(
+        None => Err(format!(
             "the new image lacks the key attributes {:?}",
             schema.key_attributes
         )),
         Some(Indexing::NoTtl) => {
             report.no_ttl += 1;
-            Judged::Nothing
+            Ok(None)
         }
         Some(Indexing::InvalidTtl | Indexing::TooOldTtl) => {
             report.invalid_ttl += 1;
-            Judged::Nothing
+            Ok(None)
         }
-        Some(Indexing::Entry { entry, .. }) => Judged::Write(entry),
+        Some(Indexing::Entry { entry, .. }) => Ok(Some(entry)),
     }
 }
 
@@ -279,14 +253,10 @@ async fn write_some<S: Store, E: std::borrow::Borrow<Entry>>(
             tokio::time::sleep(full_jitter(base, cap, attempt)).await;
         }
     }
-    let e = StoreError::new(
-        crate::store::ErrorKind::Throttled,
-        "BatchWriteItem",
-        format!(
-            "{} entries still unprocessed after {ATTEMPTS} attempts",
-            writes.len()
-        ),
-    );
+    let left = writes.len();
+    let message = format!("{left} entries still unprocessed after {ATTEMPTS} attempts");
+    let throttled = crate::store::ErrorKind::Throttled;
+    let e = StoreError::new(throttled, "BatchWriteItem", message);
     Err((e, writes))
 }
 

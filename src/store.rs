@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use crate::expiry::window::parse_ttl;
 use crate::expiry::{Layout, Timestamp};
 
 pub mod clock;
@@ -76,6 +77,14 @@ impl TableSchema {
             .iter()
             .map(|a| item.get(a).map(|v| (a.clone(), v.clone())))
             .collect()
+    }
+
+    /// The ttl of `item` (from this table or its index), if it has a usable one.
+    pub fn ttl_of(&self, item: &Key) -> Option<f64> {
+        match item.get(&self.layout.ttl_attribute)? {
+            AttributeValue::N(n) => parse_ttl(n).ok(),
+            _ => None,
+        }
     }
 
     /// The item of `items` (from this table or its index) whose primary key is `key`.
@@ -260,97 +269,30 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
+/// A [`Store`] method that hands its call to the store an `Arc` shares.
+macro_rules! forward {
+    ($(fn $name:ident(&self, $($arg:ident: $ty:ty),*) -> $out:ty;)*) => {$(
+        fn $name(&self, $($arg: $ty),*) -> impl Future<Output = Result<$out, StoreError>> + Send {
+            (**self).$name($($arg),*)
+        }
+    )*};
+}
+
 impl<S: Store> Store for std::sync::Arc<S> {
-    fn query_expired(
-        &self,
-        schema: &TableSchema,
-        partition: &str,
-        now: Timestamp,
-        start: Option<Key>,
-        limit: Option<i32>,
-    ) -> impl Future<Output = Result<Page, StoreError>> + Send {
-        (**self).query_expired(schema, partition, now, start, limit)
-    }
-
-    fn batch_delete(
-        &self,
-        schema: &TableSchema,
-        keys: &[&Key],
-    ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send {
-        (**self).batch_delete(schema, keys)
-    }
-
-    fn delete_if_expired(
-        &self,
-        schema: &TableSchema,
-        key: Key,
-        ttl: &str,
-        now: Timestamp,
-        return_item: bool,
-    ) -> impl Future<Output = Result<(ConditionalOutcome, Option<Key>), StoreError>> + Send {
-        (**self).delete_if_expired(schema, key, ttl, now, return_item)
-    }
-
-    fn get_items(
-        &self,
-        schema: &TableSchema,
-        keys: Vec<Key>,
-        ttl_only: bool,
-    ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send {
-        (**self).get_items(schema, keys, ttl_only)
-    }
-
-    fn write_entries(
-        &self,
-        schema: &TableSchema,
-        writes: Vec<EntryWrite>,
-    ) -> impl Future<Output = Result<Vec<EntryWrite>, StoreError>> + Send {
-        (**self).write_entries(schema, writes)
-    }
-
-    fn read_checkpoint(
-        &self,
-        table: &str,
-        id: &str,
-    ) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send {
-        (**self).read_checkpoint(table, id)
-    }
-
-    fn advance_checkpoint(
-        &self,
-        table: &str,
-        id: &str,
-        to: Timestamp,
-        at: Timestamp,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        (**self).advance_checkpoint(table, id, to, at)
-    }
-
-    fn read_lease(
-        &self,
-        table: &str,
-        id: &str,
-    ) -> impl Future<Output = Result<Option<LeaseItem>, StoreError>> + Send {
-        (**self).read_lease(table, id)
-    }
-
-    fn write_lease(
-        &self,
-        table: &str,
-        id: &str,
-        lease: &LeaseItem,
-        lapsed_before: Timestamp,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        (**self).write_lease(table, id, lease, lapsed_before)
-    }
-
-    fn release_lease(
-        &self,
-        table: &str,
-        id: &str,
-        holder: &str,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        (**self).release_lease(table, id, holder)
+    forward! {
+        fn query_expired(&self, schema: &TableSchema, partition: &str, now: Timestamp,
+            start: Option<Key>, limit: Option<i32>) -> Page;
+        fn batch_delete(&self, schema: &TableSchema, keys: &[&Key]) -> Vec<Key>;
+        fn delete_if_expired(&self, schema: &TableSchema, key: Key, ttl: &str, now: Timestamp,
+            return_item: bool) -> (ConditionalOutcome, Option<Key>);
+        fn get_items(&self, schema: &TableSchema, keys: Vec<Key>, ttl_only: bool) -> Vec<Key>;
+        fn write_entries(&self, schema: &TableSchema, writes: Vec<EntryWrite>) -> Vec<EntryWrite>;
+        fn read_checkpoint(&self, table: &str, id: &str) -> Option<Timestamp>;
+        fn advance_checkpoint(&self, table: &str, id: &str, to: Timestamp, at: Timestamp) -> bool;
+        fn read_lease(&self, table: &str, id: &str) -> Option<LeaseItem>;
+        fn write_lease(&self, table: &str, id: &str, lease: &LeaseItem,
+            lapsed_before: Timestamp) -> bool;
+        fn release_lease(&self, table: &str, id: &str, holder: &str) -> bool;
     }
 }
 

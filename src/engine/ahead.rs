@@ -12,7 +12,6 @@
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::time::Instant;
 
 use super::delete::Expired;
@@ -21,7 +20,7 @@ use super::partition::check_item;
 use super::retry::Stop;
 use super::sweep::Sweeper;
 use super::DeleteMode;
-use crate::expiry::window::{parse_ttl, partition_key, Window};
+use crate::expiry::window::{partition_key, Window};
 use crate::expiry::Timestamp;
 use crate::store::{Key, Store};
 
@@ -36,7 +35,7 @@ impl<S: Store> Sweeper<S> {
     /// range), and confirms them by the table (module docs). At most the read-ahead budget of
     /// keys; stops at `stop`. Does nothing in conditional mode, where each delete checks the table.
     pub async fn confirm_ahead(&self, at: Timestamp, windows: &[Window], stop: &Stop) {
-        let shared = self.shared();
+        let shared = &self.shared;
         let options = &shared.options;
         if options.delete_mode != DeleteMode::Batch || stop.reached() || !self.leading() {
             return;
@@ -47,7 +46,7 @@ impl<S: Store> Sweeper<S> {
             .lock()
             .retain(|_, (_, read)| read.elapsed() <= max_age);
         let most = read_ahead(options);
-        let schema = &shared.schema;
+        let (store, schema) = (&shared.store, &shared.schema);
         let shards = schema.layout.window_shards.max(1);
         // By key token: a key listed twice (its ttl rewritten between two pages) is read once,
         // since DynamoDB refuses a `BatchGetItem` that names a key twice.
@@ -62,22 +61,16 @@ impl<S: Store> Sweeper<S> {
                         break 'partitions;
                     }
                     let left = i32::try_from(most - listed.len()).unwrap_or(i32::MAX);
-                    let query =
-                        shared
-                            .store
-                            .query_expired(schema, &partition, at, start, Some(left));
+                    let query = store.query_expired(schema, &partition, at, start, Some(left));
                     let Ok(page) = stop.bound("Query", query).await else {
                         // Nothing lost: the tick reads the table itself for what is not here.
                         break 'partitions;
                     };
-                    for item in page.items {
-                        let Some(e) = check_item(schema, item, at) else {
-                            continue;
-                        };
-                        if let Some(token) = schema.key_token(&e.key) {
-                            if seen.insert(token.clone()) {
-                                listed.push((token, e));
-                            }
+                    let items = page.items.into_iter();
+                    for e in items.filter_map(|item| check_item(schema, item, at)) {
+                        match schema.key_token(&e.key) {
+                            Some(token) if seen.insert(token.clone()) => listed.push((token, e)),
+                            _ => {}
                         }
                     }
                     match page.next {
@@ -87,24 +80,19 @@ impl<S: Store> Sweeper<S> {
                 }
             }
         }
-        let ttl_attribute = &schema.layout.ttl_attribute;
         listed.truncate(most);
         for keys in listed.chunks(GET_BATCH) {
             let wanted: Vec<Key> = keys.iter().map(|(_, e)| e.key.clone()).collect();
             // Dated at the request: DynamoDB may read the items any time until its answer.
             let asked = Instant::now();
-            let read = shared.store.get_items(schema, wanted, true);
+            let read = store.get_items(schema, wanted, true);
             let Ok(found) = stop.bound("BatchGetItem", read).await else {
                 return;
             };
             let found = schema.by_key(&found);
             let mut confirmed = shared.confirmed.lock();
             for (token, e) in keys {
-                let same = found.get(token).is_some_and(|item| {
-                    matches!(item.get(ttl_attribute), Some(AttributeValue::N(n))
-                        if parse_ttl(n).is_ok_and(|t| t == e.ttl))
-                });
-                if same {
+                if found.get(token).and_then(|item| schema.ttl_of(item)) == Some(e.ttl) {
                     confirmed.insert(token.clone(), (e.ttl_as_read.clone(), asked));
                 }
             }

@@ -136,17 +136,10 @@ pub fn advance_to(
     floor: i64,
     now: Timestamp,
 ) -> Option<i64> {
-    let mut to = None;
-    for (w, ok) in windows.iter().zip(complete).rev() {
-        if w.end <= floor {
-            continue;
-        }
-        if !ok || Timestamp::from_secs(w.end) >= now {
-            break;
-        }
-        to = Some(w.end);
-    }
-    to
+    let oldest_first = windows.iter().zip(complete).rev();
+    let run = oldest_first.filter(|(w, _)| w.end > floor);
+    let run = run.take_while(|(w, ok)| **ok && Timestamp::from_secs(w.end) < now);
+    run.last().map(|(w, _)| w.end)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::hook::Notifier;
 use super::report::{EventTally, FailedKey};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
@@ -26,7 +27,7 @@ fn may_have_applied(e: &StoreError) -> bool {
 }
 
 /// An expired item ready to delete.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Expired {
     pub(super) key: Key,
     pub(super) ttl: f64,
@@ -85,23 +86,7 @@ pub(super) struct Deleter<'a, S> {
     pub(super) return_items: bool,
     /// Notify mode: where each delete's event is owed the moment the delete is known, and
     /// published before every wait, so a crash loses as few events as it can.
-    pub(super) notify: Option<&'a dyn OwedEvents>,
-}
-
-/// Where notify mode keeps the events owed for a chunk's deletes (`super::hook::Notifier`).
-pub(super) trait OwedEvents: Sync {
-    /// The item with `key` (ttl as read) is deleted; `returned`: the item the delete returned.
-    fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>);
-    /// Whether an event has been owed long enough to be published between deletes.
-    fn due(&self) -> bool;
-    /// Publishes what is owed; what publishing did.
-    fn flush(&self) -> futures::future::BoxFuture<'_, EventTally>;
-    /// Waits for room to hold one more whole item, before a delete that returns it; what
-    /// publishing did, if it published what was owed to make room.
-    fn room(&self) -> futures::future::BoxFuture<'_, EventTally>;
-    /// Gives back the room taken for an item not returned (kept, gone, failed), keeping what
-    /// the items owed take.
-    fn unused_room(&self);
+    pub(super) notify: Option<&'a Notifier<'a>>,
 }
 
 /// Outcome of deleting one chunk.
@@ -162,12 +147,6 @@ impl ChunkOutcome {
     /// `keys` not attempted, or not retried, because the sweep had to stop.
     pub(super) fn leave(&mut self, keys: impl IntoIterator<Item = Expired>) {
         self.left_keys.extend(keys.into_iter().map(|e| e.key));
-    }
-
-    /// `e` is kept: its ttl changed since it was read.
-    fn keep(&mut self, e: Expired) {
-        self.skipped += 1;
-        self.kept_keys.push(e.key);
     }
 }
 
@@ -231,29 +210,32 @@ impl<S: Store> Deleter<'_, S> {
         (ready, out)
     }
 
-    /// Notify mode: `e` is there with another ttl after an attempt that may have deleted it
-    /// (its answer lost). If that attempt did, the item was deleted and written again, and no
-    /// event was owed for the delete; if it did not, the ttl changed and nothing was deleted.
-    /// Neither can be told apart, so the key is reported, never passed over in silence.
-    fn rewritten_after_attempt(&self, e: &Expired) -> FailedKey {
-        FailedKey {
-            key: key_to_json(&e.key),
-            reason: "its ttl changed after an attempt that may have deleted it (the answer was \
-                     lost): if that attempt deleted it, the item was written again since and no \
-                     expiry event was sent"
-                .to_owned(),
+    /// `e` is there with another ttl than the one read: it is kept. In notify mode after an
+    /// attempt that may have deleted it (its answer lost), though: if that attempt did, the item
+    /// was deleted and written again, and no event was owed for the delete; if it did not, the
+    /// ttl changed and nothing was deleted. Neither can be told apart, so the key is reported,
+    /// never passed over in silence.
+    fn changed(&self, e: Expired, out: &mut ChunkOutcome) {
+        if !(e.maybe_applied && self.notify.is_some()) {
+            out.skipped += 1;
+            out.kept_keys.push(e.key);
+            return;
         }
+        let reason = "its ttl changed after an attempt that may have deleted it (the answer was \
+                      lost): if that attempt deleted it, the item was written again since and no \
+                      expiry event was sent";
+        out.failed.push(FailedKey::new(&e.key, reason));
     }
 
-    /// The sweep stops with `keys` unsent or waiting for a retry (`reason`: the last outcome). Keys
-    /// an earlier attempt may have deleted are settled ([`Self::settle`]); the rest are left.
+    /// The sweep stops with `keys` unsent or waiting for a retry (`reason`: the last outcome). With
+    /// expiry events, keys an earlier attempt may have deleted are settled ([`Self::settle`]);
+    /// the rest are left.
     async fn give_up(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
-        let (maybe, unsent): (Vec<Expired>, Vec<Expired>) =
-            keys.into_iter().partition(|e| e.maybe_applied);
+        let (maybe, unsent): (Vec<Expired>, Vec<Expired>) = keys
+            .into_iter()
+            .partition(|e| e.maybe_applied && self.track_keys);
         out.leave(unsent);
-        if !maybe.is_empty() {
-            self.settle(maybe, "stopped", reason, out, stop).await;
-        }
+        self.settle(maybe, "stopped", reason, out, stop).await;
     }
 
     /// The retries of `keys` ran out (`reason`: the last outcome): they failed. With expiry
@@ -263,21 +245,17 @@ impl<S: Store> Deleter<'_, S> {
         let (maybe, failed): (Vec<Expired>, Vec<Expired>) = keys
             .into_iter()
             .partition(|e| e.maybe_applied && self.track_keys);
-        out.failed.extend(failed.iter().map(|e| FailedKey {
-            key: key_to_json(&e.key),
-            reason: reason.to_owned(),
-        }));
-        if !maybe.is_empty() {
-            self.settle(maybe, "gave up", reason, out, stop).await;
-        }
+        out.failed
+            .extend(failed.iter().map(|e| FailedKey::new(&e.key, reason)));
+        self.settle(maybe, "gave up", reason, out, stop).await;
     }
 
-    /// The sweep must stop (`what`: "stopped"), or has given up (`what`: "gave up"), while `keys`
-    /// wait for a retry after an attempt that may have been applied (`reason`: the last outcome).
-    /// Without expiry events they are left. With them, one consistent read
-    /// settles what it can (`docs/events.md`, "Notify"): a key found gone is owed its event; one
-    /// still there, or every key if the read fails, is reported as failed, never counted as left
-    /// (the attempt may yet be applied after the read, and then no event would follow).
+    /// With expiry events, the sweep must stop (`what`: "stopped"), or has given up (`what`: "gave
+    /// up"), while `keys` wait for a retry after an attempt that may have been applied (`reason`:
+    /// the last outcome). One consistent read settles what it can (`docs/events.md`, "Notify"): a
+    /// key found gone is owed its event; one still there, or every key if the read fails, is
+    /// reported as failed, never counted as left (the attempt may yet be applied after the read,
+    /// and then no event would follow).
     async fn settle(
         &self,
         keys: Vec<Expired>,
@@ -286,46 +264,42 @@ impl<S: Store> Deleter<'_, S> {
         out: &mut ChunkOutcome,
         stop: &Stop,
     ) {
-        if !self.track_keys {
-            out.leave(keys);
+        if keys.is_empty() {
             return;
         }
         let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
         let get = self.store.get_items(self.schema, wanted, true);
-        match stop.bound("BatchGetItem", get).await {
-            Ok(found) => {
-                for e in keys {
-                    if self.schema.find(&found, &e.key).is_some() {
-                        // Archive mode accepted the event before the delete; notify mode owes
-                        // it only for a delete it sees.
-                        let event = if self.notify.is_some() {
-                            "if that attempt deletes it later no expiry event is sent"
-                        } else {
-                            "its expiry event was accepted before the delete"
-                        };
-                        out.failed.push(FailedKey {
-                            key: key_to_json(&e.key),
-                            reason: format!(
-                                "{what} after an attempt that may still delete it ({reason}); \
-                                 it was there when checked; {event}"
-                            ),
-                        });
-                    } else {
-                        out.gone += 1;
-                        self.owe_event(&e, None);
-                    }
-                }
-            }
+        let found = match stop.bound("BatchGetItem", get).await {
+            Ok(found) => found,
             Err(read) => {
                 tracing::warn!(keys = keys.len(), error = %read, "deletes whose outcome is unknown; reported as failed");
-                out.failed.extend(keys.iter().map(|e| FailedKey {
-                    key: key_to_json(&e.key),
-                    reason: format!(
-                        "{what} after an attempt that may have deleted it ({reason}); \
-                         the check that followed failed too ({read})"
-                    ),
-                }));
+                let reason = format!(
+                    "{what} after an attempt that may have deleted it ({reason}); the check that \
+                     followed failed too ({read})"
+                );
+                out.failed
+                    .extend(keys.iter().map(|e| FailedKey::new(&e.key, &reason)));
+                return;
             }
+        };
+        // Archive mode accepted the event before the delete; notify mode owes it only for a
+        // delete it sees.
+        let event = if self.notify.is_some() {
+            "if that attempt deletes it later no expiry event is sent"
+        } else {
+            "its expiry event was accepted before the delete"
+        };
+        for e in keys {
+            if self.schema.find(&found, &e.key).is_none() {
+                out.gone += 1;
+                self.owe_event(&e, None);
+                continue;
+            }
+            let reason = format!(
+                "{what} after an attempt that may still delete it ({reason}); it was there when \
+                 checked; {event}"
+            );
+            out.failed.push(FailedKey::new(&e.key, reason));
         }
     }
 }

@@ -69,13 +69,8 @@ pub(super) async fn remove_settled<S: Store>(
         let mut writes = request.to_vec();
         for attempt in 1..=ATTEMPTS {
             let sent = writes.len();
-            match stop
-                .bound(
-                    "BatchWriteItem",
-                    store.write_entries(schema, writes.clone()),
-                )
-                .await
-            {
+            let write = store.write_entries(schema, writes.clone());
+            match stop.bound("BatchWriteItem", write).await {
                 Ok(unprocessed) => {
                     removed += (sent - unprocessed.len()) as u64;
                     writes = unprocessed;

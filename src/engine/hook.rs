@@ -13,11 +13,10 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::delete::{ChunkOutcome, Deleter, Expired, OwedEvents};
+use super::delete::{ChunkOutcome, Deleter, Expired};
 use super::report::FailedKey;
 pub use super::report::{EventTally, FailedEvent};
 use super::retry::Stop;
-use crate::expiry::window::parse_ttl;
 use crate::expiry::{Clock, Timestamp};
 use crate::store::{key_to_json, Key, Store, TableSchema};
 
@@ -95,10 +94,6 @@ pub(super) struct Owed {
 }
 
 impl Owed {
-    fn chunk_id(&self) -> u64 {
-        self.chunks.fetch_add(1, Ordering::Relaxed)
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Expiry, Instant)>> {
         // Entries are plain data, whole after every push or retain: a poisoned lock is usable.
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
@@ -194,39 +189,40 @@ impl Notifier<'_> {
     fn returned_room(&self) -> std::sync::MutexGuard<'_, ReturnedRoom> {
         self.returned_room.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
 
-impl OwedEvents for Notifier<'_> {
-    /// Without room at once, this chunk's owed events go out first, so that its items no longer
-    /// hold any: chunks that wait for room hold none, and those that hold it finish.
-    fn room(&self) -> BoxFuture<'_, EventTally> {
-        Box::pin(async move {
-            let mut tally = EventTally::default();
-            let more = match self.budget.clone().try_acquire_many_owned(MAX_ITEM_KIB) {
-                Ok(more) => Some(more),
-                Err(_) => {
-                    tally = self.flush().await;
-                    take_room(self.budget, MAX_ITEM_KIB).await
-                }
-            };
-            let mut held = self.returned_room();
-            match (&mut held.permit, more) {
-                (Some(room), Some(more)) => room.merge(more),
-                (room, more) => *room = room.take().or(more),
+    /// Waits for room to hold one more whole item, before a delete that returns it; what
+    /// publishing did, if it published what was owed to make room. Without room at once, this
+    /// chunk's owed events go out first, so that its items no longer hold any: chunks that wait
+    /// for room hold none, and those that hold it finish.
+    pub(super) async fn room(&self) -> EventTally {
+        let mut tally = EventTally::default();
+        let more = match self.budget.clone().try_acquire_many_owned(MAX_ITEM_KIB) {
+            Ok(more) => Some(more),
+            Err(_) => {
+                tally = self.flush().await;
+                take_room(self.budget, MAX_ITEM_KIB).await
             }
-            held.in_flight = true;
-            tally
-        })
+        };
+        let mut held = self.returned_room();
+        match (&mut held.permit, more) {
+            (Some(room), Some(more)) => room.merge(more),
+            (room, more) => *room = room.take().or(more),
+        }
+        held.in_flight = true;
+        tally
     }
 
-    fn unused_room(&self) {
+    /// Gives back the room taken for an item not returned (kept, gone, failed), keeping what the
+    /// items owed take.
+    pub(super) fn unused_room(&self) {
         let mut held = self.returned_room();
         held.in_flight = false;
         held.trim();
     }
 
-    /// The item as the delete returned it is preferred to the one read before.
-    fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>) {
+    /// The item with `key` (ttl as read) is deleted; `returned`: the item the delete returned,
+    /// preferred to the one read before.
+    pub(super) fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>) {
         if let Some(item) = &returned {
             self.returned_room().owed_kib += item_kib(item);
         }
@@ -246,7 +242,7 @@ impl OwedEvents for Notifier<'_> {
     }
 
     /// Whether an event of this chunk has been owed for [`OWED_FOR_AT_MOST`].
-    fn due(&self) -> bool {
+    pub(super) fn due(&self) -> bool {
         self.owed
             .lock()
             .iter()
@@ -254,30 +250,29 @@ impl OwedEvents for Notifier<'_> {
             .is_some_and(|(_, _, at)| at.elapsed() >= OWED_FOR_AT_MOST)
     }
 
-    /// Publishes this chunk's owed events; they stay owed until publishing has an outcome.
-    fn flush(&self) -> BoxFuture<'_, EventTally> {
-        Box::pin(async move {
-            let publications: Vec<Publication> = self
-                .owed
-                .lock()
-                .iter()
-                .filter(|(chunk, _, _)| *chunk == self.chunk)
-                .map(|(_, expiry, _)| Publication::Expired(expiry.clone()))
-                .collect();
-            if publications.is_empty() {
-                return EventTally::default();
-            }
-            let (_, tally) = self.hook.publish(publications, self.stop).await;
-            // One chunk is one task: nothing of it was owed while it published.
-            self.owed
-                .lock()
-                .retain(|(chunk, _, _)| *chunk != self.chunk);
-            // Its items are no longer held.
-            let mut held = self.returned_room();
-            held.owed_kib = 0;
-            held.trim();
-            tally
-        })
+    /// Publishes this chunk's owed events; they stay owed until publishing has an outcome. What
+    /// publishing did.
+    pub(super) async fn flush(&self) -> EventTally {
+        let publications: Vec<Publication> = self
+            .owed
+            .lock()
+            .iter()
+            .filter(|(chunk, _, _)| *chunk == self.chunk)
+            .map(|(_, expiry, _)| Publication::Expired(expiry.clone()))
+            .collect();
+        if publications.is_empty() {
+            return EventTally::default();
+        }
+        let (_, tally) = self.hook.publish(publications, self.stop).await;
+        // One chunk is one task: nothing of it was owed while it published.
+        self.owed
+            .lock()
+            .retain(|(chunk, _, _)| *chunk != self.chunk);
+        // Its items are no longer held.
+        let mut held = self.returned_room();
+        held.owed_kib = 0;
+        held.trim();
+        tally
     }
 }
 
@@ -290,23 +285,6 @@ pub(super) struct Events {
     pub(super) owed: Arc<Owed>,
     /// Room for whole items held for events, [`EVENT_ITEMS_BUDGET_KIB`] KiB a sweep.
     pub(super) items_room: Arc<Semaphore>,
-}
-
-impl Events {
-    /// A sweep's events: `hook`, stamped by `wall`, owed into `owed`.
-    pub(super) fn new(
-        hook: Arc<dyn ExpiryHook>,
-        wall: Option<Arc<dyn Clock>>,
-        owed: Arc<Owed>,
-    ) -> Self {
-        let items_room = Arc::new(Semaphore::new(EVENT_ITEMS_BUDGET_KIB as usize));
-        Events {
-            hook,
-            wall,
-            owed,
-            items_room,
-        }
-    }
 }
 
 /// Deletes one chunk with its events published as `events.hook` says.
@@ -335,7 +313,7 @@ pub(super) async fn delete_with_events<S: Store>(
         let notifier = Notifier {
             hook,
             owed,
-            chunk: owed.chunk_id(),
+            chunk: owed.chunks.fetch_add(1, Ordering::Relaxed),
             described: chunk
                 .iter()
                 .zip(items)
@@ -376,18 +354,14 @@ pub(super) async fn delete_with_events<S: Store>(
     for (e, delivery) in chunk.into_iter().zip(deliveries) {
         match delivery {
             Delivery::Accepted => admitted.push(e),
-            Delivery::Failed(reason) => refused.failed.push(FailedKey {
-                key: key_to_json(&e.key),
-                reason: format!("expiry event not accepted: {reason}"),
-            }),
+            Delivery::Failed(why) => {
+                let reason = format!("expiry event not accepted: {why}");
+                refused.failed.push(FailedKey::new(&e.key, reason));
+            }
             Delivery::Stopped => refused.leave([e]),
         }
     }
-    let mut out = if admitted.is_empty() {
-        ChunkOutcome::default()
-    } else {
-        deleter.delete_chunk(admitted, now, stop).await
-    };
+    let mut out = deleter.delete_chunk(admitted, now, stop).await;
     // Accepted, not deleted: an item whose ttl has changed since is owed its cancellation now;
     // no later sweep would find it in the window it has left.
     let mut kept = std::mem::take(&mut out.kept_keys);
@@ -422,22 +396,17 @@ async fn reconcile<S: Store>(
     out: &mut ChunkOutcome,
     stop: &Stop,
 ) -> Vec<Key> {
-    let left = out.left_keys.clone();
-    let failed: Vec<&Expiry> = out
-        .failed
-        .iter()
-        .filter_map(|f| expiries.iter().find(|x| key_to_json(&x.key) == f.key))
+    // A key has one outcome: failed or left, never both.
+    let failed = out.failed.iter().map(|f| f.key.clone());
+    let left = out.left_keys.iter().map(key_to_json);
+    let unresolved: Vec<&Expiry> = failed
+        .chain(left)
+        .filter_map(|json| expiries.iter().find(|x| key_to_json(&x.key) == json))
         .collect();
-    if failed.is_empty() && left.is_empty() {
+    if unresolved.is_empty() {
         return Vec::new();
     }
-    let mut unresolved: Vec<(&Expiry, bool)> = failed.into_iter().map(|x| (x, true)).collect();
-    unresolved.extend(
-        left.iter()
-            .filter_map(|key| expiries.iter().find(|x| x.key == *key))
-            .map(|x| (x, false)),
-    );
-    let keys: Vec<Key> = unresolved.iter().map(|(x, _)| x.key.clone()).collect();
+    let keys: Vec<Key> = unresolved.iter().map(|x| x.key.clone()).collect();
     let read = store.get_items(schema, keys, true);
     let items = match stop.bound("BatchGetItem", read).await {
         Ok(items) => items,
@@ -447,25 +416,19 @@ async fn reconcile<S: Store>(
         }
     };
     let mut cancel = Vec::new();
-    for (expiry, was_failed) in unresolved {
+    for expiry in unresolved {
         let found = schema.find(&items, &expiry.key);
-        let unchanged = found.map(|item| match item.get(&schema.layout.ttl_attribute) {
-            Some(AttributeValue::N(n)) => parse_ttl(n).is_ok_and(|t| t == expiry.ttl),
-            _ => false,
-        });
+        let unchanged = found.map(|item| schema.ttl_of(item) == Some(expiry.ttl));
         if unchanged == Some(true) {
             continue;
         }
-        if was_failed {
-            let json = key_to_json(&expiry.key);
-            out.failed.retain(|f| f.key != json);
-        } else {
-            out.left_keys.retain(|k| *k != expiry.key);
-        }
+        let json = key_to_json(&expiry.key);
+        out.failed.retain(|f| f.key != json);
+        out.left_keys.retain(|k| *k != expiry.key);
         match unchanged {
             None => out.gone += 1,
             Some(_) => {
-                tracing::info!(key = %key_to_json(&expiry.key), "an item whose expiry was accepted but not deleted has a new ttl: cancelling the expiry");
+                tracing::info!(key = %json, "an item whose expiry was accepted but not deleted has a new ttl: cancelling the expiry");
                 out.skipped += 1;
                 cancel.push(expiry.key.clone());
             }

@@ -71,15 +71,6 @@ pub struct NotLeading {
     pub released: bool,
 }
 
-impl NotLeading {
-    fn error(error: Option<StoreError>) -> Self {
-        NotLeading {
-            error,
-            ..NotLeading::default()
-        }
-    }
-}
-
 /// One table's lease, checked at the start of every sweep ([`super::Sweeper::with_lease`]).
 pub struct Lease {
     config: LeaseConfig,
@@ -165,11 +156,8 @@ impl Lease {
         }
         let watch_from = Instant::now();
         loop {
-            let read = stop.bound(
-                "GetItem",
-                store.read_lease(&self.config.table, &self.config.id),
-            );
-            let item = match read.await {
+            let read = store.read_lease(&self.config.table, &self.config.id);
+            let item = match stop.bound("GetItem", read).await {
                 Ok(item) => item,
                 Err(e) => {
                     state.next_read = Some(Instant::now() + self.poll());
@@ -210,12 +198,9 @@ impl Lease {
                 && watch_from.elapsed() < LEASE_WATCH + WATCH_EVERY
                 && !stop.would_pass(WATCH_EVERY);
             if watching {
-                let slept = tokio::select! {
-                    () = tokio::time::sleep(WATCH_EVERY) => true,
-                    () = stop.token().cancelled() => false,
-                };
-                if slept {
-                    continue;
+                tokio::select! {
+                    () = tokio::time::sleep(WATCH_EVERY) => continue,
+                    () = stop.token().cancelled() => {}
                 }
             }
             let wait = lapses_in.map_or(self.poll(), |l| l.min(self.poll()));
@@ -327,11 +312,9 @@ impl Lease {
         // The send instant first: the bounds read after it are ones on DynamoDB's clock then.
         let (sent, wall_sent) = (Instant::now(), SystemTime::now());
         let (Some(upper), Some(lower)) = (self.time.upper_bound(), self.time.lower_bound()) else {
-            return Err(StoreError::new(
-                ErrorKind::Transient,
-                "UpdateItem",
-                "DynamoDB's clock is not known yet (no response seen): the lease is not written",
-            ));
+            let unknown =
+                "DynamoDB's clock is not known yet (no response seen): the lease is not written";
+            return Err(StoreError::new(ErrorKind::Transient, "UpdateItem", unknown));
         };
         let item = LeaseItem {
             holder: self.config.holder.clone(),
@@ -377,28 +360,27 @@ impl Lease {
     /// Standing by (`error`: why, if reading or writing the lease failed); logs the holder when
     /// it changed.
     fn standing_by(&self, state: &mut State, error: Option<StoreError>) -> LeaseCheck {
-        let mut not_leading = NotLeading::error(error);
-        if let Some(LeaseItem {
-            holder: who,
-            expires_at: until,
-            layout,
-            released,
-        }) = &state.seen
-        {
-            not_leading.layout_mismatch = layout.is_some();
-            let key = if *released {
-                format!("{who} (released)")
+        let mut not_leading = NotLeading {
+            error,
+            ..NotLeading::default()
+        };
+        let Some(seen) = &state.seen else {
+            return Err(not_leading);
+        };
+        not_leading.layout_mismatch = seen.layout.is_some();
+        let (who, until) = (&seen.holder, seen.expires_at);
+        let key = if seen.released {
+            format!("{who} (released)")
+        } else {
+            who.clone()
+        };
+        if state.logged.as_ref() != Some(&Err(key.clone())) {
+            if seen.released {
+                info!(holder = %who, until = %until, "standing by until {until}: {who} gave the lease up");
             } else {
-                who.clone()
-            };
-            if state.logged.as_ref() != Some(&Err(key.clone())) {
-                if *released {
-                    info!(holder = %who, until = %until, "standing by until {until}: {who} gave the lease up");
-                } else {
-                    info!(holder = %who, until = %until, "standing by: {who} holds the lease until {until}");
-                }
-                state.logged = Some(Err(key));
+                info!(holder = %who, until = %until, "standing by: {who} holds the lease until {until}");
             }
+            state.logged = Some(Err(key));
         }
         Err(not_leading)
     }

@@ -67,17 +67,12 @@ pub(super) struct PagePace {
 impl PagePace {
     pub(super) fn new(options: &SweepOptions) -> Self {
         let cap = options.page_limit;
-        match options.delete_mode {
-            super::DeleteMode::Conditional => PagePace {
-                max_age: None,
-                limit: cap,
-                cap,
-            },
-            super::DeleteMode::Batch => PagePace {
-                max_age: Some(options.batch_max_read_age),
-                limit: Some(cap.map_or(FIRST_BATCH_PAGE, |c| c.min(FIRST_BATCH_PAGE))),
-                cap,
-            },
+        let batch = options.delete_mode == super::DeleteMode::Batch;
+        let first = Some(cap.map_or(FIRST_BATCH_PAGE, |c| c.min(FIRST_BATCH_PAGE)));
+        PagePace {
+            max_age: batch.then_some(options.batch_max_read_age),
+            limit: if batch { first } else { cap },
+            cap,
         }
     }
 

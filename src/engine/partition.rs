@@ -57,12 +57,6 @@ pub(super) struct PartitionOutcome {
     pub(super) error: Option<StoreError>,
 }
 
-impl PartitionOutcome {
-    pub(super) fn complete(&self) -> bool {
-        self.read_all && self.error.is_none() && self.handled_all
-    }
-}
-
 /// Where a sweep's lags are measured from: the wall clock when it started, and that instant.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct LagOrigin {
@@ -139,10 +133,7 @@ pub(super) fn check_item(schema: &TableSchema, mut item: Key, now: Timestamp) ->
         key: item,
         ttl,
         ttl_as_read,
-        read_at: None,
-        maybe_applied: false,
-        reread: false,
-        entry: None,
+        ..Expired::default()
     })
 }
 
@@ -186,9 +177,8 @@ impl<S: Store> Shared<S> {
         let delete = |inflight: &mut JoinSet<ChunkOutcome>,
                       group: Vec<Expired>,
                       held: &mut Option<OwnedSemaphorePermit>| {
-            let (shared, stop, permits) = (this.clone(), stop.clone(), slots.permits.clone());
-            let reads = slots.reads.clone();
-            let events = events.clone();
+            let (shared, stop, events) = (this.clone(), stop.clone(), events.clone());
+            let (permits, reads) = (slots.permits.clone(), slots.reads.clone());
             // The group's keys' share of the budget, returned when the group is done.
             let keys = split_permit(held, group.len());
             let entries = entries_of(&group);
@@ -241,7 +231,7 @@ impl<S: Store> Shared<S> {
                 .limit()
                 .map_or(budget_size, |l| u32::try_from(l.max(1)).unwrap_or(1))
                 .min(budget_size);
-            let granted = tokio::select! {
+            let mut granted = tokio::select! {
                 permit = take_budget(slots, pending.len(), want) => permit,
                 () = stop.token().cancelled() => {
                     debug!(partition = %key, "stopping while waiting for keys to be deleted");
@@ -249,13 +239,11 @@ impl<S: Store> Shared<S> {
                 }
             };
             let limit = i32::try_from(granted.num_permits()).unwrap_or(i32::MAX);
-            let query = stop.bound(
-                "Query",
-                this.store
-                    .query_expired(&this.schema, key, now, start.take(), Some(limit)),
-            );
+            let query = this
+                .store
+                .query_expired(&this.schema, key, now, start.take(), Some(limit));
             let answer = tokio::select! {
-                answer = query => answer,
+                answer = stop.bound("Query", query) => answer,
                 () = stop.token().cancelled() => {
                     debug!(partition = %key, "stopping mid-query");
                     break;
@@ -293,7 +281,6 @@ impl<S: Store> Shared<S> {
                 }
             }
             // Keep one permit per key pending; what the page did not fill goes back at once.
-            let mut granted = granted;
             let kept = pending.len() - held.as_ref().map_or(0, |h| h.num_permits());
             drop(granted.split(granted.num_permits().saturating_sub(kept)));
             match &mut held {

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::store::{ErrorKind, StoreError};
+use crate::store::{key_to_json, ErrorKind, Key, StoreError};
 
 /// Most failed keys a report keeps; the rest are counted in `failed_keys_dropped`.
 pub const MAX_FAILED_KEYS: usize = 1000;
@@ -96,6 +96,13 @@ pub struct FailedKey {
     pub key: serde_json::Value,
     /// The last error seen for it.
     pub reason: String,
+}
+
+impl FailedKey {
+    pub(crate) fn new(key: &Key, reason: impl Into<String>) -> Self {
+        let (key, reason) = (key_to_json(key), reason.into());
+        FailedKey { key, reason }
+    }
 }
 
 /// A DynamoDB error that stopped part of a sweep.
@@ -239,11 +246,9 @@ impl SweepReport {
         self.add_failed_events(tally.failed_events);
     }
 
-    fn add_failed_events(&mut self, events: impl IntoIterator<Item = FailedEvent>) {
-        let mut events = events.into_iter();
-        let room = MAX_FAILED_EVENTS.saturating_sub(self.failed_event_ids.len());
-        self.failed_event_ids.extend(events.by_ref().take(room));
-        self.failed_event_ids_dropped += events.count() as u64;
+    fn add_failed_events(&mut self, events: Vec<FailedEvent>) {
+        let kept = &mut self.failed_event_ids;
+        self.failed_event_ids_dropped += keep_at_most(kept, MAX_FAILED_EVENTS, events);
     }
 
     /// True when every window was read to the end and every found item was handled.
@@ -252,7 +257,7 @@ impl SweepReport {
     }
 
     /// Adds a later sweep's results to this one (tick mode and long-running mode).
-    pub fn merge(&mut self, other: SweepReport) {
+    pub fn merge(&mut self, mut other: SweepReport) {
         if self.ticks == 0 {
             self.sweep_at = other.sweep_at.clone();
             self.table = other.table.clone();
@@ -264,12 +269,10 @@ impl SweepReport {
         self.lease_released += other.lease_released;
         self.stopped_early |= other.stopped_early;
         self.catchup_capped |= other.catchup_capped;
-        if other.checkpoint_before.is_some() && self.checkpoint_before.is_none() {
-            self.checkpoint_before = other.checkpoint_before.clone();
-        }
-        if other.checkpoint_after.is_some() {
-            self.checkpoint_after = other.checkpoint_after.clone();
-        }
+        let before = self.checkpoint_before.take();
+        self.checkpoint_before = before.or(other.checkpoint_before.take());
+        let after = other.checkpoint_after.take();
+        self.checkpoint_after = after.or(self.checkpoint_after.take());
         self.clock_ahead_ms = self.clock_ahead_ms.max(other.clock_ahead_ms);
         self.windows_swept += other.windows_swept;
         self.windows_left += other.windows_left;
@@ -310,19 +313,20 @@ impl SweepReport {
 
     /// Keeps up to [`MAX_FAILED_KEYS`] failed keys, counting the rest.
     pub fn add_failed_keys(&mut self, keys: impl IntoIterator<Item = FailedKey>) {
-        let mut keys = keys.into_iter();
-        let room = MAX_FAILED_KEYS.saturating_sub(self.failed_keys.len());
-        self.failed_keys.extend(keys.by_ref().take(room));
-        self.failed_keys_dropped += keys.count() as u64;
+        self.failed_keys_dropped += keep_at_most(&mut self.failed_keys, MAX_FAILED_KEYS, keys);
     }
 
     /// Keeps up to [`MAX_ERRORS`] errors, counting the rest.
     pub fn add_errors(&mut self, errors: impl IntoIterator<Item = SweepErrorEntry>) {
-        let mut errors = errors.into_iter();
-        let room = MAX_ERRORS.saturating_sub(self.errors.len());
-        self.errors.extend(errors.by_ref().take(room));
-        self.errors_dropped += errors.count() as u64;
+        self.errors_dropped += keep_at_most(&mut self.errors, MAX_ERRORS, errors);
     }
+}
+
+/// Adds `items` to `kept` up to `max` in all; answers how many it left out.
+fn keep_at_most<T>(kept: &mut Vec<T>, max: usize, items: impl IntoIterator<Item = T>) -> u64 {
+    let mut items = items.into_iter();
+    kept.extend(items.by_ref().take(max.saturating_sub(kept.len())));
+    items.count() as u64
 }
 
 /// An event that could not be published.

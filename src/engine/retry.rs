@@ -55,11 +55,8 @@ impl Stop {
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         self.within_limits(call).await.unwrap_or_else(|why| {
-            Err(StoreError::new(
-                ErrorKind::Transient,
-                operation,
-                format!("timed out: {why}"),
-            ))
+            let message = format!("timed out: {why}");
+            Err(StoreError::new(ErrorKind::Transient, operation, message))
         })
     }
 
@@ -126,9 +123,8 @@ impl Stop {
     /// A stop condition that also holds when this one does, but can be triggered on its own.
     pub(crate) fn child(&self) -> Stop {
         Stop {
-            deadline: self.deadline,
-            calls_end: self.calls_end,
             cancel: self.cancel.child_token(),
+            ..self.clone()
         }
     }
 }

@@ -6,7 +6,7 @@
 //! and reports what it left for the next run. With a checkpoint it also covers every window since
 //! the last fully swept boundary (see [`super::checkpoint`]), then moves the checkpoint forward.
 
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
-use super::hook::{Events, ExpiryHook, FailedEvent, Owed};
+use super::hook::{Events, ExpiryHook, FailedEvent, Owed, EVENT_ITEMS_BUDGET_KIB};
 use super::lease::Lease;
 use super::pace::{read_ahead, Running, Slots};
 use super::partition::{joined, LagOrigin, PartitionOutcome, Shared};
@@ -31,7 +31,8 @@ use crate::store::{key_to_json, Store, TableSchema};
 /// of their own on the Tokio runtime (so a multi-threaded runtime spreads them over its worker
 /// threads), bounded by `max_concurrency`; dropping a sweep aborts its tasks.
 pub struct Sweeper<S> {
-    shared: Arc<Shared<S>>,
+    /// What its sweeps' tasks share.
+    pub(super) shared: Arc<Shared<S>>,
     wall: Option<Arc<dyn Clock>>,
     events: Option<Arc<dyn ExpiryHook>>,
     /// Notify mode: the events owed for deletes not yet published, across the sweeps.
@@ -40,7 +41,7 @@ pub struct Sweeper<S> {
     lease: Option<Lease>,
     /// Whether the last sweep led (held the lease, or there is none): a standby reads nothing,
     /// not even ahead of a tick.
-    leading: std::sync::atomic::AtomicBool,
+    leading: AtomicBool,
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
@@ -70,7 +71,7 @@ impl<S: Store> Sweeper<S> {
             events: None,
             owed: Arc::default(),
             lease: None,
-            leading: std::sync::atomic::AtomicBool::new(true),
+            leading: AtomicBool::new(true),
         }
     }
 
@@ -90,8 +91,7 @@ impl<S: Store> Sweeper<S> {
             return Ok(stop.clone());
         };
         let leading = lease.check(&self.shared.store, stop).await;
-        self.leading
-            .store(leading.is_ok(), std::sync::atomic::Ordering::Relaxed);
+        self.leading.store(leading.is_ok(), Ordering::Relaxed);
         let not_leading = match leading {
             Ok(until) => return Ok(stop.within(until)),
             Err(not_leading) => not_leading,
@@ -138,12 +138,6 @@ impl<S: Store> Sweeper<S> {
         &self.shared.store
     }
 
-    /// The expiry events' hook, when events are configured (the stream indexer publishes through
-    /// it too).
-    pub fn expiry_hook(&self) -> Option<&dyn ExpiryHook> {
-        self.events.as_deref()
-    }
-
     /// Notify mode: the events owed for items deleted by a sweep that was dropped before it
     /// published them (the sweep's future given up at a deadline), as failed events, taken. A
     /// sweep that runs to its end leaves none: each event it owed was published or reported.
@@ -182,16 +176,17 @@ impl<S: Store> Sweeper<S> {
             Ok(stop) => stop,
             Err(standing_by) => return standing_by,
         };
-        let report = self.sweep_leading(now, newest_end, &stop).await;
-        self.swept(&report).await;
-        report
+        self.swept(self.sweep_leading(now, newest_end, &stop).await)
+            .await
     }
 
-    /// Tells the lease, if any, how a sweep that led went ([`Lease::swept`]).
-    async fn swept(&self, report: &SweepReport) {
+    /// `report`, of a sweep that led, once the lease, if any, has been told how it went
+    /// ([`Lease::swept`]).
+    async fn swept(&self, report: SweepReport) -> SweepReport {
         if let Some(lease) = &self.lease {
-            lease.swept(super::lease::SweepHealth::of(report)).await;
+            lease.swept(super::lease::SweepHealth::of(&report)).await;
         }
+        report
     }
 
     /// [`Sweeper::sweep_below`], leading (or without a lease), within `stop`.
@@ -225,13 +220,8 @@ impl<S: Store> Sweeper<S> {
                 }
             }
         }
-        let plan = plan(
-            now,
-            width,
-            options.lookback_windows,
-            checkpoint_before,
-            options.max_catchup_seconds,
-        );
+        let (lookback, max_catchup) = (options.lookback_windows, options.max_catchup_seconds);
+        let plan = plan(now, width, lookback, checkpoint_before, max_catchup);
         let below = |w: &Window| newest_end.is_none_or(|end| w.end <= end);
         let recent: Vec<Window> = plan.recent.iter().copied().filter(below).collect();
         if plan.capped {
@@ -304,9 +294,8 @@ impl<S: Store> Sweeper<S> {
     ) -> SweepReport {
         match self.lead(now, stop).await {
             Ok(stop) => {
-                let report = self.sweep_partitions(now, windows, &stop).await.0;
-                self.swept(&report).await;
-                report
+                self.swept(self.sweep_partitions(now, windows, &stop).await.0)
+                    .await
             }
             Err(standing_by) => standing_by,
         }
@@ -323,14 +312,9 @@ impl<S: Store> Sweeper<S> {
         }
     }
 
-    /// What its sweeps' tasks share.
-    pub(super) fn shared(&self) -> &Arc<Shared<S>> {
-        &self.shared
-    }
-
     /// Whether its last sweep led (see [`Self::with_lease`]).
     pub(super) fn leading(&self) -> bool {
-        self.leading.load(std::sync::atomic::Ordering::Relaxed)
+        self.leading.load(Ordering::Relaxed)
     }
 
     /// The shards of each window this sweeper reads.
@@ -353,10 +337,12 @@ impl<S: Store> Sweeper<S> {
             wall: self.wall.as_ref().map_or(now, |c| c.now()),
             mono: started,
         };
-        let events = self
-            .events
-            .clone()
-            .map(|hook| Events::new(hook, self.wall.clone(), self.owed.clone()));
+        let events = self.events.clone().map(|hook| Events {
+            hook,
+            wall: self.wall.clone(),
+            owed: self.owed.clone(),
+            items_room: Arc::new(Semaphore::new(EVENT_ITEMS_BUDGET_KIB as usize)),
+        });
         let shards = self.shared.schema.layout.window_shards.max(1);
         let range = self.shard_range();
         let limit = self.shared.options.max_concurrency.max(1);
@@ -377,8 +363,9 @@ impl<S: Store> Sweeper<S> {
         let mut read_all = vec![true; windows.len()];
         let mut complete = vec![true; windows.len()];
         let mut fold = |(i, out): (usize, PartitionOutcome)| {
-            read_all[i] &= out.read_all && out.error.is_none();
-            complete[i] &= out.complete();
+            let read = out.read_all && out.error.is_none();
+            read_all[i] &= read;
+            complete[i] &= read && out.handled_all;
             report.add_partition(out.report);
             if let Some(e) = out.error {
                 report.add_errors([SweepErrorEntry::new(Some(windows[i].key()), &e)]);

@@ -42,15 +42,12 @@ impl<S> std::fmt::Debug for Table<S> {
 impl<S: Store> Table<S> {
     /// A table already opened.
     pub fn ready(sweeper: Sweeper<S>) -> Self {
-        let name = sweeper.schema().table_name.clone();
         let open: Open<S> =
             Box::new(|| Box::pin(async { unreachable!("an opened table is never opened again") }));
+        let unopened = Table::lazy(&sweeper.schema().table_name, open, Duration::MAX);
         Table {
-            name,
             sweeper: OnceCell::new_with(Some(sweeper)),
-            open,
-            retry_every: Duration::MAX,
-            failed: Mutex::new(None),
+            ..unopened
         }
     }
 

@@ -76,35 +76,7 @@ where
     let fast = async {
         let mut total = SweepReport::default();
         let mut prev = first_now;
-        let mut first = true;
         loop {
-            if !first {
-                let wake = Instant::now() + until_next_tick(clock.now(), ticks.every);
-                if past_until(wake) {
-                    break;
-                }
-                // Batch mode: the next tick's keys confirmed by the table ahead of it, so that
-                // its deletes leave without a read of their own (`super::ahead`).
-                let ahead = wake.checked_sub(CONFIRM_AHEAD);
-                if let Some(ahead) = ahead.filter(|a| *a > Instant::now()) {
-                    tokio::select! {
-                        _ = tokio::time::sleep_until(ahead) => {}
-                        _ = stop.token().cancelled() => break,
-                    }
-                    let planned = clock.now() + wake.saturating_duration_since(Instant::now());
-                    let since = prev.max(planned - catchup_cap);
-                    let windows = windows_since(since, planned, width);
-                    tokio::select! {
-                        () = sweeper.confirm_ahead(planned, &windows, stop) => {}
-                        _ = tokio::time::sleep_until(wake) => {}
-                    }
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep_until(wake) => {}
-                    _ = stop.token().cancelled() => break,
-                }
-            }
-            first = false;
             let now = clock.now().max(prev);
             // Every window since the previous tick, however long the gap (a tick period longer
             // than the lookback, a slow host, a suspended process): nothing else reads them,
@@ -123,6 +95,30 @@ where
             if stop.reached() {
                 break;
             }
+            let wake = Instant::now() + until_next_tick(clock.now(), ticks.every);
+            if past_until(wake) {
+                break;
+            }
+            // Batch mode: the next tick's keys confirmed by the table ahead of it, so that its
+            // deletes leave without a read of their own (`super::ahead`).
+            let ahead = wake.checked_sub(CONFIRM_AHEAD);
+            if let Some(ahead) = ahead.filter(|a| *a > Instant::now()) {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(ahead) => {}
+                    _ = stop.token().cancelled() => break,
+                }
+                let planned = clock.now() + wake.saturating_duration_since(Instant::now());
+                let since = prev.max(planned - catchup_cap);
+                let windows = windows_since(since, planned, width);
+                tokio::select! {
+                    () = sweeper.confirm_ahead(planned, &windows, stop) => {}
+                    _ = tokio::time::sleep_until(wake) => {}
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(wake) => {}
+                _ = stop.token().cancelled() => break,
+            }
         }
         total
     };
@@ -132,9 +128,8 @@ where
         let mut now = first_now;
         loop {
             let last = Instant::now();
-            let below = tick_floor.load(Ordering::Relaxed);
-            let report = sweeper.sweep_below(now, Some(below), stop).await;
-            record(&mut total, report);
+            let below = Some(tick_floor.load(Ordering::Relaxed));
+            record(&mut total, sweeper.sweep_below(now, below, stop).await);
             let wake = last + ticks.full_every;
             if stop.reached() || past_until(wake) {
                 break;

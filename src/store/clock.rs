@@ -103,26 +103,23 @@ impl ServerClock {
         if state.floor.is_none_or(|f| floor_at(f, now) < date) {
             state.floor = Some((date, now));
         }
-        let replace = match state.anchor {
-            None => true,
-            Some(current) => {
-                let current_now = current.at(now);
-                // DynamoDB's clock read at least `date`: a bound below it is stale (the
-                // monotonic clock missed time, e.g. while the host was suspended).
-                let contradicted = date > current_now;
-                if contradicted {
-                    tracing::info!(
-                        dynamodb_at_least = %date,
-                        learned_bound = %current_now,
-                        "DynamoDB's clock is past the bound learned of it (the host was paused?): \
-                         learning it anew"
-                    );
-                }
-                contradicted
-                    || candidate.at(now) < current_now
-                    || now.saturating_duration_since(current.sent) > ANCHOR_MAX_AGE
+        let replace = state.anchor.is_none_or(|current| {
+            let current_now = current.at(now);
+            // DynamoDB's clock read at least `date`: a bound below it is stale (the monotonic
+            // clock missed time, e.g. while the host was suspended).
+            let contradicted = date > current_now;
+            if contradicted {
+                tracing::info!(
+                    dynamodb_at_least = %date,
+                    learned_bound = %current_now,
+                    "DynamoDB's clock is past the bound learned of it (the host was paused?): \
+                     learning it anew"
+                );
             }
-        };
+            contradicted
+                || candidate.at(now) < current_now
+                || now.saturating_duration_since(current.sent) > ANCHOR_MAX_AGE
+        });
         if replace {
             state.anchor = Some(candidate);
         }
@@ -133,8 +130,7 @@ impl ServerClock {
     }
 
     fn lower_bound_at(&self, now: Instant) -> Option<Timestamp> {
-        let floor = self.lock().floor?;
-        Some(floor_at(floor, now))
+        Some(floor_at(self.lock().floor?, now))
     }
 
     /// `wall` (a host clock reading), held to at most [`ServerTime::upper_bound`] and to
@@ -293,14 +289,9 @@ impl Intercept for DateRecorder {
         _components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let (Some(SentAt(sent)), Some(date)) = (
-            cfg.load::<SentAt>().copied(),
-            context.response().headers().get("date"),
-        ) else {
-            return Ok(());
-        };
-        if let Some(date) = parse_http_date(date) {
-            self.0.observe(date, sent);
+        let date = context.response().headers().get("date");
+        if let (Some(sent), Some(date)) = (cfg.load::<SentAt>(), date.and_then(parse_http_date)) {
+            self.0.observe(date, sent.0);
         }
         Ok(())
     }

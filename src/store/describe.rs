@@ -134,14 +134,11 @@ impl DynamoStore {
                 || *d.attribute_type() == ScalarAttributeType::S
         });
         if key != [WINDOW, ENTRY] || !strings {
-            return Err(StoreError::new(
-                ErrorKind::Validation,
-                OP,
-                format!(
-                    "expiry index table {table:?} (EXPIRY_INDEX_TABLE) is keyed on {key:?}; it \
-                     needs {shape}"
-                ),
-            ));
+            let message = format!(
+                "expiry index table {table:?} (EXPIRY_INDEX_TABLE) is keyed on {key:?}; it \
+                 needs {shape}"
+            );
+            return Err(StoreError::new(ErrorKind::Validation, OP, message));
         }
         Ok(())
     }
@@ -158,14 +155,11 @@ impl DynamoStore {
             .await?;
         let key = ordered_key(t.key_schema());
         if key != ["id"] {
-            return Err(StoreError::new(
-                ErrorKind::Validation,
-                OP,
-                format!(
-                    "checkpoint table {table:?} (CHECKPOINT_TABLE) is keyed on {key:?}; it needs \
-                     partition key `id` (String) and no sort key"
-                ),
-            ));
+            let message = format!(
+                "checkpoint table {table:?} (CHECKPOINT_TABLE) is keyed on {key:?}; it needs \
+                 partition key `id` (String) and no sort key"
+            );
+            return Err(StoreError::new(ErrorKind::Validation, OP, message));
         }
         Ok(())
     }
@@ -177,7 +171,9 @@ fn check_table(
     target: &TableTarget,
     check: IndexCheck,
 ) -> Result<(TableSchema, bool), StoreError> {
-    let layout = &target.layout;
+    let (table_name, index_name) = (&target.table_name, &target.index_name);
+    let window = target.layout.window_attribute.as_str();
+    let ttl = target.layout.ttl_attribute.as_str();
     let schema = schema_of(table, target)?;
     let attr_type = |name: &str| {
         table
@@ -189,34 +185,23 @@ fn check_table(
     let indexes = table.global_secondary_indexes();
     let Some(index) = indexes
         .iter()
-        .find(|i| i.index_name() == Some(target.index_name.as_str()))
+        .find(|i| i.index_name() == Some(index_name.as_str()))
     else {
         if check == IndexCheck::IfPresent {
             return Ok((schema, false));
         }
         let names: Vec<&str> = indexes.iter().filter_map(|i| i.index_name()).collect();
-        return Err(StoreError::new(
-            ErrorKind::NotFound,
-            OP,
-            format!(
-                "table {:?} has no global secondary index {:?} (INDEX_NAME); it has {:?}. \
-                 Create a GSI with partition key {:?} (S) and sort key {:?} (N)",
-                target.table_name,
-                target.index_name,
-                names,
-                layout.window_attribute,
-                layout.ttl_attribute
-            ),
-        ));
+        let message = format!(
+            "table {table_name:?} has no global secondary index {index_name:?} (INDEX_NAME); \
+             it has {names:?}. Create a GSI with partition key {window:?} (S) and sort key \
+             {ttl:?} (N)"
+        );
+        return Err(StoreError::new(ErrorKind::NotFound, OP, message));
     };
     let index_key = ordered_key(index.key_schema());
-    let expected = [
-        layout.window_attribute.clone(),
-        layout.ttl_attribute.clone(),
-    ];
-    let types_ok = attr_type(&layout.window_attribute) == Some(ScalarAttributeType::S)
-        && attr_type(&layout.ttl_attribute) == Some(ScalarAttributeType::N);
-    if index_key != expected || !types_ok {
+    let types_ok = attr_type(window) == Some(ScalarAttributeType::S)
+        && attr_type(ttl) == Some(ScalarAttributeType::N);
+    if index_key != [window, ttl] || !types_ok {
         let actual: Vec<String> = index_key
             .iter()
             .map(|name| match attr_type(name) {
@@ -224,18 +209,12 @@ fn check_table(
                 None => name.clone(),
             })
             .collect();
-        return Err(StoreError::new(
-            ErrorKind::Validation,
-            OP,
-            format!(
-                "index {:?} is keyed on {}; the sweeper needs partition key {:?} (S, \
-                 WINDOW_ATTRIBUTE) and sort key {:?} (N, TTL_ATTRIBUTE)",
-                target.index_name,
-                actual.join(", "),
-                layout.window_attribute,
-                layout.ttl_attribute
-            ),
-        ));
+        let actual = actual.join(", ");
+        let message = format!(
+            "index {index_name:?} is keyed on {actual}; the sweeper needs partition key \
+             {window:?} (S, WINDOW_ATTRIBUTE) and sort key {ttl:?} (N, TTL_ATTRIBUTE)"
+        );
+        return Err(StoreError::new(ErrorKind::Validation, OP, message));
     }
     // Every projection (KEYS_ONLY, INCLUDE, ALL) has the table and index keys: all a sweep reads.
     Ok((schema, true))
@@ -245,11 +224,8 @@ fn check_table(
 fn schema_of(table: &TableDescription, target: &TableTarget) -> Result<TableSchema, StoreError> {
     let key_attributes = ordered_key(table.key_schema());
     if key_attributes.is_empty() {
-        return Err(StoreError::new(
-            ErrorKind::Other,
-            OP,
-            "table has no key schema",
-        ));
+        let e = StoreError::new(ErrorKind::Other, OP, "table has no key schema");
+        return Err(e);
     }
     Ok(TableSchema {
         table_name: target.table_name.clone(),

@@ -171,15 +171,13 @@ pub enum EntryWrite {
 impl Entry {
     /// The entry as an item of the index table.
     pub fn to_item(&self) -> Key {
+        let expires = self.expires.to_string();
         [
             (WINDOW.to_owned(), AttributeValue::S(self.window.clone())),
             (ENTRY.to_owned(), AttributeValue::S(self.sort.clone())),
             (KEY.to_owned(), AttributeValue::M(self.key.clone())),
             (TTL.to_owned(), AttributeValue::N(self.ttl.clone())),
-            (
-                EXPIRES.to_owned(),
-                AttributeValue::N(self.expires.to_string()),
-            ),
+            (EXPIRES.to_owned(), AttributeValue::N(expires)),
         ]
         .into()
     }
@@ -203,8 +201,7 @@ pub fn id(window: &str, sort: &str) -> Key {
 /// (its key attributes and its ttl attribute, the ttl as indexed) and the entry's own key, to
 /// remove it once the item is judged. `None` for an item of the index table that is not an entry
 /// of `schema`'s table.
-pub fn listed(schema: &TableSchema, entry: Key) -> Option<(Key, Key)> {
-    let mut entry = entry;
+pub fn listed(schema: &TableSchema, mut entry: Key) -> Option<(Key, Key)> {
     let window = entry.remove(WINDOW)?;
     let sort = entry.remove(ENTRY)?;
     let AttributeValue::M(mut item) = entry.remove(KEY)? else {

@@ -22,19 +22,6 @@ pub struct ScanPage {
     pub consumed: f64,
 }
 
-/// Sends a conditional `UpdateItem`: [`UpdateOutcome::Written`] with the write capacity consumed,
-/// or [`UpdateOutcome::Changed`] when its condition did not hold.
-async fn conditional_update(
-    req: aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
-) -> Result<(UpdateOutcome, f64), StoreError> {
-    let result = req.send().await;
-    match result.map_err(|e| StoreError::from_sdk("UpdateItem", e)) {
-        Ok(out) => Ok((UpdateOutcome::Written, units(out.consumed_capacity(), 1.0))),
-        Err(e) if e.kind == ErrorKind::ConditionFailed => Ok((UpdateOutcome::Changed, 1.0)),
-        Err(e) => Err(e),
-    }
-}
-
 /// The capacity units a response says it consumed; `default` when it says nothing.
 fn units(consumed: Option<&ConsumedCapacity>, default: f64) -> f64 {
     consumed.and_then(|c| c.capacity_units()).unwrap_or(default)
@@ -121,7 +108,15 @@ impl DynamoStore {
                 .condition_expression("#t = :t AND #w = :old")
                 .expression_attribute_values(":old", old),
         };
-        conditional_update(req).await
+        match req
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("UpdateItem", e))
+        {
+            Ok(out) => Ok((UpdateOutcome::Written, units(out.consumed_capacity(), 1.0))),
+            Err(e) if e.kind == ErrorKind::ConditionFailed => Ok((UpdateOutcome::Changed, 1.0)),
+            Err(e) => Err(e),
+        }
     }
 
     /// Expiry index table mode, for `audit`: whether `index_table` holds an entry in window

@@ -138,13 +138,8 @@ impl StreamClient {
                 .send()
                 .await
                 .map_err(|e| StoreError::from_sdk(OP, e))?;
-            let Some(description) = out.stream_description else {
-                return Err(StoreError::new(
-                    ErrorKind::Other,
-                    OP,
-                    "response has no stream",
-                ));
-            };
+            let no_stream = || StoreError::new(ErrorKind::Other, OP, "response has no stream");
+            let description = out.stream_description.ok_or_else(no_stream)?;
             shards.extend(description.shards().iter().filter_map(|s| {
                 Some(Shard {
                     id: s.shard_id()?.to_owned(),
@@ -160,6 +155,7 @@ impl StreamClient {
 
     /// An iterator on shard `shard` of stream `arn`, from `from`.
     pub async fn iterator(&self, arn: &str, shard: &str, from: &From) -> Result<String, ReadError> {
+        const OP: &str = "GetShardIterator";
         let request = self
             .client
             .get_shard_iterator()
@@ -172,21 +168,14 @@ impl StreamClient {
                 .sequence_number(sequence),
         };
         let out = request.send().await.map_err(|e| {
-            let e = ReadError::from_sdk("GetShardIterator", e);
-            match e {
+            match ReadError::from_sdk(OP, e) {
                 // A shard no longer in the stream (trimmed away whole).
                 ReadError::Store(s) if s.kind == ErrorKind::NotFound => ReadError::Trimmed,
                 other => other,
             }
         })?;
-        out.shard_iterator.ok_or_else(|| {
-            StoreError::new(
-                ErrorKind::Other,
-                "GetShardIterator",
-                "response has no iterator",
-            )
-            .into()
-        })
+        let no_iterator = || StoreError::new(ErrorKind::Other, OP, "response has no iterator");
+        Ok(out.shard_iterator.ok_or_else(no_iterator)?)
     }
 
     /// Up to 1,000 records (1 MB) from `iterator`.
@@ -199,13 +188,9 @@ impl StreamClient {
             .send()
             .await
             .map_err(|e| ReadError::from_sdk("GetRecords", e))?;
+        let records = out.records.unwrap_or_default();
         Ok(Records {
-            records: out
-                .records
-                .unwrap_or_default()
-                .into_iter()
-                .map(event_record)
-                .collect(),
+            records: records.into_iter().map(event_record).collect(),
             next: out.next_shard_iterator,
         })
     }
@@ -254,12 +239,7 @@ impl DynamoStore {
         id: &str,
     ) -> Result<Option<String>, StoreError> {
         let item = self.checkpoint_item(table, id).await?;
-        Ok(
-            match item.as_ref().and_then(|i| i.get(POSITION_ATTRIBUTE)) {
-                Some(AttributeValue::S(position)) => Some(position.clone()),
-                _ => None,
-            },
-        )
+        Ok(item.and_then(|i| i.get(POSITION_ATTRIBUTE)?.as_s().ok().cloned()))
     }
 
     /// Saves `position` as item `id` of checkpoint table `table`, stamped `at` (RFC 3339).

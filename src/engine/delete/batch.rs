@@ -1,13 +1,11 @@
 //! Batch mode: `BatchWriteItem`, which cannot check a ttl, sent only within the bound of each
 //! key's strongly consistent read of the table.
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::time::Instant;
 use tracing::debug;
 
 use super::{may_have_applied, ChunkOutcome, Deleter, Expired};
 use crate::engine::retry::Stop;
-use crate::expiry::window::parse_ttl;
 use crate::expiry::Timestamp;
 use crate::store::{ErrorKind, Key, Store};
 
@@ -85,9 +83,7 @@ impl<S: Store> Deleter<'_, S> {
                 Err(e) => {
                     reason = e.to_string();
                     if may_have_applied(&e) {
-                        for k in &mut remaining {
-                            k.maybe_applied = true;
-                        }
+                        remaining.iter_mut().for_each(|k| k.maybe_applied = true);
                     }
                     if !e.kind.is_retryable() {
                         attempt = self.options.max_retries;
@@ -119,7 +115,7 @@ impl<S: Store> Deleter<'_, S> {
     /// counted, and every key is sent again, marked as possibly deleted already.
     pub(super) fn acknowledge(
         &self,
-        sent: Vec<Expired>,
+        mut sent: Vec<Expired>,
         unprocessed: &[Key],
         out: &mut ChunkOutcome,
     ) -> Vec<Expired> {
@@ -131,13 +127,8 @@ impl<S: Store> Deleter<'_, S> {
                 matched,
                 "BatchWriteItem returned unprocessed keys that match no key sent; sending the whole chunk again"
             );
-            return sent
-                .into_iter()
-                .map(|e| Expired {
-                    maybe_applied: true,
-                    ..e
-                })
-                .collect();
+            sent.iter_mut().for_each(|e| e.maybe_applied = true);
+            return sent;
         }
         let at = Instant::now();
         let mut left = Vec::with_capacity(matched);
@@ -161,7 +152,7 @@ impl<S: Store> Deleter<'_, S> {
     /// conditional.
     pub(super) async fn read_again(
         &self,
-        keys: Vec<Expired>,
+        mut keys: Vec<Expired>,
         out: &mut ChunkOutcome,
         stop: &Stop,
     ) -> Vec<Expired> {
@@ -174,28 +165,25 @@ impl<S: Store> Deleter<'_, S> {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!(keys = keys.len(), error = %e, "could not read stale keys again; deleting them conditionally");
-                return keys
-                    .into_iter()
-                    .map(|e| Expired { reread: true, ..e })
-                    .collect();
+                keys.iter_mut().for_each(|e| e.reread = true);
+                return keys;
             }
         };
         let found = self.schema.by_key(&found);
-        let ttl_attribute = &self.schema.layout.ttl_attribute;
         let mut back = Vec::with_capacity(keys.len());
         for e in keys {
             let item = self
                 .schema
                 .key_token(&e.key)
                 .and_then(|k| found.get(&k).copied());
-            match item.map(|item| item.get(ttl_attribute)) {
+            match item.map(|item| self.schema.ttl_of(item)) {
                 None => {
                     out.gone += 1;
                     if e.maybe_applied {
                         self.owe_event(&e, None);
                     }
                 }
-                Some(Some(AttributeValue::N(n))) if parse_ttl(n).is_ok_and(|t| t == e.ttl) => {
+                Some(ttl) if ttl == Some(e.ttl) => {
                     let reread = e.read_at.is_some();
                     back.push(Expired {
                         read_at: Some(at),
@@ -203,10 +191,7 @@ impl<S: Store> Deleter<'_, S> {
                         ..e
                     });
                 }
-                Some(_) if e.maybe_applied && self.notify.is_some() => {
-                    out.failed.push(self.rewritten_after_attempt(&e));
-                }
-                Some(_) => out.keep(e),
+                Some(_) => self.changed(e, out),
             }
         }
         back

@@ -45,14 +45,8 @@ impl<S: Store> Deleter<'_, S> {
                         self.owe_event(&e, returned);
                         break;
                     }
-                    Ok((ConditionalOutcome::Kept, _))
-                        if e.maybe_applied && self.notify.is_some() =>
-                    {
-                        out.failed.push(self.rewritten_after_attempt(&e));
-                        break;
-                    }
                     Ok((ConditionalOutcome::Kept, _)) => {
-                        out.keep(e);
+                        self.changed(e, &mut out);
                         break;
                     }
                     Ok((ConditionalOutcome::Gone, _)) => {

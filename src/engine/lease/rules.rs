@@ -78,17 +78,9 @@ impl SweepHealth {
     /// items from being deleted.
     pub fn of(report: &crate::engine::SweepReport) -> Self {
         let read_failed = report.errors.iter().any(|e| e.window.is_some());
-        let reads = match (read_failed, report.windows_swept) {
-            (true, _) => Some(false),
-            (false, 0) => None,
-            (false, _) => Some(true),
-        };
-        let answered = report.items_deleted + report.items_skipped + report.items_gone;
-        let deletes = match (answered, report.items_failed) {
-            (0, 0) => None,
-            (0, _) => Some(false),
-            _ => Some(true),
-        };
+        let reads = (read_failed || report.windows_swept > 0).then_some(!read_failed);
+        let answered = report.items_deleted + report.items_skipped + report.items_gone > 0;
+        let deletes = (answered || report.items_failed > 0).then_some(answered);
         SweepHealth { reads, deletes }
     }
 }
@@ -119,10 +111,7 @@ impl Failing {
 
     /// Since when either has failed, the earlier.
     pub(super) fn since(&self) -> Option<Instant> {
-        match (self.reads, self.deletes) {
-            (Some(r), Some(d)) => Some(r.min(d)),
-            (r, d) => r.or(d),
-        }
+        self.reads.into_iter().chain(self.deletes).min()
     }
 }
 
@@ -155,41 +144,30 @@ pub enum Decision {
 /// (written before items recorded it) is taken to match. A lease we gave up (`released`) is left
 /// to the others until a lease after it lapses.
 pub fn decide(item: Option<&LeaseItem>, me: &LeaseConfig, lower: Option<Timestamp>) -> Decision {
-    let other_layout = |l: &LeaseItem| l.layout.clone().filter(|theirs| *theirs != me.layout);
-    match item {
-        None => Decision::Take {
-            from: None,
-            other_layout: None,
-        },
-        Some(l) if l.holder == me.holder && l.released => {
+    let stand_by = |l: &LeaseItem, until: Timestamp, other_layout| Decision::StandBy {
+        holder: l.holder.clone(),
+        until,
+        other_layout,
+    };
+    let lapsed = |until: Timestamp| lower.is_some_and(|now| until < now);
+    let (from, other_layout) = match item {
+        None => (None, None),
+        Some(l) if l.holder == me.holder => {
             let until = l.expires_at + me.duration;
-            if lower.is_some_and(|now| until < now) {
-                Decision::Take {
-                    from: None,
-                    other_layout: None,
-                }
-            } else {
-                Decision::StandBy {
-                    holder: l.holder.clone(),
-                    until,
-                    other_layout: None,
-                }
+            if l.released && !lapsed(until) {
+                return stand_by(l, until, None);
             }
+            (None, None)
         }
-        Some(l) if l.holder == me.holder => Decision::Take {
-            from: None,
-            other_layout: None,
-        },
-        Some(l) if lower.is_some_and(|now| l.expires_at < now) => Decision::Take {
-            from: Some(l.holder.clone()),
-            other_layout: other_layout(l),
-        },
-        Some(l) => Decision::StandBy {
-            holder: l.holder.clone(),
-            until: l.expires_at,
-            other_layout: other_layout(l),
-        },
-    }
+        Some(l) => {
+            let other_layout = l.layout.clone().filter(|theirs| *theirs != me.layout);
+            if !lapsed(l.expires_at) {
+                return stand_by(l, l.expires_at, other_layout);
+            }
+            (Some(l.holder.clone()), other_layout)
+        }
+    };
+    Decision::Take { from, other_layout }
 }
 
 /// Until when (monotonic) an accepted write of `expires_at` makes its sender leader: the earliest
