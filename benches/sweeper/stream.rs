@@ -519,7 +519,7 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(d, "### Writers unchanged: the expiry index table\n");
     let _ = writeln!(
         d,
-        "{}The release daemon (`ttl-sweeper run --every 1s` with a `CHECKPOINT_TABLE`), twice side by side: on a table with the sweeper's GSI, its writer setting the window; and with `--follow-stream` and `EXPIRY_INDEX_TABLE` on a table with a stream and no GSI, its writer setting only the ttl. Each run ({}new tables and daemons) writes for {} s: each second {} items of each kind due {DUE_IN} s after the whole second of their write (2–3 s after it) and {} already expired. *Lag*: from the ttl, or for expired items from their `PutItem`'s acknowledgement, to the delete's. *Deleted by `DeleteItem`*: sent one by one, not batched.\n",
+        "{}The release daemon (`ttl-sweeper run --every 1s` with a `CHECKPOINT_TABLE`), twice side by side: on a table with the sweeper's GSI, its writer setting the window; and with `--follow-stream` and `EXPIRY_INDEX_TABLE` on a table with a stream and no GSI, its writer setting only the ttl. Each run ({}new tables and daemons) writes for {} s: each second {} items of each kind due {DUE_IN} s after the whole second of their write (2–3 s after it) and {} already expired. *Lag*: from the ttl, or for expired items from their `PutItem`'s acknowledgement, to the delete's.\n",
         if s.quick {
             "Quick mode (`BENCH_QUICK=1`): fewer and shorter runs. "
         } else {
@@ -601,7 +601,7 @@ pub fn render(d: &mut String, f: &Figures) {
     let n = s.cpu_items;
     let _ = writeln!(
         d,
-        "**The indexer's CPU per record.** The same daemon, started afresh for each variant and run{}, after {n} items due in an hour were written: with only a ttl, the daemon following the stream into the expiry index table; or with their window, the daemon without a stream. *CPU*: utime + stime, {} s after the start, or one second after the follower caught up if later (extra seconds charged at the no-stream idle rate). *Per ttl-only record*: (following − not following) ÷ {n}, polling every {} ms included.\n",
+        "**The indexer's CPU per record.** The same daemon, afresh for each variant and run{}, after {n} items due in an hour were written with only a ttl (the daemon following the stream) or with their window (no stream). *CPU*: utime + stime {} s after the start, or a second after the follower caught up if later, extra seconds charged at the no-stream idle rate. *Per ttl-only record*: the difference ÷ {n}, polling every {} ms included.\n",
         if f.own_servers {
             " on a DynamoDB Local of its own"
         } else {
@@ -645,7 +645,7 @@ pub fn render(d: &mut String, f: &Figures) {
         // SAFETY: sysconf has no preconditions.
         1000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) },
         if f.own_servers {
-            "Writes to a table with a stream slow as records pile up on a DynamoDB Local server, hence one per lag run and CPU daemon."
+            "Stream records slow a DynamoDB Local server's writes, hence one per run."
         } else {
             "Here every run shared the server `DYNAMODB_ENDPOINT` names, where writes to a table with a stream slow as records pile up: a later ttl-only run may catch up late and charge each record more idle polling. By default every run has a DynamoDB Local of its own."
         }
