@@ -792,7 +792,7 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
     let Pace::Delayed { lo_ms, hi_ms } = LATENCY else {
         unreachable!("LATENCY is a delay")
     };
-    let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` (16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the fake DynamoDB endpoint, one thread on the second CPU, answering *at once* ({} deletes per run) or *after {lo_ms}–{hi_ms} ms*, as DynamoDB in-Region ({} deletes per run). CPU: user + system (`wait4`); context switches per request; peak memory: `VmHWM`; wall time from spawn to exit. *1 core*: the sweeper on the first CPU; *2 cores*: both, one shared with the fake. *Threads*: 1 (the default) or `TOKIO_WORKER_THREADS=2`. Route — {routes}{baseline}. *Fake endpoint busy*: its CPU share (near 100 %, it sets the pace). {runs_each} runs of each row; median (min–max).\n",
+    let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` (16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the fake DynamoDB endpoint on the second CPU, answering *at once* ({} deletes per run) or *after {lo_ms}–{hi_ms} ms* as DynamoDB in-Region ({} deletes per run); CPU is user + system (`wait4`). *1 core*: the sweeper on the first CPU; *2 cores*: both, one shared with the fake. *Threads*: 1 (the default) or `TOKIO_WORKER_THREADS=2`. Route — {routes}{baseline}. *Fake endpoint busy*: near 100 %, it sets the pace. {runs_each} runs of each row; median (min–max).\n",
         deleted(Pace::Instant), deleted(LATENCY));
     let _ = writeln!(
         d,
@@ -904,9 +904,9 @@ pub fn render(
 ) {
     let _ = writeln!(d, "## 6. CPU per delete, cores and the server's ceiling\n");
     render_outside(d, outside);
-    let _ = writeln!(d, "\nA multi-threaded runtime spreads partitions and delete requests over its workers; here the second core is shared with the fake, which bounds the gain. Section 8 shows where the CPU goes; mimalloc, delete clients built once and fewer copies cut it, and a hand-written route that halved it was removed as no faster at DynamoDB's pace (docs/design.md, \"One route to DynamoDB\").\n");
+    let _ = writeln!(d, "\nThe second core is shared with the fake, which bounds what 2 workers gain. Section 8 shows where the CPU goes; mimalloc, delete clients built once and fewer copies cut it.\n");
     let runs = own_us.first().map_or(0, |(_, v)| v.len());
-    let _ = writeln!(d, "**Measured inside the benchmark.** The same fake and items, the sweep run in the benchmark process on a runtime and client built as the binaries build theirs, counting its threads' CPU only (`CLOCK_THREAD_CPUTIME_ID`); {runs} runs of each, median (min–max). The other rows show what that method replaced.\n");
+    let _ = writeln!(d, "**Measured inside the benchmark.** The same fake and items, the sweep run in the benchmark process as the binaries run it, counting its threads' CPU only; {runs} runs of each, median (min–max).\n");
     let _ = writeln!(d, "| inside: method | CPU per delete |");
     let _ = writeln!(d, "|---|---|");
     for (label, us) in own_us {
@@ -914,7 +914,7 @@ pub fn render(
     }
     let _ = writeln!(d);
 
-    let _ = writeln!(d, "**DynamoDB Local's delete ceiling.** {} items deleted from a fresh table per measurement. *Raw*: prebuilt unsigned `BatchWriteItem`s of 25 deletes over keep-alive HTTP/1.1, *n* in flight; *ours*: a sweep with `MAX_CONCURRENCY` = *n*, queries included. After a warm-up, {} repetitions, alternating; deletes/s, median (min–max).\n", ceiling.items, ceiling.raw.first().map_or(0, Vec::len));
+    let _ = writeln!(d, "**DynamoDB Local's delete ceiling.** {} items per measurement from a fresh table: *raw*, prebuilt unsigned `BatchWriteItem`s of 25 deletes over keep-alive HTTP/1.1, *n* in flight; *ours*, a sweep with `MAX_CONCURRENCY` = *n*, queries included. {} repetitions after a warm-up; deletes/s, median (min–max).\n", ceiling.items, ceiling.raw.first().map_or(0, Vec::len));
     let _ = writeln!(
         d,
         "| in flight | raw (ceiling) | ours | ours / raw (medians) | ours: BatchWriteItem in flight, mean (max) | ours: first delete after |"
