@@ -393,12 +393,12 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(d, "{HEADING}\n");
     let _ = writeln!(
         d,
-        "Measured from outside, as in section 6: the release `ttl-sweeper sweep`, started per run with only the settings named below (otherwise defaults: batch mode, 16 windows, one thread), against the bench's fake DynamoDB endpoint, which answers each `Query` with expired keys, each `BatchWriteItem` with nothing unprocessed, each confirming `BatchGetItem` with the listed ttls and each `DeleteItem` as deleted, and counts each operation. *Deletes/s*: `items_deleted` over the wall time; *peak memory*: `VmHWM`. Rows alternate; min / median / max over the runs.\n"
+        "Measured from outside, as in section 6: the release `ttl-sweeper sweep` with the settings named below (otherwise defaults: batch mode, 16 windows, one thread) against the bench's fake DynamoDB endpoint, which accepts every delete, confirms every read and counts each operation. Rows alternate; min / median / max over the runs.\n"
     );
 
     let _ = writeln!(
         d,
-        "{}**At DynamoDB's pace.** `MAX_CONCURRENCY={PACE_CONCURRENCY}`, {} windows × {} items = {} deletes per run; the fake answers at once or after a seeded uniform 5–10 ms or 40–50 ms. *Ceiling*: {PACE_CONCURRENCY} requests of 25 deletes per mean delay; *ratio*: deletes/s ÷ ceiling. *Answered after*: the fake's mean time to answer a `BatchWriteItem`, delay plus lateness, which *ceiling as answered* and *ratio to it* use instead. *In flight at the fake*: `BatchWriteItem`s it was answering, on average over the *span* from the first one's arrival to the last one's answer (a share of the wall time). *One by one*: `DeleteItem`s ÷ items deleted. *BatchGetItem*: confirming reads and re-reads. {} of each pace.\n",
+        "{}**At DynamoDB's pace.** `MAX_CONCURRENCY={PACE_CONCURRENCY}`, {} windows × {} items = {} deletes per run; the fake answers at once or after a seeded uniform 5–10 ms or 40–50 ms. *Ceiling*: {PACE_CONCURRENCY} requests of 25 deletes per mean delay; *ratio*: deletes/s ÷ ceiling. *Answered after*: the fake's mean time to answer a `BatchWriteItem`, which *ceiling as answered* and *ratio to it* use instead of the delay. *In flight at the fake*: its mean over the *span* from the first `BatchWriteItem`'s arrival to the last one's answer (a share of the wall time). *One by one*: `DeleteItem`s ÷ items deleted. {} of each pace.\n",
         if s.quick {
             "Quick mode (`BENCH_QUICK=1`): 1 run of each row, 1,000 items per window at each pace. "
         } else {
@@ -522,7 +522,7 @@ pub fn render(d: &mut String, f: &Figures) {
         .fold(0.0, f64::max);
     let _ = writeln!(
         d,
-        "\nGoals (printed, not asserted): with the fake answering {} at least {CEILING_GOAL:.1} of the ceiling — median {slow:.2}, {} (of the ceiling as answered: {:.2}); the same {}, median {usual:.2}, {} (of the ceiling as answered: {:.2}); at most {:.0} % of deletes sent one by one at every pace — at most {:.2} %, {}.\n",
+        "\nGoals (printed, not asserted): at least {CEILING_GOAL:.1} of the ceiling {}, median {slow:.2}, {} (as answered: {:.2}), and {}, median {usual:.2}, {} (as answered: {:.2}); at most {:.0} % of deletes one by one, at most {:.2} %, {}.\n",
         PACES[2].label(),
         met(slow >= CEILING_GOAL),
         as_answered(PACES[2]),
@@ -551,7 +551,7 @@ pub fn render(d: &mut String, f: &Figures) {
     let budget_mib = f64::from(ttl_sweeper::engine::hook::EVENT_ITEMS_BUDGET_KIB) / 1024.0;
     let _ = writeln!(
         d,
-        "**Peak memory with whole items in expiry events.** `MAX_CONCURRENCY={ITEMS_CONCURRENCY}`, `EXPIRY_EVENTS=eventbridge:default`, items of {ITEM_KIB} KiB (too big for an event, but held until it is sent), the fake answering at once, {} windows × {} items = {} deletes per run; {} of each row. Unbounded, {ITEMS_CONCURRENCY} chunks of 25 such items would hold {:.0} MiB; a sweep holds at most `EVENT_ITEMS_BUDGET_KIB` ({budget_mib:.0} MiB) of whole items.\n",
+        "**Peak memory with whole items in expiry events.** `MAX_CONCURRENCY={ITEMS_CONCURRENCY}`, `EXPIRY_EVENTS=eventbridge:default`, items of {ITEM_KIB} KiB, the fake answering at once, {} windows × {} items = {} deletes per run; {} of each row. Unbounded, {ITEMS_CONCURRENCY} chunks of 25 such items would hold {:.0} MiB; a sweep holds at most `EVENT_ITEMS_BUDGET_KIB` ({budget_mib:.0} MiB) of whole items.\n",
         WINDOWS,
         s.items_per_window,
         WINDOWS * s.items_per_window,
