@@ -409,7 +409,7 @@ pub fn render(d: &mut String, f: &Figures) {
         WINDOWS * s.per_window,
         runs_text(s.runs)
     );
-    let _ = writeln!(d, "| fake answers | deletes/s (min / median / max) | ceiling | ratio (min / median / max) | BatchWriteItem answered after, ms (min / median / max) | ceiling as answered (min / median / max) | ratio to it (min / median / max) | BatchWriteItem in flight at the fake (min / median / max) | span (min / median / max) | one by one (min / median / max) | BatchGetItem requests (min / median / max) | peak memory MiB (min / median / max) |");
+    let _ = writeln!(d, "| fake answers | deletes/s | ceiling | ratio | BatchWriteItem answered after, ms | ceiling as answered | ratio to it | BatchWriteItem in flight at the fake | span | one by one | BatchGetItem requests | peak memory MiB |");
     let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let dash = || "—".to_string();
     for rows in &f.paces {
@@ -569,7 +569,7 @@ pub fn render(d: &mut String, f: &Figures) {
 /// A table of peak memory, one row per entry of `rows` (first column headed `first`); returns
 /// the largest peak.
 fn memory_table(d: &mut String, first: &str, rows: &[MemoryRows]) -> f64 {
-    let _ = writeln!(d, "| {first} | peak memory MiB (min / median / max) | deletes/s (min / median / max) | requests (median run: Query / BatchWriteItem / DeleteItem / BatchGetItem) |");
+    let _ = writeln!(d, "| {first} | peak memory MiB | deletes/s | requests (median run: Query / BatchWriteItem / DeleteItem / BatchGetItem) |");
     let _ = writeln!(d, "|---|---|---|---|");
     let mut worst_peak: f64 = 0.0;
     for rows in rows {

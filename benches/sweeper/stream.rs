@@ -540,8 +540,8 @@ pub fn render(d: &mut String, f: &Figures) {
     );
     let _ = writeln!(d, "|---|---|---|---|---|---|---|---|");
     let rows: [(&str, Rows); 2] = [
-        ("due 2–3 s after the write, lag from ttl", |r| &r.due),
-        ("written already expired, lag from write", |r| &r.expired),
+        ("due 2–3 s after the write", |r| &r.due),
+        ("written already expired", |r| &r.expired),
     ];
     for (what, of) in rows {
         for (i, r) in f.lag.iter().enumerate() {

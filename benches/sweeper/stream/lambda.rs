@@ -344,9 +344,9 @@ pub fn render(d: &mut String, s: &Settings, own_servers: bool, runs: &[LambdaRun
     type Of = fn(&LambdaRun) -> &Lags;
     // The items, their lags, and whether they were due (a delete before the ttl counts).
     let rows: [(&str, Of, bool); 2] = [
-        ("due 2–3 s after the write, lag from ttl", |r| &r.due, true),
+        ("due 2–3 s after the write", |r| &r.due, true),
         (
-            "written already expired, lag from write",
+            "written already expired",
             |r| &r.expired,
             false,
         ),
