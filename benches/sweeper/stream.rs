@@ -652,7 +652,7 @@ pub fn render(d: &mut String, f: &Figures) {
     );
     let _ = writeln!(
         d,
-        "Reproduce alone: `cargo build --release --bin ttl-sweeper --bin ttl-sweeper-lambda && BENCH_ONLY=stream AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null cargo bench --bench sweeper` (writes target/bench-stream.md; `BENCH_QUICK=1`: {} lag runs of {} s, {} CPU run of {} items).\n",
+        "Reproduce alone: `BENCH_ONLY=stream make bench` (writes target/bench-stream.md; `BENCH_QUICK=1`: {} lag runs of {} s, {} CPU run of {} items).\n",
         Settings::new(true).lag_runs,
         Settings::new(true).lag_secs,
         Settings::new(true).cpu_runs,

@@ -331,7 +331,7 @@ pub fn render(d: &mut String, f: &Figures) {
     let quick = Settings::new(true);
     let _ = writeln!(
         d,
-        "Reproduce alone: `cargo build --release --bin ttl-sweeper && BENCH_ONLY=tables AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null cargo bench --bench sweeper` (writes target/bench-tables.md; `BENCH_QUICK=1`: {} run of {} s).\n",
+        "Reproduce alone: `BENCH_ONLY=tables make bench` (writes target/bench-tables.md; `BENCH_QUICK=1`: {} run of {} s).\n",
         quick.runs, quick.secs
     );
 }
