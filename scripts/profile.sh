@@ -122,7 +122,7 @@ block="$OUT/breakdown.md"
     sort -t$'\t' -k1 -rn "$OUT/${names[0]}.groups" | awk -F'\t' '{printf "| %s | %s %% |\n", $2, $1}'
   fi
   echo
-  echo "By call stack (first match: the SDK's request pipeline, hyper's connection tasks, the sweep engine):"
+  echo "By call stack (first match: SDK pipeline, hyper tasks, sweep engine):"
   echo
   for i in "${!names[@]}"; do
     echo "- ${labels[i]}: $(awk -F'\t' '{printf "%s%s %% %s", (NR > 1 ? "; " : ""), $1, $2}' "$OUT/${names[i]}.inclusive")"
