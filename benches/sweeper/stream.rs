@@ -519,7 +519,7 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(d, "### Writers unchanged: the expiry index table\n");
     let _ = writeln!(
         d,
-        "{}The release daemon (`ttl-sweeper run --every 1s` with a `CHECKPOINT_TABLE`), twice side by side: on a table with the sweeper's GSI, its writer setting the window; and with `--follow-stream` and `EXPIRY_INDEX_TABLE` on a table with a stream and no GSI, its writer setting only the ttl. Each run ({}new tables and daemons) writes for {} s: each second {} items of each kind due {DUE_IN} s after the whole second of their write (2–3 s after it) and {} already expired. *Lag*: from the ttl, or for expired items from their `PutItem`'s acknowledgement, to the delete's.\n",
+        "{}The release daemon (`ttl-sweeper run --every 1s` with a `CHECKPOINT_TABLE`), twice side by side: on a table with the sweeper's GSI, its writer setting the window; and with `--follow-stream` and `EXPIRY_INDEX_TABLE` on a table with a stream and no GSI, its writer setting only the ttl. Each run ({}new tables and daemons) writes for {} s: each second {} items of each kind due 2–3 s later and {} already expired. *Lag*: from the ttl, or for expired items from their `PutItem`'s acknowledgement, to the delete's.\n",
         if s.quick {
             "Quick mode (`BENCH_QUICK=1`): fewer and shorter runs. "
         } else {

@@ -267,7 +267,7 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(d, "### Many tables: one daemon, ten tables\n");
     let _ = writeln!(
         d,
-        "{}The release daemon (`ttl-sweeper run --every 1s --table-name <tables>`) sweeping one table and, beside it, another sweeping ten, against DynamoDB Local; each run writes for {} s into each table {} items a second, each due {DUE_IN} s after the whole second of its write (2–3 s after it). *Tick*: `duration_ms` of the `tick finished` lines, one per table per tick that found items. *CPU* and *peak RSS*: read a second after the last delete.\n",
+        "{}The release daemon (`ttl-sweeper run --every 1s --table-name <tables>`) sweeping one table and, beside it, another sweeping ten, against DynamoDB Local; each run writes for {} s into each table {} items a second, due 2–3 s later. *Tick*: `duration_ms` of the `tick finished` lines, one per table per tick that found items. *CPU* and *peak RSS*: read a second after the last delete.\n",
         if s.quick {
             "Quick mode (`BENCH_QUICK=1`): one shorter run. "
         } else {

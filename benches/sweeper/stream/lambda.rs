@@ -388,7 +388,7 @@ pub fn render(d: &mut String, s: &Settings, own_servers: bool, runs: &[LambdaRun
     }
     let _ = writeln!(
         d,
-        "\n| run | records delivered (batches; not a clean success) | to the on-failure destination | indexed within (the slowest item: from its `PutItem`'s acknowledgement to the end of the indexer's invocation that took its record) | sweeper invocations started (failed) | the sweeper's tick lines: largest `lag_p99_ms`, `lag_max_ms` |"
+        "\n| run | records delivered (batches; not a clean success) | to the on-failure destination | indexed within (slowest item, from its write to the end of the invocation that took it) | sweeper invocations started (failed) | the sweeper's tick lines: largest `lag_p99_ms`, `lag_max_ms` |"
     );
     let _ = writeln!(d, "|---|---|---|---|---|---|");
     for (i, r) in runs.iter().enumerate() {
