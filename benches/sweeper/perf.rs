@@ -783,7 +783,7 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
         .iter()
         .map(|r| {
             format!(
-                "*{}*: every request through the SDK's own pipeline",
+                "*{}*: the SDK's own request pipeline",
                 r.label
             )
         })
@@ -838,7 +838,7 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
                 let m = |case, f| median(build, route, case, concurrency, f);
                 let _ = writeln!(
                     d,
-                    "\n{build}, {}, {concurrency} in flight: deletes/s with 2 workers on 2 cores / one thread on 1 core (medians, answers at once): {:.2}×. CPU per delete with answers after {lo_ms}–{hi_ms} ms / at once (medians, one thread, 1 core): {:.2}×; 2 workers / one thread (medians, 2 cores, after {lo_ms}–{hi_ms} ms): {:.2}×.",
+                    "\n{build}, {}, {concurrency} in flight, medians: deletes/s, 2 workers on 2 cores ÷ one thread on 1 core (answers at once), {:.2}×; CPU per delete, answers after {lo_ms}–{hi_ms} ms ÷ at once (one thread, 1 core), {:.2}×, and 2 workers ÷ one thread (2 cores, after {lo_ms}–{hi_ms} ms), {:.2}×.",
                     route.label,
                     m((Pace::Instant, 2, 2), OutsideRun::per_sec)
                         / m((Pace::Instant, 1, 1), OutsideRun::per_sec),

@@ -87,7 +87,7 @@ const DUE_IN: i64 = 3;
 const EXPIRED_FOR: i64 = 10;
 /// How the sweeper finds the item: its writer set the window (the table's GSI), or it was written
 /// with only a ttl (the stream indexer's entry in the expiry index table).
-const KINDS: [&str; 2] = ["writer (GSI)", "stream (index table, ttl only)"];
+const KINDS: [&str; 2] = ["writer (GSI)", "stream (index table)"];
 
 /// One lag run: due items of each kind (lag from ttl), expired items of each kind (lag from the
 /// write's acknowledgement), items deleted before their ttl, and the sweeper's own figures.
