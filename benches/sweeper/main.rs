@@ -404,7 +404,10 @@ fn render(
         },
         machine()
     );
-    let _ = writeln!(d, "One run on a shared, noisy machine: compare rows within a table, not across runs.\n");
+    let _ = writeln!(
+        d,
+        "One run on a shared, noisy machine: compare rows within a table, not across runs.\n"
+    );
 
     lag::render(&mut d, s, lag); // 1
     sub_second::render(&mut d, s, sub); // 1, tick mode repeated

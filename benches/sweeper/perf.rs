@@ -781,12 +781,7 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
     };
     let routes = ROUTES
         .iter()
-        .map(|r| {
-            format!(
-                "*{}*: the SDK's own request pipeline",
-                r.label
-            )
-        })
+        .map(|r| format!("*{}*: the SDK's own request pipeline", r.label))
         .collect::<Vec<_>>()
         .join("; ");
     let Pace::Delayed { lo_ms, hi_ms } = LATENCY else {

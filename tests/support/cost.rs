@@ -542,7 +542,12 @@ pub fn memory_sentence(i: &Inputs) -> String {
         .iter()
         .map(|mb| format!("{mb:.0} MB ${:.2}/month", i.lambda_tick(*mb)))
         .collect();
-    format!("The tick loop's Lambda cost ({:.0} s of every {:.0} s) scales with memory: {}.\n", i.tick_run_s(), PERIOD_S, per_mb.join(", "))
+    format!(
+        "The tick loop's Lambda cost ({:.0} s of every {:.0} s) scales with memory: {}.\n",
+        i.tick_run_s(),
+        PERIOD_S,
+        per_mb.join(", ")
+    )
 }
 
 /// `43200` → `43,200`.

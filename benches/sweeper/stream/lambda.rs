@@ -345,11 +345,7 @@ pub fn render(d: &mut String, s: &Settings, own_servers: bool, runs: &[LambdaRun
     // The items, their lags, and whether they were due (a delete before the ttl counts).
     let rows: [(&str, Of, bool); 2] = [
         ("due 2–3 s after the write", |r| &r.due, true),
-        (
-            "written already expired",
-            |r| &r.expired,
-            false,
-        ),
+        ("written already expired", |r| &r.expired, false),
     ];
     for (what, of, due) in rows {
         for (i, r) in runs.iter().enumerate() {
