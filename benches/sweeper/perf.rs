@@ -787,7 +787,7 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
     let Pace::Delayed { lo_ms, hi_ms } = LATENCY else {
         unreachable!("LATENCY is a delay")
     };
-    let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` (16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the fake DynamoDB endpoint on the second CPU, answering *at once* ({} deletes per run) or *after {lo_ms}–{hi_ms} ms* as DynamoDB in-Region ({} deletes per run); CPU is user + system (`wait4`). *1 core*: the sweeper on the first CPU; *2 cores*: both, one shared with the fake. *Threads*: 1 (the default) or `TOKIO_WORKER_THREADS=2`. Route — {routes}{baseline}. *Fake endpoint busy*: near 100 %, it sets the pace. {runs_each} runs of each row; median (min–max).\n",
+    let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` (16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the fake DynamoDB endpoint on the second CPU, answering *at once* ({} deletes per run) or *after {lo_ms}–{hi_ms} ms* as DynamoDB in-Region ({} deletes per run); CPU is user + system (`wait4`). *1 core*: the sweeper on the first CPU; *2 cores*: both, one shared with the fake. *Threads*: 1 (the default) or `TOKIO_WORKER_THREADS=2`. Route — {routes}{baseline}. *Fake endpoint busy*: its CPU share; near 100 %, it sets the pace. {runs_each} runs of each row; median (min–max).\n",
         deleted(Pace::Instant), deleted(LATENCY));
     let _ = writeln!(
         d,

@@ -345,5 +345,5 @@ pub fn render(d: &mut String, s: &Scale, sub: &SubSecond) {
             col(|r| r.lag.max())
         );
     }
-    let _ = writeln!(d, "\n*ok*: returned (each run's last is stopped). `BENCH_DEPLOYED_PERIOD=60` measures the production period (about {} minutes per run).\n", (s.deployed_handoffs * 60 + 20) / 60 + 1);
+    let _ = writeln!(d, "\n*ok*: invocations that returned (each run's last is stopped). `BENCH_DEPLOYED_PERIOD=60` measures the production period (about {} minutes per run).\n", (s.deployed_handoffs * 60 + 20) / 60 + 1);
 }
