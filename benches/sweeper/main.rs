@@ -404,7 +404,10 @@ fn render(
         },
         machine()
     );
-    let _ = writeln!(d, "Figures come from one run; the machine is shared and noisy, so compare the rows of a table with each other rather than with another run.\n");
+    let _ = writeln!(
+        d,
+        "One run on a shared, noisy machine: compare rows within a table, not across runs.\n"
+    );
 
     lag::render(&mut d, s, lag); // 1
     sub_second::render(&mut d, s, sub); // 1, tick mode repeated
@@ -415,6 +418,6 @@ fn render(
     cost_model::render(&mut d, cpu); // 4
     scale_on_paper::render(&mut d, c_us); // 5
     d.push_str(perf_rows); // 6 and 7
-    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~30 minutes, rewrites docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check, writes target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows alone (no local server), target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace and peak memory alone (no local server), target/bench-pace.md\nBENCH_ONLY=stream cargo bench --bench sweeper   # section 1's rows of the stream indexer alone (the release daemon and Lambda binary against DynamoDB Local), target/bench-stream.md\nBENCH_ONLY=tables cargo bench --bench sweeper   # section 1's rows of many tables alone (the release daemon against DynamoDB Local), target/bench-tables.md\nmake profile              # section 8: a CPU profile of one sweep, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # the same, the fake answering after 5-10 ms\n```");
+    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~30 minutes: docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check: target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows (no local server): target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace (no local server): target/bench-pace.md\nBENCH_ONLY=stream cargo bench --bench sweeper   # section 1's stream indexer rows: target/bench-stream.md\nBENCH_ONLY=tables cargo bench --bench sweeper   # section 1's many tables rows: target/bench-tables.md\nmake profile              # section 8, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # section 8, the fake answering after 5-10 ms\n```");
     d
 }

@@ -393,12 +393,12 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(d, "{HEADING}\n");
     let _ = writeln!(
         d,
-        "Measured from outside, as in section 6: the release CLI, `target/release/ttl-sweeper sweep`, started for each run from an empty environment plus `AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null`, `AWS_ENDPOINT_URL` (the fake), `TABLE_NAME=fake` and the settings named below — every other setting at its default (`DELETE_MODE=batch`, 16 windows: the current one and `LOOKBACK_WINDOWS=15`, one runtime thread). Against it, the bench's fake DynamoDB endpoint in a process of its own (`sweeper-… --fake-dynamodb PORT PER_WINDOW DELAY SEED`, one thread, on 127.0.0.1), which answers every window's `Query` with PER_WINDOW expired keys in pages of the request's `Limit` (without one, 10,000 items: a 1 MB page of ~100-byte index items), every `BatchWriteItem` with no unprocessed items, every `BatchGetItem` (batch mode's strongly consistent read of each chunk's keys before their first send, and the re-read of keys read more than 2 s before a send) with each key and the ttl it was listed with (and, read whole for expiry events, the item), every `DeleteItem` (a delete sent one by one, conditionally) as deleted; on SIGTERM after the run it prints the requests it answered of each operation. The fake is pinned to the last CPU, the sweeper to the first. *Deletes/s*: `items_deleted` of the sweeper's JSON report over the wall time from spawn to exit. *Peak memory*: the last `VmHWM` read from `/proc/<pid>/status` while it ran (every 2 ms). Runs of the rows alternate, the order turning by one each run; `min / median / max` over the runs.\n"
+        "Measured from outside, as in section 6: the release `ttl-sweeper sweep` with the settings named below (otherwise defaults: batch mode, 16 windows, one thread) against the bench's fake DynamoDB endpoint, which accepts every delete, confirms every read and counts each operation. Rows alternate; min / median / max over the runs.\n"
     );
 
     let _ = writeln!(
         d,
-        "{}**At DynamoDB's pace.** Default batch mode, `MAX_CONCURRENCY={PACE_CONCURRENCY}`, {} windows × {} items = {} deletes per run; the fake answers each request at once (`DELAY 0`), or after a random delay of 5–10 ms or 40–50 ms (`DELAY 5-10`, `40-50`: uniform, seeded with the run's number). *Ceiling*: {PACE_CONCURRENCY} requests of 25 deletes in flight, each answered after the mean delay (the middle of the range) = {PACE_CONCURRENCY} × 25 / mean delay deletes/s; *ratio*: deletes/s ÷ ceiling. The `MAX_CONCURRENCY` slots are the `BatchWriteItem` requests' alone: the queries go beside them (at most one per partition running), so they take no slot from the ceiling. *Answered after*: the fake's mean time to answer a `BatchWriteItem`, from the request's arrival to its answer: the delay drawn, plus how late the fake's runtime wakes (its timer counts whole milliseconds) and its thread gets the CPU. *Ceiling as answered*: {PACE_CONCURRENCY} × 25 / answered after, what {PACE_CONCURRENCY} requests in flight allow at the pace the fake actually kept; *ratio to it*: deletes/s ÷ ceiling as answered. *In flight at the fake*: `BatchWriteItem` requests the fake was answering, on average from the first one's arrival to the last one's answer ({PACE_CONCURRENCY} would be every slot, all the time; the rest of a slot's time its request is in the sweeper — built, signed, sent, read back and parsed on the one runtime thread — or on the loopback and in the fake's HTTP layer, or the slot waits for a chunk at the first pages and the last); *span*: that stretch's share of the wall time (the rest: the process's start, the configuration, `DescribeTable`, the first query pages, and the exit). *One by one*: `DeleteItem` requests ÷ items deleted (a key read again and still stale at its send goes out as a conditional `DeleteItem`). *BatchGetItem*: the requests of batch mode's confirming read (one per chunk) and of re-reads the fake answered. {} of each pace.\n",
+        "{}**At DynamoDB's pace.** `MAX_CONCURRENCY={PACE_CONCURRENCY}`, {} windows × {} items = {} deletes per run; the fake answers at once or after a seeded uniform 5–10 ms or 40–50 ms. *Ceiling*: {PACE_CONCURRENCY} requests of 25 deletes per mean delay; *ratio*: deletes/s ÷ ceiling. *Answered after*: the fake's mean time to answer a `BatchWriteItem`, which *ceiling as answered* and *ratio to it* use instead of the delay. *In flight at the fake*: its mean over the *span* from the first `BatchWriteItem`'s arrival to the last one's answer (a share of the wall time). *One by one*: `DeleteItem`s ÷ items deleted. {} of each pace.\n",
         if s.quick {
             "Quick mode (`BENCH_QUICK=1`): 1 run of each row, 1,000 items per window at each pace. "
         } else {
@@ -409,7 +409,7 @@ pub fn render(d: &mut String, f: &Figures) {
         WINDOWS * s.per_window,
         runs_text(s.runs)
     );
-    let _ = writeln!(d, "| fake answers | deletes/s (min / median / max) | ceiling | ratio (min / median / max) | BatchWriteItem answered after, ms (min / median / max) | ceiling as answered (min / median / max) | ratio to it (min / median / max) | BatchWriteItem in flight at the fake (min / median / max) | span (min / median / max) | one by one (min / median / max) | BatchGetItem requests (min / median / max) | peak memory MiB (min / median / max) |");
+    let _ = writeln!(d, "| fake answers | deletes/s | ceiling | ratio | BatchWriteItem answered after, ms | ceiling as answered | ratio to it | BatchWriteItem in flight at the fake | span | one by one | BatchGetItem requests | peak memory MiB |");
     let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let dash = || "—".to_string();
     for rows in &f.paces {
@@ -481,7 +481,7 @@ pub fn render(d: &mut String, f: &Figures) {
         let in_flight = med(&Run::in_flight_at_fake);
         let span = med(&Run::deletes_span_share);
         shares.push(format!(
-            "{}: {mean_ms} ms ÷ {answered:.2} ms = {:.2} (the fake answering later than its delay) × {in_flight:.1} ÷ {PACE_CONCURRENCY} = {:.2} (the slots' time outside the fake) × {:.2} (start-up and exit) = {:.2}",
+            "{}: {mean_ms} ms ÷ {answered:.2} ms = {:.2} (late answers) × {in_flight:.1} ÷ {PACE_CONCURRENCY} = {:.2} (slots' time outside the fake) × {:.2} (start-up and exit) = {:.2}",
             rows.pace.label(),
             mean_ms / answered,
             in_flight / PACE_CONCURRENCY as f64,
@@ -492,7 +492,7 @@ pub fn render(d: &mut String, f: &Figures) {
     if !shares.is_empty() {
         let _ = writeln!(
             d,
-            "\nWhere the ratio goes: per run, ratio = (mean delay ÷ answered after) × (in flight at the fake ÷ {PACE_CONCURRENCY}) × span, exactly when every `BatchWriteItem` carries 25 deletes (as here); the factors' medians (their product is near the median ratio, not equal to it): {}.",
+            "\nPer run, ratio = (mean delay ÷ answered after) × (in flight at the fake ÷ {PACE_CONCURRENCY}) × span; the factors' medians: {}.",
             shares.join("; ")
         );
     }
@@ -522,7 +522,7 @@ pub fn render(d: &mut String, f: &Figures) {
         .fold(0.0, f64::max);
     let _ = writeln!(
         d,
-        "\nGoals (printed, not asserted): with the fake answering {} at least {CEILING_GOAL:.1} of the ceiling — median {slow:.2}, {} (of the ceiling as answered: {:.2}); the same {}, median {usual:.2}, {} (of the ceiling as answered: {:.2}); at most {:.0} % of deletes sent one by one at every pace — at most {:.2} %, {}.\n",
+        "\nGoals (printed, not asserted): at least {CEILING_GOAL:.1} of the ceiling {}, median {slow:.2}, {} (as answered: {:.2}), and {}, median {usual:.2}, {} (as answered: {:.2}); at most {:.0} % of deletes one by one, at most {:.2} %, {}.\n",
         PACES[2].label(),
         met(slow >= CEILING_GOAL),
         as_answered(PACES[2]),
@@ -536,7 +536,7 @@ pub fn render(d: &mut String, f: &Figures) {
 
     let _ = writeln!(
         d,
-        "**Peak memory.** `MAX_CONCURRENCY={MEMORY_CONCURRENCY}`, `DELETE_MODE=conditional` (one `DeleteItem` per key) and `DELETE_MODE=batch`, the fake answering at once, {} windows × {} items = {} deletes per run; {} of each mode.\n",
+        "**Peak memory.** `MAX_CONCURRENCY={MEMORY_CONCURRENCY}`, `DELETE_MODE=conditional` and `batch`, the fake answering at once, {} windows × {} items = {} deletes per run; {} of each mode.\n",
         WINDOWS,
         s.memory_per_window,
         WINDOWS * s.memory_per_window,
@@ -551,7 +551,7 @@ pub fn render(d: &mut String, f: &Figures) {
     let budget_mib = f64::from(ttl_sweeper::engine::hook::EVENT_ITEMS_BUDGET_KIB) / 1024.0;
     let _ = writeln!(
         d,
-        "**Peak memory with whole items in expiry events.** `MAX_CONCURRENCY={ITEMS_CONCURRENCY}`, `EXPIRY_EVENTS=eventbridge:default` (the fake answers `PutEvents`, every entry accepted), every item {ITEM_KIB} KiB (DynamoDB's largest; EventBridge takes 256 KB an entry, so each event goes without its item, counted in `events_truncated`, but the item is held until then), the fake answering at once, {} windows × {} items = {} deletes per run; {} of each row. Unbounded, {ITEMS_CONCURRENCY} chunks of 25 such items could be held at once ({:.0} MiB); a sweep holds at most `EVENT_ITEMS_BUDGET_KIB` ({budget_mib:.0} MiB) of whole items, and a chunk waits for room before it reads or deletes more.\n",
+        "**Peak memory with whole items in expiry events.** `MAX_CONCURRENCY={ITEMS_CONCURRENCY}`, `EXPIRY_EVENTS=eventbridge:default`, items of {ITEM_KIB} KiB, the fake answering at once, {} windows × {} items = {} deletes per run; {} of each row. Unbounded, {ITEMS_CONCURRENCY} chunks of 25 such items would hold {:.0} MiB; a sweep holds at most `EVENT_ITEMS_BUDGET_KIB` ({budget_mib:.0} MiB) of whole items.\n",
         WINDOWS,
         s.items_per_window,
         WINDOWS * s.items_per_window,
@@ -562,14 +562,14 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(d);
     let _ = writeln!(
         d,
-        "Reproduce these rows alone: `cargo build --release --bin ttl-sweeper && BENCH_ONLY=pace AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null cargo bench --bench sweeper` (prints them and writes target/bench-pace.md; `BENCH_QUICK=1`: 1 run of each row, 1,000 items per window at each pace).\n"
+        "Reproduce alone: `cargo build --release --bin ttl-sweeper && BENCH_ONLY=pace AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null cargo bench --bench sweeper` (writes target/bench-pace.md; `BENCH_QUICK=1`: 1 run of each row, 1,000 items per window).\n"
     );
 }
 
 /// A table of peak memory, one row per entry of `rows` (first column headed `first`); returns
 /// the largest peak.
 fn memory_table(d: &mut String, first: &str, rows: &[MemoryRows]) -> f64 {
-    let _ = writeln!(d, "| {first} | peak memory MiB (min / median / max) | deletes/s (min / median / max) | requests (median run: Query / BatchWriteItem / DeleteItem / BatchGetItem) |");
+    let _ = writeln!(d, "| {first} | peak memory MiB | deletes/s | requests (median run: Query / BatchWriteItem / DeleteItem / BatchGetItem) |");
     let _ = writeln!(d, "|---|---|---|---|");
     let mut worst_peak: f64 = 0.0;
     for rows in rows {

@@ -781,18 +781,13 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
     };
     let routes = ROUTES
         .iter()
-        .map(|r| {
-            format!(
-                "*{}*: every request through the SDK's own pipeline",
-                r.label
-            )
-        })
+        .map(|r| format!("*{}*: the SDK's own request pipeline", r.label))
         .collect::<Vec<_>>()
         .join("; ");
     let Pace::Delayed { lo_ms, hi_ms } = LATENCY else {
         unreachable!("LATENCY is a delay")
     };
-    let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` process (default settings: 16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the fake DynamoDB endpoint in another process; CPU is user + system of the sweeper process alone (`wait4`'s rusage), context switches its voluntary + involuntary ones (`ru_nvcsw + ru_nivcsw`) divided by the DynamoDB requests the fake answered, peak memory the last `VmHWM` read from /proc while it ran (every 2 ms; `wait4`'s `ru_maxrss` would count the benchmark process's own memory at fork), wall time from spawn to exit. The fake endpoint (one thread, answers built without parsing the deletes) is pinned to the second CPU. It answers *at once* ({} deletes per run), or *after {lo_ms}–{hi_ms} ms*: each answer after a random delay from {lo_ms} to {hi_ms} ms (seeded, as DynamoDB answers in-Region; {} deletes per run). *1 core*: the sweeper pinned to the first CPU (`sched_setaffinity`), so the two do not share a CPU; *2 cores*: both CPUs, the second shared with the fake. *Threads*: 1 is the binaries' default (a current-thread runtime, `TOKIO_WORKER_THREADS` unset); 2 is `TOKIO_WORKER_THREADS=2`, a multi-threaded runtime with 2 workers. Route — {routes}{baseline}. The last column is the fake's own CPU over the run's wall time: near 100 %, the fake, not the sweeper, sets the pace. `cargo bench --bench sweeper` (`make bench`, section 6); {runs_each} runs of each row, the rows' order turning each run; median (min–max).\n",
+    let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` (16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the fake DynamoDB endpoint on the second CPU, answering *at once* ({} deletes per run) or *after {lo_ms}–{hi_ms} ms* as DynamoDB in-Region ({} deletes per run); CPU is user + system (`wait4`). *1 core*: the sweeper on the first CPU; *2 cores*: both, one shared with the fake. *Threads*: 1 (the default) or `TOKIO_WORKER_THREADS=2`. Route — {routes}{baseline}. *Fake endpoint busy*: its CPU share; near 100 %, it sets the pace. {runs_each} runs of each row; median (min–max).\n",
         deleted(Pace::Instant), deleted(LATENCY));
     let _ = writeln!(
         d,
@@ -838,7 +833,7 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
                 let m = |case, f| median(build, route, case, concurrency, f);
                 let _ = writeln!(
                     d,
-                    "\n{build}, {}, {concurrency} in flight: deletes/s with 2 workers on 2 cores / one thread on 1 core (medians, answers at once): {:.2}×. CPU per delete with answers after {lo_ms}–{hi_ms} ms / at once (medians, one thread, 1 core): {:.2}×; 2 workers / one thread (medians, 2 cores, after {lo_ms}–{hi_ms} ms): {:.2}×.",
+                    "\n{build}, {}, {concurrency} in flight, medians: deletes/s, 2 workers on 2 cores ÷ one thread on 1 core (answers at once), {:.2}×; CPU per delete, answers after {lo_ms}–{hi_ms} ms ÷ at once (one thread, 1 core), {:.2}×, and 2 workers ÷ one thread (2 cores, after {lo_ms}–{hi_ms} ms), {:.2}×.",
                     route.label,
                     m((Pace::Instant, 2, 2), OutsideRun::per_sec)
                         / m((Pace::Instant, 1, 1), OutsideRun::per_sec),
@@ -904,10 +899,9 @@ pub fn render(
 ) {
     let _ = writeln!(d, "## 6. CPU per delete, cores and the server's ceiling\n");
     render_outside(d, outside);
-    let _ = writeln!(d, "\nPartitions and delete requests run as tasks of their own, so a multi-threaded runtime spreads them over its workers. On this 2-CPU machine the second core is shared with the fake endpoint, so the gain is bounded by what the fake leaves free of it; the fake answers deletes without parsing them and writes its query pages as text, so that it costs less than the sweeper it serves.\n");
-    let _ = writeln!(d, "What the CPU per delete is made of, and what changed, is in section 8 (`make profile`). The cuts that paid: the no-retry delete clients built once (a per-request config override rebuilt the request's runtime components every time), mimalloc instead of the system allocator, keys moved out of the page items instead of copied, chunks split off the pending list, one clock reading per page. About three fifths of the sweeper's samples are inside the SDK's request pipeline; an earlier hand-written route for `Query` and `BatchWriteItem` halved the CPU per delete, and was removed: at DynamoDB's pace both routes deleted at the same rate, and every request now goes through the official SDK (docs/design.md, \"One route to DynamoDB\").\n");
+    let _ = writeln!(d, "\nThe second core is shared with the fake, which bounds what 2 workers gain. Section 8 shows where the CPU goes; mimalloc, delete clients built once and fewer copies cut it.\n");
     let runs = own_us.first().map_or(0, |(_, v)| v.len());
-    let _ = writeln!(d, "**Measured inside the benchmark.** The same fake endpoint process and item count as above, the sweep run by the benchmark itself ({runs} runs of each, alternating; median (min–max)). The row: the sweep on a tokio runtime of its own, built as the binaries build theirs (`config::Threads`: one thread unless `TOKIO_WORKER_THREADS` asks for more) with the client `DynamoStore::from_env` builds (timeouts, retry budget, credential chain) and mimalloc; CPU is that of the thread driving the sweep plus every thread of that runtime (each adds `CLOCK_THREAD_CPUTIME_ID` when it stops; dropping the runtime stops them all), nothing else of the benchmark process. The other rows show what that method replaced.\n");
+    let _ = writeln!(d, "**Measured inside the benchmark.** The same fake and items, the sweep run in the benchmark process as the binaries run it, counting its threads' CPU only; {runs} runs of each, median (min–max).\n");
     let _ = writeln!(d, "| inside: method | CPU per delete |");
     let _ = writeln!(d, "|---|---|");
     for (label, us) in own_us {
@@ -915,7 +909,7 @@ pub fn render(
     }
     let _ = writeln!(d);
 
-    let _ = writeln!(d, "**DynamoDB Local's delete ceiling.** Each measurement deletes {} items from a fresh table (the same shape: GSI on window and ttl) on the local server. *Raw*: the lightest client we can build — every `BatchWriteItem` body (25 deletes) built before the clock starts, sent over keep-alive HTTP/1.1 by hyper with a fixed unsigned `Authorization` header, *n* requests in flight. *Ours*: a sweep with `MAX_CONCURRENCY` = *n*, which also queries the index for the items. Before the measurements, one untimed run of each at 8 in flight warms the server up. {} repetitions; at each level the two alternate which goes first. Deletes/s, median (min–max).\n", ceiling.items, ceiling.raw.first().map_or(0, Vec::len));
+    let _ = writeln!(d, "**DynamoDB Local's delete ceiling.** {} items per measurement from a fresh table: *raw*, prebuilt unsigned `BatchWriteItem`s of 25 deletes over keep-alive HTTP/1.1, *n* in flight; *ours*, a sweep with `MAX_CONCURRENCY` = *n*, queries included. {} repetitions after a warm-up; deletes/s, median (min–max).\n", ceiling.items, ceiling.raw.first().map_or(0, Vec::len));
     let _ = writeln!(
         d,
         "| in flight | raw (ceiling) | ours | ours / raw (medians) | ours: BatchWriteItem in flight, mean (max) | ours: first delete after |"
@@ -949,7 +943,7 @@ pub fn render(
     let default_level = ceiling.levels.iter().position(|l| *l == 8);
     let _ = writeln!(d, "\nAt the best concurrency of each: ours {:.0} deletes/s at {} in flight, the ceiling {:.0} at {}: **{:.2} of the ceiling**.{}\n", obest, ceiling.levels[oi], rbest, ceiling.levels[ri], obest / rbest, default_level.map_or(String::new(), |i| format!(" At the default `MAX_CONCURRENCY` (8), ours / raw is {:.2}.", med(&ceiling.ours[i]) / med(&ceiling.raw[i]))));
 
-    let _ = writeln!(d, "**Tick duration with {} shards.** The 1 s tick loop over `WINDOW_SHARDS={}` against DynamoDB Local: {} items expiring over the run, {} deleted; every tick queries each shard of the current window (and of the previous one across a boundary), while the full sweep runs beside it every 60 s.\n", ticks.shards, ticks.shards, ticks.items, ticks.deleted);
+    let _ = writeln!(d, "**Tick duration with {} shards.** The 1 s tick loop over `WINDOW_SHARDS={}` against DynamoDB Local, {} items expiring, {} deleted, a full sweep beside it every 60 s.\n", ticks.shards, ticks.shards, ticks.items, ticks.deleted);
     let mut t = ticks.tick_ms.clone();
     t.sort_by(f64::total_cmp);
     let _ = writeln!(d, "| ticks | p50 | p99 | max | tick period |");
@@ -965,7 +959,7 @@ pub fn render(
 
     let us = planning_us(outside);
     let _ = writeln!(d, "## 7. Lambda memory and deletes per second\n");
-    let _ = writeln!(d, "Lambda gives a function CPU in proportion to its memory: one vCPU at 1,769 MB. From the outside measurement's median CPU per delete at the default concurrency against an endpoint that answers after 5–10 ms ({us:.2} µs: every request through the SDK, one thread, 1- and 2-core runs; x86_64 here; Graviton differs), the deletes/s one function sustains before its own CPU, not DynamoDB, is the limit:\n");
+    let _ = writeln!(d, "Lambda gives CPU in proportion to memory, one vCPU at 1,769 MB. At the outside runs' median CPU per delete with answers after 5–10 ms ({us:.2} µs, x86_64; Graviton differs), one function's CPU allows:\n");
     let _ = writeln!(d, "| memory | vCPU share | deletes/s (CPU bound) |");
     let _ = writeln!(d, "|---|---|---|");
     for mb in [128.0, 256.0, 512.0, 1024.0, 1769.0] {
@@ -973,6 +967,6 @@ pub fn render(
         let rate = share / (us / 1e6);
         let _ = writeln!(d, "| {mb:.0} MB | {share:.3} | {rate:.0} |");
     }
-    let _ = writeln!(d, "\nAdvice: 128 MB is enough while the expected peak stays under about half the 128 MB row (headroom for queries, start-up and noise); pick the row whose rate is at least twice the peak deletes/s. Past one function's CPU at 1,769 MB, split the shards over several sweepers. <!-- cost-memory -->{}<!-- /cost-memory -->\n",
+    let _ = writeln!(d, "\nPick the row at least twice the peak deletes/s; past 1,769 MB, split the shards over several sweepers. <!-- cost-memory -->{}<!-- /cost-memory -->\n",
         crate::support::cost::memory_sentence(&crate::support::cost::Inputs::from_code(f64::NAN)).trim_end());
 }

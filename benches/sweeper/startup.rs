@@ -88,7 +88,7 @@ pub async fn startup_and_memory(s: &Scale) -> Startup {
 /// Section 3: the start-up and peak memory table.
 pub fn render(d: &mut String, st: &Startup) {
     let _ = writeln!(d, "## 3. Start-up and memory\n");
-    let _ = writeln!(d, "Method: `{}` (release, x86_64 here; the arm64 build is the same code) started {} times against a fake Lambda Runtime API and DynamoDB endpoint on 127.0.0.1. *Start-up* is the time from `spawn` to the first DynamoDB request (the DescribeTable of the start-up check): everything our process does before it can sweep. *Peak RSS* is the process's `VmHWM` (from `/proc/<pid>/status`) after one invocation that swept {} (fake) items.\n", st.binary, st.first_request_ms.len(), st.swept);
+    let _ = writeln!(d, "`{}` (x86_64 here; arm64 is the same code) started {} times against a fake Lambda Runtime API and DynamoDB endpoint. *Start-up*: from `spawn` to the first DynamoDB request. *Peak RSS*: `VmHWM` after one invocation that swept {} (fake) items.\n", st.binary, st.first_request_ms.len(), st.swept);
     let _ = writeln!(d, "| measure | median | min | max |");
     let _ = writeln!(d, "|---|---|---|---|");
     let f = &st.first_request_ms;

@@ -87,7 +87,7 @@ const DUE_IN: i64 = 3;
 const EXPIRED_FOR: i64 = 10;
 /// How the sweeper finds the item: its writer set the window (the table's GSI), or it was written
 /// with only a ttl (the stream indexer's entry in the expiry index table).
-const KINDS: [&str; 2] = ["writer (GSI)", "stream (index table, ttl only)"];
+const KINDS: [&str; 2] = ["writer (GSI)", "stream (index table)"];
 
 /// One lag run: due items of each kind (lag from ttl), expired items of each kind (lag from the
 /// write's acknowledgement), items deleted before their ttl, and the sweeper's own figures.
@@ -519,14 +519,14 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(d, "### Writers unchanged: the expiry index table\n");
     let _ = writeln!(
         d,
-        "{}The release daemon, `target/release/ttl-sweeper --log-format json run --every 1s` with a `CHECKPOINT_TABLE` (every other setting at its default), twice side by side against one DynamoDB Local: on a table with the sweeper's GSI, whose writer sets the window beside the ttl; and with `--follow-stream` and `EXPIRY_INDEX_TABLE` on a table with a stream (`NEW_AND_OLD_IMAGES`) and no GSI, whose writer sets only the ttl, the stream indexer writing each item's entry into the sweeper's expiry index table. Both go through a pass-through proxy in the benchmark (one extra local hop for every request, the stream's included) that records when DynamoDB acknowledged each item's delete: a `BatchWriteItem` answer that does not list it as unprocessed, or a successful `DeleteItem`. That acknowledgement is the delete, as DynamoDB confirmed it to the daemon; nothing is polled. Each run starts afresh ({}new tables, new daemons) and writes, once the daemons run, for {} s, one `PutItem` at a time, evenly spaced: each second {} items of each kind, interleaved, due {DUE_IN} s after the whole second of their write (2–3 s after it); and {} of each kind written already expired ({EXPIRED_FOR} s before). The sweeps delete them in `BatchWriteItem`s after their confirming read (*deleted by `DeleteItem`* counts any sent one by one). *Lag*: for due items, acknowledged delete minus ttl; for items written expired, acknowledged delete minus the acknowledgement of their `PutItem` (from write to gone).\n",
+        "{}The release daemon (`ttl-sweeper run --every 1s` with a `CHECKPOINT_TABLE`), twice side by side: on a table with the sweeper's GSI, its writer setting the window; and with `--follow-stream` and `EXPIRY_INDEX_TABLE` on a table with a stream and no GSI, its writer setting only the ttl. Each run ({}new tables and daemons) writes for {} s: each second {} items of each kind due 2–3 s later and {} already expired. *Lag*: from the ttl, or for expired items from their `PutItem`'s acknowledgement, to the delete's.\n",
         if s.quick {
             "Quick mode (`BENCH_QUICK=1`): fewer and shorter runs. "
         } else {
             ""
         },
         if f.own_servers {
-            "its own DynamoDB Local, in memory, started before the run and stopped after it, its start-up not measured; "
+            "its own DynamoDB Local, "
         } else {
             ""
         },
@@ -540,8 +540,8 @@ pub fn render(d: &mut String, f: &Figures) {
     );
     let _ = writeln!(d, "|---|---|---|---|---|---|---|---|");
     let rows: [(&str, Rows); 2] = [
-        ("due 2–3 s after the write, lag from ttl", |r| &r.due),
-        ("written already expired, lag from write", |r| &r.expired),
+        ("due 2–3 s after the write", |r| &r.due),
+        ("written already expired", |r| &r.expired),
     ];
     for (what, of) in rows {
         for (i, r) in f.lag.iter().enumerate() {
@@ -591,7 +591,7 @@ pub fn render(d: &mut String, f: &Figures) {
     };
     let _ = writeln!(
         d,
-        "\nThe stream indexer writes an entry within a poll of the stream, well before a due item's ttl, so the two kinds' lags are the sweeps' alone; an item written already expired goes in the current window, and the next tick deletes it. Deleted before their ttl: {early}. The sweepers' own figures, from their tick lines (`tick finished`: `lag_p99_ms`, `lag_max_ms`, the lag from ttl to the sweeper's own receipt of the acknowledgement, an item written expired counted from its ttl, {EXPIRED_FOR} s before its write): largest `lag_p99_ms` of a tick per run {} ms, largest `lag_max_ms` {} ms.\n",
+        "\nThe indexer writes an entry well before a due item's ttl, so both paths' lags are the sweep's. Deleted before their ttl: {early}. The sweepers' tick lines, counting from the ttl ({EXPIRED_FOR} s before an expired item's write): largest `lag_p99_ms` per run {} ms, `lag_max_ms` {} ms.\n",
         sweeper(|r| r.sweeper_p99_ms),
         sweeper(|r| r.sweeper_max_ms)
     );
@@ -601,9 +601,9 @@ pub fn render(d: &mut String, f: &Figures) {
     let n = s.cpu_items;
     let _ = writeln!(
         d,
-        "**The indexer's CPU per record.** The same daemon, each variant of each run started afresh{} on new tables where {n} items were just written (`BatchWriteItem`, 25 at a time, four writers; the follower reads their records from the shard's oldest), their ttl an hour ahead (nothing expires, so the sweeper's ticks do the same in both variants): written with only a ttl, the daemon following the stream into the expiry index table; or written with their window, the daemon without a stream. *CPU*: the daemon's utime + stime from `/proc/<pid>/stat` (every thread), read just before SIGTERM, {} s after its start — or, when the follower has not caught up by then (every record read, every entry written, counted by the proxy), one second after it has: the same wall time in both variants when they keep up, so that the ticks' idle work cancels out; a variant that ran longer has the extra seconds charged at the idle rate of the daemon without a stream. *Per ttl-only record*: (following − not following) ÷ {n}: reading the record from the stream (its `GetRecords` share, the DynamoDB JSON to the event record), judging its image and writing its entry (`BatchWriteItem` through the SDK: signing, HTTP, JSON), and following the stream at all (polls every {} ms, the position saved every second), spread over the records. Variants alternate, the order turning by one each run.\n",
+        "**The indexer's CPU per record.** The same daemon, afresh for each variant and run{}, after {n} items due in an hour were written with only a ttl (the daemon following the stream) or with their window (no stream). *CPU*: utime + stime {} s after the start, or a second after the follower caught up if later, extra seconds charged at the no-stream idle rate. *Per ttl-only record*: the difference ÷ {n}, polling every {} ms included.\n",
         if f.own_servers {
-            ", on a DynamoDB Local of its own (in memory, started before its items are written and stopped after the reading, its start-up not measured),"
+            " on a DynamoDB Local of its own"
         } else {
             ""
         },
@@ -641,18 +641,18 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(d, "| **min / median / max** | | | {} |", three(&per, us));
     let _ = writeln!(
         d,
-        "\nCPU is read at a resolution of {} ms (clock ticks); the machine is shared, so a run's difference carries the noise of two daemons' idle work. DynamoDB Local's own CPU (the entries' writes, the stream) is not counted: it is another process. {}\n",
+        "\nCPU is read in {} ms clock ticks; DynamoDB Local's is not counted. {}\n",
         // SAFETY: sysconf has no preconditions.
         1000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) },
         if f.own_servers {
-            "Every write to a table with a stream slows as stream records accumulate on a DynamoDB Local server (its single SQLite thread busy), so every lag run and every daemon of a CPU run has a server of its own: each variant waits for its writes only behind the records of its own items, whatever ran before it."
+            "Stream records slow a DynamoDB Local server's writes, hence one per run."
         } else {
-            "Here every run shared the one server `DYNAMODB_ENDPOINT` names: every write to a table with a stream slows as stream records accumulate on a DynamoDB Local server (its single SQLite thread busy), so a later ttl-only run may catch up late and charge more idle polling to each record. By default every run has a DynamoDB Local of its own."
+            "Here every run shared the server `DYNAMODB_ENDPOINT` names, where writes to a table with a stream slow as records pile up: a later ttl-only run may catch up late and charge each record more idle polling. By default every run has a DynamoDB Local of its own."
         }
     );
     let _ = writeln!(
         d,
-        "Reproduce this part alone: `cargo build --release --bin ttl-sweeper --bin ttl-sweeper-lambda && BENCH_ONLY=stream AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null cargo bench --bench sweeper` (prints it and writes target/bench-stream.md; `BENCH_QUICK=1`: {} lag runs of {} s on each path, {} CPU run of {} items).\n",
+        "Reproduce alone: `BENCH_ONLY=stream make bench` (writes target/bench-stream.md; `BENCH_QUICK=1`: {} lag runs of {} s, {} CPU run of {} items).\n",
         Settings::new(true).lag_runs,
         Settings::new(true).lag_secs,
         Settings::new(true).cpu_runs,

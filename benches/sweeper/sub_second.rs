@@ -272,8 +272,8 @@ fn secs(v: f64) -> String {
 
 pub fn render(d: &mut String, s: &Scale, sub: &SubSecond) {
     let _ = writeln!(d, "### Tick mode, repeated\n");
-    let _ = writeln!(d, "Tick mode ticks just after each second (at `s + 0.02`) and sweeps as of the clock to the millisecond, so an item whose ttl is `t` goes at the first tick after `t`. Lag is the wall clock at DynamoDB's acknowledgement of the delete minus the ttl. Each run starts afresh (new table, new sweeper) and has the server to itself, unlike the tick row above, which shares it with the two minute strategies' bulk deletes at each window boundary; the machine is shared, so runs differ.\n");
-    let _ = writeln!(d, "**1 s ticks, continuous loop**: the tick loop in process (as `ttl-sweeper run --every 1s` or one long invocation runs it); {} items expiring each second for {} s per run.\n", sub.per_second, sub.tick_spread);
+    let _ = writeln!(d, "Tick mode ticks at `s + 0.02` each second and deletes an item at the first tick after its ttl. Each run has a new table and sweeper and the server to itself.\n");
+    let _ = writeln!(d, "**1 s ticks, continuous loop** (as `ttl-sweeper run --every 1s` runs it): {} items expiring each second for {} s per run.\n", sub.per_second, sub.tick_spread);
     let _ = writeln!(
         d,
         "| run | items | never deleted | p50 lag | p99 lag | max lag |"
@@ -304,7 +304,7 @@ pub fn render(d: &mut String, s: &Scale, sub: &SubSecond) {
         );
     }
     let _ = writeln!(d);
-    let _ = writeln!(d, "**Deployed shape**: the release Lambda binary, unmodified, as two execution environments (two processes: reserved concurrency 2) under a local Lambda Runtime API (`tests/support/runtime_api.rs`: `/next` long poll with the request id, deadline = start + timeout, ARN and trace headers; `/response`, `/error`, `/init/error`). A simulated schedule fires every {} s with `{{\"time\": \"<scheduled time>\"}}`, each event delivered after a seeded random delay of 0-5 s; an event waits while both environments are busy. `TICK_SECONDS=1`, `SCHEDULE_SECONDS={}`, timeout {} s (the construct's default, period + 20 s); each invocation ticks until 10 s after the next one's scheduled time, so consecutive invocations overlap. {} items expire each second from 6 s after the first scheduled time to 5 s after the last ({} handoffs per run); lag is measured at DynamoDB's acknowledgement of each delete by a pass-through proxy in front of the server (one extra local hop). *In a handoff*: items whose ttl falls between an invocation's scheduled time and the moment an environment started it — the ones a gap between invocations would leave behind.\n", sub.period, sub.period, sub.period + 20, sub.per_second, sub.handoffs);
+    let _ = writeln!(d, "**Deployed shape**: the release Lambda binary as two execution environments under a local Lambda Runtime API (`tests/support/runtime_api.rs`), a schedule every {} s, its events 0-5 s late; `TICK_SECONDS=1`, `SCHEDULE_SECONDS={}`, timeout {} s, each invocation ticking until 10 s after the next one's scheduled time. {} items expire each second over {} handoffs per run. *In a handoff*: items due between an invocation's scheduled time and its start.\n", sub.period, sub.period, sub.period + 20, sub.per_second, sub.handoffs);
     let _ = writeln!(d, "| run | items | never deleted | deleted before ttl | p50 lag | p99 lag | max lag | in a handoff: items, max lag | invocations started (ok / failed) | max concurrency | longest wait for an environment | schedule delays |");
     let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (i, r) in sub.deployed.iter().enumerate() {
@@ -345,5 +345,5 @@ pub fn render(d: &mut String, s: &Scale, sub: &SubSecond) {
             col(|r| r.lag.max())
         );
     }
-    let _ = writeln!(d, "\nThe last invocation of each run is still ticking when the run ends and is stopped, so it never answers: *ok* counts the invocations that returned. An invocation runs until 10 s after the next one's scheduled time: with a period under 10 s, the invocation after next is delivered while both environments are still busy and waits for one (*longest wait*), as Lambda holds back an asynchronous invocation while the reserved concurrency is in use. `BENCH_DEPLOYED_PERIOD=60` measures the production period (about {} minutes per run).\n", (s.deployed_handoffs * 60 + 20) / 60 + 1);
+    let _ = writeln!(d, "\n*ok*: invocations that returned (each run's last is stopped). `BENCH_DEPLOYED_PERIOD=60` measures the production period (about {} minutes per run).\n", (s.deployed_handoffs * 60 + 20) / 60 + 1);
 }

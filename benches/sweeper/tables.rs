@@ -267,7 +267,7 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(d, "### Many tables: one daemon, ten tables\n");
     let _ = writeln!(
         d,
-        "{}The release daemon, `target/release/ttl-sweeper --log-format json run --every 1s --table-name <tables>` (every other setting at its default), sweeping one table and, beside it in the same run, another daemon sweeping ten (`--table-name t1,…,t10`: every tick sweeps every table, side by side), against DynamoDB Local, each daemon through its own pass-through proxy in the benchmark that records when DynamoDB acknowledged each item's delete (a `BatchWriteItem` answer that does not list it as unprocessed). Each run starts afresh (new tables, new daemons) and writes, once both daemons run, for {} s into each of the eleven tables, {} items a second, one `PutItem` at a time, evenly spaced, the tables' turns interleaved, each due {DUE_IN} s after the whole second of its write (2–3 s after it). *Lag*: acknowledged delete minus ttl, every table's items together. *Tick duration*: `duration_ms` of the daemon's `tick finished` lines, one per table per tick that found items (a tick of a table that finds nothing is not logged). *CPU*: the daemon's utime + stime from `/proc/<pid>/stat` (every thread), and *peak RSS* its `VmHWM` from `/proc/<pid>/status`, both read just before SIGTERM, one second after every item was deleted.\n",
+        "{}The release daemon (`ttl-sweeper run --every 1s --table-name <tables>`) sweeping one table and, beside it, another sweeping ten, against DynamoDB Local; each run writes for {} s into each table {} items a second, due 2–3 s later. *Tick*: `duration_ms` of the `tick finished` lines, one per table per tick that found items. *CPU* and *peak RSS*: read a second after the last delete.\n",
         if s.quick {
             "Quick mode (`BENCH_QUICK=1`): one shorter run. "
         } else {
@@ -324,14 +324,14 @@ pub fn render(d: &mut String, f: &Figures) {
     let early: usize = f.runs.iter().flatten().map(|m| m.early).sum();
     let _ = writeln!(
         d,
-        "\nNever deleted, over every run and table: {missed}; deleted before their ttl: {early}. CPU is read at a resolution of {} ms (clock ticks); DynamoDB Local's own CPU is not counted (another process), and both daemons share it and the machine's two cores with the writers.\n",
+        "\nNever deleted: {missed}; deleted before their ttl: {early}. CPU is read in {} ms clock ticks; DynamoDB Local's is not counted.\n",
         // SAFETY: sysconf has no preconditions.
         1000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }
     );
     let quick = Settings::new(true);
     let _ = writeln!(
         d,
-        "Reproduce this part alone: `cargo build --release --bin ttl-sweeper && BENCH_ONLY=tables AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null cargo bench --bench sweeper` (prints it and writes target/bench-tables.md; `BENCH_QUICK=1`: {} run of {} s).\n",
+        "Reproduce alone: `BENCH_ONLY=tables make bench` (writes target/bench-tables.md; `BENCH_QUICK=1`: {} run of {} s).\n",
         quick.runs, quick.secs
     );
 }
