@@ -14,11 +14,16 @@ use crate::pct;
 use crate::perf::spread3;
 use crate::support::*;
 
-/// target/release/`name` (`ttl-sweeper`, `ttl-sweeper-lambda`), which must have been built.
+/// The release binary `name` (`ttl-sweeper`, `ttl-sweeper-lambda`) as Cargo built it for the
+/// benchmark, under `CARGO_TARGET_DIR` if set.
 pub fn release_binary(name: &str) -> PathBuf {
-    let binary = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target/release")
-        .join(name);
+    // Where Cargo built it for this benchmark (the bench profile is the release one), wherever
+    // CARGO_TARGET_DIR puts it.
+    let binary = PathBuf::from(match name {
+        "ttl-sweeper" => env!("CARGO_BIN_EXE_ttl-sweeper"),
+        "ttl-sweeper-lambda" => env!("CARGO_BIN_EXE_ttl-sweeper-lambda"),
+        other => panic!("no binary {other:?} in this crate"),
+    });
     assert!(
         binary.exists(),
         "{} is missing: `cargo build --release --bin {name}` builds it (make bench does)",
