@@ -854,42 +854,6 @@ resource "aws_cloudwatch_metric_alarm" "this" {
   tags                = var.tags
 }
 
-# Each alarm was a resource of its own (count 0 or 1): existing states move, nothing is replaced.
-moved {
-  from = aws_cloudwatch_metric_alarm.function_errors[0]
-  to   = aws_cloudwatch_metric_alarm.this["function_errors"]
-}
-
-moved {
-  from = aws_cloudwatch_metric_alarm.items_failed[0]
-  to   = aws_cloudwatch_metric_alarm.this["items_failed"]
-}
-
-moved {
-  from = aws_cloudwatch_metric_alarm.expiry_lag[0]
-  to   = aws_cloudwatch_metric_alarm.this["expiry_lag"]
-}
-
-moved {
-  from = aws_cloudwatch_metric_alarm.sweeper_silent[0]
-  to   = aws_cloudwatch_metric_alarm.this["sweeper_silent"]
-}
-
-moved {
-  from = aws_cloudwatch_metric_alarm.lease_layout_mismatch[0]
-  to   = aws_cloudwatch_metric_alarm.this["lease_layout_mismatch"]
-}
-
-moved {
-  from = aws_cloudwatch_metric_alarm.stream_iterator_age[0]
-  to   = aws_cloudwatch_metric_alarm.this["stream_iterator_age"]
-}
-
-moved {
-  from = aws_cloudwatch_metric_alarm.stream_records_failed[0]
-  to   = aws_cloudwatch_metric_alarm.this["stream_records_failed"]
-}
-
 # ---------------------------------------------------------------- dashboard
 
 resource "aws_cloudwatch_dashboard" "sweeper" {

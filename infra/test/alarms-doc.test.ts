@@ -12,7 +12,7 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import { parse, type CollectionTag, type ScalarTag } from 'yaml';
 import { Checkpoint, type TtlSweeperProps } from '../src';
 import { ALARMS_DOC_URL } from '../src/alarms';
-import { env, newStack, synth } from './support';
+import { env, itemsLeftAlarm, newStack, synth } from './support';
 
 const page = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'alarms.md'), 'utf8');
 /** The page's `## ` sections, as the anchors GitHub gives them. */
@@ -105,20 +105,7 @@ test('ItemsLeft: expired items left for the next sweep three periods running, in
   const [alarm] = Object.values(built.findResources('AWS::CloudWatch::Alarm')).filter((a: any) => a.Properties.MetricName === 'ItemsLeft') as any[];
   assert.deepEqual(
     { ...alarm.Properties, AlarmActions: undefined, AlarmDescription: undefined },
-    {
-      Namespace: 'TtlSweeper',
-      MetricName: 'ItemsLeft',
-      Dimensions: [{ Name: 'TableName', Value: 'sessions' }],
-      Statistic: 'Sum',
-      Period: 60,
-      EvaluationPeriods: 3,
-      DatapointsToAlarm: 3,
-      Threshold: 0,
-      ComparisonOperator: 'GreaterThanThreshold',
-      TreatMissingData: 'notBreaching',
-      AlarmActions: undefined,
-      AlarmDescription: undefined,
-    },
+    { ...itemsLeftAlarm, AlarmActions: undefined, AlarmDescription: undefined },
   );
   const sam = template.Resources.ItemsLeft;
   assert.equal(sam.Condition, 'HasAlarms');

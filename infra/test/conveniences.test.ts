@@ -13,7 +13,7 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { Checkpoint, TtlSweeper } from '../src';
-import { assetDir, env, logicalId, nagViolations, newStack, statements, synth } from './support';
+import { assetDir, env, expiryGsi, logicalId, nagViolations, newStack, statements, synth } from './support';
 
 const repo = path.resolve(__dirname, '..', '..');
 const rust = (file: string) => fs.readFileSync(path.join(repo, file), 'utf8');
@@ -71,14 +71,7 @@ test('addExpirationIndex adds the KEYS_ONLY (window, ttl) index to a Table and t
   const template = Template.fromStack(stack);
   template.hasResourceProperties('AWS::DynamoDB::Table', {
     GlobalSecondaryIndexes: [
-      {
-        IndexName: 'expirationWindowIndex',
-        KeySchema: [
-          { AttributeName: 'expirationWindow', KeyType: 'HASH' },
-          { AttributeName: 'ttl', KeyType: 'RANGE' },
-        ],
-        Projection: { ProjectionType: 'KEYS_ONLY' },
-      },
+      expiryGsi('expirationWindowIndex', 'expirationWindow', 'ttl'),
     ],
     AttributeDefinitions: Match.arrayWith([
       { AttributeName: 'expirationWindow', AttributeType: 'S' },
@@ -87,14 +80,7 @@ test('addExpirationIndex adds the KEYS_ONLY (window, ttl) index to a Table and t
   });
   template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
     GlobalSecondaryIndexes: [
-      {
-        IndexName: 'byExpiry',
-        KeySchema: [
-          { AttributeName: 'bucket', KeyType: 'HASH' },
-          { AttributeName: 'expiresAt', KeyType: 'RANGE' },
-        ],
-        Projection: { ProjectionType: 'KEYS_ONLY' },
-      },
+      expiryGsi('byExpiry', 'bucket', 'expiresAt'),
     ],
   });
 });

@@ -69,3 +69,29 @@ export function nagViolations(scope: cdk.Stack): string[] {
   const report = new AwsSolutionsChecks().validateScope(scope);
   return (report.violations ?? []).map((v: any) => `${v.ruleName}: ${v.description}`);
 }
+
+/** The synthesized `GlobalSecondaryIndexes` entry of a KEYS_ONLY (window, ttl) index. */
+export function expiryGsi(indexName: string, windowAttribute: string, ttlAttribute: string) {
+  return {
+    IndexName: indexName,
+    KeySchema: [
+      { AttributeName: windowAttribute, KeyType: 'HASH' },
+      { AttributeName: ttlAttribute, KeyType: 'RANGE' },
+    ],
+    Projection: { ProjectionType: 'KEYS_ONLY' },
+  };
+}
+
+/** The `ItemsLeft` alarm's properties on the table `sessions` with every default. */
+export const itemsLeftAlarm = {
+  Namespace: 'TtlSweeper',
+  MetricName: 'ItemsLeft',
+  Dimensions: [{ Name: 'TableName', Value: 'sessions' }],
+  Statistic: 'Sum',
+  Period: 60,
+  EvaluationPeriods: 3,
+  DatapointsToAlarm: 3,
+  Threshold: 0,
+  ComparisonOperator: 'GreaterThanThreshold',
+  TreatMissingData: 'notBreaching',
+};

@@ -11,7 +11,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Checkpoint, DeleteMode, SweepSchedule, TtlSweeper } from '../src';
 import { SweeperStack, type SweeperStackProps } from '../examples/sweeper-stack';
-import { assetDir, env, logicalId, nagViolations, newStack, statements, synth } from './support';
+import { assetDir, env, expiryGsi, itemsLeftAlarm, logicalId, nagViolations, newStack, statements, synth } from './support';
 
 function example(overrides: Partial<SweeperStackProps> = {}) {
   const app = new cdk.App({ analyticsReporting: false });
@@ -36,14 +36,7 @@ test('the example creates the table with TTL, PITR and a KEYS_ONLY (window, ttl)
     PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
     BillingMode: 'PAY_PER_REQUEST',
     GlobalSecondaryIndexes: [
-      {
-        IndexName: 'expirationWindowIndex',
-        KeySchema: [
-          { AttributeName: 'expirationWindow', KeyType: 'HASH' },
-          { AttributeName: 'ttl', KeyType: 'RANGE' },
-        ],
-        Projection: { ProjectionType: 'KEYS_ONLY' },
-      },
+      expiryGsi('expirationWindowIndex', 'expirationWindow', 'ttl'),
     ],
     AttributeDefinitions: Match.arrayWith([
       { AttributeName: 'expirationWindow', AttributeType: 'S' },
@@ -375,16 +368,7 @@ test('alarms on errors, failed items, lag, items left and silence notify a KMS-e
   });
   // Expired items left for the next sweep in three periods running: sweeps that cannot keep up.
   template.hasResourceProperties('AWS::CloudWatch::Alarm', {
-    MetricName: 'ItemsLeft',
-    Namespace: 'TtlSweeper',
-    Dimensions: [{ Name: 'TableName', Value: 'sessions' }],
-    Statistic: 'Sum',
-    Period: 60,
-    EvaluationPeriods: 3,
-    DatapointsToAlarm: 3,
-    Threshold: 0,
-    ComparisonOperator: 'GreaterThanThreshold',
-    TreatMissingData: 'notBreaching',
+    ...itemsLeftAlarm,
     AlarmActions: [{ Ref: topic }],
   });
   template.hasResourceProperties('AWS::CloudWatch::Alarm', {
