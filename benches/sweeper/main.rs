@@ -315,6 +315,15 @@ fn write_only(part: &str, doc: &str) {
     std::fs::write(format!("target/bench-{part}.md"), doc).unwrap();
 }
 
+/// `text` when `on`, else nothing: a sentence that only some runs' Markdown carries.
+fn when(on: bool, text: &'static str) -> &'static str {
+    if on {
+        text
+    } else {
+        ""
+    }
+}
+
 fn pct(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -397,11 +406,10 @@ fn render(
         } else {
             "make bench"
         },
-        if s.quick {
+        crate::when(
+            s.quick,
             " (quick mode: smaller sizes, 20 s schedule, one deployed-shape run)"
-        } else {
-            ""
-        },
+        ),
         machine()
     );
     let _ = writeln!(

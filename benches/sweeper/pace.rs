@@ -399,11 +399,7 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(
         d,
         "{}**At DynamoDB's pace.** `MAX_CONCURRENCY={PACE_CONCURRENCY}`, {} windows × {} items = {} deletes per run; the fake answers at once or after a seeded uniform 5–10 ms or 40–50 ms. *Ceiling*: {PACE_CONCURRENCY} requests of 25 deletes per mean delay; *ratio*: deletes/s ÷ ceiling. *Answered after*: the fake's mean time to answer a `BatchWriteItem`, which *ceiling as answered* and *ratio to it* use instead of the delay. *In flight at the fake*: its mean over the *span* from the first `BatchWriteItem`'s arrival to the last one's answer (a share of the wall time). *One by one*: `DeleteItem`s ÷ items deleted. {} of each pace.\n",
-        if s.quick {
-            "Quick mode (`BENCH_QUICK=1`): 1 run of each row, 1,000 items per window at each pace. "
-        } else {
-            ""
-        },
+        crate::when(s.quick, "Quick mode (`BENCH_QUICK=1`): 1 run of each row, 1,000 items per window at each pace. "),
         WINDOWS,
         s.per_window,
         WINDOWS * s.per_window,

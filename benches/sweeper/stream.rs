@@ -520,16 +520,8 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(
         d,
         "{}The release daemon (`ttl-sweeper run --every 1s` with a `CHECKPOINT_TABLE`), twice side by side: on a table with the sweeper's GSI, its writer setting the window; and with `--follow-stream` and `EXPIRY_INDEX_TABLE` on a table with a stream and no GSI, its writer setting only the ttl. Each run ({}new tables and daemons) writes for {} s: each second {} items of each kind due 2–3 s later and {} already expired. *Lag*: from the ttl, or for expired items from their `PutItem`'s acknowledgement, to the delete's.\n",
-        if s.quick {
-            "Quick mode (`BENCH_QUICK=1`): fewer and shorter runs. "
-        } else {
-            ""
-        },
-        if f.own_servers {
-            "its own DynamoDB Local, "
-        } else {
-            ""
-        },
+        crate::when(s.quick, "Quick mode (`BENCH_QUICK=1`): fewer and shorter runs. "),
+        crate::when(f.own_servers, "its own DynamoDB Local, "),
         s.lag_secs,
         s.due_per_sec,
         s.expired_per_sec
@@ -602,11 +594,7 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(
         d,
         "**The indexer's CPU per record.** The same daemon, afresh for each variant and run{}, after {n} items due in an hour were written with only a ttl (the daemon following the stream) or with their window (no stream). *CPU*: utime + stime {} s after the start, or a second after the follower caught up if later, extra seconds charged at the no-stream idle rate. *Per ttl-only record*: the difference ÷ {n}, polling every {} ms included.\n",
-        if f.own_servers {
-            " on a DynamoDB Local of its own"
-        } else {
-            ""
-        },
+        crate::when(f.own_servers, " on a DynamoDB Local of its own"),
         s.cpu_secs,
         ttl_sweeper::tools::follow::POLL.as_millis()
     );

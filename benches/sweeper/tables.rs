@@ -268,11 +268,7 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(
         d,
         "{}The release daemon (`ttl-sweeper run --every 1s --table-name <tables>`) sweeping one table and, beside it, another sweeping ten, against DynamoDB Local; each run writes for {} s into each table {} items a second, due 2–3 s later. *Tick*: `duration_ms` of the `tick finished` lines, one per table per tick that found items. *CPU* and *peak RSS*: read a second after the last delete.\n",
-        if s.quick {
-            "Quick mode (`BENCH_QUICK=1`): one shorter run. "
-        } else {
-            ""
-        },
+        crate::when(s.quick, "Quick mode (`BENCH_QUICK=1`): one shorter run. "),
         s.secs,
         s.per_sec
     );

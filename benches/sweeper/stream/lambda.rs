@@ -327,11 +327,7 @@ pub fn render(d: &mut String, s: &Settings, own_servers: bool, runs: &[LambdaRun
     let _ = writeln!(
         d,
         "**On Lambda** (`followStream`): the release Lambda binary under the local Lambda Runtime API, each run on {}a new table with a stream: the sweeper as in the deployed shape, the indexer fed by an event source mapping emulated as the construct configures it (`tests/support/esm.rs`: batches of up to {BATCH_SIZE}, no batching window). Items and lag as above ({} s; each second {} due, {} expired), all with only a ttl.\n",
-        if own_servers {
-            "its own DynamoDB Local, "
-        } else {
-            ""
-        },
+        crate::when(own_servers, "its own DynamoDB Local, "),
         s.lag_secs,
         s.due_per_sec,
         s.expired_per_sec
