@@ -141,8 +141,7 @@ pub async fn expiry_lag(s: &Scale) -> Vec<LagResult> {
 pub fn render(d: &mut String, s: &Scale, lag: &[LagResult]) {
     let _ = writeln!(d, "## 1. Expiry lag, end to end\n");
     let _ = writeln!(d, "{} items with ttls spread over {} s in whole seconds (some on window boundaries), written to three tables on one server, each swept by one strategy. Lag: from the ttl to DynamoDB's acknowledgement of the delete. Windows are {} s wide; the minute strategies run at each boundary.\n", s.lag_items, s.lag_spread, s.schedule);
-    let _ = writeln!(d, "| strategy | deleted | never deleted (of which on a boundary) | p50 lag | p99 lag | max lag |");
-    let _ = writeln!(d, "|---|---|---|---|---|---|");
+    crate::table_head(d, "| strategy | deleted | never deleted (of which on a boundary) | p50 lag | p99 lag | max lag |");
     for r in lag {
         let _ = writeln!(
             d,

@@ -324,6 +324,12 @@ fn when(on: bool, text: &'static str) -> &'static str {
     }
 }
 
+/// A Markdown table's header row, then the row that makes it one.
+fn table_head(d: &mut String, header: &str) {
+    let columns = header.matches('|').count() - 1;
+    let _ = writeln!(d, "{header}\n|{}", "---|".repeat(columns));
+}
+
 fn pct(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;

@@ -405,8 +405,7 @@ pub fn render(d: &mut String, f: &Figures) {
         WINDOWS * s.per_window,
         runs_text(s.runs)
     );
-    let _ = writeln!(d, "| fake answers | deletes/s | ceiling | ratio | BatchWriteItem answered after, ms | ceiling as answered | ratio to it | BatchWriteItem in flight at the fake | span | one by one | BatchGetItem requests | peak memory MiB |");
-    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    crate::table_head(d, "| fake answers | deletes/s | ceiling | ratio | BatchWriteItem answered after, ms | ceiling as answered | ratio to it | BatchWriteItem in flight at the fake | span | one by one | BatchGetItem requests | peak memory MiB |");
     let dash = || "—".to_string();
     for rows in &f.paces {
         let ceiling = ceiling(rows.pace, PACE_CONCURRENCY);

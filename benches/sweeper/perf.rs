@@ -789,11 +789,7 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
     };
     let _ = writeln!(d, "**Measured from outside.** A release `ttl-sweeper sweep` (16 windows, `MAX_CONCURRENCY` {default_in_flight}) against the fake DynamoDB endpoint on the second CPU, answering *at once* ({} deletes per run) or *after {lo_ms}–{hi_ms} ms* as DynamoDB in-Region ({} deletes per run); CPU is user + system (`wait4`). *1 core*: the sweeper on the first CPU; *2 cores*: both, one shared with the fake. *Threads*: 1 (the default) or `TOKIO_WORKER_THREADS=2`. Route — {routes}{baseline}. *Fake endpoint busy*: its CPU share; near 100 %, it sets the pace. {runs_each} runs of each row; median (min–max).\n",
         deleted(Pace::Instant), deleted(LATENCY));
-    let _ = writeln!(
-        d,
-        "| build | route | fake answers | cores | threads | in flight | CPU per delete | CPU per request | context switches per request | peak memory | deletes/s (wall) | fake endpoint busy |"
-    );
-    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    crate::table_head(d, "| build | route | fake answers | cores | threads | in flight | CPU per delete | CPU per request | context switches per request | peak memory | deletes/s (wall) | fake endpoint busy |");
     for build in &builds {
         for route in ROUTES {
             for concurrency in OUTSIDE_CONCURRENCY {
@@ -902,19 +898,14 @@ pub fn render(
     let _ = writeln!(d, "\nThe second core is shared with the fake, which bounds what 2 workers gain. Section 8 shows where the CPU goes; mimalloc, delete clients built once and fewer copies cut it.\n");
     let runs = own_us.first().map_or(0, |(_, v)| v.len());
     let _ = writeln!(d, "**Measured inside the benchmark.** The same fake and items, the sweep run in the benchmark process as the binaries run it, counting its threads' CPU only; {runs} runs of each, median (min–max).\n");
-    let _ = writeln!(d, "| inside: method | CPU per delete |");
-    let _ = writeln!(d, "|---|---|");
+    crate::table_head(d, "| inside: method | CPU per delete |");
     for (label, us) in own_us {
         let _ = writeln!(d, "| {label} | {} |", fmt3(us, |v| format!("{v:.2} µs")));
     }
     let _ = writeln!(d);
 
     let _ = writeln!(d, "**DynamoDB Local's delete ceiling.** {} items per measurement from a fresh table: *raw*, prebuilt unsigned `BatchWriteItem`s of 25 deletes over keep-alive HTTP/1.1, *n* in flight; *ours*, a sweep with `MAX_CONCURRENCY` = *n*, queries included. {} repetitions after a warm-up; deletes/s, median (min–max).\n", ceiling.items, ceiling.raw.first().map_or(0, Vec::len));
-    let _ = writeln!(
-        d,
-        "| in flight | raw (ceiling) | ours | ours / raw (medians) | ours: BatchWriteItem in flight, mean (max) | ours: first delete after |"
-    );
-    let _ = writeln!(d, "|---|---|---|---|---|---|");
+    crate::table_head(d, "| in flight | raw (ceiling) | ours | ours / raw (medians) | ours: BatchWriteItem in flight, mean (max) | ours: first delete after |");
     let med = |v: &[f64]| spread3(v).1;
     for (i, level) in ceiling.levels.iter().enumerate() {
         let _ = writeln!(
@@ -946,8 +937,7 @@ pub fn render(
     let _ = writeln!(d, "**Tick duration with {} shards.** The 1 s tick loop over `WINDOW_SHARDS={}` against DynamoDB Local, {} items expiring, {} deleted, a full sweep beside it every 60 s.\n", ticks.shards, ticks.shards, ticks.items, ticks.deleted);
     let mut t = ticks.tick_ms.clone();
     t.sort_by(f64::total_cmp);
-    let _ = writeln!(d, "| ticks | p50 | p99 | max | tick period |");
-    let _ = writeln!(d, "|---|---|---|---|---|");
+    crate::table_head(d, "| ticks | p50 | p99 | max | tick period |");
     let _ = writeln!(
         d,
         "| {} | {:.0} ms | {:.0} ms | {:.0} ms | 1000 ms |\n",
@@ -960,8 +950,7 @@ pub fn render(
     let us = planning_us(outside);
     let _ = writeln!(d, "## 7. Lambda memory and deletes per second\n");
     let _ = writeln!(d, "Lambda gives CPU in proportion to memory, one vCPU at 1,769 MB. At the outside runs' median CPU per delete with answers after 5–10 ms ({us:.2} µs, x86_64; Graviton differs), one function's CPU allows:\n");
-    let _ = writeln!(d, "| memory | vCPU share | deletes/s (CPU bound) |");
-    let _ = writeln!(d, "|---|---|---|");
+    crate::table_head(d, "| memory | vCPU share | deletes/s (CPU bound) |");
     for mb in [128.0, 256.0, 512.0, 1024.0, 1769.0] {
         let share = lambda_vcpu(mb);
         let rate = share / (us / 1e6);

@@ -89,8 +89,7 @@ pub async fn startup_and_memory(s: &Scale) -> Startup {
 pub fn render(d: &mut String, st: &Startup) {
     let _ = writeln!(d, "## 3. Start-up and memory\n");
     let _ = writeln!(d, "`{}` (x86_64 here; arm64 is the same code) started {} times against a fake Lambda Runtime API and DynamoDB endpoint. *Start-up*: from `spawn` to the first DynamoDB request. *Peak RSS*: `VmHWM` after one invocation that swept {} (fake) items.\n", st.binary, st.first_request_ms.len(), st.swept);
-    let _ = writeln!(d, "| measure | median | min | max |");
-    let _ = writeln!(d, "|---|---|---|---|");
+    crate::table_head(d, "| measure | median | min | max |");
     let f = &st.first_request_ms;
     let _ = writeln!(
         d,

@@ -526,11 +526,7 @@ pub fn render(d: &mut String, f: &Figures) {
         s.due_per_sec,
         s.expired_per_sec
     );
-    let _ = writeln!(
-        d,
-        "| run | items | found through | never deleted | deleted by `DeleteItem` | p50 lag | p99 lag | max lag |"
-    );
-    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|");
+    crate::table_head(d, "| run | items | found through | never deleted | deleted by `DeleteItem` | p50 lag | p99 lag | max lag |");
     let rows: [(&str, Rows); 2] = [
         ("due 2–3 s after the write", |r| &r.due),
         ("written already expired", |r| &r.expired),
@@ -554,8 +550,7 @@ pub fn render(d: &mut String, f: &Figures) {
         }
     }
     let _ = writeln!(d, "\n**min / median / max over {} runs**:\n", f.lag.len());
-    let _ = writeln!(d, "| items | found through | p50 lag | p99 lag | max lag |");
-    let _ = writeln!(d, "|---|---|---|---|---|");
+    crate::table_head(d, "| items | found through | p50 lag | p99 lag | max lag |");
     for (what, of) in rows {
         for (kind, name) in KINDS.iter().enumerate() {
             let col = |p: fn(&Lags) -> f64| {

@@ -274,11 +274,10 @@ pub fn render(d: &mut String, s: &Scale, sub: &SubSecond) {
     let _ = writeln!(d, "### Tick mode, repeated\n");
     let _ = writeln!(d, "Tick mode ticks at `s + 0.02` each second and deletes an item at the first tick after its ttl. Each run has a new table and sweeper and the server to itself.\n");
     let _ = writeln!(d, "**1 s ticks, continuous loop** (as `ttl-sweeper run --every 1s` runs it): {} items expiring each second for {} s per run.\n", sub.per_second, sub.tick_spread);
-    let _ = writeln!(
+    crate::table_head(
         d,
-        "| run | items | never deleted | p50 lag | p99 lag | max lag |"
+        "| run | items | never deleted | p50 lag | p99 lag | max lag |",
     );
-    let _ = writeln!(d, "|---|---|---|---|---|---|");
     for (i, r) in sub.ticks.iter().enumerate() {
         let _ = writeln!(
             d,
@@ -305,8 +304,7 @@ pub fn render(d: &mut String, s: &Scale, sub: &SubSecond) {
     }
     let _ = writeln!(d);
     let _ = writeln!(d, "**Deployed shape**: the release Lambda binary as two execution environments under a local Lambda Runtime API (`tests/support/runtime_api.rs`), a schedule every {} s, its events 0-5 s late; `TICK_SECONDS=1`, `SCHEDULE_SECONDS={}`, timeout {} s, each invocation ticking until 10 s after the next one's scheduled time. {} items expire each second over {} handoffs per run. *In a handoff*: items due between an invocation's scheduled time and its start.\n", sub.period, sub.period, sub.period + 20, sub.per_second, sub.handoffs);
-    let _ = writeln!(d, "| run | items | never deleted | deleted before ttl | p50 lag | p99 lag | max lag | in a handoff: items, max lag | invocations started (ok / failed) | max concurrency | longest wait for an environment | schedule delays |");
-    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    crate::table_head(d, "| run | items | never deleted | deleted before ttl | p50 lag | p99 lag | max lag | in a handoff: items, max lag | invocations started (ok / failed) | max concurrency | longest wait for an environment | schedule delays |");
     for (i, r) in sub.deployed.iter().enumerate() {
         let _ = writeln!(
             d,

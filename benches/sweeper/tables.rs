@@ -272,11 +272,7 @@ pub fn render(d: &mut String, f: &Figures) {
         s.secs,
         s.per_sec
     );
-    let _ = writeln!(
-        d,
-        "| run | tables | items | never deleted | deleted before ttl | p50 lag | p99 lag | max lag | tick lines | tick p99 | tick max | CPU | peak RSS |"
-    );
-    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    crate::table_head(d, "| run | tables | items | never deleted | deleted before ttl | p50 lag | p99 lag | max lag | tick lines | tick p99 | tick max | CPU | peak RSS |");
     for (i, run) in f.runs.iter().enumerate() {
         for m in run {
             let _ = writeln!(
@@ -295,11 +291,10 @@ pub fn render(d: &mut String, f: &Figures) {
         }
     }
     let _ = writeln!(d, "\n**min / median / max over {} runs**:\n", f.runs.len());
-    let _ = writeln!(
+    crate::table_head(
         d,
-        "| tables | p50 lag | p99 lag | max lag | tick p99 | tick max | CPU | peak RSS |"
+        "| tables | p50 lag | p99 lag | max lag | tick p99 | tick max | CPU | peak RSS |",
     );
-    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|");
     for (c, tables) in CONFIGS.iter().enumerate() {
         let col = |g: fn(&Measured) -> f64, w: fn(f64) -> String| {
             three(&f.runs.iter().map(|r| g(&r[c])).collect::<Vec<_>>(), w)

@@ -80,8 +80,7 @@ pub async fn throughput(s: &Scale) -> Throughput {
 pub fn render(d: &mut String, tp: &Throughput, cpu: &Cpu) {
     let _ = writeln!(d, "## 2. Throughput\n");
     let _ = writeln!(d, "{} expired items in {} past windows, per table, both strategies reading the same windows on the same server.\n", tp.items, tp.windows);
-    let _ = writeln!(d, "| strategy | deleted | wall time | items/s |");
-    let _ = writeln!(d, "|---|---|---|---|");
+    crate::table_head(d, "| strategy | deleted | wall time | items/s |");
     let _ = writeln!(
         d,
         "| ours (paginated, {} chunks in flight) | {} | {:.1} s | {:.0} |",

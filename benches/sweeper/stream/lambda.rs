@@ -332,11 +332,7 @@ pub fn render(d: &mut String, s: &Settings, own_servers: bool, runs: &[LambdaRun
         s.due_per_sec,
         s.expired_per_sec
     );
-    let _ = writeln!(
-        d,
-        "| run | items | never deleted | deleted before ttl | deleted by `DeleteItem` | p50 lag | p99 lag | max lag |"
-    );
-    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|");
+    crate::table_head(d, "| run | items | never deleted | deleted before ttl | deleted by `DeleteItem` | p50 lag | p99 lag | max lag |");
     type Of = fn(&LambdaRun) -> &Lags;
     // The items, their lags, and whether they were due (a delete before the ttl counts).
     let rows: [(&str, Of, bool); 2] = [
@@ -365,8 +361,7 @@ pub fn render(d: &mut String, s: &Settings, own_servers: bool, runs: &[LambdaRun
         }
     }
     let _ = writeln!(d, "\n**min / median / max over {} runs**:\n", runs.len());
-    let _ = writeln!(d, "| items | p50 lag | p99 lag | max lag |");
-    let _ = writeln!(d, "|---|---|---|---|");
+    crate::table_head(d, "| items | p50 lag | p99 lag | max lag |");
     for (what, of, _) in rows {
         let col =
             |p: fn(&Lags) -> f64| three(&runs.iter().map(|r| p(of(r))).collect::<Vec<_>>(), secs);
