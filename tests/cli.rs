@@ -6,6 +6,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use aws_sdk_dynamodb::Client;
 use serde_json::Value;
 use support::*;
 
@@ -245,16 +246,28 @@ async fn sweep_of_a_missing_table_fails_clearly() {
     assert!(named, "{err}");
 }
 
+/// The tables `<prefix>_a` and `<prefix>_c`, each with `old` items expired `ago` s and more
+/// before now, and the name of a table `<prefix>_b` that does not exist; now.
+async fn three_tables(prefix: &str, old: i64, ago: i64) -> (Client, [String; 3], i64) {
+    let (client, first) = simple_table(&format!("{prefix}_a")).await;
+    let (_, third) = simple_table(&format!("{prefix}_c")).await;
+    let now = now();
+    for table in [&first, &third] {
+        put_items(&client, table, sessions("old", old, |i| now - ago - i)).await;
+    }
+    (
+        client,
+        [first, table_name(&format!("{prefix}_b")), third],
+        now,
+    )
+}
+
 /// One `sweep` of three tables, the second missing: the other two are swept, the missing one is
 /// reported by name, one JSON line each in the order given, and the exit status says it failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_of_three_tables_one_missing_sweeps_the_other_two() {
-    let (client, first) = simple_table("many_sweep_a").await;
-    let (_, third) = simple_table("many_sweep_c").await;
-    let missing = table_name("many_sweep_b");
-    let now = now();
+    let (client, [first, missing, third], now) = three_tables("many_sweep", 12, 5).await;
     for table in [&first, &third] {
-        put_items(&client, table, sessions("old", 12, |i| now - 5 - i)).await;
         put_items(&client, table, vec![session("new", now + 600)]).await;
     }
     let tables = format!("{first},{missing}");
@@ -291,13 +304,7 @@ async fn sweep_of_three_tables_one_missing_sweeps_the_other_two() {
 /// period, and swept once it has been created. The run's report is one line per table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_sweeps_many_tables_and_a_missing_one_joins_when_created() {
-    let (client, first) = simple_table("many_run_a").await;
-    let (_, third) = simple_table("many_run_c").await;
-    let missing = table_name("many_run_b");
-    let start = now();
-    for table in [&first, &third] {
-        put_items(&client, table, sessions("old", 10, |i| start - 2 - i)).await;
-    }
+    let (client, [first, missing, third], _) = three_tables("many_run", 10, 2).await;
     let tables = format!("{first},{missing},{third}");
     let (mut child, port) = daemon(&tables, "200ms", "2", Stdio::piped());
     let both = |t: &str| [&first, &third].iter().all(|x| removed(t, x) == Some(10.0));
@@ -362,15 +369,21 @@ fn run_for_at_most(cmd: &mut Command, limit: Duration) -> (Option<i32>, String, 
     (code, stdout.join().unwrap(), stderr.join().unwrap(), took)
 }
 
+/// Where a backfill of `table` keeps its progress, not there yet.
+fn backfill_state(table: &str) -> std::path::PathBuf {
+    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
+    let _ = std::fs::remove_file(&state);
+    state
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_arguments_exit_2_naming_the_flag_and_what_it_accepts() {
     // A real table with items to write, so that a value that slipped through would reach the
     // code that crashed or hung on it.
     let (client, table) = simple_table("hostile").await;
-    let now = now();
-    let items = (0..5).map(|i| unwindowed(&format!("item-{i}"), now + 3600 + i));
+    let items = (0..5).map(|i| unwindowed(&format!("item-{i}"), now() + 3600 + i));
     put_items(&client, &table, items.collect()).await;
-    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
+    let state = backfill_state(&table);
 
     // (arguments, what the message says is accepted); the message names the flag, the
     // second argument up to any `=`.
@@ -432,9 +445,7 @@ async fn backfill_with_less_than_one_wcu_per_second_finishes_at_that_rate() {
         .collect();
     items.push(unwindowed("expired", now - 3600));
     put_items(&client, &table, items).await;
-    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
-    let _ = std::fs::remove_file(&state);
-
+    let state = backfill_state(&table);
     let mut cmd = local_cli();
     cmd.args([
         "backfill",
