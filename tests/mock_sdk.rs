@@ -67,19 +67,14 @@ fn query_returning(items: Vec<Key>) -> Rule {
 }
 
 fn unprocessed(keys: &[Key]) -> BatchWriteItemOutput {
-    let requests = keys
-        .iter()
-        .map(|k| {
-            WriteRequest::builder()
-                .delete_request(
-                    DeleteRequest::builder()
-                        .set_key(Some(k.clone()))
-                        .build()
-                        .unwrap(),
-                )
-                .build()
-        })
-        .collect();
+    let request = |k: &Key| {
+        let delete = DeleteRequest::builder()
+            .set_key(Some(k.clone()))
+            .build()
+            .unwrap();
+        WriteRequest::builder().delete_request(delete).build()
+    };
+    let requests = keys.iter().map(request).collect();
     BatchWriteItemOutput::builder()
         .unprocessed_items(TABLE, requests)
         .build()
@@ -152,6 +147,15 @@ fn found(items: Vec<Key>) -> BatchGetItemOutput {
         .build()
 }
 
+/// BatchWriteItem failing `times` times with `error`, then processing everything.
+fn failing_then_processed(error: fn() -> BatchWriteItemError, times: usize) -> Rule {
+    let rule = mock!(Client::batch_write_item)
+        .sequence()
+        .error(error)
+        .times(times);
+    rule.output(all_processed).build()
+}
+
 /// An answer to BatchWriteItem that leaves nothing unprocessed.
 fn all_processed() -> BatchWriteItemOutput {
     BatchWriteItemOutput::builder().build()
@@ -181,12 +185,7 @@ async fn unprocessed_keys_are_retried_until_accepted() {
 #[tokio::test(start_paused = true)]
 async fn throttling_is_retried_with_growing_backoff() {
     let query = query_returning((0..25).map(expired).collect());
-    let batch = mock!(Client::batch_write_item)
-        .sequence()
-        .error(throttled)
-        .times(3)
-        .output(all_processed)
-        .build();
+    let batch = failing_then_processed(throttled, 3);
     let client = batch_client(&query, &batch);
     let mut opts = options(DeleteMode::Batch);
     // The backoff caps for attempts 1..3 are 50 + 100 + 200 ms; full jitter picks anywhere in
@@ -205,12 +204,8 @@ async fn throttling_is_retried_with_growing_backoff() {
 #[tokio::test(start_paused = true)]
 async fn replicated_write_conflicts_are_retried_counted_and_lose_nothing() {
     let query = query_returning((0..25).map(expired).collect());
-    let batch = mock!(Client::batch_write_item)
-        .sequence()
-        .error(|| BatchWriteItemError::ReplicatedWriteConflictException(write_conflict()))
-        .times(2)
-        .output(all_processed)
-        .build();
+    let conflict = || BatchWriteItemError::ReplicatedWriteConflictException(write_conflict());
+    let batch = failing_then_processed(conflict, 2);
     let client = batch_client(&query, &batch);
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
     assert_eq!(batch.num_calls(), 3);
