@@ -54,6 +54,12 @@ fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
     text.split(open).nth(1)?.split(close).next()
 }
 
+/// Asserts that there are no `problems`, else lists them under `what`.
+#[track_caller]
+fn assert_none(problems: &[String], what: &str) {
+    assert!(problems.is_empty(), "{what}:\n  {}", problems.join("\n  "));
+}
+
 /// `README.md` and every `docs/*.md`, sorted.
 fn documents() -> Vec<PathBuf> {
     let mut docs: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("docs"))
@@ -150,12 +156,9 @@ fn the_configuration_page_lists_every_setting_with_its_default() {
     // The full table is the page's first: the text before its first `## ` section.
     let top = page.split("\n## ").next().unwrap_or_default();
     let problems = settings_problems(&settings_rows(top), true);
-    assert!(
-        problems.is_empty(),
-        "docs/configuration.md's table must list the settings of SETTINGS \
-         (src/config/settings.rs), in order, with their defaults:\n  {}",
-        problems.join("\n  ")
-    );
+    let what = "docs/configuration.md's table must list the settings of SETTINGS \
+                (src/config/settings.rs), in order, with their defaults";
+    assert_none(&problems, what);
 }
 
 #[test]
@@ -168,10 +171,9 @@ fn the_readme_short_table_names_settings_with_their_defaults() {
         "README.md's `## Configure it` has no settings table"
     );
     let problems = settings_problems(&rows, false);
-    assert!(
-        problems.is_empty(),
-        "README.md's settings table disagrees with SETTINGS:\n  {}",
-        problems.join("\n  ")
+    assert_none(
+        &problems,
+        "README.md's settings table disagrees with SETTINGS",
     );
 }
 
@@ -289,11 +291,7 @@ fn every_relative_link_points_to_an_existing_file_and_heading() {
         links > 20,
         "only {links} links found: is the link reader broken?"
     );
-    assert!(
-        problems.is_empty(),
-        "broken links:\n  {}",
-        problems.join("\n  ")
-    );
+    assert_none(&problems, "broken links");
 }
 
 /// The Makefile's targets (`name:` at the start of a line).
@@ -347,8 +345,7 @@ fn every_make_command_shown_is_a_makefile_target() {
         }
     }
     assert!(commands >= 5, "only {commands} make commands found");
-    let problems = problems.join("\n  ");
-    assert!(problems.is_empty(), "not Makefile targets:\n  {problems}");
+    assert_none(&problems, "not Makefile targets");
 }
 
 /// The `ttl_sweeper::module::item` paths in `markdown` (prose and code), leaving out the
@@ -423,8 +420,7 @@ fn every_library_path_the_docs_name_exists() {
         }
     }
     assert!(seen >= 3, "only {seen} library paths found");
-    let problems = problems.join("\n  ");
-    assert!(problems.is_empty(), "no such public item:\n  {problems}");
+    assert_none(&problems, "no such public item");
     assert!(library_path_exists(
         "ttl_sweeper::expiry::window::window_key"
     ));
@@ -760,11 +756,7 @@ fn the_choices_page_quotes_only_the_benchmark_sections_it_links() {
         choices >= 6 && quoted >= 30,
         "{choices} choices, {quoted} figures"
     );
-    assert!(
-        problems.is_empty(),
-        "docs/choosing.md:\n  {}",
-        problems.join("\n  ")
-    );
+    assert_none(&problems, "docs/choosing.md");
     // The figure reader finds what it should.
     let sample = "| 0.074 s | $1.25 per million, 23.5 MiB, at most 0.00 %. 140072, 24.5 and 2 s ([x](BENCHMARKS.md#1-a)) `9.99 s`";
     let expected = ["0.074 s", "$1.25", "23.5 MiB", "0.00 %", "140072", "24.5"];
