@@ -61,22 +61,18 @@ struct TestSink {
 impl TestSink {
     /// A sink of `kind`; an SQS queue that is a FIFO queue if `fifo`.
     async fn new(kind: Kind, fifo: bool) -> TestSink {
-        let name = moto::unique(match kind {
-            Kind::Sqs => "expiries",
-            Kind::EventBridge => "expiry-bus",
-            Kind::Firehose => "expiry-archive",
-        });
         let (setting, queue, bucket) = match kind {
             Kind::Sqs => {
-                let sqs = moto::sqs().await;
-                let url = moto::create_queue(&sqs, &name, fifo).await;
+                let name = moto::unique("expiries");
+                let url = moto::create_queue(&moto::sqs().await, &name, fifo).await;
                 (format!("sqs:{url}"), Some(url), None)
             }
             Kind::EventBridge => {
-                let (bus, queue) = moto::create_bus_to_queue(&name).await;
+                let (bus, queue) = moto::create_bus_to_queue(&moto::unique("expiry-bus")).await;
                 (format!("eventbridge:{bus}"), Some(queue), None)
             }
             Kind::Firehose => {
+                let name = moto::unique("expiry-archive");
                 moto::create_firehose_to_bucket(&name).await;
                 (format!("firehose:{name}"), None, Some(name))
             }
