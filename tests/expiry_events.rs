@@ -151,7 +151,10 @@ fn assert_follows(log: &Log, then: &str, first: &str) {
     }
 }
 
-type Script = dyn Fn(usize, &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError> + Send + Sync;
+/// A sink's answer to a batch.
+type Answer = Result<Vec<EntryResult>, SinkError>;
+
+type Script = dyn Fn(usize, &[ExpiryEvent]) -> Answer + Send + Sync;
 
 /// A sink answering as `script` says (given the call number and the batch); logs every
 /// accepted event and keeps it.
@@ -186,10 +189,7 @@ fn failed(retryable: bool, reason: &str) -> EntryResult {
 impl ScriptedSink {
     fn new(
         log: &Log,
-        script: impl Fn(usize, &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError>
-            + Send
-            + Sync
-            + 'static,
+        script: impl Fn(usize, &[ExpiryEvent]) -> Answer + Send + Sync + 'static,
     ) -> Arc<Self> {
         Arc::new(ScriptedSink {
             script: Box::new(script),
@@ -237,10 +237,7 @@ impl ScriptedSink {
 }
 
 impl Sink for ScriptedSink {
-    fn put<'a>(
-        &'a self,
-        batch: &'a [ExpiryEvent],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
+    fn put<'a>(&'a self, batch: &'a [ExpiryEvent]) -> BoxFuture<'a, Answer> {
         Box::pin(async move {
             assert!(batch.len() <= 10, "a batch within the EventBridge limit");
             if let Some(table) = &self.table {
