@@ -377,14 +377,15 @@ mod dynamodb {
         let store = DynamoStore::new(client);
         let (schema, key) = (default_schema(), key("k1"));
         let now = Timestamp::from_secs(1_700_000_000);
-        let (outcome, item) = store
-            .delete_if_expired(&schema, key.clone(), "1699999990", now, true)
-            .await
-            .unwrap();
+        let delete =
+            |returning| store.delete_if_expired(&schema, key.clone(), "1699999990", now, returning);
+        let (outcome, item) = delete(true).await.unwrap();
         assert_eq!(outcome, ConditionalOutcome::Deleted);
         assert_eq!(item.unwrap()["payload"], AV::S("p".into()));
-        let plainly = store.delete_if_expired(&schema, key, "1699999990", now, false);
-        assert_eq!(plainly.await.unwrap(), (ConditionalOutcome::Deleted, None));
+        assert_eq!(
+            delete(false).await.unwrap(),
+            (ConditionalOutcome::Deleted, None)
+        );
         assert_eq!((returning.num_calls(), plain.num_calls()), (1, 1));
     }
 }
