@@ -165,6 +165,14 @@ async fn sleep_until(at: f64) {
     tokio::time::sleep(Duration::from_secs_f64((at - wall_clock()).max(0.0))).await;
 }
 
+/// The application's table holds exactly what `app` wrote, but for the items `swept` picks.
+async fn assert_as_written(app: &AppWriter, swept: impl Fn(&str, i64) -> bool) {
+    assert_eq!(
+        items_by_id(&app.client, &app.table).await,
+        app.expected(swept)
+    );
+}
+
 /// `entries` whose ttl is after `after`.
 fn after(entries: Vec<(String, i64)>, after: i64) -> Vec<(String, i64)> {
     entries
@@ -278,10 +286,7 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     assert!(lags[0] > 0.0, "lags: {lags:?}");
     assert!(worst < 1.5, "lags: {lags:?}");
     // The live items are as written, and only their entries are left.
-    assert_eq!(
-        items_by_id(&client, &table).await,
-        app.expected(|_, ttl| ttl < now + 60)
-    );
+    assert_as_written(&app, |_, ttl| ttl < now + 60).await;
     let want = after(app.entries(), now + 60);
     assert_eq!(want.len(), live.len());
     let entries = entries_until(&client, &index, &want, Duration::from_secs(5)).await;
@@ -320,21 +325,15 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     assert_eq!(report["skipped_records"], 0, "{report}");
     assert_eq!(report["trimmed"], 0, "{report}");
     assert_eq!(report["index"]["failed"], 0, "{report}");
-    let saved = get(
-        &client,
-        &checkpoint,
-        &format!("{table}/table:{index}#stream"),
-    )
-    .await;
+    let position = format!("{table}/table:{index}#stream");
+    let saved = get(&client, &checkpoint, &position).await;
     let everything = scan_all(&client, &checkpoint).await;
     let saved = saved.unwrap_or_else(|| panic!("no position saved: {everything:?}"));
-    assert!(
-        saved["streamPosition"]
-            .as_s()
-            .unwrap()
-            .contains("\"after\""),
-        "{saved:?}"
-    );
+    let after = saved["streamPosition"]
+        .as_s()
+        .unwrap()
+        .contains("\"after\"");
+    assert!(after, "{saved:?}");
 }
 
 #[tokio::test]
@@ -365,10 +364,7 @@ async fn rewrites_and_unusable_ttls_delete_nothing_live_and_never_stop_the_shard
     tokio::time::sleep(Duration::from_secs(2)).await;
     // Everything else is there, as written; the entries of the first ttls went once their ttl
     // passed (they deleted nothing), the unusable ttls have none.
-    assert_eq!(
-        items_by_id(&client, &table).await,
-        app.expected(|id, _| id == "after")
-    );
+    assert_as_written(&app, |id, _| id == "after").await;
     let want: Vec<(String, i64)> = extended.iter().map(|id| (id.clone(), now + 3600)).collect();
     let entries = entries_until(&client, &index, &want, Duration::from_secs(5)).await;
     assert_eq!(entries, want);
@@ -473,10 +469,7 @@ async fn expired_iterators_trimmed_records_and_refused_entries_are_recovered_or_
         .await;
     // The poison item is there as written, without an entry; the others' entries are gone with
     // their items.
-    assert_eq!(
-        items_by_id(&client, &table).await,
-        app.expected(|id, _| id != "poison")
-    );
+    assert_as_written(&app, |id, _| id != "poison").await;
     let entries = entries_until(&client, &index, &[], Duration::from_secs(5)).await;
     assert!(entries.is_empty(), "{entries:?}");
     // The poison record's attempts end within about 5 s of backoff.
@@ -829,9 +822,11 @@ async fn an_orm_that_knows_nothing_of_the_sweeper_writes_and_only_its_expired_it
     plan.extend((0..5).map(|i| serde_json::json!([format!("late-{i}"), -5])));
     plan.extend((0..10).map(|i| serde_json::json!([format!("live-{i}"), 3600])));
     plan.extend((0..5).map(|i| serde_json::json!([format!("none-{i}"), null])));
-    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/orm_writer.py");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (python, script) = (
+        root.join(".venv/bin/python"),
+        root.join("tests/fixtures/orm_writer.py"),
+    );
     let out = std::process::Command::new(&python)
         .arg(&script)
         .args([
