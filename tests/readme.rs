@@ -997,12 +997,7 @@ fn the_cargo_lambda_deploy_line_of_the_docs_passes_a_dry_run() {
     assert_eq!(args[path + 1], "target/lambda/ttl-sweeper-lambda/bootstrap");
     args[path + 1] = env!("CARGO_BIN_EXE_ttl-sweeper-lambda").to_owned();
     // Nothing may leave the machine: a closed local port, no credentials.
-    let closed = [
-        "--endpoint-url",
-        "http://127.0.0.1:9",
-        "--region",
-        "us-east-1",
-    ];
+    let closed = "--endpoint-url http://127.0.0.1:9 --region us-east-1".split(' ');
     let no_credentials = LOCAL_AWS_ENV.iter().filter(|(k, _)| *k != "AWS_REGION");
     let out = std::process::Command::new(&cargo_lambda)
         .arg("lambda")
