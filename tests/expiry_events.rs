@@ -723,15 +723,13 @@ proptest::proptest! {
                 written.iter().map(|(id, item)| (id.clone(), ttl_of(item))).collect();
             let sink = chaotic_sink(&log, seed);
             // Notify mode with both delete modes: batch (the default) on odd seeds.
-            let (mode, delete_mode) = if archive {
-                (EventsMode::Archive, DeleteMode::Conditional)
-            } else if seed % 2 == 1 {
-                (EventsMode::Notify, DeleteMode::Batch)
-            } else {
-                (EventsMode::Notify, DeleteMode::Conditional)
+            let how = match (archive, seed % 2) {
+                (true, _) => ARCHIVE,
+                (false, 1) => notify(DeleteMode::Batch),
+                (false, _) => notify(DeleteMode::Conditional),
             };
             let table = Arc::new(table);
-            let report = sweep(&table, &sink, (mode, delete_mode, ItemSource::Off)).await;
+            let report = sweep(&table, &sink, how).await;
             if archive {
                 assert_follows(&log, "deleted ", "accepted Item Expired ");
             } else {
