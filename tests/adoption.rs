@@ -47,6 +47,14 @@ fn run_json(cmd: &mut Command) -> (i32, Value, String) {
     (out.status.code().unwrap_or(-1), json, stderr)
 }
 
+/// [`run_json`] of a command that must succeed: its report.
+#[track_caller]
+fn json_ok(cmd: &mut Command) -> Value {
+    let (code, json, stderr) = run_json(cmd);
+    assert_eq!(code, 0, "{json} {stderr}");
+    json
+}
+
 /// An item with `id` and the String ttl `ttl`: not a usable ttl.
 fn string_ttl(id: &str, ttl: i64) -> Key {
     bare(id, Some(AV::S(ttl.to_string())))
@@ -144,8 +152,7 @@ async fn backfill_of_20k_items_completes_resumes_after_a_kill_and_is_idempotent(
     assert!(refused, "{stderr}");
 
     // Resume: finishes the job.
-    let (code, report, stderr) = run_json(&mut backfill_cmd(&table, &state, "--resume"));
-    assert_eq!(code, 0, "{stderr}");
+    let report = json_ok(&mut backfill_cmd(&table, &state, "--resume"));
     eprintln!("resumed backfill: {report}");
     let fields = format!(
         "complete=true no_ttl={EACH} invalid_ttl={} too_old_ttl=0 expired_kept=0",
@@ -170,8 +177,7 @@ async fn backfill_of_20k_items_completes_resumes_after_a_kill_and_is_idempotent(
 
     // Again, fresh: nothing left to write.
     let state2 = fresh_state(&table, "2");
-    let (code, report, _) = run_json(&mut backfill_cmd(&table, &state2, "--segments 3"));
-    assert_eq!(code, 0);
+    let report = json_ok(&mut backfill_cmd(&table, &state2, "--segments 3"));
     eprintln!("second backfill: {report}");
     let (ok, scanned) = (ITEMS - EACH * 8, ITEMS - EACH * 5);
     report.assert_fields(&format!(
@@ -240,13 +246,11 @@ async fn backfill_deletes_items_long_expired_so_that_nothing_expired_is_left_aft
     let state = fresh_state(&table, "");
 
     // A dry run counts what it would delete and deletes nothing.
-    let (code, report, stderr) = run_json(&mut backfill_cmd(&table, &state, "--dry-run"));
-    assert_eq!(code, 0, "{stderr}");
+    let report = json_ok(&mut backfill_cmd(&table, &state, "--dry-run"));
     report.assert_fields("deleted_expired=210 written=50");
     assert_eq!(scan_all(&client, &table).await.len(), 285);
 
-    let (code, report, stderr) = run_json(&mut backfill_cmd(&table, &state, "--max-wcu 400"));
-    assert_eq!(code, 0, "{stderr}");
+    let report = json_ok(&mut backfill_cmd(&table, &state, "--max-wcu 400"));
     eprintln!("backfill: {report}");
     let fields = "scanned=285 deleted_expired=210 expired_kept=0 expired_gone=0 written=50";
     report.assert_fields(fields);
@@ -268,8 +272,7 @@ async fn backfill_deletes_items_long_expired_so_that_nothing_expired_is_left_aft
     assert_eq!(assert_windows(&client, &table, windowed).await, 50);
 
     // The audit agrees: nothing expired present, the ancient ttls are invalid.
-    let (code, report, _) = run_json(cli(&table).args(["audit", "--max-problems", "20"]));
-    assert_eq!(code, 0, "{report}");
+    let report = json_ok(cli(&table).args(["audit", "--max-problems", "20"]));
     let fields = "expired_present={} oldest_expired_age_seconds=0 invalid_ttl=20 too_old_ttl=20";
     report.assert_fields(&format!("{fields} missing_window=0"));
     let _ = std::fs::remove_file(&state);
@@ -317,12 +320,8 @@ async fn backfill_deletes_an_expired_item_only_if_its_ttl_is_still_the_one_read(
     let now = now();
     let read_ttl = now - 3600;
     let names = ["unchanged", "extended", "rewritten", "deleted"];
-    put_items(
-        &client,
-        &table,
-        names.map(|id| unwindowed(id, read_ttl)).into(),
-    )
-    .await;
+    let items = names.map(|id| unwindowed(id, read_ttl));
+    put_items(&client, &table, items.into()).await;
     let store = support::store(client.clone());
 
     // Between the scan (which saw every ttl expired) and the delete, the application extends one
@@ -339,11 +338,9 @@ async fn backfill_deletes_an_expired_item_only_if_its_ttl_is_still_the_one_read(
         assert_eq!(outcome, expected, "{id}");
         assert!(consumed > 0.0, "{id}");
     }
-    assert_eq!(
-        ids(&client, &table).await,
-        ["extended", "rewritten"],
-        "only the unchanged item is deleted; the deleted one stays deleted"
-    );
+    let left = ids(&client, &table).await;
+    let why = "only the unchanged item is deleted; the deleted one stays deleted";
+    assert_eq!(left, ["extended", "rewritten"], "{why}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -355,17 +352,13 @@ async fn a_complete_backfill_runs_again_fresh_and_resuming_it_reports_it_complet
     let state = fresh_state(&table, "");
     let backfill = |args: &str| backfill_cmd(&table, &state, args);
 
-    let (code, first, stderr) = run_json(&mut backfill("--segments 2"));
-    assert_eq!(code, 0, "{stderr}");
+    let first = json_ok(&mut backfill("--segments 2"));
     first.assert_fields("written=30 complete=true");
 
     // The weekly fix-up: the same command again, over the complete run's progress file.
     put_items(&client, &table, vec![unwindowed("late", now + 3600)]).await;
-    let (code, second, stderr) = run_json(&mut backfill("--segments 3"));
-    assert_eq!(
-        code, 0,
-        "a complete run does not block the next one: {stderr}"
-    );
+    // A complete run does not block the next one.
+    let second = json_ok(&mut backfill("--segments 3"));
     second.assert_fields("scanned=31 already_ok=30 written=1 complete=true");
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
     assert_eq!(saved["positions"].as_array().unwrap().len(), 3, "replaced");
@@ -387,8 +380,7 @@ async fn a_complete_backfill_runs_again_fresh_and_resuming_it_reports_it_complet
     assert!(refused, "{stderr}");
     let kept = std::fs::read_to_string(&state).unwrap();
     assert_eq!(kept, interrupted.to_string());
-    let (code, report, stderr) = run_json(&mut backfill("--resume"));
-    assert_eq!(code, 0, "{stderr}");
+    let report = json_ok(&mut backfill("--resume"));
     report.assert_fields("complete=true");
     let _ = std::fs::remove_file(&state);
 }
@@ -401,8 +393,7 @@ async fn audit_finds_each_planted_problem_and_nothing_on_a_clean_table() {
     let mut good = sessions("ok", 200, |i| now + 60 + i);
     good.push(bare("no-ttl", None));
     put_items(&client, &clean, good).await;
-    let (code, report, stderr) = run_json(cli(&clean).args(["audit", "--segments", "2"]));
-    assert_eq!(code, 0, "{report} {stderr}");
+    let report = json_ok(cli(&clean).args(["audit", "--segments", "2"]));
     let fields = "scanned=201 no_ttl=1 missing_window=0 wrong_window=0 millis_ttl=0 invalid_ttl=0";
     report.assert_fields(&format!(
         "{fields} oldest_expired_age_seconds=0 expired_present={{}}"
@@ -422,8 +413,9 @@ async fn audit_finds_each_planted_problem_and_nothing_on_a_clean_table() {
     ];
     put_items(&client, &dirty, items).await;
     let (code, report, _) = run_json(cli(&dirty).args(["audit"]));
-    assert_eq!(
-        code, 1,
+    let fails = code == 1;
+    assert!(
+        fails,
         "problems past the thresholds fail the audit: {report}"
     );
     let present = json!({"under_1m": 1, "5m_to_1h": 1, "1h_to_24h": 1});
@@ -530,15 +522,12 @@ async fn a_slow_backfill_judges_items_by_the_clock_as_it_reaches_them() {
     put_items(&client, &table, items.collect()).await;
     let state = fresh_state(&table, "");
     let args = "--segments 1 --page-size 5 --max-wcu 2";
-    let (code, report, stderr) = run_json(&mut backfill_cmd(&table, &state, args));
-    assert_eq!(code, 0, "{stderr}");
+    let report = json_ok(&mut backfill_cmd(&table, &state, args));
     eprintln!("slow backfill: {report}");
     let count = |field: &str| report[field].as_u64().unwrap();
     let (written, deleted) = (count("written"), count("deleted_expired"));
-    assert!(
-        written >= 1,
-        "items reached before the ttl get a window: {report}"
-    );
+    let reached_before = "items reached before the ttl get a window";
+    assert!(written >= 1, "{reached_before}: {report}");
     assert!(
         deleted >= 1,
         "items reached after the ttl are deleted: {report}"
@@ -583,32 +572,19 @@ async fn backfill_with_an_expiry_index_table_writes_entries_only_and_audit_count
     let state = fresh_state(&table, "-index");
     let mut cmd = backfill_cmd(&table, &state, "--segments 2");
     cmd.env("EXPIRY_INDEX_TABLE", &index);
-    let (code, report, stderr) = run_json(&mut cmd);
-    assert_eq!(code, 0, "{report} {stderr}");
-    assert_eq!(report["scanned"], 51, "{report}");
-    assert_eq!(report["written"], 40, "{report}");
-    assert_eq!(report["expired_indexed"], 10, "{report}");
-    assert_eq!(
-        (
-            report["deleted_expired"].as_u64(),
-            report["no_ttl"].as_u64()
-        ),
-        (Some(0), Some(5)),
-        "{report}"
-    );
-    assert_eq!(report["invalid_ttl"], 6, "{report}");
-    assert_eq!(
-        items_by_id(&client, &table).await,
-        before,
-        "the table is not written"
-    );
+    let report = json_ok(&mut cmd);
+    report.assert_fields("scanned=51 written=40 expired_indexed=10");
+    report.assert_fields("deleted_expired=0 no_ttl=5 invalid_ttl=6");
+    let after = items_by_id(&client, &table).await;
+    assert_eq!(after, before, "the table is not written");
     let entries = scan_all(&client, &index).await;
     assert_eq!(entries.len(), 40);
 
     let (code, report, stderr) = audit(&[]);
     assert_eq!(report["missing_entry"], 0, "{report} {stderr}");
-    assert_eq!(
-        code, 1,
+    let fails = code == 1;
+    assert!(
+        fails,
         "the expired items still there fail the audit: {report}"
     );
 
@@ -616,21 +592,16 @@ async fn backfill_with_an_expiry_index_table_writes_entries_only_and_audit_count
     let state = fresh_state(&table, "-index-again");
     let mut cmd = backfill_cmd(&table, &state, "");
     cmd.env("EXPIRY_INDEX_TABLE", &index);
-    let (code, _, stderr) = run_json(&mut cmd);
-    assert_eq!(code, 0, "{stderr}");
+    let _ = json_ok(&mut cmd);
     assert_eq!(scan_all(&client, &index).await.len(), 40);
 
     // A sweep through the index deletes the expired items, only them, and removes their entries.
     let config = config(&table, &[("EXPIRY_INDEX_TABLE", &index)]);
-    let report = sweeper_for(&config)
-        .await
+    let sweeper = sweeper_for(&config).await;
+    let report = sweeper
         .sweep(clock(), &ttl_sweeper::engine::Stop::never())
         .await;
-    assert_eq!(
-        (report.items_deleted, report.index_entries_removed),
-        (10, 10),
-        "{report:?}"
-    );
+    report.assert_fields("items_deleted=10 index_entries_removed=10");
     let left = items_by_id(&client, &table).await;
     assert_eq!(left.len(), 41);
     assert!(left.keys().all(|id| !id.starts_with("expired-")));

@@ -3,10 +3,10 @@
 use crate::support;
 
 use std::io::Read;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use aws_sdk_dynamodb::Client;
 use serde_json::Value;
 use support::*;
 
@@ -24,26 +24,47 @@ fn case(line: &str) -> (Command, &str) {
     (cmd, expected)
 }
 
+/// Runs a [`case`] against a closed endpoint (a request would fail with another message): exit 2,
+/// nothing on stdout, each of the comma-separated expected texts on stderr, which it returns.
+fn refused(line: &str) -> String {
+    let (mut cmd, wants) = case(line);
+    let (code, out, err) = run(cmd.env("AWS_ENDPOINT_URL", "http://127.0.0.1:9"));
+    assert_eq!((code, out.as_str()), (2, ""), "{line}: {err}");
+    for want in wants.split(", ") {
+        assert!(err.contains(want), "{line}: {err}");
+    }
+    err
+}
+
+/// A [`case`] whose DynamoDB endpoint is a closed port of 127.0.0.1: any request is refused, so a
+/// command that got as far as opening its table fails with the message of an unreachable endpoint.
+/// The command, the endpoint and the expected text.
+fn unreachable(line: &str) -> (Command, String, &str) {
+    let (mut cmd, expected) = case(line);
+    let endpoint = format!("http://127.0.0.1:{}", free_port());
+    cmd.env("AWS_ENDPOINT_URL", &endpoint);
+    (cmd, endpoint, expected)
+}
+
 #[test]
 fn window_prints_the_key_for_a_ttl_and_refuses_milliseconds_and_garbage() {
     for line in [
         "window 1658265980 => 2022-07-19T21:26:00.000Z_2022-07-19T21:27:00.000Z",
         "window 1658265980 --window-seconds 300 => 2022-07-19T21:25:00.000Z_2022-07-19T21:30:00.000Z",
         "WINDOW_SECONDS=3600 window 1658265980 => 2022-07-19T21:00:00.000Z_2022-07-19T22:00:00.000Z",
-    ] {
-        let (mut cmd, key) = case(line);
-        let (code, out, err) = run(&mut cmd);
-        assert_eq!((code, out.trim()), (0, key), "{line}: {err}");
-    }
-    for line in [
+        // Refused: nothing on stdout, the reason on stderr.
         "window 1658265980000 => milliseconds",
         "window tomorrow => not a number",
         "window 1658265980 --window-seconds 0 => WINDOW_SECONDS",
     ] {
-        let (mut cmd, why) = case(line);
+        let (mut cmd, expected) = case(line);
         let (code, out, err) = run(&mut cmd);
-        assert!(code != 0 && out.is_empty(), "{line}: {code} {out}");
-        assert!(err.contains(why), "{line}: {err}");
+        if expected.starts_with("2022-") {
+            assert_eq!((code, out.trim()), (0, expected), "{line}: {err}");
+        } else {
+            assert!(code != 0 && out.is_empty(), "{line}: {code} {out}");
+            assert!(err.contains(expected), "{line}: {err}");
+        }
     }
 }
 
@@ -67,12 +88,7 @@ fn bad_settings_exit_2_naming_the_setting_before_any_request() {
         "TOKIO_WORKER_THREADS=many window 1700000000 => TOKIO_WORKER_THREADS=\"many\", 1 to 256",
         "TOKIO_WORKER_THREADS=100000 window 1700000000 => TOKIO_WORKER_THREADS=\"100000\", 1 to 256",
     ] {
-        let (mut cmd, wants) = case(line);
-        let (code, out, err) = run(cmd.env("AWS_ENDPOINT_URL", "http://127.0.0.1:9"));
-        assert_eq!((code, out.as_str()), (2, ""), "{line}: {err}");
-        for want in wants.split(", ") {
-            assert!(err.contains(want), "{line}: {err}");
-        }
+        refused(line);
     }
     for (args, why) in [
         (at("2999-01-01T00:00:00Z"), "future"),
@@ -229,16 +245,28 @@ async fn sweep_of_a_missing_table_fails_clearly() {
     assert!(named, "{err}");
 }
 
+/// The tables `<prefix>_a` and `<prefix>_c`, each with `old` items expired `ago` s and more
+/// before now, and the name of a table `<prefix>_b` that does not exist; now.
+async fn three_tables(prefix: &str, old: i64, ago: i64) -> (Client, [String; 3], i64) {
+    let (client, first) = simple_table(&format!("{prefix}_a")).await;
+    let (_, third) = simple_table(&format!("{prefix}_c")).await;
+    let now = now();
+    for table in [&first, &third] {
+        put_items(&client, table, sessions("old", old, |i| now - ago - i)).await;
+    }
+    (
+        client,
+        [first, table_name(&format!("{prefix}_b")), third],
+        now,
+    )
+}
+
 /// One `sweep` of three tables, the second missing: the other two are swept, the missing one is
 /// reported by name, one JSON line each in the order given, and the exit status says it failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_of_three_tables_one_missing_sweeps_the_other_two() {
-    let (client, first) = simple_table("many_sweep_a").await;
-    let (_, third) = simple_table("many_sweep_c").await;
-    let missing = table_name("many_sweep_b");
-    let now = now();
+    let (client, [first, missing, third], now) = three_tables("many_sweep", 12, 5).await;
     for table in [&first, &third] {
-        put_items(&client, table, sessions("old", 12, |i| now - 5 - i)).await;
         put_items(&client, table, vec![session("new", now + 600)]).await;
     }
     let tables = format!("{first},{missing}");
@@ -275,58 +303,35 @@ async fn sweep_of_three_tables_one_missing_sweeps_the_other_two() {
 /// period, and swept once it has been created. The run's report is one line per table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_sweeps_many_tables_and_a_missing_one_joins_when_created() {
-    let (client, first) = simple_table("many_run_a").await;
-    let (_, third) = simple_table("many_run_c").await;
-    let missing = table_name("many_run_b");
-    let start = now();
-    for table in [&first, &third] {
-        put_items(&client, table, sessions("old", 10, |i| start - 2 - i)).await;
-    }
+    let (client, [first, missing, third], _) = three_tables("many_run", 10, 2).await;
     let tables = format!("{first},{missing},{third}");
-    let (mut child, port, log) = daemon(&tables, "200ms", "2", Stdio::piped());
-    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
-    let removed = |text: &str, table: &str| {
-        let deleted = sample(text, "ttl_sweeper_items_deleted_total", table)?;
-        Some(deleted + sample(text, "ttl_sweeper_items_gone_total", table)?)
-    };
-    let metrics = || {
-        http_get(port, "/metrics")
-            .map(|(_, b)| b)
-            .unwrap_or_default()
-    };
-    let (limit, every) = (Duration::from_secs(30), Duration::from_millis(100));
-    let both = |t: &String| [&first, &third].iter().all(|x| removed(t, x) == Some(10.0));
-    let text = tokio::task::block_in_place(|| poll(limit, every, metrics, both));
-    assert!(both(&text), "{text}\n--- log ---\n{}", log_text());
+    let (mut child, port) = daemon(&tables, "200ms", "2", Stdio::piped());
+    let both = |t: &str| [&first, &third].iter().all(|x| removed(t, x) == Some(10.0));
+    let text = metrics_until(port, 30, 100, both);
+    assert!(both(&text), "{text}\n--- log ---\n{}", child.log_text());
     let failed = sample(&text, "ttl_sweeper_sweeps_failed_total", &missing);
     assert!(failed.unwrap_or(0.0) >= 1.0, "{text}");
-    assert!(
-        log_text().contains("the table cannot be swept"),
-        "{}",
-        log_text()
-    );
+    let log = child.log_text();
+    assert!(log.contains("the table cannot be swept"), "{log}");
 
     // The missing table is created, with expired items: swept within a period or two.
     create_table(&client, &TableSpec::simple(&missing)).await;
     put_items(&client, &missing, sessions("late", 7, |i| now() - 2 - i)).await;
-    let joined = |t: &String| removed(t, &missing) == Some(7.0);
-    let text = tokio::task::block_in_place(|| poll(limit, every, metrics, joined));
-    assert!(joined(&text), "{text}\n--- log ---\n{}", log_text());
+    let joined = |t: &str| removed(t, &missing) == Some(7.0);
+    let text = metrics_until(port, 30, 100, joined);
+    assert!(joined(&text), "{text}\n--- log ---\n{}", child.log_text());
     assert!(ids(&client, &missing).await.is_empty());
 
     let (status, stdout) = stop(&mut child);
-    assert_eq!(
-        status.code(),
-        Some(1),
+    let failures_count = status.code() == Some(1);
+    assert!(
+        failures_count,
         "the missing table's failures count: {stdout}"
     );
     let reports = table_reports(&stdout, [&first, &missing, &third]);
-    assert_eq!(removed_json(&reports[1]), 7, "{}", reports[1]);
-    assert!(
-        !reports[1]["errors"].as_array().unwrap().is_empty(),
-        "{}",
-        reports[1]
-    );
+    let report = &reports[1];
+    assert_eq!(removed_json(report), 7, "{report}");
+    assert!(!report["errors"].as_array().unwrap().is_empty(), "{report}");
 }
 
 /// Runs a command for at most `limit`: exit code (`None` if it was killed at the limit or by a
@@ -363,15 +368,21 @@ fn run_for_at_most(cmd: &mut Command, limit: Duration) -> (Option<i32>, String, 
     (code, stdout.join().unwrap(), stderr.join().unwrap(), took)
 }
 
+/// Where a backfill of `table` keeps its progress, not there yet.
+fn backfill_state(table: &str) -> std::path::PathBuf {
+    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
+    let _ = std::fs::remove_file(&state);
+    state
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_arguments_exit_2_naming_the_flag_and_what_it_accepts() {
     // A real table with items to write, so that a value that slipped through would reach the
     // code that crashed or hung on it.
     let (client, table) = simple_table("hostile").await;
-    let now = now();
-    let items = (0..5).map(|i| unwindowed(&format!("item-{i}"), now + 3600 + i));
+    let items = (0..5).map(|i| unwindowed(&format!("item-{i}"), now() + 3600 + i));
     put_items(&client, &table, items.collect()).await;
-    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
+    let state = backfill_state(&table);
 
     // (arguments, what the message says is accepted); the message names the flag, the
     // second argument up to any `=`.
@@ -433,9 +444,7 @@ async fn backfill_with_less_than_one_wcu_per_second_finishes_at_that_rate() {
         .collect();
     items.push(unwindowed("expired", now - 3600));
     put_items(&client, &table, items).await;
-    let state = std::env::temp_dir().join(format!("{table}.backfill.json"));
-    let _ = std::fs::remove_file(&state);
-
+    let state = backfill_state(&table);
     let mut cmd = local_cli();
     cmd.args([
         "backfill",
@@ -459,17 +468,15 @@ async fn backfill_with_less_than_one_wcu_per_second_finishes_at_that_rate() {
 }
 
 /// `ttl-sweeper run` on `table` every `every` with `SCHEDULE_SECONDS=schedule`, serving metrics
-/// on a free port: the child, the port, its log.
-fn daemon(table: &str, every: &str, schedule: &str, stdout: Stdio) -> (Daemon, u16, PathBuf) {
+/// on a free port: the child and the port.
+fn daemon(table: &str, every: &str, schedule: &str, stdout: Stdio) -> (Daemon, u16) {
     let port = free_port();
     let mut cmd = local_cli();
     cmd.args(["run", "--every", every, "--table-name", table])
         .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
         .env("SCHEDULE_SECONDS", schedule)
         .stdout(stdout);
-    let daemon = Daemon::spawn(&mut cmd, &format!("daemon-{port}"));
-    let log = daemon.log.clone();
-    (daemon, port, log)
+    (Daemon::spawn(&mut cmd, &format!("daemon-{port}")), port)
 }
 
 /// Sends SIGTERM to a [`daemon`] and waits for its exit: its status and what it wrote on its
@@ -504,6 +511,25 @@ fn sample(text: &str, name: &str, table: &str) -> Option<f64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The expired items of `table` the counters account for: deleted, or found already gone (on a
+/// slow machine a lost batch answer turns deletions into gone items).
+fn removed(text: &str, table: &str) -> Option<f64> {
+    let deleted = sample(text, "ttl_sweeper_items_deleted_total", table)?;
+    Some(deleted + sample(text, "ttl_sweeper_items_gone_total", table)?)
+}
+
+/// `/metrics` on `port` every `every` ms until `done` holds for it, or `limit` s: the last
+/// exposition.
+fn metrics_until(port: u16, limit: u64, every: u64, done: impl Fn(&str) -> bool) -> String {
+    let metrics = || {
+        http_get(port, "/metrics")
+            .map(|(_, b)| b)
+            .unwrap_or_default()
+    };
+    let (limit, every) = (Duration::from_secs(limit), Duration::from_millis(every));
+    tokio::task::block_in_place(|| poll(limit, every, metrics, |t| done(t)))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
     let (client, table) = simple_table("daemon").await;
@@ -511,39 +537,21 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
     put_items(&client, &table, sessions("a", 20, |i| start - 2 - i)).await;
     put_items(&client, &table, vec![session("future", start + 3600)]).await;
 
-    let (mut child, port, log) = daemon(&table, "200ms", "2", Stdio::piped());
-    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let (mut child, port) = daemon(&table, "200ms", "2", Stdio::piped());
     let sample = |text: &str, name: &str| sample(text, name, &table);
-
-    // The expired items the counters account for: deleted, or found already gone (see
-    // `removed`: on a slow machine a lost batch answer turns deletions into gone items).
-    let removed_total = |text: &str| -> Option<f64> {
-        let deleted = sample(text, "ttl_sweeper_items_deleted_total")?;
-        Some(deleted + sample(text, "ttl_sweeper_items_gone_total")?)
-    };
-    // `/metrics` every `every` ms until `done` holds for it, or `limit` s: the last exposition.
-    let metrics_until = |limit: u64, every: u64, done: &dyn Fn(&str) -> bool| {
-        let metrics = || {
-            http_get(port, "/metrics")
-                .map(|(_, b)| b)
-                .unwrap_or_default()
-        };
-        let (limit, every) = (Duration::from_secs(limit), Duration::from_millis(every));
-        tokio::task::block_in_place(|| poll(limit, every, metrics, |t| done(t)))
-    };
+    let removed_total = |text: &str| removed(text, &table);
     // Until `/metrics` accounts for at least `want` removed items, or 30 s.
-    let wait_for =
-        |want: f64| metrics_until(30, 100, &|t| removed_total(t).is_some_and(|n| n >= want));
+    let wait_for = |want: f64| metrics_until(port, 30, 100, |t| removed(t, &table) >= Some(want));
     let text = wait_for(20.0);
+    let log = child.log_text();
     assert_eq!(
         removed_total(&text),
         Some(20.0),
-        "{text}\n--- log ---\n{}",
-        log_text()
+        "{text}\n--- log ---\n{log}"
     );
+    let left = scan_all(&client, &table).await.len();
     assert_eq!(
-        scan_all(&client, &table).await.len(),
-        1,
+        left, 1,
         "the expired items are gone, the unexpired one stays"
     );
     let counter = "# TYPE ttl_sweeper_items_deleted_total counter";
@@ -560,7 +568,7 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
     assert!(found.unwrap_or(0.0) >= 35.0, "{text}");
     // After a reporting period (SCHEDULE_SECONDS=2) the gauges hold its values.
     let lag = |t: &str| sample(t, "ttl_sweeper_max_expiry_lag_seconds");
-    let text = metrics_until(10, 200, &|t| lag(t).is_some_and(|l| l > 0.0));
+    let text = metrics_until(port, 10, 200, |t| lag(t).is_some_and(|l| l > 0.0));
     for name in [
         "ttl_sweeper_items_skipped_total",
         "ttl_sweeper_items_gone_total",
@@ -588,12 +596,12 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
     let (status, stdout) = stop(&mut child);
     let took = stopping.elapsed();
     assert!(took < Duration::from_secs(10), "took {took:?} to stop");
-    assert_eq!(status.code(), Some(0), "{}", log_text());
+    let log = child.log_text();
+    assert_eq!(status.code(), Some(0), "{log}");
     let report: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(removed_json(&report), 35, "{report}");
     assert!(report["ticks"].as_u64().unwrap() >= 3, "{report}");
     // The period that set the gauges also wrote its summary line and EMF record on stderr.
-    let log = log_text();
     let records: Vec<Value> = log
         .lines()
         .filter(|l| l.contains("\"CloudWatchMetrics\""))
@@ -611,8 +619,7 @@ async fn run_serves_prometheus_metrics_and_health_while_it_sweeps() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_health_turns_503_when_sweeps_keep_failing() {
     let (client, table) = simple_table("daemon_health").await;
-    let (mut child, port, log) = daemon(&table, "100ms", "1", Stdio::null());
-    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let (mut child, port) = daemon(&table, "100ms", "1", Stdio::null());
     // Polls /healthz until its answer has `want` in its body, or 20 s.
     let health_until = |want: &str| {
         let (limit, every) = (Duration::from_secs(20), Duration::from_millis(100));
@@ -622,9 +629,9 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
         tokio::task::block_in_place(|| poll(limit, every, health, answered)).expect("/healthz")
     };
     let (status, body) = health_until("\"any_success\":true");
-    assert_eq!(status, 200, "{body}\n{}", log_text());
+    assert_eq!(status, 200, "{body}\n{}", child.log_text());
     let any_success = body.contains("\"any_success\":true");
-    assert!(any_success, "{body}\n{}", log_text());
+    assert!(any_success, "{body}\n{}", child.log_text());
 
     // The table goes away under the running daemon: every sweep fails from now on, and three
     // reporting periods (3 × 1 s) later the process says so.
@@ -636,7 +643,7 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
         .await
         .unwrap();
     let (status, body) = health_until("\"status\":\"unhealthy\"");
-    assert_eq!(status, 503, "{body}\n{}", log_text());
+    assert_eq!(status, 503, "{body}\n{}", child.log_text());
     let early = dropped.elapsed() < Duration::from_secs(2);
     assert!(!early, "503 too early: {body}");
     let health: Value = serde_json::from_str(&body).unwrap();
@@ -647,12 +654,8 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
     assert!(failed >= 3.0, "{text}");
 
     let status = child.signal(libc::SIGTERM);
-    assert_eq!(
-        status.code(),
-        Some(1),
-        "failed sweeps exit 1: {}",
-        log_text()
-    );
+    let log = child.log_text();
+    assert_eq!(status.code(), Some(1), "failed sweeps exit 1: {log}");
 }
 
 /// `run` goes by `--every`: with `--every 1s` a `LEADER_LEASE` of 5 s is two sweeps and more, and
@@ -665,12 +668,7 @@ async fn run_goes_by_every_and_refuses_tick_seconds() {
         "TICK_SECONDS=1 run --table-name sessions => TICK_SECONDS, --tick-seconds, `run`, --every",
         "CHECKPOINT_TABLE=state LEADER_LEASE=19 run --every 10s --table-name sessions => LEADER_LEASE, --every is 10s, at least 20",
     ] {
-        let (mut cmd, wants) = case(line);
-        let (code, out, err) = run(cmd.env("AWS_ENDPOINT_URL", "http://127.0.0.1:9"));
-        assert_eq!((code, out.as_str()), (2, ""), "{line}: {err}");
-        for want in wants.split(", ") {
-            assert!(err.contains(want), "{line}: {err}");
-        }
+        refused(line);
     }
     let (client, table) = simple_table("every_lease").await;
     let checkpoint = checkpoint_table(&client, "every_lease_cp").await;
@@ -683,16 +681,6 @@ async fn run_goes_by_every_and_refuses_tick_seconds() {
     daemon.wait_for_log("running until SIGINT or SIGTERM");
     let status = daemon.signal(libc::SIGTERM);
     assert_eq!(status.code(), Some(0), "{}", daemon.log_text());
-}
-
-/// [`cli`] whose DynamoDB endpoint is a closed port of 127.0.0.1: any request is refused, so a
-/// command that got as far as opening its table fails with the message of an unreachable
-/// endpoint. The endpoint too.
-fn unreachable_cli() -> (Command, String) {
-    let endpoint = format!("http://127.0.0.1:{}", free_port());
-    let mut cmd = cli();
-    cmd.env("AWS_ENDPOINT_URL", &endpoint);
-    (cmd, endpoint)
 }
 
 /// Each command refuses, as an unknown argument and before anything else, a setting it does not
@@ -714,164 +702,55 @@ fn each_command_refuses_the_settings_it_does_not_use() {
         "sweep --table-name sessions --metrics-namespace Mine => `sweep` does not use --metrics-namespace, only `run` uses it",
         "run --table-name sessions --tick-seconds 1 => `run` does not use --tick-seconds, `run` sweeps every --every",
     ] {
-        let (mut cmd, wants) = case(line);
-        let (code, out, err) = run(cmd.env("AWS_ENDPOINT_URL", "http://127.0.0.1:9"));
-        assert_eq!((code, out.as_str()), (2, ""), "{line}: {err}");
-        for want in wants.split(", ") {
-            assert!(err.contains(want), "{line}: {err}");
-        }
+        let err = refused(line);
         assert!(err.contains("Usage: ttl-sweeper "), "{line}: {err}");
         assert!(!err.contains("set CHECKPOINT_TABLE"), "{line}: {err}");
     }
-    // In the environment they are someone else's: not read.
-    for (command, env) in [
-        (
-            "audit",
-            &[
-                ("LEADER_LEASE", "30"),
-                ("TICK_SECONDS", "1"),
-                ("DELETE_MODE", "yolo"),
-            ][..],
-        ),
-        (
-            "backfill",
-            &[
-                ("LEADER_LEASE", "30"),
-                ("SHARD_RANGE", "0-1"),
-                ("MAX_RETRIES", "x"),
-            ],
-        ),
-        (
-            "sweep",
-            &[("TICK_SECONDS", "1"), ("METRICS_NAMESPACE", "AWS/Nope")],
-        ),
+    // In the environment they are someone else's: not read. `run` uses SCHEDULE_SECONDS (flag or
+    // variable).
+    for line in [
+        "LEADER_LEASE=30 TICK_SECONDS=1 DELETE_MODE=yolo audit --table-name sessions",
+        "LEADER_LEASE=30 SHARD_RANGE=0-1 MAX_RETRIES=x backfill --table-name sessions",
+        "TICK_SECONDS=1 METRICS_NAMESPACE=AWS/Nope sweep --table-name sessions",
+        "SCHEDULE_SECONDS=7 run --every 1s --table-name sessions --schedule-seconds 5",
+        "SCHEDULE_SECONDS=7 run --every 1s --table-name sessions",
     ] {
-        let (mut cmd, _) = unreachable_cli();
-        cmd.args([command, "--table-name", "sessions"])
-            .envs(env.iter().copied());
-        let (code, _, err) = run(&mut cmd);
-        assert_eq!(code, 3, "{command} {env:?}: {err}");
+        let (code, _, err) = run(&mut unreachable(line).0);
+        assert_eq!(code, 3, "{line}: {err}");
         assert!(err.contains("could not reach DynamoDB"), "{err}");
     }
-    // `run` uses SCHEDULE_SECONDS (flag or variable) and refuses TICK_SECONDS in the environment.
-    for schedule in [&["--schedule-seconds", "5"][..], &[]] {
-        let (mut cmd, _) = unreachable_cli();
-        cmd.args(["run", "--every", "1s", "--table-name", "sessions"])
-            .args(schedule)
-            .env("SCHEDULE_SECONDS", "7");
-        let (code, _, err) = run(&mut cmd);
-        assert_eq!(code, 3, "{schedule:?}: {err}");
-    }
-    let (mut cmd, _) = unreachable_cli();
-    let (code, _, err) = run(cmd
-        .args(["run", "--table-name", "sessions"])
-        .env("TICK_SECONDS", "1"));
+    // `run` refuses TICK_SECONDS in the environment.
+    let (code, _, err) = run(&mut unreachable("TICK_SECONDS=1 run --table-name sessions").0);
     assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("TICK_SECONDS=\"1\"") && err.contains("--every"),
-        "{err}"
-    );
+    let named = err.contains("TICK_SECONDS=\"1\"") && err.contains("--every");
+    assert!(named, "{err}");
 }
 
-/// `--help` of each command lists the settings it uses, worded for it, and no other.
+/// `--help` of each command lists the settings it uses, worded for it, and no other: `<command>
+/// => <shown>, ... => <hidden>, ...`.
 #[test]
 fn each_commands_help_lists_only_its_settings() {
-    let help = |command: &str| {
-        let (code, out, err) = run(cli().args([command, "--help"]));
-        assert_eq!(code, 0, "{command}: {err}");
-        out
-    };
-    for (command, shown, hidden) in [
-        (
-            "backfill",
-            &[
-                "Table to backfill",
-                "--window-seconds",
-                "--window-shards",
-                "--expiry-index-table",
-                "--expiry-events-mode",
-                "--dry-run",
-            ][..],
-            &[
-                "Table to sweep",
-                "--tick-seconds",
-                "--leader-lease",
-                "--delete-mode",
-                "--expiry-events <",
-                "--checkpoint-table",
-                "--shard-range",
-                "--tables",
-                "--schedule-seconds",
-            ][..],
-        ),
-        (
-            "audit",
-            &[
-                "Table to audit",
-                "--window-seconds",
-                "--window-shards",
-                "--expiry-index-table",
-                "--max-expired-age",
-            ],
-            &[
-                "Table to sweep",
-                "--tick-seconds",
-                "--leader-lease",
-                "--delete-mode",
-                "--expiry-events",
-                "--checkpoint-table",
-                "--shard-range",
-                "--tables",
-                "--schedule-seconds",
-                "--lookback-windows",
-            ],
-        ),
-        (
-            "sweep",
-            &[
-                "Table to sweep",
-                "--leader-lease",
-                "--delete-mode",
-                "--expiry-events <",
-                "How often this sweep runs",
-            ],
-            &["--tick-seconds", "--metrics-namespace", "--every <"],
-        ),
-        (
-            "run",
-            &[
-                "Table to sweep",
-                "--every",
-                "Full-sweep period",
-                "at least two --every",
-                "--metrics-namespace",
-            ],
-            &["--tick-seconds", "--at"],
-        ),
-        (
-            "window",
-            &["--window-seconds", "--shards", "--key"],
-            &["--table-name", "--leader-lease"],
-        ),
+    for line in [
+        "backfill => Table to backfill, --window-seconds, --window-shards, --expiry-index-table, --expiry-events-mode, --dry-run \
+         => Table to sweep, --tick-seconds, --leader-lease, --delete-mode, --expiry-events <, --checkpoint-table, --shard-range, --tables, --schedule-seconds",
+        "audit => Table to audit, --window-seconds, --window-shards, --expiry-index-table, --max-expired-age \
+         => Table to sweep, --tick-seconds, --leader-lease, --delete-mode, --expiry-events, --checkpoint-table, --shard-range, --tables, --schedule-seconds, --lookback-windows",
+        "sweep => Table to sweep, --leader-lease, --delete-mode, --expiry-events <, How often this sweep runs \
+         => --tick-seconds, --metrics-namespace, --every <",
+        "run => Table to sweep, --every, Full-sweep period, at least two --every, --metrics-namespace \
+         => --tick-seconds, --at",
+        "window => --window-seconds, --shards, --key => --table-name, --leader-lease",
     ] {
-        let text = help(command);
-        for want in shown {
-            assert!(
-                text.contains(want),
-                "{command} --help lacks {want}:\n{text}"
-            );
+        let [command, shown, hidden] = [0, 1, 2].map(|i| line.split(" => ").nth(i).unwrap());
+        let (code, text, err) = run(cli().args([command, "--help"]));
+        assert_eq!(code, 0, "{command}: {err}");
+        for want in shown.split(", ").chain(["--region", "--profile", "--verbose"]) {
+            let has = text.contains(want);
+            assert!(has, "{command} --help lacks {want}:\n{text}");
         }
-        for unwanted in hidden {
-            assert!(
-                !text.contains(unwanted),
-                "{command} --help shows {unwanted}:\n{text}"
-            );
-        }
-        for global in ["--region", "--profile", "--verbose"] {
-            assert!(
-                text.contains(global),
-                "{command} --help lacks {global}:\n{text}"
-            );
+        for unwanted in hidden.split(", ") {
+            let has = text.contains(unwanted);
+            assert!(!has, "{command} --help shows {unwanted}:\n{text}");
         }
         if matches!(command, "backfill" | "audit") {
             let lines = text.lines().count();
@@ -884,77 +763,70 @@ fn each_commands_help_lists_only_its_settings() {
 /// command that opens a table); `--region` is the Region the requests went to.
 #[test]
 fn an_unreachable_endpoint_is_said_once_with_the_endpoint_and_region_and_exits_3() {
-    for (args, region) in [
-        (&["sweep", "--table-name", "sessions"][..], "us-east-1"),
-        (
-            &["--region", "eu-west-3", "sweep", "--table-name", "sessions"],
-            "eu-west-3",
-        ),
-        (
-            &[
-                "audit",
-                "--table-name",
-                "sessions",
-                "--region",
-                "ap-south-1",
-            ],
-            "ap-south-1",
-        ),
-        (
-            &["backfill", "--table-name", "sessions", "--dry-run"],
-            "us-east-1",
-        ),
-        (&["run", "--table-name", "sessions"], "us-east-1"),
+    for line in [
+        "sweep --table-name sessions => us-east-1",
+        "--region eu-west-3 sweep --table-name sessions => eu-west-3",
+        "audit --table-name sessions --region ap-south-1 => ap-south-1",
+        "backfill --table-name sessions --dry-run => us-east-1",
+        "run --table-name sessions => us-east-1",
     ] {
-        let (mut cmd, endpoint) = unreachable_cli();
-        let (code, out, err) = run(cmd.args(args));
-        assert_eq!((code, out.as_str()), (3, ""), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        let (mut cmd, endpoint, region) = unreachable(line);
+        let (code, out, err) = run(&mut cmd);
+        assert_eq!((code, out.as_str()), (3, ""), "{line}: {err}");
+        assert_eq!(err.lines().count(), 1, "{line}: {err}");
         let reached = format!("could not reach DynamoDB at {endpoint} (Region {region})");
-        assert!(
-            err.starts_with("error: ") && err.contains(&reached),
-            "{args:?}: {err}"
-        );
+        let said = err.starts_with("error: ") && err.contains(&reached);
+        assert!(said, "{line}: {err}");
         assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
         for what_to_set in ["AWS_ENDPOINT_URL", "AWS_REGION or --region"] {
-            assert!(err.contains(what_to_set), "{args:?}: {err}");
+            assert!(err.contains(what_to_set), "{line}: {err}");
         }
     }
 }
+
+/// Runs `line` (an [`unreachable`] case) without the variables `removed`: exit code, stderr and
+/// the endpoint.
+fn without(removed: &[&str], line: &str) -> (i32, String, String) {
+    let (mut cmd, endpoint, _) = unreachable(line);
+    for var in removed {
+        cmd.env_remove(var);
+    }
+    let (code, _, err) = run(&mut cmd);
+    (code, err, endpoint)
+}
+
+const CREDENTIALS: [&str; 2] = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"];
 
 /// No Region, no credentials, a `--profile` that names no profile: each said once on one line,
 /// with what to set, exit 2, before any request (the endpoint is closed: one would fail with
 /// exit 3) and without the SDK's warnings.
 #[test]
 fn a_missing_region_credentials_or_profile_is_said_once_with_what_to_set() {
-    let (mut cmd, _) = unreachable_cli();
-    cmd.env_remove("AWS_REGION")
-        .args(["sweep", "--table-name", "sessions"]);
-    let (code, _, err) = run(&mut cmd);
-    assert_eq!(code, 2, "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert_eq!(err.matches("no AWS Region").count(), 1, "{err}");
-    for want in ["error: no AWS Region", "set AWS_REGION or pass --region"] {
-        assert!(err.contains(want), "{err}");
-    }
-
-    let (mut cmd, _) = unreachable_cli();
-    cmd.env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        .args(["audit", "--table-name", "sessions"]);
-    let (code, _, err) = run(&mut cmd);
-    assert_eq!(code, 2, "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert_eq!(err.matches("credentials").count(), 1, "{err}");
-    for want in [
+    let no_region = ["error: no AWS Region", "set AWS_REGION or pass --region"];
+    let no_credentials = [
         "error: no AWS credentials found",
         "AWS_PROFILE",
         "--profile",
         "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+    ];
+    for (removed, line, once, wants) in [
+        (
+            &["AWS_REGION"][..],
+            "sweep",
+            "no AWS Region",
+            &no_region[..],
+        ),
+        (&CREDENTIALS, "audit", "credentials", &no_credentials),
     ] {
-        assert!(err.contains(want), "{err}");
+        let (code, err, _) = without(removed, &format!("{line} --table-name sessions"));
+        assert_eq!(code, 2, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert_eq!(err.matches(once).count(), 1, "{err}");
+        for want in wants {
+            assert!(err.contains(want), "{err}");
+        }
+        assert!(!err.contains("WARN"), "{err}");
     }
-    assert!(!err.contains("WARN"), "{err}");
 
     // A profile of the config file gives the Region and the credentials; one that is not there
     // is refused, naming the file.
@@ -963,21 +835,16 @@ fn a_missing_region_credentials_or_profile_is_said_once_with_what_to_set() {
     let profile = "[profile other]\nregion = eu-west-2\naws_access_key_id = local\naws_secret_access_key = local\n";
     std::fs::write(&config, profile).unwrap();
     let with_profile = |name: &str| {
-        let (mut cmd, endpoint) = unreachable_cli();
-        cmd.env("AWS_CONFIG_FILE", &config)
-            .env_remove("AWS_REGION")
-            .env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY")
-            .args(["--profile", name, "sweep", "--table-name", "sessions"]);
-        let (code, _, err) = run(&mut cmd);
-        (code, err, endpoint)
+        let line = format!(
+            "AWS_CONFIG_FILE={} --profile {name} sweep --table-name sessions",
+            config.display()
+        );
+        without(&["AWS_REGION", CREDENTIALS[0], CREDENTIALS[1]], &line)
     };
     let (code, err, endpoint) = with_profile("other");
     assert_eq!(code, 3, "{err}");
-    assert!(
-        err.contains(&format!("{endpoint} (Region eu-west-2)")),
-        "{err}"
-    );
+    let region = format!("{endpoint} (Region eu-west-2)");
+    assert!(err.contains(&region), "{err}");
     let (code, err, _) = with_profile("missing");
     let _ = std::fs::remove_file(&config);
     assert_eq!(code, 2, "{err}");
@@ -993,25 +860,21 @@ fn a_missing_region_credentials_or_profile_is_said_once_with_what_to_set() {
 /// (`config file loaded`, aws-config's). Piped, stderr has no colour codes.
 #[test]
 fn verbosity_adds_our_debug_lines_then_the_sdks_and_a_pipe_gets_no_colour() {
-    let stderr = |verbose: &[&str]| {
-        let (mut cmd, _) = unreachable_cli();
-        cmd.env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY")
-            .args(verbose)
-            .args(["sweep", "--table-name", "sessions"]);
-        let (code, _, err) = run(&mut cmd);
-        assert_eq!(code, 2, "{verbose:?}: {err}");
-        assert!(
-            !err.contains("\x1b["),
-            "{verbose:?}: colour codes in a pipe: {err:?}"
+    let stderr = |verbose: &str| {
+        let (code, err, _) = without(
+            &CREDENTIALS,
+            &format!("{verbose} sweep --table-name sessions"),
         );
+        assert_eq!(code, 2, "{verbose:?}: {err}");
+        let coloured = err.contains("\x1b[");
+        assert!(!coloured, "{verbose:?}: colour codes in a pipe: {err:?}");
         err
     };
     let (ours, sdk) = ("the credential providers tried", "config file loaded");
-    let quiet = stderr(&[]);
+    let quiet = stderr("");
     assert_eq!(quiet.lines().count(), 1, "{quiet}");
-    let debug = stderr(&["-v"]);
+    let debug = stderr("-v");
     assert!(debug.contains(ours) && !debug.contains(sdk), "{debug}");
-    let more = stderr(&["-vv"]);
+    let more = stderr("-vv");
     assert!(more.contains(ours) && more.contains(sdk), "{more}");
 }

@@ -2,7 +2,6 @@
 //! that the publisher retries exactly the entries a batch call refused (and whole calls that
 //! failed transiently), and gives up on what no retry can fix.
 
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -58,6 +57,23 @@ fn all_failed(deliveries: &[Delivery], reason: &str) -> bool {
     deliveries.iter().all(failed)
 }
 
+/// The sizes of the batches a mocked service received, in order.
+#[derive(Clone, Default)]
+struct Batches(Arc<Mutex<Vec<usize>>>);
+
+impl Batches {
+    /// Records a batch of `n` entries: whether it is the first.
+    fn record(&self, n: usize) -> bool {
+        let mut sizes = self.0.lock().unwrap();
+        sizes.push(n);
+        sizes.len() == 1
+    }
+
+    fn sizes(&self) -> Vec<usize> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
 /// `events` published by `p`, never stopped.
 async fn publish(p: Publisher, events: Vec<ExpiryEvent>) -> Published {
     p.publish(events, &Stop::never()).await
@@ -89,12 +105,11 @@ mod eventbridge {
 
     #[tokio::test]
     async fn a_refused_entry_is_sent_again_alone() {
-        let sizes = Arc::new(Mutex::new(vec![]));
-        let seen = sizes.clone();
-        let calls = Arc::new(AtomicUsize::new(0));
+        let batches = Batches::default();
+        let seen = batches.clone();
         let rule = mock!(Client::put_events).then_compute_output(move |req| {
             let entries = req.entries();
-            seen.lock().unwrap().push(entries.len());
+            let first = seen.record(entries.len());
             for e in entries {
                 assert_eq!(e.source(), Some("ttl-sweeper"));
                 assert_eq!(e.detail_type(), Some("Item Expired"));
@@ -104,16 +119,11 @@ mod eventbridge {
                 assert_eq!(detail["id"].as_str().unwrap().len(), 64);
                 assert_eq!(e.time().unwrap().to_millis().unwrap(), 1_700_000_000_500);
             }
-            let first = calls.fetch_add(1, SeqCst) == 0;
-            let results = (0..entries.len())
-                .map(|i| {
-                    if first && i == 1 {
-                        refused("ThrottlingException", "Rate exceeded")
-                    } else {
-                        ok(i)
-                    }
-                })
-                .collect();
+            let result = |i| match first && i == 1 {
+                true => refused("ThrottlingException", "Rate exceeded"),
+                false => ok(i),
+            };
+            let results = (0..entries.len()).map(result).collect();
             PutEventsOutput::builder()
                 .failed_entry_count(i32::from(first))
                 .set_entries(Some(results))
@@ -123,7 +133,7 @@ mod eventbridge {
         let out = publish(to_bus(client, "expiries"), events(13)).await;
         assert!(all_accepted(&out.deliveries), "{out:?}");
         assert_eq!(out.retried, 1);
-        let sizes = sizes.lock().unwrap().clone();
+        let sizes = batches.sizes();
         assert_eq!(sizes, vec![10, 3, 1], "10 + 3, then the refused one");
     }
 
@@ -152,14 +162,11 @@ mod eventbridge {
         assert_eq!(out.retried, 8, "4 events sent again twice");
 
         let refused = mock!(Client::put_events).then_compute_output(|req| {
+            let entries = req.entries().iter();
+            let refusals = entries.map(|_| refused("MalformedDetail", "Detail is malformed"));
             PutEventsOutput::builder()
                 .failed_entry_count(req.entries().len() as i32)
-                .set_entries(Some(
-                    req.entries()
-                        .iter()
-                        .map(|_| refused("MalformedDetail", "Detail is malformed"))
-                        .collect(),
-                ))
+                .set_entries(Some(refusals.collect()))
                 .build()
         });
         let client = mock_client!(aws_sdk_eventbridge, RuleMode::MatchAny, [&refused]);
@@ -209,16 +216,15 @@ mod sqs {
 
     #[tokio::test]
     async fn messages_carry_the_envelope_and_id_and_failed_ones_are_retried() {
-        let calls = Arc::new(AtomicUsize::new(0));
-        let sizes = Arc::new(Mutex::new(vec![]));
-        let seen = sizes.clone();
+        let batches = Batches::default();
+        let seen = batches.clone();
         let rule = mock!(Client::send_message_batch).then_compute_output(move |req| {
             assert_eq!(
                 req.queue_url(),
                 Some("http://127.0.0.1:1/000000000000/expiries")
             );
             let entries = req.entries();
-            seen.lock().unwrap().push(entries.len());
+            let first = seen.record(entries.len());
             for e in entries {
                 let body: Value = serde_json::from_str(e.message_body()).unwrap();
                 assert_eq!(body["source"], "ttl-sweeper");
@@ -229,7 +235,6 @@ mod sqs {
                 assert_eq!(body["detail"]["id"], id);
                 assert_eq!(e.message_deduplication_id(), None, "not a FIFO queue");
             }
-            let first = calls.fetch_add(1, SeqCst) == 0;
             let (mut good, mut bad) = (vec![], vec![]);
             for (i, e) in entries.iter().enumerate() {
                 match (first, i) {
@@ -253,7 +258,7 @@ mod sqs {
         let refused = matches!(&out.deliveries[2], Delivery::Failed(r) if r.contains("InvalidMessageContents"));
         assert!(refused, "the sender's fault: not retried");
         assert_eq!(out.deliveries[3], Delivery::Accepted);
-        assert_eq!(*sizes.lock().unwrap(), vec![4, 1]);
+        assert_eq!(batches.sizes(), vec![4, 1]);
     }
 
     #[tokio::test]
@@ -301,13 +306,12 @@ mod firehose {
 
     #[tokio::test]
     async fn records_are_json_lines_and_failed_ones_are_retried() {
-        let calls = Arc::new(AtomicUsize::new(0));
-        let sizes = Arc::new(Mutex::new(vec![]));
-        let seen = sizes.clone();
+        let batches = Batches::default();
+        let seen = batches.clone();
         let rule = mock!(Client::put_record_batch).then_compute_output(move |req| {
             assert_eq!(req.delivery_stream_name(), Some("archive"));
             let records = req.records();
-            seen.lock().unwrap().push(records.len());
+            let first = seen.record(records.len());
             for r in records {
                 let data = r.data().as_ref();
                 assert_eq!(data.last(), Some(&b'\n'), "one JSON line per record");
@@ -315,7 +319,6 @@ mod firehose {
                 let line: Value = serde_json::from_slice(data).unwrap();
                 assert_eq!(line["detail-type"], "Item Expired");
             }
-            let first = calls.fetch_add(1, SeqCst) == 0;
             let responses = (0..records.len())
                 .map(|i| {
                     if first && i % 2 == 0 {
@@ -330,12 +333,9 @@ mod firehose {
                     }
                 })
                 .collect();
+            let failed = if first { records.len().div_ceil(2) } else { 0 };
             PutRecordBatchOutput::builder()
-                .failed_put_count(if first {
-                    records.len().div_ceil(2) as i32
-                } else {
-                    0
-                })
+                .failed_put_count(failed as i32)
                 .set_request_responses(Some(responses))
                 .build()
                 .unwrap()
@@ -344,8 +344,11 @@ mod firehose {
         let p = publisher(FirehoseSink::new(client, "archive"), SinkKind::Firehose);
         let out = publish(p, events(25)).await;
         assert!(all_accepted(&out.deliveries), "{out:?}");
-        let sizes = sizes.lock().unwrap().clone();
-        assert_eq!(sizes, vec![25, 13], "one call, then the 13 refused");
+        assert_eq!(
+            batches.sizes(),
+            vec![25, 13],
+            "one call, then the 13 refused"
+        );
         assert_eq!(out.retried, 13);
     }
 }
@@ -374,17 +377,13 @@ mod dynamodb {
         let store = DynamoStore::new(client);
         let (schema, key) = (default_schema(), key("k1"));
         let now = Timestamp::from_secs(1_700_000_000);
-        let (outcome, item) = store
-            .delete_if_expired(&schema, key.clone(), "1699999990", now, true)
-            .await
-            .unwrap();
+        let delete =
+            |returning| store.delete_if_expired(&schema, key.clone(), "1699999990", now, returning);
+        let (outcome, item) = delete(true).await.unwrap();
         assert_eq!(outcome, ConditionalOutcome::Deleted);
         assert_eq!(item.unwrap()["payload"], AV::S("p".into()));
         assert_eq!(
-            store
-                .delete_if_expired(&schema, key, "1699999990", now, false)
-                .await
-                .unwrap(),
+            delete(false).await.unwrap(),
             (ConditionalOutcome::Deleted, None)
         );
         assert_eq!((returning.num_calls(), plain.num_calls()), (1, 1));

@@ -61,22 +61,18 @@ struct TestSink {
 impl TestSink {
     /// A sink of `kind`; an SQS queue that is a FIFO queue if `fifo`.
     async fn new(kind: Kind, fifo: bool) -> TestSink {
-        let name = moto::unique(match kind {
-            Kind::Sqs => "expiries",
-            Kind::EventBridge => "expiry-bus",
-            Kind::Firehose => "expiry-archive",
-        });
         let (setting, queue, bucket) = match kind {
             Kind::Sqs => {
-                let sqs = moto::sqs().await;
-                let url = moto::create_queue(&sqs, &name, fifo).await;
+                let name = moto::unique("expiries");
+                let url = moto::create_queue(&moto::sqs().await, &name, fifo).await;
                 (format!("sqs:{url}"), Some(url), None)
             }
             Kind::EventBridge => {
-                let (bus, queue) = moto::create_bus_to_queue(&name).await;
+                let (bus, queue) = moto::create_bus_to_queue(&moto::unique("expiry-bus")).await;
                 (format!("eventbridge:{bus}"), Some(queue), None)
             }
             Kind::Firehose => {
+                let name = moto::unique("expiry-archive");
                 moto::create_firehose_to_bucket(&name).await;
                 (format!("firehose:{name}"), None, Some(name))
             }
@@ -119,10 +115,11 @@ impl TestSink {
             .operation_attempt_timeout(attempt_timeout)
             .operation_timeout(attempt_timeout)
             .build();
-        let shared = moto::sdk(endpoint).await.to_builder();
-        let shared = shared
-            .timeout_config(timeouts)
-            .retry_config(RetryConfig::disabled());
+        let shared = moto::sdk(endpoint)
+            .await
+            .to_builder()
+            .timeout_config(timeouts);
+        let shared = shared.retry_config(RetryConfig::disabled());
         let (shared, target) = (shared.build(), self.target());
         match self.kind {
             Kind::Sqs => Arc::new(SqsSink::new(aws_sdk_sqs::Client::new(&shared), target)),
@@ -144,12 +141,13 @@ impl TestSink {
 fn contract_id(table: &str, key: &Value, ttl: f64) -> String {
     let key_json = serde_json::to_string(key).unwrap();
     let text = format!("{table}\n{key_json}\n{ttl}");
+    let hex = |mut s: String, b: &u8| {
+        let _ = write!(s, "{b:02x}");
+        s
+    };
     Sha256::digest(text.as_bytes())
         .iter()
-        .fold(String::new(), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+        .fold(String::new(), hex)
 }
 
 /// The item id (`id` attribute) of an event.
@@ -213,17 +211,12 @@ impl<'a> Expect<'a> {
             key_only,
             "the key is the primary key only, in DynamoDB JSON: {e}"
         );
-        let ttl = *self
-            .expired
-            .get(&id)
-            .unwrap_or_else(|| panic!("an event for {id}, which was not expired: {e}"));
+        let ttl = self.expired.get(&id);
+        let ttl = *ttl.unwrap_or_else(|| panic!("an event for {id}, which was not expired: {e}"));
         assert_eq!(d["ttl"].as_f64(), Some(ttl as f64), "{e}");
         let contract = self.id_of(&id);
-        assert_eq!(
-            d["id"].as_str(),
-            Some(contract.as_str()),
-            "the id is SHA-256 of table, key and ttl: {e}"
-        );
+        let why = "the id is SHA-256 of table, key and ttl";
+        assert_eq!(d["id"].as_str(), Some(contract.as_str()), "{why}: {e}");
         let deleted_at = chrono::DateTime::parse_from_rfc3339(d["deleted_at"].as_str().unwrap())
             .unwrap_or_else(|err| panic!("deleted_at is not RFC 3339 ({err}): {e}"));
         let lag = d["lag_ms"].as_i64().expect("lag_ms is a number");
@@ -371,10 +364,8 @@ async fn one_event_per_expired_item(kind: Kind, settings: &[(&str, &str)], with_
             .find(|(s, _)| *s == k)
             .map_or(default, |s| s.1)
     };
-    let (mode, delete_mode) = (
-        setting("EXPIRY_EVENTS_MODE", "notify"),
-        setting("DELETE_MODE", "batch"),
-    );
+    let mode = setting("EXPIRY_EVENTS_MODE", "notify");
+    let delete_mode = setting("DELETE_MODE", "batch");
 
     let (code, out, err) = run_sweep_cli(&table, &settings);
     assert_eq!(code, 0, "{kind:?}: stdout {out}\nstderr {err}");
@@ -388,9 +379,9 @@ async fn one_event_per_expired_item(kind: Kind, settings: &[(&str, &str)], with_
     assert!(left.iter().all(|i| !i.starts_with("exp-")));
     let expect = Expect::new(&table, &expired, mode, delete_mode);
     let events = sink.events().await;
-    let (count, distinct) = expect.check(&events, &left, &HashSet::new(), &format!("{kind:?}"));
+    let counts = expect.check(&events, &left, &HashSet::new(), &format!("{kind:?}"));
     assert_eq!(
-        (count, distinct),
+        counts,
         (40, 40),
         "{kind:?}: exactly one event per expired item"
     );
@@ -453,10 +444,8 @@ async fn composite_binary_keys_are_named_exactly_and_hashed_in_name_order() {
         let ttl = if i % 4 == 3 { now + 600 } else { now - 5 - i };
         let mut item = session("", ttl); // the ttl and its window; the key follows
         item.remove("id");
-        item.insert(
-            "b".into(),
-            AV::B(aws_sdk_dynamodb::primitives::Blob::new(bytes.clone())),
-        );
+        let blob = aws_sdk_dynamodb::primitives::Blob::new(bytes.clone());
+        item.insert("b".into(), AV::B(blob));
         item.insert("a_seq".into(), support::num(i * 10));
         items.push(item);
         if ttl < now {
@@ -474,9 +463,8 @@ async fn composite_binary_keys_are_named_exactly_and_hashed_in_name_order() {
     let mut seen = HashSet::new();
     for e in &events {
         let key_text = serde_json::to_string(&e["detail"]["key"]).unwrap();
-        let ttl = *expected
-            .get(&key_text)
-            .unwrap_or_else(|| panic!("unexpected key {key_text} in {e}"));
+        let ttl = expected.get(&key_text);
+        let ttl = *ttl.unwrap_or_else(|| panic!("unexpected key {key_text} in {e}"));
         assert_eq!(e["detail"]["ttl"].as_f64(), Some(ttl as f64), "{e}");
         let id = contract_id(&table, &e["detail"]["key"], ttl as f64);
         assert_eq!(e["detail"]["id"].as_str(), Some(id.as_str()), "{e}");
@@ -591,9 +579,9 @@ async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_on_standard_and_f
         let (expiries, cancellations) = (of("Item Expired"), of("Item Expiry Cancelled"));
         let mut all: Vec<String> = expired.keys().cloned().collect();
         all.sort();
+        let arrived = ids(expiries.clone());
         assert_eq!(
-            ids(expiries.clone()),
-            all,
+            arrived, all,
             "{context}: one expiry per expired item arrived"
         );
         let mut want: Vec<String> = extended.iter().cloned().collect();
@@ -604,8 +592,8 @@ async fn archive_mode_cancels_an_expiry_whose_ttl_was_extended_on_standard_and_f
         for c in cancellations {
             let e = expiries
                 .iter()
-                .find(|e| event_item_id(e) == event_item_id(c))
-                .unwrap();
+                .find(|e| event_item_id(e) == event_item_id(c));
+            let e = e.unwrap();
             let same = &c["detail"]["id"];
             assert_eq!(*same, e["detail"]["id"], "same id as the expiry");
             assert_eq!(c["detail"]["deleted_at"], e["detail"]["deleted_at"]);
@@ -649,11 +637,8 @@ async fn a_sink_that_is_down_loses_nothing_silently() {
         assert!(sink.events().await.is_empty());
         report.assert_fields("events_published=0 events_failed=30");
         let expect = Expect::new(&table, &expired, mode, delete_mode);
-        assert_eq!(
-            failed,
-            expect.all_ids(),
-            "{mode}: every lost event is listed by id"
-        );
+        let all = expect.all_ids();
+        assert_eq!(failed, all, "{mode}: every lost event is listed by id");
         match mode {
             "notify" => {
                 // deleted, then publishing failed: reported, never silently dropped
@@ -664,10 +649,13 @@ async fn a_sink_that_is_down_loses_nothing_silently() {
                 // nothing is deleted before its event is accepted
                 report.assert_fields("items_deleted=0 items_failed=30");
                 let failed_keys = report["failed_keys"].as_array().unwrap();
-                let reason = |f: &Value| f["reason"].as_str().unwrap().to_owned();
-                assert!(failed_keys
-                    .iter()
-                    .all(|f| reason(f).starts_with("expiry event not accepted")));
+                let refused = |f: &Value| {
+                    f["reason"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("expiry event not accepted")
+                };
+                assert!(failed_keys.iter().all(refused));
                 assert_eq!(left.len(), 38, "every item stays");
             }
         }
@@ -689,11 +677,8 @@ async fn the_cli_reports_lost_events_in_its_report_log_and_exit_status() {
     assert_eq!(removed_json(&report), 12, "{report}");
     let left = id_set(&client, &table).await;
     assert!(left.iter().all(|id| !expired.contains_key(id)), "{left:?}");
-    assert_eq!(
-        left.len(),
-        2 + 5,
-        "the live items and those without a ttl stay: {left:?}"
-    );
+    let why = "the live items and those without a ttl stay";
+    assert_eq!(left.len(), 2 + 5, "{why}: {left:?}");
     report.assert_fields("events_published=0 events_failed=12");
     let expect = Expect::new(&table, &expired, "notify", "batch");
     let ids = expect.all_ids();
@@ -701,10 +686,9 @@ async fn the_cli_reports_lost_events_in_its_report_log_and_exit_status() {
     // The log, without its colours: the summary line names the count and the first ids, and
     // each lost event has its own error line with its id.
     let log = strip_ansi(&err);
-    let summary = log
-        .lines()
-        .find(|l| l.contains("events_failed=12"))
-        .unwrap_or_else(|| panic!("no summary line with events_failed=12:\n{log}"));
+    let summary = log.lines().find(|l| l.contains("events_failed=12"));
+    let summary =
+        summary.unwrap_or_else(|| panic!("no summary line with events_failed=12:\n{log}"));
     assert!(summary.contains("ERROR"), "{summary}");
     assert!(summary.contains("failed_event_ids="), "{summary}");
     for id in &ids {
@@ -757,10 +741,9 @@ fn seed() -> u64 {
 /// of the report.
 async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> String {
     const ITEMS: usize = 120;
-    let delete_mode = if mode == "archive" {
-        "conditional"
-    } else {
-        "batch"
+    let delete_mode = match mode {
+        "archive" => "conditional",
+        _ => "batch",
     };
     let (client, table) = simple_table(&format!("events_faults_{kind:?}_{mode}")).await;
     let expired = fill(&client, &table, ITEMS, 10).await;
@@ -787,15 +770,9 @@ async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> String {
         ("DELETE_MODE", delete_mode),
         ("MAX_RETRIES", "3"),
     ];
-    let sweeper = sweeper_with_events(
-        &table,
-        &settings,
-        &sink,
-        &proxy.endpoint,
-        None,
-        ATTEMPT_TIMEOUT,
-    )
-    .await;
+    let endpoint = &proxy.endpoint;
+    let sweeper =
+        sweeper_with_events(&table, &settings, &sink, endpoint, None, ATTEMPT_TIMEOUT).await;
     let expect = Expect::new(&table, &expired, mode, delete_mode);
     let context = format!("{kind:?} {mode} (EVENTS_SEED={seed})");
     let mut reported_failed = HashSet::new();
@@ -819,12 +796,9 @@ async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> String {
         expect
             .check_sink(&client, &sink, &reported_failed, &context)
             .await;
-        if !faults_on {
-            assert!(
-                report["events_failed"] == 0 && report["items_failed"] == 0,
-                "{context}: the sweep without faults must succeed: {report}"
-            );
-        }
+        let succeeded = report["events_failed"] == 0 && report["items_failed"] == 0;
+        let why = "the sweep without faults must succeed";
+        assert!(faults_on || succeeded, "{context}: {why}: {report}");
     }
     let left = id_set(&client, &table).await;
     let clean = left.iter().all(|i| !i.starts_with("exp-"));
@@ -832,12 +806,11 @@ async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> String {
     assert_eq!(left.len(), 15, "{context}: live items stay");
     let events = sink.events().await;
     let (count, distinct) = expect.check(&events, &left, &reported_failed, &context);
-    if mode == "archive" {
-        assert_eq!(
-            distinct, ITEMS,
-            "{context}: every expired item has an event"
-        );
-    }
+    let every = mode != "archive" || distinct == ITEMS;
+    assert!(
+        every,
+        "{context}: every expired item has an event ({distinct})"
+    );
     let faulted = proxy.stats.faults_total() > 0;
     assert!(faulted, "{context}: no fault was injected");
     let faults = proxy.stats.faults.lock().unwrap().clone();
@@ -913,11 +886,11 @@ async fn sigkill_during_an_archive_sweep_deletes_nothing_without_an_event() {
         ARCHIVE[0],
         ARCHIVE[1],
     ];
-    let mut child = sweep_cli(&table, &settings)
+    let mut cmd = sweep_cli(&table, &settings);
+    let quiet = cmd
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(std::process::Stdio::null());
+    let mut child = quiet.spawn().unwrap();
     let started = Instant::now();
     let mut finished_first = false;
     loop {
@@ -951,8 +924,9 @@ async fn sigkill_during_an_archive_sweep_deletes_nothing_without_an_event() {
         killed_at.as_secs_f64(),
         events.len()
     );
+    let killed = !finished_first && deleted < ITEMS;
     assert!(
-        !finished_first && deleted < ITEMS,
+        killed,
         "EVENTS_KILL_SEED={seed}: the sweep ended before the kill"
     );
 

@@ -11,9 +11,9 @@ use std::time::Duration;
 use crate::support;
 
 use aws_sdk_dynamodb::types::AttributeValue as AV;
-use support::mem_store::{default_schema, key, ttl_of, Change, Fault, MemStore, Op, When};
+use support::mem_store::{key, ttl_of, Change, Fault, MemStore, Op, When};
 use support::{assert_accounted, AssertFields};
-use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, SweepReport, Sweeper};
+use ttl_sweeper::engine::{DeleteMode, FailedKey, Stop, SweepOptions, SweepReport, Sweeper};
 use ttl_sweeper::events::sink::BoxFuture;
 use ttl_sweeper::events::{
     event_id, EntryResult, Events, EventsConfig, EventsMode, ExpiryEvent, ItemSource, Sink,
@@ -67,6 +67,13 @@ fn with_items(expired: usize, live: usize, log: &Log) -> MemStore {
         table.put(&format!("l{n:04}"), (NOW + 100) as f64);
     }
     table
+}
+
+/// A new log and a table of `expired` items with a payload, nothing scripted.
+fn expired_table(expired: usize) -> (Log, Arc<MemStore>) {
+    let log = Log::default();
+    let table = Arc::new(with_items(expired, 0, &log));
+    (log, table)
 }
 
 /// A table holding `items`, with nothing scripted.
@@ -144,7 +151,10 @@ fn assert_follows(log: &Log, then: &str, first: &str) {
     }
 }
 
-type Script = dyn Fn(usize, &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError> + Send + Sync;
+/// A sink's answer to a batch.
+type Answer = Result<Vec<EntryResult>, SinkError>;
+
+type Script = dyn Fn(usize, &[ExpiryEvent]) -> Answer + Send + Sync;
 
 /// A sink answering as `script` says (given the call number and the batch); logs every
 /// accepted event and keeps it.
@@ -179,10 +189,7 @@ fn failed(retryable: bool, reason: &str) -> EntryResult {
 impl ScriptedSink {
     fn new(
         log: &Log,
-        script: impl Fn(usize, &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError>
-            + Send
-            + Sync
-            + 'static,
+        script: impl Fn(usize, &[ExpiryEvent]) -> Answer + Send + Sync + 'static,
     ) -> Arc<Self> {
         Arc::new(ScriptedSink {
             script: Box::new(script),
@@ -230,10 +237,7 @@ impl ScriptedSink {
 }
 
 impl Sink for ScriptedSink {
-    fn put<'a>(
-        &'a self,
-        batch: &'a [ExpiryEvent],
-    ) -> BoxFuture<'a, Result<Vec<EntryResult>, SinkError>> {
+    fn put<'a>(&'a self, batch: &'a [ExpiryEvent]) -> BoxFuture<'a, Answer> {
         Box::pin(async move {
             assert!(batch.len() <= 10, "a batch within the EventBridge limit");
             if let Some(table) = &self.table {
@@ -291,7 +295,7 @@ async fn sweep_with(
     stop: &Stop,
 ) -> SweepReport {
     let options = options(delete_mode, concurrency);
-    let sweeper = Sweeper::new(table.clone(), default_schema(), options);
+    let sweeper = Sweeper::new(table.clone(), table.schema(), options);
     let now = Timestamp::from_secs(NOW);
     let window = [Window::containing_instant(now, 60)];
     let sweeper = sweeper.with_events(Arc::new(events));
@@ -361,10 +365,8 @@ async fn notify_publishes_for_exactly_the_items_the_sweep_deleted_some_found_gon
         assert_eq!(deleted.len(), if lost_answer { 30 } else { 20 });
         report.assert_fields(&format!("events_published={}", deleted.len()));
         let published: BTreeSet<String> = sink.accepted_ids().into_iter().collect();
-        assert_eq!(
-            published, deleted,
-            "an event for each item this sweep deleted, no other"
-        );
+        let why = "an event for each item this sweep deleted, no other";
+        assert_eq!(published, deleted, "{why}");
     }
 }
 
@@ -391,8 +393,7 @@ async fn notify_reports_an_item_written_again_after_a_delete_whose_answer_was_lo
 async fn archive_deletes_nothing_the_sink_refused() {
     // Refused outright, and refused (retryable) until the retries run out.
     for retryable in [false, true] {
-        let log = Log::default();
-        let table = Arc::new(with_items(30, 0, &log));
+        let (log, table) = expired_table(30);
         let sink = ScriptedSink::new(&log, move |_, batch| {
             let refused = failed(retryable, "AccessDeniedException: not allowed");
             Ok(vec![refused; batch.len()])
@@ -403,11 +404,8 @@ async fn archive_deletes_nothing_the_sink_refused() {
         // Reported, not skipped.
         report.assert_fields("items_deleted=0 items_failed=30 events_failed=30");
         assert_eq!(report.failed_event_ids.len(), 30);
-        let not_accepted = "expiry event not accepted";
-        assert!(report
-            .failed_keys
-            .iter()
-            .all(|f| f.reason.starts_with(not_accepted)));
+        let not_accepted = |f: &FailedKey| f.reason.starts_with("expiry event not accepted");
+        assert!(report.failed_keys.iter().all(not_accepted));
         assert!(!report.is_success());
         // Chunks of 25 and 5: batches of 10, 10, 5 and 5, each tried 1 + 3 times if retryable.
         let expected = if retryable { 4 * 4 } else { 4 };
@@ -417,8 +415,7 @@ async fn archive_deletes_nothing_the_sink_refused() {
 
 #[tokio::test(start_paused = true)]
 async fn archive_deletes_exactly_what_was_accepted_and_only_after() {
-    let log = Log::default();
-    let table = Arc::new(with_items(40, 0, &log));
+    let (log, table) = expired_table(40);
     let number = |id: &str| id[1..].parse::<usize>().unwrap();
     // Odd items refused for good; even ones accepted (after one throttled try for some).
     let sink = ScriptedSink::new(&log, move |call, batch| {
@@ -444,11 +441,7 @@ async fn archive_cancels_an_expiry_whose_ttl_changed_with_the_same_id() {
     let extended = ["e0003", "e0007"];
     let table = Arc::new(extend_after_read(with_items(10, 0, &log), extended));
     let sink = ScriptedSink::accepting(&log);
-    let read = (
-        EventsMode::Archive,
-        DeleteMode::Conditional,
-        ItemSource::Read,
-    );
+    let read = (ARCHIVE.0, ARCHIVE.1, ItemSource::Read);
     let report = sweep(&table, &sink, read).await;
     assert_eq!(table.ids(), extended);
     let fields = "items_deleted=8 items_skipped=2 events_published=10 events_cancelled=2";
@@ -473,8 +466,7 @@ async fn archive_cancels_an_expiry_whose_ttl_changed_with_the_same_id() {
 
 #[tokio::test(start_paused = true)]
 async fn failed_entries_are_retried_alone_and_published_once() {
-    let log = Log::default();
-    let table = Arc::new(with_items(25, 0, &log));
+    let (log, table) = expired_table(25);
     let seen = Arc::new(Mutex::new(Vec::<Vec<String>>::new()));
     let record = seen.clone();
     // The first call of each batch fails its even entries; later calls accept.
@@ -503,8 +495,7 @@ async fn failed_entries_are_retried_alone_and_published_once() {
 
 #[tokio::test(start_paused = true)]
 async fn notify_events_that_cannot_be_published_are_reported_not_dropped() {
-    let log = Log::default();
-    let table = Arc::new(with_items(30, 0, &log));
+    let (log, table) = expired_table(30);
     let sink = ScriptedSink::new(&log, |n, batch| match n % 2 {
         0 => Err(SinkError::new(true, "PutEvents failed (Transient): 503")),
         _ => Ok(vec![
@@ -528,8 +519,7 @@ async fn notify_events_that_cannot_be_published_are_reported_not_dropped() {
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_sink_pauses_deletes_instead_of_piling_up_events() {
-    let log = Log::default();
-    let table = Arc::new(with_items(2000, 0, &log));
+    let (log, table) = expired_table(2000);
     let sink = ScriptedSink::slow(&log, Duration::from_millis(200), Some(table.clone()));
     let concurrency = 2;
     let events = events(notify(DeleteMode::Batch), &sink);
@@ -537,17 +527,14 @@ async fn a_slow_sink_pauses_deletes_instead_of_piling_up_events() {
     let report = sweep_with(&table, events, DeleteMode::Batch, concurrency, &stop).await;
     assert_eq!(report.events_published, 2000);
     let gap = sink.max_gap.load(SeqCst);
-    assert!(
-        gap <= 25 * concurrency,
-        "{gap} items deleted but not yet published: more than the chunks in flight"
-    );
+    let why = "items deleted but not yet published: more than the chunks in flight";
+    assert!(gap <= 25 * concurrency, "{gap} {why}");
     assert!(gap > 0, "the measure works");
 }
 
 #[tokio::test(start_paused = true)]
 async fn archive_leaves_items_for_the_next_sweep_when_it_must_stop() {
-    let log = Log::default();
-    let table = Arc::new(with_items(20, 0, &log));
+    let (log, table) = expired_table(20);
     let sink = ScriptedSink::new(&log, |_, _| Err(SinkError::new(true, "timeout")));
     let (base, cap) = (Duration::from_secs(1), Duration::from_secs(10));
     let events = events(ARCHIVE, &sink).with_backoff(base, cap);
@@ -560,8 +547,7 @@ async fn archive_leaves_items_for_the_next_sweep_when_it_must_stop() {
 #[tokio::test(start_paused = true)]
 async fn auto_items_come_from_conditional_deletes_in_notify_mode_only() {
     for (delete_mode, with_item) in [(DeleteMode::Conditional, true), (DeleteMode::Batch, false)] {
-        let log = Log::default();
-        let table = Arc::new(with_items(12, 0, &log));
+        let (log, table) = expired_table(12);
         let sink = ScriptedSink::accepting(&log);
         let auto = (EventsMode::Notify, delete_mode, ItemSource::Auto);
         let report = sweep(&table, &sink, auto).await;
@@ -601,9 +587,7 @@ async fn archive_cancels_an_accepted_expiry_whose_delete_failed_once_its_ttl_cha
         assert_eq!(kinds, ["Item Expired", "Item Expiry Cancelled"], "{id}");
     }
     assert_eq!(sink.kinds_of("e0007"), ["Item Expired"]);
-    let failed: HashSet<String> = report
-        .failed_keys
-        .iter()
+    let failed: HashSet<String> = (report.failed_keys.iter())
         .map(|f| f.key["id"]["S"].as_str().unwrap().to_owned())
         .collect();
     let settled = ["e0002", "e0005", "e0007"].map(String::from).into();
@@ -724,11 +708,8 @@ proptest::proptest! {
         throttled_then_removed in proptest::collection::btree_set(0usize..80, 0..5),
         unprocessed in proptest::collection::btree_set(0usize..80, 0..5),
     ) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let mut rt = tokio::runtime::Builder::new_current_thread();
+        let rt = rt.enable_time().start_paused(true).build().unwrap();
         rt.block_on(async {
             let log = Log::default();
             let ids = |set: &BTreeSet<usize>| set.iter().copied().map(e).collect::<Vec<_>>();
@@ -737,22 +718,18 @@ proptest::proptest! {
             let table = for_each(table, ids(&unprocessed), |t, id| {
                 t.fault(Op::BatchDelete, When::Key(id.into()), Fault::Unprocessed)
             });
-            let before: BTreeMap<String, f64> = table
-                .items()
-                .iter()
-                .map(|(id, item)| (id.clone(), ttl_of(item)))
-                .collect();
+            let written = table.items();
+            let before: BTreeMap<String, f64> =
+                written.iter().map(|(id, item)| (id.clone(), ttl_of(item))).collect();
             let sink = chaotic_sink(&log, seed);
             // Notify mode with both delete modes: batch (the default) on odd seeds.
-            let (mode, delete_mode) = if archive {
-                (EventsMode::Archive, DeleteMode::Conditional)
-            } else if seed % 2 == 1 {
-                (EventsMode::Notify, DeleteMode::Batch)
-            } else {
-                (EventsMode::Notify, DeleteMode::Conditional)
+            let how = match (archive, seed % 2) {
+                (true, _) => ARCHIVE,
+                (false, 1) => notify(DeleteMode::Batch),
+                (false, _) => notify(DeleteMode::Conditional),
             };
             let table = Arc::new(table);
-            let report = sweep(&table, &sink, (mode, delete_mode, ItemSource::Off)).await;
+            let report = sweep(&table, &sink, how).await;
             if archive {
                 assert_follows(&log, "deleted ", "accepted Item Expired ");
             } else {
@@ -794,12 +771,8 @@ proptest::proptest! {
 async fn archive_stopped_mid_publication_keeps_the_entries_of_the_items_left_only() {
     fastrand::seed(7);
     let log = Log::default();
-    let table = with_items(20, 0, &log).with_index_table().change(
-        Op::Query,
-        When::Always,
-        "e0003",
-        Change::Remove,
-    );
+    let table = with_items(20, 0, &log).with_index_table();
+    let table = table.change(Op::Query, When::Always, "e0003", Change::Remove);
     (0..20).for_each(|n| table.index(&e(n), &n.to_string()));
     assert_eq!(table.entry_count(), 20);
     let table = Arc::new(table);
@@ -811,28 +784,16 @@ async fn archive_stopped_mid_publication_keeps_the_entries_of_the_items_left_onl
     let (base, cap) = (Duration::from_secs(10), Duration::from_secs(10));
     let slow_retries = events(ARCHIVE, &sink).with_backoff(base, cap);
     let stop = Stop::at(Some(tokio::time::Instant::now() + Duration::from_millis(1)));
-    let sweeper = Sweeper::new(
-        table.clone(),
-        table.schema(),
-        options(DeleteMode::Conditional, 1),
-    )
-    .with_events(Arc::new(slow_retries));
-    let now = Timestamp::from_secs(NOW);
-    let window = [Window::containing_instant(now, 60)];
-    let report = sweeper.sweep_windows(now, &window, &stop).await;
+    let conditional = DeleteMode::Conditional;
+    let report = sweep_with(&table, slow_retries, conditional, 1, &stop).await;
     report.assert_fields("items_deleted=10 items_left=10 index_entries_removed=10");
     assert_eq!(table.entry_count(), 10, "{report:?}");
     // e0003, left, was deleted by the application meanwhile: its entry stays all the same.
     assert_eq!(table.ids().len(), 9, "{report:?}");
 
     let sink = ScriptedSink::accepting(&log);
-    let sweeper = Sweeper::new(
-        table.clone(),
-        table.schema(),
-        options(DeleteMode::Conditional, 1),
-    )
-    .with_events(Arc::new(events(ARCHIVE, &sink)));
-    let again = sweeper.sweep_windows(now, &window, &Stop::never()).await;
+    let events = events(ARCHIVE, &sink);
+    let again = sweep_with(&table, events, conditional, 1, &Stop::never()).await;
     again.assert_fields("items_deleted=9 items_gone=1 index_entries_removed=10");
     assert_eq!(table.entry_count(), 0, "{again:?}");
     assert!(table.ids().is_empty(), "{again:?}");

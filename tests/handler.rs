@@ -22,6 +22,13 @@ fn at(secs: i64) -> String {
         .to_rfc3339()
 }
 
+/// The fixture `name` with its `time` at `secs`.
+fn event_at(name: &str, secs: i64) -> Value {
+    let mut event = fixture(name);
+    event["time"] = json!(at(secs));
+    event
+}
+
 fn settings() -> HandlerSettings {
     HandlerSettings {
         namespace: "Test".into(),
@@ -43,18 +50,12 @@ async fn handle_before_deadline<S: ttl_sweeper::store::Store>(
     clock: Timestamp,
     remaining: Duration,
 ) -> Result<ttl_sweeper::engine::SweepReport, HandlerError> {
+    let (event, settings, clock) = (json!({}), settings(), move || clock);
     let started = std::time::Instant::now();
-    tokio::time::timeout(
-        remaining,
-        handle(sweeper, &json!({}), &|| clock, Some(remaining), &settings()),
-    )
-    .await
-    .unwrap_or_else(|_| {
-        panic!(
-            "the invocation was still running at its deadline, {:?} in",
-            started.elapsed()
-        )
-    })
+    let handled = handle(sweeper, &event, &clock, Some(remaining), &settings);
+    let ended = tokio::time::timeout(remaining, handled).await;
+    let running = |_| panic!("still running at its deadline, {:?} in", started.elapsed());
+    ended.unwrap_or_else(running)
 }
 
 /// Scheduled and transformed events sweep as of their time; an event from the future sweeps
@@ -70,8 +71,7 @@ async fn events_sweep_as_of_their_time_and_no_later_than_the_clock() {
     ];
     for (name, time, remaining) in cases {
         let (client, table, sweeper) = sessions_and_sweeper("h_time", now).await;
-        let mut event = fixture(name);
-        event["time"] = json!(at(time));
+        let event = event_at(name, time);
         let handled = handle(&sweeper, &event, &at_secs(now), remaining, &settings()).await;
         let report = handled.unwrap();
         let sweep_at = ttl_sweeper::expiry::iso_millis(now);
@@ -123,9 +123,7 @@ async fn an_old_event_in_tick_mode_sweeps_as_of_the_clock_and_reads_a_bounded_ra
         .unwrap();
     // As of the clock: not before the test began, not after it ended (not the event's 2015).
     let sweep_at = &report.sweep_at;
-    let secs = chrono::DateTime::parse_from_rfc3339(sweep_at)
-        .unwrap()
-        .timestamp();
+    let secs = DateTime::parse_from_rfc3339(sweep_at).unwrap().timestamp();
     assert!((now..=support::now()).contains(&secs), "{sweep_at}");
     // A full sweep (one at the start, one per schedule period) reads at most the lookback (15)
     // and the current window; each tick at most three windows.
@@ -151,8 +149,8 @@ async fn a_slow_dynamodb_cannot_keep_the_invocation_past_its_deadline() {
     let timeouts = [CONNECT_TIMEOUT, ATTEMPT_TIMEOUT, OPERATION_TIMEOUT];
     let store = support::store(retrying_client(&proxy.endpoint, timeouts));
     let sweeper = sweeper_over(&config(&table, &[]), |_| store).await;
-    let handled =
-        handle_before_deadline(&sweeper, Timestamp::from_secs(now), Duration::from_secs(5)).await;
+    let deadline = Duration::from_secs(5);
+    let handled = handle_before_deadline(&sweeper, Timestamp::from_secs(now), deadline).await;
     let Err(HandlerError::SweepFailed { report, .. }) = handled else {
         panic!("no query was answered: the sweep cannot have succeeded: {handled:?}");
     };
@@ -168,18 +166,11 @@ async fn a_sweep_that_ignores_every_bound_is_dropped_before_the_deadline() {
     use support::mem_store::{mem_sweeper, Fault, MemStore, Op, When};
 
     let cfg = config("sessions", &[]);
-    let stalled = Op::ALL
-        .into_iter()
-        .fold(MemStore::new(cfg.layout()), |store, op| {
-            store.fault(op, When::Always, Fault::Stall)
-        });
+    let stall = |store: MemStore, op| store.fault(op, When::Always, Fault::Stall);
+    let stalled = Op::ALL.into_iter().fold(MemStore::new(cfg.layout()), stall);
     let sweeper = mem_sweeper(stalled, cfg.sweep_options());
-    let handled = handle_before_deadline(
-        &sweeper,
-        Timestamp::from_secs(now()),
-        Duration::from_secs(4),
-    )
-    .await;
+    let deadline = Duration::from_secs(4);
+    let handled = handle_before_deadline(&sweeper, Timestamp::from_secs(now()), deadline).await;
     let Err(HandlerError::SweepFailed { report, first, .. }) = handled else {
         panic!("a dropped sweep is a failed invocation: {handled:?}");
     };
@@ -205,22 +196,19 @@ async fn one_table_that_cannot_be_opened_stops_none_of_the_others() {
     let counted = opens.clone();
     let open: Open<DynamoStore> = Box::new(move || {
         counted.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async {
-            Err(StoreError::new(
-                ErrorKind::NotFound,
-                "DescribeTable",
-                "table \"h_many_b\" does not exist",
-            ))
-        })
+        let missing = StoreError::new(
+            ErrorKind::NotFound,
+            "DescribeTable",
+            "table \"h_many_b\" does not exist",
+        );
+        Box::pin(async { Err(missing) })
     });
     let tables = [
         Table::ready(first_sweeper),
         Table::lazy("h_many_b", open, Duration::from_secs(3600)),
         Table::ready(third_sweeper),
     ];
-    let event = fixture("scheduled-event.json");
-    let mut event = event;
-    event["time"] = json!(at(now));
+    let event = event_at("scheduled-event.json", now);
     let handled = handle_tables(&tables, &event, &at_secs(now), None, &settings()).await;
     let Err(HandlerError::TablesFailed {
         failed,
@@ -232,32 +220,22 @@ async fn one_table_that_cannot_be_opened_stops_none_of_the_others() {
         panic!("{handled:?}")
     };
     assert_eq!((failed, swept), (1, 3));
-    assert!(
-        message.starts_with("h_many_b: ") && message.contains("does not exist"),
-        "{message}"
-    );
+    let named = message.starts_with("h_many_b: ") && message.contains("does not exist");
+    assert!(named, "{message}");
     let names: Vec<&str> = reports.iter().map(|r| r.table.as_str()).collect();
     assert_eq!(names, [first.as_str(), "h_many_b", third.as_str()]);
     for (report, table) in [(&reports[0], &first), (&reports[2], &third)] {
         assert_eq!(removed(report), 30, "{report:?}");
         assert!(report.is_success(), "{report:?}");
-        assert_eq!(
-            scan_all(&client, table).await.len(),
-            5,
-            "unexpired items survive"
-        );
+        let left = scan_all(&client, table).await.len();
+        assert_eq!(left, 5, "unexpired items survive");
     }
     // The next invocation: the table is not tried again before its retry period.
     let again = handle_tables(&tables, &event, &at_secs(now), None, &settings()).await;
-    assert!(
-        matches!(again, Err(HandlerError::TablesFailed { failed: 1, .. })),
-        "{again:?}"
-    );
-    assert_eq!(
-        opens.load(Ordering::SeqCst),
-        1,
-        "opened once within the retry period"
-    );
+    let failed = matches!(again, Err(HandlerError::TablesFailed { failed: 1, .. }));
+    assert!(failed, "{again:?}");
+    let opened = opens.load(Ordering::SeqCst);
+    assert_eq!(opened, 1, "opened once within the retry period");
 
     // One table answers its report, as before.
     let one = [Table::ready(sweeper(&first, &[]).await)];

@@ -52,17 +52,10 @@ fn daemon_blocks() -> Vec<Block> {
         let text = std::fs::read_to_string(&path).unwrap();
         for piece in text.split("<!-- iam: daemon ").skip(1) {
             let (header, rest) = piece.split_once("-->").expect("a closed marker");
-            let body = rest
-                .split("<!-- /iam -->")
-                .next()
-                .expect("a block ends with <!-- /iam -->");
-            let choices = header
-                .split('(')
-                .next()
-                .unwrap()
-                .split_whitespace()
-                .map(str::to_owned)
-                .collect();
+            let body = rest.split("<!-- /iam -->").next();
+            let body = body.expect("a block ends with <!-- /iam -->");
+            let choices = header.split('(').next().unwrap().split_whitespace();
+            let choices = choices.map(str::to_owned).collect();
             let mut actions = Actions::new();
             let rows = body.lines().filter(|l| l.starts_with('|')).skip(2);
             for row in rows {
@@ -71,16 +64,12 @@ fn daemon_blocks() -> Vec<Block> {
                     .iter()
                     .find(|r| cells[1] == **r || cells[1].starts_with(&format!("{r} (")))
                     .unwrap_or_else(|| panic!("{}: resource {:?}", path.display(), cells[1]));
-                let listed = cells[2]
-                    .split('`')
-                    .skip(1)
-                    .step_by(2)
+                let spans = cells[2].split('`').skip(1).step_by(2);
+                let listed = spans
                     .filter(|a| a.starts_with("dynamodb:"))
                     .map(str::to_owned);
-                actions
-                    .entry((*resource).to_owned())
-                    .or_default()
-                    .extend(listed);
+                let of = actions.entry((*resource).to_owned()).or_default();
+                of.extend(listed);
             }
             let file = path.strip_prefix(ROOT).unwrap().display().to_string();
             blocks.push(Block {
@@ -130,10 +119,9 @@ fn resource_of(seen: &Seen, names: &Names) -> (String, String) {
 async fn requests_of_a_run(choices: &[String]) -> Actions {
     let has = |c: &str| choices.iter().any(|x| x == c);
     let follow = has("follow-stream");
-    let mode = if has("conditional") {
-        "conditional"
-    } else {
-        "batch"
+    let mode = match has("conditional") {
+        true => "conditional",
+        false => "batch",
     };
     let client = client().await;
     let (table, index_table) = if follow {
@@ -157,10 +145,9 @@ async fn requests_of_a_run(choices: &[String]) -> Actions {
         cmd.arg("--follow-stream").env("EXPIRY_INDEX_TABLE", index);
     }
     let mut daemon = Daemon::spawn(&mut cmd, &format!("iam-docs-{table}"));
-    let ready = if follow {
-        "following the table's stream"
-    } else {
-        "running until SIGINT or SIGTERM"
+    let ready = match follow {
+        true => "following the table's stream",
+        false => "running until SIGINT or SIGTERM",
     };
     tokio::task::block_in_place(|| daemon.wait_for_log(ready));
 
@@ -169,10 +156,9 @@ async fn requests_of_a_run(choices: &[String]) -> Actions {
     let t0 = now();
     let item = |i: i64| {
         let (id, ttl) = (format!("item-{i}"), t0 - 3 + i % 6);
-        if follow {
-            unwindowed(&id, ttl)
-        } else {
-            session(&id, ttl)
+        match follow {
+            true => unwindowed(&id, ttl),
+            false => session(&id, ttl),
         }
     };
     put_items(&client, &table, (0..12).map(item).collect()).await;
@@ -204,9 +190,9 @@ async fn the_daemon_roles_in_the_docs_are_what_run_sends() {
     let kinds: BTreeSet<bool> = (blocks.iter())
         .map(|b| b.choices.iter().any(|c| c == "follow-stream"))
         .collect();
-    assert_eq!(
-        kinds.len(),
-        2,
+    let both = kinds.len() == 2;
+    assert!(
+        both,
         "a daemon block with and one without the stream: {blocks:?}"
     );
     // Batch mode sends a key whose read is stale a second time as a conditional DeleteItem.
@@ -214,11 +200,8 @@ async fn the_daemon_roles_in_the_docs_are_what_run_sends() {
     let delete = std::fs::read_to_string(batch).unwrap();
     assert!(delete.contains("self.delete_conditional(twice, now, stop)"));
     for block in &blocks {
-        let where_ = format!(
-            "{} <!-- iam: daemon {} -->",
-            block.file,
-            block.choices.join(" ")
-        );
+        let choices = block.choices.join(" ");
+        let where_ = format!("{} <!-- iam: daemon {choices} -->", block.file);
         for choice in &block.choices {
             let known = ["batch", "conditional", "gsi", "follow-stream", "checkpoint"];
             assert!(known.contains(&choice.as_str()), "{where_}: {choice}");
@@ -248,10 +231,7 @@ async fn the_daemon_roles_in_the_docs_are_what_run_sends() {
                 }
             }
         }
-        assert!(
-            problems.is_empty(),
-            "{where_}:\n  {}",
-            problems.join("\n  ")
-        );
+        let problems = problems.join("\n  ");
+        assert!(problems.is_empty(), "{where_}:\n  {problems}");
     }
 }

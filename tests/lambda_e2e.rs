@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use serde_json::{json, Value};
 use support::*;
 
 fn cargo_lambda() -> PathBuf {
@@ -42,6 +43,26 @@ fn cargo_lambda() -> PathBuf {
 struct Watch {
     children: Vec<Child>,
     log: PathBuf,
+}
+
+impl Watch {
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The log once `done` holds for it, or after 15 s.
+    fn wait_log(&self, done: impl Fn(&str) -> bool) -> String {
+        let (limit, every) = (Duration::from_secs(15), Duration::from_millis(100));
+        poll(limit, every, || self.log_text(), |log| done(log))
+    }
+}
+
+/// The JSON objects of `text`'s lines, the other lines left out.
+fn json_lines(text: &str) -> Vec<Value> {
+    (text.lines())
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(Value::is_object)
+        .collect()
 }
 
 impl Drop for Watch {
@@ -113,7 +134,7 @@ fn start_watch(port: u16, env: &[(String, String)]) -> Watch {
 }
 
 /// `cargo lambda invoke` with `event`; returns (success, stdout+stderr).
-fn invoke(port: u16, event: &serde_json::Value) -> (bool, String) {
+fn invoke(port: u16, event: &Value) -> (bool, String) {
     let file = std::env::temp_dir().join(format!(
         "ttl-sweeper-event-{}-{port}.json",
         std::process::id()
@@ -132,21 +153,21 @@ fn invoke(port: u16, event: &serde_json::Value) -> (bool, String) {
 
 /// The scheduled event of now, through the emulator on `port`: the function's response, once
 /// the invocation succeeded (its failure is shown with `watch`'s log).
-fn invoke_scheduled(port: u16, watch: &Watch) -> serde_json::Value {
-    let mut event: serde_json::Value =
+fn invoke_scheduled(port: u16, watch: &Watch) -> Value {
+    let mut event: Value =
         serde_json::from_slice(include_bytes!("fixtures/scheduled-event.json")).unwrap();
-    event["time"] = serde_json::json!(chrono::Utc::now().to_rfc3339());
+    event["time"] = json!(chrono::Utc::now().to_rfc3339());
     let (ok, output) = invoke(port, &event);
-    let log = std::fs::read_to_string(&watch.log).unwrap_or_default();
+    let log = watch.log_text();
     assert!(ok, "invoke failed: {output}\n--- watch log ---\n{log}");
     response(&output)
 }
 
 /// The function's response: the first JSON value in `cargo lambda invoke`'s output.
-fn response(output: &str) -> serde_json::Value {
+fn response(output: &str) -> Value {
     let json_start = output.find('{').expect("a JSON response");
     serde_json::Deserializer::from_str(&output[json_start..])
-        .into_iter::<serde_json::Value>()
+        .into_iter::<Value>()
         .next()
         .unwrap()
         .unwrap()
@@ -173,23 +194,15 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
     let report = invoke_scheduled(port, &watch);
     assert_eq!(removed_json(&report), 120, "{report}");
     assert_eq!(report["items_failed"], 0);
-    assert_eq!(
-        scan_all(&client, &table).await.len(),
-        20,
-        "only unexpired items remain"
-    );
+    let left = scan_all(&client, &table).await.len();
+    assert_eq!(left, 20, "only unexpired items remain");
 
     // A malformed event is an error and deletes nothing.
     put_items(&client, &table, vec![session("late", now - 1)]).await;
-    let (ok, output) = invoke(
-        port,
-        &serde_json::json!({"Records": [{"eventSource": "aws:s3"}]}),
-    );
+    let (ok, output) = invoke(port, &json!({"Records": [{"eventSource": "aws:s3"}]}));
     assert!(!ok, "a malformed event must fail: {output}");
-    assert!(
-        output.contains("InvalidEvent") || output.contains("unsupported event"),
-        "{output}"
-    );
+    let said = output.contains("InvalidEvent") || output.contains("unsupported event");
+    assert!(said, "{output}");
     assert_eq!(scan_all(&client, &table).await.len(), 21);
 
     // A batch of the table's stream records is for the stream indexer, which needs an expiry index
@@ -197,7 +210,7 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
     // what to set, and nothing is written.
     let writer = unwindowed("writer", now + 600);
     put_items(&client, &table, vec![writer.clone()]).await;
-    let record = serde_json::json!({
+    let record = json!({
         "eventID": "1", "eventName": "INSERT", "eventSource": "aws:dynamodb",
         "awsRegion": "us-east-1",
         "dynamodb": {
@@ -206,26 +219,18 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
             "SequenceNumber": "100", "SizeBytes": 30, "StreamViewType": "NEW_IMAGE"
         }
     });
-    let (ok, output) = invoke(port, &serde_json::json!({ "Records": [record] }));
+    let (ok, output) = invoke(port, &json!({ "Records": [record] }));
     assert!(!ok, "{output}");
     assert!(output.contains("EXPIRY_INDEX_TABLE"), "{output}");
     assert_eq!(get(&client, &table, "writer").await, Some(writer));
     // Its error line carries the invocation's request id, like a sweep's summary.
     let refused = |log: &str| {
-        let mut lines = log
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
-        lines.any(|l| {
+        json_lines(log).iter().any(|l| {
             l["message"] == "rejected the stream batch; nothing written"
                 && l["function_request_id"].is_string()
         })
     };
-    let log = poll(
-        Duration::from_secs(15),
-        Duration::from_millis(100),
-        || std::fs::read_to_string(&watch.log).unwrap_or_default(),
-        |log| refused(log),
-    );
+    let log = watch.wait_log(refused);
     assert!(refused(&log), "{log}");
 
     // CloudWatch sees one JSON summary line and one EMF record per sweep (written to the log
@@ -235,13 +240,7 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
             && log.contains("\"CloudWatchMetrics\"")
             && log.contains("TtlSweeperTest")
     };
-    let read = || std::fs::read_to_string(&watch.log).unwrap();
-    let log = poll(
-        Duration::from_secs(15),
-        Duration::from_millis(100),
-        read,
-        |l| relayed(l),
-    );
+    let log = watch.wait_log(relayed);
     assert!(log.contains("\"sweep finished\""), "{log}");
     assert!(
         log.contains("\"CloudWatchMetrics\"") && log.contains("TtlSweeperTest"),
@@ -300,28 +299,14 @@ async fn lambda_logs_carry_the_powertools_keys_and_a_cold_start_metric() {
     api.wait_ended(wall_clock() + 60.0).await;
     let run = api.stop();
     let text = api.log_text();
-    let lines: Vec<serde_json::Value> = (text.lines())
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .filter(serde_json::Value::is_object)
-        .collect();
-    let context = format!(
-        "{:#?}\n{}",
-        run.invocations,
-        lines
-            .iter()
-            .map(|l| l.to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    assert!(
-        run.invocations
-            .iter()
-            .all(|i| matches!(i.outcome, Outcome::Succeeded(_))),
-        "{context}"
-    );
+    let lines = json_lines(&text);
+    let shown: Vec<String> = lines.iter().map(Value::to_string).collect();
+    let context = format!("{:#?}\n{}", run.invocations, shown.join("\n"));
+    let succeeded = |i: &runtime_api::Invocation| matches!(i.outcome, Outcome::Succeeded(_));
+    assert!(run.invocations.iter().all(succeeded), "{context}");
 
     // Every log line: the Powertools keys.
-    let logged: Vec<&serde_json::Value> = lines
+    let logged: Vec<&Value> = lines
         .iter()
         .filter(|l| l.get("message").is_some())
         .collect();
@@ -333,85 +318,60 @@ async fn lambda_logs_carry_the_powertools_keys_and_a_cold_start_metric() {
         assert_eq!(line["service"], "orders-expiry", "{line}");
         assert_eq!(line["function_name"], "ttl-sweeper-powertools", "{line}");
         let timestamp = line["timestamp"].as_str().unwrap_or_default();
-        assert!(
-            chrono::DateTime::parse_from_rfc3339(timestamp).is_ok(),
-            "{line}"
-        );
+        let rfc3339 = chrono::DateTime::parse_from_rfc3339(timestamp).is_ok();
+        assert!(rfc3339, "{line}");
     }
     // The summary line of each invocation: its request id, its trace, the cold start once.
-    let summaries: Vec<&&serde_json::Value> = logged
-        .iter()
+    let summaries: Vec<&&Value> = (logged.iter())
         .filter(|l| l["message"] == "sweep finished")
         .collect();
     assert_eq!(summaries.len(), 2, "{context}");
     for (k, (line, invocation)) in summaries.iter().zip(&run.invocations).enumerate() {
         assert_eq!(line["level"], "INFO", "{line}");
-        assert_eq!(
-            line["function_request_id"],
-            invocation.request_id.as_str(),
-            "{line}"
-        );
+        let request_id = invocation.request_id.as_str();
+        assert_eq!(line["function_request_id"], request_id, "{line}");
         assert_eq!(line["cold_start"], k == 0, "{line}");
         let trace = line["xray_trace_id"].as_str().unwrap_or_default();
         assert!(is_trace_root(trace), "xray_trace_id {trace:?}: {line}");
-        assert!(
-            line["function_arn"]
-                .as_str()
-                .unwrap_or_default()
-                .ends_with(":function:ttl-sweeper-powertools"),
-            "{line}"
-        );
+        let arn = line["function_arn"].as_str().unwrap_or_default();
+        assert!(arn.ends_with(":function:ttl-sweeper-powertools"), "{line}");
     }
     // Deleted, or found gone by the conditional retry of a batch whose answer was lost after
     // DynamoDB applied it (a slow machine).
-    assert_eq!(
-        summaries[0]["deleted"].as_u64().unwrap() + summaries[0]["gone"].as_u64().unwrap(),
-        10,
-        "{context}"
-    );
-    assert!(
-        scan_all(&client, &table).await.is_empty(),
-        "every expired item is gone"
-    );
+    let count = |field: &str| summaries[0][field].as_u64().unwrap();
+    assert_eq!(count("deleted") + count("gone"), 10, "{context}");
+    let left = scan_all(&client, &table).await;
+    assert!(left.is_empty(), "every expired item is gone");
     // docs/operations.md shows this line.
     eprintln!("summary line: {}", summaries[0]);
     // Outside an invocation (start-up): no invocation keys.
-    let ready = logged
-        .iter()
-        .find(|l| l["message"] == "ready")
-        .expect("a ready line");
-    assert!(
-        ready.get("function_request_id").is_none() && ready.get("cold_start").is_none(),
-        "{ready}"
-    );
+    let ready = logged.iter().find(|l| l["message"] == "ready");
+    let ready = ready.expect("a ready line");
+    let keys = ready.get("function_request_id").is_some() || ready.get("cold_start").is_some();
+    assert!(!keys, "{ready}");
 
     // Metrics: one ColdStart record, by function and service; both sweeps' records; all in
     // POWERTOOLS_METRICS_NAMESPACE (METRICS_NAMESPACE is unset).
-    let emf: Vec<&serde_json::Value> = lines.iter().filter(|l| l.get("_aws").is_some()).collect();
-    let cold: Vec<&&serde_json::Value> = emf
+    let emf: Vec<&Value> = lines.iter().filter(|l| l.get("_aws").is_some()).collect();
+    let cold: Vec<&&Value> = emf
         .iter()
         .filter(|r| r.get("ColdStart").is_some())
         .collect();
     assert_eq!(cold.len(), 1, "{context}");
     let declaration = &cold[0]["_aws"]["CloudWatchMetrics"][0];
     assert_eq!(declaration["Namespace"], "PowertoolsTest");
-    assert_eq!(
-        declaration["Dimensions"],
-        serde_json::json!([["function_name", "service"]])
-    );
-    assert_eq!(cold[0]["ColdStart"], 1);
-    assert_eq!(cold[0]["function_name"], "ttl-sweeper-powertools");
+    let dimensions = json!([["function_name", "service"]]);
+    assert_eq!(declaration["Dimensions"], dimensions);
+    cold[0].assert_fields(r#"ColdStart=1 function_name="ttl-sweeper-powertools""#);
     assert_eq!(cold[0]["service"], "orders-expiry");
-    let sweeps: Vec<&&serde_json::Value> = emf
+    let sweeps: Vec<&&Value> = emf
         .iter()
         .filter(|r| r.get("ItemsDeleted").is_some())
         .collect();
     assert_eq!(sweeps.len(), 2, "{context}");
     for record in sweeps {
-        assert_eq!(
-            record["_aws"]["CloudWatchMetrics"][0]["Namespace"],
-            "PowertoolsTest"
-        );
+        let namespace = &record["_aws"]["CloudWatchMetrics"][0]["Namespace"];
+        assert_eq!(namespace, "PowertoolsTest");
     }
 }
 
@@ -438,30 +398,21 @@ async fn lambda_binary_sweeps_every_table_of_one_function() {
     ]);
     let watch = start_watch(port, &env);
     let answer = invoke_scheduled(port, &watch);
-    let log = std::fs::read_to_string(&watch.log).unwrap_or_default();
+    let log = watch.log_text();
     let reports = answer["tables"].as_array().expect("one report per table");
     let names: Vec<&str> = reports.iter().filter_map(|r| r["table"].as_str()).collect();
     assert_eq!(names, [first.as_str(), second.as_str()], "{answer}");
     assert_eq!(removed_json(&reports[0]), 40, "{answer}");
     assert_eq!(removed_json(&reports[1]), 25, "{answer}");
     assert_eq!(reports[1]["delete_mode"], "conditional", "{answer}");
-    for table in [&first, &second] {
-        assert_eq!(
-            scan_all(&client, table).await.len(),
-            5,
-            "only unexpired items remain"
-        );
-    }
-    let dimensioned: Vec<String> = log
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    let dimensioned: Vec<String> = (json_lines(&log).iter())
         .filter(|v| v.get("_aws").is_some() && v.get("ItemsDeleted").is_some())
         .filter_map(|v| v["TableName"].as_str().map(str::to_owned))
         .collect();
     for table in [&first, &second] {
-        assert!(
-            dimensioned.contains(table),
-            "no EMF record for {table}: {dimensioned:?}\n{log}"
-        );
+        let left = scan_all(&client, table).await.len();
+        assert_eq!(left, 5, "only unexpired items remain");
+        let has = dimensioned.contains(table);
+        assert!(has, "no EMF record for {table}: {dimensioned:?}\n{log}");
     }
 }

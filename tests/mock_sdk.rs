@@ -67,19 +67,14 @@ fn query_returning(items: Vec<Key>) -> Rule {
 }
 
 fn unprocessed(keys: &[Key]) -> BatchWriteItemOutput {
-    let requests = keys
-        .iter()
-        .map(|k| {
-            WriteRequest::builder()
-                .delete_request(
-                    DeleteRequest::builder()
-                        .set_key(Some(k.clone()))
-                        .build()
-                        .unwrap(),
-                )
-                .build()
-        })
-        .collect();
+    let request = |k: &Key| {
+        let delete = DeleteRequest::builder()
+            .set_key(Some(k.clone()))
+            .build()
+            .unwrap();
+        WriteRequest::builder().delete_request(delete).build()
+    };
+    let requests = keys.iter().map(request).collect();
     BatchWriteItemOutput::builder()
         .unprocessed_items(TABLE, requests)
         .build()
@@ -128,17 +123,37 @@ fn batch_client(query: &Rule, batch: &Rule) -> Client {
 fn table_reads() -> Rule {
     mock!(Client::batch_get_item).then_compute_output(|req| {
         let asked = req.request_items().unwrap()[TABLE].keys().to_vec();
-        let found = asked
-            .into_iter()
-            .map(|mut k| {
-                k.insert("ttl".into(), num(NOW - 10));
-                k
-            })
-            .collect();
-        BatchGetItemOutput::builder()
-            .responses(TABLE, found)
-            .build()
+        let with_ttl = |mut k: Key| {
+            k.insert("ttl".into(), num(NOW - 10));
+            k
+        };
+        found(asked.into_iter().map(with_ttl).collect())
     })
+}
+
+/// Asserts that time went on since `started` (paused clock: only a backoff's sleep advances it),
+/// by at most `cap_ms`.
+#[track_caller]
+fn assert_waited(started: Instant, cap_ms: u64) {
+    let waited = started.elapsed();
+    let capped = waited > Duration::ZERO && waited <= Duration::from_millis(cap_ms);
+    assert!(capped, "{waited:?}");
+}
+
+/// A BatchGetItem answer that finds `items`.
+fn found(items: Vec<Key>) -> BatchGetItemOutput {
+    BatchGetItemOutput::builder()
+        .responses(TABLE, items)
+        .build()
+}
+
+/// BatchWriteItem failing `times` times with `error`, then processing everything.
+fn failing_then_processed(error: fn() -> BatchWriteItemError, times: usize) -> Rule {
+    let rule = mock!(Client::batch_write_item)
+        .sequence()
+        .error(error)
+        .times(times);
+    rule.output(all_processed).build()
 }
 
 /// An answer to BatchWriteItem that leaves nothing unprocessed.
@@ -163,21 +178,14 @@ async fn unprocessed_keys_are_retried_until_accepted() {
     assert_eq!(batch.num_calls(), 2, "one retry for the unprocessed key");
     report.assert_fields("items_found=3 items_deleted=3 items_retried=1 items_failed=0");
     assert!(report.is_success());
-    // The retry waited (paused clock: the sleep advanced virtual time), within the first step's cap.
-    let waited = started.elapsed();
-    let capped = waited > Duration::ZERO && waited <= Duration::from_millis(50);
-    assert!(capped, "{waited:?}");
+    // The retry waited, within the first step's cap.
+    assert_waited(started, 50);
 }
 
 #[tokio::test(start_paused = true)]
 async fn throttling_is_retried_with_growing_backoff() {
     let query = query_returning((0..25).map(expired).collect());
-    let batch = mock!(Client::batch_write_item)
-        .sequence()
-        .error(throttled)
-        .times(3)
-        .output(all_processed)
-        .build();
+    let batch = failing_then_processed(throttled, 3);
     let client = batch_client(&query, &batch);
     let mut opts = options(DeleteMode::Batch);
     // The backoff caps for attempts 1..3 are 50 + 100 + 200 ms; full jitter picks anywhere in
@@ -190,20 +198,14 @@ async fn throttling_is_retried_with_growing_backoff() {
     assert_eq!(report.items_deleted, 25);
     assert_eq!(report.items_retried, 75, "25 keys re-sent three times");
     assert!(report.is_success());
-    let waited = started.elapsed();
-    let capped = waited > Duration::ZERO && waited <= Duration::from_millis(350);
-    assert!(capped, "{waited:?}");
+    assert_waited(started, 350);
 }
 
 #[tokio::test(start_paused = true)]
 async fn replicated_write_conflicts_are_retried_counted_and_lose_nothing() {
     let query = query_returning((0..25).map(expired).collect());
-    let batch = mock!(Client::batch_write_item)
-        .sequence()
-        .error(|| BatchWriteItemError::ReplicatedWriteConflictException(write_conflict()))
-        .times(2)
-        .output(all_processed)
-        .build();
+    let conflict = || BatchWriteItemError::ReplicatedWriteConflictException(write_conflict());
+    let batch = failing_then_processed(conflict, 2);
     let client = batch_client(&query, &batch);
     let report = sweeper(client, DeleteMode::Batch).sweep_at(NOW).await;
     assert_eq!(batch.num_calls(), 3);
@@ -492,17 +494,10 @@ async fn batch_mode_reads_keys_read_long_ago_again_before_retrying_them() {
     opts.batch_max_read_age = Duration::from_millis(200);
     let s = mem_sweeper(store, opts);
     let report = s.sweep_at(NOW).await;
-    let left: HashMap<String, i64> = s
-        .store()
-        .items()
-        .iter()
+    let left: Vec<(String, i64)> = (s.store().items().iter())
         .map(|(id, i)| (id.clone(), ttl_of(i) as i64))
         .collect();
-    assert_eq!(
-        left,
-        HashMap::from([("item-1".to_string(), NOW + 3600)]),
-        "{report:?}"
-    );
+    assert_eq!(left, [("item-1".to_string(), NOW + 3600)], "{report:?}");
     let counts = (report.items_deleted, report.items_skipped);
     assert_eq!(counts, (2, 1), "{report:?}");
     assert_eq!(report.items_reread, 3, "{report:?}");
@@ -561,24 +556,17 @@ async fn a_slow_credential_refresh_never_delays_a_batch_past_its_attempt_timeout
     let result = store.batch_delete(&default_schema(), &[&key]).await;
     let bound = ttl_sweeper::store::BATCH_ATTEMPT_TIMEOUT;
     for at in arrived.lock().unwrap().iter() {
-        assert!(
-            at.duration_since(checked) <= bound,
-            "sent {:?} after the age check",
-            at.duration_since(checked)
-        );
+        let after = at.duration_since(checked);
+        assert!(after <= bound, "sent {after:?} after the age check");
     }
-    assert!(
-        checked.elapsed() <= bound + Duration::from_millis(500),
-        "{:?}",
-        checked.elapsed()
-    );
+    let took = checked.elapsed();
+    assert!(took <= bound + Duration::from_millis(500), "{took:?}");
     let error = result.expect_err("the attempt timed out while the credentials were resolved");
     assert_eq!(error.kind, ErrorKind::Transient, "{error}");
 }
 
 #[tokio::test]
 async fn keys_read_again_ask_for_their_key_and_ttl_only() {
-    use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemOutput;
     let projected = mock!(Client::batch_get_item)
         .match_requests(|r| {
             let asked = &r.request_items().unwrap()[TABLE];
@@ -587,11 +575,7 @@ async fn keys_read_again_ask_for_their_key_and_ttl_only() {
                 && asked.expression_attribute_names().unwrap()["#ttl"] == "ttl"
                 && asked.expression_attribute_names().unwrap()["#k0"] == "id"
         })
-        .then_output(|| {
-            BatchGetItemOutput::builder()
-                .responses(TABLE, vec![expired(0)])
-                .build()
-        });
+        .then_output(|| found(vec![expired(0)]));
     let whole = mock!(Client::batch_get_item)
         .match_requests(|r| {
             r.request_items().unwrap()[TABLE]
@@ -606,17 +590,15 @@ async fn keys_read_again_ask_for_their_key_and_ttl_only() {
         .await
         .unwrap();
     assert_eq!(found, vec![expired(0)]);
-    assert!(store
+    let whole_items = store
         .get_items(&default_schema(), vec![key("item-0")], false)
-        .await
-        .unwrap()
-        .is_empty());
+        .await;
+    assert!(whole_items.unwrap().is_empty());
     assert_eq!((projected.num_calls(), whole.num_calls()), (1, 1));
 }
 
 #[tokio::test(start_paused = true)]
 async fn keys_a_read_leaves_unprocessed_are_asked_again_after_a_backoff() {
-    use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemOutput;
     use aws_sdk_dynamodb::types::KeysAndAttributes;
     let left = |k: Key| KeysAndAttributes::builder().keys(k).build().unwrap();
     let read = mock!(Client::batch_get_item)
@@ -627,11 +609,7 @@ async fn keys_a_read_leaves_unprocessed_are_asked_again_after_a_backoff() {
                 .unprocessed_keys(TABLE, left(key("item-1")))
                 .build()
         })
-        .output(|| {
-            BatchGetItemOutput::builder()
-                .responses(TABLE, vec![expired(1)])
-                .build()
-        })
+        .output(|| found(vec![expired(1)]))
         .build();
     let never = mock!(Client::batch_get_item).then_output(move || {
         BatchGetItemOutput::builder()
@@ -648,12 +626,8 @@ async fn keys_a_read_leaves_unprocessed_are_asked_again_after_a_backoff() {
     let found = store.get_items(&default_schema(), keys, true).await;
     assert_eq!(found.unwrap(), vec![expired(0), expired(1)]);
     assert_eq!(read.num_calls(), 2);
-    // Paused clock: only the backoff advances it, within the first retry's cap.
-    let waited = started.elapsed();
-    assert!(
-        waited > Duration::ZERO && waited <= Duration::from_millis(50),
-        "{waited:?}"
-    );
+    // Within the first retry's cap.
+    assert_waited(started, 50);
 
     let store = DynamoStore::new(mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&never]));
     let started = Instant::now();
@@ -663,9 +637,5 @@ async fn keys_a_read_leaves_unprocessed_are_asked_again_after_a_backoff() {
         .expect_err("keys still unprocessed after the last attempt");
     assert_eq!(error.kind, ErrorKind::Throttled, "{error}");
     assert_eq!(never.num_calls(), 3);
-    let waited = started.elapsed();
-    assert!(
-        waited > Duration::ZERO && waited <= Duration::from_millis(150),
-        "{waited:?}"
-    );
+    assert_waited(started, 150);
 }

@@ -28,6 +28,38 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
+/// The file at `rel` from the repository's root.
+fn file(rel: &str) -> String {
+    read(&Path::new(ROOT).join(rel))
+}
+
+/// The file at `rel`, its words joined by single spaces: a phrase of its prose may wrap.
+fn words(rel: &str) -> String {
+    file(rel).split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The first line of `table` that starts with `prefix`.
+fn row<'a>(table: &'a str, prefix: &str) -> &'a str {
+    let row = table.lines().find(|l| l.starts_with(prefix));
+    row.unwrap_or_else(|| panic!("no row `{prefix}`"))
+}
+
+/// Cell `n` of a table's `row`, trimmed (cell 0 is the text before the first `|`).
+fn cell(row: &str, n: usize) -> &str {
+    row.split('|').nth(n).unwrap_or_default().trim()
+}
+
+/// The text of `text` between the first `open` and the next `close`.
+fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    text.split(open).nth(1)?.split(close).next()
+}
+
+/// Asserts that there are no `problems`, else lists them under `what`.
+#[track_caller]
+fn assert_none(problems: &[String], what: &str) {
+    assert!(problems.is_empty(), "{what}:\n  {}", problems.join("\n  "));
+}
+
 /// `README.md` and every `docs/*.md`, sorted.
 fn documents() -> Vec<PathBuf> {
     let mut docs: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("docs"))
@@ -120,21 +152,18 @@ fn settings_problems(rows: &[Row], complete: bool) -> Vec<String> {
 
 #[test]
 fn the_configuration_page_lists_every_setting_with_its_default() {
-    let page = read(&Path::new(ROOT).join("docs/configuration.md"));
+    let page = file("docs/configuration.md");
     // The full table is the page's first: the text before its first `## ` section.
     let top = page.split("\n## ").next().unwrap_or_default();
     let problems = settings_problems(&settings_rows(top), true);
-    assert!(
-        problems.is_empty(),
-        "docs/configuration.md's table must list the settings of SETTINGS \
-         (src/config/settings.rs), in order, with their defaults:\n  {}",
-        problems.join("\n  ")
-    );
+    let what = "docs/configuration.md's table must list the settings of SETTINGS \
+                (src/config/settings.rs), in order, with their defaults";
+    assert_none(&problems, what);
 }
 
 #[test]
 fn the_readme_short_table_names_settings_with_their_defaults() {
-    let readme = read(&Path::new(ROOT).join("README.md"));
+    let readme = file("README.md");
     let configure = section(&readme, "Configure it").expect("README.md has `## Configure it`");
     let rows = settings_rows(configure);
     assert!(
@@ -142,10 +171,9 @@ fn the_readme_short_table_names_settings_with_their_defaults() {
         "README.md's `## Configure it` has no settings table"
     );
     let problems = settings_problems(&rows, false);
-    assert!(
-        problems.is_empty(),
-        "README.md's settings table disagrees with SETTINGS:\n  {}",
-        problems.join("\n  ")
+    assert_none(
+        &problems,
+        "README.md's settings table disagrees with SETTINGS",
     );
 }
 
@@ -263,16 +291,12 @@ fn every_relative_link_points_to_an_existing_file_and_heading() {
         links > 20,
         "only {links} links found: is the link reader broken?"
     );
-    assert!(
-        problems.is_empty(),
-        "broken links:\n  {}",
-        problems.join("\n  ")
-    );
+    assert_none(&problems, "broken links");
 }
 
 /// The Makefile's targets (`name:` at the start of a line).
 fn make_targets() -> HashSet<String> {
-    read(&Path::new(ROOT).join("Makefile"))
+    file("Makefile")
         .lines()
         .filter_map(|l| l.split_once(':').map(|(name, _)| name))
         .filter(|name| {
@@ -321,8 +345,7 @@ fn every_make_command_shown_is_a_makefile_target() {
         }
     }
     assert!(commands >= 5, "only {commands} make commands found");
-    let problems = problems.join("\n  ");
-    assert!(problems.is_empty(), "not Makefile targets:\n  {problems}");
+    assert_none(&problems, "not Makefile targets");
 }
 
 /// The `ttl_sweeper::module::item` paths in `markdown` (prose and code), leaving out the
@@ -397,8 +420,7 @@ fn every_library_path_the_docs_name_exists() {
         }
     }
     assert!(seen >= 3, "only {seen} library paths found");
-    let problems = problems.join("\n  ");
-    assert!(problems.is_empty(), "no such public item:\n  {problems}");
+    assert_none(&problems, "no such public item");
     assert!(library_path_exists(
         "ttl_sweeper::expiry::window::window_key"
     ));
@@ -431,7 +453,7 @@ fn measured_wall_per_delete(bench: &str) -> f64 {
 
 /// Every generated cost block: (file, marker, what the model renders).
 fn cost_blocks() -> Vec<(&'static str, &'static str, String)> {
-    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let bench = file("docs/BENCHMARKS.md");
     let inputs = cost::Inputs::from_code(measured_wall_per_delete(&bench));
     let model = format!("\n{}", cost::benchmarks_section(&inputs));
     let memory = cost::memory_sentence(&inputs).trim_end().to_owned();
@@ -459,20 +481,16 @@ fn cost_blocks_are_what_the_cost_model_renders() {
         }
     }
     // The README's first screen rounds the same total.
-    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let bench = file("docs/BENCHMARKS.md");
     // The bold total of its 1M row.
-    let total = bench
-        .lines()
-        .find(|l| l.starts_with("| 1M | "))
-        .and_then(|row| row.split('|').find(|c| c.trim().starts_with("**$")))
-        .map(|cell| cell.trim().trim_matches(['*', '$']).to_owned())
+    let total = (row(&bench, "| 1M | ").split('|'))
+        .find(|c| c.trim().starts_with("**$"))
+        .map(|cell| cell.trim().trim_matches(['*', '$']))
         .expect("docs/BENCHMARKS.md has a 1M row with a bold total");
     let rounded = format!("about ${:.0} a month", total.parse::<f64>().unwrap());
-    let says = read(&Path::new(ROOT).join("README.md")).contains(&rounded);
-    assert!(
-        says,
-        "README.md should say {rounded:?} (docs/BENCHMARKS.md section 4: ${total})"
-    );
+    let says = file("README.md").contains(&rounded);
+    let why = format!("docs/BENCHMARKS.md section 4: ${total}");
+    assert!(says, "README.md should say {rounded:?} ({why})");
     assert!(
         stale.is_empty(),
         "cost blocks differ from tests/support/cost.rs (UPDATE_DOCS=1 cargo test --test suite readme::cost rewrites them):\n{}",
@@ -488,13 +506,12 @@ fn the_cost_model_counts_the_overlap_and_every_default_extra() {
     // 14 sweep metrics and ColdStart.
     assert_eq!(i.metrics, 15);
     let section = cost::benchmarks_section(&i);
-    let row = section.lines().find(|l| l.starts_with("| 1M |")).unwrap();
-    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    let row = row(&section, "| 1M |");
     // Lambda at 128 MB, 70 s a minute: 43,200 × 0.125 × 70 GB-s, plus requests.
-    assert_eq!(cells[5], "$5.05", "{row}");
+    assert_eq!(cell(row, 5), "$5.05", "{row}");
     // Metrics $4.50 + key $1 + dashboard $3 + five alarms $0.50.
-    assert_eq!(cells[8], "$9.00", "{row}");
-    let total: f64 = cells[9].trim_matches(['*', '$']).parse().unwrap();
+    assert_eq!(cell(row, 8), "$9.00", "{row}");
+    let total: f64 = cell(row, 9).trim_matches(['*', '$']).parse().unwrap();
     assert!((15.0..18.0).contains(&total), "{row}");
 }
 
@@ -572,12 +589,9 @@ fn the_window_paths_bill_one_record_and_one_entry_per_item_whatever_its_size() {
 /// at the `memorySize` default.
 #[test]
 fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
-    let ts = read(&Path::new(ROOT).join("infra/src/stream-indexer.ts"));
-    let settings = read(&Path::new(ROOT).join("infra/src/resolve.ts"));
-    let stream = ts
-        .split("const STREAM = {")
-        .nth(1)
-        .and_then(|rest| rest.split("} as const").next())
+    let ts = file("infra/src/stream-indexer.ts");
+    let settings = file("infra/src/resolve.ts");
+    let stream = between(&ts, "const STREAM = {", "} as const")
         .expect("infra/src/stream-indexer.ts declares `const STREAM = {`");
     let batch = format!("batchSize: {},", cost::STREAM_BATCH_SIZE);
     assert!(stream.contains(&batch), "STREAM lacks `{batch}`:{stream}");
@@ -596,7 +610,7 @@ fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
 /// table's at 1M and at 1B a month, and ours at 1B a month against the peer's figure.
 #[test]
 fn the_readme_quotes_what_giving_items_their_window_costs() {
-    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let bench = file("docs/BENCHMARKS.md");
     let (_, _, model) = generated(&bench, "cost-model").expect("a cost-model block");
     let per_million = model
         .split("\n| per million items")
@@ -604,46 +618,32 @@ fn the_readme_quotes_what_giving_items_their_window_costs() {
         .expect("section 4 has a per-million table");
     // The cells of a row: "", volume, size, Regions, delete and read, GSI mode, index table on
     // Lambda, daemon, ours in GSI mode, ours with the index table on Lambda, "".
-    let dollars = |prefix: &str, cell: usize| -> f64 {
-        let row = per_million
-            .lines()
-            .find(|l| l.starts_with(prefix))
-            .unwrap_or_else(|| panic!("the per-million table has no `{prefix}` row"));
-        let text = row.split('|').nth(cell).unwrap_or_default();
-        text.trim().trim_matches(['*', '$']).parse().unwrap()
+    let dollars = |volume: &str, n: usize| -> f64 {
+        let cell = cell(row(per_million, &format!("| {volume} | 1 KB | 1 |")), n);
+        cell.trim_matches(['*', '$']).parse().unwrap()
     };
     let expected = [
-        format!("${:.2} per million items", dollars("| 1M | 1 KB | 1 |", 5)),
+        format!("${:.2} per million items", dollars("1M", 5)),
         format!(
             "${:.2} per million 1 KB items at 1M a month",
-            dollars("| 1M | 1 KB | 1 |", 6)
+            dollars("1M", 6)
         ),
-        format!("${:.2} at 1B a month", dollars("| 1B | 1 KB | 1 |", 6)),
+        format!("${:.2} at 1B a month", dollars("1B", 6)),
         format!(
             "ours comes to ${:.2} per million 1 KB items at 1B a month",
-            dollars("| 1B | 1 KB | 1 |", 9)
+            dollars("1B", 9)
         ),
         format!("${:.2} for a per-item scheduler", cost::PEER_PER_MILLION),
     ];
-    // The README's prose, its lines joined: a phrase may wrap.
-    let joined = |file: &str| {
-        read(&Path::new(ROOT).join(file))
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let readme = joined("README.md");
-    for phrase in &expected {
+    // docs/choosing.md quotes the index's costs in the same words.
+    let (readme, choosing) = (words("README.md"), words("docs/choosing.md"));
+    for (i, phrase) in expected.iter().enumerate() {
         let says = readme.contains(phrase);
         assert!(
             says,
             "README.md should say {phrase:?} (docs/BENCHMARKS.md section 4)"
         );
-    }
-    // docs/choosing.md quotes the index's costs in the same words.
-    let choosing = joined("docs/choosing.md");
-    for phrase in &expected[..3] {
-        let says = choosing.contains(phrase);
+        let says = i >= 3 || choosing.contains(phrase);
         assert!(
             says,
             "docs/choosing.md should say {phrase:?}, as README.md does"
@@ -723,9 +723,9 @@ fn sections_by_anchor(markdown: &str) -> std::collections::HashMap<String, Strin
 /// sections is in a section of BENCHMARKS.md that the same section links to.
 #[test]
 fn the_choices_page_quotes_only_the_benchmark_sections_it_links() {
-    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let bench = file("docs/BENCHMARKS.md");
     let sections = sections_by_anchor(&bench);
-    let page = read(&Path::new(ROOT).join("docs/choosing.md"));
+    let page = file("docs/choosing.md");
     let mut problems = Vec::new();
     let mut quoted = 0;
     let mut choices = 0;
@@ -756,11 +756,7 @@ fn the_choices_page_quotes_only_the_benchmark_sections_it_links() {
         choices >= 6 && quoted >= 30,
         "{choices} choices, {quoted} figures"
     );
-    assert!(
-        problems.is_empty(),
-        "docs/choosing.md:\n  {}",
-        problems.join("\n  ")
-    );
+    assert_none(&problems, "docs/choosing.md");
     // The figure reader finds what it should.
     let sample = "| 0.074 s | $1.25 per million, 23.5 MiB, at most 0.00 %. 140072, 24.5 and 2 s ([x](BENCHMARKS.md#1-a)) `9.99 s`";
     let expected = ["0.074 s", "$1.25", "23.5 MiB", "0.00 %", "140072", "24.5"];
@@ -771,21 +767,17 @@ fn the_choices_page_quotes_only_the_benchmark_sections_it_links() {
 /// cost blocks of docs/scaling.md and infra/README.md) as docs/choosing.md quotes them.
 #[test]
 fn the_choices_page_quotes_the_cost_model_s_lambda_figures() {
-    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let bench = file("docs/BENCHMARKS.md");
     let (_, _, model) = generated(&bench, "cost-model").expect("a cost-model block");
-    let header = model
-        .lines()
-        .find(|l| l.starts_with("| expiries / month |"))
-        .expect("the model's table");
-    let row = model.lines().find(|l| l.starts_with("| 1M |")).unwrap();
-    let cell = |name: &str| {
+    let (header, row) = (row(model, "| expiries / month |"), row(model, "| 1M |"));
+    let column = |name: &str| {
         let column = header.split('|').position(|c| c.trim() == name).unwrap();
-        row.split('|').nth(column).unwrap().trim().to_owned()
+        cell(row, column)
     };
-    let minute = cell("sweeper Lambda, minute");
-    let tick = cell("sweeper Lambda, tick 1 s");
-    let queries = cell("queries, tick 1 s");
-    let page = read(&Path::new(ROOT).join("docs/choosing.md"));
+    let minute = column("sweeper Lambda, minute");
+    let tick = column("sweeper Lambda, tick 1 s");
+    let queries = column("queries, tick 1 s");
+    let page = file("docs/choosing.md");
     let says = format!("| {minute} | {tick}, and {queries} of queries |");
     assert!(page.contains(&says), "docs/choosing.md should say {says:?}");
     let per_function = format!("{tick} of sweeper Lambda in tick mode");
@@ -799,27 +791,20 @@ fn the_choices_page_quotes_the_cost_model_s_lambda_figures() {
 /// across handoffs): the median over its runs.
 #[test]
 fn the_readme_tagline_quotes_the_measured_lag() {
-    let bench = read(&Path::new(ROOT).join("docs/BENCHMARKS.md"));
+    let bench = file("docs/BENCHMARKS.md");
     let deployed = bench
         .split("**Deployed shape**")
         .nth(1)
         .expect("BENCHMARKS.md section 1 has a **Deployed shape** part");
-    let row = deployed
-        .lines()
-        .find(|l| l.starts_with("| **median"))
-        .expect("the deployed shape has a median row");
+    let row = row(deployed, "| **median");
     // The cells: "", the label, items, never deleted, before ttl, p50, p99, ...
-    let p99 = row.split('|').nth(6).unwrap_or_default().trim();
-    let p99 = p99.split(" (").next().unwrap_or_default();
+    let p99 = cell(row, 6).split(" (").next().unwrap_or_default();
     assert!(p99.ends_with(" s"), "p99 cell {p99:?} in {row}");
     let tagline = format!("expired items gone {p99} after their ttl (p99 in tick mode");
     for file in ["README.md", "infra/README.md"] {
-        let text = read(&Path::new(ROOT).join(file))
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
+        let says = words(file).contains(&tagline);
         assert!(
-            text.contains(&tagline),
+            says,
             "{file} should say {tagline:?} (docs/BENCHMARKS.md section 1, deployed shape)"
         );
     }
@@ -831,7 +816,7 @@ fn the_readme_tagline_quotes_the_measured_lag() {
 /// existing table to a deployed, verified sweeper.
 #[test]
 fn the_readme_first_screen_goes_from_an_existing_table_to_a_verified_sweeper() {
-    let readme = read(&Path::new(ROOT).join("README.md"));
+    let readme = file("README.md");
     let steps = section(&readme, "Quick start: your own table")
         .expect("README.md has a `## Quick start: your own table` section");
     // In this order: the index, bootstrap, install, deploy, back-fill, audit.
@@ -863,11 +848,7 @@ fn the_readme_first_screen_goes_from_an_existing_table_to_a_verified_sweeper() {
         );
     }
     // The TypeScript snippet imports everything it uses.
-    let ts = steps
-        .split("```ts")
-        .nth(1)
-        .and_then(|s| s.split("```").next())
-        .expect("a ```ts snippet");
+    let ts = between(steps, "```ts", "```").expect("a ```ts snippet");
     for (used, import) in [
         ("cdk.", "import * as cdk from 'aws-cdk-lib'"),
         (
@@ -908,20 +889,13 @@ fn the_readme_first_screen_goes_from_an_existing_table_to_a_verified_sweeper() {
 /// which reads that block, and `make test` does not run it (it builds releases: minutes).
 #[test]
 fn the_readme_install_commands_are_the_block_make_install_test_runs() {
-    let readme = read(&Path::new(ROOT).join("README.md"));
+    let readme = file("README.md");
     let quick = section(&readme, "Quick start: your own table").expect("a quick start");
     assert_eq!(readme.matches("<!-- install:begin").count(), 1);
     assert_eq!(readme.matches("<!-- install:end -->").count(), 1);
-    let block = quick
-        .split("<!-- install:begin")
-        .nth(1)
-        .and_then(|rest| rest.split("<!-- install:end -->").next())
+    let block = between(quick, "<!-- install:begin", "<!-- install:end -->")
         .expect("the install block is in the quick start");
-    let fence = block
-        .split("```sh\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("a ```sh fence in the install block");
+    let fence = between(block, "```sh\n", "```").expect("a ```sh fence in the install block");
     let commands: Vec<&str> = fence
         .lines()
         .map(|l| l.split(" #").next().unwrap_or_default().trim())
@@ -938,10 +912,10 @@ fn the_readme_install_commands_are_the_block_make_install_test_runs() {
         "{install}"
     );
     // The name dist.sh writes (and checks for) is the one the README installs.
-    let dist = read(&Path::new(ROOT).join("scripts/dist.sh"));
+    let dist = file("scripts/dist.sh");
     assert!(dist.contains("\"ttl-sweeper-cdk-$version.tgz\""));
     // Every placeholder is one install-test.sh fills in.
-    let script = read(&Path::new(ROOT).join("scripts/install-test.sh"));
+    let script = file("scripts/install-test.sh");
     for placeholder in fence
         .split('<')
         .skip(1)
@@ -955,18 +929,11 @@ fn the_readme_install_commands_are_the_block_make_install_test_runs() {
     }
     assert!(script.contains("<!-- install:begin") && script.contains("<!-- install:end -->"));
     // `make install-test` runs the script; `make test` does not.
-    let makefile = read(&Path::new(ROOT).join("Makefile"));
-    let recipe = makefile
-        .split("\ninstall-test:")
-        .nth(1)
-        .and_then(|rest| rest.split("\n\n").next())
-        .expect("a Makefile target install-test");
+    let makefile = file("Makefile");
+    let recipe =
+        between(&makefile, "\ninstall-test:", "\n\n").expect("a Makefile target install-test");
     assert!(recipe.contains("scripts/install-test.sh"), "{recipe}");
-    let test = makefile
-        .split("\ntest:")
-        .nth(1)
-        .and_then(|rest| rest.split("\n\n").next())
-        .expect("a Makefile target test");
+    let test = between(&makefile, "\ntest:", "\n\n").expect("a Makefile target test");
     assert!(
         !test.contains("install-test") && !test.contains(" dist"),
         "{test}"
@@ -989,7 +956,7 @@ fn block_after<'a>(markdown: &'a str, heading: &str, lang: &str) -> Option<&'a s
 /// accepts, in tick mode with the timeout tick mode needs.
 #[test]
 fn the_cargo_lambda_deploy_line_of_the_docs_passes_a_dry_run() {
-    let doc = read(&Path::new(ROOT).join("docs/deploying.md"));
+    let doc = file("docs/deploying.md");
     let heading = "## With `cargo lambda deploy`";
     let env_file = block_after(&doc, heading, "ini").expect("an ```ini environment file");
     let commands = block_after(&doc, heading, "sh").expect("a ```sh block");
@@ -1030,12 +997,7 @@ fn the_cargo_lambda_deploy_line_of_the_docs_passes_a_dry_run() {
     assert_eq!(args[path + 1], "target/lambda/ttl-sweeper-lambda/bootstrap");
     args[path + 1] = env!("CARGO_BIN_EXE_ttl-sweeper-lambda").to_owned();
     // Nothing may leave the machine: a closed local port, no credentials.
-    let closed = [
-        "--endpoint-url",
-        "http://127.0.0.1:9",
-        "--region",
-        "us-east-1",
-    ];
+    let closed = "--endpoint-url http://127.0.0.1:9 --region us-east-1".split(' ');
     let no_credentials = LOCAL_AWS_ENV.iter().filter(|(k, _)| *k != "AWS_REGION");
     let out = std::process::Command::new(&cargo_lambda)
         .arg("lambda")
@@ -1075,7 +1037,7 @@ fn the_cargo_lambda_deploy_line_of_the_docs_passes_a_dry_run() {
 /// can point to it instead of keeping a second copy.
 #[test]
 fn the_crate_map_names_every_module() {
-    let lib = read(&Path::new(ROOT).join("src/lib.rs"));
+    let lib = file("src/lib.rs");
     let map: String = lib
         .lines()
         .filter_map(|l| l.strip_prefix("//!"))

@@ -14,8 +14,8 @@ fn read(path: &str) -> String {
 
 fn json_version(path: &str) -> String {
     let doc: serde_json::Value = serde_json::from_str(&read(path)).unwrap();
-    doc["version"]
-        .as_str()
+    let version = doc["version"].as_str();
+    version
         .unwrap_or_else(|| panic!("{path} has no version"))
         .to_owned()
 }
@@ -23,10 +23,8 @@ fn json_version(path: &str) -> String {
 /// The `version = "..."` line of a TOML table (the first one after `[header]`).
 fn toml_version(path: &str, header: &str) -> String {
     let text = read(path);
-    let table = text
-        .split_once(header)
-        .unwrap_or_else(|| panic!("{path} has no {header}"))
-        .1;
+    let table = text.split_once(header).map(|(_, table)| table);
+    let table = table.unwrap_or_else(|| panic!("{path} has no {header}"));
     table
         .lines()
         .find_map(|line| line.strip_prefix("version = \""))
@@ -58,10 +56,8 @@ fn every_manifest_has_the_crates_version() {
     versions.push((python, toml_version(python, "[project]")));
     versions.push(("Cargo.toml", toml_version("Cargo.toml", "[package]")));
     for (path, version) in versions {
-        assert_eq!(
-            version, VERSION,
-            "{path} is at {version}, Cargo.toml at {VERSION}"
-        );
+        let why = format!("{path} is at {version}, Cargo.toml at {VERSION}");
+        assert_eq!(version, VERSION, "{why}");
     }
 }
 
@@ -69,17 +65,13 @@ fn every_manifest_has_the_crates_version() {
 fn the_changelogs_top_entry_is_this_version() {
     let (version, date) = changelog_version(&read("CHANGELOG.md"))
         .expect("CHANGELOG.md has a `## [x.y.z] - date` entry");
-    let top = "CHANGELOG.md's top entry";
-    assert_eq!(
-        version, VERSION,
-        "{top} is {version}, Cargo.toml says {VERSION}"
-    );
-    let d = date.as_bytes();
+    let top = format!("CHANGELOG.md's top entry is {version}, Cargo.toml says {VERSION}");
+    assert_eq!(version, VERSION, "{top}");
+    let (d, digits) = (date.as_bytes(), date.replace('-', ""));
+    let dated = d.len() == 10 && d[4] == b'-' && d[7] == b'-';
+    let dated = dated && digits.bytes().all(|b| b.is_ascii_digit());
     assert!(
-        d.len() == 10
-            && d[4] == b'-'
-            && d[7] == b'-'
-            && date.replace('-', "").bytes().all(|b| b.is_ascii_digit()),
+        dated,
         "CHANGELOG.md's {version} entry has date {date:?}, expected YYYY-MM-DD"
     );
 }
@@ -88,10 +80,8 @@ fn the_changelogs_top_entry_is_this_version() {
 fn the_changelog_parser_reads_keep_a_changelog_headings() {
     let text =
         "# Changelog\n\n## [Unreleased]\n\n## [1.2.0] - 2026-01-02\n\n## [1.1.0] - 2025-01-01\n";
-    assert_eq!(
-        changelog_version(text),
-        Some(("1.2.0".into(), "2026-01-02".into()))
-    );
+    let top = Some(("1.2.0".into(), "2026-01-02".into()));
+    assert_eq!(changelog_version(text), top);
     assert_eq!(changelog_version("# Changelog\n\n## [Unreleased]\n"), None);
 }
 
@@ -149,9 +139,7 @@ fn without_default_features_the_crate_is_the_helper_library_alone() {
         .collect();
     let helpers = names.contains(&"sha2") && names.contains(&"chrono");
     assert!(helpers, "{tree}");
-    let heavy: std::collections::BTreeSet<&str> = names
-        .iter()
-        .copied()
+    let heavy: std::collections::BTreeSet<&str> = (names.iter().copied())
         .filter(|name| HEAVY.iter().any(|h| name.starts_with(h)))
         .collect();
     assert!(

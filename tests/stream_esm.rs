@@ -65,6 +65,20 @@ async fn function(table: &str, index: &str, endpoint: &str, name: &str) -> Runti
     function_with(table, index, endpoint, name, &[]).await
 }
 
+/// The index table holds the entry of every write of `app` that gave an item a new ttl, and the
+/// application's table is exactly as `app` wrote it.
+async fn assert_indexed_as_written(
+    client: &aws_sdk_dynamodb::Client,
+    (table, index): (&str, &str),
+    app: &AppWriter,
+    context: &str,
+) {
+    let entries = index_entries(client, index).await;
+    assert_eq!(entries, app.entries(), "{context}");
+    let items = items_by_id(client, table).await;
+    assert_eq!(items, app.expected(|_, _| false), "{context}");
+}
+
 /// Sweeps once by invoking `api` with the scheduled event's empty payload: the report.
 async fn sweep(api: &RuntimeApi, esm: &Esm<'_>) -> Value {
     let sweep = api.invoke(&json!({})).await;
@@ -111,33 +125,17 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
     assert_eq!(shard.len(), written, "{shard:#?}");
     esm.drain(&shard).await;
     let clean = |esm: &Esm| {
-        esm.destination.is_empty()
-            && esm
-                .deliveries
-                .iter()
-                .all(|d| d.answer == Answer::Failures(Vec::new()))
+        let ok = |d: &esm::Delivery| d.answer == Answer::Failures(Vec::new());
+        esm.destination.is_empty() && esm.deliveries.iter().all(ok)
     };
     assert!(clean(&esm), "{}", esm.context());
-    assert_eq!(
-        esm.deliveries.len(),
-        written.div_ceil(BATCH_SIZE),
-        "{}",
-        esm.context()
-    );
+    let batches = written.div_ceil(BATCH_SIZE);
+    assert_eq!(esm.deliveries.len(), batches, "{}", esm.context());
     // One entry per write that gave an item a new ttl (deleted items' included); the
     // application's table is exactly as written: the indexer neither writes nor deletes there.
     let entries = app.entries();
     assert_eq!(entries.len(), 31);
-    assert_eq!(
-        index_entries(&client, &index).await,
-        entries,
-        "{}",
-        esm.context()
-    );
-    assert_eq!(
-        items_by_id(&client, &table).await,
-        app.expected(|_, _| false)
-    );
+    assert_indexed_as_written(&client, (&table, &index), &app, &esm.context()).await;
 
     // A sweep by the same function deletes what has expired (the items written expired, found
     // in the window of their indexing) and removes the entries it judged, the deleted item's too.
@@ -148,10 +146,8 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
     );
     report.assert_fields("items_deleted=6 index_entries_removed=7 items_failed=0");
     let swept_by = |at: i64| move |_: &str, ttl: i64| ttl <= at;
-    assert_eq!(
-        items_by_id(&client, &table).await,
-        app.expected(swept_by(now))
-    );
+    let items = items_by_id(&client, &table).await;
+    assert_eq!(items, app.expected(swept_by(now)));
     let entries: Vec<_> = entries.into_iter().filter(|(_, ttl)| *ttl > now).collect();
     assert_eq!(index_entries(&client, &index).await, entries);
 
@@ -164,12 +160,8 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
     let kept = app.expected(swept_by(due_at));
     assert_eq!(kept.len(), 11, "{kept:?}");
     assert!(kept.contains_key("due-0") && kept.contains_key("due-1"));
-    assert_eq!(
-        items_by_id(&client, &table).await,
-        kept,
-        "{}",
-        esm.context()
-    );
+    let items = items_by_id(&client, &table).await;
+    assert_eq!(items, kept, "{}", esm.context());
     let entries: Vec<_> = entries.into_iter().filter(|(_, t)| *t > due_at).collect();
     assert_eq!(index_entries(&client, &index).await, entries);
 
@@ -247,11 +239,8 @@ async fn a_record_named_in_batch_item_failures_is_delivered_again_from_it_until_
     // The first batch: the answer names the stubborn item's first record, and only it (its
     // second record fails with it: the first failure of an item stops it).
     assert_eq!(d[0].sequences, sequences(&shard[..10]), "{context}");
-    assert_eq!(
-        d[0].answer,
-        Answer::Failures(vec![first.clone()]),
-        "{context}"
-    );
+    let names_first = Answer::Failures(vec![first.clone()]);
+    assert_eq!(d[0].answer, names_first, "{context}");
     // Delivered again from that record on (the records before it were checkpointed), twice.
     for again in &d[1..3] {
         assert_eq!(again.sequences, sequences(&shard[4..10]), "{context}");
@@ -266,15 +255,7 @@ async fn a_record_named_in_batch_item_failures_is_delivered_again_from_it_until_
 
     // Every record ends with its entry, the stubborn item's both ttls included; the
     // application's items are as it wrote them.
-    assert_eq!(
-        index_entries(&client, &index).await,
-        app.entries(),
-        "{context}"
-    );
-    assert_eq!(
-        items_by_id(&client, &table).await,
-        app.expected(|_, _| false)
-    );
+    assert_indexed_as_written(&client, (&table, &index), &app, &context).await;
 }
 
 // The proxy serves on the runtime's other worker while the test waits on the function.
@@ -312,9 +293,7 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
     // alone.
     assert_eq!(esm.destination, vec![stray[0].clone()], "{context}");
     let stray_sequence = sequence(&stray[0]).to_owned();
-    let alone = esm
-        .deliveries
-        .iter()
+    let alone = (esm.deliveries.iter())
         .filter(|d| d.sequences == [stray_sequence.clone()])
         .count();
     assert_eq!(alone, 1 + MAX_RETRIES as usize, "{context}");
@@ -331,12 +310,8 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
         }
     }
     // Bisected: the failed batches halved down to the stray record.
-    let failed_sizes: Vec<usize> = esm
-        .deliveries
-        .iter()
-        .filter(|d| d.failed())
-        .map(|d| d.sequences.len())
-        .collect();
+    let failed = esm.deliveries.iter().filter(|d| d.failed());
+    let failed_sizes: Vec<usize> = failed.map(|d| d.sequences.len()).collect();
     assert_eq!(failed_sizes, [10, 5, 3, 2, 1, 1, 1], "{context}");
     // A refused batch wrote nothing: no write reached DynamoDB while one ran. Every write went
     // to the index table, none named the stray item.
@@ -345,10 +320,8 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
     assert!(!writes.is_empty());
     for d in esm.deliveries.iter().filter(|d| d.failed()) {
         let (start, end) = (d.invocation.start.unwrap(), d.invocation.end.unwrap());
-        let during: Vec<_> = writes
-            .iter()
-            .filter(|w| (start..=end).contains(&w.at))
-            .collect();
+        let during = writes.iter().filter(|w| (start..=end).contains(&w.at));
+        let during: Vec<_> = during.collect();
         assert!(during.is_empty(), "{during:?} during {d:?}");
     }
     for w in &writes {
@@ -359,15 +332,7 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
     assert_eq!(ops, HashSet::from(["DescribeTable", "BatchWriteItem"]));
     // Every other record has its entry, the expired items' too (the indexer deletes nothing: a
     // sweep does); the application's items are as it wrote them, the stray one too, unindexed.
-    assert_eq!(
-        index_entries(&client, &index).await,
-        app.entries(),
-        "{context}"
-    );
-    assert_eq!(
-        items_by_id(&client, &table).await,
-        app.expected(|_, _| false)
-    );
+    assert_indexed_as_written(&client, (&table, &index), &app, &context).await;
     let strays = items_by_id(&client, &other).await;
     assert_eq!(strays["stray"], unwindowed("stray", now + 3600));
 }
@@ -380,18 +345,13 @@ async fn through_the_mapping_ttl_only_items_expire_with_a_sub_second_lag_and_lea
     const PERIOD: u64 = 5;
     let (client, table, index) = indexed_table("esm_lag", StreamViewType::NewAndOldImages).await;
     let indexer = function(&table, &index, &endpoint(), "lag-indexer").await;
-    let ticking = function_with(
-        &table,
-        &index,
-        &endpoint(),
-        "lag-sweeper",
-        &[
-            ("TICK_SECONDS", "1"),
-            ("SCHEDULE_SECONDS", &PERIOD.to_string()),
-            ("METRICS_NAMESPACE", "TtlSweeperTest"),
-        ],
-    )
-    .await;
+    let period = PERIOD.to_string();
+    let settings = [
+        ("TICK_SECONDS", "1"),
+        ("SCHEDULE_SECONDS", &period),
+        ("METRICS_NAMESPACE", "TtlSweeperTest"),
+    ];
+    let ticking = function_with(&table, &index, &endpoint(), "lag-sweeper", &settings).await;
     let mut stream = Stream::of(&client, &table).await;
     let mut esm = Esm::new(&indexer, BATCH_SIZE);
 
@@ -432,12 +392,8 @@ async fn through_the_mapping_ttl_only_items_expire_with_a_sub_second_lag_and_lea
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let left: Vec<&String> = ttls.keys().filter(|id| !gone.contains_key(*id)).collect();
-    assert!(
-        left.is_empty(),
-        "left: {left:?}\n{}\n{}",
-        esm.context(),
-        ticking.log_text()
-    );
+    let (context, log) = (esm.context(), ticking.log_text());
+    assert!(left.is_empty(), "left: {left:?}\n{context}\n{log}");
     assert!(esm.destination.is_empty(), "{}", esm.context());
     let mut lags: Vec<f64> = (gone.iter()).map(|(id, at)| at - ttls[id] as f64).collect();
     lags.sort_by(f64::total_cmp);

@@ -75,6 +75,25 @@ impl Follower {
         self.daemon.signal(signal)
     }
 
+    /// Waits (`secs` at the most) until none of `ids` is left in `table`: when each went.
+    async fn all_gone(
+        &self,
+        client: &Client,
+        table: &str,
+        ids: &[String],
+        secs: u64,
+        what: &str,
+    ) -> BTreeMap<String, f64> {
+        let gone = watch_gone(client, table, ids, Duration::from_secs(secs)).await;
+        let left: Vec<&String> = ids.iter().filter(|id| !gone.contains_key(*id)).collect();
+        assert!(
+            left.is_empty(),
+            "{what}: {left:?} left\n{}",
+            self.log_text()
+        );
+        gone
+    }
+
     /// The report the follower logged when it stopped.
     fn final_report(&self) -> serde_json::Value {
         let text = self.log_text();
@@ -141,6 +160,19 @@ async fn entries_until(
     }
 }
 
+/// Sleeps until the wall clock reads `at` (epoch seconds).
+async fn sleep_until(at: f64) {
+    tokio::time::sleep(Duration::from_secs_f64((at - wall_clock()).max(0.0))).await;
+}
+
+/// The application's table holds exactly what `app` wrote, but for the items `swept` picks.
+async fn assert_as_written(app: &AppWriter, swept: impl Fn(&str, i64) -> bool) {
+    assert_eq!(
+        items_by_id(&app.client, &app.table).await,
+        app.expected(swept)
+    );
+}
+
 /// `entries` whose ttl is after `after`.
 fn after(entries: Vec<(String, i64)>, after: i64) -> Vec<(String, i64)> {
     entries
@@ -169,46 +201,35 @@ async fn follow_stream_refuses_a_table_without_an_index_table_a_stream_or_new_im
         t.stream = Some(StreamViewType::NewImage)
     })
     .await;
-    for table in [&streamed, &gsi] {
-        let (code, _, err) =
-            run(local_cli().args(["run", "--follow-stream", "--table-name", table]));
+    // `run` with `flags` on `table`, the settings `env`: refused, naming `wants`.
+    let refused = |flags: &[&str], table: &str, env: &[(&str, &str)], wants: &[&str]| {
+        let mut cmd = local_cli();
+        cmd.arg("run").args(flags).args(["--table-name", table]);
+        cmd.envs(env.iter().copied());
+        let (code, _, err) = run(&mut cmd);
         assert_eq!(code, 2, "{err}");
-        assert!(
-            err.contains(&format!("table {table:?} has no expiry index table")),
-            "{err}"
-        );
-        assert!(err.contains("EXPIRY_INDEX_TABLE"), "{err}");
-        assert!(err.contains("`window` (String)"), "{err}");
-    }
-    let with_index = |cmd: &mut std::process::Command| {
-        cmd.env("EXPIRY_INDEX_TABLE", &index);
+        for want in wants {
+            assert!(err.contains(want), "{err}");
+        }
     };
-    let mut cmd = local_cli();
-    cmd.args(["run", "--follow-stream", "--table-name", &plain]);
-    with_index(&mut cmd);
-    let (code, _, err) = run(&mut cmd);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("has no stream enabled"), "{err}");
-    assert!(
-        err.contains(&format!("aws dynamodb update-table --table-name {plain} --stream-specification StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES")),
-        "{err}"
-    );
-    let mut cmd = local_cli();
-    cmd.args(["run", "--table-name", &keys_only])
-        .env("FOLLOW_STREAM", "true");
-    with_index(&mut cmd);
-    let (code, _, err) = run(&mut cmd);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("view type KEYS_ONLY"), "{err}");
-    assert!(err.contains("StreamEnabled=false"), "{err}");
+    for table in [&streamed, &gsi] {
+        let missing = format!("table {table:?} has no expiry index table");
+        let wants = [missing.as_str(), "EXPIRY_INDEX_TABLE", "`window` (String)"];
+        refused(&["--follow-stream"], table, &[], &wants);
+    }
+    let index = ("EXPIRY_INDEX_TABLE", index.as_str());
+    let enable = format!("aws dynamodb update-table --table-name {plain} --stream-specification StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES");
+    let wants = ["has no stream enabled", enable.as_str()];
+    refused(&["--follow-stream"], &plain, &[index], &wants);
+    let wants = ["view type KEYS_ONLY", "StreamEnabled=false"];
+    refused(&[], &keys_only, &[index, ("FOLLOW_STREAM", "true")], &wants);
     // Not a boolean: refused before anything is read.
-    let mut cmd = local_cli();
-    cmd.args(["run", "--table-name", &keys_only])
-        .env("FOLLOW_STREAM", "maybe");
-    with_index(&mut cmd);
-    let (code, _, err) = run(&mut cmd);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("maybe"), "{err}");
+    refused(
+        &[],
+        &keys_only,
+        &[index, ("FOLLOW_STREAM", "maybe")],
+        &["maybe"],
+    );
 }
 
 #[tokio::test]
@@ -240,8 +261,7 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
 
     // Both kinds watched at once, so that each is seen gone when it goes.
     let watched: Vec<String> = expired.iter().chain(&due).cloned().collect();
-    let gone = watch_gone(&client, &table, &watched, Duration::from_secs(20)).await;
-    assert_eq!(gone.len(), watched.len(), "left: {gone:?}");
+    let gone = (daemon.all_gone(&client, &table, &watched, 20, "ttl-only writers")).await;
     for id in &expired {
         let at = gone[id];
         // Within a second or two (docs/BENCHMARKS.md); the bound leaves room for a busy machine.
@@ -266,10 +286,7 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     assert!(lags[0] > 0.0, "lags: {lags:?}");
     assert!(worst < 1.5, "lags: {lags:?}");
     // The live items are as written, and only their entries are left.
-    assert_eq!(
-        items_by_id(&client, &table).await,
-        app.expected(|_, ttl| ttl < now + 60)
-    );
+    assert_as_written(&app, |_, ttl| ttl < now + 60).await;
     let want = after(app.entries(), now + 60);
     assert_eq!(want.len(), live.len());
     let entries = entries_until(&client, &index, &want, Duration::from_secs(5)).await;
@@ -286,12 +303,7 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     app.delete("deleted").await;
     app.put(unwindowed("live-0", now + 7200)).await;
     let mut daemon = Follower::start(&tables, "second");
-    let gone = watch_gone(&client, &table, &later, Duration::from_secs(15)).await;
-    assert_eq!(
-        gone.len(),
-        later.len(),
-        "written while down, left: {gone:?}"
-    );
+    (daemon.all_gone(&client, &table, &later, 15, "written while down")).await;
     let present = items_by_id(&client, &table).await;
     assert_eq!(
         present.keys().collect::<Vec<_>>(),
@@ -313,21 +325,15 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     assert_eq!(report["skipped_records"], 0, "{report}");
     assert_eq!(report["trimmed"], 0, "{report}");
     assert_eq!(report["index"]["failed"], 0, "{report}");
-    let saved = get(
-        &client,
-        &checkpoint,
-        &format!("{table}/table:{index}#stream"),
-    )
-    .await;
+    let position = format!("{table}/table:{index}#stream");
+    let saved = get(&client, &checkpoint, &position).await;
     let everything = scan_all(&client, &checkpoint).await;
     let saved = saved.unwrap_or_else(|| panic!("no position saved: {everything:?}"));
-    assert!(
-        saved["streamPosition"]
-            .as_s()
-            .unwrap()
-            .contains("\"after\""),
-        "{saved:?}"
-    );
+    let after = saved["streamPosition"]
+        .as_s()
+        .unwrap()
+        .contains("\"after\"");
+    assert!(after, "{saved:?}");
 }
 
 #[tokio::test]
@@ -352,19 +358,13 @@ async fn rewrites_and_unusable_ttls_delete_nothing_live_and_never_stop_the_shard
     // ... and after them, an item the shard must still reach.
     app.put(unwindowed("after", now + 2)).await;
 
-    let gone = watch_gone(&client, &table, &["after".into()], Duration::from_secs(10)).await;
-    assert_eq!(
-        gone.len(),
-        1,
-        "the record after the unusable ones was not handled"
-    );
+    let after = ["after".into()];
+    let what = "the record after the unusable ones was not handled";
+    daemon.all_gone(&client, &table, &after, 10, what).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     // Everything else is there, as written; the entries of the first ttls went once their ttl
     // passed (they deleted nothing), the unusable ttls have none.
-    assert_eq!(
-        items_by_id(&client, &table).await,
-        app.expected(|id, _| id == "after")
-    );
+    assert_as_written(&app, |id, _| id == "after").await;
     let want: Vec<(String, i64)> = extended.iter().map(|id| (id.clone(), now + 3600)).collect();
     let entries = entries_until(&client, &index, &want, Duration::from_secs(5)).await;
     assert_eq!(entries, want);
@@ -453,13 +453,7 @@ async fn expired_iterators_trimmed_records_and_refused_entries_are_recovered_or_
     tokio::time::sleep(Duration::from_secs(1)).await;
     app.put(unwindowed("after-poison", now + 4)).await;
     due.extend(["throttled".to_string(), "after-poison".to_string()]);
-    let gone = watch_gone(&client, &table, &due, Duration::from_secs(40)).await;
-    assert_eq!(
-        gone.len(),
-        due.len(),
-        "left: {gone:?}\n{}",
-        daemon.log_text()
-    );
+    daemon.all_gone(&client, &table, &due, 40, "faulty").await;
     // Reading goes on after the trim, from the oldest record kept.
     let log = poll(
         Duration::from_secs(20),
@@ -469,34 +463,17 @@ async fn expired_iterators_trimmed_records_and_refused_entries_are_recovered_or_
     );
     assert!(log.contains("trimmed from the stream"), "{log}");
     app.put(unwindowed("after-trim", support::now() + 2)).await;
-    let gone = watch_gone(
-        &client,
-        &table,
-        &["after-trim".into()],
-        Duration::from_secs(15),
-    )
-    .await;
-    assert_eq!(
-        gone.len(),
-        1,
-        "not read after the trim:\n{}",
-        daemon.log_text()
-    );
+    let after = ["after-trim".into()];
+    daemon
+        .all_gone(&client, &table, &after, 15, "not read after the trim")
+        .await;
     // The poison item is there as written, without an entry; the others' entries are gone with
     // their items.
-    assert_eq!(
-        items_by_id(&client, &table).await,
-        app.expected(|id, _| id != "poison")
-    );
+    assert_as_written(&app, |id, _| id != "poison").await;
     let entries = entries_until(&client, &index, &[], Duration::from_secs(5)).await;
     assert!(entries.is_empty(), "{entries:?}");
     // The poison record's attempts end within about 5 s of backoff.
-    let log = poll(
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || daemon.log_text(),
-        |log| log.contains("failed every attempt"),
-    );
+    let log = daemon.daemon.wait_for_log("failed every attempt");
     assert!(log.contains("run `ttl-sweeper backfill`"), "{log}");
     assert!(daemon.signal(libc::SIGTERM).success());
     let report = daemon.final_report();
@@ -730,17 +707,11 @@ async fn a_demo_sized_run_through_the_fault_proxy_deletes_only_expired_items_and
     churn(&mut app, &mut rng, &mut changed, "r1", 10).await;
 
     // Killed; the application goes on while it is down; started again.
-    tokio::time::sleep(Duration::from_secs_f64(
-        (t0 as f64 + 4.0 - wall_clock()).max(0.0),
-    ))
-    .await;
+    sleep_until(t0 as f64 + 4.0).await;
     daemon.signal(libc::SIGKILL);
     churn(&mut app, &mut rng, &mut changed, "r2", 5).await;
     let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "second");
-    tokio::time::sleep(Duration::from_secs_f64(
-        (t0 as f64 + 7.0 - wall_clock()).max(0.0),
-    ))
-    .await;
+    sleep_until(t0 as f64 + 7.0).await;
     churn(&mut app, &mut rng, &mut changed, "r3", 5).await;
 
     // Once the last short ttl has passed: every item whose ttl passed is gone, every other one is
@@ -751,8 +722,7 @@ async fn a_demo_sized_run_through_the_fault_proxy_deletes_only_expired_items_and
         .filter(|t| *t < t0 + 600)
         .max()
         .unwrap();
-    let wait = last as f64 + 0.5 - wall_clock();
-    tokio::time::sleep(Duration::from_secs_f64(wait.max(0.0))).await;
+    sleep_until(last as f64 + 0.5).await;
     let expected = app.expected(short);
     let started = Instant::now();
     let mut present = items_by_id(&client, &table).await;
@@ -852,9 +822,11 @@ async fn an_orm_that_knows_nothing_of_the_sweeper_writes_and_only_its_expired_it
     plan.extend((0..5).map(|i| serde_json::json!([format!("late-{i}"), -5])));
     plan.extend((0..10).map(|i| serde_json::json!([format!("live-{i}"), 3600])));
     plan.extend((0..5).map(|i| serde_json::json!([format!("none-{i}"), null])));
-    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/orm_writer.py");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (python, script) = (
+        root.join(".venv/bin/python"),
+        root.join("tests/fixtures/orm_writer.py"),
+    );
     let out = std::process::Command::new(&python)
         .arg(&script)
         .args([

@@ -12,7 +12,7 @@ use support::mem_store::{Fault, MemStore, Op, When};
 use support::*;
 use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::indexer::index_records;
+use ttl_sweeper::indexer::{index_records, Indexed};
 use ttl_sweeper::lambda::stream::index_batch;
 use ttl_sweeper::store::{key_to_json, DynamoStore, ErrorKind, Key};
 
@@ -44,6 +44,22 @@ fn batch(records: Vec<Value>) -> Value {
     json!({ "Records": records })
 }
 
+/// The batch of `records` as the Lambda handler parses it.
+fn parsed(records: Vec<Value>) -> aws_lambda_events::dynamodb::Event {
+    serde_json::from_value(batch(records)).unwrap()
+}
+
+/// `records` indexed by [`index_records`] for `sweeper`.
+async fn index_all(sweeper: &Sweeper<DynamoStore>, records: Vec<Value>) -> Indexed {
+    index_records(
+        sweeper.store(),
+        sweeper.schema(),
+        &clock,
+        &parsed(records).records,
+    )
+    .await
+}
+
 /// A table with a stream and no GSI, its expiry index table, and a sweeper of it (`pairs`: more
 /// settings): (client, table, index table, sweeper).
 async fn setup(
@@ -64,15 +80,16 @@ async fn setup(
 
 /// The entries of the index table, by the id of their item.
 async fn entries_by_item(client: &aws_sdk_dynamodb::Client, index: &str) -> Vec<(String, Key)> {
+    let by_item = |e: Key| {
+        let AV::M(key) = &e["key"] else {
+            panic!("{e:?}")
+        };
+        (key["id"].as_s().unwrap().clone(), e)
+    };
     let mut entries: Vec<(String, Key)> = scan_all(client, index)
         .await
         .into_iter()
-        .map(|e| {
-            let AV::M(key) = &e["key"] else {
-                panic!("{e:?}")
-            };
-            (key["id"].as_s().unwrap().clone(), e)
-        })
+        .map(by_item)
         .collect();
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     entries
@@ -115,9 +132,7 @@ async fn items_written_with_only_a_ttl_get_entries_the_table_is_not_written_and_
     assert_eq!(table_items, written);
 
     // The same batch again (at-least-once delivery): the same entries.
-    let parsed: aws_lambda_events::dynamodb::Event =
-        serde_json::from_value(batch(records.clone())).unwrap();
-    let again = index_records(sweeper.store(), sweeper.schema(), &clock, &parsed.records).await;
+    let again = index_all(&sweeper, records.clone()).await;
     assert!(again.failures.is_empty(), "{:?}", again.report);
     let r = &again.report;
     assert_eq!((r.entries_written, r.expired_when_written), (2, 1), "{r:?}");
@@ -163,17 +178,11 @@ async fn an_entry_left_by_a_ttl_extended_or_removed_or_an_item_deleted_deletes_n
         extend_ttl(&client, &table, id_key("extended"), now + 3600).await;
         put_one(&client, &table, bare("no-longer", None)).await;
         delete_one(&client, &table, "deleted").await;
-        put_one(
-            &client,
-            &table,
-            bare("rewritten", Some(AV::S("later".into()))),
-        )
-        .await;
+        let rewritten = bare("rewritten", Some(AV::S("later".into())));
+        put_one(&client, &table, rewritten).await;
 
-        tokio::time::sleep(std::time::Duration::from_millis(
-            ((due + 1) * 1000 - clock().millis()).max(0) as u64,
-        ))
-        .await;
+        let wait = ((due + 1) * 1000 - clock().millis()).max(0) as u64;
+        tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
         let report = sweeper.sweep(clock(), &Stop::never()).await;
         assert!(report.is_success(), "{mode}: {report:?}");
         assert_eq!(report.items_deleted, 1, "{mode}: only `due`: {report:?}");
@@ -190,11 +199,9 @@ async fn an_entry_left_by_a_ttl_extended_or_removed_or_an_item_deleted_deletes_n
 async fn a_modify_that_keeps_the_ttl_writes_nothing_and_one_that_changes_it_writes_an_entry() {
     let (client, _table, index, sweeper) = setup("index_modify", &[]).await;
     let now = now();
-    let (before, same, longer) = (
-        unwindowed("a", now + 300),
-        bare("a", Some(num(now + 300))),
-        unwindowed("a", now + 900),
-    );
+    let before = unwindowed("a", now + 300);
+    let same = bare("a", Some(num(now + 300)));
+    let longer = unwindowed("a", now + 900);
     let mut touched = same.clone();
     touched.insert("payload".into(), AV::S("changed".into()));
     let records = vec![
@@ -203,21 +210,13 @@ async fn a_modify_that_keeps_the_ttl_writes_nothing_and_one_that_changes_it_writ
         record_with("MODIFY", 3, &longer, Some(&touched)),
         record_with("REMOVE", 4, &longer, Some(&longer)),
     ];
-    let parsed: aws_lambda_events::dynamodb::Event =
-        serde_json::from_value(batch(records)).unwrap();
-    let indexed = index_records(sweeper.store(), sweeper.schema(), &clock, &parsed.records).await;
+    let indexed = index_all(&sweeper, records).await;
     let r = &indexed.report;
     assert!(indexed.failures.is_empty(), "{r:?}");
-    assert_eq!(
-        (r.entries_written, r.ttl_unchanged, r.removes),
-        (2, 1, 1),
-        "{r:?}"
-    );
-    let ttls: Vec<AV> = entries_by_item(&client, &index)
-        .await
-        .into_iter()
-        .map(|(_, e)| e["ttl"].clone())
-        .collect();
+    let counts = (r.entries_written, r.ttl_unchanged, r.removes);
+    assert_eq!(counts, (2, 1, 1), "{r:?}");
+    let entries = entries_by_item(&client, &index).await.into_iter();
+    let ttls: Vec<AV> = entries.map(|(_, e)| e["ttl"].clone()).collect();
     assert_eq!(ttls.len(), 2);
     assert!(ttls.contains(&num(now + 300)) && ttls.contains(&num(now + 900)));
 }
@@ -226,16 +225,12 @@ async fn a_modify_that_keeps_the_ttl_writes_nothing_and_one_that_changes_it_writ
 async fn a_malformed_record_is_answered_by_its_sequence_number_and_fails_only_its_own_item() {
     let (client, table, index, sweeper) = setup("index_bad", &[]).await;
     let now = now();
-    let (first, later, other) = (
-        unwindowed("a", now + 300),
-        unwindowed("a", now + 600),
-        unwindowed("b", now + 300),
-    );
+    let first = unwindowed("a", now + 300);
+    let later = unwindowed("a", now + 600);
+    let other = unwindowed("b", now + 300);
     let mut keyless = record("MODIFY", 7, &first);
-    keyless["dynamodb"]["NewImage"]
-        .as_object_mut()
-        .unwrap()
-        .remove("id");
+    let image = keyless["dynamodb"]["NewImage"].as_object_mut().unwrap();
+    image.remove("id");
     let mut imageless = record("INSERT", 9, &other);
     imageless["dynamodb"]
         .as_object_mut()
@@ -258,11 +253,8 @@ async fn a_malformed_record_is_answered_by_its_sequence_number_and_fails_only_it
         { "itemIdentifier": format!("{:021}", 9) },
     ]});
     assert_eq!(answer, failures);
-    let ids: Vec<String> = entries_by_item(&client, &index)
-        .await
-        .into_iter()
-        .map(|(id, _)| id)
-        .collect();
+    let entries = entries_by_item(&client, &index).await.into_iter();
+    let ids: Vec<String> = entries.map(|(id, _)| id).collect();
     assert!(ids.contains(&"c".to_string()), "{ids:?}");
 
     // A batch that is not DynamoDB Streams records fails as a whole.
@@ -315,16 +307,15 @@ async fn records_whose_entries_are_not_written_are_delivered_again() {
         record("MODIFY", 2, &item("a", 1_800_000_200)),
         record("INSERT", 3, &item("b", 1_800_000_100)),
     ];
-    let parsed: aws_lambda_events::dynamodb::Event =
-        serde_json::from_value(batch(records)).unwrap();
+    let records = parsed(records).records;
     let at = || Timestamp::from_secs(1_800_000_000);
-    let failed = index_records(&store, &schema, &at, &parsed.records).await;
+    let failed = index_records(&store, &schema, &at, &records).await;
     let mut failures = failed.failures.clone();
     failures.sort();
     assert_eq!(failures, [format!("{:021}", 1), format!("{:021}", 3)]);
     assert_eq!(failed.report.failed, 2);
     assert_eq!(store.entry_count(), 0);
-    let again = index_records(&store, &schema, &at, &parsed.records).await;
+    let again = index_records(&store, &schema, &at, &records).await;
     assert!(again.failures.is_empty(), "{:?}", again.report);
     assert_eq!(store.entry_count(), 3);
 }
@@ -350,23 +341,14 @@ async fn an_entry_left_unprocessed_fails_only_its_own_record_not_those_written_b
         record("MODIFY", 3, &unwindowed("b", now + 600)),
         record("INSERT", 4, &unwindowed("c", now + 300)),
     ];
-    let parsed: aws_lambda_events::dynamodb::Event =
-        serde_json::from_value(batch(records)).unwrap();
-    let indexed = index_records(&through, sweeper.schema(), &clock, &parsed.records).await;
-    assert_eq!(
-        indexed.failures,
-        [format!("{:021}", 2)],
-        "{:?}",
-        indexed.report
-    );
+    let records = parsed(records).records;
+    let indexed = index_records(&through, sweeper.schema(), &clock, &records).await;
     let r = &indexed.report;
+    assert_eq!(indexed.failures, [format!("{:021}", 2)], "{r:?}");
     assert_eq!((r.entries_written, r.failed), (2, 1), "{r:?}");
     assert!(r.errors[0].contains("unprocessed"), "{r:?}");
-    let ids: Vec<String> = entries_by_item(&client, &index)
-        .await
-        .into_iter()
-        .map(|(id, _)| id)
-        .collect();
+    let entries = entries_by_item(&client, &index).await.into_iter();
+    let ids: Vec<String> = entries.map(|(id, _)| id).collect();
     assert_eq!(ids, ["a", "c"]);
     assert!(proxy.stats.faults_total() >= 2);
 }

@@ -12,12 +12,15 @@ use aws_lambda_events::dynamodb::EventRecord;
 use serde_json::Value;
 use ttl_sweeper::streams::is_expiry_removal;
 
+/// The vectors' file.
+const VECTORS: &str = "spec/expiry-removal-vectors.json";
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn vectors() -> Vec<Value> {
-    let text = std::fs::read_to_string(root().join("spec/expiry-removal-vectors.json")).unwrap();
+    let text = std::fs::read_to_string(root().join(VECTORS)).unwrap();
     let doc: Value = serde_json::from_str(&text).unwrap();
     let vectors = doc["vectors"].as_array().unwrap().clone();
     assert!(vectors.len() >= 20);
@@ -35,12 +38,9 @@ fn snippet(language: &str) -> String {
         .find(|s| s.starts_with("Telling expiries from deletes in DynamoDB Streams"))
         .expect("docs/events.md has the Streams section");
     let fence = format!("```{language}\n");
-    let start = section
-        .find(&fence)
-        .unwrap_or_else(|| panic!("no {language} block in the Streams section"))
-        + fence.len();
-    let len = section[start..].find("```").unwrap();
-    section[start..start + len].to_owned()
+    let block = section.split_once(&fence).map(|(_, rest)| rest);
+    let block = block.unwrap_or_else(|| panic!("no {language} block in the Streams section"));
+    block[..block.find("```").unwrap()].to_owned()
 }
 
 /// Compares a snippet's answers with the vectors' expectations.
@@ -65,16 +65,22 @@ fn work_dir(name: &str) -> PathBuf {
 }
 
 fn run(cmd: &mut Command, what: &str) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = cmd.output();
+    let out = out.unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), &out.stderr);
+    let stderr = String::from_utf8_lossy(stderr);
+    assert!(out.status.success(), "{what} failed: {stdout}\n{stderr}");
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// Writes `code` to `file` and runs it with `program`, the vectors' file its argument: what it
+/// printed.
+fn run_on_vectors(program: &str, file: &Path, code: &str) -> String {
+    std::fs::write(file, code).unwrap();
+    run(
+        Command::new(program).arg(file).arg(root().join(VECTORS)),
+        program,
+    )
 }
 
 #[test]
@@ -92,24 +98,13 @@ fn the_library_agrees_with_every_vector() {
 
 #[test]
 fn the_python_snippet_agrees_with_every_vector() {
-    let dir = work_dir("python");
-    let script = dir.join("check.py");
-    std::fs::write(
-        &script,
-        format!(
-            "{}\n\nimport json, sys\nvectors = json.load(open(sys.argv[1]))[\"vectors\"]\n\
-             print(json.dumps([is_expiry_removal(v[\"record\"], v[\"ttl_attribute\"]) \
-             for v in vectors]))\n",
-            snippet("python")
-        ),
-    )
-    .unwrap();
-    let out = run(
-        Command::new("python3")
-            .arg(&script)
-            .arg(root().join("spec/expiry-removal-vectors.json")),
-        "python3",
+    let script = format!(
+        "{}\n\nimport json, sys\nvectors = json.load(open(sys.argv[1]))[\"vectors\"]\n\
+         print(json.dumps([is_expiry_removal(v[\"record\"], v[\"ttl_attribute\"]) \
+         for v in vectors]))\n",
+        snippet("python")
     );
+    let out = run_on_vectors("python3", &work_dir("python").join("check.py"), &script);
     check(&out, "the Python snippet");
 }
 
@@ -147,20 +142,10 @@ fn the_typescript_snippet_type_checks_and_agrees_with_every_vector() {
         ]),
         "tsc",
     );
-    let harness = dir.join("check.cjs");
-    std::fs::write(
-        &harness,
-        "const { isExpiryRemoval } = require('./out/snippet.js');\n\
+    let harness = "const { isExpiryRemoval } = require('./out/snippet.js');\n\
          const vectors = JSON.parse(require('fs').readFileSync(process.argv[2], 'utf8')).vectors;\n\
-         console.log(JSON.stringify(vectors.map(v => isExpiryRemoval(v.record, v.ttl_attribute))));\n",
-    )
-    .unwrap();
-    let out = run(
-        Command::new("node")
-            .arg(&harness)
-            .arg(root().join("spec/expiry-removal-vectors.json")),
-        "node",
-    );
+         console.log(JSON.stringify(vectors.map(v => isExpiryRemoval(v.record, v.ttl_attribute))));\n";
+    let out = run_on_vectors("node", &dir.join("check.cjs"), harness);
     check(&out, "the TypeScript snippet");
 }
 
@@ -169,5 +154,5 @@ fn the_typescript_snippet_type_checks_and_agrees_with_every_vector() {
 fn the_snippets_are_the_ones_in_the_docs() {
     assert!(snippet("python").contains("def is_expiry_removal("));
     assert!(snippet("typescript").contains("export function isExpiryRemoval("));
-    assert!(Path::new(&root().join("spec/expiry-removal-vectors.json")).exists());
+    assert!(root().join(VECTORS).exists());
 }

@@ -3,6 +3,7 @@
 
 use std::process::Command;
 
+use crate::support::run;
 use serde_json::Value;
 use ttl_sweeper::expiry::window::{parse_ttl, window_attribute};
 
@@ -11,10 +12,6 @@ fn spec(file: &str, section: &str) -> Vec<Value> {
     let path = format!("{}/spec/{file}", env!("CARGO_MANIFEST_DIR"));
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     doc[section].as_array().unwrap().clone()
-}
-
-fn vectors() -> Vec<Value> {
-    spec("window-vectors.json", "vectors")
 }
 
 fn key_bytes(pk: &Value) -> Vec<u8> {
@@ -28,7 +25,7 @@ fn key_bytes(pk: &Value) -> Vec<u8> {
 
 #[test]
 fn library_matches_every_vector() {
-    let vectors = vectors();
+    let vectors = spec("window-vectors.json", "vectors");
     assert!(vectors.len() >= 10);
     for v in &vectors {
         let ttl = parse_ttl(v["ttl"].as_str().unwrap()).unwrap();
@@ -41,31 +38,23 @@ fn library_matches_every_vector() {
 
 #[test]
 fn cli_matches_every_vector() {
-    for v in vectors() {
-        let out = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"))
+    for v in spec("window-vectors.json", "vectors") {
+        let (code, printed, stderr) = run(Command::new(env!("CARGO_BIN_EXE_ttl-sweeper"))
             .env_clear()
             .args(["window", v["ttl"].as_str().unwrap()])
             .args(["--window-seconds", &v["window_seconds"].to_string()])
             .args(["--shards", &v["shards"].to_string()])
-            .args(["--key", &v["partition_key"].to_string()])
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{v}: {stderr}");
-        let printed = String::from_utf8(out.stdout).unwrap();
+            .args(["--key", &v["partition_key"].to_string()]));
+        assert_eq!(code, 0, "{v}: {stderr}");
         assert_eq!(printed.trim(), v["attribute"].as_str().unwrap(), "{v}");
     }
-}
-
-/// `spec/expiry-vectors.json`: the edge cases the npm and PyPI helper packages are also held to.
-fn edge_vectors(section: &str) -> Vec<Value> {
-    spec("expiry-vectors.json", section)
 }
 
 #[test]
 fn library_matches_the_edge_case_windows() {
     use ttl_sweeper::expiry::TtlError;
-    let vectors = edge_vectors("windows");
+    // spec/expiry-vectors.json: the edge cases the npm and PyPI helper packages are also held to.
+    let vectors = spec("expiry-vectors.json", "windows");
     assert!(vectors.iter().any(|v| v.get("error").is_some()));
     for v in &vectors {
         let width = v["window_seconds"].as_u64().unwrap() as u32;
@@ -86,7 +75,7 @@ fn library_matches_the_edge_case_windows() {
 fn expiry_check_matches_the_vectors() {
     use aws_sdk_dynamodb::types::AttributeValue;
     use std::collections::HashMap;
-    let cases = edge_vectors("is_expired");
+    let cases = spec("expiry-vectors.json", "is_expired");
     assert!(
         cases.iter().any(|c| c["expected"] == true) && cases.iter().any(|c| c["expected"] == false)
     );
