@@ -39,9 +39,8 @@ impl Settings {
     }
 
     /// The tables of `ttl-sweeper run`, which sweeps every `every` (`--every`): as
-    /// [`Settings::validate_tables`], with `every` the period between sweeps that `LEADER_LEASE`
-    /// must outlast twice. `TICK_SECONDS`, the Lambda's tick period, is refused: `run` would not
-    /// use it.
+    /// [`Settings::validate_tables`], `LEADER_LEASE` outlasting two `every`; `TICK_SECONDS`, the
+    /// Lambda's, is refused.
     pub fn validate_run(&self, every: Duration) -> Result<Vec<Config>, ConfigError> {
         let tick = get(self.tick_seconds.as_deref(), &TICK_SECONDS)?;
         if !(tick.eq_ignore_ascii_case("off") || tick == "0") {
@@ -57,21 +56,16 @@ impl Settings {
 
     /// [`Settings::validate_tables`], the sweeps coming as `sweeps` says.
     fn tables_swept(&self, sweeps: Sweeps) -> Result<Vec<Config>, ConfigError> {
-        let mut each = Vec::new();
-        for name in self.table_names() {
-            each.push(Settings {
-                table_name: vec![name],
-                tables: None,
-                ..self.clone()
-            });
-        }
+        let one = |table_name| Settings {
+            table_name,
+            tables: None,
+            ..self.clone()
+        };
+        let names = self.table_names().into_iter();
+        let mut each: Vec<Settings> = names.map(|name| one(vec![name])).collect();
         if let Some(raw) = self.tables.as_deref().filter(|raw| given(Some(raw))) {
             for entry in table_entries(raw)? {
-                let mut settings = Settings {
-                    table_name: Vec::new(),
-                    tables: None,
-                    ..self.clone()
-                };
+                let mut settings = one(Vec::new());
                 for (var, value) in entry {
                     let field = PER_TABLE.iter().find(|(s, _)| s.var == var);
                     match field {
@@ -130,23 +124,19 @@ impl Settings {
     }
 
     /// The one table of `ttl-sweeper backfill` ([`Settings::validate_one`]). Backfill publishes
-    /// no expiry events, so of their settings it reads only `EXPIRY_EVENTS_MODE`, the sweepers':
-    /// with `archive` only a `dry_run` is accepted, since a backfill deletes the items it finds
-    /// already expired without publishing their expiry events.
+    /// no expiry events: of their settings it reads only `EXPIRY_EVENTS_MODE`, and with `archive`
+    /// accepts only a `dry_run`.
     pub fn validate_backfill(&self, dry_run: bool) -> Result<Config, ConfigError> {
         let mode = get(self.expiry_events_mode.as_deref(), &EXPIRY_EVENTS_MODE)?;
-        match mode.to_ascii_lowercase().as_str() {
-            "notify" => {}
-            "archive" if dry_run => {}
-            "archive" => {
-                let problem = "backfill deletes the items it finds already expired without \
-                               publishing their expiry events, so they would not be archived. Run \
-                               it with --dry-run to count them, or without \
-                               EXPIRY_EVENTS_MODE=archive if those items need no archive"
-                    .to_owned();
-                return Err(rejected(&EXPIRY_EVENTS_MODE, &mode, problem));
-            }
-            _ => return Err(invalid(&EXPIRY_EVENTS_MODE, &mode)),
+        if choice(Some(&mode), &EXPIRY_EVENTS_MODE, EVENTS_MODES)? == EventsMode::Archive
+            && !dry_run
+        {
+            let problem = "backfill deletes the items it finds already expired without publishing \
+                           their expiry events, so they would not be archived. Run it with \
+                           --dry-run to count them, or without EXPIRY_EVENTS_MODE=archive if those \
+                           items need no archive"
+                .to_owned();
+            return Err(rejected(&EXPIRY_EVENTS_MODE, &mode, problem));
         }
         let without_events = Settings {
             expiry_events: None,
@@ -163,9 +153,9 @@ impl Settings {
         names.filter(|n| !n.is_empty()).map(str::to_owned).collect()
     }
 
-    /// Validates every setting, defaulting those absent or blank ([`SETTINGS`]): the one place raw
-    /// values become a [`Config`]. Every error names the variable and its flag and what it accepts.
-    /// For the one table `TABLE_NAME` names ([`Settings::validate_tables`] reads several).
+    /// Validates every setting, defaulting those absent or blank: the one place raw values become
+    /// a [`Config`], for the one table `TABLE_NAME` names. Every error names the variable, its
+    /// flag and what it accepts.
     pub fn validate(&self) -> Result<Config, ConfigError> {
         self.validate_swept(Sweeps::Settings)
     }
@@ -182,22 +172,10 @@ impl Settings {
                 })
             }
         };
-        let delete_mode = {
-            let raw = get(self.delete_mode.as_deref(), &DELETE_MODE)?;
-            match raw.to_ascii_lowercase().as_str() {
-                "batch" => DeleteMode::Batch,
-                "conditional" => DeleteMode::Conditional,
-                _ => return Err(invalid(&DELETE_MODE, &raw)),
-            }
-        };
         let mut config = Config {
             table_name: name(table_name.as_deref(), &TABLE_NAME, true)?,
             index_name: name(self.index_name.as_deref(), &INDEX_NAME, false)?,
-            expiry_index_table: match get(self.expiry_index_table.as_deref(), &EXPIRY_INDEX_TABLE)?
-            {
-                raw if raw.is_empty() => None,
-                raw => Some(name(Some(&raw), &EXPIRY_INDEX_TABLE, true)?),
-            },
+            expiry_index_table: table(self.expiry_index_table.as_deref(), &EXPIRY_INDEX_TABLE)?,
             ttl_attribute: attribute(self.ttl_attribute.as_deref(), &TTL_ATTRIBUTE)?,
             window_attribute: attribute(self.window_attribute.as_deref(), &WINDOW_ATTRIBUTE)?,
             window_seconds: window_seconds(self.window_seconds.as_deref())?,
@@ -207,7 +185,7 @@ impl Settings {
                 0,
                 10_000,
             )? as u32,
-            delete_mode,
+            delete_mode: choice(self.delete_mode.as_deref(), &DELETE_MODE, DELETE_MODES)?,
             max_concurrency: number(self.max_concurrency.as_deref(), &MAX_CONCURRENCY, 1, 256)?
                 as usize,
             max_retries: number(self.max_retries.as_deref(), &MAX_RETRIES, 0, 30)? as u32,
@@ -223,10 +201,7 @@ impl Settings {
             },
             schedule_seconds: number(self.schedule_seconds.as_deref(), &SCHEDULE_SECONDS, 1, 3600)?
                 as u32,
-            checkpoint_table: match get(self.checkpoint_table.as_deref(), &CHECKPOINT_TABLE)? {
-                raw if raw.is_empty() => None,
-                raw => Some(name(Some(&raw), &CHECKPOINT_TABLE, true)?),
-            },
+            checkpoint_table: table(self.checkpoint_table.as_deref(), &CHECKPOINT_TABLE)?,
             max_catchup_seconds: {
                 let raw = get(self.max_catchup.as_deref(), &MAX_CATCHUP)?;
                 parse_duration(&raw)
@@ -251,23 +226,20 @@ impl Settings {
                         .map_err(|problem| rejected(&EXPIRY_EVENTS, &raw, problem))?,
                 ),
             },
-            expiry_events_mode: {
-                let raw = get(self.expiry_events_mode.as_deref(), &EXPIRY_EVENTS_MODE)?;
-                match raw.to_ascii_lowercase().as_str() {
-                    "notify" => EventsMode::Notify,
-                    "archive" => EventsMode::Archive,
-                    _ => return Err(invalid(&EXPIRY_EVENTS_MODE, &raw)),
-                }
-            },
-            expiry_events_item: {
-                let raw = get(self.expiry_events_item.as_deref(), &EXPIRY_EVENTS_ITEM)?;
-                match raw.to_ascii_lowercase().as_str() {
-                    "auto" => ItemSource::Auto,
-                    "read" => ItemSource::Read,
-                    "off" => ItemSource::Off,
-                    _ => return Err(invalid(&EXPIRY_EVENTS_ITEM, &raw)),
-                }
-            },
+            expiry_events_mode: choice(
+                self.expiry_events_mode.as_deref(),
+                &EXPIRY_EVENTS_MODE,
+                EVENTS_MODES,
+            )?,
+            expiry_events_item: choice(
+                self.expiry_events_item.as_deref(),
+                &EXPIRY_EVENTS_ITEM,
+                &[
+                    ("auto", ItemSource::Auto),
+                    ("read", ItemSource::Read),
+                    ("off", ItemSource::Off),
+                ],
+            )?,
             metrics_namespace: {
                 // METRICS_NAMESPACE wins; unset, Powertools' POWERTOOLS_METRICS_NAMESPACE.
                 let powertools = self.powertools_metrics_namespace.as_deref();
@@ -275,17 +247,13 @@ impl Settings {
                 if !given(raw) && given(powertools) {
                     (raw, source.var) = (powertools, POWERTOOLS_METRICS_NAMESPACE);
                 }
-                let raw = get(raw, &source)?;
-                let ok = raw.len() <= 255
-                    && !raw.starts_with("AWS/")
-                    && raw.chars().all(|c| {
+                accepted(raw, &source, |raw| {
+                    let allowed = |c: char| {
                         c.is_ascii_alphanumeric()
                             || matches!(c, '.' | '-' | '_' | '/' | '#' | ':' | ' ')
-                    });
-                if !ok {
-                    return Err(invalid(&source, &raw));
-                }
-                raw
+                    };
+                    raw.len() <= 255 && !raw.starts_with("AWS/") && raw.chars().all(allowed)
+                })?
             },
         };
         config.shard_range = shard_range(
@@ -336,25 +304,18 @@ impl Settings {
                 partitions,
             });
         }
-        if config.expiry_events_mode == EventsMode::Archive {
-            if config.expiry_events.is_none() {
-                return Err(rejected(
-                    &EXPIRY_EVENTS_MODE,
-                    "archive",
-                    "archive mode needs a sink: set EXPIRY_EVENTS".to_owned(),
-                ));
-            }
-            if config.delete_mode != DeleteMode::Conditional {
-                return Err(rejected(
-                    &EXPIRY_EVENTS_MODE,
-                    "archive",
-                    format!(
-                        "archive mode needs DELETE_MODE=conditional (DELETE_MODE is {}): a batch \
-                         delete cannot tell a ttl extended while the event was published",
-                        config.delete_mode
-                    ),
-                ));
-            }
+        let archive_problem = match (&config.expiry_events, config.delete_mode) {
+            _ if config.expiry_events_mode != EventsMode::Archive => None,
+            (None, _) => Some("archive mode needs a sink: set EXPIRY_EVENTS".to_owned()),
+            (_, DeleteMode::Batch) => Some(
+                "archive mode needs DELETE_MODE=conditional (DELETE_MODE is batch): a batch delete \
+                 cannot tell a ttl extended while the event was published"
+                    .to_owned(),
+            ),
+            (_, DeleteMode::Conditional) => None,
+        };
+        if let Some(problem) = archive_problem {
+            return Err(rejected(&EXPIRY_EVENTS_MODE, "archive", problem));
         }
         if config.ttl_attribute == config.window_attribute {
             return Err(ConfigError::Invalid {
@@ -366,6 +327,18 @@ impl Settings {
         Ok(config)
     }
 }
+
+/// `DELETE_MODE`'s values.
+const DELETE_MODES: &[(&str, DeleteMode)] = &[
+    ("batch", DeleteMode::Batch),
+    ("conditional", DeleteMode::Conditional),
+];
+
+/// `EXPIRY_EVENTS_MODE`'s values.
+const EVENTS_MODES: &[(&str, EventsMode)] = &[
+    ("notify", EventsMode::Notify),
+    ("archive", EventsMode::Archive),
+];
 
 /// How often a command sweeps, for the checks that depend on it.
 #[derive(Debug, Clone, Copy)]
@@ -646,52 +619,25 @@ mod tests {
 
     #[test]
     fn bad_expiry_events_settings_say_what_is_wrong() {
-        #[allow(clippy::type_complexity)]
-        let cases: &[(&[(&str, &str)], &str, &str)] = &[
-            (
-                &[("EXPIRY_EVENTS", "kafka:topic")],
-                "EXPIRY_EVENTS",
-                "unknown sink scheme",
-            ),
-            (
-                &[("EXPIRY_EVENTS", "sqs:")],
-                "EXPIRY_EVENTS",
-                "empty target",
-            ),
-            (
-                &[("EXPIRY_EVENTS", "eventbridge")],
-                "EXPIRY_EVENTS",
-                "no sink scheme",
-            ),
-            (
-                &[("EXPIRY_EVENTS", "sqs:not-a-url")],
-                "EXPIRY_EVENTS",
-                "not a queue URL",
-            ),
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[("EXPIRY_EVENTS", "kafka:topic")], "unknown sink scheme"),
+            (&[("EXPIRY_EVENTS", "sqs:")], "empty target"),
+            (&[("EXPIRY_EVENTS", "eventbridge")], "no sink scheme"),
+            (&[("EXPIRY_EVENTS", "sqs:not-a-url")], "not a queue URL"),
             (
                 &[(
                     "EXPIRY_EVENTS",
                     "eventbridge:arn:aws:events:us-east-1:1:event-bus/b",
                 )],
-                "EXPIRY_EVENTS",
                 "not an event bus ARN",
             ),
-            (
-                &[("EXPIRY_EVENTS_MODE", "archiv")],
-                "EXPIRY_EVENTS_MODE",
-                "`notify` or `archive`",
-            ),
-            (
-                &[("EXPIRY_EVENTS_ITEM", "all")],
-                "EXPIRY_EVENTS_ITEM",
-                "`auto`, `read` or `off`",
-            ),
+            (&[("EXPIRY_EVENTS_MODE", "archiv")], "`notify` or `archive`"),
+            (&[("EXPIRY_EVENTS_ITEM", "all")], "`auto`, `read` or `off`"),
             (
                 &[
                     ("EXPIRY_EVENTS_MODE", "archive"),
                     ("DELETE_MODE", "conditional"),
                 ],
-                "EXPIRY_EVENTS_MODE",
                 "archive mode needs a sink",
             ),
             (
@@ -699,11 +645,12 @@ mod tests {
                     ("EXPIRY_EVENTS_MODE", "archive"),
                     ("EXPIRY_EVENTS", "firehose:s"),
                 ],
-                "EXPIRY_EVENTS_MODE",
                 "needs DELETE_MODE=conditional",
             ),
         ];
-        for (pairs, var, why) in cases {
+        for (pairs, why) in cases {
+            // The setting named is the first one given.
+            let var = pairs[0].0;
             let mut all = vec![("TABLE_NAME", "sessions")];
             all.extend_from_slice(pairs);
             let msg = parse(&all).unwrap_err().to_string();
