@@ -1,17 +1,12 @@
-//! The optional HTTP endpoint of the daemon (`ttl-sweeper run`, `crate::daemon`): `GET /metrics`
-//! in the Prometheus text exposition format and `GET /healthz`, on the address of `--metrics-addr`;
-//! nothing else.
+//! The optional HTTP endpoint of the daemon (`ttl-sweeper run`, `--metrics-addr`): `GET /metrics`
+//! in the Prometheus text format and `GET /healthz`; nothing else.
 //!
-//! The metrics are the Lambda's EMF metrics under Prometheus names: `ItemsDeleted` is
-//! `ttl_sweeper_items_deleted_total`, and so on (see [`METRICS`]), each with the label `table`.
-//! Counters add up every sweep since the process started; the lag, `items_left` and clock gauges
-//! hold the last reporting period's values, as its EMF record does. They are kept by a
-//! `metrics-exporter-prometheus` recorder that is local to this endpoint (not installed
-//! globally), so nothing else in the process can write into it.
+//! The metrics are the Lambda's EMF metrics under Prometheus names ([`METRICS`]), each with the
+//! label `table`. Counters add up every sweep since start-up; the lag, `items_left` and clock
+//! gauges hold the last reporting period's values. A recorder local to this endpoint keeps them.
 //!
-//! `/healthz` answers 200 while sweeping works and 503 once no sweep has succeeded (read at
-//! least one window, every window read, every key found deleted or knowingly kept) for
-//! the `unhealthy_after` of [`DaemonMetrics::new`], counted from start-up until the first success.
+//! `/healthz` answers 200 while sweeping works and 503 once no sweep has succeeded for the
+//! `unhealthy_after` of [`DaemonMetrics::new`] (from start-up until the first success).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -143,10 +138,8 @@ impl DaemonMetrics {
     }
 
     /// Adds one sweep (a tick or a full sweep) to the counters. A successful one that read at
-    /// least one window resets the health clock: a tick with nothing new to read proves nothing
-    /// about DynamoDB, and full sweeps (every reporting period) always read windows. So does a
-    /// sweep that stood by after reading the leader lease: a standby is healthy, unless the
-    /// holder's layout is not its own.
+    /// least one window resets the health clock (a tick with nothing to read proves nothing), as
+    /// does one that stood by beside a lease holder of its own layout.
     pub fn record(&self, report: &SweepReport) {
         self.record_sweep(report, true);
         metrics::with_local_recorder(&self.recorder, || {

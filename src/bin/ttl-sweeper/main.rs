@@ -21,11 +21,8 @@ use ttl_sweeper::telemetry::{self, LogFormat};
 use ttl_sweeper::tools::backfill::{parse_max_rcu, parse_max_wcu, parse_page_size};
 use ttl_sweeper::tools::scan::parse_segments;
 
-/// mimalloc instead of the system allocator: a sweep allocates per item and per request, and
-/// mimalloc measured less CPU per delete (docs/BENCHMARKS.md). Built without transparent huge
-/// pages (Cargo feature `no_thp`): with them, memory mimalloc gave back was faulted in again
-/// 2 MiB at a time, zeroed by the kernel, and peak memory was about 1.6 times as high (37–40 MiB
-/// against 22–26 MiB for one `ttl-sweeper sweep` of the benchmark's fake endpoint).
+/// mimalloc: less CPU per delete than the system allocator (docs/BENCHMARKS.md). Built without
+/// transparent huge pages (feature `no_thp`), with which peak memory was about 1.6 times as high.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
