@@ -268,6 +268,13 @@ pub(crate) mod tests {
     pub(crate) struct Buf(pub(crate) std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
     impl Buf {
+        /// A subscriber writing JSON lines, their fields at the top level, into this buffer.
+        pub(crate) fn json_subscriber(&self) -> impl tracing::Subscriber {
+            let writer = self.clone();
+            let format = tracing_subscriber::fmt().json().flatten_event(true);
+            format.with_writer(move || writer.clone()).finish()
+        }
+
         /// What was written, and its lines as JSON.
         pub(crate) fn json_lines(&self) -> (String, Vec<Value>) {
             let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
@@ -399,13 +406,7 @@ pub(crate) mod tests {
         use std::collections::BTreeSet;
 
         let buf = Buf::default();
-        let writer = buf.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .flatten_event(true)
-            .with_writer(move || writer.clone())
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
+        tracing::subscriber::with_default(buf.json_subscriber(), || {
             log_summary(&SweepReport::default());
             log_summary(&SweepReport {
                 items_failed: 1,

@@ -757,14 +757,13 @@ mod tests {
                 (Ok(c), Some(n)) => assert_eq!(c.lookback_windows, *n, "{pairs:?}"),
                 (Err(e @ ConfigError::Uncovered { .. }), None) => {
                     let msg = e.to_string();
-                    for name in [
+                    let names = [
                         "LOOKBACK_WINDOWS",
                         "WINDOW_SECONDS",
                         "SCHEDULE_SECONDS",
                         "CHECKPOINT_TABLE",
-                    ] {
-                        assert!(msg.contains(name), "{pairs:?}: {msg}");
-                    }
+                    ];
+                    assert!(names.iter().all(|n| msg.contains(n)), "{pairs:?}: {msg}");
                 }
                 (other, _) => panic!("{pairs:?}: {other:?}, expected {want:?}"),
             }

@@ -1,8 +1,8 @@
 //! The stream indexer's invocations: a batch of the table's DynamoDB Streams records from an event
 //! source mapping, indexed into the sweeper's expiry index table by [`crate::indexer`] and answered
 //! with the sequence number of each item's first failed record (`ReportBatchItemFailures`), which
-//! Lambda delivers again with the records after it. A batch that does not parse, or holds a record of another table's stream,
-//! fails the invocation as a whole and nothing of it is written.
+//! Lambda delivers again with the records after it. A batch that does not parse, or holds a record
+//! of another table's stream, fails the invocation as a whole and nothing of it is written.
 
 use std::time::Duration;
 
