@@ -426,15 +426,20 @@ mod tests {
 
     #[test]
     fn each_layout_has_its_own_checkpoint_and_the_default_keeps_the_old_id() {
-        assert_eq!(checkpoint(&[]), "sessions/expirationWindowIndex");
-        assert_eq!(
-            checkpoint(&[("WINDOW_SHARDS", "8")]),
-            "sessions/expirationWindowIndex/60s/8shards"
-        );
-        assert_eq!(
-            checkpoint(&[("WINDOW_SECONDS", "300")]),
-            "sessions/expirationWindowIndex/300s/1shards"
-        );
+        let layouts: [(&[(&str, &str)], &str); 3] = [
+            (&[], "sessions/expirationWindowIndex"),
+            (
+                &[("WINDOW_SHARDS", "8")],
+                "sessions/expirationWindowIndex/60s/8shards",
+            ),
+            (
+                &[("WINDOW_SECONDS", "300")],
+                "sessions/expirationWindowIndex/300s/1shards",
+            ),
+        ];
+        for (pairs, id) in layouts {
+            assert_eq!(checkpoint(pairs), id, "{pairs:?}");
+        }
         assert_ne!(
             checkpoint(&[("WINDOW_SHARDS", "8")]),
             checkpoint(&[("WINDOW_SHARDS", "4")])

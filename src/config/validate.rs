@@ -35,7 +35,7 @@ impl Settings {
     /// in that order: one [`Config`] per table. A table named twice is refused, and an error in
     /// one table's settings names the table when there are several.
     pub fn validate_tables(&self) -> Result<Vec<Config>, ConfigError> {
-        self.tables_swept(Sweeps::Settings)
+        self.tables_swept(None)
     }
 
     /// The tables of `ttl-sweeper run`, which sweeps every `every` (`--every`): as
@@ -51,11 +51,11 @@ impl Settings {
                 instead: "it is the Lambda's tick period, and `run` sweeps every --every",
             });
         }
-        self.tables_swept(Sweeps::Every(every))
+        self.tables_swept(Some(every))
     }
 
-    /// [`Settings::validate_tables`], the sweeps coming as `sweeps` says.
-    fn tables_swept(&self, sweeps: Sweeps) -> Result<Vec<Config>, ConfigError> {
+    /// [`Settings::validate_tables`], sweeping every `every` (`run`) or as the settings say.
+    fn tables_swept(&self, every: Option<Duration>) -> Result<Vec<Config>, ConfigError> {
         let one = |table_name| Settings {
             table_name,
             tables: None,
@@ -90,12 +90,12 @@ impl Settings {
         }
         if each.is_empty() {
             // Nothing named: the error of the one required setting.
-            return self.validate_swept(sweeps).map(|config| vec![config]);
+            return self.validate_swept(every).map(|config| vec![config]);
         }
         let several = each.len() > 1;
         let mut configs: Vec<Config> = Vec::with_capacity(each.len());
         for settings in each {
-            let config = settings.validate_swept(sweeps).map_err(|e| match several {
+            let config = settings.validate_swept(every).map_err(|e| match several {
                 false => e,
                 true => ConfigError::InTable {
                     table: settings.table_name.concat(),
@@ -157,11 +157,12 @@ impl Settings {
     /// a [`Config`], for the one table `TABLE_NAME` names. Every error names the variable, its
     /// flag and what it accepts.
     pub fn validate(&self) -> Result<Config, ConfigError> {
-        self.validate_swept(Sweeps::Settings)
+        self.validate_swept(None)
     }
 
-    /// [`Settings::validate`], the sweeps coming as `sweeps` says.
-    fn validate_swept(&self, sweeps: Sweeps) -> Result<Config, ConfigError> {
+    /// [`Settings::validate`], sweeping every `every` (`run`), or else every `TICK_SECONDS` in tick
+    /// mode and every `SCHEDULE_SECONDS` otherwise (the Lambda, `sweep`).
+    fn validate_swept(&self, every: Option<Duration>) -> Result<Config, ConfigError> {
         let table_name = match self.table_names().as_slice() {
             [] => None,
             [one] => Some(one.clone()),
@@ -279,7 +280,7 @@ impl Settings {
             }
         }
         if let Some(lease) = config.leader_lease {
-            leader_lease(lease, &config, sweeps)?;
+            leader_lease(lease, &config, every)?;
         }
         let needed = covering_lookback(config.window_seconds, config.schedule_seconds);
         if !given(self.lookback_windows.as_deref()) {
@@ -340,19 +341,13 @@ const EVENTS_MODES: &[(&str, EventsMode)] = &[
     ("archive", EventsMode::Archive),
 ];
 
-/// How often a command sweeps, for the checks that depend on it.
-#[derive(Debug, Clone, Copy)]
-enum Sweeps {
-    /// As the settings say: every `TICK_SECONDS` in tick mode, else every `SCHEDULE_SECONDS` (the
-    /// Lambda, `sweep`).
-    Settings,
-    /// Every `--every` (`run`).
-    Every(Duration),
-}
-
 /// Checks `LEADER_LEASE` against the settings it depends on: the checkpoint table holds the lease
 /// item, and a lease shorter than two sweeps would lapse between a holder's sweeps.
-fn leader_lease(lease: Duration, config: &Config, sweeps: Sweeps) -> Result<(), ConfigError> {
+fn leader_lease(
+    lease: Duration,
+    config: &Config,
+    every: Option<Duration>,
+) -> Result<(), ConfigError> {
     let value = lease.as_secs().to_string();
     if config.checkpoint_table.is_none() {
         return Err(rejected(
@@ -361,10 +356,10 @@ fn leader_lease(lease: Duration, config: &Config, sweeps: Sweeps) -> Result<(), 
             "the lease item lives in the checkpoint table: set CHECKPOINT_TABLE".to_owned(),
         ));
     }
-    let (every, var) = match (sweeps, config.tick) {
-        (Sweeps::Every(every), _) => (every, "--every"),
-        (Sweeps::Settings, Some(tick)) => (tick, "TICK_SECONDS"),
-        (Sweeps::Settings, None) => (
+    let (every, var) = match (every, config.tick) {
+        (Some(every), _) => (every, "--every"),
+        (None, Some(tick)) => (tick, "TICK_SECONDS"),
+        (None, None) => (
             Duration::from_secs(u64::from(config.schedule_seconds)),
             "SCHEDULE_SECONDS",
         ),
