@@ -279,13 +279,13 @@ pub async fn serve(
 ) {
     let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let permit = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            permit = open.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+        let acquire = open.clone().acquire_owned();
+        let Some(permit) = shutdown.run_until_cancelled(acquire).await else {
+            return;
         };
-        let accepted = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
+        let permit = permit.expect("the semaphore is never closed");
+        let Some(accepted) = shutdown.run_until_cancelled(listener.accept()).await else {
+            return;
         };
         let Ok((stream, _)) = accepted else {
             // A failed accept (e.g. out of file descriptors) must not spin: pause, go on.
@@ -304,10 +304,7 @@ pub async fn serve(
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = connection => {}
-                _ = shutdown.cancelled() => {}
-            }
+            shutdown.run_until_cancelled(connection).await;
         });
     }
 }
