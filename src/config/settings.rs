@@ -46,6 +46,9 @@ impl CliCommand {
 /// The commands that sweep.
 const SWEEPS: &[CliCommand] = &[Sweep, Run];
 
+/// Every command: the table and where its items keep their expiry.
+const EVERY_COMMAND: &[CliCommand] = &CliCommand::ALL;
+
 /// One setting: its environment variable, default, what it is and what it accepts.
 #[derive(Debug, Clone, Copy)]
 pub struct Setting {
@@ -180,7 +183,7 @@ settings! {
         default: None,
         help: "Table to sweep, by name or ARN; several: the flag more than once, or separated by commas",
         expected: "a DynamoDB table name (3-255 characters: letters, digits, '_', '-', '.') or table ARN, or several separated by commas (sweep and run; backfill and audit take one)",
-        commands: &CliCommand::ALL,
+        commands: EVERY_COMMAND,
     }
     tables: TABLES (Option<String>) {
         default: Some(""),
@@ -192,31 +195,31 @@ settings! {
         default: Some("expirationWindowIndex"),
         help: "GSI keyed on (window, ttl)",
         expected: "a GSI name (3-255 characters: letters, digits, '_', '-', '.')",
-        commands: &CliCommand::ALL,
+        commands: EVERY_COMMAND,
     }
     expiry_index_table: EXPIRY_INDEX_TABLE (Option<String>) {
         default: Some(""),
         help: "The sweeper's own expiry index table, fed by the table's stream, swept instead of a GSI",
         expected: "a DynamoDB table name (keyed on `window` and `entry`, both String), or empty to sweep through the GSI (INDEX_NAME)",
-        commands: &CliCommand::ALL,
+        commands: EVERY_COMMAND,
     }
     ttl_attribute: TTL_ATTRIBUTE (Option<String>) {
         default: Some("ttl"),
         help: "Number attribute with the expiry in epoch seconds",
         expected: "a non-empty attribute name of at most 255 bytes",
-        commands: &CliCommand::ALL,
+        commands: EVERY_COMMAND,
     }
     window_attribute: WINDOW_ATTRIBUTE (Option<String>) {
         default: Some("expirationWindow"),
         help: "String attribute with the window key",
         expected: "a non-empty attribute name of at most 255 bytes",
-        commands: &CliCommand::ALL,
+        commands: EVERY_COMMAND,
     }
     window_seconds: WINDOW_SECONDS (Option<String>) {
         default: Some("60"),
         help: "Window width in seconds",
         expected: "a whole number of seconds from 1 to 86400 (the width writers used; default 60)",
-        commands: &CliCommand::ALL,
+        commands: EVERY_COMMAND,
     }
     lookback_windows: LOOKBACK_WINDOWS (Option<String>) {
         default: Some("15"),
@@ -246,7 +249,7 @@ settings! {
         default: Some("1"),
         help: "Shards per window, as the writers use",
         expected: "a whole number from 1 to 1000 (shards per window; must match the writers; default 1)",
-        commands: &CliCommand::ALL,
+        commands: EVERY_COMMAND,
     }
     shard_range: SHARD_RANGE (Option<String>) {
         default: Some("all"),
