@@ -50,27 +50,21 @@ const STOOD_BY: &str = "ttl_sweeper_stood_by_total";
 const LAYOUT_MISMATCH: &str = "ttl_sweeper_lease_layout_mismatch_total";
 const RELEASED: &str = "ttl_sweeper_lease_released_total";
 const WRITE_CONFLICTS: &str = "ttl_sweeper_write_conflicts_retried_total";
-/// `run --follow-stream`: the stream follower's counters.
-const STREAM_COUNTERS: [&str; 6] = [
-    "ttl_sweeper_stream_records_total",
-    "ttl_sweeper_stream_entries_written_total",
-    "ttl_sweeper_stream_expired_when_written_total",
-    "ttl_sweeper_stream_invalid_ttl_total",
-    "ttl_sweeper_stream_skipped_records_total",
-    "ttl_sweeper_stream_trimmed_total",
+/// `run --follow-stream`: the stream follower's counters, with their help.
+const STREAM_COUNTERS: [(&str, &str); 6] = [
+    ("ttl_sweeper_stream_records_total", "run --follow-stream: stream records read"),
+    ("ttl_sweeper_stream_entries_written_total", "run --follow-stream: expiry index entries written"),
+    ("ttl_sweeper_stream_expired_when_written_total", "run --follow-stream: of those, items already expired when indexed (the next sweep deletes them)"),
+    ("ttl_sweeper_stream_invalid_ttl_total", "run --follow-stream: items written with an unusable ttl (not a Number, milliseconds, more than five years old)"),
+    ("ttl_sweeper_stream_skipped_records_total", "run --follow-stream: records that failed every attempt and were passed (their items need backfill)"),
+    ("ttl_sweeper_stream_trimmed_total", "run --follow-stream: times records were trimmed from the stream before they were read (their items need backfill)"),
 ];
-/// The help of the metrics that are not EMF metrics; as for those, a name ending in `_total` is a
-/// counter and one ending in `_seconds` (or [`SINCE_SUCCESS`]) is in seconds.
-const HELP: [(&str, &str); 15] = [
+/// The help of the other metrics that are not EMF metrics; as for those, a name ending in
+/// `_total` is a counter and one ending in `_seconds` (or [`SINCE_SUCCESS`]) is in seconds.
+const HELP: [(&str, &str); 9] = [
     (SWEEPS, "Sweeps run: ticks and full sweeps"),
     (SWEEPS_FAILED, "Sweeps with failed keys or unread windows"),
     (SINCE_SUCCESS, "Time since the last successful sweep"),
-    (STREAM_COUNTERS[0], "run --follow-stream: stream records read"),
-    (STREAM_COUNTERS[1], "run --follow-stream: expiry index entries written"),
-    (STREAM_COUNTERS[2], "run --follow-stream: of those, items already expired when indexed (the next sweep deletes them)"),
-    (STREAM_COUNTERS[3], "run --follow-stream: items written with an unusable ttl (not a Number, milliseconds, more than five years old)"),
-    (STREAM_COUNTERS[4], "run --follow-stream: records that failed every attempt and were passed (their items need backfill)"),
-    (STREAM_COUNTERS[5], "run --follow-stream: times records were trimmed from the stream before they were read (their items need backfill)"),
     (LEADER, "LEADER_LEASE: 1 when the last sweep held the table's lease (always without a lease), 0 when it stood by"),
     (STOOD_BY, "LEADER_LEASE: sweeps that stood by while another sweeper held the lease"),
     (LAYOUT_MISMATCH, "LEADER_LEASE: sweeps that stood by beside a lease held with another layout (index, windows, ttl attribute or shard range) than this sweeper's"),
@@ -115,7 +109,8 @@ impl DaemonMetrics {
             unhealthy_after,
         };
         let emf = METRICS.map(|(emf, name)| (name, format!("The Lambda's EMF metric {emf}")));
-        let help = HELP.map(|(name, help)| (name, help.to_owned()));
+        let others = HELP.iter().chain(&STREAM_COUNTERS);
+        let help = others.map(|(name, help)| (*name, help.to_string()));
         metrics::with_local_recorder(&this.recorder, || {
             for (name, help) in emf.into_iter().chain(help) {
                 let seconds = name.ends_with("_seconds") || name == SINCE_SUCCESS;
@@ -192,7 +187,7 @@ impl DaemonMetrics {
                 r.skipped_records,
                 r.trimmed,
             ];
-            for (name, value) in STREAM_COUNTERS.iter().zip(values) {
+            for ((name, _), value) in STREAM_COUNTERS.iter().zip(values) {
                 counter!(*name, "table" => table.to_owned()).absolute(value);
             }
             let age = r.record_age_ms as f64 / 1000.0;
