@@ -76,8 +76,8 @@ pub(super) fn shard_range(raw: &str, shards: u32) -> Result<Option<ShardRange>, 
 }
 
 /// Window width and shard count on their own, for work that needs no table (`ttl-sweeper
-/// window`): raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values, defaulted and validated exactly as
-/// [`Settings::validate`] does, with the same messages.
+/// window`): raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values validated as [`Settings::validate`]
+/// does.
 pub fn window_shape(
     seconds: Option<&str>,
     shards: Option<&str>,

@@ -225,9 +225,9 @@ fn main() -> ExitCode {
         })
 }
 
-/// The command line, each command fitted to the settings it uses ([`Settings::fit`]): a setting
-/// it does not use is neither shown nor read from the environment, and given as a flag it is
-/// refused as an unknown argument, naming the commands that use it. Exits on a usage error.
+/// The command line, each command fitted to the settings it uses ([`Settings::fit`]), a setting
+/// it does not use refused as an unknown argument ([`Settings::unused_flag`]). Exits on a usage
+/// error.
 fn parse() -> Cli {
     let mut command = command();
     let matches = command.get_matches_mut();
@@ -269,8 +269,7 @@ pub(crate) fn said_once(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// Logs each table's summary, prints its report as one JSON line, and maps success (of every
-/// table) to the exit status.
+/// Logs each table's summary, prints its report as one JSON line, and exits 0 if all succeeded.
 fn finish_all(reports: &[SweepReport]) -> anyhow::Result<ExitCode> {
     for report in reports {
         telemetry::log_summary(report);
