@@ -1,10 +1,9 @@
 //! Configuration: every setting the sweeper reads, parsed and validated once at start-up.
 //!
-//! Settings come from environment variables (the Lambda) or from CLI flags of the same name
-//! (`TABLE_NAME` is `--table-name`): both are the fields of one derived clap struct,
-//! [`Settings`], and both are validated by [`Settings::validate`], so they accept exactly the
-//! same values and fail with the same messages, which name the variable and list what it
-//! accepts. [`SETTINGS`] holds each setting's default, help and accepted values.
+//! Settings come from environment variables (the Lambda) or CLI flags of the same name
+//! (`TABLE_NAME` is `--table-name`), the fields of one clap struct, [`Settings`], validated by
+//! [`Settings::validate`]: both accept the same values and fail with the same messages, which
+//! name the variable and what it accepts ([`SETTINGS`]: each setting's default, help and values).
 
 use std::time::Duration;
 
@@ -165,8 +164,8 @@ pub enum ConfigError {
     },
 }
 
-/// Most partitions (windows × shards read) one sweep may read every time, each at least one `Query`
-/// per sweep. Anything older belongs to a checkpoint's catch-up, which reads it once, oldest first.
+/// Most partitions (windows × shards read) every sweep may read, each at least one `Query`. Older
+/// ones belong to a checkpoint's catch-up, which reads them once, oldest first.
 pub const MAX_PARTITIONS_PER_SWEEP: u64 = 20_000;
 
 /// Why a `SHARD_RANGE` value is refused.
@@ -254,12 +253,11 @@ pub const MIN_TICK: Duration = Duration::from_millis(100);
 pub const MAX_TICK: Duration = Duration::from_secs(30);
 
 /// Time a sweep's lookback covers beyond the schedule period: how late a scheduled invocation may
-/// start (EventBridge Scheduler delivers within seconds) without leaving ttls unread.
+/// start (EventBridge Scheduler: within seconds) without leaving ttls unread.
 pub const COVERAGE_SLACK_SECONDS: u32 = 10;
 
 /// The fewest lookback windows of `window_seconds` that reach back past the previous sweep when
 /// sweeps run every `schedule_seconds`: `ceil((SCHEDULE_SECONDS + 10 s) / WINDOW_SECONDS)`.
-/// Fewer would leave ttls between two sweeps that neither reads.
 pub fn covering_lookback(window_seconds: u32, schedule_seconds: u32) -> u32 {
     (schedule_seconds + COVERAGE_SLACK_SECONDS).div_ceil(window_seconds.max(1))
 }
@@ -311,13 +309,16 @@ impl Config {
     }
 
     /// The checkpoint item's id for `range`: one per table, index, window layout and shard range,
-    /// so sweepers of two layouts (a shard migration runs both for a while) or of two shard ranges
-    /// (sweepers splitting a table) never move each other's checkpoint. The default layout (60 s
-    /// windows, one shard) keeps the id checkpoints have always had, `<table>/<index>`; other
-    /// layouts add `/<width>s/<shards>shards`, and a shard range short of all shards
-    /// `/range<a>-<b>`. A range starts from the whole table's item until it has its own.
+    /// so sweepers of two layouts (a shard migration) or of two shard ranges never move each
+    /// other's checkpoint. `<table>/<index>` (the GSI's name, or `table:<name>` for an expiry
+    /// index table), then for other than the default layout (60 s windows, one shard)
+    /// `/<width>s/<shards>shards`, and for a shard range short of all shards `/range<a>-<b>`. A
+    /// range starts from the whole table's item until it has its own.
     fn checkpoint_id(&self, range: Option<ShardRange>) -> String {
-        let mut id = format!("{}/{}", self.table_name, self.index());
+        let mut id = match &self.expiry_index_table {
+            Some(table) => format!("{}/table:{table}", self.table_name),
+            None => format!("{}/{}", self.table_name, self.index_name),
+        };
         let (width, shards) = (self.window_seconds, self.window_shards);
         if width != DEFAULT_WINDOW_SECONDS || shards != 1 {
             id.push_str(&format!("/{width}s/{shards}shards"));
@@ -329,15 +330,13 @@ impl Config {
     }
 
     /// The leader lease of the swept table, with `LEADER_LEASE`: its item in the checkpoint table,
-    /// held as `holder` (see [`crate::engine::lease::holder_id`]; the entry point names itself).
+    /// held as `holder` ([`crate::engine::lease::holder_id`]).
     ///
     /// The item's id is `<table name>#leader`, the name taken out of an ARN, so that every
-    /// Region's sweeper of one global table takes the one lease whether it names its replica by
-    /// name or by ARN (whose Region differs), and whatever its index or window layout: a sweeper
-    /// of another layout stands by beside the holder and says so ([`Config::lease_layout`],
-    /// `docs/global-tables.md`, "The lease"). A shard range short of all shards is a split of the
-    /// table between sweepers of one Region, each with a lease of its own:
-    /// `<table name>/range<a>-<b>#leader`.
+    /// Region's sweeper of one global table takes the one lease, however it names its replica and
+    /// whatever its layout (a sweeper of another layout stands by and says so,
+    /// `docs/global-tables.md`, "The lease"). A shard range short of all shards has a lease of its
+    /// own: `<table name>/range<a>-<b>#leader`.
     pub fn lease(&self, holder: String) -> Option<LeaseConfig> {
         let duration = self.leader_lease?;
         let table = self.checkpoint_table.clone()?;
@@ -356,12 +355,10 @@ impl Config {
     }
 
     /// The layout a lease holder records in the lease item, so that a sweeper of another layout
-    /// of the same table can tell: `index=<INDEX_NAME> ttl=<TTL_ATTRIBUTE>
-    /// window=<WINDOW_ATTRIBUTE> width=<WINDOW_SECONDS>s shards=<WINDOW_SHARDS>
-    /// range=<SHARD_RANGE>` (`range=all` for every shard). An expiry index table is `index=table:*`
-    /// whatever its name: each Region's sweeper has one of its own, fed by its own replica's
-    /// stream, under a name of its own (which keeps its checkpoint and stream position apart from
-    /// the other Regions' in the shared checkpoint table), and they sweep alike.
+    /// can tell: `index=<INDEX_NAME> ttl=<TTL_ATTRIBUTE> window=<WINDOW_ATTRIBUTE>
+    /// width=<WINDOW_SECONDS>s shards=<WINDOW_SHARDS> range=<SHARD_RANGE>` (`range=all` for every
+    /// shard). An expiry index table is `index=table:*` whatever its name: each Region's sweeper
+    /// has one of its own, under a name of its own, and they sweep alike.
     pub fn lease_layout(&self) -> String {
         let range = self
             .shard_range
@@ -374,15 +371,6 @@ impl Config {
             "index={index} ttl={} window={} width={}s shards={} range={range}",
             self.ttl_attribute, self.window_attribute, self.window_seconds, self.window_shards
         )
-    }
-
-    /// What the sweeps read, in checkpoint ids: the GSI's name, or `table:<name>` for an expiry
-    /// index table (whose checkpoint is never a GSI's, nor another index table's).
-    fn index(&self) -> String {
-        match &self.expiry_index_table {
-            Some(table) => format!("table:{table}"),
-            None => self.index_name.clone(),
-        }
     }
 
     /// The expiry-event settings, when `EXPIRY_EVENTS` is set.
@@ -429,23 +417,33 @@ mod tests {
         Config::from_lookup(|k| map.get(k).cloned())
     }
 
+    /// The checkpoint id of table `sessions` with checkpoint table `state` and `pairs`.
+    fn checkpoint(pairs: &[(&str, &str)]) -> String {
+        let mut all = vec![("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")];
+        all.extend_from_slice(pairs);
+        parse(&all).unwrap().sweep_options().checkpoint.unwrap().id
+    }
+
     #[test]
     fn each_layout_has_its_own_checkpoint_and_the_default_keeps_the_old_id() {
-        let id = |pairs: &[(&str, &str)]| {
-            let mut all = vec![("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")];
-            all.extend_from_slice(pairs);
-            parse(&all).unwrap().sweep_options().checkpoint.unwrap().id
-        };
-        assert_eq!(id(&[]), "sessions/expirationWindowIndex");
-        assert_eq!(
-            id(&[("WINDOW_SHARDS", "8")]),
-            "sessions/expirationWindowIndex/60s/8shards"
+        let layouts: [(&[(&str, &str)], &str); 3] = [
+            (&[], "sessions/expirationWindowIndex"),
+            (
+                &[("WINDOW_SHARDS", "8")],
+                "sessions/expirationWindowIndex/60s/8shards",
+            ),
+            (
+                &[("WINDOW_SECONDS", "300")],
+                "sessions/expirationWindowIndex/300s/1shards",
+            ),
+        ];
+        for (pairs, id) in layouts {
+            assert_eq!(checkpoint(pairs), id, "{pairs:?}");
+        }
+        assert_ne!(
+            checkpoint(&[("WINDOW_SHARDS", "8")]),
+            checkpoint(&[("WINDOW_SHARDS", "4")])
         );
-        assert_eq!(
-            id(&[("WINDOW_SECONDS", "300")]),
-            "sessions/expirationWindowIndex/300s/1shards"
-        );
-        assert_ne!(id(&[("WINDOW_SHARDS", "8")]), id(&[("WINDOW_SHARDS", "4")]));
     }
 
     #[test]
@@ -556,11 +554,6 @@ mod tests {
                 .expiry_index_table,
             None
         );
-        let checkpoint = |pairs: &[(&str, &str)]| {
-            let mut all = vec![("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")];
-            all.extend_from_slice(pairs);
-            parse(&all).unwrap().sweep_options().checkpoint.unwrap().id
-        };
         assert_eq!(checkpoint(&[]), "sessions/expirationWindowIndex");
         assert_eq!(
             checkpoint(&[("EXPIRY_INDEX_TABLE", "sessions-idx")]),

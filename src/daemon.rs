@@ -1,14 +1,8 @@
-//! The daemon, `ttl-sweeper run`: every table swept on its own until shutdown — ticks every
-//! `every`, a full sweep every `period` ([`crate::engine::run_ticks`]) — with a table that cannot
-//! be opened reported and opened again every period, a summary line and an EMF record of each
-//! period, the counters of the optional `/metrics` and `/healthz` endpoint
-//! ([`crate::telemetry::endpoint`]), and, with `--follow-stream`, each table's stream followed
-//! beside its ticks ([`Follow`]).
+//! The daemon, `ttl-sweeper run`: every table swept on its own until shutdown ([`run`]).
 //!
-//! [`run`] takes what its caller built — the tables, the clock, the [`Options`] — and the
-//! shutdown as a future, as mini-redis's `server::run` takes its listener and its shutdown: it
-//! reads no environment, no signal and no clock of its own, so it runs as well on the tests'
-//! in-memory store and paused time as on DynamoDB.
+//! [`run`] takes what its caller built (the tables, the clock, the [`Options`]) and the shutdown
+//! as a future: it reads no environment, signal or clock of its own, so it runs as well on the
+//! tests' in-memory store and paused time as on DynamoDB.
 
 use std::future::Future;
 use std::io::Write;
@@ -40,25 +34,12 @@ pub struct Options<F> {
     pub period: Duration,
     /// The CloudWatch namespace of the EMF records (`METRICS_NAMESPACE`).
     pub namespace: String,
-    /// Where `/metrics` and `/healthz` are served (`--metrics-addr`, bound by the caller), if
-    /// anywhere.
+    /// Where `/metrics` and `/healthz` are served (`--metrics-addr`), if anywhere.
     pub endpoint: Option<TcpListener>,
     /// Each table's stream follower (`--follow-stream`), if any: [`StreamClient`] on DynamoDB.
     pub follow: Option<F>,
     /// Where each period's EMF record goes, one JSON line per table: stderr in the CLI.
-    pub emf: Box<dyn Write + Send>,
-}
-
-impl<F> std::fmt::Debug for Options<F> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Options")
-            .field("every", &self.every)
-            .field("period", &self.period)
-            .field("namespace", &self.namespace)
-            .field("endpoint", &self.endpoint)
-            .field("follow", &self.follow.is_some())
-            .finish()
-    }
+    pub emf: Mutex<Box<dyn Write + Send>>,
 }
 
 /// What the daemon runs beside a table's ticks once the table is open: the follower of its
@@ -67,8 +48,7 @@ pub trait Follow<S> {
     /// A table's follower, opened.
     type Follower;
 
-    /// Opens the follower of `sweeper`'s table, before its ticks start: an error stops
-    /// [`run`].
+    /// Opens the follower of `sweeper`'s table, before its ticks start: an error stops [`run`].
     fn open(
         &self,
         sweeper: &Sweeper<S>,
@@ -136,22 +116,18 @@ impl Follow<DynamoStore> for StreamClient {
 
 /// What every table's loop shares.
 struct Shared<'a, F> {
-    every: Duration,
-    period: Duration,
-    namespace: String,
-    follow: Option<F>,
+    /// The options, but for the endpoint.
+    options: Options<F>,
     clock: &'a dyn Clock,
     stop: Stop,
     metrics: Option<Arc<DaemonMetrics>>,
-    emf: Mutex<Box<dyn Write + Send>>,
 }
 
 /// Sweeps every table of `tables` until `shutdown` completes; returns one report per table, of
-/// the whole run, in the order given. Each table on its own: one that cannot be opened is
-/// reported every period and opened again, and swept once it opens; one that opens has its ticks
-/// and full sweeps ([`run_ticks`]) and, with [`Options::follow`], its stream followed beside
-/// them. Every sweep is logged when it found something or failed, and counted in the endpoint's
-/// metrics; every period of a table ends with its summary line and EMF record.
+/// the whole run, in the order given. A table that cannot be opened is reported and opened again
+/// every period; one that opens has its ticks and full sweeps ([`run_ticks`]) and, with
+/// [`Options::follow`], its stream followed beside them. Every period of a table ends with its
+/// summary line and EMF record.
 ///
 /// On shutdown no new work starts, and the requests in flight (and the opening of a table) have
 /// [`crate::engine::retry::SHUTDOWN_GRACE`] to answer. A follower that cannot be opened stops
@@ -159,25 +135,18 @@ struct Shared<'a, F> {
 pub async fn run<S, F>(
     tables: &[Table<S>],
     clock: &dyn Clock,
-    options: Options<F>,
+    mut options: Options<F>,
     shutdown: impl Future,
 ) -> Result<Vec<SweepReport>, FollowError>
 where
     S: Store,
     F: Follow<S>,
 {
-    let Options {
-        every,
-        period,
-        namespace,
-        endpoint,
-        follow,
-        emf,
-    } = options;
+    let (every, period) = (options.every, options.period);
     let token = CancellationToken::new();
     let names: Vec<&str> = tables.iter().map(|t| t.name()).collect();
     let unhealthy_after = UNHEALTHY_PERIODS * period.max(every);
-    let metrics = endpoint.map(|listener| {
+    let metrics = options.endpoint.take().map(|listener| {
         let metrics = Arc::new(DaemonMetrics::new(&names, unhealthy_after));
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(addr = %addr, "serving /metrics and /healthz");
@@ -187,14 +156,10 @@ where
         metrics
     });
     let shared = Shared {
-        every,
-        period,
-        namespace,
-        follow,
+        options,
         clock,
         stop: Stop::never().with_cancel(token.clone()),
         metrics,
-        emf: Mutex::new(emf),
     };
     tracing::info!(tables = ?names, every = ?every, "running until SIGINT or SIGTERM");
     let each = tables.iter().map(|table| run_table(table, &shared));
@@ -219,8 +184,7 @@ async fn run_table<S: Store, F: Follow<S>>(
     shared: &Shared<'_, F>,
 ) -> Result<SweepReport, FollowError> {
     let stop = &shared.stop;
-    // A table that cannot be opened: reported every period, until it opens or the stop; the
-    // failures are part of its report for the whole run.
+    // The failures to open are part of the table's report for the whole run.
     let mut unopened_for = SweepReport::default();
     let sweeper = loop {
         // An opening that does not answer holds up the shutdown no longer than a request does.
@@ -239,11 +203,11 @@ async fn run_table<S: Store, F: Follow<S>>(
             }
         }
         tokio::select! {
-            _ = tokio::time::sleep(shared.period) => {}
+            _ = tokio::time::sleep(shared.options.period) => {}
             _ = stop.token().cancelled() => return Ok(unopened_for),
         }
     };
-    let follower = match &shared.follow {
+    let follower = match &shared.options.follow {
         None => None,
         Some(follow) => Some(follow.open(sweeper).await?),
     };
@@ -258,13 +222,14 @@ async fn sweep_table<S: Store, F: Follow<S>>(
     shared: &Shared<'_, F>,
 ) -> SweepReport {
     let (clock, stop, metrics) = (shared.clock, &shared.stop, &shared.metrics);
+    let options = &shared.options;
     let ticks = Ticks {
-        every: shared.every,
-        full_every: shared.period,
+        every: options.every,
+        full_every: options.period,
         until: None,
     };
     // Every period: a summary line and an EMF record of that period, so that a daemon that runs
-    // for months reports as it goes (the final report is the whole run, bounded).
+    // for months reports as it goes.
     let mut period = SweepReport::default();
     let mut period_start = Instant::now();
     let on_tick = |r: &SweepReport| {
@@ -273,7 +238,7 @@ async fn sweep_table<S: Store, F: Follow<S>>(
             metrics.record(r);
         }
         period.merge(r.clone());
-        if period_start.elapsed() >= shared.period {
+        if period_start.elapsed() >= options.period {
             let mut done = std::mem::take(&mut period);
             done.clock_ahead_ms = done.clock_ahead_ms.max(clock.take_ahead_ms());
             done.duration_ms = period_start.elapsed().as_millis() as u64;
@@ -281,8 +246,8 @@ async fn sweep_table<S: Store, F: Follow<S>>(
             if let Some(metrics) = metrics {
                 metrics.record_period(&done);
             }
-            let record = telemetry::emf_record(&done, &shared.namespace, clock.now().millis());
-            let mut emf = shared.emf.lock().unwrap_or_else(PoisonError::into_inner);
+            let record = telemetry::emf_record(&done, &options.namespace, clock.now().millis());
+            let mut emf = options.emf.lock().unwrap_or_else(PoisonError::into_inner);
             if let Err(e) = writeln!(emf, "{record}") {
                 tracing::warn!(error = %e, "could not write the period's EMF record");
             }
@@ -295,7 +260,7 @@ async fn sweep_table<S: Store, F: Follow<S>>(
     let sweeps = Box::pin(run_ticks(sweeper, first, clock, &ticks, stop, on_tick));
     let table = &sweeper.schema().table_name;
     let follow = async {
-        if let (Some(follow), Some(follower)) = (&shared.follow, follower) {
+        if let (Some(follow), Some(follower)) = (&options.follow, follower) {
             let progress = |r: &FollowReport| {
                 if let Some(metrics) = metrics {
                     metrics.record_stream(table, r);

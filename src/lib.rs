@@ -1,60 +1,50 @@
 //! ttl-sweeper: precise item expiry for Amazon DynamoDB.
 //!
 //! DynamoDB's native Time to Live deletes expired items "within a few days of their expiration
-//! time". This crate deletes them within seconds: a scheduled sweep queries an index keyed on
+//! time"; this crate deletes them within seconds: a scheduled sweep queries an index keyed on
 //! (window, ttl) for the recent windows' `ttl < now` and deletes what it finds. The index is the
-//! sweeper's own expiry index table, fed by the table's stream (writers unchanged, the table only
-//! ever deleted from), or a GSI on the table with an *expiration window* attribute the writers
-//! set.
+//! sweeper's own expiry index table, fed by the table's stream, or a GSI on the table with an
+//! *expiration window* attribute the writers set.
 //!
 //! # Layout
 //! The rooms, each importing only from the rooms listed after it:
 //!
 //! - Entry points, `src/bin/`: `ttl-sweeper-lambda` (the Lambda) and `ttl-sweeper` (the CLI:
-//!   arguments in `main.rs`, the commands `sweep`, `run`, `backfill`, `audit` and `window` in
-//!   `commands.rs`) parse their input, read the clock and hand off; [`connect`] builds one sweeper
-//!   per table and the one sweep clock (the host clock held to DynamoDB's) for all of them, and
-//!   [`connect_tool`] the table of a tool.
-//! - [`config`]: every setting ([`config::Settings`], one derived clap struct read from flags or
-//!   environment variables of the same names), validated once into the narrow structs below
-//!   ([`expiry::Layout`], [`store::TableTarget`], [`engine::SweepOptions`],
-//!   [`lambda::HandlerSettings`], [`events::EventsConfig`]), and the binaries' async runtime
-//!   ([`config::Threads`]). Nothing below imports it.
-//! - [`daemon`]: `run`'s loop — every table swept by ticks and full sweeps until a shutdown the
-//!   caller passes in, a table that cannot be opened reported and opened again every period, the
-//!   summary line and EMF record of each period, the endpoint's counters, each table's stream
-//!   followed beside its ticks ([`daemon::Follow`]); generic over [`store::Store`].
+//!   arguments in `main.rs`, the commands in `commands.rs`) parse their input, read the clock
+//!   and hand off; [`connect`] builds one sweeper per table and the one sweep clock (the host
+//!   clock held to DynamoDB's), and [`connect_tool`] the table of a tool.
+//! - [`config`]: every setting ([`config::Settings`], read from flags or environment variables
+//!   of the same names), validated once into the narrow structs below ([`expiry::Layout`],
+//!   [`store::TableTarget`], [`engine::SweepOptions`], [`lambda::HandlerSettings`],
+//!   [`events::EventsConfig`]), and the binaries' async runtime ([`config::Threads`]). Nothing
+//!   below imports it.
+//! - [`daemon`]: `run`'s loop: every table swept by ticks and full sweeps until shutdown, a table
+//!   that cannot be opened reported and opened again, each period's summary and EMF record, the
+//!   endpoint's counters, each table's stream followed beside its ticks ([`daemon::Follow`]).
 //! - [`lambda`]: one invocation, from event to report for every table; a batch of a table's
 //!   DynamoDB Streams records goes to the stream indexer instead.
-//! - [`telemetry`]: tracing subscribers (JSON lines with the Powertools keys), the one summary
-//!   log line, CloudWatch EMF metrics, and the daemon's Prometheus `/metrics` and `/healthz`
-//!   ([`telemetry::endpoint`]).
-//! - [`tools`]: adopting the sweeper on an existing table — parallel scan, backfill, audit — and
-//!   the daemon's follower of the table's stream (`run --follow-stream`), which hands its
-//!   records to [`indexer`].
-//! - [`indexer`]: the stream indexer — from stream records (an event source mapping's batch or
-//!   the follower's) to entries of the sweeper's expiry index table; never the application's
-//!   table.
-//! - [`events`]: expiry events — the event model and stable id, the sinks (EventBridge, SQS,
-//!   Firehose) behind the one-method [`events::Sink`] seam, batched publishing with retries; it
-//!   is the engine's [`engine::hook::ExpiryHook`].
-//! - [`engine`]: the sweep — paginated queries within one read-ahead budget of keys per sweep,
-//!   batched or conditional deletes with backoff (batch mode confirms every key by a read of the
-//!   table, not the index, before it sends it), the report, checkpoint planning, ticks, several tables side by side (each opened
-//!   when first needed and again after a failure), the leader lease ([`engine::lease`],
-//!   `LEADER_LEASE`).
-//! - [`store`]: the only code that talks to DynamoDB, behind the typed [`store::Store`]
-//!   seam; errors, start-up checks, the key dialect of reports and events (DynamoDB JSON,
-//!   through `serde_dynamo`), and the table's DynamoDB stream ([`store::stream`]: shards,
-//!   iterators, records), the sweeper's expiry index table's entries ([`store::entries`]), and
-//!   the one backoff of every retry loop ([`store::full_jitter`]).
-//!   Every request goes through the AWS SDKs' own pipelines.
-//! - [`streams`]: for consumers of the table's DynamoDB Stream — [`streams::is_expiry_removal`]
-//!   tells a `REMOVE` of an expired item (ours or native TTL's, in any Region) from an
-//!   application's delete.
-//! - [`expiry`]: the expiry model — [`expiry::Timestamp`], window math, the layout, the writer and
-//!   reader helpers for application code, and the [`expiry::Clock`] trait through which the rooms
-//!   above read the time. Pure: no I/O, and it never reads a clock itself.
+//! - [`telemetry`]: tracing subscribers (JSON lines with the Powertools keys), the summary log
+//!   line, CloudWatch EMF metrics, the daemon's `/metrics` and `/healthz` ([`telemetry::endpoint`]).
+//! - [`tools`]: adopting the sweeper on an existing table (parallel scan, backfill, audit) and the
+//!   daemon's follower of the table's stream, which hands its records to [`indexer`].
+//! - [`indexer`]: from stream records to entries of the sweeper's expiry index table; never the
+//!   application's table.
+//! - [`events`]: expiry events: the event model and stable id, the sinks (EventBridge, SQS,
+//!   Firehose) behind [`events::Sink`], batched publishing with retries; it is the engine's
+//!   [`engine::hook::ExpiryHook`].
+//! - [`engine`]: the sweep: paginated queries within one read-ahead budget, batched (each key
+//!   confirmed by a read of the table) or conditional deletes with backoff, the report,
+//!   checkpoint planning, ticks, several tables side by side, the leader lease
+//!   ([`engine::lease`]).
+//! - [`store`]: the only code that talks to DynamoDB, behind the typed [`store::Store`] seam;
+//!   errors, start-up checks, the key dialect of reports and events (DynamoDB JSON), the table's
+//!   stream ([`store::stream`]), the expiry index table's entries ([`store::entries`]), and the
+//!   one backoff of every retry loop ([`store::full_jitter`]).
+//! - [`streams`]: for consumers of the table's DynamoDB Stream: [`streams::is_expiry_removal`]
+//!   tells a `REMOVE` of an expired item from an application's delete.
+//! - [`expiry`]: the expiry model: [`expiry::Timestamp`], window math, the layout, the writer and
+//!   reader helpers for application code, and the [`expiry::Clock`] trait. Pure: no I/O, and it
+//!   never reads a clock itself.
 //!
 //! # Features
 //! - `sweeper` (default): the Lambda, the CLI and every module above but [`streams`] and
@@ -63,7 +53,7 @@
 //!   `AttributeValue`.
 //!
 //! With `default-features = false` the crate is [`expiry`] and [`streams`] alone, for application
-//! code that writes or reads swept tables, with `serde_dynamo`'s `AttributeValue`.
+//! code that writes or reads swept tables.
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
@@ -92,23 +82,20 @@ pub mod tools;
 #[cfg(feature = "sweeper")]
 #[derive(Debug)]
 pub struct Connected {
-    /// The tables, in the order configured, each with its sweeper once opened; the sweepers
-    /// measure lag and stamp events with `clock`.
+    /// The tables, in the order configured, each with its sweeper once opened.
     pub tables: Vec<engine::tables::Table<store::DynamoStore>>,
     /// The one sweep clock: the host clock held to DynamoDB's (see [`store::clock`]). Every sweep
     /// instant comes from it, through [`expiry::Clock::hold`].
     pub clock: std::sync::Arc<store::GuardedClock>,
 }
 
-/// Builds the production sweepers for `configs` (one per table, [`config::Settings::
-/// validate_tables`]): one SDK client from the standard AWS configuration chain, each table opened
-/// (and checked) with [`store::open`], and — with `EXPIRY_EVENTS` — its expiry-event sink. The one
-/// place the sweep clock is built, for every entry point: `wall` (the host clock the entry point
-/// reads) held to DynamoDB's clock as the store learns it.
+/// Builds the production sweepers for `configs`: one SDK client from the standard AWS
+/// configuration chain, each table opened and checked ([`store::open`]), with its expiry-event
+/// sink if any. The one place the sweep clock is built: `wall`, the host clock, held to
+/// DynamoDB's as the store learns it.
 ///
-/// One table that fails its start-up checks fails the start-up. Of several, a table that fails
-/// them is reported and opened again every `SCHEDULE_SECONDS` ([`engine::tables::Table`]); the
-/// others are swept.
+/// One table that fails its start-up checks fails the start-up. Of several, such a table is
+/// reported and opened again every `SCHEDULE_SECONDS` ([`engine::tables::Table`]).
 #[cfg(feature = "sweeper")]
 pub async fn connect(
     configs: &[config::Config],
@@ -139,9 +126,8 @@ pub async fn connect(
     Ok(Connected { tables, clock })
 }
 
-/// The table of a tool (`backfill`, `audit`; [`tools`]): one SDK client from the standard AWS
-/// configuration chain, and the table opened with the checks of [`connect`], but for a missing
-/// index, which is only a warning: the tools may run before it is created.
+/// The table of a tool (`backfill`, `audit`), opened with the checks of [`connect`] but for a
+/// missing index, only a warning: the tools may run before it is created.
 #[cfg(feature = "sweeper")]
 pub async fn connect_tool(
     config: &config::Config,
@@ -179,9 +165,8 @@ async fn open_table(
     })
 }
 
-/// This process's name in the leader lease, from its environment: `AWS_REGION` and, on Lambda,
-/// `AWS_LAMBDA_FUNCTION_NAME`; elsewhere the host name and the process id
-/// ([`engine::lease::holder_id`]).
+/// This process's name in the leader lease ([`engine::lease::holder_id`]): `AWS_REGION` and the
+/// Lambda function's name, or the host name and the process id.
 #[cfg(feature = "sweeper")]
 fn lease_holder() -> String {
     let var = |name| std::env::var(name).ok();

@@ -1,15 +1,10 @@
-//! Logs and metrics: tracing subscribers for the Lambda (JSON with the Powertools keys, for
-//! CloudWatch Logs) and the CLI (text on stderr, or the same JSON), the one-line sweep summary,
-//! CloudWatch Embedded Metric Format (EMF) records, which CloudWatch turns into metrics with no
-//! agent and no API calls, and the daemon's Prometheus endpoint ([`endpoint`]: `/metrics` and
-//! `/healthz`).
+//! Logs and metrics: tracing subscribers for the Lambda (JSON with the Powertools keys) and the
+//! CLI (text on stderr, or the same JSON), the one-line sweep summary, CloudWatch Embedded Metric
+//! Format (EMF) records, and the daemon's Prometheus endpoint ([`endpoint`]).
 //!
-//! The EMF records are written here ([`emf_record`], [`cold_start_record`]), not through the
-//! `metrics` facade and `metrics_cloudwatch_embedded`: a sweep already aggregates everything into
-//! one [`SweepReport`], and the facade's capped histograms, delta counters that leave zeros out
-//! (the alarms on `ItemsFailed` rely on every record carrying it) and one global recorder per
-//! process do not fit it (docs/design.md, "One route to DynamoDB").
-//! Prometheus has the facade's cumulative model: `/metrics` uses `metrics-exporter-prometheus`.
+//! The EMF records are written here, not through the `metrics` facade: a sweep already
+//! aggregates everything into one [`SweepReport`], and the facade's delta counters leave zeros
+//! out (the alarms on `ItemsFailed` rely on every record carrying it; docs/design.md).
 
 mod powertools;
 
@@ -35,9 +30,8 @@ pub enum LogFormat {
 
 /// Installs the global subscriber: `format` lines on stderr (the CLI keeps stdout for its report)
 /// or stdout (Lambda), filtered by `AWS_LAMBDA_LOG_LEVEL`, `POWERTOOLS_LOG_LEVEL` or `RUST_LOG`
-/// (the first set), else `default_level` (a level, or directives such as [`cli_filter`]'s).
-/// JSON lines: [`PowertoolsJson`]. Text lines are coloured only on a terminal, and `NO_COLOR`
-/// unset: journald, CI logs and files get plain text.
+/// (the first set), else `default_level`. Text lines are coloured only on a terminal, without
+/// `NO_COLOR`.
 pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
     use std::io::{stderr, stdout, IsTerminal};
     let level = ["AWS_LAMBDA_LOG_LEVEL", "POWERTOOLS_LOG_LEVEL"]
@@ -66,10 +60,9 @@ pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
     };
 }
 
-/// The CLI's log filter for `-v` given `verbose` times: this crate's info lines alone (the AWS
-/// SDK's and the HTTP client's warnings are theirs to retry through; the CLI says what failed,
-/// once); with `-v` this crate's debug lines; with `-vv` its trace lines and every library's debug
-/// lines (the AWS SDK, hyper, ...); with `-vvv` everything.
+/// The CLI's log filter for `-v` given `verbose` times: this crate's info lines alone (the CLI
+/// says what failed, once); with `-v` its debug lines; with `-vv` its trace lines and every
+/// library's debug lines; with `-vvv` everything.
 pub fn cli_filter(verbose: u8) -> &'static str {
     match verbose {
         0 => "ttl_sweeper=info",
@@ -127,9 +120,8 @@ macro_rules! summary_event {
     }};
 }
 
-/// Logs a tick's line when it found something or failed (quiet ticks stay quiet): the summary's
-/// fields under its own message, `tick finished` (or `tick finished with failures`), so that the
-/// invocation's one `sweep finished` line stays the only one to sum over.
+/// Logs a tick's line when it found something or failed: the summary's fields as `tick finished`
+/// (or `... with failures`), so that `sweep finished` lines stay the ones to sum over.
 pub fn log_tick(report: &SweepReport) {
     if !report.is_success() {
         summary_event!(Level::ERROR, report, "tick finished with failures");
@@ -187,15 +179,9 @@ pub fn log_summary(report: &SweepReport) {
     }
 }
 
-/// The EMF record of a sweep: one JSON object that CloudWatch Logs turns into the metrics
-/// `ItemsDeleted`, `ItemsSkipped`, `ItemsGone`, `ItemsFailed`, `ItemsFound`, `ItemsLeft`, `WindowsSwept`,
-/// `MaxExpiryLagSeconds`, `P99ExpiryLagSeconds`, `ClockAheadSeconds` (how far the host clock
-/// ran ahead of DynamoDB's and was pulled back), and the expiry events' `EventsPublished`,
-/// `EventsFailed`, `EventsCancelled` and `EventsTruncated`, dimensioned by `TableName`; and, only in
-/// a record where they are not 0, `SweepsStoodBy` (sweeps that stood by while another sweeper held
-/// the `LEADER_LEASE`), `LeaseLayoutMismatch` (of those, the ones beside a holder of another
-/// layout), `LeaseReleased` (the lease given up by a holder that could not sweep) and
-/// `WriteConflictsRetried` (deletes refused by a replicated write conflict and sent again).
+/// The EMF record of a sweep: one JSON object that CloudWatch Logs turns into the report's
+/// metrics, dimensioned by `TableName` (`ClockAheadSeconds`: how far the host clock ran ahead of
+/// DynamoDB's); the leader lease's and `WriteConflictsRetried` only where they are not 0.
 pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value {
     let secs = |ms: u64| json!(ms as f64 / 1000.0);
     let mut metrics = vec![
@@ -250,9 +236,8 @@ pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> V
     record
 }
 
-/// The EMF record of a cold start, as Powertools writes it: metric `ColdStart` = 1 (Count) in
-/// `namespace`, by `function_name` and `service`, in a record of its own so that it does not take
-/// the sweep's `TableName` dimension. Written at an execution environment's first invocation.
+/// The EMF record of a cold start, as Powertools writes it: `ColdStart` = 1 (Count) in
+/// `namespace`, by `function_name` and `service`, in a record of its own (no `TableName`).
 pub fn cold_start_record(
     namespace: &str,
     function_name: &str,
@@ -281,6 +266,25 @@ pub(crate) mod tests {
     /// A log writer that keeps what it is given, for tests that read log lines back.
     #[derive(Clone, Default)]
     pub(crate) struct Buf(pub(crate) std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Buf {
+        /// A subscriber writing JSON lines, their fields at the top level, into this buffer.
+        pub(crate) fn json_subscriber(&self) -> impl tracing::Subscriber {
+            let writer = self.clone();
+            let format = tracing_subscriber::fmt().json().flatten_event(true);
+            format.with_writer(move || writer.clone()).finish()
+        }
+
+        /// What was written, and its lines as JSON.
+        pub(crate) fn json_lines(&self) -> (String, Vec<Value>) {
+            let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+            let lines = text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            (text, lines)
+        }
+    }
 
     impl std::io::Write for Buf {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
@@ -402,13 +406,7 @@ pub(crate) mod tests {
         use std::collections::BTreeSet;
 
         let buf = Buf::default();
-        let writer = buf.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .flatten_event(true)
-            .with_writer(move || writer.clone())
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
+        tracing::subscriber::with_default(buf.json_subscriber(), || {
             log_summary(&SweepReport::default());
             log_summary(&SweepReport {
                 items_failed: 1,
@@ -424,11 +422,7 @@ pub(crate) mod tests {
                 ..SweepReport::default()
             });
         });
-        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let (text, lines) = buf.json_lines();
         assert_eq!(lines.len(), 2, "{text}");
         assert_eq!(
             (lines[0]["level"].as_str(), lines[1]["level"].as_str()),

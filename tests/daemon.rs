@@ -68,7 +68,7 @@ fn following<F>(records: &JsonLines, follow: Option<F>) -> Options<F> {
         namespace: "DaemonTest".into(),
         endpoint: None,
         follow,
-        emf: Box::new(records.clone()),
+        emf: Mutex::new(Box::new(records.clone())),
     }
 }
 

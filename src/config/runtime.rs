@@ -1,10 +1,8 @@
 //! [`Threads`]: the Tokio runtime the binaries run on, from `TOKIO_WORKER_THREADS`.
 //!
-//! One thread by default: a sweep mostly waits on DynamoDB, and on one thread a response wakes its
-//! task where it is, with no worker waking or stealing from another: less CPU per delete than two
-//! workers (docs/BENCHMARKS.md, section 6); a 128 MB Lambda function has a fraction of one vCPU.
-//! `TOKIO_WORKER_THREADS=N` with N ≥ 2 asks for a multi-threaded runtime with N workers, for
-//! `ttl-sweeper run` on a host where one core does not keep up.
+//! One thread by default: a sweep mostly waits on DynamoDB, and one thread spends less CPU per
+//! delete than two workers (docs/BENCHMARKS.md, section 6). `TOKIO_WORKER_THREADS=N` with N ≥ 2
+//! asks for a multi-threaded runtime with N workers, for a host where one core does not keep up.
 
 use std::num::NonZeroUsize;
 

@@ -1,12 +1,9 @@
-//! The settings: [`Settings`], one derived clap struct whose every field is a `--kebab-case` flag
-//! falling back to the environment variable of the same name, and [`SETTINGS`], each setting's
-//! variable, default, short description, what it accepts and the CLI commands that use it (for
-//! `--help`, error messages and the table of `docs/configuration.md`, which `tests/readme.rs`
-//! checks against it). The CLI flattens [`Settings`] into its commands and fits each to the
-//! settings it uses ([`Settings::fit`]: the others are neither shown nor read, and refused as
-//! flags, [`Settings::unused_flag`]); the Lambda reads the same definitions from its environment
-//! ([`Settings::from_env`]). Either way [`Settings::validate`] turns the raw values into a
-//! [`Config`](super::Config).
+//! The settings: [`Settings`], one clap struct whose every field is a `--kebab-case` flag falling
+//! back to the environment variable of the same name, and [`SETTINGS`], each setting's variable,
+//! default, help, accepted values and CLI commands (for `--help`, error messages and the table of
+//! `docs/configuration.md`). The CLI fits each command to the settings it uses ([`Settings::fit`]);
+//! the Lambda reads the same definitions from its environment ([`Settings::from_env`]). Either
+//! way [`Settings::validate`] turns the raw values into a [`Config`](super::Config).
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, Command, FromArgMatches};
@@ -50,58 +47,7 @@ impl CliCommand {
 const SWEEPS: &[CliCommand] = &[Sweep, Run];
 
 /// Every command: the table and where its items keep their expiry.
-const EVERY_COMMAND: &[CliCommand] = &[Sweep, Run, Backfill, Audit];
-
-/// Settings a command does not use but reads from the environment all the same, so that it can
-/// refuse them there too rather than do something else than the environment says: `run` refuses
-/// `TICK_SECONDS` (it sweeps every `--every`), and `backfill` and `audit`, which work on one
-/// table, refuse `TABLES` naming more.
-const READ_TO_REFUSE: [(CliCommand, &Setting); 3] =
-    [(Run, &TICK_SECONDS), (Backfill, &TABLES), (Audit, &TABLES)];
-
-/// The help of a setting where a command uses it for something of its own; elsewhere its
-/// [`Setting::help`].
-const COMMAND_HELP: [(CliCommand, &Setting, &str); 11] = [
-    (Backfill, &TABLE_NAME, "Table to backfill, by name or ARN (one table)"),
-    (Audit, &TABLE_NAME, "Table to audit, by name or ARN (one table)"),
-    (
-        Backfill,
-        &EXPIRY_INDEX_TABLE,
-        "The sweeper's own expiry index table: write each item's entry into it, and nothing into the table",
-    ),
-    (
-        Audit,
-        &EXPIRY_INDEX_TABLE,
-        "The sweeper's own expiry index table: count the items without their entry in it",
-    ),
-    (Backfill, &INDEX_NAME, "GSI keyed on (window, ttl), checked if it exists"),
-    (Audit, &INDEX_NAME, "GSI keyed on (window, ttl), checked if it exists"),
-    (
-        Sweep,
-        &SCHEDULE_SECONDS,
-        "How often this sweep runs (cron, a scheduler): the lookback reaches back that far, and LEADER_LEASE must outlast two",
-    ),
-    (
-        Run,
-        &SCHEDULE_SECONDS,
-        "Full-sweep period: this often `run` re-reads the lookback and catches up from the checkpoint, logs a summary line and an EMF record, and opens again a table it could not open (it ticks every --every)",
-    ),
-    (
-        Run,
-        &LEADER_LEASE,
-        "Leader lease: of the sweepers of one table (one per Region), only the holder sweeps; at least two --every",
-    ),
-    (
-        Run,
-        &METRICS_NAMESPACE,
-        "CloudWatch namespace of the EMF records `run` writes on stderr",
-    ),
-    (
-        Backfill,
-        &EXPIRY_EVENTS_MODE,
-        "The sweepers' expiry events mode: with `archive`, backfill runs only with --dry-run (it deletes expired items without publishing their events)",
-    ),
-];
+const EVERY_COMMAND: &[CliCommand] = &CliCommand::ALL;
 
 /// One setting: its environment variable, default, what it is and what it accepts.
 #[derive(Debug, Clone, Copy)]
@@ -119,18 +65,8 @@ pub struct Setting {
 }
 
 impl Setting {
-    /// The first line of its flag's `--help`: what it is and its default.
-    fn short_help(&self) -> String {
-        self.short_help_as(self.help)
-    }
-
-    /// Its flag's `--help`: the first line and what it accepts.
-    fn long_help(&self) -> String {
-        self.long_help_as(self.help)
-    }
-
-    /// [`Setting::short_help`] with `help` for what it is.
-    fn short_help_as(&self, help: &str) -> String {
+    /// Its flag's short `--help`: `help` (what it is) and its default.
+    fn short_help(&self, help: &str) -> String {
         let default = match self.default {
             None => "(required)".to_owned(),
             Some("") => "[default: none]".to_owned(),
@@ -139,17 +75,41 @@ impl Setting {
         format!("{help} {default}")
     }
 
-    /// [`Setting::long_help`] with `help` for what it is.
-    fn long_help_as(&self, help: &str) -> String {
-        format!("{}\n\nAccepts {}.", self.short_help_as(help), self.expected)
+    /// Its flag's `--help`: the short help and what it accepts.
+    fn long_help(&self, help: &str) -> String {
+        format!("{}\n\nAccepts {}.", self.short_help(help), self.expected)
     }
 
-    /// What the setting is, as `command` uses it.
+    /// What the setting is, as `command` uses it: where a command uses it for something of its
+    /// own, worded for that; elsewhere [`Setting::help`].
     pub fn help_for(&self, command: CliCommand) -> &'static str {
-        COMMAND_HELP
-            .iter()
-            .find(|(c, s, _)| *c == command && s.var == self.var)
-            .map_or(self.help, |(.., help)| help)
+        match (command, self.var) {
+            (Backfill, "TABLE_NAME") => "Table to backfill, by name or ARN (one table)",
+            (Audit, "TABLE_NAME") => "Table to audit, by name or ARN (one table)",
+            (Backfill, "EXPIRY_INDEX_TABLE") => {
+                "The sweeper's own expiry index table: write each item's entry into it, and nothing into the table"
+            }
+            (Audit, "EXPIRY_INDEX_TABLE") => {
+                "The sweeper's own expiry index table: count the items without their entry in it"
+            }
+            (Backfill | Audit, "INDEX_NAME") => "GSI keyed on (window, ttl), checked if it exists",
+            (Sweep, "SCHEDULE_SECONDS") => {
+                "How often this sweep runs (cron, a scheduler): the lookback reaches back that far, and LEADER_LEASE must outlast two"
+            }
+            (Run, "SCHEDULE_SECONDS") => {
+                "Full-sweep period: this often `run` re-reads the lookback and catches up from the checkpoint, logs a summary line and an EMF record, and opens again a table it could not open (it ticks every --every)"
+            }
+            (Run, "LEADER_LEASE") => {
+                "Leader lease: of the sweepers of one table (one per Region), only the holder sweeps; at least two --every"
+            }
+            (Run, "METRICS_NAMESPACE") => {
+                "CloudWatch namespace of the EMF records `run` writes on stderr"
+            }
+            (Backfill, "EXPIRY_EVENTS_MODE") => {
+                "The sweepers' expiry events mode: with `archive`, backfill runs only with --dry-run (it deletes expired items without publishing their events)"
+            }
+            _ => self.help,
+        }
     }
 
     /// Its argument's id in [`Settings`]: the field's name.
@@ -190,9 +150,7 @@ macro_rules! settings {
         )*
 
         /// Every setting's raw value, as given by flag or environment variable (absent: `None`);
-        /// each field is the flag and variable of the [`Setting`] of the same name. Flatten it into
-        /// a clap command (`#[command(flatten)] settings: Settings`), or read it from the
-        /// environment with [`Settings::from_env`]; then [`Settings::validate`].
+        /// each field is the flag and variable of the [`Setting`] of the same name.
         #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
         #[command(next_help_heading = HEADING)]
         #[allow(missing_docs)] // each field is documented by its Setting, shown by --help
@@ -201,8 +159,8 @@ macro_rules! settings {
                 #[arg(
                     long,
                     env = stringify!($var),
-                    help = $var.short_help(),
-                    long_help = $var.long_help()
+                    help = $var.short_help($help),
+                    long_help = $var.long_help($help)
                 )]
                 $(#[$attr])*
                 pub $field: $($ty)+,
@@ -362,7 +320,7 @@ impl Settings {
     }
 
     /// The settings through `lookup`, which maps a variable name (`TABLE_NAME`, ...) to its raw
-    /// value, through the same definitions as the flags (and no environment).
+    /// value (and no environment).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Settings {
         let command = Settings::augment_args(Command::new("settings").no_binary_name(true));
         let given = command
@@ -382,18 +340,21 @@ impl Settings {
 
     /// Fits `command`, a CLI command with [`Settings`] flattened into it, to `which`: the settings
     /// it uses are shown, with their help worded for it; the others are hidden and read from no
-    /// variable (but those it reads to refuse them, [`READ_TO_REFUSE`]), and
-    /// [`Settings::unused_flag`] refuses them given as flags.
+    /// variable (but those it refuses there), and [`Settings::unused_flag`] refuses them as flags.
     pub fn fit(command: Command, which: CliCommand) -> Command {
         let command = SETTINGS.iter().fold(command, |command, setting| {
             command.mut_arg(setting.id(), |arg| {
-                let read_to_refuse = READ_TO_REFUSE
-                    .iter()
-                    .any(|(c, s)| *c == which && s.var == setting.var);
+                // Not used, but read from the environment all the same, to be refused there too
+                // rather than do something else than it says: `run` refuses `TICK_SECONDS` (it
+                // sweeps every `--every`), and `backfill` and `audit` `TABLES` naming more tables.
+                let read_to_refuse = matches!(
+                    (which, setting.var),
+                    (Run, "TICK_SECONDS") | (Backfill | Audit, "TABLES")
+                );
                 if which.uses(setting) {
                     let help = setting.help_for(which);
-                    arg.help(setting.short_help_as(help))
-                        .long_help(setting.long_help_as(help))
+                    arg.help(setting.short_help(help))
+                        .long_help(setting.long_help(help))
                 } else if read_to_refuse {
                     arg.hide(true)
                 } else {

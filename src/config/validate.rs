@@ -35,13 +35,12 @@ impl Settings {
     /// in that order: one [`Config`] per table. A table named twice is refused, and an error in
     /// one table's settings names the table when there are several.
     pub fn validate_tables(&self) -> Result<Vec<Config>, ConfigError> {
-        self.tables_swept(Sweeps::Settings)
+        self.tables_swept(None)
     }
 
     /// The tables of `ttl-sweeper run`, which sweeps every `every` (`--every`): as
-    /// [`Settings::validate_tables`], with `every` the period between sweeps that `LEADER_LEASE`
-    /// must outlast twice. `TICK_SECONDS`, the Lambda's tick period, is refused: `run` would not
-    /// use it.
+    /// [`Settings::validate_tables`], `LEADER_LEASE` outlasting two `every`; `TICK_SECONDS`, the
+    /// Lambda's, is refused.
     pub fn validate_run(&self, every: Duration) -> Result<Vec<Config>, ConfigError> {
         let tick = get(self.tick_seconds.as_deref(), &TICK_SECONDS)?;
         if !(tick.eq_ignore_ascii_case("off") || tick == "0") {
@@ -52,26 +51,21 @@ impl Settings {
                 instead: "it is the Lambda's tick period, and `run` sweeps every --every",
             });
         }
-        self.tables_swept(Sweeps::Every(every))
+        self.tables_swept(Some(every))
     }
 
-    /// [`Settings::validate_tables`], the sweeps coming as `sweeps` says.
-    fn tables_swept(&self, sweeps: Sweeps) -> Result<Vec<Config>, ConfigError> {
-        let mut each = Vec::new();
-        for name in self.table_names() {
-            each.push(Settings {
-                table_name: vec![name],
-                tables: None,
-                ..self.clone()
-            });
-        }
+    /// [`Settings::validate_tables`], sweeping every `every` (`run`) or as the settings say.
+    fn tables_swept(&self, every: Option<Duration>) -> Result<Vec<Config>, ConfigError> {
+        let one = |table_name| Settings {
+            table_name,
+            tables: None,
+            ..self.clone()
+        };
+        let names = self.table_names().into_iter();
+        let mut each: Vec<Settings> = names.map(|name| one(vec![name])).collect();
         if let Some(raw) = self.tables.as_deref().filter(|raw| given(Some(raw))) {
             for entry in table_entries(raw)? {
-                let mut settings = Settings {
-                    table_name: Vec::new(),
-                    tables: None,
-                    ..self.clone()
-                };
+                let mut settings = one(Vec::new());
                 for (var, value) in entry {
                     let field = PER_TABLE.iter().find(|(s, _)| s.var == var);
                     match field {
@@ -96,12 +90,12 @@ impl Settings {
         }
         if each.is_empty() {
             // Nothing named: the error of the one required setting.
-            return self.validate_swept(sweeps).map(|config| vec![config]);
+            return self.validate_swept(every).map(|config| vec![config]);
         }
         let several = each.len() > 1;
         let mut configs: Vec<Config> = Vec::with_capacity(each.len());
         for settings in each {
-            let config = settings.validate_swept(sweeps).map_err(|e| match several {
+            let config = settings.validate_swept(every).map_err(|e| match several {
                 false => e,
                 true => ConfigError::InTable {
                     table: settings.table_name.concat(),
@@ -130,23 +124,19 @@ impl Settings {
     }
 
     /// The one table of `ttl-sweeper backfill` ([`Settings::validate_one`]). Backfill publishes
-    /// no expiry events, so of their settings it reads only `EXPIRY_EVENTS_MODE`, the sweepers':
-    /// with `archive` only a `dry_run` is accepted, since a backfill deletes the items it finds
-    /// already expired without publishing their expiry events.
+    /// no expiry events: of their settings it reads only `EXPIRY_EVENTS_MODE`, and with `archive`
+    /// accepts only a `dry_run`.
     pub fn validate_backfill(&self, dry_run: bool) -> Result<Config, ConfigError> {
         let mode = get(self.expiry_events_mode.as_deref(), &EXPIRY_EVENTS_MODE)?;
-        match mode.to_ascii_lowercase().as_str() {
-            "notify" => {}
-            "archive" if dry_run => {}
-            "archive" => {
-                let problem = "backfill deletes the items it finds already expired without \
-                               publishing their expiry events, so they would not be archived. Run \
-                               it with --dry-run to count them, or without \
-                               EXPIRY_EVENTS_MODE=archive if those items need no archive"
-                    .to_owned();
-                return Err(rejected(&EXPIRY_EVENTS_MODE, &mode, problem));
-            }
-            _ => return Err(invalid(&EXPIRY_EVENTS_MODE, &mode)),
+        if choice(Some(&mode), &EXPIRY_EVENTS_MODE, EVENTS_MODES)? == EventsMode::Archive
+            && !dry_run
+        {
+            let problem = "backfill deletes the items it finds already expired without publishing \
+                           their expiry events, so they would not be archived. Run it with \
+                           --dry-run to count them, or without EXPIRY_EVENTS_MODE=archive if those \
+                           items need no archive"
+                .to_owned();
+            return Err(rejected(&EXPIRY_EVENTS_MODE, &mode, problem));
         }
         let without_events = Settings {
             expiry_events: None,
@@ -163,15 +153,16 @@ impl Settings {
         names.filter(|n| !n.is_empty()).map(str::to_owned).collect()
     }
 
-    /// Validates every setting, defaulting those absent or blank ([`SETTINGS`]): the one place raw
-    /// values become a [`Config`]. Every error names the variable and its flag and what it accepts.
-    /// For the one table `TABLE_NAME` names ([`Settings::validate_tables`] reads several).
+    /// Validates every setting, defaulting those absent or blank: the one place raw values become
+    /// a [`Config`], for the one table `TABLE_NAME` names. Every error names the variable, its
+    /// flag and what it accepts.
     pub fn validate(&self) -> Result<Config, ConfigError> {
-        self.validate_swept(Sweeps::Settings)
+        self.validate_swept(None)
     }
 
-    /// [`Settings::validate`], the sweeps coming as `sweeps` says.
-    fn validate_swept(&self, sweeps: Sweeps) -> Result<Config, ConfigError> {
+    /// [`Settings::validate`], sweeping every `every` (`run`), or else every `TICK_SECONDS` in tick
+    /// mode and every `SCHEDULE_SECONDS` otherwise (the Lambda, `sweep`).
+    fn validate_swept(&self, every: Option<Duration>) -> Result<Config, ConfigError> {
         let table_name = match self.table_names().as_slice() {
             [] => None,
             [one] => Some(one.clone()),
@@ -182,22 +173,10 @@ impl Settings {
                 })
             }
         };
-        let delete_mode = {
-            let raw = get(self.delete_mode.as_deref(), &DELETE_MODE)?;
-            match raw.to_ascii_lowercase().as_str() {
-                "batch" => DeleteMode::Batch,
-                "conditional" => DeleteMode::Conditional,
-                _ => return Err(invalid(&DELETE_MODE, &raw)),
-            }
-        };
         let mut config = Config {
             table_name: name(table_name.as_deref(), &TABLE_NAME, true)?,
             index_name: name(self.index_name.as_deref(), &INDEX_NAME, false)?,
-            expiry_index_table: match get(self.expiry_index_table.as_deref(), &EXPIRY_INDEX_TABLE)?
-            {
-                raw if raw.is_empty() => None,
-                raw => Some(name(Some(&raw), &EXPIRY_INDEX_TABLE, true)?),
-            },
+            expiry_index_table: table(self.expiry_index_table.as_deref(), &EXPIRY_INDEX_TABLE)?,
             ttl_attribute: attribute(self.ttl_attribute.as_deref(), &TTL_ATTRIBUTE)?,
             window_attribute: attribute(self.window_attribute.as_deref(), &WINDOW_ATTRIBUTE)?,
             window_seconds: window_seconds(self.window_seconds.as_deref())?,
@@ -207,7 +186,7 @@ impl Settings {
                 0,
                 10_000,
             )? as u32,
-            delete_mode,
+            delete_mode: choice(self.delete_mode.as_deref(), &DELETE_MODE, DELETE_MODES)?,
             max_concurrency: number(self.max_concurrency.as_deref(), &MAX_CONCURRENCY, 1, 256)?
                 as usize,
             max_retries: number(self.max_retries.as_deref(), &MAX_RETRIES, 0, 30)? as u32,
@@ -223,10 +202,7 @@ impl Settings {
             },
             schedule_seconds: number(self.schedule_seconds.as_deref(), &SCHEDULE_SECONDS, 1, 3600)?
                 as u32,
-            checkpoint_table: match get(self.checkpoint_table.as_deref(), &CHECKPOINT_TABLE)? {
-                raw if raw.is_empty() => None,
-                raw => Some(name(Some(&raw), &CHECKPOINT_TABLE, true)?),
-            },
+            checkpoint_table: table(self.checkpoint_table.as_deref(), &CHECKPOINT_TABLE)?,
             max_catchup_seconds: {
                 let raw = get(self.max_catchup.as_deref(), &MAX_CATCHUP)?;
                 parse_duration(&raw)
@@ -251,23 +227,20 @@ impl Settings {
                         .map_err(|problem| rejected(&EXPIRY_EVENTS, &raw, problem))?,
                 ),
             },
-            expiry_events_mode: {
-                let raw = get(self.expiry_events_mode.as_deref(), &EXPIRY_EVENTS_MODE)?;
-                match raw.to_ascii_lowercase().as_str() {
-                    "notify" => EventsMode::Notify,
-                    "archive" => EventsMode::Archive,
-                    _ => return Err(invalid(&EXPIRY_EVENTS_MODE, &raw)),
-                }
-            },
-            expiry_events_item: {
-                let raw = get(self.expiry_events_item.as_deref(), &EXPIRY_EVENTS_ITEM)?;
-                match raw.to_ascii_lowercase().as_str() {
-                    "auto" => ItemSource::Auto,
-                    "read" => ItemSource::Read,
-                    "off" => ItemSource::Off,
-                    _ => return Err(invalid(&EXPIRY_EVENTS_ITEM, &raw)),
-                }
-            },
+            expiry_events_mode: choice(
+                self.expiry_events_mode.as_deref(),
+                &EXPIRY_EVENTS_MODE,
+                EVENTS_MODES,
+            )?,
+            expiry_events_item: choice(
+                self.expiry_events_item.as_deref(),
+                &EXPIRY_EVENTS_ITEM,
+                &[
+                    ("auto", ItemSource::Auto),
+                    ("read", ItemSource::Read),
+                    ("off", ItemSource::Off),
+                ],
+            )?,
             metrics_namespace: {
                 // METRICS_NAMESPACE wins; unset, Powertools' POWERTOOLS_METRICS_NAMESPACE.
                 let powertools = self.powertools_metrics_namespace.as_deref();
@@ -275,17 +248,13 @@ impl Settings {
                 if !given(raw) && given(powertools) {
                     (raw, source.var) = (powertools, POWERTOOLS_METRICS_NAMESPACE);
                 }
-                let raw = get(raw, &source)?;
-                let ok = raw.len() <= 255
-                    && !raw.starts_with("AWS/")
-                    && raw.chars().all(|c| {
+                accepted(raw, &source, |raw| {
+                    let allowed = |c: char| {
                         c.is_ascii_alphanumeric()
                             || matches!(c, '.' | '-' | '_' | '/' | '#' | ':' | ' ')
-                    });
-                if !ok {
-                    return Err(invalid(&source, &raw));
-                }
-                raw
+                    };
+                    raw.len() <= 255 && !raw.starts_with("AWS/") && raw.chars().all(allowed)
+                })?
             },
         };
         config.shard_range = shard_range(
@@ -311,7 +280,7 @@ impl Settings {
             }
         }
         if let Some(lease) = config.leader_lease {
-            leader_lease(lease, &config, sweeps)?;
+            leader_lease(lease, &config, every)?;
         }
         let needed = covering_lookback(config.window_seconds, config.schedule_seconds);
         if !given(self.lookback_windows.as_deref()) {
@@ -336,25 +305,18 @@ impl Settings {
                 partitions,
             });
         }
-        if config.expiry_events_mode == EventsMode::Archive {
-            if config.expiry_events.is_none() {
-                return Err(rejected(
-                    &EXPIRY_EVENTS_MODE,
-                    "archive",
-                    "archive mode needs a sink: set EXPIRY_EVENTS".to_owned(),
-                ));
-            }
-            if config.delete_mode != DeleteMode::Conditional {
-                return Err(rejected(
-                    &EXPIRY_EVENTS_MODE,
-                    "archive",
-                    format!(
-                        "archive mode needs DELETE_MODE=conditional (DELETE_MODE is {}): a batch \
-                         delete cannot tell a ttl extended while the event was published",
-                        config.delete_mode
-                    ),
-                ));
-            }
+        let archive_problem = match (&config.expiry_events, config.delete_mode) {
+            _ if config.expiry_events_mode != EventsMode::Archive => None,
+            (None, _) => Some("archive mode needs a sink: set EXPIRY_EVENTS".to_owned()),
+            (_, DeleteMode::Batch) => Some(
+                "archive mode needs DELETE_MODE=conditional (DELETE_MODE is batch): a batch delete \
+                 cannot tell a ttl extended while the event was published"
+                    .to_owned(),
+            ),
+            (_, DeleteMode::Conditional) => None,
+        };
+        if let Some(problem) = archive_problem {
+            return Err(rejected(&EXPIRY_EVENTS_MODE, "archive", problem));
         }
         if config.ttl_attribute == config.window_attribute {
             return Err(ConfigError::Invalid {
@@ -367,19 +329,25 @@ impl Settings {
     }
 }
 
-/// How often a command sweeps, for the checks that depend on it.
-#[derive(Debug, Clone, Copy)]
-enum Sweeps {
-    /// As the settings say: every `TICK_SECONDS` in tick mode, else every `SCHEDULE_SECONDS` (the
-    /// Lambda, `sweep`).
-    Settings,
-    /// Every `--every` (`run`).
-    Every(Duration),
-}
+/// `DELETE_MODE`'s values.
+const DELETE_MODES: &[(&str, DeleteMode)] = &[
+    ("batch", DeleteMode::Batch),
+    ("conditional", DeleteMode::Conditional),
+];
+
+/// `EXPIRY_EVENTS_MODE`'s values.
+const EVENTS_MODES: &[(&str, EventsMode)] = &[
+    ("notify", EventsMode::Notify),
+    ("archive", EventsMode::Archive),
+];
 
 /// Checks `LEADER_LEASE` against the settings it depends on: the checkpoint table holds the lease
 /// item, and a lease shorter than two sweeps would lapse between a holder's sweeps.
-fn leader_lease(lease: Duration, config: &Config, sweeps: Sweeps) -> Result<(), ConfigError> {
+fn leader_lease(
+    lease: Duration,
+    config: &Config,
+    every: Option<Duration>,
+) -> Result<(), ConfigError> {
     let value = lease.as_secs().to_string();
     if config.checkpoint_table.is_none() {
         return Err(rejected(
@@ -388,10 +356,10 @@ fn leader_lease(lease: Duration, config: &Config, sweeps: Sweeps) -> Result<(), 
             "the lease item lives in the checkpoint table: set CHECKPOINT_TABLE".to_owned(),
         ));
     }
-    let (every, var) = match (sweeps, config.tick) {
-        (Sweeps::Every(every), _) => (every, "--every"),
-        (Sweeps::Settings, Some(tick)) => (tick, "TICK_SECONDS"),
-        (Sweeps::Settings, None) => (
+    let (every, var) = match (every, config.tick) {
+        (Some(every), _) => (every, "--every"),
+        (None, Some(tick)) => (tick, "TICK_SECONDS"),
+        (None, None) => (
             Duration::from_secs(u64::from(config.schedule_seconds)),
             "SCHEDULE_SECONDS",
         ),
@@ -646,52 +614,25 @@ mod tests {
 
     #[test]
     fn bad_expiry_events_settings_say_what_is_wrong() {
-        #[allow(clippy::type_complexity)]
-        let cases: &[(&[(&str, &str)], &str, &str)] = &[
-            (
-                &[("EXPIRY_EVENTS", "kafka:topic")],
-                "EXPIRY_EVENTS",
-                "unknown sink scheme",
-            ),
-            (
-                &[("EXPIRY_EVENTS", "sqs:")],
-                "EXPIRY_EVENTS",
-                "empty target",
-            ),
-            (
-                &[("EXPIRY_EVENTS", "eventbridge")],
-                "EXPIRY_EVENTS",
-                "no sink scheme",
-            ),
-            (
-                &[("EXPIRY_EVENTS", "sqs:not-a-url")],
-                "EXPIRY_EVENTS",
-                "not a queue URL",
-            ),
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[("EXPIRY_EVENTS", "kafka:topic")], "unknown sink scheme"),
+            (&[("EXPIRY_EVENTS", "sqs:")], "empty target"),
+            (&[("EXPIRY_EVENTS", "eventbridge")], "no sink scheme"),
+            (&[("EXPIRY_EVENTS", "sqs:not-a-url")], "not a queue URL"),
             (
                 &[(
                     "EXPIRY_EVENTS",
                     "eventbridge:arn:aws:events:us-east-1:1:event-bus/b",
                 )],
-                "EXPIRY_EVENTS",
                 "not an event bus ARN",
             ),
-            (
-                &[("EXPIRY_EVENTS_MODE", "archiv")],
-                "EXPIRY_EVENTS_MODE",
-                "`notify` or `archive`",
-            ),
-            (
-                &[("EXPIRY_EVENTS_ITEM", "all")],
-                "EXPIRY_EVENTS_ITEM",
-                "`auto`, `read` or `off`",
-            ),
+            (&[("EXPIRY_EVENTS_MODE", "archiv")], "`notify` or `archive`"),
+            (&[("EXPIRY_EVENTS_ITEM", "all")], "`auto`, `read` or `off`"),
             (
                 &[
                     ("EXPIRY_EVENTS_MODE", "archive"),
                     ("DELETE_MODE", "conditional"),
                 ],
-                "EXPIRY_EVENTS_MODE",
                 "archive mode needs a sink",
             ),
             (
@@ -699,11 +640,12 @@ mod tests {
                     ("EXPIRY_EVENTS_MODE", "archive"),
                     ("EXPIRY_EVENTS", "firehose:s"),
                 ],
-                "EXPIRY_EVENTS_MODE",
                 "needs DELETE_MODE=conditional",
             ),
         ];
-        for (pairs, var, why) in cases {
+        for (pairs, why) in cases {
+            // The setting named is the first one given.
+            let var = pairs[0].0;
             let mut all = vec![("TABLE_NAME", "sessions")];
             all.extend_from_slice(pairs);
             let msg = parse(&all).unwrap_err().to_string();
@@ -810,14 +752,13 @@ mod tests {
                 (Ok(c), Some(n)) => assert_eq!(c.lookback_windows, *n, "{pairs:?}"),
                 (Err(e @ ConfigError::Uncovered { .. }), None) => {
                     let msg = e.to_string();
-                    for name in [
+                    let names = [
                         "LOOKBACK_WINDOWS",
                         "WINDOW_SECONDS",
                         "SCHEDULE_SECONDS",
                         "CHECKPOINT_TABLE",
-                    ] {
-                        assert!(msg.contains(name), "{pairs:?}: {msg}");
-                    }
+                    ];
+                    assert!(names.iter().all(|n| msg.contains(n)), "{pairs:?}: {msg}");
                 }
                 (other, _) => panic!("{pairs:?}: {other:?}, expected {want:?}"),
             }

@@ -76,8 +76,8 @@ pub(super) fn shard_range(raw: &str, shards: u32) -> Result<Option<ShardRange>, 
 }
 
 /// Window width and shard count on their own, for work that needs no table (`ttl-sweeper
-/// window`): raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values, defaulted and validated exactly as
-/// [`Settings::validate`] does, with the same messages.
+/// window`): raw `WINDOW_SECONDS` and `WINDOW_SHARDS` values validated as [`Settings::validate`]
+/// does.
 pub fn window_shape(
     seconds: Option<&str>,
     shards: Option<&str>,
@@ -110,29 +110,54 @@ pub(super) fn number(raw: Option<&str>, s: &Setting, lo: u64, hi: u64) -> Result
         .ok_or_else(|| invalid(s, &raw))
 }
 
+/// The value, when `ok` accepts it.
+pub(super) fn accepted(
+    raw: Option<&str>,
+    s: &Setting,
+    ok: impl FnOnce(&str) -> bool,
+) -> Result<String, ConfigError> {
+    let raw = get(raw, s)?;
+    match ok(&raw) {
+        true => Ok(raw),
+        false => Err(invalid(s, &raw)),
+    }
+}
+
 /// A table or index name (or, with `allow_arn`, a table ARN).
 pub(super) fn name(raw: Option<&str>, s: &Setting, allow_arn: bool) -> Result<String, ConfigError> {
-    let raw = get(raw, s)?;
-    let ok = (allow_arn && raw.starts_with("arn:") && raw.contains(":table/"))
-        || ((3..=255).contains(&raw.len())
-            && raw
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')));
-    if ok {
-        Ok(raw)
-    } else {
-        Err(invalid(s, &raw))
+    accepted(raw, s, |raw| {
+        let named = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+        (allow_arn && raw.starts_with("arn:") && raw.contains(":table/"))
+            || ((3..=255).contains(&raw.len()) && raw.chars().all(named))
+    })
+}
+
+/// A table name or ARN, or `None` when empty.
+pub(super) fn table(raw: Option<&str>, s: &Setting) -> Result<Option<String>, ConfigError> {
+    match get(raw, s)? {
+        raw if raw.is_empty() => Ok(None),
+        raw => name(Some(&raw), s, true).map(Some),
     }
+}
+
+/// One of `values` (by name, in any case).
+pub(super) fn choice<T: Copy>(
+    raw: Option<&str>,
+    s: &Setting,
+    values: &[(&str, T)],
+) -> Result<T, ConfigError> {
+    let raw = get(raw, s)?;
+    let found = values
+        .iter()
+        .find(|(name, _)| raw.eq_ignore_ascii_case(name));
+    found
+        .map(|(_, value)| *value)
+        .ok_or_else(|| invalid(s, &raw))
 }
 
 /// An attribute name of at most 255 bytes.
 pub(super) fn attribute(raw: Option<&str>, s: &Setting) -> Result<String, ConfigError> {
-    let raw = get(raw, s)?;
-    if raw.len() <= 255 {
-        Ok(raw)
-    } else {
-        Err(invalid(s, &raw))
-    }
+    accepted(raw, s, |raw| raw.len() <= 255)
 }
 
 pub(super) fn window_seconds(raw: Option<&str>) -> Result<u32, ConfigError> {

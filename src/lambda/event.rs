@@ -77,10 +77,7 @@ pub fn parse_time(text: &str) -> Result<Timestamp, EventError> {
 
 fn summarize(value: &Value) -> String {
     match value {
-        Value::Object(obj) => {
-            let keys: Vec<&str> = obj.keys().map(String::as_str).take(10).collect();
-            format!("with keys {keys:?}")
-        }
+        Value::Object(obj) => format!("with keys {:?}", obj.keys().take(10).collect::<Vec<_>>()),
         Value::Array(_) => "(an array)".into(),
         Value::String(_) => "(a string)".into(),
         Value::Number(_) => "(a number)".into(),

@@ -18,17 +18,15 @@ use crate::telemetry;
 /// Time kept free before the Lambda deadline: no new request starts after it.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
 
-/// A DynamoDB call still unanswered this long before the Lambda deadline is cut (it answers a
-/// retryable timeout; see [`crate::engine::Stop::bound`]), whatever its timeouts and retries: the
-/// summary, the metrics and the response go out before Lambda ends the invocation.
+/// A DynamoDB call still unanswered this long before the Lambda deadline is cut
+/// ([`crate::engine::Stop::bound`]), so that the summary, the metrics and the response go out.
 pub const REPORT_RESERVE: Duration = Duration::from_secs(1);
 
 /// The longest a Lambda invocation may run (15 minutes): no invocation has more time left.
 pub const MAX_FUNCTION_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// The time an invocation takes for itself when no clock can tell how much it has ([`time_left`]):
-/// long enough for a short sweep and its report (new requests stop after 7 s), short enough
-/// for the timeouts this function is deployed with.
+/// enough for a short sweep and its report, within the timeouts this function is deployed with.
 pub const TIME_LEFT_FLOOR: Duration = Duration::from_secs(10);
 
 /// The time left before an invocation's `deadline` (epoch ms from the Runtime API), derived once
@@ -36,9 +34,8 @@ pub const TIME_LEFT_FLOOR: Duration = Duration::from_secs(10);
 /// `Date` headers give; see [`crate::store::ServerClock`]), then counted on the monotonic clock.
 ///
 /// A clock that says the deadline has already passed is wrong (an invocation starts with its whole
-/// timeout ahead) and is not believed; of the others the shorter is taken, so a host clock running
-/// behind cannot stretch the time, and one running ahead, even past the deadline, cannot remove the
-/// stop. No clock believed: [`TIME_LEFT_FLOOR`]. At most [`MAX_FUNCTION_TIMEOUT`].
+/// timeout ahead) and is not believed; of the others the shorter is taken. No clock believed:
+/// [`TIME_LEFT_FLOOR`]. At most [`MAX_FUNCTION_TIMEOUT`].
 pub fn time_left(deadline: Timestamp, host: Timestamp, dynamodb: Option<Timestamp>) -> Duration {
     let left = [Some(host), dynamodb]
         .into_iter()
@@ -63,10 +60,9 @@ pub fn time_left(deadline: Timestamp, host: Timestamp, dynamodb: Option<Timestam
 }
 
 /// In tick mode an invocation keeps ticking this long past the start of the next scheduled one,
-/// so the next invocation, however late the schedule delivers it (EventBridge Scheduler: within
-/// seconds), has started before this one stops: consecutive invocations overlap instead of
-/// leaving a gap. The function needs a timeout of at least the schedule period plus this plus
-/// [`DEADLINE_MARGIN`], and a reserved concurrency of 2.
+/// which has then surely started: consecutive invocations overlap instead of leaving a gap. The
+/// function needs a timeout of the schedule period plus this plus [`DEADLINE_MARGIN`], and a
+/// reserved concurrency of 2.
 pub const HANDOFF_OVERLAP: Duration = Duration::from_secs(10);
 
 /// An event older than the schedule period plus this is stale (replayed, or delivered after
@@ -136,9 +132,9 @@ impl From<HandlerError> for lambda_runtime::Diagnostic {
     }
 }
 
-/// Handles one invocation from the Lambda runtime: marks it in the logs (request id, X-Ray trace,
-/// cold start; see [`telemetry::Invocation`]), writes the `ColdStart` EMF record on the
-/// environment's first invocation, and runs [`handle_tables`] with `remaining`, the time left.
+/// Handles one invocation from the Lambda runtime: marks it in the logs
+/// ([`telemetry::Invocation`]), writes the `ColdStart` EMF record on the environment's first
+/// invocation, and runs [`handle_tables`] with `remaining`, the time left.
 pub async fn invoke<S: Store>(
     tables: &[Table<S>],
     event: &lambda_runtime::LambdaEvent<Value>,
@@ -146,14 +142,9 @@ pub async fn invoke<S: Store>(
     remaining: Option<Duration>,
     settings: &HandlerSettings,
 ) -> Result<Value, HandlerError> {
-    let context = &event.context;
-    let invocation = telemetry::Invocation::begin(
-        &context.request_id,
-        context.xray_trace_id.as_deref(),
-        &context.invoked_function_arn,
-    );
+    let invocation = telemetry::Invocation::begin(&event.context);
     if invocation.cold_start() {
-        let function = &context.env_config.function_name;
+        let function = &event.context.env_config.function_name;
         let (service, at) = (telemetry::service_name(), clock.now().millis());
         let record = telemetry::cold_start_record(&settings.namespace, function, &service, at);
         println!("{record}");
@@ -161,11 +152,9 @@ pub async fn invoke<S: Store>(
     handle_tables(tables, &event.payload, clock, remaining, settings).await
 }
 
-/// Handles one invocation for every table, side by side, each as [`handle`] does (its own report,
-/// summary line and EMF record, dimensioned by its `TableName`). One table answers its report, as
-/// [`handle`]; several answer `{"tables": [report, ...]}`, in the order configured, and the
-/// invocation fails when any of them did (a table that could not be opened among them), naming
-/// them.
+/// Handles one invocation for every table, side by side, each as [`handle`] does. One table
+/// answers its report; several answer `{"tables": [report, ...]}`, in the order configured, and
+/// the invocation fails, naming them, when any of them did (or could not be opened).
 pub async fn handle_tables<S: Store>(
     tables: &[Table<S>],
     event: &Value,
@@ -173,9 +162,7 @@ pub async fn handle_tables<S: Store>(
     remaining: Option<Duration>,
     settings: &HandlerSettings,
 ) -> Result<Value, HandlerError> {
-    let trigger = parse_event(event).inspect_err(|e| {
-        tracing::error!(error = %e, "rejected the invocation's event; nothing swept");
-    })?;
+    let trigger = parse(event)?;
     let each = tables.iter().map(|table| async {
         match table.sweeper().await {
             Ok(sweeper) => sweep_as_asked(sweeper, trigger, clock, remaining, settings).await,
@@ -220,10 +207,15 @@ pub async fn handle<S: Store>(
     remaining: Option<Duration>,
     settings: &HandlerSettings,
 ) -> Result<SweepReport, HandlerError> {
-    let trigger = parse_event(event).inspect_err(|e| {
+    sweep_as_asked(sweeper, parse(event)?, clock, remaining, settings).await
+}
+
+/// The instant `event` asks to sweep as of ([`parse_event`]); an event refused is logged.
+fn parse(event: &Value) -> Result<Option<Timestamp>, HandlerError> {
+    let parsed = parse_event(event).inspect_err(|e| {
         tracing::error!(error = %e, "rejected the invocation's event; nothing swept");
-    })?;
-    sweep_as_asked(sweeper, trigger, clock, remaining, settings).await
+    });
+    Ok(parsed?)
 }
 
 /// The sweep as of `trigger` (the event's time; `None`: now), of `sweeper`'s table, as [`handle`]
@@ -277,9 +269,8 @@ async fn sweep_as_asked<S: Store>(
             }
         }
     };
-    // The last resort, for what the store's bound does not cover (an expiry-event sink that
-    // does not answer, a store that ignores the bound): the sweep is dropped, its tasks aborted,
-    // and the summary says so, rather than Lambda ending the invocation without one.
+    // The last resort, for what the store's bound does not cover (an expiry-event sink that does
+    // not answer): the sweep is dropped and the summary says so.
     let cut = remaining.map(|r| started + r.saturating_sub(REPORT_RESERVE / 2));
     let mut report = match cut {
         None => sweep.await,

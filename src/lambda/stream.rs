@@ -1,8 +1,8 @@
 //! The stream indexer's invocations: a batch of the table's DynamoDB Streams records from an event
-//! source mapping, indexed into the sweeper's expiry index table by [`crate::indexer`] and answered with the sequence number of each
-//! item's first failed record (`ReportBatchItemFailures`), which Lambda delivers again with the
-//! records after it. A batch that does not parse, or holds a record of another table's stream,
-//! fails the invocation as a whole and nothing of it is written.
+//! source mapping, indexed into the sweeper's expiry index table by [`crate::indexer`] and answered
+//! with the sequence number of each item's first failed record (`ReportBatchItemFailures`), which
+//! Lambda delivers again with the records after it. A batch that does not parse, or holds a record
+//! of another table's stream, fails the invocation as a whole and nothing of it is written.
 
 use std::time::Duration;
 
@@ -28,22 +28,16 @@ pub fn is_stream_batch(event: &Value) -> bool {
     records.is_some_and(|records| records.iter().any(of_dynamodb))
 }
 
-/// Handles one stream invocation from the Lambda runtime: marks it in the logs as a sweep's
-/// invocation is (request id, X-Ray trace, cold start; see [`telemetry::Invocation`]), then
-/// [`index_batch`] with `remaining`, the time left, for the table whose stream the records come
-/// from (of several swept tables; the one table when only one is swept).
+/// Handles one stream invocation from the Lambda runtime: marks it in the logs
+/// ([`telemetry::Invocation`]), then [`index_batch`] with `remaining`, the time left, for the table
+/// whose stream the records come from (the one table when only one is swept).
 pub async fn invoke_batch(
     tables: &[Table<DynamoStore>],
     event: &lambda_runtime::LambdaEvent<Value>,
     clock: &dyn Clock,
     remaining: Option<Duration>,
 ) -> Result<Value, HandlerError> {
-    let context = &event.context;
-    let _invocation = telemetry::Invocation::begin(
-        &context.request_id,
-        context.xray_trace_id.as_deref(),
-        &context.invoked_function_arn,
-    );
+    let _invocation = telemetry::Invocation::begin(&event.context);
     let arn = event.payload["Records"][0]["eventSourceARN"].as_str();
     let table = match tables {
         [one] => Some(one),

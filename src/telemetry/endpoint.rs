@@ -1,17 +1,12 @@
-//! The optional HTTP endpoint of the daemon (`ttl-sweeper run`, `crate::daemon`): `GET /metrics`
-//! in the Prometheus text exposition format and `GET /healthz`, on the address of `--metrics-addr`;
-//! nothing else.
+//! The optional HTTP endpoint of the daemon (`ttl-sweeper run`, `--metrics-addr`): `GET /metrics`
+//! in the Prometheus text format and `GET /healthz`; nothing else.
 //!
-//! The metrics are the Lambda's EMF metrics under Prometheus names: `ItemsDeleted` is
-//! `ttl_sweeper_items_deleted_total`, and so on (see [`METRICS`]), each with the label `table`.
-//! Counters add up every sweep since the process started; the lag, `items_left` and clock gauges
-//! hold the last reporting period's values, as its EMF record does. They are kept by a
-//! `metrics-exporter-prometheus` recorder that is local to this endpoint (not installed
-//! globally), so nothing else in the process can write into it.
+//! The metrics are the Lambda's EMF metrics under Prometheus names ([`METRICS`]), each with the
+//! label `table`. Counters add up every sweep since start-up; the lag, `items_left` and clock
+//! gauges hold the last reporting period's values. A recorder local to this endpoint keeps them.
 //!
-//! `/healthz` answers 200 while sweeping works and 503 once no sweep has succeeded (read at
-//! least one window, every window read, every key found deleted or knowingly kept) for
-//! the `unhealthy_after` of [`DaemonMetrics::new`], counted from start-up until the first success.
+//! `/healthz` answers 200 while sweeping works and 503 once no sweep has succeeded for the
+//! `unhealthy_after` of [`DaemonMetrics::new`] (from start-up until the first success).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -55,27 +50,21 @@ const STOOD_BY: &str = "ttl_sweeper_stood_by_total";
 const LAYOUT_MISMATCH: &str = "ttl_sweeper_lease_layout_mismatch_total";
 const RELEASED: &str = "ttl_sweeper_lease_released_total";
 const WRITE_CONFLICTS: &str = "ttl_sweeper_write_conflicts_retried_total";
-/// `run --follow-stream`: the stream follower's counters.
-const STREAM_COUNTERS: [&str; 6] = [
-    "ttl_sweeper_stream_records_total",
-    "ttl_sweeper_stream_entries_written_total",
-    "ttl_sweeper_stream_expired_when_written_total",
-    "ttl_sweeper_stream_invalid_ttl_total",
-    "ttl_sweeper_stream_skipped_records_total",
-    "ttl_sweeper_stream_trimmed_total",
+/// `run --follow-stream`: the stream follower's counters, with their help.
+const STREAM_COUNTERS: [(&str, &str); 6] = [
+    ("ttl_sweeper_stream_records_total", "run --follow-stream: stream records read"),
+    ("ttl_sweeper_stream_entries_written_total", "run --follow-stream: expiry index entries written"),
+    ("ttl_sweeper_stream_expired_when_written_total", "run --follow-stream: of those, items already expired when indexed (the next sweep deletes them)"),
+    ("ttl_sweeper_stream_invalid_ttl_total", "run --follow-stream: items written with an unusable ttl (not a Number, milliseconds, more than five years old)"),
+    ("ttl_sweeper_stream_skipped_records_total", "run --follow-stream: records that failed every attempt and were passed (their items need backfill)"),
+    ("ttl_sweeper_stream_trimmed_total", "run --follow-stream: times records were trimmed from the stream before they were read (their items need backfill)"),
 ];
-/// The help of the metrics that are not EMF metrics; as for those, a name ending in `_total` is a
-/// counter and one ending in `_seconds` (or [`SINCE_SUCCESS`]) is in seconds.
-const HELP: [(&str, &str); 15] = [
+/// The help of the other metrics that are not EMF metrics; as for those, a name ending in
+/// `_total` is a counter and one ending in `_seconds` (or [`SINCE_SUCCESS`]) is in seconds.
+const HELP: [(&str, &str); 9] = [
     (SWEEPS, "Sweeps run: ticks and full sweeps"),
     (SWEEPS_FAILED, "Sweeps with failed keys or unread windows"),
     (SINCE_SUCCESS, "Time since the last successful sweep"),
-    (STREAM_COUNTERS[0], "run --follow-stream: stream records read"),
-    (STREAM_COUNTERS[1], "run --follow-stream: expiry index entries written"),
-    (STREAM_COUNTERS[2], "run --follow-stream: of those, items already expired when indexed (the next sweep deletes them)"),
-    (STREAM_COUNTERS[3], "run --follow-stream: items written with an unusable ttl (not a Number, milliseconds, more than five years old)"),
-    (STREAM_COUNTERS[4], "run --follow-stream: records that failed every attempt and were passed (their items need backfill)"),
-    (STREAM_COUNTERS[5], "run --follow-stream: times records were trimmed from the stream before they were read (their items need backfill)"),
     (LEADER, "LEADER_LEASE: 1 when the last sweep held the table's lease (always without a lease), 0 when it stood by"),
     (STOOD_BY, "LEADER_LEASE: sweeps that stood by while another sweeper held the lease"),
     (LAYOUT_MISMATCH, "LEADER_LEASE: sweeps that stood by beside a lease held with another layout (index, windows, ttl attribute or shard range) than this sweeper's"),
@@ -120,7 +109,8 @@ impl DaemonMetrics {
             unhealthy_after,
         };
         let emf = METRICS.map(|(emf, name)| (name, format!("The Lambda's EMF metric {emf}")));
-        let help = HELP.map(|(name, help)| (name, help.to_owned()));
+        let others = HELP.iter().chain(&STREAM_COUNTERS);
+        let help = others.map(|(name, help)| (*name, help.to_string()));
         metrics::with_local_recorder(&this.recorder, || {
             for (name, help) in emf.into_iter().chain(help) {
                 let seconds = name.ends_with("_seconds") || name == SINCE_SUCCESS;
@@ -143,10 +133,8 @@ impl DaemonMetrics {
     }
 
     /// Adds one sweep (a tick or a full sweep) to the counters. A successful one that read at
-    /// least one window resets the health clock: a tick with nothing new to read proves nothing
-    /// about DynamoDB, and full sweeps (every reporting period) always read windows. So does a
-    /// sweep that stood by after reading the leader lease: a standby is healthy, unless the
-    /// holder's layout is not its own.
+    /// least one window resets the health clock (a tick with nothing to read proves nothing), as
+    /// does one that stood by beside a lease holder of its own layout.
     pub fn record(&self, report: &SweepReport) {
         self.record_sweep(report, true);
         metrics::with_local_recorder(&self.recorder, || {
@@ -199,7 +187,7 @@ impl DaemonMetrics {
                 r.skipped_records,
                 r.trimmed,
             ];
-            for (name, value) in STREAM_COUNTERS.iter().zip(values) {
+            for ((name, _), value) in STREAM_COUNTERS.iter().zip(values) {
                 counter!(*name, "table" => table.to_owned()).absolute(value);
             }
             let age = r.record_age_ms as f64 / 1000.0;
@@ -286,13 +274,13 @@ pub async fn serve(
 ) {
     let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let permit = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            permit = open.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+        let acquire = open.clone().acquire_owned();
+        let Some(permit) = shutdown.run_until_cancelled(acquire).await else {
+            return;
         };
-        let accepted = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
+        let permit = permit.expect("the semaphore is never closed");
+        let Some(accepted) = shutdown.run_until_cancelled(listener.accept()).await else {
+            return;
         };
         let Ok((stream, _)) = accepted else {
             // A failed accept (e.g. out of file descriptors) must not spin: pause, go on.
@@ -311,10 +299,7 @@ pub async fn serve(
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = connection => {}
-                _ = shutdown.cancelled() => {}
-            }
+            shutdown.run_until_cancelled(connection).await;
         });
     }
 }

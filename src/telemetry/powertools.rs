@@ -1,11 +1,9 @@
-//! JSON log lines with the keys of Powertools for AWS Lambda, the conventions Lambda operators
-//! search by: `level`, `message`, `timestamp`, `service`, and during an invocation
-//! `cold_start`, `function_name`, `function_arn`, `function_memory_size`, `function_request_id`
-//! and `xray_trace_id`; the event's own fields follow at the top level.
+//! JSON log lines with the keys of Powertools for AWS Lambda: `level`, `message`, `timestamp`,
+//! `service`, and during an invocation `cold_start`, `function_name`, `function_arn`,
+//! `function_memory_size`, `function_request_id` and `xray_trace_id`; then the event's fields.
 //!
-//! The invocation context is process state, set by [`Invocation::begin`] when an invocation
-//! starts and cleared when its guard drops: a Lambda execution environment runs one invocation
-//! at a time, and every line logged meanwhile — from any task — belongs to it.
+//! The invocation context is process state, set by [`Invocation::begin`] and cleared when its
+//! guard drops: an execution environment runs one invocation at a time.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,18 +50,18 @@ pub struct Invocation {
 }
 
 impl Invocation {
-    /// Marks the start of an invocation: its request id, its X-Ray trace header (Lambda's
-    /// `Lambda-Runtime-Trace-Id`, also in `_X_AMZN_TRACE_ID`; the `Root=` id is logged) and the
-    /// function ARN it was invoked through. The first invocation of the process is the cold start.
-    pub fn begin(request_id: &str, trace_header: Option<&str>, function_arn: &str) -> Invocation {
+    /// Marks the start of the invocation of `context`: its request id, its X-Ray trace header
+    /// (Lambda's `Lambda-Runtime-Trace-Id`, also in `_X_AMZN_TRACE_ID`; the `Root=` id is logged)
+    /// and the function ARN it was invoked through. The process's first invocation is the cold
+    /// start.
+    pub fn begin(context: &lambda_runtime::Context) -> Invocation {
         let cold_start = COLD.swap(false, Ordering::SeqCst);
-        let header = trace_header
-            .map(str::to_owned)
-            .or_else(|| std::env::var("_X_AMZN_TRACE_ID").ok());
+        let header =
+            (context.xray_trace_id.clone()).or_else(|| std::env::var("_X_AMZN_TRACE_ID").ok());
         let context = Context {
-            request_id: request_id.to_owned(),
+            request_id: context.request_id.clone(),
             xray_trace_id: header.as_deref().and_then(trace_root),
-            function_arn: function_arn.to_owned(),
+            function_arn: context.invoked_function_arn.clone(),
             cold_start,
         };
         *CURRENT.lock().unwrap_or_else(PoisonError::into_inner) = Some(context);
@@ -216,6 +214,15 @@ mod tests {
         assert_eq!(trace_root(""), None);
     }
 
+    /// The context of an invocation with these request id, trace header and function ARN.
+    fn invocation(request_id: &str, trace: Option<&str>, arn: &str) -> lambda_runtime::Context {
+        let mut context = lambda_runtime::Context::default();
+        context.request_id = request_id.into();
+        context.xray_trace_id = trace.map(Into::into);
+        context.invoked_function_arn = arn.into();
+        context
+    }
+
     // One test owns the process-wide invocation state: the cold start happens once.
     #[test]
     fn lines_carry_the_powertools_keys_and_the_invocation_context() {
@@ -232,24 +239,20 @@ mod tests {
             .finish();
         tracing::subscriber::with_default(subscriber, || {
             tracing::info!(deleted = 7u64, table = "sessions", level = "x", "before");
-            let first = Invocation::begin(
+            let first = Invocation::begin(&invocation(
                 "req-1",
                 Some("Root=1-abc-def;Parent=1;Sampled=0"),
                 "arn:aws:lambda:us-east-1:1:function:sweeper",
-            );
+            ));
             assert!(first.cold_start());
             tracing::warn!(lag = 1.5, ok = true, "during");
             drop(first);
-            let second = Invocation::begin("req-2", None, "arn");
+            let second = Invocation::begin(&invocation("req-2", None, "arn"));
             assert!(!second.cold_start());
             tracing::error!(error = %"boom", "second");
             drop(second);
         });
-        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let (text, lines) = buf.json_lines();
         assert_eq!(lines.len(), 3, "{text}");
         let before = &lines[0];
         assert_eq!(before["level"], "INFO");

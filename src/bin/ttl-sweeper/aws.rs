@@ -2,7 +2,6 @@
 //! credentials are there, and what a request that could not reach DynamoDB prints. Each says
 //! once what went wrong and what to set.
 
-use std::fmt;
 use std::path::PathBuf;
 
 use aws_credential_types::provider::error::CredentialsError;
@@ -20,7 +19,8 @@ pub(crate) const CONFIGURATION: u8 = 2;
 pub(crate) const UNREACHABLE: u8 = 3;
 
 /// A failure the CLI explains itself: the message it prints and its exit status.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
 pub(crate) struct Failure {
     /// What went wrong and what to set, in one message.
     pub(crate) message: String,
@@ -28,20 +28,9 @@ pub(crate) struct Failure {
     pub(crate) code: u8,
 }
 
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Failure {}
-
-/// Applies `--region` and `--profile` as the SDK's own `AWS_REGION` and `AWS_PROFILE`, which they
-/// override: every client the process builds (DynamoDB, its stream, the expiry event sinks)
-/// loads its configuration from them, and the leader lease names its holder by `AWS_REGION`.
-///
-/// Called first thing in `main`, before any other thread exists (setting a variable while
-/// another thread reads the environment is undefined behaviour).
+/// Applies `--region` and `--profile` as the SDK's own `AWS_REGION` and `AWS_PROFILE`, which every
+/// client (and the leader lease's holder name) is configured from. Called before any other thread
+/// exists (setting a variable while another thread reads the environment is undefined behaviour).
 pub(crate) fn select(region: Option<&str>, profile: Option<&str>) {
     if let Some(region) = region {
         std::env::set_var("AWS_REGION", region);
@@ -156,10 +145,8 @@ pub(crate) async fn check(profile_flag: Option<&str>) -> anyhow::Result<Target> 
 
 /// A [`Failure`] of the configuration.
 fn configuration(message: String) -> anyhow::Error {
-    anyhow::Error::new(Failure {
-        message,
-        code: CONFIGURATION,
-    })
+    let code = CONFIGURATION;
+    anyhow::Error::new(Failure { message, code })
 }
 
 /// `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`: the SDK then ignores every configured endpoint.

@@ -52,19 +52,14 @@ pub(crate) fn window(
 }
 
 /// `ttl-sweeper sweep`: one sweep of every table as of `at` (RFC 3339), or as of the clock; one
-/// report per table, in the order configured. `wall` reads the host clock; the sweep runs by the
-/// one sweep clock ([`ttl_sweeper::connect`]), held to DynamoDB's, so a fast host clock cannot
-/// delete early and an `--at` ahead of it is refused: nothing unexpired is ever deleted. `aws`
-/// checks the AWS configuration ([`crate::aws::check`]) once the arguments are.
-pub(crate) async fn sweep<W>(
+/// report per table. The sweep clock is `wall` held to DynamoDB's ([`ttl_sweeper::connect`]), and
+/// an `--at` ahead of it is refused. `aws` checks the AWS configuration once the arguments are.
+pub(crate) async fn sweep(
     configs: &[Config],
     at: Option<&str>,
-    wall: W,
+    wall: impl Fn() -> Timestamp + Send + Sync + 'static,
     aws: impl Future<Output = anyhow::Result<Target>>,
-) -> anyhow::Result<Vec<SweepReport>>
-where
-    W: Fn() -> Timestamp + Send + Sync + 'static,
-{
+) -> anyhow::Result<Vec<SweepReport>> {
     let at = at.map(parse_time).transpose().context("--at")?;
     let instant = |held: Held| match at {
         Some(at) if !held.ahead.is_zero() => Err(anyhow::anyhow!(
@@ -84,20 +79,15 @@ where
     Ok(sweep_each(&tables, now, &*clock).await)
 }
 
-/// `ttl-sweeper run`: [`daemon::run`] over every table until `shutdown` (SIGINT or SIGTERM), with
-/// `wall` held to DynamoDB's clock as in [`sweep`]; one report per table, in the order configured.
-/// The tables are checked (and, with `--follow-stream`, their expiry index tables named) before
-/// the metrics endpoint opens.
-pub(crate) async fn run<W>(
+/// `ttl-sweeper run`: [`daemon::run`] over every table until `shutdown` (SIGINT or SIGTERM); one
+/// report per table. The tables are checked before the metrics endpoint opens.
+pub(crate) async fn run(
     configs: &[Config],
     args: &RunArgs,
-    wall: W,
+    wall: impl Fn() -> Timestamp + Send + Sync + 'static,
     aws: impl Future<Output = anyhow::Result<Target>>,
     shutdown: impl Future,
-) -> anyhow::Result<Vec<SweepReport>>
-where
-    W: Fn() -> Timestamp + Send + Sync + 'static,
-{
+) -> anyhow::Result<Vec<SweepReport>> {
     if args.follow_stream {
         for config in configs {
             let index_table = config.expiry_index_table.as_deref();
@@ -122,7 +112,7 @@ where
         namespace: configs[0].metrics_namespace.clone(),
         endpoint,
         follow,
-        emf: Box::new(std::io::stderr()),
+        emf: std::sync::Mutex::new(Box::new(std::io::stderr())),
     };
     Ok(daemon::run(&tables, &*clock, options, shutdown).await?)
 }
@@ -141,9 +131,7 @@ pub(crate) async fn backfill(
     let target = aws.await?;
     let connected = ttl_sweeper::connect_tool(config).await;
     let (store, opened) = connected.map_err(|e| target.explain(e))?;
-    // Backfill deletes what has expired: it judges each item by the clock when it writes it,
-    // held, like a sweep's, to DynamoDB's clock (the start-up request just taught the store what
-    // it is, and every response since keeps it up to date).
+    // Backfill deletes what has expired by the clock held, like a sweep's, to DynamoDB's.
     let clock = store::GuardedClock::new(wall, store.server_clock().clone());
     let path = (args.state.clone()).unwrap_or_else(|| default_state_path(&config.table_name));
     let file = ProgressFile {

@@ -21,11 +21,8 @@ use ttl_sweeper::telemetry::{self, LogFormat};
 use ttl_sweeper::tools::backfill::{parse_max_rcu, parse_max_wcu, parse_page_size};
 use ttl_sweeper::tools::scan::parse_segments;
 
-/// mimalloc instead of the system allocator: a sweep allocates per item and per request, and
-/// mimalloc measured less CPU per delete (docs/BENCHMARKS.md). Built without transparent huge
-/// pages (Cargo feature `no_thp`): with them, memory mimalloc gave back was faulted in again
-/// 2 MiB at a time, zeroed by the kernel, and peak memory was about 1.6 times as high (37–40 MiB
-/// against 22–26 MiB for one `ttl-sweeper sweep` of the benchmark's fake endpoint).
+/// mimalloc: less CPU per delete than the system allocator (docs/BENCHMARKS.md). Built without
+/// transparent huge pages (feature `no_thp`), with which peak memory was about 1.6 times as high.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -228,9 +225,9 @@ fn main() -> ExitCode {
         })
 }
 
-/// The command line, each command fitted to the settings it uses ([`Settings::fit`]): a setting
-/// it does not use is neither shown nor read from the environment, and given as a flag it is
-/// refused as an unknown argument, naming the commands that use it. Exits on a usage error.
+/// The command line, each command fitted to the settings it uses ([`Settings::fit`]), a setting
+/// it does not use refused as an unknown argument ([`Settings::unused_flag`]). Exits on a usage
+/// error.
 fn parse() -> Cli {
     let mut command = command();
     let matches = command.get_matches_mut();
@@ -272,8 +269,7 @@ pub(crate) fn said_once(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// Logs each table's summary, prints its report as one JSON line, and maps success (of every
-/// table) to the exit status.
+/// Logs each table's summary, prints its report as one JSON line, and exits 0 if all succeeded.
 fn finish_all(reports: &[SweepReport]) -> anyhow::Result<ExitCode> {
     for report in reports {
         telemetry::log_summary(report);
