@@ -18,7 +18,7 @@ use super::report::FailedKey;
 pub use super::report::{EventTally, FailedEvent};
 use super::retry::Stop;
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{key_to_json, Key, Store, TableSchema};
+use crate::store::{key_to_json, Key, Store};
 
 /// A boxed future, so that [`ExpiryHook`] (and the events' `Sink`) can be trait objects.
 pub use futures::future::BoxFuture;
@@ -292,18 +292,16 @@ pub(super) async fn delete_with_events<S: Store>(
     deleter: &Deleter<'_, S>,
     events: &Events,
     chunk: Vec<Expired>,
-    now: Timestamp,
-    stop: &Stop,
 ) -> ChunkOutcome {
-    let (hook, owed) = (events.hook.as_ref(), events.owed.as_ref());
-    let wall = || events.wall.as_ref().map_or(now, |c| c.now());
+    let (hook, owed, stop) = (events.hook.as_ref(), events.owed.as_ref(), deleter.stop);
+    let wall = || events.wall.as_ref().map_or(deleter.now, |c| c.now());
     let wall: &(dyn Fn() -> Timestamp + Send + Sync) = &wall;
     // Items read for the events are held until they are published: room for the largest items
     // first, then what they take.
     let (items, _read_room) = if hook.read_items() {
         let most = MAX_ITEM_KIB.saturating_mul(chunk.len() as u32);
         let mut room = take_room(&events.items_room, most).await;
-        let items = read_items(deleter.store, deleter.schema, &chunk, stop).await;
+        let items = read_items(deleter, &chunk).await;
         keep_room(&mut room, items.iter().flatten().map(item_kib).sum());
         (items, room)
     } else {
@@ -328,7 +326,7 @@ pub(super) async fn delete_with_events<S: Store>(
             notify: Some(&notifier),
             ..*deleter
         };
-        let mut out = deleter.delete_chunk(chunk, now, stop).await;
+        let mut out = deleter.delete_chunk(chunk).await;
         out.events.add(notifier.flush().await);
         return out;
     }
@@ -361,11 +359,11 @@ pub(super) async fn delete_with_events<S: Store>(
             Delivery::Stopped => refused.leave([e]),
         }
     }
-    let mut out = deleter.delete_chunk(admitted, now, stop).await;
+    let mut out = deleter.delete_chunk(admitted).await;
     // Accepted, not deleted: an item whose ttl has changed since is owed its cancellation now;
     // no later sweep would find it in the window it has left.
     let mut kept = std::mem::take(&mut out.kept_keys);
-    kept.extend(reconcile(deleter.store, deleter.schema, &expiries, &mut out, stop).await);
+    kept.extend(reconcile(deleter, &expiries, &mut out).await);
     out.absorb(refused);
     let cancelled_at = wall();
     let cancellations: Vec<Publication> = kept
@@ -390,12 +388,11 @@ pub(super) async fn delete_with_events<S: Store>(
 /// `docs/events.md` ("Archive") says: gone counts as `gone`; another ttl as `skipped`, its key
 /// returned, owed a cancellation. If the read fails, everything stays as it was (logged).
 async fn reconcile<S: Store>(
-    store: &S,
-    schema: &TableSchema,
+    d: &Deleter<'_, S>,
     expiries: &[Expiry],
     out: &mut ChunkOutcome,
-    stop: &Stop,
 ) -> Vec<Key> {
+    let schema = d.schema;
     // A key has one outcome: failed or left, never both.
     let failed = out.failed.iter().map(|f| f.key.clone());
     let left = out.left_keys.iter().map(key_to_json);
@@ -407,8 +404,8 @@ async fn reconcile<S: Store>(
         return Vec::new();
     }
     let keys: Vec<Key> = unresolved.iter().map(|x| x.key.clone()).collect();
-    let read = store.get_items(schema, keys, true);
-    let items = match stop.bound("BatchGetItem", read).await {
+    let read = d.store.get_items(schema, keys, true);
+    let items = match d.stop.bound("BatchGetItem", read).await {
         Ok(items) => items,
         Err(err) => {
             tracing::warn!(error = %err, keys = unresolved.len(), "could not re-read items whose expiry was accepted but not deleted; the next sweep publishes them again if their ttl is unchanged");
@@ -438,18 +435,13 @@ async fn reconcile<S: Store>(
 }
 
 /// The chunk's whole items, read consistently; `None` for one not found or if the read fails.
-async fn read_items<S: Store>(
-    store: &S,
-    schema: &TableSchema,
-    chunk: &[Expired],
-    stop: &Stop,
-) -> Vec<Option<Key>> {
+async fn read_items<S: Store>(d: &Deleter<'_, S>, chunk: &[Expired]) -> Vec<Option<Key>> {
     let keys: Vec<Key> = chunk.iter().map(|e| e.key.clone()).collect();
-    let read = store.get_items(schema, keys, false);
-    match stop.bound("BatchGetItem", read).await {
+    let read = d.store.get_items(d.schema, keys, false);
+    match d.stop.bound("BatchGetItem", read).await {
         Ok(items) => chunk
             .iter()
-            .map(|e| schema.find(&items, &e.key).cloned())
+            .map(|e| d.schema.find(&items, &e.key).cloned())
             .collect(),
         Err(err) => {
             tracing::warn!(error = %err, "could not read the items for their events; publishing without them");

@@ -54,6 +54,17 @@ struct State {
     backoff_until: Option<Instant>,
 }
 
+impl State {
+    /// No longer holding the lease: the next check reads it anew, and logs what it finds.
+    fn lose(&mut self) {
+        let backoff_until = self.backoff_until;
+        *self = State {
+            backoff_until,
+            ..State::default()
+        };
+    }
+}
+
 /// What a check of the lease says: leading until this instant (sweep, within it), or standing by
 /// ([`NotLeading`]).
 pub type LeaseCheck = Result<Instant, NotLeading>;
@@ -129,10 +140,7 @@ impl Lease {
                 }
                 Ok(None) => {
                     warn!(holder = %self.config.holder, "lost the lease");
-                    state.held = None;
-                    state.failing = Failing::default();
-                    state.next_read = None;
-                    state.logged = Some(Err(String::new()));
+                    state.lose();
                 }
                 Err(e) if !paused && Instant::now() < held.until => {
                     warn!(error = %e, "could not renew the lease; leading until it runs out");
@@ -140,9 +148,7 @@ impl Lease {
                 }
                 Err(e) => {
                     warn!(error = %e, "lost the lease: it ran out while it could not be renewed");
-                    state.held = None;
-                    state.failing = Failing::default();
-                    state.logged = Some(Err(String::new()));
+                    state.lose();
                     return self.standing_by(&mut state, Some(e));
                 }
             }
@@ -252,11 +258,7 @@ impl Lease {
         since: Instant,
     ) -> LeaseCheck {
         let unsound = Instant::now().saturating_duration_since(since);
-        state.held = None;
-        state.failing = Failing::default();
-        state.seen = None;
-        state.next_read = None;
-        state.logged = Some(Err(String::new()));
+        state.lose();
         // The hold ends `LEASE_MARGIN` (and the bounds' width) before the lease lapses: a lease
         // after that lapse.
         let backoff_until = held.until + LEASE_MARGIN + self.config.duration;

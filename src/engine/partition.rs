@@ -77,16 +77,12 @@ pub(super) fn fold_chunk(report: &mut SweepReport, chunk: ChunkOutcome, origin: 
         warn!(key = %failed.key, reason = %failed.reason, "key not deleted");
     }
     let handled = chunk.failed.is_empty() && chunk.left_keys.is_empty();
+    add_counts!(report, chunk; items_skipped = skipped, items_gone = gone, items_retried = retried,
+        write_conflicts_retried = write_conflicts, items_confirmed = confirmed,
+        items_reread = reread, items_conditional = conditional,
+        index_entries_removed = entries_removed);
     report.items_deleted += chunk.deleted.len() as u64;
-    report.items_skipped += chunk.skipped;
-    report.items_gone += chunk.gone;
-    report.items_retried += chunk.retried;
-    report.write_conflicts_retried += chunk.write_conflicts;
     report.items_left += chunk.left_keys.len() as u64;
-    report.items_confirmed += chunk.confirmed;
-    report.items_reread += chunk.reread;
-    report.items_conditional += chunk.conditional;
-    report.index_entries_removed += chunk.entries_removed;
     report.items_failed += chunk.failed.len() as u64;
     report.add_failed_keys(chunk.failed);
     report.add_events(chunk.events);
@@ -188,6 +184,8 @@ impl<S: Store> Shared<S> {
                     store: &shared.store,
                     schema: &shared.schema,
                     options: &shared.options,
+                    now,
+                    stop: &stop,
                     track_keys: events.is_some(),
                     return_items: events.as_ref().is_some_and(|e| e.hook.returned_items()),
                     notify: None,
@@ -195,29 +193,28 @@ impl<S: Store> Shared<S> {
                 // Batch mode's read of the table, before the wait for a send slot: it holds none.
                 let (mut keys, mut out) = {
                     let _read = reads.acquire().await;
-                    deleter.confirm(group, &stop).await
+                    deleter.confirm(group).await
                 };
                 let mut chunks = Vec::with_capacity(group_chunks);
                 while !keys.is_empty() {
                     chunks.push(keys.split_off(keys.len().saturating_sub(BATCH_SIZE)));
                 }
-                let (deleter, permits, stop, events) = (&deleter, &permits, &stop, &events);
+                let (deleter, permits, events) = (&deleter, &permits, &events);
                 let sends = chunks.into_iter().map(|chunk| async move {
                     let _permit = permits.acquire().await;
                     // The stop may have come while this chunk waited for a permit.
-                    if stop.reached() {
+                    if deleter.stop.reached() {
                         return ChunkOutcome::left(chunk);
                     }
                     match events {
-                        None => deleter.delete_chunk(chunk, now, stop).await,
-                        Some(events) => delete_with_events(deleter, events, chunk, now, stop).await,
+                        None => deleter.delete_chunk(chunk).await,
+                        Some(events) => delete_with_events(deleter, events, chunk).await,
                     }
                 });
                 for sent in futures::future::join_all(sends).await {
                     out.absorb(sent);
                 }
-                out.entries_removed =
-                    remove_settled(&shared.store, &shared.schema, entries, &out, stop).await;
+                out.entries_removed = remove_settled(deleter, entries, &out).await;
                 out
             });
         };

@@ -238,11 +238,8 @@ impl SweepReport {
 
     /// Adds what publishing expiry events did, keeping up to [`MAX_FAILED_EVENTS`] failed ones.
     pub fn add_events(&mut self, tally: EventTally) {
-        self.events_published += tally.published;
-        self.events_failed += tally.failed;
-        self.events_cancelled += tally.cancelled;
-        self.events_truncated += tally.truncated;
-        self.events_retried += tally.retried;
+        add_counts!(self, tally; events_published = published, events_failed = failed,
+            events_cancelled = cancelled, events_truncated = truncated, events_retried = retried);
         self.add_failed_events(tally.failed_events);
     }
 
@@ -264,9 +261,8 @@ impl SweepReport {
             self.delete_mode = other.delete_mode.clone();
         }
         self.ticks += other.ticks.max(1);
-        self.stood_by += other.stood_by;
-        self.lease_layout_mismatch += other.lease_layout_mismatch;
-        self.lease_released += other.lease_released;
+        add_counts!(self, other; stood_by, lease_layout_mismatch, lease_released, windows_swept,
+            windows_left, duration_ms);
         self.stopped_early |= other.stopped_early;
         self.catchup_capped |= other.catchup_capped;
         let before = self.checkpoint_before.take();
@@ -274,38 +270,19 @@ impl SweepReport {
         let after = other.checkpoint_after.take();
         self.checkpoint_after = after.or(self.checkpoint_after.take());
         self.clock_ahead_ms = self.clock_ahead_ms.max(other.clock_ahead_ms);
-        self.windows_swept += other.windows_swept;
-        self.windows_left += other.windows_left;
-        self.duration_ms += other.duration_ms;
         self.add_partition(other);
     }
 
     /// Adds the counts, kept lists and lags of another part of the same sweep (one partition,
     /// or one slice of windows): what [`SweepReport::merge`] adds besides the sweep's own fields.
     pub fn add_partition(&mut self, other: SweepReport) {
-        self.items_found += other.items_found;
-        self.items_deleted += other.items_deleted;
-        self.items_skipped += other.items_skipped;
-        self.items_gone += other.items_gone;
-        self.items_invalid += other.items_invalid;
-        self.items_retried += other.items_retried;
-        self.write_conflicts_retried += other.write_conflicts_retried;
-        self.items_failed += other.items_failed;
-        self.items_left += other.items_left;
-        self.items_confirmed += other.items_confirmed;
-        self.items_reread += other.items_reread;
-        self.items_conditional += other.items_conditional;
-        self.index_entries_removed += other.index_entries_removed;
-        self.failed_keys_dropped += other.failed_keys_dropped;
-        self.errors_dropped += other.errors_dropped;
+        add_counts!(self, other; items_found, items_deleted, items_skipped, items_gone,
+            items_invalid, items_retried, write_conflicts_retried, items_failed, items_left,
+            items_confirmed, items_reread, items_conditional, index_entries_removed,
+            failed_keys_dropped, errors_dropped, events_published, events_failed,
+            events_cancelled, events_truncated, events_retried, failed_event_ids_dropped);
         self.add_failed_keys(other.failed_keys);
         self.add_errors(other.errors);
-        self.events_published += other.events_published;
-        self.events_failed += other.events_failed;
-        self.events_cancelled += other.events_cancelled;
-        self.events_truncated += other.events_truncated;
-        self.events_retried += other.events_retried;
-        self.failed_event_ids_dropped += other.failed_event_ids_dropped;
         self.add_failed_events(other.failed_event_ids);
         self.lags.add(&other.lags);
         self.lag = self.lags.stats();
@@ -360,11 +337,7 @@ pub struct EventTally {
 impl EventTally {
     /// Adds `other`.
     pub fn add(&mut self, other: EventTally) {
-        self.published += other.published;
-        self.failed += other.failed;
-        self.cancelled += other.cancelled;
-        self.truncated += other.truncated;
-        self.retried += other.retried;
+        add_counts!(self, other; published, failed, cancelled, truncated, retried);
         self.failed_events.extend(other.failed_events);
     }
 }

@@ -1,6 +1,7 @@
 //! The checkpoint table's items as [`DynamoStore`] reads them: the checkpoint and the stream
 //! follower's position (`id`, `sweptUntil`), and the leader lease.
 
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::DynamoStore;
@@ -32,22 +33,31 @@ impl DynamoStore {
         table: &str,
         id: &str,
     ) -> Result<Option<Key>, StoreError> {
-        let out = self
+        let get = self
             .client
             .get_item()
             .table_name(table)
-            .key("id", AttributeValue::S(id.to_owned()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
-        Ok(out.item)
+            .consistent_read(true);
+        let out = get.key("id", AttributeValue::S(id.to_owned())).send().await;
+        Ok(out.map_err(|e| StoreError::from_sdk("GetItem", e))?.item)
+    }
+
+    /// An `UpdateItem` of item `id` of checkpoint table `table`, to be completed.
+    pub(super) fn checkpoint_update(&self, table: &str, id: &str) -> UpdateItemFluentBuilder {
+        let update = self.client.update_item().table_name(table);
+        update.key("id", AttributeValue::S(id.to_owned()))
     }
 }
 
-/// A conditional write's outcome: `true` written, `false` its condition did not hold.
-pub(super) fn conditionally_written<T>(result: Result<T, StoreError>) -> Result<bool, StoreError> {
-    match result {
+/// A conditional `UpdateItem` sent: `true` written, `false` its condition did not hold.
+pub(super) async fn conditionally_written(
+    update: UpdateItemFluentBuilder,
+) -> Result<bool, StoreError> {
+    match update
+        .send()
+        .await
+        .map_err(|e| StoreError::from_sdk("UpdateItem", e))
+    {
         Ok(_) => Ok(true),
         Err(e) if e.kind == ErrorKind::ConditionFailed => Ok(false),
         Err(e) => Err(e),
