@@ -297,8 +297,19 @@ impl<S: Store> Store for std::sync::Arc<S> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// The schema of table `t` keyed on `keys`, swept through GSI `i` or `index_table`.
+    pub(crate) fn schema(keys: &[&str], index_table: Option<&str>, layout: Layout) -> TableSchema {
+        TableSchema {
+            table_name: "t".into(),
+            index_name: "i".into(),
+            index_table: index_table.map(Into::into),
+            key_attributes: keys.iter().map(|&k| k.into()).collect(),
+            layout,
+        }
+    }
 
     #[test]
     fn backoff_is_bounded_and_grows() {

@@ -329,16 +329,11 @@ mod tests {
     use super::*;
 
     fn schema() -> TableSchema {
-        TableSchema {
-            table_name: "t".into(),
-            index_name: "i".into(),
-            index_table: None,
-            key_attributes: vec!["id".into()],
-            layout: crate::expiry::Layout {
-                window_attribute: "w".into(),
-                ..Default::default()
-            },
-        }
+        let layout = crate::expiry::Layout {
+            window_attribute: "w".into(),
+            ..Default::default()
+        };
+        crate::store::tests::schema(&["id"], None, layout)
     }
 
     proptest::proptest! {
@@ -389,11 +384,15 @@ mod tests {
             Timestamp::from_secs(2_000_000_000)
         )
         .is_none());
-        let ok: Key = [
-            ("id".to_string(), AV::S("a".into())),
-            ("ttl".to_string(), AV::N("5".into())),
-        ]
-        .into();
+        let item = |ttl: i64| -> Key {
+            let ttl = AV::N(ttl.to_string());
+            [
+                ("id".to_string(), AV::S("a".into())),
+                ("ttl".to_string(), ttl),
+            ]
+            .into()
+        };
+        let ok = item(5);
         assert!(check_item(&schema(), ok.clone(), Timestamp::from_secs(6)).is_some());
         assert!(
             check_item(&schema(), ok.clone(), Timestamp::from_secs(5)).is_none(),
@@ -405,23 +404,9 @@ mod tests {
             check_item(&schema(), ok.clone(), now).is_none(),
             "ttl 5 is decades old"
         );
-        let six_years: Key = [
-            ("id".to_string(), AV::S("a".into())),
-            (
-                "ttl".to_string(),
-                AV::N((1_800_000_000 - 6 * 365 * 86_400).to_string()),
-            ),
-        ]
-        .into();
-        assert!(check_item(&schema(), six_years.clone(), now).is_none());
-        let four_years: Key = [
-            ("id".to_string(), AV::S("a".into())),
-            (
-                "ttl".to_string(),
-                AV::N((1_800_000_000 - 4 * 365 * 86_400).to_string()),
-            ),
-        ]
-        .into();
-        assert!(check_item(&schema(), four_years.clone(), now).is_some());
+        let six_years = item(1_800_000_000 - 6 * 365 * 86_400);
+        assert!(check_item(&schema(), six_years, now).is_none());
+        let four_years = item(1_800_000_000 - 4 * 365 * 86_400);
+        assert!(check_item(&schema(), four_years, now).is_some());
     }
 }

@@ -308,6 +308,17 @@ pub(crate) fn parse_http_date(text: &str) -> Option<Timestamp> {
 mod tests {
     use super::*;
 
+    /// A clock that has seen one answer, dated 1,000,000 s, sent and received at the instant given.
+    fn answered_once() -> (ServerClock, Instant, Timestamp) {
+        let (clock, t0, date) = (
+            ServerClock::default(),
+            Instant::now(),
+            Timestamp::from_secs(1_000_000),
+        );
+        clock.observe_at(date, t0, t0);
+        (clock, t0, date)
+    }
+
     #[test]
     fn http_dates_parse() {
         assert_eq!(
@@ -495,10 +506,7 @@ mod tests {
 
     #[test]
     fn warnings_follow_changes_of_the_lead_at_most_every_warn_period() {
-        let clock = ServerClock::default();
-        let t0 = Instant::now();
-        let date = Timestamp::from_secs(1_000_000);
-        clock.observe_at(date, t0, t0);
+        let (clock, t0, date) = answered_once();
         let at = |s: u64| t0 + Duration::from_secs(s);
         let wall = |s: u64, ahead: u64| date + Duration::from_secs(s + ahead);
         let warned = warnings_during(|| {
@@ -540,11 +548,8 @@ mod tests {
 
     #[test]
     fn an_old_lower_bound_allows_for_drift_and_gives_way_to_newer_answers() {
-        let clock = ServerClock::default();
-        let t0 = Instant::now();
+        let (clock, t0, date) = answered_once();
         let at = |s: u64| t0 + Duration::from_secs(s);
-        let date = Timestamp::from_secs(1_000_000);
-        clock.observe_at(date, t0, t0);
         // An hour on, the bound allows for the monotonic clock having gained 0.72 s.
         let hour = clock.lower_bound_at(at(3_600)).unwrap();
         assert_eq!(hour, date + Duration::from_millis(3_600_000 - 720));
@@ -557,11 +562,8 @@ mod tests {
 
     #[test]
     fn a_tighter_response_replaces_the_bound_and_ages_with_the_monotonic_clock() {
-        let clock = ServerClock::default();
-        let t0 = Instant::now();
+        let (clock, t0, date) = answered_once();
         let later = |s: u64| t0 + Duration::from_secs(s);
-        let date = Timestamp::from_secs(1_000_000);
-        clock.observe_at(date, t0, t0);
         // Looser (its Date one second later than the first's, sent at the same time) and
         // not contradicting: ignored.
         clock.observe_at(date + Duration::from_millis(900), t0, later(1));

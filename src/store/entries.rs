@@ -224,12 +224,15 @@ mod tests {
     use AttributeValue as AV;
 
     fn schema() -> TableSchema {
-        TableSchema {
-            table_name: "t".into(),
-            index_name: "i".into(),
-            index_table: Some("x".into()),
-            key_attributes: vec!["pk".into(), "sk".into()],
-            layout: Layout::default(),
+        crate::store::tests::schema(&["pk", "sk"], Some("x"), Layout::default())
+    }
+
+    /// The entry `index_item` makes of the item with `ttl`, written by `origin` at `now`, and
+    /// whether it was already expired.
+    fn entry(ttl: &str, origin: &str, now: Timestamp) -> (Entry, bool) {
+        match index_item(&schema(), &image(AV::N(ttl.into())), origin, now) {
+            Some(Indexing::Entry { entry, expired }) => (entry, expired),
+            other => panic!("not indexed: {other:?}"),
         }
     }
 
@@ -246,11 +249,7 @@ mod tests {
     #[test]
     fn an_entry_carries_the_key_and_the_ttl_as_written_and_reads_back_as_the_gsi_would_list_it() {
         let now = Timestamp::from_secs(1_800_000_000);
-        let Some(Indexing::Entry { entry, expired }) =
-            index_item(&schema(), &image(AV::N("1800000100.5".into())), "42", now)
-        else {
-            panic!("not indexed")
-        };
+        let (entry, expired) = entry("1800000100.5", "42", now);
         assert!(!expired);
         assert_eq!(entry.window, window_key(1_800_000_100.5, 60).unwrap());
         assert!(entry.sort.starts_with("01800000100500#"), "{}", entry.sort);
@@ -266,11 +265,7 @@ mod tests {
     #[test]
     fn an_item_written_expired_goes_in_the_window_of_the_instant_with_its_own_ttl() {
         let now = Timestamp::from_secs(1_800_000_000);
-        let Some(Indexing::Entry { entry, expired }) =
-            index_item(&schema(), &image(AV::N("1700000000".into())), "1", now)
-        else {
-            panic!("not indexed")
-        };
+        let (entry, expired) = entry("1700000000", "1", now);
         assert!(expired);
         assert_eq!(entry.window, window_key(1_800_000_000.0, 60).unwrap());
         assert!(entry.sort < sort_bound(now));
