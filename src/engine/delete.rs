@@ -18,7 +18,7 @@ use super::report::{EventTally, FailedKey};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
 use crate::expiry::Timestamp;
-use crate::store::{key_to_json, ErrorKind, Key, Store, StoreError, TableSchema};
+use crate::store::{key_to_json, lock, ErrorKind, Key, Store, StoreError, TableSchema};
 
 /// Whether a failed delete may have been applied all the same: a timeout, a dropped connection
 /// or a 5xx can come after DynamoDB deleted the item; throttling and validation errors cannot.
@@ -51,13 +51,9 @@ pub(super) struct Expired {
 /// and when the read was asked. Bounded by the sweep's read-ahead budget; entries older than the
 /// batch bound are dropped at each confirmation.
 #[derive(Debug, Default)]
-pub(super) struct Confirmed(Mutex<HashMap<String, (String, Instant)>>);
+pub(super) struct Confirmed(pub(super) Mutex<HashMap<String, (String, Instant)>>);
 
 impl Confirmed {
-    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Instant)>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// The read of `e`'s key with its ttl as read, if one was made ahead within `max_age`; taken.
     pub(super) fn take(
         &self,
@@ -65,7 +61,7 @@ impl Confirmed {
         e: &Expired,
         max_age: Duration,
     ) -> Option<Instant> {
-        let mut confirmed = self.lock();
+        let mut confirmed = lock(&self.0);
         if confirmed.is_empty() {
             return None;
         }

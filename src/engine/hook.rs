@@ -18,7 +18,7 @@ use super::report::FailedKey;
 pub use super::report::{EventTally, FailedEvent};
 use super::retry::Stop;
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{key_to_json, Key, Store};
+use crate::store::{key_to_json, lock, Key, Store};
 
 /// A boxed future, so that [`ExpiryHook`] (and the events' `Sink`) can be trait objects.
 pub use futures::future::BoxFuture;
@@ -94,14 +94,9 @@ pub(super) struct Owed {
 }
 
 impl Owed {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Expiry, Instant)>> {
-        // Entries are plain data, whole after every push or retain: a poisoned lock is usable.
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Everything still owed, taken: events of deleted items not (or not surely) published.
     pub(super) fn take_all(&self) -> Vec<Expiry> {
-        std::mem::take(&mut *self.lock())
+        std::mem::take(&mut *lock(&self.entries))
             .into_iter()
             .map(|(_, expiry, _)| expiry)
             .collect()
@@ -186,10 +181,6 @@ impl ReturnedRoom {
 }
 
 impl Notifier<'_> {
-    fn returned_room(&self) -> std::sync::MutexGuard<'_, ReturnedRoom> {
-        self.returned_room.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Waits for room to hold one more whole item, before a delete that returns it; what
     /// publishing did, if it published what was owed to make room. Without room at once, this
     /// chunk's owed events go out first, so that its items no longer hold any: chunks that wait
@@ -203,7 +194,7 @@ impl Notifier<'_> {
                 take_room(self.budget, MAX_ITEM_KIB).await
             }
         };
-        let mut held = self.returned_room();
+        let mut held = lock(&self.returned_room);
         match (&mut held.permit, more) {
             (Some(room), Some(more)) => room.merge(more),
             (room, more) => *room = room.take().or(more),
@@ -215,7 +206,7 @@ impl Notifier<'_> {
     /// Gives back the room taken for an item not returned (kept, gone, failed), keeping what the
     /// items owed take.
     pub(super) fn unused_room(&self) {
-        let mut held = self.returned_room();
+        let mut held = lock(&self.returned_room);
         held.in_flight = false;
         held.trim();
     }
@@ -224,7 +215,7 @@ impl Notifier<'_> {
     /// preferred to the one read before.
     pub(super) fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>) {
         if let Some(item) = &returned {
-            self.returned_room().owed_kib += item_kib(item);
+            lock(&self.returned_room).owed_kib += item_kib(item);
         }
         let item = returned.or_else(|| {
             self.described
@@ -238,13 +229,12 @@ impl Notifier<'_> {
             item,
             at: (self.wall)(),
         };
-        self.owed.lock().push((self.chunk, expiry, Instant::now()));
+        lock(&self.owed.entries).push((self.chunk, expiry, Instant::now()));
     }
 
     /// Whether an event of this chunk has been owed for [`OWED_FOR_AT_MOST`].
     pub(super) fn due(&self) -> bool {
-        self.owed
-            .lock()
+        lock(&self.owed.entries)
             .iter()
             .find(|(chunk, _, _)| *chunk == self.chunk)
             .is_some_and(|(_, _, at)| at.elapsed() >= OWED_FOR_AT_MOST)
@@ -253,9 +243,7 @@ impl Notifier<'_> {
     /// Publishes this chunk's owed events; they stay owed until publishing has an outcome. What
     /// publishing did.
     pub(super) async fn flush(&self) -> EventTally {
-        let publications: Vec<Publication> = self
-            .owed
-            .lock()
+        let publications: Vec<Publication> = lock(&self.owed.entries)
             .iter()
             .filter(|(chunk, _, _)| *chunk == self.chunk)
             .map(|(_, expiry, _)| Publication::Expired(expiry.clone()))
@@ -265,11 +253,9 @@ impl Notifier<'_> {
         }
         let (_, tally) = self.hook.publish(publications, self.stop).await;
         // One chunk is one task: nothing of it was owed while it published.
-        self.owed
-            .lock()
-            .retain(|(chunk, _, _)| *chunk != self.chunk);
+        lock(&self.owed.entries).retain(|(chunk, _, _)| *chunk != self.chunk);
         // Its items are no longer held.
-        let mut held = self.returned_room();
+        let mut held = lock(&self.returned_room);
         held.owed_kib = 0;
         held.trim();
         tally

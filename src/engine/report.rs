@@ -25,10 +25,9 @@ pub struct LagStats {
     pub max_ms: u64,
 }
 
-/// Every deleted item's lag in a fixed-size histogram (three significant digits: exact to the
-/// millisecond up to 2 s, within 0.1% above), so merged reports have percentiles without keeping
-/// one number per deletion: a daemon's memory does not grow with what it deletes. Allocated on
-/// the first lag recorded: a report that deleted nothing carries none.
+/// Every deleted item's lag in a fixed-size histogram (three significant digits), allocated on
+/// the first lag recorded: merged reports have percentiles, and memory does not grow with what
+/// is deleted.
 #[derive(Clone, Default)]
 pub struct LagHistogram(Option<Box<hdrhistogram::Histogram<u64>>>);
 
@@ -146,37 +145,32 @@ pub struct SweepReport {
     pub items_found: u64,
     /// Items deleted.
     pub items_deleted: u64,
-    /// Items kept because their ttl was extended or removed after the index read (conditional).
+    /// Items kept because their ttl in the table was no longer the one the index listed.
     pub items_skipped: u64,
-    /// Items already gone when their conditional delete arrived: an earlier attempt whose answer
-    /// was lost had deleted them, or the application did (conditional).
+    /// Items already gone when read or deleted: by an earlier attempt whose answer was lost, or
+    /// by the application.
     pub items_gone: u64,
     /// Items read whose ttl is unusable (not a number, milliseconds, not yet expired): never deleted.
     pub items_invalid: u64,
     /// Key re-submissions after unprocessed keys, throttling or 5xx answers.
     pub items_retried: u64,
-    /// Delete requests refused by a Multi-Region strongly consistent table because another
-    /// Region's write to the same item was in progress (`ReplicatedWriteConflictException`) and
-    /// sent again with backoff: nothing lost, nothing failed (their keys count in `items_retried`).
+    /// Delete requests refused with `ReplicatedWriteConflictException` (another Region's write to
+    /// the item in progress) and sent again; their keys count in `items_retried`.
     pub write_conflicts_retried: u64,
     /// Items that could not be deleted within the retry limit.
     pub items_failed: u64,
     /// Items found but not attempted because the sweep had to stop; the next sweep finds them.
     pub items_left: u64,
     /// Batch mode: keys listed by the index and confirmed by a strongly consistent read of the
-    /// table (`BatchGetItem`, one request per up to 100 keys) before their first send; one found
-    /// gone or with another ttl is not sent. The index can lag the table, so its ttl never dates
-    /// a send.
+    /// table before their first send (one found gone or with another ttl is not sent).
     pub items_confirmed: u64,
-    /// Batch mode: keys whose read was older than the batch bound (`BATCH_MAX_READ_AGE`) when
-    /// their turn came, read again with a strongly consistent `BatchGetItem` (one request per
-    /// chunk) before their send; an item found gone or with another ttl is not sent.
+    /// Batch mode: keys whose read was older than `BATCH_MAX_READ_AGE` at their send, read again.
     pub items_reread: u64,
-    /// Batch mode: keys older than the batch bound again after being read again, deleted with a
-    /// conditional `DeleteItem` instead (also counted as deleted, kept or gone).
+    /// Batch mode: keys that aged past the bound again, deleted with a conditional `DeleteItem`
+    /// instead (also counted as deleted, kept or gone).
     pub items_conditional: u64,
-    /// Expiry index table mode: entries removed once a sweep judged their items (deleted, gone,
-    /// or kept with another ttl). An item that failed or was left keeps its entry.
+    /// Expiry index table mode: entries removed once their items were judged; an item that
+    /// failed or was left keeps its entry.
     pub index_entries_removed: u64,
     /// Expiry lag of the deleted items, relative to the sweep instant.
     pub lag: LagStats,
@@ -184,14 +178,11 @@ pub struct SweepReport {
     pub duration_ms: u64,
     /// True when the deadline or a shutdown request stopped the sweep before it finished.
     pub stopped_early: bool,
-    /// Sweeps that stood by (`LEADER_LEASE`): another sweeper held the table's lease, so they
-    /// read nothing, deleted nothing and moved no checkpoint.
+    /// Sweeps that stood by (`LEADER_LEASE`): another sweeper held the table's lease.
     pub stood_by: u32,
-    /// Sweeps that stood by beside a lease held with another layout than this sweeper's
-    /// (`LEADER_LEASE`): the Regions' sweepers of the table are not configured alike.
+    /// Sweeps that stood by beside a lease held with another layout than this sweeper's.
     pub lease_layout_mismatch: u32,
-    /// Times this sweeper gave the lease up (`LEADER_LEASE`): its sweeps had failed (a store
-    /// error, or every delete failed) and none had succeeded for a lease.
+    /// Times this sweeper gave the lease up: its reads or deletes had failed for a lease.
     pub lease_released: u32,
     /// The checkpoint before the sweep (ISO time), when a checkpoint is configured.
     pub checkpoint_before: Option<String>,
@@ -203,8 +194,7 @@ pub struct SweepReport {
     pub failed_keys: Vec<FailedKey>,
     /// Errors that stopped reading a window or the whole sweep.
     pub errors: Vec<SweepErrorEntry>,
-    /// How far (ms) the host clock was found ahead of DynamoDB's and pulled back (the largest
-    /// pull over merged sweeps); 0 with a correct clock.
+    /// How far (ms) the host clock was found ahead of DynamoDB's and pulled back, at most.
     pub clock_ahead_ms: u64,
     /// Failed keys beyond the [`MAX_FAILED_KEYS`] kept in `failed_keys`.
     pub failed_keys_dropped: u64,
@@ -273,8 +263,8 @@ impl SweepReport {
         self.add_partition(other);
     }
 
-    /// Adds the counts, kept lists and lags of another part of the same sweep (one partition,
-    /// or one slice of windows): what [`SweepReport::merge`] adds besides the sweep's own fields.
+    /// Adds the counts, kept lists and lags of another part of the same sweep (a partition, a
+    /// slice of windows).
     pub fn add_partition(&mut self, other: SweepReport) {
         add_counts!(self, other; items_found, items_deleted, items_skipped, items_gone,
             items_invalid, items_retried, write_conflicts_retried, items_failed, items_left,

@@ -10,7 +10,7 @@
 //! `docs/design.md`, "DynamoDB's clock".
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::config::interceptors::{
@@ -20,6 +20,7 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 
+use super::lock;
 use crate::expiry::{Clock, Timestamp};
 
 /// The `Date` header's resolution: an answer dated `D` was written before `D` plus this.
@@ -99,7 +100,7 @@ impl ServerClock {
             bound: date + SKEW_TOLERANCE,
             sent,
         };
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         if state.floor.is_none_or(|f| floor_at(f, now) < date) {
             state.floor = Some((date, now));
         }
@@ -126,11 +127,11 @@ impl ServerClock {
     }
 
     fn upper_bound_at(&self, now: Instant) -> Option<Timestamp> {
-        self.lock().anchor.map(|a| a.at(now))
+        lock(&self.state).anchor.map(|a| a.at(now))
     }
 
     fn lower_bound_at(&self, now: Instant) -> Option<Timestamp> {
-        Some(floor_at(self.lock().floor?, now))
+        Some(floor_at(lock(&self.state).floor?, now))
     }
 
     /// `wall` (a host clock reading), held to at most [`ServerTime::upper_bound`] and to
@@ -141,7 +142,7 @@ impl ServerClock {
     }
 
     fn guard_at(&self, wall: Timestamp, now: Instant) -> Timestamp {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         let Some(upper) = state.anchor.map(|a| a.at(now)) else {
             return wall;
         };
@@ -170,10 +171,6 @@ impl ServerClock {
     /// The most (ms) [`ServerClock::guard`] pulled a reading back since the last call; resets it.
     pub fn take_clamped(&self) -> u64 {
         self.clamped_ms.swap(0, Ordering::Relaxed)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
