@@ -57,11 +57,7 @@ struct State {
 impl State {
     /// No longer holding the lease: the next check reads it anew, and logs what it finds.
     fn lose(&mut self) {
-        let backoff_until = self.backoff_until;
-        *self = State {
-            backoff_until,
-            ..State::default()
-        };
+        self.backoff_until = std::mem::take(self).backoff_until;
     }
 }
 
@@ -153,11 +149,12 @@ impl Lease {
                 }
             }
         }
-        if state.next_read.is_some_and(|at| now < at) {
-            return self.standing_by(&mut state, None);
-        }
-        if state.backoff_until.is_some_and(|at| now < at) {
-            // Gave it up: left to the other Regions' sweepers for now, not even read.
+        // Not read again before the next poll; nor, once given up, before the backoff ends.
+        if [state.next_read, state.backoff_until]
+            .iter()
+            .flatten()
+            .any(|at| now < *at)
+        {
             return self.standing_by(&mut state, None);
         }
         let watch_from = Instant::now();
