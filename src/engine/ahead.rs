@@ -1,14 +1,9 @@
 //! Batch mode in tick mode: the keys of the next tick, read from the index and confirmed by the
-//! table shortly before the tick, so that the tick's deletes need no read of their own and leave
-//! one query after the tick, not a query and a read.
-//!
-//! Before a tick planned for instant `at`, [`Sweeper::confirm_ahead`] queries the tick's windows
-//! for `ttl < at` and reads the keys found with strongly consistent `BatchGetItem`s (up to 100
-//! keys each), dated at each read's request. A key whose table ttl is the one listed is
-//! remembered with that read ([`super::delete::Confirmed`]). When the tick lists the key with the same ttl, its
-//! read is that one: the 2 s bound of an unconditional delete runs from it, as from any read of
-//! the table (`BATCH_MAX_READ_AGE`), and a key whose read has aged past it is read again as
-//! always. Nothing is deleted ahead: a key is deleted only when a tick finds it expired.
+//! table shortly before the tick (`docs/design.md`, "Confirmed ahead"), so that the tick's
+//! deletes leave one query after the tick, not a query and a read. A key the tick lists with the
+//! ttl confirmed is dated by that read ([`super::delete::Confirmed`]): the bound of an
+//! unconditional delete (`BATCH_MAX_READ_AGE`) runs from it as from any read of the table.
+//! Nothing is deleted ahead.
 
 use std::time::Duration;
 

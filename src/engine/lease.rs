@@ -3,15 +3,11 @@
 //! lease over when it lapses.
 //!
 //! The lease is the checkpoint table's item `<table name>#leader` (`holder`, `expiresAt` in
-//! epoch milliseconds by DynamoDB's clock, and the holder's `layout`): one for every Region's
-//! sweeper of the table, however each names it; a sweeper of another layout than the holder's
-//! stands by and says so ([`decide`]). A holder whose reads or deletes have failed for a lease
-//! gives it up ([`Lease::swept`]). Every instant written or compared is DynamoDB's, as
-//! its `Date` headers bound it ([`crate::store::ServerTime`]); each sweeper measures its own hold
-//! on the monotonic clock. Taking and renewing ([`decide`]), the hold ([`valid_until`]), standing
-//! by, watching a lapse, and why two holders never send deletes at once (given [`LEASE_MARGIN`]
-//! `=` [`crate::store::BATCH_ATTEMPT_TIMEOUT`] `+ 1 s`): `docs/global-tables.md`, "The lease".
-//! The rules free of I/O are in [`rules`].
+//! epoch milliseconds by DynamoDB's clock, and the holder's `layout`). Every instant written or
+//! compared is DynamoDB's, as its `Date` headers bound it ([`crate::store::ServerTime`]); each
+//! sweeper measures its own hold on the monotonic clock. Taking, renewing, standing by, giving
+//! up, and why two holders never send deletes at once: `docs/global-tables.md`, "The lease". The
+//! rules free of I/O are in [`rules`].
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

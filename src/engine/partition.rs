@@ -89,10 +89,9 @@ pub(super) fn fold_chunk(report: &mut SweepReport, chunk: ChunkOutcome, origin: 
     handled
 }
 
-/// Returns the item's key and ttl if — and only if — the item as read is expired at `now`: a
-/// Number ttl in epoch seconds, before `now` and not more than five years before it (native
-/// TTL's rule), and the table's key attributes present. The key is moved out of the item, not
-/// copied. The index listed it, so the table itself has not been read for it yet (`read_at`).
+/// The item's key and ttl if — and only if — the item as read is expired at `now`: a Number ttl
+/// in epoch seconds, before `now` and not more than five years before it (native TTL's rule),
+/// and the table's key attributes present. Only the index has listed it (no `read_at`).
 pub(super) fn check_item(schema: &TableSchema, mut item: Key, now: Timestamp) -> Option<Expired> {
     let (ttl, ttl_as_read) = match item.remove(&schema.layout.ttl_attribute) {
         Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => match parse_ttl(&n) {
@@ -134,10 +133,10 @@ pub(super) fn check_item(schema: &TableSchema, mut item: Key, now: Timestamp) ->
 }
 
 impl<S: Store> Shared<S> {
-    /// Reads one partition to the end (or until `stop`), deleting as it goes: each chunk of
-    /// [`BATCH_SIZE`] a task of its own, at most `max_concurrency` of them waiting per partition
-    /// and `slots.permits` sending at once across the sweep. Each page asks for no more keys than
-    /// the sweep's read-ahead budget has free; a key's share of it returns when its chunk is done.
+    /// Reads one partition to the end (or until `stop`), deleting as it goes: each group of
+    /// chunks a task of its own, at most `max_concurrency` chunks of them per partition, and
+    /// `slots.permits` sending at once across the sweep. Each page asks for no more keys than the
+    /// read-ahead budget has free; a key's share of it returns when its group is done.
     pub(super) async fn sweep_partition(
         this: &Arc<Self>,
         key: &str,

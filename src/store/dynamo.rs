@@ -67,6 +67,9 @@ const UNPROCESSED_BACKOFF: (std::time::Duration, std::time::Duration) = (
     std::time::Duration::from_millis(500),
 );
 
+/// `BatchWriteItem`, of deletes and of expiry index entries.
+const OP: &str = "BatchWriteItem";
+
 /// A request builder's answer, its error (a required field left unset) as one of `operation`.
 fn built<T>(operation: &'static str, built: Result<T, BuildError>) -> Result<T, StoreError> {
     built.map_err(|e| StoreError::new(ErrorKind::Other, operation, e.to_string()))
@@ -74,10 +77,7 @@ fn built<T>(operation: &'static str, built: Result<T, BuildError>) -> Result<T, 
 
 /// The `BatchWriteItem` request that deletes `key`.
 fn delete_request(key: Key) -> Result<WriteRequest, StoreError> {
-    let delete = built(
-        "BatchWriteItem",
-        DeleteRequest::builder().set_key(Some(key)).build(),
-    )?;
+    let delete = built(OP, DeleteRequest::builder().set_key(Some(key)).build())?;
     Ok(WriteRequest::builder().delete_request(delete).build())
 }
 
@@ -93,7 +93,7 @@ async fn batch_write(
         .request_items(table, requests)
         .send()
         .await
-        .map_err(|e| StoreError::from_sdk("BatchWriteItem", e))?;
+        .map_err(|e| StoreError::from_sdk(OP, e))?;
     let unprocessed = out.unprocessed_items.unwrap_or_default();
     Ok(unprocessed.into_values().flatten().collect())
 }
@@ -177,11 +177,7 @@ impl Store for DynamoStore {
     ) -> Result<Vec<EntryWrite>, StoreError> {
         let Some(index_table) = &schema.index_table else {
             let message = "no expiry index table (EXPIRY_INDEX_TABLE) to write entries to";
-            return Err(StoreError::new(
-                ErrorKind::Validation,
-                "BatchWriteItem",
-                message,
-            ));
+            return Err(StoreError::new(ErrorKind::Validation, OP, message));
         };
         if writes.is_empty() {
             return Ok(Vec::new());
@@ -190,7 +186,7 @@ impl Store for DynamoStore {
             EntryWrite::Remove(id) => delete_request(id),
             EntryWrite::Put(item) => {
                 let put = PutRequest::builder().set_item(Some(item)).build();
-                let put = built("BatchWriteItem", put)?;
+                let put = built(OP, put)?;
                 Ok(WriteRequest::builder().put_request(put).build())
             }
         };
@@ -264,13 +260,14 @@ impl Store for DynamoStore {
                 .collect();
         }
         if !pending.is_empty() {
+            let message = format!(
+                "{} keys still unprocessed after {GET_ATTEMPTS} attempts",
+                pending.len()
+            );
             return Err(StoreError::new(
                 ErrorKind::Throttled,
                 "BatchGetItem",
-                format!(
-                    "{} keys still unprocessed after {GET_ATTEMPTS} attempts",
-                    pending.len()
-                ),
+                message,
             ));
         }
         Ok(found)

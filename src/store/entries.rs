@@ -1,24 +1,9 @@
 //! The sweeper's own expiry index (`EXPIRY_INDEX_TABLE`): a table of small entries, one per item
 //! and ttl, written by the stream indexer ([`crate::indexer`]) and by `backfill`, read by the
-//! sweeps, so that the application's table needs no GSI and no attribute of ours, and is only
-//! ever deleted from.
-//!
-//! An entry is keyed by its window (the same `<window start>#<shard>` key the GSI's partitions
-//! have) and a sort key that orders it by ttl: `<ttl in milliseconds, 14 digits>#<key
-//! hash>#<origin>`. A sweep's strongly consistent query `window = :w AND entry < :bound` (the
-//! bound: the sweep instant in the same 14 digits) reads exactly the entries whose ttl is before
-//! the instant. The origin (the stream record's sequence number, or `backfill`) makes each write
-//! of an item an entry of its own: an entry is removed once a sweep has judged its item against
-//! the table, and a later write of the same item with the same ttl is never removed with it.
-//!
-//! An entry carries the item's key and its ttl exactly as the item had it. It decides nothing: a
-//! sweep deletes the item only if the table's own item still has that ttl and it has expired (a
-//! conditional delete, or batch mode's confirming read), so an entry left behind by a ttl since
-//! extended or removed, or by an item since deleted, deletes nothing.
-//!
-//! An item written already expired gets an entry in the window of the instant it was indexed,
-//! which every sweep reads, rather than in the long-passed window of its ttl. Entries no sweep
-//! reads (no sweeper runs) go by the index table's native TTL ([`EXPIRES`]), at no cost.
+//! sweeps, so that the application's table needs no GSI and no attribute of ours. The entries'
+//! keys, what they carry and how a sweep reads them: `docs/design.md`, "The expiry index table".
+//! An entry decides nothing: a sweep deletes an item only if the table's own item still has the
+//! entry's ttl and it has expired, so a stale entry deletes nothing.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use sha2::{Digest, Sha256};

@@ -68,11 +68,8 @@ pub(super) async fn conditionally_written(
 /// lease is an error naming what is wrong.
 pub(super) fn lease_from_item(item: &Key, table: &str, id: &str) -> Result<LeaseItem, StoreError> {
     let invalid = |what: &str| {
-        StoreError::new(
-            ErrorKind::Validation,
-            "GetItem",
-            format!("lease item {id:?} of {table}: {what}"),
-        )
+        let message = format!("lease item {id:?} of {table}: {what}");
+        StoreError::new(ErrorKind::Validation, "GetItem", message)
     };
     let holder = match item.get(LEASE_HOLDER_ATTRIBUTE) {
         Some(AttributeValue::S(h)) => h.clone(),
