@@ -211,6 +211,35 @@ impl<S: Store> Deleter<'_, S> {
         out.failed.push(FailedKey::new(&e.key, reason));
     }
 
+    /// After failed attempt number `attempt` of `keys` keys (`reason`, and `kind` the error's;
+    /// `None`: left unprocessed): `Ok` once the backoff before the next attempt has passed, the
+    /// events owed published first; `Err(stopped)`, with no wait, when the retries ran out, or
+    /// (`stopped`) when the wait would pass the stop.
+    async fn backoff(
+        &self,
+        attempt: &mut u32,
+        keys: usize,
+        reason: &str,
+        kind: Option<ErrorKind>,
+        out: &mut ChunkOutcome,
+    ) -> Result<(), bool> {
+        if !kind.is_none_or(ErrorKind::is_retryable) || *attempt >= self.options.max_retries {
+            return Err(false);
+        }
+        *attempt += 1;
+        let wait = self.options.backoff(*attempt);
+        if self.stop.would_pass(wait) {
+            return Err(true);
+        }
+        let (attempt, wait_ms) = (*attempt, wait.as_millis() as u64);
+        debug!(attempt, keys, wait_ms, %reason, "retrying deletes");
+        out.retried += keys as u64;
+        out.write_conflicts += u64::from(kind == Some(ErrorKind::WriteConflict));
+        self.publish_owed(out, false).await;
+        tokio::time::sleep(wait).await;
+        Ok(())
+    }
+
     /// `keys` go no further (`reason`: the last outcome): the sweep must stop (`stopped`) with them
     /// unsent or waiting for a retry, and they are left, or their retries ran out, and they
     /// failed. With expiry events, the keys an earlier attempt may have deleted are settled

@@ -5,7 +5,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::{may_have_applied, ChunkOutcome, Deleter, Expired};
-use crate::store::{ErrorKind, Key, Store};
+use crate::store::{Key, Store};
 
 impl<S: Store> Deleter<'_, S> {
     /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl, within
@@ -62,42 +62,31 @@ impl<S: Store> Deleter<'_, S> {
             // Borrowed: the keys stay here for a retry.
             let keys: Vec<&Key> = remaining.iter().map(|e| &e.key).collect();
             let delete = self.store.batch_delete(self.schema, &keys);
-            let answer = stop.bound("BatchWriteItem", delete).await;
-            // A replicated write conflict is counted when the keys go again.
-            let conflict = matches!(&answer, Err(e) if e.kind == ErrorKind::WriteConflict);
-            match answer {
+            let kind = match stop.bound("BatchWriteItem", delete).await {
                 Ok(unprocessed) => {
                     remaining = self.acknowledge(remaining, &unprocessed, &mut out);
                     if remaining.is_empty() {
                         return out;
                     }
                     reason = "left unprocessed by BatchWriteItem".to_owned();
+                    None
                 }
                 Err(e) => {
                     reason = e.to_string();
                     if may_have_applied(&e) {
                         remaining.iter_mut().for_each(|k| k.maybe_applied = true);
                     }
-                    if !e.kind.is_retryable() {
-                        attempt = self.options.max_retries;
-                    }
+                    Some(e.kind)
                 }
-            }
-            if attempt >= self.options.max_retries {
-                self.give_up(remaining, &reason, &mut out, false).await;
+            };
+            let keys = remaining.len();
+            if let Err(stopped) = self
+                .backoff(&mut attempt, keys, &reason, kind, &mut out)
+                .await
+            {
+                self.give_up(remaining, &reason, &mut out, stopped).await;
                 return out;
             }
-            attempt += 1;
-            let wait = self.options.backoff(attempt);
-            if stop.would_pass(wait) {
-                self.give_up(remaining, &reason, &mut out, true).await;
-                return out;
-            }
-            debug!(attempt, keys = remaining.len(), wait_ms = wait.as_millis() as u64, %reason, "retrying deletes");
-            out.retried += remaining.len() as u64;
-            out.write_conflicts += u64::from(conflict);
-            self.publish_owed(&mut out, false).await;
-            tokio::time::sleep(wait).await;
         }
         out
     }
