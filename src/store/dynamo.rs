@@ -330,15 +330,12 @@ impl Store for DynamoStore {
     ) -> Result<bool, StoreError> {
         // UpdateItem rather than PutItem: the checkpoint's own grants (GetItem, UpdateItem) cover
         // the lease, and the item holds nothing else. A lease without a layout removes the one
-        // recorded.
-        // One given up is not renewed by its holder: only taken again once it lapsed.
-        let (update, layout) = match &lease.layout {
-            Some(layout) => (
-                "SET #h = :me, #e = :expires, #l = :layout REMOVE #r",
-                Some(layout),
-            ),
-            None => ("SET #h = :me, #e = :expires REMOVE #l, #r", None),
+        // recorded; one given up is not renewed by its holder, only taken again once it lapsed.
+        let update = match lease.layout {
+            Some(_) => "SET #h = :me, #e = :expires, #l = :layout REMOVE #r",
+            None => "SET #h = :me, #e = :expires REMOVE #l, #r",
         };
+        let layout = lease.layout.as_ref().map(|l| AttributeValue::S(l.clone()));
         let millis = |t: Timestamp| AttributeValue::N(t.millis().to_string());
         let update = self
             .checkpoint_update(table, id)
@@ -350,9 +347,7 @@ impl Store for DynamoStore {
             .expression_attribute_names("#e", LEASE_EXPIRES_ATTRIBUTE)
             .expression_attribute_names("#l", LEASE_LAYOUT_ATTRIBUTE)
             .expression_attribute_names("#r", LEASE_RELEASED_ATTRIBUTE)
-            .set_expression_attribute_values(
-                layout.map(|l| [(":layout".to_owned(), AttributeValue::S(l.clone()))].into()),
-            )
+            .set_expression_attribute_values(layout.map(|l| [(":layout".to_owned(), l)].into()))
             .expression_attribute_values(":me", AttributeValue::S(lease.holder.clone()))
             .expression_attribute_values(":expires", millis(lease.expires_at))
             .expression_attribute_values(":lapsed", millis(lapsed_before));
