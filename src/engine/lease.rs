@@ -7,7 +7,7 @@
 //! compared is DynamoDB's, as its `Date` headers bound it ([`crate::store::ServerTime`]); each
 //! sweeper measures its own hold on the monotonic clock. Taking, renewing, standing by, giving
 //! up, and why two holders never send deletes at once: `docs/global-tables.md`, "The lease". The
-//! rules free of I/O are in [`rules`].
+//! rules free of I/O are in `rules`.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -1,6 +1,6 @@
 //! [`DynamoStore`]: the [`Store`] seam over the AWS SDK DynamoDB client, built once by the entry
 //! point (for AWS, or a local endpoint by `AWS_ENDPOINT_URL`) with explicit timeouts and retries
-//! ([`client`]: how the clients are built).
+//! (`client`: how the clients are built).
 
 mod checkpoint;
 mod client;
