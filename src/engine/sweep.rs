@@ -25,7 +25,7 @@ use super::{Checkpoint, SweepOptions, CATCHUP_SLICE_PARTITIONS};
 use crate::expiry::time::iso_millis;
 use crate::expiry::window::{partition_key, ShardRange, Window};
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{key_to_json, Store, StoreError, TableSchema};
+use crate::store::{key_to_json, Store, TableSchema};
 
 /// Runs sweeps of one table through a [`Store`]. Partitions and delete requests run as tasks
 /// of their own on the Tokio runtime (so a multi-threaded runtime spreads them over its worker
@@ -198,17 +198,27 @@ impl<S: Store> Sweeper<S> {
     ) -> SweepReport {
         let started = Instant::now();
         let options = &self.shared.options;
-        let read = match &options.checkpoint {
-            Some(cp) => self.read_checkpoint(cp, stop).await,
-            None => Ok(None),
-        };
-        let (checkpoint_before, checkpoint_error) = match read {
-            Ok(c) => (c, None),
-            Err(e) => {
-                warn!(error = %e, "could not read the checkpoint; sweeping the lookback windows only");
-                (None, Some(e))
+        let mut checkpoint_before = None;
+        let mut checkpoint_error = None;
+        if let Some(cp) = &options.checkpoint {
+            let store = &self.shared.store;
+            let get = |id| stop.bound("GetItem", store.read_checkpoint(&cp.table, id));
+            let mut read = get(&cp.id).await;
+            // A shard range without a checkpoint of its own yet starts from the whole table's.
+            if let (Ok(None), Some(parent)) = (&read, &cp.start_from) {
+                read = get(parent).await;
+                if let Ok(Some(c)) = &read {
+                    debug!(from = %parent, at = %c.iso(), "no checkpoint of this shard range yet: starting from the whole table's");
+                }
             }
-        };
+            match read {
+                Ok(c) => checkpoint_before = c,
+                Err(e) => {
+                    warn!(error = %e, "could not read the checkpoint; sweeping the lookback windows only");
+                    checkpoint_error = Some(e);
+                }
+            }
+        }
         let (lookback, max_catchup) = (options.lookback_windows, options.max_catchup_seconds);
         let width = self.shared.schema.layout.window_seconds;
         let plan = plan(now, width, lookback, checkpoint_before, max_catchup);
@@ -273,27 +283,6 @@ impl<S: Store> Sweeper<S> {
         report.duration_ms = started.elapsed().as_millis() as u64;
         report.checkpoint_after = mover.at.map(Timestamp::iso);
         report
-    }
-
-    /// Checkpoint `cp` as stored; a shard range without one of its own yet starts from the whole
-    /// table's.
-    async fn read_checkpoint(
-        &self,
-        cp: &Checkpoint,
-        stop: &Stop,
-    ) -> Result<Option<Timestamp>, StoreError> {
-        let store = &self.shared.store;
-        let get = |id| stop.bound("GetItem", store.read_checkpoint(&cp.table, id));
-        match (get(&cp.id).await?, &cp.start_from) {
-            (None, Some(parent)) => {
-                let read = get(parent).await?;
-                if let Some(c) = read {
-                    debug!(from = %parent, at = %c.iso(), "no checkpoint of this shard range yet: starting from the whole table's");
-                }
-                Ok(read)
-            }
-            (read, _) => Ok(read),
-        }
     }
 
     /// Sweeps exactly `windows` (their shards in range) for items expired at `now`; no checkpoint.

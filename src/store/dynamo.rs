@@ -309,7 +309,7 @@ impl Store for DynamoStore {
             .expression_attribute_names("#u", "updatedAt")
             .expression_attribute_values(":to", AttributeValue::N(to.secs().to_string()))
             .expression_attribute_values(":now", AttributeValue::S(at.iso()));
-        conditionally_written(update).await
+        conditionally_written(update.send().await)
     }
 
     #[instrument(level = "debug", skip(self))]
@@ -351,7 +351,7 @@ impl Store for DynamoStore {
             .expression_attribute_values(":me", AttributeValue::S(lease.holder.clone()))
             .expression_attribute_values(":expires", millis(lease.expires_at))
             .expression_attribute_values(":lapsed", millis(lapsed_before));
-        conditionally_written(update).await
+        conditionally_written(update.send().await)
     }
 
     #[instrument(level = "debug", skip(self))]
@@ -364,7 +364,7 @@ impl Store for DynamoStore {
             .expression_attribute_names("#r", LEASE_RELEASED_ATTRIBUTE)
             .expression_attribute_values(":me", AttributeValue::S(holder.to_owned()))
             .expression_attribute_values(":true", AttributeValue::Bool(true));
-        conditionally_written(update).await
+        conditionally_written(update.send().await)
     }
 
     #[instrument(level = "debug", skip_all)]

@@ -1,7 +1,10 @@
 //! The checkpoint table's items as [`DynamoStore`] reads them: the checkpoint and the stream
 //! follower's position (`id`, `sweptUntil`), and the leader lease.
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::DynamoStore;
@@ -49,15 +52,11 @@ impl DynamoStore {
     }
 }
 
-/// A conditional `UpdateItem` sent: `true` written, `false` its condition did not hold.
-pub(super) async fn conditionally_written(
-    update: UpdateItemFluentBuilder,
+/// A conditional `UpdateItem`'s answer: `true` written, `false` its condition did not hold.
+pub(super) fn conditionally_written<T>(
+    answer: Result<T, SdkError<UpdateItemError, HttpResponse>>,
 ) -> Result<bool, StoreError> {
-    match update
-        .send()
-        .await
-        .map_err(|e| StoreError::from_sdk("UpdateItem", e))
-    {
+    match answer.map_err(|e| StoreError::from_sdk("UpdateItem", e)) {
         Ok(_) => Ok(true),
         Err(e) if e.kind == ErrorKind::ConditionFailed => Ok(false),
         Err(e) => Err(e),
