@@ -370,19 +370,14 @@ mod tests {
     fn items_without_a_ttl_or_key_never_qualify() {
         use aws_sdk_dynamodb::types::AttributeValue as AV;
         let no_ttl: Key = [("id".to_string(), AV::S("a".into()))].into();
-        assert!(check_item(
-            &schema(),
-            no_ttl.clone(),
-            Timestamp::from_secs(2_000_000_000)
-        )
-        .is_none());
         let no_key: Key = [("ttl".to_string(), AV::N("5".into()))].into();
-        assert!(check_item(
-            &schema(),
-            no_key.clone(),
-            Timestamp::from_secs(2_000_000_000)
-        )
-        .is_none());
+        for item in [no_ttl, no_key] {
+            let now = Timestamp::from_secs(2_000_000_000);
+            assert!(
+                check_item(&schema(), item.clone(), now).is_none(),
+                "{item:?}"
+            );
+        }
         let item = |ttl: i64| -> Key {
             let ttl = AV::N(ttl.to_string());
             [

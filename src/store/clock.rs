@@ -5,9 +5,9 @@
 //! at a later instant `x` from above by `D + 1 s + (x - s)`; one that arrived at `r` bounds it
 //! from below by `D + (x - r)`, less [`DRIFT_TOLERANCE`] of `x - r` (for the leader lease).
 //! [`ServerClock`] keeps the tightest of each; [`ServerClock::guard`] clamps a wall-clock reading
-//! to the upper bound and to the lower bound plus [`MAX_AHEAD`]. Why and how the upper bound is re-anchored when the monotonic clock may have
-//! missed a pause (a frozen or suspended host), and when a clamp is warned about:
-//! `docs/design.md`, "DynamoDB's clock".
+//! to the upper bound and to the lower bound plus [`MAX_AHEAD`]. Why and how the upper bound is
+//! re-anchored when the monotonic clock may have missed a pause (a frozen or suspended host), and
+//! when a clamp is warned about: `docs/design.md`, "DynamoDB's clock".
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -135,8 +135,8 @@ impl ServerClock {
     }
 
     /// `wall` (a host clock reading), held to at most [`ServerTime::upper_bound`] and to
-    /// [`ServerTime::lower_bound`] plus [`MAX_AHEAD`]: the instant a sweep may safely use, never
-    /// more than `MAX_AHEAD` ahead of DynamoDB's clock. A clamp is remembered for the report and logged (module docs).
+    /// [`ServerTime::lower_bound`] plus [`MAX_AHEAD`]: the instant a sweep may safely use. A clamp
+    /// is remembered for the report, and logged (module docs).
     pub fn guard(&self, wall: Timestamp) -> Timestamp {
         self.guard_at(wall, Instant::now())
     }
@@ -226,7 +226,8 @@ impl std::fmt::Debug for GuardedClock {
 }
 
 impl GuardedClock {
-    /// `wall` (the entry point's clock) held to `server` (see [`crate::store::DynamoStore::server_clock`]).
+    /// `wall` (the entry point's clock) held to `server`
+    /// ([`crate::store::DynamoStore::server_clock`]).
     pub fn new(
         wall: impl Fn() -> Timestamp + Send + Sync + 'static,
         server: Arc<ServerClock>,
