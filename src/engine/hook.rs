@@ -83,9 +83,8 @@ pub trait ExpiryHook: Send + Sync + fmt::Debug {
 }
 
 /// Events a sweep owes in notify mode: each is entered the moment its item's delete is known and
-/// leaves once publishing it has an outcome (accepted, or failed and reported). At most the
-/// chunks in flight are here at once. What a sweep dropped part-way leaves behind (a last-resort
-/// cut at a Lambda deadline aborts its tasks) is still reported, by id: [`Owed::take_all`].
+/// leaves once publishing it has an outcome; at most the chunks in flight are here. What a sweep
+/// dropped part-way leaves behind is still reported, by id: [`Owed::take_all`].
 #[derive(Debug, Default)]
 pub(super) struct Owed {
     /// (chunk, the expiry, when it was entered).
@@ -104,9 +103,8 @@ impl Owed {
 }
 
 /// Whole items held for expiry events by one sweep at once, at most, KiB: items read for the
-/// events (`EXPIRY_EVENTS_ITEM` in batch or archive mode) or returned by conditional deletes
-/// (notify mode), until their events are published. Large items and many requests at once
-/// (`MAX_CONCURRENCY`) wait for room instead of growing the sweeper's memory.
+/// events or returned by conditional deletes, until their events are published. Requests wait
+/// for room instead of growing the sweeper's memory.
 pub const EVENT_ITEMS_BUDGET_KIB: u32 = 64 * 1024;
 
 /// DynamoDB's largest item, KiB: the room an item not yet read takes.
@@ -182,9 +180,8 @@ impl ReturnedRoom {
 
 impl Notifier<'_> {
     /// Waits for room to hold one more whole item, before a delete that returns it; what
-    /// publishing did, if it published what was owed to make room. Without room at once, this
-    /// chunk's owed events go out first, so that its items no longer hold any: chunks that wait
-    /// for room hold none, and those that hold it finish.
+    /// publishing did, if it published this chunk's owed events first to free its own room when
+    /// there was none at once: chunks that wait for room hold none, and those that hold it finish.
     pub(super) async fn room(&self) -> EventTally {
         let mut tally = EventTally::default();
         let more = match self.budget.clone().try_acquire_many_owned(MAX_ITEM_KIB) {
