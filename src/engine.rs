@@ -1,34 +1,32 @@
 //! The engine: one sweep over the windows that can hold expired items, and repeated sweeps.
 //!
 //! For each window — and each shard of it, when windows are sharded — a sweep pages through the
-//! GSI (or the sweeper's own expiry index table) for `ttl < now`, checks every item it reads, and deletes the expired ones: in
-//! `BatchWriteItem` chunks of 25, or one conditional `DeleteItem` at a time. It takes `now` and
-//! its stop condition as inputs and talks to DynamoDB only through [`crate::store::Store`].
+//! GSI (or the sweeper's own expiry index table) for `ttl < now`, checks every item it reads, and
+//! deletes the expired ones: in `BatchWriteItem` chunks of 25, or one conditional `DeleteItem` at
+//! a time. It takes `now` and its stop condition as inputs and talks to DynamoDB only through
+//! [`crate::store::Store`].
 //!
-//! - [`sweep`]: [`Sweeper`], the pass itself: which partitions, how many at once, the
-//!   checkpoint; `partition` (private): one partition's pages, each item checked as read, chunks
-//!   handed to `delete` (private): batched and conditional deletes with backoff; `pace`
-//!   (private): the read-ahead budget the partitions share and batch mode's page pace.
-//! - `entries` (private): with an expiry index table, each entry removed once its item is
-//!   judged against the table.
-//! - `ahead` (private): batch mode in tick mode, the next tick's keys confirmed by the table
-//!   before the tick ([`Sweeper::confirm_ahead`]), so that its deletes leave without a read.
-//! - [`report`]: [`SweepReport`], what a pass did, and how reports merge.
-//! - [`hook`]: [`hook::ExpiryHook`], the seam expiry events are published through around
-//!   deletes (notify: after; archive: before, deleting only what the sink accepted).
-//! - [`retry`]: [`Stop`], the deadline or shutdown every loop checks.
-//! - [`lease`]: the leader lease (`LEADER_LEASE`): of several sweepers of one table (one per
-//!   Region of a global table), only the holder sweeps.
-//! - [`checkpoint`]: which windows to read given the catch-up checkpoint, and how far it moves.
-//! - [`ticks`]: repeated sweeps — tick mode in Lambda and the long-running `run` command.
-//! - [`tables`]: several tables, one sweeper — each table opened when first needed, and again
-//!   after a failure, so one table's failure never stops the others.
+//! - [`sweep`]: [`Sweeper`], the pass; `partition` (private): one partition's pages and chunks;
+//!   `delete` (private): batched and conditional deletes; `pace` (private): the read-ahead budget
+//!   and batch mode's page pace; `entries` (private): expiry index entries removed once judged;
+//!   `ahead` (private): a tick's keys confirmed by the table before the tick.
+//! - [`report`], [`hook`] (expiry events around deletes), [`retry`] ([`Stop`]), [`lease`] (the
+//!   leader lease), [`checkpoint`], [`ticks`] (repeated sweeps), [`tables`] (several tables).
 
 use std::fmt;
 use std::time::Duration;
 
 use crate::expiry::window::ShardRange;
 use crate::store::full_jitter;
+
+/// Adds each named counter of `$from` to `$to`'s (`to = from` where the names differ).
+macro_rules! add_counts {
+    ($to:expr, $from:expr; $($field:ident $(= $source:ident)?),* $(,)?) => {
+        $($to.$field += add_counts!(@ $from, $field $(, $source)?);)*
+    };
+    (@ $from:expr, $field:ident) => { $from.$field };
+    (@ $from:expr, $field:ident, $source:ident) => { $from.$source };
+}
 
 mod ahead;
 pub mod checkpoint;
@@ -59,14 +57,13 @@ pub const BATCH_SIZE: usize = 25;
 /// request; the index's listing never counts) a key may still be sent unconditionally in batch
 /// mode (`BatchWriteItem` cannot check the ttl): right before every send a key read longer ago
 /// is read again, and sent only if its ttl is unchanged; one that ages past this a second time
-/// goes out as the conditional `DeleteItem`. With [`crate::store::dynamo::BATCH_ATTEMPT_TIMEOUT`] this bounds the window in
-/// which batch mode can delete a rewritten key: `docs/configuration.md`, "Choosing a delete mode".
+/// goes out as the conditional `DeleteItem`. With [`crate::store::BATCH_ATTEMPT_TIMEOUT`] this
+/// bounds the window in which batch mode can delete a rewritten key: `docs/configuration.md`,
+/// "Choosing a delete mode".
 pub const BATCH_MAX_READ_AGE: Duration = Duration::from_secs(2);
 
-/// A sweep holds at most this many rounds of `MAX_CONCURRENCY + 1` chunks of keys at once — read
-/// but not yet deleted, across all its partitions: while the rounds before are deleted the next
-/// one is read, so keys wait for about that many request times before their send, and memory
-/// stays bounded whatever the page size or the number of partitions.
+/// A sweep holds at most this many rounds of `MAX_CONCURRENCY + 1` chunks of keys read but not yet
+/// deleted, across its partitions: memory stays bounded whatever the pages or the partitions.
 pub const READ_AHEAD_ROUNDS: usize = 4;
 
 /// Catch-up reads at most this many partitions (windows × shards in range) between two moves of the
@@ -81,8 +78,8 @@ pub enum DeleteMode {
     /// strongly consistent read of the table before it is sent, never by the index alone; a ttl
     /// changed within [`BATCH_MAX_READ_AGE`] of that read (plus the attempt) can still be lost.
     Batch,
-    /// `DeleteItem` with `attribute_exists(ttl) AND ttl < now`: the table, not the eventually
-    /// consistent index, has the last word, so an item whose ttl was extended or removed survives.
+    /// `DeleteItem` on condition that the ttl is the one read and expired: the table, not the
+    /// index, has the last word, so an item whose ttl was extended or removed survives.
     Conditional,
 }
 
@@ -112,8 +109,7 @@ pub struct SweepOptions {
     pub backoff_cap: Duration,
     /// Query page size (`Limit`); `None` lets DynamoDB fill 1 MB pages.
     pub page_limit: Option<i32>,
-    /// Batch mode: a key whose table read is older than this is read again before its send
-    /// (see [`BATCH_MAX_READ_AGE`]).
+    /// Batch mode: [`BATCH_MAX_READ_AGE`], or less.
     pub batch_max_read_age: Duration,
     /// The catch-up checkpoint, if any.
     pub checkpoint: Option<Checkpoint>,

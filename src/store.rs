@@ -1,23 +1,15 @@
 //! The store: the only code that talks to DynamoDB.
 //!
 //! [`Store`] is the one seam the sweep engine uses: one typed method per DynamoDB operation it
-//! needs (query a partition's page, delete a batch, delete one item on condition, read items by
-//! key, read or advance the checkpoint, read or write the leader lease). [`DynamoStore`]
-//! implements it; tests, in memory.
-//!
-//! - [`error`]: SDK errors classified once into [`ErrorKind`].
-//! - [`clock`]: DynamoDB's clock, from response `Date` headers; no sweep instant runs ahead of it.
-//! - [`dynamo`]: [`DynamoStore`], the seam over the AWS SDK client and its request pipeline.
-//! - [`describe`]: start-up checks — [`open`] reads the table once and checks the index.
-//! - [`scan`]: the adoption tools' parallel Scan pages and conditional window updates.
-//! - [`stream`]: the table's DynamoDB stream (shards, iterators, records), for the daemon's
-//!   stream follower.
-//! - [`keys`]: keys and items in DynamoDB JSON, for reports, logs, the CLI, progress and events.
-//! - [`entries`]: the sweeper's own expiry index table (`EXPIRY_INDEX_TABLE`): its entries, how
-//!   they sort by ttl, and how a sweep reads them.
+//! needs. [`DynamoStore`] implements it ([`dynamo`]); tests, in memory. Beside it: SDK errors
+//! classified once ([`error`]), DynamoDB's clock from response `Date` headers ([`clock`]),
+//! start-up checks ([`describe`]), the adoption tools' table-wide operations ([`scan`]), the
+//! table's stream ([`stream`]), keys in DynamoDB JSON ([`keys`]) and the sweeper's own expiry
+//! index table's entries ([`entries`]).
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -41,13 +33,17 @@ pub use entries::EntryWrite;
 pub use error::{ErrorKind, StoreError};
 pub use keys::{key_from_json, key_to_json};
 
-/// Exponential backoff with full jitter, the one backoff of every retry loop of ours (unprocessed
-/// `BatchGetItem` keys here; the engine's delete retries, event publishing, the stream follower;
-/// the SDK retries each request with its own): the wait before retry number `attempt` (1-based)
-/// is uniformly random in `[0, min(cap, base * 2^(attempt-1))]`.
+/// Exponential backoff with full jitter, the one backoff of every retry loop of ours (the SDK
+/// retries each request with its own): the wait before retry number `attempt` (1-based) is
+/// uniformly random in `[0, min(cap, base * 2^(attempt-1))]`.
 pub fn full_jitter(base: Duration, cap: Duration, attempt: u32) -> Duration {
     let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
     exp.min(cap).mul_f64(fastrand::f64())
+}
+
+/// Locks `mutex`, poisoned or not: every mutex of ours guards plain data, whole after each update.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// An item's primary key (or a whole item, as returned by a query).
@@ -61,8 +57,7 @@ pub struct TableSchema {
     /// The GSI to query, when the table is swept through one (`index_table` is `None`).
     pub index_name: String,
     /// The sweeper's own expiry index table (`EXPIRY_INDEX_TABLE`, [`entries`]), when the table
-    /// is swept through it instead of a GSI: then the application's table is only ever read
-    /// and deleted from.
+    /// is swept through it instead of a GSI.
     pub index_table: Option<String>,
     /// Primary key attribute names: the partition key, then the sort key if any.
     pub key_attributes: Vec<String>,
@@ -160,8 +155,7 @@ pub struct LeaseItem {
     pub holder: String,
     /// When it lapses, by DynamoDB's clock (epoch milliseconds in the table).
     pub expires_at: Timestamp,
-    /// The holder's layout ([`crate::config::Config::lease_layout`]); `None` in an item written
-    /// before lease items recorded it.
+    /// The holder's layout ([`crate::config::Config::lease_layout`]); `None` in older items.
     pub layout: Option<String>,
     /// The holder gave it up ([`Store::release_lease`]): it lapses at `expires_at` all the same,
     /// and is not renewed.
@@ -172,8 +166,7 @@ pub struct LeaseItem {
 /// as the tasks a sweep spawns may (`'static`): share one through an `Arc`.
 pub trait Store: Send + Sync + 'static {
     /// One page (`Query` on the index) of the items in partition `partition` whose ttl is
-    /// `< now`, starting after `start`, at most `limit` items (`None`: DynamoDB fills 1 MB
-    /// pages); the items hold the key attributes and the ttl.
+    /// `< now`, after `start`, at most `limit` (`None`: 1 MB pages): key attributes and ttl.
     fn query_expired(
         &self,
         schema: &TableSchema,
@@ -213,9 +206,8 @@ pub trait Store: Send + Sync + 'static {
         ttl_only: bool,
     ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send;
 
-    /// Expiry index table only: up to 25 entry writes (puts and removals, [`EntryWrite`]) in one
-    /// `BatchWriteItem` on `schema.index_table`, one attempt; answers the writes left
-    /// unprocessed.
+    /// Up to 25 [`EntryWrite`]s in one `BatchWriteItem` on `schema.index_table`, one attempt;
+    /// answers the writes left unprocessed.
     fn write_entries(
         &self,
         schema: &TableSchema,
@@ -246,11 +238,9 @@ pub trait Store: Send + Sync + 'static {
         id: &str,
     ) -> impl Future<Output = Result<Option<LeaseItem>, StoreError>> + Send;
 
-    /// Writes lease `id` of `table` as `lease`, its layout included and not given up (a
-    /// conditional `UpdateItem`, which the checkpoint's permissions already allow) if no lease is
-    /// there, or it is `lease.holder`'s and not given up, or it lapsed before `lapsed_before`:
-    /// `attribute_not_exists(id) OR (holder = :me AND attribute_not_exists(released)) OR
-    /// expiresAt < :lapsed_before`. `false` when the condition did not hold.
+    /// Writes lease `id` of `table` as `lease`, not given up (a conditional `UpdateItem`) if no
+    /// lease is there, or it is `lease.holder`'s and not given up, or it lapsed before
+    /// `lapsed_before`; `false` when the condition did not hold.
     fn write_lease(
         &self,
         table: &str,
@@ -297,8 +287,19 @@ impl<S: Store> Store for std::sync::Arc<S> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// The schema of table `t` keyed on `keys`, swept through GSI `i` or `index_table`.
+    pub(crate) fn schema(keys: &[&str], index_table: Option<&str>, layout: Layout) -> TableSchema {
+        TableSchema {
+            table_name: "t".into(),
+            index_name: "i".into(),
+            index_table: index_table.map(Into::into),
+            key_attributes: keys.iter().map(|&k| k.into()).collect(),
+            layout,
+        }
+    }
 
     #[test]
     fn backoff_is_bounded_and_grows() {

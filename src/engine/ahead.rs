@@ -1,14 +1,9 @@
 //! Batch mode in tick mode: the keys of the next tick, read from the index and confirmed by the
-//! table shortly before the tick, so that the tick's deletes need no read of their own and leave
-//! one query after the tick, not a query and a read.
-//!
-//! Before a tick planned for instant `at`, [`Sweeper::confirm_ahead`] queries the tick's windows
-//! for `ttl < at` and reads the keys found with strongly consistent `BatchGetItem`s (up to 100
-//! keys each), dated at each read's request. A key whose table ttl is the one listed is
-//! remembered with that read ([`super::delete::Confirmed`]). When the tick lists the key with the same ttl, its
-//! read is that one: the 2 s bound of an unconditional delete runs from it, as from any read of
-//! the table (`BATCH_MAX_READ_AGE`), and a key whose read has aged past it is read again as
-//! always. Nothing is deleted ahead: a key is deleted only when a tick finds it expired.
+//! table shortly before the tick (`docs/design.md`, "Confirmed ahead"), so that the tick's
+//! deletes leave one query after the tick, not a query and a read. A key the tick lists with the
+//! ttl confirmed is dated by that read ([`super::delete::Confirmed`]): the bound of an
+//! unconditional delete (`BATCH_MAX_READ_AGE`) runs from it as from any read of the table.
+//! Nothing is deleted ahead.
 
 use std::time::Duration;
 
@@ -22,7 +17,7 @@ use super::sweep::Sweeper;
 use super::DeleteMode;
 use crate::expiry::window::{partition_key, Window};
 use crate::expiry::Timestamp;
-use crate::store::{Key, Store};
+use crate::store::{lock, Key, Store};
 
 /// How long before a tick its keys are read ahead.
 pub const CONFIRM_AHEAD: Duration = Duration::from_millis(300);
@@ -41,10 +36,7 @@ impl<S: Store> Sweeper<S> {
             return;
         }
         let max_age = options.batch_max_read_age;
-        shared
-            .confirmed
-            .lock()
-            .retain(|_, (_, read)| read.elapsed() <= max_age);
+        lock(&shared.confirmed.0).retain(|_, (_, read)| read.elapsed() <= max_age);
         let most = read_ahead(options);
         let (store, schema) = (&shared.store, &shared.schema);
         let shards = schema.layout.window_shards.max(1);
@@ -90,7 +82,7 @@ impl<S: Store> Sweeper<S> {
                 return;
             };
             let found = schema.by_key(&found);
-            let mut confirmed = shared.confirmed.lock();
+            let mut confirmed = lock(&shared.confirmed.0);
             for (token, e) in keys {
                 if found.get(token).and_then(|item| schema.ttl_of(item)) == Some(e.ttl) {
                     confirmed.insert(token.clone(), (e.ttl_as_read.clone(), asked));

@@ -34,23 +34,17 @@ pub struct Plan {
 
 /// The windows a catch-up still has to read, oldest first, without holding them in memory: a
 /// 30-day catch-up of 1-second windows is 2.6 million windows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CatchUp {
-    /// The oldest window not yet handed out.
-    next: Window,
-    /// How many windows are left, from `next` on.
+    /// The start of the oldest window not yet handed out.
+    start: i64,
+    /// The windows' width, seconds.
+    width: i64,
+    /// How many windows are left, from `start` on.
     left: u64,
 }
 
 impl CatchUp {
-    /// No catch-up.
-    pub fn none() -> Self {
-        CatchUp {
-            next: Window { start: 0, end: 0 },
-            left: 0,
-        }
-    }
-
     /// Windows not yet handed out.
     pub fn len(&self) -> u64 {
         self.left
@@ -69,13 +63,13 @@ impl Iterator for CatchUp {
         if self.left == 0 {
             return None;
         }
-        let w = self.next;
-        self.next = Window {
-            start: w.end,
-            end: w.end + (w.end - w.start),
-        };
+        let start = self.start;
+        self.start += self.width;
         self.left -= 1;
-        Some(w)
+        Some(Window {
+            start,
+            end: self.start,
+        })
     }
 }
 
@@ -92,7 +86,7 @@ pub fn plan(
     let Some(c) = checkpoint.map(Timestamp::secs) else {
         return Plan {
             recent,
-            catchup: CatchUp::none(),
+            catchup: CatchUp::default(),
             floor: None,
             capped: false,
         };
@@ -110,14 +104,12 @@ pub fn plan(
         Some(left) if left > 0 => {
             let start = recent[0].start - i64::try_from(back).unwrap_or(i64::MAX / 2) * w;
             CatchUp {
-                next: Window {
-                    start,
-                    end: start + w,
-                },
+                start,
+                width: w,
                 left,
             }
         }
-        _ => CatchUp::none(),
+        _ => CatchUp::default(),
     };
     Plan {
         recent,

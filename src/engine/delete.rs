@@ -18,7 +18,7 @@ use super::report::{EventTally, FailedKey};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
 use crate::expiry::Timestamp;
-use crate::store::{key_to_json, ErrorKind, Key, Store, StoreError, TableSchema};
+use crate::store::{key_to_json, lock, ErrorKind, Key, Store, StoreError, TableSchema};
 
 /// Whether a failed delete may have been applied all the same: a timeout, a dropped connection
 /// or a 5xx can come after DynamoDB deleted the item; throttling and validation errors cannot.
@@ -51,13 +51,9 @@ pub(super) struct Expired {
 /// and when the read was asked. Bounded by the sweep's read-ahead budget; entries older than the
 /// batch bound are dropped at each confirmation.
 #[derive(Debug, Default)]
-pub(super) struct Confirmed(Mutex<HashMap<String, (String, Instant)>>);
+pub(super) struct Confirmed(pub(super) Mutex<HashMap<String, (String, Instant)>>);
 
 impl Confirmed {
-    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Instant)>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// The read of `e`'s key with its ttl as read, if one was made ahead within `max_age`; taken.
     pub(super) fn take(
         &self,
@@ -65,7 +61,7 @@ impl Confirmed {
         e: &Expired,
         max_age: Duration,
     ) -> Option<Instant> {
-        let mut confirmed = self.lock();
+        let mut confirmed = lock(&self.0);
         if confirmed.is_empty() {
             return None;
         }
@@ -74,13 +70,16 @@ impl Confirmed {
     }
 }
 
-/// What deleting needs of a sweeper.
+/// What deleting needs of a sweeper: items expired at `now` are deleted, no request starts after
+/// `stop`.
 pub(super) struct Deleter<'a, S> {
     pub(super) store: &'a S,
     pub(super) schema: &'a TableSchema,
     pub(super) options: &'a SweepOptions,
+    pub(super) now: Timestamp,
+    pub(super) stop: &'a Stop,
     /// Expiry events are published: keys whose delete may have been applied are settled before
-    /// the sweep stops ([`Self::settle`]).
+    /// the sweep stops ([`Self::give_up`]).
     pub(super) track_keys: bool,
     /// Conditional deletes return the deleted items (`ReturnValues=ALL_OLD`), for expiry events.
     pub(super) return_items: bool,
@@ -122,15 +121,9 @@ pub(super) struct ChunkOutcome {
 impl ChunkOutcome {
     /// Adds another outcome of the same chunk.
     pub(super) fn absorb(&mut self, other: ChunkOutcome) {
+        add_counts!(self, other; skipped, gone, retried, write_conflicts, confirmed, reread,
+            conditional, entries_removed);
         self.deleted.extend(other.deleted);
-        self.skipped += other.skipped;
-        self.gone += other.gone;
-        self.retried += other.retried;
-        self.write_conflicts += other.write_conflicts;
-        self.confirmed += other.confirmed;
-        self.reread += other.reread;
-        self.conditional += other.conditional;
-        self.entries_removed += other.entries_removed;
         self.failed.extend(other.failed);
         self.kept_keys.extend(other.kept_keys);
         self.left_keys.extend(other.left_keys);
@@ -170,17 +163,12 @@ impl<S: Store> Deleter<'_, S> {
     }
 
     /// Deletes one chunk, retrying with backoff; never returns an error, only an outcome.
-    pub(super) async fn delete_chunk(
-        &self,
-        chunk: Vec<Expired>,
-        now: Timestamp,
-        stop: &Stop,
-    ) -> ChunkOutcome {
+    pub(super) async fn delete_chunk(&self, chunk: Vec<Expired>) -> ChunkOutcome {
         let mut out = ChunkOutcome::default();
         let chunk = drop_repeats(self.schema, chunk, &mut out);
         out.absorb(match self.options.delete_mode {
-            DeleteMode::Batch => self.delete_batch(chunk, now, stop).await,
-            DeleteMode::Conditional => self.delete_conditional(chunk, now, stop).await,
+            DeleteMode::Batch => self.delete_batch(chunk).await,
+            DeleteMode::Conditional => self.delete_conditional(chunk).await,
         });
         out
     }
@@ -191,21 +179,17 @@ impl<S: Store> Deleter<'_, S> {
     /// to delete (dated at the read's request) and what the read settled: a key gone, or one
     /// whose ttl in the table is not the one the index listed (kept). Conditional deletes check
     /// the table themselves, so conditional mode reads nothing here.
-    pub(super) async fn confirm(
-        &self,
-        chunk: Vec<Expired>,
-        stop: &Stop,
-    ) -> (Vec<Expired>, ChunkOutcome) {
+    pub(super) async fn confirm(&self, chunk: Vec<Expired>) -> (Vec<Expired>, ChunkOutcome) {
         let mut out = ChunkOutcome::default();
         let chunk = drop_repeats(self.schema, chunk, &mut out);
-        if self.options.delete_mode != DeleteMode::Batch || stop.reached() {
+        if self.options.delete_mode != DeleteMode::Batch || self.stop.reached() {
             return (chunk, out);
         }
         let (unread, mut ready): (Vec<Expired>, Vec<Expired>) =
             chunk.into_iter().partition(|e| e.read_at.is_none());
         if !unread.is_empty() {
             out.confirmed += unread.len() as u64;
-            ready.extend(self.read_again(unread, &mut out, stop).await);
+            ready.extend(self.read_again(unread, &mut out).await);
         }
         (ready, out)
     }
@@ -227,49 +211,65 @@ impl<S: Store> Deleter<'_, S> {
         out.failed.push(FailedKey::new(&e.key, reason));
     }
 
-    /// The sweep stops with `keys` unsent or waiting for a retry (`reason`: the last outcome). With
-    /// expiry events, keys an earlier attempt may have deleted are settled ([`Self::settle`]);
-    /// the rest are left.
-    async fn give_up(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
-        let (maybe, unsent): (Vec<Expired>, Vec<Expired>) = keys
-            .into_iter()
-            .partition(|e| e.maybe_applied && self.track_keys);
-        out.leave(unsent);
-        self.settle(maybe, "stopped", reason, out, stop).await;
+    /// After failed attempt number `attempt` of `keys` keys (`reason`, and `kind` the error's;
+    /// `None`: left unprocessed): `Ok` once the backoff before the next attempt has passed, the
+    /// events owed published first; `Err(stopped)`, with no wait, when the retries ran out, or
+    /// (`stopped`) when the wait would pass the stop.
+    async fn backoff(
+        &self,
+        attempt: &mut u32,
+        keys: usize,
+        reason: &str,
+        kind: Option<ErrorKind>,
+        out: &mut ChunkOutcome,
+    ) -> Result<(), bool> {
+        if !kind.is_none_or(ErrorKind::is_retryable) || *attempt >= self.options.max_retries {
+            return Err(false);
+        }
+        *attempt += 1;
+        let wait = self.options.backoff(*attempt);
+        if self.stop.would_pass(wait) {
+            return Err(true);
+        }
+        let (attempt, wait_ms) = (*attempt, wait.as_millis() as u64);
+        debug!(attempt, keys, wait_ms, %reason, "retrying deletes");
+        out.retried += keys as u64;
+        out.write_conflicts += u64::from(kind == Some(ErrorKind::WriteConflict));
+        self.publish_owed(out, false).await;
+        tokio::time::sleep(wait).await;
+        Ok(())
     }
 
-    /// The retries of `keys` ran out (`reason`: the last outcome): they failed. With expiry
-    /// events, the keys an earlier attempt may have deleted are settled first
-    /// ([`Self::settle`]): one found gone was deleted, and its event is owed.
-    async fn fail(&self, keys: Vec<Expired>, reason: &str, out: &mut ChunkOutcome, stop: &Stop) {
-        let (maybe, failed): (Vec<Expired>, Vec<Expired>) = keys
-            .into_iter()
-            .partition(|e| e.maybe_applied && self.track_keys);
-        out.failed
-            .extend(failed.iter().map(|e| FailedKey::new(&e.key, reason)));
-        self.settle(maybe, "gave up", reason, out, stop).await;
-    }
-
-    /// With expiry events, the sweep must stop (`what`: "stopped"), or has given up (`what`: "gave
-    /// up"), while `keys` wait for a retry after an attempt that may have been applied (`reason`:
-    /// the last outcome). One consistent read settles what it can (`docs/events.md`, "Notify"): a
-    /// key found gone is owed its event; one still there, or every key if the read fails, is
-    /// reported as failed, never counted as left (the attempt may yet be applied after the read,
-    /// and then no event would follow).
-    async fn settle(
+    /// `keys` go no further (`reason`: the last outcome): the sweep must stop (`stopped`) with them
+    /// unsent or waiting for a retry, and they are left, or their retries ran out, and they
+    /// failed. With expiry events, the keys an earlier attempt may have deleted are settled
+    /// instead: one consistent read settles what it can (`docs/events.md`, "Notify"): a key found
+    /// gone is owed its event; one still there, or every key if the read fails, is reported as
+    /// failed, never counted as left (the attempt may yet be applied after the read, and then no
+    /// event would follow).
+    async fn give_up(
         &self,
         keys: Vec<Expired>,
-        what: &str,
         reason: &str,
         out: &mut ChunkOutcome,
-        stop: &Stop,
+        stopped: bool,
     ) {
+        let (keys, rest): (Vec<Expired>, Vec<Expired>) = keys
+            .into_iter()
+            .partition(|e| e.maybe_applied && self.track_keys);
+        if stopped {
+            out.leave(rest);
+        } else {
+            let failed = rest.iter().map(|e| FailedKey::new(&e.key, reason));
+            out.failed.extend(failed);
+        }
         if keys.is_empty() {
             return;
         }
+        let what = if stopped { "stopped" } else { "gave up" };
         let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
         let get = self.store.get_items(self.schema, wanted, true);
-        let found = match stop.bound("BatchGetItem", get).await {
+        let found = match self.stop.bound("BatchGetItem", get).await {
             Ok(found) => found,
             Err(read) => {
                 tracing::warn!(keys = keys.len(), error = %read, "deletes whose outcome is unknown; reported as failed");

@@ -9,9 +9,8 @@ use std::time::Duration;
 
 use tracing::warn;
 
-use super::delete::{ChunkOutcome, Expired};
-use super::retry::Stop;
-use crate::store::{full_jitter, key_to_json, EntryWrite, Key, Store, TableSchema};
+use super::delete::{ChunkOutcome, Deleter, Expired};
+use crate::store::{full_jitter, key_to_json, EntryWrite, Key, Store};
 
 /// Entry removals in one `BatchWriteItem`.
 const REMOVALS_PER_REQUEST: usize = 25;
@@ -39,11 +38,9 @@ pub(super) fn entries_of(group: &[Expired]) -> Vec<GroupEntry> {
 /// that ttl are removed. The others stay, and a later sweep judges each on its own — the table may
 /// hold an earlier one, written last.
 pub(super) async fn remove_settled<S: Store>(
-    store: &S,
-    schema: &TableSchema,
+    d: &Deleter<'_, S>,
     entries: Vec<GroupEntry>,
     out: &ChunkOutcome,
-    stop: &Stop,
 ) -> u64 {
     if entries.is_empty() {
         return 0;
@@ -69,8 +66,8 @@ pub(super) async fn remove_settled<S: Store>(
         let mut writes = request.to_vec();
         for attempt in 1..=ATTEMPTS {
             let sent = writes.len();
-            let write = store.write_entries(schema, writes.clone());
-            match stop.bound("BatchWriteItem", write).await {
+            let write = d.store.write_entries(d.schema, writes.clone());
+            match d.stop.bound("BatchWriteItem", write).await {
                 Ok(unprocessed) => {
                     removed += (sent - unprocessed.len()) as u64;
                     writes = unprocessed;
@@ -87,7 +84,7 @@ pub(super) async fn remove_settled<S: Store>(
             let base = (Duration::from_millis(50), Duration::from_secs(1));
             tokio::time::sleep(full_jitter(base.0, base.1, attempt)).await;
         }
-        if !writes.is_empty() && stop.reached() {
+        if !writes.is_empty() && d.stop.reached() {
             break;
         }
     }

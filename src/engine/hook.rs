@@ -18,7 +18,7 @@ use super::report::FailedKey;
 pub use super::report::{EventTally, FailedEvent};
 use super::retry::Stop;
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{key_to_json, Key, Store, TableSchema};
+use crate::store::{key_to_json, lock, Key, Store};
 
 /// A boxed future, so that [`ExpiryHook`] (and the events' `Sink`) can be trait objects.
 pub use futures::future::BoxFuture;
@@ -83,9 +83,8 @@ pub trait ExpiryHook: Send + Sync + fmt::Debug {
 }
 
 /// Events a sweep owes in notify mode: each is entered the moment its item's delete is known and
-/// leaves once publishing it has an outcome (accepted, or failed and reported). At most the
-/// chunks in flight are here at once. What a sweep dropped part-way leaves behind (a last-resort
-/// cut at a Lambda deadline aborts its tasks) is still reported, by id: [`Owed::take_all`].
+/// leaves once publishing it has an outcome; at most the chunks in flight are here. What a sweep
+/// dropped part-way leaves behind is still reported, by id: [`Owed::take_all`].
 #[derive(Debug, Default)]
 pub(super) struct Owed {
     /// (chunk, the expiry, when it was entered).
@@ -94,14 +93,9 @@ pub(super) struct Owed {
 }
 
 impl Owed {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Expiry, Instant)>> {
-        // Entries are plain data, whole after every push or retain: a poisoned lock is usable.
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Everything still owed, taken: events of deleted items not (or not surely) published.
     pub(super) fn take_all(&self) -> Vec<Expiry> {
-        std::mem::take(&mut *self.lock())
+        std::mem::take(&mut *lock(&self.entries))
             .into_iter()
             .map(|(_, expiry, _)| expiry)
             .collect()
@@ -109,9 +103,8 @@ impl Owed {
 }
 
 /// Whole items held for expiry events by one sweep at once, at most, KiB: items read for the
-/// events (`EXPIRY_EVENTS_ITEM` in batch or archive mode) or returned by conditional deletes
-/// (notify mode), until their events are published. Large items and many requests at once
-/// (`MAX_CONCURRENCY`) wait for room instead of growing the sweeper's memory.
+/// events or returned by conditional deletes, until their events are published. Requests wait
+/// for room instead of growing the sweeper's memory.
 pub const EVENT_ITEMS_BUDGET_KIB: u32 = 64 * 1024;
 
 /// DynamoDB's largest item, KiB: the room an item not yet read takes.
@@ -186,14 +179,9 @@ impl ReturnedRoom {
 }
 
 impl Notifier<'_> {
-    fn returned_room(&self) -> std::sync::MutexGuard<'_, ReturnedRoom> {
-        self.returned_room.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Waits for room to hold one more whole item, before a delete that returns it; what
-    /// publishing did, if it published what was owed to make room. Without room at once, this
-    /// chunk's owed events go out first, so that its items no longer hold any: chunks that wait
-    /// for room hold none, and those that hold it finish.
+    /// publishing did, if it published this chunk's owed events first to free its own room when
+    /// there was none at once: chunks that wait for room hold none, and those that hold it finish.
     pub(super) async fn room(&self) -> EventTally {
         let mut tally = EventTally::default();
         let more = match self.budget.clone().try_acquire_many_owned(MAX_ITEM_KIB) {
@@ -203,7 +191,7 @@ impl Notifier<'_> {
                 take_room(self.budget, MAX_ITEM_KIB).await
             }
         };
-        let mut held = self.returned_room();
+        let mut held = lock(&self.returned_room);
         match (&mut held.permit, more) {
             (Some(room), Some(more)) => room.merge(more),
             (room, more) => *room = room.take().or(more),
@@ -215,7 +203,7 @@ impl Notifier<'_> {
     /// Gives back the room taken for an item not returned (kept, gone, failed), keeping what the
     /// items owed take.
     pub(super) fn unused_room(&self) {
-        let mut held = self.returned_room();
+        let mut held = lock(&self.returned_room);
         held.in_flight = false;
         held.trim();
     }
@@ -224,7 +212,7 @@ impl Notifier<'_> {
     /// preferred to the one read before.
     pub(super) fn owe(&self, key: &Key, ttl: f64, returned: Option<Key>) {
         if let Some(item) = &returned {
-            self.returned_room().owed_kib += item_kib(item);
+            lock(&self.returned_room).owed_kib += item_kib(item);
         }
         let item = returned.or_else(|| {
             self.described
@@ -238,13 +226,12 @@ impl Notifier<'_> {
             item,
             at: (self.wall)(),
         };
-        self.owed.lock().push((self.chunk, expiry, Instant::now()));
+        lock(&self.owed.entries).push((self.chunk, expiry, Instant::now()));
     }
 
     /// Whether an event of this chunk has been owed for [`OWED_FOR_AT_MOST`].
     pub(super) fn due(&self) -> bool {
-        self.owed
-            .lock()
+        lock(&self.owed.entries)
             .iter()
             .find(|(chunk, _, _)| *chunk == self.chunk)
             .is_some_and(|(_, _, at)| at.elapsed() >= OWED_FOR_AT_MOST)
@@ -253,9 +240,7 @@ impl Notifier<'_> {
     /// Publishes this chunk's owed events; they stay owed until publishing has an outcome. What
     /// publishing did.
     pub(super) async fn flush(&self) -> EventTally {
-        let publications: Vec<Publication> = self
-            .owed
-            .lock()
+        let publications: Vec<Publication> = lock(&self.owed.entries)
             .iter()
             .filter(|(chunk, _, _)| *chunk == self.chunk)
             .map(|(_, expiry, _)| Publication::Expired(expiry.clone()))
@@ -265,11 +250,9 @@ impl Notifier<'_> {
         }
         let (_, tally) = self.hook.publish(publications, self.stop).await;
         // One chunk is one task: nothing of it was owed while it published.
-        self.owed
-            .lock()
-            .retain(|(chunk, _, _)| *chunk != self.chunk);
+        lock(&self.owed.entries).retain(|(chunk, _, _)| *chunk != self.chunk);
         // Its items are no longer held.
-        let mut held = self.returned_room();
+        let mut held = lock(&self.returned_room);
         held.owed_kib = 0;
         held.trim();
         tally
@@ -292,18 +275,16 @@ pub(super) async fn delete_with_events<S: Store>(
     deleter: &Deleter<'_, S>,
     events: &Events,
     chunk: Vec<Expired>,
-    now: Timestamp,
-    stop: &Stop,
 ) -> ChunkOutcome {
-    let (hook, owed) = (events.hook.as_ref(), events.owed.as_ref());
-    let wall = || events.wall.as_ref().map_or(now, |c| c.now());
+    let (hook, owed, stop) = (events.hook.as_ref(), events.owed.as_ref(), deleter.stop);
+    let wall = || events.wall.as_ref().map_or(deleter.now, |c| c.now());
     let wall: &(dyn Fn() -> Timestamp + Send + Sync) = &wall;
     // Items read for the events are held until they are published: room for the largest items
     // first, then what they take.
     let (items, _read_room) = if hook.read_items() {
         let most = MAX_ITEM_KIB.saturating_mul(chunk.len() as u32);
         let mut room = take_room(&events.items_room, most).await;
-        let items = read_items(deleter.store, deleter.schema, &chunk, stop).await;
+        let items = read_items(deleter, &chunk).await;
         keep_room(&mut room, items.iter().flatten().map(item_kib).sum());
         (items, room)
     } else {
@@ -328,7 +309,7 @@ pub(super) async fn delete_with_events<S: Store>(
             notify: Some(&notifier),
             ..*deleter
         };
-        let mut out = deleter.delete_chunk(chunk, now, stop).await;
+        let mut out = deleter.delete_chunk(chunk).await;
         out.events.add(notifier.flush().await);
         return out;
     }
@@ -361,11 +342,11 @@ pub(super) async fn delete_with_events<S: Store>(
             Delivery::Stopped => refused.leave([e]),
         }
     }
-    let mut out = deleter.delete_chunk(admitted, now, stop).await;
+    let mut out = deleter.delete_chunk(admitted).await;
     // Accepted, not deleted: an item whose ttl has changed since is owed its cancellation now;
     // no later sweep would find it in the window it has left.
     let mut kept = std::mem::take(&mut out.kept_keys);
-    kept.extend(reconcile(deleter.store, deleter.schema, &expiries, &mut out, stop).await);
+    kept.extend(reconcile(deleter, &expiries, &mut out).await);
     out.absorb(refused);
     let cancelled_at = wall();
     let cancellations: Vec<Publication> = kept
@@ -390,12 +371,11 @@ pub(super) async fn delete_with_events<S: Store>(
 /// `docs/events.md` ("Archive") says: gone counts as `gone`; another ttl as `skipped`, its key
 /// returned, owed a cancellation. If the read fails, everything stays as it was (logged).
 async fn reconcile<S: Store>(
-    store: &S,
-    schema: &TableSchema,
+    d: &Deleter<'_, S>,
     expiries: &[Expiry],
     out: &mut ChunkOutcome,
-    stop: &Stop,
 ) -> Vec<Key> {
+    let schema = d.schema;
     // A key has one outcome: failed or left, never both.
     let failed = out.failed.iter().map(|f| f.key.clone());
     let left = out.left_keys.iter().map(key_to_json);
@@ -407,8 +387,8 @@ async fn reconcile<S: Store>(
         return Vec::new();
     }
     let keys: Vec<Key> = unresolved.iter().map(|x| x.key.clone()).collect();
-    let read = store.get_items(schema, keys, true);
-    let items = match stop.bound("BatchGetItem", read).await {
+    let read = d.store.get_items(schema, keys, true);
+    let items = match d.stop.bound("BatchGetItem", read).await {
         Ok(items) => items,
         Err(err) => {
             tracing::warn!(error = %err, keys = unresolved.len(), "could not re-read items whose expiry was accepted but not deleted; the next sweep publishes them again if their ttl is unchanged");
@@ -438,18 +418,13 @@ async fn reconcile<S: Store>(
 }
 
 /// The chunk's whole items, read consistently; `None` for one not found or if the read fails.
-async fn read_items<S: Store>(
-    store: &S,
-    schema: &TableSchema,
-    chunk: &[Expired],
-    stop: &Stop,
-) -> Vec<Option<Key>> {
+async fn read_items<S: Store>(d: &Deleter<'_, S>, chunk: &[Expired]) -> Vec<Option<Key>> {
     let keys: Vec<Key> = chunk.iter().map(|e| e.key.clone()).collect();
-    let read = store.get_items(schema, keys, false);
-    match stop.bound("BatchGetItem", read).await {
+    let read = d.store.get_items(d.schema, keys, false);
+    match d.stop.bound("BatchGetItem", read).await {
         Ok(items) => chunk
             .iter()
-            .map(|e| schema.find(&items, &e.key).cloned())
+            .map(|e| d.schema.find(&items, &e.key).cloned())
             .collect(),
         Err(err) => {
             tracing::warn!(error = %err, "could not read the items for their events; publishing without them");

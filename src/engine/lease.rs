@@ -3,15 +3,11 @@
 //! lease over when it lapses.
 //!
 //! The lease is the checkpoint table's item `<table name>#leader` (`holder`, `expiresAt` in
-//! epoch milliseconds by DynamoDB's clock, and the holder's `layout`): one for every Region's
-//! sweeper of the table, however each names it; a sweeper of another layout than the holder's
-//! stands by and says so ([`decide`]). A holder whose reads or deletes have failed for a lease
-//! gives it up ([`Lease::swept`]). Every instant written or compared is DynamoDB's, as
-//! its `Date` headers bound it ([`crate::store::ServerTime`]); each sweeper measures its own hold
-//! on the monotonic clock. Taking and renewing ([`decide`]), the hold ([`valid_until`]), standing
-//! by, watching a lapse, and why two holders never send deletes at once (given [`LEASE_MARGIN`]
-//! `=` [`crate::store::BATCH_ATTEMPT_TIMEOUT`] `+ 1 s`): `docs/global-tables.md`, "The lease".
-//! The rules free of I/O are in [`rules`].
+//! epoch milliseconds by DynamoDB's clock, and the holder's `layout`). Every instant written or
+//! compared is DynamoDB's, as its `Date` headers bound it ([`crate::store::ServerTime`]); each
+//! sweeper measures its own hold on the monotonic clock. Taking, renewing, standing by, giving
+//! up, and why two holders never send deletes at once: `docs/global-tables.md`, "The lease". The
+//! rules free of I/O are in `rules`.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -52,6 +48,13 @@ struct State {
     failing: Failing,
     /// After giving the lease up: not taken again before this.
     backoff_until: Option<Instant>,
+}
+
+impl State {
+    /// No longer holding the lease: the next check reads it anew, and logs what it finds.
+    fn lose(&mut self) {
+        self.backoff_until = std::mem::take(self).backoff_until;
+    }
 }
 
 /// What a check of the lease says: leading until this instant (sweep, within it), or standing by
@@ -129,10 +132,7 @@ impl Lease {
                 }
                 Ok(None) => {
                     warn!(holder = %self.config.holder, "lost the lease");
-                    state.held = None;
-                    state.failing = Failing::default();
-                    state.next_read = None;
-                    state.logged = Some(Err(String::new()));
+                    state.lose();
                 }
                 Err(e) if !paused && Instant::now() < held.until => {
                     warn!(error = %e, "could not renew the lease; leading until it runs out");
@@ -140,18 +140,17 @@ impl Lease {
                 }
                 Err(e) => {
                     warn!(error = %e, "lost the lease: it ran out while it could not be renewed");
-                    state.held = None;
-                    state.failing = Failing::default();
-                    state.logged = Some(Err(String::new()));
+                    state.lose();
                     return self.standing_by(&mut state, Some(e));
                 }
             }
         }
-        if state.next_read.is_some_and(|at| now < at) {
-            return self.standing_by(&mut state, None);
-        }
-        if state.backoff_until.is_some_and(|at| now < at) {
-            // Gave it up: left to the other Regions' sweepers for now, not even read.
+        // Not read again before the next poll; nor, once given up, before the backoff ends.
+        if [state.next_read, state.backoff_until]
+            .iter()
+            .flatten()
+            .any(|at| now < *at)
+        {
             return self.standing_by(&mut state, None);
         }
         let watch_from = Instant::now();
@@ -252,11 +251,7 @@ impl Lease {
         since: Instant,
     ) -> LeaseCheck {
         let unsound = Instant::now().saturating_duration_since(since);
-        state.held = None;
-        state.failing = Failing::default();
-        state.seen = None;
-        state.next_read = None;
-        state.logged = Some(Err(String::new()));
+        state.lose();
         // The hold ends `LEASE_MARGIN` (and the bounds' width) before the lease lapses: a lease
         // after that lapse.
         let backoff_until = held.until + LEASE_MARGIN + self.config.duration;

@@ -10,21 +10,18 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::{SweepOptions, BATCH_SIZE, READ_AHEAD_ROUNDS};
 
 /// The keys a sweep may hold at once, read but not yet deleted: [`READ_AHEAD_ROUNDS`] rounds of
-/// `max_concurrency + 1` chunks. Every running partition (at most `max_concurrency`) holds fewer
-/// than a chunk while it waits for more keys, so a partition's fair share (`READ_AHEAD_ROUNDS`
-/// chunks, less what it holds) is always free once the chunks in flight finish: no partition
-/// waits for keys forever. The one share more lets a partition read its next page while its last
-/// chunks are deleted, even with one request in flight.
+/// `max_concurrency + 1` chunks, a fair share for every partition that may run (see
+/// [`take_budget`]) and one more, so that a partition reads its next page while its last chunks
+/// are deleted.
 pub(super) fn read_ahead(options: &SweepOptions) -> usize {
     READ_AHEAD_ROUNDS * BATCH_SIZE * (options.max_concurrency.max(1) + 1)
 }
 
 /// Takes up to `want` keys of the sweep's read-ahead budget for the next page of a partition that
 /// holds `pending` keys already: waits for a partition's fair share ([`READ_AHEAD_ROUNDS`] chunks,
-/// so a page is worth its request), then takes without waiting half of what is free beyond a fair
-/// share for each other partition running, in whole chunks, so the page and what is pending add up
-/// to whole chunks when the page is full. The wait always ends: each running partition holds fewer
-/// than a chunk while it waits, and the budget is a fair share for every partition that may run.
+/// less what it holds), then takes without waiting half of what is free beyond a fair share for
+/// each other partition running, in whole chunks. The wait always ends: a waiting partition holds
+/// less than a chunk, and the budget has a fair share for every partition that may run.
 pub(super) async fn take_budget(slots: &Slots, pending: usize, want: u32) -> OwnedSemaphorePermit {
     let chunk = BATCH_SIZE as u32;
     let fair = READ_AHEAD_ROUNDS as u32 * chunk;
@@ -51,11 +48,10 @@ pub(super) async fn take_budget(slots: &Slots, pending: usize, want: u32) -> Own
 /// The first query page of a partition in batch mode, before the pace of deletes is known.
 const FIRST_BATCH_PAGE: i32 = 1_000;
 
-/// Batch mode reads no faster than it deletes: a key is sent unconditionally only within
-/// `batch_max_read_age` of the page that listed it, so a page must be dispatched well within
-/// that. After each page, the next page's `Limit` shrinks to what this page's pace dispatches in
-/// a quarter of the bound if dispatching its chunks took more than half the bound, and doubles (up to `PAGE_LIMIT`, or DynamoDB's 1 MB pages) when it
-/// took less than an eighth. Keys that still age past the bound go conditional, never unchecked.
+/// Batch mode reads no faster than it deletes, so that a page is dispatched well within
+/// `batch_max_read_age`: the next page's `Limit` shrinks to what this page's pace dispatches in a
+/// quarter of the bound if dispatching it took more than half the bound, and doubles (up to
+/// `PAGE_LIMIT`, or 1 MB pages) when it took less than an eighth.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct PagePace {
     /// `None`: not batch mode — the configured limit, always.
@@ -106,16 +102,17 @@ impl PagePace {
     }
 }
 
-/// What the partitions of one sweep share: the slots for requests sent at once, the read-ahead
-/// budget of keys held at once (see [`read_ahead`]), and how many partitions are running.
+/// What the partitions of one sweep share.
 #[derive(Clone)]
 pub(super) struct Slots {
     /// Delete requests sent at once (`MAX_CONCURRENCY`).
     pub(super) permits: Arc<Semaphore>,
-    /// Batch mode's confirming reads (`BatchGetItem`) sent at once, as many as delete requests:
-    /// a chunk is read before it waits for a send slot, so reads and deletes overlap.
+    /// Batch mode's confirming reads sent at once, as many as delete requests: a chunk is read
+    /// before it waits for a send slot, so reads and deletes overlap.
     pub(super) reads: Arc<Semaphore>,
+    /// The read-ahead budget of keys held at once ([`read_ahead`]).
     pub(super) budget: Arc<Semaphore>,
+    /// Partitions running.
     pub(super) running: Arc<AtomicUsize>,
 }
 

@@ -77,26 +77,21 @@ pub(super) fn fold_chunk(report: &mut SweepReport, chunk: ChunkOutcome, origin: 
         warn!(key = %failed.key, reason = %failed.reason, "key not deleted");
     }
     let handled = chunk.failed.is_empty() && chunk.left_keys.is_empty();
+    add_counts!(report, chunk; items_skipped = skipped, items_gone = gone, items_retried = retried,
+        write_conflicts_retried = write_conflicts, items_confirmed = confirmed,
+        items_reread = reread, items_conditional = conditional,
+        index_entries_removed = entries_removed);
     report.items_deleted += chunk.deleted.len() as u64;
-    report.items_skipped += chunk.skipped;
-    report.items_gone += chunk.gone;
-    report.items_retried += chunk.retried;
-    report.write_conflicts_retried += chunk.write_conflicts;
     report.items_left += chunk.left_keys.len() as u64;
-    report.items_confirmed += chunk.confirmed;
-    report.items_reread += chunk.reread;
-    report.items_conditional += chunk.conditional;
-    report.index_entries_removed += chunk.entries_removed;
     report.items_failed += chunk.failed.len() as u64;
     report.add_failed_keys(chunk.failed);
     report.add_events(chunk.events);
     handled
 }
 
-/// Returns the item's key and ttl if — and only if — the item as read is expired at `now`: a
-/// Number ttl in epoch seconds, before `now` and not more than five years before it (native
-/// TTL's rule), and the table's key attributes present. The key is moved out of the item, not
-/// copied. The index listed it, so the table itself has not been read for it yet (`read_at`).
+/// The item's key and ttl if — and only if — the item as read is expired at `now`: a Number ttl
+/// in epoch seconds, before `now` and not more than five years before it (native TTL's rule),
+/// and the table's key attributes present. Only the index has listed it (no `read_at`).
 pub(super) fn check_item(schema: &TableSchema, mut item: Key, now: Timestamp) -> Option<Expired> {
     let (ttl, ttl_as_read) = match item.remove(&schema.layout.ttl_attribute) {
         Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => match parse_ttl(&n) {
@@ -138,10 +133,10 @@ pub(super) fn check_item(schema: &TableSchema, mut item: Key, now: Timestamp) ->
 }
 
 impl<S: Store> Shared<S> {
-    /// Reads one partition to the end (or until `stop`), deleting as it goes: each chunk of
-    /// [`BATCH_SIZE`] a task of its own, at most `max_concurrency` of them waiting per partition
-    /// and `slots.permits` sending at once across the sweep. Each page asks for no more keys than
-    /// the sweep's read-ahead budget has free; a key's share of it returns when its chunk is done.
+    /// Reads one partition to the end (or until `stop`), deleting as it goes: each group of
+    /// chunks a task of its own, at most `max_concurrency` chunks of them per partition, and
+    /// `slots.permits` sending at once across the sweep. Each page asks for no more keys than the
+    /// read-ahead budget has free; a key's share of it returns when its group is done.
     pub(super) async fn sweep_partition(
         this: &Arc<Self>,
         key: &str,
@@ -188,6 +183,8 @@ impl<S: Store> Shared<S> {
                     store: &shared.store,
                     schema: &shared.schema,
                     options: &shared.options,
+                    now,
+                    stop: &stop,
                     track_keys: events.is_some(),
                     return_items: events.as_ref().is_some_and(|e| e.hook.returned_items()),
                     notify: None,
@@ -195,29 +192,28 @@ impl<S: Store> Shared<S> {
                 // Batch mode's read of the table, before the wait for a send slot: it holds none.
                 let (mut keys, mut out) = {
                     let _read = reads.acquire().await;
-                    deleter.confirm(group, &stop).await
+                    deleter.confirm(group).await
                 };
                 let mut chunks = Vec::with_capacity(group_chunks);
                 while !keys.is_empty() {
                     chunks.push(keys.split_off(keys.len().saturating_sub(BATCH_SIZE)));
                 }
-                let (deleter, permits, stop, events) = (&deleter, &permits, &stop, &events);
+                let (deleter, permits, events) = (&deleter, &permits, &events);
                 let sends = chunks.into_iter().map(|chunk| async move {
                     let _permit = permits.acquire().await;
                     // The stop may have come while this chunk waited for a permit.
-                    if stop.reached() {
+                    if deleter.stop.reached() {
                         return ChunkOutcome::left(chunk);
                     }
                     match events {
-                        None => deleter.delete_chunk(chunk, now, stop).await,
-                        Some(events) => delete_with_events(deleter, events, chunk, now, stop).await,
+                        None => deleter.delete_chunk(chunk).await,
+                        Some(events) => delete_with_events(deleter, events, chunk).await,
                     }
                 });
                 for sent in futures::future::join_all(sends).await {
                     out.absorb(sent);
                 }
-                out.entries_removed =
-                    remove_settled(&shared.store, &shared.schema, entries, &out, stop).await;
+                out.entries_removed = remove_settled(deleter, entries, &out).await;
                 out
             });
         };
@@ -332,16 +328,11 @@ mod tests {
     use super::*;
 
     fn schema() -> TableSchema {
-        TableSchema {
-            table_name: "t".into(),
-            index_name: "i".into(),
-            index_table: None,
-            key_attributes: vec!["id".into()],
-            layout: crate::expiry::Layout {
-                window_attribute: "w".into(),
-                ..Default::default()
-            },
-        }
+        let layout = crate::expiry::Layout {
+            window_attribute: "w".into(),
+            ..Default::default()
+        };
+        crate::store::tests::schema(&["id"], None, layout)
     }
 
     proptest::proptest! {
@@ -379,24 +370,23 @@ mod tests {
     fn items_without_a_ttl_or_key_never_qualify() {
         use aws_sdk_dynamodb::types::AttributeValue as AV;
         let no_ttl: Key = [("id".to_string(), AV::S("a".into()))].into();
-        assert!(check_item(
-            &schema(),
-            no_ttl.clone(),
-            Timestamp::from_secs(2_000_000_000)
-        )
-        .is_none());
         let no_key: Key = [("ttl".to_string(), AV::N("5".into()))].into();
-        assert!(check_item(
-            &schema(),
-            no_key.clone(),
-            Timestamp::from_secs(2_000_000_000)
-        )
-        .is_none());
-        let ok: Key = [
-            ("id".to_string(), AV::S("a".into())),
-            ("ttl".to_string(), AV::N("5".into())),
-        ]
-        .into();
+        for item in [no_ttl, no_key] {
+            let now = Timestamp::from_secs(2_000_000_000);
+            assert!(
+                check_item(&schema(), item.clone(), now).is_none(),
+                "{item:?}"
+            );
+        }
+        let item = |ttl: i64| -> Key {
+            let ttl = AV::N(ttl.to_string());
+            [
+                ("id".to_string(), AV::S("a".into())),
+                ("ttl".to_string(), ttl),
+            ]
+            .into()
+        };
+        let ok = item(5);
         assert!(check_item(&schema(), ok.clone(), Timestamp::from_secs(6)).is_some());
         assert!(
             check_item(&schema(), ok.clone(), Timestamp::from_secs(5)).is_none(),
@@ -408,23 +398,9 @@ mod tests {
             check_item(&schema(), ok.clone(), now).is_none(),
             "ttl 5 is decades old"
         );
-        let six_years: Key = [
-            ("id".to_string(), AV::S("a".into())),
-            (
-                "ttl".to_string(),
-                AV::N((1_800_000_000 - 6 * 365 * 86_400).to_string()),
-            ),
-        ]
-        .into();
-        assert!(check_item(&schema(), six_years.clone(), now).is_none());
-        let four_years: Key = [
-            ("id".to_string(), AV::S("a".into())),
-            (
-                "ttl".to_string(),
-                AV::N((1_800_000_000 - 4 * 365 * 86_400).to_string()),
-            ),
-        ]
-        .into();
-        assert!(check_item(&schema(), four_years.clone(), now).is_some());
+        let six_years = item(1_800_000_000 - 6 * 365 * 86_400);
+        assert!(check_item(&schema(), six_years, now).is_none());
+        let four_years = item(1_800_000_000 - 4 * 365 * 86_400);
+        assert!(check_item(&schema(), four_years, now).is_some());
     }
 }

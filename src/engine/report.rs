@@ -25,10 +25,9 @@ pub struct LagStats {
     pub max_ms: u64,
 }
 
-/// Every deleted item's lag in a fixed-size histogram (three significant digits: exact to the
-/// millisecond up to 2 s, within 0.1% above), so merged reports have percentiles without keeping
-/// one number per deletion: a daemon's memory does not grow with what it deletes. Allocated on
-/// the first lag recorded: a report that deleted nothing carries none.
+/// Every deleted item's lag in a fixed-size histogram (three significant digits), allocated on
+/// the first lag recorded: merged reports have percentiles, and memory does not grow with what
+/// is deleted.
 #[derive(Clone, Default)]
 pub struct LagHistogram(Option<Box<hdrhistogram::Histogram<u64>>>);
 
@@ -146,37 +145,32 @@ pub struct SweepReport {
     pub items_found: u64,
     /// Items deleted.
     pub items_deleted: u64,
-    /// Items kept because their ttl was extended or removed after the index read (conditional).
+    /// Items kept because their ttl in the table was no longer the one the index listed.
     pub items_skipped: u64,
-    /// Items already gone when their conditional delete arrived: an earlier attempt whose answer
-    /// was lost had deleted them, or the application did (conditional).
+    /// Items already gone when read or deleted: by an earlier attempt whose answer was lost, or
+    /// by the application.
     pub items_gone: u64,
     /// Items read whose ttl is unusable (not a number, milliseconds, not yet expired): never deleted.
     pub items_invalid: u64,
     /// Key re-submissions after unprocessed keys, throttling or 5xx answers.
     pub items_retried: u64,
-    /// Delete requests refused by a Multi-Region strongly consistent table because another
-    /// Region's write to the same item was in progress (`ReplicatedWriteConflictException`) and
-    /// sent again with backoff: nothing lost, nothing failed (their keys count in `items_retried`).
+    /// Delete requests refused with `ReplicatedWriteConflictException` (another Region's write to
+    /// the item in progress) and sent again; their keys count in `items_retried`.
     pub write_conflicts_retried: u64,
     /// Items that could not be deleted within the retry limit.
     pub items_failed: u64,
     /// Items found but not attempted because the sweep had to stop; the next sweep finds them.
     pub items_left: u64,
     /// Batch mode: keys listed by the index and confirmed by a strongly consistent read of the
-    /// table (`BatchGetItem`, one request per up to 100 keys) before their first send; one found
-    /// gone or with another ttl is not sent. The index can lag the table, so its ttl never dates
-    /// a send.
+    /// table before their first send (one found gone or with another ttl is not sent).
     pub items_confirmed: u64,
-    /// Batch mode: keys whose read was older than the batch bound (`BATCH_MAX_READ_AGE`) when
-    /// their turn came, read again with a strongly consistent `BatchGetItem` (one request per
-    /// chunk) before their send; an item found gone or with another ttl is not sent.
+    /// Batch mode: keys whose read was older than `BATCH_MAX_READ_AGE` at their send, read again.
     pub items_reread: u64,
-    /// Batch mode: keys older than the batch bound again after being read again, deleted with a
-    /// conditional `DeleteItem` instead (also counted as deleted, kept or gone).
+    /// Batch mode: keys that aged past the bound again, deleted with a conditional `DeleteItem`
+    /// instead (also counted as deleted, kept or gone).
     pub items_conditional: u64,
-    /// Expiry index table mode: entries removed once a sweep judged their items (deleted, gone,
-    /// or kept with another ttl). An item that failed or was left keeps its entry.
+    /// Expiry index table mode: entries removed once their items were judged; an item that
+    /// failed or was left keeps its entry.
     pub index_entries_removed: u64,
     /// Expiry lag of the deleted items, relative to the sweep instant.
     pub lag: LagStats,
@@ -184,14 +178,11 @@ pub struct SweepReport {
     pub duration_ms: u64,
     /// True when the deadline or a shutdown request stopped the sweep before it finished.
     pub stopped_early: bool,
-    /// Sweeps that stood by (`LEADER_LEASE`): another sweeper held the table's lease, so they
-    /// read nothing, deleted nothing and moved no checkpoint.
+    /// Sweeps that stood by (`LEADER_LEASE`): another sweeper held the table's lease.
     pub stood_by: u32,
-    /// Sweeps that stood by beside a lease held with another layout than this sweeper's
-    /// (`LEADER_LEASE`): the Regions' sweepers of the table are not configured alike.
+    /// Sweeps that stood by beside a lease held with another layout than this sweeper's.
     pub lease_layout_mismatch: u32,
-    /// Times this sweeper gave the lease up (`LEADER_LEASE`): its sweeps had failed (a store
-    /// error, or every delete failed) and none had succeeded for a lease.
+    /// Times this sweeper gave the lease up: its reads or deletes had failed for a lease.
     pub lease_released: u32,
     /// The checkpoint before the sweep (ISO time), when a checkpoint is configured.
     pub checkpoint_before: Option<String>,
@@ -203,8 +194,7 @@ pub struct SweepReport {
     pub failed_keys: Vec<FailedKey>,
     /// Errors that stopped reading a window or the whole sweep.
     pub errors: Vec<SweepErrorEntry>,
-    /// How far (ms) the host clock was found ahead of DynamoDB's and pulled back (the largest
-    /// pull over merged sweeps); 0 with a correct clock.
+    /// How far (ms) the host clock was found ahead of DynamoDB's and pulled back, at most.
     pub clock_ahead_ms: u64,
     /// Failed keys beyond the [`MAX_FAILED_KEYS`] kept in `failed_keys`.
     pub failed_keys_dropped: u64,
@@ -238,11 +228,8 @@ impl SweepReport {
 
     /// Adds what publishing expiry events did, keeping up to [`MAX_FAILED_EVENTS`] failed ones.
     pub fn add_events(&mut self, tally: EventTally) {
-        self.events_published += tally.published;
-        self.events_failed += tally.failed;
-        self.events_cancelled += tally.cancelled;
-        self.events_truncated += tally.truncated;
-        self.events_retried += tally.retried;
+        add_counts!(self, tally; events_published = published, events_failed = failed,
+            events_cancelled = cancelled, events_truncated = truncated, events_retried = retried);
         self.add_failed_events(tally.failed_events);
     }
 
@@ -264,9 +251,8 @@ impl SweepReport {
             self.delete_mode = other.delete_mode.clone();
         }
         self.ticks += other.ticks.max(1);
-        self.stood_by += other.stood_by;
-        self.lease_layout_mismatch += other.lease_layout_mismatch;
-        self.lease_released += other.lease_released;
+        add_counts!(self, other; stood_by, lease_layout_mismatch, lease_released, windows_swept,
+            windows_left, duration_ms);
         self.stopped_early |= other.stopped_early;
         self.catchup_capped |= other.catchup_capped;
         let before = self.checkpoint_before.take();
@@ -274,38 +260,19 @@ impl SweepReport {
         let after = other.checkpoint_after.take();
         self.checkpoint_after = after.or(self.checkpoint_after.take());
         self.clock_ahead_ms = self.clock_ahead_ms.max(other.clock_ahead_ms);
-        self.windows_swept += other.windows_swept;
-        self.windows_left += other.windows_left;
-        self.duration_ms += other.duration_ms;
         self.add_partition(other);
     }
 
-    /// Adds the counts, kept lists and lags of another part of the same sweep (one partition,
-    /// or one slice of windows): what [`SweepReport::merge`] adds besides the sweep's own fields.
+    /// Adds the counts, kept lists and lags of another part of the same sweep (a partition, a
+    /// slice of windows).
     pub fn add_partition(&mut self, other: SweepReport) {
-        self.items_found += other.items_found;
-        self.items_deleted += other.items_deleted;
-        self.items_skipped += other.items_skipped;
-        self.items_gone += other.items_gone;
-        self.items_invalid += other.items_invalid;
-        self.items_retried += other.items_retried;
-        self.write_conflicts_retried += other.write_conflicts_retried;
-        self.items_failed += other.items_failed;
-        self.items_left += other.items_left;
-        self.items_confirmed += other.items_confirmed;
-        self.items_reread += other.items_reread;
-        self.items_conditional += other.items_conditional;
-        self.index_entries_removed += other.index_entries_removed;
-        self.failed_keys_dropped += other.failed_keys_dropped;
-        self.errors_dropped += other.errors_dropped;
+        add_counts!(self, other; items_found, items_deleted, items_skipped, items_gone,
+            items_invalid, items_retried, write_conflicts_retried, items_failed, items_left,
+            items_confirmed, items_reread, items_conditional, index_entries_removed,
+            failed_keys_dropped, errors_dropped, events_published, events_failed,
+            events_cancelled, events_truncated, events_retried, failed_event_ids_dropped);
         self.add_failed_keys(other.failed_keys);
         self.add_errors(other.errors);
-        self.events_published += other.events_published;
-        self.events_failed += other.events_failed;
-        self.events_cancelled += other.events_cancelled;
-        self.events_truncated += other.events_truncated;
-        self.events_retried += other.events_retried;
-        self.failed_event_ids_dropped += other.failed_event_ids_dropped;
         self.add_failed_events(other.failed_event_ids);
         self.lags.add(&other.lags);
         self.lag = self.lags.stats();
@@ -360,11 +327,7 @@ pub struct EventTally {
 impl EventTally {
     /// Adds `other`.
     pub fn add(&mut self, other: EventTally) {
-        self.published += other.published;
-        self.failed += other.failed;
-        self.cancelled += other.cancelled;
-        self.truncated += other.truncated;
-        self.retried += other.retried;
+        add_counts!(self, other; published, failed, cancelled, truncated, retried);
         self.failed_events.extend(other.failed_events);
     }
 }

@@ -197,7 +197,6 @@ impl<S: Store> Sweeper<S> {
         stop: &Stop,
     ) -> SweepReport {
         let started = Instant::now();
-        let width = self.shared.schema.layout.window_seconds;
         let options = &self.shared.options;
         let mut checkpoint_before = None;
         let mut checkpoint_error = None;
@@ -221,6 +220,7 @@ impl<S: Store> Sweeper<S> {
             }
         }
         let (lookback, max_catchup) = (options.lookback_windows, options.max_catchup_seconds);
+        let width = self.shared.schema.layout.window_seconds;
         let plan = plan(now, width, lookback, checkpoint_before, max_catchup);
         let below = |w: &Window| newest_end.is_none_or(|end| w.end <= end);
         let recent: Vec<Window> = plan.recent.iter().copied().filter(below).collect();

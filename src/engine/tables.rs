@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::{Stop, SweepErrorEntry, SweepReport, Sweeper};
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{Store, StoreError};
+use crate::store::{lock, Store, StoreError};
 
 /// Opens one table: its start-up checks, then its sweeper.
 pub type Open<S> = Box<
@@ -74,7 +74,7 @@ impl<S: Store> Table<S> {
         if let Some(sweeper) = self.sweeper.get() {
             return Ok(sweeper);
         }
-        if let Some((error, retry_at)) = &*self.lock() {
+        if let Some((error, retry_at)) = &*lock(&self.failed) {
             if Instant::now() < *retry_at {
                 return Err(error.clone());
             }
@@ -82,7 +82,7 @@ impl<S: Store> Table<S> {
         let opened = self.sweeper.get_or_try_init(|| (self.open)()).await;
         match opened {
             Ok(sweeper) => {
-                if self.lock().take().is_some() {
+                if lock(&self.failed).take().is_some() {
                     tracing::info!(table = %self.name, "the table opened: sweeping it");
                 }
                 Ok(sweeper)
@@ -93,16 +93,10 @@ impl<S: Store> Table<S> {
                     .checked_add(self.retry_every)
                     .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
                 let entry = SweepErrorEntry::new(None, &error);
-                *self.lock() = Some((entry.clone(), retry_at));
+                *lock(&self.failed) = Some((entry.clone(), retry_at));
                 Err(entry)
             }
         }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(SweepErrorEntry, Instant)>> {
-        self.failed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -5,12 +5,12 @@
 //! at a later instant `x` from above by `D + 1 s + (x - s)`; one that arrived at `r` bounds it
 //! from below by `D + (x - r)`, less [`DRIFT_TOLERANCE`] of `x - r` (for the leader lease).
 //! [`ServerClock`] keeps the tightest of each; [`ServerClock::guard`] clamps a wall-clock reading
-//! to the upper bound and to the lower bound plus [`MAX_AHEAD`]. Why and how the upper bound is re-anchored when the monotonic clock may have
-//! missed a pause (a frozen or suspended host), and when a clamp is warned about:
-//! `docs/design.md`, "DynamoDB's clock".
+//! to the upper bound and to the lower bound plus [`MAX_AHEAD`]. Why and how the upper bound is
+//! re-anchored when the monotonic clock may have missed a pause (a frozen or suspended host), and
+//! when a clamp is warned about: `docs/design.md`, "DynamoDB's clock".
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::config::interceptors::{
@@ -20,6 +20,7 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 
+use super::lock;
 use crate::expiry::{Clock, Timestamp};
 
 /// The `Date` header's resolution: an answer dated `D` was written before `D` plus this.
@@ -99,7 +100,7 @@ impl ServerClock {
             bound: date + SKEW_TOLERANCE,
             sent,
         };
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         if state.floor.is_none_or(|f| floor_at(f, now) < date) {
             state.floor = Some((date, now));
         }
@@ -126,22 +127,22 @@ impl ServerClock {
     }
 
     fn upper_bound_at(&self, now: Instant) -> Option<Timestamp> {
-        self.lock().anchor.map(|a| a.at(now))
+        lock(&self.state).anchor.map(|a| a.at(now))
     }
 
     fn lower_bound_at(&self, now: Instant) -> Option<Timestamp> {
-        Some(floor_at(self.lock().floor?, now))
+        Some(floor_at(lock(&self.state).floor?, now))
     }
 
     /// `wall` (a host clock reading), held to at most [`ServerTime::upper_bound`] and to
-    /// [`ServerTime::lower_bound`] plus [`MAX_AHEAD`]: the instant a sweep may safely use, never
-    /// more than `MAX_AHEAD` ahead of DynamoDB's clock. A clamp is remembered for the report and logged (module docs).
+    /// [`ServerTime::lower_bound`] plus [`MAX_AHEAD`]: the instant a sweep may safely use. A clamp
+    /// is remembered for the report, and logged (module docs).
     pub fn guard(&self, wall: Timestamp) -> Timestamp {
         self.guard_at(wall, Instant::now())
     }
 
     fn guard_at(&self, wall: Timestamp, now: Instant) -> Timestamp {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         let Some(upper) = state.anchor.map(|a| a.at(now)) else {
             return wall;
         };
@@ -170,10 +171,6 @@ impl ServerClock {
     /// The most (ms) [`ServerClock::guard`] pulled a reading back since the last call; resets it.
     pub fn take_clamped(&self) -> u64 {
         self.clamped_ms.swap(0, Ordering::Relaxed)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -229,7 +226,8 @@ impl std::fmt::Debug for GuardedClock {
 }
 
 impl GuardedClock {
-    /// `wall` (the entry point's clock) held to `server` (see [`crate::store::DynamoStore::server_clock`]).
+    /// `wall` (the entry point's clock) held to `server`
+    /// ([`crate::store::DynamoStore::server_clock`]).
     pub fn new(
         wall: impl Fn() -> Timestamp + Send + Sync + 'static,
         server: Arc<ServerClock>,
@@ -307,6 +305,17 @@ pub(crate) fn parse_http_date(text: &str) -> Option<Timestamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A clock that has seen one answer, dated 1,000,000 s, sent and received at the instant given.
+    fn answered_once() -> (ServerClock, Instant, Timestamp) {
+        let (clock, t0, date) = (
+            ServerClock::default(),
+            Instant::now(),
+            Timestamp::from_secs(1_000_000),
+        );
+        clock.observe_at(date, t0, t0);
+        (clock, t0, date)
+    }
 
     #[test]
     fn http_dates_parse() {
@@ -495,10 +504,7 @@ mod tests {
 
     #[test]
     fn warnings_follow_changes_of_the_lead_at_most_every_warn_period() {
-        let clock = ServerClock::default();
-        let t0 = Instant::now();
-        let date = Timestamp::from_secs(1_000_000);
-        clock.observe_at(date, t0, t0);
+        let (clock, t0, date) = answered_once();
         let at = |s: u64| t0 + Duration::from_secs(s);
         let wall = |s: u64, ahead: u64| date + Duration::from_secs(s + ahead);
         let warned = warnings_during(|| {
@@ -540,11 +546,8 @@ mod tests {
 
     #[test]
     fn an_old_lower_bound_allows_for_drift_and_gives_way_to_newer_answers() {
-        let clock = ServerClock::default();
-        let t0 = Instant::now();
+        let (clock, t0, date) = answered_once();
         let at = |s: u64| t0 + Duration::from_secs(s);
-        let date = Timestamp::from_secs(1_000_000);
-        clock.observe_at(date, t0, t0);
         // An hour on, the bound allows for the monotonic clock having gained 0.72 s.
         let hour = clock.lower_bound_at(at(3_600)).unwrap();
         assert_eq!(hour, date + Duration::from_millis(3_600_000 - 720));
@@ -557,11 +560,8 @@ mod tests {
 
     #[test]
     fn a_tighter_response_replaces_the_bound_and_ages_with_the_monotonic_clock() {
-        let clock = ServerClock::default();
-        let t0 = Instant::now();
+        let (clock, t0, date) = answered_once();
         let later = |s: u64| t0 + Duration::from_secs(s);
-        let date = Timestamp::from_secs(1_000_000);
-        clock.observe_at(date, t0, t0);
         // Looser (its Date one second later than the first's, sent at the same time) and
         // not contradicting: ignored.
         clock.observe_at(date + Duration::from_millis(900), t0, later(1));

@@ -120,45 +120,38 @@ impl DynamoStore {
             "partition key `{WINDOW}` (String) and sort key `{ENTRY}` (String), with native TTL \
              on `{EXPIRES}`"
         );
-        let t = self
-            .describe_table(table, || {
-                format!(
-                    "expiry index table {table:?} (EXPIRY_INDEX_TABLE) does not exist; create it \
-                     with {shape} (the construct and the SAM template do, with followStream)"
-                )
-            })
-            .await?;
-        let key = ordered_key(t.key_schema());
-        let strings = t.attribute_definitions().iter().all(|d| {
-            ![WINDOW, ENTRY].contains(&d.attribute_name())
-                || *d.attribute_type() == ScalarAttributeType::S
-        });
-        if key != [WINDOW, ENTRY] || !strings {
-            let message = format!(
-                "expiry index table {table:?} (EXPIRY_INDEX_TABLE) is keyed on {key:?}; it \
-                 needs {shape}"
-            );
-            return Err(StoreError::new(ErrorKind::Validation, OP, message));
-        }
-        Ok(())
+        let create = format!("{shape} (the construct and the SAM template do, with followStream)");
+        let what = format!("expiry index table {table:?} (EXPIRY_INDEX_TABLE)");
+        self.check_keyed(table, &what, &[WINDOW, ENTRY], &shape, &create)
+            .await
     }
 
     /// Checks that the checkpoint table exists and is keyed on `id` (String).
     pub async fn check_checkpoint_table(&self, table: &str) -> Result<(), StoreError> {
-        let t = self
-            .describe_table(table, || {
-                format!(
-                    "checkpoint table {table:?} (CHECKPOINT_TABLE) does not exist; create it \
-                     with partition key `id` (String)"
-                )
-            })
-            .await?;
-        let key = ordered_key(t.key_schema());
-        if key != ["id"] {
-            let message = format!(
-                "checkpoint table {table:?} (CHECKPOINT_TABLE) is keyed on {key:?}; it needs \
-                 partition key `id` (String) and no sort key"
-            );
+        let what = format!("checkpoint table {table:?} (CHECKPOINT_TABLE)");
+        let shape = "partition key `id` (String) and no sort key";
+        self.check_keyed(table, &what, &["id"], shape, "partition key `id` (String)")
+            .await
+    }
+
+    /// Checks that `table` (`what`) exists and is keyed on `key`, String attributes (`shape`);
+    /// a missing one is to be created with `create`.
+    async fn check_keyed(
+        &self,
+        table: &str,
+        what: &str,
+        key: &[&str],
+        shape: &str,
+        create: &str,
+    ) -> Result<(), StoreError> {
+        let missing = || format!("{what} does not exist; create it with {create}");
+        let t = self.describe_table(table, missing).await?;
+        let actual = ordered_key(t.key_schema());
+        let strings = t.attribute_definitions().iter().all(|d| {
+            !key.contains(&d.attribute_name()) || *d.attribute_type() == ScalarAttributeType::S
+        });
+        if actual != key || !strings {
+            let message = format!("{what} is keyed on {actual:?}; it needs {shape}");
             return Err(StoreError::new(ErrorKind::Validation, OP, message));
         }
         Ok(())

@@ -1,6 +1,6 @@
 //! [`DynamoStore`]: the [`Store`] seam over the AWS SDK DynamoDB client, built once by the entry
 //! point (for AWS, or a local endpoint by `AWS_ENDPOINT_URL`) with explicit timeouts and retries
-//! ([`client`]: how the clients are built).
+//! (`client`: how the clients are built).
 
 mod checkpoint;
 mod client;
@@ -16,7 +16,7 @@ pub use client::{
 };
 
 use aws_sdk_dynamodb::config::http::HttpResponse;
-use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::error::{BuildError, SdkError};
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, DeleteRequest, PutRequest, ReturnValue, ReturnValuesOnConditionCheckFailure,
@@ -67,63 +67,41 @@ const UNPROCESSED_BACKOFF: (std::time::Duration, std::time::Duration) = (
     std::time::Duration::from_millis(500),
 );
 
-impl DynamoStore {
-    /// [`Store::query_expired`] on the expiry index table `index_table`: the entries of window
-    /// `window_key` whose ttl is before `now`, strongly consistent, read back as a GSI would
-    /// list their items ([`entries::listed`]). An item of the index table that is no entry of
-    /// this table is an error: the table is someone else's.
-    async fn query_entries(
-        &self,
-        schema: &TableSchema,
-        index_table: &str,
-        window_key: &str,
-        now: Timestamp,
-        start: Option<Key>,
-        limit: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        let out = self
-            .client
-            .query()
-            .table_name(index_table)
-            .consistent_read(true)
-            .key_condition_expression("#w = :w AND #e < :bound")
-            .projection_expression("#w, #e, #k, #t")
-            .expression_attribute_names("#w", entries::WINDOW)
-            .expression_attribute_names("#e", entries::ENTRY)
-            .expression_attribute_names("#k", entries::KEY)
-            .expression_attribute_names("#t", entries::TTL)
-            .expression_attribute_values(":w", AttributeValue::S(window_key.to_owned()))
-            .expression_attribute_values(":bound", AttributeValue::S(entries::sort_bound(now)))
-            .set_exclusive_start_key(start)
-            .set_limit(limit)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("Query", e))?;
-        let mut page = Page {
-            next: out.last_evaluated_key.filter(|k| !k.is_empty()),
-            ..Page::default()
-        };
-        for entry in out.items.unwrap_or_default() {
-            let Some((item, id)) = entries::listed(schema, entry) else {
-                return Err(StoreError::new(
-                    ErrorKind::Validation,
-                    "Query",
-                    format!(
-                        "expiry index table {index_table:?} holds an item that is no entry of \
-                         table {:?} (keyed on {:?}): give each swept table an index table of \
-                         its own",
-                        schema.table_name, schema.key_attributes
-                    ),
-                ));
-            };
-            page.items.push(item);
-            page.entries.push(id);
-        }
-        Ok(page)
-    }
+/// `BatchWriteItem`, of deletes and of expiry index entries.
+const OP: &str = "BatchWriteItem";
+
+/// A request builder's answer, its error (a required field left unset) as one of `operation`.
+fn built<T>(operation: &'static str, built: Result<T, BuildError>) -> Result<T, StoreError> {
+    built.map_err(|e| StoreError::new(ErrorKind::Other, operation, e.to_string()))
+}
+
+/// The `BatchWriteItem` request that deletes `key`.
+fn delete_request(key: Key) -> Result<WriteRequest, StoreError> {
+    let delete = built(OP, DeleteRequest::builder().set_key(Some(key)).build())?;
+    Ok(WriteRequest::builder().delete_request(delete).build())
+}
+
+/// One `BatchWriteItem` of `requests` on `table` through `client`, one attempt: the requests left
+/// unprocessed.
+async fn batch_write(
+    client: &Client,
+    table: &str,
+    requests: Vec<WriteRequest>,
+) -> Result<Vec<WriteRequest>, StoreError> {
+    let out = client
+        .batch_write_item()
+        .request_items(table, requests)
+        .send()
+        .await
+        .map_err(|e| StoreError::from_sdk(OP, e))?;
+    let unprocessed = out.unprocessed_items.unwrap_or_default();
+    Ok(unprocessed.into_values().flatten().collect())
 }
 
 impl Store for DynamoStore {
+    /// A GSI's page as it is; an expiry index table's entries, queried strongly consistent, read
+    /// back as a GSI would list their items ([`entries::listed`]). An item of the index table
+    /// that is no entry of this table is an error: the table is someone else's.
     #[instrument(level = "debug", skip_all, fields(window = window_key))]
     async fn query_expired(
         &self,
@@ -133,33 +111,62 @@ impl Store for DynamoStore {
         start: Option<Key>,
         limit: Option<i32>,
     ) -> Result<Page, StoreError> {
-        if let Some(index_table) = &schema.index_table {
-            return self
-                .query_entries(schema, index_table, window_key, now, start, limit)
-                .await;
-        }
-        let (projection, names) = key_and_ttl(schema);
-        let out = self
+        let window = AttributeValue::S(window_key.to_owned());
+        let query = self
             .client
             .query()
-            .table_name(&schema.table_name)
-            .index_name(&schema.index_name)
-            .key_condition_expression("#win = :win AND #ttl < :now")
-            .projection_expression(projection)
-            .set_expression_attribute_names(Some(names))
-            .expression_attribute_names("#win", &schema.layout.window_attribute)
-            .expression_attribute_values(":win", AttributeValue::S(window_key.to_owned()))
-            .expression_attribute_values(":now", AttributeValue::N(now.to_number()))
             .set_exclusive_start_key(start)
-            .set_limit(limit)
+            .set_limit(limit);
+        let query = match &schema.index_table {
+            Some(index_table) => query
+                .table_name(index_table)
+                .consistent_read(true)
+                .key_condition_expression("#w = :w AND #e < :bound")
+                .projection_expression("#w, #e, #k, #t")
+                .expression_attribute_names("#w", entries::WINDOW)
+                .expression_attribute_names("#e", entries::ENTRY)
+                .expression_attribute_names("#k", entries::KEY)
+                .expression_attribute_names("#t", entries::TTL)
+                .expression_attribute_values(":w", window)
+                .expression_attribute_values(":bound", AttributeValue::S(entries::sort_bound(now))),
+            None => {
+                let (projection, names) = key_and_ttl(schema);
+                query
+                    .table_name(&schema.table_name)
+                    .index_name(&schema.index_name)
+                    .key_condition_expression("#w = :w AND #ttl < :now")
+                    .projection_expression(projection)
+                    .set_expression_attribute_names(Some(names))
+                    .expression_attribute_names("#w", &schema.layout.window_attribute)
+                    .expression_attribute_values(":w", window)
+                    .expression_attribute_values(":now", AttributeValue::N(now.to_number()))
+            }
+        };
+        let out = query
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;
-        Ok(Page {
-            items: out.items.unwrap_or_default(),
-            entries: Vec::new(),
+        let mut page = Page {
             next: out.last_evaluated_key.filter(|k| !k.is_empty()),
-        })
+            ..Page::default()
+        };
+        let Some(index_table) = &schema.index_table else {
+            page.items = out.items.unwrap_or_default();
+            return Ok(page);
+        };
+        for entry in out.items.unwrap_or_default() {
+            let Some((item, id)) = entries::listed(schema, entry) else {
+                let message = format!(
+                    "expiry index table {index_table:?} holds an item that is no entry of table \
+                     {:?} (keyed on {:?}): give each swept table an index table of its own",
+                    schema.table_name, schema.key_attributes
+                );
+                return Err(StoreError::new(ErrorKind::Validation, "Query", message));
+            };
+            page.items.push(item);
+            page.entries.push(id);
+        }
+        Ok(page)
     }
 
     #[instrument(level = "debug", skip_all, fields(writes = writes.len()))]
@@ -168,56 +175,28 @@ impl Store for DynamoStore {
         schema: &TableSchema,
         writes: Vec<EntryWrite>,
     ) -> Result<Vec<EntryWrite>, StoreError> {
-        const OP: &str = "BatchWriteItem";
         let Some(index_table) = &schema.index_table else {
-            return Err(StoreError::new(
-                ErrorKind::Validation,
-                OP,
-                "no expiry index table (EXPIRY_INDEX_TABLE) to write entries to",
-            ));
+            let message = "no expiry index table (EXPIRY_INDEX_TABLE) to write entries to";
+            return Err(StoreError::new(ErrorKind::Validation, OP, message));
         };
         if writes.is_empty() {
             return Ok(Vec::new());
         }
-        let requests = writes
-            .iter()
-            .map(|write| {
-                let request = match write {
-                    EntryWrite::Put(item) => WriteRequest::builder().put_request(
-                        PutRequest::builder()
-                            .set_item(Some(item.clone()))
-                            .build()
-                            .map_err(|e| StoreError::new(ErrorKind::Other, OP, e.to_string()))?,
-                    ),
-                    EntryWrite::Remove(id) => WriteRequest::builder().delete_request(
-                        DeleteRequest::builder()
-                            .set_key(Some(id.clone()))
-                            .build()
-                            .map_err(|e| StoreError::new(ErrorKind::Other, OP, e.to_string()))?,
-                    ),
-                };
-                Ok(request.build())
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let out = self
-            .client
-            .batch_write_item()
-            .request_items(index_table, requests)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk(OP, e))?;
-        Ok(out
-            .unprocessed_items
-            .unwrap_or_default()
-            .into_values()
-            .flatten()
-            .filter_map(|request| {
-                if let Some(put) = request.put_request {
-                    return Some(EntryWrite::Put(put.item));
-                }
-                request.delete_request.map(|d| EntryWrite::Remove(d.key))
-            })
-            .collect())
+        let request = |write| match write {
+            EntryWrite::Remove(id) => delete_request(id),
+            EntryWrite::Put(item) => {
+                let put = PutRequest::builder().set_item(Some(item)).build();
+                let put = built(OP, put)?;
+                Ok(WriteRequest::builder().put_request(put).build())
+            }
+        };
+        let requests = writes.into_iter().map(request).collect::<Result<_, _>>()?;
+        let unprocessed = batch_write(&self.client, index_table, requests).await?;
+        let write = |r: WriteRequest| match (r.put_request, r.delete_request) {
+            (Some(put), _) => Some(EntryWrite::Put(put.item)),
+            (None, delete) => delete.map(|d| EntryWrite::Remove(d.key)),
+        };
+        Ok(unprocessed.into_iter().filter_map(write).collect())
     }
 
     #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]
@@ -226,33 +205,11 @@ impl Store for DynamoStore {
         schema: &TableSchema,
         keys: &[&Key],
     ) -> Result<Vec<Key>, StoreError> {
-        let requests = keys
-            .iter()
-            .map(|&key| {
-                let delete = DeleteRequest::builder()
-                    .set_key(Some(key.clone()))
-                    .build()
-                    .map_err(|e| {
-                        StoreError::new(ErrorKind::Other, "BatchWriteItem", e.to_string())
-                    })?;
-                Ok(WriteRequest::builder().delete_request(delete).build())
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let out = self
-            .batch_deletes
-            .batch_write_item()
-            .request_items(&schema.table_name, requests)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("BatchWriteItem", e))?;
-        let unprocessed = out
-            .unprocessed_items
-            .unwrap_or_default()
-            .into_values()
-            .flatten()
-            .filter_map(|w| w.delete_request.map(|d| d.key))
-            .collect();
-        Ok(unprocessed)
+        let requests = keys.iter().map(|&key| delete_request(key.clone()));
+        let requests = requests.collect::<Result<_, _>>()?;
+        let unprocessed = batch_write(&self.batch_deletes, &schema.table_name, requests).await?;
+        let key = |w: WriteRequest| w.delete_request.map(|d| d.key);
+        Ok(unprocessed.into_iter().filter_map(key).collect())
     }
 
     /// `BatchGetItem`, strongly consistent; unprocessed keys are asked again a few times, then the
@@ -286,9 +243,7 @@ impl Store for DynamoStore {
                     .projection_expression(expression)
                     .set_expression_attribute_names(Some(names.clone()));
             }
-            let request = request
-                .build()
-                .map_err(|e| StoreError::new(ErrorKind::Other, "BatchGetItem", e.to_string()))?;
+            let request = built("BatchGetItem", request.build())?;
             let out = self
                 .client
                 .batch_get_item()
@@ -305,13 +260,14 @@ impl Store for DynamoStore {
                 .collect();
         }
         if !pending.is_empty() {
+            let message = format!(
+                "{} keys still unprocessed after {GET_ATTEMPTS} attempts",
+                pending.len()
+            );
             return Err(StoreError::new(
                 ErrorKind::Throttled,
                 "BatchGetItem",
-                format!(
-                    "{} keys still unprocessed after {GET_ATTEMPTS} attempts",
-                    pending.len()
-                ),
+                message,
             ));
         }
         Ok(found)
@@ -345,20 +301,15 @@ impl Store for DynamoStore {
         to: Timestamp,
         at: Timestamp,
     ) -> Result<bool, StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key("id", AttributeValue::S(id.to_owned()))
+        let update = self
+            .checkpoint_update(table, id)
             .update_expression("SET #s = :to, #u = :now")
             .condition_expression("attribute_not_exists(#s) OR #s < :to")
             .expression_attribute_names("#s", CHECKPOINT_ATTRIBUTE)
             .expression_attribute_names("#u", "updatedAt")
             .expression_attribute_values(":to", AttributeValue::N(to.secs().to_string()))
-            .expression_attribute_values(":now", AttributeValue::S(at.iso()))
-            .send()
-            .await;
-        conditionally_written(result.map_err(|e| StoreError::from_sdk("UpdateItem", e)))
+            .expression_attribute_values(":now", AttributeValue::S(at.iso()));
+        conditionally_written(update.send().await)
     }
 
     #[instrument(level = "debug", skip(self))]
@@ -379,20 +330,15 @@ impl Store for DynamoStore {
     ) -> Result<bool, StoreError> {
         // UpdateItem rather than PutItem: the checkpoint's own grants (GetItem, UpdateItem) cover
         // the lease, and the item holds nothing else. A lease without a layout removes the one
-        // recorded.
-        // One given up is not renewed by its holder: only taken again once it lapsed.
-        let (update, layout) = match &lease.layout {
-            Some(layout) => (
-                "SET #h = :me, #e = :expires, #l = :layout REMOVE #r",
-                Some(layout),
-            ),
-            None => ("SET #h = :me, #e = :expires REMOVE #l, #r", None),
+        // recorded; one given up is not renewed by its holder, only taken again once it lapsed.
+        let update = match lease.layout {
+            Some(_) => "SET #h = :me, #e = :expires, #l = :layout REMOVE #r",
+            None => "SET #h = :me, #e = :expires REMOVE #l, #r",
         };
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key("id", AttributeValue::S(id.to_owned()))
+        let layout = lease.layout.as_ref().map(|l| AttributeValue::S(l.clone()));
+        let millis = |t: Timestamp| AttributeValue::N(t.millis().to_string());
+        let update = self
+            .checkpoint_update(table, id)
             .update_expression(update)
             .condition_expression(
                 "attribute_not_exists(id) OR (#h = :me AND attribute_not_exists(#r)) OR #e < :lapsed",
@@ -401,39 +347,24 @@ impl Store for DynamoStore {
             .expression_attribute_names("#e", LEASE_EXPIRES_ATTRIBUTE)
             .expression_attribute_names("#l", LEASE_LAYOUT_ATTRIBUTE)
             .expression_attribute_names("#r", LEASE_RELEASED_ATTRIBUTE)
-            .set_expression_attribute_values(
-                layout.map(|l| [(":layout".to_owned(), AttributeValue::S(l.clone()))].into()),
-            )
+            .set_expression_attribute_values(layout.map(|l| [(":layout".to_owned(), l)].into()))
             .expression_attribute_values(":me", AttributeValue::S(lease.holder.clone()))
-            .expression_attribute_values(
-                ":expires",
-                AttributeValue::N(lease.expires_at.millis().to_string()),
-            )
-            .expression_attribute_values(
-                ":lapsed",
-                AttributeValue::N(lapsed_before.millis().to_string()),
-            )
-            .send()
-            .await;
-        conditionally_written(result.map_err(|e| StoreError::from_sdk("UpdateItem", e)))
+            .expression_attribute_values(":expires", millis(lease.expires_at))
+            .expression_attribute_values(":lapsed", millis(lapsed_before));
+        conditionally_written(update.send().await)
     }
 
     #[instrument(level = "debug", skip(self))]
     async fn release_lease(&self, table: &str, id: &str, holder: &str) -> Result<bool, StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key("id", AttributeValue::S(id.to_owned()))
+        let update = self
+            .checkpoint_update(table, id)
             .update_expression("SET #r = :true")
             .condition_expression("#h = :me")
             .expression_attribute_names("#h", LEASE_HOLDER_ATTRIBUTE)
             .expression_attribute_names("#r", LEASE_RELEASED_ATTRIBUTE)
             .expression_attribute_values(":me", AttributeValue::S(holder.to_owned()))
-            .expression_attribute_values(":true", AttributeValue::Bool(true))
-            .send()
-            .await;
-        conditionally_written(result.map_err(|e| StoreError::from_sdk("UpdateItem", e)))
+            .expression_attribute_values(":true", AttributeValue::Bool(true));
+        conditionally_written(update.send().await)
     }
 
     #[instrument(level = "debug", skip_all)]

@@ -1,24 +1,9 @@
 //! The sweeper's own expiry index (`EXPIRY_INDEX_TABLE`): a table of small entries, one per item
 //! and ttl, written by the stream indexer ([`crate::indexer`]) and by `backfill`, read by the
-//! sweeps, so that the application's table needs no GSI and no attribute of ours, and is only
-//! ever deleted from.
-//!
-//! An entry is keyed by its window (the same `<window start>#<shard>` key the GSI's partitions
-//! have) and a sort key that orders it by ttl: `<ttl in milliseconds, 14 digits>#<key
-//! hash>#<origin>`. A sweep's strongly consistent query `window = :w AND entry < :bound` (the
-//! bound: the sweep instant in the same 14 digits) reads exactly the entries whose ttl is before
-//! the instant. The origin (the stream record's sequence number, or `backfill`) makes each write
-//! of an item an entry of its own: an entry is removed once a sweep has judged its item against
-//! the table, and a later write of the same item with the same ttl is never removed with it.
-//!
-//! An entry carries the item's key and its ttl exactly as the item had it. It decides nothing: a
-//! sweep deletes the item only if the table's own item still has that ttl and it has expired (a
-//! conditional delete, or batch mode's confirming read), so an entry left behind by a ttl since
-//! extended or removed, or by an item since deleted, deletes nothing.
-//!
-//! An item written already expired gets an entry in the window of the instant it was indexed,
-//! which every sweep reads, rather than in the long-passed window of its ttl. Entries no sweep
-//! reads (no sweeper runs) go by the index table's native TTL ([`EXPIRES`]), at no cost.
+//! sweeps, so that the application's table needs no GSI and no attribute of ours. The entries'
+//! keys, what they carry and how a sweep reads them: `docs/design.md`, "The expiry index table".
+//! An entry decides nothing: a sweep deletes an item only if the table's own item still has the
+//! entry's ttl and it has expired, so a stale entry deletes nothing.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use sha2::{Digest, Sha256};
@@ -224,12 +209,15 @@ mod tests {
     use AttributeValue as AV;
 
     fn schema() -> TableSchema {
-        TableSchema {
-            table_name: "t".into(),
-            index_name: "i".into(),
-            index_table: Some("x".into()),
-            key_attributes: vec!["pk".into(), "sk".into()],
-            layout: Layout::default(),
+        crate::store::tests::schema(&["pk", "sk"], Some("x"), Layout::default())
+    }
+
+    /// The entry `index_item` makes of the item with `ttl`, written by `origin` at `now`, and
+    /// whether it was already expired.
+    fn entry(ttl: &str, origin: &str, now: Timestamp) -> (Entry, bool) {
+        match index_item(&schema(), &image(AV::N(ttl.into())), origin, now) {
+            Some(Indexing::Entry { entry, expired }) => (entry, expired),
+            other => panic!("not indexed: {other:?}"),
         }
     }
 
@@ -246,11 +234,7 @@ mod tests {
     #[test]
     fn an_entry_carries_the_key_and_the_ttl_as_written_and_reads_back_as_the_gsi_would_list_it() {
         let now = Timestamp::from_secs(1_800_000_000);
-        let Some(Indexing::Entry { entry, expired }) =
-            index_item(&schema(), &image(AV::N("1800000100.5".into())), "42", now)
-        else {
-            panic!("not indexed")
-        };
+        let (entry, expired) = entry("1800000100.5", "42", now);
         assert!(!expired);
         assert_eq!(entry.window, window_key(1_800_000_100.5, 60).unwrap());
         assert!(entry.sort.starts_with("01800000100500#"), "{}", entry.sort);
@@ -266,11 +250,7 @@ mod tests {
     #[test]
     fn an_item_written_expired_goes_in_the_window_of_the_instant_with_its_own_ttl() {
         let now = Timestamp::from_secs(1_800_000_000);
-        let Some(Indexing::Entry { entry, expired }) =
-            index_item(&schema(), &image(AV::N("1700000000".into())), "1", now)
-        else {
-            panic!("not indexed")
-        };
+        let (entry, expired) = entry("1700000000", "1", now);
         assert!(expired);
         assert_eq!(entry.window, window_key(1_800_000_000.0, 60).unwrap());
         assert!(entry.sort < sort_bound(now));

@@ -81,11 +81,7 @@ impl StoreError {
     where
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
-        let status = match &err {
-            SdkError::ServiceError(e) => Some(e.raw().status().as_u16()),
-            SdkError::ResponseError(e) => Some(e.raw().status().as_u16()),
-            _ => None,
-        };
+        let status = err.raw_response().map(|r| r.status().as_u16());
         let code = err.code().map(str::to_owned);
         let request_id =
             aws_sdk_dynamodb::operation::RequestId::request_id(&err).map(str::to_owned);

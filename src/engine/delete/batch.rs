@@ -5,29 +5,22 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::{may_have_applied, ChunkOutcome, Deleter, Expired};
-use crate::engine::retry::Stop;
-use crate::expiry::Timestamp;
-use crate::store::{ErrorKind, Key, Store};
+use crate::store::{Key, Store};
 
 impl<S: Store> Deleter<'_, S> {
     /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl, within
     /// `batch_max_read_age` of each key's read of the table, checked right before every send (see
     /// [`super::BATCH_MAX_READ_AGE`]): keys the table was never read for, or read too long ago,
     /// are read (again), in one `BatchGetItem` for the chunk. No request starts after the stop.
-    pub(super) async fn delete_batch(
-        &self,
-        chunk: Vec<Expired>,
-        now: Timestamp,
-        stop: &Stop,
-    ) -> ChunkOutcome {
+    pub(super) async fn delete_batch(&self, mut remaining: Vec<Expired>) -> ChunkOutcome {
+        let stop = self.stop;
         let mut out = ChunkOutcome::default();
-        let mut remaining = chunk;
         let mut attempt = 0u32;
         let mut reason = String::from("the sweep stopped before the keys were sent");
         let max_age = self.options.batch_max_read_age;
         while !remaining.is_empty() {
             if stop.reached() {
-                self.give_up(remaining, &reason, &mut out, stop).await;
+                self.give_up(remaining, &reason, &mut out, true).await;
                 return out;
             }
             // One clock reading per send; the chunk is split only when some key is stale.
@@ -52,7 +45,7 @@ impl<S: Store> Deleter<'_, S> {
                     );
                     out.confirmed += unread as u64;
                     out.reread += (once.len() - unread) as u64;
-                    remaining.extend(self.read_again(once, &mut out, stop).await);
+                    remaining.extend(self.read_again(once, &mut out).await);
                 }
                 if !twice.is_empty() {
                     debug!(
@@ -61,7 +54,7 @@ impl<S: Store> Deleter<'_, S> {
                         "keys stale again after their second read: deleting them conditionally"
                     );
                     out.conditional += twice.len() as u64;
-                    out.absorb(Box::pin(self.delete_conditional(twice, now, stop)).await);
+                    out.absorb(Box::pin(self.delete_conditional(twice)).await);
                 }
                 // What that took counts: every key's age is checked again before the send.
                 continue;
@@ -69,42 +62,31 @@ impl<S: Store> Deleter<'_, S> {
             // Borrowed: the keys stay here for a retry.
             let keys: Vec<&Key> = remaining.iter().map(|e| &e.key).collect();
             let delete = self.store.batch_delete(self.schema, &keys);
-            let answer = stop.bound("BatchWriteItem", delete).await;
-            // A replicated write conflict is counted when the keys go again.
-            let conflict = matches!(&answer, Err(e) if e.kind == ErrorKind::WriteConflict);
-            match answer {
+            let kind = match stop.bound("BatchWriteItem", delete).await {
                 Ok(unprocessed) => {
                     remaining = self.acknowledge(remaining, &unprocessed, &mut out);
                     if remaining.is_empty() {
                         return out;
                     }
                     reason = "left unprocessed by BatchWriteItem".to_owned();
+                    None
                 }
                 Err(e) => {
                     reason = e.to_string();
                     if may_have_applied(&e) {
                         remaining.iter_mut().for_each(|k| k.maybe_applied = true);
                     }
-                    if !e.kind.is_retryable() {
-                        attempt = self.options.max_retries;
-                    }
+                    Some(e.kind)
                 }
-            }
-            if attempt >= self.options.max_retries {
-                self.fail(remaining, &reason, &mut out, stop).await;
+            };
+            let keys = remaining.len();
+            if let Err(stopped) = self
+                .backoff(&mut attempt, keys, &reason, kind, &mut out)
+                .await
+            {
+                self.give_up(remaining, &reason, &mut out, stopped).await;
                 return out;
             }
-            attempt += 1;
-            let wait = self.options.backoff(attempt);
-            if stop.would_pass(wait) {
-                self.give_up(remaining, &reason, &mut out, stop).await;
-                return out;
-            }
-            debug!(attempt, keys = remaining.len(), wait_ms = wait.as_millis() as u64, %reason, "retrying deletes");
-            out.retried += remaining.len() as u64;
-            out.write_conflicts += u64::from(conflict);
-            self.publish_owed(&mut out, false).await;
-            tokio::time::sleep(wait).await;
         }
         out
     }
@@ -154,14 +136,13 @@ impl<S: Store> Deleter<'_, S> {
         &self,
         mut keys: Vec<Expired>,
         out: &mut ChunkOutcome,
-        stop: &Stop,
     ) -> Vec<Expired> {
         let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
         // Read as of the request: DynamoDB may read a key any time from then to the (last)
         // answer, so its age counts from the earliest of those instants.
         let at = Instant::now();
         let get = self.store.get_items(self.schema, wanted, true);
-        let found = match stop.bound("BatchGetItem", get).await {
+        let found = match self.stop.bound("BatchGetItem", get).await {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!(keys = keys.len(), error = %e, "could not read stale keys again; deleting them conditionally");

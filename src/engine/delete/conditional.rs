@@ -3,19 +3,13 @@
 use tokio::time::Instant;
 
 use super::{may_have_applied, ChunkOutcome, Deleter, Expired};
-use crate::engine::retry::Stop;
-use crate::expiry::Timestamp;
-use crate::store::{ConditionalOutcome, ErrorKind, Store, StoreError};
+use crate::store::{ConditionalOutcome, Store, StoreError};
 
 impl<S: Store> Deleter<'_, S> {
     /// Deletes a chunk one conditional `DeleteItem` at a time, each requiring the item's ttl
     /// to be the one read and expired at `now`.
-    pub(super) async fn delete_conditional(
-        &self,
-        chunk: Vec<Expired>,
-        now: Timestamp,
-        stop: &Stop,
-    ) -> ChunkOutcome {
+    pub(super) async fn delete_conditional(&self, chunk: Vec<Expired>) -> ChunkOutcome {
+        let (now, stop) = (self.now, self.stop);
         let mut out = ChunkOutcome::default();
         let mut items = chunk.into_iter();
         while let Some(mut e) = items.next() {
@@ -61,25 +55,17 @@ impl<S: Store> Deleter<'_, S> {
                     Err(err) => err,
                 };
                 e.maybe_applied |= may_have_applied(&err);
-                if !err.kind.is_retryable() || attempt >= self.options.max_retries {
-                    self.fail(vec![e], &err.to_string(), &mut out, stop).await;
-                    break;
+                let (reason, kind) = (err.to_string(), Some(err.kind));
+                let Err(stopped) = self.backoff(&mut attempt, 1, &reason, kind, &mut out).await
+                else {
+                    continue;
+                };
+                if stopped {
+                    // The items after it are left too: the loop over them ends here.
+                    out.leave(items.by_ref());
                 }
-                attempt += 1;
-                let wait = self.options.backoff(attempt);
-                if stop.would_pass(wait) {
-                    out.leave(items);
-                    self.give_up(vec![e], &err.to_string(), &mut out, stop)
-                        .await;
-                    if let Some(notifier) = notify_items {
-                        notifier.unused_room();
-                    }
-                    return out;
-                }
-                out.retried += 1;
-                out.write_conflicts += u64::from(err.kind == ErrorKind::WriteConflict);
-                self.publish_owed(&mut out, false).await;
-                tokio::time::sleep(wait).await;
+                self.give_up(vec![e], &reason, &mut out, stopped).await;
+                break;
             }
             if let Some(notifier) = notify_items {
                 notifier.unused_room();

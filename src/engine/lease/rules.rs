@@ -58,10 +58,10 @@ pub fn holder_id(region: Option<&str>, function: Option<&str>, host: &str, pid: 
     }
 }
 
-/// What a sweep that led shows of its sweeper's reads and deletes ([`Lease::swept`]): for each,
-/// `Some(true)` that they work, `Some(false)` that they fail, `None` nothing (a sweep that found
-/// nothing to delete says nothing of deletes). A sweep cut short by its stop condition (the
-/// deadline, the end of the hold) shows what it did, so that a long catch-up keeps its lease.
+/// What a sweep that led shows of its sweeper's reads and deletes ([`super::Lease::swept`]):
+/// for each, `Some(true)` that they work, `Some(false)` that they fail, `None` nothing (a sweep
+/// that found nothing to delete says nothing of deletes). A sweep cut short by its stop condition
+/// (the deadline, the end of the hold) shows what it did, so that a long catch-up keeps its lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SweepHealth {
     /// `Some(false)`: a partition could not be read (a store error); `Some(true)`: at least one

@@ -1,6 +1,10 @@
 //! The checkpoint table's items as [`DynamoStore`] reads them: the checkpoint and the stream
 //! follower's position (`id`, `sweptUntil`), and the leader lease.
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::DynamoStore;
@@ -32,22 +36,27 @@ impl DynamoStore {
         table: &str,
         id: &str,
     ) -> Result<Option<Key>, StoreError> {
-        let out = self
+        let get = self
             .client
             .get_item()
             .table_name(table)
-            .key("id", AttributeValue::S(id.to_owned()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
-        Ok(out.item)
+            .consistent_read(true);
+        let out = get.key("id", AttributeValue::S(id.to_owned())).send().await;
+        Ok(out.map_err(|e| StoreError::from_sdk("GetItem", e))?.item)
+    }
+
+    /// An `UpdateItem` of item `id` of checkpoint table `table`, to be completed.
+    pub(super) fn checkpoint_update(&self, table: &str, id: &str) -> UpdateItemFluentBuilder {
+        let update = self.client.update_item().table_name(table);
+        update.key("id", AttributeValue::S(id.to_owned()))
     }
 }
 
-/// A conditional write's outcome: `true` written, `false` its condition did not hold.
-pub(super) fn conditionally_written<T>(result: Result<T, StoreError>) -> Result<bool, StoreError> {
-    match result {
+/// A conditional `UpdateItem`'s answer: `true` written, `false` its condition did not hold.
+pub(super) fn conditionally_written<T>(
+    answer: Result<T, SdkError<UpdateItemError, HttpResponse>>,
+) -> Result<bool, StoreError> {
+    match answer.map_err(|e| StoreError::from_sdk("UpdateItem", e)) {
         Ok(_) => Ok(true),
         Err(e) if e.kind == ErrorKind::ConditionFailed => Ok(false),
         Err(e) => Err(e),
@@ -58,11 +67,8 @@ pub(super) fn conditionally_written<T>(result: Result<T, StoreError>) -> Result<
 /// lease is an error naming what is wrong.
 pub(super) fn lease_from_item(item: &Key, table: &str, id: &str) -> Result<LeaseItem, StoreError> {
     let invalid = |what: &str| {
-        StoreError::new(
-            ErrorKind::Validation,
-            "GetItem",
-            format!("lease item {id:?} of {table}: {what}"),
-        )
+        let message = format!("lease item {id:?} of {table}: {what}");
+        StoreError::new(ErrorKind::Validation, "GetItem", message)
     };
     let holder = match item.get(LEASE_HOLDER_ATTRIBUTE) {
         Some(AttributeValue::S(h)) => h.clone(),
