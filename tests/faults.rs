@@ -489,6 +489,57 @@ impl CaseRow {
         self.reported += reported;
         self.lost += lost;
     }
+
+    /// Takes the proxy's counts and the case's time, and publishes the row (see [`publish`]).
+    fn finish(&mut self, case: &Case, order: u8) {
+        self.requests = case.proxy.stats.requests();
+        self.faults = case.proxy.stats.faults_total();
+        self.seconds = case.started.elapsed().as_secs_f64();
+        self.publish(order);
+    }
+
+    /// What every further case holds: nothing deleted that was not expired, no expired item
+    /// lost or left once the faults stopped, and faults injected.
+    fn assert_sound(&self, seed: u64, still_due: usize) {
+        assert_eq!(self.wrongly_deleted, 0, "seed {seed}: {self:?}");
+        assert_eq!(
+            still_due, 0,
+            "seed {seed}: expired items survived a fault-free sweep: {self:?}"
+        );
+        assert_eq!(self.lost, 0, "seed {seed}: {self:?}");
+        assert!(self.faults > 0, "seed {seed}: no fault injected: {self:?}");
+    }
+}
+
+/// What a further chaos case starts from: run alone (see [`CHAOS_SERIAL`]), with its seed, a
+/// proxy that passes everything, a new table and a random source drawn from the seed.
+struct Case {
+    _one_at_a_time: tokio::sync::MutexGuard<'static, ()>,
+    started: Instant,
+    seed: u64,
+    direct: Client,
+    proxy: FaultProxy,
+    table: String,
+    rng: fastrand::Rng,
+}
+
+/// The case of test `name` (as [`chaos_seed`] names it), over a new table `prefix`.
+async fn case(name: &str, prefix: &str, tag: &[u8]) -> Case {
+    let one_at_a_time = CHAOS_SERIAL.lock().await;
+    let started = Instant::now();
+    let seed = chaos_seed(name);
+    let direct = client().await;
+    let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
+    let table = new_table(&direct, prefix, |_| {}).await;
+    Case {
+        _one_at_a_time: one_at_a_time,
+        started,
+        seed,
+        direct,
+        proxy,
+        table,
+        rng: fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(tag)),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -607,14 +658,10 @@ const OLD_LOOKBACK: u32 = 15;
 /// refused for this layout, and would have left ttls between runs in windows no run reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived_lookback() {
-    let _one_at_a_time = CHAOS_SERIAL.lock().await;
-    let started = Instant::now();
-    let seed = chaos_seed("chaos_narrow");
+    let mut case = case("chaos_narrow", "chaos_narrow", b"narrow windows").await;
+    let (seed, direct, proxy, table) = (case.seed, &case.direct, &case.proxy, &case.table);
+    let rng = &mut case.rng;
     let rate = 0.3;
-    let direct = client().await;
-    let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
-    let table = new_table(&direct, "chaos_narrow", |_| {}).await;
-    let mut rng = fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(b"narrow windows"));
     // The runs a minute before NOW, at NOW and a minute after, each started up to 10 s late.
     let runs: Vec<Timestamp> = (-1..=1)
         .map(|k| Timestamp::from_millis((NOW + 60 * k) * 1000 + rng.i64(0..10_000)))
@@ -671,8 +718,6 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
     }
     let still_due = left_due.len();
     let last = *runs.last().unwrap();
-    row.requests = proxy.stats.requests();
-    row.faults = proxy.stats.faults_total();
     row.wrongly_deleted = ttls
         .iter()
         .filter(|(id, (ttl, _))| !last.is_after_ttl(*ttl as f64) && !before.contains(*id))
@@ -705,16 +750,8 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
         between.len(),
         cfg.lookback_windows
     );
-    row.seconds = started.elapsed().as_secs_f64();
-    row.publish(1);
-
-    assert_eq!(
-        still_due, 0,
-        "seed {seed}: expired items survived a fault-free sweep: {row:?}"
-    );
-    assert_eq!(row.lost, 0, "seed {seed}: {row:?}");
-    assert_eq!(row.wrongly_deleted, 0, "seed {seed}: {row:?}");
-    assert!(row.faults > 0, "seed {seed}: no fault injected: {row:?}");
+    row.finish(&case, 1);
+    row.assert_sound(seed, still_due);
     // The lookback is the one derived from the schedule, and the old fixed one is refused by
     // name: it would have left ttls unread.
     assert_eq!(
@@ -745,15 +782,11 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
 /// deleted or reported, and every report says how far the clock was ahead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
-    let _one_at_a_time = CHAOS_SERIAL.lock().await;
-    let started = Instant::now();
-    let seed = chaos_seed("chaos_a_host");
+    let mut case = case("chaos_a_host", "chaos_fast_clock", b"fast clock").await;
+    let (seed, direct, proxy, table) = (case.seed, &case.direct, &case.proxy, &case.table);
+    let rng = &mut case.rng;
     let rate = 0.3;
     let ahead = Duration::from_secs(120);
-    let direct = client().await;
-    let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
-    let table = new_table(&direct, "chaos_fast_clock", |_| {}).await;
-    let mut rng = fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(b"fast clock"));
     let real = now();
     // 120 items expiring 30 to 150 s from now, 300 expired in the last ten minutes.
     let (mut items, mut ttls) = (Vec::new(), Ttls::new());
@@ -826,8 +859,6 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
         faulted = due_left > 0 && n < MAX_SWEEPS;
     }
     let real_end = wall_clock();
-    row.requests = proxy.stats.requests();
-    row.faults = proxy.stats.faults_total();
     let not_expired: Vec<&String> = ttls
         .iter()
         .filter(|(_, (ttl, _))| *ttl as f64 > real_end)
@@ -846,16 +877,8 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
         not_expired.len() - row.wrongly_deleted,
         not_expired.len()
     );
-    row.seconds = started.elapsed().as_secs_f64();
-    row.publish(2);
-
-    assert_eq!(row.wrongly_deleted, 0, "seed {seed}: {row:?}");
-    assert_eq!(
-        still_due, 0,
-        "seed {seed}: expired items survived a fault-free sweep: {row:?}"
-    );
-    assert_eq!(row.lost, 0, "seed {seed}: {row:?}");
-    assert!(row.faults > 0, "seed {seed}: no fault injected: {row:?}");
+    row.finish(&case, 2);
+    row.assert_sound(seed, still_due);
     assert!(
         lead <= SKEW_TOLERANCE.as_secs_f64() + 1.0,
         "seed {seed}: a sweep ran {lead:.1} s ahead of the real clock: {row:?}"
@@ -876,14 +899,10 @@ const TICK_RUN: Duration = Duration::from_secs(24);
 /// sweep is deleted or reported, and the merged report stays bounded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bounded() {
-    let _one_at_a_time = CHAOS_SERIAL.lock().await;
-    let started = Instant::now();
-    let seed = chaos_seed("chaos_ticks");
+    let mut case = case("chaos_ticks", "chaos_ticks", b"ticks").await;
+    let (seed, direct, proxy, table) = (case.seed, &case.direct, &case.proxy, &case.table);
+    let rng = &mut case.rng;
     let rate = 0.1;
-    let direct = client().await;
-    let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
-    let table = new_table(&direct, "chaos_ticks", |_| {}).await;
-    let mut rng = fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(b"ticks"));
     let start = now();
     let run = TICK_RUN.as_secs() as i64;
     // Four items a second expiring from 4 s from now to 4 s past the end of the run, 60 expired
@@ -983,8 +1002,6 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     );
     row.add(&cleanup, (reported, lost));
     let still_due = end.iter().filter(|id| last.is_after_ttl(ttl(id))).count();
-    row.requests = proxy.stats.requests();
-    row.faults = proxy.stats.faults_total();
     row.checked = format!(
         "{} ticks and full sweeps in {run_seconds:.0} s, {expired_by_end} items expired by the last; items expiring during the run deleted ≤ {run_lag:.1} s after their ttl; merged report: {} failed keys (≤ {MAX_FAILED_KEYS}), {} errors (≤ {MAX_ERRORS}), {} lags for {} deleted; {} deleted before their ttl; {still_due} expired left after the faults stopped",
         report.ticks,
@@ -994,20 +1011,13 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
         report.items_deleted,
         early.len()
     );
-    row.seconds = started.elapsed().as_secs_f64();
-    row.publish(3);
-
-    assert_eq!(row.wrongly_deleted, 0, "seed {seed}: {row:?}");
+    row.finish(&case, 3);
+    row.assert_sound(seed, still_due);
     assert!(
         early.is_empty(),
         "seed {seed}: {} items deleted before their ttl (id, seconds early), e.g. {:?}",
         early.len(),
         &early[..early.len().min(5)]
-    );
-    assert_eq!(row.lost, 0, "seed {seed}: {row:?}: {}", brief(&report));
-    assert_eq!(
-        still_due, 0,
-        "seed {seed}: expired items survived a fault-free sweep: {row:?}"
     );
     assert!(
         accounted <= removed.len() as u64 && removed.len() as u64 <= accounted + failed_but_gone,
@@ -1016,7 +1026,6 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
         removed.len(),
         brief(&report)
     );
-    assert!(row.faults > 0, "seed {seed}: no fault injected: {row:?}");
     assert!(
         report.ticks as u64 >= TICK_RUN.as_secs() / 4,
         "seed {seed}: only {} sweeps in {run_seconds:.0} s",
