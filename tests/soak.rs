@@ -402,82 +402,76 @@ struct Write {
     started: f64,
 }
 
-async fn rewrite(
+/// Writes key `id` as `action` says, the live item carrying `marker`.
+async fn write(
+    action: Action,
     client: &Client,
     table: &str,
     shards: Option<u32>,
     id: &str,
     marker: &str,
 ) -> Write {
-    let old = client
-        .delete_item()
-        .table_name(table)
-        .set_key(Some(id_key(id)))
-        .return_values(ReturnValue::AllOld)
-        .send()
-        .await
-        .expect("writer delete");
-    let found_original = old.attributes.is_some_and(|a| {
-        a.get("marker")
-            .and_then(|m| m.as_s().ok())
-            .map(String::as_str)
-            == Some("orig")
-    });
-    let started = wall_clock();
-    let ttl = started as i64 + 3600;
-    put_one(client, table, marked(id, ttl, shards, marker)).await;
-    Write {
-        id: id.into(),
-        action: Action::Rewrite,
-        found_original,
-        live: true,
-        marker: marker.into(),
-        started,
-    }
-}
-
-async fn extend(
-    client: &Client,
-    table: &str,
-    shards: Option<u32>,
-    id: &str,
-    marker: &str,
-) -> Write {
-    let started = wall_clock();
-    let ttl = started as i64 + 3600;
-    let update = client
-        .update_item()
-        .table_name(table)
-        .set_key(Some(id_key(id)))
-        .condition_expression("attribute_exists(id)")
-        .expression_attribute_names("#t", "ttl")
-        .expression_attribute_names("#m", "marker")
-        .expression_attribute_values(":t", AV::N(ttl.to_string()))
-        .expression_attribute_values(":m", AV::S(marker.into()));
-    // The window moves with the ttl; a writer of a table swept through an expiry index table
-    // sets only the ttl.
-    let update = match shards {
-        Some(shards) => update
-            .update_expression("SET #t = :t, #w = :w, #m = :m")
-            .expression_attribute_names("#w", "expirationWindow")
-            .expression_attribute_values(":w", AV::S(window_attr(id, ttl, shards))),
-        None => update.update_expression("SET #t = :t, #m = :m"),
-    };
-    let result = update.send().await;
-    let found = match result {
-        Ok(_) => true,
-        Err(e) => {
-            let e = e.into_service_error();
-            let condition_failed = e.is_conditional_check_failed_exception();
-            assert!(condition_failed, "writer update: {e:?}");
-            false
+    let (started, found_original) = match action {
+        Action::Rewrite => {
+            let old = client
+                .delete_item()
+                .table_name(table)
+                .set_key(Some(id_key(id)))
+                .return_values(ReturnValue::AllOld)
+                .send()
+                .await
+                .expect("writer delete");
+            let found = old.attributes.is_some_and(|a| {
+                a.get("marker")
+                    .and_then(|m| m.as_s().ok())
+                    .map(String::as_str)
+                    == Some("orig")
+            });
+            let started = wall_clock();
+            let ttl = started as i64 + 3600;
+            put_one(client, table, marked(id, ttl, shards, marker)).await;
+            (started, found)
+        }
+        Action::Extend => {
+            let started = wall_clock();
+            let ttl = started as i64 + 3600;
+            let update = client
+                .update_item()
+                .table_name(table)
+                .set_key(Some(id_key(id)))
+                .condition_expression("attribute_exists(id)")
+                .expression_attribute_names("#t", "ttl")
+                .expression_attribute_names("#m", "marker")
+                .expression_attribute_values(":t", AV::N(ttl.to_string()))
+                .expression_attribute_values(":m", AV::S(marker.into()));
+            // The window moves with the ttl; a writer of a table swept through an expiry index
+            // table sets only the ttl.
+            let update = match shards {
+                Some(shards) => update
+                    .update_expression("SET #t = :t, #w = :w, #m = :m")
+                    .expression_attribute_names("#w", "expirationWindow")
+                    .expression_attribute_values(":w", AV::S(window_attr(id, ttl, shards))),
+                None => update.update_expression("SET #t = :t, #m = :m"),
+            };
+            let found = match update.send().await {
+                Ok(_) => true,
+                Err(e) => {
+                    let e = e.into_service_error();
+                    assert!(
+                        e.is_conditional_check_failed_exception(),
+                        "writer update: {e:?}"
+                    );
+                    false
+                }
+            };
+            (started, found)
         }
     };
     Write {
         id: id.into(),
-        action: Action::Extend,
-        found_original: found,
-        live: found,
+        action,
+        found_original,
+        live: action == Action::Rewrite || found_original,
         marker: marker.into(),
         started,
     }
@@ -518,7 +512,7 @@ async fn writers(
             let (client, table, id) = (client.clone(), table.clone(), id.clone());
             let marker = format!("w{n}");
             tasks.push(tokio::spawn(async move {
-                rewrite(&client, &table, shards, &id, &marker).await
+                write(Action::Rewrite, &client, &table, shards, &id, &marker).await
             }));
         }
         for t in tasks {
@@ -560,12 +554,12 @@ async fn writers(
         touched.insert(pick.clone());
         n += 1;
         let marker = format!("w{n}");
-        let w = if rng.bool() {
-            rewrite(&client, &table, shards, &pick, &marker).await
+        let action = if rng.bool() {
+            Action::Rewrite
         } else {
-            extend(&client, &table, shards, &pick, &marker).await
+            Action::Extend
         };
-        log.push(w);
+        log.push(write(action, &client, &table, shards, &pick, &marker).await);
     }
     log
 }
@@ -1081,6 +1075,22 @@ fn check(
 
 // -------------------------------------------------------------------------------- the soak
 
+/// A fault proxy in front of `upstream` that fails `ops` at `rate` with any fault.
+async fn seeded_proxy(upstream: &str, seed: u64, rate: f64, ops: Vec<&'static str>) -> FaultProxy {
+    let faults = all_faults();
+    FaultProxy::start(
+        upstream,
+        DELAY,
+        Plan::Seeded {
+            seed,
+            rate,
+            ops,
+            faults,
+        },
+    )
+    .await
+}
+
 /// Seeded kill times: one in each of `kills` equal slots of the chaos phase, away from its ends.
 fn kill_times(seed: u64, kills: usize, t0: f64, until: f64) -> Vec<f64> {
     let mut rng = fastrand::Rng::with_seed(seed ^ 0xdead);
@@ -1161,30 +1171,12 @@ async fn scenario(
         // The follower's reads of the stream too.
         ops.push("GetRecords");
     }
-    let db_faults = FaultProxy::start(
-        &db_rec.endpoint,
-        DELAY,
-        Plan::Seeded {
-            seed,
-            rate: DB_FAULT_RATE,
-            ops,
-            faults: all_faults(),
-        },
-    )
-    .await;
+    let db_faults = seeded_proxy(&db_rec.endpoint, seed, DB_FAULT_RATE, ops).await;
     // SQS: sweeper -> fault proxy -> recorder (slow sink) -> moto.
     let (sink_rec, sink_state) = recorder(&moto_endpoint, seed, Duration::ZERO, true).await;
-    let sink_faults = FaultProxy::start(
-        &sink_rec.endpoint,
-        DELAY,
-        Plan::Seeded {
-            seed: seed ^ 0x51c,
-            rate: SINK_FAULT_RATE,
-            ops: fault_proxy::SINK_BATCH_OPS.to_vec(),
-            faults: all_faults(),
-        },
-    )
-    .await;
+    let sink_ops = fault_proxy::SINK_BATCH_OPS.to_vec();
+    let sink_faults =
+        seeded_proxy(&sink_rec.endpoint, seed ^ 0x51c, SINK_FAULT_RATE, sink_ops).await;
     let mut env = settings(
         &spec,
         &table,
