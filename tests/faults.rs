@@ -183,24 +183,6 @@ fn brief(r: &SweepReport) -> String {
     )
 }
 
-/// Checks one sweep's report against what the server holds before and after it.
-fn check_sweep(
-    seed: u64,
-    label: &str,
-    report: &SweepReport,
-    before: &HashSet<String>,
-    after: &HashSet<String>,
-    kinds: &HashMap<String, (Kind, String)>,
-    extended: &HashSet<String>,
-) -> (usize, usize) {
-    let rules = Rules {
-        may_delete: Box::new(|id| kinds[id].0 == Kind::Expired),
-        due: Box::new(|id| is_due(id, kinds, extended)),
-        window: Box::new(|id| kinds[id].1.clone()),
-    };
-    check(seed, label, report, before, after, &rules)
-}
-
 /// What the invariants need to know of each item of a table, for one sweep.
 struct Rules<'a> {
     /// The sweep may have deleted it: it was expired as of the sweep.
@@ -242,16 +224,7 @@ fn check(
         report.items_gone,
         brief(report)
     );
-    assert_eq!(
-        report.items_found,
-        report.items_deleted
-            + report.items_skipped
-            + report.items_gone
-            + report.items_failed
-            + report.items_left,
-        "seed {seed} {label}: every item found has one outcome: {}",
-        brief(report)
-    );
+    assert_accounted(report);
     assert_eq!(report.items_failed as usize, report.failed_keys.len());
     // Expired items still there must be reported by this sweep: as failed keys, or in a window
     // it could not read. Anything else is lost.
@@ -321,8 +294,19 @@ async fn chaos_table(
     // One sweep, checked against what the server holds before and after it.
     let check = |sweep: &str, report: &SweepReport, before: &_, after: &_| {
         let extended = extended.lock().unwrap().clone();
-        let label = format!("{label}, {sweep}");
-        check_sweep(seed, &label, report, before, after, &kinds, &extended)
+        let rules = Rules {
+            may_delete: Box::new(|id| kinds[id].0 == Kind::Expired),
+            due: Box::new(|id| is_due(id, &kinds, &extended)),
+            window: Box::new(|id| kinds[id].1.clone()),
+        };
+        check(
+            seed,
+            &format!("{label}, {sweep}"),
+            report,
+            before,
+            after,
+            &rules,
+        )
     };
     // Sweep until the server holds no item that is due (at most MAX_SWEEPS sweeps).
     for n in 1..=MAX_SWEEPS {
