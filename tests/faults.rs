@@ -659,10 +659,10 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
     for i in 0..40 {
         add(format!("later-{i}"), NOW + 70 + rng.i64(0..120));
     }
-    put_many(&direct, &table, items).await;
+    put_many(direct, table, items).await;
 
     let cfg = config(
-        &table,
+        table,
         &[("WINDOW_SECONDS", "3"), ("DELETE_MODE", "conditional")],
     );
     let store = support::store(proxied_client(&proxy.endpoint));
@@ -677,7 +677,7 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
         ),
         ..CaseRow::default()
     };
-    let mut before = id_set(&direct, &table).await;
+    let mut before = id_set(direct, table).await;
     // The expired items left after a run's sweep once the faults stopped.
     let mut left_due = HashSet::new();
     for (k, &at) in runs.iter().enumerate() {
@@ -690,7 +690,7 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
             proxy.set_plan(plan);
             let report = sweeper.sweep(at, &Stop::never()).await;
             proxy.wait_idle().await;
-            let after = id_set(&direct, &table).await;
+            let after = id_set(direct, table).await;
             let label = format!("narrow windows, run {k} at {at} ({what})");
             row.add(
                 &report,
@@ -781,9 +781,9 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
     for i in 0..300 {
         add(format!("expired-{i}"), real - 1 - rng.i64(0..600));
     }
-    put_many(&direct, &table, items).await;
+    put_many(direct, table, items).await;
 
-    let cfg = config(&table, &[]);
+    let cfg = config(table, &[]);
     let store = support::store(proxied_client(&proxy.endpoint));
     // Opened as the CLI opens a table: the DescribeTable answer's Date bounds DynamoDB's clock.
     let schema = store.describe_config(&cfg).await.unwrap();
@@ -801,7 +801,7 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
         ),
         ..CaseRow::default()
     };
-    let mut before = id_set(&direct, &table).await;
+    let mut before = id_set(direct, table).await;
     let (mut clock_ahead, mut lead, mut still_due) = (Vec::new(), f64::MIN, 0);
     proxy.set_plan(seeded(seed, rate));
     // Sweeps under faults until nothing expired is left (at most MAX_SWEEPS), then one after
@@ -816,7 +816,7 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
         let mut report = sweeper.sweep(at, &Stop::never()).await;
         report.clock_ahead_ms = report.clock_ahead_ms.max(fast.take_ahead_ms());
         proxy.wait_idle().await;
-        let after = id_set(&direct, &table).await;
+        let after = id_set(direct, table).await;
         lead = lead.max(at.as_secs_f64() - real_before);
         clock_ahead.push(report.clock_ahead_ms);
         // DynamoDB's clock may be read up to SKEW_TOLERANCE (its Date's resolution) plus a round
@@ -902,13 +902,13 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     for i in 0..30 {
         add(format!("later-{i}"), start + 120 + rng.i64(0..600));
     }
-    put_many(&direct, &table, items).await;
+    put_many(direct, table, items).await;
 
     let store = Instrumented::new(support::store(proxied_client(&proxy.endpoint)));
-    let sweeper = sweeper_over(&config(&table, &[]), |_| store)
+    let sweeper = sweeper_over(&config(table, &[]), |_| store)
         .await
         .with_wall_clock(Arc::new(clock));
-    let before = id_set(&direct, &table).await;
+    let before = id_set(direct, table).await;
     proxy.set_plan(seeded(seed, rate));
     let ticks = Ticks {
         every: Duration::from_secs(1),
@@ -925,7 +925,7 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     .await;
     proxy.wait_idle().await;
     let run_seconds = run_started.elapsed().as_secs_f64();
-    let after = id_set(&direct, &table).await;
+    let after = id_set(direct, table).await;
     let mut row = CaseRow {
         case: "ticks",
         setup: format!(
@@ -975,7 +975,7 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     // Once the faults stop, one sweep as of the last instant leaves nothing expired.
     proxy.set_plan(Plan::Pass);
     let cleanup = sweeper.sweep(last, &Stop::never()).await;
-    let end = id_set(&direct, &table).await;
+    let end = id_set(direct, table).await;
     let (reported, lost) = check(
         seed,
         "ticks, clean-up",
