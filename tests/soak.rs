@@ -1360,7 +1360,6 @@ fn table(seed: u64, size: &Size, rows: &[Row]) -> String {
         "| scenario | runner | delete | events | throttle | 5xx | timeout | reset | lost | partial | sink faults | slow sink | slow batch | kills | timeouts | items | deleted | rewrites | extends | events | entries | batch-trusted | oldest read (s) | lost to kill | final sweeps | (a) | (b) | (c) | (d) |"
     );
     let _ = writeln!(t, "|{}", "---|".repeat(29));
-    let mut total = Row::default();
     for r in rows {
         let f = |k: &str| r.faults.get(k).copied().unwrap_or(0);
         let _ = writeln!(
@@ -1372,29 +1371,19 @@ fn table(seed: u64, size: &Size, rows: &[Row]) -> String {
             r.deleted, r.rewrites, r.extends, r.events_accepted, r.entries, r.batch_trusted,
             r.oldest_read, r.lost_to_kill, r.final_sweeps, r.a, r.b, r.c, r.d
         );
-        for (k, v) in &r.faults {
-            *total.faults.entry(k).or_default() += v;
-        }
-        total.sink_faults += r.sink_faults;
-        total.slowed_sink += r.slowed_sink;
-        total.kills += r.kills;
-        total.a += r.a;
-        total.b += r.b;
-        total.c += r.c;
-        total.d += r.d;
     }
+    let sum = |f: fn(&Row) -> u64| rows.iter().map(f).sum::<u64>();
+    let db_faults = sum(|r| r.faults.values().sum());
+    let (sink, slowed) = (sum(|r| r.sink_faults), sum(|r| r.slowed_sink));
     let _ = writeln!(
         t,
-        "\nfaults injected: {} (DynamoDB {}, sink {} failed + {} slowed); SIGKILLs: {}; violations: (a) {} (b) {} (c) {} (d) {}",
-        total.total_faults(),
-        total.faults.values().sum::<u64>(),
-        total.sink_faults,
-        total.slowed_sink,
-        total.kills,
-        total.a,
-        total.b,
-        total.c,
-        total.d
+        "\nfaults injected: {} (DynamoDB {db_faults}, sink {sink} failed + {slowed} slowed); SIGKILLs: {}; violations: (a) {} (b) {} (c) {} (d) {}",
+        sum(Row::total_faults),
+        sum(|r| r.kills as u64),
+        sum(|r| r.a as u64),
+        sum(|r| r.b as u64),
+        sum(|r| r.c as u64),
+        sum(|r| r.d as u64)
     );
     t
 }
@@ -1402,18 +1391,12 @@ fn table(seed: u64, size: &Size, rows: &[Row]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "the soak runs for minutes: `make soak`"]
 async fn soak() {
-    let seed = std::env::var("SOAK_SEED")
-        .ok()
-        .map(|s| s.trim().parse::<u64>().expect("SOAK_SEED: a whole number"))
-        .unwrap_or_else(|| fastrand::u64(..1_000_000));
-    let scale = std::env::var("SOAK_SCALE")
-        .ok()
-        .map(|s| {
-            s.trim()
-                .parse::<f64>()
-                .expect("SOAK_SCALE: a number such as 1 or 0.3")
-        })
-        .unwrap_or(1.0);
+    let var = |name| std::env::var(name).ok().map(|s| s.trim().to_owned());
+    let seed = var("SOAK_SEED").map(|s| s.parse().expect("SOAK_SEED: a whole number"));
+    let seed = seed.unwrap_or_else(|| fastrand::u64(..1_000_000));
+    let scale =
+        var("SOAK_SCALE").map(|s| s.parse().expect("SOAK_SCALE: a number such as 1 or 0.3"));
+    let scale: f64 = scale.unwrap_or(1.0);
     assert!(scale > 0.0 && scale <= 10.0, "SOAK_SCALE from 0 to 10");
     let size = Size::new(scale);
     eprintln!(
