@@ -798,22 +798,16 @@ async fn a_lease_given_up_is_not_renewed_by_another_invocation_of_the_same_deplo
     let first = Lease::new(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
     let second = Lease::new(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
     // The first's sweeps fail; the second's, later, do not, and it renews.
+    let deleting = |deletes| SweepHealth {
+        reads: Some(true),
+        deletes: Some(deletes),
+    };
     assert!(first.check(&store, &Stop::never()).await.is_ok());
-    first
-        .swept(SweepHealth {
-            reads: Some(true),
-            deletes: Some(false),
-        })
-        .await;
+    first.swept(deleting(false)).await;
     assert!(second.check(&store, &Stop::never()).await.is_ok());
     tokio::time::advance(Duration::from_secs(4)).await;
     assert!(second.check(&store, &Stop::never()).await.is_ok());
-    second
-        .swept(SweepHealth {
-            reads: Some(true),
-            deletes: Some(true),
-        })
-        .await;
+    second.swept(deleting(true)).await;
     let renewed = store.lease().unwrap().expires_at;
     tokio::time::advance(Duration::from_secs(6)).await;
     let given_up = first.check(&store, &Stop::never()).await.unwrap_err();

@@ -67,6 +67,23 @@ fn assert_sent_fresh(store: &MemStore, report: &SweepReport) {
     );
 }
 
+/// Sweeps at `T0` while the application writes the keys `ids` again, live for an hour, `after_s`
+/// seconds into the sweep; asserts [`assert_sent_fresh`]. The report and the rewritten keys the
+/// sweep destroyed.
+async fn sweep_rewriting(
+    sweeper: &Sweeper<Arc<MemStore>>,
+    after_s: u64,
+    ids: Vec<String>,
+) -> (SweepReport, Vec<String>) {
+    let store = sweeper.store();
+    let writer = store.put_at(Duration::from_secs(after_s), ids, (T0 + 3_600) as f64);
+    let report = sweeper.sweep_at(T0).await;
+    writer.await.unwrap();
+    assert_sent_fresh(store, &report);
+    let destroyed = store.destroyed_live.lock().unwrap().clone();
+    (report, destroyed)
+}
+
 /// Sweep options with a checkpoint and `lookback` windows.
 fn checkpointed(lookback: u32) -> SweepOptions {
     SweepOptions {
@@ -150,19 +167,10 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
     // 4 s into the sweep the application deletes and writes again every tenth key, with a ttl
     // an hour ahead.
     let rewritten: Vec<String> = (0..3_000).step_by(10).map(|i| format!("k{i:04}")).collect();
-    let writer = store.put_at(
-        Duration::from_secs(4),
-        rewritten.clone(),
-        (T0 + 3_600) as f64,
-    );
-    let report = sweeper.sweep_at(T0).await;
-    writer.await.unwrap();
-
-    assert_sent_fresh(&store, &report);
+    let (report, destroyed) = sweep_rewriting(&sweeper, 4, rewritten.clone()).await;
     // So a rewritten key can be destroyed only if it was read within the bound (plus the
     // request's own time) before the rewrite; the others all survive. (Before the check on
     // every send: 269 of the 300 rewritten keys destroyed.)
-    let destroyed = store.destroyed_live.lock().unwrap().clone();
     let listed = store.listed_at.lock().unwrap().clone();
     let rewrite_at = started + Duration::from_secs(4);
     for id in &destroyed {
@@ -259,15 +267,7 @@ async fn batch_mode_checks_every_key_again_after_a_slow_pass() {
     put_expired(&store, 40, 2);
     let sweeper = mem_sweeper(store.clone(), one_at_a_time(Some(30)));
     let rewrite_at = started + Duration::from_secs(7);
-    let writer = store.put_at(
-        Duration::from_secs(7),
-        vec!["k35".into()],
-        (T0 + 3_600) as f64,
-    );
-    let report = sweeper.sweep_at(T0).await;
-    writer.await.unwrap();
-    assert_sent_fresh(&store, &report);
-    let destroyed = store.destroyed_live.lock().unwrap().clone();
+    let (report, destroyed) = sweep_rewriting(&sweeper, 7, vec!["k35".into()]).await;
     let read = store.table_read_at.lock().unwrap().clone();
     for id in &destroyed {
         let before = read.get(id).map(|at| rewrite_at.duration_since(*at));
