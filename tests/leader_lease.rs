@@ -607,6 +607,12 @@ fn region_sweeper(
         .with_lease(Lease::new(lease, bounds(t0, 0, 0)))
 }
 
+/// East's sweeper of `sessions` over `store`, with a lease of 30 s ([`region_sweeper`]).
+fn east_sweeper(store: &Arc<MemStore>, t0: Instant) -> Sweeper<Arc<MemStore>> {
+    let config = region_config("sessions", 30, &[]);
+    region_sweeper(store.clone(), &config, "us-east-1/sweeper", t0)
+}
+
 const ARN: &str = "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions";
 
 #[tokio::test(start_paused = true)]
@@ -615,12 +621,7 @@ async fn a_table_named_by_name_in_one_region_and_by_arn_in_another_has_one_lease
     let now = 1_800_000_000;
     let east_store = Arc::new(MemStore::new(Layout::default()).starting_at(now));
     let west_store = Arc::new(east_store.sharing(Layout::default()));
-    let east = region_sweeper(
-        east_store.clone(),
-        &region_config("sessions", 30, &[]),
-        "us-east-1/sweeper",
-        t0,
-    );
+    let east = east_sweeper(&east_store, t0);
     let west = region_sweeper(
         west_store.clone(),
         &region_config(ARN, 30, &[]),
@@ -669,12 +670,7 @@ async fn a_sweeper_of_another_layout_does_not_sweep_beside_the_holder() {
         ..Layout::default()
     };
     let west_store = Arc::new(east_store.sharing(wide));
-    let east = region_sweeper(
-        east_store.clone(),
-        &region_config("sessions", 30, &[]),
-        "us-east-1/sweeper",
-        t0,
-    );
+    let east = east_sweeper(&east_store, t0);
     let west_config = region_config(ARN, 30, &[("WINDOW_SECONDS", "300")]);
     let west = region_sweeper(west_store.clone(), &west_config, "eu-west-1/sweeper", t0);
     let at = Timestamp::from_secs(now);
