@@ -929,12 +929,8 @@ fn check(
     let mut swept: Vec<&Original> = Vec::new();
     for o in originals {
         match writes.get(o.id.as_str()) {
-            None => {
-                if present.contains_key(&o.id) {
-                    continue;
-                }
-                swept.push(o);
-            }
+            None if present.contains_key(&o.id) => {}
+            None => swept.push(o),
             Some(w) => {
                 if !w.found_original {
                     swept.push(o);
@@ -1000,14 +996,11 @@ fn check(
     }
     row.deleted = swept.len();
     // (b) nothing expired left after the final sweep.
+    let expiring = final_at - 5.0 * 365.0 * 86_400.0..final_at;
     for (id, (ttl, _)) in present {
-        if let Some(ttl) = ttl {
-            if *ttl < final_at && *ttl >= final_at - 5.0 * 365.0 * 86_400.0 {
-                row.violation(
-                    'b',
-                    format!("{id} (ttl {ttl}) still there after the final sweep"),
-                );
-            }
+        if let Some(ttl) = ttl.filter(|t| expiring.contains(t)) {
+            let text = format!("{id} (ttl {ttl}) still there after the final sweep");
+            row.violation('b', text);
         }
     }
     // (c) events.
