@@ -8,8 +8,8 @@ use std::process::Command;
 
 use support::*;
 
-/// `ttl-sweeper` under `faketime -f +<ahead>s`: the wall clock is faked, the monotonic clock is
-/// left alone (tokio's timers keep working).
+/// `ttl-sweeper` on the test server under `faketime -f +<ahead>s`: the wall clock is faked, the
+/// monotonic clock is left alone (tokio's timers keep working).
 fn fast_clock_cli(ahead_secs: u32) -> Command {
     let faketime = ["/usr/bin/faketime", "/usr/local/bin/faketime"]
         .into_iter()
@@ -20,6 +20,7 @@ fn fast_clock_cli(ahead_secs: u32) -> Command {
         .envs(LOCAL_AWS_ENV)
         .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
         .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("AWS_ENDPOINT_URL", endpoint())
         .arg("-f")
         .arg(format!("+{ahead_secs}s"))
         .arg(env!("CARGO_BIN_EXE_ttl-sweeper"));
@@ -42,8 +43,7 @@ async fn a_host_clock_two_minutes_fast_deletes_nothing_early() {
     assert_eq!(code, 0, "faketime could not run ttl-sweeper");
 
     let mut cmd = fast_clock_cli(120);
-    cmd.args(["sweep", "--table-name", &table])
-        .env("AWS_ENDPOINT_URL", endpoint());
+    cmd.args(["sweep", "--table-name", &table]);
     let (code, stdout, stderr) = run(&mut cmd);
     assert_eq!(code, 0, "{stderr}");
     let report: serde_json::Value = serde_json::from_str(stdout.trim()).expect(&stdout);
@@ -65,8 +65,7 @@ async fn a_host_clock_two_minutes_fast_deletes_nothing_early() {
     for extra in [None, Some("--allow-future")] {
         let mut cmd = fast_clock_cli(120);
         cmd.args(["sweep", "--table-name", &table, "--at", &at])
-            .args(extra)
-            .env("AWS_ENDPOINT_URL", endpoint());
+            .args(extra);
         let (code, _, stderr) = run(&mut cmd);
         assert_eq!(code, 2, "a future --at is refused: {stderr}");
         let refused = ["is in the future", "unexpected argument '--allow-future'"];

@@ -183,24 +183,6 @@ fn brief(r: &SweepReport) -> String {
     )
 }
 
-/// Checks one sweep's report against what the server holds before and after it.
-fn check_sweep(
-    seed: u64,
-    label: &str,
-    report: &SweepReport,
-    before: &HashSet<String>,
-    after: &HashSet<String>,
-    kinds: &HashMap<String, (Kind, String)>,
-    extended: &HashSet<String>,
-) -> (usize, usize) {
-    let rules = Rules {
-        may_delete: Box::new(|id| kinds[id].0 == Kind::Expired),
-        due: Box::new(|id| is_due(id, kinds, extended)),
-        window: Box::new(|id| kinds[id].1.clone()),
-    };
-    check(seed, label, report, before, after, &rules)
-}
-
 /// What the invariants need to know of each item of a table, for one sweep.
 struct Rules<'a> {
     /// The sweep may have deleted it: it was expired as of the sweep.
@@ -242,16 +224,7 @@ fn check(
         report.items_gone,
         brief(report)
     );
-    assert_eq!(
-        report.items_found,
-        report.items_deleted
-            + report.items_skipped
-            + report.items_gone
-            + report.items_failed
-            + report.items_left,
-        "seed {seed} {label}: every item found has one outcome: {}",
-        brief(report)
-    );
+    assert_accounted(report);
     assert_eq!(report.items_failed as usize, report.failed_keys.len());
     // Expired items still there must be reported by this sweep: as failed keys, or in a window
     // it could not read. Anything else is lost.
@@ -321,8 +294,19 @@ async fn chaos_table(
     // One sweep, checked against what the server holds before and after it.
     let check = |sweep: &str, report: &SweepReport, before: &_, after: &_| {
         let extended = extended.lock().unwrap().clone();
-        let label = format!("{label}, {sweep}");
-        check_sweep(seed, &label, report, before, after, &kinds, &extended)
+        let rules = Rules {
+            may_delete: Box::new(|id| kinds[id].0 == Kind::Expired),
+            due: Box::new(|id| is_due(id, &kinds, &extended)),
+            window: Box::new(|id| kinds[id].1.clone()),
+        };
+        check(
+            seed,
+            &format!("{label}, {sweep}"),
+            report,
+            before,
+            after,
+            &rules,
+        )
     };
     // Sweep until the server holds no item that is due (at most MAX_SWEEPS sweeps).
     for n in 1..=MAX_SWEEPS {
@@ -489,6 +473,57 @@ impl CaseRow {
         self.reported += reported;
         self.lost += lost;
     }
+
+    /// Takes the proxy's counts and the case's time, and publishes the row (see [`publish`]).
+    fn finish(&mut self, case: &Case, order: u8) {
+        self.requests = case.proxy.stats.requests();
+        self.faults = case.proxy.stats.faults_total();
+        self.seconds = case.started.elapsed().as_secs_f64();
+        self.publish(order);
+    }
+
+    /// What every further case holds: nothing deleted that was not expired, no expired item
+    /// lost or left once the faults stopped, and faults injected.
+    fn assert_sound(&self, seed: u64, still_due: usize) {
+        assert_eq!(self.wrongly_deleted, 0, "seed {seed}: {self:?}");
+        assert_eq!(
+            still_due, 0,
+            "seed {seed}: expired items survived a fault-free sweep: {self:?}"
+        );
+        assert_eq!(self.lost, 0, "seed {seed}: {self:?}");
+        assert!(self.faults > 0, "seed {seed}: no fault injected: {self:?}");
+    }
+}
+
+/// What a further chaos case starts from: run alone (see [`CHAOS_SERIAL`]), with its seed, a
+/// proxy that passes everything, a new table and a random source drawn from the seed.
+struct Case {
+    _one_at_a_time: tokio::sync::MutexGuard<'static, ()>,
+    started: Instant,
+    seed: u64,
+    direct: Client,
+    proxy: FaultProxy,
+    table: String,
+    rng: fastrand::Rng,
+}
+
+/// The case of test `name` (as [`chaos_seed`] names it), over a new table `prefix`.
+async fn case(name: &str, prefix: &str, tag: &[u8]) -> Case {
+    let one_at_a_time = CHAOS_SERIAL.lock().await;
+    let started = Instant::now();
+    let seed = chaos_seed(name);
+    let direct = client().await;
+    let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
+    let table = new_table(&direct, prefix, |_| {}).await;
+    Case {
+        _one_at_a_time: one_at_a_time,
+        started,
+        seed,
+        direct,
+        proxy,
+        table,
+        rng: fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(tag)),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -607,14 +642,10 @@ const OLD_LOOKBACK: u32 = 15;
 /// refused for this layout, and would have left ttls between runs in windows no run reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived_lookback() {
-    let _one_at_a_time = CHAOS_SERIAL.lock().await;
-    let started = Instant::now();
-    let seed = chaos_seed("chaos_narrow");
+    let mut case = case("chaos_narrow", "chaos_narrow", b"narrow windows").await;
+    let (seed, direct, proxy, table) = (case.seed, &case.direct, &case.proxy, &case.table);
+    let rng = &mut case.rng;
     let rate = 0.3;
-    let direct = client().await;
-    let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
-    let table = new_table(&direct, "chaos_narrow", |_| {}).await;
-    let mut rng = fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(b"narrow windows"));
     // The runs a minute before NOW, at NOW and a minute after, each started up to 10 s late.
     let runs: Vec<Timestamp> = (-1..=1)
         .map(|k| Timestamp::from_millis((NOW + 60 * k) * 1000 + rng.i64(0..10_000)))
@@ -628,10 +659,10 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
     for i in 0..40 {
         add(format!("later-{i}"), NOW + 70 + rng.i64(0..120));
     }
-    put_many(&direct, &table, items).await;
+    put_many(direct, table, items).await;
 
     let cfg = config(
-        &table,
+        table,
         &[("WINDOW_SECONDS", "3"), ("DELETE_MODE", "conditional")],
     );
     let store = support::store(proxied_client(&proxy.endpoint));
@@ -646,7 +677,7 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
         ),
         ..CaseRow::default()
     };
-    let mut before = id_set(&direct, &table).await;
+    let mut before = id_set(direct, table).await;
     // The expired items left after a run's sweep once the faults stopped.
     let mut left_due = HashSet::new();
     for (k, &at) in runs.iter().enumerate() {
@@ -659,7 +690,7 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
             proxy.set_plan(plan);
             let report = sweeper.sweep(at, &Stop::never()).await;
             proxy.wait_idle().await;
-            let after = id_set(&direct, &table).await;
+            let after = id_set(direct, table).await;
             let label = format!("narrow windows, run {k} at {at} ({what})");
             row.add(
                 &report,
@@ -671,8 +702,6 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
     }
     let still_due = left_due.len();
     let last = *runs.last().unwrap();
-    row.requests = proxy.stats.requests();
-    row.faults = proxy.stats.faults_total();
     row.wrongly_deleted = ttls
         .iter()
         .filter(|(id, (ttl, _))| !last.is_after_ttl(*ttl as f64) && !before.contains(*id))
@@ -705,16 +734,8 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
         between.len(),
         cfg.lookback_windows
     );
-    row.seconds = started.elapsed().as_secs_f64();
-    row.publish(1);
-
-    assert_eq!(
-        still_due, 0,
-        "seed {seed}: expired items survived a fault-free sweep: {row:?}"
-    );
-    assert_eq!(row.lost, 0, "seed {seed}: {row:?}");
-    assert_eq!(row.wrongly_deleted, 0, "seed {seed}: {row:?}");
-    assert!(row.faults > 0, "seed {seed}: no fault injected: {row:?}");
+    row.finish(&case, 1);
+    row.assert_sound(seed, still_due);
     // The lookback is the one derived from the schedule, and the old fixed one is refused by
     // name: it would have left ttls unread.
     assert_eq!(
@@ -745,15 +766,11 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
 /// deleted or reported, and every report says how far the clock was ahead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
-    let _one_at_a_time = CHAOS_SERIAL.lock().await;
-    let started = Instant::now();
-    let seed = chaos_seed("chaos_a_host");
+    let mut case = case("chaos_a_host", "chaos_fast_clock", b"fast clock").await;
+    let (seed, direct, proxy, table) = (case.seed, &case.direct, &case.proxy, &case.table);
+    let rng = &mut case.rng;
     let rate = 0.3;
     let ahead = Duration::from_secs(120);
-    let direct = client().await;
-    let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
-    let table = new_table(&direct, "chaos_fast_clock", |_| {}).await;
-    let mut rng = fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(b"fast clock"));
     let real = now();
     // 120 items expiring 30 to 150 s from now, 300 expired in the last ten minutes.
     let (mut items, mut ttls) = (Vec::new(), Ttls::new());
@@ -764,9 +781,9 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
     for i in 0..300 {
         add(format!("expired-{i}"), real - 1 - rng.i64(0..600));
     }
-    put_many(&direct, &table, items).await;
+    put_many(direct, table, items).await;
 
-    let cfg = config(&table, &[]);
+    let cfg = config(table, &[]);
     let store = support::store(proxied_client(&proxy.endpoint));
     // Opened as the CLI opens a table: the DescribeTable answer's Date bounds DynamoDB's clock.
     let schema = store.describe_config(&cfg).await.unwrap();
@@ -784,7 +801,7 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
         ),
         ..CaseRow::default()
     };
-    let mut before = id_set(&direct, &table).await;
+    let mut before = id_set(direct, table).await;
     let (mut clock_ahead, mut lead, mut still_due) = (Vec::new(), f64::MIN, 0);
     proxy.set_plan(seeded(seed, rate));
     // Sweeps under faults until nothing expired is left (at most MAX_SWEEPS), then one after
@@ -799,7 +816,7 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
         let mut report = sweeper.sweep(at, &Stop::never()).await;
         report.clock_ahead_ms = report.clock_ahead_ms.max(fast.take_ahead_ms());
         proxy.wait_idle().await;
-        let after = id_set(&direct, &table).await;
+        let after = id_set(direct, table).await;
         lead = lead.max(at.as_secs_f64() - real_before);
         clock_ahead.push(report.clock_ahead_ms);
         // DynamoDB's clock may be read up to SKEW_TOLERANCE (its Date's resolution) plus a round
@@ -826,8 +843,6 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
         faulted = due_left > 0 && n < MAX_SWEEPS;
     }
     let real_end = wall_clock();
-    row.requests = proxy.stats.requests();
-    row.faults = proxy.stats.faults_total();
     let not_expired: Vec<&String> = ttls
         .iter()
         .filter(|(_, (ttl, _))| *ttl as f64 > real_end)
@@ -846,16 +861,8 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
         not_expired.len() - row.wrongly_deleted,
         not_expired.len()
     );
-    row.seconds = started.elapsed().as_secs_f64();
-    row.publish(2);
-
-    assert_eq!(row.wrongly_deleted, 0, "seed {seed}: {row:?}");
-    assert_eq!(
-        still_due, 0,
-        "seed {seed}: expired items survived a fault-free sweep: {row:?}"
-    );
-    assert_eq!(row.lost, 0, "seed {seed}: {row:?}");
-    assert!(row.faults > 0, "seed {seed}: no fault injected: {row:?}");
+    row.finish(&case, 2);
+    row.assert_sound(seed, still_due);
     assert!(
         lead <= SKEW_TOLERANCE.as_secs_f64() + 1.0,
         "seed {seed}: a sweep ran {lead:.1} s ahead of the real clock: {row:?}"
@@ -876,14 +883,10 @@ const TICK_RUN: Duration = Duration::from_secs(24);
 /// sweep is deleted or reported, and the merged report stays bounded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bounded() {
-    let _one_at_a_time = CHAOS_SERIAL.lock().await;
-    let started = Instant::now();
-    let seed = chaos_seed("chaos_ticks");
+    let mut case = case("chaos_ticks", "chaos_ticks", b"ticks").await;
+    let (seed, direct, proxy, table) = (case.seed, &case.direct, &case.proxy, &case.table);
+    let rng = &mut case.rng;
     let rate = 0.1;
-    let direct = client().await;
-    let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
-    let table = new_table(&direct, "chaos_ticks", |_| {}).await;
-    let mut rng = fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(b"ticks"));
     let start = now();
     let run = TICK_RUN.as_secs() as i64;
     // Four items a second expiring from 4 s from now to 4 s past the end of the run, 60 expired
@@ -899,13 +902,13 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     for i in 0..30 {
         add(format!("later-{i}"), start + 120 + rng.i64(0..600));
     }
-    put_many(&direct, &table, items).await;
+    put_many(direct, table, items).await;
 
     let store = Instrumented::new(support::store(proxied_client(&proxy.endpoint)));
-    let sweeper = sweeper_over(&config(&table, &[]), |_| store)
+    let sweeper = sweeper_over(&config(table, &[]), |_| store)
         .await
         .with_wall_clock(Arc::new(clock));
-    let before = id_set(&direct, &table).await;
+    let before = id_set(direct, table).await;
     proxy.set_plan(seeded(seed, rate));
     let ticks = Ticks {
         every: Duration::from_secs(1),
@@ -922,7 +925,7 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     .await;
     proxy.wait_idle().await;
     let run_seconds = run_started.elapsed().as_secs_f64();
-    let after = id_set(&direct, &table).await;
+    let after = id_set(direct, table).await;
     let mut row = CaseRow {
         case: "ticks",
         setup: format!(
@@ -972,7 +975,7 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     // Once the faults stop, one sweep as of the last instant leaves nothing expired.
     proxy.set_plan(Plan::Pass);
     let cleanup = sweeper.sweep(last, &Stop::never()).await;
-    let end = id_set(&direct, &table).await;
+    let end = id_set(direct, table).await;
     let (reported, lost) = check(
         seed,
         "ticks, clean-up",
@@ -983,8 +986,6 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
     );
     row.add(&cleanup, (reported, lost));
     let still_due = end.iter().filter(|id| last.is_after_ttl(ttl(id))).count();
-    row.requests = proxy.stats.requests();
-    row.faults = proxy.stats.faults_total();
     row.checked = format!(
         "{} ticks and full sweeps in {run_seconds:.0} s, {expired_by_end} items expired by the last; items expiring during the run deleted ≤ {run_lag:.1} s after their ttl; merged report: {} failed keys (≤ {MAX_FAILED_KEYS}), {} errors (≤ {MAX_ERRORS}), {} lags for {} deleted; {} deleted before their ttl; {still_due} expired left after the faults stopped",
         report.ticks,
@@ -994,20 +995,13 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
         report.items_deleted,
         early.len()
     );
-    row.seconds = started.elapsed().as_secs_f64();
-    row.publish(3);
-
-    assert_eq!(row.wrongly_deleted, 0, "seed {seed}: {row:?}");
+    row.finish(&case, 3);
+    row.assert_sound(seed, still_due);
     assert!(
         early.is_empty(),
         "seed {seed}: {} items deleted before their ttl (id, seconds early), e.g. {:?}",
         early.len(),
         &early[..early.len().min(5)]
-    );
-    assert_eq!(row.lost, 0, "seed {seed}: {row:?}: {}", brief(&report));
-    assert_eq!(
-        still_due, 0,
-        "seed {seed}: expired items survived a fault-free sweep: {row:?}"
     );
     assert!(
         accounted <= removed.len() as u64 && removed.len() as u64 <= accounted + failed_but_gone,
@@ -1016,7 +1010,6 @@ async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bou
         removed.len(),
         brief(&report)
     );
-    assert!(row.faults > 0, "seed {seed}: no fault injected: {row:?}");
     assert!(
         report.ticks as u64 >= TICK_RUN.as_secs() / 4,
         "seed {seed}: only {} sweeps in {run_seconds:.0} s",

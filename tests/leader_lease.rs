@@ -200,12 +200,7 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
     for i in 0..10 {
         store.put(&format!("old-{i}"), (now - 5 - i) as f64);
     }
-    let time = Arc::new(Bounds {
-        t0,
-        base: Timestamp::from_secs(now),
-        ahead: Duration::from_millis(500),
-        behind: Duration::from_millis(500),
-    });
+    let time = bounds(t0, 500, 500);
     // Another Region holds it for another minute.
     store.set_lease(
         &lease_config("eu-west-1/other", 60).id,
@@ -279,12 +274,7 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
     for i in 0..5 {
         slow.put(&format!("old-{i}"), (now - 5 - i * 60) as f64);
     }
-    let time = Arc::new(Bounds {
-        t0: Instant::now(),
-        base: Timestamp::from_secs(now),
-        ahead: Duration::ZERO,
-        behind: Duration::ZERO,
-    });
+    let time = bounds(Instant::now(), 0, 0);
     let options = SweepOptions {
         lookback_windows: 5,
         max_concurrency: 1,
@@ -398,12 +388,17 @@ struct Region {
 }
 
 impl Region {
-    async fn start(name: &'static str, table: &str, checkpoint: &str) -> Region {
-        Region::start_with(name, table, checkpoint, None).await
+    /// East (`us-east-1`), which took the lease, and west (`eu-west-1`), standing by. East's
+    /// proxy answers every delete with `refuse` (after recording it), if any.
+    async fn pair(table: &str, checkpoint: &str, refuse: Option<Fault>) -> (Region, Region) {
+        let east = Region::start("us-east-1", table, checkpoint, refuse).await;
+        east.daemon.wait_for_log("took the lease from nobody");
+        let west = Region::start("eu-west-1", table, checkpoint, None).await;
+        west.daemon.wait_for_log("standing by");
+        (east, west)
     }
 
-    /// A Region whose proxy answers every delete with `refuse` (after recording it), if any.
-    async fn start_with(
+    async fn start(
         name: &'static str,
         table: &str,
         checkpoint: &str,
@@ -463,16 +458,43 @@ impl Region {
     fn deletes(&self) -> Vec<(std::time::Instant, Vec<String>)> {
         self.deletes.lock().unwrap().clone()
     }
+
+    /// When its first delete reached its proxy.
+    fn first_delete(&self) -> Option<std::time::Instant> {
+        self.deletes().iter().map(|(at, _)| *at).min()
+    }
+
+    /// When its lease writes reached its proxy, of those `keep` keeps.
+    fn lease_writes(&self, keep: impl Fn(&std::time::Instant) -> bool) -> Vec<std::time::Instant> {
+        let writes = self.lease_writes.lock().unwrap();
+        writes.iter().copied().filter(keep).collect()
+    }
+}
+
+/// Waits (`tries` times 100 ms at most) until none of `ids` is in `table`; the ids left.
+async fn wait_gone(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    ids: &[String],
+    tries: usize,
+) -> Vec<String> {
+    let mut left = ids.to_vec();
+    for _ in 0..tries {
+        let present = id_set(client, table).await;
+        left.retain(|id| present.contains(id));
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    left
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_region_sweeps_and_the_other_takes_over_within_the_lease_after_a_sigkill() {
     let (client, table) = simple_table("lease").await;
     let checkpoint = checkpoint_table(&client, "leasecp").await;
-    let mut east = Region::start("us-east-1", &table, &checkpoint).await;
-    east.daemon.wait_for_log("took the lease from nobody");
-    let west = Region::start("eu-west-1", &table, &checkpoint).await;
-    west.daemon.wait_for_log("standing by");
+    let (mut east, west) = Region::pair(&table, &checkpoint, None).await;
 
     // Two items expire every second for 30 s, from 4 s on; fifty live for an hour.
     let start = now();
@@ -494,19 +516,7 @@ async fn one_region_sweeps_and_the_other_takes_over_within_the_lease_after_a_sig
     east.daemon.signal(libc::SIGKILL);
 
     // West takes over; everything due goes.
-    let mut left = HashSet::new();
-    for _ in 0..600 {
-        let present = id_set(&client, &table).await;
-        left = expiring
-            .iter()
-            .filter(|id| present.contains(*id))
-            .cloned()
-            .collect();
-        if left.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let left = wait_gone(&client, &table, &expiring, 600).await;
     assert!(left.is_empty(), "expired items left: {left:?}");
     let present = id_set(&client, &table).await;
     for i in 0..50 {
@@ -519,10 +529,8 @@ async fn one_region_sweeps_and_the_other_takes_over_within_the_lease_after_a_sig
     let east_deletes = east.deletes();
     let west_deletes = west.deletes();
     let last_east = east_deletes.iter().map(|(at, _)| *at).max().unwrap();
-    let first_west = west_deletes
-        .iter()
-        .map(|(at, _)| *at)
-        .min()
+    let first_west = west
+        .first_delete()
         .expect("west deleted after the takeover");
     assert!(
         last_east < first_west,
@@ -530,24 +538,10 @@ async fn one_region_sweeps_and_the_other_takes_over_within_the_lease_after_a_sig
         last_east - first_west
     );
     assert!(first_west > killed_at, "west deleted while east lived");
-    let took = west
-        .lease_writes
-        .lock()
-        .unwrap()
-        .iter()
-        .copied()
-        .filter(|at| *at > killed_at)
-        .min()
-        .expect("west wrote the lease");
-    let renewed = east
-        .lease_writes
-        .lock()
-        .unwrap()
-        .iter()
-        .copied()
-        .filter(|at| *at < killed_at)
-        .max()
-        .expect("east wrote the lease");
+    let took = west.lease_writes(|at| *at > killed_at).into_iter().min();
+    let took = took.expect("west wrote the lease");
+    let renewed = east.lease_writes(|at| *at < killed_at).into_iter().max();
+    let renewed = renewed.expect("east wrote the lease");
     let failover = first_west - killed_at;
     eprintln!(
         "failover: east renewed the lease last {:.2} s before it was killed; west wrote the \
@@ -613,6 +607,12 @@ fn region_sweeper(
         .with_lease(Lease::new(lease, bounds(t0, 0, 0)))
 }
 
+/// East's sweeper of `sessions` over `store`, with a lease of 30 s ([`region_sweeper`]).
+fn east_sweeper(store: &Arc<MemStore>, t0: Instant) -> Sweeper<Arc<MemStore>> {
+    let config = region_config("sessions", 30, &[]);
+    region_sweeper(store.clone(), &config, "us-east-1/sweeper", t0)
+}
+
 const ARN: &str = "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions";
 
 #[tokio::test(start_paused = true)]
@@ -621,12 +621,7 @@ async fn a_table_named_by_name_in_one_region_and_by_arn_in_another_has_one_lease
     let now = 1_800_000_000;
     let east_store = Arc::new(MemStore::new(Layout::default()).starting_at(now));
     let west_store = Arc::new(east_store.sharing(Layout::default()));
-    let east = region_sweeper(
-        east_store.clone(),
-        &region_config("sessions", 30, &[]),
-        "us-east-1/sweeper",
-        t0,
-    );
+    let east = east_sweeper(&east_store, t0);
     let west = region_sweeper(
         west_store.clone(),
         &region_config(ARN, 30, &[]),
@@ -675,12 +670,7 @@ async fn a_sweeper_of_another_layout_does_not_sweep_beside_the_holder() {
         ..Layout::default()
     };
     let west_store = Arc::new(east_store.sharing(wide));
-    let east = region_sweeper(
-        east_store.clone(),
-        &region_config("sessions", 30, &[]),
-        "us-east-1/sweeper",
-        t0,
-    );
+    let east = east_sweeper(&east_store, t0);
     let west_config = region_config(ARN, 30, &[("WINDOW_SECONDS", "300")]);
     let west = region_sweeper(west_store.clone(), &west_config, "eu-west-1/sweeper", t0);
     let at = Timestamp::from_secs(now);
@@ -804,22 +794,16 @@ async fn a_lease_given_up_is_not_renewed_by_another_invocation_of_the_same_deplo
     let first = Lease::new(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
     let second = Lease::new(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
     // The first's sweeps fail; the second's, later, do not, and it renews.
+    let deleting = |deletes| SweepHealth {
+        reads: Some(true),
+        deletes: Some(deletes),
+    };
     assert!(first.check(&store, &Stop::never()).await.is_ok());
-    first
-        .swept(SweepHealth {
-            reads: Some(true),
-            deletes: Some(false),
-        })
-        .await;
+    first.swept(deleting(false)).await;
     assert!(second.check(&store, &Stop::never()).await.is_ok());
     tokio::time::advance(Duration::from_secs(4)).await;
     assert!(second.check(&store, &Stop::never()).await.is_ok());
-    second
-        .swept(SweepHealth {
-            reads: Some(true),
-            deletes: Some(true),
-        })
-        .await;
+    second.swept(deleting(true)).await;
     let renewed = store.lease().unwrap().expires_at;
     tokio::time::advance(Duration::from_secs(6)).await;
     let given_up = first.check(&store, &Stop::never()).await.unwrap_err();
@@ -860,10 +844,7 @@ async fn a_holder_whose_deletes_are_refused_gives_the_lease_up_and_the_standby_d
         "AccessDeniedException",
         "not authorized to perform dynamodb:BatchWriteItem (injected by the test)",
     );
-    let east = Region::start_with("us-east-1", &table, &checkpoint, Some(refuse)).await;
-    east.daemon.wait_for_log("took the lease from nobody");
-    let west = Region::start("eu-west-1", &table, &checkpoint).await;
-    west.daemon.wait_for_log("standing by");
+    let (east, west) = Region::pair(&table, &checkpoint, Some(refuse)).await;
 
     // Two items expire every second for 10 s, from 2 s on; twenty live for an hour.
     let start = now();
@@ -872,15 +853,7 @@ async fn a_holder_whose_deletes_are_refused_gives_the_lease_up_and_the_standby_d
     items.extend(sessions("live", 20, |i| start + 3600 + i));
     put_items(&client, &table, items).await;
 
-    let mut left = expiring.clone();
-    for _ in 0..400 {
-        let present = id_set(&client, &table).await;
-        left.retain(|id| present.contains(id));
-        if left.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let left = wait_gone(&client, &table, &expiring, 400).await;
     let east_log = east.daemon.log_text();
     let west_log = west.daemon.log_text();
     assert!(
@@ -906,25 +879,12 @@ async fn a_holder_whose_deletes_are_refused_gives_the_lease_up_and_the_standby_d
         "{west_log}"
     );
     let east_deletes = east.deletes();
-    let first_refused = east_deletes
-        .iter()
-        .map(|(at, _)| *at)
-        .min()
-        .expect("east sent deletes (refused)");
-    let took = west
-        .lease_writes
-        .lock()
-        .unwrap()
-        .iter()
-        .copied()
-        .filter(|at| *at > released)
-        .min()
-        .expect("west wrote the lease");
+    let first_refused = east.first_delete().expect("east sent deletes (refused)");
+    let took = west.lease_writes(|at| *at > released).into_iter().min();
+    let took = took.expect("west wrote the lease");
     let west_deletes = west.deletes();
-    let first_west = west_deletes
-        .iter()
-        .map(|(at, _)| *at)
-        .min()
+    let first_west = west
+        .first_delete()
         .expect("west deleted after the takeover");
     eprintln!(
         "east's first delete was refused; it gave the lease up {:.2} s later; west wrote the \
@@ -954,13 +914,7 @@ async fn a_holder_whose_deletes_are_refused_gives_the_lease_up_and_the_standby_d
     );
     // West sent nothing while east held the lease, and east took it back no more.
     assert!(first_west > released);
-    let east_after = east
-        .lease_writes
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|at| **at > released)
-        .count();
+    let east_after = east.lease_writes(|at| *at > released).len();
     assert_eq!(east_after, 0, "east wrote the lease after giving it up");
 }
 

@@ -20,15 +20,13 @@ use ttl_sweeper::store::{Key, Store};
 
 /// Watches `table` with a full scan every 50 ms and records, for each of the items of `ttls`,
 /// the wall clock (epoch seconds) at the end of the first scan that no longer lists it: an upper
-/// bound on its deletion time, at most a scan and 50 ms late. Stops when the flag is set.
+/// bound on its deletion time, at most a scan and 50 ms late. Stops when the function it returns
+/// is called, whose task yields the times.
 fn watch_deletions(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
     ttls: &HashMap<String, i64>,
-) -> (
-    Arc<AtomicBool>,
-    tokio::task::JoinHandle<HashMap<String, f64>>,
-) {
+) -> impl FnOnce() -> tokio::task::JoinHandle<HashMap<String, f64>> {
     let (client, table) = (client.clone(), table.to_owned());
     let ids: Vec<String> = ttls.keys().cloned().collect();
     let done = Arc::new(AtomicBool::new(false));
@@ -47,7 +45,10 @@ fn watch_deletions(
         }
         gone
     });
-    (flag, watcher)
+    move || {
+        flag.store(true, Ordering::SeqCst);
+        watcher
+    }
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -99,11 +100,10 @@ async fn one_second_ticks_delete_each_item_within_three_quarters_of_a_second_of_
     put_items(&client, &table, items).await;
 
     let ticks = ticks_for(Duration::from_secs(26));
-    let (done, watcher) = watch_deletions(&client, &table, &ttls);
+    let stop_watching = watch_deletions(&client, &table, &ttls);
     let from = Timestamp::from_secs(start);
     let report = run_ticks(&sweeper, from, &clock, &ticks, &Stop::never(), |_| {}).await;
-    done.store(true, Ordering::SeqCst);
-    let gone = watcher.await.unwrap();
+    let gone = stop_watching().await.unwrap();
 
     assert!(report.is_success(), "{report:?}");
     assert_eq!(removed(&report), 20, "{report:?}");
@@ -165,7 +165,7 @@ async fn the_lambda_under_a_jittered_schedule_hands_over_without_leaving_items_b
     let mut items: Vec<Key> = ttls.iter().map(|(id, ttl)| session(id, *ttl)).collect();
     items.extend(sessions("later", 5, |_| first + 600));
     put_items(&client, &table, items).await;
-    let (done, watcher) = watch_deletions(&client, &table, &ttls);
+    let stop_watching = watch_deletions(&client, &table, &ttls);
     let plan = api.run_schedule(&Schedule {
         first,
         period: Duration::from_secs(PERIOD as u64),
@@ -185,8 +185,7 @@ async fn the_lambda_under_a_jittered_schedule_hands_over_without_leaving_items_b
         }
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
-    done.store(true, Ordering::SeqCst);
-    let gone = watcher.await.unwrap();
+    let gone = stop_watching().await.unwrap();
     let run = api.stop();
 
     let lags = lags_of(&ttls, &gone);

@@ -67,6 +67,23 @@ fn assert_sent_fresh(store: &MemStore, report: &SweepReport) {
     );
 }
 
+/// Sweeps at `T0` while the application writes the keys `ids` again, live for an hour, `after_s`
+/// seconds into the sweep; asserts [`assert_sent_fresh`]. The report and the rewritten keys the
+/// sweep destroyed.
+async fn sweep_rewriting(
+    sweeper: &Sweeper<Arc<MemStore>>,
+    after_s: u64,
+    ids: Vec<String>,
+) -> (SweepReport, Vec<String>) {
+    let store = sweeper.store();
+    let writer = store.put_at(Duration::from_secs(after_s), ids, (T0 + 3_600) as f64);
+    let report = sweeper.sweep_at(T0).await;
+    writer.await.unwrap();
+    assert_sent_fresh(store, &report);
+    let destroyed = store.destroyed_live.lock().unwrap().clone();
+    (report, destroyed)
+}
+
 /// Sweep options with a checkpoint and `lookback` windows.
 fn checkpointed(lookback: u32) -> SweepOptions {
     SweepOptions {
@@ -150,19 +167,10 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
     // 4 s into the sweep the application deletes and writes again every tenth key, with a ttl
     // an hour ahead.
     let rewritten: Vec<String> = (0..3_000).step_by(10).map(|i| format!("k{i:04}")).collect();
-    let writer = store.put_at(
-        Duration::from_secs(4),
-        rewritten.clone(),
-        (T0 + 3_600) as f64,
-    );
-    let report = sweeper.sweep_at(T0).await;
-    writer.await.unwrap();
-
-    assert_sent_fresh(&store, &report);
+    let (report, destroyed) = sweep_rewriting(&sweeper, 4, rewritten.clone()).await;
     // So a rewritten key can be destroyed only if it was read within the bound (plus the
     // request's own time) before the rewrite; the others all survive. (Before the check on
     // every send: 269 of the 300 rewritten keys destroyed.)
-    let destroyed = store.destroyed_live.lock().unwrap().clone();
     let listed = store.listed_at.lock().unwrap().clone();
     let rewrite_at = started + Duration::from_secs(4);
     for id in &destroyed {
@@ -203,11 +211,7 @@ async fn batch_mode_deletes_nothing_the_table_has_refreshed_while_the_index_lags
         refreshed
             .iter()
             .for_each(|id| store.put(id, (T0 + 3_600) as f64));
-        let options = SweepOptions {
-            delete_mode,
-            ..SweepOptions::default()
-        };
-        let sweeper = mem_sweeper(store.clone(), options);
+        let sweeper = mem_sweeper(store.clone(), options_of(delete_mode));
         let report = sweeper.sweep_at(T0).await;
         let destroyed = store.destroyed_live.lock().unwrap().len();
         assert_eq!(
@@ -215,13 +219,7 @@ async fn batch_mode_deletes_nothing_the_table_has_refreshed_while_the_index_lags
             "{delete_mode}: live items destroyed; {report:?}"
         );
         assert_eq!(store.ids(), refreshed, "{delete_mode}: {report:?}");
-        assert_eq!(report.items_deleted, 5_760, "{delete_mode}: {report:?}");
-        assert_eq!(report.items_skipped, 640, "{delete_mode}: {report:?}");
-        assert_eq!(
-            report.items_failed + report.items_left,
-            0,
-            "{delete_mode}: {report:?}"
-        );
+        report.assert_fields("items_deleted=5760 items_skipped=640 items_failed=0 items_left=0");
     }
 }
 
@@ -242,23 +240,13 @@ async fn a_key_listed_twice_goes_once_and_fails_no_chunk() {
             )
             .list_again(2, "k03");
         put_expired(&store, 20, 2);
-        let options = SweepOptions {
-            delete_mode,
-            ..SweepOptions::default()
-        };
-        let sweeper = mem_sweeper(Arc::new(store), options);
+        let sweeper = mem_sweeper(Arc::new(store), options_of(delete_mode));
         let report = sweeper.sweep_at(T0).await;
         assert!(
             sweeper.store().ids().is_empty(),
             "{delete_mode}: {report:?}"
         );
-        assert_eq!(report.items_found, 21, "{delete_mode}: {report:?}");
-        assert_eq!(report.items_deleted, 20, "{delete_mode}: {report:?}");
-        assert_eq!(
-            report.items_failed + report.items_left,
-            0,
-            "{delete_mode}: {report:?}"
-        );
+        report.assert_fields("items_found=21 items_deleted=20 items_failed=0 items_left=0");
     }
 }
 
@@ -279,15 +267,7 @@ async fn batch_mode_checks_every_key_again_after_a_slow_pass() {
     put_expired(&store, 40, 2);
     let sweeper = mem_sweeper(store.clone(), one_at_a_time(Some(30)));
     let rewrite_at = started + Duration::from_secs(7);
-    let writer = store.put_at(
-        Duration::from_secs(7),
-        vec!["k35".into()],
-        (T0 + 3_600) as f64,
-    );
-    let report = sweeper.sweep_at(T0).await;
-    writer.await.unwrap();
-    assert_sent_fresh(&store, &report);
-    let destroyed = store.destroyed_live.lock().unwrap().clone();
+    let (report, destroyed) = sweep_rewriting(&sweeper, 7, vec!["k35".into()]).await;
     let read = store.table_read_at.lock().unwrap().clone();
     for id in &destroyed {
         let before = read.get(id).map(|at| rewrite_at.duration_since(*at));
@@ -302,7 +282,7 @@ async fn batch_mode_checks_every_key_again_after_a_slow_pass() {
         vec![]
     };
     assert_eq!(store.ids(), left, "{report:?}");
-    assert_eq!(report.items_failed + report.items_left, 0, "{report:?}");
+    report.assert_fields("items_failed=0 items_left=0");
 }
 
 #[tokio::test(start_paused = true)]
@@ -323,7 +303,7 @@ async fn a_key_read_again_counts_as_read_when_the_read_was_asked_not_when_it_ans
     assert_sent_fresh(&store, &report);
     assert!(report.items_reread > 0, "{report:?}");
     assert!(store.ids().is_empty(), "{report:?}");
-    assert_eq!(report.items_failed + report.items_left, 0, "{report:?}");
+    report.assert_fields("items_failed=0 items_left=0");
 }
 
 #[tokio::test(start_paused = true)]
@@ -336,8 +316,7 @@ async fn an_unprocessed_key_named_unlike_any_key_sent_is_sent_again_not_counted_
     let report = sweeper.sweep_at(T0).await;
     let left = store.ids();
     assert!(left.is_empty(), "left: {left:?}; {report:?}");
-    assert_eq!(report.items_deleted, 25, "{report:?}");
-    assert_eq!(report.items_failed + report.items_left, 0, "{report:?}");
+    report.assert_fields("items_deleted=25 items_failed=0 items_left=0");
     assert_eq!(store.batch_calls.lock().unwrap().len(), 2, "{report:?}");
 }
 
@@ -357,15 +336,14 @@ async fn a_sweep_holds_no_more_keys_than_its_read_ahead_whatever_the_pages() {
                 .for_each(|i| store.put(&format!("k{w:02}{i:04}"), (T0 - 60 * w - 30) as f64));
         }
         let options = SweepOptions {
-            delete_mode,
             max_concurrency: 4,
             lookback_windows: 16,
-            ..SweepOptions::default()
+            ..options_of(delete_mode)
         };
         let sweeper = mem_sweeper(store.clone(), options);
         let report = sweeper.sweep_at(T0).await;
         assert!(store.ids().is_empty(), "{delete_mode}: {report:?}");
-        assert_eq!(report.items_deleted, 32_000, "{delete_mode}: {report:?}");
+        report.assert_fields("items_deleted=32000");
         let budget = ttl_sweeper::engine::READ_AHEAD_ROUNDS * 25 * (4 + 1);
         let held = store.max_outstanding.load(SeqCst);
         let within = held <= budget;
@@ -839,15 +817,13 @@ async fn an_expiry_index_entry_stays_until_its_item_is_judged() {
         (0..30).for_each(|i| store.index(&format!("k{i:02}"), &format!("{i}")));
         assert_eq!(store.entry_count(), 30);
         let options = SweepOptions {
-            delete_mode,
             max_retries: 1,
-            ..SweepOptions::default()
+            ..options_of(delete_mode)
         };
         let sweeper = mem_sweeper(store.clone(), options);
         let failed = sweeper.sweep_at(T0).await;
-        assert_eq!(failed.items_deleted, 0, "{delete_mode}: {failed:?}");
+        failed.assert_fields("items_deleted=0 index_entries_removed=0");
         assert!(failed.items_failed > 0, "{delete_mode}: {failed:?}");
-        assert_eq!(failed.index_entries_removed, 0, "{delete_mode}: {failed:?}");
         assert_eq!(store.entry_count(), 30, "{delete_mode}");
 
         // A shutdown while the keys wait to be sent (batch mode's confirming read, or a send
@@ -892,8 +868,7 @@ async fn an_expiry_index_entry_stays_until_its_item_is_judged() {
         store.put("k05", (T0 + 600) as f64); // extended: its entry deletes nothing
         let sweeper = mem_sweeper(store.clone(), options_of(delete_mode));
         let done = sweeper.sweep_at(T0).await;
-        assert_eq!(done.items_deleted, 29, "{delete_mode}: {done:?}");
-        assert_eq!(done.index_entries_removed, 30, "{delete_mode}: {done:?}");
+        done.assert_fields("items_deleted=29 index_entries_removed=30");
         assert_eq!(store.entry_count(), 0, "{delete_mode}");
         assert_eq!(store.ids(), ["k05"], "{delete_mode}");
     }

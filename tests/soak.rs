@@ -402,82 +402,76 @@ struct Write {
     started: f64,
 }
 
-async fn rewrite(
+/// Writes key `id` as `action` says, the live item carrying `marker`.
+async fn write(
+    action: Action,
     client: &Client,
     table: &str,
     shards: Option<u32>,
     id: &str,
     marker: &str,
 ) -> Write {
-    let old = client
-        .delete_item()
-        .table_name(table)
-        .set_key(Some(id_key(id)))
-        .return_values(ReturnValue::AllOld)
-        .send()
-        .await
-        .expect("writer delete");
-    let found_original = old.attributes.is_some_and(|a| {
-        a.get("marker")
-            .and_then(|m| m.as_s().ok())
-            .map(String::as_str)
-            == Some("orig")
-    });
-    let started = wall_clock();
-    let ttl = started as i64 + 3600;
-    put_one(client, table, marked(id, ttl, shards, marker)).await;
-    Write {
-        id: id.into(),
-        action: Action::Rewrite,
-        found_original,
-        live: true,
-        marker: marker.into(),
-        started,
-    }
-}
-
-async fn extend(
-    client: &Client,
-    table: &str,
-    shards: Option<u32>,
-    id: &str,
-    marker: &str,
-) -> Write {
-    let started = wall_clock();
-    let ttl = started as i64 + 3600;
-    let update = client
-        .update_item()
-        .table_name(table)
-        .set_key(Some(id_key(id)))
-        .condition_expression("attribute_exists(id)")
-        .expression_attribute_names("#t", "ttl")
-        .expression_attribute_names("#m", "marker")
-        .expression_attribute_values(":t", AV::N(ttl.to_string()))
-        .expression_attribute_values(":m", AV::S(marker.into()));
-    // The window moves with the ttl; a writer of a table swept through an expiry index table
-    // sets only the ttl.
-    let update = match shards {
-        Some(shards) => update
-            .update_expression("SET #t = :t, #w = :w, #m = :m")
-            .expression_attribute_names("#w", "expirationWindow")
-            .expression_attribute_values(":w", AV::S(window_attr(id, ttl, shards))),
-        None => update.update_expression("SET #t = :t, #m = :m"),
-    };
-    let result = update.send().await;
-    let found = match result {
-        Ok(_) => true,
-        Err(e) => {
-            let e = e.into_service_error();
-            let condition_failed = e.is_conditional_check_failed_exception();
-            assert!(condition_failed, "writer update: {e:?}");
-            false
+    let (started, found_original) = match action {
+        Action::Rewrite => {
+            let old = client
+                .delete_item()
+                .table_name(table)
+                .set_key(Some(id_key(id)))
+                .return_values(ReturnValue::AllOld)
+                .send()
+                .await
+                .expect("writer delete");
+            let found = old.attributes.is_some_and(|a| {
+                a.get("marker")
+                    .and_then(|m| m.as_s().ok())
+                    .map(String::as_str)
+                    == Some("orig")
+            });
+            let started = wall_clock();
+            let ttl = started as i64 + 3600;
+            put_one(client, table, marked(id, ttl, shards, marker)).await;
+            (started, found)
+        }
+        Action::Extend => {
+            let started = wall_clock();
+            let ttl = started as i64 + 3600;
+            let update = client
+                .update_item()
+                .table_name(table)
+                .set_key(Some(id_key(id)))
+                .condition_expression("attribute_exists(id)")
+                .expression_attribute_names("#t", "ttl")
+                .expression_attribute_names("#m", "marker")
+                .expression_attribute_values(":t", AV::N(ttl.to_string()))
+                .expression_attribute_values(":m", AV::S(marker.into()));
+            // The window moves with the ttl; a writer of a table swept through an expiry index
+            // table sets only the ttl.
+            let update = match shards {
+                Some(shards) => update
+                    .update_expression("SET #t = :t, #w = :w, #m = :m")
+                    .expression_attribute_names("#w", "expirationWindow")
+                    .expression_attribute_values(":w", AV::S(window_attr(id, ttl, shards))),
+                None => update.update_expression("SET #t = :t, #m = :m"),
+            };
+            let found = match update.send().await {
+                Ok(_) => true,
+                Err(e) => {
+                    let e = e.into_service_error();
+                    assert!(
+                        e.is_conditional_check_failed_exception(),
+                        "writer update: {e:?}"
+                    );
+                    false
+                }
+            };
+            (started, found)
         }
     };
     Write {
         id: id.into(),
-        action: Action::Extend,
-        found_original: found,
-        live: found,
+        action,
+        found_original,
+        live: action == Action::Rewrite || found_original,
         marker: marker.into(),
         started,
     }
@@ -518,7 +512,7 @@ async fn writers(
             let (client, table, id) = (client.clone(), table.clone(), id.clone());
             let marker = format!("w{n}");
             tasks.push(tokio::spawn(async move {
-                rewrite(&client, &table, shards, &id, &marker).await
+                write(Action::Rewrite, &client, &table, shards, &id, &marker).await
             }));
         }
         for t in tasks {
@@ -560,12 +554,12 @@ async fn writers(
         touched.insert(pick.clone());
         n += 1;
         let marker = format!("w{n}");
-        let w = if rng.bool() {
-            rewrite(&client, &table, shards, &pick, &marker).await
+        let action = if rng.bool() {
+            Action::Rewrite
         } else {
-            extend(&client, &table, shards, &pick, &marker).await
+            Action::Extend
         };
-        log.push(w);
+        log.push(write(action, &client, &table, shards, &pick, &marker).await);
     }
     log
 }
@@ -935,12 +929,8 @@ fn check(
     let mut swept: Vec<&Original> = Vec::new();
     for o in originals {
         match writes.get(o.id.as_str()) {
-            None => {
-                if present.contains_key(&o.id) {
-                    continue;
-                }
-                swept.push(o);
-            }
+            None if present.contains_key(&o.id) => {}
+            None => swept.push(o),
             Some(w) => {
                 if !w.found_original {
                     swept.push(o);
@@ -1006,14 +996,11 @@ fn check(
     }
     row.deleted = swept.len();
     // (b) nothing expired left after the final sweep.
+    let expiring = final_at - 5.0 * 365.0 * 86_400.0..final_at;
     for (id, (ttl, _)) in present {
-        if let Some(ttl) = ttl {
-            if *ttl < final_at && *ttl >= final_at - 5.0 * 365.0 * 86_400.0 {
-                row.violation(
-                    'b',
-                    format!("{id} (ttl {ttl}) still there after the final sweep"),
-                );
-            }
+        if let Some(ttl) = ttl.filter(|t| expiring.contains(t)) {
+            let text = format!("{id} (ttl {ttl}) still there after the final sweep");
+            row.violation('b', text);
         }
     }
     // (c) events.
@@ -1080,6 +1067,22 @@ fn check(
 }
 
 // -------------------------------------------------------------------------------- the soak
+
+/// A fault proxy in front of `upstream` that fails `ops` at `rate` with any fault.
+async fn seeded_proxy(upstream: &str, seed: u64, rate: f64, ops: Vec<&'static str>) -> FaultProxy {
+    let faults = all_faults();
+    FaultProxy::start(
+        upstream,
+        DELAY,
+        Plan::Seeded {
+            seed,
+            rate,
+            ops,
+            faults,
+        },
+    )
+    .await
+}
 
 /// Seeded kill times: one in each of `kills` equal slots of the chaos phase, away from its ends.
 fn kill_times(seed: u64, kills: usize, t0: f64, until: f64) -> Vec<f64> {
@@ -1161,30 +1164,12 @@ async fn scenario(
         // The follower's reads of the stream too.
         ops.push("GetRecords");
     }
-    let db_faults = FaultProxy::start(
-        &db_rec.endpoint,
-        DELAY,
-        Plan::Seeded {
-            seed,
-            rate: DB_FAULT_RATE,
-            ops,
-            faults: all_faults(),
-        },
-    )
-    .await;
+    let db_faults = seeded_proxy(&db_rec.endpoint, seed, DB_FAULT_RATE, ops).await;
     // SQS: sweeper -> fault proxy -> recorder (slow sink) -> moto.
     let (sink_rec, sink_state) = recorder(&moto_endpoint, seed, Duration::ZERO, true).await;
-    let sink_faults = FaultProxy::start(
-        &sink_rec.endpoint,
-        DELAY,
-        Plan::Seeded {
-            seed: seed ^ 0x51c,
-            rate: SINK_FAULT_RATE,
-            ops: fault_proxy::SINK_BATCH_OPS.to_vec(),
-            faults: all_faults(),
-        },
-    )
-    .await;
+    let sink_ops = fault_proxy::SINK_BATCH_OPS.to_vec();
+    let sink_faults =
+        seeded_proxy(&sink_rec.endpoint, seed ^ 0x51c, SINK_FAULT_RATE, sink_ops).await;
     let mut env = settings(
         &spec,
         &table,
@@ -1368,7 +1353,6 @@ fn table(seed: u64, size: &Size, rows: &[Row]) -> String {
         "| scenario | runner | delete | events | throttle | 5xx | timeout | reset | lost | partial | sink faults | slow sink | slow batch | kills | timeouts | items | deleted | rewrites | extends | events | entries | batch-trusted | oldest read (s) | lost to kill | final sweeps | (a) | (b) | (c) | (d) |"
     );
     let _ = writeln!(t, "|{}", "---|".repeat(29));
-    let mut total = Row::default();
     for r in rows {
         let f = |k: &str| r.faults.get(k).copied().unwrap_or(0);
         let _ = writeln!(
@@ -1380,29 +1364,19 @@ fn table(seed: u64, size: &Size, rows: &[Row]) -> String {
             r.deleted, r.rewrites, r.extends, r.events_accepted, r.entries, r.batch_trusted,
             r.oldest_read, r.lost_to_kill, r.final_sweeps, r.a, r.b, r.c, r.d
         );
-        for (k, v) in &r.faults {
-            *total.faults.entry(k).or_default() += v;
-        }
-        total.sink_faults += r.sink_faults;
-        total.slowed_sink += r.slowed_sink;
-        total.kills += r.kills;
-        total.a += r.a;
-        total.b += r.b;
-        total.c += r.c;
-        total.d += r.d;
     }
+    let sum = |f: fn(&Row) -> u64| rows.iter().map(f).sum::<u64>();
+    let db_faults = sum(|r| r.faults.values().sum());
+    let (sink, slowed) = (sum(|r| r.sink_faults), sum(|r| r.slowed_sink));
     let _ = writeln!(
         t,
-        "\nfaults injected: {} (DynamoDB {}, sink {} failed + {} slowed); SIGKILLs: {}; violations: (a) {} (b) {} (c) {} (d) {}",
-        total.total_faults(),
-        total.faults.values().sum::<u64>(),
-        total.sink_faults,
-        total.slowed_sink,
-        total.kills,
-        total.a,
-        total.b,
-        total.c,
-        total.d
+        "\nfaults injected: {} (DynamoDB {db_faults}, sink {sink} failed + {slowed} slowed); SIGKILLs: {}; violations: (a) {} (b) {} (c) {} (d) {}",
+        sum(Row::total_faults),
+        sum(|r| r.kills as u64),
+        sum(|r| r.a as u64),
+        sum(|r| r.b as u64),
+        sum(|r| r.c as u64),
+        sum(|r| r.d as u64)
     );
     t
 }
@@ -1410,18 +1384,12 @@ fn table(seed: u64, size: &Size, rows: &[Row]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "the soak runs for minutes: `make soak`"]
 async fn soak() {
-    let seed = std::env::var("SOAK_SEED")
-        .ok()
-        .map(|s| s.trim().parse::<u64>().expect("SOAK_SEED: a whole number"))
-        .unwrap_or_else(|| fastrand::u64(..1_000_000));
-    let scale = std::env::var("SOAK_SCALE")
-        .ok()
-        .map(|s| {
-            s.trim()
-                .parse::<f64>()
-                .expect("SOAK_SCALE: a number such as 1 or 0.3")
-        })
-        .unwrap_or(1.0);
+    let var = |name| std::env::var(name).ok().map(|s| s.trim().to_owned());
+    let seed = var("SOAK_SEED").map(|s| s.parse().expect("SOAK_SEED: a whole number"));
+    let seed = seed.unwrap_or_else(|| fastrand::u64(..1_000_000));
+    let scale =
+        var("SOAK_SCALE").map(|s| s.parse().expect("SOAK_SCALE: a number such as 1 or 0.3"));
+    let scale: f64 = scale.unwrap_or(1.0);
     assert!(scale > 0.0 && scale <= 10.0, "SOAK_SCALE from 0 to 10");
     let size = Size::new(scale);
     eprintln!(

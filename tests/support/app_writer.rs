@@ -62,34 +62,33 @@ impl AppWriter {
 
     /// `UpdateItem` setting the ttl of an item (there) to `ttl`, and nothing else.
     pub async fn set_ttl(&mut self, id: &str, ttl: i64) {
-        let sent = wall_clock();
-        let update = self.client.update_item().table_name(&self.table);
-        update
-            .set_key(Some(id_key(id)))
-            .update_expression("SET #t = :t")
-            .expression_attribute_names("#t", "ttl")
-            .expression_attribute_values(":t", num(ttl))
-            .send()
-            .await
-            .expect("set ttl");
-        let mut item = self.last(id);
-        item.insert("ttl".into(), num(ttl));
-        self.wrote(id, sent, Some(item));
+        self.update_ttl(id, Some(ttl)).await;
     }
 
     /// `UpdateItem` removing the ttl of an item (there): it never expires.
     pub async fn remove_ttl(&mut self, id: &str) {
+        self.update_ttl(id, None).await;
+    }
+
+    /// `UpdateItem` setting the ttl of an item (there) to `ttl`, or removing it.
+    async fn update_ttl(&mut self, id: &str, ttl: Option<i64>) {
         let sent = wall_clock();
         let update = self.client.update_item().table_name(&self.table);
-        update
+        let update = update
             .set_key(Some(id_key(id)))
-            .update_expression("REMOVE #t")
-            .expression_attribute_names("#t", "ttl")
-            .send()
-            .await
-            .expect("remove ttl");
+            .expression_attribute_names("#t", "ttl");
+        let update = match ttl {
+            Some(ttl) => update
+                .update_expression("SET #t = :t")
+                .expression_attribute_values(":t", num(ttl)),
+            None => update.update_expression("REMOVE #t"),
+        };
+        update.send().await.expect("update ttl");
         let mut item = self.last(id);
-        item.remove("ttl");
+        match ttl {
+            Some(ttl) => item.insert("ttl".into(), num(ttl)),
+            None => item.remove("ttl"),
+        };
         self.wrote(id, sent, Some(item));
     }
 

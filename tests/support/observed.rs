@@ -126,98 +126,33 @@ impl<S: Store, O: Observer> Observed<S, O> {
     }
 }
 
-impl<S: Store, O: Observer> Store for Observed<S, O> {
-    async fn query_expired(
-        &self,
-        schema: &TableSchema,
-        partition: &str,
-        now: Timestamp,
-        start: Option<Key>,
-        limit: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        let answer = (self.inner).query_expired(schema, partition, now, start, limit);
-        self.observe(Call::QueryExpired { partition }, answer).await
-    }
+/// Each [`Store`] method: the call of `inner`, told to the observer as the [`Call`] after `=>`.
+macro_rules! forward {
+    ($(fn $name:ident($($arg:ident: $ty:ty),*) -> $out:ty => $call:expr;)*) => {
+        impl<S: Store, O: Observer> Store for Observed<S, O> {$(
+            async fn $name(&self, $($arg: $ty),*) -> Result<$out, StoreError> {
+                self.observe($call, self.inner.$name($($arg),*)).await
+            }
+        )*}
+    };
+}
 
-    async fn batch_delete(
-        &self,
-        schema: &TableSchema,
-        keys: &[&Key],
-    ) -> Result<Vec<Key>, StoreError> {
-        let answer = self.inner.batch_delete(schema, keys);
-        self.observe(Call::BatchDelete { keys }, answer).await
-    }
-
-    async fn delete_if_expired(
-        &self,
-        schema: &TableSchema,
-        key: Key,
-        ttl: &str,
-        now: Timestamp,
-        return_item: bool,
-    ) -> Result<(ConditionalOutcome, Option<Key>), StoreError> {
-        let answer = (self.inner).delete_if_expired(schema, key.clone(), ttl, now, return_item);
-        self.observe(Call::DeleteIfExpired { key: &key }, answer)
-            .await
-    }
-
-    async fn get_items(
-        &self,
-        schema: &TableSchema,
-        keys: Vec<Key>,
-        ttl_only: bool,
-    ) -> Result<Vec<Key>, StoreError> {
-        self.observe(Call::GetItems, self.inner.get_items(schema, keys, ttl_only))
-            .await
-    }
-
-    async fn write_entries(
-        &self,
-        schema: &TableSchema,
-        writes: Vec<EntryWrite>,
-    ) -> Result<Vec<EntryWrite>, StoreError> {
-        self.observe(Call::WriteEntries, self.inner.write_entries(schema, writes))
-            .await
-    }
-
-    async fn read_checkpoint(
-        &self,
-        table: &str,
-        id: &str,
-    ) -> Result<Option<Timestamp>, StoreError> {
-        self.observe(Call::ReadCheckpoint, self.inner.read_checkpoint(table, id))
-            .await
-    }
-
-    async fn advance_checkpoint(
-        &self,
-        table: &str,
-        id: &str,
-        to: Timestamp,
-        at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        let answer = self.inner.advance_checkpoint(table, id, to, at);
-        self.observe(Call::AdvanceCheckpoint, answer).await
-    }
-
-    async fn read_lease(&self, table: &str, id: &str) -> Result<Option<LeaseItem>, StoreError> {
-        self.observe(Call::ReadLease, self.inner.read_lease(table, id))
-            .await
-    }
-
-    async fn write_lease(
-        &self,
-        table: &str,
-        id: &str,
-        lease: &LeaseItem,
-        lapsed_before: Timestamp,
-    ) -> Result<bool, StoreError> {
-        let answer = self.inner.write_lease(table, id, lease, lapsed_before);
-        self.observe(Call::WriteLease, answer).await
-    }
-
-    async fn release_lease(&self, table: &str, id: &str, holder: &str) -> Result<bool, StoreError> {
-        let answer = self.inner.release_lease(table, id, holder);
-        self.observe(Call::ReleaseLease, answer).await
-    }
+// The key handed to `inner` is moved, so the call is told of a copy.
+forward! {
+    fn query_expired(schema: &TableSchema, partition: &str, now: Timestamp, start: Option<Key>,
+        limit: Option<i32>) -> Page => Call::QueryExpired { partition };
+    fn batch_delete(schema: &TableSchema, keys: &[&Key]) -> Vec<Key> => Call::BatchDelete { keys };
+    fn delete_if_expired(schema: &TableSchema, key: Key, ttl: &str, now: Timestamp,
+        return_item: bool) -> (ConditionalOutcome, Option<Key>)
+        => Call::DeleteIfExpired { key: &key.clone() };
+    fn get_items(schema: &TableSchema, keys: Vec<Key>, ttl_only: bool) -> Vec<Key> => Call::GetItems;
+    fn write_entries(schema: &TableSchema, writes: Vec<EntryWrite>) -> Vec<EntryWrite>
+        => Call::WriteEntries;
+    fn read_checkpoint(table: &str, id: &str) -> Option<Timestamp> => Call::ReadCheckpoint;
+    fn advance_checkpoint(table: &str, id: &str, to: Timestamp, at: Timestamp) -> bool
+        => Call::AdvanceCheckpoint;
+    fn read_lease(table: &str, id: &str) -> Option<LeaseItem> => Call::ReadLease;
+    fn write_lease(table: &str, id: &str, lease: &LeaseItem, lapsed_before: Timestamp) -> bool
+        => Call::WriteLease;
+    fn release_lease(table: &str, id: &str, holder: &str) -> bool => Call::ReleaseLease;
 }

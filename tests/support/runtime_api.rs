@@ -212,6 +212,25 @@ struct State {
     stopped: bool,
 }
 
+impl State {
+    /// Adds invocation `request_id`, waiting for its delivery: its index.
+    fn add(&mut self, request_id: String, scheduled: f64, delivered: f64) -> usize {
+        let idx = self.invocations.len();
+        self.by_id.insert(request_id.clone(), idx);
+        self.invocations.push(Invocation {
+            request_id,
+            scheduled,
+            delivered,
+            env: None,
+            start: None,
+            deadline: None,
+            end: None,
+            outcome: Outcome::Waiting,
+        });
+        idx
+    }
+}
+
 struct Inner {
     options: Options,
     state: Mutex<State>,
@@ -312,18 +331,7 @@ impl RuntimeApi {
                 // Millisecond delays, like every other time here.
                 let delivered = scheduled as f64 + (delay * 1000.0).round() / 1000.0;
                 let request_id = format!("{:08x}-{k:04}", rng.u32(..));
-                let idx = st.invocations.len();
-                st.by_id.insert(request_id.clone(), idx);
-                st.invocations.push(Invocation {
-                    request_id,
-                    scheduled: scheduled as f64,
-                    delivered,
-                    env: None,
-                    start: None,
-                    deadline: None,
-                    end: None,
-                    outcome: Outcome::Waiting,
-                });
+                let idx = st.add(request_id, scheduled as f64, delivered);
                 plan.push((idx, delivered));
                 planned.push((scheduled as f64, delivered));
             }
@@ -357,18 +365,8 @@ impl RuntimeApi {
             let mut st = self.inner.state();
             let (idx, now) = (st.invocations.len(), wall_clock());
             let request_id = format!("{:08x}-e{idx:04}", fastrand::u32(..));
-            st.by_id.insert(request_id.clone(), idx);
             st.events.insert(idx, event.to_string());
-            st.invocations.push(Invocation {
-                request_id,
-                scheduled: now,
-                delivered: now,
-                env: None,
-                start: None,
-                deadline: None,
-                end: None,
-                outcome: Outcome::Waiting,
-            });
+            st.add(request_id, now, now);
             st.queue.push_back(idx);
             dispatch(&self.inner, &mut st);
             idx
@@ -664,20 +662,14 @@ async fn handle(
 /// `GET .../invocation/next`: the environment is idle until an event arrives.
 async fn next(inner: &Arc<Inner>, env: usize) -> HttpResponse {
     let (tx, rx) = oneshot::channel();
-    let stopped = {
+    {
         let mut st = inner.state();
-        if st.stopped {
-            true
-        } else {
+        if !st.stopped {
             idle(inner, &mut st, env, tx);
-            false
         }
-    };
-    if stopped {
-        return std::future::pending().await;
     }
     let Ok(d) = rx.await else {
-        // Stopping, or this environment was replaced: never answered.
+        // Stopped (`tx` dropped unused), or this environment was replaced: never answered.
         return std::future::pending().await;
     };
     Response::builder()

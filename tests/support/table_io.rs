@@ -129,13 +129,6 @@ pub async fn exists(client: &Client, table: &str, id: &str) -> bool {
     get(client, table, id).await.is_some()
 }
 
-/// The window attribute of the item `id`: `None` when it has none or is gone.
-pub async fn window_of(client: &Client, table: &str, id: &str) -> Option<String> {
-    let item = get(client, table, id).await?;
-    item.get("expirationWindow")
-        .map(|w| w.as_s().unwrap().clone())
-}
-
 /// Every item in the table (a full scan).
 pub async fn scan_all(client: &Client, table: &str) -> Vec<Key> {
     let mut out = Vec::new();

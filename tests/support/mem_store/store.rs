@@ -14,22 +14,19 @@ use super::script::{take, Fault, Op, When};
 use super::{entry_id, id_of, key, note, refuse_repeats, ttl_of, Change, Items, MemStore, AV};
 
 impl MemStore {
-    /// [`Store::query_expired`] on the expiry index table: a strongly consistent read of the
-    /// entries of `partition` below the bound of `now`, as items with their entries.
-    async fn query_entries(
+    /// [`Store::query_expired`] on the expiry index table (call `n`): a strongly consistent read
+    /// of the entries of `partition` below the bound of `now`, as items with their entries.
+    fn query_entries(
         &self,
+        n: usize,
         schema: &TableSchema,
         partition: &str,
         now: Timestamp,
         start: Option<Key>,
-        limit: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        let (n, _) = self.begin(Op::Query, None).await?;
+        limit: usize,
+    ) -> Page {
         let bound = entries::sort_bound(now);
         let after = start.as_ref().map(entry_id);
-        let limit = self
-            .page_size
-            .unwrap_or(limit.map_or(usize::MAX, |l| l as usize));
         let mut listed: Vec<Key> = {
             let entries = self.entries.lock().unwrap();
             entries
@@ -60,11 +57,15 @@ impl MemStore {
             page.entries.push(id);
         }
         drop(at);
-        let held =
-            (self.outstanding.fetch_add(page.items.len(), SeqCst)).wrapping_add(page.items.len());
+        self.listed(n, page.items.len());
+        page
+    }
+
+    /// Counts the `count` items query `n` listed as held, then makes the changes after it.
+    fn listed(&self, n: usize, count: usize) {
+        let held = (self.outstanding.fetch_add(count, SeqCst)).wrapping_add(count);
         self.max_outstanding.fetch_max(held, SeqCst);
         self.after(Op::Query, n, None);
-        Ok(page)
     }
 
     /// Counts the call, waits its delays, and answers for it if it fails or stalls; otherwise
@@ -143,16 +144,14 @@ impl Store for MemStore {
         start: Option<Key>,
         limit: Option<i32>,
     ) -> Result<Page, StoreError> {
-        if schema.index_table.is_some() {
-            return self
-                .query_entries(schema, partition, now, start, limit)
-                .await;
-        }
         let (n, _) = self.begin(Op::Query, None).await?;
-        let after = start.as_ref().map(id_of);
         let limit = self
             .page_size
             .unwrap_or(limit.map_or(usize::MAX, |l| l as usize));
+        if schema.index_table.is_some() {
+            return Ok(self.query_entries(n, schema, partition, now, start, limit));
+        }
+        let after = start.as_ref().map(id_of);
         let listing = |items: &Items| -> Vec<Key> {
             items
                 .iter()
@@ -207,9 +206,8 @@ impl Store for MemStore {
         for k in &page {
             listed.insert(id_of(k), Instant::now());
         }
-        let held = (self.outstanding.fetch_add(page.len(), SeqCst)).wrapping_add(page.len());
-        self.max_outstanding.fetch_max(held, SeqCst);
-        self.after(Op::Query, n, None);
+        drop(listed);
+        self.listed(n, page.len());
         Ok(Page {
             items: page,
             next,
