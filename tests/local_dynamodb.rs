@@ -333,6 +333,56 @@ async fn start_up_checks_name_the_missing_or_misshapen_table_and_index() {
     assert!(wrong_attr.to_string().contains("expiresAt"), "{wrong_attr}");
 }
 
+/// The checkpoint table is checked for its key's name and type, as the expiry index table is: one
+/// keyed on a Number `id` is refused at start-up, not left to fail every checkpoint and lease write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_or_index_table_keyed_otherwise_is_refused_by_name() {
+    let client = client().await;
+    let store = support::store(client.clone());
+    let table = new_table(&client, "keyed", |_| {}).await;
+    let keyed = |name: &'static str, ty: T| {
+        move |t: &mut TableSpec| {
+            t.partition = (name, ty);
+            t.index = false;
+        }
+    };
+    let number_id = new_table(&client, "ckpt_number_id", keyed("id", T::N)).await;
+    let other_key = new_table(&client, "ckpt_other_key", keyed("pk", T::S)).await;
+    let number_window = new_table(&client, "index_number", keyed("window", T::N)).await;
+    let cases = [
+        (
+            "CHECKPOINT_TABLE",
+            &number_id,
+            "partition key `id` (String)",
+        ),
+        (
+            "CHECKPOINT_TABLE",
+            &other_key,
+            "partition key `id` (String)",
+        ),
+        (
+            "EXPIRY_INDEX_TABLE",
+            &number_window,
+            "partition key `window` (String)",
+        ),
+    ];
+    for (setting, name, needed) in cases {
+        let refused = store
+            .describe_config(&config(&table, &[(setting, name)]))
+            .await;
+        let err = refused.expect_err(name);
+        assert_eq!(err.kind, ErrorKind::Validation, "{err}");
+        let msg = err.to_string();
+        let named = msg.contains(name.as_str()) && msg.contains(setting) && msg.contains(needed);
+        assert!(named, "{msg}");
+    }
+    let good = checkpoint_table(&client, "ckpt_good").await;
+    let accepted = store
+        .describe_config(&config(&table, &[("CHECKPOINT_TABLE", &good)]))
+        .await;
+    assert!(accepted.is_ok(), "{accepted:?}");
+}
+
 /// 3 s windows with the default lookback, swept every 60 s: the lookback is derived from the
 /// schedule, so every ttl between two sweeps is read by the second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
