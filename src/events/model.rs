@@ -228,6 +228,22 @@ pub fn sqs_body(event: &ExpiryEvent) -> String {
         .replace('\u{FFFF}', "\\uffff")
 }
 
+/// For tests: the `Item Expired` event of the item `{"id": {"S": id}}` of table `t`.
+#[cfg(test)]
+pub(crate) fn test_event(id: &str) -> ExpiryEvent {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let key: Key = [("id".to_string(), AttributeValue::S(id.into()))].into();
+    ExpiryEvent::expired(&EventFacts {
+        table: "t",
+        key: &key,
+        ttl: 1.0,
+        deleted_at: Timestamp::from_secs(2),
+        delete_mode: "batch",
+        mode: EventsMode::Notify,
+        item: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
