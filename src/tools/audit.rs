@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 
 use super::backfill::window_of;
-use super::scan::{parallel_scan, Position, RateLimit, ScanPageOf, MAX_SEGMENTS};
+use super::scan::{item_attributes, parallel_scan, Position, RateLimit, ScanPageOf, MAX_SEGMENTS};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::Timestamp;
 use crate::store::entries::{index_item, sort_prefix, Indexing, BACKFILL_ORIGIN};
@@ -290,17 +290,12 @@ pub async fn audit(
         sampled: sample.is_some(),
         ..AuditReport::default()
     });
-    let mut attributes = schema.key_attributes.clone();
-    attributes.push(schema.layout.ttl_attribute.clone());
-    if schema.index_table.is_none() {
-        attributes.push(schema.layout.window_attribute.clone());
-    }
     let positions = vec![Position::Start; segments.clamp(1, MAX_SEGMENTS) as usize];
     parallel_scan(
         store,
         &schema.table_name,
         positions,
-        &attributes,
+        &item_attributes(schema),
         None,
         read_limit.as_ref(),
         |page: ScanPageOf| {
@@ -371,14 +366,7 @@ mod tests {
     #[test]
     fn a_ttl_more_than_five_years_old_is_invalid_not_expired() {
         use crate::expiry::window::{window_key, MAX_EXPIRED_AGE_SECONDS};
-        use crate::expiry::Layout;
-        let schema = TableSchema {
-            table_name: "t".into(),
-            index_name: "i".into(),
-            index_table: None,
-            key_attributes: vec!["id".into()],
-            layout: Layout::default(),
-        };
+        let schema = crate::tools::test_schema();
         let now = 1_800_000_000i64;
         let mut report = AuditReport::default();
         for (id, ttl) in [

@@ -28,7 +28,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
-use super::scan::{parallel_scan, Position, RateLimit, ScanPageOf};
+use super::scan::{item_attributes, parallel_scan, Position, RateLimit, ScanPageOf};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::{Clock, Timestamp};
 use crate::indexer::{write_entries, ENTRIES_PER_REQUEST};
@@ -187,25 +187,17 @@ pub async fn backfill(
     save: &(dyn Fn(&BackfillState) + Sync),
     progress: &(dyn Fn(u64) + Sync),
 ) -> BackfillState {
-    let layout = &schema.layout;
     let positions: Vec<Position> = (0..state.positions.len())
         .map(|i| state.position(i))
         .collect();
     let shared = Mutex::new(state);
     let limit = options.max_wcu.map(RateLimit::new);
     let read_limit = options.max_rcu.map(RateLimit::new);
-    let mut attributes = schema.key_attributes.clone();
-    attributes.push(layout.ttl_attribute.clone());
-    if schema.index_table.is_none() {
-        attributes.push(layout.window_attribute.clone());
-    }
-    attributes.dedup();
-
     let result = parallel_scan(
         store,
         &schema.table_name,
         positions,
-        &attributes,
+        &item_attributes(schema),
         options.page_limit,
         read_limit.as_ref(),
         |page: ScanPageOf| {
@@ -603,16 +595,6 @@ mod tests {
         }
     }
 
-    fn schema() -> TableSchema {
-        TableSchema {
-            table_name: "t".into(),
-            index_name: "i".into(),
-            index_table: None,
-            key_attributes: vec!["id".into()],
-            layout: Layout::default(),
-        }
-    }
-
     fn item(ttl: Option<AttributeValue>, window: Option<&str>) -> Key {
         let mut item: Key = [("id".to_string(), AttributeValue::S("a".into()))].into();
         if let Some(ttl) = ttl {
@@ -630,7 +612,7 @@ mod tests {
         let now_s = 1_800_000_000i64;
         let now = Timestamp::from_millis(now_s * 1000 + 500);
         let n = |t: i64| Some(AttributeValue::N(t.to_string()));
-        let plan = |ttl, window| plan_item(&item(ttl, window), &schema(), now);
+        let plan = |ttl, window| plan_item(&item(ttl, window), &crate::tools::test_schema(), now);
         let delete = |t: i64| ItemPlan::DeleteExpired { ttl: t.to_string() };
 
         assert_eq!(plan(None, None), ItemPlan::NoTtl);
