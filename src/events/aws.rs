@@ -110,8 +110,8 @@ impl EventBridgeSink {
             .put_events()
             .set_entries(Some(entries))
             .send()
-            .await
-            .map_err(|e| SinkError::from(StoreError::from_sdk("PutEvents", e)))?;
+            .await;
+        let out = out.map_err(|e| SinkError::from(StoreError::from_sdk("PutEvents", e)))?;
         let answers = out.entries.unwrap_or_default();
         let answers = answers.iter().map(|r| {
             let (code, message) = (r.error_code.as_deref(), r.error_message.as_deref());
@@ -144,14 +144,9 @@ impl SqsSink {
             }
             entries.push(entry.build().map_err(unbuildable)?);
         }
-        let out = self
-            .client
-            .send_message_batch()
-            .queue_url(&self.target)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|e| SinkError::from(StoreError::from_sdk("SendMessageBatch", e)))?;
+        let request = self.client.send_message_batch().queue_url(&self.target);
+        let out = request.set_entries(Some(entries)).send().await;
+        let out = out.map_err(|e| SinkError::from(StoreError::from_sdk("SendMessageBatch", e)))?;
         let mut results: Vec<Option<EntryResult>> = vec![None; batch.len()];
         let accepted = out
             .successful
@@ -188,14 +183,12 @@ impl FirehoseSink {
                     .map_err(unbuildable)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let out = self
+        let request = self
             .client
             .put_record_batch()
-            .delivery_stream_name(&self.target)
-            .set_records(Some(records))
-            .send()
-            .await
-            .map_err(|e| SinkError::from(StoreError::from_sdk("PutRecordBatch", e)))?;
+            .delivery_stream_name(&self.target);
+        let out = request.set_records(Some(records)).send().await;
+        let out = out.map_err(|e| SinkError::from(StoreError::from_sdk("PutRecordBatch", e)))?;
         let answers = out.request_responses.iter().map(|r| {
             let (code, message) = (r.error_code.as_deref(), r.error_message.as_deref());
             (code, r.record_id.is_some(), message)
