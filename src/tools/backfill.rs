@@ -173,11 +173,9 @@ pub(super) fn window_of(item: &Key, schema: &TableSchema, ttl: f64) -> Result<St
         .window_for(ttl, pk.unwrap_or(&AttributeValue::Null(true)))
 }
 
-/// Runs (or resumes) a backfill. `save` is called with the state after every page;
-/// `progress` with the number of items scanned so far.
-///
-/// Every item is judged by `clock` when its write is made (see the module's description); the
-/// entry point's clock is held to DynamoDB's, like a sweep's.
+/// Runs (or resumes) a backfill, judging every item by `clock` (held to DynamoDB's by the entry
+/// point) when its write is made. `save` sees the state after every page, `progress` the items
+/// scanned so far.
 pub async fn backfill(
     store: &DynamoStore,
     schema: &TableSchema,
@@ -192,6 +190,13 @@ pub async fn backfill(
         .collect();
     let shared = Mutex::new(state);
     let limit = options.max_wcu.map(RateLimit::new);
+    let step = Step {
+        store,
+        schema,
+        clock,
+        limit: limit.as_ref(),
+        options,
+    };
     let read_limit = options.max_rcu.map(RateLimit::new);
     let result = parallel_scan(
         store,
@@ -201,19 +206,11 @@ pub async fn backfill(
         options.page_limit,
         read_limit.as_ref(),
         |page: ScanPageOf| {
-            let (shared, limit) = (&shared, &limit);
+            let (shared, step) = (&shared, &step);
             async move {
                 let mut counts = BackfillReport {
                     consumed_rcu: page.consumed,
                     ..BackfillReport::default()
-                };
-                let step = Step {
-                    store,
-                    schema,
-                    clock,
-                    limit: limit.as_ref(),
-                    dry_run: options.dry_run,
-                    index_only: options.index_only,
                 };
                 if schema.index_table.is_some() {
                     step.index(&page.items, &mut counts).await?;
@@ -252,15 +249,13 @@ pub async fn backfill(
 }
 
 /// What handling one scanned item needs.
-pub(super) struct Step<'a> {
-    pub(super) store: &'a DynamoStore,
-    pub(super) schema: &'a TableSchema,
-    pub(super) clock: &'a dyn Clock,
+struct Step<'a> {
+    store: &'a DynamoStore,
+    schema: &'a TableSchema,
+    clock: &'a dyn Clock,
     /// The write-rate limit (`--max-wcu`), if any.
-    pub(super) limit: Option<&'a RateLimit>,
-    pub(super) dry_run: bool,
-    /// `--index-only`: nothing is deleted.
-    pub(super) index_only: bool,
+    limit: Option<&'a RateLimit>,
+    options: &'a BackfillOptions,
 }
 
 impl Step<'_> {
@@ -286,7 +281,7 @@ impl Step<'_> {
                     counts.too_old_ttl += 1;
                 }
                 Some(Indexing::Entry { entry, expired }) => {
-                    if !self.dry_run {
+                    if !self.options.dry_run {
                         todo.push(entry);
                     }
                     counts.written += 1;
@@ -300,25 +295,22 @@ impl Step<'_> {
                     limit.acquire().await;
                 }
             }
-            write_entries(self.store, self.schema, chunk).await?;
+            let written = write_entries(self.store, self.schema, chunk).await;
+            written.map_err(|(e, _)| e)?;
             counts.consumed_wcu += chunk.len() as f64;
         }
         Ok(())
     }
 
     /// Judges `item` by the clock and acts on it; counts what it did in `counts`.
-    pub(super) async fn item(
-        &self,
-        item: &Key,
-        counts: &mut BackfillReport,
-    ) -> Result<(), StoreError> {
+    async fn item(&self, item: &Key, counts: &mut BackfillReport) -> Result<(), StoreError> {
         let mut plan = plan_item(item, self.schema, self.clock.now());
         let needs_write = match plan {
-            ItemPlan::DeleteExpired { .. } => !self.index_only,
+            ItemPlan::DeleteExpired { .. } => !self.options.index_only,
             ItemPlan::SetWindow { .. } => true,
             _ => false,
         };
-        if needs_write && !self.dry_run {
+        if needs_write && !self.options.dry_run {
             if let Some(limit) = self.limit {
                 limit.acquire().await;
             }
@@ -333,9 +325,11 @@ impl Step<'_> {
                 counts.too_old_ttl += 1;
             }
             ItemPlan::AlreadyOk => counts.already_ok += 1,
-            ItemPlan::DeleteExpired { .. } if self.index_only => counts.expired_not_deleted += 1,
-            ItemPlan::DeleteExpired { .. } if self.dry_run => counts.deleted_expired += 1,
-            ItemPlan::SetWindow { .. } if self.dry_run => counts.written += 1,
+            ItemPlan::DeleteExpired { .. } if self.options.index_only => {
+                counts.expired_not_deleted += 1
+            }
+            ItemPlan::DeleteExpired { .. } if self.options.dry_run => counts.deleted_expired += 1,
+            ItemPlan::SetWindow { .. } if self.options.dry_run => counts.written += 1,
             ItemPlan::DeleteExpired { ttl } => {
                 let key = key_of(self.schema, item)?;
                 self.delete_expired(key, ttl, counts).await?;
@@ -372,7 +366,7 @@ impl Step<'_> {
                 // past that window, so the item is deleted here like any expired one.
                 let expired = parse_ttl(&ttl)
                     .is_ok_and(|t| ttl_state(t, self.clock.now()) == TtlState::Expired);
-                if expired && self.index_only {
+                if expired && self.options.index_only {
                     counts.expired_while_written += 1;
                     counts.expired_not_deleted += 1;
                 } else if expired {
@@ -422,13 +416,13 @@ impl Step<'_> {
 }
 
 /// The primary key of a scanned item.
-pub(super) fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
+fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
     let why = "item without its key attributes";
     (schema.key_of(item)).ok_or_else(|| StoreError::new(ErrorKind::Validation, "Scan", why))
 }
 
 /// Runs `request` until it succeeds, fails for good, or was retried 8 times (backoff, full jitter).
-pub(super) async fn with_retries<T, F, Fut>(mut request: F) -> Result<T, StoreError>
+async fn with_retries<T, F, Fut>(mut request: F) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, StoreError>>,
@@ -446,7 +440,7 @@ where
     }
 }
 
-pub(super) fn add(total: &mut BackfillReport, page: &BackfillReport) {
+fn add(total: &mut BackfillReport, page: &BackfillReport) {
     total.scanned += page.scanned;
     total.already_ok += page.already_ok;
     total.written += page.written;
