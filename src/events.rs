@@ -161,8 +161,11 @@ pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 /// `AWS_ENDPOINT_URL`, credentials), with explicit timeouts and the SDK's own retries off: the
 /// publisher retries, entry by entry, so attempts do not multiply.
 pub async fn connect(config: &EventsConfig) -> Events {
+    use aws::AwsSink;
     use aws_config::retry::RetryConfig;
     use aws_config::timeout::TimeoutConfig;
+    use aws_sdk_eventbridge::Client as EventBridge;
+    use aws_sdk_firehose::Client as Firehose;
     let timeouts = TimeoutConfig::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .operation_attempt_timeout(ATTEMPT_TIMEOUT)
@@ -174,15 +177,9 @@ pub async fn connect(config: &EventsConfig) -> Events {
         .load()
         .await;
     let sink: Arc<dyn Sink> = match &config.target {
-        SinkTarget::EventBridge(bus) => Arc::new(aws::EventBridgeSink::new(
-            aws_sdk_eventbridge::Client::new(&shared),
-            bus,
-        )),
-        SinkTarget::Sqs(url) => Arc::new(aws::SqsSink::new(aws_sdk_sqs::Client::new(&shared), url)),
-        SinkTarget::Firehose(stream) => Arc::new(aws::FirehoseSink::new(
-            aws_sdk_firehose::Client::new(&shared),
-            stream,
-        )),
+        SinkTarget::EventBridge(bus) => Arc::new(AwsSink::new(EventBridge::new(&shared), bus)),
+        SinkTarget::Sqs(url) => Arc::new(AwsSink::new(aws_sdk_sqs::Client::new(&shared), url)),
+        SinkTarget::Firehose(stream) => Arc::new(AwsSink::new(Firehose::new(&shared), stream)),
     };
     Events::new(config, sink)
 }
