@@ -1,11 +1,7 @@
-//! `ttl-sweeper audit`: what is really in the table.
-//!
-//! Scans the table (or a sample of it) and reports items whose ttl has passed but which are still
-//! present, by how long ago they expired (the sweeper's real lag), and the writer bugs that make
-//! items invisible to the sweeper: a ttl with no or a wrong window attribute, ttls that look like
-//! milliseconds, and non-numeric ttls; with an expiry index table (`EXPIRY_INDEX_TABLE`), items
-//! whose ttl is still to come and that have no entry in it. A ttl more than five years old is counted as invalid, not
-//! as expired: native TTL's rule, which the sweeper follows, never deletes such an item.
+//! `ttl-sweeper audit`: what is really in the table. Scans it (or a sample of it) and reports the
+//! expired items still present, by how long ago they expired (the sweeper's real lag), and the
+//! writer bugs that hide items from the sweeper ([`AuditReport`]). A ttl more than five years old
+//! is invalid, not expired: native TTL's rule, which the sweeper follows, never deletes its item.
 //! [`verdict`] holds a report against the thresholds of `--max-expired-age` and `--max-problems`.
 
 use std::sync::Mutex;
