@@ -14,7 +14,7 @@
 //! written is reported by its sequence number, the first of its item, so that an event source
 //! mapping (`ReportBatchItemFailures`) or the follower delivers it again.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use aws_lambda_events::dynamodb::EventRecord;
@@ -108,7 +108,7 @@ pub async fn index_records<S: Store>(
     let now = clock.now();
     // Each record's entry (by its place in `records`), or why it fails.
     let mut writes: Vec<(usize, Entry)> = Vec::new();
-    let mut failed: HashMap<usize, String> = HashMap::new();
+    let mut failed: BTreeMap<usize, String> = BTreeMap::new();
     for (at, record) in records.iter().enumerate() {
         match judge(schema, record, now, &mut out.report) {
             Ok(entry) => writes.extend(entry.map(|entry| (at, entry))),
@@ -145,8 +145,6 @@ pub async fn index_records<S: Store>(
     }
     // The first failed record of each item.
     let mut failed_items = HashSet::new();
-    let mut failed: Vec<(usize, String)> = failed.into_iter().collect();
-    failed.sort_unstable_by_key(|(at, _)| *at);
     for (at, why) in failed {
         let record = &records[at];
         let item = item_id(record);
