@@ -290,10 +290,8 @@ impl Step<'_> {
             }
         }
         for chunk in todo.chunks(ENTRIES_PER_REQUEST) {
-            if let Some(limit) = self.limit {
-                for _ in chunk {
-                    limit.acquire().await;
-                }
+            for _ in chunk {
+                self.pace().await;
             }
             let written = write_entries(self.store, self.schema, chunk).await;
             written.map_err(|(e, _)| e)?;
@@ -311,9 +309,7 @@ impl Step<'_> {
             _ => false,
         };
         if needs_write && !self.options.dry_run {
-            if let Some(limit) = self.limit {
-                limit.acquire().await;
-            }
+            self.pace().await;
             // Judged again when written: the rate limit may have held it past its ttl.
             plan = plan_item(item, self.schema, self.clock.now());
         }
@@ -371,9 +367,7 @@ impl Step<'_> {
                     counts.expired_not_deleted += 1;
                 } else if expired {
                     counts.expired_while_written += 1;
-                    if let Some(limit) = self.limit {
-                        limit.acquire().await;
-                    }
+                    self.pace().await;
                     self.delete_expired(key, ttl, counts).await?;
                 }
             }
@@ -404,6 +398,13 @@ impl Step<'_> {
             ConditionalOutcome::Gone => counts.expired_gone += 1,
         }
         Ok(())
+    }
+
+    /// Waits for the write-rate limit to let one write through.
+    async fn pace(&self) {
+        if let Some(limit) = self.limit {
+            limit.acquire().await;
+        }
     }
 
     /// Records `consumed` write units (the rate limit took one already).
