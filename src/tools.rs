@@ -11,8 +11,8 @@ pub mod backfill;
 pub mod follow;
 pub mod scan;
 
-/// For tests: table `t`, keyed by `id` alone, swept through the GSI `i` with the default layout.
 #[cfg(test)]
+/// For tests: table `t`, keyed by `id` alone, swept through the GSI `i` with the default layout.
 pub(crate) fn test_schema() -> crate::store::TableSchema {
     crate::store::TableSchema {
         table_name: "t".into(),

@@ -228,8 +228,8 @@ pub fn sqs_body(event: &ExpiryEvent) -> String {
         .replace('\u{FFFF}', "\\uffff")
 }
 
-/// For tests: the `Item Expired` event of the item `{"id": {"S": id}}` of table `t`.
 #[cfg(test)]
+/// For tests: the `Item Expired` event of the item `{"id": {"S": id}}` of table `t`.
 pub(crate) fn test_event(id: &str) -> ExpiryEvent {
     use aws_sdk_dynamodb::types::AttributeValue;
     let key: Key = [("id".to_string(), AttributeValue::S(id.into()))].into();
