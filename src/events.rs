@@ -49,10 +49,7 @@ pub struct EventsConfig {
 #[derive(Debug, Clone)]
 pub struct Events {
     publisher: Publisher,
-    table: String,
-    mode: EventsMode,
-    item: ItemSource,
-    delete_mode: String,
+    config: EventsConfig,
 }
 
 impl Events {
@@ -60,13 +57,8 @@ impl Events {
     pub fn new(config: &EventsConfig, sink: Arc<dyn Sink>) -> Self {
         let mut publisher = Publisher::new(sink, config.target.kind());
         publisher.max_retries = config.max_retries;
-        Events {
-            publisher,
-            table: config.table.clone(),
-            mode: config.mode,
-            item: config.item,
-            delete_mode: config.delete_mode.to_string(),
-        }
+        let config = config.clone();
+        Events { publisher, config }
     }
 
     /// Changes the backoff (tests use short waits).
@@ -83,13 +75,13 @@ impl Events {
             Publication::Cancelled(e, at) => (e, Some(*at)),
         };
         let facts = EventFacts {
-            table: &self.table,
+            table: &self.config.table,
             key: &expiry.key,
             ttl: expiry.ttl,
             deleted_at: expiry.at,
-            delete_mode: &self.delete_mode,
-            mode: self.mode,
-            item: match self.item {
+            delete_mode: &self.config.delete_mode.to_string(),
+            mode: self.config.mode,
+            item: match self.config.item {
                 ItemSource::Off => None,
                 _ => expiry.item.as_ref(),
             },
@@ -103,19 +95,19 @@ impl Events {
 
 impl ExpiryHook for Events {
     fn archive(&self) -> bool {
-        self.mode == EventsMode::Archive
+        self.config.mode == EventsMode::Archive
     }
 
     fn read_items(&self) -> bool {
-        self.item == ItemSource::Read
+        self.config.item == ItemSource::Read
     }
 
     fn returned_items(&self) -> bool {
-        self.item == ItemSource::Auto && self.mode == EventsMode::Notify
+        self.config.item == ItemSource::Auto && !self.archive()
     }
 
     fn event_id(&self, expiry: &Expiry) -> String {
-        event_id(&self.table, &expiry.key, expiry.ttl)
+        event_id(&self.config.table, &expiry.key, expiry.ttl)
     }
 
     fn publish<'a>(
@@ -124,34 +116,32 @@ impl ExpiryHook for Events {
         stop: &'a Stop,
     ) -> BoxFuture<'a, (Vec<Delivery>, EventTally)> {
         Box::pin(async move {
-            let events: Vec<ExpiryEvent> = publications.iter().map(|p| self.event(p)).collect();
-            let described: Vec<(String, serde_json::Value, EventKind)> = events
-                .iter()
-                .map(|e| (e.id.clone(), e.key.clone(), e.kind))
-                .collect();
+            let events = publications.iter().map(|p| self.event(p)).collect();
             let published = self.publisher.publish(events, stop).await;
             let mut tally = EventTally {
                 retried: published.retried,
                 truncated: published.truncated,
                 ..EventTally::default()
             };
-            for ((id, key, kind), delivery) in described.into_iter().zip(&published.deliveries) {
-                let reason = match delivery {
-                    Delivery::Accepted => {
-                        match kind {
-                            EventKind::Expired => tally.published += 1,
-                            EventKind::Cancelled => tally.cancelled += 1,
-                        }
+            for (publication, delivery) in publications.iter().zip(&published.deliveries) {
+                let reason = match (delivery, publication) {
+                    (Delivery::Accepted, Publication::Expired(_)) => {
+                        tally.published += 1;
                         continue;
                     }
-                    Delivery::Failed(reason) => reason.clone(),
-                    Delivery::Stopped => {
+                    (Delivery::Accepted, Publication::Cancelled(..)) => {
+                        tally.cancelled += 1;
+                        continue;
+                    }
+                    (Delivery::Failed(reason), _) => reason.clone(),
+                    (Delivery::Stopped, _) => {
                         "not published before the sweep had to stop (deadline or shutdown)"
                             .to_owned()
                     }
                 };
                 // In archive mode an expiry that was not accepted is not deleted either; it is
                 // still an event that did not go out, and the item's failure is reported with it.
+                let ExpiryEvent { id, key, .. } = self.event(publication);
                 tracing::error!(event_id = %id, key = %key, sink = ?self.publisher.kind(), %reason, "expiry event not published");
                 tally.failed += 1;
                 tally.failed_events.push(FailedEvent { id, key, reason });
@@ -171,8 +161,11 @@ pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 /// `AWS_ENDPOINT_URL`, credentials), with explicit timeouts and the SDK's own retries off: the
 /// publisher retries, entry by entry, so attempts do not multiply.
 pub async fn connect(config: &EventsConfig) -> Events {
+    use aws::AwsSink;
     use aws_config::retry::RetryConfig;
     use aws_config::timeout::TimeoutConfig;
+    use aws_sdk_eventbridge::Client as EventBridge;
+    use aws_sdk_firehose::Client as Firehose;
     let timeouts = TimeoutConfig::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .operation_attempt_timeout(ATTEMPT_TIMEOUT)
@@ -184,15 +177,9 @@ pub async fn connect(config: &EventsConfig) -> Events {
         .load()
         .await;
     let sink: Arc<dyn Sink> = match &config.target {
-        SinkTarget::EventBridge(bus) => Arc::new(aws::EventBridgeSink::new(
-            aws_sdk_eventbridge::Client::new(&shared),
-            bus,
-        )),
-        SinkTarget::Sqs(url) => Arc::new(aws::SqsSink::new(aws_sdk_sqs::Client::new(&shared), url)),
-        SinkTarget::Firehose(stream) => Arc::new(aws::FirehoseSink::new(
-            aws_sdk_firehose::Client::new(&shared),
-            stream,
-        )),
+        SinkTarget::EventBridge(bus) => Arc::new(AwsSink::new(EventBridge::new(&shared), bus)),
+        SinkTarget::Sqs(url) => Arc::new(AwsSink::new(aws_sdk_sqs::Client::new(&shared), url)),
+        SinkTarget::Firehose(stream) => Arc::new(AwsSink::new(Firehose::new(&shared), stream)),
     };
     Events::new(config, sink)
 }

@@ -14,7 +14,7 @@
 //! written is reported by its sequence number, the first of its item, so that an event source
 //! mapping (`ReportBatchItemFailures`) or the follower delivers it again.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use aws_lambda_events::dynamodb::EventRecord;
@@ -108,7 +108,7 @@ pub async fn index_records<S: Store>(
     let now = clock.now();
     // Each record's entry (by its place in `records`), or why it fails.
     let mut writes: Vec<(usize, Entry)> = Vec::new();
-    let mut failed: HashMap<usize, String> = HashMap::new();
+    let mut failed: BTreeMap<usize, String> = BTreeMap::new();
     for (at, record) in records.iter().enumerate() {
         match judge(schema, record, now, &mut out.report) {
             Ok(entry) => writes.extend(entry.map(|entry| (at, entry))),
@@ -123,7 +123,7 @@ pub async fn index_records<S: Store>(
     let written: Vec<_> = stream::iter(writes.chunks(ENTRIES_PER_REQUEST))
         .map(|chunk| async move {
             let entries: Vec<&Entry> = chunk.iter().map(|(_, e)| e).collect();
-            (chunk, write_some(store, schema, &entries).await)
+            (chunk, write_entries(store, schema, &entries).await)
         })
         .buffer_unordered(CONCURRENCY)
         .collect()
@@ -145,8 +145,6 @@ pub async fn index_records<S: Store>(
     }
     // The first failed record of each item.
     let mut failed_items = HashSet::new();
-    let mut failed: Vec<(usize, String)> = failed.into_iter().collect();
-    failed.sort_unstable_by_key(|(at, _)| *at);
     for (at, why) in failed {
         let record = &records[at];
         let item = item_id(record);
@@ -216,27 +214,14 @@ fn judge(
     }
 }
 
-/// Writes `entries` (up to [`ENTRIES_PER_REQUEST`]) with retries: what is still unprocessed
-/// after [`ATTEMPTS`], or an error that is not worth retrying, fails them.
+/// Writes `entries` (up to [`ENTRIES_PER_REQUEST`]) with retries: what is still unprocessed after
+/// [`ATTEMPTS`], or was sent in a request that failed with an error not worth retrying (or on the
+/// last attempt), is answered as not written, with why; the entries of earlier attempts were.
 pub async fn write_entries<S: Store, E: std::borrow::Borrow<Entry>>(
     store: &S,
     schema: &TableSchema,
     entries: &[E],
-) -> Result<(), StoreError> {
-    write_some(store, schema, entries).await.map_err(|(e, _)| e)
-}
-
-/// Why some entries of a request were not written, and those entries.
-type Unwritten = (StoreError, Vec<EntryWrite>);
-
-/// Writes `entries` (up to [`ENTRIES_PER_REQUEST`]) with retries: what is still unprocessed after
-/// [`ATTEMPTS`], or was sent in a request that failed with an error not worth retrying (or on the
-/// last attempt), is answered as not written; the entries of earlier attempts were.
-async fn write_some<S: Store, E: std::borrow::Borrow<Entry>>(
-    store: &S,
-    schema: &TableSchema,
-    entries: &[E],
-) -> Result<(), Unwritten> {
+) -> Result<(), (StoreError, Vec<EntryWrite>)> {
     let mut writes: Vec<EntryWrite> = entries
         .iter()
         .map(|entry| EntryWrite::Put(entry.borrow().to_item()))

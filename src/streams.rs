@@ -27,12 +27,8 @@ use serde_dynamo::AttributeValue;
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
 use crate::expiry::Timestamp;
 
-/// True when `record` is a DynamoDB Streams `REMOVE` of an item expired by `ttl_attribute`: its old
-/// image's ttl (Number, epoch seconds) is before the record's `ApproximateCreationDateTime` (taken
-/// as the end of the second it names), and not more than five years before it.
-///
-/// True for the sweeper's deletes and for native TTL's, in the Region where the item expired and
-/// in every replica Region; false for anything else (see the [module](self) documentation).
+/// True when `record` is a DynamoDB Streams `REMOVE` of an item expired by `ttl_attribute`, by the
+/// rule of the [module](self) documentation: the sweeper's deletes and native TTL's, in every Region.
 ///
 /// ```
 /// use aws_lambda_events::dynamodb::Event;

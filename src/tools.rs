@@ -10,3 +10,15 @@ pub mod audit;
 pub mod backfill;
 pub mod follow;
 pub mod scan;
+
+#[cfg(test)]
+/// For tests: table `t`, keyed by `id` alone, swept through the GSI `i` with the default layout.
+pub(crate) fn test_schema() -> crate::store::TableSchema {
+    crate::store::TableSchema {
+        table_name: "t".into(),
+        index_name: "i".into(),
+        index_table: None,
+        key_attributes: vec!["id".into()],
+        layout: crate::expiry::Layout::default(),
+    }
+}

@@ -3,6 +3,7 @@
 //! answer to one [`EntryResult`] per event, so the publisher retries exactly the entries that
 //! failed; SDK errors are classified by the store's rules.
 
+use aws_smithy_types::error::operation::BuildError;
 use aws_smithy_types::{Blob, DateTime};
 
 pub use super::model::sqs_body;
@@ -38,22 +39,58 @@ fn mismatched(operation: &str, sent: usize, got: usize) -> SinkError {
     SinkError::new(true, message)
 }
 
-/// EventBridge: `PutEvents` to one bus.
-#[derive(Debug, Clone)]
-pub struct EventBridgeSink {
-    client: aws_sdk_eventbridge::Client,
-    bus: String,
+/// The results of an answer that lists one entry per event, in order (EventBridge, Firehose):
+/// `(error code, whether it has an id, error message)`; accepted with an id and no error code.
+fn in_order<'a>(
+    operation: &str,
+    sent: usize,
+    answers: impl ExactSizeIterator<Item = (Option<&'a str>, bool, Option<&'a str>)>,
+) -> Result<Vec<EntryResult>, SinkError> {
+    if answers.len() != sent {
+        return Err(mismatched(operation, sent, answers.len()));
+    }
+    Ok(answers
+        .map(|(code, has_id, message)| match code {
+            None if has_id => EntryResult::Accepted,
+            code => refused(code, message, None),
+        })
+        .collect())
 }
 
-impl EventBridgeSink {
-    /// A sink for `bus` (name or ARN).
-    pub fn new(client: aws_sdk_eventbridge::Client, bus: impl Into<String>) -> Self {
-        EventBridgeSink {
+/// An entry the SDK cannot build: no retry builds it either.
+fn unbuildable(err: BuildError) -> SinkError {
+    SinkError::new(false, err.to_string())
+}
+
+/// A sink over an SDK `client`, sending to one `target`: an event bus (name or ARN), a queue URL,
+/// or a delivery stream.
+#[derive(Debug, Clone)]
+pub struct AwsSink<C> {
+    client: C,
+    target: String,
+}
+
+impl<C> AwsSink<C> {
+    /// A sink for `target` through `client`.
+    pub fn new(client: C, target: impl Into<String>) -> Self {
+        AwsSink {
             client,
-            bus: bus.into(),
+            target: target.into(),
         }
     }
+}
 
+/// EventBridge: `PutEvents` to one bus.
+pub type EventBridgeSink = AwsSink<aws_sdk_eventbridge::Client>;
+
+/// SQS: `SendMessageBatch` to one queue; FIFO queues (`.fifo`) get the event's
+/// [`ExpiryEvent::deduplication_id`] as deduplication id and the table as message group.
+pub type SqsSink = AwsSink<aws_sdk_sqs::Client>;
+
+/// Firehose: `PutRecordBatch` to one delivery stream, one JSON line per record.
+pub type FirehoseSink = AwsSink<aws_sdk_firehose::Client>;
+
+impl EventBridgeSink {
     async fn send(&self, batch: &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError> {
         use aws_sdk_eventbridge::types::PutEventsRequestEntry;
         let entries = batch
@@ -63,7 +100,7 @@ impl EventBridgeSink {
                     .source(SOURCE)
                     .detail_type(e.kind.detail_type())
                     .detail(e.detail().to_string())
-                    .event_bus_name(&self.bus)
+                    .event_bus_name(&self.target)
                     .time(DateTime::from_millis(e.time.millis()))
                     .build()
             })
@@ -73,75 +110,43 @@ impl EventBridgeSink {
             .put_events()
             .set_entries(Some(entries))
             .send()
-            .await
-            .map_err(|e| SinkError::from(StoreError::from_sdk("PutEvents", e)))?;
-        let results = out.entries.unwrap_or_default();
-        if results.len() != batch.len() {
-            return Err(mismatched("PutEvents", batch.len(), results.len()));
-        }
-        Ok(results
-            .iter()
-            .map(|r| match (&r.error_code, &r.event_id) {
-                (None, Some(_)) => EntryResult::Accepted,
-                (code, _) => refused(code.as_deref(), r.error_message.as_deref(), None),
-            })
-            .collect())
+            .await;
+        let out = out.map_err(|e| SinkError::from(StoreError::from_sdk("PutEvents", e)))?;
+        let answers = out.entries.unwrap_or_default();
+        let answers = answers.iter().map(|r| {
+            let (code, message) = (r.error_code.as_deref(), r.error_message.as_deref());
+            (code, r.event_id.is_some(), message)
+        });
+        in_order("PutEvents", batch.len(), answers)
     }
-}
-
-/// SQS: `SendMessageBatch` to one queue; FIFO queues (`.fifo`) get the event's
-/// [`ExpiryEvent::deduplication_id`] as deduplication id and the table as message group.
-#[derive(Debug, Clone)]
-pub struct SqsSink {
-    client: aws_sdk_sqs::Client,
-    queue_url: String,
-    fifo: bool,
 }
 
 impl SqsSink {
-    /// A sink for the queue at `queue_url`.
-    pub fn new(client: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
-        let queue_url = queue_url.into();
-        SqsSink {
-            client,
-            fifo: queue_url.ends_with(".fifo"),
-            queue_url,
-        }
-    }
-
     async fn send(&self, batch: &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError> {
         use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+        let fifo = self.target.ends_with(".fifo");
         let mut entries = Vec::with_capacity(batch.len());
         for (i, e) in batch.iter().enumerate() {
             let id = MessageAttributeValue::builder()
                 .data_type("String")
                 .string_value(&e.id)
                 .build()
-                .map_err(|err| SinkError::new(false, err.to_string()))?;
+                .map_err(unbuildable)?;
             let mut entry = SendMessageBatchRequestEntry::builder()
                 .id(i.to_string())
                 .message_body(sqs_body(e))
                 .message_attributes(SQS_ID_ATTRIBUTE, id);
-            if self.fifo {
+            if fifo {
                 let table = e.detail()["table"].as_str().unwrap_or_default().to_owned();
                 entry = entry
                     .message_deduplication_id(e.deduplication_id())
                     .message_group_id(table);
             }
-            entries.push(
-                entry
-                    .build()
-                    .map_err(|err| SinkError::new(false, err.to_string()))?,
-            );
+            entries.push(entry.build().map_err(unbuildable)?);
         }
-        let out = self
-            .client
-            .send_message_batch()
-            .queue_url(&self.queue_url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|e| SinkError::from(StoreError::from_sdk("SendMessageBatch", e)))?;
+        let request = self.client.send_message_batch().queue_url(&self.target);
+        let out = request.set_entries(Some(entries)).send().await;
+        let out = out.map_err(|e| SinkError::from(StoreError::from_sdk("SendMessageBatch", e)))?;
         let mut results: Vec<Option<EntryResult>> = vec![None; batch.len()];
         let accepted = out
             .successful
@@ -164,22 +169,7 @@ impl SqsSink {
     }
 }
 
-/// Firehose: `PutRecordBatch` to one delivery stream, one JSON line per record.
-#[derive(Debug, Clone)]
-pub struct FirehoseSink {
-    client: aws_sdk_firehose::Client,
-    stream: String,
-}
-
 impl FirehoseSink {
-    /// A sink for the delivery stream `stream`.
-    pub fn new(client: aws_sdk_firehose::Client, stream: impl Into<String>) -> Self {
-        FirehoseSink {
-            client,
-            stream: stream.into(),
-        }
-    }
-
     async fn send(&self, batch: &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError> {
         use aws_sdk_firehose::types::Record;
         let records = batch
@@ -190,28 +180,20 @@ impl FirehoseSink {
                 Record::builder()
                     .data(Blob::new(line))
                     .build()
-                    .map_err(|err| SinkError::new(false, err.to_string()))
+                    .map_err(unbuildable)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let out = self
+        let request = self
             .client
             .put_record_batch()
-            .delivery_stream_name(&self.stream)
-            .set_records(Some(records))
-            .send()
-            .await
-            .map_err(|e| SinkError::from(StoreError::from_sdk("PutRecordBatch", e)))?;
-        let answers = &out.request_responses;
-        if answers.len() != batch.len() {
-            return Err(mismatched("PutRecordBatch", batch.len(), answers.len()));
-        }
-        Ok(answers
-            .iter()
-            .map(|r| match (&r.error_code, &r.record_id) {
-                (None, Some(_)) => EntryResult::Accepted,
-                (code, _) => refused(code.as_deref(), r.error_message.as_deref(), None),
-            })
-            .collect())
+            .delivery_stream_name(&self.target);
+        let out = request.set_records(Some(records)).send().await;
+        let out = out.map_err(|e| SinkError::from(StoreError::from_sdk("PutRecordBatch", e)))?;
+        let answers = out.request_responses.iter().map(|r| {
+            let (code, message) = (r.error_code.as_deref(), r.error_message.as_deref());
+            (code, r.record_id.is_some(), message)
+        });
+        in_order("PutRecordBatch", batch.len(), answers)
     }
 }
 
@@ -234,27 +216,11 @@ sink_through_send!(EventBridgeSink, SqsSink, FirehoseSink);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::model::{EventFacts, EventsMode};
-    use crate::expiry::Timestamp;
-    use crate::store::Key;
-    use aws_sdk_dynamodb::types::AttributeValue as AV;
+    use crate::events::model::test_event;
 
     #[test]
     fn sqs_bodies_escape_the_characters_sqs_refuses_and_mean_the_same() {
-        let key: Key = [(
-            "id".to_string(),
-            AV::S("a\u{FFFE}b\u{FFFF}\u{1F600}".into()),
-        )]
-        .into();
-        let event = ExpiryEvent::expired(&EventFacts {
-            table: "t",
-            key: &key,
-            ttl: 1.0,
-            deleted_at: Timestamp::from_secs(2),
-            delete_mode: "batch",
-            mode: EventsMode::Notify,
-            item: None,
-        });
+        let event = test_event("a\u{FFFE}b\u{FFFF}\u{1F600}");
         let body = sqs_body(&event);
         assert!(!body.contains(['\u{FFFE}', '\u{FFFF}']), "{body}");
         let parsed: serde_json::Value = serde_json::from_str(&body).unwrap();

@@ -229,6 +229,22 @@ pub fn sqs_body(event: &ExpiryEvent) -> String {
 }
 
 #[cfg(test)]
+/// For tests: the `Item Expired` event of the item `{"id": {"S": id}}` of table `t`.
+pub(crate) fn test_event(id: &str) -> ExpiryEvent {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let key: Key = [("id".to_string(), AttributeValue::S(id.into()))].into();
+    ExpiryEvent::expired(&EventFacts {
+        table: "t",
+        key: &key,
+        ttl: 1.0,
+        deleted_at: Timestamp::from_secs(2),
+        delete_mode: "batch",
+        mode: EventsMode::Notify,
+        item: None,
+    })
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use aws_sdk_dynamodb::types::AttributeValue as AV;

@@ -149,11 +149,8 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
     use super::*;
-    use crate::events::model::{EventFacts, EventsMode};
+    use crate::events::model::test_event;
     use crate::events::sink::{BoxFuture, SinkError};
-    use crate::expiry::Timestamp;
-    use crate::store::Key;
-    use aws_sdk_dynamodb::types::AttributeValue as AV;
 
     /// Fails every call, retryably; counts the calls.
     #[derive(Debug, Default)]
@@ -170,20 +167,7 @@ mod tests {
     }
 
     fn events(n: usize) -> Vec<ExpiryEvent> {
-        (0..n)
-            .map(|i| {
-                let key: Key = [("id".to_string(), AV::S(i.to_string()))].into();
-                ExpiryEvent::expired(&EventFacts {
-                    table: "t",
-                    key: &key,
-                    ttl: 1.0,
-                    deleted_at: Timestamp::from_secs(2),
-                    delete_mode: "batch",
-                    mode: EventsMode::Notify,
-                    item: None,
-                })
-            })
-            .collect()
+        (0..n).map(|i| test_event(&i.to_string())).collect()
     }
 
     #[tokio::test(start_paused = true)]

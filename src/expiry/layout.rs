@@ -36,8 +36,7 @@ impl Layout {
     }
 }
 
-/// The bytes a partition key value is sharded by: UTF-8 of a String, the text of a Number, the
-/// raw bytes of a Binary. `None` for types that cannot be keys.
+/// The bytes a partition key value is sharded by, owned ([`AttributeValueLike::key_bytes`]).
 pub fn partition_key_bytes(value: &impl AttributeValueLike) -> Option<Vec<u8>> {
     value.key_bytes().map(<[u8]>::to_vec)
 }

@@ -1,11 +1,7 @@
-//! `ttl-sweeper audit`: what is really in the table.
-//!
-//! Scans the table (or a sample of it) and reports items whose ttl has passed but which are still
-//! present, by how long ago they expired (the sweeper's real lag), and the writer bugs that make
-//! items invisible to the sweeper: a ttl with no or a wrong window attribute, ttls that look like
-//! milliseconds, and non-numeric ttls; with an expiry index table (`EXPIRY_INDEX_TABLE`), items
-//! whose ttl is still to come and that have no entry in it. A ttl more than five years old is counted as invalid, not
-//! as expired: native TTL's rule, which the sweeper follows, never deletes such an item.
+//! `ttl-sweeper audit`: what is really in the table. Scans it (or a sample of it) and reports the
+//! expired items still present, by how long ago they expired (the sweeper's real lag), and the
+//! writer bugs that hide items from the sweeper ([`AuditReport`]). A ttl more than five years old
+//! is invalid, not expired: native TTL's rule, which the sweeper follows, never deletes its item.
 //! [`verdict`] holds a report against the thresholds of `--max-expired-age` and `--max-problems`.
 
 use std::sync::Mutex;
@@ -15,7 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 
 use super::backfill::window_of;
-use super::scan::{parallel_scan, Position, RateLimit, ScanPageOf, MAX_SEGMENTS};
+use super::scan::{item_attributes, parallel_scan, Position, RateLimit, ScanPageOf, MAX_SEGMENTS};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::Timestamp;
 use crate::store::entries::{index_item, sort_prefix, Indexing, BACKFILL_ORIGIN};
@@ -290,17 +286,12 @@ pub async fn audit(
         sampled: sample.is_some(),
         ..AuditReport::default()
     });
-    let mut attributes = schema.key_attributes.clone();
-    attributes.push(schema.layout.ttl_attribute.clone());
-    if schema.index_table.is_none() {
-        attributes.push(schema.layout.window_attribute.clone());
-    }
     let positions = vec![Position::Start; segments.clamp(1, MAX_SEGMENTS) as usize];
     parallel_scan(
         store,
         &schema.table_name,
         positions,
-        &attributes,
+        &item_attributes(schema),
         None,
         read_limit.as_ref(),
         |page: ScanPageOf| {
@@ -371,14 +362,7 @@ mod tests {
     #[test]
     fn a_ttl_more_than_five_years_old_is_invalid_not_expired() {
         use crate::expiry::window::{window_key, MAX_EXPIRED_AGE_SECONDS};
-        use crate::expiry::Layout;
-        let schema = TableSchema {
-            table_name: "t".into(),
-            index_name: "i".into(),
-            index_table: None,
-            key_attributes: vec!["id".into()],
-            layout: Layout::default(),
-        };
+        let schema = crate::tools::test_schema();
         let now = 1_800_000_000i64;
         let mut report = AuditReport::default();
         for (id, ttl) in [

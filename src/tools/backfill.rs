@@ -28,7 +28,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
-use super::scan::{parallel_scan, Position, RateLimit, ScanPageOf};
+use super::scan::{item_attributes, parallel_scan, Position, RateLimit, ScanPageOf};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::{Clock, Timestamp};
 use crate::indexer::{write_entries, ENTRIES_PER_REQUEST};
@@ -173,11 +173,9 @@ pub(super) fn window_of(item: &Key, schema: &TableSchema, ttl: f64) -> Result<St
         .window_for(ttl, pk.unwrap_or(&AttributeValue::Null(true)))
 }
 
-/// Runs (or resumes) a backfill. `save` is called with the state after every page;
-/// `progress` with the number of items scanned so far.
-///
-/// Every item is judged by `clock` when its write is made (see the module's description); the
-/// entry point's clock is held to DynamoDB's, like a sweep's.
+/// Runs (or resumes) a backfill, judging every item by `clock` (held to DynamoDB's by the entry
+/// point) when its write is made. `save` sees the state after every page, `progress` the items
+/// scanned so far.
 pub async fn backfill(
     store: &DynamoStore,
     schema: &TableSchema,
@@ -187,41 +185,32 @@ pub async fn backfill(
     save: &(dyn Fn(&BackfillState) + Sync),
     progress: &(dyn Fn(u64) + Sync),
 ) -> BackfillState {
-    let layout = &schema.layout;
     let positions: Vec<Position> = (0..state.positions.len())
         .map(|i| state.position(i))
         .collect();
     let shared = Mutex::new(state);
     let limit = options.max_wcu.map(RateLimit::new);
+    let step = Step {
+        store,
+        schema,
+        clock,
+        limit: limit.as_ref(),
+        options,
+    };
     let read_limit = options.max_rcu.map(RateLimit::new);
-    let mut attributes = schema.key_attributes.clone();
-    attributes.push(layout.ttl_attribute.clone());
-    if schema.index_table.is_none() {
-        attributes.push(layout.window_attribute.clone());
-    }
-    attributes.dedup();
-
     let result = parallel_scan(
         store,
         &schema.table_name,
         positions,
-        &attributes,
+        &item_attributes(schema),
         options.page_limit,
         read_limit.as_ref(),
         |page: ScanPageOf| {
-            let (shared, limit) = (&shared, &limit);
+            let (shared, step) = (&shared, &step);
             async move {
                 let mut counts = BackfillReport {
                     consumed_rcu: page.consumed,
                     ..BackfillReport::default()
-                };
-                let step = Step {
-                    store,
-                    schema,
-                    clock,
-                    limit: limit.as_ref(),
-                    dry_run: options.dry_run,
-                    index_only: options.index_only,
                 };
                 if schema.index_table.is_some() {
                     step.index(&page.items, &mut counts).await?;
@@ -260,15 +249,13 @@ pub async fn backfill(
 }
 
 /// What handling one scanned item needs.
-pub(super) struct Step<'a> {
-    pub(super) store: &'a DynamoStore,
-    pub(super) schema: &'a TableSchema,
-    pub(super) clock: &'a dyn Clock,
+struct Step<'a> {
+    store: &'a DynamoStore,
+    schema: &'a TableSchema,
+    clock: &'a dyn Clock,
     /// The write-rate limit (`--max-wcu`), if any.
-    pub(super) limit: Option<&'a RateLimit>,
-    pub(super) dry_run: bool,
-    /// `--index-only`: nothing is deleted.
-    pub(super) index_only: bool,
+    limit: Option<&'a RateLimit>,
+    options: &'a BackfillOptions,
 }
 
 impl Step<'_> {
@@ -294,7 +281,7 @@ impl Step<'_> {
                     counts.too_old_ttl += 1;
                 }
                 Some(Indexing::Entry { entry, expired }) => {
-                    if !self.dry_run {
+                    if !self.options.dry_run {
                         todo.push(entry);
                     }
                     counts.written += 1;
@@ -303,33 +290,26 @@ impl Step<'_> {
             }
         }
         for chunk in todo.chunks(ENTRIES_PER_REQUEST) {
-            if let Some(limit) = self.limit {
-                for _ in chunk {
-                    limit.acquire().await;
-                }
+            for _ in chunk {
+                self.pace().await;
             }
-            write_entries(self.store, self.schema, chunk).await?;
+            let written = write_entries(self.store, self.schema, chunk).await;
+            written.map_err(|(e, _)| e)?;
             counts.consumed_wcu += chunk.len() as f64;
         }
         Ok(())
     }
 
     /// Judges `item` by the clock and acts on it; counts what it did in `counts`.
-    pub(super) async fn item(
-        &self,
-        item: &Key,
-        counts: &mut BackfillReport,
-    ) -> Result<(), StoreError> {
+    async fn item(&self, item: &Key, counts: &mut BackfillReport) -> Result<(), StoreError> {
         let mut plan = plan_item(item, self.schema, self.clock.now());
         let needs_write = match plan {
-            ItemPlan::DeleteExpired { .. } => !self.index_only,
+            ItemPlan::DeleteExpired { .. } => !self.options.index_only,
             ItemPlan::SetWindow { .. } => true,
             _ => false,
         };
-        if needs_write && !self.dry_run {
-            if let Some(limit) = self.limit {
-                limit.acquire().await;
-            }
+        if needs_write && !self.options.dry_run {
+            self.pace().await;
             // Judged again when written: the rate limit may have held it past its ttl.
             plan = plan_item(item, self.schema, self.clock.now());
         }
@@ -341,9 +321,11 @@ impl Step<'_> {
                 counts.too_old_ttl += 1;
             }
             ItemPlan::AlreadyOk => counts.already_ok += 1,
-            ItemPlan::DeleteExpired { .. } if self.index_only => counts.expired_not_deleted += 1,
-            ItemPlan::DeleteExpired { .. } if self.dry_run => counts.deleted_expired += 1,
-            ItemPlan::SetWindow { .. } if self.dry_run => counts.written += 1,
+            ItemPlan::DeleteExpired { .. } if self.options.index_only => {
+                counts.expired_not_deleted += 1
+            }
+            ItemPlan::DeleteExpired { .. } if self.options.dry_run => counts.deleted_expired += 1,
+            ItemPlan::SetWindow { .. } if self.options.dry_run => counts.written += 1,
             ItemPlan::DeleteExpired { ttl } => {
                 let key = key_of(self.schema, item)?;
                 self.delete_expired(key, ttl, counts).await?;
@@ -380,14 +362,12 @@ impl Step<'_> {
                 // past that window, so the item is deleted here like any expired one.
                 let expired = parse_ttl(&ttl)
                     .is_ok_and(|t| ttl_state(t, self.clock.now()) == TtlState::Expired);
-                if expired && self.index_only {
+                if expired && self.options.index_only {
                     counts.expired_while_written += 1;
                     counts.expired_not_deleted += 1;
                 } else if expired {
                     counts.expired_while_written += 1;
-                    if let Some(limit) = self.limit {
-                        limit.acquire().await;
-                    }
+                    self.pace().await;
                     self.delete_expired(key, ttl, counts).await?;
                 }
             }
@@ -420,6 +400,13 @@ impl Step<'_> {
         Ok(())
     }
 
+    /// Waits for the write-rate limit to let one write through.
+    async fn pace(&self) {
+        if let Some(limit) = self.limit {
+            limit.acquire().await;
+        }
+    }
+
     /// Records `consumed` write units (the rate limit took one already).
     fn charge(&self, consumed: f64, counts: &mut BackfillReport) {
         if let Some(limit) = self.limit {
@@ -430,13 +417,13 @@ impl Step<'_> {
 }
 
 /// The primary key of a scanned item.
-pub(super) fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
+fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
     let why = "item without its key attributes";
     (schema.key_of(item)).ok_or_else(|| StoreError::new(ErrorKind::Validation, "Scan", why))
 }
 
 /// Runs `request` until it succeeds, fails for good, or was retried 8 times (backoff, full jitter).
-pub(super) async fn with_retries<T, F, Fut>(mut request: F) -> Result<T, StoreError>
+async fn with_retries<T, F, Fut>(mut request: F) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, StoreError>>,
@@ -454,7 +441,7 @@ where
     }
 }
 
-pub(super) fn add(total: &mut BackfillReport, page: &BackfillReport) {
+fn add(total: &mut BackfillReport, page: &BackfillReport) {
     total.scanned += page.scanned;
     total.already_ok += page.already_ok;
     total.written += page.written;
@@ -603,16 +590,6 @@ mod tests {
         }
     }
 
-    fn schema() -> TableSchema {
-        TableSchema {
-            table_name: "t".into(),
-            index_name: "i".into(),
-            index_table: None,
-            key_attributes: vec!["id".into()],
-            layout: Layout::default(),
-        }
-    }
-
     fn item(ttl: Option<AttributeValue>, window: Option<&str>) -> Key {
         let mut item: Key = [("id".to_string(), AttributeValue::S("a".into()))].into();
         if let Some(ttl) = ttl {
@@ -630,7 +607,7 @@ mod tests {
         let now_s = 1_800_000_000i64;
         let now = Timestamp::from_millis(now_s * 1000 + 500);
         let n = |t: i64| Some(AttributeValue::N(t.to_string()));
-        let plan = |ttl, window| plan_item(&item(ttl, window), &schema(), now);
+        let plan = |ttl, window| plan_item(&item(ttl, window), &crate::tools::test_schema(), now);
         let delete = |t: i64| ItemPlan::DeleteExpired { ttl: t.to_string() };
 
         assert_eq!(plan(None, None), ItemPlan::NoTtl);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::stream::{self, StreamExt};
 use tokio::time::Instant;
 
-use crate::store::{DynamoStore, Key, StoreError};
+use crate::store::{DynamoStore, Key, StoreError, TableSchema};
 
 /// The most segments a scan may be split into. DynamoDB accepts up to 1,000,000, but every
 /// segment is a position in the backfill's progress file (saved after every page) and at least
@@ -21,12 +21,30 @@ pub const MAX_CONCURRENT_SEGMENTS: usize = 256;
 
 /// Parses and checks a `--segments` value: a whole number from 1 to [`MAX_SEGMENTS`].
 pub fn parse_segments(text: &str) -> Result<u32, String> {
+    parse_count(text, MAX_SEGMENTS, "segments")
+}
+
+/// Parses a whole number from 1 to `max`; the error names the value `what` (`segments`).
+pub(super) fn parse_count(text: &str, max: u32, what: &str) -> Result<u32, String> {
     match text.trim().parse::<i64>() {
-        Ok(n) if (1..=i64::from(MAX_SEGMENTS)).contains(&n) => Ok(n as u32),
+        Ok(n) if (1..=i64::from(max)).contains(&n) => Ok(n as u32),
         _ => Err(format!(
-            "{text:?} segments: expected a whole number from 1 to {MAX_SEGMENTS}"
+            "{text:?} {what}: expected a whole number from 1 to {max}"
         )),
     }
+}
+
+/// What `backfill` and `audit` read of an item: its key, its ttl and, without an expiry index
+/// table, its window attribute.
+pub(super) fn item_attributes(schema: &TableSchema) -> Vec<String> {
+    let layout = &schema.layout;
+    let mut attributes = schema.key_attributes.clone();
+    attributes.push(layout.ttl_attribute.clone());
+    if schema.index_table.is_none() {
+        attributes.push(layout.window_attribute.clone());
+    }
+    attributes.dedup();
+    attributes
 }
 
 /// Where one segment stands.

@@ -34,12 +34,8 @@ pub const MAX_PAGE_SIZE: i32 = 1000;
 
 /// Parses and checks a `--page-size` value: a whole number from 1 to [`MAX_PAGE_SIZE`].
 pub fn parse_page_size(text: &str) -> Result<i32, String> {
-    match text.trim().parse::<i64>() {
-        Ok(n) if (1..=i64::from(MAX_PAGE_SIZE)).contains(&n) => Ok(n as i32),
-        _ => Err(format!(
-            "{text:?} items per page: expected a whole number from 1 to {MAX_PAGE_SIZE}"
-        )),
-    }
+    let max = MAX_PAGE_SIZE.unsigned_abs();
+    crate::tools::scan::parse_count(text, max, "items per page").map(|n| n as i32)
 }
 
 /// The default segment count for a table of `size_bytes`: one per 256 MiB, between 4 and 256.

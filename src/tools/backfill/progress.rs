@@ -47,15 +47,8 @@ impl BackfillState {
         table: &str,
         layout: &Layout,
     ) -> Result<BackfillState, ProgressFileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ProgressFileError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let state: BackfillState =
-            serde_json::from_str(&text).map_err(|source| ProgressFileError::Parse {
-                path: path.to_owned(),
-                source,
-            })?;
+        let parse = |path, source| ProgressFileError::Parse { path, source };
+        let state = read_state(path, parse)?;
         let segments = state.positions.len();
         if segments == 0 || segments > MAX_SEGMENTS as usize {
             return Err(ProgressFileError::Segments {
@@ -105,6 +98,18 @@ impl BackfillState {
             _ => Position::Start,
         }
     }
+}
+
+/// The state in the file at `path`; `unparsed` is the error of a file that holds none.
+fn read_state(
+    path: &Path,
+    unparsed: fn(PathBuf, serde_json::Error) -> ProgressFileError,
+) -> Result<BackfillState, ProgressFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ProgressFileError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| unparsed(path.to_owned(), source))
 }
 
 /// The progress file of a backfill on `table` when none is given:
@@ -305,24 +310,12 @@ pub fn start(
         });
     }
     let fresh = || Start::Fresh(BackfillState::new(table, layout, segments));
-    if dry_run {
+    // A missing file starts a fresh run; one that cannot be read is refused.
+    if dry_run || !path.try_exists().unwrap_or(true) {
         return Ok(fresh());
     }
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(fresh()),
-        Err(source) => {
-            return Err(ProgressFileError::Read {
-                path: path.to_owned(),
-                source,
-            })
-        }
-    };
-    let saved: BackfillState =
-        serde_json::from_str(&text).map_err(|source| ProgressFileError::NotProgress {
-            path: path.to_owned(),
-            source,
-        })?;
+    let not_progress = |path, source| ProgressFileError::NotProgress { path, source };
+    let saved = read_state(path, not_progress)?;
     if saved.is_complete() {
         Ok(fresh())
     } else {

@@ -144,21 +144,21 @@ pub(super) fn to_retry(
 mod tests {
     use super::*;
 
-    fn shard(id: &str, parent: Option<&str>) -> Shard {
-        Shard {
-            id: id.into(),
-            parent: parent.map(str::to_owned),
-        }
+    /// Shards from `id` and `id:parent` words.
+    fn shards(spec: &str) -> Vec<Shard> {
+        let shard = |word: &str| match word.split_once(':') {
+            Some((id, parent)) => (id.into(), Some(parent.into())),
+            None => (word.into(), None),
+        };
+        spec.split_whitespace()
+            .map(shard)
+            .map(|(id, parent)| Shard { id, parent })
+            .collect()
     }
 
     #[test]
     fn children_wait_for_their_parent_to_be_read_to_its_end() {
-        let shards = [
-            shard("a", None),
-            shard("b", Some("a")),
-            shard("c", Some("b")),
-            shard("d", Some("gone")),
-        ];
+        let shards = shards("a b:a c:b d:gone");
         let mut position = Position::default();
         let none = HashSet::new();
         assert_eq!(ready(&shards, &position, &none), ["a", "d"]);
@@ -250,13 +250,7 @@ mod tests {
     fn a_compacted_position_reads_what_the_whole_one_reads() {
         // A split (a into b and c), c read to its end and its child d begun, b not begun; e
         // closed and read to its end, with no child yet.
-        let shards = [
-            shard("a", None),
-            shard("b", Some("a")),
-            shard("c", Some("a")),
-            shard("d", Some("c")),
-            shard("e", None),
-        ];
+        let shards = shards("a b:a c:a d:c e");
         let mut position = Position::default();
         for (id, at) in [
             ("a", ShardPosition::Done),
@@ -281,7 +275,7 @@ mod tests {
     #[test]
     fn an_entry_that_goes_takes_no_mark_it_vouched_for_with_it() {
         // a read to its end and split into b; b begun: a's mark is dropped, vouched for by b.
-        let shards = [shard("a", None), shard("b", Some("a"))];
+        let shards = shards("a b:a");
         let mut position = Position::default();
         position.shards.insert("a".into(), ShardPosition::Done);
         position
