@@ -102,6 +102,12 @@ impl std::ops::Sub<Duration> for Timestamp {
     }
 }
 
+impl From<DateTime<Utc>> for Timestamp {
+    fn from(t: DateTime<Utc>) -> Self {
+        Timestamp::from_datetime(t)
+    }
+}
+
 /// Where "now" comes from. Entry points supply it (the wall clock, held to DynamoDB's clock);
 /// tests supply fixed or stepped clocks. Any `Fn() -> Timestamp` is a clock.
 pub trait Clock: Send + Sync {

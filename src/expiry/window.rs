@@ -164,6 +164,12 @@ impl Window {
     }
 }
 
+impl fmt::Display for Window {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key())
+    }
+}
+
 /// The window key for a ttl, after validating it: what a writer stores in the window attribute.
 ///
 /// ```
