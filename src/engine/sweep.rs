@@ -17,8 +17,8 @@ use tracing::{debug, warn};
 use super::checkpoint::{advance_to, plan};
 use super::hook::{Events, ExpiryHook, FailedEvent, Owed, EVENT_ITEMS_BUDGET_KIB};
 use super::lease::Lease;
-use super::pace::{read_ahead, Running, Slots};
-use super::partition::{joined, LagOrigin, PartitionOutcome, Shared};
+use super::pace::{read_ahead, Running};
+use super::partition::{joined, sweep_partition, PartitionOutcome, Pass, Shared};
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
 use super::{Checkpoint, SweepOptions, CATCHUP_SLICE_PARTITIONS};
@@ -333,10 +333,7 @@ impl<S: Store> Sweeper<S> {
         stop: &Stop,
     ) -> (SweepReport, Vec<bool>) {
         let started = Instant::now();
-        let origin = LagOrigin {
-            wall: self.wall.as_ref().map_or(now, |c| c.now()),
-            mono: started,
-        };
+        let lags_from = (self.wall.as_ref().map_or(now, |c| c.now()), started);
         let events = self.events.clone().map(|hook| Events {
             hook,
             wall: self.wall.clone(),
@@ -346,13 +343,17 @@ impl<S: Store> Sweeper<S> {
         let shards = self.shared.schema.layout.window_shards.max(1);
         let range = self.shard_range();
         let limit = self.shared.options.max_concurrency.max(1);
-        let slots = Slots {
-            permits: Arc::new(Semaphore::new(limit)),
-            reads: Arc::new(Semaphore::new(limit)),
+        let pass = Arc::new(Pass {
+            shared: self.shared.clone(),
+            now,
+            stop: stop.child(),
+            events,
+            started: lags_from,
+            permits: Semaphore::new(limit),
+            reads: Semaphore::new(limit),
             budget: Arc::new(Semaphore::new(read_ahead(&self.shared.options))),
             running: Arc::new(AtomicUsize::new(0)),
-        };
-        let inner = stop.child();
+        });
         let partitions = windows.iter().enumerate().flat_map(|(i, w)| {
             range
                 .shards()
@@ -379,15 +380,10 @@ impl<S: Store> Sweeper<S> {
                     fold(joined(done));
                 }
             }
-            let (shared, inner) = (self.shared.clone(), inner.clone());
-            let (slots, events) = (slots.clone(), events.clone());
-            let counted = Running::new(&slots.running);
+            let (pass, counted) = (pass.clone(), Running::new(&pass.running));
             running.spawn(async move {
                 let _counted = counted;
-                let out =
-                    Shared::sweep_partition(&shared, &key, now, &inner, &slots, &events, origin)
-                        .await;
-                (i, out)
+                (i, sweep_partition(&pass, &key).await)
             });
         }
         while let Some(done) = running.join_next().await {
