@@ -162,15 +162,13 @@ impl<S: Store> Deleter<'_, S> {
         }
     }
 
-    /// Deletes one chunk, retrying with backoff; never returns an error, only an outcome.
+    /// Deletes one chunk of [`Self::confirm`]'s keys (each once), retrying with backoff; never
+    /// returns an error, only an outcome.
     pub(super) async fn delete_chunk(&self, chunk: Vec<Expired>) -> ChunkOutcome {
-        let mut out = ChunkOutcome::default();
-        let chunk = drop_repeats(self.schema, chunk, &mut out);
-        out.absorb(match self.options.delete_mode {
+        match self.options.delete_mode {
             DeleteMode::Batch => self.delete_batch(chunk).await,
             DeleteMode::Conditional => self.delete_conditional(chunk).await,
-        });
-        out
+        }
     }
 
     /// Prepares a chunk before it waits for a slot to send: a key listed twice goes once, and in
