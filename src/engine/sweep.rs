@@ -96,16 +96,13 @@ impl<S: Store> Sweeper<S> {
             Ok(until) => return Ok(stop.within(until)),
             Err(not_leading) => not_leading,
         };
-        let mut report = SweepReport {
+        Err(SweepReport {
             stood_by: 1,
             lease_layout_mismatch: u32::from(not_leading.layout_mismatch),
             lease_released: u32::from(not_leading.released),
+            errors: Vec::from_iter(not_leading.error.map(|e| SweepErrorEntry::new(None, &e))),
             ..self.report(now)
-        };
-        if let Some(e) = not_leading.error {
-            report.add_errors([SweepErrorEntry::new(None, &e)]);
-        }
-        Err(report)
+        })
     }
 
     /// Publishes expiry events through `hook` around every delete (see [`super::hook`]).
