@@ -261,7 +261,6 @@ impl Notifier<'_> {
 
 /// Expiry events, for a sweep's delete tasks: the hook, the clock events are stamped with (none:
 /// the sweep instant), and the sweep's ledger of events owed (notify).
-#[derive(Clone)]
 pub(super) struct Events {
     pub(super) hook: Arc<dyn ExpiryHook>,
     pub(super) wall: Option<Arc<dyn Clock>>,
