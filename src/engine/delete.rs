@@ -18,7 +18,9 @@ use super::report::{EventTally, FailedKey};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
 use crate::expiry::Timestamp;
-use crate::store::{key_to_json, lock, ErrorKind, Key, Store, StoreError, TableSchema};
+use crate::store::{
+    full_jitter, key_to_json, lock, ErrorKind, Key, Store, StoreError, TableSchema,
+};
 
 /// Whether a failed delete may have been applied all the same: a timeout, a dropped connection
 /// or a 5xx can come after DynamoDB deleted the item; throttling and validation errors cannot.
@@ -225,7 +227,8 @@ impl<S: Store> Deleter<'_, S> {
             return Err(false);
         }
         *attempt += 1;
-        let wait = self.options.backoff(*attempt);
+        let (base, cap) = (self.options.backoff_base, self.options.backoff_cap);
+        let wait = full_jitter(base, cap, *attempt);
         if self.stop.would_pass(wait) {
             return Err(true);
         }
