@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::hook::Notifier;
+use super::hook::{Events, Notifier};
 use super::report::{EventTally, FailedKey};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
@@ -80,11 +80,10 @@ pub(super) struct Deleter<'a, S> {
     pub(super) options: &'a SweepOptions,
     pub(super) now: Timestamp,
     pub(super) stop: &'a Stop,
-    /// Expiry events are published: keys whose delete may have been applied are settled before
-    /// the sweep stops ([`Self::give_up`]).
-    pub(super) track_keys: bool,
-    /// Conditional deletes return the deleted items (`ReturnValues=ALL_OLD`), for expiry events.
-    pub(super) return_items: bool,
+    /// With expiry events, keys whose delete may have been applied are settled before the sweep
+    /// stops ([`Self::give_up`]), and conditional deletes return the deleted items
+    /// (`ReturnValues=ALL_OLD`) if the hook wants them.
+    pub(super) events: Option<&'a Events>,
     /// Notify mode: where each delete's event is owed the moment the delete is known, and
     /// published before every wait, so a crash loses as few events as it can.
     pub(super) notify: Option<&'a Notifier<'a>>,
@@ -257,7 +256,7 @@ impl<S: Store> Deleter<'_, S> {
     ) {
         let (keys, rest): (Vec<Expired>, Vec<Expired>) = keys
             .into_iter()
-            .partition(|e| e.maybe_applied && self.track_keys);
+            .partition(|e| e.maybe_applied && self.events.is_some());
         if stopped {
             out.leave(rest);
         } else {

@@ -189,15 +189,14 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
         let entries = entries_of(&group);
         inflight.spawn(async move {
             let _keys = keys;
-            let (shared, events) = (&pass.shared, &pass.events);
+            let (shared, events) = (&pass.shared, pass.events.as_ref());
             let deleter = Deleter {
                 store: &shared.store,
                 schema: &shared.schema,
                 options: &shared.options,
                 now: pass.now,
                 stop: &pass.stop,
-                track_keys: events.is_some(),
-                return_items: events.as_ref().is_some_and(|e| e.hook.returned_items()),
+                events,
                 notify: None,
             };
             // Batch mode's read of the table, before the wait for a send slot: it holds none.
