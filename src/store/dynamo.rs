@@ -37,8 +37,11 @@ use crate::expiry::Timestamp;
 pub struct DynamoStore {
     client: Client,
     server_clock: Arc<ServerClock>,
-    /// The clients of conditional `DeleteItem`s and of `BatchWriteItem`s ([`delete_clients`]).
-    conditional_deletes: Client,
+    /// The clients of conditional `DeleteItem`s (the adoption tools' too) and of
+    /// `BatchWriteItem`s, without SDK retries: the caller, which retries them itself, sees every
+    /// attempt that may have been applied (a timeout, a dropped connection, a 5xx) and can settle
+    /// it ([`delete_clients`]).
+    pub(in crate::store) conditional_deletes: Client,
     batch_deletes: Client,
 }
 
