@@ -40,7 +40,7 @@ pub struct DynamoStore {
     /// The clients of conditional `DeleteItem`s (the adoption tools' too) and of
     /// `BatchWriteItem`s, without SDK retries: the caller, which retries them itself, sees every
     /// attempt that may have been applied (a timeout, a dropped connection, a 5xx) and can settle
-    /// it ([`delete_clients`]).
+    /// it (`client::delete_clients`).
     pub(in crate::store) conditional_deletes: Client,
     batch_deletes: Client,
 }
