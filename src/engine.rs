@@ -17,7 +17,6 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::expiry::window::ShardRange;
-use crate::store::full_jitter;
 
 /// Adds each named counter of `$from` to `$to`'s (`to = from` where the names differ).
 macro_rules! add_counts {
@@ -103,7 +102,7 @@ pub struct SweepOptions {
     pub max_concurrency: usize,
     /// Retries per chunk (unprocessed keys, throttling, 5xx).
     pub max_retries: u32,
-    /// Backoff base: the first retry waits up to this long.
+    /// Backoff base: the first retry waits up to this long ([`crate::store::full_jitter`]).
     pub backoff_base: Duration,
     /// Backoff cap: no single wait is longer.
     pub backoff_cap: Duration,
@@ -135,12 +134,5 @@ impl Default for SweepOptions {
             shard_range: None,
             max_catchup_seconds: 86_400,
         }
-    }
-}
-
-impl SweepOptions {
-    /// The wait before retry number `attempt` (1-based); see [`full_jitter`].
-    pub fn backoff(&self, attempt: u32) -> Duration {
-        full_jitter(self.backoff_base, self.backoff_cap, attempt)
     }
 }

@@ -13,12 +13,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::hook::Notifier;
+use super::hook::{Events, Notifier};
 use super::report::{EventTally, FailedKey};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
 use crate::expiry::Timestamp;
-use crate::store::{key_to_json, lock, ErrorKind, Key, Store, StoreError, TableSchema};
+use crate::store::{
+    full_jitter, key_to_json, lock, ErrorKind, Key, Store, StoreError, TableSchema,
+};
 
 /// Whether a failed delete may have been applied all the same: a timeout, a dropped connection
 /// or a 5xx can come after DynamoDB deleted the item; throttling and validation errors cannot.
@@ -78,11 +80,10 @@ pub(super) struct Deleter<'a, S> {
     pub(super) options: &'a SweepOptions,
     pub(super) now: Timestamp,
     pub(super) stop: &'a Stop,
-    /// Expiry events are published: keys whose delete may have been applied are settled before
-    /// the sweep stops ([`Self::give_up`]).
-    pub(super) track_keys: bool,
-    /// Conditional deletes return the deleted items (`ReturnValues=ALL_OLD`), for expiry events.
-    pub(super) return_items: bool,
+    /// With expiry events, keys whose delete may have been applied are settled before the sweep
+    /// stops ([`Self::give_up`]), and conditional deletes return the deleted items
+    /// (`ReturnValues=ALL_OLD`) if the hook wants them.
+    pub(super) events: Option<&'a Events>,
     /// Notify mode: where each delete's event is owed the moment the delete is known, and
     /// published before every wait, so a crash loses as few events as it can.
     pub(super) notify: Option<&'a Notifier<'a>>,
@@ -162,15 +163,13 @@ impl<S: Store> Deleter<'_, S> {
         }
     }
 
-    /// Deletes one chunk, retrying with backoff; never returns an error, only an outcome.
+    /// Deletes one chunk of [`Self::confirm`]'s keys (each once), retrying with backoff; never
+    /// returns an error, only an outcome.
     pub(super) async fn delete_chunk(&self, chunk: Vec<Expired>) -> ChunkOutcome {
-        let mut out = ChunkOutcome::default();
-        let chunk = drop_repeats(self.schema, chunk, &mut out);
-        out.absorb(match self.options.delete_mode {
+        match self.options.delete_mode {
             DeleteMode::Batch => self.delete_batch(chunk).await,
             DeleteMode::Conditional => self.delete_conditional(chunk).await,
-        });
-        out
+        }
     }
 
     /// Prepares a chunk before it waits for a slot to send: a key listed twice goes once, and in
@@ -227,7 +226,8 @@ impl<S: Store> Deleter<'_, S> {
             return Err(false);
         }
         *attempt += 1;
-        let wait = self.options.backoff(*attempt);
+        let (base, cap) = (self.options.backoff_base, self.options.backoff_cap);
+        let wait = full_jitter(base, cap, *attempt);
         if self.stop.would_pass(wait) {
             return Err(true);
         }
@@ -256,7 +256,7 @@ impl<S: Store> Deleter<'_, S> {
     ) {
         let (keys, rest): (Vec<Expired>, Vec<Expired>) = keys
             .into_iter()
-            .partition(|e| e.maybe_applied && self.track_keys);
+            .partition(|e| e.maybe_applied && self.events.is_some());
         if stopped {
             out.leave(rest);
         } else {

@@ -149,15 +149,15 @@ const OWED_FOR_AT_MOST: Duration = Duration::from_secs(1);
 /// Notify mode, one chunk: owes the events of what its deletes remove and publishes them, as the
 /// deleter says, in the order they became owed.
 pub(super) struct Notifier<'a> {
-    hook: &'a dyn ExpiryHook,
-    owed: &'a Owed,
+    /// The sweep's hook, ledger, clock and room for whole items.
+    events: &'a Events,
+    /// The sweep instant, what events are stamped with without a clock.
+    now: Timestamp,
     chunk: u64,
     /// The chunk's keys, with the items read for their events (if any).
     described: Vec<(Key, Option<Key>)>,
-    wall: &'a (dyn Fn() -> Timestamp + Send + Sync),
     stop: &'a Stop,
-    /// The sweep's room for whole items, and what this chunk holds of it.
-    budget: &'a Arc<Semaphore>,
+    /// What this chunk holds of the sweep's room for whole items.
     returned_room: Mutex<ReturnedRoom>,
 }
 
@@ -184,11 +184,12 @@ impl Notifier<'_> {
     /// there was none at once: chunks that wait for room hold none, and those that hold it finish.
     pub(super) async fn room(&self) -> EventTally {
         let mut tally = EventTally::default();
-        let more = match self.budget.clone().try_acquire_many_owned(MAX_ITEM_KIB) {
+        let budget = &self.events.items_room;
+        let more = match budget.clone().try_acquire_many_owned(MAX_ITEM_KIB) {
             Ok(more) => Some(more),
             Err(_) => {
                 tally = self.flush().await;
-                take_room(self.budget, MAX_ITEM_KIB).await
+                take_room(budget, MAX_ITEM_KIB).await
             }
         };
         let mut held = lock(&self.returned_room);
@@ -224,14 +225,14 @@ impl Notifier<'_> {
             key: key.clone(),
             ttl,
             item,
-            at: (self.wall)(),
+            at: self.events.wall.as_ref().map_or(self.now, |c| c.now()),
         };
-        lock(&self.owed.entries).push((self.chunk, expiry, Instant::now()));
+        lock(&self.events.owed.entries).push((self.chunk, expiry, Instant::now()));
     }
 
     /// Whether an event of this chunk has been owed for [`OWED_FOR_AT_MOST`].
     pub(super) fn due(&self) -> bool {
-        lock(&self.owed.entries)
+        lock(&self.events.owed.entries)
             .iter()
             .find(|(chunk, _, _)| *chunk == self.chunk)
             .is_some_and(|(_, _, at)| at.elapsed() >= OWED_FOR_AT_MOST)
@@ -240,7 +241,7 @@ impl Notifier<'_> {
     /// Publishes this chunk's owed events; they stay owed until publishing has an outcome. What
     /// publishing did.
     pub(super) async fn flush(&self) -> EventTally {
-        let publications: Vec<Publication> = lock(&self.owed.entries)
+        let publications: Vec<Publication> = lock(&self.events.owed.entries)
             .iter()
             .filter(|(chunk, _, _)| *chunk == self.chunk)
             .map(|(_, expiry, _)| Publication::Expired(expiry.clone()))
@@ -248,9 +249,9 @@ impl Notifier<'_> {
         if publications.is_empty() {
             return EventTally::default();
         }
-        let (_, tally) = self.hook.publish(publications, self.stop).await;
+        let (_, tally) = self.events.hook.publish(publications, self.stop).await;
         // One chunk is one task: nothing of it was owed while it published.
-        lock(&self.owed.entries).retain(|(chunk, _, _)| *chunk != self.chunk);
+        lock(&self.events.owed.entries).retain(|(chunk, _, _)| *chunk != self.chunk);
         // Its items are no longer held.
         let mut held = lock(&self.returned_room);
         held.owed_kib = 0;
@@ -261,7 +262,6 @@ impl Notifier<'_> {
 
 /// Expiry events, for a sweep's delete tasks: the hook, the clock events are stamped with (none:
 /// the sweep instant), and the sweep's ledger of events owed (notify).
-#[derive(Clone)]
 pub(super) struct Events {
     pub(super) hook: Arc<dyn ExpiryHook>,
     pub(super) wall: Option<Arc<dyn Clock>>,
@@ -278,7 +278,6 @@ pub(super) async fn delete_with_events<S: Store>(
 ) -> ChunkOutcome {
     let (hook, owed, stop) = (events.hook.as_ref(), events.owed.as_ref(), deleter.stop);
     let wall = || events.wall.as_ref().map_or(deleter.now, |c| c.now());
-    let wall: &(dyn Fn() -> Timestamp + Send + Sync) = &wall;
     // Items read for the events are held until they are published: room for the largest items
     // first, then what they take.
     let (items, _read_room) = if hook.read_items() {
@@ -292,17 +291,15 @@ pub(super) async fn delete_with_events<S: Store>(
     };
     if !hook.archive() {
         let notifier = Notifier {
-            hook,
-            owed,
+            events,
+            now: deleter.now,
             chunk: owed.chunks.fetch_add(1, Ordering::Relaxed),
             described: chunk
                 .iter()
                 .zip(items)
                 .map(|(e, item)| (e.key.clone(), item))
                 .collect(),
-            wall,
             stop,
-            budget: &events.items_room,
             returned_room: Mutex::default(),
         };
         let deleter = Deleter {

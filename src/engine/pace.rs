@@ -5,8 +5,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 
+use super::partition::Pass;
 use super::{SweepOptions, BATCH_SIZE, READ_AHEAD_ROUNDS};
 
 /// The keys a sweep may hold at once, read but not yet deleted: [`READ_AHEAD_ROUNDS`] rounds of
@@ -22,18 +23,22 @@ pub(super) fn read_ahead(options: &SweepOptions) -> usize {
 /// less what it holds), then takes without waiting half of what is free beyond a fair share for
 /// each other partition running, in whole chunks. The wait always ends: a waiting partition holds
 /// less than a chunk, and the budget has a fair share for every partition that may run.
-pub(super) async fn take_budget(slots: &Slots, pending: usize, want: u32) -> OwnedSemaphorePermit {
+pub(super) async fn take_budget<S>(
+    pass: &Pass<S>,
+    pending: usize,
+    want: u32,
+) -> OwnedSemaphorePermit {
     let chunk = BATCH_SIZE as u32;
     let fair = READ_AHEAD_ROUNDS as u32 * chunk;
     let first = (fair - (pending as u32 % chunk)).min(want).max(1);
-    let budget = &slots.budget;
+    let budget = &pass.budget;
     let mut permit = budget
         .clone()
         .acquire_many_owned(first)
         .await
         .expect("the read-ahead budget is never closed");
     let others =
-        u32::try_from(slots.running.load(Ordering::Relaxed).saturating_sub(1)).unwrap_or(u32::MAX);
+        u32::try_from(pass.running.load(Ordering::Relaxed).saturating_sub(1)).unwrap_or(u32::MAX);
     let free = u32::try_from(budget.available_permits()).unwrap_or(u32::MAX);
     let spare = free.saturating_sub(others.saturating_mul(fair)) / 2;
     let more = (want - first).min(spare) / chunk * chunk;
@@ -102,21 +107,7 @@ impl PagePace {
     }
 }
 
-/// What the partitions of one sweep share.
-#[derive(Clone)]
-pub(super) struct Slots {
-    /// Delete requests sent at once (`MAX_CONCURRENCY`).
-    pub(super) permits: Arc<Semaphore>,
-    /// Batch mode's confirming reads sent at once, as many as delete requests: a chunk is read
-    /// before it waits for a send slot, so reads and deletes overlap.
-    pub(super) reads: Arc<Semaphore>,
-    /// The read-ahead budget of keys held at once ([`read_ahead`]).
-    pub(super) budget: Arc<Semaphore>,
-    /// Partitions running.
-    pub(super) running: Arc<AtomicUsize>,
-}
-
-/// Counts a partition in [`Slots::running`] from its spawn to its end.
+/// Counts a partition in [`Pass::running`] from its spawn to its end.
 pub(super) struct Running(Arc<AtomicUsize>);
 
 impl Running {

@@ -2,9 +2,10 @@
 //! budget, each item checked as read ([`check_item`]), the expired ones cut into chunks and
 //! deleted as tasks of their own, and every finished chunk folded into the partition's report.
 
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -12,7 +13,7 @@ use tracing::{debug, warn};
 use super::delete::{ChunkOutcome, Confirmed, Deleter, Expired};
 use super::entries::{entries_of, remove_settled};
 use super::hook::{delete_with_events, Events};
-use super::pace::{read_ahead, split_permit, take_budget, PagePace, Slots};
+use super::pace::{read_ahead, split_permit, take_budget, PagePace};
 use super::report::SweepReport;
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions, BATCH_SIZE};
@@ -57,17 +58,35 @@ pub(super) struct PartitionOutcome {
     pub(super) error: Option<StoreError>,
 }
 
-/// Where a sweep's lags are measured from: the wall clock when it started, and that instant.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct LagOrigin {
-    pub(super) wall: Timestamp,
-    pub(super) mono: Instant,
+/// One pass of a sweep over its partitions: what the tasks of its partitions and chunks share.
+pub(super) struct Pass<S> {
+    pub(super) shared: Arc<Shared<S>>,
+    /// The sweep instant: what expired before it is deleted.
+    pub(super) now: Timestamp,
+    /// The sweep's stop, also triggered by an error that no partition could get past.
+    pub(super) stop: Stop,
+    pub(super) events: Option<Events>,
+    /// Where lags are measured from: the wall clock when the pass started, and that instant.
+    pub(super) started: (Timestamp, Instant),
+    /// Delete requests sent at once (`MAX_CONCURRENCY`).
+    pub(super) permits: Semaphore,
+    /// Batch mode's confirming reads sent at once, as many as delete requests: a chunk is read
+    /// before it waits for a send slot, so reads and deletes overlap.
+    pub(super) reads: Semaphore,
+    /// The read-ahead budget of keys held at once ([`read_ahead`]).
+    pub(super) budget: Arc<Semaphore>,
+    /// Partitions running.
+    pub(super) running: Arc<AtomicUsize>,
 }
 
 /// Adds one finished chunk to a partial report; returns whether every key was handled.
-pub(super) fn fold_chunk(report: &mut SweepReport, chunk: ChunkOutcome, origin: LagOrigin) -> bool {
+pub(super) fn fold_chunk(
+    report: &mut SweepReport,
+    chunk: ChunkOutcome,
+    (wall, mono): (Timestamp, Instant),
+) -> bool {
     for (ttl, at) in &chunk.deleted {
-        let deleted_at = origin.wall + at.duration_since(origin.mono);
+        let deleted_at = wall + at.duration_since(mono);
         let lag_ms = deleted_at.millis() as f64 - ttl * 1000.0;
         report.lags.record(lag_ms.max(0.0).round() as u64);
     }
@@ -132,195 +151,185 @@ pub(super) fn check_item(schema: &TableSchema, mut item: Key, now: Timestamp) ->
     })
 }
 
-impl<S: Store> Shared<S> {
-    /// Reads one partition to the end (or until `stop`), deleting as it goes: each group of
-    /// chunks a task of its own, at most `max_concurrency` chunks of them per partition, and
-    /// `slots.permits` sending at once across the sweep. Each page asks for no more keys than the
-    /// read-ahead budget has free; a key's share of it returns when its group is done.
-    pub(super) async fn sweep_partition(
-        this: &Arc<Self>,
-        key: &str,
-        now: Timestamp,
-        stop: &Stop,
-        slots: &Slots,
-        events: &Option<Events>,
-        origin: LagOrigin,
-    ) -> PartitionOutcome {
-        let mut out = PartitionOutcome {
-            handled_all: true,
-            ..PartitionOutcome::default()
-        };
-        if stop.reached() {
-            return out;
-        }
-        let max_inflight = this.options.max_concurrency.max(1);
-        let mut inflight = JoinSet::new();
-        let mut pending: Vec<Expired> = Vec::new();
-        // The budget held for `pending`: one permit a key.
-        let mut held: Option<OwnedSemaphorePermit> = None;
-        let mut start: Option<Key> = None;
-        let mut pace = PagePace::new(&this.options);
-        let budget_size = u32::try_from(read_ahead(&this.options)).unwrap_or(u32::MAX);
-        // Batch mode reads the table for a group of chunks at once (one `BatchGetItem` takes up
-        // to 100 keys); each chunk of the group then waits for a send slot of its own.
-        let group_chunks = match this.options.delete_mode {
-            DeleteMode::Batch => CONFIRM_GROUP_CHUNKS,
-            DeleteMode::Conditional => 1,
-        };
-        let group_keys = BATCH_SIZE * group_chunks;
-        let max_groups = max_inflight.div_ceil(group_chunks).max(1);
-        let delete = |inflight: &mut JoinSet<ChunkOutcome>,
-                      group: Vec<Expired>,
-                      held: &mut Option<OwnedSemaphorePermit>| {
-            let (shared, stop, events) = (this.clone(), stop.clone(), events.clone());
-            let (permits, reads) = (slots.permits.clone(), slots.reads.clone());
-            // The group's keys' share of the budget, returned when the group is done.
-            let keys = split_permit(held, group.len());
-            let entries = entries_of(&group);
-            inflight.spawn(async move {
-                let _keys = keys;
-                let deleter = Deleter {
-                    store: &shared.store,
-                    schema: &shared.schema,
-                    options: &shared.options,
-                    now,
-                    stop: &stop,
-                    track_keys: events.is_some(),
-                    return_items: events.as_ref().is_some_and(|e| e.hook.returned_items()),
-                    notify: None,
-                };
-                // Batch mode's read of the table, before the wait for a send slot: it holds none.
-                let (mut keys, mut out) = {
-                    let _read = reads.acquire().await;
-                    deleter.confirm(group).await
-                };
-                let mut chunks = Vec::with_capacity(group_chunks);
-                while !keys.is_empty() {
-                    chunks.push(keys.split_off(keys.len().saturating_sub(BATCH_SIZE)));
-                }
-                let (deleter, permits, events) = (&deleter, &permits, &events);
-                let sends = chunks.into_iter().map(|chunk| async move {
-                    let _permit = permits.acquire().await;
-                    // The stop may have come while this chunk waited for a permit.
-                    if deleter.stop.reached() {
-                        return ChunkOutcome::left(chunk);
-                    }
-                    match events {
-                        None => deleter.delete_chunk(chunk).await,
-                        Some(events) => delete_with_events(deleter, events, chunk).await,
-                    }
-                });
-                for sent in futures::future::join_all(sends).await {
-                    out.absorb(sent);
-                }
-                out.entries_removed = remove_settled(deleter, entries, &out).await;
-                out
-            });
-        };
-        loop {
-            // A read still unanswered at shutdown (or after the sweep stopped itself on an
-            // error it reports) is given up: nothing it finds would be deleted now, and its
-            // retries (a slow or failing DynamoDB) must not hold a shutdown. The partition is
-            // left for the next sweep, like those not started. (A deadline needs no such cut:
-            // every call of the store ends before it, see `Stop::bound`.)
-            let want = pace
-                .limit()
-                .map_or(budget_size, |l| u32::try_from(l.max(1)).unwrap_or(1))
-                .min(budget_size);
-            let mut granted = tokio::select! {
-                permit = take_budget(slots, pending.len(), want) => permit,
-                () = stop.token().cancelled() => {
-                    debug!(partition = %key, "stopping while waiting for keys to be deleted");
-                    break;
-                }
-            };
-            let limit = i32::try_from(granted.num_permits()).unwrap_or(i32::MAX);
-            let query = this
-                .store
-                .query_expired(&this.schema, key, now, start.take(), Some(limit));
-            let answer = tokio::select! {
-                answer = stop.bound("Query", query) => answer,
-                () = stop.token().cancelled() => {
-                    debug!(partition = %key, "stopping mid-query");
-                    break;
-                }
-            };
-            let page = match answer {
-                Ok(page) => page,
-                Err(e) => {
-                    warn!(partition = %key, error = %e, "query failed; partition left for the next sweep");
-                    if !e.kind.is_retryable() {
-                        // A missing table or rejected credentials: nothing else will work either.
-                        stop.token().cancel();
-                    }
-                    out.error = Some(e);
-                    break;
-                }
-            };
-            let answered = Instant::now();
-            let page_len = page.items.len();
-            pending.reserve(page_len);
-            let mut entries = page.entries.into_iter();
-            for item in page.items {
-                let entry = entries.next();
-                match check_item(&this.schema, item, now) {
-                    Some(mut expired) => {
-                        expired.entry = entry;
-                        if this.options.delete_mode == DeleteMode::Batch {
-                            let max_age = this.options.batch_max_read_age;
-                            expired.read_at = this.confirmed.take(&this.schema, &expired, max_age);
-                        }
-                        out.report.items_found += 1;
-                        pending.push(expired);
-                    }
-                    None => out.report.items_invalid += 1,
-                }
-            }
-            // Keep one permit per key pending; what the page did not fill goes back at once.
-            let kept = pending.len() - held.as_ref().map_or(0, |h| h.num_permits());
-            drop(granted.split(granted.num_permits().saturating_sub(kept)));
-            match &mut held {
-                Some(h) => h.merge(granted),
-                None => held = Some(granted),
-            }
-            // Whole groups go now, from the back (order does not matter); a partial one waits.
-            while pending.len() >= group_keys && !stop.reached() {
-                let group = pending.split_off(pending.len() - group_keys);
-                delete(&mut inflight, group, &mut held);
-                while inflight.len() >= max_groups {
-                    if let Some(c) = inflight.join_next().await {
-                        out.handled_all &= fold_chunk(&mut out.report, joined(c), origin);
-                    }
-                }
-            }
-            pace.observe(page_len, answered.elapsed());
-            match page.next {
-                Some(_) if stop.reached() => {
-                    debug!(partition = %key, "stopping mid-partition");
-                    break;
-                }
-                Some(next) => start = Some(next),
-                None => {
-                    out.read_all = true;
-                    break;
-                }
-            }
-        }
-        if stop.reached() {
-            // Found but not attempted: the next sweep finds them again.
-            out.report.items_left += pending.len() as u64;
-            out.handled_all &= pending.is_empty();
-        } else {
-            while !pending.is_empty() {
-                let group = pending.split_off(pending.len().saturating_sub(group_keys));
-                delete(&mut inflight, group, &mut held);
-            }
-        }
-        while let Some(c) = inflight.join_next().await {
-            out.handled_all &= fold_chunk(&mut out.report, joined(c), origin);
-        }
-        out
+/// Reads one partition to the end (or until the stop), deleting as it goes: each group of chunks
+/// a task of its own, at most `max_concurrency` chunks of them per partition, and `Pass::permits`
+/// sending at once across the sweep. Each page asks for no more keys than the read-ahead budget
+/// has free; a key's share of it returns when its group is done.
+pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) -> PartitionOutcome {
+    let (this, now, stop) = (&pass.shared, pass.now, &pass.stop);
+    let mut out = PartitionOutcome {
+        handled_all: true,
+        ..PartitionOutcome::default()
+    };
+    if stop.reached() {
+        return out;
     }
+    let max_inflight = this.options.max_concurrency.max(1);
+    let mut inflight = JoinSet::new();
+    let mut pending: Vec<Expired> = Vec::new();
+    // The budget held for `pending`: one permit a key.
+    let mut held: Option<OwnedSemaphorePermit> = None;
+    let mut start: Option<Key> = None;
+    let mut pace = PagePace::new(&this.options);
+    let budget_size = u32::try_from(read_ahead(&this.options)).unwrap_or(u32::MAX);
+    // Batch mode reads the table for a group of chunks at once (one `BatchGetItem` takes up
+    // to 100 keys); each chunk of the group then waits for a send slot of its own.
+    let group_chunks = match this.options.delete_mode {
+        DeleteMode::Batch => CONFIRM_GROUP_CHUNKS,
+        DeleteMode::Conditional => 1,
+    };
+    let group_keys = BATCH_SIZE * group_chunks;
+    let max_groups = max_inflight.div_ceil(group_chunks).max(1);
+    let delete = |inflight: &mut JoinSet<ChunkOutcome>,
+                  group: Vec<Expired>,
+                  held: &mut Option<OwnedSemaphorePermit>| {
+        let pass = pass.clone();
+        // The group's keys' share of the budget, returned when the group is done.
+        let keys = split_permit(held, group.len());
+        let entries = entries_of(&group);
+        inflight.spawn(async move {
+            let _keys = keys;
+            let (shared, events) = (&pass.shared, pass.events.as_ref());
+            let deleter = Deleter {
+                store: &shared.store,
+                schema: &shared.schema,
+                options: &shared.options,
+                now: pass.now,
+                stop: &pass.stop,
+                events,
+                notify: None,
+            };
+            // Batch mode's read of the table, before the wait for a send slot: it holds none.
+            let (mut keys, mut out) = {
+                let _read = pass.reads.acquire().await;
+                deleter.confirm(group).await
+            };
+            let mut chunks = Vec::with_capacity(group_chunks);
+            while !keys.is_empty() {
+                chunks.push(keys.split_off(keys.len().saturating_sub(BATCH_SIZE)));
+            }
+            let (deleter, permits) = (&deleter, &pass.permits);
+            let sends = chunks.into_iter().map(|chunk| async move {
+                let _permit = permits.acquire().await;
+                // The stop may have come while this chunk waited for a permit.
+                if deleter.stop.reached() {
+                    return ChunkOutcome::left(chunk);
+                }
+                match events {
+                    None => deleter.delete_chunk(chunk).await,
+                    Some(events) => delete_with_events(deleter, events, chunk).await,
+                }
+            });
+            for sent in futures::future::join_all(sends).await {
+                out.absorb(sent);
+            }
+            out.entries_removed = remove_settled(deleter, entries, &out).await;
+            out
+        });
+    };
+    loop {
+        // A read still unanswered at shutdown (or after the sweep stopped itself on an
+        // error it reports) is given up: nothing it finds would be deleted now, and its
+        // retries (a slow or failing DynamoDB) must not hold a shutdown. The partition is
+        // left for the next sweep, like those not started. (A deadline needs no such cut:
+        // every call of the store ends before it, see `Stop::bound`.)
+        let want = pace
+            .limit()
+            .map_or(budget_size, |l| u32::try_from(l.max(1)).unwrap_or(1))
+            .min(budget_size);
+        let mut granted = tokio::select! {
+            permit = take_budget(pass, pending.len(), want) => permit,
+            () = stop.token().cancelled() => {
+                debug!(partition = %key, "stopping while waiting for keys to be deleted");
+                break;
+            }
+        };
+        let limit = i32::try_from(granted.num_permits()).unwrap_or(i32::MAX);
+        let query = this
+            .store
+            .query_expired(&this.schema, key, now, start.take(), Some(limit));
+        let answer = tokio::select! {
+            answer = stop.bound("Query", query) => answer,
+            () = stop.token().cancelled() => {
+                debug!(partition = %key, "stopping mid-query");
+                break;
+            }
+        };
+        let page = match answer {
+            Ok(page) => page,
+            Err(e) => {
+                warn!(partition = %key, error = %e, "query failed; partition left for the next sweep");
+                if !e.kind.is_retryable() {
+                    // A missing table or rejected credentials: nothing else will work either.
+                    stop.token().cancel();
+                }
+                out.error = Some(e);
+                break;
+            }
+        };
+        let answered = Instant::now();
+        let page_len = page.items.len();
+        pending.reserve(page_len);
+        let mut entries = page.entries.into_iter();
+        for item in page.items {
+            let entry = entries.next();
+            match check_item(&this.schema, item, now) {
+                Some(mut expired) => {
+                    expired.entry = entry;
+                    if this.options.delete_mode == DeleteMode::Batch {
+                        let max_age = this.options.batch_max_read_age;
+                        expired.read_at = this.confirmed.take(&this.schema, &expired, max_age);
+                    }
+                    out.report.items_found += 1;
+                    pending.push(expired);
+                }
+                None => out.report.items_invalid += 1,
+            }
+        }
+        // Keep one permit per key pending; what the page did not fill goes back at once.
+        let kept = pending.len() - held.as_ref().map_or(0, |h| h.num_permits());
+        drop(granted.split(granted.num_permits().saturating_sub(kept)));
+        match &mut held {
+            Some(h) => h.merge(granted),
+            None => held = Some(granted),
+        }
+        // Whole groups go now, from the back (order does not matter); a partial one waits.
+        while pending.len() >= group_keys && !stop.reached() {
+            let group = pending.split_off(pending.len() - group_keys);
+            delete(&mut inflight, group, &mut held);
+            while inflight.len() >= max_groups {
+                if let Some(c) = inflight.join_next().await {
+                    out.handled_all &= fold_chunk(&mut out.report, joined(c), pass.started);
+                }
+            }
+        }
+        pace.observe(page_len, answered.elapsed());
+        match page.next {
+            Some(_) if stop.reached() => {
+                debug!(partition = %key, "stopping mid-partition");
+                break;
+            }
+            Some(next) => start = Some(next),
+            None => {
+                out.read_all = true;
+                break;
+            }
+        }
+    }
+    if stop.reached() {
+        // Found but not attempted: the next sweep finds them again.
+        out.report.items_left += pending.len() as u64;
+        out.handled_all &= pending.is_empty();
+    } else {
+        while !pending.is_empty() {
+            let group = pending.split_off(pending.len().saturating_sub(group_keys));
+            delete(&mut inflight, group, &mut held);
+        }
+    }
+    while let Some(c) = inflight.join_next().await {
+        out.handled_all &= fold_chunk(&mut out.report, joined(c), pass.started);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@ use tracing::{debug, warn};
 use super::checkpoint::{advance_to, plan};
 use super::hook::{Events, ExpiryHook, FailedEvent, Owed, EVENT_ITEMS_BUDGET_KIB};
 use super::lease::Lease;
-use super::pace::{read_ahead, Running, Slots};
-use super::partition::{joined, LagOrigin, PartitionOutcome, Shared};
+use super::pace::{read_ahead, Running};
+use super::partition::{joined, sweep_partition, PartitionOutcome, Pass, Shared};
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
 use super::{Checkpoint, SweepOptions, CATCHUP_SLICE_PARTITIONS};
@@ -96,16 +96,13 @@ impl<S: Store> Sweeper<S> {
             Ok(until) => return Ok(stop.within(until)),
             Err(not_leading) => not_leading,
         };
-        let mut report = SweepReport {
+        Err(SweepReport {
             stood_by: 1,
             lease_layout_mismatch: u32::from(not_leading.layout_mismatch),
             lease_released: u32::from(not_leading.released),
+            errors: Vec::from_iter(not_leading.error.map(|e| SweepErrorEntry::new(None, &e))),
             ..self.report(now)
-        };
-        if let Some(e) = not_leading.error {
-            report.add_errors([SweepErrorEntry::new(None, &e)]);
-        }
-        Err(report)
+        })
     }
 
     /// Publishes expiry events through `hook` around every delete (see [`super::hook`]).
@@ -333,10 +330,7 @@ impl<S: Store> Sweeper<S> {
         stop: &Stop,
     ) -> (SweepReport, Vec<bool>) {
         let started = Instant::now();
-        let origin = LagOrigin {
-            wall: self.wall.as_ref().map_or(now, |c| c.now()),
-            mono: started,
-        };
+        let lags_from = (self.wall.as_ref().map_or(now, |c| c.now()), started);
         let events = self.events.clone().map(|hook| Events {
             hook,
             wall: self.wall.clone(),
@@ -346,13 +340,17 @@ impl<S: Store> Sweeper<S> {
         let shards = self.shared.schema.layout.window_shards.max(1);
         let range = self.shard_range();
         let limit = self.shared.options.max_concurrency.max(1);
-        let slots = Slots {
-            permits: Arc::new(Semaphore::new(limit)),
-            reads: Arc::new(Semaphore::new(limit)),
+        let pass = Arc::new(Pass {
+            shared: self.shared.clone(),
+            now,
+            stop: stop.child(),
+            events,
+            started: lags_from,
+            permits: Semaphore::new(limit),
+            reads: Semaphore::new(limit),
             budget: Arc::new(Semaphore::new(read_ahead(&self.shared.options))),
             running: Arc::new(AtomicUsize::new(0)),
-        };
-        let inner = stop.child();
+        });
         let partitions = windows.iter().enumerate().flat_map(|(i, w)| {
             range
                 .shards()
@@ -379,15 +377,10 @@ impl<S: Store> Sweeper<S> {
                     fold(joined(done));
                 }
             }
-            let (shared, inner) = (self.shared.clone(), inner.clone());
-            let (slots, events) = (slots.clone(), events.clone());
-            let counted = Running::new(&slots.running);
+            let (pass, counted) = (pass.clone(), Running::new(&pass.running));
             running.spawn(async move {
                 let _counted = counted;
-                let out =
-                    Shared::sweep_partition(&shared, &key, now, &inner, &slots, &events, origin)
-                        .await;
-                (i, out)
+                (i, sweep_partition(&pass, &key).await)
             });
         }
         while let Some(done) = running.join_next().await {

@@ -68,6 +68,12 @@ where
     let past_until = |wake: Instant| {
         ticks.until.is_some_and(|u| wake >= u) || stop.deadline().is_some_and(|d| wake >= d)
     };
+    // Every window since the previous tick, up to `at`, however long the gap (a tick period
+    // longer than the lookback, a slow host, a suspended process): nothing else reads them, since
+    // full sweeps stay below the ticks' floor. Bounded like a catch-up, by MAX_CATCHUP; anything
+    // older is left to a checkpoint's catch-up.
+    let tick_windows =
+        |prev: Timestamp, at: Timestamp| windows_since(prev.max(at - catchup_cap), at, width);
     let record = |total: &mut SweepReport, report: SweepReport| {
         (on_tick.borrow_mut())(&report);
         total.merge(report);
@@ -78,15 +84,10 @@ where
         let mut prev = first_now;
         loop {
             let now = clock.now().max(prev);
-            // Every window since the previous tick, however long the gap (a tick period longer
-            // than the lookback, a slow host, a suspended process): nothing else reads them,
-            // since full sweeps stay below the ticks' floor. Bounded like a catch-up, by
-            // MAX_CATCHUP; anything older is left to a checkpoint's catch-up.
-            let since = prev.max(now - catchup_cap);
-            if since > prev {
+            if now - catchup_cap > prev {
                 tracing::warn!(gap_s = now.secs() - prev.secs(), "ticks resumed after a gap longer than MAX_CATCHUP; older windows are left to the checkpoint's catch-up");
             }
-            let windows = windows_since(since, now, width);
+            let windows = tick_windows(prev, now);
             if let Some(oldest) = windows.last() {
                 tick_floor.store(oldest.start, Ordering::Relaxed);
             }
@@ -108,8 +109,7 @@ where
                     _ = stop.token().cancelled() => break,
                 }
                 let planned = clock.now() + wake.saturating_duration_since(Instant::now());
-                let since = prev.max(planned - catchup_cap);
-                let windows = windows_since(since, planned, width);
+                let windows = tick_windows(prev, planned);
                 tokio::select! {
                     () = sweeper.confirm_ahead(planned, &windows, stop) => {}
                     _ = tokio::time::sleep_until(wake) => {}

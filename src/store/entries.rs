@@ -166,11 +166,6 @@ impl Entry {
         ]
         .into()
     }
-
-    /// The entry's own primary key in the index table.
-    pub fn id(&self) -> Key {
-        id(&self.window, &self.sort)
-    }
 }
 
 /// An entry's primary key in the index table.
@@ -241,7 +236,7 @@ mod tests {
         assert!(entry.sort.ends_with("#42"));
         assert_eq!(entry.expires, 1_800_000_100 + KEEP_SECONDS);
         let (item, id) = listed(&schema(), entry.to_item()).unwrap();
-        assert_eq!(id, entry.id());
+        assert_eq!(id, super::id(&entry.window, &entry.sort));
         assert_eq!(item.len(), 3, "key and ttl, nothing else: {item:?}");
         assert_eq!(item["ttl"], AV::N("1800000100.5".into()));
         assert_eq!(item["pk"], AV::S("user#1".into()));

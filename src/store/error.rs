@@ -86,10 +86,14 @@ impl StoreError {
         let request_id =
             aws_sdk_dynamodb::operation::RequestId::request_id(&err).map(str::to_owned);
         let kind = classify(&err, code.as_deref(), status);
-        let message = err
-            .message()
-            .map(str::to_owned)
-            .unwrap_or_else(|| describe_chain(&err));
+        // Without a message of the service's: the error and its sources, `: `-separated.
+        let message = err.message().map(str::to_owned).unwrap_or_else(|| {
+            let chain = std::iter::successors(Some(&err as &dyn std::error::Error), |e| e.source());
+            chain
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(": ")
+        });
         StoreError {
             kind,
             operation,
@@ -99,15 +103,6 @@ impl StoreError {
             source: Some(Box::new(err)),
         }
     }
-}
-
-/// The error and its sources, `: `-separated.
-fn describe_chain(err: &dyn std::error::Error) -> String {
-    let chain = std::iter::successors(Some(err), |e| e.source());
-    chain
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(": ")
 }
 
 /// The kind an AWS error code means, when the code alone decides it.

@@ -46,15 +46,6 @@ fn dialect_item(item: &HashMap<String, AttributeValue>) -> HashMap<String, Diale
     item.iter().map(|(k, v)| (k.clone(), dialect(v))).collect()
 }
 
-/// Into a `serde_json::Value`, every map's attributes in name order at every level, so the same
-/// item always renders the same text (expiry event ids hash it).
-fn render(value: impl serde::Serialize) -> Value {
-    let mut json =
-        serde_json::to_value(value).expect("DynamoDB JSON has string keys only and always renders");
-    json.sort_all_objects();
-    json
-}
-
 /// Whether `value` can be a key attribute: S, N or B.
 fn is_key_value(value: &AttributeValue) -> bool {
     matches!(
@@ -63,10 +54,14 @@ fn is_key_value(value: &AttributeValue) -> bool {
     )
 }
 
-/// Renders a key (`{"id": {"S": "a"}}`) or a whole item as DynamoDB JSON, attributes in name
-/// order, for reports, logs and events.
+/// Renders a key (`{"id": {"S": "a"}}`) or a whole item as DynamoDB JSON, for reports, logs and
+/// events: every map's attributes in name order at every level, so the same item always renders
+/// the same text (expiry event ids hash it).
 pub fn key_to_json(key: &Key) -> Value {
-    render(dialect_item(key))
+    let json = serde_json::to_value(dialect_item(key));
+    let mut json = json.expect("DynamoDB JSON has string keys only and always renders");
+    json.sort_all_objects();
+    json
 }
 
 /// Parses one typed DynamoDB JSON value: `{"S": "a"}`, `{"N": "1"}`, `{"B": "<base64>"}`, ...

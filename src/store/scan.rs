@@ -161,7 +161,7 @@ impl DynamoStore {
     ) -> Result<(ConditionalOutcome, f64), StoreError> {
         // Retried by the caller, attempt by attempt (`tools::backfill`'s `with_retries`).
         let result = self
-            .conditional_deletes()
+            .conditional_deletes
             .delete_item()
             .table_name(table)
             .set_key(Some(key))

@@ -7,7 +7,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use serde_json::{json, Map, Value};
 use tracing::field::{Field, Visit};
@@ -15,6 +15,8 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
+
+use crate::store::lock;
 
 /// The `service` key when `POWERTOOLS_SERVICE_NAME` is unset.
 pub const DEFAULT_SERVICE: &str = "ttl-sweeper";
@@ -64,7 +66,7 @@ impl Invocation {
             function_arn: context.invoked_function_arn.clone(),
             cold_start,
         };
-        *CURRENT.lock().unwrap_or_else(PoisonError::into_inner) = Some(context);
+        *lock(&CURRENT) = Some(context);
         Invocation { cold_start }
     }
 
@@ -76,7 +78,7 @@ impl Invocation {
 
 impl Drop for Invocation {
     fn drop(&mut self) {
-        *CURRENT.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        *lock(&CURRENT) = None;
     }
 }
 
@@ -122,10 +124,7 @@ impl PowertoolsJson {
         let mut fields = Map::new();
         event.record(&mut JsonFields(&mut fields));
         let message = fields.remove("message").unwrap_or_else(|| "".into());
-        let current = CURRENT
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let current = lock(&CURRENT).clone();
         let c = current.as_ref();
         // Every key this formatter owns; one without a value (outside Lambda, between
         // invocations, without a trace) is left out of the line.

@@ -131,10 +131,12 @@ pub(crate) async fn check(profile_flag: Option<&str>) -> anyhow::Result<Target> 
             ),
         }));
     }
+    // `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`: the SDK then ignores every configured endpoint.
+    let ignored = std::env::var("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
+        .is_ok_and(|v| v.eq_ignore_ascii_case("true"));
     let var = |name: &'static str| {
         let url = std::env::var(name).ok().filter(|url| !url.is_empty());
-        url.filter(|_| !ignore_configured_endpoints())
-            .map(|url| (url, name))
+        url.filter(|_| !ignored).map(|url| (url, name))
     };
     let endpoint = var("AWS_ENDPOINT_URL_DYNAMODB").or_else(|| {
         let url = sdk.endpoint_url()?.to_owned();
@@ -147,12 +149,6 @@ pub(crate) async fn check(profile_flag: Option<&str>) -> anyhow::Result<Target> 
 fn configuration(message: String) -> anyhow::Error {
     let code = CONFIGURATION;
     anyhow::Error::new(Failure { message, code })
-}
-
-/// `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`: the SDK then ignores every configured endpoint.
-fn ignore_configured_endpoints() -> bool {
-    std::env::var("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
-        .is_ok_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// Why `profile` is not one of the AWS config and credentials files' profiles, if it is not: the

@@ -10,8 +10,9 @@ use crate::store::{Key, Store};
 impl<S: Store> Deleter<'_, S> {
     /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl, within
     /// `batch_max_read_age` of each key's read of the table, checked right before every send (see
-    /// [`super::BATCH_MAX_READ_AGE`]): keys the table was never read for, or read too long ago,
-    /// are read (again), in one `BatchGetItem` for the chunk. No request starts after the stop.
+    /// [`crate::engine::BATCH_MAX_READ_AGE`]): keys the table was never read for, or read too long
+    /// ago, are read (again), in one `BatchGetItem` for the chunk. No request starts after the
+    /// stop.
     pub(super) async fn delete_batch(&self, mut remaining: Vec<Expired>) -> ChunkOutcome {
         let stop = self.stop;
         let mut out = ChunkOutcome::default();

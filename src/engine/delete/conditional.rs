@@ -12,6 +12,7 @@ impl<S: Store> Deleter<'_, S> {
         let (now, stop) = (self.now, self.stop);
         let mut out = ChunkOutcome::default();
         let mut items = chunk.into_iter();
+        let return_items = self.events.is_some_and(|e| e.hook.returned_items());
         while let Some(mut e) = items.next() {
             if stop.reached() {
                 out.leave(std::iter::once(e).chain(items));
@@ -20,7 +21,7 @@ impl<S: Store> Deleter<'_, S> {
             // Events owed for a while go out between items, not only before a wait.
             self.publish_owed(&mut out, true).await;
             let mut attempt = 0u32;
-            let notify_items = self.notify.filter(|_| self.return_items);
+            let notify_items = self.notify.filter(|_| return_items);
             if let Some(notifier) = notify_items {
                 out.events.add(notifier.room().await);
             }
@@ -30,7 +31,7 @@ impl<S: Store> Deleter<'_, S> {
                     e.key.clone(),
                     &e.ttl_as_read,
                     now,
-                    self.return_items,
+                    return_items,
                 );
                 let result = stop.bound("DeleteItem", delete).await;
                 let err: StoreError = match result {

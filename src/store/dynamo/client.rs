@@ -104,11 +104,4 @@ impl DynamoStore {
     pub fn client(&self) -> &Client {
         &self.client
     }
-
-    /// The client of conditional deletes: no SDK retries, so that the caller, which retries
-    /// them itself, sees every attempt that may have been applied (a timeout, a dropped
-    /// connection, a 5xx) and can settle it.
-    pub(in crate::store) fn conditional_deletes(&self) -> &Client {
-        &self.conditional_deletes
-    }
 }
