@@ -198,7 +198,7 @@ async fn the_daemon_roles_in_the_docs_are_what_run_sends() {
     // Batch mode sends a key whose read is stale a second time as a conditional DeleteItem.
     let batch = Path::new(ROOT).join("src/engine/delete/batch.rs");
     let delete = std::fs::read_to_string(batch).unwrap();
-    assert!(delete.contains("self.delete_conditional(twice, now, stop)"));
+    assert!(delete.contains("self.delete_conditional(twice)"));
     for block in &blocks {
         let choices = block.choices.join(" ");
         let where_ = format!("{} <!-- iam: daemon {choices} -->", block.file);
