@@ -1,9 +1,15 @@
 //! [`DynamoStore`]: the [`Store`] seam over the AWS SDK DynamoDB client, built once by the entry
 //! point (for AWS, or a local endpoint by `AWS_ENDPOINT_URL`) with explicit timeouts and retries
-//! (`client`: how the clients are built), and the checkpoint table's items as it reads them: the
-//! checkpoint and the stream follower's position (`id`, `sweptUntil`), and the leader lease.
+//! (`client`: how the clients are built).
 
+mod checkpoint;
 mod client;
+
+use checkpoint::{conditionally_written, lease_from_item};
+pub use checkpoint::{
+    CHECKPOINT_ATTRIBUTE, LEASE_EXPIRES_ATTRIBUTE, LEASE_HOLDER_ATTRIBUTE, LEASE_LAYOUT_ATTRIBUTE,
+    LEASE_RELEASED_ATTRIBUTE,
+};
 
 pub use client::{
     ATTEMPT_TIMEOUT, BATCH_ATTEMPT_TIMEOUT, CONNECT_TIMEOUT, OPERATION_TIMEOUT, SDK_MAX_ATTEMPTS,
@@ -12,8 +18,6 @@ pub use client::{
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{BuildError, SdkError};
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
-use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, DeleteRequest, PutRequest, ReturnValue, ReturnValuesOnConditionCheckFailure,
     WriteRequest,
@@ -419,91 +423,4 @@ pub(super) fn refused_delete(
         }),
         _ => Err(StoreError::from_sdk("DeleteItem", e)),
     }
-}
-
-/// Attribute of the checkpoint item holding the boundary, epoch seconds.
-pub const CHECKPOINT_ATTRIBUTE: &str = "sweptUntil";
-
-/// Attribute of the lease item naming its holder (a String).
-pub const LEASE_HOLDER_ATTRIBUTE: &str = "holder";
-
-/// Attribute of the lease item holding when it lapses by DynamoDB's clock, epoch milliseconds.
-pub const LEASE_EXPIRES_ATTRIBUTE: &str = "expiresAt";
-
-/// Attribute of the lease item describing its holder's layout (a String; absent from items
-/// written before it was recorded).
-pub const LEASE_LAYOUT_ATTRIBUTE: &str = "layout";
-
-/// Attribute of the lease item set (a Boolean, `true`) when its holder gave it up; removed when
-/// the lease is taken again.
-pub const LEASE_RELEASED_ATTRIBUTE: &str = "released";
-
-impl DynamoStore {
-    /// Item `id` of checkpoint table `table` (a consistent read), if it exists: the checkpoint,
-    /// or the stream follower's position.
-    pub(in crate::store) async fn checkpoint_item(
-        &self,
-        table: &str,
-        id: &str,
-    ) -> Result<Option<Key>, StoreError> {
-        let get = self
-            .client
-            .get_item()
-            .table_name(table)
-            .consistent_read(true);
-        let out = get.key("id", AttributeValue::S(id.to_owned())).send().await;
-        Ok(out.map_err(|e| StoreError::from_sdk("GetItem", e))?.item)
-    }
-
-    /// An `UpdateItem` of item `id` of checkpoint table `table`, to be completed.
-    fn checkpoint_update(&self, table: &str, id: &str) -> UpdateItemFluentBuilder {
-        let update = self.client.update_item().table_name(table);
-        update.key("id", AttributeValue::S(id.to_owned()))
-    }
-}
-
-/// A conditional `UpdateItem`'s answer: `true` written, `false` its condition did not hold.
-fn conditionally_written<T>(
-    answer: Result<T, SdkError<UpdateItemError, HttpResponse>>,
-) -> Result<bool, StoreError> {
-    match answer.map_err(|e| StoreError::from_sdk("UpdateItem", e)) {
-        Ok(_) => Ok(true),
-        Err(e) if e.kind == ErrorKind::ConditionFailed => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// The lease item `item` (`id` of checkpoint table `table`) as a [`LeaseItem`]; one that is not a
-/// lease is an error naming what is wrong.
-fn lease_from_item(item: &Key, table: &str, id: &str) -> Result<LeaseItem, StoreError> {
-    let invalid = |what: &str| {
-        let message = format!("lease item {id:?} of {table}: {what}");
-        StoreError::new(ErrorKind::Validation, "GetItem", message)
-    };
-    let holder = match item.get(LEASE_HOLDER_ATTRIBUTE) {
-        Some(AttributeValue::S(h)) => h.clone(),
-        _ => return Err(invalid("no String `holder`")),
-    };
-    let expires_at = match item.get(LEASE_EXPIRES_ATTRIBUTE) {
-        Some(AttributeValue::N(n)) => n
-            .parse::<i64>()
-            .map(Timestamp::from_millis)
-            .map_err(|_| invalid("`expiresAt` is not epoch milliseconds"))?,
-        _ => return Err(invalid("no Number `expiresAt`")),
-    };
-    let layout = match item.get(LEASE_LAYOUT_ATTRIBUTE) {
-        None => None,
-        Some(AttributeValue::S(l)) => Some(l.clone()),
-        Some(_) => return Err(invalid("`layout` is not a String")),
-    };
-    let released = matches!(
-        item.get(LEASE_RELEASED_ATTRIBUTE),
-        Some(AttributeValue::Bool(true))
-    );
-    Ok(LeaseItem {
-        holder,
-        expires_at,
-        layout,
-        released,
-    })
 }
