@@ -215,7 +215,7 @@ fn judge(
 }
 
 /// Writes `entries` (up to [`ENTRIES_PER_REQUEST`]) with retries: what is still unprocessed after
-/// [`ATTEMPTS`], or was sent in a request that failed with an error not worth retrying (or on the
+/// `ATTEMPTS`, or was sent in a request that failed with an error not worth retrying (or on the
 /// last attempt), is answered as not written, with why; the entries of earlier attempts were.
 pub async fn write_entries<S: Store, E: std::borrow::Borrow<Entry>>(
     store: &S,

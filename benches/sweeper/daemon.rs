@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::pct;
-use crate::perf::spread3;
+use crate::spread3;
 use crate::support::*;
 
 /// The release binary `name` (`ttl-sweeper`, `ttl-sweeper-lambda`) as Cargo built it for the

@@ -330,6 +330,21 @@ fn table_head(d: &mut String, header: &str) {
     let _ = writeln!(d, "{header}\n|{}", "---|".repeat(columns));
 }
 
+/// Min, median and max of `v`.
+pub fn spread3(v: &[f64]) -> (f64, f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    let mid = if s.len() % 2 == 1 {
+        s[s.len() / 2]
+    } else {
+        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
+    };
+    (s[0], mid, s[s.len() - 1])
+}
+
 fn pct(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;

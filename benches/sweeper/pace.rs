@@ -10,7 +10,8 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::daemon::release_binary;
-use crate::perf::{measured, spawn_fake, spread3, stop_fake, Pace};
+use crate::perf::{measured, spawn_fake, stop_fake, Pace};
+use crate::spread3;
 use crate::support::LOCAL_AWS_ENV;
 
 /// The section's heading, also where the profile section carried over is put before it.

@@ -18,23 +18,9 @@ use ttl_sweeper::expiry::window::Window;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::Key;
 
+use crate::spread3;
 use crate::support::observed::{Call, Observer};
 use crate::support::*;
-
-/// Min, median and max of `v`.
-pub fn spread3(v: &[f64]) -> (f64, f64, f64) {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    if s.is_empty() {
-        return (f64::NAN, f64::NAN, f64::NAN);
-    }
-    let mid = if s.len() % 2 == 1 {
-        s[s.len() / 2]
-    } else {
-        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
-    };
-    (s[0], mid, s[s.len() - 1])
-}
 
 fn fmt3(v: &[f64], f: impl Fn(f64) -> String) -> String {
     let (lo, mid, hi) = spread3(v);

@@ -5,6 +5,7 @@
 
 mod batch;
 mod conditional;
+mod events;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -12,6 +13,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tracing::debug;
+
+pub(super) use events::delete_with_events;
 
 use super::hook::{Events, Notifier};
 use super::report::{EventTally, FailedKey};

@@ -2,7 +2,7 @@
 //! `crate::events` implements. The engine knows no sink; with no hook it does no event work.
 //! Notify mode deletes, then publishes what its deletes owe (`Owed`); archive mode publishes a
 //! chunk's events first, deletes only what the sink accepted, and cancels an accepted expiry whose
-//! item stays with another ttl (`reconcile`): `docs/events.md`, "Notify" and "Archive".
+//! item stays with another ttl (`engine::delete::events`): `docs/events.md`, "Notify" and "Archive".
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,12 +13,10 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::delete::{ChunkOutcome, Deleter, Expired};
-use super::report::FailedKey;
 pub use super::report::{EventTally, FailedEvent};
 use super::retry::Stop;
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{key_to_json, lock, Key, Store};
+use crate::store::{lock, Key};
 
 /// A boxed future, so that [`ExpiryHook`] (and the events' `Sink`) can be trait objects.
 pub use futures::future::BoxFuture;
@@ -108,10 +106,10 @@ impl Owed {
 pub const EVENT_ITEMS_BUDGET_KIB: u32 = 64 * 1024;
 
 /// DynamoDB's largest item, KiB: the room an item not yet read takes.
-const MAX_ITEM_KIB: u32 = 400;
+pub(super) const MAX_ITEM_KIB: u32 = 400;
 
 /// An item's size as held, KiB (rounded up): its attribute names and values.
-fn item_kib(item: &Key) -> u32 {
+pub(super) fn item_kib(item: &Key) -> u32 {
     fn value_bytes(v: &AttributeValue) -> usize {
         match v {
             AttributeValue::S(s) | AttributeValue::N(s) => s.len(),
@@ -128,14 +126,14 @@ fn item_kib(item: &Key) -> u32 {
 }
 
 /// Takes room for `kib` KiB of items from `budget` (all of it at most), waiting for it.
-async fn take_room(budget: &Arc<Semaphore>, kib: u32) -> Option<OwnedSemaphorePermit> {
+pub(super) async fn take_room(budget: &Arc<Semaphore>, kib: u32) -> Option<OwnedSemaphorePermit> {
     let kib = kib.min(EVENT_ITEMS_BUDGET_KIB);
     // The budget is never closed.
     budget.clone().acquire_many_owned(kib).await.ok()
 }
 
 /// Keeps `kib` KiB of `room` (what the items turned out to take), returns the rest.
-fn keep_room(room: &mut Option<OwnedSemaphorePermit>, kib: u32) {
+pub(super) fn keep_room(room: &mut Option<OwnedSemaphorePermit>, kib: u32) {
     if let Some(permit) = room {
         let spare = permit.num_permits().saturating_sub(kib as usize);
         drop(permit.split(spare));
@@ -178,7 +176,25 @@ impl ReturnedRoom {
     }
 }
 
-impl Notifier<'_> {
+impl<'a> Notifier<'a> {
+    /// A chunk's notifier: `described` are its keys, with the items read for their events (if
+    /// any); `now` the sweep instant.
+    pub(super) fn new(
+        events: &'a Events,
+        now: Timestamp,
+        described: Vec<(Key, Option<Key>)>,
+        stop: &'a Stop,
+    ) -> Self {
+        Notifier {
+            events,
+            now,
+            chunk: events.owed.chunks.fetch_add(1, Ordering::Relaxed),
+            described,
+            stop,
+            returned_room: Mutex::default(),
+        }
+    }
+
     /// Waits for room to hold one more whole item, before a delete that returns it; what
     /// publishing did, if it published this chunk's owed events first to free its own room when
     /// there was none at once: chunks that wait for room hold none, and those that hold it finish.
@@ -268,164 +284,4 @@ pub(super) struct Events {
     pub(super) owed: Arc<Owed>,
     /// Room for whole items held for events, [`EVENT_ITEMS_BUDGET_KIB`] KiB a sweep.
     pub(super) items_room: Arc<Semaphore>,
-}
-
-/// Deletes one chunk with its events published as `events.hook` says.
-pub(super) async fn delete_with_events<S: Store>(
-    deleter: &Deleter<'_, S>,
-    events: &Events,
-    chunk: Vec<Expired>,
-) -> ChunkOutcome {
-    let (hook, owed, stop) = (events.hook.as_ref(), events.owed.as_ref(), deleter.stop);
-    let wall = || events.wall.as_ref().map_or(deleter.now, |c| c.now());
-    // Items read for the events are held until they are published: room for the largest items
-    // first, then what they take.
-    let (items, _read_room) = if hook.read_items() {
-        let most = MAX_ITEM_KIB.saturating_mul(chunk.len() as u32);
-        let mut room = take_room(&events.items_room, most).await;
-        let items = read_items(deleter, &chunk).await;
-        keep_room(&mut room, items.iter().flatten().map(item_kib).sum());
-        (items, room)
-    } else {
-        (vec![None; chunk.len()], None)
-    };
-    if !hook.archive() {
-        let notifier = Notifier {
-            events,
-            now: deleter.now,
-            chunk: owed.chunks.fetch_add(1, Ordering::Relaxed),
-            described: chunk
-                .iter()
-                .zip(items)
-                .map(|(e, item)| (e.key.clone(), item))
-                .collect(),
-            stop,
-            returned_room: Mutex::default(),
-        };
-        let deleter = Deleter {
-            notify: Some(&notifier),
-            ..*deleter
-        };
-        let mut out = deleter.delete_chunk(chunk).await;
-        out.events.add(notifier.flush().await);
-        return out;
-    }
-    // Archive: nothing is deleted before its event was accepted.
-    if stop.reached() {
-        return ChunkOutcome::left(chunk);
-    }
-    let at = wall();
-    let expiries: Vec<Expiry> = chunk
-        .iter()
-        .zip(&items)
-        .map(|(e, item)| Expiry {
-            key: e.key.clone(),
-            ttl: e.ttl,
-            item: item.clone(),
-            at,
-        })
-        .collect();
-    let publications = expiries.iter().cloned().map(Publication::Expired).collect();
-    let (deliveries, mut tally) = hook.publish(publications, stop).await;
-    let mut refused = ChunkOutcome::default();
-    let mut admitted = Vec::with_capacity(chunk.len());
-    for (e, delivery) in chunk.into_iter().zip(deliveries) {
-        match delivery {
-            Delivery::Accepted => admitted.push(e),
-            Delivery::Failed(why) => {
-                let reason = format!("expiry event not accepted: {why}");
-                refused.failed.push(FailedKey::new(&e.key, reason));
-            }
-            Delivery::Stopped => refused.leave([e]),
-        }
-    }
-    let mut out = deleter.delete_chunk(admitted).await;
-    // Accepted, not deleted: an item whose ttl has changed since is owed its cancellation now;
-    // no later sweep would find it in the window it has left.
-    let mut kept = std::mem::take(&mut out.kept_keys);
-    kept.extend(reconcile(deleter, &expiries, &mut out).await);
-    out.absorb(refused);
-    let cancelled_at = wall();
-    let cancellations: Vec<Publication> = kept
-        .iter()
-        .filter_map(|key| expiries.iter().find(|x| x.key == *key))
-        .map(|x| {
-            let mut expiry = x.clone();
-            expiry.item = None;
-            Publication::Cancelled(expiry, cancelled_at)
-        })
-        .collect();
-    if !cancellations.is_empty() {
-        tally.add(hook.publish(cancellations, stop).await.1);
-    }
-    out.events = tally;
-    out
-}
-
-/// Archive mode, after a chunk's deletes: the items whose expiry the sink accepted but whose
-/// delete failed (`out.failed`) or was not made (`out.left_keys`), read again with one consistent
-/// `BatchGetItem` (a single attempt, also when the sweep must stop) and settled as
-/// `docs/events.md` ("Archive") says: gone counts as `gone`; another ttl as `skipped`, its key
-/// returned, owed a cancellation. If the read fails, everything stays as it was (logged).
-async fn reconcile<S: Store>(
-    d: &Deleter<'_, S>,
-    expiries: &[Expiry],
-    out: &mut ChunkOutcome,
-) -> Vec<Key> {
-    let schema = d.schema;
-    // A key has one outcome: failed or left, never both.
-    let failed = out.failed.iter().map(|f| f.key.clone());
-    let left = out.left_keys.iter().map(key_to_json);
-    let unresolved: Vec<&Expiry> = failed
-        .chain(left)
-        .filter_map(|json| expiries.iter().find(|x| key_to_json(&x.key) == json))
-        .collect();
-    if unresolved.is_empty() {
-        return Vec::new();
-    }
-    let keys: Vec<Key> = unresolved.iter().map(|x| x.key.clone()).collect();
-    let read = d.store.get_items(schema, keys, true);
-    let items = match d.stop.bound("BatchGetItem", read).await {
-        Ok(items) => items,
-        Err(err) => {
-            tracing::warn!(error = %err, keys = unresolved.len(), "could not re-read items whose expiry was accepted but not deleted; the next sweep publishes them again if their ttl is unchanged");
-            return Vec::new();
-        }
-    };
-    let mut cancel = Vec::new();
-    for expiry in unresolved {
-        let found = schema.find(&items, &expiry.key);
-        let unchanged = found.map(|item| schema.ttl_of(item) == Some(expiry.ttl));
-        if unchanged == Some(true) {
-            continue;
-        }
-        let json = key_to_json(&expiry.key);
-        out.failed.retain(|f| f.key != json);
-        out.left_keys.retain(|k| *k != expiry.key);
-        match unchanged {
-            None => out.gone += 1,
-            Some(_) => {
-                tracing::info!(key = %json, "an item whose expiry was accepted but not deleted has a new ttl: cancelling the expiry");
-                out.skipped += 1;
-                cancel.push(expiry.key.clone());
-            }
-        }
-    }
-    cancel
-}
-
-/// The chunk's whole items, read consistently; `None` for one not found or if the read fails.
-async fn read_items<S: Store>(d: &Deleter<'_, S>, chunk: &[Expired]) -> Vec<Option<Key>> {
-    let keys: Vec<Key> = chunk.iter().map(|e| e.key.clone()).collect();
-    let read = d.store.get_items(d.schema, keys, false);
-    match d.stop.bound("BatchGetItem", read).await {
-        Ok(items) => chunk
-            .iter()
-            .map(|e| d.schema.find(&items, &e.key).cloned())
-            .collect(),
-        Err(err) => {
-            tracing::warn!(error = %err, "could not read the items for their events; publishing without them");
-            vec![None; chunk.len()]
-        }
-    }
 }

@@ -5,9 +5,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::partition::Pass;
 use super::{SweepOptions, BATCH_SIZE, READ_AHEAD_ROUNDS};
 
 /// The keys a sweep may hold at once, read but not yet deleted: [`READ_AHEAD_ROUNDS`] rounds of
@@ -23,22 +22,23 @@ pub(super) fn read_ahead(options: &SweepOptions) -> usize {
 /// less what it holds), then takes without waiting half of what is free beyond a fair share for
 /// each other partition running, in whole chunks. The wait always ends: a waiting partition holds
 /// less than a chunk, and the budget has a fair share for every partition that may run.
-pub(super) async fn take_budget<S>(
-    pass: &Pass<S>,
+/// `running` counts the partitions running, this one among them.
+pub(super) async fn take_budget(
+    budget: &Arc<Semaphore>,
+    running: &AtomicUsize,
     pending: usize,
     want: u32,
 ) -> OwnedSemaphorePermit {
     let chunk = BATCH_SIZE as u32;
     let fair = READ_AHEAD_ROUNDS as u32 * chunk;
     let first = (fair - (pending as u32 % chunk)).min(want).max(1);
-    let budget = &pass.budget;
     let mut permit = budget
         .clone()
         .acquire_many_owned(first)
         .await
         .expect("the read-ahead budget is never closed");
     let others =
-        u32::try_from(pass.running.load(Ordering::Relaxed).saturating_sub(1)).unwrap_or(u32::MAX);
+        u32::try_from(running.load(Ordering::Relaxed).saturating_sub(1)).unwrap_or(u32::MAX);
     let free = u32::try_from(budget.available_permits()).unwrap_or(u32::MAX);
     let spare = free.saturating_sub(others.saturating_mul(fair)) / 2;
     let more = (want - first).min(spare) / chunk * chunk;
@@ -107,7 +107,7 @@ impl PagePace {
     }
 }
 
-/// Counts a partition in [`Pass::running`] from its spawn to its end.
+/// Counts a partition among the sweep's running ones from its spawn to its end.
 pub(super) struct Running(Arc<AtomicUsize>);
 
 impl Running {

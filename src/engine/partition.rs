@@ -10,9 +10,9 @@ use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::delete::{ChunkOutcome, Confirmed, Deleter, Expired};
+use super::delete::{delete_with_events, ChunkOutcome, Confirmed, Deleter, Expired};
 use super::entries::{entries_of, remove_settled};
-use super::hook::{delete_with_events, Events};
+use super::hook::Events;
 use super::pace::{read_ahead, split_permit, take_budget, PagePace};
 use super::report::SweepReport;
 use super::retry::Stop;
@@ -238,7 +238,7 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
             .map_or(budget_size, |l| u32::try_from(l.max(1)).unwrap_or(1))
             .min(budget_size);
         let mut granted = tokio::select! {
-            permit = take_budget(pass, pending.len(), want) => permit,
+            permit = take_budget(&pass.budget, &pass.running, pending.len(), want) => permit,
             () = stop.token().cancelled() => {
                 debug!(partition = %key, "stopping while waiting for keys to be deleted");
                 break;

@@ -1,7 +1,7 @@
 //! `ttl-sweeper backfill`: give every existing item with a numeric ttl its window attribute, and
 //! delete the items that have already expired (the rules: `docs/adoption.md`, step 2). With an
 //! expiry index table (`EXPIRY_INDEX_TABLE`), write every such item's entry into it instead, and
-//! write and delete nothing in the table ([`Step::index`]).
+//! write and delete nothing in the table (`Step::index`).
 //!
 //! Each item is judged by the clock when its write is made, after the write-rate limit let it
 //! through: a slow run beside a running sweeper would otherwise give an item that expired while

@@ -1,0 +1,164 @@
+//! Deletes with expiry events around them, as the sweep's [`ExpiryHook`] says: notify mode deletes,
+//! then publishes what the deletes owe; archive mode publishes a chunk's events first, deletes
+//! only what the sink accepted, and cancels an accepted expiry whose item stays with another ttl
+//! (`reconcile`).
+
+use super::{ChunkOutcome, Deleter, Expired};
+use crate::engine::hook::{
+    item_kib, keep_room, take_room, Delivery, Events, Expiry, Notifier, Publication, MAX_ITEM_KIB,
+};
+use crate::engine::report::FailedKey;
+use crate::store::{key_to_json, Key, Store};
+
+/// Deletes one chunk with its events published as `events.hook` says.
+pub(in crate::engine) async fn delete_with_events<S: Store>(
+    deleter: &Deleter<'_, S>,
+    events: &Events,
+    chunk: Vec<Expired>,
+) -> ChunkOutcome {
+    let (hook, stop) = (events.hook.as_ref(), deleter.stop);
+    let wall = || events.wall.as_ref().map_or(deleter.now, |c| c.now());
+    // Items read for the events are held until they are published: room for the largest items
+    // first, then what they take.
+    let (items, _read_room) = if hook.read_items() {
+        let most = MAX_ITEM_KIB.saturating_mul(chunk.len() as u32);
+        let mut room = take_room(&events.items_room, most).await;
+        let items = read_items(deleter, &chunk).await;
+        keep_room(&mut room, items.iter().flatten().map(item_kib).sum());
+        (items, room)
+    } else {
+        (vec![None; chunk.len()], None)
+    };
+    if !hook.archive() {
+        let described = chunk
+            .iter()
+            .zip(items)
+            .map(|(e, item)| (e.key.clone(), item));
+        let notifier = Notifier::new(events, deleter.now, described.collect(), stop);
+        let deleter = Deleter {
+            notify: Some(&notifier),
+            ..*deleter
+        };
+        let mut out = deleter.delete_chunk(chunk).await;
+        out.events.add(notifier.flush().await);
+        return out;
+    }
+    // Archive: nothing is deleted before its event was accepted.
+    if stop.reached() {
+        return ChunkOutcome::left(chunk);
+    }
+    let at = wall();
+    let expiries: Vec<Expiry> = chunk
+        .iter()
+        .zip(&items)
+        .map(|(e, item)| Expiry {
+            key: e.key.clone(),
+            ttl: e.ttl,
+            item: item.clone(),
+            at,
+        })
+        .collect();
+    let publications = expiries.iter().cloned().map(Publication::Expired).collect();
+    let (deliveries, mut tally) = hook.publish(publications, stop).await;
+    let mut refused = ChunkOutcome::default();
+    let mut admitted = Vec::with_capacity(chunk.len());
+    for (e, delivery) in chunk.into_iter().zip(deliveries) {
+        match delivery {
+            Delivery::Accepted => admitted.push(e),
+            Delivery::Failed(why) => {
+                let reason = format!("expiry event not accepted: {why}");
+                refused.failed.push(FailedKey::new(&e.key, reason));
+            }
+            Delivery::Stopped => refused.leave([e]),
+        }
+    }
+    let mut out = deleter.delete_chunk(admitted).await;
+    // Accepted, not deleted: an item whose ttl has changed since is owed its cancellation now;
+    // no later sweep would find it in the window it has left.
+    let mut kept = std::mem::take(&mut out.kept_keys);
+    kept.extend(reconcile(deleter, &expiries, &mut out).await);
+    out.absorb(refused);
+    let cancelled_at = wall();
+    let cancellations: Vec<Publication> = kept
+        .iter()
+        .filter_map(|key| expiries.iter().find(|x| x.key == *key))
+        .map(|x| {
+            let mut expiry = x.clone();
+            expiry.item = None;
+            Publication::Cancelled(expiry, cancelled_at)
+        })
+        .collect();
+    if !cancellations.is_empty() {
+        tally.add(hook.publish(cancellations, stop).await.1);
+    }
+    out.events = tally;
+    out
+}
+
+/// Archive mode, after a chunk's deletes: the items whose expiry the sink accepted but whose
+/// delete failed (`out.failed`) or was not made (`out.left_keys`), read again with one consistent
+/// `BatchGetItem` (a single attempt, also when the sweep must stop) and settled as
+/// `docs/events.md` ("Archive") says: gone counts as `gone`; another ttl as `skipped`, its key
+/// returned, owed a cancellation. If the read fails, everything stays as it was (logged).
+async fn reconcile<S: Store>(
+    d: &Deleter<'_, S>,
+    expiries: &[Expiry],
+    out: &mut ChunkOutcome,
+) -> Vec<Key> {
+    let schema = d.schema;
+    // A key has one outcome: failed or left, never both.
+    let failed = out.failed.iter().map(|f| f.key.clone());
+    let left = out.left_keys.iter().map(key_to_json);
+    let unresolved: Vec<&Expiry> = failed
+        .chain(left)
+        .filter_map(|json| expiries.iter().find(|x| key_to_json(&x.key) == json))
+        .collect();
+    if unresolved.is_empty() {
+        return Vec::new();
+    }
+    let keys: Vec<Key> = unresolved.iter().map(|x| x.key.clone()).collect();
+    let read = d.store.get_items(schema, keys, true);
+    let items = match d.stop.bound("BatchGetItem", read).await {
+        Ok(items) => items,
+        Err(err) => {
+            tracing::warn!(error = %err, keys = unresolved.len(), "could not re-read items whose expiry was accepted but not deleted; the next sweep publishes them again if their ttl is unchanged");
+            return Vec::new();
+        }
+    };
+    let mut cancel = Vec::new();
+    for expiry in unresolved {
+        let found = schema.find(&items, &expiry.key);
+        let unchanged = found.map(|item| schema.ttl_of(item) == Some(expiry.ttl));
+        if unchanged == Some(true) {
+            continue;
+        }
+        let json = key_to_json(&expiry.key);
+        out.failed.retain(|f| f.key != json);
+        out.left_keys.retain(|k| *k != expiry.key);
+        match unchanged {
+            None => out.gone += 1,
+            Some(_) => {
+                tracing::info!(key = %json, "an item whose expiry was accepted but not deleted has a new ttl: cancelling the expiry");
+                out.skipped += 1;
+                cancel.push(expiry.key.clone());
+            }
+        }
+    }
+    cancel
+}
+
+/// The chunk's whole items, read consistently; `None` for one not found or if the read fails.
+async fn read_items<S: Store>(d: &Deleter<'_, S>, chunk: &[Expired]) -> Vec<Option<Key>> {
+    let keys: Vec<Key> = chunk.iter().map(|e| e.key.clone()).collect();
+    let read = d.store.get_items(d.schema, keys, false);
+    match d.stop.bound("BatchGetItem", read).await {
+        Ok(items) => chunk
+            .iter()
+            .map(|e| d.schema.find(&items, &e.key).cloned())
+            .collect(),
+        Err(err) => {
+            tracing::warn!(error = %err, "could not read the items for their events; publishing without them");
+            vec![None; chunk.len()]
+        }
+    }
+}
