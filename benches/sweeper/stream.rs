@@ -52,6 +52,14 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// Whether the `j`-th of a second's `due_per_sec + expired_per_sec` writes (of one kind) is
+    /// written already expired: `expired_per_sec` of them, spread evenly over the second.
+    pub fn expired(&self, j: i64) -> bool {
+        let per_sec = self.due_per_sec + self.expired_per_sec;
+        let step = per_sec / self.expired_per_sec.max(1);
+        self.expired_per_sec > 0 && j % step == 0 && j / step < self.expired_per_sec
+    }
+
     pub fn new(quick: bool) -> Self {
         if quick {
             Settings {
@@ -287,13 +295,6 @@ async fn lag_run(s: &Settings) -> LagRun {
     // Each second's writes: pairs of one item of each kind, `expired_per_sec` of the pairs
     // expired, spread over the second.
     let pairs = s.due_per_sec + s.expired_per_sec;
-    let step = if s.expired_per_sec > 0 {
-        pairs / s.expired_per_sec
-    } else {
-        i64::MAX
-    };
-    let expired_pair =
-        |j: i64| s.expired_per_sec > 0 && j % step == 0 && j / step < s.expired_per_sec;
     let per_sec = 2 * pairs;
     let gap = Duration::from_secs_f64(1.0 / per_sec as f64);
     let mut written = Vec::new();
@@ -301,7 +302,7 @@ async fn lag_run(s: &Settings) -> LagRun {
     for k in 0..s.lag_secs * per_sec {
         tokio::time::sleep_until(start + gap * k as u32).await;
         let kind = (k % 2) as usize;
-        let expired = expired_pair((k % per_sec) / 2);
+        let expired = s.expired((k % per_sec) / 2);
         let second = now();
         let ttl = if expired {
             second - EXPIRED_FOR

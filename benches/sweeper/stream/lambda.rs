@@ -199,19 +199,12 @@ async fn run(s: &Settings, seed: u64) -> LambdaRun {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let per_sec = s.due_per_sec + s.expired_per_sec;
-        let step = if s.expired_per_sec > 0 {
-            per_sec / s.expired_per_sec
-        } else {
-            i64::MAX
-        };
-        let expired_at =
-            |j: i64| s.expired_per_sec > 0 && j % step == 0 && j / step < s.expired_per_sec;
         let gap = Duration::from_secs_f64(1.0 / per_sec as f64);
         let mut written = Vec::new();
         let start = Instant::now();
         for k in 0..s.lag_secs * per_sec {
             tokio::time::sleep_until(start + gap * k as u32).await;
-            let expired = expired_at(k % per_sec);
+            let expired = s.expired(k % per_sec);
             let second = now();
             let ttl = if expired {
                 second - EXPIRED_FOR
