@@ -17,7 +17,7 @@ use super::sweep::Sweeper;
 use super::DeleteMode;
 use crate::expiry::window::{partition_key, Window};
 use crate::expiry::Timestamp;
-use crate::store::{lock, Key, Store};
+use crate::store::{Key, Store};
 
 /// How long before a tick its keys are read ahead.
 pub const CONFIRM_AHEAD: Duration = Duration::from_millis(300);
@@ -36,7 +36,10 @@ impl<S: Store> Sweeper<S> {
             return;
         }
         let max_age = options.batch_max_read_age;
-        lock(&shared.confirmed.0).retain(|_, (_, read)| read.elapsed() <= max_age);
+        shared
+            .confirmed
+            .lock()
+            .retain(|_, (_, read)| read.elapsed() <= max_age);
         let most = read_ahead(options);
         let (store, schema) = (&shared.store, &shared.schema);
         let shards = schema.layout.window_shards.max(1);
@@ -82,7 +85,7 @@ impl<S: Store> Sweeper<S> {
                 return;
             };
             let found = schema.by_key(&found);
-            let mut confirmed = lock(&shared.confirmed.0);
+            let mut confirmed = shared.confirmed.lock();
             for (token, e) in keys {
                 if found.get(token).and_then(|item| schema.ttl_of(item)) == Some(e.ttl) {
                     confirmed.insert(token.clone(), (e.ttl_as_read.clone(), asked));

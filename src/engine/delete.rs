@@ -56,9 +56,14 @@ pub(super) struct Expired {
 /// and when the read was asked. Bounded by the sweep's read-ahead budget; entries older than the
 /// batch bound are dropped at each confirmation.
 #[derive(Debug, Default)]
-pub(super) struct Confirmed(pub(super) Mutex<HashMap<String, (String, Instant)>>);
+pub(super) struct Confirmed(Mutex<HashMap<String, (String, Instant)>>);
 
 impl Confirmed {
+    /// The reads made ahead, by key token: (the ttl as read, when the read was asked).
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Instant)>> {
+        lock(&self.0)
+    }
+
     /// The read of `e`'s key with its ttl as read, if one was made ahead within `max_age`; taken.
     pub(super) fn take(
         &self,
@@ -66,7 +71,7 @@ impl Confirmed {
         e: &Expired,
         max_age: Duration,
     ) -> Option<Instant> {
-        let mut confirmed = lock(&self.0);
+        let mut confirmed = self.lock();
         if confirmed.is_empty() {
             return None;
         }
