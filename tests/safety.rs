@@ -433,6 +433,46 @@ async fn notify_mode_reports_by_key_what_it_cannot_settle_at_the_stop() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn notify_mode_settles_batch_deletes_whose_answer_was_lost_when_the_stop_comes_during_their_conditional_retry(
+) {
+    // Batch mode: the chunk's BatchWriteItem deletes its 25 keys and its answer is lost; the keys
+    // are stale by the retry, their second read fails, so they go conditional, one DeleteItem a
+    // second; the stop comes after the first. The 24 keys not yet retried were deleted by the
+    // lost attempt: each is owed its event (or reported), never left in silence.
+    let token = CancellationToken::new();
+    let store = mem()
+        .delay(Op::BatchDelete, Duration::from_secs(1))
+        .fault(Op::BatchDelete, When::Call(1), Fault::LoseAnswer)
+        .fault(Op::Get, When::Call(2), Fault::Fail(ErrorKind::Transient))
+        .delay(Op::Delete, Duration::from_secs(1));
+    let store = Arc::new(store);
+    put_expired(&store, 25, 2);
+    let hook = Arc::new(Recorder::default());
+    let options = SweepOptions {
+        batch_max_read_age: Duration::from_millis(500),
+        ..SweepOptions::default()
+    };
+    let sweeper = mem_sweeper(store.clone(), options).with_events(hook.clone());
+    let stop = Stop::never().with_cancel(token.clone());
+    let cancel = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        token.cancel();
+    });
+    let report = sweeper.sweep(Timestamp::from_secs(T0), &stop).await;
+    cancel.await.unwrap();
+    assert!(store.ids().is_empty(), "the lost attempt deleted them");
+    assert!(store.calls(Op::Delete) >= 1, "went conditional: {report:?}");
+    let mut events = hook.expired.lock().unwrap().clone();
+    events.sort();
+    assert_eq!(
+        events,
+        chunk_ids(),
+        "every deleted item gets its event; {report:?}"
+    );
+    report.assert_fields("items_left=0 items_gone=25");
+}
+
+#[tokio::test(start_paused = true)]
 async fn notify_mode_settles_a_key_whose_retries_ran_out_after_an_attempt_that_may_have_deleted_it()
 {
     // One expired item, conditional deletes, four retries: a 5xx, then an attempt applied whose

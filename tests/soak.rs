@@ -20,7 +20,9 @@
 //!
 //! `SOAK_SEED` (printed) fixes the schedule of faults, kills, items and writer choices;
 //! `SOAK_SCALE` (default 1) scales items, duration and kills. It prints a table (also written
-//! to `target/tmp/soak-report.md`) and fails on any violation. See docs/reliability.md.
+//! to `target/tmp/soak-report.md`) and fails on any violation. `SOAK_RUST_LOG` replaces the
+//! sweepers' `RUST_LOG` (`info`), to follow a failing seed more closely (their logs are under
+//! `target/soak/<seed>/`). See docs/reliability.md.
 
 use crate::support::{self, fault_proxy, moto, recorder, runtime_api};
 
@@ -663,7 +665,11 @@ fn settings(spec: &Spec, table: &str, queue: &str, db: &str, sink: &str) -> Vec<
         ("MAX_RETRIES", MAX_RETRIES.to_string()),
         ("EXPIRY_EVENTS", format!("sqs:{queue}")),
         ("EXPIRY_EVENTS_MODE", spec.events.to_owned()),
-        ("RUST_LOG", "info".to_owned()),
+        // `SOAK_RUST_LOG` overrides it, to follow one run more closely.
+        (
+            "RUST_LOG",
+            std::env::var("SOAK_RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
+        ),
     ])
 }
 
@@ -1054,14 +1060,24 @@ fn check(
                 kill_budget[k] -= 1;
                 row.lost_to_kill += 1;
             }
-            None => row.violation(
-                'c',
-                format!(
-                    "{} deleted (at {}) with no event and not reported",
-                    o.id,
-                    first_delete.map_or("?".into(), |d| format!("{d:.2}"))
-                ),
-            ),
+            None => {
+                let times = |ts: &[f64]| {
+                    let ts: Vec<String> = ts.iter().map(|t| format!("{t:.2}")).collect();
+                    ts.join(" ")
+                };
+                let write = writes.get(o.id.as_str()).map(|w| (w.action, w.started));
+                row.violation(
+                    'c',
+                    format!(
+                        "{} deleted (at {}) with no event and not reported (ttl {}; deletes seen at [{}]; read at [{}]; write {write:?})",
+                        o.id,
+                        first_delete.map_or("?".into(), |d| format!("{d:.2}")),
+                        o.ttl,
+                        times(&deletes(&o.id)),
+                        times(seen.listed.get(&o.id).map_or(&[][..], Vec::as_slice)),
+                    ),
+                )
+            }
         }
     }
 }

@@ -25,6 +25,9 @@ use crate::store::{
     full_jitter, key_to_json, lock, ErrorKind, Key, Store, StoreError, TableSchema,
 };
 
+/// Why keys were not sent: the sweep had to stop first.
+const STOPPED: &str = "the sweep stopped before the keys were sent";
+
 /// Whether a failed delete may have been applied all the same: a timeout, a dropped connection
 /// or a 5xx can come after DynamoDB deleted the item; throttling and validation errors cannot.
 fn may_have_applied(e: &StoreError) -> bool {

@@ -4,7 +4,7 @@
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::{may_have_applied, ChunkOutcome, Deleter, Expired};
+use super::{may_have_applied, ChunkOutcome, Deleter, Expired, STOPPED};
 use crate::store::{Key, Store};
 
 impl<S: Store> Deleter<'_, S> {
@@ -17,7 +17,7 @@ impl<S: Store> Deleter<'_, S> {
         let stop = self.stop;
         let mut out = ChunkOutcome::default();
         let mut attempt = 0u32;
-        let mut reason = String::from("the sweep stopped before the keys were sent");
+        let mut reason = String::from(STOPPED);
         let max_age = self.options.batch_max_read_age;
         while !remaining.is_empty() {
             if stop.reached() {

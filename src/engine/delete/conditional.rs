@@ -2,7 +2,7 @@
 
 use tokio::time::Instant;
 
-use super::{may_have_applied, ChunkOutcome, Deleter, Expired};
+use super::{may_have_applied, ChunkOutcome, Deleter, Expired, STOPPED};
 use crate::store::{ConditionalOutcome, Store, StoreError};
 
 impl<S: Store> Deleter<'_, S> {
@@ -15,7 +15,9 @@ impl<S: Store> Deleter<'_, S> {
         let return_items = self.events.is_some_and(|e| e.hook.returned_items());
         while let Some(mut e) = items.next() {
             if stop.reached() {
-                out.leave(std::iter::once(e).chain(items));
+                // Keys sent by batch mode before may have been deleted already: settled, not left.
+                let rest = std::iter::once(e).chain(items).collect();
+                self.give_up(rest, STOPPED, &mut out, true).await;
                 return out;
             }
             // Events owed for a while go out between items, not only before a wait.
@@ -62,8 +64,9 @@ impl<S: Store> Deleter<'_, S> {
                     continue;
                 };
                 if stopped {
-                    // The items after it are left too: the loop over them ends here.
-                    out.leave(items.by_ref());
+                    // The items after it stop here too (settled like it, if batch mode sent them).
+                    self.give_up(items.by_ref().collect(), STOPPED, &mut out, true)
+                        .await;
                 }
                 self.give_up(vec![e], &reason, &mut out, stopped).await;
                 break;
