@@ -163,7 +163,8 @@ pub struct LeaseItem {
 }
 
 /// The operations the sweep engine needs from DynamoDB, one method each. A store lives as long
-/// as the tasks a sweep spawns may (`'static`): share one through an `Arc`.
+/// as the tasks a sweep spawns may (`'static`); to share one, clone it (a [`DynamoStore`] clone
+/// shares its clients).
 pub trait Store: Send + Sync + 'static {
     /// One page (`Query` on the index) of the items in partition `partition` whose ttl is
     /// `< now`, after `start`, at most `limit` (`None`: 1 MB pages): key attributes and ttl.
@@ -257,33 +258,6 @@ pub trait Store: Send + Sync + 'static {
         id: &str,
         holder: &str,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-}
-
-/// A [`Store`] method that hands its call to the store an `Arc` shares.
-macro_rules! forward {
-    ($(fn $name:ident(&self, $($arg:ident: $ty:ty),*) -> $out:ty;)*) => {$(
-        fn $name(&self, $($arg: $ty),*) -> impl Future<Output = Result<$out, StoreError>> + Send {
-            (**self).$name($($arg),*)
-        }
-    )*};
-}
-
-impl<S: Store> Store for std::sync::Arc<S> {
-    forward! {
-        fn query_expired(&self, schema: &TableSchema, partition: &str, now: Timestamp,
-            start: Option<Key>, limit: Option<i32>) -> Page;
-        fn batch_delete(&self, schema: &TableSchema, keys: &[&Key]) -> Vec<Key>;
-        fn delete_if_expired(&self, schema: &TableSchema, key: Key, ttl: &str, now: Timestamp,
-            return_item: bool) -> (ConditionalOutcome, Option<Key>);
-        fn get_items(&self, schema: &TableSchema, keys: Vec<Key>, ttl_only: bool) -> Vec<Key>;
-        fn write_entries(&self, schema: &TableSchema, writes: Vec<EntryWrite>) -> Vec<EntryWrite>;
-        fn read_checkpoint(&self, table: &str, id: &str) -> Option<Timestamp>;
-        fn advance_checkpoint(&self, table: &str, id: &str, to: Timestamp, at: Timestamp) -> bool;
-        fn read_lease(&self, table: &str, id: &str) -> Option<LeaseItem>;
-        fn write_lease(&self, table: &str, id: &str, lease: &LeaseItem,
-            lapsed_before: Timestamp) -> bool;
-        fn release_lease(&self, table: &str, id: &str, holder: &str) -> bool;
-    }
 }
 
 #[cfg(test)]

@@ -39,11 +39,11 @@ const EVERY: Duration = Duration::from_secs(1);
 /// Full sweeps, reports, and the retry of a table that did not open.
 const PERIOD: Duration = Duration::from_secs(5);
 
-type Store = Arc<MemStore>;
+type Store = MemStore;
 
 /// An in-memory table whose clock reads `T0` now.
 fn mem() -> Store {
-    Arc::new(MemStore::new(Layout::default()).starting_at(T0))
+    MemStore::new(Layout::default()).starting_at(T0)
 }
 
 /// A sweeper of `store` as the table `name`.

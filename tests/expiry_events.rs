@@ -70,9 +70,9 @@ fn with_items(expired: usize, live: usize, log: &Log) -> MemStore {
 }
 
 /// A new log and a table of `expired` items with a payload, nothing scripted.
-fn expired_table(expired: usize) -> (Log, Arc<MemStore>) {
+fn expired_table(expired: usize) -> (Log, MemStore) {
     let log = Log::default();
-    let table = Arc::new(with_items(expired, 0, &log));
+    let table = with_items(expired, 0, &log);
     (log, table)
 }
 
@@ -166,7 +166,7 @@ struct ScriptedSink {
     /// Time each call takes.
     delay: Duration,
     /// Items deleted minus events accepted, at its largest when a call arrived.
-    table: Option<Arc<MemStore>>,
+    table: Option<MemStore>,
     max_gap: AtomicUsize,
 }
 
@@ -207,7 +207,7 @@ impl ScriptedSink {
     }
 
     /// An accepting sink whose every call takes `delay`, watching the gap of `table`.
-    fn slow(log: &Log, delay: Duration, table: Option<Arc<MemStore>>) -> Arc<Self> {
+    fn slow(log: &Log, delay: Duration, table: Option<MemStore>) -> Arc<Self> {
         let mut sink = Arc::into_inner(ScriptedSink::accepting(log)).unwrap();
         (sink.delay, sink.table) = (delay, table);
         Arc::new(sink)
@@ -288,7 +288,7 @@ fn events((mode, delete_mode, item): How, sink: &Arc<ScriptedSink>) -> Events {
 
 /// A sweep of one window at `NOW` with `concurrency` workers, publishing `events`, until `stop`.
 async fn sweep_with(
-    table: &Arc<MemStore>,
+    table: &MemStore,
     events: Events,
     delete_mode: DeleteMode,
     concurrency: usize,
@@ -303,18 +303,14 @@ async fn sweep_with(
 }
 
 /// A sweep of `table` publishing to `sink` as `how` says, with short backoffs.
-async fn sweep(table: &Arc<MemStore>, sink: &Arc<ScriptedSink>, how: How) -> SweepReport {
+async fn sweep(table: &MemStore, sink: &Arc<ScriptedSink>, how: How) -> SweepReport {
     let (base, cap) = (Duration::from_millis(10), Duration::from_millis(100));
     let events = events(how, sink).with_backoff(base, cap);
     sweep_with(table, events, how.1, 4, &Stop::never()).await
 }
 
 /// A sweep in archive mode with conditional deletes that must stop `after` from now.
-async fn sweep_archive_stopping(
-    table: &Arc<MemStore>,
-    events: Events,
-    after: Duration,
-) -> SweepReport {
+async fn sweep_archive_stopping(table: &MemStore, events: Events, after: Duration) -> SweepReport {
     let stop = Stop::at(Some(tokio::time::Instant::now() + after));
     sweep_with(table, events, DeleteMode::Conditional, 4, &stop).await
 }
@@ -323,7 +319,7 @@ async fn sweep_archive_stopping(
 async fn notify_publishes_one_event_per_deleted_item_with_its_stable_id() {
     for delete_mode in [DeleteMode::Batch, DeleteMode::Conditional] {
         let log = Log::default();
-        let table = Arc::new(with_items(60, 5, &log));
+        let table = with_items(60, 5, &log);
         let sink = ScriptedSink::accepting(&log);
         let report = sweep(&table, &sink, notify(delete_mode)).await;
         report.assert_fields("items_deleted=60 events_published=60 events_failed=0");
@@ -356,7 +352,6 @@ async fn notify_publishes_for_exactly_the_items_the_sweep_deleted_some_found_gon
             false => throttle_then_remove(with_items(30, 0, &log), every_third()),
             true => lose_delete_answer(with_items(30, 0, &log), every_third()),
         };
-        let table = Arc::new(table);
         let sink = ScriptedSink::accepting(&log);
         let report = sweep(&table, &sink, notify(DeleteMode::Conditional)).await;
         assert!(table.ids().is_empty(), "{report:?}");
@@ -378,7 +373,7 @@ async fn notify_reports_an_item_written_again_after_a_delete_whose_answer_was_lo
     let log = Log::default();
     let table = lose_delete_answer(with_items(10, 0, &log), ["e0003"]);
     let put_back = Change::Put((NOW + 3600) as f64);
-    let table = Arc::new(table.change(Op::Delete, When::Key(e(3)), "e0003", put_back));
+    let table = table.change(Op::Delete, When::Key(e(3)), "e0003", put_back);
     let sink = ScriptedSink::accepting(&log);
     let report = sweep(&table, &sink, notify(DeleteMode::Conditional)).await;
     assert!(logged(&log, "deleted ").contains("e0003"));
@@ -439,7 +434,7 @@ async fn archive_deletes_exactly_what_was_accepted_and_only_after() {
 async fn archive_cancels_an_expiry_whose_ttl_changed_with_the_same_id() {
     let log = Log::default();
     let extended = ["e0003", "e0007"];
-    let table = Arc::new(extend_after_read(with_items(10, 0, &log), extended));
+    let table = extend_after_read(with_items(10, 0, &log), extended);
     let sink = ScriptedSink::accepting(&log);
     let read = (ARCHIVE.0, ARCHIVE.1, ItemSource::Read);
     let report = sweep(&table, &sink, read).await;
@@ -574,7 +569,6 @@ async fn archive_cancels_an_accepted_expiry_whose_delete_failed_once_its_ttl_cha
     let table = extend_after_read(with_items(10, 0, &log), ["e0002", "e0005"])
         .change(Op::Query, When::Always, "e0007", Change::Remove)
         .fault(Op::Delete, When::Always, Fault::Fail(ErrorKind::Throttled));
-    let table = Arc::new(table);
     let sink = ScriptedSink::accepting(&log);
     let report = sweep(&table, &sink, ARCHIVE).await;
     // The extended items: their expiry is cancelled, with its id, and they count as kept. The
@@ -596,7 +590,7 @@ async fn archive_cancels_an_accepted_expiry_whose_delete_failed_once_its_ttl_cha
     assert_accounted(&report);
     assert_eq!(table.ids().len(), 9, "nothing deleted");
     // The next sweep, with deletes working again, settles the rest with the same ids.
-    let table = Arc::new(holding(table.items(), &log));
+    let table = holding(table.items(), &log);
     let again = sweep(&table, &sink, ARCHIVE).await;
     assert_eq!(again.items_deleted, 7, "{again:?}");
     assert_eq!(table.ids(), ["e0002", "e0005"]);
@@ -607,7 +601,7 @@ async fn archive_cancels_an_accepted_expiry_left_by_a_stop_once_its_ttl_changed(
     // The sink takes 10 ms to accept; the sweep must stop after 5 ms: every expiry is accepted,
     // no delete is made. The application extended e0003 meanwhile.
     let log = Log::default();
-    let table = Arc::new(extend_after_read(with_items(6, 0, &log), ["e0003"]));
+    let table = extend_after_read(with_items(6, 0, &log), ["e0003"]);
     let sink = ScriptedSink::slow(&log, Duration::from_millis(10), None);
     let after = Duration::from_millis(5);
     let report = sweep_archive_stopping(&table, events(ARCHIVE, &sink), after).await;
@@ -627,7 +621,6 @@ async fn archive_without_the_re_read_reports_what_it_could_not_settle() {
     let table = extend_after_read(with_items(5, 0, &log), ["e0002"])
         .fault(Op::Delete, When::Always, Fault::Fail(ErrorKind::Throttled))
         .fault(Op::Get, When::Always, Fault::Fail(ErrorKind::Auth));
-    let table = Arc::new(table);
     let sink = ScriptedSink::accepting(&log);
     let report = sweep(&table, &sink, ARCHIVE).await;
     report.assert_fields("events_published=5 events_cancelled=0 items_failed=5");
@@ -644,7 +637,6 @@ async fn archive_without_the_re_read_reports_what_it_could_not_settle() {
 async fn archive_after_a_crash_between_expiry_and_delete() {
     let log = Log::default();
     let table = with_items(4, 0, &log).fault(Op::Delete, When::Always, Fault::Stall);
-    let table = Arc::new(table);
     let sink = ScriptedSink::accepting(&log);
     let crashed = sweep(&table, &sink, ARCHIVE);
     let died = tokio::time::timeout(Duration::from_secs(60), crashed).await;
@@ -654,7 +646,7 @@ async fn archive_after_a_crash_between_expiry_and_delete() {
     let mut items = table.items();
     let extended = items.get_mut("e0001").unwrap();
     extended.insert("ttl".into(), AV::N((NOW + 3600).to_string()));
-    let table = Arc::new(holding(items, &log));
+    let table = holding(items, &log);
     let report = sweep(&table, &sink, ARCHIVE).await;
     report.assert_fields("items_deleted=3 events_cancelled=0");
     assert_eq!(table.ids(), ["e0001"], "the extended item stays");
@@ -728,7 +720,6 @@ proptest::proptest! {
                 (false, 1) => notify(DeleteMode::Batch),
                 (false, _) => notify(DeleteMode::Conditional),
             };
-            let table = Arc::new(table);
             let report = sweep(&table, &sink, how).await;
             if archive {
                 assert_follows(&log, "deleted ", "accepted Item Expired ");
@@ -775,7 +766,6 @@ async fn archive_stopped_mid_publication_keeps_the_entries_of_the_items_left_onl
     let table = table.change(Op::Query, When::Always, "e0003", Change::Remove);
     (0..20).for_each(|n| table.index(&e(n), &n.to_string()));
     assert_eq!(table.entry_count(), 20);
-    let table = Arc::new(table);
     // The first call is accepted; the second is refused, and its retry would pass the stop.
     let sink = ScriptedSink::new(&log, |n, batch| match n {
         0 => Ok(vec![EntryResult::Accepted; batch.len()]),

@@ -83,7 +83,7 @@ type Holds = Arc<Mutex<Vec<(&'static str, Instant, Instant)>>>;
 async fn checking(
     name: &'static str,
     lease: Lease,
-    store: Arc<MemStore>,
+    store: MemStore,
     offset: Duration,
     until: Instant,
     holds: Holds,
@@ -117,11 +117,9 @@ async fn two_leases_never_lead_at_once_and_the_standby_takes_over_when_the_holde
     ];
     for (ahead, a_behind, behind, write_delay) in cases {
         let t0 = Instant::now();
-        let store = Arc::new(
-            MemStore::new(Layout::default())
-                .delay(Op::WriteLease, write_delay)
-                .delay(Op::ReadLease, Duration::from_millis(50)),
-        );
+        let store = MemStore::new(Layout::default())
+            .delay(Op::WriteLease, write_delay)
+            .delay(Op::ReadLease, Duration::from_millis(50));
         let lease_s = 6;
         let a = Lease::new(
             lease_config("us-east-1/a", lease_s),
@@ -196,7 +194,7 @@ async fn two_leases_never_lead_at_once_and_the_standby_takes_over_when_the_holde
 async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_its_lease() {
     let t0 = Instant::now();
     let now = 1_800_000_000;
-    let store = Arc::new(MemStore::new(Layout::default()).starting_at(now));
+    let store = MemStore::new(Layout::default()).starting_at(now);
     for i in 0..10 {
         store.put(&format!("old-{i}"), (now - 5 - i) as f64);
     }
@@ -266,11 +264,9 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
 
     // A leader's sweep stops sending when its hold runs out: queries slower than the validity
     // (30 s lease: 27 s) leave the windows after it for the next sweep.
-    let slow = Arc::new(
-        MemStore::new(Layout::default())
-            .starting_at(now)
-            .delay(Op::Query, Duration::from_secs(20)),
-    );
+    let slow = MemStore::new(Layout::default())
+        .starting_at(now)
+        .delay(Op::Query, Duration::from_secs(20));
     for i in 0..5 {
         slow.put(&format!("old-{i}"), (now - 5 - i * 60) as f64);
     }
@@ -305,18 +301,18 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
 #[tokio::test(start_paused = true)]
 async fn a_holder_that_cannot_renew_leads_until_its_hold_runs_out_then_stands_by() {
     let t0 = Instant::now();
-    let store = Arc::new(MemStore::new(Layout::default()));
+    let store = MemStore::new(Layout::default());
     let lease = Lease::new(lease_config("us-east-1/me", 10), bounds(t0, 0, 0));
     let first = lease.check(&store, &Stop::never()).await;
     let until = first.expect("took it");
     assert_eq!(until - t0, Duration::from_secs(10) - LEASE_MARGIN);
     // Every later write fails: renewals are tried once half the hold is used, and the hold
     // stands until it runs out.
-    let failing = Arc::new(MemStore::new(Layout::default()).fault(
+    let failing = MemStore::new(Layout::default()).fault(
         Op::WriteLease,
         When::Always,
         MemFault::Fail(ttl_sweeper::store::ErrorKind::Transient),
-    ));
+    );
     *failing.leases.lock().unwrap() = store.leases.lock().unwrap().clone();
     tokio::time::advance(Duration::from_secs(4)).await;
     let renewing = lease.check(&failing, &Stop::never()).await;
@@ -596,11 +592,11 @@ fn region_config(table: &str, lease_s: u64, more: &[(&str, &str)]) -> ttl_sweepe
 /// A sweeper of `store` configured by `config`, holding the lease as `holder`, with DynamoDB's
 /// clock known exactly (from `t0`).
 fn region_sweeper(
-    store: Arc<MemStore>,
+    store: MemStore,
     config: &ttl_sweeper::config::Config,
     holder: &str,
     t0: Instant,
-) -> Sweeper<Arc<MemStore>> {
+) -> Sweeper<MemStore> {
     let lease = config.lease(holder.into()).expect("a lease");
     let schema = store.schema();
     Sweeper::new(store, schema, config.sweep_options())
@@ -608,7 +604,7 @@ fn region_sweeper(
 }
 
 /// East's sweeper of `sessions` over `store`, with a lease of 30 s ([`region_sweeper`]).
-fn east_sweeper(store: &Arc<MemStore>, t0: Instant) -> Sweeper<Arc<MemStore>> {
+fn east_sweeper(store: &MemStore, t0: Instant) -> Sweeper<MemStore> {
     let config = region_config("sessions", 30, &[]);
     region_sweeper(store.clone(), &config, "us-east-1/sweeper", t0)
 }
@@ -619,8 +615,8 @@ const ARN: &str = "arn:aws:dynamodb:eu-west-1:123456789012:table/sessions";
 async fn a_table_named_by_name_in_one_region_and_by_arn_in_another_has_one_lease() {
     let t0 = Instant::now();
     let now = 1_800_000_000;
-    let east_store = Arc::new(MemStore::new(Layout::default()).starting_at(now));
-    let west_store = Arc::new(east_store.sharing(Layout::default()));
+    let east_store = MemStore::new(Layout::default()).starting_at(now);
+    let west_store = east_store.sharing(Layout::default());
     let east = east_sweeper(&east_store, t0);
     let west = region_sweeper(
         west_store.clone(),
@@ -660,16 +656,14 @@ async fn a_sweeper_of_another_layout_does_not_sweep_beside_the_holder() {
     let now = 1_800_000_000;
     // Queries list every expired item whatever partition they ask for: a sweeper of either layout
     // that swept would find them.
-    let east_store = Arc::new(
-        MemStore::new(Layout::default())
-            .starting_at(now)
-            .any_partition(),
-    );
+    let east_store = MemStore::new(Layout::default())
+        .starting_at(now)
+        .any_partition();
     let wide = Layout {
         window_seconds: 300,
         ..Layout::default()
     };
-    let west_store = Arc::new(east_store.sharing(wide));
+    let west_store = east_store.sharing(wide);
     let east = east_sweeper(&east_store, t0);
     let west_config = region_config(ARN, 30, &[("WINDOW_SECONDS", "300")]);
     let west = region_sweeper(west_store.clone(), &west_config, "eu-west-1/sweeper", t0);
@@ -709,15 +703,13 @@ async fn a_holder_that_cannot_sweep_gives_the_lease_up_and_a_healthy_region_take
     let t0 = Instant::now();
     let now = 1_800_000_000;
     let lease_s = 10;
-    let west_store = Arc::new(MemStore::new(Layout::default()).starting_at(now));
+    let west_store = MemStore::new(Layout::default()).starting_at(now);
     // East's endpoint answers every query and delete with an error; its lease calls work.
     let fail = MemFault::Fail(ttl_sweeper::store::ErrorKind::Transient);
-    let east_store = Arc::new(
-        west_store
-            .sharing(Layout::default())
-            .fault(Op::Query, When::Always, fail)
-            .fault(Op::BatchDelete, When::Always, fail),
-    );
+    let east_store = west_store
+        .sharing(Layout::default())
+        .fault(Op::Query, When::Always, fail)
+        .fault(Op::BatchDelete, When::Always, fail);
     let east_config = region_config("sessions", lease_s, &[]);
     let east = region_sweeper(east_store.clone(), &east_config, "us-east-1/sweeper", t0);
     let west_config = region_config("sessions", lease_s, &[]);
@@ -789,7 +781,7 @@ async fn a_holder_that_cannot_sweep_gives_the_lease_up_and_a_healthy_region_take
 #[tokio::test(start_paused = true)]
 async fn a_lease_given_up_is_not_renewed_by_another_invocation_of_the_same_deployment() {
     let t0 = Instant::now();
-    let store = Arc::new(MemStore::new(Layout::default()));
+    let store = MemStore::new(Layout::default());
     // Two execution environments of one function: one holder name.
     let first = Lease::new(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
     let second = Lease::new(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
@@ -938,7 +930,7 @@ async fn a_lease_item_without_a_layout_is_read_and_a_given_up_one_is_only_taken_
         .send()
         .await
         .unwrap();
-    let store = Arc::new(store(client.clone()));
+    let store = store(client.clone());
     let read = || store.read_lease(&checkpoint, id);
     let old = read().await.unwrap().unwrap();
     let expires_at = Timestamp::from_millis(expires_ms);

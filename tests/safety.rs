@@ -71,7 +71,7 @@ fn assert_sent_fresh(store: &MemStore, report: &SweepReport) {
 /// seconds into the sweep; asserts [`assert_sent_fresh`]. The report and the rewritten keys the
 /// sweep destroyed.
 async fn sweep_rewriting(
-    sweeper: &Sweeper<Arc<MemStore>>,
+    sweeper: &Sweeper<MemStore>,
     after_s: u64,
     ids: Vec<String>,
 ) -> (SweepReport, Vec<String>) {
@@ -161,7 +161,7 @@ async fn batch_mode_keeps_keys_rewritten_while_their_chunk_waited() {
     // 3,000 expired keys in one window, every BatchWriteItem taking 0.25 s, one request at a
     // time: the last chunk of a 3,000-key page would wait 30 s.
     let started = Instant::now();
-    let store = Arc::new(mem().delay(Op::BatchDelete, Duration::from_millis(250)));
+    let store = mem().delay(Op::BatchDelete, Duration::from_millis(250));
     put_expired(&store, 3_000, 4);
     let sweeper = mem_sweeper(store.clone(), one_at_a_time(None));
     // 4 s into the sweep the application deletes and writes again every tenth key, with a ttl
@@ -206,7 +206,7 @@ async fn batch_mode_deletes_nothing_the_table_has_refreshed_while_the_index_lags
     for delete_mode in [DeleteMode::Batch, DeleteMode::Conditional] {
         let store = mem();
         put_expired(&store, 6_400, 4);
-        let store = Arc::new(store.index_lag(Duration::from_secs(30)));
+        let store = store.index_lag(Duration::from_secs(30));
         let refreshed: Vec<String> = (0..6_400).step_by(10).map(|i| format!("k{i:04}")).collect();
         refreshed
             .iter()
@@ -240,7 +240,7 @@ async fn a_key_listed_twice_goes_once_and_fails_no_chunk() {
             )
             .list_again(2, "k03");
         put_expired(&store, 20, 2);
-        let sweeper = mem_sweeper(Arc::new(store), options_of(delete_mode));
+        let sweeper = mem_sweeper(store, options_of(delete_mode));
         let report = sweeper.sweep_at(T0).await;
         assert!(
             sweeper.store().ids().is_empty(),
@@ -258,12 +258,10 @@ async fn batch_mode_checks_every_key_again_after_a_slow_pass() {
     // A key may be destroyed only if the table was read for it within the bound before the
     // rewrite: the index's listing, however recent, never counts.
     let started = Instant::now();
-    let store = Arc::new(
-        mem()
-            .delay(Op::Query, Duration::from_millis(2_500))
-            .delay(Op::Delete, Duration::from_secs(1))
-            .delay(Op::Get, Duration::from_secs(1)),
-    );
+    let store = mem()
+        .delay(Op::Query, Duration::from_millis(2_500))
+        .delay(Op::Delete, Duration::from_secs(1))
+        .delay(Op::Get, Duration::from_secs(1));
     put_expired(&store, 40, 2);
     let sweeper = mem_sweeper(store.clone(), one_at_a_time(Some(30)));
     let rewrite_at = started + Duration::from_secs(7);
@@ -292,11 +290,9 @@ async fn a_key_read_again_counts_as_read_when_the_read_was_asked_not_when_it_ans
     // answers 2.5 s after reading them. Dated by the answer they would look fresh and go out in a
     // BatchWriteItem 2.5 s after their read; dated by the request they are stale again and go
     // out conditionally.
-    let store = Arc::new(
-        mem()
-            .delay(Op::Query, Duration::from_millis(2_500))
-            .delay(Op::Get, Duration::from_millis(2_500)),
-    );
+    let store = mem()
+        .delay(Op::Query, Duration::from_millis(2_500))
+        .delay(Op::Get, Duration::from_millis(2_500));
     put_expired(&store, 40, 2);
     let sweeper = mem_sweeper(store.clone(), one_at_a_time(Some(30)));
     let report = sweeper.sweep_at(T0).await;
@@ -310,7 +306,7 @@ async fn a_key_read_again_counts_as_read_when_the_read_was_asked_not_when_it_ans
 async fn an_unprocessed_key_named_unlike_any_key_sent_is_sent_again_not_counted_deleted() {
     // The first BatchWriteItem leaves one key unprocessed and returns it in a form that matches
     // no key sent: which key was left is unknown, so none may be counted as deleted.
-    let store = Arc::new(mem().fault(Op::BatchDelete, When::Call(1), Fault::RenameUnprocessed));
+    let store = mem().fault(Op::BatchDelete, When::Call(1), Fault::RenameUnprocessed);
     put_expired(&store, 25, 2);
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     let report = sweeper.sweep_at(T0).await;
@@ -330,7 +326,6 @@ async fn a_sweep_holds_no_more_keys_than_its_read_ahead_whatever_the_pages() {
         let store = ops
             .into_iter()
             .fold(mem(), |m, op| m.delay(op, Duration::from_millis(50)));
-        let store = Arc::new(store);
         for w in 0..16 {
             (0..2_000)
                 .for_each(|i| store.put(&format!("k{w:02}{i:04}"), (T0 - 60 * w - 30) as f64));
@@ -360,8 +355,7 @@ async fn a_sweep_holds_no_more_keys_than_its_read_ahead_whatever_the_pages() {
 fn one_notify_chunk(
     store: MemStore,
     hook: Recorder,
-) -> (Arc<MemStore>, Arc<Recorder>, Sweeper<Arc<MemStore>>) {
-    let store = Arc::new(store);
+) -> (MemStore, Arc<Recorder>, Sweeper<MemStore>) {
     put_expired(&store, 25, 2);
     let hook = Arc::new(hook);
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default()).with_events(hook.clone());
@@ -378,7 +372,7 @@ fn chunk_ids() -> Vec<String> {
 async fn stop_after_a_lost_answer(
     lost: Fault,
     reads_fail: bool,
-) -> (Arc<MemStore>, Arc<Recorder>, SweepReport) {
+) -> (MemStore, Arc<Recorder>, SweepReport) {
     let token = CancellationToken::new();
     let store = mem().fault(Op::BatchDelete, When::Call(1), lost);
     let mut store = store.cancel_on_lost(token.clone());
@@ -445,7 +439,6 @@ async fn notify_mode_settles_batch_deletes_whose_answer_was_lost_when_the_stop_c
         .fault(Op::BatchDelete, When::Call(1), Fault::LoseAnswer)
         .fault(Op::Get, When::Call(2), Fault::Fail(ErrorKind::Transient))
         .delay(Op::Delete, Duration::from_secs(1));
-    let store = Arc::new(store);
     put_expired(&store, 25, 2);
     let hook = Arc::new(Recorder::default());
     let options = SweepOptions {
@@ -495,7 +488,7 @@ async fn notify_mode_settles_a_key_whose_retries_ran_out_after_an_attempt_that_m
         max_retries: 4,
         ..SweepOptions::default()
     };
-    let sweeper = mem_sweeper(Arc::new(store), options).with_events(hook.clone());
+    let sweeper = mem_sweeper(store, options).with_events(hook.clone());
     let report = sweeper.sweep_at(T0).await;
     assert!(sweeper.store().ids().is_empty(), "{report:?}");
     assert_eq!(sweeper.store().calls(Op::Delete), 5, "{report:?}");
@@ -521,7 +514,6 @@ async fn whole_items_held_for_events_stay_within_the_budget() {
         item.insert("blob".into(), support::AV::S(blob.clone()));
         store.put_item(item);
     }
-    let store = Arc::new(store);
     let hook = Arc::new(Recorder {
         items_published: Some(store.items_published.clone()),
         ..Recorder::default()
@@ -627,7 +619,7 @@ async fn a_lambda_sweep_dropped_at_its_deadline_reports_the_events_it_owed() {
 async fn a_shutdown_does_not_wait_for_a_query_that_is_slow_to_answer() {
     // A query that takes a minute (DynamoDB slow, or its retries); SIGTERM a second in. The sweep
     // ends at once: the read is given up, nothing it would have found is deleted.
-    let store = Arc::new(mem().delay(Op::Query, Duration::from_secs(60)));
+    let store = mem().delay(Op::Query, Duration::from_secs(60));
     store.put("k0", (T0 - 30) as f64);
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     let token = CancellationToken::new();
@@ -660,7 +652,7 @@ async fn a_long_catch_up_moves_the_checkpoint_oldest_first_within_one_invocation
     };
     let before = T0 - 2 * 3_600;
     let mut checkpoints = vec![before];
-    let store = Arc::new(mem_with(layout.clone()));
+    let store = mem_with(layout.clone());
     *store.checkpoint.lock().unwrap() = Some(Timestamp::from_secs(before));
     // one expired item in every minute of the backlog
     (0..120).for_each(|m| store.put(&format!("m{m:03}"), (before + 60 * m + 30) as f64));
@@ -720,7 +712,7 @@ async fn ticks_longer_than_the_lookback_read_every_window_since_the_last_tick() 
         window_seconds: 10,
         ..Layout::default()
     };
-    let store = Arc::new(mem_with(layout));
+    let store = mem_with(layout);
     for s in (5..12 * 60).step_by(5) {
         store.put(&format!("s{s:04}"), (T0 + s) as f64);
     }
@@ -768,7 +760,7 @@ async fn ticks_longer_than_the_lookback_read_every_window_since_the_last_tick() 
 #[tokio::test(start_paused = true)]
 async fn a_catch_up_stopped_before_it_began_leaves_the_checkpoint_where_it_was() {
     // An hour behind; the stop comes once the two recent windows were read.
-    let store = Arc::new(mem());
+    let store = mem();
     let before = T0 - 3_600;
     *store.checkpoint.lock().unwrap() = Some(Timestamp::from_secs(before));
     store.put("old", (before + 90) as f64);
@@ -802,7 +794,6 @@ async fn batch_ticks_confirm_their_keys_ahead_so_the_delete_follows_the_query() 
     for s in 1..=10 {
         (0..20).for_each(|i| store.put(&format!("s{s:02}-{i:02}"), (T0 + s) as f64));
     }
-    let store = Arc::new(store);
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     let clock = {
         let store = store.clone();
@@ -848,11 +839,11 @@ async fn an_expiry_index_entry_stays_until_its_item_is_judged() {
             DeleteMode::Batch => Op::BatchDelete,
             DeleteMode::Conditional => Op::Delete,
         };
-        let store = Arc::new(mem().with_index_table().fault(
+        let store = mem().with_index_table().fault(
             delete,
             When::First(200),
             Fault::Fail(ErrorKind::Throttled),
-        ));
+        );
         put_expired(&store, 30, 2);
         (0..30).for_each(|i| store.index(&format!("k{i:02}"), &format!("{i}")));
         assert_eq!(store.entry_count(), 30);
@@ -868,12 +859,10 @@ async fn an_expiry_index_entry_stays_until_its_item_is_judged() {
 
         // A shutdown while the keys wait to be sent (batch mode's confirming read, or a send
         // slot, taking 2 s) leaves them, and every entry stays.
-        let slow = Arc::new(
-            mem()
-                .with_index_table()
-                .delay(Op::Get, Duration::from_secs(2))
-                .delay(Op::Delete, Duration::from_secs(2)),
-        );
+        let slow = mem()
+            .with_index_table()
+            .delay(Op::Get, Duration::from_secs(2))
+            .delay(Op::Delete, Duration::from_secs(2));
         put_expired(&slow, 30, 2);
         (0..30).for_each(|i| slow.index(&format!("k{i:02}"), &format!("{i}")));
         let token = CancellationToken::new();
@@ -902,7 +891,7 @@ async fn an_expiry_index_entry_stays_until_its_item_is_judged() {
             "{delete_mode}: an item not deleted lost its entry: {stopped:?}"
         );
 
-        let store = Arc::new(mem().with_index_table());
+        let store = mem().with_index_table();
         put_expired(&store, 30, 2);
         (0..30).for_each(|i| store.index(&format!("k{i:02}"), &format!("{i}")));
         store.put("k05", (T0 + 600) as f64); // extended: its entry deletes nothing
@@ -927,7 +916,7 @@ fn options_of(delete_mode: DeleteMode) -> SweepOptions {
 #[tokio::test(start_paused = true)]
 async fn an_item_listed_by_two_entries_is_deleted_on_the_ttl_the_table_holds() {
     for delete_mode in [DeleteMode::Batch, DeleteMode::Conditional] {
-        let store = Arc::new(mem().with_index_table());
+        let store = mem().with_index_table();
         store.put("k", (T0 - 20) as f64);
         store.index("k", "1");
         store.put("k", (T0 - 40) as f64); // the application moved its ttl earlier

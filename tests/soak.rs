@@ -796,6 +796,10 @@ async fn soak_lambda(
     }
     let last = first as f64 + (count as f64) * LAMBDA_PERIOD as f64 + timeout.as_secs_f64() + 30.0;
     api.wait_ended(last).await;
+    // Invocations queue while both environments are busy, so the last may still be running:
+    // it ends by itself (by its deadline at the latest), not killed mid-way by the stop, which
+    // is not one of the counted kills.
+    api.drain().await;
     let run = tokio::task::block_in_place(|| api.stop());
     out.timeouts = run
         .invocations

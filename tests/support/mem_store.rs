@@ -91,9 +91,29 @@ fn note(index: &Option<Arc<Mutex<LaggingIndex>>>, id: &str, entry: Option<Entry>
     }
 }
 
-/// The in-memory table. Build it with [`MemStore::new`] and the methods that follow it.
+/// The in-memory table, a handle: its clones share the one table, with its faults and counts.
+/// Build it with [`MemStore::new`] and the methods that follow it, before it is cloned.
+#[derive(Clone, Default)]
+pub struct MemStore(Arc<Table>);
+
+impl std::ops::Deref for MemStore {
+    type Target = Table;
+
+    fn deref(&self) -> &Table {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for MemStore {
+    /// For the builder methods: a store is built before it is cloned.
+    fn deref_mut(&mut self) -> &mut Table {
+        Arc::get_mut(&mut self.0).expect("a MemStore is built before it is cloned")
+    }
+}
+
+/// What a [`MemStore`] holds.
 #[derive(Default)]
-pub struct MemStore {
+pub struct Table {
     layout: Layout,
     /// Items by `id`, each with the index partition it is listed under.
     items: Arc<Mutex<Items>>,
@@ -183,8 +203,8 @@ impl AsRef<MemStore> for MemStore {
     }
 }
 
-/// A sweeper over the in-memory table `store` (a [`MemStore`] or an `Arc` of one), with its
-/// schema and `options`.
+/// A sweeper over the in-memory table `store` (a [`MemStore`], or a store observing one), with
+/// its schema and `options`.
 pub fn mem_sweeper<S: Store + AsRef<MemStore>>(store: S, options: SweepOptions) -> Sweeper<S> {
     let schema = store.as_ref().schema();
     Sweeper::new(store, schema, options)
@@ -192,8 +212,10 @@ pub fn mem_sweeper<S: Store + AsRef<MemStore>>(store: S, options: SweepOptions) 
 
 impl MemStore {
     pub fn new(layout: Layout) -> Self {
-        let store = MemStore::default();
-        MemStore { layout, ..store }
+        MemStore(Arc::new(Table {
+            layout,
+            ..Table::default()
+        }))
     }
 
     /// The virtual wall clock reads `t0` now and moves with Tokio's clock.
@@ -261,15 +283,15 @@ impl MemStore {
     /// Another store over the same items, leases and delete log (another Region's endpoint onto
     /// one global table): its own layout, faults, delays and counts.
     pub fn sharing(&self, layout: Layout) -> MemStore {
-        MemStore {
+        MemStore(Arc::new(Table {
             layout,
             items: self.items.clone(),
             leases: self.leases.clone(),
             log: self.log.clone(),
             any_partition: self.any_partition,
             epoch: self.epoch,
-            ..MemStore::default()
-        }
+            ..Table::default()
+        }))
     }
 
     /// The one lease item (the tests sweep one table), if any.
@@ -285,8 +307,9 @@ impl MemStore {
     }
 
     /// Every item removed by a delete is logged into `log`.
-    pub fn log_to(self, log: Arc<Mutex<Vec<String>>>) -> Self {
-        MemStore { log, ..self }
+    pub fn log_to(mut self, log: Arc<Mutex<Vec<String>>>) -> Self {
+        self.log = log;
+        self
     }
 
     /// Cancels `token` once `queries` queries (counting those made so far) were made.
@@ -347,7 +370,7 @@ impl MemStore {
 
     /// The application writes the items `ids` again with `ttl`, `after` from now.
     pub fn put_at(
-        self: &Arc<Self>,
+        &self,
         after: Duration,
         ids: Vec<String>,
         ttl: f64,

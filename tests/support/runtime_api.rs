@@ -210,6 +210,8 @@ struct State {
     events: HashMap<usize, String>,
     init_errors: Vec<String>,
     stopped: bool,
+    /// No more events are handed out ([`RuntimeApi::drain`]).
+    draining: bool,
 }
 
 impl State {
@@ -388,6 +390,22 @@ impl RuntimeApi {
         }
     }
 
+    /// Hands out no more events (those still waiting end [`Outcome::Stopped`] at
+    /// [`RuntimeApi::stop`]) and waits until every invocation handed out has ended: answered, or
+    /// killed at its deadline. So that stopping kills no process in the middle of an invocation.
+    pub async fn drain(&self) {
+        let running = |i: &Invocation| i.outcome == Outcome::Running;
+        let until = {
+            let mut st = self.inner.state();
+            st.draining = true;
+            let deadlines = st.invocations.iter().filter(|i| running(i));
+            deadlines.filter_map(|i| i.deadline).fold(0.0, f64::max) + 5.0
+        };
+        while wall_clock() < until && self.invocations().iter().any(running) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// A snapshot of the invocations so far.
     pub fn invocations(&self) -> Vec<Invocation> {
         self.inner.state().invocations.clone()
@@ -541,6 +559,9 @@ fn terminate(mut child: Child) {
 
 /// Hands waiting events to idle environments, oldest event first.
 fn dispatch(inner: &Arc<Inner>, st: &mut State) {
+    if st.draining {
+        return;
+    }
     while let Some(&idx) = st.queue.front() {
         let Some(env) = st.envs.iter().position(|e| e.waiter.is_some()) else {
             return; // every environment is busy: the event waits
