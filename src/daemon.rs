@@ -131,7 +131,7 @@ struct Shared<'a, F> {
 ///
 /// On shutdown no new work starts, and the requests in flight (and the opening of a table) have
 /// [`crate::engine::retry::SHUTDOWN_GRACE`] to answer. A follower that cannot be opened stops
-/// every table and is the error.
+/// every table as a shutdown does, and is the error.
 pub async fn run<S, F>(
     tables: &[Table<S>],
     clock: &dyn Clock,
@@ -162,17 +162,25 @@ where
         metrics,
     };
     tracing::info!(tables = ?names, every = ?every, "running until SIGINT or SIGTERM");
-    let each = tables.iter().map(|table| run_table(table, &shared));
+    let each = tables.iter().map(|table| async {
+        let run = run_table(table, &shared).await;
+        if run.is_err() {
+            // The other tables stop as at a shutdown, each ending its sweep (its deletes settled,
+            // their events published): dropped, they could lose what they had deleted.
+            shared.stop.token().cancel();
+        }
+        run
+    });
     let watch = async {
         shutdown.await;
         token.cancel();
         std::future::pending::<std::convert::Infallible>().await
     };
     let reports = tokio::select! {
-        reports = futures::future::try_join_all(each) => reports,
+        reports = futures::future::join_all(each) => reports.into_iter().collect(),
         never = watch => match never {},
     };
-    // Also ends the endpoint, and every table still running when another failed.
+    // Also ends the endpoint.
     token.cancel();
     tracing::info!("stopped");
     reports

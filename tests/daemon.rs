@@ -18,11 +18,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::mem_store::{Fault, MemStore, Op, When};
+use support::mem_store::{id_of, Fault, MemStore, Op, When};
 use support::JsonLines;
 use tokio::time::{sleep_until, Instant};
 
 use ttl_sweeper::daemon::{self, Follow, NoStream, Options};
+use ttl_sweeper::engine::hook::{BoxFuture, Delivery, EventTally, Expiry, ExpiryHook, Publication};
 use ttl_sweeper::engine::retry::SHUTDOWN_GRACE;
 use ttl_sweeper::engine::tables::{Open, Table};
 use ttl_sweeper::engine::{Stop, SweepOptions, Sweeper};
@@ -316,10 +317,11 @@ async fn shutdown_stops_it_within_the_grace_however_long_a_request_or_an_opening
 }
 
 /// A stand-in for the stream follower: counts what it is asked to do (in what its clones share);
-/// its opening fails when `refuse` names the table.
+/// its opening fails, `refuse_after` it begins, when `refuse` names the table.
 #[derive(Clone, Default)]
 struct Following {
     refuse: Option<String>,
+    refuse_after: Duration,
     opened: Arc<AtomicUsize>,
     followed_until: Arc<Mutex<Vec<(String, Instant)>>>,
 }
@@ -330,6 +332,7 @@ impl Follow<Store> for Following {
     async fn open(&self, sweeper: &Sweeper<Store>) -> Result<String, FollowError> {
         let table = sweeper.schema().table_name.clone();
         if self.refuse.as_ref() == Some(&table) {
+            tokio::time::sleep(self.refuse_after).await;
             return Err(FollowError::NoIndexTable { table });
         }
         self.opened.fetch_add(1, SeqCst);
@@ -395,4 +398,91 @@ async fn a_follower_runs_beside_each_tables_ticks_and_one_that_does_not_open_sto
         "{error}"
     );
     assert_eq!(Instant::now(), begun, "refused before any wait");
+}
+
+/// Notify mode's sink, accepting every event `delay` after it is asked; the ids of the items.
+#[derive(Debug, Default)]
+struct SlowSink {
+    delay: Duration,
+    published: Mutex<Vec<String>>,
+}
+
+impl ExpiryHook for SlowSink {
+    fn archive(&self) -> bool {
+        false
+    }
+
+    fn read_items(&self) -> bool {
+        false
+    }
+
+    fn event_id(&self, expiry: &Expiry) -> String {
+        id_of(&expiry.key)
+    }
+
+    fn publish<'a>(
+        &'a self,
+        publications: Vec<Publication>,
+        _: &'a Stop,
+    ) -> BoxFuture<'a, (Vec<Delivery>, EventTally)> {
+        Box::pin(async move {
+            tokio::time::sleep(self.delay).await;
+            let expired = publications.iter().filter_map(|p| match p {
+                Publication::Expired(e) => Some(id_of(&e.key)),
+                Publication::Cancelled(..) => None,
+            });
+            self.published.lock().unwrap().extend(expired);
+            let published = publications.len() as u64;
+            let tally = EventTally {
+                published,
+                ..EventTally::default()
+            };
+            (vec![Delivery::Accepted; publications.len()], tally)
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follower_that_fails_to_open_lets_the_other_tables_finish_their_sweeps() {
+    // a deletes its items at once and publishes their events for 2 s; b's follower fails to open
+    // 1 s in. The run's error waits for a's sweep to end as at a shutdown: dropping it would lose
+    // the events of what it had deleted.
+    let (a, b) = (mem(), mem());
+    for i in 0..3 {
+        a.put(&format!("x{i}"), (T0 - 30) as f64);
+    }
+    let sink = Arc::new(SlowSink {
+        delay: Duration::from_secs(2),
+        ..SlowSink::default()
+    });
+    let tables = vec![
+        Table::ready(sweeper(&a, "a").with_events(sink.clone())),
+        Table::ready(sweeper(&b, "b")),
+    ];
+    let refusing = Following {
+        refuse: Some("b".into()),
+        refuse_after: Duration::from_secs(1),
+        ..Following::default()
+    };
+    let options = following(&JsonLines::default(), Some(refusing));
+    let never = std::future::pending::<()>();
+    let error = daemon::run(&tables, &clock(), options, never)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, FollowError::NoIndexTable { table } if table == "b"),
+        "{error}"
+    );
+    assert!(
+        a.ids().is_empty(),
+        "a's first tick deleted them: {:?}",
+        a.ids()
+    );
+    let mut published = sink.published.lock().unwrap().clone();
+    published.sort();
+    assert_eq!(
+        published,
+        ["x0", "x1", "x2"],
+        "each deleted item gets its event"
+    );
 }

@@ -244,3 +244,34 @@ async fn one_table_that_cannot_be_opened_stops_none_of_the_others() {
     assert_eq!(answer["table"], first.as_str(), "{answer}");
     assert!(answer.get("tables").is_none(), "{answer}");
 }
+
+/// A table opened during the invocation (it could not be at start-up) sweeps in the time that is
+/// left, not the time there was when the invocation began: an opening that took most of it still
+/// ends the invocation by its deadline.
+#[tokio::test(start_paused = true)]
+async fn a_table_opened_late_in_the_invocation_still_ends_by_its_deadline() {
+    use support::mem_store::{mem_sweeper, MemStore, Op};
+    use ttl_sweeper::engine::tables::{Open, Table};
+    use ttl_sweeper::lambda::handle_tables;
+
+    let cfg = config("sessions", &[]);
+    let options = cfg.sweep_options();
+    let store = MemStore::new(cfg.layout()).delay(Op::Query, Duration::from_secs(4));
+    let open: Open<MemStore> = Box::new(move || {
+        let sweeper = mem_sweeper(store.clone(), options.clone());
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_secs(8)).await;
+            Ok(sweeper)
+        })
+    });
+    let tables = [Table::lazy("sessions", open, Duration::from_secs(3600))];
+    let remaining = Duration::from_secs(10);
+    let (event, settings, clock) = (json!({}), settings(), at_secs(now()));
+    let begun = tokio::time::Instant::now();
+    let handled = handle_tables(&tables, &event, &clock, Some(remaining), &settings).await;
+    let took = begun.elapsed();
+    assert!(
+        took <= remaining,
+        "ended {took:?} after it began, past its deadline: {handled:?}"
+    );
+}

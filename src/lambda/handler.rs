@@ -163,9 +163,14 @@ pub async fn handle_tables<S: Store>(
     settings: &HandlerSettings,
 ) -> Result<Value, HandlerError> {
     let trigger = parse(event)?;
+    let begun = Instant::now();
     let each = tables.iter().map(|table| async {
         match table.sweeper().await {
-            Ok(sweeper) => sweep_as_asked(sweeper, trigger, clock, remaining, settings).await,
+            Ok(sweeper) => {
+                // A table opened now (it could not be before) took some of the time left.
+                let remaining = remaining.map(|r| r.saturating_sub(begun.elapsed()));
+                sweep_as_asked(sweeper, trigger, clock, remaining, settings).await
+            }
             Err(error) => finish(unopened(table.name(), error), clock.now(), settings),
         }
     });
