@@ -283,7 +283,12 @@ impl<S: Store> Deleter<'_, S> {
         let found = match self.stop.bound("BatchGetItem", get).await {
             Ok(found) => found,
             Err(read) => {
-                tracing::warn!(keys = keys.len(), error = %read, "deletes whose outcome is unknown; reported as failed");
+                // Named here too: a Lambda sweep dropped at its deadline reports no failed key.
+                let named: Vec<String> = keys
+                    .iter()
+                    .map(|e| key_to_json(&e.key).to_string())
+                    .collect();
+                tracing::warn!(keys = %named.join(" "), error = %read, "deletes whose outcome is unknown; reported as failed");
                 let reason = format!(
                     "{what} after an attempt that may have deleted it ({reason}); the check that \
                      followed failed too ({read})"
