@@ -18,12 +18,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::mem_store::{id_of, Fault, MemStore, Op, When};
+use support::hook::Recorder;
+use support::mem_store::{Fault, MemStore, Op, When};
 use support::JsonLines;
 use tokio::time::{sleep_until, Instant};
 
 use ttl_sweeper::daemon::{self, Follow, NoStream, Options};
-use ttl_sweeper::engine::hook::{BoxFuture, Delivery, EventTally, Expiry, ExpiryHook, Publication};
 use ttl_sweeper::engine::retry::SHUTDOWN_GRACE;
 use ttl_sweeper::engine::tables::{Open, Table};
 use ttl_sweeper::engine::{Stop, SweepOptions, Sweeper};
@@ -400,48 +400,6 @@ async fn a_follower_runs_beside_each_tables_ticks_and_one_that_does_not_open_sto
     assert_eq!(Instant::now(), begun, "refused before any wait");
 }
 
-/// Notify mode's sink, accepting every event `delay` after it is asked; the ids of the items.
-#[derive(Debug, Default)]
-struct SlowSink {
-    delay: Duration,
-    published: Mutex<Vec<String>>,
-}
-
-impl ExpiryHook for SlowSink {
-    fn archive(&self) -> bool {
-        false
-    }
-
-    fn read_items(&self) -> bool {
-        false
-    }
-
-    fn event_id(&self, expiry: &Expiry) -> String {
-        id_of(&expiry.key)
-    }
-
-    fn publish<'a>(
-        &'a self,
-        publications: Vec<Publication>,
-        _: &'a Stop,
-    ) -> BoxFuture<'a, (Vec<Delivery>, EventTally)> {
-        Box::pin(async move {
-            tokio::time::sleep(self.delay).await;
-            let expired = publications.iter().filter_map(|p| match p {
-                Publication::Expired(e) => Some(id_of(&e.key)),
-                Publication::Cancelled(..) => None,
-            });
-            self.published.lock().unwrap().extend(expired);
-            let published = publications.len() as u64;
-            let tally = EventTally {
-                published,
-                ..EventTally::default()
-            };
-            (vec![Delivery::Accepted; publications.len()], tally)
-        })
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_follower_that_fails_to_open_lets_the_other_tables_finish_their_sweeps() {
     // a deletes its items at once and publishes their events for 2 s; b's follower fails to open
@@ -451,9 +409,9 @@ async fn a_follower_that_fails_to_open_lets_the_other_tables_finish_their_sweeps
     for i in 0..3 {
         a.put(&format!("x{i}"), (T0 - 30) as f64);
     }
-    let sink = Arc::new(SlowSink {
+    let sink = Arc::new(Recorder {
         delay: Duration::from_secs(2),
-        ..SlowSink::default()
+        ..Recorder::default()
     });
     let tables = vec![
         Table::ready(sweeper(&a, "a").with_events(sink.clone())),
@@ -478,7 +436,7 @@ async fn a_follower_that_fails_to_open_lets_the_other_tables_finish_their_sweeps
         "a's first tick deleted them: {:?}",
         a.ids()
     );
-    let mut published = sink.published.lock().unwrap().clone();
+    let mut published = sink.expired.lock().unwrap().clone();
     published.sort();
     assert_eq!(
         published,

@@ -20,8 +20,8 @@
 //! - `clocks`: the wall clock as the tests read it.
 //!
 //! The other modules are named where they are used: `mem_store` (the in-memory store),
-//! `fault_proxy`, `runtime_api`, `recorder`, `esm`, `moto`, `cost` and `server` (what the
-//! local servers share).
+//! `fault_proxy`, `runtime_api`, `recorder`, `hook` (an expiry hook recording what it accepts),
+//! `esm`, `moto`, `cost` and `server` (what the local servers share).
 #![allow(dead_code, unreachable_pub)]
 
 mod app_writer;
@@ -39,6 +39,7 @@ mod tables;
 pub mod cost;
 pub mod esm;
 pub mod fault_proxy;
+pub mod hook;
 pub mod mem_store;
 pub mod moto;
 pub mod recorder;
