@@ -53,15 +53,14 @@ impl ExpiryHook for Recorder {
             let mut expired = self.expired.lock().unwrap();
             let mut published_at = self.published_at.lock().unwrap();
             for p in &publications {
-                if let (Publication::Expired(e), Some(count)) = (p, &self.items_published) {
-                    if e.item.is_some() {
-                        count.fetch_add(1, SeqCst);
-                    }
+                let Publication::Expired(e) = p else {
+                    continue;
+                };
+                if let (Some(count), Some(_)) = (&self.items_published, &e.item) {
+                    count.fetch_add(1, SeqCst);
                 }
-                if let Publication::Expired(e) = p {
-                    expired.push(id_of(&e.key));
-                    published_at.push((id_of(&e.key), Instant::now()));
-                }
+                expired.push(id_of(&e.key));
+                published_at.push((id_of(&e.key), Instant::now()));
             }
             let tally = EventTally {
                 published: publications.len() as u64,

@@ -385,7 +385,12 @@ impl RuntimeApi {
     /// Waits until no invocation is waiting or running, or the wall clock reads `until`.
     pub async fn wait_ended(&self, until: f64) {
         let pending = |i: &Invocation| matches!(i.outcome, Outcome::Waiting | Outcome::Running);
-        while wall_clock() < until && self.invocations().iter().any(pending) {
+        self.wait_while(until, pending).await;
+    }
+
+    /// Waits until no invocation is `pending`, or the wall clock reads `until`.
+    async fn wait_while(&self, until: f64, pending: impl Fn(&Invocation) -> bool) {
+        while wall_clock() < until && self.invocations().iter().any(&pending) {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -401,9 +406,7 @@ impl RuntimeApi {
             let deadlines = st.invocations.iter().filter(|i| running(i));
             deadlines.filter_map(|i| i.deadline).fold(0.0, f64::max) + 5.0
         };
-        while wall_clock() < until && self.invocations().iter().any(running) {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.wait_while(until, running).await;
     }
 
     /// A snapshot of the invocations so far.
