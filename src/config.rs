@@ -154,6 +154,21 @@ pub enum ConfigError {
         /// The table, as named the second time.
         table: String,
     },
+    /// Two tables name one expiry index table.
+    #[error(
+        "tables {first:?} and {second:?} both name the expiry index table {index:?} \
+         (EXPIRY_INDEX_TABLE): each table needs an expiry index table of its own (a sweep of one \
+         would read the other's entries, find their items absent and remove them); give each \
+         table its own in its TABLES entry"
+    )]
+    SharedIndexTable {
+        /// The expiry index table named twice.
+        index: String,
+        /// The table that named it first.
+        first: String,
+        /// The table that named it again.
+        second: String,
+    },
     /// A setting of one of several tables is wrong.
     #[error("table {table:?}: {source}")]
     InTable {
