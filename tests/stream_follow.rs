@@ -478,13 +478,16 @@ async fn expired_iterators_trimmed_records_and_refused_entries_are_recovered_or_
     assert_as_written(&app, |id, _| id != "poison").await;
     let entries = entries_until(&client, &index, &[], Duration::from_secs(5)).await;
     assert!(entries.is_empty(), "{entries:?}");
-    // The poison record's attempts end within about 5 s of backoff.
-    let log = daemon.daemon.wait_for_log("failed every attempt");
+    // The poison record, left unprocessed beside others and refused alone, is passed: it can
+    // never be indexed. The throttled one was held and indexed.
+    let log = daemon
+        .daemon
+        .wait_for_log("cannot be indexed and was passed");
     assert!(log.contains("run `ttl-sweeper backfill`"), "{log}");
     assert!(daemon.signal(libc::SIGTERM).success());
     let report = daemon.final_report();
     assert!(report["skipped_records"].as_u64().unwrap() >= 1, "{report}");
-    assert!(report["retried_records"].as_u64().unwrap() >= 9, "{report}");
+    assert!(report["retried_records"].as_u64().unwrap() >= 2, "{report}");
     assert!(report["trimmed"].as_u64().unwrap() >= 1, "{report}");
     assert!(
         report["index"]["errors"].to_string().contains("poison"),
@@ -552,6 +555,10 @@ async fn a_throttled_index_table_holds_the_shard_and_loses_no_item() {
         ids.len(),
         daemon.log_text()
     );
+    let past_due = (gone.iter())
+        .map(|(id, at)| at - (app.ttl(id).unwrap() as f64).max(ended))
+        .fold(f64::MIN, f64::max);
+    eprintln!("the last item went {past_due:.2} s after its ttl or the throttling's end; record age while held: {age_held:?} s");
     let late: Vec<String> = (gone.iter())
         .filter_map(|(id, at)| {
             let ttl = app.ttl(id).unwrap() as f64;
