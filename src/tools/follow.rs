@@ -103,8 +103,8 @@ pub struct FollowReport {
     pub shards_done: u64,
     /// How far behind the follower is (ms), the largest over the shards: for a shard held at a
     /// failing record, the age of its oldest record not yet indexed, as of the last attempt;
-    /// otherwise the age of the newest record of its last batch, 0 once read up to its end. What
-    /// Lambda reports as `IteratorAge` for an event source mapping.
+    /// otherwise the age of the newest record of its last batch once handled, 0 once read up to
+    /// its end. What Lambda reports as `IteratorAge` for an event source mapping.
     pub record_age_ms: u64,
 }
 

@@ -22,7 +22,7 @@ pub(super) struct Reader<'a> {
     pub(super) progress: &'a dyn Fn(&FollowReport),
     /// Permits to hold a batch ([`MAX_BATCHES`]).
     pub(super) batches: tokio::sync::Semaphore,
-    /// Per shard being read: the age (ms) of the newest record of its last read, 0 when caught up.
+    /// Per shard being read: how far behind it is (ms), [`FollowReport::record_age_ms`].
     pub(super) ages: RefCell<BTreeMap<String, u64>>,
     pub(super) position: RefCell<Position>,
     /// The shards of the last listing: what the compacted position's marks are read against.
@@ -192,13 +192,12 @@ impl Reader<'_> {
                 Ok(batch) => {
                     errors = 0;
                     let empty = batch.records.is_empty();
-                    // Caught up (0) once the shard is read to its end.
-                    let newest = batch.records.last().filter(|_| batch.next.is_some());
-                    let age = newest.map_or(0, |r| self.age_of(r));
                     if !empty {
-                        self.index(&shard, batch.records).await;
+                        self.index(&shard, &batch.records).await;
                     }
-                    self.aged(&shard, age);
+                    // As of now, after a hold too; caught up (0) once read to its end.
+                    let newest = batch.records.last().filter(|_| batch.next.is_some());
+                    self.aged(&shard, newest.map_or(0, |r| self.age_of(r)));
                     let Some(next) = batch.next else {
                         if !self.stop.reached() {
                             self.set(&shard, ShardPosition::Done);
@@ -231,7 +230,7 @@ impl Reader<'_> {
     /// Indexes one batch of `shard`'s records, holding the shard at failed records until they
     /// are indexed or passed ([`index_batch`]), and moves the shard's position past what was
     /// handled. While held, the shard's age is that of its oldest record not yet indexed.
-    async fn index(&self, shard: &str, records: Vec<EventRecord>) {
+    async fn index(&self, shard: &str, records: &[EventRecord]) {
         let (store, schema) = (self.sweeper.store(), self.sweeper.schema());
         // Cut after the shutdown's grace: the position stays before the records not handled,
         // read again after a restart (every write is conditional).
@@ -241,7 +240,7 @@ impl Reader<'_> {
         };
         let held = |oldest: &EventRecord| self.aged(shard, self.age_of(oldest));
         let report = &self.report;
-        let handled = index_batch(shard, &records, index, self.stop, report, held).await;
+        let handled = index_batch(shard, records, index, self.stop, report, held).await;
         if handled == records.len() {
             self.report.borrow_mut().batches += 1;
         }
