@@ -76,7 +76,11 @@ pub(super) async fn index_batch(
             return first_left(&todo);
         }
         if attempt == 1 {
-            for error in errors {
+            // The errors of the records held (not of those just passed).
+            let of =
+                |e: &String, i: usize| e.starts_with(&format!("record {} ", sequence(records, i)));
+            let held_errors = errors.iter().filter(|e| todo.iter().any(|&i| of(e, i)));
+            for error in held_errors {
                 tracing::warn!(shard, error, "a stream record failed; the shard is held at it and it is tried again until it is indexed");
             }
         } else if told.elapsed() >= LOG_EVERY {
@@ -145,11 +149,19 @@ async fn try_records(
     Some(indexed)
 }
 
+/// The sequence number of `records[i]`.
+fn sequence(records: &[EventRecord], i: usize) -> &str {
+    records[i]
+        .change
+        .sequence_number
+        .as_deref()
+        .unwrap_or_default()
+}
+
 /// The places of the `failed` records whose failure the indexer answered as refused.
 fn refused(records: &[EventRecord], failed: &[usize], refused: &[String]) -> Vec<usize> {
-    let sequence = |i: usize| records[i].change.sequence_number.as_deref();
     (failed.iter().copied())
-        .filter(|&i| refused.iter().any(|s| sequence(i) == Some(s.as_str())))
+        .filter(|&i| refused.iter().any(|s| sequence(records, i) == s))
         .collect()
 }
 
