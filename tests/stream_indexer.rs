@@ -320,6 +320,43 @@ async fn records_whose_entries_are_not_written_are_delivered_again() {
     assert_eq!(store.entry_count(), 3);
 }
 
+/// What no retry of the same request mends is answered apart (`refused`): a record that cannot be
+/// indexed, and an entry refused as invalid; throttling through every attempt is not.
+#[tokio::test(start_paused = true)]
+async fn records_no_retry_mends_are_answered_apart_from_those_throttled() {
+    let store = |kind| {
+        MemStore::new(Layout::default())
+            .with_index_table()
+            .starting_at(1_800_000_000)
+            .fault(Op::WriteEntries, When::Always, Fault::Fail(kind))
+    };
+    let item = |id: &str| {
+        let mut k = id_key(id);
+        k.insert("ttl".into(), num(1_800_000_100));
+        k
+    };
+    let mut odd = record("INSERT", 2, &item("b"));
+    odd["eventName"] = json!("UPSERT");
+    let records = parsed(vec![record("INSERT", 1, &item("a")), odd]).records;
+    let at = || Timestamp::from_secs(1_800_000_000);
+    let sequence = |n: u64| format!("{n:021}");
+    for (kind, refused) in [
+        (ErrorKind::Throttled, vec![sequence(2)]),
+        (ErrorKind::Transient, vec![sequence(2)]),
+        (ErrorKind::Auth, vec![sequence(2)]),
+        (ErrorKind::Validation, vec![sequence(1), sequence(2)]),
+    ] {
+        let store = store(kind);
+        let indexed = index_records(&store, &store.schema(), &at, &records).await;
+        let mut failures = indexed.failures.clone();
+        failures.sort();
+        assert_eq!(failures, [sequence(1), sequence(2)], "{kind:?}");
+        let mut answered = indexed.refused.clone();
+        answered.sort();
+        assert_eq!(answered, refused, "{kind:?}");
+    }
+}
+
 /// An entry the index table leaves unprocessed through every attempt fails its own record only:
 /// the entries written beside it in the same request are written, counted, and their records not
 /// delivered again.
