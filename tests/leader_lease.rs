@@ -67,6 +67,12 @@ fn lease_config(holder: &str, seconds: u64) -> LeaseConfig {
     }
 }
 
+/// A lease of `config` judged by `time`, with a host wall clock that keeps DynamoDB's true time.
+fn leased(config: LeaseConfig, time: Arc<Bounds>) -> Lease {
+    let wall = time.clone();
+    Lease::new(config, time, Arc::new(move || wall.true_time()))
+}
+
 fn bounds(t0: Instant, ahead_ms: u64, behind_ms: u64) -> Arc<Bounds> {
     Arc::new(Bounds {
         t0,
@@ -121,11 +127,11 @@ async fn two_leases_never_lead_at_once_and_the_standby_takes_over_when_the_holde
             .delay(Op::WriteLease, write_delay)
             .delay(Op::ReadLease, Duration::from_millis(50));
         let lease_s = 6;
-        let a = Lease::new(
+        let a = leased(
             lease_config("us-east-1/a", lease_s),
             bounds(t0, ahead, a_behind),
         );
-        let b = Lease::new(lease_config("eu-west-1/b", lease_s), bounds(t0, 0, behind));
+        let b = leased(lease_config("eu-west-1/b", lease_s), bounds(t0, 0, behind));
         let holds: Holds = Arc::default();
         let killed = t0 + Duration::from_secs(20);
         let (a_stood_by, b_stood_by) = tokio::join!(
@@ -218,7 +224,7 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
         ..SweepOptions::default()
     };
     let sweeper = Sweeper::new(store.clone(), store.schema(), options)
-        .with_lease(Lease::new(lease_config("us-east-1/me", 30), time));
+        .with_lease(leased(lease_config("us-east-1/me", 30), time));
     let at = Timestamp::from_secs(now);
     let report = sweeper.sweep(at, &Stop::never()).await;
     report.assert_fields("stood_by=1 items_found=0 windows_swept=0");
@@ -277,7 +283,7 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
         ..SweepOptions::default()
     };
     let sweeper = Sweeper::new(slow.clone(), slow.schema(), options)
-        .with_lease(Lease::new(lease_config("us-east-1/me", 30), time));
+        .with_lease(leased(lease_config("us-east-1/me", 30), time));
     let started = Instant::now();
     let report = sweeper
         .sweep(Timestamp::from_secs(now), &Stop::never())
@@ -299,10 +305,42 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_holder_whose_wall_clock_ran_ahead_of_its_monotonic_one_renews_before_it_sweeps() {
+    let t0 = Instant::now();
+    let store = MemStore::new(Layout::default());
+    let time = bounds(t0, 0, 0);
+    // The host's wall clock: DynamoDB's true time, plus a jump the test sets.
+    let jump = Arc::new(Mutex::new(Duration::ZERO));
+    let wall = {
+        let (time, jump) = (time.clone(), jump.clone());
+        move || time.true_time() + *jump.lock().unwrap()
+    };
+    let lease = Lease::new(lease_config("us-east-1/me", 30), time, Arc::new(wall));
+    let until = lease.check(&store, &Stop::never()).await.expect("took it");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(lease.check(&store, &Stop::never()).await.ok(), Some(until));
+    assert_eq!(
+        store.calls(Op::WriteLease),
+        1,
+        "within its hold: not written"
+    );
+    // The wall clock moves a minute on in a second of the monotonic clock: a pause it missed.
+    *jump.lock().unwrap() = Duration::from_secs(60);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let renewed = lease.check(&store, &Stop::never()).await.expect("renewed");
+    assert_eq!(
+        store.calls(Op::WriteLease),
+        2,
+        "confirmed by a write before it sweeps again"
+    );
+    assert!(renewed > until, "a new hold");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_holder_that_cannot_renew_leads_until_its_hold_runs_out_then_stands_by() {
     let t0 = Instant::now();
     let store = MemStore::new(Layout::default());
-    let lease = Lease::new(lease_config("us-east-1/me", 10), bounds(t0, 0, 0));
+    let lease = leased(lease_config("us-east-1/me", 10), bounds(t0, 0, 0));
     let first = lease.check(&store, &Stop::never()).await;
     let until = first.expect("took it");
     assert_eq!(until - t0, Duration::from_secs(10) - LEASE_MARGIN);
@@ -599,8 +637,7 @@ fn region_sweeper(
 ) -> Sweeper<MemStore> {
     let lease = config.lease(holder.into()).expect("a lease");
     let schema = store.schema();
-    Sweeper::new(store, schema, config.sweep_options())
-        .with_lease(Lease::new(lease, bounds(t0, 0, 0)))
+    Sweeper::new(store, schema, config.sweep_options()).with_lease(leased(lease, bounds(t0, 0, 0)))
 }
 
 /// East's sweeper of `sessions` over `store`, with a lease of 30 s ([`region_sweeper`]).
@@ -783,8 +820,8 @@ async fn a_lease_given_up_is_not_renewed_by_another_invocation_of_the_same_deplo
     let t0 = Instant::now();
     let store = MemStore::new(Layout::default());
     // Two execution environments of one function: one holder name.
-    let first = Lease::new(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
-    let second = Lease::new(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
+    let first = leased(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
+    let second = leased(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
     // The first's sweeps fail; the second's, later, do not, and it renews.
     let deleting = |deletes| SweepHealth {
         reads: Some(true),
@@ -814,7 +851,7 @@ async fn a_lease_given_up_is_not_renewed_by_another_invocation_of_the_same_deplo
     assert!(first.check(&store, &Stop::never()).await.is_err());
     assert!(second.check(&store, &Stop::never()).await.is_err());
     // Another Region takes it once it lapsed.
-    let west = Lease::new(lease_config("eu-west-1/sweeper", 10), bounds(t0, 0, 0));
+    let west = leased(lease_config("eu-west-1/sweeper", 10), bounds(t0, 0, 0));
     assert!(west.check(&store, &Stop::never()).await.is_ok());
     let taken = store.lease().unwrap();
     assert_eq!(
@@ -951,6 +988,7 @@ async fn a_lease_item_without_a_layout_is_read_and_a_given_up_one_is_only_taken_
             ..lease_config("us-east-1/new", 30)
         },
         store.server_clock().clone(),
+        Arc::new(clock),
     );
     let check = lease.check(&store, &Stop::never()).await.unwrap_err();
     assert!(!check.layout_mismatch && check.error.is_none(), "{check:?}");

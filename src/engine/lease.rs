@@ -10,7 +10,7 @@
 //! rules free of I/O are in `rules`.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -25,13 +25,15 @@ pub use rules::{
 };
 
 use super::retry::Stop;
+use crate::expiry::{Clock, Timestamp};
 use crate::store::{ErrorKind, LeaseItem, ServerTime, Store, StoreError};
 
 /// A hold on the lease: the write that took or renewed it.
 #[derive(Debug, Clone, Copy)]
 struct Held {
     sent: Instant,
-    wall_sent: SystemTime,
+    /// The wall clock at `sent`.
+    wall_sent: Timestamp,
     until: Instant,
 }
 
@@ -78,6 +80,8 @@ pub struct NotLeading {
 pub struct Lease {
     config: LeaseConfig,
     time: Arc<dyn ServerTime>,
+    /// The host's wall clock, read only to notice a pause the monotonic clock missed.
+    wall: Arc<dyn Clock>,
     state: Mutex<State>,
 }
 
@@ -90,11 +94,14 @@ impl std::fmt::Debug for Lease {
 }
 
 impl Lease {
-    /// The lease `config`, judged by DynamoDB's clock as `time` bounds it.
-    pub fn new(config: LeaseConfig, time: Arc<dyn ServerTime>) -> Self {
+    /// The lease `config`, judged by DynamoDB's clock as `time` bounds it. `wall` is the host's
+    /// wall clock, as it reads (not held to DynamoDB's): compared only with the monotonic clock,
+    /// to notice that the host was paused while holding the lease ([`missed_a_pause`]).
+    pub fn new(config: LeaseConfig, time: Arc<dyn ServerTime>, wall: Arc<dyn Clock>) -> Self {
         Lease {
             config,
             time,
+            wall,
             state: Mutex::default(),
         }
     }
@@ -111,7 +118,9 @@ impl Lease {
         }
         if let Some(held) = state.held {
             let mono = now.saturating_duration_since(held.sent);
-            let wall = SystemTime::now().duration_since(held.wall_sent).ok();
+            let wall = u64::try_from(self.wall.now().millis_since(held.wall_sent))
+                .ok()
+                .map(Duration::from_millis);
             let paused = missed_a_pause(mono, wall);
             if paused {
                 warn!(
@@ -305,7 +314,7 @@ impl Lease {
     /// Takes or renews the lease: the hold it gives, `None` if the condition refused it.
     async fn write<S: Store>(&self, store: &S, stop: &Stop) -> Result<Option<Held>, StoreError> {
         // The send instant first: the bounds read after it are ones on DynamoDB's clock then.
-        let (sent, wall_sent) = (Instant::now(), SystemTime::now());
+        let (sent, wall_sent) = (Instant::now(), self.wall.now());
         let (Some(upper), Some(lower)) = (self.time.upper_bound(), self.time.lower_bound()) else {
             let unknown =
                 "DynamoDB's clock is not known yet (no response seen): the lease is not written";
