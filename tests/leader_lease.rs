@@ -64,6 +64,7 @@ fn lease_config(holder: &str, seconds: u64) -> LeaseConfig {
         layout: "index=expirationWindowIndex ttl=ttl window=expirationWindow width=60s shards=1 \
                  range=all"
             .into(),
+        range: None,
     }
 }
 
@@ -685,6 +686,88 @@ async fn a_table_named_by_name_in_one_region_and_by_arn_in_another_has_one_lease
         50
     );
     assert_eq!(east_store.lease().unwrap().holder, "us-east-1/sweeper");
+}
+
+/// Sweepers of `sessions` over `store` in `region`, one per shard range of `ranges` (4 shards
+/// per window; `all` for one sweeper of every shard), each its own holder ([`region_sweeper`]).
+fn split_sweepers(
+    store: &MemStore,
+    region: &str,
+    ranges: &[&str],
+    t0: Instant,
+) -> Vec<Sweeper<MemStore>> {
+    let sharded = [("WINDOW_SHARDS", "4")];
+    ranges
+        .iter()
+        .enumerate()
+        .map(|(i, range)| {
+            let config = region_config("sessions", 30, &[sharded[0], ("SHARD_RANGE", range)]);
+            let holder = format!("{region}/sweeper-{i}");
+            region_sweeper(store.sharing(store.schema().layout), &config, &holder, t0)
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn regions_that_split_the_shards_otherwise_do_not_sweep_side_by_side() {
+    let now = 1_800_000_000;
+    let sharded = Layout {
+        window_shards: 4,
+        ..Layout::default()
+    };
+    // (the first Region's split, the second's, whether the second says LeaseLayoutMismatch):
+    // whichever sweeps first, the other does not sweep beside it. A sweeper of every shard and
+    // one of a range tell each other apart; two splits into ranges do not (either may be the
+    // other's sibling), but neither sweeps beside the other.
+    let cases: [(&[&str], &[&str], u32); 3] = [
+        (&["0-1", "2-3"], &["all"], 1),
+        (&["all"], &["0-1", "2-3"], 1),
+        (&["0-0", "1-3"], &["0-1", "2-3"], 0),
+    ];
+    for (first, second, mismatch) in cases {
+        let t0 = Instant::now();
+        let store = MemStore::new(sharded.clone())
+            .starting_at(now)
+            .any_partition();
+        let at = Timestamp::from_secs(now);
+        let leading = split_sweepers(&store, "us-east-1", first, t0);
+        for (range, sweeper) in first.iter().zip(&leading) {
+            let r = sweeper.sweep(at, &Stop::never()).await;
+            assert_eq!(
+                r.stood_by, 0,
+                "{first:?}: {range} swept beside its own Region's split: {r:?}"
+            );
+        }
+        for i in 0..10 {
+            store.put(&format!("old-{i}"), (now - 5 - i) as f64);
+        }
+        let standing_by = split_sweepers(&store, "eu-west-1", second, t0);
+        for (range, sweeper) in second.iter().zip(&standing_by) {
+            let r = sweeper.sweep(at, &Stop::never()).await;
+            assert_eq!(
+                r.stood_by, 1,
+                "{second:?}: {range} swept beside another Region split {first:?}: {r:?}"
+            );
+            assert_eq!(
+                r.lease_layout_mismatch, mismatch,
+                "{second:?}: {range}: {r:?}"
+            );
+        }
+        assert_eq!(store.ids().len(), 10, "{first:?} / {second:?}");
+    }
+    // The same split in both Regions: one Region's ranges lead side by side, the other's stand
+    // by, with no mismatch.
+    let t0 = Instant::now();
+    let store = MemStore::new(sharded).starting_at(now).any_partition();
+    let at = Timestamp::from_secs(now);
+    for sweeper in split_sweepers(&store, "us-east-1", &["0-1", "2-3"], t0) {
+        let r = sweeper.sweep(at, &Stop::never()).await;
+        assert_eq!(r.stood_by, 0, "{r:?}");
+    }
+    for sweeper in split_sweepers(&store, "eu-west-1", &["0-1", "2-3"], t0) {
+        let r = sweeper.sweep(at, &Stop::never()).await;
+        assert_eq!((r.stood_by, r.lease_layout_mismatch), (1, 0), "{r:?}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -20,8 +20,9 @@ mod rules;
 
 use rules::Failing;
 pub use rules::{
-    decide, holder_id, missed_a_pause, valid_until, Decision, LeaseConfig, SweepHealth,
-    LEASE_MARGIN, LEASE_WATCH, MAX_LEASE, MIN_LEASE, PAUSE_TOLERANCE, WATCH_EVERY,
+    decide, holder_id, layouts_differ, missed_a_pause, split_holder, split_range, valid_until,
+    Decision, LeaseConfig, RangeLease, SweepHealth, LEASE_MARGIN, LEASE_WATCH, MAX_LEASE,
+    MIN_LEASE, PAUSE_TOLERANCE, WATCH_EVERY,
 };
 
 use super::retry::Stop;
@@ -76,20 +77,20 @@ pub struct NotLeading {
     pub released: bool,
 }
 
-/// One table's lease, checked at the start of every sweep ([`super::Sweeper::with_lease`]).
+/// One table's lease, checked at the start of every sweep ([`super::Sweeper::with_lease`]): the
+/// table's item and, for a sweeper of a shard range, its range's ([`LeaseConfig::range`]). It
+/// leads while it holds both.
 pub struct Lease {
-    config: LeaseConfig,
-    time: Arc<dyn ServerTime>,
-    /// The host's wall clock, read only to notice a pause the monotonic clock missed.
-    wall: Arc<dyn Clock>,
-    state: Mutex<State>,
+    table: Item,
+    range: Option<Item>,
 }
 
 impl std::fmt::Debug for Lease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lease")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
+            .field("table", &self.table.config)
+            .field("range", &self.range.as_ref().map(|r| &r.config))
+            .finish()
     }
 }
 
@@ -98,7 +99,61 @@ impl Lease {
     /// wall clock, as it reads (not held to DynamoDB's): compared only with the monotonic clock,
     /// to notice that the host was paused while holding the lease ([`missed_a_pause`]).
     pub fn new(config: LeaseConfig, time: Arc<dyn ServerTime>, wall: Arc<dyn Clock>) -> Self {
+        let range = config.range.as_ref().map(|range| {
+            let config = LeaseConfig {
+                id: range.id.clone(),
+                holder: range.holder.clone(),
+                range: None,
+                ..config.clone()
+            };
+            Item::new(config, time.clone(), wall.clone())
+        });
+        let config = LeaseConfig {
+            range: None,
+            ..config
+        };
         Lease {
+            table: Item::new(config, time, wall),
+            range,
+        }
+    }
+
+    /// Whether this sweeper leads now, taking, renewing or reading the lease as needed; a holder
+    /// whose reads or deletes have failed for a lease gives it up instead ([`Lease::swept`]). A
+    /// sweeper of a shard range reads its range's lease only while it holds the table's, and
+    /// leads until the earlier of the two holds ends.
+    pub async fn check<S: Store>(&self, store: &S, stop: &Stop) -> LeaseCheck {
+        let until = self.table.check(store, stop).await?;
+        match &self.range {
+            None => Ok(until),
+            Some(range) => range.check(store, stop).await.map(|r| r.min(until)),
+        }
+    }
+
+    /// Tells the lease what a sweep that led showed ([`SweepHealth`]): a holder whose reads, or
+    /// whose deletes, have failed for a lease (`LEADER_LEASE`) with no success since gives it up
+    /// at its next check. The lease's own length, because it is what a standby already waits
+    /// when a holder stops: a holder that cannot sweep hands over within about two leases of its
+    /// first failure, one to notice and one for the lease it was granted to lapse.
+    pub async fn swept(&self, health: SweepHealth) {
+        for item in std::iter::once(&self.table).chain(&self.range) {
+            item.swept(health).await;
+        }
+    }
+}
+
+/// One lease item, as one holder takes, renews, watches and gives it up.
+struct Item {
+    config: LeaseConfig,
+    time: Arc<dyn ServerTime>,
+    /// The host's wall clock, read only to notice a pause the monotonic clock missed.
+    wall: Arc<dyn Clock>,
+    state: Mutex<State>,
+}
+
+impl Item {
+    fn new(config: LeaseConfig, time: Arc<dyn ServerTime>, wall: Arc<dyn Clock>) -> Self {
+        Item {
             config,
             time,
             wall,
@@ -106,9 +161,8 @@ impl Lease {
         }
     }
 
-    /// Whether this sweeper leads now, taking, renewing or reading the lease as needed; a holder
-    /// whose reads or deletes have failed for a lease gives it up instead ([`Lease::swept`]).
-    pub async fn check<S: Store>(&self, store: &S, stop: &Stop) -> LeaseCheck {
+    /// [`Lease::check`], of this item.
+    async fn check<S: Store>(&self, store: &S, stop: &Stop) -> LeaseCheck {
         let mut state = self.state.lock().await;
         let now = Instant::now();
         if let (Some(held), Some(since)) = (state.held, state.failing.since()) {
@@ -177,7 +231,8 @@ impl Lease {
             let (holder, until, other_layout) = match decide(item.as_ref(), &self.config, lower) {
                 Decision::Take { from, other_layout } => {
                     if let (Some(from), Some(theirs)) = (&from, &other_layout) {
-                        warn!(holder = %me, from = %from, layout = %layout, their_layout = %theirs, "taking a lapsed lease that {from} held with another layout ({theirs}) than this sweeper's ({layout}): check that every Region's sweeper of the table is configured alike");
+                        let unlike = rules::unlike(theirs, layout);
+                        warn!(holder = %me, from = %from, layout = %layout, their_layout = %theirs, "taking a lapsed lease that {from} held with {unlike}: check that every Region's sweeper of the table is configured alike");
                     }
                     return self.take(&mut state, store, stop, from).await;
                 }
@@ -188,7 +243,8 @@ impl Lease {
                 } => (holder, until, other_layout),
             };
             if let Some(theirs) = &other_layout {
-                error!(holder = %holder, until = %until, layout = %layout, their_layout = %theirs, "LeaseLayoutMismatch: {holder} holds the lease with another layout ({theirs}) than this sweeper's ({layout}); not sweeping beside it: configure every Region's sweeper of the table alike");
+                let unlike = rules::unlike(theirs, layout);
+                error!(holder = %holder, until = %until, layout = %layout, their_layout = %theirs, "LeaseLayoutMismatch: {holder} holds the lease with {unlike}; not sweeping beside it: configure every Region's sweeper of the table alike (the same WINDOW_SHARDS and SHARD_RANGE split)");
             }
             state.seen = Some(LeaseItem {
                 holder,
@@ -294,12 +350,8 @@ impl Lease {
         })
     }
 
-    /// Tells the lease what a sweep that led showed ([`SweepHealth`]): a holder whose reads, or
-    /// whose deletes, have failed for a lease (`LEADER_LEASE`) with no success since gives it up
-    /// at its next check. The lease's own length, because it is what a standby already waits
-    /// when a holder stops: a holder that cannot sweep hands over within about two leases of its
-    /// first failure, one to notice and one for the lease it was granted to lapse.
-    pub async fn swept(&self, health: SweepHealth) {
+    /// [`Lease::swept`], for this item.
+    async fn swept(&self, health: SweepHealth) {
         let mut state = self.state.lock().await;
         if state.held.is_some() {
             state.failing.record(health, Instant::now());
@@ -416,6 +468,7 @@ mod tests {
             duration: Duration::from_secs(30),
             holder: holder.into(),
             layout: L.into(),
+            range: None,
         }
     }
 
@@ -613,6 +666,59 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn the_ranges_of_one_split_share_the_table_s_lease_and_another_split_is_named() {
+        assert_eq!(
+            split_holder("eu-west-1/sweeper-2", 8),
+            "eu-west-1/split of 8 shards"
+        );
+        assert_eq!(
+            split_holder("eu-west-1/host/7", 8),
+            split_holder("eu-west-1/other-host/9", 8)
+        );
+        assert_ne!(
+            split_holder("eu-west-1/a", 8),
+            split_holder("us-east-1/a", 8)
+        );
+        assert_ne!(
+            split_holder("eu-west-1/a", 8),
+            split_holder("eu-west-1/a", 4)
+        );
+        let layout =
+            |range: &str| format!("index=i ttl=ttl window=w width=60s shards=4 range={range}");
+        let (all, low, high) = (layout("all"), layout("0-1"), layout("2-3"));
+        assert!(!layouts_differ(&all, &all));
+        assert!(!layouts_differ(&low, &high), "two ranges: maybe one split");
+        assert!(layouts_differ(&all, &low) && layouts_differ(&low, &all));
+        assert!(layouts_differ(&L.replace("width=60s", "width=300s"), L));
+        assert_eq!(
+            rules::unlike(&low, &all),
+            "another split of the shards (range=0-1) than this sweeper's (range=all)"
+        );
+        assert_eq!(
+            rules::unlike(L, &all),
+            format!("another layout ({L}) than this sweeper's ({all})")
+        );
+        // A split's range stands by beside a Region that sweeps every shard, naming it.
+        let ms = Timestamp::from_millis;
+        let theirs = LeaseItem {
+            layout: Some(all.clone()),
+            ..lease("us-east-1/sweeper", 10_000)
+        };
+        let ranged = LeaseConfig {
+            layout: low.clone(),
+            ..me("eu-west-1/split of 4 shards")
+        };
+        assert_eq!(
+            decide(Some(&theirs), &ranged, Some(ms(9_000))),
+            Decision::StandBy {
+                holder: "us-east-1/sweeper".into(),
+                until: ms(10_000),
+                other_layout: Some(all),
+            }
+        );
     }
 
     #[test]
