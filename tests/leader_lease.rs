@@ -23,11 +23,14 @@ use std::time::Duration;
 use fault_proxy::{delete_ids, Fault, FaultProxy, Plan};
 use support::mem_store::{Fault as MemFault, MemStore, Op, When};
 use support::*;
-use tokio::time::Instant;
+use tokio::time::{sleep_until, Instant};
+use ttl_sweeper::daemon;
 use ttl_sweeper::engine::lease::{Lease, LeaseConfig, SweepHealth, LEASE_MARGIN, WATCH_EVERY};
+use ttl_sweeper::engine::tables::Table;
 use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
-use ttl_sweeper::expiry::{Layout, Timestamp};
+use ttl_sweeper::expiry::{Clock, Layout, Timestamp};
 use ttl_sweeper::store::{LeaseItem, ServerTime};
+use ttl_sweeper::tools::follow::{FollowError, FollowReport};
 
 /// DynamoDB's clock as one sweeper knows it in virtual time: the true time is `base` plus the
 /// time since `t0`; the sweeper's upper bound is `ahead` past it, its lower bound `behind` short
@@ -1121,4 +1124,201 @@ async fn a_lease_item_without_a_layout_is_read_and_a_given_up_one_is_only_taken_
     assert!(taken.layout.is_some());
     // The new holder renews it, its layout recorded.
     assert!(write("us-east-1/new", before).await.unwrap());
+}
+
+/// A stand-in for a Region's stream follower (`run --follow-stream`): every 250 ms it reports
+/// its stream read to the end, until `stalls` after it begins, when it is held at a record it
+/// cannot index: from then on it reports that record's age.
+#[derive(Clone)]
+struct Indexing {
+    stalls: Option<Duration>,
+}
+
+impl daemon::Follow<MemStore> for Indexing {
+    type Follower = ();
+
+    async fn open(&self, _: &Sweeper<MemStore>) -> Result<(), FollowError> {
+        Ok(())
+    }
+
+    async fn follow(
+        &self,
+        (): &(),
+        _: &Sweeper<MemStore>,
+        _: &dyn Clock,
+        stop: &Stop,
+        progress: &dyn Fn(&FollowReport),
+    ) -> FollowReport {
+        let begun = Instant::now();
+        let stalls_at = self.stalls.map(|after| begun + after);
+        while !stop.token().is_cancelled() {
+            let now = Instant::now();
+            let behind = stalls_at.map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+            progress(&FollowReport {
+                record_age_ms: behind.as_millis() as u64,
+                ..FollowReport::default()
+            });
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(250)) => {}
+                () = stop.token().cancelled() => {}
+            }
+        }
+        FollowReport::default()
+    }
+}
+
+/// Daemon options with ticks every second, periods of 5 s and `follow` as the Region's follower.
+fn daemon_options(follow: Indexing) -> daemon::Options<Indexing> {
+    daemon::Options {
+        every: Duration::from_secs(1),
+        period: Duration::from_secs(5),
+        namespace: "LeaseTest".into(),
+        endpoint: None,
+        follow: Some(follow),
+        emf: Mutex::new(Box::new(std::io::sink())),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_daemon_whose_stream_indexer_stalls_gives_the_lease_up_to_a_region_whose_index_is_current(
+) {
+    let t0 = Instant::now();
+    let now = 1_800_000_000;
+    let lease_s = 6;
+    let lease = Duration::from_secs(lease_s);
+    let west_store = MemStore::new(Layout::default()).starting_at(now);
+    let east_store = west_store.sharing(Layout::default());
+    let east = region_sweeper(
+        east_store.clone(),
+        &region_config("sessions", lease_s, &[]),
+        "us-east-1/sweeper",
+        t0,
+    );
+    let west = region_sweeper(
+        west_store.clone(),
+        &region_config("sessions", lease_s, &[]),
+        "eu-west-1/sweeper",
+        t0,
+    );
+    let (east, west) = ([Table::ready(east)], [Table::ready(west)]);
+    let clock = move || Timestamp::from_secs(now) + t0.elapsed();
+    // East's indexer stalls 10 s in; west's stays current. East starts first.
+    let stalls = Duration::from_secs(10);
+    let east_options = daemon_options(Indexing {
+        stalls: Some(stalls),
+    });
+    let west_options = daemon_options(Indexing { stalls: None });
+    let end = t0 + stalls + 4 * lease;
+    let holders = Arc::new(Mutex::new(Vec::new()));
+    let script = {
+        let (store, holders) = (west_store.clone(), holders.clone());
+        async move {
+            while Instant::now() < end {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let holder = store.lease().map(|l| (l.holder, l.released));
+                holders.lock().unwrap().push((t0.elapsed(), holder));
+            }
+        }
+    };
+    let west_late = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        daemon::run(&west, &clock, west_options, sleep_until(end)).await
+    };
+    let (e, w, ()) = tokio::join!(
+        daemon::run(&east, &clock, east_options, sleep_until(end)),
+        west_late,
+        script
+    );
+    let (e, w) = (&e.unwrap()[0], &w.unwrap()[0]);
+    let holders = holders.lock().unwrap().clone();
+    let held_by = |at: Duration| {
+        holders
+            .iter()
+            .rev()
+            .find(|(when, _)| *when <= at)
+            .and_then(|(_, h)| h.clone())
+    };
+    // East held it while its index was current, and for a lease after it stalled.
+    let east_holds = Some(("us-east-1/sweeper".to_owned(), false));
+    assert_eq!(held_by(stalls), east_holds, "{holders:?}");
+    assert_eq!(held_by(stalls + lease - Duration::from_secs(1)), east_holds);
+    // Then gave it up, and west took it within about two leases of the stall.
+    let west_holds = Some(("eu-west-1/sweeper".to_owned(), false));
+    let taken = holders
+        .iter()
+        .find(|(_, h)| *h == west_holds)
+        .map(|(at, _)| *at);
+    let taken = taken.unwrap_or_else(|| panic!("west never took the lease: {holders:?}"));
+    assert!(
+        taken > stalls + lease && taken <= stalls + 2 * lease + Duration::from_secs(2),
+        "west took it at {taken:?}: {holders:?}"
+    );
+    assert_eq!(held_by(end - t0), west_holds, "{holders:?}");
+    assert_eq!(e.lease_released, 1, "{e:?}");
+    assert!(w.stood_by > 0 && w.ticks > w.stood_by, "{w:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_standby_whose_index_lags_leaves_a_lapsed_lease_to_the_others_for_a_lease_more() {
+    let t0 = Instant::now();
+    let store = MemStore::new(Layout::default());
+    let lease = Duration::from_secs(10);
+    let east = leased(lease_config("us-east-1/a", 10), bounds(t0, 0, 0));
+    let west = leased(lease_config("eu-west-1/b", 10), bounds(t0, 0, 0));
+    // West's indexer was watched from the start and has not reported since: behind by then.
+    west.index().watch(t0);
+    east.check(&store, &Stop::never())
+        .await
+        .expect("east took it");
+    let expires = store.lease().unwrap().expires_at;
+    let lapses = t0
+        + Duration::from_millis(expires.millis_since(Timestamp::from_secs(1_800_000_000)) as u64);
+    // East stops. West, checking every second, leaves it for a lease past its lapse.
+    let mut took = None;
+    while t0.elapsed() < 4 * lease {
+        let started = Instant::now();
+        let check = west.check(&store, &Stop::never()).await;
+        if check.is_ok() {
+            took = Some(Instant::now());
+            break;
+        }
+        tokio::time::sleep_until(started + Duration::from_secs(1)).await;
+    }
+    let took = took.expect("west never took it");
+    assert!(
+        took > lapses + lease,
+        "took it {:?} after it lapsed, with its index behind",
+        took - lapses
+    );
+    assert!(
+        took <= lapses + lease + Duration::from_secs(1),
+        "{:?}",
+        took - lapses
+    );
+    assert_eq!(store.lease().unwrap().holder, "eu-west-1/b");
+
+    // With its index current, a standby takes a lapsed lease at once.
+    let t1 = Instant::now();
+    let store = MemStore::new(Layout::default());
+    let east = leased(lease_config("us-east-1/a", 10), bounds(t0, 0, 0));
+    let west = leased(lease_config("eu-west-1/b", 10), bounds(t0, 0, 0));
+    west.index().watch(t1);
+    east.check(&store, &Stop::never())
+        .await
+        .expect("east took it");
+    let mut took = None;
+    while t1.elapsed() < 4 * lease {
+        let started = Instant::now();
+        west.index().indexed(started, Duration::ZERO);
+        if west.check(&store, &Stop::never()).await.is_ok() {
+            took = Some(Instant::now() - t1);
+            break;
+        }
+        tokio::time::sleep_until(started + Duration::from_secs(1)).await;
+    }
+    let took = took.expect("west never took it");
+    assert!(
+        took > lease && took <= lease + Duration::from_secs(1),
+        "{took:?}"
+    );
 }

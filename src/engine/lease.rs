@@ -16,13 +16,15 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
+mod index;
 mod rules;
 
+pub use index::IndexHealth;
 use rules::Failing;
 pub use rules::{
-    decide, holder_id, layouts_differ, missed_a_pause, split_holder, split_range, valid_until,
-    Decision, LeaseConfig, RangeLease, SweepHealth, LEASE_MARGIN, LEASE_WATCH, MAX_LEASE,
-    MIN_LEASE, PAUSE_TOLERANCE, WATCH_EVERY,
+    decide, defer, holder_id, layouts_differ, missed_a_pause, split_holder, split_range,
+    valid_until, Decision, LeaseConfig, RangeLease, SweepHealth, LEASE_MARGIN, LEASE_WATCH,
+    MAX_LEASE, MIN_LEASE, PAUSE_TOLERANCE, WATCH_EVERY,
 };
 
 use super::retry::Stop;
@@ -49,6 +51,8 @@ struct State {
     logged: Option<Result<(), String>>,
     /// Holding: since when its reads or deletes have failed ([`Lease::swept`]).
     failing: Failing,
+    /// Holding: since when (the write that took it).
+    taken: Option<Instant>,
     /// After giving the lease up: not taken again before this.
     backoff_until: Option<Instant>,
 }
@@ -57,6 +61,29 @@ impl State {
     /// No longer holding the lease: the next check reads it anew, and logs what it finds.
     fn lose(&mut self) {
         self.backoff_until = std::mem::take(self).backoff_until;
+    }
+}
+
+/// Why a holder gives the lease up ([`Item::release`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unsound {
+    /// Its reads or its deletes have failed with no success since ([`Lease::swept`]).
+    Sweeps,
+    /// Its stream indexer has left records unindexed ([`Lease::index`]).
+    Index,
+}
+
+impl Unsound {
+    /// What the log says of it, for `seconds`.
+    fn saying(self, seconds: f64) -> String {
+        match self {
+            Unsound::Sweeps => format!(
+                "its reads or its deletes have failed for {seconds:.1} s with no success since"
+            ),
+            Unsound::Index => format!(
+                "its stream indexer has left records unindexed for {seconds:.1} s while it held the lease"
+            ),
+        }
     }
 }
 
@@ -83,6 +110,8 @@ pub struct NotLeading {
 pub struct Lease {
     table: Item,
     range: Option<Item>,
+    /// How current this sweeper's own expiry index table is, when its stream indexer reports.
+    index: IndexHealth,
 }
 
 impl std::fmt::Debug for Lease {
@@ -90,6 +119,7 @@ impl std::fmt::Debug for Lease {
         f.debug_struct("Lease")
             .field("table", &self.table.config)
             .field("range", &self.range.as_ref().map(|r| &r.config))
+            .field("index", &self.index)
             .finish()
     }
 }
@@ -115,7 +145,16 @@ impl Lease {
         Lease {
             table: Item::new(config, time, wall),
             range,
+            index: IndexHealth::default(),
         }
+    }
+
+    /// Where this sweeper's stream indexer, running beside it, reports how current its expiry
+    /// index table is (the daemon's `--follow-stream`). Once it does, a holder whose index has
+    /// lagged for a lease while holding gives the lease up, and a standby whose index lags a lease
+    /// or more leaves a lapsed lease to the others for a further lease ([`defer`]).
+    pub fn index(&self) -> &IndexHealth {
+        &self.index
     }
 
     /// Whether this sweeper leads now, taking, renewing or reading the lease as needed; a holder
@@ -123,10 +162,10 @@ impl Lease {
     /// sweeper of a shard range reads its range's lease only while it holds the table's, and
     /// leads until the earlier of the two holds ends.
     pub async fn check<S: Store>(&self, store: &S, stop: &Stop) -> LeaseCheck {
-        let until = self.table.check(store, stop).await?;
+        let until = self.table.check(store, stop, Some(&self.index)).await?;
         match &self.range {
             None => Ok(until),
-            Some(range) => range.check(store, stop).await.map(|r| r.min(until)),
+            Some(range) => range.check(store, stop, None).await.map(|r| r.min(until)),
         }
     }
 
@@ -161,13 +200,32 @@ impl Item {
         }
     }
 
-    /// [`Lease::check`], of this item.
-    async fn check<S: Store>(&self, store: &S, stop: &Stop) -> LeaseCheck {
+    /// [`Lease::check`], of this item, counting the health of the sweeper's `index` if given.
+    async fn check<S: Store>(
+        &self,
+        store: &S,
+        stop: &Stop,
+        index: Option<&IndexHealth>,
+    ) -> LeaseCheck {
         let mut state = self.state.lock().await;
         let now = Instant::now();
-        if let (Some(held), Some(since)) = (state.held, state.failing.since()) {
-            if now.saturating_duration_since(since) >= self.config.duration {
-                return self.release(&mut state, store, stop, held, since).await;
+        if let Some(held) = state.held {
+            let lease = self.config.duration;
+            let sweeps = (state.failing.since()).map(|since| (since, Unsound::Sweeps));
+            // Counted from the take: a Region that took the lease with its index behind (no
+            // other Region took it) holds it a lease before it gives it up.
+            let behind = index.and_then(IndexHealth::behind_since);
+            let behind =
+                behind.map(|since| (since.max(state.taken.unwrap_or(since)), Unsound::Index));
+            let unsound = [sweeps, behind]
+                .into_iter()
+                .flatten()
+                .filter(|(since, _)| now.saturating_duration_since(*since) >= lease)
+                .min_by_key(|(since, _)| *since);
+            if let Some((since, why)) = unsound {
+                return self
+                    .release(&mut state, store, stop, held, (since, why))
+                    .await;
             }
         }
         if let Some(held) = state.held {
@@ -228,7 +286,18 @@ impl Item {
             };
             let lower = self.time.lower_bound();
             let (me, layout) = (&self.config.holder, &self.config.layout);
-            let (holder, until, other_layout) = match decide(item.as_ref(), &self.config, lower) {
+            let mut decision = decide(item.as_ref(), &self.config, lower);
+            let lags = index.is_some_and(|i| i.lags(Instant::now(), self.config.duration));
+            if lags && matches!(decision, Decision::Take { from: Some(_), .. }) {
+                decision = defer(decision, item.as_ref(), &self.config, lower);
+                if let Decision::StandBy { holder, until, .. } = &decision {
+                    let behind_s = index
+                        .and_then(IndexHealth::behind_since)
+                        .map_or(0.0, |since| since.elapsed().as_secs_f64());
+                    warn!(holder = %holder, until = %until, behind_s, "IndexLagging: this Region's stream indexer has left records unindexed for {behind_s:.1} s: leaving the lease {holder} let lapse to a Region whose index is current, until {until}");
+                }
+            }
+            let (holder, until, other_layout) = match decision {
                 Decision::Take { from, other_layout } => {
                     if let (Some(from), Some(theirs)) = (&from, &other_layout) {
                         let unlike = rules::unlike(theirs, layout);
@@ -287,6 +356,7 @@ impl Item {
                 info!(holder = %self.config.holder, from, "took the lease from {from}");
                 state.held = Some(held);
                 state.failing = Failing::default();
+                state.taken = Some(held.sent);
                 state.backoff_until = None;
                 state.seen = None;
                 self.leading(state, held.until, true)
@@ -313,7 +383,7 @@ impl Item {
         store: &S,
         stop: &Stop,
         held: Held,
-        since: Instant,
+        (since, why): (Instant, Unsound),
     ) -> LeaseCheck {
         let unsound = Instant::now().saturating_duration_since(since);
         state.lose();
@@ -326,20 +396,21 @@ impl Item {
             .bound("UpdateItem", store.release_lease(table, id, me))
             .await;
         let unsound_s = unsound.as_secs_f64();
+        let why = why.saying(unsound_s);
         let backoff_s = backoff_until
             .saturating_duration_since(Instant::now())
             .as_secs_f64();
         let error = match released {
             Ok(true) => {
-                warn!(holder = %me, unsound_s, backoff_s, "LeaseReleased: gave the lease up: its reads or its deletes have failed for {unsound_s:.1} s (the lease's length) with no success since; it lapses as written and another Region's sweeper takes it; not taking it again for {backoff_s:.1} s");
+                warn!(holder = %me, unsound_s, backoff_s, "LeaseReleased: gave the lease up: {why} (the lease's length); it lapses as written and another Region's sweeper takes it; not taking it again for {backoff_s:.1} s");
                 None
             }
             Ok(false) => {
-                warn!(holder = %me, unsound_s, "LeaseReleased: gave the lease up (its reads or its deletes have failed for {unsound_s:.1} s), but the lease was no longer ours");
+                warn!(holder = %me, unsound_s, "LeaseReleased: gave the lease up ({why}), but the lease was no longer ours");
                 None
             }
             Err(e) => {
-                warn!(holder = %me, unsound_s, backoff_s, error = %e, "LeaseReleased: gave the lease up (its reads or its deletes have failed for {unsound_s:.1} s) but could not mark it given up; not renewed, it lapses as written; not taking it again for {backoff_s:.1} s");
+                warn!(holder = %me, unsound_s, backoff_s, error = %e, "LeaseReleased: gave the lease up ({why}) but could not mark it given up; not renewed, it lapses as written; not taking it again for {backoff_s:.1} s");
                 Some(e)
             }
         };

@@ -223,6 +223,43 @@ pub fn decide(item: Option<&LeaseItem>, me: &LeaseConfig, lower: Option<Timestam
     Decision::Take { from, other_layout }
 }
 
+/// The decision of a sweeper whose own expiry index table lags a lease or more
+/// ([`super::IndexHealth`]) on lease item `item`, for which [`decide`] said `decision`: a lease
+/// that lapsed from another holder is left to the others (a standby whose index is current) until
+/// it has lapsed for a further lease, then taken all the same, so that the table is swept even
+/// when no Region's index is current. Any other decision stands.
+pub fn defer(
+    decision: Decision,
+    item: Option<&LeaseItem>,
+    me: &LeaseConfig,
+    lower: Option<Timestamp>,
+) -> Decision {
+    match (decision, item) {
+        (
+            Decision::Take {
+                from: Some(from),
+                other_layout,
+            },
+            Some(l),
+        ) => {
+            let until = l.expires_at + me.duration;
+            if lower.is_some_and(|now| until < now) {
+                Decision::Take {
+                    from: Some(from),
+                    other_layout,
+                }
+            } else {
+                Decision::StandBy {
+                    holder: from,
+                    until,
+                    other_layout,
+                }
+            }
+        }
+        (decision, _) => decision,
+    }
+}
+
 /// Until when (monotonic) an accepted write of `expires_at` makes its sender leader: the earliest
 /// instant DynamoDB's clock can reach `expires_at - margin` ([`LEASE_MARGIN`]) by either of two
 /// upper bounds on it — `sent`, the local instant the write was sent and the bound then, and
