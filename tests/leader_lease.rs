@@ -1322,3 +1322,59 @@ async fn a_standby_whose_index_lags_leaves_a_lapsed_lease_to_the_others_for_a_le
         "{took:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_range_that_gave_its_split_s_lease_up_takes_it_again_once_lapsed_and_leads() {
+    let t0 = Instant::now();
+    let lease_s = 10;
+    let store = MemStore::new(Layout {
+        window_shards: 4,
+        ..Layout::default()
+    });
+    let more = [("WINDOW_SHARDS", "4"), ("SHARD_RANGE", "0-1")];
+    let config = region_config("sessions", lease_s, &more);
+    let lease = leased(
+        config.lease("us-east-1/a".into()).unwrap(),
+        bounds(t0, 0, 0),
+    );
+    let (fail, work) = (Some(false), Some(true));
+    let (mut released, mut led) = (vec![], vec![]);
+    // Its reads fail for the first lease and a half, then work.
+    while t0.elapsed() < Duration::from_secs(5 * lease_s) {
+        let started = Instant::now();
+        match lease.check(&store, &Stop::never()).await {
+            Ok(_) => {
+                led.push(t0.elapsed().as_secs());
+                let reads = if t0.elapsed().as_secs() < 15 {
+                    fail
+                } else {
+                    work
+                };
+                lease
+                    .swept(SweepHealth {
+                        reads,
+                        deletes: None,
+                    })
+                    .await;
+            }
+            Err(not) if not.released => released.push(t0.elapsed().as_secs()),
+            Err(_) => {}
+        }
+        tokio::time::sleep_until(started + Duration::from_secs(1)).await;
+    }
+    assert_eq!(
+        released,
+        [lease_s],
+        "given up once, a lease after its first failure"
+    );
+    let again = led.iter().find(|at| **at > lease_s).copied();
+    let again = again.unwrap_or_else(|| panic!("never led again: {led:?}"));
+    // Its hold ran out before the lapse; then a lease more.
+    assert!(again > 2 * lease_s && again <= 3 * lease_s, "{led:?}");
+    let after: Vec<_> = led.iter().filter(|at| **at >= again).collect();
+    assert_eq!(
+        after.len() as u64,
+        5 * lease_s - again,
+        "led at every check once it took it again: {led:?}"
+    );
+}

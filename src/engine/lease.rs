@@ -174,10 +174,11 @@ impl Lease {
     /// at its next check. The lease's own length, because it is what a standby already waits
     /// when a holder stops: a holder that cannot sweep hands over within about two leases of its
     /// first failure, one to notice and one for the lease it was granted to lapse.
+    ///
+    /// Counted in the table's lease only: giving it up hands the whole Region's split over, and a
+    /// range's own item then lapses unrenewed.
     pub async fn swept(&self, health: SweepHealth) {
-        for item in std::iter::once(&self.table).chain(&self.range) {
-            item.swept(health).await;
-        }
+        self.table.swept(health).await;
     }
 }
 
