@@ -20,12 +20,12 @@ mod index;
 mod rules;
 
 pub use index::IndexHealth;
-use rules::Failing;
 pub use rules::{
     decide, defer, holder_id, layouts_differ, missed_a_pause, split_holder, split_range,
     valid_until, Decision, LeaseConfig, RangeLease, SweepHealth, LEASE_MARGIN, LEASE_WATCH,
     MAX_LEASE, MIN_LEASE, PAUSE_TOLERANCE, WATCH_EVERY,
 };
+use rules::{Failing, Unsound};
 
 use super::retry::Stop;
 use crate::expiry::{Clock, Timestamp};
@@ -61,29 +61,6 @@ impl State {
     /// No longer holding the lease: the next check reads it anew, and logs what it finds.
     fn lose(&mut self) {
         self.backoff_until = std::mem::take(self).backoff_until;
-    }
-}
-
-/// Why a holder gives the lease up ([`Item::release`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Unsound {
-    /// Its reads or its deletes have failed with no success since ([`Lease::swept`]).
-    Sweeps,
-    /// Its stream indexer has left records unindexed ([`Lease::index`]).
-    Index,
-}
-
-impl Unsound {
-    /// What the log says of it, for `seconds`.
-    fn saying(self, seconds: f64) -> String {
-        match self {
-            Unsound::Sweeps => format!(
-                "its reads or its deletes have failed for {seconds:.1} s with no success since"
-            ),
-            Unsound::Index => format!(
-                "its stream indexer has left records unindexed for {seconds:.1} s while it held the lease"
-            ),
-        }
     }
 }
 

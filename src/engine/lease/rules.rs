@@ -166,6 +166,29 @@ impl Failing {
     }
 }
 
+/// Why a holder gives the lease up (`Item::release`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unsound {
+    /// Its reads or its deletes have failed with no success since ([`super::Lease::swept`]).
+    Sweeps,
+    /// Its stream indexer has left records unindexed ([`super::Lease::index`]).
+    Index,
+}
+
+impl Unsound {
+    /// What the log says of it, for `seconds`.
+    pub(super) fn saying(self, seconds: f64) -> String {
+        match self {
+            Unsound::Sweeps => format!(
+                "its reads or its deletes have failed for {seconds:.1} s with no success since"
+            ),
+            Unsound::Index => format!(
+                "its stream indexer has left records unindexed for {seconds:.1} s while it held the lease"
+            ),
+        }
+    }
+}
+
 /// What a sweeper does about the lease item it read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
