@@ -3,7 +3,10 @@
 //! lease over when it lapses.
 //!
 //! The lease is the checkpoint table's item `<table name>#leader` (`holder`, `expiresAt` in
-//! epoch milliseconds by DynamoDB's clock, and the holder's `layout`). Every instant written or
+//! epoch milliseconds by DynamoDB's clock, and the holder's `layout`); a sweeper of a shard range
+//! holds it as its Region's split, and its range's item beside it. A holder's health counts its
+//! sweeps ([`Lease::swept`]) and, beside a stream follower, how current its index is
+//! ([`Lease::index`]). Every instant written or
 //! compared is DynamoDB's, as its `Date` headers bound it ([`crate::store::ServerTime`]); each
 //! sweeper measures its own hold on the monotonic clock. Taking, renewing, standing by, giving
 //! up, and why two holders never send deletes at once: `docs/global-tables.md`, "The lease". The
@@ -53,6 +56,8 @@ struct State {
     failing: Failing,
     /// Holding: since when (the write that took it).
     taken: Option<Instant>,
+    /// Standing by, the index behind: until when a lapsed lease is left to the others (logged).
+    deferred: Option<Timestamp>,
     /// After giving the lease up: not taken again before this.
     backoff_until: Option<Instant>,
 }
@@ -268,7 +273,12 @@ impl Item {
             let lags = index.is_some_and(|i| i.lags(Instant::now(), self.config.duration));
             if lags && matches!(decision, Decision::Take { from: Some(_), .. }) {
                 decision = defer(decision, item.as_ref(), &self.config, lower);
-                if let Decision::StandBy { holder, until, .. } = &decision {
+                let deferred = match &decision {
+                    Decision::StandBy { until, .. } => Some(*until),
+                    Decision::Take { .. } => None,
+                };
+                let logged = std::mem::replace(&mut state.deferred, deferred) == deferred;
+                if let (Decision::StandBy { holder, until, .. }, false) = (&decision, logged) {
                     let behind_s = index
                         .and_then(IndexHealth::behind_since)
                         .map_or(0.0, |since| since.elapsed().as_secs_f64());
