@@ -310,6 +310,11 @@ impl<S: Store> Sweeper<S> {
         }
     }
 
+    /// Its lease, if any (see [`Self::with_lease`]).
+    pub fn lease(&self) -> Option<&Lease> {
+        self.lease.as_ref()
+    }
+
     /// Whether its last sweep led (see [`Self::with_lease`]).
     pub(super) fn leading(&self) -> bool {
         self.leading.load(Ordering::Relaxed)
