@@ -252,6 +252,12 @@ impl Clock for GuardedClock {
     fn take_ahead_ms(&self) -> u64 {
         self.server.take_clamped()
     }
+
+    /// The host clock itself: it counts a pause the held reading misses until DynamoDB's clock
+    /// is learnt again.
+    fn raw_now(&self) -> Timestamp {
+        (self.wall)()
+    }
 }
 
 /// The local instant a request attempt was sent, kept in the request's config bag.
