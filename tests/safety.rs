@@ -11,7 +11,7 @@
 
 use crate::support;
 
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicI64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use ttl_sweeper::engine::{
     run_ticks, Checkpoint, DeleteMode, Stop, SweepOptions, SweepReport, Sweeper, Ticks,
 };
-use ttl_sweeper::expiry::{Layout, Timestamp};
+use ttl_sweeper::expiry::{Layout, Timestamp, Window};
 use ttl_sweeper::store::ErrorKind;
 
 /// The sweep instant of every scenario, epoch seconds (a minute boundary).
@@ -780,7 +780,7 @@ async fn a_key_confirmed_before_a_pause_is_read_again_after_it() {
         let store = mem();
         store.put("k0", (T0 - 30) as f64);
         let store = store.index_lag(Duration::from_secs(30));
-        let paused_ms = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let paused_ms = Arc::new(AtomicI64::new(0));
         let wall = {
             let (store, paused_ms) = (store.clone(), paused_ms.clone());
             move || {
@@ -792,21 +792,19 @@ async fn a_key_confirmed_before_a_pause_is_read_again_after_it() {
         if wall_clock {
             sweeper = sweeper.with_wall_clock(Arc::new(wall.clone()));
         }
-        let windows = [ttl_sweeper::expiry::Window::containing((T0 - 30) as f64, 60)];
-        sweeper.confirm_ahead(wall(), &windows, &Stop::never()).await;
-        assert_eq!(store.calls(Op::Get), 1, "wall clock {wall_clock}: confirmed ahead");
+        let (windows, never) = ([Window::containing((T0 - 30) as f64, 60)], Stop::never());
+        sweeper.confirm_ahead(wall(), &windows, &never).await;
+        assert_eq!(store.calls(Op::Get), 1, "{wall_clock}: confirmed ahead");
 
         paused_ms.store(60_000, SeqCst);
         store.put("k0", (T0 + 3_600) as f64);
-        let report = sweeper
-            .sweep_windows(wall(), &windows, &Stop::never())
-            .await;
+        let report = sweeper.sweep_windows(wall(), &windows, &never).await;
         assert!(
             store.has("k0"),
             "wall clock {wall_clock}: the item whose ttl was extended during the pause was \
              deleted on a confirmation made before it; {report:?}"
         );
-        assert_eq!(store.calls(Op::Get), 2, "wall clock {wall_clock}: {report:?}");
+        assert_eq!(store.calls(Op::Get), 2, "{wall_clock}: {report:?}");
         report.assert_fields("items_deleted=0 items_skipped=1 items_confirmed=1");
     }
 }
