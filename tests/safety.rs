@@ -11,7 +11,7 @@
 
 use crate::support;
 
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicI64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use ttl_sweeper::engine::{
     run_ticks, Checkpoint, DeleteMode, Stop, SweepOptions, SweepReport, Sweeper, Ticks,
 };
-use ttl_sweeper::expiry::{Layout, Timestamp};
+use ttl_sweeper::expiry::{Layout, Timestamp, Window};
 use ttl_sweeper::store::ErrorKind;
 
 /// The sweep instant of every scenario, epoch seconds (a minute boundary).
@@ -766,6 +766,47 @@ async fn batch_ticks_confirm_their_keys_ahead_so_the_delete_follows_the_query() 
         );
     }
     report.assert_fields("items_deleted=200 items_failed=0");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_confirmed_before_a_pause_is_read_again_after_it() {
+    // A key is confirmed ahead of a tick; then the host is paused for a minute (a frozen Lambda,
+    // a suspended host), which the monotonic clock does not count: only the wall clock moves on.
+    // Meanwhile the application extends the item's ttl, and the index, 30 s behind the table,
+    // still lists the old one. The confirmation is a minute old by the wall clock: the tick
+    // reads the table again and keeps the item. Both with the sweeper's wall clock and, without
+    // one, by the sweep instants alone.
+    for wall_clock in [true, false] {
+        let store = mem();
+        store.put("k0", (T0 - 30) as f64);
+        let store = store.index_lag(Duration::from_secs(30));
+        let paused_ms = Arc::new(AtomicI64::new(0));
+        let wall = {
+            let (store, paused_ms) = (store.clone(), paused_ms.clone());
+            move || {
+                let ms = (store.clock() * 1000.0).round() as i64 + paused_ms.load(SeqCst);
+                Timestamp::from_millis(ms)
+            }
+        };
+        let mut sweeper = mem_sweeper(store.clone(), SweepOptions::default());
+        if wall_clock {
+            sweeper = sweeper.with_wall_clock(Arc::new(wall.clone()));
+        }
+        let (windows, never) = ([Window::containing((T0 - 30) as f64, 60)], Stop::never());
+        sweeper.confirm_ahead(wall(), &windows, &never).await;
+        assert_eq!(store.calls(Op::Get), 1, "{wall_clock}: confirmed ahead");
+
+        paused_ms.store(60_000, SeqCst);
+        store.put("k0", (T0 + 3_600) as f64);
+        let report = sweeper.sweep_windows(wall(), &windows, &never).await;
+        assert!(
+            store.has("k0"),
+            "wall clock {wall_clock}: the item whose ttl was extended during the pause was \
+             deleted on a confirmation made before it; {report:?}"
+        );
+        assert_eq!(store.calls(Op::Get), 2, "{wall_clock}: {report:?}");
+        report.assert_fields("items_deleted=0 items_skipped=1 items_confirmed=1");
+    }
 }
 
 /// With an expiry index table, an entry goes only once its item is judged against the table:

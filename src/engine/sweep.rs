@@ -121,6 +121,12 @@ impl<S: Store> Sweeper<S> {
         self
     }
 
+    /// The wall clock's own reading ([`Clock::raw_now`]), if the sweeper has one: what dates the
+    /// reads kept across sweeps ([`super::delete::Confirmed`]).
+    pub(super) fn raw_wall(&self) -> Option<Timestamp> {
+        self.wall.as_ref().map(|c| c.raw_now())
+    }
+
     /// The table schema in use.
     pub fn schema(&self) -> &TableSchema {
         &self.shared.schema
@@ -349,6 +355,7 @@ impl<S: Store> Sweeper<S> {
         let pass = Arc::new(Pass {
             shared: self.shared.clone(),
             now,
+            wall: self.wall.clone(),
             stop: stop.child(),
             events,
             started: lags_from,
