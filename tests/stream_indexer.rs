@@ -455,5 +455,5 @@ async fn a_second_table_is_refused_an_expiry_index_table_that_serves_another() {
         .filter(|e| e.get("window") == Some(&owners))
         .map(|e| e["entry"].as_s().unwrap().clone())
         .collect();
-    assert_eq!(claims, [alpha.clone()]);
+    assert_eq!(claims, [alpha]);
 }
