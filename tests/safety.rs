@@ -988,3 +988,56 @@ async fn an_item_listed_twice_with_one_ttl_across_two_groups_is_deleted_and_anno
     next.assert_fields("items_deleted=0 events_published=0");
     assert_eq!(store.entry_count(), 0, "{next:?}");
 }
+
+/// With an expiry index table, a catch-up can be exact only while the entries live (two days
+/// past their ttl, then native TTL may take them) and, for items written during the outage,
+/// while the stream keeps their records (24 hours): a catch-up reaches back no further than the
+/// entries live, whatever MAX_CATCHUP accepts, and one longer than the stream's 24 hours is
+/// reported capped too (`catchup_capped`), though every window it can still read is swept.
+#[tokio::test(start_paused = true)]
+async fn an_index_table_catch_up_is_capped_at_what_its_entries_and_the_stream_still_hold() {
+    const DAY: i64 = 86_400;
+    let hourly = Layout {
+        window_seconds: 3_600,
+        ..Layout::default()
+    };
+    let sweep_after = |outage: i64, index_table: bool| {
+        let hourly = hourly.clone();
+        async move {
+            // Entries written before the outage, each before its ttl.
+            let store = MemStore::new(hourly).starting_at(T0 - outage - 60);
+            let store = if index_table {
+                store.with_index_table()
+            } else {
+                store
+            };
+            for (id, ago) in [("d4", 4 * DAY), ("d1", DAY + 3_600), ("h2", 2 * 3_600)] {
+                if ago < outage {
+                    store.put(id, (T0 - ago) as f64);
+                    store.index(id, id);
+                }
+            }
+            *store.checkpoint.lock().unwrap() = Some(Timestamp::from_secs(T0 - outage));
+            let options = SweepOptions {
+                max_catchup_seconds: 30 * DAY as u64,
+                ..checkpointed(1)
+            };
+            let report = mem_sweeper(store.clone(), options).sweep_at(T0).await;
+            (report, store.ids())
+        }
+    };
+    // Five days down: the windows more than two days back are not read, and it says so.
+    let (report, left) = sweep_after(5 * DAY, true).await;
+    assert!(report.catchup_capped, "{report:?}");
+    assert_eq!(left, ["d4"], "{report:?}");
+    // Thirty hours down: every window read, every item deleted, and still reported capped:
+    // records written early in the outage may have been trimmed before they were indexed.
+    let (report, left) = sweep_after(30 * 3_600, true).await;
+    assert!(left.is_empty(), "{left:?}: {report:?}");
+    assert!(report.catchup_capped, "{report:?}");
+    // Twenty hours: exact. And through a GSI (no stream, no entries), thirty hours is exact.
+    let (report, left) = sweep_after(20 * 3_600, true).await;
+    assert!(left.is_empty() && !report.catchup_capped, "{report:?}");
+    let (report, left) = sweep_after(30 * 3_600, false).await;
+    assert!(left.is_empty() && !report.catchup_capped, "{report:?}");
+}

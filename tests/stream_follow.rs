@@ -223,10 +223,17 @@ async fn follow_stream_refuses_a_table_without_an_index_table_a_stream_or_new_im
         let wants = [missing.as_str(), "EXPIRY_INDEX_TABLE", "`window` (String)"];
         refused(&["--follow-stream"], table, &[], &wants);
     }
-    let index = ("EXPIRY_INDEX_TABLE", index.as_str());
     let enable = format!("aws dynamodb update-table --table-name {plain} --stream-specification StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES");
     let wants = ["has no stream enabled", enable.as_str()];
-    refused(&["--follow-stream"], &plain, &[index], &wants);
+    refused(
+        &["--follow-stream"],
+        &plain,
+        &[("EXPIRY_INDEX_TABLE", &index)],
+        &wants,
+    );
+    // Each table an index table of its own: an index table serves one table.
+    let index = index_table(&client, "refusedidx2").await;
+    let index = ("EXPIRY_INDEX_TABLE", index.as_str());
     let wants = ["view type KEYS_ONLY", "StreamEnabled=false"];
     refused(&[], &keys_only, &[index, ("FOLLOW_STREAM", "true")], &wants);
     // Not a boolean: refused before anything is read.

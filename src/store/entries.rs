@@ -36,6 +36,10 @@ pub const KEEP_SECONDS: i64 = 2 * 86_400;
 /// no [`EXPIRES`]: native TTL keeps it.
 pub const OWNERS: &str = "#owners";
 
+/// How long a DynamoDB stream keeps its records (24 hours): entries are written from them, so a
+/// sweeper and indexer down longer may have missed items written early in the outage.
+pub const STREAM_RETENTION_SECONDS: i64 = 86_400;
+
 /// The origin of the entries `backfill` writes (one per item and ttl: a second run writes the
 /// same entries again).
 pub const BACKFILL_ORIGIN: &str = "backfill";
