@@ -258,6 +258,14 @@ pub trait Store: Send + Sync + 'static {
         id: &str,
         holder: &str,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Claims `schema.index_table`, the expiry index table, for `schema`'s table (a sweeper
+    /// claims it before its first sweep: [`entries::OWNERS`]); a `Validation` error naming the
+    /// other table when another table claims it. Nothing to do through a GSI.
+    fn claim_index_table(
+        &self,
+        schema: &TableSchema,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
 #[cfg(test)]

@@ -420,6 +420,15 @@ impl Store for DynamoStore {
             Err(e) => Ok((refused_delete(e)?, None)),
         }
     }
+
+    async fn claim_index_table(&self, schema: &TableSchema) -> Result<(), StoreError> {
+        let Some(index_table) = &schema.index_table else {
+            return Ok(());
+        };
+        let name = schema.table_name.as_str();
+        let name = name.rsplit_once(":table/").map_or(name, |(_, n)| n);
+        self.claim_index(index_table, name, true).await
+    }
 }
 
 /// A conditional `DeleteItem` that failed: [`ConditionalOutcome::Kept`] when its condition did

@@ -24,6 +24,7 @@ pub enum Call<'a> {
     ReadLease,
     WriteLease,
     ReleaseLease,
+    ClaimIndexTable,
 }
 
 /// What a call answered, as an observer sees it.
@@ -64,6 +65,7 @@ answers! {
     Option<Timestamp> => |_| Answer::Other,
     bool => |_| Answer::Other,
     Option<LeaseItem> => |_| Answer::Other,
+    () => |_| Answer::Other,
 }
 
 /// Told of every call through an [`Observed`] store.
@@ -155,4 +157,5 @@ forward! {
     fn write_lease(table: &str, id: &str, lease: &LeaseItem, lapsed_before: Timestamp) -> bool
         => Call::WriteLease;
     fn release_lease(table: &str, id: &str, holder: &str) -> bool => Call::ReleaseLease;
+    fn claim_index_table(schema: &TableSchema) -> () => Call::ClaimIndexTable;
 }

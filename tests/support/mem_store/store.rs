@@ -437,4 +437,9 @@ impl Store for MemStore {
             _ => Ok(false),
         }
     }
+
+    /// One table per store: nothing to claim against.
+    async fn claim_index_table(&self, _: &TableSchema) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
