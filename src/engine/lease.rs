@@ -22,7 +22,7 @@ use tracing::{error, info, warn};
 mod index;
 mod rules;
 
-pub use index::IndexHealth;
+pub use index::{unindexed_for, IndexHealth, REPORT_EVERY, REPORT_FRESH};
 pub use rules::{
     decide, defer, holder_id, layouts_differ, missed_a_pause, split_holder, split_range,
     valid_until, Decision, LeaseConfig, RangeLease, SweepHealth, LEASE_MARGIN, LEASE_WATCH,
@@ -94,6 +94,8 @@ pub struct Lease {
     range: Option<Item>,
     /// How current this sweeper's own expiry index table is, when its stream indexer reports.
     index: IndexHealth,
+    /// The expiry index table whose stream indexer's reports count ([`Lease::with_reports_in`]).
+    reports: Option<String>,
 }
 
 impl std::fmt::Debug for Lease {
@@ -102,6 +104,7 @@ impl std::fmt::Debug for Lease {
             .field("table", &self.table.config)
             .field("range", &self.range.as_ref().map(|r| &r.config))
             .field("index", &self.index)
+            .field("reports", &self.reports)
             .finish()
     }
 }
@@ -128,7 +131,18 @@ impl Lease {
             table: Item::new(config, time, wall),
             range,
             index: IndexHealth::default(),
+            reports: None,
         }
+    }
+
+    /// The Lambda's stream indexer writes its reports into `index_table`, this sweeper's expiry
+    /// index table (`None`: the table is swept through a GSI): a holder reads them at each
+    /// renewal and before giving the lease up for them, a standby before it takes a lapsed lease
+    /// (one strongly consistent `Query` each), and they count as the follower's progress does
+    /// ([`Lease::index`], [`IndexHealth::reported`]).
+    pub fn with_reports_in(mut self, index_table: Option<String>) -> Self {
+        self.reports = index_table;
+        self
     }
 
     /// Where this sweeper's stream indexer, running beside it, reports how current its expiry
@@ -144,7 +158,11 @@ impl Lease {
     /// sweeper of a shard range reads its range's lease only while it holds the table's, and
     /// leads until the earlier of the two holds ends.
     pub async fn check<S: Store>(&self, store: &S, stop: &Stop) -> LeaseCheck {
-        let until = self.table.check(store, stop, Some(&self.index)).await?;
+        let index = Index {
+            health: &self.index,
+            reports: self.reports.as_deref(),
+        };
+        let until = self.table.check(store, stop, Some(index)).await?;
         match &self.range {
             None => Ok(until),
             Some(range) => range.check(store, stop, None).await.map(|r| r.min(until)),
@@ -161,6 +179,31 @@ impl Lease {
     /// range's own item then lapses unrenewed.
     pub async fn swept(&self, health: SweepHealth) {
         self.table.swept(health).await;
+    }
+}
+
+/// The index health a lease item counts, and where the stream indexer's reports are read.
+#[derive(Clone, Copy)]
+struct Index<'a> {
+    health: &'a IndexHealth,
+    reports: Option<&'a str>,
+}
+
+impl Index<'_> {
+    /// Reads the stream indexer's reports, if there are any to read, into the index health; a
+    /// read that fails leaves what was known.
+    async fn read<S: Store>(&self, store: &S, stop: &Stop, time: &dyn ServerTime) {
+        let Some(table) = self.reports else {
+            return;
+        };
+        let read = stop.bound("Query", store.read_indexer_reports(table)).await;
+        match (read, time.lower_bound()) {
+            (Ok(reports), Some(lower)) => self.health.reported(Instant::now(), lower, &reports),
+            (Ok(_), None) => {}
+            (Err(e), _) => {
+                warn!(index = table, error = %e, "could not read the stream indexer's reports; the lease counts what they last said");
+            }
+        }
     }
 }
 
@@ -183,29 +226,42 @@ impl Item {
         }
     }
 
-    /// [`Lease::check`], of this item, counting the health of the sweeper's `index` if given.
-    async fn check<S: Store>(
+    /// Why a holder in `state` gives the lease up at `now`, counting the health of the
+    /// sweeper's `index` if given, and since when: its reads or deletes, or its index, unsound
+    /// for a lease.
+    fn unsound(
         &self,
-        store: &S,
-        stop: &Stop,
+        state: &State,
         index: Option<&IndexHealth>,
-    ) -> LeaseCheck {
+        now: Instant,
+    ) -> Option<(Instant, Unsound)> {
+        let sweeps = (state.failing.since()).map(|since| (since, Unsound::Sweeps));
+        // Counted from the take: a Region that took the lease with its index behind (no other
+        // Region took it) holds it a lease before it gives it up.
+        let behind = index.and_then(IndexHealth::behind_since);
+        let behind = behind.map(|since| (since.max(state.taken.unwrap_or(since)), Unsound::Index));
+        [sweeps, behind]
+            .into_iter()
+            .flatten()
+            .filter(|(since, _)| now.saturating_duration_since(*since) >= self.config.duration)
+            .min_by_key(|(since, _)| *since)
+    }
+
+    /// [`Lease::check`], of this item, counting the health of the sweeper's `index` if given.
+    async fn check<S: Store>(&self, store: &S, stop: &Stop, index: Option<Index<'_>>) -> LeaseCheck {
         let mut state = self.state.lock().await;
         let now = Instant::now();
+        let health = index.map(|i| i.health);
         if let Some(held) = state.held {
-            let lease = self.config.duration;
-            let sweeps = (state.failing.since()).map(|since| (since, Unsound::Sweeps));
-            // Counted from the take: a Region that took the lease with its index behind (no
-            // other Region took it) holds it a lease before it gives it up.
-            let behind = index.and_then(IndexHealth::behind_since);
-            let behind =
-                behind.map(|since| (since.max(state.taken.unwrap_or(since)), Unsound::Index));
-            let unsound = [sweeps, behind]
-                .into_iter()
-                .flatten()
-                .filter(|(since, _)| now.saturating_duration_since(*since) >= lease)
-                .min_by_key(|(since, _)| *since);
-            if let Some((since, why)) = unsound {
+            // The stream indexer's reports, read at each renewal and before giving the lease up
+            // for what they said when last read.
+            let renew_after = held.until.saturating_duration_since(held.sent) / 2;
+            let due = now.saturating_duration_since(held.sent) >= renew_after;
+            let for_index = matches!(self.unsound(&state, health, now), Some((_, Unsound::Index)));
+            if let Some(index) = index.filter(|_| due || for_index) {
+                index.read(store, stop, &*self.time).await;
+            }
+            if let Some((since, why)) = self.unsound(&state, health, now) {
                 return self
                     .release(&mut state, store, stop, held, (since, why))
                     .await;
@@ -270,8 +326,12 @@ impl Item {
             let lower = self.time.lower_bound();
             let (me, layout) = (&self.config.holder, &self.config.layout);
             let mut decision = decide(item.as_ref(), &self.config, lower);
-            let lags = index.is_some_and(|i| i.lags(Instant::now(), self.config.duration));
-            if lags && matches!(decision, Decision::Take { from: Some(_), .. }) {
+            let lapsed = matches!(decision, Decision::Take { from: Some(_), .. });
+            if let Some(index) = index.filter(|_| lapsed) {
+                index.read(store, stop, &*self.time).await;
+            }
+            let lags = health.is_some_and(|i| i.lags(Instant::now(), self.config.duration));
+            if lags && lapsed {
                 decision = defer(decision, item.as_ref(), &self.config, lower);
                 let deferred = match &decision {
                     Decision::StandBy { until, .. } => Some(*until),
@@ -279,7 +339,7 @@ impl Item {
                 };
                 let logged = std::mem::replace(&mut state.deferred, deferred) == deferred;
                 if let (Decision::StandBy { holder, until, .. }, false) = (&decision, logged) {
-                    let behind_s = index
+                    let behind_s = health
                         .and_then(IndexHealth::behind_since)
                         .map_or(0.0, |since| since.elapsed().as_secs_f64());
                     warn!(holder = %holder, until = %until, behind_s, "IndexLagging: this Region's stream indexer has left records unindexed for {behind_s:.1} s: leaving the lease {holder} let lapse to a Region whose index is current, until {until}");
