@@ -5,8 +5,9 @@
 //! The lease is the checkpoint table's item `<table name>#leader` (`holder`, `expiresAt` in
 //! epoch milliseconds by DynamoDB's clock, and the holder's `layout`); a sweeper of a shard range
 //! holds it as its Region's split, and its range's item beside it. A holder's health counts its
-//! sweeps ([`Lease::swept`]) and, beside a stream follower, how current its index is
-//! ([`Lease::index`]). Every instant written or
+//! sweeps ([`Lease::swept`]) and how current its index is, as a stream follower beside it or the
+//! Lambda's stream indexer, by its reports in the index table, tells ([`Lease::index`],
+//! [`Lease::with_reports_in`]). Every instant written or
 //! compared is DynamoDB's, as its `Date` headers bound it ([`crate::store::ServerTime`]); each
 //! sweeper measures its own hold on the monotonic clock. Taking, renewing, standing by, giving
 //! up, and why two holders never send deletes at once: `docs/global-tables.md`, "The lease". The
