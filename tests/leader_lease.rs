@@ -23,21 +23,21 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use aws_lambda_events::dynamodb::EventRecord;
 use fault_proxy::{delete_ids, Fault, FaultProxy, Plan};
 use support::mem_store::{Fault as MemFault, MemStore, Op, When};
 use support::*;
 use tokio::time::{sleep_until, Instant};
 use ttl_sweeper::daemon;
+use ttl_sweeper::engine::lease::REPORT_FRESH;
 use ttl_sweeper::engine::lease::{Lease, LeaseConfig, SweepHealth, LEASE_MARGIN, WATCH_EVERY};
 use ttl_sweeper::engine::tables::Table;
 use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
 use ttl_sweeper::expiry::{Clock, Layout, Timestamp};
-use ttl_sweeper::engine::lease::REPORT_FRESH;
 use ttl_sweeper::indexer::Indexed;
 use ttl_sweeper::lambda::stream::Reporter;
 use ttl_sweeper::store::entries::FailingRecord;
 use ttl_sweeper::store::{ErrorKind, IndexerReport, LeaseItem, ServerTime};
-use aws_lambda_events::dynamodb::EventRecord;
 use ttl_sweeper::tools::follow::{FollowError, FollowReport};
 
 /// DynamoDB's clock as one sweeper knows it in virtual time: the true time is `base` plus the
@@ -1481,13 +1481,20 @@ async fn a_holder_whose_lambda_stream_batches_have_failed_for_a_lease_gives_it_u
         }
         sleep_until(started + Duration::from_secs(1)).await;
     }
-    assert_eq!(east_led.first(), Some(&Duration::ZERO), "east took it first");
+    assert_eq!(
+        east_led.first(),
+        Some(&Duration::ZERO),
+        "east took it first"
+    );
     assert_eq!(
         released,
         [fails_from + lease],
         "east gives the lease up once its batches have failed for a lease: led {east_led:?}"
     );
-    assert!(east_led.iter().all(|at| *at < fails_from + lease), "{east_led:?}");
+    assert!(
+        east_led.iter().all(|at| *at < fails_from + lease),
+        "{east_led:?}"
+    );
     let took = *west_led.first().expect("west never took the lease");
     assert!(
         took > fails_from + lease && took <= fails_from + 2 * lease + Duration::from_secs(2),
@@ -1529,7 +1536,11 @@ async fn a_standby_whose_own_lambda_stream_indexer_fails_leaves_a_lapsed_lease_t
         "took it {:?} after it lapsed, with its own stream batches failing",
         took - lapses
     );
-    assert!(took <= lapses + lease + Duration::from_secs(1), "{:?}", took - lapses);
+    assert!(
+        took <= lapses + lease + Duration::from_secs(1),
+        "{:?}",
+        took - lapses
+    );
     assert_eq!(east_store.lease().unwrap().holder, "eu-west-1/b");
 }
 
@@ -1559,7 +1570,11 @@ async fn without_stream_traffic_or_with_only_old_reports_a_region_s_index_is_cur
             "failed long ago" => {
                 let at = now - REPORT_FRESH - Duration::from_secs(1);
                 let since = at - Duration::from_secs(600);
-                let failing = FailingRecord { sequence: "7".into(), since, at };
+                let failing = FailingRecord {
+                    sequence: "7".into(),
+                    since,
+                    at,
+                };
                 _ = write(report(vec![failing]))
             }
             _ => {}
@@ -1626,7 +1641,11 @@ async fn a_stream_indexer_writes_its_report_at_each_change_and_at_most_every_ten
     tokio::time::sleep(batches_every).await;
     indexer.batch(true).await;
     assert_eq!(writes(), 4, "the refresh, 10 s on");
-    assert_eq!(reported().failing, failing, "that write was refused (throttled)");
+    assert_eq!(
+        reported().failing,
+        failing,
+        "that write was refused (throttled)"
+    );
     // So the next batch writes it.
     tokio::time::sleep(batches_every).await;
     indexer.batch(true).await;

@@ -478,7 +478,10 @@ async fn a_stream_invocation_reports_a_failing_record_into_the_index_table_and_t
     let mut imageless = record("MODIFY", 2, &item);
     imageless["dynamodb"]["ApproximateCreationDateTime"] = created.clone();
     let whole = imageless.clone();
-    imageless["dynamodb"].as_object_mut().unwrap().remove("NewImage");
+    imageless["dynamodb"]
+        .as_object_mut()
+        .unwrap()
+        .remove("NewImage");
     let answer = index_batch(&sweeper, &clock, &batch(vec![first, imageless]), None).await;
     let failed = json!({ "batchItemFailures": [{ "itemIdentifier": format!("{:021}", 2) }] });
     assert_eq!(answer.unwrap(), failed);
@@ -487,7 +490,11 @@ async fn a_stream_invocation_reports_a_failing_record_into_the_index_table_and_t
     let reports: Vec<&Key> = (items.iter())
         .filter(|i| i["window"] == AV::S(INDEXER.into()))
         .collect();
-    assert_eq!(reports.len(), 1, "one report of this environment: {items:?}");
+    assert_eq!(
+        reports.len(),
+        1,
+        "one report of this environment: {items:?}"
+    );
     let AV::L(failing) = &reports[0]["failing"] else {
         panic!("{:?}", reports[0])
     };
@@ -499,8 +506,15 @@ async fn a_stream_invocation_reports_a_failing_record_into_the_index_table_and_t
     assert_eq!(read[0].failing[0].sequence, format!("{:021}", 2));
     assert_eq!(read[0].failing[0].since.secs(), now - 40);
     let behind = unindexed_for(&read, clock()).expect("a record unindexed");
-    assert!(behind.as_secs() >= 40 && behind.as_secs() < 60, "{behind:?}");
-    assert_eq!(entries_by_item(&client, &index).await.len(), 1, "the report is no entry");
+    assert!(
+        behind.as_secs() >= 40 && behind.as_secs() < 60,
+        "{behind:?}"
+    );
+    assert_eq!(
+        entries_by_item(&client, &index).await.len(),
+        1,
+        "the report is no entry"
+    );
 
     // Delivered again, whole this time: indexed, and the report says so at once.
     let answer = index_batch(&sweeper, &clock, &batch(vec![whole]), None).await;

@@ -249,7 +249,12 @@ impl Item {
     }
 
     /// [`Lease::check`], of this item, counting the health of the sweeper's `index` if given.
-    async fn check<S: Store>(&self, store: &S, stop: &Stop, index: Option<Index<'_>>) -> LeaseCheck {
+    async fn check<S: Store>(
+        &self,
+        store: &S,
+        stop: &Stop,
+        index: Option<Index<'_>>,
+    ) -> LeaseCheck {
         let mut state = self.state.lock().await;
         let now = Instant::now();
         let health = index.map(|i| i.health);

@@ -229,7 +229,10 @@ impl Store for DynamoStore {
     }
 
     #[instrument(level = "debug", skip(self))]
-    async fn read_indexer_reports(&self, index_table: &str) -> Result<Vec<IndexerReport>, StoreError> {
+    async fn read_indexer_reports(
+        &self,
+        index_table: &str,
+    ) -> Result<Vec<IndexerReport>, StoreError> {
         let out = self
             .client
             .query()

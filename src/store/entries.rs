@@ -218,7 +218,10 @@ impl IndexerReport {
         let expires = self.written_at.secs() + STREAM_RETENTION_SECONDS;
         let mut item: Key = [
             (WINDOW.to_owned(), AttributeValue::S(INDEXER.to_owned())),
-            (ENTRY.to_owned(), AttributeValue::S(self.environment.clone())),
+            (
+                ENTRY.to_owned(),
+                AttributeValue::S(self.environment.clone()),
+            ),
             (FAILING.to_owned(), AttributeValue::L(failing.collect())),
             (WRITTEN_AT.to_owned(), n(self.written_at)),
             (EXPIRES.to_owned(), AttributeValue::N(expires.to_string())),

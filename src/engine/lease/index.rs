@@ -154,9 +154,17 @@ mod tests {
             failing(now - s(100), now - REPORT_FRESH - s(1)),
             failing(now - s(25), now),
         ]);
-        assert_eq!(unindexed_for(&[a.clone(), b], now), Some(s(40)), "the stale one left out");
+        assert_eq!(
+            unindexed_for(&[a.clone(), b], now),
+            Some(s(40)),
+            "the stale one left out"
+        );
         let gone = report(vec![failing(now - s(86_401), now)]);
-        assert_eq!(unindexed_for(&[gone], now), None, "past the stream's retention");
+        assert_eq!(
+            unindexed_for(&[gone], now),
+            None,
+            "past the stream's retention"
+        );
         // The last read replaces what the one before said, beside a follower's progress.
         let t = Instant::now() + s(100);
         let health = IndexHealth::default();

@@ -246,12 +246,20 @@ impl Store for MemStore {
     }
 
     /// The report, through its item as DynamoDB would keep it.
-    async fn write_indexer_report(&self, _: &str, report: &IndexerReport) -> Result<(), StoreError> {
+    async fn write_indexer_report(
+        &self,
+        _: &str,
+        report: &IndexerReport,
+    ) -> Result<(), StoreError> {
         let (n, fault) = self.begin(Op::WriteReport, None).await?;
         self.after(Op::WriteReport, n, None);
         if fault == Some(Fault::Unprocessed) {
             let message = "the report was left unprocessed (injected by the test)";
-            return Err(StoreError::new(ErrorKind::Throttled, "BatchWriteItem", message));
+            return Err(StoreError::new(
+                ErrorKind::Throttled,
+                "BatchWriteItem",
+                message,
+            ));
         }
         let stored = IndexerReport::from_item(&report.to_item()).expect("a report reads back");
         let mut reports = self.reports.lock().unwrap();
