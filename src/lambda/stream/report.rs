@@ -6,7 +6,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 
 use aws_lambda_events::dynamodb::EventRecord;
-use tokio::time::Instant;
 
 use crate::engine::lease::{REPORT_EVERY, REPORT_FRESH};
 use crate::expiry::Timestamp;
@@ -24,8 +23,9 @@ fn sequence(record: &EventRecord) -> &str {
 struct Reported {
     failing: Vec<FailingRecord>,
     indexed_through: Option<Timestamp>,
-    /// When the report was last written (monotonic).
-    written: Option<Instant>,
+    /// When the report was last written (DynamoDB's clock, which goes on while the environment
+    /// is frozen between invocations).
+    written: Option<Timestamp>,
     /// A record started or stopped failing since the report was last written.
     changed: bool,
 }
@@ -76,7 +76,7 @@ impl Reporter {
             Ok(()) => {
                 let mut tables = lock(&self.tables);
                 let reported = tables.entry(table.to_owned()).or_default();
-                reported.written = Some(Instant::now());
+                reported.written = Some(now);
                 reported.changed = false;
             }
             Err(e) => {
@@ -114,9 +114,10 @@ impl Reporter {
         if let Some(through) = done.iter().filter_map(created).max() {
             reported.indexed_through = reported.indexed_through.max(Some(through));
         }
-        if let Some(first) = first_failed.map(|at| &records[at]) {
+        if let Some(at) = first_failed {
             // Every failed record is unindexed; the oldest counts (its creation, else now).
-            let failed_records = records[first_failed.unwrap_or(0)..]
+            let first = &records[at];
+            let failed_records = records[at..]
                 .iter()
                 .filter(|r| failed.contains(sequence(r)));
             let since = failed_records.filter_map(created).min().unwrap_or(now);
@@ -135,12 +136,11 @@ impl Reporter {
                 }
             }
             // The most recently failed first, at most as many as a report lists.
-            reported.failing.sort_by(|a, b| b.at.cmp(&a.at));
+            reported.failing.sort_by_key(|f| std::cmp::Reverse(f.at));
             reported.failing.truncate(entries::MAX_FAILING);
         }
-        let due = reported
-            .written
-            .is_none_or(|at| at.elapsed() >= REPORT_EVERY);
+        let every = REPORT_EVERY.as_millis() as i64;
+        let due = (reported.written).is_none_or(|at| !(0..every).contains(&now.millis_since(at)));
         (reported.changed || due).then(|| IndexerReport {
             environment: self.environment.clone(),
             failing: reported.failing.clone(),
