@@ -23,6 +23,7 @@ use tracing::{error, info, warn};
 mod index;
 mod rules;
 
+use index::Index;
 pub use index::{unindexed_for, IndexHealth, REPORT_EVERY, REPORT_FRESH};
 pub use rules::{
     decide, defer, holder_id, layouts_differ, missed_a_pause, split_holder, split_range,
@@ -180,31 +181,6 @@ impl Lease {
     /// range's own item then lapses unrenewed.
     pub async fn swept(&self, health: SweepHealth) {
         self.table.swept(health).await;
-    }
-}
-
-/// The index health a lease item counts, and where the stream indexer's reports are read.
-#[derive(Clone, Copy)]
-struct Index<'a> {
-    health: &'a IndexHealth,
-    reports: Option<&'a str>,
-}
-
-impl Index<'_> {
-    /// Reads the stream indexer's reports, if there are any to read, into the index health; a
-    /// read that fails leaves what was known.
-    async fn read<S: Store>(&self, store: &S, stop: &Stop, time: &dyn ServerTime) {
-        let Some(table) = self.reports else {
-            return;
-        };
-        let read = stop.bound("Query", store.read_indexer_reports(table)).await;
-        match (read, time.lower_bound()) {
-            (Ok(reports), Some(lower)) => self.health.reported(Instant::now(), lower, &reports),
-            (Ok(_), None) => {}
-            (Err(e), _) => {
-                warn!(index = table, error = %e, "could not read the stream indexer's reports; the lease counts what they last said");
-            }
-        }
     }
 }
 

@@ -10,9 +10,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use tracing::warn;
+
+use crate::engine::Stop;
 use crate::expiry::Timestamp;
 use crate::store::entries::STREAM_RETENTION_SECONDS;
-use crate::store::IndexerReport;
+use crate::store::{IndexerReport, ServerTime, Store};
 
 /// A record a stream batch failed to index counts as unindexed while a batch failed on it within
 /// this: longer than the stream indexer's timeout (30 s) and the interval of its reports
@@ -100,6 +103,31 @@ pub fn unindexed_for(reports: &[IndexerReport], now: Timestamp) -> Option<Durati
         .map(|f| f.since)
         .min()?;
     Some(Duration::from_millis(now.millis_since(since).max(0) as u64))
+}
+
+/// The index health a lease item counts, and where the stream indexer's reports are read.
+#[derive(Clone, Copy)]
+pub(super) struct Index<'a> {
+    pub(super) health: &'a IndexHealth,
+    pub(super) reports: Option<&'a str>,
+}
+
+impl Index<'_> {
+    /// Reads the stream indexer's reports, if there are any to read, into the index health; a
+    /// read that fails leaves what was known.
+    pub(super) async fn read<S: Store>(&self, store: &S, stop: &Stop, time: &dyn ServerTime) {
+        let Some(table) = self.reports else {
+            return;
+        };
+        let read = stop.bound("Query", store.read_indexer_reports(table)).await;
+        match (read, time.lower_bound()) {
+            (Ok(reports), Some(lower)) => self.health.reported(Instant::now(), lower, &reports),
+            (Ok(_), None) => {}
+            (Err(e), _) => {
+                warn!(index = table, error = %e, "could not read the stream indexer's reports; the lease counts what they last said");
+            }
+        }
+    }
 }
 
 #[cfg(test)]
