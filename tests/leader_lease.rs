@@ -1293,16 +1293,7 @@ async fn a_standby_whose_index_lags_leaves_a_lapsed_lease_to_the_others_for_a_le
         tokio::time::sleep_until(started + Duration::from_secs(1)).await;
     }
     let took = took.expect("west never took it");
-    assert!(
-        took > lapses + lease,
-        "took it {:?} after it lapsed, with its index behind",
-        took - lapses
-    );
-    assert!(
-        took <= lapses + lease + Duration::from_secs(1),
-        "{:?}",
-        took - lapses
-    );
+    assert_left_a_lease_more(took, lapses, lease, "with its index behind");
     assert_eq!(store.lease().unwrap().holder, "eu-west-1/b");
 
     // With its index current, a standby takes a lapsed lease at once.
@@ -1531,16 +1522,7 @@ async fn a_standby_whose_own_lambda_stream_indexer_fails_leaves_a_lapsed_lease_t
         sleep_until(started + Duration::from_secs(1)).await;
     }
     let took = took.expect("west never took it");
-    assert!(
-        took > lapses + lease,
-        "took it {:?} after it lapsed, with its own stream batches failing",
-        took - lapses
-    );
-    assert!(
-        took <= lapses + lease + Duration::from_secs(1),
-        "{:?}",
-        took - lapses
-    );
+    assert_left_a_lease_more(took, lapses, lease, "with its own stream batches failing");
     assert_eq!(east_store.lease().unwrap().holder, "eu-west-1/b");
 }
 
@@ -1659,4 +1641,16 @@ async fn a_stream_indexer_writes_its_report_at_each_change_and_at_most_every_ten
     assert_eq!(writes(), 6);
     assert!(reported().failing.is_empty(), "{:?}", reported());
     assert!(reported().indexed_through.is_some_and(|t| t >= failed_at));
+}
+
+/// A standby whose index lags (`why`) took a lease that lapsed at `lapses` one lease later, not
+/// at once, and within a second of that.
+#[track_caller]
+fn assert_left_a_lease_more(took: Instant, lapses: Instant, lease: Duration, why: &str) {
+    let after = took - lapses;
+    assert!(
+        took > lapses + lease,
+        "took it {after:?} after it lapsed, {why}"
+    );
+    assert!(took <= lapses + lease + Duration::from_secs(1), "{after:?}");
 }
