@@ -24,6 +24,8 @@
 //! sweepers' `RUST_LOG` (`info`), to follow a failing seed more closely (their logs are under
 //! `target/soak/<seed>/`). See docs/reliability.md.
 
+mod stands;
+
 use crate::support::{self, fault_proxy, moto, recorder, runtime_api};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -137,16 +139,24 @@ struct Spec {
     concurrency: u32,
     /// `WINDOW_SHARDS`: fewer in batch mode, where bigger pages make chunks wait longer.
     shards: u32,
+    /// The writers also delete keys for good ([`writers`]): the scenarios of [`DELETING`].
+    deletes: bool,
 }
 
 /// The scenarios, named `<runner>[-index]-<delete mode>-<events mode>`: see [`spec`].
-const SCENARIOS: [&str; 5] = [
+const SCENARIOS: [&str; 6] = [
     "run-batch-notify",
     "run-conditional-archive",
     "lambda-batch-notify",
     "lambda-conditional-archive",
     "run-index-batch-notify",
+    "run-index-conditional-archive",
 ];
+
+/// The scenarios whose writers also delete keys for good, before their ttl or just read: in
+/// archive mode through an expiry index table, where a deleted item's entry stays behind and is
+/// listed at the old ttl.
+const DELETING: [&str; 1] = ["run-index-conditional-archive"];
 
 /// The scenario `name` says: batch mode with one worker and 4 shards, conditional mode with 4
 /// workers and 8 shards.
@@ -171,6 +181,7 @@ fn spec(name: &'static str) -> Spec {
         events,
         concurrency,
         shards,
+        deletes: DELETING.contains(&name),
     }
 }
 
@@ -235,10 +246,27 @@ struct Seen {
     /// Item id -> when a delete of it (`BatchWriteItem` not leaving it unprocessed, or a
     /// successful `DeleteItem`) was answered by the server.
     deleted: HashMap<String, Vec<f64>>,
-    /// Event id -> (detail-type, when the sink first accepted it).
-    accepted: HashMap<String, (String, f64)>,
+    /// Item id -> each strongly consistent read of it from the application's table (`GetItem`,
+    /// `BatchGetItem`): when its answer came back and the ttl it found (`None`: not there).
+    reads: HashMap<String, Vec<(f64, Option<f64>)>>,
+    /// Item id -> when each request deleting it (`DeleteItem`, a `DeleteRequest` of a
+    /// `BatchWriteItem`) reached the recording proxy on its way to the server, applied or not
+    /// (a conditional delete that finds the item gone or changed is answered with an error).
+    delete_requests: HashMap<String, Vec<f64>>,
+    /// Event id -> its `Item Expired` as the sink first accepted it.
+    expired: HashMap<String, Accepted>,
+    /// Event id -> when the sink first accepted its `Item Expiry Cancelled`.
+    cancelled: HashMap<String, f64>,
     /// Entries the sink accepted, duplicates included.
     accepted_entries: u64,
+}
+
+/// An `Item Expired` the sink accepted: the item's id and the ttl it names, and when.
+#[derive(Debug, Clone)]
+struct Accepted {
+    item: String,
+    ttl: f64,
+    at: f64,
 }
 
 /// The state of a recording proxy (a [`Recorder`]) between the fault proxy and a server
@@ -247,6 +275,8 @@ struct Seen {
 /// of the sink's calls by a seeded time.
 struct RecState {
     seed: u64,
+    /// The application's table, whose consistent reads are recorded (empty for a sink).
+    table: String,
     slow_batch: Duration,
     slow_sink: bool,
     /// Slowing on (the chaos phase) or off (the final sweep).
@@ -258,12 +288,14 @@ struct RecState {
 /// A recording proxy in front of `upstream`, and its state.
 async fn recorder(
     upstream: &str,
+    table: &str,
     seed: u64,
     slow_batch: Duration,
     slow_sink: bool,
 ) -> (Recorder, Arc<RecState>) {
     let state = Arc::new(RecState {
         seed,
+        table: table.to_owned(),
         slow_batch,
         slow_sink,
         slowing: AtomicBool::new(true),
@@ -279,8 +311,24 @@ async fn recorder(
 }
 
 impl RecState {
-    /// How long to hold a request while slowing.
+    /// How long to hold a request while slowing; notes the deletes on their way.
     fn hold(&self, op: &str, request: &Value) -> Duration {
+        let deleting = match op {
+            "BatchWriteItem" => delete_ids(&request["RequestItems"]),
+            "DeleteItem" => request["Key"]["id"]["S"]
+                .as_str()
+                .map(str::to_owned)
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        };
+        if !deleting.is_empty() {
+            let at = wall_clock();
+            let mut seen = self.seen.lock().unwrap();
+            for id in deleting {
+                seen.delete_requests.entry(id).or_default().push(at);
+            }
+        }
         if !self.slowing.load(Ordering::SeqCst) {
             return Duration::ZERO;
         }
@@ -316,6 +364,14 @@ impl RecState {
                 for id in entry_ids(answer) {
                     seen.indexed.entry(id).or_default().push(at);
                 }
+                for (id, ttl) in consistent_reads(op, &self.table, request, answer) {
+                    seen.reads.entry(id).or_default().push((at, ttl));
+                }
+            }
+            "GetItem" => {
+                for (id, ttl) in consistent_reads(op, &self.table, request, answer) {
+                    seen.reads.entry(id).or_default().push((at, ttl));
+                }
             }
             "BatchWriteItem" => {
                 let left = delete_ids(&answer["UnprocessedItems"]);
@@ -345,15 +401,67 @@ impl RecState {
                         .as_str()
                         .and_then(|b| serde_json::from_str(b).ok())
                         .unwrap_or(Value::Null);
-                    let id = event["detail"]["id"].as_str().unwrap_or("?").to_owned();
-                    let kind = event["detail-type"].as_str().unwrap_or("?").to_owned();
+                    let detail = &event["detail"];
+                    let id = detail["id"].as_str().unwrap_or("?").to_owned();
                     seen.accepted_entries += 1;
-                    seen.accepted.entry(id).or_insert((kind, at));
+                    match event["detail-type"].as_str() {
+                        Some("Item Expired") => {
+                            let item = detail["key"]["id"]["S"].as_str().unwrap_or("?");
+                            let ttl = detail["ttl"].as_f64().unwrap_or(f64::NAN);
+                            let item = item.to_owned();
+                            seen.expired.entry(id).or_insert(Accepted { item, ttl, at });
+                        }
+                        Some("Item Expiry Cancelled") => {
+                            seen.cancelled.entry(id).or_insert(at);
+                        }
+                        _ => {}
+                    }
                 }
             }
             _ => {}
         }
     }
+}
+
+/// The strongly consistent reads of `table` a successful `GetItem` or `BatchGetItem` made: each
+/// key read (not left unprocessed) by `id`, with the ttl found (`None`: no such item).
+fn consistent_reads(op: &str, table: &str, request: &Value, answer: &Value) -> Vec<(String, Option<f64>)> {
+    let ttl = |item: &Value| item["ttl"]["N"].as_str().and_then(|n| n.parse().ok());
+    let id = |key: &Value| key["id"]["S"].as_str().map(str::to_owned);
+    if op == "GetItem" {
+        if request["TableName"].as_str() != Some(table) || request["ConsistentRead"] != true {
+            return Vec::new();
+        }
+        let found = answer.get("Item").and_then(ttl);
+        return id(&request["Key"]).map(|id| (id, found)).into_iter().collect();
+    }
+    let asked = &request["RequestItems"][table];
+    if asked["ConsistentRead"] != true {
+        return Vec::new();
+    }
+    let unprocessed: HashSet<String> = answer["UnprocessedKeys"][table]["Keys"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(id)
+        .collect();
+    let found: HashMap<String, Option<f64>> = answer["Responses"][table]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|item| Some((id(item)?, ttl(item))))
+        .collect();
+    asked["Keys"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(id)
+        .filter(|id| !unprocessed.contains(id))
+        .map(|id| {
+            let ttl = found.get(&id).copied().flatten();
+            (id, ttl)
+        })
+        .collect()
 }
 
 /// The `id`s of the items whose expiry index entries (`key`, a Map) a `Query` answer lists.
@@ -386,6 +494,8 @@ enum Action {
     Rewrite,
     /// Move the ttl an hour ahead (with a fresh marker), if the item is still there.
     Extend,
+    /// Delete the key, not to write it again (a scenario's writers with `deletes`).
+    Delete,
 }
 
 /// One writer operation, as the writer logged it.
@@ -402,6 +512,30 @@ struct Write {
     marker: String,
     /// When the write that made the item live started (wall clock, s).
     started: f64,
+    /// When the writer's delete that removed the original item was sent and answered (wall
+    /// clock, s): a rewrite's or a delete's that found it.
+    app_delete: Option<(f64, f64)>,
+}
+
+/// Deletes key `id` as the application does; whether that removed the original item (marker
+/// `orig`), and when the delete was sent and answered.
+async fn app_delete(client: &Client, table: &str, id: &str) -> (bool, f64, f64) {
+    let sent = wall_clock();
+    let old = client
+        .delete_item()
+        .table_name(table)
+        .set_key(Some(id_key(id)))
+        .return_values(ReturnValue::AllOld)
+        .send()
+        .await
+        .expect("writer delete");
+    let found = old.attributes.is_some_and(|a| {
+        a.get("marker")
+            .and_then(|m| m.as_s().ok())
+            .map(String::as_str)
+            == Some("orig")
+    });
+    (found, sent, wall_clock())
 }
 
 /// Writes key `id` as `action` says, the live item carrying `marker`.
@@ -413,25 +547,16 @@ async fn write(
     id: &str,
     marker: &str,
 ) -> Write {
+    let mut deleted = None;
     let (started, found_original) = match action {
-        Action::Rewrite => {
-            let old = client
-                .delete_item()
-                .table_name(table)
-                .set_key(Some(id_key(id)))
-                .return_values(ReturnValue::AllOld)
-                .send()
-                .await
-                .expect("writer delete");
-            let found = old.attributes.is_some_and(|a| {
-                a.get("marker")
-                    .and_then(|m| m.as_s().ok())
-                    .map(String::as_str)
-                    == Some("orig")
-            });
+        Action::Rewrite | Action::Delete => {
+            let (found, sent, answered) = app_delete(client, table, id).await;
+            deleted = found.then_some((sent, answered));
             let started = wall_clock();
-            let ttl = started as i64 + 3600;
-            put_one(client, table, marked(id, ttl, shards, marker)).await;
+            if action == Action::Rewrite {
+                let ttl = started as i64 + 3600;
+                put_one(client, table, marked(id, ttl, shards, marker)).await;
+            }
             (started, found)
         }
         Action::Extend => {
@@ -473,9 +598,10 @@ async fn write(
         id: id.into(),
         action,
         found_original,
-        live: action == Action::Rewrite || found_original,
+        live: action == Action::Rewrite || (action == Action::Extend && found_original),
         marker: marker.into(),
         started,
+        app_delete: deleted,
     }
 }
 
@@ -484,12 +610,15 @@ async fn write(
 /// expired or is about to, each key touched once, until `until`. Two picks in three are
 /// adversarial when they can be: a key a `Query` answer listed (an item, or an entry of the
 /// expiry index table) in the last 1.5 s and not deleted since (read, and its delete still to
-/// come), as seen by `reads`. `shards`: as [`marked`].
+/// come), as seen by `reads`. `shards`: as [`marked`]. With `deletes`, a third of the writes
+/// delete the key for good instead: a key just read, or else one due within three seconds
+/// (deleted before its ttl).
 #[allow(clippy::too_many_arguments)]
 async fn writers(
     client: Client,
     table: String,
     shards: Option<u32>,
+    deletes: bool,
     seed: u64,
     reads: Arc<RecState>,
     originals: Vec<Original>,
@@ -524,7 +653,13 @@ async fn writers(
     while wall_clock() < until {
         tokio::time::sleep(WRITE_EVERY).await;
         let now = wall_clock();
-        let mut just_read: Vec<String> = if rng.u8(..3) < 2 {
+        let adversarial = rng.u8(..3) < 2;
+        let planned = deletes.then(|| match rng.u8(..3) {
+            0 => Action::Rewrite,
+            1 => Action::Extend,
+            _ => Action::Delete,
+        });
+        let mut just_read: Vec<String> = if adversarial {
             let seen = reads.seen.lock().unwrap();
             seen.listed
                 .iter()
@@ -542,9 +677,13 @@ async fn writers(
         just_read.sort();
         just_read.dedup();
         let pick = if just_read.is_empty() {
+            let due = |ttl: f64| match planned {
+                Some(Action::Delete) => ttl > now && ttl <= now + 3.0,
+                _ => ttl < now + 2.0,
+            };
             let candidates: Vec<&Original> = originals
                 .iter()
-                .filter(|o| (o.ttl as f64) < now + 2.0 && !touched.contains(&o.id))
+                .filter(|o| due(o.ttl as f64) && !touched.contains(&o.id))
                 .collect();
             if candidates.is_empty() {
                 continue;
@@ -556,11 +695,13 @@ async fn writers(
         touched.insert(pick.clone());
         n += 1;
         let marker = format!("w{n}");
-        let action = if rng.bool() {
-            Action::Rewrite
-        } else {
-            Action::Extend
-        };
+        let action = planned.unwrap_or_else(|| {
+            if rng.bool() {
+                Action::Rewrite
+            } else {
+                Action::Extend
+            }
+        });
         log.push(write(action, &client, &table, shards, &pick, &marker).await);
     }
     log
@@ -861,6 +1002,8 @@ struct Row {
     deleted: usize,
     rewrites: usize,
     extends: usize,
+    /// Keys the writers deleted for good.
+    app_deletes: usize,
     events_accepted: u64,
     /// Entries (`PutRequest`s) the sweepers sent to the expiry index table, faulted or not.
     entries: u64,
@@ -869,6 +1012,9 @@ struct Row {
     batch_trusted: usize,
     /// Notify-mode events lost to a SIGKILL within the documented bound.
     lost_to_kill: usize,
+    /// `Item Expired` events of items the application deleted while their chunk was in flight
+    /// (not deleted by the sweeper, not cancelled: excused under (c)).
+    in_flight: usize,
     /// Final clean sweeps run (more than one when one failed).
     final_sweeps: usize,
     /// The longest time from a key's last read to the delete that destroyed its rewritten or
@@ -1017,14 +1163,18 @@ fn check(
     let mut unlisted = run.reports.unlisted_failed_events + final_reports.unlisted_failed_events;
     let per_kill = 2 * 25 * spec.concurrency as usize;
     let mut kill_budget: Vec<usize> = vec![per_kill; run.kills.len()];
+    // (c) from the events' side: every `Item Expired` stands for an item the sweeper deleted, or
+    // is cancelled, or the application deleted the item while its chunk was in flight.
+    let swept_ttl: HashMap<&str, i64> = swept.iter().map(|o| (o.id.as_str(), o.ttl)).collect();
+    stands::check(row, seen, &swept_ttl, &writes);
     for o in swept {
         let key: Key = id_key(&o.id);
         let id = event_id(table, &key, o.ttl as f64);
         let first_delete = deletes(&o.id).first().copied();
-        let accepted = seen.accepted.get(&id);
+        let accepted = seen.expired.get(&id);
         if spec.events == "archive" {
             match (accepted, first_delete) {
-                (Some((kind, at)), Some(deleted)) if kind == "Item Expired" => {
+                (Some(Accepted { at, .. }), Some(deleted)) => {
                     if *at > deleted {
                         row.violation(
                             'c',
@@ -1040,7 +1190,7 @@ fn check(
             }
             continue;
         }
-        if accepted.is_some_and(|(kind, _)| kind == "Item Expired") {
+        if accepted.is_some() {
             continue;
         }
         let reported =
@@ -1178,7 +1328,7 @@ async fn scenario(
     } else {
         Duration::ZERO
     };
-    let (db_rec, db_state) = recorder(&db_endpoint, seed, slow, false).await;
+    let (db_rec, db_state) = recorder(&db_endpoint, &table, seed, slow, false).await;
     let mut ops = vec!["Query", "BatchWriteItem", "DeleteItem", "BatchGetItem"];
     if spec.index {
         // The follower's reads of the stream too.
@@ -1186,7 +1336,7 @@ async fn scenario(
     }
     let db_faults = seeded_proxy(&db_rec.endpoint, seed, DB_FAULT_RATE, ops).await;
     // SQS: sweeper -> fault proxy -> recorder (slow sink) -> moto.
-    let (sink_rec, sink_state) = recorder(&moto_endpoint, seed, Duration::ZERO, true).await;
+    let (sink_rec, sink_state) = recorder(&moto_endpoint, "", seed, Duration::ZERO, true).await;
     let sink_ops = fault_proxy::SINK_BATCH_OPS.to_vec();
     let sink_faults =
         seeded_proxy(&sink_rec.endpoint, seed ^ 0x51c, SINK_FAULT_RATE, sink_ops).await;
@@ -1212,6 +1362,7 @@ async fn scenario(
         client.clone(),
         table.clone(),
         writer_shards,
+        spec.deletes,
         seed,
         db_state.clone(),
         originals.clone(),
@@ -1296,6 +1447,7 @@ async fn scenario(
             .filter(|w| w.action == Action::Rewrite)
             .count(),
         extends: writes.iter().filter(|w| w.action == Action::Extend).count(),
+        app_deletes: writes.iter().filter(|w| w.action == Action::Delete).count(),
         slowed_batch: db_state.slowed.load(Ordering::SeqCst),
         slowed_sink: sink_state.slowed.load(Ordering::SeqCst),
         ..Row::default()
@@ -1310,7 +1462,10 @@ async fn scenario(
         listed: seen.listed.clone(),
         indexed: HashMap::new(),
         deleted: seen.deleted.clone(),
-        accepted: sink_seen.accepted.clone(),
+        reads: seen.reads.clone(),
+        delete_requests: seen.delete_requests.clone(),
+        expired: sink_seen.expired.clone(),
+        cancelled: sink_seen.cancelled.clone(),
         accepted_entries: sink_seen.accepted_entries,
     };
     row.events_accepted = merged.accepted_entries;
@@ -1370,19 +1525,20 @@ fn table(seed: u64, size: &Size, rows: &[Row]) -> String {
     );
     let _ = writeln!(
         t,
-        "| scenario | runner | delete | events | throttle | 5xx | timeout | reset | lost | partial | sink faults | slow sink | slow batch | kills | timeouts | items | deleted | rewrites | extends | events | entries | batch-trusted | oldest read (s) | lost to kill | final sweeps | (a) | (b) | (c) | (d) |"
+        "| scenario | runner | delete | events | throttle | 5xx | timeout | reset | lost | partial | sink faults | slow sink | slow batch | kills | timeouts | items | deleted | rewrites | extends | deletes | events | entries | batch-trusted | oldest read (s) | lost to kill | in flight | final sweeps | (a) | (b) | (c) | (d) |"
     );
-    let _ = writeln!(t, "|{}", "---|".repeat(29));
+    let _ = writeln!(t, "|{}", "---|".repeat(31));
     for r in rows {
         let f = |k: &str| r.faults.get(k).copied().unwrap_or(0);
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
             r.name, r.runner, r.delete, r.events,
             f("throttle"), f("5xx"), f("timeout"), f("reset"), f("lost"), f("partial"),
             r.sink_faults, r.slowed_sink, r.slowed_batch, r.kills, r.timeouts, r.items,
-            r.deleted, r.rewrites, r.extends, r.events_accepted, r.entries, r.batch_trusted,
-            r.oldest_read, r.lost_to_kill, r.final_sweeps, r.a, r.b, r.c, r.d
+            r.deleted, r.rewrites, r.extends, r.app_deletes, r.events_accepted, r.entries,
+            r.batch_trusted, r.oldest_read, r.lost_to_kill, r.in_flight, r.final_sweeps, r.a,
+            r.b, r.c, r.d
         );
     }
     let sum = |f: fn(&Row) -> u64| rows.iter().map(f).sum::<u64>();
@@ -1419,8 +1575,15 @@ async fn soak() {
     let db = endpoint();
     let moto = moto::endpoint();
     let dir = server::repo_root().join(format!("target/soak/{seed}"));
-    let tasks: Vec<_> = SCENARIOS
+    // `SOAK_SCENARIOS` (names, comma-separated) runs only those.
+    let only = var("SOAK_SCENARIOS").filter(|s| !s.is_empty());
+    let chosen: Vec<Spec> = SCENARIOS
+        .into_iter()
+        .filter(|name| only.as_ref().is_none_or(|o| o.split(',').any(|n| n.trim() == *name)))
         .map(spec)
+        .collect();
+    assert!(!chosen.is_empty(), "SOAK_SCENARIOS names none of {SCENARIOS:?}");
+    let tasks: Vec<_> = chosen
         .iter()
         .map(|spec| {
             let (db, moto, client) = (db.clone(), moto.clone(), client.clone());
@@ -1451,7 +1614,7 @@ async fn soak() {
     );
     let faults: u64 = rows.iter().map(Row::total_faults).sum();
     let kills: usize = rows.iter().map(|r| r.kills).sum();
-    if scale >= 1.0 {
+    if scale >= 1.0 && only.is_none() {
         assert!(
             faults >= 10_000,
             "SOAK_SEED={seed}: only {faults} faults injected"
