@@ -261,12 +261,14 @@ struct Seen {
     accepted_entries: u64,
 }
 
-/// An `Item Expired` the sink accepted: the item's id and the ttl it names, and when.
+/// An `Item Expired` the sink accepted: the item's id and the ttl it names, when it was first
+/// accepted, and every time it was (published again by a later chunk, or a duplicate).
 #[derive(Debug, Clone)]
 struct Accepted {
     item: String,
     ttl: f64,
     at: f64,
+    times: Vec<f64>,
 }
 
 /// The state of a recording proxy (a [`Recorder`]) between the fault proxy and a server
@@ -409,7 +411,15 @@ impl RecState {
                             let item = detail["key"]["id"]["S"].as_str().unwrap_or("?");
                             let ttl = detail["ttl"].as_f64().unwrap_or(f64::NAN);
                             let item = item.to_owned();
-                            seen.expired.entry(id).or_insert(Accepted { item, ttl, at });
+                            let times = Vec::new();
+                            let accepted = seen.expired.entry(id);
+                            let accepted = accepted.or_insert(Accepted {
+                                item,
+                                ttl,
+                                at,
+                                times,
+                            });
+                            accepted.times.push(at);
                         }
                         Some("Item Expiry Cancelled") => {
                             seen.cancelled.entry(id).or_insert(at);
@@ -425,7 +435,12 @@ impl RecState {
 
 /// The strongly consistent reads of `table` a successful `GetItem` or `BatchGetItem` made: each
 /// key read (not left unprocessed) by `id`, with the ttl found (`None`: no such item).
-fn consistent_reads(op: &str, table: &str, request: &Value, answer: &Value) -> Vec<(String, Option<f64>)> {
+fn consistent_reads(
+    op: &str,
+    table: &str,
+    request: &Value,
+    answer: &Value,
+) -> Vec<(String, Option<f64>)> {
     let ttl = |item: &Value| item["ttl"]["N"].as_str().and_then(|n| n.parse().ok());
     let id = |key: &Value| key["id"]["S"].as_str().map(str::to_owned);
     if op == "GetItem" {
@@ -433,7 +448,10 @@ fn consistent_reads(op: &str, table: &str, request: &Value, answer: &Value) -> V
             return Vec::new();
         }
         let found = answer.get("Item").and_then(ttl);
-        return id(&request["Key"]).map(|id| (id, found)).into_iter().collect();
+        return id(&request["Key"])
+            .map(|id| (id, found))
+            .into_iter()
+            .collect();
     }
     let asked = &request["RequestItems"][table];
     if asked["ConsistentRead"] != true {
@@ -1026,6 +1044,8 @@ struct Row {
     d: usize,
     /// The first few violations of each invariant, for the failure message.
     examples: Vec<String>,
+    /// Every violation, for the scenario's `violations.txt`.
+    violations: Vec<String>,
 }
 
 impl Row {
@@ -1041,9 +1061,11 @@ impl Row {
             _ => &mut self.d,
         };
         *seen += 1;
+        let text = format!("({kind}) {text}");
         if *seen <= 6 {
-            self.examples.push(format!("({kind}) {text}"));
+            self.examples.push(text.clone());
         }
+        self.violations.push(text);
     }
 }
 
@@ -1494,6 +1516,7 @@ async fn scenario(
         }
     }
     std::fs::write(dir.join("requests.txt"), requests).unwrap();
+    std::fs::write(dir.join("violations.txt"), row.violations.join("\n")).unwrap();
     if let Some((index, _)) = &index {
         row.entries = db_faults.stats.count("BatchWriteItem:PutRequest", index);
     }
@@ -1579,10 +1602,16 @@ async fn soak() {
     let only = var("SOAK_SCENARIOS").filter(|s| !s.is_empty());
     let chosen: Vec<Spec> = SCENARIOS
         .into_iter()
-        .filter(|name| only.as_ref().is_none_or(|o| o.split(',').any(|n| n.trim() == *name)))
+        .filter(|name| {
+            only.as_ref()
+                .is_none_or(|o| o.split(',').any(|n| n.trim() == *name))
+        })
         .map(spec)
         .collect();
-    assert!(!chosen.is_empty(), "SOAK_SCENARIOS names none of {SCENARIOS:?}");
+    assert!(
+        !chosen.is_empty(),
+        "SOAK_SCENARIOS names none of {SCENARIOS:?}"
+    );
     let tasks: Vec<_> = chosen
         .iter()
         .map(|spec| {

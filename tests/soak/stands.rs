@@ -1,12 +1,12 @@
 //! Invariant (c), from the events' side: an `Item Expired` the sink accepted stands for an item
 //! the sweeper deleted, or a cancellation with its id was accepted too, or the application
-//! deleted the item while the chunk that published it was in flight — after the sweep's last
-//! strongly consistent read of the item, which found it with the event's ttl, and before the
-//! sweeper's delete of it reached DynamoDB (docs/reliability.md, "The invariants").
+//! deleted the item while the chunk that published it was in flight: after that chunk's last
+//! strongly consistent read of the item (which found it with the event's ttl) and before the
+//! chunk's end, its delete of the item (docs/reliability.md, "The invariants").
 
 use std::collections::HashMap;
 
-use super::{Action, Row, Seen, Write};
+use super::{Accepted, Action, Row, Seen, Write};
 
 /// Checks every `Item Expired` of `seen` against `swept` (item id -> the ttl the sweeper deleted
 /// it with) and the writers' log, counting the in-flight deletes in `row.in_flight` and the rest
@@ -26,59 +26,75 @@ pub(super) fn check(
             continue;
         }
         let write = writes.get(event.item.as_str()).copied();
-        match in_flight(seen, &event.item, event.ttl, write) {
+        match in_flight(seen, event, write) {
             Ok(()) => row.in_flight += 1,
             Err(why) => {
-                let text = describe(seen, &event.item, event.ttl, event.at, write, &why);
+                let text = describe(seen, event, write, &why);
                 row.violation('c', text);
             }
         }
     }
 }
 
-/// Whether the application's delete of `item` (the writer's, removing the original) came while a
-/// chunk was in flight: a delete request of the sweeper reached the proxy after the application
-/// sent its delete, and the last consistent read of the item answered before that request found
-/// it with `ttl`. That read found the original, so the application's delete, the only one that
-/// removed it, came after it. Else why not.
-fn in_flight(seen: &Seen, item: &str, ttl: f64, write: Option<&Write>) -> Result<(), String> {
+/// Whether the application's delete of `item` (the writer's, removing the original) came while
+/// the chunk that published `event` was in flight: for one of the event's acceptances, the last
+/// consistent read of the item answered before it found it with the event's ttl (the chunk's
+/// read), and the application sent its delete before the chunk's end — the sweeper's next delete
+/// request of the item reaching the proxy, or else its next consistent read of it (the chunk's
+/// check of a delete that did not reach DynamoDB, or the next sweep's read after a SIGKILL). The
+/// read found the original, so the application's delete, the only one that removed it, came
+/// after it. Else why not.
+fn in_flight(seen: &Seen, event: &Accepted, write: Option<&Write>) -> Result<(), String> {
     let Some((sent, _)) = write.and_then(|w| w.app_delete) else {
         return Err("the application did not delete it".into());
     };
-    let requests = seen.delete_requests.get(item).map_or(&[][..], Vec::as_slice);
-    let after: Vec<f64> = requests.iter().copied().filter(|d| *d > sent).collect();
-    if after.is_empty() {
-        return Err("no delete of the sweeper's after the application's".into());
-    }
-    let reads = seen.reads.get(item).map_or(&[][..], Vec::as_slice);
-    let mut why = String::new();
-    for d in after {
-        let last = reads.iter().filter(|(t, _)| *t < d).last();
-        match last {
-            Some((_, found)) if *found == Some(ttl) => return Ok(()),
+    let none = Vec::new();
+    let requests = seen.delete_requests.get(&event.item).unwrap_or(&none);
+    let reads = seen.reads.get(&event.item).map_or(&[][..], Vec::as_slice);
+    let mut why = Vec::new();
+    for &p in &event.times {
+        let read = reads.iter().filter(|(t, _)| *t < p).last();
+        let read_at = match read {
+            Some((t, found)) if *found == Some(event.ttl) => *t,
             Some((t, found)) => {
                 let found = found.map_or("nothing".into(), |f| format!("ttl {f}"));
-                why = format!("the last consistent read ({t:.2}) before the sweeper's delete at {d:.2} found {found}");
+                why.push(format!(
+                    "accepted at {p:.2}, the consistent read before it ({t:.2}) found {found}"
+                ));
+                continue;
             }
-            None => why = format!("no consistent read before the sweeper's delete at {d:.2}"),
+            None => {
+                why.push(format!(
+                    "accepted at {p:.2} with no consistent read before it"
+                ));
+                continue;
+            }
+        };
+        let next_delete = requests.iter().copied().find(|d| *d > p);
+        let next_read = reads.iter().map(|(t, _)| *t).find(|t| *t > p);
+        let end = match (next_delete, next_read) {
+            (Some(d), Some(r)) => d.min(r),
+            (d, r) => d.or(r).unwrap_or(f64::INFINITY),
+        };
+        if sent < end {
+            return Ok(());
         }
+        why.push(format!("accepted at {p:.2} after a read at {read_at:.2}, its chunk ended at {end:.2}, before the application's delete"));
     }
-    Err(why)
+    Err(why.join("; "))
 }
 
 /// One violation: the event, why it is not excused, and everything seen of the item: the
 /// sweepers' delete requests and the deletes applied, the consistent reads (with the ttl found),
 /// the `Query` listings, and the writer's action.
-fn describe(
-    seen: &Seen,
-    item: &str,
-    ttl: f64,
-    at: f64,
-    write: Option<&Write>,
-    why: &str,
-) -> String {
+fn describe(seen: &Seen, event: &Accepted, write: Option<&Write>, why: &str) -> String {
+    let (item, ttl) = (event.item.as_str(), event.ttl);
     let times = |ts: Option<&Vec<f64>>| {
-        let ts: Vec<String> = ts.into_iter().flatten().map(|t| format!("{t:.2}")).collect();
+        let ts: Vec<String> = ts
+            .into_iter()
+            .flatten()
+            .map(|t| format!("{t:.2}"))
+            .collect();
         ts.join(" ")
     };
     let reads: Vec<String> = seen
@@ -94,17 +110,23 @@ fn describe(
     let write = match write {
         None => "none".to_owned(),
         Some(w) => {
-            let delete = w.app_delete.map_or("-".into(), |(s, a)| format!("{s:.2}..{a:.2}"));
+            let delete = w
+                .app_delete
+                .map_or("-".into(), |(s, a)| format!("{s:.2}..{a:.2}"));
             let found = if w.action == Action::Extend {
                 format!("found {}", w.found_original)
             } else {
                 format!("removed the original {}", w.found_original)
             };
-            format!("{:?} at {:.2}, {found}, its delete {delete}", w.action, w.started)
+            format!(
+                "{:?} at {:.2}, {found}, its delete {delete}",
+                w.action, w.started
+            )
         }
     };
     format!(
-        "{item} (ttl {ttl}): Item Expired accepted at {at:.2}, not deleted by the sweeper, never cancelled: {why} (sweeper's delete requests at [{}]; deletes applied at [{}]; consistent reads at [{}]; listed at [{}]; write: {write})",
+        "{item} (ttl {ttl}): Item Expired accepted at [{}], not deleted by the sweeper, never cancelled: {why} (sweeper's delete requests at [{}]; deletes applied at [{}]; consistent reads at [{}]; listed at [{}]; write: {write})",
+        times(Some(&event.times)),
         times(seen.delete_requests.get(item)),
         times(seen.deleted.get(item)),
         reads.join(" "),
