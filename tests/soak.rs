@@ -2,9 +2,10 @@
 //! Lambda under the local Runtime API — sweeping tables in DynamoDB Local while faults are
 //! injected between them and DynamoDB and between them and their SQS sink (moto), their
 //! processes are killed with SIGKILL at random moments, and application writers race the sweep
-//! (rewriting keys, extending ttls). One scenario sweeps through an expiry index table of its own
-//! (`EXPIRY_INDEX_TABLE`) that `run --follow-stream` feeds from the table's stream: that table has
-//! no GSI and its writers set only the ttl. Afterwards, and after one final clean sweep, the
+//! (rewriting keys, extending ttls). Two scenarios sweep through an expiry index table of their own
+//! (`EXPIRY_INDEX_TABLE`) that `run --follow-stream` feeds from the table's stream: their tables
+//! have no GSI and their writers set only the ttl; in the archive one the writers also delete
+//! keys, before their ttl or just read. Afterwards, and after one final clean sweep, the
 //! invariants are checked from DynamoDB Local's state, what reached the sink, what the sweepers
 //! sent, and the writers' own logs:
 //!
@@ -14,12 +15,15 @@
 //! - (b) nothing expired left after the final clean sweep;
 //! - (c) every deleted item has an accepted event, accepted before the delete (archive), or an
 //!   event or a report of it (notify; a SIGKILL may lose up to the documented number of events);
+//!   and every accepted `Item Expired` names an item the sweeper deleted, or is cancelled, or the
+//!   application deleted the item while the event's chunk was in flight ([`stands`]);
 //! - (d) nothing but the writers and the sweepers' deletes wrote the application's table: no
 //!   request the sweepers sent (counted at the fault proxy by operation and table) writes it
 //!   otherwise.
 //!
 //! `SOAK_SEED` (printed) fixes the schedule of faults, kills, items and writer choices;
-//! `SOAK_SCALE` (default 1) scales items, duration and kills. It prints a table (also written
+//! `SOAK_SCALE` (default 1) scales items, duration and kills; `SOAK_SCENARIOS` (comma-separated
+//! names) runs only those. It prints a table (also written
 //! to `target/tmp/soak-report.md`) and fails on any violation. `SOAK_RUST_LOG` replaces the
 //! sweepers' `RUST_LOG` (`info`), to follow a failing seed more closely (their logs are under
 //! `target/soak/<seed>/`). See docs/reliability.md.
