@@ -1109,6 +1109,8 @@ fn check(
     }
     // Items the sweepers deleted: (key id, ttl), for (c).
     let mut swept: Vec<&Original> = Vec::new();
+    // Keys whose writer's item a sweeper delete destroyed, judged here under (a).
+    let mut destroyed: HashSet<&str> = HashSet::new();
     for o in originals {
         match writes.get(o.id.as_str()) {
             None if present.contains_key(&o.id) => {}
@@ -1127,6 +1129,7 @@ fn check(
                     continue;
                 }
                 // Destroyed: by which delete, how long after the key's last read?
+                destroyed.insert(o.id.as_str());
                 let after: Vec<f64> = deletes(&o.id)
                     .into_iter()
                     .filter(|t| *t >= w.started)
@@ -1189,10 +1192,16 @@ fn check(
     let mut unlisted = run.reports.unlisted_failed_events + final_reports.unlisted_failed_events;
     let per_kill = 2 * 25 * spec.concurrency as usize;
     let mut kill_budget: Vec<usize> = vec![per_kill; run.kills.len()];
-    // (c) from the events' side: every `Item Expired` stands for an item the sweeper deleted, or
-    // is cancelled, or the application deleted the item while its chunk was in flight.
+    // (c) from the events' side: every `Item Expired` stands for an item the sweeper deleted (or
+    // whose writer's item it destroyed, judged under (a)), or is cancelled, or the application
+    // deleted the item while its chunk was in flight.
     let swept_ttl: HashMap<&str, i64> = swept.iter().map(|o| (o.id.as_str(), o.ttl)).collect();
-    stands::check(row, seen, &swept_ttl, &writes);
+    let reported = |id: &str| {
+        [&run.reports, final_reports]
+            .iter()
+            .any(|r| r.failed_events.contains(id))
+    };
+    stands::check(row, seen, &swept_ttl, &destroyed, &writes, &reported);
     for o in swept {
         let key: Key = id_key(&o.id);
         let id = event_id(table, &key, o.ttl as f64);

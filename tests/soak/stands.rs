@@ -4,23 +4,29 @@
 //! strongly consistent read of the item (which found it with the event's ttl) and before the
 //! chunk's end, its delete of the item (docs/reliability.md, "The invariants").
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::{Accepted, Action, Row, Seen, Write};
 
 /// Checks every `Item Expired` of `seen` against `swept` (item id -> the ttl the sweeper deleted
-/// it with) and the writers' log, counting the in-flight deletes in `row.in_flight` and the rest
-/// as violations of (c), each with everything the proxies saw of the item.
+/// it with), `destroyed` (the keys whose writer's item a sweeper delete destroyed: batch mode's
+/// documented risk or a violation of (a), judged there) and the writers' log, counting the
+/// in-flight deletes in `row.in_flight` and the rest as violations of (c), each with everything
+/// the proxies saw of the item and whether the sweepers reported an event of its id failed
+/// (`reported`: the expiry or its cancellation; a report excuses nothing here).
 pub(super) fn check(
     row: &mut Row,
     seen: &Seen,
     swept: &HashMap<&str, i64>,
+    destroyed: &HashSet<&str>,
     writes: &HashMap<&str, &Write>,
+    reported: &dyn Fn(&str) -> bool,
 ) {
     let mut expired: Vec<_> = seen.expired.iter().collect();
     expired.sort_by(|a, b| a.1.item.cmp(&b.1.item).then(a.0.cmp(b.0)));
     for (id, event) in expired {
         if swept.get(event.item.as_str()).map(|t| *t as f64) == Some(event.ttl)
+            || destroyed.contains(event.item.as_str())
             || seen.cancelled.contains_key(id)
         {
             continue;
@@ -29,7 +35,10 @@ pub(super) fn check(
         match in_flight(seen, event, write) {
             Ok(()) => row.in_flight += 1,
             Err(why) => {
-                let text = describe(seen, event, write, &why);
+                let mut text = describe(seen, event, write, &why);
+                if reported(id) {
+                    text.push_str("; an event of its id was reported failed");
+                }
                 row.violation('c', text);
             }
         }
