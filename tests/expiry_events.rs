@@ -96,10 +96,28 @@ fn for_each<I: IntoIterator<Item = S>, S: AsRef<str>>(
 
 /// The application extends the `ids` right after each index read.
 fn extend_after_read<S: AsRef<str>>(table: MemStore, ids: impl IntoIterator<Item = S>) -> MemStore {
+    extend_after(table, Op::Query, ids)
+}
+
+/// The application extends the `ids` right after each call `op`: after the index read
+/// (`Op::Query`), or after the sweep's read of the table (`Op::Get`), the last read before an
+/// archive-mode publish and its delete.
+fn extend_after<S: AsRef<str>>(
+    table: MemStore,
+    op: Op,
+    ids: impl IntoIterator<Item = S>,
+) -> MemStore {
     let extend = Change::Extend((NOW + 3600) as f64);
-    for_each(table, ids, |t, id| {
-        t.change(Op::Query, When::Always, id, extend)
-    })
+    for_each(table, ids, |t, id| t.change(op, When::Always, id, extend))
+}
+
+/// Archive mode: the application extends the `ids` between the sweep's read of the table and
+/// the publish that follows it.
+fn extend_after_the_tables_read<S: AsRef<str>>(
+    table: MemStore,
+    ids: impl IntoIterator<Item = S>,
+) -> MemStore {
+    extend_after(table, Op::Get, ids)
 }
 
 /// The first conditional delete of each of `ids` is throttled, and the application deletes the
@@ -434,7 +452,7 @@ async fn archive_deletes_exactly_what_was_accepted_and_only_after() {
 async fn archive_cancels_an_expiry_whose_ttl_changed_with_the_same_id() {
     let log = Log::default();
     let extended = ["e0003", "e0007"];
-    let table = extend_after_read(with_items(10, 0, &log), extended);
+    let table = extend_after_the_tables_read(with_items(10, 0, &log), extended);
     let sink = ScriptedSink::accepting(&log);
     let read = (ARCHIVE.0, ARCHIVE.1, ItemSource::Read);
     let report = sweep(&table, &sink, read).await;
@@ -566,8 +584,8 @@ async fn archive_cancels_an_accepted_expiry_whose_delete_failed_once_its_ttl_cha
     // Meanwhile the application extends e0002 and e0005 (they move to a window this sweep does
     // not read) and deletes e0007.
     let log = Log::default();
-    let table = extend_after_read(with_items(10, 0, &log), ["e0002", "e0005"])
-        .change(Op::Query, When::Always, "e0007", Change::Remove)
+    let table = extend_after_the_tables_read(with_items(10, 0, &log), ["e0002", "e0005"])
+        .change(Op::Get, When::Always, "e0007", Change::Remove)
         .fault(Op::Delete, When::Always, Fault::Fail(ErrorKind::Throttled));
     let sink = ScriptedSink::accepting(&log);
     let report = sweep(&table, &sink, ARCHIVE).await;
@@ -601,7 +619,7 @@ async fn archive_cancels_an_accepted_expiry_left_by_a_stop_once_its_ttl_changed(
     // The sink takes 10 ms to accept; the sweep must stop after 5 ms: every expiry is accepted,
     // no delete is made. The application extended e0003 meanwhile.
     let log = Log::default();
-    let table = extend_after_read(with_items(6, 0, &log), ["e0003"]);
+    let table = extend_after_the_tables_read(with_items(6, 0, &log), ["e0003"]);
     let sink = ScriptedSink::slow(&log, Duration::from_millis(10), None);
     let after = Duration::from_millis(5);
     let report = sweep_archive_stopping(&table, events(ARCHIVE, &sink), after).await;
@@ -615,17 +633,33 @@ async fn archive_cancels_an_accepted_expiry_left_by_a_stop_once_its_ttl_changed(
 
 #[tokio::test(start_paused = true)]
 async fn archive_without_the_re_read_reports_what_it_could_not_settle() {
-    // As above, but the re-read is refused: nothing is cancelled on a guess, every item whose
-    // delete failed stays reported as failed.
+    // As above, but the re-read (the second read of the table, after the deletes) is refused:
+    // nothing is cancelled on a guess, every item whose delete failed stays reported as failed.
     let log = Log::default();
-    let table = extend_after_read(with_items(5, 0, &log), ["e0002"])
+    let table = extend_after_the_tables_read(with_items(5, 0, &log), ["e0002"])
         .fault(Op::Delete, When::Always, Fault::Fail(ErrorKind::Throttled))
-        .fault(Op::Get, When::Always, Fault::Fail(ErrorKind::Auth));
+        .fault(Op::Get, When::Call(2), Fault::Fail(ErrorKind::Auth));
     let sink = ScriptedSink::accepting(&log);
     let report = sweep(&table, &sink, ARCHIVE).await;
     report.assert_fields("events_published=5 events_cancelled=0 items_failed=5");
     assert!(!report.is_success());
     assert_eq!(table.ids().len(), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn archive_publishes_nothing_for_keys_the_table_could_not_be_read_for() {
+    // The read of the table before the publish is refused: no expiry is announced for an item
+    // not read to hold it; every key is left for the next sweep, which publishes and deletes.
+    let log = Log::default();
+    let table = with_items(5, 0, &log).fault(Op::Get, When::Call(1), Fault::Fail(ErrorKind::Auth));
+    let sink = ScriptedSink::accepting(&log);
+    let report = sweep(&table, &sink, ARCHIVE).await;
+    report.assert_fields("events_published=0 items_deleted=0 items_left=5");
+    assert!(sink.accepted().is_empty());
+    assert_eq!(table.ids().len(), 5);
+    let again = sweep(&table, &sink, ARCHIVE).await;
+    again.assert_fields("events_published=5 items_deleted=5");
+    assert!(table.ids().is_empty());
 }
 
 /// What the engine guarantees when the process dies between an accepted expiry and its delete
@@ -705,7 +739,9 @@ proptest::proptest! {
         rt.block_on(async {
             let log = Log::default();
             let ids = |set: &BTreeSet<usize>| set.iter().copied().map(e).collect::<Vec<_>>();
-            let table = extend_after_read(with_items(items, 3, &log), ids(&extended));
+            // Archive mode: after the read of the table that precedes the publish.
+            let after = if archive { Op::Get } else { Op::Query };
+            let table = extend_after(with_items(items, 3, &log), after, ids(&extended));
             let table = throttle_then_remove(table, ids(&throttled_then_removed));
             let table = for_each(table, ids(&unprocessed), |t, id| {
                 t.fault(Op::BatchDelete, When::Key(id.into()), Fault::Unprocessed)
@@ -763,7 +799,7 @@ async fn archive_stopped_mid_publication_keeps_the_entries_of_the_items_left_onl
     fastrand::seed(7);
     let log = Log::default();
     let table = with_items(20, 0, &log).with_index_table();
-    let table = table.change(Op::Query, When::Always, "e0003", Change::Remove);
+    let table = table.change(Op::Get, When::Always, "e0003", Change::Remove);
     (0..20).for_each(|n| table.index(&e(n), &n.to_string()));
     assert_eq!(table.entry_count(), 20);
     // The first call is accepted; the second is refused, and its retry would pass the stop.

@@ -873,3 +873,77 @@ async fn an_item_listed_by_two_entries_is_deleted_on_the_ttl_the_table_holds() {
         assert_eq!(store.entry_count(), 0, "{delete_mode}: {second:?}");
     }
 }
+
+/// Archive mode with an expiry index table: an item the application deleted before its ttl
+/// leaves its entry behind (the indexer writes nothing on a `REMOVE`). At the old ttl the sweep
+/// lists it, and must announce nothing: each key is read from the table before its event is
+/// published, so only the items still there, expired on the ttl listed, get an `Item Expired`,
+/// and every entry is settled.
+#[tokio::test(start_paused = true)]
+async fn archive_mode_announces_no_expiry_for_an_item_the_application_deleted_before_its_ttl() {
+    let store = mem().with_index_table();
+    put_expired(&store, 40, 2);
+    (0..40).for_each(|i| store.index(&format!("k{i:02}"), &format!("{i}")));
+    // The application deletes every other item before its ttl; another moves its ttl later.
+    let deleted: Vec<String> = (0..40).step_by(2).map(|i| format!("k{i:02}")).collect();
+    deleted.iter().for_each(|id| store.remove_item(id));
+    store.put("k01", (T0 + 600) as f64);
+    let hook = Arc::new(Recorder {
+        archive: true,
+        ..Recorder::default()
+    });
+    let options = options_of(DeleteMode::Conditional);
+    let sweeper = mem_sweeper(store.clone(), options).with_events(hook.clone());
+    let report = sweeper.sweep_at(T0).await;
+    let announced = hook.expired.lock().unwrap().clone();
+    let phantom: Vec<&String> = announced.iter().filter(|id| deleted.contains(id)).collect();
+    assert!(
+        phantom.is_empty(),
+        "Item Expired for items the application deleted: {phantom:?}; {report:?}"
+    );
+    assert!(!announced.contains(&"k01".to_owned()), "k01 was extended");
+    assert_eq!(announced.len(), 19, "{announced:?}");
+    assert!(hook.cancelled.lock().unwrap().is_empty());
+    report.assert_fields("items_deleted=19 items_gone=20 items_skipped=1 events_published=19");
+    assert_eq!(store.entry_count(), 0, "every entry settled: {report:?}");
+    assert_eq!(store.ids(), ["k01"]);
+}
+
+/// Batch mode with an expiry index table: an item listed by two entries with the same ttl (a
+/// back-filled entry and the stream's), side by side in sort order, whose pair straddles two
+/// groups, is sent by one group only: one delete counted, one expiry event. The entry the other
+/// group left stays, and the next sweep settles it (the item gone).
+#[tokio::test(start_paused = true)]
+async fn an_item_listed_twice_with_one_ttl_across_two_groups_is_deleted_and_announced_once() {
+    let store = mem()
+        .with_index_table()
+        .delay(Op::Get, Duration::from_secs(1));
+    // The earliest ttl: its two entries sort first, so the first group of 100 keys (taken from
+    // the back of the 101 listed) holds one of them and the last group the other.
+    store.put("dup", (T0 - 50) as f64);
+    store.index("dup", "backfill");
+    store.index("dup", "7");
+    for i in 0..99 {
+        let id = format!("k{i:02}");
+        store.put(&id, (T0 - 30) as f64);
+        store.index(&id, &i.to_string());
+    }
+    assert_eq!(store.entry_count(), 101);
+    let hook = Arc::new(Recorder::default());
+    let options = options_of(DeleteMode::Batch);
+    let sweeper = mem_sweeper(store.clone(), options).with_events(hook.clone());
+    let report = sweeper.sweep_at(T0).await;
+    let announced = hook.expired.lock().unwrap().clone();
+    let dup = announced.iter().filter(|id| *id == "dup").count();
+    assert_eq!(
+        dup, 1,
+        "Item Expired events for dup: {announced:?}; {report:?}"
+    );
+    report.assert_fields("items_found=101 items_deleted=100 events_published=100");
+    assert!(store.ids().is_empty(), "{:?}", store.ids());
+    let entries_left = store.entry_count();
+    assert!(entries_left <= 1, "{report:?}");
+    let next = sweeper.sweep_at(T0 + 1).await;
+    next.assert_fields("items_deleted=0 events_published=0");
+    assert_eq!(store.entry_count(), 0, "{next:?}");
+}

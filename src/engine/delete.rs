@@ -183,22 +183,32 @@ impl<S: Store> Deleter<'_, S> {
         }
     }
 
-    /// Prepares a chunk before it waits for a slot to send: a key listed twice goes once, and in
-    /// batch mode the keys only the index has listed are confirmed by one strongly consistent
-    /// `BatchGetItem` of the table, so that the read holds no send slot. Returns the keys still
-    /// to delete (dated at the read's request) and what the read settled: a key gone, or one
-    /// whose ttl in the table is not the one the index listed (kept). Conditional deletes check
-    /// the table themselves, so conditional mode reads nothing here.
+    /// Prepares a chunk before it waits for a slot to send: a key listed twice goes once, and the
+    /// keys only the index has listed are confirmed by one strongly consistent `BatchGetItem` of
+    /// the table, so that the read holds no send slot — in batch mode, which cannot check a ttl
+    /// as it deletes, and in archive mode, which publishes before it deletes. Returns the keys
+    /// still to delete (dated at the read's request) and what the read settled: a key gone, or
+    /// one whose ttl in the table is not the one the index listed (kept), neither of them
+    /// published. Conditional deletes check the table themselves, so conditional mode without
+    /// archive events reads nothing here.
     pub(super) async fn confirm(&self, chunk: Vec<Expired>) -> (Vec<Expired>, ChunkOutcome) {
         let mut out = ChunkOutcome::default();
         let chunk = drop_repeats(self.schema, chunk, &mut out);
-        if self.options.delete_mode != DeleteMode::Batch || self.stop.reached() {
+        let archive = self.events.is_some_and(|e| e.hook.archive());
+        if (self.options.delete_mode != DeleteMode::Batch && !archive) || self.stop.reached() {
             return (chunk, out);
         }
         let (unread, mut ready): (Vec<Expired>, Vec<Expired>) =
             chunk.into_iter().partition(|e| e.read_at.is_none());
-        if !unread.is_empty() {
-            out.confirmed += unread.len() as u64;
+        if unread.is_empty() {
+            return (ready, out);
+        }
+        out.confirmed += unread.len() as u64;
+        if archive {
+            // An expiry is announced only for an item the table was read to hold, expired, on
+            // the ttl listed: an entry left by an item the application deleted announces nothing.
+            ready.extend(self.read_before_publishing(unread, &mut out).await);
+        } else {
             ready.extend(self.read_again(unread, &mut out).await);
         }
         (ready, out)

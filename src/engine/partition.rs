@@ -35,6 +35,69 @@ pub(super) struct Shared<S> {
     pub(super) options: SweepOptions,
     /// Batch mode in tick mode: keys confirmed by the table ahead of a tick.
     pub(super) confirmed: Confirmed,
+    /// The keys of the groups being deleted now, across the sweeper's partitions and sweeps.
+    pub(super) in_flight: InFlight,
+}
+
+/// The keys (with the ttl listed) of the groups being deleted, so that an item listed twice at
+/// once — by two entries of the expiry index table with the same ttl (a back-filled entry and a
+/// stream entry, or a ttl moved away and back), in two groups or two partitions, or by a tick
+/// and a full sweep beside it — is sent by one group only: two groups would each confirm it and
+/// send it, and batch mode would count it, and publish its expiry, twice. Bounded by the keys
+/// held at once (the read-ahead budgets of the sweeps running).
+#[derive(Debug, Default)]
+pub(super) struct InFlight(std::sync::Mutex<std::collections::HashSet<String>>);
+
+/// A group's claim on its keys in [`InFlight`]: released when the group is done (or its task
+/// dropped).
+pub(super) struct Claim<'a> {
+    in_flight: &'a InFlight,
+    tokens: Vec<String>,
+}
+
+impl InFlight {
+    /// Claims `group`'s keys: answers the keys no other group holds, with the claim, and the
+    /// number of keys another group holds already (left out: that group judges the item).
+    pub(super) fn claim<'a>(
+        &'a self,
+        schema: &TableSchema,
+        group: Vec<Expired>,
+    ) -> (Vec<Expired>, u64, Claim<'a>) {
+        let mut held = crate::store::lock(&self.0);
+        let mut claim = Claim {
+            in_flight: self,
+            tokens: Vec::with_capacity(group.len()),
+        };
+        let mut repeats = 0;
+        let mut mine = Vec::with_capacity(group.len());
+        for e in group {
+            let Some(token) = schema.key_token(&e.key) else {
+                mine.push(e);
+                continue;
+            };
+            let token = format!("{token}\u{1f}{}", e.ttl_as_read);
+            if held.insert(token.clone()) {
+                claim.tokens.push(token);
+                mine.push(e);
+            } else if !claim.tokens.contains(&token) {
+                debug!(key = %crate::store::key_to_json(&e.key), "key being deleted by another group: left to it");
+                repeats += 1;
+            } else {
+                // Twice in this group: `drop_repeats` sends it once.
+                mine.push(e);
+            }
+        }
+        (mine, repeats, claim)
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let mut held = crate::store::lock(&self.in_flight.0);
+        for token in &self.tokens {
+            held.remove(token);
+        }
+    }
 }
 
 /// The outcome of a finished task; a panic in the task goes on in the caller.
@@ -186,10 +249,13 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
         let pass = pass.clone();
         // The group's keys' share of the budget, returned when the group is done.
         let keys = split_permit(held, group.len());
-        let entries = entries_of(&group);
         inflight.spawn(async move {
             let _keys = keys;
             let (shared, events) = (&pass.shared, pass.events.as_ref());
+            // A key another group is deleting is left to it, its entry with it: if that group
+            // does not settle the item, the next sweep reads the entry again.
+            let (group, repeats, _claim) = shared.in_flight.claim(&shared.schema, group);
+            let entries = entries_of(&group);
             let deleter = Deleter {
                 store: &shared.store,
                 schema: &shared.schema,
@@ -204,6 +270,7 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
                 let _read = pass.reads.acquire().await;
                 deleter.confirm(group).await
             };
+            out.skipped += repeats;
             let mut chunks = Vec::with_capacity(group_chunks);
             while !keys.is_empty() {
                 chunks.push(keys.split_off(keys.len().saturating_sub(BATCH_SIZE)));

@@ -66,6 +66,7 @@ impl<S: Store> Sweeper<S> {
                 schema,
                 options,
                 confirmed: Default::default(),
+                in_flight: Default::default(),
             }),
             wall: None,
             events: None,

@@ -10,8 +10,9 @@ use ttl_sweeper::engine::Stop;
 
 use super::mem_store::id_of;
 
-/// Notify mode: records the `Item Expired` events it is given, and when, and accepts them all
-/// (after `delay`; or, `hang`ing, never: a sink that does not answer and ignores the stop).
+/// Records the `Item Expired` events it is given, and when, and the cancellations, and accepts them
+/// all (after `delay`; or, `hang`ing, never: a sink that does not answer and ignores the stop).
+/// Notify mode, or archive mode with `archive`.
 #[derive(Debug, Default)]
 pub struct Recorder {
     pub expired: Mutex<Vec<String>>,
@@ -21,11 +22,15 @@ pub struct Recorder {
     pub delay: Duration,
     /// Asks conditional deletes to return the items, and counts the events that carry one.
     pub items_published: Option<Arc<std::sync::atomic::AtomicUsize>>,
+    /// Archive mode: events before deletes.
+    pub archive: bool,
+    /// The ids of the `Item Expiry Cancelled` events.
+    pub cancelled: Mutex<Vec<String>>,
 }
 
 impl ExpiryHook for Recorder {
     fn archive(&self) -> bool {
-        false
+        self.archive
     }
 
     fn read_items(&self) -> bool {
@@ -53,8 +58,12 @@ impl ExpiryHook for Recorder {
             let mut expired = self.expired.lock().unwrap();
             let mut published_at = self.published_at.lock().unwrap();
             for p in &publications {
-                let Publication::Expired(e) = p else {
-                    continue;
+                let e = match p {
+                    Publication::Expired(e) => e,
+                    Publication::Cancelled(e, _) => {
+                        self.cancelled.lock().unwrap().push(id_of(&e.key));
+                        continue;
+                    }
                 };
                 if let (Some(count), Some(_)) = (&self.items_published, &e.item) {
                     count.fetch_add(1, SeqCst);

@@ -384,6 +384,15 @@ impl MemStore {
         })
     }
 
+    /// The application deletes the item `id` (its expiry index entry, if any, stays: the stream
+    /// indexer writes nothing on a `REMOVE`).
+    pub fn remove_item(&self, id: &str) {
+        let mut items = self.items.lock().unwrap();
+        if items.remove(id).is_some() {
+            note(&self.index, id, None);
+        }
+    }
+
     pub fn has(&self, id: &str) -> bool {
         self.items.lock().unwrap().contains_key(id)
     }

@@ -135,9 +135,45 @@ impl<S: Store> Deleter<'_, S> {
     /// conditional.
     pub(super) async fn read_again(
         &self,
-        mut keys: Vec<Expired>,
+        keys: Vec<Expired>,
         out: &mut ChunkOutcome,
     ) -> Vec<Expired> {
+        match self.read_table(keys, out).await {
+            Ok(back) => back,
+            Err((e, mut keys)) => {
+                tracing::warn!(keys = keys.len(), error = %e, "could not read stale keys again; deleting them conditionally");
+                keys.iter_mut().for_each(|e| e.reread = true);
+                keys
+            }
+        }
+    }
+
+    /// Archive mode: reads `keys`, listed by the index only, from the table before their events
+    /// are published, as [`Self::read_again`] does; returns those still there with the ttl listed.
+    /// If the read fails, nothing is published for them: they are left for the next sweep.
+    pub(super) async fn read_before_publishing(
+        &self,
+        keys: Vec<Expired>,
+        out: &mut ChunkOutcome,
+    ) -> Vec<Expired> {
+        match self.read_table(keys, out).await {
+            Ok(back) => back,
+            Err((e, keys)) => {
+                tracing::warn!(keys = keys.len(), error = %e, "could not read the keys before publishing their expiry; left for the next sweep");
+                out.leave(keys);
+                Vec::new()
+            }
+        }
+    }
+
+    /// One strongly consistent `BatchGetItem` of `keys`: those still there with the ttl listed
+    /// come back dated at the request; the others are settled into `out`. If the read fails, the
+    /// error and every key.
+    async fn read_table(
+        &self,
+        keys: Vec<Expired>,
+        out: &mut ChunkOutcome,
+    ) -> Result<Vec<Expired>, (crate::store::StoreError, Vec<Expired>)> {
         let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
         // Read as of the request: DynamoDB may read a key any time from then to the (last)
         // answer, so its age counts from the earliest of those instants.
@@ -145,11 +181,7 @@ impl<S: Store> Deleter<'_, S> {
         let get = self.store.get_items(self.schema, wanted, true);
         let found = match self.stop.bound("BatchGetItem", get).await {
             Ok(found) => found,
-            Err(e) => {
-                tracing::warn!(keys = keys.len(), error = %e, "could not read stale keys again; deleting them conditionally");
-                keys.iter_mut().for_each(|e| e.reread = true);
-                return keys;
-            }
+            Err(e) => return Err((e, keys)),
         };
         let found = self.schema.by_key(&found);
         let mut back = Vec::with_capacity(keys.len());
@@ -176,6 +208,6 @@ impl<S: Store> Deleter<'_, S> {
                 Some(_) => self.changed(e, out),
             }
         }
-        back
+        Ok(back)
     }
 }
