@@ -23,10 +23,10 @@
 //!
 //! `SOAK_SEED` (printed) fixes the schedule of faults, kills, items and writer choices;
 //! `SOAK_SCALE` (default 1) scales items, duration and kills; `SOAK_SCENARIOS` (comma-separated
-//! names) runs only those. It prints a table (also written
-//! to `target/tmp/soak-report.md`) and fails on any violation. `SOAK_RUST_LOG` replaces the
-//! sweepers' `RUST_LOG` (`info`), to follow a failing seed more closely (their logs are under
-//! `target/soak/<seed>/`). See docs/reliability.md.
+//! names) runs only those. It prints a table (also written to `target/tmp/soak-report.md`) and
+//! fails on any violation (all of them in `target/soak/<seed>/<scenario>/violations.txt`).
+//! `SOAK_RUST_LOG` replaces the sweepers' `RUST_LOG` (`info`), to follow a failing seed more
+//! closely (their logs are under `target/soak/<seed>/`). See docs/reliability.md.
 
 mod stands;
 

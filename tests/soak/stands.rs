@@ -57,12 +57,15 @@ fn in_flight(seen: &Seen, event: &Accepted, write: Option<&Write>) -> Result<(),
     let Some((sent, _)) = write.and_then(|w| w.app_delete) else {
         return Err("the application did not delete it".into());
     };
-    let none = Vec::new();
-    let requests = seen.delete_requests.get(&event.item).unwrap_or(&none);
+    let requests = seen
+        .delete_requests
+        .get(&event.item)
+        .map_or(&[][..], Vec::as_slice);
     let reads = seen.reads.get(&event.item).map_or(&[][..], Vec::as_slice);
     let mut why = Vec::new();
     for &p in &event.times {
-        let read = reads.iter().filter(|(t, _)| *t < p).last();
+        let before = reads.iter().filter(|(t, _)| *t < p);
+        let read = before.max_by(|a, b| a.0.total_cmp(&b.0));
         let read_at = match read {
             Some((t, found)) if *found == Some(event.ttl) => *t,
             Some((t, found)) => {
@@ -79,12 +82,12 @@ fn in_flight(seen: &Seen, event: &Accepted, write: Option<&Write>) -> Result<(),
                 continue;
             }
         };
-        let next_delete = requests.iter().copied().find(|d| *d > p);
-        let next_read = reads.iter().map(|(t, _)| *t).find(|t| *t > p);
-        let end = match (next_delete, next_read) {
-            (Some(d), Some(r)) => d.min(r),
-            (d, r) => d.or(r).unwrap_or(f64::INFINITY),
-        };
+        let later = requests
+            .iter()
+            .copied()
+            .chain(reads.iter().map(|(t, _)| *t));
+        let end = later.filter(|t| *t > p).reduce(f64::min);
+        let end = end.unwrap_or(f64::INFINITY);
         if sent < end {
             return Ok(());
         }
