@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use crate::engine::lease::RangeLease;
 use crate::engine::{Checkpoint, DeleteMode, LeaseConfig, SweepOptions};
 use crate::events::{EventsConfig, EventsMode, ItemSource, SinkTarget};
 use crate::expiry::window::{ShardRange, DEFAULT_WINDOW_SECONDS};
@@ -153,6 +154,21 @@ pub enum ConfigError {
     DuplicateTable {
         /// The table, as named the second time.
         table: String,
+    },
+    /// Two tables name one expiry index table.
+    #[error(
+        "tables {first:?} and {second:?} both name the expiry index table {index:?} \
+         (EXPIRY_INDEX_TABLE): each table needs an expiry index table of its own (a sweep of one \
+         would read the other's entries, find their items absent and remove them); give each \
+         table its own in its TABLES entry"
+    )]
+    SharedIndexTable {
+        /// The expiry index table named twice.
+        index: String,
+        /// The table that named it first.
+        first: String,
+        /// The table that named it again.
+        second: String,
     },
     /// A setting of one of several tables is wrong.
     #[error("table {table:?}: {source}")]
@@ -334,23 +350,32 @@ impl Config {
     ///
     /// The item's id is `<table name>#leader`, the name taken out of an ARN, so that every
     /// Region's sweeper of one global table takes the one lease, however it names its replica and
-    /// whatever its layout (a sweeper of another layout stands by and says so,
-    /// `docs/global-tables.md`, "The lease"). A shard range short of all shards has a lease of its
-    /// own: `<table name>/range<a>-<b>#leader`.
+    /// whatever its layout or its split of the shards (a sweeper of another layout stands by and
+    /// says so, `docs/global-tables.md`, "The lease"). A sweeper of a shard range short of all
+    /// shards holds the table's lease as its Region's split
+    /// ([`crate::engine::lease::split_holder`]), shared with the Region's other ranges, and its
+    /// range's own beside it: `<table name>/range<a>-<b>#leader`, as `holder`.
     pub fn lease(&self, holder: String) -> Option<LeaseConfig> {
         let duration = self.leader_lease?;
         let table = self.checkpoint_table.clone()?;
         let name = values::table_of(&self.table_name);
-        let id = match self.shard_range {
-            None => format!("{name}#leader"),
-            Some(range) => format!("{name}/range{range}#leader"),
+        let (holder, range) = match self.shard_range {
+            None => (holder, None),
+            Some(range) => (
+                crate::engine::lease::split_holder(&holder, self.window_shards),
+                Some(RangeLease {
+                    id: format!("{name}/range{range}#leader"),
+                    holder,
+                }),
+            ),
         };
         Some(LeaseConfig {
             table,
-            id,
+            id: format!("{name}#leader"),
             duration,
             holder,
             layout: self.lease_layout(),
+            range,
         })
     }
 
@@ -468,8 +493,8 @@ mod tests {
             lease.layout,
             "index=expirationWindowIndex ttl=ttl window=expirationWindow width=60s shards=1 range=all"
         );
-        // Each shard range has its own lease: the sweepers of one Region splitting the table
-        // sweep side by side.
+        // Each shard range has its own lease beside the table's, which the sweepers of one
+        // Region's split share: they sweep side by side, and no other Region beside them.
         let ranged = parse(&[
             ("TABLE_NAME", "sessions"),
             ("CHECKPOINT_TABLE", "state"),
@@ -487,8 +512,12 @@ mod tests {
             ("LEADER_LEASE", "3600"),
         ])
         .unwrap();
-        let lease = ranged.lease("x".into()).unwrap();
-        assert_eq!(lease.id, "sessions/range0-1#leader");
+        let lease = ranged.lease("eu-west-1/x".into()).unwrap();
+        assert_eq!(lease.id, "sessions#leader");
+        assert_eq!(lease.holder, "eu-west-1/split of 4 shards");
+        let range = lease.range.unwrap();
+        assert_eq!(range.id, "sessions/range0-1#leader");
+        assert_eq!(range.holder, "eu-west-1/x");
         assert!(
             lease.layout.ends_with("shards=4 range=0-1"),
             "{}",

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::tables::{unopened, Table};
-use crate::engine::{run_ticks, Stop, SweepErrorEntry, SweepReport, Sweeper, Ticks};
+use crate::engine::{run_ticks, Lease, Stop, SweepErrorEntry, SweepReport, Sweeper, Ticks};
 use crate::expiry::Clock;
 use crate::store::stream::StreamClient;
 use crate::store::{DynamoStore, Store};
@@ -269,9 +269,17 @@ async fn sweep_table<S: Store, F: Follow<S>>(
     let table = &sweeper.schema().table_name;
     let follow = async {
         if let (Some(follow), Some(follower)) = (&options.follow, follower) {
+            // The lease counts how current the follower keeps this Region's index table.
+            let index = sweeper.lease().map(Lease::index);
+            if let Some(index) = index {
+                index.watch(Instant::now());
+            }
             let progress = |r: &FollowReport| {
                 if let Some(metrics) = metrics {
                     metrics.record_stream(table, r);
+                }
+                if let Some(index) = index {
+                    index.indexed(Instant::now(), Duration::from_millis(r.record_age_ms));
                 }
             };
             follow

@@ -69,6 +69,12 @@ pub struct Indexed {
     pub report: IndexReport,
     /// The sequence number of each failed record (the first failure of each item).
     pub failures: Vec<String>,
+    /// Of `failures`, those no attempt of the same request can mend: the record cannot be
+    /// indexed (no entry to write), or the request holding its entry was refused as invalid
+    /// (`ValidationException`: in a request of several entries, perhaps another entry's fault).
+    /// The others failed on what passes (throttling, 5xx, timeouts) or what an operator fixes
+    /// (access denied, a missing table).
+    pub refused: Vec<String>,
 }
 
 impl IndexReport {
@@ -106,14 +112,14 @@ pub async fn index_records<S: Store>(
     let mut out = Indexed::default();
     out.report.records = records.len() as u64;
     let now = clock.now();
-    // Each record's entry (by its place in `records`), or why it fails.
+    // Each record's entry (by its place in `records`), or why it fails and whether for good.
     let mut writes: Vec<(usize, Entry)> = Vec::new();
-    let mut failed: BTreeMap<usize, String> = BTreeMap::new();
+    let mut failed: BTreeMap<usize, (String, bool)> = BTreeMap::new();
     for (at, record) in records.iter().enumerate() {
         match judge(schema, record, now, &mut out.report) {
             Ok(entry) => writes.extend(entry.map(|entry| (at, entry))),
             Err(why) => {
-                failed.insert(at, why);
+                failed.insert(at, (why, true));
             }
         }
     }
@@ -134,7 +140,8 @@ pub async fn index_records<S: Store>(
         for (at, entry) in chunk {
             match &result {
                 Err((e, left)) if left.contains(&EntryWrite::Put(entry.to_item())) => {
-                    failed.insert(*at, format!("entry not written: {e}"));
+                    let refused = e.kind == crate::store::ErrorKind::Validation;
+                    failed.insert(*at, (format!("entry not written: {e}"), refused));
                 }
                 _ => {
                     out.report.entries_written += 1;
@@ -145,7 +152,7 @@ pub async fn index_records<S: Store>(
     }
     // The first failed record of each item.
     let mut failed_items = HashSet::new();
-    for (at, why) in failed {
+    for (at, (why, refused)) in failed {
         let record = &records[at];
         let item = item_id(record);
         if !failed_items.insert(item.clone()) {
@@ -157,6 +164,9 @@ pub async fn index_records<S: Store>(
             out.report
                 .errors
                 .push(format!("record {sequence} of item {item}: {why}"));
+        }
+        if refused {
+            out.refused.push(sequence.clone());
         }
         out.failures.push(sequence);
     }

@@ -105,20 +105,27 @@ pub async fn connect(
     use std::sync::Arc;
     use store::{DynamoStore, GuardedClock};
     let store = DynamoStore::from_env().await;
-    let clock = Arc::new(GuardedClock::new(wall, store.server_clock().clone()));
+    // The host clock as it reads, for the leases; held to DynamoDB's, for the sweeps.
+    let wall: Arc<dyn expiry::Clock> = Arc::new(wall);
+    let host = wall.clone();
+    let clock = Arc::new(GuardedClock::new(
+        move || host.now(),
+        store.server_clock().clone(),
+    ));
     if let [config] = configs {
-        let sweeper = open_table(store, Arc::new(config.clone()), clock.clone()).await?;
+        let (config, clocks) = (Arc::new(config.clone()), (clock.clone(), wall));
+        let sweeper = open_table(store, config, clocks).await?;
         let tables = vec![Table::ready(sweeper)];
         return Ok(Connected { tables, clock });
     }
     let mut tables = Vec::with_capacity(configs.len());
     for config in configs {
-        let (store, config, clock_for) = (store.clone(), Arc::new(config.clone()), clock.clone());
+        let (store, config) = (store.clone(), Arc::new(config.clone()));
+        let clocks = (clock.clone(), wall.clone());
         let retry_every = std::time::Duration::from_secs(u64::from(config.schedule_seconds));
         let name = config.table_name.clone();
-        let open: Open<DynamoStore> = Box::new(move || {
-            Box::pin(open_table(store.clone(), config.clone(), clock_for.clone()))
-        });
+        let open: Open<DynamoStore> =
+            Box::new(move || Box::pin(open_table(store.clone(), config.clone(), clocks.clone())));
         tables.push(Table::lazy(&name, open, retry_every));
     }
     // Opened now, so that the start-up logs say which tables cannot be swept.
@@ -137,12 +144,16 @@ pub async fn connect_tool(
     Ok((store, opened))
 }
 
-/// One table's sweeper: the table opened and checked, the sweep clock, its expiry-event sink.
+/// One table's sweeper: the table opened and checked, the sweep clock and the host's wall clock
+/// (for its lease, if any), its expiry-event sink.
 #[cfg(feature = "sweeper")]
 async fn open_table(
     store: store::DynamoStore,
     config: std::sync::Arc<config::Config>,
-    clock: std::sync::Arc<store::GuardedClock>,
+    (clock, wall): (
+        std::sync::Arc<store::GuardedClock>,
+        std::sync::Arc<dyn expiry::Clock>,
+    ),
 ) -> Result<engine::Sweeper<store::DynamoStore>, store::StoreError> {
     use std::sync::Arc;
     let opened = store::open(&store, &config.target(), store::IndexCheck::Required).await?;
@@ -153,7 +164,7 @@ async fn open_table(
         None => sweeper,
         Some(lease) => {
             tracing::info!(table = %config.table_name, holder = %lease.holder, lease = ?lease.duration, item = %lease.id, layout = %lease.layout, "sweeping only while holding the leader lease");
-            sweeper.with_lease(engine::Lease::new(lease, server_time))
+            sweeper.with_lease(engine::Lease::new(lease, server_time, wall))
         }
     };
     Ok(match config.events() {

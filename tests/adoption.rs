@@ -577,7 +577,7 @@ async fn backfill_with_an_expiry_index_table_writes_entries_only_and_audit_count
     report.assert_fields("deleted_expired=0 no_ttl=5 invalid_ttl=6");
     let after = items_by_id(&client, &table).await;
     assert_eq!(after, before, "the table is not written");
-    let entries = scan_all(&client, &index).await;
+    let entries = scan_entries(&client, &index).await;
     assert_eq!(entries.len(), 40);
 
     let (code, report, stderr) = audit(&[]);
@@ -593,7 +593,7 @@ async fn backfill_with_an_expiry_index_table_writes_entries_only_and_audit_count
     let mut cmd = backfill_cmd(&table, &state, "");
     cmd.env("EXPIRY_INDEX_TABLE", &index);
     let _ = json_ok(&mut cmd);
-    assert_eq!(scan_all(&client, &index).await.len(), 40);
+    assert_eq!(scan_entries(&client, &index).await.len(), 40);
 
     // A sweep through the index deletes the expired items, only them, and removes their entries.
     let config = config(&table, &[("EXPIRY_INDEX_TABLE", &index)]);
@@ -605,5 +605,5 @@ async fn backfill_with_an_expiry_index_table_writes_entries_only_and_audit_count
     let left = items_by_id(&client, &table).await;
     assert_eq!(left.len(), 41);
     assert!(left.keys().all(|id| !id.starts_with("expired-")));
-    assert_eq!(scan_all(&client, &index).await.len(), 30);
+    assert_eq!(scan_entries(&client, &index).await.len(), 30);
 }

@@ -94,11 +94,6 @@ fn for_each<I: IntoIterator<Item = S>, S: AsRef<str>>(
     ids.into_iter().fold(table, |t, id| script(t, id.as_ref()))
 }
 
-/// The application extends the `ids` right after each index read.
-fn extend_after_read<S: AsRef<str>>(table: MemStore, ids: impl IntoIterator<Item = S>) -> MemStore {
-    extend_after(table, Op::Query, ids)
-}
-
 /// The application extends the `ids` right after each call `op`: after the index read
 /// (`Op::Query`), or after the sweep's read of the table (`Op::Get`), the last read before an
 /// archive-mode publish and its delete.

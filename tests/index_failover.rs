@@ -321,7 +321,7 @@ async fn two_regions_with_their_own_index_tables_fail_over_and_delete_only_what_
             // Sent is not yet stored: a write may still be on its way to the standby's table.
             let mut unstored = None;
             if both_current && east.deletes().len() >= 5 {
-                let entries = scan_all(&client, &west_index).await;
+                let entries = scan_entries(&client, &west_index).await;
                 let stored: HashSet<&str> = entries
                     .iter()
                     .filter_map(|e| e["key"].as_m().ok()?["id"].as_s().ok())

@@ -23,11 +23,14 @@ use std::time::Duration;
 use fault_proxy::{delete_ids, Fault, FaultProxy, Plan};
 use support::mem_store::{Fault as MemFault, MemStore, Op, When};
 use support::*;
-use tokio::time::Instant;
+use tokio::time::{sleep_until, Instant};
+use ttl_sweeper::daemon;
 use ttl_sweeper::engine::lease::{Lease, LeaseConfig, SweepHealth, LEASE_MARGIN, WATCH_EVERY};
+use ttl_sweeper::engine::tables::Table;
 use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
-use ttl_sweeper::expiry::{Layout, Timestamp};
+use ttl_sweeper::expiry::{Clock, Layout, Timestamp};
 use ttl_sweeper::store::{LeaseItem, ServerTime};
+use ttl_sweeper::tools::follow::{FollowError, FollowReport};
 
 /// DynamoDB's clock as one sweeper knows it in virtual time: the true time is `base` plus the
 /// time since `t0`; the sweeper's upper bound is `ahead` past it, its lower bound `behind` short
@@ -64,7 +67,14 @@ fn lease_config(holder: &str, seconds: u64) -> LeaseConfig {
         layout: "index=expirationWindowIndex ttl=ttl window=expirationWindow width=60s shards=1 \
                  range=all"
             .into(),
+        range: None,
     }
+}
+
+/// A lease of `config` judged by `time`, with a host wall clock that keeps DynamoDB's true time.
+fn leased(config: LeaseConfig, time: Arc<Bounds>) -> Lease {
+    let wall = time.clone();
+    Lease::new(config, time, Arc::new(move || wall.true_time()))
 }
 
 fn bounds(t0: Instant, ahead_ms: u64, behind_ms: u64) -> Arc<Bounds> {
@@ -121,11 +131,11 @@ async fn two_leases_never_lead_at_once_and_the_standby_takes_over_when_the_holde
             .delay(Op::WriteLease, write_delay)
             .delay(Op::ReadLease, Duration::from_millis(50));
         let lease_s = 6;
-        let a = Lease::new(
+        let a = leased(
             lease_config("us-east-1/a", lease_s),
             bounds(t0, ahead, a_behind),
         );
-        let b = Lease::new(lease_config("eu-west-1/b", lease_s), bounds(t0, 0, behind));
+        let b = leased(lease_config("eu-west-1/b", lease_s), bounds(t0, 0, behind));
         let holds: Holds = Arc::default();
         let killed = t0 + Duration::from_secs(20);
         let (a_stood_by, b_stood_by) = tokio::join!(
@@ -218,7 +228,7 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
         ..SweepOptions::default()
     };
     let sweeper = Sweeper::new(store.clone(), store.schema(), options)
-        .with_lease(Lease::new(lease_config("us-east-1/me", 30), time));
+        .with_lease(leased(lease_config("us-east-1/me", 30), time));
     let at = Timestamp::from_secs(now);
     let report = sweeper.sweep(at, &Stop::never()).await;
     report.assert_fields("stood_by=1 items_found=0 windows_swept=0");
@@ -277,7 +287,7 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
         ..SweepOptions::default()
     };
     let sweeper = Sweeper::new(slow.clone(), slow.schema(), options)
-        .with_lease(Lease::new(lease_config("us-east-1/me", 30), time));
+        .with_lease(leased(lease_config("us-east-1/me", 30), time));
     let started = Instant::now();
     let report = sweeper
         .sweep(Timestamp::from_secs(now), &Stop::never())
@@ -299,10 +309,42 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_holder_whose_wall_clock_ran_ahead_of_its_monotonic_one_renews_before_it_sweeps() {
+    let t0 = Instant::now();
+    let store = MemStore::new(Layout::default());
+    let time = bounds(t0, 0, 0);
+    // The host's wall clock: DynamoDB's true time, plus a jump the test sets.
+    let jump = Arc::new(Mutex::new(Duration::ZERO));
+    let wall = {
+        let (time, jump) = (time.clone(), jump.clone());
+        move || time.true_time() + *jump.lock().unwrap()
+    };
+    let lease = Lease::new(lease_config("us-east-1/me", 30), time, Arc::new(wall));
+    let until = lease.check(&store, &Stop::never()).await.expect("took it");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(lease.check(&store, &Stop::never()).await.ok(), Some(until));
+    assert_eq!(
+        store.calls(Op::WriteLease),
+        1,
+        "within its hold: not written"
+    );
+    // The wall clock moves a minute on in a second of the monotonic clock: a pause it missed.
+    *jump.lock().unwrap() = Duration::from_secs(60);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let renewed = lease.check(&store, &Stop::never()).await.expect("renewed");
+    assert_eq!(
+        store.calls(Op::WriteLease),
+        2,
+        "confirmed by a write before it sweeps again"
+    );
+    assert!(renewed > until, "a new hold");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_holder_that_cannot_renew_leads_until_its_hold_runs_out_then_stands_by() {
     let t0 = Instant::now();
     let store = MemStore::new(Layout::default());
-    let lease = Lease::new(lease_config("us-east-1/me", 10), bounds(t0, 0, 0));
+    let lease = leased(lease_config("us-east-1/me", 10), bounds(t0, 0, 0));
     let first = lease.check(&store, &Stop::never()).await;
     let until = first.expect("took it");
     assert_eq!(until - t0, Duration::from_secs(10) - LEASE_MARGIN);
@@ -599,8 +641,7 @@ fn region_sweeper(
 ) -> Sweeper<MemStore> {
     let lease = config.lease(holder.into()).expect("a lease");
     let schema = store.schema();
-    Sweeper::new(store, schema, config.sweep_options())
-        .with_lease(Lease::new(lease, bounds(t0, 0, 0)))
+    Sweeper::new(store, schema, config.sweep_options()).with_lease(leased(lease, bounds(t0, 0, 0)))
 }
 
 /// East's sweeper of `sessions` over `store`, with a lease of 30 s ([`region_sweeper`]).
@@ -648,6 +689,88 @@ async fn a_table_named_by_name_in_one_region_and_by_arn_in_another_has_one_lease
         50
     );
     assert_eq!(east_store.lease().unwrap().holder, "us-east-1/sweeper");
+}
+
+/// Sweepers of `sessions` over `store` in `region`, one per shard range of `ranges` (4 shards
+/// per window; `all` for one sweeper of every shard), each its own holder ([`region_sweeper`]).
+fn split_sweepers(
+    store: &MemStore,
+    region: &str,
+    ranges: &[&str],
+    t0: Instant,
+) -> Vec<Sweeper<MemStore>> {
+    let sharded = [("WINDOW_SHARDS", "4")];
+    ranges
+        .iter()
+        .enumerate()
+        .map(|(i, range)| {
+            let config = region_config("sessions", 30, &[sharded[0], ("SHARD_RANGE", range)]);
+            let holder = format!("{region}/sweeper-{i}");
+            region_sweeper(store.sharing(store.schema().layout), &config, &holder, t0)
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn regions_that_split_the_shards_otherwise_do_not_sweep_side_by_side() {
+    let now = 1_800_000_000;
+    let sharded = Layout {
+        window_shards: 4,
+        ..Layout::default()
+    };
+    // (the first Region's split, the second's, whether the second says LeaseLayoutMismatch):
+    // whichever sweeps first, the other does not sweep beside it. A sweeper of every shard and
+    // one of a range tell each other apart; two splits into ranges do not (either may be the
+    // other's sibling), but neither sweeps beside the other.
+    let cases: [(&[&str], &[&str], u32); 3] = [
+        (&["0-1", "2-3"], &["all"], 1),
+        (&["all"], &["0-1", "2-3"], 1),
+        (&["0-0", "1-3"], &["0-1", "2-3"], 0),
+    ];
+    for (first, second, mismatch) in cases {
+        let t0 = Instant::now();
+        let store = MemStore::new(sharded.clone())
+            .starting_at(now)
+            .any_partition();
+        let at = Timestamp::from_secs(now);
+        let leading = split_sweepers(&store, "us-east-1", first, t0);
+        for (range, sweeper) in first.iter().zip(&leading) {
+            let r = sweeper.sweep(at, &Stop::never()).await;
+            assert_eq!(
+                r.stood_by, 0,
+                "{first:?}: {range} swept beside its own Region's split: {r:?}"
+            );
+        }
+        for i in 0..10 {
+            store.put(&format!("old-{i}"), (now - 5 - i) as f64);
+        }
+        let standing_by = split_sweepers(&store, "eu-west-1", second, t0);
+        for (range, sweeper) in second.iter().zip(&standing_by) {
+            let r = sweeper.sweep(at, &Stop::never()).await;
+            assert_eq!(
+                r.stood_by, 1,
+                "{second:?}: {range} swept beside another Region split {first:?}: {r:?}"
+            );
+            assert_eq!(
+                r.lease_layout_mismatch, mismatch,
+                "{second:?}: {range}: {r:?}"
+            );
+        }
+        assert_eq!(store.ids().len(), 10, "{first:?} / {second:?}");
+    }
+    // The same split in both Regions: one Region's ranges lead side by side, the other's stand
+    // by, with no mismatch.
+    let t0 = Instant::now();
+    let store = MemStore::new(sharded).starting_at(now).any_partition();
+    let at = Timestamp::from_secs(now);
+    for sweeper in split_sweepers(&store, "us-east-1", &["0-1", "2-3"], t0) {
+        let r = sweeper.sweep(at, &Stop::never()).await;
+        assert_eq!(r.stood_by, 0, "{r:?}");
+    }
+    for sweeper in split_sweepers(&store, "eu-west-1", &["0-1", "2-3"], t0) {
+        let r = sweeper.sweep(at, &Stop::never()).await;
+        assert_eq!((r.stood_by, r.lease_layout_mismatch), (1, 0), "{r:?}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -783,8 +906,8 @@ async fn a_lease_given_up_is_not_renewed_by_another_invocation_of_the_same_deplo
     let t0 = Instant::now();
     let store = MemStore::new(Layout::default());
     // Two execution environments of one function: one holder name.
-    let first = Lease::new(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
-    let second = Lease::new(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
+    let first = leased(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
+    let second = leased(lease_config("us-east-1/sweeper", 10), bounds(t0, 0, 0));
     // The first's sweeps fail; the second's, later, do not, and it renews.
     let deleting = |deletes| SweepHealth {
         reads: Some(true),
@@ -814,7 +937,7 @@ async fn a_lease_given_up_is_not_renewed_by_another_invocation_of_the_same_deplo
     assert!(first.check(&store, &Stop::never()).await.is_err());
     assert!(second.check(&store, &Stop::never()).await.is_err());
     // Another Region takes it once it lapsed.
-    let west = Lease::new(lease_config("eu-west-1/sweeper", 10), bounds(t0, 0, 0));
+    let west = leased(lease_config("eu-west-1/sweeper", 10), bounds(t0, 0, 0));
     assert!(west.check(&store, &Stop::never()).await.is_ok());
     let taken = store.lease().unwrap();
     assert_eq!(
@@ -951,6 +1074,7 @@ async fn a_lease_item_without_a_layout_is_read_and_a_given_up_one_is_only_taken_
             ..lease_config("us-east-1/new", 30)
         },
         store.server_clock().clone(),
+        Arc::new(clock),
     );
     let check = lease.check(&store, &Stop::never()).await.unwrap_err();
     assert!(!check.layout_mismatch && check.error.is_none(), "{check:?}");
@@ -1000,4 +1124,257 @@ async fn a_lease_item_without_a_layout_is_read_and_a_given_up_one_is_only_taken_
     assert!(taken.layout.is_some());
     // The new holder renews it, its layout recorded.
     assert!(write("us-east-1/new", before).await.unwrap());
+}
+
+/// A stand-in for a Region's stream follower (`run --follow-stream`): every 250 ms it reports
+/// its stream read to the end, until `stalls` after it begins, when it is held at a record it
+/// cannot index: from then on it reports that record's age.
+#[derive(Clone)]
+struct Indexing {
+    stalls: Option<Duration>,
+}
+
+impl daemon::Follow<MemStore> for Indexing {
+    type Follower = ();
+
+    async fn open(&self, _: &Sweeper<MemStore>) -> Result<(), FollowError> {
+        Ok(())
+    }
+
+    async fn follow(
+        &self,
+        (): &(),
+        _: &Sweeper<MemStore>,
+        _: &dyn Clock,
+        stop: &Stop,
+        progress: &dyn Fn(&FollowReport),
+    ) -> FollowReport {
+        let begun = Instant::now();
+        let stalls_at = self.stalls.map(|after| begun + after);
+        while !stop.token().is_cancelled() {
+            let now = Instant::now();
+            let behind = stalls_at.map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+            progress(&FollowReport {
+                record_age_ms: behind.as_millis() as u64,
+                ..FollowReport::default()
+            });
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(250)) => {}
+                () = stop.token().cancelled() => {}
+            }
+        }
+        FollowReport::default()
+    }
+}
+
+/// Daemon options with ticks every second, periods of 5 s and `follow` as the Region's follower.
+fn daemon_options(follow: Indexing) -> daemon::Options<Indexing> {
+    daemon::Options {
+        every: Duration::from_secs(1),
+        period: Duration::from_secs(5),
+        namespace: "LeaseTest".into(),
+        endpoint: None,
+        follow: Some(follow),
+        emf: Mutex::new(Box::new(std::io::sink())),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_daemon_whose_stream_indexer_stalls_gives_the_lease_up_to_a_region_whose_index_is_current(
+) {
+    let t0 = Instant::now();
+    let now = 1_800_000_000;
+    let lease_s = 6;
+    let lease = Duration::from_secs(lease_s);
+    let west_store = MemStore::new(Layout::default()).starting_at(now);
+    let east_store = west_store.sharing(Layout::default());
+    let east = region_sweeper(
+        east_store.clone(),
+        &region_config("sessions", lease_s, &[]),
+        "us-east-1/sweeper",
+        t0,
+    );
+    let west = region_sweeper(
+        west_store.clone(),
+        &region_config("sessions", lease_s, &[]),
+        "eu-west-1/sweeper",
+        t0,
+    );
+    let (east, west) = ([Table::ready(east)], [Table::ready(west)]);
+    let clock = move || Timestamp::from_secs(now) + t0.elapsed();
+    // East's indexer stalls 10 s in; west's stays current. East starts first.
+    let stalls = Duration::from_secs(10);
+    let east_options = daemon_options(Indexing {
+        stalls: Some(stalls),
+    });
+    let west_options = daemon_options(Indexing { stalls: None });
+    let end = t0 + stalls + 4 * lease;
+    let holders = Arc::new(Mutex::new(Vec::new()));
+    let script = {
+        let (store, holders) = (west_store.clone(), holders.clone());
+        async move {
+            while Instant::now() < end {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let holder = store.lease().map(|l| (l.holder, l.released));
+                holders.lock().unwrap().push((t0.elapsed(), holder));
+            }
+        }
+    };
+    let west_late = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        daemon::run(&west, &clock, west_options, sleep_until(end)).await
+    };
+    let (e, w, ()) = tokio::join!(
+        daemon::run(&east, &clock, east_options, sleep_until(end)),
+        west_late,
+        script
+    );
+    let (e, w) = (&e.unwrap()[0], &w.unwrap()[0]);
+    let holders = holders.lock().unwrap().clone();
+    let held_by = |at: Duration| {
+        holders
+            .iter()
+            .rev()
+            .find(|(when, _)| *when <= at)
+            .and_then(|(_, h)| h.clone())
+    };
+    // East held it while its index was current, and for a lease after it stalled.
+    let east_holds = Some(("us-east-1/sweeper".to_owned(), false));
+    assert_eq!(held_by(stalls), east_holds, "{holders:?}");
+    assert_eq!(held_by(stalls + lease - Duration::from_secs(1)), east_holds);
+    // Then gave it up, and west took it within about two leases of the stall.
+    let west_holds = Some(("eu-west-1/sweeper".to_owned(), false));
+    let taken = holders
+        .iter()
+        .find(|(_, h)| *h == west_holds)
+        .map(|(at, _)| *at);
+    let taken = taken.unwrap_or_else(|| panic!("west never took the lease: {holders:?}"));
+    assert!(
+        taken > stalls + lease && taken <= stalls + 2 * lease + Duration::from_secs(2),
+        "west took it at {taken:?}: {holders:?}"
+    );
+    assert_eq!(held_by(end - t0), west_holds, "{holders:?}");
+    assert_eq!(e.lease_released, 1, "{e:?}");
+    assert!(w.stood_by > 0 && w.ticks > w.stood_by, "{w:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_standby_whose_index_lags_leaves_a_lapsed_lease_to_the_others_for_a_lease_more() {
+    let t0 = Instant::now();
+    let store = MemStore::new(Layout::default());
+    let lease = Duration::from_secs(10);
+    let east = leased(lease_config("us-east-1/a", 10), bounds(t0, 0, 0));
+    let west = leased(lease_config("eu-west-1/b", 10), bounds(t0, 0, 0));
+    // West's indexer was watched from the start and has not reported since: behind by then.
+    west.index().watch(t0);
+    east.check(&store, &Stop::never())
+        .await
+        .expect("east took it");
+    let expires = store.lease().unwrap().expires_at;
+    let lapses = t0
+        + Duration::from_millis(expires.millis_since(Timestamp::from_secs(1_800_000_000)) as u64);
+    // East stops. West, checking every second, leaves it for a lease past its lapse.
+    let mut took = None;
+    while t0.elapsed() < 4 * lease {
+        let started = Instant::now();
+        let check = west.check(&store, &Stop::never()).await;
+        if check.is_ok() {
+            took = Some(Instant::now());
+            break;
+        }
+        tokio::time::sleep_until(started + Duration::from_secs(1)).await;
+    }
+    let took = took.expect("west never took it");
+    assert!(
+        took > lapses + lease,
+        "took it {:?} after it lapsed, with its index behind",
+        took - lapses
+    );
+    assert!(
+        took <= lapses + lease + Duration::from_secs(1),
+        "{:?}",
+        took - lapses
+    );
+    assert_eq!(store.lease().unwrap().holder, "eu-west-1/b");
+
+    // With its index current, a standby takes a lapsed lease at once.
+    let t1 = Instant::now();
+    let store = MemStore::new(Layout::default());
+    let east = leased(lease_config("us-east-1/a", 10), bounds(t0, 0, 0));
+    let west = leased(lease_config("eu-west-1/b", 10), bounds(t0, 0, 0));
+    west.index().watch(t1);
+    east.check(&store, &Stop::never())
+        .await
+        .expect("east took it");
+    let mut took = None;
+    while t1.elapsed() < 4 * lease {
+        let started = Instant::now();
+        west.index().indexed(started, Duration::ZERO);
+        if west.check(&store, &Stop::never()).await.is_ok() {
+            took = Some(Instant::now() - t1);
+            break;
+        }
+        tokio::time::sleep_until(started + Duration::from_secs(1)).await;
+    }
+    let took = took.expect("west never took it");
+    assert!(
+        took > lease && took <= lease + Duration::from_secs(1),
+        "{took:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_range_that_gave_its_split_s_lease_up_takes_it_again_once_lapsed_and_leads() {
+    let t0 = Instant::now();
+    let lease_s = 10;
+    let store = MemStore::new(Layout {
+        window_shards: 4,
+        ..Layout::default()
+    });
+    let more = [("WINDOW_SHARDS", "4"), ("SHARD_RANGE", "0-1")];
+    let config = region_config("sessions", lease_s, &more);
+    let lease = leased(
+        config.lease("us-east-1/a".into()).unwrap(),
+        bounds(t0, 0, 0),
+    );
+    let (fail, work) = (Some(false), Some(true));
+    let (mut released, mut led) = (vec![], vec![]);
+    // Its reads fail for the first lease and a half, then work.
+    while t0.elapsed() < Duration::from_secs(5 * lease_s) {
+        let started = Instant::now();
+        match lease.check(&store, &Stop::never()).await {
+            Ok(_) => {
+                led.push(t0.elapsed().as_secs());
+                let reads = if t0.elapsed().as_secs() < 15 {
+                    fail
+                } else {
+                    work
+                };
+                lease
+                    .swept(SweepHealth {
+                        reads,
+                        deletes: None,
+                    })
+                    .await;
+            }
+            Err(not) if not.released => released.push(t0.elapsed().as_secs()),
+            Err(_) => {}
+        }
+        tokio::time::sleep_until(started + Duration::from_secs(1)).await;
+    }
+    assert_eq!(
+        released,
+        [lease_s],
+        "given up once, a lease after its first failure"
+    );
+    let again = led.iter().find(|at| **at > lease_s).copied();
+    let again = again.unwrap_or_else(|| panic!("never led again: {led:?}"));
+    // Its hold ran out before the lapse; then a lease more.
+    assert!(again > 2 * lease_s && again <= 3 * lease_s, "{led:?}");
+    let after: Vec<_> = led.iter().filter(|at| **at >= again).collect();
+    assert_eq!(
+        after.len() as u64,
+        5 * lease_s - again,
+        "led at every check once it took it again: {led:?}"
+    );
 }

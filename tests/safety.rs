@@ -11,7 +11,7 @@
 
 use crate::support;
 
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicI64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use ttl_sweeper::engine::{
     run_ticks, Checkpoint, DeleteMode, Stop, SweepOptions, SweepReport, Sweeper, Ticks,
 };
-use ttl_sweeper::expiry::{Layout, Timestamp};
+use ttl_sweeper::expiry::{Layout, Timestamp, Window};
 use ttl_sweeper::store::ErrorKind;
 
 /// The sweep instant of every scenario, epoch seconds (a minute boundary).
@@ -768,6 +768,47 @@ async fn batch_ticks_confirm_their_keys_ahead_so_the_delete_follows_the_query() 
     report.assert_fields("items_deleted=200 items_failed=0");
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_key_confirmed_before_a_pause_is_read_again_after_it() {
+    // A key is confirmed ahead of a tick; then the host is paused for a minute (a frozen Lambda,
+    // a suspended host), which the monotonic clock does not count: only the wall clock moves on.
+    // Meanwhile the application extends the item's ttl, and the index, 30 s behind the table,
+    // still lists the old one. The confirmation is a minute old by the wall clock: the tick
+    // reads the table again and keeps the item. Both with the sweeper's wall clock and, without
+    // one, by the sweep instants alone.
+    for wall_clock in [true, false] {
+        let store = mem();
+        store.put("k0", (T0 - 30) as f64);
+        let store = store.index_lag(Duration::from_secs(30));
+        let paused_ms = Arc::new(AtomicI64::new(0));
+        let wall = {
+            let (store, paused_ms) = (store.clone(), paused_ms.clone());
+            move || {
+                let ms = (store.clock() * 1000.0).round() as i64 + paused_ms.load(SeqCst);
+                Timestamp::from_millis(ms)
+            }
+        };
+        let mut sweeper = mem_sweeper(store.clone(), SweepOptions::default());
+        if wall_clock {
+            sweeper = sweeper.with_wall_clock(Arc::new(wall.clone()));
+        }
+        let (windows, never) = ([Window::containing((T0 - 30) as f64, 60)], Stop::never());
+        sweeper.confirm_ahead(wall(), &windows, &never).await;
+        assert_eq!(store.calls(Op::Get), 1, "{wall_clock}: confirmed ahead");
+
+        paused_ms.store(60_000, SeqCst);
+        store.put("k0", (T0 + 3_600) as f64);
+        let report = sweeper.sweep_windows(wall(), &windows, &never).await;
+        assert!(
+            store.has("k0"),
+            "wall clock {wall_clock}: the item whose ttl was extended during the pause was \
+             deleted on a confirmation made before it; {report:?}"
+        );
+        assert_eq!(store.calls(Op::Get), 2, "{wall_clock}: {report:?}");
+        report.assert_fields("items_deleted=0 items_skipped=1 items_confirmed=1");
+    }
+}
+
 /// With an expiry index table, an entry goes only once its item is judged against the table:
 /// the entries of items whose deletes failed, or that the sweep left when it had to stop, stay,
 /// and the next sweep deletes those items and then removes their entries.
@@ -946,4 +987,57 @@ async fn an_item_listed_twice_with_one_ttl_across_two_groups_is_deleted_and_anno
     let next = sweeper.sweep_at(T0 + 1).await;
     next.assert_fields("items_deleted=0 events_published=0");
     assert_eq!(store.entry_count(), 0, "{next:?}");
+}
+
+/// With an expiry index table, a catch-up can be exact only while the entries live (two days
+/// past their ttl, then native TTL may take them) and, for items written during the outage,
+/// while the stream keeps their records (24 hours): a catch-up reaches back no further than the
+/// entries live, whatever MAX_CATCHUP accepts, and one longer than the stream's 24 hours is
+/// reported capped too (`catchup_capped`), though every window it can still read is swept.
+#[tokio::test(start_paused = true)]
+async fn an_index_table_catch_up_is_capped_at_what_its_entries_and_the_stream_still_hold() {
+    const DAY: i64 = 86_400;
+    let hourly = Layout {
+        window_seconds: 3_600,
+        ..Layout::default()
+    };
+    let sweep_after = |outage: i64, index_table: bool| {
+        let hourly = hourly.clone();
+        async move {
+            // Entries written before the outage, each before its ttl.
+            let store = MemStore::new(hourly).starting_at(T0 - outage - 60);
+            let store = if index_table {
+                store.with_index_table()
+            } else {
+                store
+            };
+            for (id, ago) in [("d4", 4 * DAY), ("d1", DAY + 3_600), ("h2", 2 * 3_600)] {
+                if ago < outage {
+                    store.put(id, (T0 - ago) as f64);
+                    store.index(id, id);
+                }
+            }
+            *store.checkpoint.lock().unwrap() = Some(Timestamp::from_secs(T0 - outage));
+            let options = SweepOptions {
+                max_catchup_seconds: 30 * DAY as u64,
+                ..checkpointed(1)
+            };
+            let report = mem_sweeper(store.clone(), options).sweep_at(T0).await;
+            (report, store.ids())
+        }
+    };
+    // Five days down: the windows more than two days back are not read, and it says so.
+    let (report, left) = sweep_after(5 * DAY, true).await;
+    assert!(report.catchup_capped, "{report:?}");
+    assert_eq!(left, ["d4"], "{report:?}");
+    // Thirty hours down: every window read, every item deleted, and still reported capped:
+    // records written early in the outage may have been trimmed before they were indexed.
+    let (report, left) = sweep_after(30 * 3_600, true).await;
+    assert!(left.is_empty(), "{left:?}: {report:?}");
+    assert!(report.catchup_capped, "{report:?}");
+    // Twenty hours: exact. And through a GSI (no stream, no entries), thirty hours is exact.
+    let (report, left) = sweep_after(20 * 3_600, true).await;
+    assert!(left.is_empty() && !report.catchup_capped, "{report:?}");
+    let (report, left) = sweep_after(30 * 3_600, false).await;
+    assert!(left.is_empty() && !report.catchup_capped, "{report:?}");
 }

@@ -86,7 +86,7 @@ async fn entries_by_item(client: &aws_sdk_dynamodb::Client, index: &str) -> Vec<
         };
         (key["id"].as_s().unwrap().clone(), e)
     };
-    let mut entries: Vec<(String, Key)> = scan_all(client, index)
+    let mut entries: Vec<(String, Key)> = scan_entries(client, index)
         .await
         .into_iter()
         .map(by_item)
@@ -265,11 +265,11 @@ async fn a_malformed_record_is_answered_by_its_sequence_number_and_fails_only_it
     let mut foreign = record("INSERT", 11, &unwindowed("d", now - 60));
     let arn = "arn:aws:dynamodb:us-east-1:000000000000:table/other/stream/2026-11-26T00:00:00.000";
     foreign["eventSourceARN"] = json!(arn);
-    let before = scan_all(&client, &index).await.len();
+    let before = scan_entries(&client, &index).await.len();
     let err = index_batch(&sweeper, &clock, &batch(vec![foreign.clone()]), None).await;
     let message = err.unwrap_err().to_string();
     assert!(message.contains("another table"), "{message}");
-    assert_eq!(scan_all(&client, &index).await.len(), before);
+    assert_eq!(scan_entries(&client, &index).await.len(), before);
 
     // A table swept through a GSI has no index to write to: its stream batches are refused.
     let gsi = sweeper_for(&config(&simple_table("index_gsi").await.1, &[])).await;
@@ -320,6 +320,43 @@ async fn records_whose_entries_are_not_written_are_delivered_again() {
     assert_eq!(store.entry_count(), 3);
 }
 
+/// What no retry of the same request mends is answered apart (`refused`): a record that cannot be
+/// indexed, and an entry refused as invalid; throttling through every attempt is not.
+#[tokio::test(start_paused = true)]
+async fn records_no_retry_mends_are_answered_apart_from_those_throttled() {
+    let store = |kind| {
+        MemStore::new(Layout::default())
+            .with_index_table()
+            .starting_at(1_800_000_000)
+            .fault(Op::WriteEntries, When::Always, Fault::Fail(kind))
+    };
+    let item = |id: &str| {
+        let mut k = id_key(id);
+        k.insert("ttl".into(), num(1_800_000_100));
+        k
+    };
+    let mut odd = record("INSERT", 2, &item("b"));
+    odd["eventName"] = json!("UPSERT");
+    let records = parsed(vec![record("INSERT", 1, &item("a")), odd]).records;
+    let at = || Timestamp::from_secs(1_800_000_000);
+    let sequence = |n: u64| format!("{n:021}");
+    for (kind, refused) in [
+        (ErrorKind::Throttled, vec![sequence(2)]),
+        (ErrorKind::Transient, vec![sequence(2)]),
+        (ErrorKind::Auth, vec![sequence(2)]),
+        (ErrorKind::Validation, vec![sequence(1), sequence(2)]),
+    ] {
+        let store = store(kind);
+        let indexed = index_records(&store, &store.schema(), &at, &records).await;
+        let mut failures = indexed.failures.clone();
+        failures.sort();
+        assert_eq!(failures, [sequence(1), sequence(2)], "{kind:?}");
+        let mut answered = indexed.refused.clone();
+        answered.sort();
+        assert_eq!(answered, refused, "{kind:?}");
+    }
+}
+
 /// An entry the index table leaves unprocessed through every attempt fails its own record only:
 /// the entries written beside it in the same request are written, counted, and their records not
 /// delivered again.
@@ -351,4 +388,72 @@ async fn an_entry_left_unprocessed_fails_only_its_own_record_not_those_written_b
     let ids: Vec<String> = entries.map(|(id, _)| id).collect();
     assert_eq!(ids, ["a", "c"]);
     assert!(proxy.stats.faults_total() >= 2);
+}
+
+/// Two tables can not share one expiry index table: a sweep of one would read the other's
+/// entries, find their items absent and remove them, and the other table's items would never
+/// expire. Of one process's tables, the configuration is refused, naming both; across
+/// deployments, the index table names the table it serves (its claim), and a second table's
+/// sweeper is refused at start-up, naming the first, which goes on sweeping.
+#[tokio::test]
+async fn a_second_table_is_refused_an_expiry_index_table_that_serves_another() {
+    let client = client().await;
+    let index = index_table(&client, "sharedidx").await;
+    let plain = |t: &mut TableSpec<'_>| {
+        t.index = false;
+        t.stream = Some(StreamViewType::NewImage);
+    };
+    let alpha = new_table(&client, "alpha", plain).await;
+    let beta = new_table(&client, "beta", plain).await;
+    let sweep = |table: &str| {
+        let mut cmd = local_cli();
+        cmd.args(["sweep", "--table-name", table])
+            .env("EXPIRY_INDEX_TABLE", &index);
+        run(&mut cmd)
+    };
+    // One process, both tables: refused before anything is read.
+    let both = format!("{alpha},{beta}");
+    let mut cmd = local_cli();
+    cmd.args(["sweep", "--table-name", &both])
+        .env("EXPIRY_INDEX_TABLE", &index);
+    let (code, _, err) = run(&mut cmd);
+    assert_eq!(code, 2, "{err}");
+    for want in [
+        alpha.as_str(),
+        beta.as_str(),
+        "EXPIRY_INDEX_TABLE",
+        "of its own",
+    ] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
+    // Two deployments: alpha's sweeper claims the index table; beta's is refused, naming alpha.
+    let (code, _, err) = sweep(&alpha);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = sweep(&beta);
+    assert_ne!(code, 0, "beta swept through alpha's index table: {err}");
+    for want in [alpha.as_str(), index.as_str(), "of its own"] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
+    let (code, _, err) = sweep(&alpha);
+    assert_eq!(code, 0, "alpha goes on: {err}");
+    // A tool only checks: back-fill of beta into it is refused too, and writes no claim.
+    let mut cmd = local_cli();
+    cmd.args([
+        "backfill",
+        "--table-name",
+        &beta,
+        "--expiry-index-table",
+        &index,
+    ]);
+    let (code, _, err) = run(&mut cmd);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains(alpha.as_str()), "{err}");
+    let owners = AV::S(ttl_sweeper::store::entries::OWNERS.to_owned());
+    let claims: Vec<String> = scan_all(&client, &index)
+        .await
+        .into_iter()
+        .filter(|e| e.get("window") == Some(&owners))
+        .map(|e| e["entry"].as_s().unwrap().clone())
+        .collect();
+    assert_eq!(claims, [alpha]);
 }

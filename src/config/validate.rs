@@ -108,6 +108,19 @@ impl Settings {
                     table: config.table_name,
                 });
             }
+            fn index_of(c: &Config) -> Option<&str> {
+                c.expiry_index_table.as_deref().map(table_of)
+            }
+            let sharing = configs
+                .iter()
+                .find(|c| index_of(c).is_some() && index_of(c) == index_of(&config));
+            if let (Some(first), Some(index)) = (sharing, &config.expiry_index_table) {
+                return Err(ConfigError::SharedIndexTable {
+                    index: index.clone(),
+                    first: first.table_name.clone(),
+                    second: config.table_name,
+                });
+            }
             configs.push(config);
         }
         Ok(configs)
@@ -1007,5 +1020,49 @@ mod tests {
         // Without archive mode, deletes need no archive.
         let notify = Settings::from_lookup(|k| (k == "TABLE_NAME").then(|| "sessions".into()));
         assert!(notify.validate_backfill(false).is_ok());
+    }
+
+    #[test]
+    fn two_tables_may_not_share_an_expiry_index_table() {
+        let tables = |pairs: &[(&str, &str)]| {
+            let map: HashMap<&str, &str> = pairs.iter().copied().collect();
+            Settings::from_lookup(|k| map.get(k).map(|v| v.to_string())).validate_tables()
+        };
+        // One EXPIRY_INDEX_TABLE for TABLE_NAME=a,b, or a TABLES entry naming another's.
+        for pairs in [
+            &[("TABLE_NAME", "alpha,beta"), ("EXPIRY_INDEX_TABLE", "idx")][..],
+            &[
+                ("TABLE_NAME", "alpha"),
+                ("EXPIRY_INDEX_TABLE", "idx"),
+                ("TABLES", r#"[{"TABLE_NAME": "beta"}]"#),
+            ],
+            &[(
+                "TABLES",
+                r#"[{"TABLE_NAME": "alpha", "EXPIRY_INDEX_TABLE": "idx"},
+                             {"TABLE_NAME": "beta", "EXPIRY_INDEX_TABLE": "arn:aws:dynamodb:eu-west-1:123456789012:table/idx"}]"#,
+            )],
+        ] {
+            let msg = tables(pairs).unwrap_err().to_string();
+            for name in [
+                "\"alpha\"",
+                "\"beta\"",
+                "idx",
+                "EXPIRY_INDEX_TABLE",
+                "of its own",
+            ] {
+                assert!(msg.contains(name), "{pairs:?}: {msg}");
+            }
+        }
+        let own = tables(&[(
+            "TABLES",
+            r#"[{"TABLE_NAME": "alpha", "EXPIRY_INDEX_TABLE": "alpha-idx"},
+                         {"TABLE_NAME": "beta", "EXPIRY_INDEX_TABLE": "beta-idx"},
+                         {"TABLE_NAME": "gamma"}, {"TABLE_NAME": "delta"}]"#,
+        )]);
+        assert_eq!(
+            own.map(|c| c.len()),
+            Ok(4),
+            "one each, and GSI tables, are fine"
+        );
     }
 }

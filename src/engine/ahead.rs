@@ -3,13 +3,14 @@
 //! deletes leave one query after the tick, not a query and a read. A key the tick lists with the
 //! ttl confirmed is dated by that read ([`super::delete::Confirmed`]): the bound of an
 //! unconditional delete (`BATCH_MAX_READ_AGE`) runs from it as from any read of the table.
-//! Nothing is deleted ahead.
+//! Nothing is deleted ahead. A confirmation outlives the tick it was made for (a sweeper lives
+//! across a Lambda's invocations, a daemon across a host's suspends) and the monotonic clock
+//! does not run while the process is frozen: each is dated by the wall clock too, and is as old
+//! as the older of the two says.
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use super::delete::Expired;
+use super::delete::{Dated, Expired};
 use super::pace::read_ahead;
 use super::partition::check_item;
 use super::retry::Stop;
@@ -35,11 +36,11 @@ impl<S: Store> Sweeper<S> {
         if options.delete_mode != DeleteMode::Batch || stop.reached() || !self.leading() {
             return;
         }
+        // Dated on the wall clock too (module docs); without one, by the tick's instant, which
+        // the sweep that takes them compares with its own.
+        let dated = || Dated::now(self.raw_wall().unwrap_or(at));
         let max_age = options.batch_max_read_age;
-        shared
-            .confirmed
-            .lock()
-            .retain(|_, (_, read)| read.elapsed() <= max_age);
+        shared.confirmed.forget_older(dated(), max_age);
         let most = read_ahead(options);
         let (store, schema) = (&shared.store, &shared.schema);
         let shards = schema.layout.window_shards.max(1);
@@ -79,18 +80,17 @@ impl<S: Store> Sweeper<S> {
         for keys in listed.chunks(GET_BATCH) {
             let wanted: Vec<Key> = keys.iter().map(|(_, e)| e.key.clone()).collect();
             // Dated at the request: DynamoDB may read the items any time until its answer.
-            let asked = Instant::now();
+            let asked = dated();
             let read = store.get_items(schema, wanted, true);
             let Ok(found) = stop.bound("BatchGetItem", read).await else {
                 return;
             };
             let found = schema.by_key(&found);
-            let mut confirmed = shared.confirmed.lock();
-            for (token, e) in keys {
-                if found.get(token).and_then(|item| schema.ttl_of(item)) == Some(e.ttl) {
-                    confirmed.insert(token.clone(), (e.ttl_as_read.clone(), asked));
-                }
-            }
+            let unchanged = keys
+                .iter()
+                .filter(|(token, e)| found.get(token).and_then(|i| schema.ttl_of(i)) == Some(e.ttl))
+                .map(|(token, e)| (token.clone(), e.ttl_as_read.clone()));
+            shared.confirmed.insert(unchanged, asked);
         }
     }
 }

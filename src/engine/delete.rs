@@ -55,31 +55,71 @@ pub(super) struct Expired {
     pub(super) entry: Option<Key>,
 }
 
-/// Keys confirmed by the table ahead of a tick: by key ([`TableSchema::key_token`]), the ttl read
-/// and when the read was asked. Bounded by the sweep's read-ahead budget; entries older than the
-/// batch bound are dropped at each confirmation.
-#[derive(Debug, Default)]
-pub(super) struct Confirmed(Mutex<HashMap<String, (String, Instant)>>);
+/// When a read of the table was asked, by both clocks: the monotonic one does not run while a
+/// Lambda is frozen or a host sleeps, the wall one can be stepped; the read is as old as the
+/// larger of its two ages.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Dated {
+    pub(super) at: Instant,
+    pub(super) wall: Timestamp,
+}
 
-impl Confirmed {
-    /// The reads made ahead, by key token: (the ttl as read, when the read was asked).
-    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Instant)>> {
-        lock(&self.0)
+impl Dated {
+    /// Now: the monotonic clock's reading and `wall`'s.
+    pub(super) fn now(wall: Timestamp) -> Self {
+        Dated {
+            at: Instant::now(),
+            wall,
+        }
     }
 
-    /// The read of `e`'s key with its ttl as read, if one was made ahead within `max_age`; taken.
+    /// How old something dated `self` is at `now`, by the clock that says older.
+    fn age_at(&self, now: Dated) -> Duration {
+        let wall_ms = now.wall.millis_since(self.wall).max(0).unsigned_abs();
+        let mono = now.at.saturating_duration_since(self.at);
+        mono.max(Duration::from_millis(wall_ms))
+    }
+}
+
+/// Keys confirmed by the table ahead of a tick: by key ([`TableSchema::key_token`]), the ttl read
+/// and when the read was asked ([`Dated`]). Kept across sweeps (and a Lambda's invocations), so
+/// a read is fresh only while its age by both clocks is within the batch bound. Bounded by the
+/// sweep's read-ahead budget; the stale entries are dropped at each confirmation.
+#[derive(Debug, Default)]
+pub(super) struct Confirmed(Mutex<HashMap<String, (String, Dated)>>);
+
+impl Confirmed {
+    /// Records reads asked at `asked`: (key token, the ttl as read) each.
+    pub(super) fn insert(&self, reads: impl IntoIterator<Item = (String, String)>, asked: Dated) {
+        let mut confirmed = lock(&self.0);
+        confirmed.extend(reads.into_iter().map(|(token, ttl)| (token, (ttl, asked))));
+    }
+
+    /// Drops the reads older than `max_age` at `now` by either clock.
+    pub(super) fn forget_older(&self, now: Dated, max_age: Duration) {
+        lock(&self.0).retain(|_, (_, asked)| asked.age_at(now) <= max_age);
+    }
+
+    /// The read of `e`'s key with its ttl as read, if one was made ahead within `max_age` at
+    /// `now` by both clocks; taken. Dated on the monotonic clock as old as the older clock says,
+    /// so that the check before the send counts the age the wall clock saw.
     pub(super) fn take(
         &self,
         schema: &TableSchema,
         e: &Expired,
         max_age: Duration,
+        now: Dated,
     ) -> Option<Instant> {
-        let mut confirmed = self.lock();
+        let mut confirmed = lock(&self.0);
         if confirmed.is_empty() {
             return None;
         }
-        let (ttl, at) = confirmed.remove(&schema.key_token(&e.key)?)?;
-        (ttl == e.ttl_as_read && at.elapsed() <= max_age).then_some(at)
+        let (ttl, asked) = confirmed.remove(&schema.key_token(&e.key)?)?;
+        let age = asked.age_at(now);
+        if ttl != e.ttl_as_read || age > max_age {
+            return None;
+        }
+        now.at.checked_sub(age)
     }
 }
 
@@ -183,32 +223,23 @@ impl<S: Store> Deleter<'_, S> {
         }
     }
 
-    /// Prepares a chunk before it waits for a slot to send: a key listed twice goes once, and the
-    /// keys only the index has listed are confirmed by one strongly consistent `BatchGetItem` of
-    /// the table, so that the read holds no send slot — in batch mode, which cannot check a ttl
-    /// as it deletes, and in archive mode, which publishes before it deletes. Returns the keys
-    /// still to delete (dated at the read's request) and what the read settled: a key gone, or
-    /// one whose ttl in the table is not the one the index listed (kept), neither of them
-    /// published. Conditional deletes check the table themselves, so conditional mode without
-    /// archive events reads nothing here.
+    /// Prepares a chunk before it waits for a slot to send: a key listed twice goes once, and in
+    /// batch mode the keys only the index has listed are confirmed by one strongly consistent
+    /// `BatchGetItem` of the table, so that the read holds no send slot. Returns the keys still
+    /// to delete (dated at the read's request) and what the read settled: a key gone, or one
+    /// whose ttl in the table is not the one the index listed (kept). Conditional deletes check
+    /// the table themselves, so conditional mode reads nothing here (archive mode reads the
+    /// table right before it publishes: [`delete_with_events`]).
     pub(super) async fn confirm(&self, chunk: Vec<Expired>) -> (Vec<Expired>, ChunkOutcome) {
         let mut out = ChunkOutcome::default();
         let chunk = drop_repeats(self.schema, chunk, &mut out);
-        let archive = self.events.is_some_and(|e| e.hook.archive());
-        if (self.options.delete_mode != DeleteMode::Batch && !archive) || self.stop.reached() {
+        if self.options.delete_mode != DeleteMode::Batch || self.stop.reached() {
             return (chunk, out);
         }
         let (unread, mut ready): (Vec<Expired>, Vec<Expired>) =
             chunk.into_iter().partition(|e| e.read_at.is_none());
-        if unread.is_empty() {
-            return (ready, out);
-        }
-        out.confirmed += unread.len() as u64;
-        if archive {
-            // An expiry is announced only for an item the table was read to hold, expired, on
-            // the ttl listed: an entry left by an item the application deleted announces nothing.
-            ready.extend(self.read_before_publishing(unread, &mut out).await);
-        } else {
+        if !unread.is_empty() {
+            out.confirmed += unread.len() as u64;
             ready.extend(self.read_again(unread, &mut out).await);
         }
         (ready, out)

@@ -3,35 +3,43 @@
 //! lease over when it lapses.
 //!
 //! The lease is the checkpoint table's item `<table name>#leader` (`holder`, `expiresAt` in
-//! epoch milliseconds by DynamoDB's clock, and the holder's `layout`). Every instant written or
+//! epoch milliseconds by DynamoDB's clock, and the holder's `layout`); a sweeper of a shard range
+//! holds it as its Region's split, and its range's item beside it. A holder's health counts its
+//! sweeps ([`Lease::swept`]) and, beside a stream follower, how current its index is
+//! ([`Lease::index`]). Every instant written or
 //! compared is DynamoDB's, as its `Date` headers bound it ([`crate::store::ServerTime`]); each
 //! sweeper measures its own hold on the monotonic clock. Taking, renewing, standing by, giving
 //! up, and why two holders never send deletes at once: `docs/global-tables.md`, "The lease". The
 //! rules free of I/O are in `rules`.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
+mod index;
 mod rules;
 
-use rules::Failing;
+pub use index::IndexHealth;
 pub use rules::{
-    decide, holder_id, missed_a_pause, valid_until, Decision, LeaseConfig, SweepHealth,
-    LEASE_MARGIN, LEASE_WATCH, MAX_LEASE, MIN_LEASE, PAUSE_TOLERANCE, WATCH_EVERY,
+    decide, defer, holder_id, layouts_differ, missed_a_pause, split_holder, split_range,
+    valid_until, Decision, LeaseConfig, RangeLease, SweepHealth, LEASE_MARGIN, LEASE_WATCH,
+    MAX_LEASE, MIN_LEASE, PAUSE_TOLERANCE, WATCH_EVERY,
 };
+use rules::{Failing, Unsound};
 
 use super::retry::Stop;
+use crate::expiry::{Clock, Timestamp};
 use crate::store::{ErrorKind, LeaseItem, ServerTime, Store, StoreError};
 
 /// A hold on the lease: the write that took or renewed it.
 #[derive(Debug, Clone, Copy)]
 struct Held {
     sent: Instant,
-    wall_sent: SystemTime,
+    /// The wall clock at `sent`.
+    wall_sent: Timestamp,
     until: Instant,
 }
 
@@ -46,6 +54,10 @@ struct State {
     logged: Option<Result<(), String>>,
     /// Holding: since when its reads or deletes have failed ([`Lease::swept`]).
     failing: Failing,
+    /// Holding: since when (the write that took it).
+    taken: Option<Instant>,
+    /// Standing by, the index behind: until when a lapsed lease is left to the others (logged).
+    deferred: Option<Timestamp>,
     /// After giving the lease up: not taken again before this.
     backoff_until: Option<Instant>,
 }
@@ -74,44 +86,136 @@ pub struct NotLeading {
     pub released: bool,
 }
 
-/// One table's lease, checked at the start of every sweep ([`super::Sweeper::with_lease`]).
+/// One table's lease, checked at the start of every sweep ([`super::Sweeper::with_lease`]): the
+/// table's item and, for a sweeper of a shard range, its range's ([`LeaseConfig::range`]). It
+/// leads while it holds both.
 pub struct Lease {
-    config: LeaseConfig,
-    time: Arc<dyn ServerTime>,
-    state: Mutex<State>,
+    table: Item,
+    range: Option<Item>,
+    /// How current this sweeper's own expiry index table is, when its stream indexer reports.
+    index: IndexHealth,
 }
 
 impl std::fmt::Debug for Lease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lease")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
+            .field("table", &self.table.config)
+            .field("range", &self.range.as_ref().map(|r| &r.config))
+            .field("index", &self.index)
+            .finish()
     }
 }
 
 impl Lease {
-    /// The lease `config`, judged by DynamoDB's clock as `time` bounds it.
-    pub fn new(config: LeaseConfig, time: Arc<dyn ServerTime>) -> Self {
+    /// The lease `config`, judged by DynamoDB's clock as `time` bounds it. `wall` is the host's
+    /// wall clock, as it reads (not held to DynamoDB's): compared only with the monotonic clock,
+    /// to notice that the host was paused while holding the lease ([`missed_a_pause`]).
+    pub fn new(config: LeaseConfig, time: Arc<dyn ServerTime>, wall: Arc<dyn Clock>) -> Self {
+        let range = config.range.as_ref().map(|range| {
+            let config = LeaseConfig {
+                id: range.id.clone(),
+                holder: range.holder.clone(),
+                range: None,
+                ..config.clone()
+            };
+            Item::new(config, time.clone(), wall.clone())
+        });
+        let config = LeaseConfig {
+            range: None,
+            ..config
+        };
         Lease {
+            table: Item::new(config, time, wall),
+            range,
+            index: IndexHealth::default(),
+        }
+    }
+
+    /// Where this sweeper's stream indexer, running beside it, reports how current its expiry
+    /// index table is (the daemon's `--follow-stream`). Once it does, a holder whose index has
+    /// lagged for a lease while holding gives the lease up, and a standby whose index lags a lease
+    /// or more leaves a lapsed lease to the others for a further lease ([`defer`]).
+    pub fn index(&self) -> &IndexHealth {
+        &self.index
+    }
+
+    /// Whether this sweeper leads now, taking, renewing or reading the lease as needed; a holder
+    /// whose reads or deletes have failed for a lease gives it up instead ([`Lease::swept`]). A
+    /// sweeper of a shard range reads its range's lease only while it holds the table's, and
+    /// leads until the earlier of the two holds ends.
+    pub async fn check<S: Store>(&self, store: &S, stop: &Stop) -> LeaseCheck {
+        let until = self.table.check(store, stop, Some(&self.index)).await?;
+        match &self.range {
+            None => Ok(until),
+            Some(range) => range.check(store, stop, None).await.map(|r| r.min(until)),
+        }
+    }
+
+    /// Tells the lease what a sweep that led showed ([`SweepHealth`]): a holder whose reads, or
+    /// whose deletes, have failed for a lease (`LEADER_LEASE`) with no success since gives it up
+    /// at its next check. The lease's own length, because it is what a standby already waits
+    /// when a holder stops: a holder that cannot sweep hands over within about two leases of its
+    /// first failure, one to notice and one for the lease it was granted to lapse.
+    ///
+    /// Counted in the table's lease only: giving it up hands the whole Region's split over, and a
+    /// range's own item then lapses unrenewed.
+    pub async fn swept(&self, health: SweepHealth) {
+        self.table.swept(health).await;
+    }
+}
+
+/// One lease item, as one holder takes, renews, watches and gives it up.
+struct Item {
+    config: LeaseConfig,
+    time: Arc<dyn ServerTime>,
+    /// The host's wall clock, read only to notice a pause the monotonic clock missed.
+    wall: Arc<dyn Clock>,
+    state: Mutex<State>,
+}
+
+impl Item {
+    fn new(config: LeaseConfig, time: Arc<dyn ServerTime>, wall: Arc<dyn Clock>) -> Self {
+        Item {
             config,
             time,
+            wall,
             state: Mutex::default(),
         }
     }
 
-    /// Whether this sweeper leads now, taking, renewing or reading the lease as needed; a holder
-    /// whose reads or deletes have failed for a lease gives it up instead ([`Lease::swept`]).
-    pub async fn check<S: Store>(&self, store: &S, stop: &Stop) -> LeaseCheck {
+    /// [`Lease::check`], of this item, counting the health of the sweeper's `index` if given.
+    async fn check<S: Store>(
+        &self,
+        store: &S,
+        stop: &Stop,
+        index: Option<&IndexHealth>,
+    ) -> LeaseCheck {
         let mut state = self.state.lock().await;
         let now = Instant::now();
-        if let (Some(held), Some(since)) = (state.held, state.failing.since()) {
-            if now.saturating_duration_since(since) >= self.config.duration {
-                return self.release(&mut state, store, stop, held, since).await;
+        if let Some(held) = state.held {
+            let lease = self.config.duration;
+            let sweeps = (state.failing.since()).map(|since| (since, Unsound::Sweeps));
+            // Counted from the take: a Region that took the lease with its index behind (no
+            // other Region took it) holds it a lease before it gives it up.
+            let behind = index.and_then(IndexHealth::behind_since);
+            let behind =
+                behind.map(|since| (since.max(state.taken.unwrap_or(since)), Unsound::Index));
+            let unsound = [sweeps, behind]
+                .into_iter()
+                .flatten()
+                .filter(|(since, _)| now.saturating_duration_since(*since) >= lease)
+                .min_by_key(|(since, _)| *since);
+            if let Some((since, why)) = unsound {
+                return self
+                    .release(&mut state, store, stop, held, (since, why))
+                    .await;
             }
         }
         if let Some(held) = state.held {
             let mono = now.saturating_duration_since(held.sent);
-            let wall = SystemTime::now().duration_since(held.wall_sent).ok();
+            let wall = u64::try_from(self.wall.now().millis_since(held.wall_sent))
+                .ok()
+                .map(Duration::from_millis);
             let paused = missed_a_pause(mono, wall);
             if paused {
                 warn!(
@@ -165,10 +269,27 @@ impl Lease {
             };
             let lower = self.time.lower_bound();
             let (me, layout) = (&self.config.holder, &self.config.layout);
-            let (holder, until, other_layout) = match decide(item.as_ref(), &self.config, lower) {
+            let mut decision = decide(item.as_ref(), &self.config, lower);
+            let lags = index.is_some_and(|i| i.lags(Instant::now(), self.config.duration));
+            if lags && matches!(decision, Decision::Take { from: Some(_), .. }) {
+                decision = defer(decision, item.as_ref(), &self.config, lower);
+                let deferred = match &decision {
+                    Decision::StandBy { until, .. } => Some(*until),
+                    Decision::Take { .. } => None,
+                };
+                let logged = std::mem::replace(&mut state.deferred, deferred) == deferred;
+                if let (Decision::StandBy { holder, until, .. }, false) = (&decision, logged) {
+                    let behind_s = index
+                        .and_then(IndexHealth::behind_since)
+                        .map_or(0.0, |since| since.elapsed().as_secs_f64());
+                    warn!(holder = %holder, until = %until, behind_s, "IndexLagging: this Region's stream indexer has left records unindexed for {behind_s:.1} s: leaving the lease {holder} let lapse to a Region whose index is current, until {until}");
+                }
+            }
+            let (holder, until, other_layout) = match decision {
                 Decision::Take { from, other_layout } => {
                     if let (Some(from), Some(theirs)) = (&from, &other_layout) {
-                        warn!(holder = %me, from = %from, layout = %layout, their_layout = %theirs, "taking a lapsed lease that {from} held with another layout ({theirs}) than this sweeper's ({layout}): check that every Region's sweeper of the table is configured alike");
+                        let unlike = rules::unlike(theirs, layout);
+                        warn!(holder = %me, from = %from, layout = %layout, their_layout = %theirs, "taking a lapsed lease that {from} held with {unlike}: check that every Region's sweeper of the table is configured alike");
                     }
                     return self.take(&mut state, store, stop, from).await;
                 }
@@ -179,7 +300,8 @@ impl Lease {
                 } => (holder, until, other_layout),
             };
             if let Some(theirs) = &other_layout {
-                error!(holder = %holder, until = %until, layout = %layout, their_layout = %theirs, "LeaseLayoutMismatch: {holder} holds the lease with another layout ({theirs}) than this sweeper's ({layout}); not sweeping beside it: configure every Region's sweeper of the table alike");
+                let unlike = rules::unlike(theirs, layout);
+                error!(holder = %holder, until = %until, layout = %layout, their_layout = %theirs, "LeaseLayoutMismatch: {holder} holds the lease with {unlike}; not sweeping beside it: configure every Region's sweeper of the table alike (the same WINDOW_SHARDS and SHARD_RANGE split)");
             }
             state.seen = Some(LeaseItem {
                 holder,
@@ -222,6 +344,7 @@ impl Lease {
                 info!(holder = %self.config.holder, from, "took the lease from {from}");
                 state.held = Some(held);
                 state.failing = Failing::default();
+                state.taken = Some(held.sent);
                 state.backoff_until = None;
                 state.seen = None;
                 self.leading(state, held.until, true)
@@ -248,7 +371,7 @@ impl Lease {
         store: &S,
         stop: &Stop,
         held: Held,
-        since: Instant,
+        (since, why): (Instant, Unsound),
     ) -> LeaseCheck {
         let unsound = Instant::now().saturating_duration_since(since);
         state.lose();
@@ -261,20 +384,21 @@ impl Lease {
             .bound("UpdateItem", store.release_lease(table, id, me))
             .await;
         let unsound_s = unsound.as_secs_f64();
+        let why = why.saying(unsound_s);
         let backoff_s = backoff_until
             .saturating_duration_since(Instant::now())
             .as_secs_f64();
         let error = match released {
             Ok(true) => {
-                warn!(holder = %me, unsound_s, backoff_s, "LeaseReleased: gave the lease up: its reads or its deletes have failed for {unsound_s:.1} s (the lease's length) with no success since; it lapses as written and another Region's sweeper takes it; not taking it again for {backoff_s:.1} s");
+                warn!(holder = %me, unsound_s, backoff_s, "LeaseReleased: gave the lease up: {why} (the lease's length); it lapses as written and another Region's sweeper takes it; not taking it again for {backoff_s:.1} s");
                 None
             }
             Ok(false) => {
-                warn!(holder = %me, unsound_s, "LeaseReleased: gave the lease up (its reads or its deletes have failed for {unsound_s:.1} s), but the lease was no longer ours");
+                warn!(holder = %me, unsound_s, "LeaseReleased: gave the lease up ({why}), but the lease was no longer ours");
                 None
             }
             Err(e) => {
-                warn!(holder = %me, unsound_s, backoff_s, error = %e, "LeaseReleased: gave the lease up (its reads or its deletes have failed for {unsound_s:.1} s) but could not mark it given up; not renewed, it lapses as written; not taking it again for {backoff_s:.1} s");
+                warn!(holder = %me, unsound_s, backoff_s, error = %e, "LeaseReleased: gave the lease up ({why}) but could not mark it given up; not renewed, it lapses as written; not taking it again for {backoff_s:.1} s");
                 Some(e)
             }
         };
@@ -285,12 +409,8 @@ impl Lease {
         })
     }
 
-    /// Tells the lease what a sweep that led showed ([`SweepHealth`]): a holder whose reads, or
-    /// whose deletes, have failed for a lease (`LEADER_LEASE`) with no success since gives it up
-    /// at its next check. The lease's own length, because it is what a standby already waits
-    /// when a holder stops: a holder that cannot sweep hands over within about two leases of its
-    /// first failure, one to notice and one for the lease it was granted to lapse.
-    pub async fn swept(&self, health: SweepHealth) {
+    /// [`Lease::swept`], for this item.
+    async fn swept(&self, health: SweepHealth) {
         let mut state = self.state.lock().await;
         if state.held.is_some() {
             state.failing.record(health, Instant::now());
@@ -305,7 +425,7 @@ impl Lease {
     /// Takes or renews the lease: the hold it gives, `None` if the condition refused it.
     async fn write<S: Store>(&self, store: &S, stop: &Stop) -> Result<Option<Held>, StoreError> {
         // The send instant first: the bounds read after it are ones on DynamoDB's clock then.
-        let (sent, wall_sent) = (Instant::now(), SystemTime::now());
+        let (sent, wall_sent) = (Instant::now(), self.wall.now());
         let (Some(upper), Some(lower)) = (self.time.upper_bound(), self.time.lower_bound()) else {
             let unknown =
                 "DynamoDB's clock is not known yet (no response seen): the lease is not written";
@@ -407,6 +527,7 @@ mod tests {
             duration: Duration::from_secs(30),
             holder: holder.into(),
             layout: L.into(),
+            range: None,
         }
     }
 
@@ -604,6 +725,59 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn the_ranges_of_one_split_share_the_table_s_lease_and_another_split_is_named() {
+        assert_eq!(
+            split_holder("eu-west-1/sweeper-2", 8),
+            "eu-west-1/split of 8 shards"
+        );
+        assert_eq!(
+            split_holder("eu-west-1/host/7", 8),
+            split_holder("eu-west-1/other-host/9", 8)
+        );
+        assert_ne!(
+            split_holder("eu-west-1/a", 8),
+            split_holder("us-east-1/a", 8)
+        );
+        assert_ne!(
+            split_holder("eu-west-1/a", 8),
+            split_holder("eu-west-1/a", 4)
+        );
+        let layout =
+            |range: &str| format!("index=i ttl=ttl window=w width=60s shards=4 range={range}");
+        let (all, low, high) = (layout("all"), layout("0-1"), layout("2-3"));
+        assert!(!layouts_differ(&all, &all));
+        assert!(!layouts_differ(&low, &high), "two ranges: maybe one split");
+        assert!(layouts_differ(&all, &low) && layouts_differ(&low, &all));
+        assert!(layouts_differ(&L.replace("width=60s", "width=300s"), L));
+        assert_eq!(
+            rules::unlike(&low, &all),
+            "another split of the shards (range=0-1) than this sweeper's (range=all)"
+        );
+        assert_eq!(
+            rules::unlike(L, &all),
+            format!("another layout ({L}) than this sweeper's ({all})")
+        );
+        // A split's range stands by beside a Region that sweeps every shard, naming it.
+        let ms = Timestamp::from_millis;
+        let theirs = LeaseItem {
+            layout: Some(all.clone()),
+            ..lease("us-east-1/sweeper", 10_000)
+        };
+        let ranged = LeaseConfig {
+            layout: low.clone(),
+            ..me("eu-west-1/split of 4 shards")
+        };
+        assert_eq!(
+            decide(Some(&theirs), &ranged, Some(ms(9_000))),
+            Decision::StandBy {
+                holder: "us-east-1/sweeper".into(),
+                until: ms(10_000),
+                other_layout: Some(all),
+            }
+        );
     }
 
     #[test]

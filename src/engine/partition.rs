@@ -10,7 +10,7 @@ use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::delete::{delete_with_events, ChunkOutcome, Confirmed, Deleter, Expired};
+use super::delete::{delete_with_events, ChunkOutcome, Confirmed, Dated, Deleter, Expired};
 use super::entries::{entries_of, remove_settled};
 use super::hook::Events;
 use super::pace::{read_ahead, split_permit, take_budget, PagePace};
@@ -18,7 +18,7 @@ use super::report::SweepReport;
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions, BATCH_SIZE};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
-use crate::expiry::Timestamp;
+use crate::expiry::{Clock, Timestamp};
 use crate::store::{Key, Store, StoreError, TableSchema};
 
 /// Batch mode: chunks whose keys one `BatchGetItem` confirms together (it takes up to 100 keys).
@@ -126,6 +126,9 @@ pub(super) struct Pass<S> {
     pub(super) shared: Arc<Shared<S>>,
     /// The sweep instant: what expired before it is deleted.
     pub(super) now: Timestamp,
+    /// The entry point's clock, if the sweeper has one: what the reads made ahead of a tick are
+    /// dated by besides the monotonic clock (without one, the sweep instant).
+    pub(super) wall: Option<Arc<dyn Clock>>,
     /// The sweep's stop, also triggered by an error that no partition could get past.
     pub(super) stop: Stop,
     pub(super) events: Option<Events>,
@@ -335,6 +338,11 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
             }
         };
         let answered = Instant::now();
+        // Batch mode: the page's keys confirmed ahead of the tick are taken by both clocks' age.
+        let read_now = (this.options.delete_mode == DeleteMode::Batch).then(|| {
+            let wall = pass.wall.as_ref().map_or(now, |c| c.raw_now());
+            Dated::now(wall)
+        });
         let page_len = page.items.len();
         pending.reserve(page_len);
         let mut entries = page.entries.into_iter();
@@ -343,9 +351,10 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
             match check_item(&this.schema, item, now) {
                 Some(mut expired) => {
                     expired.entry = entry;
-                    if this.options.delete_mode == DeleteMode::Batch {
+                    if let Some(read_now) = read_now {
                         let max_age = this.options.batch_max_read_age;
-                        expired.read_at = this.confirmed.take(&this.schema, &expired, max_age);
+                        let confirmed = &this.confirmed;
+                        expired.read_at = confirmed.take(&this.schema, &expired, max_age, read_now);
                     }
                     out.report.items_found += 1;
                     pending.push(expired);

@@ -25,7 +25,7 @@ use super::{Checkpoint, SweepOptions, CATCHUP_SLICE_PARTITIONS};
 use crate::expiry::time::iso_millis;
 use crate::expiry::window::{partition_key, ShardRange, Window};
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{key_to_json, Store, TableSchema};
+use crate::store::{entries, key_to_json, Store, TableSchema};
 
 /// Runs sweeps of one table through a [`Store`]. Partitions and delete requests run as tasks
 /// of their own on the Tokio runtime (so a multi-threaded runtime spreads them over its worker
@@ -119,6 +119,12 @@ impl<S: Store> Sweeper<S> {
     pub fn with_wall_clock(mut self, wall: Arc<dyn Clock>) -> Self {
         self.wall = Some(wall);
         self
+    }
+
+    /// The wall clock's own reading ([`Clock::raw_now`]), if the sweeper has one: what dates the
+    /// reads kept across sweeps ([`super::delete::Confirmed`]).
+    pub(super) fn raw_wall(&self) -> Option<Timestamp> {
+        self.wall.as_ref().map(|c| c.raw_now())
     }
 
     /// The table schema in use.
@@ -219,20 +225,36 @@ impl<S: Store> Sweeper<S> {
         }
         let (lookback, max_catchup) = (options.lookback_windows, options.max_catchup_seconds);
         let width = self.shared.schema.layout.window_seconds;
-        let plan = plan(now, width, lookback, checkpoint_before, max_catchup);
+        let limit = CatchUpLimit::of(&self.shared.schema, max_catchup);
+        let plan = plan(now, width, lookback, checkpoint_before, limit.seconds);
         let below = |w: &Window| newest_end.is_none_or(|end| w.end <= end);
         let recent: Vec<Window> = plan.recent.iter().copied().filter(below).collect();
         if plan.capped {
             warn!(
                 checkpoint = %checkpoint_before.map(Timestamp::iso).unwrap_or_default(),
                 from = %plan.floor.map(iso_millis).unwrap_or_default(),
-                "checkpoint is older than MAX_CATCHUP; windows before the cap are not swept"
+                "checkpoint is older than {}; windows before the cap are not swept", limit.why
+            );
+        }
+        // The entries of items written while the stream's records are kept: an outage longer
+        // than that may have lost records no entry was written for.
+        let stream_gap = limit.from_stream
+            && checkpoint_before.is_some_and(|c| {
+                now.secs().saturating_sub(c.secs()) > entries::STREAM_RETENTION_SECONDS
+            });
+        if stream_gap {
+            warn!(
+                checkpoint = %checkpoint_before.map(Timestamp::iso).unwrap_or_default(),
+                "checkpoint is older than the 24 hours a DynamoDB stream keeps its records: items \
+                 written early in the outage may have no entry (records trimmed before they were \
+                 indexed); the catch-up is reported capped. Run `ttl-sweeper backfill \
+                 --expiry-index-table` to index them"
             );
         }
 
         // The recent windows first (they hold what expired last), then the catch-up.
         let (mut report, recent_complete) = self.sweep_partitions(now, &recent, stop).await;
-        report.catchup_capped = plan.capped;
+        report.catchup_capped = plan.capped || stream_gap;
         if let Some(e) = checkpoint_error {
             report.add_errors([SweepErrorEntry::new(None, &e)]);
             return report;
@@ -310,6 +332,11 @@ impl<S: Store> Sweeper<S> {
         }
     }
 
+    /// Its lease, if any (see [`Self::with_lease`]).
+    pub fn lease(&self) -> Option<&Lease> {
+        self.lease.as_ref()
+    }
+
     /// Whether its last sweep led (see [`Self::with_lease`]).
     pub(super) fn leading(&self) -> bool {
         self.leading.load(Ordering::Relaxed)
@@ -344,6 +371,7 @@ impl<S: Store> Sweeper<S> {
         let pass = Arc::new(Pass {
             shared: self.shared.clone(),
             now,
+            wall: self.wall.clone(),
             stop: stop.child(),
             events,
             started: lags_from,
@@ -394,6 +422,39 @@ impl<S: Store> Sweeper<S> {
         report.lag = report.lags.stats();
         report.duration_ms = started.elapsed().as_millis() as u64;
         (report, complete)
+    }
+}
+
+/// How far back a catch-up can be exact: `MAX_CATCHUP`, and with an expiry index table no further
+/// than its entries live ([`entries::KEEP_SECONDS`] past their ttl: older ones may be gone).
+struct CatchUpLimit {
+    seconds: u64,
+    /// What sets it, for the log.
+    why: &'static str,
+    /// The entries come from the table's stream.
+    from_stream: bool,
+}
+
+impl CatchUpLimit {
+    fn of(schema: &TableSchema, max_catchup: u64) -> Self {
+        let keep = u64::try_from(entries::KEEP_SECONDS).unwrap_or(u64::MAX);
+        match schema.index_table {
+            Some(_) if keep < max_catchup => CatchUpLimit {
+                seconds: keep,
+                why: "the two days an expiry index entry is kept (MAX_CATCHUP is longer)",
+                from_stream: true,
+            },
+            Some(_) => CatchUpLimit {
+                seconds: max_catchup,
+                why: "MAX_CATCHUP",
+                from_stream: true,
+            },
+            None => CatchUpLimit {
+                seconds: max_catchup,
+                why: "MAX_CATCHUP",
+                from_stream: false,
+            },
+        }
     }
 }
 

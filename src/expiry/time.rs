@@ -120,6 +120,14 @@ pub trait Clock: Send + Sync {
         0
     }
 
+    /// The source's own reading, not held back to a more trustworthy clock: what measures how
+    /// long ago something happened across a pause (a frozen Lambda, a suspended host), which a
+    /// reading held to bounds that age by the monotonic clock does not count until they are
+    /// learnt again. [`Clock::now`] for plain clocks.
+    fn raw_now(&self) -> Timestamp {
+        self.now()
+    }
+
     /// The instant a sweep asked to run as of `requested` (an event's time, `--at`; `None`:
     /// now) may run as of: `requested`, never later than [`Clock::now`]. The one rule by which
     /// no sweep runs ahead of the clock, whatever asked for it.

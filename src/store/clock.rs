@@ -1,5 +1,7 @@
 //! DynamoDB's own clock, learned from the `Date` header of its responses, so that a host clock
 //! running fast can never make a sweep delete an item before DynamoDB's time reaches its ttl.
+//! Monotonic instants are Tokio's ([`tokio::time::Instant`]): the standard clock's outside tests,
+//! a paused one a test moves in them.
 //!
 //! A response dated `D` to a request sent at local monotonic instant `s` bounds DynamoDB's clock
 //! at a later instant `x` from above by `D + 1 s + (x - s)`; one that arrived at `r` bounds it
@@ -11,7 +13,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_sdk_dynamodb::config::interceptors::{
     BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
@@ -19,6 +21,7 @@ use aws_sdk_dynamodb::config::interceptors::{
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
+use tokio::time::Instant;
 
 use super::lock;
 use crate::expiry::{Clock, Timestamp};
@@ -252,6 +255,12 @@ impl Clock for GuardedClock {
     fn take_ahead_ms(&self) -> u64 {
         self.server.take_clamped()
     }
+
+    /// The host clock itself: it counts a pause the held reading misses until DynamoDB's clock
+    /// is learnt again.
+    fn raw_now(&self) -> Timestamp {
+        (self.wall)()
+    }
 }
 
 /// The local instant a request attempt was sent, kept in the request's config bag.
@@ -315,6 +324,19 @@ mod tests {
         );
         clock.observe_at(date, t0, t0);
         (clock, t0, date)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_bounds_age_on_tokio_time_so_a_paused_test_moves_them() {
+        let clock = ServerClock::default();
+        let date = Timestamp::from_secs(1_000_000);
+        clock.observe(date, Instant::now());
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let ten_s = Duration::from_secs(10);
+        assert_eq!(clock.upper_bound(), Some(date + SKEW_TOLERANCE + ten_s));
+        // Less the drift allowance: 2 ms of 10 s.
+        let lower = date + Duration::from_millis(9_998);
+        assert_eq!(clock.lower_bound(), Some(lower));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use aws_sdk_dynamodb::types::{KeySchemaElement, KeyType, ScalarAttributeType, TableDescription};
 use tracing::instrument;
 
-use super::{DynamoStore, ErrorKind, StoreError, TableSchema};
+use super::{entries, DynamoStore, ErrorKind, StoreError, TableSchema};
 use crate::expiry::Layout;
 
 const OP: &str = "DescribeTable";
@@ -67,6 +67,9 @@ pub async fn open(
     let (schema, index_present) = match &target.index_table {
         Some(index_table) => {
             store.check_index_table(index_table).await?;
+            let name = table.table_name().unwrap_or(&target.table_name);
+            let claim = index == IndexCheck::Required;
+            store.claim_index_table(index_table, name, claim).await?;
             (schema_of(&table, target)?, true)
         }
         None => check_table(&table, target, index)?,
@@ -124,6 +127,103 @@ impl DynamoStore {
         let what = format!("expiry index table {table:?} (EXPIRY_INDEX_TABLE)");
         self.check_keyed(table, &what, &[WINDOW, ENTRY], &shape, &create)
             .await
+    }
+
+    /// Checks that the expiry index table `index` serves `table` alone ([`entries::OWNERS`]);
+    /// with `claim` (a sweeper; the tools only check), records `table`'s claim when it has none
+    /// yet, then reads the claims again: of two tables claiming at once, each sees the other,
+    /// withdraws and is refused. A claim that cannot be read for want of `dynamodb:Query` (the
+    /// stream indexer's role, which only writes entries) is not checked here: the sweeper's is.
+    pub async fn claim_index_table(
+        &self,
+        index: &str,
+        table: &str,
+        claim: bool,
+    ) -> Result<(), StoreError> {
+        let owners = match self.index_owners(index).await {
+            Ok(owners) => owners,
+            Err(e) if e.kind == ErrorKind::Auth => {
+                tracing::debug!(index, error = %e, "cannot read the expiry index table's claims; the sweeper checks them");
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let refused = |owners: &[String]| {
+            let others: Vec<&String> = owners.iter().filter(|o| *o != table).collect();
+            (!others.is_empty()).then(|| shared_index(index, table, &others))
+        };
+        if let Some(e) = refused(&owners) {
+            return Err(e);
+        }
+        if !claim || owners.iter().any(|o| o == table) {
+            return Ok(());
+        }
+        tracing::info!(
+            index,
+            table,
+            "claiming the expiry index table for this table"
+        );
+        self.write_claim(index, table, true).await?;
+        let owners = self.index_owners(index).await?;
+        let Some(e) = refused(&owners) else {
+            return Ok(());
+        };
+        if let Err(withdraw) = self.write_claim(index, table, false).await {
+            tracing::warn!(index, table, error = %withdraw, "could not withdraw this table's claim on a shared expiry index table");
+        }
+        Err(e)
+    }
+
+    /// The tables that claim the expiry index table `index` (one strongly consistent `Query`).
+    async fn index_owners(&self, index: &str) -> Result<Vec<String>, StoreError> {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let out = self
+            .client()
+            .query()
+            .table_name(index)
+            .consistent_read(true)
+            .key_condition_expression("#w = :owners")
+            .projection_expression("#e")
+            .expression_attribute_names("#w", entries::WINDOW)
+            .expression_attribute_names("#e", entries::ENTRY)
+            .expression_attribute_values(":owners", AttributeValue::S(entries::OWNERS.into()))
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("Query", e))?;
+        let owner = |item: &super::Key| match item.get(entries::ENTRY) {
+            Some(AttributeValue::S(table)) => Some(table.clone()),
+            _ => None,
+        };
+        Ok(out.items().iter().filter_map(owner).collect())
+    }
+
+    /// Puts (`put`) or withdraws `table`'s claim on the expiry index table `index`.
+    async fn write_claim(&self, index: &str, table: &str, put: bool) -> Result<(), StoreError> {
+        let id = entries::id(entries::OWNERS, table);
+        let write = if put {
+            super::EntryWrite::Put(id)
+        } else {
+            super::EntryWrite::Remove(id)
+        };
+        let mut writes = vec![write];
+        for attempt in 1..=3 {
+            writes = self.write_index(index, writes).await?;
+            if writes.is_empty() {
+                return Ok(());
+            }
+            tokio::time::sleep(super::full_jitter(
+                std::time::Duration::from_millis(50),
+                std::time::Duration::from_millis(500),
+                attempt,
+            ))
+            .await;
+        }
+        let message = format!("the claim on expiry index table {index:?} was left unprocessed");
+        Err(StoreError::new(
+            ErrorKind::Throttled,
+            "BatchWriteItem",
+            message,
+        ))
     }
 
     /// Checks that the checkpoint table exists and is keyed on `id` (String).
@@ -235,4 +335,17 @@ fn ordered_key(schema: &[KeySchemaElement]) -> Vec<String> {
         schema.iter().partition(|k| *k.key_type() == KeyType::Hash);
     let names = hash.into_iter().chain(range);
     names.map(|k| k.attribute_name().to_owned()).collect()
+}
+
+/// The error of an expiry index table that other tables claim.
+fn shared_index(index: &str, table: &str, others: &[&String]) -> StoreError {
+    let message = format!(
+        "expiry index table {index:?} (EXPIRY_INDEX_TABLE) already serves table(s) {others:?}: \
+         each table needs an expiry index table of its own (a sweep of {table:?} would read their \
+         entries, find their items absent from {table:?} and remove them). Give {table:?} an \
+         index table of its own; if {others:?} no longer use this one, delete their claims (items \
+         with `window` = {:?} and `entry` = the table's name)",
+        entries::OWNERS
+    );
+    StoreError::new(ErrorKind::Validation, OP, message)
 }

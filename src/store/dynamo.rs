@@ -101,6 +101,35 @@ async fn batch_write(
     Ok(unprocessed.into_values().flatten().collect())
 }
 
+impl DynamoStore {
+    /// Up to 25 [`EntryWrite`]s in one `BatchWriteItem` on the expiry index table `index_table`,
+    /// one attempt; answers the writes left unprocessed.
+    pub(in crate::store) async fn write_index(
+        &self,
+        index_table: &str,
+        writes: Vec<EntryWrite>,
+    ) -> Result<Vec<EntryWrite>, StoreError> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let request = |write| match write {
+            EntryWrite::Remove(id) => delete_request(id),
+            EntryWrite::Put(item) => {
+                let put = PutRequest::builder().set_item(Some(item)).build();
+                let put = built(OP, put)?;
+                Ok(WriteRequest::builder().put_request(put).build())
+            }
+        };
+        let requests = writes.into_iter().map(request).collect::<Result<_, _>>()?;
+        let unprocessed = batch_write(&self.client, index_table, requests).await?;
+        let write = |r: WriteRequest| match (r.put_request, r.delete_request) {
+            (Some(put), _) => Some(EntryWrite::Put(put.item)),
+            (None, delete) => delete.map(|d| EntryWrite::Remove(d.key)),
+        };
+        Ok(unprocessed.into_iter().filter_map(write).collect())
+    }
+}
+
 impl Store for DynamoStore {
     /// A GSI's page as it is; an expiry index table's entries, queried strongly consistent, read
     /// back as a GSI would list their items ([`entries::listed`]). An item of the index table
@@ -182,24 +211,7 @@ impl Store for DynamoStore {
             let message = "no expiry index table (EXPIRY_INDEX_TABLE) to write entries to";
             return Err(StoreError::new(ErrorKind::Validation, OP, message));
         };
-        if writes.is_empty() {
-            return Ok(Vec::new());
-        }
-        let request = |write| match write {
-            EntryWrite::Remove(id) => delete_request(id),
-            EntryWrite::Put(item) => {
-                let put = PutRequest::builder().set_item(Some(item)).build();
-                let put = built(OP, put)?;
-                Ok(WriteRequest::builder().put_request(put).build())
-            }
-        };
-        let requests = writes.into_iter().map(request).collect::<Result<_, _>>()?;
-        let unprocessed = batch_write(&self.client, index_table, requests).await?;
-        let write = |r: WriteRequest| match (r.put_request, r.delete_request) {
-            (Some(put), _) => Some(EntryWrite::Put(put.item)),
-            (None, delete) => delete.map(|d| EntryWrite::Remove(d.key)),
-        };
-        Ok(unprocessed.into_iter().filter_map(write).collect())
+        self.write_index(index_table, writes).await
     }
 
     #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]

@@ -29,6 +29,17 @@ pub const EXPIRES: &str = "expires";
 /// reads without a checkpoint.
 pub const KEEP_SECONDS: i64 = 2 * 86_400;
 
+/// The partition of the index table's claims: one item per table swept through it (sort key
+/// [`ENTRY`]: the table's name), so that a second table, of this deployment or another, is
+/// refused rather than stranded (each sweep would read the other's entries, find their items
+/// absent and remove them). No window key begins with `#`, so no sweep reads it, and a claim has
+/// no [`EXPIRES`]: native TTL keeps it.
+pub const OWNERS: &str = "#owners";
+
+/// How long a DynamoDB stream keeps its records (24 hours): entries are written from them, so a
+/// sweeper and indexer down longer may have missed items written early in the outage.
+pub const STREAM_RETENTION_SECONDS: i64 = 86_400;
+
 /// The origin of the entries `backfill` writes (one per item and ttl: a second run writes the
 /// same entries again).
 pub const BACKFILL_ORIGIN: &str = "backfill";

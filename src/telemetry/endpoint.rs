@@ -51,12 +51,13 @@ const LAYOUT_MISMATCH: &str = "ttl_sweeper_lease_layout_mismatch_total";
 const RELEASED: &str = "ttl_sweeper_lease_released_total";
 const WRITE_CONFLICTS: &str = "ttl_sweeper_write_conflicts_retried_total";
 /// `run --follow-stream`: the stream follower's counters, with their help.
-const STREAM_COUNTERS: [(&str, &str); 6] = [
+const STREAM_COUNTERS: [(&str, &str); 7] = [
     ("ttl_sweeper_stream_records_total", "run --follow-stream: stream records read"),
     ("ttl_sweeper_stream_entries_written_total", "run --follow-stream: expiry index entries written"),
     ("ttl_sweeper_stream_expired_when_written_total", "run --follow-stream: of those, items already expired when indexed (the next sweep deletes them)"),
     ("ttl_sweeper_stream_invalid_ttl_total", "run --follow-stream: items written with an unusable ttl (not a Number, milliseconds, more than five years old)"),
-    ("ttl_sweeper_stream_skipped_records_total", "run --follow-stream: records that failed every attempt and were passed (their items need backfill)"),
+    ("ttl_sweeper_stream_retried_records_total", "run --follow-stream: records tried again after a failure (throttling, 5xx, timeouts, access denied), their shard held at them"),
+    ("ttl_sweeper_stream_skipped_records_total", "run --follow-stream: records that can never be indexed and were passed: malformed, or their entry refused as invalid (their items need backfill)"),
     ("ttl_sweeper_stream_trimmed_total", "run --follow-stream: times records were trimmed from the stream before they were read (their items need backfill)"),
 ];
 /// The help of the other metrics that are not EMF metrics; as for those, a name ending in
@@ -70,7 +71,7 @@ const HELP: [(&str, &str); 9] = [
     (LAYOUT_MISMATCH, "LEADER_LEASE: sweeps that stood by beside a lease held with another layout (index, windows, ttl attribute or shard range) than this sweeper's"),
     (RELEASED, "LEADER_LEASE: times this sweeper gave the lease up: its sweeps had failed (a store error, or every delete failed) and none had succeeded for a lease"),
     (WRITE_CONFLICTS, "Delete requests refused with ReplicatedWriteConflictException (multi-Region strong consistency) and sent again"),
-    (STREAM_AGE, "run --follow-stream: age of the newest stream record of each shard's last read, 0 when caught up (the largest over the shards; Lambda's IteratorAge)"),
+    (STREAM_AGE, "run --follow-stream: how far behind the follower is, the largest over the shards: for a shard held at a failing record, the age of its oldest record not yet indexed (as of the last attempt); otherwise the age of the newest record of its last read, 0 when caught up (Lambda's IteratorAge)"),
 ];
 
 /// The daemon's metrics and health.
@@ -184,6 +185,7 @@ impl DaemonMetrics {
                 r.index.entries_written,
                 r.index.expired_when_written,
                 r.index.invalid_ttl,
+                r.retried_records,
                 r.skipped_records,
                 r.trimmed,
             ];
@@ -416,6 +418,38 @@ mod tests {
             Some(1.0),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_follower_s_totals_and_record_age_are_served() {
+        let m = DaemonMetrics::new(&["sessions"], Duration::from_secs(60));
+        let v = |text: &str, name: &str| value(text, &format!("{name}{{table=\"sessions\"}}"));
+        let mut report = FollowReport {
+            retried_records: 40,
+            record_age_ms: 36_500,
+            ..FollowReport::default()
+        };
+        report.index.records = 50;
+        m.record_stream("sessions", &report);
+        let text = m.render();
+        let retried = "ttl_sweeper_stream_retried_records_total";
+        assert_eq!(v(&text, retried), Some(40.0), "{text}");
+        assert_eq!(v(&text, "ttl_sweeper_stream_records_total"), Some(50.0));
+        assert_eq!(
+            v(&text, "ttl_sweeper_stream_skipped_records_total"),
+            Some(0.0)
+        );
+        assert_eq!(v(&text, STREAM_AGE), Some(36.5), "{text}");
+        assert!(
+            text.contains(&format!("# TYPE {retried} counter")),
+            "{text}"
+        );
+        // Caught up: the age goes back to 0, the totals stay.
+        report.record_age_ms = 0;
+        m.record_stream("sessions", &report);
+        let text = m.render();
+        assert_eq!(v(&text, STREAM_AGE), Some(0.0), "{text}");
+        assert_eq!(v(&text, retried), Some(40.0), "{text}");
     }
 
     #[test]

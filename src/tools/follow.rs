@@ -2,10 +2,10 @@
 //! table's DynamoDB stream itself, as an event source mapping does for the Lambda, and hands each
 //! batch of records to the stream indexer ([`crate::indexer`]), so that writers need set only the
 //! ttl. Its guarantees (a child shard read only after its parent, the position saved beside the
-//! checkpoint, expired iterators, trimmed records, failing records retried then passed) are
-//! described in `docs/operations.md`, "Writers set only the ttl". At most [`MAX_BATCHES`] batches
-//! are held at once, read and not yet indexed, so memory stays bounded however many shards the
-//! stream has.
+//! checkpoint, expired iterators, trimmed records, the shard held at a failing record until it is
+//! indexed, only records that can never be indexed passed) are described in `docs/operations.md`,
+//! "Writers set only the ttl". At most [`MAX_BATCHES`] batches are held at once, read and not yet
+//! indexed, so memory stays bounded however many shards the stream has.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -21,6 +21,7 @@ use crate::store::{full_jitter, DynamoStore, StoreError, TableSchema};
 pub use plan::{Position, ShardPosition};
 use reader::Reader;
 
+mod hold;
 mod plan;
 mod reader;
 
@@ -30,10 +31,9 @@ pub const POLL: Duration = Duration::from_millis(250);
 const DISCOVER_EVERY: Duration = Duration::from_secs(10);
 /// The position is saved at most this often.
 pub const SAVE_EVERY: Duration = Duration::from_secs(1);
-/// Attempts at a failing record before it is reported and passed (about 5 s of waits).
-pub const MAX_ATTEMPTS: u32 = 10;
-/// The longest wait between attempts at a failing record.
-const RETRY_CAP: Duration = Duration::from_secs(2);
+/// The longest wait between attempts at a failing record, which are made until it is indexed
+/// (or passed as never indexable), the shard held at it.
+pub const RETRY_CAP: Duration = Duration::from_secs(5);
 /// Batches read and not yet indexed, at most (each up to 1,000 records, 1 MB).
 pub const MAX_BATCHES: usize = 8;
 /// Shards read at once; a stream with more open shards than this waits for a slot.
@@ -92,16 +92,19 @@ pub struct FollowReport {
     pub index: IndexReport,
     /// Records tried again after a failure.
     pub retried_records: u64,
-    /// Records that failed [`MAX_ATTEMPTS`] times and were passed: their items need `backfill`.
+    /// Records that can never be indexed and were passed (malformed, or their entry refused as
+    /// invalid when written alone): their items need `backfill`. A record that fails otherwise
+    /// (throttling, 5xx, timeouts, access denied) is tried again, the shard held at it.
     pub skipped_records: u64,
     /// Times records were lost to the stream's 24-hour trim before they were read (or the stream
     /// was replaced): their items need `backfill`.
     pub trimmed: u64,
     /// Shards read to their end.
     pub shards_done: u64,
-    /// How far behind the follower is, as of its last read of each shard: the age of the newest
-    /// record of the shard's last batch (ms), 0 for a shard read up to its end; the largest over
-    /// the shards. What Lambda reports as `IteratorAge` for an event source mapping.
+    /// How far behind the follower is (ms), the largest over the shards: for a shard held at a
+    /// failing record, the age of its oldest record not yet indexed, as of the last attempt;
+    /// otherwise the age of the newest record of its last batch once handled, 0 once read up to
+    /// its end. What Lambda reports as `IteratorAge` for an event source mapping.
     pub record_age_ms: u64,
 }
 

@@ -149,9 +149,17 @@ pub async fn scan_all(client: &Client, table: &str) -> Vec<Key> {
     }
 }
 
+/// Every entry of an expiry index table (a full scan), its claims left out.
+pub async fn scan_entries(client: &Client, index: &str) -> Vec<Key> {
+    let owners = AV::S(ttl_sweeper::store::entries::OWNERS.to_owned());
+    let mut entries = scan_all(client, index).await;
+    entries.retain(|e| e.get("window") != Some(&owners));
+    entries
+}
+
 /// The entries of an expiry index table as (item `id`, ttl), sorted.
 pub async fn index_entries(client: &Client, index: &str) -> Vec<(String, i64)> {
-    let mut entries: Vec<(String, i64)> = scan_all(client, index)
+    let mut entries: Vec<(String, i64)> = scan_entries(client, index)
         .await
         .iter()
         .map(|e| {

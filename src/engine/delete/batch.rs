@@ -148,28 +148,10 @@ impl<S: Store> Deleter<'_, S> {
         }
     }
 
-    /// Archive mode: reads `keys`, listed by the index only, from the table before their events
-    /// are published, as [`Self::read_again`] does; returns those still there with the ttl listed.
-    /// If the read fails, nothing is published for them: they are left for the next sweep.
-    pub(super) async fn read_before_publishing(
-        &self,
-        keys: Vec<Expired>,
-        out: &mut ChunkOutcome,
-    ) -> Vec<Expired> {
-        match self.read_table(keys, out).await {
-            Ok(back) => back,
-            Err((e, keys)) => {
-                tracing::warn!(keys = keys.len(), error = %e, "could not read the keys before publishing their expiry; left for the next sweep");
-                out.leave(keys);
-                Vec::new()
-            }
-        }
-    }
-
     /// One strongly consistent `BatchGetItem` of `keys`: those still there with the ttl listed
     /// come back dated at the request; the others are settled into `out`. If the read fails, the
     /// error and every key.
-    async fn read_table(
+    pub(super) async fn read_table(
         &self,
         keys: Vec<Expired>,
         out: &mut ChunkOutcome,

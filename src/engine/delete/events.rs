@@ -17,6 +17,51 @@ pub(in crate::engine) async fn delete_with_events<S: Store>(
     chunk: Vec<Expired>,
 ) -> ChunkOutcome {
     let (hook, stop) = (events.hook.as_ref(), deleter.stop);
+    // Archive mode announces an expiry only for an item the table was read to hold, expired, on
+    // the ttl listed, right before the publish: an index entry left by an item the application
+    // deleted, or whose ttl it moved, announces nothing (docs/events.md, "Archive").
+    let mut settled = ChunkOutcome::default();
+    let chunk = if hook.archive() && !stop.reached() && !chunk.is_empty() {
+        settled.confirmed += chunk.len() as u64;
+        deleter.read_before_publishing(chunk, &mut settled).await
+    } else {
+        chunk
+    };
+    if chunk.is_empty() {
+        return settled;
+    }
+    let mut out = archive_or_notify(deleter, events, chunk).await;
+    out.absorb(settled);
+    out
+}
+
+impl<S: Store> Deleter<'_, S> {
+    /// Archive mode: reads `keys` from the table before their events are published, as
+    /// [`Self::read_again`] does; returns those still there with the ttl listed. If the read
+    /// fails, nothing is published for them: they are left for the next sweep.
+    pub(super) async fn read_before_publishing(
+        &self,
+        keys: Vec<Expired>,
+        out: &mut ChunkOutcome,
+    ) -> Vec<Expired> {
+        match self.read_table(keys, out).await {
+            Ok(back) => back,
+            Err((e, keys)) => {
+                tracing::warn!(keys = keys.len(), error = %e, "could not read the keys before publishing their expiry; left for the next sweep");
+                out.leave(keys);
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// [`delete_with_events`] once archive mode's keys are read.
+async fn archive_or_notify<S: Store>(
+    deleter: &Deleter<'_, S>,
+    events: &Events,
+    chunk: Vec<Expired>,
+) -> ChunkOutcome {
+    let (hook, stop) = (events.hook.as_ref(), deleter.stop);
     let wall = || events.wall.as_ref().map_or(deleter.now, |c| c.now());
     // Items read for the events are held until they are published: room for the largest items
     // first, then what they take.

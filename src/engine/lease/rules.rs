@@ -45,6 +45,20 @@ pub struct LeaseConfig {
     pub holder: String,
     /// This sweeper's layout, recorded in the lease ([`crate::config::Config::lease_layout`]).
     pub layout: String,
+    /// For a sweeper of a shard range short of every shard (`SHARD_RANGE`): the lease of its
+    /// range, held beside the table's. `holder` is then its Region's split ([`split_holder`]),
+    /// which every range of the Region shares.
+    pub range: Option<RangeLease>,
+}
+
+/// The lease of one shard range, which a sweeper of that range holds beside the table's, so that
+/// of the sweepers of one range in a Region only one sweeps.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RangeLease {
+    /// The item's id: `<table name>/range<a>-<b>#leader`.
+    pub id: String,
+    /// This sweeper's name in it ([`holder_id`]).
+    pub holder: String,
 }
 
 /// A sweeper's name in the lease: `<region>/<function>` on Lambda, so that the overlapping
@@ -56,6 +70,43 @@ pub fn holder_id(region: Option<&str>, function: Option<&str>, host: &str, pid: 
         Some(function) => format!("{region}/{function}"),
         None => format!("{region}/{host}/{pid}"),
     }
+}
+
+/// The name in the table's lease of the sweepers of a Region that split the table's `shards`
+/// shards into ranges (`SHARD_RANGE`), taken from one of them, `holder` ([`holder_id`], which
+/// starts with the Region): `<region>/split of <shards> shards`. The ranges of one split share
+/// the table's lease, as the invocations of one deployment do, and each holds its range's own;
+/// a Region that splits the table otherwise, or not at all, is another holder, so that two
+/// Regions never sweep the same shards at once, however each splits them.
+pub fn split_holder(holder: &str, shards: u32) -> String {
+    let region = holder.split('/').next().unwrap_or(holder);
+    format!("{region}/split of {shards} shards")
+}
+
+/// Whether a lease held with layout `theirs` was written by a sweeper configured unlike one of
+/// layout `ours` ([`crate::config::Config::lease_layout`]): a setting other than the shard range
+/// differs, or one reads every shard (`range=all`) and the other a range. Two ranges are not told
+/// apart: the ranges of one split share the table's lease, which shows the range of whichever
+/// wrote it last.
+pub fn layouts_differ(theirs: &str, ours: &str) -> bool {
+    let ((rest, range), (our_rest, our_range)) = (split_range(theirs), split_range(ours));
+    rest != our_rest || (range == "all") != (our_range == "all")
+}
+
+/// How layout `theirs` is unlike `ours`, for the logs: the two splits of the shards when only the
+/// split differs, else the two layouts.
+pub(super) fn unlike(theirs: &str, ours: &str) -> String {
+    match (split_range(theirs), split_range(ours)) {
+        ((rest, range), (our_rest, our_range)) if rest == our_rest => format!(
+            "another split of the shards (range={range}) than this sweeper's (range={our_range})"
+        ),
+        _ => format!("another layout ({theirs}) than this sweeper's ({ours})"),
+    }
+}
+
+/// `layout` as its settings but the shard range, and the range (`all` when it names none).
+pub fn split_range(layout: &str) -> (&str, &str) {
+    layout.rsplit_once(" range=").unwrap_or((layout, "all"))
 }
 
 /// What a sweep that led shows of its sweeper's reads and deletes ([`super::Lease::swept`]):
@@ -115,6 +166,29 @@ impl Failing {
     }
 }
 
+/// Why a holder gives the lease up (`Item::release`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unsound {
+    /// Its reads or its deletes have failed with no success since ([`super::Lease::swept`]).
+    Sweeps,
+    /// Its stream indexer has left records unindexed ([`super::Lease::index`]).
+    Index,
+}
+
+impl Unsound {
+    /// What the log says of it, for `seconds`.
+    pub(super) fn saying(self, seconds: f64) -> String {
+        match self {
+            Unsound::Sweeps => format!(
+                "its reads or its deletes have failed for {seconds:.1} s with no success since"
+            ),
+            Unsound::Index => format!(
+                "its stream indexer has left records unindexed for {seconds:.1} s while it held the lease"
+            ),
+        }
+    }
+}
+
 /// What a sweeper does about the lease item it read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -141,7 +215,7 @@ pub enum Decision {
 /// duration) when DynamoDB's clock reads at least `lower` (`None`: not known yet, and then no
 /// lease of another holder counts as lapsed). Host clocks play no part: `expiresAt` and `lower`
 /// are both DynamoDB's time. Another holder's layout is compared with ours; an item without one
-/// (written before items recorded it) is taken to match. A lease we gave up (`released`) is left
+/// (written before items recorded it) is taken to match ([`layouts_differ`]). A lease we gave up (`released`) is left
 /// to the others until a lease after it lapses.
 pub fn decide(item: Option<&LeaseItem>, me: &LeaseConfig, lower: Option<Timestamp>) -> Decision {
     let stand_by = |l: &LeaseItem, until: Timestamp, other_layout| Decision::StandBy {
@@ -160,7 +234,9 @@ pub fn decide(item: Option<&LeaseItem>, me: &LeaseConfig, lower: Option<Timestam
             (None, None)
         }
         Some(l) => {
-            let other_layout = l.layout.clone().filter(|theirs| *theirs != me.layout);
+            let other_layout = (l.layout.as_ref())
+                .filter(|theirs| layouts_differ(theirs, &me.layout))
+                .cloned();
             if !lapsed(l.expires_at) {
                 return stand_by(l, l.expires_at, other_layout);
             }
@@ -168,6 +244,43 @@ pub fn decide(item: Option<&LeaseItem>, me: &LeaseConfig, lower: Option<Timestam
         }
     };
     Decision::Take { from, other_layout }
+}
+
+/// The decision of a sweeper whose own expiry index table lags a lease or more
+/// ([`super::IndexHealth`]) on lease item `item`, for which [`decide`] said `decision`: a lease
+/// that lapsed from another holder is left to the others (a standby whose index is current) until
+/// it has lapsed for a further lease, then taken all the same, so that the table is swept even
+/// when no Region's index is current. Any other decision stands.
+pub fn defer(
+    decision: Decision,
+    item: Option<&LeaseItem>,
+    me: &LeaseConfig,
+    lower: Option<Timestamp>,
+) -> Decision {
+    match (decision, item) {
+        (
+            Decision::Take {
+                from: Some(from),
+                other_layout,
+            },
+            Some(l),
+        ) => {
+            let until = l.expires_at + me.duration;
+            if lower.is_some_and(|now| until < now) {
+                Decision::Take {
+                    from: Some(from),
+                    other_layout,
+                }
+            } else {
+                Decision::StandBy {
+                    holder: from,
+                    until,
+                    other_layout,
+                }
+            }
+        }
+        (decision, _) => decision,
+    }
 }
 
 /// Until when (monotonic) an accepted write of `expires_at` makes its sender leader: the earliest

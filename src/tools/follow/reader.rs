@@ -9,7 +9,8 @@ use aws_lambda_events::dynamodb::EventRecord;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use super::plan::{compact, expand, ready, to_retry, MAX_POSITION_BYTES};
+use super::hold::index_batch;
+use super::plan::{compact, expand, ready, MAX_POSITION_BYTES};
 use super::*;
 
 /// One run of the follower: the shared position and report of its shard readers.
@@ -21,7 +22,7 @@ pub(super) struct Reader<'a> {
     pub(super) progress: &'a dyn Fn(&FollowReport),
     /// Permits to hold a batch ([`MAX_BATCHES`]).
     pub(super) batches: tokio::sync::Semaphore,
-    /// Per shard being read: the age (ms) of the newest record of its last read, 0 when caught up.
+    /// Per shard being read: how far behind it is (ms), [`FollowReport::record_age_ms`].
     pub(super) ages: RefCell<BTreeMap<String, u64>>,
     pub(super) position: RefCell<Position>,
     /// The shards of the last listing: what the compacted position's marks are read against.
@@ -191,16 +192,12 @@ impl Reader<'_> {
                 Ok(batch) => {
                     errors = 0;
                     let empty = batch.records.is_empty();
-                    // Caught up (0) once the shard is read to its end.
-                    let newest = batch.records.last().filter(|_| batch.next.is_some());
-                    let age = newest.map_or(0, |r| {
-                        let at = r.change.approximate_creation_date_time.timestamp_millis();
-                        u64::try_from(self.clock.now().millis() - at).unwrap_or(0)
-                    });
                     if !empty {
-                        self.index(&shard, batch.records).await;
+                        self.index(&shard, &batch.records).await;
                     }
-                    self.aged(&shard, age);
+                    // As of now, after a hold too; caught up (0) once read to its end.
+                    let newest = batch.records.last().filter(|_| batch.next.is_some());
+                    self.aged(&shard, newest.map_or(0, |r| self.age_of(r)));
                     let Some(next) = batch.next else {
                         if !self.stop.reached() {
                             self.set(&shard, ShardPosition::Done);
@@ -230,75 +227,33 @@ impl Reader<'_> {
         shard
     }
 
-    /// Indexes one batch of `shard`'s records, retrying failed items (see the module
-    /// description), and moves the shard's position past what was handled.
-    async fn index(&self, shard: &str, records: Vec<EventRecord>) {
-        let ids: Vec<String> = records.iter().map(item_id).collect();
-        let mut todo: Vec<usize> = (0..records.len()).collect();
-        let mut attempt = 1;
-        loop {
-            // The first attempt is the whole batch; only a retry copies out its records.
-            let retried: Vec<EventRecord>;
-            let batch = if attempt == 1 {
-                &records[..]
-            } else {
-                retried = todo.iter().map(|&i| records[i].clone()).collect();
-                &retried[..]
-            };
-            let (store, schema) = (self.sweeper.store(), self.sweeper.schema());
+    /// Indexes one batch of `shard`'s records, holding the shard at failed records until they
+    /// are indexed or passed ([`index_batch`]), and moves the shard's position past what was
+    /// handled. While held, the shard's age is that of its oldest record not yet indexed.
+    async fn index(&self, shard: &str, records: &[EventRecord]) {
+        let (store, schema) = (self.sweeper.store(), self.sweeper.schema());
+        // Cut after the shutdown's grace: the position stays before the records not handled,
+        // read again after a restart (every write is conditional).
+        let index = async |batch: &[EventRecord]| {
             let indexing = index_records(store, schema, self.clock, batch);
-            // Cut after the shutdown's grace: the position stays before the batch, which is read
-            // again after a restart (every write is conditional).
-            let Ok(indexed) = self.stop.within_limits(indexing).await else {
-                return;
-            };
-            let mut part = indexed.report;
-            if attempt > 1 {
-                self.report.borrow_mut().retried_records += part.records;
-                part.records = 0;
-            }
-            // A failure is retried; it is not a failed record unless it stays one.
-            let errors = std::mem::take(&mut part.errors);
-            part.failed = 0;
-            self.report.borrow_mut().index.merge(part);
-            if indexed.failures.is_empty() {
-                break;
-            }
-            let first_failed;
-            (first_failed, todo) = to_retry(&records, &ids, &todo, &indexed.failures);
-            if self.stop.reached() {
-                // Not handled: the shard resumes before them.
-                let before = todo.first().and_then(|&i| i.checked_sub(1));
-                self.past(shard, before.map(|i| &records[i]));
-                return;
-            }
-            if attempt >= MAX_ATTEMPTS {
-                let mut report = self.report.borrow_mut();
-                report.skipped_records += todo.len() as u64;
-                report.index.merge(IndexReport {
-                    failed: first_failed.len() as u64,
-                    errors: errors.clone(),
-                    ..IndexReport::default()
-                });
-                for error in &errors {
-                    tracing::error!(shard, error, skipped = todo.len(), attempts = MAX_ATTEMPTS, "a stream record failed every attempt and was passed: run `ttl-sweeper backfill` to index its item");
-                }
-                break;
-            }
-            for error in &errors {
-                tracing::warn!(
-                    shard,
-                    error,
-                    attempt,
-                    "a stream record failed; trying it again"
-                );
-            }
-            self.pause(full_jitter(Duration::from_millis(100), RETRY_CAP, attempt))
-                .await;
-            attempt += 1;
+            self.stop.within_limits(indexing).await.ok()
+        };
+        let held = |oldest: &EventRecord| self.aged(shard, self.age_of(oldest));
+        let report = &self.report;
+        let handled = index_batch(shard, records, index, self.stop, report, held).await;
+        if handled == records.len() {
+            self.report.borrow_mut().batches += 1;
         }
-        self.report.borrow_mut().batches += 1;
-        self.past(shard, records.last());
+        self.past(shard, handled.checked_sub(1).map(|i| &records[i]));
+    }
+
+    /// How long ago `record` was written (ms), by the follower's clock.
+    fn age_of(&self, record: &EventRecord) -> u64 {
+        let at = record
+            .change
+            .approximate_creation_date_time
+            .timestamp_millis();
+        u64::try_from(self.clock.now().millis() - at).unwrap_or(0)
     }
 
     /// Moves `shard`'s position past `record`, if any.
