@@ -1,0 +1,149 @@
+//! (c'), archive mode's documented exception (docs/events.md, "Archive"): an `Item Expired` the
+//! sink accepted whose chunk never settled it — the sweeper that published it ended, or gave
+//! the key up with its deletes failed, before any delete of the key was acknowledged — and whose
+//! item the application changed or deleted after the read the event rests on and before any
+//! later sweep read the key. Nothing else is excused here (docs/reliability.md, "The
+//! invariants").
+
+use std::collections::HashMap;
+
+use super::{crash_inflight_window, Accepted, Action, Seen, Write};
+
+/// When the sweepers ended what they were doing, as seen from outside.
+pub(super) struct Ends<'a> {
+    /// Each sweeper process's life (`run`: from its start to its SIGKILL, exit or SIGTERM) or
+    /// each Lambda invocation's (from `/next` to its answer, timeout or SIGKILL): wall clock, s.
+    pub(super) lives: &'a [(f64, f64)],
+    /// Item id -> when a sweeper logged it `key not deleted` (its chunk gave it up, after its
+    /// deletes failed and its re-read found it unchanged, or could not read it).
+    pub(super) given_up: &'a HashMap<String, Vec<f64>>,
+}
+
+/// Whether `event` (not deleted by the sweeper, not cancelled, its item not deleted by the
+/// application in its chunk's flight) is the documented exception, and how (the text of the
+/// (c') line); else why not. For one of the event's acceptances `p`, all of:
+///
+/// 1. the chunk's read: the last consistent read of the key before `p` found it with the event's
+///    ttl, and the application sent the write that changed or removed the original item after it
+///    (while the event was being published, or after it was accepted);
+/// 2. the chunk's end, the earliest of: the first `key not deleted` of the key logged after `p`
+///    (its deletes failed), and the end of each process or invocation alive at `p` (the one that
+///    published ended: SIGKILL, timeout, the harness's stop);
+/// 3. no delete of the key acknowledged: no delete request of it reached DynamoDB after `p`, but
+///    for one in flight when the publisher's process ended (arriving within
+///    [`crash_inflight_window`] of it, answered to no one);
+/// 4. the chunk saw no change: every consistent read of the key from `p` to the chunk's end found
+///    the event's ttl (else it owed a cancellation);
+/// 5. no later sweep read it before the change: no consistent read after the chunk's end came
+///    before the application's write or found the event's ttl.
+pub(super) fn check(
+    seen: &Seen,
+    event: &Accepted,
+    write: Option<&Write>,
+    ends: &Ends,
+) -> Result<String, String> {
+    let changed = write
+        .filter(|w| w.found_original)
+        .and_then(|w| match w.action {
+            Action::Extend => Some((w.action, w.started)),
+            _ => w.app_delete.map(|(sent, _)| (w.action, sent)),
+        });
+    let Some((action, changed)) = changed else {
+        return Err("the application neither changed nor deleted it".into());
+    };
+    let item = event.item.as_str();
+    let reads = seen.reads.get(item).map_or(&[][..], Vec::as_slice);
+    let requests = seen
+        .delete_requests
+        .get(item)
+        .map_or(&[][..], Vec::as_slice);
+    let given_up = ends.given_up.get(item).map_or(&[][..], Vec::as_slice);
+    let ttl = event.ttl;
+    let found = |f: &Option<f64>| f.map_or("nothing".into(), |f| format!("ttl {f}"));
+    let mut why = Vec::new();
+    for &p in &event.times {
+        // 1. The chunk's read, and the application's write after it.
+        let read = reads
+            .iter()
+            .filter(|(t, _)| *t < p)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        let read_at = match read {
+            Some((t, f)) if *f == Some(ttl) => *t,
+            _ => {
+                why.push(format!(
+                    "accepted at {p:.2} with no read of ttl {ttl} just before"
+                ));
+                continue;
+            }
+        };
+        if changed <= read_at {
+            why.push(format!(
+                "accepted at {p:.2}: the application's write at {changed:.2} came before its read at {read_at:.2}"
+            ));
+            continue;
+        }
+        // 2. The chunk's end.
+        let gave_up = given_up.iter().copied().filter(|t| *t > p).reduce(f64::min);
+        let ended = ends
+            .lives
+            .iter()
+            .filter(|(start, end)| *start <= p && *end > p)
+            .map(|(_, end)| *end)
+            .reduce(f64::min);
+        let (end, how) = match (gave_up, ended) {
+            (Some(g), e) if e.is_none_or(|e| g <= e) => {
+                (g, format!("gave the key up at {g:.2} (`key not deleted`)"))
+            }
+            (_, Some(e)) => (e, format!("ended with its sweeper at {e:.2}")),
+            _ => {
+                why.push(format!("accepted at {p:.2}, no end of its chunk seen"));
+                continue;
+            }
+        };
+        let process_end = gave_up.is_none_or(|g| g > end);
+        // 3. No delete acknowledged.
+        let in_flight = |t: f64| process_end && t > end && t <= end + crash_inflight_window();
+        let acked: Vec<String> = requests
+            .iter()
+            .filter(|t| **t > p && !in_flight(**t))
+            .map(|t| format!("{t:.2}"))
+            .collect();
+        if !acked.is_empty() {
+            why.push(format!(
+                "accepted at {p:.2}, its chunk {how}, but deletes of it reached DynamoDB at [{}]",
+                acked.join(" ")
+            ));
+            continue;
+        }
+        // 4. The chunk saw no change.
+        let chunk_reads = reads.iter().filter(|(t, _)| *t > p && *t <= end);
+        if let Some((t, f)) = chunk_reads.clone().find(|(_, f)| *f != Some(ttl)) {
+            why.push(format!(
+                "accepted at {p:.2}, its chunk {how}, but read {} at {t:.2} before it ended",
+                found(f)
+            ));
+            continue;
+        }
+        // 5. No later sweep read it before the change.
+        let later = reads.iter().filter(|(t, _)| *t > end);
+        if let Some((t, f)) = later.clone().find(|(t, f)| *t < changed || *f == Some(ttl)) {
+            why.push(format!(
+                "accepted at {p:.2}, its chunk {how}, but a later read at {t:.2} found {} before the application's write at {changed:.2}",
+                found(f)
+            ));
+            continue;
+        }
+        let when = if changed < p {
+            format!("{:.2} s before it was accepted", p - changed)
+        } else {
+            format!("{:.2} s after it was accepted", changed - p)
+        };
+        let later: Vec<String> = later.map(|(t, f)| format!("{t:.2}:{}", found(f))).collect();
+        return Ok(format!(
+            "published after a read at {read_at:.2}, accepted at {p:.2}; its chunk {how} with no delete of it acknowledged ({} chunk reads, all ttl {ttl}); the application's {action:?} at {changed:.2}, {when}; no later read before it (later: [{}])",
+            chunk_reads.count(),
+            later.join(" ")
+        ));
+    }
+    Err(why.join("; "))
+}
