@@ -1138,6 +1138,7 @@ fn check(
     writes: &[Write],
     present: &HashMap<String, (Option<f64>, Option<String>)>,
     seen: &Seen,
+    sent: &HashMap<String, Vec<(f64, Option<String>)>>,
     run: &RunOutcome,
     final_at: f64,
     final_reports: &Reports,
@@ -1252,6 +1253,7 @@ fn check(
     let ends = unsettled::Ends {
         lives: &run.lives,
         given_up: &given_up,
+        deletes: sent,
     };
     let archive = (spec.events == "archive").then_some(&ends);
     stands::check(
@@ -1327,6 +1329,28 @@ fn check(
 }
 
 // -------------------------------------------------------------------------------- the soak
+
+/// Item id -> each `DeleteItem` of `table` among `requests` (as a fault proxy recorded them):
+/// when it arrived and the fault injected, if any.
+fn sent_deletes(
+    requests: &[fault_proxy::Seen],
+    table: &str,
+) -> HashMap<String, Vec<(f64, Option<String>)>> {
+    let mut deletes: HashMap<String, Vec<(f64, Option<String>)>> = HashMap::new();
+    for r in requests {
+        if r.op != "DeleteItem" || r.body["TableName"].as_str() != Some(table) {
+            continue;
+        }
+        if let Some(id) = r.body["Key"]["id"]["S"].as_str() {
+            let fault = r.fault.as_ref().map(|f| f.name());
+            deletes
+                .entry(id.to_owned())
+                .or_default()
+                .push((r.at, fault));
+        }
+    }
+    deletes
+}
 
 /// A fault proxy in front of `upstream` that fails `ops` at `rate` with any fault.
 async fn seeded_proxy(upstream: &str, seed: u64, rate: f64, ops: Vec<&'static str>) -> FaultProxy {
@@ -1425,6 +1449,10 @@ async fn scenario(
         ops.push("GetRecords");
     }
     let db_faults = seeded_proxy(&db_rec.endpoint, seed, DB_FAULT_RATE, ops).await;
+    if spec.events == "archive" {
+        // Each request and its fault: which deletes a sweeper had an answer to, for (c').
+        db_faults.record();
+    }
     // SQS: sweeper -> fault proxy -> recorder (slow sink) -> moto.
     let (sink_rec, sink_state) = recorder(&moto_endpoint, "", seed, Duration::ZERO, true).await;
     let sink_ops = fault_proxy::SINK_BATCH_OPS.to_vec();
@@ -1559,6 +1587,7 @@ async fn scenario(
         accepted_entries: sink_seen.accepted_entries,
     };
     row.events_accepted = merged.accepted_entries;
+    let deletes = sent_deletes(&db_faults.stats.seen(), &table);
     check(
         &mut row,
         &spec,
@@ -1568,6 +1597,7 @@ async fn scenario(
         &writes,
         &present,
         &merged,
+        &deletes,
         &run,
         final_at,
         &final_reports,

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::{crash_inflight_window, Accepted, Action, Seen, Write};
+use super::{Accepted, Action, Seen, Write};
 
 /// When the sweepers ended what they were doing, as seen from outside.
 pub(super) struct Ends<'a> {
@@ -17,6 +17,10 @@ pub(super) struct Ends<'a> {
     /// Item id -> when a sweeper logged it `key not deleted` (its chunk gave it up, after its
     /// deletes failed and its re-read found it unchanged, or could not read it).
     pub(super) given_up: &'a HashMap<String, Vec<f64>>,
+    /// Item id -> each `DeleteItem` of it a sweeper sent, as the fault proxy saw it: when it
+    /// arrived, and the fault injected (`None`: passed on, its answer — applied, or refused by
+    /// its condition — going back to the sweeper: acknowledged).
+    pub(super) deletes: &'a HashMap<String, Vec<(f64, Option<String>)>>,
 }
 
 /// Whether `event` (not deleted by the sweeper, not cancelled, its item not deleted by the
@@ -27,11 +31,12 @@ pub(super) struct Ends<'a> {
 ///    ttl, and the application sent the write that changed or removed the original item after it
 ///    (while the event was being published, or after it was accepted);
 /// 2. the chunk's end, the earliest of: the first `key not deleted` of the key logged after `p`
-///    (its deletes failed), and the end of each process or invocation alive at `p` (the one that
-///    published ended: SIGKILL, timeout, the harness's stop);
-/// 3. no delete of the key acknowledged: no delete request of it reached DynamoDB after `p`, but
-///    for one in flight when the publisher's process ended (arriving within
-///    [`crash_inflight_window`] of it, answered to no one);
+///    (its deletes failed), and the end of each process or invocation alive at the chunk's read
+///    (the one that published ended: SIGKILL, timeout, the harness's stop; perhaps before `p`,
+///    its publish in flight);
+/// 3. no delete of the key acknowledged: every `DeleteItem` of it a sweeper sent after `p` was
+///    faulted before DynamoDB answered, or lost its answer (held past the client's timeout, or
+///    dropped after applying), but one sent after the publisher's process ended (by another);
 /// 4. the chunk saw no change: every consistent read of the key from `p` to the chunk's end found
 ///    the event's ttl (else it owed a cancellation);
 /// 5. no later sweep read it before the change: no consistent read after the chunk's end came
@@ -53,10 +58,7 @@ pub(super) fn check(
     };
     let item = event.item.as_str();
     let reads = seen.reads.get(item).map_or(&[][..], Vec::as_slice);
-    let requests = seen
-        .delete_requests
-        .get(item)
-        .map_or(&[][..], Vec::as_slice);
+    let deletes = ends.deletes.get(item).map_or(&[][..], Vec::as_slice);
     let given_up = ends.given_up.get(item).map_or(&[][..], Vec::as_slice);
     let ttl = event.ttl;
     let found = |f: &Option<f64>| f.map_or("nothing".into(), |f| format!("ttl {f}"));
@@ -84,16 +86,21 @@ pub(super) fn check(
         }
         // 2. The chunk's end.
         let gave_up = given_up.iter().copied().filter(|t| *t > p).reduce(f64::min);
+        // The publisher was alive at the chunk's read; it may have died before the sink's answer.
         let ended = ends
             .lives
             .iter()
-            .filter(|(start, end)| *start <= p && *end > p)
+            .filter(|(start, end)| *start <= read_at && *end > read_at)
             .map(|(_, end)| *end)
             .reduce(f64::min);
         let (end, how) = match (gave_up, ended) {
             (Some(g), e) if e.is_none_or(|e| g <= e) => {
                 (g, format!("gave the key up at {g:.2} (`key not deleted`)"))
             }
+            (_, Some(e)) if e < p => (
+                e,
+                format!("ended with its sweeper at {e:.2}, its publish in flight"),
+            ),
             (_, Some(e)) => (e, format!("ended with its sweeper at {e:.2}")),
             _ => {
                 why.push(format!("accepted at {p:.2}, no end of its chunk seen"));
@@ -102,19 +109,20 @@ pub(super) fn check(
         };
         let process_end = gave_up.is_none_or(|g| g > end);
         // 3. No delete acknowledged.
-        let in_flight = |t: f64| process_end && t > end && t <= end + crash_inflight_window();
-        let acked: Vec<String> = requests
+        let sent: Vec<&(f64, Option<String>)> = deletes.iter().filter(|(t, _)| *t > p).collect();
+        let acked = sent
             .iter()
-            .filter(|t| **t > p && !in_flight(**t))
-            .map(|t| format!("{t:.2}"))
-            .collect();
-        if !acked.is_empty() {
+            .find(|(t, fault)| fault.is_none() && !(process_end && *t > end));
+        if let Some((t, _)) = acked {
             why.push(format!(
-                "accepted at {p:.2}, its chunk {how}, but deletes of it reached DynamoDB at [{}]",
-                acked.join(" ")
+                "accepted at {p:.2}, its chunk {how}, but a delete of it sent at {t:.2} was answered"
             ));
             continue;
         }
+        let sent: Vec<String> = sent
+            .iter()
+            .map(|(t, f)| format!("{t:.2}:{}", f.as_deref().unwrap_or("answered")))
+            .collect();
         // 4. The chunk saw no change.
         let chunk_reads = reads.iter().filter(|(t, _)| *t > p && *t <= end);
         if let Some((t, f)) = chunk_reads.clone().find(|(_, f)| *f != Some(ttl)) {
@@ -140,7 +148,8 @@ pub(super) fn check(
         };
         let later: Vec<String> = later.map(|(t, f)| format!("{t:.2}:{}", found(f))).collect();
         return Ok(format!(
-            "published after a read at {read_at:.2}, accepted at {p:.2}; its chunk {how} with no delete of it acknowledged ({} chunk reads, all ttl {ttl}); the application's {action:?} at {changed:.2}, {when}; no later read before it (later: [{}])",
+            "published after a read at {read_at:.2}, accepted at {p:.2}; its chunk {how} with no delete of it acknowledged (deletes sent since: [{}]; {} chunk reads, all ttl {ttl}); the application's {action:?} at {changed:.2}, {when}; no later read before it (later: [{}])",
+            sent.join(" "),
             chunk_reads.count(),
             later.join(" ")
         ));
