@@ -37,7 +37,7 @@ pub(super) fn check(
             continue;
         }
         let write = writes.get(event.item.as_str()).copied();
-        match in_flight(seen, event, write) {
+        match in_flight(seen, event, write, archive) {
             Ok(()) => row.in_flight += 1,
             Err(why) => {
                 let exception = archive.map(|ends| unsettled::check(seen, event, write, ends));
@@ -66,8 +66,15 @@ pub(super) fn check(
 /// request of the item reaching the proxy, or else its next consistent read of it (the chunk's
 /// check of a delete that did not reach DynamoDB, or the next sweep's read after a SIGKILL). The
 /// read found the original, so the application's delete, the only one that removed it, came
-/// after it. Else why not.
-fn in_flight(seen: &Seen, event: &Accepted, write: Option<&Write>) -> Result<(), String> {
+/// after it. In archive mode a chunk's reads that found the event's ttl (the check of a delete
+/// whose answer was lost, the re-read of a key whose delete failed) do not end it, and it ends
+/// no later than [`unsettled::chunk_end`] (if that is known). Else why not.
+fn in_flight(
+    seen: &Seen,
+    event: &Accepted,
+    write: Option<&Write>,
+    archive: Option<&Ends>,
+) -> Result<(), String> {
     let Some((sent, _)) = write.and_then(|w| w.app_delete) else {
         return Err("the application did not delete it".into());
     };
@@ -96,12 +103,17 @@ fn in_flight(seen: &Seen, event: &Accepted, write: Option<&Write>) -> Result<(),
                 continue;
             }
         };
-        let later = requests
-            .iter()
-            .copied()
-            .chain(reads.iter().map(|(t, _)| *t));
+        let chunk = archive.and_then(|ends| unsettled::chunk_end(ends, &event.item, p, read_at));
+        let ended = |found: &Option<f64>| chunk.is_none() || *found != Some(event.ttl);
+        let later = requests.iter().copied().chain(
+            reads
+                .iter()
+                .filter(|(_, found)| ended(found))
+                .map(|(t, _)| *t),
+        );
         let end = later.filter(|t| *t > p).reduce(f64::min);
         let end = end.unwrap_or(f64::INFINITY);
+        let end = chunk.map_or(end, |(chunk_end, ..)| end.min(chunk_end));
         if sent < end {
             return Ok(());
         }

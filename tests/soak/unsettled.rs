@@ -59,7 +59,6 @@ pub(super) fn check(
     let item = event.item.as_str();
     let reads = seen.reads.get(item).map_or(&[][..], Vec::as_slice);
     let deletes = ends.deletes.get(item).map_or(&[][..], Vec::as_slice);
-    let given_up = ends.given_up.get(item).map_or(&[][..], Vec::as_slice);
     let ttl = event.ttl;
     let found = |f: &Option<f64>| f.map_or("nothing".into(), |f| format!("ttl {f}"));
     let mut why = Vec::new();
@@ -85,29 +84,10 @@ pub(super) fn check(
             continue;
         }
         // 2. The chunk's end.
-        let gave_up = given_up.iter().copied().filter(|t| *t > p).reduce(f64::min);
-        // The publisher was alive at the chunk's read; it may have died before the sink's answer.
-        let ended = ends
-            .lives
-            .iter()
-            .filter(|(start, end)| *start <= read_at && *end > read_at)
-            .map(|(_, end)| *end)
-            .reduce(f64::min);
-        let (end, how) = match (gave_up, ended) {
-            (Some(g), e) if e.is_none_or(|e| g <= e) => {
-                (g, format!("gave the key up at {g:.2} (`key not deleted`)"))
-            }
-            (_, Some(e)) if e < p => (
-                e,
-                format!("ended with its sweeper at {e:.2}, its publish in flight"),
-            ),
-            (_, Some(e)) => (e, format!("ended with its sweeper at {e:.2}")),
-            _ => {
-                why.push(format!("accepted at {p:.2}, no end of its chunk seen"));
-                continue;
-            }
+        let Some((end, how, process_end)) = chunk_end(ends, item, p, read_at) else {
+            why.push(format!("accepted at {p:.2}, no end of its chunk seen"));
+            continue;
         };
-        let process_end = gave_up.is_none_or(|g| g > end);
         // 3. No delete acknowledged.
         let sent: Vec<&(f64, Option<String>)> = deletes.iter().filter(|(t, _)| *t > p).collect();
         let acked = sent
@@ -155,4 +135,38 @@ pub(super) fn check(
         ));
     }
     Err(why.join("; "))
+}
+
+/// The end of the chunk that published `item`'s event accepted at `p` after its read at
+/// `read_at` (rule 2 of [`check`]): when, how, and whether it is its process's end (else the
+/// `key not deleted` logged as the chunk's outcome was folded, at most that late).
+pub(super) fn chunk_end(
+    ends: &Ends,
+    item: &str,
+    p: f64,
+    read_at: f64,
+) -> Option<(f64, String, bool)> {
+    let given_up = ends.given_up.get(item).map_or(&[][..], Vec::as_slice);
+    let gave_up = given_up.iter().copied().filter(|t| *t > p).reduce(f64::min);
+    // The publisher was alive at the chunk's read; it may have died before the sink's answer.
+    let ended = ends
+        .lives
+        .iter()
+        .filter(|(start, end)| *start <= read_at && *end > read_at)
+        .map(|(_, end)| *end)
+        .reduce(f64::min);
+    match (gave_up, ended) {
+        (Some(g), e) if e.is_none_or(|e| g <= e) => Some((
+            g,
+            format!("gave the key up at {g:.2} (`key not deleted`)"),
+            false,
+        )),
+        (_, Some(e)) if e < p => Some((
+            e,
+            format!("ended with its sweeper at {e:.2}, its publish in flight"),
+            true,
+        )),
+        (_, Some(e)) => Some((e, format!("ended with its sweeper at {e:.2}"), true)),
+        _ => None,
+    }
 }
