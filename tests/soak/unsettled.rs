@@ -95,7 +95,7 @@ pub(super) fn check(
             .find(|(t, fault)| fault.is_none() && !(process_end && *t > end));
         if let Some((t, _)) = acked {
             why.push(format!(
-                "accepted at {p:.2}, its chunk {how}, but a delete of it sent at {t:.2} was answered"
+                "accepted at {p:.2}, its chunk {how}, but a delete of it sent at {t:.2} was answered (not applied: refused by its condition), and no cancellation was accepted"
             ));
             continue;
         }
