@@ -36,7 +36,8 @@ pub(super) struct Ends<'a> {
 ///    its publish in flight);
 /// 3. no delete of the key acknowledged: every `DeleteItem` of it a sweeper sent after `p` was
 ///    faulted before DynamoDB answered, or lost its answer (held past the client's timeout, or
-///    dropped after applying), but one sent after the publisher's process ended (by another);
+///    dropped after applying), but one sent once every process or invocation alive at the chunk's
+///    read had ended (by another);
 /// 4. the chunk saw no change: every consistent read of the key from `p` to the chunk's end found
 ///    the event's ttl (else it owed a cancellation);
 /// 5. no later sweep read it before the change: no consistent read after the chunk's end came
@@ -79,7 +80,7 @@ pub(super) fn check(
             }
         };
         // 2. The chunk's end.
-        let Some((end, how, process_end)) = chunk_end(ends, item, p, read_at) else {
+        let Some((end, how, last_alive)) = chunk_end(ends, item, p, read_at) else {
             why.push(format!("accepted at {p:.2}, no end of its chunk seen"));
             continue;
         };
@@ -87,7 +88,7 @@ pub(super) fn check(
         let sent: Vec<&(f64, Option<String>)> = deletes.iter().filter(|(t, _)| *t > p).collect();
         let acked = sent
             .iter()
-            .find(|(t, fault)| fault.is_none() && !(process_end && *t > end));
+            .find(|(t, fault)| fault.is_none() && last_alive.is_none_or(|last| *t <= last));
         if let Some((t, _)) = acked {
             why.push(format!(
                 "accepted at {p:.2}, its chunk {how}, but a delete of it sent at {t:.2} was answered (not applied: refused by its condition), and no cancellation was accepted"
@@ -138,35 +139,43 @@ pub(super) fn check(
 }
 
 /// The end of the chunk that published `item`'s event accepted at `p` after its read at
-/// `read_at` (rule 2 of [`check`]): when, how, and whether it is its process's end (else the
-/// `key not deleted` logged as the chunk's outcome was folded, at most that late).
+/// `read_at` (rule 2 of [`check`]): when, how, and — if it ended with its process — when the last
+/// process or invocation alive at the read ended (with two Lambda environments either may have
+/// published; a delete answered before the last of them ended may have been the publisher's).
+/// A `key not deleted` is logged as the chunk's outcome is folded, at most that late.
 pub(super) fn chunk_end(
     ends: &Ends,
     item: &str,
     p: f64,
     read_at: f64,
-) -> Option<(f64, String, bool)> {
+) -> Option<(f64, String, Option<f64>)> {
     let given_up = ends.given_up.get(item).map_or(&[][..], Vec::as_slice);
     let gave_up = given_up.iter().copied().filter(|t| *t > p).reduce(f64::min);
     // The publisher was alive at the chunk's read; it may have died before the sink's answer.
-    let ended = ends
+    let alive: Vec<f64> = ends
         .lives
         .iter()
         .filter(|(start, end)| *start <= read_at && *end > read_at)
         .map(|(_, end)| *end)
-        .reduce(f64::min);
+        .collect();
+    let ended = alive.iter().copied().reduce(f64::min);
+    let last = alive.iter().copied().reduce(f64::max);
     match (gave_up, ended) {
         (Some(g), e) if e.is_none_or(|e| g <= e) => Some((
             g,
             format!("gave the key up at {g:.2} (`key not deleted`)"),
-            false,
+            None,
         )),
         (_, Some(e)) if e < p => Some((
             e,
-            format!("ended with its sweeper at {e:.2}, its publish in flight"),
-            true,
+            format!("ended with a sweeper alive at its read, at {e:.2}, its publish in flight"),
+            last,
         )),
-        (_, Some(e)) => Some((e, format!("ended with its sweeper at {e:.2}"), true)),
+        (_, Some(e)) => Some((
+            e,
+            format!("ended with a sweeper alive at its read, at {e:.2}"),
+            last,
+        )),
         _ => None,
     }
 }
