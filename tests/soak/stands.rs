@@ -66,9 +66,12 @@ pub(super) fn check(
 /// request of the item reaching the proxy, or else its next consistent read of it (the chunk's
 /// check of a delete that did not reach DynamoDB, or the next sweep's read after a SIGKILL). The
 /// read found the original, so the application's delete, the only one that removed it, came
-/// after it. In archive mode a chunk's reads that found the event's ttl (the check of a delete
-/// whose answer was lost, the re-read of a key whose delete failed) do not end it, and it ends
-/// no later than [`unsettled::chunk_end`] (if that is known). Else why not.
+/// after it. In archive mode, once [`unsettled::chunk_end`] is known, it ends at the first of that
+/// and the chunk's next read that did not find the event's ttl: its reads that did (the check of
+/// a delete whose answer was lost, the re-read of a key whose delete failed) do not end it, nor
+/// do its delete requests — a conditional delete processed before the application's would have
+/// deleted the item, so each of an event not deleted was processed after it, whenever it
+/// reached the proxy. Else why not.
 fn in_flight(
     seen: &Seen,
     event: &Accepted,
@@ -105,7 +108,8 @@ fn in_flight(
         };
         let chunk = archive.and_then(|ends| unsettled::chunk_end(ends, &event.item, p, read_at));
         let ended = |found: &Option<f64>| chunk.is_none() || *found != Some(event.ttl);
-        let later = requests.iter().copied().chain(
+        let requests = requests.iter().filter(|_| chunk.is_none());
+        let later = requests.copied().chain(
             reads
                 .iter()
                 .filter(|(_, found)| ended(found))
