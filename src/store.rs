@@ -29,7 +29,7 @@ pub mod stream;
 pub use clock::{GuardedClock, ServerClock, ServerTime, DRIFT_TOLERANCE};
 pub use describe::{open, IndexCheck, OpenedTable, TableTarget};
 pub use dynamo::{DynamoStore, BATCH_ATTEMPT_TIMEOUT, SDK_MAX_ATTEMPTS};
-pub use entries::EntryWrite;
+pub use entries::{EntryWrite, IndexerReport};
 pub use error::{ErrorKind, StoreError};
 pub use keys::{key_from_json, key_to_json};
 
@@ -215,6 +215,24 @@ pub trait Store: Send + Sync + 'static {
         writes: Vec<EntryWrite>,
     ) -> impl Future<Output = Result<Vec<EntryWrite>, StoreError>> + Send;
 
+    /// Puts `report`, the stream indexer's report of its execution environment (an item of
+    /// partition [`entries::INDEXER`]), into the expiry index table `index_table`: one
+    /// `BatchWriteItem` of one put, one attempt, since the indexer's role may write that table
+    /// with nothing else. A put left unprocessed is an error (throttled).
+    fn write_indexer_report(
+        &self,
+        index_table: &str,
+        report: &IndexerReport,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The stream indexer's reports in the expiry index table `index_table`: one strongly
+    /// consistent `Query` of partition [`entries::INDEXER`], its first page (one report per
+    /// execution environment of the last day: far less than a page).
+    fn read_indexer_reports(
+        &self,
+        index_table: &str,
+    ) -> impl Future<Output = Result<Vec<IndexerReport>, StoreError>> + Send;
+
     /// Reads checkpoint `id` from `table`: the boundary up to which everything was swept, if any.
     fn read_checkpoint(
         &self,
@@ -258,6 +276,14 @@ pub trait Store: Send + Sync + 'static {
         id: &str,
         holder: &str,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Claims `schema.index_table`, the expiry index table, for `schema`'s table (a sweeper
+    /// claims it before its first sweep: [`entries::OWNERS`]); a `Validation` error naming the
+    /// other table when another table claims it. Nothing to do through a GSI.
+    fn claim_index_table(
+        &self,
+        schema: &TableSchema,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
 #[cfg(test)]

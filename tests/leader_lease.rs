@@ -5,7 +5,10 @@
 //!   holder stops; a standby's sweep touches nothing but the lease; a Region naming the table by
 //!   ARN takes the same lease as one naming it by name; a sweeper of another layout stands by
 //!   beside the holder and says so; a holder whose sweeps fail gives the lease up and a healthy
-//!   Region takes it, and the deployment's other invocations do not renew it;
+//!   Region takes it, and the deployment's other invocations do not renew it; the Lambda's stream
+//!   indexer's reports count in the lease: a holder whose batches have failed for a lease gives
+//!   it up, a standby whose own fail leaves a lapsed lease to the others, no traffic is a current
+//!   index, and the reports are written at each change and at most every 10 s otherwise;
 //! - on DynamoDB Local: `ReplicatedWriteConflictException` injected by the fault proxy is retried
 //!   and nothing is lost; two `ttl-sweeper run` processes standing for two Regions, each through
 //!   a proxy of its own that records its deletes: one leads, the other takes over after a
@@ -20,16 +23,21 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use aws_lambda_events::dynamodb::EventRecord;
 use fault_proxy::{delete_ids, Fault, FaultProxy, Plan};
 use support::mem_store::{Fault as MemFault, MemStore, Op, When};
 use support::*;
 use tokio::time::{sleep_until, Instant};
 use ttl_sweeper::daemon;
+use ttl_sweeper::engine::lease::REPORT_FRESH;
 use ttl_sweeper::engine::lease::{Lease, LeaseConfig, SweepHealth, LEASE_MARGIN, WATCH_EVERY};
 use ttl_sweeper::engine::tables::Table;
 use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
 use ttl_sweeper::expiry::{Clock, Layout, Timestamp};
-use ttl_sweeper::store::{LeaseItem, ServerTime};
+use ttl_sweeper::indexer::Indexed;
+use ttl_sweeper::lambda::stream::Reporter;
+use ttl_sweeper::store::entries::FailingRecord;
+use ttl_sweeper::store::{ErrorKind, IndexerReport, LeaseItem, ServerTime};
 use ttl_sweeper::tools::follow::{FollowError, FollowReport};
 
 /// DynamoDB's clock as one sweeper knows it in virtual time: the true time is `base` plus the
@@ -1377,4 +1385,278 @@ async fn a_range_that_gave_its_split_s_lease_up_takes_it_again_once_lapsed_and_l
         5 * lease_s - again,
         "led at every check once it took it again: {led:?}"
     );
+}
+
+// ------------------------------------------------------ the Lambda's stream indexer's reports
+
+/// One execution environment of a Region's Lambda stream indexer, fed by an event source mapping
+/// of one shard: each batch is every record not yet indexed and a new one, written now; a batch
+/// that fails names its first record, which is delivered again with the rest.
+struct LambdaIndexer {
+    reporter: Reporter,
+    store: MemStore,
+    time: Arc<Bounds>,
+    unindexed: Vec<EventRecord>,
+    sequence: u64,
+}
+
+impl LambdaIndexer {
+    fn new(environment: &str, store: &MemStore, time: &Arc<Bounds>) -> Self {
+        LambdaIndexer {
+            reporter: Reporter::new(environment.into()),
+            store: store.clone(),
+            time: time.clone(),
+            unindexed: Vec::new(),
+            sequence: 0,
+        }
+    }
+
+    /// A record written now comes, and the batch from the first unindexed record is indexed
+    /// (`fails`: not; its first record is named to be delivered again).
+    async fn batch(&mut self, fails: bool) {
+        self.sequence += 1;
+        let now = self.time.true_time();
+        self.unindexed.push(
+            serde_json::from_value(serde_json::json!({
+                "eventID": format!("e{}", self.sequence), "eventName": "INSERT",
+                "awsRegion": "us-east-1", "eventSource": "aws:dynamodb",
+                "dynamodb": {
+                    "ApproximateCreationDateTime": now.as_secs_f64(),
+                    "Keys": {"id": {"S": format!("i{}", self.sequence)}},
+                    "SequenceNumber": format!("{:021}", self.sequence),
+                    "SizeBytes": 10, "StreamViewType": "NEW_IMAGE"
+                }
+            }))
+            .unwrap(),
+        );
+        let indexed = Indexed {
+            failures: (self.unindexed.iter())
+                .take(usize::from(fails))
+                .filter_map(|r| r.change.sequence_number.clone())
+                .collect(),
+            ..Indexed::default()
+        };
+        let table = ("sessions", "sessions-expiry-index");
+        (self.reporter)
+            .report(&self.store, table, &self.unindexed, &indexed, now)
+            .await;
+        if !fails {
+            self.unindexed.clear();
+        }
+    }
+}
+
+/// A lease of `config` judged by `time` that counts its Region's stream indexer's reports.
+fn leased_with_reports(config: LeaseConfig, time: Arc<Bounds>) -> Lease {
+    leased(config, time).with_reports_in(Some("sessions-expiry-index".into()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holder_whose_lambda_stream_batches_have_failed_for_a_lease_gives_it_up_to_a_current_region(
+) {
+    let t0 = Instant::now();
+    let lease = Duration::from_secs(10);
+    let time = bounds(t0, 0, 0);
+    // One lease item; each Region's expiry index table (and its reports) its own.
+    let east_store = MemStore::new(Layout::default());
+    let west_store = east_store.sharing(Layout::default());
+    let east = leased_with_reports(lease_config("us-east-1/a", 10), time.clone());
+    let west = leased_with_reports(lease_config("eu-west-1/b", 10), time.clone());
+    let mut east_indexer = LambdaIndexer::new("east-env", &east_store, &time);
+    let mut west_indexer = LambdaIndexer::new("west-env", &west_store, &time);
+    let fails_from = Duration::from_secs(5);
+    let (mut east_led, mut west_led, mut released) = (vec![], vec![], vec![]);
+    while t0.elapsed() < 6 * lease {
+        let started = Instant::now();
+        let at = t0.elapsed();
+        east_indexer.batch(at >= fails_from).await;
+        west_indexer.batch(false).await;
+        match east.check(&east_store, &Stop::never()).await {
+            Ok(_) => east_led.push(at),
+            Err(not) if not.released => released.push(at),
+            Err(_) => {}
+        }
+        if west.check(&west_store, &Stop::never()).await.is_ok() {
+            west_led.push(at);
+        }
+        sleep_until(started + Duration::from_secs(1)).await;
+    }
+    assert_eq!(
+        east_led.first(),
+        Some(&Duration::ZERO),
+        "east took it first"
+    );
+    assert_eq!(
+        released,
+        [fails_from + lease],
+        "east gives the lease up once its batches have failed for a lease: led {east_led:?}"
+    );
+    assert!(
+        east_led.iter().all(|at| *at < fails_from + lease),
+        "{east_led:?}"
+    );
+    let took = *west_led.first().expect("west never took the lease");
+    assert!(
+        took > fails_from + lease && took <= fails_from + 2 * lease + Duration::from_secs(2),
+        "west took it {took:?}"
+    );
+    assert_eq!(east_store.lease().unwrap().holder, "eu-west-1/b");
+    assert!(east_store.calls(Op::ReadReports) > 0 && west_store.calls(Op::ReadReports) > 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_standby_whose_own_lambda_stream_indexer_fails_leaves_a_lapsed_lease_to_the_others() {
+    let t0 = Instant::now();
+    let lease = Duration::from_secs(10);
+    let time = bounds(t0, 0, 0);
+    let east_store = MemStore::new(Layout::default());
+    let west_store = east_store.sharing(Layout::default());
+    let east = leased_with_reports(lease_config("us-east-1/a", 10), time.clone());
+    let west = leased_with_reports(lease_config("eu-west-1/b", 10), time.clone());
+    let mut west_indexer = LambdaIndexer::new("west-env", &west_store, &time);
+    east.check(&east_store, &Stop::never())
+        .await
+        .expect("east took it");
+    let expires = east_store.lease().unwrap().expires_at;
+    let lapses = t0 + Duration::from_millis(expires.millis_since(time.base) as u64);
+    // East stops. West's batches keep failing; it checks every second.
+    let mut took = None;
+    while t0.elapsed() < 4 * lease {
+        let started = Instant::now();
+        west_indexer.batch(true).await;
+        if west.check(&west_store, &Stop::never()).await.is_ok() {
+            took = Some(Instant::now());
+            break;
+        }
+        sleep_until(started + Duration::from_secs(1)).await;
+    }
+    let took = took.expect("west never took it");
+    assert!(
+        took > lapses + lease,
+        "took it {:?} after it lapsed, with its own stream batches failing",
+        took - lapses
+    );
+    assert!(
+        took <= lapses + lease + Duration::from_secs(1),
+        "{:?}",
+        took - lapses
+    );
+    assert_eq!(east_store.lease().unwrap().holder, "eu-west-1/b");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_stream_traffic_or_with_only_old_reports_a_region_s_index_is_current() {
+    let lease = Duration::from_secs(10);
+    // (what west's index table holds): nothing; an environment's report of batches indexed an
+    // hour ago; a record that failed but has not failed for longer than REPORT_FRESH (indexed
+    // by another environment since, or passed by the mapping).
+    for case in ["no reports", "indexed long ago", "failed long ago"] {
+        let t0 = Instant::now();
+        let time = bounds(t0, 0, 0);
+        let east_store = MemStore::new(Layout::default());
+        let west_store = east_store.sharing(Layout::default());
+        let now = time.true_time();
+        let hour_ago = now - Duration::from_secs(3600);
+        let report = |failing| IndexerReport {
+            environment: "west-env".into(),
+            failing,
+            indexed_through: Some(hour_ago),
+            written_at: hour_ago,
+        };
+        let reports = west_store.reports.clone();
+        let write = |r: IndexerReport| reports.lock().unwrap().insert(r.environment.clone(), r);
+        match case {
+            "indexed long ago" => _ = write(report(vec![])),
+            "failed long ago" => {
+                let at = now - REPORT_FRESH - Duration::from_secs(1);
+                let since = at - Duration::from_secs(600);
+                let failing = FailingRecord {
+                    sequence: "7".into(),
+                    since,
+                    at,
+                };
+                _ = write(report(vec![failing]))
+            }
+            _ => {}
+        }
+        let east = leased_with_reports(lease_config("us-east-1/a", 10), time.clone());
+        let west = leased_with_reports(lease_config("eu-west-1/b", 10), time.clone());
+        east.check(&east_store, &Stop::never())
+            .await
+            .expect("east took it");
+        // East stops: west takes the lapsed lease at once, then holds it for leases on end.
+        let mut led = vec![];
+        while t0.elapsed() < 6 * lease {
+            let started = Instant::now();
+            match west.check(&west_store, &Stop::never()).await {
+                Ok(_) => led.push(t0.elapsed().as_secs()),
+                Err(not) => assert!(!not.released, "{case}: gave it up at {:?}", t0.elapsed()),
+            }
+            sleep_until(started + Duration::from_secs(1)).await;
+        }
+        assert!(
+            led.first().is_some_and(|at| *at <= 11),
+            "{case}: took it at {:?} (lapsing at 10 s)",
+            led.first()
+        );
+        assert_eq!(led.len(), 60 - led[0] as usize, "{case}: {led:?}");
+        assert!(west_store.calls(Op::ReadReports) > 0, "{case}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_indexer_writes_its_report_at_each_change_and_at_most_every_ten_seconds_else() {
+    let t0 = Instant::now();
+    let time = bounds(t0, 0, 0);
+    let store = MemStore::new(Layout::default()).fault(
+        Op::WriteReport,
+        When::Call(4),
+        MemFault::Fail(ErrorKind::Throttled),
+    );
+    let mut indexer = LambdaIndexer::new("env", &store, &time);
+    let writes = || store.calls(Op::WriteReport);
+    let reported = || store.reports.lock().unwrap()["env"].clone();
+    // A busy table: a batch every 100 ms for 20 s, all indexed: the first batch's report and
+    // one 10 s on.
+    let batches_every = Duration::from_millis(100);
+    while t0.elapsed() < Duration::from_secs(20) {
+        indexer.batch(false).await;
+        tokio::time::sleep(batches_every).await;
+    }
+    assert_eq!(writes(), 2, "200 batches");
+    assert!(reported().failing.is_empty());
+    // A batch fails: written at once, the record failing since its creation.
+    let failed_at = time.true_time();
+    indexer.batch(true).await;
+    assert_eq!(writes(), 3);
+    let failing = reported().failing;
+    assert_eq!(failing.len(), 1, "{failing:?}");
+    assert_eq!(failing[0].since.millis() / 1000, failed_at.millis() / 1000);
+    // It keeps failing, delivered again every 100 ms: refreshed 10 s on, not before.
+    for _ in 0..99 {
+        tokio::time::sleep(batches_every).await;
+        indexer.batch(true).await;
+    }
+    assert_eq!(writes(), 3);
+    tokio::time::sleep(batches_every).await;
+    indexer.batch(true).await;
+    assert_eq!(writes(), 4, "the refresh, 10 s on");
+    assert_eq!(
+        reported().failing,
+        failing,
+        "that write was refused (throttled)"
+    );
+    // So the next batch writes it.
+    tokio::time::sleep(batches_every).await;
+    indexer.batch(true).await;
+    assert_eq!(writes(), 5);
+    let refreshed = &reported().failing[0];
+    assert_eq!(refreshed.since, failing[0].since);
+    assert_eq!(refreshed.at, failed_at + Duration::from_millis(10_100));
+    // Indexed: written at once, nothing failing.
+    tokio::time::sleep(batches_every).await;
+    indexer.batch(false).await;
+    assert_eq!(writes(), 6);
+    assert!(reported().failing.is_empty(), "{:?}", reported());
+    assert!(reported().indexed_through.is_some_and(|t| t >= failed_at));
 }

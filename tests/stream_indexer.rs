@@ -457,3 +457,74 @@ async fn a_second_table_is_refused_an_expiry_index_table_that_serves_another() {
         .collect();
     assert_eq!(claims, [alpha]);
 }
+
+/// A stream invocation reports how its batch went into the index table (partition `#indexer`),
+/// and the sweeper reads the report there: a record that failed counts as unindexed from its
+/// creation, until a batch indexes it. No sweep reads the report.
+#[tokio::test]
+async fn a_stream_invocation_reports_a_failing_record_into_the_index_table_and_the_sweeper_reads_it(
+) {
+    use ttl_sweeper::engine::lease::unindexed_for;
+    use ttl_sweeper::store::entries::INDEXER;
+    use ttl_sweeper::store::Store;
+    let (client, table, index, sweeper) = setup("index_report", &[]).await;
+    let now = now();
+    let item = unwindowed("a", now + 300);
+    put_items(&client, &table, vec![item.clone()]).await;
+    let created = json!(now - 40);
+    let mut first = record("INSERT", 1, &unwindowed("b", now + 300));
+    first["dynamodb"]["ApproximateCreationDateTime"] = created.clone();
+    // A record without its new image cannot be indexed: the mapping delivers it again.
+    let mut imageless = record("MODIFY", 2, &item);
+    imageless["dynamodb"]["ApproximateCreationDateTime"] = created.clone();
+    let whole = imageless.clone();
+    imageless["dynamodb"]
+        .as_object_mut()
+        .unwrap()
+        .remove("NewImage");
+    let answer = index_batch(&sweeper, &clock, &batch(vec![first, imageless]), None).await;
+    let failed = json!({ "batchItemFailures": [{ "itemIdentifier": format!("{:021}", 2) }] });
+    assert_eq!(answer.unwrap(), failed);
+
+    let items = scan_all(&client, &index).await;
+    let reports: Vec<&Key> = (items.iter())
+        .filter(|i| i["window"] == AV::S(INDEXER.into()))
+        .collect();
+    assert_eq!(
+        reports.len(),
+        1,
+        "one report of this environment: {items:?}"
+    );
+    let AV::L(failing) = &reports[0]["failing"] else {
+        panic!("{:?}", reports[0])
+    };
+    assert_eq!(failing.len(), 1, "{failing:?}");
+    assert!(reports[0].contains_key("expires"), "{:?}", reports[0]);
+    // The sweeper's read (its role's Query on the index table): a record 40 s unindexed.
+    let read = sweeper.store().read_indexer_reports(&index).await.unwrap();
+    assert_eq!(read.len(), 1);
+    assert_eq!(read[0].failing[0].sequence, format!("{:021}", 2));
+    assert_eq!(read[0].failing[0].since.secs(), now - 40);
+    let behind = unindexed_for(&read, clock()).expect("a record unindexed");
+    assert!(
+        behind.as_secs() >= 40 && behind.as_secs() < 60,
+        "{behind:?}"
+    );
+    assert_eq!(
+        entries_by_item(&client, &index).await.len(),
+        1,
+        "the report is no entry"
+    );
+
+    // Delivered again, whole this time: indexed, and the report says so at once.
+    let answer = index_batch(&sweeper, &clock, &batch(vec![whole]), None).await;
+    assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
+    let read = sweeper.store().read_indexer_reports(&index).await.unwrap();
+    assert_eq!(read.len(), 1);
+    assert!(read[0].failing.is_empty(), "{read:?}");
+    assert_eq!(unindexed_for(&read, clock()), None);
+    // A sweep reads entries only.
+    let report = sweeper.sweep(clock(), &Stop::never()).await;
+    assert!(report.is_success(), "{report:?}");
+    assert_eq!(entries_by_item(&client, &index).await.len(), 2);
+}

@@ -5,8 +5,9 @@
 //! The lease is the checkpoint table's item `<table name>#leader` (`holder`, `expiresAt` in
 //! epoch milliseconds by DynamoDB's clock, and the holder's `layout`); a sweeper of a shard range
 //! holds it as its Region's split, and its range's item beside it. A holder's health counts its
-//! sweeps ([`Lease::swept`]) and, beside a stream follower, how current its index is
-//! ([`Lease::index`]). Every instant written or
+//! sweeps ([`Lease::swept`]) and how current its index is, as a stream follower beside it or the
+//! Lambda's stream indexer, by its reports in the index table, tells ([`Lease::index`],
+//! [`Lease::with_reports_in`]). Every instant written or
 //! compared is DynamoDB's, as its `Date` headers bound it ([`crate::store::ServerTime`]); each
 //! sweeper measures its own hold on the monotonic clock. Taking, renewing, standing by, giving
 //! up, and why two holders never send deletes at once: `docs/global-tables.md`, "The lease". The
@@ -22,7 +23,8 @@ use tracing::{error, info, warn};
 mod index;
 mod rules;
 
-pub use index::IndexHealth;
+use index::Index;
+pub use index::{unindexed_for, IndexHealth, REPORT_EVERY, REPORT_FRESH};
 pub use rules::{
     decide, defer, holder_id, layouts_differ, missed_a_pause, split_holder, split_range,
     valid_until, Decision, LeaseConfig, RangeLease, SweepHealth, LEASE_MARGIN, LEASE_WATCH,
@@ -94,6 +96,8 @@ pub struct Lease {
     range: Option<Item>,
     /// How current this sweeper's own expiry index table is, when its stream indexer reports.
     index: IndexHealth,
+    /// The expiry index table whose stream indexer's reports count ([`Lease::with_reports_in`]).
+    reports: Option<String>,
 }
 
 impl std::fmt::Debug for Lease {
@@ -102,6 +106,7 @@ impl std::fmt::Debug for Lease {
             .field("table", &self.table.config)
             .field("range", &self.range.as_ref().map(|r| &r.config))
             .field("index", &self.index)
+            .field("reports", &self.reports)
             .finish()
     }
 }
@@ -128,7 +133,18 @@ impl Lease {
             table: Item::new(config, time, wall),
             range,
             index: IndexHealth::default(),
+            reports: None,
         }
+    }
+
+    /// The Lambda's stream indexer writes its reports into `index_table`, this sweeper's expiry
+    /// index table (`None`: the table is swept through a GSI): a holder reads them at each
+    /// renewal and before giving the lease up for them, a standby before it takes a lapsed lease
+    /// (one strongly consistent `Query` each), and they count as the follower's progress does
+    /// ([`Lease::index`], [`IndexHealth::reported`]).
+    pub fn with_reports_in(mut self, index_table: Option<String>) -> Self {
+        self.reports = index_table;
+        self
     }
 
     /// Where this sweeper's stream indexer, running beside it, reports how current its expiry
@@ -144,7 +160,11 @@ impl Lease {
     /// sweeper of a shard range reads its range's lease only while it holds the table's, and
     /// leads until the earlier of the two holds ends.
     pub async fn check<S: Store>(&self, store: &S, stop: &Stop) -> LeaseCheck {
-        let until = self.table.check(store, stop, Some(&self.index)).await?;
+        let index = Index {
+            health: &self.index,
+            reports: self.reports.as_deref(),
+        };
+        let until = self.table.check(store, stop, Some(index)).await?;
         match &self.range {
             None => Ok(until),
             Some(range) => range.check(store, stop, None).await.map(|r| r.min(until)),
@@ -183,29 +203,47 @@ impl Item {
         }
     }
 
+    /// Why a holder in `state` gives the lease up at `now`, counting the health of the
+    /// sweeper's `index` if given, and since when: its reads or deletes, or its index, unsound
+    /// for a lease.
+    fn unsound(
+        &self,
+        state: &State,
+        index: Option<&IndexHealth>,
+        now: Instant,
+    ) -> Option<(Instant, Unsound)> {
+        let sweeps = (state.failing.since()).map(|since| (since, Unsound::Sweeps));
+        // Counted from the take: a Region that took the lease with its index behind (no other
+        // Region took it) holds it a lease before it gives it up.
+        let behind = index.and_then(IndexHealth::behind_since);
+        let behind = behind.map(|since| (since.max(state.taken.unwrap_or(since)), Unsound::Index));
+        [sweeps, behind]
+            .into_iter()
+            .flatten()
+            .filter(|(since, _)| now.saturating_duration_since(*since) >= self.config.duration)
+            .min_by_key(|(since, _)| *since)
+    }
+
     /// [`Lease::check`], of this item, counting the health of the sweeper's `index` if given.
     async fn check<S: Store>(
         &self,
         store: &S,
         stop: &Stop,
-        index: Option<&IndexHealth>,
+        index: Option<Index<'_>>,
     ) -> LeaseCheck {
         let mut state = self.state.lock().await;
         let now = Instant::now();
+        let health = index.map(|i| i.health);
         if let Some(held) = state.held {
-            let lease = self.config.duration;
-            let sweeps = (state.failing.since()).map(|since| (since, Unsound::Sweeps));
-            // Counted from the take: a Region that took the lease with its index behind (no
-            // other Region took it) holds it a lease before it gives it up.
-            let behind = index.and_then(IndexHealth::behind_since);
-            let behind =
-                behind.map(|since| (since.max(state.taken.unwrap_or(since)), Unsound::Index));
-            let unsound = [sweeps, behind]
-                .into_iter()
-                .flatten()
-                .filter(|(since, _)| now.saturating_duration_since(*since) >= lease)
-                .min_by_key(|(since, _)| *since);
-            if let Some((since, why)) = unsound {
+            // The stream indexer's reports, read at each renewal and before giving the lease up
+            // for what they said when last read.
+            let renew_after = held.until.saturating_duration_since(held.sent) / 2;
+            let due = now.saturating_duration_since(held.sent) >= renew_after;
+            let for_index = matches!(self.unsound(&state, health, now), Some((_, Unsound::Index)));
+            if let Some(index) = index.filter(|_| due || for_index) {
+                index.read(store, stop, &*self.time).await;
+            }
+            if let Some((since, why)) = self.unsound(&state, health, now) {
                 return self
                     .release(&mut state, store, stop, held, (since, why))
                     .await;
@@ -270,8 +308,12 @@ impl Item {
             let lower = self.time.lower_bound();
             let (me, layout) = (&self.config.holder, &self.config.layout);
             let mut decision = decide(item.as_ref(), &self.config, lower);
-            let lags = index.is_some_and(|i| i.lags(Instant::now(), self.config.duration));
-            if lags && matches!(decision, Decision::Take { from: Some(_), .. }) {
+            let lapsed = matches!(decision, Decision::Take { from: Some(_), .. });
+            if let Some(index) = index.filter(|_| lapsed) {
+                index.read(store, stop, &*self.time).await;
+            }
+            let lags = health.is_some_and(|i| i.lags(Instant::now(), self.config.duration));
+            if lags && lapsed {
                 decision = defer(decision, item.as_ref(), &self.config, lower);
                 let deferred = match &decision {
                     Decision::StandBy { until, .. } => Some(*until),
@@ -279,7 +321,7 @@ impl Item {
                 };
                 let logged = std::mem::replace(&mut state.deferred, deferred) == deferred;
                 if let (Decision::StandBy { holder, until, .. }, false) = (&decision, logged) {
-                    let behind_s = index
+                    let behind_s = health
                         .and_then(IndexHealth::behind_since)
                         .map_or(0.0, |since| since.elapsed().as_secs_f64());
                     warn!(holder = %holder, until = %until, behind_s, "IndexLagging: this Region's stream indexer has left records unindexed for {behind_s:.1} s: leaving the lease {holder} let lapse to a Region whose index is current, until {until}");

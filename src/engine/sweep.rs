@@ -42,6 +42,8 @@ pub struct Sweeper<S> {
     /// Whether the last sweep led (held the lease, or there is none): a standby reads nothing,
     /// not even ahead of a tick.
     leading: AtomicBool,
+    /// Its expiry index table is claimed for its table (or it has none): see [`Self::claim`].
+    claimed: AtomicBool,
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
@@ -73,7 +75,30 @@ impl<S: Store> Sweeper<S> {
             owed: Arc::default(),
             lease: None,
             leading: AtomicBool::new(true),
+            claimed: AtomicBool::new(false),
         }
+    }
+
+    /// Before its first sweep, a sweeper claims its expiry index table for its table
+    /// ([`Store::claim_index_table`]): an index table another table claims is refused, since a
+    /// sweep would read that table's entries, find their items absent and remove them: every
+    /// sweep is refused with that error, sweeping nothing. A claim that could not be made for a
+    /// passing reason (throttling, a 5xx) is tried again at the next sweep, this one going on: the
+    /// claim guards against a configuration, not a sweep's deletes, which the table judges.
+    async fn claim(&self, stop: &Stop) -> Result<(), crate::store::StoreError> {
+        let schema = &self.shared.schema;
+        if schema.index_table.is_none() || self.claimed.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let claim = self.shared.store.claim_index_table(schema);
+        match stop.bound("Query", claim).await {
+            Ok(()) => self.claimed.store(true, Ordering::Relaxed),
+            Err(e) if e.kind.is_retryable() => {
+                warn!(error = %e, "could not claim the expiry index table for this table yet; trying again at the next sweep");
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
     }
 
     /// Sweeps only while holding `lease` (see [`super::lease`]): every sweep first checks it,
@@ -88,6 +113,13 @@ impl<S: Store> Sweeper<S> {
     /// The stop a sweep as of `now` runs by: `stop` itself without a lease, narrowed to the
     /// lease's validity while leading; standing by, the report to return instead.
     async fn lead(&self, now: Timestamp, stop: &Stop) -> Result<Stop, SweepReport> {
+        if let Err(e) = self.claim(stop).await {
+            warn!(error = %e, "the expiry index table is not this table's to sweep through");
+            return Err(SweepReport {
+                errors: vec![SweepErrorEntry::new(None, &e)],
+                ..self.report(now)
+            });
+        }
         let Some(lease) = &self.lease else {
             return Ok(stop.clone());
         };

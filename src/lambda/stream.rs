@@ -3,8 +3,13 @@
 //! with the sequence number of each item's first failed record (`ReportBatchItemFailures`), which
 //! Lambda delivers again with the records after it. A batch that does not parse, or holds a record
 //! of another table's stream, fails the invocation as a whole and nothing of it is written.
+//! Each execution environment reports how its batches went into the expiry index table
+//! ([`Reporter`]), where the sweeper's lease reads it.
 
 use std::time::Duration;
+
+mod report;
+pub use report::Reporter;
 
 use aws_lambda_events::dynamodb::Event;
 use serde::Deserialize;
@@ -65,7 +70,9 @@ fn refused(problem: String) -> HandlerError {
 /// Indexes the batch `event` into `sweeper`'s expiry index table and answers the records to
 /// deliver again. Records still unhandled half of [`DEADLINE_MARGIN`] before the end of
 /// `remaining` are all delivered again (an entry written twice is the same entry). A table
-/// without an expiry index table (`EXPIRY_INDEX_TABLE`) refuses the batch as a whole.
+/// without an expiry index table (`EXPIRY_INDEX_TABLE`) refuses the batch as a whole. How the
+/// batch went is then reported, when due, by this execution environment's [`Reporter`], until a
+/// quarter of [`DEADLINE_MARGIN`] before the end.
 pub async fn index_batch(
     sweeper: &Sweeper<DynamoStore>,
     clock: &dyn Clock,
@@ -85,13 +92,14 @@ pub async fn index_batch(
             format!("stream records of another table ({arn}); this function indexes {table}");
         return Err(refused(problem));
     }
-    if schema.index_table.is_none() {
+    let Some(index_table) = &schema.index_table else {
         return Err(refused(format!(
             "stream records of {table}, which has no expiry index table: set EXPIRY_INDEX_TABLE \
              (the construct and the SAM template do with followStream)"
         )));
-    }
-    let cut = remaining.map(|left| Instant::now() + left.saturating_sub(DEADLINE_MARGIN / 2));
+    };
+    let started = Instant::now();
+    let cut = remaining.map(|left| started + left.saturating_sub(DEADLINE_MARGIN / 2));
     let work = index_records(sweeper.store(), schema, clock, &batch.records);
     let indexed = match cut {
         None => work.await,
@@ -111,6 +119,22 @@ pub async fn index_batch(
             }
         },
     };
+    let reporter = Reporter::of_this_environment();
+    let reported = reporter.report(
+        sweeper.store(),
+        (table, index_table),
+        &batch.records,
+        &indexed,
+        clock.now(),
+    );
+    match remaining.map(|left| started + left.saturating_sub(DEADLINE_MARGIN / 4)) {
+        None => reported.await,
+        Some(end) => {
+            if tokio::time::timeout_at(end, reported).await.is_err() {
+                tracing::warn!("the stream indexer's report was cut at the deadline");
+            }
+        }
+    }
     let report = &indexed.report;
     tracing::info!(
         table = %table,

@@ -67,9 +67,12 @@ pub async fn open(
     let (schema, index_present) = match &target.index_table {
         Some(index_table) => {
             store.check_index_table(index_table).await?;
-            let name = table.table_name().unwrap_or(&target.table_name);
-            let claim = index == IndexCheck::Required;
-            store.claim_index_table(index_table, name, claim).await?;
+            // A tool only checks the claims; a sweeper claims before its first sweep (not here:
+            // the Lambda's stream indexer opens the table too, and reads nothing of the index).
+            if index == IndexCheck::IfPresent {
+                let name = table.table_name().unwrap_or(&target.table_name);
+                store.claim_index(index_table, name, false).await?;
+            }
             (schema_of(&table, target)?, true)
         }
         None => check_table(&table, target, index)?,
@@ -132,22 +135,14 @@ impl DynamoStore {
     /// Checks that the expiry index table `index` serves `table` alone ([`entries::OWNERS`]);
     /// with `claim` (a sweeper; the tools only check), records `table`'s claim when it has none
     /// yet, then reads the claims again: of two tables claiming at once, each sees the other,
-    /// withdraws and is refused. A claim that cannot be read for want of `dynamodb:Query` (the
-    /// stream indexer's role, which only writes entries) is not checked here: the sweeper's is.
-    pub async fn claim_index_table(
+    /// withdraws and is refused.
+    pub(super) async fn claim_index(
         &self,
         index: &str,
         table: &str,
         claim: bool,
     ) -> Result<(), StoreError> {
-        let owners = match self.index_owners(index).await {
-            Ok(owners) => owners,
-            Err(e) if e.kind == ErrorKind::Auth => {
-                tracing::debug!(index, error = %e, "cannot read the expiry index table's claims; the sweeper checks them");
-                return Ok(());
-            }
-            Err(e) => return Err(e),
-        };
+        let owners = self.index_owners(index).await?;
         let refused = |owners: &[String]| {
             let others: Vec<&String> = owners.iter().filter(|o| *o != table).collect();
             (!others.is_empty()).then(|| shared_index(index, table, &others))

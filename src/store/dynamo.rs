@@ -30,8 +30,8 @@ use std::sync::Arc;
 
 use super::clock::ServerClock;
 use super::{
-    entries, full_jitter, ConditionalOutcome, EntryWrite, ErrorKind, Key, LeaseItem, Page, Store,
-    StoreError, TableSchema,
+    entries, full_jitter, ConditionalOutcome, EntryWrite, ErrorKind, IndexerReport, Key, LeaseItem,
+    Page, Store, StoreError, TableSchema,
 };
 use crate::expiry::window::MAX_EXPIRED_AGE_SECONDS;
 use crate::expiry::Timestamp;
@@ -212,6 +212,40 @@ impl Store for DynamoStore {
             return Err(StoreError::new(ErrorKind::Validation, OP, message));
         };
         self.write_index(index_table, writes).await
+    }
+
+    #[instrument(level = "debug", skip_all)]
+    async fn write_indexer_report(
+        &self,
+        index_table: &str,
+        report: &IndexerReport,
+    ) -> Result<(), StoreError> {
+        let put = vec![EntryWrite::Put(report.to_item())];
+        if self.write_index(index_table, put).await?.is_empty() {
+            return Ok(());
+        }
+        let message = "the stream indexer's report was left unprocessed";
+        Err(StoreError::new(ErrorKind::Throttled, OP, message))
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn read_indexer_reports(
+        &self,
+        index_table: &str,
+    ) -> Result<Vec<IndexerReport>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(index_table)
+            .consistent_read(true)
+            .key_condition_expression("#w = :indexer")
+            .expression_attribute_names("#w", entries::WINDOW)
+            .expression_attribute_values(":indexer", AttributeValue::S(entries::INDEXER.into()))
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("Query", e))?;
+        let items = out.items.unwrap_or_default();
+        Ok(items.iter().filter_map(IndexerReport::from_item).collect())
     }
 
     #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]
@@ -419,6 +453,15 @@ impl Store for DynamoStore {
             )),
             Err(e) => Ok((refused_delete(e)?, None)),
         }
+    }
+
+    async fn claim_index_table(&self, schema: &TableSchema) -> Result<(), StoreError> {
+        let Some(index_table) = &schema.index_table else {
+            return Ok(());
+        };
+        let name = schema.table_name.as_str();
+        let name = name.rsplit_once(":table/").map_or(name, |(_, n)| n);
+        self.claim_index(index_table, name, true).await
     }
 }
 

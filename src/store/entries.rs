@@ -36,6 +36,13 @@ pub const KEEP_SECONDS: i64 = 2 * 86_400;
 /// no [`EXPIRES`]: native TTL keeps it.
 pub const OWNERS: &str = "#owners";
 
+/// The partition of the stream indexer's reports ([`IndexerReport`]): one item per execution
+/// environment of the stream indexer's Lambda (sort key [`ENTRY`]: the environment's id), so that
+/// the sweeper's lease, in other environments, learns how current its index is. No window key
+/// begins with `#`, so no sweep reads it; each report has an [`EXPIRES`] a stream's retention
+/// after it was written.
+pub const INDEXER: &str = "#indexer";
+
 /// How long a DynamoDB stream keeps its records (24 hours): entries are written from them, so a
 /// sweeper and indexer down longer may have missed items written early in the outage.
 pub const STREAM_RETENTION_SECONDS: i64 = 86_400;
@@ -153,6 +160,115 @@ pub fn sort_prefix(schema: &TableSchema, key: &Key, ttl: f64) -> Option<String> 
 pub fn key_hash(schema: &TableSchema, key: &Key) -> Option<String> {
     let digest = Sha256::digest(schema.key_token(key)?.as_bytes());
     Some(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// One execution environment's report of the stream indexer ([`INDEXER`]), as it last wrote it:
+/// the records it failed to index and has not indexed since, and how far it indexed. Times are
+/// DynamoDB's (a record's `ApproximateCreationDateTime`, and the indexer's clock held to
+/// DynamoDB's), in epoch milliseconds in the item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexerReport {
+    /// The environment's id (the item's sort key).
+    pub environment: String,
+    /// The records it last failed to index and has not indexed since (`failing`, a List of Maps),
+    /// at most [`MAX_FAILING`].
+    pub failing: Vec<FailingRecord>,
+    /// The creation time of the newest record it indexed (`indexedThrough`), if any.
+    pub indexed_through: Option<Timestamp>,
+    /// When it wrote the report (`writtenAt`).
+    pub written_at: Timestamp,
+}
+
+/// A record a stream batch failed to index, which the event source mapping delivers again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailingRecord {
+    /// Its sequence number (`sequence`).
+    pub sequence: String,
+    /// Its creation time (`since`): every record of its shard from it on is unindexed.
+    pub since: Timestamp,
+    /// When a batch last failed to index it (`at`).
+    pub at: Timestamp,
+}
+
+/// The most failing records a report lists (the most recently failed kept).
+pub const MAX_FAILING: usize = 8;
+
+/// The attributes of an [`IndexerReport`] item.
+const FAILING: &str = "failing";
+const SEQUENCE: &str = "sequence";
+const SINCE: &str = "since";
+const AT: &str = "at";
+const INDEXED_THROUGH: &str = "indexedThrough";
+const WRITTEN_AT: &str = "writtenAt";
+
+impl IndexerReport {
+    /// The report as an item of the index table.
+    pub fn to_item(&self) -> Key {
+        let n = |t: Timestamp| AttributeValue::N(t.millis().to_string());
+        let failing = self.failing.iter().take(MAX_FAILING).map(|f| {
+            AttributeValue::M(
+                [
+                    (SEQUENCE.to_owned(), AttributeValue::S(f.sequence.clone())),
+                    (SINCE.to_owned(), n(f.since)),
+                    (AT.to_owned(), n(f.at)),
+                ]
+                .into(),
+            )
+        });
+        let expires = self.written_at.secs() + STREAM_RETENTION_SECONDS;
+        let mut item: Key = [
+            (WINDOW.to_owned(), AttributeValue::S(INDEXER.to_owned())),
+            (
+                ENTRY.to_owned(),
+                AttributeValue::S(self.environment.clone()),
+            ),
+            (FAILING.to_owned(), AttributeValue::L(failing.collect())),
+            (WRITTEN_AT.to_owned(), n(self.written_at)),
+            (EXPIRES.to_owned(), AttributeValue::N(expires.to_string())),
+        ]
+        .into();
+        if let Some(through) = self.indexed_through {
+            item.insert(INDEXED_THROUGH.to_owned(), n(through));
+        }
+        item
+    }
+
+    /// The report an item of partition [`INDEXER`] holds; `None` for any other item, or one
+    /// that does not read as a report.
+    pub fn from_item(item: &Key) -> Option<Self> {
+        let s = |item: &Key, name: &str| match item.get(name)? {
+            AttributeValue::S(s) => Some(s.clone()),
+            _ => None,
+        };
+        let t = |item: &Key, name: &str| match item.get(name)? {
+            AttributeValue::N(n) => n.parse().ok().map(Timestamp::from_millis),
+            _ => None,
+        };
+        if s(item, WINDOW)? != INDEXER {
+            return None;
+        }
+        let failing = match item.get(FAILING) {
+            Some(AttributeValue::L(list)) => list
+                .iter()
+                .map(|f| match f {
+                    AttributeValue::M(f) => Some(FailingRecord {
+                        sequence: s(f, SEQUENCE)?,
+                        since: t(f, SINCE)?,
+                        at: t(f, AT)?,
+                    }),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()?,
+            None => Vec::new(),
+            Some(_) => return None,
+        };
+        Some(IndexerReport {
+            environment: s(item, ENTRY)?,
+            failing,
+            indexed_through: t(item, INDEXED_THROUGH),
+            written_at: t(item, WRITTEN_AT)?,
+        })
+    }
 }
 
 /// One write of [`super::Store::write_entries`].
@@ -305,6 +421,28 @@ mod tests {
             let listed = sort < sort_bound(Timestamp::from_millis(now_ms));
             proptest::prop_assert_eq!(listed, ttl_ms < now_ms, "{} vs {}", sort, now_ms);
         }
+    }
+
+    #[test]
+    fn an_indexer_report_reads_back_as_written_and_no_entry_reads_as_one() {
+        let ms = Timestamp::from_millis;
+        let report = IndexerReport {
+            environment: "0123456789abcdef".into(),
+            failing: vec![FailingRecord {
+                sequence: "4200".into(),
+                since: ms(1_800_000_000_000),
+                at: ms(1_800_000_005_000),
+            }],
+            indexed_through: Some(ms(1_799_999_999_000)),
+            written_at: ms(1_800_000_005_120),
+        };
+        let item = report.to_item();
+        assert_eq!(item[WINDOW], AV::S(INDEXER.into()));
+        assert_eq!(item[EXPIRES], AV::N((1_800_000_005 + 86_400).to_string()));
+        assert_eq!(IndexerReport::from_item(&item), Some(report));
+        let (entry, _) = entry("1800000100", "1", Timestamp::from_secs(1_800_000_000));
+        assert_eq!(IndexerReport::from_item(&entry.to_item()), None);
+        assert_eq!(IndexerReport::from_item(&id(OWNERS, "sessions")), None);
     }
 
     #[test]

@@ -133,12 +133,14 @@ pub struct Table {
     cancel_on_lost: Option<CancellationToken>,
     /// Cancelled once this many queries were made.
     stop_after: Mutex<Option<(usize, CancellationToken)>>,
-    calls: [AtomicUsize; 10],
+    calls: [AtomicUsize; 12],
     /// The expiry index table's entries by (window, sort key), when the schema names one
     /// ([`MemStore::with_index_table`]): queries read it instead of a GSI.
     pub entries: Arc<Mutex<BTreeMap<(String, String), Key>>>,
     /// Queries read the expiry index table (`entries`).
     index_table: bool,
+    /// The stream indexer's reports in the expiry index table, by environment, each as written.
+    pub reports: Arc<Mutex<BTreeMap<String, ttl_sweeper::store::IndexerReport>>>,
     /// The virtual wall clock's epoch seconds at the instant the store was made.
     epoch: Option<(f64, Instant)>,
     /// Items removed by a delete of the sweep.

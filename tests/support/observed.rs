@@ -8,7 +8,8 @@ use std::ops::{Deref, DerefMut};
 
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{
-    ConditionalOutcome, EntryWrite, Key, LeaseItem, Page, Store, StoreError, TableSchema,
+    ConditionalOutcome, EntryWrite, IndexerReport, Key, LeaseItem, Page, Store, StoreError,
+    TableSchema,
 };
 
 /// A call of a [`Store`] method, with the arguments an observer looks at.
@@ -24,6 +25,9 @@ pub enum Call<'a> {
     ReadLease,
     WriteLease,
     ReleaseLease,
+    ClaimIndexTable,
+    WriteIndexerReport,
+    ReadIndexerReports,
 }
 
 /// What a call answered, as an observer sees it.
@@ -64,6 +68,8 @@ answers! {
     Option<Timestamp> => |_| Answer::Other,
     bool => |_| Answer::Other,
     Option<LeaseItem> => |_| Answer::Other,
+    () => |_| Answer::Other,
+    Vec<IndexerReport> => |_| Answer::Other,
 }
 
 /// Told of every call through an [`Observed`] store.
@@ -155,4 +161,8 @@ forward! {
     fn write_lease(table: &str, id: &str, lease: &LeaseItem, lapsed_before: Timestamp) -> bool
         => Call::WriteLease;
     fn release_lease(table: &str, id: &str, holder: &str) -> bool => Call::ReleaseLease;
+    fn claim_index_table(schema: &TableSchema) -> () => Call::ClaimIndexTable;
+    fn write_indexer_report(index_table: &str, report: &IndexerReport) -> ()
+        => Call::WriteIndexerReport;
+    fn read_indexer_reports(index_table: &str) -> Vec<IndexerReport> => Call::ReadIndexerReports;
 }

@@ -149,11 +149,13 @@ pub async fn scan_all(client: &Client, table: &str) -> Vec<Key> {
     }
 }
 
-/// Every entry of an expiry index table (a full scan), its claims left out.
+/// Every entry of an expiry index table (a full scan), its claims and the stream indexer's
+/// reports left out.
 pub async fn scan_entries(client: &Client, index: &str) -> Vec<Key> {
-    let owners = AV::S(ttl_sweeper::store::entries::OWNERS.to_owned());
+    use ttl_sweeper::store::entries::{INDEXER, OWNERS};
+    let ours = [AV::S(OWNERS.to_owned()), AV::S(INDEXER.to_owned())];
     let mut entries = scan_all(client, index).await;
-    entries.retain(|e| e.get("window") != Some(&owners));
+    entries.retain(|e| e.get("window").is_none_or(|w| !ours.contains(w)));
     entries
 }
 

@@ -24,10 +24,14 @@ pub enum Op {
     ReleaseLease,
     /// A `BatchWriteItem` of expiry index entries (puts and removals).
     WriteEntries,
+    /// The `BatchWriteItem` of a stream indexer's report.
+    WriteReport,
+    /// The `Query` of the stream indexer's reports.
+    ReadReports,
 }
 
 impl Op {
-    pub const ALL: [Op; 10] = [
+    pub const ALL: [Op; 12] = [
         Op::Query,
         Op::BatchDelete,
         Op::Delete,
@@ -38,13 +42,15 @@ impl Op {
         Op::WriteLease,
         Op::ReleaseLease,
         Op::WriteEntries,
+        Op::WriteReport,
+        Op::ReadReports,
     ];
 
     /// The DynamoDB operation's name.
     pub(super) fn name(self) -> &'static str {
         match self {
-            Op::Query => "Query",
-            Op::BatchDelete | Op::WriteEntries => "BatchWriteItem",
+            Op::Query | Op::ReadReports => "Query",
+            Op::BatchDelete | Op::WriteEntries | Op::WriteReport => "BatchWriteItem",
             Op::Delete => "DeleteItem",
             Op::Get => "BatchGetItem",
             Op::ReadCheckpoint | Op::ReadLease => "GetItem",

@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering::SeqCst;
 use tokio::time::Instant;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{
-    entries, ConditionalOutcome, EntryWrite, ErrorKind, Key, LeaseItem, Page, Store, StoreError,
-    TableSchema,
+    entries, ConditionalOutcome, EntryWrite, ErrorKind, IndexerReport, Key, LeaseItem, Page, Store,
+    StoreError, TableSchema,
 };
 
 use super::script::{take, Fault, Op, When};
@@ -245,6 +245,34 @@ impl Store for MemStore {
         Ok(Vec::new())
     }
 
+    /// The report, through its item as DynamoDB would keep it.
+    async fn write_indexer_report(
+        &self,
+        _: &str,
+        report: &IndexerReport,
+    ) -> Result<(), StoreError> {
+        let (n, fault) = self.begin(Op::WriteReport, None).await?;
+        self.after(Op::WriteReport, n, None);
+        if fault == Some(Fault::Unprocessed) {
+            let message = "the report was left unprocessed (injected by the test)";
+            return Err(StoreError::new(
+                ErrorKind::Throttled,
+                "BatchWriteItem",
+                message,
+            ));
+        }
+        let stored = IndexerReport::from_item(&report.to_item()).expect("a report reads back");
+        let mut reports = self.reports.lock().unwrap();
+        reports.insert(report.environment.clone(), stored);
+        Ok(())
+    }
+
+    async fn read_indexer_reports(&self, _: &str) -> Result<Vec<IndexerReport>, StoreError> {
+        let (n, _) = self.begin(Op::ReadReports, None).await?;
+        self.after(Op::ReadReports, n, None);
+        Ok(self.reports.lock().unwrap().values().cloned().collect())
+    }
+
     async fn batch_delete(&self, _: &TableSchema, keys: &[&Key]) -> Result<Vec<Key>, StoreError> {
         refuse_repeats(keys.iter().copied(), Op::BatchDelete)?;
         {
@@ -436,5 +464,10 @@ impl Store for MemStore {
             }
             _ => Ok(false),
         }
+    }
+
+    /// One table per store: nothing to claim against.
+    async fn claim_index_table(&self, _: &TableSchema) -> Result<(), StoreError> {
+        Ok(())
     }
 }
