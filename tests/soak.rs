@@ -18,9 +18,10 @@
 //!   and every accepted `Item Expired` names an item the sweeper deleted, or is cancelled, or the
 //!   application deleted the item while the event's chunk was in flight ([`stands`]);
 //! - (c') not a violation, counted and shown apart: in archive mode, an accepted `Item Expired`
-//!   whose chunk ended (SIGKILL, stop, deletes failed) with no delete of the key acknowledged, its
-//!   item changed or deleted by the application before any later sweep read it: the documented
-//!   exception (docs/events.md, "Archive"), told apart as [`unsettled`] says;
+//!   whose sweeper died or whose sweep ended (stopped, the key failed or left) before it was
+//!   settled (deleted, or cancelled), its item changed or deleted by the application before a
+//!   later sweep settled it: the documented exception (docs/events.md, "Archive"), told apart as
+//!   [`unsettled`] says;
 //! - (d) nothing but the writers and the sweepers' deletes wrote the application's table: no
 //!   request the sweepers sent (counted at the fault proxy by operation and table) writes it
 //!   otherwise.
@@ -748,6 +749,18 @@ struct Reports {
     unlisted_failed_events: u64,
     /// Item id -> when a sweeper logged it `key not deleted` (wall clock, s): its chunk gave it up.
     given_up: HashMap<String, Vec<f64>>,
+    /// Item id -> when a sweeper logged an event of it `expiry event not published`.
+    unpublished: HashMap<String, Vec<f64>>,
+    /// When a sweeper logged leaving keys for the next sweep: a read before publishing failed,
+    /// a re-read after an accepted expiry failed, or a sweep's summary with keys left or
+    /// stopped early.
+    leaving: Vec<f64>,
+    /// Item id -> when a sweeper logged it re-read with a new ttl after its expiry was accepted
+    /// (`cancelling the expiry`): that chunk owed its cancellation.
+    cancelling: HashMap<String, Vec<f64>>,
+    /// When a sweeper logged that it could not re-read the items whose expiry was accepted but
+    /// not deleted (their chunk's settling read failed).
+    reread_failed: Vec<f64>,
 }
 
 impl Reports {
@@ -755,6 +768,33 @@ impl Reports {
     fn absorb(&mut self, v: &Value) {
         match v {
             Value::Object(map) => {
+                let at = map.get("timestamp").and_then(Value::as_str).and_then(|t| {
+                    let t = chrono::DateTime::parse_from_rfc3339(t).ok()?;
+                    Some(t.timestamp_millis() as f64 / 1000.0)
+                });
+                let message = map.get("message").and_then(Value::as_str).unwrap_or("");
+                let left = map.get("left").and_then(Value::as_u64).unwrap_or(0) > 0
+                    || map.get("stopped_early") == Some(&Value::Bool(true))
+                    || message.starts_with("could not read the keys before publishing")
+                    || message.starts_with("could not re-read items whose expiry was accepted");
+                if let (Some(at), true) = (at, left) {
+                    self.leaving.push(at);
+                }
+                if let (Some(at), true) = (
+                    at,
+                    message.starts_with("could not re-read items whose expiry was accepted"),
+                ) {
+                    self.reread_failed.push(at);
+                }
+                let key = map.get("key").and_then(Value::as_str);
+                let key: Value = key
+                    .and_then(|k| serde_json::from_str(k).ok())
+                    .unwrap_or_default();
+                if let (Some(at), Some(id)) = (at, key["id"]["S"].as_str()) {
+                    if message.ends_with("has a new ttl: cancelling the expiry") {
+                        self.cancelling.entry(id.to_owned()).or_default().push(at);
+                    }
+                }
                 let events = map.get("failed_event_ids").map(parse_list);
                 if let Some(list) = &events {
                     for e in list {
@@ -779,8 +819,14 @@ impl Reports {
                             Some(t.timestamp_millis() as f64 / 1000.0)
                         });
                         let given_up = map.get("message").and_then(Value::as_str);
-                        if let (Some(at), Some("key not deleted")) = (at, given_up) {
-                            self.given_up.entry(id.to_owned()).or_default().push(at);
+                        match (at, given_up) {
+                            (Some(at), Some("key not deleted")) => {
+                                self.given_up.entry(id.to_owned()).or_default().push(at);
+                            }
+                            (Some(at), Some("expiry event not published")) => {
+                                self.unpublished.entry(id.to_owned()).or_default().push(at);
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -1250,10 +1296,27 @@ fn check(
     for (id, times) in &final_reports.given_up {
         given_up.entry(id.clone()).or_default().extend(times);
     }
+    let mut unpublished = run.reports.unpublished.clone();
+    for (id, times) in &final_reports.unpublished {
+        unpublished.entry(id.clone()).or_default().extend(times);
+    }
+    let mut cancelling = run.reports.cancelling.clone();
+    for (id, times) in &final_reports.cancelling {
+        cancelling.entry(id.clone()).or_default().extend(times);
+    }
     let ends = unsettled::Ends {
         lives: &run.lives,
         given_up: &given_up,
         deletes: sent,
+        unpublished: &unpublished,
+        kills: &run.kills,
+        leaving: &[&run.reports.leaving[..], &final_reports.leaving[..]].concat(),
+        cancelling: &cancelling,
+        reread_failed: &[
+            &run.reports.reread_failed[..],
+            &final_reports.reread_failed[..],
+        ]
+        .concat(),
     };
     let archive = (spec.events == "archive").then_some(&ends);
     stands::check(
@@ -1685,10 +1748,18 @@ fn table(seed: u64, size: &Size, rows: &[Row]) -> String {
     for r in rows.iter().filter(|r| r.unsettled > 0) {
         let _ = writeln!(
             t,
-            "\n{}: (c') {} published, not settled, item changed before the next sweep: the documented archive-mode exception (docs/events.md), not a violation; the first {} (all in unsettled.txt):",
+            "\n{}: (c') {} published, not settled, item changed before a later sweep settled it: the documented archive-mode exception (docs/events.md), not a violation; the first {} (all in unsettled.txt):",
             r.name,
             r.unsettled,
             r.unsettled.min(UNSETTLED_SHOWN)
+        );
+        let with = |tag: &str| r.unsettled_lines.iter().filter(|l| l.contains(tag)).count();
+        let _ = writeln!(
+            t,
+            "  of which: a refused delete, its sweeper ended {}; a later sweep read it unchanged and left it {}; ambiguous, a read of the change by either of two Lambda environments {}",
+            with("[refused delete"),
+            with("[a later sweep read it unchanged"),
+            with("[ambiguous:")
         );
         for line in r.unsettled_lines.iter().take(UNSETTLED_SHOWN) {
             let _ = writeln!(t, "  {line}");
