@@ -43,7 +43,9 @@ pub(super) struct Ends<'a> {
 ///
 /// 1. the chunk's read: the last consistent read of the key before `p` found it with the event's
 ///    ttl, so the application's write that changed or removed the original item took effect
-///    after it (while the event was being published, or after it was accepted);
+///    after it (while the event was being published, or after it was accepted); but for reads
+///    of the change after it made while two processes or invocations alive at it still ran
+///    (the other's reads before publishing: ambiguous, said so);
 /// 2. the chunk's end, the earliest of: the first `key not deleted` of the key logged after `p`
 ///    (its deletes failed), and the end of each process or invocation alive at the chunk's read
 ///    (the one that published ended: SIGKILL, timeout, the harness's stop; perhaps before `p`,
@@ -53,8 +55,9 @@ pub(super) struct Ends<'a> {
 ///    dropped after applying), but one sent once every process or invocation alive at the chunk's
 ///    read had ended (by another); or (A) the delete answered was refused by its condition and a
 ///    process or invocation alive at the chunk's read and at that delete then ended by SIGKILL
-///    within [`settle_window`] of it, or the key's `expiry event not published` / `key not deleted` was logged by its end,
-///    before any cancellation was accepted (none was): the chunk's end is that end;
+///    within [`settle_window`] of it, or within that time the key's `expiry event not
+///    published` / `key not deleted` was logged (stopped, failed), and no cancellation was
+///    accepted: the chunk's end is that process's or invocation's end;
 /// 4. the chunk saw no change: every consistent read of the key from `p` to the chunk's end
 ///    (with a refused delete: to that delete) found the event's ttl (else it owed a
 ///    cancellation), but for a read after which a sweeper logged the key `cancelling the expiry`
@@ -105,19 +108,36 @@ pub(super) fn check(
     for &p in &event.times {
         // 1. The chunk's read. It found the original, so the application's only write of the key
         // took effect after it, even if sent before its answer came back.
+        // With two Lambda environments, reads of the change after the last read of the event's
+        // ttl made while both still ran may be the other one's reads before publishing (which
+        // published nothing): ambiguous, said so.
         let read = reads
             .iter()
-            .filter(|(t, _)| *t < p)
+            .filter(|(t, f)| *t < p && *f == Some(ttl))
             .max_by(|a, b| a.0.total_cmp(&b.0));
-        let read_at = match read {
-            Some((t, f)) if *f == Some(ttl) => *t,
-            _ => {
-                why.push(format!(
-                    "accepted at {p:.2} with no read of ttl {ttl} just before"
-                ));
-                continue;
-            }
+        let Some(&(read_at, _)) = read else {
+            why.push(format!(
+                "accepted at {p:.2} with no read of ttl {ttl} before it"
+            ));
+            continue;
         };
+        let mut ambiguous = Vec::new();
+        let mut own_change = None;
+        for (t, f) in reads.iter().filter(|(t, _)| *t > read_at && *t < p) {
+            if alive_at(read_at).filter(|(_, e)| *e > *t).count() >= 2 {
+                ambiguous.push(format!("{t:.2}:{}", found(f)));
+            } else {
+                own_change = Some((*t, *f));
+                break;
+            }
+        }
+        if let Some((t, f)) = own_change {
+            why.push(format!(
+                "accepted at {p:.2} with no read of ttl {ttl} just before (read {} at {t:.2})",
+                found(&f)
+            ));
+            continue;
+        }
         // 2. The chunk's end.
         let Some((mut end, mut how, last_alive)) = chunk_end(ends, item, p, read_at) else {
             why.push(format!("accepted at {p:.2}, no end of its chunk seen"));
@@ -140,7 +160,9 @@ pub(super) fn check(
             let ended = senders
                 .iter()
                 .copied()
-                .filter(|e| (killed(*e) && *e <= ta + settle_window()) || logged(ta, *e + 1.0))
+                .filter(|e| {
+                    *e <= ta + settle_window() && killed(*e) || logged(ta, ta + settle_window())
+                })
                 .reduce(f64::min);
             let Some(e) = ended else {
                 why.push(format!(
@@ -168,7 +190,6 @@ pub(super) fn check(
         // one's: ambiguous, counted here and said so.
         let until = refused.unwrap_or(end);
         let chunk_reads = reads.iter().filter(|(t, _)| *t > p && *t <= until);
-        let mut ambiguous = Vec::new();
         let mut changed_seen = None;
         let mut owed = Vec::new();
         let mut unread_reads = Vec::new();
