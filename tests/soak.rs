@@ -2,9 +2,10 @@
 //! Lambda under the local Runtime API — sweeping tables in DynamoDB Local while faults are
 //! injected between them and DynamoDB and between them and their SQS sink (moto), their
 //! processes are killed with SIGKILL at random moments, and application writers race the sweep
-//! (rewriting keys, extending ttls). One scenario sweeps through an expiry index table of its own
-//! (`EXPIRY_INDEX_TABLE`) that `run --follow-stream` feeds from the table's stream: that table has
-//! no GSI and its writers set only the ttl. Afterwards, and after one final clean sweep, the
+//! (rewriting keys, extending ttls). Two scenarios sweep through an expiry index table of their own
+//! (`EXPIRY_INDEX_TABLE`) that `run --follow-stream` feeds from the table's stream: their tables
+//! have no GSI and their writers set only the ttl; in the archive one the writers also delete
+//! keys, before their ttl or just read. Afterwards, and after one final clean sweep, the
 //! invariants are checked from DynamoDB Local's state, what reached the sink, what the sweepers
 //! sent, and the writers' own logs:
 //!
@@ -14,15 +15,27 @@
 //! - (b) nothing expired left after the final clean sweep;
 //! - (c) every deleted item has an accepted event, accepted before the delete (archive), or an
 //!   event or a report of it (notify; a SIGKILL may lose up to the documented number of events);
+//!   and every accepted `Item Expired` names an item the sweeper deleted, or is cancelled, or the
+//!   application deleted the item while the event's chunk was in flight ([`stands`]);
+//! - (c') not a violation, counted and shown apart: in archive mode, an accepted `Item Expired`
+//!   whose sweeper died or whose sweep ended (stopped, the key failed or left) before it was
+//!   settled (deleted, or cancelled), its item changed or deleted by the application before a
+//!   later sweep settled it: the documented exception (docs/events.md, "Archive"), told apart as
+//!   [`unsettled`] says;
 //! - (d) nothing but the writers and the sweepers' deletes wrote the application's table: no
 //!   request the sweepers sent (counted at the fault proxy by operation and table) writes it
 //!   otherwise.
 //!
 //! `SOAK_SEED` (printed) fixes the schedule of faults, kills, items and writer choices;
-//! `SOAK_SCALE` (default 1) scales items, duration and kills. It prints a table (also written
-//! to `target/tmp/soak-report.md`) and fails on any violation. `SOAK_RUST_LOG` replaces the
-//! sweepers' `RUST_LOG` (`info`), to follow a failing seed more closely (their logs are under
-//! `target/soak/<seed>/`). See docs/reliability.md.
+//! `SOAK_SCALE` (default 1) scales items, duration and kills; `SOAK_SCENARIOS` (comma-separated
+//! names) runs only those. It prints a table (also written to `target/tmp/soak-report.md`) and
+//! fails on any violation (all of them in `target/soak/<seed>/<scenario>/violations.txt`, the
+//! (c') events in `unsettled.txt`).
+//! `SOAK_RUST_LOG` replaces the sweepers' `RUST_LOG` (`info`), to follow a failing seed more
+//! closely (their logs are under `target/soak/<seed>/`). See docs/reliability.md.
+
+mod stands;
+mod unsettled;
 
 use crate::support::{self, fault_proxy, moto, recorder, runtime_api};
 
@@ -75,6 +88,8 @@ const MAX_RETRIES: u32 = 4;
 /// (25 events, 10 per call), each held at most `DELAY` (a faulted call) plus the slow sink's
 /// second, and the backoffs between attempts (at most 0.8 s each, full jitter from 50 ms).
 const CRASH_PUBLISH_WINDOW: f64 = (MAX_RETRIES as f64 + 1.0) * 3.0 * (2.5 + 1.0) + 4.0 * 0.8;
+/// How many (c') events of a scenario the report shows in full.
+const UNSETTLED_SHOWN: usize = 3;
 /// Final clean sweeps at most, one after the other until one succeeds.
 const FINAL_SWEEPS: usize = 3;
 /// How long before a delete reaches DynamoDB the process that sent it may already have been
@@ -137,16 +152,24 @@ struct Spec {
     concurrency: u32,
     /// `WINDOW_SHARDS`: fewer in batch mode, where bigger pages make chunks wait longer.
     shards: u32,
+    /// The writers also delete keys for good ([`writers`]): the scenarios of [`DELETING`].
+    deletes: bool,
 }
 
 /// The scenarios, named `<runner>[-index]-<delete mode>-<events mode>`: see [`spec`].
-const SCENARIOS: [&str; 5] = [
+const SCENARIOS: [&str; 6] = [
     "run-batch-notify",
     "run-conditional-archive",
     "lambda-batch-notify",
     "lambda-conditional-archive",
     "run-index-batch-notify",
+    "run-index-conditional-archive",
 ];
+
+/// The scenarios whose writers also delete keys for good, before their ttl or just read: in
+/// archive mode through an expiry index table, where a deleted item's entry stays behind and is
+/// listed at the old ttl.
+const DELETING: [&str; 1] = ["run-index-conditional-archive"];
 
 /// The scenario `name` says: batch mode with one worker and 4 shards, conditional mode with 4
 /// workers and 8 shards.
@@ -171,6 +194,7 @@ fn spec(name: &'static str) -> Spec {
         events,
         concurrency,
         shards,
+        deletes: DELETING.contains(&name),
     }
 }
 
@@ -235,10 +259,29 @@ struct Seen {
     /// Item id -> when a delete of it (`BatchWriteItem` not leaving it unprocessed, or a
     /// successful `DeleteItem`) was answered by the server.
     deleted: HashMap<String, Vec<f64>>,
-    /// Event id -> (detail-type, when the sink first accepted it).
-    accepted: HashMap<String, (String, f64)>,
+    /// Item id -> each strongly consistent read of it from the application's table (`GetItem`,
+    /// `BatchGetItem`): when its answer came back and the ttl it found (`None`: not there).
+    reads: HashMap<String, Vec<(f64, Option<f64>)>>,
+    /// Item id -> when each request deleting it (`DeleteItem`, a `DeleteRequest` of a
+    /// `BatchWriteItem`) reached the recording proxy on its way to the server, applied or not
+    /// (a conditional delete that finds the item gone or changed is answered with an error).
+    delete_requests: HashMap<String, Vec<f64>>,
+    /// Event id -> its `Item Expired` as the sink first accepted it.
+    expired: HashMap<String, Accepted>,
+    /// Event id -> when the sink first accepted its `Item Expiry Cancelled`.
+    cancelled: HashMap<String, f64>,
     /// Entries the sink accepted, duplicates included.
     accepted_entries: u64,
+}
+
+/// An `Item Expired` the sink accepted: the item's id and the ttl it names, when it was first
+/// accepted, and every time it was (published again by a later chunk, or a duplicate).
+#[derive(Debug, Clone)]
+struct Accepted {
+    item: String,
+    ttl: f64,
+    at: f64,
+    times: Vec<f64>,
 }
 
 /// The state of a recording proxy (a [`Recorder`]) between the fault proxy and a server
@@ -247,6 +290,8 @@ struct Seen {
 /// of the sink's calls by a seeded time.
 struct RecState {
     seed: u64,
+    /// The application's table, whose consistent reads are recorded (empty for a sink).
+    table: String,
     slow_batch: Duration,
     slow_sink: bool,
     /// Slowing on (the chaos phase) or off (the final sweep).
@@ -258,12 +303,14 @@ struct RecState {
 /// A recording proxy in front of `upstream`, and its state.
 async fn recorder(
     upstream: &str,
+    table: &str,
     seed: u64,
     slow_batch: Duration,
     slow_sink: bool,
 ) -> (Recorder, Arc<RecState>) {
     let state = Arc::new(RecState {
         seed,
+        table: table.to_owned(),
         slow_batch,
         slow_sink,
         slowing: AtomicBool::new(true),
@@ -279,8 +326,24 @@ async fn recorder(
 }
 
 impl RecState {
-    /// How long to hold a request while slowing.
+    /// How long to hold a request while slowing; notes the deletes on their way.
     fn hold(&self, op: &str, request: &Value) -> Duration {
+        let deleting = match op {
+            "BatchWriteItem" => delete_ids(&request["RequestItems"]),
+            "DeleteItem" => request["Key"]["id"]["S"]
+                .as_str()
+                .map(str::to_owned)
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        };
+        if !deleting.is_empty() {
+            let at = wall_clock();
+            let mut seen = self.seen.lock().unwrap();
+            for id in deleting {
+                seen.delete_requests.entry(id).or_default().push(at);
+            }
+        }
         if !self.slowing.load(Ordering::SeqCst) {
             return Duration::ZERO;
         }
@@ -316,6 +379,14 @@ impl RecState {
                 for id in entry_ids(answer) {
                     seen.indexed.entry(id).or_default().push(at);
                 }
+                for (id, ttl) in consistent_reads(op, &self.table, request, answer) {
+                    seen.reads.entry(id).or_default().push((at, ttl));
+                }
+            }
+            "GetItem" => {
+                for (id, ttl) in consistent_reads(op, &self.table, request, answer) {
+                    seen.reads.entry(id).or_default().push((at, ttl));
+                }
             }
             "BatchWriteItem" => {
                 let left = delete_ids(&answer["UnprocessedItems"]);
@@ -345,15 +416,83 @@ impl RecState {
                         .as_str()
                         .and_then(|b| serde_json::from_str(b).ok())
                         .unwrap_or(Value::Null);
-                    let id = event["detail"]["id"].as_str().unwrap_or("?").to_owned();
-                    let kind = event["detail-type"].as_str().unwrap_or("?").to_owned();
+                    let detail = &event["detail"];
+                    let id = detail["id"].as_str().unwrap_or("?").to_owned();
                     seen.accepted_entries += 1;
-                    seen.accepted.entry(id).or_insert((kind, at));
+                    match event["detail-type"].as_str() {
+                        Some("Item Expired") => {
+                            let item = detail["key"]["id"]["S"].as_str().unwrap_or("?");
+                            let ttl = detail["ttl"].as_f64().unwrap_or(f64::NAN);
+                            let item = item.to_owned();
+                            let times = Vec::new();
+                            let accepted = seen.expired.entry(id);
+                            let accepted = accepted.or_insert(Accepted {
+                                item,
+                                ttl,
+                                at,
+                                times,
+                            });
+                            accepted.times.push(at);
+                        }
+                        Some("Item Expiry Cancelled") => {
+                            seen.cancelled.entry(id).or_insert(at);
+                        }
+                        _ => {}
+                    }
                 }
             }
             _ => {}
         }
     }
+}
+
+/// The strongly consistent reads of `table` a successful `GetItem` or `BatchGetItem` made: each
+/// key read (not left unprocessed) by `id`, with the ttl found (`None`: no such item).
+fn consistent_reads(
+    op: &str,
+    table: &str,
+    request: &Value,
+    answer: &Value,
+) -> Vec<(String, Option<f64>)> {
+    let ttl = |item: &Value| item["ttl"]["N"].as_str().and_then(|n| n.parse().ok());
+    let id = |key: &Value| key["id"]["S"].as_str().map(str::to_owned);
+    if op == "GetItem" {
+        if request["TableName"].as_str() != Some(table) || request["ConsistentRead"] != true {
+            return Vec::new();
+        }
+        let found = answer.get("Item").and_then(ttl);
+        return id(&request["Key"])
+            .map(|id| (id, found))
+            .into_iter()
+            .collect();
+    }
+    let asked = &request["RequestItems"][table];
+    if asked["ConsistentRead"] != true {
+        return Vec::new();
+    }
+    let unprocessed: HashSet<String> = answer["UnprocessedKeys"][table]["Keys"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(id)
+        .collect();
+    let found: HashMap<String, Option<f64>> = answer["Responses"][table]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|item| Some((id(item)?, ttl(item))))
+        .collect();
+    asked["Keys"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(id)
+        .filter(|id| !unprocessed.contains(id))
+        .map(|id| {
+            let ttl = found.get(&id).copied().flatten();
+            (id, ttl)
+        })
+        .collect()
 }
 
 /// The `id`s of the items whose expiry index entries (`key`, a Map) a `Query` answer lists.
@@ -386,6 +525,8 @@ enum Action {
     Rewrite,
     /// Move the ttl an hour ahead (with a fresh marker), if the item is still there.
     Extend,
+    /// Delete the key, not to write it again (a scenario's writers with `deletes`).
+    Delete,
 }
 
 /// One writer operation, as the writer logged it.
@@ -402,6 +543,30 @@ struct Write {
     marker: String,
     /// When the write that made the item live started (wall clock, s).
     started: f64,
+    /// When the writer's delete that removed the original item was sent and answered (wall
+    /// clock, s): a rewrite's or a delete's that found it.
+    app_delete: Option<(f64, f64)>,
+}
+
+/// Deletes key `id` as the application does; whether that removed the original item (marker
+/// `orig`), and when the delete was sent and answered.
+async fn app_delete(client: &Client, table: &str, id: &str) -> (bool, f64, f64) {
+    let sent = wall_clock();
+    let old = client
+        .delete_item()
+        .table_name(table)
+        .set_key(Some(id_key(id)))
+        .return_values(ReturnValue::AllOld)
+        .send()
+        .await
+        .expect("writer delete");
+    let found = old.attributes.is_some_and(|a| {
+        a.get("marker")
+            .and_then(|m| m.as_s().ok())
+            .map(String::as_str)
+            == Some("orig")
+    });
+    (found, sent, wall_clock())
 }
 
 /// Writes key `id` as `action` says, the live item carrying `marker`.
@@ -413,25 +578,16 @@ async fn write(
     id: &str,
     marker: &str,
 ) -> Write {
+    let mut deleted = None;
     let (started, found_original) = match action {
-        Action::Rewrite => {
-            let old = client
-                .delete_item()
-                .table_name(table)
-                .set_key(Some(id_key(id)))
-                .return_values(ReturnValue::AllOld)
-                .send()
-                .await
-                .expect("writer delete");
-            let found = old.attributes.is_some_and(|a| {
-                a.get("marker")
-                    .and_then(|m| m.as_s().ok())
-                    .map(String::as_str)
-                    == Some("orig")
-            });
+        Action::Rewrite | Action::Delete => {
+            let (found, sent, answered) = app_delete(client, table, id).await;
+            deleted = found.then_some((sent, answered));
             let started = wall_clock();
-            let ttl = started as i64 + 3600;
-            put_one(client, table, marked(id, ttl, shards, marker)).await;
+            if action == Action::Rewrite {
+                let ttl = started as i64 + 3600;
+                put_one(client, table, marked(id, ttl, shards, marker)).await;
+            }
             (started, found)
         }
         Action::Extend => {
@@ -473,9 +629,10 @@ async fn write(
         id: id.into(),
         action,
         found_original,
-        live: action == Action::Rewrite || found_original,
+        live: action == Action::Rewrite || (action == Action::Extend && found_original),
         marker: marker.into(),
         started,
+        app_delete: deleted,
     }
 }
 
@@ -484,12 +641,15 @@ async fn write(
 /// expired or is about to, each key touched once, until `until`. Two picks in three are
 /// adversarial when they can be: a key a `Query` answer listed (an item, or an entry of the
 /// expiry index table) in the last 1.5 s and not deleted since (read, and its delete still to
-/// come), as seen by `reads`. `shards`: as [`marked`].
+/// come), as seen by `reads`. `shards`: as [`marked`]. With `deletes`, a third of the writes
+/// delete the key for good instead: a key just read, or else one due within three seconds
+/// (deleted before its ttl).
 #[allow(clippy::too_many_arguments)]
 async fn writers(
     client: Client,
     table: String,
     shards: Option<u32>,
+    deletes: bool,
     seed: u64,
     reads: Arc<RecState>,
     originals: Vec<Original>,
@@ -524,7 +684,13 @@ async fn writers(
     while wall_clock() < until {
         tokio::time::sleep(WRITE_EVERY).await;
         let now = wall_clock();
-        let mut just_read: Vec<String> = if rng.u8(..3) < 2 {
+        let adversarial = rng.u8(..3) < 2;
+        let planned = deletes.then(|| match rng.u8(..3) {
+            0 => Action::Rewrite,
+            1 => Action::Extend,
+            _ => Action::Delete,
+        });
+        let mut just_read: Vec<String> = if adversarial {
             let seen = reads.seen.lock().unwrap();
             seen.listed
                 .iter()
@@ -542,9 +708,13 @@ async fn writers(
         just_read.sort();
         just_read.dedup();
         let pick = if just_read.is_empty() {
+            let due = |ttl: f64| match planned {
+                Some(Action::Delete) => ttl > now && ttl <= now + 3.0,
+                _ => ttl < now + 2.0,
+            };
             let candidates: Vec<&Original> = originals
                 .iter()
-                .filter(|o| (o.ttl as f64) < now + 2.0 && !touched.contains(&o.id))
+                .filter(|o| due(o.ttl as f64) && !touched.contains(&o.id))
                 .collect();
             if candidates.is_empty() {
                 continue;
@@ -556,11 +726,13 @@ async fn writers(
         touched.insert(pick.clone());
         n += 1;
         let marker = format!("w{n}");
-        let action = if rng.bool() {
-            Action::Rewrite
-        } else {
-            Action::Extend
-        };
+        let action = planned.unwrap_or_else(|| {
+            if rng.bool() {
+                Action::Rewrite
+            } else {
+                Action::Extend
+            }
+        });
         log.push(write(action, &client, &table, shards, &pick, &marker).await);
     }
     log
@@ -575,6 +747,20 @@ struct Reports {
     failed_events: HashSet<String>,
     failed_items: HashSet<String>,
     unlisted_failed_events: u64,
+    /// Item id -> when a sweeper logged it `key not deleted` (wall clock, s): its chunk gave it up.
+    given_up: HashMap<String, Vec<f64>>,
+    /// Item id -> when a sweeper logged an event of it `expiry event not published`.
+    unpublished: HashMap<String, Vec<f64>>,
+    /// When a sweeper logged leaving keys for the next sweep: a read before publishing failed,
+    /// a re-read after an accepted expiry failed, or a sweep's summary with keys left or
+    /// stopped early.
+    leaving: Vec<f64>,
+    /// Item id -> when a sweeper logged it re-read with a new ttl after its expiry was accepted
+    /// (`cancelling the expiry`): that chunk owed its cancellation.
+    cancelling: HashMap<String, Vec<f64>>,
+    /// When a sweeper logged that it could not re-read the items whose expiry was accepted but
+    /// not deleted (their chunk's settling read failed).
+    reread_failed: Vec<f64>,
 }
 
 impl Reports {
@@ -582,6 +768,33 @@ impl Reports {
     fn absorb(&mut self, v: &Value) {
         match v {
             Value::Object(map) => {
+                let at = map.get("timestamp").and_then(Value::as_str).and_then(|t| {
+                    let t = chrono::DateTime::parse_from_rfc3339(t).ok()?;
+                    Some(t.timestamp_millis() as f64 / 1000.0)
+                });
+                let message = map.get("message").and_then(Value::as_str).unwrap_or("");
+                let left = map.get("left").and_then(Value::as_u64).unwrap_or(0) > 0
+                    || map.get("stopped_early") == Some(&Value::Bool(true))
+                    || message.starts_with("could not read the keys before publishing")
+                    || message.starts_with("could not re-read items whose expiry was accepted");
+                if let (Some(at), true) = (at, left) {
+                    self.leaving.push(at);
+                }
+                if let (Some(at), true) = (
+                    at,
+                    message.starts_with("could not re-read items whose expiry was accepted"),
+                ) {
+                    self.reread_failed.push(at);
+                }
+                let key = map.get("key").and_then(Value::as_str);
+                let key: Value = key
+                    .and_then(|k| serde_json::from_str(k).ok())
+                    .unwrap_or_default();
+                if let (Some(at), Some(id)) = (at, key["id"]["S"].as_str()) {
+                    if message.ends_with("has a new ttl: cancelling the expiry") {
+                        self.cancelling.entry(id.to_owned()).or_default().push(at);
+                    }
+                }
                 let events = map.get("failed_event_ids").map(parse_list);
                 if let Some(list) = &events {
                     for e in list {
@@ -601,6 +814,20 @@ impl Reports {
                     let key: Value = serde_json::from_str(key).unwrap_or_default();
                     if let Some(id) = key["id"]["S"].as_str() {
                         self.failed_items.insert(id.to_owned());
+                        let at = map.get("timestamp").and_then(Value::as_str).and_then(|t| {
+                            let t = chrono::DateTime::parse_from_rfc3339(t).ok()?;
+                            Some(t.timestamp_millis() as f64 / 1000.0)
+                        });
+                        let given_up = map.get("message").and_then(Value::as_str);
+                        match (at, given_up) {
+                            (Some(at), Some("key not deleted")) => {
+                                self.given_up.entry(id.to_owned()).or_default().push(at);
+                            }
+                            (Some(at), Some("expiry event not published")) => {
+                                self.unpublished.entry(id.to_owned()).or_default().push(at);
+                            }
+                            _ => {}
+                        }
                     }
                 }
                 if let Some(keys) = map.get("failed_keys").map(parse_list) {
@@ -644,6 +871,9 @@ fn parse_list(v: &Value) -> Vec<Value> {
 struct RunOutcome {
     /// When each SIGKILL was sent (wall clock, s).
     kills: Vec<f64>,
+    /// Each `run` process's life, from its start to its SIGKILL, exit or SIGTERM, or each Lambda
+    /// invocation's, from its start to its end (wall clock, s).
+    lives: Vec<(f64, f64)>,
     /// Lambda invocations that ran into their deadline (killed by the Runtime API).
     timeouts: usize,
     /// Processes that exited by themselves during the chaos phase (then restarted).
@@ -699,13 +929,16 @@ async fn soak_run(
     let mut rng = fastrand::Rng::with_seed(seed ^ 0x4b111);
     let mut out = RunOutcome::default();
     let mut n = 0;
+    let mut started = wall_clock();
     let mut child = spawn_run(&env, &dir, n);
     let mut kills = kill_at.into_iter().peekable();
     while wall_clock() < until {
         tokio::time::sleep(Duration::from_millis(50)).await;
         if let Ok(Some(_)) = child.try_wait() {
             out.exits += 1;
+            out.lives.push((started, wall_clock()));
             n += 1;
+            started = wall_clock();
             child = spawn_run(&env, &dir, n);
             continue;
         }
@@ -716,9 +949,11 @@ async fn soak_run(
                 child.kill().expect("SIGKILL");
                 out.kills.push(wall_clock());
             }
+            out.lives.push((started, wall_clock()));
             let _ = child.wait();
             tokio::time::sleep(Duration::from_millis(rng.u64(0..1000))).await;
             n += 1;
+            started = wall_clock();
             child = spawn_run(&env, &dir, n);
         }
     }
@@ -727,6 +962,7 @@ async fn soak_run(
         libc::kill(child.id() as i32, libc::SIGTERM);
     }
     let stopped = wall_clock();
+    out.lives.push((started, stopped));
     out.final_exit = loop {
         if let Ok(Some(status)) = child.try_wait() {
             break status.code();
@@ -806,6 +1042,11 @@ async fn soak_lambda(
         .iter()
         .filter(|i| i.outcome == Outcome::TimedOut)
         .count();
+    let lives = run
+        .invocations
+        .iter()
+        .filter_map(|i| Some((i.start?, i.end?)));
+    out.lives = lives.collect();
     for i in &run.invocations {
         if let Outcome::Succeeded(v) = &i.outcome {
             out.reports.absorb(v);
@@ -861,6 +1102,8 @@ struct Row {
     deleted: usize,
     rewrites: usize,
     extends: usize,
+    /// Keys the writers deleted for good.
+    app_deletes: usize,
     events_accepted: u64,
     /// Entries (`PutRequest`s) the sweepers sent to the expiry index table, faulted or not.
     entries: u64,
@@ -869,6 +1112,15 @@ struct Row {
     batch_trusted: usize,
     /// Notify-mode events lost to a SIGKILL within the documented bound.
     lost_to_kill: usize,
+    /// `Item Expired` events of items the application deleted while their chunk was in flight
+    /// (not deleted by the sweeper, not cancelled: excused under (c)).
+    in_flight: usize,
+    /// (c'): `Item Expired` events published and never settled, their item changed or deleted
+    /// by the application before the next sweep read it: archive mode's documented exception
+    /// (docs/events.md, "Archive"), not a violation.
+    unsettled: usize,
+    /// Each (c') event, for the scenario's `unsettled.txt`; the first few are printed.
+    unsettled_lines: Vec<String>,
     /// Final clean sweeps run (more than one when one failed).
     final_sweeps: usize,
     /// The longest time from a key's last read to the delete that destroyed its rewritten or
@@ -880,11 +1132,19 @@ struct Row {
     d: usize,
     /// The first few violations of each invariant, for the failure message.
     examples: Vec<String>,
+    /// Every violation, for the scenario's `violations.txt`.
+    violations: Vec<String>,
 }
 
 impl Row {
     fn total_faults(&self) -> u64 {
         self.faults.values().sum::<u64>() + self.sink_faults + self.slowed_sink
+    }
+
+    /// One (c') event: archive mode's documented exception, counted and kept, not a violation.
+    fn unsettled(&mut self, text: String) {
+        self.unsettled += 1;
+        self.unsettled_lines.push(format!("(c') {text}"));
     }
 
     fn violation(&mut self, kind: char, text: String) {
@@ -895,9 +1155,11 @@ impl Row {
             _ => &mut self.d,
         };
         *seen += 1;
+        let text = format!("({kind}) {text}");
         if *seen <= 6 {
-            self.examples.push(format!("({kind}) {text}"));
+            self.examples.push(text.clone());
         }
+        self.violations.push(text);
     }
 }
 
@@ -922,6 +1184,7 @@ fn check(
     writes: &[Write],
     present: &HashMap<String, (Option<f64>, Option<String>)>,
     seen: &Seen,
+    sent: &HashMap<String, Vec<(f64, Option<String>)>>,
     run: &RunOutcome,
     final_at: f64,
     final_reports: &Reports,
@@ -937,6 +1200,8 @@ fn check(
     }
     // Items the sweepers deleted: (key id, ttl), for (c).
     let mut swept: Vec<&Original> = Vec::new();
+    // Keys whose writer's item a sweeper delete destroyed, judged here under (a).
+    let mut destroyed: HashSet<&str> = HashSet::new();
     for o in originals {
         match writes.get(o.id.as_str()) {
             None if present.contains_key(&o.id) => {}
@@ -955,6 +1220,7 @@ fn check(
                     continue;
                 }
                 // Destroyed: by which delete, how long after the key's last read?
+                destroyed.insert(o.id.as_str());
                 let after: Vec<f64> = deletes(&o.id)
                     .into_iter()
                     .filter(|t| *t >= w.started)
@@ -1017,14 +1283,53 @@ fn check(
     let mut unlisted = run.reports.unlisted_failed_events + final_reports.unlisted_failed_events;
     let per_kill = 2 * 25 * spec.concurrency as usize;
     let mut kill_budget: Vec<usize> = vec![per_kill; run.kills.len()];
+    // (c) from the events' side: every `Item Expired` stands for an item the sweeper deleted (or
+    // whose writer's item it destroyed, judged under (a)), or is cancelled, or the application
+    // deleted the item while its chunk was in flight.
+    let swept_ttl: HashMap<&str, i64> = swept.iter().map(|o| (o.id.as_str(), o.ttl)).collect();
+    let reported = |id: &str| {
+        [&run.reports, final_reports]
+            .iter()
+            .any(|r| r.failed_events.contains(id))
+    };
+    let mut given_up = run.reports.given_up.clone();
+    for (id, times) in &final_reports.given_up {
+        given_up.entry(id.clone()).or_default().extend(times);
+    }
+    let mut unpublished = run.reports.unpublished.clone();
+    for (id, times) in &final_reports.unpublished {
+        unpublished.entry(id.clone()).or_default().extend(times);
+    }
+    let mut cancelling = run.reports.cancelling.clone();
+    for (id, times) in &final_reports.cancelling {
+        cancelling.entry(id.clone()).or_default().extend(times);
+    }
+    let ends = unsettled::Ends {
+        lives: &run.lives,
+        given_up: &given_up,
+        deletes: sent,
+        unpublished: &unpublished,
+        kills: &run.kills,
+        leaving: &[&run.reports.leaving[..], &final_reports.leaving[..]].concat(),
+        cancelling: &cancelling,
+        reread_failed: &[
+            &run.reports.reread_failed[..],
+            &final_reports.reread_failed[..],
+        ]
+        .concat(),
+    };
+    let archive = (spec.events == "archive").then_some(&ends);
+    stands::check(
+        row, seen, &swept_ttl, &destroyed, &writes, &reported, archive,
+    );
     for o in swept {
         let key: Key = id_key(&o.id);
         let id = event_id(table, &key, o.ttl as f64);
         let first_delete = deletes(&o.id).first().copied();
-        let accepted = seen.accepted.get(&id);
+        let accepted = seen.expired.get(&id);
         if spec.events == "archive" {
             match (accepted, first_delete) {
-                (Some((kind, at)), Some(deleted)) if kind == "Item Expired" => {
+                (Some(Accepted { at, .. }), Some(deleted)) => {
                     if *at > deleted {
                         row.violation(
                             'c',
@@ -1040,7 +1345,7 @@ fn check(
             }
             continue;
         }
-        if accepted.is_some_and(|(kind, _)| kind == "Item Expired") {
+        if accepted.is_some() {
             continue;
         }
         let reported =
@@ -1087,6 +1392,28 @@ fn check(
 }
 
 // -------------------------------------------------------------------------------- the soak
+
+/// Item id -> each `DeleteItem` of `table` among `requests` (as a fault proxy recorded them):
+/// when it arrived and the fault injected, if any.
+fn sent_deletes(
+    requests: &[fault_proxy::Seen],
+    table: &str,
+) -> HashMap<String, Vec<(f64, Option<String>)>> {
+    let mut deletes: HashMap<String, Vec<(f64, Option<String>)>> = HashMap::new();
+    for r in requests {
+        if r.op != "DeleteItem" || r.body["TableName"].as_str() != Some(table) {
+            continue;
+        }
+        if let Some(id) = r.body["Key"]["id"]["S"].as_str() {
+            let fault = r.fault.as_ref().map(|f| f.name());
+            deletes
+                .entry(id.to_owned())
+                .or_default()
+                .push((r.at, fault));
+        }
+    }
+    deletes
+}
 
 /// A fault proxy in front of `upstream` that fails `ops` at `rate` with any fault.
 async fn seeded_proxy(upstream: &str, seed: u64, rate: f64, ops: Vec<&'static str>) -> FaultProxy {
@@ -1178,15 +1505,19 @@ async fn scenario(
     } else {
         Duration::ZERO
     };
-    let (db_rec, db_state) = recorder(&db_endpoint, seed, slow, false).await;
+    let (db_rec, db_state) = recorder(&db_endpoint, &table, seed, slow, false).await;
     let mut ops = vec!["Query", "BatchWriteItem", "DeleteItem", "BatchGetItem"];
     if spec.index {
         // The follower's reads of the stream too.
         ops.push("GetRecords");
     }
     let db_faults = seeded_proxy(&db_rec.endpoint, seed, DB_FAULT_RATE, ops).await;
+    if spec.events == "archive" {
+        // Each request and its fault: which deletes a sweeper had an answer to, for (c').
+        db_faults.record();
+    }
     // SQS: sweeper -> fault proxy -> recorder (slow sink) -> moto.
-    let (sink_rec, sink_state) = recorder(&moto_endpoint, seed, Duration::ZERO, true).await;
+    let (sink_rec, sink_state) = recorder(&moto_endpoint, "", seed, Duration::ZERO, true).await;
     let sink_ops = fault_proxy::SINK_BATCH_OPS.to_vec();
     let sink_faults =
         seeded_proxy(&sink_rec.endpoint, seed ^ 0x51c, SINK_FAULT_RATE, sink_ops).await;
@@ -1212,6 +1543,7 @@ async fn scenario(
         client.clone(),
         table.clone(),
         writer_shards,
+        spec.deletes,
         seed,
         db_state.clone(),
         originals.clone(),
@@ -1296,6 +1628,7 @@ async fn scenario(
             .filter(|w| w.action == Action::Rewrite)
             .count(),
         extends: writes.iter().filter(|w| w.action == Action::Extend).count(),
+        app_deletes: writes.iter().filter(|w| w.action == Action::Delete).count(),
         slowed_batch: db_state.slowed.load(Ordering::SeqCst),
         slowed_sink: sink_state.slowed.load(Ordering::SeqCst),
         ..Row::default()
@@ -1310,10 +1643,14 @@ async fn scenario(
         listed: seen.listed.clone(),
         indexed: HashMap::new(),
         deleted: seen.deleted.clone(),
-        accepted: sink_seen.accepted.clone(),
+        reads: seen.reads.clone(),
+        delete_requests: seen.delete_requests.clone(),
+        expired: sink_seen.expired.clone(),
+        cancelled: sink_seen.cancelled.clone(),
         accepted_entries: sink_seen.accepted_entries,
     };
     row.events_accepted = merged.accepted_entries;
+    let deletes = sent_deletes(&db_faults.stats.seen(), &table);
     check(
         &mut row,
         &spec,
@@ -1323,6 +1660,7 @@ async fn scenario(
         &writes,
         &present,
         &merged,
+        &deletes,
         &run,
         final_at,
         &final_reports,
@@ -1339,6 +1677,8 @@ async fn scenario(
         }
     }
     std::fs::write(dir.join("requests.txt"), requests).unwrap();
+    std::fs::write(dir.join("violations.txt"), row.violations.join("\n")).unwrap();
+    std::fs::write(dir.join("unsettled.txt"), row.unsettled_lines.join("\n")).unwrap();
     if let Some((index, _)) = &index {
         row.entries = db_faults.stats.count("BatchWriteItem:PutRequest", index);
     }
@@ -1370,34 +1710,61 @@ fn table(seed: u64, size: &Size, rows: &[Row]) -> String {
     );
     let _ = writeln!(
         t,
-        "| scenario | runner | delete | events | throttle | 5xx | timeout | reset | lost | partial | sink faults | slow sink | slow batch | kills | timeouts | items | deleted | rewrites | extends | events | entries | batch-trusted | oldest read (s) | lost to kill | final sweeps | (a) | (b) | (c) | (d) |"
+        "| scenario | runner | delete | events | throttle | 5xx | timeout | reset | lost | partial | sink faults | slow sink | slow batch | kills | timeouts | items | deleted | rewrites | extends | deletes | events | entries | batch-trusted | oldest read (s) | lost to kill | in flight | final sweeps | (a) | (b) | (c) | (c') | (d) |"
     );
-    let _ = writeln!(t, "|{}", "---|".repeat(29));
+    let _ = writeln!(t, "|{}", "---|".repeat(32));
     for r in rows {
         let f = |k: &str| r.faults.get(k).copied().unwrap_or(0);
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.name, r.runner, r.delete, r.events,
             f("throttle"), f("5xx"), f("timeout"), f("reset"), f("lost"), f("partial"),
             r.sink_faults, r.slowed_sink, r.slowed_batch, r.kills, r.timeouts, r.items,
-            r.deleted, r.rewrites, r.extends, r.events_accepted, r.entries, r.batch_trusted,
-            r.oldest_read, r.lost_to_kill, r.final_sweeps, r.a, r.b, r.c, r.d
+            r.deleted, r.rewrites, r.extends, r.app_deletes, r.events_accepted, r.entries,
+            r.batch_trusted, r.oldest_read, r.lost_to_kill, r.in_flight, r.final_sweeps, r.a,
+            r.b, r.c, r.unsettled, r.d
         );
     }
     let sum = |f: fn(&Row) -> u64| rows.iter().map(f).sum::<u64>();
     let db_faults = sum(|r| r.faults.values().sum());
     let (sink, slowed) = (sum(|r| r.sink_faults), sum(|r| r.slowed_sink));
+    let archive = rows.iter().filter(|r| r.events == "archive");
+    let unsettled: Vec<String> = archive
+        .map(|r| format!("{} {}", r.name, r.unsettled))
+        .collect();
     let _ = writeln!(
         t,
-        "\nfaults injected: {} (DynamoDB {db_faults}, sink {sink} failed + {slowed} slowed); SIGKILLs: {}; violations: (a) {} (b) {} (c) {} (d) {}",
+        "\nfaults injected: {} (DynamoDB {db_faults}, sink {sink} failed + {slowed} slowed); SIGKILLs: {}; violations: (a) {} (b) {} (c) {} (d) {}; (c') {} ({})",
         sum(Row::total_faults),
         sum(|r| r.kills as u64),
         sum(|r| r.a as u64),
         sum(|r| r.b as u64),
         sum(|r| r.c as u64),
-        sum(|r| r.d as u64)
+        sum(|r| r.d as u64),
+        sum(|r| r.unsettled as u64),
+        unsettled.join(", ")
     );
+    for r in rows.iter().filter(|r| r.unsettled > 0) {
+        let _ = writeln!(
+            t,
+            "\n{}: (c') {} published, not settled, item changed before a later sweep settled it: the documented archive-mode exception (docs/events.md), not a violation; the first {} (all in unsettled.txt):",
+            r.name,
+            r.unsettled,
+            r.unsettled.min(UNSETTLED_SHOWN)
+        );
+        let with = |tag: &str| r.unsettled_lines.iter().filter(|l| l.contains(tag)).count();
+        let _ = writeln!(
+            t,
+            "  of which: a refused delete, its sweeper ended {}; a later sweep read it unchanged and left it {}; ambiguous, a read of the change by either of two Lambda environments {}",
+            with("[refused delete"),
+            with("[a later sweep read it unchanged"),
+            with("[ambiguous:")
+        );
+        for line in r.unsettled_lines.iter().take(UNSETTLED_SHOWN) {
+            let _ = writeln!(t, "  {line}");
+        }
+    }
     t
 }
 
@@ -1419,8 +1786,21 @@ async fn soak() {
     let db = endpoint();
     let moto = moto::endpoint();
     let dir = server::repo_root().join(format!("target/soak/{seed}"));
-    let tasks: Vec<_> = SCENARIOS
+    // `SOAK_SCENARIOS` (names, comma-separated) runs only those.
+    let only = var("SOAK_SCENARIOS").filter(|s| !s.is_empty());
+    let chosen: Vec<Spec> = SCENARIOS
+        .into_iter()
+        .filter(|name| {
+            only.as_ref()
+                .is_none_or(|o| o.split(',').any(|n| n.trim() == *name))
+        })
         .map(spec)
+        .collect();
+    assert!(
+        !chosen.is_empty(),
+        "SOAK_SCENARIOS names none of {SCENARIOS:?}"
+    );
+    let tasks: Vec<_> = chosen
         .iter()
         .map(|spec| {
             let (db, moto, client) = (db.clone(), moto.clone(), client.clone());
@@ -1451,7 +1831,7 @@ async fn soak() {
     );
     let faults: u64 = rows.iter().map(Row::total_faults).sum();
     let kills: usize = rows.iter().map(|r| r.kills).sum();
-    if scale >= 1.0 {
+    if scale >= 1.0 && only.is_none() {
         assert!(
             faults >= 10_000,
             "SOAK_SEED={seed}: only {faults} faults injected"

@@ -1,0 +1,177 @@
+//! Invariant (c), from the events' side: an `Item Expired` the sink accepted stands for an item
+//! the sweeper deleted, or a cancellation with its id was accepted too, or the application
+//! deleted the item while the chunk that published it was in flight: after that chunk's last
+//! strongly consistent read of the item (which found it with the event's ttl) and before the
+//! chunk's end, its delete of the item. In archive mode the rest is (c'), the documented
+//! exception, only as [`unsettled::check`] finds it (docs/reliability.md, "The invariants").
+
+use std::collections::{HashMap, HashSet};
+
+use super::unsettled::{self, Ends};
+use super::{Accepted, Action, Row, Seen, Write};
+
+/// Checks every `Item Expired` of `seen` against `swept` (item id -> the ttl the sweeper deleted
+/// it with), `destroyed` (the keys whose writer's item a sweeper delete destroyed: batch mode's
+/// documented risk or a violation of (a), judged there) and the writers' log, counting the
+/// in-flight deletes in `row.in_flight` and the rest as violations of (c), each with everything
+/// the proxies saw of the item and whether the sweepers reported an event of its id failed
+/// (`reported`: the expiry or its cancellation; a report excuses nothing here). With `archive`,
+/// an event [`unsettled::check`] finds the documented exception counts under (c') instead.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn check(
+    row: &mut Row,
+    seen: &Seen,
+    swept: &HashMap<&str, i64>,
+    destroyed: &HashSet<&str>,
+    writes: &HashMap<&str, &Write>,
+    reported: &dyn Fn(&str) -> bool,
+    archive: Option<&Ends>,
+) {
+    let mut expired: Vec<_> = seen.expired.iter().collect();
+    expired.sort_by(|a, b| a.1.item.cmp(&b.1.item).then(a.0.cmp(b.0)));
+    for (id, event) in expired {
+        if swept.get(event.item.as_str()).map(|t| *t as f64) == Some(event.ttl)
+            || destroyed.contains(event.item.as_str())
+            || seen.cancelled.contains_key(id)
+        {
+            continue;
+        }
+        let write = writes.get(event.item.as_str()).copied();
+        match in_flight(seen, event, write, archive) {
+            Ok(()) => row.in_flight += 1,
+            Err(why) => {
+                let exception = archive.map(|ends| unsettled::check(seen, event, write, ends));
+                let why = match exception {
+                    Some(Ok(how)) => {
+                        row.unsettled(describe(seen, event, write, &how));
+                        continue;
+                    }
+                    Some(Err(not)) => format!("{why}; not the archive-mode exception: {not}"),
+                    None => why,
+                };
+                let mut text = describe(seen, event, write, &why);
+                if reported(id) {
+                    text.push_str("; an event of its id was reported failed");
+                }
+                row.violation('c', text);
+            }
+        }
+    }
+}
+
+/// Whether the application's delete of `item` (the writer's, removing the original) came while
+/// the chunk that published `event` was in flight: for one of the event's acceptances, the last
+/// consistent read of the item answered before it found it with the event's ttl (the chunk's
+/// read), and the application sent its delete before the chunk's end — the sweeper's next delete
+/// request of the item reaching the proxy, or else its next consistent read of it (the chunk's
+/// check of a delete that did not reach DynamoDB, or the next sweep's read after a SIGKILL). The
+/// read found the original, so the application's delete, the only one that removed it, came
+/// after it. In archive mode, once [`unsettled::chunk_end`] is known, it ends at the first of that
+/// and the chunk's next read that did not find the event's ttl: its reads that did (the check of
+/// a delete whose answer was lost, the re-read of a key whose delete failed) do not end it, nor
+/// do its delete requests — a conditional delete processed before the application's would have
+/// deleted the item, so each of an event not deleted was processed after it, whenever it
+/// reached the proxy. Else why not.
+fn in_flight(
+    seen: &Seen,
+    event: &Accepted,
+    write: Option<&Write>,
+    archive: Option<&Ends>,
+) -> Result<(), String> {
+    let Some((sent, _)) = write.and_then(|w| w.app_delete) else {
+        return Err("the application did not delete it".into());
+    };
+    let requests = seen
+        .delete_requests
+        .get(&event.item)
+        .map_or(&[][..], Vec::as_slice);
+    let reads = seen.reads.get(&event.item).map_or(&[][..], Vec::as_slice);
+    let mut why = Vec::new();
+    for &p in &event.times {
+        let before = reads.iter().filter(|(t, _)| *t < p);
+        let read = before.max_by(|a, b| a.0.total_cmp(&b.0));
+        let read_at = match read {
+            Some((t, found)) if *found == Some(event.ttl) => *t,
+            Some((t, found)) => {
+                let found = found.map_or("nothing".into(), |f| format!("ttl {f}"));
+                why.push(format!(
+                    "accepted at {p:.2}, the consistent read before it ({t:.2}) found {found}"
+                ));
+                continue;
+            }
+            None => {
+                why.push(format!(
+                    "accepted at {p:.2} with no consistent read before it"
+                ));
+                continue;
+            }
+        };
+        let chunk = archive.and_then(|ends| unsettled::chunk_end(ends, &event.item, p, read_at));
+        let ended = |found: &Option<f64>| chunk.is_none() || *found != Some(event.ttl);
+        let requests = requests.iter().filter(|_| chunk.is_none());
+        let later = requests.copied().chain(
+            reads
+                .iter()
+                .filter(|(_, found)| ended(found))
+                .map(|(t, _)| *t),
+        );
+        let end = later.filter(|t| *t > p).reduce(f64::min);
+        let end = end.unwrap_or(f64::INFINITY);
+        let end = chunk.map_or(end, |(chunk_end, ..)| end.min(chunk_end));
+        if sent < end {
+            return Ok(());
+        }
+        why.push(format!("accepted at {p:.2} after a read at {read_at:.2}, its chunk ended at {end:.2}, before the application's delete"));
+    }
+    Err(why.join("; "))
+}
+
+/// One violation: the event, why it is not excused, and everything seen of the item: the
+/// sweepers' delete requests and the deletes applied, the consistent reads (with the ttl found),
+/// the `Query` listings, and the writer's action.
+fn describe(seen: &Seen, event: &Accepted, write: Option<&Write>, why: &str) -> String {
+    let (item, ttl) = (event.item.as_str(), event.ttl);
+    let times = |ts: Option<&Vec<f64>>| {
+        let ts: Vec<String> = ts
+            .into_iter()
+            .flatten()
+            .map(|t| format!("{t:.2}"))
+            .collect();
+        ts.join(" ")
+    };
+    let reads: Vec<String> = seen
+        .reads
+        .get(item)
+        .into_iter()
+        .flatten()
+        .map(|(t, found)| match found {
+            Some(f) => format!("{t:.2}:{f}"),
+            None => format!("{t:.2}:gone"),
+        })
+        .collect();
+    let write = match write {
+        None => "none".to_owned(),
+        Some(w) => {
+            let delete = w
+                .app_delete
+                .map_or("-".into(), |(s, a)| format!("{s:.2}..{a:.2}"));
+            let found = if w.action == Action::Extend {
+                format!("found {}", w.found_original)
+            } else {
+                format!("removed the original {}", w.found_original)
+            };
+            format!(
+                "{:?} at {:.2}, {found}, its delete {delete}",
+                w.action, w.started
+            )
+        }
+    };
+    format!(
+        "{item} (ttl {ttl}): Item Expired accepted at [{}], not deleted by the sweeper, never cancelled: {why} (sweeper's delete requests at [{}]; deletes applied at [{}]; consistent reads at [{}]; listed at [{}]; write: {write})",
+        times(Some(&event.times)),
+        times(seen.delete_requests.get(item)),
+        times(seen.deleted.get(item)),
+        reads.join(" "),
+        times(seen.listed.get(item)),
+    )
+}
