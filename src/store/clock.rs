@@ -7,7 +7,8 @@
 //! at a later instant `x` from above by `D + 1 s + (x - s)`; one that arrived at `r` bounds it
 //! from below by `D + (x - r)`, less [`DRIFT_TOLERANCE`] of `x - r` (for the leader lease).
 //! [`ServerClock`] keeps the tightest of each; [`ServerClock::guard`] clamps a wall-clock reading
-//! to the upper bound and to the lower bound plus [`MAX_AHEAD`]. Why and how the upper bound is
+//! to the lower bound, or once DynamoDB's clock is known to within a round trip, to the lower
+//! bound plus that round trip ([`ServerClock::guard`]). Why and how the upper bound is
 //! re-anchored when the monotonic clock may have missed a pause (a frozen or suspended host), and
 //! when a clamp is warned about: `docs/design.md`, "DynamoDB's clock".
 
@@ -29,13 +30,9 @@ use crate::expiry::{Clock, Timestamp};
 /// The `Date` header's resolution: an answer dated `D` was written before `D` plus this.
 pub const SKEW_TOLERANCE: Duration = Duration::from_secs(1);
 
-/// How far ahead of DynamoDB's clock a sweep instant can be at most: every reading is also held
-/// to the lower bound plus this. The lower bound is exact to within a round trip once an answer
-/// arrived just after DynamoDB's `Date` turned (the largest is kept), so a host clock running
-/// fast by less than the `Date` header's resolution is held back too. While the lower bound is
-/// still loose (after a cold start, until an answer arrives just after a `Date` turns) a correct
-/// clock can be held back by up to a second less this, once.
-pub const MAX_AHEAD: Duration = Duration::from_millis(100);
+/// A host clock past DynamoDB's upper bound by more than this is warned about (a smaller lead is
+/// only reported, `clock_ahead_ms`).
+pub const WARN_AHEAD: Duration = Duration::from_millis(100);
 
 /// How long (monotonic time) a bound from one response is trusted before any newer one replaces it.
 pub const ANCHOR_MAX_AGE: Duration = Duration::from_secs(60);
@@ -74,12 +71,62 @@ struct Warned {
     ahead_ms: u64,
 }
 
+/// The tightest lower bound: the answer whose `Date` says most of DynamoDB's clock now.
+#[derive(Debug, Clone, Copy)]
+struct Floor {
+    date: Timestamp,
+    /// The local instant the answer arrived.
+    arrived: Instant,
+    /// Its round trip: from the request's sending to that arrival.
+    rtt: Duration,
+}
+
+impl Floor {
+    /// The lower bound at `now` ([`floor_at`]).
+    fn at(&self, now: Instant) -> Timestamp {
+        floor_at((self.date, self.arrived), now)
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     anchor: Option<Anchor>,
     warned: Option<Warned>,
-    /// The tightest lower bound: a `Date` and the local instant its response arrived.
-    floor: Option<(Timestamp, Instant)>,
+    floor: Option<Floor>,
+}
+
+impl State {
+    /// The latest instant a reading may be at `now` ([`ServerClock::guard`]); `None` before the
+    /// first response.
+    fn bound_at(&self, now: Instant) -> Option<Timestamp> {
+        let upper = self.anchor?.at(now);
+        let Some(floor) = self.floor else {
+            return Some(upper);
+        };
+        let past_lower = if self.located() {
+            floor.rtt
+        } else {
+            Duration::ZERO
+        };
+        Some(upper.min(floor.at(now) + past_lower))
+    }
+
+    /// Whether the `Date` turn of the lower bound's answer is located: the upper bound is no
+    /// further above the lower one (both aged alike, the drift allowance aside) than that
+    /// answer's round trip, as when a request sent with it, or after it, was answered with the
+    /// `Date` before.
+    fn located(&self) -> bool {
+        let (Some(anchor), Some(floor)) = (self.anchor, self.floor) else {
+            return false;
+        };
+        let micros = |d: Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
+        let dates_us = anchor.bound.millis_since(floor.date).saturating_mul(1000);
+        let apart_us = match floor.arrived.checked_duration_since(anchor.sent) {
+            Some(after) => dates_us.saturating_add(micros(after)),
+            None => dates_us.saturating_sub(micros(anchor.sent - floor.arrived)),
+        };
+        apart_us <= micros(floor.rtt)
+    }
 }
 
 /// What DynamoDB's `Date` headers say of its clock: an upper bound, re-anchored as the module
@@ -104,8 +151,13 @@ impl ServerClock {
             sent,
         };
         let mut state = lock(&self.state);
-        if state.floor.is_none_or(|f| floor_at(f, now) < date) {
-            state.floor = Some((date, now));
+        if state.floor.is_none_or(|f| f.at(now) < date) {
+            let rtt = now.saturating_duration_since(sent);
+            state.floor = Some(Floor {
+                date,
+                arrived: now,
+                rtt,
+            });
         }
         let replace = state.anchor.is_none_or(|current| {
             let current_now = current.at(now);
@@ -134,23 +186,25 @@ impl ServerClock {
     }
 
     fn lower_bound_at(&self, now: Instant) -> Option<Timestamp> {
-        Some(floor_at(lock(&self.state).floor?, now))
+        Some(lock(&self.state).floor?.at(now))
     }
 
-    /// `wall` (a host clock reading), held to at most [`ServerTime::upper_bound`] and to
-    /// [`ServerTime::lower_bound`] plus [`MAX_AHEAD`]: the instant a sweep may safely use. A clamp
-    /// is remembered for the report, and logged (module docs).
+    /// `wall` (a host clock reading), held to [`ServerTime::lower_bound`]; once DynamoDB's clock is
+    /// known to within the round trip of the answer that set the lower bound (the upper bound is
+    /// no further above it: that answer's `Date` turned within its round trip), to the lower
+    /// bound plus that round trip, which the upper bound then is at most: the instant a sweep may
+    /// safely use, never ahead of DynamoDB's clock by more than that round trip, and not at all
+    /// before. A clamp is remembered for the report, and logged (module docs).
     pub fn guard(&self, wall: Timestamp) -> Timestamp {
         self.guard_at(wall, Instant::now())
     }
 
     fn guard_at(&self, wall: Timestamp, now: Instant) -> Timestamp {
         let mut state = lock(&self.state);
-        let Some(upper) = state.anchor.map(|a| a.at(now)) else {
+        let (Some(upper), Some(bound)) = (state.anchor.map(|a| a.at(now)), state.bound_at(now))
+        else {
             return wall;
         };
-        let near_floor = state.floor.map(|f| floor_at(f, now) + MAX_AHEAD);
-        let bound = near_floor.map_or(upper, |f| f.min(upper));
         if wall <= bound {
             return wall;
         }
@@ -158,7 +212,7 @@ impl ServerClock {
         // upper bound (a clamp to the lower bound may hold a correct clock back a little).
         let ahead_ms = wall.millis_since(upper).max(0).unsigned_abs();
         self.clamped_ms.fetch_max(ahead_ms, Ordering::Relaxed);
-        if ahead_ms > MAX_AHEAD.as_millis() as u64 && should_warn(state.warned, ahead_ms, now) {
+        if ahead_ms > WARN_AHEAD.as_millis() as u64 && should_warn(state.warned, ahead_ms, now) {
             state.warned = Some(Warned { at: now, ahead_ms });
             drop(state);
             tracing::warn!(
@@ -361,11 +415,9 @@ mod tests {
         clock.observe(Timestamp::from_secs(1_658_265_880), Instant::now());
         let held = clock.guard(wall);
         let date = Timestamp::from_secs(1_658_265_880);
-        assert!(
-            held <= date + MAX_AHEAD + Duration::from_millis(50),
-            "{held}"
-        );
-        assert!(held >= date + MAX_AHEAD, "{held}");
+        // One answer locates no `Date` turn: held to the lower bound, the Date aged since.
+        assert!(held <= date + Duration::from_millis(50), "{held}");
+        assert!(held >= date, "{held}");
         let ahead = clock.take_clamped();
         assert!((98_900..=99_000).contains(&ahead), "{ahead}");
         assert_eq!(clock.take_clamped(), 0);
@@ -387,36 +439,89 @@ mod tests {
         clock.observe_at(date, sent, sent + rtt);
     }
 
+    /// `clock`'s guard of a host clock `fast` ahead of DynamoDB's time at local instant `at`,
+    /// checked against the bounds: never past the lower bound plus the round trip of the answer
+    /// that set it, and the lower bound itself while the `Date` turn is not located (the bounds
+    /// further apart than that round trip). Returns how far ahead of DynamoDB's time it is (ms)
+    /// and whether the turn was located.
+    #[track_caller]
+    fn check_guard(
+        clock: &ServerClock,
+        (t0, base): (i64, Instant),
+        at: Instant,
+        fast: Duration,
+    ) -> (i64, bool) {
+        let dynamodb = truth(t0, base, at);
+        let held = clock.guard_at(dynamodb + fast, at);
+        let state = lock(&clock.state);
+        let (floor, located) = (state.floor.unwrap(), state.located());
+        drop(state);
+        let (lower, rtt) = (floor.at(at), floor.rtt);
+        assert!(
+            held <= lower + rtt,
+            "{held} is past the lower bound {lower} plus {rtt:?}"
+        );
+        if !located {
+            assert_eq!(
+                held, lower,
+                "the turn is not located: held to the lower bound"
+            );
+        }
+        (held.millis() - dynamodb.millis(), located)
+    }
+
     #[test]
-    fn a_host_clock_fast_by_under_a_second_is_held_to_within_max_ahead() {
-        // The host clock runs 0.8 s fast. DynamoDB's clock reads each of these fractions of a
-        // second when the start-up's one answer is written: whatever it is, no instant is more
-        // than MAX_AHEAD past DynamoDB's time, and once answers have come in for a few seconds
-        // (a request every 100 ms) none is more than a few round trips behind it.
+    fn a_fast_host_clock_is_held_to_the_lower_bound_until_the_turn_is_located() {
+        // The host clock runs 80 ms fast (less than a round trip of the old allowance) or 0.8 s.
+        // DynamoDB's clock reads each of these fractions of a second when the start-up's one
+        // answer is written. One request every 100 ms, one at a time: the turn is located only
+        // to within the 100 ms between two requests, so every instant is the lower bound, never
+        // ahead of DynamoDB's time.
         let rtt = Duration::from_millis(8);
-        for fraction_ms in [0, 50, 150, 400, 700, 950, 995] {
+        for fast in [Duration::from_millis(80), Duration::from_millis(800)] {
+            for fraction_ms in [0, 50, 150, 400, 700, 950, 995] {
+                let clock = ServerClock::default();
+                let base = Instant::now();
+                let t0 = 1_800_000_000_000 + fraction_ms;
+                for i in 0..=30u32 {
+                    let sent = base + Duration::from_millis(100) * i;
+                    answer(&clock, t0, base, sent, rtt);
+                    for after in [rtt, rtt + Duration::from_millis(50)] {
+                        let (ahead, located) = check_guard(&clock, (t0, base), sent + after, fast);
+                        assert!(!located, "{fraction_ms} ms, answer {i}");
+                        assert!(ahead <= 0, "{fraction_ms} ms, answer {i}: {ahead} ms ahead");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn once_the_turn_is_located_an_instant_is_at_most_a_round_trip_ahead() {
+        // Eight requests at once, answered after 8 to 36 ms (written 4 to 18 ms after they were
+        // sent), across a `Date` turn: those written before it bound DynamoDB's clock from above
+        // as closely as the first written after it bounds it from below, so the turn is located
+        // within that answer's round trip. An instant is then at most that round trip past the
+        // lower bound and ahead of DynamoDB's time, and a host clock 0.8 s fast is held to
+        // within it.
+        let fast = Duration::from_millis(800);
+        for fraction_ms in [983, 988, 990, 995] {
             let clock = ServerClock::default();
             let base = Instant::now();
             let t0 = 1_800_000_000_000 + fraction_ms;
-            answer(&clock, t0, base, base, rtt);
-            let fast = Duration::from_millis(800);
-            let at = base + rtt + Duration::from_millis(1);
-            let held = clock.guard_at(truth(t0, base, at) + fast, at);
-            let ahead = held.millis() - truth(t0, base, at).millis();
-            assert!(
-                ahead <= MAX_AHEAD.as_millis() as i64,
-                "{fraction_ms}: {ahead} ms ahead after the first answer"
-            );
-            for i in 1..=30u32 {
-                answer(&clock, t0, base, base + Duration::from_millis(100) * i, rtt);
+            for j in 0..8u64 {
+                answer(&clock, t0, base, base, Duration::from_millis(8 + 4 * j));
             }
-            let later = base + Duration::from_secs(3) + rtt;
-            let held = clock.guard_at(truth(t0, base, later) + fast, later);
-            let ahead = held.millis() - truth(t0, base, later).millis();
-            assert!(
-                (-(3 * rtt.as_millis() as i64)..=MAX_AHEAD.as_millis() as i64).contains(&ahead),
-                "{fraction_ms}: {ahead} ms from DynamoDB's time after 3 s of answers"
-            );
+            let rtt = lock(&clock.state).floor.unwrap().rtt.as_millis() as i64;
+            for after_ms in [40, 500, 5_000] {
+                let at = base + Duration::from_millis(after_ms);
+                let (ahead, located) = check_guard(&clock, (t0, base), at, fast);
+                assert!(located, "{fraction_ms} ms");
+                assert!(
+                    (-rtt..=rtt).contains(&ahead),
+                    "{fraction_ms} ms, {after_ms} ms on: {ahead} ms from DynamoDB's time"
+                );
+            }
         }
     }
 
@@ -472,7 +577,8 @@ mod tests {
         clock.observe(resumed, Instant::now());
         // A correct host clock is no longer held ten minutes back.
         let wall = resumed + Duration::from_millis(50);
-        assert_eq!(clock.guard(wall), wall);
+        let held = clock.guard(wall);
+        assert!(held >= resumed && held <= wall, "{held}");
         assert_eq!(clock.take_clamped(), 0);
         let bound = clock.upper_bound().unwrap();
         assert!(
@@ -541,7 +647,7 @@ mod tests {
         // What the guard holds readings to is unaffected by the warnings.
         assert_eq!(
             clock.guard_at(wall(400, 90), at(400)),
-            floor_at((date, t0), at(400)) + MAX_AHEAD
+            floor_at((date, t0), at(400))
         );
     }
 
