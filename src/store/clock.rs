@@ -42,6 +42,26 @@ pub const ANCHOR_MAX_AGE: Duration = Duration::from_secs(60);
 /// is lowered by it as it ages, so that it stays below DynamoDB's time over days of running.
 pub const DRIFT_TOLERANCE: f64 = 200e-6;
 
+/// The turn of a `Date` counts as located only when the upper bound is within this many round
+/// trips (of the answer that set the lower bound) of the lower bound: requests sent one after
+/// another, one answered before the turn and the next after it, bracket the turn within the
+/// round trip plus the gap between their sendings ([`ServerClock::probes`]).
+pub const LOCATE_ROUND_TRIPS: u32 = 2;
+
+/// An answer slower than this never locates a turn: the allowance past the lower bound, that
+/// answer's round trip, is never more than this.
+pub const MAX_ALLOWANCE: Duration = Duration::from_millis(50);
+
+/// At most this many probes of one turn ([`ServerClock::probes`]).
+pub const MAX_PROBES: u32 = 16;
+
+/// Probes of one turn are no closer together than this.
+pub const MIN_PROBE_GAP: Duration = Duration::from_millis(1);
+
+/// Once a turn is located, it is probed again when the lower bound is this old (its drift
+/// allowance, 2 ms by then, holds the clock back) and no probes were asked for for as long.
+pub const REFRESH_EVERY: Duration = Duration::from_secs(10);
+
 /// A changed lead of the host clock is warned about at most this often.
 pub const WARN_EVERY: Duration = Duration::from_secs(10);
 
@@ -93,6 +113,8 @@ struct State {
     anchor: Option<Anchor>,
     warned: Option<Warned>,
     floor: Option<Floor>,
+    /// When probes of a located turn were last asked for.
+    refreshed: Option<Instant>,
 }
 
 impl State {
@@ -111,21 +133,63 @@ impl State {
         Some(upper.min(floor.at(now) + past_lower))
     }
 
-    /// Whether the `Date` turn of the lower bound's answer is located: the upper bound is no
-    /// further above the lower one (both aged alike, the drift allowance aside) than that
-    /// answer's round trip, as when a request sent with it, or after it, was answered with the
-    /// `Date` before.
+    /// Whether the `Date` turn of the lower bound's answer is located: that answer's round trip
+    /// is at most [`MAX_ALLOWANCE`], and the upper bound is no further above the lower one (both
+    /// aged alike, the drift allowance aside) than [`LOCATE_ROUND_TRIPS`] of it, as when a
+    /// request sent at most a round trip before it was answered with the `Date` before.
     fn located(&self) -> bool {
         let (Some(anchor), Some(floor)) = (self.anchor, self.floor) else {
             return false;
         };
+        if floor.rtt > MAX_ALLOWANCE {
+            return false;
+        }
         let micros = |d: Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
         let dates_us = anchor.bound.millis_since(floor.date).saturating_mul(1000);
         let apart_us = match floor.arrived.checked_duration_since(anchor.sent) {
             Some(after) => dates_us.saturating_add(micros(after)),
             None => dates_us.saturating_sub(micros(anchor.sent - floor.arrived)),
         };
-        apart_us <= micros(floor.rtt)
+        apart_us <= micros(floor.rtt * LOCATE_ROUND_TRIPS)
+    }
+
+    /// When to send the probes of DynamoDB's next `Date` turn ([`ServerClock::probes`]).
+    fn probes_at(&mut self, now: Instant) -> Vec<Instant> {
+        let (Some(anchor), Some(floor)) = (self.anchor, self.floor) else {
+            return Vec::new();
+        };
+        if self.located() {
+            let recent = |t: Instant| now.saturating_duration_since(t) < REFRESH_EVERY;
+            if recent(floor.arrived) || self.refreshed.is_some_and(recent) {
+                return Vec::new();
+            }
+            self.refreshed = Some(now);
+        }
+        // The next whole second of the lower bound: DynamoDB's clock turns to it no earlier than
+        // the upper bound reaches it, and no later than the lower bound does.
+        let lower = floor.at(now);
+        let turn = Timestamp::from_secs(lower.secs() + 1);
+        let until = |bound: Timestamp| {
+            Duration::from_millis(u64::try_from(turn.millis_since(bound)).unwrap_or(0))
+        };
+        let latest = now + until(lower);
+        let earliest = now + until(anchor.at(now));
+        let width = latest.saturating_duration_since(earliest);
+        let count = u32::try_from(width.as_micros() / MIN_PROBE_GAP.as_micros())
+            .unwrap_or(u32::MAX)
+            .clamp(1, MAX_PROBES);
+        let gap = width / count;
+        // Each written about half its round trip after it is sent: dated at the middle of its
+        // share of the interval the turn lies in.
+        let lead = floor.rtt.min(MAX_ALLOWANCE) / 2;
+        let mut at: Vec<Instant> = (0..count)
+            .map(|i| {
+                let written = earliest + gap * i + gap / 2;
+                written.checked_sub(lead).unwrap_or(now).max(now)
+            })
+            .collect();
+        at.dedup();
+        at
     }
 }
 
@@ -225,6 +289,17 @@ impl ServerClock {
         bound
     }
 
+    /// The local instants at which to send a cheap request, so that the answers locate the next
+    /// turn of DynamoDB's `Date`: spread (at most [`MAX_PROBES`], [`MIN_PROBE_GAP`] apart at the
+    /// closest) over the interval the bounds leave for it, each sent half a round trip before
+    /// its share's middle, so that one answered before the turn and the next after it bring the
+    /// bounds within the gap plus a round trip of each other. Empty once the turn is located
+    /// ([`ServerClock::guard`]), and before the first answer.
+    pub fn probes(&self) -> Vec<Instant> {
+        let now = Instant::now();
+        lock(&self.state).probes_at(now)
+    }
+
     /// The most (ms) [`ServerClock::guard`] pulled a reading back since the last call; resets it.
     pub fn take_clamped(&self) -> u64 {
         self.clamped_ms.swap(0, Ordering::Relaxed)
@@ -308,6 +383,10 @@ impl Clock for GuardedClock {
 
     fn take_ahead_ms(&self) -> u64 {
         self.server.take_clamped()
+    }
+
+    fn probes(&self) -> Vec<Instant> {
+        self.server.probes()
     }
 
     /// The host clock itself: it counts a pause the held reading misses until DynamoDB's clock
@@ -521,6 +600,122 @@ mod tests {
                     (-rtt..=rtt).contains(&ahead),
                     "{fraction_ms} ms, {after_ms} ms on: {ahead} ms from DynamoDB's time"
                 );
+            }
+        }
+    }
+
+    /// The tick loop (`crate::engine::run_ticks`) over DynamoDB, modelled: every request
+    /// answered after `rtt`, written half-way; a start-up answer, then ticks from the start and
+    /// at each `until_next_tick` of the guard, each a query and a delete (the tick's items are
+    /// acknowledged two round trips after its instant is read), the probes the clock asks for
+    /// after each tick (those answered by the next), and with `confirm` the read ahead of a tick
+    /// (`CONFIRM_AHEAD`). DynamoDB's clock reads `t0` (ms) at the start; the host clock is `fast`
+    /// ahead of it. Checks every tick's instant as [`check_guard`] does. Items expire at each
+    /// whole second from the first after the start for `secs` s; answers each one's lag (ms,
+    /// from its ttl to its delete's acknowledgement by DynamoDB's clock), in ttl order.
+    fn tick_model(t0: i64, fast: Duration, confirm: bool, secs: i64) -> Vec<i64> {
+        use crate::engine::ticks::until_next_tick;
+        let rtt = Duration::from_millis(2);
+        let clock = ServerClock::default();
+        let base = Instant::now();
+        let at = |x: Instant| truth(t0, base, x);
+        // Requests by their sending; answered in that order.
+        let mut sent: Vec<Instant> = vec![base];
+        let deliver = |sent: &mut Vec<Instant>, upto: Instant| {
+            sent.sort();
+            let due = sent.iter().take_while(|s| **s + rtt <= upto).count();
+            for s in sent.drain(..due) {
+                answer(&clock, t0, base, s, rtt);
+            }
+        };
+        let first = at(base).secs() + 1;
+        let mut lags: Vec<Option<i64>> = vec![None; secs as usize];
+        let mut x = base + rtt;
+        while x < base + Duration::from_secs(secs as u64 + 2) {
+            deliver(&mut sent, x);
+            check_guard(&clock, (t0, base), x, fast);
+            let held = clock.guard_at(at(x) + fast, x);
+            let acked = x + rtt * 2;
+            for (i, lag) in lags.iter_mut().enumerate() {
+                let ttl = Timestamp::from_secs(first + i as i64);
+                if lag.is_none() && held.is_after_ttl(ttl.as_secs_f64()) {
+                    *lag = Some(at(acked).millis_since(ttl));
+                }
+            }
+            sent.extend([x, x + rtt]);
+            deliver(&mut sent, acked);
+            let every = Duration::from_secs(1);
+            let reading = clock.guard_at(at(acked) + fast, acked);
+            let wake = acked + until_next_tick(reading, every);
+            let probes: Vec<Instant> = lock(&clock.state).probes_at(acked);
+            // The tick runs as soon as the clock the probes' answers move on reads its boundary
+            // (those still unanswered then are dropped), or at `wake`.
+            let due = reading + until_next_tick(reading, every);
+            let reads_due = |clock: &ServerClock, from: Instant| {
+                let left = due.millis_since(clock.guard_at(at(from) + fast, from));
+                from + Duration::from_millis(left.max(0) as u64)
+            };
+            let mut next = wake;
+            let mut from = acked;
+            if !probes.is_empty() {
+                for p in probes.into_iter().filter(|p| *p + rtt <= wake) {
+                    if reads_due(&clock, from) <= p + rtt {
+                        break;
+                    }
+                    sent.push(p);
+                    deliver(&mut sent, p + rtt);
+                    from = p + rtt;
+                }
+                next = wake.min(reads_due(&clock, from));
+            }
+            if confirm {
+                let ahead = next.checked_sub(crate::engine::CONFIRM_AHEAD);
+                sent.extend(ahead.filter(|a| *a > acked));
+            }
+            x = next;
+        }
+        lags.into_iter()
+            .map(|l| l.expect("every item deleted"))
+            .collect()
+    }
+
+    #[test]
+    fn after_a_cold_start_ticks_find_their_items_within_a_probe_gap_and_then_at_once() {
+        // Whatever fraction of a second DynamoDB's clock reads at the start, the probes after
+        // the first tick place its next `Date` turn within 1 s / MAX_PROBES, and the tick runs
+        // as soon as the clock they moved on reads its boundary: the first second's items are
+        // deleted at most that much late. From then on the turn is located, or the lower bound
+        // close enough that the held clock is not behind, whatever the host clock says: every
+        // item goes at the first tick after its ttl, 20 ms past the second by DynamoDB's clock
+        // plus the tick's query and delete (two round trips, 4 ms here) and at most a round
+        // trip of the lower bound's lag, also after the upper bound was re-anchored
+        // (ANCHOR_MAX_AGE) and with the lower bound's drift allowance over 100 s. Every tick's
+        // instant is checked against the bounds as `check_guard` does.
+        let rtt_ms = 2;
+        let gap_ms = 1_000 / i64::from(MAX_PROBES);
+        for confirm in [false, true] {
+            for fast in [
+                Duration::ZERO,
+                Duration::from_millis(80),
+                Duration::from_millis(800),
+            ] {
+                for fraction_ms in [0, 150, 300, 500, 700, 900, 990] {
+                    let lags = tick_model(1_800_000_000_000 + fraction_ms, fast, confirm, 100);
+                    let (cold, steady) = lags.split_at(1);
+                    let worst = steady.iter().max().unwrap();
+                    eprintln!(
+                        "start at .{fraction_ms:03} s, host {} ms fast, read ahead {confirm}: \
+                         the first second's lag {} ms, then at most {worst} ms",
+                        fast.as_millis(),
+                        cold[0]
+                    );
+                    let case = format!(
+                        "start at .{fraction_ms:03} s, host {fast:?} fast, read ahead {confirm}: \
+                         lags {lags:?} ms"
+                    );
+                    assert!(cold[0] <= 20 + gap_ms + 3 * rtt_ms, "{case}");
+                    assert!(*worst <= 20 + 5 * rtt_ms, "{case}");
+                }
             }
         }
     }
