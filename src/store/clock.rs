@@ -7,8 +7,9 @@
 //! at a later instant `x` from above by `D + 1 s + (x - s)`; one that arrived at `r` bounds it
 //! from below by `D + (x - r)`, less [`DRIFT_TOLERANCE`] of `x - r` (for the leader lease).
 //! [`ServerClock`] keeps the tightest of each; [`ServerClock::guard`] clamps a wall-clock reading
-//! to the lower bound, or once DynamoDB's clock is known to within a round trip, to the lower
-//! bound plus that round trip ([`ServerClock::guard`]). Why and how the upper bound is
+//! to the lower bound, or once the `Date` turn is located within two round trips, to the lower
+//! bound plus that round trip; [`ServerClock::probes`] names when requests would locate it. Why
+//! and how the upper bound is
 //! re-anchored when the monotonic clock may have missed a pause (a frozen or suspended host), and
 //! when a clamp is warned about: `docs/design.md`, "DynamoDB's clock".
 
@@ -253,12 +254,12 @@ impl ServerClock {
         Some(lock(&self.state).floor?.at(now))
     }
 
-    /// `wall` (a host clock reading), held to [`ServerTime::lower_bound`]; once DynamoDB's clock is
-    /// known to within the round trip of the answer that set the lower bound (the upper bound is
-    /// no further above it: that answer's `Date` turned within its round trip), to the lower
-    /// bound plus that round trip, which the upper bound then is at most: the instant a sweep may
-    /// safely use, never ahead of DynamoDB's clock by more than that round trip, and not at all
-    /// before. A clamp is remembered for the report, and logged (module docs).
+    /// `wall` (a host clock reading), held to [`ServerTime::lower_bound`]; once the `Date` turn is
+    /// located (the round trip of the answer that set the lower bound at most [`MAX_ALLOWANCE`],
+    /// the upper bound within [`LOCATE_ROUND_TRIPS`] of it above the lower one), to the lower
+    /// bound plus that round trip, and to the upper bound: the instant a sweep may safely use,
+    /// never ahead of DynamoDB's clock by more than that round trip, and not at all before. A
+    /// clamp is remembered for the report, and logged (module docs).
     pub fn guard(&self, wall: Timestamp) -> Timestamp {
         self.guard_at(wall, Instant::now())
     }
