@@ -149,10 +149,11 @@ where
                         _ = tokio::time::sleep_until(left()) => return,
                     }
                 }
-                tokio::select! {
-                    _ = tokio::time::sleep_until(left()) => {}
-                    _ = stop.token().cancelled() => {}
+                let sooner = left();
+                if sooner >= wake {
+                    return std::future::pending().await;
                 }
+                tokio::time::sleep_until(sooner).await;
             };
             let go_on = tokio::select! {
                 go_on = waited => go_on,
