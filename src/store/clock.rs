@@ -60,8 +60,13 @@ pub const MAX_PROBES: u32 = 16;
 pub const MIN_PROBE_GAP: Duration = Duration::from_millis(1);
 
 /// Once a turn is located, it is probed again when the lower bound is this old (its drift
-/// allowance, 2 ms by then, holds the clock back) and no probes were asked for for as long.
+/// allowance, 2 ms by then, holds the clock back) and no probes were asked for for as long; and
+/// a turn [`EAGER_ROUNDS`] rounds of probes did not locate is probed no more often than this.
 pub const REFRESH_EVERY: Duration = Duration::from_secs(10);
+
+/// Rounds of probes asked for one after another (one a turn) while a turn is not located,
+/// before they are spaced [`REFRESH_EVERY`] apart.
+pub const EAGER_ROUNDS: u32 = 3;
 
 /// A changed lead of the host clock is warned about at most this often.
 pub const WARN_EVERY: Duration = Duration::from_secs(10);
@@ -114,8 +119,10 @@ struct State {
     anchor: Option<Anchor>,
     warned: Option<Warned>,
     floor: Option<Floor>,
-    /// When probes of a located turn were last asked for.
-    refreshed: Option<Instant>,
+    /// When probes were last asked for.
+    probed: Option<Instant>,
+    /// Rounds of probes asked for since the turn was last located.
+    rounds: u32,
 }
 
 impl State {
@@ -159,13 +166,17 @@ impl State {
         let (Some(anchor), Some(floor)) = (self.anchor, self.floor) else {
             return Vec::new();
         };
+        let recent = |t: Instant| now.saturating_duration_since(t) < REFRESH_EVERY;
         if self.located() {
-            let recent = |t: Instant| now.saturating_duration_since(t) < REFRESH_EVERY;
-            if recent(floor.arrived) || self.refreshed.is_some_and(recent) {
+            self.rounds = 0;
+            if recent(floor.arrived) || self.probed.is_some_and(recent) {
                 return Vec::new();
             }
-            self.refreshed = Some(now);
+        } else if self.rounds >= EAGER_ROUNDS && self.probed.is_some_and(recent) {
+            return Vec::new();
         }
+        self.probed = Some(now);
+        self.rounds = self.rounds.saturating_add(1);
         // The next whole second of the lower bound: DynamoDB's clock turns to it no earlier than
         // the upper bound reaches it, and no later than the lower bound does.
         let lower = floor.at(now);
@@ -295,7 +306,8 @@ impl ServerClock {
     /// closest) over the interval the bounds leave for it, each sent half a round trip before
     /// its share's middle, so that one answered before the turn and the next after it bring the
     /// bounds within the gap plus a round trip of each other. Empty once the turn is located
-    /// ([`ServerClock::guard`]), and before the first answer.
+    /// ([`ServerClock::guard`]) but every [`REFRESH_EVERY`], and before the first answer; after
+    /// [`EAGER_ROUNDS`] rounds that did not locate it, at most every [`REFRESH_EVERY`].
     pub fn probes(&self) -> Vec<Instant> {
         let now = Instant::now();
         lock(&self.state).probes_at(now)
@@ -719,6 +731,82 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn one_round_of_probes_after_a_single_answer_places_the_turn_and_the_next_locates_it() {
+        // One answer: the turn may be anywhere in the next second. The probes asked for then
+        // are spread over it (16, 1 s / 16 apart); answered, they bracket the turn within that
+        // gap plus a round trip; the next round, within a round trip or two: located, and no
+        // more probes until REFRESH_EVERY.
+        let rtt = Duration::from_millis(6);
+        for fraction_ms in [0, 10, 333, 500, 999] {
+            let clock = ServerClock::default();
+            let base = Instant::now();
+            let t0 = 1_800_000_000_000 + fraction_ms;
+            answer(&clock, t0, base, base, rtt);
+            let width = |clock: &ServerClock, at: Instant| {
+                let state = lock(&clock.state);
+                state
+                    .anchor
+                    .unwrap()
+                    .at(at)
+                    .millis_since(state.floor.unwrap().at(at))
+            };
+            let mut now = base + rtt;
+            let mut widths = vec![width(&clock, now)];
+            for _ in 0..2 {
+                let probes = lock(&clock.state).probes_at(now);
+                assert!(
+                    (1..=MAX_PROBES as usize).contains(&probes.len()),
+                    "{probes:?}"
+                );
+                for p in &probes {
+                    answer(&clock, t0, base, *p, rtt);
+                }
+                now = *probes.last().unwrap() + rtt;
+                widths.push(width(&clock, now));
+                check_guard(&clock, (t0, base), now, Duration::from_secs(1));
+            }
+            let gap = 1_000 / i64::from(MAX_PROBES);
+            let rtt_ms = rtt.as_millis() as i64;
+            assert!(
+                widths[1] <= gap + rtt_ms + 1,
+                "{fraction_ms} ms: {widths:?}"
+            );
+            assert!(lock(&clock.state).located(), "{fraction_ms} ms: {widths:?}");
+            assert!(lock(&clock.state).probes_at(now).is_empty());
+            let later = now + REFRESH_EVERY;
+            assert!(!lock(&clock.state).probes_at(later).is_empty());
+            assert!(
+                lock(&clock.state).probes_at(later).is_empty(),
+                "once a period"
+            );
+        }
+    }
+
+    #[test]
+    fn probes_that_cannot_locate_the_turn_are_asked_for_a_few_seconds_then_every_ten() {
+        // Every answer takes 60 ms, more than MAX_ALLOWANCE: no turn is ever located, however
+        // many probes; after EAGER_ROUNDS rounds in a row, one round every REFRESH_EVERY.
+        let rtt = Duration::from_millis(60);
+        let clock = ServerClock::default();
+        let base = Instant::now();
+        let t0 = 1_800_000_000_400;
+        answer(&clock, t0, base, base, rtt);
+        let mut rounds = Vec::new();
+        for second in 0..35u64 {
+            let now = base + rtt + Duration::from_secs(second);
+            let probes = lock(&clock.state).probes_at(now);
+            if !probes.is_empty() {
+                rounds.push(second);
+            }
+            for p in probes {
+                answer(&clock, t0, base, p, rtt);
+            }
+            assert!(!lock(&clock.state).located());
+        }
+        assert_eq!(rounds, [0, 1, 2, 12, 22, 32]);
     }
 
     #[test]
