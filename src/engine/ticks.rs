@@ -1,7 +1,8 @@
 //! Repeated sweeps: tick mode inside one Lambda invocation, and the long-running `run` command.
 //! Ticks are aligned to the tick period on the wall clock (plus `TICK_OFFSET_MS`) and sweep as
 //! of the clock to the millisecond; full sweeps run beside them on the older windows only
-//! (`docs/design.md`, "Sub-second precision").
+//! (`docs/design.md`, "Sub-second precision"). Between ticks, the loop sends the probes the clock
+//! asks for to learn DynamoDB's clock (`docs/design.md`, "DynamoDB's clock").
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -102,8 +103,9 @@ where
             if past_until(wake) {
                 break;
             }
-            // Batch mode: the next tick's keys confirmed by the table ahead of it, so that its
-            // deletes leave without a read of their own (`super::ahead`).
+            // The wait for the tick (`false`: stopped); in batch mode, with the next tick's keys
+            // confirmed by the table ahead of it, so that its deletes leave without a read of
+            // their own (`super::ahead`).
             let waited = async {
                 let ahead = wake.checked_sub(CONFIRM_AHEAD);
                 if let Some(ahead) = ahead.filter(|a| *a > Instant::now()) {
