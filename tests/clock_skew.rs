@@ -4,9 +4,18 @@
 
 use crate::support;
 
+use std::collections::HashMap;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use support::mem_store::{self, MemStore};
+use support::observed::{Answer, Call, Observer};
 use support::*;
+use tokio::time::Instant;
+use ttl_sweeper::engine::{run_ticks, Stop, SweepOptions, Sweeper, Ticks};
+use ttl_sweeper::expiry::{Clock, Layout, Timestamp};
+use ttl_sweeper::store::{GuardedClock, ServerClock, Store, StoreError};
 
 /// `ttl-sweeper` on the test server under `faketime -f +<ahead>s`: the wall clock is faked, the
 /// monotonic clock is left alone (tokio's timers keep working).
@@ -75,4 +84,122 @@ async fn a_host_clock_two_minutes_fast_deletes_nothing_early() {
         );
     }
     assert_eq!(ids(&client, &table).await.len(), 60);
+}
+
+/// DynamoDB over an in-memory table whose clock reads `t0` at `base`, as the SDK's interceptor
+/// sees it: every call takes `rtt`, answered half-way through with the `Date` of that instant (to
+/// the whole second), which `server` learns; the keys a `BatchWriteItem` deleted are timed by
+/// that clock at its answer.
+struct DatedAnswers {
+    server: Arc<ServerClock>,
+    t0: Timestamp,
+    base: Instant,
+    rtt: Duration,
+    acked: Mutex<HashMap<String, Timestamp>>,
+}
+
+impl DatedAnswers {
+    fn dynamodb_at(&self, x: Instant) -> Timestamp {
+        self.t0 + x.duration_since(self.base)
+    }
+}
+
+impl Observer for DatedAnswers {
+    type Guard = ();
+
+    async fn before(&self, _call: Call<'_>) {
+        let sent = Instant::now();
+        tokio::time::sleep(self.rtt / 2).await;
+        let date = Timestamp::from_secs(self.dynamodb_at(Instant::now()).secs());
+        tokio::time::sleep(self.rtt / 2).await;
+        self.server.observe(date, sent);
+    }
+
+    fn after(
+        &self,
+        call: Call<'_>,
+        answer: Result<Answer<'_>, &StoreError>,
+    ) -> Result<(), StoreError> {
+        if let (Call::BatchDelete { keys }, Ok(Answer::Keys(left))) = (call, answer) {
+            let at = self.dynamodb_at(Instant::now());
+            let mut acked = self.acked.lock().unwrap();
+            for key in keys.iter().filter(|k| !left.contains(k)) {
+                acked.insert(mem_store::id_of(key), at);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn ticks_probe_dynamodbs_date_turn_and_delete_each_item_at_the_first_tick_after_its_ttl() {
+    // The tick loop over a table whose answers are dated by DynamoDB's clock, which reads a
+    // fraction of a second at the start; the host clock is right, or 0.8 s fast. The probes the
+    // clock asks for locate its `Date` turn: the first second's items go at most 1 s / 16
+    // (MAX_PROBES) plus a few round trips late, every later one at the first tick after its ttl,
+    // 20 ms past the second by DynamoDB's clock plus the tick's query and delete (a round trip of
+    // 2 ms each) and a round trip of the lower bound's lag. Without the probes, the ticks keep
+    // the phase of the lower bound learnt at the start, up to a second late.
+    const T0: i64 = 1_800_000_000;
+    let rtt = Duration::from_millis(2);
+    for fast in [Duration::ZERO, Duration::from_millis(800)] {
+        for fraction_ms in [0, 300, 700, 950] {
+            let table = MemStore::new(Layout::default()).starting_at(T0);
+            let base = Instant::now();
+            tokio::time::advance(Duration::from_millis(fraction_ms)).await;
+            for s in 1..=12 {
+                table.put(&format!("s{s:02}"), (T0 + s) as f64);
+            }
+            let server = Arc::new(ServerClock::default());
+            let answers = DatedAnswers {
+                server: server.clone(),
+                t0: Timestamp::from_secs(T0),
+                base,
+                rtt,
+                acked: Mutex::default(),
+            };
+            let schema = table.schema();
+            let store = Observed {
+                inner: table.clone(),
+                observer: answers,
+            };
+            // The start-up's answer.
+            store.read_checkpoint("checkpoints", "start").await.unwrap();
+            let sweeper = Sweeper::new(store, schema, SweepOptions::default());
+            let clock = {
+                let (t0, base) = (Timestamp::from_secs(T0), base);
+                GuardedClock::new(
+                    move || t0 + Instant::now().duration_since(base) + fast,
+                    server,
+                )
+            };
+            let ticks = Ticks {
+                every: Duration::from_secs(1),
+                full_every: Duration::from_secs(60),
+                until: Some(base + Duration::from_secs(14)),
+            };
+            run_ticks(
+                &sweeper,
+                clock.now(),
+                &clock,
+                &ticks,
+                &Stop::never(),
+                |_| {},
+            )
+            .await;
+            let acked = sweeper.store().acked.lock().unwrap().clone();
+            let lags: Vec<i64> = (1..=12)
+                .map(|s| {
+                    let at = acked.get(&format!("s{s:02}")).expect("every item deleted");
+                    at.millis_since(Timestamp::from_secs(T0 + s))
+                })
+                .collect();
+            let case =
+                format!("start at .{fraction_ms:03} s, host {fast:?} fast: lags {lags:?} ms");
+            eprintln!("{case}");
+            assert!(table.destroyed_live.lock().unwrap().is_empty(), "{case}");
+            assert!(lags[0] <= 20 + 1_000 / 16 + 6, "{case}");
+            assert!(lags[1..].iter().all(|l| *l <= 30), "{case}");
+        }
+    }
 }

@@ -1,16 +1,18 @@
 //! Repeated sweeps: tick mode inside one Lambda invocation, and the long-running `run` command.
 //! Ticks are aligned to the tick period on the wall clock (plus `TICK_OFFSET_MS`) and sweep as
 //! of the clock to the millisecond; full sweeps run beside them on the older windows only
-//! (`docs/design.md`, "Sub-second precision").
+//! (`docs/design.md`, "Sub-second precision"). Between ticks, the loop sends the probes the clock
+//! asks for to learn DynamoDB's clock (`docs/design.md`, "DynamoDB's clock").
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
+use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
 use super::{Stop, SweepReport, Sweeper, CONFIRM_AHEAD};
-use crate::expiry::window::{windows_since, Window};
+use crate::expiry::window::{partition_key, windows_since, Window};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::Store;
 
@@ -96,28 +98,71 @@ where
             if stop.reached() {
                 break;
             }
-            let wake = Instant::now() + until_next_tick(clock.now(), ticks.every);
+            let reading = clock.now();
+            let wake = Instant::now() + until_next_tick(reading, ticks.every);
             if past_until(wake) {
                 break;
             }
-            // Batch mode: the next tick's keys confirmed by the table ahead of it, so that its
-            // deletes leave without a read of their own (`super::ahead`).
-            let ahead = wake.checked_sub(CONFIRM_AHEAD);
-            if let Some(ahead) = ahead.filter(|a| *a > Instant::now()) {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(ahead) => {}
-                    _ = stop.token().cancelled() => break,
+            // The wait for the tick (`false`: stopped); in batch mode, with the next tick's keys
+            // confirmed by the table ahead of it, so that its deletes leave without a read of
+            // their own (`super::ahead`).
+            let waited = async {
+                let ahead = wake.checked_sub(CONFIRM_AHEAD);
+                if let Some(ahead) = ahead.filter(|a| *a > Instant::now()) {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(ahead) => {}
+                        _ = stop.token().cancelled() => return false,
+                    }
+                    let planned = clock.now() + wake.saturating_duration_since(Instant::now());
+                    let windows = tick_windows(prev, planned);
+                    tokio::select! {
+                        () = sweeper.confirm_ahead(planned, &windows, stop) => {}
+                        _ = tokio::time::sleep_until(wake) => {}
+                    }
                 }
-                let planned = clock.now() + wake.saturating_duration_since(Instant::now());
-                let windows = tick_windows(prev, planned);
                 tokio::select! {
-                    () = sweeper.confirm_ahead(planned, &windows, stop) => {}
-                    _ = tokio::time::sleep_until(wake) => {}
+                    _ = tokio::time::sleep_until(wake) => true,
+                    _ = stop.token().cancelled() => false,
                 }
-            }
-            tokio::select! {
-                _ = tokio::time::sleep_until(wake) => {}
-                _ = stop.token().cancelled() => break,
+            };
+            // Beside the wait, the probes of DynamoDB's next `Date` turn the clock asks for,
+            // until the tick: their answers bring its bounds close enough that the tick's
+            // instant is not held back (`Clock::probes`). A clock they moved on reaches the
+            // tick's boundary sooner: the tick runs then.
+            let probes = clock.probes();
+            let probing = async {
+                if probes.is_empty() || !sweeper.leading() {
+                    return std::future::pending().await;
+                }
+                // The tick's boundary by the clock, and the instant it reads it.
+                let due = reading + until_next_tick(reading, ticks.every);
+                let left = || {
+                    let ms = u64::try_from(due.millis_since(clock.now())).unwrap_or(0);
+                    Instant::now() + Duration::from_millis(ms)
+                };
+                let mut answers = probe(sweeper, &probes, prev, stop);
+                loop {
+                    tokio::select! {
+                        answered = answers.next() => {
+                            if answered.is_none() {
+                                break;
+                            }
+                        }
+                        _ = tokio::time::sleep_until(left()) => return,
+                    }
+                }
+                let sooner = left();
+                if sooner >= wake {
+                    return std::future::pending().await;
+                }
+                tokio::time::sleep_until(sooner).await;
+            };
+            let go_on = tokio::select! {
+                go_on = waited => go_on,
+                () = probing => true,
+            };
+            if !go_on {
+                break;
             }
         }
         total
@@ -147,6 +192,36 @@ where
     total.merge(full_total);
     total.duration_ms = started.elapsed().as_millis() as u64;
     total
+}
+
+/// Sends a cheap request at each instant of `at` ([`Clock::probes`]), concurrently, and yields as
+/// each is answered: a `Query` of one item on the first partition of this sweeper's shards in the
+/// window of `at_time`, for ttls before the window's start, which no item there has. The answers
+/// only feed the clock (their `Date`); failures are ignored.
+fn probe<'a, S: Store>(
+    sweeper: &'a Sweeper<S>,
+    at: &[Instant],
+    at_time: Timestamp,
+    stop: &'a Stop,
+) -> FuturesUnordered<impl std::future::Future<Output = ()> + 'a> {
+    let schema = sweeper.schema();
+    let window = Window::containing_instant(at_time, schema.layout.window_seconds);
+    let shard = sweeper.shard_range().shards().next().unwrap_or(0);
+    let partition = partition_key(window, shard, schema.layout.window_shards.max(1));
+    let before = Timestamp::from_secs(window.start);
+    at.iter()
+        .map(|when| {
+            let (when, partition) = (*when, partition.clone());
+            async move {
+                tokio::time::sleep_until(when).await;
+                let query =
+                    sweeper
+                        .store()
+                        .query_expired(schema, &partition, before, None, Some(1));
+                let _ = stop.bound("Query", query).await;
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

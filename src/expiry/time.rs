@@ -120,6 +120,13 @@ pub trait Clock: Send + Sync {
         0
     }
 
+    /// Monotonic instants at which a cheap request to DynamoDB would help the source learn
+    /// DynamoDB's clock, which it is held to ([`crate::store::ServerClock::probes`]); the tick
+    /// loop sends them. Empty for plain clocks.
+    fn probes(&self) -> Vec<tokio::time::Instant> {
+        Vec::new()
+    }
+
     /// The source's own reading, not held back to a more trustworthy clock: what measures how
     /// long ago something happened across a pause (a frozen Lambda, a suspended host), which a
     /// reading held to bounds that age by the monotonic clock does not count until they are
