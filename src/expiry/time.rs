@@ -122,7 +122,9 @@ pub trait Clock: Send + Sync {
 
     /// Monotonic instants at which a cheap request to DynamoDB would help the source learn
     /// DynamoDB's clock, which it is held to ([`crate::store::ServerClock::probes`]); the tick
-    /// loop sends them. Empty for plain clocks.
+    /// loop sends them. Empty for plain clocks. (The sweeper's alone: the pure helpers have no
+    /// Tokio.)
+    #[cfg(feature = "sweeper")]
     fn probes(&self) -> Vec<tokio::time::Instant> {
         Vec::new()
     }
