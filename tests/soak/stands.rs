@@ -92,6 +92,25 @@ fn in_flight(
         let read = before.max_by(|a, b| a.0.total_cmp(&b.0));
         let read_at = match read {
             Some((t, found)) if *found == Some(event.ttl) => *t,
+            // Notify mode: a settling read (after a delete whose answer was lost) that found
+            // the item gone owes its event, whoever deleted it; the chunk's read is then the
+            // last one that found the event's ttl, and an application delete after it and
+            // before the event was in flight.
+            Some((t, None)) if archive.is_none() => {
+                let chunk_read = reads
+                    .iter()
+                    .filter(|(r, found)| *r < *t && *found == Some(event.ttl))
+                    .map(|(r, _)| *r)
+                    .reduce(f64::max);
+                if chunk_read.is_some_and(|r| sent > r && sent < p) {
+                    return Ok(());
+                }
+                why.push(format!(
+                    "accepted at {p:.2}, the consistent read before it ({t:.2}) found nothing, \
+                     and no read of the event's ttl came before the application's delete"
+                ));
+                continue;
+            }
             Some((t, found)) => {
                 let found = found.map_or("nothing".into(), |f| format!("ttl {f}"));
                 why.push(format!(
