@@ -257,20 +257,20 @@ impl<S: Store> Sweeper<S> {
         }
         let (lookback, max_catchup) = (options.lookback_windows, options.max_catchup_seconds);
         let width = self.shared.schema.layout.window_seconds;
-        let limit = CatchUpLimit::of(&self.shared.schema, max_catchup);
-        let plan = plan(now, width, lookback, checkpoint_before, limit.seconds);
+        let (limit, why) = catchup_limit(&self.shared.schema, max_catchup);
+        let plan = plan(now, width, lookback, checkpoint_before, limit);
         let below = |w: &Window| newest_end.is_none_or(|end| w.end <= end);
         let recent: Vec<Window> = plan.recent.iter().copied().filter(below).collect();
         if plan.capped {
             warn!(
                 checkpoint = %checkpoint_before.map(Timestamp::iso).unwrap_or_default(),
                 from = %plan.floor.map(iso_millis).unwrap_or_default(),
-                "checkpoint is older than {}; windows before the cap are not swept", limit.why
+                "checkpoint is older than {why}; windows before the cap are not swept"
             );
         }
         // The entries of items written while the stream's records are kept: an outage longer
         // than that may have lost records no entry was written for.
-        let stream_gap = limit.from_stream
+        let stream_gap = self.shared.schema.index_table.is_some()
             && checkpoint_before.is_some_and(|c| {
                 now.secs().saturating_sub(c.secs()) > entries::STREAM_RETENTION_SECONDS
             });
@@ -457,36 +457,17 @@ impl<S: Store> Sweeper<S> {
     }
 }
 
-/// How far back a catch-up can be exact: `MAX_CATCHUP`, and with an expiry index table no further
-/// than its entries live ([`entries::KEEP_SECONDS`] past their ttl: older ones may be gone).
-struct CatchUpLimit {
-    seconds: u64,
-    /// What sets it, for the log.
-    why: &'static str,
-    /// The entries come from the table's stream.
-    from_stream: bool,
-}
-
-impl CatchUpLimit {
-    fn of(schema: &TableSchema, max_catchup: u64) -> Self {
-        let keep = u64::try_from(entries::KEEP_SECONDS).unwrap_or(u64::MAX);
-        match schema.index_table {
-            Some(_) if keep < max_catchup => CatchUpLimit {
-                seconds: keep,
-                why: "the two days an expiry index entry is kept (MAX_CATCHUP is longer)",
-                from_stream: true,
-            },
-            Some(_) => CatchUpLimit {
-                seconds: max_catchup,
-                why: "MAX_CATCHUP",
-                from_stream: true,
-            },
-            None => CatchUpLimit {
-                seconds: max_catchup,
-                why: "MAX_CATCHUP",
-                from_stream: false,
-            },
-        }
+/// How far back a catch-up can be exact, in seconds, and what sets it (for the log):
+/// `MAX_CATCHUP`, and with an expiry index table no further than its entries live
+/// ([`entries::KEEP_SECONDS`] past their ttl: older ones may be gone).
+fn catchup_limit(schema: &TableSchema, max_catchup: u64) -> (u64, &'static str) {
+    let keep = u64::try_from(entries::KEEP_SECONDS).unwrap_or(u64::MAX);
+    match schema.index_table {
+        Some(_) if keep < max_catchup => (
+            keep,
+            "the two days an expiry index entry is kept (MAX_CATCHUP is longer)",
+        ),
+        _ => (max_catchup, "MAX_CATCHUP"),
     }
 }
 
