@@ -642,6 +642,27 @@ async fn archive_without_the_re_read_reports_what_it_could_not_settle() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn archive_cancels_an_expiry_whose_ttl_the_read_after_unanswered_deletes_found_changed() {
+    // Every delete times out (it may have been applied); the application extends e0002 after the
+    // table's read. The read that settles the unanswered deletes finds e0002 with its new ttl:
+    // no delete in flight can remove it any more (each requires the ttl read), so its expiry is
+    // cancelled there, even though the re-read after the deletes is refused. (Reads: the one
+    // before the publish, one per key as its deletes run out, then the re-read.)
+    let log = Log::default();
+    let table = extend_after_the_tables_read(with_items(5, 0, &log), ["e0002"])
+        .fault(Op::Delete, When::Always, Fault::Fail(ErrorKind::Transient))
+        .fault(Op::Get, When::Call(7), Fault::Fail(ErrorKind::Auth));
+    let sink = ScriptedSink::accepting(&log);
+    let report = sweep(&table, &sink, ARCHIVE).await;
+    report.assert_fields("events_published=5 events_cancelled=1 items_skipped=1 items_failed=4");
+    assert_eq!(
+        sink.kinds_of("e0002"),
+        ["Item Expired", "Item Expiry Cancelled"]
+    );
+    assert_eq!(table.ids().len(), 5);
+}
+
+#[tokio::test(start_paused = true)]
 async fn archive_publishes_nothing_for_keys_the_table_could_not_be_read_for() {
     // The read of the table before the publish is refused: no expiry is announced for an item
     // not read to hold it; every key is left for the next sweep, which publishes and deletes.

@@ -346,10 +346,17 @@ impl<S: Store> Deleter<'_, S> {
         } else {
             "its expiry event was accepted before the delete"
         };
+        let conditional = self.options.delete_mode == DeleteMode::Conditional;
         for e in keys {
-            if self.schema.find(&found, &e.key).is_none() {
+            let Some(item) = self.schema.find(&found, &e.key) else {
                 out.gone += 1;
                 self.owe_event(&e, None);
+                continue;
+            };
+            // Another ttl: an attempt still in flight requires the one read, so none can delete
+            // it any more. Kept, as a refused delete is (archive mode cancels its expiry).
+            if conditional && self.schema.ttl_of(item) != Some(e.ttl) {
+                self.changed(e, out);
                 continue;
             }
             let reason = format!(
