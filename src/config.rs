@@ -254,6 +254,9 @@ pub struct Config {
     pub leader_lease: Option<Duration>,
     /// CloudWatch namespace of the metrics (`METRICS_NAMESPACE`).
     pub metrics_namespace: String,
+    /// Whether the stream indexer deletes items written already expired as it indexes them
+    /// (`DELETE_WHEN_INDEXED`).
+    pub delete_when_indexed: bool,
     /// Where expiry events go (`EXPIRY_EVENTS`), if anywhere.
     pub expiry_events: Option<SinkTarget>,
     /// Notify or archive (`EXPIRY_EVENTS_MODE`).
@@ -320,6 +323,7 @@ impl Config {
             }),
             shard_range: self.shard_range,
             max_catchup_seconds: self.max_catchup_seconds,
+            delete_when_indexed: self.delete_when_indexed,
             ..SweepOptions::default()
         }
     }

@@ -116,6 +116,9 @@ pub struct SweepOptions {
     pub shard_range: Option<ShardRange>,
     /// How far back a checkpoint may take a sweep, seconds.
     pub max_catchup_seconds: u64,
+    /// Items the stream indexer found written already expired are deleted as they are indexed
+    /// ([`Sweeper::delete_indexed`]); `false` leaves them to the next sweep.
+    pub delete_when_indexed: bool,
 }
 
 impl Default for SweepOptions {
@@ -133,6 +136,7 @@ impl Default for SweepOptions {
             checkpoint: None,
             shard_range: None,
             max_catchup_seconds: 86_400,
+            delete_when_indexed: true,
         }
     }
 }

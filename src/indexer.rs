@@ -21,6 +21,7 @@ use aws_lambda_events::dynamodb::EventRecord;
 use futures::stream::{self, StreamExt};
 use serde::Serialize;
 
+use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
 use crate::store::entries::{self, Entry, Indexing};
 use crate::store::{full_jitter, key_to_json, EntryWrite, Key, Store, StoreError, TableSchema};
@@ -46,9 +47,12 @@ pub struct IndexReport {
     pub removes: u64,
     /// Entries written, one per `INSERT` or `MODIFY` whose new image has a usable ttl.
     pub entries_written: u64,
-    /// Of `entries_written`, items already expired when indexed: their entry is in the current
-    /// window, and the next sweep deletes them.
+    /// Of `entries_written`, items already expired when indexed: handed to the sweeper's delete
+    /// path at once ([`Indexed::expired`]); their entry is in the current window too, for the
+    /// next sweep if that delete does not settle them.
     pub expired_when_written: u64,
+    /// Of `expired_when_written`, items deleted at once (`Sweeper::delete_indexed`).
+    pub deleted_at_once: u64,
     /// `MODIFY` records whose ttl did not change: the item's entry is there already.
     pub ttl_unchanged: u64,
     /// Images without the ttl attribute: the item never expires.
@@ -75,6 +79,9 @@ pub struct Indexed {
     /// The others failed on what passes (throttling, 5xx, timeouts) or what an operator fixes
     /// (access denied, a missing table).
     pub refused: Vec<String>,
+    /// The entries written whose items were already expired: for the sweeper to delete at once
+    /// ([`crate::engine::Sweeper::delete_indexed`]).
+    pub expired: Vec<Entry>,
 }
 
 impl IndexReport {
@@ -84,6 +91,7 @@ impl IndexReport {
         self.removes += other.removes;
         self.entries_written += other.entries_written;
         self.expired_when_written += other.expired_when_written;
+        self.deleted_at_once += other.deleted_at_once;
         self.ttl_unchanged += other.ttl_unchanged;
         self.no_ttl += other.no_ttl;
         self.invalid_ttl += other.invalid_ttl;
@@ -145,7 +153,10 @@ pub async fn index_records<S: Store>(
                 }
                 _ => {
                     out.report.entries_written += 1;
-                    out.report.expired_when_written += u64::from(entry.sort < bound);
+                    if entry.sort < bound {
+                        out.report.expired_when_written += 1;
+                        out.expired.push(entry.clone());
+                    }
                 }
             }
         }
@@ -171,6 +182,36 @@ pub async fn index_records<S: Store>(
         out.failures.push(sequence);
     }
     out
+}
+
+/// Hands the items `indexed` found already expired (their entries written) to `sweeper`'s delete
+/// path at once ([`Sweeper::delete_indexed`]: conditional deletes judged against the table, with
+/// their expiry events), within `stop`, as of `clock`'s instant now; what it deleted is counted
+/// into the report (`deleted_at_once`). Their entries stay for the next sweep when the sweeper
+/// does not lead (a lease held elsewhere) or a delete fails.
+pub async fn delete_expired<S: Store>(
+    sweeper: &Sweeper<S>,
+    clock: &dyn Clock,
+    indexed: &mut Indexed,
+    stop: &Stop,
+) {
+    let expired = std::mem::take(&mut indexed.expired);
+    if expired.is_empty() {
+        return;
+    }
+    let Some(report) = sweeper.delete_indexed(clock.now(), expired, stop).await else {
+        tracing::debug!("items expired when written left to the lease holder's next sweep");
+        return;
+    };
+    indexed.report.deleted_at_once += report.items_deleted;
+    tracing::debug!(
+        deleted = report.items_deleted,
+        gone = report.items_gone,
+        kept = report.items_skipped,
+        failed = report.items_failed,
+        left = report.items_left,
+        "items expired when written, deleted at once"
+    );
 }
 
 /// What `record` comes to at instant `now`, counted into `report`: the entry to write, if any, or

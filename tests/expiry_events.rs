@@ -627,6 +627,40 @@ async fn archive_cancels_an_accepted_expiry_left_by_a_stop_once_its_ttl_changed(
 }
 
 #[tokio::test(start_paused = true)]
+async fn archive_cancels_at_the_next_sweep_an_accepted_expiry_whose_item_was_extended_after_its_chunk(
+) {
+    // The sweep stops with every expiry accepted and no delete made; its chunk reads the items
+    // again and finds them unchanged: left. Then the application extends e0003. The index no
+    // longer lists it at the ttl announced, so no later chunk would; the same sweeper's next
+    // sweep reads it first and cancels the expiry, and deletes the others.
+    let log = Log::default();
+    let table = with_items(6, 0, &log);
+    let sink = ScriptedSink::slow(&log, Duration::from_millis(10), None);
+    let sweeper = Sweeper::new(
+        table.clone(),
+        table.schema(),
+        options(DeleteMode::Conditional, 4),
+    )
+    .with_events(Arc::new(events(ARCHIVE, &sink)));
+    let now = Timestamp::from_secs(NOW);
+    let window = [Window::containing_instant(now, 60)];
+    let stop = Stop::at(Some(tokio::time::Instant::now() + Duration::from_millis(5)));
+    let first = sweeper.sweep_windows(now, &window, &stop).await;
+    first.assert_fields("events_published=6 events_cancelled=0 items_left=6");
+    table.put("e0003", (NOW + 3600) as f64);
+    let again = sweeper.sweep_windows(now, &window, &Stop::never()).await;
+    again.assert_fields("events_cancelled=1 items_deleted=5");
+    assert_eq!(
+        sink.kinds_of("e0003"),
+        ["Item Expired", "Item Expiry Cancelled"]
+    );
+    assert_eq!(table.ids(), ["e0003"]);
+    // Settled: a third sweep has nothing more to say.
+    let third = sweeper.sweep_windows(now, &window, &Stop::never()).await;
+    third.assert_fields("events_published=0 events_cancelled=0");
+}
+
+#[tokio::test(start_paused = true)]
 async fn archive_without_the_re_read_reports_what_it_could_not_settle() {
     // As above, but the re-read (the second read of the table, after the deletes) is refused:
     // nothing is cancelled on a guess, every item whose delete failed stays reported as failed.

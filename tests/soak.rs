@@ -747,7 +747,8 @@ struct Reports {
     failed_events: HashSet<String>,
     failed_items: HashSet<String>,
     unlisted_failed_events: u64,
-    /// Item id -> when a sweeper logged it `key not deleted` (wall clock, s): its chunk gave it up.
+    /// Item id -> when a sweeper logged it `key not deleted`, or in archive mode `accepted expiry
+    /// not settled by its chunk` (wall clock, s): its chunk gave it up, or left it.
     given_up: HashMap<String, Vec<f64>>,
     /// Item id -> when a sweeper logged an event of it `expiry event not published`.
     unpublished: HashMap<String, Vec<f64>>,
@@ -793,6 +794,10 @@ impl Reports {
                 if let (Some(at), Some(id)) = (at, key["id"]["S"].as_str()) {
                     if message.ends_with("has a new ttl: cancelling the expiry") {
                         self.cancelling.entry(id.to_owned()).or_default().push(at);
+                    }
+                    // Archive mode: the chunk ended with the key unsettled (failed or left).
+                    if message.starts_with("accepted expiry not settled by its chunk") {
+                        self.given_up.entry(id.to_owned()).or_default().push(at);
                     }
                 }
                 let events = map.get("failed_event_ids").map(parse_list);

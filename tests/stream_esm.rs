@@ -95,7 +95,9 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
 ) {
     let (client, table, index) =
         indexed_table("esm_writers", StreamViewType::NewAndOldImages).await;
-    let api = function(&table, &index, &endpoint(), "writers").await;
+    // Items written already expired left to the sweeps here (their deletes at once: below).
+    let later = [("DELETE_WHEN_INDEXED", "false")];
+    let api = function_with(&table, &index, &endpoint(), "writers", &later).await;
     let mut stream = Stream::of(&client, &table).await;
     let mut app = AppWriter::new(&client, &table);
 
@@ -271,7 +273,9 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
     // Every request the function sends, with when it arrives.
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(15), Plan::Pass).await;
     proxy.record();
-    let api = function(&table, &index, &proxy.endpoint, "bisect").await;
+    // The expired items left to a sweep: the function's only writes are entries.
+    let later = [("DELETE_WHEN_INDEXED", "false")];
+    let api = function_with(&table, &index, &proxy.endpoint, "bisect", &later).await;
     let mut app = AppWriter::new(&client, &table);
 
     let now = now();
@@ -330,8 +334,8 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
     }
     let ops: HashSet<&str> = seen.iter().map(|s| s.op.as_str()).collect();
     assert_eq!(ops, HashSet::from(["DescribeTable", "BatchWriteItem"]));
-    // Every other record has its entry, the expired items' too (the indexer deletes nothing: a
-    // sweep does); the application's items are as it wrote them, the stray one too, unindexed.
+    // Every other record has its entry, the expired items' too (with DELETE_WHEN_INDEXED=false
+    // the indexer deletes nothing: a sweep does); the application's items are as it wrote them, the stray one too, unindexed.
     assert_indexed_as_written(&client, (&table, &index), &app, &context).await;
     let strays = items_by_id(&client, &other).await;
     assert_eq!(strays["stray"], unwindowed("stray", now + 3600));
@@ -340,6 +344,57 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
 /// The deployed shape of `followStream`: the sweeper ticking every second in one function, the
 /// stream indexer in another fed by the mapping, both on the expiry index table. Items written
 /// with only a ttl go with a sub-second lag, none before its ttl, and their entries with them.
+/// The stream indexer deletes an item written already expired as it indexes it (a conditional
+/// delete judged against the table), without waiting for a sweep: no sweep runs here. An item
+/// whose ttl the application moved later before the batch came is kept, and so is its new
+/// entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_item_written_already_expired_goes_as_its_batch_is_indexed_without_a_sweep() {
+    let (client, table, index) =
+        indexed_table("esm_at_once", StreamViewType::NewAndOldImages).await;
+    let indexer = function(&table, &index, &endpoint(), "at-once").await;
+    let mut stream = Stream::of(&client, &table).await;
+    let mut esm = Esm::new(&indexer, BATCH_SIZE);
+    let mut app = AppWriter::new(&client, &table);
+    let now = now();
+    let expired = support::names("expired", 12);
+    let mut items: Vec<Key> = expired.iter().map(|id| unwindowed(id, now - 30)).collect();
+    items.push(unwindowed("moved", now - 30));
+    items.push(unwindowed("live", now + 3600));
+    app.put_many(items).await;
+    // The application moves one ttl later before the stream's records reach the indexer: the
+    // first record's image still says expired, the table does not.
+    app.put(unwindowed("moved", now + 3600)).await;
+    let records = stream.read_until(expired.len() + 3).await;
+    esm.drain(&records).await;
+    let present = id_set(&client, &table).await;
+    let mut want: HashSet<String> = HashSet::new();
+    want.extend(["moved".to_owned(), "live".to_owned()]);
+    assert_eq!(present, want, "{}", esm.context());
+    assert_eq!(app.ttl("moved"), Some(now + 3600));
+    let items = items_by_id(&client, &table).await;
+    assert_eq!(items, app.expected(|_, ttl| ttl < now), "{}", esm.context());
+    // Each expired item's entry went with it; the live ones' (and the moved item's first,
+    // which deletes nothing) are left for the sweeps.
+    let left: Vec<(String, i64)> = index_entries(&client, &index).await;
+    let want = vec![
+        ("live".to_owned(), now + 3600),
+        ("moved".to_owned(), now + 3600),
+    ];
+    assert_eq!(left, want, "{}", esm.context());
+    // The batches' log lines count what went at once.
+    let log = indexer.log_text();
+    let deleted: u64 = (log.lines())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|l| {
+            let field = |v: &Value| v.get("deleted_at_once").and_then(Value::as_u64);
+            field(&l).or_else(|| l.get("fields").and_then(field))
+        })
+        .sum();
+    assert_eq!(deleted, 12, "{log}");
+    indexer.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_the_mapping_ttl_only_items_expire_with_a_sub_second_lag_and_leave_no_entry() {
     const PERIOD: u64 = 5;

@@ -47,10 +47,21 @@ impl Follower {
 
     /// [`Follower::start_at`] with the environment variables `env` besides.
     fn start_with(endpoint: &str, tables: &Tables, name: &str, env: &[(&str, &str)]) -> Follower {
+        Follower::start_every(endpoint, tables, name, env, "1s")
+    }
+
+    /// [`Follower::start_with`], sweeping `every` (`--every`).
+    fn start_every(
+        endpoint: &str,
+        tables: &Tables,
+        name: &str,
+        env: &[(&str, &str)],
+        every: &str,
+    ) -> Follower {
         let metrics_port = free_port();
         let mut cmd = local_cli();
         cmd.envs(env.iter().copied());
-        cmd.args(["--log-format", "json", "run", "--every", "1s"])
+        cmd.args(["--log-format", "json", "run", "--every", every])
             .args(["--follow-stream", "--table-name", &tables.table])
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
             .env("EXPIRY_INDEX_TABLE", &tables.index)
@@ -347,6 +358,55 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
         .unwrap()
         .contains("\"after\"");
     assert!(after, "{saved:?}");
+}
+
+/// An item written already expired goes as the follower indexes it (a conditional delete through
+/// the sweeper's delete path), not at the next sweep: here the daemon sweeps once a minute, and
+/// each goes within a couple of seconds of its write, its entry with it; the live items and
+/// their entries stay.
+#[tokio::test]
+async fn items_written_already_expired_go_as_they_are_indexed_not_at_the_next_sweep() {
+    let (client, tables) = tables("at_once", StreamViewType::NewAndOldImages).await;
+    let daemon = Follower::start_every(&endpoint(), &tables, "at-once", &[], "60s");
+    // Its first sweep is over: the next is a minute away.
+    let started = Instant::now();
+    while daemon
+        .metric("ttl_sweeper_sweeps_total")
+        .is_none_or(|n| n < 1.0)
+    {
+        assert!(started.elapsed() < Duration::from_secs(30), "no sweep");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut app = AppWriter::new(&client, &tables.table);
+    let now = now();
+    let expired = names("expired", 10);
+    let live = names("live", 3);
+    let mut items: Vec<Key> = expired.iter().map(|id| unwindowed(id, now - 30)).collect();
+    items.extend(live.iter().map(|id| unwindowed(id, now + 3600)));
+    let written = wall_clock();
+    app.put_many(items).await;
+    let gone = (daemon.all_gone(&client, &tables.table, &expired, 10, "written expired")).await;
+    let worst = gone.values().fold(0.0f64, |w, at| w.max(at - written));
+    eprintln!("written already expired: gone at most {worst:.3} s after the write");
+    assert!(worst < 3.0, "{gone:?}\n{}", daemon.log_text());
+    assert_as_written(&app, |_, ttl| ttl < now).await;
+    let want = after(app.entries(), now);
+    assert_eq!(want.len(), live.len());
+    let entries = entries_until(&client, &tables.index, &want, Duration::from_secs(5)).await;
+    assert_eq!(entries, want, "only the live items' entries are left");
+    let deleted = "ttl_sweeper_stream_deleted_at_once_total";
+    let started = Instant::now();
+    while daemon.metric(deleted) != Some(10.0) && started.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(daemon.metric(deleted), Some(10.0), "{}", daemon.log_text());
+    let swept = daemon.metric("ttl_sweeper_items_deleted_total");
+    assert_eq!(
+        swept,
+        Some(0.0),
+        "no sweep deleted them\n{}",
+        daemon.log_text()
+    );
 }
 
 #[tokio::test]

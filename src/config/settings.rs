@@ -311,6 +311,12 @@ settings! {
         expected: "`auto`, `read` or `off`",
         commands: SWEEPS,
     }
+    delete_when_indexed: DELETE_WHEN_INDEXED (Option<String>) {
+        default: Some("true"),
+        help: "With EXPIRY_INDEX_TABLE: the stream indexer deletes an item written already expired as it indexes it",
+        expected: "`true` (a conditional delete, with its expiry event, as the record is indexed) or `false` (left to the next sweep: the construct sets it with leaderLease, so that only the lease holder deletes)",
+        commands: &[Run],
+    }
 }
 
 impl Settings {

@@ -254,6 +254,11 @@ impl Settings {
                     ("off", ItemSource::Off),
                 ],
             )?,
+            delete_when_indexed: choice(
+                self.delete_when_indexed.as_deref(),
+                &DELETE_WHEN_INDEXED,
+                &[("true", true), ("false", false)],
+            )?,
             metrics_namespace: {
                 // METRICS_NAMESPACE wins; unset, Powertools' POWERTOOLS_METRICS_NAMESPACE.
                 let powertools = self.powertools_metrics_namespace.as_deref();

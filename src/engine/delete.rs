@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::debug;
 
-pub(super) use events::delete_with_events;
+pub(super) use events::{delete_with_events, settle_unsettled};
 
 use super::hook::{Events, Notifier};
 use super::report::{EventTally, FailedKey};

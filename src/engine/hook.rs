@@ -4,6 +4,7 @@
 //! chunk's events first, deletes only what the sink accepted, and cancels an accepted expiry whose
 //! item stays with another ttl (`engine::delete::events`): `docs/events.md`, "Notify" and "Archive".
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -97,6 +98,51 @@ impl Owed {
             .into_iter()
             .map(|(_, expiry, _)| expiry)
             .collect()
+    }
+}
+
+/// Archive mode: the expiries the sink accepted whose items a chunk neither deleted, found gone,
+/// nor cancelled (their deletes failed or were left, the item still holding the ttl announced,
+/// or not read), by key ([`crate::store::TableSchema::key_token`]), kept across the sweeps of one sweeper so
+/// that the expiry is settled once the item is: a later chunk that deletes the item, or finds it
+/// gone, forgets it; one whose read before publishing finds the item with another ttl cancels
+/// it; and every sweep first reads the ones still here ([`super::Sweeper`]), cancelling those
+/// whose item now has another ttl. At most [`MAX_UNSETTLED`]; lost with the process (what
+/// `docs/events.md`, "Archive", says of a crash).
+#[derive(Debug, Default)]
+pub(super) struct Unsettled(Mutex<HashMap<String, Expiry>>);
+
+/// Accepted expiries a sweeper remembers unsettled, at most ([`Unsettled`]).
+pub const MAX_UNSETTLED: usize = 10_000;
+
+impl Unsettled {
+    /// Remembers `expiry` (keyed `token`) as accepted and not settled.
+    pub(super) fn remember(&self, token: String, expiry: Expiry) {
+        let mut held = lock(&self.0);
+        if held.len() >= MAX_UNSETTLED && !held.contains_key(&token) {
+            let key = crate::store::key_to_json(&expiry.key);
+            tracing::warn!(%key, "too many accepted expiries unsettled to remember one more; if its item's ttl changes before a sweep deletes it, no cancellation follows");
+            return;
+        }
+        held.insert(token, expiry);
+    }
+
+    /// Forgets `token`'s expiry, answering it if one was remembered.
+    pub(super) fn forget(&self, token: &str) -> Option<Expiry> {
+        if lock(&self.0).is_empty() {
+            return None;
+        }
+        lock(&self.0).remove(token)
+    }
+
+    /// Everything remembered, taken (to be read, then remembered again or settled).
+    pub(super) fn take_all(&self) -> Vec<(String, Expiry)> {
+        std::mem::take(&mut *lock(&self.0)).into_iter().collect()
+    }
+
+    /// Whether nothing is remembered.
+    pub(super) fn is_empty(&self) -> bool {
+        lock(&self.0).is_empty()
     }
 }
 
@@ -282,6 +328,8 @@ pub(super) struct Events {
     pub(super) hook: Arc<dyn ExpiryHook>,
     pub(super) wall: Option<Arc<dyn Clock>>,
     pub(super) owed: Arc<Owed>,
+    /// Archive mode: the accepted expiries not settled yet, across sweeps.
+    pub(super) unsettled: Arc<Unsettled>,
     /// Room for whole items held for events, [`EVENT_ITEMS_BUDGET_KIB`] KiB a sweep.
     pub(super) items_room: Arc<Semaphore>,
 }

@@ -33,6 +33,8 @@ pub(super) struct Shared<S> {
     pub(super) store: S,
     pub(super) schema: TableSchema,
     pub(super) options: SweepOptions,
+    /// `options` with conditional deletes: those of [`Pass::at_once`].
+    pub(super) at_once: SweepOptions,
     /// Batch mode in tick mode: keys confirmed by the table ahead of a tick.
     pub(super) confirmed: Confirmed,
     /// The keys of the groups being deleted now, across the sweeper's partitions and sweeps.
@@ -143,6 +145,33 @@ pub(super) struct Pass<S> {
     pub(super) budget: Arc<Semaphore>,
     /// Partitions running.
     pub(super) running: Arc<AtomicUsize>,
+    /// The stream indexer's items expired when written ([`super::Sweeper::delete_indexed`]):
+    /// deleted conditionally, whatever `DELETE_MODE` says.
+    pub(super) at_once: bool,
+}
+
+impl<S> Pass<S> {
+    /// What its deletes need.
+    pub(super) fn deleter(&self) -> Deleter<'_, S> {
+        Deleter {
+            store: &self.shared.store,
+            schema: &self.shared.schema,
+            options: self.options(),
+            now: self.now,
+            stop: &self.stop,
+            events: self.events.as_ref(),
+            notify: None,
+        }
+    }
+
+    /// The options its deletes run by: the sweeper's, conditional for [`Pass::at_once`].
+    pub(super) fn options(&self) -> &SweepOptions {
+        if self.at_once {
+            &self.shared.at_once
+        } else {
+            &self.shared.options
+        }
+    }
 }
 
 /// Adds one finished chunk to a partial report; returns whether every key was handled.
@@ -217,6 +246,49 @@ pub(super) fn check_item(schema: &TableSchema, mut item: Key, now: Timestamp) ->
     })
 }
 
+/// Deletes one group of keys (`group_chunks` chunks of [`BATCH_SIZE`] at most): the keys another
+/// group holds left to it ([`InFlight`]), batch mode's read of the table made before the wait for
+/// a send slot (it holds none), each chunk sent when it has one, and the entries of the keys
+/// settled removed. The one path every delete of a sweep, and of [`Pass::at_once`], takes.
+pub(super) async fn delete_group<S: Store>(
+    pass: &Pass<S>,
+    group: Vec<Expired>,
+    group_chunks: usize,
+) -> ChunkOutcome {
+    let (shared, events) = (&pass.shared, pass.events.as_ref());
+    // A key another group is deleting is left to it, its entry with it: if that group does not
+    // settle the item, the next sweep reads the entry again.
+    let (group, repeats, _claim) = shared.in_flight.claim(&shared.schema, group);
+    let entries = entries_of(&group);
+    let deleter = pass.deleter();
+    let (mut keys, mut out) = {
+        let _read = pass.reads.acquire().await;
+        deleter.confirm(group).await
+    };
+    out.skipped += repeats;
+    let mut chunks = Vec::with_capacity(group_chunks);
+    while !keys.is_empty() {
+        chunks.push(keys.split_off(keys.len().saturating_sub(BATCH_SIZE)));
+    }
+    let (deleter, permits) = (&deleter, &pass.permits);
+    let sends = chunks.into_iter().map(|chunk| async move {
+        let _permit = permits.acquire().await;
+        // The stop may have come while this chunk waited for a permit.
+        if deleter.stop.reached() {
+            return ChunkOutcome::left(chunk);
+        }
+        match events {
+            None => deleter.delete_chunk(chunk).await,
+            Some(events) => delete_with_events(deleter, events, chunk).await,
+        }
+    });
+    for sent in futures::future::join_all(sends).await {
+        out.absorb(sent);
+    }
+    out.entries_removed = remove_settled(deleter, entries, &out).await;
+    out
+}
+
 /// Reads one partition to the end (or until the stop), deleting as it goes: each group of chunks
 /// a task of its own, at most `max_concurrency` chunks of them per partition, and `Pass::permits`
 /// sending at once across the sweep. Each page asks for no more keys than the read-ahead budget
@@ -249,52 +321,12 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
     let delete = |inflight: &mut JoinSet<ChunkOutcome>,
                   group: Vec<Expired>,
                   held: &mut Option<OwnedSemaphorePermit>| {
-        let pass = pass.clone();
         // The group's keys' share of the budget, returned when the group is done.
         let keys = split_permit(held, group.len());
+        let pass = pass.clone();
         inflight.spawn(async move {
             let _keys = keys;
-            let (shared, events) = (&pass.shared, pass.events.as_ref());
-            // A key another group is deleting is left to it, its entry with it: if that group
-            // does not settle the item, the next sweep reads the entry again.
-            let (group, repeats, _claim) = shared.in_flight.claim(&shared.schema, group);
-            let entries = entries_of(&group);
-            let deleter = Deleter {
-                store: &shared.store,
-                schema: &shared.schema,
-                options: &shared.options,
-                now: pass.now,
-                stop: &pass.stop,
-                events,
-                notify: None,
-            };
-            // Batch mode's read of the table, before the wait for a send slot: it holds none.
-            let (mut keys, mut out) = {
-                let _read = pass.reads.acquire().await;
-                deleter.confirm(group).await
-            };
-            out.skipped += repeats;
-            let mut chunks = Vec::with_capacity(group_chunks);
-            while !keys.is_empty() {
-                chunks.push(keys.split_off(keys.len().saturating_sub(BATCH_SIZE)));
-            }
-            let (deleter, permits) = (&deleter, &pass.permits);
-            let sends = chunks.into_iter().map(|chunk| async move {
-                let _permit = permits.acquire().await;
-                // The stop may have come while this chunk waited for a permit.
-                if deleter.stop.reached() {
-                    return ChunkOutcome::left(chunk);
-                }
-                match events {
-                    None => deleter.delete_chunk(chunk).await,
-                    Some(events) => delete_with_events(deleter, events, chunk).await,
-                }
-            });
-            for sent in futures::future::join_all(sends).await {
-                out.absorb(sent);
-            }
-            out.entries_removed = remove_settled(deleter, entries, &out).await;
-            out
+            delete_group(&pass, group, group_chunks).await
         });
     };
     loop {

@@ -15,13 +15,16 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
-use super::hook::{Events, ExpiryHook, FailedEvent, Owed, EVENT_ITEMS_BUDGET_KIB};
+use super::delete::{settle_unsettled, Expired};
+use super::hook::{Events, ExpiryHook, FailedEvent, Owed, Unsettled, EVENT_ITEMS_BUDGET_KIB};
 use super::lease::Lease;
 use super::pace::{read_ahead, Running};
-use super::partition::{joined, sweep_partition, PartitionOutcome, Pass, Shared};
+use super::partition::{
+    delete_group, fold_chunk, joined, sweep_partition, PartitionOutcome, Pass, Shared,
+};
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
-use super::{Checkpoint, SweepOptions, CATCHUP_SLICE_PARTITIONS};
+use super::{Checkpoint, SweepOptions, BATCH_SIZE, CATCHUP_SLICE_PARTITIONS};
 use crate::expiry::time::iso_millis;
 use crate::expiry::window::{partition_key, ShardRange, Window};
 use crate::expiry::{Clock, Timestamp};
@@ -37,6 +40,8 @@ pub struct Sweeper<S> {
     events: Option<Arc<dyn ExpiryHook>>,
     /// Notify mode: the events owed for deletes not yet published, across the sweeps.
     owed: Arc<Owed>,
+    /// Archive mode: the accepted expiries not settled yet, across the sweeps.
+    unsettled: Arc<Unsettled>,
     /// With `LEADER_LEASE`: only its holder sweeps.
     lease: Option<Lease>,
     /// Whether the last sweep led (held the lease, or there is none): a standby reads nothing,
@@ -44,6 +49,8 @@ pub struct Sweeper<S> {
     leading: AtomicBool,
     /// Its expiry index table is claimed for its table (or it has none): see [`Self::claim`].
     claimed: AtomicBool,
+    /// With a lease: until when the last check found it held ([`Self::delete_indexed`]).
+    lead_until: std::sync::Mutex<Option<Instant>>,
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
@@ -66,6 +73,10 @@ impl<S: Store> Sweeper<S> {
             shared: Arc::new(Shared {
                 store,
                 schema,
+                at_once: SweepOptions {
+                    delete_mode: super::DeleteMode::Conditional,
+                    ..options.clone()
+                },
                 options,
                 confirmed: Default::default(),
                 in_flight: Default::default(),
@@ -73,9 +84,11 @@ impl<S: Store> Sweeper<S> {
             wall: None,
             events: None,
             owed: Arc::default(),
+            unsettled: Arc::default(),
             lease: None,
             leading: AtomicBool::new(true),
             claimed: AtomicBool::new(false),
+            lead_until: Default::default(),
         }
     }
 
@@ -125,6 +138,7 @@ impl<S: Store> Sweeper<S> {
         };
         let leading = lease.check(&self.shared.store, stop).await;
         self.leading.store(leading.is_ok(), Ordering::Relaxed);
+        *crate::store::lock(&self.lead_until) = leading.as_ref().ok().copied();
         let not_leading = match leading {
             Ok(until) => return Ok(stop.within(until)),
             Err(not_leading) => not_leading,
@@ -380,27 +394,18 @@ impl<S: Store> Sweeper<S> {
         self.shared.options.shard_range.unwrap_or(all)
     }
 
-    /// Sweeps the shards in the range of every window; returns the report and, per window,
-    /// whether it was swept completely. Each partition's outcome is folded into the report as it
-    /// finishes: memory stays bounded by the partitions running at once, not by the backlog.
-    async fn sweep_partitions(
-        &self,
-        now: Timestamp,
-        windows: &[Window],
-        stop: &Stop,
-    ) -> (SweepReport, Vec<bool>) {
-        let started = Instant::now();
+    /// A pass as of `now` within `stop`, its lags measured from `started` (see [`Pass`]).
+    fn pass(&self, now: Timestamp, stop: &Stop, started: Instant, at_once: bool) -> Arc<Pass<S>> {
         let lags_from = (self.wall.as_ref().map_or(now, |c| c.now()), started);
         let events = self.events.clone().map(|hook| Events {
             hook,
             wall: self.wall.clone(),
             owed: self.owed.clone(),
+            unsettled: self.unsettled.clone(),
             items_room: Arc::new(Semaphore::new(EVENT_ITEMS_BUDGET_KIB as usize)),
         });
-        let shards = self.shared.schema.layout.window_shards.max(1);
-        let range = self.shard_range();
         let limit = self.shared.options.max_concurrency.max(1);
-        let pass = Arc::new(Pass {
+        Arc::new(Pass {
             shared: self.shared.clone(),
             now,
             wall: self.wall.clone(),
@@ -411,14 +416,96 @@ impl<S: Store> Sweeper<S> {
             reads: Semaphore::new(limit),
             budget: Arc::new(Semaphore::new(read_ahead(&self.shared.options))),
             running: Arc::new(AtomicUsize::new(0)),
-        });
+            at_once,
+        })
+    }
+
+    /// Deletes at once the items the stream indexer found expired as it wrote their `entries`
+    /// ([`crate::indexer`]): judged against the table by a conditional `DeleteItem` each (the
+    /// ttl as the stream's image has it, expired at `now`), whatever `DELETE_MODE` says, with
+    /// their expiry events, through the one path of a sweep's deletes; each entry removed once
+    /// its item is judged. `None`, nothing sent, with `DELETE_WHEN_INDEXED=false`, or while a lease
+    /// is configured and its last check did not find it held until past now (a standby, or a
+    /// Lambda that has not swept): the entries are there, and the holder's next sweep reads them. A key whose delete fails or is
+    /// left keeps its entry, for the next sweep too.
+    pub async fn delete_indexed(
+        &self,
+        now: Timestamp,
+        entries: Vec<entries::Entry>,
+        stop: &Stop,
+    ) -> Option<SweepReport> {
+        if !self.shared.options.delete_when_indexed {
+            return None;
+        }
+        let started = Instant::now();
+        let stop = match &self.lease {
+            None => stop.clone(),
+            Some(_) => match *crate::store::lock(&self.lead_until) {
+                Some(until) if until > started => stop.within(until),
+                _ => return None,
+            },
+        };
+        let mut report = self.report(now);
+        let mut expired = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let ttl = crate::expiry::window::parse_ttl(&entry.ttl).ok();
+            let state = ttl.map(|ttl| crate::expiry::window::ttl_state(ttl, now));
+            let (Some(ttl), Some(crate::expiry::window::TtlState::Expired)) = (ttl, state) else {
+                continue;
+            };
+            report.items_found += 1;
+            expired.push(Expired {
+                entry: Some(entries::id(&entry.window, &entry.sort)),
+                key: entry.key,
+                ttl,
+                ttl_as_read: entry.ttl,
+                ..Expired::default()
+            });
+        }
+        if expired.is_empty() {
+            return Some(report);
+        }
+        let pass = self.pass(now, &stop, started, true);
+        let mut groups = JoinSet::new();
+        while !expired.is_empty() {
+            let group = expired.split_off(expired.len().saturating_sub(BATCH_SIZE));
+            let pass = pass.clone();
+            groups.spawn(async move { delete_group(&pass, group, 1).await });
+        }
+        while let Some(done) = groups.join_next().await {
+            fold_chunk(&mut report, joined(done), pass.started);
+        }
+        report.stopped_early = stop.reached() && report.items_left > 0;
+        report.lag = report.lags.stats();
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        Some(report)
+    }
+
+    /// Sweeps the shards in the range of every window; returns the report and, per window,
+    /// whether it was swept completely. Each partition's outcome is folded into the report as it
+    /// finishes: memory stays bounded by the partitions running at once, not by the backlog.
+    async fn sweep_partitions(
+        &self,
+        now: Timestamp,
+        windows: &[Window],
+        stop: &Stop,
+    ) -> (SweepReport, Vec<bool>) {
+        let started = Instant::now();
+        let pass = self.pass(now, stop, started, false);
+        let mut report = self.report(now);
+        // Archive mode: the expiries earlier sweeps left accepted and not settled, first.
+        if let Some(events) = pass.events.as_ref().filter(|e| !e.unsettled.is_empty()) {
+            report.add_events(settle_unsettled(&pass.deleter(), events).await);
+        }
+        let shards = self.shared.schema.layout.window_shards.max(1);
+        let range = self.shard_range();
+        let limit = self.shared.options.max_concurrency.max(1);
         let partitions = windows.iter().enumerate().flat_map(|(i, w)| {
             range
                 .shards()
                 .map(move |shard| (i, partition_key(*w, shard, shards)))
         });
 
-        let mut report = self.report(now);
         let mut read_all = vec![true; windows.len()];
         let mut complete = vec![true; windows.len()];
         let mut fold = |(i, out): (usize, PartitionOutcome)| {

@@ -18,9 +18,9 @@ use serde_json::{json, Value};
 use super::event::EventError;
 use super::handler::{HandlerError, DEADLINE_MARGIN};
 use crate::engine::tables::Table;
-use crate::engine::Sweeper;
+use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
-use crate::indexer::{index_records, Indexed};
+use crate::indexer::{delete_expired, index_records, Indexed};
 use crate::store::DynamoStore;
 use crate::telemetry;
 use tokio::time::Instant;
@@ -100,7 +100,13 @@ pub async fn index_batch(
     };
     let started = Instant::now();
     let cut = remaining.map(|left| started + left.saturating_sub(DEADLINE_MARGIN / 2));
-    let work = index_records(sweeper.store(), schema, clock, &batch.records);
+    // Items written already expired are deleted at once, by requests that end by the cut.
+    let stop = Stop::at(cut).with_calls_ending(cut);
+    let work = async {
+        let mut indexed = index_records(sweeper.store(), schema, clock, &batch.records).await;
+        delete_expired(sweeper, clock, &mut indexed, &stop).await;
+        indexed
+    };
     let indexed = match cut {
         None => work.await,
         Some(cut) => match tokio::time::timeout_at(cut, work).await {
@@ -141,6 +147,7 @@ pub async fn index_batch(
         records = report.records,
         entries_written = report.entries_written,
         expired_when_written = report.expired_when_written,
+        deleted_at_once = report.deleted_at_once,
         invalid_ttl = report.invalid_ttl,
         failed = report.failed,
         report = %serde_json::to_string(report).unwrap_or_default(),

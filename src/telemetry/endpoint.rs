@@ -51,10 +51,11 @@ const LAYOUT_MISMATCH: &str = "ttl_sweeper_lease_layout_mismatch_total";
 const RELEASED: &str = "ttl_sweeper_lease_released_total";
 const WRITE_CONFLICTS: &str = "ttl_sweeper_write_conflicts_retried_total";
 /// `run --follow-stream`: the stream follower's counters, with their help.
-const STREAM_COUNTERS: [(&str, &str); 7] = [
+const STREAM_COUNTERS: [(&str, &str); 8] = [
     ("ttl_sweeper_stream_records_total", "run --follow-stream: stream records read"),
     ("ttl_sweeper_stream_entries_written_total", "run --follow-stream: expiry index entries written"),
-    ("ttl_sweeper_stream_expired_when_written_total", "run --follow-stream: of those, items already expired when indexed (the next sweep deletes them)"),
+    ("ttl_sweeper_stream_expired_when_written_total", "run --follow-stream: of those, items already expired when indexed (deleted at once, or by the next sweep)"),
+    ("ttl_sweeper_stream_deleted_at_once_total", "run --follow-stream: of those, items deleted as they were indexed"),
     ("ttl_sweeper_stream_invalid_ttl_total", "run --follow-stream: items written with an unusable ttl (not a Number, milliseconds, more than five years old)"),
     ("ttl_sweeper_stream_retried_records_total", "run --follow-stream: records tried again after a failure (throttling, 5xx, timeouts, access denied), their shard held at them"),
     ("ttl_sweeper_stream_skipped_records_total", "run --follow-stream: records that can never be indexed and were passed: malformed, or their entry refused as invalid (their items need backfill)"),
@@ -184,6 +185,7 @@ impl DaemonMetrics {
                 r.index.records,
                 r.index.entries_written,
                 r.index.expired_when_written,
+                r.index.deleted_at_once,
                 r.index.invalid_ttl,
                 r.retried_records,
                 r.skipped_records,

@@ -7,8 +7,9 @@ use super::{ChunkOutcome, Deleter, Expired};
 use crate::engine::hook::{
     item_kib, keep_room, take_room, Delivery, Events, Expiry, Notifier, Publication, MAX_ITEM_KIB,
 };
-use crate::engine::report::FailedKey;
+use crate::engine::report::{EventTally, FailedKey};
 use crate::store::{key_to_json, Key, Store};
+use std::collections::HashSet;
 
 /// Deletes one chunk with its events published as `events.hook` says.
 pub(in crate::engine) async fn delete_with_events<S: Store>(
@@ -23,7 +24,13 @@ pub(in crate::engine) async fn delete_with_events<S: Store>(
     let mut settled = ChunkOutcome::default();
     let chunk = if hook.archive() && !stop.reached() && !chunk.is_empty() {
         settled.confirmed += chunk.len() as u64;
-        deleter.read_before_publishing(chunk, &mut settled).await
+        let listed: Vec<(Key, f64)> = chunk.iter().map(|e| (e.key.clone(), e.ttl)).collect();
+        let chunk = deleter.read_before_publishing(chunk, &mut settled).await;
+        let cancel = settle_remembered_read(deleter, events, &listed, &chunk, &settled);
+        settled
+            .events
+            .add(cancel_remembered(deleter, events, cancel).await);
+        chunk
     } else {
         chunk
     };
@@ -33,6 +40,111 @@ pub(in crate::engine) async fn delete_with_events<S: Store>(
     let mut out = archive_or_notify(deleter, events, chunk).await;
     out.absorb(settled);
     out
+}
+
+/// Archive mode, after the read before publishing: of the keys `listed`, an expiry accepted
+/// earlier and not settled ([`crate::engine::hook::Unsettled`]) is forgotten when the read found
+/// its item gone (no cancellation: `docs/events.md`, "Archive"), and answered for cancelling
+/// when it found the item with another ttl than the one that expiry announced, the ttl listed.
+/// Keys left unread (the read failed) stay as they are.
+fn settle_remembered_read<S: Store>(
+    deleter: &Deleter<'_, S>,
+    events: &Events,
+    listed: &[(Key, f64)],
+    still: &[Expired],
+    read: &ChunkOutcome,
+) -> Vec<Expiry> {
+    let schema = deleter.schema;
+    let token = |key: &Key| schema.key_token(key);
+    let still: HashSet<String> = still.iter().filter_map(|e| token(&e.key)).collect();
+    let left: HashSet<String> = read.left_keys.iter().filter_map(token).collect();
+    let kept: HashSet<String> = read.kept_keys.iter().filter_map(token).collect();
+    let mut cancel = Vec::new();
+    for (key, ttl) in listed {
+        let Some(t) = token(key) else { continue };
+        if still.contains(&t) || left.contains(&t) {
+            continue;
+        }
+        let Some(remembered) = events.unsettled.forget(&t) else {
+            continue;
+        };
+        if !kept.contains(&t) {
+            continue; // gone
+        }
+        if remembered.ttl == *ttl {
+            cancel.push(remembered);
+        } else {
+            // Announced on another ttl than this listing's: the next sweep's read judges it.
+            events.unsettled.remember(t, remembered);
+        }
+    }
+    cancel
+}
+
+/// Publishes the cancellation of each of `expiries` (accepted, their items since found with
+/// another ttl); one the sink did not accept is remembered again, for the next sweep.
+async fn cancel_remembered<S: Store>(
+    deleter: &Deleter<'_, S>,
+    events: &Events,
+    expiries: Vec<Expiry>,
+) -> EventTally {
+    if expiries.is_empty() {
+        return EventTally::default();
+    }
+    let at = events.wall.as_ref().map_or(deleter.now, |c| c.now());
+    for x in &expiries {
+        let key = key_to_json(&x.key);
+        tracing::info!(%key, "an item whose expiry was accepted by an earlier sweep and not deleted has a new ttl: cancelling the expiry");
+    }
+    let cancellations = (expiries.iter().cloned())
+        .map(|x| Publication::Cancelled(Expiry { item: None, ..x }, at))
+        .collect();
+    let (deliveries, tally) = events.hook.publish(cancellations, deleter.stop).await;
+    for (x, delivery) in expiries.into_iter().zip(deliveries) {
+        if delivery != Delivery::Accepted {
+            if let Some(t) = deleter.schema.key_token(&x.key) {
+                events.unsettled.remember(t, x);
+            }
+        }
+    }
+    tally
+}
+
+/// Archive mode, before a sweep's partitions: every expiry accepted and not settled that
+/// [`crate::engine::hook::Unsettled`] remembers, read again from the table (consistent, key and
+/// ttl, 100 keys a request): one whose item has another ttl is cancelled, one whose item is gone
+/// forgotten, one still on its ttl remembered for the chunk that lists it again. If a read fails,
+/// its keys stay remembered.
+pub(in crate::engine) async fn settle_unsettled<S: Store>(
+    deleter: &Deleter<'_, S>,
+    events: &Events,
+) -> EventTally {
+    let remembered = events.unsettled.take_all();
+    let mut cancel = Vec::new();
+    for group in remembered.chunks(100) {
+        let keys: Vec<Key> = group.iter().map(|(_, x)| x.key.clone()).collect();
+        let read = deleter.store.get_items(deleter.schema, keys, true);
+        let found = match deleter.stop.bound("BatchGetItem", read).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, keys = group.len(), "could not read the items of accepted expiries not settled; trying again at the next sweep");
+                for (t, x) in group {
+                    events.unsettled.remember(t.clone(), x.clone());
+                }
+                continue;
+            }
+        };
+        for (t, x) in group {
+            match deleter.schema.find(&found, &x.key) {
+                None => {}
+                Some(item) if deleter.schema.ttl_of(item) == Some(x.ttl) => {
+                    events.unsettled.remember(t.clone(), x.clone());
+                }
+                Some(_) => cancel.push(x.clone()),
+            }
+        }
+    }
+    cancel_remembered(deleter, events, cancel).await
 }
 
 impl<S: Store> Deleter<'_, S> {
@@ -117,24 +229,72 @@ async fn archive_or_notify<S: Store>(
             Delivery::Stopped => refused.leave([e]),
         }
     }
+    let admitted_keys: Vec<Key> = admitted.iter().map(|e| e.key.clone()).collect();
     let mut out = deleter.delete_chunk(admitted).await;
     // Accepted, not deleted: an item whose ttl has changed since is owed its cancellation now;
     // no later sweep would find it in the window it has left.
     let mut kept = std::mem::take(&mut out.kept_keys);
     kept.extend(reconcile(deleter, &expiries, &mut out).await);
+    // What is still unsettled is remembered for the next sweeps; the rest is settled here.
+    let schema = deleter.schema;
+    let unsettled: HashSet<String> = (out.failed.iter().map(|f| f.key.to_string()))
+        .chain(out.left_keys.iter().map(|k| key_to_json(k).to_string()))
+        .collect();
+    for key in admitted_keys {
+        let Some(token) = schema.key_token(&key) else {
+            continue;
+        };
+        match expiries.iter().find(|x| x.key == key) {
+            Some(x) if unsettled.contains(&key_to_json(&key).to_string()) => {
+                let json = key_to_json(&key);
+                tracing::info!(key = %json, "accepted expiry not settled by its chunk: remembered for the next sweeps");
+                events.unsettled.remember(
+                    token,
+                    Expiry {
+                        item: None,
+                        ..x.clone()
+                    },
+                );
+            }
+            _ => {
+                events.unsettled.forget(&token);
+            }
+        }
+    }
     out.absorb(refused);
     let cancelled_at = wall();
-    let cancellations: Vec<Publication> = kept
-        .iter()
+    let cancelled: Vec<&Expiry> = (kept.iter())
         .filter_map(|key| expiries.iter().find(|x| x.key == *key))
-        .map(|x| {
-            let mut expiry = x.clone();
-            expiry.item = None;
-            Publication::Cancelled(expiry, cancelled_at)
-        })
         .collect();
-    if !cancellations.is_empty() {
-        tally.add(hook.publish(cancellations, stop).await.1);
+    if !cancelled.is_empty() {
+        let cancellations = (cancelled.iter())
+            .map(|x| {
+                Publication::Cancelled(
+                    Expiry {
+                        item: None,
+                        ..(*x).clone()
+                    },
+                    cancelled_at,
+                )
+            })
+            .collect();
+        let (deliveries, published) = hook.publish(cancellations, stop).await;
+        tally.add(published);
+        // A cancellation the sink did not take: the next sweep's read tries again.
+        for (x, delivery) in cancelled.into_iter().zip(deliveries) {
+            if let (false, Some(t)) = (
+                delivery == Delivery::Accepted,
+                deleter.schema.key_token(&x.key),
+            ) {
+                events.unsettled.remember(
+                    t,
+                    Expiry {
+                        item: None,
+                        ..x.clone()
+                    },
+                );
+            }
+        }
     }
     out.events = tally;
     out

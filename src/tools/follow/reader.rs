@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::hold::index_batch;
 use super::plan::{compact, expand, ready, MAX_POSITION_BYTES};
 use super::*;
+use crate::indexer::delete_expired;
 
 /// One run of the follower: the shared position and report of its shard readers.
 pub(super) struct Reader<'a> {
@@ -234,8 +235,13 @@ impl Reader<'_> {
         let (store, schema) = (self.sweeper.store(), self.sweeper.schema());
         // Cut after the shutdown's grace: the position stays before the records not handled,
         // read again after a restart (every write is conditional).
+        // Items written already expired are deleted at once, through the sweeper.
         let index = async |batch: &[EventRecord]| {
-            let indexing = index_records(store, schema, self.clock, batch);
+            let indexing = async {
+                let mut indexed = index_records(store, schema, self.clock, batch).await;
+                delete_expired(self.sweeper, self.clock, &mut indexed, self.stop).await;
+                indexed
+            };
             self.stop.within_limits(indexing).await.ok()
         };
         let held = |oldest: &EventRecord| self.aged(shard, self.age_of(oldest));
