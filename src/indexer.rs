@@ -79,8 +79,8 @@ pub struct Indexed {
     /// The others failed on what passes (throttling, 5xx, timeouts) or what an operator fixes
     /// (access denied, a missing table).
     pub refused: Vec<String>,
-    /// The entries written whose items were already expired: for the sweeper to delete at once
-    /// ([`crate::engine::Sweeper::delete_indexed`]).
+    /// The entries written whose items were written already expired ([`written_expired`]): for
+    /// the sweeper to delete at once ([`crate::engine::Sweeper::delete_indexed`]).
     pub expired: Vec<Entry>,
 }
 
@@ -155,7 +155,9 @@ pub async fn index_records<S: Store>(
                     out.report.entries_written += 1;
                     if entry.sort < bound {
                         out.report.expired_when_written += 1;
-                        out.expired.push(entry.clone());
+                        if written_expired(&records[*at], entry) {
+                            out.expired.push(entry.clone());
+                        }
                     }
                 }
             }
@@ -184,9 +186,28 @@ pub async fn index_records<S: Store>(
     out
 }
 
-/// Hands the items `indexed` found already expired (their entries written) to `sweeper`'s delete
-/// path at once ([`Sweeper::delete_indexed`]: conditional deletes judged against the table, with
-/// their expiry events), within `stop`, as of `clock`'s instant now; what it deleted is counted
+/// Whether `record`'s item was written already expired: its ttl (`entry`'s) before the second
+/// after the record's creation (`ApproximateCreationDateTime`, whole seconds). An item that
+/// expired while its record waited in the stream (a backlog after an outage) is not: the sweeps
+/// delete those in bulk.
+fn written_expired(record: &EventRecord, entry: &Entry) -> bool {
+    let created = record.change.approximate_creation_date_time.timestamp() as f64;
+    crate::expiry::window::parse_ttl(&entry.ttl).is_ok_and(|ttl| ttl < created + 1.0)
+}
+
+/// Items written already expired handed to the sweeper at once per batch, at most; the others
+/// wait for the next sweep (their entries are written).
+pub const AT_ONCE_PER_BATCH: usize = 100;
+
+/// How long the items written already expired of one batch may take to delete: no request
+/// starts after it (the shard waits meanwhile); what is not settled by then goes at the next
+/// sweep.
+pub const AT_ONCE_BUDGET: Duration = Duration::from_secs(1);
+
+/// Hands the items `indexed` found written already expired (their entries written; at most
+/// [`AT_ONCE_PER_BATCH`]) to `sweeper`'s delete path at once ([`Sweeper::delete_indexed`]:
+/// conditional deletes judged against the table, with their expiry events), within `stop` and
+/// [`AT_ONCE_BUDGET`], as of `clock`'s instant now; what it deleted is counted
 /// into the report (`deleted_at_once`). Their entries stay for the next sweep when the sweeper
 /// does not lead (a lease held elsewhere) or a delete fails.
 pub async fn delete_expired<S: Store>(
@@ -195,11 +216,13 @@ pub async fn delete_expired<S: Store>(
     indexed: &mut Indexed,
     stop: &Stop,
 ) {
-    let expired = std::mem::take(&mut indexed.expired);
+    let mut expired = std::mem::take(&mut indexed.expired);
     if expired.is_empty() {
         return;
     }
-    let Some(report) = sweeper.delete_indexed(clock.now(), expired, stop).await else {
+    expired.truncate(AT_ONCE_PER_BATCH);
+    let stop = stop.within(tokio::time::Instant::now() + AT_ONCE_BUDGET);
+    let Some(report) = sweeper.delete_indexed(clock.now(), expired, &stop).await else {
         tracing::debug!("items expired when written left to the lease holder's next sweep");
         return;
     };

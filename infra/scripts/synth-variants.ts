@@ -35,6 +35,8 @@ const variants: Record<string, Record<string, string>> = {
     tableStreamArn: 'arn:aws:dynamodb:eu-west-1:123456789012:table/sessions/stream/2026-11-26T00:00:00.000',
     followStream: 'true',
   },
+  // The stream indexer publishes the expiry events of the items it deletes.
+  'follow-stream-events': { followStream: 'true', expiryEvents: 'eventbridge' },
   cron: { scheduleCron: 'cron(0/2 * * * ? *)', scheduleMinutes: '2', tickSeconds: '', alarmEmail: 'oncall@example.com' },
 };
 

@@ -1,7 +1,8 @@
 // Expiry events: the sink the sweeper publishes an event to for every item it expires, as the
 // function's environment (`EXPIRY_EVENTS`, `EXPIRY_EVENTS_MODE`, `EXPIRY_EVENTS_ITEM`) and the one
 // IAM statement (two for a KMS-encrypted queue) that lets it send there and nowhere else, plus
-// `dynamodb:BatchGetItem` on the table when the items are read for the events or in archive mode.
+// `dynamodb:BatchGetItem` on the table, in any mode: the items read for the events, read again in
+// archive mode, and the read that settles a delete whose answer was lost.
 
 import { Token } from 'aws-cdk-lib';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -36,8 +37,8 @@ export enum ExpiryEventsItem {
   /**
    * Read the items with one strongly consistent `BatchGetItem` per chunk of up to 25 keys before
    * the events are built, in both modes: read capacity for every expired item. An item the read
-   * no longer finds, or a failed read, gives an event without the item. The function may then
-   * `dynamodb:BatchGetItem` on the table.
+   * no longer finds, or a failed read, gives an event without the item. The read is allowed by
+   * the `dynamodb:BatchGetItem` on the table that every function with expiry events gets.
    */
   READ = 'read',
   /** Never include the item: the events carry the key and the ttl only. */
@@ -83,8 +84,8 @@ export interface ExpiryEventsOptions {
   /**
    * Whether and how each event carries the expired item (`EXPIRY_EVENTS_ITEM`). An event that
    * would exceed the sink's size limit is published without it (`item_truncated: true`), so
-   * consumers must treat the item as optional whatever this says. `READ` adds a permission:
-   * `dynamodb:BatchGetItem` on the table (which `ExpiryEventsMode.ARCHIVE` grants too).
+   * consumers must treat the item as optional whatever this says. `READ` reads the table with
+   * `dynamodb:BatchGetItem`, which expiry events grant on the table whatever this says.
    *
    * @default - `EXPIRY_EVENTS_ITEM` is not set: the function's default, `ExpiryEventsItem.AUTO`
    */
@@ -139,32 +140,27 @@ export function expiryEventEnvironment(options: ExpiryEventsOptions | undefined)
 }
 
 /**
- * What the function may do for the events: send to the sink, on its ARN only, and, when the
- * items are read (`ExpiryEventsItem.READ`, or an item not known at synthesis) or in archive mode
- * (`ExpiryEventsMode.ARCHIVE`, or a mode not known at synthesis: the items whose expiry was
- * accepted but whose delete failed are read again), `BatchGetItem` on the swept table `tableArn`
- * only.
+ * What a function that deletes items of the table `tableArn` (the sweeper, the stream indexer) may
+ * do for their events: send to the sink, on its ARN only, and `BatchGetItem` on that table only,
+ * in any mode and whatever the item setting. The function reads the table with it for
+ * `ExpiryEventsItem.READ` (the items, before their events are built) and in archive mode (the
+ * items whose expiry was accepted but whose delete failed), and in either mode to settle a delete
+ * whose answer was lost (a timeout, a 5xx): one strongly consistent read tells whether the item is
+ * gone and owed its event. Without that read such a delete would be reported as failed.
  */
 export function expiryEventStatements(options: ExpiryEventsOptions | undefined, tableArn: string): iam.PolicyStatement[] {
   if (options === undefined) return [];
-  const statements = sinkStatements(options);
-  const reads =
-    options.item === ExpiryEventsItem.READ ||
-    Token.isUnresolved(options.item) ||
-    options.mode === ExpiryEventsMode.ARCHIVE ||
-    Token.isUnresolved(options.mode);
-  if (reads) {
-    statements.push(
-      new iam.PolicyStatement({
-        sid: 'ExpiryEventsReadItems',
-        // The strongly consistent read of a chunk's items before their events are built, and
-        // (archive mode) of the items whose expiry was accepted but whose delete failed.
-        actions: ['dynamodb:BatchGetItem'],
-        resources: [tableArn],
-      }),
-    );
-  }
-  return statements;
+  return [
+    ...sinkStatements(options),
+    new iam.PolicyStatement({
+      sid: 'ExpiryEventsReadItems',
+      // The strongly consistent reads of the table the events need: a chunk's items before their
+      // events are built (item read), the items whose expiry was accepted but whose delete failed
+      // (archive mode), and in any mode the items whose delete went unanswered.
+      actions: ['dynamodb:BatchGetItem'],
+      resources: [tableArn],
+    }),
+  ];
 }
 
 /** Send to the one sink of `options`, on its ARN only. */

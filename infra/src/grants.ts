@@ -10,7 +10,7 @@ import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as logs from 'aws-cdk-lib/aws-logs';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { IConstruct } from 'constructs';
-import { expiryEventStatements } from './expiry-events';
+import { expiryEventStatements, type ExpiryEventsOptions } from './expiry-events';
 import { DeleteMode } from './props';
 import type { Settings } from './resolve';
 
@@ -31,8 +31,9 @@ export function writeOwnLogs(logGroup: logs.ILogGroup): iam.PolicyStatement {
 
 /**
  * The sweeper function's statements, those alike merged: the tables and their indexes, the expiry
- * index table (with `followStream`), the checkpoint table, the expiry events' sinks, the tables'
- * customer managed keys and the function's own logs.
+ * index table (with `followStream`), the checkpoint table, the expiry events' sinks (and, for
+ * each table with expiry events, `BatchGetItem` on it in any mode), the tables' customer managed
+ * keys and the function's own logs.
  */
 export function sweeperStatements(
   scope: IConstruct,
@@ -105,6 +106,8 @@ export function sweeperStatements(
       }),
     );
   }
+  // Each table's expiry events: its sink, and BatchGetItem on that table in any mode (the reads
+  // for the events, and the read that settles a delete whose answer was lost).
   for (const { table, settings: own } of settings.tables) {
     statements.push(...expiryEventStatements(own.expiryEvents, table.tableArn));
   }
@@ -122,9 +125,12 @@ export function sweeperStatements(
 }
 
 /**
- * The stream indexer's statements: `DescribeTable` on the table (never a write), entry writes into
- * the expiry index table, reads of the table's stream, its own logs, its on-failure queue, and the
- * table's customer managed key if it has one.
+ * The stream indexer's statements: `DescribeTable` on the table, and the sweeper's conditional
+ * `DeleteItem` of items written already expired (never a put or an update: it writes none of the
+ * application's items), entry writes into the expiry index table, reads of the table's stream,
+ * its own logs, its on-failure queue, with expiry events the sweeper's grants for them (the sink,
+ * and `BatchGetItem` on the table in any mode), and the table's customer managed key if it has
+ * one.
  */
 export function streamIndexerStatements(
   scope: IConstruct,
@@ -133,6 +139,7 @@ export function streamIndexerStatements(
     streamArn: string;
     indexTable: dynamodb.ITable;
     failureQueue: sqs.IQueue;
+    expiryEvents?: ExpiryEventsOptions;
     writeOwnLogs: iam.PolicyStatement;
   },
 ): iam.PolicyStatement[] {
@@ -140,9 +147,15 @@ export function streamIndexerStatements(
   const statements = [
     new iam.PolicyStatement({
       sid: 'DescribeTable',
-      // The start-up check and the table's key schema, which each entry's key follows. The
-      // indexer never writes the application's table.
+      // The start-up check and the table's key schema, which each entry's key follows.
       actions: ['dynamodb:DescribeTable'],
+      resources: [table.tableArn],
+    }),
+    new iam.PolicyStatement({
+      sid: 'DeleteExpiredItems',
+      // An item whose record shows a ttl already passed is deleted as it is indexed, through the
+      // sweeper's delete path: a DeleteItem conditional on that ttl. Never a put or an update.
+      actions: ['dynamodb:DeleteItem'],
       resources: [table.tableArn],
     }),
     new iam.PolicyStatement({
@@ -162,8 +175,12 @@ export function streamIndexerStatements(
       actions: ['sqs:SendMessage'],
       resources: [failureQueue.queueArn],
     }),
+    // The expiry events of the items it deletes, with the sweeper's grants for them: the sink,
+    // and BatchGetItem on the table in any mode.
+    ...expiryEventStatements(resources.expiryEvents, table.tableArn),
   ];
-  // A table encrypted with a customer managed key: its stream is read with that key.
+  // A table encrypted with a customer managed key: its stream is read, and its items read and
+  // deleted, with that key (the same actions as the sweeper's).
   if (table.encryptionKey) statements.push(tableKeyStatement(scope, 'TableKey', table.encryptionKey));
   return statements;
 }

@@ -184,7 +184,7 @@ export interface SweptTable {
   /**
    * Where this table's expiry events go, in place of the sweeper's `expiryEvents` (the whole of
    * it: sink, mode and item). The function may send to this sink, and read this table's items
-   * when the options need it.
+   * (`dynamodb:BatchGetItem` on this table, in any mode).
    *
    * @default - the sweeper's `expiryEvents`
    */
@@ -416,7 +416,9 @@ export interface TtlSweeperProps {
   /**
    * Publish an event for every item the sweeper expires (`EXPIRY_EVENTS`,
    * `EXPIRY_EVENTS_MODE`, `EXPIRY_EVENTS_ITEM`), to exactly one sink, with permission to send to
-   * that sink only. `ExpiryEventsMode.ARCHIVE` needs `deleteMode: DeleteMode.CONDITIONAL`.
+   * that sink only, and `dynamodb:BatchGetItem` on the table in any mode: the reads of
+   * `ExpiryEventsItem.READ` and archive mode, and the read that settles a delete whose answer was
+   * lost. `ExpiryEventsMode.ARCHIVE` needs `deleteMode: DeleteMode.CONDITIONAL`.
    *
    * @default - no expiry events
    */
@@ -437,7 +439,9 @@ export interface TtlSweeperProps {
    * on-demand, native TTL on `expires`, removal policy `DESTROY`) and a second function from the
    * same code (the stream indexer), which reads the stream through an event source mapping and
    * writes one small entry per item and ttl into the expiry index table; it never writes the
-   * application's table. The sweeper reads its windows from the expiry index table
+   * application's items, and deletes those written already expired as it indexes them, as a
+   * sweep would (`DELETE_WHEN_INDEXED`, set to `false` with `leaderLease`: then only the lease
+   * holder's sweeps delete). The sweeper reads its windows from the expiry index table
    * (`EXPIRY_INDEX_TABLE`, given to both functions), removes the entries it has handled, and
    * only ever deletes from the application's table; `indexName` is not used and may not be given.
    *
@@ -452,9 +456,10 @@ export interface TtlSweeperProps {
    * attribute as a Number, reports failed records by sequence number (`ReportBatchItemFailures`),
    * bisects a failing batch, retries a record at most 10 times and for at most an hour, then
    * sends its description to an on-failure queue (SQS, encrypted, TLS only, 14 days). The new
-   * function gets its own role (`dynamodb:DescribeTable` on the table, `dynamodb:DescribeTable`
-   * and `dynamodb:BatchWriteItem` on the expiry index table, stream read on the table's stream
-   * only), log group, and an `IteratorAge` alarm.
+   * function gets its own role (`dynamodb:DescribeTable` and `dynamodb:DeleteItem` on the table,
+   * `dynamodb:DescribeTable` and `dynamodb:BatchWriteItem` on the expiry index table, stream read
+   * on the table's stream only, and with `expiryEvents` the sweeper's send to the sink and
+   * `dynamodb:BatchGetItem` on the table), log group, and an `IteratorAge` alarm.
    *
    * On a global table, each Region's stack has an expiry index table of its own, which its own
    * indexer fills from its own replica's stream: the index table is not replicated.
@@ -474,6 +479,8 @@ export interface TtlSweeperProps {
    *
    * Needs `checkpoint`; from 5 to 3600 seconds, and at least two ticks: two `tickSeconds` in tick
    * mode, else two schedule periods. A longer lease means a longer pause of the sweeps after its holder stops.
+   * With `followStream` the stream indexer, whose function holds no lease, gets
+   * `DELETE_WHEN_INDEXED=false`: the items written already expired are left to the holder's sweeps.
    *
    * @default - off: every sweeper sweeps
    */

@@ -25,7 +25,7 @@ export interface StreamIndexer {
 
 /**
  * The sweeper's settings the stream indexer gets too: the table, the expiry index table, the
- * layout and the metrics.
+ * layout, the metrics, and the expiry events of the items it deletes as it indexes them.
  */
 const STREAM_SETTINGS = [
   'TABLE_NAME',
@@ -38,6 +38,9 @@ const STREAM_SETTINGS = [
   'MAX_CONCURRENCY',
   'MAX_RETRIES',
   'METRICS_NAMESPACE',
+  'EXPIRY_EVENTS',
+  'EXPIRY_EVENTS_MODE',
+  'EXPIRY_EVENTS_ITEM',
 ];
 
 /**
@@ -80,8 +83,8 @@ export function newIndexTable(scope: Construct): dynamodb.Table {
 /**
  * The stream indexer in `scope`: its failure queue, log group, role and policy, and the function
  * (the sweeper's code and configuration, without the schedule's settings) writing the table's
- * items' entries into the expiry index table, and the event source mapping from the table's
- * stream.
+ * items' entries into the expiry index table and deleting the items written already expired, and
+ * the event source mapping from the table's stream.
  */
 export function streamIndexer(
   scope: Construct,
@@ -108,27 +111,34 @@ export function streamIndexer(
   const { logGroup, role } = logsAndRole(
     scope,
     props,
-    "ttl-sweeper stream indexer: read the table's stream, write entries into the expiry index table, write its logs",
+    "ttl-sweeper stream indexer: read the table's stream, write entries into the expiry index table, " +
+      'delete items written already expired, write its logs',
   );
   const statements = streamIndexerStatements(scope, {
     table,
     streamArn,
     indexTable,
     failureQueue: queue,
+    expiryEvents: settings.expiryEvents,
     writeOwnLogs: writeOwnLogs(logGroup),
   });
   const policy = new iam.Policy(scope, 'Policy', { statements });
   policy.attachToRole(role);
 
   // The sweeper's configuration but the sweep's own settings: the schedule, tick mode, lookback,
-  // shard range and checkpoint, and the expiry events (the indexer deletes nothing).
-  const environment = Object.fromEntries(
+  // shard range, checkpoint and lease.
+  const environment: Record<string, string> = Object.fromEntries(
     STREAM_SETTINGS.filter((v) => sweeperEnvironment[v] !== undefined).map((v) => [v, sweeperEnvironment[v]]),
   );
+  // With a lease only its holder deletes, and this function holds none: an item written already
+  // expired is left to the holder's next sweep (on a global table each Region runs an indexer).
+  if (settings.leaderLeaseSeconds !== undefined) {
+    environment.DELETE_WHEN_INDEXED = 'false';
+  }
   const fn = new lambda.Function(scope, 'Function', {
     description:
       "ttl-sweeper stream indexer: writes one small entry per item and ttl into the sweeper's expiry index table; " +
-      "never writes the application's table",
+      "never writes the application's items, deletes those written already expired",
     runtime: lambda.Runtime.PROVIDED_AL2023,
     architecture: lambda.Architecture.ARM_64,
     handler: 'bootstrap',

@@ -37,9 +37,22 @@ locals {
   events_to_bus       = local.events == null ? false : local.events.event_bus_arn != null
   events_to_queue     = local.events == null ? false : local.events.queue_arn != null
   events_to_firehose  = local.events == null ? false : local.events.delivery_stream_name != null
-  events_read_items   = local.events == null ? false : local.events.item == "read" || local.events.mode == "archive"
   events_sink         = local.events_to_bus ? "eventbridge:${local.events.event_bus_arn}" : local.events_to_queue ? "sqs:${local.events.queue_url}" : local.events_to_firehose ? "firehose:${local.events.delivery_stream_name}" : null
   firehose_stream_arn = local.events_to_firehose ? "arn:${local.partition}:firehose:${local.region}:${local.account_id}:deliverystream/${local.events.delivery_stream_name}" : null
+
+  # What publishing the events needs, for the sweeper and the stream indexer alike (their policy
+  # documents take these statements): the send to the sink, on its ARN only, with the use of a
+  # queue's customer managed key; and BatchGetItem on the table, in any mode: the items read
+  # before their events are built (item read), read again when an accepted expiry's delete failed
+  # (archive mode), and in either mode the read that settles a delete whose answer was lost.
+  events_statements = [for s in [
+    { sid = "ExpiryEventsPutEvents", enabled = local.events_to_bus, actions = ["events:PutEvents"], resources = [try(local.events.event_bus_arn, null)] },
+    # SendMessageBatch is authorized as sqs:SendMessage.
+    { sid = "ExpiryEventsSendMessage", enabled = local.events_to_queue, actions = ["sqs:SendMessage"], resources = [try(local.events.queue_arn, null)] },
+    { sid = "ExpiryEventsQueueKey", enabled = local.events_to_queue && try(local.events.queue_kms_key_arn, null) != null, actions = ["kms:GenerateDataKey", "kms:Decrypt"], resources = [try(local.events.queue_kms_key_arn, null)] },
+    { sid = "ExpiryEventsPutRecords", enabled = local.events_to_firehose, actions = ["firehose:PutRecord", "firehose:PutRecordBatch"], resources = [local.firehose_stream_arn] },
+    { sid = "ExpiryEventsReadItems", enabled = local.events != null, actions = ["dynamodb:BatchGetItem"], resources = [local.table_arn] },
+  ] : s if s.enabled]
 
   # The sweeper's environment (docs/configuration.md); a null value leaves the variable out.
   sweeper_environment_all = {
@@ -67,9 +80,15 @@ locals {
   sweeper_environment = { for k, v in local.sweeper_environment_all : k => v if v != null }
 
   # The stream indexer gets the sweeper's configuration but the sweep's own settings (schedule,
-  # tick mode, lookback, checkpoint, expiry events): it does not sweep, delete or publish.
-  stream_settings    = ["TABLE_NAME", "EXPIRY_INDEX_TABLE", "TTL_ATTRIBUTE", "WINDOW_ATTRIBUTE", "WINDOW_SECONDS", "WINDOW_SHARDS", "DELETE_MODE", "MAX_CONCURRENCY", "MAX_RETRIES", "METRICS_NAMESPACE"]
-  stream_environment = { for k, v in local.sweeper_environment : k => v if contains(local.stream_settings, k) }
+  # tick mode, lookback, checkpoint, lease): it does not sweep, but deletes the items written
+  # already expired as it indexes them, with their expiry events. With a lease only its holder
+  # deletes, and the indexer's function holds none (each Region runs an indexer): such an item is
+  # left to the holder's next sweep.
+  stream_settings = ["TABLE_NAME", "EXPIRY_INDEX_TABLE", "TTL_ATTRIBUTE", "WINDOW_ATTRIBUTE", "WINDOW_SECONDS", "WINDOW_SHARDS", "DELETE_MODE", "MAX_CONCURRENCY", "MAX_RETRIES", "METRICS_NAMESPACE", "EXPIRY_EVENTS", "EXPIRY_EVENTS_MODE", "EXPIRY_EVENTS_ITEM"]
+  stream_environment = merge(
+    { for k, v in local.sweeper_environment : k => v if contains(local.stream_settings, k) },
+    var.leader_lease_seconds != null ? { DELETE_WHEN_INDEXED = "false" } : {},
+  )
 
   # The release zip: a local file, or an S3 object.
   package_hash = var.local_existing_package != null ? filebase64sha256(var.local_existing_package) : null
@@ -265,51 +284,13 @@ data "aws_iam_policy_document" "sweeper" {
     }
   }
 
+  # The expiry events: the sink, and the items read in any mode.
   dynamic "statement" {
-    for_each = local.events_to_bus ? [1] : []
+    for_each = local.events_statements
     content {
-      sid       = "ExpiryEventsPutEvents"
-      actions   = ["events:PutEvents"]
-      resources = [local.events.event_bus_arn]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = local.events_to_queue ? [1] : []
-    content {
-      sid = "ExpiryEventsSendMessage"
-      # SendMessageBatch is authorized as sqs:SendMessage.
-      actions   = ["sqs:SendMessage"]
-      resources = [local.events.queue_arn]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = local.events_to_queue && try(local.events.queue_kms_key_arn, null) != null ? [1] : []
-    content {
-      sid       = "ExpiryEventsQueueKey"
-      actions   = ["kms:GenerateDataKey", "kms:Decrypt"]
-      resources = [local.events.queue_kms_key_arn]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = local.events_to_firehose ? [1] : []
-    content {
-      sid       = "ExpiryEventsPutRecords"
-      actions   = ["firehose:PutRecord", "firehose:PutRecordBatch"]
-      resources = [local.firehose_stream_arn]
-    }
-  }
-
-  # The items read for their events (item read), or read again in archive mode when their expiry
-  # was accepted but their delete failed.
-  dynamic "statement" {
-    for_each = local.events_read_items ? [1] : []
-    content {
-      sid       = "ExpiryEventsReadItems"
-      actions   = ["dynamodb:BatchGetItem"]
-      resources = [local.table_arn]
+      sid       = statement.value.sid
+      actions   = statement.value.actions
+      resources = statement.value.resources
     }
   }
 
@@ -546,7 +527,7 @@ resource "aws_iam_role" "stream" {
   count = var.follow_stream ? 1 : 0
 
   name               = "${local.name}-stream-indexer"
-  description        = "ttl-sweeper stream indexer: read the table's stream, write entries into the expiry index table, write its logs"
+  description        = "ttl-sweeper stream indexer: read the table's stream, write entries into the expiry index table, delete items written already expired, write its logs"
   assume_role_policy = data.aws_iam_policy_document.lambda_assume_role.json
   tags               = var.tags
 }
@@ -556,9 +537,16 @@ data "aws_iam_policy_document" "stream" {
 
   statement {
     sid = "DescribeTable"
-    # The start-up check and the table's key schema, which each entry's key follows. The
-    # indexer never writes the application's table.
+    # The start-up check and the table's key schema, which each entry's key follows.
     actions   = ["dynamodb:DescribeTable"]
+    resources = [local.table_arn]
+  }
+
+  statement {
+    sid = "DeleteExpiredItems"
+    # An item whose record shows a ttl already passed is deleted as it is indexed, through the
+    # sweeper's delete path: a DeleteItem conditional on that ttl. Never a put or an update.
+    actions   = ["dynamodb:DeleteItem"]
     resources = [local.table_arn]
   }
 
@@ -587,7 +575,19 @@ data "aws_iam_policy_document" "stream" {
     resources = [aws_sqs_queue.stream_failures[0].arn]
   }
 
-  # A table encrypted with a customer managed key: its stream is read with that key.
+  # The expiry events of the items it deletes, as the sweeper's: the sink, and the items read in
+  # any mode.
+  dynamic "statement" {
+    for_each = local.events_statements
+    content {
+      sid       = statement.value.sid
+      actions   = statement.value.actions
+      resources = statement.value.resources
+    }
+  }
+
+  # A table encrypted with a customer managed key: its stream is read, and its items read and
+  # deleted, with that key.
   dynamic "statement" {
     for_each = var.table_kms_key_arn != null ? [1] : []
     content {
@@ -621,7 +621,7 @@ resource "aws_lambda_function" "stream" {
   count = var.follow_stream ? 1 : 0
 
   function_name     = "${local.name}-stream-indexer"
-  description       = "ttl-sweeper stream indexer: writes one small entry per item and ttl into the sweeper's expiry index table; never writes the application's table"
+  description       = "ttl-sweeper stream indexer: writes one small entry per item and ttl into the sweeper's expiry index table; never writes the application's items, deletes those written already expired"
   role              = aws_iam_role.stream[0].arn
   runtime           = "provided.al2023"
   architectures     = ["arm64"]

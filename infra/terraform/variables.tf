@@ -39,7 +39,7 @@ variable "table_kms_key_arn" {
 # ---------------------------------------------------------------- how the sweeper finds items
 
 variable "follow_stream" {
-  description = "Writers unchanged: create the sweeper's own expiry index table (EXPIRY_INDEX_TABLE) and the stream indexer, a second function that reads the table's stream (table_stream_arn) and writes one small entry per item and ttl into it. The table then needs no index and no window attribute. False: the table has the (window, ttl) index index_name, which the writers fill."
+  description = "Writers unchanged: create the sweeper's own expiry index table (EXPIRY_INDEX_TABLE) and the stream indexer, a second function that reads the table's stream (table_stream_arn) and writes one small entry per item and ttl into it, deleting the items written already expired as it indexes them. The table then needs no index and no window attribute. False: the table has the (window, ttl) index index_name, which the writers fill."
   type        = bool
   default     = false
 }
@@ -295,7 +295,7 @@ variable "max_catch_up_seconds" {
 }
 
 variable "leader_lease_seconds" {
-  description = "Sweep only while holding a lease kept in the checkpoint table (LEADER_LEASE), 5 to 3600 seconds and at least two ticks (2 x tick_seconds) in tick mode, else two schedule periods. For sweepers in several Regions of one global table: the checkpoint table must then be a global table replicated in each of them. Null: every sweeper sweeps."
+  description = "Sweep only while holding a lease kept in the checkpoint table (LEADER_LEASE), 5 to 3600 seconds and at least two ticks (2 x tick_seconds) in tick mode, else two schedule periods. For sweepers in several Regions of one global table: the checkpoint table must then be a global table replicated in each of them. With follow_stream the stream indexer, which holds no lease, gets DELETE_WHEN_INDEXED=false. Null: every sweeper sweeps."
   type        = number
   default     = null
 

@@ -6,9 +6,10 @@ terraform {
   required_providers {
     aws = {
       source = "hashicorp/aws"
-      # 5.100: data.aws_region's `region` attribute (`name` is deprecated from 6.0); Lambda's
-      # logging_config (5.32) and aws_scheduler_schedule (4.65) are older.
-      version = ">= 5.100.0"
+      # 6.0: data.aws_region's `region` attribute, added in 6.0, which deprecated `name` for it
+      # (5.x has only `name` and `id`); Lambda's logging_config (5.32) and aws_scheduler_schedule
+      # (4.65) are older.
+      version = ">= 6.0.0"
     }
   }
 }

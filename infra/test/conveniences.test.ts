@@ -196,6 +196,7 @@ test("the construct's defaults are the binary's SETTINGS defaults", () => {
     'CHECKPOINT_TABLE', 'MAX_CATCHUP', 'SHARD_RANGE', 'EXPIRY_EVENTS', 'EXPIRY_EVENTS_MODE', 'EXPIRY_EVENTS_ITEM',
     'TABLES', 'LEADER_LEASE', // set only with several tables, or a lease
     'EXPIRY_INDEX_TABLE', // set only with followStream, in place of INDEX_NAME
+    'DELETE_WHEN_INDEXED', // set (false) only on the stream indexer, with a lease
   ];
   assert.deepEqual(Object.keys(plain).sort(), [...defaults.keys()].filter((v) => !notSet.includes(v)).sort());
   for (const [name, value] of Object.entries(plain)) {

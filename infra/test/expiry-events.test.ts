@@ -1,6 +1,7 @@
 // Expiry event sinks: each sets EXPIRY_EVENTS / EXPIRY_EVENTS_MODE (and EXPIRY_EVENTS_ITEM when
 // given) and lets the function send to that sink only; exactly one sink; archive mode only with
-// conditional deletes; BatchGetItem on the table only when the items are read (and, apart from events, for batch mode's re-read of stale keys).
+// conditional deletes; BatchGetItem on the table with expiry events in any mode (and, apart from
+// events, for batch mode's re-read of stale keys), never without.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -56,7 +57,7 @@ test('an event bus: eventbridge:<bus ARN>, notify by default, events:PutEvents o
   assert.equal(resolve(stack, vars.EXPIRY_EVENTS), JSON.stringify({ 'Fn::Join': ['', ['eventbridge:', { 'Fn::GetAtt': [busId(template), 'Arn'] }]] }));
   assert.equal(vars.EXPIRY_EVENTS_MODE, 'notify');
   const [s] = sinkStatements(template);
-  assert.deepEqual(Object.keys(s), ['ExpiryEventsPutEvents']);
+  assert.deepEqual(Object.keys(s).sort(), ['ExpiryEventsPutEvents', 'ExpiryEventsReadItems']);
   assert.equal(s.ExpiryEventsPutEvents.Action, 'events:PutEvents');
   assert.deepEqual(s.ExpiryEventsPutEvents.Resource, { 'Fn::GetAtt': [busId(template), 'Arn'] });
   assertNoWildcard(template);
@@ -99,7 +100,7 @@ test('a queue with a key of your own gets that key; an SQS-managed one no key st
   const [s] = sinkStatements(own.template);
   assert.match(JSON.stringify(s.ExpiryEventsQueueKey.Resource), /"Mine[0-9A-F]+"/);
   const managed = withSink((st) => ({ queue: new sqs.Queue(st, 'Expiries', { encryption: sqs.QueueEncryption.SQS_MANAGED }) }));
-  assert.deepEqual(Object.keys(sinkStatements(managed.template)[0]), ['ExpiryEventsSendMessage']);
+  assert.deepEqual(Object.keys(sinkStatements(managed.template)[0]).sort(), ['ExpiryEventsReadItems', 'ExpiryEventsSendMessage']);
   const imported = withSink((st) => ({
     queue: sqs.Queue.fromQueueArn(st, 'Imported', `arn:aws:sqs:${env.region}:${env.account}:expiries`),
   }));
@@ -127,7 +128,7 @@ test('every function of several sweepers gets the sink and its permission', () =
   const { template } = withSink((s) => ({ eventBus: new events.EventBus(s, 'Expiries') }), { windowShards: 12, sweepers: 3 });
   const sinks = sinkStatements(template);
   assert.equal(sinks.length, 3);
-  for (const s of sinks) assert.deepEqual(Object.keys(s), ['ExpiryEventsPutEvents']);
+  for (const s of sinks) assert.deepEqual(Object.keys(s).sort(), ['ExpiryEventsPutEvents', 'ExpiryEventsReadItems']);
   for (const f of sweeperFunctions(template)) assert.equal(f.Properties.Environment.Variables.EXPIRY_EVENTS_MODE, 'notify');
 });
 
@@ -186,7 +187,7 @@ test('item: EXPIRY_EVENTS_ITEM only when given, with the value the function read
   }
 });
 
-test('item READ or archive mode: dynamodb:BatchGetItem on the table ARN only, for every function; nothing else grants it but the re-read of stale keys in batch mode', () => {
+test('with expiry events, dynamodb:BatchGetItem on the table ARN only, for every function, in any mode and whatever the item; nothing else grants it but the re-read of stale keys in batch mode', () => {
   const { template } = withSink(
     (s) => ({ queue: new sqs.Queue(s, 'Expiries'), mode: ExpiryEventsMode.ARCHIVE, item: ExpiryEventsItem.READ }),
     { deleteMode: DeleteMode.CONDITIONAL, windowShards: 4, sweepers: 2 },
@@ -202,29 +203,37 @@ test('item READ or archive mode: dynamodb:BatchGetItem on the table ARN only, fo
   }
   assertNoWildcard(template);
 
-  // Archive mode reads the items whose expiry was accepted but whose delete failed: granted
-  // whatever the item setting.
-  for (const item of [undefined, ExpiryEventsItem.AUTO, ExpiryEventsItem.OFF]) {
-    const archive = withSink(
-      (s) => ({ eventBus: new events.EventBus(s, 'Expiries'), mode: ExpiryEventsMode.ARCHIVE, item }),
-      { deleteMode: DeleteMode.CONDITIONAL },
-    );
-    const [a] = sinkStatements(archive.template);
-    assert.deepEqual(Object.keys(a).sort(), ['ExpiryEventsPutEvents', 'ExpiryEventsReadItems'], String(item));
-    assert.equal(a.ExpiryEventsReadItems.Resource, tableArn);
+  // Item read reads the items before their events are built, archive mode those whose expiry was
+  // accepted but whose delete failed, and in either mode a delete whose answer was lost (a
+  // timeout, a 5xx) is settled by a read: granted in both modes, whatever the item setting, for
+  // conditional deletes too (the only BatchGetItem they get).
+  for (const mode of [undefined, ExpiryEventsMode.NOTIFY, ExpiryEventsMode.ARCHIVE]) {
+    for (const item of [undefined, ExpiryEventsItem.AUTO, ExpiryEventsItem.READ, ExpiryEventsItem.OFF]) {
+      const what = `mode ${mode}, item ${item}`;
+      const built = withSink((s) => ({ eventBus: new events.EventBus(s, 'Expiries'), mode, item }), {
+        deleteMode: DeleteMode.CONDITIONAL,
+      });
+      const [a] = sinkStatements(built.template);
+      assert.deepEqual(Object.keys(a).sort(), ['ExpiryEventsPutEvents', 'ExpiryEventsReadItems'], what);
+      assert.equal(a.ExpiryEventsReadItems.Action, 'dynamodb:BatchGetItem', what);
+      assert.equal(a.ExpiryEventsReadItems.Resource, tableArn, what);
+      const reads = Object.entries(statements(built.template, sweeperFunctions(built.template)[0].Properties.Role['Fn::GetAtt'][0]))
+        .filter(([, st]) => [st.Action].flat().includes('dynamodb:BatchGetItem'))
+        .map(([sid]) => sid);
+      assert.deepEqual(reads, ['ExpiryEventsReadItems'], what);
+    }
   }
+  // Batch deletes with events: the events' read beside the re-read of stale keys, both on the table.
+  const batch = withSink((s) => ({ eventBus: new events.EventBus(s, 'Expiries') }));
+  const b = statements(batch.template, sweeperFunctions(batch.template)[0].Properties.Role['Fn::GetAtt'][0]);
+  assert.deepEqual([b.ExpiryEventsReadItems.Resource, b.ConfirmKeysInTable.Resource], [tableArn, tableArn]);
 
-  for (const item of [undefined, ExpiryEventsItem.AUTO, ExpiryEventsItem.OFF]) {
-    const other = withSink((s) => ({ eventBus: new events.EventBus(s, 'Expiries'), item }), {
-      deleteMode: DeleteMode.CONDITIONAL,
-    });
-    assert.deepEqual(Object.keys(sinkStatements(other.template)[0]), ['ExpiryEventsPutEvents'], String(item));
-    const everything = JSON.stringify(other.template.findResources('AWS::IAM::Policy'));
-    assert.ok(!everything.includes('BatchGetItem'), `BatchGetItem granted with item ${item}`);
-  }
+  // Without expiry events, conditional deletes read nothing.
+  const none = synth({ deleteMode: DeleteMode.CONDITIONAL });
+  assert.ok(!JSON.stringify(none.template.findResources('AWS::IAM::Policy')).includes('BatchGetItem'), 'BatchGetItem granted without events');
 });
 
-test('item not known at synthesis (a parameter): the read is granted, as it may be READ', () => {
+test('item not known at synthesis (a parameter): the read is granted, as for any item', () => {
   const { template } = withSink((s) => ({
     eventBus: new events.EventBus(s, 'Expiries'),
     item: new cdk.CfnParameter(s, 'Item', { allowedValues: ['auto', 'read', 'off'] }).valueAsString as ExpiryEventsItem,

@@ -1,17 +1,20 @@
 // followStream: the expiry index table, the stream indexer function on the table's stream, its
 // event source mapping and filter, the IAM of both functions (the indexer writes the index table
-// only, the sweeper queries no index of the table), the on-failure queue and the alarms; the
-// tables and props it refuses; nothing of it without the prop.
+// only and deletes items of the table, never puts or updates one; the sweeper queries no index of
+// the table), the indexer's expiry events and DELETE_WHEN_INDEXED, the on-failure queue and the
+// alarms; the tables and props it refuses; nothing of it without the prop.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as cdk from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as firehose from 'aws-cdk-lib/aws-kinesisfirehose';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
-import { Checkpoint, DeleteMode, TtlSweeper, type TtlSweeperProps } from '../src';
+import { Checkpoint, DeleteMode, ExpiryEventsItem, ExpiryEventsMode, TtlSweeper, type ExpiryEventsOptions, type TtlSweeperProps } from '../src';
 import { assetDir, env, logicalId, nagViolations, newStack, statements } from './support';
 
 const STREAM_ARN = `arn:aws:dynamodb:${env.region}:${env.account}:table/sessions/stream/2026-11-26T00:00:00.000`;
@@ -271,15 +274,18 @@ test('the filter keeps INSERT and MODIFY with a Number ttl, and drops the rest',
 
 // ---------------------------------------------------------------- IAM
 
-test("the stream indexer's IAM: DescribeTable on the table, entries written to the index table, stream read on its stream, its logs and queue; nothing else", () => {
+test("the stream indexer's IAM: DescribeTable and DeleteItem on the table, entries written to the index table, stream read on its stream, its logs and queue; nothing else", () => {
   const { template } = following();
   const role = logicalId(template, 'AWS::IAM::Role', 'SweeperStreamRole');
   const s = statements(template, role);
-  assert.deepEqual(Object.keys(s).sort(), ['DescribeTable', 'ReadTableStream', 'StreamFailures', 'WriteIndexEntries', 'WriteOwnLogs']);
+  assert.deepEqual(Object.keys(s).sort(), ['DeleteExpiredItems', 'DescribeTable', 'ReadTableStream', 'StreamFailures', 'WriteIndexEntries', 'WriteOwnLogs']);
   const tableArn = { 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:dynamodb:${env.region}:${env.account}:table/sessions`]] };
   const indexArn = { 'Fn::GetAtt': [logicalId(template, 'AWS::DynamoDB::Table', 'SweeperExpiryIndex'), 'Arn'] };
   assert.equal(s.DescribeTable.Action, 'dynamodb:DescribeTable');
   assert.deepEqual(s.DescribeTable.Resource, tableArn);
+  // Items written already expired, deleted as they are indexed: DeleteItem alone.
+  assert.equal(s.DeleteExpiredItems.Action, 'dynamodb:DeleteItem');
+  assert.deepEqual(s.DeleteExpiredItems.Resource, tableArn);
   assert.deepEqual(s.WriteIndexEntries.Action, ['dynamodb:DescribeTable', 'dynamodb:BatchWriteItem']);
   assert.deepEqual(s.WriteIndexEntries.Resource, indexArn);
   assert.deepEqual(s.ReadTableStream.Action, ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams']);
@@ -294,21 +300,27 @@ test("the stream indexer's IAM: DescribeTable on the table, entries written to t
   assert.equal(template.findResources('AWS::IAM::Role')[role].Properties.ManagedPolicyArns, undefined);
   assert.doesNotMatch(JSON.stringify(policies[0][1].Properties.PolicyDocument), /\*/);
 
-  // Whatever the settings, the indexer never writes, reads or deletes an item of any table.
-  for (const props of [{}, { deleteMode: DeleteMode.CONDITIONAL }, { checkpoint: Checkpoint.newTable() }, { windowShards: 4, sweepers: 2 }]) {
+  // Whatever the settings (expiry events aside), the indexer never puts, updates or reads an item
+  // of any table: of the application's table it deletes items, its one write, and writes entries
+  // into the index table only.
+  const leased = { checkpoint: Checkpoint.newTable(), leaderLease: cdk.Duration.seconds(10) };
+  for (const props of [{}, { deleteMode: DeleteMode.CONDITIONAL }, { checkpoint: Checkpoint.newTable() }, leased, { windowShards: 4, sweepers: 2 }]) {
     const built = following(props);
     const actions = grants(built.template, 'SweeperStreamRole');
-    const dynamo = actions.filter((g) => g.action.startsWith('dynamodb:')).map((g) => `${g.sid} ${g.action}`).sort();
+    const builtIndexArn = { 'Fn::GetAtt': [logicalId(built.template, 'AWS::DynamoDB::Table', 'SweeperExpiryIndex'), 'Arn'] };
+    const names = new Map([[JSON.stringify(tableArn), 'table'], [JSON.stringify(builtIndexArn), 'index table'], [JSON.stringify(STREAM_ARN), 'stream']]);
+    const dynamo = actions.filter((g) => g.action.startsWith('dynamodb:')).map((g) => `${g.sid} ${g.action} ${names.get(g.resource) ?? g.resource}`).sort();
     assert.deepEqual(dynamo, [
-      'DescribeTable dynamodb:DescribeTable',
-      'ReadTableStream dynamodb:DescribeStream',
-      'ReadTableStream dynamodb:GetRecords',
-      'ReadTableStream dynamodb:GetShardIterator',
-      'ReadTableStream dynamodb:ListStreams',
-      'WriteIndexEntries dynamodb:BatchWriteItem',
-      'WriteIndexEntries dynamodb:DescribeTable',
+      'DeleteExpiredItems dynamodb:DeleteItem table',
+      'DescribeTable dynamodb:DescribeTable table',
+      'ReadTableStream dynamodb:DescribeStream stream',
+      'ReadTableStream dynamodb:GetRecords stream',
+      'ReadTableStream dynamodb:GetShardIterator stream',
+      'ReadTableStream dynamodb:ListStreams stream',
+      'WriteIndexEntries dynamodb:BatchWriteItem index table',
+      'WriteIndexEntries dynamodb:DescribeTable index table',
     ], JSON.stringify(Object.keys(props)));
-    for (const forbidden of ['UpdateItem', 'DeleteItem', 'PutItem', 'BatchGetItem', 'GetItem', 'Query', 'Scan']) {
+    for (const forbidden of ['UpdateItem', 'PutItem', 'BatchGetItem', 'GetItem', 'Query', 'Scan']) {
       assert.ok(!actions.some((g) => g.action === `dynamodb:${forbidden}`), forbidden);
     }
   }
@@ -364,19 +376,75 @@ test("the sweeper's IAM with followStream: no Query on the table or its indexes;
   assert.ok(s.ReadExpiryIndex && s.RemoveIndexEntries && !s.QueryExpiryIndex);
 });
 
-test('expiry events: published by the sweeper only; the stream indexer, which deletes nothing, has no sink or its settings', () => {
-  const stack = newStack();
-  const queue = new sqs.Queue(stack, 'Expiries', { enforceSSL: true });
-  const { sweeper, template } = following({ expiryEvents: { queue } }, stack);
-  const [stream, sweep] = [variables(stack, sweeper.streamFunction!), variables(stack, sweeper.function)];
-  assert.ok(Object.keys(sweep).includes('EXPIRY_EVENTS'));
-  assert.deepEqual(Object.keys(stream).filter((k) => k.startsWith('EXPIRY_EVENTS')), []);
-  const send = (role: string) =>
-    Object.values(statements(template, logicalId(template, 'AWS::IAM::Role', role))).filter((st) =>
-      JSON.stringify(st.Resource).includes(logicalId(template, 'AWS::SQS::Queue', 'Expiries')),
-    );
-  assert.equal(send('SweeperRole').length, 1);
-  assert.deepEqual(send('SweeperStreamRole'), []);
+test("expiry events: the stream indexer publishes those of the items it deletes as the sweeper does, with its settings and grants: the sink, and the table read in any mode", () => {
+  const cases: { what: string; sink: (stack: cdk.Stack) => ExpiryEventsOptions; props: Partial<TtlSweeperProps>; sids: string[]; mode: string; item?: string }[] = [
+    {
+      what: 'a bus, notify',
+      sink: (stack) => ({ eventBus: events.EventBus.fromEventBusName(stack, 'Bus', 'default') }),
+      props: {},
+      sids: ['ExpiryEventsPutEvents'],
+      mode: 'notify',
+    },
+    {
+      what: 'a KMS-encrypted queue, archive, items read',
+      sink: (stack) => ({
+        queue: new sqs.Queue(stack, 'Expiries', { encryption: sqs.QueueEncryption.KMS, enforceSSL: true }),
+        mode: ExpiryEventsMode.ARCHIVE,
+        item: ExpiryEventsItem.READ,
+      }),
+      props: { deleteMode: DeleteMode.CONDITIONAL },
+      sids: ['ExpiryEventsQueueKey', 'ExpiryEventsSendMessage'],
+      mode: 'archive',
+      item: 'read',
+    },
+    {
+      what: 'a delivery stream, no item',
+      sink: (stack) => ({ deliveryStream: firehose.DeliveryStream.fromDeliveryStreamName(stack, 'Archive', 'expired-items'), item: ExpiryEventsItem.OFF }),
+      props: { deleteMode: DeleteMode.CONDITIONAL },
+      sids: ['ExpiryEventsPutRecords'],
+      mode: 'notify',
+      item: 'off',
+    },
+  ];
+  for (const { what, sink, props, sids, mode, item } of cases) {
+    const stack = newStack();
+    const { sweeper, template } = following({ expiryEvents: sink(stack), ...props }, stack);
+    // The sweeper's EXPIRY_EVENTS, EXPIRY_EVENTS_MODE and EXPIRY_EVENTS_ITEM (those it has).
+    const [stream, sweep] = [variables(stack, sweeper.streamFunction!), variables(stack, sweeper.function)];
+    const eventVariables = (vars: Record<string, any>) => Object.fromEntries(Object.entries(vars).filter(([k]) => k.startsWith('EXPIRY_EVENTS')));
+    assert.ok(sweep.EXPIRY_EVENTS, what);
+    assert.deepEqual(eventVariables(stream), eventVariables(sweep), what);
+    assert.deepEqual([stream.EXPIRY_EVENTS_MODE, stream.EXPIRY_EVENTS_ITEM], [mode, item], what);
+    // The sweeper's statements for the events, the same for both roles: the sink, and
+    // BatchGetItem on the table whatever the mode (a delete whose answer was lost is settled by a
+    // read, by either function).
+    const ofRole = (role: string) =>
+      Object.fromEntries(Object.entries(statements(template, logicalId(template, 'AWS::IAM::Role', role))).filter(([sid]) => sid.startsWith('ExpiryEvents')));
+    const [indexer, sweeping] = [ofRole('SweeperStreamRole'), ofRole('SweeperRole')];
+    assert.deepEqual(Object.keys(indexer).sort(), [...sids, 'ExpiryEventsReadItems'].sort(), what);
+    assert.deepEqual(Object.keys(sweeping).sort(), Object.keys(indexer).sort(), what);
+    for (const sid of Object.keys(indexer)) assert.deepEqual(indexer[sid], sweeping[sid], `${what}: ${sid}`);
+    assert.equal(indexer.ExpiryEventsReadItems.Action, 'dynamodb:BatchGetItem');
+    assert.deepEqual(indexer.ExpiryEventsReadItems.Resource, statements(template, logicalId(template, 'AWS::IAM::Role', 'SweeperStreamRole')).DeleteExpiredItems.Resource);
+  }
+  // Without expiry events, none of their settings or grants.
+  const { stack, sweeper, template } = following();
+  assert.deepEqual(Object.keys(variables(stack, sweeper.streamFunction!)).filter((k) => k.startsWith('EXPIRY_EVENTS')), []);
+  assert.deepEqual(Object.keys(statements(template, logicalId(template, 'AWS::IAM::Role', 'SweeperStreamRole'))).filter((sid) => sid.startsWith('ExpiryEvents')), []);
+});
+
+test('DELETE_WHEN_INDEXED=false for the stream indexer with a leader lease only: its function holds no lease', () => {
+  const leased = following({ checkpoint: Checkpoint.newTable(), leaderLease: cdk.Duration.seconds(10) });
+  assert.equal(variables(leased.stack, leased.sweeper.streamFunction!).DELETE_WHEN_INDEXED, 'false');
+  assert.equal(variables(leased.stack, leased.sweeper.streamFunction!).LEADER_LEASE, undefined);
+  // The sweeper holds the lease and deletes as always; the indexer deletes by default (true).
+  assert.equal(variables(leased.stack, leased.sweeper.function).DELETE_WHEN_INDEXED, undefined);
+  for (const props of [{}, { checkpoint: Checkpoint.newTable() }, { windowShards: 4, sweepers: 2 }]) {
+    const { stack, sweeper } = following(props);
+    for (const fn of [sweeper.streamFunction!, ...sweeper.functions]) {
+      assert.equal(variables(stack, fn).DELETE_WHEN_INDEXED, undefined, `${fn.node.path} ${JSON.stringify(Object.keys(props))}`);
+    }
+  }
 });
 
 test('a table created in the stack: its stream ARN for the mapping and the policy', () => {
@@ -398,6 +466,8 @@ test('a table encrypted with a customer managed key: the key for the stream inde
   const s = statements(template, logicalId(template, 'AWS::IAM::Role', 'SweeperStreamRole'));
   assert.deepEqual(s.TableKey.Resource, { 'Fn::GetAtt': [logicalId(template, 'AWS::KMS::Key', 'Key'), 'Arn'] });
   assert.deepEqual(s.TableKey.Condition, { StringEquals: { 'kms:ViaService': `dynamodb.${env.region}.amazonaws.com` } });
+  // The stream read, and the items it reads and deletes: what the sweeper's deletes need of the key.
+  assert.deepEqual(s.TableKey, statements(template, logicalId(template, 'AWS::IAM::Role', 'SweeperRole')).TableKey);
 });
 
 // ---------------------------------------------------------------- queue and alarm
@@ -465,6 +535,13 @@ test('cdk-nag AwsSolutions finds nothing unacknowledged with followStream', () =
   assert.deepEqual(nagViolations(following().stack), []);
   assert.deepEqual(nagViolations(following({ sweepers: 2, windowShards: 4, checkpoint: Checkpoint.newTable() }).stack), []);
   assert.deepEqual(nagViolations(followingCreated(dynamodb.StreamViewType.NEW_AND_OLD_IMAGES).stack), []);
+  // With expiry events, the indexer's grants for them too.
+  const stack = newStack();
+  const queue = sqs.Queue.fromQueueAttributes(stack, 'Expiries', {
+    queueArn: `arn:aws:sqs:${env.region}:${env.account}:expiries`,
+    keyArn: `arn:aws:kms:${env.region}:${env.account}:key/11111111-2222-3333-4444-555555555555`,
+  });
+  assert.deepEqual(nagViolations(following({ expiryEvents: { queue, mode: ExpiryEventsMode.ARCHIVE }, deleteMode: DeleteMode.CONDITIONAL }, stack).stack), []);
 });
 
 // ---------------------------------------------------------------- refusals

@@ -364,11 +364,15 @@ test('FollowStream: the stream indexer has the construct IAM actions, environmen
   assert.deepEqual(samActions('StreamFunctionRole').DescribeTable, ['dynamodb:DescribeTable']);
   assert.deepEqual(bySid.WriteIndexEntries, { 'Fn::GetAtt': ['ExpiryIndexTable', 'Arn'] });
   assert.deepEqual(samActions('StreamFunctionRole').WriteIndexEntries, ['dynamodb:DescribeTable', 'dynamodb:BatchWriteItem']);
-  // The indexer never writes, reads or deletes an item of the table.
+  // Of the table, the indexer deletes items written already expired, and never puts, updates or
+  // reads one (the template has no expiry events, whose reads the construct would grant).
+  assert.match(bySid.DeleteExpiredItems['Fn::Sub'], /:table\/\$\{TableName\}$/);
+  assert.deepEqual(samActions('StreamFunctionRole').DeleteExpiredItems, ['dynamodb:DeleteItem']);
   const actions = Object.values(samActions('StreamFunctionRole')).flat();
-  for (const forbidden of ['UpdateItem', 'DeleteItem', 'PutItem', 'BatchGetItem', 'GetItem', 'Query', 'Scan']) {
+  for (const forbidden of ['UpdateItem', 'PutItem', 'BatchGetItem', 'GetItem', 'Query', 'Scan']) {
     assert.ok(!actions.includes(`dynamodb:${forbidden}`), forbidden);
   }
+  assert.deepEqual(actions.filter((a) => a === 'dynamodb:BatchWriteItem'), ['dynamodb:BatchWriteItem'], 'on the expiry index table only');
   // The stream ARN's label, on TableName's stream.
   assert.match(bySid.ReadTableStream['Fn::Sub'][0], /:table\/\$\{TableName\}\/stream\/\$\{Label\}$/);
   assert.deepEqual(bySid.ReadTableStream['Fn::Sub'][1].Label, { 'Fn::Select': [3, { 'Fn::Split': ['/', { Ref: 'TableStreamArn' }] }] });
@@ -395,6 +399,27 @@ test('FollowStream: the stream indexer has the construct IAM actions, environmen
   assert.deepEqual(template.Resources.StreamFailures.Properties, queue.Properties);
   const logs = built2.findResources('AWS::Logs::LogGroup')[logicalId(built2, 'AWS::Logs::LogGroup', 'SweeperStreamLogs')];
   assert.equal(template.Resources.StreamLogs.Properties.RetentionInDays, logs.Properties.RetentionInDays);
+});
+
+test('FollowStream with LeaderLease: DELETE_WHEN_INDEXED=false on the stream indexer, as the construct sets it; unset without a lease', () => {
+  const stream = template.Resources.StreamFunction.Properties;
+  const fn = template.Resources.Function.Properties;
+  const leased = { ...FOLLOW, CheckpointTable: 'sweeper-checkpoints', LeaderLease: '120' };
+  const stack = newStack();
+  const table = dynamodb.Table.fromTableAttributes(stack, 'Streamed', { tableName: 'sessions', tableStreamArn: STREAM_ARN });
+  const checkpoint = Checkpoint.fromTable(dynamodb.Table.fromTableName(stack, 'Checkpoints', 'sweeper-checkpoints'));
+  const built = synth({ followStream: true, table, checkpoint, tickSeconds: undefined, leaderLease: Duration.seconds(120) }, stack);
+  const env = samEnvironment(stream, leased);
+  assert.deepEqual(env, constructEnvironment(built, built.sweeper.streamFunction!));
+  assert.equal(env.DELETE_WHEN_INDEXED, 'false');
+  assert.deepEqual(samEnvironment(fn, leased), constructEnvironment(built, built.sweeper.function));
+  assert.deepEqual(sorted(samActions('StreamFunctionRole', leased)), constructActions(built, 'SweeperStreamRole'));
+  assert.deepEqual(sorted(samActions('FunctionRole', leased)), constructActions(built, 'SweeperRole'));
+  // Without a lease, the function's default (true): not set.
+  for (const parameters of [FOLLOW, { ...FOLLOW, CheckpointTable: 'sweeper-checkpoints' }]) {
+    assert.equal(samEnvironment(stream, parameters).DELETE_WHEN_INDEXED, undefined, JSON.stringify(parameters));
+  }
+  assert.equal(samEnvironment(fn, leased).DELETE_WHEN_INDEXED, undefined);
 });
 
 test("FollowStream: the DynamoDB event is the construct's event source mapping, filter included", () => {

@@ -8,6 +8,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -73,8 +74,11 @@ impl<S: Store> Sweeper<S> {
             shared: Arc::new(Shared {
                 store,
                 schema,
+                // Few, short retries: a delete that does not go at once goes at the next sweep.
                 at_once: SweepOptions {
                     delete_mode: super::DeleteMode::Conditional,
+                    max_retries: options.max_retries.min(2),
+                    backoff_cap: options.backoff_cap.min(Duration::from_millis(200)),
                     ..options.clone()
                 },
                 options,
@@ -467,8 +471,11 @@ impl<S: Store> Sweeper<S> {
         }
         let pass = self.pass(now, &stop, started, true);
         let mut groups = JoinSet::new();
+        // Spread over the delete requests allowed at once: each group deletes one at a time.
+        let limit = self.shared.options.max_concurrency.max(1);
+        let size = expired.len().div_ceil(limit).clamp(1, BATCH_SIZE);
         while !expired.is_empty() {
-            let group = expired.split_off(expired.len().saturating_sub(BATCH_SIZE));
+            let group = expired.split_off(expired.len().saturating_sub(size));
             let pass = pass.clone();
             groups.spawn(async move { delete_group(&pass, group, 1).await });
         }

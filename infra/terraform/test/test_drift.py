@@ -33,7 +33,9 @@ EXAMPLES = os.path.join(MODULE, "examples")
 ACCOUNT = "123456789012"
 
 # Module inputs that are not an example's, for what the examples leave out: other sinks, a cron
-# schedule, customer managed keys, alarms off or on a topic of one's own, non-default sizes.
+# schedule, customer managed keys, alarms off or on a topic of one's own, non-default sizes, and
+# the stream indexer with expiry events (its sink grants and settings, and with a lease
+# DELETE_WHEN_INDEXED=false).
 VARIANTS: dict[str, dict[str, Any]] = {
     "variant-cron-bus-keys": {
         "table_name": "sessions",
@@ -96,6 +98,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "table_stream_arn": "arn:aws:dynamodb:eu-west-1:123456789012:table/locks/stream/2026-11-26T00:00:00.000",
         "create_checkpoint_table": True,
         "leader_lease_seconds": 120,
+        # The events in notify mode with item auto: the stream indexer's grants for them, and
+        # both roles' read of the table, which settles a delete whose answer was lost.
+        "expiry_events": {"event_bus_arn": "arn:aws:events:eu-west-1:123456789012:event-bus/expiries", "item": "auto"},
         "encrypt_alarm_topic": False,
     },
 }
@@ -342,6 +347,62 @@ class DriftTest(unittest.TestCase):
                     # The construct's on-failure grant has no Sid; the module names it FailedInvocations.
                     want = [(("FailedInvocations",) + w[1:]) if w[0] is None else w for w in want]
                     self.assertEqual(got, sorted(want, key=repr), f"{name}: role {role}")
+
+    def test_stream_indexer_deletes_but_never_puts_or_updates_the_table_items(self):
+        # What test_roles_have_the_construct_statements holds the module to, said of the module
+        # itself: of the application's table the stream indexer may delete items, and with expiry
+        # events read them (in any mode); it never puts, updates, batch-writes or queries; with a
+        # lease, whose holder alone deletes, its function gets DELETE_WHEN_INDEXED=false.
+        following = 0
+        for name, module, _ in self.cases():
+            if not module.var("follow_stream"):
+                continue
+            following += 1
+            with self.subTest(case=name):
+                table_arn = module.local("table_arn")
+                [(block, scope)] = instances(module, "aws_iam_role_policy.stream")
+                on_table = set()
+                for statement in json.loads(value(module, block, "policy", scope))["Statement"]:
+                    resources = [statement["Resource"]] if isinstance(statement["Resource"], str) else statement["Resource"]
+                    if table_arn in resources:
+                        on_table.update([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+                events = module.var("expiry_events") is not None
+                expected = {"dynamodb:DescribeTable", "dynamodb:DeleteItem"} | ({"dynamodb:BatchGetItem"} if events else set())
+                self.assertEqual(on_table, expected, name)
+                [(function, scope)] = instances(module, "aws_lambda_function.stream")
+                environment = value(module, function, "environment.variables", scope)
+                leased = module.var("leader_lease_seconds") is not None
+                self.assertEqual(environment.get("DELETE_WHEN_INDEXED"), "false" if leased else None, name)
+                self.assertEqual("EXPIRY_EVENTS" in environment, events, name)
+        self.assertGreaterEqual(following, 3)
+
+    def test_sweeper_reads_the_table_with_expiry_events_in_any_mode(self):
+        # What test_roles_have_the_construct_statements holds the module to, said of the module
+        # itself: the sweeper's BatchGetItem on the table is batch mode's confirming read and, with
+        # expiry events, whatever their mode and item, ExpiryEventsReadItems (a delete whose answer
+        # was lost is settled by a read); on the table only, and nothing else reads the table.
+        modes = set()
+        for name, module, _ in self.cases():
+            with self.subTest(case=name):
+                table_arn = module.local("table_arn")
+                [(block, scope)] = instances(module, "aws_iam_role_policy.sweeper")
+                reads = {}
+                for statement in json.loads(value(module, block, "policy", scope))["Statement"]:
+                    actions = [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+                    if "dynamodb:BatchGetItem" in actions:
+                        resources = [statement["Resource"]] if isinstance(statement["Resource"], str) else statement["Resource"]
+                        reads[statement["Sid"]] = resources
+                events = module.var("expiry_events")
+                expected = {}
+                if module.var("delete_mode") == "batch":
+                    expected["ConfirmKeysInTable"] = [table_arn]
+                if events is not None:
+                    expected["ExpiryEventsReadItems"] = [table_arn]
+                    modes.add((events.get("mode"), events.get("item"), module.var("delete_mode")))
+                self.assertEqual(reads, expected, name)
+        # Notify mode without item read, with conditional deletes among them: the read the
+        # sweeper had only with item read or archive mode before.
+        self.assertTrue([m for m in modes if m[0] != "archive" and m[1] != "read" and m[2] == "conditional"], modes)
 
     def test_roles_have_the_construct_trust(self):
         for name, module, cfn in self.cases():

@@ -88,7 +88,7 @@ class ModuleShape(unittest.TestCase):
                 self.assertEqual(config.eval(terraform.attrs["required_version"]), ">= 1.9.0")
                 providers = config.eval(terraform.block("required_providers").attrs["aws"])
                 self.assertEqual(providers["source"], "hashicorp/aws")
-                self.assertEqual(providers["version"], ">= 5.100.0")
+                self.assertEqual(providers["version"], ">= 6.0.0")
 
     def test_references_exist(self):
         for directory in [MODULE] + EXAMPLE_DIRS:

@@ -1,6 +1,6 @@
 terraform {
   required_version = ">= 1.9.0"
   required_providers {
-    aws = { source = "hashicorp/aws", version = ">= 5.100.0" }
+    aws = { source = "hashicorp/aws", version = ">= 6.0.0" }
   }
 }
