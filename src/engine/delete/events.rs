@@ -234,6 +234,10 @@ async fn archive_or_notify<S: Store>(
     // Accepted, not deleted: an item whose ttl has changed since is owed its cancellation now;
     // no later sweep would find it in the window it has left.
     let mut kept = std::mem::take(&mut out.kept_keys);
+    for key in &kept {
+        let key = key_to_json(key);
+        tracing::info!(%key, "an item whose expiry was accepted and whose conditional delete kept it has a new ttl: cancelling the expiry");
+    }
     kept.extend(reconcile(deleter, &expiries, &mut out).await);
     // What is still unsettled is remembered for the next sweeps; the rest is settled here.
     let schema = deleter.schema;
