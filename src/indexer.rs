@@ -79,8 +79,8 @@ pub struct Indexed {
     /// The others failed on what passes (throttling, 5xx, timeouts) or what an operator fixes
     /// (access denied, a missing table).
     pub refused: Vec<String>,
-    /// The entries written whose items were written already expired ([`written_expired`]): for
-    /// the sweeper to delete at once ([`crate::engine::Sweeper::delete_indexed`]).
+    /// The entries written whose items were written already expired (their records [`fresh`]):
+    /// for the sweeper to delete at once ([`crate::engine::Sweeper::delete_indexed`]).
     pub expired: Vec<Entry>,
 }
 
@@ -155,7 +155,7 @@ pub async fn index_records<S: Store>(
                     out.report.entries_written += 1;
                     if entry.sort < bound {
                         out.report.expired_when_written += 1;
-                        if written_expired(&records[*at], entry) {
+                        if fresh(&records[*at], now) {
                             out.expired.push(entry.clone());
                         }
                     }
@@ -186,14 +186,18 @@ pub async fn index_records<S: Store>(
     out
 }
 
-/// Whether `record`'s item was written already expired: its ttl (`entry`'s) before the second
-/// after the record's creation (`ApproximateCreationDateTime`, whole seconds). An item that
-/// expired while its record waited in the stream (a backlog after an outage) is not: the sweeps
-/// delete those in bulk.
-fn written_expired(record: &EventRecord, entry: &Entry) -> bool {
-    let created = record.change.approximate_creation_date_time.timestamp() as f64;
-    crate::expiry::window::parse_ttl(&entry.ttl).is_ok_and(|ttl| ttl < created + 1.0)
+/// Whether `record` is fresh enough at `now` for its item, found expired, to count as written
+/// already expired: created at most [`FRESH_RECORD_SECONDS`] ago (`ApproximateCreationDateTime`:
+/// whole seconds on DynamoDB, whole minutes on DynamoDB Local). An item of an older record (a
+/// backlog after an outage) expired while its record waited in the stream: the sweeps delete
+/// those in bulk.
+fn fresh(record: &EventRecord, now: crate::expiry::Timestamp) -> bool {
+    let created = record.change.approximate_creation_date_time.timestamp();
+    now.secs().saturating_sub(created) <= FRESH_RECORD_SECONDS
 }
+
+/// How old a record may be, seconds, for its item found expired to be deleted as it is indexed.
+pub const FRESH_RECORD_SECONDS: i64 = 61;
 
 /// Items written already expired handed to the sweeper at once per batch, at most; the others
 /// wait for the next sweep (their entries are written).
@@ -331,6 +335,27 @@ mod tests {
                           "StreamViewType": "NEW_IMAGE" }
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn only_a_record_at_most_a_minute_old_counts_as_written_already_expired() {
+        let now = crate::expiry::Timestamp::from_secs(1_800_000_000);
+        let created = |age: i64| {
+            let mut r = record("INSERT", "1", serde_json::json!({"pk": {"S": "a"}}));
+            let at = chrono::DateTime::from_timestamp(now.secs() - age, 0).unwrap();
+            r.change.approximate_creation_date_time = at;
+            r
+        };
+        // DynamoDB Local rounds the creation down to the minute: a record of now is up to 60 s old.
+        for age in [0, 1, 59, 60, 61] {
+            assert!(fresh(&created(age), now), "{age} s old");
+        }
+        // A backlog's record: its item expired while it waited; the sweeps take it.
+        for age in [62, 600, 86_400] {
+            assert!(!fresh(&created(age), now), "{age} s old");
+        }
+        let missing = record("INSERT", "1", serde_json::json!({"pk": {"S": "a"}}));
+        assert!(!fresh(&missing, now), "no creation time: not fresh");
     }
 
     #[test]

@@ -592,7 +592,7 @@ fn memory_table(d: &mut String, first: &str, rows: &[MemoryRows]) -> f64 {
     worst_peak
 }
 
-fn met(yes: bool) -> &'static str {
+pub fn met(yes: bool) -> &'static str {
     if yes {
         "met"
     } else {

@@ -515,6 +515,25 @@ fn per_record_us(run: &[CpuRun; 2], items: usize) -> f64 {
 type Rows = fn(&LagRun) -> &[Lags; 2];
 
 /// The subsection, in Markdown.
+/// The goal for items written already expired through the expiry index table: p99 lag from the
+/// write at most this, seconds (a quiet shard is read about every 250 ms).
+pub const WRITTEN_EXPIRED_P99_GOAL: f64 = 0.5;
+
+/// The line that holds `p99s` (one per run, seconds) to [`WRITTEN_EXPIRED_P99_GOAL`] on `path`.
+pub fn written_expired_goal(d: &mut String, path: &str, p99s: &[f64]) {
+    let (lo, mid, hi) = crate::spread3(p99s);
+    let _ = writeln!(
+        d,
+        "\n**Goal, items written already expired through the index table, on {path}:** p99 lag from the write ≤ {WRITTEN_EXPIRED_P99_GOAL:.1} s. p99 min / median / max over {} runs: {} / {} / {}: **{}** by the median, {} by the worst run.\n",
+        p99s.len(),
+        secs(lo),
+        secs(mid),
+        secs(hi),
+        crate::pace::met(mid <= WRITTEN_EXPIRED_P99_GOAL),
+        crate::pace::met(hi <= WRITTEN_EXPIRED_P99_GOAL),
+    );
+}
+
 pub fn render(d: &mut String, f: &Figures) {
     let s = &f.settings;
     let _ = writeln!(d, "### Writers unchanged: the expiry index table\n");
@@ -569,6 +588,8 @@ pub fn render(d: &mut String, f: &Figures) {
             );
         }
     }
+    let p99s: Vec<f64> = f.lag.iter().map(|r| r.expired[1].p(0.99)).collect();
+    crate::stream::written_expired_goal(d, "the daemon (`run --follow-stream`)", &p99s);
     let early: usize = f.lag.iter().map(|r| r.early).sum();
     let sweeper = |g: fn(&LagRun) -> u64| {
         f.lag
