@@ -110,39 +110,65 @@ impl Owed {
 /// whose item now has another ttl. At most [`MAX_UNSETTLED`]; lost with the process (what
 /// `docs/events.md`, "Archive", says of a crash).
 #[derive(Debug, Default)]
-pub(super) struct Unsettled(Mutex<HashMap<String, Expiry>>);
+pub(super) struct Unsettled(Mutex<Remembered>);
+
+/// [`Unsettled`]'s expiries by key, each with the order it was (last) remembered in.
+#[derive(Debug, Default)]
+struct Remembered {
+    by_key: HashMap<String, (u64, Expiry)>,
+    next: u64,
+}
 
 /// Accepted expiries a sweeper remembers unsettled, at most ([`Unsettled`]).
 pub const MAX_UNSETTLED: usize = 10_000;
 
+/// Remembered expiries a sweep reads again before its partitions, at most: one `BatchGetItem`.
+/// The longest remembered go first; the others wait for the next sweeps.
+pub const SETTLE_PER_SWEEP: usize = 100;
+
 impl Unsettled {
-    /// Remembers `expiry` (keyed `token`) as accepted and not settled.
+    /// Remembers `expiry` (keyed `token`) as accepted and not settled, after the others.
     pub(super) fn remember(&self, token: String, expiry: Expiry) {
         let mut held = lock(&self.0);
-        if held.len() >= MAX_UNSETTLED && !held.contains_key(&token) {
+        if held.by_key.len() >= MAX_UNSETTLED && !held.by_key.contains_key(&token) {
             let key = crate::store::key_to_json(&expiry.key);
             tracing::warn!(%key, "too many accepted expiries unsettled to remember one more; if its item's ttl changes before a sweep deletes it, no cancellation follows");
             return;
         }
-        held.insert(token, expiry);
+        held.next += 1;
+        let at = held.next;
+        held.by_key.insert(token, (at, expiry));
     }
 
     /// Forgets `token`'s expiry, answering it if one was remembered.
     pub(super) fn forget(&self, token: &str) -> Option<Expiry> {
-        if lock(&self.0).is_empty() {
+        let mut held = lock(&self.0);
+        if held.by_key.is_empty() {
             return None;
         }
-        lock(&self.0).remove(token)
+        held.by_key.remove(token).map(|(_, expiry)| expiry)
     }
 
-    /// Everything remembered, taken (to be read, then remembered again or settled).
-    pub(super) fn take_all(&self) -> Vec<(String, Expiry)> {
-        std::mem::take(&mut *lock(&self.0)).into_iter().collect()
+    /// The `n` remembered longest, taken (to be read, then remembered again or settled).
+    pub(super) fn take_oldest(&self, n: usize) -> Vec<(String, Expiry)> {
+        let mut held = lock(&self.0);
+        let mut order: Vec<(u64, String)> = (held.by_key.iter())
+            .map(|(token, (at, _))| (*at, token.clone()))
+            .collect();
+        order.sort_unstable();
+        order.truncate(n);
+        order
+            .into_iter()
+            .filter_map(|(_, token)| {
+                let (_, expiry) = held.by_key.remove(&token)?;
+                Some((token, expiry))
+            })
+            .collect()
     }
 
     /// Whether nothing is remembered.
     pub(super) fn is_empty(&self) -> bool {
-        lock(&self.0).is_empty()
+        lock(&self.0).by_key.is_empty()
     }
 }
 
@@ -332,4 +358,44 @@ pub(super) struct Events {
     pub(super) unsettled: Arc<Unsettled>,
     /// Room for whole items held for events, [`EVENT_ITEMS_BUDGET_KIB`] KiB a sweep.
     pub(super) items_room: Arc<Semaphore>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expiry(id: &str) -> (String, Expiry) {
+        let key: Key = [("id".to_owned(), AttributeValue::S(id.to_owned()))].into();
+        let at = Timestamp::from_secs(1_800_000_000);
+        let x = Expiry {
+            key,
+            ttl: 1.0,
+            item: None,
+            at,
+        };
+        (id.to_owned(), x)
+    }
+
+    fn ids(taken: Vec<(String, Expiry)>) -> Vec<String> {
+        taken.into_iter().map(|(token, _)| token).collect()
+    }
+
+    #[test]
+    fn a_sweep_reads_the_expiries_remembered_longest_and_each_in_turn() {
+        let unsettled = Unsettled::default();
+        for id in ["a", "b", "c"] {
+            let (token, x) = expiry(id);
+            unsettled.remember(token, x);
+        }
+        assert_eq!(ids(unsettled.take_oldest(2)), ["a", "b"]);
+        // Still unsettled after the read: remembered again, behind c.
+        for id in ["a", "b"] {
+            let (token, x) = expiry(id);
+            unsettled.remember(token, x);
+        }
+        assert_eq!(ids(unsettled.take_oldest(2)), ["c", "a"]);
+        assert!(unsettled.forget("b").is_some());
+        assert!(unsettled.is_empty());
+        assert!(unsettled.take_oldest(2).is_empty());
+    }
 }

@@ -6,6 +6,7 @@
 use super::{ChunkOutcome, Deleter, Expired};
 use crate::engine::hook::{
     item_kib, keep_room, take_room, Delivery, Events, Expiry, Notifier, Publication, MAX_ITEM_KIB,
+    SETTLE_PER_SWEEP,
 };
 use crate::engine::report::{EventTally, FailedKey};
 use crate::store::{key_to_json, Key, Store};
@@ -110,16 +111,16 @@ async fn cancel_remembered<S: Store>(
     tally
 }
 
-/// Archive mode, before a sweep's partitions: every expiry accepted and not settled that
-/// [`crate::engine::hook::Unsettled`] remembers, read again from the table (consistent, key and
-/// ttl, 100 keys a request): one whose item has another ttl is cancelled, one whose item is gone
+/// Archive mode, before a sweep's partitions: the [`SETTLE_PER_SWEEP`] expiries accepted and not
+/// settled that [`crate::engine::hook::Unsettled`] has remembered longest, read again from the
+/// table (consistent, key and ttl, one request): one whose item has another ttl is cancelled, one whose item is gone
 /// forgotten, one still on its ttl remembered for the chunk that lists it again. If a read fails,
 /// its keys stay remembered.
 pub(in crate::engine) async fn settle_unsettled<S: Store>(
     deleter: &Deleter<'_, S>,
     events: &Events,
 ) -> EventTally {
-    let remembered = events.unsettled.take_all();
+    let remembered = events.unsettled.take_oldest(SETTLE_PER_SWEEP);
     let mut cancel = Vec::new();
     for group in remembered.chunks(100) {
         let keys: Vec<Key> = group.iter().map(|(_, x)| x.key.clone()).collect();
