@@ -47,9 +47,9 @@ pub struct IndexReport {
     pub removes: u64,
     /// Entries written, one per `INSERT` or `MODIFY` whose new image has a usable ttl.
     pub entries_written: u64,
-    /// Of `entries_written`, items already expired when indexed: handed to the sweeper's delete
-    /// path at once ([`Indexed::expired`]); their entry is in the current window too, for the
-    /// next sweep if that delete does not settle them.
+    /// Of `entries_written`, items already expired when indexed. Those of fresh records are
+    /// handed to the sweeper's delete path at once ([`Indexed::expired`]); every one's entry is
+    /// in the current window, for the next sweep if no delete settles it first.
     pub expired_when_written: u64,
     /// Of `expired_when_written`, items deleted at once (`Sweeper::delete_indexed`).
     pub deleted_at_once: u64,

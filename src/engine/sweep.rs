@@ -21,7 +21,7 @@ use super::hook::{Events, ExpiryHook, FailedEvent, Owed, Unsettled, EVENT_ITEMS_
 use super::lease::Lease;
 use super::pace::{read_ahead, Running};
 use super::partition::{
-    delete_group, fold_chunk, joined, sweep_partition, PartitionOutcome, Pass, Shared,
+    check_item, delete_group, fold_chunk, joined, sweep_partition, PartitionOutcome, Pass, Shared,
 };
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
@@ -450,21 +450,23 @@ impl<S: Store> Sweeper<S> {
             },
         };
         let mut report = self.report(now);
+        // Each item judged as a sweep judges what its index lists ([`check_item`]).
+        let schema = &self.shared.schema;
         let mut expired = Vec::with_capacity(entries.len());
         for entry in entries {
-            let ttl = crate::expiry::window::parse_ttl(&entry.ttl).ok();
-            let state = ttl.map(|ttl| crate::expiry::window::ttl_state(ttl, now));
-            let (Some(ttl), Some(crate::expiry::window::TtlState::Expired)) = (ttl, state) else {
-                continue;
-            };
-            report.items_found += 1;
-            expired.push(Expired {
-                entry: Some(entries::id(&entry.window, &entry.sort)),
-                key: entry.key,
-                ttl,
-                ttl_as_read: entry.ttl,
-                ..Expired::default()
-            });
+            let mut item = entry.key;
+            let ttl = aws_sdk_dynamodb::types::AttributeValue::N(entry.ttl);
+            item.insert(schema.layout.ttl_attribute.clone(), ttl);
+            match check_item(schema, item, now) {
+                Some(e) => {
+                    report.items_found += 1;
+                    expired.push(Expired {
+                        entry: Some(entries::id(&entry.window, &entry.sort)),
+                        ..e
+                    });
+                }
+                None => report.items_invalid += 1,
+            }
         }
         if expired.is_empty() {
             return Some(report);

@@ -122,7 +122,7 @@ pub(in crate::engine) async fn settle_unsettled<S: Store>(
 ) -> EventTally {
     let remembered = events.unsettled.take_oldest(SETTLE_PER_SWEEP);
     let mut cancel = Vec::new();
-    for group in remembered.chunks(100) {
+    for group in remembered.chunks(SETTLE_PER_SWEEP) {
         let keys: Vec<Key> = group.iter().map(|(_, x)| x.key.clone()).collect();
         let read = deleter.store.get_items(deleter.schema, keys, true);
         let found = match deleter.stop.bound("BatchGetItem", read).await {
