@@ -32,6 +32,7 @@ pub mod checkpoint;
 mod delete;
 mod entries;
 pub mod hook;
+pub mod journal;
 pub mod lease;
 mod pace;
 mod partition;

@@ -233,6 +233,16 @@ pub trait Store: Send + Sync + 'static {
         index_table: &str,
     ) -> impl Future<Output = Result<Vec<IndexerReport>, StoreError>> + Send;
 
+    /// The items of archive mode's journal in `schema.index_table` due by `due` (sort key below
+    /// [`entries::sort_bound`]`(due)`), the earliest due first, at most `limit`: one strongly
+    /// consistent `Query` of partition [`entries::PENDING`], raw ([`entries::Pending::from_item`]).
+    fn read_pending(
+        &self,
+        schema: &TableSchema,
+        due: Timestamp,
+        limit: i32,
+    ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send;
+
     /// Reads checkpoint `id` from `table`: the boundary up to which everything was swept, if any.
     fn read_checkpoint(
         &self,

@@ -743,6 +743,53 @@ async fn archive_after_a_crash_between_expiry_and_delete() {
     assert_eq!(sink.kinds_of("e0001"), ["Item Expired"]);
 }
 
+/// The same crash with the expiry index table: the chunk journaled its expiries in the index
+/// table before publishing them, so the next process's first sweep after they are due reads them
+/// and cancels the expiry of the item the application extended meanwhile, though no index lists
+/// it at the ttl announced any more; the others are published again and deleted, and the journal
+/// is emptied once a sweep finds them gone.
+#[tokio::test(start_paused = true)]
+async fn archive_with_the_expiry_index_table_cancels_after_a_crash_the_expiry_of_an_item_extended()
+{
+    let log = Log::default();
+    let table =
+        with_items(4, 0, &log)
+            .with_index_table()
+            .fault(Op::Delete, When::First(1), Fault::Stall);
+    (0..4).for_each(|n| table.index(&e(n), &n.to_string()));
+    let sink = ScriptedSink::accepting(&log);
+    let crashed = sweep(&table, &sink, ARCHIVE);
+    let died = tokio::time::timeout(Duration::from_secs(60), crashed).await;
+    assert!(died.is_err(), "the first sweep never got past its deletes");
+    assert_eq!(sink.accepted().len(), 4, "every expiry was accepted");
+    table.put("e0001", (NOW + 3600) as f64);
+    // Another process, once the journal's item is due.
+    let after = |s: i64| Timestamp::from_secs(NOW + s);
+    let next = Sweeper::new(
+        table.clone(),
+        table.schema(),
+        options(DeleteMode::Conditional, 4),
+    )
+    .with_events(Arc::new(events(ARCHIVE, &sink)));
+    let window = [Window::containing_instant(after(11), 60)];
+    let report = next.sweep_windows(after(11), &window, &Stop::never()).await;
+    report.assert_fields("events_cancelled=1 items_deleted=3");
+    assert_eq!(
+        sink.kinds_of("e0001"),
+        ["Item Expired", "Item Expiry Cancelled"]
+    );
+    assert_eq!(table.ids(), ["e0001"], "the extended item stays");
+    for id in ["e0000", "e0002", "e0003"] {
+        assert_eq!(sink.kinds_of(id), ["Item Expired", "Item Expired"], "{id}");
+    }
+    // Its entry is removed (its item kept on another ttl); the journal holds the others until a
+    // sweep reads them again and finds them gone: then nothing of them is left, and nothing more
+    // is published.
+    let later = next.sweep_windows(after(22), &window, &Stop::never()).await;
+    later.assert_fields("events_published=0 events_cancelled=0");
+    assert_eq!(table.entry_count(), 0, "{later:?}");
+}
+
 /// A sink whose every answer is drawn from `seed`: accepted, refused (retryable or not), a whole
 /// call failing, or a call the sink accepted whose answer was lost (the events are logged as
 /// accepted, the publisher sees an error and sends them again).

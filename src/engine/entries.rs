@@ -63,30 +63,56 @@ pub(super) async fn remove_settled<S: Store>(
         .collect();
     let mut removed = 0;
     for request in settled.chunks(REMOVALS_PER_REQUEST) {
-        let mut writes = request.to_vec();
-        for attempt in 1..=ATTEMPTS {
-            let sent = writes.len();
-            let write = d.store.write_entries(d.schema, writes.clone());
-            match d.stop.bound("BatchWriteItem", write).await {
-                Ok(unprocessed) => {
-                    removed += (sent - unprocessed.len()) as u64;
-                    writes = unprocessed;
-                }
-                Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => {
-                    warn!(error = %e, entries = writes.len(), "expiry index entries not removed; the next sweep reads them again");
-                    break;
-                }
-                Err(_) => {}
-            }
-            if writes.is_empty() {
+        let (done, error) = write_index(d, request.to_vec()).await;
+        removed += done as u64;
+        if let Some(e) = error {
+            warn!(error = %e, entries = request.len() - done, "expiry index entries not removed; the next sweep reads them again");
+            if d.stop.reached() {
                 break;
             }
-            let base = (Duration::from_millis(50), Duration::from_secs(1));
-            tokio::time::sleep(full_jitter(base.0, base.1, attempt)).await;
-        }
-        if !writes.is_empty() && d.stop.reached() {
-            break;
         }
     }
     removed
+}
+
+/// Up to 25 writes to the expiry index table in one `BatchWriteItem`, unprocessed ones sent again
+/// after [`full_jitter`], [`ATTEMPTS`] in all: how many were written, and the error if any were
+/// not (unprocessed after every attempt: throttled).
+pub(super) async fn write_index<S: Store>(
+    d: &Deleter<'_, S>,
+    mut writes: Vec<EntryWrite>,
+) -> (usize, Option<crate::store::StoreError>) {
+    let mut done = 0;
+    for attempt in 1..=ATTEMPTS {
+        let sent = writes.len();
+        let write = d.store.write_entries(d.schema, writes.clone());
+        match d.stop.bound("BatchWriteItem", write).await {
+            Ok(unprocessed) => {
+                done += sent - unprocessed.len();
+                writes = unprocessed;
+            }
+            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => return (done, Some(e)),
+            Err(_) => {}
+        }
+        if writes.is_empty() {
+            return (done, None);
+        }
+        if attempt < ATTEMPTS {
+            let base = (Duration::from_millis(50), Duration::from_secs(1));
+            tokio::time::sleep(full_jitter(base.0, base.1, attempt)).await;
+        }
+    }
+    let message = format!(
+        "{} writes left unprocessed after {ATTEMPTS} attempts",
+        writes.len()
+    );
+    let kind = crate::store::ErrorKind::Throttled;
+    (
+        done,
+        Some(crate::store::StoreError::new(
+            kind,
+            "BatchWriteItem",
+            message,
+        )),
+    )
 }

@@ -356,6 +356,9 @@ pub(super) struct Events {
     pub(super) owed: Arc<Owed>,
     /// Archive mode: the accepted expiries not settled yet, across sweeps.
     pub(super) unsettled: Arc<Unsettled>,
+    /// Archive mode with the expiry index table: the journal's writer, which replaces
+    /// `unsettled` ([`super::journal`]).
+    pub(super) journal: Option<Arc<super::journal::Journal>>,
     /// Room for whole items held for events, [`EVENT_ITEMS_BUDGET_KIB`] KiB a sweep.
     pub(super) items_room: Arc<Semaphore>,
 }

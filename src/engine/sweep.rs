@@ -18,6 +18,7 @@ use tracing::{debug, warn};
 use super::checkpoint::{advance_to, plan};
 use super::delete::{settle_unsettled, Expired};
 use super::hook::{Events, ExpiryHook, FailedEvent, Owed, Unsettled, EVENT_ITEMS_BUDGET_KIB};
+use super::journal::{self, Journal};
 use super::lease::Lease;
 use super::pace::{read_ahead, Running};
 use super::partition::{
@@ -43,6 +44,8 @@ pub struct Sweeper<S> {
     owed: Arc<Owed>,
     /// Archive mode: the accepted expiries not settled yet, across the sweeps.
     unsettled: Arc<Unsettled>,
+    /// Archive mode with the expiry index table: its journal writer (instead of `unsettled`).
+    journal: Arc<Journal>,
     /// With `LEADER_LEASE`: only its holder sweeps.
     lease: Option<Lease>,
     /// Whether the last sweep led (held the lease, or there is none): a standby reads nothing,
@@ -89,6 +92,7 @@ impl<S: Store> Sweeper<S> {
             events: None,
             owed: Arc::default(),
             unsettled: Arc::default(),
+            journal: Arc::new(Journal::new()),
             lease: None,
             leading: AtomicBool::new(true),
             claimed: AtomicBool::new(false),
@@ -401,7 +405,9 @@ impl<S: Store> Sweeper<S> {
     /// A pass as of `now` within `stop`, its lags measured from `started` (see [`Pass`]).
     fn pass(&self, now: Timestamp, stop: &Stop, started: Instant, at_once: bool) -> Arc<Pass<S>> {
         let lags_from = (self.wall.as_ref().map_or(now, |c| c.now()), started);
+        let journaled = self.shared.schema.index_table.is_some();
         let events = self.events.clone().map(|hook| Events {
+            journal: (hook.archive() && journaled).then(|| self.journal.clone()),
             hook,
             wall: self.wall.clone(),
             owed: self.owed.clone(),
@@ -503,6 +509,9 @@ impl<S: Store> Sweeper<S> {
         let pass = self.pass(now, stop, started, false);
         let mut report = self.report(now);
         // Archive mode: the expiries earlier sweeps left accepted and not settled, first.
+        if let Some(events) = pass.events.as_ref().filter(|e| e.journal.is_some()) {
+            report.add_events(journal::settle(&pass.deleter(), events).await);
+        }
         if let Some(events) = pass.events.as_ref().filter(|e| !e.unsettled.is_empty()) {
             report.add_events(settle_unsettled(&pass.deleter(), events).await);
         }

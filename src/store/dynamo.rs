@@ -248,6 +248,33 @@ impl Store for DynamoStore {
         Ok(items.iter().filter_map(IndexerReport::from_item).collect())
     }
 
+    #[instrument(level = "debug", skip(self, schema))]
+    async fn read_pending(
+        &self,
+        schema: &TableSchema,
+        due: Timestamp,
+        limit: i32,
+    ) -> Result<Vec<Key>, StoreError> {
+        let Some(index_table) = schema.index_table.as_deref() else {
+            return Ok(Vec::new());
+        };
+        let out = self
+            .client
+            .query()
+            .table_name(index_table)
+            .consistent_read(true)
+            .key_condition_expression("#w = :pending AND #e < :due")
+            .expression_attribute_names("#w", entries::WINDOW)
+            .expression_attribute_names("#e", entries::ENTRY)
+            .expression_attribute_values(":pending", AttributeValue::S(entries::PENDING.into()))
+            .expression_attribute_values(":due", AttributeValue::S(entries::sort_bound(due)))
+            .limit(limit.max(1))
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("Query", e))?;
+        Ok(out.items.unwrap_or_default())
+    }
+
     #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]
     async fn batch_delete(
         &self,

@@ -43,6 +43,125 @@ pub const OWNERS: &str = "#owners";
 /// after it was written.
 pub const INDEXER: &str = "#indexer";
 
+/// The partition of archive mode's journal ([`Pending`]): the expiries a sweep published, or is
+/// about to publish, whose items it has not yet deleted or whose expiry it has not yet cancelled,
+/// one item per chunk (sort key [`ENTRY`]: `<due, epoch ms, 14 digits>#<writer>#<n>`), so that a
+/// sweeper that dies between publishing an `Item Expired` and settling it leaves them to the next
+/// sweep of any process (`docs/events.md`, "Archive"). No window key begins with `#`, so no sweep
+/// lists it as entries.
+pub const PENDING: &str = "#pending";
+
+/// How long after it is due a [`Pending`] item that no sweep settled is left to the index
+/// table's native TTL: far past any outage a sweep catches up ([`crate::engine`]'s `MAX_CATCHUP`
+/// is 30 days at most).
+pub const PENDING_KEEP_SECONDS: i64 = 31 * 86_400;
+
+/// One chunk's expiries in archive mode's journal ([`PENDING`]), written before they are
+/// published and removed once each is settled (its item deleted or found gone, or its expiry
+/// cancelled); a sweep reads the ones due ([`Pending::sort_for`]) and settles them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    /// The sort key ([`ENTRY`]): when a sweep should read it, then who wrote it.
+    pub sort: String,
+    /// The expiries, at most a chunk's.
+    pub expiries: Vec<PendingExpiry>,
+}
+
+/// One expiry of a [`Pending`] item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingExpiry {
+    /// The item's primary key.
+    pub key: Key,
+    /// The ttl the expiry announces (epoch seconds, as read).
+    pub ttl: f64,
+    /// The expiry's `deleted_at`, epoch ms.
+    pub at: Timestamp,
+}
+
+/// The attribute of a [`Pending`] item holding its expiries (a List of Maps: [`KEY`], [`TTL`],
+/// `at`).
+const EXPIRIES: &str = "expiries";
+
+impl Pending {
+    /// The sort key of a journal item due at `due`, written by `writer` as its `n`th.
+    pub fn sort_for(due: Timestamp, writer: &str, n: u64) -> String {
+        format!("{}#{writer}#{n}", ttl_part(due.millis()))
+    }
+
+    /// The same writer's item, due at `due` instead: what a sweep that could not settle every
+    /// expiry of it writes back, so that the others' turn comes first.
+    pub fn due_at(&self, due: Timestamp) -> String {
+        match self.sort.split_once('#') {
+            Some((_, rest)) => format!("{}#{rest}", ttl_part(due.millis())),
+            None => format!("{}#{}", ttl_part(due.millis()), self.sort),
+        }
+    }
+
+    /// The journal item.
+    pub fn to_item(&self) -> Key {
+        let expiries = self.expiries.iter().map(|x| {
+            AttributeValue::M(
+                [
+                    (KEY.to_owned(), AttributeValue::M(x.key.clone())),
+                    (TTL.to_owned(), AttributeValue::N(x.ttl.to_string())),
+                    (AT.to_owned(), AttributeValue::N(x.at.millis().to_string())),
+                ]
+                .into(),
+            )
+        });
+        let due_s = self
+            .sort
+            .get(..14)
+            .and_then(|d| d.parse::<i64>().ok())
+            .unwrap_or(0)
+            / 1000;
+        let expires = due_s + PENDING_KEEP_SECONDS;
+        [
+            (WINDOW.to_owned(), AttributeValue::S(PENDING.to_owned())),
+            (ENTRY.to_owned(), AttributeValue::S(self.sort.clone())),
+            (EXPIRIES.to_owned(), AttributeValue::L(expiries.collect())),
+            (EXPIRES.to_owned(), AttributeValue::N(expires.to_string())),
+        ]
+        .into()
+    }
+
+    /// The journal item `item` holds: `Err` with its sort key (to remove it) when it does not
+    /// read as one, `None` for an item of another partition.
+    pub fn from_item(item: &Key) -> Option<Result<Self, String>> {
+        let s = |name: &str| match item.get(name)? {
+            AttributeValue::S(s) => Some(s.clone()),
+            _ => None,
+        };
+        if s(WINDOW)? != PENDING {
+            return None;
+        }
+        let sort = s(ENTRY)?;
+        let expiry = |x: &AttributeValue| {
+            let AttributeValue::M(x) = x else { return None };
+            let AttributeValue::M(key) = x.get(KEY)? else {
+                return None;
+            };
+            let n = |name: &str| match x.get(name)? {
+                AttributeValue::N(n) => n.parse::<f64>().ok().filter(|v| v.is_finite()),
+                _ => None,
+            };
+            Some(PendingExpiry {
+                key: key.clone(),
+                ttl: n(TTL)?,
+                at: Timestamp::from_millis(n(AT)? as i64),
+            })
+        };
+        let expiries = match item.get(EXPIRIES) {
+            Some(AttributeValue::L(list)) => list.iter().map(expiry).collect::<Option<Vec<_>>>(),
+            _ => None,
+        };
+        Some(match expiries {
+            Some(expiries) => Ok(Pending { sort, expiries }),
+            None => Err(sort),
+        })
+    }
+}
+
 /// How long a DynamoDB stream keeps its records (24 hours): entries are written from them, so a
 /// sweeper and indexer down longer may have missed items written early in the outage.
 pub const STREAM_RETENTION_SECONDS: i64 = 86_400;
@@ -443,6 +562,44 @@ mod tests {
         let (entry, _) = entry("1800000100", "1", Timestamp::from_secs(1_800_000_000));
         assert_eq!(IndexerReport::from_item(&entry.to_item()), None);
         assert_eq!(IndexerReport::from_item(&id(OWNERS, "sessions")), None);
+    }
+
+    #[test]
+    fn a_journal_item_reads_back_as_written_and_sorts_by_when_it_is_due() {
+        let key: Key = [
+            ("pk".to_owned(), AV::S("user#1".into())),
+            ("sk".to_owned(), AV::N("7".into())),
+        ]
+        .into();
+        let due = Timestamp::from_millis(1_800_000_010_000);
+        let pending = Pending {
+            sort: Pending::sort_for(due, "00ff", 3),
+            expiries: vec![PendingExpiry {
+                key,
+                ttl: 1_799_999_990.5,
+                at: Timestamp::from_millis(1_800_000_000_123),
+            }],
+        };
+        assert_eq!(pending.sort, "01800000010000#00ff#3");
+        let item = pending.to_item();
+        assert_eq!(item[WINDOW], AV::S(PENDING.into()));
+        assert_eq!(
+            item[EXPIRES],
+            AV::N((1_800_000_010 + PENDING_KEEP_SECONDS).to_string())
+        );
+        assert_eq!(Pending::from_item(&item), Some(Ok(pending.clone())));
+        // Due by the bound of its instant, not before.
+        assert!(pending.sort < sort_bound(Timestamp::from_millis(1_800_000_010_001)));
+        assert!(pending.sort >= sort_bound(due));
+        // Put again later: the same writer and number, a later turn.
+        let later = pending.due_at(Timestamp::from_millis(1_800_000_020_000));
+        assert_eq!(later, "01800000020000#00ff#3");
+        // Not one: another partition; one that does not read: its sort key, to remove it.
+        let (entry, _) = entry("1800000100", "1", Timestamp::from_secs(1_800_000_000));
+        assert_eq!(Pending::from_item(&entry.to_item()), None);
+        let mut bad = item.clone();
+        bad.insert("expiries".into(), AV::S("?".into()));
+        assert_eq!(Pending::from_item(&bad), Some(Err(pending.sort)));
     }
 
     #[test]

@@ -16,7 +16,10 @@ use super::{Accepted, Action, Row, Seen, Write};
 /// in-flight deletes in `row.in_flight` and the rest as violations of (c), each with everything
 /// the proxies saw of the item and whether the sweepers reported an event of its id failed
 /// (`reported`: the expiry or its cancellation; a report excuses nothing here). With `archive`,
-/// an event [`unsettled::check`] finds the documented exception counts under (c') instead.
+/// an event [`unsettled::check`] finds the documented exception counts under (c') instead; with
+/// `journaled` too (archive mode with the expiry index table, whose journal outlives the process)
+/// there is no such exception: the chunk is in flight until a sweep settles the expiry, so an
+/// event stands only if the application deleted the item after the chunk's read ([`journaled`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn check(
     row: &mut Row,
@@ -26,6 +29,7 @@ pub(super) fn check(
     writes: &HashMap<&str, &Write>,
     reported: &dyn Fn(&str) -> bool,
     archive: Option<&Ends>,
+    journaled: bool,
 ) {
     let mut expired: Vec<_> = seen.expired.iter().collect();
     expired.sort_by(|a, b| a.1.item.cmp(&b.1.item).then(a.0.cmp(b.0)));
@@ -37,10 +41,16 @@ pub(super) fn check(
             continue;
         }
         let write = writes.get(event.item.as_str()).copied();
-        match in_flight(seen, event, write, archive) {
+        let flight = if journaled {
+            self::journaled(seen, event, write)
+        } else {
+            in_flight(seen, event, write, archive)
+        };
+        match flight {
             Ok(()) => row.in_flight += 1,
             Err(why) => {
-                let exception = archive.map(|ends| unsettled::check(seen, event, write, ends));
+                let exception = (archive.filter(|_| !journaled))
+                    .map(|ends| unsettled::check(seen, event, write, ends));
                 let why = match exception {
                     Some(Ok(how)) => {
                         row.unsettled(describe(seen, event, write, &how));
@@ -141,6 +151,41 @@ fn in_flight(
             return Ok(());
         }
         why.push(format!("accepted at {p:.2} after a read at {read_at:.2}, its chunk ended at {end:.2}, before the application's delete"));
+    }
+    Err(why.join("; "))
+}
+
+/// Archive mode with the expiry index table: whether the application deleted `event`'s item
+/// while its expiry was in flight, which lasts, with the journal, until a sweep settles it (the
+/// item deleted or found gone, or the expiry cancelled): for one of the event's acceptances, the
+/// application's delete of the original item was sent after the chunk's read (the last
+/// consistent read before the acceptance, which found the event's ttl). An item the application
+/// only extended is owed its cancellation, whatever process published the expiry and whenever it
+/// died. Else why not.
+fn journaled(seen: &Seen, event: &Accepted, write: Option<&Write>) -> Result<(), String> {
+    let Some((sent, _)) = write
+        .filter(|w| w.found_original)
+        .and_then(|w| w.app_delete)
+    else {
+        return Err("not cancelled, and the application did not delete it (journaled: no process's end excuses it)".into());
+    };
+    let reads = seen.reads.get(&event.item).map_or(&[][..], Vec::as_slice);
+    let mut why = Vec::new();
+    for &p in &event.times {
+        let read = reads
+            .iter()
+            .filter(|(t, _)| *t < p)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        match read {
+            Some((t, found)) if *found == Some(event.ttl) && sent > *t => return Ok(()),
+            Some((t, found)) => {
+                let found = found.map_or("nothing".into(), |f| format!("ttl {f}"));
+                why.push(format!("accepted at {p:.2}, the consistent read before it ({t:.2}) found {found}, the application's delete sent at {sent:.2}"));
+            }
+            None => why.push(format!(
+                "accepted at {p:.2} with no consistent read before it"
+            )),
+        }
     }
     Err(why.join("; "))
 }

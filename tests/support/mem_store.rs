@@ -133,7 +133,7 @@ pub struct Table {
     cancel_on_lost: Option<CancellationToken>,
     /// Cancelled once this many queries were made.
     stop_after: Mutex<Option<(usize, CancellationToken)>>,
-    calls: [AtomicUsize; 12],
+    calls: [AtomicUsize; 13],
     /// The expiry index table's entries by (window, sort key), when the schema names one
     /// ([`MemStore::with_index_table`]): queries read it instead of a GSI.
     pub entries: Arc<Mutex<BTreeMap<(String, String), Key>>>,

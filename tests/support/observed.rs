@@ -28,6 +28,7 @@ pub enum Call<'a> {
     ClaimIndexTable,
     WriteIndexerReport,
     ReadIndexerReports,
+    ReadPending,
 }
 
 /// What a call answered, as an observer sees it.
@@ -165,4 +166,5 @@ forward! {
     fn write_indexer_report(index_table: &str, report: &IndexerReport) -> ()
         => Call::WriteIndexerReport;
     fn read_indexer_reports(index_table: &str) -> Vec<IndexerReport> => Call::ReadIndexerReports;
+    fn read_pending(schema: &TableSchema, due: Timestamp, limit: i32) -> Vec<Key> => Call::ReadPending;
 }

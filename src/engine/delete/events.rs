@@ -8,6 +8,7 @@ use crate::engine::hook::{
     item_kib, keep_room, take_room, Delivery, Events, Expiry, Notifier, Publication, MAX_ITEM_KIB,
     SETTLE_PER_SWEEP,
 };
+use crate::engine::journal;
 use crate::engine::report::{EventTally, FailedKey};
 use crate::store::{key_to_json, Key, Store};
 use std::collections::HashSet;
@@ -216,16 +217,31 @@ async fn archive_or_notify<S: Store>(
             at,
         })
         .collect();
+    // With the expiry index table, journaled before they are published: a process that dies
+    // before settling them leaves them to the next sweep of any other ([`journal`]).
+    let journaled = match &events.journal {
+        Some(writer) => match journal::open(deleter, writer, &expiries).await {
+            Ok(pending) => Some(pending),
+            Err(e) => {
+                tracing::warn!(keys = chunk.len(), error = %e, "could not journal the expiries before publishing them; left for the next sweep");
+                return ChunkOutcome::left(chunk);
+            }
+        },
+        None => None,
+    };
     let publications = expiries.iter().cloned().map(Publication::Expired).collect();
     let (deliveries, mut tally) = hook.publish(publications, stop).await;
     let mut refused = ChunkOutcome::default();
     let mut admitted = Vec::with_capacity(chunk.len());
+    // Not known to be accepted, but perhaps (a lost answer): the journal keeps them.
+    let mut perhaps = Vec::new();
     for (e, delivery) in chunk.into_iter().zip(deliveries) {
         match delivery {
             Delivery::Accepted => admitted.push(e),
             Delivery::Failed(why) => {
                 let reason = format!("expiry event not accepted: {why}");
                 refused.failed.push(FailedKey::new(&e.key, reason));
+                perhaps.push(e.key);
             }
             Delivery::Stopped => refused.leave([e]),
         }
@@ -240,7 +256,8 @@ async fn archive_or_notify<S: Store>(
         tracing::info!(%key, "an item whose expiry was accepted and whose conditional delete kept it has a new ttl: cancelling the expiry");
     }
     kept.extend(reconcile(deleter, &expiries, &mut out).await);
-    // What is still unsettled is remembered for the next sweeps; the rest is settled here.
+    // What is still unsettled is remembered for the next sweeps (journaled, or in memory); the
+    // rest is settled here.
     let schema = deleter.schema;
     let unsettled: HashSet<String> = (out.failed.iter().map(|f| f.key.to_string()))
         .chain(out.left_keys.iter().map(|k| key_to_json(k).to_string()))
@@ -250,6 +267,13 @@ async fn archive_or_notify<S: Store>(
             continue;
         };
         match expiries.iter().find(|x| x.key == key) {
+            Some(_)
+                if journaled.is_some() && unsettled.contains(&key_to_json(&key).to_string()) =>
+            {
+                let json = key_to_json(&key);
+                tracing::info!(key = %json, "accepted expiry not settled by its chunk: journaled for the next sweeps");
+                perhaps.push(key);
+            }
             Some(x) if unsettled.contains(&key_to_json(&key).to_string()) => {
                 let json = key_to_json(&key);
                 tracing::info!(key = %json, "accepted expiry not settled by its chunk: remembered for the next sweeps");
@@ -287,6 +311,10 @@ async fn archive_or_notify<S: Store>(
         tally.add(published);
         // A cancellation the sink did not take: the next sweep's read tries again.
         for (x, delivery) in cancelled.into_iter().zip(deliveries) {
+            if delivery != Delivery::Accepted && journaled.is_some() {
+                perhaps.push(x.key.clone());
+                continue;
+            }
             if let (false, Some(t)) = (
                 delivery == Delivery::Accepted,
                 deleter.schema.key_token(&x.key),
@@ -300,6 +328,9 @@ async fn archive_or_notify<S: Store>(
                 );
             }
         }
+    }
+    if let Some(pending) = journaled {
+        journal::close(deleter, pending, &perhaps).await;
     }
     out.events = tally;
     out

@@ -28,10 +28,12 @@ pub enum Op {
     WriteReport,
     /// The `Query` of the stream indexer's reports.
     ReadReports,
+    /// The `Query` of archive mode's journal.
+    ReadPending,
 }
 
 impl Op {
-    pub const ALL: [Op; 12] = [
+    pub const ALL: [Op; 13] = [
         Op::Query,
         Op::BatchDelete,
         Op::Delete,
@@ -44,12 +46,13 @@ impl Op {
         Op::WriteEntries,
         Op::WriteReport,
         Op::ReadReports,
+        Op::ReadPending,
     ];
 
     /// The DynamoDB operation's name.
     pub(super) fn name(self) -> &'static str {
         match self {
-            Op::Query | Op::ReadReports => "Query",
+            Op::Query | Op::ReadReports | Op::ReadPending => "Query",
             Op::BatchDelete | Op::WriteEntries | Op::WriteReport => "BatchWriteItem",
             Op::Delete => "DeleteItem",
             Op::Get => "BatchGetItem",

@@ -32,7 +32,7 @@ impl MemStore {
             entries
                 .iter()
                 .filter(|((window, sort), _)| {
-                    (self.any_partition || window == partition)
+                    (self.any_partition && !window.starts_with('#') || window == partition)
                         && *sort < bound
                         && after.as_ref().is_none_or(|a| (window, sort) > (&a.0, &a.1))
                 })
@@ -467,6 +467,23 @@ impl Store for MemStore {
     }
 
     /// One table per store: nothing to claim against.
+    async fn read_pending(
+        &self,
+        _: &TableSchema,
+        due: Timestamp,
+        limit: i32,
+    ) -> Result<Vec<Key>, StoreError> {
+        let (n, _) = self.begin(Op::ReadPending, None).await?;
+        let bound = entries::sort_bound(due);
+        let listed = (self.entries.lock().unwrap().iter())
+            .filter(|((window, sort), _)| window == entries::PENDING && *sort < bound)
+            .take(limit.max(1) as usize)
+            .map(|(_, item)| item.clone())
+            .collect();
+        self.after(Op::ReadPending, n, None);
+        Ok(listed)
+    }
+
     async fn claim_index_table(&self, _: &TableSchema) -> Result<(), StoreError> {
         Ok(())
     }

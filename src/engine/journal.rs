@@ -1,0 +1,258 @@
+//! Archive mode with the expiry index table: the journal of expiries published and not yet
+//! settled ([`entries::Pending`], partition [`entries::PENDING`] of the index table), so that a
+//! sweeper that dies between an accepted `Item Expired` and its settling leaves the settling to
+//! the next sweep of any process (`docs/events.md`, "Archive").
+//!
+//! A chunk writes its expiries into one journal item before it publishes them, due
+//! [`DUE_AFTER`] later, and when it ends removes the item, or writes back only the expiries it
+//! left unsettled. Every sweep first reads the journal items due (the earliest first,
+//! [`READ_PER_ROUND`] at a time, up to [`ROUNDS_PER_SWEEP`] times), reads their items from the table (consistent, key and ttl) and settles
+//! each expiry as a chunk would: an item gone, nothing to do (no cancellation: a genuine expiry
+//! looks the same); another ttl, the expiry is cancelled; still on the ttl announced, left to the
+//! sweep that deletes it and read again [`DUE_AFTER`] later. A journal item a sweep settled is
+//! removed and, if anything of it is left, put again due later, behind the others.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tracing::{error, warn};
+
+use super::delete::Deleter;
+use super::entries::write_index;
+use super::hook::{Delivery, Events, Expiry, Publication};
+use super::report::EventTally;
+use crate::expiry::Timestamp;
+use crate::store::entries::{self, Pending, PendingExpiry};
+use crate::store::{key_to_json, EntryWrite, Key, Store, StoreError};
+
+/// How long after it is written a chunk's journal item is due, should the chunk not remove it:
+/// well past a chunk's publish and deletes. A sweep that reads one still in flight (another
+/// process's) settles nothing wrongly: the worst is a cancellation or an item sent twice.
+pub const DUE_AFTER: Duration = Duration::from_secs(10);
+
+/// Journal items one round of a sweep's settling reads, at most: one `Query` and, for up to 4
+/// chunks' expiries (100 keys), one `BatchGetItem`.
+pub const READ_PER_ROUND: i32 = 4;
+
+/// Rounds of settling in one sweep, at most: another follows while the last read a full
+/// [`READ_PER_ROUND`], so that a sweep settles up to 32 journal items (800 expiries) and a
+/// sweep that finds the journal empty makes one `Query`.
+pub const ROUNDS_PER_SWEEP: usize = 8;
+
+/// One sweeper's journal writer: its id in the sort keys, the number of its next item, and
+/// whether one of its sweeps is settling (the ticks and the full sweeps of `run` go side by side:
+/// one settles at a time).
+#[derive(Debug)]
+pub(super) struct Journal {
+    writer: String,
+    next: AtomicU64,
+    settling: AtomicBool,
+}
+
+impl Journal {
+    /// A writer with a random id.
+    pub(super) fn new() -> Self {
+        Journal {
+            writer: format!("{:016x}", fastrand::u64(..)),
+            next: AtomicU64::new(0),
+            settling: AtomicBool::new(false),
+        }
+    }
+}
+
+/// Clears [`Journal::settling`] when a settling ends, or is dropped.
+struct Settling<'a>(&'a AtomicBool);
+
+impl Drop for Settling<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// `instant` plus [`DUE_AFTER`].
+fn due(instant: Timestamp) -> Timestamp {
+    Timestamp::from_millis(instant.millis() + DUE_AFTER.as_millis() as i64)
+}
+
+/// Before a chunk's publish: `expiries` journaled, due [`DUE_AFTER`] after the sweep instant.
+/// If the write fails, nothing of the chunk may be published.
+pub(super) async fn open<S: Store>(
+    d: &Deleter<'_, S>,
+    journal: &Journal,
+    expiries: &[Expiry],
+) -> Result<Pending, StoreError> {
+    let n = journal.next.fetch_add(1, Ordering::Relaxed);
+    let pending = Pending {
+        sort: Pending::sort_for(due(d.now), &journal.writer, n),
+        expiries: (expiries.iter())
+            .map(|x| PendingExpiry {
+                key: x.key.clone(),
+                ttl: x.ttl,
+                at: x.at,
+            })
+            .collect(),
+    };
+    match write_index(d, vec![EntryWrite::Put(pending.to_item())]).await {
+        (_, Some(e)) => Err(e),
+        (_, None) => Ok(pending),
+    }
+}
+
+/// When a chunk ends: its journal item removed if none of its expiries is `unsettled` (accepted,
+/// or perhaps accepted, and neither deleted, found gone nor cancelled), else written again with
+/// only those. A write that fails is logged: a later sweep reads the item and settles it.
+pub(super) async fn close<S: Store>(d: &Deleter<'_, S>, mut pending: Pending, unsettled: &[Key]) {
+    let write = if unsettled.is_empty() {
+        EntryWrite::Remove(entries::id(entries::PENDING, &pending.sort))
+    } else if unsettled.len() == pending.expiries.len() {
+        return;
+    } else {
+        pending.expiries.retain(|x| unsettled.contains(&x.key));
+        EntryWrite::Put(pending.to_item())
+    };
+    if let (_, Some(e)) = write_index(d, vec![write]).await {
+        warn!(error = %e, "could not update the journal of this chunk's expiries; a later sweep reads it and settles them");
+    }
+}
+
+/// Before a sweep's partitions: the journal items due, their items read from the table and each
+/// expiry settled ([`self`]), in up to [`ROUNDS_PER_SWEEP`] rounds; what publishing the
+/// cancellations did. Nothing if another sweep of this sweeper is settling. A read that fails
+/// leaves the journal as it is, for the next sweep.
+pub(super) async fn settle<S: Store>(d: &Deleter<'_, S>, events: &Events) -> EventTally {
+    let mut tally = EventTally::default();
+    let Some(journal) = &events.journal else {
+        return tally;
+    };
+    if journal.settling.swap(true, Ordering::AcqRel) {
+        return tally;
+    }
+    let _settling = Settling(&journal.settling);
+    for _ in 0..ROUNDS_PER_SWEEP {
+        let (done, full) = settle_round(d, events).await;
+        tally.add(done);
+        if !full || d.stop.reached() {
+            break;
+        }
+    }
+    tally
+}
+
+/// One round of [`settle`]: what publishing did, and whether it read a full
+/// [`READ_PER_ROUND`] (there may be more due).
+async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTally, bool) {
+    let read = d.store.read_pending(d.schema, d.now, READ_PER_ROUND);
+    let items = match d.stop.bound("Query", read).await {
+        Ok(items) => items,
+        Err(e) => {
+            warn!(error = %e, "could not read the journal of expiries published and not settled; trying again at the next sweep");
+            return (EventTally::default(), false);
+        }
+    };
+    let full = items.len() >= READ_PER_ROUND as usize;
+    if items.is_empty() {
+        return (EventTally::default(), false);
+    }
+    let mut writes = Vec::new();
+    let mut held = Vec::new();
+    for item in &items {
+        match Pending::from_item(item) {
+            Some(Ok(pending)) => held.push(pending),
+            Some(Err(sort)) => {
+                error!(%sort, "a journal item of archive mode does not read as one: removed");
+                writes.push(EntryWrite::Remove(entries::id(entries::PENDING, &sort)));
+            }
+            None => {}
+        }
+    }
+    let keys: Vec<Key> = held
+        .iter()
+        .flat_map(|p| p.expiries.iter().map(|x| x.key.clone()))
+        .collect();
+    let schema = d.schema;
+    let found = if keys.is_empty() {
+        Vec::new()
+    } else {
+        match d
+            .stop
+            .bound("BatchGetItem", d.store.get_items(schema, keys, true))
+            .await
+        {
+            Ok(found) => found,
+            Err(e) => {
+                warn!(error = %e, "could not read the items of the journal's expiries; trying again at the next sweep");
+                return (EventTally::default(), false);
+            }
+        }
+    };
+    // Each expiry: settled (gone), to cancel (another ttl), or still to settle.
+    let mut cancel: Vec<(usize, PendingExpiry)> = Vec::new();
+    let mut left: HashMap<usize, Vec<PendingExpiry>> = HashMap::new();
+    for (i, pending) in held.iter().enumerate() {
+        for x in &pending.expiries {
+            match schema.find(&found, &x.key) {
+                None => {}
+                Some(item) if schema.ttl_of(item) == Some(x.ttl) => {
+                    left.entry(i).or_default().push(x.clone());
+                }
+                Some(_) => cancel.push((i, x.clone())),
+            }
+        }
+    }
+    let tally = if cancel.is_empty() {
+        EventTally::default()
+    } else {
+        let at = events.wall.as_ref().map_or(d.now, |c| c.now());
+        let cancellations = (cancel.iter())
+            .map(|(_, x)| {
+                let key = key_to_json(&x.key);
+                tracing::info!(%key, "an item whose expiry a sweep journaled and did not settle has a new ttl: cancelling the expiry");
+                let expiry = Expiry {
+                    key: x.key.clone(),
+                    ttl: x.ttl,
+                    item: None,
+                    at: x.at,
+                };
+                Publication::Cancelled(expiry, at)
+            })
+            .collect();
+        let (deliveries, tally) = events.hook.publish(cancellations, d.stop).await;
+        for ((i, x), delivery) in cancel.into_iter().zip(deliveries) {
+            if delivery != Delivery::Accepted {
+                left.entry(i).or_default().push(x);
+            }
+        }
+        tally
+    };
+    // Each item read is removed; what is left of it is put again first, due later, behind the
+    // others (a removal never goes before the put that keeps what is left).
+    let mut puts = Vec::new();
+    for (i, pending) in held.into_iter().enumerate() {
+        writes.push(EntryWrite::Remove(entries::id(
+            entries::PENDING,
+            &pending.sort,
+        )));
+        if let Some(expiries) = left.remove(&i) {
+            let again = Pending {
+                sort: pending.due_at(due(d.now)),
+                expiries,
+            };
+            puts.push(EntryWrite::Put(again.to_item()));
+        }
+    }
+    let put = if puts.is_empty() {
+        None
+    } else {
+        write_index(d, puts).await.1
+    };
+    let written = match put {
+        Some(e) => Some(e),
+        None => write_index(d, writes).await.1,
+    };
+    if let Some(e) = written {
+        warn!(error = %e, "could not update the journal after settling its expiries; the next sweeps read them again");
+        return (tally, false);
+    }
+    (tally, full)
+}
