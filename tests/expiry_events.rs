@@ -755,15 +755,18 @@ async fn archive_with_the_expiry_index_table_cancels_after_a_crash_the_expiry_of
     let table =
         with_items(4, 0, &log)
             .with_index_table()
-            .fault(Op::Delete, When::First(1), Fault::Stall);
+            .fault(Op::Delete, When::First(2), Fault::Stall);
     (0..4).for_each(|n| table.index(&e(n), &n.to_string()));
     let sink = ScriptedSink::accepting(&log);
-    let crashed = sweep(&table, &sink, ARCHIVE);
-    let died = tokio::time::timeout(Duration::from_secs(60), crashed).await;
-    assert!(died.is_err(), "the first sweep never got past its deletes");
-    assert_eq!(sink.accepted().len(), 4, "every expiry was accepted");
+    // Two processes die the same way, one after the other: two journal items list each key.
+    for _ in 0..2 {
+        let crashed = sweep(&table, &sink, ARCHIVE);
+        let died = tokio::time::timeout(Duration::from_secs(60), crashed).await;
+        assert!(died.is_err(), "the sweep never got past its deletes");
+    }
+    assert_eq!(sink.accepted().len(), 8, "every expiry was accepted, twice");
     table.put("e0001", (NOW + 3600) as f64);
-    // Another process, once the journal's item is due.
+    // Another process, once the journal's items are due.
     let after = |s: i64| Timestamp::from_secs(NOW + s);
     let next = Sweeper::new(
         table.clone(),
@@ -774,13 +777,11 @@ async fn archive_with_the_expiry_index_table_cancels_after_a_crash_the_expiry_of
     let window = [Window::containing_instant(after(11), 60)];
     let report = next.sweep_windows(after(11), &window, &Stop::never()).await;
     report.assert_fields("events_cancelled=1 items_deleted=3");
-    assert_eq!(
-        sink.kinds_of("e0001"),
-        ["Item Expired", "Item Expiry Cancelled"]
-    );
+    let kinds = ["Item Expired", "Item Expired", "Item Expiry Cancelled"];
+    assert_eq!(sink.kinds_of("e0001"), kinds[..]);
     assert_eq!(table.ids(), ["e0001"], "the extended item stays");
     for id in ["e0000", "e0002", "e0003"] {
-        assert_eq!(sink.kinds_of(id), ["Item Expired", "Item Expired"], "{id}");
+        assert_eq!(sink.kinds_of(id), ["Item Expired"; 3], "{id}");
     }
     // Its entry is removed (its item kept on another ttl); the journal holds the others until a
     // sweep reads them again and finds them gone: then nothing of them is left, and nothing more

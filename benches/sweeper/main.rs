@@ -25,7 +25,9 @@
 //! binary ticking on a schedule and indexing batches of an emulated event source mapping; the
 //! indexer's CPU per record) and writes target/bench-stream.md; `BENCH_ONLY=tables` runs
 //! section 1's rows of many tables alone (the release daemon sweeping one table and, beside it,
-//! ten: lag, tick durations, CPU and peak memory) and writes target/bench-tables.md.
+//! ten: lag, tick durations, CPU and peak memory) and writes target/bench-tables.md;
+//! `BENCH_ONLY=ticks` runs section 1's "Tick mode, repeated" alone (the 1 s tick loop, and the
+//! release Lambda binary ticking under the local Runtime API) and writes target/bench-ticks.md.
 //! Benchmarks print figures; they never fail on a timing.
 
 // The tests' support folder, shared: the local servers, tables, items, sweepers, the Lambda
@@ -237,6 +239,14 @@ fn main() {
         tables::render(&mut doc, &figures);
         return write_only("tables", &doc);
     }
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "ticks") {
+        // Section 1's "Tick mode, repeated" alone (the 1 s tick loop, and the release Lambda
+        // binary under the local Runtime API, against DynamoDB Local): printed and written to
+        // target/.
+        let precise = rt.block_on(sub_second(&scale));
+        sub_second::render(&mut doc, &scale, &precise);
+        return write_only("ticks", &doc);
+    }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "perf") {
         // Section 6 alone, to check it quickly: printed and written to target/.
         let (inside, outside) = cpu_measurements(&scale, &rt);
@@ -447,6 +457,6 @@ fn render(
     cost_model::render(&mut d, cpu); // 4
     scale_on_paper::render(&mut d, c_us); // 5
     d.push_str(perf_rows); // 6 and 7
-    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~30 minutes: docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check: target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows (no local server): target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace (no local server): target/bench-pace.md\nBENCH_ONLY=stream cargo bench --bench sweeper   # section 1's stream indexer rows: target/bench-stream.md\nBENCH_ONLY=tables cargo bench --bench sweeper   # section 1's many tables rows: target/bench-tables.md\nmake profile              # section 8, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # section 8, the fake answering after 5-10 ms\n```");
+    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~30 minutes: docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check: target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows (no local server): target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace (no local server): target/bench-pace.md\nBENCH_ONLY=stream cargo bench --bench sweeper   # section 1's stream indexer rows: target/bench-stream.md\nBENCH_ONLY=tables cargo bench --bench sweeper   # section 1's many tables rows: target/bench-tables.md\nBENCH_ONLY=ticks cargo bench --bench sweeper    # section 1's tick mode, repeated: target/bench-ticks.md\nmake profile              # section 8, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # section 8, the fake answering after 5-10 ms\n```");
     d
 }

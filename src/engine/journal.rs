@@ -12,7 +12,7 @@
 //! sweep that deletes it and read again [`DUE_AFTER`] later. A journal item a sweep settled is
 //! removed and, if anything of it is left, put again due later, behind the others.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -166,11 +166,15 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
             None => {}
         }
     }
-    let keys: Vec<Key> = held
-        .iter()
-        .flat_map(|p| p.expiries.iter().map(|x| x.key.clone()))
-        .collect();
+    // Each key once (two items may journal one key: a chunk that published it again), since
+    // `BatchGetItem` refuses a request that names a key twice.
     let schema = d.schema;
+    let mut seen = HashSet::new();
+    let keys: Vec<Key> = (held.iter())
+        .flat_map(|p| p.expiries.iter())
+        .filter(|x| seen.insert(schema.key_token(&x.key)))
+        .map(|x| x.key.clone())
+        .collect();
     let found = if keys.is_empty() {
         Vec::new()
     } else {
@@ -187,7 +191,11 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
         }
     };
     // Each expiry: settled (gone), to cancel (another ttl), or still to settle.
-    let mut cancel: Vec<(usize, PendingExpiry)> = Vec::new();
+    // Each expiry found with another ttl is cancelled once, however many items journal it; each
+    // journal item keeps the ones whose cancellation the sink did not accept.
+    let mut cancel: Vec<PendingExpiry> = Vec::new();
+    let mut cancel_of: HashMap<(Option<String>, u64), usize> = HashMap::new();
+    let mut waiting: Vec<(usize, PendingExpiry, usize)> = Vec::new();
     let mut left: HashMap<usize, Vec<PendingExpiry>> = HashMap::new();
     for (i, pending) in held.iter().enumerate() {
         for x in &pending.expiries {
@@ -196,7 +204,14 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
                 Some(item) if schema.ttl_of(item) == Some(x.ttl) => {
                     left.entry(i).or_default().push(x.clone());
                 }
-                Some(_) => cancel.push((i, x.clone())),
+                Some(_) => {
+                    let id = (schema.key_token(&x.key), x.ttl.to_bits());
+                    let c = *cancel_of.entry(id).or_insert_with(|| {
+                        cancel.push(x.clone());
+                        cancel.len() - 1
+                    });
+                    waiting.push((i, x.clone(), c));
+                }
             }
         }
     }
@@ -205,7 +220,7 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
     } else {
         let at = events.wall.as_ref().map_or(d.now, |c| c.now());
         let cancellations = (cancel.iter())
-            .map(|(_, x)| {
+            .map(|x| {
                 let key = key_to_json(&x.key);
                 tracing::info!(%key, "an item whose expiry a sweep journaled and did not settle has a new ttl: cancelling the expiry");
                 let expiry = Expiry {
@@ -218,8 +233,8 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
             })
             .collect();
         let (deliveries, tally) = events.hook.publish(cancellations, d.stop).await;
-        for ((i, x), delivery) in cancel.into_iter().zip(deliveries) {
-            if delivery != Delivery::Accepted {
+        for (i, x, c) in waiting {
+            if deliveries.get(c) != Some(&Delivery::Accepted) {
                 left.entry(i).or_default().push(x);
             }
         }
