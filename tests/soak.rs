@@ -1625,10 +1625,12 @@ async fn scenario(
             );
             tokio::time::sleep(due_after).await;
         }
-        eprintln!(
-            "{}: final sweep {final_sweeps} exit {code}; sweeping again",
-            spec.name
-        );
+        if code != 0 {
+            eprintln!(
+                "{}: final sweep {final_sweeps} exit {code}; sweeping again",
+                spec.name
+            );
+        }
     };
     let final_at = report["sweep_at"]
         .as_str()
@@ -1798,7 +1800,7 @@ fn table(seed: u64, size: &Size, rows: &[Row]) -> String {
         let with = |tag: &str| r.unsettled_lines.iter().filter(|l| l.contains(tag)).count();
         let _ = writeln!(
             t,
-            "  of which: a refused delete, its sweeper ended {}; a later sweep read it unchanged and left it {}; ambiguous, a read of the change by either of two Lambda environments {}",
+            "  of which: a refused delete, its sweeper ended {}; a later sweep read it unchanged and left it {}; ambiguous, a read of the change by another chunk or process {}",
             with("[refused delete"),
             with("[a later sweep read it unchanged"),
             with("[ambiguous:")

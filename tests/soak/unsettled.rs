@@ -64,9 +64,10 @@ pub(super) struct Ends<'a> {
 ///    cancellation), but for a read after which a sweeper logged the key `cancelling the expiry`
 ///    and then was killed or logged its event not published within [`settle_window`] (its
 ///    cancellation never accepted), for one after which a sweeper's settling re-read failed and
-///    it logged the key `key not deleted` within that time (the key failed), and for one made while two processes or invocations alive at
-///    the chunk's read still ran, with no such log (the other's read before publishing, which
-///    found the change and published nothing: ambiguous, said so);
+///    it logged the key `key not deleted` within that time (the key failed), and for one with no
+///    such log (another chunk's read before publishing, of the same process, which runs several
+///    at once, or of another process or invocation: it found the change and published nothing;
+///    ambiguous, said so);
 /// 5. each consistent read after the chunk's end that came before the application's write or
 ///    found the event's ttl is a later sweep's that left the key (B): no acceptance of the event
 ///    followed it, and within [`settle_window`] of it the key's `key not deleted` / `expiry event
@@ -177,9 +178,8 @@ pub(super) fn check(
             .collect();
         // 4. The chunk saw no change (with a refused delete: before it; the re-read after it owed
         // the cancellation that was never published), or what it saw it owed a cancellation for
-        // and ended first. With two Lambda environments alive at the chunk's read and at a read
-        // that found a change, and no cancellation queued after it, that read may be the other
-        // one's: ambiguous, counted here and said so.
+        // and ended first. A read that found a change with no cancellation queued after it may
+        // be another chunk's: ambiguous, counted here and said so.
         let until = refused.unwrap_or(end);
         let chunk_reads = reads.iter().filter(|(t, _)| *t > p && *t <= until);
         let mut changed_seen = None;
@@ -195,7 +195,13 @@ pub(super) fn check(
                 .iter()
                 .any(|c| *c >= t && *c <= by);
             let cut = alive_at(t).any(|(_, e)| *e <= by && killed(*e)) || logged(t, by);
-            let both = alive_at(read_at).filter(|(_, e)| *e > t).count() >= 2;
+            // A read that found the change with no cancellation queued after it may be another
+            // chunk's read before publishing (a sweeper runs several chunks at once: up to
+            // MAX_CONCURRENCY, `run`'s ticks beside its full sweeps; and two Lambda environments
+            // side by side), of a listing made before the change: it publishes nothing, not
+            // knowing the expiry in flight, and its process may die before the chunk that
+            // published settles it (the documented exception). A chunk's own reads after its
+            // publish log `cancelling the expiry` when they find a change. Ambiguous: counted.
             // Or the chunk's settling re-read failed and it reported the key not deleted: it
             // stays as it was (docs/events.md, "Archive").
             let unread = ends.reread_failed.iter().any(|l| *l >= t && *l <= by)
@@ -206,7 +212,7 @@ pub(super) fn check(
                 owed.push(format!("{t:.2}:{}", found(f)));
             } else if unread {
                 unread_reads.push(format!("{t:.2}:{}", found(f)));
-            } else if both && !cancelling {
+            } else if !cancelling {
                 ambiguous.push(format!("{t:.2}:{}", found(f)));
             } else {
                 changed_seen = Some((t, *f));
@@ -297,7 +303,7 @@ pub(super) fn check(
             );
         }
         if !ambiguous.is_empty() {
-            let _ = write!(notes, "; [ambiguous: reads {} found the change, not the chunk's own reads (none between its read and its publish; after it, no sweeper logged the key re-read for a cancellation while two Lambda environments ran): another sweep's or process's read before publishing]", ambiguous.join(" "));
+            let _ = write!(notes, "; [ambiguous: reads {} found the change, not the chunk's own reads (none between its read and its publish; after it, no sweeper logged the key re-read for a cancellation): another chunk's, sweep's or process's read before publishing]", ambiguous.join(" "));
         }
         return Ok(format!(
             "published after a read at {read_at:.2}, accepted at {p:.2}; its chunk {how} with no delete of it applied (deletes sent since: [{}]; {} chunk reads); the application's {action:?} at {changed:.2}, {when}; later reads: [{}]{notes}",
