@@ -509,11 +509,12 @@ impl<S: Store> Sweeper<S> {
         let pass = self.pass(now, stop, started, false);
         let mut report = self.report(now);
         // Archive mode: the expiries earlier sweeps left accepted and not settled, first.
+        // Boxed: a sweep's future stays as small as it was without events.
         if let Some(events) = pass.events.as_ref().filter(|e| e.journal.is_some()) {
-            report.add_events(journal::settle(&pass.deleter(), events).await);
+            report.add_events(Box::pin(journal::settle(&pass.deleter(), events)).await);
         }
         if let Some(events) = pass.events.as_ref().filter(|e| !e.unsettled.is_empty()) {
-            report.add_events(settle_unsettled(&pass.deleter(), events).await);
+            report.add_events(Box::pin(settle_unsettled(&pass.deleter(), events)).await);
         }
         let shards = self.shared.schema.layout.window_shards.max(1);
         let range = self.shard_range();
