@@ -158,10 +158,12 @@ fn in_flight(
 /// Archive mode with the expiry index table: whether the application deleted `event`'s item
 /// while its expiry was in flight, which lasts, with the journal, until a sweep settles it (the
 /// item deleted or found gone, or the expiry cancelled): for one of the event's acceptances, the
-/// application's delete of the original item was sent after the chunk's read (the last
-/// consistent read before the acceptance, which found the event's ttl). An item the application
-/// only extended is owed its cancellation, whatever process published the expiry and whenever it
-/// died. Else why not.
+/// application's delete of the original item was sent after the chunk's read, the last
+/// consistent read before the acceptance that found the event's ttl (a chunk reads nothing
+/// between its read and its publish: a read between them that found the item gone or changed is
+/// another chunk's or process's read before publishing, which published nothing). An item the
+/// application only extended is owed its cancellation, whatever process published the expiry and
+/// whenever it died. Else why not.
 fn journaled(seen: &Seen, event: &Accepted, write: Option<&Write>) -> Result<(), String> {
     let Some((sent, _)) = write
         .filter(|w| w.found_original)
@@ -172,19 +174,14 @@ fn journaled(seen: &Seen, event: &Accepted, write: Option<&Write>) -> Result<(),
     let reads = seen.reads.get(&event.item).map_or(&[][..], Vec::as_slice);
     let mut why = Vec::new();
     for &p in &event.times {
-        let read = reads
-            .iter()
-            .filter(|(t, _)| *t < p)
-            .max_by(|a, b| a.0.total_cmp(&b.0));
-        match read {
-            Some((t, found)) if *found == Some(event.ttl) && sent > *t => return Ok(()),
-            Some((t, found)) => {
-                let found = found.map_or("nothing".into(), |f| format!("ttl {f}"));
-                why.push(format!("accepted at {p:.2}, the consistent read before it ({t:.2}) found {found}, the application's delete sent at {sent:.2}"));
-            }
-            None => why.push(format!(
-                "accepted at {p:.2} with no consistent read before it"
-            )),
+        let chunk_read = (reads.iter())
+            .filter(|(t, found)| *t < p && *found == Some(event.ttl))
+            .map(|(t, _)| *t)
+            .reduce(f64::max);
+        match chunk_read {
+            Some(t) if sent > t => return Ok(()),
+            Some(t) => why.push(format!("accepted at {p:.2}, the chunk's read ({t:.2}) came after the application's delete sent at {sent:.2}")),
+            None => why.push(format!("accepted at {p:.2} with no consistent read of its ttl before it")),
         }
     }
     Err(why.join("; "))
