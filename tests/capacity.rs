@@ -254,3 +254,23 @@ async fn a_scripted_sequence_through_the_meter_costs_exactly_its_units() {
 
     assert!(meter.unknown().is_empty(), "{:?}", meter.unknown());
 }
+
+/// A query answered before the meter sees the answer to the write of what it read (the indexer's
+/// put and the sweep's query in flight at once) is sized by what that write sent.
+#[test]
+fn a_read_that_races_a_write_is_sized_by_what_the_write_sent() {
+    let mut l = ledger();
+    let entry =
+        json!({"window": {"S": "w1"}, "entry": {"S": "e1"}, "pad": {"S": "x".repeat(5000)}});
+    let puts = json!({"RequestItems": {"ix": [{ "PutRequest": { "Item": entry } }]}});
+    l.sending("BatchWriteItem", &puts);
+    let q = json!({"TableName": "ix", "ConsistentRead": true,
+        "KeyConditionExpression": "#w = :w", "ExpressionAttributeNames": {"#w": "window"},
+        "ExpressionAttributeValues": {":w": {"S": "w1"}}, "ProjectionExpression": "#w, #e"});
+    let found = json!({"Items": [{"window": {"S": "w1"}, "entry": {"S": "e1"}}]});
+    l.observe(false, "Query", 200, &q, &found);
+    // More than 4 KB: two read units.
+    assert_eq!(l.counts.of(Kind::IndexQuery).read_units, 2.0);
+    l.observe(false, "BatchWriteItem", 200, &puts, &json!({}));
+    assert!(l.counts.unknown.is_empty(), "{:?}", l.counts.unknown);
+}

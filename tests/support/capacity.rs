@@ -257,6 +257,10 @@ pub struct Ledger {
     tables: HashMap<String, (Role, Vec<String>)>,
     /// `table\0key` → the item as last written, or `None` once deleted.
     items: HashMap<String, Option<Map<String, Value>>>,
+    /// `table\0key` → the size of the item last sent to be written, noted before DynamoDB
+    /// answered: a read answered before the meter sees a concurrent write's answer (or one that
+    /// read an item a concurrent delete then removed) is sized by it.
+    sent: HashMap<String, u64>,
     pub counts: Counts,
 }
 
@@ -375,6 +379,42 @@ impl Ledger {
         }
     }
 
+    /// Notes the items a write request is about to write (their sizes), before it is passed on.
+    pub fn sending(&mut self, op: &str, request: &Value) {
+        let table = request["TableName"].as_str().unwrap_or("");
+        let mut puts: Vec<(String, Map<String, Value>)> = Vec::new();
+        match op {
+            "PutItem" => {
+                let item = request["Item"].as_object();
+                puts.extend(item.map(|i| (table.to_owned(), i.clone())));
+            }
+            "BatchWriteItem" => {
+                let tables = request["RequestItems"].as_object().into_iter().flatten();
+                for (table, writes) in tables {
+                    let writes = writes.as_array().into_iter().flatten();
+                    let items = writes.filter_map(|w| w["PutRequest"]["Item"].as_object());
+                    puts.extend(items.map(|i| (table.clone(), i.clone())));
+                }
+            }
+            _ => {}
+        }
+        for (table, item) in puts {
+            if let Some((key, _)) = self.key_of(&table, &item) {
+                self.sent.insert(key, item_size(&item));
+            }
+        }
+    }
+
+    /// The size of an item a read returned: as the ledger holds it, else as last sent to be
+    /// written, else its own if `whole` (not projected); `None` if none of these.
+    fn returned_size(&self, table: &str, item: &Map<String, Value>, whole: bool) -> Option<u64> {
+        let key = self.key_of(table, item)?.0;
+        match self.items.get(&key) {
+            Some(Some(i)) => Some(item_size(i)),
+            _ => (self.sent.get(&key).copied()).or_else(|| whole.then(|| item_size(item))),
+        }
+    }
+
     /// Counts one request that DynamoDB answered with `status` and `answer`, sent through the
     /// application's door (`app`) or the sweeper's.
     pub fn observe(&mut self, app: bool, op: &str, status: u16, request: &Value, answer: &Value) {
@@ -444,15 +484,15 @@ impl Ledger {
         }
         match op {
             "GetItem" => {
+                let mut size = old;
                 if let Some(found) = answer["Item"].as_object() {
-                    if !matches!(self.items.get(key), Some(Some(_))) {
-                        let size = item_size(found);
-                        self.unknown(format!(
-                            "GetItem on {table}: an item never written ({size} bytes returned)"
-                        ));
+                    let whole = request["ProjectionExpression"].is_null();
+                    match self.returned_size(table, found, whole) {
+                        Some(s) => size = s,
+                        None => self.unknown(format!("GetItem on {table}: an item never written")),
                     }
                 }
-                self.add(kind, 1, 0.0, read_units(old, consistent));
+                self.add(kind, 1, 0.0, read_units(size, consistent));
             }
             "DeleteItem" => {
                 self.items.insert(key.to_owned(), None);
@@ -555,6 +595,21 @@ impl Ledger {
                 .iter()
                 .filter_map(|k| Some(self.key_of(table, k)?.0))
                 .collect();
+            let whole = asked["ProjectionExpression"].is_null();
+            // The items returned, by the ledger's key, and their sizes.
+            let returned = answer["Responses"][table].as_array().into_iter().flatten();
+            let returned: Vec<Map<String, Value>> =
+                returned.filter_map(|i| i.as_object().cloned()).collect();
+            let mut found: HashMap<String, u64> = HashMap::new();
+            for item in &returned {
+                let key = self.key_of(table, item).map(|(k, _)| k);
+                match (key, self.returned_size(table, item, whole)) {
+                    (Some(key), Some(size)) => {
+                        found.insert(key, size);
+                    }
+                    _ => self.unknown(format!("BatchGetItem on {table}: an item never written")),
+                }
+            }
             for k in key_list(asked) {
                 let Some((key, partition)) = self.key_of(table, &k) else {
                     self.unknown(format!(
@@ -567,19 +622,10 @@ impl Ledger {
                     continue;
                 }
                 let kind = self.kind(app, table, &partition, Access::Read);
-                let units = read_units(self.size_at(&key), consistent);
-                self.add(kind, 1, 0.0, units);
+                // A missing item is read at the minimum.
+                let size = found.get(&key).copied().unwrap_or(0);
+                self.add(kind, 1, 0.0, read_units(size, consistent));
                 kinds.push(kind);
-            }
-            // An item returned that the ledger holds no item for was written around the meter.
-            let returned = answer["Responses"][table].as_array().into_iter().flatten();
-            let returned: Vec<Map<String, Value>> =
-                returned.filter_map(|i| i.as_object().cloned()).collect();
-            for item in returned {
-                let key = self.key_of(table, &item).map(|(k, _)| k);
-                if !key.is_some_and(|k| matches!(self.items.get(&k), Some(Some(_)))) {
-                    self.unknown(format!("BatchGetItem on {table}: an item never written"));
-                }
             }
         }
         self.request(&kinds);
@@ -610,15 +656,9 @@ impl Ledger {
             .collect();
         for item in returned {
             items += 1;
-            let known = self
-                .key_of(table, &item)
-                .and_then(|(k, _)| match self.items.get(&k) {
-                    Some(Some(i)) => Some(item_size(i)),
-                    _ => None,
-                });
-            bytes += match known {
+            let whole = !projected && request["IndexName"].is_null();
+            bytes += match self.returned_size(table, &item, whole) {
                 Some(size) => size,
-                None if !projected && request["IndexName"].is_null() => item_size(&item),
                 None => {
                     self.unknown(format!("Query on {table}: an item never written"));
                     0
@@ -704,7 +744,7 @@ fn updated(mut item: Map<String, Value>, request: &Value) -> Option<Map<String, 
 }
 
 /// A pass-through proxy in front of DynamoDB that counts the capacity units of every request
-/// through it by [`Ledger`]'s rules: the sweeper's through [`Meter::endpoint`], the
+/// through it by [`Ledger`]'s rules (the items each write sends noted before it is passed on): the sweeper's through [`Meter::endpoint`], the
 /// application's through [`Meter::app_endpoint`] (the same ledger, counted as [`Kind::App`]).
 /// Listens on 127.0.0.1 only.
 pub struct Meter {
@@ -721,6 +761,13 @@ impl Meter {
     /// (name, role, key attributes with the partition key first), all empty.
     pub async fn start(upstream: &str, tables: &[(&str, Role, &[&str])]) -> Meter {
         let ledger = Arc::new(Mutex::new(Ledger::new(tables)));
+        let hold = || {
+            let ledger = ledger.clone();
+            Box::new(move |op: &str, request: &Value| {
+                ledger.lock().unwrap().sending(op, request);
+                Duration::ZERO
+            })
+        };
         let door = |app: bool| {
             let ledger = ledger.clone();
             move |op: &str, status: u16, request: &Value, answer: &Value, _at: f64| {
@@ -728,9 +775,8 @@ impl Meter {
                 ledger.observe(app, op, status, request, answer);
             }
         };
-        let no_hold = || Box::new(|_: &str, _: &Value| Duration::ZERO);
-        let sweeper = Recorder::start_all(upstream, no_hold(), Box::new(door(false))).await;
-        let app = Recorder::start_all(upstream, no_hold(), Box::new(door(true))).await;
+        let sweeper = Recorder::start_all(upstream, hold(), Box::new(door(false))).await;
+        let app = Recorder::start_all(upstream, hold(), Box::new(door(true))).await;
         Meter {
             endpoint: sweeper.endpoint.clone(),
             app_endpoint: app.endpoint.clone(),
