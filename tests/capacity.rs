@@ -274,3 +274,22 @@ fn a_read_that_races_a_write_is_sized_by_what_the_write_sent() {
     l.observe(false, "BatchWriteItem", 200, &puts, &json!({}));
     assert!(l.counts.unknown.is_empty(), "{:?}", l.counts.unknown);
 }
+
+/// A query whose projection leaves out the partition key (`#owners`, read for its sort keys) is
+/// sized by the entries its key condition names.
+#[test]
+fn a_projection_without_the_partition_key_is_sized_by_the_key_condition() {
+    let mut l = ledger();
+    let claim = json!({"window": {"S": "#owners"}, "entry": {"S": "t"}});
+    let puts = json!({"RequestItems": {"ix": [{ "PutRequest": { "Item": claim } }]}});
+    l.observe(false, "BatchWriteItem", 200, &puts, &json!({}));
+    let q = json!({"TableName": "ix", "ConsistentRead": true,
+        "KeyConditionExpression": "#w = :owners", "ProjectionExpression": "#e",
+        "ExpressionAttributeNames": {"#w": "window", "#e": "entry"},
+        "ExpressionAttributeValues": {":owners": {"S": "#owners"}}});
+    let found = json!({"Items": [{"entry": {"S": "t"}}]});
+    l.observe(false, "Query", 200, &q, &found);
+    let fixed = l.counts.of(Kind::IndexFixed);
+    assert_eq!((fixed.requests, fixed.read_units), (2, 1.0));
+    assert!(l.counts.unknown.is_empty(), "{:?}", l.counts.unknown);
+}

@@ -607,7 +607,10 @@ impl Ledger {
                     (Some(key), Some(size)) => {
                         found.insert(key, size);
                     }
-                    _ => self.unknown(format!("BatchGetItem on {table}: an item never written")),
+                    _ => self.unknown(format!(
+                        "BatchGetItem on {table}: an item never written, {}",
+                        Value::Object(item.clone())
+                    )),
                 }
             }
             for k in key_list(asked) {
@@ -638,11 +641,13 @@ impl Ledger {
             ));
             return self.request(&[Kind::Other]);
         };
-        let partition = request["IndexName"]
+        let partition_key = keys[0].clone();
+        let value = request["IndexName"]
             .is_null()
-            .then(|| partition_value(request, &keys[0]))
-            .flatten()
-            .unwrap_or_default();
+            .then(|| partition_value(request, &partition_key))
+            .flatten();
+        let text = |v: &Value| Some(v.as_object()?.values().next()?.as_str()?.to_owned());
+        let partition = value.as_ref().and_then(text).unwrap_or_default();
         let kind = self.kind(app, table, &partition, Access::Query);
         let consistent = request["ConsistentRead"].as_bool().unwrap_or(false);
         let projected = !request["ProjectionExpression"].is_null();
@@ -654,13 +659,18 @@ impl Ledger {
             .flatten()
             .filter_map(|i| i.as_object().cloned())
             .collect();
-        for item in returned {
+        for mut item in returned {
             items += 1;
+            // A projection may leave out the partition key: the key condition gives it.
+            if let (false, Some(v)) = (item.contains_key(&partition_key), &value) {
+                item.insert(partition_key.clone(), v.clone());
+            }
             let whole = !projected && request["IndexName"].is_null();
             bytes += match self.returned_size(table, &item, whole) {
                 Some(size) => size,
                 None => {
-                    self.unknown(format!("Query on {table}: an item never written"));
+                    let item = Value::Object(item);
+                    self.unknown(format!("Query on {table}: an item never written, {item}"));
                     0
                 }
             };
@@ -671,7 +681,7 @@ impl Ledger {
 }
 
 /// The value a `Query`'s key condition gives the partition key `name` (`#w = :w AND …`).
-fn partition_value(request: &Value, name: &str) -> Option<String> {
+fn partition_value(request: &Value, name: &str) -> Option<Value> {
     let condition = request["KeyConditionExpression"].as_str()?;
     for clause in condition.split(" AND ") {
         let Some((left, right)) = clause.split_once('=') else {
@@ -684,7 +694,7 @@ fn partition_value(request: &Value, name: &str) -> Option<String> {
         if left == name {
             let right = right.trim().trim_end_matches(')');
             let v = &request["ExpressionAttributeValues"][right];
-            return v.as_object()?.values().next()?.as_str().map(str::to_owned);
+            return (!v.is_null()).then(|| v.clone());
         }
     }
     None
