@@ -106,6 +106,75 @@ pub const REGIONS: [f64; 2] = [1.0, 3.0];
 /// Amazon DynamoDB", part 1), per million items, as that post gives it.
 pub const PEER_PER_MILLION: f64 = 1.63;
 
+/// The units the index-table path spends per expired item, counted (benches/sweeper/units.rs,
+/// the `units-counted` block of docs/BENCHMARKS.md section 4): 1 KB items, one in ten refreshed
+/// once, one in twenty deleted by the application before its ttl.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Counted {
+    /// Items the counted run wrote, and those that expired (written less those the application
+    /// deleted).
+    pub written: usize,
+    pub expired: usize,
+    /// `DELETE_MODE=batch`: write units of the table's deletes, read units of the confirming reads.
+    pub table_delete: f64,
+    pub confirm_read: f64,
+    /// `DELETE_MODE=conditional`: write units of the table's deletes, and of the conditional
+    /// deletes whose condition failed (items refreshed or deleted by the application).
+    pub conditional_delete: f64,
+    pub failed_conditional: f64,
+    /// Write units of the index entries' puts and removals, read units of the queries of the
+    /// index's window partitions (at the run's rate of expiries).
+    pub entry_put: f64,
+    pub entry_removal: f64,
+    pub index_query: f64,
+    /// Bytes of an index entry, on average.
+    pub entry_bytes: f64,
+}
+
+const COUNTED_OPEN: &str =
+    "<!-- units-counted: benches/sweeper/units.rs, read by tests/support/cost.rs -->";
+const COUNTED_CLOSE: &str = "<!-- /units-counted -->";
+
+impl Counted {
+    /// The block docs/BENCHMARKS.md carries: a one-row table between `units-counted` markers.
+    pub fn block(&self) -> String {
+        format!(
+            "{COUNTED_OPEN}\n| items written | expired | batch mode: table delete, WRU | batch mode: confirming read, RRU | conditional mode: table delete, WRU | conditional mode: failed conditional delete, WRU | index entry put, WRU | index entry removal, WRU | index query, RRU | index entry, bytes |\n|---|---|---|---|---|---|---|---|---|---|\n| {} | {} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.1} |\n{COUNTED_CLOSE}\n",
+            self.written,
+            self.expired,
+            self.table_delete,
+            self.confirm_read,
+            self.conditional_delete,
+            self.failed_conditional,
+            self.entry_put,
+            self.entry_removal,
+            self.index_query,
+            self.entry_bytes
+        )
+    }
+
+    /// The counts of the `units-counted` block of `markdown`, if it has one.
+    pub fn parse(markdown: &str) -> Option<Counted> {
+        let start = markdown.find(COUNTED_OPEN)?;
+        let end = start + markdown[start..].find(COUNTED_CLOSE)?;
+        let row = markdown[start..end].lines().nth(3)?;
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let f = |i: usize| cells.get(i)?.parse::<f64>().ok();
+        Some(Counted {
+            written: cells.get(1)?.parse().ok()?,
+            expired: cells.get(2)?.parse().ok()?,
+            table_delete: f(3)?,
+            confirm_read: f(4)?,
+            conditional_delete: f(5)?,
+            failed_conditional: f(6)?,
+            entry_put: f(7)?,
+            entry_removal: f(8)?,
+            index_query: f(9)?,
+            entry_bytes: f(10)?,
+        })
+    }
+}
+
 /// What the model takes from the code and from measurements.
 #[derive(Debug, Clone, Copy)]
 pub struct Inputs {
