@@ -244,7 +244,7 @@ fn main() {
         let figures = rt.block_on(units::measure(units::Settings::new(quick)));
         units::render(&mut doc, &figures);
         if !quick {
-            units::update_doc(&units::counted_block(&figures));
+            units::update_doc(&doc);
         }
         return write_only("units", &doc);
     }

@@ -31,6 +31,8 @@ use crate::support::*;
 /// The least a ttl is ahead of its write in the compressed span (s): a refresh or an
 /// application's delete comes well before the ttl.
 pub const MIN_AHEAD: f64 = 4.0;
+/// The part's heading in docs/BENCHMARKS.md section 4.
+pub const HEADING: &str = "### Units counted per expired item";
 /// Bytes of every item the application writes.
 pub const ITEM_BYTES: u64 = 1024;
 /// The sweeper's delete modes, each run once per repetition.
@@ -332,7 +334,7 @@ fn run_table(d: &mut String, r: &Run) {
 /// the cost model reads.
 pub fn render(d: &mut String, f: &Figures) {
     let s = &f.settings;
-    let _ = writeln!(d, "### Units counted per expired item\n");
+    let _ = writeln!(d, "{HEADING}\n");
     let _ = writeln!(
         d,
         "{}The release daemon (`ttl-sweeper run --every 1s --follow-stream`, an expiry index table) on a DynamoDB Local of its own per run, through a proxy that counts capacity units from item sizes by DynamoDB's published rules (tests/support/capacity.rs; DynamoDB Local's own `ConsumedCapacity` is wrong for batch deletes and for batch reads of missing items). The workload: {} items of exactly {ITEM_BYTES} bytes (attribute names included) written once each, **ttls uniformly between 1 minute and 24 hours ahead compressed to {:.0} s** (at least {MIN_AHEAD:.0} s ahead), one in ten refreshed once before its ttl (the ttl moved later, the item written again), one in twenty deleted by the application before its ttl; the application writes through the proxy's front door. A run ends once every item that expires is gone and every index entry is removed. *Per expired item*: units ÷ items that expired (written less those the application deleted). The index queries and the index table's own partitions are paid per tick, not per item: their share per item is this run's, at its rate of expiries.\n",
@@ -381,19 +383,24 @@ pub fn render(d: &mut String, f: &Figures) {
         }
         d.push('\n');
     }
-    // The median run (by the sweeper's units per item) of each mode feeds the cost model.
-    let pick = |m: usize| {
-        let mut v: Vec<&Run> = f.runs.iter().map(|p| &p[m]).collect();
-        v.sort_by(|a, b| sweeper_units(a).total_cmp(&sweeper_units(b)));
-        v[v.len() / 2]
-    };
-    let c = counted(pick(0), pick(1));
+    let c = median_counted(f);
     let _ = writeln!(
         d,
         "The cost model's inputs, per expired item (the median run of each mode; tests/support/cost.rs reads this table):\n"
     );
     d.push_str(&c.block());
     d.push('\n');
+}
+
+/// The cost model's inputs: the median run (by the sweeper's units per expired item) of each
+/// mode.
+pub fn median_counted(f: &Figures) -> Counted {
+    let pick = |m: usize| {
+        let mut v: Vec<&Run> = f.runs.iter().map(|p| &p[m]).collect();
+        v.sort_by(|a, b| sweeper_units(a).total_cmp(&sweeper_units(b)));
+        v[v.len() / 2]
+    };
+    counted(pick(0), pick(1))
 }
 
 /// The sweeper's units (all but the application's) per expired item of a run.
@@ -406,26 +413,27 @@ fn sweeper_units(r: &Run) -> f64 {
     all / r.expired as f64
 }
 
-/// Replaces the `units-counted` block of docs/BENCHMARKS.md with `block` (a full run of this part
-/// alone; `make bench` writes the whole document).
-pub fn update_doc(block: &str) {
+/// Writes this part, `part` as [`render`] wrote it, into docs/BENCHMARKS.md section 4 in place of
+/// the one there (or at the section's start): a full run of this part alone (`make bench` writes
+/// the whole document).
+pub fn update_doc(part: &str) {
     let path = "docs/BENCHMARKS.md";
     let Ok(text) = std::fs::read_to_string(path) else {
         return;
     };
-    let (open, close) = ("<!-- units-counted", "<!-- /units-counted -->");
-    if let (Some(a), Some(b)) = (text.find(open), text.find(close)) {
-        let updated = format!("{}{block}{}", &text[..a], &text[b + close.len()..]);
-        std::fs::write(path, updated).unwrap();
-        eprintln!("rewrote the units-counted block of {path}");
-    }
-}
-
-/// Its counted block alone, for [`update_doc`].
-pub fn counted_block(f: &Figures) -> String {
-    let mut d = String::new();
-    render(&mut d, f);
-    let at = d.find("<!-- units-counted").unwrap();
-    let end = d.find("<!-- /units-counted -->").unwrap() + "<!-- /units-counted -->".len();
-    d[at..end].to_owned()
+    let part = format!("{}\n", part.trim_end());
+    let (head, close) = (HEADING, "<!-- /units-counted -->\n");
+    let updated = match (text.find(head), text.find(close)) {
+        (Some(a), Some(b)) => format!("{}{part}{}", &text[..a], &text[b + close.len()..]),
+        _ => {
+            let section = "## 4. Cost model (per month)\n\n";
+            let Some(at) = text.find(section) else {
+                return;
+            };
+            let at = at + section.len();
+            format!("{}{part}\n{}", &text[..at], &text[at..])
+        }
+    };
+    std::fs::write(path, updated).unwrap();
+    eprintln!("wrote section 4's counted units into {path}");
 }
