@@ -451,11 +451,18 @@ fn measured_wall_per_delete(bench: &str) -> f64 {
     1.0 / bench[start..at].parse::<f64>().expect("a rate")
 }
 
+/// The units per expired item that docs/BENCHMARKS.md section 4 counted (its `units-counted`
+/// block, written by `BENCH_ONLY=units make bench` or `make bench`): the cost model's input.
+fn counted() -> cost::Counted {
+    let bench = file("docs/BENCHMARKS.md");
+    cost::Counted::parse(&bench).expect("docs/BENCHMARKS.md section 4 has a units-counted block")
+}
+
 /// Every generated cost block: (file, marker, what the model renders).
 fn cost_blocks() -> Vec<(&'static str, &'static str, String)> {
     let bench = file("docs/BENCHMARKS.md");
     let inputs = cost::Inputs::from_code(measured_wall_per_delete(&bench));
-    let model = format!("\n{}", cost::benchmarks_section(&inputs));
+    let model = format!("\n{}", cost::benchmarks_section(&inputs, &counted()));
     let memory = cost::memory_sentence(&inputs).trim_end().to_owned();
     let bm = "docs/BENCHMARKS.md";
     vec![(bm, "cost-model", model), (bm, "cost-memory", memory)]
@@ -505,7 +512,7 @@ fn the_cost_model_counts_the_overlap_and_every_default_extra() {
     assert_eq!(i.tick_run_s(), 70.0);
     // 14 sweep metrics and ColdStart.
     assert_eq!(i.metrics, 15);
-    let section = cost::benchmarks_section(&i);
+    let section = cost::benchmarks_section(&i, &counted());
     let row = row(&section, "| 1M |");
     // Lambda at 128 MB, 70 s a minute: 43,200 × 0.125 × 70 GB-s, plus requests.
     assert_eq!(cell(row, 5), "$5.05", "{row}");
@@ -516,19 +523,22 @@ fn the_cost_model_counts_the_overlap_and_every_default_extra() {
 }
 
 #[test]
-fn the_window_paths_bill_one_record_and_one_entry_per_item_whatever_its_size() {
+fn the_window_paths_bill_a_record_and_an_entry_per_write_whatever_the_item_s_size() {
     let i = cost::Inputs::from_code(1.56e-6);
-    let small = i.window_paths(1e6, 1.0, 1.0);
-    let large = i.window_paths(1e6, 4.0, 1.0);
+    let c = counted();
+    let small = i.window_paths(1e6, 1.0, 1.0, &c);
+    let large = i.window_paths(1e6, 4.0, 1.0, &c);
     let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
-    // One record per item: the application's write (no write-back, REMOVE records filtered out).
-    assert!(near(small.records, 1e6), "{small:?}");
-    assert!((small.invocations * small.per_invocation - 1e6).abs() < 1e-3);
+    // A record per write of an item, an entry put for each (no write-back, REMOVE records
+    // filtered out): the counted entry puts per expired item.
+    assert!(near(small.records, 1e6 * c.entry_put), "{small:?}");
+    assert!((small.invocations * small.per_invocation - small.records).abs() < 1e-3);
     // 1M a month: about one record per invocation.
     assert!((1.0..1.2).contains(&small.per_invocation), "{small:?}");
-    // The entry's put and its removal: one write unit each, whatever the item's size.
-    assert!(near(small.entry_puts, 0.625), "{small:?}");
-    assert!(near(small.entry_removals, 0.625), "{small:?}");
+    // The entries' puts and removals as counted, whatever the item's size.
+    let wru = cost::PRICE_WRU;
+    assert!(near(small.entry_puts, 1e6 * c.entry_put * wru), "{small:?}");
+    assert!(near(small.entry_removals, 1e6 * c.entry_removal * wru));
     assert!(near(large.entry_puts, small.entry_puts));
     assert!(near(large.entry_removals, small.entry_removals));
     // The GSI mode: its write and its removal, two write units per item, whatever the size.
@@ -536,7 +546,8 @@ fn the_window_paths_bill_one_record_and_one_entry_per_item_whatever_its_size() {
     assert!(near(large.gsi, small.gsi));
     // The table delete is billed at the item's size; the confirming read is one unit up to 4 KB.
     assert!(near(large.table_delete, 4.0 * small.table_delete));
-    assert!(near(small.confirm_read, 0.125) && near(large.confirm_read, 0.125));
+    let read = 1e6 * c.confirm_read * cost::PRICE_RRU;
+    assert!(near(small.confirm_read, read) && near(large.confirm_read, read));
     // The totals are their parts.
     let index = small.entry_puts + small.entry_removals + small.index_reads;
     assert!(near(small.on_lambda, index + small.lambda + small.logs));
@@ -553,35 +564,94 @@ fn the_window_paths_bill_one_record_and_one_entry_per_item_whatever_its_size() {
     assert_eq!(small.shards, 1.0);
     assert!((small.stream_reads - 4.0 * 2_592_000.0 * 0.02 / 1e5).abs() < 1e-6);
     // Three Regions: every Region's indexer puts the entry, only the sweeping one removes it.
-    let three = i.window_paths(1e6, 1.0, 3.0);
+    let three = i.window_paths(1e6, 1.0, 3.0, &c);
     assert!(near(three.entry_puts, 3.0 * small.entry_puts), "{three:?}");
     assert!(
         near(three.entry_removals, small.entry_removals),
         "{three:?}"
     );
-    assert!(near(three.records, 3e6) && near(three.lambda, 3.0 * small.lambda));
+    assert!(near(three.records, 3.0 * small.records));
+    assert!(near(three.lambda, 3.0 * small.lambda));
     assert!(near(three.index_reads, small.index_reads));
     // ... every replica's GSI writes and removes, and the delete reaches every replica.
     assert!(near(three.gsi, 3.0 * small.gsi));
-    let replicated = 3.0 * cost::ASSUMED_PRICE_RWRU * 1e6;
+    let replicated = 3.0 * cost::ASSUMED_PRICE_RWRU * 1e6 * c.table_delete;
     assert!(near(three.table_delete, replicated));
     assert!(near(three.confirm_read, small.confirm_read));
     // 1B a month: batches of 1 KB items fill (one shard), and none goes beyond the mapping's
     // batch size, not even with a long batching window.
-    let heavy = i.window_paths(1e9, 1.0, 1.0);
+    let heavy = i.window_paths(1e9, 1.0, 1.0, &c);
     let filled = heavy.per_invocation > 90.0 && heavy.per_invocation <= cost::STREAM_BATCH_SIZE;
     assert!(filled, "{heavy:?}");
-    let large = i.window_paths(1e9, 4.0, 1.0);
+    let large = i.window_paths(1e9, 4.0, 1.0, &c);
     assert!(large.shards > 1.0 && large.per_invocation <= cost::STREAM_BATCH_SIZE);
-    let windowed = i.window_paths_batched(1e9, 1.0, 1.0, 60.0);
+    let windowed = i.window_paths_batched(1e9, 1.0, 1.0, 60.0, &c);
     assert_eq!(windowed.per_invocation, cost::STREAM_BATCH_SIZE);
     // A batching window means fewer invocations at light traffic.
-    let light_w = i.window_paths_batched(1e6, 1.0, 1.0, 1.0);
+    let light_w = i.window_paths_batched(1e6, 1.0, 1.0, 1.0, &c);
     assert!(light_w.invocations < small.invocations, "{light_w:?}");
-    // In full batches the index table costs about the entry's put and removal over the GSI's two
-    // units: a few cents per million items.
+    // In full batches the index table costs about its counted entry puts and removals over the
+    // GSI's two units (by the rule), and a few cents per million items more.
     let extra_per_million = heavy.per_million(heavy.on_lambda - heavy.gsi);
-    assert!((0.0..0.05).contains(&extra_per_million), "{heavy:?}");
+    let entries = (c.entry_put + c.entry_removal - 2.0) * wru * 1e6;
+    assert!(
+        (0.0..0.05).contains(&(extra_per_million - entries)),
+        "{heavy:?}"
+    );
+}
+
+/// The model's per-item units are the counted run's (docs/BENCHMARKS.md section 4, the
+/// `units-counted` block): every per-item part of every row is its volume times the counted units
+/// times the price, and the rows beyond the counted run say they are extrapolated from it.
+#[test]
+fn the_cost_model_takes_its_units_from_the_counted_run() {
+    let i = cost::Inputs::from_code(1.56e-6);
+    let c = counted();
+    assert_eq!(cost::Counted::parse(&c.block()), Some(c));
+    assert!(c.expired > 0 && c.expired <= c.written, "{c:?}");
+    let near = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+    let (wru, rru) = (cost::PRICE_WRU, cost::PRICE_RRU);
+    for r in cost::window_rows(&i, &c) {
+        let n = r.items;
+        let write = if r.regions > 1.0 {
+            r.regions * cost::ASSUMED_PRICE_RWRU
+        } else {
+            wru
+        };
+        let kb = r.kb.ceil();
+        assert!(
+            near(r.table_delete, n * c.table_delete * kb * write),
+            "{r:?}"
+        );
+        let reads = n * c.confirm_read * (r.kb / 4.0).ceil() * rru;
+        assert!(near(r.confirm_read, reads), "{r:?}");
+        assert!(
+            near(r.entry_puts, r.regions * n * c.entry_put * wru),
+            "{r:?}"
+        );
+        assert!(near(r.entry_removals, n * c.entry_removal * wru), "{r:?}");
+        let entries_read = n * c.entry_put * c.entry_bytes / cost::READ_UNIT_BYTES * rru;
+        assert!(
+            near(r.index_reads, i.queries_tick() + entries_read),
+            "{r:?}"
+        );
+    }
+    let section = cost::benchmarks_section(&i, &c);
+    let from = format!(
+        "extrapolated from the counted run ({} written, {} expired)",
+        cost::thousands(c.written as f64),
+        cost::thousands(c.expired as f64)
+    );
+    assert!(section.contains(&from), "section 4 should say {from:?}");
+    for volume in ["100M", "1B"] {
+        let marked = format!("| {volume} (extrapolated) |");
+        assert!(section.contains(&marked), "{marked:?}");
+    }
+    // The 1M cost table row's deletes: the counted table delete and confirming read, and the
+    // GSI entry's removal.
+    let deletes = 1e6 * ((c.table_delete + 1.0) * wru + c.confirm_read * rru);
+    let cell = cell(row(&section, "| 1M |"), 2);
+    assert_eq!(cell, format!("${deletes:.2}"));
 }
 
 /// The model's stream mapping is the construct's: batches of `STREAM_BATCH_SIZE` records, no
@@ -618,20 +688,21 @@ fn the_readme_quotes_what_giving_items_their_window_costs() {
         .expect("section 4 has a per-million table");
     // The cells of a row: "", volume, size, Regions, delete and read, GSI mode, index table on
     // Lambda, daemon, ours in GSI mode, ours with the index table on Lambda, "".
-    let dollars = |volume: &str, n: usize| -> f64 {
+    let dollars = |volume: f64, n: usize| -> f64 {
+        let volume = cost::volume(volume);
         let cell = cell(row(per_million, &format!("| {volume} | 1 KB | 1 |")), n);
         cell.trim_matches(['*', '$']).parse().unwrap()
     };
     let expected = [
-        format!("${:.2} per million items", dollars("1M", 5)),
+        format!("${:.2} per million items", dollars(1e6, 5)),
         format!(
             "${:.2} per million 1 KB items at 1M a month",
-            dollars("1M", 6)
+            dollars(1e6, 6)
         ),
-        format!("${:.2} at 1B a month", dollars("1B", 6)),
+        format!("${:.2} at 1B a month", dollars(1e9, 6)),
         format!(
             "ours comes to ${:.2} per million 1 KB items at 1B a month",
-            dollars("1B", 9)
+            dollars(1e9, 9)
         ),
         format!("${:.2} for a per-item scheduler", cost::PEER_PER_MILLION),
     ];

@@ -26,6 +26,10 @@
 //! indexer's CPU per record) and writes target/bench-stream.md; `BENCH_ONLY=tables` runs
 //! section 1's rows of many tables alone (the release daemon sweeping one table and, beside it,
 //! ten: lag, tick durations, CPU and peak memory) and writes target/bench-tables.md;
+//! `BENCH_ONLY=units` runs section 4's units counted per expired item alone (the release daemon
+//! with an expiry index table against DynamoDB Local, behind a capacity meter, in each delete
+//! mode) and writes target/bench-units.md (and, without `BENCH_QUICK=1`, the `units-counted`
+//! block of docs/BENCHMARKS.md);
 //! `BENCH_ONLY=ticks` runs section 1's "Tick mode, repeated" alone (the 1 s tick loop, and the
 //! release Lambda binary ticking under the local Runtime API) and writes target/bench-ticks.md.
 //! Benchmarks print figures; they never fail on a timing.
@@ -51,6 +55,7 @@ mod stream;
 mod sub_second;
 mod tables;
 mod throughput;
+mod units;
 
 use std::fmt::Write as _;
 
@@ -232,6 +237,17 @@ fn main() {
         stream::render(&mut doc, &figures);
         return write_only("stream", &doc);
     }
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "units") {
+        // Section 4's counted units alone (the release daemon against DynamoDB Local, behind the
+        // capacity meter): printed and written to target/; a full run also rewrites the
+        // units-counted block of docs/BENCHMARKS.md, the cost model's input.
+        let figures = rt.block_on(units::measure(units::Settings::new(quick)));
+        units::render(&mut doc, &figures);
+        if !quick {
+            units::update_doc(&doc);
+        }
+        return write_only("units", &doc);
+    }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "tables") {
         // Section 1's rows of many tables alone (the release daemon against DynamoDB Local):
         // printed and written to target/.
@@ -271,10 +287,11 @@ fn main() {
         let precise = sub_second(&scale).await;
         let streamed = stream::measure(stream::Settings::new(quick)).await;
         let many = tables::measure(tables::Settings::new(quick)).await;
+        let counted = units::measure(units::Settings::new(quick)).await;
         let rows = section6(&scale, &outside, &own_us).await;
         let c_us = perf::planning_us(&outside);
         doc = render(
-            &scale, &lag, &tput, &cpu, c_us, &start, &precise, &streamed, &many, &rows,
+            &scale, &lag, &tput, &cpu, c_us, &start, &precise, &streamed, &many, &counted, &rows,
         );
         plot(&lag, &scale);
     });
@@ -424,6 +441,7 @@ fn render(
     sub: &SubSecond,
     streamed: &stream::Figures,
     many: &tables::Figures,
+    counted: &units::Figures,
     perf_rows: &str,
 ) -> String {
     let mut d = String::new();
@@ -454,9 +472,9 @@ fn render(
     tables::render(&mut d, many); // 1, many tables
     throughput::render(&mut d, tp, cpu); // 2
     startup::render(&mut d, st); // 3
-    cost_model::render(&mut d, cpu); // 4
+    cost_model::render(&mut d, cpu, counted); // 4
     scale_on_paper::render(&mut d, c_us); // 5
     d.push_str(perf_rows); // 6 and 7
-    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~30 minutes: docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check: target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows (no local server): target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace (no local server): target/bench-pace.md\nBENCH_ONLY=stream cargo bench --bench sweeper   # section 1's stream indexer rows: target/bench-stream.md\nBENCH_ONLY=tables cargo bench --bench sweeper   # section 1's many tables rows: target/bench-tables.md\nBENCH_ONLY=ticks cargo bench --bench sweeper    # section 1's tick mode, repeated: target/bench-ticks.md\nmake profile              # section 8, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # section 8, the fake answering after 5-10 ms\n```");
+    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~30 minutes: docs/BENCHMARKS.md and docs/bench-lag.svg\nBENCH_QUICK=1 make bench  # quick check: target/bench-quick.md\nBENCH_ONLY=outside cargo bench --bench sweeper  # section 6's outside CPU rows (no local server): target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace (no local server): target/bench-pace.md\nBENCH_ONLY=stream cargo bench --bench sweeper   # section 1's stream indexer rows: target/bench-stream.md\nBENCH_ONLY=tables cargo bench --bench sweeper   # section 1's many tables rows: target/bench-tables.md\nBENCH_ONLY=ticks cargo bench --bench sweeper    # section 1's tick mode, repeated: target/bench-ticks.md\nBENCH_ONLY=units cargo bench --bench sweeper    # section 4's units counted per expired item: target/bench-units.md\nmake profile              # section 8, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # section 8, the fake answering after 5-10 ms\n```");
     d
 }

@@ -151,8 +151,20 @@ async fn start_daemon(
     checkpoint: &str,
     index: Option<&str>,
 ) -> Daemon {
+    start_daemon_with(endpoint, table, checkpoint, index, &[]).await
+}
+
+/// [`start_daemon`] with more settings in its environment (e.g. `DELETE_MODE`).
+pub(crate) async fn start_daemon_with(
+    endpoint: &str,
+    table: &str,
+    checkpoint: &str,
+    index: Option<&str>,
+    more: &[(&str, &str)],
+) -> Daemon {
     let mut args = vec!["--every", "1s", "--table-name", table];
     let mut env = vec![("CHECKPOINT_TABLE", checkpoint)];
+    env.extend(more.iter().copied());
     let ready = match index {
         Some(index) => {
             args.push("--follow-stream");
@@ -175,14 +187,14 @@ fn sweeper_lags(daemon: &Daemon) -> (u64, u64) {
 /// The tables of a run: one with the sweeper's GSI (writers set the window), one with a stream
 /// with both images and no GSI (writers unchanged) and its expiry index table, and a checkpoint
 /// table for both daemons.
-struct Tables {
-    gsi: String,
-    plain: String,
-    index: String,
-    checkpoint: String,
+pub(crate) struct Tables {
+    pub(crate) gsi: String,
+    pub(crate) plain: String,
+    pub(crate) index: String,
+    pub(crate) checkpoint: String,
 }
 
-async fn tables(client: &Client, prefix: &str) -> Tables {
+pub(crate) async fn tables(client: &Client, prefix: &str) -> Tables {
     let gsi = new_table(client, prefix, |_| {}).await;
     let plain = new_table(client, &format!("{prefix}st"), |t| {
         t.index = false;
@@ -200,14 +212,14 @@ async fn tables(client: &Client, prefix: &str) -> Tables {
 }
 
 /// A DynamoDB Local of the run's own, started (a few seconds, not measured) on a free port.
-async fn own_server() -> OwnDynamoDbLocal {
+pub(crate) async fn own_server() -> OwnDynamoDbLocal {
     tokio::task::spawn_blocking(OwnDynamoDbLocal::start)
         .await
         .expect("start DynamoDB Local")
 }
 
 /// Stops the run's DynamoDB Local by its PID, once the run has measured what it measures.
-async fn stop_server(server: OwnDynamoDbLocal) {
+pub(crate) async fn stop_server(server: OwnDynamoDbLocal) {
     tokio::task::spawn_blocking(move || drop(server))
         .await
         .expect("stop DynamoDB Local");

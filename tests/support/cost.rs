@@ -92,9 +92,6 @@ pub const ASSUMED_PLATFORM_LOG_BYTES: f64 = 500.0;
 pub fn daemon_polls_per_s() -> f64 {
     1.0 / ttl_sweeper::tools::follow::POLL.as_secs_f64()
 }
-/// Bytes of one expiry index entry, about: its window, its sort key, the item's key, its ttl and
-/// `expires` (src/store/entries.rs). One write unit to put or to remove, whatever the item's size.
-pub const ENTRY_BYTES: f64 = 200.0;
 /// Bytes a strongly consistent read unit returns of a query.
 pub const READ_UNIT_BYTES: f64 = 4096.0;
 /// Item sizes modelled, KB.
@@ -105,6 +102,86 @@ pub const REGIONS: [f64; 2] = [1.0, 3.0];
 /// Scheduler schedule per item; AWS Database Blog, "Implement event-driven architectures with
 /// Amazon DynamoDB", part 1), per million items, as that post gives it.
 pub const PEER_PER_MILLION: f64 = 1.63;
+
+/// The units the index-table path spends per expired item, counted (benches/sweeper/units.rs,
+/// the `units-counted` block of docs/BENCHMARKS.md section 4): 1 KB items, one in ten refreshed
+/// once, one in twenty deleted by the application before its ttl.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Counted {
+    /// Items the counted run wrote, and those that expired (written less those the application
+    /// deleted).
+    pub written: usize,
+    pub expired: usize,
+    /// `DELETE_MODE=batch`: write units of the table's deletes, read units of the confirming reads.
+    pub table_delete: f64,
+    pub confirm_read: f64,
+    /// `DELETE_MODE=conditional`: write units of the table's deletes, and of the conditional
+    /// deletes whose condition failed (items refreshed or deleted by the application).
+    pub conditional_delete: f64,
+    pub failed_conditional: f64,
+    /// Write units of the index entries' puts and removals, read units of the queries of the
+    /// index's window partitions (at the run's rate of expiries).
+    pub entry_put: f64,
+    pub entry_removal: f64,
+    pub index_query: f64,
+    /// Bytes of an index entry, on average.
+    pub entry_bytes: f64,
+}
+
+const COUNTED_OPEN: &str =
+    "<!-- units-counted: benches/sweeper/units.rs, read by tests/support/cost.rs -->";
+const COUNTED_CLOSE: &str = "<!-- /units-counted -->";
+
+impl Counted {
+    /// The block docs/BENCHMARKS.md carries: a one-row table between `units-counted` markers.
+    pub fn block(&self) -> String {
+        format!(
+            "{COUNTED_OPEN}\n| items written | expired | batch mode: table delete, WRU | batch mode: confirming read, RRU | conditional mode: table delete, WRU | conditional mode: failed conditional delete, WRU | index entry put, WRU | index entry removal, WRU | index query, RRU | index entry, bytes |\n|---|---|---|---|---|---|---|---|---|---|\n| {} | {} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.1} |\n{COUNTED_CLOSE}\n",
+            self.written,
+            self.expired,
+            self.table_delete,
+            self.confirm_read,
+            self.conditional_delete,
+            self.failed_conditional,
+            self.entry_put,
+            self.entry_removal,
+            self.index_query,
+            self.entry_bytes
+        )
+    }
+
+    /// The sentence that says where the per-item units come from.
+    pub fn sentence(&self) -> String {
+        format!(
+            "Units per expired item: counted (section 4, \"Units counted per expired item\": {} items of 1 KB written, {} expired; one in ten refreshed once, one in twenty deleted by the application), not modelled; items of 4 KB scale them by DynamoDB's size rule. Every row multiplies them by its volume: the 100M and 1B rows are extrapolated from the counted run ({} written, {} expired).",
+            thousands(self.written as f64),
+            thousands(self.expired as f64),
+            thousands(self.written as f64),
+            thousands(self.expired as f64)
+        )
+    }
+
+    /// The counts of the `units-counted` block of `markdown`, if it has one.
+    pub fn parse(markdown: &str) -> Option<Counted> {
+        let start = markdown.find(COUNTED_OPEN)?;
+        let end = start + markdown[start..].find(COUNTED_CLOSE)?;
+        let row = markdown[start..end].lines().nth(3)?;
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let f = |i: usize| cells.get(i)?.parse::<f64>().ok();
+        Some(Counted {
+            written: cells.get(1)?.parse().ok()?,
+            expired: cells.get(2)?.parse().ok()?,
+            table_delete: f(3)?,
+            confirm_read: f(4)?,
+            conditional_delete: f(5)?,
+            failed_conditional: f(6)?,
+            entry_put: f(7)?,
+            entry_removal: f(8)?,
+            index_query: f(9)?,
+            entry_bytes: f(10)?,
+        })
+    }
+}
 
 /// What the model takes from the code and from measurements.
 #[derive(Debug, Clone, Copy)]
@@ -212,13 +289,13 @@ impl Inputs {
 }
 
 /// The rows of the BENCHMARKS cost table: (expiries, cells).
-fn month_rows(i: &Inputs) -> Vec<(f64, [f64; 11])> {
+fn month_rows(i: &Inputs, c: &Counted) -> Vec<(f64, [f64; 11])> {
     [1e6, 1e8, 1e9]
         .into_iter()
         .map(|n| {
-            // Table delete + GSI entry removal, and batch mode's confirming read of the table (one
-            // strongly consistent read unit per item of up to 4 KB).
-            let deletes = n * (2.0 * PRICE_WRU + PRICE_RRU);
+            // The table delete and batch mode's confirming read as counted per expired item, and
+            // the GSI entry's removal (one write unit by the rule: the GSI path is not counted).
+            let deletes = n * ((c.table_delete + 1.0) * PRICE_WRU + c.confirm_read * PRICE_RRU);
             let gsi_upkeep = n * PRICE_WRU; // the GSI write when the item (with its window) is written
             let lambda_tick = i.lambda_tick(128.0);
             let queries = i.queries_tick();
@@ -265,25 +342,28 @@ pub struct WindowPaths {
     pub kb: f64,
     /// Regions of the table: 1, or a global table's replicas.
     pub regions: f64,
-    /// Every path: the table's delete of each item, one write unit per KB, in every Region it
-    /// reaches (replicated write units on a global table).
+    /// Every path: the table's deletes, the counted write units per expired item (1 KB items)
+    /// times the item's KB, in every Region they reach (replicated write units on a global table).
     pub table_delete: f64,
-    /// Every path: batch mode's confirming read, one strongly consistent read unit per 4 KB of
-    /// each item, in the sweeping Region.
+    /// Every path: batch mode's confirming reads, the counted read units per expired item times
+    /// the item's 4 KB units, in the sweeping Region.
     pub confirm_read: f64,
     /// GSI mode: each item's GSI write when written and its removal when deleted, one write unit
     /// each, in every replica.
     pub gsi: f64,
-    /// Expiry index table: each item's entry, put by the indexer of every Region.
+    /// Expiry index table: the entries put, as counted per expired item (one per write of an
+    /// item), by the indexer of every Region.
     pub entry_puts: f64,
-    /// Expiry index table: each entry removed once judged, by the sweeping Region only.
+    /// Expiry index table: the entries removed once judged, as counted per expired item, by the
+    /// sweeping Region only.
     pub entry_removals: f64,
     /// Expiry index table: its strongly consistent queries beyond the GSI's eventually consistent
-    /// ones (each query at least one read unit rather than half, one unit per 4 KB of entries).
+    /// ones (each query at least one read unit rather than half), and the entries read, of the
+    /// counted size, 4 KB to the unit.
     pub index_reads: f64,
     /// Stream shards of each Region's table, to plan.
     pub shards: f64,
-    /// Records that reach the indexers, every Region's: one per item and Region.
+    /// Records that reach the indexers, every Region's: one per entry put, in each Region.
     pub records: f64,
     /// Records the function gets per invocation, on average.
     pub per_invocation: f64,
@@ -341,8 +421,8 @@ pub fn records_per_invocation(per_s: f64, window_s: f64) -> f64 {
 impl Inputs {
     /// Deleting `n` items of `kb` KB in `regions` Regions, a month, on each path, with the
     /// construct's mapping (no batching window).
-    pub fn window_paths(&self, n: f64, kb: f64, regions: f64) -> WindowPaths {
-        self.window_paths_batched(n, kb, regions, 0.0)
+    pub fn window_paths(&self, n: f64, kb: f64, regions: f64, c: &Counted) -> WindowPaths {
+        self.window_paths_batched(n, kb, regions, 0.0, c)
     }
 
     /// [`Inputs::window_paths`] with a batching window of `window_s` seconds on the mapping.
@@ -352,6 +432,7 @@ impl Inputs {
         kb: f64,
         regions: f64,
         window_s: f64,
+        c: &Counted,
     ) -> WindowPaths {
         let units = kb.ceil();
         // A global table's writes are billed in replicated units in every replica.
@@ -360,23 +441,26 @@ impl Inputs {
         } else {
             PRICE_WRU
         };
-        let table_delete = n * units * write_price;
-        let confirm_read = n * (kb / 4.0).ceil() * PRICE_RRU;
+        // Counted on 1 KB items; an item of `kb` KB bills `kb` write units to delete and a read
+        // unit per 4 KB to read.
+        let table_delete = n * c.table_delete * units * write_price;
+        let confirm_read = n * c.confirm_read * (kb / 4.0).ceil() * PRICE_RRU;
         // GSI writes are ordinary write units on every replica: its write and its removal.
         let gsi = regions * n * 2.0 * PRICE_WRU;
         // Every Region's indexer puts the entry into its own Region's index table; only the
         // sweeping Region removes its own (the others' go by native TTL, free).
-        let entry_puts = regions * n * PRICE_WRU;
-        let entry_removals = n * PRICE_WRU;
+        let entry_puts = regions * n * c.entry_put * PRICE_WRU;
+        let entry_removals = n * c.entry_removal * PRICE_WRU;
         // The same queries as the GSI's at one read unit rather than half cost as much again,
         // and every entry is read once, 4 KB to the unit.
-        let index_reads = self.queries_tick() + n * ENTRY_BYTES / READ_UNIT_BYTES * PRICE_RRU;
+        let entries_read = n * c.entry_put * c.entry_bytes / READ_UNIT_BYTES;
+        let index_reads = self.queries_tick() + entries_read * PRICE_RRU;
         // The table's write units a second (the application's writes and the deletes) decide its
         // partitions, and a stream has a shard per partition.
         let table_wru_s = n / MONTH_S * 2.0 * units;
         let shards = (table_wru_s / SHARD_WRU_PER_S).ceil().max(1.0);
-        // One record per item passes the filter in each Region: the application's write.
-        let records = regions * n;
+        // A record passes the filter in each Region for each write of an item: an entry put.
+        let records = regions * n * c.entry_put;
         let per_invocation = records_per_invocation(n / MONTH_S / shards, window_s);
         let invocations = records / per_invocation;
         // Entries written `entries_per_request` to a request, `index_concurrency` requests at once.
@@ -416,16 +500,26 @@ impl Inputs {
 
 /// The rows of the window-paths tables: every volume of the cost table, every item size, one
 /// Region and three.
-pub fn window_rows(i: &Inputs) -> Vec<WindowPaths> {
+pub fn window_rows(i: &Inputs, c: &Counted) -> Vec<WindowPaths> {
     let mut rows = Vec::new();
     for n in [1e6, 1e8, 1e9] {
         for kb in ITEM_SIZES_KB {
             for regions in REGIONS {
-                rows.push(i.window_paths(n, kb, regions));
+                rows.push(i.window_paths(n, kb, regions, c));
             }
         }
     }
     rows
+}
+
+/// A row's volume: `1M`, and the rows far beyond the counted run marked so: `100M
+/// (extrapolated)`, `1B (extrapolated)`.
+pub fn volume(n: f64) -> String {
+    if n >= 1e8 {
+        format!("{} (extrapolated)", human(n))
+    } else {
+        human(n)
+    }
 }
 
 /// `1M`, `100M`, `1B`.
@@ -440,23 +534,25 @@ pub fn human(n: f64) -> String {
 }
 
 /// docs/BENCHMARKS.md section 4, between its `cost-model` markers.
-pub fn benchmarks_section(i: &Inputs) -> String {
+pub fn benchmarks_section(i: &Inputs, c: &Counted) -> String {
     let mut d = String::new();
     let _ = writeln!(d, "Prices (us-east-1, on-demand, as published by AWS on {PRICES_DATE}; check current pricing): write request unit ${:.3}/million, read request unit ${:.3}/million, Lambda arm64 ${:.10}/GB-s and $0.20/million requests, EventBridge Scheduler $1.00/million invocations, CloudWatch custom metrics ${PRICE_METRIC_MONTH:.2} each a month, alarms ${PRICE_ALARM_MONTH:.2} each, a dashboard ${PRICE_DASHBOARD_MONTH:.2} (beyond an account's first three), a KMS key ${PRICE_KMS_KEY_MONTH:.2}, log ingestion ${PRICE_LOGS_GB:.2}/GB. Items ≤ 1 KB. The sweeper runs at 128 MB with the construct's defaults, one shard.\n", PRICE_WRU * 1e6, PRICE_RRU * 1e6, PRICE_LAMBDA_GBS_ARM);
     let _ = writeln!(d, "| expiries / month | deletes (table + GSI, batch mode's confirming read) | GSI upkeep of writes | sweeper Lambda, minute | sweeper Lambda, tick 1 s | queries, tick 1 s | schedule and logs | metrics, key, dashboard, alarms | **ours, tick 1 s, total** | ours, tick 1 s, alarms, dashboard and key off | native TTL | per-item EventBridge Scheduler |");
     let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for (n, c) in month_rows(i) {
-        let _ = writeln!(d, "| {} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | **${:.2}** | ${:.2} | $0 (late: within days) | ${:.2} |", human(n), c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[10]);
+    for (n, r) in month_rows(i, c) {
+        let _ = writeln!(d, "| {} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | **${:.2}** | ${:.2} | $0 (late: within days) | ${:.2} |", volume(n), r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[10]);
     }
-    let _ = writeln!(d, "\nAssumptions: a delete costs one WRU on the table and one on the GSI, plus one RRU for batch mode's confirming read; a write that sets the window, one more WRU on the GSI. Minute mode: about 0.2 s per invocation plus {:.2} µs per delete (section 2). **Tick mode runs {:.0} s of every {:.0} s**, invocations overlapping by `HANDOFF_OVERLAP` ({:.0} s), with {:.0} queries per tick plus {:.0} per full sweep at 0.5 RRU. {} invocations a month; logs about {:.0} KB a line. Construct defaults: {} custom metrics ${:.2}, the topic's KMS key ${:.2}, the dashboard ${:.2}, {} alarms ${:.2}, the last three optional. Per-item EventBridge Scheduler: a scheduler invocation, a ~50 ms Lambda request and the delete per item.", i.wall_per_delete_s * 1e6, i.tick_run_s(), PERIOD_S, i.overlap_s, TICK_QUERIES, FULL_SWEEP_QUERIES, thousands(i.invocations()), LOG_LINE_BYTES / 1000.0, i.metrics, i.metrics_cost(), PRICE_KMS_KEY_MONTH, PRICE_DASHBOARD_MONTH, i.alarms, i.alarms_cost());
-    d.push_str(&window_section(i));
+    let _ = writeln!(d, "\n{}", c.sentence());
+    let (cd, cr) = (c.table_delete, c.confirm_read);
+    let _ = writeln!(d, "\nAssumptions: per expired item the table delete's {cd:.3} WRU and batch mode's confirming read's {cr:.3} RRU, as counted, and one WRU on the GSI (by the rule, not counted); a write that sets the window, one more WRU on the GSI. Minute mode: about 0.2 s per invocation plus {:.2} µs per delete (section 2). **Tick mode runs {:.0} s of every {:.0} s**, invocations overlapping by `HANDOFF_OVERLAP` ({:.0} s), with {:.0} queries per tick plus {:.0} per full sweep at 0.5 RRU. {} invocations a month; logs about {:.0} KB a line. Construct defaults: {} custom metrics ${:.2}, the topic's KMS key ${:.2}, the dashboard ${:.2}, {} alarms ${:.2}, the last three optional. Per-item EventBridge Scheduler: a scheduler invocation, a ~50 ms Lambda request and the delete per item.", i.wall_per_delete_s * 1e6, i.tick_run_s(), PERIOD_S, i.overlap_s, TICK_QUERIES, FULL_SWEEP_QUERIES, thousands(i.invocations()), LOG_LINE_BYTES / 1000.0, i.metrics, i.metrics_cost(), PRICE_KMS_KEY_MONTH, PRICE_DASHBOARD_MONTH, i.alarms, i.alarms_cost());
+    d.push_str(&window_section(i, c));
     d
 }
 
 /// docs/BENCHMARKS.md section 4's comparison of the paths that give items their window (inside
 /// the `cost-model` markers, after the cost table).
-pub fn window_section(i: &Inputs) -> String {
-    let rows = window_rows(i);
+pub fn window_section(i: &Inputs, c: &Counted) -> String {
+    let rows = window_rows(i, c);
     let row = |n: f64, kb: f64, regions: f64| {
         *rows
             .iter()
@@ -479,7 +575,7 @@ pub fn window_section(i: &Inputs) -> String {
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for r in &rows {
-        let _ = writeln!(d, "| {} | {:.0} KB | {:.0} | ${:.2} | ${:.2} | **${:.2}** | ${:.2} | ${:.2} | ${:.2} | {:.1} | ${:.2} | ${:.2} | **${:.2}** | ${:.2} | **${:.2}** |", human(r.items), r.kb, r.regions, r.table_delete, r.confirm_read, r.gsi, r.entry_puts, r.entry_removals, r.index_reads, r.per_invocation, r.lambda, r.logs, r.on_lambda, r.stream_reads, r.daemon);
+        let _ = writeln!(d, "| {} | {:.0} KB | {:.0} | ${:.2} | ${:.2} | **${:.2}** | ${:.2} | ${:.2} | ${:.2} | {:.1} | ${:.2} | ${:.2} | **${:.2}** | ${:.2} | **${:.2}** |", volume(r.items), r.kb, r.regions, r.table_delete, r.confirm_read, r.gsi, r.entry_puts, r.entry_removals, r.index_reads, r.per_invocation, r.lambda, r.logs, r.on_lambda, r.stream_reads, r.daemon);
     }
     let _ = writeln!(d, "\nPer million items, the same rows; ours is the table delete, the confirming read and the index, beside the peer's ${PEER_PER_MILLION:.2} (below).\n");
     let _ = writeln!(d, "| per million items, at this many a month | item size | Regions | table delete and confirming read | GSI mode | expiry index table on Lambda | daemon | ours, GSI mode | **ours, expiry index table on Lambda** |");
@@ -489,7 +585,7 @@ pub fn window_section(i: &Inputs) -> String {
         let _ = writeln!(
             d,
             "| {} | {:.0} KB | {:.0} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | ${:.2} | **${:.2}** |",
-            human(r.items),
+            volume(r.items),
             r.kb,
             r.regions,
             m(r.table_delete + r.confirm_read),
@@ -503,7 +599,7 @@ pub fn window_section(i: &Inputs) -> String {
     let light = row(1e6, 1.0, 1.0);
     let mid = row(1e8, 1.0, 1.0);
     let heavy = row(1e9, 1.0, 1.0);
-    let _ = writeln!(d, "\nWhat is billed: the delete (one write unit per KB on every replica) and batch mode's confirming read; a GSI entry's write and removal (two write units per item on every replica); an index table entry of about {:.0} bytes (one write unit to put, one to remove) and strongly consistent queries at twice the GSI's (${:.2} a month more) plus about {:.3} read units per item. In three Regions each Region indexes its own replica's stream; only the lease holder removes entries.", ENTRY_BYTES, i.queries_tick(), ENTRY_BYTES / READ_UNIT_BYTES);
+    let _ = writeln!(d, "\nWhat is billed: the delete (one write unit per KB on every replica) and batch mode's confirming read; a GSI entry's write and removal (two write units per item on every replica); an index table entry of {:.0} bytes (counted: {:.3} write units to put and {:.3} to remove per expired item, entries of items refreshed or deleted by the application included) and strongly consistent queries at twice the GSI's (${:.2} a month more) plus about {:.3} read units per expired item for the entries read. The GSI's units are by the rule, not counted. In three Regions each Region indexes its own replica's stream; only the lease holder removes entries.", c.entry_bytes, c.entry_put, c.entry_removal, i.queries_tick(), c.entry_put * c.entry_bytes / READ_UNIT_BYTES);
     let _ = writeln!(d, "\nThe indexer: per invocation a request, its duration at {:.0} MB and logs (about {:.0} KB, and {:.1} KB of the platform's, assumed); a batch holds what one poll found (at most {:.0}, {:.0} polls a second), λ / (1 − e^−λ) records for λ a shard's records between polls: {:.2} at 1M a month, {:.1} at 1B; one shard per {} write units a second. **The duration is assumed, not measured**: {:.0} ms plus {:.0} ms per round of `BatchWriteItem`s ({} entries, `ttl_sweeper::indexer::ENTRIES_PER_REQUEST`; {} at a time, `ttl_sweeper::indexer::CONCURRENCY`): {:.0} ms at 1M a month, {:.0} ms at 1B. Its two alarms: ${:.2} a month.", INDEX_MB, LOG_LINE_BYTES / 1000.0, ASSUMED_PLATFORM_LOG_BYTES / 1000.0, STREAM_BATCH_SIZE, STREAM_POLLS_PER_S, light.per_invocation, heavy.per_invocation, thousands(SHARD_WRU_PER_S), ASSUMED_INDEX_BASE_S * 1000.0, ASSUMED_WRITE_S * 1000.0, i.entries_per_request, i.index_concurrency, light.duration_s * 1000.0, heavy.duration_s * 1000.0, 2.0 * PRICE_ALARM_MONTH);
     let calls = daemon_polls_per_s() * MONTH_S;
     let _ = writeln!(d, "\nThe daemon pays no Lambda but a streams read unit per `GetRecords`, every {:.0} ms on a quiet shard (`ttl_sweeper::tools::follow::POLL`): {:.0} a second, {} a month per shard, ${:.2} whatever the traffic (the free {} a month is {:.0} % of it), three times that in three Regions; its host is not counted.", ttl_sweeper::tools::follow::POLL.as_millis(), daemon_polls_per_s(), thousands(calls), calls * PRICE_STREAMS_RRU, thousands(STREAMS_FREE_RRU), STREAMS_FREE_RRU / calls * 100.0);

@@ -21,7 +21,7 @@
 //!
 //! The other modules are named where they are used: `mem_store` (the in-memory store),
 //! `fault_proxy`, `runtime_api`, `recorder`, `hook` (an expiry hook recording what it accepts),
-//! `esm`, `moto`, `cost` and `server` (what the local servers share).
+//! `esm`, `moto`, `cost`, `capacity` (capacity units counted at a proxy) and `server` (what the local servers share).
 #![allow(dead_code, unreachable_pub)]
 
 mod app_writer;
@@ -36,6 +36,7 @@ mod sweepers;
 mod table_io;
 mod tables;
 
+pub mod capacity;
 pub mod cost;
 pub mod esm;
 pub mod fault_proxy;

@@ -26,6 +26,11 @@ type HttpResponse = Response<Full<Bytes>>;
 /// (the last part of `X-Amz-Target`), the request and answer bodies, and when the answer came
 /// back (wall clock, epoch seconds).
 pub type Observe = Box<dyn Fn(&str, &Value, &Value, f64) + Send + Sync>;
+/// What a [`Recorder`] started with [`Recorder::start_all`] is told of every request the server
+/// answered, failures too: the operation, the HTTP status, the request and answer bodies (a
+/// failure's answer is its error, e.g. `{"__type": "…#ConditionalCheckFailedException", …}`), and
+/// when the answer came back (wall clock, epoch seconds).
+pub type ObserveAll = Box<dyn Fn(&str, u16, &Value, &Value, f64) + Send + Sync>;
 /// How long a [`Recorder`] holds a request (its operation and body) before passing it on.
 pub type Hold = Box<dyn Fn(&str, &Value) -> Duration + Send + Sync>;
 
@@ -47,12 +52,24 @@ struct Upstream {
     base: String,
     client: HttpClient<HttpConnector, Full<Bytes>>,
     hold: Hold,
-    observe: Observe,
+    observe: ObserveAll,
 }
 
 impl Recorder {
-    /// Starts a recorder in front of `upstream` (`http://127.0.0.1:PORT`).
+    /// Starts a recorder in front of `upstream` (`http://127.0.0.1:PORT`) that tells `observe` of
+    /// the requests answered with success.
     pub async fn start(upstream: &str, hold: Hold, observe: Observe) -> Recorder {
+        let observe = move |op: &str, status: u16, request: &Value, answer: &Value, at: f64| {
+            if (200..300).contains(&status) {
+                observe(op, request, answer, at);
+            }
+        };
+        Recorder::start_all(upstream, hold, Box::new(observe)).await
+    }
+
+    /// Starts a recorder in front of `upstream` that tells `observe` of every answer, failures
+    /// (a failed conditional write, a throttled request) included, with its status.
+    pub async fn start_all(upstream: &str, hold: Hold, observe: ObserveAll) -> Recorder {
         let listener = listen().await;
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let base = upstream.trim_end_matches('/').to_owned();
@@ -89,10 +106,8 @@ async fn forward(up: Arc<Upstream>, req: Request<Incoming>) -> Result<HttpRespon
     let (rparts, rbody) = resp.into_parts();
     let rbody = collected(rbody).await;
     let at = wall_clock();
-    if rparts.status.is_success() {
-        let answer: Value = serde_json::from_slice(&rbody).unwrap_or(Value::Null);
-        (up.observe)(&op, &request, &answer, at);
-    }
+    let answer: Value = serde_json::from_slice(&rbody).unwrap_or(Value::Null);
+    (up.observe)(&op, rparts.status.as_u16(), &request, &answer, at);
     Ok(Response::from_parts(rparts, Full::new(rbody)))
 }
 
