@@ -110,6 +110,19 @@ pub async fn sub_second(s: &Scale) -> SubSecond {
     }
 }
 
+/// One run of the 1 s tick loop whose figures are printed and not kept: `BENCH_ONLY=ticks` starts
+/// a DynamoDB Local of its own, whose first seconds (its JIT compiling) the full `make bench`'s
+/// earlier sections have already spent.
+pub async fn warm_up(s: &Scale) {
+    let r = tick_run(s).await;
+    eprintln!(
+        "1 s ticks, warm-up run (not counted): p50 {:.3} s, p99 {:.3} s, max {:.3} s",
+        r.p(0.5),
+        r.p(0.99),
+        r.max()
+    );
+}
+
 /// The 1 s tick loop alone, in process (as `ttl-sweeper run --every 1s` or one long Lambda
 /// invocation runs it), timed at each delete's acknowledgement.
 async fn tick_run(s: &Scale) -> LagRun {
