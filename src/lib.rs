@@ -35,7 +35,8 @@
 //! - [`engine`]: the sweep: paginated queries within one read-ahead budget, batched (each key
 //!   confirmed by a read of the table) or conditional deletes with backoff, the report,
 //!   checkpoint planning, ticks, several tables side by side, the leader lease
-//!   ([`engine::lease`]).
+//!   ([`engine::lease`]), archive mode's journal of expiries not yet settled in the expiry index
+//!   table ([`engine::journal`]).
 //! - [`store`]: the only code that talks to DynamoDB, behind the typed [`store::Store`] seam;
 //!   errors, start-up checks, the key dialect of reports and events (DynamoDB JSON), the table's
 //!   stream ([`store::stream`]), the expiry index table's entries ([`store::entries`]), and the
