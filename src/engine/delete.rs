@@ -6,6 +6,7 @@
 mod batch;
 mod conditional;
 mod events;
+mod journal;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -15,6 +16,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 pub(super) use events::{delete_with_events, settle_unsettled};
+pub(super) use journal::{settle as settle_journal, write_index};
 
 use super::hook::{Events, Notifier};
 use super::report::{EventTally, FailedKey};

@@ -5,18 +5,14 @@
 //! its entry: the next sweep finds it again.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
 
 use tracing::warn;
 
-use super::delete::{ChunkOutcome, Deleter, Expired};
-use crate::store::{full_jitter, key_to_json, EntryWrite, Key, Store};
+use super::delete::{write_index, ChunkOutcome, Deleter, Expired};
+use crate::store::{key_to_json, EntryWrite, Key, Store};
 
 /// Entry removals in one `BatchWriteItem`.
 const REMOVALS_PER_REQUEST: usize = 25;
-
-/// Attempts of one request's removals, unprocessed ones sent again after [`full_jitter`].
-const ATTEMPTS: u32 = 4;
 
 /// An entry of a group: its item's key as DynamoDB JSON text, the ttl it lists, and its own key.
 pub(super) type GroupEntry = (String, f64, Key);
@@ -73,46 +69,4 @@ pub(super) async fn remove_settled<S: Store>(
         }
     }
     removed
-}
-
-/// Up to 25 writes to the expiry index table in one `BatchWriteItem`, unprocessed ones sent again
-/// after [`full_jitter`], [`ATTEMPTS`] in all: how many were written, and the error if any were
-/// not (unprocessed after every attempt: throttled).
-pub(super) async fn write_index<S: Store>(
-    d: &Deleter<'_, S>,
-    mut writes: Vec<EntryWrite>,
-) -> (usize, Option<crate::store::StoreError>) {
-    let mut done = 0;
-    for attempt in 1..=ATTEMPTS {
-        let sent = writes.len();
-        let write = d.store.write_entries(d.schema, writes.clone());
-        match d.stop.bound("BatchWriteItem", write).await {
-            Ok(unprocessed) => {
-                done += sent - unprocessed.len();
-                writes = unprocessed;
-            }
-            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => return (done, Some(e)),
-            Err(_) => {}
-        }
-        if writes.is_empty() {
-            return (done, None);
-        }
-        if attempt < ATTEMPTS {
-            let base = (Duration::from_millis(50), Duration::from_secs(1));
-            tokio::time::sleep(full_jitter(base.0, base.1, attempt)).await;
-        }
-    }
-    let message = format!(
-        "{} writes left unprocessed after {ATTEMPTS} attempts",
-        writes.len()
-    );
-    let kind = crate::store::ErrorKind::Throttled;
-    (
-        done,
-        Some(crate::store::StoreError::new(
-            kind,
-            "BatchWriteItem",
-            message,
-        )),
-    )
 }

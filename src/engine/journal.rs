@@ -3,6 +3,9 @@
 //! sweeper that dies between an accepted `Item Expired` and its settling leaves the settling to
 //! the next sweep of any process (`docs/events.md`, "Archive").
 //!
+//! The journal's settings and writer are here; its writes and reads are a delete path's
+//! (`delete/journal.rs`).
+//!
 //! A chunk writes its expiries into one journal item before it publishes them, due
 //! [`DUE_AFTER`] later, and when it ends removes the item, or writes back only the expiries it
 //! left unsettled. Every sweep first reads the journal items due (the earliest first,
@@ -12,19 +15,8 @@
 //! sweep that deletes it and read again [`DUE_AFTER`] later. A journal item a sweep settled is
 //! removed and, if anything of it is left, put again due later, behind the others.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
-
-use tracing::{error, warn};
-
-use super::delete::Deleter;
-use super::entries::write_index;
-use super::hook::{Delivery, Events, Expiry, Publication};
-use super::report::EventTally;
-use crate::expiry::Timestamp;
-use crate::store::entries::{self, Pending, PendingExpiry};
-use crate::store::{key_to_json, EntryWrite, Key, Store, StoreError};
 
 /// How long after it is written a chunk's journal item is due, should the chunk not remove it:
 /// well past a chunk's publish and deletes. A sweep that reads one still in flight (another
@@ -45,9 +37,9 @@ pub const ROUNDS_PER_SWEEP: usize = 8;
 /// one settles at a time).
 #[derive(Debug)]
 pub(super) struct Journal {
-    writer: String,
-    next: AtomicU64,
-    settling: AtomicBool,
+    pub(super) writer: String,
+    pub(super) next: AtomicU64,
+    pub(super) settling: AtomicBool,
 }
 
 impl Journal {
@@ -62,212 +54,10 @@ impl Journal {
 }
 
 /// Clears [`Journal::settling`] when a settling ends, or is dropped.
-struct Settling<'a>(&'a AtomicBool);
+pub(super) struct Settling<'a>(pub(super) &'a AtomicBool);
 
 impl Drop for Settling<'_> {
     fn drop(&mut self) {
         self.0.store(false, Ordering::Release);
     }
-}
-
-/// `instant` plus [`DUE_AFTER`].
-fn due(instant: Timestamp) -> Timestamp {
-    Timestamp::from_millis(instant.millis() + DUE_AFTER.as_millis() as i64)
-}
-
-/// Before a chunk's publish: `expiries` journaled, due [`DUE_AFTER`] after the sweep instant.
-/// If the write fails, nothing of the chunk may be published.
-pub(super) async fn open<S: Store>(
-    d: &Deleter<'_, S>,
-    journal: &Journal,
-    expiries: &[Expiry],
-) -> Result<Pending, StoreError> {
-    let n = journal.next.fetch_add(1, Ordering::Relaxed);
-    let pending = Pending {
-        sort: Pending::sort_for(due(d.now), &journal.writer, n),
-        expiries: (expiries.iter())
-            .map(|x| PendingExpiry {
-                key: x.key.clone(),
-                ttl: x.ttl,
-                at: x.at,
-            })
-            .collect(),
-    };
-    match write_index(d, vec![EntryWrite::Put(pending.to_item())]).await {
-        (_, Some(e)) => Err(e),
-        (_, None) => Ok(pending),
-    }
-}
-
-/// When a chunk ends: its journal item removed if none of its expiries is `unsettled` (accepted,
-/// or perhaps accepted, and neither deleted, found gone nor cancelled), else written again with
-/// only those. A write that fails is logged: a later sweep reads the item and settles it.
-pub(super) async fn close<S: Store>(d: &Deleter<'_, S>, mut pending: Pending, unsettled: &[Key]) {
-    let write = if unsettled.is_empty() {
-        EntryWrite::Remove(entries::id(entries::PENDING, &pending.sort))
-    } else if unsettled.len() == pending.expiries.len() {
-        return;
-    } else {
-        pending.expiries.retain(|x| unsettled.contains(&x.key));
-        EntryWrite::Put(pending.to_item())
-    };
-    if let (_, Some(e)) = write_index(d, vec![write]).await {
-        warn!(error = %e, "could not update the journal of this chunk's expiries; a later sweep reads it and settles them");
-    }
-}
-
-/// Before a sweep's partitions: the journal items due, their items read from the table and each
-/// expiry settled ([`self`]), in up to [`ROUNDS_PER_SWEEP`] rounds; what publishing the
-/// cancellations did. Nothing if another sweep of this sweeper is settling. A read that fails
-/// leaves the journal as it is, for the next sweep.
-pub(super) async fn settle<S: Store>(d: &Deleter<'_, S>, events: &Events) -> EventTally {
-    let mut tally = EventTally::default();
-    let Some(journal) = &events.journal else {
-        return tally;
-    };
-    if journal.settling.swap(true, Ordering::AcqRel) {
-        return tally;
-    }
-    let _settling = Settling(&journal.settling);
-    for _ in 0..ROUNDS_PER_SWEEP {
-        let (done, full) = settle_round(d, events).await;
-        tally.add(done);
-        if !full || d.stop.reached() {
-            break;
-        }
-    }
-    tally
-}
-
-/// One round of [`settle`]: what publishing did, and whether it read a full
-/// [`READ_PER_ROUND`] (there may be more due).
-async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTally, bool) {
-    let read = d.store.read_pending(d.schema, d.now, READ_PER_ROUND);
-    let items = match d.stop.bound("Query", read).await {
-        Ok(items) => items,
-        Err(e) => {
-            warn!(error = %e, "could not read the journal of expiries published and not settled; trying again at the next sweep");
-            return (EventTally::default(), false);
-        }
-    };
-    let full = items.len() >= READ_PER_ROUND as usize;
-    if items.is_empty() {
-        return (EventTally::default(), false);
-    }
-    let mut writes = Vec::new();
-    let mut held = Vec::new();
-    for item in &items {
-        match Pending::from_item(item) {
-            Some(Ok(pending)) => held.push(pending),
-            Some(Err(sort)) => {
-                error!(%sort, "a journal item of archive mode does not read as one: removed");
-                writes.push(EntryWrite::Remove(entries::id(entries::PENDING, &sort)));
-            }
-            None => {}
-        }
-    }
-    // Each key once (two items may journal one key: a chunk that published it again), since
-    // `BatchGetItem` refuses a request that names a key twice.
-    let schema = d.schema;
-    let mut seen = HashSet::new();
-    let keys: Vec<Key> = (held.iter())
-        .flat_map(|p| p.expiries.iter())
-        .filter(|x| seen.insert(schema.key_token(&x.key)))
-        .map(|x| x.key.clone())
-        .collect();
-    let found = if keys.is_empty() {
-        Vec::new()
-    } else {
-        match d
-            .stop
-            .bound("BatchGetItem", d.store.get_items(schema, keys, true))
-            .await
-        {
-            Ok(found) => found,
-            Err(e) => {
-                warn!(error = %e, "could not read the items of the journal's expiries; trying again at the next sweep");
-                return (EventTally::default(), false);
-            }
-        }
-    };
-    // Each expiry: settled (gone), to cancel (another ttl), or still to settle.
-    // Each expiry found with another ttl is cancelled once, however many items journal it; each
-    // journal item keeps the ones whose cancellation the sink did not accept.
-    let mut cancel: Vec<PendingExpiry> = Vec::new();
-    let mut cancel_of: HashMap<(Option<String>, u64), usize> = HashMap::new();
-    let mut waiting: Vec<(usize, PendingExpiry, usize)> = Vec::new();
-    let mut left: HashMap<usize, Vec<PendingExpiry>> = HashMap::new();
-    for (i, pending) in held.iter().enumerate() {
-        for x in &pending.expiries {
-            match schema.find(&found, &x.key) {
-                None => {}
-                Some(item) if schema.ttl_of(item) == Some(x.ttl) => {
-                    left.entry(i).or_default().push(x.clone());
-                }
-                Some(_) => {
-                    let id = (schema.key_token(&x.key), x.ttl.to_bits());
-                    let c = *cancel_of.entry(id).or_insert_with(|| {
-                        cancel.push(x.clone());
-                        cancel.len() - 1
-                    });
-                    waiting.push((i, x.clone(), c));
-                }
-            }
-        }
-    }
-    let tally = if cancel.is_empty() {
-        EventTally::default()
-    } else {
-        let at = events.wall.as_ref().map_or(d.now, |c| c.now());
-        let cancellations = (cancel.iter())
-            .map(|x| {
-                let key = key_to_json(&x.key);
-                tracing::info!(%key, "an item whose expiry a sweep journaled and did not settle has a new ttl: cancelling the expiry");
-                let expiry = Expiry {
-                    key: x.key.clone(),
-                    ttl: x.ttl,
-                    item: None,
-                    at: x.at,
-                };
-                Publication::Cancelled(expiry, at)
-            })
-            .collect();
-        let (deliveries, tally) = events.hook.publish(cancellations, d.stop).await;
-        for (i, x, c) in waiting {
-            if deliveries.get(c) != Some(&Delivery::Accepted) {
-                left.entry(i).or_default().push(x);
-            }
-        }
-        tally
-    };
-    // Each item read is removed; what is left of it is put again first, due later, behind the
-    // others (a removal never goes before the put that keeps what is left).
-    let mut puts = Vec::new();
-    for (i, pending) in held.into_iter().enumerate() {
-        writes.push(EntryWrite::Remove(entries::id(
-            entries::PENDING,
-            &pending.sort,
-        )));
-        if let Some(expiries) = left.remove(&i) {
-            let again = Pending {
-                sort: pending.due_at(due(d.now)),
-                expiries,
-            };
-            puts.push(EntryWrite::Put(again.to_item()));
-        }
-    }
-    let put = if puts.is_empty() {
-        None
-    } else {
-        write_index(d, puts).await.1
-    };
-    let written = match put {
-        Some(e) => Some(e),
-        None => write_index(d, writes).await.1,
-    };
-    if let Some(e) = written {
-        warn!(error = %e, "could not update the journal after settling its expiries; the next sweeps read them again");
-        return (tally, false);
-    }
-    (tally, full)
 }

@@ -16,9 +16,9 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
-use super::delete::{settle_unsettled, Expired};
+use super::delete::{settle_journal, settle_unsettled, Expired};
 use super::hook::{Events, ExpiryHook, FailedEvent, Owed, Unsettled, EVENT_ITEMS_BUDGET_KIB};
-use super::journal::{self, Journal};
+use super::journal::Journal;
 use super::lease::Lease;
 use super::pace::{read_ahead, Running};
 use super::partition::{
@@ -511,7 +511,7 @@ impl<S: Store> Sweeper<S> {
         // Archive mode: the expiries earlier sweeps left accepted and not settled, first.
         // Boxed: a sweep's future stays as small as it was without events.
         if let Some(events) = pass.events.as_ref().filter(|e| e.journal.is_some()) {
-            report.add_events(Box::pin(journal::settle(&pass.deleter(), events)).await);
+            report.add_events(Box::pin(settle_journal(&pass.deleter(), events)).await);
         }
         if let Some(events) = pass.events.as_ref().filter(|e| !e.unsettled.is_empty()) {
             report.add_events(Box::pin(settle_unsettled(&pass.deleter(), events)).await);

@@ -3,12 +3,12 @@
 //! only what the sink accepted, and cancels an accepted expiry whose item stays with another ttl
 //! (`reconcile`).
 
+use super::journal;
 use super::{ChunkOutcome, Deleter, Expired};
 use crate::engine::hook::{
     item_kib, keep_room, take_room, Delivery, Events, Expiry, Notifier, Publication, MAX_ITEM_KIB,
     SETTLE_PER_SWEEP,
 };
-use crate::engine::journal;
 use crate::engine::report::{EventTally, FailedKey};
 use crate::store::{key_to_json, Key, Store};
 use std::collections::HashSet;

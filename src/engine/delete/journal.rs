@@ -1,0 +1,268 @@
+//! Archive mode's journal in the expiry index table, written and read around a chunk's publish
+//! and at each sweep's start ([`crate::engine::journal`] says how), and the one retried write to
+//! the index table, which entry removals share.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tracing::{error, warn};
+
+use super::Deleter;
+use crate::engine::hook::{Delivery, Events, Expiry, Publication};
+use crate::engine::journal::{Journal, Settling, DUE_AFTER, READ_PER_ROUND, ROUNDS_PER_SWEEP};
+use crate::engine::report::EventTally;
+use crate::expiry::Timestamp;
+use crate::store::entries::{self, Pending, PendingExpiry};
+use crate::store::{full_jitter, key_to_json, EntryWrite, Key, Store, StoreError};
+
+/// Attempts of one index write request, unprocessed writes sent again after [`full_jitter`].
+const ATTEMPTS: u32 = 4;
+
+/// `instant` plus [`DUE_AFTER`].
+fn due(instant: Timestamp) -> Timestamp {
+    Timestamp::from_millis(instant.millis() + DUE_AFTER.as_millis() as i64)
+}
+
+/// Before a chunk's publish: `expiries` journaled, due [`DUE_AFTER`] after the sweep instant.
+/// If the write fails, nothing of the chunk may be published.
+pub(in crate::engine) async fn open<S: Store>(
+    d: &Deleter<'_, S>,
+    journal: &Journal,
+    expiries: &[Expiry],
+) -> Result<Pending, StoreError> {
+    let n = journal.next.fetch_add(1, Ordering::Relaxed);
+    let pending = Pending {
+        sort: Pending::sort_for(due(d.now), &journal.writer, n),
+        expiries: (expiries.iter())
+            .map(|x| PendingExpiry {
+                key: x.key.clone(),
+                ttl: x.ttl,
+                at: x.at,
+            })
+            .collect(),
+    };
+    match write_index(d, vec![EntryWrite::Put(pending.to_item())]).await {
+        (_, Some(e)) => Err(e),
+        (_, None) => Ok(pending),
+    }
+}
+
+/// When a chunk ends: its journal item removed if none of its expiries is `unsettled` (accepted,
+/// or perhaps accepted, and neither deleted, found gone nor cancelled), else written again with
+/// only those. A write that fails is logged: a later sweep reads the item and settles it.
+pub(in crate::engine) async fn close<S: Store>(
+    d: &Deleter<'_, S>,
+    mut pending: Pending,
+    unsettled: &[Key],
+) {
+    let write = if unsettled.is_empty() {
+        EntryWrite::Remove(entries::id(entries::PENDING, &pending.sort))
+    } else if unsettled.len() == pending.expiries.len() {
+        return;
+    } else {
+        pending.expiries.retain(|x| unsettled.contains(&x.key));
+        EntryWrite::Put(pending.to_item())
+    };
+    if let (_, Some(e)) = write_index(d, vec![write]).await {
+        warn!(error = %e, "could not update the journal of this chunk's expiries; a later sweep reads it and settles them");
+    }
+}
+
+/// Before a sweep's partitions: the journal items due, their items read from the table and each
+/// expiry settled ([`self`]), in up to [`ROUNDS_PER_SWEEP`] rounds; what publishing the
+/// cancellations did. Nothing if another sweep of this sweeper is settling. A read that fails
+/// leaves the journal as it is, for the next sweep.
+pub(in crate::engine) async fn settle<S: Store>(d: &Deleter<'_, S>, events: &Events) -> EventTally {
+    let mut tally = EventTally::default();
+    let Some(journal) = &events.journal else {
+        return tally;
+    };
+    if journal.settling.swap(true, Ordering::AcqRel) {
+        return tally;
+    }
+    let _settling = Settling(&journal.settling);
+    for _ in 0..ROUNDS_PER_SWEEP {
+        let (done, full) = settle_round(d, events).await;
+        tally.add(done);
+        if !full || d.stop.reached() {
+            break;
+        }
+    }
+    tally
+}
+
+/// One round of [`settle`]: what publishing did, and whether it read a full
+/// [`READ_PER_ROUND`] (there may be more due).
+async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTally, bool) {
+    let read = d.store.read_pending(d.schema, d.now, READ_PER_ROUND);
+    let items = match d.stop.bound("Query", read).await {
+        Ok(items) => items,
+        Err(e) => {
+            warn!(error = %e, "could not read the journal of expiries published and not settled; trying again at the next sweep");
+            return (EventTally::default(), false);
+        }
+    };
+    let full = items.len() >= READ_PER_ROUND as usize;
+    if items.is_empty() {
+        return (EventTally::default(), false);
+    }
+    let mut writes = Vec::new();
+    let mut held = Vec::new();
+    for item in &items {
+        match Pending::from_item(item) {
+            Some(Ok(pending)) => held.push(pending),
+            Some(Err(sort)) => {
+                error!(%sort, "a journal item of archive mode does not read as one: removed");
+                writes.push(EntryWrite::Remove(entries::id(entries::PENDING, &sort)));
+            }
+            None => {}
+        }
+    }
+    // Each key once (two items may journal one key: a chunk that published it again), since
+    // `BatchGetItem` refuses a request that names a key twice.
+    let schema = d.schema;
+    let mut seen = HashSet::new();
+    let keys: Vec<Key> = (held.iter())
+        .flat_map(|p| p.expiries.iter())
+        .filter(|x| seen.insert(schema.key_token(&x.key)))
+        .map(|x| x.key.clone())
+        .collect();
+    let found = if keys.is_empty() {
+        Vec::new()
+    } else {
+        match d
+            .stop
+            .bound("BatchGetItem", d.store.get_items(schema, keys, true))
+            .await
+        {
+            Ok(found) => found,
+            Err(e) => {
+                warn!(error = %e, "could not read the items of the journal's expiries; trying again at the next sweep");
+                return (EventTally::default(), false);
+            }
+        }
+    };
+    // Each expiry: settled (gone), to cancel (another ttl), or still to settle.
+    // Each expiry found with another ttl is cancelled once, however many items journal it; each
+    // journal item keeps the ones whose cancellation the sink did not accept.
+    let mut cancel: Vec<PendingExpiry> = Vec::new();
+    let mut cancel_of: HashMap<(Option<String>, u64), usize> = HashMap::new();
+    let mut waiting: Vec<(usize, PendingExpiry, usize)> = Vec::new();
+    let mut left: HashMap<usize, Vec<PendingExpiry>> = HashMap::new();
+    for (i, pending) in held.iter().enumerate() {
+        for x in &pending.expiries {
+            match schema.find(&found, &x.key) {
+                None => {}
+                Some(item) if schema.ttl_of(item) == Some(x.ttl) => {
+                    left.entry(i).or_default().push(x.clone());
+                }
+                Some(_) => {
+                    let id = (schema.key_token(&x.key), x.ttl.to_bits());
+                    let c = *cancel_of.entry(id).or_insert_with(|| {
+                        cancel.push(x.clone());
+                        cancel.len() - 1
+                    });
+                    waiting.push((i, x.clone(), c));
+                }
+            }
+        }
+    }
+    let tally = if cancel.is_empty() {
+        EventTally::default()
+    } else {
+        let at = events.wall.as_ref().map_or(d.now, |c| c.now());
+        let cancellations = (cancel.iter())
+            .map(|x| {
+                let key = key_to_json(&x.key);
+                tracing::info!(%key, "an item whose expiry a sweep journaled and did not settle has a new ttl: cancelling the expiry");
+                let expiry = Expiry {
+                    key: x.key.clone(),
+                    ttl: x.ttl,
+                    item: None,
+                    at: x.at,
+                };
+                Publication::Cancelled(expiry, at)
+            })
+            .collect();
+        let (deliveries, tally) = events.hook.publish(cancellations, d.stop).await;
+        for (i, x, c) in waiting {
+            if deliveries.get(c) != Some(&Delivery::Accepted) {
+                left.entry(i).or_default().push(x);
+            }
+        }
+        tally
+    };
+    // Each item read is removed; what is left of it is put again first, due later, behind the
+    // others (a removal never goes before the put that keeps what is left).
+    let mut puts = Vec::new();
+    for (i, pending) in held.into_iter().enumerate() {
+        writes.push(EntryWrite::Remove(entries::id(
+            entries::PENDING,
+            &pending.sort,
+        )));
+        if let Some(expiries) = left.remove(&i) {
+            let again = Pending {
+                sort: pending.due_at(due(d.now)),
+                expiries,
+            };
+            puts.push(EntryWrite::Put(again.to_item()));
+        }
+    }
+    let put = if puts.is_empty() {
+        None
+    } else {
+        write_index(d, puts).await.1
+    };
+    let written = match put {
+        Some(e) => Some(e),
+        None => write_index(d, writes).await.1,
+    };
+    if let Some(e) = written {
+        warn!(error = %e, "could not update the journal after settling its expiries; the next sweeps read them again");
+        return (tally, false);
+    }
+    (tally, full)
+}
+
+/// Up to 25 writes to the expiry index table in one `BatchWriteItem`, unprocessed ones sent again
+/// after [`full_jitter`], [`ATTEMPTS`] in all: how many were written, and the error if any were
+/// not (unprocessed after every attempt: throttled).
+pub(in crate::engine) async fn write_index<S: Store>(
+    d: &Deleter<'_, S>,
+    mut writes: Vec<EntryWrite>,
+) -> (usize, Option<crate::store::StoreError>) {
+    let mut done = 0;
+    for attempt in 1..=ATTEMPTS {
+        let sent = writes.len();
+        let write = d.store.write_entries(d.schema, writes.clone());
+        match d.stop.bound("BatchWriteItem", write).await {
+            Ok(unprocessed) => {
+                done += sent - unprocessed.len();
+                writes = unprocessed;
+            }
+            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => return (done, Some(e)),
+            Err(_) => {}
+        }
+        if writes.is_empty() {
+            return (done, None);
+        }
+        if attempt < ATTEMPTS {
+            let base = (Duration::from_millis(50), Duration::from_secs(1));
+            tokio::time::sleep(full_jitter(base.0, base.1, attempt)).await;
+        }
+    }
+    let message = format!(
+        "{} writes left unprocessed after {ATTEMPTS} attempts",
+        writes.len()
+    );
+    let kind = crate::store::ErrorKind::Throttled;
+    (
+        done,
+        Some(crate::store::StoreError::new(
+            kind,
+            "BatchWriteItem",
+            message,
+        )),
+    )
+}
