@@ -21,6 +21,7 @@ use support::{AssertFields, SweepAt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use ttl_sweeper::engine::ticks::TICK_OFFSET_MS;
 use ttl_sweeper::engine::{
     run_ticks, Checkpoint, DeleteMode, Stop, SweepOptions, SweepReport, Sweeper, Ticks,
 };
@@ -755,13 +756,13 @@ async fn batch_ticks_confirm_their_keys_ahead_so_the_delete_follows_the_query() 
     .await;
     assert!(store.ids().is_empty(), "{report:?}");
     assert_sent_fresh(&store, &report);
-    // Each send, measured from the tick that made it (at s + 20 ms).
+    // Each send, measured from the tick that made it (at s + TICK_OFFSET_MS).
     let sends = store.batch_calls.lock().unwrap().clone();
     assert!(!sends.is_empty());
     for (at, ids) in &sends {
         let after_tick = at.duration_since(started).as_millis() % 1000;
         assert!(
-            after_tick <= 20 + 10 + 5,
+            after_tick <= TICK_OFFSET_MS as u128 + 10 + 5,
             "{ids:?} sent {after_tick} ms into its second; {report:?}"
         );
     }

@@ -285,7 +285,7 @@ fn secs(v: f64) -> String {
 
 pub fn render(d: &mut String, s: &Scale, sub: &SubSecond) {
     let _ = writeln!(d, "### Tick mode, repeated\n");
-    let _ = writeln!(d, "Tick mode ticks at `s + 0.02` each second and deletes an item at the first tick after its ttl. Each run has a new table and sweeper and the server to itself.\n");
+    let _ = writeln!(d, "Tick mode ticks at `s + {:.3}` each second (`TICK_OFFSET_MS`) and deletes an item at the first tick after its ttl. Each run has a new table and sweeper and the server to itself.\n", ttl_sweeper::engine::ticks::TICK_OFFSET_MS as f64 / 1000.0);
     let _ = writeln!(d, "**1 s ticks, continuous loop** (as `ttl-sweeper run --every 1s` runs it): {} items expiring each second for {} s per run.\n", sub.per_second, sub.tick_spread);
     crate::table_head(
         d,

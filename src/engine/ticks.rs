@@ -16,8 +16,16 @@ use crate::expiry::window::{partition_key, windows_since, Window};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::Store;
 
-/// How far past the start of a second a tick runs (ms), so that the second has certainly begun.
-const TICK_OFFSET_MS: i64 = 20;
+/// How far past its boundary a tick runs (ms) by the sweep's clock. That clock is held to
+/// DynamoDB's (`crate::store::clock`), so any instant past the boundary is in the new second by
+/// DynamoDB's clock too; the offset only leaves room for the timer's slop and for an answer that
+/// moves the clock's bound back a little before the tick reads it (then the tick waits until the
+/// clock reads past the boundary, at most [`BOUNDARY_WAIT`]).
+pub const TICK_OFFSET_MS: i64 = 5;
+
+/// A tick that wakes with its clock not yet past the boundary waits for it at most this long,
+/// then runs as of what the clock reads (its items past the boundary go at the next tick).
+const BOUNDARY_WAIT: Duration = Duration::from_millis(50);
 
 /// When and how often to sweep.
 #[derive(Debug, Clone)]
@@ -36,6 +44,15 @@ pub fn until_next_tick(clock: Timestamp, every: Duration) -> Duration {
     let next =
         (clock.millis() - TICK_OFFSET_MS).div_euclid(period) * period + period + TICK_OFFSET_MS;
     Duration::from_millis(u64::try_from(next - clock.millis()).unwrap_or(0))
+}
+
+/// Waits until `clock` reads past `boundary` (checked every millisecond), at most
+/// [`BOUNDARY_WAIT`] or until `stop`.
+async fn past_boundary<C: Clock + ?Sized>(clock: &C, boundary: Timestamp, stop: &Stop) {
+    let give_up = Instant::now() + BOUNDARY_WAIT;
+    while clock.now() <= boundary && Instant::now() < give_up && !stop.reached() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }
 
 /// Sweeps repeatedly until `ticks.until` or `stop`, and returns the merged report. `on_tick`
@@ -164,6 +181,9 @@ where
             if !go_on {
                 break;
             }
+            let boundary = reading + until_next_tick(reading, ticks.every)
+                - Duration::from_millis(TICK_OFFSET_MS as u64);
+            past_boundary(clock, boundary, stop).await;
         }
         total
     };
@@ -234,12 +254,12 @@ mod tests {
         let at = Timestamp::from_millis;
         // (clock ms, period, expected wait ms)
         let cases = [
-            (100_500, one, 520),
-            (101_010, one, 10),    // just before the offset: this second's tick
-            (101_020, one, 1_000), // right on a tick: the next one
-            (103_000, Duration::from_secs(5), 2_020), // 5 s ticks align to multiples of 5
-            (100_000, Duration::from_millis(250), 20),
-            (100_030, Duration::from_millis(250), 240),
+            (100_500, one, 505),
+            (101_003, one, 2),     // just before the offset: this second's tick
+            (101_005, one, 1_000), // right on a tick: the next one
+            (103_000, Duration::from_secs(5), 2_005), // 5 s ticks align to multiples of 5
+            (100_000, Duration::from_millis(250), 5),
+            (100_030, Duration::from_millis(250), 225),
         ];
         for (clock, every, wait) in cases {
             assert_eq!(

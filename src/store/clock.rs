@@ -699,11 +699,12 @@ mod tests {
         // as soon as the clock they moved on reads its boundary: the first second's items are
         // deleted at most that much late. From then on the turn is located, or the lower bound
         // close enough that the held clock is not behind, whatever the host clock says: every
-        // item goes at the first tick after its ttl, 20 ms past the second by DynamoDB's clock
+        // item goes at the first tick after its ttl, TICK_OFFSET_MS past the second by DynamoDB's clock
         // plus the tick's query and delete (two round trips, 4 ms here) and at most a round
         // trip of the lower bound's lag, also after the upper bound was re-anchored
         // (ANCHOR_MAX_AGE) and with the lower bound's drift allowance over 100 s. Every tick's
         // instant is checked against the bounds as `check_guard` does.
+        use crate::engine::ticks::TICK_OFFSET_MS;
         let rtt_ms = 2;
         let gap_ms = 1_000 / i64::from(MAX_PROBES);
         for confirm in [false, true] {
@@ -726,8 +727,8 @@ mod tests {
                         "start at .{fraction_ms:03} s, host {fast:?} fast, read ahead {confirm}: \
                          lags {lags:?} ms"
                     );
-                    assert!(cold[0] <= 20 + gap_ms + 3 * rtt_ms, "{case}");
-                    assert!(*worst <= 20 + 5 * rtt_ms, "{case}");
+                    assert!(cold[0] <= TICK_OFFSET_MS + gap_ms + 3 * rtt_ms, "{case}");
+                    assert!(*worst <= TICK_OFFSET_MS + 5 * rtt_ms, "{case}");
                 }
             }
         }
