@@ -42,6 +42,9 @@ pub(super) struct PackCursor {
 struct State {
     /// Every pack due before it was judged; `None` until the stored cursor is read.
     through: Option<Timestamp>,
+    /// The index table held no cursor when last read: no writer has written a pack, and ticks
+    /// read none (full sweeps look again).
+    absent: bool,
     /// The stored cursor is read again before the next pass (a new run of ticks).
     reload: bool,
     /// The ticks' own run, judged from `.0` to `.1`, ahead of `through` until the catch-up
@@ -74,46 +77,46 @@ const TICK_HEAD: Duration = Duration::from_secs(2);
 impl<S: Store> Sweeper<S> {
     /// The cursor, read from the index table if it is not known or a new run of ticks began:
     /// the later of the stored one and this sweeper's own, no older than the catch-up limit
-    /// (`capped` when it was). Without one (a new index table, or one written by entries of one
-    /// item each until now), every pack that can still be there.
+    /// (`capped` when it was). `None` while the index table holds none: a writer stores one
+    /// before its first pack ([`packs::CURSOR`]), so there is no pack to read (ticks do not
+    /// look again; full sweeps do).
     async fn cursor(
         &self,
         cursor: &PackCursor,
         now: Timestamp,
         stop: &Stop,
         report: &mut SweepReport,
-    ) -> Result<Timestamp, StoreError> {
-        let known = {
+    ) -> Result<Option<Timestamp>, StoreError> {
+        let (mine, reload, absent) = {
             let state = crate::store::lock(&cursor.state);
-            (state.through, state.reload)
+            (state.through, state.reload, state.absent)
         };
-        let through = match known {
-            (Some(through), false) => through,
-            (mine, _) => {
-                let (store, schema) = (&self.shared.store, &self.shared.schema);
-                let stored = stop
-                    .bound("Query", store.read_cursor(schema, &cursor.id))
-                    .await?;
-                let (limit, why) = catchup_limit(schema, self.shared.options.max_catchup_seconds);
-                let floor = now - Duration::from_secs(limit);
-                let through = match stored.max(mine) {
-                    Some(t) if t < floor => {
-                        warn!(cursor = %t.iso(), from = %floor.iso(), "the packs' cursor is older than {why}; packs due before are not read");
-                        report.catchup_capped = true;
-                        floor
-                    }
-                    Some(t) => t,
-                    None => {
-                        debug!(from = %floor.iso(), "no cursor of packs yet: reading every pack that can be there");
-                        floor
-                    }
-                };
-                let mut state = crate::store::lock(&cursor.state);
-                state.through = Some(through);
-                state.reload = false;
-                through
+        match (mine, reload, absent) {
+            (Some(through), false, _) => return Ok(Some(through)),
+            (None, false, true) => return Ok(None),
+            _ => {}
+        }
+        let (store, schema) = (&self.shared.store, &self.shared.schema);
+        let stored = stop
+            .bound("Query", store.read_cursor(schema, &cursor.id))
+            .await?;
+        let (limit, why) = catchup_limit(schema, self.shared.options.max_catchup_seconds);
+        let floor = now - Duration::from_secs(limit);
+        let through = match stored.max(mine) {
+            Some(t) if t < floor => {
+                warn!(cursor = %t.iso(), from = %floor.iso(), "the packs' cursor is older than {why}; packs due before are not read");
+                report.catchup_capped = true;
+                Some(floor)
             }
+            other => other,
         };
+        let mut state = crate::store::lock(&cursor.state);
+        state.through = through;
+        state.absent = through.is_none();
+        state.reload = false;
+        if through.is_none() {
+            debug!("no cursor of packs in the index table: no pack to read");
+        }
         Ok(through)
     }
 
@@ -138,7 +141,7 @@ impl<S: Store> Sweeper<S> {
         let _one = cursor.ticking.try_lock().ok()?;
         let mut report = self.report(now);
         let through = match self.cursor(cursor, now, stop, &mut report).await {
-            Ok(t) => t,
+            Ok(t) => t?,
             Err(e) => {
                 report.add_errors([SweepErrorEntry::new(None, &e)]);
                 return Some(report);
@@ -182,7 +185,7 @@ impl<S: Store> Sweeper<S> {
         crate::store::lock(&cursor.state).reload = true;
         let mut report = self.report(now);
         let mut through = match self.cursor(cursor, now, stop, &mut report).await {
-            Ok(t) => t,
+            Ok(t) => t?,
             Err(e) => {
                 report.add_errors([SweepErrorEntry::new(None, &e)]);
                 return Some(report);

@@ -438,6 +438,15 @@ impl MemStore {
         }
         let mut sorts = Vec::new();
         let mut index = self.entries.lock().unwrap();
+        // As a writer does before its first pack: the cursor, if there is none, at the earliest
+        // instant any of them could have been written (here: just before the first is due).
+        let cursor = (packs::CURSOR.to_owned(), "sessions#all".to_owned());
+        if let Some(due) = groups.keys().map(|(_, due)| *due).min() {
+            let at = Timestamp::from_millis(due - 1);
+            index
+                .entry(cursor)
+                .or_insert_with(|| packs::cursor_item("sessions#all", at, at));
+        }
         for ((window, due), entries) in groups {
             for pack in packs::pack(&window, Timestamp::from_millis(due), origin, entries) {
                 sorts.push(pack.sort.clone());
