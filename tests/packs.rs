@@ -146,10 +146,10 @@ async fn entries_of_one_item_each_and_packs_are_swept_side_by_side() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_sweep_reads_packs_from_the_cursor_their_writer_stored_then_moves_it() {
-    // Packs due from 20 hours to a minute ago, never swept, and the cursor their writer stored
-    // before the first: the first sweep reads them all, as far back as MAX_CATCHUP (24 h), and
-    // moves the cursor; the next reads none of them again.
+async fn a_sweep_reads_packs_from_the_mark_their_writer_stored_then_from_its_cursor() {
+    // Packs due from 20 hours to a minute ago, never swept, and the mark their writer stored
+    // before the first: the first sweep reads them all from the mark (MAX_CATCHUP, 24 h, allows
+    // it) and stores its own cursor; the next reads none of them again.
     let store = store();
     let ids: Vec<String> = [-20 * 3600, -3600, -60]
         .into_iter()
@@ -161,7 +161,9 @@ async fn a_sweep_reads_packs_from_the_cursor_their_writer_stored_then_moves_it()
         .collect();
     store.index_packed(&refs(&ids), "stream-1");
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
-    let report = sweeper.sweep(Timestamp::from_secs(T0), &Stop::never()).await;
+    let report = sweeper
+        .sweep(Timestamp::from_secs(T0), &Stop::never())
+        .await;
     assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
     assert!(!report.catchup_capped, "{report:?}");
     let cursor = || {
@@ -171,7 +173,9 @@ async fn a_sweep_reads_packs_from_the_cursor_their_writer_stored_then_moves_it()
     };
     assert_eq!(cursor(), Some(Timestamp::from_secs(T0)));
     let again = mem_sweeper(store.clone(), SweepOptions::default());
-    again.sweep(Timestamp::from_secs(T0 + 60), &Stop::never()).await;
+    again
+        .sweep(Timestamp::from_secs(T0 + 60), &Stop::never())
+        .await;
     assert_eq!(cursor(), Some(Timestamp::from_secs(T0 + 60)));
     let reads = pack_reads(&store);
     assert_eq!(reads.len(), 3, "{reads:?}");
@@ -194,14 +198,16 @@ async fn without_a_cursor_no_pack_is_read_and_ticks_do_not_look_for_one() {
     assert_eq!(report.index_entries_removed, 6, "{report:?}");
     assert!(pack_reads(&store).is_empty());
     assert!(report.ticks >= 4, "{report:?}");
-    assert_eq!(store.calls(Op::ReadCursor), 2, "the first tick and the full sweep: {report:?}");
+    // Each look reads the sweeper's cursor, then the writers' mark.
+    let looks = store.calls(Op::ReadCursor);
+    assert_eq!(looks, 4, "the first tick and the full sweep: {report:?}");
 }
 
 #[tokio::test]
 async fn on_dynamodb_local_a_sweep_reads_the_packs_between_the_cursor_and_its_instant() {
     // 400 items expired over the last 200 s, packed by window and ttl as a writer packs them,
-    // and the cursor it stores before its first pack: one sweep deletes them all through
-    // `Query ... BETWEEN` pages of the index table and moves the cursor; the next finds nothing.
+    // and the mark it stores before its first pack: one sweep deletes them all through
+    // `Query ... BETWEEN` pages of the index table and stores its cursor; the next finds nothing.
     use aws_sdk_dynamodb::types::StreamViewType;
     use std::collections::BTreeMap;
     use ttl_sweeper::store::packs::PackEntry;
@@ -220,19 +226,27 @@ async fn on_dynamodb_local_a_sweep_reads_the_packs_between_the_cursor_and_its_in
         let ttl = support::ttl_of(item).unwrap();
         let window = schema.layout.window_for(ttl as f64, &item["id"]).unwrap();
         let key = support::id_key(item["id"].as_s().unwrap());
-        let entry = PackEntry { key, ttl: ttl.to_string() };
+        let entry = PackEntry {
+            key,
+            ttl: ttl.to_string(),
+        };
         groups.entry((window, ttl * 1000)).or_default().push(entry);
     }
     let first = Timestamp::from_secs(now - 201);
     let id = format!("{table}#all");
-    let mut writes = vec![EntryWrite::Put(packs::cursor_item(&id, first, first))];
+    let mark = packs::cursor_item(&table, first, first);
+    let mut writes = vec![EntryWrite::Put(mark)];
     for ((window, due), entries) in groups {
         for pack in packs::pack(&window, Timestamp::from_millis(due), "stream-1", entries) {
             writes.push(EntryWrite::Put(pack.to_item()));
         }
     }
     for chunk in writes.chunks(25) {
-        let left = sweeper.store().write_entries(&schema, chunk.to_vec()).await.unwrap();
+        let left = sweeper
+            .store()
+            .write_entries(&schema, chunk.to_vec())
+            .await
+            .unwrap();
         assert!(left.is_empty());
     }
     let at = Timestamp::from_secs(now);
@@ -244,5 +258,8 @@ async fn on_dynamodb_local_a_sweep_reads_the_packs_between_the_cursor_and_its_in
     let later = Timestamp::from_secs(now + 1);
     let again = sweeper.sweep(later, &Stop::never()).await;
     assert_eq!(again.items_found, 0, "{again:?}");
-    assert_eq!(sweeper.store().read_cursor(&schema, &id).await.unwrap(), Some(later));
+    assert_eq!(
+        sweeper.store().read_cursor(&schema, &id).await.unwrap(),
+        Some(later)
+    );
 }

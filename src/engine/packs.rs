@@ -77,9 +77,9 @@ const TICK_HEAD: Duration = Duration::from_secs(2);
 impl<S: Store> Sweeper<S> {
     /// The cursor, read from the index table if it is not known or a new run of ticks began:
     /// the later of the stored one and this sweeper's own, no older than the catch-up limit
-    /// (`capped` when it was). `None` while the index table holds none: a writer stores one
-    /// before its first pack ([`packs::CURSOR`]), so there is no pack to read (ticks do not
-    /// look again; full sweeps do).
+    /// (`capped` when it was); without one of its own yet, the writers' mark (a cursor named
+    /// after the table, which a writer stores before its first pack). `None` while the index
+    /// table holds neither: there is no pack to read (ticks do not look again; full sweeps do).
     async fn cursor(
         &self,
         cursor: &PackCursor,
@@ -97,9 +97,15 @@ impl<S: Store> Sweeper<S> {
             _ => {}
         }
         let (store, schema) = (&self.shared.store, &self.shared.schema);
-        let stored = stop
-            .bound("Query", store.read_cursor(schema, &cursor.id))
-            .await?;
+        // This sweeper's own, or else the writers' mark: no pack is due before it.
+        let own = store.read_cursor(schema, &cursor.id);
+        let stored = match stop.bound("Query", own).await? {
+            Some(t) => Some(t),
+            None => {
+                let mark = store.read_cursor(schema, &schema.table_name);
+                stop.bound("Query", mark).await?
+            }
+        };
         let (limit, why) = catchup_limit(schema, self.shared.options.max_catchup_seconds);
         let floor = now - Duration::from_secs(limit);
         let through = match stored.max(mine) {

@@ -137,13 +137,6 @@ pub trait Clock: Send + Sync {
         self.now()
     }
 
-    /// The latest instant DynamoDB's clock may read now, as far as the source knows (the host
-    /// clock, or the bound DynamoDB's `Date` headers set, whichever is later): what a writer of
-    /// packs dates against, since no sweep has read past it yet ([`crate::store::packs`]).
-    fn latest(&self) -> Timestamp {
-        self.now().max(self.raw_now())
-    }
-
     /// The instant a sweep asked to run as of `requested` (an event's time, `--at`; `None`:
     /// now) may run as of: `requested`, never later than [`Clock::now`]. The one rule by which
     /// no sweep runs ahead of the clock, whatever asked for it.

@@ -407,14 +407,6 @@ impl Clock for GuardedClock {
     fn raw_now(&self) -> Timestamp {
         (self.wall)()
     }
-
-    /// The host clock or DynamoDB's upper bound, whichever is later.
-    fn latest(&self) -> Timestamp {
-        let wall = (self.wall)();
-        self.server
-            .upper_bound()
-            .map_or(wall, |upper| upper.max(wall))
-    }
 }
 
 /// The local instant a request attempt was sent, kept in the request's config bag.

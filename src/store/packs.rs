@@ -25,8 +25,10 @@ pub const KEYS: &str = "keys";
 pub const TTLS: &str = "ttls";
 
 /// The partition of the sweepers' cursors: one item per swept table and shard range (sort key
-/// [`ENTRY`]: the cursor's id), [`THROUGH`] the instant before which every pack was judged. No
-/// window key begins with `#`, so no sweep lists it; it has no [`EXPIRES`]: native TTL keeps it.
+/// [`ENTRY`]: `<table>#<shard range>`), [`THROUGH`] the instant before which every pack was
+/// judged; and the writers' mark (sort key: the table's name), stored before the first pack: no
+/// pack is due before it. No window key begins with `#`, so no sweep lists it; it has no
+/// [`EXPIRES`]: native TTL keeps it.
 pub const CURSOR: &str = "#cursor";
 
 /// A cursor's instant (Number, epoch ms).

@@ -438,14 +438,14 @@ impl MemStore {
         }
         let mut sorts = Vec::new();
         let mut index = self.entries.lock().unwrap();
-        // As a writer does before its first pack: the cursor, if there is none, at the earliest
-        // instant any of them could have been written (here: just before the first is due).
-        let cursor = (packs::CURSOR.to_owned(), "sessions#all".to_owned());
+        // As a writer does before its first pack: the writers' mark, if there is none, at the
+        // earliest instant any of them could have been written (just before the first is due).
+        let mark = (packs::CURSOR.to_owned(), "sessions".to_owned());
         if let Some(due) = groups.keys().map(|(_, due)| *due).min() {
             let at = Timestamp::from_millis(due - 1);
             index
-                .entry(cursor)
-                .or_insert_with(|| packs::cursor_item("sessions#all", at, at));
+                .entry(mark)
+                .or_insert_with(|| packs::cursor_item("sessions", at, at));
         }
         for ((window, due), entries) in groups {
             for pack in packs::pack(&window, Timestamp::from_millis(due), origin, entries) {
