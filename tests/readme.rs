@@ -881,6 +881,44 @@ fn the_readme_tagline_quotes_the_measured_lag() {
     }
 }
 
+/// docs/choosing.md quotes section 1's tick mode as measured: the p99 of the deployed shape and
+/// of the continuous loop, the medians over their runs.
+#[test]
+fn choosing_quotes_the_measured_tick_lag() {
+    let bench = file("docs/BENCHMARKS.md");
+    let ticks = bench
+        .split("### Tick mode, repeated")
+        .nth(1)
+        .expect("BENCHMARKS.md section 1 has a Tick mode, repeated part");
+    let (looped, deployed) = ticks
+        .split_once("**Deployed shape**")
+        .expect("a **Deployed shape** part");
+    let p99 = |part: &str, at: usize| {
+        let row = row(part, "| **median");
+        cell(row, at)
+            .split(" (")
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (looped, deployed) = (p99(looped, 5), p99(deployed, 6));
+    assert!(
+        looped.ends_with(" s") && deployed.ends_with(" s"),
+        "{looped:?} {deployed:?}"
+    );
+    let choosing = words("docs/choosing.md");
+    let both = format!("| {deployed} (the deployed shape) | {looped} (the continuous loop) |");
+    assert!(
+        choosing.contains(&both),
+        "docs/choosing.md should say {both:?}"
+    );
+    let alone = format!("| — | {deployed} |");
+    assert!(
+        choosing.contains(&alone),
+        "docs/choosing.md should say {alone:?}"
+    );
+}
+
 // ---------------------------------------------------------------- a newcomer's first screen
 
 /// What the README shows before its first `## ` heading after the deploy steps: the path from an

@@ -63,7 +63,7 @@ impl Settings {
                 quick,
                 items: 10_000,
                 span_secs: 120.0,
-                runs: 1,
+                runs: 3,
             }
         }
     }
