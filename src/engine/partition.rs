@@ -298,7 +298,8 @@ pub(super) async fn delete_group<S: Store>(
     }
     out.entries_removed = remove_settled(deleter, entries, &out).await;
     if pass.packs.is_some() {
-        carry_unsettled(deleter, packed, &mut out).await;
+        // Boxed: a delete task's future stays as small as it was without packs.
+        Box::pin(carry_unsettled(deleter, packed, &mut out)).await;
     }
     out
 }

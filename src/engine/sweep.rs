@@ -320,7 +320,7 @@ impl<S: Store> Sweeper<S> {
         // packs of an expiry index table from the cursor beside them.
         let (entries, packs) = futures::join!(
             self.sweep_partitions(now, &recent, stop),
-            self.catch_up_packs(now, stop)
+            Box::pin(self.catch_up_packs(now, stop))
         );
         let (mut report, recent_complete) = entries;
         if let Some(packs) = packs {
@@ -386,9 +386,10 @@ impl<S: Store> Sweeper<S> {
     ) -> SweepReport {
         match self.lead(now, stop).await {
             Ok(stop) => {
+                // Boxed: a sweep's future stays as small as it was without packs.
                 let (entries, packs) = futures::join!(
                     self.sweep_partitions(now, windows, &stop),
-                    self.tick_packs(now, &stop)
+                    Box::pin(self.tick_packs(now, &stop))
                 );
                 let mut report = entries.0;
                 if let Some(packs) = packs {
