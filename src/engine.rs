@@ -35,6 +35,7 @@ pub mod hook;
 pub mod journal;
 pub mod lease;
 mod pace;
+mod packs;
 mod partition;
 pub mod report;
 pub mod retry;

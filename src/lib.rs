@@ -36,10 +36,12 @@
 //!   confirmed by a read of the table) or conditional deletes with backoff, the report,
 //!   checkpoint planning, ticks, several tables side by side, the leader lease
 //!   ([`engine::lease`]), archive mode's journal of expiries not yet settled in the expiry index
-//!   table ([`engine::journal`]).
+//!   table ([`engine::journal`]), and which packs of that table a sweep reads from its cursor
+//!   (`engine::packs`).
 //! - [`store`]: the only code that talks to DynamoDB, behind the typed [`store::Store`] seam;
 //!   errors, start-up checks, the key dialect of reports and events (DynamoDB JSON), the table's
-//!   stream ([`store::stream`]), the expiry index table's entries ([`store::entries`]), and the
+//!   stream ([`store::stream`]), the expiry index table's entries ([`store::entries`]) and packs
+//!   of entries ([`store::packs`]), and the
 //!   one backoff of every retry loop ([`store::full_jitter`]).
 //! - [`streams`]: for consumers of the table's DynamoDB Stream: [`streams::is_expiry_removal`]
 //!   tells a `REMOVE` of an expired item from an application's delete.

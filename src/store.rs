@@ -23,6 +23,7 @@ pub mod dynamo;
 pub mod entries;
 pub mod error;
 pub mod keys;
+pub mod packs;
 pub mod scan;
 pub mod stream;
 
@@ -133,6 +134,9 @@ pub struct Page {
     pub entries: Vec<Key>,
     /// Where the next page starts; `None` on the last page.
     pub next: Option<Key>,
+    /// The items come from packs of the expiry index table ([`packs`]): nothing to remove once
+    /// judged (`entries` is empty), and what is not settled is carried into a new pack.
+    pub packed: bool,
 }
 
 /// Outcome of a conditional delete.
@@ -168,14 +172,25 @@ pub struct LeaseItem {
 pub trait Store: Send + Sync + 'static {
     /// One page (`Query` on the index) of the items in partition `partition` whose ttl is
     /// `< now`, after `start`, at most `limit` (`None`: 1 MB pages): key attributes and ttl.
+    /// With `packs_since` (an expiry index table only), the items of the packs due from it to
+    /// `now` instead ([`packs`]; `limit` then counts packs).
     fn query_expired(
         &self,
         schema: &TableSchema,
         partition: &str,
         now: Timestamp,
+        packs_since: Option<Timestamp>,
         start: Option<Key>,
         limit: Option<i32>,
     ) -> impl Future<Output = Result<Page, StoreError>> + Send;
+
+    /// The instant sweeper cursor `id` of `schema.index_table` holds ([`packs::CURSOR`]), read
+    /// strongly consistent; `None` if it was never written. Written with [`Store::write_entries`].
+    fn read_cursor(
+        &self,
+        schema: &TableSchema,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
 
     /// Deletes up to 25 keys in one `BatchWriteItem`, one attempt (the engine retries); answers
     /// the keys left unprocessed.

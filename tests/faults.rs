@@ -1238,7 +1238,7 @@ async fn a_query_is_retried_as_the_client_is_configured() {
         let store = DynamoStore::new(Client::from_conf(config));
         let before = queries.load(Ordering::SeqCst);
         let err = store
-            .query_expired(&schema, "w", Timestamp::from_secs(NOW), None, None)
+            .query_expired(&schema, "w", Timestamp::from_secs(NOW), None, None, None)
             .await
             .expect_err("every query is throttled");
         let made = queries.load(Ordering::SeqCst) - before;

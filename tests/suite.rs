@@ -23,6 +23,7 @@ mod lambda_e2e;
 mod leader_lease;
 mod local_dynamodb;
 mod mock_sdk;
+mod packs;
 mod precision;
 mod readme;
 mod release;

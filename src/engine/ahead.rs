@@ -57,7 +57,8 @@ impl<S: Store> Sweeper<S> {
                         break 'partitions;
                     }
                     let left = i32::try_from(most - listed.len()).unwrap_or(i32::MAX);
-                    let query = store.query_expired(schema, &partition, at, start, Some(left));
+                    let query =
+                        store.query_expired(schema, &partition, at, None, start, Some(left));
                     let Ok(page) = stop.bound("Query", query).await else {
                         // Nothing lost: the tick reads the table itself for what is not here.
                         break 'partitions;

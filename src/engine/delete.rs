@@ -55,6 +55,9 @@ pub(super) struct Expired {
     /// Its entry in the expiry index table, when it was listed from one: removed once the item
     /// is judged ([`super::entries`]).
     pub(super) entry: Option<Key>,
+    /// Listed from a pack of the expiry index table ([`super::packs`]): if it is not settled, it
+    /// is carried into a new pack.
+    pub(super) packed: bool,
 }
 
 /// When a read of the table was asked, by both clocks: the monotonic one does not run while a
@@ -161,6 +164,12 @@ pub(super) struct ChunkOutcome {
     pub(super) conditional: u64,
     /// Expiry index table entries removed once their items were judged.
     pub(super) entries_removed: u64,
+    /// Keys listed from packs and not settled (failed or left), written into a new pack for the
+    /// next sweep ([`super::packs`]).
+    pub(super) carried: u64,
+    /// Every key listed from a pack and not settled was carried: the chunk needs no other sweep
+    /// to read its packs again.
+    pub(super) carried_all: bool,
     pub(super) failed: Vec<FailedKey>,
     /// The keys kept (their ttl changed).
     pub(super) kept_keys: Vec<Key>,
@@ -176,7 +185,7 @@ impl ChunkOutcome {
     /// Adds another outcome of the same chunk.
     pub(super) fn absorb(&mut self, other: ChunkOutcome) {
         add_counts!(self, other; skipped, gone, retried, write_conflicts, confirmed, reread,
-            conditional, entries_removed);
+            conditional, entries_removed, carried);
         self.deleted.extend(other.deleted);
         self.failed.extend(other.failed);
         self.kept_keys.extend(other.kept_keys);

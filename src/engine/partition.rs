@@ -14,12 +14,17 @@ use super::delete::{delete_with_events, ChunkOutcome, Confirmed, Dated, Deleter,
 use super::entries::{entries_of, remove_settled};
 use super::hook::Events;
 use super::pace::{read_ahead, split_permit, take_budget, PagePace};
+use super::packs::{carry_unsettled, packed_of};
 use super::report::SweepReport;
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions, BATCH_SIZE};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::{Key, Store, StoreError, TableSchema};
+
+/// About how many keys a pack holds, for the pages of packs a partition's read-ahead budget asks
+/// for ([`crate::store::packs::MAX_PACK_BYTES`] of entries of about 60 bytes).
+const PACK_KEYS: i32 = 64;
 
 /// Batch mode: chunks whose keys one `BatchGetItem` confirms together (it takes up to 100 keys).
 const CONFIRM_GROUP_CHUNKS: usize = 4;
@@ -148,6 +153,9 @@ pub(super) struct Pass<S> {
     /// The stream indexer's items expired when written ([`super::Sweeper::delete_indexed`]):
     /// deleted conditionally, whatever `DELETE_MODE` says.
     pub(super) at_once: bool,
+    /// A pass of the packs due in this range ([`super::packs`]) rather than of the entries of
+    /// one item each or the GSI.
+    pub(super) packs: Option<(Timestamp, Timestamp)>,
 }
 
 impl<S> Pass<S> {
@@ -190,7 +198,9 @@ pub(super) fn fold_chunk(
     for failed in &chunk.failed {
         warn!(key = %failed.key, reason = %failed.reason, "key not deleted");
     }
-    let handled = chunk.failed.is_empty() && chunk.left_keys.is_empty();
+    // A key of a pack not settled but carried into a new pack needs no other sweep of its
+    // pack: the next sweep reads the new one.
+    let handled = chunk.failed.is_empty() && chunk.left_keys.is_empty() || chunk.carried_all;
     add_counts!(report, chunk; items_skipped = skipped, items_gone = gone, items_retried = retried,
         write_conflicts_retried = write_conflicts, items_confirmed = confirmed,
         items_reread = reread, items_conditional = conditional,
@@ -260,6 +270,7 @@ pub(super) async fn delete_group<S: Store>(
     // settle the item, the next sweep reads the entry again.
     let (group, repeats, _claim) = shared.in_flight.claim(&shared.schema, group);
     let entries = entries_of(&group);
+    let packed = packed_of(&group);
     let deleter = pass.deleter();
     let (mut keys, mut out) = {
         let _read = pass.reads.acquire().await;
@@ -286,6 +297,10 @@ pub(super) async fn delete_group<S: Store>(
         out.absorb(sent);
     }
     out.entries_removed = remove_settled(deleter, entries, &out).await;
+    if pass.packs.is_some() {
+        // Boxed: a delete task's future stays as small as it was without packs.
+        Box::pin(carry_unsettled(deleter, packed, &mut out)).await;
+    }
     out
 }
 
@@ -347,9 +362,14 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
             }
         };
         let limit = i32::try_from(granted.num_permits()).unwrap_or(i32::MAX);
-        let query = this
-            .store
-            .query_expired(&this.schema, key, now, start.take(), Some(limit));
+        // Packs: each holds up to a few dozen keys, the page no more than the budget's keys.
+        let (upto, since, limit) = match pass.packs {
+            Some((since, upto)) => (upto, Some(since), (limit / PACK_KEYS).max(1)),
+            None => (now, None, limit),
+        };
+        let query =
+            this.store
+                .query_expired(&this.schema, key, upto, since, start.take(), Some(limit));
         let answer = tokio::select! {
             answer = stop.bound("Query", query) => answer,
             () = stop.token().cancelled() => {
@@ -376,6 +396,7 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
             Dated::now(wall)
         });
         let page_len = page.items.len();
+        let packed = page.packed;
         pending.reserve(page_len);
         let mut entries = page.entries.into_iter();
         for item in page.items {
@@ -383,6 +404,7 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
             match check_item(&this.schema, item, now) {
                 Some(mut expired) => {
                     expired.entry = entry;
+                    expired.packed = packed;
                     if let Some(read_now) = read_now {
                         let max_age = this.options.batch_max_read_age;
                         let confirmed = &this.confirmed;

@@ -263,6 +263,15 @@ impl SweepReport {
         self.add_partition(other);
     }
 
+    /// Adds another pass of the same sweep (the packs' beside the entries'): its counts, and its
+    /// windows left, stop and cap.
+    pub fn add_pass(&mut self, other: SweepReport) {
+        add_counts!(self, other; windows_swept, windows_left);
+        self.stopped_early |= other.stopped_early;
+        self.catchup_capped |= other.catchup_capped;
+        self.add_partition(other);
+    }
+
     /// Adds the counts, kept lists and lags of another part of the same sweep (a partition, a
     /// slice of windows).
     pub fn add_partition(&mut self, other: SweepReport) {

@@ -21,6 +21,7 @@ use super::hook::{Events, ExpiryHook, FailedEvent, Owed, Unsettled, EVENT_ITEMS_
 use super::journal::Journal;
 use super::lease::Lease;
 use super::pace::{read_ahead, Running};
+use super::packs::PackCursor;
 use super::partition::{
     check_item, delete_group, fold_chunk, joined, sweep_partition, PartitionOutcome, Pass, Shared,
 };
@@ -55,6 +56,8 @@ pub struct Sweeper<S> {
     claimed: AtomicBool,
     /// With a lease: until when the last check found it held ([`Self::delete_indexed`]).
     lead_until: std::sync::Mutex<Option<Instant>>,
+    /// With an expiry index table: the cursor of its packs ([`super::packs`]).
+    pub(super) packs: Option<PackCursor>,
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
@@ -73,6 +76,12 @@ impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
 impl<S: Store> Sweeper<S> {
     /// A sweeper for the table described by `schema` (see `DynamoStore::describe`).
     pub fn new(store: S, schema: TableSchema, options: SweepOptions) -> Self {
+        let packs = schema.index_table.as_ref().map(|_| {
+            let range = options
+                .shard_range
+                .map_or("all".to_owned(), |r| r.to_string());
+            PackCursor::new(format!("{}#{range}", schema.table_name))
+        });
         Sweeper {
             shared: Arc::new(Shared {
                 store,
@@ -97,6 +106,7 @@ impl<S: Store> Sweeper<S> {
             leading: AtomicBool::new(true),
             claimed: AtomicBool::new(false),
             lead_until: Default::default(),
+            packs,
         }
     }
 
@@ -306,8 +316,16 @@ impl<S: Store> Sweeper<S> {
             );
         }
 
-        // The recent windows first (they hold what expired last), then the catch-up.
-        let (mut report, recent_complete) = self.sweep_partitions(now, &recent, stop).await;
+        // The recent windows first (they hold what expired last), then the catch-up; the
+        // packs of an expiry index table from the cursor beside them.
+        let (entries, packs) = futures::join!(
+            self.sweep_partitions(now, &recent, stop),
+            Box::pin(self.catch_up_packs(now, stop))
+        );
+        let (mut report, recent_complete) = entries;
+        if let Some(packs) = packs {
+            report.add_pass(packs);
+        }
         report.catchup_capped = plan.capped || stream_gap;
         if let Some(e) = checkpoint_error {
             report.add_errors([SweepErrorEntry::new(None, &e)]);
@@ -368,21 +386,38 @@ impl<S: Store> Sweeper<S> {
     ) -> SweepReport {
         match self.lead(now, stop).await {
             Ok(stop) => {
-                self.swept(self.sweep_partitions(now, windows, &stop).await.0)
-                    .await
+                // Boxed: a sweep's future stays as small as it was without packs.
+                let (entries, packs) = futures::join!(
+                    self.sweep_partitions(now, windows, &stop),
+                    Box::pin(self.tick_packs(now, &stop))
+                );
+                let mut report = entries.0;
+                if let Some(packs) = packs {
+                    report.add_pass(packs);
+                }
+                self.swept(report).await
             }
             Err(standing_by) => standing_by,
         }
     }
 
     /// The report of one sweep as of `now`, nothing done yet.
-    fn report(&self, now: Timestamp) -> SweepReport {
+    pub(super) fn report(&self, now: Timestamp) -> SweepReport {
         SweepReport {
             sweep_at: now.iso(),
             table: self.shared.schema.table_name.clone(),
             delete_mode: self.shared.options.delete_mode.to_string(),
             ticks: 1,
             ..SweepReport::default()
+        }
+    }
+
+    /// A new run of ticks begins (a Lambda invocation in tick mode, `run`): with an expiry index
+    /// table, the packs' cursor is read again before its first tick, since a sweeper of another
+    /// process may have moved it on ([`super::packs`]).
+    pub fn resume_packs(&self) {
+        if let Some(packs) = &self.packs {
+            packs.resume();
         }
     }
 
@@ -403,7 +438,14 @@ impl<S: Store> Sweeper<S> {
     }
 
     /// A pass as of `now` within `stop`, its lags measured from `started` (see [`Pass`]).
-    fn pass(&self, now: Timestamp, stop: &Stop, started: Instant, at_once: bool) -> Arc<Pass<S>> {
+    fn pass(
+        &self,
+        now: Timestamp,
+        stop: &Stop,
+        started: Instant,
+        at_once: bool,
+        packs: Option<(Timestamp, Timestamp)>,
+    ) -> Arc<Pass<S>> {
         let lags_from = (self.wall.as_ref().map_or(now, |c| c.now()), started);
         let journaled = self.shared.schema.index_table.is_some();
         let events = self.events.clone().map(|hook| Events {
@@ -427,6 +469,7 @@ impl<S: Store> Sweeper<S> {
             budget: Arc::new(Semaphore::new(read_ahead(&self.shared.options))),
             running: Arc::new(AtomicUsize::new(0)),
             at_once,
+            packs,
         })
     }
 
@@ -477,7 +520,7 @@ impl<S: Store> Sweeper<S> {
         if expired.is_empty() {
             return Some(report);
         }
-        let pass = self.pass(now, &stop, started, true);
+        let pass = self.pass(now, &stop, started, true, None);
         let mut groups = JoinSet::new();
         // Spread over the delete requests allowed at once: each group deletes one at a time.
         let limit = self.shared.options.max_concurrency.max(1);
@@ -505,15 +548,37 @@ impl<S: Store> Sweeper<S> {
         windows: &[Window],
         stop: &Stop,
     ) -> (SweepReport, Vec<bool>) {
+        self.sweep_partitions_of(now, windows, stop, None).await
+    }
+
+    /// [`Self::sweep_partitions`]; with `packs`, of the packs due in that range instead of the
+    /// entries of one item each or the GSI ([`super::packs`]).
+    pub(super) async fn sweep_partitions_of(
+        &self,
+        now: Timestamp,
+        windows: &[Window],
+        stop: &Stop,
+        packs: Option<(Timestamp, Timestamp)>,
+    ) -> (SweepReport, Vec<bool>) {
         let started = Instant::now();
-        let pass = self.pass(now, stop, started, false);
+        let pass = self.pass(now, stop, started, false, packs);
         let mut report = self.report(now);
-        // Archive mode: the expiries earlier sweeps left accepted and not settled, first.
+        // Archive mode: the expiries earlier sweeps left accepted and not settled, first (once
+        // per sweep: by the pass of the entries, not that of the packs).
         // Boxed: a sweep's future stays as small as it was without events.
-        if let Some(events) = pass.events.as_ref().filter(|e| e.journal.is_some()) {
+        let settles = packs.is_none();
+        if let Some(events) = pass
+            .events
+            .as_ref()
+            .filter(|e| settles && e.journal.is_some())
+        {
             report.add_events(Box::pin(settle_journal(&pass.deleter(), events)).await);
         }
-        if let Some(events) = pass.events.as_ref().filter(|e| !e.unsettled.is_empty()) {
+        if let Some(events) = pass
+            .events
+            .as_ref()
+            .filter(|e| settles && !e.unsettled.is_empty())
+        {
             report.add_events(Box::pin(settle_unsettled(&pass.deleter(), events)).await);
         }
         let shards = self.shared.schema.layout.window_shards.max(1);
@@ -566,7 +631,7 @@ impl<S: Store> Sweeper<S> {
 /// How far back a catch-up can be exact, in seconds, and what sets it (for the log):
 /// `MAX_CATCHUP`, and with an expiry index table no further than its entries live
 /// ([`entries::KEEP_SECONDS`] past their ttl: older ones may be gone).
-fn catchup_limit(schema: &TableSchema, max_catchup: u64) -> (u64, &'static str) {
+pub(super) fn catchup_limit(schema: &TableSchema, max_catchup: u64) -> (u64, &'static str) {
     let keep = u64::try_from(entries::KEEP_SECONDS).unwrap_or(u64::MAX);
     match schema.index_table {
         Some(_) if keep < max_catchup => (

@@ -78,6 +78,7 @@ where
     F: FnMut(&SweepReport),
 {
     let started = Instant::now();
+    sweeper.resume_packs();
     let width = sweeper.schema().layout.window_seconds;
     let catchup_cap = Duration::from_secs(sweeper.options().max_catchup_seconds);
     let on_tick = RefCell::new(on_tick);
@@ -237,7 +238,7 @@ fn probe<'a, S: Store>(
                 let query =
                     sweeper
                         .store()
-                        .query_expired(schema, &partition, before, None, Some(1));
+                        .query_expired(schema, &partition, before, None, None, Some(1));
                 let _ = stop.bound("Query", query).await;
             }
         })

@@ -30,8 +30,8 @@ use std::sync::Arc;
 
 use super::clock::ServerClock;
 use super::{
-    entries, full_jitter, ConditionalOutcome, EntryWrite, ErrorKind, IndexerReport, Key, LeaseItem,
-    Page, Store, StoreError, TableSchema,
+    entries, full_jitter, packs, ConditionalOutcome, EntryWrite, ErrorKind, IndexerReport, Key,
+    LeaseItem, Page, Store, StoreError, TableSchema,
 };
 use crate::expiry::window::MAX_EXPIRED_AGE_SECONDS;
 use crate::expiry::Timestamp;
@@ -102,6 +102,63 @@ async fn batch_write(
 }
 
 impl DynamoStore {
+    /// [`Store::query_expired`] of the packs due from `since` to `now` ([`packs`]): strongly
+    /// consistent, their items listed as a GSI would list them. A pack of another table's keys is
+    /// an error, as an entry is.
+    #[allow(clippy::too_many_arguments)]
+    async fn query_packs(
+        &self,
+        schema: &TableSchema,
+        index_table: &str,
+        window_key: &str,
+        since: Timestamp,
+        now: Timestamp,
+        start: Option<Key>,
+        limit: Option<i32>,
+    ) -> Result<Page, StoreError> {
+        let mut page = Page {
+            packed: true,
+            ..Page::default()
+        };
+        if since >= now {
+            return Ok(page);
+        }
+        let (lo, hi) = packs::bounds(since, now);
+        let out = self
+            .client
+            .query()
+            .table_name(index_table)
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .set_limit(limit)
+            .key_condition_expression("#w = :w AND #e BETWEEN :lo AND :hi")
+            .projection_expression("#w, #e, #k, #t")
+            .expression_attribute_names("#w", entries::WINDOW)
+            .expression_attribute_names("#e", entries::ENTRY)
+            .expression_attribute_names("#k", packs::KEYS)
+            .expression_attribute_names("#t", packs::TTLS)
+            .expression_attribute_values(":w", AttributeValue::S(window_key.to_owned()))
+            .expression_attribute_values(":lo", AttributeValue::S(lo))
+            .expression_attribute_values(":hi", AttributeValue::S(hi))
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("Query", e))?;
+        page.next = out.last_evaluated_key.filter(|k| !k.is_empty());
+        for item in out.items.unwrap_or_default() {
+            let listed = packs::Pack::from_item(&item).and_then(|p| packs::listed(schema, p));
+            let Some(items) = listed else {
+                let message = format!(
+                    "expiry index table {index_table:?} holds an item that is no pack of table \
+                     {:?} (keyed on {:?}): give each swept table an index table of its own",
+                    schema.table_name, schema.key_attributes
+                );
+                return Err(StoreError::new(ErrorKind::Validation, "Query", message));
+            };
+            page.items.extend(items);
+        }
+        Ok(page)
+    }
+
     /// Up to 25 [`EntryWrite`]s in one `BatchWriteItem` on the expiry index table `index_table`,
     /// one attempt; answers the writes left unprocessed.
     pub(in crate::store) async fn write_index(
@@ -140,9 +197,15 @@ impl Store for DynamoStore {
         schema: &TableSchema,
         window_key: &str,
         now: Timestamp,
+        packs_since: Option<Timestamp>,
         start: Option<Key>,
         limit: Option<i32>,
     ) -> Result<Page, StoreError> {
+        if let (Some(index_table), Some(since)) = (&schema.index_table, packs_since) {
+            return self
+                .query_packs(schema, index_table, window_key, since, now, start, limit)
+                .await;
+        }
         let window = AttributeValue::S(window_key.to_owned());
         let query = self
             .client
@@ -273,6 +336,39 @@ impl Store for DynamoStore {
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;
         Ok(out.items.unwrap_or_default())
+    }
+
+    #[instrument(level = "debug", skip(self, schema))]
+    async fn read_cursor(
+        &self,
+        schema: &TableSchema,
+        id: &str,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        let Some(index_table) = schema.index_table.as_deref() else {
+            return Ok(None);
+        };
+        // A `Query` of one key, which the sweeper's role may send to its index table.
+        let out = self
+            .client
+            .query()
+            .table_name(index_table)
+            .consistent_read(true)
+            .key_condition_expression("#w = :cursor AND #e = :id")
+            .expression_attribute_names("#w", entries::WINDOW)
+            .expression_attribute_names("#e", entries::ENTRY)
+            .expression_attribute_values(":cursor", AttributeValue::S(packs::CURSOR.into()))
+            .expression_attribute_values(":id", AttributeValue::S(id.into()))
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("Query", e))?;
+        let items = out.items.unwrap_or_default();
+        match items.first() {
+            None => Ok(None),
+            Some(item) => packs::cursor_of(item).map(Some).ok_or_else(|| {
+                let message = format!("sweeper cursor {id:?} of {index_table:?} is unreadable");
+                StoreError::new(ErrorKind::Validation, "Query", message)
+            }),
+        }
     }
 
     #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]

@@ -133,7 +133,7 @@ pub struct Table {
     cancel_on_lost: Option<CancellationToken>,
     /// Cancelled once this many queries were made.
     stop_after: Mutex<Option<(usize, CancellationToken)>>,
-    calls: [AtomicUsize; 13],
+    calls: [AtomicUsize; 14],
     /// The expiry index table's entries by (window, sort key), when the schema names one
     /// ([`MemStore::with_index_table`]): queries read it instead of a GSI.
     pub entries: Arc<Mutex<BTreeMap<(String, String), Key>>>,
@@ -149,6 +149,8 @@ pub struct Table {
     pub log: Arc<Mutex<Vec<String>>>,
     /// When each `BatchWriteItem` was sent, with the keys it deleted.
     pub batch_calls: Mutex<Vec<(Instant, Vec<String>)>>,
+    /// How many times queries listed each pack (by sort key).
+    pub pack_reads: Mutex<BTreeMap<String, usize>>,
     /// When each key was last listed by a query or read by key.
     pub listed_at: Mutex<BTreeMap<String, Instant>>,
     /// When the table itself was last read for each key (a `BatchGetItem`, at its request).
@@ -411,6 +413,47 @@ impl MemStore {
             .iter()
             .map(|(id, (_, i))| (id.clone(), i.clone()))
             .collect()
+    }
+
+    /// The test's writer of packs: the items `ids` as the table holds them now, packed by window
+    /// partition and ttl (each pack due at its ttl), from `origin`. Answers the packs' sort keys.
+    pub fn index_packed(&self, ids: &[&str], origin: &str) -> Vec<String> {
+        use ttl_sweeper::store::packs::{self, PackEntry};
+        let mut groups: BTreeMap<(String, i64), Vec<PackEntry>> = BTreeMap::new();
+        for id in ids {
+            let Some(item) = self.items.lock().unwrap().get(*id).map(|(_, i)| i.clone()) else {
+                continue;
+            };
+            let ttl = ttl_of(&item);
+            let window = self.layout.window_for(ttl, &item["id"]).unwrap();
+            let entry = PackEntry {
+                key: key(id),
+                ttl: match &item["ttl"] {
+                    AV::N(n) => n.clone(),
+                    other => panic!("{other:?}"),
+                },
+            };
+            let due = (ttl * 1000.0).floor() as i64;
+            groups.entry((window, due)).or_default().push(entry);
+        }
+        let mut sorts = Vec::new();
+        let mut index = self.entries.lock().unwrap();
+        // As a writer does before its first pack: the writers' mark, if there is none, at the
+        // earliest instant any of them could have been written (just before the first is due).
+        let mark = (packs::CURSOR.to_owned(), "sessions".to_owned());
+        if let Some(due) = groups.keys().map(|(_, due)| *due).min() {
+            let at = Timestamp::from_millis(due - 1);
+            index
+                .entry(mark)
+                .or_insert_with(|| packs::cursor_item("sessions", at, at));
+        }
+        for ((window, due), entries) in groups {
+            for pack in packs::pack(&window, Timestamp::from_millis(due), origin, entries) {
+                sorts.push(pack.sort.clone());
+                index.insert((window.clone(), pack.sort.clone()), pack.to_item());
+            }
+        }
+        sorts
     }
 
     /// The test's stream indexer: writes the entry of item `id` as the table holds it now (as

@@ -29,6 +29,7 @@ pub enum Call<'a> {
     WriteIndexerReport,
     ReadIndexerReports,
     ReadPending,
+    ReadCursor,
 }
 
 /// What a call answered, as an observer sees it.
@@ -146,8 +147,9 @@ macro_rules! forward {
 
 // The key handed to `inner` is moved, so the call is told of a copy.
 forward! {
-    fn query_expired(schema: &TableSchema, partition: &str, now: Timestamp, start: Option<Key>,
-        limit: Option<i32>) -> Page => Call::QueryExpired { partition };
+    fn query_expired(schema: &TableSchema, partition: &str, now: Timestamp,
+        packs_since: Option<Timestamp>, start: Option<Key>, limit: Option<i32>) -> Page
+        => Call::QueryExpired { partition };
     fn batch_delete(schema: &TableSchema, keys: &[&Key]) -> Vec<Key> => Call::BatchDelete { keys };
     fn delete_if_expired(schema: &TableSchema, key: Key, ttl: &str, now: Timestamp,
         return_item: bool) -> (ConditionalOutcome, Option<Key>)
@@ -167,4 +169,5 @@ forward! {
         => Call::WriteIndexerReport;
     fn read_indexer_reports(index_table: &str) -> Vec<IndexerReport> => Call::ReadIndexerReports;
     fn read_pending(schema: &TableSchema, due: Timestamp, limit: i32) -> Vec<Key> => Call::ReadPending;
+    fn read_cursor(schema: &TableSchema, id: &str) -> Option<Timestamp> => Call::ReadCursor;
 }

@@ -149,11 +149,12 @@ pub async fn scan_all(client: &Client, table: &str) -> Vec<Key> {
     }
 }
 
-/// Every entry of an expiry index table (a full scan), its claims, the stream indexer's reports
-/// and archive mode's journal left out.
+/// Every entry of an expiry index table (a full scan), its claims, the stream indexer's reports,
+/// archive mode's journal and the sweepers' cursors of packs left out.
 pub async fn scan_entries(client: &Client, index: &str) -> Vec<Key> {
     use ttl_sweeper::store::entries::{INDEXER, OWNERS, PENDING};
-    let ours = [OWNERS, INDEXER, PENDING].map(|p| AV::S(p.to_owned()));
+    use ttl_sweeper::store::packs::CURSOR;
+    let ours = [OWNERS, INDEXER, PENDING, CURSOR].map(|p| AV::S(p.to_owned()));
     let mut entries = scan_all(client, index).await;
     entries.retain(|e| e.get("window").is_none_or(|w| !ours.contains(w)));
     entries

@@ -30,10 +30,12 @@ pub enum Op {
     ReadReports,
     /// The `Query` of archive mode's journal.
     ReadPending,
+    /// The `Query` of a sweeper's cursor of packs.
+    ReadCursor,
 }
 
 impl Op {
-    pub const ALL: [Op; 13] = [
+    pub const ALL: [Op; 14] = [
         Op::Query,
         Op::BatchDelete,
         Op::Delete,
@@ -47,12 +49,13 @@ impl Op {
         Op::WriteReport,
         Op::ReadReports,
         Op::ReadPending,
+        Op::ReadCursor,
     ];
 
     /// The DynamoDB operation's name.
     pub(super) fn name(self) -> &'static str {
         match self {
-            Op::Query | Op::ReadReports | Op::ReadPending => "Query",
+            Op::Query | Op::ReadReports | Op::ReadPending | Op::ReadCursor => "Query",
             Op::BatchDelete | Op::WriteEntries | Op::WriteReport => "BatchWriteItem",
             Op::Delete => "DeleteItem",
             Op::Get => "BatchGetItem",

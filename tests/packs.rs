@@ -1,0 +1,265 @@
+//! Packed entries of the expiry index table (`store::packs`, `engine::packs`) on an in-memory
+//! table with virtual time: ticks read each pack once, the cursor carries what was judged across
+//! a restart, a key not settled is carried into a new pack and deleted by a later sweep, entries
+//! of one item each are swept beside packs, and a sweeper without a cursor reads every pack that
+//! can still be there.
+
+use crate::support;
+
+use std::time::Duration;
+
+use support::mem_store::{mem_sweeper, Fault, MemStore, Op, When};
+use tokio::time::Instant;
+
+use ttl_sweeper::engine::{run_ticks, Stop, SweepOptions, SweepReport, Sweeper, Ticks};
+use ttl_sweeper::expiry::{Layout, Timestamp};
+use ttl_sweeper::store::packs;
+
+const T0: i64 = 1_800_000_000;
+
+fn store() -> MemStore {
+    MemStore::new(Layout::default())
+        .starting_at(T0)
+        .with_index_table()
+}
+
+/// Items `s<s>-<i>`, `per` of them expiring at each second `T0 + s` for `s` in `seconds`.
+fn put_items(store: &MemStore, seconds: std::ops::RangeInclusive<i64>, per: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for s in seconds {
+        for i in 0..per {
+            let id = format!("s{s:+05}-{i}");
+            store.put(&id, (T0 + s) as f64);
+            ids.push(id);
+        }
+    }
+    ids
+}
+
+fn refs(ids: &[String]) -> Vec<&str> {
+    ids.iter().map(String::as_str).collect()
+}
+
+/// Runs 1 s ticks (full sweeps every 60 s beside them) of `sweeper` for `secs` of virtual time.
+async fn tick_for(sweeper: &Sweeper<MemStore>, store: &MemStore, secs: f64) -> SweepReport {
+    let clock = {
+        let store = store.clone();
+        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
+    };
+    let ticks = Ticks {
+        every: Duration::from_secs(1),
+        full_every: Duration::from_secs(60),
+        until: Some(Instant::now() + Duration::from_secs_f64(secs)),
+    };
+    run_ticks(sweeper, clock(), &clock, &ticks, &Stop::never(), |_| {}).await
+}
+
+fn pack_reads(store: &MemStore) -> std::collections::BTreeMap<String, usize> {
+    store.pack_reads.lock().unwrap().clone()
+}
+
+#[tokio::test(start_paused = true)]
+async fn ticks_read_each_pack_once_and_a_restart_goes_on_from_the_cursor() {
+    // 50 items due over 10 s, packed ahead (five per pack, one pack a second). One sweeper
+    // ticks for 5.5 s and stops (a Lambda's invocation ends, a process is killed); a new one
+    // ticks on. Every item is deleted once, and no pack is read twice: the second sweeper starts
+    // from the cursor the first stored, not from the packs it already judged.
+    let store = store();
+    let ids = put_items(&store, 1..=10, 5);
+    let sorts = store.index_packed(&refs(&ids), "stream-1");
+    assert_eq!(sorts.len(), 10);
+
+    let first = mem_sweeper(store.clone(), SweepOptions::default());
+    let report = tick_for(&first, &store, 5.5).await;
+    let left = store.ids();
+    assert_eq!(left.len(), 25, "{left:?} {report:?}");
+    assert!(left.iter().all(|id| id.as_str() >= "s+0006"), "{left:?}");
+    drop(first);
+
+    let second = mem_sweeper(store.clone(), SweepOptions::default());
+    let report = tick_for(&second, &store, 6.0).await;
+    assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
+    assert_eq!(store.deleted.load(std::sync::atomic::Ordering::SeqCst), 50);
+    let reads = pack_reads(&store);
+    assert_eq!(reads.len(), 10, "{reads:?}");
+    assert!(
+        reads.values().all(|n| *n == 1),
+        "a pack read twice: {reads:?}"
+    );
+    // Batch mode read each key from the table once before its delete.
+    assert_eq!(
+        store.calls(Op::Get),
+        10,
+        "one confirming read per pack's keys"
+    );
+    // Nothing removed one by one: the packs stay for the index table's native TTL.
+    let index = store.entries.lock().unwrap();
+    assert_eq!(index.keys().filter(|(_, s)| s.starts_with('p')).count(), 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_not_settled_is_carried_into_a_new_pack_and_deleted_by_the_next_tick() {
+    // One attempt per delete: the first `BatchWriteItem` (the two keys of the pack due at
+    // `T0 + 1`) is throttled, and both keys fail. Their pack is not read again; the keys go into
+    // a new pack due at the sweep instant, which the next tick reads and deletes them from.
+    let throttled = Fault::Fail(ttl_sweeper::store::ErrorKind::Throttled);
+    let store = store().fault(Op::BatchDelete, When::Call(1), throttled);
+    let ids = put_items(&store, 1..=3, 2);
+    store.index_packed(&refs(&ids), "stream-1");
+    let options = SweepOptions {
+        max_retries: 0,
+        ..SweepOptions::default()
+    };
+    let sweeper = mem_sweeper(store.clone(), options);
+    let report = tick_for(&sweeper, &store, 4.5).await;
+    assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
+    assert_eq!(report.items_failed, 2, "{report:?}");
+    assert_eq!(report.items_deleted, 6, "{report:?}");
+    let reads = pack_reads(&store);
+    let carried: Vec<&String> = reads.keys().filter(|s| s.contains("#carry-")).collect();
+    assert_eq!(carried.len(), 1, "{reads:?}");
+    assert!(reads.values().all(|n| *n == 1), "{reads:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn entries_of_one_item_each_and_packs_are_swept_side_by_side() {
+    // A table moving to packs: items indexed before by an entry each, the others packed. A
+    // sweep deletes both; the entries are removed as before, the packs left to native TTL.
+    let store = store();
+    let old = put_items(&store, -30..=-21, 1);
+    for id in &old {
+        store.index(id, "seq-old");
+    }
+    let new = put_items(&store, -20..=-11, 1);
+    store.index_packed(&refs(&new), "stream-2");
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
+    let report = sweeper
+        .sweep(Timestamp::from_secs(T0), &Stop::never())
+        .await;
+    assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
+    assert_eq!(report.items_deleted, 20, "{report:?}");
+    assert_eq!(report.index_entries_removed, 10, "{report:?}");
+    let index = store.entries.lock().unwrap();
+    let left: Vec<&(String, String)> = index.keys().filter(|(w, _)| !w.starts_with('#')).collect();
+    assert!(left.iter().all(|(_, s)| s.starts_with('p')), "{left:?}");
+    assert_eq!(left.len(), 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sweep_reads_packs_from_the_mark_their_writer_stored_then_from_its_cursor() {
+    // Packs due from 20 hours to a minute ago, never swept, and the mark their writer stored
+    // before the first: the first sweep reads them all from the mark (MAX_CATCHUP, 24 h, allows
+    // it) and stores its own cursor; the next reads none of them again.
+    let store = store();
+    let ids: Vec<String> = [-20 * 3600, -3600, -60]
+        .into_iter()
+        .map(|s| {
+            let id = format!("old{s}");
+            store.put(&id, (T0 + s) as f64);
+            id
+        })
+        .collect();
+    store.index_packed(&refs(&ids), "stream-1");
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
+    let report = sweeper
+        .sweep(Timestamp::from_secs(T0), &Stop::never())
+        .await;
+    assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
+    assert!(!report.catchup_capped, "{report:?}");
+    let cursor = || {
+        let index = store.entries.lock().unwrap();
+        let id = (packs::CURSOR.to_owned(), "sessions#all".to_owned());
+        index.get(&id).and_then(packs::cursor_of)
+    };
+    assert_eq!(cursor(), Some(Timestamp::from_secs(T0)));
+    let again = mem_sweeper(store.clone(), SweepOptions::default());
+    again
+        .sweep(Timestamp::from_secs(T0 + 60), &Stop::never())
+        .await;
+    assert_eq!(cursor(), Some(Timestamp::from_secs(T0 + 60)));
+    let reads = pack_reads(&store);
+    assert_eq!(reads.len(), 3, "{reads:?}");
+    assert!(reads.values().all(|n| *n == 1), "{reads:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_cursor_no_pack_is_read_and_ticks_do_not_look_for_one() {
+    // An index table of entries of one item each (no writer has written a pack, so none stored
+    // a cursor): sweeps read the entries as before; the first tick of a run and each full sweep
+    // look for a cursor once, the other ticks never.
+    let store = store();
+    let ids = put_items(&store, 1..=3, 2);
+    for id in &ids {
+        store.index(id, "seq-1");
+    }
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
+    let report = tick_for(&sweeper, &store, 3.5).await;
+    assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
+    assert_eq!(report.index_entries_removed, 6, "{report:?}");
+    assert!(pack_reads(&store).is_empty());
+    assert!(report.ticks >= 4, "{report:?}");
+    // Each look reads the sweeper's cursor, then the writers' mark.
+    let looks = store.calls(Op::ReadCursor);
+    assert_eq!(looks, 4, "the first tick and the full sweep: {report:?}");
+}
+
+#[tokio::test]
+async fn on_dynamodb_local_a_sweep_reads_the_packs_between_the_cursor_and_its_instant() {
+    // 400 items expired over the last 200 s, packed by window and ttl as a writer packs them,
+    // and the mark it stores before its first pack: one sweep deletes them all through
+    // `Query ... BETWEEN` pages of the index table and stores its cursor; the next finds nothing.
+    use aws_sdk_dynamodb::types::StreamViewType;
+    use std::collections::BTreeMap;
+    use ttl_sweeper::store::packs::PackEntry;
+    use ttl_sweeper::store::{EntryWrite, Store};
+    let (client, table, index) = support::indexed_table("packs", StreamViewType::NewImage).await;
+    let config = support::config(&table, &[("EXPIRY_INDEX_TABLE", index.as_str())]);
+    let sweeper = support::sweeper_for(&config).await;
+    let schema = sweeper.schema().clone();
+    let now = support::now();
+    let items: Vec<_> = (0..400)
+        .map(|i| support::unwindowed(&format!("p-{i:03}"), now - 1 - (i % 200)))
+        .collect();
+    support::put_items(&client, &table, items.clone()).await;
+    let mut groups: BTreeMap<(String, i64), Vec<PackEntry>> = BTreeMap::new();
+    for item in &items {
+        let ttl = support::ttl_of(item).unwrap();
+        let window = schema.layout.window_for(ttl as f64, &item["id"]).unwrap();
+        let key = support::id_key(item["id"].as_s().unwrap());
+        let entry = PackEntry {
+            key,
+            ttl: ttl.to_string(),
+        };
+        groups.entry((window, ttl * 1000)).or_default().push(entry);
+    }
+    let first = Timestamp::from_secs(now - 201);
+    let id = format!("{table}#all");
+    let mark = packs::cursor_item(&table, first, first);
+    let mut writes = vec![EntryWrite::Put(mark)];
+    for ((window, due), entries) in groups {
+        for pack in packs::pack(&window, Timestamp::from_millis(due), "stream-1", entries) {
+            writes.push(EntryWrite::Put(pack.to_item()));
+        }
+    }
+    for chunk in writes.chunks(25) {
+        let left = sweeper
+            .store()
+            .write_entries(&schema, chunk.to_vec())
+            .await
+            .unwrap();
+        assert!(left.is_empty());
+    }
+    let at = Timestamp::from_secs(now);
+    let report = sweeper.sweep(at, &Stop::never()).await;
+    assert!(support::ids(&client, &table).await.is_empty(), "{report:?}");
+    assert_eq!(report.items_deleted, 400, "{report:?}");
+    let cursor = sweeper.store().read_cursor(&schema, &id).await.unwrap();
+    assert_eq!(cursor, Some(at));
+    let later = Timestamp::from_secs(now + 1);
+    let again = sweeper.sweep(later, &Stop::never()).await;
+    assert_eq!(again.items_found, 0, "{again:?}");
+    assert_eq!(
+        sweeper.store().read_cursor(&schema, &id).await.unwrap(),
+        Some(later)
+    );
+}
