@@ -99,6 +99,55 @@ impl TableSchema {
             .collect()
     }
 
+    /// Whether `a` and `b` (keys, or items of this table or its index) have the same primary
+    /// key: exactly when both have a [`Self::key_token`] and the two are equal.
+    pub fn same_key(&self, a: &Key, b: &Key) -> bool {
+        self.key_attributes
+            .iter()
+            .all(|name| match (a.get(name), b.get(name)) {
+                (
+                    Some(x @ (AttributeValue::S(_) | AttributeValue::N(_) | AttributeValue::B(_))),
+                    y,
+                ) => Some(x) == y,
+                _ => false,
+            })
+    }
+
+    /// A hash of `item`'s primary key, built without the text of [`Self::key_token`]: keys with
+    /// the same token hash alike; `None` when that token is `None`.
+    pub(crate) fn key_hash(&self, item: &Key) -> Option<u64> {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for attribute in &self.key_attributes {
+            match item.get(attribute)? {
+                AttributeValue::S(s) => (b'S', s.as_bytes()).hash(&mut hasher),
+                AttributeValue::N(n) => (b'N', n.as_bytes()).hash(&mut hasher),
+                AttributeValue::B(b) => (b'B', b.as_ref()).hash(&mut hasher),
+                _ => return None,
+            }
+        }
+        Some(hasher.finish())
+    }
+
+    /// `items` indexed by primary key, for looking up many keys at once (the answer of a read by
+    /// key): as [`Self::by_key`], without a text per item.
+    pub fn index<'a>(&'a self, items: &'a [Key]) -> KeyIndex<'a> {
+        let mut at = HashMap::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            if let Some(hash) = self.key_hash(item) {
+                // Two items of one hash (never one key twice from DynamoDB): both looked for.
+                at.entry(hash)
+                    .and_modify(|slot| *slot = None)
+                    .or_insert(Some(i));
+            }
+        }
+        KeyIndex {
+            schema: self,
+            items,
+            at,
+        }
+    }
+
     /// The primary key of `item` (a key, or an item of this table or its index) as text: each
     /// key attribute's type, length and value, in the schema's order; `None` without them.
     pub fn key_token(&self, item: &Key) -> Option<String> {
@@ -119,6 +168,26 @@ impl TableSchema {
             };
         }
         Some(token)
+    }
+}
+
+/// Items by primary key, from [`TableSchema::index`].
+#[derive(Debug)]
+pub struct KeyIndex<'a> {
+    schema: &'a TableSchema,
+    items: &'a [Key],
+    /// By the hash of its primary key: the item of that hash, or `None` if several have it.
+    at: HashMap<u64, Option<usize>>,
+}
+
+impl<'a> KeyIndex<'a> {
+    /// The item whose primary key is `key`'s ([`TableSchema::same_key`]).
+    pub fn get(&self, key: &Key) -> Option<&'a Key> {
+        let same = |item: &&Key| self.schema.same_key(item, key);
+        match *self.at.get(&self.schema.key_hash(key)?)? {
+            Some(i) => Some(&self.items[i]).filter(same),
+            None => self.items.iter().find(same),
+        }
     }
 }
 
