@@ -399,4 +399,40 @@ pub(crate) mod tests {
         };
         assert!(mean(6) > 4.0 * mean(1));
     }
+
+    #[test]
+    fn an_index_finds_an_item_by_key_exactly_as_its_token_does() {
+        let schema = schema(&["pk", "sk"], None, Layout::default());
+        let s = |v: &str| AttributeValue::S(v.into());
+        let n = |v: &str| AttributeValue::N(v.into());
+        let key = |pk: AttributeValue, sk: AttributeValue| -> Key {
+            [("pk".to_owned(), pk), ("sk".to_owned(), sk)].into()
+        };
+        let mut items = vec![
+            key(s("a"), n("1")),
+            key(s("a"), s("1")),
+            key(s("b"), n("1")),
+        ];
+        items[0].insert("ttl".into(), n("5"));
+        let mut keyless = key(s("c"), n("1"));
+        keyless.remove("sk");
+        items.push(keyless.clone());
+        let index = schema.index(&items);
+        let keys = [
+            key(s("a"), n("1")),
+            key(s("a"), s("1")),
+            key(s("b"), n("1")),
+            key(s("b"), n("1.0")),
+            key(s("a"), n("2")),
+            keyless,
+        ];
+        for k in &keys {
+            let by_token = schema
+                .key_token(k)
+                .and_then(|t| schema.by_key(&items).get(&t).copied());
+            assert_eq!(index.get(k), by_token, "{k:?}");
+        }
+        assert_eq!(index.get(&keys[0]), Some(&items[0]));
+        assert_eq!(index.get(&keys[3]), None);
+    }
 }
