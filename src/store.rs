@@ -100,6 +100,55 @@ impl TableSchema {
             .collect()
     }
 
+    /// Whether `a` and `b` (keys, or items of this table or its index) have the same primary
+    /// key: exactly when both have a [`Self::key_token`] and the two are equal.
+    pub fn same_key(&self, a: &Key, b: &Key) -> bool {
+        self.key_attributes
+            .iter()
+            .all(|name| match (a.get(name), b.get(name)) {
+                (
+                    Some(x @ (AttributeValue::S(_) | AttributeValue::N(_) | AttributeValue::B(_))),
+                    y,
+                ) => Some(x) == y,
+                _ => false,
+            })
+    }
+
+    /// A hash of `item`'s primary key, built without the text of [`Self::key_token`]: keys with
+    /// the same token hash alike; `None` when that token is `None`.
+    pub(crate) fn key_hash(&self, item: &Key) -> Option<u64> {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for attribute in &self.key_attributes {
+            match item.get(attribute)? {
+                AttributeValue::S(s) => (b'S', s.as_bytes()).hash(&mut hasher),
+                AttributeValue::N(n) => (b'N', n.as_bytes()).hash(&mut hasher),
+                AttributeValue::B(b) => (b'B', b.as_ref()).hash(&mut hasher),
+                _ => return None,
+            }
+        }
+        Some(hasher.finish())
+    }
+
+    /// `items` indexed by primary key, for looking up many keys at once (the answer of a read by
+    /// key): as [`Self::by_key`], without a text per item.
+    pub fn index<'a>(&'a self, items: &'a [Key]) -> KeyIndex<'a> {
+        let mut at = HashMap::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            if let Some(hash) = self.key_hash(item) {
+                // Two items of one hash (never one key twice from DynamoDB): both looked for.
+                at.entry(hash)
+                    .and_modify(|slot| *slot = None)
+                    .or_insert(Some(i));
+            }
+        }
+        KeyIndex {
+            schema: self,
+            items,
+            at,
+        }
+    }
+
     /// The primary key of `item` (a key, or an item of this table or its index) as text: each
     /// key attribute's type, length and value, in the schema's order; `None` without them.
     pub fn key_token(&self, item: &Key) -> Option<String> {
@@ -120,6 +169,26 @@ impl TableSchema {
             };
         }
         Some(token)
+    }
+}
+
+/// Items by primary key, from [`TableSchema::index`].
+#[derive(Debug)]
+pub struct KeyIndex<'a> {
+    schema: &'a TableSchema,
+    items: &'a [Key],
+    /// By the hash of its primary key: the item of that hash, or `None` if several have it.
+    at: HashMap<u64, Option<usize>>,
+}
+
+impl<'a> KeyIndex<'a> {
+    /// The item whose primary key is `key`'s ([`TableSchema::same_key`]).
+    pub fn get(&self, key: &Key) -> Option<&'a Key> {
+        let same = |item: &&Key| self.schema.same_key(item, key);
+        match *self.at.get(&self.schema.key_hash(key)?)? {
+            Some(i) => Some(&self.items[i]).filter(same),
+            None => self.items.iter().find(same),
+        }
     }
 }
 
@@ -344,5 +413,41 @@ pub(crate) mod tests {
                 / 2000.0
         };
         assert!(mean(6) > 4.0 * mean(1));
+    }
+
+    #[test]
+    fn an_index_finds_an_item_by_key_exactly_as_its_token_does() {
+        let schema = schema(&["pk", "sk"], None, Layout::default());
+        let s = |v: &str| AttributeValue::S(v.into());
+        let n = |v: &str| AttributeValue::N(v.into());
+        let key = |pk: AttributeValue, sk: AttributeValue| -> Key {
+            [("pk".to_owned(), pk), ("sk".to_owned(), sk)].into()
+        };
+        let mut items = vec![
+            key(s("a"), n("1")),
+            key(s("a"), s("1")),
+            key(s("b"), n("1")),
+        ];
+        items[0].insert("ttl".into(), n("5"));
+        let mut keyless = key(s("c"), n("1"));
+        keyless.remove("sk");
+        items.push(keyless.clone());
+        let index = schema.index(&items);
+        let keys = [
+            key(s("a"), n("1")),
+            key(s("a"), s("1")),
+            key(s("b"), n("1")),
+            key(s("b"), n("1.0")),
+            key(s("a"), n("2")),
+            keyless,
+        ];
+        for k in &keys {
+            let by_token = schema
+                .key_token(k)
+                .and_then(|t| schema.by_key(&items).get(&t).copied());
+            assert_eq!(index.get(k), by_token, "{k:?}");
+        }
+        assert_eq!(index.get(&keys[0]), Some(&items[0]));
+        assert_eq!(index.get(&keys[3]), None);
     }
 }

@@ -279,7 +279,10 @@ async fn handle(
                     "Projection": {"ProjectionType": "KEYS_ONLY"}}]
             }}).to_string(), &[]),
         "Query" => {
-            let window = input["ExpressionAttributeValues"][":win"]["S"].as_str().unwrap_or("w");
+            // The window as the sweeper names it (`:w`; `:win` in builds before de5bad4): each
+            // window answers keys of its own, as a table does.
+            let values = &input["ExpressionAttributeValues"];
+            let window = values[":w"]["S"].as_str().or_else(|| values[":win"]["S"].as_str()).unwrap_or("w");
             // The sweep instant has milliseconds ("1763805600.123"): answer with whole-second ttls below it.
             let now: i64 = input["ExpressionAttributeValues"][":now"]["N"].as_str().and_then(|n| n.parse::<f64>().ok()).map(|n| n.ceil() as i64).unwrap_or(0);
             let offset: usize = input["ExclusiveStartKey"]["id"]["S"].as_str().and_then(|s| s.split('@').next()?.parse().ok()).map(|o: usize| o + 1).unwrap_or(0);

@@ -21,7 +21,11 @@ pub(super) type GroupEntry = (String, f64, Key);
 pub(super) fn entries_of(group: &[Expired]) -> Vec<GroupEntry> {
     group
         .iter()
-        .filter_map(|e| Some((key_to_json(&e.key).to_string(), e.ttl, e.entry.clone()?)))
+        .filter_map(|e| {
+            // The key's text only for a key with an entry: from a GSI there are none.
+            let entry = e.entry.clone()?;
+            Some((key_to_json(&e.key).to_string(), e.ttl, entry))
+        })
         .collect()
 }
 

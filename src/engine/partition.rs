@@ -78,11 +78,12 @@ impl InFlight {
         let mut repeats = 0;
         let mut mine = Vec::with_capacity(group.len());
         for e in group {
-            let Some(token) = schema.key_token(&e.key) else {
+            let Some(mut token) = schema.key_token(&e.key) else {
                 mine.push(e);
                 continue;
             };
-            let token = format!("{token}\u{1f}{}", e.ttl_as_read);
+            token.push('\u{1f}');
+            token.push_str(&e.ttl_as_read);
             if held.insert(token.clone()) {
                 claim.tokens.push(token);
                 mine.push(e);

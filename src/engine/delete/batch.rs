@@ -165,14 +165,10 @@ impl<S: Store> Deleter<'_, S> {
             Ok(found) => found,
             Err(e) => return Err((e, keys)),
         };
-        let found = self.schema.by_key(&found);
+        let found = self.schema.index(&found);
         let mut back = Vec::with_capacity(keys.len());
         for e in keys {
-            let item = self
-                .schema
-                .key_token(&e.key)
-                .and_then(|k| found.get(&k).copied());
-            match item.map(|item| self.schema.ttl_of(item)) {
+            match found.get(&e.key).map(|item| self.schema.ttl_of(item)) {
                 None => {
                     out.gone += 1;
                     if e.maybe_applied {
