@@ -29,6 +29,7 @@ macro_rules! add_counts {
 
 mod ahead;
 pub mod checkpoint;
+mod cursor;
 mod delete;
 mod entries;
 pub mod hook;

@@ -2,13 +2,15 @@
 //! its item against the table — deleted, found gone, or kept because its ttl in the table is no
 //! longer the indexed one — so each entry is read by one sweep, and the lookback re-reads only
 //! what is still to do. An item whose delete failed or was left (the sweep had to stop) keeps
-//! its entry: the next sweep finds it again.
+//! its entry: the next sweep finds it again. A key listed from a pack ([`crate::store::packs`]),
+//! which is never removed, is carried instead: written into a new pack the next sweep reads.
 
 use std::collections::{HashMap, HashSet};
 
 use tracing::warn;
 
 use super::delete::{write_index, ChunkOutcome, Deleter, Expired};
+use crate::store::packs::{self, PackEntry};
 use crate::store::{key_to_json, EntryWrite, Key, Store};
 
 /// Entry removals in one `BatchWriteItem`.
@@ -73,4 +75,77 @@ pub(super) async fn remove_settled<S: Store>(
         }
     }
     removed
+}
+
+/// The keys of `group` listed from packs: each with the ttl as read.
+pub(super) fn packed_of(group: &[Expired]) -> Vec<(String, PackEntry)> {
+    group
+        .iter()
+        .filter(|e| e.packed)
+        .map(|e| {
+            let entry = PackEntry {
+                key: e.key.clone(),
+                ttl: e.ttl_as_read.clone(),
+            };
+            (key_to_json(&e.key).to_string(), entry)
+        })
+        .collect()
+}
+
+/// Carries the keys of `packed` that `out` did not settle (failed, or left) into new packs due at
+/// the sweep instant, in the partition of that instant and each key's shard, so that the next
+/// sweep, which reads from that instant on, judges them again. Sets `out.carried_all` when every
+/// such key was written (or there was none).
+pub(super) async fn carry_unsettled<S: Store>(
+    d: &Deleter<'_, S>,
+    packed: Vec<(String, PackEntry)>,
+    out: &mut ChunkOutcome,
+) {
+    let unsettled: std::collections::HashSet<String> = out
+        .failed
+        .iter()
+        .map(|f| f.key.to_string())
+        .chain(out.left_keys.iter().map(|k| key_to_json(k).to_string()))
+        .collect();
+    let carry: Vec<PackEntry> = packed
+        .into_iter()
+        .filter(|(token, _)| unsettled.contains(token))
+        .map(|(_, e)| e)
+        .collect();
+    if carry.is_empty() {
+        out.carried_all = true;
+        return;
+    }
+    // By partition: each key's shard, in the window of the sweep instant.
+    let (schema, due) = (d.schema, d.now);
+    let mut by_window: std::collections::BTreeMap<String, Vec<PackEntry>> = Default::default();
+    for e in carry {
+        let pk = schema.key_attributes.first().and_then(|a| e.key.get(a));
+        let window = pk.and_then(|pk| schema.layout.window_for(due.as_secs_f64(), pk).ok());
+        match window {
+            Some(w) => by_window.entry(w).or_default().push(e),
+            // Not a key of this table: nothing a sweep could delete, nothing to carry.
+            None => warn!("an unsettled key of a pack has no window; not carried"),
+        }
+    }
+    let origin = format!("carry-{:016x}", fastrand::u64(..));
+    let mut writes = Vec::new();
+    for (n, (window, entries)) in by_window.into_iter().enumerate() {
+        for pack in packs::pack(&window, due, &format!("{origin}-{n}"), entries) {
+            writes.push((pack.entries.len() as u64, EntryWrite::Put(pack.to_item())));
+        }
+    }
+    let mut all = true;
+    for chunk in writes.chunks(25) {
+        let count: u64 = chunk.iter().map(|(n, _)| n).sum();
+        let request = chunk.iter().map(|(_, w)| w.clone()).collect();
+        match write_index(d, request).await {
+            (_, None) => out.carried += count,
+            (_, Some(e)) => {
+                warn!(error = %e, keys = count, "unsettled keys of packs not carried; their packs are read again");
+                all = false;
+            }
+        }
+    }
+    out.carried_all = all;
 }

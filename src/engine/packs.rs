@@ -17,62 +17,23 @@ use std::time::Duration;
 
 use tracing::{debug, warn};
 
-use super::delete::{write_index, ChunkOutcome, Deleter, Expired};
+use super::cursor::PackCursor;
 use super::report::{SweepErrorEntry, SweepReport};
 use super::retry::Stop;
 use super::sweep::{catchup_limit, Sweeper};
 use super::CATCHUP_SLICE_PARTITIONS;
 use crate::expiry::window::{windows_since, Window};
 use crate::expiry::Timestamp;
-use crate::store::packs::{self, PackEntry};
-use crate::store::{key_to_json, EntryWrite, Store, StoreError};
-
-/// A sweeper's packs: its cursor, as stored and as its runs moved it.
-#[derive(Debug)]
-pub(super) struct PackCursor {
-    /// The cursor's id ([`packs::CURSOR`]): the table and the shard range.
-    id: String,
-    state: std::sync::Mutex<State>,
-    /// One run of ticks, and one catch-up, at a time.
-    ticking: tokio::sync::Mutex<()>,
-    catching_up: tokio::sync::Mutex<()>,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    /// Every pack due before it was judged; `None` until the stored cursor is read.
-    through: Option<Timestamp>,
-    /// The index table held no cursor when last read: no writer has written a pack, and ticks
-    /// read none (full sweeps look again).
-    absent: bool,
-    /// The stored cursor is read again before the next pass (a new run of ticks).
-    reload: bool,
-    /// The ticks' own run, judged from `.0` to `.1`, ahead of `through` until the catch-up
-    /// reaches `.0`.
-    ticks: Option<(Timestamp, Timestamp)>,
-}
-
-impl PackCursor {
-    pub(super) fn new(id: String) -> Self {
-        PackCursor {
-            id,
-            state: Default::default(),
-            ticking: Default::default(),
-            catching_up: Default::default(),
-        }
-    }
-
-    /// A new run of ticks starts: the stored cursor is read again, and the ticks start from it.
-    pub(super) fn resume(&self) {
-        let mut state = crate::store::lock(&self.state);
-        state.reload = true;
-        state.ticks = None;
-    }
-}
+use crate::store::packs;
+use crate::store::{EntryWrite, Store, StoreError};
 
 /// How far behind the instant of a run's first tick the ticks themselves start reading packs when
 /// the cursor is further back: the catch-up reads the rest, beside them.
 const TICK_HEAD: Duration = Duration::from_secs(2);
+
+/// At most this much of packs a tick reads: behind that, the ticks start again at [`TICK_HEAD`]
+/// and leave the rest to the catch-up.
+const TICK_SPAN: Duration = Duration::from_secs(60);
 
 impl<S: Store> Sweeper<S> {
     /// The cursor, read from the index table if it is not known or a new run of ticks began:
@@ -156,7 +117,13 @@ impl<S: Store> Sweeper<S> {
         let since = {
             let mut state = crate::store::lock(&cursor.state);
             let start = through.max(now - TICK_HEAD).min(now);
-            state.ticks.get_or_insert((start, start)).1
+            let ticks = state.ticks.get_or_insert((start, start));
+            if ticks.1 < now - TICK_SPAN {
+                // Ticks that fell behind (their reads failed, the host slept) start again just
+                // behind `now`: the catch-up reads the rest in slices, not every tick all of it.
+                *ticks = (now - TICK_HEAD, now - TICK_HEAD);
+            }
+            ticks.1
         };
         let windows = windows_since(since, now, self.shared.schema.layout.window_seconds);
         let (part, complete) = self
@@ -244,77 +211,4 @@ impl<S: Store> Sweeper<S> {
         }
         Some(report)
     }
-}
-
-/// The keys of `group` listed from packs: each with the ttl as read.
-pub(super) fn packed_of(group: &[Expired]) -> Vec<(String, PackEntry)> {
-    group
-        .iter()
-        .filter(|e| e.packed)
-        .map(|e| {
-            let entry = PackEntry {
-                key: e.key.clone(),
-                ttl: e.ttl_as_read.clone(),
-            };
-            (key_to_json(&e.key).to_string(), entry)
-        })
-        .collect()
-}
-
-/// Carries the keys of `packed` that `out` did not settle (failed, or left) into new packs due at
-/// the sweep instant, in the partition of that instant and each key's shard, so that the next
-/// sweep, which reads from that instant on, judges them again. Sets `out.carried_all` when every
-/// such key was written (or there was none).
-pub(super) async fn carry_unsettled<S: Store>(
-    d: &Deleter<'_, S>,
-    packed: Vec<(String, PackEntry)>,
-    out: &mut ChunkOutcome,
-) {
-    let unsettled: std::collections::HashSet<String> = out
-        .failed
-        .iter()
-        .map(|f| f.key.to_string())
-        .chain(out.left_keys.iter().map(|k| key_to_json(k).to_string()))
-        .collect();
-    let carry: Vec<PackEntry> = packed
-        .into_iter()
-        .filter(|(token, _)| unsettled.contains(token))
-        .map(|(_, e)| e)
-        .collect();
-    if carry.is_empty() {
-        out.carried_all = true;
-        return;
-    }
-    // By partition: each key's shard, in the window of the sweep instant.
-    let (schema, due) = (d.schema, d.now);
-    let mut by_window: std::collections::BTreeMap<String, Vec<PackEntry>> = Default::default();
-    for e in carry {
-        let pk = schema.key_attributes.first().and_then(|a| e.key.get(a));
-        let window = pk.and_then(|pk| schema.layout.window_for(due.as_secs_f64(), pk).ok());
-        match window {
-            Some(w) => by_window.entry(w).or_default().push(e),
-            // Not a key of this table: nothing a sweep could delete, nothing to carry.
-            None => warn!("an unsettled key of a pack has no window; not carried"),
-        }
-    }
-    let origin = format!("carry-{:016x}", fastrand::u64(..));
-    let mut writes = Vec::new();
-    for (n, (window, entries)) in by_window.into_iter().enumerate() {
-        for pack in packs::pack(&window, due, &format!("{origin}-{n}"), entries) {
-            writes.push((pack.entries.len() as u64, EntryWrite::Put(pack.to_item())));
-        }
-    }
-    let mut all = true;
-    for chunk in writes.chunks(25) {
-        let count: u64 = chunk.iter().map(|(n, _)| n).sum();
-        let request = chunk.iter().map(|(_, w)| w.clone()).collect();
-        match write_index(d, request).await {
-            (_, None) => out.carried += count,
-            (_, Some(e)) => {
-                warn!(error = %e, keys = count, "unsettled keys of packs not carried; their packs are read again");
-                all = false;
-            }
-        }
-    }
-    out.carried_all = all;
 }

@@ -11,10 +11,9 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::delete::{delete_with_events, ChunkOutcome, Confirmed, Dated, Deleter, Expired};
-use super::entries::{entries_of, remove_settled};
+use super::entries::{carry_unsettled, entries_of, packed_of, remove_settled};
 use super::hook::Events;
 use super::pace::{read_ahead, split_permit, take_budget, PagePace};
-use super::packs::{carry_unsettled, packed_of};
 use super::report::SweepReport;
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions, BATCH_SIZE};

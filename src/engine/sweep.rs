@@ -16,12 +16,12 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
+use super::cursor::PackCursor;
 use super::delete::{settle_journal, settle_unsettled, Expired};
 use super::hook::{Events, ExpiryHook, FailedEvent, Owed, Unsettled, EVENT_ITEMS_BUDGET_KIB};
 use super::journal::Journal;
 use super::lease::Lease;
 use super::pace::{read_ahead, Running};
-use super::packs::PackCursor;
 use super::partition::{
     check_item, delete_group, fold_chunk, joined, sweep_partition, PartitionOutcome, Pass, Shared,
 };

@@ -1,0 +1,48 @@
+//! The cursor of a sweeper's packs of the expiry index table, as the sweeper holds it: what was
+//! stored and how its runs of ticks and catch-ups moved it since. How sweeps read packs from it
+//! and move it: [`super::packs`].
+
+use crate::expiry::Timestamp;
+
+/// A sweeper's packs: its cursor, as stored and as its runs moved it.
+#[derive(Debug)]
+pub(super) struct PackCursor {
+    /// The cursor's id ([`crate::store::packs::CURSOR`]): the table and the shard range.
+    pub(super) id: String,
+    pub(super) state: std::sync::Mutex<State>,
+    /// One run of ticks, and one catch-up, at a time.
+    pub(super) ticking: tokio::sync::Mutex<()>,
+    pub(super) catching_up: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct State {
+    /// Every pack due before it was judged; `None` until the stored cursor is read.
+    pub(super) through: Option<Timestamp>,
+    /// The index table held no cursor when last read: no writer has written a pack, and ticks
+    /// read none (full sweeps look again).
+    pub(super) absent: bool,
+    /// The stored cursor is read again before the next pass (a new run of ticks).
+    pub(super) reload: bool,
+    /// The ticks' own run, judged from `.0` to `.1`, ahead of `through` until the catch-up
+    /// reaches `.0`.
+    pub(super) ticks: Option<(Timestamp, Timestamp)>,
+}
+
+impl PackCursor {
+    pub(super) fn new(id: String) -> Self {
+        PackCursor {
+            id,
+            state: Default::default(),
+            ticking: Default::default(),
+            catching_up: Default::default(),
+        }
+    }
+
+    /// A new run of ticks starts: the stored cursor is read again, and the ticks start from it.
+    pub(super) fn resume(&self) {
+        let mut state = crate::store::lock(&self.state);
+        state.reload = true;
+        state.ticks = None;
+    }
+}
