@@ -263,3 +263,41 @@ async fn on_dynamodb_local_a_sweep_reads_the_packs_between_the_cursor_and_its_in
         Some(later)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn ticks_that_fell_behind_on_packs_leave_the_backlog_to_the_catch_up() {
+    // 10 s windows, an item due each second for 100 s, packed. The second tick's confirming
+    // read hangs for 70 s. The tick after it reads only the packs of the last 2 s, not the 70 s
+    // behind it: those are read by the next full sweep's catch-up, in slices. Every item is
+    // deleted, none before its ttl, each pack read at most twice.
+    let layout = Layout {
+        window_seconds: 10,
+        ..Layout::default()
+    };
+    let store = MemStore::new(layout)
+        .starting_at(T0)
+        .with_index_table()
+        .fault(
+            Op::Get,
+            When::Call(2),
+            Fault::Delay(Duration::from_secs(70)),
+        );
+    let ids = put_items(&store, 1..=100, 1);
+    store.index_packed(&refs(&ids), "stream-1");
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
+    let started = Instant::now();
+    let report = tick_for(&sweeper, &store, 130.0).await;
+    assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
+    assert!(store.destroyed_live.lock().unwrap().is_empty());
+    // The sends in the 30 s after the stall carry the ticks' keys only: one or two a second.
+    let sends = store.batch_calls.lock().unwrap().clone();
+    let after_stall: Vec<usize> = sends
+        .iter()
+        .filter(|(at, _)| (71..100).contains(&at.duration_since(started).as_secs()))
+        .map(|(_, ids)| ids.len())
+        .collect();
+    assert!(!after_stall.is_empty(), "{sends:?}");
+    assert!(after_stall.iter().all(|n| *n <= 3), "{after_stall:?}");
+    let reads = pack_reads(&store);
+    assert!(reads.values().all(|n| *n <= 2), "{reads:?}");
+}
