@@ -1,8 +1,9 @@
 //! Packed entries of the expiry index table (`store::packs`, `engine::packs`) on an in-memory
 //! table with virtual time: ticks read each pack once, the cursor carries what was judged across
 //! a restart, a key not settled is carried into a new pack and deleted by a later sweep, entries
-//! of one item each are swept beside packs, and a sweeper without a cursor reads every pack that
-//! can still be there.
+//! of one item each are swept beside packs, a sweep starts from its writer's mark, and ticks that
+//! fell behind leave the backlog to the catch-up. On DynamoDB Local (in `stream_indexer`, whose
+//! server is already up): `on_dynamodb_local_a_sweep_reads_the_packs_between_the_cursor_and_…`.
 
 use crate::support;
 
@@ -201,67 +202,6 @@ async fn without_a_cursor_no_pack_is_read_and_ticks_do_not_look_for_one() {
     // Each look reads the sweeper's cursor, then the writers' mark.
     let looks = store.calls(Op::ReadCursor);
     assert_eq!(looks, 4, "the first tick and the full sweep: {report:?}");
-}
-
-#[tokio::test]
-async fn on_dynamodb_local_a_sweep_reads_the_packs_between_the_cursor_and_its_instant() {
-    // 400 items expired over the last 200 s, packed by window and ttl as a writer packs them,
-    // and the mark it stores before its first pack: one sweep deletes them all through
-    // `Query ... BETWEEN` pages of the index table and stores its cursor; the next finds nothing.
-    use aws_sdk_dynamodb::types::StreamViewType;
-    use std::collections::BTreeMap;
-    use ttl_sweeper::store::packs::PackEntry;
-    use ttl_sweeper::store::{EntryWrite, Store};
-    let (client, table, index) = support::indexed_table("packs", StreamViewType::NewImage).await;
-    let config = support::config(&table, &[("EXPIRY_INDEX_TABLE", index.as_str())]);
-    let sweeper = support::sweeper_for(&config).await;
-    let schema = sweeper.schema().clone();
-    let now = support::now();
-    let items: Vec<_> = (0..400)
-        .map(|i| support::unwindowed(&format!("p-{i:03}"), now - 1 - (i % 200)))
-        .collect();
-    support::put_items(&client, &table, items.clone()).await;
-    let mut groups: BTreeMap<(String, i64), Vec<PackEntry>> = BTreeMap::new();
-    for item in &items {
-        let ttl = support::ttl_of(item).unwrap();
-        let window = schema.layout.window_for(ttl as f64, &item["id"]).unwrap();
-        let key = support::id_key(item["id"].as_s().unwrap());
-        let entry = PackEntry {
-            key,
-            ttl: ttl.to_string(),
-        };
-        groups.entry((window, ttl * 1000)).or_default().push(entry);
-    }
-    let first = Timestamp::from_secs(now - 201);
-    let id = format!("{table}#all");
-    let mark = packs::cursor_item(&table, first, first);
-    let mut writes = vec![EntryWrite::Put(mark)];
-    for ((window, due), entries) in groups {
-        for pack in packs::pack(&window, Timestamp::from_millis(due), "stream-1", entries) {
-            writes.push(EntryWrite::Put(pack.to_item()));
-        }
-    }
-    for chunk in writes.chunks(25) {
-        let left = sweeper
-            .store()
-            .write_entries(&schema, chunk.to_vec())
-            .await
-            .unwrap();
-        assert!(left.is_empty());
-    }
-    let at = Timestamp::from_secs(now);
-    let report = sweeper.sweep(at, &Stop::never()).await;
-    assert!(support::ids(&client, &table).await.is_empty(), "{report:?}");
-    assert_eq!(report.items_deleted, 400, "{report:?}");
-    let cursor = sweeper.store().read_cursor(&schema, &id).await.unwrap();
-    assert_eq!(cursor, Some(at));
-    let later = Timestamp::from_secs(now + 1);
-    let again = sweeper.sweep(later, &Stop::never()).await;
-    assert_eq!(again.items_found, 0, "{again:?}");
-    assert_eq!(
-        sweeper.store().read_cursor(&schema, &id).await.unwrap(),
-        Some(later)
-    );
 }
 
 #[tokio::test(start_paused = true)]

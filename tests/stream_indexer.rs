@@ -2,7 +2,8 @@
 //! source mapping delivers them to Lambda, for a table that has nothing of the sweeper's (no GSI,
 //! no window attribute) and the sweeper's own expiry index table; then sweeps through that index.
 //! The application's items are never written, and an entry left behind by a ttl since extended
-//! or removed, or by an item since deleted, deletes nothing.
+//! or removed, or by an item since deleted, deletes nothing. Also the packs of entries a sweep
+//! reads between its cursor and its instant (`store::packs`, tests/packs.rs for the rest).
 
 use crate::support;
 
@@ -539,4 +540,64 @@ async fn a_stream_invocation_reports_a_failing_record_into_the_index_table_and_t
     let report = sweeper.sweep(clock(), &Stop::never()).await;
     assert!(report.is_success(), "{report:?}");
     assert_eq!(entries_by_item(&client, &index).await.len(), 2);
+}
+
+#[tokio::test]
+async fn on_dynamodb_local_a_sweep_reads_the_packs_between_the_cursor_and_its_instant() {
+    // 400 items expired over the last 200 s, packed by window and ttl as a writer packs them,
+    // and the mark it stores before its first pack: one sweep deletes them all through
+    // `Query ... BETWEEN` pages of the index table and stores its cursor; the next finds nothing.
+    use std::collections::BTreeMap;
+    use ttl_sweeper::store::packs::{self, PackEntry};
+    use ttl_sweeper::store::{EntryWrite, Store};
+    let (client, table, index) = indexed_table("packs", StreamViewType::NewImage).await;
+    let config = config(&table, &[("EXPIRY_INDEX_TABLE", index.as_str())]);
+    let sweeper = sweeper_for(&config).await;
+    let schema = sweeper.schema().clone();
+    let now = now();
+    let items: Vec<_> = (0..400)
+        .map(|i| unwindowed(&format!("p-{i:03}"), now - 1 - (i % 200)))
+        .collect();
+    put_items(&client, &table, items.clone()).await;
+    let mut groups: BTreeMap<(String, i64), Vec<PackEntry>> = BTreeMap::new();
+    for item in &items {
+        let ttl = ttl_of(item).unwrap();
+        let window = schema.layout.window_for(ttl as f64, &item["id"]).unwrap();
+        let key = id_key(item["id"].as_s().unwrap());
+        let entry = PackEntry {
+            key,
+            ttl: ttl.to_string(),
+        };
+        groups.entry((window, ttl * 1000)).or_default().push(entry);
+    }
+    let first = Timestamp::from_secs(now - 201);
+    let id = format!("{table}#all");
+    let mark = packs::cursor_item(&table, first, first);
+    let mut writes = vec![EntryWrite::Put(mark)];
+    for ((window, due), entries) in groups {
+        for pack in packs::pack(&window, Timestamp::from_millis(due), "stream-1", entries) {
+            writes.push(EntryWrite::Put(pack.to_item()));
+        }
+    }
+    for chunk in writes.chunks(25) {
+        let left = sweeper
+            .store()
+            .write_entries(&schema, chunk.to_vec())
+            .await
+            .unwrap();
+        assert!(left.is_empty());
+    }
+    let at = Timestamp::from_secs(now);
+    let report = sweeper.sweep(at, &Stop::never()).await;
+    assert!(ids(&client, &table).await.is_empty(), "{report:?}");
+    assert_eq!(report.items_deleted, 400, "{report:?}");
+    let cursor = sweeper.store().read_cursor(&schema, &id).await.unwrap();
+    assert_eq!(cursor, Some(at));
+    let later = Timestamp::from_secs(now + 1);
+    let again = sweeper.sweep(later, &Stop::never()).await;
+    assert_eq!(again.items_found, 0, "{again:?}");
+    assert_eq!(
+        sweeper.store().read_cursor(&schema, &id).await.unwrap(),
+        Some(later)
+    );
 }
