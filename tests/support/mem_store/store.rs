@@ -14,6 +14,38 @@ use super::script::{take, Fault, Op, When};
 use super::{entry_id, id_of, key, note, refuse_repeats, ttl_of, Change, Items, MemStore, AV};
 
 impl MemStore {
+    /// One page of the index table's items of `partition` (of every entry partition with
+    /// `any_partition`) whose sort keys `sorts` takes, after `start`, at most `limit`; and where
+    /// the next page starts.
+    fn index_page(
+        &self,
+        partition: &str,
+        sorts: impl Fn(&String) -> bool,
+        start: Option<Key>,
+        limit: usize,
+    ) -> (Vec<Key>, Option<Key>) {
+        let after = start.as_ref().map(entry_id);
+        let mut listed: Vec<Key> = {
+            let entries = self.entries.lock().unwrap();
+            entries
+                .iter()
+                .filter(|((window, sort), _)| {
+                    (self.any_partition && !window.starts_with('#') || window == partition)
+                        && sorts(sort)
+                        && after.as_ref().is_none_or(|a| (window, sort) > (&a.0, &a.1))
+                })
+                .take(limit.saturating_add(1))
+                .map(|(_, item)| item.clone())
+                .collect()
+        };
+        let next = (listed.len() > limit).then(|| {
+            listed.truncate(limit);
+            let (window, sort) = entry_id(listed.last().unwrap());
+            entries::id(&window, &sort)
+        });
+        (listed, next)
+    }
+
     /// [`Store::query_expired`] on the expiry index table (call `n`): a strongly consistent read
     /// of the entries of `partition` below the bound of `now`, as items with their entries.
     fn query_entries(
@@ -26,25 +58,7 @@ impl MemStore {
         limit: usize,
     ) -> Page {
         let bound = entries::sort_bound(now);
-        let after = start.as_ref().map(entry_id);
-        let mut listed: Vec<Key> = {
-            let entries = self.entries.lock().unwrap();
-            entries
-                .iter()
-                .filter(|((window, sort), _)| {
-                    (self.any_partition && !window.starts_with('#') || window == partition)
-                        && *sort < bound
-                        && after.as_ref().is_none_or(|a| (window, sort) > (&a.0, &a.1))
-                })
-                .take(limit.saturating_add(1))
-                .map(|(_, entry)| entry.clone())
-                .collect()
-        };
-        let next = (listed.len() > limit).then(|| {
-            listed.truncate(limit);
-            let (window, sort) = entry_id(listed.last().unwrap());
-            entries::id(&window, &sort)
-        });
+        let (listed, next) = self.index_page(partition, |sort| *sort < bound, start, limit);
         let mut page = Page {
             next,
             ..Page::default()
@@ -82,26 +96,9 @@ impl MemStore {
             return page;
         }
         let (lo, hi) = packs::bounds(since, now);
-        let after = start.as_ref().map(entry_id);
-        let mut listed: Vec<Key> = {
-            let entries = self.entries.lock().unwrap();
-            entries
-                .iter()
-                .filter(|((window, sort), _)| {
-                    (self.any_partition && !window.starts_with('#') || window == partition)
-                        && lo <= *sort
-                        && *sort <= hi
-                        && after.as_ref().is_none_or(|a| (window, sort) > (&a.0, &a.1))
-                })
-                .take(limit.saturating_add(1))
-                .map(|(_, item)| item.clone())
-                .collect()
-        };
-        page.next = (listed.len() > limit).then(|| {
-            listed.truncate(limit);
-            let (window, sort) = entry_id(listed.last().unwrap());
-            entries::id(&window, &sort)
-        });
+        let between = |sort: &String| lo <= *sort && *sort <= hi;
+        let (listed, next) = self.index_page(partition, between, start, limit);
+        page.next = next;
         let mut at = self.listed_at.lock().unwrap();
         let mut reads = self.pack_reads.lock().unwrap();
         for item in listed {
