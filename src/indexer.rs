@@ -4,15 +4,23 @@
 //! an event source mapping's batches (the Lambda, [`crate::lambda`]) and the daemon's own reads
 //! of the stream (`run --follow-stream`, [`crate::tools::follow`]).
 //!
-//! Each `INSERT` and `MODIFY` record whose new image has a usable ttl becomes one entry, written
-//! with `BatchWriteItem` (25 at a time, [`CONCURRENCY`] requests at once, unprocessed entries
-//! sent again with backoff). A `MODIFY` whose old image (`NEW_AND_OLD_IMAGES`) has the same ttl
-//! writes nothing: the item's entry is there already. `REMOVE` records need nothing: the entry an
-//! item leaves behind deletes nothing, since every delete is judged against the table. Records
-//! may be handled in any order and any number of times: each write of an item is an entry of its
-//! own (keyed by the record's sequence number), written whole. A record whose entry could not be
-//! written is reported by its sequence number, the first of its item, so that an event source
-//! mapping (`ReportBatchItemFailures`) or the follower delivers it again.
+//! Each `INSERT` and `MODIFY` record whose new image has a usable ttl becomes one entry in a
+//! *pack* ([`crate::store::packs`]): the entries of a batch are grouped by the window partition
+//! and the instant they are due (the ttl, or, for an item already expired or about to be, a
+//! moment after the latest DynamoDB's clock may read, [`PACK_LEAD`]), each group written as
+//! packs of a few KB, once, with `BatchWriteItem` ([`CONCURRENCY`] requests at once, unprocessed
+//! packs sent again with backoff), never updated, left to the index table's native TTL. A pack
+//! is only ever due after it is written: one that the write took too long for (its due no
+//! longer [`ACK_MARGIN`] past the latest DynamoDB's clock may read once it is acknowledged) is
+//! written again, due later, since a sweep may have read past its due already. Before its first
+//! pack, a writer stores its mark ([`Store::mark_packs`]): no pack is due before it. A `MODIFY`
+//! whose old image (`NEW_AND_OLD_IMAGES`) has the same ttl writes nothing: the item's entry is
+//! there already. `REMOVE` records need nothing: the entry an item leaves behind deletes
+//! nothing, since every delete is judged against the table. Records may be handled in any order
+//! and any number of times: each batch's packs are keys of their own (a random origin), written
+//! whole. A record whose entry could not be written is reported by its sequence number, the
+//! first of its item, so that an event source mapping (`ReportBatchItemFailures`) or the
+//! follower delivers it again.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -22,9 +30,12 @@ use futures::stream::{self, StreamExt};
 use serde::Serialize;
 
 use crate::engine::{Stop, Sweeper};
-use crate::expiry::Clock;
-use crate::store::entries::{self, Entry, Indexing};
-use crate::store::{full_jitter, key_to_json, EntryWrite, Key, Store, StoreError, TableSchema};
+use crate::expiry::{Clock, Timestamp};
+use crate::store::entries::{self, Entry, ImageTtl, Indexing};
+use crate::store::packs::{self, Pack, PackEntry};
+use crate::store::{
+    full_jitter, key_to_json, EntryWrite, ErrorKind, Key, Store, StoreError, TableSchema,
+};
 
 /// `BatchWriteItem` requests of entries in flight at once.
 pub const CONCURRENCY: usize = 16;
@@ -45,11 +56,15 @@ pub struct IndexReport {
     pub records: u64,
     /// `REMOVE` records: nothing to do.
     pub removes: u64,
-    /// Entries written, one per `INSERT` or `MODIFY` whose new image has a usable ttl.
+    /// Entries written, one per `INSERT` or `MODIFY` whose new image has a usable ttl (each in
+    /// a pack).
     pub entries_written: u64,
+    /// Packs written (each holding entries of several records; one written again, due later,
+    /// counts once).
+    pub packs_written: u64,
     /// Of `entries_written`, items already expired when indexed. Those of fresh records are
     /// handed to the sweeper's delete path at once ([`Indexed::expired`]); every one's entry is
-    /// in the current window, for the next sweep if no delete settles it first.
+    /// in a pack due [`PACK_LEAD`] later, for the next sweep whether or not a delete settled it.
     pub expired_when_written: u64,
     /// Of `expired_when_written`, items deleted at once (`Sweeper::delete_indexed`).
     pub deleted_at_once: u64,
@@ -81,7 +96,7 @@ pub struct Indexed {
     pub refused: Vec<String>,
     /// The entries written whose items were written already expired (their records [`fresh`]):
     /// for the sweeper to delete at once ([`crate::engine::Sweeper::delete_indexed`]).
-    pub expired: Vec<Entry>,
+    pub expired: Vec<PackEntry>,
 }
 
 impl IndexReport {
@@ -90,6 +105,7 @@ impl IndexReport {
         self.records += other.records;
         self.removes += other.removes;
         self.entries_written += other.entries_written;
+        self.packs_written += other.packs_written;
         self.expired_when_written += other.expired_when_written;
         self.deleted_at_once += other.deleted_at_once;
         self.ttl_unchanged += other.ttl_unchanged;
@@ -108,9 +124,21 @@ pub fn item_id(record: &EventRecord) -> String {
     key_to_json(&key).to_string()
 }
 
+/// How far past the latest instant DynamoDB's clock may read an entry of an item expired (or
+/// about to be) is due: time to write its pack before any sweep reads that far.
+pub const PACK_LEAD: Duration = Duration::from_millis(250);
+
+/// How far past the latest instant DynamoDB's clock may read, once its write is acknowledged, a
+/// pack must still be due: more than any sweep's instant runs ahead of DynamoDB's clock
+/// ([`crate::store::MAX_ALLOWANCE`]). A pack due sooner is written again, due later.
+pub const ACK_MARGIN: Duration = Duration::from_millis(100);
+
+/// Packs in one `BatchWriteItem`.
+pub const PACKS_PER_REQUEST: usize = 25;
+
 /// Indexes `records` (one batch from one shard of `schema`'s table's stream) into the table's
-/// expiry index (`schema.index_table`), judging each image by `clock`. Never fails as a whole:
-/// what failed is in [`Indexed::failures`].
+/// expiry index (`schema.index_table`) as packs, judging each image by `clock`. Never fails as a
+/// whole: what failed is in [`Indexed::failures`].
 pub async fn index_records<S: Store>(
     store: &S,
     schema: &TableSchema,
@@ -121,44 +149,65 @@ pub async fn index_records<S: Store>(
     out.report.records = records.len() as u64;
     let now = clock.now();
     // Each record's entry (by its place in `records`), or why it fails and whether for good.
-    let mut writes: Vec<(usize, Entry)> = Vec::new();
+    let mut found: Vec<(usize, Found)> = Vec::new();
     let mut failed: BTreeMap<usize, (String, bool)> = BTreeMap::new();
     for (at, record) in records.iter().enumerate() {
         match judge(schema, record, now, &mut out.report) {
-            Ok(entry) => writes.extend(entry.map(|entry| (at, entry))),
+            Ok(entry) => found.extend(entry.map(|entry| (at, entry))),
             Err(why) => {
                 failed.insert(at, (why, true));
             }
         }
     }
-    // One entry per (window, sort key): a record delivered twice in one batch is written once.
+    // One entry per item and ttl: a record delivered twice in one batch is written once.
     let mut seen = HashSet::new();
-    writes.retain(|(_, entry)| seen.insert((entry.window.clone(), entry.sort.clone())));
-    let written: Vec<_> = stream::iter(writes.chunks(ENTRIES_PER_REQUEST))
-        .map(|chunk| async move {
-            let entries: Vec<&Entry> = chunk.iter().map(|(_, e)| e).collect();
-            (chunk, write_entries(store, schema, &entries).await)
+    found.retain(|(_, f)| seen.insert((key_to_json(&f.entry.key).to_string(), f.ttl.to_bits())));
+    if !found.is_empty() {
+        if let Err(e) = mark(store, schema, now).await {
+            for (at, _) in &found {
+                failed.insert(*at, (format!("the writers' mark not stored: {e}"), false));
+            }
+            found.clear();
+        }
+    }
+    let soonest = clock.latest() + PACK_LEAD;
+    let mut expired_at = HashSet::new();
+    let due: Vec<_> = found
+        .into_iter()
+        .map(|(at, f)| {
+            if f.expired {
+                expired_at.insert(at);
+            }
+            let ttl_ms = Timestamp::from_millis((f.ttl * 1000.0).ceil() as i64);
+            (ttl_ms.max(soonest), f.entry, at)
         })
+        .collect();
+    let origin = format!("{:016x}", fastrand::u64(..));
+    let (packed, apart) = packs::group(schema, &origin, due);
+    for (_, at) in apart {
+        let why = format!("the key has no window of {:?}", schema.layout);
+        failed.insert(at, (why, true));
+    }
+    let written: Vec<_> = stream::iter(packed.chunks(PACKS_PER_REQUEST))
+        .map(|chunk| write_packs(store, schema, clock, chunk.to_vec()))
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
-    // The entries written; only those the last attempt of a failed request still held failed.
-    let bound = entries::sort_bound(now);
-    for (chunk, result) in written {
-        for (at, entry) in chunk {
-            match &result {
-                Err((e, left)) if left.contains(&EntryWrite::Put(entry.to_item())) => {
-                    let refused = e.kind == crate::store::ErrorKind::Validation;
-                    failed.insert(*at, (format!("entry not written: {e}"), refused));
-                }
-                _ => {
-                    out.report.entries_written += 1;
-                    if entry.sort < bound {
-                        out.report.expired_when_written += 1;
-                        if fresh(&records[*at], now) {
-                            out.expired.push(entry.clone());
-                        }
-                    }
+    for (pack, ats, error) in written.into_iter().flatten() {
+        if let Some((kind, e)) = error {
+            let refused = kind == ErrorKind::Validation;
+            for at in ats {
+                failed.insert(at, (format!("pack not written: {e}"), refused));
+            }
+            continue;
+        }
+        out.report.packs_written += 1;
+        for (entry, at) in pack.entries.into_iter().zip(ats) {
+            out.report.entries_written += 1;
+            if expired_at.contains(&at) {
+                out.report.expired_when_written += 1;
+                if fresh(&records[at], now) {
+                    out.expired.push(entry);
                 }
             }
         }
@@ -241,6 +290,108 @@ pub async fn delete_expired<S: Store>(
     );
 }
 
+/// A record's entry, before it is packed.
+struct Found {
+    /// The item's key and ttl as the image has them.
+    entry: PackEntry,
+    /// The ttl, epoch seconds.
+    ttl: f64,
+    /// It had passed when the record was judged.
+    expired: bool,
+}
+
+/// Stores the writers' mark ([`Store::mark_packs`]) as of `now`, with retries.
+async fn mark<S: Store>(store: &S, schema: &TableSchema, now: Timestamp) -> Result<(), StoreError> {
+    let (base, cap) = (Duration::from_millis(50), Duration::from_secs(2));
+    let mut attempt = 1;
+    loop {
+        match store.mark_packs(schema, now).await {
+            Ok(()) => return Ok(()),
+            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => return Err(e),
+            Err(_) => tokio::time::sleep(full_jitter(base, cap, attempt)).await,
+        }
+        attempt += 1;
+    }
+}
+
+/// Writes `packs` (up to [`PACKS_PER_REQUEST`], each with its entries' tags) in one request,
+/// with retries: unprocessed packs are sent again after [`full_jitter`], and a pack whose
+/// acknowledgement came too late for its due ([`ACK_MARGIN`]) is written again, due
+/// [`PACK_LEAD`] past the latest DynamoDB's clock may read. Answers each pack as last written,
+/// with the error that stopped it, if any (after `ATTEMPTS`, or an error not worth retrying).
+async fn write_packs<S: Store>(
+    store: &S,
+    schema: &TableSchema,
+    clock: &dyn Clock,
+    packs: Vec<(Pack, Vec<usize>)>,
+) -> Vec<(Pack, Vec<usize>, Option<(ErrorKind, String)>)> {
+    let mut out = Vec::with_capacity(packs.len());
+    let mut pending = packs;
+    let (base, cap) = (Duration::from_millis(50), Duration::from_secs(2));
+    for attempt in 1..=ATTEMPTS {
+        let writes = pending
+            .iter()
+            .map(|(pack, _)| EntryWrite::Put(pack.to_item()))
+            .collect();
+        let sent = std::mem::take(&mut pending);
+        let (written, wait) = match store.write_entries(schema, writes).await {
+            Ok(left) => {
+                let left: HashSet<String> = left.iter().filter_map(sort_of).collect();
+                let (unprocessed, written) = sent
+                    .into_iter()
+                    .partition::<Vec<_>, _>(|(pack, _)| left.contains(&pack.sort));
+                let wait = !unprocessed.is_empty();
+                pending = unprocessed;
+                (written, wait)
+            }
+            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => {
+                let why = (e.kind, e.to_string());
+                out.extend(sent.into_iter().map(|(p, t)| (p, t, Some(why.clone()))));
+                return out;
+            }
+            Err(_) => {
+                pending = sent;
+                (Vec::new(), true)
+            }
+        };
+        // Acknowledged: due far enough ahead that no sweep has read past it, or again, later.
+        let latest = clock.latest();
+        for (pack, tags) in written {
+            if pack.due().is_some_and(|due| due >= latest + ACK_MARGIN) {
+                out.push((pack, tags, None));
+                continue;
+            }
+            let due = latest + PACK_LEAD;
+            let origin = format!("{:016x}", fastrand::u64(..));
+            let again = pack.entries.into_iter().zip(tags).map(|(e, t)| (due, e, t));
+            let (repacked, _) = packs::group(schema, &origin, again.collect());
+            pending.extend(repacked);
+        }
+        if pending.is_empty() {
+            return out;
+        }
+        if wait && attempt < ATTEMPTS {
+            tokio::time::sleep(full_jitter(base, cap, attempt)).await;
+        }
+    }
+    let message = format!("packs still unwritten after {ATTEMPTS} attempts");
+    let e = StoreError::new(ErrorKind::Throttled, "BatchWriteItem", message);
+    let why = (e.kind, e.to_string());
+    out.extend(pending.into_iter().map(|(p, t)| (p, t, Some(why.clone()))));
+    out
+}
+
+/// The sort key of the index item a write puts.
+fn sort_of(write: &EntryWrite) -> Option<String> {
+    match write {
+        EntryWrite::Put(item) => match item.get(entries::ENTRY)? {
+            aws_sdk_dynamodb::types::AttributeValue::S(s) => Some(s.clone()),
+            _ => None,
+        },
+        EntryWrite::Remove(_) => None,
+    }
+}
+
 /// What `record` comes to at instant `now`, counted into `report`: the entry to write, if any, or
 /// why the record cannot be indexed.
 fn judge(
@@ -248,7 +399,7 @@ fn judge(
     record: &EventRecord,
     now: crate::expiry::Timestamp,
     report: &mut IndexReport,
-) -> Result<Option<Entry>, String> {
+) -> Result<Option<Found>, String> {
     match record.event_name.as_str() {
         "REMOVE" => {
             report.removes += 1;
@@ -271,24 +422,38 @@ fn judge(
             return Ok(None);
         }
     }
-    let origin = record.change.sequence_number.as_deref().unwrap_or_default();
-    if origin.is_empty() {
+    if record
+        .change
+        .sequence_number
+        .as_deref()
+        .unwrap_or_default()
+        .is_empty()
+    {
         return Err("the record has no sequence number".into());
     }
-    match entries::index_item(schema, &image, origin, now) {
+    match entries::image_ttl(schema, &image, now) {
         None => Err(format!(
             "the new image lacks the key attributes {:?}",
             schema.key_attributes
         )),
-        Some(Indexing::NoTtl) => {
+        Some(ImageTtl::Judged(Indexing::NoTtl)) => {
             report.no_ttl += 1;
             Ok(None)
         }
-        Some(Indexing::InvalidTtl | Indexing::TooOldTtl) => {
+        Some(ImageTtl::Judged(_)) => {
             report.invalid_ttl += 1;
             Ok(None)
         }
-        Some(Indexing::Entry { entry, .. }) => Ok(Some(entry)),
+        Some(ImageTtl::Usable {
+            key,
+            raw,
+            ttl,
+            expired,
+        }) => Ok(Some(Found {
+            entry: PackEntry { key, ttl: raw },
+            ttl,
+            expired,
+        })),
     }
 }
 

@@ -261,6 +261,15 @@ pub trait Store: Send + Sync + 'static {
         id: &str,
     ) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
 
+    /// Stores the writers' mark of `schema`'s table in `schema.index_table` ([`packs::CURSOR`],
+    /// sort key the table's name) as `at`, unless a mark is there already: a conditional
+    /// `PutItem`, one attempt, before the first pack. A mark found there is success.
+    fn mark_packs(
+        &self,
+        schema: &TableSchema,
+        at: Timestamp,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Deletes up to 25 keys in one `BatchWriteItem`, one attempt (the engine retries); answers
     /// the keys left unprocessed.
     fn batch_delete(

@@ -118,23 +118,20 @@ pub(super) async fn carry_unsettled<S: Store>(
     }
     // By partition: each key's shard, in the window of the sweep instant.
     let (schema, due) = (d.schema, d.now);
-    let mut by_window: std::collections::BTreeMap<String, Vec<PackEntry>> = Default::default();
-    for e in carry {
-        let pk = schema.key_attributes.first().and_then(|a| e.key.get(a));
-        let window = pk.and_then(|pk| schema.layout.window_for(due.as_secs_f64(), pk).ok());
-        match window {
-            Some(w) => by_window.entry(w).or_default().push(e),
-            // Not a key of this table: nothing a sweep could delete, nothing to carry.
-            None => warn!("an unsettled key of a pack has no window; not carried"),
-        }
-    }
     let origin = format!("carry-{:016x}", fastrand::u64(..));
-    let mut writes = Vec::new();
-    for (n, (window, entries)) in by_window.into_iter().enumerate() {
-        for pack in packs::pack(&window, due, &format!("{origin}-{n}"), entries) {
-            writes.push((pack.entries.len() as u64, EntryWrite::Put(pack.to_item())));
-        }
+    let due_now = carry.into_iter().map(|e| (due, e, ())).collect();
+    let (packed, apart) = packs::group(schema, &origin, due_now);
+    if !apart.is_empty() {
+        // Not keys of this table: nothing a sweep could delete, nothing to carry.
+        warn!(
+            keys = apart.len(),
+            "unsettled keys of a pack have no window; not carried"
+        );
     }
+    let writes: Vec<_> = packed
+        .into_iter()
+        .map(|(pack, _)| (pack.entries.len() as u64, EntryWrite::Put(pack.to_item())))
+        .collect();
     let mut all = true;
     for chunk in writes.chunks(25) {
         let count: u64 = chunk.iter().map(|(n, _)| n).sum();

@@ -17,7 +17,7 @@ use tracing::{debug, warn};
 
 use super::checkpoint::{advance_to, plan};
 use super::cursor::PackCursor;
-use super::delete::{settle_journal, settle_unsettled, Expired};
+use super::delete::{settle_journal, settle_unsettled};
 use super::hook::{Events, ExpiryHook, FailedEvent, Owed, Unsettled, EVENT_ITEMS_BUDGET_KIB};
 use super::journal::Journal;
 use super::lease::Lease;
@@ -474,17 +474,17 @@ impl<S: Store> Sweeper<S> {
     }
 
     /// Deletes at once the items the stream indexer found expired as it wrote their `entries`
-    /// ([`crate::indexer`]): judged against the table by a conditional `DeleteItem` each (the
-    /// ttl as the stream's image has it, expired at `now`), whatever `DELETE_MODE` says, with
-    /// their expiry events, through the one path of a sweep's deletes; each entry removed once
-    /// its item is judged. `None`, nothing sent, with `DELETE_WHEN_INDEXED=false`, or while a lease
-    /// is configured and its last check did not find it held until past now (a standby, or a
-    /// Lambda that has not swept): the entries are there, and the holder's next sweep reads them. A key whose delete fails or is
-    /// left keeps its entry, for the next sweep too.
+    /// into packs ([`crate::indexer`]): judged against the table by a conditional `DeleteItem`
+    /// each (the ttl as the stream's image has it, expired at `now`), whatever `DELETE_MODE`
+    /// says, with their expiry events, through the one path of a sweep's deletes. `None`, nothing
+    /// sent, with `DELETE_WHEN_INDEXED=false`, or while a lease is configured and its last check
+    /// did not find it held until past now (a standby, or a Lambda that has not swept). Either
+    /// way every entry stays in its pack, which the holder's next sweep reads when it is due: a
+    /// key deleted here is found gone then, one whose delete failed or was left is judged again.
     pub async fn delete_indexed(
         &self,
         now: Timestamp,
-        entries: Vec<entries::Entry>,
+        entries: Vec<crate::store::packs::PackEntry>,
         stop: &Stop,
     ) -> Option<SweepReport> {
         if !self.shared.options.delete_when_indexed {
@@ -499,7 +499,8 @@ impl<S: Store> Sweeper<S> {
             },
         };
         let mut report = self.report(now);
-        // Each item judged as a sweep judges what its index lists ([`check_item`]).
+        // Each item judged as a sweep judges what its index lists ([`check_item`]); its entry
+        // stays in its pack, which the sweep that reads it finds settled.
         let schema = &self.shared.schema;
         let mut expired = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -509,10 +510,7 @@ impl<S: Store> Sweeper<S> {
             match check_item(schema, item, now) {
                 Some(e) => {
                     report.items_found += 1;
-                    expired.push(Expired {
-                        entry: Some(entries::id(&entry.window, &entry.sort)),
-                        ..e
-                    });
+                    expired.push(e);
                 }
                 None => report.items_invalid += 1,
             }

@@ -137,6 +137,13 @@ pub trait Clock: Send + Sync {
         self.now()
     }
 
+    /// The latest instant DynamoDB's clock may read now, as far as the source knows: what an
+    /// index item due later than it must be written ahead of ([`crate::indexer`]'s packs).
+    /// [`Clock::now`] for plain clocks.
+    fn latest(&self) -> Timestamp {
+        self.now()
+    }
+
     /// The instant a sweep asked to run as of `requested` (an event's time, `--at`; `None`:
     /// now) may run as of: `requested`, never later than [`Clock::now`]. The one rule by which
     /// no sweep runs ahead of the clock, whatever asked for it.

@@ -407,6 +407,11 @@ impl Clock for GuardedClock {
     fn raw_now(&self) -> Timestamp {
         (self.wall)()
     }
+
+    /// DynamoDB's upper bound once a response has told it; the host clock before.
+    fn latest(&self) -> Timestamp {
+        self.server.upper_bound().unwrap_or_else(|| (self.wall)())
+    }
 }
 
 /// The local instant a request attempt was sent, kept in the request's config bag.

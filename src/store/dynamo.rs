@@ -578,6 +578,32 @@ impl Store for DynamoStore {
         }
     }
 
+    #[instrument(level = "debug", skip(self, schema))]
+    async fn mark_packs(&self, schema: &TableSchema, at: Timestamp) -> Result<(), StoreError> {
+        let Some(index_table) = schema.index_table.as_deref() else {
+            return Ok(());
+        };
+        let put = self
+            .client
+            .put_item()
+            .table_name(index_table)
+            .set_item(Some(packs::cursor_item(&schema.table_name, at, at)))
+            .condition_expression("attribute_not_exists(#w)")
+            .expression_attribute_names("#w", entries::WINDOW)
+            .send()
+            .await;
+        match put {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(StoreError::from_sdk("PutItem", e)),
+        }
+    }
+
     async fn claim_index_table(&self, schema: &TableSchema) -> Result<(), StoreError> {
         let Some(index_table) = &schema.index_table else {
             return Ok(());

@@ -205,6 +205,52 @@ pub enum Indexing {
     },
 }
 
+/// The ttl of `image` (a whole item, or its key and ttl) of `schema`'s table, judged at `now`:
+/// what an entry of it, of one item or in a pack, would say. `None` when the image lacks a key
+/// attribute.
+pub fn image_ttl(schema: &TableSchema, image: &Key, now: Timestamp) -> Option<ImageTtl> {
+    let key = schema.key_of(image)?;
+    let layout = &schema.layout;
+    let raw = match image.get(&layout.ttl_attribute) {
+        None => return Some(ImageTtl::Judged(Indexing::NoTtl)),
+        Some(AttributeValue::N(n)) => n,
+        Some(_) => return Some(ImageTtl::Judged(Indexing::InvalidTtl)),
+    };
+    let Ok(ttl) = parse_ttl(raw) else {
+        return Some(ImageTtl::Judged(Indexing::InvalidTtl));
+    };
+    let expired = match ttl_state(ttl, now) {
+        TtlState::TooOld => return Some(ImageTtl::Judged(Indexing::TooOldTtl)),
+        TtlState::Expired => true,
+        _ => false,
+    };
+    Some(ImageTtl::Usable {
+        key,
+        raw: raw.clone(),
+        ttl,
+        expired,
+    })
+}
+
+/// What [`image_ttl`] finds of an image.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ImageTtl {
+    /// No ttl, or one never indexed: [`Indexing::NoTtl`], [`Indexing::InvalidTtl`] or
+    /// [`Indexing::TooOldTtl`].
+    Judged(Indexing),
+    /// A usable ttl.
+    Usable {
+        /// The item's primary key.
+        key: Key,
+        /// The ttl exactly as the item had it.
+        raw: String,
+        /// The ttl, epoch seconds.
+        ttl: f64,
+        /// It had passed at the instant judged.
+        expired: bool,
+    },
+}
+
 /// The entry of `image` (a whole item, or its key and ttl) of `schema`'s table, indexed at `now`
 /// by a write from `origin` (a stream record's sequence number, or [`BACKFILL_ORIGIN`]); `None`
 /// when the image lacks a key attribute.
@@ -214,33 +260,27 @@ pub fn index_item(
     origin: &str,
     now: Timestamp,
 ) -> Option<Indexing> {
-    let key = schema.key_of(image)?;
-    let layout = &schema.layout;
-    let raw = match image.get(&layout.ttl_attribute) {
-        None => return Some(Indexing::NoTtl),
-        Some(AttributeValue::N(n)) => n,
-        Some(_) => return Some(Indexing::InvalidTtl),
-    };
-    let Ok(ttl) = parse_ttl(raw) else {
-        return Some(Indexing::InvalidTtl);
-    };
-    let expired = match ttl_state(ttl, now) {
-        TtlState::TooOld => return Some(Indexing::TooOldTtl),
-        TtlState::Expired => true,
-        _ => false,
+    let (key, raw, ttl, expired) = match image_ttl(schema, image, now)? {
+        ImageTtl::Judged(judged) => return Some(judged),
+        ImageTtl::Usable {
+            key,
+            raw,
+            ttl,
+            expired,
+        } => (key, raw, ttl, expired),
     };
     // An item already expired goes in the window every sweep reads now, not the passed one of
     // its ttl (which a checkpoint may have left behind for good).
     let placed = if expired { now.as_secs_f64() } else { ttl };
     let pk = schema.key_attributes.first().and_then(|a| key.get(a))?;
-    let window = layout.window_for(placed, pk).ok()?;
+    let window = schema.layout.window_for(placed, pk).ok()?;
     let sort = sort_key(ttl, &key_hash(schema, &key)?, origin);
     let expires = placed.floor() as i64 + KEEP_SECONDS;
     let entry = Entry {
         window,
         sort,
         key,
-        ttl: raw.clone(),
+        ttl: raw,
         expires,
     };
     Some(Indexing::Entry { entry, expired })

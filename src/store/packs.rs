@@ -9,6 +9,8 @@
 //! entry in it is due (its ttl has passed) by then. The `p` keeps packs apart from the entries
 //! of one item each (`<ttl ms>#…`, digits first), which sweeps still read and remove as before.
 
+use std::collections::BTreeMap;
+
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::entries::{self, ENTRY, EXPIRES, WINDOW};
@@ -213,6 +215,43 @@ pub fn pack(window: &str, due: Timestamp, origin: &str, entries: Vec<PackEntry>)
         packs.last_mut().expect("one pushed").entries.push(entry);
     }
     packs
+}
+
+/// `entries`, each due by its instant and tagged, as packs of `schema`'s index table: grouped by
+/// the window partition of their due (the window of the due, the shard of the key) and their
+/// due, cut at [`MAX_PACK_BYTES`]; the packs of the `g`th group sorted
+/// [`sort_for`]`(due, "<origin>-<g>", n)`. Each pack comes with its entries' tags, in order. An
+/// entry whose key has no window (not a key of the table) is answered apart, with its tag.
+#[allow(clippy::type_complexity)]
+pub fn group<T>(
+    schema: &TableSchema,
+    origin: &str,
+    entries: Vec<(Timestamp, PackEntry, T)>,
+) -> (Vec<(Pack, Vec<T>)>, Vec<(PackEntry, T)>) {
+    let mut groups: BTreeMap<(String, i64), Vec<(PackEntry, T)>> = BTreeMap::new();
+    let mut apart = Vec::new();
+    for (due, entry, tag) in entries {
+        let pk = schema.key_attributes.first().and_then(|a| entry.key.get(a));
+        let window = pk.and_then(|pk| schema.layout.window_for(due.as_secs_f64(), pk).ok());
+        match window {
+            Some(w) => groups
+                .entry((w, due.millis()))
+                .or_default()
+                .push((entry, tag)),
+            None => apart.push((entry, tag)),
+        }
+    }
+    let mut out = Vec::new();
+    for (g, ((window, due), members)) in groups.into_iter().enumerate() {
+        let (entries, tags): (Vec<_>, Vec<_>) = members.into_iter().unzip();
+        let mut tags = tags.into_iter();
+        let due = Timestamp::from_millis(due);
+        for pack in pack(&window, due, &format!("{origin}-{g}"), entries) {
+            let of_pack = tags.by_ref().take(pack.entries.len()).collect();
+            out.push((pack, of_pack));
+        }
+    }
+    (out, apart)
 }
 
 /// The cursor item `id`, through `through`, written at `at`.

@@ -353,6 +353,12 @@ impl MemStore {
         self.entries.lock().unwrap().len()
     }
 
+    /// What the expiry index table holds, read back: its entries, packs and cursors.
+    pub fn index_contents(&self) -> super::table_io::IndexContents {
+        let items = self.entries.lock().unwrap().values().cloned().collect();
+        super::table_io::contents_of(items)
+    }
+
     /// Writes the item `{id, ttl}`.
     pub fn put(&self, id: &str, ttl: f64) {
         let mut item = key(id);

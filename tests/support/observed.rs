@@ -30,6 +30,7 @@ pub enum Call<'a> {
     ReadIndexerReports,
     ReadPending,
     ReadCursor,
+    MarkPacks,
 }
 
 /// What a call answered, as an observer sees it.
@@ -170,4 +171,5 @@ forward! {
     fn read_indexer_reports(index_table: &str) -> Vec<IndexerReport> => Call::ReadIndexerReports;
     fn read_pending(schema: &TableSchema, due: Timestamp, limit: i32) -> Vec<Key> => Call::ReadPending;
     fn read_cursor(schema: &TableSchema, id: &str) -> Option<Timestamp> => Call::ReadCursor;
+    fn mark_packs(schema: &TableSchema, at: Timestamp) -> () => Call::MarkPacks;
 }

@@ -160,19 +160,92 @@ pub async fn scan_entries(client: &Client, index: &str) -> Vec<Key> {
     entries
 }
 
-/// The entries of an expiry index table as (item `id`, ttl), sorted.
+/// What an expiry index table lists as (item `id`, ttl), sorted: each entry of one item, and
+/// each entry of every pack.
 pub async fn index_entries(client: &Client, index: &str) -> Vec<(String, i64)> {
-    let mut entries: Vec<(String, i64)> = scan_entries(client, index)
-        .await
-        .iter()
-        .map(|e| {
-            let id = e["key"].as_m().ok().and_then(|k| k["id"].as_s().ok());
-            let id = id.unwrap_or_else(|| panic!("an entry without an item id: {e:?}"));
-            (id.clone(), ttl_of(e).unwrap_or_else(|| panic!("{e:?}")))
-        })
-        .collect();
-    entries.sort();
-    entries
+    contents_of(scan_all(client, index).await).listing()
+}
+
+/// What an expiry index table lists that no sweep has judged, as (item `id`, ttl), sorted
+/// ([`IndexContents::unjudged`]).
+pub async fn unjudged_entries(client: &Client, index: &str) -> Vec<(String, i64)> {
+    contents_of(scan_all(client, index).await).unjudged()
+}
+
+/// An expiry index table's contents, read back.
+#[derive(Debug, Default)]
+pub struct IndexContents {
+    /// Entries of one item each, as (item `id`, ttl).
+    pub entries: Vec<(String, i64)>,
+    /// The entries of packs so, each with its pack's due (epoch ms).
+    pub packed: Vec<((String, i64), i64)>,
+    /// The earliest sweeper cursor (epoch ms; the writers' marks left out).
+    pub cursor: Option<i64>,
+}
+
+impl IndexContents {
+    /// Every entry, of one item or in a pack, sorted.
+    pub fn listing(self) -> Vec<(String, i64)> {
+        self.select(|_| true)
+    }
+
+    /// What no sweep has judged, sorted: each entry of one item (a sweep removes those it
+    /// judged), and each entry of a pack due at or after the earliest sweeper cursor (every
+    /// pack when no sweeper stored one).
+    pub fn unjudged(self) -> Vec<(String, i64)> {
+        let cursor = self.cursor;
+        self.select(|due| cursor.is_none_or(|c| due >= c))
+    }
+
+    fn select(self, due: impl Fn(i64) -> bool) -> Vec<(String, i64)> {
+        let mut out = self.entries;
+        out.extend(
+            self.packed
+                .into_iter()
+                .filter(|(_, d)| due(*d))
+                .map(|(e, _)| e),
+        );
+        out.sort();
+        out
+    }
+}
+
+/// [`IndexContents`] of the items of an expiry index table.
+pub fn contents_of(items: Vec<Key>) -> IndexContents {
+    use ttl_sweeper::store::packs::{cursor_of, Pack, CURSOR};
+    let id_of = |key: &Key, e: &Key| {
+        let id = key.get("id").and_then(|id| id.as_s().ok());
+        id.unwrap_or_else(|| panic!("an entry without an item id: {e:?}"))
+            .clone()
+    };
+    let mut out = IndexContents::default();
+    for e in items {
+        let window = e.get("window").and_then(|w| w.as_s().ok()).cloned();
+        let sort = e.get("entry").and_then(|w| w.as_s().ok()).cloned();
+        if window.as_deref() == Some(CURSOR) {
+            // A sweeper's cursor is `<table>#<shard range>`; a writers' mark, the table's name.
+            if sort.is_some_and(|s| s.contains('#')) {
+                let through = cursor_of(&e).expect("a cursor").millis();
+                out.cursor = Some(out.cursor.map_or(through, |c| c.min(through)));
+            }
+            continue;
+        }
+        if window.as_deref().is_some_and(|w| w.starts_with('#')) {
+            continue;
+        }
+        if let Some(pack) = Pack::from_item(&e) {
+            let due = pack.due().expect("a pack's due").millis();
+            for entry in &pack.entries {
+                let ttl: f64 = entry.ttl.parse().expect("a Number ttl");
+                out.packed.push(((id_of(&entry.key, &e), ttl as i64), due));
+            }
+            continue;
+        }
+        let key = e["key"].as_m().unwrap_or_else(|_| panic!("{e:?}"));
+        let ttl = ttl_of(&e).unwrap_or_else(|| panic!("{e:?}"));
+        out.entries.push((id_of(key, &e), ttl));
+    }
+    out
 }
 
 /// Every item of the table by its `id` (a full scan).

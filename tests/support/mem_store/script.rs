@@ -32,10 +32,12 @@ pub enum Op {
     ReadPending,
     /// The `Query` of a sweeper's cursor of packs.
     ReadCursor,
+    /// The conditional `PutItem` of the writers' mark of packs.
+    MarkPacks,
 }
 
 impl Op {
-    pub const ALL: [Op; 14] = [
+    pub const ALL: [Op; 15] = [
         Op::Query,
         Op::BatchDelete,
         Op::Delete,
@@ -50,6 +52,7 @@ impl Op {
         Op::ReadReports,
         Op::ReadPending,
         Op::ReadCursor,
+        Op::MarkPacks,
     ];
 
     /// The DynamoDB operation's name.
@@ -59,6 +62,7 @@ impl Op {
             Op::BatchDelete | Op::WriteEntries | Op::WriteReport => "BatchWriteItem",
             Op::Delete => "DeleteItem",
             Op::Get => "BatchGetItem",
+            Op::MarkPacks => "PutItem",
             Op::ReadCheckpoint | Op::ReadLease => "GetItem",
             Op::AdvanceCheckpoint | Op::WriteLease | Op::ReleaseLease => "UpdateItem",
         }

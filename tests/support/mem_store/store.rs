@@ -559,6 +559,21 @@ impl Store for MemStore {
         Ok(through)
     }
 
+    async fn mark_packs(&self, schema: &TableSchema, at: Timestamp) -> Result<(), StoreError> {
+        let (n, fault) = self.begin(Op::MarkPacks, None).await?;
+        let item = packs::cursor_item(&schema.table_name, at, at);
+        self.entries
+            .lock()
+            .unwrap()
+            .entry(entry_id(&item))
+            .or_insert(item);
+        self.after(Op::MarkPacks, n, None);
+        if fault == Some(Fault::LoseAnswer) {
+            return Err(self.lost(Op::MarkPacks));
+        }
+        Ok(())
+    }
+
     async fn claim_index_table(&self, _: &TableSchema) -> Result<(), StoreError> {
         Ok(())
     }
