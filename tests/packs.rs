@@ -184,10 +184,11 @@ async fn a_sweep_reads_packs_from_the_mark_their_writer_stored_then_from_its_cur
 }
 
 #[tokio::test(start_paused = true)]
-async fn without_a_cursor_no_pack_is_read_and_ticks_do_not_look_for_one() {
+async fn without_a_cursor_no_pack_is_read_and_every_sweep_looks_for_the_writers_mark() {
     // An index table of entries of one item each (no writer has written a pack, so none stored
-    // a cursor): sweeps read the entries as before; the first tick of a run and each full sweep
-    // look for a cursor once, the other ticks never.
+    // its mark): sweeps read the entries as before, and each of them, tick or full, looks for a
+    // cursor, since a writer may store its mark at any moment. Once one has, the next run reads
+    // its packs from the mark.
     let store = store();
     let ids = put_items(&store, 1..=3, 2);
     for id in &ids {
@@ -199,9 +200,20 @@ async fn without_a_cursor_no_pack_is_read_and_ticks_do_not_look_for_one() {
     assert_eq!(report.index_entries_removed, 6, "{report:?}");
     assert!(pack_reads(&store).is_empty());
     assert!(report.ticks >= 4, "{report:?}");
-    // Each look reads the sweeper's cursor, then the writers' mark.
-    let looks = store.calls(Op::ReadCursor);
-    assert_eq!(looks, 4, "the first tick and the full sweep: {report:?}");
+    // Each look reads the sweeper's cursor, then the writers' mark: each tick's, and the full
+    // sweep's.
+    let looks = store.calls(Op::ReadCursor) as u32;
+    assert!(
+        looks >= 2 * report.ticks,
+        "{looks} looks in {} ticks",
+        report.ticks
+    );
+    // A writer of packs comes: its mark is found, its packs read.
+    let later = put_items(&store, 6..=8, 2);
+    store.index_packed(&refs(&later), "stream-2");
+    let report = tick_for(&sweeper, &store, 9.5).await;
+    assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
+    assert!(!pack_reads(&store).is_empty(), "{report:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -19,9 +19,6 @@ pub(super) struct PackCursor {
 pub(super) struct State {
     /// Every pack due before it was judged; `None` until the stored cursor is read.
     pub(super) through: Option<Timestamp>,
-    /// The index table held no cursor when last read: no writer has written a pack, and ticks
-    /// read none (full sweeps look again).
-    pub(super) absent: bool,
     /// The stored cursor is read again before the next pass (a new run of ticks).
     pub(super) reload: bool,
     /// The ticks' own run, judged from `.0` to `.1`, ahead of `through` until the catch-up

@@ -40,7 +40,8 @@ impl<S: Store> Sweeper<S> {
     /// the later of the stored one and this sweeper's own, no older than the catch-up limit
     /// (`capped` when it was); without one of its own yet, the writers' mark (a cursor named
     /// after the table, which a writer stores before its first pack). `None` while the index
-    /// table holds neither: there is no pack to read (ticks do not look again; full sweeps do).
+    /// table holds neither: there is no pack to read yet, and each sweep, tick or full, looks
+    /// again (a writer may store its mark at any moment; once stored, it stays).
     async fn cursor(
         &self,
         cursor: &PackCursor,
@@ -48,14 +49,12 @@ impl<S: Store> Sweeper<S> {
         stop: &Stop,
         report: &mut SweepReport,
     ) -> Result<Option<Timestamp>, StoreError> {
-        let (mine, reload, absent) = {
+        let (mine, reload) = {
             let state = crate::store::lock(&cursor.state);
-            (state.through, state.reload, state.absent)
+            (state.through, state.reload)
         };
-        match (mine, reload, absent) {
-            (Some(through), false, _) => return Ok(Some(through)),
-            (None, false, true) => return Ok(None),
-            _ => {}
+        if let (Some(through), false) = (mine, reload) {
+            return Ok(Some(through));
         }
         let (store, schema) = (&self.shared.store, &self.shared.schema);
         // This sweeper's own, or else the writers' mark: no pack is due before it.
@@ -79,7 +78,6 @@ impl<S: Store> Sweeper<S> {
         };
         let mut state = crate::store::lock(&cursor.state);
         state.through = through;
-        state.absent = through.is_none();
         state.reload = false;
         if through.is_none() {
             debug!("no cursor of packs in the index table: no pack to read");
