@@ -160,8 +160,9 @@ export function streamIndexerStatements(
     }),
     new iam.PolicyStatement({
       sid: 'WriteIndexEntries',
-      // One entry per item and ttl, written in batches; DescribeTable is the start-up check.
-      actions: ['dynamodb:DescribeTable', 'dynamodb:BatchWriteItem'],
+      // Packs of entries written in batches; PutItem stores the writers' mark once, on the
+      // condition that none is there, before the first pack; DescribeTable is the start-up check.
+      actions: ['dynamodb:DescribeTable', 'dynamodb:BatchWriteItem', 'dynamodb:PutItem'],
       resources: [indexTable.tableArn],
     }),
     new iam.PolicyStatement({

@@ -552,8 +552,9 @@ data "aws_iam_policy_document" "stream" {
 
   statement {
     sid = "WriteIndexEntries"
-    # One entry per item and ttl, written in batches; DescribeTable is the start-up check.
-    actions   = ["dynamodb:DescribeTable", "dynamodb:BatchWriteItem"]
+    # Packs of entries written in batches; PutItem stores the writers' mark once, on the
+    # condition that none is there, before the first pack; DescribeTable is the start-up check.
+    actions   = ["dynamodb:DescribeTable", "dynamodb:BatchWriteItem", "dynamodb:PutItem"]
     resources = [aws_dynamodb_table.expiry_index[0].arn]
   }
 

@@ -39,7 +39,7 @@ variable "table_kms_key_arn" {
 # ---------------------------------------------------------------- how the sweeper finds items
 
 variable "follow_stream" {
-  description = "Writers unchanged: create the sweeper's own expiry index table (EXPIRY_INDEX_TABLE) and the stream indexer, a second function that reads the table's stream (table_stream_arn) and writes one small entry per item and ttl into it, deleting the items written already expired as it indexes them. The table then needs no index and no window attribute. False: the table has the (window, ttl) index index_name, which the writers fill."
+  description = "Writers unchanged: create the sweeper's own expiry index table (EXPIRY_INDEX_TABLE) and the stream indexer, a second function that reads the table's stream (table_stream_arn) and writes an entry per item and ttl into it, packed many to an index item, deleting the items written already expired as it indexes them. The table then needs no index and no window attribute. False: the table has the (window, ttl) index index_name, which the writers fill."
   type        = bool
   default     = false
 }
