@@ -178,8 +178,7 @@ pub async fn index_records<S: Store>(
             if f.expired {
                 expired_at.insert(at);
             }
-            let ttl_ms = Timestamp::from_millis((f.ttl * 1000.0).ceil() as i64);
-            (ttl_ms.max(soonest), f.entry, at)
+            (packs::due_of_ttl(f.ttl).max(soonest), f.entry, at)
         })
         .collect();
     let origin = format!("{:016x}", fastrand::u64(..));

@@ -72,6 +72,24 @@ pub fn sort_for(due: Timestamp, origin: &str, n: usize) -> String {
     format!("{PREFIX}{:014}#{origin}#{n}", due.millis().max(0))
 }
 
+/// When an entry with ttl `ttl` (epoch seconds) is due at the earliest: the ttl in milliseconds,
+/// rounded up, so that every sweep instant past it is past the ttl.
+pub fn due_of_ttl(ttl: f64) -> Timestamp {
+    Timestamp::from_millis((ttl * 1000.0).ceil() as i64)
+}
+
+/// What the sort key of every pack due at `due` begins with.
+pub fn due_prefix(due: Timestamp) -> String {
+    format!("{PREFIX}{:014}#", due.millis().max(0))
+}
+
+/// The window partition of the packs due at `due` that hold `key` of `schema`'s table; `None`
+/// when the key has no window (not a key of the table).
+pub fn window_of(schema: &TableSchema, key: &Key, due: Timestamp) -> Option<String> {
+    let pk = schema.key_attributes.first().and_then(|a| key.get(a))?;
+    schema.layout.window_for(due.as_secs_f64(), pk).ok()
+}
+
 /// The lowest and highest sort key of packs due from `since` (included) to `now` (excluded).
 pub fn bounds(since: Timestamp, now: Timestamp) -> (String, String) {
     let key = |t: Timestamp| format!("{PREFIX}{:014}", t.millis().max(0));
@@ -231,9 +249,7 @@ pub fn group<T>(
     let mut groups: BTreeMap<(String, i64), Vec<(PackEntry, T)>> = BTreeMap::new();
     let mut apart = Vec::new();
     for (due, entry, tag) in entries {
-        let pk = schema.key_attributes.first().and_then(|a| entry.key.get(a));
-        let window = pk.and_then(|pk| schema.layout.window_for(due.as_secs_f64(), pk).ok());
-        match window {
+        match window_of(schema, &entry.key, due) {
             Some(w) => groups
                 .entry((w, due.millis()))
                 .or_default()

@@ -9,7 +9,8 @@ use aws_sdk_dynamodb::types::{
 use tracing::instrument;
 
 use super::dynamo::refused_delete;
-use super::{ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError};
+use super::{ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError, TableSchema};
+use crate::expiry::Timestamp;
 
 /// One page of a parallel scan.
 #[derive(Debug, Default, Clone)]
@@ -145,6 +146,48 @@ impl DynamoStore {
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;
         Ok(out.count() > 0)
+    }
+
+    /// Whether a pack due at `due` in partition `window` of `schema`'s expiry index table
+    /// `index_table` lists `key` (strongly consistent `Query`s of the packs due then, their keys
+    /// only, every page).
+    pub async fn has_packed(
+        &self,
+        schema: &TableSchema,
+        index_table: &str,
+        window: &str,
+        due: Timestamp,
+        key: &Key,
+    ) -> Result<bool, StoreError> {
+        use super::entries::{ENTRY, WINDOW};
+        let pages = self
+            .client()
+            .query()
+            .table_name(index_table)
+            .consistent_read(true)
+            .key_condition_expression("#w = :w AND begins_with(#e, :p)")
+            .projection_expression("#k")
+            .expression_attribute_names("#w", WINDOW)
+            .expression_attribute_names("#e", ENTRY)
+            .expression_attribute_names("#k", super::packs::KEYS)
+            .expression_attribute_values(":w", AttributeValue::S(window.to_owned()))
+            .expression_attribute_values(":p", AttributeValue::S(super::packs::due_prefix(due)))
+            .into_paginator()
+            .items()
+            .send();
+        let mut items = std::pin::pin!(pages);
+        while let Some(item) = items.next().await {
+            let item = item.map_err(|e| StoreError::from_sdk("Query", e))?;
+            let Some(AttributeValue::L(keys)) = item.get(super::packs::KEYS) else {
+                continue;
+            };
+            let listed =
+                |k: &AttributeValue| matches!(k, AttributeValue::M(k) if schema.same_key(k, key));
+            if keys.iter().any(listed) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Deletes `key` only if its ttl attribute still equals `ttl`, the value it was read with
