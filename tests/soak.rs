@@ -495,10 +495,16 @@ fn consistent_reads(
         .collect()
 }
 
-/// The `id`s of the items whose expiry index entries (`key`, a Map) a `Query` answer lists.
+/// The `id`s of the items whose expiry index entries a `Query` answer lists: an entry of one
+/// item's `key` (a Map), a pack's `keys` (a List of Maps).
 fn entry_ids(answer: &Value) -> impl Iterator<Item = String> + '_ {
     let entries = answer["Items"].as_array().into_iter().flatten();
-    entries.filter_map(|e| e["key"]["M"]["id"]["S"].as_str().map(str::to_owned))
+    entries.flat_map(|e| {
+        let packed = e["keys"]["L"].as_array().into_iter().flatten();
+        std::iter::once(&e["key"])
+            .chain(packed)
+            .filter_map(|k| k["M"]["id"]["S"].as_str().map(str::to_owned))
+    })
 }
 
 // ------------------------------------------------------------------------------------ writers

@@ -10,7 +10,8 @@
 //! uniformly between 1 minute and 24 hours ahead, that span compressed to [`Settings::span_secs`]
 //! (1 minute becomes `span / 1440`, at least [`MIN_AHEAD`] s); one in ten refreshed once before
 //! its ttl (the ttl moved later), one in twenty deleted by the application before its ttl. A run
-//! ends once every item that expires is gone and every index entry of theirs is removed.
+//! ends once every item that expires is gone and every index entry of one item is removed (packs
+//! stay, for native TTL).
 //!
 //! `BENCH_ONLY=units cargo bench --bench sweeper` runs this part alone and writes
 //! target/bench-units.md (without `BENCH_QUICK=1` it also rewrites docs/BENCHMARKS.md's
@@ -193,8 +194,9 @@ async fn run(s: &Settings, mode: &'static str, seed: u64) -> Run {
     for w in writers {
         last_ttl = last_ttl.max(w.await.expect("a writer"));
     }
-    // Every item that expires gone, and every window entry removed (the sweeper removes the
-    // entries of items refreshed or deleted by the application once it has judged them).
+    // Every item that expires gone, and every entry of one item removed (the sweeper removes the
+    // entries of items refreshed or deleted by the application once it has judged them; packs
+    // stay, for native TTL).
     let limit = last_ttl as f64 + 120.0;
     while (meter.live(&t.plain) > 0 || meter.live(&t.index) > 0) && wall_clock() < limit {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -337,7 +339,7 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(d, "{HEADING}\n");
     let _ = writeln!(
         d,
-        "{}The release daemon (`ttl-sweeper run --every 1s --follow-stream`, an expiry index table) on a DynamoDB Local of its own per run, through a proxy that counts capacity units from item sizes by DynamoDB's published rules (tests/support/capacity.rs; DynamoDB Local's own `ConsumedCapacity` is wrong for batch deletes and for batch reads of missing items). The workload: {} items of exactly {ITEM_BYTES} bytes (attribute names included) written once each, **ttls uniformly between 1 minute and 24 hours ahead compressed to {:.0} s** (at least {MIN_AHEAD:.0} s ahead), one in ten refreshed once before its ttl (the ttl moved later, the item written again), one in twenty deleted by the application before its ttl; the application writes through the proxy's front door. A run ends once every item that expires is gone and every index entry is removed. *Per expired item*: units ÷ items that expired (written less those the application deleted). The index queries and the index table's own partitions are paid per tick, not per item: their share per item is this run's, at its rate of expiries.\n",
+        "{}The release daemon (`ttl-sweeper run --every 1s --follow-stream`, an expiry index table) on a DynamoDB Local of its own per run, through a proxy that counts capacity units from item sizes by DynamoDB's published rules (tests/support/capacity.rs; DynamoDB Local's own `ConsumedCapacity` is wrong for batch deletes and for batch reads of missing items). The workload: {} items of exactly {ITEM_BYTES} bytes (attribute names included) written once each, **ttls uniformly between 1 minute and 24 hours ahead compressed to {:.0} s** (at least {MIN_AHEAD:.0} s ahead), one in ten refreshed once before its ttl (the ttl moved later, the item written again), one in twenty deleted by the application before its ttl; the application writes through the proxy's front door. A run ends once every item that expires is gone and every index entry of one item is removed (packs stay for the index table's native TTL). *Per expired item*: units ÷ items that expired (written less those the application deleted). The index queries and the index table's own partitions are paid per tick, not per item: their share per item is this run's, at its rate of expiries.\n",
         crate::when(s.quick, "Quick mode (`BENCH_QUICK=1`): fewer items, a shorter span. "),
         s.items,
         s.span_secs

@@ -311,15 +311,17 @@ impl Ledger {
     }
 
     /// Items of `table` there now, by what was written and deleted through the meter, but those
-    /// of partitions beginning with `#` (the index table's own).
+    /// of partitions beginning with `#` (the index table's own) and packs (sort key beginning
+    /// with `p`: native TTL removes them, no sweep).
     pub fn live(&self, table: &str) -> usize {
         let Some((_, keys)) = self.tables.get(table) else {
             return 0;
         };
         let prefix = format!("{table}\0");
         let own = |item: &Map<String, Value>| {
-            let partition = keys.first().and_then(|k| item.get(k)?.get("S")?.as_str());
-            partition.is_some_and(|p| p.starts_with('#'))
+            let part = |k: Option<&String>| k.and_then(|k| item.get(k)?.get("S")?.as_str());
+            part(keys.first()).is_some_and(|p| p.starts_with('#'))
+                || (keys.len() == 2 && part(keys.get(1)).is_some_and(|s| s.starts_with('p')))
         };
         let live = self
             .items
