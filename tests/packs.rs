@@ -2,7 +2,9 @@
 //! table with virtual time: ticks read each pack once, the cursor carries what was judged across
 //! a restart, a key not settled is carried into a new pack and deleted by a later sweep, entries
 //! of one item each are swept beside packs, a sweep starts from its writer's mark, and ticks that
-//! fell behind leave the backlog to the catch-up. On DynamoDB Local (in `stream_indexer`, whose
+//! fell behind leave the backlog to the catch-up; the stream indexer's packs are written once,
+//! each before it is due, and lose nothing across a redelivered or hour-late batch, a slow write,
+//! a kill and a handoff. On DynamoDB Local (in `stream_indexer`, whose
 //! server is already up): `on_dynamodb_local_a_sweep_reads_the_packs_between_the_cursor_and_…`.
 
 use crate::support;
@@ -12,8 +14,10 @@ use std::time::Duration;
 use support::mem_store::{mem_sweeper, Fault, MemStore, Op, When};
 use tokio::time::Instant;
 
+use aws_lambda_events::dynamodb::EventRecord;
 use ttl_sweeper::engine::{run_ticks, Stop, SweepOptions, SweepReport, Sweeper, Ticks};
 use ttl_sweeper::expiry::{Layout, Timestamp};
+use ttl_sweeper::indexer::index_records;
 use ttl_sweeper::store::packs;
 
 const T0: i64 = 1_800_000_000;
@@ -252,4 +256,113 @@ async fn ticks_that_fell_behind_on_packs_leave_the_backlog_to_the_catch_up() {
     assert!(after_stall.iter().all(|n| *n <= 3), "{after_stall:?}");
     let reads = pack_reads(&store);
     assert!(reads.values().all(|n| *n <= 2), "{reads:?}");
+}
+
+/// A stream record of the item `id` with `ttl` written, created at `created` (epoch seconds).
+fn record(sequence: u64, id: &str, ttl: i64, created: i64) -> EventRecord {
+    let image = serde_json::json!({ "id": { "S": id }, "ttl": { "N": ttl.to_string() } });
+    serde_json::from_value(serde_json::json!({
+        "eventID": format!("e{sequence}"), "eventName": "INSERT", "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+        "dynamodb": {
+            "Keys": { "id": { "S": id } }, "NewImage": image,
+            "SequenceNumber": format!("{sequence:021}"), "SizeBytes": 64,
+            "StreamViewType": "NEW_IMAGE", "ApproximateCreationDateTime": created
+        }
+    }))
+    .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn packs_are_written_once_due_after_their_write_and_lose_nothing_across_a_redelivery_an_hour_late_batch_a_slow_write_a_kill_and_a_handoff(
+) {
+    // The stream indexer writes four batches into packs: 20 live items (due 5 to 24 s ahead), the
+    // same batch delivered again, an hour-late batch of items long expired, and items due 1 s
+    // ahead whose write is acknowledged 450 ms late. Then a sweeper ticks for 8 s and dies, and
+    // two more tick side by side (a handoff). Every item is deleted once, none before its ttl;
+    // no pack is put twice, and each is there before it is due; the late write is written again,
+    // due later; each pack is read at most three times.
+    let store = store().fault(
+        Op::WriteEntries,
+        When::Call(4),
+        Fault::Delay(Duration::from_millis(450)),
+    );
+    let schema = store.schema();
+    let clock = {
+        let store = store.clone();
+        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
+    };
+    let mut written = Vec::new();
+    // Items `<name>-<i>` with ttl `ttl + i * step`, and their records created at `created`.
+    let mut batch = |ids: std::ops::Range<i64>, name: &str, (ttl, step): (i64, i64), created| {
+        let records: Vec<EventRecord> = ids
+            .map(|i| {
+                let id = format!("{name}-{i:02}");
+                store.put(&id, (ttl + i * step) as f64);
+                written.push(id.clone());
+                record(written.len() as u64, &id, ttl + i * step, created)
+            })
+            .collect();
+        records
+    };
+    let live = batch(0..20, "live", (T0 + 5, 1), T0);
+    let late = batch(0..5, "late", (T0 - 3000, 1), T0 - 3600);
+    let soon = batch(0..3, "soon", (T0 + 1, 0), T0);
+    for records in [&live, &live, &late] {
+        let indexed = index_records(&store, &schema, &clock, records).await;
+        assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let indexed = index_records(&store, &schema, &clock, &soon).await;
+    assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
+    assert_eq!(
+        store.calls(Op::MarkPacks),
+        4,
+        "a mark asked for by each batch"
+    );
+
+    let first = mem_sweeper(store.clone(), SweepOptions::default());
+    tick_for(&first, &store, 8.0).await;
+    drop(first);
+    let (a, b) = (
+        mem_sweeper(store.clone(), SweepOptions::default()),
+        mem_sweeper(store.clone(), SweepOptions::default()),
+    );
+    tokio::join!(tick_for(&a, &store, 30.0), tick_for(&b, &store, 5.0));
+
+    assert!(store.ids().is_empty(), "left: {:?}", store.ids());
+    assert!(store.destroyed_live.lock().unwrap().is_empty());
+    let deleted = store.deleted.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(deleted, written.len(), "each item deleted once");
+    let puts = store.pack_puts.lock().unwrap().clone();
+    let mut keys: Vec<&String> = puts.iter().map(|(sort, _)| sort).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), puts.len(), "a pack put twice: {puts:?}");
+    for (sort, at) in &puts {
+        let due = packs::due_of(sort).unwrap().millis();
+        assert!(due > *at, "{sort} put at {at}, not before its due");
+    }
+    // The late acknowledgement: its pack, due 1 s ahead, was put 950 ms in, and written again,
+    // due `PACK_LEAD` past the acknowledgement.
+    let soon_due = (T0 + 1) * 1000;
+    let due = |sort: &str| packs::due_of(sort).unwrap().millis();
+    let slow: Vec<_> = puts.iter().filter(|(s, _)| due(s) == soon_due).collect();
+    assert_eq!(slow.len(), 1, "{puts:?}");
+    assert_eq!(slow[0].1, soon_due - 50, "{puts:?}");
+    let again = puts
+        .iter()
+        .filter(|(s, at)| *at >= slow[0].1 && due(s) == soon_due + 200);
+    assert_eq!(
+        again.count(),
+        1,
+        "not written again, due 250 ms past the ack: {puts:?}"
+    );
+    let reads = pack_reads(&store);
+    assert!(reads.values().all(|n| *n <= 3), "{reads:?}");
+    assert_eq!(
+        reads.len(),
+        puts.len(),
+        "every pack read: {reads:?} {puts:?}"
+    );
 }

@@ -133,7 +133,7 @@ pub struct Table {
     cancel_on_lost: Option<CancellationToken>,
     /// Cancelled once this many queries were made.
     stop_after: Mutex<Option<(usize, CancellationToken)>>,
-    calls: [AtomicUsize; 14],
+    calls: [AtomicUsize; 15],
     /// The expiry index table's entries by (window, sort key), when the schema names one
     /// ([`MemStore::with_index_table`]): queries read it instead of a GSI.
     pub entries: Arc<Mutex<BTreeMap<(String, String), Key>>>,
@@ -151,6 +151,8 @@ pub struct Table {
     pub batch_calls: Mutex<Vec<(Instant, Vec<String>)>>,
     /// How many times queries listed each pack (by sort key).
     pub pack_reads: Mutex<BTreeMap<String, usize>>,
+    /// Each put of a pack: (its sort key, the virtual wall clock's epoch ms when it was applied).
+    pub pack_puts: Mutex<Vec<(String, i64)>>,
     /// When each key was last listed by a query or read by key.
     pub listed_at: Mutex<BTreeMap<String, Instant>>,
     /// When the table itself was last read for each key (a `BatchGetItem`, at its request).

@@ -288,6 +288,10 @@ impl Store for MemStore {
             for write in writes {
                 match write {
                     EntryWrite::Put(item) => {
+                        if let Some(pack) = packs::Pack::from_item(&item) {
+                            let at = (self.clock() * 1000.0).round() as i64;
+                            self.pack_puts.lock().unwrap().push((pack.sort, at));
+                        }
                         entries.insert(entry_id(&item), item);
                     }
                     EntryWrite::Remove(id) => {
