@@ -54,7 +54,12 @@ impl Sent {
                 self.deletes.push((at, id));
             }
             if table != app && what == "put" {
-                if let Some(id) = value["key"]["M"]["id"]["S"].as_str() {
+                // An entry of one item names its item in `key`; a pack, each of its items in
+                // `keys`.
+                let one = value["key"]["M"]["id"]["S"].as_str();
+                let packed = value["keys"]["L"].as_array().into_iter().flatten();
+                let packed = packed.filter_map(|k| k["M"]["id"]["S"].as_str());
+                for id in one.into_iter().chain(packed) {
                     let ids = self.entries.entry(table.clone()).or_default();
                     ids.insert(id.to_owned());
                 }
@@ -321,12 +326,8 @@ async fn two_regions_with_their_own_index_tables_fail_over_and_delete_only_what_
             // Sent is not yet stored: a write may still be on its way to the standby's table.
             let mut unstored = None;
             if both_current && east.deletes().len() >= 5 {
-                let entries = scan_entries(&client, &west_index).await;
-                let stored: HashSet<&str> = entries
-                    .iter()
-                    .filter_map(|e| e["key"].as_m().ok()?["id"].as_s().ok())
-                    .map(String::as_str)
-                    .collect();
+                let entries = index_entries(&client, &west_index).await;
+                let stored: HashSet<&str> = entries.iter().map(|(id, _)| id.as_str()).collect();
                 let missing: Vec<&String> = with_ttl
                     .iter()
                     .filter(|id| !stored.contains(id.as_str()))

@@ -65,18 +65,37 @@ async fn function(table: &str, index: &str, endpoint: &str, name: &str) -> Runti
     function_with(table, index, endpoint, name, &[]).await
 }
 
-/// The index table holds the entry of every write of `app` that gave an item a new ttl, and the
-/// application's table is exactly as `app` wrote it.
+/// The index table holds the entry of every write of `app` that gave an item a new ttl, and no
+/// other, and the application's table is exactly as `app` wrote it. (A record delivered again
+/// is written again, in a pack of its own: the entries are compared each once.)
 async fn assert_indexed_as_written(
     client: &aws_sdk_dynamodb::Client,
     (table, index): (&str, &str),
     app: &AppWriter,
     context: &str,
 ) {
-    let entries = index_entries(client, index).await;
-    assert_eq!(entries, app.entries(), "{context}");
+    let mut entries = index_entries(client, index).await;
+    entries.dedup();
+    let mut want = app.entries();
+    want.dedup();
+    assert_eq!(entries, want, "{context}");
     let items = items_by_id(client, table).await;
     assert_eq!(items, app.expected(|_, _| false), "{context}");
+}
+
+/// Sleeps until the wall clock has passed the due of every pack of the index table that holds
+/// an entry `pick` takes (and then a little, for the sweeper's own reading of the clock): a
+/// sweep from then on reads them all.
+async fn wait_past_packs(
+    client: &aws_sdk_dynamodb::Client,
+    index: &str,
+    pick: impl Fn(&(String, i64)) -> bool,
+) {
+    let packed = contents_of(scan_all(client, index).await).packed;
+    let picked = packed.into_iter().filter(|(e, _)| pick(e));
+    let due = picked.map(|(_, due)| due).max().expect("a pack picked");
+    let wait = (due as f64 / 1000.0) + 0.1 - wall_clock();
+    tokio::time::sleep(Duration::from_secs_f64(wait.max(0.0))).await;
 }
 
 /// Sweeps once by invoking `api` with the scheduled event's empty payload: the report.
@@ -138,33 +157,45 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
     let entries = app.entries();
     assert_eq!(entries.len(), 31);
     assert_indexed_as_written(&client, (&table, &index), &app, &esm.context()).await;
+    // Each batch delivered once: each entry listed once.
+    assert_eq!(index_entries(&client, &index).await, entries);
 
-    // A sweep by the same function deletes what has expired (the items written expired, found
-    // in the window of their indexing) and removes the entries it judged, the deleted item's too.
+    // Once the packs of the items written expired are due (just after each was indexed), a sweep
+    // by the same function deletes them and judges every entry of theirs, the deleted item's
+    // too (found gone); the packs stay, for native TTL.
+    wait_past_packs(&client, &index, |(_, ttl)| *ttl <= now).await;
     let report = sweep(&api, &esm).await;
     assert!(
         wall_clock() < due_at as f64,
         "the machine is too slow for this test: the due items expired before the first sweep ended"
     );
-    report.assert_fields("items_deleted=6 index_entries_removed=7 items_failed=0");
+    report.assert_fields(
+        "items_found=7 items_deleted=6 items_gone=1 items_failed=0 index_entries_removed=0",
+    );
     let swept_by = |at: i64| move |_: &str, ttl: i64| ttl <= at;
     let items = items_by_id(&client, &table).await;
     assert_eq!(items, app.expected(swept_by(now)));
-    let entries: Vec<_> = entries.into_iter().filter(|(_, ttl)| *ttl > now).collect();
+    let unjudged = entries.iter().filter(|(_, ttl)| *ttl > now).cloned();
+    let unjudged: Vec<_> = unjudged.collect();
+    assert_eq!(unjudged_entries(&client, &index).await, unjudged);
     assert_eq!(index_entries(&client, &index).await, entries);
 
     // Once the due items' ttl has passed (by DynamoDB's clock too), the next sweep deletes them,
-    // and only them; the entries of the extended ones' earlier ttl go, as they delete nothing.
+    // and only them; the entries of the extended ones' earlier ttl are judged too, and delete
+    // nothing.
     let wait = due_at as f64 + 1.5 - wall_clock();
     tokio::time::sleep(Duration::from_secs_f64(wait.max(0.0))).await;
     let report = sweep(&api, &esm).await;
-    report.assert_fields("items_deleted=8 index_entries_removed=10 items_failed=0");
+    report.assert_fields(
+        "items_found=10 items_deleted=8 items_skipped=2 items_failed=0 index_entries_removed=0",
+    );
     let kept = app.expected(swept_by(due_at));
     assert_eq!(kept.len(), 11, "{kept:?}");
     assert!(kept.contains_key("due-0") && kept.contains_key("due-1"));
     let items = items_by_id(&client, &table).await;
     assert_eq!(items, kept, "{}", esm.context());
-    let entries: Vec<_> = entries.into_iter().filter(|(_, t)| *t > due_at).collect();
+    let unjudged: Vec<_> = unjudged.into_iter().filter(|(_, t)| *t > due_at).collect();
+    assert_eq!(unjudged_entries(&client, &index).await, unjudged);
     assert_eq!(index_entries(&client, &index).await, entries);
 
     // The sweeps' deletes come back, and need nothing; nothing else was written to the table.
@@ -175,6 +206,7 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
     let all = &stream.records;
     assert_eq!(all.len(), written + 14, "{all:#?}");
     assert!(all[written..].iter().all(|r| r["eventName"] == "REMOVE"));
+    assert_eq!(unjudged_entries(&client, &index).await, unjudged);
     assert_eq!(index_entries(&client, &index).await, entries);
 }
 
@@ -183,14 +215,15 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
 async fn a_record_named_in_batch_item_failures_is_delivered_again_from_it_until_it_succeeds() {
     let (client, table, index) =
         indexed_table("esm_retries", StreamViewType::NewAndOldImages).await;
-    // The entries of "stubborn" are left unprocessed by the index table through the first two
-    // deliveries of its records (a delivery's first request holds other items' entries too; the
-    // indexer's retries of it hold only the stubborn ones).
+    // The packs of "stubborn" are left unprocessed by the index table through the first two
+    // deliveries of its records (a delivery's first request holds other items' packs too; the
+    // indexer's retries of it hold only the stubborn ones). Its ttls are its own: no other
+    // item's entry shares its packs.
     let deliveries = Arc::new(AtomicUsize::new(0));
     let count = deliveries.clone();
     let plan = Plan::script(move |op, body| {
         let ids = if op == "BatchWriteItem" {
-            entry_ids(body)
+            written_ids(body)
         } else {
             Vec::new()
         };
@@ -216,7 +249,7 @@ async fn a_record_named_in_batch_item_failures_is_delivered_again_from_it_until_
     for id in &a[..4] {
         app.put(unwindowed(id, now + 3600)).await;
     }
-    app.put(unwindowed("stubborn", now + 3600)).await;
+    app.put(unwindowed("stubborn", now + 3601)).await;
     for id in &a[4..8] {
         app.put(unwindowed(id, now + 3600)).await;
     }
@@ -255,9 +288,17 @@ async fn a_record_named_in_batch_item_failures_is_delivered_again_from_it_until_
     assert_eq!(deliveries.load(Ordering::SeqCst), 3, "{context}");
     assert!(proxy.stats.faults_total() >= 2, "{context}");
 
-    // Every record ends with its entry, the stubborn item's both ttls included; the
-    // application's items are as it wrote them.
+    // Every record ends with its entry, the stubborn item's both ttls included, each once: its
+    // packs were written only by the third delivery; the application's items are as it wrote
+    // them.
     assert_indexed_as_written(&client, (&table, &index), &app, &context).await;
+    let entries = index_entries(&client, &index).await;
+    let stubborn: Vec<_> = entries.iter().filter(|(id, _)| id == "stubborn").collect();
+    let want = [
+        ("stubborn".to_string(), now + 3601),
+        ("stubborn".to_string(), now + 7200),
+    ];
+    assert_eq!(stubborn, want.iter().collect::<Vec<_>>(), "{context}");
 }
 
 // The proxy serves on the runtime's other worker while the test waits on the function.
@@ -317,11 +358,15 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
     let failed = esm.deliveries.iter().filter(|d| d.failed());
     let failed_sizes: Vec<usize> = failed.map(|d| d.sequences.len()).collect();
     assert_eq!(failed_sizes, [10, 5, 3, 2, 1, 1, 1], "{context}");
-    // A refused batch wrote nothing: no write reached DynamoDB while one ran. Every write went
-    // to the index table, none named the stray item.
+    // A refused batch wrote nothing: no write reached DynamoDB while one ran. Every write (the
+    // packs, and the writers' mark before the first) went to the index table, none named the
+    // stray item.
     let seen = proxy.stats.seen();
-    let writes: Vec<_> = seen.iter().filter(|s| s.op == "BatchWriteItem").collect();
-    assert!(!writes.is_empty());
+    let is_write = |s: &&fault_proxy::Seen| s.op == "BatchWriteItem" || s.op == "PutItem";
+    let writes: Vec<_> = seen.iter().filter(is_write).collect();
+    assert!(writes.iter().any(|w| w.op == "BatchWriteItem"));
+    let marks = writes.iter().filter(|w| w.op == "PutItem").count();
+    assert!(marks >= 1, "the writers' mark: {writes:?}");
     for d in esm.deliveries.iter().filter(|d| d.failed()) {
         let (start, end) = (d.invocation.start.unwrap(), d.invocation.end.unwrap());
         let during = writes.iter().filter(|w| (start..=end).contains(&w.at));
@@ -330,10 +375,16 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
     }
     for w in &writes {
         assert_eq!(w.tables(), [index.as_str()], "{w:?}");
-        assert!(!entry_ids(&w.body).contains(&"stray".to_string()), "{w:?}");
+        assert!(
+            !written_ids(&w.body).contains(&"stray".to_string()),
+            "{w:?}"
+        );
     }
     let ops: HashSet<&str> = seen.iter().map(|s| s.op.as_str()).collect();
-    assert_eq!(ops, HashSet::from(["DescribeTable", "BatchWriteItem"]));
+    assert_eq!(
+        ops,
+        HashSet::from(["DescribeTable", "BatchWriteItem", "PutItem"])
+    );
     // Every other record has its entry, the expired items' too (with DELETE_WHEN_INDEXED=false
     // the indexer deletes nothing: a sweep does); the application's items are as it wrote them, the stray one too, unindexed.
     assert_indexed_as_written(&client, (&table, &index), &app, &context).await;
@@ -367,6 +418,7 @@ async fn an_item_written_already_expired_goes_as_its_batch_is_indexed_without_a_
     app.put(unwindowed("moved", now + 3600)).await;
     let records = stream.read_until(expired.len() + 3).await;
     esm.drain(&records).await;
+    let drained = clock();
     let present = id_set(&client, &table).await;
     let mut want: HashSet<String> = HashSet::new();
     want.extend(["moved".to_owned(), "live".to_owned()]);
@@ -374,14 +426,18 @@ async fn an_item_written_already_expired_goes_as_its_batch_is_indexed_without_a_
     assert_eq!(app.ttl("moved"), Some(now + 3600));
     let items = items_by_id(&client, &table).await;
     assert_eq!(items, app.expected(|_, ttl| ttl < now), "{}", esm.context());
-    // Each expired item's entry went with it; the live ones' (and the moved item's first,
-    // which deletes nothing) are left for the sweeps.
-    let left: Vec<(String, i64)> = index_entries(&client, &index).await;
-    let want = vec![
-        ("live".to_owned(), now + 3600),
-        ("moved".to_owned(), now + 3600),
-    ];
-    assert_eq!(left, want, "{}", esm.context());
+    // Every record's entry is in a pack, for the sweeps: an expired item's (deleted or, the
+    // moved item's first, deleting nothing) in a pack due just after it was indexed, for the
+    // next sweep to judge; the live ones' at their ttl.
+    let entries = index_entries(&client, &index).await;
+    assert_eq!(entries, app.entries(), "{}", esm.context());
+    let packed = contents_of(scan_all(&client, &index).await).packed;
+    assert_eq!(packed.len(), entries.len(), "{packed:?}");
+    for ((id, ttl), due) in packed {
+        let soon = ttl < now && (now * 1000..drained.millis() + 3000).contains(&due);
+        let at_ttl = ttl > now && due == ttl * 1000;
+        assert!(soon || at_ttl, "{id} ({ttl}) due {due}");
+    }
     // The batches' log lines count what went at once.
     let log = indexer.log_text();
     let deleted: u64 = (log.lines())
@@ -396,7 +452,8 @@ async fn an_item_written_already_expired_goes_as_its_batch_is_indexed_without_a_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn through_the_mapping_ttl_only_items_expire_with_a_sub_second_lag_and_leave_no_entry() {
+async fn through_the_mapping_ttl_only_items_expire_with_a_sub_second_lag_and_leave_no_entry_unjudged(
+) {
     const PERIOD: u64 = 5;
     let (client, table, index) = indexed_table("esm_lag", StreamViewType::NewAndOldImages).await;
     let indexer = function(&table, &index, &endpoint(), "lag-indexer").await;
@@ -458,14 +515,20 @@ async fn through_the_mapping_ttl_only_items_expire_with_a_sub_second_lag_and_lea
     // room for a busy one.
     assert!(best > 0.0, "deleted before its ttl: lags {lags:?}");
     assert!(worst < 1.5, "lags {lags:?}");
-    // Each entry went with its item's delete (the tick that deleted it removed it).
-    let mut entries = index_entries(&client, &index).await;
+    // Each entry was judged by the tick that deleted its item: the ticks' cursor passed every
+    // pack. The packs stay, for native TTL.
+    let mut entries = unjudged_entries(&client, &index).await;
     let since = Instant::now();
     while !entries.is_empty() && since.elapsed() < Duration::from_secs(5) {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        entries = index_entries(&client, &index).await;
+        entries = unjudged_entries(&client, &index).await;
     }
     assert!(entries.is_empty(), "{entries:?}\n{}", ticking.log_text());
+    let mut written: Vec<(String, i64)> = ttls.into_iter().collect();
+    written.sort();
+    let mut listed = index_entries(&client, &index).await;
+    listed.dedup();
+    assert_eq!(listed, written);
     indexer.stop();
     ticking.stop();
 }

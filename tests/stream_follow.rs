@@ -159,8 +159,9 @@ async fn watch_gone(
     gone
 }
 
-/// Reads the index table's entries every 100 ms until they are `want` or `limit` passed: the last
-/// read. (A sweep removes the entries it judged just after its deletes.)
+/// Reads what the index table lists that no sweep has judged, each entry once (a record read
+/// again is written again, in a pack of its own), every 100 ms until it is `want` or `limit`
+/// passed: the last read. (A sweep stores its cursor just after its deletes.)
 async fn entries_until(
     client: &Client,
     index: &str,
@@ -169,12 +170,26 @@ async fn entries_until(
 ) -> Vec<(String, i64)> {
     let started = Instant::now();
     loop {
-        let entries = index_entries(client, index).await;
+        let mut entries = unjudged_entries(client, index).await;
+        entries.dedup();
         if entries == want || started.elapsed() > limit {
             return entries;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Every entry the index table lists, judged or not, each once.
+async fn listed_once(client: &Client, index: &str) -> Vec<(String, i64)> {
+    let mut entries = index_entries(client, index).await;
+    entries.dedup();
+    entries
+}
+
+/// `entries`, each once.
+fn once(mut entries: Vec<(String, i64)>) -> Vec<(String, i64)> {
+    entries.dedup();
+    entries
 }
 
 /// Sleeps until the wall clock reads `at` (epoch seconds).
@@ -309,12 +324,14 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     // a busy one.
     assert!(lags[0] > 0.0, "lags: {lags:?}");
     assert!(worst < 1.5, "lags: {lags:?}");
-    // The live items are as written, and only their entries are left.
+    // The live items are as written, and only their entries are left unjudged; the packs of
+    // every write's entry stay, for native TTL.
     assert_as_written(&app, |_, ttl| ttl < now + 60).await;
     let want = after(app.entries(), now + 60);
     assert_eq!(want.len(), live.len());
     let entries = entries_until(&client, &index, &want, Duration::from_secs(5)).await;
     assert_eq!(entries, want);
+    assert_eq!(listed_once(&client, &index).await, once(app.entries()));
 
     // Killed mid-stream: what is written while it is down is indexed after the restart, and an
     // item the application deleted meanwhile is not recreated.
@@ -342,6 +359,7 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     assert_eq!(want.len(), live.len() + 2);
     let entries = entries_until(&client, &index, &want, Duration::from_secs(5)).await;
     assert_eq!(entries, want);
+    assert_eq!(listed_once(&client, &index).await, once(app.entries()));
 
     // SIGTERM: the position is saved, and the report says what was done.
     assert!(daemon.signal(libc::SIGTERM).success());
@@ -362,8 +380,9 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
 
 /// An item written already expired goes as the follower indexes it (a conditional delete through
 /// the sweeper's delete path), not at the next sweep: here the daemon sweeps once a minute, and
-/// each goes within a couple of seconds of its write, its entry with it; the live items and
-/// their entries stay.
+/// each goes within a couple of seconds of its write; its entry is in a pack due just after it
+/// was indexed, for the next sweep to judge. The live items stay, their entries due at their
+/// ttl.
 #[tokio::test]
 async fn items_written_already_expired_go_as_they_are_indexed_not_at_the_next_sweep() {
     let (client, tables) = tables("at_once", StreamViewType::NewAndOldImages).await;
@@ -390,10 +409,19 @@ async fn items_written_already_expired_go_as_they_are_indexed_not_at_the_next_sw
     eprintln!("written already expired: gone at most {worst:.3} s after the write");
     assert!(worst < 3.0, "{gone:?}\n{}", daemon.log_text());
     assert_as_written(&app, |_, ttl| ttl < now).await;
-    let want = after(app.entries(), now);
-    assert_eq!(want.len(), live.len());
-    let entries = entries_until(&client, &tables.index, &want, Duration::from_secs(5)).await;
-    assert_eq!(entries, want, "only the live items' entries are left");
+    let last_gone = gone.values().fold(written, |l, at| l.max(*at));
+    // Every record's entry, in packs no sweep read yet.
+    let entries = app.entries();
+    assert_eq!(entries.len(), expired.len() + live.len());
+    let unjudged = unjudged_entries(&client, &tables.index).await;
+    assert_eq!(unjudged, entries, "{}", daemon.log_text());
+    let packed = contents_of(scan_all(&client, &tables.index).await).packed;
+    assert_eq!(packed.len(), entries.len(), "{packed:?}");
+    for ((id, ttl), due) in packed {
+        let soon = ttl < now && (now * 1000..(last_gone * 1000.0) as i64 + 3000).contains(&due);
+        let at_ttl = ttl > now && due == ttl * 1000;
+        assert!(soon || at_ttl, "{id} ({ttl}) due {due}");
+    }
     let deleted = "ttl_sweeper_stream_deleted_at_once_total";
     let started = Instant::now();
     while daemon.metric(deleted) != Some(10.0) && started.elapsed() < Duration::from_secs(5) {
@@ -435,12 +463,19 @@ async fn rewrites_and_unusable_ttls_delete_nothing_live_and_never_stop_the_shard
     let what = "the record after the unusable ones was not handled";
     daemon.all_gone(&client, &table, &after, 10, what).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    // Everything else is there, as written; the entries of the first ttls went once their ttl
-    // passed (they deleted nothing), the unusable ttls have none.
+    // Everything else is there, as written; the entries of the first ttls were judged once
+    // their ttl passed (they deleted nothing), the unusable ttls have none.
     assert_as_written(&app, |id, _| id == "after").await;
     let want: Vec<(String, i64)> = extended.iter().map(|id| (id.clone(), now + 3600)).collect();
     let entries = entries_until(&client, &index, &want, Duration::from_secs(5)).await;
     assert_eq!(entries, want);
+    let listed = listed_once(&client, &index).await;
+    let unusable = ["millis", "ancient"];
+    assert!(
+        !listed.iter().any(|(id, _)| unusable.contains(&id.as_str())),
+        "{listed:?}"
+    );
+    assert_eq!(listed.len(), 2 * extended.len() + 1, "{listed:?}");
     // What a scraper sees: the counters, and the follower caught up.
     let metric = |name: &str| daemon.metric(name).unwrap_or_else(|| panic!("no {name}"));
     assert_eq!(metric("ttl_sweeper_stream_invalid_ttl_total"), 2.0);
@@ -497,7 +532,7 @@ async fn expired_iterators_trimmed_records_and_refused_entries_are_recovered_or_
             ))
         }
         "BatchWriteItem" => {
-            let ids = entry_ids(body);
+            let ids = written_ids(body);
             if ids.iter().any(|id| id == "poison") {
                 return Some(match ids.iter().all(|id| id == "poison") {
                     true => Fault::Reply(
@@ -540,11 +575,14 @@ async fn expired_iterators_trimmed_records_and_refused_entries_are_recovered_or_
     daemon
         .all_gone(&client, &table, &after, 15, "not read after the trim")
         .await;
-    // The poison item is there as written, without an entry; the others' entries are gone with
-    // their items.
+    // The poison item is there as written, without an entry; the others' entries were judged
+    // as their items went.
     assert_as_written(&app, |id, _| id != "poison").await;
     let entries = entries_until(&client, &index, &[], Duration::from_secs(5)).await;
     assert!(entries.is_empty(), "{entries:?}");
+    let listed = listed_once(&client, &index).await;
+    assert!(!listed.iter().any(|(id, _)| id == "poison"), "{listed:?}");
+    assert!(!listed.is_empty(), "the packs stay");
     // The poison record, left unprocessed beside others and refused alone, is passed: it can
     // never be indexed. The throttled one was held and indexed.
     let log = daemon
@@ -830,7 +868,7 @@ fn version_at<'a>(app: &'a AppWriter, id: &str, at: f64) -> Option<&'a Key> {
 /// is killed (SIGKILL) and started again in the middle. Every request the daemon sent is checked
 /// at the proxy: the application's table is only described, read and deleted from. Every expired
 /// item goes, none before its ttl, the others are exactly as the application wrote them, and
-/// only the entries of ttls still to come are left.
+/// only the entries of ttls still to come are left unjudged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_demo_sized_run_through_the_fault_proxy_deletes_only_expired_items_and_never_writes_the_table(
 ) {
@@ -886,7 +924,7 @@ async fn a_demo_sized_run_through_the_fault_proxy_deletes_only_expired_items_and
     churn(&mut app, &mut rng, &mut changed, "r3", 5).await;
 
     // Once the last short ttl has passed: every item whose ttl passed is gone, every other one is
-    // as last written, and only the entries of ttls an hour away are left.
+    // as last written, and only the entries of ttls an hour away are left unjudged.
     let short = |_: &str, ttl: i64| ttl < t0 + 600;
     let last = (app.items.values().flatten())
         .filter_map(ttl_of)

@@ -15,6 +15,7 @@ use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::indexer::{index_records, Indexed};
 use ttl_sweeper::lambda::stream::index_batch;
+use ttl_sweeper::store::packs::Pack;
 use ttl_sweeper::store::{key_to_json, DynamoStore, ErrorKind, Key};
 
 /// A stream record of `item` (its new image, and `old` as its old image) in DynamoDB JSON, as
@@ -79,21 +80,35 @@ async fn setup(
     (client, table, index, sweeper)
 }
 
-/// The entries of the index table, by the id of their item.
-async fn entries_by_item(client: &aws_sdk_dynamodb::Client, index: &str) -> Vec<(String, Key)> {
-    let by_item = |e: Key| {
-        let AV::M(key) = &e["key"] else {
-            panic!("{e:?}")
-        };
-        (key["id"].as_s().unwrap().clone(), e)
+/// The packs of the index table that hold an entry of item `id`, each as its index item.
+async fn packs_of(client: &aws_sdk_dynamodb::Client, index: &str, id: &str) -> Vec<Key> {
+    let holds = |item: &Key| {
+        Pack::from_item(item).is_some_and(|p| p.entries.iter().any(|e| e.key == id_key(id)))
     };
-    let mut entries: Vec<(String, Key)> = scan_entries(client, index)
+    let mut packs: Vec<Key> = scan_entries(client, index)
         .await
         .into_iter()
-        .map(by_item)
+        .filter(holds)
         .collect();
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
-    entries
+    packs.sort_by_key(|p| p["entry"].as_s().unwrap().clone());
+    packs
+}
+
+/// Waits until the clock has passed the due of every pack holding an entry of item `id`: a
+/// sweep from then on reads them all.
+async fn wait_past_packs_of(client: &aws_sdk_dynamodb::Client, index: &str, id: &str) {
+    let packs = packs_of(client, index, id).await;
+    let due = packs.iter().filter_map(|p| Pack::from_item(p)?.due()).max();
+    let due = due.unwrap_or_else(|| panic!("no pack holds {id}"));
+    let wait = (due.millis() + 1 - clock().millis()).max(0) as u64;
+    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+}
+
+/// `entries` as (item id, ttl), sorted.
+fn listed(entries: &[(&str, i64)]) -> Vec<(String, i64)> {
+    let mut out: Vec<(String, i64)> = entries.iter().map(|(id, t)| (id.to_string(), *t)).collect();
+    out.sort();
+    out
 }
 
 #[tokio::test]
@@ -118,14 +133,21 @@ async fn items_written_with_only_a_ttl_get_entries_the_table_is_not_written_and_
 
     let answer = index_batch(&sweeper, &clock, &batch(records.clone()), None).await;
     assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
-    let entries = entries_by_item(&client, &index).await;
-    let ids: Vec<&str> = entries.iter().map(|(id, _)| id.as_str()).collect();
-    assert_eq!(ids, ["expired", "live"], "only usable ttls are indexed");
-    let (_, live_entry) = &entries[1];
-    assert_eq!(live_entry["ttl"], num(now + 300));
-    assert_eq!(
-        live_entry["expires"],
-        num(now + 300 + ttl_sweeper::store::entries::KEEP_SECONDS)
+    let entries = index_entries(&client, &index).await;
+    let want = listed(&[("expired", now - 30), ("live", now + 300)]);
+    assert_eq!(entries, want, "only usable ttls are indexed");
+    // Each in a pack of its own due: the live item's at its ttl, kept two days past it; the
+    // expired item's just after it was indexed, kept two days past that.
+    let keep = ttl_sweeper::store::packs::KEEP_SECONDS;
+    let live_packs = packs_of(&client, &index, "live").await;
+    assert_eq!(live_packs.len(), 1, "{live_packs:?}");
+    assert_eq!(live_packs[0]["expires"], num(now + 300 + keep));
+    let expired_packs = packs_of(&client, &index, "expired").await;
+    assert_eq!(expired_packs.len(), 1, "{expired_packs:?}");
+    let expires: i64 = expired_packs[0]["expires"].as_n().unwrap().parse().unwrap();
+    assert!(
+        (now + keep..=clock().secs() + 1 + keep).contains(&expires),
+        "{expired_packs:?}"
     );
     // The application's items are exactly as written: no window, no attribute of ours.
     let mut table_items = scan_all(&client, &table).await;
@@ -134,42 +156,57 @@ async fn items_written_with_only_a_ttl_get_entries_the_table_is_not_written_and_
     written.sort_by_key(|i| i["id"].as_s().unwrap().clone());
     assert_eq!(table_items, written);
 
-    // The same batch again (at-least-once delivery): the same entries.
+    // The same batch again (at-least-once delivery): the same entries once more, in packs of
+    // their own.
     let again = index_all(&sweeper, records.clone()).await;
     assert!(again.failures.is_empty(), "{:?}", again.report);
     let r = &again.report;
     assert_eq!((r.entries_written, r.expired_when_written), (2, 1), "{r:?}");
+    assert_eq!(r.packs_written, 2, "{r:?}");
     assert_eq!((r.no_ttl, r.invalid_ttl), (1, 3), "{r:?}");
-    // The same entries (an item written expired is kept from the instant it is indexed: its
-    // `expires` moves with a second that turned between the two deliveries).
-    let without_expires = |entries: Vec<(String, Key)>| -> Vec<(String, Key)> {
-        let drop = |(id, mut e): (String, Key)| {
-            e.remove("expires");
-            (id, e)
-        };
-        entries.into_iter().map(drop).collect()
-    };
-    let again = entries_by_item(&client, &index).await;
-    assert_eq!(without_expires(again), without_expires(entries.clone()));
+    let twice: Vec<(String, i64)> = (entries.iter())
+        .flat_map(|e| [e.clone(), e.clone()])
+        .collect();
+    assert_eq!(index_entries(&client, &index).await, twice);
 
-    // A sweep deletes the expired item, and only it, and removes its entry.
+    // Once the expired item's packs are due, a sweep deletes it, and only it, and judges its
+    // entries; the packs stay, for native TTL.
+    wait_past_packs_of(&client, &index, "expired").await;
     let report = sweeper.sweep(clock(), &Stop::never()).await;
     assert!(report.is_success(), "{report:?}");
-    assert_eq!((report.items_deleted, report.index_entries_removed), (1, 1));
+    assert_eq!(report.items_deleted, 1, "{report:?}");
+    assert_eq!(report.index_entries_removed, 0, "{report:?}");
     assert!(get(&client, &table, "expired").await.is_none());
     for kept in ["live", "no-ttl", "millis", "text", "ancient"] {
         assert!(get(&client, &table, kept).await.is_some(), "{kept}");
     }
-    let left = entries_by_item(&client, &index).await;
-    assert_eq!(left, entries[1..], "the live item's entry stays");
+    let live_twice = listed(&[("live", now + 300), ("live", now + 300)]);
+    let left = unjudged_entries(&client, &index).await;
+    assert_eq!(left, live_twice, "the live item's entries stay unjudged");
+    assert_eq!(
+        index_entries(&client, &index).await,
+        twice,
+        "the packs stay"
+    );
 
     // A record delivered once more after the sweep brings the entry back; it deletes nothing more
-    // and goes at the next sweep.
+    // and is judged at the next sweep.
     let answer = index_batch(&sweeper, &clock, &batch(records), None).await;
     assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
+    let mut back = live_twice.clone();
+    back.extend(listed(&[("expired", now - 30), ("live", now + 300)]));
+    back.sort();
+    assert_eq!(unjudged_entries(&client, &index).await, back);
+    wait_past_packs_of(&client, &index, "expired").await;
     let report = sweeper.sweep(clock(), &Stop::never()).await;
-    assert_eq!((report.items_deleted, report.index_entries_removed), (0, 1));
-    assert_eq!(entries_by_item(&client, &index).await, entries[1..]);
+    assert!(report.is_success(), "{report:?}");
+    assert_eq!(
+        (report.items_found, report.items_deleted),
+        (1, 0),
+        "{report:?}"
+    );
+    let thrice = listed(&[("live", now + 300); 3]);
+    assert_eq!(unjudged_entries(&client, &index).await, thrice);
 }
 
 #[tokio::test]
@@ -199,12 +236,20 @@ async fn an_entry_left_by_a_ttl_extended_or_removed_or_an_item_deleted_deletes_n
         let report = sweeper.sweep(clock(), &Stop::never()).await;
         assert!(report.is_success(), "{mode}: {report:?}");
         assert_eq!(report.items_deleted, 1, "{mode}: only `due`: {report:?}");
-        assert_eq!(report.index_entries_removed, 5, "{mode}: {report:?}");
+        // Every entry read and judged against the table: the others kept, or found gone.
+        let judged = report.items_deleted + report.items_skipped + report.items_gone;
+        assert_eq!((report.items_found, judged), (5, 5), "{mode}: {report:?}");
+        assert_eq!(report.items_gone, 1, "{mode}: `deleted`: {report:?}");
+        assert_eq!(report.index_entries_removed, 0, "{mode}: {report:?}");
         assert!(get(&client, &table, "due").await.is_none());
         for kept in ["extended", "no-longer", "rewritten"] {
             assert!(get(&client, &table, kept).await.is_some(), "{mode}: {kept}");
         }
-        assert!(entries_by_item(&client, &index).await.is_empty(), "{mode}");
+        let unjudged = unjudged_entries(&client, &index).await;
+        assert!(unjudged.is_empty(), "{mode}: {unjudged:?}");
+        // The pack stays, for native TTL.
+        let all = names.map(|id| (id, due));
+        assert_eq!(index_entries(&client, &index).await, listed(&all), "{mode}");
     }
 }
 
@@ -228,10 +273,9 @@ async fn a_modify_that_keeps_the_ttl_writes_nothing_and_one_that_changes_it_writ
     assert!(indexed.failures.is_empty(), "{r:?}");
     let counts = (r.entries_written, r.ttl_unchanged, r.removes);
     assert_eq!(counts, (2, 1, 1), "{r:?}");
-    let entries = entries_by_item(&client, &index).await.into_iter();
-    let ttls: Vec<AV> = entries.map(|(_, e)| e["ttl"].clone()).collect();
-    assert_eq!(ttls.len(), 2);
-    assert!(ttls.contains(&num(now + 300)) && ttls.contains(&num(now + 900)));
+    assert_eq!(r.packs_written, 2, "{r:?}");
+    let entries = index_entries(&client, &index).await;
+    assert_eq!(entries, listed(&[("a", now + 300), ("a", now + 900)]));
 }
 
 #[tokio::test]
@@ -266,9 +310,11 @@ async fn a_malformed_record_is_answered_by_its_sequence_number_and_fails_only_it
         { "itemIdentifier": format!("{:021}", 9) },
     ]});
     assert_eq!(answer, failures);
-    let entries = entries_by_item(&client, &index).await.into_iter();
-    let ids: Vec<String> = entries.map(|(id, _)| id).collect();
-    assert!(ids.contains(&"c".to_string()), "{ids:?}");
+    let entries = index_entries(&client, &index).await;
+    assert!(
+        entries.contains(&("c".to_string(), now + 60)),
+        "{entries:?}"
+    );
 
     // A batch that is not DynamoDB Streams records fails as a whole.
     let bad = json!({ "Records": [{ "eventSource": "aws:dynamodb", "dynamodb": "?" }] });
@@ -283,6 +329,7 @@ async fn a_malformed_record_is_answered_by_its_sequence_number_and_fails_only_it
     let message = err.unwrap_err().to_string();
     assert!(message.contains("another table"), "{message}");
     assert_eq!(scan_entries(&client, &index).await.len(), before);
+    assert_eq!(index_entries(&client, &index).await, entries);
 
     // A table swept through a GSI has no index to write to: its stream batches are refused.
     let gsi = sweeper_for(&config(&simple_table("index_gsi").await.1, &[])).await;
@@ -298,7 +345,8 @@ async fn a_malformed_record_is_answered_by_its_sequence_number_and_fails_only_it
 }
 
 /// Records whose entries the index table refuses are answered by their sequence numbers (the
-/// first of each item) and written when delivered again.
+/// first of each item) and written when delivered again. The batch's two packs (one per window
+/// and due) go in one request, after the writers' mark; every attempt of it is throttled.
 #[tokio::test(start_paused = true)]
 async fn records_whose_entries_are_not_written_are_delivered_again() {
     let store = MemStore::new(Layout::default())
@@ -326,11 +374,30 @@ async fn records_whose_entries_are_not_written_are_delivered_again() {
     let mut failures = failed.failures.clone();
     failures.sort();
     assert_eq!(failures, [format!("{:021}", 1), format!("{:021}", 3)]);
-    assert_eq!(failed.report.failed, 2);
-    assert_eq!(store.entry_count(), 0);
+    let r = &failed.report;
+    assert_eq!(
+        (r.failed, r.entries_written, r.packs_written),
+        (2, 0, 0),
+        "{r:?}"
+    );
+    let calls = (store.calls(Op::MarkPacks), store.calls(Op::WriteEntries));
+    assert_eq!(
+        calls,
+        (1, 5),
+        "the mark, then every attempt of the one request"
+    );
+    assert_eq!(store.index_contents().listing(), []);
     let again = index_records(&store, &schema, &at, &records).await;
     assert!(again.failures.is_empty(), "{:?}", again.report);
-    assert_eq!(store.entry_count(), 3);
+    let r = &again.report;
+    assert_eq!((r.entries_written, r.packs_written), (3, 2), "{r:?}");
+    assert_eq!(store.calls(Op::WriteEntries), 6);
+    let want = [
+        ("a".to_string(), 1_800_000_100),
+        ("a".to_string(), 1_800_000_200),
+        ("b".to_string(), 1_800_000_100),
+    ];
+    assert_eq!(store.index_contents().listing(), want);
 }
 
 /// What no retry of the same request mends is answered apart (`refused`): a record that cannot be
@@ -370,16 +437,19 @@ async fn records_no_retry_mends_are_answered_apart_from_those_throttled() {
     }
 }
 
-/// An entry the index table leaves unprocessed through every attempt fails its own record only:
-/// the entries written beside it in the same request are written, counted, and their records not
-/// delivered again.
+/// A pack the index table leaves unprocessed through every attempt fails the records whose
+/// entries are in it, and only those: the packs written beside it in the same request are
+/// written, counted, and their records not delivered again. Packs go by window and due: `b`'s
+/// two ttls make two packs of their own, `d`'s entry shares the first with `b`'s, and `a`'s and
+/// `c`'s are each a pack of its own, all four in one request.
 // The proxy serves on the runtime's other worker while the test waits on the indexer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_entry_left_unprocessed_fails_only_its_own_record_not_those_written_beside_it() {
+async fn a_pack_left_unprocessed_fails_only_the_records_in_it_not_those_written_beside_it() {
     use crate::support::fault_proxy::{Fault, FaultProxy, Plan};
     let (client, _table, index, sweeper) = setup("index_held", &[]).await;
-    let plan = Plan::script(|op, body| {
-        let held = op == "BatchWriteItem" && entry_ids(body).iter().any(|id| id == "b");
+    let names_b = format!("\"id\":{}", json!({ "S": "b" }));
+    let plan = Plan::script(move |op, body| {
+        let held = op == "BatchWriteItem" && body.to_string().contains(&names_b);
         held.then_some(Fault::HoldBack("b"))
     });
     let proxy = FaultProxy::start(&endpoint(), std::time::Duration::from_secs(5), plan).await;
@@ -387,19 +457,27 @@ async fn an_entry_left_unprocessed_fails_only_its_own_record_not_those_written_b
     let now = now();
     let records = vec![
         record("INSERT", 1, &unwindowed("a", now + 300)),
-        record("INSERT", 2, &unwindowed("b", now + 300)),
+        record("INSERT", 2, &unwindowed("b", now + 310)),
         record("MODIFY", 3, &unwindowed("b", now + 600)),
-        record("INSERT", 4, &unwindowed("c", now + 300)),
+        record("INSERT", 4, &unwindowed("c", now + 900)),
+        record("INSERT", 5, &unwindowed("d", now + 310)),
     ];
     let records = parsed(records).records;
     let indexed = index_records(&through, sweeper.schema(), &clock, &records).await;
     let r = &indexed.report;
-    assert_eq!(indexed.failures, [format!("{:021}", 2)], "{r:?}");
-    assert_eq!((r.entries_written, r.failed), (2, 1), "{r:?}");
-    assert!(r.errors[0].contains("unprocessed"), "{r:?}");
-    let entries = entries_by_item(&client, &index).await.into_iter();
-    let ids: Vec<String> = entries.map(|(id, _)| id).collect();
-    assert_eq!(ids, ["a", "c"]);
+    let mut failures = indexed.failures.clone();
+    failures.sort();
+    assert_eq!(
+        failures,
+        [format!("{:021}", 2), format!("{:021}", 5)],
+        "{r:?}"
+    );
+    assert!(indexed.refused.is_empty(), "{r:?}");
+    let counts = (r.entries_written, r.packs_written, r.failed);
+    assert_eq!(counts, (2, 2, 2), "{r:?}");
+    assert!(r.errors[0].contains("unwritten"), "{r:?}");
+    let entries = index_entries(&client, &index).await;
+    assert_eq!(entries, listed(&[("a", now + 300), ("c", now + 900)]));
     assert!(proxy.stats.faults_total() >= 2);
 }
 
@@ -524,8 +602,8 @@ async fn a_stream_invocation_reports_a_failing_record_into_the_index_table_and_t
         "{behind:?}"
     );
     assert_eq!(
-        entries_by_item(&client, &index).await.len(),
-        1,
+        index_entries(&client, &index).await,
+        listed(&[("b", now + 300)]),
         "the report is no entry"
     );
 
@@ -536,10 +614,12 @@ async fn a_stream_invocation_reports_a_failing_record_into_the_index_table_and_t
     assert_eq!(read.len(), 1);
     assert!(read[0].failing.is_empty(), "{read:?}");
     assert_eq!(unindexed_for(&read, clock()), None);
-    // A sweep reads entries only.
+    // A sweep reads the entries, not the report: both are left, unjudged until their ttl.
     let report = sweeper.sweep(clock(), &Stop::never()).await;
     assert!(report.is_success(), "{report:?}");
-    assert_eq!(entries_by_item(&client, &index).await.len(), 2);
+    let both = listed(&[("a", now + 300), ("b", now + 300)]);
+    assert_eq!(unjudged_entries(&client, &index).await, both);
+    assert_eq!(index_entries(&client, &index).await, both);
 }
 
 #[tokio::test]

@@ -133,7 +133,8 @@ pub struct Table {
     cancel_on_lost: Option<CancellationToken>,
     /// Cancelled once this many queries were made.
     stop_after: Mutex<Option<(usize, CancellationToken)>>,
-    calls: [AtomicUsize; 15],
+    /// The calls made of each operation, by its place in [`Op::ALL`].
+    calls: [AtomicUsize; Op::ALL.len()],
     /// The expiry index table's entries by (window, sort key), when the schema names one
     /// ([`MemStore::with_index_table`]): queries read it instead of a GSI.
     pub entries: Arc<Mutex<BTreeMap<(String, String), Key>>>,

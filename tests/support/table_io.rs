@@ -248,6 +248,20 @@ pub fn contents_of(items: Vec<Key>) -> IndexContents {
     out
 }
 
+/// The item `id`s a `BatchWriteItem` request body (DynamoDB JSON) carries entries of: each
+/// entry of one item ([`super::entry_ids`]) and each entry in a pack it puts, in order.
+pub fn written_ids(body: &serde_json::Value) -> Vec<String> {
+    let mut ids = super::entry_ids(body);
+    let tables = body["RequestItems"].as_object().into_iter().flatten();
+    let requests = tables.flat_map(|(_, r)| r.as_array().into_iter().flatten());
+    for request in requests {
+        let keys = request["PutRequest"]["Item"]["keys"]["L"].as_array();
+        let packed = keys.into_iter().flatten();
+        ids.extend(packed.filter_map(|k| k["M"]["id"]["S"].as_str().map(str::to_owned)));
+    }
+    ids
+}
+
 /// Every item of the table by its `id` (a full scan).
 pub async fn items_by_id(client: &Client, table: &str) -> BTreeMap<String, Key> {
     let items = scan_all(client, table).await.into_iter();
