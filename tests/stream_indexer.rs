@@ -681,3 +681,33 @@ async fn on_dynamodb_local_a_sweep_reads_the_packs_between_the_cursor_and_its_in
         Some(later)
     );
 }
+
+/// `audit` with the expiry index table finds the items the stream indexer packed (an entry in a
+/// pack due at the item's ttl), and counts the item no record indexed as `missing_entry`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_finds_the_items_the_stream_indexer_packed_and_counts_the_one_it_did_not() {
+    let (client, table, index, sweeper) = setup("audit", &[]).await;
+    let now = now();
+    let items: Vec<Key> = (0..12)
+        .map(|i| unwindowed(&format!("live-{i:02}"), now + 300 + i % 3))
+        .collect();
+    put_items(&client, &table, items.clone()).await;
+    let records = (items.iter().enumerate())
+        .map(|(i, item)| record("INSERT", i as u64 + 1, item))
+        .collect();
+    let indexed = index_all(&sweeper, records).await;
+    assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
+    assert_eq!(indexed.report.packs_written, 3, "{:?}", indexed.report);
+    put_items(&client, &table, vec![unwindowed("unindexed", now + 400)]).await;
+    let out = local_cli()
+        .env("TABLE_NAME", &table)
+        .env("EXPIRY_INDEX_TABLE", &index)
+        .arg("audit")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(report["missing_entry"], 1, "{report} {stderr}");
+    assert_eq!(report["scanned"], 13, "{report} {stderr}");
+}
