@@ -27,8 +27,8 @@
 //!   line, CloudWatch EMF metrics, the daemon's `/metrics` and `/healthz` ([`telemetry::endpoint`]).
 //! - [`tools`]: adopting the sweeper on an existing table (parallel scan, backfill, audit) and the
 //!   daemon's follower of the table's stream, which hands its records to [`indexer`].
-//! - [`indexer`]: from stream records to entries of the sweeper's expiry index table; never the
-//!   application's table.
+//! - [`indexer`]: from stream records to packs of entries in the sweeper's expiry index table,
+//!   each due after it is written; never the application's table.
 //! - [`events`]: expiry events: the event model and stable id, the sinks (EventBridge, SQS,
 //!   Firehose) behind [`events::Sink`], batched publishing with retries; it is the engine's
 //!   [`engine::hook::ExpiryHook`].
