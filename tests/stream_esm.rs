@@ -94,8 +94,18 @@ async fn wait_past_packs(
     let packed = contents_of(scan_all(client, index).await).packed;
     let picked = packed.into_iter().filter(|(e, _)| pick(e));
     let due = picked.map(|(_, due)| due).max().expect("a pack picked");
-    let wait = (due as f64 / 1000.0) + 0.1 - wall_clock();
+    // A sweep's instant is held to DynamoDB's clock, which its whole-second `Date` headers give
+    // only to within a second until its bounds are tight: a second more.
+    let wait = (due as f64 / 1000.0) + 1.1 - wall_clock();
     tokio::time::sleep(Duration::from_secs_f64(wait.max(0.0))).await;
+}
+
+/// What the index lists, each entry once: a pack acknowledged too late for its due (a slow
+/// machine) is written again, due later, and lists its entries twice.
+async fn listed_once(client: &aws_sdk_dynamodb::Client, index: &str) -> Vec<(String, i64)> {
+    let mut listed = index_entries(client, index).await;
+    listed.dedup();
+    listed
 }
 
 /// Sweeps once by invoking `api` with the scheduled event's empty payload: the report.
@@ -157,8 +167,8 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
     let entries = app.entries();
     assert_eq!(entries.len(), 31);
     assert_indexed_as_written(&client, (&table, &index), &app, &esm.context()).await;
-    // Each batch delivered once: each entry listed once.
-    assert_eq!(index_entries(&client, &index).await, entries);
+    // Each batch delivered once: every entry listed (twice only if its pack was written again).
+    assert_eq!(listed_once(&client, &index).await, entries);
 
     // Once the packs of the items written expired are due (just after each was indexed), a sweep
     // by the same function deletes them and judges every entry of theirs, the deleted item's
@@ -178,7 +188,7 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
     let unjudged = entries.iter().filter(|(_, ttl)| *ttl > now).cloned();
     let unjudged: Vec<_> = unjudged.collect();
     assert_eq!(unjudged_entries(&client, &index).await, unjudged);
-    assert_eq!(index_entries(&client, &index).await, entries);
+    assert_eq!(listed_once(&client, &index).await, entries);
 
     // Once the due items' ttl has passed (by DynamoDB's clock too), the next sweep deletes them,
     // and only them; the entries of the extended ones' earlier ttl are judged too, and delete
@@ -196,7 +206,7 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
     assert_eq!(items, kept, "{}", esm.context());
     let unjudged: Vec<_> = unjudged.into_iter().filter(|(_, t)| *t > due_at).collect();
     assert_eq!(unjudged_entries(&client, &index).await, unjudged);
-    assert_eq!(index_entries(&client, &index).await, entries);
+    assert_eq!(listed_once(&client, &index).await, entries);
 
     // The sweeps' deletes come back, and need nothing; nothing else was written to the table.
     let shard = stream.read_until(written + 14).await;
@@ -207,7 +217,7 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
     assert_eq!(all.len(), written + 14, "{all:#?}");
     assert!(all[written..].iter().all(|r| r["eventName"] == "REMOVE"));
     assert_eq!(unjudged_entries(&client, &index).await, unjudged);
-    assert_eq!(index_entries(&client, &index).await, entries);
+    assert_eq!(listed_once(&client, &index).await, entries);
 }
 
 // The proxy serves on the runtime's other worker while the test waits on the function.
