@@ -17,8 +17,8 @@ use tokio::time::Instant;
 use aws_lambda_events::dynamodb::EventRecord;
 use ttl_sweeper::engine::{run_ticks, Stop, SweepOptions, SweepReport, Sweeper, Ticks};
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::indexer::index_records;
-use ttl_sweeper::store::packs;
+use ttl_sweeper::indexer::{delete_expired, index_records};
+use ttl_sweeper::store::{packs, ErrorKind};
 
 const T0: i64 = 1_800_000_000;
 
@@ -365,4 +365,41 @@ async fn packs_are_written_once_due_after_their_write_and_lose_nothing_across_a_
         puts.len(),
         "every pack read: {reads:?} {puts:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_packed_key_held_by_a_delete_at_once_that_fails_is_carried_not_lost() {
+    // An item written already expired: the indexer packs it, due 250 ms on, and hands it to the
+    // delete at once, whose `DeleteItem` hangs past its 1 s budget and fails. The tick that reads the pack
+    // meanwhile leaves the key to that delete (it holds it), and carries it: the next tick
+    // deletes the item. Without the carry, the pack is behind the cursor and the item stays.
+    let store = store()
+        .fault(
+            Op::Delete,
+            When::Call(1),
+            Fault::Delay(Duration::from_millis(1200)),
+        )
+        .fault(Op::Delete, When::Call(1), Fault::Fail(ErrorKind::Throttled));
+    let schema = store.schema();
+    let clock = {
+        let store = store.clone();
+        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
+    };
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    store.put("written-expired", (T0 - 10) as f64);
+    let records = [record(1, "written-expired", T0 - 10, T0)];
+    let mut indexed = index_records(&store, &schema, &clock, &records).await;
+    assert_eq!(indexed.expired.len(), 1, "{:?}", indexed.report);
+    let at_once = async {
+        delete_expired(&sweeper, &clock, &mut indexed, &Stop::never()).await;
+        indexed.report.deleted_at_once
+    };
+    let (deleted_at_once, report) = tokio::join!(at_once, tick_for(&sweeper, &store, 4.0));
+    assert_eq!(deleted_at_once, 0, "the delete at once did not settle it");
+    assert!(
+        report.items_skipped >= 1,
+        "a tick found it held: {report:?}"
+    );
+    assert!(store.ids().is_empty(), "left: {:?} {report:?}", store.ids());
 }

@@ -92,13 +92,15 @@ pub(super) fn packed_of(group: &[Expired]) -> Vec<(String, PackEntry)> {
         .collect()
 }
 
-/// Carries the keys of `packed` that `out` did not settle (failed, or left) into new packs due at
+/// Carries the keys of `packed` that `out` did not settle (failed, or left), and those in `also`
+/// (held by another group), into new packs due at
 /// the sweep instant, in the partition of that instant and each key's shard, so that the next
 /// sweep, which reads from that instant on, judges them again. Sets `out.carried_all` when every
 /// such key was written (or there was none).
 pub(super) async fn carry_unsettled<S: Store>(
     d: &Deleter<'_, S>,
     packed: Vec<(String, PackEntry)>,
+    also: std::collections::HashSet<String>,
     out: &mut ChunkOutcome,
 ) {
     let unsettled: std::collections::HashSet<String> = out
@@ -106,6 +108,7 @@ pub(super) async fn carry_unsettled<S: Store>(
         .iter()
         .map(|f| f.key.to_string())
         .chain(out.left_keys.iter().map(|k| key_to_json(k).to_string()))
+        .chain(also)
         .collect();
     let carry: Vec<PackEntry> = packed
         .into_iter()

@@ -63,18 +63,18 @@ pub(super) struct Claim<'a> {
 
 impl InFlight {
     /// Claims `group`'s keys: answers the keys no other group holds, with the claim, and the
-    /// number of keys another group holds already (left out: that group judges the item).
+    /// keys another group holds already (left out: that group judges the item).
     pub(super) fn claim<'a>(
         &'a self,
         schema: &TableSchema,
         group: Vec<Expired>,
-    ) -> (Vec<Expired>, u64, Claim<'a>) {
+    ) -> (Vec<Expired>, Vec<Expired>, Claim<'a>) {
         let mut held = crate::store::lock(&self.0);
         let mut claim = Claim {
             in_flight: self,
             tokens: Vec::with_capacity(group.len()),
         };
-        let mut repeats = 0;
+        let mut others = Vec::new();
         let mut mine = Vec::with_capacity(group.len());
         for e in group {
             let Some(mut token) = schema.key_token(&e.key) else {
@@ -88,13 +88,13 @@ impl InFlight {
                 mine.push(e);
             } else if !claim.tokens.contains(&token) {
                 debug!(key = %crate::store::key_to_json(&e.key), "key being deleted by another group: left to it");
-                repeats += 1;
+                others.push(e);
             } else {
                 // Twice in this group: `drop_repeats` sends it once.
                 mine.push(e);
             }
         }
-        (mine, repeats, claim)
+        (mine, others, claim)
     }
 }
 
@@ -267,10 +267,14 @@ pub(super) async fn delete_group<S: Store>(
 ) -> ChunkOutcome {
     let (shared, events) = (&pass.shared, pass.events.as_ref());
     // A key another group is deleting is left to it, its entry with it: if that group does not
-    // settle the item, the next sweep reads the entry again.
-    let (group, repeats, _claim) = shared.in_flight.claim(&shared.schema, group);
+    // settle the item, the next sweep reads the entry again. A pack is not read again, and that
+    // group may be one that carries nothing (the stream indexer's deletes at once): such a key
+    // is carried, as one not settled here.
+    let (group, others, _claim) = shared.in_flight.claim(&shared.schema, group);
+    let repeats = others.len() as u64;
     let entries = entries_of(&group);
-    let packed = packed_of(&group);
+    let mut packed = packed_of(&group);
+    let held_elsewhere = packed_of(&others);
     let deleter = pass.deleter();
     let (mut keys, mut out) = {
         let _read = pass.reads.acquire().await;
@@ -299,7 +303,12 @@ pub(super) async fn delete_group<S: Store>(
     out.entries_removed = remove_settled(deleter, entries, &out).await;
     if pass.packs.is_some() {
         // Boxed: a delete task's future stays as small as it was without packs.
-        Box::pin(carry_unsettled(deleter, packed, &mut out)).await;
+        let carried_anyway = held_elsewhere
+            .iter()
+            .map(|(token, _)| token.clone())
+            .collect();
+        packed.extend(held_elsewhere);
+        Box::pin(carry_unsettled(deleter, packed, carried_anyway, &mut out)).await;
     }
     out
 }
