@@ -96,11 +96,14 @@ pub(super) fn packed_of(group: &[Expired]) -> Vec<(String, PackEntry)> {
 /// (held by another group), into new packs due at
 /// the sweep instant, in the partition of that instant and each key's shard, so that the next
 /// sweep, which reads from that instant on, judges them again. Sets `out.carried_all` when every
-/// such key was written (or there was none).
+/// such key was written (or there was none). Without `write` (a pass whose packs end before its
+/// instant: a later read may already be past it), nothing is carried, and `out.carried_all` says
+/// whether there was nothing to carry.
 pub(super) async fn carry_unsettled<S: Store>(
     d: &Deleter<'_, S>,
     packed: Vec<(String, PackEntry)>,
     also: std::collections::HashSet<String>,
+    write: bool,
     out: &mut ChunkOutcome,
 ) {
     let unsettled: std::collections::HashSet<String> = out
@@ -115,8 +118,9 @@ pub(super) async fn carry_unsettled<S: Store>(
         .filter(|(token, _)| unsettled.contains(token))
         .map(|(_, e)| e)
         .collect();
-    if carry.is_empty() {
-        out.carried_all = true;
+    if carry.is_empty() || !write {
+        // Not written: the pass's packs are read again, unless every key was settled.
+        out.carried_all = carry.is_empty();
         return;
     }
     // By partition: each key's shard, in the window of the sweep instant.

@@ -301,14 +301,25 @@ pub(super) async fn delete_group<S: Store>(
         out.absorb(sent);
     }
     out.entries_removed = remove_settled(deleter, entries, &out).await;
-    if pass.packs.is_some() {
-        // Boxed: a delete task's future stays as small as it was without packs.
+    if let Some((_, end)) = pass.packs {
+        // A carried pack is due at the pass's instant, which the next read of packs starts from
+        // only when this pass read up to it: a catch-up's slice behind the ticks carries nothing,
+        // and is read again instead. Boxed: a delete task's future stays as small as it was
+        // without packs.
         let carried_anyway = held_elsewhere
             .iter()
             .map(|(token, _)| token.clone())
             .collect();
         packed.extend(held_elsewhere);
-        Box::pin(carry_unsettled(deleter, packed, carried_anyway, &mut out)).await;
+        let write = end >= pass.now;
+        Box::pin(carry_unsettled(
+            deleter,
+            packed,
+            carried_anyway,
+            write,
+            &mut out,
+        ))
+        .await;
     }
     out
 }
