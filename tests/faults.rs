@@ -938,8 +938,39 @@ const TICK_RUN: Duration = Duration::from_secs(24);
 /// Ticks of 1 s for [`TICK_RUN`], as `ttl-sweeper run` sweeps, while items expire a few a second
 /// under faults: nothing is deleted before its ttl, every item whose ttl passed before the last
 /// sweep is deleted or reported, and the merged report stays bounded.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bounded() {
+#[test]
+fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bounded() {
+    on_a_big_stack(chaos_ticks);
+}
+
+/// The stack of the thread [`on_a_big_stack`] runs a test on, and of its runtime's workers.
+const BIG_STACK: usize = 8 << 20;
+
+/// Runs `test` as `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` would, but on a
+/// thread with a stack of [`BIG_STACK`]: a debug build of the ticks case's sweeps can need more
+/// than a test thread's 2 MiB (it overflowed it on a loaded machine, and needs more than 1.5 MiB
+/// on an idle one).
+fn on_a_big_stack<F: std::future::Future<Output = ()>>(test: impl FnOnce() -> F + Send + 'static) {
+    let name = std::thread::current().name().unwrap_or("test").to_owned();
+    let thread = std::thread::Builder::new()
+        .name(name)
+        .stack_size(BIG_STACK)
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_stack_size(BIG_STACK)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(test());
+        })
+        .unwrap();
+    if let Err(panic) = thread.join() {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn chaos_ticks() {
     let mut case = case("chaos_ticks", "chaos_ticks", b"ticks").await;
     let (seed, direct, proxy, table) = (case.seed, &case.direct, &case.proxy, &case.table);
     let rng = &mut case.rng;
