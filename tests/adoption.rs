@@ -82,11 +82,14 @@ async fn assert_windows(
 }
 
 /// Items back-filled by the kill-and-resume test, and how many of each of its 50 kinds of item.
-const ITEMS: i64 = 20_000;
+const ITEMS: i64 = 4_000;
 const EACH: i64 = ITEMS / 50;
+/// Scan page size of the run that is killed: each of its 4 segments spans
+/// `ITEMS / 4 / KILLED_PAGE` = 10 pages, so it is killed several pages before the end of any.
+const KILLED_PAGE: i64 = 100;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backfill_of_20k_items_completes_resumes_after_a_kill_and_is_idempotent() {
+async fn backfill_of_4k_items_completes_resumes_after_a_kill_and_is_idempotent() {
     let client = client().await;
     let table = new_table(&client, "backfill", |t| t.index = false).await;
     let now = now();
@@ -109,8 +112,10 @@ async fn backfill_of_20k_items_completes_resumes_after_a_kill_and_is_idempotent(
     let needing = ITEMS - EACH * 4 - EACH * 5;
     let state = fresh_state(&table, "");
 
-    // First run, rate-limited so that it is still going when it is killed.
-    let mut child = backfill_cmd(&table, &state, "--segments 4 --max-wcu 1500")
+    // First run, rate-limited so that it is still going when it is killed, in pages of
+    // KILLED_PAGE items.
+    let first = format!("--segments 4 --max-wcu 1500 --page-size {KILLED_PAGE}");
+    let mut child = backfill_cmd(&table, &state, &first)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

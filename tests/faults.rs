@@ -10,6 +10,8 @@
 //! Three further chaos cases hold the same invariants where the sweep instant moves: narrow
 //! windows swept a minute apart with the lookback derived from the schedule, a host clock two
 //! minutes fast held to DynamoDB's, and ticks for about twenty seconds while items expire.
+//!
+//! The chaos tests run side by side, each table through a fault proxy of its own.
 
 use crate::support::{self, fault_proxy};
 
@@ -18,7 +20,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::config::retry::{RetryConfig, RetryPartition};
 use aws_sdk_dynamodb::Client;
 use fault_proxy::{all_faults, Fault, FaultProxy, Plan};
 use support::*;
@@ -28,7 +30,9 @@ use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Sweeper, Ticks, BATCH_MA
 use ttl_sweeper::expiry::window::{window_key, windows_to_sweep};
 use ttl_sweeper::expiry::{Clock, Timestamp};
 use ttl_sweeper::store::clock::SKEW_TOLERANCE;
-use ttl_sweeper::store::{key_from_json, DynamoStore, ErrorKind, GuardedClock, Key};
+use ttl_sweeper::store::{
+    key_from_json, DynamoStore, ErrorKind, GuardedClock, Key, SDK_MAX_ATTEMPTS,
+};
 
 /// The sweep instant of every sweep here: a fixed minute plus 30 s, so runs are reproducible.
 const NOW: i64 = 1_767_225_630;
@@ -38,15 +42,29 @@ const DELAY: Duration = Duration::from_millis(1200);
 /// Sweeps per chaos table before the faults stop.
 const MAX_SWEEPS: usize = 8;
 
-/// An SDK client through the proxy with the production retry policy ([`retrying_client`]) and
-/// short timeouts, so delayed answers cost the test little.
+/// The first SDK retry's backoff on the proxied client (the SDK's own is 1 s).
+const SDK_INITIAL_BACKOFF: Duration = Duration::from_millis(100);
+
+/// An SDK client through the proxy with the production retry policy ([`retrying_client`]: standard
+/// mode, [`SDK_MAX_ATTEMPTS`] attempts), short timeouts and a short [`SDK_INITIAL_BACKOFF`], so
+/// delayed answers and retried reads cost the test little. Its retry quota is the proxy's own:
+/// the SDK shares one among all clients of a process on the default partition, and the tests
+/// running side by side here would otherwise spend each other's.
 fn proxied_client(endpoint: &str) -> Client {
     let timeouts = [
         Duration::from_secs(1),
         ATTEMPT_TIMEOUT,
         Duration::from_secs(10),
     ];
-    retrying_client(endpoint, timeouts)
+    let retries = RetryConfig::standard()
+        .with_max_attempts(SDK_MAX_ATTEMPTS)
+        .with_initial_backoff(SDK_INITIAL_BACKOFF);
+    let config = retrying_client(endpoint, timeouts)
+        .config()
+        .to_builder()
+        .retry_config(retries)
+        .retry_partition(RetryPartition::new(format!("fault proxy {endpoint}")));
+    Client::from_conf(config.build())
 }
 
 /// The ids of the keys a report lists as failed.
@@ -397,10 +415,6 @@ struct ChaosReport {
     cases: BTreeMap<u8, String>,
 }
 
-/// The chaos tests run one at a time: side by side they load the local server enough that a
-/// fault-free request can outlast the short attempt timeout, which would count as a fault.
-static CHAOS_SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 static CHAOS_REPORT: Mutex<ChaosReport> = Mutex::new(ChaosReport {
     rates: None,
     cases: BTreeMap::new(),
@@ -495,10 +509,9 @@ impl CaseRow {
     }
 }
 
-/// What a further chaos case starts from: run alone (see [`CHAOS_SERIAL`]), with its seed, a
-/// proxy that passes everything, a new table and a random source drawn from the seed.
+/// What a further chaos case starts from: its seed, a proxy of its own that passes everything, a
+/// new table and a random source drawn from the seed.
 struct Case {
-    _one_at_a_time: tokio::sync::MutexGuard<'static, ()>,
     started: Instant,
     seed: u64,
     direct: Client,
@@ -509,14 +522,12 @@ struct Case {
 
 /// The case of test `name` (as [`chaos_seed`] names it), over a new table `prefix`.
 async fn case(name: &str, prefix: &str, tag: &[u8]) -> Case {
-    let one_at_a_time = CHAOS_SERIAL.lock().await;
     let started = Instant::now();
     let seed = chaos_seed(name);
     let direct = client().await;
     let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
     let table = new_table(&direct, prefix, |_| {}).await;
     Case {
-        _one_at_a_time: one_at_a_time,
         started,
         seed,
         direct,
@@ -526,17 +537,64 @@ async fn case(name: &str, prefix: &str, tag: &[u8]) -> Case {
     }
 }
 
+/// The chaos tables, (fault rate, delete mode), in the order they start: the longest first.
+const CHAOS_TABLES: [(f64, &str); 8] = [
+    (0.5, "conditional"),
+    (0.3, "conditional"),
+    (0.5, "batch"),
+    (0.3, "batch"),
+    (0.1, "conditional"),
+    (0.0, "conditional"),
+    (0.1, "batch"),
+    (0.0, "batch"),
+];
+
+/// Chaos tables swept at once, each through a fault proxy of its own (its counts, and the read
+/// times behind the batch read→delete measure, are that table's alone).
+const CHAOS_TABLES_AT_ONCE: usize = 2;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_never_deletes_a_live_item_and_loses_no_expired_one() {
-    let _one_at_a_time = CHAOS_SERIAL.lock().await;
     let seed = chaos_seed("chaos");
     let direct = client().await;
-    let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
+    // Each worker takes the next table not yet started; a row comes back with its faults by kind.
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let workers: Vec<_> = (0..CHAOS_TABLES_AT_ONCE)
+        .map(|_| {
+            let (next, direct) = (next.clone(), direct.clone());
+            tokio::spawn(async move {
+                let mut done = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(&(rate, mode)) = CHAOS_TABLES.get(i) else {
+                        return done;
+                    };
+                    let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
+                    let row = chaos_table(seed, &proxy, &direct, mode, rate).await;
+                    let by_kind = proxy.stats.faults.lock().unwrap().clone();
+                    done.push((row, by_kind));
+                }
+            })
+        })
+        .collect();
+    let mut done = Vec::new();
+    for worker in workers {
+        // A failed assertion in a table's sweeps fails the test with its message.
+        done.extend(
+            worker
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())),
+        );
+    }
+    // The rows by fault rate, then batch before conditional; the faults of all proxies by kind.
+    done.sort_by_key(|(row, _)| ((row.rate * 100.0) as u32, row.mode != "batch"));
+    let mut by_kind: HashMap<String, u64> = HashMap::new();
     let mut rows = Vec::new();
-    for rate in [0.0, 0.1, 0.3, 0.5] {
-        for mode in ["batch", "conditional"] {
-            rows.push(chaos_table(seed, &proxy, &direct, mode, rate).await);
+    for (row, faults) in done {
+        for (kind, n) in faults {
+            *by_kind.entry(kind).or_default() += n;
         }
+        rows.push(row);
     }
     let mut table = format!(
         "chaos seed {seed}; {} items per table; proxy faults drawn evenly from: {}\n\n\
@@ -570,7 +628,6 @@ async fn chaos_never_deletes_a_live_item_and_loses_no_expired_one() {
         )
         .unwrap();
     }
-    let by_kind = proxy.stats.faults.lock().unwrap().clone();
     let mut kinds: Vec<_> = by_kind.into_iter().collect();
     kinds.sort();
     writeln!(table, "\nfaults injected by kind: {kinds:?}").unwrap();
@@ -881,8 +938,39 @@ const TICK_RUN: Duration = Duration::from_secs(24);
 /// Ticks of 1 s for [`TICK_RUN`], as `ttl-sweeper run` sweeps, while items expire a few a second
 /// under faults: nothing is deleted before its ttl, every item whose ttl passed before the last
 /// sweep is deleted or reported, and the merged report stays bounded.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bounded() {
+#[test]
+fn chaos_ticks_delete_items_as_they_expire_and_the_merged_report_stays_bounded() {
+    on_a_big_stack(chaos_ticks);
+}
+
+/// The stack of the thread [`on_a_big_stack`] runs a test on, and of its runtime's workers.
+const BIG_STACK: usize = 8 << 20;
+
+/// Runs `test` as `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` would, but on a
+/// thread with a stack of [`BIG_STACK`]: a debug build of the ticks case's sweeps can need more
+/// than a test thread's 2 MiB (it overflowed it on a loaded machine, and needs more than 1.5 MiB
+/// on an idle one).
+fn on_a_big_stack<F: std::future::Future<Output = ()>>(test: impl FnOnce() -> F + Send + 'static) {
+    let name = std::thread::current().name().unwrap_or("test").to_owned();
+    let thread = std::thread::Builder::new()
+        .name(name)
+        .stack_size(BIG_STACK)
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_stack_size(BIG_STACK)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(test());
+        })
+        .unwrap();
+    if let Err(panic) = thread.join() {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn chaos_ticks() {
     let mut case = case("chaos_ticks", "chaos_ticks", b"ticks").await;
     let (seed, direct, proxy, table) = (case.seed, &case.direct, &case.proxy, &case.table);
     let rng = &mut case.rng;
