@@ -1294,7 +1294,19 @@ fn check(
     let expiring = final_at - 5.0 * 365.0 * 86_400.0..final_at;
     for (id, (ttl, _)) in present {
         if let Some(ttl) = ttl.filter(|t| expiring.contains(t)) {
-            let text = format!("{id} (ttl {ttl}) still there after the final sweep");
+            let listed = seen.indexed.get(id.as_str()).map_or(&[][..], Vec::as_slice);
+            let read = seen.reads.get(id.as_str()).map_or(&[][..], Vec::as_slice);
+            let text = format!(
+                "{id} (ttl {ttl}) still there after the final sweep (listed by the index at \
+                 {:?}; read at {:?})",
+                listed
+                    .iter()
+                    .map(|at| format!("{at:.2}"))
+                    .collect::<Vec<_>>(),
+                read.iter()
+                    .map(|(at, _)| format!("{at:.2}"))
+                    .collect::<Vec<_>>()
+            );
             row.violation('b', text);
         }
     }
