@@ -162,7 +162,13 @@ impl<S: Store> Sweeper<S> {
                 return Some(report);
             }
         };
-        let upto = crate::store::lock(&cursor.state).ticks.map_or(now, |t| t.0);
+        // Never past this sweep's instant: ticks that began later (after a slow read of the
+        // cursor, or started again behind a later tick) may have begun past it, and a pack due
+        // after the instant may hold entries not yet expired at it.
+        let upto = crate::store::lock(&cursor.state)
+            .ticks
+            .map_or(now, |t| t.0)
+            .min(now);
         let width = self.shared.schema.layout.window_seconds;
         let mut windows = windows_since(through, upto, width);
         windows.reverse();
@@ -176,11 +182,13 @@ impl<S: Store> Sweeper<S> {
                 report.stopped_early = true;
                 break;
             }
+            // A window holds the packs due in (start, end]: the slice reads to its newest
+            // window's end included, since the next slice does not read that window.
             let newest: &Window = slice.last().expect("a slice is not empty");
             let end = if slices.peek().is_none() {
                 upto
             } else {
-                Timestamp::from_secs(newest.end).min(upto)
+                (Timestamp::from_secs(newest.end) + Duration::from_millis(1)).min(upto)
             };
             let (part, complete) = self
                 .sweep_partitions_of(now, slice, stop, Some((through, end)))
