@@ -12,7 +12,8 @@
 //! packs sent again with backoff), never updated, left to the index table's native TTL. A pack
 //! is only ever due after it is written: one that the write took too long for (its due no
 //! longer [`ACK_MARGIN`] past the latest DynamoDB's clock may read once it is acknowledged) is
-//! written again, due later, since a sweep may have read past its due already. Before its first
+//! written again, due further on than that write took ([`rewrite_lead`]), since a sweep may
+//! have read past its due already. Before its first
 //! pack, a writer stores its mark ([`Store::mark_packs`]): no pack is due before it. A `MODIFY`
 //! whose old image (`NEW_AND_OLD_IMAGES`) has the same ttl writes nothing: the item's entry is
 //! there already. `REMOVE` records need nothing: the entry an item leaves behind deletes
@@ -316,7 +317,7 @@ async fn mark<S: Store>(store: &S, schema: &TableSchema, now: Timestamp) -> Resu
 /// Writes `packs` (up to [`PACKS_PER_REQUEST`], each with its entries' tags) in one request,
 /// with retries: unprocessed packs are sent again after [`full_jitter`], and a pack whose
 /// acknowledgement came too late for its due ([`ACK_MARGIN`]) is written again, due
-/// [`PACK_LEAD`] past the latest DynamoDB's clock may read. Answers each pack as last written,
+/// [`rewrite_lead`] past the latest DynamoDB's clock may read. Answers each pack as last written,
 /// with the error that stopped it, if any (after `ATTEMPTS`, or an error not worth retrying).
 async fn write_packs<S: Store>(
     store: &S,
@@ -333,6 +334,7 @@ async fn write_packs<S: Store>(
             .map(|(pack, _)| EntryWrite::Put(pack.to_item()))
             .collect();
         let sent = std::mem::take(&mut pending);
+        let started = tokio::time::Instant::now();
         let (written, wait) = match store.write_entries(schema, writes).await {
             Ok(left) => {
                 let left: HashSet<String> = left.iter().filter_map(sort_of).collect();
@@ -353,14 +355,17 @@ async fn write_packs<S: Store>(
                 (Vec::new(), true)
             }
         };
-        // Acknowledged: due far enough ahead that no sweep has read past it, or again, later.
+        // Acknowledged: due far enough ahead that no sweep has read past it, or again, later:
+        // by more than twice the round trip just seen, and twice as far each attempt, so that
+        // slow writes still end.
         let latest = clock.latest();
+        let lead = rewrite_lead(started.elapsed(), attempt);
         for (pack, tags) in written {
             if pack.due().is_some_and(|due| due >= latest + ACK_MARGIN) {
                 out.push((pack, tags, None));
                 continue;
             }
-            let due = latest + PACK_LEAD;
+            let due = latest + lead;
             let origin = format!("{:016x}", fastrand::u64(..));
             let again = pack.entries.into_iter().zip(tags).map(|(e, t)| (due, e, t));
             let (repacked, _) = packs::group(schema, &origin, again.collect());
@@ -378,6 +383,19 @@ async fn write_packs<S: Store>(
     let why = (e.kind, e.to_string());
     out.extend(pending.into_iter().map(|(p, t)| (p, t, Some(why.clone()))));
     out
+}
+
+/// The most a pack written again is due past the latest instant DynamoDB's clock may read.
+pub const MAX_REWRITE_LEAD: Duration = Duration::from_secs(30);
+
+/// How far past the latest instant DynamoDB's clock may read a pack acknowledged too late at
+/// `attempt` is due when written again: [`PACK_LEAD`] or twice the `round_trip` of the write
+/// that was too late, whichever is more, doubled for each attempt before (at most
+/// [`MAX_REWRITE_LEAD`]).
+pub fn rewrite_lead(round_trip: Duration, attempt: u32) -> Duration {
+    let base = PACK_LEAD.max(round_trip * 2);
+    base.saturating_mul(1 << attempt.saturating_sub(1).min(16))
+        .min(MAX_REWRITE_LEAD)
 }
 
 /// The sort key of the index item a write puts.

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use aws_lambda_events::dynamodb::EventRecord;
 use ttl_sweeper::engine::{run_ticks, Stop, SweepOptions, SweepReport, Sweeper, Ticks};
+use ttl_sweeper::expiry::window::windows_since;
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::indexer::{delete_expired, index_records};
 use ttl_sweeper::store::{packs, ErrorKind};
@@ -258,6 +259,62 @@ async fn ticks_that_fell_behind_on_packs_leave_the_backlog_to_the_catch_up() {
     assert!(reads.values().all(|n| *n <= 2), "{reads:?}");
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_catch_up_in_slices_reads_the_packs_due_on_the_edge_between_two_slices() {
+    // 10 s windows of 64 shards: a catch-up slice is 4 windows (256 partitions). An item due each
+    // second for 100 s, packed, never swept: one full sweep catches up over several slices. A
+    // pack due exactly at a window's end belongs to the window ending there; the slice holding
+    // that window reads it, as the next slice does not read that window.
+    let layout = Layout {
+        window_seconds: 10,
+        window_shards: 64,
+        ..Layout::default()
+    };
+    let store = MemStore::new(layout).starting_at(T0).with_index_table();
+    let ids = put_items(&store, 1..=100, 1);
+    store.index_packed(&refs(&ids), "stream-1");
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
+    let report = sweeper
+        .sweep(Timestamp::from_secs(T0 + 101), &Stop::never())
+        .await;
+    assert!(store.ids().is_empty(), "left: {:?} {report:?}", store.ids());
+    assert_eq!(report.items_deleted, 100, "{report:?}");
+    let reads = pack_reads(&store);
+    assert!(reads.values().all(|n| *n == 1), "{reads:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_catch_up_reads_no_pack_due_past_its_own_instant_when_the_ticks_began_later() {
+    // A full sweep's instant is taken before a run of ticks begins (its read of the cursor was
+    // slow): the ticks began 2 s behind their own, later instant. The catch-up reads packs only
+    // up to its instant, not up to where the ticks began: a pack due past it holds items not
+    // yet expired at it. The next full sweep reads the rest.
+    let store = store();
+    let ids = put_items(&store, 1..=100, 1);
+    store.index_packed(&refs(&ids), "stream-1");
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
+    let tick_at = Timestamp::from_secs(T0 + 100);
+    let windows = windows_since(tick_at - Duration::from_secs(1), tick_at, 60);
+    sweeper
+        .sweep_windows(tick_at, &windows, &Stop::never())
+        .await;
+    sweeper
+        .sweep(Timestamp::from_secs(T0 + 50), &Stop::never())
+        .await;
+    let left = store.ids().len();
+    assert!((48..=52).contains(&left), "{left} left: {:?}", store.ids());
+    // The next full sweep, and a tick after it (the ticks read on from where they stopped).
+    sweeper
+        .sweep(Timestamp::from_secs(T0 + 101), &Stop::never())
+        .await;
+    let tick_at = Timestamp::from_secs(T0 + 102);
+    let windows = windows_since(tick_at - Duration::from_secs(2), tick_at, 60);
+    let report = sweeper
+        .sweep_windows(tick_at, &windows, &Stop::never())
+        .await;
+    assert!(store.ids().is_empty(), "left: {:?} {report:?}", store.ids());
+}
+
 /// A stream record of the item `id` with `ttl` written, created at `created` (epoch seconds).
 fn record(sequence: u64, id: &str, ttl: i64, created: i64) -> EventRecord {
     let image = serde_json::json!({ "id": { "S": id }, "ttl": { "N": ttl.to_string() } });
@@ -344,7 +401,7 @@ async fn packs_are_written_once_due_after_their_write_and_lose_nothing_across_a_
         assert!(due > *at, "{sort} put at {at}, not before its due");
     }
     // The late acknowledgement: its pack, due 1 s ahead, was put 950 ms in, and written again,
-    // due `PACK_LEAD` past the acknowledgement.
+    // due twice the 450 ms round trip past the acknowledgement (`rewrite_lead`).
     let soon_due = (T0 + 1) * 1000;
     let due = |sort: &str| packs::due_of(sort).unwrap().millis();
     let slow: Vec<_> = puts.iter().filter(|(s, _)| due(s) == soon_due).collect();
@@ -352,11 +409,11 @@ async fn packs_are_written_once_due_after_their_write_and_lose_nothing_across_a_
     assert_eq!(slow[0].1, soon_due - 50, "{puts:?}");
     let again = puts
         .iter()
-        .filter(|(s, at)| *at >= slow[0].1 && due(s) == soon_due + 200);
+        .filter(|(s, at)| *at >= slow[0].1 && due(s) == soon_due - 50 + 900);
     assert_eq!(
         again.count(),
         1,
-        "not written again, due 250 ms past the ack: {puts:?}"
+        "not written again, due 900 ms past the ack: {puts:?}"
     );
     let reads = pack_reads(&store);
     assert!(reads.values().all(|n| *n <= 3), "{reads:?}");
@@ -365,6 +422,39 @@ async fn packs_are_written_once_due_after_their_write_and_lose_nothing_across_a_
         puts.len(),
         "every pack read: {reads:?} {puts:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn writes_of_packs_slower_than_the_lead_still_end_each_rewrite_due_further_ahead() {
+    // Every write of packs takes 400 ms: longer than `PACK_LEAD` (250 ms) less `ACK_MARGIN`. An
+    // item written already expired is packed due 250 ms on, put too late, and written again due
+    // twice the round trip on, which that write meets. The next ticks delete the item.
+    let store = store().fault(
+        Op::WriteEntries,
+        When::Always,
+        Fault::Delay(Duration::from_millis(400)),
+    );
+    let schema = store.schema();
+    let clock = {
+        let store = store.clone();
+        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
+    };
+    store.put("written-expired", (T0 - 10) as f64);
+    let records = [record(1, "written-expired", T0 - 10, T0)];
+    let indexed = index_records(&store, &schema, &clock, &records).await;
+    assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
+    let puts = store.pack_puts.lock().unwrap().clone();
+    assert_eq!(puts.len(), 2, "written, then once again: {puts:?}");
+    let due = |sort: &str| packs::due_of(sort).unwrap().millis();
+    let (first, again) = (&puts[0], &puts[1]);
+    assert!(due(&first.0) <= first.1, "the first is put late: {puts:?}");
+    assert!(
+        due(&again.0) > again.1 + 100,
+        "again, put in time: {puts:?}"
+    );
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
+    let report = tick_for(&sweeper, &store, 3.0).await;
+    assert!(store.ids().is_empty(), "left: {:?} {report:?}", store.ids());
 }
 
 #[tokio::test(start_paused = true)]
