@@ -272,6 +272,13 @@ struct Seen {
     cancelled: HashMap<String, f64>,
     /// Entries the sink accepted, duplicates included.
     accepted_entries: u64,
+    /// Item id -> each pack holding an entry of it that the server stored: when the write was
+    /// answered, the pack's window partition and sort key.
+    pack_puts: HashMap<String, Vec<(f64, String, String)>>,
+    /// Window partition -> each `Query` of the expiry index table's packs answered: when, and the
+    /// sort keys it covered (from the start key or the lower bound, to the last evaluated key or
+    /// the upper bound).
+    pack_queries: HashMap<String, Vec<(f64, String, String)>>,
 }
 
 /// An `Item Expired` the sink accepted: the item's id and the ttl it names, when it was first
@@ -373,6 +380,24 @@ impl RecState {
         let mut seen = self.seen.lock().unwrap();
         match op {
             "Query" | "BatchGetItem" => {
+                let values = &request["ExpressionAttributeValues"];
+                if let (Some(w), Some(lo), Some(hi)) = (
+                    values[":w"]["S"].as_str(),
+                    values[":lo"]["S"].as_str(),
+                    values[":hi"]["S"].as_str(),
+                ) {
+                    let from = request["ExclusiveStartKey"]["entry"]["S"]
+                        .as_str()
+                        .unwrap_or(lo);
+                    let to = answer["LastEvaluatedKey"]["entry"]["S"]
+                        .as_str()
+                        .unwrap_or(hi);
+                    let range = (at, from.to_owned(), to.to_owned());
+                    seen.pack_queries
+                        .entry(w.to_owned())
+                        .or_default()
+                        .push(range);
+                }
                 for id in read_ids(answer) {
                     seen.listed.entry(id).or_default().push(at);
                 }
@@ -389,6 +414,37 @@ impl RecState {
                 }
             }
             "BatchWriteItem" => {
+                let sort = |r: &Value| {
+                    r["PutRequest"]["Item"]["entry"]["S"]
+                        .as_str()
+                        .map(str::to_owned)
+                };
+                let unprocessed: HashSet<String> = answer["UnprocessedItems"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|o| o.values())
+                    .flat_map(|v| v.as_array().into_iter().flatten())
+                    .filter_map(sort)
+                    .collect();
+                let puts = request["RequestItems"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|o| o.values());
+                for put in puts.flat_map(|v| v.as_array().into_iter().flatten()) {
+                    let item = &put["PutRequest"]["Item"];
+                    let (Some(w), Some(e)) = (item["window"]["S"].as_str(), sort(put)) else {
+                        continue;
+                    };
+                    if unprocessed.contains(&e) {
+                        continue;
+                    }
+                    for k in item["keys"]["L"].as_array().into_iter().flatten() {
+                        if let Some(id) = k["M"]["id"]["S"].as_str() {
+                            let pack = (at, w.to_owned(), e.clone());
+                            seen.pack_puts.entry(id.to_owned()).or_default().push(pack);
+                        }
+                    }
+                }
                 let left = delete_ids(&answer["UnprocessedItems"]);
                 for id in delete_ids(&request["RequestItems"]) {
                     if !left.contains(&id) {
@@ -1296,9 +1352,36 @@ fn check(
         if let Some(ttl) = ttl.filter(|t| expiring.contains(t)) {
             let listed = seen.indexed.get(id.as_str()).map_or(&[][..], Vec::as_slice);
             let read = seen.reads.get(id.as_str()).map_or(&[][..], Vec::as_slice);
+            let puts = seen
+                .pack_puts
+                .get(id.as_str())
+                .map_or(&[][..], Vec::as_slice);
+            let packs: Vec<String> = puts
+                .iter()
+                .map(|(at, w, e)| {
+                    let queries = seen.pack_queries.get(w).map_or(&[][..], Vec::as_slice);
+                    let covering = queries.iter().filter(|(_, from, to)| {
+                        from.as_str() <= e.as_str() && e.as_str() <= to.as_str()
+                    });
+                    let after = covering.clone().filter(|(q, _, _)| q >= at).count();
+                    let before: Vec<String> = covering
+                        .filter(|(q, _, _)| q < at)
+                        .map(|(q, from, to)| format!("{q:.2} {from}..{to}"))
+                        .collect();
+                    let near: Vec<String> = queries
+                        .iter()
+                        .filter(|(q, _, _)| (q - at).abs() < 3.0)
+                        .map(|(q, from, to)| format!("{q:.2} {from}..{to}"))
+                        .collect();
+                    format!(
+                        "[put {at:.2} {w} {e}: {after} covering queries after, before: {before:?}; \
+                         queries within 3 s: {near:?}]"
+                    )
+                })
+                .collect();
             let text = format!(
-                "{id} (ttl {ttl}) still there after the final sweep (listed by the index at \
-                 {:?}; read at {:?})",
+                "{id} (ttl {ttl}) still there after the final sweep (packs {packs:?}; listed by \
+                 the index at {:?}; read at {:?})",
                 listed
                     .iter()
                     .map(|at| format!("{at:.2}"))
@@ -1703,13 +1786,15 @@ async fn scenario(
     let sink_seen = sink_state.seen.lock().unwrap();
     let merged = Seen {
         listed: seen.listed.clone(),
-        indexed: HashMap::new(),
+        indexed: seen.indexed.clone(),
         deleted: seen.deleted.clone(),
         reads: seen.reads.clone(),
         delete_requests: seen.delete_requests.clone(),
         expired: sink_seen.expired.clone(),
         cancelled: sink_seen.cancelled.clone(),
         accepted_entries: sink_seen.accepted_entries,
+        pack_puts: seen.pack_puts.clone(),
+        pack_queries: seen.pack_queries.clone(),
     };
     row.events_accepted = merged.accepted_entries;
     let deletes = sent_deletes(&db_faults.stats.seen(), &table);
