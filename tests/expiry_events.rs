@@ -791,6 +791,45 @@ async fn archive_with_the_expiry_index_table_cancels_after_a_crash_the_expiry_of
     assert_eq!(table.entry_count(), 0, "{later:?}");
 }
 
+/// Archive mode with the expiry index table, stopped while a publication waits to be tried
+/// again: the sink took the expiry and its answer was lost, so the sweeper never learnt it. The
+/// journal keeps the expiry (it may have gone out), so once the item is extended, the next sweep
+/// after the journal is due cancels it.
+#[tokio::test(start_paused = true)]
+async fn archive_stopped_before_a_retry_of_a_lost_answer_keeps_the_expiry_journaled_and_cancels_it()
+{
+    let log = Log::default();
+    let table = with_items(1, 0, &log).with_index_table();
+    table.index(&e(0), "0");
+    let lost_log = log.clone();
+    let lost = ScriptedSink::new(&log, move |_, batch| {
+        batch.iter().for_each(|e| log_accepted(&lost_log, e));
+        Err(SinkError::new(
+            true,
+            "connection reset after the request was sent",
+        ))
+    });
+    let (base, cap) = (Duration::from_secs(10), Duration::from_secs(10));
+    let slow_retries = events(ARCHIVE, &lost).with_backoff(base, cap);
+    let report = sweep_archive_stopping(&table, slow_retries, Duration::from_secs(1)).await;
+    report.assert_fields("items_deleted=0 events_failed=1");
+    assert_eq!(logged(&log, "accepted").len(), 1, "the sink took it");
+    table.put("e0000", (NOW + 3600) as f64);
+    let sink = ScriptedSink::accepting(&log);
+    let next = Sweeper::new(
+        table.clone(),
+        table.schema(),
+        options(DeleteMode::Conditional, 4),
+    )
+    .with_events(Arc::new(events(ARCHIVE, &sink)));
+    let at = Timestamp::from_secs(NOW + 11);
+    let window = [Window::containing_instant(at, 60)];
+    let report = next.sweep_windows(at, &window, &Stop::never()).await;
+    report.assert_fields("events_cancelled=1 items_deleted=0");
+    assert_eq!(sink.kinds_of("e0000"), ["Item Expiry Cancelled"]);
+    assert_eq!(table.ids(), ["e0000"], "the extended item stays");
+}
+
 /// A sink whose every answer is drawn from `seed`: accepted, refused (retryable or not), a whole
 /// call failing, or a call the sink accepted whose answer was lost (the events are logged as
 /// accepted, the publisher sees an error and sends them again).
@@ -890,8 +929,9 @@ proptest::proptest! {
 }
 
 /// Archive mode with an expiry index table, stopped while a chunk's events are published: the
-/// items whose events were not published are left by name, so only their entries stay; the
-/// entries of the items deleted are removed. The next sweep settles the rest.
+/// items whose events were not published are left by name, so only their entries stay (with the
+/// chunk's journal of them); the entries of the items deleted are removed. The next sweep settles
+/// the rest.
 #[tokio::test(start_paused = true)]
 async fn archive_stopped_mid_publication_keeps_the_entries_of_the_items_left_only() {
     fastrand::seed(7);
@@ -911,14 +951,31 @@ async fn archive_stopped_mid_publication_keeps_the_entries_of_the_items_left_onl
     let conditional = DeleteMode::Conditional;
     let report = sweep_with(&table, slow_retries, conditional, 1, &stop).await;
     report.assert_fields("items_deleted=10 items_left=10 index_entries_removed=10");
-    assert_eq!(table.entry_count(), 10, "{report:?}");
+    // Their entries, and the chunk's journal of the 10 expiries perhaps published (the refused
+    // call's answer may have been lost).
+    assert_eq!(table.entry_count(), 11, "{report:?}");
     // e0003, left, was deleted by the application meanwhile: its entry stays all the same.
     assert_eq!(table.ids().len(), 9, "{report:?}");
 
     let sink = ScriptedSink::accepting(&log);
-    let events = events(ARCHIVE, &sink);
-    let again = sweep_with(&table, events, conditional, 1, &Stop::never()).await;
+    let again = sweep_with(
+        &table,
+        events(ARCHIVE, &sink),
+        conditional,
+        1,
+        &Stop::never(),
+    )
+    .await;
     again.assert_fields("items_deleted=9 items_gone=1 index_entries_removed=10");
-    assert_eq!(table.entry_count(), 0, "{again:?}");
     assert!(table.ids().is_empty(), "{again:?}");
+    // The journal stays until it is due (10 s on): a sweep then finds its items gone and empties
+    // it, publishing nothing more.
+    assert_eq!(table.entry_count(), 1, "{again:?}");
+    let next = Sweeper::new(table.clone(), table.schema(), options(conditional, 1))
+        .with_events(Arc::new(events(ARCHIVE, &sink)));
+    let at = Timestamp::from_secs(NOW + 11);
+    let window = [Window::containing_instant(at, 60)];
+    let later = next.sweep_windows(at, &window, &Stop::never()).await;
+    later.assert_fields("events_published=0 events_cancelled=0");
+    assert_eq!(table.entry_count(), 0, "{later:?}");
 }

@@ -233,7 +233,8 @@ async fn archive_or_notify<S: Store>(
     let (deliveries, mut tally) = hook.publish(publications, stop).await;
     let mut refused = ChunkOutcome::default();
     let mut admitted = Vec::with_capacity(chunk.len());
-    // Not known to be accepted, but perhaps (a lost answer): the journal keeps them.
+    // Not known to be accepted, but perhaps (a lost answer, also of an attempt before the stop
+    // came): the journal keeps them.
     let mut perhaps = Vec::new();
     for (e, delivery) in chunk.into_iter().zip(deliveries) {
         match delivery {
@@ -243,7 +244,10 @@ async fn archive_or_notify<S: Store>(
                 refused.failed.push(FailedKey::new(&e.key, reason));
                 perhaps.push(e.key);
             }
-            Delivery::Stopped => refused.leave([e]),
+            Delivery::Stopped => {
+                perhaps.push(e.key.clone());
+                refused.leave([e]);
+            }
         }
     }
     let admitted_keys: Vec<Key> = admitted.iter().map(|e| e.key.clone()).collect();
