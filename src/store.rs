@@ -263,7 +263,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Stores the writers' mark of `schema`'s table in `schema.index_table` ([`packs::CURSOR`],
     /// sort key the table's name) as `at`, unless a mark is there already: a conditional
-    /// `PutItem`, one attempt, before the first pack. A mark found there is success.
+    /// `PutItem`, one attempt, before the first pack. A mark found there is success. A mark seen
+    /// stored may be taken to be there for a while without asking again
+    /// ([`dynamo::MARK_KNOWN_FOR`]): it is never removed.
     fn mark_packs(
         &self,
         schema: &TableSchema,

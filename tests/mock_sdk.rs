@@ -643,3 +643,52 @@ async fn keys_a_read_leaves_unprocessed_are_asked_again_after_a_backoff() {
     assert_eq!(never.num_calls(), 3);
     assert_waited(started, 150);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_writers_mark_seen_stored_is_not_asked_for_again_for_five_minutes() {
+    use aws_sdk_dynamodb::operation::put_item::{PutItemError, PutItemOutput};
+    // A missing table (not known: asked again), stored, then found there by its condition.
+    let missing = || {
+        let e = ResourceNotFoundException::builder()
+            .message("Requested resource not found")
+            .meta(meta("ResourceNotFoundException"));
+        PutItemError::ResourceNotFoundException(e.build())
+    };
+    let found = || {
+        let e = ConditionalCheckFailedException::builder()
+            .message("there")
+            .meta(meta("ConditionalCheckFailedException"));
+        PutItemError::ConditionalCheckFailedException(e.build())
+    };
+    let put = mock!(Client::put_item)
+        .sequence()
+        .error(missing)
+        .output(|| PutItemOutput::builder().build())
+        .error(found)
+        .build();
+    let store = DynamoStore::new(mock_client!(aws_sdk_dynamodb, RuleMode::Sequential, [&put]));
+    let mut schema = default_schema();
+    schema.index_table = Some("sessions-expiry".into());
+    let at = Timestamp::from_secs(1_800_000_000);
+    let error = store.mark_packs(&schema, at).await.expect_err("missing");
+    assert_eq!(error.kind, ErrorKind::NotFound, "{error}");
+    store.mark_packs(&schema, at).await.unwrap();
+    assert_eq!(put.num_calls(), 2);
+    for _ in 0..10 {
+        store.mark_packs(&schema, at).await.unwrap();
+    }
+    assert_eq!(
+        put.num_calls(),
+        2,
+        "the mark seen stored is not asked for again"
+    );
+    tokio::time::sleep(ttl_sweeper::store::dynamo::MARK_KNOWN_FOR).await;
+    store.mark_packs(&schema, at).await.unwrap();
+    assert_eq!(
+        put.num_calls(),
+        3,
+        "asked again once the time is up: found there"
+    );
+    store.mark_packs(&schema, at).await.unwrap();
+    assert_eq!(put.num_calls(), 3);
+}

@@ -47,7 +47,14 @@ pub struct DynamoStore {
     /// it (`client::delete_clients`).
     pub(in crate::store) conditional_deletes: Client,
     batch_deletes: Client,
+    /// The index tables (with the swept table) whose writers' mark this store saw stored, and
+    /// when: [`Store::mark_packs`] asks again only after [`MARK_KNOWN_FOR`].
+    marks: Arc<std::sync::Mutex<HashMap<(String, String), tokio::time::Instant>>>,
 }
+
+/// How long a writers' mark seen stored is taken to be there without asking again (one
+/// conditional `PutItem`, a write unit, per index table and process this often, not per batch).
+pub const MARK_KNOWN_FOR: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The projection of the key attributes and the ttl by placeholder (`#k0, #k1, #ttl`), and the
 /// names the placeholders stand for.
@@ -583,6 +590,12 @@ impl Store for DynamoStore {
         let Some(index_table) = schema.index_table.as_deref() else {
             return Ok(());
         };
+        let id = (index_table.to_owned(), schema.table_name.clone());
+        let now = tokio::time::Instant::now();
+        let known = |at: &tokio::time::Instant| now.saturating_duration_since(*at) < MARK_KNOWN_FOR;
+        if super::lock(&self.marks).get(&id).is_some_and(known) {
+            return Ok(());
+        }
         let put = self
             .client
             .put_item()
@@ -593,15 +606,15 @@ impl Store for DynamoStore {
             .send()
             .await;
         match put {
-            Ok(_) => Ok(()),
+            Ok(_) => {}
+            // A mark is there already: it stays.
             Err(e)
                 if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(StoreError::from_sdk("PutItem", e)),
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) => {}
+            Err(e) => return Err(StoreError::from_sdk("PutItem", e)),
         }
+        super::lock(&self.marks).insert(id, now);
+        Ok(())
     }
 
     async fn claim_index_table(&self, schema: &TableSchema) -> Result<(), StoreError> {

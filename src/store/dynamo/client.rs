@@ -70,6 +70,7 @@ impl DynamoStore {
             conditional_deletes,
             batch_deletes,
             server_clock,
+            marks: Arc::default(),
         }
     }
 
