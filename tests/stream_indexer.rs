@@ -711,3 +711,74 @@ async fn audit_finds_the_items_the_stream_indexer_packed_and_counts_the_one_it_d
     assert_eq!(report["missing_entry"], 1, "{report} {stderr}");
     assert_eq!(report["scanned"], 13, "{report} {stderr}");
 }
+
+/// The move of a deployment from entries of one item each to packs, on DynamoDB Local, in the
+/// same index table (its key, `window`/`entry`, and the table itself unchanged): entries the
+/// previous indexer wrote are read and removed by sweeps as before, while the new indexer writes
+/// packs beside them, from its mark on. Nothing is stranded: every item expired is deleted, from
+/// an entry or a pack, and the live ones stay listed, unjudged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_indexed_one_entry_per_item_keeps_being_swept_while_it_moves_to_packs() {
+    use ttl_sweeper::store::entries::{index_item, EntryWrite, Indexing};
+    use ttl_sweeper::store::Store;
+    let (client, table, index, sweeper) = setup("migrate", &[]).await;
+    let schema = sweeper.schema().clone();
+    let describe = |name: String| {
+        let client = client.clone();
+        async move {
+            let t = client.describe_table().table_name(name).send().await;
+            let t = t.expect("describe").table.expect("table");
+            (t.creation_date_time, t.key_schema)
+        }
+    };
+    let before = describe(index.clone()).await;
+    let now = now();
+    // What the previous indexer wrote: an entry of one item each, from its record.
+    let old = [
+        unwindowed("old-expired", now - 30),
+        unwindowed("old-soon", now + 2),
+        unwindowed("old-live", now + 300),
+    ];
+    put_items(&client, &table, old.to_vec()).await;
+    for (n, item) in old.iter().enumerate() {
+        let at = Timestamp::from_secs(now);
+        let Some(Indexing::Entry { entry, .. }) = index_item(&schema, item, &n.to_string(), at)
+        else {
+            panic!("{item:?} has an entry");
+        };
+        let put = vec![EntryWrite::Put(entry.to_item())];
+        let left = sweeper.store().write_entries(&schema, put).await.unwrap();
+        assert!(left.is_empty());
+    }
+    // The first sweep after the move: no writer has stored its mark, so no pack is read; the
+    // old expired item goes through its entry.
+    let report = sweeper.sweep(clock(), &Stop::never()).await;
+    assert!(report.is_success(), "{report:?}");
+    assert_eq!(report.items_deleted, 1, "{report:?}");
+    assert!(get(&client, &table, "old-expired").await.is_none());
+    // The new indexer: items written already expired, due soon and live, into packs.
+    let new = [
+        unwindowed("new-expired", now - 10),
+        unwindowed("new-soon", now + 2),
+        unwindowed("new-live", now + 300),
+    ];
+    put_items(&client, &table, new.to_vec()).await;
+    let records = (new.iter().enumerate())
+        .map(|(n, item)| record("INSERT", 100 + n as u64, item))
+        .collect();
+    let indexed = index_all(&sweeper, records).await;
+    assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
+    assert_eq!(indexed.report.packs_written, 3, "{:?}", indexed.report);
+    // Sweeps past the soon items' ttls read both: the old entries and the new packs.
+    wait_past_packs_of(&client, &index, "new-soon").await;
+    let report = sweeper.sweep(clock(), &Stop::never()).await;
+    assert!(report.is_success(), "{report:?}");
+    let mut left = ids(&client, &table).await;
+    left.sort();
+    assert_eq!(left, ["new-live", "old-live"], "{report:?}");
+    let unjudged = unjudged_entries(&client, &index).await;
+    let live = listed(&[("new-live", now + 300), ("old-live", now + 300)]);
+    assert_eq!(unjudged, live, "the live items stay listed");
+    let after = describe(index).await;
+    assert_eq!(before, after, "the same index table, its key unchanged");
+}
