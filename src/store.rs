@@ -92,14 +92,6 @@ impl TableSchema {
         })
     }
 
-    /// `items` by their primary key ([`Self::key_token`]), to look many keys up at once.
-    pub fn by_key<'a>(&self, items: &'a [Key]) -> HashMap<String, &'a Key> {
-        items
-            .iter()
-            .filter_map(|item| Some((self.key_token(item)?, item)))
-            .collect()
-    }
-
     /// Whether `a` and `b` (keys, or items of this table or its index) have the same primary
     /// key: exactly when both have a [`Self::key_token`] and the two are equal.
     pub fn same_key(&self, a: &Key, b: &Key) -> bool {
@@ -131,7 +123,7 @@ impl TableSchema {
     }
 
     /// `items` indexed by primary key, for looking up many keys at once (the answer of a read by
-    /// key): as [`Self::by_key`], without a text per item.
+    /// key): as [`Self::find`] for each, without a scan or a text per item.
     pub fn index<'a>(&'a self, items: &'a [Key]) -> KeyIndex<'a> {
         let mut at = HashMap::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
@@ -427,7 +419,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn an_index_finds_an_item_by_key_exactly_as_its_token_does() {
+    fn an_index_finds_an_item_by_key_exactly_as_a_scan_does() {
         let schema = schema(&["pk", "sk"], None, Layout::default());
         let s = |v: &str| AttributeValue::S(v.into());
         let n = |v: &str| AttributeValue::N(v.into());
@@ -453,10 +445,7 @@ pub(crate) mod tests {
             keyless,
         ];
         for k in &keys {
-            let by_token = schema
-                .key_token(k)
-                .and_then(|t| schema.by_key(&items).get(&t).copied());
-            assert_eq!(index.get(k), by_token, "{k:?}");
+            assert_eq!(index.get(k), schema.find(&items, k), "{k:?}");
         }
         assert_eq!(index.get(&keys[0]), Some(&items[0]));
         assert_eq!(index.get(&keys[3]), None);

@@ -86,10 +86,10 @@ impl<S: Store> Sweeper<S> {
             let Ok(found) = stop.bound("BatchGetItem", read).await else {
                 return;
             };
-            let found = schema.by_key(&found);
+            let found = schema.index(&found);
             let unchanged = keys
                 .iter()
-                .filter(|(token, e)| found.get(token).and_then(|i| schema.ttl_of(i)) == Some(e.ttl))
+                .filter(|(_, e)| found.get(&e.key).and_then(|i| schema.ttl_of(i)) == Some(e.ttl))
                 .map(|(token, e)| (token.clone(), e.ttl_as_read.clone()));
             shared.confirmed.insert(unchanged, asked);
         }
