@@ -11,9 +11,9 @@
 //! packs of a few KB, once, with `BatchWriteItem` ([`CONCURRENCY`] requests at once, unprocessed
 //! packs sent again with backoff), never updated, left to the index table's native TTL. A pack
 //! is only ever due after it is written: one that the write took too long for (its due no
-//! longer [`ACK_MARGIN`] past the latest DynamoDB's clock may read once it is acknowledged) is
-//! written again, due further on than that write took ([`rewrite_lead`]), since a sweep may
-//! have read past its due already. Before its first
+//! longer [`packs::ACK_MARGIN`] past the latest DynamoDB's clock may read once it is
+//! acknowledged) is written again, due further on than that write took
+//! ([`packs::write_packs`]), since a sweep may have read past its due already. Before its first
 //! pack, a writer stores its mark ([`Store::mark_packs`]): no pack is due before it. A `MODIFY`
 //! whose old image (`NEW_AND_OLD_IMAGES`) has the same ttl writes nothing: the item's entry is
 //! there already. `REMOVE` records need nothing: the entry an item leaves behind deletes
@@ -33,7 +33,7 @@ use serde::Serialize;
 use crate::engine::{Stop, Sweeper};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::entries::{self, Entry, ImageTtl, Indexing};
-use crate::store::packs::{self, Pack, PackEntry};
+use crate::store::packs::{self, write_packs, PackEntry, PACKS_PER_REQUEST, PACK_LEAD};
 use crate::store::{
     full_jitter, key_to_json, EntryWrite, ErrorKind, Key, Store, StoreError, TableSchema,
 };
@@ -124,18 +124,6 @@ pub fn item_id(record: &EventRecord) -> String {
     let key: Key = record.change.keys.clone().into();
     key_to_json(&key).to_string()
 }
-
-/// How far past the latest instant DynamoDB's clock may read an entry of an item expired (or
-/// about to be) is due: time to write its pack before any sweep reads that far.
-pub const PACK_LEAD: Duration = Duration::from_millis(250);
-
-/// How far past the latest instant DynamoDB's clock may read, once its write is acknowledged, a
-/// pack must still be due: more than any sweep's instant runs ahead of DynamoDB's clock
-/// ([`crate::store::MAX_ALLOWANCE`]). A pack due sooner is written again, due later.
-pub const ACK_MARGIN: Duration = Duration::from_millis(100);
-
-/// Packs in one `BatchWriteItem`.
-pub const PACKS_PER_REQUEST: usize = 25;
 
 /// Indexes `records` (one batch from one shard of `schema`'s table's stream) into the table's
 /// expiry index (`schema.index_table`) as packs, judging each image by `clock`. Never fails as a
@@ -311,101 +299,6 @@ async fn mark<S: Store>(store: &S, schema: &TableSchema, now: Timestamp) -> Resu
             Err(_) => tokio::time::sleep(full_jitter(base, cap, attempt)).await,
         }
         attempt += 1;
-    }
-}
-
-/// Writes `packs` (up to [`PACKS_PER_REQUEST`], each with its entries' tags) in one request,
-/// with retries: unprocessed packs are sent again after [`full_jitter`], and a pack whose
-/// acknowledgement came too late for its due ([`ACK_MARGIN`]) is written again, due
-/// [`rewrite_lead`] past the latest DynamoDB's clock may read. Answers each pack as last written,
-/// with the error that stopped it, if any (after `ATTEMPTS`, or an error not worth retrying).
-async fn write_packs<S: Store>(
-    store: &S,
-    schema: &TableSchema,
-    clock: &dyn Clock,
-    packs: Vec<(Pack, Vec<usize>)>,
-) -> Vec<(Pack, Vec<usize>, Option<(ErrorKind, String)>)> {
-    let mut out = Vec::with_capacity(packs.len());
-    let mut pending = packs;
-    let (base, cap) = (Duration::from_millis(50), Duration::from_secs(2));
-    for attempt in 1..=ATTEMPTS {
-        let writes = pending
-            .iter()
-            .map(|(pack, _)| EntryWrite::Put(pack.to_item()))
-            .collect();
-        let sent = std::mem::take(&mut pending);
-        let started = tokio::time::Instant::now();
-        let (written, wait) = match store.write_entries(schema, writes).await {
-            Ok(left) => {
-                let left: HashSet<String> = left.iter().filter_map(sort_of).collect();
-                let (unprocessed, written) = sent
-                    .into_iter()
-                    .partition::<Vec<_>, _>(|(pack, _)| left.contains(&pack.sort));
-                let wait = !unprocessed.is_empty();
-                pending = unprocessed;
-                (written, wait)
-            }
-            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => {
-                let why = (e.kind, e.to_string());
-                out.extend(sent.into_iter().map(|(p, t)| (p, t, Some(why.clone()))));
-                return out;
-            }
-            Err(_) => {
-                pending = sent;
-                (Vec::new(), true)
-            }
-        };
-        // Acknowledged: due far enough ahead that no sweep has read past it, or again, later:
-        // by more than twice the round trip just seen, and twice as far each attempt, so that
-        // slow writes still end.
-        let latest = clock.latest();
-        let lead = rewrite_lead(started.elapsed(), attempt);
-        for (pack, tags) in written {
-            if pack.due().is_some_and(|due| due >= latest + ACK_MARGIN) {
-                out.push((pack, tags, None));
-                continue;
-            }
-            let due = latest + lead;
-            let origin = format!("{:016x}", fastrand::u64(..));
-            let again = pack.entries.into_iter().zip(tags).map(|(e, t)| (due, e, t));
-            let (repacked, _) = packs::group(schema, &origin, again.collect());
-            pending.extend(repacked);
-        }
-        if pending.is_empty() {
-            return out;
-        }
-        if wait && attempt < ATTEMPTS {
-            tokio::time::sleep(full_jitter(base, cap, attempt)).await;
-        }
-    }
-    let message = format!("packs still unwritten after {ATTEMPTS} attempts");
-    let e = StoreError::new(ErrorKind::Throttled, "BatchWriteItem", message);
-    let why = (e.kind, e.to_string());
-    out.extend(pending.into_iter().map(|(p, t)| (p, t, Some(why.clone()))));
-    out
-}
-
-/// The most a pack written again is due past the latest instant DynamoDB's clock may read.
-pub const MAX_REWRITE_LEAD: Duration = Duration::from_secs(30);
-
-/// How far past the latest instant DynamoDB's clock may read a pack acknowledged too late at
-/// `attempt` is due when written again: [`PACK_LEAD`] or twice the `round_trip` of the write
-/// that was too late, whichever is more, doubled for each attempt before (at most
-/// [`MAX_REWRITE_LEAD`]).
-pub fn rewrite_lead(round_trip: Duration, attempt: u32) -> Duration {
-    let base = PACK_LEAD.max(round_trip * 2);
-    base.saturating_mul(1 << attempt.saturating_sub(1).min(16))
-        .min(MAX_REWRITE_LEAD)
-}
-
-/// The sort key of the index item a write puts.
-fn sort_of(write: &EntryWrite) -> Option<String> {
-    match write {
-        EntryWrite::Put(item) => match item.get(entries::ENTRY)? {
-            aws_sdk_dynamodb::types::AttributeValue::S(s) => Some(s.clone()),
-            _ => None,
-        },
-        EntryWrite::Remove(_) => None,
     }
 }
 

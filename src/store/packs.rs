@@ -17,6 +17,11 @@ use super::entries::{self, ENTRY, EXPIRES, WINDOW};
 use super::{Key, TableSchema};
 use crate::expiry::Timestamp;
 
+mod write;
+pub use write::{
+    rewrite_lead, write_packs, ACK_MARGIN, MAX_REWRITE_LEAD, PACKS_PER_REQUEST, PACK_LEAD,
+};
+
 /// The first character of a pack's sort key.
 pub const PREFIX: &str = "p";
 

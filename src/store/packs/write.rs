@@ -1,0 +1,124 @@
+//! Writing packs: once each, due after their write is acknowledged. The stream indexer's packs
+//! and a sweep's carried keys are written the same way ([`write_packs`]): a pack acknowledged
+//! too late for its due is written again, due further on, since a sweep may have read past its
+//! due before it was there (`docs/design.md`, "The writer").
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::{group, Pack, ENTRY};
+use crate::expiry::Clock;
+use crate::store::{full_jitter, EntryWrite, ErrorKind, Store, StoreError, TableSchema};
+
+/// Attempts at one request's packs; unprocessed ones are sent again after [`full_jitter`].
+const ATTEMPTS: u32 = 5;
+
+/// How far past the latest instant DynamoDB's clock may read an entry of an item expired (or
+/// about to be) is due: time to write its pack before any sweep reads that far.
+pub const PACK_LEAD: Duration = Duration::from_millis(250);
+
+/// How far past the latest instant DynamoDB's clock may read, once its write is acknowledged, a
+/// pack must still be due: more than any sweep's instant runs ahead of DynamoDB's clock
+/// ([`crate::store::MAX_ALLOWANCE`]). A pack due sooner is written again, due later.
+pub const ACK_MARGIN: Duration = Duration::from_millis(100);
+
+/// Packs in one `BatchWriteItem`.
+pub const PACKS_PER_REQUEST: usize = 25;
+
+/// Writes `packs` (up to [`PACKS_PER_REQUEST`], each with its entries' tags) in one request,
+/// with retries: unprocessed packs are sent again after [`full_jitter`], and a pack whose
+/// acknowledgement came too late for its due ([`ACK_MARGIN`]) is written again, due
+/// [`rewrite_lead`] past the latest DynamoDB's clock may read. Answers each pack as last written,
+/// with the error that stopped it, if any (after `ATTEMPTS`, or an error not worth retrying).
+pub async fn write_packs<S: Store, T>(
+    store: &S,
+    schema: &TableSchema,
+    clock: &dyn Clock,
+    packs: Vec<(Pack, Vec<T>)>,
+) -> Vec<(Pack, Vec<T>, Option<(ErrorKind, String)>)> {
+    let mut out = Vec::with_capacity(packs.len());
+    let mut pending = packs;
+    let (base, cap) = (Duration::from_millis(50), Duration::from_secs(2));
+    for attempt in 1..=ATTEMPTS {
+        let writes = pending
+            .iter()
+            .map(|(pack, _)| EntryWrite::Put(pack.to_item()))
+            .collect();
+        let sent = std::mem::take(&mut pending);
+        let started = tokio::time::Instant::now();
+        let (written, wait) = match store.write_entries(schema, writes).await {
+            Ok(left) => {
+                let left: HashSet<String> = left.iter().filter_map(sort_of).collect();
+                let (unprocessed, written) = sent
+                    .into_iter()
+                    .partition::<Vec<_>, _>(|(pack, _)| left.contains(&pack.sort));
+                let wait = !unprocessed.is_empty();
+                pending = unprocessed;
+                (written, wait)
+            }
+            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => {
+                let why = (e.kind, e.to_string());
+                out.extend(sent.into_iter().map(|(p, t)| (p, t, Some(why.clone()))));
+                return out;
+            }
+            Err(_) => {
+                pending = sent;
+                (Vec::new(), true)
+            }
+        };
+        // Acknowledged: due far enough ahead that no sweep has read past it, or again, later:
+        // by more than twice the round trip just seen, and twice as far each attempt, so that
+        // slow writes still end.
+        let latest = clock.latest();
+        let lead = rewrite_lead(started.elapsed(), attempt);
+        for (pack, tags) in written {
+            if pack.due().is_some_and(|due| due >= latest + ACK_MARGIN) {
+                out.push((pack, tags, None));
+                continue;
+            }
+            let due = latest + lead;
+            let origin = format!("{:016x}", fastrand::u64(..));
+            let again = pack.entries.into_iter().zip(tags).map(|(e, t)| (due, e, t));
+            let (repacked, _) = group(schema, &origin, again.collect());
+            pending.extend(repacked);
+        }
+        if pending.is_empty() {
+            return out;
+        }
+        if wait && attempt < ATTEMPTS {
+            tokio::time::sleep(full_jitter(base, cap, attempt)).await;
+        }
+    }
+    let message = format!("packs still unwritten after {ATTEMPTS} attempts");
+    let e = StoreError::new(ErrorKind::Throttled, "BatchWriteItem", message);
+    let why = (e.kind, e.to_string());
+    out.extend(pending.into_iter().map(|(p, t)| (p, t, Some(why.clone()))));
+    out
+}
+
+/// The most a pack written again is due past the latest instant DynamoDB's clock may read.
+pub const MAX_REWRITE_LEAD: Duration = Duration::from_secs(30);
+
+/// How far past the latest instant DynamoDB's clock may read a pack acknowledged too late at
+/// `attempt` is due when written again: [`PACK_LEAD`] or twice the `round_trip` of the write
+/// that was too late, whichever is more, doubled for each attempt before (at most
+/// [`MAX_REWRITE_LEAD`]).
+pub fn rewrite_lead(round_trip: Duration, attempt: u32) -> Duration {
+    let base = PACK_LEAD.max(round_trip * 2);
+    base.saturating_mul(1 << attempt.saturating_sub(1).min(16))
+        .min(MAX_REWRITE_LEAD)
+}
+
+/// The sort key of the index item a write puts.
+fn sort_of(write: &EntryWrite) -> Option<String> {
+    match write {
+        EntryWrite::Put(item) => match item.get(ENTRY)? {
+            AttributeValue::S(s) => Some(s.clone()),
+            _ => None,
+        },
+        EntryWrite::Remove(_) => None,
+    }
+}
+
