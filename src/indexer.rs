@@ -151,6 +151,10 @@ pub async fn index_records<S: Store>(
     // One entry per item and ttl: a record delivered twice in one batch is written once.
     let mut seen = HashSet::new();
     found.retain(|(_, f)| seen.insert((key_to_json(&f.entry.key).to_string(), f.ttl.to_bits())));
+    // The soonest a pack is due, read before the mark is stored: no pack is due before the
+    // mark, even when the mark's own answer is the first to tell DynamoDB's clock, behind a
+    // host clock running fast.
+    let soonest = clock.latest() + PACK_LEAD;
     if !found.is_empty() {
         if let Err(e) = mark(store, schema, now).await {
             for (at, _) in &found {
@@ -159,7 +163,6 @@ pub async fn index_records<S: Store>(
             found.clear();
         }
     }
-    let soonest = clock.latest() + PACK_LEAD;
     let mut expired_at = HashSet::new();
     let due: Vec<_> = found
         .into_iter()

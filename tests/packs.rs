@@ -15,7 +15,7 @@ use support::mem_store::{mem_sweeper, Fault, MemStore, Op, When};
 use tokio::time::Instant;
 
 use aws_lambda_events::dynamodb::EventRecord;
-use ttl_sweeper::engine::{run_ticks, Stop, SweepOptions, SweepReport, Sweeper, Ticks};
+use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, SweepReport, Sweeper, Ticks};
 use ttl_sweeper::expiry::window::windows_since;
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::indexer::{delete_expired, index_records};
@@ -313,6 +313,44 @@ async fn a_catch_up_reads_no_pack_due_past_its_own_instant_when_the_ticks_began_
         .sweep_windows(tick_at, &windows, &Stop::never())
         .await;
     assert!(store.ids().is_empty(), "left: {:?} {report:?}", store.ids());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_item_whose_ttl_moved_earlier_listed_by_two_packs_read_together_is_deleted() {
+    // Item k was written with ttl T0 + 8, then its ttl moved to T0 + 5: a pack lists each. One
+    // sweep reads both in one group: it sends k once, on the later ttl, which the table no
+    // longer holds (kept). The entry of the earlier ttl, passed over, is carried, and the next
+    // sweep deletes k. (Before a writer's first pack: an item due at T0 + 1, for its mark.)
+    for mode in [DeleteMode::Batch, DeleteMode::Conditional] {
+        let store = store();
+        store.put("first", (T0 + 1) as f64);
+        store.index_packed(&["first"], "stream-1");
+        store.put("k", (T0 + 8) as f64);
+        store.index_packed(&["k"], "stream-2");
+        store.put("k", (T0 + 5) as f64);
+        store.index_packed(&["k"], "stream-3");
+        let options = SweepOptions {
+            delete_mode: mode,
+            ..SweepOptions::default()
+        };
+        let sweeper = mem_sweeper(store.clone(), options);
+        let started = Instant::now();
+        tokio::time::sleep_until(started + Duration::from_secs(10)).await;
+        let report = sweeper
+            .sweep(Timestamp::from_secs(T0 + 10), &Stop::never())
+            .await;
+        assert_eq!(store.ids(), ["k"], "{mode:?} {report:?}");
+        tokio::time::sleep_until(started + Duration::from_secs(12)).await;
+        let report = sweeper
+            .sweep(Timestamp::from_secs(T0 + 12), &Stop::never())
+            .await;
+        assert!(
+            store.ids().is_empty(),
+            "{mode:?} left: {:?} {report:?}",
+            store.ids()
+        );
+        assert!(store.destroyed_live.lock().unwrap().is_empty());
+    }
 }
 
 /// A stream record of the item `id` with `ttl` written, created at `created` (epoch seconds).

@@ -167,9 +167,9 @@ pub(super) struct ChunkOutcome {
     /// Keys listed from packs and not settled (failed or left), written into a new pack for the
     /// next sweep ([`super::packs`]).
     pub(super) carried: u64,
-    /// Every key listed from a pack and not settled was carried: the chunk needs no other sweep
-    /// to read its packs again.
-    pub(super) carried_all: bool,
+    /// Whether everything of the chunk's packs to carry was carried (`None`: nothing was to
+    /// carry): then the chunk needs no other sweep to read its packs again.
+    pub(super) carried_all: Option<bool>,
     pub(super) failed: Vec<FailedKey>,
     /// The keys kept (their ttl changed).
     pub(super) kept_keys: Vec<Key>,

@@ -10,6 +10,8 @@ use std::collections::{HashMap, HashSet};
 use tracing::warn;
 
 use super::delete::{write_index, ChunkOutcome, Deleter, Expired};
+use crate::expiry::window::parse_ttl;
+use crate::expiry::Clock;
 use crate::store::packs::{self, PackEntry};
 use crate::store::{key_to_json, EntryWrite, Key, Store};
 
@@ -92,42 +94,51 @@ pub(super) fn packed_of(group: &[Expired]) -> Vec<(String, PackEntry)> {
         .collect()
 }
 
-/// Carries the keys of `packed` that `out` did not settle (failed, or left), and those in `also`
-/// (held by another group), into new packs due at
-/// the sweep instant, in the partition of that instant and each key's shard, so that the next
-/// sweep, which reads from that instant on, judges them again. Sets `out.carried_all` when every
-/// such key was written (or there was none). Without `write` (a pass whose packs end before its
-/// instant: a later read may already be past it), nothing is carried, and `out.carried_all` says
-/// whether there was nothing to carry.
+/// Carries into new packs, for a later sweep to judge them again: the keys of `packed` that
+/// `out` did not settle (failed, or left), those in `also` (held by another group), and each
+/// entry of a key listed with a later ttl beside it (a ttl moved earlier: the delete judged the
+/// key on the later ttl only). A carried pack is written as the stream indexer writes its packs
+/// ([`packs::write_packs`]): due at the sweep instant, or [`packs::PACK_LEAD`] past the latest
+/// DynamoDB's clock may read (`clock`) if that is later, and written again if acknowledged too
+/// late, so that no sweep, tick or full, has read past it before it is there. Sets
+/// `out.carried_all` when there was something to carry: whether all of it was written.
 pub(super) async fn carry_unsettled<S: Store>(
     d: &Deleter<'_, S>,
+    clock: &dyn Clock,
     packed: Vec<(String, PackEntry)>,
-    also: std::collections::HashSet<String>,
-    write: bool,
+    also: HashSet<String>,
     out: &mut ChunkOutcome,
 ) {
-    let unsettled: std::collections::HashSet<String> = out
+    let unsettled: HashSet<String> = out
         .failed
         .iter()
         .map(|f| f.key.to_string())
         .chain(out.left_keys.iter().map(|k| key_to_json(k).to_string()))
         .chain(also)
         .collect();
+    // The latest ttl each key was listed with in this group.
+    let mut latest: HashMap<&str, f64> = HashMap::new();
+    for (token, e) in &packed {
+        let ttl = parse_ttl(&e.ttl).unwrap_or(f64::NAN);
+        let at = latest.entry(token.as_str()).or_insert(ttl);
+        *at = at.max(ttl);
+    }
+    let passed_over = |token: &str, e: &PackEntry| {
+        let ttl = parse_ttl(&e.ttl).unwrap_or(f64::NAN);
+        latest.get(token).is_some_and(|l| ttl < *l)
+    };
     let carry: Vec<PackEntry> = packed
-        .into_iter()
-        .filter(|(token, _)| unsettled.contains(token))
-        .map(|(_, e)| e)
+        .iter()
+        .filter(|(token, e)| unsettled.contains(token) || passed_over(token, e))
+        .map(|(_, e)| e.clone())
         .collect();
-    if carry.is_empty() || !write {
-        // Not written: the pass's packs are read again, unless every key was settled.
-        out.carried_all = carry.is_empty();
+    if carry.is_empty() {
         return;
     }
-    // By partition: each key's shard, in the window of the sweep instant.
-    let (schema, due) = (d.schema, d.now);
+    let (schema, due) = (d.schema, d.now.max(clock.latest() + packs::PACK_LEAD));
     let origin = format!("carry-{:016x}", fastrand::u64(..));
     let due_now = carry.into_iter().map(|e| (due, e, ())).collect();
-    let (packed, apart) = packs::group(schema, &origin, due_now);
+    let (grouped, apart) = packs::group(schema, &origin, due_now);
     if !apart.is_empty() {
         // Not keys of this table: nothing a sweep could delete, nothing to carry.
         warn!(
@@ -135,21 +146,18 @@ pub(super) async fn carry_unsettled<S: Store>(
             "unsettled keys of a pack have no window; not carried"
         );
     }
-    let writes: Vec<_> = packed
-        .into_iter()
-        .map(|(pack, _)| (pack.entries.len() as u64, EntryWrite::Put(pack.to_item())))
-        .collect();
     let mut all = true;
-    for chunk in writes.chunks(25) {
-        let count: u64 = chunk.iter().map(|(n, _)| n).sum();
-        let request = chunk.iter().map(|(_, w)| w.clone()).collect();
-        match write_index(d, request).await {
-            (_, None) => out.carried += count,
-            (_, Some(e)) => {
-                warn!(error = %e, keys = count, "unsettled keys of packs not carried; their packs are read again");
-                all = false;
+    for chunk in grouped.chunks(packs::PACKS_PER_REQUEST) {
+        for (pack, _, error) in packs::write_packs(d.store, schema, clock, chunk.to_vec()).await {
+            let count = pack.entries.len() as u64;
+            match error {
+                None => out.carried += count,
+                Some((_, e)) => {
+                    warn!(error = %e, keys = count, "unsettled keys of packs not carried; their packs are read again");
+                    all = false;
+                }
             }
         }
     }
-    out.carried_all = all;
+    out.carried_all = Some(all);
 }

@@ -3,8 +3,8 @@
 //! one (native TTL removes them). `docs/design.md`, "Packed entries".
 //!
 //! Every pack due before the cursor was read and each of its entries judged against the table
-//! (deleted, found gone, kept) or carried: written into a new pack due at the sweep instant, which
-//! the next sweep reads. A sweep reads the packs due from the cursor to its instant and moves the
+//! (deleted, found gone, kept) or carried: written into a new pack due past any instant a sweep
+//! has read to ([`super::entries::carry_unsettled`]), which a later sweep reads. A sweep reads the packs due from the cursor to its instant and moves the
 //! cursor to that instant only when it read them all and settled or carried every key; otherwise
 //! the cursor stays and the next sweep reads them again (their keys judged twice, never lost).
 //!
@@ -77,6 +77,8 @@ impl<S: Store> Sweeper<S> {
             other => other,
         };
         let mut state = crate::store::lock(&cursor.state);
+        // Ticks may have moved this sweeper's own on meanwhile: never back.
+        let through = through.max(state.through);
         state.through = through;
         state.reload = false;
         if through.is_none() {

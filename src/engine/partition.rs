@@ -200,7 +200,9 @@ pub(super) fn fold_chunk(
     }
     // A key of a pack not settled but carried into a new pack needs no other sweep of its
     // pack: the next sweep reads the new one.
-    let handled = chunk.failed.is_empty() && chunk.left_keys.is_empty() || chunk.carried_all;
+    let handled = chunk
+        .carried_all
+        .unwrap_or(chunk.failed.is_empty() && chunk.left_keys.is_empty());
     add_counts!(report, chunk; items_skipped = skipped, items_gone = gone, items_retried = retried,
         write_conflicts_retried = write_conflicts, items_confirmed = confirmed,
         items_reread = reread, items_conditional = conditional,
@@ -301,22 +303,26 @@ pub(super) async fn delete_group<S: Store>(
         out.absorb(sent);
     }
     out.entries_removed = remove_settled(deleter, entries, &out).await;
-    if let Some((_, end)) = pass.packs {
-        // A carried pack is due at the pass's instant, which the next read of packs starts from
-        // only when this pass read up to it: a catch-up's slice behind the ticks carries nothing,
-        // and is read again instead. Boxed: a delete task's future stays as small as it was
-        // without packs.
+    if pass.packs.is_some() {
+        // Carried packs are due past any instant a sweep has read to ([`carry_unsettled`]), by
+        // the entry point's clock, or without one the pass's start aged by the monotonic clock.
+        // Boxed: a delete task's future stays as small as it was without packs.
         let carried_anyway = held_elsewhere
             .iter()
             .map(|(token, _)| token.clone())
             .collect();
         packed.extend(held_elsewhere);
-        let write = end >= pass.now;
+        let (wall, mono) = pass.started;
+        let aged = move || wall + mono.elapsed();
+        let clock: &dyn Clock = match &pass.wall {
+            Some(c) => c.as_ref(),
+            None => &aged,
+        };
         Box::pin(carry_unsettled(
             deleter,
+            clock,
             packed,
             carried_anyway,
-            write,
             &mut out,
         ))
         .await;

@@ -121,4 +121,3 @@ fn sort_of(write: &EntryWrite) -> Option<String> {
         EntryWrite::Remove(_) => None,
     }
 }
-
