@@ -606,8 +606,15 @@ pub fn window_section(i: &Inputs, c: &Counted) -> String {
     let per_m = |r: WindowPaths, x: f64| r.per_million(x);
     let than = |a: f64, b: f64| if a < b { "less than" } else { "more than" };
     let heavy3 = row(1e9, 1.0, 3.0);
-    let extra = |r: WindowPaths| per_m(r, r.on_lambda - r.gsi);
-    let _ = writeln!(d, "\n**When each pays.** In one Region the GSI costs {}: per million 1 KB items the index table's indexer and queries add ${:.2} at 1M a month (an invocation per record, the queries' fixed ${:.2} a month) and ${:.2} at 1B; the daemon's reads, ${:.2} a month per shard, cost {} the function's requests, duration and logs at 1M a month (${:.2}), {} them at 100M (${:.2}). In three Regions the index table costs {}: ${:.2} per million 1 KB items at 1B a month against the GSI's ${:.2}, standbys' entries expiring by native TTL.", if heavy.gsi < heavy.on_lambda { "less" } else { "more" }, extra(light), i.queries_tick(), extra(heavy), light.stream_reads, than(light.stream_reads, light.lambda + light.logs), light.lambda + light.logs, than(mid.stream_reads, mid.lambda + mid.logs), mid.lambda + mid.logs, if heavy3.on_lambda < heavy3.gsi { "less" } else { "more" }, per_m(heavy3, heavy3.on_lambda), per_m(heavy3, heavy3.gsi));
+    let extra = |r: WindowPaths| {
+        let x = per_m(r, r.on_lambda - r.gsi);
+        if x < 0.0 {
+            format!("−${:.2}", -x)
+        } else {
+            format!("+${x:.2}")
+        }
+    };
+    let _ = writeln!(d, "\n**When each pays.** In one Region the GSI costs {}: per million 1 KB items the index table's indexer and queries come to {} against the GSI at 1M a month (an invocation per record, the queries' fixed ${:.2} a month) and {} at 1B; the daemon's reads, ${:.2} a month per shard, cost {} the function's requests, duration and logs at 1M a month (${:.2}), {} them at 100M (${:.2}). In three Regions the index table costs {}: ${:.2} per million 1 KB items at 1B a month against the GSI's ${:.2}, standbys' entries expiring by native TTL.", if heavy.gsi < heavy.on_lambda { "less" } else { "more" }, extra(light), i.queries_tick(), extra(heavy), light.stream_reads, than(light.stream_reads, light.lambda + light.logs), light.lambda + light.logs, than(mid.stream_reads, mid.lambda + mid.logs), mid.lambda + mid.logs, if heavy3.on_lambda < heavy3.gsi { "less" } else { "more" }, per_m(heavy3, heavy3.on_lambda), per_m(heavy3, heavy3.gsi));
     let ours = per_m(heavy, heavy.ours());
     let verdict = if ours <= PEER_PER_MILLION {
         format!(
@@ -627,7 +634,7 @@ pub fn window_section(i: &Inputs, c: &Counted) -> String {
         heavy.table_delete + heavy.confirm_read + heavy.entry_puts + heavy.entry_removals,
     );
     let conditional = ours - per_m(heavy, heavy.confirm_read);
-    let _ = writeln!(d, "\n**Against the peer.** A schedule per item (DynamoDB Streams → EventBridge Scheduler; AWS Database Blog, event-driven TTL part 1), also asking nothing of writers, gives ${PEER_PER_MILLION:.2} per million items in one Region, deleted within 1–2 minutes (its own figure); ours, with the expiry index table on Lambda, deletes within a second: ${:.2} per million at 1M a month. **The goal, at most ${PEER_PER_MILLION:.2} per million 1 KB items at 1B a month in one Region, {verdict}**, nearly all of it four requests per item: the delete (${:.2}), the confirming read (${:.2}), the entry's put and removal (${:.2}), ${floor:.2} together; `DELETE_MODE=conditional` drops the read, ${conditional:.2}, {}. In GSI mode ours is ${:.2}; in three Regions ${:.2} (GSI mode ${:.2}).", per_m(light, light.ours()), per_m(heavy, heavy.table_delete), per_m(heavy, heavy.confirm_read), per_m(heavy, heavy.entry_puts + heavy.entry_removals), if conditional <= PEER_PER_MILLION { format!("${:.2} under", PEER_PER_MILLION - conditional) } else { format!("still ${:.2} over", conditional - PEER_PER_MILLION) }, per_m(heavy, heavy.ours_gsi()), per_m(heavy3, heavy3.ours()), per_m(heavy3, heavy3.ours_gsi()));
+    let _ = writeln!(d, "\n**Against the peer.** A schedule per item (DynamoDB Streams → EventBridge Scheduler; AWS Database Blog, event-driven TTL part 1), also asking nothing of writers, gives ${PEER_PER_MILLION:.2} per million items in one Region, deleted within 1–2 minutes (its own figure); ours, with the expiry index table on Lambda, deletes within a second: ${:.2} per million at 1M a month. **The goal, at most ${PEER_PER_MILLION:.2} per million 1 KB items at 1B a month in one Region, {verdict}**, nearly all of it requests per item: the delete (${:.2}), the confirming read (${:.2}), the index's writes (${:.2}: packs, which native TTL removes), ${floor:.2} together; `DELETE_MODE=conditional` drops the read, ${conditional:.2}, {}. In GSI mode ours is ${:.2}; in three Regions ${:.2} (GSI mode ${:.2}).", per_m(light, light.ours()), per_m(heavy, heavy.table_delete), per_m(heavy, heavy.confirm_read), per_m(heavy, heavy.entry_puts + heavy.entry_removals), if conditional <= PEER_PER_MILLION { format!("${:.2} under", PEER_PER_MILLION - conditional) } else { format!("still ${:.2} over", conditional - PEER_PER_MILLION) }, per_m(heavy, heavy.ours_gsi()), per_m(heavy3, heavy3.ours()), per_m(heavy3, heavy3.ours_gsi()));
     d
 }
 
