@@ -134,6 +134,22 @@ fn index_queries_read_whole_entries_and_the_own_partitions_are_apart() {
     assert_eq!(l.counts.of(Kind::EntryPut).items, 1);
     assert_eq!(l.counts.of(Kind::IndexFixed).items, 1);
     assert_eq!(l.counts.entry_bytes, item_size(&item(entry("w1", "e1"))));
+    // An entry of one item lists one key; a pack lists its `keys`, and only one-key index items
+    // are counted as such.
+    let pack = |e: &str, keys: usize| {
+        let ks: Vec<Value> = (0..keys)
+            .map(|k| json!({"M": {"id": {"S": format!("k{k}")}}}))
+            .collect();
+        let ts: Vec<Value> = (0..keys).map(|_| json!({"N": "1793400123"})).collect();
+        json!({"window": {"S": "w1"}, "entry": {"S": e}, "keys": {"L": ks}, "ttls": {"L": ts}})
+    };
+    let packs = json!({"RequestItems": {"ix": [put(pack("p1", 3)), put(pack("p2", 1))]}});
+    l.observe(false, "BatchWriteItem", 200, &packs, &json!({}));
+    assert_eq!((l.counts.entries, l.counts.keys_listed), (3, 5));
+    assert_eq!(l.counts.one_key_packs, 2);
+    assert_eq!(l.counts.one_key_pack_units, 2.0);
+    let one = item_size(&item(entry("w1", "e1"))) + item_size(&item(pack("p2", 1)));
+    assert_eq!(l.counts.one_key_pack_bytes, one);
     // A projected page is billed for the whole entries it read; an empty page one unit.
     let q = |w: &str| {
         json!({"TableName": "ix", "ConsistentRead": true,

@@ -118,7 +118,7 @@ pub struct CpuRun {
     /// Seconds from the daemon's start until the stream records were all read (and the windows
     /// all set); `None` if that did not happen before the reading.
     pub caught_up: Option<f64>,
-    /// Stream records read, and entries the indexer wrote (`PutRequest`s to the index table).
+    /// Stream records read, and the keys the index items the indexer wrote list (a pack's `keys`).
     pub records: u64,
     pub entries: u64,
 }
@@ -369,7 +369,7 @@ async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
     let client = client_of(&server.endpoint).await;
     let t = tables(&client, "streamcpu").await;
     let table = if windowed { &t.gsi } else { &t.plain };
-    // Counts the stream records the daemon read and the entries it wrote.
+    // Counts the stream records the daemon read and the keys it indexed.
     let records = Arc::new(AtomicU64::new(0));
     let entries = Arc::new(AtomicU64::new(0));
     let observe = {
@@ -380,9 +380,16 @@ async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
                 records.fetch_add(n as u64, Ordering::Relaxed);
             }
             "BatchWriteItem" => {
+                // The keys the puts list: a pack's `keys`, an entry of one item's one.
                 let puts = |l: &Value| {
                     l.as_array().map_or(0, |l| {
-                        l.iter().filter(|w| w.get("PutRequest").is_some()).count()
+                        l.iter()
+                            .filter_map(|w| w.get("PutRequest"))
+                            .map(|p| match p["Item"].get("keys") {
+                                Some(keys) => keys["L"].as_array().map_or(0, Vec::len),
+                                None => 1,
+                            })
+                            .sum::<usize>()
                     })
                 };
                 let sent = puts(&request["RequestItems"][index.as_str()]);
@@ -482,7 +489,7 @@ pub async fn measure(settings: Settings) -> Figures {
             let (name, windowed, follow) = VARIANTS[v];
             let r = cpu_once(s, windowed, follow).await;
             eprintln!(
-                "stream CPU, run {}, {name}: {:.2} s CPU in {:.1} s; {} records read, {} entries written, caught up {}",
+                "stream CPU, run {}, {name}: {:.2} s CPU in {:.1} s; {} records read, {} keys indexed, caught up {}",
                 run + 1,
                 r.cpu_secs,
                 r.wall_secs,

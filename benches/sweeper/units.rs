@@ -289,6 +289,9 @@ pub fn counted(batch: &Run, conditional: &Run) -> Counted {
         entry_removal: per(batch, Kind::EntryRemoval),
         index_query: per(batch, Kind::IndexQuery),
         entry_bytes: c.entry_bytes as f64 / c.entries.max(1) as f64,
+        keys_listed: c.keys_listed as f64 / batch.expired as f64,
+        one_key_pack: c.one_key_pack_units / c.one_key_packs.max(1) as f64,
+        one_key_bytes: c.one_key_pack_bytes as f64 / c.one_key_packs.max(1) as f64,
     }
 }
 
@@ -329,6 +332,18 @@ fn run_table(d: &mut String, r: &Run) {
         w / n,
         rd / n,
         dollars(w, rd)
+    );
+    let c = &r.counts;
+    let _ = writeln!(
+        d,
+        "Index items put: {}, listing {} keys ({:.2} a pack, {:.3} per expired item); {} of them list one key, {:.0} bytes and {:.2} WRU each on average.\n",
+        c.entries,
+        c.keys_listed,
+        c.keys_listed as f64 / c.entries.max(1) as f64,
+        c.keys_listed as f64 / n,
+        c.one_key_packs,
+        c.one_key_pack_bytes as f64 / c.one_key_packs.max(1) as f64,
+        c.one_key_pack_units / c.one_key_packs.max(1) as f64
     );
 }
 

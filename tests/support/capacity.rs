@@ -242,6 +242,13 @@ pub struct Counts {
     pub unknown: Vec<String>,
     pub entry_bytes: u64,
     pub entries: u64,
+    /// Items' keys the index items put list (a pack's `keys`; an entry of one item, one).
+    pub keys_listed: u64,
+    /// Index items put that list one key, their write units and bytes: what a pack costs when a
+    /// batch's records share no due (ttls spread over a real day).
+    pub one_key_packs: u64,
+    pub one_key_pack_units: f64,
+    pub one_key_pack_bytes: u64,
 }
 
 impl Counts {
@@ -558,8 +565,18 @@ impl Ledger {
                     let kind = self.kind(app, table, &partition, Access::Write);
                     let new = item_size(item);
                     if kind == Kind::EntryPut {
+                        let keys = match item.get("keys") {
+                            Some(keys) => keys["L"].as_array().map_or(0, Vec::len) as u64,
+                            None => 1,
+                        };
                         self.counts.entry_bytes += new;
                         self.counts.entries += 1;
+                        self.counts.keys_listed += keys;
+                        if keys == 1 {
+                            self.counts.one_key_packs += 1;
+                            self.counts.one_key_pack_units += write_units(new);
+                            self.counts.one_key_pack_bytes += new;
+                        }
                     }
                     self.items.insert(key, Some(item.clone()));
                     self.add(kind, 1, write_units(old.max(new)), 0.0);
