@@ -104,6 +104,31 @@ async fn ticks_read_each_pack_once_and_a_restart_goes_on_from_the_cursor() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_cursor_never_stored_leaves_no_pack_read_twice_by_the_ticks_and_full_sweeps_of_one_run() {
+    // 50 items due over 10 s, packed ahead. Every write of the cursor is throttled, so the stored
+    // one stays at the writers' mark while the ticks move their own on in memory. The full sweep
+    // of 60 s reads the stored cursor again: the run goes on from its own, later one, and no
+    // pack is read (its keys judged) again.
+    let throttled = Fault::Fail(ErrorKind::Throttled);
+    let store = store().fault(Op::WriteEntries, When::Always, throttled);
+    let ids = put_items(&store, 1..=10, 5);
+    store.index_packed(&refs(&ids), "stream-1");
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
+    let report = tick_for(&sweeper, &store, 75.0).await;
+    assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
+    assert!(
+        store.calls(Op::WriteEntries) > 0,
+        "the cursor was never written"
+    );
+    let reads = pack_reads(&store);
+    assert_eq!(reads.len(), 10, "{reads:?}");
+    assert!(
+        reads.values().all(|n| *n == 1),
+        "a pack read twice: {reads:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_key_not_settled_is_carried_into_a_new_pack_and_deleted_by_the_next_tick() {
     // One attempt per delete: the first `BatchWriteItem` (the two keys of the pack due at
     // `T0 + 1`) is throttled, and both keys fail. Their pack is not read again; the keys go into
@@ -529,5 +554,60 @@ async fn a_packed_key_held_by_a_delete_at_once_that_fails_is_carried_not_lost() 
         report.items_skipped >= 1,
         "a tick found it held: {report:?}"
     );
+    assert!(store.ids().is_empty(), "left: {:?} {report:?}", store.ids());
+}
+
+/// The store's virtual clock as the indexer's: `behind` earlier once the writers' mark has been
+/// asked for, as when the mark's answer is the first to tell DynamoDB's clock, behind a host
+/// clock running fast.
+struct LearnsAtTheMark {
+    store: MemStore,
+    behind: Duration,
+}
+
+impl ttl_sweeper::expiry::Clock for LearnsAtTheMark {
+    fn now(&self) -> Timestamp {
+        let host = Timestamp::from_millis((self.store.clock() * 1000.0).round() as i64);
+        if self.store.calls(Op::MarkPacks) > 0 {
+            host - self.behind
+        } else {
+            host
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_pack_is_due_before_the_writers_mark_when_the_mark_s_answer_first_tells_dynamodb_s_clock(
+) {
+    // Five items written already expired are indexed while the host clock runs 5 s ahead of
+    // DynamoDB's, which the first answer (the mark's) tells. The mark is stored as of the host
+    // clock; their pack must be due after it, not 250 ms past DynamoDB's clock (before the
+    // mark), where a sweeper starting from the mark would never read it.
+    let store = store();
+    let schema = store.schema();
+    let records: Vec<EventRecord> = (0..5)
+        .map(|i| {
+            let id = format!("old-{i}");
+            store.put(&id, (T0 - 10) as f64);
+            record(i + 1, &id, T0 - 10, T0)
+        })
+        .collect();
+    let clock = LearnsAtTheMark {
+        store: store.clone(),
+        behind: Duration::from_secs(5),
+    };
+    let indexed = index_records(&store, &schema, &clock, &records).await;
+    assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
+    let puts = store.pack_puts.lock().unwrap().clone();
+    assert!(!puts.is_empty());
+    for (sort, _) in &puts {
+        let due = packs::due_of(sort).unwrap().millis();
+        assert!(
+            due > T0 * 1000,
+            "{sort} due before the writers' mark ({T0} s)"
+        );
+    }
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
+    let report = tick_for(&sweeper, &store, 3.0).await;
     assert!(store.ids().is_empty(), "left: {:?} {report:?}", store.ids());
 }
