@@ -23,6 +23,9 @@ MOTO_SERVER   := $(CURDIR)/$(VENV)/bin/moto_server
 ZIGLANG_VERSION := 0.13.0
 STATE         := target/dynamodb-local
 MOTO_STATE    := target/moto
+# Section 6's baseline: batch mode before its confirming read.
+BASELINE_COMMIT ?= 75ffdf9
+
 LOCAL_AWS_ENV := AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
                  AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
 
@@ -242,7 +245,13 @@ demo: dynamodb-local $(MOTO_SERVER) ## watch expired items disappear from a loca
 .PHONY: bench
 bench: dynamodb-local ## benchmarks: lag, throughput, CPU, start-up, cost (BENCH_QUICK=1 for a quick check)
 	cargo build --release --bin ttl-sweeper-lambda --bin ttl-sweeper
-	$(LOCAL_AWS_ENV) cargo bench --bench sweeper
+	@# Section 6 measures batch mode beside the build of BASELINE_COMMIT (scripts/baseline.sh),
+	@# in full runs and in BENCH_ONLY=outside or perf; BENCH_BASELINE_SWEEPER=<binary> overrides.
+	baseline="$${BENCH_BASELINE_SWEEPER:-}"; \
+	case "$${BENCH_QUICK:-}/$${BENCH_ONLY:-}" in \
+	  /|*/outside|*/perf) [ -n "$$baseline" ] || [ "$${BENCH_QUICK:-}" = 1 ] || baseline=$$(scripts/baseline.sh $(BASELINE_COMMIT)) ;; \
+	esac; \
+	BENCH_BASELINE_SWEEPER="$$baseline" BENCH_BASELINE_COMMIT=$${baseline:+$(BASELINE_COMMIT)} $(LOCAL_AWS_ENV) cargo bench --bench sweeper
 
 # perf (Debian `linux-perf`) samples the CPU of one sweep against the benchmark's fake endpoint.
 .PHONY: perf

@@ -252,6 +252,21 @@ pub const THIS_BUILD: &str = "this build";
 /// A second binary measured beside it in the same runs, from `BENCH_BASELINE_SWEEPER` (a path).
 pub const BASELINE_BUILD: &str = "baseline";
 
+/// Batch mode's CPU per delete, as a multiple of the baseline's, that is its goal.
+pub const CPU_GOAL_RATIO: f64 = 1.1;
+
+/// The baseline as the text names it: `BENCH_BASELINE_COMMIT` (scripts/baseline.sh sets it), or
+/// the binary's path.
+fn baseline_name() -> String {
+    match std::env::var("BENCH_BASELINE_COMMIT") {
+        Ok(commit) if !commit.is_empty() => format!("the build of {commit}"),
+        _ => format!(
+            "`{}`",
+            std::env::var("BENCH_BASELINE_SWEEPER").unwrap_or_default()
+        ),
+    }
+}
+
 /// `MAX_CONCURRENCY` of the outside runs: the default. (64 in flight was tried for the cores
 /// rows: it cost more CPU per delete and was no faster on either core count.)
 pub const OUTSIDE_CONCURRENCY: [usize; 1] = [8];
@@ -265,7 +280,8 @@ pub const OUTSIDE_CONCURRENCY: [usize; 1] = [8];
 pub fn outside_cpu(per_window: usize, latency_per_window: usize, runs: usize) -> Vec<OutsideRun> {
     let binary = crate::daemon::release_binary("ttl-sweeper");
     let mut builds = vec![(THIS_BUILD, binary)];
-    if let Some(baseline) = std::env::var_os("BENCH_BASELINE_SWEEPER") {
+    let baseline = std::env::var_os("BENCH_BASELINE_SWEEPER").filter(|b| !b.is_empty());
+    if let Some(baseline) = baseline {
         builds.push((BASELINE_BUILD, baseline.into()));
     }
     let cases: Vec<(&str, &std::path::Path, Route, Pace, usize, usize)> = builds
@@ -867,6 +883,20 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
                     pace.label(),
                     fmt3(&ratios, |v| format!("{v:.2}"))
                 );
+                if (cores, threads) == (1, 1) && !ratios.is_empty() {
+                    let (lo, mid, hi) = spread3(&ratios);
+                    let verdict = if mid <= CPU_GOAL_RATIO {
+                        "met"
+                    } else {
+                        "not met"
+                    };
+                    let _ = writeln!(
+                        d,
+                        "\n**Goal** (printed, not asserted), answers {}: `DELETE_MODE=batch` at most {CPU_GOAL_RATIO}× the CPU per delete of {} (no confirming read), one thread on 1 core, the two alternated in the same runs: min / median / max {lo:.2} / {mid:.2} / {hi:.2}, **{verdict}** by the median.",
+                        pace.label(),
+                        baseline_name()
+                    );
+                }
             }
         }
     }
