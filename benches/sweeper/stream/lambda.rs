@@ -366,8 +366,11 @@ pub fn render(d: &mut String, s: &Settings, own_servers: bool, runs: &[LambdaRun
             col(Lags::max)
         );
     }
+    let path = "Lambda (the stream indexer's function)";
+    let p99s: Vec<f64> = runs.iter().map(|r| r.due.p(0.99)).collect();
+    super::due_soon_goal(d, path, &p99s, super::DUE_SOON_P99_BEFORE_LAMBDA);
     let p99s: Vec<f64> = runs.iter().map(|r| r.expired.p(0.99)).collect();
-    super::written_expired_goal(d, "Lambda (the stream indexer's function)", &p99s);
+    super::written_expired_goal(d, path, &p99s);
     let _ = writeln!(
         d,
         "\n| run | records delivered (batches; not a clean success) | to the on-failure destination | indexed within (slowest item, from its write to the end of the invocation that took it) | sweeper invocations started (failed) | the sweeper's tick lines: largest `lag_p99_ms`, `lag_max_ms` |"
