@@ -160,6 +160,10 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
         esm.destination.is_empty() && esm.deliveries.iter().all(ok)
     };
     assert!(clean(&esm), "{}", esm.context());
+    // Batches indexed whole log nothing at the default level: at a record an invocation, a line
+    // each would cost more in log ingestion than the batch's packs.
+    let log = api.log_text();
+    assert!(!log.contains("stream batch indexed"), "{log}");
     let batches = written.div_ceil(BATCH_SIZE);
     assert_eq!(esm.deliveries.len(), batches, "{}", esm.context());
     // One entry per write that gave an item a new ttl (deleted items' included); the
@@ -296,6 +300,10 @@ async fn a_record_named_in_batch_item_failures_is_delivered_again_from_it_until_
     assert_eq!(d[3].answer, Answer::Failures(Vec::new()), "{context}");
     assert!(esm.destination.is_empty(), "{context}");
     assert_eq!(deliveries.load(Ordering::SeqCst), 3, "{context}");
+    // The two batches that failed a record say so at info; those indexed whole, nothing.
+    let log = api.log_text();
+    let said = log.lines().filter(|l| l.contains("stream batch indexed"));
+    assert_eq!(said.count(), 2, "{log}");
     assert!(proxy.stats.faults_total() >= 2, "{context}");
 
     // Every record ends with its entry, the stubborn item's both ttls included, each once: its
@@ -413,7 +421,9 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
 async fn an_item_written_already_expired_goes_as_its_batch_is_indexed_without_a_sweep() {
     let (client, table, index) =
         indexed_table("esm_at_once", StreamViewType::NewAndOldImages).await;
-    let indexer = function(&table, &index, &endpoint(), "at-once").await;
+    // The batches' lines are DEBUG when every record was indexed.
+    let debug = [("AWS_LAMBDA_LOG_LEVEL", "info,ttl_sweeper=debug")];
+    let indexer = function_with(&table, &index, &endpoint(), "at-once", &debug).await;
     let mut stream = Stream::of(&client, &table).await;
     let mut esm = Esm::new(&indexer, BATCH_SIZE);
     let mut app = AppWriter::new(&client, &table);

@@ -183,7 +183,9 @@ test('a second function from the same code, with the sweeper configuration but n
   assert.deepEqual([stream.runtime, stream.architectures, stream.handler, stream.memorySize], ['provided.al2023', ['arm64'], 'bootstrap', 256]);
   assert.equal(stream.timeout, 30);
   assert.equal(stream.reservedConcurrentExecutions, undefined);
-  assert.deepEqual(stream.loggingConfig, { logFormat: 'JSON', logGroup: { Ref: logicalId(template, 'AWS::Logs::LogGroup', 'SweeperStreamLogs') } });
+  // The platform's per-invocation lines (INFO) left out; the sweeper's kept.
+  assert.deepEqual(stream.loggingConfig, { logFormat: 'JSON', systemLogLevel: 'WARN', logGroup: { Ref: logicalId(template, 'AWS::Logs::LogGroup', 'SweeperStreamLogs') } });
+  assert.equal(sweep.loggingConfig.systemLogLevel, undefined);
   assert.deepEqual(stream.role, { 'Fn::GetAtt': [logicalId(template, 'AWS::IAM::Role', 'SweeperStreamRole'), 'Arn'] });
   assert.deepEqual(stream.environment.variables, {
     TABLE_NAME: 'sessions',

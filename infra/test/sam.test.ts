@@ -394,6 +394,10 @@ test('FollowStream: the stream indexer has the construct IAM actions, environmen
     assert.equal(fn.ReservedConcurrentExecutions, cfn.reservedConcurrentExecutions);
     assert.deepEqual([fn.Runtime, fn.Architectures, fn.Handler], [cfn.runtime, cfn.architectures, cfn.handler]);
     assert.deepEqual(fn.CodeUri, template.Resources.Function.Properties.CodeUri, 'the same code');
+    // The log format and system log level (the platform's lines left out) as the construct's.
+    const logging = synthesized.stack.resolve(cfn.loggingConfig);
+    assert.deepEqual([fn.LoggingConfig.LogFormat, fn.LoggingConfig.SystemLogLevel], [logging.logFormat, logging.systemLogLevel]);
+    assert.equal(logging.systemLogLevel, 'WARN');
   }
   // The queue and log group as the construct's.
   const { template: built2 } = synthFollowing();

@@ -142,17 +142,30 @@ pub async fn index_batch(
         }
     }
     let report = &indexed.report;
-    tracing::info!(
-        table = %table,
-        records = report.records,
-        entries_written = report.entries_written,
-        expired_when_written = report.expired_when_written,
-        deleted_at_once = report.deleted_at_once,
-        invalid_ttl = report.invalid_ttl,
-        failed = report.failed,
-        report = %serde_json::to_string(report).unwrap_or_default(),
-        "stream batch indexed"
-    );
+    // A batch indexed whole says so at debug only: at a record an invocation, an info line (and
+    // the platform's, which the functions' system log level, WARN, leaves out) would cost more
+    // in log ingestion than the batch's entries. A record not indexed, or a ttl not valid, is
+    // said at info.
+    macro_rules! batch_indexed {
+        ($level:ident) => {
+            tracing::$level!(
+                table = %table,
+                records = report.records,
+                entries_written = report.entries_written,
+                expired_when_written = report.expired_when_written,
+                deleted_at_once = report.deleted_at_once,
+                invalid_ttl = report.invalid_ttl,
+                failed = report.failed,
+                report = %serde_json::to_string(report).unwrap_or_default(),
+                "stream batch indexed"
+            )
+        };
+    }
+    if report.failed > 0 || report.invalid_ttl > 0 {
+        batch_indexed!(info);
+    } else {
+        batch_indexed!(debug);
+    }
     let failures: Vec<Value> = indexed
         .failures
         .iter()

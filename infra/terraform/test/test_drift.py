@@ -437,7 +437,15 @@ class DriftTest(unittest.TestCase):
                         "Handler": value(module, block, "handler"),
                         "Description": value(module, block, "description"),
                         "Role": value(module, block, "role"),
-                        "LoggingConfig": {"LogFormat": value(module, block, "logging_config.log_format"), "LogGroup": value(module, block, "logging_config.log_group")},
+                        "LoggingConfig": {
+                            k: v
+                            for k, v in {
+                                "LogFormat": value(module, block, "logging_config.log_format"),
+                                "SystemLogLevel": value(module, block, "logging_config.system_log_level"),
+                                "LogGroup": value(module, block, "logging_config.log_group"),
+                            }.items()
+                            if v is not None
+                        },
                     }
                     self.assertEqual(settings, {k: props.get(k) for k in settings}, f"{name}: {fn}")
                 # Asynchronous invocations of the sweeper: no retry, 5 minutes, then the failure queue.
