@@ -557,6 +557,55 @@ async fn a_packed_key_held_by_a_delete_at_once_that_fails_is_carried_not_lost() 
     assert!(store.ids().is_empty(), "left: {:?} {report:?}", store.ids());
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_packed_key_held_elsewhere_whose_carry_fails_leaves_its_pack_to_be_read_again() {
+    // As above, and the carry's pack write fails (not retryable): the tick that read the pack
+    // must not pass it with the cursor, so a later tick reads it again, finds the key no longer
+    // held (the delete at once failed) and deletes the item. Passing it would leave the item
+    // behind the cursor, with no pack left to list it.
+    let store = store()
+        .fault(
+            Op::Delete,
+            When::Call(1),
+            Fault::Delay(Duration::from_millis(1200)),
+        )
+        .fault(Op::Delete, When::Call(1), Fault::Fail(ErrorKind::Throttled));
+    let schema = store.schema();
+    let clock = {
+        let store = store.clone();
+        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
+    };
+    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    store.put("written-expired", (T0 - 10) as f64);
+    let records = [record(1, "written-expired", T0 - 10, T0)];
+    let mut indexed = index_records(&store, &schema, &clock, &records).await;
+    assert_eq!(indexed.expired.len(), 1, "{:?}", indexed.report);
+    // The indexer's pack is written: the next pack listing the key is the tick's carry.
+    let writes = store.calls(Op::WriteEntries);
+    let store = store.fault(
+        Op::WriteEntries,
+        When::Key("written-expired".into()),
+        Fault::Fail(ErrorKind::Other),
+    );
+    let at_once = async {
+        delete_expired(&sweeper, &clock, &mut indexed, &Stop::never()).await;
+        indexed.report.deleted_at_once
+    };
+    let (deleted_at_once, report) = tokio::join!(at_once, tick_for(&sweeper, &store, 4.0));
+    assert_eq!(deleted_at_once, 0, "the delete at once did not settle it");
+    assert!(
+        report.items_skipped >= 1,
+        "a tick found it held: {report:?}"
+    );
+    let tried = store.faults_left(Op::WriteEntries) == 0;
+    assert!(
+        tried,
+        "the carry failed ({writes} writes before it) {report:?}"
+    );
+    assert!(store.ids().is_empty(), "left: {:?} {report:?}", store.ids());
+}
+
 /// The store's virtual clock as the indexer's: `behind` earlier once the writers' mark has been
 /// asked for, as when the mark's answer is the first to tell DynamoDB's clock, behind a host
 /// clock running fast.

@@ -324,6 +324,12 @@ impl MemStore {
         *self.stop_after.lock().unwrap() = Some((queries, token));
     }
 
+    /// Faults of `op` still scripted (a `When::Key` fault goes once applied).
+    pub fn faults_left(&self, op: Op) -> usize {
+        let faults = self.faults.lock().unwrap();
+        faults.iter().filter(|(o, ..)| *o == op).count()
+    }
+
     /// The calls of `op` made so far.
     pub fn calls(&self, op: Op) -> usize {
         self.calls[op as usize].load(SeqCst)

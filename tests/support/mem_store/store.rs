@@ -278,7 +278,13 @@ impl Store for MemStore {
         _: &TableSchema,
         writes: Vec<EntryWrite>,
     ) -> Result<Vec<EntryWrite>, StoreError> {
-        let (n, fault) = self.begin(Op::WriteEntries, None).await?;
+        // `When::Key(id)` matches the first write of a pack listing item `id` first.
+        let listed = writes.iter().find_map(|w| match w {
+            EntryWrite::Put(item) => packs::Pack::from_item(item)
+                .and_then(|pack| pack.entries.first().map(|e| id_of(&e.key))),
+            EntryWrite::Remove(_) => None,
+        });
+        let (n, fault) = self.begin(Op::WriteEntries, listed.as_deref()).await?;
         if fault == Some(Fault::Unprocessed) {
             self.after(Op::WriteEntries, n, None);
             return Ok(writes);
