@@ -341,6 +341,38 @@ async fn a_catch_up_reads_no_pack_due_past_its_own_instant_when_the_ticks_began_
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_key_a_catch_up_beside_the_ticks_carries_is_due_where_the_ticks_still_read() {
+    // A run of ticks begins 100 s after the writer's mark: the ticks start 2 s back and the full
+    // sweep beside them catches up on the rest. One key of the catch-up is held 3 s by a delete
+    // that then fails, and is carried, by when the ticks have read past the full sweep's
+    // instant. Its pack must be due past what the ticks have read (DynamoDB's clock plus the
+    // lead), not at that instant, which no tick reads again: a later tick deletes the item.
+    let store = store()
+        .fault(
+            Op::Delete,
+            When::Key("s+0040-0".into()),
+            Fault::Delay(Duration::from_secs(3)),
+        )
+        .fault(
+            Op::Delete,
+            When::Key("s+0040-0".into()),
+            Fault::Fail(ErrorKind::Other),
+        );
+    let ids = put_items(&store, 1..=100, 1);
+    store.index_packed(&refs(&ids), "stream-1");
+    let options = SweepOptions {
+        delete_mode: DeleteMode::Conditional,
+        ..SweepOptions::default()
+    };
+    let sweeper = mem_sweeper(store.clone(), options);
+    tokio::time::sleep(Duration::from_secs(100)).await;
+    let report = tick_for(&sweeper, &store, 10.0).await;
+    assert!(report.items_failed >= 1, "{report:?}");
+    let left = store.ids();
+    assert!(left.is_empty(), "left: {left:?} {report:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_item_whose_ttl_moved_earlier_listed_by_two_packs_read_together_is_deleted() {
     // Item k was written with ttl T0 + 8, then its ttl moved to T0 + 5: a pack lists each. One
     // sweep reads both in one group: it sends k once, on the later ttl, which the table no
