@@ -104,6 +104,45 @@ async fn ticks_read_each_pack_once_and_a_restart_goes_on_from_the_cursor() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_full_sweep_s_late_cursor_answer_does_not_move_the_ticks_back() {
+    // As above, with a full sweep every 2 s beside the ticks whose read of the stored cursor is
+    // served at once and answered 1.5 s later, while the ticks go on and store theirs. The
+    // late answer must not move the sweeper's own cursor back: the second sweeper, starting
+    // from the one stored, reads no pack the first judged.
+    let store = store().fault(
+        Op::ReadCursor,
+        When::Always,
+        Fault::AnswerLate(Duration::from_millis(1500)),
+    );
+    let ids = put_items(&store, 1..=10, 5);
+    store.index_packed(&refs(&ids), "stream-1");
+    let clock = {
+        let store = store.clone();
+        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
+    };
+    let first = mem_sweeper(store.clone(), SweepOptions::default());
+    let ticks = Ticks {
+        every: Duration::from_secs(1),
+        full_every: Duration::from_secs(2),
+        until: Some(Instant::now() + Duration::from_secs_f64(5.5)),
+    };
+    let report = run_ticks(&first, clock(), &clock, &ticks, &Stop::never(), |_| {}).await;
+    drop(first);
+    let second = mem_sweeper(store.clone(), SweepOptions::default());
+    let more = tick_for(&second, &store, 8.0).await;
+    assert!(
+        store.ids().is_empty(),
+        "{:?} {report:?} {more:?}",
+        store.ids()
+    );
+    let reads = pack_reads(&store);
+    assert!(
+        reads.values().all(|n| *n == 1),
+        "a pack read twice: {reads:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_cursor_never_stored_leaves_no_pack_read_twice_by_the_ticks_and_full_sweeps_of_one_run() {
     // 50 items due over 10 s, packed ahead. Every write of the cursor is throttled, so the stored
     // one stays at the writers' mark while the ticks move their own on in memory. The full sweep

@@ -105,6 +105,9 @@ pub enum Fault {
     LandLate(Duration),
     /// The call never answers.
     Stall,
+    /// The call is served at once and answers this much later (a read's answer then says what
+    /// was there when it was served).
+    AnswerLate(Duration),
     /// `BatchWriteItem`: the keys are left unprocessed (with `When::Key`, that key only).
     Unprocessed,
     /// `BatchWriteItem`: only the first key is deleted, the others left unprocessed.

@@ -557,7 +557,7 @@ impl Store for MemStore {
         _: &TableSchema,
         id: &str,
     ) -> Result<Option<Timestamp>, StoreError> {
-        let (n, _) = self.begin(Op::ReadCursor, None).await?;
+        let (n, fault) = self.begin(Op::ReadCursor, None).await?;
         let key = (packs::CURSOR.to_owned(), id.to_owned());
         let through = self
             .entries
@@ -566,6 +566,9 @@ impl Store for MemStore {
             .get(&key)
             .and_then(packs::cursor_of);
         self.after(Op::ReadCursor, n, None);
+        if let Some(Fault::AnswerLate(late)) = fault {
+            tokio::time::sleep(late).await;
+        }
         Ok(through)
     }
 
