@@ -874,8 +874,10 @@ async fn a_demo_sized_run_through_the_fault_proxy_deletes_only_expired_items_and
 ) {
     let (client, tables) = tables("demo", StreamViewType::NewAndOldImages).await;
     let Tables { table, index, .. } = tables.clone();
-    let seed = clock_seed() % 1_000_000;
-    eprintln!("fault seed {seed}");
+    let seed = (std::env::var("FAULT_SEED").ok())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(clock_seed() % 1_000_000);
+    eprintln!("fault seed {seed} (FAULT_SEED={seed} repeats the faults, not the timing)");
     let faults = Plan::Seeded {
         seed,
         rate: 0.1,
@@ -953,7 +955,25 @@ async fn a_demo_sized_run_through_the_fault_proxy_deletes_only_expired_items_and
     let want = after(app.entries(), t0 + 600);
     let entries = entries_until(&client, &index, &want, Duration::from_secs(10)).await;
     assert_eq!(entries, want, "{}", daemon.log_text());
-    assert!(daemon.signal(libc::SIGTERM).success());
+    // Stopped by the signal, with the exit status its run's report gives: 1 when a request the
+    // proxy failed past its retries left a window or a key to a later sweep (docs/operations.md),
+    // else 0. The end state above is the same either way.
+    let status = daemon.signal(libc::SIGTERM);
+    let log = daemon.log_text();
+    let run_report = (log.lines())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .rfind(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("sweep finished"))
+        });
+    let run_report = run_report.unwrap_or_else(|| panic!("no run report in:\n{log}"));
+    let failures = run_report["message"] == "sweep finished with failures";
+    assert_eq!(
+        status.code(),
+        Some(i32::from(failures)),
+        "{run_report}\n{log}"
+    );
     let report = daemon.final_report();
     assert_eq!(report["skipped_records"], 0, "{report}");
 
