@@ -361,6 +361,21 @@ fn table_head(d: &mut String, header: &str) {
     let _ = writeln!(d, "{header}\n|{}", "---|".repeat(columns));
 }
 
+/// `p99s` (seconds, one per run) held to a goal of at most `at_most` seconds: "p99 min / median /
+/// max over N runs: a / b / c: **met** by the median" (or **not met**).
+pub fn p99_verdict(p99s: &[f64], at_most: f64) -> String {
+    let (lo, mid, hi) = spread3(p99s);
+    let secs = daemon::secs;
+    format!(
+        "p99 min / median / max over {} runs: {} / {} / {}: **{}** by the median",
+        p99s.len(),
+        secs(lo),
+        secs(mid),
+        secs(hi),
+        pace::met(mid <= at_most)
+    )
+}
+
 /// Min, median and max of `v`.
 pub fn spread3(v: &[f64]) -> (f64, f64, f64) {
     let mut s = v.to_vec();

@@ -384,17 +384,14 @@ async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
                 let puts = |l: &Value| {
                     l.as_array().map_or(0, |l| {
                         l.iter()
-                            .filter_map(|w| w.get("PutRequest"))
-                            .map(|p| match p["Item"].get("keys") {
-                                Some(keys) => keys["L"].as_array().map_or(0, Vec::len),
-                                None => 1,
-                            })
-                            .sum::<usize>()
+                            .filter_map(|w| w["PutRequest"]["Item"].as_object())
+                            .map(capacity::keys_listed)
+                            .sum::<u64>()
                     })
                 };
                 let sent = puts(&request["RequestItems"][index.as_str()]);
                 let left = puts(&answer["UnprocessedItems"][index.as_str()]);
-                entries.fetch_add(sent.saturating_sub(left) as u64, Ordering::Relaxed);
+                entries.fetch_add(sent.saturating_sub(left), Ordering::Relaxed);
             }
             _ => {}
         }
@@ -533,22 +530,17 @@ fn per_record_us(run: &[CpuRun; 2], items: usize) -> f64 {
 /// The due or the expired items' lags of a run, of each kind.
 type Rows = fn(&LagRun) -> &[Lags; 2];
 
-/// The subsection, in Markdown.
 /// The goal for items written already expired through the expiry index table: p99 lag from the
 /// write at most this, seconds (a quiet shard is read about every 250 ms).
 pub const WRITTEN_EXPIRED_P99_GOAL: f64 = 0.5;
 
 /// The line that holds `p99s` (one per run, seconds) to [`WRITTEN_EXPIRED_P99_GOAL`] on `path`.
 pub fn written_expired_goal(d: &mut String, path: &str, p99s: &[f64]) {
-    let (lo, mid, hi) = crate::spread3(p99s);
+    let (_, _, hi) = crate::spread3(p99s);
     let _ = writeln!(
         d,
-        "\n**Goal, items written already expired through the index table, on {path}:** p99 lag from the write ≤ {WRITTEN_EXPIRED_P99_GOAL:.1} s. p99 min / median / max over {} runs: {} / {} / {}: **{}** by the median, {} by the worst run.\n",
-        p99s.len(),
-        secs(lo),
-        secs(mid),
-        secs(hi),
-        crate::pace::met(mid <= WRITTEN_EXPIRED_P99_GOAL),
+        "\n**Goal, items written already expired through the index table, on {path}:** p99 lag from the write ≤ {WRITTEN_EXPIRED_P99_GOAL:.1} s. {}, {} by the worst run.\n",
+        crate::p99_verdict(p99s, WRITTEN_EXPIRED_P99_GOAL),
         crate::pace::met(hi <= WRITTEN_EXPIRED_P99_GOAL),
     );
 }
@@ -562,19 +554,15 @@ pub const DUE_SOON_P99_BEFORE_LAMBDA: f64 = 0.053;
 /// The line that holds `p99s` (one per run, seconds) of items due 2–3 s after their write through
 /// the index table on `path` to `before`, the same rows' median before packs.
 pub fn due_soon_goal(d: &mut String, path: &str, p99s: &[f64], before: f64) {
-    let (lo, mid, hi) = crate::spread3(p99s);
     let _ = writeln!(
         d,
-        "\n**Goal, items due 2–3 s after their write through the index table, on {path}:** p99 lag from the ttl no worse than before packs ({}, the median of 3 runs at c20e0fe). p99 min / median / max over {} runs: {} / {} / {}: **{}** by the median.\n",
+        "\n**Goal, items due 2–3 s after their write through the index table, on {path}:** p99 lag from the ttl no worse than before packs ({}, the median of 3 runs at c20e0fe). {}.\n",
         secs(before),
-        p99s.len(),
-        secs(lo),
-        secs(mid),
-        secs(hi),
-        crate::pace::met(mid <= before),
+        crate::p99_verdict(p99s, before),
     );
 }
 
+/// The subsection, in Markdown.
 pub fn render(d: &mut String, f: &Figures) {
     let s = &f.settings;
     let _ = writeln!(d, "### Writers unchanged: the expiry index table\n");

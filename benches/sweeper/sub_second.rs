@@ -291,16 +291,11 @@ fn tick_goal(d: &mut String, shape: &str, p99s: &[f64]) {
     if p99s.is_empty() {
         return;
     }
-    let (lo, mid, hi) = crate::spread3(p99s);
     let _ = writeln!(
         d,
-        "\n**Goal, tick mode, {shape}:** p99 lag from the ttl to the delete acknowledged at the server ≤ {:.0} ms. p99 min / median / max over {} runs: {} / {} / {}: **{}** by the median.",
+        "\n**Goal, tick mode, {shape}:** p99 lag from the ttl to the delete acknowledged at the server ≤ {:.0} ms. {}.",
         TICK_P99_GOAL * 1000.0,
-        p99s.len(),
-        secs(lo),
-        secs(mid),
-        secs(hi),
-        crate::pace::met(mid <= TICK_P99_GOAL),
+        crate::p99_verdict(p99s, TICK_P99_GOAL),
     );
 }
 

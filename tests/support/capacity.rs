@@ -93,6 +93,14 @@ pub fn item_size(item: &Map<String, Value>) -> u64 {
         .sum()
 }
 
+/// The items' keys an index item lists: a pack's `keys`, or one for an entry of one item.
+pub fn keys_listed(item: &Map<String, Value>) -> u64 {
+    match item.get("keys") {
+        Some(keys) => keys["L"].as_array().map_or(0, Vec::len) as u64,
+        None => 1,
+    }
+}
+
 /// Write units of a write of `bytes`: one per KB, rounded up, at least one.
 pub fn write_units(bytes: u64) -> f64 {
     bytes.div_ceil(WRITE_UNIT_BYTES).max(1) as f64
@@ -565,10 +573,7 @@ impl Ledger {
                     let kind = self.kind(app, table, &partition, Access::Write);
                     let new = item_size(item);
                     if kind == Kind::EntryPut {
-                        let keys = match item.get("keys") {
-                            Some(keys) => keys["L"].as_array().map_or(0, Vec::len) as u64,
-                            None => 1,
-                        };
+                        let keys = keys_listed(item);
                         self.counts.entry_bytes += new;
                         self.counts.entries += 1;
                         self.counts.keys_listed += keys;
