@@ -46,15 +46,29 @@ fn refs(ids: &[String]) -> Vec<&str> {
     ids.iter().map(String::as_str).collect()
 }
 
+/// The store's virtual clock, as a sweep's or the indexer's.
+fn clock_of(store: &MemStore) -> impl Fn() -> Timestamp + Send + Sync + 'static {
+    let store = store.clone();
+    move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
+}
+
 /// Runs 1 s ticks (full sweeps every 60 s beside them) of `sweeper` for `secs` of virtual time.
 async fn tick_for(sweeper: &Sweeper<MemStore>, store: &MemStore, secs: f64) -> SweepReport {
-    let clock = {
-        let store = store.clone();
-        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
-    };
+    ticks_for(sweeper, store, secs, Duration::from_secs(60)).await
+}
+
+/// Runs 1 s ticks, with a full sweep every `full_every` beside them, of `sweeper` for `secs` of
+/// virtual time.
+async fn ticks_for(
+    sweeper: &Sweeper<MemStore>,
+    store: &MemStore,
+    secs: f64,
+    full_every: Duration,
+) -> SweepReport {
+    let clock = clock_of(store);
     let ticks = Ticks {
         every: Duration::from_secs(1),
-        full_every: Duration::from_secs(60),
+        full_every,
         until: Some(Instant::now() + Duration::from_secs_f64(secs)),
     };
     run_ticks(sweeper, clock(), &clock, &ticks, &Stop::never(), |_| {}).await
@@ -116,17 +130,8 @@ async fn a_full_sweep_s_late_cursor_answer_does_not_move_the_ticks_back() {
     );
     let ids = put_items(&store, 1..=10, 5);
     store.index_packed(&refs(&ids), "stream-1");
-    let clock = {
-        let store = store.clone();
-        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
-    };
     let first = mem_sweeper(store.clone(), SweepOptions::default());
-    let ticks = Ticks {
-        every: Duration::from_secs(1),
-        full_every: Duration::from_secs(2),
-        until: Some(Instant::now() + Duration::from_secs_f64(5.5)),
-    };
-    let report = run_ticks(&first, clock(), &clock, &ticks, &Stop::never(), |_| {}).await;
+    let report = ticks_for(&first, &store, 5.5, Duration::from_secs(2)).await;
     drop(first);
     let second = mem_sweeper(store.clone(), SweepOptions::default());
     let more = tick_for(&second, &store, 8.0).await;
@@ -479,10 +484,7 @@ async fn packs_are_written_once_due_after_their_write_and_lose_nothing_across_a_
         Fault::Delay(Duration::from_millis(450)),
     );
     let schema = store.schema();
-    let clock = {
-        let store = store.clone();
-        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
-    };
+    let clock = clock_of(&store);
     let mut written = Vec::new();
     // Items `<name>-<i>` with ttl `ttl + i * step`, and their records created at `created`.
     let mut batch = |ids: std::ops::Range<i64>, name: &str, (ttl, step): (i64, i64), created| {
@@ -569,10 +571,7 @@ async fn writes_of_packs_slower_than_the_lead_still_end_each_rewrite_due_further
         Fault::Delay(Duration::from_millis(400)),
     );
     let schema = store.schema();
-    let clock = {
-        let store = store.clone();
-        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
-    };
+    let clock = clock_of(&store);
     store.put("written-expired", (T0 - 10) as f64);
     let records = [record(1, "written-expired", T0 - 10, T0)];
     let indexed = index_records(&store, &schema, &clock, &records).await;
@@ -591,12 +590,14 @@ async fn writes_of_packs_slower_than_the_lead_still_end_each_rewrite_due_further
     assert!(store.ids().is_empty(), "left: {:?} {report:?}", store.ids());
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_packed_key_held_by_a_delete_at_once_that_fails_is_carried_not_lost() {
-    // An item written already expired: the indexer packs it, due 250 ms on, and hands it to the
-    // delete at once, whose `DeleteItem` hangs past its 1 s budget and fails. The tick that reads the pack
-    // meanwhile leaves the key to that delete (it holds it), and carries it: the next tick
-    // deletes the item. Without the carry, the pack is behind the cursor and the item stays.
+/// An item written already expired, `written-expired`: the indexer packs it, due 250 ms on, and
+/// hands it to the delete at once, whose `DeleteItem` hangs past its 1 s budget and fails, while
+/// ticks run 4 s beside it. `then` may script more of the store once the indexer's pack is
+/// written. The store, what `then` gave, and the ticks' report; the delete at once settled nothing
+/// and a tick found the key held.
+async fn held_by_a_failing_delete_at_once<R>(
+    then: impl FnOnce(&MemStore) -> R,
+) -> (MemStore, R, SweepReport) {
     let store = store()
         .fault(
             Op::Delete,
@@ -605,16 +606,14 @@ async fn a_packed_key_held_by_a_delete_at_once_that_fails_is_carried_not_lost() 
         )
         .fault(Op::Delete, When::Call(1), Fault::Fail(ErrorKind::Throttled));
     let schema = store.schema();
-    let clock = {
-        let store = store.clone();
-        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
-    };
+    let clock = clock_of(&store);
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     tokio::time::sleep(Duration::from_millis(500)).await;
     store.put("written-expired", (T0 - 10) as f64);
     let records = [record(1, "written-expired", T0 - 10, T0)];
     let mut indexed = index_records(&store, &schema, &clock, &records).await;
     assert_eq!(indexed.expired.len(), 1, "{:?}", indexed.report);
+    let given = then(&store);
     let at_once = async {
         delete_expired(&sweeper, &clock, &mut indexed, &Stop::never()).await;
         indexed.report.deleted_at_once
@@ -625,6 +624,15 @@ async fn a_packed_key_held_by_a_delete_at_once_that_fails_is_carried_not_lost() 
         report.items_skipped >= 1,
         "a tick found it held: {report:?}"
     );
+    (store, given, report)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_packed_key_held_by_a_delete_at_once_that_fails_is_carried_not_lost() {
+    // The tick that reads the pack while the delete at once holds the key leaves the key to it,
+    // and carries it: the next tick deletes the item. Without the carry, the pack is behind the
+    // cursor and the item stays.
+    let (store, (), report) = held_by_a_failing_delete_at_once(|_| ()).await;
     assert!(store.ids().is_empty(), "left: {:?} {report:?}", store.ids());
 }
 
@@ -634,41 +642,17 @@ async fn a_packed_key_held_elsewhere_whose_carry_fails_leaves_its_pack_to_be_rea
     // must not pass it with the cursor, so a later tick reads it again, finds the key no longer
     // held (the delete at once failed) and deletes the item. Passing it would leave the item
     // behind the cursor, with no pack left to list it.
-    let store = store()
-        .fault(
-            Op::Delete,
-            When::Call(1),
-            Fault::Delay(Duration::from_millis(1200)),
-        )
-        .fault(Op::Delete, When::Call(1), Fault::Fail(ErrorKind::Throttled));
-    let schema = store.schema();
-    let clock = {
-        let store = store.clone();
-        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
-    };
-    let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    store.put("written-expired", (T0 - 10) as f64);
-    let records = [record(1, "written-expired", T0 - 10, T0)];
-    let mut indexed = index_records(&store, &schema, &clock, &records).await;
-    assert_eq!(indexed.expired.len(), 1, "{:?}", indexed.report);
-    // The indexer's pack is written: the next pack listing the key is the tick's carry.
-    let writes = store.calls(Op::WriteEntries);
-    let store = store.fault(
-        Op::WriteEntries,
-        When::Key("written-expired".into()),
-        Fault::Fail(ErrorKind::Other),
-    );
-    let at_once = async {
-        delete_expired(&sweeper, &clock, &mut indexed, &Stop::never()).await;
-        indexed.report.deleted_at_once
-    };
-    let (deleted_at_once, report) = tokio::join!(at_once, tick_for(&sweeper, &store, 4.0));
-    assert_eq!(deleted_at_once, 0, "the delete at once did not settle it");
-    assert!(
-        report.items_skipped >= 1,
-        "a tick found it held: {report:?}"
-    );
+    let (store, writes, report) = held_by_a_failing_delete_at_once(|store| {
+        // The indexer's pack is written: the next pack listing the key is the tick's carry.
+        let writes = store.calls(Op::WriteEntries);
+        store.clone().fault(
+            Op::WriteEntries,
+            When::Key("written-expired".into()),
+            Fault::Fail(ErrorKind::Other),
+        );
+        writes
+    })
+    .await;
     let tried = store.faults_left(Op::WriteEntries) == 0;
     assert!(
         tried,
@@ -687,7 +671,7 @@ struct LearnsAtTheMark {
 
 impl ttl_sweeper::expiry::Clock for LearnsAtTheMark {
     fn now(&self) -> Timestamp {
-        let host = Timestamp::from_millis((self.store.clock() * 1000.0).round() as i64);
+        let host = clock_of(&self.store)();
         if self.store.calls(Op::MarkPacks) > 0 {
             host - self.behind
         } else {
