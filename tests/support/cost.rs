@@ -468,25 +468,20 @@ impl Inputs {
         c: &Counted,
     ) -> WindowPaths {
         let units = kb.ceil();
-        // A global table's writes are billed in replicated units in every replica.
-        let write_price = if regions > 1.0 {
-            regions * ASSUMED_PRICE_RWRU
+        // A global table's writes are billed in replicated units, in every replica.
+        let unit_price = if regions > 1.0 {
+            ASSUMED_PRICE_RWRU
         } else {
             PRICE_WRU
         };
+        let write_price = regions * unit_price;
         // Counted on 1 KB items; an item of `kb` KB bills `kb` write units to delete and a read
         // unit per 4 KB to read.
         let table_delete = n * c.table_delete * units * write_price;
         let confirm_read = n * c.confirm_read * (kb / 4.0).ceil() * PRICE_RRU;
         // A delete whose condition failed writes nothing, so nothing replicates: it is billed
-        // once, in the Region that sent it (as a replicated write unit in a global table, which
-        // is priced as a write unit).
-        let failed_write_price = if regions > 1.0 {
-            ASSUMED_PRICE_RWRU
-        } else {
-            PRICE_WRU
-        };
-        let failed_conditional = n * c.failed_conditional * units * failed_write_price;
+        // once, in the Region that sent it.
+        let failed_conditional = n * c.failed_conditional * units * unit_price;
         // GSI writes are ordinary write units on every replica: its write and its removal.
         let gsi = regions * n * 2.0 * PRICE_WRU;
         // Every Region's indexer puts the entry into its own Region's index table; only the
