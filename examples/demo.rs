@@ -36,7 +36,7 @@ use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Ticks};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::stream::StreamClient;
 use ttl_sweeper::store::{entries, packs};
-use ttl_sweeper::tools::follow::Follower;
+use ttl_sweeper::tools::follow::{Follower, Gathering};
 
 const TABLE: &str = "ttl-sweeper-demo";
 /// The sweeper's own expiry index table (`EXPIRY_INDEX_TABLE`).
@@ -94,7 +94,8 @@ async fn main() -> anyhow::Result<()> {
     let connected = ttl_sweeper::connect(std::slice::from_ref(&config), wall).await?;
     let sweeper = (connected.tables[0].sweeper().await).map_err(|e| anyhow::anyhow!(e.message))?;
     let streams = StreamClient::from_env().await;
-    let follower = Follower::open(sweeper.store(), streams, sweeper.schema(), None).await?;
+    let (store, schema, hold) = (sweeper.store(), sweeper.schema(), Gathering::default());
+    let follower = Follower::open(store, streams, schema, None, hold).await?;
     // Everything is set up: the items expire from LEAD_SECS from now, ticking starts at once.
     let start = chrono::Utc::now().timestamp();
     let mut items = Vec::new();

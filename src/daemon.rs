@@ -16,10 +16,9 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::tables::{unopened, Table};
 use crate::engine::{run_ticks, Lease, Stop, SweepErrorEntry, SweepReport, Sweeper, Ticks};
 use crate::expiry::Clock;
-use crate::store::stream::StreamClient;
 use crate::store::{DynamoStore, Store};
 use crate::telemetry::{self, endpoint::DaemonMetrics};
-use crate::tools::follow::{FollowError, FollowReport, Follower};
+use crate::tools::follow::{FollowError, FollowReport, Follower, Following};
 
 /// `/healthz` is unhealthy after this many periods (`max(period, every)`) without a successful
 /// sweep.
@@ -36,14 +35,14 @@ pub struct Options<F> {
     pub namespace: String,
     /// Where `/metrics` and `/healthz` are served (`--metrics-addr`), if anywhere.
     pub endpoint: Option<TcpListener>,
-    /// Each table's stream follower (`--follow-stream`), if any: [`StreamClient`] on DynamoDB.
+    /// Each table's stream follower (`--follow-stream`), if any: [`Following`] on DynamoDB.
     pub follow: Option<F>,
     /// Where each period's EMF record goes, one JSON line per table: stderr in the CLI.
     pub emf: Mutex<Box<dyn Write + Send>>,
 }
 
 /// What the daemon runs beside a table's ticks once the table is open: the follower of its
-/// DynamoDB stream ([`StreamClient`] for [`DynamoStore`]), or [`NoStream`].
+/// DynamoDB stream ([`Following`] for [`DynamoStore`]), or [`NoStream`].
 pub trait Follow<S> {
     /// A table's follower, opened.
     type Follower;
@@ -88,7 +87,7 @@ impl<S> Follow<S> for NoStream {
     }
 }
 
-impl Follow<DynamoStore> for StreamClient {
+impl Follow<DynamoStore> for Following {
     type Follower = Follower;
 
     /// The table's stream, its position saved beside the checkpoint: one position per table,
@@ -99,7 +98,8 @@ impl Follow<DynamoStore> for StreamClient {
             (c.table.clone(), format!("{id}#stream"))
         });
         let (store, schema) = (sweeper.store(), sweeper.schema());
-        Follower::open(store, self.clone(), schema, saved_at).await
+        let streams = self.streams.clone();
+        Follower::open(store, streams, schema, saved_at, self.gathering).await
     }
 
     async fn follow(

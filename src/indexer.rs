@@ -27,13 +27,12 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use aws_lambda_events::dynamodb::EventRecord;
-use futures::stream::{self, StreamExt};
 use serde::Serialize;
 
 use crate::engine::{Stop, Sweeper};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::entries::{self, Entry, ImageTtl, Indexing};
-use crate::store::packs::{self, write_packs, PackEntry, PACKS_PER_REQUEST, PACK_LEAD};
+use crate::store::packs::{self, write_grouped, PackEntry, PACK_LEAD};
 use crate::store::{
     full_jitter, key_to_json, EntryWrite, ErrorKind, Key, Store, StoreError, TableSchema,
 };
@@ -134,6 +133,26 @@ pub async fn index_records<S: Store>(
     clock: &dyn Clock,
     records: &[EventRecord],
 ) -> Indexed {
+    index_records_holding(store, schema, clock, records, None)
+        .await
+        .0
+}
+
+/// An entry held back by [`index_records_holding`]: when it is due, the entry, and the place of
+/// its record in the batch.
+pub type HeldEntry = (Timestamp, PackEntry, usize);
+
+/// [`index_records`], except that the entries due after `hold_after` (when given) are not
+/// written but answered, for the caller to pack with other batches' entries due at the same
+/// instant and write before they are due (the daemon's follower, [`crate::tools::follow`]).
+/// The writers' mark is stored before anything is answered or written.
+pub async fn index_records_holding<S: Store>(
+    store: &S,
+    schema: &TableSchema,
+    clock: &dyn Clock,
+    records: &[EventRecord],
+    hold_after: Option<Timestamp>,
+) -> (Indexed, Vec<HeldEntry>) {
     let mut out = Indexed::default();
     out.report.records = records.len() as u64;
     let now = clock.now();
@@ -173,18 +192,16 @@ pub async fn index_records<S: Store>(
             (packs::due_of_ttl(f.ttl).max(soonest), f.entry, at)
         })
         .collect();
+    let (held, due) = due.into_iter().partition::<Vec<_>, _>(|(due, _, at)| {
+        hold_after.is_some_and(|after| *due > after && !expired_at.contains(at))
+    });
     let origin = format!("{:016x}", fastrand::u64(..));
-    let (packed, apart) = packs::group(schema, &origin, due);
+    let (written, apart) = write_grouped(store, schema, clock, &origin, due, CONCURRENCY).await;
     for (_, at) in apart {
         let why = format!("the key has no window of {:?}", schema.layout);
         failed.insert(at, (why, true));
     }
-    let written: Vec<_> = stream::iter(packed.chunks(PACKS_PER_REQUEST))
-        .map(|chunk| write_packs(store, schema, clock, chunk.to_vec()))
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
-    for (pack, ats, error) in written.into_iter().flatten() {
+    for (pack, ats, error) in written {
         if let Some((kind, e)) = error {
             let refused = kind == ErrorKind::Validation;
             for at in ats {
@@ -223,7 +240,7 @@ pub async fn index_records<S: Store>(
         }
         out.failures.push(sequence);
     }
-    out
+    (out, held)
 }
 
 /// Whether `record` is fresh enough at `now` for its item, found expired, to count as written

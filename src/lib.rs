@@ -26,7 +26,8 @@
 //! - [`telemetry`]: tracing subscribers (JSON lines with the Powertools keys), the summary log
 //!   line, CloudWatch EMF metrics, the daemon's `/metrics` and `/healthz` ([`telemetry::endpoint`]).
 //! - [`tools`]: adopting the sweeper on an existing table (parallel scan, backfill, audit) and the
-//!   daemon's follower of the table's stream, which hands its records to [`indexer`].
+//!   daemon's follower of the table's stream, which hands its records to [`indexer`] and holds
+//!   the entries due later across batches, to pack each due second's together.
 //! - [`indexer`]: from stream records to packs of entries in the sweeper's expiry index table,
 //!   each due after it is written; never the application's table.
 //! - [`events`]: expiry events: the event model and stable id, the sinks (EventBridge, SQS,

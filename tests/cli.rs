@@ -409,6 +409,12 @@ async fn hostile_arguments_exit_2_naming_the_flag_and_what_it_accepts() {
         ("run --every 2d", "100ms to 1d"),
         ("run --every 50ms", "100ms to 1d"),
         ("run --every 0", "100ms to 1d"),
+        ("run --follow-hold 7h", "from 0 (nothing held) to 6h"),
+        ("run --follow-hold -1s", "from 0 (nothing held) to 6h"),
+        ("run --follow-hold soon", "from 0 (nothing held) to 6h"),
+        ("run --follow-hold-entries 999", "from 1000 to 10000000"),
+        ("run --follow-hold-entries -5", "from 1000 to 10000000"),
+        ("run --follow-hold-entries 1e6", "from 1000 to 10000000"),
     ];
     let mut failures = Vec::new();
     for (args, accepts) in cases {

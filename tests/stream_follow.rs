@@ -60,7 +60,8 @@ impl Follower {
     ) -> Follower {
         let metrics_port = free_port();
         let mut cmd = local_cli();
-        cmd.envs(env.iter().copied());
+        // Entries written with their batch, unless a test holds them (`FOLLOW_HOLD`).
+        cmd.env("FOLLOW_HOLD", "0").envs(env.iter().copied());
         cmd.args(["--log-format", "json", "run", "--every", every])
             .args(["--follow-stream", "--table-name", &tables.table])
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
@@ -376,6 +377,110 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
         .unwrap()
         .contains("\"after\"");
     assert!(after, "{saved:?}");
+}
+
+/// Entries held across batches (`FOLLOW_HOLD`): items written in separate batches with one ttl
+/// an hour ahead are packed together, not a pack per batch; while they are held the saved
+/// position stays before their records, so a kill loses none of them (read again after the
+/// restart), and a stop writes what is held before it saves.
+#[tokio::test]
+async fn entries_held_across_batches_are_packed_together_and_none_is_lost_to_a_kill() {
+    let (client, tables) = tables("hold", StreamViewType::NewAndOldImages).await;
+    let Tables { table, index, .. } = tables.clone();
+    let hold = [("FOLLOW_HOLD", "1h")];
+    let mut daemon = Follower::start_every(&endpoint(), &tables, "held", &hold, "60s");
+    let mut app = AppWriter::new(&client, &table);
+    let due = now() + 3600;
+    // Four writes a second apart: four stream batches, one due instant.
+    let write_round = async |app: &mut AppWriter, round: usize| {
+        let ids = names(&format!("r{round}"), 5);
+        app.put_many(ids.iter().map(|id| unwindowed(id, due)).collect())
+            .await;
+        ids
+    };
+    let mut first = Vec::new();
+    for round in 0..4 {
+        first.extend(write_round(&mut app, round).await);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let read = |d: &Follower| d.metric("ttl_sweeper_stream_records_total");
+    let started = Instant::now();
+    while read(&daemon) < Some(20.0) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{}",
+            daemon.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(daemon.metric("ttl_sweeper_stream_entries_held"), Some(20.0));
+    let packs_listing = async |ids: &[String]| -> Vec<Vec<String>> {
+        let mut packs = Vec::new();
+        for item in scan_all(&client, &index).await {
+            let Some(pack) = ttl_sweeper::store::packs::Pack::from_item(&item) else {
+                continue;
+            };
+            let listed: Vec<String> = (pack.entries.iter())
+                .filter_map(|e| e.key.get("id")?.as_s().ok().cloned())
+                .filter(|id| ids.contains(id))
+                .collect();
+            if !listed.is_empty() {
+                packs.push(listed);
+            }
+        }
+        packs
+    };
+    assert_eq!(
+        packs_listing(&first).await,
+        Vec::<Vec<String>>::new(),
+        "held, not written"
+    );
+    // Killed holding them (the position saved meanwhile stays before their records): the next
+    // run, holding nothing, reads them again and writes them.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    daemon.signal(libc::SIGKILL);
+    let no_hold = [("FOLLOW_HOLD", "0")];
+    let mut daemon = Follower::start_every(&endpoint(), &tables, "again", &no_hold, "60s");
+    let started = Instant::now();
+    loop {
+        let listed: HashSet<String> = packs_listing(&first).await.into_iter().flatten().collect();
+        if listed.len() == first.len() {
+            break;
+        }
+        let left: Vec<_> = first.iter().filter(|id| !listed.contains(*id)).collect();
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "lost to the kill: {left:?}\n{}",
+            daemon.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(daemon.signal(libc::SIGTERM).success());
+
+    // Held again, then stopped: one pack lists the four batches' entries, written at the stop.
+    let mut daemon = Follower::start_every(&endpoint(), &tables, "stopped", &hold, "60s");
+    let mut second = Vec::new();
+    for round in 4..8 {
+        second.extend(write_round(&mut app, round).await);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let started = Instant::now();
+    while daemon.metric("ttl_sweeper_stream_entries_held") < Some(20.0) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{}",
+            daemon.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(daemon.signal(libc::SIGTERM).success());
+    let report = daemon.final_report();
+    assert_eq!(report["entries_held"], 0, "{report}");
+    assert_eq!(report["index"]["packs_written"], 1, "{report}");
+    let packs = packs_listing(&second).await;
+    assert_eq!(packs.len(), 1, "one pack for one due instant: {packs:?}");
+    assert_eq!(packs[0].len(), second.len(), "{packs:?}");
+    assert_as_written(&app, |_, _| false).await;
 }
 
 /// An item written already expired goes as the follower indexes it (a conditional delete through

@@ -46,6 +46,7 @@ mod cost_model;
 mod cpu;
 mod daemon;
 mod fake;
+mod held;
 mod lag;
 mod pace;
 mod perf;
@@ -249,6 +250,16 @@ fn main() {
         }
         return write_only("units", &doc);
     }
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "held") {
+        // Section 4's packs gathered across batches alone: printed and written to target/; a
+        // full run also rewrites that part of docs/BENCHMARKS.md.
+        let figures = rt.block_on(held::measure(held::Settings::new(quick)));
+        held::render(&mut doc, &figures);
+        if !quick {
+            held::update_doc(&doc);
+        }
+        return write_only("held", &doc);
+    }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "tables") {
         // Section 1's rows of many tables alone (the release daemon against DynamoDB Local):
         // printed and written to target/.
@@ -292,11 +303,15 @@ fn main() {
         let streamed = stream::measure(stream::Settings::new(quick)).await;
         let many = tables::measure(tables::Settings::new(quick)).await;
         let counted = units::measure(units::Settings::new(quick)).await;
+        let gathered = held::measure(held::Settings::new(quick)).await;
         let rows = section6(&scale, &outside, &own_us).await;
         let c_us = perf::planning_us(&outside);
         doc = render(
             &scale, &lag, &tput, &cpu, c_us, &start, &precise, &streamed, &many, &counted, &rows,
         );
+        let mut held_doc = String::new();
+        held::render(&mut held_doc, &gathered);
+        doc = held::splice(&doc, &held_doc);
         plot(&lag, &scale);
     });
     // Batch mode at DynamoDB's pace and peak memory: the release CLI against the fake endpoint.
@@ -494,6 +509,6 @@ fn render(
     cost_model::render(&mut d, cpu, counted); // 4
     scale_on_paper::render(&mut d, c_us); // 5
     d.push_str(perf_rows); // 6 and 7
-    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~30 minutes: docs/BENCHMARKS.md and docs/bench-lag.svg (section 6 beside the build of BASELINE_COMMIT, 75ffdf9, built once by scripts/baseline.sh)\nBENCH_QUICK=1 make bench  # quick check: target/bench-quick.md\nBENCH_ONLY=outside make bench  # section 6's outside CPU rows beside the baseline (no local server): target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace (no local server): target/bench-pace.md\nBENCH_ONLY=stream cargo bench --bench sweeper   # section 1's stream indexer rows: target/bench-stream.md\nBENCH_ONLY=tables cargo bench --bench sweeper   # section 1's many tables rows: target/bench-tables.md\nBENCH_ONLY=ticks cargo bench --bench sweeper    # section 1's tick mode, repeated: target/bench-ticks.md\nBENCH_ONLY=units cargo bench --bench sweeper    # section 4's units counted per expired item: target/bench-units.md\nmake profile              # section 8, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # section 8, the fake answering after 5-10 ms\n```");
+    let _ = writeln!(d, "## How to reproduce\n\n```\nmake bench                # full run, ~30 minutes: docs/BENCHMARKS.md and docs/bench-lag.svg (section 6 beside the build of BASELINE_COMMIT, 75ffdf9, built once by scripts/baseline.sh)\nBENCH_QUICK=1 make bench  # quick check: target/bench-quick.md\nBENCH_ONLY=outside make bench  # section 6's outside CPU rows beside the baseline (no local server): target/bench-outside.md\nBENCH_ONLY=pace cargo bench --bench sweeper     # batch mode at DynamoDB's pace (no local server): target/bench-pace.md\nBENCH_ONLY=stream cargo bench --bench sweeper   # section 1's stream indexer rows: target/bench-stream.md\nBENCH_ONLY=tables cargo bench --bench sweeper   # section 1's many tables rows: target/bench-tables.md\nBENCH_ONLY=ticks cargo bench --bench sweeper    # section 1's tick mode, repeated: target/bench-ticks.md\nBENCH_ONLY=units cargo bench --bench sweeper    # section 4's units counted per expired item: target/bench-units.md\nBENCH_ONLY=held cargo bench --bench sweeper     # section 4's packs gathered across batches (FOLLOW_HOLD): target/bench-held.md\nmake profile              # section 8, the fake answering at once\nPROFILE_DELAY=5-10 make profile  # section 8, the fake answering after 5-10 ms\n```");
     d
 }

@@ -138,7 +138,7 @@ pub(super) async fn carry_unsettled<S: Store>(
     let (schema, due) = (d.schema, d.now.max(clock.latest() + packs::PACK_LEAD));
     let origin = format!("carry-{:016x}", fastrand::u64(..));
     let due_now = carry.into_iter().map(|e| (due, e, ())).collect();
-    let (grouped, apart) = packs::group(schema, &origin, due_now);
+    let (written, apart) = packs::write_grouped(d.store, schema, clock, &origin, due_now, 1).await;
     if !apart.is_empty() {
         // Not keys of this table: nothing a sweep could delete, nothing to carry.
         warn!(
@@ -147,15 +147,13 @@ pub(super) async fn carry_unsettled<S: Store>(
         );
     }
     let mut all = true;
-    for chunk in grouped.chunks(packs::PACKS_PER_REQUEST) {
-        for (pack, _, error) in packs::write_packs(d.store, schema, clock, chunk.to_vec()).await {
-            let count = pack.entries.len() as u64;
-            match error {
-                None => out.carried += count,
-                Some((_, e)) => {
-                    warn!(error = %e, keys = count, "unsettled keys of packs not carried; their packs are read again");
-                    all = false;
-                }
+    for (pack, _, error) in written {
+        let count = pack.entries.len() as u64;
+        match error {
+            None => out.carried += count,
+            Some((_, e)) => {
+                warn!(error = %e, keys = count, "unsettled keys of packs not carried; their packs are read again");
+                all = false;
             }
         }
     }

@@ -45,6 +45,7 @@ const SWEEPS: &str = "ttl_sweeper_sweeps_total";
 const SWEEPS_FAILED: &str = "ttl_sweeper_sweeps_failed_total";
 const SINCE_SUCCESS: &str = "ttl_sweeper_seconds_since_last_success";
 const STREAM_AGE: &str = "ttl_sweeper_stream_record_age_seconds";
+const STREAM_HELD: &str = "ttl_sweeper_stream_entries_held";
 const LEADER: &str = "ttl_sweeper_leader";
 const STOOD_BY: &str = "ttl_sweeper_stood_by_total";
 const LAYOUT_MISMATCH: &str = "ttl_sweeper_lease_layout_mismatch_total";
@@ -63,7 +64,7 @@ const STREAM_COUNTERS: [(&str, &str); 8] = [
 ];
 /// The help of the other metrics that are not EMF metrics; as for those, a name ending in
 /// `_total` is a counter and one ending in `_seconds` (or [`SINCE_SUCCESS`]) is in seconds.
-const HELP: [(&str, &str); 9] = [
+const HELP: [(&str, &str); 10] = [
     (SWEEPS, "Sweeps run: ticks and full sweeps"),
     (SWEEPS_FAILED, "Sweeps with failed keys or unread windows"),
     (SINCE_SUCCESS, "Time since the last successful sweep"),
@@ -72,6 +73,7 @@ const HELP: [(&str, &str); 9] = [
     (LAYOUT_MISMATCH, "LEADER_LEASE: sweeps that stood by beside a lease held with another layout (index, windows, ttl attribute or shard range) than this sweeper's"),
     (RELEASED, "LEADER_LEASE: times this sweeper gave the lease up: its sweeps had failed (a store error, or every delete failed) and none had succeeded for a lease"),
     (WRITE_CONFLICTS, "Delete requests refused with ReplicatedWriteConflictException (multi-Region strong consistency) and sent again"),
+    (STREAM_HELD, "run --follow-stream: entries held to be packed with other batches' entries due at the same instant (FOLLOW_HOLD); their records are read again after a restart"),
     (STREAM_AGE, "run --follow-stream: how far behind the follower is, the largest over the shards: for a shard held at a failing record, the age of its oldest record not yet indexed (as of the last attempt); otherwise the age of the newest record of its last read, 0 when caught up (Lambda's IteratorAge)"),
 ];
 
@@ -196,6 +198,8 @@ impl DaemonMetrics {
             }
             let age = r.record_age_ms as f64 / 1000.0;
             gauge!(STREAM_AGE, "table" => table.to_owned()).set(age);
+            let held = r.entries_held as f64;
+            gauge!(STREAM_HELD, "table" => table.to_owned()).set(held);
         });
     }
 

@@ -15,12 +15,17 @@ use serde::Serialize;
 
 use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
-use crate::indexer::{index_records, item_id, IndexReport};
+use crate::indexer::{index_records_holding, item_id, IndexReport};
 use crate::store::stream::{From, ReadError, Shard, StreamClient, TableStream};
 use crate::store::{full_jitter, DynamoStore, StoreError, TableSchema};
+pub use gather::{
+    parse_hold, parse_hold_entries, Gathering, DEFAULT_HOLD, DEFAULT_MAX_ENTRIES, HOLD_ENTRIES,
+    HOLD_FROM, MAX_HOLD, WRITE_BEFORE,
+};
 pub use plan::{Position, ShardPosition};
 use reader::Reader;
 
+mod gather;
 mod hold;
 mod plan;
 mod reader;
@@ -106,6 +111,9 @@ pub struct FollowReport {
     /// otherwise the age of the newest record of its last batch once handled, 0 once read up to
     /// its end. What Lambda reports as `IteratorAge` for an event source mapping.
     pub record_age_ms: u64,
+    /// Entries held to be packed with other batches' (`FOLLOW_HOLD`), as of the last write of
+    /// held entries.
+    pub entries_held: u64,
 }
 
 /// Refuses to follow `table`'s stream without an expiry index table (`index_table`, as
@@ -118,6 +126,16 @@ pub fn require_index_table(table: &str, index_table: Option<&str>) -> Result<(),
         .ok_or(FollowError::NoIndexTable { table })
 }
 
+/// What the daemon follows tables' streams with (`--follow-stream`): the streams API's client
+/// and how entries are gathered across batches.
+#[derive(Debug, Clone)]
+pub struct Following {
+    /// The client of the DynamoDB Streams API.
+    pub streams: StreamClient,
+    /// How entries are gathered across batches (`FOLLOW_HOLD`, `FOLLOW_HOLD_ENTRIES`).
+    pub gathering: Gathering,
+}
+
 /// The follower of one table's stream, checked and with its saved position loaded.
 #[derive(Debug)]
 pub struct Follower {
@@ -127,17 +145,20 @@ pub struct Follower {
     saved_at: Option<(String, String)>,
     start: Position,
     stream_replaced: bool,
+    gathering: Gathering,
 }
 
 impl Follower {
     /// Checks that `schema`'s table has an expiry index table ([`require_index_table`]) and a
     /// stream whose records carry the new image, and that its shards can be listed, and loads the
-    /// position saved in `saved_at` (checkpoint table, item id), if any.
+    /// position saved in `saved_at` (checkpoint table, item id), if any. Entries are gathered
+    /// across batches as `gathering` says.
     pub async fn open(
         store: &DynamoStore,
         streams: StreamClient,
         schema: &TableSchema,
         saved_at: Option<(String, String)>,
+        gathering: Gathering,
     ) -> Result<Follower, FollowError> {
         let table = schema.table_name.clone();
         require_index_table(&table, schema.index_table.as_deref())?;
@@ -183,6 +204,7 @@ impl Follower {
             saved_at,
             start,
             stream_replaced,
+            gathering,
         })
     }
 
@@ -207,12 +229,14 @@ impl Follower {
             position: RefCell::new(self.start.clone()),
             listed: RefCell::new(Vec::new()),
             dirty: Cell::new(false),
+            gathered: RefCell::new(gather::Gathered::new(self.gathering)),
             report: RefCell::new(FollowReport {
                 trimmed: u64::from(self.stream_replaced),
                 ..FollowReport::default()
             }),
         };
         reader.run().await;
+        reader.write_held().await;
         reader.save().await;
         let report = reader.report.into_inner();
         tracing::info!(report = %serde_json::to_string(&report).unwrap_or_default(), "stopped following the stream");

@@ -22,7 +22,7 @@ use ttl_sweeper::tools::audit::{self, AuditReport};
 use ttl_sweeper::tools::backfill::{
     self, default_state_path, BackfillOptions, Finished, ProgressFile,
 };
-use ttl_sweeper::tools::follow::require_index_table;
+use ttl_sweeper::tools::follow::{require_index_table, Following, Gathering};
 
 use crate::aws::Target;
 use crate::exit_status;
@@ -102,7 +102,13 @@ pub(crate) async fn run(
         None => None,
     };
     let follow = match args.follow_stream {
-        true => Some(StreamClient::from_env().await),
+        true => Some(Following {
+            streams: StreamClient::from_env().await,
+            gathering: Gathering {
+                hold: args.follow_hold,
+                max_entries: args.follow_hold_entries,
+            },
+        }),
         false => None,
     };
     // The function-wide settings are the same in every table's configuration.

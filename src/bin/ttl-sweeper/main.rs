@@ -19,6 +19,7 @@ use ttl_sweeper::engine::SweepReport;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::telemetry::{self, LogFormat};
 use ttl_sweeper::tools::backfill::{parse_max_rcu, parse_max_wcu, parse_page_size};
+use ttl_sweeper::tools::follow::{parse_hold, parse_hold_entries};
 use ttl_sweeper::tools::scan::parse_segments;
 
 /// mimalloc: less CPU per delete than the system allocator (docs/BENCHMARKS.md). Built without
@@ -190,6 +191,16 @@ struct RunArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     follow_stream: bool,
+    /// With --follow-stream: how long an entry due more than 2 minutes ahead may be held, to be
+    /// packed with other batches' entries due at the same instant (fewer, fuller packs); the
+    /// saved stream position stays before its record meanwhile. From 0 (each entry written with
+    /// its batch) to 6h.
+    #[arg(long, env = "FOLLOW_HOLD", value_name = "DURATION", default_value = "30m", value_parser = parse_hold, allow_hyphen_values = true)]
+    follow_hold: Duration,
+    /// With --follow-stream: entries held at most, 1000 to 10000000 (their memory:
+    /// docs/BENCHMARKS.md section 4); past it the soonest due are written.
+    #[arg(long, env = "FOLLOW_HOLD_ENTRIES", value_name = "N", default_value = "1000000", value_parser = parse_hold_entries, allow_negative_numbers = true)]
+    follow_hold_entries: usize,
     #[command(flatten)]
     settings: Settings,
 }

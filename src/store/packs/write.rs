@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::{group, Pack, ENTRY};
-use crate::expiry::Clock;
+use futures::stream::{self, StreamExt};
+
+use super::{group, Pack, PackEntry, ENTRY};
+use crate::expiry::{Clock, Timestamp};
 use crate::store::{full_jitter, EntryWrite, ErrorKind, Store, StoreError, TableSchema};
 
 /// Attempts at one request's packs; unprocessed ones are sent again after [`full_jitter`].
@@ -96,6 +98,38 @@ pub async fn write_packs<S: Store, T>(
     let why = (e.kind, e.to_string());
     out.extend(pending.into_iter().map(|(p, t)| (p, t, Some(why.clone()))));
     out
+}
+
+/// What [`write_grouped`] came to: each pack as last written, with the error that stopped it, if
+/// any; and the entries answered apart, whose keys have no window (not keys of the table).
+pub type Grouped<T> = (Vec<Written<T>>, Vec<(PackEntry, T)>);
+
+/// A pack as last written, its entries' tags, and the error that stopped it, if any.
+pub type Written<T> = (Pack, Vec<T>, Option<(ErrorKind, String)>);
+
+/// Writes `entries`, each due by its instant and tagged, as packs ([`group`]`(schema, origin,
+/// …)`), [`PACKS_PER_REQUEST`] to a request and `concurrency` requests at once, each through
+/// [`write_packs`]. The one way entries become packs: the stream indexer's batches, the
+/// follower's gathered entries and a sweep's carried keys.
+pub async fn write_grouped<S: Store, T: Clone>(
+    store: &S,
+    schema: &TableSchema,
+    clock: &dyn Clock,
+    origin: &str,
+    entries: Vec<(Timestamp, PackEntry, T)>,
+    concurrency: usize,
+) -> Grouped<T> {
+    let (grouped, apart) = group(schema, origin, entries);
+    let chunks: Vec<Vec<_>> = grouped
+        .chunks(PACKS_PER_REQUEST)
+        .map(<[_]>::to_vec)
+        .collect();
+    let written = stream::iter(chunks)
+        .map(|chunk| write_packs(store, schema, clock, chunk))
+        .buffer_unordered(concurrency.max(1))
+        .collect::<Vec<_>>()
+        .await;
+    (written.into_iter().flatten().collect(), apart)
 }
 
 /// The most a pack written again is due past the latest instant DynamoDB's clock may read.

@@ -2,17 +2,24 @@
 //! hand to the indexer.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use aws_lambda_events::dynamodb::EventRecord;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
+use super::gather::{Gathered, Held};
 use super::hold::index_batch;
 use super::plan::{compact, expand, ready, MAX_POSITION_BYTES};
 use super::*;
-use crate::indexer::delete_expired;
+use crate::expiry::Timestamp;
+use crate::indexer::{delete_expired, CONCURRENCY};
+use crate::store::key_to_json;
+use crate::store::packs::{write_grouped, PACK_LEAD};
+
+/// How often held entries are looked at for what to write.
+const GATHER_EVERY: Duration = Duration::from_secs(1);
 
 /// One run of the follower: the shared position and report of its shard readers.
 pub(super) struct Reader<'a> {
@@ -29,6 +36,8 @@ pub(super) struct Reader<'a> {
     /// The shards of the last listing: what the compacted position's marks are read against.
     pub(super) listed: RefCell<Vec<Shard>>,
     pub(super) dirty: Cell<bool>,
+    /// Entries held across batches, and the records holding each shard's position back.
+    pub(super) gathered: RefCell<Gathered>,
     pub(super) report: RefCell<FollowReport>,
 }
 
@@ -39,6 +48,7 @@ impl Reader<'_> {
         let mut discover_at = Instant::now();
         let mut save_at = Instant::now() + SAVE_EVERY;
         let mut log_at = Instant::now() + LOG_EVERY;
+        let mut gather_at = Instant::now() + GATHER_EVERY;
         let mut logged = 0;
         let mut warned_full = false;
         while !self.stop.reached() {
@@ -67,7 +77,7 @@ impl Reader<'_> {
                     }
                 }
             }
-            let wake = discover_at.min(save_at).min(log_at);
+            let wake = discover_at.min(save_at).min(log_at).min(gather_at);
             tokio::select! {
                 Some(ended) = readers.next(), if !readers.is_empty() => {
                     running.remove(&ended);
@@ -77,6 +87,12 @@ impl Reader<'_> {
                 }
                 _ = tokio::time::sleep_until(wake) => {}
                 _ = self.stop.token().cancelled() => {}
+            }
+            if Instant::now() >= gather_at && !self.stop.reached() {
+                let latest = self.clock.latest();
+                let taken = self.gathered.borrow_mut().take_due(latest, Instant::now());
+                self.write(taken).await;
+                gather_at = Instant::now() + GATHER_EVERY;
             }
             // Once stopped, the one save is `Follower::run`'s: two would each wait out the
             // shutdown grace on a DynamoDB that does not answer.
@@ -130,6 +146,7 @@ impl Reader<'_> {
     /// keeping the marks it vouched for.
     fn forget_trimmed(&self, shard: &str) {
         self.trimmed(shard);
+        self.gathered.borrow_mut().forget(shard);
         let mut position = self.position.borrow_mut();
         expand(&mut position, &self.listed.borrow());
         position.shards.remove(shard);
@@ -151,8 +168,14 @@ impl Reader<'_> {
             let current = match iterator.take() {
                 Some(it) => it,
                 None => {
-                    let from = match self.position.borrow().shards.get(&shard) {
-                        Some(ShardPosition::After(sequence)) => From::After(sequence.clone()),
+                    // Past what was handled: the saved position may be further back, before
+                    // records whose entries are held.
+                    let handled = self.gathered.borrow().handled(&shard);
+                    let from = match (handled, self.position.borrow().shards.get(&shard)) {
+                        (Some(sequence), _) => From::After(sequence),
+                        (None, Some(ShardPosition::After(sequence))) => {
+                            From::After(sequence.clone())
+                        }
                         _ => From::Oldest,
                     };
                     let Some(got) = self
@@ -200,6 +223,10 @@ impl Reader<'_> {
                     let newest = batch.records.last().filter(|_| batch.next.is_some());
                     self.aged(&shard, newest.map_or(0, |r| self.age_of(r)));
                     let Some(next) = batch.next else {
+                        // Its children start once it is done: its held entries first.
+                        if !self.write_shard(&shard).await {
+                            return shard;
+                        }
                         if !self.stop.reached() {
                             self.set(&shard, ShardPosition::Done);
                             self.report.borrow_mut().shards_done += 1;
@@ -236,9 +263,15 @@ impl Reader<'_> {
         // Cut after the shutdown's grace: the position stays before the records not handled,
         // read again after a restart (every write is conditional).
         // Items written already expired are deleted at once, through the sweeper.
+        let held_back = RefCell::new(Vec::new());
         let index = async |batch: &[EventRecord]| {
             let indexing = async {
-                let mut indexed = index_records(store, schema, self.clock, batch).await;
+                let after = self.gathered.borrow().hold_after(self.clock.latest());
+                let (mut indexed, held) =
+                    index_records_holding(store, schema, self.clock, batch, after).await;
+                let sequence = |at: usize| batch[at].change.sequence_number.clone();
+                let held = held.into_iter().map(|(due, e, at)| (due, e, sequence(at)));
+                held_back.borrow_mut().extend(held);
                 delete_expired(self.sweeper, self.clock, &mut indexed, self.stop).await;
                 indexed
             };
@@ -250,7 +283,134 @@ impl Reader<'_> {
         if handled == records.len() {
             self.report.borrow_mut().batches += 1;
         }
-        self.past(shard, handled.checked_sub(1).map(|i| &records[i]));
+        // The entries held back of the records handled, each record's once (a record tried
+        // again may have held its entry twice).
+        let handled = &records[..handled];
+        let place: HashMap<&str, usize> = handled
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| Some((r.change.sequence_number.as_deref()?, i)))
+            .collect();
+        let mut seen = HashSet::new();
+        let held: Vec<_> = held_back
+            .into_inner()
+            .into_iter()
+            .filter_map(|(due, e, sequence)| {
+                let at = *place.get(sequence?.as_str())?;
+                let once = seen.insert((at, key_to_json(&e.key).to_string(), e.ttl.clone()));
+                once.then_some((due, e, at))
+            })
+            .collect();
+        let mut gathered = self.gathered.borrow_mut();
+        gathered.add(shard, handled, held, Instant::now());
+        self.report.borrow_mut().entries_held = gathered.len() as u64;
+        drop(gathered);
+        self.advance(shard);
+    }
+
+    /// Writes `taken` (held entries, each with its due) as packs, due no sooner than
+    /// [`PACK_LEAD`] past the latest DynamoDB's clock may read; what was written no longer holds
+    /// its shard's position back, and what was not is held again, tried again after a backoff.
+    async fn write(&self, taken: Vec<(Timestamp, Held)>) {
+        if taken.is_empty() {
+            return;
+        }
+        let (store, schema) = (self.sweeper.store(), self.sweeper.schema());
+        let soonest = self.clock.latest() + PACK_LEAD;
+        let mut unparsed = Vec::new();
+        let mut entries = Vec::with_capacity(taken.len());
+        for (i, (due, held)) in taken.iter().enumerate() {
+            match held.entry() {
+                Some(entry) => entries.push(((*due).max(soonest), entry, i)),
+                None => unparsed.push(i),
+            }
+        }
+        let origin = format!("held-{:016x}", fastrand::u64(..));
+        let writing = write_grouped(store, schema, self.clock, &origin, entries, CONCURRENCY);
+        // Cut at the stop: held again, and their records read again after a restart.
+        let (written, apart) = self.stop.within_limits(writing).await.unwrap_or_default();
+        // Not keys of the table, or not parsed: nothing a sweep could delete.
+        let dropped: Vec<usize> = apart.into_iter().map(|(_, i)| i).chain(unparsed).collect();
+        if !dropped.is_empty() {
+            tracing::error!(
+                entries = dropped.len(),
+                "held entries whose keys have no window were dropped"
+            );
+        }
+        let mut ok: Vec<usize> = dropped;
+        let mut error = None;
+        let mut report = self.report.borrow_mut();
+        for (pack, tags, failed) in written {
+            match failed {
+                None => {
+                    report.index.packs_written += 1;
+                    report.index.entries_written += pack.entries.len() as u64;
+                    ok.extend(tags);
+                }
+                Some((_, e)) => error = Some(e),
+            }
+        }
+        drop(report);
+        let mut done = vec![false; taken.len()];
+        for i in ok {
+            done[i] = true;
+        }
+        let (written, failed): (Vec<_>, Vec<_>) =
+            taken.into_iter().zip(done).partition(|(_, done)| *done);
+        let mut gathered = self.gathered.borrow_mut();
+        let moved = gathered.written(written.iter().map(|((_, h), _)| h));
+        if !failed.is_empty() {
+            let count = failed.len();
+            let error = error.unwrap_or_else(|| "cut at the stop".into());
+            tracing::warn!(
+                entries = count,
+                error,
+                "held entries not written; held again and tried again"
+            );
+            gathered.failed(failed.into_iter().map(|(t, _)| t).collect(), Instant::now());
+        }
+        self.report.borrow_mut().entries_held = gathered.len() as u64;
+        drop(gathered);
+        for shard in moved {
+            self.advance(&shard);
+        }
+    }
+
+    /// Writes the entries `shard`'s records hold (its end was read), trying again until they
+    /// are written; `false` at the stop with some not written.
+    async fn write_shard(&self, shard: &str) -> bool {
+        let mut attempt = 0;
+        loop {
+            let taken = self.gathered.borrow_mut().take_shard(shard);
+            self.write(taken).await;
+            if !self.gathered.borrow().holds(shard) {
+                return true;
+            }
+            if self.stop.reached() {
+                return false;
+            }
+            attempt += 1;
+            self.pause(full_jitter(POLL, Duration::from_secs(30), attempt))
+                .await;
+        }
+    }
+
+    /// Writes every entry held (the stop), within the shutdown's grace: what is not written is
+    /// read again after a restart, the positions saved before its records.
+    pub(super) async fn write_held(&self) {
+        let taken = self.gathered.borrow_mut().take_all();
+        self.write(taken).await;
+    }
+
+    /// Moves `shard`'s position as far as its records handled and held entries let it.
+    fn advance(&self, shard: &str) {
+        let Some(sequence) = self.gathered.borrow().position(shard) else {
+            return;
+        };
+        let at = ShardPosition::After(sequence);
+        if self.position.borrow().shards.get(shard) != Some(&at) {
+            self.set(shard, at);
+        }
     }
 
     /// How long ago `record` was written (ms), by the follower's clock.
@@ -260,13 +420,6 @@ impl Reader<'_> {
             .approximate_creation_date_time
             .timestamp_millis();
         u64::try_from(self.clock.now().millis() - at).unwrap_or(0)
-    }
-
-    /// Moves `shard`'s position past `record`, if any.
-    fn past(&self, shard: &str, record: Option<&EventRecord>) {
-        if let Some(sequence) = record.and_then(|r| r.change.sequence_number.clone()) {
-            self.set(shard, ShardPosition::After(sequence));
-        }
     }
 
     /// Records `shard`'s age as of its last read and reports the totals.

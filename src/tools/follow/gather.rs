@@ -1,0 +1,535 @@
+//! Entries gathered across batches before they are packed (`FOLLOW_HOLD`). A stream batch's
+//! records rarely share a due second (a batch of 100 over a day's ttls packs about one entry per
+//! pack), so the follower holds the entries due later than [`HOLD_FROM`] and writes each due
+//! instant's entries together: when it is [`WRITE_BEFORE`] away, once the first of them has been
+//! held for the hold, or when more than the bound are held (soonest due first). A shard's saved
+//! position never passes a record whose entries are held: after a kill the records are read again
+//! and their entries gathered again, so nothing is lost, at the price of reading again up to the
+//! hold's worth of records. Layout and completeness: `docs/design.md`, "Gathered across batches".
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::rc::Rc;
+use std::time::Duration;
+
+use aws_lambda_events::dynamodb::EventRecord;
+use tokio::time::Instant;
+
+use crate::expiry::Timestamp;
+use crate::indexer::HeldEntry;
+use crate::store::packs::PackEntry;
+use crate::store::{key_from_json, key_to_json};
+
+/// Entries due sooner than this past the latest DynamoDB's clock may read are written at once.
+pub const HOLD_FROM: Duration = Duration::from_secs(120);
+
+/// A held entry is written at the latest this long before it is due: time for a slow write and
+/// its retries, far more than [`crate::store::packs::ACK_MARGIN`].
+pub const WRITE_BEFORE: Duration = Duration::from_secs(60);
+
+/// The longest wait between attempts at held entries whose write failed.
+const RETRY_CAP: Duration = Duration::from_secs(30);
+
+/// How the follower gathers entries across batches (`FOLLOW_HOLD`, `FOLLOW_HOLD_ENTRIES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gathering {
+    /// How long an entry may be held, from when its record was read; zero: every entry is
+    /// written with its batch.
+    pub hold: Duration,
+    /// Entries held at most; past it the soonest due are written.
+    pub max_entries: usize,
+}
+
+impl Default for Gathering {
+    fn default() -> Self {
+        Gathering {
+            hold: DEFAULT_HOLD,
+            max_entries: DEFAULT_MAX_ENTRIES,
+        }
+    }
+}
+
+/// `FOLLOW_HOLD`'s default.
+pub const DEFAULT_HOLD: Duration = Duration::from_secs(30 * 60);
+/// `FOLLOW_HOLD_ENTRIES`'s default.
+pub const DEFAULT_MAX_ENTRIES: usize = 1_000_000;
+
+/// The longest `FOLLOW_HOLD`: a record is read again after a restart while its entries are
+/// held, and the stream keeps records 24 hours.
+pub const MAX_HOLD: Duration = Duration::from_secs(6 * 3600);
+/// `FOLLOW_HOLD_ENTRIES`' range.
+pub const HOLD_ENTRIES: std::ops::RangeInclusive<usize> = 1_000..=10_000_000;
+
+/// Parses and checks a `FOLLOW_HOLD` value: a duration from 0 (nothing held) to [`MAX_HOLD`].
+pub fn parse_hold(text: &str) -> Result<Duration, String> {
+    crate::config::parse_duration(text)
+        .filter(|d| *d <= MAX_HOLD)
+        .ok_or_else(|| {
+            format!("{text:?}: expected a duration from 0 (nothing held) to 6h, e.g. `30m`")
+        })
+}
+
+/// Parses and checks a `FOLLOW_HOLD_ENTRIES` value: a whole number in [`HOLD_ENTRIES`].
+pub fn parse_hold_entries(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if HOLD_ENTRIES.contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{text:?}: expected a whole number of entries from 1000 to 10000000"
+        )),
+    }
+}
+
+/// An entry held: the item's key (DynamoDB JSON) and ttl as the image had it, and its record.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Held {
+    key: Box<str>,
+    ttl: Box<str>,
+    shard: Rc<str>,
+    record: u64,
+}
+
+impl Held {
+    /// The entry to pack.
+    pub(super) fn entry(&self) -> Option<PackEntry> {
+        let key = key_from_json(&serde_json::from_str(&self.key).ok()?)?;
+        let ttl = self.ttl.to_string();
+        Some(PackEntry { key, ttl })
+    }
+}
+
+/// A record with entries held, and the position its shard may be saved at while they are.
+#[derive(Debug)]
+struct HeldRecord {
+    record: u64,
+    /// The sequence number of the record before it, as read; `None`: it was the first read.
+    before: Option<String>,
+    left: usize,
+}
+
+/// The entries held, by due instant (epoch ms), and the records they came from.
+#[derive(Debug)]
+pub(super) struct Gathered {
+    settings: Gathering,
+    by_due: BTreeMap<i64, Vec<Held>>,
+    /// When each entry was held and its due, in the order held (some already written).
+    order: VecDeque<(Instant, i64)>,
+    count: usize,
+    /// Per shard, its records with entries held, oldest first.
+    records: HashMap<Rc<str>, VecDeque<HeldRecord>>,
+    /// Per shard, the sequence number of the last record handled.
+    handled: HashMap<Rc<str>, String>,
+    next_record: u64,
+    failures: u32,
+    retry_at: Option<Instant>,
+    /// The due instants of entries whose write failed: taken at the next attempt.
+    again: Vec<i64>,
+}
+
+impl Gathered {
+    pub(super) fn new(settings: Gathering) -> Gathered {
+        Gathered {
+            settings,
+            by_due: BTreeMap::new(),
+            order: VecDeque::new(),
+            count: 0,
+            records: HashMap::new(),
+            handled: HashMap::new(),
+            next_record: 0,
+            failures: 0,
+            retry_at: None,
+            again: Vec::new(),
+        }
+    }
+
+    /// Entries due after this are held, as of `latest` (the latest DynamoDB's clock may read);
+    /// `None` when nothing is.
+    pub(super) fn hold_after(&self, latest: Timestamp) -> Option<Timestamp> {
+        (!self.settings.hold.is_zero()).then(|| latest + HOLD_FROM)
+    }
+
+    /// Entries held.
+    pub(super) fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Takes `records`, the records of `shard` handled (in order, each once), and `held`, the
+    /// entries of theirs held back (`at`: the place of the record in `records`), at `now`.
+    pub(super) fn add(
+        &mut self,
+        shard: &str,
+        records: &[EventRecord],
+        held: Vec<HeldEntry>,
+        now: Instant,
+    ) {
+        let Some(last) = records.last() else { return };
+        let shard: Rc<str> = self
+            .handled
+            .get_key_value(shard)
+            .map_or_else(|| Rc::from(shard), |(s, _)| s.clone());
+        let mut per_record = vec![0usize; records.len()];
+        for (_, _, at) in &held {
+            per_record[*at] += 1;
+        }
+        let sequence = |r: &EventRecord| r.change.sequence_number.clone().unwrap_or_default();
+        let first = self.next_record;
+        self.next_record += records.len() as u64;
+        let queue = self.records.entry(shard.clone()).or_default();
+        let mut before = self.handled.get(&shard).cloned();
+        for (i, record) in records.iter().enumerate() {
+            if per_record[i] > 0 {
+                let (record, left) = (first + i as u64, per_record[i]);
+                queue.push_back(HeldRecord {
+                    record,
+                    before: before.clone(),
+                    left,
+                });
+            }
+            before = Some(sequence(record));
+        }
+        self.handled.insert(shard.clone(), sequence(last));
+        for (due, entry, at) in held {
+            let held = Held {
+                key: key_to_json(&entry.key).to_string().into(),
+                ttl: entry.ttl.into(),
+                shard: shard.clone(),
+                record: first + at as u64,
+            };
+            self.by_due.entry(due.millis()).or_default().push(held);
+            self.order.push_back((now, due.millis()));
+            self.count += 1;
+        }
+    }
+
+    /// Where `shard`'s position may be saved: after the last record handled, or, while entries
+    /// are held, after the record before the oldest record holding one. `None`: nothing read
+    /// yet that the position may pass.
+    pub(super) fn position(&self, shard: &str) -> Option<String> {
+        match self.records.get(shard).and_then(VecDeque::front) {
+            Some(oldest) => oldest.before.clone(),
+            None => self.handled.get(shard).cloned(),
+        }
+    }
+
+    /// The sequence number of the last record of `shard` handled, if any: where reading goes on
+    /// from (the saved position may be further back).
+    pub(super) fn handled(&self, shard: &str) -> Option<String> {
+        self.handled.get(shard).cloned()
+    }
+
+    /// Forgets where `shard` was read to (its records are read again from its oldest); its held
+    /// entries stay, to be written.
+    pub(super) fn forget(&mut self, shard: &str) {
+        self.handled.remove(shard);
+    }
+
+    /// Whether entries of `shard`'s records are held.
+    pub(super) fn holds(&self, shard: &str) -> bool {
+        self.records.get(shard).is_some_and(|q| !q.is_empty())
+    }
+
+    /// Takes the entries to write now (`latest`: the latest DynamoDB's clock may read): those due
+    /// within [`WRITE_BEFORE`], every entry of a due instant whose first entry was held for the
+    /// hold, and the soonest due while more than the bound are held. Nothing while a failed
+    /// write waits to be tried again, unless due soon.
+    pub(super) fn take_due(&mut self, latest: Timestamp, now: Instant) -> Vec<(Timestamp, Held)> {
+        let mut taken = Vec::new();
+        let soon = (latest + WRITE_BEFORE).millis();
+        while let Some(entry) = self.by_due.first_entry() {
+            if *entry.key() > soon {
+                break;
+            }
+            let (due, held) = entry.remove_entry();
+            self.take(due, held, &mut taken);
+        }
+        if self.retry_at.is_some_and(|at| now < at) {
+            return taken;
+        }
+        for due in std::mem::take(&mut self.again) {
+            if let Some(held) = self.by_due.remove(&due) {
+                self.take(due, held, &mut taken);
+            }
+        }
+        let bound = self.settings.max_entries.max(1);
+        while let Some(&(since, due)) = self.order.front() {
+            let aged = now.saturating_duration_since(since) >= self.settings.hold;
+            if !aged && self.order.len() <= 2 * bound {
+                break;
+            }
+            self.order.pop_front();
+            if let Some(held) = self.by_due.remove(&due) {
+                self.take(due, held, &mut taken);
+            }
+        }
+        while self.count > bound {
+            let Some((due, held)) = self.by_due.pop_first() else {
+                break;
+            };
+            self.take(due, held, &mut taken);
+        }
+        taken
+    }
+
+    /// Takes every entry of `shard`'s records (its end was read).
+    pub(super) fn take_shard(&mut self, shard: &str) -> Vec<(Timestamp, Held)> {
+        let mut taken = Vec::new();
+        for (due, held) in &mut self.by_due {
+            let (of_shard, others) = std::mem::take(held)
+                .into_iter()
+                .partition::<Vec<_>, _>(|h| &*h.shard == shard);
+            *held = others;
+            let at = Timestamp::from_millis(*due);
+            taken.extend(of_shard.into_iter().map(|h| (at, h)));
+        }
+        self.by_due.retain(|_, held| !held.is_empty());
+        self.count -= taken.len();
+        taken
+    }
+
+    /// Takes every entry held (the stop).
+    pub(super) fn take_all(&mut self) -> Vec<(Timestamp, Held)> {
+        let mut taken = Vec::new();
+        for (due, held) in std::mem::take(&mut self.by_due) {
+            self.take(due, held, &mut taken);
+        }
+        self.order.clear();
+        taken
+    }
+
+    fn take(&mut self, due: i64, held: Vec<Held>, into: &mut Vec<(Timestamp, Held)>) {
+        self.count -= held.len();
+        let at = Timestamp::from_millis(due);
+        into.extend(held.into_iter().map(|h| (at, h)));
+    }
+
+    /// Counts `written` as written: a record none of whose entries is held any more no longer
+    /// holds its shard's position back. Answers the shards whose position may move.
+    pub(super) fn written<'a>(&mut self, written: impl Iterator<Item = &'a Held>) -> Vec<Rc<str>> {
+        let mut moved = Vec::new();
+        for held in written {
+            let Some(queue) = self.records.get_mut(&held.shard) else {
+                continue;
+            };
+            if let Ok(i) = queue.binary_search_by_key(&held.record, |r| r.record) {
+                queue[i].left = queue[i].left.saturating_sub(1);
+            }
+            let before = queue.len();
+            while queue.front().is_some_and(|r| r.left == 0) {
+                queue.pop_front();
+            }
+            if queue.len() != before && !moved.contains(&held.shard) {
+                moved.push(held.shard.clone());
+            }
+        }
+        self.failures = 0;
+        self.retry_at = None;
+        moved
+    }
+
+    /// Holds `failed` again (their write failed), to be tried again after a backoff, or when
+    /// due soon, whichever is first.
+    pub(super) fn failed(&mut self, failed: Vec<(Timestamp, Held)>, now: Instant) {
+        if failed.is_empty() {
+            return;
+        }
+        self.failures += 1;
+        let wait = crate::store::full_jitter(Duration::from_secs(1), RETRY_CAP, self.failures);
+        self.retry_at = Some(now + wait);
+        for (due, held) in failed {
+            self.by_due.entry(due.millis()).or_default().push(held);
+            self.again.push(due.millis());
+            self.count += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(sequence: &str) -> EventRecord {
+        serde_json::from_value(serde_json::json!({
+            "eventID": format!("e{sequence}"), "eventName": "INSERT", "awsRegion": "eu-west-1",
+            "eventSource": "aws:dynamodb",
+            "dynamodb": { "Keys": {"pk": {"S": sequence}}, "SequenceNumber": sequence,
+                          "SizeBytes": 10, "StreamViewType": "NEW_IMAGE" }
+        }))
+        .unwrap()
+    }
+
+    fn entry(pk: &str, ttl: i64) -> PackEntry {
+        let key = [(
+            "pk".to_owned(),
+            aws_sdk_dynamodb::types::AttributeValue::S(pk.into()),
+        )];
+        PackEntry {
+            key: key.into_iter().collect(),
+            ttl: ttl.to_string(),
+        }
+    }
+
+    fn gathered(hold_s: u64, max_entries: usize) -> Gathered {
+        Gathered::new(Gathering {
+            hold: Duration::from_secs(hold_s),
+            max_entries,
+        })
+    }
+
+    const DAY: i64 = 1_800_000_000;
+
+    #[test]
+    fn the_hold_and_its_bound_are_checked() {
+        assert_eq!(parse_hold("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_hold("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_hold("6h"), Ok(MAX_HOLD));
+        for bad in ["7h", "-1s", "soon", "", "2d"] {
+            let e = parse_hold(bad).unwrap_err();
+            assert!(e.contains("from 0 (nothing held) to 6h"), "{bad}: {e}");
+        }
+        assert_eq!(parse_hold_entries("500000"), Ok(500_000));
+        for bad in ["999", "10000001", "-5", "1e6", "lots"] {
+            assert!(parse_hold_entries(bad).is_err(), "{bad}");
+        }
+    }
+
+    fn held(at: usize, due_s: i64) -> HeldEntry {
+        (
+            Timestamp::from_secs(due_s),
+            entry(&format!("k{at}-{due_s}"), due_s),
+            at,
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shard_is_saved_only_before_its_oldest_record_with_entries_held() {
+        let mut g = gathered(600, 100);
+        let now = Instant::now();
+        let batch: Vec<_> = ["1", "2", "3"].map(record).into();
+        // Record 2 holds one entry, record 3 two; record 1 none.
+        g.add(
+            "s",
+            &batch,
+            vec![held(1, DAY + 500), held(2, DAY + 900), held(2, DAY + 300)],
+            now,
+        );
+        assert_eq!(g.position("s"), Some("1".into()));
+        assert!(g.holds("s"));
+        // Nothing is due yet and nothing aged.
+        assert!(g.take_due(Timestamp::from_secs(DAY), now).is_empty());
+        // The soonest due (record 3's) are written: record 2 still holds the shard at 1.
+        let taken = g.take_due(Timestamp::from_secs(DAY + 300 - 60), now);
+        assert_eq!(taken.len(), 1);
+        assert!(g.written(taken.iter().map(|(_, h)| h)).is_empty());
+        assert_eq!(g.position("s"), Some("1".into()));
+        // Record 2's entry: the shard moves to 2, still held by record 3's other entry.
+        let taken = g.take_due(Timestamp::from_secs(DAY + 500 - 60), now);
+        assert_eq!(g.written(taken.iter().map(|(_, h)| h)).len(), 1);
+        assert_eq!(g.position("s"), Some("2".into()));
+        let taken = g.take_due(Timestamp::from_secs(DAY + 900 - 60), now);
+        g.written(taken.iter().map(|(_, h)| h));
+        assert_eq!(g.position("s"), Some("3".into()));
+        assert!(!g.holds("s"));
+        assert_eq!(g.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_record_read_holding_an_entry_leaves_the_position_unset() {
+        let mut g = gathered(600, 100);
+        g.add(
+            "s",
+            &[record("1")],
+            vec![held(0, DAY + 500)],
+            Instant::now(),
+        );
+        assert_eq!(g.position("s"), None);
+        g.add("t", &[record("7")], vec![], Instant::now());
+        assert_eq!(g.position("t"), Some("7".into()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_due_instant_is_written_whole_once_its_first_entry_was_held_for_the_hold() {
+        let mut g = gathered(600, 100);
+        let t0 = Instant::now();
+        let latest = Timestamp::from_secs(DAY);
+        g.add("s", &[record("1")], vec![held(0, DAY + 5_000)], t0);
+        tokio::time::advance(Duration::from_secs(300)).await;
+        g.add(
+            "s",
+            &[record("2")],
+            vec![held(0, DAY + 5_000), held(0, DAY + 6_000)],
+            Instant::now(),
+        );
+        tokio::time::advance(Duration::from_secs(299)).await;
+        assert!(
+            g.take_due(latest, Instant::now()).is_empty(),
+            "not yet held 600 s"
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let taken = g.take_due(latest, Instant::now());
+        // Both entries due at +5,000 s, the one held 300 s too; not the other instant's.
+        assert_eq!(taken.len(), 2);
+        assert!(taken
+            .iter()
+            .all(|(due, _)| *due == Timestamp::from_secs(DAY + 5_000)));
+        assert_eq!(g.len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_the_bound_the_soonest_due_are_written() {
+        let mut g = gathered(3_600, 2);
+        let entries = vec![held(0, DAY + 900), held(0, DAY + 700), held(0, DAY + 800)];
+        g.add("s", &[record("1")], entries, Instant::now());
+        let taken = g.take_due(Timestamp::from_secs(DAY), Instant::now());
+        assert_eq!(taken.len(), 1);
+        assert_eq!(taken[0].0, Timestamp::from_secs(DAY + 700));
+        assert_eq!(g.len(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_write_is_held_again_and_tried_after_a_backoff_or_when_due() {
+        let mut g = gathered(600, 100);
+        let latest = Timestamp::from_secs(DAY);
+        g.add(
+            "s",
+            &[record("1")],
+            vec![held(0, DAY + 5_000), held(0, DAY + 400)],
+            Instant::now(),
+        );
+        let taken = g.take_all();
+        assert_eq!(taken.len(), 2);
+        g.failed(taken, Instant::now());
+        assert_eq!((g.len(), g.position("s")), (2, None));
+        // Backing off: only what is due soon.
+        assert!(g.take_due(latest, Instant::now()).is_empty());
+        let soon = g.take_due(Timestamp::from_secs(DAY + 400 - 60), Instant::now());
+        assert_eq!(soon.len(), 1);
+        g.failed(soon, Instant::now());
+        tokio::time::advance(RETRY_CAP).await;
+        let again = g.take_due(latest, Instant::now());
+        assert_eq!(again.len(), 2, "both tried again after the backoff");
+        assert!(again.iter().all(|(_, h)| h.entry().is_some()));
+        g.written(again.iter().map(|(_, h)| h));
+        assert_eq!(g.position("s"), Some("1".into()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shard_read_to_its_end_gives_up_its_entries_only() {
+        let mut g = gathered(600, 100);
+        g.add(
+            "s",
+            &[record("1")],
+            vec![held(0, DAY + 500)],
+            Instant::now(),
+        );
+        g.add(
+            "t",
+            &[record("2")],
+            vec![held(0, DAY + 500), held(0, DAY + 600)],
+            Instant::now(),
+        );
+        let taken = g.take_shard("t");
+        assert_eq!(taken.len(), 2);
+        assert!(taken.iter().all(|(_, h)| &*h.shard == "t"));
+        g.written(taken.iter().map(|(_, h)| h));
+        assert!(!g.holds("t") && g.holds("s"));
+        assert_eq!(g.len(), 1);
+    }
+}
