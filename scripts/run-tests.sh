@@ -18,9 +18,9 @@ cd "$ROOT"
 JOBS="${TEST_JOBS:-2}"
 case "$JOBS" in ''|*[!0-9]*|0) echo "TEST_JOBS=$JOBS: expected a whole number of at least 1" >&2; exit 2 ;; esac
 # The jobs that take longest start first (by the seconds measured on a 2-core machine: faults 77,
-# precision 54, stream_follow 49, events 46, leader_lease 37, adoption 34, index_failover 25, cli
+# precision 54, stream_follow 49, demo 49, events 46, leader_lease 37, adoption 34, index_failover 25, cli
 # 21, stream_esm 14, local_dynamodb 12, stream_indexer 11, summary_line 10, handler 8).
-SLOWEST_FIRST=(faults precision stream_follow events leader_lease adoption index_failover cli
+SLOWEST_FIRST=(faults precision stream_follow demo events leader_lease adoption index_failover cli
   stream_esm local_dynamodb stream_indexer summary_line handler)
 
 # One build (a failure stops here): its messages shown as cargo shows them, its JSON kept for

@@ -669,6 +669,27 @@ fn the_cost_model_takes_its_units_from_the_counted_run() {
     assert_eq!(cell, format!("${deletes:.2}"));
 }
 
+/// The cost model's keys a pack for the daemon (`held_keys_per_pack`, a formula) is the steady
+/// state of the follower's rule for writing what it holds, simulated over hours.
+#[test]
+fn the_held_keys_formula_is_the_steady_state_of_the_gathering_rule() {
+    for (rate, spread, hold) in [
+        (10.0, 3_600.0, 300.0),
+        (40.0, 1_200.0, 45.0),
+        (2.0, 7_200.0, 900.0),
+    ] {
+        let formula = cost::held_keys_per_pack(rate, hold, f64::INFINITY, spread);
+        let hours = 6.0 * 3600.0;
+        let simulated =
+            cost::simulate_held_keys_per_pack(rate, 180.0, spread, hold, hours, hours + hold, 7);
+        let off = (simulated / formula - 1.0).abs();
+        assert!(off < 0.05, "rate {rate}, spread {spread}, hold {hold}: formula {formula:.3}, simulated {simulated:.3}");
+    }
+    // A short run stops mid-hold: fewer keys a pack than the steady state.
+    let short = cost::simulate_held_keys_per_pack(40.0, 180.0, 1_200.0, 45.0, 150.0, 198.0, 7);
+    assert!(short < cost::held_keys_per_pack(40.0, 45.0, f64::INFINITY, 1_200.0));
+}
+
 /// Each cost goal's verdict follows from its figures: "met" exactly when the cheapest of the four
 /// (each delete mode on Lambda and on the daemon) comes to at most the goal, and the cheapest is
 /// the least of them, named.

@@ -379,6 +379,15 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     assert!(after, "{saved:?}");
 }
 
+/// The ids of the items the packs of `index` list.
+async fn packed_ids(client: &Client, index: &str) -> HashSet<String> {
+    let packs = scan_all(client, index).await.into_iter();
+    let packs = packs.filter_map(|item| ttl_sweeper::store::packs::Pack::from_item(&item));
+    let keys = packs.flat_map(|p| p.entries.into_iter().map(|e| e.key));
+    keys.filter_map(|k| k.get("id")?.as_s().ok().cloned())
+        .collect()
+}
+
 /// Entries held across batches (`FOLLOW_HOLD`): items written in separate batches with one ttl
 /// an hour ahead are packed together, not a pack per batch; while they are held the saved
 /// position stays before their records, so a kill loses none of them (read again after the
@@ -443,8 +452,8 @@ async fn entries_held_across_batches_are_packed_together_and_none_is_lost_to_a_k
     let mut daemon = Follower::start_every(&endpoint(), &tables, "again", &no_hold, "60s");
     let started = Instant::now();
     loop {
-        let listed: HashSet<String> = packs_listing(&first).await.into_iter().flatten().collect();
-        if listed.len() == first.len() {
+        let listed = packed_ids(&client, &index).await;
+        if first.iter().all(|id| listed.contains(id)) {
             break;
         }
         let left: Vec<_> = first.iter().filter(|id| !listed.contains(*id)).collect();
@@ -732,8 +741,9 @@ async fn a_throttled_index_table_holds_the_shard_and_loses_no_item() {
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(2), plan).await;
     // The SDK's own retries off: the follower's attempts are all there is, so that the throttling
     // outlasts what it once tried before passing a record in seconds rather than minutes.
-    let no_sdk_retries = [("AWS_MAX_ATTEMPTS", "1")];
-    let mut daemon = Follower::start_with(&proxy.endpoint, &tables, "hot", &no_sdk_retries);
+    // Entries held (`FOLLOW_HOLD`): those a batch tried again holds go with its next attempts,
+    // not waiting on the failing record.
+    let no_sdk_retries = [("AWS_MAX_ATTEMPTS", "1"), ("FOLLOW_HOLD", "1h")];
     let mut app = AppWriter::new(&client, &table);
 
     throttling.store(true, Ordering::SeqCst);
@@ -743,11 +753,19 @@ async fn a_throttled_index_table_holds_the_shard_and_loses_no_item() {
     let now = now();
     let during = names("during", 30);
     let after_it = names("after", 10);
-    let mut items: Vec<Key> = (during.iter().enumerate())
-        .map(|(i, id)| unwindowed(id, now + 3 + i as i64 % 6))
-        .collect();
+    let far = names("far", 10);
+    let mut items: Vec<Key> = Vec::new();
+    for (i, id) in during.iter().enumerate() {
+        items.push(unwindowed(id, now + 3 + i as i64 % 6));
+        // Due in an hour, among the others: held by a batch's first attempt.
+        if let Some(id) = far.get(i / 3).filter(|_| i % 3 == 0) {
+            items.push(unwindowed(id, now + 3600));
+        }
+    }
     items.extend(after_it.iter().map(|id| unwindowed(id, ends as i64 + 5)));
     app.put_many(items).await;
+    // Started once every record is there: its first read is one batch of them all.
+    let mut daemon = Follower::start_with(&proxy.endpoint, &tables, "hot", &no_sdk_retries);
     // Two thirds of the way through, the follower says how far behind it is.
     sleep_until(started + THROTTLED_FOR * 2.0 / 3.0).await;
     let age_held = daemon.metric("ttl_sweeper_stream_record_age_seconds");
@@ -793,6 +811,16 @@ async fn a_throttled_index_table_holds_the_shard_and_loses_no_item() {
         |age| *age == Some(0.0),
     );
     assert_eq!(caught_up, Some(0.0), "the record age once caught up");
+    // The far items' entries were written by the batch's attempts once the throttling ended,
+    // not left held behind the failing records.
+    let listed = packed_ids(&client, &index).await;
+    let unlisted: Vec<&String> = far.iter().filter(|id| !listed.contains(*id)).collect();
+    let held = daemon.metric("ttl_sweeper_stream_entries_held");
+    assert!(
+        unlisted.is_empty() && held == Some(0.0),
+        "held {held:?}, not in a pack: {unlisted:?}\n{}",
+        daemon.log_text()
+    );
     assert!(daemon.signal(libc::SIGTERM).success());
     let report = daemon.final_report();
     assert_eq!(report["skipped_records"], 0, "{report}");

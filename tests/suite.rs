@@ -12,6 +12,7 @@ mod capacity;
 mod cli;
 mod clock_skew;
 mod daemon;
+mod demo;
 mod event_sinks;
 mod events;
 mod expiry_events;

@@ -276,6 +276,66 @@ pub fn held_keys_per_pack(keys_per_s: f64, hold_s: f64, max_entries: f64, spread
     1.0 + keys_per_s * held_s / spread_s
 }
 
+/// Keys a pack lists on average when entries arrive at `rate` a second for `write_s` seconds,
+/// each due a random whole second `ahead_s` to `ahead_s + spread_s` past its arrival, and are
+/// held as the follower holds them (`src/tools/follow/gather.rs`): a due second's entries are
+/// written together once its first has been held `hold_s`, or once it is `WRITE_BEFORE` away,
+/// and whatever is held is written at the stop, `stop_s` after the first arrival. Arrivals are
+/// Poisson, drawn from `seed`. [`held_keys_per_pack`] is its steady state.
+pub fn simulate_held_keys_per_pack(
+    rate: f64,
+    ahead_s: f64,
+    spread_s: f64,
+    hold_s: f64,
+    write_s: f64,
+    stop_s: f64,
+    seed: u64,
+) -> f64 {
+    use std::collections::{BTreeMap, VecDeque};
+    let before = ttl_sweeper::tools::follow::WRITE_BEFORE.as_secs_f64();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    // Per due second held: when its first entry came; and the due seconds in that order.
+    let mut held: (BTreeMap<i64, f64>, VecDeque<(f64, i64)>) = Default::default();
+    let (mut packs, mut keys) = (0u64, 0u64);
+    type Held = (BTreeMap<i64, f64>, VecDeque<(f64, i64)>);
+    let write_due = |now: f64, (by_due, order): &mut Held, packs: &mut u64| {
+        while let Some(&(first, due)) = order.front() {
+            if now - first < hold_s {
+                break;
+            }
+            order.pop_front();
+            if by_due.get(&due) == Some(&first) {
+                by_due.remove(&due);
+                *packs += 1;
+            }
+        }
+        while let Some((&due, _)) = by_due.first_key_value() {
+            if due as f64 - now > before {
+                break;
+            }
+            by_due.remove(&due);
+            *packs += 1;
+        }
+    };
+    let mut now = 0.0;
+    loop {
+        now += -(1.0 - rng.f64()).ln() / rate;
+        if now > write_s {
+            break;
+        }
+        write_due(now, &mut held, &mut packs);
+        let due = (now + ahead_s + rng.f64() * spread_s).ceil() as i64;
+        if let std::collections::btree_map::Entry::Vacant(first) = held.0.entry(due) {
+            first.insert(now);
+            held.1.push_back((now, due));
+        }
+        keys += 1;
+    }
+    write_due(stop_s, &mut held, &mut packs);
+    packs += held.0.len() as u64;
+    keys as f64 / packs.max(1) as f64
+}
+
 /// What the model takes from the code and from measurements.
 #[derive(Debug, Clone, Copy)]
 pub struct Inputs {

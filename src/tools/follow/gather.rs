@@ -215,10 +215,18 @@ impl Gathered {
         self.handled.get(shard).cloned()
     }
 
-    /// Forgets where `shard` was read to (its records are read again from its oldest); its held
-    /// entries stay, to be written.
+    /// Forgets `shard`: where it was read to, and which of its records hold entries (read to its
+    /// end, or gone from the stream: its records are read again from its oldest, if any). Its held
+    /// entries stay, to be written, and hold no position back.
     pub(super) fn forget(&mut self, shard: &str) {
         self.handled.remove(shard);
+        self.records.remove(shard);
+    }
+
+    /// Whether the entries held are at their bound: reading waits (their writes are failing,
+    /// or the bound is being written).
+    pub(super) fn full(&self) -> bool {
+        self.count >= self.settings.max_entries.max(1)
     }
 
     /// Whether entries of `shard`'s records are held.
@@ -228,8 +236,8 @@ impl Gathered {
 
     /// Takes the entries to write now (`latest`: the latest DynamoDB's clock may read): those due
     /// within [`WRITE_BEFORE`], every entry of a due instant whose first entry was held for the
-    /// hold, and the soonest due while more than the bound are held. Nothing while a failed
-    /// write waits to be tried again, unless due soon.
+    /// hold, and, once the bound is reached, the soonest due down to nine tenths of it. Nothing
+    /// while a failed write waits to be tried again, unless due soon.
     pub(super) fn take_due(&mut self, latest: Timestamp, now: Instant) -> Vec<(Timestamp, Held)> {
         let mut taken = Vec::new();
         let soon = (latest + WRITE_BEFORE).millis();
@@ -259,11 +267,14 @@ impl Gathered {
                 self.take(due, held, &mut taken);
             }
         }
-        while self.count > bound {
-            let Some((due, held)) = self.by_due.pop_first() else {
-                break;
-            };
-            self.take(due, held, &mut taken);
+        // At the bound, the soonest due down to nine tenths of it, so that reading goes on.
+        if self.count >= bound {
+            while self.count > bound * 9 / 10 {
+                let Some((due, held)) = self.by_due.pop_first() else {
+                    break;
+                };
+                self.take(due, held, &mut taken);
+            }
         }
         taken
     }
@@ -304,7 +315,9 @@ impl Gathered {
     /// holds its shard's position back. Answers the shards whose position may move.
     pub(super) fn written<'a>(&mut self, written: impl Iterator<Item = &'a Held>) -> Vec<Rc<str>> {
         let mut moved = Vec::new();
+        let mut any = false;
         for held in written {
+            any = true;
             let Some(queue) = self.records.get_mut(&held.shard) else {
                 continue;
             };
@@ -319,8 +332,11 @@ impl Gathered {
                 moved.push(held.shard.clone());
             }
         }
-        self.failures = 0;
-        self.retry_at = None;
+        // A write that went through ends the backoff.
+        if any {
+            self.failures = 0;
+            self.retry_at = None;
+        }
         moved
     }
 
@@ -473,14 +489,46 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn past_the_bound_the_soonest_due_are_written() {
-        let mut g = gathered(3_600, 2);
-        let entries = vec![held(0, DAY + 900), held(0, DAY + 700), held(0, DAY + 800)];
+    async fn at_the_bound_reading_waits_and_the_soonest_due_are_written_down_to_nine_tenths() {
+        let mut g = gathered(3_600, 10);
+        let entries = (0..10).map(|i| held(0, DAY + 900 - i)).collect();
         g.add("s", &[record("1")], entries, Instant::now());
+        assert!(g.full());
         let taken = g.take_due(Timestamp::from_secs(DAY), Instant::now());
         assert_eq!(taken.len(), 1);
-        assert_eq!(taken[0].0, Timestamp::from_secs(DAY + 700));
-        assert_eq!(g.len(), 2);
+        assert_eq!(taken[0].0, Timestamp::from_secs(DAY + 891), "the soonest");
+        assert_eq!(g.len(), 9);
+        assert!(!g.full());
+        assert!(g
+            .take_due(Timestamp::from_secs(DAY), Instant::now())
+            .is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_write_backs_off_longer_each_time_until_one_goes_through() {
+        let mut g = gathered(600, 100);
+        let latest = Timestamp::from_secs(DAY);
+        g.add(
+            "s",
+            &[record("1")],
+            vec![held(0, DAY + 5_000)],
+            Instant::now(),
+        );
+        let taken = g.take_all();
+        g.failed(taken, Instant::now());
+        // A write of nothing (the other entries of that attempt) ends no backoff.
+        assert!(g.written(std::iter::empty()).is_empty());
+        assert_eq!((g.failures, g.retry_at.is_some()), (1, true));
+        tokio::time::advance(RETRY_CAP).await;
+        let taken = g.take_due(latest, Instant::now());
+        assert_eq!(taken.len(), 1);
+        g.failed(taken, Instant::now());
+        assert_eq!(g.failures, 2);
+        tokio::time::advance(RETRY_CAP).await;
+        let taken = g.take_due(latest, Instant::now());
+        g.written(taken.iter().map(|(_, h)| h));
+        assert_eq!((g.failures, g.retry_at), (0, None));
+        assert_eq!(g.len(), 0);
     }
 
     #[tokio::test(start_paused = true)]

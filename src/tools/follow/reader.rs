@@ -15,11 +15,17 @@ use super::plan::{compact, expand, ready, MAX_POSITION_BYTES};
 use super::*;
 use crate::expiry::Timestamp;
 use crate::indexer::{delete_expired, CONCURRENCY};
-use crate::store::key_to_json;
+use crate::store::packs::PackEntry;
 use crate::store::packs::{write_grouped, PACK_LEAD};
+use crate::store::{key_to_json, ErrorKind};
 
 /// How often held entries are looked at for what to write.
 const GATHER_EVERY: Duration = Duration::from_secs(1);
+
+/// Records read longer than this after they were written (a backlog) have their entries written
+/// with their batch, not held: a record whose entries are held is read again after a restart,
+/// and the stream keeps records 24 hours (`FOLLOW_HOLD` is at most 6 hours).
+pub(super) const STALE_FOR_HOLD: Duration = Duration::from_secs(12 * 3600);
 
 /// One run of the follower: the shared position and report of its shard readers.
 pub(super) struct Reader<'a> {
@@ -134,6 +140,9 @@ impl Reader<'_> {
             if !keep && *at != ShardPosition::Done {
                 self.trimmed(id);
             }
+            if !keep {
+                self.gathered.borrow_mut().forget(id);
+            }
             keep
         });
         let compacted = compact(&mut position, shards);
@@ -205,6 +214,13 @@ impl Reader<'_> {
                     }
                 }
             };
+            // No more reading while the entries held are at their bound (their writes failing).
+            while self.gathered.borrow().full() {
+                if self.stop.reached() {
+                    return shard;
+                }
+                self.pause(POLL).await;
+            }
             // The batch is held until it is indexed: at most MAX_BATCHES of them in memory.
             let Ok(permit) = self.batches.acquire().await else {
                 return shard;
@@ -228,6 +244,7 @@ impl Reader<'_> {
                             return shard;
                         }
                         if !self.stop.reached() {
+                            self.gathered.borrow_mut().forget(&shard);
                             self.set(&shard, ShardPosition::Done);
                             self.report.borrow_mut().shards_done += 1;
                             tracing::info!(shard, "shard read to its end");
@@ -263,15 +280,30 @@ impl Reader<'_> {
         // Cut after the shutdown's grace: the position stays before the records not handled,
         // read again after a restart (every write is conditional).
         // Items written already expired are deleted at once, through the sweeper.
+        // Entries are held on the first attempt only, and not from a backlog's records (read
+        // more than `STALE_FOR_HOLD` after they were written: the stream keeps them 24 hours).
+        // Once the batch is tried again (a record failed), what the first attempt held is written
+        // with each attempt until it is, so that no entry waits on a failing record.
         let held_back = RefCell::new(Vec::new());
+        let attempts = Cell::new(0u32);
+        let stale = records
+            .first()
+            .is_some_and(|r| self.age_of(r) > STALE_FOR_HOLD.as_millis() as u64);
         let index = async |batch: &[EventRecord]| {
+            let first = attempts.replace(attempts.get() + 1) == 0;
             let indexing = async {
-                let after = self.gathered.borrow().hold_after(self.clock.latest());
+                let after = match first && !stale {
+                    true => self.gathered.borrow().hold_after(self.clock.latest()),
+                    false => None,
+                };
                 let (mut indexed, held) =
                     index_records_holding(store, schema, self.clock, batch, after).await;
                 let sequence = |at: usize| batch[at].change.sequence_number.clone();
                 let held = held.into_iter().map(|(due, e, at)| (due, e, sequence(at)));
                 held_back.borrow_mut().extend(held);
+                if !first {
+                    self.write_held_back(&held_back).await;
+                }
                 delete_expired(self.sweeper, self.clock, &mut indexed, self.stop).await;
                 indexed
             };
@@ -306,6 +338,37 @@ impl Reader<'_> {
         self.report.borrow_mut().entries_held = gathered.len() as u64;
         drop(gathered);
         self.advance(shard);
+    }
+
+    /// Writes the entries in `held_back` (held by a batch's first attempt, each with its due
+    /// and its record's sequence number), keeping those not written for the next attempt.
+    async fn write_held_back(
+        &self,
+        held_back: &RefCell<Vec<(Timestamp, PackEntry, Option<String>)>>,
+    ) {
+        let pending = std::mem::take(&mut *held_back.borrow_mut());
+        if pending.is_empty() {
+            return;
+        }
+        let (store, schema) = (self.sweeper.store(), self.sweeper.schema());
+        let soonest = self.clock.latest() + PACK_LEAD;
+        let entries = (pending.iter().enumerate())
+            .map(|(i, (due, e, _))| ((*due).max(soonest), e.clone(), i))
+            .collect();
+        let origin = format!("{:016x}", fastrand::u64(..));
+        let (written, _) =
+            write_grouped(store, schema, self.clock, &origin, entries, CONCURRENCY).await;
+        let mut done = vec![false; pending.len()];
+        let mut report = self.report.borrow_mut();
+        for (pack, tags, error) in written {
+            if error.is_none() {
+                report.index.packs_written += 1;
+                report.index.entries_written += pack.entries.len() as u64;
+                tags.into_iter().for_each(|i| done[i] = true);
+            }
+        }
+        let left = pending.into_iter().zip(done).filter(|(_, d)| !d);
+        held_back.borrow_mut().extend(left.map(|(p, _)| p));
     }
 
     /// Writes `taken` (held entries, each with its due) as packs, due no sooner than
@@ -345,6 +408,18 @@ impl Reader<'_> {
                 None => {
                     report.index.packs_written += 1;
                     report.index.entries_written += pack.entries.len() as u64;
+                    ok.extend(tags);
+                }
+                // Refused as invalid: never written, however often tried. Reported, and no
+                // longer held (their items need `backfill`), as a record refused alone is.
+                Some((ErrorKind::Validation, e)) => {
+                    report.skipped_records += tags.len() as u64;
+                    let keys: Vec<String> = pack
+                        .entries
+                        .iter()
+                        .map(|e| key_to_json(&e.key).to_string())
+                        .collect();
+                    tracing::error!(error = %e, keys = ?keys, "a pack of held entries was refused as invalid; its items need `ttl-sweeper backfill`");
                     ok.extend(tags);
                 }
                 Some((_, e)) => error = Some(e),
