@@ -362,6 +362,15 @@ fn write_only(part: &str, doc: &str) {
 }
 
 /// `text` when `on`, else nothing: a sentence that only some runs' Markdown carries.
+/// A goal's verdict: `met` or `not met`.
+fn met(yes: bool) -> &'static str {
+    if yes {
+        "met"
+    } else {
+        "not met"
+    }
+}
+
 fn when(on: bool, text: &'static str) -> &'static str {
     if on {
         text
@@ -387,7 +396,7 @@ pub fn p99_verdict(p99s: &[f64], at_most: f64) -> String {
         secs(lo),
         secs(mid),
         secs(hi),
-        pace::met(mid <= at_most)
+        met(mid <= at_most)
     )
 }
 

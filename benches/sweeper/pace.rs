@@ -520,14 +520,14 @@ pub fn render(d: &mut String, f: &Figures) {
         d,
         "\nGoals (printed, not asserted): at least {CEILING_GOAL:.1} of the ceiling {}, median {slow:.2}, {} (as answered: {:.2}), and {}, median {usual:.2}, {} (as answered: {:.2}); at most {:.0} % of deletes one by one, at most {:.2} %, {}.\n",
         PACES[2].label(),
-        met(slow >= CEILING_GOAL),
+        crate::met(slow >= CEILING_GOAL),
         as_answered(PACES[2]),
         PACES[1].label(),
-        met(usual >= CEILING_GOAL),
+        crate::met(usual >= CEILING_GOAL),
         as_answered(PACES[1]),
         ONE_BY_ONE_GOAL * 100.0,
         worst_one_by_one * 100.0,
-        met(worst_one_by_one <= ONE_BY_ONE_GOAL),
+        crate::met(worst_one_by_one <= ONE_BY_ONE_GOAL),
     );
 
     let _ = writeln!(
@@ -542,7 +542,7 @@ pub fn render(d: &mut String, f: &Figures) {
     let _ = writeln!(
         d,
         "\nGoal (printed, not asserted): peak memory at most {MEMORY_GOAL_MIB:.0} MiB — at most {worst_peak:.1} MiB, {}.\n",
-        met(worst_peak <= MEMORY_GOAL_MIB)
+        crate::met(worst_peak <= MEMORY_GOAL_MIB)
     );
     let budget_mib = f64::from(ttl_sweeper::engine::hook::EVENT_ITEMS_BUDGET_KIB) / 1024.0;
     let _ = writeln!(
@@ -590,12 +590,4 @@ fn memory_table(d: &mut String, first: &str, rows: &[MemoryRows]) -> f64 {
         );
     }
     worst_peak
-}
-
-pub fn met(yes: bool) -> &'static str {
-    if yes {
-        "met"
-    } else {
-        "not met"
-    }
 }

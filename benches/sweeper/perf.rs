@@ -885,7 +885,7 @@ pub fn render_outside(d: &mut String, outside: &[OutsideRun]) {
                 );
                 if (cores, threads) == (1, 1) && !ratios.is_empty() {
                     let (lo, mid, hi) = spread3(&ratios);
-                    let verdict = crate::pace::met(mid <= CPU_GOAL_RATIO);
+                    let verdict = crate::met(mid <= CPU_GOAL_RATIO);
                     let _ = writeln!(
                         d,
                         "\n**Goal** (printed, not asserted), answers {}: `DELETE_MODE=batch` at most {CPU_GOAL_RATIO}× the CPU per delete of {} (no confirming read), one thread on 1 core, the two alternated in the same runs: min / median / max {lo:.2} / {mid:.2} / {hi:.2}, **{verdict}** by the median.",

@@ -541,7 +541,7 @@ pub fn written_expired_goal(d: &mut String, path: &str, p99s: &[f64]) {
         d,
         "\n**Goal, items written already expired through the index table, on {path}:** p99 lag from the write ≤ {WRITTEN_EXPIRED_P99_GOAL:.1} s. {}, {} by the worst run.\n",
         crate::p99_verdict(p99s, WRITTEN_EXPIRED_P99_GOAL),
-        crate::pace::met(hi <= WRITTEN_EXPIRED_P99_GOAL),
+        crate::met(hi <= WRITTEN_EXPIRED_P99_GOAL),
     );
 }
 

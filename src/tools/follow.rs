@@ -19,8 +19,7 @@ use crate::indexer::{index_records_holding, item_id, IndexReport};
 use crate::store::stream::{From, ReadError, Shard, StreamClient, TableStream};
 use crate::store::{full_jitter, DynamoStore, StoreError, TableSchema};
 pub use gather::{
-    parse_hold, parse_hold_entries, Gathering, DEFAULT_HOLD, DEFAULT_MAX_ENTRIES, HOLD_ENTRIES,
-    HOLD_FROM, MAX_HOLD, WRITE_BEFORE,
+    Gathering, DEFAULT_HOLD, DEFAULT_MAX_ENTRIES, HOLD_ENTRIES, HOLD_FROM, MAX_HOLD, WRITE_BEFORE,
 };
 pub use plan::{Position, ShardPosition};
 use reader::Reader;

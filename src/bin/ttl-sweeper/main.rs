@@ -19,7 +19,7 @@ use ttl_sweeper::engine::SweepReport;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::telemetry::{self, LogFormat};
 use ttl_sweeper::tools::backfill::{parse_max_rcu, parse_max_wcu, parse_page_size};
-use ttl_sweeper::tools::follow::{parse_hold, parse_hold_entries};
+use ttl_sweeper::tools::follow::{HOLD_ENTRIES, MAX_HOLD};
 use ttl_sweeper::tools::scan::parse_segments;
 
 /// mimalloc: less CPU per delete than the system allocator (docs/BENCHMARKS.md). Built without
@@ -100,6 +100,25 @@ fn parse_every(text: &str) -> Result<Duration, String> {
     parse_duration(text)
         .filter(|d| (Duration::from_millis(100)..=Duration::from_secs(86_400)).contains(d))
         .ok_or_else(|| format!("{text:?}: expected a duration from 100ms to 1d (24h), e.g. `1s`"))
+}
+
+/// `--follow-hold` (`FOLLOW_HOLD`): a duration from 0 (nothing held) to [`MAX_HOLD`].
+fn parse_hold(text: &str) -> Result<Duration, String> {
+    parse_duration(text)
+        .filter(|d| *d <= MAX_HOLD)
+        .ok_or_else(|| {
+            format!("{text:?}: expected a duration from 0 (nothing held) to 6h, e.g. `30m`")
+        })
+}
+
+/// `--follow-hold-entries` (`FOLLOW_HOLD_ENTRIES`): a whole number in [`HOLD_ENTRIES`].
+fn parse_hold_entries(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if HOLD_ENTRIES.contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{text:?}: expected a whole number of entries from 1000 to 10000000"
+        )),
+    }
 }
 
 /// `--max-expired-age`: a duration such as `5m`, or seconds.

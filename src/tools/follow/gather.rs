@@ -59,25 +59,6 @@ pub const MAX_HOLD: Duration = Duration::from_secs(6 * 3600);
 /// `FOLLOW_HOLD_ENTRIES`' range.
 pub const HOLD_ENTRIES: std::ops::RangeInclusive<usize> = 1_000..=10_000_000;
 
-/// Parses and checks a `FOLLOW_HOLD` value: a duration from 0 (nothing held) to [`MAX_HOLD`].
-pub fn parse_hold(text: &str) -> Result<Duration, String> {
-    crate::config::parse_duration(text)
-        .filter(|d| *d <= MAX_HOLD)
-        .ok_or_else(|| {
-            format!("{text:?}: expected a duration from 0 (nothing held) to 6h, e.g. `30m`")
-        })
-}
-
-/// Parses and checks a `FOLLOW_HOLD_ENTRIES` value: a whole number in [`HOLD_ENTRIES`].
-pub fn parse_hold_entries(text: &str) -> Result<usize, String> {
-    match text.trim().parse::<usize>() {
-        Ok(n) if HOLD_ENTRIES.contains(&n) => Ok(n),
-        _ => Err(format!(
-            "{text:?}: expected a whole number of entries from 1000 to 10000000"
-        )),
-    }
-}
-
 /// An entry held: the item's key (DynamoDB JSON) and ttl as the image had it, and its record.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Held {
@@ -390,21 +371,6 @@ mod tests {
     }
 
     const DAY: i64 = 1_800_000_000;
-
-    #[test]
-    fn the_hold_and_its_bound_are_checked() {
-        assert_eq!(parse_hold("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_hold("30m"), Ok(Duration::from_secs(1800)));
-        assert_eq!(parse_hold("6h"), Ok(MAX_HOLD));
-        for bad in ["7h", "-1s", "soon", "", "2d"] {
-            let e = parse_hold(bad).unwrap_err();
-            assert!(e.contains("from 0 (nothing held) to 6h"), "{bad}: {e}");
-        }
-        assert_eq!(parse_hold_entries("500000"), Ok(500_000));
-        for bad in ["999", "10000001", "-5", "1e6", "lots"] {
-            assert!(parse_hold_entries(bad).is_err(), "{bad}");
-        }
-    }
 
     fn held(at: usize, due_s: i64) -> HeldEntry {
         (
