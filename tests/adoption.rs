@@ -612,3 +612,54 @@ async fn backfill_with_an_expiry_index_table_writes_entries_only_and_audit_count
     assert!(left.keys().all(|id| !id.starts_with("expired-")));
     assert_eq!(scan_entries(&client, &index).await.len(), 30);
 }
+
+/// The README's verify step on a table swept through an expiry index table (writers set only the
+/// ttl; step 5's back-fill wrote the entries): `audit --table-name <t> --expiry-index-table <i>`
+/// passes; without `--expiry-index-table`, on a table with no GSI, audit refuses (exit 2) naming
+/// the flag, where it once counted every live item as `missing_window` and exited 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_verify_step_passes_on_a_table_swept_through_its_expiry_index_table() {
+    use aws_sdk_dynamodb::types::StreamViewType;
+    let (client, table, index) = indexed_table("verify", StreamViewType::NewAndOldImages).await;
+    let now = now();
+    let mut items: Vec<Key> = (0..30)
+        .map(|i| unwindowed(&format!("live-{i:02}"), now + 600 + i))
+        .collect();
+    items.extend((0..5).map(|i| bare(&format!("none-{i}"), None)));
+    put_items(&client, &table, items).await;
+    let state = fresh_state(&table, "-verify");
+    let mut cmd = local_cli();
+    cmd.args([
+        "backfill",
+        "--table-name",
+        &table,
+        "--expiry-index-table",
+        &index,
+    ])
+    .arg("--state")
+    .arg(&state);
+    json_ok(&mut cmd).assert_fields("written=30");
+
+    let mut verify = local_cli();
+    verify.args([
+        "audit",
+        "--table-name",
+        &table,
+        "--expiry-index-table",
+        &index,
+    ]);
+    let report = json_ok(&mut verify);
+    report.assert_fields("missing_window=0 missing_entry=0");
+
+    let mut unnamed = local_cli();
+    unnamed.args(["audit", "--table-name", &table]);
+    let out = unnamed.output().expect("run audit");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--expiry-index-table") && stderr.contains("no global secondary index"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no report: nothing was scanned");
+    let _ = std::fs::remove_file(&state);
+}

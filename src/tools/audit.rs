@@ -15,7 +15,7 @@ use super::scan::{item_attributes, parallel_scan, Position, RateLimit, ScanPageO
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::Timestamp;
 use crate::store::entries::{index_item, sort_prefix, Indexing, BACKFILL_ORIGIN};
-use crate::store::{key_to_json, packs, DynamoStore, Key, StoreError, TableSchema};
+use crate::store::{key_to_json, packs, DynamoStore, Key, OpenedTable, StoreError, TableSchema};
 
 /// Upper bounds (seconds) of the expired-age buckets, and their names.
 pub const AGE_BUCKETS: [(i64, &str); 5] = [
@@ -280,6 +280,24 @@ async fn check_entry(
         report.example("missing_entry", Some(entry.key), detail);
     }
     Ok(())
+}
+
+/// Refuses to audit a table nothing can sweep as configured: no expiry index table named and no
+/// GSI `INDEX_NAME` on the table (`opened`). Every item would count as `missing_window`, though a
+/// table swept through an expiry index table (`followStream`, `run --follow-stream`) is fine: the
+/// error says to name it.
+pub fn require_swept(opened: &OpenedTable, index_name: &str) -> Result<(), String> {
+    if opened.schema.index_table.is_some() || opened.index_present {
+        return Ok(());
+    }
+    let table = &opened.schema.table_name;
+    Err(format!(
+        "table {table:?} has no global secondary index {index_name:?} (INDEX_NAME) and no expiry \
+         index table was named, so nothing sweeps it as configured. If it is swept through an \
+         expiry index table (`followStream`, `ttl-sweeper run --follow-stream`), name it: \
+         --expiry-index-table <table> (EXPIRY_INDEX_TABLE; the construct's `ExpiryIndexTable` \
+         output). If writers set the window, create the GSI first (docs/adoption.md)"
+    ))
 }
 
 /// Scans the table in `segments` segments (clamped to 1 to [`MAX_SEGMENTS`]), stopping after about

@@ -183,6 +183,7 @@ pub(crate) async fn audit(
     let target = aws.await?;
     let connected = ttl_sweeper::connect_tool(config).await;
     let (store, opened) = connected.map_err(|e| target.explain(e))?;
+    audit::require_swept(&opened, &config.index_name).map_err(anyhow::Error::msg)?;
     let (segments, sample, max_rcu) = (args.segments, args.sample, args.max_rcu);
     let report: AuditReport =
         audit::audit(&store, &opened.schema, segments, sample, max_rcu, wall()).await?;
