@@ -1272,3 +1272,149 @@ async fn an_orm_that_knows_nothing_of_the_sweeper_writes_and_only_its_expired_it
     assert!(wrong.is_empty(), "requests writing the table: {wrong:#?}");
     assert!(seen.iter().any(|s| s.op == "GetRecords"));
 }
+
+/// The move from GSI mode to the expiry index table, in docs/adoption.md's order, with no gap: a
+/// table whose writers set the window, swept through its GSI; its stream enabled; a second
+/// sweeper following the stream beside the first; back-fill into the index table; audit naming
+/// it; the first sweeper stopped and the GSI dropped; writers then set only the ttl. Every item
+/// that expires in any step goes on time, once, and the live items stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moving_from_the_gsi_to_the_index_table_in_the_documented_order_leaves_no_gap() {
+    use aws_sdk_dynamodb::types::{GlobalSecondaryIndexUpdate, StreamSpecification};
+    let client = client().await;
+    let table = new_table(&client, "move", |_| {}).await;
+    let index = index_table(&client, "move_idx").await;
+    let checkpoint = checkpoint_table(&client, "movecp").await;
+    let now = now();
+    let mut ttls: BTreeMap<String, i64> = BTreeMap::new();
+    let mut due = |prefix: &str, n: usize, from: i64| -> Vec<(String, i64)> {
+        let ids = names(prefix, n).into_iter().enumerate();
+        let due: Vec<(String, i64)> = ids.map(|(i, id)| (id, from + i as i64 % 4)).collect();
+        ttls.extend(due.iter().cloned());
+        due
+    };
+    // Writers set the window (GSI mode): some due before the back-fill (only the GSI lists
+    // them then: the first sweeper deletes them), some after the first sweeper is gone (the
+    // back-fill's entries), some live for an hour.
+    let before = due("before", 10, now + 8);
+    let later = due("later", 10, now + 26);
+    let live: Vec<String> = names("live", 5);
+    let mut items: Vec<Key> = before
+        .iter()
+        .chain(&later)
+        .map(|(id, ttl)| session(id, *ttl))
+        .collect();
+    items.extend(live.iter().map(|id| session(id, now + 3600)));
+    put_items(&client, &table, items).await;
+    // Each step's items watched from their write, so that each is seen gone when it goes.
+    let watch = |items: &[(String, i64)]| {
+        let (client, table) = (client.clone(), table.clone());
+        let ids: Vec<String> = items.iter().map(|(id, _)| id.clone()).collect();
+        tokio::spawn(
+            async move { watch_gone(&client, &table, &ids, Duration::from_secs(45)).await },
+        )
+    };
+    let mut watched = vec![watch(&before), watch(&later)];
+    let mut old = local_cli();
+    old.args(["run", "--every", "1s", "--table-name", &table])
+        .env("CHECKPOINT_TABLE", &checkpoint)
+        .stdout(Stdio::null());
+    let mut old = Daemon::spawn(&mut old, &format!("move-{table}-gsi"));
+    old.wait_for_log("running until SIGINT or SIGTERM");
+
+    // 1. The stream; 2. the second sweeper beside the first.
+    let stream = StreamSpecification::builder()
+        .stream_enabled(true)
+        .stream_view_type(StreamViewType::NewAndOldImages)
+        .build()
+        .unwrap();
+    let enabled = client
+        .update_table()
+        .table_name(&table)
+        .stream_specification(stream);
+    enabled.send().await.expect("enable the stream");
+    let tables = Tables {
+        table: table.clone(),
+        index: index.clone(),
+        checkpoint: checkpoint.clone(),
+    };
+    let mut new = Follower::start_every(&endpoint(), &tables, "move-new", &[], "1s");
+    // Writers still set the window meanwhile.
+    let now = support::now();
+    let during = due("during", 10, now + 6);
+    let items = during.iter().map(|(id, ttl)| session(id, *ttl));
+    put_items(&client, &table, items.collect()).await;
+    watched.push(watch(&during));
+
+    // 3. Back-fill the index table, once the first items have expired; 4. audit naming it.
+    sleep_until(now as f64 + 15.0).await;
+    let state = std::env::temp_dir().join(format!("ttl-sweeper-move-{table}.json"));
+    let mut backfill = local_cli();
+    backfill
+        .args([
+            "backfill",
+            "--table-name",
+            &table,
+            "--expiry-index-table",
+            &index,
+        ])
+        .arg("--state")
+        .arg(&state);
+    let (code, out, err) = run(&mut backfill);
+    assert_eq!(code, 0, "backfill: {out}\n{err}");
+    let mut audit = local_cli();
+    audit.args([
+        "audit",
+        "--table-name",
+        &table,
+        "--expiry-index-table",
+        &index,
+    ]);
+    let (code, out, err) = run(&mut audit);
+    assert_eq!(code, 0, "audit: {out}\n{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["missing_entry"], 0, "{report}");
+
+    // 5. The first sweeper stopped, the GSI dropped; writers set only the ttl from here.
+    assert!(old.signal(libc::SIGTERM).success());
+    let drop_gsi = GlobalSecondaryIndexUpdate::builder()
+        .delete(
+            aws_sdk_dynamodb::types::DeleteGlobalSecondaryIndexAction::builder()
+                .index_name("expirationWindowIndex")
+                .build()
+                .unwrap(),
+        )
+        .build();
+    let dropped = client
+        .update_table()
+        .table_name(&table)
+        .global_secondary_index_updates(drop_gsi);
+    dropped.send().await.expect("drop the GSI");
+    let now = support::now();
+    let after = due("after", 10, now + 4);
+    let items = after.iter().map(|(id, ttl)| unwindowed(id, *ttl));
+    put_items(&client, &table, items.collect()).await;
+    watched.push(watch(&after));
+
+    let mut gone = BTreeMap::new();
+    for w in watched {
+        gone.extend(w.await.expect("a watcher"));
+    }
+    let left: Vec<&String> = ttls.keys().filter(|id| !gone.contains_key(*id)).collect();
+    assert!(
+        left.is_empty(),
+        "never deleted: {left:?}\n{}",
+        new.log_text()
+    );
+    let off: Vec<String> = (gone.iter())
+        .filter_map(|(id, at)| {
+            let ttl = ttls[id] as f64;
+            (*at < ttl || *at > ttl + 3.0).then(|| format!("{id}: ttl {ttl}, gone {at:.2}"))
+        })
+        .collect();
+    assert!(off.is_empty(), "early or late across the move: {off:?}");
+    let left = id_set(&client, &table).await;
+    assert_eq!(left, live.iter().cloned().collect::<HashSet<_>>());
+    assert!(new.signal(libc::SIGTERM).success());
+    let _ = std::fs::remove_file(&state);
+}
