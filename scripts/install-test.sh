@@ -5,9 +5,10 @@
 # (the ```sh block there), so that the page and this test cannot drift apart. Its placeholders
 # become: <checkout> this repository, <version> Cargo.toml's version, <your CDK app> a new empty
 # directory outside the checkout. They run in order in one shell, from the checkout, each timed.
-# Then the quick start's TypeScript snippet (README step 4, no `code`) is type-checked against the
-# installed package and synthesized in that directory with `<the LatestStreamArn of step 1>` set
-# to a stream ARN of `sessions`; each function's asset must hold an AArch64 `bootstrap`.
+# Then the quick start's TypeScript snippet (README step 4, no `code`) is written to `app.ts` in
+# that directory with `<the LatestStreamArn of step 1>` set to a stream ARN of `sessions`,
+# type-checked with the app's own `tsc` and synthesized with its own `npx cdk synth`, as step 4
+# says; each function's asset must hold an AArch64 `bootstrap`.
 #
 # `make dist` is one of the commands: this takes as long as it does (release cross builds), so it
 # is not part of `make test`.
@@ -20,8 +21,7 @@ version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 case "$work" in "$root"/*) echo "install-test: $work is inside the checkout" >&2; exit 1 ;; esac
-app="$work/app"
-mkdir "$app"
+app="$work/app"   # made by the README's own `mkdir`
 
 # The commands of the README's install block: the lines of its ```sh fence, comments dropped.
 commands="$(python3 - README.md <<'PY'
@@ -72,8 +72,8 @@ if placeholder not in snippet or "code:" in snippet:
 snippet = snippet.replace(placeholder, "arn:aws:dynamodb:us-east-1:123456789012:table/sessions/stream/2026-11-27T00:00:00.000")
 open(sys.argv[2], "w").write(snippet + "\n")
 PY
-"$root/infra/node_modules/.bin/tsc" --noEmit --strict --skipLibCheck --target es2022 --module node16 --moduleResolution node16 app.ts
-CDK_OUTDIR=cdk.out "$root/infra/node_modules/.bin/tsx" app.ts
+npx tsc --noEmit --strict --skipLibCheck --target es2022 --module node16 --moduleResolution node16 app.ts
+npx cdk synth --quiet
 stack="$(sed -n "s/.*new cdk.Stack(app, '\([A-Za-z0-9-]*\)').*/\1/p" app.ts)"
 python3 "$root/scripts/check-bootstrap-asset.py" cdk.out "$stack"
 node - "cdk.out/$stack.template.json" <<'JS'
