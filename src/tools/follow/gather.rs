@@ -86,12 +86,20 @@ struct HeldRecord {
     left: usize,
 }
 
+/// The entries held of one due instant, and when the first of them was.
+#[derive(Debug)]
+struct Group {
+    first: Instant,
+    held: Vec<Held>,
+}
+
 /// The entries held, by due instant (epoch ms), and the records they came from.
 #[derive(Debug)]
 pub(super) struct Gathered {
     settings: Gathering,
-    by_due: BTreeMap<i64, Vec<Held>>,
-    /// When each entry was held and its due, in the order held (some already written).
+    by_due: BTreeMap<i64, Group>,
+    /// When each due instant's group was started and its due, in that order (a group written
+    /// since, or started again, is passed over).
     order: VecDeque<(Instant, i64)>,
     count: usize,
     /// Per shard, its records with entries held, oldest first.
@@ -174,9 +182,7 @@ impl Gathered {
                 shard: shard.clone(),
                 record: first + at as u64,
             };
-            self.by_due.entry(due.millis()).or_default().push(held);
-            self.order.push_back((now, due.millis()));
-            self.count += 1;
+            self.hold(due.millis(), held, now);
         }
     }
 
@@ -226,15 +232,15 @@ impl Gathered {
             if *entry.key() > soon {
                 break;
             }
-            let (due, held) = entry.remove_entry();
-            self.take(due, held, &mut taken);
+            let (due, group) = entry.remove_entry();
+            self.take(due, group.held, &mut taken);
         }
         if self.retry_at.is_some_and(|at| now < at) {
             return taken;
         }
         for due in std::mem::take(&mut self.again) {
-            if let Some(held) = self.by_due.remove(&due) {
-                self.take(due, held, &mut taken);
+            if let Some(group) = self.by_due.remove(&due) {
+                self.take(due, group.held, &mut taken);
             }
         }
         let bound = self.settings.max_entries.max(1);
@@ -244,17 +250,19 @@ impl Gathered {
                 break;
             }
             self.order.pop_front();
-            if let Some(held) = self.by_due.remove(&due) {
-                self.take(due, held, &mut taken);
+            // The group this started, not one started again after it was written.
+            if self.by_due.get(&due).is_some_and(|g| g.first == since) {
+                let group = self.by_due.remove(&due).expect("just seen");
+                self.take(due, group.held, &mut taken);
             }
         }
         // At the bound, the soonest due down to nine tenths of it, so that reading goes on.
         if self.count >= bound {
             while self.count > bound * 9 / 10 {
-                let Some((due, held)) = self.by_due.pop_first() else {
+                let Some((due, group)) = self.by_due.pop_first() else {
                     break;
                 };
-                self.take(due, held, &mut taken);
+                self.take(due, group.held, &mut taken);
             }
         }
         taken
@@ -263,15 +271,15 @@ impl Gathered {
     /// Takes every entry of `shard`'s records (its end was read).
     pub(super) fn take_shard(&mut self, shard: &str) -> Vec<(Timestamp, Held)> {
         let mut taken = Vec::new();
-        for (due, held) in &mut self.by_due {
-            let (of_shard, others) = std::mem::take(held)
+        for (due, group) in &mut self.by_due {
+            let (of_shard, others) = std::mem::take(&mut group.held)
                 .into_iter()
                 .partition::<Vec<_>, _>(|h| &*h.shard == shard);
-            *held = others;
+            group.held = others;
             let at = Timestamp::from_millis(*due);
             taken.extend(of_shard.into_iter().map(|h| (at, h)));
         }
-        self.by_due.retain(|_, held| !held.is_empty());
+        self.by_due.retain(|_, group| !group.held.is_empty());
         self.count -= taken.len();
         taken
     }
@@ -279,11 +287,29 @@ impl Gathered {
     /// Takes every entry held (the stop).
     pub(super) fn take_all(&mut self) -> Vec<(Timestamp, Held)> {
         let mut taken = Vec::new();
-        for (due, held) in std::mem::take(&mut self.by_due) {
-            self.take(due, held, &mut taken);
+        for (due, group) in std::mem::take(&mut self.by_due) {
+            self.take(due, group.held, &mut taken);
         }
         self.order.clear();
         taken
+    }
+
+    /// Holds `held`, due at `due` (epoch ms), at `now`: in its due instant's group, or a group
+    /// started now.
+    fn hold(&mut self, due: i64, held: Held, now: Instant) {
+        match self.by_due.entry(due) {
+            std::collections::btree_map::Entry::Occupied(mut group) => {
+                group.get_mut().held.push(held)
+            }
+            std::collections::btree_map::Entry::Vacant(group) => {
+                group.insert(Group {
+                    first: now,
+                    held: vec![held],
+                });
+                self.order.push_back((now, due));
+            }
+        }
+        self.count += 1;
     }
 
     fn take(&mut self, due: i64, held: Vec<Held>, into: &mut Vec<(Timestamp, Held)>) {
@@ -331,9 +357,8 @@ impl Gathered {
         let wait = crate::store::full_jitter(Duration::from_secs(1), RETRY_CAP, self.failures);
         self.retry_at = Some(now + wait);
         for (due, held) in failed {
-            self.by_due.entry(due.millis()).or_default().push(held);
+            self.hold(due.millis(), held, now);
             self.again.push(due.millis());
-            self.count += 1;
         }
     }
 }
@@ -452,6 +477,43 @@ mod tests {
             .iter()
             .all(|(due, _)| *due == Timestamp::from_secs(DAY + 5_000)));
         assert_eq!(g.len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_due_instant_started_again_after_its_write_waits_a_whole_hold() {
+        let mut g = gathered(45, 100);
+        let latest = Timestamp::from_secs(DAY);
+        let at = |s: u64| tokio::time::advance(Duration::from_secs(s));
+        g.add(
+            "s",
+            &[record("1")],
+            vec![held(0, DAY + 5_000)],
+            Instant::now(),
+        );
+        at(30).await;
+        g.add(
+            "s",
+            &[record("2")],
+            vec![held(0, DAY + 5_000)],
+            Instant::now(),
+        );
+        at(15).await;
+        assert_eq!(g.take_due(latest, Instant::now()).len(), 2, "held 45 s");
+        at(5).await;
+        g.add(
+            "s",
+            &[record("3")],
+            vec![held(0, DAY + 5_000)],
+            Instant::now(),
+        );
+        // 45 s after the second entry of the first group: the new group is 25 s old.
+        at(25).await;
+        assert!(
+            g.take_due(latest, Instant::now()).is_empty(),
+            "written 25 s after it started"
+        );
+        at(20).await;
+        assert_eq!(g.take_due(latest, Instant::now()).len(), 1);
     }
 
     #[tokio::test(start_paused = true)]
