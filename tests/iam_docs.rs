@@ -4,7 +4,8 @@
 //! choices through the fault proxy, recording every request, while items expire; each request's
 //! operation and the resource it names must be in the block, and each action of the block must
 //! have been sent, but `DeleteItem` in batch mode, which only a key read stale twice needs (the
-//! code path is checked to exist instead).
+//! code path is checked to exist instead). The tools' blocks (`<!-- iam: tool <command> <index>
+//! -->`) the same way, against what `backfill` and `audit` send.
 
 use crate::support::fault_proxy;
 use crate::support::*;
@@ -40,6 +41,11 @@ const RESOURCES: [&str; 5] = [
 
 /// Every daemon block of README.md and docs/*.md.
 fn daemon_blocks() -> Vec<Block> {
+    blocks_of("daemon")
+}
+
+/// Every `<!-- iam: <kind> ... -->` block of README.md and docs/*.md.
+fn blocks_of(kind: &str) -> Vec<Block> {
     let mut files: Vec<_> = std::fs::read_dir(Path::new(ROOT).join("docs"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -50,7 +56,7 @@ fn daemon_blocks() -> Vec<Block> {
     let mut blocks = Vec::new();
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
-        for piece in text.split("<!-- iam: daemon ").skip(1) {
+        for piece in text.split(&format!("<!-- iam: {kind} ")).skip(1) {
             let (header, rest) = piece.split_once("-->").expect("a closed marker");
             let body = rest.split("<!-- /iam -->").next();
             let body = body.expect("a block ends with <!-- /iam -->");
@@ -234,4 +240,87 @@ async fn the_daemon_roles_in_the_docs_are_what_run_sends() {
         let problems = problems.join("\n  ");
         assert!(problems.is_empty(), "{where_}:\n  {problems}");
     }
+}
+
+/// Runs `ttl-sweeper <command>` (`backfill` or `audit`) on a table with items to back-fill and
+/// judge (some expired), through a GSI (`gsi`) or an expiry index table (`index-table`), through a
+/// recording proxy: what it sent, by resource.
+async fn requests_of_a_tool(choices: &[String]) -> Actions {
+    let has = |c: &str| choices.iter().any(|x| x == c);
+    let client = client().await;
+    let (table, index_table) = if has("index-table") {
+        let (_, table, index) = indexed_table("iamtool", StreamViewType::NewAndOldImages).await;
+        (table, Some(index))
+    } else {
+        (new_table(&client, "iamtool", |_| {}).await, None)
+    };
+    let t0 = now();
+    let items = (0..12).map(|i| unwindowed(&format!("item-{i}"), t0 - 600 + i * 100));
+    put_items(&client, &table, items.collect()).await;
+    let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(2), Plan::Pass).await;
+    proxy.record();
+    let state = std::env::temp_dir().join(format!("ttl-sweeper-iam-{table}.json"));
+    let mut cmd = cli();
+    cmd.env("AWS_ENDPOINT_URL", &proxy.endpoint);
+    if has("backfill") {
+        cmd.arg("backfill").arg("--state").arg(&state);
+    } else {
+        cmd.arg("audit");
+    }
+    cmd.args(["--table-name", &table]);
+    if let Some(index) = &index_table {
+        cmd.args(["--expiry-index-table", index]);
+    }
+    let (code, out, err) = run(&mut cmd);
+    let _ = std::fs::remove_file(&state);
+    // Audit exits 1 on the expired items it finds: that is what it is for.
+    assert!(
+        code == 0 || (code == 1 && has("audit")),
+        "{choices:?}: exit {code}\n{out}\n{err}"
+    );
+    let names = Names {
+        table,
+        index_table,
+        checkpoint: String::new(),
+    };
+    let mut sent = Actions::new();
+    for seen in proxy.stats.seen() {
+        let (resource, action) = resource_of(&seen, &names);
+        sent.entry(resource).or_default().insert(action);
+    }
+    sent
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tools_roles_in_the_docs_are_what_backfill_and_audit_send() {
+    let blocks = blocks_of("tool");
+    let mut runs = BTreeSet::new();
+    let mut problems: Vec<String> = Vec::new();
+    for block in &blocks {
+        let choices = block.choices.join(" ");
+        let where_ = format!("{} <!-- iam: tool {choices} -->", block.file);
+        let known = ["backfill", "audit", "gsi", "index-table"];
+        for choice in &block.choices {
+            assert!(known.contains(&choice.as_str()), "{where_}: {choice}");
+        }
+        runs.insert(choices.clone());
+        let sent = requests_of_a_tool(&block.choices).await;
+        eprintln!("{where_}: sent {sent:?}");
+        if sent != block.actions {
+            problems.push(format!(
+                "{where_}: sent {sent:?}, lists {:?}",
+                block.actions
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let every: BTreeSet<String> = [
+        "backfill gsi",
+        "backfill index-table",
+        "audit gsi",
+        "audit index-table",
+    ]
+    .map(str::to_owned)
+    .into();
+    assert_eq!(runs, every, "a block for each command and index");
 }
