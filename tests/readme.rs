@@ -690,6 +690,26 @@ fn the_held_keys_formula_is_the_steady_state_of_the_gathering_rule() {
     assert!(short < cost::held_keys_per_pack(40.0, 45.0, f64::INFINITY, 1_200.0));
 }
 
+/// The README's monthly figure at 1M expiries a month in tick mode is the cost model's, for both
+/// indexes: the cost table's total (GSI mode) and the index table's fixed and per-item parts
+/// (`followStream`, batch mode).
+#[test]
+fn the_readme_quotes_the_monthly_cost_of_both_indexes_at_1m() {
+    let bench = file("docs/BENCHMARKS.md");
+    let (_, _, model) = generated(&bench, "cost-model").expect("a cost-model block");
+    let gsi = cell(row(model, "| 1M |"), 9)
+        .trim_matches(['*', '$'])
+        .to_owned();
+    let i = cost::Inputs::from_code(1.56e-6);
+    let light = i.window_paths(1e6, 1.0, 1.0, &counted());
+    let follow = cost::fixed_month(&i, &light) + cost::per_item_month(&i, &light).0;
+    let says = format!("with `followStream` ${follow:.2}, in GSI mode ${gsi})");
+    assert!(
+        words("README.md").contains(&says),
+        "README.md should say {says:?}"
+    );
+}
+
 /// Each cost goal's verdict follows from its figures: "met" exactly when the cheapest of the four
 /// (each delete mode on Lambda and on the daemon) comes to at most the goal, and the cheapest is
 /// the least of them, named.
