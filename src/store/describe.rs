@@ -46,6 +46,8 @@ pub struct OpenedTable {
     pub item_count: i64,
     /// False when the index does not exist yet (only with [`IndexCheck::IfPresent`]).
     pub index_present: bool,
+    /// Whether the table has a stream enabled.
+    pub has_stream: bool,
 }
 
 /// Reads `target`'s table once and checks it (and the checkpoint table, when configured).
@@ -91,6 +93,7 @@ pub async fn open(
         size_bytes: table.table_size_bytes().unwrap_or(0),
         item_count: table.item_count().unwrap_or(0),
         index_present,
+        has_stream: (table.stream_specification()).is_some_and(|s| s.stream_enabled()),
     })
 }
 

@@ -282,19 +282,21 @@ async fn check_entry(
     Ok(())
 }
 
-/// Refuses to audit a table nothing can sweep as configured: no expiry index table named and no
-/// GSI `INDEX_NAME` on the table (`opened`). Every item would count as `missing_window`, though a
-/// table swept through an expiry index table (`followStream`, `run --follow-stream`) is fine: the
-/// error says to name it.
+/// Refuses to audit a table that looks swept through an expiry index table not named: it has a
+/// stream, no GSI `INDEX_NAME`, and no expiry index table was named (`opened`). Every item would
+/// count as `missing_window`, though a table swept through an expiry index table (`followStream`,
+/// `run --follow-stream`) is fine: the error says to name it. A table with neither stream nor
+/// GSI is audited for its windows, as before adoption.
 pub fn require_swept(opened: &OpenedTable, index_name: &str) -> Result<(), String> {
-    if opened.schema.index_table.is_some() || opened.index_present {
+    let named = opened.schema.index_table.is_some();
+    if named || opened.index_present || !opened.has_stream {
         return Ok(());
     }
     let table = &opened.schema.table_name;
     Err(format!(
-        "table {table:?} has no global secondary index {index_name:?} (INDEX_NAME) and no expiry \
-         index table was named, so nothing sweeps it as configured. If it is swept through an \
-         expiry index table (`followStream`, `ttl-sweeper run --follow-stream`), name it: \
+        "table {table:?} has a stream and no global secondary index {index_name:?} \
+         (INDEX_NAME), and no expiry index table was named. If it is swept through an expiry \
+         index table (`followStream`, `ttl-sweeper run --follow-stream`), name it: \
          --expiry-index-table <table> (EXPIRY_INDEX_TABLE; the construct's `ExpiryIndexTable` \
          output). If writers set the window, create the GSI first (docs/adoption.md)"
     ))
