@@ -120,6 +120,16 @@ fn resource_of(seen: &Seen, names: &Names) -> (String, String) {
     (resource.to_owned(), action)
 }
 
+/// What the recording `proxy` saw sent: the actions by the resource each named.
+fn sent_by_resource(proxy: &FaultProxy, names: &Names) -> Actions {
+    let mut sent = Actions::new();
+    for seen in proxy.stats.seen() {
+        let (resource, action) = resource_of(&seen, names);
+        sent.entry(resource).or_default().insert(action);
+    }
+    sent
+}
+
 /// Runs `ttl-sweeper run` with `choices` through a recording proxy while 12 items expire: what
 /// it sent, by resource.
 async fn requests_of_a_run(choices: &[String]) -> Actions {
@@ -182,12 +192,7 @@ async fn requests_of_a_run(choices: &[String]) -> Actions {
         index_table,
         checkpoint,
     };
-    let mut sent = Actions::new();
-    for seen in proxy.stats.seen() {
-        let (resource, action) = resource_of(&seen, &names);
-        sent.entry(resource).or_default().insert(action);
-    }
-    sent
+    sent_by_resource(&proxy, &names)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -283,12 +288,7 @@ async fn requests_of_a_tool(choices: &[String]) -> Actions {
         index_table,
         checkpoint: String::new(),
     };
-    let mut sent = Actions::new();
-    for seen in proxy.stats.seen() {
-        let (resource, action) = resource_of(&seen, &names);
-        sent.entry(resource).or_default().insert(action);
-    }
-    sent
+    sent_by_resource(&proxy, &names)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,7 @@ use super::*;
 use crate::expiry::Timestamp;
 use crate::indexer::{delete_expired, CONCURRENCY};
 use crate::store::packs::PackEntry;
-use crate::store::packs::{write_grouped, PACK_LEAD};
+use crate::store::packs::{write_grouped, Grouped, PACK_LEAD};
 use crate::store::{key_to_json, ErrorKind};
 
 /// How often held entries are looked at for what to write.
@@ -350,25 +350,38 @@ impl Reader<'_> {
         if pending.is_empty() {
             return;
         }
-        let (store, schema) = (self.sweeper.store(), self.sweeper.schema());
-        let soonest = self.clock.latest() + PACK_LEAD;
         let entries = (pending.iter().enumerate())
-            .map(|(i, (due, e, _))| ((*due).max(soonest), e.clone(), i))
+            .map(|(i, (due, e, _))| (*due, e.clone(), i))
             .collect();
-        let origin = format!("{:016x}", fastrand::u64(..));
-        let (written, _) =
-            write_grouped(store, schema, self.clock, &origin, entries, CONCURRENCY).await;
+        let (written, _) = self.write_packs(entries).await;
         let mut done = vec![false; pending.len()];
-        let mut report = self.report.borrow_mut();
-        for (pack, tags, error) in written {
+        for (_, tags, error) in written {
             if error.is_none() {
-                report.index.packs_written += 1;
-                report.index.entries_written += pack.entries.len() as u64;
                 tags.into_iter().for_each(|i| done[i] = true);
             }
         }
         let left = pending.into_iter().zip(done).filter(|(_, d)| !d);
         held_back.borrow_mut().extend(left.map(|(p, _)| p));
+    }
+
+    /// Writes `entries` (each due by its instant, tagged with its place) as packs, due no sooner
+    /// than [`PACK_LEAD`] past the latest DynamoDB's clock may read, and counts the packs written
+    /// into the report.
+    async fn write_packs(&self, entries: Vec<(Timestamp, PackEntry, usize)>) -> Grouped<usize> {
+        let (store, schema) = (self.sweeper.store(), self.sweeper.schema());
+        let soonest = self.clock.latest() + PACK_LEAD;
+        let entries = (entries.into_iter())
+            .map(|(due, e, i)| (due.max(soonest), e, i))
+            .collect();
+        let origin = format!("held-{:016x}", fastrand::u64(..));
+        let (written, apart) =
+            write_grouped(store, schema, self.clock, &origin, entries, CONCURRENCY).await;
+        let mut report = self.report.borrow_mut();
+        for (pack, _, _) in written.iter().filter(|(_, _, error)| error.is_none()) {
+            report.index.packs_written += 1;
+            report.index.entries_written += pack.entries.len() as u64;
+        }
+        (written, apart)
     }
 
     /// Writes `taken` (held entries, each with its due) as packs, due no sooner than
@@ -378,18 +391,15 @@ impl Reader<'_> {
         if taken.is_empty() {
             return;
         }
-        let (store, schema) = (self.sweeper.store(), self.sweeper.schema());
-        let soonest = self.clock.latest() + PACK_LEAD;
         let mut unparsed = Vec::new();
         let mut entries = Vec::with_capacity(taken.len());
         for (i, (due, held)) in taken.iter().enumerate() {
             match held.entry() {
-                Some(entry) => entries.push(((*due).max(soonest), entry, i)),
+                Some(entry) => entries.push((*due, entry, i)),
                 None => unparsed.push(i),
             }
         }
-        let origin = format!("held-{:016x}", fastrand::u64(..));
-        let writing = write_grouped(store, schema, self.clock, &origin, entries, CONCURRENCY);
+        let writing = self.write_packs(entries);
         // Cut at the stop: held again, and their records read again after a restart.
         let (written, apart) = self.stop.within_limits(writing).await.unwrap_or_default();
         // Not keys of the table, or not parsed: nothing a sweep could delete.
@@ -405,11 +415,7 @@ impl Reader<'_> {
         let mut report = self.report.borrow_mut();
         for (pack, tags, failed) in written {
             match failed {
-                None => {
-                    report.index.packs_written += 1;
-                    report.index.entries_written += pack.entries.len() as u64;
-                    ok.extend(tags);
-                }
+                None => ok.extend(tags),
                 // Refused as invalid: never written, however often tried. Reported, and no
                 // longer held (their items need `backfill`), as a record refused alone is.
                 Some((ErrorKind::Validation, e)) => {
