@@ -692,3 +692,56 @@ async fn the_writers_mark_seen_stored_is_not_asked_for_again_for_five_minutes() 
     store.mark_packs(&schema, at).await.unwrap();
     assert_eq!(put.num_calls(), 3);
 }
+
+/// `sweep --local` and `run --local` sweep as of any instant, so they refuse a table whose ARN
+/// does not prove a local test server, before reading or deleting anything; on one that does,
+/// an expired item is deleted on the condition that its ttl is still the value read.
+#[tokio::test]
+async fn a_local_sweep_refuses_a_table_no_local_server_s_arn_proves() {
+    use aws_sdk_dynamodb::operation::describe_table::DescribeTableOutput;
+    use aws_sdk_dynamodb::operation::scan::ScanOutput;
+    use aws_sdk_dynamodb::types::{KeySchemaElement, KeyType, TableDescription};
+    use ttl_sweeper::tools::local;
+    let described = |arn: &'static str| {
+        mock!(Client::describe_table).then_output(move || {
+            let key = KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .unwrap();
+            let table = TableDescription::builder()
+                .table_arn(arn)
+                .key_schema(key)
+                .build();
+            DescribeTableOutput::builder().table(table).build()
+        })
+    };
+    let scan = mock!(Client::scan).then_output(|| {
+        let items = vec![expired(0), item("live", num(NOW + 3600))];
+        ScanOutput::builder().set_items(Some(items)).build()
+    });
+    let delete = mock!(Client::delete_item)
+        .match_requests(|r| {
+            let values = r.expression_attribute_values().unwrap();
+            r.condition_expression() == Some("#ttl = :read_ttl")
+                && values.get(":read_ttl") == Some(&num(NOW - 10))
+                && r.key().unwrap().get("id") == Some(&AV::S("item-0".into()))
+        })
+        .then_output(|| DeleteItemOutput::builder().build());
+
+    let real = described("arn:aws:dynamodb:us-east-1:123456789012:table/sessions");
+    let rules = [&real, &scan, &delete];
+    let store = DynamoStore::new(mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, rules));
+    let error = local::open(&store, TABLE, "ttl").await.unwrap_err();
+    assert!(error.to_string().contains("`ddblocal`"), "{error}");
+    assert_eq!((scan.num_calls(), delete.num_calls()), (0, 0));
+
+    let ddblocal = described("arn:aws:dynamodb:ddblocal:000000000000:table/sessions");
+    let rules = [&ddblocal, &scan, &delete];
+    let store = DynamoStore::new(mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, rules));
+    let table = local::open(&store, TABLE, "ttl").await.unwrap();
+    let at = Timestamp::from_secs(NOW);
+    let report = local::sweep(&store, &table, at).await.unwrap();
+    assert_eq!((report.scanned, report.expired, report.deleted), (2, 1, 1));
+    assert_eq!(delete.num_calls(), 1);
+}

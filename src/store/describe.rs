@@ -98,6 +98,28 @@ pub async fn open(
 }
 
 impl DynamoStore {
+    /// A table's ARN and its key attributes (the partition key first), from one `DescribeTable`:
+    /// what a local test sweep ([`crate::tools::local`]) needs and checks.
+    pub async fn table_arn_and_key(
+        &self,
+        table: &str,
+    ) -> Result<(String, Vec<String>), StoreError> {
+        let missing = || {
+            format!("table {table:?} does not exist on this server (check TABLE_NAME and AWS_ENDPOINT_URL)")
+        };
+        let description = self.describe_table(table, missing).await?;
+        let arn = description.table_arn().unwrap_or_default().to_owned();
+        let key = ordered_key(description.key_schema());
+        if key.is_empty() {
+            return Err(StoreError::new(
+                ErrorKind::Other,
+                OP,
+                "table has no key schema",
+            ));
+        }
+        Ok((arn, key))
+    }
+
     /// `DescribeTable`; a missing table's error says `missing()`, not the generic message.
     pub(super) async fn describe_table(
         &self,

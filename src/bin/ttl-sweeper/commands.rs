@@ -23,6 +23,7 @@ use ttl_sweeper::tools::backfill::{
     self, default_state_path, BackfillOptions, Finished, ProgressFile,
 };
 use ttl_sweeper::tools::follow::{require_index_table, Following, Gathering};
+use ttl_sweeper::tools::local;
 
 use crate::aws::Target;
 use crate::exit_status;
@@ -77,6 +78,45 @@ pub(crate) async fn sweep(
     let ttl_sweeper::Connected { tables, clock } = connected.map_err(|e| target.explain(e))?;
     let now = instant(clock.hold(at))?;
     Ok(sweep_each(&tables, now, &*clock).await)
+}
+
+/// `ttl-sweeper sweep --local`: one [`local::sweep`] of every table as of `at` (RFC 3339; ahead of
+/// the clock too) or the clock, each table refused unless its ARN proves a local test server.
+pub(crate) async fn sweep_local(
+    configs: &[Config],
+    at: Option<&str>,
+    wall: impl Fn() -> Timestamp,
+    aws: impl Future<Output = anyhow::Result<Target>>,
+) -> anyhow::Result<Vec<local::LocalReport>> {
+    let at = at.map(parse_time).transpose().context("--at")?;
+    let at = at.unwrap_or_else(wall);
+    let target = aws.await?;
+    let store = store::DynamoStore::from_env().await;
+    let mut reports = Vec::with_capacity(configs.len());
+    for config in configs {
+        let table = local::open(&store, &config.table_name, &config.ttl_attribute).await;
+        let table = table.map_err(|e| target.explain(e))?;
+        let report = local::sweep(&store, &table, at).await;
+        reports.push(report.map_err(|e| target.explain(e))?);
+    }
+    Ok(reports)
+}
+
+/// `ttl-sweeper run --local`: [`local::run`] over every table until `shutdown`; the totals.
+pub(crate) async fn run_local(
+    configs: &[Config],
+    every: Duration,
+    wall: impl Fn() -> Timestamp,
+    aws: impl Future<Output = anyhow::Result<Target>>,
+    shutdown: impl Future,
+) -> anyhow::Result<Vec<local::LocalReport>> {
+    let target = aws.await?;
+    let store = store::DynamoStore::from_env().await;
+    let tables: Vec<(String, String)> = (configs.iter())
+        .map(|c| (c.table_name.clone(), c.ttl_attribute.clone()))
+        .collect();
+    let totals = local::run(&store, &tables, every, wall, shutdown).await;
+    totals.map_err(|e| target.explain(e))
 }
 
 /// `ttl-sweeper run`: [`daemon::run`] over every table until `shutdown` (SIGINT or SIGTERM); one

@@ -192,6 +192,12 @@ struct RunArgs {
     /// Interval between sweeps, from 100ms to 1d, e.g. `1s`, `500ms`, `1m`.
     #[arg(long, default_value = "1s", value_parser = parse_every)]
     every: Duration,
+    /// TTL for a local test server (docs/local-testing.md): every interval, scan the whole table
+    /// and delete each item expired; no GSI, window or index table needed; waits for a table not
+    /// created yet. Refused unless the table's ARN proves DynamoDB Local (Region `ddblocal`) or
+    /// LocalStack (account 000000000000).
+    #[arg(long, conflicts_with_all = ["follow_stream", "metrics_addr"])]
+    local: bool,
     /// Serve Prometheus `/metrics` and `/healthz` on this address, e.g. `127.0.0.1:9464`
     /// (off unless given).
     #[arg(long, value_name = "ADDR")]
@@ -226,9 +232,16 @@ struct RunArgs {
 
 #[derive(Debug, Args)]
 struct SweepArgs {
-    /// Sweep as of this RFC 3339 instant instead of now; never one ahead of the clock.
+    /// Sweep as of this RFC 3339 instant instead of now; never one ahead of the clock, but with
+    /// --local.
     #[arg(long)]
     at: Option<String>,
+    /// TTL for a local test server (docs/local-testing.md): scan the whole table and delete each
+    /// item expired as of --at (which may be ahead of the clock) or now; no GSI, window or index
+    /// table needed. Refused unless the table's ARN proves DynamoDB Local (Region `ddblocal`) or
+    /// LocalStack (account 000000000000).
+    #[arg(long)]
+    local: bool,
     #[command(flatten)]
     settings: Settings,
 }
@@ -331,6 +344,22 @@ async fn dispatch(command: Command, profile: Option<&str>) -> anyhow::Result<Exi
             let (seconds, shards) = (window_seconds.as_deref(), shards.as_deref());
             let window = commands::window(&ttl, seconds, shards, key.as_deref())?;
             println!("{window}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sweep(args) if args.local => {
+            let configs = args.settings.validate_tables()?;
+            let reports = commands::sweep_local(&configs, args.at.as_deref(), wall_clock, aws);
+            for report in reports.await? {
+                println!("{}", serde_json::to_string(&report)?);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run(args) if args.local => {
+            let configs = args.settings.validate_tables()?;
+            let totals = commands::run_local(&configs, args.every, wall_clock, aws, signal());
+            for report in totals.await? {
+                println!("{}", serde_json::to_string(&report)?);
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Sweep(args) => {

@@ -1,0 +1,312 @@
+//! TTL for a local test server: `sweep --local` and `run --local`.
+//!
+//! DynamoDB Local has no TTL (LocalStack's deletes hourly), so a test suite's expired items stay
+//! readable. Against such a server, and only one proved local by its table's ARN (never by the
+//! endpoint's address: a port-forward on `localhost` can reach real DynamoDB), a sweep reads the
+//! whole table with Scan (a test's tables are small) and deletes each item whose ttl, as read, is
+//! a Number of epoch seconds before the sweep instant and not over 5 years old, on the condition
+//! that its ttl is still the value read. Nothing else is needed of the table: no GSI, no window
+//! attribute, no stream or expiry index table.
+//!
+//! The sweep instant may be ahead of the clock (`sweep --local --at`), so a suite can
+//! fast-forward past a ttl instead of waiting for it: the one sweep not held to the clock, and
+//! the reason the proof is required.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::Serialize;
+
+use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
+use crate::expiry::Timestamp;
+use crate::store::{ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError};
+
+/// The Region that DynamoDB Local's table ARNs name.
+pub const DYNAMODB_LOCAL_REGION: &str = "ddblocal";
+/// The account that LocalStack's table ARNs name by default (no AWS account has this number).
+pub const LOCAL_ACCOUNT: &str = "000000000000";
+
+/// A test server, as a table's ARN proves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LocalServer {
+    /// Amazon DynamoDB Local: the ARN's Region is `ddblocal`.
+    DynamodbLocal,
+    /// LocalStack (or another emulator): the ARN's account is `000000000000`.
+    Emulator,
+}
+
+/// Which test server the table ARN `arn` proves, if any: DynamoDB Local's name the Region
+/// `ddblocal`; LocalStack's (and moto's) the account `000000000000`, which no AWS account has.
+pub fn local_server(arn: &str) -> Option<LocalServer> {
+    let mut parts = arn.split(':');
+    let (Some("arn"), Some(_partition), Some("dynamodb"), Some(region), Some(account)) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return None;
+    };
+    match (region, account) {
+        (DYNAMODB_LOCAL_REGION, _) => Some(LocalServer::DynamodbLocal),
+        (_, LOCAL_ACCOUNT) => Some(LocalServer::Emulator),
+        _ => None,
+    }
+}
+
+/// A table on a server proved local.
+#[derive(Debug, Clone)]
+pub struct LocalTable {
+    /// The table's name, as configured.
+    pub name: String,
+    /// Its key attributes, the partition key first.
+    pub key: Vec<String>,
+    /// The Number attribute holding the ttl (`TTL_ATTRIBUTE`).
+    pub ttl_attribute: String,
+    /// The server its ARN proves.
+    pub server: LocalServer,
+}
+
+/// Opens `table`, refusing it unless its ARN proves a local test server.
+pub async fn open(
+    store: &DynamoStore,
+    table: &str,
+    ttl_attribute: &str,
+) -> Result<LocalTable, StoreError> {
+    let (arn, key) = store.table_arn_and_key(table).await?;
+    let Some(server) = local_server(&arn) else {
+        let message = format!(
+            "--local sweeps only a local test server's tables, and table {table:?} (ARN {arn:?}) \
+             is not one: DynamoDB Local's ARNs name the Region `{DYNAMODB_LOCAL_REGION}`, \
+             LocalStack's the account {LOCAL_ACCOUNT}. The endpoint's address proves nothing \
+             (a port-forward can reach real DynamoDB)"
+        );
+        return Err(StoreError::new(ErrorKind::Other, "DescribeTable", message));
+    };
+    let (name, ttl_attribute) = (table.to_owned(), ttl_attribute.to_owned());
+    Ok(LocalTable {
+        name,
+        key,
+        ttl_attribute,
+        server,
+    })
+}
+
+/// What one local sweep found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LocalReport {
+    /// The table swept.
+    pub table: String,
+    /// The sweep instant (RFC 3339).
+    pub at: String,
+    /// Items read.
+    pub scanned: u64,
+    /// Items whose ttl, as read, had expired as of `at`.
+    pub expired: u64,
+    /// Expired items deleted.
+    pub deleted: u64,
+    /// Expired items kept: their ttl changed between the read and the delete.
+    pub kept: u64,
+    /// Expired items already gone when the delete arrived.
+    pub gone: u64,
+    /// Items with a ttl over 5 years before `at`: kept (a ttl in milliseconds or a wrong unit
+    /// reads as far in the past or future; native TTL skips them too).
+    pub too_old: u64,
+}
+
+/// Deletes every item of `table` expired as of `at`: one Scan of the table, a conditional delete
+/// per expired item.
+pub async fn sweep(
+    store: &DynamoStore,
+    table: &LocalTable,
+    at: Timestamp,
+) -> Result<LocalReport, StoreError> {
+    let mut report = LocalReport {
+        table: table.name.clone(),
+        at: at.to_string(),
+        ..LocalReport::default()
+    };
+    let mut attributes = table.key.clone();
+    attributes.push(table.ttl_attribute.clone());
+    attributes.dedup();
+    let mut start = None;
+    loop {
+        let page = store
+            .scan_page(&table.name, 0, 1, start, &attributes, None)
+            .await?;
+        for item in page.items {
+            report.scanned += 1;
+            let Some((key, ttl)) = expired(table, &item, at, &mut report) else {
+                continue;
+            };
+            let (outcome, _) = store
+                .delete_if_ttl_unchanged(&table.name, key, &table.ttl_attribute, ttl)
+                .await?;
+            match outcome {
+                ConditionalOutcome::Deleted => report.deleted += 1,
+                ConditionalOutcome::Kept => report.kept += 1,
+                ConditionalOutcome::Gone => report.gone += 1,
+            }
+        }
+        start = page.next;
+        if start.is_none() {
+            return Ok(report);
+        }
+    }
+}
+
+/// The key and the ttl as read of `item`, if it expired as of `at`; counts it.
+fn expired(
+    table: &LocalTable,
+    item: &Key,
+    at: Timestamp,
+    report: &mut LocalReport,
+) -> Option<(Key, AttributeValue)> {
+    let Some(AttributeValue::N(text)) = item.get(&table.ttl_attribute) else {
+        return None;
+    };
+    match ttl_state(parse_ttl(text).ok()?, at) {
+        TtlState::Live => return None,
+        TtlState::TooOld => {
+            report.too_old += 1;
+            return None;
+        }
+        TtlState::Expired => report.expired += 1,
+    }
+    let key: Option<Key> = (table.key.iter())
+        .map(|a| item.get(a).map(|v| (a.clone(), v.clone())))
+        .collect();
+    Some((key?, AttributeValue::N(text.clone())))
+}
+
+/// `run --local`: sweeps each of `tables` as of `now()` every `every` until `shutdown`. A table
+/// not there yet (a suite creates its tables after the sweeper starts) is looked for again at
+/// every tick; a table that is not a local server's, or an error of the server, ends the run.
+/// Returns the sweeps' totals per table.
+pub async fn run(
+    store: &DynamoStore,
+    tables: &[(String, String)],
+    every: Duration,
+    now: impl Fn() -> Timestamp,
+    shutdown: impl std::future::Future,
+) -> Result<Vec<LocalReport>, StoreError> {
+    let mut opened: Vec<Option<LocalTable>> = vec![None; tables.len()];
+    let mut totals: Vec<LocalReport> = (tables.iter())
+        .map(|(name, _)| LocalReport {
+            table: name.clone(),
+            ..LocalReport::default()
+        })
+        .collect();
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return Ok(totals),
+            _ = ticks.tick() => {}
+        }
+        for (i, (name, ttl_attribute)) in tables.iter().enumerate() {
+            if opened[i].is_none() {
+                match open(store, name, ttl_attribute).await {
+                    Ok(table) => {
+                        tracing::info!(table = %name, server = ?table.server, "sweeping a local test server's table");
+                        opened[i] = Some(table);
+                    }
+                    Err(e) if e.kind == ErrorKind::NotFound => {
+                        tracing::debug!(table = %name, "the table does not exist yet");
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let table = opened[i].as_ref().expect("opened above");
+            match sweep(store, table, now()).await {
+                Ok(report) => add(&mut totals[i], &report),
+                // Dropped by the suite between tests: looked for again at the next tick.
+                Err(e) if e.kind == ErrorKind::NotFound => opened[i] = None,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Adds one sweep's counts to a run's totals (whose `at` becomes the last sweep's).
+fn add(total: &mut LocalReport, sweep: &LocalReport) {
+    if sweep.deleted > 0 {
+        tracing::info!(table = %sweep.table, at = %sweep.at, deleted = sweep.deleted, "deleted expired items");
+    }
+    total.at.clone_from(&sweep.at);
+    total.scanned += sweep.scanned;
+    total.expired += sweep.expired;
+    total.deleted += sweep.deleted;
+    total.kept += sweep.kept;
+    total.gone += sweep.gone;
+    total.too_old += sweep.too_old;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_local_server_s_arn_proves_one() {
+        let local = "arn:aws:dynamodb:ddblocal:000000000000:table/sessions";
+        assert_eq!(local_server(local), Some(LocalServer::DynamodbLocal));
+        let emulator = "arn:aws:dynamodb:us-east-1:000000000000:table/sessions";
+        assert_eq!(local_server(emulator), Some(LocalServer::Emulator));
+        for real in [
+            "arn:aws:dynamodb:us-east-1:123456789012:table/sessions",
+            // A table named like a mark proves nothing.
+            "arn:aws:dynamodb:us-east-1:123456789012:table/ddblocal",
+            "arn:aws:dynamodb:us-east-1:123456789012:table/000000000000",
+            "arn:aws:sqs:ddblocal:000000000000:queue",
+            "ddblocal",
+            "",
+        ] {
+            assert_eq!(local_server(real), None, "{real}");
+        }
+    }
+
+    fn table() -> LocalTable {
+        LocalTable {
+            name: "t".into(),
+            key: vec!["id".into()],
+            ttl_attribute: "ttl".into(),
+            server: LocalServer::DynamodbLocal,
+        }
+    }
+
+    fn item(ttl: AttributeValue) -> Key {
+        Key::from([
+            ("id".to_owned(), AttributeValue::S("a".into())),
+            ("ttl".to_owned(), ttl),
+        ])
+    }
+
+    #[test]
+    fn an_item_is_expired_only_by_a_number_ttl_before_the_instant_and_not_too_old() {
+        let at = Timestamp::from_millis(1_800_000_000_000);
+        let mut report = LocalReport::default();
+        let n = |s: &str| AttributeValue::N(s.into());
+        let cases = [
+            (n("1799999999"), true),
+            (n("1800000000"), false),
+            (n("1800000001"), false),
+            // Milliseconds read as 57 000 years ahead; a 6-year-old ttl is too old.
+            (n("1799999999000"), false),
+            (n("1600000000"), false),
+            (AttributeValue::S("1799999999".into()), false),
+        ];
+        for (ttl, want) in cases {
+            let found = expired(&table(), &item(ttl.clone()), at, &mut report);
+            assert_eq!(found.is_some(), want, "{ttl:?}");
+            if let Some((key, read)) = found {
+                assert_eq!(read, ttl);
+                assert_eq!(key.len(), 1);
+            }
+        }
+        assert_eq!((report.expired, report.too_old), (1, 1));
+    }
+}
