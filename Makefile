@@ -20,6 +20,9 @@ MOTO_VERSION  := 5.2.5
 PYNAMODB_VERSION := 6.1.0
 PYNAMODB      := $(CURDIR)/$(VENV)/.pynamodb-$(PYNAMODB_VERSION)
 MOTO_SERVER   := $(CURDIR)/$(VENV)/bin/moto_server
+PYTEST_VERSION := 9.2.0
+PYTEST        := $(CURDIR)/$(VENV)/.pytest-$(PYTEST_VERSION)
+JEST_STAMP    := examples/local-testing/jest/node_modules/.installed
 ZIGLANG_VERSION := 0.13.0
 STATE         := target/dynamodb-local
 MOTO_STATE    := target/moto
@@ -36,7 +39,7 @@ help:
 # ---------------------------------------------------------------- tools
 
 .PHONY: tools
-tools: dynamodb-local faketime $(CARGO_LAMBDA) $(MOTO_SERVER) $(PYNAMODB) ## install DynamoDB Local (+ Java 17), libfaketime, cargo-lambda, moto and PynamoDB
+tools: dynamodb-local faketime $(CARGO_LAMBDA) $(MOTO_SERVER) $(PYNAMODB) local-testing-tools ## install DynamoDB Local (+ Java 17), libfaketime, cargo-lambda, moto, PynamoDB, and Jest and pytest for docs/local-testing.md
 
 # libfaketime (Debian package `faketime`) for the wrong-clock test, tests/clock_skew.rs.
 .PHONY: faketime
@@ -61,6 +64,24 @@ $(MOTO_SERVER): | $(CARGO_LAMBDA)
 
 # PynamoDB, a Python ORM: tests/fixtures/orm_writer.py, an application that knows nothing of the
 # sweeper (tests/stream_follow.rs).
+# docs/local-testing.md's fixtures, run by tests/local_testing.rs: pytest (boto3 comes with moto)
+# and Jest with the AWS SDK for JavaScript, as pinned in the example's package-lock.json.
+$(PYTEST): | $(MOTO_SERVER)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check "pytest==$(PYTEST_VERSION)"
+	touch $@
+
+$(JEST_STAMP): examples/local-testing/jest/package.json examples/local-testing/jest/package-lock.json
+	cd examples/local-testing/jest && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+.PHONY: local-testing-tools
+local-testing-tools: $(PYTEST) $(JEST_STAMP)
+
+.PHONY: local-testing
+local-testing: dynamodb-local local-testing-tools ## docs/local-testing.md's fixtures (Rust, Jest, pytest) against DynamoDB Local, each suite's time printed
+	$(LOCAL_AWS_ENV) cargo test --test suite -- local_testing:: --nocapture --test-threads 1 2>&1 \
+	  | grep -oE 'local testing: .*|test result: .*'
+
 $(PYNAMODB): | $(CARGO_LAMBDA)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "pynamodb==$(PYNAMODB_VERSION)"
 	touch $@

@@ -23,6 +23,7 @@ mod index_failover;
 mod lambda_e2e;
 mod leader_lease;
 mod local_dynamodb;
+mod local_testing;
 mod mock_sdk;
 mod packs;
 mod precision;

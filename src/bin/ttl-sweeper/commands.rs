@@ -90,6 +90,7 @@ pub(crate) async fn sweep_local(
 ) -> anyhow::Result<Vec<local::LocalReport>> {
     let at = at.map(parse_time).transpose().context("--at")?;
     let at = at.unwrap_or_else(wall);
+    local_only(configs)?;
     let target = aws.await?;
     let store = store::DynamoStore::from_env().await;
     let mut reports = Vec::with_capacity(configs.len());
@@ -110,6 +111,7 @@ pub(crate) async fn run_local(
     aws: impl Future<Output = anyhow::Result<Target>>,
     shutdown: impl Future,
 ) -> anyhow::Result<Vec<local::LocalReport>> {
+    local_only(configs)?;
     let target = aws.await?;
     let store = store::DynamoStore::from_env().await;
     let tables: Vec<(String, String)> = (configs.iter())
@@ -117,6 +119,17 @@ pub(crate) async fn run_local(
         .collect();
     let totals = local::run(&store, &tables, every, wall, shutdown).await;
     totals.map_err(|e| target.explain(e))
+}
+
+/// Refuses what `--local` does not do, rather than leave it undone silently: expiry events.
+fn local_only(configs: &[Config]) -> anyhow::Result<()> {
+    if configs.iter().any(|c| c.expiry_events.is_some()) {
+        anyhow::bail!(
+            "--local publishes no expiry events: unset EXPIRY_EVENTS (make demo shows a sweeper \
+             publishing them against DynamoDB Local)"
+        );
+    }
+    Ok(())
 }
 
 /// `ttl-sweeper run`: [`daemon::run`] over every table until `shutdown` (SIGINT or SIGTERM); one

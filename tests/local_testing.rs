@@ -1,0 +1,240 @@
+//! docs/local-testing.md, run as a user's suite runs it: the Rust fixture here, the Jest and
+//! pytest fixtures by their own runners (installed by `make test`), each against the shared
+//! DynamoDB Local with the `ttl-sweeper` binary, each suite timed (`make local-testing` prints
+//! the times the page quotes); the compose service's command as written; and the page's copies of
+//! the fixture files equal to the files (`UPDATE_DOCS=1` rewrites them).
+
+// `LocalTtl::start` finds the binary through TTL_SWEEPER or PATH; the tests name it.
+#[allow(dead_code)]
+#[path = "../examples/local-testing/rust/local_ttl.rs"]
+mod local_ttl;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::AttributeValue as AV;
+use aws_sdk_dynamodb::Client;
+
+use crate::support::server::repo_root;
+use crate::support::*;
+use local_ttl::LocalTtl;
+
+const PAGE: &str = "docs/local-testing.md";
+const BIN: &str = env!("CARGO_BIN_EXE_ttl-sweeper");
+
+async fn put(client: &Client, table: &str, id: &str, ttl: i64) {
+    let item = client.put_item().table_name(table);
+    let item = item.item("id", AV::S(id.into()));
+    item.item("ttl", AV::N(ttl.to_string()))
+        .send()
+        .await
+        .unwrap();
+}
+
+async fn present(client: &Client, table: &str, id: &str) -> bool {
+    let get = client.get_item().table_name(table).consistent_read(true);
+    let found = get.key("id", AV::S(id.into())).send().await.unwrap();
+    found.item.is_some()
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_fixture_expires_items_on_time_and_moves_the_clock_forward() {
+    let started = Instant::now();
+    let client = client().await;
+    let table = table_name("local-ttl-rust");
+    // Started before the table exists, as a suite's fixture may be: the sweeper waits for it.
+    let ttl = LocalTtl::start_with(BIN, &endpoint(), &table).unwrap();
+    create_table(&client, &TableSpec::simple(&table)).await;
+
+    put(&client, &table, "soon", now() + 1).await;
+    assert!(present(&client, &table, "soon").await);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while present(&client, &table, "soon").await && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!present(&client, &table, "soon").await, "not swept in 10 s");
+
+    let start = now();
+    put(&client, &table, "in-an-hour", start + 3600).await;
+    put(&client, &table, "tomorrow", start + 86_400).await;
+    let moved = tokio::task::spawn_blocking(move || ttl.expire_as_of(start + 3601).map(|_| ttl));
+    let _ttl = moved.await.unwrap().unwrap();
+    assert!(!present(&client, &table, "in-an-hour").await);
+    assert!(present(&client, &table, "tomorrow").await);
+    println!(
+        "local testing: rust suite: 2 tests in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Runs `program args` in `dir` against the test server, as a user's suite runs; prints its time.
+fn run_suite(name: &str, dir: &Path, program: &Path, args: &[&str]) {
+    assert!(
+        program.exists(),
+        "{} is not installed: `make local-testing-tools` (part of `make test`) installs it",
+        program.display()
+    );
+    let started = Instant::now();
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .env("DYNAMODB_ENDPOINT", endpoint())
+        .env("TTL_SWEEPER", BIN)
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed().as_secs_f64();
+    let said = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let (stdout, stderr) = (said(&out.stdout), said(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{name}: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    println!("local testing: {name} suite: 2 tests in {elapsed:.1} s");
+}
+
+#[test]
+fn the_jest_fixture_runs() {
+    let dir = repo_root().join("examples/local-testing/jest");
+    let jest = dir.join("node_modules/.bin/jest");
+    run_suite("jest", &dir, &jest, &["--ci"]);
+}
+
+#[test]
+fn the_pytest_fixture_runs() {
+    let dir = repo_root().join("examples/local-testing/pytest");
+    let pytest = repo_root().join(".venv/bin/pytest");
+    run_suite("pytest", &dir, &pytest, &["-q", "-p", "no:cacheprovider"]);
+}
+
+/// The `ttl-sweeper` service of the page's compose file, its command and environment as
+/// written (the endpoint aside: `dynamodb` is the compose network's name for the server).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compose_service_s_command_sweeps_as_written() {
+    let page = std::fs::read_to_string(repo_root().join(PAGE)).unwrap();
+    let compose = fenced_after(&page, "<!-- compose -->").expect("the page's compose file");
+    let service = compose
+        .split("\n  ttl-sweeper:\n")
+        .nth(1)
+        .expect("a ttl-sweeper service");
+    let list = |key: &str| -> Vec<String> {
+        let line = (service.lines())
+            .find_map(|l| l.trim().strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in the service"));
+        let items = line.trim().trim_start_matches('[').trim_end_matches(']');
+        items
+            .split(',')
+            .map(|s| s.trim().trim_matches('"').to_owned())
+            .collect()
+    };
+    let command = list("command:");
+    let table = command
+        .iter()
+        .skip_while(|a| *a != "--table-name")
+        .nth(1)
+        .expect("--table-name")
+        .clone();
+    let mut env = Vec::new();
+    let mut in_env = false;
+    for line in service.lines() {
+        let line = line.trim_end();
+        if line.trim() == "environment:" {
+            in_env = true;
+        } else if in_env && line.starts_with("      ") {
+            let (k, v) = line.trim().split_once(": ").unwrap();
+            env.push((k.to_owned(), v.trim_matches('"').to_owned()));
+        } else {
+            in_env = false;
+        }
+    }
+    let endpoint_is =
+        |(k, v): &(String, String)| k == "AWS_ENDPOINT_URL" && v == "http://dynamodb:8000";
+    assert!(env.iter().any(endpoint_is), "{env:?}");
+    let env = env.into_iter().filter(|(k, _)| k != "AWS_ENDPOINT_URL");
+
+    // A table of its own with the service's name would collide across runs: the same command,
+    // its table name made unique.
+    let unique = table_name(&table);
+    let client = client().await;
+    let mut run = Command::new(BIN);
+    run.env_clear()
+        .envs(env)
+        .env("AWS_ENDPOINT_URL", endpoint());
+    let args = command.iter().map(|a| {
+        if *a == table {
+            unique.as_str()
+        } else {
+            a.as_str()
+        }
+    });
+    let mut child = ChildGuard(run.args(args).spawn().unwrap());
+    create_table(&client, &TableSpec::simple(&unique)).await;
+    put(&client, &unique, "expired", now() - 1).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while present(&client, &unique, "expired").await && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!present(&client, &unique, "expired").await);
+    assert!(child.0.try_wait().unwrap().is_none(), "the service exited");
+}
+
+/// Kills its child when dropped (a failed assertion included).
+struct ChildGuard(std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The fenced block that follows `marker` in `markdown`, without its fences.
+fn fenced_after<'a>(markdown: &'a str, marker: &str) -> Option<&'a str> {
+    let after = &markdown[markdown.find(marker)? + marker.len()..];
+    let open = after.find("```")?;
+    let body = &after[open..];
+    let start = body.find('\n')? + 1;
+    let end = body[start..].find("\n```")? + start + 1;
+    Some(&body[start..end])
+}
+
+/// The page's copy of each fixture file (the block after `<!-- file: <path> -->`) is the file.
+#[test]
+fn the_page_s_fixtures_are_the_files_run() {
+    let path = repo_root().join(PAGE);
+    let page = std::fs::read_to_string(&path).unwrap();
+    let (mut updated, mut stale, mut copies) = (String::new(), Vec::new(), 0);
+    let mut rest = page.as_str();
+    while let Some(at) = rest.find("<!-- file: ") {
+        let (before, mark) = rest.split_at(at);
+        let file = mark["<!-- file: ".len()..].split(" -->").next().unwrap();
+        let open = mark.find("```").unwrap();
+        let start = open + mark[open..].find('\n').unwrap() + 1;
+        let end = start + mark[start..].find("\n```").unwrap() + 1;
+        let text = std::fs::read_to_string(repo_root().join(file)).unwrap();
+        if mark[start..end] != text {
+            stale.push(file.to_owned());
+        }
+        updated.push_str(before);
+        updated.push_str(&mark[..start]);
+        updated.push_str(&text);
+        rest = &mark[end..];
+        copies += 1;
+    }
+    updated.push_str(rest);
+    assert!(copies >= 5, "the page copies the fixture files");
+    if std::env::var("UPDATE_DOCS").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, updated).unwrap();
+        return;
+    }
+    assert!(
+        stale.is_empty(),
+        "{PAGE} copies these files differently (UPDATE_DOCS=1 cargo test --test suite \
+         local_testing:: rewrites them): {stale:?}"
+    );
+}
