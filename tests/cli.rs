@@ -636,6 +636,10 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
     };
     let (status, body) = health_until("\"any_success\":true");
     assert_eq!(status, 200, "{body}\n{}", child.log_text());
+    let healthy = cli()
+        .args(["health", "--addr", &format!("127.0.0.1:{port}")])
+        .output();
+    assert_eq!(healthy.unwrap().status.code(), Some(0));
     let any_success = body.contains("\"any_success\":true");
     assert!(any_success, "{body}\n{}", child.log_text());
 
@@ -655,6 +659,19 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
     let health: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(health["status"], "unhealthy", "{health}");
     assert_eq!(health["unhealthy_after_seconds"], 3.0, "{health}");
+    // `ttl-sweeper health`, a container's health check, says the same: exit 1, and 0 while it
+    // was healthy (above); 2 for an address nothing serves.
+    let probe = |addr: String| {
+        let out = cli().args(["health", "--addr", &addr]).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, said) = probe(format!("127.0.0.1:{port}"));
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("\"status\":\"unhealthy\""), "{said}");
+    assert_eq!(probe(format!("127.0.0.1:{}", free_port())).0, Some(2));
     let (_, text) = http_get(port, "/metrics").unwrap();
     let failed = sample(&text, "ttl_sweeper_sweeps_failed_total", &table).unwrap_or(0.0);
     assert!(failed >= 3.0, "{text}");

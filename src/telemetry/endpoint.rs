@@ -312,6 +312,37 @@ pub async fn serve(
     }
 }
 
+/// `ttl-sweeper health`: asks the endpoint at `addr` for `/healthz` within `timeout`; its status
+/// and body. For a container's health check where no HTTP client is installed (the image has
+/// nothing but the binary).
+pub async fn probe(addr: SocketAddr, timeout: Duration) -> std::io::Result<(StatusCode, String)> {
+    use http_body_util::{BodyExt, Empty};
+    let failed = |what: &str, e: &dyn std::fmt::Display| {
+        std::io::Error::other(format!("http://{addr}/healthz: {what}: {e}"))
+    };
+    let asked = async {
+        let stream = tokio::net::TcpStream::connect(addr).await;
+        let stream = stream.map_err(|e| failed("cannot connect", &e))?;
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| failed("handshake", &e))?;
+        tokio::spawn(connection);
+        let request = Request::get("/healthz")
+            .header("host", addr.to_string())
+            .body(Empty::<Bytes>::new())
+            .expect("a request from a valid path and header");
+        let response = (sender.send_request(request).await).map_err(|e| failed("request", &e))?;
+        let status = response.status();
+        let body = response.into_body().collect().await;
+        let body = body.map_err(|e| failed("body", &e))?.to_bytes();
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    };
+    match tokio::time::timeout(timeout, asked).await {
+        Ok(answer) => answer,
+        Err(_) => Err(failed("no answer", &format!("within {timeout:?}"))),
+    }
+}
+
 fn answer(metrics: &DaemonMetrics, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     let reply = |status: StatusCode, content_type: &str, body: String| {
         Response::builder()

@@ -67,6 +67,17 @@ enum Command {
     /// wrong window, or no entry in EXPIRY_INDEX_TABLE; millisecond or non-numeric ttl); exits 1
     /// past the thresholds.
     Audit(Box<AuditArgs>),
+    /// Ask a running `run --metrics-addr` for /healthz: prints its answer; exits 0 if healthy
+    /// (200), 1 if not, 2 if it cannot be reached. A container's health check (the image holds
+    /// no HTTP client).
+    Health {
+        /// The address `run --metrics-addr` serves.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
+        addr: std::net::SocketAddr,
+        /// Give up after this long: 100ms to 60s.
+        #[arg(long, default_value = "5s", value_parser = parse_probe_timeout)]
+        timeout: Duration,
+    },
     /// Print the window key for a ttl (epoch seconds), to check a writer's implementation.
     Window {
         /// The ttl, in epoch seconds.
@@ -122,6 +133,13 @@ fn parse_hold_entries(text: &str) -> Result<usize, String> {
 }
 
 /// `--max-expired-age`: a duration such as `5m`, or seconds.
+/// `health --timeout`: from 100 ms to a minute (a health check's own timeout is seconds).
+fn parse_probe_timeout(text: &str) -> Result<Duration, String> {
+    parse_duration(text)
+        .filter(|d| (Duration::from_millis(100)..=Duration::from_secs(60)).contains(d))
+        .ok_or_else(|| format!("{text:?}: expected a duration from 100ms to 60s, e.g. `5s`"))
+}
+
 fn parse_age(text: &str) -> Result<Duration, String> {
     parse_duration(text).ok_or_else(|| format!("{text:?}: expected a duration such as 5m"))
 }
@@ -345,6 +363,11 @@ async fn dispatch(command: Command, profile: Option<&str>) -> anyhow::Result<Exi
             let window = commands::window(&ttl, seconds, shards, key.as_deref())?;
             println!("{window}");
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Health { addr, timeout } => {
+            let (status, body) = telemetry::endpoint::probe(addr, timeout).await?;
+            println!("{}", body.trim_end());
+            Ok(exit_status(status == hyper::StatusCode::OK))
         }
         Command::Sweep(args) if args.local => {
             let configs = args.settings.validate_tables()?;
