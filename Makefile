@@ -21,6 +21,8 @@ PYNAMODB_VERSION := 6.1.0
 PYNAMODB      := $(CURDIR)/$(VENV)/.pynamodb-$(PYNAMODB_VERSION)
 MOTO_SERVER   := $(CURDIR)/$(VENV)/bin/moto_server
 PYTEST_VERSION := 9.2.0
+KUBERNETES_VALIDATE_VERSION := 1.37.0
+KUBERNETES_VALIDATE := $(CURDIR)/$(VENV)/.kubernetes-validate-$(KUBERNETES_VALIDATE_VERSION)
 PYTEST        := $(CURDIR)/$(VENV)/.pytest-$(PYTEST_VERSION)
 JEST_STAMP    := examples/local-testing/jest/node_modules/.installed
 ZIGLANG_VERSION := 0.13.0
@@ -39,7 +41,7 @@ help:
 # ---------------------------------------------------------------- tools
 
 .PHONY: tools
-tools: dynamodb-local faketime $(CARGO_LAMBDA) $(MOTO_SERVER) $(PYNAMODB) local-testing-tools ## install DynamoDB Local (+ Java 17), libfaketime, cargo-lambda, moto, PynamoDB, and Jest and pytest for docs/local-testing.md
+tools: dynamodb-local faketime $(CARGO_LAMBDA) $(MOTO_SERVER) $(PYNAMODB) $(KUBERNETES_VALIDATE) local-testing-tools ## install DynamoDB Local (+ Java 17), libfaketime, cargo-lambda, moto, PynamoDB, kubernetes-validate, and Jest and pytest for docs/local-testing.md
 
 # libfaketime (Debian package `faketime`) for the wrong-clock test, tests/clock_skew.rs.
 .PHONY: faketime
@@ -64,6 +66,12 @@ $(MOTO_SERVER): | $(CARGO_LAMBDA)
 
 # PynamoDB, a Python ORM: tests/fixtures/orm_writer.py, an application that knows nothing of the
 # sweeper (tests/stream_follow.rs).
+# infra/container/kubernetes.yaml's check against Kubernetes' schemas (tests/container.rs; the ECS
+# task definition is checked with botocore, which moto brings).
+$(KUBERNETES_VALIDATE): | $(MOTO_SERVER)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check "kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION)"
+	touch $@
+
 # docs/local-testing.md's fixtures, run by tests/local_testing.rs: pytest (boto3 comes with moto)
 # and Jest with the AWS SDK for JavaScript, as pinned in the example's package-lock.json.
 $(PYTEST): | $(MOTO_SERVER)
@@ -78,7 +86,13 @@ $(JEST_STAMP): examples/local-testing/jest/package.json examples/local-testing/j
 local-testing-tools: $(PYTEST) $(JEST_STAMP)
 
 .PHONY: local-testing
-local-testing: dynamodb-local local-testing-tools ## docs/local-testing.md's fixtures (Rust, Jest, pytest) against DynamoDB Local, each suite's time printed
+local-testing: dynamodb-local local-testing-tools ## infra/container/kubernetes.yaml's check against Kubernetes' schemas (tests/container.rs; the ECS
+# task definition is checked with botocore, which moto brings).
+$(KUBERNETES_VALIDATE): | $(MOTO_SERVER)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check "kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION)"
+	touch $@
+
+# docs/local-testing.md's fixtures (Rust, Jest, pytest) against DynamoDB Local, each suite's time printed
 	$(LOCAL_AWS_ENV) cargo test --test suite -- local_testing:: --nocapture --test-threads 1 2>&1 \
 	  | grep -oE 'local testing: .*|test result: .*'
 
@@ -322,6 +336,16 @@ dist-test: ## the construct from dist/ in fresh npm and Python apps outside the 
 .PHONY: install-test
 install-test: ## the README's install commands as written (make dist included), then its quick-start app synthesized outside the checkout
 	scripts/install-test.sh
+
+# ---------------------------------------------------------------- container image
+
+.PHONY: image
+image: dynamodb-local $(MOTO_SERVER) ## the daemon's container image (static binary on scratch, non-root) as OCI archives in dist/, built with umoci and checked (scripts/image-test.sh); no container engine needed
+	scripts/image.sh
+
+.PHONY: image-test
+image-test: dynamodb-local $(MOTO_SERVER) ## check the images in dist/ again: config, files, the binary run from them
+	scripts/image-test.sh
 
 .PHONY: clean
 clean:

@@ -11,6 +11,7 @@ mod adoption;
 mod capacity;
 mod cli;
 mod clock_skew;
+mod container;
 mod daemon;
 mod demo;
 mod event_sinks;
