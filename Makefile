@@ -22,6 +22,8 @@ PYNAMODB      := $(CURDIR)/$(VENV)/.pynamodb-$(PYNAMODB_VERSION)
 MOTO_SERVER   := $(CURDIR)/$(VENV)/bin/moto_server
 PYTEST_VERSION := 9.2.0
 KUBERNETES_VALIDATE_VERSION := 1.37.0
+AWSCLI_VERSION := 1.46.3
+AWSCLI        := $(CURDIR)/.tools/awscli/bin/aws
 KUBERNETES_VALIDATE := $(CURDIR)/$(VENV)/.kubernetes-validate-$(KUBERNETES_VALIDATE_VERSION)
 PYTEST        := $(CURDIR)/$(VENV)/.pytest-$(PYTEST_VERSION)
 JEST_STAMP    := examples/local-testing/jest/node_modules/.installed
@@ -41,7 +43,7 @@ help:
 # ---------------------------------------------------------------- tools
 
 .PHONY: tools
-tools: dynamodb-local faketime $(CARGO_LAMBDA) $(MOTO_SERVER) $(PYNAMODB) $(KUBERNETES_VALIDATE) local-testing-tools ## install DynamoDB Local (+ Java 17), libfaketime, cargo-lambda, moto, PynamoDB, kubernetes-validate, and Jest and pytest for docs/local-testing.md
+tools: dynamodb-local faketime $(CARGO_LAMBDA) $(MOTO_SERVER) $(PYNAMODB) $(KUBERNETES_VALIDATE) $(AWSCLI) local-testing-tools ## install DynamoDB Local (+ Java 17), libfaketime, cargo-lambda, moto, PynamoDB, kubernetes-validate, the AWS CLI, and Jest and pytest for docs/local-testing.md
 
 # libfaketime (Debian package `faketime`) for the wrong-clock test, tests/clock_skew.rs.
 .PHONY: faketime
@@ -64,13 +66,17 @@ $(CARGO_LAMBDA):
 $(MOTO_SERVER): | $(CARGO_LAMBDA)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "moto[server]==$(MOTO_VERSION)"
 
-# PynamoDB, a Python ORM: tests/fixtures/orm_writer.py, an application that knows nothing of the
-# sweeper (tests/stream_follow.rs).
 # infra/container/kubernetes.yaml's check against Kubernetes' schemas (tests/container.rs; the ECS
 # task definition is checked with botocore, which moto brings).
 $(KUBERNETES_VALIDATE): | $(MOTO_SERVER)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION)"
 	touch $@
+
+# The AWS CLI (v1, from PyPI) for the README's lines that use it (tests/adoption.rs), in a
+# virtual environment of its own: it pins a botocore of its own.
+$(AWSCLI):
+	python3 -m venv .tools/awscli
+	.tools/awscli/bin/pip install --quiet --disable-pip-version-check "awscli==$(AWSCLI_VERSION)"
 
 # docs/local-testing.md's fixtures, run by tests/local_testing.rs: pytest (boto3 comes with moto)
 # and Jest with the AWS SDK for JavaScript, as pinned in the example's package-lock.json.
@@ -86,16 +92,12 @@ $(JEST_STAMP): examples/local-testing/jest/package.json examples/local-testing/j
 local-testing-tools: $(PYTEST) $(JEST_STAMP)
 
 .PHONY: local-testing
-local-testing: dynamodb-local local-testing-tools ## infra/container/kubernetes.yaml's check against Kubernetes' schemas (tests/container.rs; the ECS
-# task definition is checked with botocore, which moto brings).
-$(KUBERNETES_VALIDATE): | $(MOTO_SERVER)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check "kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION)"
-	touch $@
-
-# docs/local-testing.md's fixtures (Rust, Jest, pytest) against DynamoDB Local, each suite's time printed
+local-testing: dynamodb-local local-testing-tools ## docs/local-testing.md's fixtures (Rust, Jest, pytest) against DynamoDB Local, each suite's time printed
 	$(LOCAL_AWS_ENV) cargo test --test suite -- local_testing:: --nocapture --test-threads 1 2>&1 \
 	  | grep -oE 'local testing: .*|test result: .*'
 
+# PynamoDB, a Python ORM: tests/fixtures/orm_writer.py, an application that knows nothing of the
+# sweeper (tests/stream_follow.rs).
 $(PYNAMODB): | $(CARGO_LAMBDA)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "pynamodb==$(PYNAMODB_VERSION)"
 	touch $@

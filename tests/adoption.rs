@@ -665,3 +665,68 @@ async fn the_verify_step_passes_on_a_table_swept_through_its_expiry_index_table(
     assert!(out.stdout.is_empty(), "no report: nothing was scanned");
     let _ = std::fs::remove_file(&state);
 }
+
+/// README step 7, "Watch one expire", run as written with the AWS CLI (`make tools` installs
+/// it in `.tools/awscli`), against DynamoDB Local, the table's name aside: a sweeper deployed
+/// as step 4 deploys it (`run --follow-stream`, ticks of 200 ms) deletes the item, so
+/// `get-item` prints nothing. The same lines with no sweeper running print the item, so the
+/// check can fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_step_sees_an_item_written_5_s_ahead_gone_10_s_later() {
+    use aws_sdk_dynamodb::types::StreamViewType;
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let aws = root.join(".tools/awscli/bin");
+    assert!(aws.join("aws").exists(), "the AWS CLI: `make tools`");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let block = between(&readme, "<!-- watch:begin", "<!-- watch:end -->").unwrap();
+    let script = between(block, "```sh\n", "```").unwrap();
+    let (_client, table, index) = indexed_table("watch", StreamViewType::NewAndOldImages).await;
+    let script = script.replace("--table-name sessions", &format!("--table-name {table}"));
+    let run = |script: &str| {
+        let path = format!(
+            "{}:{}",
+            aws.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut cmd = std::process::Command::new("bash");
+        cmd.args(["-euo", "pipefail", "-c", script]).env_clear();
+        cmd.envs(support::LOCAL_AWS_ENV.iter().copied());
+        // The AWS CLI v1 takes its Region from AWS_DEFAULT_REGION (a user's, from the profile).
+        cmd.env("PATH", path).env("AWS_ENDPOINT_URL", endpoint());
+        cmd.env("AWS_DEFAULT_REGION", "us-east-1");
+        let out = cmd.output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{said}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // No sweeper: the item is still there (read back at once, not 10 s later).
+    let unswept = run(&script.replace("sleep 10", "sleep 0"));
+    assert!(unswept.contains("ttl-sweeper-check"), "{unswept}");
+
+    let mut daemon = local_cli();
+    daemon.args(["run", "--every", "200ms", "--follow-stream"]);
+    daemon.args(["--table-name", &table, "--expiry-index-table", &index]);
+    let mut daemon = Child(daemon.stdout(std::process::Stdio::null()).spawn().unwrap());
+    // Its stream read starts where the stream ends: the item is written once it follows.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let swept = tokio::task::block_in_place(|| run(&script));
+    assert_eq!(swept.trim(), "", "get-item found the item");
+    assert!(daemon.0.try_wait().unwrap().is_none(), "the sweeper exited");
+}
+
+/// Kills its child when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The text of `text` after `start` and before the next `end`.
+fn between<'a>(text: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let from = text.find(start)? + start.len();
+    let to = text[from..].find(end)? + from;
+    Some(&text[from..to])
+}
