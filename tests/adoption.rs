@@ -592,6 +592,19 @@ async fn backfill_with_an_expiry_index_table_writes_entries_only_and_audit_count
         fails,
         "the expired items still there fail the audit: {report}"
     );
+    // A sample stops early and says so; by default (a sample of 100,000) and with --all this
+    // table is read whole.
+    let (_, report, _) = audit(&["--sample", "10", "--segments", "1"]);
+    assert_eq!(report["sampled"], true, "{report}");
+    let scanned = report["scanned"].as_u64().unwrap();
+    assert!((10..51).contains(&scanned), "{report}");
+    for whole in [&[][..], &["--all"][..]] {
+        let (_, report, _) = audit(whole);
+        assert_eq!(
+            (report["sampled"].clone(), report["scanned"].clone()),
+            (json!(false), json!(51))
+        );
+    }
 
     // A fresh run writes the same entries.
     let state = fresh_state(&table, "-index-again");

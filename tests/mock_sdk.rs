@@ -745,3 +745,47 @@ async fn a_local_sweep_refuses_a_table_no_local_server_s_arn_proves() {
     assert_eq!((report.scanned, report.expired, report.deleted), (2, 1, 1));
     assert_eq!(delete.num_calls(), 1);
 }
+
+/// `audit --max-rcu` paces the look-ups of the expiry index table's entries too, not only the
+/// scan: 30 live items, each found by a strongly consistent Query of 1 read unit, at 5 units a
+/// second take at least 5 s (the bucket starts with 5). Before, the look-ups went unpaced and
+/// the audit ended at once.
+#[tokio::test(start_paused = true)]
+async fn audit_paces_the_index_look_ups_within_max_rcu() {
+    use aws_sdk_dynamodb::operation::query::QueryOutput;
+    use aws_sdk_dynamodb::operation::scan::ScanOutput;
+    use aws_sdk_dynamodb::types::ConsumedCapacity;
+    use ttl_sweeper::tools::audit;
+    let units = |n: f64| ConsumedCapacity::builder().capacity_units(n).build();
+    let scan = mock!(Client::scan).then_output(move || {
+        let items = (0..30)
+            .map(|i| item(&format!("live-{i}"), num(NOW + 600)))
+            .collect();
+        let out = ScanOutput::builder().set_items(Some(items));
+        out.consumed_capacity(units(0.5)).build()
+    });
+    let query = mock!(Client::query).then_output(move || {
+        QueryOutput::builder()
+            .count(1)
+            .consumed_capacity(units(1.0))
+            .build()
+    });
+    let rules = [&scan, &query];
+    let store = DynamoStore::new(mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, rules));
+    let mut schema = default_schema();
+    schema.index_table = Some("sessions-expiry-index".into());
+    let started = Instant::now();
+    let now = Timestamp::from_secs(NOW);
+    let seen = Mutex::new(Vec::new());
+    let progress = |n: u64| seen.lock().unwrap().push(n);
+    let report = audit::audit(&store, &schema, 1, None, Some(5.0), now, &progress);
+    let report = report.await.unwrap();
+    assert_eq!((report.scanned, report.missing_entry), (30, 0));
+    assert_eq!(query.num_calls(), 30);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(5),
+        "30 units at 5 a second took {took:?}"
+    );
+    assert_eq!(*seen.lock().unwrap(), vec![30], "progress after the page");
+}

@@ -122,14 +122,15 @@ impl DynamoStore {
 
     /// Expiry index table mode, for `audit`: whether `index_table` holds an entry in window
     /// `window` whose sort key begins with `prefix` ([`super::entries::sort_prefix`]: the item's
-    /// key and ttl, whatever wrote it). One strongly consistent `Query` of at most one entry.
+    /// key and ttl, whatever wrote it). One strongly consistent `Query` of at most one entry; also
+    /// the read units it consumed.
     #[instrument(level = "debug", skip(self))]
     pub async fn has_entry(
         &self,
         index_table: &str,
         window: &str,
         prefix: &str,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<(bool, f64), StoreError> {
         use super::entries::{ENTRY, WINDOW};
         let out = self
             .client()
@@ -142,15 +143,16 @@ impl DynamoStore {
             .expression_attribute_values(":w", AttributeValue::S(window.to_owned()))
             .expression_attribute_values(":p", AttributeValue::S(prefix.to_owned()))
             .limit(1)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;
-        Ok(out.count() > 0)
+        Ok((out.count() > 0, units(out.consumed_capacity(), 1.0)))
     }
 
     /// Whether a pack due at `due` in partition `window` of `schema`'s expiry index table
     /// `index_table` lists `key` (strongly consistent `Query`s of the packs due then, their keys
-    /// only, every page).
+    /// only, every page); also the read units they consumed.
     pub async fn has_packed(
         &self,
         schema: &TableSchema,
@@ -158,7 +160,7 @@ impl DynamoStore {
         window: &str,
         due: Timestamp,
         key: &Key,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<(bool, f64), StoreError> {
         use super::entries::{ENTRY, WINDOW};
         let pages = self
             .client()
@@ -172,22 +174,26 @@ impl DynamoStore {
             .expression_attribute_names("#k", super::packs::KEYS)
             .expression_attribute_values(":w", AttributeValue::S(window.to_owned()))
             .expression_attribute_values(":p", AttributeValue::S(super::packs::due_prefix(due)))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .into_paginator()
-            .items()
             .send();
-        let mut items = std::pin::pin!(pages);
-        while let Some(item) = items.next().await {
-            let item = item.map_err(|e| StoreError::from_sdk("Query", e))?;
-            let Some(AttributeValue::L(keys)) = item.get(super::packs::KEYS) else {
-                continue;
-            };
+        let mut pages = std::pin::pin!(pages);
+        let mut consumed = 0.0;
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| StoreError::from_sdk("Query", e))?;
+            consumed += units(page.consumed_capacity(), 1.0);
             let listed =
                 |k: &AttributeValue| matches!(k, AttributeValue::M(k) if schema.same_key(k, key));
-            if keys.iter().any(listed) {
-                return Ok(true);
+            for item in page.items() {
+                let Some(AttributeValue::L(keys)) = item.get(super::packs::KEYS) else {
+                    continue;
+                };
+                if keys.iter().any(listed) {
+                    return Ok((true, consumed));
+                }
             }
         }
-        Ok(false)
+        Ok((false, consumed))
     }
 
     /// Deletes `key` only if its ttl attribute still equals `ttl`, the value it was read with

@@ -69,7 +69,8 @@ pub struct AuditReport {
     pub too_old_ttl: u64,
     /// Up to 5 example keys per problem.
     pub examples: Vec<Example>,
-    /// True when only a sample was read.
+    /// True when the read stopped at the sample (`--sample`, [`DEFAULT_SAMPLE`] unless `--all`)
+    /// rather than at the table's end.
     pub sampled: bool,
 }
 
@@ -248,7 +249,7 @@ async fn check_entry(
     schema: &TableSchema,
     index_table: &str,
     item: &Key,
-    now: Timestamp,
+    (now, read_limit): (Timestamp, Option<&RateLimit>),
     report: &mut AuditReport,
 ) -> Result<(), StoreError> {
     let Some(Indexing::Entry {
@@ -263,17 +264,26 @@ async fn check_entry(
         return Ok(());
     };
     // An entry of one item (`backfill`'s), or one in a pack due at the ttl (the indexer's).
+    // Each look-up within `--max-rcu`, as the scan's pages are.
     let due = packs::due_of_ttl(ttl);
-    let found = store.has_entry(index_table, &entry.window, &prefix).await?
-        || match packs::window_of(schema, &entry.key, due) {
-            Some(window) => {
-                let key = &entry.key;
-                store
-                    .has_packed(schema, index_table, &window, due, key)
-                    .await?
-            }
-            None => false,
-        };
+    let within = |found: (bool, f64)| {
+        if let Some(limit) = read_limit {
+            limit.charge(found.1 - 1.0);
+        }
+        found.0
+    };
+    let acquire = || async {
+        if let Some(limit) = read_limit {
+            limit.acquire().await;
+        }
+    };
+    acquire().await;
+    let mut found = within(store.has_entry(index_table, &entry.window, &prefix).await?);
+    if let (false, Some(window)) = (found, packs::window_of(schema, &entry.key, due)) {
+        acquire().await;
+        let packed = store.has_packed(schema, index_table, &window, due, &entry.key);
+        found = within(packed.await?);
+    }
     if !found {
         report.missing_entry += 1;
         let detail = format!("ttl = {}, no entry in {index_table}", entry.ttl);
@@ -281,6 +291,11 @@ async fn check_entry(
     }
     Ok(())
 }
+
+/// The items `audit` reads unless told otherwise (`--sample`, `--all`): enough to find a writer's
+/// bug or a backlog, at a bounded cost whatever the table's size (100,000 items of 1 KB: about
+/// 12,500 read units).
+pub const DEFAULT_SAMPLE: u64 = 100_000;
 
 /// Refuses to audit a table that looks swept through an expiry index table not named: it has a
 /// stream, no GSI `INDEX_NAME`, and no expiry index table was named (`opened`). Every item would
@@ -303,8 +318,10 @@ pub fn require_swept(opened: &OpenedTable, index_name: &str) -> Result<(), Strin
 }
 
 /// Scans the table in `segments` segments (clamped to 1 to [`MAX_SEGMENTS`]), stopping after about
-/// `sample` items if given, and audits every item as of `now`; the scan reads at most `max_rcu`
-/// read capacity units a second if given.
+/// `sample` items if given, and audits every item as of `now`; the scan and, with an expiry
+/// index table, the look-ups of the entries read at most `max_rcu` read capacity units a second
+/// if given. `progress` sees the count of items read after every page.
+#[allow(clippy::too_many_arguments)]
 pub async fn audit(
     store: &DynamoStore,
     schema: &TableSchema,
@@ -312,20 +329,20 @@ pub async fn audit(
     sample: Option<u64>,
     max_rcu: Option<f64>,
     now: Timestamp,
+    progress: &(dyn Fn(u64) + Sync),
 ) -> Result<AuditReport, StoreError> {
     let read_limit = max_rcu.map(RateLimit::new);
-    let total = Mutex::new(AuditReport {
-        sampled: sample.is_some(),
-        ..AuditReport::default()
-    });
+    let total = Mutex::new(AuditReport::default());
+    let limit = read_limit.as_ref();
     let positions = vec![Position::Start; segments.clamp(1, MAX_SEGMENTS) as usize];
     parallel_scan(
         store,
         &schema.table_name,
         positions,
         &item_attributes(schema),
-        None,
-        read_limit.as_ref(),
+        // Pages no larger than the sample, so that a small one is not a table's worth of pages.
+        sample.map(|n| n.clamp(1, 1000) as i32),
+        limit,
         |page: ScanPageOf| {
             let total = &total;
             async move {
@@ -333,17 +350,21 @@ pub async fn audit(
                 for item in &page.items {
                     audit_item(&mut part, item, schema, now);
                     if let Some(index_table) = &schema.index_table {
-                        check_entry(store, schema, index_table, item, now, &mut part).await?;
+                        let at = (now, limit);
+                        check_entry(store, schema, index_table, item, at, &mut part).await?;
                     }
                 }
                 let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
                 t.add(part);
+                progress(t.scanned);
                 Ok(sample.is_none_or(|n| t.scanned < n))
             }
         },
     )
     .await?;
-    Ok(total.into_inner().unwrap_or_else(|e| e.into_inner()))
+    let mut report = total.into_inner().unwrap_or_else(|e| e.into_inner());
+    report.sampled = sample.is_some_and(|n| report.scanned >= n);
+    Ok(report)
 }
 
 #[cfg(test)]

@@ -206,10 +206,7 @@ pub(crate) async fn backfill(
         max_rcu: args.max_rcu,
         page_limit: Some(args.page_size),
     };
-    let bar = indicatif::ProgressBar::new(opened.item_count.max(0) as u64);
-    let template = "{spinner} {pos}/{len} items scanned ({per_sec}, eta {eta})";
-    let style = indicatif::ProgressStyle::with_template(template);
-    bar.set_style(style.unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+    let bar = scan_bar(opened.item_count.max(0) as u64);
     let progress = |n: u64| bar.set_position(n);
     let ran = backfill::run_with_file(&store, &opened, &options, &clock, file, &progress).await;
     bar.finish_and_clear();
@@ -225,6 +222,16 @@ pub(crate) async fn backfill(
     Ok(exit_status(ok))
 }
 
+/// A progress bar on stderr (drawn only when it is a terminal) for a scan of about `total` items:
+/// `ItemCount`, which DynamoDB updates about every six hours, so an estimate.
+fn scan_bar(total: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total);
+    let template = "{spinner} {pos}/~{len} items scanned ({per_sec}, eta {eta})";
+    let style = indicatif::ProgressStyle::with_template(template);
+    bar.set_style(style.unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+    bar
+}
+
 /// `ttl-sweeper audit`: prints the JSON report; exit 1 past the thresholds. Items are judged as
 /// of the clock once the table is open.
 pub(crate) async fn audit(
@@ -237,9 +244,18 @@ pub(crate) async fn audit(
     let connected = ttl_sweeper::connect_tool(config).await;
     let (store, opened) = connected.map_err(|e| target.explain(e))?;
     audit::require_swept(&opened, &config.index_name).map_err(anyhow::Error::msg)?;
-    let (segments, sample, max_rcu) = (args.segments, args.sample, args.max_rcu);
-    let report: AuditReport =
-        audit::audit(&store, &opened.schema, segments, sample, max_rcu, wall()).await?;
+    let sample = match args.all {
+        true => None,
+        false => Some(args.sample.unwrap_or(audit::DEFAULT_SAMPLE)),
+    };
+    let items = opened.item_count.max(0) as u64;
+    let bar = scan_bar(sample.map_or(items, |n| n.min(items)));
+    let progress = |n: u64| bar.set_position(n);
+    let (segments, max_rcu) = (args.segments, args.max_rcu);
+    let schema = &opened.schema;
+    let audited = audit::audit(&store, schema, segments, sample, max_rcu, wall(), &progress).await;
+    bar.finish_and_clear();
+    let report: AuditReport = audited?;
     println!("{}", serde_json::to_string(&report)?);
     let verdict = audit::verdict(&report, args.max_expired_age, args.max_problems);
     verdict.log(&report);

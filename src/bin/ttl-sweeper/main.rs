@@ -189,9 +189,13 @@ struct AuditArgs {
     /// Parallel Scan segments, 1 to 1000.
     #[arg(long, default_value = "4", value_parser = parse_segments, allow_negative_numbers = true)]
     segments: u32,
-    /// Read about this many items (at least 1) instead of the whole table.
-    #[arg(long, value_parser = parse_sample, allow_negative_numbers = true)]
+    /// Read about this many items (at least 1), then stop [default: 100000].
+    #[arg(long, value_parser = parse_sample, allow_negative_numbers = true, conflicts_with = "all")]
     sample: Option<u64>,
+    /// Read the whole table instead of a sample (its read units: about the table's size in 8 KB
+    /// units; --max-rcu paces it).
+    #[arg(long)]
+    all: bool,
     /// Read capacity units per second at most, for the scan: 0.01 to 1000000.
     #[arg(long, value_parser = parse_max_rcu, allow_negative_numbers = true)]
     max_rcu: Option<f64>,
