@@ -6,6 +6,7 @@
 #
 #   dist/ttl-sweeper-<version>-image-amd64.tar
 #   dist/ttl-sweeper-<version>-image-arm64.tar
+#   dist/SHA256SUMS-image                          their sha256sum
 #
 # then checked by scripts/image-test.sh. IMAGE_ARCHS="amd64" builds one.
 set -euo pipefail
@@ -88,4 +89,5 @@ for arch in $archs; do
   build "$arch"
   assemble "$arch"
 done
+(cd dist && sha256sum ttl-sweeper-"$version"-image-*.tar >SHA256SUMS-image)
 IMAGE_ARCHS="$archs" scripts/image-test.sh
