@@ -764,7 +764,7 @@ pub fn window_section(i: &Inputs, c: &Counted) -> String {
     for r in &rows {
         let _ = writeln!(d, "| {} | {:.0} KB | {:.0} | ${:.2} | ${:.2} | **${:.2}** | ${:.2} | ${:.2} | ${:.2} | {:.1} | ${:.2} | ${:.2} | **${:.2}** | ${:.2} | **${:.2}** |", volume(r.items), r.kb, r.regions, r.table_delete, r.confirm_read, r.gsi, r.entry_puts, r.entry_removals, r.index_reads, r.per_invocation, r.lambda, r.logs, r.on_lambda, r.stream_reads, r.daemon);
     }
-    let _ = writeln!(d, "\nPer million items, the same rows; ours is the table delete, the confirming read and the index, beside the peer's ${PEER_PER_MILLION:.2} (below).\n");
+    let _ = writeln!(d, "\nPer million items, the same rows; ours is the table delete, the confirming read and the index, beside the peer's ${PEER_PER_MILLION:.2} (the peer: AWS's published per-item schedule, Streams → EventBridge Scheduler, below).\n");
     let _ = writeln!(d, "| per million items, at this many a month | item size | Regions | table delete and confirming read | GSI mode | expiry index table on Lambda | daemon | ours, GSI mode | **ours, expiry index table on Lambda** |");
     let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
