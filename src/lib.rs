@@ -24,10 +24,13 @@
 //! - [`lambda`]: one invocation, from event to report for every table; a batch of a table's
 //!   DynamoDB Streams records goes to the stream indexer instead.
 //! - [`telemetry`]: tracing subscribers (JSON lines with the Powertools keys), the summary log
-//!   line, CloudWatch EMF metrics, the daemon's `/metrics` and `/healthz` ([`telemetry::endpoint`]).
-//! - [`tools`]: adopting the sweeper on an existing table (parallel scan, backfill, audit) and the
+//!   line, CloudWatch EMF metrics, the daemon's `/metrics` and `/healthz`, and the probe of
+//!   `ttl-sweeper health` ([`telemetry::endpoint`]).
+//! - [`tools`]: adopting the sweeper on an existing table (parallel scan, backfill, audit), the
 //!   daemon's follower of the table's stream, which hands its records to [`indexer`] and holds
-//!   the entries due later across batches, to pack each due second's together.
+//!   the entries due later across batches, to pack each due second's together, and TTL for a
+//!   local test server (`--local`: a Scan and a conditional delete per expired item, on a
+//!   server its table ARNs prove local).
 //! - [`indexer`]: from stream records to packs of entries in the sweeper's expiry index table,
 //!   each due after it is written; never the application's table.
 //! - [`events`]: expiry events: the event model and stable id, the sinks (EventBridge, SQS,
