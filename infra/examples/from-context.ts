@@ -23,6 +23,23 @@ export function sweeperStackFromContext(app: cdk.App): SweeperStack {
     throw new Error(`context deleteMode=${deleteMode}: expected batch or conditional`);
   }
   const tableName = ctx('tableName');
+  // The construct's followStream (a boolean), and the stream of an existing table, for
+  // Table.fromTableAttributes({ tableName, tableStreamArn }). Without followStream the sweeper
+  // queries the table's (window, ttl) GSI, which must then exist.
+  const followStream = ctx('followStream');
+  if (followStream !== undefined && followStream !== 'true' && followStream !== 'false') {
+    throw new Error(`context followStream=${followStream}: expected true or false`);
+  }
+  const tableStreamArn = ctx('tableStreamArn');
+  if (tableStreamArn !== undefined && tableName === undefined) {
+    throw new Error('context tableStreamArn: only with tableName (a created table gets a stream of its own with followStream=true)');
+  }
+  if (tableStreamArn !== undefined && followStream !== 'true') {
+    throw new Error(
+      "context tableStreamArn without followStream=true: the sweeper would query the table's (window, ttl) GSI; " +
+        'add -c followStream=true for writers that set only the ttl, or drop tableStreamArn',
+    );
+  }
   const period = cdk.Duration.minutes(num('scheduleMinutes') ?? 1);
   const cron = ctx('scheduleCron');
   const assetDir = ctx('assetDir');
@@ -66,7 +83,7 @@ export function sweeperStackFromContext(app: cdk.App): SweeperStack {
     maxCatchUp: maxCatchUpMinutes === undefined ? undefined : cdk.Duration.minutes(maxCatchUpMinutes),
     memorySize: num('memorySize'),
     reservedConcurrency: num('reservedConcurrency'),
-    followStream: ctx('followStream') === 'true',
+    followStream: followStream === 'true',
     alarms: {
       lagThreshold: lagAlarmSeconds === undefined ? undefined : cdk.Duration.seconds(lagAlarmSeconds),
       emails: alarmEmail ? [alarmEmail] : undefined,
@@ -75,7 +92,7 @@ export function sweeperStackFromContext(app: cdk.App): SweeperStack {
 
   return new SweeperStack(app, ctx('stackName') ?? 'TtlSweeper', {
     table: tableName
-      ? { kind: 'existing', tableName, tableStreamArn: ctx('tableStreamArn') }
+      ? { kind: 'existing', tableName, tableStreamArn }
       : { kind: 'create', partitionKey: ctx('partitionKey') ?? 'id' },
     sweeper,
     expiryEvents,

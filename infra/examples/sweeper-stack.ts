@@ -1,7 +1,8 @@
 // An example stack using the TtlSweeper construct. It either creates the table (with the
 // sweeper's index unless followStream gives the sweeper an expiry index table of its own, native
 // TTL on the same attribute as the free backstop, and point-in-time recovery) or sweeps an
-// existing table, imported by name, whose index already exists (with followStream, none needed).
+// existing table, imported by name, whose index already exists (with followStream none is needed,
+// but the table's stream ARN is: tableStreamArn).
 
 import * as cdk from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -100,6 +101,10 @@ export class SweeperStack extends cdk.Stack {
     new cdk.CfnOutput(this, 'FunctionName', { value: this.sweeper.function.functionName });
     new cdk.CfnOutput(this, 'TableName', { value: this.table.tableName });
     new cdk.CfnOutput(this, 'FailedInvocationsQueue', { value: this.sweeper.failureQueue.queueUrl });
+    // With followStream: the expiry index table, for ttl-sweeper backfill --expiry-index-table.
+    if (this.sweeper.indexTable) {
+      new cdk.CfnOutput(this, 'ExpiryIndexTable', { value: this.sweeper.indexTable.tableName });
+    }
     if (this.sweeper.alarmTopic) {
       new cdk.CfnOutput(this, 'AlarmTopic', { value: this.sweeper.alarmTopic.topicArn });
     }

@@ -139,13 +139,15 @@ resource "aws_sqs_queue_policy" "failed_invocations" {
 
 # With follow_stream: the sweeper's own index, one entry per item and ttl, filled by the stream
 # indexer. Derived data (ttl-sweeper backfill rebuilds it): no backups, and entries no sweep
-# removed go by native TTL on `expires`. Not replicated: on a global table each Region has its own.
+# removed go by native TTL on `expires`. Not replicated: on a global table each Region has its own,
+# named with its Region, since a shared (global) checkpoint table keeps each index table's
+# checkpoint and stream position by its name (docs/global-tables.md, the lease).
 resource "aws_dynamodb_table" "expiry_index" {
   #checkov:skip=CKV_AWS_28:derived data that ttl-sweeper backfill rebuilds from the application table, as the construct's (no point-in-time recovery)
   #checkov:skip=CKV_AWS_119:entries hold keys and ttls only; the AWS owned key, as the construct's
   count = var.follow_stream ? 1 : 0
 
-  name         = "${local.name}-expiry-index"
+  name         = "${local.name}-expiry-index-${local.region}"
   billing_mode = "PAY_PER_REQUEST"
   hash_key     = "window"
   range_key    = "entry"

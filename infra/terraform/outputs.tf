@@ -74,7 +74,7 @@ output "checkpoint_table_name" {
 }
 
 output "expiry_index_table_name" {
-  description = "With follow_stream: the expiry index table, for ttl-sweeper backfill --expiry-index-table."
+  description = "With follow_stream: the expiry index table, <name>-expiry-index-<Region> (each Region's its own), for ttl-sweeper backfill --expiry-index-table."
   value       = one(aws_dynamodb_table.expiry_index[*].name)
 }
 

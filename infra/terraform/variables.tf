@@ -15,7 +15,7 @@ variable "table_name" {
 }
 
 variable "name" {
-  description = "Prefix of the names of everything the module creates (the function is named this, the stream indexer this plus -stream-indexer). Null: ttl-sweeper-<table_name>, dots replaced by dashes, cut to 48 characters."
+  description = "Prefix of the names of everything the module creates (the function is named this, the stream indexer this plus -stream-indexer, the expiry index table this plus -expiry-index-<Region>). Null: ttl-sweeper-<table_name>, dots replaced by dashes, cut to 48 characters. Sweepers of one table in several Regions of one account need one each (e.g. with the Region in it): IAM role and CloudWatch dashboard names are account-wide."
   type        = string
   default     = null
 

@@ -239,6 +239,13 @@ test('LeaderLease: the values the template allows are leases the construct accep
     assert.doesNotThrow(() => synthCheckpointed({ ...props, leaderLease: Duration.seconds(120) }), `TickSeconds ${tick}`);
   }
   assert.throws(() => synthCheckpointed({ tickSeconds: undefined, leaderLease: Duration.seconds(119) }), /at least two schedule periods/);
+  // The floor is the template's, not the binary's (5 s): two of its one-minute schedule periods,
+  // since the pattern cannot depend on TickSeconds. The description and docs/deploying.md say so.
+  assert.equal(template.Resources.Function.Properties.Environment.Variables.SCHEDULE_SECONDS, '60');
+  assert.equal(template.Resources.Schedule.Properties.ScheduleExpression, 'rate(1 minute)');
+  assert.match(template.Parameters.LeaderLease.Description, /binary takes 5 to 3600.*every minute.*cannot depend on TickSeconds/s);
+  const deploying = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'deploying.md'), 'utf8');
+  assert.match(deploying, /`LeaderLease` \(`off`, or whole seconds from 120 to 3600\)[^]*?floor is 120 because its schedule runs every minute/);
   const rule = template.Rules.CheckpointForLeaderLease;
   assert.deepEqual(rule.RuleCondition, { 'Fn::Not': [{ 'Fn::Equals': [{ Ref: 'LeaderLease' }, 'off'] }] });
   assert.deepEqual(rule.Assertions[0].Assert, { 'Fn::Not': [{ 'Fn::Equals': [{ Ref: 'CheckpointTable' }, ''] }] });

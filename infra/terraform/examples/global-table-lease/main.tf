@@ -95,27 +95,30 @@ resource "aws_dynamodb_table" "checkpoints" {
 }
 
 # Every Region's sweeper of the table configured alike: a sweeper that finds the lease held with
-# another layout stands by and raises LeaseLayoutMismatch.
+# another layout stands by and raises LeaseLayoutMismatch. Each has a name of its own, with its
+# Region: IAM role and CloudWatch dashboard names are account-wide.
 module "sweeper_primary" {
   source    = "../.."
   providers = { aws = aws.primary }
 
+  name                   = "ttl-sweeper-sessions-${local.primary_region}"
   table_name             = aws_dynamodb_table.sessions.name
   local_existing_package = local.lambda_zip
   tick_seconds           = 1
   delete_mode            = "conditional"
   checkpoint_table_name  = aws_dynamodb_table.checkpoints.name
-  leader_lease_seconds   = 10
+  leader_lease_seconds   = 60 # how long expiry may pause when a Region fails: 30-60 s suits most tables
 }
 
 module "sweeper_secondary" {
   source    = "../.."
   providers = { aws = aws.secondary }
 
+  name                   = "ttl-sweeper-sessions-${local.secondary_region}"
   table_name             = aws_dynamodb_table.sessions.name
   local_existing_package = local.lambda_zip
   tick_seconds           = 1
   delete_mode            = "conditional"
   checkpoint_table_name  = aws_dynamodb_table.checkpoints.name
-  leader_lease_seconds   = 10
+  leader_lease_seconds   = 60
 }
