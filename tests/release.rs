@@ -153,3 +153,38 @@ fn without_default_features_the_crate_is_the_helper_library_alone() {
         assert!(there, "{name} missing from the default tree");
     }
 }
+
+/// The alarms' links to docs/alarms.md (the construct's, the SAM template's, the Terraform
+/// module's) name the page as of this release, in the crate's repository: an operator at 3 a.m.
+/// reads the runbook of the version deployed, not of whatever `main` holds then.
+#[test]
+fn the_alarm_links_name_this_release_s_page() {
+    let repository = toml_field("Cargo.toml", "repository");
+    let want = format!("{repository}/blob/v{VERSION}/docs/alarms.md");
+    for path in [
+        "infra/src/alarms.ts",
+        "infra/sam/template.yaml",
+        "infra/terraform/main.tf",
+    ] {
+        let text = read(path);
+        let links: Vec<&str> = (text.split("https://").skip(1))
+            .map(|rest| rest.split(['\'', '"', ' ', '\n']).next().unwrap())
+            .filter(|link| link.ends_with("docs/alarms.md"))
+            .collect();
+        assert!(!links.is_empty(), "{path} links to no docs/alarms.md");
+        for link in links {
+            assert_eq!(format!("https://{link}"), want, "{path}");
+        }
+    }
+}
+
+/// The `<name> = "..."` line of Cargo.toml's `[package]`.
+fn toml_field(path: &str, name: &str) -> String {
+    let text = read(path);
+    let prefix = format!("{name} = \"");
+    (text.lines())
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("{path} has no {name}"))
+        .to_owned()
+}

@@ -18,9 +18,11 @@ import type { SweeperView } from './sweeper-view';
 /**
  * The page that says, for each alarm, what it means, what to check and what to do: each alarm's
  * description links to its section, `#<the alarm's id, in lower case>` (the SAM template's
- * descriptions link to the same, from its `Docs` mapping).
+ * descriptions link to the same, from its `Docs` mapping). The page as of this release: its tag,
+ * `v<version>` (docs/releasing.md), in the repository Cargo.toml names; tests/release.rs holds
+ * this link, the SAM template's and the Terraform module's to both.
  */
-export const ALARMS_DOC_URL = 'https://github.com/ttl-sweeper/ttl-sweeper/blob/main/docs/alarms.md';
+export const ALARMS_DOC_URL = 'https://github.com/ttl-sweeper/ttl-sweeper/blob/v0.1.0/docs/alarms.md';
 
 /** `text`, then the link to the section of docs/alarms.md on the alarm `id`. */
 export function alarmDescription(text: string, id: string): string {

@@ -760,7 +760,7 @@ resource "aws_sns_topic_subscription" "alarm_emails" {
 # Sum over 60 s, one evaluation period, above 0, missing data not breaching.
 locals {
   # Each alarm's description links to its section of docs/alarms.md: cause and action.
-  alarms_doc_url = "https://github.com/ttl-sweeper/ttl-sweeper/blob/main/docs/alarms.md"
+  alarms_doc_url = "https://github.com/ttl-sweeper/ttl-sweeper/blob/v0.1.0/docs/alarms.md"
   alarms = [for alarm in [
     {
       key         = "function_errors"
