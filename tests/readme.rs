@@ -1272,3 +1272,46 @@ fn the_crate_map_names_every_module() {
         "src/lib.rs's map leaves out {missing:?}"
     );
 }
+
+/// Figures that two or more documents quote outside the generated sections, each held in all
+/// of its places: a figure changed in one place and not the others fails here. (The generated
+/// blocks and the choices page have tests of their own above.)
+#[test]
+fn figures_quoted_in_several_docs_agree() {
+    let bench = "docs/BENCHMARKS.md";
+    let quoted: &[(&str, &[&str])] = &[
+        // make dist's and make image's time, as make install-test and make image measured them.
+        ("about 11 minutes", &["README.md", "docs/releasing.md"]),
+        (
+            "about 6 minutes per architecture",
+            &["docs/container.md", "docs/releasing.md"],
+        ),
+        // The daemon's host the cost model assumes, and the container page's task.
+        ("0.25 vCPU and 1 GB", &[bench, "docs/container.md"]),
+        // A pack of one key, counted (section 3), and design.md's account of it.
+        ("143.6", &[bench, "docs/design.md"]),
+        ("144 bytes", &[bench, "docs/design.md"]),
+        // The fleet page's prices, from the cost model.
+        ("$5.05", &[bench, "docs/choosing.md", "docs/fleet.md"]),
+        ("$0.30", &[bench, "docs/fleet.md"]),
+        ("$0.10", &[bench, "docs/fleet.md"]),
+        ("$3.00", &[bench, "docs/fleet.md"]),
+        // A vCPU's memory, and the planning latency of a BatchWriteItem.
+        ("1,769 MB", &[bench, "docs/scaling.md"]),
+        ("~20 ms each", &[bench]),
+        ("20 ms for a 25-key", &["docs/scaling.md"]),
+    ];
+    let mut missing = Vec::new();
+    for (figure, docs) in quoted {
+        for doc in *docs {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(doc);
+            // As read: a line break is a space.
+            let text = std::fs::read_to_string(path).unwrap();
+            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            if !text.contains(figure) {
+                missing.push(format!("{doc} lacks {figure:?}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{missing:#?}");
+}
