@@ -320,6 +320,7 @@ impl Config {
                 table: table.clone(),
                 id: self.checkpoint_id(self.shard_range),
                 start_from: self.shard_range.map(|_| self.checkpoint_id(None)),
+                stream_id: format!("{}#stream", self.checkpoint_id(None)),
             }),
             shard_range: self.shard_range,
             max_catchup_seconds: self.max_catchup_seconds,
@@ -333,7 +334,9 @@ impl Config {
     /// other's checkpoint. `<table>/<index>` (the GSI's name, or `table:<name>` for an expiry
     /// index table), then for other than the default layout (60 s windows, one shard)
     /// `/<width>s/<shards>shards`, and for a shard range short of all shards `/range<a>-<b>`. A
-    /// range starts from the whole table's item until it has its own.
+    /// range starts from the whole table's item until it has its own. The checkpoint table's
+    /// other items are named here too: the stream position, `<the whole table's id>#stream`
+    /// ([`Config::sweep_options`]), and the leases ([`Config::lease`]).
     fn checkpoint_id(&self, range: Option<ShardRange>) -> String {
         let mut id = match &self.expiry_index_table {
             Some(table) => format!("{}/table:{table}", self.table_name),
@@ -693,5 +696,9 @@ mod tests {
         let start_from = |range: &str| config(range).sweep_options().checkpoint.unwrap().start_from;
         assert_eq!(start_from("4-7"), Some(id("all")));
         assert_eq!(start_from("all"), None);
+        // The stream position is one per table, whatever range this process sweeps.
+        let stream = |range: &str| config(range).sweep_options().checkpoint.unwrap().stream_id;
+        assert_eq!(stream("4-7"), format!("{}#stream", id("all")));
+        assert_eq!(stream("all"), stream("0-3"));
     }
 }

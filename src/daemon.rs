@@ -93,10 +93,8 @@ impl Follow<DynamoStore> for Following {
     /// The table's stream, its position saved beside the checkpoint: one position per table,
     /// whatever shard range this process sweeps.
     async fn open(&self, sweeper: &Sweeper<DynamoStore>) -> Result<Follower, FollowError> {
-        let saved_at = sweeper.options().checkpoint.as_ref().map(|c| {
-            let id = c.start_from.as_ref().unwrap_or(&c.id);
-            (c.table.clone(), format!("{id}#stream"))
-        });
+        let checkpoint = sweeper.options().checkpoint.as_ref();
+        let saved_at = checkpoint.map(|c| (c.table.clone(), c.stream_id.clone()));
         let (store, schema) = (sweeper.store(), sweeper.schema());
         let streams = self.streams.clone();
         Follower::open(store, streams, schema, saved_at, self.gathering).await

@@ -232,6 +232,7 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
             table: "state".into(),
             id: "sessions/expirationWindowIndex".into(),
             start_from: None,
+            stream_id: "sessions/expirationWindowIndex#stream".into(),
         }),
         ..SweepOptions::default()
     };

@@ -93,6 +93,7 @@ fn checkpointed(lookback: u32) -> SweepOptions {
             table: "checkpoints".into(),
             id: "sessions#expiry".into(),
             start_from: None,
+            stream_id: "sessions#expiry#stream".into(),
         }),
         ..SweepOptions::default()
     }

@@ -15,6 +15,9 @@ pub struct Checkpoint {
     /// Another item to start from while `id` does not exist yet: for a shard range, the whole
     /// table's, whose every shard was swept completely up to its boundary. Only read, never moved.
     pub start_from: Option<String>,
+    /// The item of the table's stream position (`run --follow-stream`): one per table, whatever
+    /// shard range this process sweeps.
+    pub stream_id: String,
 }
 
 /// The windows one sweep reads.
