@@ -268,6 +268,11 @@ async fn the_endpoint_counts_every_sweep_and_holds_each_period_in_its_gauges() {
         let health: Value = serde_json::from_str(&body).unwrap();
         let after = daemon::UNHEALTHY_PERIODS as f64 * PERIOD.as_secs_f64();
         assert_eq!(health["unhealthy_after_seconds"], after, "{health}");
+        // Three periods without a successful sweep of the table that does not open, by the
+        // runtime's clock (paused here): unhealthy.
+        tokio::time::sleep(daemon::UNHEALTHY_PERIODS * PERIOD).await;
+        let (status, body) = get("/healthz").await;
+        assert_eq!(status, 503, "{body}");
     };
     let clock = clock();
     daemon::run(&tables, &clock, options, script).await.unwrap();
