@@ -21,13 +21,15 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/image-test.XXXXXX")
 ddb_state="$work/dynamodb-local"
 pids=()
 cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   [ -f "$ddb_state/pid" ] && scripts/dynamodb-local.sh stop "$ddb_state" || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 fail() { echo "image-test: $*" >&2; exit 1; }
-chroot=$(command -v chroot)
+# chroot and unpacking with the layers' owners need root.
+[ "$(id -u)" = 0 ] || fail "runs as root (chroot, umoci unpack): sudo make image-test"
+chroot=$(command -v chroot) || fail "chroot (coreutils) is missing"
 
 check_config() { # arch archive
   skopeo inspect --config "oci-archive:$2" >"$work/config-$1.json"

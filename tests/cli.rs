@@ -660,7 +660,7 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
     assert_eq!(health["status"], "unhealthy", "{health}");
     assert_eq!(health["unhealthy_after_seconds"], 3.0, "{health}");
     // `ttl-sweeper health`, a container's health check, says the same: exit 1, and 0 while it
-    // was healthy (above); 2 for an address nothing serves.
+    // was healthy (above); 3 for an address nothing serves.
     let probe = |addr: String| {
         let out = cli().args(["health", "--addr", &addr]).output().unwrap();
         (
@@ -671,7 +671,7 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
     let (code, said) = probe(format!("127.0.0.1:{port}"));
     assert_eq!(code, Some(1), "{said}");
     assert!(said.contains("\"status\":\"unhealthy\""), "{said}");
-    assert_eq!(probe(format!("127.0.0.1:{}", free_port())).0, Some(2));
+    assert_eq!(probe(format!("127.0.0.1:{}", free_port())).0, Some(3));
     let (_, text) = http_get(port, "/metrics").unwrap();
     let failed = sample(&text, "ttl_sweeper_sweeps_failed_total", &table).unwrap_or(0.0);
     assert!(failed >= 3.0, "{text}");

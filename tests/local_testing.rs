@@ -73,30 +73,52 @@ async fn the_rust_fixture_expires_items_on_time_and_moves_the_clock_forward() {
 }
 
 /// Runs `program args` in `dir` against the test server, as a user's suite runs; prints its time.
+/// Its output goes to files, not pipes (a sweeper a failed suite left running would hold a pipe
+/// open), and it is killed past [`SUITE_LIMIT`].
 fn run_suite(name: &str, dir: &Path, program: &Path, args: &[&str]) {
     assert!(
         program.exists(),
         "{} is not installed: `make local-testing-tools` (part of `make test`) installs it",
         program.display()
     );
+    let logs = std::env::temp_dir().join(format!("local-testing-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&logs).unwrap();
+    let file = |n: &str| std::fs::File::create(logs.join(n)).unwrap();
     let started = Instant::now();
-    let out = Command::new(program)
+    let mut child = Command::new(program)
         .args(args)
         .current_dir(dir)
         .env("DYNAMODB_ENDPOINT", endpoint())
         .env("TTL_SWEEPER", BIN)
-        .output()
+        .stdin(std::process::Stdio::null())
+        .stdout(file("stdout"))
+        .stderr(file("stderr"))
+        .spawn()
         .unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > SUITE_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     let elapsed = started.elapsed().as_secs_f64();
-    let said = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    let (stdout, stderr) = (said(&out.stdout), said(&out.stderr));
-    assert!(
-        out.status.success(),
-        "{name}: {}\n{stdout}\n{stderr}",
-        out.status
-    );
+    let said = |n: &str| std::fs::read_to_string(logs.join(n)).unwrap_or_default();
+    let (stdout, stderr) = (said("stdout"), said("stderr"));
+    let _ = std::fs::remove_dir_all(&logs);
+    let Some(status) = status else {
+        panic!("{name}: still running after {SUITE_LIMIT:?}\n{stdout}\n{stderr}");
+    };
+    assert!(status.success(), "{name}: {status}\n{stdout}\n{stderr}");
     println!("local testing: {name} suite: 2 tests in {elapsed:.1} s");
 }
+
+/// The longest a fixture's suite may take (it takes about 2 s).
+const SUITE_LIMIT: Duration = Duration::from_secs(120);
 
 #[test]
 fn the_jest_fixture_runs() {
@@ -236,5 +258,89 @@ fn the_page_s_fixtures_are_the_files_run() {
         stale.is_empty(),
         "{PAGE} copies these files differently (UPDATE_DOCS=1 cargo test --test suite \
          local_testing:: rewrites them): {stale:?}"
+    );
+}
+
+/// `run --local` rides out what a suite's server does to it: DescribeTable failing with 500s
+/// (past the SDK's own retries) is logged and tried again at the next tick, not the end of the
+/// run; a table dropped and created again with another key is opened again, proved local again
+/// and swept with its new key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_local_rides_out_a_failing_server_and_a_table_created_again() {
+    use crate::support::fault_proxy::{Fault, FaultProxy, Plan};
+    use aws_sdk_dynamodb::types::ScalarAttributeType;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let failed = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = failed.clone();
+    let plan = Plan::script(move |op, _| {
+        let fail = op == "DescribeTable" && counter.fetch_add(1, SeqCst) < 8;
+        fail.then_some(Fault::Status(500))
+    });
+    let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(2), plan).await;
+    let client = client().await;
+    let table = table_name("local-ttl-again");
+    create_table(&client, &TableSpec::simple(&table)).await;
+    put(&client, &table, "expired", now() - 1).await;
+
+    let logs = std::env::temp_dir().join(format!("{table}.log"));
+    let mut run = Command::new(BIN);
+    run.env_clear()
+        .envs(LOCAL_AWS_ENV)
+        .env("AWS_ENDPOINT_URL", &proxy.endpoint);
+    run.args(["run", "--local", "--every", "200ms", "--table-name", &table]);
+    let run = run
+        .stderr(std::fs::File::create(&logs).unwrap())
+        .spawn()
+        .unwrap();
+    let mut child = ChildGuard(run);
+    let gone = |client: &Client, id: &'static str| {
+        let (client, table) = (client.clone(), table.clone());
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while present(&client, &table, id).await && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            !present(&client, &table, id).await
+        }
+    };
+    assert!(gone(&client, "expired").await, "not swept after the 500s");
+    assert!(failed.load(SeqCst) >= 8, "the 500s were sent");
+
+    // Dropped and created again with a sort key: swept with it.
+    client
+        .delete_table()
+        .table_name(&table)
+        .send()
+        .await
+        .unwrap();
+    let mut spec = TableSpec::simple(&table);
+    spec.sort = Some(("sk", ScalarAttributeType::S));
+    create_table(&client, &spec).await;
+    let item = client
+        .put_item()
+        .table_name(&table)
+        .item("id", AV::S("again".into()));
+    let item = item
+        .item("sk", AV::S("a".into()))
+        .item("ttl", AV::N((now() - 1).to_string()));
+    item.send().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let left = || async {
+        let get = client.get_item().table_name(&table).consistent_read(true);
+        let get = get
+            .key("id", AV::S("again".into()))
+            .key("sk", AV::S("a".into()));
+        get.send().await.unwrap().item.is_some()
+    };
+    while left().await && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!left().await, "the table created again was not swept");
+    assert!(child.0.try_wait().unwrap().is_none(), "the run ended");
+    let log = std::fs::read_to_string(&logs).unwrap_or_default();
+    let _ = std::fs::remove_file(&logs);
+    assert!(
+        log.contains("sweep failed; tried again at the next tick"),
+        "{log}"
     );
 }

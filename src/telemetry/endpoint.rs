@@ -313,11 +313,14 @@ pub async fn serve(
     }
 }
 
+/// The most of an answer's body [`probe`] reads: `/healthz`'s is under 200 bytes.
+pub const PROBE_BODY_LIMIT: usize = 64 * 1024;
+
 /// `ttl-sweeper health`: asks the endpoint at `addr` for `/healthz` within `timeout`; its status
 /// and body. For a container's health check where no HTTP client is installed (the image has
 /// nothing but the binary).
 pub async fn probe(addr: SocketAddr, timeout: Duration) -> std::io::Result<(StatusCode, String)> {
-    use http_body_util::{BodyExt, Empty};
+    use http_body_util::{BodyExt, Empty, Limited};
     let failed = |what: &str, e: &dyn std::fmt::Display| {
         std::io::Error::other(format!("http://{addr}/healthz: {what}: {e}"))
     };
@@ -334,8 +337,11 @@ pub async fn probe(addr: SocketAddr, timeout: Duration) -> std::io::Result<(Stat
             .expect("a request from a valid path and header");
         let response = (sender.send_request(request).await).map_err(|e| failed("request", &e))?;
         let status = response.status();
-        let body = response.into_body().collect().await;
-        let body = body.map_err(|e| failed("body", &e))?.to_bytes();
+        // The answer of another server on that port is not read past a bound.
+        let body = Limited::new(response.into_body(), PROBE_BODY_LIMIT)
+            .collect()
+            .await;
+        let body = body.map_err(|e| failed("body", &*e))?.to_bytes();
         Ok((status, String::from_utf8_lossy(&body).into_owned()))
     };
     match tokio::time::timeout(timeout, asked).await {

@@ -340,8 +340,12 @@ pub async fn audit(
         &schema.table_name,
         positions,
         &item_attributes(schema),
-        // Pages no larger than the sample, so that a small one is not a table's worth of pages.
-        sample.map(|n| n.clamp(1, 1000) as i32),
+        // Pages no larger than each segment's share of the sample: every segment reads a page
+        // before it sees the sample reached, so the read stops within about twice the sample.
+        sample.map(|n| {
+            n.div_ceil(u64::from(segments.clamp(1, MAX_SEGMENTS)))
+                .clamp(1, 1000) as i32
+        }),
         limit,
         |page: ScanPageOf| {
             let total = &total;

@@ -26,18 +26,21 @@ pub const DYNAMODB_LOCAL_REGION: &str = "ddblocal";
 /// The account that LocalStack's table ARNs name by default (no AWS account has this number).
 pub const LOCAL_ACCOUNT: &str = "000000000000";
 
+/// The operation named by the refusal of a table no local server's ARN proves.
+const OPEN: &str = "local test server check";
+
 /// A test server, as a table's ARN proves it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LocalServer {
     /// Amazon DynamoDB Local: the ARN's Region is `ddblocal`.
     DynamodbLocal,
-    /// LocalStack (or another emulator): the ARN's account is `000000000000`.
+    /// LocalStack: the ARN's account is `000000000000`.
     Emulator,
 }
 
 /// Which test server the table ARN `arn` proves, if any: DynamoDB Local's name the Region
-/// `ddblocal`; LocalStack's (and moto's) the account `000000000000`, which no AWS account has.
+/// `ddblocal`; LocalStack's the account `000000000000` (its default), which no AWS account has.
 pub fn local_server(arn: &str) -> Option<LocalServer> {
     let mut parts = arn.split(':');
     let (Some("arn"), Some(_partition), Some("dynamodb"), Some(region), Some(account)) = (
@@ -83,7 +86,7 @@ pub async fn open(
              LocalStack's the account {LOCAL_ACCOUNT}. The endpoint's address proves nothing \
              (a port-forward can reach real DynamoDB)"
         );
-        return Err(StoreError::new(ErrorKind::Other, "DescribeTable", message));
+        return Err(StoreError::new(ErrorKind::Other, OPEN, message));
     };
     let (name, ttl_attribute) = (table.to_owned(), ttl_attribute.to_owned());
     Ok(LocalTable {
@@ -129,8 +132,9 @@ pub async fn sweep(
         ..LocalReport::default()
     };
     let mut attributes = table.key.clone();
-    attributes.push(table.ttl_attribute.clone());
-    attributes.dedup();
+    if !attributes.contains(&table.ttl_attribute) {
+        attributes.push(table.ttl_attribute.clone());
+    }
     let mut start = None;
     loop {
         let page = store
@@ -181,52 +185,69 @@ fn expired(
     Some((key?, AttributeValue::N(text.clone())))
 }
 
-/// `run --local`: sweeps each of `tables` as of `now()` every `every` until `shutdown`. A table
-/// not there yet (a suite creates its tables after the sweeper starts) is looked for again at
-/// every tick; a table that is not a local server's, or an error of the server, ends the run.
-/// Returns the sweeps' totals per table.
+/// `run --local`: sweeps each of `tables` as of `now()` every `every` until `shutdown`, opening
+/// each again before every sweep, so that a table dropped and created again between tests is
+/// proved local and read with its key as it is now. A table not there yet (a suite creates its
+/// tables after the sweeper starts) is looked for again at the next tick, and so is one whose
+/// sweep failed on the way (a server not listening yet, a 5xx): logged, never silently. A table
+/// that is not a local server's ends the run. Returns the sweeps' totals per table, and the error
+/// that ended the run, if one did; a shutdown stops a sweep under way (each delete is conditional,
+/// so one cut short deletes nothing it should not).
 pub async fn run(
     store: &DynamoStore,
     tables: &[(String, String)],
     every: Duration,
     now: impl Fn() -> Timestamp,
     shutdown: impl std::future::Future,
-) -> Result<Vec<LocalReport>, StoreError> {
-    let mut opened: Vec<Option<LocalTable>> = vec![None; tables.len()];
+) -> (Vec<LocalReport>, Result<(), StoreError>) {
     let mut totals: Vec<LocalReport> = (tables.iter())
         .map(|(name, _)| LocalReport {
             table: name.clone(),
             ..LocalReport::default()
         })
         .collect();
+    // The last failure logged per table, so that a server down for minutes logs once, not at
+    // every tick.
+    let mut failing: Vec<Option<String>> = vec![None; tables.len()];
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            _ = &mut shutdown => return Ok(totals),
+            biased;
+            _ = &mut shutdown => return (totals, Ok(())),
             _ = ticks.tick() => {}
         }
         for (i, (name, ttl_attribute)) in tables.iter().enumerate() {
-            if opened[i].is_none() {
-                match open(store, name, ttl_attribute).await {
-                    Ok(table) => {
-                        tracing::info!(table = %name, server = ?table.server, "sweeping a local test server's table");
-                        opened[i] = Some(table);
+            let swept = async {
+                let table = open(store, name, ttl_attribute).await?;
+                sweep(store, &table, now()).await
+            };
+            let swept = tokio::select! {
+                biased;
+                _ = &mut shutdown => return (totals, Ok(())),
+                swept = swept => swept,
+            };
+            match swept {
+                Ok(report) => {
+                    if failing[i].take().is_some() {
+                        tracing::info!(table = %name, "sweeping again");
                     }
-                    Err(e) if e.kind == ErrorKind::NotFound => {
-                        tracing::debug!(table = %name, "the table does not exist yet");
-                        continue;
-                    }
-                    Err(e) => return Err(e),
+                    add(&mut totals[i], &report);
                 }
-            }
-            let table = opened[i].as_ref().expect("opened above");
-            match sweep(store, table, now()).await {
-                Ok(report) => add(&mut totals[i], &report),
-                // Dropped by the suite between tests: looked for again at the next tick.
-                Err(e) if e.kind == ErrorKind::NotFound => opened[i] = None,
-                Err(e) => return Err(e),
+                Err(e) if e.kind == ErrorKind::NotFound => {
+                    tracing::debug!(table = %name, "the table does not exist (yet)");
+                }
+                Err(e) if e.kind == ErrorKind::Other && e.operation == OPEN => {
+                    return (totals, Err(e));
+                }
+                Err(e) => {
+                    let said = e.to_string();
+                    if failing[i].as_ref() != Some(&said) {
+                        tracing::warn!(table = %name, error = %said, "sweep failed; tried again at the next tick");
+                    }
+                    failing[i] = Some(said);
+                }
             }
         }
     }

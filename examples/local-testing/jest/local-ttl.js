@@ -30,7 +30,11 @@ function startLocalTtl({ endpoint, table }) {
     stop() {
       return new Promise((resolve) => {
         if (child.exitCode !== null) return resolve();
-        child.once("exit", resolve);
+        const kill = setTimeout(() => child.kill("SIGKILL"), 10_000);
+        child.once("exit", () => {
+          clearTimeout(kill);
+          resolve();
+        });
         child.kill("SIGTERM");
       });
     },

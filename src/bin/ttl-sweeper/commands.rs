@@ -81,44 +81,51 @@ pub(crate) async fn sweep(
 }
 
 /// `ttl-sweeper sweep --local`: one [`local::sweep`] of every table as of `at` (RFC 3339; ahead of
-/// the clock too) or the clock, each table refused unless its ARN proves a local test server.
+/// the clock too) or the clock, each table refused unless its ARN proves a local test server;
+/// each table's report printed as soon as it is swept, so that a later table's failure leaves
+/// the earlier ones' deletions reported.
 pub(crate) async fn sweep_local(
     configs: &[Config],
     at: Option<&str>,
     wall: impl Fn() -> Timestamp,
     aws: impl Future<Output = anyhow::Result<Target>>,
-) -> anyhow::Result<Vec<local::LocalReport>> {
+) -> anyhow::Result<()> {
     let at = at.map(parse_time).transpose().context("--at")?;
     let at = at.unwrap_or_else(wall);
     local_only(configs)?;
     let target = aws.await?;
     let store = store::DynamoStore::from_env().await;
-    let mut reports = Vec::with_capacity(configs.len());
     for config in configs {
-        let table = local::open(&store, &config.table_name, &config.ttl_attribute).await;
-        let table = table.map_err(|e| target.explain(e))?;
-        let report = local::sweep(&store, &table, at).await;
-        reports.push(report.map_err(|e| target.explain(e))?);
+        let swept = async {
+            let table = local::open(&store, &config.table_name, &config.ttl_attribute).await?;
+            local::sweep(&store, &table, at).await
+        };
+        let report = swept.await.map_err(|e| target.explain(e))?;
+        println!("{}", serde_json::to_string(&report)?);
     }
-    Ok(reports)
+    Ok(())
 }
 
-/// `ttl-sweeper run --local`: [`local::run`] over every table until `shutdown`; the totals.
+/// `ttl-sweeper run --local`: [`local::run`] over every table until `shutdown`; prints each
+/// table's totals, also when an error ended the run.
 pub(crate) async fn run_local(
     configs: &[Config],
     every: Duration,
     wall: impl Fn() -> Timestamp,
     aws: impl Future<Output = anyhow::Result<Target>>,
     shutdown: impl Future,
-) -> anyhow::Result<Vec<local::LocalReport>> {
+) -> anyhow::Result<()> {
     local_only(configs)?;
     let target = aws.await?;
     let store = store::DynamoStore::from_env().await;
     let tables: Vec<(String, String)> = (configs.iter())
         .map(|c| (c.table_name.clone(), c.ttl_attribute.clone()))
         .collect();
-    let totals = local::run(&store, &tables, every, wall, shutdown).await;
-    totals.map_err(|e| target.explain(e))
+    let (totals, ended) = local::run(&store, &tables, every, wall, shutdown).await;
+    for report in totals {
+        println!("{}", serde_json::to_string(&report)?);
+    }
+    ended.map_err(|e| target.explain(e))
 }
 
 /// Refuses what `--local` does not do, rather than leave it undone silently: expiry events.

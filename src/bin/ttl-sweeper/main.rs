@@ -68,7 +68,7 @@ enum Command {
     /// past the thresholds.
     Audit(Box<AuditArgs>),
     /// Ask a running `run --metrics-addr` for /healthz: prints its answer; exits 0 if healthy
-    /// (200), 1 if not, 2 if it cannot be reached. A container's health check (the image holds
+    /// (200), 1 if not, 3 if it cannot be reached. A container's health check (the image holds
     /// no HTTP client).
     Health {
         /// The address `run --metrics-addr` serves.
@@ -132,7 +132,6 @@ fn parse_hold_entries(text: &str) -> Result<usize, String> {
     }
 }
 
-/// `--max-expired-age`: a duration such as `5m`, or seconds.
 /// `health --timeout`: from 100 ms to a minute (a health check's own timeout is seconds).
 fn parse_probe_timeout(text: &str) -> Result<Duration, String> {
     parse_duration(text)
@@ -140,6 +139,7 @@ fn parse_probe_timeout(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{text:?}: expected a duration from 100ms to 60s, e.g. `5s`"))
 }
 
+/// `--max-expired-age`: a duration such as `5m`, or seconds.
 fn parse_age(text: &str) -> Result<Duration, String> {
     parse_duration(text).ok_or_else(|| format!("{text:?}: expected a duration such as 5m"))
 }
@@ -369,24 +369,25 @@ async fn dispatch(command: Command, profile: Option<&str>) -> anyhow::Result<Exi
             Ok(ExitCode::SUCCESS)
         }
         Command::Health { addr, timeout } => {
-            let (status, body) = telemetry::endpoint::probe(addr, timeout).await?;
-            println!("{}", body.trim_end());
-            Ok(exit_status(status == hyper::StatusCode::OK))
+            match telemetry::endpoint::probe(addr, timeout).await {
+                Ok((status, body)) => {
+                    println!("{}", body.trim_end());
+                    Ok(exit_status(status == hyper::StatusCode::OK))
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Ok(ExitCode::from(aws::UNREACHABLE))
+                }
+            }
         }
         Command::Sweep(args) if args.local => {
             let configs = args.settings.validate_tables()?;
-            let reports = commands::sweep_local(&configs, args.at.as_deref(), wall_clock, aws);
-            for report in reports.await? {
-                println!("{}", serde_json::to_string(&report)?);
-            }
+            commands::sweep_local(&configs, args.at.as_deref(), wall_clock, aws).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(args) if args.local => {
             let configs = args.settings.validate_tables()?;
-            let totals = commands::run_local(&configs, args.every, wall_clock, aws, signal());
-            for report in totals.await? {
-                println!("{}", serde_json::to_string(&report)?);
-            }
+            commands::run_local(&configs, args.every, wall_clock, aws, signal()).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Sweep(args) => {
