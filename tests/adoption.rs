@@ -743,3 +743,109 @@ fn between<'a>(text: &'a str, start: &str, end: &str) -> Option<&'a str> {
     let to = text[from..].find(end)? + from;
     Some(&text[from..to])
 }
+
+/// The AWS CLI lines the README's step 1 gives (native TTL, the stream, the GSI) and those of
+/// docs/upgrading.md's "Removing it" (native TTL, dropping the GSI, turning the stream off), run
+/// as written with the AWS CLI against DynamoDB Local, the table's name aside; each one's effect
+/// is read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aws_cli_lines_of_step_1_and_of_removing_it_run_as_written() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let aws = root.join(".tools/awscli/bin");
+    assert!(aws.join("aws").exists(), "the AWS CLI: `make tools`");
+    let client = client().await;
+    let table = new_table(&client, "cli_lines", |t| t.index = false).await;
+    let run = |script: &str| {
+        let script = script.replace("--table-name sessions", &format!("--table-name {table}"));
+        let path = format!(
+            "{}:{}",
+            aws.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut cmd = Command::new("bash");
+        cmd.args(["-euo", "pipefail", "-c", &script]).env_clear();
+        cmd.envs(support::LOCAL_AWS_ENV.iter().copied());
+        cmd.env("PATH", path).env("AWS_ENDPOINT_URL", endpoint());
+        cmd.env("AWS_DEFAULT_REGION", "us-east-1");
+        let out = cmd.output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{script}\n{said}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let describe = || async {
+        let out = client
+            .describe_table()
+            .table_name(&table)
+            .send()
+            .await
+            .unwrap();
+        out.table.unwrap()
+    };
+    let ttl_on = || async {
+        let ttl = client
+            .describe_time_to_live()
+            .table_name(&table)
+            .send()
+            .await
+            .unwrap();
+        let ttl = ttl.time_to_live_description.unwrap();
+        ttl.attribute_name().map(str::to_owned)
+    };
+
+    // Step 1: every ```sh block of it, in order.
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let step = between(&readme, "1. **Prepare the table**", "2. **Bootstrap**").unwrap();
+    let blocks: Vec<&str> = step
+        .split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect();
+    assert_eq!(blocks.len(), 3, "native TTL, the stream, the GSI");
+    for block in &blocks {
+        run(block);
+    }
+    assert_eq!(ttl_on().await.as_deref(), Some("ttl"));
+    let described = describe().await;
+    let stream = described.stream_specification().map(|s| s.stream_enabled());
+    assert_eq!(stream, Some(true));
+    let indexes: Vec<&str> = (described.global_secondary_indexes())
+        .iter()
+        .filter_map(|i| i.index_name())
+        .collect();
+    assert_eq!(indexes, ["expirationWindowIndex"]);
+
+    // Removing it: the `aws dynamodb ...` spans of the section (line breaks are spaces), but
+    // `delete-table`, which names no table there.
+    let upgrading = std::fs::read_to_string(root.join("docs/upgrading.md")).unwrap();
+    let section = upgrading.split("## Removing it").nth(1).unwrap();
+    let section = section.split("\n## ").next().unwrap().replace('\n', " ");
+    let lines: Vec<&str> = (section.split('`'))
+        .filter(|s| s.starts_with("aws dynamodb ") && !s.contains("delete-table"))
+        .collect();
+    let [check, enable, drop_gsi, stream_off] = lines[..] else {
+        panic!("the TTL check, turning it on, dropping the GSI, the stream off: {lines:?}");
+    };
+    // The check says what the section says it says; turning TTL on is step 1's line, which
+    // fails on a table where it is on already (as the section warns).
+    let said = run(check);
+    assert!(said.contains("\"TimeToLiveStatus\": \"ENABLED\""), "{said}");
+    assert!(said.contains("\"AttributeName\": \"ttl\""), "{said}");
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(words(enable), words(blocks[0]));
+    for line in [drop_gsi, stream_off] {
+        run(line);
+    }
+    let described = describe().await;
+    let stream = described.stream_specification().map(|s| s.stream_enabled());
+    assert_ne!(stream, Some(true), "the stream is off");
+    let left = (described.global_secondary_indexes().iter())
+        .filter(|i| {
+            !matches!(
+                i.index_status(),
+                Some(aws_sdk_dynamodb::types::IndexStatus::Deleting)
+            )
+        })
+        .count();
+    assert_eq!(left, 0, "the GSI is gone");
+    assert_eq!(ttl_on().await.as_deref(), Some("ttl"));
+}
