@@ -1298,6 +1298,16 @@ fn figures_quoted_in_several_docs_agree() {
         ("$3.00", &[bench, "docs/fleet.md"]),
         // A vCPU's memory, and the planning latency of a BatchWriteItem.
         ("1,769 MB", &[bench, "docs/scaling.md"]),
+        // Tick mode's overlap, billed; a read unit's price; DynamoDB's limits the plans use.
+        ("70 s of every 60 s", &[bench]),
+        (
+            "70 of every 60 seconds",
+            &["docs/design.md", "infra/README.md"],
+        ),
+        ("$0.125", &[bench, "docs/events.md"]),
+        ("1,000 writes/s", &["README.md", bench, "docs/design.md"]),
+        ("ceil(R / 500)", &[bench, "docs/scaling.md"]),
+        ("40,000", &[bench, "docs/scaling.md"]),
         ("~20 ms each", &[bench]),
         ("20 ms for a 25-key", &["docs/scaling.md"]),
     ];
@@ -1314,4 +1324,28 @@ fn figures_quoted_in_several_docs_agree() {
         }
     }
     assert!(missing.is_empty(), "{missing:#?}");
+}
+
+/// docs/scaling.md's CPU-bound deletes a second at 128, 256 and 1024 MB are section 7's table,
+/// rounded to hundreds: `make bench` rewriting the table with other figures fails here until the
+/// page follows.
+#[test]
+fn scaling_quotes_section_7_s_deletes_per_second() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bench = std::fs::read_to_string(root.join("docs/BENCHMARKS.md")).unwrap();
+    let scaling = std::fs::read_to_string(root.join("docs/scaling.md")).unwrap();
+    let scaling = scaling.split_whitespace().collect::<Vec<_>>().join(" ");
+    for memory in ["128 MB", "256 MB", "1024 MB"] {
+        let row = (bench.lines())
+            .find(|l| l.starts_with(&format!("| {memory} |")))
+            .unwrap_or_else(|| panic!("section 7 has no {memory} row"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let per_second: f64 = cells[3].parse().unwrap();
+        let rounded = ((per_second / 100.0).round() * 100.0) as u64;
+        let text = format!("{},{:03}/s", rounded / 1000, rounded % 1000);
+        assert!(
+            scaling.contains(&text),
+            "scaling.md lacks {text} ({memory}: {per_second})"
+        );
+    }
 }
