@@ -323,9 +323,8 @@ dist: zig $(INFRA_STAMP) ## release files in dist/ (Lambda zips, CLI archives, c
 	$(MAKE) --no-print-directory dist-test
 
 # aws-cdk-lib for the Python app: PyPI's newest is 2.275.0 (checked 2026-11-23), npm's pin 2.276.0.
-# The wheel asks for the peer range of infra/package.json (>=2.257.0), which 2.275.0 meets; a
-# version other than the npm pin is installed without the wheel's dependency check, and the test
-# says so.
+# The wheel asks for the peer range of infra/package.json (>=2.257.0), which 2.275.0 meets; pip
+# installs the wheel with its dependencies, so a version outside that range is refused.
 PY_AWS_CDK_LIB ?= 2.275.0
 
 .PHONY: dist-test

@@ -6,9 +6,8 @@
 #     and constructs of infra/test/consumer, then app.synth().
 #   Python: a venv, pip install of dist/ttl_sweeper_cdk-<v>-py3-none-any.whl with pinned
 #     aws-cdk-lib and constructs, then app.synth(). PY_AWS_CDK_LIB picks aws-cdk-lib's version
-#     (default: the npm pin). When the wheel's own requirement cannot be met from PyPI (aws-cdk-lib
-#     reaches PyPI after npm), set PY_AWS_CDK_LIB to a version PyPI has: the wheel is then
-#     installed without its dependency check, and the script says so.
+#     (default: the npm pin; PyPI may have it later than npm). pip installs the wheel with its
+#     dependencies, so an aws-cdk-lib outside the wheel's requirement is refused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -53,15 +52,11 @@ cd "$work/python-app"
 python3 -m venv .venv
 py_cdk_lib="${PY_AWS_CDK_LIB:-$cdk_lib}"
 pip=(.venv/bin/pip install --quiet --disable-pip-version-check)
-if [ "$py_cdk_lib" = "$cdk_lib" ]; then
-  "${pip[@]}" "$wheel" "aws-cdk-lib==$cdk_lib" "constructs==$constructs"
-else
-  echo "dist-test: WARNING: aws-cdk-lib $py_cdk_lib for Python (npm: $cdk_lib); the wheel's requirement" \
-    "$(unzip -p "$wheel" '*.dist-info/METADATA' | sed -n 's/^Requires-Dist: aws-cdk-lib //p') is not checked"
-  "${pip[@]}" --no-deps "$wheel"
-  "${pip[@]}" "aws-cdk-lib==$py_cdk_lib" "constructs==$constructs" \
-    $(unzip -p "$wheel" '*.dist-info/METADATA' | sed -n 's/^Requires-Dist: \(jsii\|publication\|typeguard\) \(.*\)/\1\2/p' | tr -d ' ')
-fi
+# One install, the wheel with its dependencies: pip refuses an aws-cdk-lib outside the wheel's
+# requirement (infra/README.md, "Python requirements").
+echo "dist-test: the wheel with aws-cdk-lib $py_cdk_lib (npm: $cdk_lib); it requires" \
+  "$(unzip -p "$wheel" '*.dist-info/METADATA' | sed -n 's/^Requires-Dist: aws-cdk-lib //p')"
+"${pip[@]}" "$wheel" "aws-cdk-lib==$py_cdk_lib" "constructs==$constructs"
 cat >app.py <<'PY'
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
