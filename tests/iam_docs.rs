@@ -12,7 +12,6 @@ use crate::support::*;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::StreamViewType;
@@ -150,17 +149,15 @@ async fn requests_of_a_run(choices: &[String]) -> Actions {
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(2), Plan::Pass).await;
     proxy.record();
 
-    let mut cmd = cli();
-    cmd.args(["--log-format", "json", "run", "--every", "1s"])
-        .args(["--table-name", &table])
-        .env("AWS_ENDPOINT_URL", &proxy.endpoint)
-        .env("DELETE_MODE", mode)
-        .env("CHECKPOINT_TABLE", &checkpoint)
-        .stdout(Stdio::null());
-    if let Some(index) = &index_table {
-        cmd.arg("--follow-stream").env("EXPIRY_INDEX_TABLE", index);
-    }
-    let mut daemon = Daemon::spawn(&mut cmd, &format!("iam-docs-{table}"));
+    let name = format!("iam-docs-{table}");
+    let mut daemon = Daemon::run(&proxy.endpoint, &name, |cmd| {
+        cmd.args(["--every", "1s", "--table-name", &table])
+            .env("DELETE_MODE", mode)
+            .env("CHECKPOINT_TABLE", &checkpoint);
+        if let Some(index) = &index_table {
+            cmd.arg("--follow-stream").env("EXPIRY_INDEX_TABLE", index);
+        }
+    });
     let ready = match follow {
         true => "following the table's stream",
         false => "running until SIGINT or SIGTERM",

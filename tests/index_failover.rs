@@ -11,7 +11,6 @@
 use crate::support::{self, fault_proxy};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -128,27 +127,19 @@ impl Region {
             None
         });
         let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(3), plan).await;
-        let mut cmd = cli();
-        cmd.args([
-            "--log-format",
-            "json",
-            "run",
-            "--every",
-            "1s",
-            "--follow-stream",
-        ])
-        .args(["--table-name", table])
-        .env("EXPIRY_INDEX_TABLE", index)
-        .env("CHECKPOINT_TABLE", checkpoint)
-        .env("LEADER_LEASE", (LEASE as u64).to_string())
-        .env("SCHEDULE_SECONDS", "2")
-        // Every entry written with its batch: the test kills east once both indexes list every
-        // item written, live ones included (held entries are written only near their due).
-        .env("FOLLOW_HOLD", "0")
-        .env("AWS_REGION", region)
-        .env("AWS_ENDPOINT_URL", &proxy.endpoint)
-        .stdout(Stdio::null());
-        let daemon = Daemon::spawn(&mut cmd, &format!("index-failover-{table}-{region}"));
+        let name = format!("index-failover-{table}-{region}");
+        let daemon = Daemon::run(&proxy.endpoint, &name, |cmd| {
+            cmd.args(["--every", "1s", "--follow-stream", "--table-name", table])
+                .env("EXPIRY_INDEX_TABLE", index)
+                .env("CHECKPOINT_TABLE", checkpoint)
+                .env("LEADER_LEASE", (LEASE as u64).to_string())
+                .env("SCHEDULE_SECONDS", "2")
+                // Every entry written with its batch: the test kills east once both indexes list
+                // every item written, live ones included (held entries are written only near
+                // their due).
+                .env("FOLLOW_HOLD", "0")
+                .env("AWS_REGION", region);
+        });
         tokio::task::block_in_place(|| daemon.wait_for_log("following the table's stream"));
         Region {
             daemon,

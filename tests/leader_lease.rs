@@ -19,7 +19,6 @@
 use crate::support::{self, fault_proxy};
 
 use std::collections::HashSet;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -484,17 +483,16 @@ impl Region {
             None
         });
         let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(3), plan).await;
-        let mut cmd = cli();
-        cmd.args(["--log-format", "json", "run", "--every", "1s"])
-            .args(["--table-name", table])
-            .env("CHECKPOINT_TABLE", checkpoint)
-            .env("LEADER_LEASE", "6")
-            .env("SCHEDULE_SECONDS", "3")
-            .env("AWS_REGION", name)
-            .env("AWS_ENDPOINT_URL", &proxy.endpoint)
-            .stdout(Stdio::null());
+        let log = format!("lease-{table}-{name}");
+        let daemon = Daemon::run(&proxy.endpoint, &log, |cmd| {
+            cmd.args(["--every", "1s", "--table-name", table])
+                .env("CHECKPOINT_TABLE", checkpoint)
+                .env("LEADER_LEASE", "6")
+                .env("SCHEDULE_SECONDS", "3")
+                .env("AWS_REGION", name);
+        });
         Region {
-            daemon: Daemon::spawn(&mut cmd, &format!("lease-{table}-{name}")),
+            daemon,
             _proxy: proxy,
             deletes,
             lease_writes,

@@ -59,17 +59,21 @@ impl Follower {
         every: &str,
     ) -> Follower {
         let metrics_port = free_port();
-        let mut cmd = local_cli();
-        // Entries written with their batch, unless a test holds them (`FOLLOW_HOLD`).
-        cmd.env("FOLLOW_HOLD", "0").envs(env.iter().copied());
-        cmd.args(["--log-format", "json", "run", "--every", every])
-            .args(["--follow-stream", "--table-name", &tables.table])
+        let log = format!("follow-{}-{name}", tables.table);
+        let daemon = Daemon::run(endpoint, &log, |cmd| {
+            // Entries written with their batch, unless a test holds them (`FOLLOW_HOLD`).
+            cmd.env("FOLLOW_HOLD", "0").envs(env.iter().copied());
+            cmd.args([
+                "--every",
+                every,
+                "--follow-stream",
+                "--table-name",
+                &tables.table,
+            ])
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
             .env("EXPIRY_INDEX_TABLE", &tables.index)
-            .env("CHECKPOINT_TABLE", &tables.checkpoint)
-            .env("AWS_ENDPOINT_URL", endpoint)
-            .stdout(Stdio::null());
-        let daemon = Daemon::spawn(&mut cmd, &format!("follow-{}-{name}", tables.table));
+            .env("CHECKPOINT_TABLE", &tables.checkpoint);
+        });
         // Following once the stream is open: the log says so.
         daemon.wait_for_log("following the table's stream");
         Follower {

@@ -71,6 +71,18 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// `ttl-sweeper --log-format json run` against `endpoint` (a proxy's in front of the test
+    /// server, or the server's), its stdout discarded, its stderr to the log `name`; `configure`
+    /// adds the run's flags and settings. The daemon of the tests that watch what one sends.
+    pub fn run(endpoint: &str, name: &str, configure: impl FnOnce(&mut Command)) -> Daemon {
+        let mut cmd = cli();
+        cmd.args(["--log-format", "json", "run"]);
+        cmd.env("AWS_ENDPOINT_URL", endpoint);
+        cmd.stdout(std::process::Stdio::null());
+        configure(&mut cmd);
+        Daemon::spawn(&mut cmd, name)
+    }
+
     /// Starts `cmd` (its stdout as the caller set it), its stderr to the log `name`.
     pub fn spawn(cmd: &mut Command, name: &str) -> Daemon {
         let log = server::repo_root().join(format!("target/test-servers/{name}.log"));
