@@ -34,7 +34,8 @@ use crate::expiry::{Clock, Timestamp};
 use crate::store::entries::{self, Entry, ImageTtl, Indexing};
 use crate::store::packs::{self, write_grouped, PackEntry, PACK_LEAD};
 use crate::store::{
-    full_jitter, key_to_json, EntryWrite, ErrorKind, Key, Store, StoreError, TableSchema,
+    full_jitter, key_to_json, write_all, EntryWrite, ErrorKind, Key, Retry, Store, StoreError,
+    TableSchema,
 };
 
 /// `BatchWriteItem` requests of entries in flight at once.
@@ -395,27 +396,17 @@ pub async fn write_entries<S: Store, E: std::borrow::Borrow<Entry>>(
     schema: &TableSchema,
     entries: &[E],
 ) -> Result<(), (StoreError, Vec<EntryWrite>)> {
-    let mut writes: Vec<EntryWrite> = entries
+    let writes: Vec<EntryWrite> = entries
         .iter()
         .map(|entry| EntryWrite::Put(entry.borrow().to_item()))
         .collect();
-    let (base, cap) = (Duration::from_millis(50), Duration::from_secs(2));
-    for attempt in 1..=ATTEMPTS {
-        match store.write_entries(schema, writes.clone()).await {
-            Ok(unprocessed) if unprocessed.is_empty() => return Ok(()),
-            Ok(unprocessed) => writes = unprocessed,
-            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => return Err((e, writes)),
-            Err(_) => {}
-        }
-        if attempt < ATTEMPTS {
-            tokio::time::sleep(full_jitter(base, cap, attempt)).await;
-        }
-    }
-    let left = writes.len();
-    let message = format!("{left} entries still unprocessed after {ATTEMPTS} attempts");
-    let throttled = crate::store::ErrorKind::Throttled;
-    let e = StoreError::new(throttled, "BatchWriteItem", message);
-    Err((e, writes))
+    let retry = Retry {
+        attempts: ATTEMPTS,
+        base: Duration::from_millis(50),
+        cap: Duration::from_secs(2),
+    };
+    let send = |writes| store.write_entries(schema, writes);
+    write_all(send, writes, retry).await.1
 }
 
 #[cfg(test)]

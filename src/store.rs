@@ -10,7 +10,6 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
@@ -24,6 +23,7 @@ pub mod entries;
 pub mod error;
 pub mod keys;
 pub mod packs;
+pub mod retry;
 pub mod scan;
 pub mod stream;
 
@@ -33,14 +33,7 @@ pub use dynamo::{DynamoStore, BATCH_ATTEMPT_TIMEOUT, SDK_MAX_ATTEMPTS};
 pub use entries::{EntryWrite, IndexerReport};
 pub use error::{ErrorKind, StoreError};
 pub use keys::{key_from_json, key_to_json};
-
-/// Exponential backoff with full jitter, the one backoff of every retry loop of ours (the SDK
-/// retries each request with its own): the wait before retry number `attempt` (1-based) is
-/// uniformly random in `[0, min(cap, base * 2^(attempt-1))]`.
-pub fn full_jitter(base: Duration, cap: Duration, attempt: u32) -> Duration {
-    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
-    exp.min(cap).mul_f64(fastrand::f64())
-}
+pub use retry::{full_jitter, write_all, Retry};
 
 /// Locks `mutex`, poisoned or not: every mutex of ours guards plain data, whole after each update.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -396,26 +389,6 @@ pub(crate) mod tests {
             key_attributes: keys.iter().map(|&k| k.into()).collect(),
             layout,
         }
-    }
-
-    #[test]
-    fn backoff_is_bounded_and_grows() {
-        let (base, cap) = (Duration::from_millis(50), Duration::from_secs(5));
-        for attempt in 1..40 {
-            let bound = base.saturating_mul(1 << (attempt - 1).min(20)).min(cap);
-            for _ in 0..50 {
-                let d = full_jitter(base, cap, attempt);
-                assert!(d <= bound, "attempt {attempt}: {d:?} > {bound:?}");
-            }
-        }
-        // Full jitter: over many draws the late attempts wait longer on average than the first.
-        let mean = |a| {
-            (0..2000)
-                .map(|_| full_jitter(base, cap, a).as_secs_f64())
-                .sum::<f64>()
-                / 2000.0
-        };
-        assert!(mean(6) > 4.0 * mean(1));
     }
 
     #[test]

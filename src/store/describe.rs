@@ -225,25 +225,17 @@ impl DynamoStore {
         } else {
             super::EntryWrite::Remove(id)
         };
-        let mut writes = vec![write];
-        for attempt in 1..=3 {
-            writes = self.write_index(index, writes).await?;
-            if writes.is_empty() {
-                return Ok(());
-            }
-            tokio::time::sleep(super::full_jitter(
-                std::time::Duration::from_millis(50),
-                std::time::Duration::from_millis(500),
-                attempt,
-            ))
-            .await;
-        }
-        let message = format!("the claim on expiry index table {index:?} was left unprocessed");
-        Err(StoreError::new(
-            ErrorKind::Throttled,
-            "BatchWriteItem",
-            message,
-        ))
+        let retry = super::Retry {
+            attempts: 3,
+            base: std::time::Duration::from_millis(50),
+            cap: std::time::Duration::from_millis(500),
+        };
+        let send = |writes| self.write_index(index, writes);
+        let (_, written) = super::write_all(send, vec![write], retry).await;
+        written.map_err(|(mut e, _)| {
+            e.message = format!("the claim on expiry index table {index:?}: {}", e.message);
+            e
+        })
     }
 
     /// Checks that the checkpoint table exists and is keyed on `id` (String).

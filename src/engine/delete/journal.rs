@@ -14,9 +14,9 @@ use crate::engine::journal::{Journal, Settling, DUE_AFTER, READ_PER_ROUND, ROUND
 use crate::engine::report::EventTally;
 use crate::expiry::Timestamp;
 use crate::store::entries::{self, Pending, PendingExpiry};
-use crate::store::{full_jitter, key_to_json, EntryWrite, Key, Store, StoreError};
+use crate::store::{key_to_json, write_all, EntryWrite, Key, Retry, Store, StoreError};
 
-/// Attempts of one index write request, unprocessed writes sent again after [`full_jitter`].
+/// Attempts of one index write request, unprocessed writes sent again after [`crate::store::full_jitter`].
 const ATTEMPTS: u32 = 4;
 
 /// `instant` plus [`DUE_AFTER`].
@@ -226,43 +226,21 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
 }
 
 /// Up to 25 writes to the expiry index table in one `BatchWriteItem`, unprocessed ones sent again
-/// after [`full_jitter`], [`ATTEMPTS`] in all: how many were written, and the error if any were
-/// not (unprocessed after every attempt: throttled).
+/// ([`write_all`]), [`ATTEMPTS`] in all, each within the sweep's bound: how many were written,
+/// and the error if any were not (unprocessed after every attempt: throttled).
 pub(in crate::engine) async fn write_index<S: Store>(
     d: &Deleter<'_, S>,
-    mut writes: Vec<EntryWrite>,
+    writes: Vec<EntryWrite>,
 ) -> (usize, Option<crate::store::StoreError>) {
-    let mut done = 0;
-    for attempt in 1..=ATTEMPTS {
-        let sent = writes.len();
-        let write = d.store.write_entries(d.schema, writes.clone());
-        match d.stop.bound("BatchWriteItem", write).await {
-            Ok(unprocessed) => {
-                done += sent - unprocessed.len();
-                writes = unprocessed;
-            }
-            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => return (done, Some(e)),
-            Err(_) => {}
-        }
-        if writes.is_empty() {
-            return (done, None);
-        }
-        if attempt < ATTEMPTS {
-            let base = (Duration::from_millis(50), Duration::from_secs(1));
-            tokio::time::sleep(full_jitter(base.0, base.1, attempt)).await;
-        }
-    }
-    let message = format!(
-        "{} writes left unprocessed after {ATTEMPTS} attempts",
-        writes.len()
-    );
-    let kind = crate::store::ErrorKind::Throttled;
-    (
-        done,
-        Some(crate::store::StoreError::new(
-            kind,
-            "BatchWriteItem",
-            message,
-        )),
-    )
+    let send = |writes| {
+        d.stop
+            .bound("BatchWriteItem", d.store.write_entries(d.schema, writes))
+    };
+    let retry = Retry {
+        attempts: ATTEMPTS,
+        base: Duration::from_millis(50),
+        cap: Duration::from_secs(1),
+    };
+    let (written, result) = write_all(send, writes, retry).await;
+    (written, result.err().map(|(e, _)| e))
 }

@@ -1,0 +1,157 @@
+//! The one backoff of every retry loop of ours ([`full_jitter`]; the SDK retries each request
+//! with its own), and the one loop that writes entries to the expiry index table until all are
+//! written ([`write_all`]), with how each caller tries ([`Retry`]).
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::{EntryWrite, ErrorKind, StoreError};
+
+/// Exponential backoff with full jitter: the wait before retry number `attempt` (1-based) is
+/// uniformly random in `[0, min(cap, base * 2^(attempt-1))]`.
+pub fn full_jitter(base: Duration, cap: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
+    exp.min(cap).mul_f64(fastrand::f64())
+}
+
+/// How a retry loop tries: `attempts` in all, [`full_jitter`] of `base` and `cap` between them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    /// Attempts in all, the first included (at least 1).
+    pub attempts: u32,
+    /// The first retry's longest wait.
+    pub base: Duration,
+    /// The longest wait of any retry.
+    pub cap: Duration,
+}
+
+/// Sends `writes` with `send` (one `BatchWriteItem`: the writes it left unprocessed, or an
+/// error) until every one is written, an error is not worth retrying, or `retry.attempts` were
+/// made, sending only the unprocessed ones again. How many were written, and, if some were not,
+/// the error (the last one, or `Throttled` when they were left unprocessed every time) with the
+/// writes left.
+pub async fn write_all<F, Fut>(
+    mut send: F,
+    mut writes: Vec<EntryWrite>,
+    retry: Retry,
+) -> (usize, Result<(), (StoreError, Vec<EntryWrite>)>)
+where
+    F: FnMut(Vec<EntryWrite>) -> Fut,
+    Fut: Future<Output = Result<Vec<EntryWrite>, StoreError>>,
+{
+    let attempts = retry.attempts.max(1);
+    let mut written = 0;
+    for attempt in 1..=attempts {
+        let sent = writes.len();
+        match send(writes.clone()).await {
+            Ok(unprocessed) => {
+                written += sent.saturating_sub(unprocessed.len());
+                writes = unprocessed;
+            }
+            Err(e) if attempt == attempts || !e.kind.is_retryable() => {
+                return (written, Err((e, writes)))
+            }
+            Err(_) => {}
+        }
+        if writes.is_empty() {
+            return (written, Ok(()));
+        }
+        if attempt < attempts {
+            tokio::time::sleep(full_jitter(retry.base, retry.cap, attempt)).await;
+        }
+    }
+    let left = writes.len();
+    let message = format!("{left} writes left unprocessed after {attempts} attempts");
+    let e = StoreError::new(ErrorKind::Throttled, "BatchWriteItem", message);
+    (written, Err((e, writes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    fn puts(n: usize) -> Vec<EntryWrite> {
+        let item = |i: usize| {
+            let value = aws_sdk_dynamodb::types::AttributeValue::S(i.to_string());
+            EntryWrite::Put(std::collections::HashMap::from([(
+                "entry".to_owned(),
+                value,
+            )]))
+        };
+        (0..n).map(item).collect()
+    }
+
+    const RETRY: Retry = Retry {
+        attempts: 3,
+        base: Duration::from_millis(50),
+        cap: Duration::from_secs(1),
+    };
+
+    #[tokio::test(start_paused = true)]
+    async fn only_the_unprocessed_are_sent_again_until_all_are_written() {
+        let sent = Mutex::new(Vec::new());
+        let send = |writes: Vec<EntryWrite>| {
+            let n = writes.len();
+            sent.lock().unwrap().push(n);
+            // Half of each batch left unprocessed, until two are sent: both written.
+            let left = if n > 2 {
+                writes[n / 2..].to_vec()
+            } else {
+                Vec::new()
+            };
+            async move { Ok(left) }
+        };
+        let (written, result) = write_all(send, puts(8), RETRY).await;
+        assert_eq!(written, 8);
+        assert!(result.is_ok());
+        assert_eq!(*sent.lock().unwrap(), [8, 4, 2]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn writes_left_after_the_last_attempt_are_a_throttled_error_with_them() {
+        let send = |writes: Vec<EntryWrite>| async move { Ok(writes[1..].to_vec()) };
+        let (written, result) = write_all(send, puts(5), RETRY).await;
+        let (e, left) = result.unwrap_err();
+        assert_eq!((written, left.len(), e.kind), (3, 2, ErrorKind::Throttled));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_error_not_worth_retrying_ends_it_at_once() {
+        let calls = Mutex::new(0);
+        let send = |_: Vec<EntryWrite>| {
+            *calls.lock().unwrap() += 1;
+            async {
+                Err(StoreError::new(
+                    ErrorKind::Validation,
+                    "BatchWriteItem",
+                    "no",
+                ))
+            }
+        };
+        let (written, result) = write_all(send, puts(2), RETRY).await;
+        assert_eq!((written, *calls.lock().unwrap()), (0, 1));
+        let (e, left) = result.unwrap_err();
+        assert_eq!((e.kind, left.len()), (ErrorKind::Validation, 2));
+    }
+
+    #[test]
+    fn backoff_is_bounded_and_grows() {
+        let (base, cap) = (Duration::from_millis(50), Duration::from_secs(5));
+        for attempt in 1..40 {
+            let bound = base.saturating_mul(1 << (attempt - 1).min(20)).min(cap);
+            for _ in 0..50 {
+                let d = full_jitter(base, cap, attempt);
+                assert!(d <= bound, "attempt {attempt}: {d:?} > {bound:?}");
+            }
+        }
+        // Full jitter: over many draws the late attempts wait longer on average than the first.
+        let mean = |a| {
+            (0..2000)
+                .map(|_| full_jitter(base, cap, a).as_secs_f64())
+                .sum::<f64>()
+                / 2000.0
+        };
+        assert!(mean(6) > 4.0 * mean(1));
+    }
+}
