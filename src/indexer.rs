@@ -34,7 +34,7 @@ use crate::expiry::{Clock, Timestamp};
 use crate::store::entries::{self, Entry, ImageTtl, Indexing};
 use crate::store::packs::{self, write_grouped, PackEntry, PACK_LEAD};
 use crate::store::{
-    full_jitter, key_to_json, write_all, EntryWrite, ErrorKind, Key, Retry, Store, StoreError,
+    key_to_json, retried, write_all, EntryWrite, ErrorKind, Key, Retry, Store, StoreError,
     TableSchema,
 };
 
@@ -44,8 +44,13 @@ pub const CONCURRENCY: usize = 16;
 /// Entries in one `BatchWriteItem`.
 pub const ENTRIES_PER_REQUEST: usize = 25;
 
-/// Attempts at one request's entries; unprocessed ones are sent again after [`full_jitter`].
-const ATTEMPTS: u32 = 5;
+/// How the indexer's writes are tried: a request's entries, unprocessed ones sent again, and the
+/// writers' mark, 5 attempts in all, [`crate::store::full_jitter`] of 50 ms to 2 s between them.
+const WRITES: Retry = Retry {
+    attempts: 5,
+    base: Duration::from_millis(50),
+    cap: Duration::from_secs(2),
+};
 
 /// At most this many error messages are kept in a report (the count is in `failed`).
 const MAX_ERRORS: usize = 10;
@@ -311,16 +316,7 @@ struct Found {
 
 /// Stores the writers' mark ([`Store::mark_packs`]) as of `now`, with retries.
 async fn mark<S: Store>(store: &S, schema: &TableSchema, now: Timestamp) -> Result<(), StoreError> {
-    let (base, cap) = (Duration::from_millis(50), Duration::from_secs(2));
-    let mut attempt = 1;
-    loop {
-        match store.mark_packs(schema, now).await {
-            Ok(()) => return Ok(()),
-            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => return Err(e),
-            Err(_) => tokio::time::sleep(full_jitter(base, cap, attempt)).await,
-        }
-        attempt += 1;
-    }
+    retried(WRITES, || store.mark_packs(schema, now)).await
 }
 
 /// What `record` comes to at instant `now`, counted into `report`: the entry to write, if any, or
@@ -389,8 +385,9 @@ fn judge(
 }
 
 /// Writes `entries` (up to [`ENTRIES_PER_REQUEST`]) with retries: what is still unprocessed after
-/// `ATTEMPTS`, or was sent in a request that failed with an error not worth retrying (or on the
-/// last attempt), is answered as not written, with why; the entries of earlier attempts were.
+/// `WRITES`' attempts, or was sent in a request that failed with an error not worth retrying (or
+/// on the last attempt), is answered as not written, with why; the entries of earlier attempts
+/// were.
 pub async fn write_entries<S: Store, E: std::borrow::Borrow<Entry>>(
     store: &S,
     schema: &TableSchema,
@@ -400,13 +397,8 @@ pub async fn write_entries<S: Store, E: std::borrow::Borrow<Entry>>(
         .iter()
         .map(|entry| EntryWrite::Put(entry.borrow().to_item()))
         .collect();
-    let retry = Retry {
-        attempts: ATTEMPTS,
-        base: Duration::from_millis(50),
-        cap: Duration::from_secs(2),
-    };
     let send = |writes| store.write_entries(schema, writes);
-    write_all(send, writes, retry).await.1
+    write_all(send, writes, WRITES).await.1
 }
 
 #[cfg(test)]

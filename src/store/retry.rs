@@ -1,6 +1,7 @@
 //! The one backoff of every retry loop of ours ([`full_jitter`]; the SDK retries each request
-//! with its own), and the one loop that writes entries to the expiry index table until all are
-//! written ([`write_all`]), with how each caller tries ([`Retry`]).
+//! with its own), the loop that retries one request ([`retried`]) and the one that writes entries
+//! to the expiry index table until all are written ([`write_all`]), with how each caller tries
+//! ([`Retry`]).
 
 use std::future::Future;
 use std::time::Duration;
@@ -23,6 +24,26 @@ pub struct Retry {
     pub base: Duration,
     /// The longest wait of any retry.
     pub cap: Duration,
+}
+
+/// Runs `request` until it succeeds, fails with an error not worth retrying, or `retry.attempts`
+/// were made, waiting [`full_jitter`] between attempts: its last answer.
+pub async fn retried<T, F, Fut>(retry: Retry, mut request: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    let attempts = retry.attempts.max(1);
+    let mut attempt = 1;
+    loop {
+        match request().await {
+            Err(e) if e.kind.is_retryable() && attempt < attempts => {
+                tokio::time::sleep(full_jitter(retry.base, retry.cap, attempt)).await;
+                attempt += 1;
+            }
+            answer => return answer,
+        }
+    }
 }
 
 /// Sends `writes` with `send` (one `BatchWriteItem`: the writes it left unprocessed, or an
@@ -114,6 +135,41 @@ mod tests {
         let (written, result) = write_all(send, puts(5), RETRY).await;
         let (e, left) = result.unwrap_err();
         assert_eq!((written, left.len(), e.kind), (3, 2, ErrorKind::Throttled));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_is_retried_while_its_error_is_worth_it_and_attempts_are_left() {
+        let calls = Mutex::new(0);
+        let throttled = || StoreError::new(ErrorKind::Throttled, "GetItem", "slow down");
+        let request = || {
+            *calls.lock().unwrap() += 1;
+            let n = *calls.lock().unwrap();
+            async move {
+                if n < 3 {
+                    Err(throttled())
+                } else {
+                    Ok(n)
+                }
+            }
+        };
+        assert_eq!(retried(RETRY, request).await.unwrap(), 3);
+        *calls.lock().unwrap() = 0;
+        let always = || {
+            *calls.lock().unwrap() += 1;
+            async { Err::<(), _>(throttled()) }
+        };
+        assert_eq!(
+            retried(RETRY, always).await.unwrap_err().kind,
+            ErrorKind::Throttled
+        );
+        assert_eq!(*calls.lock().unwrap(), 3, "RETRY's attempts, no more");
+        *calls.lock().unwrap() = 0;
+        let invalid = || {
+            *calls.lock().unwrap() += 1;
+            async { Err::<(), _>(StoreError::new(ErrorKind::Validation, "GetItem", "no")) }
+        };
+        assert!(retried(RETRY, invalid).await.is_err());
+        assert_eq!(*calls.lock().unwrap(), 1);
     }
 
     #[tokio::test(start_paused = true)]

@@ -35,7 +35,7 @@ use crate::indexer::{write_entries, ENTRIES_PER_REQUEST};
 use crate::store::entries::{index_item, Indexing, BACKFILL_ORIGIN};
 use crate::store::scan::UpdateOutcome;
 use crate::store::{
-    full_jitter, key_to_json, ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError,
+    key_to_json, retried, ConditionalOutcome, DynamoStore, ErrorKind, Key, Retry, StoreError,
     TableSchema,
 };
 
@@ -422,23 +422,19 @@ fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
     (schema.key_of(item)).ok_or_else(|| StoreError::new(ErrorKind::Validation, "Scan", why))
 }
 
-/// Runs `request` until it succeeds, fails for good, or was retried 8 times (backoff, full jitter).
-async fn with_retries<T, F, Fut>(mut request: F) -> Result<T, StoreError>
+/// Runs `request` until it succeeds, fails for good, or was retried 8 times (backoff of 50 ms to
+/// 5 s, full jitter).
+async fn with_retries<T, F, Fut>(request: F) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, StoreError>>,
 {
-    let mut attempt = 0u32;
-    loop {
-        match request().await {
-            Err(e) if e.kind.is_retryable() && attempt < 8 => {
-                attempt += 1;
-                let wait = full_jitter(Duration::from_millis(50), Duration::from_secs(5), attempt);
-                tokio::time::sleep(wait).await;
-            }
-            other => return other,
-        }
-    }
+    let retry = Retry {
+        attempts: 9,
+        base: Duration::from_millis(50),
+        cap: Duration::from_secs(5),
+    };
+    retried(retry, request).await
 }
 
 fn add(total: &mut BackfillReport, page: &BackfillReport) {
