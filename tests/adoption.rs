@@ -716,25 +716,17 @@ async fn the_watch_step_sees_an_item_written_5_s_ahead_gone_10_s_later() {
     let unswept = run(&script.replace("sleep 10", "sleep 0"));
     assert!(unswept.contains("ttl-sweeper-check"), "{unswept}");
 
-    let mut daemon = local_cli();
-    daemon.args(["run", "--every", "200ms", "--follow-stream"]);
-    daemon.args(["--table-name", &table, "--expiry-index-table", &index]);
-    let mut daemon = Child(daemon.stdout(std::process::Stdio::null()).spawn().unwrap());
-    // Its stream read starts where the stream ends: the item is written once it follows.
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    let mut daemon = Daemon::run(&endpoint(), &format!("watch-{table}"), |cmd| {
+        cmd.args(["--every", "200ms", "--follow-stream"]);
+        cmd.args(["--table-name", &table, "--expiry-index-table", &index]);
+    });
+    // Following (from the stream's oldest record) before the item is written again, so that the
+    // 10 s of the step are the sweeper's, not its start-up's.
+    tokio::task::block_in_place(|| daemon.wait_for_log("following the table's stream"));
     let swept = tokio::task::block_in_place(|| run(&script));
     assert_eq!(swept.trim(), "", "get-item found the item");
-    assert!(daemon.0.try_wait().unwrap().is_none(), "the sweeper exited");
-}
-
-/// Kills its child when dropped.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    let running = daemon.child.try_wait().unwrap().is_none();
+    assert!(running, "the sweeper exited:\n{}", daemon.log_text());
 }
 
 /// The text of `text` after `start` and before the next `end`.

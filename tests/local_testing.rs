@@ -194,7 +194,7 @@ async fn the_compose_service_s_command_sweeps_as_written() {
             a.as_str()
         }
     });
-    let mut child = ChildGuard(run.args(args).spawn().unwrap());
+    let mut service = Daemon::spawn(run.args(args), &format!("compose-{unique}"));
     create_table(&client, &TableSpec::simple(&unique)).await;
     put(&client, &unique, "expired", now() - 1).await;
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -202,17 +202,8 @@ async fn the_compose_service_s_command_sweeps_as_written() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(!present(&client, &unique, "expired").await);
-    assert!(child.0.try_wait().unwrap().is_none(), "the service exited");
-}
-
-/// Kills its child when dropped (a failed assertion included).
-struct ChildGuard(std::process::Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    let running = service.child.try_wait().unwrap().is_none();
+    assert!(running, "the service exited:\n{}", service.log_text());
 }
 
 /// The fenced block that follows `marker` in `markdown`, without its fences.
@@ -282,17 +273,10 @@ async fn run_local_rides_out_a_failing_server_and_a_table_created_again() {
     create_table(&client, &TableSpec::simple(&table)).await;
     put(&client, &table, "expired", now() - 1).await;
 
-    let logs = std::env::temp_dir().join(format!("{table}.log"));
-    let mut run = Command::new(BIN);
-    run.env_clear()
-        .envs(LOCAL_AWS_ENV)
-        .env("AWS_ENDPOINT_URL", &proxy.endpoint);
-    run.args(["run", "--local", "--every", "200ms", "--table-name", &table]);
-    let run = run
-        .stderr(std::fs::File::create(&logs).unwrap())
-        .spawn()
-        .unwrap();
-    let mut child = ChildGuard(run);
+    let name = format!("run-local-{table}");
+    let mut run = Daemon::run(&proxy.endpoint, &name, |cmd| {
+        cmd.args(["--local", "--every", "200ms", "--table-name", &table]);
+    });
     let gone = |client: &Client, id: &'static str| {
         let (client, table) = (client.clone(), table.clone());
         async move {
@@ -336,9 +320,11 @@ async fn run_local_rides_out_a_failing_server_and_a_table_created_again() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(!left().await, "the table created again was not swept");
-    assert!(child.0.try_wait().unwrap().is_none(), "the run ended");
-    let log = std::fs::read_to_string(&logs).unwrap_or_default();
-    let _ = std::fs::remove_file(&logs);
+    let log = run.log_text();
+    assert!(
+        run.child.try_wait().unwrap().is_none(),
+        "the run ended:\n{log}"
+    );
     assert!(
         log.contains("sweep failed; tried again at the next tick"),
         "{log}"
