@@ -108,18 +108,28 @@ fn parse_sample(text: &str) -> Result<u64, String> {
 /// `--every`: from 100 ms (ticks faster than that only add requests) to one day (the longest
 /// window; a longer interval is a typo, and one in years overflows the tick schedule).
 fn parse_every(text: &str) -> Result<Duration, String> {
-    parse_duration(text)
-        .filter(|d| (Duration::from_millis(100)..=Duration::from_secs(86_400)).contains(d))
-        .ok_or_else(|| format!("{text:?}: expected a duration from 100ms to 1d (24h), e.g. `1s`"))
+    let range = Duration::from_millis(100)..=Duration::from_secs(86_400);
+    duration_in(text, range, "from 100ms to 1d (24h), e.g. `1s`")
 }
 
 /// `--follow-hold` (`FOLLOW_HOLD`): a duration from 0 (nothing held) to [`MAX_HOLD`].
 fn parse_hold(text: &str) -> Result<Duration, String> {
+    duration_in(
+        text,
+        Duration::ZERO..=MAX_HOLD,
+        "from 0 (nothing held) to 6h, e.g. `30m`",
+    )
+}
+
+/// A duration within `range`; else an error saying the value and `expected` (`from … to …`).
+fn duration_in(
+    text: &str,
+    range: std::ops::RangeInclusive<Duration>,
+    expected: &str,
+) -> Result<Duration, String> {
     parse_duration(text)
-        .filter(|d| *d <= MAX_HOLD)
-        .ok_or_else(|| {
-            format!("{text:?}: expected a duration from 0 (nothing held) to 6h, e.g. `30m`")
-        })
+        .filter(|d| range.contains(d))
+        .ok_or_else(|| format!("{text:?}: expected a duration {expected}"))
 }
 
 /// `--follow-hold-entries` (`FOLLOW_HOLD_ENTRIES`): a whole number in [`HOLD_ENTRIES`].
@@ -134,9 +144,8 @@ fn parse_hold_entries(text: &str) -> Result<usize, String> {
 
 /// `health --timeout`: from 100 ms to a minute (a health check's own timeout is seconds).
 fn parse_probe_timeout(text: &str) -> Result<Duration, String> {
-    parse_duration(text)
-        .filter(|d| (Duration::from_millis(100)..=Duration::from_secs(60)).contains(d))
-        .ok_or_else(|| format!("{text:?}: expected a duration from 100ms to 60s, e.g. `5s`"))
+    let range = Duration::from_millis(100)..=Duration::from_secs(60);
+    duration_in(text, range, "from 100ms to 60s, e.g. `5s`")
 }
 
 /// `--max-expired-age`: a duration such as `5m`, or seconds.
