@@ -32,7 +32,7 @@ pub use describe::{open, IndexCheck, OpenedTable, TableTarget};
 pub use dynamo::{DynamoStore, BATCH_ATTEMPT_TIMEOUT, SDK_MAX_ATTEMPTS};
 pub use entries::{EntryWrite, IndexerReport};
 pub use error::{ErrorKind, StoreError};
-pub use keys::{key_from_json, key_to_json};
+pub use keys::{key_from_json, key_in, key_to_json};
 pub use retry::{full_jitter, retried, write_all, Retry};
 
 /// Locks `mutex`, poisoned or not: every mutex of ours guards plain data, whole after each update.
@@ -62,10 +62,7 @@ pub struct TableSchema {
 impl TableSchema {
     /// Builds the primary key of `item` (which must come from this table or its index).
     pub fn key_of(&self, item: &Key) -> Option<Key> {
-        self.key_attributes
-            .iter()
-            .map(|a| item.get(a).map(|v| (a.clone(), v.clone())))
-            .collect()
+        key_in(&self.key_attributes, item)
     }
 
     /// The ttl of `item` (from this table or its index), if it has a usable one.

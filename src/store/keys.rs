@@ -13,6 +13,13 @@ use super::Key;
 
 type Dialect = serde_dynamo::AttributeValue;
 
+/// The primary key of `item`, its attributes named in `key` (the partition key first); `None`
+/// when one is missing.
+pub fn key_in(key: &[String], item: &Key) -> Option<Key> {
+    let pair = |a: &String| item.get(a).map(|v| (a.clone(), v.clone()));
+    key.iter().map(pair).collect()
+}
+
 /// A value that is not DynamoDB JSON.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("not DynamoDB JSON: {0}")]

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
 use crate::expiry::Timestamp;
-use crate::store::{ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError};
+use crate::store::{key_in, ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError};
 
 /// The Region that DynamoDB Local's table ARNs name.
 pub const DYNAMODB_LOCAL_REGION: &str = "ddblocal";
@@ -179,10 +179,7 @@ fn expired(
         }
         TtlState::Expired => report.expired += 1,
     }
-    let key: Option<Key> = (table.key.iter())
-        .map(|a| item.get(a).map(|v| (a.clone(), v.clone())))
-        .collect();
-    Some((key?, AttributeValue::N(text.clone())))
+    Some((key_in(&table.key, item)?, AttributeValue::N(text.clone())))
 }
 
 /// `run --local`: sweeps each of `tables` as of `now()` every `every` until `shutdown`, opening
