@@ -11,7 +11,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 
 use super::backfill::window_of;
-use super::scan::{item_attributes, parallel_scan, Position, RateLimit, ScanPageOf, MAX_SEGMENTS};
+use super::scan::{
+    item_attributes, paced, parallel_scan, Position, RateLimit, ScanPageOf, MAX_SEGMENTS,
+};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::Timestamp;
 use crate::store::entries::{index_item, sort_prefix, Indexing, BACKFILL_ORIGIN};
@@ -266,23 +268,11 @@ async fn check_entry(
     // An entry of one item (`backfill`'s), or one in a pack due at the ttl (the indexer's).
     // Each look-up within `--max-rcu`, as the scan's pages are.
     let due = packs::due_of_ttl(ttl);
-    let within = |found: (bool, f64)| {
-        if let Some(limit) = read_limit {
-            limit.charge(found.1 - 1.0);
-        }
-        found.0
-    };
-    let acquire = || async {
-        if let Some(limit) = read_limit {
-            limit.acquire().await;
-        }
-    };
-    acquire().await;
-    let mut found = within(store.has_entry(index_table, &entry.window, &prefix).await?);
+    let entry_found = store.has_entry(index_table, &entry.window, &prefix);
+    let mut found = paced(read_limit, entry_found).await?;
     if let (false, Some(window)) = (found, packs::window_of(schema, &entry.key, due)) {
-        acquire().await;
         let packed = store.has_packed(schema, index_table, &window, due, &entry.key);
-        found = within(packed.await?);
+        found = paced(read_limit, packed).await?;
     }
     if !found {
         report.missing_entry += 1;

@@ -101,15 +101,20 @@ where
                 Position::After(key) => Some(key),
             };
             loop {
-                if let Some(limit) = read_limit {
-                    limit.acquire().await;
-                }
-                let page = store
-                    .scan_page(table, segment, total, start.take(), attributes, page_limit)
-                    .await?;
-                if let Some(limit) = read_limit {
-                    limit.charge(page.consumed - 1.0);
-                }
+                let page = paced(read_limit, async {
+                    let page = store.scan_page(
+                        table,
+                        segment,
+                        total,
+                        start.take(),
+                        attributes,
+                        page_limit,
+                    );
+                    let page = page.await?;
+                    let consumed = page.consumed;
+                    Ok((page, consumed))
+                })
+                .await?;
                 let more = on_page(ScanPageOf {
                     segment,
                     items: page.items,
@@ -128,6 +133,22 @@ where
         .collect()
         .await;
     results.into_iter().collect()
+}
+
+/// `request` within `limit`, if one is given: a unit taken before it is sent, and the rest of
+/// what its answer says it consumed (the pair's second half) charged after.
+pub async fn paced<T>(
+    limit: Option<&RateLimit>,
+    request: impl Future<Output = Result<(T, f64), StoreError>>,
+) -> Result<T, StoreError> {
+    if let Some(limit) = limit {
+        limit.acquire().await;
+    }
+    let (answer, consumed) = request.await?;
+    if let Some(limit) = limit {
+        limit.charge(consumed - 1.0);
+    }
+    Ok(answer)
 }
 
 /// A token bucket for capacity units (reads or writes): `per_second` units per second on average, in bursts of at
