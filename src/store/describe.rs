@@ -109,15 +109,7 @@ impl DynamoStore {
         };
         let description = self.describe_table(table, missing).await?;
         let arn = description.table_arn().unwrap_or_default().to_owned();
-        let key = ordered_key(description.key_schema());
-        if key.is_empty() {
-            return Err(StoreError::new(
-                ErrorKind::Other,
-                OP,
-                "table has no key schema",
-            ));
-        }
-        Ok((arn, key))
+        Ok((arn, key_attributes(&description)?))
     }
 
     /// `DescribeTable`; a missing table's error says `missing()`, not the generic message.
@@ -327,18 +319,26 @@ fn check_table(
 
 /// The schema of `table` as `target` configures it: its key attributes and layout.
 fn schema_of(table: &TableDescription, target: &TableTarget) -> Result<TableSchema, StoreError> {
-    let key_attributes = ordered_key(table.key_schema());
-    if key_attributes.is_empty() {
-        let e = StoreError::new(ErrorKind::Other, OP, "table has no key schema");
-        return Err(e);
-    }
     Ok(TableSchema {
         table_name: target.table_name.clone(),
         index_name: target.index_name.clone(),
         index_table: target.index_table.clone(),
-        key_attributes,
+        key_attributes: key_attributes(table)?,
         layout: target.layout.clone(),
     })
+}
+
+/// `table`'s key attributes, the partition key first; an error if it has none.
+fn key_attributes(table: &TableDescription) -> Result<Vec<String>, StoreError> {
+    let key = ordered_key(table.key_schema());
+    if key.is_empty() {
+        return Err(StoreError::new(
+            ErrorKind::Other,
+            OP,
+            "table has no key schema",
+        ));
+    }
+    Ok(key)
 }
 
 /// Key attribute names, the partition (hash) key first.
