@@ -304,6 +304,13 @@ profile: perf ## CPU profile (with symbols) of one sweep against the fake Dynamo
 	cargo bench --bench sweeper --no-run
 	scripts/profile.sh
 
+# ---------------------------------------------------------------- the settings spec
+
+.PHONY: settings-spec
+settings-spec: ## write infra/settings.json (every setting's rule, default and words) from src/config/settings.rs
+	cargo run --quiet --bin ttl-sweeper -- settings > infra/settings.json.tmp && mv infra/settings.json.tmp infra/settings.json
+	@echo "settings-spec: wrote infra/settings.json"
+
 # ---------------------------------------------------------------- package
 
 .PHONY: package

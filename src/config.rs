@@ -15,11 +15,13 @@ use crate::expiry::Layout;
 use crate::lambda::HandlerSettings;
 use crate::store::TableTarget;
 
+mod rule;
 mod runtime;
 mod settings;
 mod validate;
 mod values;
 
+pub use rule::{spec, spec_text, Rule};
 pub use runtime::{RuntimeError, Threads, MAX_WORKER_THREADS, WORKER_THREADS_VAR};
 pub use settings::*;
 pub use values::window_shape;
@@ -36,7 +38,7 @@ pub enum ConfigError {
         /// Environment variable name.
         var: &'static str,
         /// What the setting is and what it accepts.
-        expected: &'static str,
+        expected: String,
     },
     /// A setting has a value outside what it accepts.
     #[error(
@@ -49,10 +51,10 @@ pub enum ConfigError {
         /// The value as given.
         value: String,
         /// What the setting accepts.
-        expected: &'static str,
+        expected: String,
     },
     /// `SHARD_RANGE` is not a range of this layout's shards.
-    #[error("invalid SHARD_RANGE={value:?} (flag --shard-range): {problem}. Expected {}", SHARD_RANGE.expected)]
+    #[error("invalid SHARD_RANGE={value:?} (flag --shard-range): {problem}. Expected {}", SHARD_RANGE.expected())]
     ShardRange {
         /// The value as given.
         value: String,
@@ -72,7 +74,7 @@ pub enum ConfigError {
         /// What is wrong with it.
         problem: String,
         /// What the setting accepts.
-        expected: &'static str,
+        expected: String,
     },
     /// A setting the command does not use, given: refused rather than ignored.
     #[error(

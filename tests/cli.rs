@@ -47,6 +47,30 @@ fn unreachable(line: &str) -> (Command, String, &str) {
 }
 
 #[test]
+fn settings_prints_the_committed_spec() {
+    let (code, out, err) = run(cli().arg("settings"));
+    assert_eq!(code, 0, "{err}");
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("infra/settings.json");
+    let committed = std::fs::read_to_string(file).unwrap();
+    assert_eq!(
+        out, committed,
+        "`ttl-sweeper settings` is not infra/settings.json"
+    );
+    let spec: Value = serde_json::from_str(&out).unwrap();
+    let vars: Vec<&str> = spec["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["var"].as_str().unwrap())
+        .collect();
+    let expected: Vec<&str> = ttl_sweeper::config::SETTINGS
+        .iter()
+        .map(|s| s.var)
+        .collect();
+    assert_eq!(vars, expected);
+}
+
+#[test]
 fn window_prints_the_key_for_a_ttl_and_refuses_milliseconds_and_garbage() {
     for line in [
         "window 1658265980 => 2022-07-19T21:26:00.000Z_2022-07-19T21:27:00.000Z",

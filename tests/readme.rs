@@ -79,6 +79,8 @@ struct Row {
     /// `None` for a required setting (`— (required)`); `Some("")` for one that is off unless
     /// given (`— (off)`); otherwise the backticked value.
     default: Option<String>,
+    /// The third cell: what the setting accepts.
+    accepts: String,
 }
 
 /// The text of `markdown` under the heading `## <title>`, up to the next `## ` heading.
@@ -108,7 +110,12 @@ fn settings_rows(text: &str) -> Vec<Row> {
                     .unwrap_or_else(|| panic!("{var}: default {cell:?} is not one `value`")),
             )
         };
-        rows.push(Row { var, default });
+        let accepts = cells.get(2).copied().unwrap_or_default().to_owned();
+        rows.push(Row {
+            var,
+            default,
+            accepts,
+        });
     }
     rows
 }
@@ -120,7 +127,8 @@ fn single_code_span(cell: &str) -> Option<String> {
 }
 
 /// What is wrong with `rows` as a table of `SETTINGS`: unknown variables and wrong defaults;
-/// with `complete`, also missing settings and a different order.
+/// with `complete`, also missing settings, a different order, and an `accepts` cell that leaves
+/// out a bound or word of the setting's rule.
 fn settings_problems(rows: &[Row], complete: bool) -> Vec<String> {
     let mut problems = Vec::new();
     for row in rows {
@@ -130,6 +138,34 @@ fn settings_problems(rows: &[Row], complete: bool) -> Vec<String> {
                 "{}: the table says default {:?}, SETTINGS {:?}",
                 s.var, row.default, s.default
             )),
+            // A bound or word of the rule the row leaves out (or states otherwise).
+            Some(s) if complete => {
+                let cell = row.accepts.replace(['`', ','], " ");
+                let cell = cell.split_whitespace().collect::<Vec<_>>().join(" ");
+                let says = |word: &str| cell.split_whitespace().any(|w| w == word);
+                let ranged = |min: &str, max: &str| {
+                    cell.contains(&format!("{min}–{max}"))
+                        || cell.contains(&format!("{min} to {max}"))
+                };
+                let missing = match s.rule.words().as_slice() {
+                    [min, max] if s.rule.is_ranged() => (!ranged(min, max))
+                        .then(|| format!("{min}–{max}"))
+                        .into_iter()
+                        .collect(),
+                    words => words
+                        .iter()
+                        .filter(|w| !says(w))
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                };
+                if !missing.is_empty() {
+                    problems.push(format!(
+                        "{}: the table's `accepts` does not say {missing:?} (the rule: {})",
+                        s.var,
+                        s.rule.describe()
+                    ));
+                }
+            }
             Some(_) => {}
         }
     }
@@ -159,6 +195,23 @@ fn the_configuration_page_lists_every_setting_with_its_default() {
     let what = "docs/configuration.md's table must list the settings of SETTINGS \
                 (src/config/settings.rs), in order, with their defaults";
     assert_none(&problems, what);
+}
+
+/// `infra/settings.json`, which the construct reads and the SAM template, the Terraform module and
+/// this page's table are checked against, is what `ttl-sweeper settings` prints today
+/// (`UPDATE_DOCS=1` or `make settings-spec` writes it).
+#[test]
+fn the_settings_spec_file_is_current() {
+    let path = Path::new(ROOT).join("infra/settings.json");
+    let current = ttl_sweeper::config::spec_text();
+    if std::env::var("UPDATE_DOCS").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, &current).unwrap();
+    }
+    assert!(
+        read(&path) == current,
+        "infra/settings.json is stale: the settings in src/config/settings.rs changed since it \
+         was written; run `make settings-spec` and commit it"
+    );
 }
 
 #[test]

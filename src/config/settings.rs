@@ -5,8 +5,15 @@
 //! the Lambda reads the same definitions from its environment ([`Settings::from_env`]). Either
 //! way [`Settings::validate`] turns the raw values into a [`Config`](super::Config).
 
+use std::time::Duration;
+
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, Command, FromArgMatches};
+
+use super::rule::Rule;
+use super::{MAX_TICK, MIN_TICK};
+use crate::engine::lease::{MAX_LEASE, MIN_LEASE};
+use crate::expiry::window::{MAX_SHARDS, MAX_WINDOW_SECONDS};
 
 use CliCommand::{Audit, Backfill, Run, Sweep};
 
@@ -58,13 +65,22 @@ pub struct Setting {
     pub default: Option<&'static str>,
     /// What the setting is, in a few words: the first line of its flag's `--help`.
     pub help: &'static str,
-    /// What the setting accepts, for error messages and `--help`.
-    pub expected: &'static str,
+    /// What it accepts: the check, and the first words of [`Setting::expected`].
+    pub rule: Rule,
+    /// The rest of [`Setting::expected`]: what [`Setting::rule`] does not say (all of it for
+    /// [`Rule::Parsed`]).
+    pub accepts: &'static str,
     /// The CLI commands that use it (none: the Lambda's alone).
     pub commands: &'static [CliCommand],
 }
 
 impl Setting {
+    /// What the setting accepts, for error messages and `--help`: its rule in words, then
+    /// [`Setting::accepts`].
+    pub fn expected(&self) -> String {
+        format!("{}{}", self.rule.describe(), self.accepts)
+    }
+
     /// Its flag's short `--help`: `help` (what it is) and its default.
     fn short_help(&self, help: &str) -> String {
         let default = match self.default {
@@ -77,7 +93,7 @@ impl Setting {
 
     /// Its flag's `--help`: the short help and what it accepts.
     fn long_help(&self, help: &str) -> String {
-        format!("{}\n\nAccepts {}.", self.short_help(help), self.expected)
+        format!("{}\n\nAccepts {}.", self.short_help(help), self.expected())
     }
 
     /// What the setting is, as `command` uses it: where a command uses it for something of its
@@ -123,6 +139,26 @@ pub(super) fn flag(var: &str) -> String {
     var.to_ascii_lowercase().replace('_', "-")
 }
 
+/// A whole number from `min` to `max`.
+const fn whole(min: u64, max: u64) -> Rule {
+    Rule::Whole {
+        min,
+        max,
+        seconds: false,
+        off: false,
+    }
+}
+
+/// A whole number of seconds from `min` to `max`.
+const fn seconds(min: u64, max: u64) -> Rule {
+    Rule::Whole {
+        min,
+        max,
+        seconds: true,
+        off: false,
+    }
+}
+
 /// Powertools' namespace variable: the metrics namespace when `METRICS_NAMESPACE` is unset.
 pub const POWERTOOLS_METRICS_NAMESPACE: &str = "POWERTOOLS_METRICS_NAMESPACE";
 
@@ -135,7 +171,8 @@ macro_rules! settings {
     ($($(#[$attr:meta])* $field:ident: $var:ident ($($ty:tt)+) {
         default: $default:expr,
         help: $help:expr,
-        expected: $expected:expr,
+        rule: $rule:expr,
+        accepts: $accepts:expr,
         commands: $commands:expr,
     })*) => {
         $(
@@ -144,7 +181,8 @@ macro_rules! settings {
                 var: stringify!($var),
                 default: $default,
                 help: $help,
-                expected: $expected,
+                rule: $rule,
+                accepts: $accepts,
                 commands: $commands,
             };
         )*
@@ -182,139 +220,162 @@ settings! {
     table_name: TABLE_NAME (Vec<String>) {
         default: None,
         help: "Table to sweep, by name or ARN; several: the flag more than once, or separated by commas",
-        expected: "a DynamoDB table name (3-255 characters: letters, digits, '_', '-', '.') or table ARN, or several separated by commas (sweep and run; backfill and audit take one)",
+        rule: Rule::Tables,
+        accepts: ", or several separated by commas (sweep and run; backfill and audit take one)",
         commands: EVERY_COMMAND,
     }
     tables: TABLES (Option<String>) {
         default: Some(""),
         help: "More tables, each with the settings that differ for it, as a JSON array",
-        expected: "a JSON array of objects, each with TABLE_NAME and any of INDEX_NAME, EXPIRY_INDEX_TABLE, TTL_ATTRIBUTE, WINDOW_ATTRIBUTE, WINDOW_SECONDS, WINDOW_SHARDS, LOOKBACK_WINDOWS, SHARD_RANGE, DELETE_MODE, MAX_CONCURRENCY, MAX_RETRIES, EXPIRY_EVENTS, EXPIRY_EVENTS_MODE, EXPIRY_EVENTS_ITEM (string values; a setting left out takes the value of its variable), or empty; each table at most once across TABLE_NAME and TABLES",
+        rule: Rule::Parsed,
+        accepts: "a JSON array of objects, each with TABLE_NAME and any of INDEX_NAME, EXPIRY_INDEX_TABLE, TTL_ATTRIBUTE, WINDOW_ATTRIBUTE, WINDOW_SECONDS, WINDOW_SHARDS, LOOKBACK_WINDOWS, SHARD_RANGE, DELETE_MODE, MAX_CONCURRENCY, MAX_RETRIES, EXPIRY_EVENTS, EXPIRY_EVENTS_MODE, EXPIRY_EVENTS_ITEM (string values; a setting left out takes the value of its variable), or empty; each table at most once across TABLE_NAME and TABLES",
         commands: SWEEPS,
     }
     index_name: INDEX_NAME (Option<String>) {
         default: Some("expirationWindowIndex"),
         help: "GSI keyed on (window, ttl)",
-        expected: "a GSI name (3-255 characters: letters, digits, '_', '-', '.')",
+        rule: Rule::Index,
+        accepts: "",
         commands: EVERY_COMMAND,
     }
     expiry_index_table: EXPIRY_INDEX_TABLE (Option<String>) {
         default: Some(""),
         help: "The sweeper's own expiry index table, fed by the table's stream, swept instead of a GSI",
-        expected: "a DynamoDB table name (keyed on `window` and `entry`, both String), or empty to sweep through the GSI (INDEX_NAME)",
+        rule: Rule::Table,
+        accepts: " (keyed on `window` and `entry`, both String), or empty to sweep through the GSI (INDEX_NAME)",
         commands: EVERY_COMMAND,
     }
     ttl_attribute: TTL_ATTRIBUTE (Option<String>) {
         default: Some("ttl"),
         help: "Number attribute with the expiry in epoch seconds",
-        expected: "a non-empty attribute name of at most 255 bytes",
+        rule: Rule::Attribute,
+        accepts: "",
         commands: EVERY_COMMAND,
     }
     window_attribute: WINDOW_ATTRIBUTE (Option<String>) {
         default: Some("expirationWindow"),
         help: "String attribute with the window key",
-        expected: "a non-empty attribute name of at most 255 bytes",
+        rule: Rule::Attribute,
+        accepts: "",
         commands: EVERY_COMMAND,
     }
     window_seconds: WINDOW_SECONDS (Option<String>) {
         default: Some("60"),
         help: "Window width in seconds",
-        expected: "a whole number of seconds from 1 to 86400 (the width writers used; default 60)",
+        rule: seconds(1, MAX_WINDOW_SECONDS as u64),
+        accepts: " (the width writers used)",
         commands: EVERY_COMMAND,
     }
     lookback_windows: LOOKBACK_WINDOWS (Option<String>) {
         default: Some("15"),
         help: "Past windows re-read by every sweep",
-        expected: "a whole number from 0 to 10000 (past windows re-read by every sweep), covering at least SCHEDULE_SECONDS + 10 s unless CHECKPOINT_TABLE is set; default 15, or more when 15 windows do not cover that",
+        rule: whole(0, 10_000),
+        accepts: " (past windows re-read by every sweep), covering at least SCHEDULE_SECONDS + 10 s unless CHECKPOINT_TABLE is set; left unset, raised to cover that when the default does not",
         commands: SWEEPS,
     }
     delete_mode: DELETE_MODE (Option<String>) {
         default: Some("batch"),
         help: "How to delete: `batch` or `conditional`",
-        expected: "`batch` or `conditional`",
+        rule: Rule::Choice(&["batch", "conditional"]),
+        accepts: "",
         commands: SWEEPS,
     }
     max_concurrency: MAX_CONCURRENCY (Option<String>) {
         default: Some("8"),
         help: "Delete requests in flight",
-        expected: "a whole number from 1 to 256 (delete requests in flight; default 8)",
+        rule: whole(1, 256),
+        accepts: " (delete requests in flight)",
         commands: SWEEPS,
     }
     max_retries: MAX_RETRIES (Option<String>) {
         default: Some("8"),
         help: "Retries per delete request",
-        expected: "a whole number from 0 to 30 (retries per delete request; default 8)",
+        rule: whole(0, 30),
+        accepts: " (retries per delete request)",
         commands: SWEEPS,
     }
     window_shards: WINDOW_SHARDS (Option<String>) {
         default: Some("1"),
         help: "Shards per window, as the writers use",
-        expected: "a whole number from 1 to 1000 (shards per window; must match the writers; default 1)",
+        rule: whole(1, MAX_SHARDS as u64),
+        accepts: " (shards per window; must match the writers)",
         commands: EVERY_COMMAND,
     }
     shard_range: SHARD_RANGE (Option<String>) {
         default: Some("all"),
         help: "The shards of each window this sweeper reads, to split a table between sweepers",
-        expected: "`all`, or `a-b`: shards a to b inclusive, 0 <= a <= b < WINDOW_SHARDS (sweepers with disjoint ranges covering 0 to WINDOW_SHARDS-1 split the table); audit and backfill read the whole table",
+        rule: Rule::Parsed,
+        accepts: "`all`, or `a-b`: shards a to b inclusive, 0 <= a <= b < WINDOW_SHARDS (sweepers with disjoint ranges covering 0 to WINDOW_SHARDS-1 split the table); audit and backfill read the whole table",
         commands: SWEEPS,
     }
     tick_seconds: TICK_SECONDS (Option<String>) {
         default: Some("off"),
         help: "Lambda tick mode: sweep every this many seconds within one invocation",
-        expected: "`off`, a whole number of seconds from 1 to 30, or a duration from 100ms to 30s such as `250ms`; less than SCHEDULE_SECONDS; not for `run`, which sweeps every --every",
+        rule: Rule::Duration { min: MIN_TICK, max: MAX_TICK, off: true },
+        accepts: "; less than SCHEDULE_SECONDS; not for `run`, which sweeps every --every",
         commands: &[],
     }
     schedule_seconds: SCHEDULE_SECONDS (Option<String>) {
         default: Some("60"),
         help: "The schedule's period; `run` does a full sweep this often",
-        expected: "a whole number of seconds from 1 to 3600 (the schedule's period; default 60)",
+        rule: seconds(1, 3600),
+        accepts: " (the schedule's period)",
         commands: SWEEPS,
     }
     checkpoint_table: CHECKPOINT_TABLE (Option<String>) {
         default: Some(""),
         help: "Table holding the catch-up checkpoint",
-        expected: "a DynamoDB table name with partition key `id` (String), or empty for no checkpoint",
+        rule: Rule::Table,
+        accepts: " with partition key `id` (String), or empty for no checkpoint",
         commands: SWEEPS,
     }
     max_catchup: MAX_CATCHUP (Option<String>) {
         default: Some("24h"),
         help: "Longest catch-up after an outage",
-        expected: "a duration from 1m to 30d, e.g. `24h`, `90m`, `3600` (seconds); default 24h",
+        rule: Rule::Duration { min: Duration::from_secs(60), max: Duration::from_secs(30 * 86_400), off: false },
+        accepts: "",
         commands: SWEEPS,
     }
     leader_lease: LEADER_LEASE (Option<String>) {
         default: Some("off"),
         help: "Leader lease: of the sweepers of one table (one per Region), only the holder sweeps",
-        expected: "`off`, or a whole number of seconds from 5 to 3600, at least two sweeps (TICK_SECONDS, else SCHEDULE_SECONDS; for `run`, --every); needs CHECKPOINT_TABLE, where the lease item lives",
+        rule: Rule::Whole { min: MIN_LEASE.as_secs(), max: MAX_LEASE.as_secs(), seconds: true, off: true },
+        accepts: ", at least two sweeps (TICK_SECONDS, else SCHEDULE_SECONDS; for `run`, --every); needs CHECKPOINT_TABLE, where the lease item lives",
         commands: SWEEPS,
     }
     metrics_namespace: METRICS_NAMESPACE (Option<String>) {
         default: Some("TtlSweeper"),
         help: "CloudWatch namespace of the Lambda's metrics",
-        expected: "a CloudWatch namespace: up to 255 letters, digits or . - _ / # : and spaces, not starting with AWS/ (default TtlSweeper)",
+        rule: Rule::Namespace,
+        accepts: "",
         commands: &[Run],
     }
     expiry_events: EXPIRY_EVENTS (Option<String>) {
         default: Some(""),
         help: "Where to publish an event for each expired item",
-        expected: "`eventbridge:<bus name or ARN>`, `sqs:<queue URL>` or `firehose:<delivery stream name>`, or empty for no events",
+        rule: Rule::Parsed,
+        accepts: "`eventbridge:<bus name or ARN>`, `sqs:<queue URL>` or `firehose:<delivery stream name>`, or empty for no events",
         commands: SWEEPS,
     }
     expiry_events_mode: EXPIRY_EVENTS_MODE (Option<String>) {
         default: Some("notify"),
         help: "Expiry events: `notify` (delete, then publish) or `archive` (delete only what the sink accepted)",
-        expected: "`notify` or `archive` (archive needs EXPIRY_EVENTS and DELETE_MODE=conditional)",
+        rule: Rule::Choice(&["notify", "archive"]),
+        accepts: " (archive needs EXPIRY_EVENTS and DELETE_MODE=conditional)",
         commands: &[Sweep, Run, Backfill],
     }
     expiry_events_item: EXPIRY_EVENTS_ITEM (Option<String>) {
         default: Some("auto"),
         help: "Expiry events: include the item `auto` (when it needs no extra read), `read` (read it first) or `off`",
-        expected: "`auto`, `read` or `off`",
+        rule: Rule::Choice(&["auto", "read", "off"]),
+        accepts: "",
         commands: SWEEPS,
     }
     delete_when_indexed: DELETE_WHEN_INDEXED (Option<String>) {
         default: Some("true"),
         help: "With EXPIRY_INDEX_TABLE: the stream indexer deletes an item written already expired as it indexes it",
-        expected: "`true` (a conditional delete, with its expiry event, as the record is indexed) or `false` (left to the next sweep: the construct sets it with leaderLease, so that only the lease holder deletes)",
+        rule: Rule::Choice(&["true", "false"]),
+        accepts: ": `true`, a conditional delete, with its expiry event, as the record is indexed; `false`, left to the next sweep (the construct sets it with leaderLease, so that only the lease holder deletes)",
         commands: &[Run],
     }
 }
@@ -441,7 +502,7 @@ mod tests {
             assert_eq!(arg.get_long(), Some(flag(setting.var).as_str()));
             assert_eq!(arg.get_env(), Some(std::ffi::OsStr::new(setting.var)));
             let help = arg.get_long_help().unwrap().to_string();
-            assert!(help.contains(setting.expected), "{help}");
+            assert!(help.contains(&setting.expected()), "{help}");
             assert!(help.starts_with(setting.help), "{help}");
         }
     }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::values::*;
 use super::*;
-use crate::engine::lease::{MAX_LEASE, MIN_LEASE};
+use crate::engine::lease::MIN_LEASE;
 use crate::engine::DeleteMode;
 use crate::events::{EventsMode, ItemSource, SinkTarget};
 
@@ -187,52 +187,26 @@ impl Settings {
             }
         };
         let mut config = Config {
-            table_name: name(table_name.as_deref(), &TABLE_NAME, true)?,
-            index_name: name(self.index_name.as_deref(), &INDEX_NAME, false)?,
+            table_name: name(table_name.as_deref(), &TABLE_NAME)?,
+            index_name: name(self.index_name.as_deref(), &INDEX_NAME)?,
             expiry_index_table: table(self.expiry_index_table.as_deref(), &EXPIRY_INDEX_TABLE)?,
             ttl_attribute: attribute(self.ttl_attribute.as_deref(), &TTL_ATTRIBUTE)?,
             window_attribute: attribute(self.window_attribute.as_deref(), &WINDOW_ATTRIBUTE)?,
             window_seconds: window_seconds(self.window_seconds.as_deref())?,
-            lookback_windows: number(
-                self.lookback_windows.as_deref(),
-                &LOOKBACK_WINDOWS,
-                0,
-                10_000,
-            )? as u32,
+            lookback_windows: number(self.lookback_windows.as_deref(), &LOOKBACK_WINDOWS)? as u32,
             delete_mode: choice(self.delete_mode.as_deref(), &DELETE_MODE, DELETE_MODES)?,
-            max_concurrency: number(self.max_concurrency.as_deref(), &MAX_CONCURRENCY, 1, 256)?
-                as usize,
-            max_retries: number(self.max_retries.as_deref(), &MAX_RETRIES, 0, 30)? as u32,
+            max_concurrency: number(self.max_concurrency.as_deref(), &MAX_CONCURRENCY)? as usize,
+            max_retries: number(self.max_retries.as_deref(), &MAX_RETRIES)? as u32,
             window_shards: window_shards(self.window_shards.as_deref())?,
             shard_range: None,
-            tick: match get(self.tick_seconds.as_deref(), &TICK_SECONDS)? {
-                raw if raw.eq_ignore_ascii_case("off") || raw == "0" => None,
-                raw => Some(
-                    parse_duration(&raw)
-                        .filter(|d| (MIN_TICK..=MAX_TICK).contains(d))
-                        .ok_or_else(|| invalid(&TICK_SECONDS, &raw))?,
-                ),
-            },
-            schedule_seconds: number(self.schedule_seconds.as_deref(), &SCHEDULE_SECONDS, 1, 3600)?
-                as u32,
+            tick: duration(self.tick_seconds.as_deref(), &TICK_SECONDS)?,
+            schedule_seconds: number(self.schedule_seconds.as_deref(), &SCHEDULE_SECONDS)? as u32,
             checkpoint_table: table(self.checkpoint_table.as_deref(), &CHECKPOINT_TABLE)?,
-            max_catchup_seconds: {
-                let raw = get(self.max_catchup.as_deref(), &MAX_CATCHUP)?;
-                parse_duration(&raw)
-                    .map(|d| d.as_secs())
-                    .filter(|s| (60..=30 * 86_400).contains(s))
-                    .ok_or_else(|| invalid(&MAX_CATCHUP, &raw))?
-            },
-            leader_lease: match get(self.leader_lease.as_deref(), &LEADER_LEASE)? {
-                raw if raw.eq_ignore_ascii_case("off") => None,
-                raw => Some(
-                    raw.parse::<u64>()
-                        .ok()
-                        .map(Duration::from_secs)
-                        .filter(|d| (MIN_LEASE..=MAX_LEASE).contains(d))
-                        .ok_or_else(|| invalid(&LEADER_LEASE, &raw))?,
-                ),
-            },
+            max_catchup_seconds: duration(self.max_catchup.as_deref(), &MAX_CATCHUP)?
+                .expect("MAX_CATCHUP is never off")
+                .as_secs(),
+            leader_lease: whole_or_off(self.leader_lease.as_deref(), &LEADER_LEASE)?
+                .map(Duration::from_secs),
             expiry_events: match get(self.expiry_events.as_deref(), &EXPIRY_EVENTS)? {
                 raw if raw.is_empty() => None,
                 raw => Some(
@@ -248,16 +222,12 @@ impl Settings {
             expiry_events_item: choice(
                 self.expiry_events_item.as_deref(),
                 &EXPIRY_EVENTS_ITEM,
-                &[
-                    ("auto", ItemSource::Auto),
-                    ("read", ItemSource::Read),
-                    ("off", ItemSource::Off),
-                ],
+                [ItemSource::Auto, ItemSource::Read, ItemSource::Off],
             )?,
             delete_when_indexed: choice(
                 self.delete_when_indexed.as_deref(),
                 &DELETE_WHEN_INDEXED,
-                &[("true", true), ("false", false)],
+                [true, false],
             )?,
             metrics_namespace: {
                 // METRICS_NAMESPACE wins; unset, Powertools' POWERTOOLS_METRICS_NAMESPACE.
@@ -266,13 +236,7 @@ impl Settings {
                 if !given(raw) && given(powertools) {
                     (raw, source.var) = (powertools, POWERTOOLS_METRICS_NAMESPACE);
                 }
-                accepted(raw, &source, |raw| {
-                    let allowed = |c: char| {
-                        c.is_ascii_alphanumeric()
-                            || matches!(c, '.' | '-' | '_' | '/' | '#' | ':' | ' ')
-                    };
-                    raw.len() <= 255 && !raw.starts_with("AWS/") && raw.chars().all(allowed)
-                })?
+                namespace(raw, &source)?
             },
         };
         config.shard_range = shard_range(
@@ -340,24 +304,23 @@ impl Settings {
             return Err(ConfigError::Invalid {
                 var: WINDOW_ATTRIBUTE.var,
                 value: config.window_attribute,
-                expected: "an attribute different from TTL_ATTRIBUTE",
+                expected: "an attribute different from TTL_ATTRIBUTE".to_owned(),
             });
         }
         Ok(config)
     }
 }
 
-/// `DELETE_MODE`'s values.
-const DELETE_MODES: &[(&str, DeleteMode)] = &[
-    ("batch", DeleteMode::Batch),
-    ("conditional", DeleteMode::Conditional),
-];
+/// `DELETE_MODE`'s values, in the order of its words.
+const DELETE_MODES: [DeleteMode; 2] = [DeleteMode::Batch, DeleteMode::Conditional];
 
-/// `EXPIRY_EVENTS_MODE`'s values.
-const EVENTS_MODES: &[(&str, EventsMode)] = &[
-    ("notify", EventsMode::Notify),
-    ("archive", EventsMode::Archive),
-];
+/// `EXPIRY_EVENTS_MODE`'s values, in the order of its words.
+const EVENTS_MODES: [EventsMode; 2] = [EventsMode::Notify, EventsMode::Archive];
+
+/// Whether a `TABLES` entry may give `setting` for its table.
+pub(super) fn is_per_table(setting: &Setting) -> bool {
+    PER_TABLE.iter().any(|(s, _)| s.var == setting.var)
+}
 
 /// Checks `LEADER_LEASE` against the settings it depends on: the checkpoint table holds the lease
 /// item, and a lease shorter than two sweeps would lapse between a holder's sweeps.
@@ -591,6 +554,82 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn each_rule_s_bounds_are_the_check_s() {
+        // What the other settings need for a bound to stand alone: a checkpoint (any lookback,
+        // a lease) and a 2 s schedule (a 5 s lease is two sweeps of it; a 30 s tick is not less
+        // than it, so ticks get the default schedule).
+        let context = |var: &str| match var {
+            "TICK_SECONDS" => vec![("TABLE_NAME", "sessions")],
+            _ => vec![
+                ("TABLE_NAME", "sessions"),
+                ("CHECKPOINT_TABLE", "checkpoints"),
+                ("SCHEDULE_SECONDS", "2"),
+            ],
+        };
+        let mut checked = 0;
+        for setting in SETTINGS.iter().filter(|s| s.var != "SCHEDULE_SECONDS") {
+            let (inside, outside): (Vec<String>, Vec<String>) = match setting.rule {
+                Rule::Whole { min, max, .. } => (
+                    vec![min.to_string(), max.to_string()],
+                    [min.checked_sub(1), Some(max + 1)]
+                        .into_iter()
+                        .flatten()
+                        .map(|n| n.to_string())
+                        .collect(),
+                ),
+                Rule::Duration { min, max, .. } => (
+                    vec![
+                        format!("{}ms", min.as_millis()),
+                        format!("{}ms", max.as_millis()),
+                    ],
+                    vec![
+                        format!("{}ms", min.as_millis() - 1),
+                        format!("{}ms", max.as_millis() + 1),
+                    ],
+                ),
+                Rule::Choice(words) => (
+                    words.iter().map(|w| w.to_uppercase()).collect(),
+                    vec![format!("{}x", words[0])],
+                ),
+                _ => continue,
+            };
+            let with = |value: &str| {
+                let mut pairs = context(setting.var);
+                pairs.push((setting.var, value));
+                if setting.var == "EXPIRY_EVENTS_MODE" {
+                    pairs.push((
+                        "EXPIRY_EVENTS",
+                        "sqs:https://sqs.us-east-1.amazonaws.com/1/q",
+                    ));
+                    pairs.push(("DELETE_MODE", "conditional"));
+                }
+                parse(&pairs)
+            };
+            for value in &inside {
+                assert!(
+                    with(value).is_ok(),
+                    "{}={value}: {:?}",
+                    setting.var,
+                    with(value)
+                );
+            }
+            for value in &outside {
+                let err = with(value).unwrap_err().to_string();
+                assert!(
+                    err.contains(setting.var) && err.contains(&setting.rule.describe()),
+                    "{}={value}: {err}",
+                    setting.var
+                );
+            }
+            checked += 1;
+        }
+        assert_eq!(
+            checked, 12,
+            "settings with bounds or words but SCHEDULE_SECONDS"
+        );
     }
 
     #[test]

@@ -2,8 +2,11 @@
 //! name, `TABLES`' entries, `SHARD_RANGE`, and the errors that name the setting and what it
 //! accepts. [`super::validate`] puts them together.
 
+use std::time::Duration;
+
+use super::rule::{NAMESPACE_CHARACTERS, NAME_CHARACTERS};
 use super::*;
-use crate::expiry::window::{ShardRange, MAX_SHARDS, MAX_WINDOW_SECONDS};
+use crate::expiry::window::ShardRange;
 
 /// The entries of `TABLES`: each an object of setting names and their values (strings, or
 /// numbers written as they are).
@@ -96,18 +99,42 @@ pub(super) fn get(raw: Option<&str>, s: &Setting) -> Result<String, ConfigError>
         Some(v) => Ok(v.to_owned()),
         None => s.default.map(str::to_owned).ok_or(ConfigError::Missing {
             var: s.var,
-            expected: s.expected,
+            expected: s.expected(),
         }),
     }
 }
 
-/// A whole number from `lo` to `hi`.
-pub(super) fn number(raw: Option<&str>, s: &Setting, lo: u64, hi: u64) -> Result<u64, ConfigError> {
+/// A whole number within `s`'s [`Rule::Whole`] bounds (`None`: `off`, where the rule takes it).
+pub(super) fn whole_or_off(raw: Option<&str>, s: &Setting) -> Result<Option<u64>, ConfigError> {
+    let Rule::Whole { min, max, off, .. } = s.rule else {
+        unreachable!("{} is not a whole number", s.var)
+    };
     let raw = get(raw, s)?;
-    raw.parse::<u64>()
-        .ok()
-        .filter(|n| (lo..=hi).contains(n))
-        .ok_or_else(|| invalid(s, &raw))
+    if off && raw.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    let n = raw.parse::<u64>().ok().filter(|n| (min..=max).contains(n));
+    n.map(Some).ok_or_else(|| invalid(s, &raw))
+}
+
+/// A whole number within `s`'s [`Rule::Whole`] bounds.
+pub(super) fn number(raw: Option<&str>, s: &Setting) -> Result<u64, ConfigError> {
+    let raw_value = get(raw, s)?;
+    whole_or_off(raw, s)?.ok_or_else(|| invalid(s, &raw_value))
+}
+
+/// A duration within `s`'s [`Rule::Duration`] bounds (`None`: `off` or `0`, where the rule
+/// takes them).
+pub(super) fn duration(raw: Option<&str>, s: &Setting) -> Result<Option<Duration>, ConfigError> {
+    let Rule::Duration { min, max, off } = s.rule else {
+        unreachable!("{} is not a duration", s.var)
+    };
+    let raw = get(raw, s)?;
+    if off && (raw.eq_ignore_ascii_case("off") || raw == "0") {
+        return Ok(None);
+    }
+    let d = parse_duration(&raw).filter(|d| (min..=max).contains(d));
+    d.map(Some).ok_or_else(|| invalid(s, &raw))
 }
 
 /// The value, when `ok` accepts it.
@@ -123,10 +150,11 @@ pub(super) fn accepted(
     }
 }
 
-/// A table or index name (or, with `allow_arn`, a table ARN).
-pub(super) fn name(raw: Option<&str>, s: &Setting, allow_arn: bool) -> Result<String, ConfigError> {
+/// A table or index name (a table's also an ARN), as `s`'s rule says.
+pub(super) fn name(raw: Option<&str>, s: &Setting) -> Result<String, ConfigError> {
+    let allow_arn = matches!(s.rule, Rule::Tables | Rule::Table);
     accepted(raw, s, |raw| {
-        let named = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+        let named = |c: char| c.is_ascii_alphanumeric() || NAME_CHARACTERS.contains(&c);
         (allow_arn && raw.starts_with("arn:") && raw.contains(":table/"))
             || ((3..=255).contains(&raw.len()) && raw.chars().all(named))
     })
@@ -136,23 +164,23 @@ pub(super) fn name(raw: Option<&str>, s: &Setting, allow_arn: bool) -> Result<St
 pub(super) fn table(raw: Option<&str>, s: &Setting) -> Result<Option<String>, ConfigError> {
     match get(raw, s)? {
         raw if raw.is_empty() => Ok(None),
-        raw => name(Some(&raw), s, true).map(Some),
+        raw => name(Some(&raw), s).map(Some),
     }
 }
 
-/// One of `values` (by name, in any case).
-pub(super) fn choice<T: Copy>(
+/// One of `s`'s [`Rule::Choice`] words, in any case: the value of `values` in the same place.
+pub(super) fn choice<T: Copy, const N: usize>(
     raw: Option<&str>,
     s: &Setting,
-    values: &[(&str, T)],
+    values: [T; N],
 ) -> Result<T, ConfigError> {
+    let Rule::Choice(words) = s.rule else {
+        unreachable!("{} is not a choice", s.var)
+    };
+    assert_eq!(words.len(), N, "{}: a value for each word", s.var);
     let raw = get(raw, s)?;
-    let found = values
-        .iter()
-        .find(|(name, _)| raw.eq_ignore_ascii_case(name));
-    found
-        .map(|(_, value)| *value)
-        .ok_or_else(|| invalid(s, &raw))
+    let found = words.iter().position(|w| raw.eq_ignore_ascii_case(w));
+    found.map(|i| values[i]).ok_or_else(|| invalid(s, &raw))
 }
 
 /// An attribute name of at most 255 bytes.
@@ -160,12 +188,20 @@ pub(super) fn attribute(raw: Option<&str>, s: &Setting) -> Result<String, Config
     accepted(raw, s, |raw| raw.len() <= 255)
 }
 
+/// A CloudWatch namespace.
+pub(super) fn namespace(raw: Option<&str>, s: &Setting) -> Result<String, ConfigError> {
+    accepted(raw, s, |raw| {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || NAMESPACE_CHARACTERS.contains(&c);
+        raw.len() <= 255 && !raw.starts_with("AWS/") && raw.chars().all(allowed)
+    })
+}
+
 pub(super) fn window_seconds(raw: Option<&str>) -> Result<u32, ConfigError> {
-    Ok(number(raw, &WINDOW_SECONDS, 1, u64::from(MAX_WINDOW_SECONDS))? as u32)
+    Ok(number(raw, &WINDOW_SECONDS)? as u32)
 }
 
 pub(super) fn window_shards(raw: Option<&str>) -> Result<u32, ConfigError> {
-    Ok(number(raw, &WINDOW_SHARDS, 1, u64::from(MAX_SHARDS))? as u32)
+    Ok(number(raw, &WINDOW_SHARDS)? as u32)
 }
 
 pub(super) fn rejected(s: &Setting, value: &str, problem: String) -> ConfigError {
@@ -173,7 +209,7 @@ pub(super) fn rejected(s: &Setting, value: &str, problem: String) -> ConfigError
         var: s.var,
         value: value.to_owned(),
         problem,
-        expected: s.expected,
+        expected: s.expected(),
     }
 }
 
@@ -181,6 +217,6 @@ pub(super) fn invalid(s: &Setting, value: &str) -> ConfigError {
     ConfigError::Invalid {
         var: s.var,
         value: value.to_owned(),
-        expected: s.expected,
+        expected: s.expected(),
     }
 }

@@ -78,6 +78,10 @@ enum Command {
         #[arg(long, default_value = "5s", value_parser = parse_probe_timeout)]
         timeout: Duration,
     },
+    /// Print every setting (variable, flag, default, what it accepts as a rule and in words) as
+    /// JSON: the file infra/settings.json, which the CDK construct reads and the SAM template,
+    /// the Terraform module and docs/configuration.md are checked against.
+    Settings,
     /// Print the window key for a ttl (epoch seconds), to check a writer's implementation.
     Window {
         /// The ttl, in epoch seconds.
@@ -375,6 +379,10 @@ async fn dispatch(command: Command, profile: Option<&str>) -> anyhow::Result<Exi
             let (seconds, shards) = (window_seconds.as_deref(), shards.as_deref());
             let window = commands::window(&ttl, seconds, shards, key.as_deref())?;
             println!("{window}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Settings => {
+            print!("{}", ttl_sweeper::config::spec_text());
             Ok(ExitCode::SUCCESS)
         }
         Command::Health { addr, timeout } => {

@@ -1,0 +1,330 @@
+//! [`Rule`]: what a setting accepts, as data. The validation checks a value with it, the help and
+//! error messages say it in words ([`Rule::describe`]), and `ttl-sweeper settings` writes it as
+//! JSON ([`spec`]) for the construct, the SAM template, the Terraform module and the docs, which
+//! read it (or are tested against it) rather than state the ranges again.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::{Setting, COVERAGE_SLACK_SECONDS, MAX_PARTITIONS_PER_SWEEP, SETTINGS};
+
+/// What a setting accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// A whole number from `min` to `max` (of seconds, with `seconds`); with `off`, also `off`.
+    Whole {
+        /// The least accepted.
+        min: u64,
+        /// The most accepted.
+        max: u64,
+        /// Whether the number is a count of seconds.
+        seconds: bool,
+        /// Whether `off` is accepted too.
+        off: bool,
+    },
+    /// A duration from `min` to `max`: whole seconds (`90`) or with a unit (`250ms`, `90m`,
+    /// `24h`); with `off`, also `off` or `0`.
+    Duration {
+        /// The shortest accepted.
+        min: Duration,
+        /// The longest accepted.
+        max: Duration,
+        /// Whether `off` (or `0`) is accepted too.
+        off: bool,
+    },
+    /// One of these words, in any case.
+    Choice(&'static [&'static str]),
+    /// One DynamoDB table by name or ARN, or several separated by commas.
+    Tables,
+    /// A DynamoDB table by name or ARN, or empty for none.
+    Table,
+    /// An index name.
+    Index,
+    /// An attribute name.
+    Attribute,
+    /// A CloudWatch namespace.
+    Namespace,
+    /// Checked by a parser of its own; the setting's words say what it accepts.
+    Parsed,
+}
+
+/// The characters of a table or index name besides letters and digits.
+pub(super) const NAME_CHARACTERS: [char; 3] = ['_', '-', '.'];
+
+/// The characters of a CloudWatch namespace besides letters and digits.
+pub(super) const NAMESPACE_CHARACTERS: [char; 7] = ['.', '-', '_', '/', '#', ':', ' '];
+
+impl Rule {
+    /// The name of the rule's kind in the JSON spec.
+    fn kind(self) -> &'static str {
+        match self {
+            Rule::Whole { .. } => "whole",
+            Rule::Duration { .. } => "duration",
+            Rule::Choice(_) => "choice",
+            Rule::Tables => "tables",
+            Rule::Table => "table",
+            Rule::Index => "index",
+            Rule::Attribute => "attribute",
+            Rule::Namespace => "namespace",
+            Rule::Parsed => "parsed",
+        }
+    }
+
+    /// What the rule accepts, in words (empty for [`Rule::Parsed`]).
+    pub fn describe(self) -> String {
+        let off = |off: bool| if off { "`off`, or " } else { "" };
+        match self {
+            Rule::Whole {
+                min,
+                max,
+                seconds,
+                off: o,
+            } => {
+                let of = if seconds { " of seconds" } else { "" };
+                format!("{}a whole number{of} from {min} to {max}", off(o))
+            }
+            Rule::Duration { min, max, off: o } => {
+                let example = if max < Duration::from_secs(60) {
+                    "250ms"
+                } else {
+                    "90m"
+                };
+                format!(
+                    "{}a whole number of seconds from {} to {}, or a duration from {} to {} such \
+                     as `{example}`",
+                    off(o),
+                    min.as_secs().max(1),
+                    max.as_secs(),
+                    short(min),
+                    short(max)
+                )
+            }
+            Rule::Choice(words) => match words {
+                [] => String::new(),
+                [one] => format!("`{one}`"),
+                [first @ .., last] => {
+                    let first: Vec<String> = first.iter().map(|w| format!("`{w}`")).collect();
+                    format!("{} or `{last}`", first.join(", "))
+                }
+            },
+            Rule::Tables | Rule::Table => {
+                "a DynamoDB table name (3-255 characters: letters, digits, '_', '-', '.') or table \
+                 ARN"
+                .to_owned()
+            }
+            Rule::Index => {
+                "a GSI name (3-255 characters: letters, digits, '_', '-', '.')".to_owned()
+            }
+            Rule::Attribute => "a non-empty attribute name of at most 255 bytes".to_owned(),
+            Rule::Namespace => "a CloudWatch namespace: up to 255 letters, digits or . - _ / # : \
+                                and spaces, not starting with AWS/"
+                .to_owned(),
+            Rule::Parsed => String::new(),
+        }
+    }
+
+    /// Whether the rule is a range: [`Rule::words`] are then its least and most.
+    pub fn is_ranged(self) -> bool {
+        matches!(self, Rule::Whole { .. } | Rule::Duration { .. })
+    }
+
+    /// The words any account of the rule must name: a range's bounds (a duration's in its
+    /// largest whole unit, `30s`), a choice's words; none for the others.
+    pub fn words(self) -> Vec<String> {
+        match self {
+            Rule::Whole { min, max, .. } => vec![min.to_string(), max.to_string()],
+            Rule::Duration { min, max, .. } => vec![short(min), short(max)],
+            Rule::Choice(words) => words.iter().map(|w| (*w).to_owned()).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The rule as JSON: its kind and, by kind, its bounds (durations in milliseconds), whether
+    /// `off` is accepted, its words, or its pattern.
+    fn to_json(self) -> Value {
+        let millis = |d: Duration| d.as_millis() as u64;
+        match self {
+            Rule::Whole {
+                min,
+                max,
+                seconds,
+                off,
+            } => {
+                json!({"kind": self.kind(), "min": min, "max": max, "seconds": seconds, "off": off})
+            }
+            Rule::Duration { min, max, off } => {
+                json!({"kind": self.kind(), "minMs": millis(min), "maxMs": millis(max), "off": off})
+            }
+            Rule::Choice(words) => json!({"kind": self.kind(), "choices": words}),
+            Rule::Tables | Rule::Table | Rule::Index => {
+                json!({"kind": self.kind(), "pattern": "^[A-Za-z0-9_.-]{3,255}$"})
+            }
+            Rule::Attribute => json!({"kind": self.kind(), "minBytes": 1, "maxBytes": 255}),
+            Rule::Namespace => json!({
+                "kind": self.kind(),
+                "pattern": "^[0-9A-Za-z._\\-/#: ]{1,255}$",
+                "notStartingWith": "AWS/",
+            }),
+            Rule::Parsed => json!({"kind": self.kind()}),
+        }
+    }
+}
+
+/// A duration in its largest whole unit: `100ms`, `30s`, `1m`, `24h`, `30d`.
+fn short(d: Duration) -> String {
+    let ms = d.as_millis();
+    let units = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1_000, "s"),
+    ];
+    for (size, unit) in units {
+        if ms >= size && ms % size == 0 {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
+}
+
+/// The default of `setting` as the value the rule gives it: a number for a whole number, the
+/// milliseconds of a duration, `null` for `off`, none or empty, else the text.
+fn typed_default(setting: &Setting) -> Value {
+    let Some(raw) = setting.default.filter(|d| !d.is_empty()) else {
+        return Value::Null;
+    };
+    match setting.rule {
+        _ if raw.eq_ignore_ascii_case("off") => Value::Null,
+        Rule::Whole { .. } => json!(raw.parse::<u64>().expect("a whole default")),
+        Rule::Duration { .. } => {
+            let d = super::parse_duration(raw).expect("a duration default");
+            json!(d.as_millis() as u64)
+        }
+        _ => json!(raw),
+    }
+}
+
+/// Every setting's rule and words as one JSON document: the file `infra/settings.json`, which
+/// `ttl-sweeper settings` prints.
+pub fn spec() -> Value {
+    let settings: Vec<Value> = SETTINGS
+        .iter()
+        .map(|s| {
+            json!({
+                "var": s.var,
+                "flag": format!("--{}", super::settings::flag(s.var)),
+                "default": s.default,
+                "value": typed_default(s),
+                "help": s.help,
+                "accepts": s.expected(),
+                "rule": s.rule.to_json(),
+                "perTable": super::validate::is_per_table(s),
+                "commands": s.commands.iter().map(|c| c.name()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "about": "Every setting of ttl-sweeper: written by `ttl-sweeper settings` (make \
+                  settings-spec) from src/config/settings.rs; do not edit it by hand. `default` is \
+                  the raw default (null: required), `value` the default as the rule reads it \
+                  (durations in milliseconds; null: off or none).",
+        "limits": {
+            "maxPartitionsPerSweep": MAX_PARTITIONS_PER_SWEEP,
+            "lookbackSlackSeconds": COVERAGE_SLACK_SECONDS,
+        },
+        "settings": settings,
+    })
+}
+
+/// [`spec`] as the committed file holds it: keys sorted (whatever serde_json's features), pretty,
+/// two-space indented, one final newline.
+pub fn spec_text() -> String {
+    fn sorted(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                map.sort_keys();
+                map.values_mut().for_each(sorted);
+            }
+            Value::Array(items) => items.iter_mut().for_each(sorted),
+            _ => {}
+        }
+    }
+    let mut spec = spec();
+    sorted(&mut spec);
+    let mut text = serde_json::to_string_pretty(&spec).expect("a JSON value");
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_rule_says_its_bounds_and_words() {
+        let whole = Rule::Whole {
+            min: 1,
+            max: 256,
+            seconds: false,
+            off: false,
+        };
+        assert_eq!(whole.describe(), "a whole number from 1 to 256");
+        let lease = Rule::Whole {
+            min: 5,
+            max: 3600,
+            seconds: true,
+            off: true,
+        };
+        assert_eq!(
+            lease.describe(),
+            "`off`, or a whole number of seconds from 5 to 3600"
+        );
+        let tick = Rule::Duration {
+            min: Duration::from_millis(100),
+            max: Duration::from_secs(30),
+            off: true,
+        };
+        assert!(
+            tick.describe().contains("from 1 to 30"),
+            "{}",
+            tick.describe()
+        );
+        assert!(
+            tick.describe().contains("100ms to 30s"),
+            "{}",
+            tick.describe()
+        );
+        let catchup = Rule::Duration {
+            min: Duration::from_secs(60),
+            max: Duration::from_secs(30 * 86_400),
+            off: false,
+        };
+        assert!(
+            catchup.describe().contains("1m to 30d"),
+            "{}",
+            catchup.describe()
+        );
+        assert_eq!(Rule::Choice(&["a", "b", "c"]).describe(), "`a`, `b` or `c`");
+        assert_eq!(Rule::Choice(&["a", "b"]).describe(), "`a` or `b`");
+        assert_eq!(short(Duration::from_secs(86_400)), "1d");
+        assert_eq!(short(Duration::from_millis(1500)), "1500ms");
+    }
+
+    #[test]
+    fn the_spec_gives_every_setting_its_rule_and_typed_default() {
+        let spec = spec();
+        let settings = spec["settings"].as_array().unwrap();
+        assert_eq!(settings.len(), SETTINGS.len());
+        let of = |var: &str| settings.iter().find(|s| s["var"] == var).unwrap().clone();
+        let concurrency = of("MAX_CONCURRENCY");
+        assert_eq!(concurrency["value"], 8);
+        assert_eq!(concurrency["rule"]["max"], 256);
+        assert_eq!(concurrency["perTable"], true);
+        assert_eq!(of("MAX_CATCHUP")["value"], 86_400_000u64);
+        assert_eq!(of("LEADER_LEASE")["value"], Value::Null);
+        assert_eq!(of("TABLE_NAME")["default"], Value::Null);
+        assert_eq!(of("TICK_SECONDS")["commands"], json!([]));
+        assert_eq!(spec["limits"]["maxPartitionsPerSweep"], 20_000);
+    }
+}
