@@ -21,7 +21,8 @@ export enum DeleteMode {
    */
   BATCH = 'batch',
   /**
-   * `DeleteItem` with `attribute_exists(ttl) AND ttl < now`: the table has the last word, so an
+   * `DeleteItem` on the condition that the ttl is still the value the sweep read, and expired
+   * (`#ttl = :read AND #ttl < :now AND #ttl >= :oldest`): the table has the last word, so an
    * item whose ttl was extended or removed survives. One request per item.
    */
   CONDITIONAL = 'conditional',

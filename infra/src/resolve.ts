@@ -7,6 +7,7 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type { Construct } from 'constructs';
 import { checkExpiryEvents, expiryEventEnvironment, ExpiryEventsMode, type ExpiryEventsOptions } from './expiry-events';
 import { DeleteMode, type SweptTable, type TtlSweeperProps } from './props';
+import { bounds, choices, defaultOf, LIMITS, setting } from './spec';
 import { SweepSchedule } from './sweep-schedule';
 
 // ---------------------------------------------------------------- shard ranges
@@ -28,23 +29,36 @@ export function splitShards(shards: number, parts: number): string[] {
 
 // ---------------------------------------------------------------- validation
 
-/**
- * The defaults of the props that are also settings of the function; `test/conveniences.test.ts`
- * checks them against the binary's `SETTINGS` (src/config/settings.rs).
- */
+/** The defaults of the props that are also settings of the function: the binary's (`settings.json`). */
 export const DEFAULTS = {
-  indexName: 'expirationWindowIndex',
-  ttlAttribute: 'ttl',
-  windowAttribute: 'expirationWindow',
-  windowSeconds: 60,
-  windowShards: 1,
-  lookbackWindows: 15,
-  deleteMode: DeleteMode.BATCH,
-  maxConcurrency: 8,
-  maxRetries: 8,
-  maxCatchUpSeconds: 24 * 3600,
-  metricsNamespace: 'TtlSweeper',
-} as const;
+  indexName: defaultOf('INDEX_NAME') as string,
+  ttlAttribute: defaultOf('TTL_ATTRIBUTE') as string,
+  windowAttribute: defaultOf('WINDOW_ATTRIBUTE') as string,
+  windowSeconds: defaultOf('WINDOW_SECONDS') as number,
+  windowShards: defaultOf('WINDOW_SHARDS') as number,
+  lookbackWindows: defaultOf('LOOKBACK_WINDOWS') as number,
+  deleteMode: defaultOf('DELETE_MODE') as DeleteMode,
+  maxConcurrency: defaultOf('MAX_CONCURRENCY') as number,
+  maxRetries: defaultOf('MAX_RETRIES') as number,
+  maxCatchUpSeconds: defaultOf('MAX_CATCHUP') as number,
+  metricsNamespace: defaultOf('METRICS_NAMESPACE') as string,
+};
+
+/** The binary's ranges of the settings the construct checks props against (`settings.json`). */
+const RANGE = {
+  windowSeconds: bounds('WINDOW_SECONDS'),
+  windowShards: bounds('WINDOW_SHARDS'),
+  lookbackWindows: bounds('LOOKBACK_WINDOWS'),
+  maxConcurrency: bounds('MAX_CONCURRENCY'),
+  maxRetries: bounds('MAX_RETRIES'),
+  tickSeconds: bounds('TICK_SECONDS'),
+  maxCatchUp: bounds('MAX_CATCHUP'),
+  leaderLease: bounds('LEADER_LEASE'),
+};
+
+/** A name's pattern (`INDEX_NAME`'s), and a namespace's (`METRICS_NAMESPACE`'s). */
+const INDEX_PATTERN = new RegExp(setting('INDEX_NAME').rule.pattern!);
+const NAMESPACE_PATTERN = new RegExp(setting('METRICS_NAMESPACE').rule.pattern!);
 
 /** A table's own settings: the function-wide ones, or an entry of `tables` over them. */
 export interface TableSettings {
@@ -112,13 +126,15 @@ const TABLE_VARIABLES = [
 /** The checks of prop values, each adding a message naming the prop to `problems`. */
 function validators(problems: string[]) {
   const known = (v: unknown) => !Token.isUnresolved(v);
-  const whole = (name: string, value: number, lo: number, hi: number, hint = ''): number => {
+  const whole = (name: string, value: number, range: { min: number; max: number }, hint = ''): number => {
+    const { min: lo, max: hi } = range;
     if (known(value) && !(Number.isInteger(value) && value >= lo && value <= hi)) {
       problems.push(`${name} must be a whole number from ${lo} to ${hi}${hint}, got ${value}`);
     }
     return value;
   };
-  const seconds = (name: string, d: Duration, lo: number, hi: number, unit = 1): number => {
+  const seconds = (name: string, d: Duration, range: { min: number; max: number }, unit = 1): number => {
+    const { min: lo, max: hi } = range;
     if (d.isUnresolved()) return NaN;
     const s = d.toSeconds();
     if (!(Number.isInteger(s) && s % unit === 0 && s >= lo && s <= hi)) {
@@ -158,7 +174,7 @@ function tableSettings(
     check(value);
     return value;
   };
-  const indexName = given(source.indexName, (v) => name(`${prefix}indexName`, v, /^[A-Za-z0-9_.-]{3,255}$/,
+  const indexName = given(source.indexName, (v) => name(`${prefix}indexName`, v, INDEX_PATTERN,
     "an index name of 3 to 255 letters, digits, '_', '-' or '.'"), base.indexName);
   const ttlAttribute = given(source.ttlAttribute, (v) => attribute(`${prefix}ttlAttribute`, v), base.ttlAttribute);
   const windowAttribute = given(source.windowAttribute, (v) => attribute(`${prefix}windowAttribute`, v), base.windowAttribute);
@@ -166,18 +182,19 @@ function tableSettings(
   if (attributesGiven && known(ttlAttribute) && ttlAttribute === windowAttribute) {
     problems.push(`${prefix}windowAttribute must differ from ${prefix}ttlAttribute (both are ${JSON.stringify(ttlAttribute)})`);
   }
-  const windowSeconds = given(source.windowSeconds, (v) => whole(`${prefix}windowSeconds`, v, 1, 86400, ' (the width the writers use)'),
+  const windowSeconds = given(source.windowSeconds, (v) => whole(`${prefix}windowSeconds`, v, RANGE.windowSeconds, ' (the width the writers use)'),
     base.windowSeconds);
-  const windowShards = given(source.windowShards, (v) => whole(`${prefix}windowShards`, v, 1, 1000, ' (the shard count the writers use)'),
+  const windowShards = given(source.windowShards, (v) => whole(`${prefix}windowShards`, v, RANGE.windowShards, ' (the shard count the writers use)'),
     base.windowShards);
   if (source.expiryEvents !== undefined) {
     problems.push(...checkExpiryEvents(source.expiryEvents).map((p) => `${prefix}${p}`));
   }
   const expiryEvents = source.expiryEvents ?? base.expiryEvents;
-  const lookbackWindows = given(source.lookbackWindows, (v) => whole(`${prefix}lookbackWindows`, v, 0, 10000), base.lookbackWindows);
+  const lookbackWindows = given(source.lookbackWindows, (v) => whole(`${prefix}lookbackWindows`, v, RANGE.lookbackWindows), base.lookbackWindows);
   const deleteMode = given(source.deleteMode, (v) => {
-    if (v !== DeleteMode.BATCH && v !== DeleteMode.CONDITIONAL) {
-      problems.push(`${prefix}deleteMode must be 'batch' or 'conditional', got ${JSON.stringify(v)}`);
+    const modes = choices('DELETE_MODE');
+    if (!modes.includes(v)) {
+      problems.push(`${prefix}deleteMode must be ${modes.map((m) => `'${m}'`).join(' or ')}, got ${JSON.stringify(v)}`);
     }
   }, base.deleteMode);
   // The function refuses archive mode with batch deletes: BatchWriteItem cannot check the ttl, so a
@@ -192,8 +209,8 @@ function tableSettings(
         `the event was published; set ${prefix}deleteMode: DeleteMode.CONDITIONAL or use ExpiryEventsMode.NOTIFY`,
     );
   }
-  const maxConcurrency = given(source.maxConcurrency, (v) => whole(`${prefix}maxConcurrency`, v, 1, 256), base.maxConcurrency);
-  const maxRetries = given(source.maxRetries, (v) => whole(`${prefix}maxRetries`, v, 0, 30), base.maxRetries);
+  const maxConcurrency = given(source.maxConcurrency, (v) => whole(`${prefix}maxConcurrency`, v, RANGE.maxConcurrency), base.maxConcurrency);
+  const maxRetries = given(source.maxRetries, (v) => whole(`${prefix}maxRetries`, v, RANGE.maxRetries), base.maxRetries);
   return {
     indexName,
     ttlAttribute,
@@ -301,7 +318,7 @@ export function resolveSettings(scope: Construct, props: TtlSweeperProps): Setti
       problems.push('windowShards must be a number known at synthesis when sweepers > 1: the shards are split then');
     }
     // An invalid windowShards is reported on its own; sweepers is then checked against 50 only.
-    const shardsOk = known(windowShards) && Number.isInteger(windowShards) && windowShards >= 1 && windowShards <= 1000;
+    const shardsOk = known(windowShards) && within(windowShards, RANGE.windowShards);
     const most = shardsOk ? Math.min(windowShards, MAX_SWEEPERS) : MAX_SWEEPERS;
     if (!(Number.isInteger(sweepers) && sweepers >= 1 && sweepers <= most)) {
       problems.push(
@@ -315,19 +332,19 @@ export function resolveSettings(scope: Construct, props: TtlSweeperProps): Setti
   let tickSeconds: number | undefined;
   const ticking = props.tickSeconds !== undefined;
   if (props.tickSeconds !== undefined) {
-    tickSeconds = whole('tickSeconds', props.tickSeconds, 1, 30, ' (omit it to sweep once per invocation)');
+    tickSeconds = whole('tickSeconds', props.tickSeconds, RANGE.tickSeconds, ' (omit it to sweep once per invocation)');
     if (known(tickSeconds) && tickSeconds >= period) {
       problems.push(`tickSeconds (${tickSeconds}) must be less than the schedule period (${period} s)`);
     }
   }
 
-  const scheduleRetryAttempts = whole('scheduleRetryAttempts', props.scheduleRetryAttempts ?? 2, 0, 185);
-  const scheduleMaxEventAgeSeconds = seconds('scheduleMaxEventAge', props.scheduleMaxEventAge ?? Duration.minutes(5), 60, 86400);
+  const scheduleRetryAttempts = whole('scheduleRetryAttempts', props.scheduleRetryAttempts ?? 2, { min: 0, max: 185 });
+  const scheduleMaxEventAgeSeconds = seconds('scheduleMaxEventAge', props.scheduleMaxEventAge ?? Duration.minutes(5), { min: 60, max: 86400 });
 
   if (props.maxCatchUp !== undefined && props.checkpoint === undefined) {
     problems.push('maxCatchUp needs a checkpoint: set checkpoint (e.g. Checkpoint.newTable()) or drop maxCatchUp');
   }
-  const maxCatchUpSeconds = seconds('maxCatchUp', props.maxCatchUp ?? Duration.seconds(DEFAULTS.maxCatchUpSeconds), 60, 30 * 86400);
+  const maxCatchUpSeconds = seconds('maxCatchUp', props.maxCatchUp ?? Duration.seconds(DEFAULTS.maxCatchUpSeconds), RANGE.maxCatchUp);
 
   // The lease is an item of the checkpoint table; the function needs it to last at least two ticks.
   let leaderLeaseSeconds: number | undefined;
@@ -337,9 +354,9 @@ export function resolveSettings(scope: Construct, props: TtlSweeperProps): Setti
     leaderLeaseSeconds = props.leaderLease.toSeconds({ integral: false });
     if (!(Number.isInteger(leaderLeaseSeconds) && leaderLeaseSeconds >= 1)) {
       problems.push(`leaderLease must be whole seconds, got ${props.leaderLease.toHumanString()}`);
-    } else if (leaderLeaseSeconds < 5 || leaderLeaseSeconds > 3600) {
+    } else if (!within(leaderLeaseSeconds, RANGE.leaderLease)) {
       // The binary's range: a holder stops sending 3 s before its lease runs out.
-      problems.push(`leaderLease must be from 5 s to 3600 s, got ${leaderLeaseSeconds} s`);
+      problems.push(`leaderLease must be from ${RANGE.leaderLease.min} s to ${RANGE.leaderLease.max} s, got ${leaderLeaseSeconds} s`);
     } else if (ticking && known(tickSeconds) && leaderLeaseSeconds < 2 * tickSeconds!) {
       problems.push(
         `leaderLease (${leaderLeaseSeconds} s) must be at least two ticks: 2 × tickSeconds (${tickSeconds}) = ${2 * tickSeconds!} s`,
@@ -360,7 +377,7 @@ export function resolveSettings(scope: Construct, props: TtlSweeperProps): Setti
   const metricsNamespace = props.metricsNamespace ?? DEFAULTS.metricsNamespace;
   if (
     known(metricsNamespace) &&
-    (!/^[0-9A-Za-z._\-/#: ]{1,255}$/.test(metricsNamespace) || metricsNamespace.trim() === '' || metricsNamespace.startsWith('AWS/'))
+    (!NAMESPACE_PATTERN.test(metricsNamespace) || metricsNamespace.trim() === '' || metricsNamespace.startsWith('AWS/'))
   ) {
     problems.push(
       'metricsNamespace must be a CloudWatch namespace (1 to 255 of letters, digits, ".", "-", "_", "/", "#", ":" ' +
@@ -368,20 +385,20 @@ export function resolveSettings(scope: Construct, props: TtlSweeperProps): Setti
     );
   }
 
-  const memorySize = whole('memorySize', props.memorySize ?? 128, 128, 10240);
+  const memorySize = whole('memorySize', props.memorySize ?? 128, { min: 128, max: 10240 });
   // Tick mode: an invocation ticks until HANDOFF_OVERLAP (10 s) past the next scheduled one, and
   // stops 3 s before its deadline; the next invocation runs beside it meanwhile.
   const timeoutSeconds = props.timeout
-    ? seconds('timeout', props.timeout, 1, 900)
+    ? seconds('timeout', props.timeout, { min: 1, max: 900 })
     : Math.min(period + (ticking ? 20 : 10), 900);
-  const reservedConcurrency = whole('reservedConcurrency', props.reservedConcurrency ?? (ticking ? 2 : 1), 1, 1000,
+  const reservedConcurrency = whole('reservedConcurrency', props.reservedConcurrency ?? (ticking ? 2 : 1), { min: 1, max: 1000 },
     ' (1 keeps invocations from overlapping; tick mode needs 2)');
 
   const alarms = props.alarms ?? {};
-  const lagThresholdSeconds = seconds('alarms.lagThreshold', alarms.lagThreshold ?? Duration.minutes(2), 1, 86400);
+  const lagThresholdSeconds = seconds('alarms.lagThreshold', alarms.lagThreshold ?? Duration.minutes(2), { min: 1, max: 86400 });
   const silenceDefault = Math.max(600, 2 * Math.ceil(period / 60) * 60);
   const silenceAfterSeconds = alarms.silenceAfter
-    ? seconds('alarms.silenceAfter', alarms.silenceAfter, 60, 86400, 60)
+    ? seconds('alarms.silenceAfter', alarms.silenceAfter, { min: 60, max: 86400 }, 60)
     : silenceDefault;
   if (alarms.silenceAfter && !alarms.silenceAfter.isUnresolved() && silenceAfterSeconds <= period) {
     problems.push(`alarms.silenceAfter (${silenceAfterSeconds} s) must be longer than the schedule period (${period} s)`);
@@ -404,10 +421,10 @@ export function resolveSettings(scope: Construct, props: TtlSweeperProps): Setti
     problems.push(...checkStream(props.table));
     // The indexer reads every shard: its start-up check must pass with the lookback the binary
     // derives for it (at least 15 windows, covering 70 s) over all of them.
-    const shardsKnown = known(windowShards) && Number.isInteger(windowShards) && windowShards >= 1 && windowShards <= 1000;
-    const widthKnown = known(windowSeconds) && Number.isInteger(windowSeconds) && windowSeconds >= 1 && windowSeconds <= 86400;
+    const shardsKnown = known(windowShards) && within(windowShards, RANGE.windowShards);
+    const widthKnown = known(windowSeconds) && within(windowSeconds, RANGE.windowSeconds);
     if (shardsKnown && widthKnown) {
-      const lookback = Math.max(DEFAULTS.lookbackWindows, Math.ceil((60 + 10) / windowSeconds));
+      const lookback = Math.max(DEFAULTS.lookbackWindows, Math.ceil((60 + LIMITS.lookbackSlackSeconds) / windowSeconds));
       const partitions = (lookback + 1) * windowShards;
       if (partitions > MAX_PARTITIONS_PER_SWEEP) {
         problems.push(
@@ -443,7 +460,12 @@ export function resolveSettings(scope: Construct, props: TtlSweeperProps): Setti
 }
 
 /** The binary's limit on the partitions one sweep reads (`MAX_PARTITIONS_PER_SWEEP`). */
-const MAX_PARTITIONS_PER_SWEEP = 20000;
+const MAX_PARTITIONS_PER_SWEEP = LIMITS.maxPartitionsPerSweep;
+
+/** Whether `value` is a whole number within `range`. */
+function within(value: number, range: { min: number; max: number }): boolean {
+  return Number.isInteger(value) && value >= range.min && value <= range.max;
+}
 
 /**
  * Why the stream indexer cannot follow `table`'s stream, if it cannot: no stream (a table created

@@ -1,6 +1,6 @@
 // The construct's conveniences and its ties to the binary: typed metric methods for every metric
 // the function emits, the expiration index helper, customer managed keys, log removal, alarms,
-// topic key and dashboard that can be turned off, and defaults equal to the binary's SETTINGS.
+// topic key and dashboard that can be turned off, and defaults equal to the binary's settings.json.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -164,16 +164,10 @@ test('alarms, the topic key and the dashboard can each be turned off', () => {
 
 // ---------------------------------------------------------------- defaults and SETTINGS
 
-/** `var` and `default` of every setting in src/config/settings.rs. */
+/** `var` and `default` of every setting in settings.json (`ttl-sweeper settings`). */
 function settingsDefaults(): Map<string, string | undefined> {
-  const source = rust('src/config/settings.rs');
-  const out = new Map<string, string | undefined>();
-  // Each entry of the `settings!` invocation: `field: VAR { default: None | Some("..."), ... }`,
-  // or with the field's type: `field: VAR (Option<String>) { ... }`.
-  for (const m of source.matchAll(/\b[a-z_]+: ([A-Z_]+)(?: \([^{}]*\))? \{\s*default: (None|Some\("([^"]*)"\))/g)) {
-    out.set(m[1], m[2] === 'None' ? undefined : m[3]);
-  }
-  return out;
+  const spec = JSON.parse(fs.readFileSync(path.join(repo, 'infra', 'settings.json'), 'utf8'));
+  return new Map(spec.settings.map((s: { var: string; default: string | null }) => [s.var, s.default ?? undefined]));
 }
 
 /** Seconds of a SETTINGS duration default such as `24h`, `90m` or `30s`, as the binary reads it. */

@@ -118,6 +118,62 @@ function constructActions(synthesized: ReturnType<typeof synth>, rolePrefix: str
 
 const sorted = (byId: Record<string, string[]>) => Object.values(byId).map((a) => [...a].sort()).sort();
 
+test("the template's settings are the binary's: defaults, ranges and choices of settings.json", () => {
+  const spec = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'settings.json'), 'utf8'));
+  const variables: Record<string, any> = template.Resources.Function.Properties.Environment.Variables;
+  const parameterOf = (value: any): string | undefined => {
+    if (value?.Ref !== undefined) return value.Ref;
+    const branches = value?.['Fn::If']?.slice(1) ?? [];
+    return branches.map(parameterOf).find((p: string | undefined) => p !== undefined && p !== 'AWS::NoValue');
+  };
+  let checked = 0;
+  for (const [variable, value] of Object.entries(variables)) {
+    const setting = spec.settings.find((s: { var: string }) => s.var === variable);
+    assert.ok(setting, `${variable} is not a setting of settings.json`);
+    const { rule } = setting;
+    const name = parameterOf(value);
+    if (name === undefined) {
+      // A fixed value: the binary's default (a duration's in seconds).
+      const literal = typeof value === 'string' ? value : value['Fn::If'].slice(1).find((b: unknown) => typeof b === 'string');
+      const expected = rule.kind === 'duration' ? String(setting.value / 1000) : setting.default;
+      assert.equal(literal, expected, `${variable}: the template sets ${literal}, the binary's default is ${expected}`);
+      checked++;
+      continue;
+    }
+    if (name === 'ExpiryIndexTable') continue; // a table the template creates
+    const parameter = template.Parameters[name];
+    assert.ok(parameter, `${variable}: no parameter ${name}`);
+    assert.equal(parameter.Default === undefined ? null : String(parameter.Default), setting.default,
+      `${name}'s Default is not ${variable}'s default`);
+    if (rule.kind === 'whole' && parameter.Type === 'Number') {
+      assert.deepEqual([parameter.MinValue, parameter.MaxValue], [rule.min, rule.max], `${name}: ${variable}'s range`);
+    }
+    const inRange = (text: string) => {
+      if (rule.off && text === 'off') return true;
+      const n = Number(text);
+      if (rule.kind === 'whole') return Number.isInteger(n) && n >= rule.min && n <= rule.max;
+      if (rule.kind === 'duration') return Number.isInteger(n) && n * 1000 >= rule.minMs && n * 1000 <= rule.maxMs;
+      if (rule.kind === 'choice') return rule.choices.includes(text);
+      return true;
+    };
+    for (const allowed of parameter.AllowedValues ?? []) {
+      assert.ok(inRange(String(allowed)), `${name} allows ${allowed}, which ${variable} refuses (${setting.accepts})`);
+    }
+    if (parameter.AllowedPattern !== undefined && rule.kind === 'whole') {
+      const pattern = new RegExp(parameter.AllowedPattern);
+      for (let n = 0; n <= rule.max + 10; n++) {
+        assert.ok(!pattern.test(String(n)) || inRange(String(n)), `${name}'s pattern takes ${n}, which ${variable} refuses`);
+      }
+      assert.ok(pattern.test(String(rule.max)), `${name}'s pattern refuses ${variable}'s most, ${rule.max}`);
+    }
+    if (parameter.AllowedPattern !== undefined && rule.pattern !== undefined) {
+      assert.ok(parameter.AllowedPattern.includes(rule.pattern.slice(1, -1)), `${name}'s pattern is not ${variable}'s ${rule.pattern}`);
+    }
+    checked++;
+  }
+  assert.ok(checked >= 16, `${checked} settings checked`);
+});
+
 test('the SAM template grants the construct IAM actions, for the function and the schedule', () => {
   const built = synth({ tickSeconds: undefined });
   assert.deepEqual(sorted(samActions('FunctionRole')), constructActions(built, 'SweeperRole'));

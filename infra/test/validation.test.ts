@@ -20,6 +20,39 @@ const invalid = (overrides: Partial<TtlSweeperProps>, message: RegExp) =>
     return true;
   });
 
+test("the props that are settings are checked against the binary's ranges in settings.json", () => {
+  const spec = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'settings.json'), 'utf8'));
+  const rule = (v: string) => spec.settings.find((s: { var: string }) => s.var === v).rule;
+  const props: [keyof TtlSweeperProps, string][] = [
+    ['windowSeconds', 'WINDOW_SECONDS'],
+    ['windowShards', 'WINDOW_SHARDS'],
+    ['lookbackWindows', 'LOOKBACK_WINDOWS'],
+    ['maxConcurrency', 'MAX_CONCURRENCY'],
+    ['maxRetries', 'MAX_RETRIES'],
+  ];
+  for (const [prop, variable] of props) {
+    const { kind, min, max } = rule(variable);
+    assert.equal(kind, 'whole', variable);
+    for (const value of [min - 1, max + 1]) {
+      invalid({ [prop]: value }, new RegExp(`${prop} must be a whole number from ${min} to ${max}\\b.*, got ${value}`));
+    }
+  }
+  // The tick: the binary's whole seconds (it also takes sub-second durations, set on the variable).
+  const tick = rule('TICK_SECONDS');
+  invalid({ tickSeconds: Math.floor(tick.maxMs / 1000) + 1 }, new RegExp(`from ${Math.ceil(tick.minMs / 1000)} to ${tick.maxMs / 1000}\\b`));
+  const lease = rule('LEADER_LEASE');
+  const checkpoint = Checkpoint.newTable();
+  const schedule = SweepSchedule.rate(cdk.Duration.minutes(1));
+  for (const seconds of [lease.min - 1, lease.max + 1]) {
+    invalid({ leaderLease: cdk.Duration.seconds(seconds), checkpoint, schedule },
+      new RegExp(`leaderLease must be from ${lease.min} s to ${lease.max} s, got ${seconds} s`));
+  }
+  const catchUp = rule('MAX_CATCHUP');
+  invalid({ maxCatchUp: cdk.Duration.seconds(catchUp.maxMs / 1000 + 1), checkpoint },
+    new RegExp(`maxCatchUp must be whole seconds from ${catchUp.minMs / 1000} to ${catchUp.maxMs / 1000}`));
+  invalid({ deleteMode: 'fast' as DeleteMode }, new RegExp(`deleteMode must be ${rule('DELETE_MODE').choices.map((c: string) => `'${c}'`).join(' or ')}`));
+});
+
 test('tick must be 1..30 and less than the schedule period', () => {
   invalid({ tickSeconds: 0 }, /tickSeconds must be a whole number from 1 to 30 \(omit it to sweep once per invocation\), got 0/);
   invalid({ tickSeconds: 31 }, /tickSeconds must be a whole number from 1 to 30/);
