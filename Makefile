@@ -249,7 +249,7 @@ $(TF_TEST_STAMP):
 test-terraform: $(INFRA_STAMP) $(TF_TEST_STAMP) $(CHECKOV) ## the Terraform module: terraform fmt -check, structure tests (python-hcl2), checkov, drift test against the construct
 	@command -v terraform >/dev/null || { echo "test-terraform: no terraform on PATH; terraform fmt -check needs Terraform 1.9 or later (1.11 on CI)" >&2; exit 1; }
 	$(TERRAFORM_ENV) terraform fmt -check -recursive -diff infra/terraform
-	cd infra/terraform/test && $(TF_TEST_PYTHON) -m unittest test_structure test_drift
+	cd infra/terraform/test && $(TF_TEST_PYTHON) -m unittest test_structure test_drift test_settings
 	$(CHECKOV_ENV) $(CHECKOV) --directory infra/terraform --framework terraform --quiet --compact --skip-download --download-external-modules false
 	@echo "test-terraform: done at $$(date +%T)"
 
