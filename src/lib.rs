@@ -14,7 +14,8 @@
 //!   and hand off; [`connect`] builds one sweeper per table and the one sweep clock (the host
 //!   clock held to DynamoDB's), and [`connect_tool`] the table of a tool.
 //! - [`config`]: every setting ([`config::Settings`], read from flags or environment variables
-//!   of the same names), validated once into the narrow structs below ([`expiry::Layout`],
+//!   of the same names; what each accepts is a [`config::Rule`], which `ttl-sweeper settings`
+//!   prints as JSON for the infrastructure code), validated once into the narrow structs below ([`expiry::Layout`],
 //!   [`store::TableTarget`], [`engine::SweepOptions`], [`lambda::HandlerSettings`],
 //!   [`events::EventsConfig`]), and the binaries' async runtime ([`config::Threads`]). Nothing
 //!   below imports it.
@@ -24,8 +25,9 @@
 //! - [`lambda`]: one invocation, from event to report for every table; a batch of a table's
 //!   DynamoDB Streams records goes to the stream indexer instead.
 //! - [`telemetry`]: tracing subscribers (JSON lines with the Powertools keys), the summary log
-//!   line, CloudWatch EMF metrics, the daemon's `/metrics` and `/healthz`, and the probe of
-//!   `ttl-sweeper health` ([`telemetry::endpoint`]).
+//!   line, the one table of a report's metrics ([`telemetry::counters`]) that CloudWatch EMF
+//!   records, the daemon's `/metrics` and docs/operations.md are made from, `/healthz`, and the
+//!   probe of `ttl-sweeper health` ([`telemetry::endpoint`]).
 //! - [`tools`]: adopting the sweeper on an existing table (parallel scan, backfill, audit), the
 //!   daemon's follower of the table's stream, which hands its records to [`indexer`] and holds
 //!   the entries due later across batches, to pack each due second's together, and TTL for a

@@ -6,6 +6,7 @@
 //! aggregates everything into one [`SweepReport`], and the facade's delta counters leave zeros
 //! out (the alarms on `ItemsFailed` rely on every record carrying it; docs/design.md).
 
+pub mod counters;
 mod powertools;
 
 pub mod endpoint;
@@ -18,6 +19,7 @@ use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::EnvFilter;
 
 use crate::engine::SweepReport;
+use counters::SWEEP_METRICS;
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -180,42 +182,22 @@ pub fn log_summary(report: &SweepReport) {
 }
 
 /// The EMF record of a sweep: one JSON object that CloudWatch Logs turns into the report's
-/// metrics, dimensioned by `TableName` (`ClockAheadSeconds`: how far the host clock ran ahead of
-/// DynamoDB's); the leader lease's and `WriteConflictsRetried` only where they are not 0.
+/// metrics ([`SWEEP_METRICS`]), dimensioned by `TableName`; the leader lease's and
+/// `WriteConflictsRetried` only where they are not 0.
 pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value {
-    let secs = |ms: u64| json!(ms as f64 / 1000.0);
-    let mut metrics = vec![
-        ("ItemsDeleted", "Count", json!(report.items_deleted)),
-        ("ItemsSkipped", "Count", json!(report.items_skipped)),
-        ("ItemsGone", "Count", json!(report.items_gone)),
-        ("ItemsFailed", "Count", json!(report.items_failed)),
-        ("ItemsFound", "Count", json!(report.items_found)),
-        ("ItemsLeft", "Count", json!(report.items_left)),
-        ("WindowsSwept", "Count", json!(report.windows_swept)),
-        ("MaxExpiryLagSeconds", "Seconds", secs(report.lag.max_ms)),
-        ("P99ExpiryLagSeconds", "Seconds", secs(report.lag.p99_ms)),
-        ("ClockAheadSeconds", "Seconds", secs(report.clock_ahead_ms)),
-        ("EventsPublished", "Count", json!(report.events_published)),
-        ("EventsFailed", "Count", json!(report.events_failed)),
-        ("EventsCancelled", "Count", json!(report.events_cancelled)),
-        ("EventsTruncated", "Count", json!(report.events_truncated)),
-        ("SweepsStoodBy", "Count", json!(report.stood_by)),
-        (
-            "LeaseLayoutMismatch",
-            "Count",
-            json!(report.lease_layout_mismatch),
-        ),
-        ("LeaseReleased", "Count", json!(report.lease_released)),
-        (
-            "WriteConflictsRetried",
-            "Count",
-            json!(report.write_conflicts_retried),
-        ),
-    ];
-    // Global tables' metrics (the last), only in a record where they happened: a custom metric is
-    // billed from its first data point, and a table with one sweeper never has any.
-    let global = metrics.split_off(14);
-    metrics.extend(global.into_iter().filter(|(.., n)| *n != json!(0)));
+    let metrics: Vec<(&str, &str, Value)> = SWEEP_METRICS
+        .iter()
+        .map(|m| {
+            let raw = (m.read)(report);
+            let value = match m.seconds {
+                true => json!(raw as f64 / 1000.0),
+                false => json!(raw),
+            };
+            (m.emf, m.unit(), value, m.only_when_not_zero && raw == 0)
+        })
+        .filter(|(.., left_out)| !left_out)
+        .map(|(name, unit, value, _)| (name, unit, value))
+        .collect();
     let mut record = json!({
         "_aws": {
             "Timestamp": timestamp_ms,

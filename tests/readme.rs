@@ -521,6 +521,58 @@ fn cost_blocks() -> Vec<(&'static str, &'static str, String)> {
     vec![(bm, "cost-model", model), (bm, "cost-memory", memory)]
 }
 
+/// docs/operations.md's metrics table, from the one table of the report's metrics
+/// ([`SWEEP_METRICS`](ttl_sweeper::telemetry::counters::SWEEP_METRICS)) and the rows of the
+/// metrics that are not the report's.
+fn metrics_table() -> String {
+    use ttl_sweeper::telemetry::counters::{Kind, SWEEP_METRICS};
+    let mut rows = vec![
+        "| metric (EMF) | Prometheus (`run --metrics-addr`) | unit | meaning, alarm |".to_owned(),
+        "|---|---|---|---|".to_owned(),
+    ];
+    for m in SWEEP_METRICS {
+        let gauge = if m.kind == Kind::Gauge { "gauge " } else { "" };
+        let rare = match m.only_when_not_zero {
+            true => " (in an EMF record only where not 0)",
+            false => "",
+        };
+        rows.push(format!(
+            "| `{}` | {gauge}`{}` | {} | {}{rare} |",
+            m.emf,
+            m.prometheus,
+            m.unit(),
+            m.help
+        ));
+    }
+    rows.extend([
+        "| `ColdStart` (Lambda only) | — | Count | 1 per new execution environment, in a record of its own with the dimensions `function_name` and `service` |",
+        "| — | `ttl_sweeper_sweeps_total`, `ttl_sweeper_sweeps_failed_total`, gauge `ttl_sweeper_seconds_since_last_success` | Count, Seconds | sweeps run, those that failed; alert on `rate(ttl_sweeper_sweeps_failed_total[5m]) > 0` |",
+        "| — | gauge `ttl_sweeper_leader` | — | `LEADER_LEASE`: 1 when the last sweep held the lease. Alarm when `sum(ttl_sweeper_leader)` over the Regions `!= 1` for longer than the lease |",
+    ].map(str::to_owned));
+    format!("\n{}\n", rows.join("\n"))
+}
+
+/// docs/operations.md's metrics table is [`metrics_table`]; `UPDATE_DOCS=1` writes it.
+#[test]
+fn the_metrics_table_is_the_report_s_metrics() {
+    let path = Path::new(ROOT).join("docs/operations.md");
+    let text = read(&path);
+    let (start, end, block) =
+        generated(&text, "metrics").expect("docs/operations.md has a <!-- metrics --> block");
+    let rendered = metrics_table();
+    if block != rendered && std::env::var("UPDATE_DOCS").is_ok_and(|v| v == "1") {
+        let updated = format!("{}{rendered}{}", &text[..start], &text[end..]);
+        std::fs::write(&path, updated).unwrap();
+        return;
+    }
+    assert!(
+        block == rendered,
+        "docs/operations.md's metrics table is not SWEEP_METRICS's (UPDATE_DOCS=1 cargo test \
+         --test suite readme::the_metrics_table rewrites it):\n--- in the doc\n{block}\n--- \
+         from the code\n{rendered}"
+    );
+}
+
 /// The cost figures come from the model; `UPDATE_DOCS=1` writes them into the docs.
 #[test]
 fn cost_blocks_are_what_the_cost_model_renders() {

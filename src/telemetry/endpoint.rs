@@ -1,7 +1,7 @@
 //! The optional HTTP endpoint of the daemon (`ttl-sweeper run`, `--metrics-addr`): `GET /metrics`
 //! in the Prometheus text format and `GET /healthz`; nothing else.
 //!
-//! The metrics are the Lambda's EMF metrics under Prometheus names ([`METRICS`]), each with the
+//! The metrics are the Lambda's EMF metrics under Prometheus names ([`SWEEP_METRICS`]), each with the
 //! label `table`. Counters add up every sweep since start-up; the lag, `items_left` and clock
 //! gauges hold the last reporting period's values. A recorder local to this endpoint keeps them.
 //!
@@ -25,22 +25,9 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::counters::{Kind, SWEEP_METRICS};
 use crate::engine::SweepReport;
 use crate::tools::follow::FollowReport;
-
-/// Each EMF metric name with its Prometheus name.
-pub const METRICS: [(&str, &str); 10] = [
-    ("ItemsDeleted", "ttl_sweeper_items_deleted_total"),
-    ("ItemsSkipped", "ttl_sweeper_items_skipped_total"),
-    ("ItemsGone", "ttl_sweeper_items_gone_total"),
-    ("ItemsFailed", "ttl_sweeper_items_failed_total"),
-    ("ItemsFound", "ttl_sweeper_items_found_total"),
-    ("ItemsLeft", "ttl_sweeper_items_left"),
-    ("WindowsSwept", "ttl_sweeper_windows_swept_total"),
-    ("MaxExpiryLagSeconds", "ttl_sweeper_max_expiry_lag_seconds"),
-    ("P99ExpiryLagSeconds", "ttl_sweeper_p99_expiry_lag_seconds"),
-    ("ClockAheadSeconds", "ttl_sweeper_clock_ahead_seconds"),
-];
 
 const SWEEPS: &str = "ttl_sweeper_sweeps_total";
 const SWEEPS_FAILED: &str = "ttl_sweeper_sweeps_failed_total";
@@ -48,10 +35,6 @@ const SINCE_SUCCESS: &str = "ttl_sweeper_seconds_since_last_success";
 const STREAM_AGE: &str = "ttl_sweeper_stream_record_age_seconds";
 const STREAM_HELD: &str = "ttl_sweeper_stream_entries_held";
 const LEADER: &str = "ttl_sweeper_leader";
-const STOOD_BY: &str = "ttl_sweeper_stood_by_total";
-const LAYOUT_MISMATCH: &str = "ttl_sweeper_lease_layout_mismatch_total";
-const RELEASED: &str = "ttl_sweeper_lease_released_total";
-const WRITE_CONFLICTS: &str = "ttl_sweeper_write_conflicts_retried_total";
 /// `run --follow-stream`: the stream follower's counters, with their help.
 const STREAM_COUNTERS: [(&str, &str); 8] = [
     ("ttl_sweeper_stream_records_total", "run --follow-stream: stream records read"),
@@ -65,15 +48,11 @@ const STREAM_COUNTERS: [(&str, &str); 8] = [
 ];
 /// The help of the other metrics that are not EMF metrics; as for those, a name ending in
 /// `_total` is a counter and one ending in `_seconds` (or [`SINCE_SUCCESS`]) is in seconds.
-const HELP: [(&str, &str); 10] = [
+const HELP: [(&str, &str); 6] = [
     (SWEEPS, "Sweeps run: ticks and full sweeps"),
     (SWEEPS_FAILED, "Sweeps with failed keys or unread windows"),
     (SINCE_SUCCESS, "Time since the last successful sweep"),
     (LEADER, "LEADER_LEASE: 1 when the last sweep held the table's lease (always without a lease), 0 when it stood by"),
-    (STOOD_BY, "LEADER_LEASE: sweeps that stood by while another sweeper held the lease"),
-    (LAYOUT_MISMATCH, "LEADER_LEASE: sweeps that stood by beside a lease held with another layout (index, windows, ttl attribute or shard range) than this sweeper's"),
-    (RELEASED, "LEADER_LEASE: times this sweeper gave the lease up: its sweeps had failed (a store error, or every delete failed) and none had succeeded for a lease"),
-    (WRITE_CONFLICTS, "Delete requests refused with ReplicatedWriteConflictException (multi-Region strong consistency) and sent again"),
     (STREAM_HELD, "run --follow-stream: entries held to be packed with other batches' entries due at the same instant (FOLLOW_HOLD); their records are read again after a restart"),
     (STREAM_AGE, "run --follow-stream: how far behind the follower is, the largest over the shards: for a shard held at a failing record, the age of its oldest record not yet indexed (as of the last attempt); otherwise the age of the newest record of its last read, 0 when caught up (Lambda's IteratorAge)"),
 ];
@@ -113,11 +92,10 @@ impl DaemonMetrics {
             last_success: Mutex::new(last_success.collect()),
             unhealthy_after,
         };
-        let emf = METRICS.map(|(emf, name)| (name, format!("The Lambda's EMF metric {emf}")));
-        let others = HELP.iter().chain(&STREAM_COUNTERS);
-        let help = others.map(|(name, help)| (*name, help.to_string()));
+        let sweeps = SWEEP_METRICS.iter().map(|m| (m.prometheus, m.help));
+        let help = sweeps.chain(HELP.iter().chain(&STREAM_COUNTERS).copied());
         metrics::with_local_recorder(&this.recorder, || {
-            for (name, help) in emf.into_iter().chain(help) {
+            for (name, help) in help {
                 let seconds = name.ends_with("_seconds") || name == SINCE_SUCCESS;
                 let unit = if seconds { Unit::Seconds } else { Unit::Count };
                 if name.ends_with("_total") {
@@ -155,22 +133,9 @@ impl DaemonMetrics {
     }
 
     fn record_sweep(&self, r: &SweepReport, counts: bool) {
-        let values = [
-            r.items_deleted,
-            r.items_skipped,
-            r.items_gone,
-            r.items_failed,
-            r.items_found,
-            0, // ItemsLeft: a gauge, set per period
-            r.windows_swept as u64,
-        ];
-        let emf = METRICS.iter().map(|(_, name)| *name).zip(values);
-        let counters = emf.filter(|(name, _)| name.ends_with("_total")).chain([
+        let counted = SWEEP_METRICS.iter().filter(|m| m.kind == Kind::Counter);
+        let counters = counted.map(|m| (m.prometheus, (m.read)(r))).chain([
             (SWEEPS, u64::from(counts)),
-            (STOOD_BY, u64::from(r.stood_by)),
-            (LAYOUT_MISMATCH, u64::from(r.lease_layout_mismatch)),
-            (RELEASED, u64::from(r.lease_released)),
-            (WRITE_CONFLICTS, r.write_conflicts_retried),
             (SWEEPS_FAILED, u64::from(counts && !r.is_success())),
         ]);
         metrics::with_local_recorder(&self.recorder, || {
@@ -207,14 +172,8 @@ impl DaemonMetrics {
     /// Sets the gauges to a reporting period's values (the interval report `run` logs).
     pub fn record_period(&self, r: &SweepReport) {
         metrics::with_local_recorder(&self.recorder, || {
-            let seconds = |ms: u64| ms as f64 / 1000.0;
-            for (name, value) in [
-                ("ttl_sweeper_items_left", r.items_left as f64),
-                ("ttl_sweeper_max_expiry_lag_seconds", seconds(r.lag.max_ms)),
-                ("ttl_sweeper_p99_expiry_lag_seconds", seconds(r.lag.p99_ms)),
-                ("ttl_sweeper_clock_ahead_seconds", seconds(r.clock_ahead_ms)),
-            ] {
-                gauge!(name, "table" => r.table.clone()).set(value);
+            for m in SWEEP_METRICS.iter().filter(|m| m.kind == Kind::Gauge) {
+                gauge!(m.prometheus, "table" => r.table.clone()).set(m.value(r));
             }
         });
     }
