@@ -18,12 +18,14 @@ use crate::store::TableTarget;
 mod rule;
 mod runtime;
 mod settings;
+mod spec;
 mod validate;
 mod values;
 
-pub use rule::{spec, spec_text, Rule};
+pub use rule::Rule;
 pub use runtime::{RuntimeError, Threads, MAX_WORKER_THREADS, WORKER_THREADS_VAR};
 pub use settings::*;
+pub use spec::{spec, spec_text};
 pub use values::window_shape;
 
 /// A configuration value that is missing or not acceptable.

@@ -1,13 +1,11 @@
 //! [`Rule`]: what a setting accepts, as data. The validation checks a value with it, the help and
 //! error messages say it in words ([`Rule::describe`]), and `ttl-sweeper settings` writes it as
-//! JSON ([`spec`]) for the construct, the SAM template, the Terraform module and the docs, which
-//! read it (or are tested against it) rather than state the ranges again.
+//! JSON ([`super::spec`]) for the construct, the SAM template, the Terraform module and the docs,
+//! which read it (or are tested against it) rather than state the ranges again.
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
-
-use super::{Setting, COVERAGE_SLACK_SECONDS, MAX_PARTITIONS_PER_SWEEP, SETTINGS};
 
 /// What a setting accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,7 +140,7 @@ impl Rule {
 
     /// The rule as JSON: its kind and, by kind, its bounds (durations in milliseconds), whether
     /// `off` is accepted, its words, or its pattern.
-    fn to_json(self) -> Value {
+    pub(super) fn to_json(self) -> Value {
         let millis = |d: Duration| d.as_millis() as u64;
         match self {
             Rule::Whole {
@@ -186,75 +184,6 @@ fn short(d: Duration) -> String {
         }
     }
     format!("{ms}ms")
-}
-
-/// The default of `setting` as the value the rule gives it: a number for a whole number, the
-/// milliseconds of a duration, `null` for `off`, none or empty, else the text.
-fn typed_default(setting: &Setting) -> Value {
-    let Some(raw) = setting.default.filter(|d| !d.is_empty()) else {
-        return Value::Null;
-    };
-    match setting.rule {
-        _ if raw.eq_ignore_ascii_case("off") => Value::Null,
-        Rule::Whole { .. } => json!(raw.parse::<u64>().expect("a whole default")),
-        Rule::Duration { .. } => {
-            let d = super::parse_duration(raw).expect("a duration default");
-            json!(d.as_millis() as u64)
-        }
-        _ => json!(raw),
-    }
-}
-
-/// Every setting's rule and words as one JSON document: the file `infra/settings.json`, which
-/// `ttl-sweeper settings` prints.
-pub fn spec() -> Value {
-    let settings: Vec<Value> = SETTINGS
-        .iter()
-        .map(|s| {
-            json!({
-                "var": s.var,
-                "flag": format!("--{}", super::settings::flag(s.var)),
-                "default": s.default,
-                "value": typed_default(s),
-                "help": s.help,
-                "accepts": s.expected(),
-                "rule": s.rule.to_json(),
-                "perTable": super::validate::is_per_table(s),
-                "commands": s.commands.iter().map(|c| c.name()).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    json!({
-        "about": "Every setting of ttl-sweeper: written by `ttl-sweeper settings` (make \
-                  settings-spec) from src/config/settings.rs; do not edit it by hand. `default` is \
-                  the raw default (null: required), `value` the default as the rule reads it \
-                  (durations in milliseconds; null: off or none).",
-        "limits": {
-            "maxPartitionsPerSweep": MAX_PARTITIONS_PER_SWEEP,
-            "lookbackSlackSeconds": COVERAGE_SLACK_SECONDS,
-        },
-        "settings": settings,
-    })
-}
-
-/// [`spec`] as the committed file holds it: keys sorted (whatever serde_json's features), pretty,
-/// two-space indented, one final newline.
-pub fn spec_text() -> String {
-    fn sorted(value: &mut Value) {
-        match value {
-            Value::Object(map) => {
-                map.sort_keys();
-                map.values_mut().for_each(sorted);
-            }
-            Value::Array(items) => items.iter_mut().for_each(sorted),
-            _ => {}
-        }
-    }
-    let mut spec = spec();
-    sorted(&mut spec);
-    let mut text = serde_json::to_string_pretty(&spec).expect("a JSON value");
-    text.push('\n');
-    text
 }
 
 #[cfg(test)]
@@ -309,22 +238,5 @@ mod tests {
         assert_eq!(Rule::Choice(&["a", "b"]).describe(), "`a` or `b`");
         assert_eq!(short(Duration::from_secs(86_400)), "1d");
         assert_eq!(short(Duration::from_millis(1500)), "1500ms");
-    }
-
-    #[test]
-    fn the_spec_gives_every_setting_its_rule_and_typed_default() {
-        let spec = spec();
-        let settings = spec["settings"].as_array().unwrap();
-        assert_eq!(settings.len(), SETTINGS.len());
-        let of = |var: &str| settings.iter().find(|s| s["var"] == var).unwrap().clone();
-        let concurrency = of("MAX_CONCURRENCY");
-        assert_eq!(concurrency["value"], 8);
-        assert_eq!(concurrency["rule"]["max"], 256);
-        assert_eq!(concurrency["perTable"], true);
-        assert_eq!(of("MAX_CATCHUP")["value"], 86_400_000u64);
-        assert_eq!(of("LEADER_LEASE")["value"], Value::Null);
-        assert_eq!(of("TABLE_NAME")["default"], Value::Null);
-        assert_eq!(of("TICK_SECONDS")["commands"], json!([]));
-        assert_eq!(spec["limits"]["maxPartitionsPerSweep"], 20_000);
     }
 }
