@@ -13,7 +13,7 @@ use crate::events::{EventsConfig, EventsMode, ItemSource, SinkTarget};
 use crate::expiry::window::{ShardRange, DEFAULT_WINDOW_SECONDS};
 use crate::expiry::Layout;
 use crate::lambda::HandlerSettings;
-use crate::store::TableTarget;
+use crate::store::{Index, TableTarget};
 
 mod rule;
 mod runtime;
@@ -306,8 +306,10 @@ impl Config {
     pub fn target(&self) -> TableTarget {
         TableTarget {
             table_name: self.table_name.clone(),
-            index_name: self.index_name.clone(),
-            index_table: self.expiry_index_table.clone(),
+            index: match &self.expiry_index_table {
+                Some(table) => Index::Table(table.clone()),
+                None => Index::Gsi(self.index_name.clone()),
+            },
             layout: self.layout(),
             checkpoint_table: self.checkpoint_table.clone(),
         }
@@ -587,7 +589,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.expiry_index_table.as_deref(), Some("sessions-idx"));
-        assert_eq!(c.target().index_table.as_deref(), Some("sessions-idx"));
+        assert_eq!(c.target().index.table(), Some("sessions-idx"));
         assert_eq!(
             parse(&[("TABLE_NAME", "sessions")])
                 .unwrap()

@@ -174,7 +174,7 @@ async fn open_table(
         Some(lease) => {
             tracing::info!(table = %config.table_name, holder = %lease.holder, lease = ?lease.duration, item = %lease.id, layout = %lease.layout, "sweeping only while holding the leader lease");
             // The stream indexer's reports, in the expiry index table, count in the lease.
-            let reports = sweeper.schema().index_table.clone();
+            let reports = sweeper.schema().index.table().map(str::to_owned);
             let lease = engine::Lease::new(lease, server_time, wall).with_reports_in(reports);
             sweeper.with_lease(lease)
         }

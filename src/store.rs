@@ -43,16 +43,48 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// An item's primary key (or a whole item, as returned by a query).
 pub type Key = HashMap<String, AttributeValue>;
 
+/// The index a table is swept through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Index {
+    /// A GSI of the table keyed on (window, ttl) (`INDEX_NAME`): writers set the window.
+    Gsi(String),
+    /// The sweeper's own expiry index table (`EXPIRY_INDEX_TABLE`, [`entries`]), fed by the
+    /// table's stream: writers set only the ttl.
+    Table(String),
+}
+
+impl Index {
+    /// The expiry index table, when the table is swept through one.
+    pub fn table(&self) -> Option<&str> {
+        match self {
+            Index::Table(table) => Some(table),
+            Index::Gsi(_) => None,
+        }
+    }
+
+    /// The GSI, when the table is swept through one.
+    pub fn gsi(&self) -> Option<&str> {
+        match self {
+            Index::Gsi(name) => Some(name),
+            Index::Table(_) => None,
+        }
+    }
+
+    /// The index's name: the GSI's or the expiry index table's.
+    pub fn name(&self) -> &str {
+        match self {
+            Index::Gsi(name) | Index::Table(name) => name,
+        }
+    }
+}
+
 /// What the sweeper knows about the table after start-up checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableSchema {
     /// The table's name (or ARN, as configured).
     pub table_name: String,
-    /// The GSI to query, when the table is swept through one (`index_table` is `None`).
-    pub index_name: String,
-    /// The sweeper's own expiry index table (`EXPIRY_INDEX_TABLE`, [`entries`]), when the table
-    /// is swept through it instead of a GSI.
-    pub index_table: Option<String>,
+    /// The index the table is swept through.
+    pub index: Index,
     /// Primary key attribute names: the partition key, then the sort key if any.
     pub key_attributes: Vec<String>,
     /// Where items keep their ttl and window, the window width and the shard count.
@@ -381,8 +413,7 @@ pub(crate) mod tests {
     pub(crate) fn schema(keys: &[&str], index_table: Option<&str>, layout: Layout) -> TableSchema {
         TableSchema {
             table_name: "t".into(),
-            index_name: "i".into(),
-            index_table: index_table.map(Into::into),
+            index: index_table.map_or(Index::Gsi("i".into()), |t| Index::Table(t.into())),
             key_attributes: keys.iter().map(|&k| k.into()).collect(),
             layout,
         }

@@ -19,8 +19,7 @@ pub mod scan;
 pub(crate) fn test_schema() -> crate::store::TableSchema {
     crate::store::TableSchema {
         table_name: "t".into(),
-        index_name: "i".into(),
-        index_table: None,
+        index: crate::store::Index::Gsi("i".into()),
         key_attributes: vec!["id".into()],
         layout: crate::expiry::Layout::default(),
     }

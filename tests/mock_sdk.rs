@@ -26,7 +26,7 @@ use support::{bare, num, AssertFields, SweepAt, AV};
 use tokio::time::Instant;
 use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::store::{DynamoStore, ErrorKind, Key, Store};
+use ttl_sweeper::store::{DynamoStore, ErrorKind, Index, Key, Store};
 
 const NOW: i64 = 1_658_264_100; // 2022-07-19T20:55:00Z
 const TABLE: &str = "sessions";
@@ -668,7 +668,7 @@ async fn the_writers_mark_seen_stored_is_not_asked_for_again_for_five_minutes() 
         .build();
     let store = DynamoStore::new(mock_client!(aws_sdk_dynamodb, RuleMode::Sequential, [&put]));
     let mut schema = default_schema();
-    schema.index_table = Some("sessions-expiry".into());
+    schema.index = Index::Table("sessions-expiry".into());
     let at = Timestamp::from_secs(1_800_000_000);
     let error = store.mark_packs(&schema, at).await.expect_err("missing");
     assert_eq!(error.kind, ErrorKind::NotFound, "{error}");
@@ -773,7 +773,7 @@ async fn audit_paces_the_index_look_ups_within_max_rcu() {
     let rules = [&scan, &query];
     let store = DynamoStore::new(mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, rules));
     let mut schema = default_schema();
-    schema.index_table = Some("sessions-expiry-index".into());
+    schema.index = Index::Table("sessions-expiry-index".into());
     let started = Instant::now();
     let now = Timestamp::from_secs(NOW);
     let seen = Mutex::new(Vec::new());

@@ -44,7 +44,7 @@ async fn serve() -> ExitCode {
         return ExitCode::FAILURE;
     };
     for config in &configs {
-        tracing::info!(table = %config.table_name, index = %config.index_name, mode = %config.delete_mode, "ready");
+        tracing::info!(table = %config.table_name, index = %config.target().index.name(), mode = %config.delete_mode, "ready");
     }
     // The function-wide settings, the same in every table's configuration.
     let settings = configs[0].handler_settings();

@@ -31,7 +31,7 @@ use super::{Checkpoint, SweepOptions, BATCH_SIZE, CATCHUP_SLICE_PARTITIONS};
 use crate::expiry::time::iso_millis;
 use crate::expiry::window::{partition_key, ShardRange, Window};
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{entries, key_to_json, Store, TableSchema};
+use crate::store::{entries, key_to_json, Index, Store, TableSchema};
 
 /// Runs sweeps of one table through a [`Store`]. Partitions and delete requests run as tasks
 /// of their own on the Tokio runtime (so a multi-threaded runtime spreads them over its worker
@@ -76,7 +76,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for Sweeper<S> {
 impl<S: Store> Sweeper<S> {
     /// A sweeper for the table described by `schema` (see `DynamoStore::describe`).
     pub fn new(store: S, schema: TableSchema, options: SweepOptions) -> Self {
-        let packs = schema.index_table.as_ref().map(|_| {
+        let packs = schema.index.table().map(|_| {
             let range = options
                 .shard_range
                 .map_or("all".to_owned(), |r| r.to_string());
@@ -118,7 +118,7 @@ impl<S: Store> Sweeper<S> {
     /// claim guards against a configuration, not a sweep's deletes, which the table judges.
     async fn claim(&self, stop: &Stop) -> Result<(), crate::store::StoreError> {
         let schema = &self.shared.schema;
-        if schema.index_table.is_none() || self.claimed.load(Ordering::Relaxed) {
+        if schema.index.table().is_none() || self.claimed.load(Ordering::Relaxed) {
             return Ok(());
         }
         let claim = self.shared.store.claim_index_table(schema);
@@ -302,7 +302,7 @@ impl<S: Store> Sweeper<S> {
         }
         // The entries of items written while the stream's records are kept: an outage longer
         // than that may have lost records no entry was written for.
-        let stream_gap = self.shared.schema.index_table.is_some()
+        let stream_gap = self.shared.schema.index.table().is_some()
             && checkpoint_before.is_some_and(|c| {
                 now.secs().saturating_sub(c.secs()) > entries::STREAM_RETENTION_SECONDS
             });
@@ -447,7 +447,7 @@ impl<S: Store> Sweeper<S> {
         packs: Option<(Timestamp, Timestamp)>,
     ) -> Arc<Pass<S>> {
         let lags_from = (self.wall.as_ref().map_or(now, |c| c.now()), started);
-        let journaled = self.shared.schema.index_table.is_some();
+        let journaled = self.shared.schema.index.table().is_some();
         let events = self.events.clone().map(|hook| Events {
             journal: (hook.archive() && journaled).then(|| self.journal.clone()),
             hook,
@@ -631,8 +631,8 @@ impl<S: Store> Sweeper<S> {
 /// ([`entries::KEEP_SECONDS`] past their ttl: older ones may be gone).
 pub(super) fn catchup_limit(schema: &TableSchema, max_catchup: u64) -> (u64, &'static str) {
     let keep = u64::try_from(entries::KEEP_SECONDS).unwrap_or(u64::MAX);
-    match schema.index_table {
-        Some(_) if keep < max_catchup => (
+    match schema.index {
+        Index::Table(_) if keep < max_catchup => (
             keep,
             "the two days an expiry index entry is kept (MAX_CATCHUP is longer)",
         ),

@@ -92,7 +92,7 @@ pub async fn index_batch(
             format!("stream records of another table ({arn}); this function indexes {table}");
         return Err(refused(problem));
     }
-    let Some(index_table) = &schema.index_table else {
+    let Some(index_table) = schema.index.table() else {
         return Err(refused(format!(
             "stream records of {table}, which has no expiry index table: set EXPIRY_INDEX_TABLE \
              (the construct and the SAM template do with followStream)"

@@ -5,7 +5,7 @@
 use aws_sdk_dynamodb::types::{KeySchemaElement, KeyType, ScalarAttributeType, TableDescription};
 use tracing::instrument;
 
-use super::{entries, DynamoStore, ErrorKind, StoreError, TableSchema};
+use super::{entries, DynamoStore, ErrorKind, Index, StoreError, TableSchema};
 use crate::expiry::Layout;
 
 const OP: &str = "DescribeTable";
@@ -15,10 +15,8 @@ const OP: &str = "DescribeTable";
 pub struct TableTarget {
     /// Table name or ARN (`TABLE_NAME`).
     pub table_name: String,
-    /// The GSI keyed on (window, ttl) (`INDEX_NAME`), when the table is swept through one.
-    pub index_name: String,
-    /// The sweeper's own expiry index table (`EXPIRY_INDEX_TABLE`), swept instead of a GSI.
-    pub index_table: Option<String>,
+    /// The index the table is swept through.
+    pub index: Index,
     /// Attributes, window width and shards.
     pub layout: Layout,
     /// The checkpoint table, checked too when set (`CHECKPOINT_TABLE`).
@@ -51,7 +49,7 @@ pub struct OpenedTable {
 }
 
 /// Reads `target`'s table once and checks it (and the checkpoint table, when configured).
-#[instrument(skip_all, fields(table = %target.table_name, index = %target.index_name))]
+#[instrument(skip_all, fields(table = %target.table_name, index = %target.index.name()))]
 pub async fn open(
     store: &DynamoStore,
     target: &TableTarget,
@@ -66,8 +64,8 @@ pub async fn open(
             )
         })
         .await?;
-    let (schema, index_present) = match &target.index_table {
-        Some(index_table) => {
+    let (schema, index_present) = match &target.index {
+        Index::Table(index_table) => {
             store.check_index_table(index_table).await?;
             // A tool only checks the claims; a sweeper claims before its first sweep (not here:
             // the Lambda's stream indexer opens the table too, and reads nothing of the index).
@@ -77,11 +75,11 @@ pub async fn open(
             }
             (schema_of(&table, target)?, true)
         }
-        None => check_table(&table, target, index)?,
+        Index::Gsi(gsi) => check_table(&table, target, gsi, index)?,
     };
     if !index_present {
         tracing::warn!(
-            index = %target.index_name,
+            index = %target.index.name(),
             "the index does not exist yet: the sweeper will refuse to start until it does"
         );
     }
@@ -266,9 +264,10 @@ impl DynamoStore {
 fn check_table(
     table: &TableDescription,
     target: &TableTarget,
+    index_name: &str,
     check: IndexCheck,
 ) -> Result<(TableSchema, bool), StoreError> {
-    let (table_name, index_name) = (&target.table_name, &target.index_name);
+    let table_name = &target.table_name;
     let window = target.layout.window_attribute.as_str();
     let ttl = target.layout.ttl_attribute.as_str();
     let schema = schema_of(table, target)?;
@@ -280,10 +279,7 @@ fn check_table(
             .map(|d| d.attribute_type().clone())
     };
     let indexes = table.global_secondary_indexes();
-    let Some(index) = indexes
-        .iter()
-        .find(|i| i.index_name() == Some(index_name.as_str()))
-    else {
+    let Some(index) = indexes.iter().find(|i| i.index_name() == Some(index_name)) else {
         if check == IndexCheck::IfPresent {
             return Ok((schema, false));
         }
@@ -321,8 +317,7 @@ fn check_table(
 fn schema_of(table: &TableDescription, target: &TableTarget) -> Result<TableSchema, StoreError> {
     Ok(TableSchema {
         table_name: target.table_name.clone(),
-        index_name: target.index_name.clone(),
-        index_table: target.index_table.clone(),
+        index: target.index.clone(),
         key_attributes: key_attributes(table)?,
         layout: target.layout.clone(),
     })

@@ -30,8 +30,8 @@ use std::sync::Arc;
 
 use super::clock::ServerClock;
 use super::{
-    entries, full_jitter, packs, ConditionalOutcome, EntryWrite, ErrorKind, IndexerReport, Key,
-    LeaseItem, Page, Store, StoreError, TableSchema,
+    entries, full_jitter, packs, ConditionalOutcome, EntryWrite, ErrorKind, Index, IndexerReport,
+    Key, LeaseItem, Page, Store, StoreError, TableSchema,
 };
 use crate::expiry::window::MAX_EXPIRED_AGE_SECONDS;
 use crate::expiry::Timestamp;
@@ -208,7 +208,7 @@ impl Store for DynamoStore {
         start: Option<Key>,
         limit: Option<i32>,
     ) -> Result<Page, StoreError> {
-        if let (Some(index_table), Some(since)) = (&schema.index_table, packs_since) {
+        if let (Some(index_table), Some(since)) = (schema.index.table(), packs_since) {
             return self
                 .query_packs(schema, index_table, window_key, since, now, start, limit)
                 .await;
@@ -219,8 +219,8 @@ impl Store for DynamoStore {
             .query()
             .set_exclusive_start_key(start)
             .set_limit(limit);
-        let query = match &schema.index_table {
-            Some(index_table) => query
+        let query = match &schema.index {
+            Index::Table(index_table) => query
                 .table_name(index_table)
                 .consistent_read(true)
                 .key_condition_expression("#w = :w AND #e < :bound")
@@ -231,11 +231,11 @@ impl Store for DynamoStore {
                 .expression_attribute_names("#t", entries::TTL)
                 .expression_attribute_values(":w", window)
                 .expression_attribute_values(":bound", AttributeValue::S(entries::sort_bound(now))),
-            None => {
+            Index::Gsi(gsi) => {
                 let (projection, names) = key_and_ttl(schema);
                 query
                     .table_name(&schema.table_name)
-                    .index_name(&schema.index_name)
+                    .index_name(gsi)
                     .key_condition_expression("#w = :w AND #ttl < :now")
                     .projection_expression(projection)
                     .set_expression_attribute_names(Some(names))
@@ -252,7 +252,7 @@ impl Store for DynamoStore {
             next: out.last_evaluated_key.filter(|k| !k.is_empty()),
             ..Page::default()
         };
-        let Some(index_table) = &schema.index_table else {
+        let Some(index_table) = schema.index.table() else {
             page.items = out.items.unwrap_or_default();
             return Ok(page);
         };
@@ -277,7 +277,7 @@ impl Store for DynamoStore {
         schema: &TableSchema,
         writes: Vec<EntryWrite>,
     ) -> Result<Vec<EntryWrite>, StoreError> {
-        let Some(index_table) = &schema.index_table else {
+        let Some(index_table) = schema.index.table() else {
             let message = "no expiry index table (EXPIRY_INDEX_TABLE) to write entries to";
             return Err(StoreError::new(ErrorKind::Validation, OP, message));
         };
@@ -325,7 +325,7 @@ impl Store for DynamoStore {
         due: Timestamp,
         limit: i32,
     ) -> Result<Vec<Key>, StoreError> {
-        let Some(index_table) = schema.index_table.as_deref() else {
+        let Some(index_table) = schema.index.table() else {
             return Ok(Vec::new());
         };
         let out = self
@@ -351,7 +351,7 @@ impl Store for DynamoStore {
         schema: &TableSchema,
         id: &str,
     ) -> Result<Option<Timestamp>, StoreError> {
-        let Some(index_table) = schema.index_table.as_deref() else {
+        let Some(index_table) = schema.index.table() else {
             return Ok(None);
         };
         // A `Query` of one key, which the sweeper's role may send to its index table.
@@ -587,7 +587,7 @@ impl Store for DynamoStore {
 
     #[instrument(level = "debug", skip(self, schema))]
     async fn mark_packs(&self, schema: &TableSchema, at: Timestamp) -> Result<(), StoreError> {
-        let Some(index_table) = schema.index_table.as_deref() else {
+        let Some(index_table) = schema.index.table() else {
             return Ok(());
         };
         let id = (index_table.to_owned(), schema.table_name.clone());
@@ -618,7 +618,7 @@ impl Store for DynamoStore {
     }
 
     async fn claim_index_table(&self, schema: &TableSchema) -> Result<(), StoreError> {
-        let Some(index_table) = &schema.index_table else {
+        let Some(index_table) = schema.index.table() else {
             return Ok(());
         };
         let name = schema.table_name.as_str();

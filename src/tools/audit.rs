@@ -17,7 +17,9 @@ use super::scan::{
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::Timestamp;
 use crate::store::entries::{index_item, sort_prefix, Indexing, BACKFILL_ORIGIN};
-use crate::store::{key_to_json, packs, DynamoStore, Key, OpenedTable, StoreError, TableSchema};
+use crate::store::{
+    key_to_json, packs, DynamoStore, Index, Key, OpenedTable, StoreError, TableSchema,
+};
 
 /// Upper bounds (seconds) of the expired-age buckets, and their names.
 pub const AGE_BUCKETS: [(i64, &str); 5] = [
@@ -216,7 +218,7 @@ pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, no
             report.oldest_expired_age_seconds = report.oldest_expired_age_seconds.max(age);
         }
     }
-    if schema.index_table.is_some() {
+    if schema.index.table().is_some() {
         // No window attribute here: whether the item has its entry is checked by `audit`.
         return;
     }
@@ -292,9 +294,12 @@ pub const DEFAULT_SAMPLE: u64 = 100_000;
 /// count as `missing_window`, though a table swept through an expiry index table (`followStream`,
 /// `run --follow-stream`) is fine: the error says to name it. A table with neither stream nor
 /// GSI is audited for its windows, as before adoption.
-pub fn require_swept(opened: &OpenedTable, index_name: &str) -> Result<(), String> {
-    let named = opened.schema.index_table.is_some();
-    if named || opened.index_present || !opened.has_stream {
+pub fn require_swept(opened: &OpenedTable) -> Result<(), String> {
+    let index_name = match &opened.schema.index {
+        Index::Table(_) => return Ok(()),
+        Index::Gsi(name) => name,
+    };
+    if opened.index_present || !opened.has_stream {
         return Ok(());
     }
     let table = &opened.schema.table_name;
@@ -343,7 +348,7 @@ pub async fn audit(
                 let mut part = AuditReport::default();
                 for item in &page.items {
                     audit_item(&mut part, item, schema, now);
-                    if let Some(index_table) = &schema.index_table {
+                    if let Some(index_table) = schema.index.table() {
                         let at = (now, limit);
                         check_entry(store, schema, index_table, item, at, &mut part).await?;
                     }

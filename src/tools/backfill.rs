@@ -212,7 +212,7 @@ pub async fn backfill(
                     consumed_rcu: page.consumed,
                     ..BackfillReport::default()
                 };
-                if schema.index_table.is_some() {
+                if schema.index.table().is_some() {
                     step.index(&page.items, &mut counts).await?;
                 } else {
                     for item in &page.items {

@@ -17,7 +17,7 @@ use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
 use crate::indexer::{index_records_holding, item_id, IndexReport};
 use crate::store::stream::{From, ReadError, Shard, StreamClient, TableStream};
-use crate::store::{full_jitter, DynamoStore, StoreError, TableSchema};
+use crate::store::{full_jitter, DynamoStore, Index, StoreError, TableSchema};
 pub use gather::{
     Gathering, DEFAULT_HOLD, DEFAULT_MAX_ENTRIES, HOLD_ENTRIES, HOLD_FROM, MAX_HOLD, WRITE_BEFORE,
 };
@@ -115,12 +115,13 @@ pub struct FollowReport {
     pub entries_held: u64,
 }
 
-/// Refuses to follow `table`'s stream without an expiry index table (`index_table`, as
-/// `EXPIRY_INDEX_TABLE` names it): the stream's records are indexed into it, and nowhere else.
-/// Nothing is read: a daemon checks every table before it starts.
-pub fn require_index_table(table: &str, index_table: Option<&str>) -> Result<(), FollowError> {
+/// Refuses to follow `table`'s stream unless it is swept through an expiry index table
+/// (`index`, as `EXPIRY_INDEX_TABLE` names it): the stream's records are indexed into it, and
+/// nowhere else. Nothing is read: a daemon checks every table before it starts.
+pub fn require_index_table(table: &str, index: &Index) -> Result<(), FollowError> {
     let table = table.to_owned();
-    index_table
+    index
+        .table()
         .map(|_| ())
         .ok_or(FollowError::NoIndexTable { table })
 }
@@ -160,7 +161,7 @@ impl Follower {
         gathering: Gathering,
     ) -> Result<Follower, FollowError> {
         let table = schema.table_name.clone();
-        require_index_table(&table, schema.index_table.as_deref())?;
+        require_index_table(&table, &schema.index)?;
         let Some(stream) = store.table_stream(&table).await? else {
             return Err(FollowError::NoStream { table });
         };

@@ -40,7 +40,7 @@ pub(super) fn item_attributes(schema: &TableSchema) -> Vec<String> {
     let layout = &schema.layout;
     let mut attributes = schema.key_attributes.clone();
     attributes.push(layout.ttl_attribute.clone());
-    if schema.index_table.is_none() {
+    if schema.index.table().is_none() {
         attributes.push(layout.window_attribute.clone());
     }
     attributes.dedup();

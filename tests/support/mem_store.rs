@@ -15,7 +15,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use ttl_sweeper::engine::{SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::store::{entries, ErrorKind, Key, LeaseItem, Store, StoreError, TableSchema};
+use ttl_sweeper::store::{
+    entries, ErrorKind, Index, Key, LeaseItem, Store, StoreError, TableSchema,
+};
 
 mod script;
 mod store;
@@ -180,8 +182,7 @@ pub struct Table {
 pub fn default_schema() -> TableSchema {
     TableSchema {
         table_name: "sessions".into(),
-        index_name: "expirationWindowIndex".into(),
-        index_table: None,
+        index: Index::Gsi("expirationWindowIndex".into()),
         key_attributes: vec!["id".into()],
         layout: Layout::default(),
     }
@@ -344,7 +345,10 @@ impl MemStore {
     pub fn schema(&self) -> TableSchema {
         TableSchema {
             layout: self.layout.clone(),
-            index_table: self.index_table.then(|| "sessions-expiry-index".into()),
+            index: match self.index_table {
+                true => Index::Table("sessions-expiry-index".into()),
+                false => Index::Gsi("expirationWindowIndex".into()),
+            },
             ..default_schema()
         }
     }

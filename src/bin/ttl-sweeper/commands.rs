@@ -150,8 +150,7 @@ pub(crate) async fn run(
 ) -> anyhow::Result<Vec<SweepReport>> {
     if args.follow_stream {
         for config in configs {
-            let index_table = config.expiry_index_table.as_deref();
-            require_index_table(&config.table_name, index_table)?;
+            require_index_table(&config.table_name, &config.target().index)?;
         }
     }
     let target = aws.await?;
@@ -250,7 +249,7 @@ pub(crate) async fn audit(
     let target = aws.await?;
     let connected = ttl_sweeper::connect_tool(config).await;
     let (store, opened) = connected.map_err(|e| target.explain(e))?;
-    audit::require_swept(&opened, &config.index_name).map_err(anyhow::Error::msg)?;
+    audit::require_swept(&opened).map_err(anyhow::Error::msg)?;
     let sample = match args.all {
         true => None,
         false => Some(args.sample.unwrap_or(audit::DEFAULT_SAMPLE)),

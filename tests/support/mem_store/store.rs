@@ -203,10 +203,10 @@ impl Store for MemStore {
         let limit = self
             .page_size
             .unwrap_or(limit.map_or(usize::MAX, |l| l as usize));
-        if let (true, Some(since)) = (schema.index_table.is_some(), packs_since) {
+        if let (true, Some(since)) = (schema.index.table().is_some(), packs_since) {
             return Ok(self.query_packs(n, schema, partition, (since, now), start, limit));
         }
-        if schema.index_table.is_some() {
+        if schema.index.table().is_some() {
             return Ok(self.query_entries(n, schema, partition, now, start, limit));
         }
         let after = start.as_ref().map(id_of);
