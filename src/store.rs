@@ -25,6 +25,7 @@ pub mod keys;
 pub mod packs;
 pub mod retry;
 pub mod scan;
+pub use scan::Scan;
 pub mod stream;
 
 pub use clock::{GuardedClock, ServerClock, ServerTime, DRIFT_TOLERANCE};

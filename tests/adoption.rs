@@ -11,7 +11,7 @@ use support::*;
 use ttl_sweeper::expiry::window::window_key;
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::store::scan::UpdateOutcome;
-use ttl_sweeper::store::{ConditionalOutcome, Key};
+use ttl_sweeper::store::{ConditionalOutcome, Key, Scan};
 use ttl_sweeper::tools::backfill::{backfill, BackfillOptions, BackfillReport, BackfillState};
 
 /// The CLI (from a cleared environment, see [`support::cli`]) on the test server, for `table`.

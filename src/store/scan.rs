@@ -1,7 +1,9 @@
-//! Table-wide operations of the adoption tools: one page of a parallel Scan, the conditional
-//! update that gives an item its window attribute without overwriting a concurrent change, the
-//! conditional delete of an item found already expired, which keeps it if its ttl changed, and
-//! the look-up of an item's entry in an expiry index table.
+//! [`Scan`]: the adoption tools' part of the seam (`backfill`, `audit`): one page of a parallel
+//! Scan, the conditional update that gives an item its window attribute without overwriting a
+//! concurrent change, the conditional delete of an item found already expired, which keeps it if
+//! its ttl changed, and the look-ups of an item's entry in an expiry index table.
+
+use std::future::Future;
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConsumedCapacity, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
@@ -9,7 +11,7 @@ use aws_sdk_dynamodb::types::{
 use tracing::instrument;
 
 use super::dynamo::refused_delete;
-use super::{ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError, TableSchema};
+use super::{ConditionalOutcome, DynamoStore, ErrorKind, Key, Store, StoreError, TableSchema};
 use crate::expiry::Timestamp;
 
 /// One page of a parallel scan.
@@ -37,11 +39,75 @@ pub enum UpdateOutcome {
     Changed,
 }
 
-impl DynamoStore {
+/// The adoption tools' requests, beside the sweeps' ([`Store`]): what `backfill` and `audit`
+/// read and write, implemented by [`DynamoStore`] and by the tests' in-memory store.
+pub trait Scan: Store {
+    /// Reads one page of segment `segment` of `total` of a parallel scan of `table`, projecting
+    /// `attributes` (all attributes when empty), at most `limit` items.
+    fn scan_page(
+        &self,
+        table: &str,
+        segment: u32,
+        total: u32,
+        start: Option<Key>,
+        attributes: &[String],
+        limit: Option<i32>,
+    ) -> impl Future<Output = Result<ScanPage, StoreError>> + Send;
+
+    /// Sets the window attribute of `key` to `window` only if the item still has the ttl and the
+    /// window value (`None`: none) it was read with: a concurrent change is never overwritten and
+    /// a deleted item never recreated. Returns the outcome and the write capacity consumed.
+    #[allow(clippy::too_many_arguments)]
+    fn set_window_if_unchanged(
+        &self,
+        table: &str,
+        key: Key,
+        ttl_attribute: &str,
+        ttl: AttributeValue,
+        window_attribute: &str,
+        old: Option<AttributeValue>,
+        window: String,
+    ) -> impl Future<Output = Result<(UpdateOutcome, f64), StoreError>> + Send;
+
+    /// Expiry index table mode, for `audit`: whether `index_table` holds an entry in window
+    /// `window` whose sort key begins with `prefix` ([`super::entries::sort_prefix`]: the item's
+    /// key and ttl, whatever wrote it); also the read units consumed.
+    fn has_entry(
+        &self,
+        index_table: &str,
+        window: &str,
+        prefix: &str,
+    ) -> impl Future<Output = Result<(bool, f64), StoreError>> + Send;
+
+    /// Whether a pack due at `due` in partition `window` of `schema`'s expiry index table
+    /// `index_table` lists `key`; also the read units consumed.
+    fn has_packed(
+        &self,
+        schema: &TableSchema,
+        index_table: &str,
+        window: &str,
+        due: Timestamp,
+        key: &Key,
+    ) -> impl Future<Output = Result<(bool, f64), StoreError>> + Send;
+
+    /// Deletes `key` only if its ttl attribute still equals `ttl`, the value it was read with
+    /// (found expired): an item whose ttl was extended, removed or rewritten since is kept, and
+    /// one already deleted stays deleted. Returns the outcome ([`ConditionalOutcome::Kept`] or
+    /// [`ConditionalOutcome::Gone`] when the condition failed) and the write capacity consumed.
+    fn delete_if_ttl_unchanged(
+        &self,
+        table: &str,
+        key: Key,
+        ttl_attribute: &str,
+        ttl: AttributeValue,
+    ) -> impl Future<Output = Result<(ConditionalOutcome, f64), StoreError>> + Send;
+}
+
+impl Scan for DynamoStore {
     /// Reads one page of segment `segment` of `total` of a parallel scan, projecting `attributes`
     /// (all attributes when empty).
     #[instrument(level = "debug", skip(self, start, attributes))]
-    pub async fn scan_page(
+    async fn scan_page(
         &self,
         table: &str,
         segment: u32,
@@ -82,7 +148,7 @@ impl DynamoStore {
     /// deleted item never recreated. Returns the outcome and the write capacity consumed.
     #[instrument(level = "debug", skip(self, key, ttl, old))]
     #[allow(clippy::too_many_arguments)]
-    pub async fn set_window_if_unchanged(
+    async fn set_window_if_unchanged(
         &self,
         table: &str,
         key: Key,
@@ -125,7 +191,7 @@ impl DynamoStore {
     /// key and ttl, whatever wrote it). One strongly consistent `Query` of at most one entry; also
     /// the read units it consumed.
     #[instrument(level = "debug", skip(self))]
-    pub async fn has_entry(
+    async fn has_entry(
         &self,
         index_table: &str,
         window: &str,
@@ -153,7 +219,7 @@ impl DynamoStore {
     /// Whether a pack due at `due` in partition `window` of `schema`'s expiry index table
     /// `index_table` lists `key` (strongly consistent `Query`s of the packs due then, their keys
     /// only, every page); also the read units they consumed.
-    pub async fn has_packed(
+    async fn has_packed(
         &self,
         schema: &TableSchema,
         index_table: &str,
@@ -201,7 +267,7 @@ impl DynamoStore {
     /// already deleted stays deleted. Returns the outcome ([`ConditionalOutcome::Kept`] or
     /// [`ConditionalOutcome::Gone`] when the condition failed) and the write capacity consumed.
     #[instrument(level = "debug", skip(self, key, ttl))]
-    pub async fn delete_if_ttl_unchanged(
+    async fn delete_if_ttl_unchanged(
         &self,
         table: &str,
         key: Key,

@@ -18,7 +18,7 @@ use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::Timestamp;
 use crate::store::entries::{index_item, sort_prefix, Indexing, BACKFILL_ORIGIN};
 use crate::store::{
-    key_to_json, packs, DynamoStore, Index, Key, OpenedTable, StoreError, TableSchema,
+    key_to_json, packs, Index, Key, OpenedTable, Scan, StoreError, TableSchema,
 };
 
 /// Upper bounds (seconds) of the expired-age buckets, and their names.
@@ -249,7 +249,7 @@ pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, no
 /// Expiry index table mode: counts `item` in `missing_entry` when its ttl is still to come at
 /// `now` and `index_table` has no entry for it (an expired item present is counted as such).
 async fn check_entry(
-    store: &DynamoStore,
+    store: &impl Scan,
     schema: &TableSchema,
     index_table: &str,
     item: &Key,
@@ -318,7 +318,7 @@ pub fn require_swept(opened: &OpenedTable) -> Result<(), String> {
 /// if given. `progress` sees the count of items read after every page.
 #[allow(clippy::too_many_arguments)]
 pub async fn audit(
-    store: &DynamoStore,
+    store: &impl Scan,
     schema: &TableSchema,
     segments: u32,
     sample: Option<u64>,

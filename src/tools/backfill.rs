@@ -35,7 +35,7 @@ use crate::indexer::{write_entries, ENTRIES_PER_REQUEST};
 use crate::store::entries::{index_item, Indexing, BACKFILL_ORIGIN};
 use crate::store::scan::UpdateOutcome;
 use crate::store::{
-    key_to_json, retried, ConditionalOutcome, DynamoStore, ErrorKind, Key, Retry, StoreError,
+    key_to_json, retried, ConditionalOutcome, ErrorKind, Key, Retry, Scan, StoreError,
     TableSchema,
 };
 
@@ -177,7 +177,7 @@ pub(super) fn window_of(item: &Key, schema: &TableSchema, ttl: f64) -> Result<St
 /// point) when its write is made. `save` sees the state after every page, `progress` the items
 /// scanned so far.
 pub async fn backfill(
-    store: &DynamoStore,
+    store: &impl Scan,
     schema: &TableSchema,
     options: &BackfillOptions,
     clock: &dyn Clock,
@@ -249,8 +249,8 @@ pub async fn backfill(
 }
 
 /// What handling one scanned item needs.
-struct Step<'a> {
-    store: &'a DynamoStore,
+struct Step<'a, S> {
+    store: &'a S,
     schema: &'a TableSchema,
     clock: &'a dyn Clock,
     /// The write-rate limit (`--max-wcu`), if any.
@@ -258,7 +258,7 @@ struct Step<'a> {
     options: &'a BackfillOptions,
 }
 
-impl Step<'_> {
+impl<S: Scan> Step<'_, S> {
     /// Expiry index table mode: writes the entry of every item of `items` (one page) with a
     /// usable ttl, as the stream indexer would (origin [`BACKFILL_ORIGIN`]: the same entries
     /// again on a second run), 25 to a `BatchWriteItem`, within the write-rate limit. Writes

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::expiry::window::{parse_ttl, ttl_state, TtlState};
 use crate::expiry::Timestamp;
-use crate::store::{key_in, ConditionalOutcome, DynamoStore, ErrorKind, Key, StoreError};
+use crate::store::{key_in, ConditionalOutcome, DynamoStore, ErrorKind, Key, Scan, StoreError};
 
 /// The Region that DynamoDB Local's table ARNs name.
 pub const DYNAMODB_LOCAL_REGION: &str = "ddblocal";

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::stream::{self, StreamExt};
 use tokio::time::Instant;
 
-use crate::store::{DynamoStore, Key, StoreError, TableSchema};
+use crate::store::{Key, Scan, StoreError, TableSchema};
 
 /// The most segments a scan may be split into. DynamoDB accepts up to 1,000,000, but every
 /// segment is a position in the backfill's progress file (saved after every page) and at least
@@ -75,8 +75,8 @@ pub struct ScanPageOf {
 /// projecting `attributes` (all when empty), every page within `read_limit` if one is given.
 /// `on_page` returns `Ok(false)` to stop that segment early. The first error stops the segment it
 /// happened in and is returned after the others finish.
-pub async fn parallel_scan<F, Fut>(
-    store: &DynamoStore,
+pub async fn parallel_scan<S: Scan, F, Fut>(
+    store: &S,
     table: &str,
     positions: Vec<Position>,
     attributes: &[String],

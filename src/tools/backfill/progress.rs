@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{backfill, default_segments, BackfillOptions, BackfillReport};
 use crate::expiry::{Clock, Layout};
-use crate::store::{key_from_json, DynamoStore, OpenedTable};
+use crate::store::{key_from_json, OpenedTable, Scan};
 use crate::tools::scan::{Position, MAX_SEGMENTS};
 
 /// Resumable state, saved as JSON after every page.
@@ -237,7 +237,7 @@ pub enum Finished {
 /// in the log), saved after every page unless `options.dry_run`; `progress` sees the items
 /// scanned so far.
 pub async fn run_with_file(
-    store: &DynamoStore,
+    store: &impl Scan,
     opened: &OpenedTable,
     options: &BackfillOptions,
     clock: &dyn Clock,
