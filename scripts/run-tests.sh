@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the test binaries of `cargo test ARGS...` and runs them TEST_JOBS at a time (default 2),
 # the slowest first, from the crate's root as `cargo test` would. The integration-test binary
-# (tests/suite.rs) runs once per module, each module's tests in a process of their own. Each
-# process starts its own local servers (DynamoDB Local, moto) on free ports of 127.0.0.1 and stops
-# them when it exits; most of its time is spent waiting on them, on ticks and on deadlines, so
-# running a few at once shortens `make test` without making any test busier than the machine can
-# take.
+# (tests/suite.rs) runs once per module, each module's tests in a process of their own. One
+# DynamoDB Local, started here, serves them all; a process starts its other local servers (moto)
+# on free ports of 127.0.0.1 and stops them when it exits. Most of a process's time is spent
+# waiting on them, on ticks and on deadlines, so running a few at once shortens `make test`
+# without making any test busier than the machine can take.
 #
 #   scripts/run-tests.sh --lib --bins --tests --examples
 #
@@ -67,6 +67,20 @@ done
 # alone and the serial collector spend less of the two cores on compiling and collecting
 # (local_dynamodb: about half the CPU and 30 % less time; a Java option of your own is kept).
 export JAVA_TOOL_OPTIONS="${JAVA_TOOL_OPTIONS:+$JAVA_TOOL_OPTIONS }-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+# One DynamoDB Local for every test process (DYNAMODB_ENDPOINT), rather than one each: every
+# test's tables are named apart (a prefix, the process id and a count), and no test stops the
+# shared server; a test that must kill or isolate a server starts one of its own. A
+# DYNAMODB_ENDPOINT given is used as it is.
+if [ -z "${DYNAMODB_ENDPOINT:-}" ]; then
+  SHARED_DYNAMODB="$ROOT/target/test-servers/shared-dynamodb-local"
+  scripts/dynamodb-local.sh start "$SHARED_DYNAMODB" >/dev/null
+  trap 'scripts/dynamodb-local.sh stop "$SHARED_DYNAMODB"' EXIT
+  trap 'exit 130' INT TERM
+  DYNAMODB_ENDPOINT="$(cat "$SHARED_DYNAMODB/endpoint")"
+  export DYNAMODB_ENDPOINT
+  echo "run-tests: one DynamoDB Local for the test processes, on $DYNAMODB_ENDPOINT"
+fi
 
 LOGS="$ROOT/target/test-logs"
 rm -rf "$LOGS"; mkdir -p "$LOGS"
