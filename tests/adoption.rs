@@ -9,10 +9,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use support::*;
 use ttl_sweeper::expiry::window::window_key;
-use ttl_sweeper::expiry::{Layout, Timestamp};
+use ttl_sweeper::expiry::Layout;
 use ttl_sweeper::store::scan::UpdateOutcome;
 use ttl_sweeper::store::{ConditionalOutcome, Key, Scan};
-use ttl_sweeper::tools::backfill::{backfill, BackfillOptions, BackfillReport, BackfillState};
 
 /// The CLI (from a cleared environment, see [`support::cli`]) on the test server, for `table`.
 fn cli(table: &str) -> Command {
@@ -444,74 +443,12 @@ async fn audit_finds_each_planted_problem_and_nothing_on_a_clean_table() {
     assert_eq!(run_json(cli(&dirty).args(generous)).0, 0);
 }
 
-/// A backfill run against `table` (one segment, one item per page) whose clock is `clock`;
-/// `on_page` sees the items scanned so far after every page.
-async fn backfill_with_clock(
-    table: &str,
-    clock: &(dyn Fn() -> Timestamp + Send + Sync),
-    on_page: &(dyn Fn(u64) + Sync),
-) -> BackfillReport {
-    let (store, schema) = store_and_schema(&config(table, &[])).await;
-    let options = BackfillOptions {
-        page_limit: Some(1),
-        ..BackfillOptions::default()
-    };
-    let state = BackfillState::new(table, &schema.layout, 1);
-    let done = backfill(&store, &schema, &options, &clock, state, &|_| {}, on_page).await;
-    let report = done.report;
-    assert!(report.complete && report.errors.is_empty(), "{report:?}");
-    report
-}
-
 /// Asserts that every item of `items` has the window of `ttl`.
 fn assert_window_of(items: &[Key], ttl: i64) {
     let window = AV::S(window_key(ttl as f64, 60).unwrap());
     for item in items {
         assert_eq!(item.get("expirationWindow"), Some(&window), "{item:?}");
     }
-}
-
-/// Each item is judged by the clock when the backfill writes it, not when the run started. The
-/// clock moves 10 s per item scanned; every item's ttl is 25 s after the start: the first three
-/// are live when written and get their window, the rest have expired by the time the backfill
-/// reaches them and are deleted — none is given a window the sweeps may already have passed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backfill_judges_each_item_by_the_clock_when_it_writes_it() {
-    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    let (client, table) = simple_table("bf_clock").await;
-    let start = now();
-    let ttl = start + 25;
-    let items = (0..12).map(|i| unwindowed(&format!("item-{i:02}"), ttl));
-    put_items(&client, &table, items.collect()).await;
-    let scanned = AtomicU64::new(0);
-    let clock = || Timestamp::from_secs(start + 10 * scanned.load(SeqCst) as i64);
-    let report = backfill_with_clock(&table, &clock, &|n| scanned.store(n, SeqCst)).await;
-    // Live when written (at +0, +10, +20 s), expired when reached.
-    report.assert_fields("scanned=12 written=3 deleted_expired=9 expired_while_written=0");
-    let left = scan_all(&client, &table).await;
-    assert_eq!(left.len(), 3);
-    assert_window_of(&left, ttl);
-}
-
-/// An item live when its window write is made, whose ttl has passed by the time the write is
-/// acknowledged, is deleted after the write (with the ttl read as condition) rather than left
-/// with a window the sweeps may already have passed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backfill_deletes_an_item_whose_ttl_passes_while_its_window_is_written() {
-    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    let (client, table) = simple_table("bf_during").await;
-    let start = now();
-    put_items(&client, &table, vec![unwindowed("slow", start + 5)]).await;
-    // The clock reads `start` while the item is judged (when scanned, and when written), and a
-    // minute later from the moment the write is acknowledged.
-    let reads = AtomicU64::new(0);
-    let clock = || {
-        let n = reads.fetch_add(1, SeqCst);
-        Timestamp::from_secs(if n < 2 { start } else { start + 60 })
-    };
-    let report = backfill_with_clock(&table, &clock, &|_| {}).await;
-    report.assert_fields("written=1 expired_while_written=1 deleted_expired=1");
-    assert!(scan_all(&client, &table).await.is_empty());
 }
 
 /// The CLI, rate-limited so the run outlasts the items' common ttl: the items it reaches before

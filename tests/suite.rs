@@ -8,6 +8,7 @@
 mod support;
 
 mod adoption;
+mod backfill;
 mod capacity;
 mod cli;
 mod clock_skew;

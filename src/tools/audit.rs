@@ -17,9 +17,7 @@ use super::scan::{
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::Timestamp;
 use crate::store::entries::{index_item, sort_prefix, Indexing, BACKFILL_ORIGIN};
-use crate::store::{
-    key_to_json, packs, Index, Key, OpenedTable, Scan, StoreError, TableSchema,
-};
+use crate::store::{key_to_json, packs, Index, Key, OpenedTable, Scan, StoreError, TableSchema};
 
 /// Upper bounds (seconds) of the expired-age buckets, and their names.
 pub const AGE_BUCKETS: [(i64, &str); 5] = [

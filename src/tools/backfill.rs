@@ -35,8 +35,7 @@ use crate::indexer::{write_entries, ENTRIES_PER_REQUEST};
 use crate::store::entries::{index_item, Indexing, BACKFILL_ORIGIN};
 use crate::store::scan::UpdateOutcome;
 use crate::store::{
-    key_to_json, retried, ConditionalOutcome, ErrorKind, Key, Retry, Scan, StoreError,
-    TableSchema,
+    key_to_json, retried, ConditionalOutcome, ErrorKind, Key, Retry, Scan, StoreError, TableSchema,
 };
 
 /// Counts of one backfill run (or, resumed, of all runs of one state file).

@@ -2,8 +2,9 @@
 //! under its index partition, whose calls can be made slow (Tokio time: instant under
 //! `tokio::time::pause()`), fail, stall, lose their answer or land late; whose items the
 //! "application" can rewrite after a call or at an instant; and which counts its calls and
-//! records what it was sent. Its calls are in `mem_store/store.rs`, the faults and changes a
-//! test scripts in `mem_store/script.rs`.
+//! records what it was sent. Its calls are in `mem_store/store.rs` (the sweeps') and
+//! `mem_store/scan.rs` (the adoption tools'), the faults and changes a test scripts in
+//! `mem_store/script.rs`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -19,6 +20,7 @@ use ttl_sweeper::store::{
     entries, ErrorKind, Index, Key, LeaseItem, Store, StoreError, TableSchema,
 };
 
+mod scan;
 mod script;
 mod store;
 

@@ -34,10 +34,18 @@ pub enum Op {
     ReadCursor,
     /// The conditional `PutItem` of the writers' mark of packs.
     MarkPacks,
+    /// A page of a parallel `Scan` (backfill, audit).
+    Scan,
+    /// Backfill's conditional `UpdateItem` of an item's window.
+    SetWindow,
+    /// Backfill's `DeleteItem` conditional on the ttl read.
+    DeleteRead,
+    /// Audit's `Query` of an item's entry or pack.
+    HasEntry,
 }
 
 impl Op {
-    pub const ALL: [Op; 15] = [
+    pub const ALL: [Op; 19] = [
         Op::Query,
         Op::BatchDelete,
         Op::Delete,
@@ -53,18 +61,27 @@ impl Op {
         Op::ReadPending,
         Op::ReadCursor,
         Op::MarkPacks,
+        Op::Scan,
+        Op::SetWindow,
+        Op::DeleteRead,
+        Op::HasEntry,
     ];
 
     /// The DynamoDB operation's name.
     pub(super) fn name(self) -> &'static str {
         match self {
-            Op::Query | Op::ReadReports | Op::ReadPending | Op::ReadCursor => "Query",
+            Op::Query | Op::ReadReports | Op::ReadPending | Op::ReadCursor | Op::HasEntry => {
+                "Query"
+            }
+            Op::Scan => "Scan",
             Op::BatchDelete | Op::WriteEntries | Op::WriteReport => "BatchWriteItem",
-            Op::Delete => "DeleteItem",
+            Op::Delete | Op::DeleteRead => "DeleteItem",
             Op::Get => "BatchGetItem",
             Op::MarkPacks => "PutItem",
             Op::ReadCheckpoint | Op::ReadLease => "GetItem",
-            Op::AdvanceCheckpoint | Op::WriteLease | Op::ReleaseLease => "UpdateItem",
+            Op::AdvanceCheckpoint | Op::WriteLease | Op::ReleaseLease | Op::SetWindow => {
+                "UpdateItem"
+            }
         }
     }
 }

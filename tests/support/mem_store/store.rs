@@ -124,7 +124,11 @@ impl MemStore {
 
     /// Counts the call, waits its delays, and answers for it if it fails or stalls; otherwise
     /// the call's number and the fault its body plays out.
-    async fn begin(&self, op: Op, id: Option<&str>) -> Result<(usize, Option<Fault>), StoreError> {
+    pub(super) async fn begin(
+        &self,
+        op: Op,
+        id: Option<&str>,
+    ) -> Result<(usize, Option<Fault>), StoreError> {
         let n = self.calls[op as usize].fetch_add(1, SeqCst) + 1;
         let faults = take(&self.faults, op, |w| w.matches(n, id));
         let delay = faults.iter().fold(
@@ -148,7 +152,7 @@ impl MemStore {
     }
 
     /// The application's changes after call `n` of `op` (carrying item `id`).
-    fn after(&self, op: Op, n: usize, id: Option<&str>) {
+    pub(super) fn after(&self, op: Op, n: usize, id: Option<&str>) {
         for (id, change) in take(&self.changes, op, |w| w.matches(n, id)) {
             match change {
                 Change::Put(ttl) => self.put(&id, ttl),
@@ -168,7 +172,7 @@ impl MemStore {
     }
 
     /// A lost answer: a transient error, and the stop.
-    fn lost(&self, op: Op) -> StoreError {
+    pub(super) fn lost(&self, op: Op) -> StoreError {
         if let Some(token) = &self.cancel_on_lost {
             token.cancel();
         }
@@ -180,7 +184,7 @@ impl MemStore {
     }
 
     /// Removes item `id` as a delete of the sweep: the item, if it was there.
-    fn remove(&self, items: &mut Items, id: &str) -> Option<Key> {
+    pub(super) fn remove(&self, items: &mut Items, id: &str) -> Option<Key> {
         let (_, item) = items.remove(id)?;
         note(&self.index, id, None);
         self.deleted.fetch_add(1, SeqCst);
