@@ -2,7 +2,7 @@
 # Type-checks and runs the construct's tests (template assertions, synthesis, cdk-nag's
 # validateScope) against the lowest aws-cdk-lib the package accepts: the version in
 # peerDependencies (`^X.Y.Z` → X.Y.Z), or the one given as the first argument. It installs that
-# version into a temporary copy of infra/ (the sources, tests, examples, SAM template and README;
+# version into a temporary copy of infra/ (the sources, tests, examples, SAM template, settings and README;
 # the Rust sources, test support and docs the tests read are linked), so the checkout's
 # node_modules stay as they are.
 set -euo pipefail
@@ -15,7 +15,7 @@ version="${1:-${peer#^}}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/infra"
-cp -r src test examples sam scripts tsconfig.json tsconfig.dev.json cdk.json README.md "$work/infra/"
+cp -r src test examples sam scripts tsconfig.json tsconfig.dev.json cdk.json README.md settings.json "$work/infra/"
 ln -s "$infra/../src" "$work/src"
 ln -s "$infra/../tests" "$work/tests"
 ln -s "$infra/../docs" "$work/docs"
