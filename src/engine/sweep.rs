@@ -33,6 +33,11 @@ use crate::expiry::window::{partition_key, ShardRange, Window};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::{entries, key_to_json, Index, Store, TableSchema};
 
+mod at_once;
+mod partitions;
+
+use partitions::CheckpointMover;
+
 /// Runs sweeps of one table through a [`Store`]. Partitions and delete requests run as tasks
 /// of their own on the Tokio runtime (so a multi-threaded runtime spreads them over its worker
 /// threads), bounded by `max_concurrency`; dropping a sweep aborts its tasks.
@@ -472,158 +477,6 @@ impl<S: Store> Sweeper<S> {
             packs,
         })
     }
-
-    /// Deletes at once the items the stream indexer found expired as it wrote their `entries`
-    /// into packs ([`crate::indexer`]): judged against the table by a conditional `DeleteItem`
-    /// each (the ttl as the stream's image has it, expired at `now`), whatever `DELETE_MODE`
-    /// says, with their expiry events, through the one path of a sweep's deletes. `None`, nothing
-    /// sent, with `DELETE_WHEN_INDEXED=false`, or while a lease is configured and its last check
-    /// did not find it held until past now (a standby, or a Lambda that has not swept). Either
-    /// way every entry stays in its pack, which the holder's next sweep reads when it is due: a
-    /// key deleted here is found gone then, one whose delete failed or was left is judged again.
-    pub async fn delete_indexed(
-        &self,
-        now: Timestamp,
-        entries: Vec<crate::store::packs::PackEntry>,
-        stop: &Stop,
-    ) -> Option<SweepReport> {
-        if !self.shared.options.delete_when_indexed {
-            return None;
-        }
-        let started = Instant::now();
-        let stop = match &self.lease {
-            None => stop.clone(),
-            Some(_) => match *crate::store::lock(&self.lead_until) {
-                Some(until) if until > started => stop.within(until),
-                _ => return None,
-            },
-        };
-        let mut report = self.report(now);
-        // Each item judged as a sweep judges what its index lists ([`check_item`]); its entry
-        // stays in its pack, which the sweep that reads it finds settled.
-        let schema = &self.shared.schema;
-        let mut expired = Vec::with_capacity(entries.len());
-        for entry in entries {
-            let mut item = entry.key;
-            let ttl = aws_sdk_dynamodb::types::AttributeValue::N(entry.ttl);
-            item.insert(schema.layout.ttl_attribute.clone(), ttl);
-            match check_item(schema, item, now) {
-                Some(e) => {
-                    report.items_found += 1;
-                    expired.push(e);
-                }
-                None => report.items_invalid += 1,
-            }
-        }
-        if expired.is_empty() {
-            return Some(report);
-        }
-        let pass = self.pass(now, &stop, started, true, None);
-        let mut groups = JoinSet::new();
-        // Spread over the delete requests allowed at once: each group deletes one at a time.
-        let limit = self.shared.options.max_concurrency.max(1);
-        let size = expired.len().div_ceil(limit).clamp(1, BATCH_SIZE);
-        while !expired.is_empty() {
-            let group = expired.split_off(expired.len().saturating_sub(size));
-            let pass = pass.clone();
-            groups.spawn(async move { delete_group(&pass, group, 1).await });
-        }
-        while let Some(done) = groups.join_next().await {
-            fold_chunk(&mut report, joined(done), pass.started);
-        }
-        report.stopped_early = stop.reached() && report.items_left > 0;
-        report.lag = report.lags.stats();
-        report.duration_ms = started.elapsed().as_millis() as u64;
-        Some(report)
-    }
-
-    /// Sweeps the shards in the range of every window; returns the report and, per window,
-    /// whether it was swept completely. Each partition's outcome is folded into the report as it
-    /// finishes: memory stays bounded by the partitions running at once, not by the backlog.
-    async fn sweep_partitions(
-        &self,
-        now: Timestamp,
-        windows: &[Window],
-        stop: &Stop,
-    ) -> (SweepReport, Vec<bool>) {
-        self.sweep_partitions_of(now, windows, stop, None).await
-    }
-
-    /// [`Self::sweep_partitions`]; with `packs`, of the packs due in that range instead of the
-    /// entries of one item each or the GSI ([`super::packs`]).
-    pub(super) async fn sweep_partitions_of(
-        &self,
-        now: Timestamp,
-        windows: &[Window],
-        stop: &Stop,
-        packs: Option<(Timestamp, Timestamp)>,
-    ) -> (SweepReport, Vec<bool>) {
-        let started = Instant::now();
-        let pass = self.pass(now, stop, started, false, packs);
-        let mut report = self.report(now);
-        // Archive mode: the expiries earlier sweeps left accepted and not settled, first (once
-        // per sweep: by the pass of the entries, not that of the packs).
-        // Boxed: a sweep's future stays as small as it was without events.
-        let settles = packs.is_none();
-        if let Some(events) = pass
-            .events
-            .as_ref()
-            .filter(|e| settles && e.journal.is_some())
-        {
-            report.add_events(Box::pin(settle_journal(&pass.deleter(), events)).await);
-        }
-        if let Some(events) = pass
-            .events
-            .as_ref()
-            .filter(|e| settles && !e.unsettled.is_empty())
-        {
-            report.add_events(Box::pin(settle_unsettled(&pass.deleter(), events)).await);
-        }
-        let shards = self.shared.schema.layout.window_shards.max(1);
-        let range = self.shard_range();
-        let limit = self.shared.options.max_concurrency.max(1);
-        let partitions = windows.iter().enumerate().flat_map(|(i, w)| {
-            range
-                .shards()
-                .map(move |shard| (i, partition_key(*w, shard, shards)))
-        });
-
-        let mut read_all = vec![true; windows.len()];
-        let mut complete = vec![true; windows.len()];
-        let mut fold = |(i, out): (usize, PartitionOutcome)| {
-            let read = out.read_all && out.error.is_none();
-            read_all[i] &= read;
-            complete[i] &= read && out.handled_all;
-            report.add_partition(out.report);
-            if let Some(e) = out.error {
-                report.add_errors([SweepErrorEntry::new(Some(windows[i].key()), &e)]);
-            }
-        };
-        // At most `limit` partitions at once, each a task of its own.
-        let mut running = JoinSet::new();
-        for (i, key) in partitions {
-            if running.len() >= limit {
-                if let Some(done) = running.join_next().await {
-                    fold(joined(done));
-                }
-            }
-            let (pass, counted) = (pass.clone(), Running::new(&pass.running));
-            running.spawn(async move {
-                let _counted = counted;
-                (i, sweep_partition(&pass, &key).await)
-            });
-        }
-        while let Some(done) = running.join_next().await {
-            fold(joined(done));
-        }
-
-        report.windows_swept = read_all.iter().filter(|r| **r).count();
-        report.windows_left = windows.len() - report.windows_swept;
-        report.stopped_early = stop.reached() && !report.is_complete();
-        report.lag = report.lags.stats();
-        report.duration_ms = started.elapsed().as_millis() as u64;
-        (report, complete)
-    }
 }
 
 /// How far back a catch-up can be exact, in seconds, and what sets it (for the log):
@@ -637,54 +490,5 @@ pub(super) fn catchup_limit(schema: &TableSchema, max_catchup: u64) -> (u64, &'s
             "the two days an expiry index entry is kept (MAX_CATCHUP is longer)",
         ),
         _ => (max_catchup, "MAX_CATCHUP"),
-    }
-}
-
-/// Moves the checkpoint, slice by slice, over the unbroken run of complete windows since the floor.
-struct CheckpointMover<'a, S> {
-    /// Its checkpoint writes end when the sweep's calls must ([`Stop::bound`]).
-    stop: &'a Stop,
-    store: &'a S,
-    checkpoint: &'a Checkpoint,
-    now: Timestamp,
-    /// The stored checkpoint, as last read or written.
-    at: Option<Timestamp>,
-    /// Every window ending at or before this was swept completely (or is below the floor).
-    through: i64,
-    /// False once a window after `through` was not swept completely, or a write failed: the
-    /// checkpoint stays where it is for the rest of the sweep.
-    unbroken: bool,
-}
-
-impl<S: Store> CheckpointMover<'_, S> {
-    /// After sweeping `windows` (newest first, contiguous, the older ones handled before),
-    /// advances the checkpoint over those swept completely and wholly in the past.
-    async fn advance(&mut self, windows: &[Window], complete: &[bool], report: &mut SweepReport) {
-        if !self.unbroken {
-            return;
-        }
-        let to = advance_to(windows, complete, self.through, self.now);
-        let broken = |(w, ok): (&Window, &bool)| w.end > self.through && !ok;
-        self.unbroken = !windows.iter().zip(complete).any(broken);
-        let Some(to) = to else { return };
-        self.through = self.through.max(to);
-        let to = Timestamp::from_secs(to);
-        if self.at.is_some_and(|c| to <= c) {
-            return;
-        }
-        let cp = self.checkpoint;
-        let advance = self
-            .store
-            .advance_checkpoint(&cp.table, &cp.id, to, self.now);
-        match self.stop.bound("UpdateItem", advance).await {
-            Ok(moved) => {
-                debug!(to = %to, moved, "checkpoint advanced");
-                self.at = Some(to);
-            }
-            Err(e) => {
-                report.add_errors([SweepErrorEntry::new(None, &e)]);
-                self.unbroken = false;
-            }
-        }
     }
 }

@@ -4,6 +4,7 @@
 
 mod checkpoint;
 mod client;
+mod index;
 
 use checkpoint::{conditionally_written, lease_from_item};
 pub use checkpoint::{
@@ -106,92 +107,6 @@ async fn batch_write(
         .map_err(|e| StoreError::from_sdk(OP, e))?;
     let unprocessed = out.unprocessed_items.unwrap_or_default();
     Ok(unprocessed.into_values().flatten().collect())
-}
-
-impl DynamoStore {
-    /// [`Store::query_expired`] of the packs due from `since` to `now` ([`packs`]): strongly
-    /// consistent, their items listed as a GSI would list them. A pack of another table's keys is
-    /// an error, as an entry is.
-    #[allow(clippy::too_many_arguments)]
-    async fn query_packs(
-        &self,
-        schema: &TableSchema,
-        index_table: &str,
-        window_key: &str,
-        since: Timestamp,
-        now: Timestamp,
-        start: Option<Key>,
-        limit: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        let mut page = Page {
-            packed: true,
-            ..Page::default()
-        };
-        if since >= now {
-            return Ok(page);
-        }
-        let (lo, hi) = packs::bounds(since, now);
-        let out = self
-            .client
-            .query()
-            .table_name(index_table)
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .set_limit(limit)
-            .key_condition_expression("#w = :w AND #e BETWEEN :lo AND :hi")
-            .projection_expression("#w, #e, #k, #t")
-            .expression_attribute_names("#w", entries::WINDOW)
-            .expression_attribute_names("#e", entries::ENTRY)
-            .expression_attribute_names("#k", packs::KEYS)
-            .expression_attribute_names("#t", packs::TTLS)
-            .expression_attribute_values(":w", AttributeValue::S(window_key.to_owned()))
-            .expression_attribute_values(":lo", AttributeValue::S(lo))
-            .expression_attribute_values(":hi", AttributeValue::S(hi))
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("Query", e))?;
-        page.next = out.last_evaluated_key.filter(|k| !k.is_empty());
-        for item in out.items.unwrap_or_default() {
-            let listed = packs::Pack::from_item(&item).and_then(|p| packs::listed(schema, p));
-            let Some(items) = listed else {
-                let message = format!(
-                    "expiry index table {index_table:?} holds an item that is no pack of table \
-                     {:?} (keyed on {:?}): give each swept table an index table of its own",
-                    schema.table_name, schema.key_attributes
-                );
-                return Err(StoreError::new(ErrorKind::Validation, "Query", message));
-            };
-            page.items.extend(items);
-        }
-        Ok(page)
-    }
-
-    /// Up to 25 [`EntryWrite`]s in one `BatchWriteItem` on the expiry index table `index_table`,
-    /// one attempt; answers the writes left unprocessed.
-    pub(in crate::store) async fn write_index(
-        &self,
-        index_table: &str,
-        writes: Vec<EntryWrite>,
-    ) -> Result<Vec<EntryWrite>, StoreError> {
-        if writes.is_empty() {
-            return Ok(Vec::new());
-        }
-        let request = |write| match write {
-            EntryWrite::Remove(id) => delete_request(id),
-            EntryWrite::Put(item) => {
-                let put = PutRequest::builder().set_item(Some(item)).build();
-                let put = built(OP, put)?;
-                Ok(WriteRequest::builder().put_request(put).build())
-            }
-        };
-        let requests = writes.into_iter().map(request).collect::<Result<_, _>>()?;
-        let unprocessed = batch_write(&self.client, index_table, requests).await?;
-        let write = |r: WriteRequest| match (r.put_request, r.delete_request) {
-            (Some(put), _) => Some(EntryWrite::Put(put.item)),
-            (None, delete) => delete.map(|d| EntryWrite::Remove(d.key)),
-        };
-        Ok(unprocessed.into_iter().filter_map(write).collect())
-    }
 }
 
 impl Store for DynamoStore {
@@ -303,19 +218,7 @@ impl Store for DynamoStore {
         &self,
         index_table: &str,
     ) -> Result<Vec<IndexerReport>, StoreError> {
-        let out = self
-            .client
-            .query()
-            .table_name(index_table)
-            .consistent_read(true)
-            .key_condition_expression("#w = :indexer")
-            .expression_attribute_names("#w", entries::WINDOW)
-            .expression_attribute_values(":indexer", AttributeValue::S(entries::INDEXER.into()))
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("Query", e))?;
-        let items = out.items.unwrap_or_default();
-        Ok(items.iter().filter_map(IndexerReport::from_item).collect())
+        self.query_indexer_reports(index_table).await
     }
 
     #[instrument(level = "debug", skip(self, schema))]
@@ -325,24 +228,7 @@ impl Store for DynamoStore {
         due: Timestamp,
         limit: i32,
     ) -> Result<Vec<Key>, StoreError> {
-        let Some(index_table) = schema.index.table() else {
-            return Ok(Vec::new());
-        };
-        let out = self
-            .client
-            .query()
-            .table_name(index_table)
-            .consistent_read(true)
-            .key_condition_expression("#w = :pending AND #e < :due")
-            .expression_attribute_names("#w", entries::WINDOW)
-            .expression_attribute_names("#e", entries::ENTRY)
-            .expression_attribute_values(":pending", AttributeValue::S(entries::PENDING.into()))
-            .expression_attribute_values(":due", AttributeValue::S(entries::sort_bound(due)))
-            .limit(limit.max(1))
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("Query", e))?;
-        Ok(out.items.unwrap_or_default())
+        self.query_pending(schema, due, limit).await
     }
 
     #[instrument(level = "debug", skip(self, schema))]
@@ -351,31 +237,7 @@ impl Store for DynamoStore {
         schema: &TableSchema,
         id: &str,
     ) -> Result<Option<Timestamp>, StoreError> {
-        let Some(index_table) = schema.index.table() else {
-            return Ok(None);
-        };
-        // A `Query` of one key, which the sweeper's role may send to its index table.
-        let out = self
-            .client
-            .query()
-            .table_name(index_table)
-            .consistent_read(true)
-            .key_condition_expression("#w = :cursor AND #e = :id")
-            .expression_attribute_names("#w", entries::WINDOW)
-            .expression_attribute_names("#e", entries::ENTRY)
-            .expression_attribute_values(":cursor", AttributeValue::S(packs::CURSOR.into()))
-            .expression_attribute_values(":id", AttributeValue::S(id.into()))
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("Query", e))?;
-        let items = out.items.unwrap_or_default();
-        match items.first() {
-            None => Ok(None),
-            Some(item) => packs::cursor_of(item).map(Some).ok_or_else(|| {
-                let message = format!("sweeper cursor {id:?} of {index_table:?} is unreadable");
-                StoreError::new(ErrorKind::Validation, "Query", message)
-            }),
-        }
+        self.query_cursor(schema, id).await
     }
 
     #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]
@@ -587,34 +449,7 @@ impl Store for DynamoStore {
 
     #[instrument(level = "debug", skip(self, schema))]
     async fn mark_packs(&self, schema: &TableSchema, at: Timestamp) -> Result<(), StoreError> {
-        let Some(index_table) = schema.index.table() else {
-            return Ok(());
-        };
-        let id = (index_table.to_owned(), schema.table_name.clone());
-        let now = tokio::time::Instant::now();
-        let known = |at: &tokio::time::Instant| now.saturating_duration_since(*at) < MARK_KNOWN_FOR;
-        if super::lock(&self.marks).get(&id).is_some_and(known) {
-            return Ok(());
-        }
-        let put = self
-            .client
-            .put_item()
-            .table_name(index_table)
-            .set_item(Some(packs::cursor_item(&schema.table_name, at, at)))
-            .condition_expression("attribute_not_exists(#w)")
-            .expression_attribute_names("#w", entries::WINDOW)
-            .send()
-            .await;
-        match put {
-            Ok(_) => {}
-            // A mark is there already: it stays.
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) => {}
-            Err(e) => return Err(StoreError::from_sdk("PutItem", e)),
-        }
-        super::lock(&self.marks).insert(id, now);
-        Ok(())
+        self.put_mark(schema, at).await
     }
 
     async fn claim_index_table(&self, schema: &TableSchema) -> Result<(), StoreError> {
