@@ -70,34 +70,22 @@ const fn count(
     }
 }
 
-/// A reporting period's value of the report, in seconds (read from milliseconds).
-const fn seconds(
-    emf: &'static str,
-    prometheus: &'static str,
-    help: &'static str,
-    read: fn(&SweepReport) -> u64,
-) -> SweepMetric {
-    SweepMetric {
-        emf,
-        prometheus,
-        seconds: true,
-        kind: Kind::Gauge,
-        only_when_not_zero: false,
-        help,
-        read,
+impl SweepMetric {
+    /// This metric as a reporting period's value, in seconds (read from milliseconds).
+    const fn in_seconds(self) -> SweepMetric {
+        SweepMetric {
+            seconds: true,
+            kind: Kind::Gauge,
+            ..self
+        }
     }
-}
 
-/// A counted metric an EMF record carries only when it is not 0.
-const fn rare(
-    emf: &'static str,
-    prometheus: &'static str,
-    help: &'static str,
-    read: fn(&SweepReport) -> u64,
-) -> SweepMetric {
-    SweepMetric {
-        only_when_not_zero: true,
-        ..count(emf, prometheus, help, read)
+    /// This metric, in an EMF record only when it is not 0.
+    const fn rare(self) -> SweepMetric {
+        SweepMetric {
+            only_when_not_zero: true,
+            ..self
+        }
     }
 }
 
@@ -145,24 +133,27 @@ pub const SWEEP_METRICS: [SweepMetric; 18] = [
         "Windows (index partitions) read",
         |r| r.windows_swept as u64,
     ),
-    seconds(
+    count(
         "MaxExpiryLagSeconds",
         "ttl_sweeper_max_expiry_lag_seconds",
         "The longest expiry lag: the delete's acknowledgement minus the ttl; alarm above your target",
         |r| r.lag.max_ms,
-    ),
-    seconds(
+    )
+    .in_seconds(),
+    count(
         "P99ExpiryLagSeconds",
         "ttl_sweeper_p99_expiry_lag_seconds",
         "The 99th percentile of the expiry lag",
         |r| r.lag.p99_ms,
-    ),
-    seconds(
+    )
+    .in_seconds(),
+    count(
         "ClockAheadSeconds",
         "ttl_sweeper_clock_ahead_seconds",
         "> 0: the host clock ran ahead of DynamoDB's and sweeps were held back",
         |r| r.clock_ahead_ms,
-    ),
+    )
+    .in_seconds(),
     count(
         "EventsPublished",
         "ttl_sweeper_events_published_total",
@@ -187,30 +178,34 @@ pub const SWEEP_METRICS: [SweepMetric; 18] = [
         "Expiry events sent without the item, which did not fit the sink's size limit",
         |r| r.events_truncated,
     ),
-    rare(
+    count(
         "SweepsStoodBy",
         "ttl_sweeper_stood_by_total",
         "LEADER_LEASE: sweeps that stood by while another sweeper held the lease",
         |r| u64::from(r.stood_by),
-    ),
-    rare(
+    )
+    .rare(),
+    count(
         "LeaseLayoutMismatch",
         "ttl_sweeper_lease_layout_mismatch_total",
         "LEADER_LEASE: sweeps that stood by beside a lease held with another layout (index, windows, ttl attribute or shard range) than this sweeper's",
         |r| u64::from(r.lease_layout_mismatch),
-    ),
-    rare(
+    )
+    .rare(),
+    count(
         "LeaseReleased",
         "ttl_sweeper_lease_released_total",
         "LEADER_LEASE: times this sweeper gave the lease up: its sweeps had failed (a store error, or every delete failed) and none had succeeded for a lease",
         |r| u64::from(r.lease_released),
-    ),
-    rare(
+    )
+    .rare(),
+    count(
         "WriteConflictsRetried",
         "ttl_sweeper_write_conflicts_retried_total",
         "Delete requests refused with ReplicatedWriteConflictException (multi-Region strong consistency) and sent again",
         |r| r.write_conflicts_retried,
-    ),
+    )
+    .rare(),
 ];
 
 #[cfg(test)]
