@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the test binaries of `cargo test ARGS...` and runs them TEST_JOBS at a time (default 2),
+# Builds the test binaries of `cargo test ARGS...` and runs them TEST_JOBS at a time (default 3),
 # the slowest first, from the crate's root as `cargo test` would. The integration-test binary
 # (tests/suite.rs) runs once per module, each module's tests in a process of their own. One
 # DynamoDB Local, started here, serves them all; a process starts its other local servers (moto)
@@ -15,7 +15,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-JOBS="${TEST_JOBS:-2}"
+JOBS="${TEST_JOBS:-3}"
 case "$JOBS" in ''|*[!0-9]*|0) echo "TEST_JOBS=$JOBS: expected a whole number of at least 1" >&2; exit 2 ;; esac
 # The jobs that take longest start first (by the seconds measured on a 2-core machine: faults 77,
 # precision 54, stream_follow 49, demo 49, events 46, leader_lease 37, adoption 34, index_failover 25, cli

@@ -1,8 +1,9 @@
 //! The integration tests, one module per file beside this one, built as one binary: the crate and
 //! its dependencies are linked and instantiated once instead of once per file.
 //!
-//! `make test` (scripts/run-tests.sh) runs each module in a process of its own, two at a time, so
-//! that each starts and stops its own local servers as before. One module by hand:
+//! `make test` (scripts/run-tests.sh) runs each module in a process of its own, three at a time,
+//! all of them against one DynamoDB Local the script starts (each test's tables named apart); a
+//! module run by hand starts its own. One module by hand:
 //! `cargo test --test suite faults::` (or a test's full name, e.g. `faults::chaos`).
 
 mod support;
