@@ -100,7 +100,7 @@ pub struct Indexed {
     /// The others failed on what passes (throttling, 5xx, timeouts) or what an operator fixes
     /// (access denied, a missing table).
     pub refused: Vec<String>,
-    /// The entries written whose items were written already expired (their records [`fresh`]):
+    /// The entries written whose items were written already expired (their records fresh):
     /// for the sweeper to delete at once ([`crate::engine::Sweeper::delete_indexed`]).
     pub expired: Vec<PackEntry>,
 }

@@ -119,7 +119,7 @@ struct Remembered {
     next: u64,
 }
 
-/// Accepted expiries a sweeper remembers unsettled, at most ([`Unsettled`]).
+/// Accepted expiries a sweeper remembers unsettled, at most.
 pub const MAX_UNSETTLED: usize = 10_000;
 
 /// Remembered expiries a sweep reads again before its partitions, at most: one `BatchGetItem`.

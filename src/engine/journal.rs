@@ -1,7 +1,7 @@
 //! Archive mode with the expiry index table: the journal of expiries published and not yet
-//! settled ([`entries::Pending`], partition [`entries::PENDING`] of the index table), so that a
-//! sweeper that dies between an accepted `Item Expired` and its settling leaves the settling to
-//! the next sweep of any process (`docs/events.md`, "Archive").
+//! settled ([`crate::store::entries::Pending`], partition [`crate::store::entries::PENDING`] of
+//! the index table), so that a sweeper that dies between an accepted `Item Expired` and its
+//! settling leaves the settling to the next sweep of any process (`docs/events.md`, "Archive").
 //!
 //! The journal's settings and writer are here; its writes and reads are a delete path's
 //! (`delete/journal.rs`).

@@ -20,7 +20,7 @@ use crate::store::Store;
 /// DynamoDB's (`crate::store::clock`), so any instant past the boundary is in the new second by
 /// DynamoDB's clock too; the offset only leaves room for the timer's slop and for an answer that
 /// moves the clock's bound back a little before the tick reads it (then the tick waits until the
-/// clock reads past the boundary, at most [`BOUNDARY_WAIT`]).
+/// clock reads past the boundary, at most `BOUNDARY_WAIT`).
 pub const TICK_OFFSET_MS: i64 = 5;
 
 /// A tick that wakes with its clock not yet past the boundary waits for it at most this long,

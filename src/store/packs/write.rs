@@ -23,7 +23,7 @@ pub const PACK_LEAD: Duration = Duration::from_millis(250);
 
 /// How far past the latest instant DynamoDB's clock may read, once its write is acknowledged, a
 /// pack must still be due: more than any sweep's instant runs ahead of DynamoDB's clock
-/// ([`crate::store::MAX_ALLOWANCE`]). A pack due sooner is written again, due later.
+/// (`MAX_ALLOWANCE` of the store's clock). A pack due sooner is written again, due later.
 pub const ACK_MARGIN: Duration = Duration::from_millis(100);
 
 /// Packs in one `BatchWriteItem`.
