@@ -47,10 +47,11 @@
 //! - [`store`]: the only code that talks to DynamoDB, behind the typed [`store::Store`] seam and,
 //!   beside it, [`store::Scan`] (the adoption tools' requests); which index a table is swept
 //!   through ([`store::Index`]: a GSI or the expiry index table); errors, start-up checks, the
-//!   key dialect of reports and events (DynamoDB JSON), the table's stream ([`store::stream`]),
-//!   the expiry index table's entries ([`store::entries`]) and packs of entries with the one way
-//!   they are written, by the indexer and by sweeps carrying keys ([`store::packs`]), and the one
-//!   backoff of every retry loop ([`store::full_jitter`]).
+//!   key dialect of reports and events (DynamoDB JSON), the table's stream ([`store::stream`]:
+//!   what the follower reads, `StreamRead`, and keeps, `StreamPositions`), the expiry index
+//!   table's entries ([`store::entries`]) and packs of entries with the one way they are written,
+//!   by the indexer and by sweeps carrying keys ([`store::packs`]), and the one backoff of every
+//!   retry loop ([`store::full_jitter`]).
 //! - [`streams`]: for consumers of the table's DynamoDB Stream: [`streams::is_expiry_removal`]
 //!   tells a `REMOVE` of an expired item from an application's delete.
 //! - [`expiry`]: the expiry model: [`expiry::Timestamp`], window math, the layout, the writer and

@@ -12,6 +12,7 @@ use crate::support;
 use std::time::Duration;
 
 use support::mem_store::{mem_sweeper, Fault, MemStore, Op, When};
+use support::mem_stream::insert_record as record;
 use tokio::time::Instant;
 
 use aws_lambda_events::dynamodb::EventRecord;
@@ -452,21 +453,6 @@ async fn an_item_whose_ttl_moved_earlier_listed_by_two_packs_read_together_is_de
         );
         assert!(store.destroyed_live.lock().unwrap().is_empty());
     }
-}
-
-/// A stream record of the item `id` with `ttl` written, created at `created` (epoch seconds).
-fn record(sequence: u64, id: &str, ttl: i64, created: i64) -> EventRecord {
-    let image = serde_json::json!({ "id": { "S": id }, "ttl": { "N": ttl.to_string() } });
-    serde_json::from_value(serde_json::json!({
-        "eventID": format!("e{sequence}"), "eventName": "INSERT", "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
-        "dynamodb": {
-            "Keys": { "id": { "S": id } }, "NewImage": image,
-            "SequenceNumber": format!("{sequence:021}"), "SizeBytes": 64,
-            "StreamViewType": "NEW_IMAGE", "ApproximateCreationDateTime": created
-        }
-    }))
-    .unwrap()
 }
 
 #[tokio::test(start_paused = true)]

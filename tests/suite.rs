@@ -20,6 +20,7 @@ mod event_sinks;
 mod events;
 mod expiry_events;
 mod faults;
+mod follower;
 mod handler;
 mod iam_docs;
 mod index_failover;

@@ -12,7 +12,9 @@ use aws_sdk_dynamodbstreams::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
 use aws_sdk_dynamodbstreams::Client;
 
-use super::{DynamoStore, ErrorKind, StoreError};
+use std::future::Future;
+
+use super::{DynamoStore, ErrorKind, Store, StoreError};
 
 /// The table's stream, as `DescribeTable` tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,9 +89,9 @@ impl ReadError {
     }
 }
 
-impl DynamoStore {
+impl StreamPositions for DynamoStore {
     /// The stream of table `table`, if one is enabled (one `DescribeTable`).
-    pub async fn table_stream(&self, table: &str) -> Result<Option<TableStream>, StoreError> {
+    async fn table_stream(&self, table: &str) -> Result<Option<TableStream>, StoreError> {
         let description = self
             .describe_table(table, || {
                 format!("table {table:?} does not exist in this account and region")
@@ -107,6 +109,81 @@ impl DynamoStore {
                 .to_owned(),
         }))
     }
+
+    /// Reads the stream position saved as item `id` of checkpoint table `table`, if any.
+    async fn read_stream_position(
+        &self,
+        table: &str,
+        id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let item = self.checkpoint_item(table, id).await?;
+        Ok(item.and_then(|i| i.get(POSITION_ATTRIBUTE)?.as_s().ok().cloned()))
+    }
+
+    /// Saves `position` as item `id` of checkpoint table `table`, stamped `at` (RFC 3339).
+    async fn save_stream_position(
+        &self,
+        table: &str,
+        id: &str,
+        position: String,
+        at: String,
+    ) -> Result<(), StoreError> {
+        self.client()
+            .put_item()
+            .table_name(table)
+            .item("id", AttributeValue::S(id.to_owned()))
+            .item(POSITION_ATTRIBUTE, AttributeValue::S(position))
+            .item("updatedAt", AttributeValue::S(at))
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("PutItem", e))?;
+        Ok(())
+    }
+}
+
+/// The reads of a table's stream the follower makes: its shards, an iterator on one, and the
+/// records from an iterator. [`StreamClient`] reads DynamoDB Streams; the tests read a stream of
+/// their own.
+pub trait StreamRead: Send + Sync {
+    /// Every shard of stream `arn` still listed.
+    fn shards(&self, arn: &str) -> impl Future<Output = Result<Vec<Shard>, StoreError>> + Send;
+
+    /// An iterator on shard `shard` of stream `arn`, from `from`.
+    fn iterator(
+        &self,
+        arn: &str,
+        shard: &str,
+        from: &From,
+    ) -> impl Future<Output = Result<String, ReadError>> + Send;
+
+    /// Up to 1,000 records (1 MB) from `iterator`.
+    fn records(&self, iterator: &str) -> impl Future<Output = Result<Records, ReadError>> + Send;
+}
+
+/// What the follower reads and writes of the tables: the table's stream, and its position saved
+/// in the checkpoint table.
+pub trait StreamPositions: Store {
+    /// The stream of `table`, if it has one enabled.
+    fn table_stream(
+        &self,
+        table: &str,
+    ) -> impl Future<Output = Result<Option<TableStream>, StoreError>> + Send;
+
+    /// Reads the stream position saved as item `id` of checkpoint table `table`, if any.
+    fn read_stream_position(
+        &self,
+        table: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<String>, StoreError>> + Send;
+
+    /// Saves `position` as item `id` of checkpoint table `table`, stamped `at` (RFC 3339).
+    fn save_stream_position(
+        &self,
+        table: &str,
+        id: &str,
+        position: String,
+        at: String,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
 /// A DynamoDB Streams client, built from the same AWS configuration chain as the table's.
@@ -123,9 +200,11 @@ impl StreamClient {
             client: Client::new(&DynamoStore::config_loader().load().await),
         }
     }
+}
 
+impl StreamRead for StreamClient {
     /// Every shard of stream `arn` still listed (`DescribeStream`, all pages).
-    pub async fn shards(&self, arn: &str) -> Result<Vec<Shard>, StoreError> {
+    async fn shards(&self, arn: &str) -> Result<Vec<Shard>, StoreError> {
         const OP: &str = "DescribeStream";
         let mut shards = Vec::new();
         let mut start: Option<String> = None;
@@ -154,7 +233,7 @@ impl StreamClient {
     }
 
     /// An iterator on shard `shard` of stream `arn`, from `from`.
-    pub async fn iterator(&self, arn: &str, shard: &str, from: &From) -> Result<String, ReadError> {
+    async fn iterator(&self, arn: &str, shard: &str, from: &From) -> Result<String, ReadError> {
         const OP: &str = "GetShardIterator";
         let request = self
             .client
@@ -179,7 +258,7 @@ impl StreamClient {
     }
 
     /// Up to 1,000 records (1 MB) from `iterator`.
-    pub async fn records(&self, iterator: &str) -> Result<Records, ReadError> {
+    async fn records(&self, iterator: &str) -> Result<Records, ReadError> {
         let out = self
             .client
             .get_records()
@@ -230,35 +309,3 @@ fn event_record(record: Record) -> EventRecord {
 
 /// Attribute of the checkpoint table's position item that holds the follower's position (JSON).
 pub const POSITION_ATTRIBUTE: &str = "streamPosition";
-
-impl DynamoStore {
-    /// Reads the stream position saved as item `id` of checkpoint table `table`, if any.
-    pub async fn read_stream_position(
-        &self,
-        table: &str,
-        id: &str,
-    ) -> Result<Option<String>, StoreError> {
-        let item = self.checkpoint_item(table, id).await?;
-        Ok(item.and_then(|i| i.get(POSITION_ATTRIBUTE)?.as_s().ok().cloned()))
-    }
-
-    /// Saves `position` as item `id` of checkpoint table `table`, stamped `at` (RFC 3339).
-    pub async fn save_stream_position(
-        &self,
-        table: &str,
-        id: &str,
-        position: String,
-        at: String,
-    ) -> Result<(), StoreError> {
-        self.client()
-            .put_item()
-            .table_name(table)
-            .item("id", AttributeValue::S(id.to_owned()))
-            .item(POSITION_ATTRIBUTE, AttributeValue::S(position))
-            .item("updatedAt", AttributeValue::S(at))
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("PutItem", e))?;
-        Ok(())
-    }
-}

@@ -16,8 +16,10 @@ use serde::Serialize;
 use crate::engine::{Stop, Sweeper};
 use crate::expiry::Clock;
 use crate::indexer::{index_records_holding, item_id, IndexReport};
-use crate::store::stream::{From, ReadError, Shard, StreamClient, TableStream};
-use crate::store::{full_jitter, DynamoStore, Index, StoreError, TableSchema};
+use crate::store::stream::{
+    From, ReadError, Shard, StreamClient, StreamPositions, StreamRead, TableStream,
+};
+use crate::store::{full_jitter, Index, StoreError, TableSchema};
 pub use gather::{
     Gathering, DEFAULT_HOLD, DEFAULT_MAX_ENTRIES, HOLD_ENTRIES, HOLD_FROM, MAX_HOLD, WRITE_BEFORE,
 };
@@ -138,8 +140,8 @@ pub struct Following {
 
 /// The follower of one table's stream, checked and with its saved position loaded.
 #[derive(Debug)]
-pub struct Follower {
-    streams: StreamClient,
+pub struct Follower<C = StreamClient> {
+    streams: C,
     stream: TableStream,
     /// The checkpoint table and the position item's id, when the position is saved.
     saved_at: Option<(String, String)>,
@@ -148,18 +150,18 @@ pub struct Follower {
     gathering: Gathering,
 }
 
-impl Follower {
+impl<C: StreamRead> Follower<C> {
     /// Checks that `schema`'s table has an expiry index table ([`require_index_table`]) and a
     /// stream whose records carry the new image, and that its shards can be listed, and loads the
     /// position saved in `saved_at` (checkpoint table, item id), if any. Entries are gathered
     /// across batches as `gathering` says.
     pub async fn open(
-        store: &DynamoStore,
-        streams: StreamClient,
+        store: &impl StreamPositions,
+        streams: C,
         schema: &TableSchema,
         saved_at: Option<(String, String)>,
         gathering: Gathering,
-    ) -> Result<Follower, FollowError> {
+    ) -> Result<Follower<C>, FollowError> {
         let table = schema.table_name.clone();
         require_index_table(&table, &schema.index)?;
         let Some(stream) = store.table_stream(&table).await? else {
@@ -211,9 +213,9 @@ impl Follower {
     /// Follows the stream for `sweeper`'s table until `stop`, then saves the position and returns
     /// what was done. Deletes' expiry events go through `sweeper`'s hook, as a sweep's do.
     /// `progress` sees the totals after every batch and every read that found nothing new.
-    pub async fn run(
+    pub async fn run<S: StreamPositions>(
         &self,
-        sweeper: &Sweeper<DynamoStore>,
+        sweeper: &Sweeper<S>,
         clock: &dyn Clock,
         stop: &Stop,
         progress: &dyn Fn(&FollowReport),

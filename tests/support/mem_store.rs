@@ -177,6 +177,8 @@ pub struct Table {
     pub checkpoint: Mutex<Option<Timestamp>>,
     /// The leader lease items by id (shared by the stores made with [`MemStore::sharing`]).
     pub leases: Arc<Mutex<BTreeMap<String, LeaseItem>>>,
+    /// The stream follower's positions saved in the checkpoint table, by (table, id).
+    pub stream_positions: Mutex<BTreeMap<(String, String), String>>,
 }
 
 /// The schema of the tests' `sessions` table (String key `id`, the sweeper's default index) with

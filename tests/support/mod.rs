@@ -42,6 +42,7 @@ pub mod esm;
 pub mod fault_proxy;
 pub mod hook;
 pub mod mem_store;
+pub mod mem_stream;
 pub mod moto;
 pub mod recorder;
 pub mod runtime_api;

@@ -30,9 +30,9 @@ pub(super) const STALE_FOR_HOLD: Duration = Duration::from_secs(12 * 3600);
 mod write;
 
 /// One run of the follower: the shared position and report of its shard readers.
-pub(super) struct Reader<'a> {
-    pub(super) follower: &'a Follower,
-    pub(super) sweeper: &'a Sweeper<DynamoStore>,
+pub(super) struct Reader<'a, S, C> {
+    pub(super) follower: &'a Follower<C>,
+    pub(super) sweeper: &'a Sweeper<S>,
     pub(super) clock: &'a dyn Clock,
     pub(super) stop: &'a Stop,
     pub(super) progress: &'a dyn Fn(&FollowReport),
@@ -49,7 +49,7 @@ pub(super) struct Reader<'a> {
     pub(super) report: RefCell<FollowReport>,
 }
 
-impl Reader<'_> {
+impl<S: StreamPositions, C: StreamRead> Reader<'_, S, C> {
     pub(super) async fn run(&self) {
         let mut running: HashSet<String> = HashSet::new();
         let mut readers = FuturesUnordered::new();

@@ -1,10 +1,12 @@
 //! [`Scan`] for [`MemStore`]: the adoption tools' requests as DynamoDB answers them (a segment
 //! of a parallel Scan, the window update and the delete conditional on what was read, the look-ups
-//! of entries), with the faults, delays and changes the test scripted.
+//! of entries), with the faults, delays and changes the test scripted; and [`StreamPositions`],
+//! the stream follower's: the table's stream (the one of `mem_stream`) and its saved position.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::scan::{ScanPage, UpdateOutcome};
+use ttl_sweeper::store::stream::{StreamPositions, TableStream};
 use ttl_sweeper::store::{packs, ConditionalOutcome, Key, Scan, StoreError, TableSchema};
 
 use super::script::{Fault, Op};
@@ -158,5 +160,39 @@ impl Scan for MemStore {
         drop(items);
         self.after(Op::DeleteRead, n, Some(&id));
         self.answer(Op::DeleteRead, fault, (outcome, 1.0))
+    }
+}
+
+/// The stream of the tests' table ([`super::super::mem_stream::MemStream`] reads any ARN).
+pub const STREAM_ARN: &str =
+    "arn:aws:dynamodb:us-east-1:000000000000:table/sessions/stream/2026-01-01T00:00:00.000";
+
+impl StreamPositions for MemStore {
+    async fn table_stream(&self, _: &str) -> Result<Option<TableStream>, StoreError> {
+        Ok(Some(TableStream {
+            arn: STREAM_ARN.to_owned(),
+            view: "NEW_AND_OLD_IMAGES".to_owned(),
+        }))
+    }
+
+    async fn read_stream_position(
+        &self,
+        table: &str,
+        id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let positions = self.stream_positions.lock().unwrap();
+        Ok(positions.get(&(table.to_owned(), id.to_owned())).cloned())
+    }
+
+    async fn save_stream_position(
+        &self,
+        table: &str,
+        id: &str,
+        position: String,
+        _: String,
+    ) -> Result<(), StoreError> {
+        let mut positions = self.stream_positions.lock().unwrap();
+        positions.insert((table.to_owned(), id.to_owned()), position);
+        Ok(())
     }
 }

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Reader<'_> {
+impl<S: StreamPositions, C: StreamRead> Reader<'_, S, C> {
     /// Indexes one batch of `shard`'s records, holding the shard at failed records until they
     /// are indexed or passed ([`index_batch`]), and moves the shard's position past what was
     /// handled. While held, the shard's age is that of its oldest record not yet indexed.
