@@ -3,6 +3,7 @@
 //! JSON ([`super::spec`]) for the construct, the SAM template, the Terraform module and the docs,
 //! which read it (or are tested against it) rather than state the ranges again.
 
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -49,6 +50,12 @@ pub enum Rule {
 
 /// The characters of a table or index name besides letters and digits.
 pub(super) const NAME_CHARACTERS: [char; 3] = ['_', '-', '.'];
+
+/// How many characters a table or index name has.
+pub(super) const NAME_LENGTH: RangeInclusive<usize> = 3..=255;
+
+/// The most bytes of an attribute name or a CloudWatch namespace.
+pub(super) const MAX_NAME_BYTES: usize = 255;
 
 /// The characters of a CloudWatch namespace besides letters and digits.
 pub(super) const NAMESPACE_CHARACTERS: [char; 7] = ['.', '-', '_', '/', '#', ':', ' '];
@@ -107,17 +114,21 @@ impl Rule {
                 }
             },
             Rule::Tables | Rule::Table => {
-                "a DynamoDB table name (3-255 characters: letters, digits, '_', '-', '.') or table \
-                 ARN"
-                .to_owned()
+                format!("a DynamoDB table name ({}) or table ARN", named())
             }
-            Rule::Index => {
-                "a GSI name (3-255 characters: letters, digits, '_', '-', '.')".to_owned()
+            Rule::Index => format!("a GSI name ({})", named()),
+            Rule::Attribute => {
+                format!("a non-empty attribute name of at most {MAX_NAME_BYTES} bytes")
             }
-            Rule::Attribute => "a non-empty attribute name of at most 255 bytes".to_owned(),
-            Rule::Namespace => "a CloudWatch namespace: up to 255 letters, digits or . - _ / # : \
-                                and spaces, not starting with AWS/"
-                .to_owned(),
+            Rule::Namespace => {
+                let other = NAMESPACE_CHARACTERS.iter().filter(|c| **c != ' ');
+                let other: Vec<String> = other.map(char::to_string).collect();
+                format!(
+                    "a CloudWatch namespace: up to {MAX_NAME_BYTES} letters, digits or {} and \
+                     spaces, not starting with AWS/",
+                    other.join(" ")
+                )
+            }
             Rule::Parsed => String::new(),
         }
     }
@@ -156,17 +167,40 @@ impl Rule {
             }
             Rule::Choice(words) => json!({"kind": self.kind(), "choices": words}),
             Rule::Tables | Rule::Table | Rule::Index => {
-                json!({"kind": self.kind(), "pattern": "^[A-Za-z0-9_.-]{3,255}$"})
+                let (least, most) = (NAME_LENGTH.start(), NAME_LENGTH.end());
+                let pattern = format!("^{}{{{least},{most}}}$", class(&NAME_CHARACTERS));
+                json!({"kind": self.kind(), "pattern": pattern})
             }
-            Rule::Attribute => json!({"kind": self.kind(), "minBytes": 1, "maxBytes": 255}),
+            Rule::Attribute => {
+                json!({"kind": self.kind(), "minBytes": 1, "maxBytes": MAX_NAME_BYTES})
+            }
             Rule::Namespace => json!({
                 "kind": self.kind(),
-                "pattern": "^[0-9A-Za-z._\\-/#: ]{1,255}$",
+                "pattern": format!("^{}{{1,{MAX_NAME_BYTES}}}$", class(&NAMESPACE_CHARACTERS)),
                 "notStartingWith": "AWS/",
             }),
             Rule::Parsed => json!({"kind": self.kind()}),
         }
     }
+}
+
+/// What a table or index name is made of, in words: `3-255 characters: letters, digits, '_',
+/// '-', '.'`.
+fn named() -> String {
+    let other: Vec<String> = NAME_CHARACTERS.iter().map(|c| format!("'{c}'")).collect();
+    let (least, most) = (NAME_LENGTH.start(), NAME_LENGTH.end());
+    format!(
+        "{least}-{most} characters: letters, digits, {}",
+        other.join(", ")
+    )
+}
+
+/// A regular expression's class of letters, digits and `other` (`-` last, where it needs no
+/// escape): `[A-Za-z0-9_.-]`.
+fn class(other: &[char]) -> String {
+    let (dash, rest): (Vec<char>, Vec<char>) = other.iter().partition(|c| **c == '-');
+    let chars: String = rest.into_iter().chain(dash).collect();
+    format!("[A-Za-z0-9{chars}]")
 }
 
 /// A duration in its largest whole unit: `100ms`, `30s`, `1m`, `24h`, `30d`.

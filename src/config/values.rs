@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::rule::{NAMESPACE_CHARACTERS, NAME_CHARACTERS};
+use super::rule::{MAX_NAME_BYTES, NAMESPACE_CHARACTERS, NAME_CHARACTERS, NAME_LENGTH};
 use super::*;
 use crate::expiry::window::ShardRange;
 
@@ -117,10 +117,9 @@ pub(super) fn whole_or_off(raw: Option<&str>, s: &Setting) -> Result<Option<u64>
     n.map(Some).ok_or_else(|| invalid(s, &raw))
 }
 
-/// A whole number within `s`'s [`Rule::Whole`] bounds.
+/// A whole number within `s`'s [`Rule::Whole`] bounds (`off` refused, whatever the rule).
 pub(super) fn number(raw: Option<&str>, s: &Setting) -> Result<u64, ConfigError> {
-    let raw_value = get(raw, s)?;
-    whole_or_off(raw, s)?.ok_or_else(|| invalid(s, &raw_value))
+    whole_or_off(raw, s)?.ok_or_else(|| invalid(s, "off"))
 }
 
 /// A duration within `s`'s [`Rule::Duration`] bounds (`None`: `off` or `0`, where the rule
@@ -156,7 +155,7 @@ pub(super) fn name(raw: Option<&str>, s: &Setting) -> Result<String, ConfigError
     accepted(raw, s, |raw| {
         let named = |c: char| c.is_ascii_alphanumeric() || NAME_CHARACTERS.contains(&c);
         (allow_arn && raw.starts_with("arn:") && raw.contains(":table/"))
-            || ((3..=255).contains(&raw.len()) && raw.chars().all(named))
+            || (NAME_LENGTH.contains(&raw.len()) && raw.chars().all(named))
     })
 }
 
@@ -183,16 +182,16 @@ pub(super) fn choice<T: Copy, const N: usize>(
     found.map(|i| values[i]).ok_or_else(|| invalid(s, &raw))
 }
 
-/// An attribute name of at most 255 bytes.
+/// An attribute name of at most [`MAX_NAME_BYTES`].
 pub(super) fn attribute(raw: Option<&str>, s: &Setting) -> Result<String, ConfigError> {
-    accepted(raw, s, |raw| raw.len() <= 255)
+    accepted(raw, s, |raw| raw.len() <= MAX_NAME_BYTES)
 }
 
 /// A CloudWatch namespace.
 pub(super) fn namespace(raw: Option<&str>, s: &Setting) -> Result<String, ConfigError> {
     accepted(raw, s, |raw| {
         let allowed = |c: char| c.is_ascii_alphanumeric() || NAMESPACE_CHARACTERS.contains(&c);
-        raw.len() <= 255 && !raw.starts_with("AWS/") && raw.chars().all(allowed)
+        raw.len() <= MAX_NAME_BYTES && !raw.starts_with("AWS/") && raw.chars().all(allowed)
     })
 }
 
