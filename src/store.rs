@@ -63,14 +63,6 @@ impl Index {
         }
     }
 
-    /// The GSI, when the table is swept through one.
-    pub fn gsi(&self) -> Option<&str> {
-        match self {
-            Index::Gsi(name) => Some(name),
-            Index::Table(_) => None,
-        }
-    }
-
     /// The index's name: the GSI's or the expiry index table's.
     pub fn name(&self) -> &str {
         match self {
