@@ -104,8 +104,6 @@ pub trait Scan: Store {
 }
 
 impl Scan for DynamoStore {
-    /// Reads one page of segment `segment` of `total` of a parallel scan, projecting `attributes`
-    /// (all attributes when empty).
     #[instrument(level = "debug", skip(self, start, attributes))]
     async fn scan_page(
         &self,
@@ -143,9 +141,6 @@ impl Scan for DynamoStore {
         })
     }
 
-    /// Sets the window attribute of `key` to `window` only if the item still has the ttl and the
-    /// window value (`None`: none) it was read with: a concurrent change is never overwritten and a
-    /// deleted item never recreated. Returns the outcome and the write capacity consumed.
     #[instrument(level = "debug", skip(self, key, ttl, old))]
     #[allow(clippy::too_many_arguments)]
     async fn set_window_if_unchanged(
@@ -186,10 +181,6 @@ impl Scan for DynamoStore {
         }
     }
 
-    /// Expiry index table mode, for `audit`: whether `index_table` holds an entry in window
-    /// `window` whose sort key begins with `prefix` ([`super::entries::sort_prefix`]: the item's
-    /// key and ttl, whatever wrote it). One strongly consistent `Query` of at most one entry; also
-    /// the read units it consumed.
     #[instrument(level = "debug", skip(self))]
     async fn has_entry(
         &self,
@@ -197,6 +188,7 @@ impl Scan for DynamoStore {
         window: &str,
         prefix: &str,
     ) -> Result<(bool, f64), StoreError> {
+        // One strongly consistent `Query` of at most one entry.
         use super::entries::{ENTRY, WINDOW};
         let out = self
             .client()
@@ -216,9 +208,6 @@ impl Scan for DynamoStore {
         Ok((out.count() > 0, units(out.consumed_capacity(), 1.0)))
     }
 
-    /// Whether a pack due at `due` in partition `window` of `schema`'s expiry index table
-    /// `index_table` lists `key` (strongly consistent `Query`s of the packs due then, their keys
-    /// only, every page); also the read units they consumed.
     async fn has_packed(
         &self,
         schema: &TableSchema,
@@ -227,6 +216,7 @@ impl Scan for DynamoStore {
         due: Timestamp,
         key: &Key,
     ) -> Result<(bool, f64), StoreError> {
+        // Strongly consistent `Query`s of the packs due then, their keys only, every page.
         use super::entries::{ENTRY, WINDOW};
         let pages = self
             .client()
@@ -262,10 +252,6 @@ impl Scan for DynamoStore {
         Ok((false, consumed))
     }
 
-    /// Deletes `key` only if its ttl attribute still equals `ttl`, the value it was read with
-    /// (found expired): an item whose ttl was extended, removed or rewritten since is kept, and one
-    /// already deleted stays deleted. Returns the outcome ([`ConditionalOutcome::Kept`] or
-    /// [`ConditionalOutcome::Gone`] when the condition failed) and the write capacity consumed.
     #[instrument(level = "debug", skip(self, key, ttl))]
     async fn delete_if_ttl_unchanged(
         &self,
