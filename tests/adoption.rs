@@ -616,6 +616,29 @@ async fn the_verify_step_passes_on_a_table_swept_through_its_expiry_index_table(
     let _ = std::fs::remove_file(&state);
 }
 
+/// Runs `script` with bash as a user would, with the AWS CLI `make tools` installs in
+/// `.tools/awscli` first on the PATH, against the local server (its endpoint and credentials, in an
+/// environment otherwise cleared; the AWS CLI v1 takes its Region from AWS_DEFAULT_REGION, a
+/// user's from the profile). Its standard output; a failure shows the script and its stderr.
+fn aws_cli(script: &str) -> String {
+    let aws = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/awscli/bin");
+    assert!(aws.join("aws").exists(), "the AWS CLI: `make tools`");
+    let path = format!(
+        "{}:{}",
+        aws.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = Command::new("bash");
+    cmd.args(["-euo", "pipefail", "-c", script]).env_clear();
+    cmd.envs(support::LOCAL_AWS_ENV.iter().copied());
+    cmd.env("PATH", path).env("AWS_ENDPOINT_URL", endpoint());
+    cmd.env("AWS_DEFAULT_REGION", "us-east-1");
+    let out = cmd.output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{script}\n{said}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// README step 7, "Watch one expire", run as written with the AWS CLI (`make tools` installs
 /// it in `.tools/awscli`), against DynamoDB Local, the table's name aside: a sweeper deployed
 /// as step 4 deploys it (`run --follow-stream`, ticks of 200 ms) deletes the item, so
@@ -625,32 +648,13 @@ async fn the_verify_step_passes_on_a_table_swept_through_its_expiry_index_table(
 async fn the_watch_step_sees_an_item_written_5_s_ahead_gone_10_s_later() {
     use aws_sdk_dynamodb::types::StreamViewType;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let aws = root.join(".tools/awscli/bin");
-    assert!(aws.join("aws").exists(), "the AWS CLI: `make tools`");
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let block = between(&readme, "<!-- watch:begin", "<!-- watch:end -->").unwrap();
     let script = between(block, "```sh\n", "```").unwrap();
     let (_client, table, index) = indexed_table("watch", StreamViewType::NewAndOldImages).await;
     let script = script.replace("--table-name sessions", &format!("--table-name {table}"));
-    let run = |script: &str| {
-        let path = format!(
-            "{}:{}",
-            aws.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        let mut cmd = std::process::Command::new("bash");
-        cmd.args(["-euo", "pipefail", "-c", script]).env_clear();
-        cmd.envs(support::LOCAL_AWS_ENV.iter().copied());
-        // The AWS CLI v1 takes its Region from AWS_DEFAULT_REGION (a user's, from the profile).
-        cmd.env("PATH", path).env("AWS_ENDPOINT_URL", endpoint());
-        cmd.env("AWS_DEFAULT_REGION", "us-east-1");
-        let out = cmd.output().unwrap();
-        let said = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{said}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
     // No sweeper: the item is still there (read back at once, not 10 s later).
-    let unswept = run(&script.replace("sleep 10", "sleep 0"));
+    let unswept = aws_cli(&script.replace("sleep 10", "sleep 0"));
     assert!(unswept.contains("ttl-sweeper-check"), "{unswept}");
 
     let mut daemon = Daemon::run(&endpoint(), &format!("watch-{table}"), |cmd| {
@@ -660,7 +664,7 @@ async fn the_watch_step_sees_an_item_written_5_s_ahead_gone_10_s_later() {
     // Following (from the stream's oldest record) before the item is written again, so that the
     // 10 s of the step are the sweeper's, not its start-up's.
     tokio::task::block_in_place(|| daemon.wait_for_log("following the table's stream"));
-    let swept = tokio::task::block_in_place(|| run(&script));
+    let swept = tokio::task::block_in_place(|| aws_cli(&script));
     assert_eq!(swept.trim(), "", "get-item found the item");
     let running = daemon.child.try_wait().unwrap().is_none();
     assert!(running, "the sweeper exited:\n{}", daemon.log_text());
@@ -680,26 +684,10 @@ fn between<'a>(text: &'a str, start: &str, end: &str) -> Option<&'a str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_aws_cli_lines_of_step_1_and_of_removing_it_run_as_written() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let aws = root.join(".tools/awscli/bin");
-    assert!(aws.join("aws").exists(), "the AWS CLI: `make tools`");
     let client = client().await;
     let table = new_table(&client, "cli_lines", |t| t.index = false).await;
     let run = |script: &str| {
-        let script = script.replace("--table-name sessions", &format!("--table-name {table}"));
-        let path = format!(
-            "{}:{}",
-            aws.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        let mut cmd = Command::new("bash");
-        cmd.args(["-euo", "pipefail", "-c", &script]).env_clear();
-        cmd.envs(support::LOCAL_AWS_ENV.iter().copied());
-        cmd.env("PATH", path).env("AWS_ENDPOINT_URL", endpoint());
-        cmd.env("AWS_DEFAULT_REGION", "us-east-1");
-        let out = cmd.output().unwrap();
-        let said = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{script}\n{said}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        aws_cli(&script.replace("--table-name sessions", &format!("--table-name {table}")))
     };
     let describe = || async {
         let out = client
