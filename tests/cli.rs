@@ -670,12 +670,7 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
     // The table goes away under the running daemon: every sweep fails from now on, and three
     // reporting periods (3 × 1 s) later the process says so.
     let dropped = Instant::now();
-    client
-        .delete_table()
-        .table_name(&table)
-        .send()
-        .await
-        .unwrap();
+    drop_table(&client, &table).await;
     let (status, body) = health_until("\"status\":\"unhealthy\"");
     assert_eq!(status, 503, "{body}\n{}", child.log_text());
     let early = dropped.elapsed() < Duration::from_secs(2);

@@ -291,12 +291,7 @@ async fn run_local_rides_out_a_failing_server_and_a_table_created_again() {
     assert!(failed.load(SeqCst) >= 8, "the 500s were sent");
 
     // Dropped and created again with a sort key: swept with it.
-    client
-        .delete_table()
-        .table_name(&table)
-        .send()
-        .await
-        .unwrap();
+    drop_table(&client, &table).await;
     let mut spec = TableSpec::simple(&table);
     spec.sort = Some(("sk", ScalarAttributeType::S));
     create_table(&client, &spec).await;

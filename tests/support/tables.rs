@@ -49,6 +49,12 @@ impl<'a> TableSpec<'a> {
     }
 }
 
+/// Drops `table`, as a test suite does between tests or an operator by mistake.
+pub async fn drop_table(client: &Client, table: &str) {
+    let dropped = client.delete_table().table_name(table).send().await;
+    dropped.unwrap_or_else(|e| panic!("delete {table}: {e:?}"));
+}
+
 /// Creates the table with the sweeper's GSI (`expirationWindowIndex` on `expirationWindow` S,
 /// `ttl` N). TTL stays off, so the server's own TTL process cannot delete anything.
 pub async fn create_table(client: &Client, spec: &TableSpec<'_>) {
