@@ -7,7 +7,7 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type { Construct } from 'constructs';
 import { checkExpiryEvents, expiryEventEnvironment, ExpiryEventsMode, type ExpiryEventsOptions } from './expiry-events';
 import { DeleteMode, type SweptTable, type TtlSweeperProps } from './props';
-import { bounds, choices, defaultOf, LIMITS, setting } from './spec';
+import { bounds, type Bounds, choices, defaultOf, LIMITS, setting } from './spec';
 import { SweepSchedule } from './sweep-schedule';
 
 // ---------------------------------------------------------------- shard ranges
@@ -126,18 +126,17 @@ const TABLE_VARIABLES = [
 /** The checks of prop values, each adding a message naming the prop to `problems`. */
 function validators(problems: string[]) {
   const known = (v: unknown) => !Token.isUnresolved(v);
-  const whole = (name: string, value: number, range: { min: number; max: number }, hint = ''): number => {
-    const { min: lo, max: hi } = range;
-    if (known(value) && !(Number.isInteger(value) && value >= lo && value <= hi)) {
-      problems.push(`${name} must be a whole number from ${lo} to ${hi}${hint}, got ${value}`);
+  const whole = (name: string, value: number, range: Bounds, hint = ''): number => {
+    if (known(value) && !within(value, range)) {
+      problems.push(`${name} must be a whole number from ${range.min} to ${range.max}${hint}, got ${value}`);
     }
     return value;
   };
-  const seconds = (name: string, d: Duration, range: { min: number; max: number }, unit = 1): number => {
+  const seconds = (name: string, d: Duration, range: Bounds, unit = 1): number => {
     const { min: lo, max: hi } = range;
     if (d.isUnresolved()) return NaN;
     const s = d.toSeconds();
-    if (!(Number.isInteger(s) && s % unit === 0 && s >= lo && s <= hi)) {
+    if (!(within(s, range) && s % unit === 0)) {
       const range = unit === 60 ? `whole minutes from ${lo / 60} to ${hi / 60} minutes` : `whole seconds from ${lo} to ${hi}`;
       problems.push(`${name} must be ${range}, got ${d.toHumanString()}`);
     }
@@ -463,7 +462,7 @@ export function resolveSettings(scope: Construct, props: TtlSweeperProps): Setti
 const MAX_PARTITIONS_PER_SWEEP = LIMITS.maxPartitionsPerSweep;
 
 /** Whether `value` is a whole number within `range`. */
-function within(value: number, range: { min: number; max: number }): boolean {
+function within(value: number, range: Bounds): boolean {
   return Number.isInteger(value) && value >= range.min && value <= range.max;
 }
 

@@ -51,8 +51,14 @@ export function setting(variable: string): SettingSpec {
   return found;
 }
 
+/** A range's least and most. */
+export interface Bounds {
+  readonly min: number;
+  readonly max: number;
+}
+
 /** A whole-number setting's bounds; a duration's in whole seconds. */
-export function bounds(variable: string): { min: number; max: number } {
+export function bounds(variable: string): Bounds {
   const rule = setting(variable).rule;
   if (rule.kind === 'whole') return { min: rule.min!, max: rule.max! };
   if (rule.kind === 'duration') return { min: Math.ceil(rule.minMs! / 1000), max: Math.floor(rule.maxMs! / 1000) };
