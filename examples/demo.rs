@@ -34,9 +34,9 @@ use tokio_util::sync::CancellationToken;
 use ttl_sweeper::config::Config;
 use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Ticks};
 use ttl_sweeper::expiry::Timestamp;
+use ttl_sweeper::index::follow::{Follower, Gathering};
 use ttl_sweeper::store::stream::StreamClient;
 use ttl_sweeper::store::{entries, packs};
-use ttl_sweeper::tools::follow::{Follower, Gathering};
 
 const TABLE: &str = "ttl-sweeper-demo";
 /// The sweeper's own expiry index table (`EXPIRY_INDEX_TABLE`).

@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::tables::{unopened, Table};
 use crate::engine::{run_ticks, Lease, Stop, SweepErrorEntry, SweepReport, Sweeper, Ticks};
 use crate::expiry::Clock;
+use crate::index::follow::{FollowError, FollowReport, Follower, Following};
 use crate::store::{DynamoStore, Store};
 use crate::telemetry::{self, endpoint::DaemonMetrics};
-use crate::tools::follow::{FollowError, FollowReport, Follower, Following};
 
 /// `/healthz` is unhealthy after this many periods (`max(period, every)`) without a successful
 /// sweep.

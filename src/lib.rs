@@ -28,13 +28,15 @@
 //!   line, the one table of a report's metrics ([`telemetry::counters`]) that CloudWatch EMF
 //!   records, the daemon's `/metrics` and docs/operations.md are made from, `/healthz`, and the
 //!   probe of `ttl-sweeper health` ([`telemetry::endpoint`]).
-//! - [`tools`]: adopting the sweeper on an existing table (parallel scan, backfill, audit), the
-//!   daemon's follower of the table's stream, which hands its records to [`indexer`] and holds
-//!   the entries due later across batches, to pack each due second's together, and TTL for a
-//!   local test server (`--local`: a Scan and a conditional delete per expired item, on a
-//!   server its table ARNs prove local).
-//! - [`indexer`]: from stream records to packs of entries in the sweeper's expiry index table,
-//!   each due after it is written; never the application's table.
+//! - [`tools`]: adopting the sweeper on an existing table (parallel scan, backfill, audit), and
+//!   TTL for a local test server (`--local`: a Scan and a conditional delete per expired item,
+//!   on a server its table ARNs prove local).
+//! - [`index`]: the expiry index table's stream side, in one home: from stream records to packs
+//!   of entries, each due after it is written, never the application's table; the daemon's
+//!   follower of the table's stream ([`index::follow`]), which holds the entries due later
+//!   across batches to pack each due second's together. Both reach a table through
+//!   [`index::IndexTarget`] (its store, its schema, and the delete path where items written
+//!   already expired go), not a whole sweeper.
 //! - [`events`]: expiry events: the event model and stable id, the sinks (EventBridge, SQS,
 //!   Firehose) behind [`events::Sink`], batched publishing with retries; it is the engine's
 //!   [`engine::hook::ExpiryHook`].
@@ -79,7 +81,7 @@ pub mod engine;
 pub mod events;
 pub mod expiry;
 #[cfg(feature = "sweeper")]
-pub mod indexer;
+pub mod index;
 #[cfg(feature = "sweeper")]
 pub mod lambda;
 #[cfg(feature = "sweeper")]

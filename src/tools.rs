@@ -3,14 +3,11 @@
 //! - [`scan`]: the parallel Scan driver both tools share.
 //! - [`backfill`]: gives items their window attribute and deletes those already expired.
 //! - [`audit`]: what is really in the table — expired items still present, writer bugs.
-//! - [`follow`]: the daemon reads the stream itself (`run --follow-stream`), shard by shard, its
-//!   position saved beside the checkpoint, and hands the records to [`crate::indexer`].
 //! - [`local`]: TTL for a local test server (`sweep --local`, `run --local`): a Scan and a
 //!   conditional delete per expired item, as of any instant, on a server its ARNs prove local.
 
 pub mod audit;
 pub mod backfill;
-pub mod follow;
 pub mod local;
 pub mod scan;
 

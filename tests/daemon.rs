@@ -28,8 +28,8 @@ use ttl_sweeper::engine::retry::SHUTDOWN_GRACE;
 use ttl_sweeper::engine::tables::{Open, Table};
 use ttl_sweeper::engine::{Stop, SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Clock, Layout, Timestamp};
+use ttl_sweeper::index::follow::{FollowError, FollowReport};
 use ttl_sweeper::store::{ErrorKind, StoreError};
-use ttl_sweeper::tools::follow::{FollowError, FollowReport};
 
 /// The virtual wall clock when each scenario starts, epoch seconds (a minute boundary).
 const T0: i64 = 1_800_000_000;

@@ -14,7 +14,7 @@ use support::mem_stream::{insert_record, MemStream};
 use tokio::time::{sleep, Instant};
 use ttl_sweeper::engine::{Stop, SweepOptions};
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::tools::follow::{FollowReport, Follower, Gathering};
+use ttl_sweeper::index::follow::{FollowReport, Follower, Gathering};
 
 const START: i64 = 1_700_000_000;
 

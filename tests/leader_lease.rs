@@ -33,11 +33,11 @@ use ttl_sweeper::engine::lease::{Lease, LeaseConfig, SweepHealth, LEASE_MARGIN, 
 use ttl_sweeper::engine::tables::Table;
 use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
 use ttl_sweeper::expiry::{Clock, Layout, Timestamp};
-use ttl_sweeper::indexer::Indexed;
+use ttl_sweeper::index::follow::{FollowError, FollowReport};
+use ttl_sweeper::index::Indexed;
 use ttl_sweeper::lambda::stream::Reporter;
 use ttl_sweeper::store::entries::FailingRecord;
 use ttl_sweeper::store::{ErrorKind, IndexerReport, LeaseItem, ServerTime};
-use ttl_sweeper::tools::follow::{FollowError, FollowReport};
 
 /// DynamoDB's clock as one sweeper knows it in virtual time: the true time is `base` plus the
 /// time since `t0`; the sweeper's upper bound is `ahead` past it, its lower bound `behind` short

@@ -19,7 +19,7 @@ use aws_lambda_events::dynamodb::EventRecord;
 use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, SweepReport, Sweeper, Ticks};
 use ttl_sweeper::expiry::window::windows_since;
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::indexer::{delete_expired, index_records};
+use ttl_sweeper::index::{delete_expired, index_records};
 use ttl_sweeper::store::{packs, ErrorKind};
 
 const T0: i64 = 1_800_000_000;

@@ -13,7 +13,7 @@ use support::mem_store::{Fault, MemStore, Op, When};
 use support::*;
 use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::indexer::{index_records, Indexed};
+use ttl_sweeper::index::{index_records, Indexed};
 use ttl_sweeper::lambda::stream::index_batch;
 use ttl_sweeper::store::packs::Pack;
 use ttl_sweeper::store::{key_to_json, DynamoStore, ErrorKind, Key};

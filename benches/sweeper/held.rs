@@ -273,8 +273,8 @@ pub fn render(d: &mut String, f: &Figures) {
         crate::median(&f.memory.iter().map(|m| m.0 as f64).collect::<Vec<_>>()),
         crate::median(&f.memory.iter().map(|m| m.1 as f64).collect::<Vec<_>>()),
         three(&per_entry, |x| format!("{x:.0}")),
-        ttl_sweeper::tools::follow::DEFAULT_MAX_ENTRIES,
-        crate::median(&per_entry) * ttl_sweeper::tools::follow::DEFAULT_MAX_ENTRIES as f64 / 1e6
+        ttl_sweeper::index::follow::DEFAULT_MAX_ENTRIES,
+        crate::median(&per_entry) * ttl_sweeper::index::follow::DEFAULT_MAX_ENTRIES as f64 / 1e6
     );
     let _ = writeln!(d, "{CLOSE}\n");
 }

@@ -645,7 +645,7 @@ pub fn render(d: &mut String, f: &Figures) {
         "**The indexer's CPU per record.** The same daemon, afresh for each variant and run{}, after {n} items due in an hour were written with only a ttl (the daemon following the stream) or with their window (no stream). *CPU*: utime + stime {} s after the start, or a second after the follower caught up if later, extra seconds charged at the no-stream idle rate. *Per ttl-only record*: the difference ÷ {n}, polling every {} ms included.\n",
         crate::when(f.own_servers, " on a DynamoDB Local of its own"),
         s.cpu_secs,
-        ttl_sweeper::tools::follow::POLL.as_millis()
+        ttl_sweeper::index::follow::POLL.as_millis()
     );
     let _ = writeln!(
         d,

@@ -138,7 +138,7 @@ pub trait Clock: Send + Sync {
     }
 
     /// The latest instant DynamoDB's clock may read now, as far as the source knows: what an
-    /// index item due later than it must be written ahead of ([`crate::indexer`]'s packs).
+    /// index item due later than it must be written ahead of ([`crate::index`]'s packs).
     /// [`Clock::now`] for plain clocks.
     fn latest(&self) -> Timestamp {
         self.now()

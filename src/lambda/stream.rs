@@ -1,5 +1,5 @@
 //! The stream indexer's invocations: a batch of the table's DynamoDB Streams records from an event
-//! source mapping, indexed into the sweeper's expiry index table by [`crate::indexer`] and answered
+//! source mapping, indexed into the sweeper's expiry index table by [`crate::index`] and answered
 //! with the sequence number of each item's first failed record (`ReportBatchItemFailures`), which
 //! Lambda delivers again with the records after it. A batch that does not parse, or holds a record
 //! of another table's stream, fails the invocation as a whole and nothing of it is written.
@@ -18,9 +18,9 @@ use serde_json::{json, Value};
 use super::event::EventError;
 use super::handler::{HandlerError, DEADLINE_MARGIN};
 use crate::engine::tables::Table;
-use crate::engine::{Stop, Sweeper};
+use crate::engine::Stop;
 use crate::expiry::Clock;
-use crate::indexer::{delete_expired, index_records, Indexed};
+use crate::index::{delete_expired, index_records, IndexTarget, Indexed};
 use crate::store::DynamoStore;
 use crate::telemetry;
 use tokio::time::Instant;
@@ -67,19 +67,19 @@ fn refused(problem: String) -> HandlerError {
     HandlerError::Event(e)
 }
 
-/// Indexes the batch `event` into `sweeper`'s expiry index table and answers the records to
+/// Indexes the batch `event` into `target`'s expiry index table and answers the records to
 /// deliver again. Records still unhandled half of [`DEADLINE_MARGIN`] before the end of
 /// `remaining` are all delivered again (an entry written twice is the same entry). A table
 /// without an expiry index table (`EXPIRY_INDEX_TABLE`) refuses the batch as a whole. How the
 /// batch went is then reported, when due, by this execution environment's [`Reporter`], until a
 /// quarter of [`DEADLINE_MARGIN`] before the end.
 pub async fn index_batch(
-    sweeper: &Sweeper<DynamoStore>,
+    target: &impl IndexTarget<Store = DynamoStore>,
     clock: &dyn Clock,
     event: &Value,
     remaining: Option<Duration>,
 ) -> Result<Value, HandlerError> {
-    let schema = sweeper.schema();
+    let schema = target.schema();
     let table = &schema.table_name;
     let batch = Event::deserialize(event)
         .map_err(|e| refused(format!("the DynamoDB Streams records do not parse: {e}")))?;
@@ -103,8 +103,8 @@ pub async fn index_batch(
     // Items written already expired are deleted at once, by requests that end by the cut.
     let stop = Stop::at(cut).with_calls_ending(cut);
     let work = async {
-        let mut indexed = index_records(sweeper.store(), schema, clock, &batch.records).await;
-        delete_expired(sweeper, clock, &mut indexed, &stop).await;
+        let mut indexed = index_records(target.store(), schema, clock, &batch.records).await;
+        delete_expired(target, clock, &mut indexed, &stop).await;
         indexed
     };
     let indexed = match cut {
@@ -127,7 +127,7 @@ pub async fn index_batch(
     };
     let reporter = Reporter::of_this_environment();
     let reported = reporter.report(
-        sweeper.store(),
+        target.store(),
         (table, index_table),
         &batch.records,
         &indexed,

@@ -1,5 +1,5 @@
 //! The sweeper's own expiry index (`EXPIRY_INDEX_TABLE`): a table of small entries, one per item
-//! and ttl, written by the stream indexer ([`crate::indexer`]) and by `backfill`, read by the
+//! and ttl, written by the stream indexer ([`crate::index`]) and by `backfill`, read by the
 //! sweeps, so that the application's table needs no GSI and no attribute of ours. The entries'
 //! keys, what they carry and how a sweep reads them: `docs/design.md`, "The expiry index table".
 //! An entry decides nothing: a sweep deletes an item only if the table's own item still has the

@@ -1,7 +1,7 @@
 //! The table's DynamoDB stream, read by the daemon's stream follower (`ttl-sweeper run
 //! --follow-stream`): which stream the table has and with what view, its shards, iterators and
 //! records. Records come back as the Lambda event's [`EventRecord`], so the stream indexer
-//! ([`crate::indexer`]) handles the daemon's records and an event source mapping's alike.
+//! ([`crate::index`]) handles the daemon's records and an event source mapping's alike.
 
 use std::collections::HashMap;
 

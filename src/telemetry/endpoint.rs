@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::counters::{Kind, SWEEP_METRICS};
 use crate::engine::SweepReport;
-use crate::tools::follow::FollowReport;
+use crate::index::follow::FollowReport;
 
 const SWEEPS: &str = "ttl_sweeper_sweeps_total";
 const SWEEPS_FAILED: &str = "ttl_sweeper_sweeps_failed_total";

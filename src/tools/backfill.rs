@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use super::scan::{item_attributes, parallel_scan, Position, RateLimit, ScanPageOf};
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::{Clock, Timestamp};
-use crate::indexer::{write_entries, ENTRIES_PER_REQUEST};
+use crate::index::{write_entries, ENTRIES_PER_REQUEST};
 use crate::store::entries::{index_item, Indexing, BACKFILL_ORIGIN};
 use crate::store::scan::UpdateOutcome;
 use crate::store::{

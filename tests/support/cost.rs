@@ -91,9 +91,9 @@ pub const ASSUMED_WRITE_S: f64 = 0.010;
 /// batch that failed a record logs its line at info: rare, not counted.
 pub const INDEXER_LOG_BYTES: f64 = 0.0;
 /// The daemon's `GetRecords` calls per shard a second, at most: a shard with nothing new is read
-/// again after `ttl_sweeper::tools::follow::POLL` (one with records, at once).
+/// again after `ttl_sweeper::index::follow::POLL` (one with records, at once).
 pub fn daemon_polls_per_s() -> f64 {
-    1.0 / ttl_sweeper::tools::follow::POLL.as_secs_f64()
+    1.0 / ttl_sweeper::index::follow::POLL.as_secs_f64()
 }
 /// Bytes a strongly consistent read unit returns of a query.
 pub const READ_UNIT_BYTES: f64 = 4096.0;
@@ -278,7 +278,7 @@ pub fn held_keys_per_pack(keys_per_s: f64, hold_s: f64, max_entries: f64, spread
 
 /// Keys a pack lists on average when entries arrive at `rate` a second for `write_s` seconds,
 /// each due a random whole second `ahead_s` to `ahead_s + spread_s` past its arrival, and are
-/// held as the follower holds them (`src/tools/follow/gather.rs`): a due second's entries are
+/// held as the follower holds them (`src/index/follow/gather.rs`): a due second's entries are
 /// written together once its first has been held `hold_s`, or once it is `WRITE_BEFORE` away,
 /// and whatever is held is written at the stop, `stop_s` after the first arrival. Arrivals are
 /// Poisson, drawn from `seed`. [`held_keys_per_pack`] is its steady state.
@@ -292,7 +292,7 @@ pub fn simulate_held_keys_per_pack(
     seed: u64,
 ) -> f64 {
     use std::collections::{BTreeMap, VecDeque};
-    let before = ttl_sweeper::tools::follow::WRITE_BEFORE.as_secs_f64();
+    let before = ttl_sweeper::index::follow::WRITE_BEFORE.as_secs_f64();
     let mut rng = fastrand::Rng::with_seed(seed);
     // Per due second held: when its first entry came; and the due seconds in that order.
     let mut held: (BTreeMap<i64, f64>, VecDeque<(f64, i64)>) = Default::default();
@@ -348,10 +348,10 @@ pub struct Inputs {
     /// Measured wall time per delete of one sweep, seconds (minute mode's run time).
     pub wall_per_delete_s: f64,
     /// `BatchWriteItem` requests the stream indexer has in flight at once:
-    /// [`CONCURRENCY`](ttl_sweeper::indexer::CONCURRENCY).
+    /// [`CONCURRENCY`](ttl_sweeper::index::CONCURRENCY).
     pub index_concurrency: usize,
     /// Entries in one of the stream indexer's `BatchWriteItem` requests:
-    /// [`ENTRIES_PER_REQUEST`](ttl_sweeper::indexer::ENTRIES_PER_REQUEST).
+    /// [`ENTRIES_PER_REQUEST`](ttl_sweeper::index::ENTRIES_PER_REQUEST).
     pub entries_per_request: usize,
 }
 
@@ -372,8 +372,8 @@ impl Inputs {
             metrics: sweep_metrics + 1,
             alarms: DEFAULT_ALARMS,
             wall_per_delete_s,
-            index_concurrency: ttl_sweeper::indexer::CONCURRENCY,
-            entries_per_request: ttl_sweeper::indexer::ENTRIES_PER_REQUEST,
+            index_concurrency: ttl_sweeper::index::CONCURRENCY,
+            entries_per_request: ttl_sweeper::index::ENTRIES_PER_REQUEST,
         }
     }
 
@@ -649,10 +649,10 @@ impl Inputs {
         // The daemon holds entries due later than `HOLD_FROM`, and packs each due instant's
         // together: those due sooner go a pack of their own.
         let keys_per_s = n * c.keys_listed / MONTH_S;
-        let hold_s = ttl_sweeper::tools::follow::DEFAULT_HOLD.as_secs_f64();
-        let max_held = ttl_sweeper::tools::follow::DEFAULT_MAX_ENTRIES as f64;
+        let hold_s = ttl_sweeper::index::follow::DEFAULT_HOLD.as_secs_f64();
+        let max_held = ttl_sweeper::index::follow::DEFAULT_MAX_ENTRIES as f64;
         let held_keys_per_pack = held_keys_per_pack(keys_per_s, hold_s, max_held, TTL_SPREAD_S);
-        let hold_from = ttl_sweeper::tools::follow::HOLD_FROM.as_secs_f64();
+        let hold_from = ttl_sweeper::index::follow::HOLD_FROM.as_secs_f64();
         let near = ((hold_from - 60.0) / TTL_SPREAD_S).clamp(0.0, 1.0);
         let per_key = near * c.one_key_pack + (1.0 - near) * units_per_key(c, held_keys_per_pack);
         let daemon_puts = regions * n * c.keys_listed * per_key * PRICE_WRU;
@@ -787,9 +787,9 @@ pub fn window_section(i: &Inputs, c: &Counted) -> String {
     let mid = row(1e8, 1.0, 1.0);
     let heavy = row(1e9, 1.0, 1.0);
     let _ = writeln!(d, "\nWhat is billed: the delete (one write unit per KB on every replica) and batch mode's confirming read; a GSI entry's write and removal (two write units per item on every replica); the expiry index table's packs, put once and removed by native TTL (free): {:.3} keys listed per expired item (a write of an item the stream reports, refreshes and items the application deleted included), each billed as a pack of its own, {:.0} bytes and {:.0} write unit{}, {:.3} write units per expired item. **The rows bill a pack per key, not the counted {:.3} write units**: the counted run compresses a day of ttls to minutes, so a stream batch's records share the due instant a pack is keyed on far more often than a real day's (a batch of 100 records over a day's 86,340 seconds shares almost none). Strongly consistent queries at twice the GSI's (${:.2} a month more) plus about {:.3} read units per expired item for the packs read. The GSI's units are by the rule, not counted. In three Regions each Region indexes its own replica's stream; packs go by native TTL in every Region.", c.keys_listed, c.one_key_bytes, c.one_key_pack, if c.one_key_pack == 1.0 { "" } else { "s" }, c.index_write(), c.entry_put, i.queries_tick(), c.keys_listed * c.one_key_bytes / READ_UNIT_BYTES);
-    let _ = writeln!(d, "\nThe indexer: per invocation a request and its duration at {:.0} MB; logs, {:.0} bytes for a batch indexed whole (its line is DEBUG then, and the platform's START, END and REPORT lines are left out by the function's system log level, WARN; a batch that failed a record logs a line at info); a batch holds what one poll found (at most {:.0}, {:.0} polls a second), λ / (1 − e^−λ) records for λ a shard's records between polls: {:.2} at 1M a month, {:.1} at 1B; one shard per {} write units a second. **The duration is assumed, not measured**: {:.0} ms plus {:.0} ms per round of `BatchWriteItem`s ({} entries, `ttl_sweeper::indexer::ENTRIES_PER_REQUEST`; {} at a time, `ttl_sweeper::indexer::CONCURRENCY`): {:.0} ms at 1M a month, {:.0} ms at 1B. Its two alarms: ${:.2} a month.", INDEX_MB, INDEXER_LOG_BYTES, STREAM_BATCH_SIZE, STREAM_POLLS_PER_S, light.per_invocation, heavy.per_invocation, thousands(SHARD_WRU_PER_S), ASSUMED_INDEX_BASE_S * 1000.0, ASSUMED_WRITE_S * 1000.0, i.entries_per_request, i.index_concurrency, light.duration_s * 1000.0, heavy.duration_s * 1000.0, 2.0 * PRICE_ALARM_MONTH);
+    let _ = writeln!(d, "\nThe indexer: per invocation a request and its duration at {:.0} MB; logs, {:.0} bytes for a batch indexed whole (its line is DEBUG then, and the platform's START, END and REPORT lines are left out by the function's system log level, WARN; a batch that failed a record logs a line at info); a batch holds what one poll found (at most {:.0}, {:.0} polls a second), λ / (1 − e^−λ) records for λ a shard's records between polls: {:.2} at 1M a month, {:.1} at 1B; one shard per {} write units a second. **The duration is assumed, not measured**: {:.0} ms plus {:.0} ms per round of `BatchWriteItem`s ({} entries, `ttl_sweeper::index::ENTRIES_PER_REQUEST`; {} at a time, `ttl_sweeper::index::CONCURRENCY`): {:.0} ms at 1M a month, {:.0} ms at 1B. Its two alarms: ${:.2} a month.", INDEX_MB, INDEXER_LOG_BYTES, STREAM_BATCH_SIZE, STREAM_POLLS_PER_S, light.per_invocation, heavy.per_invocation, thousands(SHARD_WRU_PER_S), ASSUMED_INDEX_BASE_S * 1000.0, ASSUMED_WRITE_S * 1000.0, i.entries_per_request, i.index_concurrency, light.duration_s * 1000.0, heavy.duration_s * 1000.0, 2.0 * PRICE_ALARM_MONTH);
     let calls = daemon_polls_per_s() * MONTH_S;
-    let _ = writeln!(d, "\nThe daemon pays no Lambda but a streams read unit per `GetRecords`, every {:.0} ms on a quiet shard (`ttl_sweeper::tools::follow::POLL`): {:.0} a second, {} a month per shard, ${:.2} whatever the traffic (the free {} a month is {:.0} % of it), three times that in three Regions; its host is not counted.", ttl_sweeper::tools::follow::POLL.as_millis(), daemon_polls_per_s(), thousands(calls), calls * PRICE_STREAMS_RRU, thousands(STREAMS_FREE_RRU), STREAMS_FREE_RRU / calls * 100.0);
+    let _ = writeln!(d, "\nThe daemon pays no Lambda but a streams read unit per `GetRecords`, every {:.0} ms on a quiet shard (`ttl_sweeper::index::follow::POLL`): {:.0} a second, {} a month per shard, ${:.2} whatever the traffic (the free {} a month is {:.0} % of it), three times that in three Regions; its host is not counted.", ttl_sweeper::index::follow::POLL.as_millis(), daemon_polls_per_s(), thousands(calls), calls * PRICE_STREAMS_RRU, thousands(STREAMS_FREE_RRU), STREAMS_FREE_RRU / calls * 100.0);
     let per_m = |r: WindowPaths, x: f64| r.per_million(x);
     let than = |a: f64, b: f64| if a < b { "less than" } else { "more than" };
     let heavy3 = row(1e9, 1.0, 3.0);
@@ -930,7 +930,7 @@ fn goals(i: &Inputs, heavy: WindowPaths, light: WindowPaths, heavy3: WindowPaths
     }
     let _ = writeln!(d, "\nThe fixed part at 1M a month in one Region: ${:.2} a month on Lambda (the per-item part: ${:.2} batch, ${:.2} conditional), ${:.2} on the daemon, its host ${:.2} of it.", fixed_month(i, &light), per_item_month(i, &light).0, per_item_month(i, &light).1, fixed_month_daemon(i, &light), light.daemon_host);
     let lambda = all(&heavy);
-    let _ = writeln!(d, "\n**Why the daemon's packs are fuller.** A stream batch holds what one poll found, and a batch of 100 records over a day's {} due seconds shares almost none, so the Lambda indexer writes about a pack per key. The daemon's follower holds each entry due more than {:.0} s ahead (`HOLD_FROM`) for up to `FOLLOW_HOLD` ({:.0} min by default; at most `FOLLOW_HOLD_ENTRIES`, {}) and writes each due instant's entries together, at least {:.0} s before they are due: at 1B a month in one Region, {:.0} keys reach it a second, {:.2} keys a pack by the model's formula (its check against a counted run: \"Packs gathered across batches\" above), {:.3} write units a key against the Lambda's {:.3}; the saved stream position stays before the records whose entries are held, so a restart reads up to the hold's worth of records again. An invocation of the Lambda indexer cannot hold records past its return, so the Lambda path stays at ${:.2} (conditional) one Region, 1B a month. The host is assumed: a Fargate task on arm64 of {DAEMON_VCPU} vCPU and {DAEMON_GB:.0} GB with a public IPv4 address, ${:.2} a month a Region (${ASSUMED_FARGATE_ARM_VCPU_H} per vCPU-hour, ${ASSUMED_FARGATE_ARM_GB_H} per GB-hour, ${ASSUMED_PUBLIC_IPV4_H} per IPv4-hour, **assumed**, as third parties quote AWS's Fargate page; not re-read from AWS).", thousands(TTL_SPREAD_S), ttl_sweeper::tools::follow::HOLD_FROM.as_secs_f64(), ttl_sweeper::tools::follow::DEFAULT_HOLD.as_secs_f64() / 60.0, thousands(ttl_sweeper::tools::follow::DEFAULT_MAX_ENTRIES as f64), ttl_sweeper::tools::follow::WRITE_BEFORE.as_secs_f64(), heavy.records / heavy.regions / MONTH_S, heavy.held_keys_per_pack, wru_per_key(&heavy, heavy.daemon_puts), wru_per_key(&heavy, heavy.entry_puts), lambda[1], daemon_host_month());
+    let _ = writeln!(d, "\n**Why the daemon's packs are fuller.** A stream batch holds what one poll found, and a batch of 100 records over a day's {} due seconds shares almost none, so the Lambda indexer writes about a pack per key. The daemon's follower holds each entry due more than {:.0} s ahead (`HOLD_FROM`) for up to `FOLLOW_HOLD` ({:.0} min by default; at most `FOLLOW_HOLD_ENTRIES`, {}) and writes each due instant's entries together, at least {:.0} s before they are due: at 1B a month in one Region, {:.0} keys reach it a second, {:.2} keys a pack by the model's formula (its check against a counted run: \"Packs gathered across batches\" above), {:.3} write units a key against the Lambda's {:.3}; the saved stream position stays before the records whose entries are held, so a restart reads up to the hold's worth of records again. An invocation of the Lambda indexer cannot hold records past its return, so the Lambda path stays at ${:.2} (conditional) one Region, 1B a month. The host is assumed: a Fargate task on arm64 of {DAEMON_VCPU} vCPU and {DAEMON_GB:.0} GB with a public IPv4 address, ${:.2} a month a Region (${ASSUMED_FARGATE_ARM_VCPU_H} per vCPU-hour, ${ASSUMED_FARGATE_ARM_GB_H} per GB-hour, ${ASSUMED_PUBLIC_IPV4_H} per IPv4-hour, **assumed**, as third parties quote AWS's Fargate page; not re-read from AWS).", thousands(TTL_SPREAD_S), ttl_sweeper::index::follow::HOLD_FROM.as_secs_f64(), ttl_sweeper::index::follow::DEFAULT_HOLD.as_secs_f64() / 60.0, thousands(ttl_sweeper::index::follow::DEFAULT_MAX_ENTRIES as f64), ttl_sweeper::index::follow::WRITE_BEFORE.as_secs_f64(), heavy.records / heavy.regions / MONTH_S, heavy.held_keys_per_pack, wru_per_key(&heavy, heavy.daemon_puts), wru_per_key(&heavy, heavy.entry_puts), lambda[1], daemon_host_month());
     d
 }
 

@@ -13,6 +13,7 @@ use ttl_sweeper::engine::tables::sweep_each;
 use ttl_sweeper::engine::SweepReport;
 use ttl_sweeper::expiry::window::{parse_ttl, window_attribute};
 use ttl_sweeper::expiry::{partition_key_bytes, Clock, Held, Timestamp};
+use ttl_sweeper::index::follow::{require_index_table, Following, Gathering};
 use ttl_sweeper::lambda::event::parse_time;
 use ttl_sweeper::store;
 use ttl_sweeper::store::keys::partition_key_from_json;
@@ -22,7 +23,6 @@ use ttl_sweeper::tools::audit::{self, AuditReport};
 use ttl_sweeper::tools::backfill::{
     self, default_state_path, BackfillOptions, Finished, ProgressFile,
 };
-use ttl_sweeper::tools::follow::{require_index_table, Following, Gathering};
 use ttl_sweeper::tools::local;
 
 use crate::aws::Target;

@@ -17,9 +17,9 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use ttl_sweeper::config::{parse_duration, CliCommand, Settings, Threads};
 use ttl_sweeper::engine::SweepReport;
 use ttl_sweeper::expiry::Timestamp;
+use ttl_sweeper::index::follow::{HOLD_ENTRIES, MAX_HOLD};
 use ttl_sweeper::telemetry::{self, LogFormat};
 use ttl_sweeper::tools::backfill::{parse_max_rcu, parse_max_wcu, parse_page_size};
-use ttl_sweeper::tools::follow::{HOLD_ENTRIES, MAX_HOLD};
 use ttl_sweeper::tools::scan::parse_segments;
 
 /// mimalloc: less CPU per delete than the system allocator (docs/BENCHMARKS.md). Built without

@@ -5,7 +5,7 @@ use super::*;
 
 impl<S: Store> Sweeper<S> {
     /// Deletes at once the items the stream indexer found expired as it wrote their `entries`
-    /// into packs ([`crate::indexer`]): judged against the table by a conditional `DeleteItem`
+    /// into packs ([`crate::index`]): judged against the table by a conditional `DeleteItem`
     /// each (the ttl as the stream's image has it, expired at `now`), whatever `DELETE_MODE`
     /// says, with their expiry events, through the one path of a sweep's deletes. `None`, nothing
     /// sent, with `DELETE_WHEN_INDEXED=false`, or while a lease is configured and its last check

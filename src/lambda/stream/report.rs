@@ -9,7 +9,7 @@ use aws_lambda_events::dynamodb::EventRecord;
 
 use crate::engine::lease::{REPORT_EVERY, REPORT_FRESH};
 use crate::expiry::Timestamp;
-use crate::indexer::Indexed;
+use crate::index::Indexed;
 use crate::store::entries::{self, FailingRecord, IndexerReport};
 use crate::store::{lock, Store};
 

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::plan::to_retry;
 use super::*;
-use crate::indexer::Indexed;
+use crate::index::Indexed;
 
 /// The first wait between attempts at a failing record.
 const RETRY_BASE: Duration = Duration::from_millis(100);

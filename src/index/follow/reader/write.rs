@@ -3,15 +3,15 @@
 
 use super::*;
 
-impl<S: StreamPositions, C: StreamRead> Reader<'_, S, C> {
+impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
     /// Indexes one batch of `shard`'s records, holding the shard at failed records until they
     /// are indexed or passed ([`index_batch`]), and moves the shard's position past what was
     /// handled. While held, the shard's age is that of its oldest record not yet indexed.
     pub(super) async fn index(&self, shard: &str, records: &[EventRecord]) {
-        let (store, schema) = (self.sweeper.store(), self.sweeper.schema());
+        let (store, schema) = (self.target.store(), self.target.schema());
         // Cut after the shutdown's grace: the position stays before the records not handled,
         // read again after a restart (every write is conditional).
-        // Items written already expired are deleted at once, through the sweeper.
+        // Items written already expired are deleted at once, through the target's delete path.
         // Entries are held on the first attempt only, and not from a backlog's records (read
         // more than `STALE_FOR_HOLD` after they were written: the stream keeps them 24 hours).
         // Once the batch is tried again (a record failed), what the first attempt held is written
@@ -36,7 +36,7 @@ impl<S: StreamPositions, C: StreamRead> Reader<'_, S, C> {
                 if !first {
                     self.write_held_back(&held_back).await;
                 }
-                delete_expired(self.sweeper, self.clock, &mut indexed, self.stop).await;
+                delete_expired(self.target, self.clock, &mut indexed, self.stop).await;
                 indexed
             };
             self.stop.within_limits(indexing).await.ok()
@@ -103,7 +103,7 @@ impl<S: StreamPositions, C: StreamRead> Reader<'_, S, C> {
         &self,
         entries: Vec<(Timestamp, PackEntry, usize)>,
     ) -> Grouped<usize> {
-        let (store, schema) = (self.sweeper.store(), self.sweeper.schema());
+        let (store, schema) = (self.target.store(), self.target.schema());
         let soonest = self.clock.latest() + PACK_LEAD;
         let entries = (entries.into_iter())
             .map(|(due, e, i)| (due.max(soonest), e, i))
@@ -213,7 +213,7 @@ impl<S: StreamPositions, C: StreamRead> Reader<'_, S, C> {
 
     /// Writes every entry held (the stop), within the shutdown's grace: what is not written is
     /// read again after a restart, the positions saved before its records.
-    pub(in crate::tools::follow) async fn write_held(&self) {
+    pub(in crate::index::follow) async fn write_held(&self) {
         let taken = self.gathered.borrow_mut().take_all();
         self.write(taken).await;
     }

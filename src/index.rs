@@ -1,8 +1,12 @@
-//! The stream indexer: from the records of the application table's DynamoDB stream to entries
-//! of the sweeper's own expiry index table ([`crate::store::entries`]), so that writers set only
-//! the ttl and the application's table is never written. One home for both ways records come:
-//! an event source mapping's batches (the Lambda, [`crate::lambda`]) and the daemon's own reads
-//! of the stream (`run --follow-stream`, [`crate::tools::follow`]).
+//! The expiry index table's stream side, in one home: from the records of the application
+//! table's DynamoDB stream to entries of the sweeper's own expiry index table, so that writers
+//! set only the ttl and the application's table is never written. Records come two ways, both
+//! handled here: an event source mapping's batches (the Lambda, [`crate::lambda`], calls
+//! [`index_records`]) and the daemon's own reads of the stream ([`follow`], `run
+//! --follow-stream`). Both reach a table only through [`IndexTarget`]: its store, its schema, and
+//! the delete path where items written already expired go. The entries' and packs' DynamoDB
+//! layout is the store's ([`crate::store::entries`], [`crate::store::packs`]), since only the
+//! store speaks DynamoDB, and how a sweep reads the packs is the engine's (`engine::packs`).
 //!
 //! Each `INSERT` and `MODIFY` record whose new image has a usable ttl becomes one entry in a
 //! *pack* ([`crate::store::packs`]): the entries of a batch are grouped by the window partition
@@ -29,7 +33,7 @@ use std::time::Duration;
 use aws_lambda_events::dynamodb::EventRecord;
 use serde::Serialize;
 
-use crate::engine::{Stop, Sweeper};
+use crate::engine::{Stop, SweepReport, Sweeper};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::entries::{self, Entry, ImageTtl, Indexing};
 use crate::store::packs::{self, write_grouped, PackEntry, PACK_LEAD};
@@ -37,6 +41,53 @@ use crate::store::{
     key_to_json, retried, write_all, EntryWrite, ErrorKind, Key, Retry, Store, StoreError,
     TableSchema,
 };
+
+pub mod follow;
+
+/// What the stream paths use of a swept table: its store and schema, and the delete path where
+/// the items found written already expired go. A [`Sweeper`] is one; the indexer and the
+/// follower see nothing else of it (not its lease's state but through the delete path, nor its
+/// sweeps or its checkpoint).
+pub trait IndexTarget: Sync {
+    /// The table's store.
+    type Store: Store;
+
+    /// The table's store.
+    fn store(&self) -> &Self::Store;
+
+    /// The table swept, its index and layout.
+    fn schema(&self) -> &TableSchema;
+
+    /// Deletes `entries`' items at once if they are expired at `now`, within `stop`; `None`,
+    /// nothing sent, when this path may not delete now ([`Sweeper::delete_indexed`]).
+    fn delete_indexed(
+        &self,
+        now: Timestamp,
+        entries: Vec<PackEntry>,
+        stop: &Stop,
+    ) -> impl std::future::Future<Output = Option<SweepReport>> + Send;
+}
+
+impl<S: Store> IndexTarget for Sweeper<S> {
+    type Store = S;
+
+    fn store(&self) -> &S {
+        Sweeper::store(self)
+    }
+
+    fn schema(&self) -> &TableSchema {
+        Sweeper::schema(self)
+    }
+
+    async fn delete_indexed(
+        &self,
+        now: Timestamp,
+        entries: Vec<PackEntry>,
+        stop: &Stop,
+    ) -> Option<SweepReport> {
+        Sweeper::delete_indexed(self, now, entries, stop).await
+    }
+}
 
 /// `BatchWriteItem` requests of entries in flight at once.
 pub const CONCURRENCY: usize = 16;
@@ -150,7 +201,7 @@ pub type HeldEntry = (Timestamp, PackEntry, usize);
 
 /// [`index_records`], except that the entries due after `hold_after` (when given) are not
 /// written but answered, for the caller to pack with other batches' entries due at the same
-/// instant and write before they are due (the daemon's follower, [`crate::tools::follow`]).
+/// instant and write before they are due (the daemon's follower, [`crate::index::follow`]).
 /// The writers' mark is stored before anything is answered or written.
 pub async fn index_records_holding<S: Store>(
     store: &S,
@@ -272,13 +323,13 @@ pub const AT_ONCE_PER_BATCH: usize = 100;
 pub const AT_ONCE_BUDGET: Duration = Duration::from_secs(1);
 
 /// Hands the items `indexed` found written already expired (their entries written; at most
-/// [`AT_ONCE_PER_BATCH`]) to `sweeper`'s delete path at once ([`Sweeper::delete_indexed`]:
+/// [`AT_ONCE_PER_BATCH`]) to `target`'s delete path at once ([`IndexTarget::delete_indexed`]:
 /// conditional deletes judged against the table, with their expiry events), within `stop` and
 /// [`AT_ONCE_BUDGET`], as of `clock`'s instant now; what it deleted is counted
 /// into the report (`deleted_at_once`). Their entries stay for the next sweep when the sweeper
 /// does not lead (a lease held elsewhere) or a delete fails.
-pub async fn delete_expired<S: Store>(
-    sweeper: &Sweeper<S>,
+pub async fn delete_expired<T: IndexTarget>(
+    target: &T,
     clock: &dyn Clock,
     indexed: &mut Indexed,
     stop: &Stop,
@@ -289,7 +340,7 @@ pub async fn delete_expired<S: Store>(
     }
     expired.truncate(AT_ONCE_PER_BATCH);
     let stop = stop.within(tokio::time::Instant::now() + AT_ONCE_BUDGET);
-    let Some(report) = sweeper.delete_indexed(clock.now(), expired, &stop).await else {
+    let Some(report) = target.delete_indexed(clock.now(), expired, &stop).await else {
         tracing::debug!("items expired when written left to the lease holder's next sweep");
         return;
     };

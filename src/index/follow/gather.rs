@@ -15,7 +15,7 @@ use aws_lambda_events::dynamodb::EventRecord;
 use tokio::time::Instant;
 
 use crate::expiry::Timestamp;
-use crate::indexer::HeldEntry;
+use crate::index::HeldEntry;
 use crate::store::packs::PackEntry;
 use crate::store::{key_from_json, key_to_json};
 

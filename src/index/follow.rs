@@ -1,6 +1,6 @@
 //! The daemon's stream follower (`ttl-sweeper run --follow-stream`, `FOLLOW_STREAM`): reads the
 //! table's DynamoDB stream itself, as an event source mapping does for the Lambda, and hands each
-//! batch of records to the stream indexer ([`crate::indexer`]), so that writers need set only the
+//! batch of records to the stream indexer ([`crate::index`]), so that writers need set only the
 //! ttl. Its guarantees (a child shard read only after its parent, the position saved beside the
 //! checkpoint, expired iterators, trimmed records, the shard held at a failing record until it is
 //! indexed, only records that can never be indexed passed) are described in `docs/operations.md`,
@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::engine::{Stop, Sweeper};
+use crate::engine::Stop;
 use crate::expiry::Clock;
-use crate::indexer::{index_records_holding, item_id, IndexReport};
+use crate::index::{index_records_holding, item_id, IndexReport, IndexTarget};
 use crate::store::stream::{
     From, ReadError, Shard, StreamClient, StreamPositions, StreamRead, TableStream,
 };
@@ -210,19 +210,20 @@ impl<C: StreamRead> Follower<C> {
         })
     }
 
-    /// Follows the stream for `sweeper`'s table until `stop`, then saves the position and returns
-    /// what was done. Deletes' expiry events go through `sweeper`'s hook, as a sweep's do.
+    /// Follows the stream for `target`'s table until `stop`, then saves the position and returns
+    /// what was done. Items written already expired are deleted through `target`'s delete path
+    /// (a sweeper's: with their expiry events, as a sweep's deletes).
     /// `progress` sees the totals after every batch and every read that found nothing new.
-    pub async fn run<S: StreamPositions>(
+    pub async fn run<T: IndexTarget<Store: StreamPositions>>(
         &self,
-        sweeper: &Sweeper<S>,
+        target: &T,
         clock: &dyn Clock,
         stop: &Stop,
         progress: &dyn Fn(&FollowReport),
     ) -> FollowReport {
         let reader = Reader {
             follower: self,
-            sweeper,
+            target,
             clock,
             stop,
             progress,

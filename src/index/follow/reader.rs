@@ -14,7 +14,7 @@ use super::hold::index_batch;
 use super::plan::{compact, expand, ready, MAX_POSITION_BYTES};
 use super::*;
 use crate::expiry::Timestamp;
-use crate::indexer::{delete_expired, CONCURRENCY};
+use crate::index::{delete_expired, CONCURRENCY};
 use crate::store::packs::PackEntry;
 use crate::store::packs::{write_grouped, Grouped, PACK_LEAD};
 use crate::store::{key_to_json, ErrorKind};
@@ -30,9 +30,9 @@ pub(super) const STALE_FOR_HOLD: Duration = Duration::from_secs(12 * 3600);
 mod write;
 
 /// One run of the follower: the shared position and report of its shard readers.
-pub(super) struct Reader<'a, S, C> {
+pub(super) struct Reader<'a, T, C> {
     pub(super) follower: &'a Follower<C>,
-    pub(super) sweeper: &'a Sweeper<S>,
+    pub(super) target: &'a T,
     pub(super) clock: &'a dyn Clock,
     pub(super) stop: &'a Stop,
     pub(super) progress: &'a dyn Fn(&FollowReport),
@@ -49,7 +49,7 @@ pub(super) struct Reader<'a, S, C> {
     pub(super) report: RefCell<FollowReport>,
 }
 
-impl<S: StreamPositions, C: StreamRead> Reader<'_, S, C> {
+impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
     pub(super) async fn run(&self) {
         let mut running: HashSet<String> = HashSet::new();
         let mut readers = FuturesUnordered::new();
@@ -311,7 +311,7 @@ impl<S: StreamPositions, C: StreamRead> Reader<'_, S, C> {
 
     /// `read`, or `None` once the stop is reached: a read of the stream is abandoned at the stop
     /// (what it would have read is read again after a restart, from the saved position).
-    async fn unless_stopped<T>(&self, read: impl std::future::Future<Output = T>) -> Option<T> {
+    async fn unless_stopped<R>(&self, read: impl std::future::Future<Output = R>) -> Option<R> {
         tokio::select! {
             done = read => Some(done),
             _ = self.stop.token().cancelled() => None,
@@ -340,7 +340,7 @@ impl<S: StreamPositions, C: StreamRead> Reader<'_, S, C> {
             return;
         }
         let at = self.clock.now().iso();
-        let store = self.sweeper.store();
+        let store = self.target.store();
         let saving = store.save_stream_position(table, id, text, at);
         if let Err(e) = self.stop.bound("PutItem", saving).await {
             tracing::warn!(error = %e, "could not save the stream position; trying again");
