@@ -8,10 +8,9 @@
 use std::time::Duration;
 
 use crate::engine::lease::RangeLease;
-use crate::engine::{Checkpoint, DeleteMode, LeaseConfig, SweepOptions};
-use crate::events::{EventsConfig, EventsMode, ItemSource, SinkTarget};
+use crate::engine::{Checkpoint, LeaseConfig, SweepOptions};
+use crate::events::EventsConfig;
 use crate::expiry::window::{ShardRange, DEFAULT_WINDOW_SECONDS};
-use crate::expiry::Layout;
 use crate::lambda::HandlerSettings;
 use crate::store::{Index, TableTarget};
 
@@ -218,55 +217,22 @@ pub enum ShardRangeProblem {
     Unsharded,
 }
 
-/// Validated settings shared by the Lambda and the CLI.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+/// One table's validated settings, as the narrow structs each part of the sweeper takes: made
+/// once by [`Settings::validate`] and its kin, never changed after.
+#[derive(Debug, Clone)]
 pub struct Config {
-    /// Table to sweep (`TABLE_NAME`): a name or a table ARN.
-    pub table_name: String,
-    /// GSI keyed on (window, ttl) (`INDEX_NAME`), when the table is swept through one.
-    pub index_name: String,
-    /// The sweeper's own expiry index table (`EXPIRY_INDEX_TABLE`), swept instead of a GSI.
-    pub expiry_index_table: Option<String>,
-    /// Number attribute holding the expiry, epoch seconds (`TTL_ATTRIBUTE`).
-    pub ttl_attribute: String,
-    /// String attribute holding the window key (`WINDOW_ATTRIBUTE`).
-    pub window_attribute: String,
-    /// Window width in seconds (`WINDOW_SECONDS`).
-    pub window_seconds: u32,
-    /// Windows before the current one that every sweep re-reads (`LOOKBACK_WINDOWS`).
-    pub lookback_windows: u32,
-    /// How to delete (`DELETE_MODE`).
-    pub delete_mode: DeleteMode,
-    /// Delete requests in flight at once (`MAX_CONCURRENCY`).
-    pub max_concurrency: usize,
-    /// Retries of one delete request after throttling or unprocessed keys (`MAX_RETRIES`).
-    pub max_retries: u32,
-    /// Shards per window (`WINDOW_SHARDS`); 1 means unsharded keys.
-    pub window_shards: u32,
-    /// The shards of each window this sweeper reads (`SHARD_RANGE`); `None` for all of them
-    /// (a range covering every shard is stored as `None`).
-    pub shard_range: Option<ShardRange>,
-    /// Tick mode: sweep this often within one invocation (`TICK_SECONDS`), 100 ms to 30 s.
-    pub tick: Option<Duration>,
-    /// The schedule's period: tick mode stops before the next invocation (`SCHEDULE_SECONDS`).
-    pub schedule_seconds: u32,
-    /// Table holding the catch-up checkpoint (`CHECKPOINT_TABLE`), if any.
-    pub checkpoint_table: Option<String>,
-    /// How far back a checkpoint may take a sweep (`MAX_CATCHUP`), seconds.
-    pub max_catchup_seconds: u64,
-    /// The leader lease's duration (`LEADER_LEASE`), if only its holder sweeps.
+    /// The table every command opens: its name, the index it is swept through, its layout and
+    /// the checkpoint table.
+    pub target: TableTarget,
+    /// The engine's options, the checkpoint's items named ([`checkpoint_id`]).
+    pub options: SweepOptions,
+    /// How Lambda invocations behave: metrics namespace, tick period, schedule period.
+    pub handler: HandlerSettings,
+    /// The expiry-event settings, when `EXPIRY_EVENTS` is set.
+    pub events: Option<EventsConfig>,
+    /// The leader lease's duration (`LEADER_LEASE`), if only its holder sweeps; its item, for a
+    /// holder: [`Config::lease`].
     pub leader_lease: Option<Duration>,
-    /// CloudWatch namespace of the metrics (`METRICS_NAMESPACE`).
-    pub metrics_namespace: String,
-    /// Whether the stream indexer deletes items written already expired as it indexes them
-    /// (`DELETE_WHEN_INDEXED`).
-    pub delete_when_indexed: bool,
-    /// Where expiry events go (`EXPIRY_EVENTS`), if anywhere.
-    pub expiry_events: Option<SinkTarget>,
-    /// Notify or archive (`EXPIRY_EVENTS_MODE`).
-    pub expiry_events_mode: EventsMode,
-    /// How the item gets into events (`EXPIRY_EVENTS_ITEM`).
-    pub expiry_events_item: ItemSource,
 }
 
 /// The shortest tick period (`TICK_SECONDS`): faster ticks only add requests.
@@ -292,72 +258,6 @@ impl Config {
         Settings::from_lookup(lookup).validate()
     }
 
-    /// Where items keep their expiry: attributes, window width and shards.
-    pub fn layout(&self) -> Layout {
-        Layout {
-            ttl_attribute: self.ttl_attribute.clone(),
-            window_attribute: self.window_attribute.clone(),
-            window_seconds: self.window_seconds,
-            window_shards: self.window_shards,
-        }
-    }
-
-    /// The table every command opens, with its layout and checkpoint table.
-    pub fn target(&self) -> TableTarget {
-        TableTarget {
-            table_name: self.table_name.clone(),
-            index: match &self.expiry_index_table {
-                Some(table) => Index::Table(table.clone()),
-                None => Index::Gsi(self.index_name.clone()),
-            },
-            layout: self.layout(),
-            checkpoint_table: self.checkpoint_table.clone(),
-        }
-    }
-
-    /// The engine's options (default backoff: 50 ms doubling to 5 s).
-    pub fn sweep_options(&self) -> SweepOptions {
-        SweepOptions {
-            lookback_windows: self.lookback_windows,
-            delete_mode: self.delete_mode,
-            max_concurrency: self.max_concurrency,
-            max_retries: self.max_retries,
-            checkpoint: self.checkpoint_table.as_ref().map(|table| Checkpoint {
-                table: table.clone(),
-                id: self.checkpoint_id(self.shard_range),
-                start_from: self.shard_range.map(|_| self.checkpoint_id(None)),
-                stream_id: format!("{}#stream", self.checkpoint_id(None)),
-            }),
-            shard_range: self.shard_range,
-            max_catchup_seconds: self.max_catchup_seconds,
-            delete_when_indexed: self.delete_when_indexed,
-            ..SweepOptions::default()
-        }
-    }
-
-    /// The checkpoint item's id for `range`: one per table, index, window layout and shard range,
-    /// so sweepers of two layouts (a shard migration) or of two shard ranges never move each
-    /// other's checkpoint. `<table>/<index>` (the GSI's name, or `table:<name>` for an expiry
-    /// index table), then for other than the default layout (60 s windows, one shard)
-    /// `/<width>s/<shards>shards`, and for a shard range short of all shards `/range<a>-<b>`. A
-    /// range starts from the whole table's item until it has its own. The checkpoint table's
-    /// other items are named here too: the stream position, `<the whole table's id>#stream`
-    /// ([`Config::sweep_options`]), and the leases ([`Config::lease`]).
-    fn checkpoint_id(&self, range: Option<ShardRange>) -> String {
-        let mut id = match &self.expiry_index_table {
-            Some(table) => format!("{}/table:{table}", self.table_name),
-            None => format!("{}/{}", self.table_name, self.index_name),
-        };
-        let (width, shards) = (self.window_seconds, self.window_shards);
-        if width != DEFAULT_WINDOW_SECONDS || shards != 1 {
-            id.push_str(&format!("/{width}s/{shards}shards"));
-        }
-        if let Some(range) = range {
-            id.push_str(&format!("/range{range}"));
-        }
-        id
-    }
-
     /// The leader lease of the swept table, with `LEADER_LEASE`: its item in the checkpoint table,
     /// held as `holder` ([`crate::engine::lease::holder_id`]).
     ///
@@ -370,12 +270,12 @@ impl Config {
     /// range's own beside it: `<table name>/range<a>-<b>#leader`, as `holder`.
     pub fn lease(&self, holder: String) -> Option<LeaseConfig> {
         let duration = self.leader_lease?;
-        let table = self.checkpoint_table.clone()?;
-        let name = values::table_of(&self.table_name);
-        let (holder, range) = match self.shard_range {
+        let table = self.target.checkpoint_table.clone()?;
+        let name = values::table_of(&self.target.table_name);
+        let (holder, range) = match self.options.shard_range {
             None => (holder, None),
             Some(range) => (
-                crate::engine::lease::split_holder(&holder, self.window_shards),
+                crate::engine::lease::split_holder(&holder, self.target.layout.window_shards),
                 Some(RangeLease {
                     id: format!("{name}/range{range}#leader"),
                     holder,
@@ -399,39 +299,57 @@ impl Config {
     /// has one of its own, under a name of its own, and they sweep alike.
     pub fn lease_layout(&self) -> String {
         let range = self
+            .options
             .shard_range
             .map_or_else(|| "all".to_owned(), |r| r.to_string());
-        let index = match &self.expiry_index_table {
-            Some(_) => "table:*",
-            None => self.index_name.as_str(),
+        let index = match &self.target.index {
+            Index::Table(_) => "table:*",
+            Index::Gsi(name) => name.as_str(),
         };
+        let layout = &self.target.layout;
         format!(
             "index={index} ttl={} window={} width={}s shards={} range={range}",
-            self.ttl_attribute, self.window_attribute, self.window_seconds, self.window_shards
+            layout.ttl_attribute,
+            layout.window_attribute,
+            layout.window_seconds,
+            layout.window_shards
         )
     }
+}
 
-    /// The expiry-event settings, when `EXPIRY_EVENTS` is set.
-    pub fn events(&self) -> Option<EventsConfig> {
-        self.expiry_events.as_ref().map(|target| EventsConfig {
-            target: target.clone(),
-            mode: self.expiry_events_mode,
-            item: self.expiry_events_item,
-            table: self.table_name.clone(),
-            delete_mode: self.delete_mode,
-            max_retries: self.max_retries,
-        })
+/// The checkpoint item's id of `target` for `range`: one per table, index, window layout and
+/// shard range, so sweepers of two layouts (a shard migration) or of two shard ranges never move
+/// each other's checkpoint. `<table>/<index>` (the GSI's name, or `table:<name>` for an expiry
+/// index table), then for other than the default layout (60 s windows, one shard)
+/// `/<width>s/<shards>shards`, and for a shard range short of all shards `/range<a>-<b>`. A range
+/// starts from the whole table's item until it has its own. The checkpoint table's other items
+/// are named here too: the stream position, `<the whole table's id>#stream` ([`checkpoint`]),
+/// and the leases ([`Config::lease`]).
+fn checkpoint_id(target: &TableTarget, range: Option<ShardRange>) -> String {
+    let mut id = match &target.index {
+        Index::Table(table) => format!("{}/table:{table}", target.table_name),
+        Index::Gsi(name) => format!("{}/{name}", target.table_name),
+    };
+    let (width, shards) = (target.layout.window_seconds, target.layout.window_shards);
+    if width != DEFAULT_WINDOW_SECONDS || shards != 1 {
+        id.push_str(&format!("/{width}s/{shards}shards"));
     }
+    if let Some(range) = range {
+        id.push_str(&format!("/range{range}"));
+    }
+    id
+}
 
-    /// How Lambda invocations behave: metrics namespace, tick period, schedule period.
-    pub fn handler_settings(&self) -> HandlerSettings {
-        HandlerSettings {
-            namespace: self.metrics_namespace.clone(),
-            tick: self.tick,
-            schedule: Duration::from_secs(u64::from(self.schedule_seconds)),
-            handoff: crate::lambda::handler::HANDOFF_OVERLAP,
-        }
-    }
+/// The catch-up checkpoint of `target`'s sweeper of `range`, with a checkpoint table: its item,
+/// the whole table's it starts from, and the stream position's ([`checkpoint_id`]).
+fn checkpoint(target: &TableTarget, range: Option<ShardRange>) -> Option<Checkpoint> {
+    let table = target.checkpoint_table.as_ref()?;
+    Some(Checkpoint {
+        table: table.clone(),
+        id: checkpoint_id(target, range),
+        start_from: range.map(|_| checkpoint_id(target, None)),
+        stream_id: format!("{}#stream", checkpoint_id(target, None)),
+    })
 }
 
 /// Parses a duration: plain seconds (`3600`) or humantime (`24h`, `90m`, `1h 30m`).
@@ -459,7 +377,7 @@ mod tests {
     fn checkpoint(pairs: &[(&str, &str)]) -> String {
         let mut all = vec![("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")];
         all.extend_from_slice(pairs);
-        parse(&all).unwrap().sweep_options().checkpoint.unwrap().id
+        parse(&all).unwrap().options.clone().checkpoint.unwrap().id
     }
 
     #[test]
@@ -588,13 +506,10 @@ mod tests {
             ("EXPIRY_INDEX_TABLE", "sessions-idx"),
         ])
         .unwrap();
-        assert_eq!(c.expiry_index_table.as_deref(), Some("sessions-idx"));
-        assert_eq!(c.target().index.table(), Some("sessions-idx"));
+        assert_eq!(c.target.index, Index::Table("sessions-idx".into()));
         assert_eq!(
-            parse(&[("TABLE_NAME", "sessions")])
-                .unwrap()
-                .expiry_index_table,
-            None
+            parse(&[("TABLE_NAME", "sessions")]).unwrap().target.index,
+            Index::Gsi("expirationWindowIndex".into())
         );
         assert_eq!(checkpoint(&[]), "sessions/expirationWindowIndex");
         assert_eq!(
@@ -655,7 +570,7 @@ mod tests {
         );
         assert_eq!(west_lease.layout, east_lease.layout);
         // Their checkpoints (and the stream positions saved beside them) are their own.
-        let checkpoint = |c: &Config| c.sweep_options().checkpoint.unwrap().id;
+        let checkpoint = |c: &Config| c.options.clone().checkpoint.unwrap().id;
         assert_eq!(checkpoint(&east), "sessions/table:sessions-expiry-east");
         assert_eq!(checkpoint(&west), "sessions/table:sessions-expiry-west");
         // A Region sweeping through the GSI, or with other windows, is of another layout.
@@ -681,7 +596,7 @@ mod tests {
             ])
             .unwrap()
         };
-        let id = |range: &str| config(range).sweep_options().checkpoint.unwrap().id;
+        let id = |range: &str| config(range).options.clone().checkpoint.unwrap().id;
         assert_eq!(id("all"), "sessions/expirationWindowIndex/60s/12shards");
         assert_eq!(id("0-11"), id("all"));
         assert_eq!(
@@ -694,16 +609,16 @@ mod tests {
             .collect();
         assert_eq!(ids.len(), 5, "{ids:?}");
         assert_eq!(
-            config("4-7").sweep_options().shard_range,
+            config("4-7").options.clone().shard_range,
             Some(ShardRange { first: 4, last: 7 })
         );
-        assert_eq!(config("all").sweep_options().shard_range, None);
+        assert_eq!(config("all").options.clone().shard_range, None);
         // A range starts from the whole table's checkpoint until it has its own.
-        let start_from = |range: &str| config(range).sweep_options().checkpoint.unwrap().start_from;
+        let start_from = |range: &str| config(range).options.clone().checkpoint.unwrap().start_from;
         assert_eq!(start_from("4-7"), Some(id("all")));
         assert_eq!(start_from("all"), None);
         // The stream position is one per table, whatever range this process sweeps.
-        let stream = |range: &str| config(range).sweep_options().checkpoint.unwrap().stream_id;
+        let stream = |range: &str| config(range).options.clone().checkpoint.unwrap().stream_id;
         assert_eq!(stream("4-7"), format!("{}#stream", id("all")));
         assert_eq!(stream("all"), stream("0-3"));
     }

@@ -15,8 +15,9 @@
 //!   clock held to DynamoDB's), and [`connect_tool`] the table of a tool.
 //! - [`config`]: every setting ([`config::Settings`], read from flags or environment variables
 //!   of the same names; what each accepts is a [`config::Rule`], which `ttl-sweeper settings`
-//!   prints as JSON for the infrastructure code), validated once into the narrow structs below ([`expiry::Layout`],
-//!   [`store::TableTarget`], [`engine::SweepOptions`], [`lambda::HandlerSettings`],
+//!   prints as JSON for the infrastructure code), validated once, per table, straight into the
+//!   narrow structs of the rooms below ([`config::Config`]: a [`store::TableTarget`] with its
+//!   [`expiry::Layout`], [`engine::SweepOptions`], [`lambda::HandlerSettings`],
 //!   [`events::EventsConfig`]), and the binaries' async runtime ([`config::Threads`]). Nothing
 //!   below imports it.
 //! - [`daemon`]: `run`'s loop: every table swept by ticks and full sweeps until shutdown, a table
@@ -136,8 +137,7 @@ pub async fn connect(
     for config in configs {
         let (store, config) = (store.clone(), Arc::new(config.clone()));
         let clocks = (clock.clone(), wall.clone());
-        let retry_every = std::time::Duration::from_secs(u64::from(config.schedule_seconds));
-        let name = config.table_name.clone();
+        let (retry_every, name) = (config.handler.schedule, config.target.table_name.clone());
         let open: Open<DynamoStore> =
             Box::new(move || Box::pin(open_table(store.clone(), config.clone(), clocks.clone())));
         tables.push(Table::lazy(&name, open, retry_every));
@@ -154,7 +154,7 @@ pub async fn connect_tool(
     config: &config::Config,
 ) -> Result<(store::DynamoStore, store::OpenedTable), store::StoreError> {
     let store = store::DynamoStore::from_env().await;
-    let opened = store::open(&store, &config.target(), store::IndexCheck::IfPresent).await?;
+    let opened = store::open(&store, &config.target, store::IndexCheck::IfPresent).await?;
     Ok((store, opened))
 }
 
@@ -170,25 +170,25 @@ async fn open_table(
     ),
 ) -> Result<engine::Sweeper<store::DynamoStore>, store::StoreError> {
     use std::sync::Arc;
-    let opened = store::open(&store, &config.target(), store::IndexCheck::Required).await?;
+    let opened = store::open(&store, &config.target, store::IndexCheck::Required).await?;
     let server_time = store.server_clock().clone();
     let sweeper =
-        engine::Sweeper::new(store, opened.schema, config.sweep_options()).with_wall_clock(clock);
+        engine::Sweeper::new(store, opened.schema, config.options.clone()).with_wall_clock(clock);
     let sweeper = match config.lease(lease_holder()) {
         None => sweeper,
         Some(lease) => {
-            tracing::info!(table = %config.table_name, holder = %lease.holder, lease = ?lease.duration, item = %lease.id, layout = %lease.layout, "sweeping only while holding the leader lease");
+            tracing::info!(table = %config.target.table_name, holder = %lease.holder, lease = ?lease.duration, item = %lease.id, layout = %lease.layout, "sweeping only while holding the leader lease");
             // The stream indexer's reports, in the expiry index table, count in the lease.
             let reports = sweeper.schema().index.table().map(str::to_owned);
             let lease = engine::Lease::new(lease, server_time, wall).with_reports_in(reports);
             sweeper.with_lease(lease)
         }
     };
-    Ok(match config.events() {
+    Ok(match &config.events {
         None => sweeper,
         Some(events) => {
-            tracing::info!(table = %config.table_name, sink = %events.target, mode = %events.mode, "publishing expiry events");
-            sweeper.with_events(Arc::new(events::connect(&events).await))
+            tracing::info!(table = %config.target.table_name, sink = %events.target, mode = %events.mode, "publishing expiry events");
+            sweeper.with_events(Arc::new(events::connect(events).await))
         }
     })
 }

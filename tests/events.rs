@@ -487,7 +487,7 @@ async fn sweeper_with_events(
     pairs.push(("EXPIRY_EVENTS", &sink.setting));
     let cfg = config(table, &pairs);
     let adapter = sink.adapter(endpoint, attempt_timeout).await;
-    let events = Events::new(&cfg.events().expect("EXPIRY_EVENTS is set"), adapter)
+    let events = Events::new(&cfg.events.clone().expect("EXPIRY_EVENTS is set"), adapter)
         .with_backoff(Duration::from_millis(10), Duration::from_millis(200));
     let observer = Recording {
         before_delete,

@@ -728,7 +728,7 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
         case: "narrow windows",
         setup: format!(
             "WINDOW_SECONDS=3, LOOKBACK_WINDOWS unset (derived: {}), conditional, {} runs 60 s apart + up to 10 s late, faults {:.0}%",
-            cfg.lookback_windows,
+            cfg.options.lookback_windows,
             runs.len(),
             rate * 100.0
         ),
@@ -784,20 +784,22 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
             })
             .count()
     };
-    let (unread_old, unread_derived) =
-        (unread_with(OLD_LOOKBACK), unread_with(cfg.lookback_windows));
+    let (unread_old, unread_derived) = (
+        unread_with(OLD_LOOKBACK),
+        unread_with(cfg.options.lookback_windows),
+    );
     row.checked = format!(
         "LOOKBACK_WINDOWS={OLD_LOOKBACK} refused (Uncovered); with {OLD_LOOKBACK}, {unread_old} of {} ttls between runs in no window read; with {}, {unread_derived}; {still_due} expired left after the faults stopped",
         between.len(),
-        cfg.lookback_windows
+        cfg.options.lookback_windows
     );
     row.finish(&case, 1);
     row.assert_sound(seed, still_due);
     // The lookback is the one derived from the schedule, and the old fixed one is refused by
     // name: it would have left ttls unread.
     assert_eq!(
-        cfg.lookback_windows,
-        covering_lookback(NARROW, cfg.schedule_seconds)
+        cfg.options.lookback_windows,
+        covering_lookback(NARROW, cfg.handler.schedule.as_secs() as u32)
     );
     let refused = Config::from_lookup(|var| match var {
         "TABLE_NAME" => Some(table.clone()),
@@ -809,7 +811,7 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
         matches!(
             &refused,
             Err(ConfigError::Uncovered { lookback_windows: OLD_LOOKBACK, needed, .. })
-                if *needed == cfg.lookback_windows
+                if *needed == cfg.options.lookback_windows
         ),
         "{refused:?}"
     );
@@ -848,7 +850,7 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
         move || clock() + ahead,
         store.server_clock().clone(),
     ));
-    let sweeper = Sweeper::new(store, schema, cfg.sweep_options()).with_wall_clock(fast.clone());
+    let sweeper = Sweeper::new(store, schema, cfg.options.clone()).with_wall_clock(fast.clone());
     let mut row = CaseRow {
         case: "fast host clock",
         setup: format!(

@@ -167,8 +167,10 @@ async fn a_sweep_that_ignores_every_bound_is_dropped_before_the_deadline() {
 
     let cfg = config("sessions", &[]);
     let stall = |store: MemStore, op| store.fault(op, When::Always, Fault::Stall);
-    let stalled = Op::ALL.into_iter().fold(MemStore::new(cfg.layout()), stall);
-    let sweeper = mem_sweeper(stalled, cfg.sweep_options());
+    let stalled = Op::ALL
+        .into_iter()
+        .fold(MemStore::new(cfg.target.layout.clone()), stall);
+    let sweeper = mem_sweeper(stalled, cfg.options.clone());
     let deadline = Duration::from_secs(4);
     let handled = handle_before_deadline(&sweeper, Timestamp::from_secs(now()), deadline).await;
     let Err(HandlerError::SweepFailed { report, first, .. }) = handled else {
@@ -255,8 +257,8 @@ async fn a_table_opened_late_in_the_invocation_still_ends_by_its_deadline() {
     use ttl_sweeper::lambda::handle_tables;
 
     let cfg = config("sessions", &[]);
-    let options = cfg.sweep_options();
-    let store = MemStore::new(cfg.layout()).delay(Op::Query, Duration::from_secs(4));
+    let options = cfg.options.clone();
+    let store = MemStore::new(cfg.target.layout.clone()).delay(Op::Query, Duration::from_secs(4));
     let open: Open<MemStore> = Box::new(move || {
         let sweeper = mem_sweeper(store.clone(), options.clone());
         Box::pin(async move {

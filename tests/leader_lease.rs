@@ -401,7 +401,7 @@ async fn replicated_write_conflicts_are_retried_and_nothing_is_lost() {
         let proxied = aws_sdk_dynamodb::Client::from_conf(sdk_config(&proxy.endpoint).build());
         let config = config(&table, &[("DELETE_MODE", &mode.to_string())]);
         let (_, schema) = store_and_schema(&config).await;
-        let sweeper = Sweeper::new(store(proxied), schema, config.sweep_options());
+        let sweeper = Sweeper::new(store(proxied), schema, config.options.clone());
         let report = sweeper
             .sweep(Timestamp::from_secs(now), &Stop::never())
             .await;
@@ -648,7 +648,7 @@ fn region_sweeper(
 ) -> Sweeper<MemStore> {
     let lease = config.lease(holder.into()).expect("a lease");
     let schema = store.schema();
-    Sweeper::new(store, schema, config.sweep_options()).with_lease(leased(lease, bounds(t0, 0, 0)))
+    Sweeper::new(store, schema, config.options.clone()).with_lease(leased(lease, bounds(t0, 0, 0)))
 }
 
 /// East's sweeper of `sessions` over `store`, with a lease of 30 s ([`region_sweeper`]).

@@ -198,7 +198,7 @@ async fn composite_and_binary_keys_are_deleted_by_their_full_key() {
         let (store, schema) = store_and_schema(&cfg).await;
         let keys = schema.key_attributes.len();
         assert_eq!(keys, 1 + usize::from(sort.is_some()), "{prefix}");
-        let report = Sweeper::new(store, schema, cfg.sweep_options())
+        let report = Sweeper::new(store, schema, cfg.options.clone())
             .sweep_at(now)
             .await;
         let expired = total - expected_left;

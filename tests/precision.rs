@@ -414,7 +414,7 @@ async fn a_sweep_stopped_mid_run_never_moves_the_checkpoint_past_an_unfinished_w
         }
         Box::pin(async {})
     }));
-    let mut options = cfg.sweep_options();
+    let mut options = cfg.options.clone();
     options.max_concurrency = 1; // one partition at a time, oldest first
     options.page_limit = Some(10);
     let sweeper = Sweeper::new(store, schema, options);

@@ -1296,7 +1296,7 @@ fn the_cargo_lambda_deploy_line_of_the_docs_passes_a_dry_run() {
     }
     let config = ttl_sweeper::config::Config::from_lookup(|k| vars.get(k).cloned())
         .expect("the environment file is a valid configuration");
-    assert_eq!(config.table_name, "sessions");
+    assert_eq!(config.target.table_name, "sessions");
 
     let dir = std::env::temp_dir().join(format!("ttl-sweeper-deploy-dry-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -1345,7 +1345,7 @@ fn the_cargo_lambda_deploy_line_of_the_docs_passes_a_dry_run() {
     c.assert_fields(r#"memory=128 log_retention=30 env_file="sweeper.env""#);
     // Tick mode: the timeout covers the period, the handoff overlap and the deadline margin.
     let timeout = c["timeout"].as_u64().expect("a timeout");
-    let needed = u64::from(config.schedule_seconds)
+    let needed = config.handler.schedule.as_secs()
         + ttl_sweeper::lambda::handler::HANDOFF_OVERLAP.as_secs()
         + ttl_sweeper::lambda::handler::DEADLINE_MARGIN.as_secs();
     let enough = vars["TICK_SECONDS"] != "off" && timeout >= needed;

@@ -142,7 +142,7 @@ fn cpu_per_delete(
     let now = now();
     let ws = windows_to_sweep(Timestamp::from_secs(now), 60, windows as u32 - 1);
     let sweep = |store: DynamoStore| {
-        let sweeper = Sweeper::new(store, schema.clone(), cfg.sweep_options());
+        let sweeper = Sweeper::new(store, schema.clone(), cfg.options.clone());
         let ws = ws.clone();
         async move {
             sweeper

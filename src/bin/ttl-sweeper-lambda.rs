@@ -44,10 +44,10 @@ async fn serve() -> ExitCode {
         return ExitCode::FAILURE;
     };
     for config in &configs {
-        tracing::info!(table = %config.table_name, index = %config.target().index.name(), mode = %config.delete_mode, "ready");
+        tracing::info!(table = %config.target.table_name, index = %config.target.index.name(), mode = %config.options.delete_mode, "ready");
     }
     // The function-wide settings, the same in every table's configuration.
-    let settings = configs[0].handler_settings();
+    let settings = configs[0].handler.clone();
     let (tables, settings, clock) = (&tables, &settings, &*clock);
     let handler = service_fn(move |event: LambdaEvent<Value>| async move {
         let deadline = Timestamp::from_millis(i64::try_from(event.context.deadline).unwrap_or(0));

@@ -546,10 +546,13 @@ mod tests {
         assert_eq!(settings.table_name, ["sessions"]);
         assert_eq!(settings.index_name, None, "defaults come from SETTINGS");
         let config = settings.validate().unwrap();
-        assert_eq!(config.window_shards, 16);
-        assert_eq!(config.tick, Some(std::time::Duration::from_secs(1)));
-        assert_eq!(config.metrics_namespace, "Mine");
-        assert_eq!(config.index_name, "expirationWindowIndex");
+        assert_eq!(config.target.layout.window_shards, 16);
+        assert_eq!(config.handler.tick, Some(std::time::Duration::from_secs(1)));
+        assert_eq!(config.handler.namespace, "Mine");
+        assert_eq!(
+            config.target.index,
+            crate::store::Index::Gsi("expirationWindowIndex".into())
+        );
     }
 
     #[test]
@@ -609,13 +612,16 @@ mod tests {
         });
         for settings in [by_flag, by_var] {
             let configs = settings.validate_tables().unwrap();
-            let names: Vec<&str> = configs.iter().map(|c| c.table_name.as_str()).collect();
+            let names: Vec<&str> = configs
+                .iter()
+                .map(|c| c.target.table_name.as_str())
+                .collect();
             assert_eq!(names, ["aaa", "bbb", "ccc"]);
-            assert!(configs.iter().all(|c| c.window_shards == 4));
+            assert!(configs.iter().all(|c| c.target.layout.window_shards == 4));
             // Each its own checkpoint.
             let ids: std::collections::BTreeSet<_> = configs
                 .iter()
-                .map(|c| c.sweep_options().checkpoint.map(|c| c.id))
+                .map(|c| c.options.clone().checkpoint.map(|c| c.id))
                 .collect();
             assert_eq!(ids.len(), 1, "no checkpoint table: none");
             let err = settings.validate_one("backfill").unwrap_err().to_string();
@@ -634,17 +640,32 @@ mod tests {
         let [sessions, locks, tokens] = configs.as_slice() else {
             panic!("{configs:?}")
         };
-        assert_eq!(sessions.delete_mode, crate::engine::DeleteMode::Batch);
-        assert_eq!(locks.delete_mode, crate::engine::DeleteMode::Conditional);
-        assert_eq!((locks.window_seconds, sessions.window_seconds), (10, 60));
-        assert_eq!(tokens.index_name, "byWindow");
+        assert_eq!(
+            sessions.options.delete_mode,
+            crate::engine::DeleteMode::Batch
+        );
+        assert_eq!(
+            locks.options.delete_mode,
+            crate::engine::DeleteMode::Conditional
+        );
+        assert_eq!(
+            (
+                locks.target.layout.window_seconds,
+                sessions.target.layout.window_seconds
+            ),
+            (10, 60)
+        );
+        assert_eq!(
+            tokens.target.index,
+            crate::store::Index::Gsi("byWindow".into())
+        );
         assert!(
-            configs.iter().all(|c| c.max_concurrency == 4),
+            configs.iter().all(|c| c.options.max_concurrency == 4),
             "the shared value"
         );
         let ids: Vec<String> = configs
             .iter()
-            .map(|c| c.sweep_options().checkpoint.unwrap().id)
+            .map(|c| c.options.clone().checkpoint.unwrap().id)
             .collect();
         assert_eq!(
             ids,

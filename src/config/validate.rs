@@ -6,7 +6,8 @@ use super::values::*;
 use super::*;
 use crate::engine::lease::MIN_LEASE;
 use crate::engine::DeleteMode;
-use crate::events::{EventsMode, ItemSource, SinkTarget};
+use crate::events::{EventsConfig, EventsMode, ItemSource, SinkTarget};
+use crate::expiry::Layout;
 
 /// A setting's raw value in [`Settings`].
 type Field = for<'a> fn(&'a mut Settings) -> &'a mut Option<String>;
@@ -102,23 +103,26 @@ impl Settings {
                     source: Box::new(e),
                 },
             })?;
-            let same = |c: &Config| table_of(&c.table_name) == table_of(&config.table_name);
-            if configs.iter().any(same) {
+            let table = &config.target.table_name;
+            if configs
+                .iter()
+                .any(|c| table_of(&c.target.table_name) == table_of(table))
+            {
                 return Err(ConfigError::DuplicateTable {
-                    table: config.table_name,
+                    table: table.clone(),
                 });
             }
             fn index_of(c: &Config) -> Option<&str> {
-                c.expiry_index_table.as_deref().map(table_of)
+                c.target.index.table().map(table_of)
             }
             let sharing = configs
                 .iter()
                 .find(|c| index_of(c).is_some() && index_of(c) == index_of(&config));
-            if let (Some(first), Some(index)) = (sharing, &config.expiry_index_table) {
+            if let (Some(first), Some(index)) = (sharing, config.target.index.table()) {
                 return Err(ConfigError::SharedIndexTable {
-                    index: index.clone(),
-                    first: first.table_name.clone(),
-                    second: config.table_name,
+                    index: index.to_owned(),
+                    first: first.target.table_name.clone(),
+                    second: table.clone(),
                 });
             }
             configs.push(config);
@@ -186,109 +190,117 @@ impl Settings {
                 })
             }
         };
-        let mut config = Config {
-            table_name: name(table_name.as_deref(), &TABLE_NAME)?,
-            index_name: name(self.index_name.as_deref(), &INDEX_NAME)?,
-            expiry_index_table: table(self.expiry_index_table.as_deref(), &EXPIRY_INDEX_TABLE)?,
-            ttl_attribute: attribute(self.ttl_attribute.as_deref(), &TTL_ATTRIBUTE)?,
-            window_attribute: attribute(self.window_attribute.as_deref(), &WINDOW_ATTRIBUTE)?,
-            window_seconds: window_seconds(self.window_seconds.as_deref())?,
-            lookback_windows: number(self.lookback_windows.as_deref(), &LOOKBACK_WINDOWS)? as u32,
-            delete_mode: choice(self.delete_mode.as_deref(), &DELETE_MODE, DELETE_MODES)?,
-            max_concurrency: number(self.max_concurrency.as_deref(), &MAX_CONCURRENCY)? as usize,
-            max_retries: number(self.max_retries.as_deref(), &MAX_RETRIES)? as u32,
-            window_shards: window_shards(self.window_shards.as_deref())?,
-            shard_range: None,
-            tick: duration(self.tick_seconds.as_deref(), &TICK_SECONDS)?,
-            schedule_seconds: number(self.schedule_seconds.as_deref(), &SCHEDULE_SECONDS)? as u32,
-            checkpoint_table: table(self.checkpoint_table.as_deref(), &CHECKPOINT_TABLE)?,
-            max_catchup_seconds: duration(self.max_catchup.as_deref(), &MAX_CATCHUP)?
-                .expect("MAX_CATCHUP is never off")
-                .as_secs(),
-            leader_lease: whole_or_off(self.leader_lease.as_deref(), &LEADER_LEASE)?
-                .map(Duration::from_secs),
-            expiry_events: match get(self.expiry_events.as_deref(), &EXPIRY_EVENTS)? {
-                raw if raw.is_empty() => None,
-                raw => Some(
-                    SinkTarget::parse(&raw)
-                        .map_err(|problem| rejected(&EXPIRY_EVENTS, &raw, problem))?,
-                ),
-            },
-            expiry_events_mode: choice(
-                self.expiry_events_mode.as_deref(),
-                &EXPIRY_EVENTS_MODE,
-                EVENTS_MODES,
-            )?,
-            expiry_events_item: choice(
-                self.expiry_events_item.as_deref(),
-                &EXPIRY_EVENTS_ITEM,
-                [ItemSource::Auto, ItemSource::Read, ItemSource::Off],
-            )?,
-            delete_when_indexed: choice(
-                self.delete_when_indexed.as_deref(),
-                &DELETE_WHEN_INDEXED,
-                [true, false],
-            )?,
-            metrics_namespace: {
-                // METRICS_NAMESPACE wins; unset, Powertools' POWERTOOLS_METRICS_NAMESPACE.
-                let powertools = self.powertools_metrics_namespace.as_deref();
-                let (mut raw, mut source) = (self.metrics_namespace.as_deref(), METRICS_NAMESPACE);
-                if !given(raw) && given(powertools) {
-                    (raw, source.var) = (powertools, POWERTOOLS_METRICS_NAMESPACE);
-                }
-                namespace(raw, &source)?
-            },
+        // Each value checked in the order of the settings, each error the first one's.
+        let table_name = name(table_name.as_deref(), &TABLE_NAME)?;
+        let index_name = name(self.index_name.as_deref(), &INDEX_NAME)?;
+        let index = match table(self.expiry_index_table.as_deref(), &EXPIRY_INDEX_TABLE)? {
+            Some(index_table) => Index::Table(index_table),
+            None => Index::Gsi(index_name),
         };
-        config.shard_range = shard_range(
-            &get(self.shard_range.as_deref(), &SHARD_RANGE)?,
-            config.window_shards,
+        let ttl_attribute = attribute(self.ttl_attribute.as_deref(), &TTL_ATTRIBUTE)?;
+        let window_attribute = attribute(self.window_attribute.as_deref(), &WINDOW_ATTRIBUTE)?;
+        let window_seconds = window_seconds(self.window_seconds.as_deref())?;
+        let lookback_windows = number(self.lookback_windows.as_deref(), &LOOKBACK_WINDOWS)? as u32;
+        let delete_mode = choice(self.delete_mode.as_deref(), &DELETE_MODE, DELETE_MODES)?;
+        let max_concurrency = number(self.max_concurrency.as_deref(), &MAX_CONCURRENCY)? as usize;
+        let max_retries = number(self.max_retries.as_deref(), &MAX_RETRIES)? as u32;
+        let window_shards = window_shards(self.window_shards.as_deref())?;
+        let tick = duration(self.tick_seconds.as_deref(), &TICK_SECONDS)?;
+        let schedule_seconds = number(self.schedule_seconds.as_deref(), &SCHEDULE_SECONDS)? as u32;
+        let checkpoint_table = table(self.checkpoint_table.as_deref(), &CHECKPOINT_TABLE)?;
+        let max_catchup_seconds = duration(self.max_catchup.as_deref(), &MAX_CATCHUP)?
+            .expect("MAX_CATCHUP is never off")
+            .as_secs();
+        let leader_lease =
+            whole_or_off(self.leader_lease.as_deref(), &LEADER_LEASE)?.map(Duration::from_secs);
+        let sink = match get(self.expiry_events.as_deref(), &EXPIRY_EVENTS)? {
+            raw if raw.is_empty() => None,
+            raw => Some(
+                SinkTarget::parse(&raw)
+                    .map_err(|problem| rejected(&EXPIRY_EVENTS, &raw, problem))?,
+            ),
+        };
+        let events_mode = choice(
+            self.expiry_events_mode.as_deref(),
+            &EXPIRY_EVENTS_MODE,
+            EVENTS_MODES,
         )?;
-        if let Some(index) = &config.expiry_index_table {
-            let taken = [Some(&config.table_name), config.checkpoint_table.as_ref()];
+        let events_item = choice(
+            self.expiry_events_item.as_deref(),
+            &EXPIRY_EVENTS_ITEM,
+            [ItemSource::Auto, ItemSource::Read, ItemSource::Off],
+        )?;
+        let delete_when_indexed = choice(
+            self.delete_when_indexed.as_deref(),
+            &DELETE_WHEN_INDEXED,
+            [true, false],
+        )?;
+        let namespace = {
+            // METRICS_NAMESPACE wins; unset, Powertools' POWERTOOLS_METRICS_NAMESPACE.
+            let powertools = self.powertools_metrics_namespace.as_deref();
+            let (mut raw, mut source) = (self.metrics_namespace.as_deref(), METRICS_NAMESPACE);
+            if !given(raw) && given(powertools) {
+                (raw, source.var) = (powertools, POWERTOOLS_METRICS_NAMESPACE);
+            }
+            namespace(raw, &source)?
+        };
+        let shard_range = shard_range(
+            &get(self.shard_range.as_deref(), &SHARD_RANGE)?,
+            window_shards,
+        )?;
+
+        // Then what each depends on of the others.
+        if let Index::Table(index_table) = &index {
+            let taken = [Some(&table_name), checkpoint_table.as_ref()];
             if taken
                 .into_iter()
                 .flatten()
-                .any(|t| table_of(t) == table_of(index))
+                .any(|t| table_of(t) == table_of(index_table))
             {
                 let problem = "the expiry index table must be a table of its own, not the swept \
                                table nor the checkpoint table"
                     .to_owned();
-                return Err(rejected(&EXPIRY_INDEX_TABLE, index, problem));
+                return Err(rejected(&EXPIRY_INDEX_TABLE, index_table, problem));
             }
         }
-        if let Some(tick) = config.tick {
-            if tick >= Duration::from_secs(u64::from(config.schedule_seconds)) {
+        let schedule = Duration::from_secs(u64::from(schedule_seconds));
+        if let Some(tick) = tick {
+            if tick >= schedule {
                 return Err(invalid(&TICK_SECONDS, &format!("{tick:?}")));
             }
         }
-        if let Some(lease) = config.leader_lease {
-            leader_lease(lease, &config, every)?;
+        if let Some(lease) = leader_lease {
+            let every = match (every, tick) {
+                (Some(every), _) => (every, "--every"),
+                (None, Some(tick)) => (tick, "TICK_SECONDS"),
+                (None, None) => (schedule, "SCHEDULE_SECONDS"),
+            };
+            leader_lease_lasts(lease, checkpoint_table.is_some(), every)?;
         }
-        let needed = covering_lookback(config.window_seconds, config.schedule_seconds);
-        if !given(self.lookback_windows.as_deref()) {
-            config.lookback_windows = config.lookback_windows.max(needed);
-        } else if config.lookback_windows < needed && config.checkpoint_table.is_none() {
+        let needed = covering_lookback(window_seconds, schedule_seconds);
+        let lookback_windows = if !given(self.lookback_windows.as_deref()) {
+            lookback_windows.max(needed)
+        } else if lookback_windows < needed && checkpoint_table.is_none() {
             return Err(ConfigError::Uncovered {
-                lookback_windows: config.lookback_windows,
-                window_seconds: config.window_seconds,
-                schedule_seconds: config.schedule_seconds,
+                lookback_windows,
+                window_seconds,
+                schedule_seconds,
                 needed,
             });
-        }
-        let shards_read = config
-            .shard_range
-            .map_or(config.window_shards, |r| r.len())
-            .max(1);
-        let partitions = (u64::from(config.lookback_windows) + 1) * u64::from(shards_read);
+        } else {
+            lookback_windows
+        };
+        let shards_read = shard_range.map_or(window_shards, |r| r.len()).max(1);
+        let partitions = (u64::from(lookback_windows) + 1) * u64::from(shards_read);
         if partitions > MAX_PARTITIONS_PER_SWEEP {
             return Err(ConfigError::TooManyPartitions {
-                lookback_windows: config.lookback_windows,
+                lookback_windows,
                 shards: shards_read,
                 partitions,
             });
         }
-        let archive_problem = match (&config.expiry_events, config.delete_mode) {
-            _ if config.expiry_events_mode != EventsMode::Archive => None,
+        let archive_problem = match (&sink, delete_mode) {
+            _ if events_mode != EventsMode::Archive => None,
             (None, _) => Some("archive mode needs a sink: set EXPIRY_EVENTS".to_owned()),
             (_, DeleteMode::Batch) => Some(
                 "archive mode needs DELETE_MODE=conditional (DELETE_MODE is batch): a batch delete \
@@ -300,14 +312,59 @@ impl Settings {
         if let Some(problem) = archive_problem {
             return Err(rejected(&EXPIRY_EVENTS_MODE, "archive", problem));
         }
-        if config.ttl_attribute == config.window_attribute {
+        if ttl_attribute == window_attribute {
             return Err(ConfigError::Invalid {
                 var: WINDOW_ATTRIBUTE.var,
-                value: config.window_attribute,
+                value: window_attribute,
                 expected: "an attribute different from TTL_ATTRIBUTE".to_owned(),
             });
         }
-        Ok(config)
+
+        // The narrow structs each part takes.
+        let events = sink.map(|target| EventsConfig {
+            target,
+            mode: events_mode,
+            item: events_item,
+            table: table_name.clone(),
+            delete_mode,
+            max_retries,
+        });
+        let layout = Layout {
+            ttl_attribute,
+            window_attribute,
+            window_seconds,
+            window_shards,
+        };
+        let target = TableTarget {
+            table_name,
+            index,
+            layout,
+            checkpoint_table,
+        };
+        let options = SweepOptions {
+            lookback_windows,
+            delete_mode,
+            max_concurrency,
+            max_retries,
+            checkpoint: checkpoint(&target, shard_range),
+            shard_range,
+            max_catchup_seconds,
+            delete_when_indexed,
+            ..SweepOptions::default()
+        };
+        let handler = HandlerSettings {
+            namespace,
+            tick,
+            schedule,
+            handoff: crate::lambda::handler::HANDOFF_OVERLAP,
+        };
+        Ok(Config {
+            target,
+            options,
+            handler,
+            events,
+            leader_lease,
+        })
     }
 }
 
@@ -323,28 +380,21 @@ pub(super) fn is_per_table(setting: &Setting) -> bool {
 }
 
 /// Checks `LEADER_LEASE` against the settings it depends on: the checkpoint table holds the lease
-/// item, and a lease shorter than two sweeps would lapse between a holder's sweeps.
-fn leader_lease(
+/// item, and a lease shorter than two sweeps (`every`, and the setting it comes from) would lapse
+/// between a holder's sweeps.
+fn leader_lease_lasts(
     lease: Duration,
-    config: &Config,
-    every: Option<Duration>,
+    has_checkpoint: bool,
+    (every, var): (Duration, &str),
 ) -> Result<(), ConfigError> {
     let value = lease.as_secs().to_string();
-    if config.checkpoint_table.is_none() {
+    if !has_checkpoint {
         return Err(rejected(
             &LEADER_LEASE,
             &value,
             "the lease item lives in the checkpoint table: set CHECKPOINT_TABLE".to_owned(),
         ));
     }
-    let (every, var) = match (every, config.tick) {
-        (Some(every), _) => (every, "--every"),
-        (None, Some(tick)) => (tick, "TICK_SECONDS"),
-        (None, None) => (
-            Duration::from_secs(u64::from(config.schedule_seconds)),
-            "SCHEDULE_SECONDS",
-        ),
-    };
     if lease < 2 * every {
         return Err(rejected(
             &LEADER_LEASE,
@@ -371,35 +421,35 @@ mod tests {
     #[test]
     fn defaults_apply_when_only_the_table_is_given() {
         let c = parse(&[("TABLE_NAME", "sessions")]).unwrap();
-        assert_eq!(c.table_name, "sessions");
-        assert_eq!(c.index_name, "expirationWindowIndex");
-        assert_eq!(c.ttl_attribute, "ttl");
-        assert_eq!(c.window_attribute, "expirationWindow");
-        assert_eq!(c.window_seconds, 60);
-        assert_eq!(c.lookback_windows, 15);
-        assert_eq!(c.delete_mode, DeleteMode::Batch);
-        assert_eq!(c.max_concurrency, 8);
-        assert_eq!(c.max_retries, 8);
-        assert_eq!(c.window_shards, 1);
-        assert_eq!(c.shard_range, None);
-        assert_eq!(c.tick, None);
-        assert_eq!(c.schedule_seconds, 60);
-        assert_eq!(c.checkpoint_table, None);
-        assert_eq!(c.max_catchup_seconds, 86_400);
-        assert_eq!(c.metrics_namespace, "TtlSweeper");
+        assert_eq!(c.target.table_name, "sessions");
+        assert_eq!(c.target.index, Index::Gsi("expirationWindowIndex".into()));
+        assert_eq!(c.target.layout.ttl_attribute, "ttl");
+        assert_eq!(c.target.layout.window_attribute, "expirationWindow");
+        assert_eq!(c.target.layout.window_seconds, 60);
+        assert_eq!(c.options.lookback_windows, 15);
+        assert_eq!(c.options.delete_mode, DeleteMode::Batch);
+        assert_eq!(c.options.max_concurrency, 8);
+        assert_eq!(c.options.max_retries, 8);
+        assert_eq!(c.target.layout.window_shards, 1);
+        assert_eq!(c.options.shard_range, None);
+        assert_eq!(c.handler.tick, None);
+        assert_eq!(c.handler.schedule, Duration::from_secs(60));
+        assert_eq!(c.target.checkpoint_table, None);
+        assert_eq!(c.options.max_catchup_seconds, 86_400);
+        assert_eq!(c.handler.namespace, "TtlSweeper");
     }
 
     #[test]
     fn metrics_namespace_falls_back_to_powertools_and_yields_to_its_own_setting() {
         let powertools = ("POWERTOOLS_METRICS_NAMESPACE", "Orders");
         let c = parse(&[("TABLE_NAME", "sessions"), powertools]).unwrap();
-        assert_eq!(c.metrics_namespace, "Orders");
+        assert_eq!(c.handler.namespace, "Orders");
         let both = [
             ("TABLE_NAME", "sessions"),
             powertools,
             ("METRICS_NAMESPACE", "Mine"),
         ];
-        assert_eq!(parse(&both).unwrap().metrics_namespace, "Mine");
+        assert_eq!(parse(&both).unwrap().handler.namespace, "Mine");
         let bad = [
             ("TABLE_NAME", "sessions"),
             ("POWERTOOLS_METRICS_NAMESPACE", "AWS/Lambda"),
@@ -418,19 +468,21 @@ mod tests {
             ("MAX_CATCHUP", "3h"),
         ])
         .unwrap();
-        assert_eq!(c.window_shards, 16);
-        assert_eq!(c.tick, Some(Duration::from_secs(1)));
-        assert_eq!(c.checkpoint_table.as_deref(), Some("sweeper-state"));
-        assert_eq!(c.max_catchup_seconds, 3 * 3600);
+        assert_eq!(c.target.layout.window_shards, 16);
+        assert_eq!(c.handler.tick, Some(Duration::from_secs(1)));
+        assert_eq!(c.target.checkpoint_table.as_deref(), Some("sweeper-state"));
+        assert_eq!(c.options.max_catchup_seconds, 3 * 3600);
         assert_eq!(
             parse(&[("TABLE_NAME", "t_1"), ("TICK_SECONDS", "off")])
                 .unwrap()
+                .handler
                 .tick,
             None
         );
         assert_eq!(
             parse(&[("TABLE_NAME", "t_1"), ("MAX_CATCHUP", "7200")])
                 .unwrap()
+                .options
                 .max_catchup_seconds,
             7200
         );
@@ -517,9 +569,9 @@ mod tests {
             ("MAX_RETRIES", "0"),
         ])
         .unwrap();
-        assert_eq!(c.delete_mode, DeleteMode::Conditional);
-        assert_eq!(c.window_seconds, 86_400);
-        assert_eq!(c.lookback_windows, 0);
+        assert_eq!(c.options.delete_mode, DeleteMode::Conditional);
+        assert_eq!(c.target.layout.window_seconds, 86_400);
+        assert_eq!(c.options.lookback_windows, 0);
     }
 
     proptest::proptest! {
@@ -535,13 +587,13 @@ mod tests {
             pairs.push((setting.var, value.as_str()));
             match parse(&pairs) {
                 Ok(c) => {
-                    proptest::prop_assert!((1..=86_400).contains(&c.window_seconds));
-                    proptest::prop_assert!(c.lookback_windows <= 10_000);
-                    proptest::prop_assert!((1..=256).contains(&c.max_concurrency));
-                    proptest::prop_assert!(c.max_retries <= 30);
-                    proptest::prop_assert!((1..=1000).contains(&c.window_shards));
-                    proptest::prop_assert!(c.tick.is_none_or(|t| (MIN_TICK..=MAX_TICK).contains(&t) && t < Duration::from_secs(u64::from(c.schedule_seconds))));
-                    proptest::prop_assert!((60..=30 * 86_400).contains(&c.max_catchup_seconds));
+                    proptest::prop_assert!((1..=86_400).contains(&c.target.layout.window_seconds));
+                    proptest::prop_assert!(c.options.lookback_windows <= 10_000);
+                    proptest::prop_assert!((1..=256).contains(&c.options.max_concurrency));
+                    proptest::prop_assert!(c.options.max_retries <= 30);
+                    proptest::prop_assert!((1..=1000).contains(&c.target.layout.window_shards));
+                    proptest::prop_assert!(c.handler.tick.is_none_or(|t| (MIN_TICK..=MAX_TICK).contains(&t) && t < c.handler.schedule));
+                    proptest::prop_assert!((60..=30 * 86_400).contains(&c.options.max_catchup_seconds));
                 }
                 Err(e) => {
                     // TICK_SECONDS is checked against SCHEDULE_SECONDS; the window attribute
@@ -635,10 +687,14 @@ mod tests {
     #[test]
     fn expiry_events_settings() {
         let c = parse(&[("TABLE_NAME", "sessions")]).unwrap();
-        assert_eq!(c.expiry_events, None);
-        assert_eq!(c.events(), None, "off unless EXPIRY_EVENTS is set");
-        assert_eq!(c.expiry_events_mode, EventsMode::Notify);
-        assert_eq!(c.expiry_events_item, ItemSource::Auto);
+        assert_eq!(c.events, None, "off unless EXPIRY_EVENTS is set");
+        let sink = ("EXPIRY_EVENTS", "eventbridge:default");
+        let defaults = parse(&[("TABLE_NAME", "sessions"), sink])
+            .unwrap()
+            .events
+            .unwrap();
+        assert_eq!(defaults.mode, EventsMode::Notify);
+        assert_eq!(defaults.item, ItemSource::Auto);
         let c = parse(&[
             ("TABLE_NAME", "sessions"),
             (
@@ -651,7 +707,7 @@ mod tests {
             ("MAX_RETRIES", "3"),
         ])
         .unwrap();
-        let events = c.events().unwrap();
+        let events = c.events.clone().unwrap();
         assert_eq!(
             events.target,
             SinkTarget::Sqs("https://sqs.us-east-1.amazonaws.com/123456789012/expiries".into())
@@ -664,7 +720,7 @@ mod tests {
         assert_eq!(
             parse(&[("TABLE_NAME", "t_1"), ("EXPIRY_EVENTS", " ")])
                 .unwrap()
-                .events(),
+                .events,
             None
         );
     }
@@ -714,7 +770,8 @@ mod tests {
 
     #[test]
     fn sub_second_ticks() {
-        let tick = |v: &str| parse(&[("TABLE_NAME", "t_1"), ("TICK_SECONDS", v)]).map(|c| c.tick);
+        let tick =
+            |v: &str| parse(&[("TABLE_NAME", "t_1"), ("TICK_SECONDS", v)]).map(|c| c.handler.tick);
         assert_eq!(tick("250ms"), Ok(Some(Duration::from_millis(250))));
         assert_eq!(tick("100ms"), Ok(Some(Duration::from_millis(100))));
         assert_eq!(tick("2"), Ok(Some(Duration::from_secs(2))));
@@ -806,7 +863,7 @@ mod tests {
             let mut all = vec![("TABLE_NAME", "sessions")];
             all.extend_from_slice(pairs);
             match (parse(&all), want) {
-                (Ok(c), Some(n)) => assert_eq!(c.lookback_windows, *n, "{pairs:?}"),
+                (Ok(c), Some(n)) => assert_eq!(c.options.lookback_windows, *n, "{pairs:?}"),
                 (Err(e @ ConfigError::Uncovered { .. }), None) => {
                     let msg = e.to_string();
                     let names = [
@@ -877,7 +934,7 @@ mod tests {
                 ("WINDOW_SHARDS", shards),
                 ("SHARD_RANGE", value),
             ])
-            .map(|c| c.shard_range)
+            .map(|c| c.options.shard_range)
         };
         let r = |first, last| Ok(Some(ShardRange { first, last }));
         assert_eq!(range("12", "0-3"), r(0, 3));

@@ -30,7 +30,7 @@ pub trait DescribeConfig {
 
 impl DescribeConfig for DynamoStore {
     async fn describe_config(&self, config: &Config) -> Result<TableSchema, StoreError> {
-        let target = config.target();
+        let target = config.target.clone();
         let opened =
             ttl_sweeper::store::open(self, &target, ttl_sweeper::store::IndexCheck::Required);
         Ok(opened.await?.schema)
@@ -56,7 +56,7 @@ pub async fn sweeper_over<S: Store>(
     wrap: impl FnOnce(DynamoStore) -> S,
 ) -> Sweeper<S> {
     let (store, schema) = store_and_schema(config).await;
-    Sweeper::new(wrap(store), schema, config.sweep_options())
+    Sweeper::new(wrap(store), schema, config.options.clone())
 }
 
 /// Ticks every second, with a full sweep every minute, for `run_for` from now.

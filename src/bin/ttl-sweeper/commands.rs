@@ -97,7 +97,12 @@ pub(crate) async fn sweep_local(
     let store = store::DynamoStore::from_env().await;
     for config in configs {
         let swept = async {
-            let table = local::open(&store, &config.table_name, &config.ttl_attribute).await?;
+            let table = local::open(
+                &store,
+                &config.target.table_name,
+                &config.target.layout.ttl_attribute,
+            )
+            .await?;
             local::sweep(&store, &table, at).await
         };
         let report = swept.await.map_err(|e| target.explain(e))?;
@@ -119,7 +124,12 @@ pub(crate) async fn run_local(
     let target = aws.await?;
     let store = store::DynamoStore::from_env().await;
     let tables: Vec<(String, String)> = (configs.iter())
-        .map(|c| (c.table_name.clone(), c.ttl_attribute.clone()))
+        .map(|c| {
+            (
+                c.target.table_name.clone(),
+                c.target.layout.ttl_attribute.clone(),
+            )
+        })
         .collect();
     let (totals, ended) = local::run(&store, &tables, every, wall, shutdown).await;
     for report in totals {
@@ -130,7 +140,7 @@ pub(crate) async fn run_local(
 
 /// Refuses what `--local` does not do, rather than leave it undone silently: expiry events.
 fn local_only(configs: &[Config]) -> anyhow::Result<()> {
-    if configs.iter().any(|c| c.expiry_events.is_some()) {
+    if configs.iter().any(|c| c.events.is_some()) {
         anyhow::bail!(
             "--local publishes no expiry events: unset EXPIRY_EVENTS (make demo shows a sweeper \
              publishing them against DynamoDB Local)"
@@ -150,7 +160,7 @@ pub(crate) async fn run(
 ) -> anyhow::Result<Vec<SweepReport>> {
     if args.follow_stream {
         for config in configs {
-            require_index_table(&config.table_name, &config.target().index)?;
+            require_index_table(&config.target.table_name, &config.target.index)?;
         }
     }
     let target = aws.await?;
@@ -173,8 +183,8 @@ pub(crate) async fn run(
     // The function-wide settings are the same in every table's configuration.
     let options = daemon::Options {
         every: args.every,
-        period: Duration::from_secs(u64::from(configs[0].schedule_seconds)),
-        namespace: configs[0].metrics_namespace.clone(),
+        period: configs[0].handler.schedule,
+        namespace: configs[0].handler.namespace.clone(),
         endpoint,
         follow,
         emf: std::sync::Mutex::new(Box::new(std::io::stderr())),
@@ -198,10 +208,11 @@ pub(crate) async fn backfill(
     let (store, opened) = connected.map_err(|e| target.explain(e))?;
     // Backfill deletes what has expired by the clock held, like a sweep's, to DynamoDB's.
     let clock = store::GuardedClock::new(wall, store.server_clock().clone());
-    let path = (args.state.clone()).unwrap_or_else(|| default_state_path(&config.table_name));
+    let path =
+        (args.state.clone()).unwrap_or_else(|| default_state_path(&config.target.table_name));
     let file = ProgressFile {
         path: &path,
-        table: &config.table_name,
+        table: &config.target.table_name,
         resume: args.resume,
         segments: args.segments,
     };
