@@ -128,10 +128,13 @@ lint: ## rustfmt check and clippy -D warnings
 test: ## everything CI runs: rustfmt, clippy, Rust tests (unit, mock, integration, Lambda e2e), infra tests (construct, SAM, Terraform), helper packages
 	@# The Rust build and the installs and infra tests need different things (the CPU, the network,
 	@# Node.js): they run side by side, each target's output shown when it ends. The Rust tests run
-	@# after, alone, so that no test shares the machine with a build.
+	@# after, so that no test shares the machine with the build; beside them, on the CPU they leave
+	@# idle (they mostly wait on servers and deadlines), only the construct's package checks, at the
+	@# lowest priority (nice 19).
 	@echo "make test: started at $$(date +%T); building the Rust tests beside the installs and the infra tests; each part prints its output when it ends"
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-build tools test-infra test-terraform
-	@$(MAKE) --no-print-directory -o test-build -o tools test-rust test-packages  # -o: built above, not again
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-build tools test-infra-checks test-terraform
+	@$(MAKE) --no-print-directory -j2 --output-sync=target -o test-build -o tools test-rust test-infra-packages NICE="nice -n 19"  # -o: built above, not again
+	@$(MAKE) --no-print-directory test-packages
 	@echo "make test: done at $$(date +%T)"
 
 # The tests are built by clippy's driver with warnings denied (scripts/clippy-rustc): one build is
@@ -212,14 +215,23 @@ $(VENV)/bin/cfn-lint: $(CARGO_LAMBDA) | $(MOTO_SERVER)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check "cfn-lint==$(CFN_LINT_VERSION)"
 
 .PHONY: test-infra
-test-infra: $(INFRA_JSII) $(VENV)/bin/cfn-lint ## construct build, type-check, template/IAM/validation/SAM tests, cdk-nag, cfn-lint, package test, lowest aws-cdk-lib, Python build
+test-infra: test-infra-checks test-infra-packages ## construct build, type-check, template/IAM/validation/SAM tests, cdk-nag, cfn-lint, package test, lowest aws-cdk-lib, Python build
+
+.PHONY: test-infra-checks
+test-infra-checks: $(INFRA_JSII) $(VENV)/bin/cfn-lint ## the construct built, type-checked, its tests (template, IAM, validation, SAM, cdk-nag) and cfn-lint
 	cd infra && npx tsc -p tsconfig.dev.json
 	cd infra && npm test
 	cd infra && $(INFRA_ENV) CFN_LINT=$(CURDIR)/$(VENV)/bin/cfn-lint scripts/lint-template.sh
-	cd infra && $(INFRA_ENV) CFN_LINT=$(CURDIR)/$(VENV)/bin/cfn-lint scripts/package-test.sh
-	cd infra && $(INFRA_ENV) scripts/peer-test.sh  # the tests again on the lowest aws-cdk-lib of peerDependencies
-	$(MAKE) --no-print-directory infra-python
-	@echo "test-infra: done at $$(date +%T)"
+	@echo "test-infra-checks: done at $$(date +%T)"
+
+# $(NICE): `make test` runs these beside the Rust tests, on the CPU those leave idle (they mostly
+# wait), at the lowest priority so that no timing of a Rust test shares the CPU with them.
+.PHONY: test-infra-packages
+test-infra-packages: $(INFRA_JSII) $(VENV)/bin/cfn-lint ## the construct as users get it: the npm package installed into an app, the tests on the lowest aws-cdk-lib, the Python build
+	cd infra && $(INFRA_ENV) CFN_LINT=$(CURDIR)/$(VENV)/bin/cfn-lint $(NICE) scripts/package-test.sh
+	cd infra && $(INFRA_ENV) $(NICE) scripts/peer-test.sh  # the tests again on the lowest aws-cdk-lib of peerDependencies
+	$(NICE) $(MAKE) --no-print-directory infra-python
+	@echo "test-infra-packages: done at $$(date +%T)"
 
 # ---------------------------------------------------------------- infra: the Terraform module
 
