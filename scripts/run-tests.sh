@@ -10,7 +10,7 @@
 #   scripts/run-tests.sh --lib --bins --tests --examples
 #
 # Prints each job's output as it finishes, then a table of jobs by time and CPU; exits 1 if any
-# failed. TEST_JOBS=1 runs them one after another; RUST_TEST_THREADS, the tests at once in each.
+# failed. TEST_JOBS=1 runs them one after another.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -67,11 +67,6 @@ done
 # alone and the serial collector spend less of the two cores on compiling and collecting
 # (local_dynamodb: about half the CPU and 30 % less time; a Java option of your own is kept).
 export JAVA_TOOL_OPTIONS="${JAVA_TOOL_OPTIONS:+$JAVA_TOOL_OPTIONS }-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
-# Each process runs RUST_TEST_THREADS tests at once (default 4, twice the cores of a CI machine):
-# its tests wait too (stream_follow: 71 s with 2, 45 s with 4), and none depends on another's
-# timing but precision's two lag tests, which run alone in their process whatever the number.
-export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 
 # One DynamoDB Local for every test process (DYNAMODB_ENDPOINT), rather than one each: every
 # test's tables are named apart (a prefix, the process id and a count), and no test stops the
