@@ -1441,6 +1441,16 @@ fn leased_with_reports(config: LeaseConfig, time: Arc<Bounds>) -> Lease {
     leased(config, time).with_reports_in(Some("sessions-expiry-index".into()))
 }
 
+/// Two Regions' stores sharing the one lease item, each with the expiry index table's reports
+/// of its own, and the lease of each: us-east-1's first, then eu-west-1's (10 s leases).
+fn two_regions_with_reports(time: &Arc<Bounds>) -> ((MemStore, Lease), (MemStore, Lease)) {
+    let east_store = MemStore::new(Layout::default());
+    let west_store = east_store.sharing(Layout::default());
+    let east = leased_with_reports(lease_config("us-east-1/a", 10), time.clone());
+    let west = leased_with_reports(lease_config("eu-west-1/b", 10), time.clone());
+    ((east_store, east), (west_store, west))
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_holder_whose_lambda_stream_batches_have_failed_for_a_lease_gives_it_up_to_a_current_region(
 ) {
@@ -1448,10 +1458,7 @@ async fn a_holder_whose_lambda_stream_batches_have_failed_for_a_lease_gives_it_u
     let lease = Duration::from_secs(10);
     let time = bounds(t0, 0, 0);
     // One lease item; each Region's expiry index table (and its reports) its own.
-    let east_store = MemStore::new(Layout::default());
-    let west_store = east_store.sharing(Layout::default());
-    let east = leased_with_reports(lease_config("us-east-1/a", 10), time.clone());
-    let west = leased_with_reports(lease_config("eu-west-1/b", 10), time.clone());
+    let ((east_store, east), (west_store, west)) = two_regions_with_reports(&time);
     let mut east_indexer = LambdaIndexer::new("east-env", &east_store, &time);
     let mut west_indexer = LambdaIndexer::new("west-env", &west_store, &time);
     let fails_from = Duration::from_secs(5);
@@ -1499,10 +1506,7 @@ async fn a_standby_whose_own_lambda_stream_indexer_fails_leaves_a_lapsed_lease_t
     let t0 = Instant::now();
     let lease = Duration::from_secs(10);
     let time = bounds(t0, 0, 0);
-    let east_store = MemStore::new(Layout::default());
-    let west_store = east_store.sharing(Layout::default());
-    let east = leased_with_reports(lease_config("us-east-1/a", 10), time.clone());
-    let west = leased_with_reports(lease_config("eu-west-1/b", 10), time.clone());
+    let ((east_store, east), (west_store, west)) = two_regions_with_reports(&time);
     let mut west_indexer = LambdaIndexer::new("west-env", &west_store, &time);
     east.check(&east_store, &Stop::never())
         .await

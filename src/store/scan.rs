@@ -189,19 +189,9 @@ impl Scan for DynamoStore {
         prefix: &str,
     ) -> Result<(bool, f64), StoreError> {
         // One strongly consistent `Query` of at most one entry.
-        use super::entries::{ENTRY, WINDOW};
         let out = self
-            .client()
-            .query()
-            .table_name(index_table)
-            .consistent_read(true)
-            .key_condition_expression("#w = :w AND begins_with(#e, :p)")
-            .expression_attribute_names("#w", WINDOW)
-            .expression_attribute_names("#e", ENTRY)
-            .expression_attribute_values(":w", AttributeValue::S(window.to_owned()))
-            .expression_attribute_values(":p", AttributeValue::S(prefix.to_owned()))
+            .entries_from(index_table, window, prefix.to_owned())
             .limit(1)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;
@@ -217,20 +207,10 @@ impl Scan for DynamoStore {
         key: &Key,
     ) -> Result<(bool, f64), StoreError> {
         // Strongly consistent `Query`s of the packs due then, their keys only, every page.
-        use super::entries::{ENTRY, WINDOW};
         let pages = self
-            .client()
-            .query()
-            .table_name(index_table)
-            .consistent_read(true)
-            .key_condition_expression("#w = :w AND begins_with(#e, :p)")
+            .entries_from(index_table, window, super::packs::due_prefix(due))
             .projection_expression("#k")
-            .expression_attribute_names("#w", WINDOW)
-            .expression_attribute_names("#e", ENTRY)
             .expression_attribute_names("#k", super::packs::KEYS)
-            .expression_attribute_values(":w", AttributeValue::S(window.to_owned()))
-            .expression_attribute_values(":p", AttributeValue::S(super::packs::due_prefix(due)))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .into_paginator()
             .send();
         let mut pages = std::pin::pin!(pages);
@@ -281,5 +261,28 @@ impl Scan for DynamoStore {
             )),
             Err(e) => Ok((refused_delete(e)?, 1.0)),
         }
+    }
+}
+
+impl DynamoStore {
+    /// A strongly consistent `Query` of the entries and packs of `index_table` in `window` whose
+    /// sort key starts with `prefix`, its consumed capacity returned.
+    fn entries_from(
+        &self,
+        index_table: &str,
+        window: &str,
+        prefix: String,
+    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        use super::entries::{ENTRY, WINDOW};
+        self.client()
+            .query()
+            .table_name(index_table)
+            .consistent_read(true)
+            .key_condition_expression("#w = :w AND begins_with(#e, :p)")
+            .expression_attribute_names("#w", WINDOW)
+            .expression_attribute_names("#e", ENTRY)
+            .expression_attribute_values(":w", AttributeValue::S(window.to_owned()))
+            .expression_attribute_values(":p", AttributeValue::S(prefix))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
     }
 }
