@@ -224,7 +224,8 @@ pub struct Config {
     /// The table every command opens: its name, the index it is swept through, its layout and
     /// the checkpoint table.
     pub target: TableTarget,
-    /// The engine's options, the checkpoint's items named ([`checkpoint_id`]).
+    /// The engine's options, the checkpoint's items named ([`SweepOptions::checkpoint`]: one per
+    /// table, index, window layout and shard range).
     pub options: SweepOptions,
     /// How Lambda invocations behave: metrics namespace, tick period, schedule period.
     pub handler: HandlerSettings,
