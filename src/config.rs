@@ -345,11 +345,12 @@ fn checkpoint_id(target: &TableTarget, range: Option<ShardRange>) -> String {
 /// the whole table's it starts from, and the stream position's ([`checkpoint_id`]).
 fn checkpoint(target: &TableTarget, range: Option<ShardRange>) -> Option<Checkpoint> {
     let table = target.checkpoint_table.as_ref()?;
+    let whole = checkpoint_id(target, None);
     Some(Checkpoint {
         table: table.clone(),
         id: checkpoint_id(target, range),
-        start_from: range.map(|_| checkpoint_id(target, None)),
-        stream_id: format!("{}#stream", checkpoint_id(target, None)),
+        stream_id: format!("{whole}#stream"),
+        start_from: range.map(|_| whole),
     })
 }
 
