@@ -730,6 +730,23 @@ async fn the_aws_cli_lines_of_step_1_and_of_removing_it_run_as_written() {
         .filter_map(|i| i.index_name())
         .collect();
     assert_eq!(indexes, ["expirationWindowIndex"]);
+    // Removing it comes long after step 1, when the GSI is built: DynamoDB (Local too) refuses
+    // to drop an index still being created (`ResourceInUseException`).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let described = describe().await;
+        let status = described.global_secondary_indexes()[0]
+            .index_status()
+            .cloned();
+        if status == Some(aws_sdk_dynamodb::types::IndexStatus::Active) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the GSI is still {status:?} after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // Removing it: the `aws dynamodb ...` spans of the section (line breaks are spaces), but
     // `delete-table`, which names no table there.
