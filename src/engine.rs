@@ -17,6 +17,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::expiry::window::ShardRange;
+use crate::store::Retry;
 
 /// Adds each named counter of `$from` to `$to`'s (`to = from` where the names differ).
 macro_rules! add_counts {
@@ -103,12 +104,9 @@ pub struct SweepOptions {
     pub delete_mode: DeleteMode,
     /// Partitions read, and delete requests sent, at once.
     pub max_concurrency: usize,
-    /// Retries per chunk (unprocessed keys, throttling, 5xx).
-    pub max_retries: u32,
-    /// Backoff base: the first retry waits up to this long ([`crate::store::full_jitter`]).
-    pub backoff_base: Duration,
-    /// Backoff cap: no single wait is longer.
-    pub backoff_cap: Duration,
+    /// How each chunk is tried (unprocessed keys, throttling, 5xx): `MAX_RETRIES` after the first
+    /// attempt, waits from 50 ms doubling to 5 s.
+    pub retry: Retry,
     /// Query page size (`Limit`); `None` lets DynamoDB fill 1 MB pages.
     pub page_limit: Option<i32>,
     /// Batch mode: [`BATCH_MAX_READ_AGE`], or less.
@@ -131,9 +129,7 @@ impl Default for SweepOptions {
             lookback_windows: 15,
             delete_mode: DeleteMode::Batch,
             max_concurrency: 8,
-            max_retries: 8,
-            backoff_base: Duration::from_millis(50),
-            backoff_cap: Duration::from_secs(5),
+            retry: Retry::default(),
             page_limit: None,
             batch_max_read_age: BATCH_MAX_READ_AGE,
             checkpoint: None,

@@ -18,6 +18,7 @@ use crate::engine::hook::{
     BoxFuture, Delivery, EventTally, Expiry, ExpiryHook, FailedEvent, Publication,
 };
 use crate::engine::{DeleteMode, Stop};
+use crate::store::Retry;
 
 pub mod aws;
 pub mod model;
@@ -56,15 +57,18 @@ impl Events {
     /// Events for `config`, published through `sink`.
     pub fn new(config: &EventsConfig, sink: Arc<dyn Sink>) -> Self {
         let mut publisher = Publisher::new(sink, config.target.kind());
-        publisher.max_retries = config.max_retries;
+        publisher.retry = publisher.retry.with_retries(config.max_retries);
         let config = config.clone();
         Events { publisher, config }
     }
 
     /// Changes the backoff (tests use short waits).
     pub fn with_backoff(mut self, base: Duration, cap: Duration) -> Self {
-        self.publisher.backoff_base = base;
-        self.publisher.backoff_cap = cap;
+        self.publisher.retry = Retry {
+            base,
+            cap,
+            ..self.publisher.retry
+        };
         self
     }
 

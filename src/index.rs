@@ -96,7 +96,7 @@ pub const CONCURRENCY: usize = 16;
 pub const ENTRIES_PER_REQUEST: usize = 25;
 
 /// How the indexer's writes are tried: a request's entries, unprocessed ones sent again, and the
-/// writers' mark, 5 attempts in all, [`crate::store::full_jitter`] of 50 ms to 2 s between them.
+/// writers' mark, 5 attempts in all, waits of 50 ms doubling to 2 s between them.
 const WRITES: Retry = Retry {
     attempts: 5,
     base: Duration::from_millis(50),

@@ -53,8 +53,8 @@
 //!   key dialect of reports and events (DynamoDB JSON), the table's stream ([`store::stream`]:
 //!   what the follower reads, `StreamRead`, and keeps, `StreamPositions`), the expiry index
 //!   table's entries ([`store::entries`]) and packs of entries with the one way they are written,
-//!   by the indexer and by sweeps carrying keys ([`store::packs`]), and the one backoff of every
-//!   retry loop ([`store::full_jitter`]).
+//!   by the indexer and by sweeps carrying keys ([`store::packs`]), and the one backoff every
+//!   retry loop counts its attempts and waits through ([`store::Backoff`]).
 //! - [`streams`]: for consumers of the table's DynamoDB Stream: [`streams::is_expiry_removal`]
 //!   tells a `REMOVE` of an expired item from an application's delete.
 //! - [`expiry`]: the expiry model: [`expiry::Timestamp`], window math, the layout, the writer and

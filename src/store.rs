@@ -34,7 +34,7 @@ pub use dynamo::{DynamoStore, BATCH_ATTEMPT_TIMEOUT, SDK_MAX_ATTEMPTS};
 pub use entries::{EntryWrite, IndexerReport};
 pub use error::{ErrorKind, StoreError};
 pub use keys::{key_from_json, key_in, key_to_json};
-pub use retry::{full_jitter, retried, write_all, Retry};
+pub use retry::{full_jitter, retried, write_all, Backoff, Retry};
 
 /// Locks `mutex`, poisoned or not: every mutex of ours guards plain data, whole after each update.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -15,7 +15,7 @@ use ttl_sweeper::events::{
     EventFacts, EventsMode, ExpiryEvent, Published, Publisher, Sink, SinkKind,
 };
 use ttl_sweeper::expiry::Timestamp;
-use ttl_sweeper::store::Key;
+use ttl_sweeper::store::{Key, Retry};
 
 use crate::support;
 use support::mem_store::{default_schema, key};
@@ -41,9 +41,11 @@ fn events(n: usize) -> Vec<ExpiryEvent> {
 
 fn publisher(sink: impl Sink + 'static, kind: SinkKind) -> Publisher {
     let mut p = Publisher::new(Arc::new(sink), kind);
-    p.max_retries = 3;
-    p.backoff_base = Duration::from_millis(1);
-    p.backoff_cap = Duration::from_millis(5);
+    p.retry = Retry {
+        attempts: 4,
+        base: Duration::from_millis(1),
+        cap: Duration::from_millis(5),
+    };
     p
 }
 

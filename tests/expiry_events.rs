@@ -21,7 +21,7 @@ use ttl_sweeper::events::{
 };
 use ttl_sweeper::expiry::window::Window;
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::store::{ErrorKind, Key};
+use ttl_sweeper::store::{ErrorKind, Key, Retry};
 
 const NOW: i64 = 1_658_264_100;
 const TABLE: &str = "sessions";
@@ -35,9 +35,11 @@ fn options(mode: DeleteMode, concurrency: usize) -> SweepOptions {
         lookback_windows: 0,
         delete_mode: mode,
         max_concurrency: concurrency,
-        max_retries: 3,
-        backoff_base: Duration::from_millis(10),
-        backoff_cap: Duration::from_millis(100),
+        retry: Retry {
+            attempts: 4,
+            base: Duration::from_millis(10),
+            cap: Duration::from_millis(100),
+        },
         ..SweepOptions::default()
     }
 }

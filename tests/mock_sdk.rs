@@ -26,7 +26,7 @@ use support::{bare, num, AssertFields, SweepAt, AV};
 use tokio::time::Instant;
 use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::store::{DynamoStore, ErrorKind, Index, Key, Store};
+use ttl_sweeper::store::{DynamoStore, ErrorKind, Index, Key, Retry, Store};
 
 const NOW: i64 = 1_658_264_100; // 2022-07-19T20:55:00Z
 const TABLE: &str = "sessions";
@@ -36,8 +36,11 @@ fn options(mode: DeleteMode) -> SweepOptions {
         lookback_windows: 0,
         delete_mode: mode,
         max_concurrency: 4,
-        max_retries: 3,
-        backoff_cap: Duration::from_secs(2),
+        retry: Retry {
+            attempts: 4,
+            cap: Duration::from_secs(2),
+            ..Retry::default()
+        },
         // These tests drive batch retries with paused time; the read-age fallback to
         // conditional deletes has its own test.
         batch_max_read_age: Duration::from_secs(3600),
@@ -190,7 +193,7 @@ async fn throttling_is_retried_with_growing_backoff() {
     let mut opts = options(DeleteMode::Batch);
     // The backoff caps for attempts 1..3 are 50 + 100 + 200 ms; full jitter picks anywhere in
     // [0, cap], so only the bounds are deterministic.
-    opts.max_retries = 5;
+    opts.retry.attempts = 6;
     let started = Instant::now();
     let report = sweeper_with(client, opts).sweep_at(NOW).await;
 

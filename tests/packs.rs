@@ -20,7 +20,7 @@ use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, SweepReport
 use ttl_sweeper::expiry::window::windows_since;
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::index::{delete_expired, index_records};
-use ttl_sweeper::store::{packs, ErrorKind};
+use ttl_sweeper::store::{packs, ErrorKind, Retry};
 
 const T0: i64 = 1_800_000_000;
 
@@ -183,7 +183,7 @@ async fn a_key_not_settled_is_carried_into_a_new_pack_and_deleted_by_the_next_ti
     let ids = put_items(&store, 1..=3, 2);
     store.index_packed(&refs(&ids), "stream-1");
     let options = SweepOptions {
-        max_retries: 0,
+        retry: Retry::default().with_retries(0),
         ..SweepOptions::default()
     };
     let sweeper = mem_sweeper(store.clone(), options);

@@ -26,7 +26,7 @@ use ttl_sweeper::engine::{
     run_ticks, Checkpoint, DeleteMode, Stop, SweepOptions, SweepReport, Sweeper, Ticks,
 };
 use ttl_sweeper::expiry::{Layout, Timestamp, Window};
-use ttl_sweeper::store::ErrorKind;
+use ttl_sweeper::store::{ErrorKind, Retry};
 
 /// The sweep instant of every scenario, epoch seconds (a minute boundary).
 const T0: i64 = 1_800_000_000;
@@ -426,7 +426,7 @@ async fn notify_mode_settles_a_key_whose_retries_ran_out_after_an_attempt_that_m
     let hook = Arc::new(Recorder::default());
     let options = SweepOptions {
         delete_mode: DeleteMode::Conditional,
-        max_retries: 4,
+        retry: Retry::default().with_retries(4),
         ..SweepOptions::default()
     };
     let sweeper = mem_sweeper(store, options).with_events(hook.clone());
@@ -830,7 +830,7 @@ async fn an_expiry_index_entry_stays_until_its_item_is_judged() {
         (0..30).for_each(|i| store.index(&format!("k{i:02}"), &format!("{i}")));
         assert_eq!(store.entry_count(), 30);
         let options = SweepOptions {
-            max_retries: 1,
+            retry: Retry::default().with_retries(1),
             ..options_of(delete_mode)
         };
         let sweeper = mem_sweeper(store.clone(), options);

@@ -8,6 +8,7 @@ use crate::engine::lease::MIN_LEASE;
 use crate::engine::DeleteMode;
 use crate::events::{EventsConfig, EventsMode, ItemSource, SinkTarget};
 use crate::expiry::Layout;
+use crate::store::Retry;
 
 /// A setting's raw value in [`Settings`].
 type Field = for<'a> fn(&'a mut Settings) -> &'a mut Option<String>;
@@ -345,7 +346,7 @@ impl Settings {
             lookback_windows,
             delete_mode,
             max_concurrency,
-            max_retries,
+            retry: Retry::default().with_retries(max_retries),
             checkpoint: checkpoint(&target, shard_range),
             shard_range,
             max_catchup_seconds,
@@ -429,7 +430,7 @@ mod tests {
         assert_eq!(c.options.lookback_windows, 15);
         assert_eq!(c.options.delete_mode, DeleteMode::Batch);
         assert_eq!(c.options.max_concurrency, 8);
-        assert_eq!(c.options.max_retries, 8);
+        assert_eq!(c.options.retry.retries(), 8);
         assert_eq!(c.target.layout.window_shards, 1);
         assert_eq!(c.options.shard_range, None);
         assert_eq!(c.handler.tick, None);
@@ -590,7 +591,7 @@ mod tests {
                     proptest::prop_assert!((1..=86_400).contains(&c.target.layout.window_seconds));
                     proptest::prop_assert!(c.options.lookback_windows <= 10_000);
                     proptest::prop_assert!((1..=256).contains(&c.options.max_concurrency));
-                    proptest::prop_assert!(c.options.max_retries <= 30);
+                    proptest::prop_assert!(c.options.retry.retries() <= 30);
                     proptest::prop_assert!((1..=1000).contains(&c.target.layout.window_shards));
                     proptest::prop_assert!(c.handler.tick.is_none_or(|t| (MIN_TICK..=MAX_TICK).contains(&t) && t < c.handler.schedule));
                     proptest::prop_assert!((60..=30 * 86_400).contains(&c.options.max_catchup_seconds));

@@ -23,9 +23,7 @@ use super::report::{EventTally, FailedKey};
 use super::retry::Stop;
 use super::{DeleteMode, SweepOptions};
 use crate::expiry::Timestamp;
-use crate::store::{
-    full_jitter, key_to_json, lock, ErrorKind, Key, Store, StoreError, TableSchema,
-};
+use crate::store::{key_to_json, lock, Backoff, ErrorKind, Key, Store, StoreError, TableSchema};
 
 /// Why keys were not sent: the sweep had to stop first.
 const STOPPED: &str = "the sweep stopped before the keys were sent";
@@ -273,28 +271,28 @@ impl<S: Store> Deleter<'_, S> {
         out.failed.push(FailedKey::new(&e.key, reason));
     }
 
-    /// After failed attempt number `attempt` of `keys` keys (`reason`, and `kind` the error's;
-    /// `None`: left unprocessed): `Ok` once the backoff before the next attempt has passed, the
-    /// events owed published first; `Err(stopped)`, with no wait, when the retries ran out, or
-    /// (`stopped`) when the wait would pass the stop.
+    /// After a failed attempt of `keys` keys (`reason`, and `kind` the error's; `None`: left
+    /// unprocessed): `Ok` once the backoff before the next attempt has passed, the events owed
+    /// published first; `Err(stopped)`, with no wait, when the retries ran out, or (`stopped`)
+    /// when the wait would pass the stop.
     async fn backoff(
         &self,
-        attempt: &mut u32,
+        backoff: &mut Backoff,
         keys: usize,
         reason: &str,
         kind: Option<ErrorKind>,
         out: &mut ChunkOutcome,
     ) -> Result<(), bool> {
-        if !kind.is_none_or(ErrorKind::is_retryable) || *attempt >= self.options.max_retries {
+        if !kind.is_none_or(ErrorKind::is_retryable) {
             return Err(false);
         }
-        *attempt += 1;
-        let (base, cap) = (self.options.backoff_base, self.options.backoff_cap);
-        let wait = full_jitter(base, cap, *attempt);
+        let Some(wait) = backoff.next_wait() else {
+            return Err(false);
+        };
         if self.stop.would_pass(wait) {
             return Err(true);
         }
-        let (attempt, wait_ms) = (*attempt, wait.as_millis() as u64);
+        let (attempt, wait_ms) = (backoff.made(), wait.as_millis() as u64);
         debug!(attempt, keys, wait_ms, %reason, "retrying deletes");
         out.retried += keys as u64;
         out.write_conflicts += u64::from(kind == Some(ErrorKind::WriteConflict));

@@ -1,6 +1,6 @@
 //! When to stop and how long to wait: [`Stop`], the deadline-or-shutdown condition every loop of
 //! the engine checks before starting new work, and the instant by which every store call of a sweep
-//! ends. Its retry loops wait [`crate::store::full_jitter`], the one backoff.
+//! ends. Its retry loops wait through [`crate::store::Backoff`], the one backoff.
 
 use std::future::Future;
 use std::time::Duration;

@@ -31,7 +31,7 @@ use super::{Checkpoint, SweepOptions, BATCH_SIZE, CATCHUP_SLICE_PARTITIONS};
 use crate::expiry::time::iso_millis;
 use crate::expiry::window::{partition_key, ShardRange, Window};
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{entries, key_to_json, Index, Store, TableSchema};
+use crate::store::{entries, key_to_json, Index, Retry, Store, TableSchema};
 
 mod at_once;
 mod partitions;
@@ -94,8 +94,10 @@ impl<S: Store> Sweeper<S> {
                 // Few, short retries: a delete that does not go at once goes at the next sweep.
                 at_once: SweepOptions {
                     delete_mode: super::DeleteMode::Conditional,
-                    max_retries: options.max_retries.min(2),
-                    backoff_cap: options.backoff_cap.min(Duration::from_millis(200)),
+                    retry: Retry {
+                        cap: options.retry.cap.min(Duration::from_millis(200)),
+                        ..options.retry.with_retries(options.retry.retries().min(2))
+                    },
                     ..options.clone()
                 },
                 options,

@@ -10,19 +10,15 @@ use super::model::ExpiryEvent;
 use super::sink::{EntryResult, Sink, SinkError, SinkKind};
 use crate::engine::hook::Delivery;
 use crate::engine::Stop;
-use crate::store::full_jitter;
+use crate::store::{Backoff, Retry};
 
 /// Sends events through a sink with retries.
 #[derive(Debug, Clone)]
 pub struct Publisher {
     sink: Arc<dyn Sink>,
     kind: SinkKind,
-    /// Retries after the first attempt.
-    pub max_retries: u32,
-    /// Backoff base.
-    pub backoff_base: Duration,
-    /// Backoff cap.
-    pub backoff_cap: Duration,
+    /// How a batch call or entry is tried.
+    pub retry: Retry,
 }
 
 /// How long past the stop's deadline a sink call may run before it is given up (its events reported
@@ -48,9 +44,7 @@ impl Publisher {
         Publisher {
             sink,
             kind,
-            max_retries: 8,
-            backoff_base: Duration::from_millis(50),
-            backoff_cap: Duration::from_secs(5),
+            retry: Retry::default(),
         }
     }
 
@@ -71,7 +65,7 @@ impl Publisher {
         // Indices not yet settled, with the last reason they failed for.
         let mut pending: Vec<(usize, String)> =
             (0..events.len()).map(|i| (i, String::new())).collect();
-        let mut attempt = 0u32;
+        let mut backoff = Backoff::new(self.retry);
         loop {
             let mut batch_events: Vec<ExpiryEvent> =
                 pending.iter().map(|(i, _)| events[*i].clone()).collect();
@@ -124,20 +118,19 @@ impl Publisher {
             if pending.is_empty() {
                 return out;
             }
-            if attempt >= self.max_retries {
+            let Some(wait) = backoff.next_wait() else {
+                let made = backoff.made();
                 for (i, reason) in pending {
                     out.deliveries[i] =
-                        Delivery::Failed(format!("{reason} (after {} attempts)", attempt + 1));
+                        Delivery::Failed(format!("{reason} (after {made} attempts)"));
                 }
                 return out;
-            }
-            attempt += 1;
-            let wait = full_jitter(self.backoff_base, self.backoff_cap, attempt);
+            };
             if stop.would_pass(wait) {
                 // Left as Stopped.
                 return out;
             }
-            tracing::debug!(attempt, events = pending.len(), wait_ms = wait.as_millis() as u64, reason = %pending[0].1, "retrying expiry events");
+            tracing::debug!(attempt = backoff.made(), events = pending.len(), wait_ms = wait.as_millis() as u64, reason = %pending[0].1, "retrying expiry events");
             out.retried += pending.len() as u64;
             tokio::time::sleep(wait).await;
         }
@@ -223,7 +216,7 @@ mod tests {
     async fn retries_are_bounded_then_every_event_is_failed_with_its_reason() {
         let sink = Arc::new(Down::default());
         let mut p = Publisher::new(sink.clone(), SinkKind::Firehose);
-        p.max_retries = 4;
+        p.retry.attempts = 5;
         let started = tokio::time::Instant::now();
         let out = p.publish(events(3), &Stop::never()).await;
         assert_eq!(sink.0.load(SeqCst), 5, "1 + 4 attempts");

@@ -19,7 +19,7 @@ use crate::index::{index_records_holding, item_id, IndexReport, IndexTarget};
 use crate::store::stream::{
     From, ReadError, Shard, StreamClient, StreamPositions, StreamRead, TableStream,
 };
-use crate::store::{full_jitter, Index, StoreError, TableSchema};
+use crate::store::{Backoff, Index, Retry, StoreError, TableSchema};
 pub use gather::{
     Gathering, DEFAULT_HOLD, DEFAULT_MAX_ENTRIES, HOLD_ENTRIES, HOLD_FROM, MAX_HOLD, WRITE_BEFORE,
 };
@@ -33,6 +33,13 @@ mod reader;
 
 /// Wait between reads of a shard that had nothing new.
 pub const POLL: Duration = Duration::from_millis(250);
+/// How a shard's iterator, read or held entries are tried again: until it works or the stop,
+/// waits of [`POLL`] doubling to 30 s.
+const READ_AGAIN: Retry = Retry {
+    attempts: u32::MAX,
+    base: POLL,
+    cap: Duration::from_secs(30),
+};
 /// How often the shard list is read again (and at once when a shard was read to its end).
 const DISCOVER_EVERY: Duration = Duration::from_secs(10);
 /// The position is saved at most this often.

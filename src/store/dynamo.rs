@@ -31,8 +31,8 @@ use std::sync::Arc;
 
 use super::clock::ServerClock;
 use super::{
-    entries, full_jitter, packs, ConditionalOutcome, EntryWrite, ErrorKind, Index, IndexerReport,
-    Key, LeaseItem, Page, Store, StoreError, TableSchema,
+    entries, packs, Backoff, ConditionalOutcome, EntryWrite, ErrorKind, Index, IndexerReport, Key,
+    LeaseItem, Page, Retry, Store, StoreError, TableSchema,
 };
 use crate::expiry::window::MAX_EXPIRED_AGE_SECONDS;
 use crate::expiry::Timestamp;
@@ -69,14 +69,12 @@ fn key_and_ttl(schema: &TableSchema) -> (String, HashMap<String, String>) {
     (expression.join(", "), names)
 }
 
-/// `BatchGetItem` requests for one read of keys by key, the first included: keys left
-/// unprocessed are sent again, after a wait of [`full_jitter`] with these base and cap.
-const GET_ATTEMPTS: u32 = 3;
-/// The base and cap of that wait.
-const UNPROCESSED_BACKOFF: (std::time::Duration, std::time::Duration) = (
-    std::time::Duration::from_millis(50),
-    std::time::Duration::from_millis(500),
-);
+/// How one read of keys by key is tried: keys a `BatchGetItem` left unprocessed are sent again.
+const GETS: Retry = Retry {
+    attempts: 3,
+    base: std::time::Duration::from_millis(50),
+    cap: std::time::Duration::from_millis(500),
+};
 
 /// `BatchWriteItem`, of deletes and of expiry index entries.
 const OP: &str = "BatchWriteItem";
@@ -266,16 +264,8 @@ impl Store for DynamoStore {
         let projection = ttl_only.then(|| key_and_ttl(schema));
         let mut found = Vec::with_capacity(keys.len());
         let mut pending = keys;
-        for attempt in 0..GET_ATTEMPTS {
-            if pending.is_empty() {
-                break;
-            }
-            if attempt > 0 {
-                // Keys DynamoDB left unprocessed (throttling, or the 16 MB answer limit) are sent
-                // again after a backoff, as AWS advises for BatchGetItem.
-                let (base, cap) = UNPROCESSED_BACKOFF;
-                tokio::time::sleep(full_jitter(base, cap, attempt)).await;
-            }
+        let mut backoff = Backoff::new(GETS);
+        while !pending.is_empty() {
             let mut request = KeysAndAttributes::builder()
                 .set_keys(Some(std::mem::take(&mut pending)))
                 .consistent_read(true);
@@ -299,17 +289,21 @@ impl Store for DynamoStore {
                 .into_values()
                 .flat_map(|k| k.keys)
                 .collect();
-        }
-        if !pending.is_empty() {
-            let message = format!(
-                "{} keys still unprocessed after {GET_ATTEMPTS} attempts",
-                pending.len()
-            );
-            return Err(StoreError::new(
-                ErrorKind::Throttled,
-                "BatchGetItem",
-                message,
-            ));
+            if pending.is_empty() {
+                break;
+            }
+            // Keys DynamoDB left unprocessed (throttling, or the 16 MB answer limit) are sent
+            // again after a backoff, as AWS advises for BatchGetItem.
+            let Some(wait) = backoff.next_wait() else {
+                let (left, made) = (pending.len(), backoff.made());
+                let message = format!("{left} keys still unprocessed after {made} attempts");
+                return Err(StoreError::new(
+                    ErrorKind::Throttled,
+                    "BatchGetItem",
+                    message,
+                ));
+            };
+            tokio::time::sleep(wait).await;
         }
         Ok(found)
     }

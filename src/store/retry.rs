@@ -1,7 +1,8 @@
 //! The one backoff of every retry loop of ours ([`full_jitter`]; the SDK retries each request
 //! with its own), the loop that retries one request ([`retried`]) and the one that writes entries
 //! to the expiry index table until all are written ([`write_all`]), with how each caller tries
-//! ([`Retry`]).
+//! ([`Retry`]) and the attempts of one run of a loop ([`Backoff`]), which every other loop that
+//! retries counts and waits through.
 
 use std::future::Future;
 use std::time::Duration;
@@ -16,6 +17,7 @@ pub fn full_jitter(base: Duration, cap: Duration, attempt: u32) -> Duration {
 }
 
 /// How a retry loop tries: `attempts` in all, [`full_jitter`] of `base` and `cap` between them.
+/// The default is the deletes' (the first attempt and 8 retries, 50 ms doubling to 5 s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
     /// Attempts in all, the first included (at least 1).
@@ -26,6 +28,63 @@ pub struct Retry {
     pub cap: Duration,
 }
 
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            attempts: 9,
+            base: Duration::from_millis(50),
+            cap: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Retry {
+    /// The same, `retries` after the first attempt.
+    pub fn with_retries(self, retries: u32) -> Retry {
+        let attempts = retries.saturating_add(1);
+        Retry { attempts, ..self }
+    }
+
+    /// Retries after the first attempt.
+    pub fn retries(&self) -> u32 {
+        self.attempts.max(1) - 1
+    }
+}
+
+/// The attempts of one run of a retry loop: each loop that retries counts its attempts and
+/// waits through one of these.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    retry: Retry,
+    made: u32,
+}
+
+impl Backoff {
+    /// The first attempt is being made.
+    pub fn new(retry: Retry) -> Backoff {
+        Backoff { retry, made: 1 }
+    }
+
+    /// Attempts made so far, the current one included.
+    pub fn made(&self) -> u32 {
+        self.made
+    }
+
+    /// After a failed attempt: the wait ([`full_jitter`]) before the next one, which then counts
+    /// as made; `None` once `retry.attempts` were made.
+    pub fn next_wait(&mut self) -> Option<Duration> {
+        (self.made < self.retry.attempts.max(1)).then(|| self.wait())
+    }
+
+    /// For a loop that tries until it works or is stopped, whatever its `attempts`: the wait
+    /// before the next attempt, which then counts as made.
+    pub fn wait(&mut self) -> Duration {
+        let wait = full_jitter(self.retry.base, self.retry.cap, self.made);
+        self.made = self.made.saturating_add(1);
+        wait
+    }
+}
+
 /// Runs `request` until it succeeds, fails with an error not worth retrying, or `retry.attempts`
 /// were made, waiting [`full_jitter`] between attempts: its last answer.
 pub async fn retried<T, F, Fut>(retry: Retry, mut request: F) -> Result<T, StoreError>
@@ -33,14 +92,13 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, StoreError>>,
 {
-    let attempts = retry.attempts.max(1);
-    let mut attempt = 1;
+    let mut backoff = Backoff::new(retry);
     loop {
         match request().await {
-            Err(e) if e.kind.is_retryable() && attempt < attempts => {
-                tokio::time::sleep(full_jitter(retry.base, retry.cap, attempt)).await;
-                attempt += 1;
-            }
+            Err(e) if e.kind.is_retryable() => match backoff.next_wait() {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => return Err(e),
+            },
             answer => return answer,
         }
     }
@@ -60,31 +118,32 @@ where
     F: FnMut(Vec<EntryWrite>) -> Fut,
     Fut: Future<Output = Result<Vec<EntryWrite>, StoreError>>,
 {
-    let attempts = retry.attempts.max(1);
+    let mut backoff = Backoff::new(retry);
     let mut written = 0;
-    for attempt in 1..=attempts {
+    loop {
         let sent = writes.len();
-        match send(writes.clone()).await {
+        let error = match send(writes.clone()).await {
             Ok(unprocessed) => {
                 written += sent.saturating_sub(unprocessed.len());
                 writes = unprocessed;
+                if writes.is_empty() {
+                    return (written, Ok(()));
+                }
+                None
             }
-            Err(e) if attempt == attempts || !e.kind.is_retryable() => {
-                return (written, Err((e, writes)))
-            }
-            Err(_) => {}
-        }
-        if writes.is_empty() {
-            return (written, Ok(()));
-        }
-        if attempt < attempts {
-            tokio::time::sleep(full_jitter(retry.base, retry.cap, attempt)).await;
-        }
+            Err(e) if !e.kind.is_retryable() => return (written, Err((e, writes))),
+            Err(e) => Some(e),
+        };
+        let Some(wait) = backoff.next_wait() else {
+            let e = error.unwrap_or_else(|| {
+                let (left, made) = (writes.len(), backoff.made());
+                let message = format!("{left} writes left unprocessed after {made} attempts");
+                StoreError::new(ErrorKind::Throttled, "BatchWriteItem", message)
+            });
+            return (written, Err((e, writes)));
+        };
+        tokio::time::sleep(wait).await;
     }
-    let left = writes.len();
-    let message = format!("{left} writes left unprocessed after {attempts} attempts");
-    let e = StoreError::new(ErrorKind::Throttled, "BatchWriteItem", message);
-    (written, Err((e, writes)))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::{may_have_applied, ChunkOutcome, Deleter, Expired, STOPPED};
-use crate::store::{Key, Store};
+use crate::store::{Backoff, Key, Store};
 
 impl<S: Store> Deleter<'_, S> {
     /// Deletes a chunk with `BatchWriteItem`, which cannot check the ttl, within
@@ -16,7 +16,7 @@ impl<S: Store> Deleter<'_, S> {
     pub(super) async fn delete_batch(&self, mut remaining: Vec<Expired>) -> ChunkOutcome {
         let stop = self.stop;
         let mut out = ChunkOutcome::default();
-        let mut attempt = 0u32;
+        let mut backoff = Backoff::new(self.options.retry);
         let mut reason = String::from(STOPPED);
         let max_age = self.options.batch_max_read_age;
         while !remaining.is_empty() {
@@ -41,7 +41,7 @@ impl<S: Store> Deleter<'_, S> {
                     debug!(
                         keys = once.len(),
                         unread,
-                        attempt,
+                        attempt = backoff.made(),
                         "keys not read from the table, or read too long ago: reading them"
                     );
                     out.confirmed += unread as u64;
@@ -51,7 +51,7 @@ impl<S: Store> Deleter<'_, S> {
                 if !twice.is_empty() {
                     debug!(
                         keys = twice.len(),
-                        attempt,
+                        attempt = backoff.made(),
                         "keys stale again after their second read: deleting them conditionally"
                     );
                     out.conditional += twice.len() as u64;
@@ -82,7 +82,7 @@ impl<S: Store> Deleter<'_, S> {
             };
             let keys = remaining.len();
             if let Err(stopped) = self
-                .backoff(&mut attempt, keys, &reason, kind, &mut out)
+                .backoff(&mut backoff, keys, &reason, kind, &mut out)
                 .await
             {
                 self.give_up(remaining, &reason, &mut out, stopped).await;

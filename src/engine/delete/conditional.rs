@@ -3,7 +3,7 @@
 use tokio::time::Instant;
 
 use super::{may_have_applied, ChunkOutcome, Deleter, Expired, STOPPED};
-use crate::store::{ConditionalOutcome, Store, StoreError};
+use crate::store::{Backoff, ConditionalOutcome, Store, StoreError};
 
 impl<S: Store> Deleter<'_, S> {
     /// Deletes a chunk one conditional `DeleteItem` at a time, each requiring the item's ttl
@@ -22,7 +22,7 @@ impl<S: Store> Deleter<'_, S> {
             }
             // Events owed for a while go out between items, not only before a wait.
             self.publish_owed(&mut out, true).await;
-            let mut attempt = 0u32;
+            let mut backoff = Backoff::new(self.options.retry);
             let notify_items = self.notify.filter(|_| return_items);
             if let Some(notifier) = notify_items {
                 out.events.add(notifier.room().await);
@@ -59,7 +59,7 @@ impl<S: Store> Deleter<'_, S> {
                 };
                 e.maybe_applied |= may_have_applied(&err);
                 let (reason, kind) = (err.to_string(), Some(err.kind));
-                let Err(stopped) = self.backoff(&mut attempt, 1, &reason, kind, &mut out).await
+                let Err(stopped) = self.backoff(&mut backoff, 1, &reason, kind, &mut out).await
                 else {
                     continue;
                 };

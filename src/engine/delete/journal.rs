@@ -16,7 +16,7 @@ use crate::expiry::Timestamp;
 use crate::store::entries::{self, Pending, PendingExpiry};
 use crate::store::{key_to_json, write_all, EntryWrite, Key, Retry, Store, StoreError};
 
-/// Attempts of one index write request, unprocessed writes sent again after [`crate::store::full_jitter`].
+/// Attempts of one index write request, unprocessed writes sent again after a wait ([`write_all`]).
 const ATTEMPTS: u32 = 4;
 
 /// `instant` plus [`DUE_AFTER`].

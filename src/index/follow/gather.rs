@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use crate::expiry::Timestamp;
 use crate::index::HeldEntry;
 use crate::store::packs::PackEntry;
-use crate::store::{key_from_json, key_to_json};
+use crate::store::{key_from_json, key_to_json, Backoff, Retry};
 
 /// Entries due sooner than this past the latest DynamoDB's clock may read are written at once.
 pub const HOLD_FROM: Duration = Duration::from_secs(120);
@@ -26,8 +26,13 @@ pub const HOLD_FROM: Duration = Duration::from_secs(120);
 /// its retries, far more than [`crate::store::packs::ACK_MARGIN`].
 pub const WRITE_BEFORE: Duration = Duration::from_secs(60);
 
-/// The longest wait between attempts at held entries whose write failed.
-const RETRY_CAP: Duration = Duration::from_secs(30);
+/// How held entries whose write failed are tried again: until written, waits of 1 s doubling to
+/// 30 s.
+const WRITE_AGAIN: Retry = Retry {
+    attempts: u32::MAX,
+    base: Duration::from_secs(1),
+    cap: Duration::from_secs(30),
+};
 
 /// How the follower gathers entries across batches (`FOLLOW_HOLD`, `FOLLOW_HOLD_ENTRIES`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +112,7 @@ pub(super) struct Gathered {
     /// Per shard, the sequence number of the last record handled.
     handled: HashMap<Rc<str>, String>,
     next_record: u64,
-    failures: u32,
+    failures: Backoff,
     retry_at: Option<Instant>,
     /// The due instants of entries whose write failed: taken at the next attempt.
     again: Vec<i64>,
@@ -123,7 +128,7 @@ impl Gathered {
             records: HashMap::new(),
             handled: HashMap::new(),
             next_record: 0,
-            failures: 0,
+            failures: Backoff::new(WRITE_AGAIN),
             retry_at: None,
             again: Vec::new(),
         }
@@ -341,7 +346,7 @@ impl Gathered {
         }
         // A write that went through ends the backoff.
         if any {
-            self.failures = 0;
+            self.failures = Backoff::new(WRITE_AGAIN);
             self.retry_at = None;
         }
         moved
@@ -353,8 +358,7 @@ impl Gathered {
         if failed.is_empty() {
             return;
         }
-        self.failures += 1;
-        let wait = crate::store::full_jitter(Duration::from_secs(1), RETRY_CAP, self.failures);
+        let wait = self.failures.wait();
         self.retry_at = Some(now + wait);
         for (due, held) in failed {
             self.hold(due.millis(), held, now);
@@ -544,18 +548,19 @@ mod tests {
         );
         let taken = g.take_all();
         g.failed(taken, Instant::now());
-        // A write of nothing (the other entries of that attempt) ends no backoff.
+        // A write of nothing (the other entries of that attempt) ends no backoff: the next
+        // attempt is the second.
         assert!(g.written(std::iter::empty()).is_empty());
-        assert_eq!((g.failures, g.retry_at.is_some()), (1, true));
-        tokio::time::advance(RETRY_CAP).await;
+        assert_eq!((g.failures.made(), g.retry_at.is_some()), (2, true));
+        tokio::time::advance(WRITE_AGAIN.cap).await;
         let taken = g.take_due(latest, Instant::now());
         assert_eq!(taken.len(), 1);
         g.failed(taken, Instant::now());
-        assert_eq!(g.failures, 2);
-        tokio::time::advance(RETRY_CAP).await;
+        assert_eq!(g.failures.made(), 3);
+        tokio::time::advance(WRITE_AGAIN.cap).await;
         let taken = g.take_due(latest, Instant::now());
         g.written(taken.iter().map(|(_, h)| h));
-        assert_eq!((g.failures, g.retry_at), (0, None));
+        assert_eq!((g.failures.made(), g.retry_at), (1, None));
         assert_eq!(g.len(), 0);
     }
 
@@ -578,7 +583,7 @@ mod tests {
         let soon = g.take_due(Timestamp::from_secs(DAY + 400 - 60), Instant::now());
         assert_eq!(soon.len(), 1);
         g.failed(soon, Instant::now());
-        tokio::time::advance(RETRY_CAP).await;
+        tokio::time::advance(WRITE_AGAIN.cap).await;
         let again = g.take_due(latest, Instant::now());
         assert_eq!(again.len(), 2, "both tried again after the backoff");
         assert!(again.iter().all(|(_, h)| h.entry().is_some()));

@@ -16,8 +16,13 @@ use super::plan::to_retry;
 use super::*;
 use crate::index::Indexed;
 
-/// The first wait between attempts at a failing record.
-const RETRY_BASE: Duration = Duration::from_millis(100);
+/// How a failing record is tried again: until it is indexed, passed or the stop, waits of 100 ms
+/// doubling to [`RETRY_CAP`].
+const RECORD_AGAIN: Retry = Retry {
+    attempts: u32::MAX,
+    base: Duration::from_millis(100),
+    cap: RETRY_CAP,
+};
 
 /// Indexes `records`, one batch of `shard`, through `index` (which answers `None` when cut at the
 /// stop), adding what was done to `report` and trying failed records again until they are indexed,
@@ -36,10 +41,10 @@ pub(super) async fn index_batch(
     let first_left = |todo: &[usize]| todo.first().copied().unwrap_or(records.len());
     let started = Instant::now();
     let mut told = started;
-    let mut attempt = 1;
+    let mut backoff = Backoff::new(RECORD_AGAIN);
     loop {
         let tried = todo.clone();
-        let retry = attempt > 1;
+        let retry = backoff.made() > 1;
         let Some(indexed) = try_records(&index, records, &tried, retry, report).await else {
             return first_left(&todo);
         };
@@ -75,7 +80,7 @@ pub(super) async fn index_batch(
         if stop.reached() {
             return first_left(&todo);
         }
-        if attempt == 1 {
+        if backoff.made() == 1 {
             // The errors of the records held (not of those just passed).
             let of =
                 |e: &String, i: usize| e.starts_with(&format!("record {} ", sequence(records, i)));
@@ -88,14 +93,14 @@ pub(super) async fn index_batch(
             tracing::warn!(
                 shard,
                 held_s = started.elapsed().as_secs(),
-                attempts = attempt,
+                attempts = backoff.made(),
                 records = todo.len(),
                 error = errors.first().map(String::as_str).unwrap_or_default(),
                 "the shard is still held at a failing stream record; trying it again"
             );
         }
         held(&records[todo[0]]);
-        let wait = tokio::time::sleep(full_jitter(RETRY_BASE, RETRY_CAP, attempt));
+        let wait = tokio::time::sleep(backoff.wait());
         tokio::select! {
             () = wait => {}
             () = stop.token().cancelled() => {}
@@ -103,13 +108,12 @@ pub(super) async fn index_batch(
         if stop.reached() {
             return first_left(&todo);
         }
-        attempt += 1;
     }
-    if attempt > 1 {
+    if backoff.made() > 1 {
         let held_s = started.elapsed().as_secs();
         tracing::info!(
             shard,
-            attempts = attempt,
+            attempts = backoff.made(),
             held_s,
             "the shard's held stream records were indexed; reading on"
         );

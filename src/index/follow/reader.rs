@@ -174,7 +174,7 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
         let arn = &self.follower.stream.arn;
         let streams = &self.follower.streams;
         let mut iterator: Option<String> = None;
-        let mut errors = 0u32;
+        let mut errors = Backoff::new(READ_AGAIN);
         while !self.stop.reached() {
             let current = match iterator.take() {
                 Some(it) => it,
@@ -207,10 +207,8 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
                             continue;
                         }
                         Err(e) => {
-                            errors += 1;
                             tracing::warn!(shard, error = %e, "could not get a shard iterator; trying again");
-                            self.pause(full_jitter(POLL, Duration::from_secs(30), errors))
-                                .await;
+                            self.pause(errors.wait()).await;
                             continue;
                         }
                     }
@@ -232,7 +230,7 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
             };
             match read {
                 Ok(batch) => {
-                    errors = 0;
+                    errors = Backoff::new(READ_AGAIN);
                     let empty = batch.records.is_empty();
                     if !empty {
                         self.index(&shard, &batch.records).await;
@@ -263,10 +261,8 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
                 Err(ReadError::Trimmed) => self.forget_trimmed(&shard),
                 Err(e) => {
                     drop(permit);
-                    errors += 1;
                     tracing::warn!(shard, error = %e, "could not read the shard; trying again");
-                    self.pause(full_jitter(POLL, Duration::from_secs(30), errors))
-                        .await;
+                    self.pause(errors.wait()).await;
                     iterator = Some(current);
                 }
             }

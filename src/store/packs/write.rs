@@ -12,10 +12,15 @@ use futures::stream::{self, StreamExt};
 
 use super::{group, Pack, PackEntry, ENTRY};
 use crate::expiry::{Clock, Timestamp};
-use crate::store::{full_jitter, EntryWrite, ErrorKind, Store, StoreError, TableSchema};
+use crate::store::{Backoff, EntryWrite, ErrorKind, Retry, Store, StoreError, TableSchema};
 
-/// Attempts at one request's packs; unprocessed ones are sent again after [`full_jitter`].
-const ATTEMPTS: u32 = 5;
+/// How one request's packs are tried: unprocessed ones are sent again after a wait, packs
+/// acknowledged too late at once.
+const WRITES: Retry = Retry {
+    attempts: 5,
+    base: Duration::from_millis(50),
+    cap: Duration::from_secs(2),
+};
 
 /// How far past the latest instant DynamoDB's clock may read an entry of an item expired (or
 /// about to be) is due: time to write its pack before any sweep reads that far.
@@ -30,10 +35,10 @@ pub const ACK_MARGIN: Duration = Duration::from_millis(100);
 pub const PACKS_PER_REQUEST: usize = 25;
 
 /// Writes `packs` (up to [`PACKS_PER_REQUEST`], each with its entries' tags) in one request,
-/// with retries: unprocessed packs are sent again after [`full_jitter`], and a pack whose
+/// with retries (5 attempts): unprocessed packs are sent again after a wait, and a pack whose
 /// acknowledgement came too late for its due ([`ACK_MARGIN`]) is written again, due
 /// [`rewrite_lead`] past the latest DynamoDB's clock may read. Answers each pack as last written,
-/// with the error that stopped it, if any (after `ATTEMPTS`, or an error not worth retrying).
+/// with the error that stopped it, if any (after the last attempt, or an error not worth retrying).
 pub async fn write_packs<S: Store, T>(
     store: &S,
     schema: &TableSchema,
@@ -42,8 +47,9 @@ pub async fn write_packs<S: Store, T>(
 ) -> Vec<(Pack, Vec<T>, Option<(ErrorKind, String)>)> {
     let mut out = Vec::with_capacity(packs.len());
     let mut pending = packs;
-    let (base, cap) = (Duration::from_millis(50), Duration::from_secs(2));
-    for attempt in 1..=ATTEMPTS {
+    let mut backoff = Backoff::new(WRITES);
+    loop {
+        let (attempt, last) = (backoff.made(), backoff.made() >= WRITES.attempts);
         let writes = pending
             .iter()
             .map(|(pack, _)| EntryWrite::Put(pack.to_item()))
@@ -60,7 +66,7 @@ pub async fn write_packs<S: Store, T>(
                 pending = unprocessed;
                 (written, wait)
             }
-            Err(e) if attempt == ATTEMPTS || !e.kind.is_retryable() => {
+            Err(e) if last || !e.kind.is_retryable() => {
                 let why = (e.kind, e.to_string());
                 out.extend(sent.into_iter().map(|(p, t)| (p, t, Some(why.clone()))));
                 return out;
@@ -89,11 +95,13 @@ pub async fn write_packs<S: Store, T>(
         if pending.is_empty() {
             return out;
         }
-        if wait && attempt < ATTEMPTS {
-            tokio::time::sleep(full_jitter(base, cap, attempt)).await;
+        match backoff.next_wait() {
+            Some(pause) if wait => tokio::time::sleep(pause).await,
+            Some(_) => {}
+            None => break,
         }
     }
-    let message = format!("packs still unwritten after {ATTEMPTS} attempts");
+    let message = format!("packs still unwritten after {} attempts", WRITES.attempts);
     let e = StoreError::new(ErrorKind::Throttled, "BatchWriteItem", message);
     let why = (e.kind, e.to_string());
     out.extend(pending.into_iter().map(|(p, t)| (p, t, Some(why.clone()))));

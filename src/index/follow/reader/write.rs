@@ -195,7 +195,7 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
     /// Writes the entries `shard`'s records hold (its end was read), trying again until they
     /// are written; `false` at the stop with some not written.
     pub(super) async fn write_shard(&self, shard: &str) -> bool {
-        let mut attempt = 0;
+        let mut backoff = Backoff::new(READ_AGAIN);
         loop {
             let taken = self.gathered.borrow_mut().take_shard(shard);
             self.write(taken).await;
@@ -205,9 +205,7 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
             if self.stop.reached() {
                 return false;
             }
-            attempt += 1;
-            self.pause(full_jitter(POLL, Duration::from_secs(30), attempt))
-                .await;
+            self.pause(backoff.wait()).await;
         }
     }
 
