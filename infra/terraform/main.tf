@@ -221,8 +221,38 @@ resource "aws_iam_role" "sweeper" {
   tags               = var.tags
 }
 
+# What both functions' roles hold: the expiry events of the items they delete (the sink, and the
+# items read in any mode), and a table encrypted with a customer managed key, which DynamoDB uses
+# on the caller's behalf for its stream, reads and deletes, through DynamoDB only.
+data "aws_iam_policy_document" "events_and_table_key" {
+  dynamic "statement" {
+    for_each = local.events_statements
+    content {
+      sid       = statement.value.sid
+      actions   = statement.value.actions
+      resources = statement.value.resources
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.table_kms_key_arn != null ? [1] : []
+    content {
+      sid       = "TableKey"
+      actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"]
+      resources = [var.table_kms_key_arn]
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["dynamodb.${local.region}.amazonaws.com"]
+      }
+    }
+  }
+}
+
 # The construct's statements, by Sid (infra/README.md, IAM); no managed policy.
 data "aws_iam_policy_document" "sweeper" {
+  source_policy_documents = [data.aws_iam_policy_document.events_and_table_key.json]
+
   # The table's (window, ttl) GSI; with follow_stream the expiry index table instead, and no
   # Query on the table.
   dynamic "statement" {
@@ -286,32 +316,8 @@ data "aws_iam_policy_document" "sweeper" {
     }
   }
 
-  # The expiry events: the sink, and the items read in any mode.
-  dynamic "statement" {
-    for_each = local.events_statements
-    content {
-      sid       = statement.value.sid
-      actions   = statement.value.actions
-      resources = statement.value.resources
-    }
-  }
-
-  # A table or checkpoint table encrypted with a customer managed key: DynamoDB uses the key on
-  # the caller's behalf, so the role needs it for the reads and deletes, through DynamoDB only.
-  dynamic "statement" {
-    for_each = var.table_kms_key_arn != null ? [1] : []
-    content {
-      sid       = "TableKey"
-      actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"]
-      resources = [var.table_kms_key_arn]
-      condition {
-        test     = "StringEquals"
-        variable = "kms:ViaService"
-        values   = ["dynamodb.${local.region}.amazonaws.com"]
-      }
-    }
-  }
-
+  # A checkpoint table encrypted with a customer managed key: DynamoDB uses the key on the
+  # caller's behalf, so the role needs it, through DynamoDB only.
   dynamic "statement" {
     for_each = var.checkpoint_table_kms_key_arn != null ? [1] : []
     content {
@@ -537,6 +543,8 @@ resource "aws_iam_role" "stream" {
 data "aws_iam_policy_document" "stream" {
   count = var.follow_stream ? 1 : 0
 
+  source_policy_documents = [data.aws_iam_policy_document.events_and_table_key.json]
+
   statement {
     sid = "DescribeTable"
     # The start-up check and the table's key schema, which each entry's key follows.
@@ -578,32 +586,6 @@ data "aws_iam_policy_document" "stream" {
     resources = [aws_sqs_queue.stream_failures[0].arn]
   }
 
-  # The expiry events of the items it deletes, as the sweeper's: the sink, and the items read in
-  # any mode.
-  dynamic "statement" {
-    for_each = local.events_statements
-    content {
-      sid       = statement.value.sid
-      actions   = statement.value.actions
-      resources = statement.value.resources
-    }
-  }
-
-  # A table encrypted with a customer managed key: its stream is read, and its items read and
-  # deleted, with that key.
-  dynamic "statement" {
-    for_each = var.table_kms_key_arn != null ? [1] : []
-    content {
-      sid       = "TableKey"
-      actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"]
-      resources = [var.table_kms_key_arn]
-      condition {
-        test     = "StringEquals"
-        variable = "kms:ViaService"
-        values   = ["dynamodb.${local.region}.amazonaws.com"]
-      }
-    }
-  }
 }
 
 resource "aws_iam_role_policy" "stream" {

@@ -632,7 +632,8 @@ class Configuration:
     # -- the IAM policy documents
 
     def policy_document(self, block: Block) -> dict:
-        statements = []
+        sources = self.attr(block, "source_policy_documents", [])
+        statements = [s for source in sources for s in json.loads(source)["Statement"]]
         for child in block.blocks:
             if child.type == "statement":
                 statements.append(self.statement(child, self.scope))
