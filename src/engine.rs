@@ -19,15 +19,6 @@ use std::time::Duration;
 use crate::expiry::window::ShardRange;
 use crate::store::Retry;
 
-/// Adds each named counter of `$from` to `$to`'s (`to = from` where the names differ).
-macro_rules! add_counts {
-    ($to:expr, $from:expr; $($field:ident $(= $source:ident)?),* $(,)?) => {
-        $($to.$field += add_counts!(@ $from, $field $(, $source)?);)*
-    };
-    (@ $from:expr, $field:ident) => { $from.$field };
-    (@ $from:expr, $field:ident, $source:ident) => { $from.$source };
-}
-
 mod ahead;
 pub mod checkpoint;
 mod cursor;

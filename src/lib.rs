@@ -72,6 +72,15 @@
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
+/// Adds each named counter of `$from` to `$to`'s (`to = from` where the names differ).
+macro_rules! add_counts {
+    ($to:expr, $from:expr; $($field:ident $(= $source:ident)?),* $(,)?) => {
+        $($to.$field += add_counts!(@ $from, $field $(, $source)?);)*
+    };
+    (@ $from:expr, $field:ident) => { $from.$field };
+    (@ $from:expr, $field:ident, $source:ident) => { $from.$source };
+}
+
 #[cfg(feature = "sweeper")]
 pub mod config;
 #[cfg(feature = "sweeper")]

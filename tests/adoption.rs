@@ -11,7 +11,7 @@ use support::*;
 use ttl_sweeper::expiry::window::window_key;
 use ttl_sweeper::expiry::Layout;
 use ttl_sweeper::store::scan::UpdateOutcome;
-use ttl_sweeper::store::{ConditionalOutcome, Key, Scan};
+use ttl_sweeper::store::{ConditionalOutcome, Key, Scan, TableSchema};
 
 /// The CLI (from a cleared environment, see [`support::cli`]) on the test server, for `table`.
 fn cli(table: &str) -> Command {
@@ -212,15 +212,11 @@ async fn backfill_never_overwrites_a_concurrent_change_or_recreates_a_deleted_it
 
     for id in ["extended", "deleted"] {
         let (ttl, window) = (num(now + 60), stale_window.clone());
-        let update = store.set_window_if_unchanged(
-            &table,
-            id_key(id),
-            "ttl",
-            ttl,
-            "expirationWindow",
-            None,
-            window,
-        );
+        let schema = TableSchema {
+            table_name: table.clone(),
+            ..support::mem_store::default_schema()
+        };
+        let update = store.set_window_if_unchanged(&schema, id_key(id), ttl, None, window);
         assert_eq!(update.await.unwrap().0, UpdateOutcome::Changed, "{id}");
     }
     let items = scan_all(&client, &table).await;
@@ -441,45 +437,6 @@ async fn audit_finds_each_planted_problem_and_nothing_on_a_clean_table() {
     // Generous thresholds pass the same table.
     let generous = ["audit", "--max-expired-age", "3h", "--max-problems", "4"];
     assert_eq!(run_json(cli(&dirty).args(generous)).0, 0);
-}
-
-/// Asserts that every item of `items` has the window of `ttl`.
-fn assert_window_of(items: &[Key], ttl: i64) {
-    let window = AV::S(window_key(ttl as f64, 60).unwrap());
-    for item in items {
-        assert_eq!(item.get("expirationWindow"), Some(&window), "{item:?}");
-    }
-}
-
-/// The CLI, rate-limited so the run outlasts the items' common ttl: the items it reaches before
-/// the ttl get their window, those it reaches after are deleted. Judged against a single start
-/// instant, items with one ttl would all be treated alike (all windows, or all deletes).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_backfill_judges_items_by_the_clock_as_it_reaches_them() {
-    let (client, table) = simple_table("bf_slow").await;
-    // 40 writes at 2 a second take 20 s (after a first burst of 2); the ttl falls mid-run,
-    // 10 s in: room for a slow start (this binary's 20,000-item test may run beside it).
-    let ttl = now() + 10;
-    let items = (0..40).map(|i| unwindowed(&format!("item-{i:02}"), ttl));
-    put_items(&client, &table, items.collect()).await;
-    let state = fresh_state(&table, "");
-    let args = "--segments 1 --page-size 5 --max-wcu 2";
-    let report = json_ok(&mut backfill_cmd(&table, &state, args));
-    eprintln!("slow backfill: {report}");
-    let count = |field: &str| report[field].as_u64().unwrap();
-    let (written, deleted) = (count("written"), count("deleted_expired"));
-    let reached_before = "items reached before the ttl get a window";
-    assert!(written >= 1, "{reached_before}: {report}");
-    assert!(
-        deleted >= 1,
-        "items reached after the ttl are deleted: {report}"
-    );
-    report.assert_fields("scanned=40");
-    let left = scan_all(&client, &table).await;
-    let expected = written - count("expired_while_written");
-    assert_eq!(left.len() as u64, expected, "{report}");
-    assert_window_of(&left, ttl);
-    let _ = std::fs::remove_file(&state);
 }
 
 /// With an expiry index table, `backfill` writes every usable ttl's entry into it and nothing

@@ -54,17 +54,15 @@ pub trait Scan: Store {
         limit: Option<i32>,
     ) -> impl Future<Output = Result<ScanPage, StoreError>> + Send;
 
-    /// Sets the window attribute of `key` to `window` only if the item still has the ttl and the
-    /// window value (`None`: none) it was read with: a concurrent change is never overwritten and
-    /// a deleted item never recreated. Returns the outcome and the write capacity consumed.
-    #[allow(clippy::too_many_arguments)]
+    /// Sets the window attribute (the schema's layout names it) of `key` to `window` only if the
+    /// item still has the ttl and the window value (`None`: none) it was read with: a concurrent
+    /// change is never overwritten and a deleted item never recreated. Returns the outcome and the
+    /// write capacity consumed.
     fn set_window_if_unchanged(
         &self,
-        table: &str,
+        schema: &TableSchema,
         key: Key,
-        ttl_attribute: &str,
         ttl: AttributeValue,
-        window_attribute: &str,
         old: Option<AttributeValue>,
         window: String,
     ) -> impl Future<Output = Result<(UpdateOutcome, f64), StoreError>> + Send;
@@ -141,26 +139,24 @@ impl Scan for DynamoStore {
         })
     }
 
-    #[instrument(level = "debug", skip(self, key, ttl, old))]
-    #[allow(clippy::too_many_arguments)]
+    #[instrument(level = "debug", skip_all)]
     async fn set_window_if_unchanged(
         &self,
-        table: &str,
+        schema: &TableSchema,
         key: Key,
-        ttl_attribute: &str,
         ttl: AttributeValue,
-        window_attribute: &str,
         old: Option<AttributeValue>,
         window: String,
     ) -> Result<(UpdateOutcome, f64), StoreError> {
+        let layout = &schema.layout;
         let mut req = self
             .client()
             .update_item()
-            .table_name(table)
+            .table_name(&schema.table_name)
             .set_key(Some(key))
             .update_expression("SET #w = :w")
-            .expression_attribute_names("#w", window_attribute)
-            .expression_attribute_names("#t", ttl_attribute)
+            .expression_attribute_names("#w", &layout.window_attribute)
+            .expression_attribute_names("#t", &layout.ttl_attribute)
             .expression_attribute_values(":w", AttributeValue::S(window))
             .expression_attribute_values(":t", ttl)
             .return_consumed_capacity(ReturnConsumedCapacity::Total);

@@ -23,7 +23,6 @@ pub use progress::{
 };
 
 use std::sync::Mutex;
-use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
@@ -335,18 +334,12 @@ impl<S: Scan> Step<'_, S> {
                 window,
             } => {
                 let key = key_of(self.schema, item)?;
-                let layout = &self.schema.layout;
                 // Conditional on the ttl and the window as read.
-                let (outcome, consumed) = with_retries(|| {
-                    self.store.set_window_if_unchanged(
-                        &self.schema.table_name,
-                        key.clone(),
-                        &layout.ttl_attribute,
-                        AttributeValue::N(ttl.clone()),
-                        &layout.window_attribute,
-                        current.clone(),
-                        window.clone(),
-                    )
+                let (outcome, consumed) = retried(Retry::default(), || {
+                    let (ttl, read) = (AttributeValue::N(ttl.clone()), current.clone());
+                    let (key, window) = (key.clone(), window.clone());
+                    self.store
+                        .set_window_if_unchanged(self.schema, key, ttl, read, window)
                 })
                 .await?;
                 self.charge(consumed, counts);
@@ -381,7 +374,7 @@ impl<S: Scan> Step<'_, S> {
         ttl: String,
         counts: &mut BackfillReport,
     ) -> Result<(), StoreError> {
-        let (outcome, consumed) = with_retries(|| {
+        let (outcome, consumed) = retried(Retry::default(), || {
             self.store.delete_if_ttl_unchanged(
                 &self.schema.table_name,
                 key.clone(),
@@ -421,37 +414,8 @@ fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
     (schema.key_of(item)).ok_or_else(|| StoreError::new(ErrorKind::Validation, "Scan", why))
 }
 
-/// Runs `request` until it succeeds, fails for good, or was retried 8 times (backoff of 50 ms to
-/// 5 s, full jitter).
-async fn with_retries<T, F, Fut>(request: F) -> Result<T, StoreError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, StoreError>>,
-{
-    let retry = Retry {
-        attempts: 9,
-        base: Duration::from_millis(50),
-        cap: Duration::from_secs(5),
-    };
-    retried(retry, request).await
-}
-
 fn add(total: &mut BackfillReport, page: &BackfillReport) {
-    total.scanned += page.scanned;
-    total.already_ok += page.already_ok;
-    total.written += page.written;
-    total.changed_concurrently += page.changed_concurrently;
-    total.deleted_expired += page.deleted_expired;
-    total.expired_while_written += page.expired_while_written;
-    total.expired_kept += page.expired_kept;
-    total.expired_gone += page.expired_gone;
-    total.no_ttl += page.no_ttl;
-    total.invalid_ttl += page.invalid_ttl;
-    total.too_old_ttl += page.too_old_ttl;
-    total.expired_indexed += page.expired_indexed;
-    total.expired_not_deleted += page.expired_not_deleted;
-    total.consumed_wcu += page.consumed_wcu;
-    total.consumed_rcu += page.consumed_rcu;
+    add_counts!(total, page; scanned, already_ok, written, changed_concurrently, deleted_expired, expired_while_written, expired_kept, expired_gone, no_ttl, invalid_ttl, too_old_ttl, expired_indexed, expired_not_deleted, consumed_wcu, consumed_rcu);
 }
 
 #[cfg(test)]

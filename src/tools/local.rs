@@ -256,12 +256,7 @@ fn add(total: &mut LocalReport, sweep: &LocalReport) {
         tracing::info!(table = %sweep.table, at = %sweep.at, deleted = sweep.deleted, "deleted expired items");
     }
     total.at.clone_from(&sweep.at);
-    total.scanned += sweep.scanned;
-    total.expired += sweep.expired;
-    total.deleted += sweep.deleted;
-    total.kept += sweep.kept;
-    total.gone += sweep.gone;
-    total.too_old += sweep.too_old;
+    add_counts!(total, sweep; scanned, expired, deleted, kept, gone, too_old);
 }
 
 #[cfg(test)]

@@ -73,14 +73,16 @@ impl Scan for MemStore {
 
     async fn set_window_if_unchanged(
         &self,
-        _: &str,
+        schema: &TableSchema,
         key: Key,
-        ttl_attribute: &str,
         ttl: AttributeValue,
-        window_attribute: &str,
         old: Option<AttributeValue>,
         window: String,
     ) -> Result<(UpdateOutcome, f64), StoreError> {
+        let (ttl_attribute, window_attribute) = (
+            &schema.layout.ttl_attribute,
+            &schema.layout.window_attribute,
+        );
         let id = id_of(&key);
         let (n, fault) = self.begin(Op::SetWindow, Some(&id)).await?;
         let found = self.items.lock().unwrap().get(&id).map(|(_, i)| i.clone());
@@ -89,7 +91,7 @@ impl Scan for MemStore {
                 if item.get(ttl_attribute) == Some(&ttl)
                     && item.get(window_attribute) == old.as_ref() =>
             {
-                item.insert(window_attribute.to_owned(), AV::S(window));
+                item.insert(window_attribute.clone(), AV::S(window));
                 self.put_item(item);
                 UpdateOutcome::Written
             }
