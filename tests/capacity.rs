@@ -300,9 +300,9 @@ fn a_projection_without_the_partition_key_is_sized_by_the_key_condition() {
     let puts = json!({"RequestItems": {"ix": [{ "PutRequest": { "Item": claim } }]}});
     l.observe(false, "BatchWriteItem", 200, &puts, &json!({}));
     let q = json!({"TableName": "ix", "ConsistentRead": true,
-        "KeyConditionExpression": "#w = :owners", "ProjectionExpression": "#e",
+        "KeyConditionExpression": "#w = :w", "ProjectionExpression": "#e",
         "ExpressionAttributeNames": {"#w": "window", "#e": "entry"},
-        "ExpressionAttributeValues": {":owners": {"S": "#owners"}}});
+        "ExpressionAttributeValues": {":w": {"S": "#owners"}}});
     let found = json!({"Items": [{"entry": {"S": "t"}}]});
     l.observe(false, "Query", 200, &q, &found);
     let fixed = l.counts.of(Kind::IndexFixed);

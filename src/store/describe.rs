@@ -188,15 +188,10 @@ impl DynamoStore {
     async fn index_owners(&self, index: &str) -> Result<Vec<String>, StoreError> {
         use aws_sdk_dynamodb::types::AttributeValue;
         let out = self
-            .client()
-            .query()
-            .table_name(index)
-            .consistent_read(true)
-            .key_condition_expression("#w = :owners")
+            .index_query(index, entries::OWNERS)
+            .key_condition_expression("#w = :w")
             .projection_expression("#e")
-            .expression_attribute_names("#w", entries::WINDOW)
             .expression_attribute_names("#e", entries::ENTRY)
-            .expression_attribute_values(":owners", AttributeValue::S(entries::OWNERS.into()))
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;

@@ -126,27 +126,20 @@ impl Store for DynamoStore {
                 .query_packs(schema, index_table, window_key, since, now, start, limit)
                 .await;
         }
-        let window = AttributeValue::S(window_key.to_owned());
-        let query = self
-            .client
-            .query()
-            .set_exclusive_start_key(start)
-            .set_limit(limit);
         let query = match &schema.index {
-            Index::Table(index_table) => query
-                .table_name(index_table)
-                .consistent_read(true)
+            Index::Table(index_table) => self
+                .index_query(index_table, window_key)
                 .key_condition_expression("#w = :w AND #e < :bound")
                 .projection_expression("#w, #e, #k, #t")
-                .expression_attribute_names("#w", entries::WINDOW)
                 .expression_attribute_names("#e", entries::ENTRY)
                 .expression_attribute_names("#k", entries::KEY)
                 .expression_attribute_names("#t", entries::TTL)
-                .expression_attribute_values(":w", window)
                 .expression_attribute_values(":bound", AttributeValue::S(entries::sort_bound(now))),
             Index::Gsi(gsi) => {
                 let (projection, names) = key_and_ttl(schema);
-                query
+                let window = AttributeValue::S(window_key.to_owned());
+                self.client
+                    .query()
                     .table_name(&schema.table_name)
                     .index_name(gsi)
                     .key_condition_expression("#w = :w AND #ttl < :now")
@@ -158,6 +151,8 @@ impl Store for DynamoStore {
             }
         };
         let out = query
+            .set_exclusive_start_key(start)
+            .set_limit(limit)
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;

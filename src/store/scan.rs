@@ -269,15 +269,9 @@ impl DynamoStore {
         window: &str,
         prefix: String,
     ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
-        use super::entries::{ENTRY, WINDOW};
-        self.client()
-            .query()
-            .table_name(index_table)
-            .consistent_read(true)
+        self.index_query(index_table, window)
             .key_condition_expression("#w = :w AND begins_with(#e, :p)")
-            .expression_attribute_names("#w", WINDOW)
-            .expression_attribute_names("#e", ENTRY)
-            .expression_attribute_values(":w", AttributeValue::S(window.to_owned()))
+            .expression_attribute_names("#e", super::entries::ENTRY)
             .expression_attribute_values(":p", AttributeValue::S(prefix))
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
     }

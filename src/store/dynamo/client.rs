@@ -5,10 +5,13 @@ use std::sync::Arc;
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 
 use super::DynamoStore;
 use crate::store::clock::{DateRecorder, ServerClock};
+use crate::store::entries;
 
 /// TCP/TLS connect timeout of the client built by [`DynamoStore::from_env`].
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
@@ -104,5 +107,21 @@ impl DynamoStore {
     /// The underlying client.
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// A strongly consistent `Query` of the expiry index table `index_table`, with `#w` naming
+    /// its partition key and `:w` the partition `partition` (a window, or one of the sweeper's
+    /// own); the caller adds the key condition and what else it reads.
+    pub(in crate::store) fn index_query(
+        &self,
+        index_table: &str,
+        partition: &str,
+    ) -> QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(index_table)
+            .consistent_read(true)
+            .expression_attribute_names("#w", entries::WINDOW)
+            .expression_attribute_values(":w", AttributeValue::S(partition.to_owned()))
     }
 }

@@ -28,19 +28,14 @@ impl DynamoStore {
         }
         let (lo, hi) = packs::bounds(since, now);
         let out = self
-            .client
-            .query()
-            .table_name(index_table)
-            .consistent_read(true)
+            .index_query(index_table, window_key)
             .set_exclusive_start_key(start)
             .set_limit(limit)
             .key_condition_expression("#w = :w AND #e BETWEEN :lo AND :hi")
             .projection_expression("#w, #e, #k, #t")
-            .expression_attribute_names("#w", entries::WINDOW)
             .expression_attribute_names("#e", entries::ENTRY)
             .expression_attribute_names("#k", packs::KEYS)
             .expression_attribute_names("#t", packs::TTLS)
-            .expression_attribute_values(":w", AttributeValue::S(window_key.to_owned()))
             .expression_attribute_values(":lo", AttributeValue::S(lo))
             .expression_attribute_values(":hi", AttributeValue::S(hi))
             .send()
@@ -96,13 +91,8 @@ impl DynamoStore {
         index_table: &str,
     ) -> Result<Vec<IndexerReport>, StoreError> {
         let out = self
-            .client
-            .query()
-            .table_name(index_table)
-            .consistent_read(true)
-            .key_condition_expression("#w = :indexer")
-            .expression_attribute_names("#w", entries::WINDOW)
-            .expression_attribute_values(":indexer", AttributeValue::S(entries::INDEXER.into()))
+            .index_query(index_table, entries::INDEXER)
+            .key_condition_expression("#w = :w")
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;
@@ -122,14 +112,9 @@ impl DynamoStore {
             return Ok(Vec::new());
         };
         let out = self
-            .client
-            .query()
-            .table_name(index_table)
-            .consistent_read(true)
-            .key_condition_expression("#w = :pending AND #e < :due")
-            .expression_attribute_names("#w", entries::WINDOW)
+            .index_query(index_table, entries::PENDING)
+            .key_condition_expression("#w = :w AND #e < :due")
             .expression_attribute_names("#e", entries::ENTRY)
-            .expression_attribute_values(":pending", AttributeValue::S(entries::PENDING.into()))
             .expression_attribute_values(":due", AttributeValue::S(entries::sort_bound(due)))
             .limit(limit.max(1))
             .send()
@@ -150,14 +135,9 @@ impl DynamoStore {
         };
         // A `Query` of one key, which the sweeper's role may send to its index table.
         let out = self
-            .client
-            .query()
-            .table_name(index_table)
-            .consistent_read(true)
-            .key_condition_expression("#w = :cursor AND #e = :id")
-            .expression_attribute_names("#w", entries::WINDOW)
+            .index_query(index_table, packs::CURSOR)
+            .key_condition_expression("#w = :w AND #e = :id")
             .expression_attribute_names("#e", entries::ENTRY)
-            .expression_attribute_values(":cursor", AttributeValue::S(packs::CURSOR.into()))
             .expression_attribute_values(":id", AttributeValue::S(id.into()))
             .send()
             .await
