@@ -6,7 +6,7 @@
 
 use std::future::Future;
 use std::io::Write;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -253,7 +253,7 @@ async fn sweep_table<S: Store, F: Follow<S>>(
                 metrics.record_period(&done);
             }
             let record = telemetry::emf_record(&done, &options.namespace, clock.now().millis());
-            let mut emf = options.emf.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut emf = crate::store::lock(&options.emf);
             if let Err(e) = writeln!(emf, "{record}") {
                 tracing::warn!(error = %e, "could not write the period's EMF record");
             }

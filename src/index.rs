@@ -159,19 +159,16 @@ pub struct Indexed {
 impl IndexReport {
     /// Adds `other`'s counts (and errors, up to the bound) to these.
     pub fn merge(&mut self, other: IndexReport) {
-        self.records += other.records;
-        self.removes += other.removes;
-        self.entries_written += other.entries_written;
-        self.packs_written += other.packs_written;
-        self.expired_when_written += other.expired_when_written;
-        self.deleted_at_once += other.deleted_at_once;
-        self.ttl_unchanged += other.ttl_unchanged;
-        self.no_ttl += other.no_ttl;
-        self.invalid_ttl += other.invalid_ttl;
-        self.failed += other.failed;
+        add_counts!(self, other; records, removes, entries_written, packs_written,
+            expired_when_written, deleted_at_once, ttl_unchanged, no_ttl, invalid_ttl, failed);
         let room = MAX_ERRORS.saturating_sub(self.errors.len());
         self.errors.extend(other.errors.into_iter().take(room));
     }
+}
+
+/// The sequence number of `record` (empty if it has none).
+pub fn sequence(record: &EventRecord) -> &str {
+    record.change.sequence_number.as_deref().unwrap_or_default()
 }
 
 /// The identity of `record`'s item (its key in DynamoDB JSON), the same whatever the order of the
@@ -285,7 +282,7 @@ pub async fn index_records_holding<S: Store>(
         if !failed_items.insert(item.clone()) {
             continue;
         }
-        let sequence = record.change.sequence_number.clone().unwrap_or_default();
+        let sequence = sequence(record).to_owned();
         out.report.failed += 1;
         if out.report.errors.len() < MAX_ERRORS {
             out.report
@@ -400,13 +397,7 @@ fn judge(
             return Ok(None);
         }
     }
-    if record
-        .change
-        .sequence_number
-        .as_deref()
-        .unwrap_or_default()
-        .is_empty()
-    {
+    if sequence(record).is_empty() {
         return Err("the record has no sequence number".into());
     }
     match entries::image_ttl(schema, &image, now) {

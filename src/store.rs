@@ -92,10 +92,7 @@ impl TableSchema {
 
     /// The ttl of `item` (from this table or its index), if it has a usable one.
     pub fn ttl_of(&self, item: &Key) -> Option<f64> {
-        match item.get(&self.layout.ttl_attribute)? {
-            AttributeValue::N(n) => parse_ttl(n).ok(),
-            _ => None,
-        }
+        parse_ttl(item.get(&self.layout.ttl_attribute)?.as_n().ok()?).ok()
     }
 
     /// The item of `items` (from this table or its index) whose primary key is `key`.

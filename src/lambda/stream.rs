@@ -117,9 +117,11 @@ pub async fn index_batch(
                     "the stream batch did not finish before the deadline; all of it is delivered again"
                 );
                 let first = batch.records.first();
-                let sequence = first.and_then(|r| r.change.sequence_number.clone());
                 Indexed {
-                    failures: vec![sequence.unwrap_or_default()],
+                    failures: vec![first
+                        .map(crate::index::sequence)
+                        .unwrap_or_default()
+                        .to_owned()],
                     ..Indexed::default()
                 }
             }

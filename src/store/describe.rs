@@ -186,7 +186,6 @@ impl DynamoStore {
 
     /// The tables that claim the expiry index table `index` (one strongly consistent `Query`).
     async fn index_owners(&self, index: &str) -> Result<Vec<String>, StoreError> {
-        use aws_sdk_dynamodb::types::AttributeValue;
         let out = self
             .index_query(index, entries::OWNERS)
             .key_condition_expression("#w = :w")
@@ -195,10 +194,7 @@ impl DynamoStore {
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;
-        let owner = |item: &super::Key| match item.get(entries::ENTRY) {
-            Some(AttributeValue::S(table)) => Some(table.clone()),
-            _ => None,
-        };
+        let owner = |item: &super::Key| item.get(entries::ENTRY)?.as_s().ok().cloned();
         Ok(out.items().iter().filter_map(owner).collect())
     }
 

@@ -128,33 +128,23 @@ impl Pending {
     /// The journal item `item` holds: `Err` with its sort key (to remove it) when it does not
     /// read as one, `None` for an item of another partition.
     pub fn from_item(item: &Key) -> Option<Result<Self, String>> {
-        let s = |name: &str| match item.get(name)? {
-            AttributeValue::S(s) => Some(s.clone()),
-            _ => None,
-        };
+        let s = |name: &str| item.get(name)?.as_s().ok().cloned();
         if s(WINDOW)? != PENDING {
             return None;
         }
         let sort = s(ENTRY)?;
         let expiry = |x: &AttributeValue| {
-            let AttributeValue::M(x) = x else { return None };
-            let AttributeValue::M(key) = x.get(KEY)? else {
-                return None;
-            };
-            let n = |name: &str| match x.get(name)? {
-                AttributeValue::N(n) => n.parse::<f64>().ok().filter(|v| v.is_finite()),
-                _ => None,
-            };
+            let x = x.as_m().ok()?;
+            let n = |name: &str| x.get(name)?.as_n().ok()?.parse::<f64>().ok();
+            let n = |name: &str| n(name).filter(|v| v.is_finite());
             Some(PendingExpiry {
-                key: key.clone(),
+                key: x.get(KEY)?.as_m().ok()?.clone(),
                 ttl: n(TTL)?,
                 at: Timestamp::from_millis(n(AT)? as i64),
             })
         };
-        let expiries = match item.get(EXPIRIES) {
-            Some(AttributeValue::L(list)) => list.iter().map(expiry).collect::<Option<Vec<_>>>(),
-            _ => None,
-        };
+        let list = item.get(EXPIRIES).and_then(|l| l.as_l().ok());
+        let expiries = list.and_then(|l| l.iter().map(expiry).collect::<Option<Vec<_>>>());
         Some(match expiries {
             Some(expiries) => Ok(Pending { sort, expiries }),
             None => Err(sort),
@@ -395,13 +385,10 @@ impl IndexerReport {
     /// The report an item of partition [`INDEXER`] holds; `None` for any other item, or one
     /// that does not read as a report.
     pub fn from_item(item: &Key) -> Option<Self> {
-        let s = |item: &Key, name: &str| match item.get(name)? {
-            AttributeValue::S(s) => Some(s.clone()),
-            _ => None,
-        };
-        let t = |item: &Key, name: &str| match item.get(name)? {
-            AttributeValue::N(n) => n.parse().ok().map(Timestamp::from_millis),
-            _ => None,
+        let s = |item: &Key, name: &str| item.get(name)?.as_s().ok().cloned();
+        let t = |item: &Key, name: &str| {
+            let n = item.get(name)?.as_n().ok()?;
+            n.parse().ok().map(Timestamp::from_millis)
         };
         if s(item, WINDOW)? != INDEXER {
             return None;

@@ -164,30 +164,21 @@ impl Pack {
 
     /// The pack `item` holds; `None` when it does not read as one.
     pub fn from_item(item: &Key) -> Option<Pack> {
-        let s = |name: &str| match item.get(name)? {
-            AttributeValue::S(s) => Some(s.clone()),
-            _ => None,
-        };
+        let s = |name: &str| item.get(name)?.as_s().ok().cloned();
         let (window, sort) = (s(WINDOW)?, s(ENTRY)?);
         due_of(&sort)?;
-        let (Some(AttributeValue::L(keys)), Some(AttributeValue::L(ttls))) =
-            (item.get(KEYS), item.get(TTLS))
-        else {
-            return None;
-        };
+        let (keys, ttls) = (item.get(KEYS)?.as_l().ok()?, item.get(TTLS)?.as_l().ok()?);
         if keys.len() != ttls.len() {
             return None;
         }
+        let entry = |(k, t): (&AttributeValue, &AttributeValue)| {
+            let (key, ttl) = (k.as_m().ok()?.clone(), t.as_n().ok()?.clone());
+            Some(PackEntry { key, ttl })
+        };
         let entries = keys
             .iter()
             .zip(ttls)
-            .map(|(k, t)| match (k, t) {
-                (AttributeValue::M(key), AttributeValue::N(ttl)) => Some(PackEntry {
-                    key: key.clone(),
-                    ttl: ttl.clone(),
-                }),
-                _ => None,
-            })
+            .map(entry)
             .collect::<Option<Vec<_>>>()?;
         Some(Pack {
             window,
@@ -295,10 +286,8 @@ pub fn cursor_item(id: &str, through: Timestamp, at: Timestamp) -> Key {
 
 /// The instant a cursor item holds; `None` when it does not read as one.
 pub fn cursor_of(item: &Key) -> Option<Timestamp> {
-    match item.get(THROUGH)? {
-        AttributeValue::N(n) => n.parse().ok().map(Timestamp::from_millis),
-        _ => None,
-    }
+    let n = item.get(THROUGH)?.as_n().ok()?;
+    n.parse().ok().map(Timestamp::from_millis)
 }
 
 #[cfg(test)]

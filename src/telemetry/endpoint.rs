@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use super::counters::{Kind, SWEEP_METRICS};
 use crate::engine::SweepReport;
 use crate::index::follow::FollowReport;
+use crate::store::lock;
 
 const SWEEPS: &str = "ttl_sweeper_sweeps_total";
 const SWEEPS_FAILED: &str = "ttl_sweeper_sweeps_failed_total";
@@ -127,8 +128,7 @@ impl DaemonMetrics {
         // A standby beside a holder of another layout is misconfigured, not healthy.
         let stood_by_well = report.stood_by > report.lease_layout_mismatch;
         if report.is_success() && (report.windows_swept > 0 || stood_by_well) {
-            self.lock()
-                .insert(report.table.clone(), (Instant::now(), true));
+            lock(&self.last_success).insert(report.table.clone(), (Instant::now(), true));
         }
     }
 
@@ -186,7 +186,7 @@ impl DaemonMetrics {
     /// The health as of `now`: that of the table that has gone longest without a successful
     /// sweep.
     pub fn health_at(&self, now: Instant) -> Health {
-        let tables = self.lock();
+        let tables = lock(&self.last_success);
         let since = tables.values().map(|(since, _)| *since).min();
         let since_success = since.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
         Health {
@@ -199,7 +199,7 @@ impl DaemonMetrics {
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let now = Instant::now();
-        let since: Vec<_> = (self.lock().iter())
+        let since: Vec<_> = (lock(&self.last_success).iter())
             .map(|(table, (since, _))| (table.clone(), now.saturating_duration_since(*since)))
             .collect();
         metrics::with_local_recorder(&self.recorder, || {
@@ -208,12 +208,6 @@ impl DaemonMetrics {
             }
         });
         self.handle.render()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, (Instant, bool)>> {
-        self.last_success
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 

@@ -17,7 +17,9 @@ use super::scan::{
 use crate::expiry::window::{parse_ttl, ttl_state, TtlError, TtlState};
 use crate::expiry::Timestamp;
 use crate::store::entries::{index_item, sort_prefix, Indexing, BACKFILL_ORIGIN};
-use crate::store::{key_to_json, packs, Index, Key, OpenedTable, Scan, StoreError, TableSchema};
+use crate::store::{
+    key_to_json, lock, packs, Index, Key, OpenedTable, Scan, StoreError, TableSchema,
+};
 
 /// Upper bounds (seconds) of the expired-age buckets, and their names.
 pub const AGE_BUCKETS: [(i64, &str); 5] = [
@@ -103,21 +105,14 @@ impl AuditReport {
     }
 
     fn add(&mut self, other: AuditReport) {
-        self.scanned += other.scanned;
-        self.with_ttl += other.with_ttl;
-        self.no_ttl += other.no_ttl;
+        add_counts!(self, other; scanned, with_ttl, no_ttl, missing_window, wrong_window,
+            missing_entry, millis_ttl, invalid_ttl, too_old_ttl);
         for (k, v) in other.expired_present {
             *self.expired_present.entry(k).or_default() += v;
         }
         self.oldest_expired_age_seconds = self
             .oldest_expired_age_seconds
             .max(other.oldest_expired_age_seconds);
-        self.missing_window += other.missing_window;
-        self.wrong_window += other.wrong_window;
-        self.missing_entry += other.missing_entry;
-        self.millis_ttl += other.millis_ttl;
-        self.invalid_ttl += other.invalid_ttl;
-        self.too_old_ttl += other.too_old_ttl;
         for e in other.examples {
             self.keep_example(e);
         }
@@ -351,7 +346,7 @@ pub async fn audit(
                         check_entry(store, schema, index_table, item, at, &mut part).await?;
                     }
                 }
-                let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
+                let mut t = lock(total);
                 t.add(part);
                 progress(t.scanned);
                 Ok(sample.is_none_or(|n| t.scanned < n))

@@ -34,7 +34,8 @@ use crate::index::{write_entries, ENTRIES_PER_REQUEST};
 use crate::store::entries::{index_item, Indexing, BACKFILL_ORIGIN};
 use crate::store::scan::UpdateOutcome;
 use crate::store::{
-    key_to_json, retried, ConditionalOutcome, ErrorKind, Key, Retry, Scan, StoreError, TableSchema,
+    key_to_json, lock, retried, ConditionalOutcome, ErrorKind, Key, Retry, Scan, StoreError,
+    TableSchema,
 };
 
 /// Counts of one backfill run (or, resumed, of all runs of one state file).
@@ -219,7 +220,7 @@ pub async fn backfill(
                     }
                 }
                 let snapshot = {
-                    let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut s = lock(shared);
                     add(&mut s.report, &counts);
                     s.positions[page.segment as usize] = match &page.position {
                         Position::Done => serde_json::json!("done"),

@@ -168,9 +168,7 @@ fn expired(
     at: Timestamp,
     report: &mut LocalReport,
 ) -> Option<(Key, AttributeValue)> {
-    let Some(AttributeValue::N(text)) = item.get(&table.ttl_attribute) else {
-        return None;
-    };
+    let text = item.get(&table.ttl_attribute)?.as_n().ok()?;
     match ttl_state(parse_ttl(text).ok()?, at) {
         TtlState::Live => return None,
         TtlState::TooOld => {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::stream::{self, StreamExt};
 use tokio::time::Instant;
 
-use crate::store::{Key, Scan, StoreError, TableSchema};
+use crate::store::{lock, Key, Scan, StoreError, TableSchema};
 
 /// The most segments a scan may be split into. DynamoDB accepts up to 1,000,000, but every
 /// segment is a position in the backfill's progress file (saved after every page) and at least
@@ -175,7 +175,7 @@ impl RateLimit {
     pub async fn acquire(&self) {
         loop {
             let wait = {
-                let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                let mut s = lock(&self.state);
                 let now = Instant::now();
                 s.0 = (s.0 + now.duration_since(s.1).as_secs_f64() * self.per_second)
                     .min(self.capacity);
@@ -196,7 +196,7 @@ impl RateLimit {
     /// Charges what a request cost beyond the unit taken for it.
     pub fn charge(&self, extra: f64) {
         if extra > 0.0 {
-            self.state.lock().unwrap_or_else(|e| e.into_inner()).0 -= extra;
+            lock(&self.state).0 -= extra;
         }
     }
 }

@@ -5,7 +5,7 @@
 //! ([`IndexHealth::indexed`]), and the Lambda's stream indexer, in other execution environments,
 //! writes reports into the index table that the lease reads ([`IndexHealth::reported`]).
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -15,7 +15,7 @@ use tracing::warn;
 use crate::engine::Stop;
 use crate::expiry::Timestamp;
 use crate::store::entries::STREAM_RETENTION_SECONDS;
-use crate::store::{IndexerReport, ServerTime, Store};
+use crate::store::{lock, IndexerReport, ServerTime, Store};
 
 /// A record a stream batch failed to index counts as unindexed while a batch failed on it within
 /// this: longer than the stream indexer's timeout (30 s) and the interval of its reports
@@ -49,7 +49,7 @@ impl IndexHealth {
     /// An indexer starts reporting at `now`: the index counts as current then, so that one that
     /// never reports is behind from its start.
     pub fn watch(&self, now: Instant) {
-        self.lock().followed.get_or_insert(now);
+        lock(&self.known).followed.get_or_insert(now);
     }
 
     /// The indexer reported at `now` that its oldest record not yet indexed is `behind` old (the
@@ -58,7 +58,7 @@ impl IndexHealth {
     /// than what is known already changes nothing.
     pub fn indexed(&self, now: Instant, behind: Duration) {
         let as_of = now.checked_sub(behind).unwrap_or(now);
-        let mut known = self.lock();
+        let mut known = lock(&self.known);
         if known.followed.is_none_or(|c| c < as_of) {
             known.followed = Some(as_of);
         }
@@ -68,13 +68,13 @@ impl IndexHealth {
     /// least `server_now`: what they say ([`unindexed_for`]) replaces what the last read said.
     pub fn reported(&self, now: Instant, server_now: Timestamp, reports: &[IndexerReport]) {
         let behind = unindexed_for(reports, server_now);
-        self.lock().reported = behind.map(|b| now.checked_sub(b).unwrap_or(now));
+        lock(&self.known).reported = behind.map(|b| now.checked_sub(b).unwrap_or(now));
     }
 
     /// Since when the index has not been known current: the records written since are not all
     /// indexed, as far as the indexer has said. `None` when not watched and no report says so.
     pub fn behind_since(&self) -> Option<Instant> {
-        let known = self.lock();
+        let known = lock(&self.known);
         known.followed.into_iter().chain(known.reported).min()
     }
 
@@ -83,10 +83,6 @@ impl IndexHealth {
     pub fn lags(&self, now: Instant, limit: Duration) -> bool {
         self.behind_since()
             .is_some_and(|since| now.saturating_duration_since(since) >= limit)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Known> {
-        self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

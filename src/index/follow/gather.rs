@@ -163,7 +163,7 @@ impl Gathered {
         for (_, _, at) in &held {
             per_record[*at] += 1;
         }
-        let sequence = |r: &EventRecord| r.change.sequence_number.clone().unwrap_or_default();
+        let sequence = |r: &EventRecord| crate::index::sequence(r).to_owned();
         let first = self.next_record;
         self.next_record += records.len() as u64;
         let queue = self.records.entry(shard.clone()).or_default();

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::plan::to_retry;
 use super::*;
-use crate::index::Indexed;
+use crate::index::{sequence, Indexed};
 
 /// How a failing record is tried again: until it is indexed, passed or the stop, waits of 100 ms
 /// doubling to [`RETRY_CAP`].
@@ -83,7 +83,7 @@ pub(super) async fn index_batch(
         if backoff.made() == 1 {
             // The errors of the records held (not of those just passed).
             let of =
-                |e: &String, i: usize| e.starts_with(&format!("record {} ", sequence(records, i)));
+                |e: &String, i: usize| e.starts_with(&format!("record {} ", sequence(&records[i])));
             let held_errors = errors.iter().filter(|e| todo.iter().any(|&i| of(e, i)));
             for error in held_errors {
                 tracing::warn!(shard, error, "a stream record failed; the shard is held at it and it is tried again until it is indexed");
@@ -153,25 +153,16 @@ async fn try_records(
     Some(indexed)
 }
 
-/// The sequence number of `records[i]`.
-fn sequence(records: &[EventRecord], i: usize) -> &str {
-    records[i]
-        .change
-        .sequence_number
-        .as_deref()
-        .unwrap_or_default()
-}
-
 /// The places of the `failed` records whose failure the indexer answered as refused.
 fn refused(records: &[EventRecord], failed: &[usize], refused: &[String]) -> Vec<usize> {
     (failed.iter().copied())
-        .filter(|&i| refused.iter().any(|s| sequence(records, i) == s))
+        .filter(|&i| refused.iter().any(|s| sequence(&records[i]) == s))
         .collect()
 }
 
 /// Passes `record`, which can never be indexed: counted and logged with `errors` (its own).
 fn pass(shard: &str, record: &EventRecord, errors: &[String], report: &RefCell<FollowReport>) {
-    let sequence = record.change.sequence_number.clone().unwrap_or_default();
+    let sequence = sequence(record).to_owned();
     let error = (errors.iter())
         .find(|e| e.starts_with(&format!("record {sequence} ")))
         .cloned()

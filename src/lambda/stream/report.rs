@@ -9,14 +9,9 @@ use aws_lambda_events::dynamodb::EventRecord;
 
 use crate::engine::lease::{REPORT_EVERY, REPORT_FRESH};
 use crate::expiry::Timestamp;
-use crate::index::Indexed;
+use crate::index::{sequence, Indexed};
 use crate::store::entries::{self, FailingRecord, IndexerReport};
 use crate::store::{lock, Store};
-
-/// The sequence number of `record` (empty if it has none).
-fn sequence(record: &EventRecord) -> &str {
-    record.change.sequence_number.as_deref().unwrap_or_default()
-}
 
 /// What one execution environment reported of one table's stream, and when it last wrote it.
 #[derive(Debug, Default)]

@@ -6,8 +6,6 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
-
 use futures::stream::{self, StreamExt};
 
 use super::{group, Pack, PackEntry, ENTRY};
@@ -156,10 +154,7 @@ pub fn rewrite_lead(round_trip: Duration, attempt: u32) -> Duration {
 /// The sort key of the index item a write puts.
 fn sort_of(write: &EntryWrite) -> Option<String> {
     match write {
-        EntryWrite::Put(item) => match item.get(ENTRY)? {
-            AttributeValue::S(s) => Some(s.clone()),
-            _ => None,
-        },
+        EntryWrite::Put(item) => item.get(ENTRY)?.as_s().ok().cloned(),
         EntryWrite::Remove(_) => None,
     }
 }
