@@ -1,4 +1,4 @@
-//! The leader lease (`LEADER_LEASE`) and Multi-Region strong consistency's write conflicts:
+//! The leader lease (`LEADER_LEASE`):
 //!
 //! - in memory, in virtual time: two sweepers' leases over one store, with DynamoDB's clock known
 //!   to each only within a second, never lead at once, and the standby takes over once the
@@ -9,8 +9,7 @@
 //!   indexer's reports count in the lease: a holder whose batches have failed for a lease gives
 //!   it up, a standby whose own fail leaves a lapsed lease to the others, no traffic is a current
 //!   index, and the reports are written at each change and at most every 10 s otherwise;
-//! - on DynamoDB Local: `ReplicatedWriteConflictException` injected by the fault proxy is retried
-//!   and nothing is lost; two `ttl-sweeper run` processes standing for two Regions, each through
+//! - on DynamoDB Local: two `ttl-sweeper run` processes standing for two Regions, each through
 //!   a proxy of its own that records its deletes: one leads, the other takes over after a
 //!   SIGKILL, and never do both send deletes; the same two with every delete of the holder
 //!   refused: the holder gives the lease up and the other deletes everything expired; the lease
@@ -31,7 +30,7 @@ use ttl_sweeper::daemon;
 use ttl_sweeper::engine::lease::REPORT_FRESH;
 use ttl_sweeper::engine::lease::{Lease, LeaseConfig, SweepHealth, LEASE_MARGIN, WATCH_EVERY};
 use ttl_sweeper::engine::tables::Table;
-use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, Sweeper, Ticks};
+use ttl_sweeper::engine::{run_ticks, Stop, SweepOptions, Sweeper, Ticks};
 use ttl_sweeper::expiry::{Clock, Layout, Timestamp};
 use ttl_sweeper::index::follow::{FollowError, FollowReport};
 use ttl_sweeper::index::Indexed;
@@ -375,45 +374,6 @@ async fn a_holder_that_cannot_renew_leads_until_its_hold_runs_out_then_stands_by
         after.is_err_and(|e| e.error.is_some()),
         "the failure is reported"
     );
-}
-
-/// Sweeps through a fault proxy that answers `ReplicatedWriteConflictException` to the first
-/// deletes: they are retried and counted, and nothing expired is left or live deleted.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replicated_write_conflicts_are_retried_and_nothing_is_lost() {
-    for mode in [DeleteMode::Batch, DeleteMode::Conditional] {
-        let (client, table) = simple_table("conflict").await;
-        let now = now();
-        let mut items = sessions("old", 60, |i| now - 2 - i % 20);
-        items.extend(sessions("live", 5, |i| now + 3600 + i));
-        put_items(&client, &table, items).await;
-        let conflicts = Arc::new(Mutex::new(0u32));
-        let seen = conflicts.clone();
-        let plan = Plan::script(move |op, _| {
-            let mut n = seen.lock().unwrap();
-            let write = op == "BatchWriteItem" || op == "DeleteItem";
-            (write && *n < 3).then(|| {
-                *n += 1;
-                Fault::WriteConflict
-            })
-        });
-        let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(3), plan).await;
-        let proxied = aws_sdk_dynamodb::Client::from_conf(sdk_config(&proxy.endpoint).build());
-        let config = config(&table, &[("DELETE_MODE", &mode.to_string())]);
-        let (_, schema) = store_and_schema(&config).await;
-        let sweeper = Sweeper::new(store(proxied), schema, config.options.clone());
-        let report = sweeper
-            .sweep(Timestamp::from_secs(now), &Stop::never())
-            .await;
-        assert_eq!(*conflicts.lock().unwrap(), 3, "{mode}");
-        assert_eq!(report.write_conflicts_retried, 3, "{mode}: {report:?}");
-        assert_eq!(report.items_failed, 0, "{mode}: {report:?}");
-        assert_eq!(removed(&report), 60, "{mode}: {report:?}");
-        assert!(report.is_success(), "{mode}: {report:?}");
-        let left: HashSet<String> = id_set(&client, &table).await;
-        let live: HashSet<String> = (0..5).map(|i| format!("live-{i}")).collect();
-        assert_eq!(left, live, "{mode}: only the live items are left");
-    }
 }
 
 /// When each delete request reached a proxy, with the ids it deletes.

@@ -383,21 +383,6 @@ async fn a_checkpoint_or_index_table_keyed_otherwise_is_refused_by_name() {
     assert!(accepted.is_ok(), "{accepted:?}");
 }
 
-/// 3 s windows with the default lookback, swept every 60 s: the lookback is derived from the
-/// schedule, so every ttl between two sweeps is read by the second.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn narrow_windows_are_covered_between_two_scheduled_sweeps() {
-    let (client, table) = simple_table("narrow").await;
-    let t = boundary();
-    let items = (1..=13).map(|i| sharded(&format!("t{i}"), t + i, 3, 1));
-    put_items(&client, &table, items.collect()).await;
-    let sweeper = sweeper(&table, &[("WINDOW_SECONDS", "3")]).await;
-    assert_eq!(sweeper.sweep_at(t).await.items_deleted, 0);
-    let second = sweeper.sweep_at(t + 60).await;
-    assert_eq!(removed(&second), 13, "{second:?}");
-    assert!(ids(&client, &table).await.is_empty());
-}
-
 /// A shard migration runs sweepers of two layouts on one table and one checkpoint table: each
 /// layout keeps its own checkpoint, so one catching up never skips the other's backlog.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,9 +15,6 @@
 //! - [`Fault::Reset`]: the connection is reset before the request reaches the server;
 //! - [`Fault::DropAfterApply`]: the server applies the request, then the connection is reset
 //!   before the answer reaches the client, so a retry repeats a write that already happened;
-//! - [`Fault::WriteConflict`]: `ReplicatedWriteConflictException` (HTTP 400), what a
-//!   Multi-Region strongly consistent table answers a write while another Region's write to the
-//!   same item is in progress; nothing is applied;
 //! - [`Fault::Reply`]: a scripted answer (credentials rejected, an index that changed...);
 //! - [`Fault::HoldBack`]: a `BatchWriteItem` whose write requests naming one item are answered
 //!   as `UnprocessedItems`, the others applied.
@@ -67,8 +64,6 @@ pub enum Fault {
     Delay,
     Reset,
     DropAfterApply,
-    /// `ReplicatedWriteConflictException`: the write is refused, nothing applied.
-    WriteConflict,
     /// A scripted answer: status, error code, message.
     Reply(u16, &'static str, &'static str),
     /// The write requests of a `BatchWriteItem` that name the item with this `id` (String) — as
@@ -87,7 +82,6 @@ impl Fault {
             Fault::Delay => "delay".into(),
             Fault::Reset => "reset".into(),
             Fault::DropAfterApply => "drop_after_apply".into(),
-            Fault::WriteConflict => "write_conflict".into(),
             Fault::Reply(s, code, _) => format!("{s} {code}"),
             Fault::HoldBack(id) => format!("held_back {id}"),
         }
@@ -425,11 +419,6 @@ async fn handle(shared: Arc<Shared>, fd: RawFd, req: Request<Incoming>) -> Reply
         Some(Fault::Status(500)) => Ok(error_reply(500, "InternalServerError", "Injected")),
         Some(Fault::Status(s)) => Ok(error_reply(s, "ServiceUnavailable", "Injected")),
         Some(Fault::Reply(s, code, message)) => Ok(error_reply(s, code, message)),
-        Some(Fault::WriteConflict) => Ok(error_reply(
-            400,
-            "ReplicatedWriteConflictException",
-            "Injected: a concurrent write to the item in another Region",
-        )),
         Some(Fault::Delay) => {
             // Applied late, after the client gave up, whatever happens to this connection.
             let delay = shared.delay;
