@@ -179,15 +179,21 @@ async fn backfill_of_4k_items_completes_resumes_after_a_kill_and_is_idempotent()
     let left = scan_all(&client, &table).await.len();
     assert_eq!(left as i64, ITEMS - EACH * 5, "expired items deleted");
 
-    // Again, fresh: nothing left to write.
-    let state2 = fresh_state(&table, "2");
-    let report = json_ok(&mut backfill_cmd(&table, &state2, "--segments 3"));
+    // Again, over the complete run's progress file (the weekly fix-up): a fresh run, which
+    // replaces the file, with nothing left to write.
+    let report = json_ok(&mut backfill_cmd(&table, &state, "--segments 3"));
     eprintln!("second backfill: {report}");
     let (ok, scanned) = (ITEMS - EACH * 8, ITEMS - EACH * 5);
     report.assert_fields(&format!(
         "written=0 deleted_expired=0 already_ok={ok} scanned={scanned}"
     ));
-    let _ = (std::fs::remove_file(&state), std::fs::remove_file(&state2));
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    assert_eq!(saved["positions"].as_array().unwrap().len(), 3, "replaced");
+    // --resume of a complete run: nothing to do, its summary, exit 0.
+    let (code, resumed, stderr) = run_json(&mut backfill_cmd(&table, &state, "--resume"));
+    assert_eq!((code, &resumed), (0, &report), "{stderr}");
+    assert!(stderr.contains("already complete"), "{stderr}");
+    let _ = std::fs::remove_file(&state);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -341,48 +347,6 @@ async fn backfill_deletes_an_expired_item_only_if_its_ttl_is_still_the_one_read(
     let left = ids(&client, &table).await;
     let why = "only the unchanged item is deleted; the deleted one stays deleted";
     assert_eq!(left, ["extended", "rewritten"], "{why}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_complete_backfill_runs_again_fresh_and_resuming_it_reports_it_complete() {
-    let (client, table) = simple_table("bf_rerun").await;
-    let now = now();
-    let items = (0..30).map(|i| unwindowed(&format!("item-{i:02}"), now + 3600 + i));
-    put_items(&client, &table, items.collect()).await;
-    let state = fresh_state(&table, "");
-    let backfill = |args: &str| backfill_cmd(&table, &state, args);
-
-    let first = json_ok(&mut backfill("--segments 2"));
-    first.assert_fields("written=30 complete=true");
-
-    // The weekly fix-up: the same command again, over the complete run's progress file.
-    put_items(&client, &table, vec![unwindowed("late", now + 3600)]).await;
-    // A complete run does not block the next one.
-    let second = json_ok(&mut backfill("--segments 3"));
-    second.assert_fields("scanned=31 already_ok=30 written=1 complete=true");
-    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
-    assert_eq!(saved["positions"].as_array().unwrap().len(), 3, "replaced");
-    assert_eq!(saved["report"], second);
-
-    // --resume of a complete run: nothing to do, its summary, exit 0.
-    let (code, resumed, stderr) = run_json(&mut backfill("--resume"));
-    assert_eq!(code, 0, "{stderr}");
-    assert_eq!(resumed, second);
-    assert!(stderr.contains("already complete"), "{stderr}");
-
-    // An interrupted run's file is still refused without --resume, and kept.
-    let mut interrupted = saved.clone();
-    interrupted["positions"][1] = json!("start");
-    std::fs::write(&state, interrupted.to_string()).unwrap();
-    let (code, out, stderr) = run(&mut backfill(""));
-    assert_eq!(code, 2, "{out}");
-    let refused = stderr.contains("interrupted") && stderr.contains("--resume");
-    assert!(refused, "{stderr}");
-    let kept = std::fs::read_to_string(&state).unwrap();
-    assert_eq!(kept, interrupted.to_string());
-    let report = json_ok(&mut backfill("--resume"));
-    report.assert_fields("complete=true");
-    let _ = std::fs::remove_file(&state);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
