@@ -8,7 +8,7 @@ mod conditional;
 mod events;
 mod journal;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -180,6 +180,13 @@ pub(super) struct ChunkOutcome {
 }
 
 impl ChunkOutcome {
+    /// The keys (DynamoDB JSON) the chunk did not settle: failed, or left at the stop.
+    pub(super) fn unsettled(&self) -> HashSet<String> {
+        let failed = self.failed.iter().map(|f| f.key.to_string());
+        let left = self.left_keys.iter().map(|k| key_to_json(k).to_string());
+        failed.chain(left).collect()
+    }
+
     /// Adds another outcome of the same chunk.
     pub(super) fn absorb(&mut self, other: ChunkOutcome) {
         add_counts!(self, other; skipped, gone, retried, write_conflicts, confirmed, reread,

@@ -49,12 +49,7 @@ pub(super) async fn remove_settled<S: Store>(
     if entries.is_empty() {
         return 0;
     }
-    let unsettled: HashSet<String> = out
-        .failed
-        .iter()
-        .map(|f| f.key.to_string())
-        .chain(out.left_keys.iter().map(|k| key_to_json(k).to_string()))
-        .collect();
+    let unsettled = out.unsettled();
     let mut judged: HashMap<&str, f64> = HashMap::new();
     for (item, ttl, _) in &entries {
         let latest = judged.entry(item.as_str()).or_insert(*ttl);
@@ -109,13 +104,8 @@ pub(super) async fn carry_unsettled<S: Store>(
     also: HashSet<String>,
     out: &mut ChunkOutcome,
 ) {
-    let unsettled: HashSet<String> = out
-        .failed
-        .iter()
-        .map(|f| f.key.to_string())
-        .chain(out.left_keys.iter().map(|k| key_to_json(k).to_string()))
-        .chain(also)
-        .collect();
+    let mut unsettled = out.unsettled();
+    unsettled.extend(also);
     // The latest ttl each key was listed with in this group.
     let mut latest: HashMap<&str, f64> = HashMap::new();
     for (token, e) in &packed {

@@ -35,6 +35,20 @@ pub struct Expiry {
     pub at: Timestamp,
 }
 
+impl Expiry {
+    /// The same expiry without its item (which may be up to 400 KB), for what is remembered or
+    /// cancelled.
+    pub fn without_item(&self) -> Expiry {
+        let (key, ttl, at) = (self.key.clone(), self.ttl, self.at);
+        Expiry {
+            key,
+            ttl,
+            at,
+            item: None,
+        }
+    }
+}
+
 /// One event to publish.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Publication {

@@ -166,12 +166,7 @@ impl Store for DynamoStore {
         };
         for entry in out.items.unwrap_or_default() {
             let Some((item, id)) = entries::listed(schema, entry) else {
-                let message = format!(
-                    "expiry index table {index_table:?} holds an item that is no entry of table \
-                     {:?} (keyed on {:?}): give each swept table an index table of its own",
-                    schema.table_name, schema.key_attributes
-                );
-                return Err(StoreError::new(ErrorKind::Validation, "Query", message));
+                return Err(foreign_item(schema, index_table, "entry"));
             };
             page.items.push(item);
             page.entries.push(id);
@@ -464,4 +459,15 @@ pub(super) fn refused_delete(
         }),
         _ => Err(StoreError::from_sdk("DeleteItem", e)),
     }
+}
+
+/// The refusal of an item of `index_table` that is no `what` (entry or pack) of `schema`'s table:
+/// the index table is another table's too.
+fn foreign_item(schema: &TableSchema, index_table: &str, what: &str) -> StoreError {
+    let message = format!(
+        "expiry index table {index_table:?} holds an item that is no {what} of table {:?} (keyed \
+         on {:?}): give each swept table an index table of its own",
+        schema.table_name, schema.key_attributes
+    );
+    StoreError::new(ErrorKind::Validation, "Query", message)
 }

@@ -263,9 +263,7 @@ async fn archive_or_notify<S: Store>(
     // What is still unsettled is remembered for the next sweeps (journaled, or in memory); the
     // rest is settled here.
     let schema = deleter.schema;
-    let unsettled: HashSet<String> = (out.failed.iter().map(|f| f.key.to_string()))
-        .chain(out.left_keys.iter().map(|k| key_to_json(k).to_string()))
-        .collect();
+    let unsettled = out.unsettled();
     for key in admitted_keys {
         let Some(token) = schema.key_token(&key) else {
             continue;
@@ -281,13 +279,7 @@ async fn archive_or_notify<S: Store>(
             Some(x) if unsettled.contains(&key_to_json(&key).to_string()) => {
                 let json = key_to_json(&key);
                 tracing::info!(key = %json, "accepted expiry not settled by its chunk: remembered for the next sweeps");
-                events.unsettled.remember(
-                    token,
-                    Expiry {
-                        item: None,
-                        ..x.clone()
-                    },
-                );
+                events.unsettled.remember(token, x.without_item());
             }
             _ => {
                 events.unsettled.forget(&token);
@@ -301,15 +293,7 @@ async fn archive_or_notify<S: Store>(
         .collect();
     if !cancelled.is_empty() {
         let cancellations = (cancelled.iter())
-            .map(|x| {
-                Publication::Cancelled(
-                    Expiry {
-                        item: None,
-                        ..(*x).clone()
-                    },
-                    cancelled_at,
-                )
-            })
+            .map(|x| Publication::Cancelled(x.without_item(), cancelled_at))
             .collect();
         let (deliveries, published) = hook.publish(cancellations, stop).await;
         tally.add(published);
@@ -323,13 +307,7 @@ async fn archive_or_notify<S: Store>(
                 delivery == Delivery::Accepted,
                 deleter.schema.key_token(&x.key),
             ) {
-                events.unsettled.remember(
-                    t,
-                    Expiry {
-                        item: None,
-                        ..x.clone()
-                    },
-                );
+                events.unsettled.remember(t, x.without_item());
             }
         }
     }

@@ -45,12 +45,7 @@ impl DynamoStore {
         for item in out.items.unwrap_or_default() {
             let listed = packs::Pack::from_item(&item).and_then(|p| packs::listed(schema, p));
             let Some(items) = listed else {
-                let message = format!(
-                    "expiry index table {index_table:?} holds an item that is no pack of table \
-                     {:?} (keyed on {:?}): give each swept table an index table of its own",
-                    schema.table_name, schema.key_attributes
-                );
-                return Err(StoreError::new(ErrorKind::Validation, "Query", message));
+                return Err(super::foreign_item(schema, index_table, "pack"));
             };
             page.items.extend(items);
         }
