@@ -465,11 +465,12 @@ async fn backfill_with_an_expiry_index_table_writes_entries_only_and_audit_count
     }
 
     // A fresh run writes the same entries.
-    let state = fresh_state(&table, "-index-again");
-    let mut cmd = backfill_cmd(&table, &state, "");
+    let again = fresh_state(&table, "-index-again");
+    let mut cmd = backfill_cmd(&table, &again, "");
     cmd.env("EXPIRY_INDEX_TABLE", &index);
     let _ = json_ok(&mut cmd);
     assert_eq!(scan_entries(&client, &index).await.len(), 40);
+    let _ = (std::fs::remove_file(&state), std::fs::remove_file(&again));
 
     // A sweep through the index deletes the expired items, only them, and removes their entries.
     let config = config(&table, &[("EXPIRY_INDEX_TABLE", &index)]);

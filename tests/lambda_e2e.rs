@@ -147,6 +147,7 @@ fn invoke(port: u16, event: &Value) -> (bool, String) {
         .arg(&file)
         .output()
         .expect("run cargo lambda invoke");
+    let _ = std::fs::remove_file(&file);
     let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text.into_owned())
 }
