@@ -251,6 +251,26 @@ mod tests {
     }
 
     #[test]
+    fn a_backoff_gives_a_wait_per_retry_then_none_and_counts_each_attempt() {
+        let mut backoff = Backoff::new(RETRY);
+        assert_eq!(backoff.made(), 1);
+        // 50 ms doubling, under the cap: each wait within its attempt's bound.
+        for (made, bound) in [(2, 50), (3, 100)] {
+            let wait = backoff.next_wait().expect("a retry is left");
+            assert!(wait <= Duration::from_millis(bound), "{wait:?}");
+            assert_eq!(backoff.made(), made);
+        }
+        assert_eq!(backoff.next_wait(), None, "RETRY's 3 attempts were made");
+        assert_eq!(backoff.made(), 3);
+        // A loop that tries until it works goes on, each wait within the cap.
+        for _ in 0..40 {
+            assert!(backoff.wait() <= RETRY.cap);
+        }
+        assert_eq!(backoff.made(), 43);
+        assert_eq!(Retry::default().with_retries(2).retries(), 2);
+    }
+
+    #[test]
     fn backoff_is_bounded_and_grows() {
         let (base, cap) = (Duration::from_millis(50), Duration::from_secs(5));
         for attempt in 1..40 {
