@@ -36,10 +36,9 @@ use serde::Serialize;
 use crate::engine::{Stop, SweepReport, Sweeper};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::entries::{self, Entry, ImageTtl, Indexing};
-use crate::store::packs::{self, write_grouped, PackEntry, PACK_LEAD};
+use crate::store::packs::{self, write_grouped, PackEntry, PACK_LEAD, WRITES};
 use crate::store::{
-    key_to_json, retried, write_all, EntryWrite, ErrorKind, Key, Retry, Store, StoreError,
-    TableSchema,
+    key_to_json, retried, write_all, EntryWrite, ErrorKind, Key, Store, StoreError, TableSchema,
 };
 
 pub mod follow;
@@ -94,14 +93,6 @@ pub const CONCURRENCY: usize = 16;
 
 /// Entries in one `BatchWriteItem`.
 pub const ENTRIES_PER_REQUEST: usize = 25;
-
-/// How the indexer's writes are tried: a request's entries, unprocessed ones sent again, and the
-/// writers' mark, 5 attempts in all, waits of 50 ms doubling to 2 s between them.
-const WRITES: Retry = Retry {
-    attempts: 5,
-    base: Duration::from_millis(50),
-    cap: Duration::from_secs(2),
-};
 
 /// At most this many error messages are kept in a report (the count is in `failed`).
 const MAX_ERRORS: usize = 10;
@@ -427,7 +418,7 @@ fn judge(
 }
 
 /// Writes `entries` (up to [`ENTRIES_PER_REQUEST`]) with retries: what is still unprocessed after
-/// `WRITES`' attempts, or was sent in a request that failed with an error not worth retrying (or
+/// [`WRITES`]' attempts, or was sent in a request that failed with an error not worth retrying (or
 /// on the last attempt), is answered as not written, with why; the entries of earlier attempts
 /// were.
 pub async fn write_entries<S: Store, E: std::borrow::Borrow<Entry>>(

@@ -135,8 +135,10 @@ impl Pending {
         let sort = s(ENTRY)?;
         let expiry = |x: &AttributeValue| {
             let x = x.as_m().ok()?;
-            let n = |name: &str| x.get(name)?.as_n().ok()?.parse::<f64>().ok();
-            let n = |name: &str| n(name).filter(|v| v.is_finite());
+            let n = |name: &str| {
+                let n: f64 = x.get(name)?.as_n().ok()?.parse().ok()?;
+                n.is_finite().then_some(n)
+            };
             Some(PendingExpiry {
                 key: x.get(KEY)?.as_m().ok()?.clone(),
                 ttl: n(TTL)?,

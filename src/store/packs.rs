@@ -20,7 +20,7 @@ use crate::expiry::Timestamp;
 mod write;
 pub use write::{
     rewrite_lead, write_grouped, write_packs, Grouped, Written, ACK_MARGIN, MAX_REWRITE_LEAD,
-    PACKS_PER_REQUEST, PACK_LEAD,
+    PACKS_PER_REQUEST, PACK_LEAD, WRITES,
 };
 
 /// The first character of a pack's sort key.

@@ -416,7 +416,9 @@ fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
 }
 
 fn add(total: &mut BackfillReport, page: &BackfillReport) {
-    add_counts!(total, page; scanned, already_ok, written, changed_concurrently, deleted_expired, expired_while_written, expired_kept, expired_gone, no_ttl, invalid_ttl, too_old_ttl, expired_indexed, expired_not_deleted, consumed_wcu, consumed_rcu);
+    add_counts!(total, page; scanned, already_ok, written, changed_concurrently, deleted_expired,
+        expired_while_written, expired_kept, expired_gone, no_ttl, invalid_ttl, too_old_ttl,
+        expired_indexed, expired_not_deleted, consumed_wcu, consumed_rcu);
 }
 
 #[cfg(test)]

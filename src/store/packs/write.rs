@@ -12,9 +12,10 @@ use super::{group, Pack, PackEntry, ENTRY};
 use crate::expiry::{Clock, Timestamp};
 use crate::store::{Backoff, EntryWrite, ErrorKind, Retry, Store, StoreError, TableSchema};
 
-/// How one request's packs are tried: unprocessed ones are sent again after a wait, packs
-/// acknowledged too late at once.
-const WRITES: Retry = Retry {
+/// How a writer's requests to the expiry index table are tried (the indexer's entries and mark,
+/// and a request's packs): 5 attempts in all, waits of 50 ms doubling to 2 s between them. A
+/// pack's unprocessed writes are sent again after a wait, one acknowledged too late at once.
+pub const WRITES: Retry = Retry {
     attempts: 5,
     base: Duration::from_millis(50),
     cap: Duration::from_secs(2),
@@ -33,7 +34,7 @@ pub const ACK_MARGIN: Duration = Duration::from_millis(100);
 pub const PACKS_PER_REQUEST: usize = 25;
 
 /// Writes `packs` (up to [`PACKS_PER_REQUEST`], each with its entries' tags) in one request,
-/// with retries (5 attempts): unprocessed packs are sent again after a wait, and a pack whose
+/// with retries ([`WRITES`]): unprocessed packs are sent again after a wait, and a pack whose
 /// acknowledgement came too late for its due ([`ACK_MARGIN`]) is written again, due
 /// [`rewrite_lead`] past the latest DynamoDB's clock may read. Answers each pack as last written,
 /// with the error that stopped it, if any (after the last attempt, or an error not worth retrying).
