@@ -189,6 +189,7 @@ async fn backfill_of_4k_items_completes_resumes_after_a_kill_and_is_idempotent()
     ));
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
     assert_eq!(saved["positions"].as_array().unwrap().len(), 3, "replaced");
+    assert_eq!(saved["report"], report);
     // --resume of a complete run: nothing to do, its summary, exit 0.
     let (code, resumed, stderr) = run_json(&mut backfill_cmd(&table, &state, "--resume"));
     assert_eq!((code, &resumed), (0, &report), "{stderr}");
