@@ -52,160 +52,78 @@ impl SweepMetric {
     }
 }
 
-/// A counted metric of the report.
-const fn count(
-    emf: &'static str,
-    prometheus: &'static str,
-    help: &'static str,
-    read: fn(&SweepReport) -> u64,
-) -> SweepMetric {
-    SweepMetric {
-        emf,
-        prometheus,
-        seconds: false,
-        kind: Kind::Counter,
-        only_when_not_zero: false,
-        help,
-        read,
-    }
-}
+/// A counter; the other shapes below are made from it.
+const COUNT: SweepMetric = SweepMetric {
+    emf: "",
+    prometheus: "",
+    seconds: false,
+    kind: Kind::Counter,
+    only_when_not_zero: false,
+    help: "",
+    read: |_| 0,
+};
+/// A reporting period's count.
+const GAUGE: SweepMetric = SweepMetric {
+    kind: Kind::Gauge,
+    ..COUNT
+};
+/// A reporting period's value in seconds, read from milliseconds.
+const SECONDS: SweepMetric = SweepMetric {
+    seconds: true,
+    ..GAUGE
+};
+/// A counter in an EMF record only when it is not 0.
+const RARE: SweepMetric = SweepMetric {
+    only_when_not_zero: true,
+    ..COUNT
+};
 
-impl SweepMetric {
-    /// This metric as a reporting period's value, in seconds (read from milliseconds).
-    const fn in_seconds(self) -> SweepMetric {
-        SweepMetric {
-            seconds: true,
-            kind: Kind::Gauge,
-            ..self
-        }
-    }
-
-    /// This metric, in an EMF record only when it is not 0.
-    const fn rare(self) -> SweepMetric {
-        SweepMetric {
-            only_when_not_zero: true,
-            ..self
-        }
-    }
+/// `SHAPE "Emf" "prometheus" (read) "help";` a metric of one of the shapes above.
+macro_rules! metrics {
+    ($($shape:ident $emf:literal $prometheus:literal ($read:expr) $help:literal;)*) => {
+        [$(SweepMetric { emf: $emf, prometheus: $prometheus, help: $help, read: $read, ..$shape }),*]
+    };
 }
 
 /// Every metric of a sweep's report, in the order of the EMF record.
-pub const SWEEP_METRICS: [SweepMetric; 18] = [
-    count("ItemsDeleted", "ttl_sweeper_items_deleted_total", "Items deleted", |r| {
-        r.items_deleted
-    }),
-    count(
-        "ItemsSkipped",
-        "ttl_sweeper_items_skipped_total",
-        "Items kept: the table's ttl was not the one listed",
-        |r| r.items_skipped,
-    ),
-    count(
-        "ItemsGone",
-        "ttl_sweeper_items_gone_total",
-        "Items already deleted",
-        |r| r.items_gone,
-    ),
-    count(
-        "ItemsFailed",
-        "ttl_sweeper_items_failed_total",
-        "Items whose delete failed past its retries; alarm on > 0",
-        |r| r.items_failed,
-    ),
-    count(
-        "ItemsFound",
-        "ttl_sweeper_items_found_total",
-        "Expired items the sweeps found",
-        |r| r.items_found,
-    ),
-    SweepMetric {
-        kind: Kind::Gauge,
-        ..count(
-            "ItemsLeft",
-            "ttl_sweeper_items_left",
-            "Expired items a sweep left for the next (its deadline or read budget ran out); > 0 for 3 periods running: sweeps cannot keep up",
-            |r| r.items_left,
-        )
-    },
-    count(
-        "WindowsSwept",
-        "ttl_sweeper_windows_swept_total",
-        "Windows (index partitions) read",
-        |r| r.windows_swept as u64,
-    ),
-    count(
-        "MaxExpiryLagSeconds",
-        "ttl_sweeper_max_expiry_lag_seconds",
-        "The longest expiry lag: the delete's acknowledgement minus the ttl; alarm above your target",
-        |r| r.lag.max_ms,
-    )
-    .in_seconds(),
-    count(
-        "P99ExpiryLagSeconds",
-        "ttl_sweeper_p99_expiry_lag_seconds",
-        "The 99th percentile of the expiry lag",
-        |r| r.lag.p99_ms,
-    )
-    .in_seconds(),
-    count(
-        "ClockAheadSeconds",
-        "ttl_sweeper_clock_ahead_seconds",
-        "> 0: the host clock ran ahead of DynamoDB's and sweeps were held back",
-        |r| r.clock_ahead_ms,
-    )
-    .in_seconds(),
-    count(
-        "EventsPublished",
-        "ttl_sweeper_events_published_total",
-        "Expiry events the sink accepted",
-        |r| r.events_published,
-    ),
-    count(
-        "EventsFailed",
-        "ttl_sweeper_events_failed_total",
-        "Expiry events not published past their retries (in archive mode their items were kept)",
-        |r| r.events_failed,
-    ),
-    count(
-        "EventsCancelled",
-        "ttl_sweeper_events_cancelled_total",
-        "Archive mode: events cancelled, their item's ttl having changed after the publish",
-        |r| r.events_cancelled,
-    ),
-    count(
-        "EventsTruncated",
-        "ttl_sweeper_events_truncated_total",
-        "Expiry events sent without the item, which did not fit the sink's size limit",
-        |r| r.events_truncated,
-    ),
-    count(
-        "SweepsStoodBy",
-        "ttl_sweeper_stood_by_total",
-        "LEADER_LEASE: sweeps that stood by while another sweeper held the lease",
-        |r| u64::from(r.stood_by),
-    )
-    .rare(),
-    count(
-        "LeaseLayoutMismatch",
-        "ttl_sweeper_lease_layout_mismatch_total",
-        "LEADER_LEASE: sweeps that stood by beside a lease held with another layout (index, windows, ttl attribute or shard range) than this sweeper's",
-        |r| u64::from(r.lease_layout_mismatch),
-    )
-    .rare(),
-    count(
-        "LeaseReleased",
-        "ttl_sweeper_lease_released_total",
-        "LEADER_LEASE: times this sweeper gave the lease up: its sweeps had failed (a store error, or every delete failed) and none had succeeded for a lease",
-        |r| u64::from(r.lease_released),
-    )
-    .rare(),
-    count(
-        "WriteConflictsRetried",
-        "ttl_sweeper_write_conflicts_retried_total",
-        "Delete requests refused with ReplicatedWriteConflictException (multi-Region strong consistency) and sent again",
-        |r| r.write_conflicts_retried,
-    )
-    .rare(),
+#[rustfmt::skip]
+pub const SWEEP_METRICS: [SweepMetric; 18] = metrics![
+    COUNT "ItemsDeleted" "ttl_sweeper_items_deleted_total" (|r| r.items_deleted)
+        "Items deleted";
+    COUNT "ItemsSkipped" "ttl_sweeper_items_skipped_total" (|r| r.items_skipped)
+        "Items kept: the table's ttl was not the one listed";
+    COUNT "ItemsGone" "ttl_sweeper_items_gone_total" (|r| r.items_gone)
+        "Items already deleted";
+    COUNT "ItemsFailed" "ttl_sweeper_items_failed_total" (|r| r.items_failed)
+        "Items whose delete failed past its retries; alarm on > 0";
+    COUNT "ItemsFound" "ttl_sweeper_items_found_total" (|r| r.items_found)
+        "Expired items the sweeps found";
+    GAUGE "ItemsLeft" "ttl_sweeper_items_left" (|r| r.items_left)
+        "Expired items a sweep left for the next (its deadline or read budget ran out); > 0 for 3 periods running: sweeps cannot keep up";
+    COUNT "WindowsSwept" "ttl_sweeper_windows_swept_total" (|r| r.windows_swept as u64)
+        "Windows (index partitions) read";
+    SECONDS "MaxExpiryLagSeconds" "ttl_sweeper_max_expiry_lag_seconds" (|r| r.lag.max_ms)
+        "The longest expiry lag: the delete's acknowledgement minus the ttl; alarm above your target";
+    SECONDS "P99ExpiryLagSeconds" "ttl_sweeper_p99_expiry_lag_seconds" (|r| r.lag.p99_ms)
+        "The 99th percentile of the expiry lag";
+    SECONDS "ClockAheadSeconds" "ttl_sweeper_clock_ahead_seconds" (|r| r.clock_ahead_ms)
+        "> 0: the host clock ran ahead of DynamoDB's and sweeps were held back";
+    COUNT "EventsPublished" "ttl_sweeper_events_published_total" (|r| r.events_published)
+        "Expiry events the sink accepted";
+    COUNT "EventsFailed" "ttl_sweeper_events_failed_total" (|r| r.events_failed)
+        "Expiry events not published past their retries (in archive mode their items were kept)";
+    COUNT "EventsCancelled" "ttl_sweeper_events_cancelled_total" (|r| r.events_cancelled)
+        "Archive mode: events cancelled, their item's ttl having changed after the publish";
+    COUNT "EventsTruncated" "ttl_sweeper_events_truncated_total" (|r| r.events_truncated)
+        "Expiry events sent without the item, which did not fit the sink's size limit";
+    RARE "SweepsStoodBy" "ttl_sweeper_stood_by_total" (|r| u64::from(r.stood_by))
+        "LEADER_LEASE: sweeps that stood by while another sweeper held the lease";
+    RARE "LeaseLayoutMismatch" "ttl_sweeper_lease_layout_mismatch_total" (|r| u64::from(r.lease_layout_mismatch))
+        "LEADER_LEASE: sweeps that stood by beside a lease held with another layout (index, windows, ttl attribute or shard range) than this sweeper's";
+    RARE "LeaseReleased" "ttl_sweeper_lease_released_total" (|r| u64::from(r.lease_released))
+        "LEADER_LEASE: times this sweeper gave the lease up: its sweeps had failed (a store error, or every delete failed) and none had succeeded for a lease";
+    RARE "WriteConflictsRetried" "ttl_sweeper_write_conflicts_retried_total" (|r| r.write_conflicts_retried)
+        "Delete requests refused with ReplicatedWriteConflictException (multi-Region strong consistency) and sent again";
 ];
 
 #[cfg(test)]
