@@ -169,11 +169,9 @@ const HEADING: &str = "Settings (each flag falls back to its environment variabl
 /// [`Settings`] (the flag and variable of that name) and its place in [`SETTINGS`].
 macro_rules! settings {
     ($($(#[$attr:meta])* $field:ident: $var:ident ($($ty:tt)+) {
-        default: $default:expr,
+        default: $default:expr, rule: $rule:expr, commands: $commands:expr,
         help: $help:expr,
-        rule: $rule:expr,
-        accepts: $accepts:expr,
-        commands: $commands:expr,
+        $(accepts: $accepts:expr,)?
     })*) => {
         $(
             #[doc = concat!("`", stringify!($var), "`.")]
@@ -182,7 +180,7 @@ macro_rules! settings {
                 default: $default,
                 help: $help,
                 rule: $rule,
-                accepts: $accepts,
+                accepts: [$($accepts,)? ""][0],
                 commands: $commands,
             };
         )*
@@ -218,165 +216,115 @@ settings! {
     // Several tables: the flag given more than once, or names separated by commas.
     #[arg(action = clap::ArgAction::Append, value_delimiter = ',')]
     table_name: TABLE_NAME (Vec<String>) {
-        default: None,
+        default: None, rule: Rule::Tables, commands: EVERY_COMMAND,
         help: "Table to sweep, by name or ARN; several: the flag more than once, or separated by commas",
-        rule: Rule::Tables,
         accepts: ", or several separated by commas (sweep and run; backfill and audit take one)",
-        commands: EVERY_COMMAND,
     }
     tables: TABLES (Option<String>) {
-        default: Some(""),
+        default: Some(""), rule: Rule::Parsed, commands: SWEEPS,
         help: "More tables, each with the settings that differ for it, as a JSON array",
-        rule: Rule::Parsed,
         accepts: "a JSON array of objects, each with TABLE_NAME and any of INDEX_NAME, EXPIRY_INDEX_TABLE, TTL_ATTRIBUTE, WINDOW_ATTRIBUTE, WINDOW_SECONDS, WINDOW_SHARDS, LOOKBACK_WINDOWS, SHARD_RANGE, DELETE_MODE, MAX_CONCURRENCY, MAX_RETRIES, EXPIRY_EVENTS, EXPIRY_EVENTS_MODE, EXPIRY_EVENTS_ITEM (string values; a setting left out takes the value of its variable), or empty; each table at most once across TABLE_NAME and TABLES",
-        commands: SWEEPS,
     }
     index_name: INDEX_NAME (Option<String>) {
-        default: Some("expirationWindowIndex"),
+        default: Some("expirationWindowIndex"), rule: Rule::Index, commands: EVERY_COMMAND,
         help: "GSI keyed on (window, ttl)",
-        rule: Rule::Index,
-        accepts: "",
-        commands: EVERY_COMMAND,
     }
     expiry_index_table: EXPIRY_INDEX_TABLE (Option<String>) {
-        default: Some(""),
+        default: Some(""), rule: Rule::Table, commands: EVERY_COMMAND,
         help: "The sweeper's own expiry index table, fed by the table's stream, swept instead of a GSI",
-        rule: Rule::Table,
         accepts: " (keyed on `window` and `entry`, both String), or empty to sweep through the GSI (INDEX_NAME)",
-        commands: EVERY_COMMAND,
     }
     ttl_attribute: TTL_ATTRIBUTE (Option<String>) {
-        default: Some("ttl"),
+        default: Some("ttl"), rule: Rule::Attribute, commands: EVERY_COMMAND,
         help: "Number attribute with the expiry in epoch seconds",
-        rule: Rule::Attribute,
-        accepts: "",
-        commands: EVERY_COMMAND,
     }
     window_attribute: WINDOW_ATTRIBUTE (Option<String>) {
-        default: Some("expirationWindow"),
+        default: Some("expirationWindow"), rule: Rule::Attribute, commands: EVERY_COMMAND,
         help: "String attribute with the window key",
-        rule: Rule::Attribute,
-        accepts: "",
-        commands: EVERY_COMMAND,
     }
     window_seconds: WINDOW_SECONDS (Option<String>) {
-        default: Some("60"),
+        default: Some("60"), rule: seconds(1, MAX_WINDOW_SECONDS as u64), commands: EVERY_COMMAND,
         help: "Window width in seconds",
-        rule: seconds(1, MAX_WINDOW_SECONDS as u64),
         accepts: " (the width writers used)",
-        commands: EVERY_COMMAND,
     }
     lookback_windows: LOOKBACK_WINDOWS (Option<String>) {
-        default: Some("15"),
+        default: Some("15"), rule: whole(0, 10_000), commands: SWEEPS,
         help: "Past windows re-read by every sweep",
-        rule: whole(0, 10_000),
         accepts: " (past windows re-read by every sweep), covering at least SCHEDULE_SECONDS + 10 s unless CHECKPOINT_TABLE is set; left unset, raised to cover that when the default does not",
-        commands: SWEEPS,
     }
     delete_mode: DELETE_MODE (Option<String>) {
-        default: Some("batch"),
+        default: Some("batch"), rule: Rule::Choice(&["batch", "conditional"]), commands: SWEEPS,
         help: "How to delete: `batch` or `conditional`",
-        rule: Rule::Choice(&["batch", "conditional"]),
-        accepts: "",
-        commands: SWEEPS,
     }
     max_concurrency: MAX_CONCURRENCY (Option<String>) {
-        default: Some("8"),
+        default: Some("8"), rule: whole(1, 256), commands: SWEEPS,
         help: "Delete requests in flight",
-        rule: whole(1, 256),
         accepts: " (delete requests in flight)",
-        commands: SWEEPS,
     }
     max_retries: MAX_RETRIES (Option<String>) {
-        default: Some("8"),
+        default: Some("8"), rule: whole(0, 30), commands: SWEEPS,
         help: "Retries per delete request",
-        rule: whole(0, 30),
         accepts: " (retries per delete request)",
-        commands: SWEEPS,
     }
     window_shards: WINDOW_SHARDS (Option<String>) {
-        default: Some("1"),
+        default: Some("1"), rule: whole(1, MAX_SHARDS as u64), commands: EVERY_COMMAND,
         help: "Shards per window, as the writers use",
-        rule: whole(1, MAX_SHARDS as u64),
         accepts: " (shards per window; must match the writers)",
-        commands: EVERY_COMMAND,
     }
     shard_range: SHARD_RANGE (Option<String>) {
-        default: Some("all"),
+        default: Some("all"), rule: Rule::Parsed, commands: SWEEPS,
         help: "The shards of each window this sweeper reads, to split a table between sweepers",
-        rule: Rule::Parsed,
         accepts: "`all`, or `a-b`: shards a to b inclusive, 0 <= a <= b < WINDOW_SHARDS (sweepers with disjoint ranges covering 0 to WINDOW_SHARDS-1 split the table); audit and backfill read the whole table",
-        commands: SWEEPS,
     }
     tick_seconds: TICK_SECONDS (Option<String>) {
-        default: Some("off"),
+        default: Some("off"), rule: Rule::Duration { min: MIN_TICK, max: MAX_TICK, off: true }, commands: &[],
         help: "Lambda tick mode: sweep every this many seconds within one invocation",
-        rule: Rule::Duration { min: MIN_TICK, max: MAX_TICK, off: true },
         accepts: "; less than SCHEDULE_SECONDS; not for `run`, which sweeps every --every",
-        commands: &[],
     }
     schedule_seconds: SCHEDULE_SECONDS (Option<String>) {
-        default: Some("60"),
+        default: Some("60"), rule: seconds(1, 3600), commands: SWEEPS,
         help: "The schedule's period; `run` does a full sweep this often",
-        rule: seconds(1, 3600),
         accepts: " (the schedule's period)",
-        commands: SWEEPS,
     }
     checkpoint_table: CHECKPOINT_TABLE (Option<String>) {
-        default: Some(""),
+        default: Some(""), rule: Rule::Table, commands: SWEEPS,
         help: "Table holding the catch-up checkpoint",
-        rule: Rule::Table,
         accepts: " with partition key `id` (String), or empty for no checkpoint",
-        commands: SWEEPS,
     }
     max_catchup: MAX_CATCHUP (Option<String>) {
-        default: Some("24h"),
-        help: "Longest catch-up after an outage",
-        rule: Rule::Duration { min: Duration::from_secs(60), max: Duration::from_secs(30 * 86_400), off: false },
-        accepts: "",
+        default: Some("24h"), rule: Rule::Duration { min: Duration::from_secs(60), max: Duration::from_secs(30 * 86_400), off: false },
         commands: SWEEPS,
+        help: "Longest catch-up after an outage",
     }
     leader_lease: LEADER_LEASE (Option<String>) {
-        default: Some("off"),
-        help: "Leader lease: of the sweepers of one table (one per Region), only the holder sweeps",
-        rule: Rule::Whole { min: MIN_LEASE.as_secs(), max: MAX_LEASE.as_secs(), seconds: true, off: true },
-        accepts: ", at least two sweeps (TICK_SECONDS, else SCHEDULE_SECONDS; for `run`, --every); needs CHECKPOINT_TABLE, where the lease item lives",
+        default: Some("off"), rule: Rule::Whole { min: MIN_LEASE.as_secs(), max: MAX_LEASE.as_secs(), seconds: true, off: true },
         commands: SWEEPS,
+        help: "Leader lease: of the sweepers of one table (one per Region), only the holder sweeps",
+        accepts: ", at least two sweeps (TICK_SECONDS, else SCHEDULE_SECONDS; for `run`, --every); needs CHECKPOINT_TABLE, where the lease item lives",
     }
     metrics_namespace: METRICS_NAMESPACE (Option<String>) {
-        default: Some("TtlSweeper"),
+        default: Some("TtlSweeper"), rule: Rule::Namespace, commands: &[Run],
         help: "CloudWatch namespace of the Lambda's metrics",
-        rule: Rule::Namespace,
-        accepts: "",
-        commands: &[Run],
     }
     expiry_events: EXPIRY_EVENTS (Option<String>) {
-        default: Some(""),
+        default: Some(""), rule: Rule::Parsed, commands: SWEEPS,
         help: "Where to publish an event for each expired item",
-        rule: Rule::Parsed,
         accepts: "`eventbridge:<bus name or ARN>`, `sqs:<queue URL>` or `firehose:<delivery stream name>`, or empty for no events",
-        commands: SWEEPS,
     }
     expiry_events_mode: EXPIRY_EVENTS_MODE (Option<String>) {
-        default: Some("notify"),
-        help: "Expiry events: `notify` (delete, then publish) or `archive` (delete only what the sink accepted)",
-        rule: Rule::Choice(&["notify", "archive"]),
-        accepts: " (archive needs EXPIRY_EVENTS and DELETE_MODE=conditional)",
+        default: Some("notify"), rule: Rule::Choice(&["notify", "archive"]),
         commands: &[Sweep, Run, Backfill],
+        help: "Expiry events: `notify` (delete, then publish) or `archive` (delete only what the sink accepted)",
+        accepts: " (archive needs EXPIRY_EVENTS and DELETE_MODE=conditional)",
     }
     expiry_events_item: EXPIRY_EVENTS_ITEM (Option<String>) {
-        default: Some("auto"),
+        default: Some("auto"), rule: Rule::Choice(&["auto", "read", "off"]), commands: SWEEPS,
         help: "Expiry events: include the item `auto` (when it needs no extra read), `read` (read it first) or `off`",
-        rule: Rule::Choice(&["auto", "read", "off"]),
-        accepts: "",
-        commands: SWEEPS,
     }
     delete_when_indexed: DELETE_WHEN_INDEXED (Option<String>) {
-        default: Some("true"),
+        default: Some("true"), rule: Rule::Choice(&["true", "false"]), commands: &[Run],
         help: "With EXPIRY_INDEX_TABLE: the stream indexer deletes an item written already expired as it indexes it",
-        rule: Rule::Choice(&["true", "false"]),
         accepts: ": `true`, a conditional delete, with its expiry event, as the record is indexed; `false`, left to the next sweep (the construct sets it with leaderLease, so that only the lease holder deletes)",
-        commands: &[Run],
     }
 }
 
