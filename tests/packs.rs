@@ -13,10 +13,11 @@ use std::time::Duration;
 
 use support::mem_store::{mem_sweeper, Fault, MemStore, Op, When};
 use support::mem_stream::insert_record as record;
+use support::SweepAt;
 use tokio::time::Instant;
 
 use aws_lambda_events::dynamodb::EventRecord;
-use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, SweepReport, Sweeper, Ticks};
+use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, SweepReport, Sweeper};
 use ttl_sweeper::expiry::window::windows_since;
 use ttl_sweeper::expiry::{Layout, Timestamp};
 use ttl_sweeper::index::{delete_expired, index_records};
@@ -47,10 +48,21 @@ fn refs(ids: &[String]) -> Vec<&str> {
     ids.iter().map(String::as_str).collect()
 }
 
+/// Items `s<s>-<i>` ([`put_items`]), indexed in packs from `origin`.
+fn put_packed(
+    store: &MemStore,
+    seconds: std::ops::RangeInclusive<i64>,
+    per: usize,
+    origin: &str,
+) -> Vec<String> {
+    let ids = put_items(store, seconds, per);
+    store.index_packed(&refs(&ids), origin);
+    ids
+}
+
 /// The store's virtual clock, as a sweep's or the indexer's.
 fn clock_of(store: &MemStore) -> impl Fn() -> Timestamp + Send + Sync + 'static {
-    let store = store.clone();
-    move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
+    store.clock_fn(f64::round)
 }
 
 /// Runs 1 s ticks (full sweeps every 60 s beside them) of `sweeper` for `secs` of virtual time.
@@ -67,16 +79,34 @@ async fn ticks_for(
     full_every: Duration,
 ) -> SweepReport {
     let clock = clock_of(store);
-    let ticks = Ticks {
-        every: Duration::from_secs(1),
-        full_every,
-        until: Some(Instant::now() + Duration::from_secs_f64(secs)),
-    };
+    let run_for = Duration::from_secs_f64(secs);
+    let ticks = support::ticks(Duration::from_secs(1), full_every, run_for);
     run_ticks(sweeper, clock(), &clock, &ticks, &Stop::never(), |_| {}).await
 }
 
 fn pack_reads(store: &MemStore) -> std::collections::BTreeMap<String, usize> {
     store.pack_reads.lock().unwrap().clone()
+}
+
+/// Asserts that no pack was read more than once; the reads by pack.
+#[track_caller]
+fn assert_read_once(store: &MemStore) -> std::collections::BTreeMap<String, usize> {
+    let reads = pack_reads(store);
+    assert!(
+        reads.values().all(|n| *n == 1),
+        "a pack read twice: {reads:?}"
+    );
+    reads
+}
+
+/// The stream indexer's write of `records` into packs, as of `clock`, with no failure.
+async fn index_ok(
+    store: &MemStore,
+    clock: &impl ttl_sweeper::expiry::Clock,
+    records: &[EventRecord],
+) {
+    let indexed = index_records(store, &store.schema(), clock, records).await;
+    assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
 }
 
 #[tokio::test(start_paused = true)]
@@ -101,12 +131,8 @@ async fn ticks_read_each_pack_once_and_a_restart_goes_on_from_the_cursor() {
     let report = tick_for(&second, &store, 6.0).await;
     assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
     assert_eq!(store.deleted.load(std::sync::atomic::Ordering::SeqCst), 50);
-    let reads = pack_reads(&store);
+    let reads = assert_read_once(&store);
     assert_eq!(reads.len(), 10, "{reads:?}");
-    assert!(
-        reads.values().all(|n| *n == 1),
-        "a pack read twice: {reads:?}"
-    );
     // Batch mode read each key from the table once before its delete.
     assert_eq!(
         store.calls(Op::Get),
@@ -129,8 +155,7 @@ async fn a_full_sweep_s_late_cursor_answer_does_not_move_the_ticks_back() {
         When::Always,
         Fault::AnswerLate(Duration::from_millis(1500)),
     );
-    let ids = put_items(&store, 1..=10, 5);
-    store.index_packed(&refs(&ids), "stream-1");
+    put_packed(&store, 1..=10, 5, "stream-1");
     let first = mem_sweeper(store.clone(), SweepOptions::default());
     let report = ticks_for(&first, &store, 5.5, Duration::from_secs(2)).await;
     drop(first);
@@ -141,11 +166,7 @@ async fn a_full_sweep_s_late_cursor_answer_does_not_move_the_ticks_back() {
         "{:?} {report:?} {more:?}",
         store.ids()
     );
-    let reads = pack_reads(&store);
-    assert!(
-        reads.values().all(|n| *n == 1),
-        "a pack read twice: {reads:?}"
-    );
+    assert_read_once(&store);
 }
 
 #[tokio::test(start_paused = true)]
@@ -156,8 +177,7 @@ async fn a_cursor_never_stored_leaves_no_pack_read_twice_by_the_ticks_and_full_s
     // pack is read (its keys judged) again.
     let throttled = Fault::Fail(ErrorKind::Throttled);
     let store = store().fault(Op::WriteEntries, When::Always, throttled);
-    let ids = put_items(&store, 1..=10, 5);
-    store.index_packed(&refs(&ids), "stream-1");
+    put_packed(&store, 1..=10, 5, "stream-1");
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     let report = tick_for(&sweeper, &store, 75.0).await;
     assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
@@ -165,12 +185,8 @@ async fn a_cursor_never_stored_leaves_no_pack_read_twice_by_the_ticks_and_full_s
         store.calls(Op::WriteEntries) > 0,
         "the cursor was never written"
     );
-    let reads = pack_reads(&store);
+    let reads = assert_read_once(&store);
     assert_eq!(reads.len(), 10, "{reads:?}");
-    assert!(
-        reads.values().all(|n| *n == 1),
-        "a pack read twice: {reads:?}"
-    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -180,21 +196,16 @@ async fn a_key_not_settled_is_carried_into_a_new_pack_and_deleted_by_the_next_ti
     // a new pack due at the sweep instant, which the next tick reads and deletes them from.
     let throttled = Fault::Fail(ttl_sweeper::store::ErrorKind::Throttled);
     let store = store().fault(Op::BatchDelete, When::Call(1), throttled);
-    let ids = put_items(&store, 1..=3, 2);
-    store.index_packed(&refs(&ids), "stream-1");
-    let options = SweepOptions {
-        retry: Retry::default().with_retries(0),
-        ..SweepOptions::default()
-    };
+    put_packed(&store, 1..=3, 2, "stream-1");
+    let options = support::opts(|o| o.retry = Retry::default().with_retries(0));
     let sweeper = mem_sweeper(store.clone(), options);
     let report = tick_for(&sweeper, &store, 4.5).await;
     assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
     assert_eq!(report.items_failed, 2, "{report:?}");
     assert_eq!(report.items_deleted, 6, "{report:?}");
-    let reads = pack_reads(&store);
+    let reads = assert_read_once(&store);
     let carried: Vec<&String> = reads.keys().filter(|s| s.contains("#carry-")).collect();
     assert_eq!(carried.len(), 1, "{reads:?}");
-    assert!(reads.values().all(|n| *n == 1), "{reads:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -206,12 +217,9 @@ async fn entries_of_one_item_each_and_packs_are_swept_side_by_side() {
     for id in &old {
         store.index(id, "seq-old");
     }
-    let new = put_items(&store, -20..=-11, 1);
-    store.index_packed(&refs(&new), "stream-2");
+    put_packed(&store, -20..=-11, 1, "stream-2");
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
-    let report = sweeper
-        .sweep(Timestamp::from_secs(T0), &Stop::never())
-        .await;
+    let report = sweeper.sweep_at(T0).await;
     assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
     assert_eq!(report.items_deleted, 20, "{report:?}");
     assert_eq!(report.index_entries_removed, 10, "{report:?}");
@@ -237,9 +245,7 @@ async fn a_sweep_reads_packs_from_the_mark_their_writer_stored_then_from_its_cur
         .collect();
     store.index_packed(&refs(&ids), "stream-1");
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
-    let report = sweeper
-        .sweep(Timestamp::from_secs(T0), &Stop::never())
-        .await;
+    let report = sweeper.sweep_at(T0).await;
     assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
     assert!(!report.catchup_capped, "{report:?}");
     let cursor = || {
@@ -249,13 +255,10 @@ async fn a_sweep_reads_packs_from_the_mark_their_writer_stored_then_from_its_cur
     };
     assert_eq!(cursor(), Some(Timestamp::from_secs(T0)));
     let again = mem_sweeper(store.clone(), SweepOptions::default());
-    again
-        .sweep(Timestamp::from_secs(T0 + 60), &Stop::never())
-        .await;
+    again.sweep_at(T0 + 60).await;
     assert_eq!(cursor(), Some(Timestamp::from_secs(T0 + 60)));
-    let reads = pack_reads(&store);
+    let reads = assert_read_once(&store);
     assert_eq!(reads.len(), 3, "{reads:?}");
-    assert!(reads.values().all(|n| *n == 1), "{reads:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -284,8 +287,7 @@ async fn without_a_cursor_no_pack_is_read_and_every_sweep_looks_for_the_writers_
         report.ticks
     );
     // A writer of packs comes: its mark is found, its packs read.
-    let later = put_items(&store, 6..=8, 2);
-    store.index_packed(&refs(&later), "stream-2");
+    put_packed(&store, 6..=8, 2, "stream-2");
     let report = tick_for(&sweeper, &store, 9.5).await;
     assert!(store.ids().is_empty(), "{:?} {report:?}", store.ids());
     assert!(!pack_reads(&store).is_empty(), "{report:?}");
@@ -309,8 +311,7 @@ async fn ticks_that_fell_behind_on_packs_leave_the_backlog_to_the_catch_up() {
             When::Call(2),
             Fault::Delay(Duration::from_secs(70)),
         );
-    let ids = put_items(&store, 1..=100, 1);
-    store.index_packed(&refs(&ids), "stream-1");
+    put_packed(&store, 1..=100, 1, "stream-1");
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     let started = Instant::now();
     let report = tick_for(&sweeper, &store, 130.0).await;
@@ -341,16 +342,12 @@ async fn a_catch_up_in_slices_reads_the_packs_due_on_the_edge_between_two_slices
         ..Layout::default()
     };
     let store = MemStore::new(layout).starting_at(T0).with_index_table();
-    let ids = put_items(&store, 1..=100, 1);
-    store.index_packed(&refs(&ids), "stream-1");
+    put_packed(&store, 1..=100, 1, "stream-1");
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
-    let report = sweeper
-        .sweep(Timestamp::from_secs(T0 + 101), &Stop::never())
-        .await;
+    let report = sweeper.sweep_at(T0 + 101).await;
     assert!(store.ids().is_empty(), "left: {:?} {report:?}", store.ids());
     assert_eq!(report.items_deleted, 100, "{report:?}");
-    let reads = pack_reads(&store);
-    assert!(reads.values().all(|n| *n == 1), "{reads:?}");
+    assert_read_once(&store);
 }
 
 #[tokio::test(start_paused = true)]
@@ -360,23 +357,18 @@ async fn a_catch_up_reads_no_pack_due_past_its_own_instant_when_the_ticks_began_
     // up to its instant, not up to where the ticks began: a pack due past it holds items not
     // yet expired at it. The next full sweep reads the rest.
     let store = store();
-    let ids = put_items(&store, 1..=100, 1);
-    store.index_packed(&refs(&ids), "stream-1");
+    put_packed(&store, 1..=100, 1, "stream-1");
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     let tick_at = Timestamp::from_secs(T0 + 100);
     let windows = windows_since(tick_at - Duration::from_secs(1), tick_at, 60);
     sweeper
         .sweep_windows(tick_at, &windows, &Stop::never())
         .await;
-    sweeper
-        .sweep(Timestamp::from_secs(T0 + 50), &Stop::never())
-        .await;
+    sweeper.sweep_at(T0 + 50).await;
     let left = store.ids().len();
     assert!((48..=52).contains(&left), "{left} left: {:?}", store.ids());
     // The next full sweep, and a tick after it (the ticks read on from where they stopped).
-    sweeper
-        .sweep(Timestamp::from_secs(T0 + 101), &Stop::never())
-        .await;
+    sweeper.sweep_at(T0 + 101).await;
     let tick_at = Timestamp::from_secs(T0 + 102);
     let windows = windows_since(tick_at - Duration::from_secs(2), tick_at, 60);
     let report = sweeper
@@ -403,12 +395,8 @@ async fn a_key_a_catch_up_beside_the_ticks_carries_is_due_where_the_ticks_still_
             When::Key("s+0040-0".into()),
             Fault::Fail(ErrorKind::Other),
         );
-    let ids = put_items(&store, 1..=100, 1);
-    store.index_packed(&refs(&ids), "stream-1");
-    let options = SweepOptions {
-        delete_mode: DeleteMode::Conditional,
-        ..SweepOptions::default()
-    };
+    put_packed(&store, 1..=100, 1, "stream-1");
+    let options = support::opts(|o| o.delete_mode = DeleteMode::Conditional);
     let sweeper = mem_sweeper(store.clone(), options);
     tokio::time::sleep(Duration::from_secs(100)).await;
     let report = tick_for(&sweeper, &store, 10.0).await;
@@ -431,21 +419,14 @@ async fn an_item_whose_ttl_moved_earlier_listed_by_two_packs_read_together_is_de
         store.index_packed(&["k"], "stream-2");
         store.put("k", (T0 + 5) as f64);
         store.index_packed(&["k"], "stream-3");
-        let options = SweepOptions {
-            delete_mode: mode,
-            ..SweepOptions::default()
-        };
+        let options = support::opts(|o| o.delete_mode = mode);
         let sweeper = mem_sweeper(store.clone(), options);
         let started = Instant::now();
         tokio::time::sleep_until(started + Duration::from_secs(10)).await;
-        let report = sweeper
-            .sweep(Timestamp::from_secs(T0 + 10), &Stop::never())
-            .await;
+        let report = sweeper.sweep_at(T0 + 10).await;
         assert_eq!(store.ids(), ["k"], "{mode:?} {report:?}");
         tokio::time::sleep_until(started + Duration::from_secs(12)).await;
-        let report = sweeper
-            .sweep(Timestamp::from_secs(T0 + 12), &Stop::never())
-            .await;
+        let report = sweeper.sweep_at(T0 + 12).await;
         assert!(
             store.ids().is_empty(),
             "{mode:?} left: {:?} {report:?}",
@@ -469,7 +450,6 @@ async fn packs_are_written_once_due_after_their_write_and_lose_nothing_across_a_
         When::Call(4),
         Fault::Delay(Duration::from_millis(450)),
     );
-    let schema = store.schema();
     let clock = clock_of(&store);
     let mut written = Vec::new();
     // Items `<name>-<i>` with ttl `ttl + i * step`, and their records created at `created`.
@@ -488,12 +468,10 @@ async fn packs_are_written_once_due_after_their_write_and_lose_nothing_across_a_
     let late = batch(0..5, "late", (T0 - 3000, 1), T0 - 3600);
     let soon = batch(0..3, "soon", (T0 + 1, 0), T0);
     for records in [&live, &live, &late] {
-        let indexed = index_records(&store, &schema, &clock, records).await;
-        assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
+        index_ok(&store, &clock, records).await;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let indexed = index_records(&store, &schema, &clock, &soon).await;
-    assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
+    index_ok(&store, &clock, &soon).await;
     assert_eq!(
         store.calls(Op::MarkPacks),
         4,
@@ -556,12 +534,10 @@ async fn writes_of_packs_slower_than_the_lead_still_end_each_rewrite_due_further
         When::Always,
         Fault::Delay(Duration::from_millis(400)),
     );
-    let schema = store.schema();
     let clock = clock_of(&store);
     store.put("written-expired", (T0 - 10) as f64);
     let records = [record(1, "written-expired", T0 - 10, T0)];
-    let indexed = index_records(&store, &schema, &clock, &records).await;
-    assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
+    index_ok(&store, &clock, &records).await;
     let puts = store.pack_puts.lock().unwrap().clone();
     assert_eq!(puts.len(), 2, "written, then once again: {puts:?}");
     let due = |sort: &str| packs::due_of(sort).unwrap().millis();
@@ -674,7 +650,6 @@ async fn no_pack_is_due_before_the_writers_mark_when_the_mark_s_answer_first_tel
     // clock; their pack must be due after it, not 250 ms past DynamoDB's clock (before the
     // mark), where a sweeper starting from the mark would never read it.
     let store = store();
-    let schema = store.schema();
     let records: Vec<EventRecord> = (0..5)
         .map(|i| {
             let id = format!("old-{i}");
@@ -686,8 +661,7 @@ async fn no_pack_is_due_before_the_writers_mark_when_the_mark_s_answer_first_tel
         store: store.clone(),
         behind: Duration::from_secs(5),
     };
-    let indexed = index_records(&store, &schema, &clock, &records).await;
-    assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
+    index_ok(&store, &clock, &records).await;
     let puts = store.pack_puts.lock().unwrap().clone();
     assert!(!puts.is_empty());
     for (sort, _) in &puts {

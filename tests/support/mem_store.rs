@@ -346,6 +346,16 @@ impl MemStore {
             .map_or(0.0, |(t0, at)| t0 + at.elapsed().as_secs_f64())
     }
 
+    /// The virtual wall clock as a sweep's or an indexer's: its milliseconds made whole by
+    /// `whole` (`f64::round`, `f64::trunc`).
+    pub fn clock_fn(
+        &self,
+        whole: fn(f64) -> f64,
+    ) -> impl Fn() -> Timestamp + Send + Sync + 'static {
+        let store = self.clone();
+        move || Timestamp::from_millis(whole(store.clock() * 1000.0) as i64)
+    }
+
     pub fn schema(&self) -> TableSchema {
         TableSchema {
             layout: self.layout.clone(),

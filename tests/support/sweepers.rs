@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use ttl_sweeper::config::Config;
-use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Sweeper};
+use ttl_sweeper::engine::{run_ticks, Stop, SweepOptions, SweepReport, Sweeper, Ticks};
 use ttl_sweeper::expiry::Timestamp;
 use ttl_sweeper::store::{DynamoStore, Store, StoreError, TableSchema};
 
@@ -59,13 +59,26 @@ pub async fn sweeper_over<S: Store>(
     Sweeper::new(wrap(store), schema, config.options.clone())
 }
 
-/// Ticks every second, with a full sweep every minute, for `run_for` from now.
-pub fn ticks_for(run_for: Duration) -> ttl_sweeper::engine::Ticks {
-    ttl_sweeper::engine::Ticks {
-        every: Duration::from_secs(1),
-        full_every: Duration::from_secs(60),
-        until: Some(tokio::time::Instant::now() + run_for),
+/// Ticks every `every`, with a full sweep every `full_every`, for `run_for` from now.
+pub fn ticks(every: Duration, full_every: Duration, run_for: Duration) -> Ticks {
+    let until = Some(tokio::time::Instant::now() + run_for);
+    Ticks {
+        every,
+        full_every,
+        until,
     }
+}
+
+/// Ticks every second, with a full sweep every minute, for `run_for` from now.
+pub fn ticks_for(run_for: Duration) -> Ticks {
+    ticks(Duration::from_secs(1), Duration::from_secs(60), run_for)
+}
+
+/// The default sweep options, with `change` made to them.
+pub fn opts(change: impl FnOnce(&mut SweepOptions)) -> SweepOptions {
+    let mut options = SweepOptions::default();
+    change(&mut options);
+    options
 }
 
 /// Ticks of `sweeper` ([`ticks_for`]) from now, as of the wall clock, until `end` (epoch
