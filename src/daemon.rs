@@ -208,9 +208,8 @@ async fn run_table<S: Store, F: Follow<S>>(
                 unopened_for.merge(report);
             }
         }
-        tokio::select! {
-            _ = tokio::time::sleep(shared.options.period) => {}
-            _ = stop.token().cancelled() => return Ok(unopened_for),
+        if !stop.sleep(shared.options.period).await {
+            return Ok(unopened_for);
         }
     };
     let follower = match &shared.options.follow {

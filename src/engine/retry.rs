@@ -110,6 +110,19 @@ impl Stop {
         &self.cancel
     }
 
+    /// Sleeps until `at`: true, or false as soon as shutdown is requested.
+    pub async fn sleep_until(&self, at: Instant) -> bool {
+        tokio::select! {
+            () = tokio::time::sleep_until(at) => true,
+            () = self.cancel.cancelled() => false,
+        }
+    }
+
+    /// Sleeps for `wait`: true, or false as soon as shutdown is requested.
+    pub async fn sleep(&self, wait: Duration) -> bool {
+        self.sleep_until(Instant::now() + wait).await
+    }
+
     /// True once the deadline has passed or shutdown was requested.
     pub fn reached(&self) -> bool {
         self.cancel.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d)

@@ -127,9 +127,8 @@ where
             let waited = async {
                 let ahead = wake.checked_sub(CONFIRM_AHEAD);
                 if let Some(ahead) = ahead.filter(|a| *a > Instant::now()) {
-                    tokio::select! {
-                        _ = tokio::time::sleep_until(ahead) => {}
-                        _ = stop.token().cancelled() => return false,
+                    if !stop.sleep_until(ahead).await {
+                        return false;
                     }
                     let planned = clock.now() + wake.saturating_duration_since(Instant::now());
                     let windows = tick_windows(prev, planned);
@@ -138,10 +137,7 @@ where
                         _ = tokio::time::sleep_until(wake) => {}
                     }
                 }
-                tokio::select! {
-                    _ = tokio::time::sleep_until(wake) => true,
-                    _ = stop.token().cancelled() => false,
-                }
+                stop.sleep_until(wake).await
             };
             // Beside the wait, the probes of DynamoDB's next `Date` turn the clock asks for,
             // until the tick: their answers bring its bounds close enough that the tick's
@@ -200,9 +196,8 @@ where
             if stop.reached() || past_until(wake) {
                 break;
             }
-            tokio::select! {
-                _ = tokio::time::sleep_until(wake) => {}
-                _ = stop.token().cancelled() => break,
+            if !stop.sleep_until(wake).await {
+                break;
             }
             now = clock.now();
         }

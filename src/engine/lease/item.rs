@@ -182,11 +182,8 @@ impl Item {
             let watching = lapses_in.is_some_and(|l| l <= LEASE_WATCH)
                 && watch_from.elapsed() < LEASE_WATCH + WATCH_EVERY
                 && !stop.would_pass(WATCH_EVERY);
-            if watching {
-                tokio::select! {
-                    () = tokio::time::sleep(WATCH_EVERY) => continue,
-                    () = stop.token().cancelled() => {}
-                }
+            if watching && stop.sleep(WATCH_EVERY).await {
+                continue;
             }
             let wait = lapses_in.map_or(self.poll(), |l| l.min(self.poll()));
             state.next_read = Some(Instant::now() + wait);

@@ -100,11 +100,7 @@ pub(super) async fn index_batch(
             );
         }
         held(&records[todo[0]]);
-        let wait = tokio::time::sleep(backoff.wait());
-        tokio::select! {
-            () = wait => {}
-            () = stop.token().cancelled() => {}
-        }
+        stop.sleep(backoff.wait()).await;
         if stop.reached() {
             return first_left(&todo);
         }

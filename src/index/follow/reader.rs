@@ -316,7 +316,7 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
 
     /// Sleeps for `wait`, or until the stop.
     async fn pause(&self, wait: Duration) {
-        self.unless_stopped(tokio::time::sleep(wait)).await;
+        self.stop.sleep(wait).await;
     }
 
     /// Saves the position when it changed (and a checkpoint table is configured).
