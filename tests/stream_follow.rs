@@ -36,22 +36,9 @@ struct Tables {
 }
 
 impl Follower {
-    fn start(tables: &Tables, name: &str) -> Follower {
-        Follower::start_at(&endpoint(), tables, name)
-    }
-
-    /// [`Follower::start`] reaching DynamoDB (and its stream) at `endpoint`.
-    fn start_at(endpoint: &str, tables: &Tables, name: &str) -> Follower {
-        Follower::start_with(endpoint, tables, name, &[])
-    }
-
-    /// [`Follower::start_at`] with the environment variables `env` besides.
-    fn start_with(endpoint: &str, tables: &Tables, name: &str, env: &[(&str, &str)]) -> Follower {
-        Follower::start_every(endpoint, tables, name, env, "1s")
-    }
-
-    /// [`Follower::start_with`], sweeping `every` (`--every`).
-    fn start_every(
+    /// A follower reaching DynamoDB (and its stream) at `endpoint`, with the environment
+    /// variables `env` besides, sweeping `every` (`--every`).
+    fn start(
         endpoint: &str,
         tables: &Tables,
         name: &str,
@@ -89,8 +76,29 @@ impl Follower {
         line.rsplit(' ').next()?.parse().ok()
     }
 
+    /// Waits (`secs` at the most, else fails) until metric `name` is one `done` accepts.
+    async fn wait_metric(&self, name: &str, done: impl Fn(Option<f64>) -> bool, secs: u64) {
+        let started = Instant::now();
+        while !done(self.metric(name)) {
+            let waited = started.elapsed() < Duration::from_secs(secs);
+            assert!(
+                waited,
+                "{name} {:?}\n{}",
+                self.metric(name),
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     fn log_text(&self) -> String {
         self.daemon.log_text()
+    }
+
+    /// SIGTERM, a clean exit, and the report the follower logged when it stopped.
+    fn stop(&mut self) -> Value {
+        assert!(self.signal(libc::SIGTERM).success());
+        self.final_report()
     }
 
     fn signal(&mut self, signal: i32) -> std::process::ExitStatus {
@@ -284,7 +292,7 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
         index,
         checkpoint,
     } = tables.clone();
-    let mut daemon = Follower::start(&tables, "first");
+    let mut daemon = Follower::start(&endpoint(), &tables, "first", &[], "1s");
     let mut app = AppWriter::new(&client, &table);
 
     // Writers that set only a ttl: due in 3–5 s, already expired, and live for an hour.
@@ -348,7 +356,7 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     app.put(unwindowed("deleted", now + 3600)).await;
     app.delete("deleted").await;
     app.put(unwindowed("live-0", now + 7200)).await;
-    let mut daemon = Follower::start(&tables, "second");
+    let mut daemon = Follower::start(&endpoint(), &tables, "second", &[], "1s");
     (daemon.all_gone(&client, &table, &later, 15, "written while down")).await;
     let present = items_by_id(&client, &table).await;
     assert_eq!(
@@ -367,8 +375,7 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     assert_eq!(listed_once(&client, &index).await, once(app.entries()));
 
     // SIGTERM: the position is saved, and the report says what was done.
-    assert!(daemon.signal(libc::SIGTERM).success());
-    let report = daemon.final_report();
+    let report = daemon.stop();
     assert_eq!(report["skipped_records"], 0, "{report}");
     assert_eq!(report["trimmed"], 0, "{report}");
     assert_eq!(report["index"]["failed"], 0, "{report}");
@@ -383,13 +390,26 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     assert!(after, "{saved:?}");
 }
 
-/// The ids of the items the packs of `index` list.
-async fn packed_ids(client: &Client, index: &str) -> HashSet<String> {
+/// The ids each pack of `index` lists, of those `keep` keeps; a pack listing none left out.
+async fn packs_listing(
+    client: &Client,
+    index: &str,
+    keep: impl Fn(&String) -> bool,
+) -> Vec<Vec<String>> {
     let packs = scan_all(client, index).await.into_iter();
     let packs = packs.filter_map(|item| ttl_sweeper::store::packs::Pack::from_item(&item));
-    let keys = packs.flat_map(|p| p.entries.into_iter().map(|e| e.key));
-    keys.filter_map(|k| k.get("id")?.as_s().ok().cloned())
-        .collect()
+    let ids = |p: ttl_sweeper::store::packs::Pack| -> Vec<String> {
+        let ids = p.entries.into_iter().map(|e| e.key);
+        let ids = ids.filter_map(|k| k.get("id")?.as_s().ok().cloned());
+        ids.filter(&keep).collect()
+    };
+    packs.map(ids).filter(|ids| !ids.is_empty()).collect()
+}
+
+/// The ids of the items the packs of `index` list.
+async fn packed_ids(client: &Client, index: &str) -> HashSet<String> {
+    let packs = packs_listing(client, index, |_| true).await;
+    packs.into_iter().flatten().collect()
 }
 
 /// Entries held across batches (`FOLLOW_HOLD`): items written in separate batches with one ttl
@@ -401,7 +421,7 @@ async fn entries_held_across_batches_are_packed_together_and_none_is_lost_to_a_k
     let (client, tables) = tables("hold", StreamViewType::NewAndOldImages).await;
     let Tables { table, index, .. } = tables.clone();
     let hold = [("FOLLOW_HOLD", "1h")];
-    let mut daemon = Follower::start_every(&endpoint(), &tables, "held", &hold, "60s");
+    let mut daemon = Follower::start(&endpoint(), &tables, "held", &hold, "60s");
     let mut app = AppWriter::new(&client, &table);
     let due = now() + 3600;
     // Four writes a second apart: four stream batches, one due instant.
@@ -416,35 +436,11 @@ async fn entries_held_across_batches_are_packed_together_and_none_is_lost_to_a_k
         first.extend(write_round(&mut app, round).await);
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let read = |d: &Follower| d.metric("ttl_sweeper_stream_records_total");
-    let started = Instant::now();
-    while read(&daemon) < Some(20.0) {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{}",
-            daemon.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let records = "ttl_sweeper_stream_records_total";
+    daemon.wait_metric(records, |n| n >= Some(20.0), 20).await;
     assert_eq!(daemon.metric("ttl_sweeper_stream_entries_held"), Some(20.0));
-    let packs_listing = async |ids: &[String]| -> Vec<Vec<String>> {
-        let mut packs = Vec::new();
-        for item in scan_all(&client, &index).await {
-            let Some(pack) = ttl_sweeper::store::packs::Pack::from_item(&item) else {
-                continue;
-            };
-            let listed: Vec<String> = (pack.entries.iter())
-                .filter_map(|e| e.key.get("id")?.as_s().ok().cloned())
-                .filter(|id| ids.contains(id))
-                .collect();
-            if !listed.is_empty() {
-                packs.push(listed);
-            }
-        }
-        packs
-    };
     assert_eq!(
-        packs_listing(&first).await,
+        packs_listing(&client, &index, |id| first.contains(id)).await,
         Vec::<Vec<String>>::new(),
         "held, not written"
     );
@@ -453,7 +449,7 @@ async fn entries_held_across_batches_are_packed_together_and_none_is_lost_to_a_k
     tokio::time::sleep(Duration::from_millis(1500)).await;
     daemon.signal(libc::SIGKILL);
     let no_hold = [("FOLLOW_HOLD", "0")];
-    let mut daemon = Follower::start_every(&endpoint(), &tables, "again", &no_hold, "60s");
+    let mut daemon = Follower::start(&endpoint(), &tables, "again", &no_hold, "60s");
     let started = Instant::now();
     loop {
         let listed = packed_ids(&client, &index).await;
@@ -471,26 +467,18 @@ async fn entries_held_across_batches_are_packed_together_and_none_is_lost_to_a_k
     assert!(daemon.signal(libc::SIGTERM).success());
 
     // Held again, then stopped: one pack lists the four batches' entries, written at the stop.
-    let mut daemon = Follower::start_every(&endpoint(), &tables, "stopped", &hold, "60s");
+    let mut daemon = Follower::start(&endpoint(), &tables, "stopped", &hold, "60s");
     let mut second = Vec::new();
     for round in 4..8 {
         second.extend(write_round(&mut app, round).await);
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let started = Instant::now();
-    while daemon.metric("ttl_sweeper_stream_entries_held") < Some(20.0) {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{}",
-            daemon.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(daemon.signal(libc::SIGTERM).success());
-    let report = daemon.final_report();
+    let held = "ttl_sweeper_stream_entries_held";
+    daemon.wait_metric(held, |n| n >= Some(20.0), 20).await;
+    let report = daemon.stop();
     assert_eq!(report["entries_held"], 0, "{report}");
     assert_eq!(report["index"]["packs_written"], 1, "{report}");
-    let packs = packs_listing(&second).await;
+    let packs = packs_listing(&client, &index, |id| second.contains(id)).await;
     assert_eq!(packs.len(), 1, "one pack for one due instant: {packs:?}");
     assert_eq!(packs[0].len(), second.len(), "{packs:?}");
     assert_as_written(&app, |_, _| false).await;
@@ -504,16 +492,12 @@ async fn entries_held_across_batches_are_packed_together_and_none_is_lost_to_a_k
 #[tokio::test]
 async fn items_written_already_expired_go_as_they_are_indexed_not_at_the_next_sweep() {
     let (client, tables) = tables("at_once", StreamViewType::NewAndOldImages).await;
-    let daemon = Follower::start_every(&endpoint(), &tables, "at-once", &[], "60s");
+    let daemon = Follower::start(&endpoint(), &tables, "at-once", &[], "60s");
     // Its first sweep is over: the next is a minute away.
-    let started = Instant::now();
-    while daemon
-        .metric("ttl_sweeper_sweeps_total")
-        .is_none_or(|n| n < 1.0)
-    {
-        assert!(started.elapsed() < Duration::from_secs(30), "no sweep");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let sweeps = "ttl_sweeper_sweeps_total";
+    daemon
+        .wait_metric(sweeps, |n| n.is_some_and(|n| n >= 1.0), 30)
+        .await;
     let mut app = AppWriter::new(&client, &tables.table);
     let now = now();
     let expired = names("expired", 10);
@@ -541,11 +525,7 @@ async fn items_written_already_expired_go_as_they_are_indexed_not_at_the_next_sw
         assert!(soon || at_ttl, "{id} ({ttl}) due {due}");
     }
     let deleted = "ttl_sweeper_stream_deleted_at_once_total";
-    let started = Instant::now();
-    while daemon.metric(deleted) != Some(10.0) && started.elapsed() < Duration::from_secs(5) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(daemon.metric(deleted), Some(10.0), "{}", daemon.log_text());
+    daemon.wait_metric(deleted, |n| n == Some(10.0), 5).await;
     let swept = daemon.metric("ttl_sweeper_items_deleted_total");
     assert_eq!(
         swept,
@@ -559,7 +539,7 @@ async fn items_written_already_expired_go_as_they_are_indexed_not_at_the_next_sw
 async fn rewrites_and_unusable_ttls_delete_nothing_live_and_never_stop_the_shard() {
     let (client, tables) = tables("rewrite", StreamViewType::NewImage).await;
     let Tables { table, index, .. } = tables.clone();
-    let mut daemon = Follower::start(&tables, "only");
+    let mut daemon = Follower::start(&endpoint(), &tables, "only", &[], "1s");
     let mut app = AppWriter::new(&client, &table);
     let now = now();
     // Items due in 2 s, rewritten (the whole item) with an hour more before then.
@@ -601,8 +581,7 @@ async fn rewrites_and_unusable_ttls_delete_nothing_live_and_never_stop_the_shard
     assert!(metric("ttl_sweeper_stream_records_total") >= 23.0);
     assert_eq!(metric("ttl_sweeper_stream_skipped_records_total"), 0.0);
     assert_eq!(metric("ttl_sweeper_stream_record_age_seconds"), 0.0);
-    assert!(daemon.signal(libc::SIGTERM).success());
-    let report = daemon.final_report();
+    let report = daemon.stop();
     assert_eq!(report["index"]["invalid_ttl"], 2, "{report}");
     assert_eq!(report["skipped_records"], 0, "{report}");
 }
@@ -668,7 +647,7 @@ async fn expired_iterators_trimmed_records_and_refused_entries_are_recovered_or_
         _ => None,
     });
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(15), plan).await;
-    let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "faulty");
+    let mut daemon = Follower::start(&proxy.endpoint, &tables, "faulty", &[], "1s");
     let mut app = AppWriter::new(&client, &table);
     let now = now();
     let mut due = names("due", 10);
@@ -707,8 +686,7 @@ async fn expired_iterators_trimmed_records_and_refused_entries_are_recovered_or_
         .daemon
         .wait_for_log("cannot be indexed and was passed");
     assert!(log.contains("run `ttl-sweeper backfill`"), "{log}");
-    assert!(daemon.signal(libc::SIGTERM).success());
-    let report = daemon.final_report();
+    let report = daemon.stop();
     assert!(report["skipped_records"].as_u64().unwrap() >= 1, "{report}");
     assert!(report["retried_records"].as_u64().unwrap() >= 2, "{report}");
     assert!(report["trimmed"].as_u64().unwrap() >= 1, "{report}");
@@ -769,7 +747,7 @@ async fn a_throttled_index_table_holds_the_shard_and_loses_no_item() {
     items.extend(after_it.iter().map(|id| unwindowed(id, ends as i64 + 5)));
     app.put_many(items).await;
     // Started once every record is there: its first read is one batch of them all.
-    let mut daemon = Follower::start_with(&proxy.endpoint, &tables, "hot", &no_sdk_retries);
+    let mut daemon = Follower::start(&proxy.endpoint, &tables, "hot", &no_sdk_retries, "1s");
     // Two thirds of the way through, the follower says how far behind it is.
     sleep_until(started + THROTTLED_FOR * 2.0 / 3.0).await;
     let age_held = daemon.metric("ttl_sweeper_stream_record_age_seconds");
@@ -825,8 +803,7 @@ async fn a_throttled_index_table_holds_the_shard_and_loses_no_item() {
         "held {held:?}, not in a pack: {unlisted:?}\n{}",
         daemon.log_text()
     );
-    assert!(daemon.signal(libc::SIGTERM).success());
-    let report = daemon.final_report();
+    let report = daemon.stop();
     assert_eq!(report["skipped_records"], 0, "{report}");
     assert!(report["retried_records"].as_u64().unwrap() > 0, "{report}");
     assert!(proxy.stats.faults_total() > 0);
@@ -846,7 +823,7 @@ async fn sigterm_ends_the_daemon_within_the_grace_when_dynamodb_stops_answering(
     let hanging = hung.clone();
     let plan = Plan::script(move |_, _| hanging.load(Ordering::SeqCst).then_some(Fault::Delay));
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(60), plan).await;
-    let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "hung");
+    let mut daemon = Follower::start(&proxy.endpoint, &tables, "hung", &[], "1s");
     let now = now();
     let items = names("late", 5)
         .iter()
@@ -1037,7 +1014,7 @@ async fn a_demo_sized_run_through_the_fault_proxy_deletes_only_expired_items_and
     };
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(2), faults).await;
     proxy.record();
-    let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "first");
+    let mut daemon = Follower::start(&proxy.endpoint, &tables, "first", &[], "1s");
     let mut app = AppWriter::new(&client, &table);
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut changed = HashSet::new();
@@ -1058,7 +1035,7 @@ async fn a_demo_sized_run_through_the_fault_proxy_deletes_only_expired_items_and
     sleep_until(t0 as f64 + 4.0).await;
     daemon.signal(libc::SIGKILL);
     churn(&mut app, &mut rng, &mut changed, "r2", 5).await;
-    let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "second");
+    let mut daemon = Follower::start(&proxy.endpoint, &tables, "second", &[], "1s");
     sleep_until(t0 as f64 + 7.0).await;
     churn(&mut app, &mut rng, &mut changed, "r3", 5).await;
 
@@ -1178,7 +1155,7 @@ async fn an_orm_that_knows_nothing_of_the_sweeper_writes_and_only_its_expired_it
     let Tables { table, .. } = tables.clone();
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(2), Plan::Pass).await;
     proxy.record();
-    let mut daemon = Follower::start_at(&proxy.endpoint, &tables, "orm");
+    let mut daemon = Follower::start(&proxy.endpoint, &tables, "orm", &[], "1s");
 
     // 40 sessions due 4–7 s after their save (the model keeps whole seconds: 3–7 s), 5 saved
     // already expired, 10 due in an hour and 5 without a ttl, saved one by one through the model.
@@ -1342,7 +1319,7 @@ async fn moving_from_the_gsi_to_the_index_table_in_the_documented_order_leaves_n
         index: index.clone(),
         checkpoint: checkpoint.clone(),
     };
-    let mut new = Follower::start_every(&endpoint(), &tables, "move-new", &[], "1s");
+    let mut new = Follower::start(&endpoint(), &tables, "move-new", &[], "1s");
     // Writers still set the window meanwhile.
     let now = support::now();
     let during = due("during", 10, now + 6);
