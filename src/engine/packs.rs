@@ -127,7 +127,7 @@ impl<S: Store> Sweeper<S> {
         };
         let windows = windows_since(since, now, self.shared.schema.layout.window_seconds);
         let (part, complete) = self
-            .sweep_partitions_of(now, &windows, stop, Some((since, now)))
+            .sweep_partitions(now, &windows, stop, Some((since, now)))
             .await;
         report.add_pass(part);
         if complete.iter().all(|c| *c) {
@@ -193,7 +193,7 @@ impl<S: Store> Sweeper<S> {
                 (Timestamp::from_secs(newest.end) + Duration::from_millis(1)).min(upto)
             };
             let (part, complete) = self
-                .sweep_partitions_of(now, slice, stop, Some((through, end)))
+                .sweep_partitions(now, slice, stop, Some((through, end)))
                 .await;
             report.add_pass(part);
             if !complete.iter().all(|c| *c) {

@@ -326,7 +326,7 @@ impl<S: Store> Sweeper<S> {
         // The recent windows first (they hold what expired last), then the catch-up; the
         // packs of an expiry index table from the cursor beside them.
         let (entries, packs) = futures::join!(
-            self.sweep_partitions(now, &recent, stop),
+            self.sweep_partitions(now, &recent, stop, None),
             Box::pin(self.catch_up_packs(now, stop))
         );
         let (mut report, recent_complete) = entries;
@@ -368,7 +368,7 @@ impl<S: Store> Sweeper<S> {
             let mut slice: Vec<Window> = catchup.by_ref().take(per_slice).collect();
             slice.retain(below);
             // Partitions start in this order: oldest first.
-            let (part, mut complete) = self.sweep_partitions(now, &slice, stop).await;
+            let (part, mut complete) = self.sweep_partitions(now, &slice, stop, None).await;
             report.merge(part);
             slice.reverse();
             complete.reverse();
@@ -395,7 +395,7 @@ impl<S: Store> Sweeper<S> {
             Ok(stop) => {
                 // Boxed: a sweep's future stays as small as it was without packs.
                 let (entries, packs) = futures::join!(
-                    self.sweep_partitions(now, windows, &stop),
+                    self.sweep_partitions(now, windows, &stop, None),
                     Box::pin(self.tick_packs(now, &stop))
                 );
                 let mut report = entries.0;

@@ -8,18 +8,9 @@ impl<S: Store> Sweeper<S> {
     /// Sweeps the shards in the range of every window; returns the report and, per window,
     /// whether it was swept completely. Each partition's outcome is folded into the report as it
     /// finishes: memory stays bounded by the partitions running at once, not by the backlog.
-    pub(super) async fn sweep_partitions(
-        &self,
-        now: Timestamp,
-        windows: &[Window],
-        stop: &Stop,
-    ) -> (SweepReport, Vec<bool>) {
-        self.sweep_partitions_of(now, windows, stop, None).await
-    }
-
-    /// [`Self::sweep_partitions`]; with `packs`, of the packs due in that range instead of the
-    /// entries of one item each or the GSI ([`super::packs`]).
-    pub(in crate::engine) async fn sweep_partitions_of(
+    /// With `packs`, of the packs due in that range instead of the entries of one item each or
+    /// the GSI ([`super::packs`]).
+    pub(in crate::engine) async fn sweep_partitions(
         &self,
         now: Timestamp,
         windows: &[Window],
