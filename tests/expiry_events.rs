@@ -311,10 +311,25 @@ async fn sweep_with(
 ) -> SweepReport {
     let options = options(delete_mode, concurrency);
     let sweeper = Sweeper::new(table.clone(), table.schema(), options);
-    let now = Timestamp::from_secs(NOW);
-    let window = [Window::containing_instant(now, 60)];
-    let sweeper = sweeper.with_events(Arc::new(events));
-    sweeper.sweep_windows(now, &window, stop).await
+    sweep_window(&sweeper.with_events(Arc::new(events)), 0, stop).await
+}
+
+/// A sweep by `sweeper` of the one window holding `NOW + secs`, as of then, until `stop`.
+async fn sweep_window(sweeper: &Sweeper<MemStore>, secs: i64, stop: &Stop) -> SweepReport {
+    let at = Timestamp::from_secs(NOW + secs);
+    let window = [Window::containing_instant(at, 60)];
+    sweeper.sweep_windows(at, &window, stop).await
+}
+
+/// A sweeper of `table` in archive mode with `concurrency` workers, publishing to `sink`.
+fn archive_sweeper(
+    table: &MemStore,
+    sink: &Arc<ScriptedSink>,
+    concurrency: usize,
+) -> Sweeper<MemStore> {
+    let options = options(DeleteMode::Conditional, concurrency);
+    let sweeper = Sweeper::new(table.clone(), table.schema(), options);
+    sweeper.with_events(Arc::new(events(ARCHIVE, sink)))
 }
 
 /// A sweep of `table` publishing to `sink` as `how` says, with short backoffs.
@@ -638,19 +653,12 @@ async fn archive_cancels_at_the_next_sweep_an_accepted_expiry_whose_item_was_ext
     let log = Log::default();
     let table = with_items(6, 0, &log);
     let sink = ScriptedSink::slow(&log, Duration::from_millis(10), None);
-    let sweeper = Sweeper::new(
-        table.clone(),
-        table.schema(),
-        options(DeleteMode::Conditional, 4),
-    )
-    .with_events(Arc::new(events(ARCHIVE, &sink)));
-    let now = Timestamp::from_secs(NOW);
-    let window = [Window::containing_instant(now, 60)];
+    let sweeper = archive_sweeper(&table, &sink, 4);
     let stop = Stop::at(Some(tokio::time::Instant::now() + Duration::from_millis(5)));
-    let first = sweeper.sweep_windows(now, &window, &stop).await;
+    let first = sweep_window(&sweeper, 0, &stop).await;
     first.assert_fields("events_published=6 events_cancelled=0 items_left=6");
     table.put("e0003", (NOW + 3600) as f64);
-    let again = sweeper.sweep_windows(now, &window, &Stop::never()).await;
+    let again = sweep_window(&sweeper, 0, &Stop::never()).await;
     again.assert_fields("events_cancelled=1 items_deleted=5");
     assert_eq!(
         sink.kinds_of("e0003"),
@@ -658,7 +666,7 @@ async fn archive_cancels_at_the_next_sweep_an_accepted_expiry_whose_item_was_ext
     );
     assert_eq!(table.ids(), ["e0003"]);
     // Settled: a third sweep has nothing more to say.
-    let third = sweeper.sweep_windows(now, &window, &Stop::never()).await;
+    let third = sweep_window(&sweeper, 0, &Stop::never()).await;
     third.assert_fields("events_published=0 events_cancelled=0");
 }
 
@@ -769,15 +777,8 @@ async fn archive_with_the_expiry_index_table_cancels_after_a_crash_the_expiry_of
     assert_eq!(sink.accepted().len(), 8, "every expiry was accepted, twice");
     table.put("e0001", (NOW + 3600) as f64);
     // Another process, once the journal's items are due.
-    let after = |s: i64| Timestamp::from_secs(NOW + s);
-    let next = Sweeper::new(
-        table.clone(),
-        table.schema(),
-        options(DeleteMode::Conditional, 4),
-    )
-    .with_events(Arc::new(events(ARCHIVE, &sink)));
-    let window = [Window::containing_instant(after(11), 60)];
-    let report = next.sweep_windows(after(11), &window, &Stop::never()).await;
+    let next = archive_sweeper(&table, &sink, 4);
+    let report = sweep_window(&next, 11, &Stop::never()).await;
     report.assert_fields("events_cancelled=1 items_deleted=3");
     let kinds = ["Item Expired", "Item Expired", "Item Expiry Cancelled"];
     assert_eq!(sink.kinds_of("e0001"), kinds[..]);
@@ -788,7 +789,8 @@ async fn archive_with_the_expiry_index_table_cancels_after_a_crash_the_expiry_of
     // Its entry is removed (its item kept on another ttl); the journal holds the others until a
     // sweep reads them again and finds them gone: then nothing of them is left, and nothing more
     // is published.
-    let later = next.sweep_windows(after(22), &window, &Stop::never()).await;
+    // (The window of `NOW + 11`, which holds `NOW + 22`.)
+    let later = sweep_window(&next, 22, &Stop::never()).await;
     later.assert_fields("events_published=0 events_cancelled=0");
     assert_eq!(table.entry_count(), 0, "{later:?}");
 }
@@ -818,15 +820,8 @@ async fn archive_stopped_before_a_retry_of_a_lost_answer_keeps_the_expiry_journa
     assert_eq!(logged(&log, "accepted").len(), 1, "the sink took it");
     table.put("e0000", (NOW + 3600) as f64);
     let sink = ScriptedSink::accepting(&log);
-    let next = Sweeper::new(
-        table.clone(),
-        table.schema(),
-        options(DeleteMode::Conditional, 4),
-    )
-    .with_events(Arc::new(events(ARCHIVE, &sink)));
-    let at = Timestamp::from_secs(NOW + 11);
-    let window = [Window::containing_instant(at, 60)];
-    let report = next.sweep_windows(at, &window, &Stop::never()).await;
+    let next = archive_sweeper(&table, &sink, 4);
+    let report = sweep_window(&next, 11, &Stop::never()).await;
     report.assert_fields("events_cancelled=1 items_deleted=0");
     assert_eq!(sink.kinds_of("e0000"), ["Item Expiry Cancelled"]);
     assert_eq!(table.ids(), ["e0000"], "the extended item stays");
@@ -960,24 +955,14 @@ async fn archive_stopped_mid_publication_keeps_the_entries_of_the_items_left_onl
     assert_eq!(table.ids().len(), 9, "{report:?}");
 
     let sink = ScriptedSink::accepting(&log);
-    let again = sweep_with(
-        &table,
-        events(ARCHIVE, &sink),
-        conditional,
-        1,
-        &Stop::never(),
-    )
-    .await;
+    let again = sweep_window(&archive_sweeper(&table, &sink, 1), 0, &Stop::never()).await;
     again.assert_fields("items_deleted=9 items_gone=1 index_entries_removed=10");
     assert!(table.ids().is_empty(), "{again:?}");
     // The journal stays until it is due (10 s on): a sweep then finds its items gone and empties
     // it, publishing nothing more.
     assert_eq!(table.entry_count(), 1, "{again:?}");
-    let next = Sweeper::new(table.clone(), table.schema(), options(conditional, 1))
-        .with_events(Arc::new(events(ARCHIVE, &sink)));
-    let at = Timestamp::from_secs(NOW + 11);
-    let window = [Window::containing_instant(at, 60)];
-    let later = next.sweep_windows(at, &window, &Stop::never()).await;
+    let next = archive_sweeper(&table, &sink, 1);
+    let later = sweep_window(&next, 11, &Stop::never()).await;
     later.assert_fields("events_published=0 events_cancelled=0");
     assert_eq!(table.entry_count(), 0, "{later:?}");
 }
