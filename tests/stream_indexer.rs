@@ -46,6 +46,20 @@ fn batch(records: Vec<Value>) -> Value {
     json!({ "Records": records })
 }
 
+/// `INSERT` records of `items`, their sequence numbers from `first` on.
+fn inserts(items: &[Key], first: u64) -> Vec<Value> {
+    let records = items.iter().enumerate();
+    records
+        .map(|(i, item)| record("INSERT", first + i as u64, item))
+        .collect()
+}
+
+/// Indexes `records` through the Lambda handler's path and asserts that none failed.
+async fn assert_indexed_ok(sweeper: &Sweeper<DynamoStore>, records: Vec<Value>) {
+    let answer = index_batch(sweeper, &clock, &batch(records), None).await;
+    assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
+}
+
 /// The batch of `records` as the Lambda handler parses it.
 fn parsed(records: Vec<Value>) -> aws_lambda_events::dynamodb::Event {
     serde_json::from_value(batch(records)).unwrap()
@@ -127,12 +141,9 @@ async fn items_written_with_only_a_ttl_get_entries_the_table_is_not_written_and_
         unwindowed("ancient", 5),
     ];
     put_items(&client, &table, items.to_vec()).await;
-    let records: Vec<Value> = (items.iter().enumerate())
-        .map(|(i, item)| record("INSERT", i as u64 + 1, item))
-        .collect();
+    let records = inserts(&items, 1);
 
-    let answer = index_batch(&sweeper, &clock, &batch(records.clone()), None).await;
-    assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
+    assert_indexed_ok(&sweeper, records.clone()).await;
     let entries = index_entries(&client, &index).await;
     let want = listed(&[("expired", now - 30), ("live", now + 300)]);
     assert_eq!(entries, want, "only usable ttls are indexed");
@@ -191,8 +202,7 @@ async fn items_written_with_only_a_ttl_get_entries_the_table_is_not_written_and_
 
     // A record delivered once more after the sweep brings the entry back; it deletes nothing more
     // and is judged at the next sweep.
-    let answer = index_batch(&sweeper, &clock, &batch(records), None).await;
-    assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
+    assert_indexed_ok(&sweeper, records).await;
     let mut back = live_twice.clone();
     back.extend(listed(&[("expired", now - 30), ("live", now + 300)]));
     back.sort();
@@ -219,11 +229,7 @@ async fn an_entry_left_by_a_ttl_extended_or_removed_or_an_item_deleted_deletes_n
         let names = ["extended", "no-longer", "deleted", "rewritten", "due"];
         let items: Vec<Key> = names.iter().map(|id| unwindowed(id, due)).collect();
         put_items(&client, &table, items.clone()).await;
-        let records = (items.iter().enumerate())
-            .map(|(i, item)| record("INSERT", i as u64 + 1, item))
-            .collect();
-        let answer = index_batch(&sweeper, &clock, &batch(records), None).await;
-        assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
+        assert_indexed_ok(&sweeper, inserts(&items, 1)).await;
         // The application changes its items; the indexer has not seen those records yet.
         extend_ttl(&client, &table, id_key("extended"), now + 3600).await;
         put_one(&client, &table, bare("no-longer", None)).await;
@@ -358,15 +364,10 @@ async fn records_whose_entries_are_not_written_are_delivered_again() {
             Fault::Fail(ErrorKind::Throttled),
         );
     let schema = store.schema();
-    let item = |id: &str, ttl: i64| {
-        let mut k = id_key(id);
-        k.insert("ttl".into(), num(ttl));
-        k
-    };
     let records: Vec<Value> = vec![
-        record("INSERT", 1, &item("a", 1_800_000_100)),
-        record("MODIFY", 2, &item("a", 1_800_000_200)),
-        record("INSERT", 3, &item("b", 1_800_000_100)),
+        record("INSERT", 1, &unwindowed("a", 1_800_000_100)),
+        record("MODIFY", 2, &unwindowed("a", 1_800_000_200)),
+        record("INSERT", 3, &unwindowed("b", 1_800_000_100)),
     ];
     let records = parsed(records).records;
     let at = || Timestamp::from_secs(1_800_000_000);
@@ -410,11 +411,7 @@ async fn records_no_retry_mends_are_answered_apart_from_those_throttled() {
             .starting_at(1_800_000_000)
             .fault(Op::WriteEntries, When::Always, Fault::Fail(kind))
     };
-    let item = |id: &str| {
-        let mut k = id_key(id);
-        k.insert("ttl".into(), num(1_800_000_100));
-        k
-    };
+    let item = |id: &str| unwindowed(id, 1_800_000_100);
     let mut odd = record("INSERT", 2, &item("b"));
     odd["eventName"] = json!("UPSERT");
     let records = parsed(vec![record("INSERT", 1, &item("a")), odd]).records;
@@ -608,8 +605,7 @@ async fn a_stream_invocation_reports_a_failing_record_into_the_index_table_and_t
     );
 
     // Delivered again, whole this time: indexed, and the report says so at once.
-    let answer = index_batch(&sweeper, &clock, &batch(vec![whole]), None).await;
-    assert_eq!(answer.unwrap(), json!({ "batchItemFailures": [] }));
+    assert_indexed_ok(&sweeper, vec![whole]).await;
     let read = sweeper.store().read_indexer_reports(&index).await.unwrap();
     assert_eq!(read.len(), 1);
     assert!(read[0].failing.is_empty(), "{read:?}");
@@ -692,10 +688,7 @@ async fn audit_finds_the_items_the_stream_indexer_packed_and_counts_the_one_it_d
         .map(|i| unwindowed(&format!("live-{i:02}"), now + 300 + i % 3))
         .collect();
     put_items(&client, &table, items.clone()).await;
-    let records = (items.iter().enumerate())
-        .map(|(i, item)| record("INSERT", i as u64 + 1, item))
-        .collect();
-    let indexed = index_all(&sweeper, records).await;
+    let indexed = index_all(&sweeper, inserts(&items, 1)).await;
     assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
     assert_eq!(indexed.report.packs_written, 3, "{:?}", indexed.report);
     put_items(&client, &table, vec![unwindowed("unindexed", now + 400)]).await;
@@ -763,18 +756,14 @@ async fn a_table_indexed_one_entry_per_item_keeps_being_swept_while_it_moves_to_
         unwindowed("new-live", now + 300),
     ];
     put_items(&client, &table, new.to_vec()).await;
-    let records = (new.iter().enumerate())
-        .map(|(n, item)| record("INSERT", 100 + n as u64, item))
-        .collect();
-    let indexed = index_all(&sweeper, records).await;
+    let indexed = index_all(&sweeper, inserts(&new, 100)).await;
     assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
     assert_eq!(indexed.report.packs_written, 3, "{:?}", indexed.report);
     // Sweeps past the soon items' ttls read both: the old entries and the new packs.
     wait_past_packs_of(&client, &index, "new-soon").await;
     let report = sweeper.sweep(clock(), &Stop::never()).await;
     assert!(report.is_success(), "{report:?}");
-    let mut left = ids(&client, &table).await;
-    left.sort();
+    let left = ids(&client, &table).await;
     assert_eq!(left, ["new-live", "old-live"], "{report:?}");
     let unjudged = unjudged_entries(&client, &index).await;
     let live = listed(&[("new-live", now + 300), ("old-live", now + 300)]);
