@@ -27,7 +27,15 @@ pub(in crate::engine) async fn delete_with_events<S: Store>(
     let chunk = if hook.archive() && !stop.reached() && !chunk.is_empty() {
         settled.confirmed += chunk.len() as u64;
         let listed: Vec<(Key, f64)> = chunk.iter().map(|e| (e.key.clone(), e.ttl)).collect();
-        let chunk = deleter.read_before_publishing(chunk, &mut settled).await;
+        // If the read fails, nothing is published for the keys: they are left for the next sweep.
+        let chunk = match deleter.read_table(chunk, &mut settled).await {
+            Ok(chunk) => chunk,
+            Err((e, keys)) => {
+                tracing::warn!(keys = keys.len(), error = %e, "could not read the keys before publishing their expiry; left for the next sweep");
+                settled.leave(keys);
+                Vec::new()
+            }
+        };
         let cancel = settle_remembered_read(deleter, events, &listed, &chunk, &settled);
         settled
             .events
@@ -93,15 +101,11 @@ async fn cancel_remembered<S: Store>(
     if expiries.is_empty() {
         return EventTally::default();
     }
-    let at = events.wall.as_ref().map_or(deleter.now, |c| c.now());
     for x in &expiries {
         let key = key_to_json(&x.key);
         tracing::info!(%key, "an item whose expiry was accepted by an earlier sweep and not deleted has a new ttl: cancelling the expiry");
     }
-    let cancellations = (expiries.iter().cloned())
-        .map(|x| Publication::Cancelled(Expiry { item: None, ..x }, at))
-        .collect();
-    let (deliveries, tally) = events.hook.publish(cancellations, deleter.stop).await;
+    let (deliveries, tally) = publish_cancellations(deleter, events, &expiries).await;
     for (x, delivery) in expiries.into_iter().zip(deliveries) {
         if delivery != Delivery::Accepted {
             if let Some(t) = deleter.schema.key_token(&x.key) {
@@ -110,6 +114,20 @@ async fn cancel_remembered<S: Store>(
         }
     }
     tally
+}
+
+/// Publishes the cancellation of each of `expiries` (without its item), as of now by the events'
+/// wall clock: the deliveries, in order, and the tally.
+pub(super) async fn publish_cancellations<S: Store>(
+    deleter: &Deleter<'_, S>,
+    events: &Events,
+    expiries: &[Expiry],
+) -> (Vec<Delivery>, EventTally) {
+    let at = events.wall.as_ref().map_or(deleter.now, |c| c.now());
+    let cancellations = (expiries.iter())
+        .map(|x| Publication::Cancelled(x.without_item(), at))
+        .collect();
+    events.hook.publish(cancellations, deleter.stop).await
 }
 
 /// Archive mode, before a sweep's partitions: the [`SETTLE_PER_SWEEP`] expiries accepted and not
@@ -147,26 +165,6 @@ pub(in crate::engine) async fn settle_unsettled<S: Store>(
         }
     }
     cancel_remembered(deleter, events, cancel).await
-}
-
-impl<S: Store> Deleter<'_, S> {
-    /// Archive mode: reads `keys` from the table before their events are published, as
-    /// [`Self::read_again`] does; returns those still there with the ttl listed. If the read
-    /// fails, nothing is published for them: they are left for the next sweep.
-    pub(super) async fn read_before_publishing(
-        &self,
-        keys: Vec<Expired>,
-        out: &mut ChunkOutcome,
-    ) -> Vec<Expired> {
-        match self.read_table(keys, out).await {
-            Ok(back) => back,
-            Err((e, keys)) => {
-                tracing::warn!(keys = keys.len(), error = %e, "could not read the keys before publishing their expiry; left for the next sweep");
-                out.leave(keys);
-                Vec::new()
-            }
-        }
-    }
 }
 
 /// [`delete_with_events`] once archive mode's keys are read.
@@ -287,15 +285,11 @@ async fn archive_or_notify<S: Store>(
         }
     }
     out.absorb(refused);
-    let cancelled_at = wall();
-    let cancelled: Vec<&Expiry> = (kept.iter())
-        .filter_map(|key| expiries.iter().find(|x| x.key == *key))
+    let cancelled: Vec<Expiry> = (kept.iter())
+        .filter_map(|key| expiries.iter().find(|x| x.key == *key).cloned())
         .collect();
     if !cancelled.is_empty() {
-        let cancellations = (cancelled.iter())
-            .map(|x| Publication::Cancelled(x.without_item(), cancelled_at))
-            .collect();
-        let (deliveries, published) = hook.publish(cancellations, stop).await;
+        let (deliveries, published) = publish_cancellations(deleter, events, &cancelled).await;
         tally.add(published);
         // A cancellation the sink did not take: the next sweep's read tries again.
         for (x, delivery) in cancelled.into_iter().zip(deliveries) {

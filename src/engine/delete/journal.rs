@@ -9,7 +9,7 @@ use std::time::Duration;
 use tracing::{error, warn};
 
 use super::Deleter;
-use crate::engine::hook::{Delivery, Events, Expiry, Publication};
+use crate::engine::hook::{Delivery, Events, Expiry};
 use crate::engine::journal::{Journal, Settling, DUE_AFTER, READ_PER_ROUND, ROUNDS_PER_SWEEP};
 use crate::engine::report::EventTally;
 use crate::expiry::Timestamp;
@@ -146,7 +146,7 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
     // Each expiry: settled (gone), to cancel (another ttl), or still to settle.
     // Each expiry found with another ttl is cancelled once, however many items journal it; each
     // journal item keeps the ones whose cancellation the sink did not accept.
-    let mut cancel: Vec<PendingExpiry> = Vec::new();
+    let mut cancel: Vec<Expiry> = Vec::new();
     let mut cancel_of: HashMap<(Option<String>, u64), usize> = HashMap::new();
     let mut waiting: Vec<(usize, PendingExpiry, usize)> = Vec::new();
     let mut left: HashMap<usize, Vec<PendingExpiry>> = HashMap::new();
@@ -160,7 +160,13 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
                 Some(_) => {
                     let id = (schema.key_token(&x.key), x.ttl.to_bits());
                     let c = *cancel_of.entry(id).or_insert_with(|| {
-                        cancel.push(x.clone());
+                        let (key, ttl, at) = (x.key.clone(), x.ttl, x.at);
+                        cancel.push(Expiry {
+                            key,
+                            ttl,
+                            at,
+                            item: None,
+                        });
                         cancel.len() - 1
                     });
                     waiting.push((i, x.clone(), c));
@@ -171,21 +177,11 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
     let tally = if cancel.is_empty() {
         EventTally::default()
     } else {
-        let at = events.wall.as_ref().map_or(d.now, |c| c.now());
-        let cancellations = (cancel.iter())
-            .map(|x| {
-                let key = key_to_json(&x.key);
-                tracing::info!(%key, "an item whose expiry a sweep journaled and did not settle has a new ttl: cancelling the expiry");
-                let expiry = Expiry {
-                    key: x.key.clone(),
-                    ttl: x.ttl,
-                    item: None,
-                    at: x.at,
-                };
-                Publication::Cancelled(expiry, at)
-            })
-            .collect();
-        let (deliveries, tally) = events.hook.publish(cancellations, d.stop).await;
+        for x in &cancel {
+            let key = key_to_json(&x.key);
+            tracing::info!(%key, "an item whose expiry a sweep journaled and did not settle has a new ttl: cancelling the expiry");
+        }
+        let (deliveries, tally) = super::events::publish_cancellations(d, events, &cancel).await;
         for (i, x, c) in waiting {
             if deliveries.get(c) != Some(&Delivery::Accepted) {
                 left.entry(i).or_default().push(x);
