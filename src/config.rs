@@ -260,15 +260,12 @@ impl Config {
     }
 
     /// The leader lease of the swept table, with `LEADER_LEASE`: its item in the checkpoint table,
-    /// held as `holder` ([`crate::engine::lease::holder_id`]).
-    ///
-    /// The item's id is `<table name>#leader`, the name taken out of an ARN, so that every
-    /// Region's sweeper of one global table takes the one lease, however it names its replica and
-    /// whatever its layout or its split of the shards (a sweeper of another layout stands by and
-    /// says so, `docs/global-tables.md`, "The lease"). A sweeper of a shard range short of all
-    /// shards holds the table's lease as its Region's split
-    /// ([`crate::engine::lease::split_holder`]), shared with the Region's other ranges, and its
-    /// range's own beside it: `<table name>/range<a>-<b>#leader`, as `holder`.
+    /// held as `holder` ([`crate::engine::lease::holder_id`]). The id is `<table name>#leader`,
+    /// the name taken out of an ARN, so that every Region's sweeper of one global table takes the
+    /// one lease, however it names its replica and whatever its layout or split of the shards; a
+    /// shard range short of all shards holds it as its Region's split
+    /// ([`crate::engine::lease::split_holder`]) and its range's own beside it,
+    /// `<table name>/range<a>-<b>#leader`, as `holder` (`docs/global-tables.md`, "The lease").
     pub fn lease(&self, holder: String) -> Option<LeaseConfig> {
         let duration = self.leader_lease?;
         let table = self.target.checkpoint_table.clone()?;
@@ -320,12 +317,9 @@ impl Config {
 
 /// The checkpoint item's id of `target` for `range`: one per table, index, window layout and
 /// shard range, so sweepers of two layouts (a shard migration) or of two shard ranges never move
-/// each other's checkpoint. `<table>/<index>` (the GSI's name, or `table:<name>` for an expiry
-/// index table), then for other than the default layout (60 s windows, one shard)
-/// `/<width>s/<shards>shards`, and for a shard range short of all shards `/range<a>-<b>`. A range
-/// starts from the whole table's item until it has its own. The checkpoint table's other items
-/// are named here too: the stream position, `<the whole table's id>#stream` ([`checkpoint`]),
-/// and the leases ([`Config::lease`]).
+/// each other's checkpoint; a range starts from the whole table's item until it has its own.
+/// Its form, and that of the checkpoint table's other items (the stream position's,
+/// [`checkpoint`]; the leases', [`Config::lease`]): the table atop `docs/upgrading.md`.
 fn checkpoint_id(target: &TableTarget, range: Option<ShardRange>) -> String {
     let mut id = match &target.index {
         Index::Table(table) => format!("{}/table:{table}", target.table_name),

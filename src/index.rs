@@ -3,29 +3,19 @@
 //! set only the ttl and the application's table is never written. Records come two ways, both
 //! handled here: an event source mapping's batches (the Lambda, [`crate::lambda`], calls
 //! [`index_records`]) and the daemon's own reads of the stream ([`follow`], `run
-//! --follow-stream`). Both reach a table only through [`IndexTarget`]: its store, its schema, and
-//! the delete path where items written already expired go. The entries' and packs' DynamoDB
-//! layout is the store's ([`crate::store::entries`], [`crate::store::packs`]), since only the
-//! store speaks DynamoDB, and how a sweep reads the packs is the engine's (`engine::packs`).
+//! --follow-stream`). Both reach a table only through [`IndexTarget`]. The packs' DynamoDB layout
+//! is the store's ([`crate::store::packs`]); how a sweep reads them is the engine's.
 //!
 //! Each `INSERT` and `MODIFY` record whose new image has a usable ttl becomes one entry in a
-//! *pack* ([`crate::store::packs`]): the entries of a batch are grouped by the window partition
-//! and the instant they are due (the ttl, or, for an item already expired or about to be, a
-//! moment after the latest DynamoDB's clock may read, [`PACK_LEAD`]), each group written as
-//! packs of a few KB, once, with `BatchWriteItem` ([`CONCURRENCY`] requests at once, unprocessed
-//! packs sent again with backoff), never updated, left to the index table's native TTL. A pack
-//! is only ever due after it is written: one that the write took too long for (its due no
-//! longer [`packs::ACK_MARGIN`] past the latest DynamoDB's clock may read once it is
-//! acknowledged) is written again, due further on than that write took
-//! ([`packs::write_packs`]), since a sweep may have read past its due already. Before its first
-//! pack, a writer stores its mark ([`Store::mark_packs`]): no pack is due before it. A `MODIFY`
-//! whose old image (`NEW_AND_OLD_IMAGES`) has the same ttl writes nothing: the item's entry is
-//! there already. `REMOVE` records need nothing: the entry an item leaves behind deletes
-//! nothing, since every delete is judged against the table. Records may be handled in any order
-//! and any number of times: each batch's packs are keys of their own (a random origin), written
-//! whole. A record whose entry could not be written is reported by its sequence number, the
-//! first of its item, so that an event source mapping (`ReportBatchItemFailures`) or the
-//! follower delivers it again.
+//! *pack*, grouped with the batch's entries of the same window partition and due instant,
+//! written once, never updated (`docs/design.md`, "Packed entries", the writer). What keeps
+//! nothing lost: a pack is only ever due after it is written ([`packs::write_packs`]), and before
+//! its first pack a writer stores its mark ([`Store::mark_packs`]): no pack is due before it. A
+//! `MODIFY` whose old image has the same ttl writes nothing; `REMOVE` records need nothing, since
+//! every delete is judged against the table. Records may be handled in any order and any number
+//! of times: each batch's packs are keys of their own (a random origin), written whole. A record
+//! whose entry could not be written is reported by its sequence number, the first of its item,
+//! so that an event source mapping (`ReportBatchItemFailures`) or the follower delivers it again.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;

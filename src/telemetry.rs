@@ -2,9 +2,9 @@
 //! CLI (text on stderr, or the same JSON), the one-line sweep summary, CloudWatch Embedded Metric
 //! Format (EMF) records, and the daemon's Prometheus endpoint ([`endpoint`]).
 //!
-//! The EMF records are written here, not through the `metrics` facade: a sweep already
-//! aggregates everything into one [`SweepReport`], and the facade's delta counters leave zeros
-//! out (the alarms on `ItemsFailed` rely on every record carrying it; docs/design.md).
+//! The EMF records are written here from the one [`SweepReport`], not through the `metrics`
+//! facade, whose counters leave zeros out (the alarms on `ItemsFailed` rely on every record
+//! carrying it): `docs/design.md`, "One route to DynamoDB".
 
 pub mod counters;
 mod powertools;

@@ -1,12 +1,10 @@
 //! Batch mode in tick mode: the keys of the next tick, read from the index and confirmed by the
-//! table shortly before the tick (`docs/design.md`, "Confirmed ahead"), so that the tick's
-//! deletes leave one query after the tick, not a query and a read. A key the tick lists with the
-//! ttl confirmed is dated by that read ([`super::delete::Confirmed`]): the bound of an
-//! unconditional delete (`BATCH_MAX_READ_AGE`) runs from it as from any read of the table.
-//! Nothing is deleted ahead. A confirmation outlives the tick it was made for (a sweeper lives
-//! across a Lambda's invocations, a daemon across a host's suspends) and the monotonic clock
-//! does not run while the process is frozen: each is dated by the wall clock too, and is as old
-//! as the older of the two says.
+//! table shortly before the tick, so that the tick's deletes leave one query after the tick, not
+//! a query and a read (`docs/design.md`, "Sub-second precision (tick mode)", confirmed ahead).
+//! Nothing is deleted ahead. A key the tick lists with the ttl confirmed is dated by that read
+//! ([`super::delete::Confirmed`]), by the wall clock too (the monotonic one stops while the
+//! process is frozen, and a confirmation may outlive its tick): the bound of an unconditional
+//! delete (`BATCH_MAX_READ_AGE`) runs from it, its age the greater of the two clocks'.
 
 use std::time::Duration;
 

@@ -2,16 +2,14 @@
 //! global table — only the holder of the table's lease sweeps; the others stand by and take the
 //! lease over when it lapses.
 //!
-//! The lease is the checkpoint table's item `<table name>#leader` (`holder`, `expiresAt` in
-//! epoch milliseconds by DynamoDB's clock, and the holder's `layout`); a sweeper of a shard range
-//! holds it as its Region's split, and its range's item beside it. A holder's health counts its
-//! sweeps ([`Lease::swept`]) and how current its index is, as a stream follower beside it or the
-//! Lambda's stream indexer, by its reports in the index table, tells ([`Lease::index`],
-//! [`Lease::with_reports_in`]). Every instant written or
-//! compared is DynamoDB's, as its `Date` headers bound it ([`crate::store::ServerTime`]); each
-//! sweeper measures its own hold on the monotonic clock. Taking, renewing, standing by, giving
-//! up, and why two holders never send deletes at once: `docs/global-tables.md`, "The lease". The
-//! rules free of I/O are in `rules`.
+//! The lease is the checkpoint table's item `<table name>#leader` ([`crate::store::LeaseItem`]);
+//! a sweeper of a shard range holds it as its Region's split, and its range's item beside it. A
+//! holder's health counts its sweeps ([`Lease::swept`]) and how current its index is
+//! ([`Lease::index`], [`Lease::with_reports_in`]). Every instant written or compared is
+//! DynamoDB's, as its `Date` headers bound it ([`crate::store::ServerTime`]); each sweeper
+//! measures its own hold on the monotonic clock. Taking, renewing, standing by, giving up, and
+//! why two holders never send deletes at once: `docs/global-tables.md`, "The lease". The rules
+//! free of I/O are in `rules`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -141,10 +139,9 @@ impl Lease {
     }
 
     /// The Lambda's stream indexer writes its reports into `index_table`, this sweeper's expiry
-    /// index table (`None`: the table is swept through a GSI): a holder reads them at each
-    /// renewal and before giving the lease up for them, a standby before it takes a lapsed lease
-    /// (one strongly consistent `Query` each), and they count as the follower's progress does
-    /// ([`Lease::index`], [`IndexHealth::reported`]).
+    /// index table (`None`: swept through a GSI): read (one strongly consistent `Query`) at each
+    /// renewal, before giving the lease up for them and before taking a lapsed lease, they count
+    /// as the follower's progress does ([`Lease::index`], [`IndexHealth::reported`]).
     pub fn with_reports_in(mut self, index_table: Option<String>) -> Self {
         self.reports = index_table;
         self
@@ -175,13 +172,11 @@ impl Lease {
     }
 
     /// Tells the lease what a sweep that led showed ([`SweepHealth`]): a holder whose reads, or
-    /// whose deletes, have failed for a lease (`LEADER_LEASE`) with no success since gives it up
-    /// at its next check. The lease's own length, because it is what a standby already waits
-    /// when a holder stops: a holder that cannot sweep hands over within about two leases of its
-    /// first failure, one to notice and one for the lease it was granted to lapse.
-    ///
-    /// Counted in the table's lease only: giving it up hands the whole Region's split over, and a
-    /// range's own item then lapses unrenewed.
+    /// whose deletes, have failed for a lease (`LEADER_LEASE`: what a standby already waits when a
+    /// holder stops) with no success since gives it up at its next check, so it hands over within
+    /// about two leases of its first failure (one to notice, one for its lease to lapse). Counted
+    /// in the table's lease only: giving it up hands the whole Region's split over; a range's own
+    /// item then lapses unrenewed.
     pub async fn swept(&self, health: SweepHealth) {
         self.table.swept(health).await;
     }

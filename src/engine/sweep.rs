@@ -1,10 +1,9 @@
 //! [`Sweeper`]: one pass over the windows that can hold expired items.
 //!
-//! Partitions (window, or window and shard) are read, and delete requests sent, concurrently,
-//! both bounded by `max_concurrency`; keys that still fail after the retries are reported, never
-//! dropped. The pass starts no new work once its [`Stop`] condition holds (deadline or shutdown)
-//! and reports what it left for the next run. With a checkpoint it also covers every window since
-//! the last fully swept boundary (see [`super::checkpoint`]), then moves the checkpoint forward.
+//! Keys that still fail after the retries are reported, never dropped. The pass starts no new
+//! work once its [`Stop`] condition holds (deadline or shutdown) and reports what it left for the
+//! next run. With a checkpoint it also covers every window since the last fully swept boundary
+//! (see [`super::checkpoint`]), then moves the checkpoint forward.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

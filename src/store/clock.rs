@@ -3,15 +3,12 @@
 //! Monotonic instants are Tokio's ([`tokio::time::Instant`]): the standard clock's outside tests,
 //! a paused one a test moves in them.
 //!
-//! A response dated `D` to a request sent at local monotonic instant `s` bounds DynamoDB's clock
-//! at a later instant `x` from above by `D + 1 s + (x - s)`; one that arrived at `r` bounds it
-//! from below by `D + (x - r)`, less [`DRIFT_TOLERANCE`] of `x - r` (for the leader lease).
-//! [`ServerClock`] keeps the tightest of each; [`ServerClock::guard`] clamps a wall-clock reading
-//! to the lower bound, or once the `Date` turn is located within two round trips, to the lower
-//! bound plus that round trip; [`ServerClock::probes`] names when requests would locate it. Why
-//! and how the upper bound is
-//! re-anchored when the monotonic clock may have missed a pause (a frozen or suspended host), and
-//! when a clamp is warned about: `docs/design.md`, "DynamoDB's clock".
+//! [`ServerClock`] keeps the tightest upper and lower bounds the answers give (`D + 1 s` aged
+//! from the request's sending, `D` aged from the answer's arrival less [`DRIFT_TOLERANCE`]);
+//! [`ServerClock::guard`] holds every wall-clock reading to them, and [`ServerClock::probes`]
+//! names when requests would locate the `Date`'s turn. The bounds, how the upper one is
+//! re-anchored after a pause the monotonic clock missed, and when a clamp is warned about:
+//! `docs/design.md`, "DynamoDB's clock".
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -266,11 +263,10 @@ impl ServerClock {
     }
 
     /// `wall` (a host clock reading), held to [`ServerTime::lower_bound`]; once the `Date` turn is
-    /// located (the round trip of the answer that set the lower bound at most [`MAX_ALLOWANCE`],
-    /// the upper bound within [`LOCATE_ROUND_TRIPS`] of it above the lower one), to the lower
-    /// bound plus that round trip, and to the upper bound: the instant a sweep may safely use,
-    /// never ahead of DynamoDB's clock by more than that round trip, and not at all before. A
-    /// clamp is remembered for the report, and logged (module docs).
+    /// located ([`MAX_ALLOWANCE`], [`LOCATE_ROUND_TRIPS`]), to the lower bound plus the round trip
+    /// of the answer that set it, and to the upper bound: never ahead of DynamoDB's clock by more
+    /// than that round trip, and not at all before. A clamp is remembered for the report, and
+    /// logged (module docs).
     pub fn guard(&self, wall: Timestamp) -> Timestamp {
         self.guard_at(wall, Instant::now())
     }
@@ -302,12 +298,11 @@ impl ServerClock {
     }
 
     /// The local instants at which to send a cheap request, so that the answers locate the next
-    /// turn of DynamoDB's `Date`: spread (at most [`MAX_PROBES`], [`MIN_PROBE_GAP`] apart at the
-    /// closest) over the interval the bounds leave for it, each sent half a round trip before
-    /// its share's middle, so that one answered before the turn and the next after it bring the
-    /// bounds within the gap plus a round trip of each other. Empty once the turn is located
-    /// ([`ServerClock::guard`]) but every [`REFRESH_EVERY`], and before the first answer; after
-    /// [`EAGER_ROUNDS`] rounds that did not locate it, at most every [`REFRESH_EVERY`].
+    /// turn of DynamoDB's `Date` ([`LOCATE_ROUND_TRIPS`]): spread (at most [`MAX_PROBES`],
+    /// [`MIN_PROBE_GAP`] apart at the closest) over the interval the bounds leave for it, each
+    /// sent half a round trip before its share's middle. Empty before the first answer, and once
+    /// the turn is located but every [`REFRESH_EVERY`]; after [`EAGER_ROUNDS`] rounds that did
+    /// not locate it, at most every [`REFRESH_EVERY`].
     pub fn probes(&self) -> Vec<Instant> {
         let now = Instant::now();
         lock(&self.state).probes_at(now)

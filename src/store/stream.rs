@@ -110,7 +110,6 @@ impl StreamPositions for DynamoStore {
         }))
     }
 
-    /// Reads the stream position saved as item `id` of checkpoint table `table`, if any.
     async fn read_stream_position(
         &self,
         table: &str,
@@ -120,7 +119,6 @@ impl StreamPositions for DynamoStore {
         Ok(item.and_then(|i| i.get(POSITION_ATTRIBUTE)?.as_s().ok().cloned()))
     }
 
-    /// Saves `position` as item `id` of checkpoint table `table`, stamped `at` (RFC 3339).
     async fn save_stream_position(
         &self,
         table: &str,
@@ -232,7 +230,6 @@ impl StreamRead for StreamClient {
         }
     }
 
-    /// An iterator on shard `shard` of stream `arn`, from `from`.
     async fn iterator(&self, arn: &str, shard: &str, from: &From) -> Result<String, ReadError> {
         const OP: &str = "GetShardIterator";
         let request = self
@@ -257,7 +254,6 @@ impl StreamRead for StreamClient {
         Ok(out.shard_iterator.ok_or_else(no_iterator)?)
     }
 
-    /// Up to 1,000 records (1 MB) from `iterator`.
     async fn records(&self, iterator: &str) -> Result<Records, ReadError> {
         let out = self
             .client

@@ -1,12 +1,9 @@
 //! The optional HTTP endpoint of the daemon (`ttl-sweeper run`, `--metrics-addr`): `GET /metrics`
-//! in the Prometheus text format and `GET /healthz`; nothing else.
-//!
-//! The metrics are the Lambda's EMF metrics under Prometheus names ([`SWEEP_METRICS`]), each with the
-//! label `table`. Counters add up every sweep since start-up; the lag, `items_left` and clock
-//! gauges hold the last reporting period's values. A recorder local to this endpoint keeps them.
-//!
-//! `/healthz` answers 200 while sweeping works and 503 once no sweep has succeeded for the
-//! `unhealthy_after` of [`DaemonMetrics::new`] (from start-up until the first success).
+//! in the Prometheus text format and `GET /healthz`; nothing else. The metrics are the Lambda's
+//! EMF metrics under Prometheus names ([`SWEEP_METRICS`]), each labelled `table`, kept by a
+//! recorder local to this endpoint; `/healthz` turns 503 once no sweep has succeeded for the
+//! `unhealthy_after` of [`DaemonMetrics::new`]. What each says: `docs/operations.md`, "Running as
+//! a daemon".
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;

@@ -233,9 +233,8 @@ pub enum Finished {
 }
 
 /// Runs a backfill of `opened` with its progress `file`: started as [`start`] decides (a resumed
-/// run without the errors that stopped it, a complete run's file replaced by a fresh run, said
-/// in the log), saved after every page unless `options.dry_run`; `progress` sees the items
-/// scanned so far.
+/// run without the errors that stopped it; a replaced file said in the log), saved after every
+/// page unless `options.dry_run`; `progress` sees the items scanned so far.
 pub async fn run_with_file(
     store: &impl Scan,
     opened: &OpenedTable,
@@ -287,12 +286,11 @@ pub async fn run_with_file(
     Ok(Finished::Ran(done))
 }
 
-/// Decides how a backfill of `table` with `layout` starts from the progress file at `path`. With
-/// `resume`, from the file ([`BackfillState::load_for_resume`]; a complete run's is
-/// [`Start::AlreadyComplete`]). Without, a fresh run of `segments` segments, also over a complete
-/// run's file and in a dry run (which never saves); but the file of an interrupted run is refused
-/// ([`ProgressFileError::Interrupted`]: only removing it should throw its progress away), and so
-/// is a file that is not one ([`ProgressFileError::NotProgress`]).
+/// Decides how a backfill of `table` with `layout` starts from the progress file at `path`
+/// ([`Start`]): with `resume`, from the file ([`BackfillState::load_for_resume`]); without, a
+/// fresh run of `segments` segments, also in a dry run (which never saves), but the file of an
+/// interrupted run is refused (only removing it should throw its progress away), and so is a
+/// file that is not one ([`ProgressFileError`]).
 pub fn start(
     path: &Path,
     table: &str,
