@@ -37,23 +37,6 @@ fn fresh_state(table: &str, suffix: &str) -> PathBuf {
     state
 }
 
-fn run_json(cmd: &mut Command) -> (i32, Value, String) {
-    let out = cmd.output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let json =
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout} / {stderr}"));
-    (out.status.code().unwrap_or(-1), json, stderr)
-}
-
-/// [`run_json`] of a command that must succeed: its report.
-#[track_caller]
-fn json_ok(cmd: &mut Command) -> Value {
-    let (code, json, stderr) = run_json(cmd);
-    assert_eq!(code, 0, "{json} {stderr}");
-    json
-}
-
 /// An item with `id` and the String ttl `ttl`: not a usable ttl.
 fn string_ttl(id: &str, ttl: i64) -> Key {
     bare(id, Some(AV::S(ttl.to_string())))
@@ -503,27 +486,11 @@ async fn the_verify_step_passes_on_a_table_swept_through_its_expiry_index_table(
     items.extend((0..5).map(|i| bare(&format!("none-{i}"), None)));
     put_items(&client, &table, items).await;
     let state = fresh_state(&table, "-verify");
-    let mut cmd = local_cli();
-    cmd.args([
-        "backfill",
-        "--table-name",
-        &table,
-        "--expiry-index-table",
-        &index,
-    ])
-    .arg("--state")
-    .arg(&state);
+    let mut cmd = index_cli("backfill", &table, &index);
+    cmd.arg("--state").arg(&state);
     json_ok(&mut cmd).assert_fields("written=30");
 
-    let mut verify = local_cli();
-    verify.args([
-        "audit",
-        "--table-name",
-        &table,
-        "--expiry-index-table",
-        &index,
-    ]);
-    let report = json_ok(&mut verify);
+    let report = json_ok(&mut index_cli("audit", &table, &index));
     report.assert_fields("missing_window=0 missing_entry=0");
 
     let mut unnamed = local_cli();

@@ -54,9 +54,8 @@ async fn a_host_clock_two_minutes_fast_deletes_nothing_early() {
 
     let mut cmd = fast_clock_cli(120);
     cmd.args(["sweep", "--table-name", &table]);
-    let (code, stdout, stderr) = run(&mut cmd);
+    let (code, report, stderr) = run_json(&mut cmd);
     assert_eq!(code, 0, "{stderr}");
-    let report: serde_json::Value = serde_json::from_str(stdout.trim()).expect(&stdout);
     let left = ids(&client, &table).await;
     let live_left = left.iter().filter(|id| id.starts_with("live-")).count();
     assert_eq!(live_left, 60, "items deleted before their ttl: {report}");

@@ -1330,30 +1330,11 @@ async fn moving_from_the_gsi_to_the_index_table_in_the_documented_order_leaves_n
     // 3. Back-fill the index table, once the first items have expired; 4. audit naming it.
     sleep_until(now as f64 + 15.0).await;
     let state = std::env::temp_dir().join(format!("ttl-sweeper-move-{table}.json"));
-    let mut backfill = local_cli();
-    backfill
-        .args([
-            "backfill",
-            "--table-name",
-            &table,
-            "--expiry-index-table",
-            &index,
-        ])
-        .arg("--state")
-        .arg(&state);
+    let mut backfill = index_cli("backfill", &table, &index);
+    backfill.arg("--state").arg(&state);
     let (code, out, err) = run(&mut backfill);
     assert_eq!(code, 0, "backfill: {out}\n{err}");
-    let mut audit = local_cli();
-    audit.args([
-        "audit",
-        "--table-name",
-        &table,
-        "--expiry-index-table",
-        &index,
-    ]);
-    let (code, out, err) = run(&mut audit);
-    assert_eq!(code, 0, "audit: {out}\n{err}");
-    let report: Value = serde_json::from_str(&out).unwrap();
+    let report = json_ok(&mut index_cli("audit", &table, &index));
     assert_eq!(report["missing_entry"], 0, "{report}");
 
     // 5. The first sweeper stopped; writers set only the ttl from here (dropping the GSI, which

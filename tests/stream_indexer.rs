@@ -525,15 +525,7 @@ async fn a_second_table_is_refused_an_expiry_index_table_that_serves_another() {
     let (code, _, err) = sweep(&alpha);
     assert_eq!(code, 0, "alpha goes on: {err}");
     // A tool only checks: back-fill of beta into it is refused too, and writes no claim.
-    let mut cmd = local_cli();
-    cmd.args([
-        "backfill",
-        "--table-name",
-        &beta,
-        "--expiry-index-table",
-        &index,
-    ]);
-    let (code, _, err) = run(&mut cmd);
+    let (code, _, err) = run(&mut index_cli("backfill", &beta, &index));
     assert_ne!(code, 0, "{err}");
     assert!(err.contains(alpha.as_str()), "{err}");
     let owners = AV::S(ttl_sweeper::store::entries::OWNERS.to_owned());
@@ -692,15 +684,11 @@ async fn audit_finds_the_items_the_stream_indexer_packed_and_counts_the_one_it_d
     assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
     assert_eq!(indexed.report.packs_written, 3, "{:?}", indexed.report);
     put_items(&client, &table, vec![unwindowed("unindexed", now + 400)]).await;
-    let out = local_cli()
+    let mut audit = local_cli();
+    audit
         .env("TABLE_NAME", &table)
-        .env("EXPIRY_INDEX_TABLE", &index)
-        .arg("audit")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+        .env("EXPIRY_INDEX_TABLE", &index);
+    let (_, report, stderr) = run_json(audit.arg("audit"));
     assert_eq!(report["missing_entry"], 1, "{report} {stderr}");
     assert_eq!(report["scanned"], 13, "{report} {stderr}");
 }

@@ -45,6 +45,32 @@ pub fn local_cli() -> Command {
     cmd
 }
 
+/// `ttl-sweeper <verb> --table-name <table> --expiry-index-table <index>` against the test
+/// server ([`local_cli`]).
+pub fn index_cli(verb: &str, table: &str, index: &str) -> Command {
+    let mut cmd = local_cli();
+    cmd.args([verb, "--table-name", table, "--expiry-index-table", index]);
+    cmd
+}
+
+/// Runs a command that prints a JSON report: its exit code, the report, its stderr.
+pub fn run_json(cmd: &mut Command) -> (i32, serde_json::Value, String) {
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let json =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout} / {stderr}"));
+    (out.status.code().unwrap_or(-1), json, stderr)
+}
+
+/// [`run_json`] of a command that must succeed: its report.
+#[track_caller]
+pub fn json_ok(cmd: &mut Command) -> serde_json::Value {
+    let (code, json, stderr) = run_json(cmd);
+    assert_eq!(code, 0, "{json} {stderr}");
+    json
+}
+
 /// Calls `probe` every `every` until `done` holds for its answer or `limit` has passed: the last
 /// answer.
 pub fn poll<T>(
