@@ -1,10 +1,9 @@
 //! The engine: one sweep over the windows that can hold expired items, and repeated sweeps.
 //!
-//! For each window — and each shard of it, when windows are sharded — a sweep pages through the
-//! GSI (or the sweeper's own expiry index table) for `ttl < now`, checks every item it reads, and
-//! deletes the expired ones: in `BatchWriteItem` chunks of 25, or one conditional `DeleteItem` at
-//! a time. It takes `now` and its stop condition as inputs and talks to DynamoDB only through
-//! [`crate::store::Store`].
+//! For each window (and shard) a sweep pages through the GSI or the sweeper's own expiry index
+//! table for `ttl < now`, checks every item it reads, and deletes the expired ones
+//! ([`DeleteMode`]). It takes `now` and its stop condition as inputs and talks to DynamoDB only
+//! through [`crate::store::Store`].
 //!
 //! - [`sweep`]: [`Sweeper`], the pass; `partition` (private): one partition's pages and chunks;
 //!   `delete` (private): batched and conditional deletes; `pace` (private): the read-ahead budget

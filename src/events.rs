@@ -7,9 +7,8 @@
 //! - [`aws`]: the [`Sink`] adapters over the SDK clients.
 //! - [`publish`]: [`Publisher`], batches with bounded retries, backoff and full jitter.
 //!
-//! [`Events`] is the engine's [`ExpiryHook`]: it builds the events of what the engine deleted (or
-//! is about to delete) and publishes them; the engine calls it from its delete path, so a slow
-//! sink holds the delete slots (backpressure) and memory stays bounded by the chunks in flight.
+//! [`Events`] is the engine's [`ExpiryHook`], called from its delete path: a slow sink holds the
+//! delete slots, and memory stays bounded by the chunks in flight (`docs/events.md`, "Publishing").
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,9 +2,8 @@
 //! against it, and deletion times — at millisecond resolution.
 //!
 //! Entry points read the clock once and hand a `Timestamp` down; nothing below them reads the
-//! wall clock. DynamoDB compares Numbers exactly, so [`Timestamp::to_number`] writes the instant
-//! as decimal epoch seconds (`1658265980` or `1658265980.25`) and a query for `ttl < now` means
-//! exactly what the item check below means.
+//! wall clock. DynamoDB compares Numbers exactly, so a query for `ttl < now` with `now` as
+//! [`Timestamp::to_number`] writes it means exactly what [`Timestamp::is_after_ttl`] means.
 
 use std::fmt;
 use std::time::Duration;

@@ -1,7 +1,5 @@
-//! [`Scan`]: the adoption tools' part of the seam (`backfill`, `audit`): one page of a parallel
-//! Scan, the conditional update that gives an item its window attribute without overwriting a
-//! concurrent change, the conditional delete of an item found already expired, which keeps it if
-//! its ttl changed, and the look-ups of an item's entry in an expiry index table.
+//! [`Scan`]: the adoption tools' part of the seam (`backfill`, `audit`): parallel Scan pages, the
+//! conditional window update and delete, and the look-ups of an item's entry in an index table.
 
 use std::future::Future;
 

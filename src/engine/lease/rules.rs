@@ -45,9 +45,8 @@ pub struct LeaseConfig {
     pub holder: String,
     /// This sweeper's layout, recorded in the lease ([`crate::config::Config::lease_layout`]).
     pub layout: String,
-    /// For a sweeper of a shard range short of every shard (`SHARD_RANGE`): the lease of its
-    /// range, held beside the table's. `holder` is then its Region's split ([`split_holder`]),
-    /// which every range of the Region shares.
+    /// For a sweeper of a shard range short of every shard (`SHARD_RANGE`): its range's lease,
+    /// held beside the table's, whose `holder` is then its Region's split ([`split_holder`]).
     pub range: Option<RangeLease>,
 }
 
