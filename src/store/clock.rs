@@ -140,8 +140,7 @@ impl State {
 
     /// Whether the `Date` turn of the lower bound's answer is located: that answer's round trip
     /// is at most [`MAX_ALLOWANCE`], and the upper bound is no further above the lower one (both
-    /// aged alike, the drift allowance aside) than [`LOCATE_ROUND_TRIPS`] of it, as when a
-    /// request sent at most a round trip before it was answered with the `Date` before.
+    /// aged alike, the drift allowance aside) than [`LOCATE_ROUND_TRIPS`] of it.
     fn located(&self) -> bool {
         let (Some(anchor), Some(floor)) = (self.anchor, self.floor) else {
             return false;
