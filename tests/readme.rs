@@ -38,6 +38,13 @@ fn words(rel: &str) -> String {
     file(rel).split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Asserts that `text`, the file `name` (or a part of it), holds `phrase`; `why` follows the
+/// failure's message (where the phrase comes from).
+#[track_caller]
+fn assert_says(text: &str, name: &str, phrase: &str, why: &str) {
+    assert!(text.contains(phrase), "{name} should say {phrase:?}{why}");
+}
+
 /// The first line of `table` that starts with `prefix`.
 fn row<'a>(table: &'a str, prefix: &str) -> &'a str {
     let row = table.lines().find(|l| l.starts_with(prefix));
@@ -485,6 +492,13 @@ fn every_library_path_the_docs_name_exists() {
 // ---------------------------------------------------------------- generated cost blocks
 
 /// The text between `<!-- name ... -->` and `<!-- /name -->` in `markdown`, without the markers.
+/// docs/BENCHMARKS.md's generated cost-model block.
+fn cost_model() -> String {
+    let bench = file("docs/BENCHMARKS.md");
+    let (_, _, model) = generated(&bench, "cost-model").expect("a cost-model block");
+    model.to_owned()
+}
+
 fn generated<'a>(markdown: &'a str, name: &str) -> Option<(usize, usize, &'a str)> {
     let open = markdown.find(&format!("<!-- {name}"))?;
     let start = open + markdown[open..].find("-->")? + 3;
@@ -600,9 +614,8 @@ fn cost_blocks_are_what_the_cost_model_renders() {
         .map(|cell| cell.trim().trim_matches(['*', '$']))
         .expect("docs/BENCHMARKS.md has a 1M row with a bold total");
     let rounded = format!("about ${:.0} a month", total.parse::<f64>().unwrap());
-    let says = file("README.md").contains(&rounded);
-    let why = format!("docs/BENCHMARKS.md section 4: ${total}");
-    assert!(says, "README.md should say {rounded:?} ({why})");
+    let why = format!(" (docs/BENCHMARKS.md section 4: ${total})");
+    assert_says(&file("README.md"), "README.md", &rounded, &why);
     assert!(
         stale.is_empty(),
         "cost blocks differ from tests/support/cost.rs (UPDATE_DOCS=1 cargo test --test suite readme::cost rewrites them):\n{}",
@@ -800,8 +813,7 @@ fn the_held_keys_formula_is_the_steady_state_of_the_gathering_rule() {
 /// (`followStream`, batch mode).
 #[test]
 fn the_readme_quotes_the_monthly_cost_of_both_indexes_at_1m() {
-    let bench = file("docs/BENCHMARKS.md");
-    let (_, _, model) = generated(&bench, "cost-model").expect("a cost-model block");
+    let model = &cost_model();
     let gsi = cell(row(model, "| 1M |"), 9)
         .trim_matches(['*', '$'])
         .to_owned();
@@ -809,10 +821,7 @@ fn the_readme_quotes_the_monthly_cost_of_both_indexes_at_1m() {
     let light = i.window_paths(1e6, 1.0, 1.0, &counted());
     let follow = cost::fixed_month(&i, &light) + cost::per_item_month(&i, &light).0;
     let says = format!("with `followStream` ${follow:.2}, in GSI mode ${gsi})");
-    assert!(
-        words("README.md").contains(&says),
-        "README.md should say {says:?}"
-    );
+    assert_says(&words("README.md"), "README.md", &says, "");
 }
 
 /// Each cost goal's verdict follows from its figures: "met" exactly when the cheapest of the four
@@ -885,8 +894,7 @@ fn the_cost_model_takes_the_stream_mapping_of_the_construct() {
 /// table's at 1M and at 1B a month, and ours at 1B a month against the peer's figure.
 #[test]
 fn the_readme_quotes_what_giving_items_their_window_costs() {
-    let bench = file("docs/BENCHMARKS.md");
-    let (_, _, model) = generated(&bench, "cost-model").expect("a cost-model block");
+    let model = &cost_model();
     let per_million = model
         .split("\n| per million items")
         .nth(1)
@@ -921,20 +929,19 @@ fn the_readme_quotes_what_giving_items_their_window_costs() {
     let daemon =
         format!("ours on the daemon comes to ${daemon:.2} per million 1 KB items at 1B a month");
     let readme = words("README.md");
-    assert!(readme.contains(&daemon), "README.md should say {daemon:?}");
+    assert_says(&readme, "README.md", &daemon, "");
     // docs/choosing.md quotes the index's costs in the same words.
     let (readme, choosing) = (words("README.md"), words("docs/choosing.md"));
     for (i, phrase) in expected.iter().enumerate() {
-        let says = readme.contains(phrase);
-        assert!(
-            says,
-            "README.md should say {phrase:?} (docs/BENCHMARKS.md section 4)"
+        assert_says(
+            &readme,
+            "README.md",
+            phrase,
+            " (docs/BENCHMARKS.md section 4)",
         );
-        let says = i >= 3 || choosing.contains(phrase);
-        assert!(
-            says,
-            "docs/choosing.md should say {phrase:?}, as README.md does"
-        );
+        if i < 3 {
+            assert_says(&choosing, "docs/choosing.md", phrase, ", as README.md does");
+        }
     }
 }
 
@@ -1054,8 +1061,7 @@ fn the_choices_page_quotes_only_the_benchmark_sections_it_links() {
 /// cost blocks of docs/scaling.md and infra/README.md) as docs/choosing.md quotes them.
 #[test]
 fn the_choices_page_quotes_the_cost_model_s_lambda_figures() {
-    let bench = file("docs/BENCHMARKS.md");
-    let (_, _, model) = generated(&bench, "cost-model").expect("a cost-model block");
+    let model = &cost_model();
     let (header, row) = (row(model, "| expiries / month |"), row(model, "| 1M |"));
     let column = |name: &str| {
         let column = header.split('|').position(|c| c.trim() == name).unwrap();
@@ -1066,7 +1072,7 @@ fn the_choices_page_quotes_the_cost_model_s_lambda_figures() {
     let queries = column("queries, tick 1 s");
     let page = file("docs/choosing.md");
     let says = format!("| {minute} | {tick}, and {queries} of queries |");
-    assert!(page.contains(&says), "docs/choosing.md should say {says:?}");
+    assert_says(&page, "docs/choosing.md", &says, "");
     let per_function = format!("{tick} of sweeper Lambda in tick mode");
     assert!(page.contains(&per_function), "{per_function:?}");
     let lambda = format!("{tick} for the sweeper Lambda");
@@ -1103,11 +1109,8 @@ fn the_readme_tagline_quotes_the_measured_lag() {
     let (_, p99) = tick_p99s();
     let tagline = format!("expired items gone {p99} after their ttl (p99 in tick mode");
     for file in ["README.md", "infra/README.md"] {
-        let says = words(file).contains(&tagline);
-        assert!(
-            says,
-            "{file} should say {tagline:?} (docs/BENCHMARKS.md section 1, deployed shape)"
-        );
+        let why = " (docs/BENCHMARKS.md section 1, deployed shape)";
+        assert_says(&words(file), file, &tagline, why);
     }
 }
 
@@ -1118,15 +1121,9 @@ fn choosing_quotes_the_measured_tick_lag() {
     let (looped, deployed) = tick_p99s();
     let choosing = words("docs/choosing.md");
     let both = format!("| {deployed} (the deployed shape) | {looped} (the continuous loop) |");
-    assert!(
-        choosing.contains(&both),
-        "docs/choosing.md should say {both:?}"
-    );
+    assert_says(&choosing, "docs/choosing.md", &both, "");
     let alone = format!("| — | {deployed} |");
-    assert!(
-        choosing.contains(&alone),
-        "docs/choosing.md should say {alone:?}"
-    );
+    assert_says(&choosing, "docs/choosing.md", &alone, "");
 }
 
 // ---------------------------------------------------------------- a newcomer's first screen
