@@ -6,6 +6,9 @@ mod checkpoint;
 mod client;
 mod index;
 
+use index::foreign_item;
+pub(super) use index::refused_delete;
+
 use checkpoint::{conditionally_written, lease_from_item};
 pub use checkpoint::{
     CHECKPOINT_ATTRIBUTE, LEASE_EXPIRES_ATTRIBUTE, LEASE_HOLDER_ATTRIBUTE, LEASE_LAYOUT_ATTRIBUTE,
@@ -199,33 +202,6 @@ impl Store for DynamoStore {
         }
         let message = "the stream indexer's report was left unprocessed";
         Err(StoreError::new(ErrorKind::Throttled, OP, message))
-    }
-
-    #[instrument(level = "debug", skip(self))]
-    async fn read_indexer_reports(
-        &self,
-        index_table: &str,
-    ) -> Result<Vec<IndexerReport>, StoreError> {
-        self.query_indexer_reports(index_table).await
-    }
-
-    #[instrument(level = "debug", skip(self, schema))]
-    async fn read_pending(
-        &self,
-        schema: &TableSchema,
-        due: Timestamp,
-        limit: i32,
-    ) -> Result<Vec<Key>, StoreError> {
-        self.query_pending(schema, due, limit).await
-    }
-
-    #[instrument(level = "debug", skip(self, schema))]
-    async fn read_cursor(
-        &self,
-        schema: &TableSchema,
-        id: &str,
-    ) -> Result<Option<Timestamp>, StoreError> {
-        self.query_cursor(schema, id).await
     }
 
     #[instrument(level = "debug", skip_all, fields(keys = keys.len()))]
@@ -431,6 +407,71 @@ impl Store for DynamoStore {
         }
     }
 
+    #[instrument(level = "debug", skip(self))]
+    async fn read_indexer_reports(
+        &self,
+        index_table: &str,
+    ) -> Result<Vec<IndexerReport>, StoreError> {
+        let out = self
+            .index_query(index_table, entries::INDEXER)
+            .key_condition_expression("#w = :w")
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("Query", e))?;
+        let items = out.items.unwrap_or_default();
+        Ok(items.iter().filter_map(IndexerReport::from_item).collect())
+    }
+
+    #[instrument(level = "debug", skip(self, schema))]
+    async fn read_pending(
+        &self,
+        schema: &TableSchema,
+        due: Timestamp,
+        limit: i32,
+    ) -> Result<Vec<Key>, StoreError> {
+        let Some(index_table) = schema.index.table() else {
+            return Ok(Vec::new());
+        };
+        let out = self
+            .index_query(index_table, entries::PENDING)
+            .key_condition_expression("#w = :w AND #e < :due")
+            .expression_attribute_names("#e", entries::ENTRY)
+            .expression_attribute_values(":due", AttributeValue::S(entries::sort_bound(due)))
+            .limit(limit.max(1))
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("Query", e))?;
+        Ok(out.items.unwrap_or_default())
+    }
+
+    #[instrument(level = "debug", skip(self, schema))]
+    async fn read_cursor(
+        &self,
+        schema: &TableSchema,
+        id: &str,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        let Some(index_table) = schema.index.table() else {
+            return Ok(None);
+        };
+        // A `Query` of one key, which the sweeper's role may send to its index table.
+        let out = self
+            .index_query(index_table, packs::CURSOR)
+            .key_condition_expression("#w = :w AND #e = :id")
+            .expression_attribute_names("#e", entries::ENTRY)
+            .expression_attribute_values(":id", AttributeValue::S(id.into()))
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("Query", e))?;
+        let items = out.items.unwrap_or_default();
+        match items.first() {
+            None => Ok(None),
+            Some(item) => packs::cursor_of(item).map(Some).ok_or_else(|| {
+                let message = format!("sweeper cursor {id:?} of {index_table:?} is unreadable");
+                StoreError::new(ErrorKind::Validation, "Query", message)
+            }),
+        }
+    }
+
     #[instrument(level = "debug", skip(self, schema))]
     async fn mark_packs(&self, schema: &TableSchema, at: Timestamp) -> Result<(), StoreError> {
         self.put_mark(schema, at).await
@@ -444,30 +485,4 @@ impl Store for DynamoStore {
         let name = name.rsplit_once(":table/").map_or(name, |(_, n)| n);
         self.claim_index(index_table, name, true).await
     }
-}
-
-/// A conditional `DeleteItem` that failed: [`ConditionalOutcome::Kept`] when its condition did
-/// not hold on an item that exists (returned with `ReturnValuesOnConditionCheckFailure=ALL_OLD`),
-/// [`ConditionalOutcome::Gone`] when there was no item; any other error as it is.
-pub(super) fn refused_delete(
-    e: SdkError<DeleteItemError, HttpResponse>,
-) -> Result<ConditionalOutcome, StoreError> {
-    match e.as_service_error() {
-        Some(DeleteItemError::ConditionalCheckFailedException(c)) => Ok(match &c.item {
-            Some(item) if !item.is_empty() => ConditionalOutcome::Kept,
-            _ => ConditionalOutcome::Gone,
-        }),
-        _ => Err(StoreError::from_sdk("DeleteItem", e)),
-    }
-}
-
-/// The refusal of an item of `index_table` that is no `what` (entry or pack) of `schema`'s table:
-/// the index table is another table's too.
-fn foreign_item(schema: &TableSchema, index_table: &str, what: &str) -> StoreError {
-    let message = format!(
-        "expiry index table {index_table:?} holds an item that is no {what} of table {:?} (keyed \
-         on {:?}): give each swept table an index table of its own",
-        schema.table_name, schema.key_attributes
-    );
-    StoreError::new(ErrorKind::Validation, "Query", message)
 }

@@ -45,7 +45,7 @@ impl DynamoStore {
         for item in out.items.unwrap_or_default() {
             let listed = packs::Pack::from_item(&item).and_then(|p| packs::listed(schema, p));
             let Some(items) = listed else {
-                return Err(super::foreign_item(schema, index_table, "pack"));
+                return Err(foreign_item(schema, index_table, "pack"));
             };
             page.items.extend(items);
         }
@@ -79,76 +79,7 @@ impl DynamoStore {
         Ok(unprocessed.into_iter().filter_map(write).collect())
     }
 
-    /// See [`Store::read_indexer_reports`].
-    #[instrument(level = "debug", skip(self))]
-    pub(super) async fn query_indexer_reports(
-        &self,
-        index_table: &str,
-    ) -> Result<Vec<IndexerReport>, StoreError> {
-        let out = self
-            .index_query(index_table, entries::INDEXER)
-            .key_condition_expression("#w = :w")
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("Query", e))?;
-        let items = out.items.unwrap_or_default();
-        Ok(items.iter().filter_map(IndexerReport::from_item).collect())
-    }
-
-    /// See [`Store::read_pending`].
-    #[instrument(level = "debug", skip(self, schema))]
-    pub(super) async fn query_pending(
-        &self,
-        schema: &TableSchema,
-        due: Timestamp,
-        limit: i32,
-    ) -> Result<Vec<Key>, StoreError> {
-        let Some(index_table) = schema.index.table() else {
-            return Ok(Vec::new());
-        };
-        let out = self
-            .index_query(index_table, entries::PENDING)
-            .key_condition_expression("#w = :w AND #e < :due")
-            .expression_attribute_names("#e", entries::ENTRY)
-            .expression_attribute_values(":due", AttributeValue::S(entries::sort_bound(due)))
-            .limit(limit.max(1))
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("Query", e))?;
-        Ok(out.items.unwrap_or_default())
-    }
-
-    /// See [`Store::read_cursor`].
-    #[instrument(level = "debug", skip(self, schema))]
-    pub(super) async fn query_cursor(
-        &self,
-        schema: &TableSchema,
-        id: &str,
-    ) -> Result<Option<Timestamp>, StoreError> {
-        let Some(index_table) = schema.index.table() else {
-            return Ok(None);
-        };
-        // A `Query` of one key, which the sweeper's role may send to its index table.
-        let out = self
-            .index_query(index_table, packs::CURSOR)
-            .key_condition_expression("#w = :w AND #e = :id")
-            .expression_attribute_names("#e", entries::ENTRY)
-            .expression_attribute_values(":id", AttributeValue::S(id.into()))
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("Query", e))?;
-        let items = out.items.unwrap_or_default();
-        match items.first() {
-            None => Ok(None),
-            Some(item) => packs::cursor_of(item).map(Some).ok_or_else(|| {
-                let message = format!("sweeper cursor {id:?} of {index_table:?} is unreadable");
-                StoreError::new(ErrorKind::Validation, "Query", message)
-            }),
-        }
-    }
-
     /// See [`Store::mark_packs`].
-    #[instrument(level = "debug", skip(self, schema))]
     pub(super) async fn put_mark(
         &self,
         schema: &TableSchema,
@@ -183,4 +114,30 @@ impl DynamoStore {
         crate::store::lock(&self.marks).insert(id, now);
         Ok(())
     }
+}
+
+/// A conditional `DeleteItem` that failed: [`ConditionalOutcome::Kept`] when its condition did
+/// not hold on an item that exists (returned with `ReturnValuesOnConditionCheckFailure=ALL_OLD`),
+/// [`ConditionalOutcome::Gone`] when there was no item; any other error as it is.
+pub(in crate::store) fn refused_delete(
+    e: SdkError<DeleteItemError, HttpResponse>,
+) -> Result<ConditionalOutcome, StoreError> {
+    match e.as_service_error() {
+        Some(DeleteItemError::ConditionalCheckFailedException(c)) => Ok(match &c.item {
+            Some(item) if !item.is_empty() => ConditionalOutcome::Kept,
+            _ => ConditionalOutcome::Gone,
+        }),
+        _ => Err(StoreError::from_sdk("DeleteItem", e)),
+    }
+}
+
+/// The refusal of an item of `index_table` that is no `what` (entry or pack) of `schema`'s table:
+/// the index table is another table's too.
+pub(super) fn foreign_item(schema: &TableSchema, index_table: &str, what: &str) -> StoreError {
+    let message = format!(
+        "expiry index table {index_table:?} holds an item that is no {what} of table {:?} (keyed \
+         on {:?}): give each swept table an index table of its own",
+        schema.table_name, schema.key_attributes
+    );
+    StoreError::new(ErrorKind::Validation, "Query", message)
 }
