@@ -1,14 +1,9 @@
 //! Expiration windows: the pure time math that maps a ttl to the GSI partition key it is
-//! stored under, and an instant to the windows a sweep must read.
-//!
-//! A window of width `W` seconds is the half-open interval `(end - W, end]` where `end` is a
-//! multiple of `W` seconds since the Unix epoch. An item with ttl `t` belongs to the window whose
-//! `end = ceil(t / W) * W`, so a ttl that sits exactly on a boundary belongs to the window that
-//! *ends* there. The window's key is `<start>_<end>`, both timestamps in ISO-8601 UTC with
-//! milliseconds, e.g. `2022-07-19T21:27:00.000Z_2022-07-19T21:28:00.000Z` — the format used by
-//! the widely published minute-window sweeper design, so tables written for it work unchanged.
-//!
-//! Nothing here reads the clock: every function takes the instant it reasons about.
+//! stored under, and an instant to the windows a sweep must read. A ttl `t` is in the window
+//! `(end - W, end]` with `end = ceil(t / W) * W`, so a ttl on a boundary is in the window that
+//! *ends* there; keys are the published minute-window design's (`docs/design.md`, "The window
+//! key, precisely"). Nothing here reads the clock: every function takes the instant it reasons
+//! about.
 
 use std::fmt;
 
@@ -38,8 +33,7 @@ pub enum TtlState {
     Live,
     /// Expired: before the instant, and not more than five years before it.
     Expired,
-    /// More than [`MAX_EXPIRED_AGE_SECONDS`] before the instant: native TTL never deletes it,
-    /// and neither does the sweeper.
+    /// More than [`MAX_EXPIRED_AGE_SECONDS`] before the instant: never deleted.
     TooOld,
 }
 
@@ -183,12 +177,9 @@ pub fn window_key(ttl: f64, width: u32) -> Result<String, TtlError> {
     Ok(Window::containing(check_ttl(ttl)?, width).key())
 }
 
-/// The windows a sweep at `now` reads, newest first: the window that contains
-/// `now` and the `lookback` windows before it.
-///
-/// Reading the window that contains `now` catches items whose ttl sits exactly on the previous
-/// boundary or a fraction of a second before `now`; the lookback windows catch everything a late,
-/// failed or skipped invocation left behind.
+/// The windows a sweep at `now` reads, newest first: the window that contains `now` (a ttl on
+/// the previous boundary, or a fraction of a second before `now`) and the `lookback` windows
+/// before it (what a late, failed or skipped invocation left behind).
 pub fn windows_to_sweep(now: Timestamp, width: u32, lookback: u32) -> Vec<Window> {
     let current = Window::containing_instant(now, width);
     let windows = std::iter::successors(Some(current), |w| Some(w.previous()));
@@ -210,12 +201,10 @@ pub fn windows_since(prev: Timestamp, now: Timestamp, width: u32) -> Vec<Window>
 /// Largest supported number of shards per window.
 pub const MAX_SHARDS: u32 = 1000;
 
-/// The shard of an item: the first four bytes of the SHA-256 digest of its partition key value,
-/// read as a big-endian unsigned 32-bit integer, modulo `shards`.
-///
-/// The bytes hashed are the UTF-8 text of a String key, the decimal text of a Number key exactly as
-/// the writer sends it, and the raw bytes of a Binary key. SHA-256 is in every language's standard
-/// library: writers need no extra dependency. With `shards <= 1` every item is shard 0.
+/// The shard of an item: the first four bytes of the SHA-256 digest (in every language's standard
+/// library) of its partition key value (a String's UTF-8, a Number's decimal text as the writer
+/// sends it, a Binary's raw bytes), big-endian, modulo `shards`; with `shards <= 1`, 0
+/// (`docs/design.md`, "Sharded windows").
 ///
 /// ```
 /// use ttl_sweeper::expiry::window::shard_of;

@@ -1,16 +1,9 @@
-//! TTL for a local test server: `sweep --local` and `run --local`.
-//!
-//! DynamoDB Local has no TTL (LocalStack's deletes hourly), so a test suite's expired items stay
-//! readable. Against such a server, and only one proved local by its table's ARN (never by the
-//! endpoint's address: a port-forward on `localhost` can reach real DynamoDB), a sweep reads the
-//! whole table with Scan (a test's tables are small) and deletes each item whose ttl, as read, is
-//! a Number of epoch seconds before the sweep instant and not over 5 years old, on the condition
-//! that its ttl is still the value read. Nothing else is needed of the table: no GSI, no window
-//! attribute, no stream or expiry index table.
-//!
-//! The sweep instant may be ahead of the clock (`sweep --local --at`), so a suite can
-//! fast-forward past a ttl instead of waiting for it: the one sweep not held to the clock, and
-//! the reason the proof is required.
+//! TTL for a local test server (DynamoDB Local has none): `sweep --local` and `run --local`. A
+//! sweep reads the whole table with Scan and deletes each item whose ttl, as read, expired by
+//! [`ttl_state`], on the condition that it is still the value read; no GSI, window attribute,
+//! stream or index table is needed. Its instant may be ahead of the clock (`sweep --local --at`),
+//! so it sweeps only a server proved local by its table's ARN, never by the endpoint's address (a
+//! port-forward on `localhost` can reach real DynamoDB): `docs/local-testing.md`.
 
 use std::time::Duration;
 
@@ -39,8 +32,7 @@ pub enum LocalServer {
     Emulator,
 }
 
-/// Which test server the table ARN `arn` proves, if any: DynamoDB Local's name the Region
-/// `ddblocal`; LocalStack's the account `000000000000` (its default), which no AWS account has.
+/// Which test server the table ARN `arn` proves, if any ([`LocalServer`]).
 pub fn local_server(arn: &str) -> Option<LocalServer> {
     let mut parts = arn.split(':');
     let (Some("arn"), Some(_partition), Some("dynamodb"), Some(region), Some(account)) = (
