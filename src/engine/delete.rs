@@ -240,12 +240,11 @@ impl<S: Store> Deleter<'_, S> {
     }
 
     /// Prepares a chunk before it waits for a slot to send: a key listed twice goes once, and in
-    /// batch mode the keys only the index has listed are confirmed by one strongly consistent
-    /// `BatchGetItem` of the table, so that the read holds no send slot. Returns the keys still
-    /// to delete (dated at the read's request) and what the read settled: a key gone, or one
-    /// whose ttl in the table is not the one the index listed (kept). Conditional deletes check
-    /// the table themselves, so conditional mode reads nothing here (archive mode reads the
-    /// table right before it publishes: [`delete_with_events`]).
+    /// batch mode the keys only the index has listed are read from the table
+    /// ([`Self::read_again`]), so that the read holds no send slot. Returns the keys still to
+    /// delete and what the read settled. Conditional deletes check the table themselves, so
+    /// conditional mode reads nothing here (archive mode reads the table right before it
+    /// publishes: [`delete_with_events`]).
     pub(super) async fn confirm(&self, chunk: Vec<Expired>) -> (Vec<Expired>, ChunkOutcome) {
         let mut out = ChunkOutcome::default();
         let chunk = drop_repeats(self.schema, chunk, &mut out);

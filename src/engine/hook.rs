@@ -1,8 +1,7 @@
 //! The seam through which expiry events are published around deletes: [`ExpiryHook`], which
 //! `crate::events` implements. The engine knows no sink; with no hook it does no event work.
-//! Notify mode deletes, then publishes what its deletes owe (`Owed`); archive mode publishes a
-//! chunk's events first, deletes only what the sink accepted, and cancels an accepted expiry whose
-//! item stays with another ttl (`engine::delete::events`): `docs/events.md`, "Notify" and "Archive".
+//! How notify and archive mode order events and deletes: `engine::delete::events`, and
+//! `docs/events.md`, "Notify" and "Archive".
 
 use std::collections::HashMap;
 use std::fmt;
@@ -116,13 +115,10 @@ impl Owed {
 }
 
 /// Archive mode: the expiries the sink accepted whose items a chunk neither deleted, found gone,
-/// nor cancelled (their deletes failed or were left, the item still holding the ttl announced,
-/// or not read), by key ([`crate::store::TableSchema::key_token`]), kept across the sweeps of one sweeper so
-/// that the expiry is settled once the item is: a later chunk that deletes the item, or finds it
-/// gone, forgets it; one whose read before publishing finds the item with another ttl cancels
-/// it; and every sweep first reads the ones still here ([`super::Sweeper`]), cancelling those
-/// whose item now has another ttl. At most [`MAX_UNSETTLED`]; lost with the process (what
-/// `docs/events.md`, "Archive", says of a crash).
+/// nor cancelled (delete failed or left, item unchanged or not read), by key
+/// ([`crate::store::TableSchema::key_token`]), across one sweeper's sweeps until a later chunk or
+/// the read each sweep makes first ([`super::delete::settle_unsettled`]) settles them. At most
+/// [`MAX_UNSETTLED`]; lost with the process (`docs/events.md`, "Archive").
 #[derive(Debug, Default)]
 pub(super) struct Unsettled(Mutex<Remembered>);
 

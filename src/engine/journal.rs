@@ -3,17 +3,11 @@
 //! the index table), so that a sweeper that dies between an accepted `Item Expired` and its
 //! settling leaves the settling to the next sweep of any process (`docs/events.md`, "Archive").
 //!
-//! The journal's settings and writer are here; its writes and reads are a delete path's
-//! (`delete/journal.rs`).
-//!
-//! A chunk writes its expiries into one journal item before it publishes them, due
-//! [`DUE_AFTER`] later, and when it ends removes the item, or writes back only the expiries it
-//! left unsettled. Every sweep first reads the journal items due (the earliest first,
-//! [`READ_PER_ROUND`] at a time, up to [`ROUNDS_PER_SWEEP`] times), reads their items from the table (consistent, key and ttl) and settles
-//! each expiry as a chunk would: an item gone, nothing to do (no cancellation: a genuine expiry
-//! looks the same); another ttl, the expiry is cancelled; still on the ttl announced, left to the
-//! sweep that deletes it and read again [`DUE_AFTER`] later. A journal item a sweep settled is
-//! removed and, if anything of it is left, put again due later, behind the others.
+//! A chunk journals its expiries before it publishes them, due [`DUE_AFTER`] later, and at its
+//! end removes the item or keeps only what it left unsettled. Every sweep first reads the items
+//! due and settles each expiry as a chunk would: item gone, nothing (no cancellation: a genuine
+//! expiry looks the same); another ttl, cancelled; on the ttl announced, put again due later.
+//! The settings and writer are here; the writes and reads are `delete/journal.rs`'s.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;

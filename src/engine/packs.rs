@@ -1,17 +1,9 @@
 //! Expiry index table mode, packed entries ([`crate::store::packs`]): which packs a sweep reads,
 //! and the cursor that tells the next sweep what was judged, since packs are never removed one by
-//! one (native TTL removes them). `docs/design.md`, "Packed entries".
-//!
-//! Every pack due before the cursor was read and each of its entries judged against the table
-//! (deleted, found gone, kept) or carried: written into a new pack due past any instant a sweep
-//! has read to ([`super::entries::carry_unsettled`]), which a later sweep reads. A sweep reads the packs due from the cursor to its instant and moves the
-//! cursor to that instant only when it read them all and settled or carried every key; otherwise
-//! the cursor stays and the next sweep reads them again (their keys judged twice, never lost).
-//!
-//! Ticks and full sweeps run side by side: ticks read from where they last stopped, full sweeps
-//! catch up from the cursor to where the ticks began, in slices of windows, and the two runs join
-//! once the catch-up reaches the ticks. A new run of ticks (a Lambda invocation) reads the stored
-//! cursor again, which another execution environment may have moved on.
+//! one (native TTL removes them). A sweep moves the cursor to its instant only when it read every
+//! pack due from the cursor and settled or carried ([`super::entries::carry_unsettled`]) every
+//! key; otherwise the next sweep reads them again (keys judged twice, never lost). How ticks and
+//! full sweeps share the packs: `docs/design.md`, "Packed entries".
 
 use std::time::Duration;
 
@@ -38,10 +30,8 @@ const TICK_SPAN: Duration = Duration::from_secs(60);
 impl<S: Store> Sweeper<S> {
     /// The cursor, read from the index table if it is not known or a new run of ticks began:
     /// the later of the stored one and this sweeper's own, no older than the catch-up limit
-    /// (`capped` when it was); without one of its own yet, the writers' mark (a cursor named
-    /// after the table, which a writer stores before its first pack). `None` while the index
-    /// table holds neither: there is no pack to read yet, and each sweep, tick or full, looks
-    /// again (a writer may store its mark at any moment; once stored, it stays).
+    /// (`capped` when it was), or else the writers' mark. `None` while the index table holds
+    /// neither: no pack yet, and each sweep looks again (`docs/design.md`, "Packed entries").
     async fn cursor(
         &self,
         cursor: &PackCursor,

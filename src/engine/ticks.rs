@@ -1,8 +1,6 @@
-//! Repeated sweeps: tick mode inside one Lambda invocation, and the long-running `run` command.
-//! Ticks are aligned to the tick period on the wall clock (plus `TICK_OFFSET_MS`) and sweep as
-//! of the clock to the millisecond; full sweeps run beside them on the older windows only
-//! (`docs/design.md`, "Sub-second precision"). Between ticks, the loop sends the probes the clock
-//! asks for to learn DynamoDB's clock (`docs/design.md`, "DynamoDB's clock").
+//! Repeated sweeps ([`run_ticks`]): tick mode inside one Lambda invocation, and the long-running
+//! `run` command (`docs/design.md`, "Sub-second precision"). Between ticks, the loop sends the
+//! probes the clock asks for to learn DynamoDB's clock (`docs/design.md`, "DynamoDB's clock").
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -19,8 +17,7 @@ use crate::store::Store;
 /// How far past its boundary a tick runs (ms) by the sweep's clock. That clock is held to
 /// DynamoDB's (`crate::store::clock`), so any instant past the boundary is in the new second by
 /// DynamoDB's clock too; the offset only leaves room for the timer's slop and for an answer that
-/// moves the clock's bound back a little before the tick reads it (then the tick waits until the
-/// clock reads past the boundary, at most `BOUNDARY_WAIT`).
+/// moves the clock's bound back a little before the tick reads it (`BOUNDARY_WAIT`).
 pub const TICK_OFFSET_MS: i64 = 5;
 
 /// A tick that wakes with its clock not yet past the boundary waits for it at most this long,

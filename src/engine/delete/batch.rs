@@ -127,12 +127,8 @@ impl<S: Store> Deleter<'_, S> {
         left
     }
 
-    /// Reads `keys` from the table (listed by the index only, or aged past the bound) with one
-    /// strongly consistent `BatchGetItem`; returns those still there with the ttl listed, read as
-    /// of the request (a key read a second time is marked `reread`). A key found gone counts as
-    /// gone (its event owed if an earlier attempt may have deleted it); one whose ttl differs is
-    /// kept. If the read fails, the keys come back marked as read again: stale, they go
-    /// conditional.
+    /// [`Self::read_table`] of `keys` listed by the index only, or aged past the bound. If the
+    /// read fails, the keys come back marked `reread`: stale, they go conditional.
     pub(super) async fn read_again(
         &self,
         keys: Vec<Expired>,
@@ -149,8 +145,9 @@ impl<S: Store> Deleter<'_, S> {
     }
 
     /// One strongly consistent `BatchGetItem` of `keys`: those still there with the ttl listed
-    /// come back dated at the request; the others are settled into `out`. If the read fails, the
-    /// error and every key.
+    /// come back dated at the request (marked `reread` if read before); one found gone counts as
+    /// gone (its event owed if an earlier attempt may have deleted it), one with another ttl is
+    /// kept ([`Self::changed`]). If the read fails, the error and every key.
     pub(super) async fn read_table(
         &self,
         keys: Vec<Expired>,

@@ -1,7 +1,7 @@
-//! Deletes with expiry events around them, as the sweep's [`ExpiryHook`] says: notify mode deletes,
-//! then publishes what the deletes owe; archive mode publishes a chunk's events first, deletes
-//! only what the sink accepted, and cancels an accepted expiry whose item stays with another ttl
-//! (`reconcile`).
+//! Deletes with expiry events around them, as the sweep's
+//! [`ExpiryHook`](crate::engine::hook::ExpiryHook) says: notify mode deletes, then publishes what
+//! the deletes owe; archive mode publishes a chunk's events first, deletes only what the sink
+//! accepted, and cancels an accepted expiry whose item stays with another ttl (`reconcile`).
 
 use super::journal;
 use super::{ChunkOutcome, Deleter, Expired};
@@ -27,7 +27,6 @@ pub(in crate::engine) async fn delete_with_events<S: Store>(
     let chunk = if hook.archive() && !stop.reached() && !chunk.is_empty() {
         settled.confirmed += chunk.len() as u64;
         let listed: Vec<(Key, f64)> = chunk.iter().map(|e| (e.key.clone(), e.ttl)).collect();
-        // If the read fails, nothing is published for the keys: they are left for the next sweep.
         let chunk = match deleter.read_table(chunk, &mut settled).await {
             Ok(chunk) => chunk,
             Err((e, keys)) => {
@@ -130,11 +129,10 @@ pub(super) async fn publish_cancellations<S: Store>(
     events.hook.publish(cancellations, deleter.stop).await
 }
 
-/// Archive mode, before a sweep's partitions: the [`SETTLE_PER_SWEEP`] expiries accepted and not
-/// settled that [`crate::engine::hook::Unsettled`] has remembered longest, read again from the
-/// table (consistent, key and ttl, one request): one whose item has another ttl is cancelled, one whose item is gone
-/// forgotten, one still on its ttl remembered for the chunk that lists it again. If a read fails,
-/// its keys stay remembered.
+/// Archive mode, before a sweep's partitions: the [`SETTLE_PER_SWEEP`] expiries
+/// [`crate::engine::hook::Unsettled`] has remembered longest, read again from the table
+/// (consistent, key and ttl, one request): another ttl, cancelled; gone, forgotten; still on its
+/// ttl, remembered for the chunk that lists it again. If the read fails, they stay remembered.
 pub(in crate::engine) async fn settle_unsettled<S: Store>(
     deleter: &Deleter<'_, S>,
     events: &Events,

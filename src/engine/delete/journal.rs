@@ -70,7 +70,7 @@ pub(in crate::engine) async fn close<S: Store>(
 }
 
 /// Before a sweep's partitions: the journal items due, their items read from the table and each
-/// expiry settled ([`self`]), in up to [`ROUNDS_PER_SWEEP`] rounds; what publishing the
+/// expiry settled ([`crate::engine::journal`]), in up to [`ROUNDS_PER_SWEEP`] rounds; what publishing the
 /// cancellations did. Nothing if another sweep of this sweeper is settling. A read that fails
 /// leaves the journal as it is, for the next sweep.
 pub(in crate::engine) async fn settle<S: Store>(d: &Deleter<'_, S>, events: &Events) -> EventTally {
@@ -143,7 +143,6 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
             }
         }
     };
-    // Each expiry: settled (gone), to cancel (another ttl), or still to settle.
     // Each expiry found with another ttl is cancelled once, however many items journal it; each
     // journal item keeps the ones whose cancellation the sink did not accept.
     let mut cancel: Vec<Expiry> = Vec::new();
