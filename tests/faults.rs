@@ -26,7 +26,7 @@ use fault_proxy::{all_faults, Fault, FaultProxy, Plan};
 use support::*;
 use ttl_sweeper::config::{covering_lookback, Config, ConfigError};
 use ttl_sweeper::engine::report::{MAX_ERRORS, MAX_FAILED_KEYS};
-use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Sweeper, Ticks, BATCH_MAX_READ_AGE};
+use ttl_sweeper::engine::{run_ticks, Stop, SweepReport, Sweeper, BATCH_MAX_READ_AGE};
 use ttl_sweeper::expiry::window::{window_key, windows_to_sweep};
 use ttl_sweeper::expiry::{Clock, Timestamp};
 use ttl_sweeper::store::clock::SKEW_TOLERANCE;
@@ -1000,11 +1000,7 @@ async fn chaos_ticks() {
         .with_wall_clock(Arc::new(clock));
     let before = id_set(direct, table).await;
     proxy.set_plan(seeded(seed, rate));
-    let ticks = Ticks {
-        every: Duration::from_secs(1),
-        full_every: Duration::from_secs(10),
-        until: Some(tokio::time::Instant::now() + TICK_RUN),
-    };
+    let ticks = support::ticks(Duration::from_secs(1), Duration::from_secs(10), TICK_RUN);
     // The instant of the last sweep, from the reports the ticks see.
     let mut last = Timestamp::from_millis(0);
     let run_started = Instant::now();

@@ -13,7 +13,7 @@ use support::mem_store::{mem_sweeper, MemStore};
 use support::mem_stream::{insert_record, MemStream};
 use tokio::time::{sleep, Instant};
 use ttl_sweeper::engine::{Stop, SweepOptions};
-use ttl_sweeper::expiry::{Layout, Timestamp};
+use ttl_sweeper::expiry::Layout;
 use ttl_sweeper::index::follow::{FollowReport, Follower, Gathering};
 
 const START: i64 = 1_700_000_000;
@@ -41,10 +41,7 @@ async fn follow(
     let opened = Follower::open(store, stream.clone(), &schema, saved_at, gathering).await;
     let follower = opened.expect("the follower opens");
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
-    let clock = {
-        let store = store.clone();
-        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
-    };
+    let clock = store.clock_fn(f64::round);
     let stop = Stop::at(Some(Instant::now() + Duration::from_secs(secs)));
     let (report, ()) = tokio::join!(follower.run(&sweeper, &clock, &stop, &|_| {}), script);
     report

@@ -30,7 +30,7 @@ use ttl_sweeper::daemon;
 use ttl_sweeper::engine::lease::REPORT_FRESH;
 use ttl_sweeper::engine::lease::{Lease, LeaseConfig, SweepHealth, LEASE_MARGIN, WATCH_EVERY};
 use ttl_sweeper::engine::tables::Table;
-use ttl_sweeper::engine::{run_ticks, Stop, SweepOptions, Sweeper, Ticks};
+use ttl_sweeper::engine::{run_ticks, Stop, SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Clock, Layout, Timestamp};
 use ttl_sweeper::index::follow::{FollowError, FollowReport};
 use ttl_sweeper::index::Indexed;
@@ -245,11 +245,8 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
     )];
     let report = sweeper.sweep_windows(at, &windows, &Stop::never()).await;
     report.assert_fields("stood_by=1 items_found=0");
-    let ticks = Ticks {
-        every: Duration::from_secs(1),
-        full_every: Duration::from_secs(10),
-        until: Some(Instant::now() + Duration::from_secs(5)),
-    };
+    let (every, full_every) = (Duration::from_secs(1), Duration::from_secs(10));
+    let ticks = support::ticks(every, full_every, Duration::from_secs(5));
     let clock = move || Timestamp::from_secs(now) + t0.elapsed();
     let report = run_ticks(&sweeper, at, &clock, &ticks, &Stop::never(), |_| {}).await;
     assert!(report.stood_by >= 5, "{report:?}");

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use ttl_sweeper::engine::ticks::TICK_OFFSET_MS;
 use ttl_sweeper::engine::{
-    run_ticks, Checkpoint, DeleteMode, Stop, SweepOptions, SweepReport, Sweeper, Ticks,
+    run_ticks, Checkpoint, DeleteMode, Stop, SweepOptions, SweepReport, Sweeper,
 };
 use ttl_sweeper::expiry::{Layout, Timestamp, Window};
 use ttl_sweeper::store::{ErrorKind, Retry};
@@ -44,6 +44,17 @@ fn mem() -> MemStore {
 /// Writes `n` keys `k00`, `k01`... (`digits` wide), all expired 30 s before `T0`.
 fn put_expired(store: &MemStore, n: usize, digits: usize) {
     (0..n).for_each(|i| store.put(&format!("k{i:0digits$}"), (T0 - 30) as f64));
+}
+
+/// A stop cancelled `after` from now (a SIGTERM), and the task that cancels it.
+fn stop_after(after: Duration) -> (Stop, tokio::task::JoinHandle<()>) {
+    let token = CancellationToken::new();
+    let stop = Stop::never().with_cancel(token.clone());
+    let cancel = tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        token.cancel();
+    });
+    (stop, cancel)
 }
 
 /// Options sweeping one partition at a time, in pages of at most `page_limit` items.
@@ -382,7 +393,6 @@ async fn notify_mode_settles_batch_deletes_whose_answer_was_lost_when_the_stop_c
     // are stale by the retry, their second read fails, so they go conditional, one DeleteItem a
     // second; the stop comes after the first. The 24 keys not yet retried were deleted by the
     // lost attempt: each is owed its event (or reported), never left in silence.
-    let token = CancellationToken::new();
     let store = mem()
         .delay(Op::BatchDelete, Duration::from_secs(1))
         .fault(Op::BatchDelete, When::Call(1), Fault::LoseAnswer)
@@ -390,16 +400,9 @@ async fn notify_mode_settles_batch_deletes_whose_answer_was_lost_when_the_stop_c
         .delay(Op::Delete, Duration::from_secs(1));
     put_expired(&store, 25, 2);
     let hook = Arc::new(Recorder::default());
-    let options = SweepOptions {
-        batch_max_read_age: Duration::from_millis(500),
-        ..SweepOptions::default()
-    };
+    let options = support::opts(|o| o.batch_max_read_age = Duration::from_millis(500));
     let sweeper = mem_sweeper(store.clone(), options).with_events(hook.clone());
-    let stop = Stop::never().with_cancel(token.clone());
-    let cancel = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(2_500)).await;
-        token.cancel();
-    });
+    let (stop, cancel) = stop_after(Duration::from_millis(2_500));
     let report = sweeper.sweep(Timestamp::from_secs(T0), &stop).await;
     cancel.await.unwrap();
     assert!(store.calls(Op::Delete) >= 1, "went conditional: {report:?}");
@@ -563,16 +566,10 @@ async fn a_shutdown_does_not_wait_for_a_query_that_is_slow_to_answer() {
     let store = mem().delay(Op::Query, Duration::from_secs(60));
     store.put("k0", (T0 - 30) as f64);
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
-    let token = CancellationToken::new();
-    let sigterm = token.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        sigterm.cancel();
-    });
+    // SIGTERM a second in.
+    let (stop, _sigterm) = stop_after(Duration::from_secs(1));
     let started = Instant::now();
-    let report = sweeper
-        .sweep(Timestamp::from_secs(T0), &Stop::never().with_cancel(token))
-        .await;
+    let report = sweeper.sweep(Timestamp::from_secs(T0), &stop).await;
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "the sweep held the shutdown for {:?}",
@@ -657,20 +654,11 @@ async fn ticks_longer_than_the_lookback_read_every_window_since_the_last_tick() 
     for s in (5..12 * 60).step_by(5) {
         store.put(&format!("s{s:04}"), (T0 + s) as f64);
     }
-    let options = SweepOptions {
-        lookback_windows: 7,
-        ..SweepOptions::default()
-    };
+    let options = support::opts(|o| o.lookback_windows = 7);
     let sweeper = mem_sweeper(store.clone(), options);
-    let clock = {
-        let store = store.clone();
-        move || Timestamp::from_millis((store.clock() * 1000.0) as i64)
-    };
-    let ticks = Ticks {
-        every: Duration::from_secs(300),
-        full_every: Duration::from_secs(60),
-        until: Some(Instant::now() + Duration::from_secs(11 * 60)),
-    };
+    let clock = store.clock_fn(f64::trunc);
+    let (every, full_every) = (Duration::from_secs(300), Duration::from_secs(60));
+    let ticks = support::ticks(every, full_every, Duration::from_secs(11 * 60));
     let mut last_tick = Timestamp::from_secs(T0);
     let report = run_ticks(
         &sweeper,
@@ -736,16 +724,9 @@ async fn batch_ticks_confirm_their_keys_ahead_so_the_delete_follows_the_query() 
         (0..20).for_each(|i| store.put(&format!("s{s:02}-{i:02}"), (T0 + s) as f64));
     }
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
-    let clock = {
-        let store = store.clone();
-        move || Timestamp::from_millis((store.clock() * 1000.0).round() as i64)
-    };
+    let clock = store.clock_fn(f64::round);
     let started = Instant::now();
-    let ticks = Ticks {
-        every: Duration::from_secs(1),
-        full_every: Duration::from_secs(60),
-        until: Some(started + Duration::from_millis(10_500)),
-    };
+    let ticks = support::ticks_for(Duration::from_millis(10_500));
     let report = run_ticks(
         &sweeper,
         Timestamp::from_secs(T0),
@@ -847,12 +828,7 @@ async fn an_expiry_index_entry_stays_until_its_item_is_judged() {
             .delay(Op::Delete, Duration::from_secs(2));
         put_expired(&slow, 30, 2);
         (0..30).for_each(|i| slow.index(&format!("k{i:02}"), &format!("{i}")));
-        let token = CancellationToken::new();
-        let stop = Stop::never().with_cancel(token.clone());
-        let cancel = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            token.cancel();
-        });
+        let (stop, cancel) = stop_after(Duration::from_secs(1));
         let options = SweepOptions {
             max_concurrency: 1,
             ..options_of(delete_mode)
@@ -886,10 +862,7 @@ async fn an_expiry_index_entry_stays_until_its_item_is_judged() {
 }
 
 fn options_of(delete_mode: DeleteMode) -> SweepOptions {
-    SweepOptions {
-        delete_mode,
-        ..SweepOptions::default()
-    }
+    support::opts(|o| o.delete_mode = delete_mode)
 }
 
 /// With an expiry index table, an item whose ttl was moved earlier (both ttls past) is listed
