@@ -881,10 +881,6 @@ impl Reports {
                     let key: Value = serde_json::from_str(key).unwrap_or_default();
                     if let Some(id) = key["id"]["S"].as_str() {
                         self.failed_items.insert(id.to_owned());
-                        let at = map.get("timestamp").and_then(Value::as_str).and_then(|t| {
-                            let t = chrono::DateTime::parse_from_rfc3339(t).ok()?;
-                            Some(t.timestamp_millis() as f64 / 1000.0)
-                        });
                         let given_up = map.get("message").and_then(Value::as_str);
                         match (at, given_up) {
                             (Some(at), Some("key not deleted")) => {
@@ -1406,18 +1402,16 @@ fn check(
             .iter()
             .any(|r| r.failed_events.contains(id))
     };
-    let mut given_up = run.reports.given_up.clone();
-    for (id, times) in &final_reports.given_up {
-        given_up.entry(id.clone()).or_default().extend(times);
-    }
-    let mut unpublished = run.reports.unpublished.clone();
-    for (id, times) in &final_reports.unpublished {
-        unpublished.entry(id.clone()).or_default().extend(times);
-    }
-    let mut cancelling = run.reports.cancelling.clone();
-    for (id, times) in &final_reports.cancelling {
-        cancelling.entry(id.clone()).or_default().extend(times);
-    }
+    // A key's times in the run's reports, then in the final ones.
+    let merged = |run: &HashMap<String, Vec<f64>>, last: &HashMap<String, Vec<f64>>| {
+        let mut all = run.clone();
+        last.iter()
+            .for_each(|(id, t)| all.entry(id.clone()).or_default().extend(t));
+        all
+    };
+    let given_up = merged(&run.reports.given_up, &final_reports.given_up);
+    let unpublished = merged(&run.reports.unpublished, &final_reports.unpublished);
+    let cancelling = merged(&run.reports.cancelling, &final_reports.cancelling);
     let ends = unsettled::Ends {
         lives: &run.lives,
         given_up: &given_up,

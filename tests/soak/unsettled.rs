@@ -281,29 +281,16 @@ pub(super) fn check(
         if refused.is_some() {
             notes.push_str("; [refused delete, sweeper ended]");
         }
-        if !left.is_empty() {
-            let _ = write!(
-                notes,
-                "; [a later sweep read it unchanged at {} and left it]",
-                left.join(" ")
-            );
-        }
-        if !owed.is_empty() {
-            let _ = write!(
-                notes,
-                "; [re-read {} after it was accepted, its cancellation queued and not published: the sweeper ended or logged it not published]",
-                owed.join(" ")
-            );
-        }
-        if !unread_reads.is_empty() {
-            let _ = write!(
-                notes,
-                "; [read {} after it was accepted, then its chunk's settling re-read failed and it reported the key not deleted]",
-                unread_reads.join(" ")
-            );
-        }
-        if !ambiguous.is_empty() {
-            let _ = write!(notes, "; [ambiguous: reads {} found the change, not the chunk's own reads (none between its read and its publish; after it, no sweeper logged the key re-read for a cancellation): another chunk's, sweep's or process's read before publishing]", ambiguous.join(" "));
+        // Each note: its text before and after the times it lists.
+        for (times, (before, after)) in [
+            (&left, ("a later sweep read it unchanged at", "and left it")),
+            (&owed, ("re-read", "after it was accepted, its cancellation queued and not published: the sweeper ended or logged it not published")),
+            (&unread_reads, ("read", "after it was accepted, then its chunk's settling re-read failed and it reported the key not deleted")),
+            (&ambiguous, ("ambiguous: reads", "found the change, not the chunk's own reads (none between its read and its publish; after it, no sweeper logged the key re-read for a cancellation): another chunk's, sweep's or process's read before publishing")),
+        ] {
+            if !times.is_empty() {
+                let _ = write!(notes, "; [{before} {} {after}]", times.join(" "));
+            }
         }
         return Ok(format!(
             "published after a read at {read_at:.2}, accepted at {p:.2}; its chunk {how} with no delete of it applied (deletes sent since: [{}]; {} chunk reads); the application's {action:?} at {changed:.2}, {when}; later reads: [{}]{notes}",
