@@ -122,10 +122,9 @@ struct Shared<'a, F> {
 }
 
 /// Sweeps every table of `tables` until `shutdown` completes; returns one report per table, of
-/// the whole run, in the order given. A table that cannot be opened is reported and opened again
-/// every period; one that opens has its ticks and full sweeps ([`run_ticks`]) and, with
-/// [`Options::follow`], its stream followed beside them. Every period of a table ends with its
-/// summary line and EMF record.
+/// the whole run, in the order given. Each table is opened (again every [`Options::period`] until
+/// it opens), then has its ticks and full sweeps ([`run_ticks`]) and, with [`Options::follow`],
+/// its stream followed beside them.
 ///
 /// On shutdown no new work starts, and the requests in flight (and the opening of a table) have
 /// [`crate::engine::retry::SHUTDOWN_GRACE`] to answer. A follower that cannot be opened stops

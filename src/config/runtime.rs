@@ -1,8 +1,6 @@
-//! [`Threads`]: the Tokio runtime the binaries run on, from `TOKIO_WORKER_THREADS`.
-//!
-//! One thread by default: a sweep mostly waits on DynamoDB, and one thread spends less CPU per
-//! delete than two workers (docs/BENCHMARKS.md, section 6). `TOKIO_WORKER_THREADS=N` with N ≥ 2
-//! asks for a multi-threaded runtime with N workers, for a host where one core does not keep up.
+//! [`Threads`]: the Tokio runtime the binaries run on, from `TOKIO_WORKER_THREADS`: one thread by
+//! default, since a sweep mostly waits on DynamoDB and one thread spends less CPU per delete than
+//! two workers (docs/BENCHMARKS.md, section 6); more for a host where one core does not keep up.
 
 use std::num::NonZeroUsize;
 

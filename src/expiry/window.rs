@@ -65,10 +65,8 @@ pub enum TtlError {
     LooksLikeMilliseconds(f64),
 }
 
-/// Parses a ttl as DynamoDB stores it (the text of a Number attribute) into epoch seconds.
-///
-/// Accepts integers and decimals (`1658265600`, `1658265600.5`). Rejects anything that cannot be
-/// an epoch-seconds timestamp, with a message that says why.
+/// Parses a ttl as DynamoDB stores it (the text of a Number attribute: `1658265600`,
+/// `1658265600.5`) into epoch seconds, or says why it cannot be one ([`check_ttl`]).
 pub fn parse_ttl(text: &str) -> Result<f64, TtlError> {
     let value: f64 = text
         .trim()

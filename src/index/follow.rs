@@ -1,11 +1,10 @@
 //! The daemon's stream follower (`ttl-sweeper run --follow-stream`, `FOLLOW_STREAM`): reads the
 //! table's DynamoDB stream itself, as an event source mapping does for the Lambda, and hands each
 //! batch of records to the stream indexer ([`crate::index`]), so that writers need set only the
-//! ttl. Its guarantees (a child shard read only after its parent, the position saved beside the
-//! checkpoint, expired iterators, trimmed records, the shard held at a failing record until it is
-//! indexed, only records that can never be indexed passed) are described in `docs/operations.md`,
-//! "Writers set only the ttl". At most [`MAX_BATCHES`] batches are held at once, read and not yet
-//! indexed, so memory stays bounded however many shards the stream has.
+//! ttl. A child shard is read only after its parent, and a shard is held at a failing record
+//! until it is indexed; at most [`MAX_BATCHES`] batches are held at once, read and not yet
+//! indexed, however many shards the stream has. The rest (where the position is saved, expired
+//! iterators, trimmed records): `docs/operations.md`, "Writers set only the ttl".
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;

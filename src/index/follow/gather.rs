@@ -1,11 +1,8 @@
-//! Entries gathered across batches before they are packed (`FOLLOW_HOLD`). A stream batch's
-//! records rarely share a due second (a batch of 100 over a day's ttls packs about one entry per
-//! pack), so the follower holds the entries due later than [`HOLD_FROM`] and writes each due
-//! instant's entries together: when it is [`WRITE_BEFORE`] away, once the first of them has been
-//! held for the hold, or when more than the bound are held (soonest due first). A shard's saved
-//! position never passes a record whose entries are held: after a kill the records are read again
-//! and their entries gathered again, so nothing is lost, at the price of reading again up to the
-//! hold's worth of records. Layout and completeness: `docs/design.md`, "Gathered across batches".
+//! Entries gathered across batches before they are packed (`FOLLOW_HOLD`): a stream batch's
+//! records rarely share a due second, so the entries due later than [`HOLD_FROM`] are held and
+//! each due instant's written together ([`Gathered::take_due`] says when). A shard's saved
+//! position never passes a record whose entries are held: after a kill the records are read
+//! again, so nothing is lost. `docs/design.md`, "Gathered across batches".
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
@@ -344,7 +341,6 @@ impl Gathered {
                 moved.push(held.shard.clone());
             }
         }
-        // A write that went through ends the backoff.
         if any {
             self.failures = Backoff::new(WRITE_AGAIN);
             self.retry_at = None;

@@ -1,11 +1,9 @@
 //! One batch of a shard's records through the stream indexer. A record that fails is tried again
-//! with backoff for as long as it takes, the shard held at it: throttling, 5xx and timeouts pass,
-//! and access denied or a missing index table is fixed by an operator, while the records behind
-//! it wait (at most [`MAX_BATCHES`] batches in memory). Only a record that can never be indexed
-//! is passed, counted and logged: one the indexer cannot index at all, or whose entry is refused
-//! as invalid when written alone (a request of several entries refused as invalid may be another
-//! entry's fault, so each of its records is tried alone first). The stop ends the wait at once;
-//! an attempt in flight has the shutdown's grace.
+//! with backoff for as long as it takes (an operator may have to fix access or the index table),
+//! the shard held at it and the records behind it waiting (at most [`MAX_BATCHES`] batches in
+//! memory). Only a record that can never be indexed is passed ([`FollowReport::skipped_records`];
+//! one refused beside others is tried alone first). The stop ends the wait at once; an attempt
+//! in flight has the shutdown's grace. `docs/operations.md`, "Writers set only the ttl".
 
 use std::cell::RefCell;
 
