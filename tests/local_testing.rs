@@ -23,23 +23,13 @@ use local_ttl::LocalTtl;
 const PAGE: &str = "docs/local-testing.md";
 const BIN: &str = env!("CARGO_BIN_EXE_ttl-sweeper");
 
-async fn put(client: &Client, table: &str, id: &str, ttl: i64) {
-    let item = client.put_item().table_name(table);
-    let item = item.item("id", AV::S(id.into()));
-    item.item("ttl", AV::N(ttl.to_string()))
-        .send()
-        .await
-        .unwrap();
-}
-
-async fn present(client: &Client, table: &str, id: &str) -> bool {
-    let get = client.get_item().table_name(table).consistent_read(true);
-    let found = get.key("id", AV::S(id.into())).send().await.unwrap();
-    found.item.is_some()
-}
-
-fn now() -> i64 {
-    chrono::Utc::now().timestamp()
+/// Polls every 100 ms until item `id` is gone from `table` or `secs` passed: whether it went.
+async fn gone_within(client: &Client, table: &str, id: &str, secs: u64) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while exists(client, table, id).await && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    !exists(client, table, id).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -51,21 +41,18 @@ async fn the_rust_fixture_expires_items_on_time_and_moves_the_clock_forward() {
     let ttl = LocalTtl::start_with(BIN, &endpoint(), &table).unwrap();
     create_table(&client, &TableSpec::simple(&table)).await;
 
-    put(&client, &table, "soon", now() + 1).await;
-    assert!(present(&client, &table, "soon").await);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while present(&client, &table, "soon").await && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(!present(&client, &table, "soon").await, "not swept in 10 s");
+    put_one(&client, &table, unwindowed("soon", now() + 1)).await;
+    assert!(exists(&client, &table, "soon").await);
+    let gone = gone_within(&client, &table, "soon", 10).await;
+    assert!(gone, "not swept in 10 s");
 
     let start = now();
-    put(&client, &table, "in-an-hour", start + 3600).await;
-    put(&client, &table, "tomorrow", start + 86_400).await;
+    put_one(&client, &table, unwindowed("in-an-hour", start + 3600)).await;
+    put_one(&client, &table, unwindowed("tomorrow", start + 86_400)).await;
     let moved = tokio::task::spawn_blocking(move || ttl.expire_as_of(start + 3601).map(|_| ttl));
     let _ttl = moved.await.unwrap().unwrap();
-    assert!(!present(&client, &table, "in-an-hour").await);
-    assert!(present(&client, &table, "tomorrow").await);
+    assert!(!exists(&client, &table, "in-an-hour").await);
+    assert!(exists(&client, &table, "tomorrow").await);
     println!(
         "local testing: rust suite: 2 tests in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -196,12 +183,8 @@ async fn the_compose_service_s_command_sweeps_as_written() {
     });
     let mut service = Daemon::spawn(run.args(args), &format!("compose-{unique}"));
     create_table(&client, &TableSpec::simple(&unique)).await;
-    put(&client, &unique, "expired", now() - 1).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while present(&client, &unique, "expired").await && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(!present(&client, &unique, "expired").await);
+    put_one(&client, &unique, unwindowed("expired", now() - 1)).await;
+    assert!(gone_within(&client, &unique, "expired", 10).await);
     let running = service.child.try_wait().unwrap().is_none();
     assert!(running, "the service exited:\n{}", service.log_text());
 }
@@ -271,23 +254,14 @@ async fn run_local_rides_out_a_failing_server_and_a_table_created_again() {
     let client = client().await;
     let table = table_name("local-ttl-again");
     create_table(&client, &TableSpec::simple(&table)).await;
-    put(&client, &table, "expired", now() - 1).await;
+    put_one(&client, &table, unwindowed("expired", now() - 1)).await;
 
     let name = format!("run-local-{table}");
     let mut run = Daemon::run(&proxy.endpoint, &name, |cmd| {
         cmd.args(["--local", "--every", "200ms", "--table-name", &table]);
     });
-    let gone = |client: &Client, id: &'static str| {
-        let (client, table) = (client.clone(), table.clone());
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while present(&client, &table, id).await && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            !present(&client, &table, id).await
-        }
-    };
-    assert!(gone(&client, "expired").await, "not swept after the 500s");
+    let gone = gone_within(&client, &table, "expired", 15).await;
+    assert!(gone, "not swept after the 500s");
     assert!(failed.load(SeqCst) >= 8, "the 500s were sent");
 
     // Dropped and created again with a sort key: swept with it.
