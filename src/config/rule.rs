@@ -1,6 +1,6 @@
 //! [`Rule`]: what a setting accepts, as data. The validation checks a value with it, the help and
 //! error messages say it in words ([`Rule::describe`]), and `ttl-sweeper settings` writes it as
-//! JSON ([`super::spec`]) for the construct, the SAM template, the Terraform module and the docs,
+//! JSON ([`mod@super::spec`]) for the construct, the SAM template, the Terraform module and the docs,
 //! which read it (or are tested against it) rather than state the ranges again.
 
 use std::ops::RangeInclusive;

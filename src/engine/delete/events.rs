@@ -3,7 +3,7 @@
 //! the deletes owe; archive mode publishes a chunk's events first, deletes only what the sink
 //! accepted, and cancels an accepted expiry whose item stays with another ttl (`reconcile`).
 
-use super::journal;
+use super::journal::{self, publish_cancellations};
 use super::{ChunkOutcome, Deleter, Expired};
 use crate::engine::hook::{
     item_kib, keep_room, take_room, Delivery, Events, Expiry, Notifier, Publication, MAX_ITEM_KIB,
@@ -113,20 +113,6 @@ async fn cancel_remembered<S: Store>(
         }
     }
     tally
-}
-
-/// Publishes the cancellation of each of `expiries` (without its item), as of now by the events'
-/// wall clock: the deliveries, in order, and the tally.
-pub(super) async fn publish_cancellations<S: Store>(
-    deleter: &Deleter<'_, S>,
-    events: &Events,
-    expiries: &[Expiry],
-) -> (Vec<Delivery>, EventTally) {
-    let at = events.wall.as_ref().map_or(deleter.now, |c| c.now());
-    let cancellations = (expiries.iter())
-        .map(|x| Publication::Cancelled(x.without_item(), at))
-        .collect();
-    events.hook.publish(cancellations, deleter.stop).await
 }
 
 /// Archive mode, before a sweep's partitions: the [`SETTLE_PER_SWEEP`] expiries

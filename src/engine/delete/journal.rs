@@ -9,7 +9,7 @@ use std::time::Duration;
 use tracing::{error, warn};
 
 use super::Deleter;
-use crate::engine::hook::{Delivery, Events, Expiry};
+use crate::engine::hook::{Delivery, Events, Expiry, Publication};
 use crate::engine::journal::{Journal, Settling, DUE_AFTER, READ_PER_ROUND, ROUNDS_PER_SWEEP};
 use crate::engine::report::EventTally;
 use crate::expiry::Timestamp;
@@ -180,7 +180,7 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
             let key = key_to_json(&x.key);
             tracing::info!(%key, "an item whose expiry a sweep journaled and did not settle has a new ttl: cancelling the expiry");
         }
-        let (deliveries, tally) = super::events::publish_cancellations(d, events, &cancel).await;
+        let (deliveries, tally) = publish_cancellations(d, events, &cancel).await;
         for (i, x, c) in waiting {
             if deliveries.get(c) != Some(&Delivery::Accepted) {
                 left.entry(i).or_default().push(x);
@@ -238,4 +238,18 @@ pub(in crate::engine) async fn write_index<S: Store>(
     };
     let (written, result) = write_all(send, writes, retry).await;
     (written, result.err().map(|(e, _)| e))
+}
+
+/// Publishes the cancellation of each of `expiries` (without its item), as of now by the events'
+/// wall clock: the deliveries, in order, and the tally.
+pub(super) async fn publish_cancellations<S: Store>(
+    deleter: &Deleter<'_, S>,
+    events: &Events,
+    expiries: &[Expiry],
+) -> (Vec<Delivery>, EventTally) {
+    let at = events.wall.as_ref().map_or(deleter.now, |c| c.now());
+    let cancellations = (expiries.iter())
+        .map(|x| Publication::Cancelled(x.without_item(), at))
+        .collect();
+    events.hook.publish(cancellations, deleter.stop).await
 }

@@ -9,7 +9,7 @@ impl<S: Store> Sweeper<S> {
     /// whether it was swept completely. Each partition's outcome is folded into the report as it
     /// finishes: memory stays bounded by the partitions running at once, not by the backlog.
     /// With `packs`, of the packs due in that range instead of the entries of one item each or
-    /// the GSI ([`super::packs`]).
+    /// the GSI ([`crate::engine::packs`]).
     pub(in crate::engine) async fn sweep_partitions(
         &self,
         now: Timestamp,
