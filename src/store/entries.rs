@@ -100,14 +100,8 @@ impl Pending {
     /// The journal item.
     pub fn to_item(&self) -> Key {
         let expiries = self.expiries.iter().map(|x| {
-            AttributeValue::M(
-                [
-                    (KEY.to_owned(), AttributeValue::M(x.key.clone())),
-                    (TTL.to_owned(), AttributeValue::N(x.ttl.to_string())),
-                    (AT.to_owned(), AttributeValue::N(x.at.millis().to_string())),
-                ]
-                .into(),
-            )
+            let key = AttributeValue::M(x.key.clone());
+            AttributeValue::M(item([(KEY, key), (TTL, n(x.ttl)), (AT, n(x.at.millis()))]))
         });
         let due_s = self
             .sort
@@ -116,13 +110,12 @@ impl Pending {
             .unwrap_or(0)
             / 1000;
         let expires = due_s + PENDING_KEEP_SECONDS;
-        [
-            (WINDOW.to_owned(), AttributeValue::S(PENDING.to_owned())),
-            (ENTRY.to_owned(), AttributeValue::S(self.sort.clone())),
-            (EXPIRIES.to_owned(), AttributeValue::L(expiries.collect())),
-            (EXPIRES.to_owned(), AttributeValue::N(expires.to_string())),
-        ]
-        .into()
+        item([
+            (WINDOW, s(PENDING)),
+            (ENTRY, s(&self.sort)),
+            (EXPIRIES, AttributeValue::L(expiries.collect())),
+            (EXPIRES, n(expires)),
+        ])
     }
 
     /// The journal item `item` holds: `Err` with its sort key (to remove it) when it does not
@@ -355,33 +348,27 @@ const WRITTEN_AT: &str = "writtenAt";
 impl IndexerReport {
     /// The report as an item of the index table.
     pub fn to_item(&self) -> Key {
-        let n = |t: Timestamp| AttributeValue::N(t.millis().to_string());
+        let ms = |t: Timestamp| n(t.millis());
         let failing = self.failing.iter().take(MAX_FAILING).map(|f| {
-            AttributeValue::M(
-                [
-                    (SEQUENCE.to_owned(), AttributeValue::S(f.sequence.clone())),
-                    (SINCE.to_owned(), n(f.since)),
-                    (AT.to_owned(), n(f.at)),
-                ]
-                .into(),
-            )
+            let sequence = s(&f.sequence);
+            AttributeValue::M(item([
+                (SEQUENCE, sequence),
+                (SINCE, ms(f.since)),
+                (AT, ms(f.at)),
+            ]))
         });
         let expires = self.written_at.secs() + STREAM_RETENTION_SECONDS;
-        let mut item: Key = [
-            (WINDOW.to_owned(), AttributeValue::S(INDEXER.to_owned())),
-            (
-                ENTRY.to_owned(),
-                AttributeValue::S(self.environment.clone()),
-            ),
-            (FAILING.to_owned(), AttributeValue::L(failing.collect())),
-            (WRITTEN_AT.to_owned(), n(self.written_at)),
-            (EXPIRES.to_owned(), AttributeValue::N(expires.to_string())),
-        ]
-        .into();
+        let mut report = item([
+            (WINDOW, s(INDEXER)),
+            (ENTRY, s(&self.environment)),
+            (FAILING, AttributeValue::L(failing.collect())),
+            (WRITTEN_AT, ms(self.written_at)),
+            (EXPIRES, n(expires)),
+        ]);
         if let Some(through) = self.indexed_through {
-            item.insert(INDEXED_THROUGH.to_owned(), n(through));
+            report.insert(INDEXED_THROUGH.to_owned(), ms(through));
         }
-        item
+        report
     }
 
     /// The report an item of partition [`INDEXER`] holds; `None` for any other item, or one
@@ -431,25 +418,35 @@ pub enum EntryWrite {
 impl Entry {
     /// The entry as an item of the index table.
     pub fn to_item(&self) -> Key {
-        let expires = self.expires.to_string();
-        [
-            (WINDOW.to_owned(), AttributeValue::S(self.window.clone())),
-            (ENTRY.to_owned(), AttributeValue::S(self.sort.clone())),
-            (KEY.to_owned(), AttributeValue::M(self.key.clone())),
-            (TTL.to_owned(), AttributeValue::N(self.ttl.clone())),
-            (EXPIRES.to_owned(), AttributeValue::N(expires)),
-        ]
-        .into()
+        item([
+            (WINDOW, s(&self.window)),
+            (ENTRY, s(&self.sort)),
+            (KEY, AttributeValue::M(self.key.clone())),
+            (TTL, AttributeValue::N(self.ttl.clone())),
+            (EXPIRES, n(self.expires)),
+        ])
     }
 }
 
 /// An entry's primary key in the index table.
 pub fn id(window: &str, sort: &str) -> Key {
-    [
-        (WINDOW.to_owned(), AttributeValue::S(window.to_owned())),
-        (ENTRY.to_owned(), AttributeValue::S(sort.to_owned())),
-    ]
-    .into()
+    item([(WINDOW, s(window)), (ENTRY, s(sort))])
+}
+
+/// An item of the index table, or a Map in one: each attribute's name and value.
+pub(super) fn item<const N: usize>(attributes: [(&str, AttributeValue); N]) -> Key {
+    let named = attributes.into_iter().map(|(name, v)| (name.to_owned(), v));
+    named.collect()
+}
+
+/// A String value.
+pub(super) fn s(text: &str) -> AttributeValue {
+    AttributeValue::S(text.to_owned())
+}
+
+/// A Number value.
+pub(super) fn n(number: impl ToString) -> AttributeValue {
+    AttributeValue::N(number.to_string())
 }
 
 /// What a sweep reads of an entry (an item of the index table): the item as a GSI would list it

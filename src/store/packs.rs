@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::entries::{self, ENTRY, EXPIRES, WINDOW};
+use super::entries::{self, item, n, s, ENTRY, EXPIRES, WINDOW};
 use super::{Key, TableSchema};
 use crate::expiry::Timestamp;
 
@@ -149,17 +149,13 @@ impl Pack {
             .entries
             .iter()
             .map(|e| AttributeValue::N(e.ttl.clone()));
-        [
-            (WINDOW.to_owned(), AttributeValue::S(self.window.clone())),
-            (ENTRY.to_owned(), AttributeValue::S(self.sort.clone())),
-            (KEYS.to_owned(), AttributeValue::L(keys.collect())),
-            (TTLS.to_owned(), AttributeValue::L(ttls.collect())),
-            (
-                EXPIRES.to_owned(),
-                AttributeValue::N((due_s + KEEP_SECONDS).to_string()),
-            ),
-        ]
-        .into()
+        item([
+            (WINDOW, s(&self.window)),
+            (ENTRY, s(&self.sort)),
+            (KEYS, AttributeValue::L(keys.collect())),
+            (TTLS, AttributeValue::L(ttls.collect())),
+            (EXPIRES, n(due_s + KEEP_SECONDS)),
+        ])
     }
 
     /// The pack `item` holds; `None` when it does not read as one.
@@ -269,19 +265,12 @@ pub fn group<T>(
 
 /// The cursor item `id`, through `through`, written at `at`.
 pub fn cursor_item(id: &str, through: Timestamp, at: Timestamp) -> Key {
-    [
-        (WINDOW.to_owned(), AttributeValue::S(CURSOR.to_owned())),
-        (ENTRY.to_owned(), AttributeValue::S(id.to_owned())),
-        (
-            THROUGH.to_owned(),
-            AttributeValue::N(through.millis().to_string()),
-        ),
-        (
-            WRITTEN_AT.to_owned(),
-            AttributeValue::N(at.millis().to_string()),
-        ),
-    ]
-    .into()
+    item([
+        (WINDOW, s(CURSOR)),
+        (ENTRY, s(id)),
+        (THROUGH, n(through.millis())),
+        (WRITTEN_AT, n(at.millis())),
+    ])
 }
 
 /// The instant a cursor item holds; `None` when it does not read as one.
