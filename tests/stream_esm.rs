@@ -74,8 +74,7 @@ async fn assert_indexed_as_written(
     app: &AppWriter,
     context: &str,
 ) {
-    let mut entries = index_entries(client, index).await;
-    entries.dedup();
+    let entries = listed_once(client, index).await;
     let mut want = app.entries();
     want.dedup();
     assert_eq!(entries, want, "{context}");
@@ -98,14 +97,6 @@ async fn wait_past_packs(
     // only to within a second until its bounds are tight: a second more.
     let wait = (due as f64 / 1000.0) + 1.1 - wall_clock();
     tokio::time::sleep(Duration::from_secs_f64(wait.max(0.0))).await;
-}
-
-/// What the index lists, each entry once: a pack acknowledged too late for its due (a slow
-/// machine) is written again, due later, and lists its entries twice.
-async fn listed_once(client: &aws_sdk_dynamodb::Client, index: &str) -> Vec<(String, i64)> {
-    let mut listed = index_entries(client, index).await;
-    listed.dedup();
-    listed
 }
 
 /// Sweeps once by invoking `api` with the scheduled event's empty payload: the report.
@@ -546,9 +537,7 @@ async fn through_the_mapping_ttl_only_items_expire_with_a_sub_second_lag_and_lea
     assert!(entries.is_empty(), "{entries:?}\n{}", ticking.log_text());
     let mut written: Vec<(String, i64)> = ttls.into_iter().collect();
     written.sort();
-    let mut listed = index_entries(&client, &index).await;
-    listed.dedup();
-    assert_eq!(listed, written);
+    assert_eq!(listed_once(&client, &index).await, written);
     indexer.stop();
     ticking.stop();
 }

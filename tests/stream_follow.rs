@@ -192,13 +192,6 @@ async fn entries_until(
     }
 }
 
-/// Every entry the index table lists, judged or not, each once.
-async fn listed_once(client: &Client, index: &str) -> Vec<(String, i64)> {
-    let mut entries = index_entries(client, index).await;
-    entries.dedup();
-    entries
-}
-
 /// `entries`, each once.
 fn once(mut entries: Vec<(String, i64)>) -> Vec<(String, i64)> {
     entries.dedup();

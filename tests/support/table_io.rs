@@ -166,6 +166,14 @@ pub async fn index_entries(client: &Client, index: &str) -> Vec<(String, i64)> {
     contents_of(scan_all(client, index).await).listing()
 }
 
+/// [`index_entries`], each entry once: a pack acknowledged too late for its due (a slow machine)
+/// is written again, due later, and lists its entries twice.
+pub async fn listed_once(client: &Client, index: &str) -> Vec<(String, i64)> {
+    let mut listed = index_entries(client, index).await;
+    listed.dedup();
+    listed
+}
+
 /// What an expiry index table lists that no sweep has judged, as (item `id`, ttl), sorted
 /// ([`IndexContents::unjudged`]).
 pub async fn unjudged_entries(client: &Client, index: &str) -> Vec<(String, i64)> {
