@@ -30,12 +30,7 @@ fn event_at(name: &str, secs: i64) -> Value {
 }
 
 fn settings() -> HandlerSettings {
-    HandlerSettings {
-        namespace: "Test".into(),
-        tick: None,
-        schedule: Duration::from_secs(60),
-        handoff: Duration::from_secs(10),
-    }
+    support::handler_settings(None, 60, 10)
 }
 
 /// A clock that reads `secs`.
@@ -109,12 +104,7 @@ async fn an_old_event_in_tick_mode_sweeps_as_of_the_clock_and_reads_a_bounded_ra
     let (client, table, sweeper) = sessions_and_sweeper("h_old", now).await;
     let mut event = fixture("scheduled-event.json");
     event["time"] = json!("2015-10-08T16:53:06Z");
-    let settings = HandlerSettings {
-        namespace: "Test".into(),
-        tick: Some(Duration::from_secs(1)),
-        schedule: Duration::from_secs(4),
-        handoff: Duration::from_secs(1),
-    };
+    let settings = support::handler_settings(Some(1), 4, 1);
     let remaining = Some(Duration::from_secs(60));
     let handled = handle(&sweeper, &event, &support::clock, remaining, &settings);
     let report = tokio::time::timeout(Duration::from_secs(30), handled)

@@ -516,7 +516,7 @@ async fn notify_mode_publishes_each_attempts_deletes_before_waiting_to_retry_the
 
 #[tokio::test(start_paused = true)]
 async fn a_lambda_sweep_dropped_at_its_deadline_reports_the_events_it_owed() {
-    use ttl_sweeper::lambda::handler::{handle, HandlerError, HandlerSettings};
+    use ttl_sweeper::lambda::handler::{handle, HandlerError};
     // Notify mode with a sink that never answers and ignores the stop: the handler's last
     // resort drops the sweep before the deadline. The 25 items it deleted are reported by event
     // id, not lost with the dropped sweep.
@@ -525,12 +525,7 @@ async fn a_lambda_sweep_dropped_at_its_deadline_reports_the_events_it_owed() {
         ..Recorder::default()
     };
     let (store, _hook, sweeper) = one_notify_chunk(mem(), hanging);
-    let settings = HandlerSettings {
-        namespace: "Test".into(),
-        tick: None,
-        schedule: Duration::from_secs(60),
-        handoff: Duration::from_secs(10),
-    };
+    let settings = support::handler_settings(None, 60, 10);
     let clock = || Timestamp::from_secs(T0);
     let handled = tokio::time::timeout(
         Duration::from_secs(10),

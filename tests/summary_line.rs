@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::*;
-use ttl_sweeper::lambda::{handle, HandlerSettings};
+use ttl_sweeper::lambda::handle;
 
 /// A tick-mode invocation sweeps repeatedly until the next invocation has surely started, and
 /// logs exactly one `sweep finished` line, whose `deleted` is the invocation's total; the ticks
@@ -23,12 +23,7 @@ async fn tick_mode_sweeps_until_the_next_invocation_and_logs_one_summary_line() 
     let (client, table, sweeper) = sessions_and_sweeper("h_tick_logs", now).await;
     // Items that expire while the invocation ticks, so that later ticks delete something too.
     put_items(&client, &table, sessions("soon", 3, |i| now + 1 + i)).await;
-    let settings = HandlerSettings {
-        namespace: "Test".into(),
-        tick: Some(Duration::from_secs(1)),
-        schedule: Duration::from_secs(4),
-        handoff: Duration::from_secs(2),
-    };
+    let settings = support::handler_settings(Some(1), 4, 2);
     let lines = JsonLines::default();
     let writer = lines.clone();
     let json = tracing_subscriber::fmt().json().flatten_event(true);

@@ -8,6 +8,7 @@ use aws_sdk_dynamodb::Client;
 use ttl_sweeper::config::Config;
 use ttl_sweeper::engine::{run_ticks, Stop, SweepOptions, SweepReport, Sweeper, Ticks};
 use ttl_sweeper::expiry::Timestamp;
+use ttl_sweeper::lambda::HandlerSettings;
 use ttl_sweeper::store::{DynamoStore, Store, StoreError, TableSchema};
 
 use super::{client, clock, now, put_items, sessions, simple_table};
@@ -72,6 +73,17 @@ pub fn ticks(every: Duration, full_every: Duration, run_for: Duration) -> Ticks 
 /// Ticks every second, with a full sweep every minute, for `run_for` from now.
 pub fn ticks_for(run_for: Duration) -> Ticks {
     ticks(Duration::from_secs(1), Duration::from_secs(60), run_for)
+}
+
+/// The Lambda handler's settings, namespace `Test`: ticking every `tick` s (none: one sweep an
+/// invocation), invoked every `schedule` s, each invocation's overlap with the next `handoff` s.
+pub fn handler_settings(tick: Option<u64>, schedule: u64, handoff: u64) -> HandlerSettings {
+    HandlerSettings {
+        namespace: "Test".into(),
+        tick: tick.map(Duration::from_secs),
+        schedule: Duration::from_secs(schedule),
+        handoff: Duration::from_secs(handoff),
+    }
 }
 
 /// The default sweep options, with `change` made to them.
