@@ -109,9 +109,7 @@ async fn a_table_that_does_not_open_is_reported_and_retried_every_period_then_sw
     let started = Instant::now();
     let (ready, late) = (mem(), mem());
     for (store, prefix) in [(&ready, "a"), (&late, "b")] {
-        for i in 0..5 {
-            store.put(&format!("{prefix}{i}"), (T0 - 30 + i) as f64);
-        }
+        store.put_n(prefix, 5, |i| T0 - 30 + i);
     }
     // Due after the late table opens: the ticks delete it.
     late.put("b-later", (T0 + 17) as f64);
@@ -220,9 +218,7 @@ async fn ticks_delete_on_time_and_each_period_ends_with_one_emf_record_per_table
 #[tokio::test(start_paused = true)]
 async fn the_endpoint_counts_every_sweep_and_holds_each_period_in_its_gauges() {
     let store = mem();
-    for i in 0..7 {
-        store.put(&format!("k{i}"), (T0 - 10) as f64);
-    }
+    store.put_n("k", 7, |_| T0 - 10);
     let attempts = Arc::new(Mutex::new(Vec::new()));
     let tables = vec![
         Table::ready(sweeper(&store, "sessions")),
@@ -411,9 +407,7 @@ async fn a_follower_that_fails_to_open_lets_the_other_tables_finish_their_sweeps
     // 1 s in. The run's error waits for a's sweep to end as at a shutdown: dropping it would lose
     // the events of what it had deleted.
     let (a, b) = (mem(), mem());
-    for i in 0..3 {
-        a.put(&format!("x{i}"), (T0 - 30) as f64);
-    }
+    a.put_n("x", 3, |_| T0 - 30);
     let sink = Arc::new(Recorder {
         delay: Duration::from_secs(2),
         ..Recorder::default()

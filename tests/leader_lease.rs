@@ -211,9 +211,7 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
     let t0 = Instant::now();
     let now = 1_800_000_000;
     let store = MemStore::new(Layout::default()).starting_at(now);
-    for i in 0..10 {
-        store.put(&format!("old-{i}"), (now - 5 - i) as f64);
-    }
+    store.put_n("old-", 10, |i| now - 5 - i);
     let time = bounds(t0, 500, 500);
     // Another Region holds it for another minute.
     store.set_lease(
@@ -281,9 +279,7 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
     let slow = MemStore::new(Layout::default())
         .starting_at(now)
         .delay(Op::Query, Duration::from_secs(20));
-    for i in 0..5 {
-        slow.put(&format!("old-{i}"), (now - 5 - i * 60) as f64);
-    }
+    slow.put_n("old-", 5, |i| now - 5 - i * 60);
     let time = bounds(Instant::now(), 0, 0);
     let options = SweepOptions {
         lookback_windows: 5,
@@ -608,6 +604,17 @@ fn region_sweeper(
     Sweeper::new(store, schema, config.options.clone()).with_lease(leased(lease, bounds(t0, 0, 0)))
 }
 
+/// East's and west's sweepers of `sessions` over `east` and `west`, each with a lease of
+/// `lease_s` ([`region_sweeper`]).
+fn regions(east: &MemStore, west: &MemStore, lease_s: u64, t0: Instant) -> [Sweeper<MemStore>; 2] {
+    let config = region_config("sessions", lease_s, &[]);
+    let east = region_sweeper(east.clone(), &config, "us-east-1/sweeper", t0);
+    [
+        east,
+        region_sweeper(west.clone(), &config, "eu-west-1/sweeper", t0),
+    ]
+}
+
 /// East's sweeper of `sessions` over `store`, with a lease of 30 s ([`region_sweeper`]).
 fn east_sweeper(store: &MemStore, t0: Instant) -> Sweeper<MemStore> {
     let config = region_config("sessions", 30, &[]);
@@ -630,9 +637,7 @@ async fn a_table_named_by_name_in_one_region_and_by_arn_in_another_has_one_lease
         t0,
     );
     for round in 0..5 {
-        for i in 0..10 {
-            east_store.put(&format!("old-{round}-{i}"), (now - 5 - i) as f64);
-        }
+        east_store.put_n(&format!("old-{round}-"), 10, |i| now - 5 - i);
         let at = Timestamp::from_secs(now) + t0.elapsed();
         let e = east.sweep(at, &Stop::never()).await;
         let w = west.sweep(at, &Stop::never()).await;
@@ -705,9 +710,7 @@ async fn regions_that_split_the_shards_otherwise_do_not_sweep_side_by_side() {
                 "{first:?}: {range} swept beside its own Region's split: {r:?}"
             );
         }
-        for i in 0..10 {
-            store.put(&format!("old-{i}"), (now - 5 - i) as f64);
-        }
+        store.put_n("old-", 10, |i| now - 5 - i);
         let standing_by = split_sweepers(&store, "eu-west-1", second, t0);
         for (range, sweeper) in second.iter().zip(&standing_by) {
             let r = sweeper.sweep(at, &Stop::never()).await;
@@ -757,9 +760,7 @@ async fn a_sweeper_of_another_layout_does_not_sweep_beside_the_holder() {
     let at = Timestamp::from_secs(now);
     let e = east.sweep(at, &Stop::never()).await;
     assert_eq!(e.stood_by, 0, "{e:?}");
-    for i in 0..10 {
-        east_store.put(&format!("old-{i}"), (now - 5 - i) as f64);
-    }
+    east_store.put_n("old-", 10, |i| now - 5 - i);
     let w = west.sweep(at, &Stop::never()).await;
     assert_eq!(
         w.stood_by, 1,
@@ -797,16 +798,9 @@ async fn a_holder_that_cannot_sweep_gives_the_lease_up_and_a_healthy_region_take
         .sharing(Layout::default())
         .fault(Op::Query, When::Always, fail)
         .fault(Op::BatchDelete, When::Always, fail);
-    let east_config = region_config("sessions", lease_s, &[]);
-    let east = region_sweeper(east_store.clone(), &east_config, "us-east-1/sweeper", t0);
-    let west_config = region_config("sessions", lease_s, &[]);
-    let west = region_sweeper(west_store.clone(), &west_config, "eu-west-1/sweeper", t0);
-    for i in 0..20 {
-        west_store.put(&format!("old-{i}"), (now - 5 - i) as f64);
-    }
-    for i in 0..5 {
-        west_store.put(&format!("live-{i}"), (now + 3600) as f64);
-    }
+    let [east, west] = regions(&east_store, &west_store, lease_s, t0);
+    west_store.put_n("old-", 20, |i| now - 5 - i);
+    west_store.put_n("live-", 5, |_| now + 3600);
     // Both sweep every second, east first, for four leases.
     let (mut east_led, mut released_at, mut west_led_at) = (vec![], vec![], None);
     while t0.elapsed() < Duration::from_secs(4 * lease_s) {
@@ -1152,18 +1146,7 @@ async fn a_daemon_whose_stream_indexer_stalls_gives_the_lease_up_to_a_region_who
     let lease = Duration::from_secs(lease_s);
     let west_store = MemStore::new(Layout::default()).starting_at(now);
     let east_store = west_store.sharing(Layout::default());
-    let east = region_sweeper(
-        east_store.clone(),
-        &region_config("sessions", lease_s, &[]),
-        "us-east-1/sweeper",
-        t0,
-    );
-    let west = region_sweeper(
-        west_store.clone(),
-        &region_config("sessions", lease_s, &[]),
-        "eu-west-1/sweeper",
-        t0,
-    );
+    let [east, west] = regions(&east_store, &west_store, lease_s, t0);
     let (east, west) = ([Table::ready(east)], [Table::ready(west)]);
     let clock = move || Timestamp::from_secs(now) + t0.elapsed();
     // East's indexer stalls 10 s in; west's stays current. East starts first.
@@ -1238,17 +1221,10 @@ async fn a_standby_whose_index_lags_leaves_a_lapsed_lease_to_the_others_for_a_le
     let lapses = t0
         + Duration::from_millis(expires.millis_since(Timestamp::from_secs(1_800_000_000)) as u64);
     // East stops. West, checking every second, leaves it for a lease past its lapse.
-    let mut took = None;
-    while t0.elapsed() < 4 * lease {
-        let started = Instant::now();
-        let check = west.check(&store, &Stop::never()).await;
-        if check.is_ok() {
-            took = Some(Instant::now());
-            break;
-        }
-        tokio::time::sleep_until(started + Duration::from_secs(1)).await;
-    }
-    let took = took.expect("west never took it");
+    let took = first_success(t0 + 4 * lease, async |_| {
+        west.check(&store, &Stop::never()).await.is_ok()
+    });
+    let took = took.await.expect("west never took it");
     assert_left_a_lease_more(took, lapses, lease, "with its index behind");
     assert_eq!(store.lease().unwrap().holder, "eu-west-1/b");
 
@@ -1261,17 +1237,11 @@ async fn a_standby_whose_index_lags_leaves_a_lapsed_lease_to_the_others_for_a_le
     east.check(&store, &Stop::never())
         .await
         .expect("east took it");
-    let mut took = None;
-    while t1.elapsed() < 4 * lease {
-        let started = Instant::now();
+    let took = first_success(t1 + 4 * lease, async |started| {
         west.index().indexed(started, Duration::ZERO);
-        if west.check(&store, &Stop::never()).await.is_ok() {
-            took = Some(Instant::now() - t1);
-            break;
-        }
-        tokio::time::sleep_until(started + Duration::from_secs(1)).await;
-    }
-    let took = took.expect("west never took it");
+        west.check(&store, &Stop::never()).await.is_ok()
+    });
+    let took = took.await.expect("west never took it") - t1;
     assert!(
         took > lease && took <= lease + Duration::from_secs(1),
         "{took:?}"
@@ -1398,6 +1368,22 @@ fn leased_with_reports(config: LeaseConfig, time: Arc<Bounds>) -> Lease {
     leased(config, time).with_reports_in(Some("sessions-expiry-index".into()))
 }
 
+/// Tries `attempt` every second (from each try's start, which it is given) until it succeeds or
+/// `until` comes: when it succeeded.
+async fn first_success(
+    until: Instant,
+    mut attempt: impl AsyncFnMut(Instant) -> bool,
+) -> Option<Instant> {
+    while Instant::now() < until {
+        let started = Instant::now();
+        if attempt(started).await {
+            return Some(Instant::now());
+        }
+        sleep_until(started + Duration::from_secs(1)).await;
+    }
+    None
+}
+
 /// Two Regions' stores sharing the one lease item, each with the expiry index table's reports
 /// of its own, and the lease of each: us-east-1's first, then eu-west-1's (10 s leases).
 fn two_regions_with_reports(time: &Arc<Bounds>) -> ((MemStore, Lease), (MemStore, Lease)) {
@@ -1471,17 +1457,11 @@ async fn a_standby_whose_own_lambda_stream_indexer_fails_leaves_a_lapsed_lease_t
     let expires = east_store.lease().unwrap().expires_at;
     let lapses = t0 + Duration::from_millis(expires.millis_since(time.base) as u64);
     // East stops. West's batches keep failing; it checks every second.
-    let mut took = None;
-    while t0.elapsed() < 4 * lease {
-        let started = Instant::now();
+    let took = first_success(t0 + 4 * lease, async |_| {
         west_indexer.batch(true).await;
-        if west.check(&west_store, &Stop::never()).await.is_ok() {
-            took = Some(Instant::now());
-            break;
-        }
-        sleep_until(started + Duration::from_secs(1)).await;
-    }
-    let took = took.expect("west never took it");
+        west.check(&west_store, &Stop::never()).await.is_ok()
+    });
+    let took = took.await.expect("west never took it");
     assert_left_a_lease_more(took, lapses, lease, "with its own stream batches failing");
     assert_eq!(east_store.lease().unwrap().holder, "eu-west-1/b");
 }
@@ -1495,8 +1475,7 @@ async fn without_stream_traffic_or_with_only_old_reports_a_region_s_index_is_cur
     for case in ["no reports", "indexed long ago", "failed long ago"] {
         let t0 = Instant::now();
         let time = bounds(t0, 0, 0);
-        let east_store = MemStore::new(Layout::default());
-        let west_store = east_store.sharing(Layout::default());
+        let ((east_store, east), (west_store, west)) = two_regions_with_reports(&time);
         let now = time.true_time();
         let hour_ago = now - Duration::from_secs(3600);
         let report = |failing| IndexerReport {
@@ -1521,8 +1500,6 @@ async fn without_stream_traffic_or_with_only_old_reports_a_region_s_index_is_cur
             }
             _ => {}
         }
-        let east = leased_with_reports(lease_config("us-east-1/a", 10), time.clone());
-        let west = leased_with_reports(lease_config("eu-west-1/b", 10), time.clone());
         east.check(&east_store, &Stop::never())
             .await
             .expect("east took it");

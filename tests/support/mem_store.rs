@@ -393,6 +393,11 @@ impl MemStore {
         self.put_item(item);
     }
 
+    /// Writes `n` items `<prefix>0`, `<prefix>1`..., item `i` with the ttl `ttl(i)`.
+    pub fn put_n(&self, prefix: &str, n: i64, ttl: impl Fn(i64) -> i64) {
+        (0..n).for_each(|i| self.put(&format!("{prefix}{i}"), ttl(i) as f64));
+    }
+
     /// Writes a whole item (an `id` and a Number `ttl` at least).
     pub fn put_item(&self, item: Key) {
         let id = id_of(&item);
