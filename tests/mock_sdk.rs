@@ -3,7 +3,6 @@
 
 use crate::support;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,7 +21,7 @@ use aws_smithy_mocks::{mock, mock_client, Rule, RuleMode};
 use support::mem_store::{
     default_schema, key, mem_sweeper, ttl_of, Change, Fault, MemStore, Op, When,
 };
-use support::{bare, num, AssertFields, SweepAt, AV};
+use support::{bare, num, unwindowed, AssertFields, SweepAt, AV};
 use tokio::time::Instant;
 use ttl_sweeper::engine::{DeleteMode, Stop, SweepOptions, Sweeper};
 use ttl_sweeper::expiry::{Layout, Timestamp};
@@ -48,12 +47,8 @@ fn options(mode: DeleteMode) -> SweepOptions {
     }
 }
 
-fn item(id: &str, ttl: AV) -> Key {
-    bare(id, Some(ttl))
-}
-
 fn expired(id: usize) -> Key {
-    item(&format!("item-{id}"), num(NOW - 10))
+    unwindowed(&format!("item-{id}"), NOW - 10)
 }
 
 /// An error's metadata with the error code `code`.
@@ -313,12 +308,12 @@ async fn items_that_are_not_expired_as_read_are_never_deleted() {
     // An index should never return these for `ttl < now`, but a misconfigured index or a
     // misbehaving server might: the engine checks every item itself.
     let items = vec![
-        item("future", AV::N((NOW + 3600).to_string())),
-        item("now", AV::N(NOW.to_string())),
-        item("millis", AV::N((NOW * 1000).to_string())),
-        item("string", AV::S((NOW - 10).to_string())),
-        item("garbage", AV::N("not-a-number".into())),
-        HashMap::from([("id".to_string(), AV::S("no-ttl".into()))]),
+        unwindowed("future", NOW + 3600),
+        unwindowed("now", NOW),
+        unwindowed("millis", NOW * 1000),
+        bare("string", Some(AV::S((NOW - 10).to_string()))),
+        bare("garbage", Some(AV::N("not-a-number".into()))),
+        bare("no-ttl", None),
     ];
     let query = query_returning(items);
     let batch = mock!(Client::batch_write_item).then_output(all_processed);
@@ -558,7 +553,7 @@ async fn a_slow_credential_refresh_never_delays_a_batch_past_its_attempt_timeout
         .http_client(http)
         .build();
     let store = DynamoStore::new(Client::from_conf(config));
-    let key = item("k1", AV::N((NOW - 10).to_string()));
+    let key = unwindowed("k1", NOW - 10);
     let checked = std::time::Instant::now();
     let result = store.batch_delete(&default_schema(), &[&key]).await;
     let bound = ttl_sweeper::store::BATCH_ATTEMPT_TIMEOUT;
@@ -720,7 +715,7 @@ async fn a_local_sweep_refuses_a_table_no_local_server_s_arn_proves() {
         })
     };
     let scan = mock!(Client::scan).then_output(|| {
-        let items = vec![expired(0), item("live", num(NOW + 3600))];
+        let items = vec![expired(0), unwindowed("live", NOW + 3600)];
         ScanOutput::builder().set_items(Some(items)).build()
     });
     let delete = mock!(Client::delete_item)
@@ -762,7 +757,7 @@ async fn audit_paces_the_index_look_ups_within_max_rcu() {
     let units = |n: f64| ConsumedCapacity::builder().capacity_units(n).build();
     let scan = mock!(Client::scan).then_output(move || {
         let items = (0..30)
-            .map(|i| item(&format!("live-{i}"), num(NOW + 600)))
+            .map(|i| unwindowed(&format!("live-{i}"), NOW + 600))
             .collect();
         let out = ScanOutput::builder().set_items(Some(items));
         out.consumed_capacity(units(0.5)).build()
