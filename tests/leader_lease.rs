@@ -469,25 +469,6 @@ impl Region {
     }
 }
 
-/// Waits (`tries` times 100 ms at most) until none of `ids` is in `table`; the ids left.
-async fn wait_gone(
-    client: &aws_sdk_dynamodb::Client,
-    table: &str,
-    ids: &[String],
-    tries: usize,
-) -> Vec<String> {
-    let mut left = ids.to_vec();
-    for _ in 0..tries {
-        let present = id_set(client, table).await;
-        left.retain(|id| present.contains(id));
-        if left.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    left
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_region_sweeps_and_the_other_takes_over_within_the_lease_after_a_sigkill() {
     let (client, table) = simple_table("lease").await;
@@ -514,7 +495,7 @@ async fn one_region_sweeps_and_the_other_takes_over_within_the_lease_after_a_sig
     east.daemon.signal(libc::SIGKILL);
 
     // West takes over; everything due goes.
-    let left = wait_gone(&client, &table, &expiring, 600).await;
+    let left = left_after(&client, &table, &expiring, Duration::from_secs(60)).await;
     assert!(left.is_empty(), "expired items left: {left:?}");
     let present = id_set(&client, &table).await;
     for i in 0..50 {
@@ -926,7 +907,7 @@ async fn a_holder_whose_deletes_are_refused_gives_the_lease_up_and_the_standby_d
     items.extend(sessions("live", 20, |i| start + 3600 + i));
     put_items(&client, &table, items).await;
 
-    let left = wait_gone(&client, &table, &expiring, 400).await;
+    let left = left_after(&client, &table, &expiring, Duration::from_secs(40)).await;
     let east_log = east.daemon.log_text();
     let west_log = west.daemon.log_text();
     assert!(

@@ -149,29 +149,6 @@ async fn tables(prefix: &str, view: StreamViewType) -> (Client, Tables) {
     (client, tables)
 }
 
-/// Polls the table every 50 ms until none of `ids` is left or `limit` passed: when each was
-/// first seen gone (epoch seconds, fractional).
-async fn watch_gone(
-    client: &Client,
-    table: &str,
-    ids: &[String],
-    limit: Duration,
-) -> BTreeMap<String, f64> {
-    let mut gone = BTreeMap::new();
-    let started = Instant::now();
-    while gone.len() < ids.len() && started.elapsed() < limit {
-        let present = id_set(client, table).await;
-        let at = wall_clock();
-        for id in ids {
-            if !present.contains(id) {
-                gone.entry(id.clone()).or_insert(at);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    gone
-}
-
 /// Reads what the index table lists that no sweep has judged, each entry once (a record read
 /// again is written again, in a pack of its own), every 100 ms until it is `want` or `limit`
 /// passed: the last read. (A sweep stores its cursor just after its deletes.)

@@ -2,13 +2,14 @@
 //! application's ttl extensions, consistent reads and full scans.
 
 use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use ttl_sweeper::store::Key;
 
-use super::{id_key, num, ttl_of, AV};
+use super::{id_key, num, ttl_of, wall_clock, AV};
 
 /// The `id` of every item in the table, sorted.
 pub async fn ids(client: &Client, table: &str) -> Vec<String> {
@@ -127,6 +128,43 @@ pub async fn get(client: &Client, table: &str, id: &str) -> Option<Key> {
 
 pub async fn exists(client: &Client, table: &str, id: &str) -> bool {
     get(client, table, id).await.is_some()
+}
+
+/// Polls the table every 50 ms until none of `ids` is left or `limit` passed: when each was
+/// first seen gone (epoch seconds, fractional).
+pub async fn watch_gone(
+    client: &Client,
+    table: &str,
+    ids: &[String],
+    limit: Duration,
+) -> BTreeMap<String, f64> {
+    let mut gone = BTreeMap::new();
+    let started = Instant::now();
+    while gone.len() < ids.len() && started.elapsed() < limit {
+        let present = id_set(client, table).await;
+        let at = wall_clock();
+        for id in ids {
+            if !present.contains(id) {
+                gone.entry(id.clone()).or_insert(at);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    gone
+}
+
+/// The ids of `ids` still in `table` when [`watch_gone`] stopped.
+pub async fn left_after(
+    client: &Client,
+    table: &str,
+    ids: &[String],
+    limit: Duration,
+) -> Vec<String> {
+    let gone = watch_gone(client, table, ids, limit).await;
+    ids.iter()
+        .filter(|id| !gone.contains_key(*id))
+        .cloned()
+        .collect()
 }
 
 /// Every item in the table (a full scan).
