@@ -47,7 +47,7 @@ impl Sent {
     /// table, and to any other.
     fn record(&mut self, app: &str, op: &str, json: &Value) {
         let at = wall_clock();
-        for (table, what, value) in writes_of(op, json) {
+        for (table, what, value) in fault_proxy::writes(op, json) {
             if table == app && what == "delete" {
                 let id = value["id"]["S"].as_str().unwrap_or("?").to_owned();
                 self.deletes.push((at, id));
@@ -65,46 +65,6 @@ impl Sent {
             }
             self.writes.push((table, what));
         }
-    }
-}
-
-/// The writes a request makes: (table, `put` | `update` | `delete`, the item or key).
-fn writes_of<'a>(op: &str, json: &'a Value) -> Vec<(String, &'static str, &'a Value)> {
-    let table = || json["TableName"].as_str().unwrap_or("?").to_owned();
-    match op {
-        "PutItem" => vec![(table(), "put", &json["Item"])],
-        "UpdateItem" => vec![(table(), "update", &json["Key"])],
-        "DeleteItem" => vec![(table(), "delete", &json["Key"])],
-        "BatchWriteItem" => {
-            let mut out = Vec::new();
-            for (table, requests) in json["RequestItems"].as_object().into_iter().flatten() {
-                for r in requests.as_array().into_iter().flatten() {
-                    if r["PutRequest"].is_object() {
-                        out.push((table.clone(), "put", &r["PutRequest"]["Item"]));
-                    } else {
-                        out.push((table.clone(), "delete", &r["DeleteRequest"]["Key"]));
-                    }
-                }
-            }
-            out
-        }
-        "TransactWriteItems" => {
-            let mut out = Vec::new();
-            for t in json["TransactItems"].as_array().into_iter().flatten() {
-                for (what, body) in [("put", "Put"), ("update", "Update"), ("delete", "Delete")] {
-                    if let Some(name) = t[body]["TableName"].as_str() {
-                        let value = if what == "put" {
-                            &t[body]["Item"]
-                        } else {
-                            &t[body]["Key"]
-                        };
-                        out.push((name.to_owned(), what, value));
-                    }
-                }
-            }
-            out
-        }
-        _ => Vec::new(),
     }
 }
 

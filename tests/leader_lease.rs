@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_lambda_events::dynamodb::EventRecord;
-use fault_proxy::{delete_ids, Fault, FaultProxy, Plan};
+use fault_proxy::{Fault, FaultProxy, Plan};
 use support::mem_store::{Fault as MemFault, MemStore, Op, When};
 use support::*;
 use tokio::time::{sleep_until, Instant};
@@ -413,15 +413,12 @@ impl Region {
                 r.lock().unwrap().push(at);
             }
             match op {
-                "BatchWriteItem" => {
-                    d.lock()
-                        .unwrap()
-                        .push((at, delete_ids(&json["RequestItems"])));
-                    return refuse.clone();
-                }
-                "DeleteItem" => {
-                    let id = json["Key"]["id"]["S"].as_str().unwrap_or("").to_owned();
-                    d.lock().unwrap().push((at, vec![id]));
+                "BatchWriteItem" | "DeleteItem" => {
+                    let deletes = fault_proxy::writes(op, json).into_iter();
+                    let keys = deletes.filter(|(_, what, _)| *what == "delete");
+                    let ids =
+                        keys.map(|(_, _, key)| key["id"]["S"].as_str().unwrap_or("").to_owned());
+                    d.lock().unwrap().push((at, ids.collect()));
                     return refuse.clone();
                 }
                 "UpdateItem"

@@ -920,22 +920,17 @@ fn writes_the_table(seen: &Seen, table: &str) -> Option<String> {
 /// The unconditional deletes of the application's items the daemon sent: (item `id`, when it
 /// arrived). A conditional `DeleteItem` is judged by DynamoDB against the ttl; these are not.
 fn unconditional_deletes(seen: &[Seen], table: &str) -> Vec<(String, f64)> {
-    let mut deletes = Vec::new();
-    for s in seen.iter().filter(|s| s.tables().contains(&table)) {
-        let keys: Vec<&Value> = match s.op.as_str() {
-            "DeleteItem" if s.body.get("ConditionExpression").is_none() => vec![&s.body["Key"]],
-            "BatchWriteItem" => (s.body["RequestItems"][table].as_array().into_iter())
-                .flatten()
-                .map(|r| &r["DeleteRequest"]["Key"])
-                .collect(),
-            _ => continue,
-        };
-        for key in keys {
-            let id = key["id"]["S"].as_str().unwrap_or_default().to_owned();
-            deletes.push((id, s.at));
-        }
-    }
-    deletes
+    let unconditional = seen
+        .iter()
+        .filter(|s| s.body.get("ConditionExpression").is_none());
+    let writes = unconditional.flat_map(|s| {
+        fault_proxy::writes(&s.op, &s.body)
+            .into_iter()
+            .map(|w| (w, s.at))
+    });
+    let deletes = writes.filter(|((t, what, _), _)| t == table && *what == "delete");
+    let id = |key: &Value| key["id"]["S"].as_str().unwrap_or_default().to_owned();
+    deletes.map(|((_, _, key), at)| (id(key), at)).collect()
 }
 
 /// The item `id` as the application had it at `at` (its last write sent before then): `None` when

@@ -63,6 +63,43 @@ pub fn by_table(op: &str, json: &Value) -> Vec<(String, String)> {
     out
 }
 
+/// The writes a request makes: (table, `put` | `update` | `delete`, the item or key). Each request
+/// of a `BatchWriteItem`, each `Put`, `Update` or `Delete` of a `TransactWriteItems`.
+pub fn writes<'a>(op: &str, json: &'a Value) -> Vec<(String, &'static str, &'a Value)> {
+    let table = || json["TableName"].as_str().unwrap_or("?").to_owned();
+    match op {
+        "PutItem" => vec![(table(), "put", &json["Item"])],
+        "UpdateItem" => vec![(table(), "update", &json["Key"])],
+        "DeleteItem" => vec![(table(), "delete", &json["Key"])],
+        "BatchWriteItem" => {
+            let mut out = Vec::new();
+            for (table, requests) in json["RequestItems"].as_object().into_iter().flatten() {
+                for r in requests.as_array().into_iter().flatten() {
+                    if r["PutRequest"].is_object() {
+                        out.push((table.clone(), "put", &r["PutRequest"]["Item"]));
+                    } else {
+                        out.push((table.clone(), "delete", &r["DeleteRequest"]["Key"]));
+                    }
+                }
+            }
+            out
+        }
+        "TransactWriteItems" => {
+            let mut out = Vec::new();
+            for t in json["TransactItems"].as_array().into_iter().flatten() {
+                for (what, body) in [("put", "Put"), ("update", "Update"), ("delete", "Delete")] {
+                    if let Some(name) = t[body]["TableName"].as_str() {
+                        let field = if what == "put" { "Item" } else { "Key" };
+                        out.push((name.to_owned(), what, &t[body][field]));
+                    }
+                }
+            }
+            out
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// The `id`s of the keys the delete requests of a `BatchWriteItem`'s items by table hold.
 pub fn delete_ids(requests: &Value) -> Vec<String> {
     let requests = requests.as_object().into_iter().flat_map(|o| o.values());
