@@ -60,11 +60,6 @@ fn put_packed(
     ids
 }
 
-/// The store's virtual clock, as a sweep's or the indexer's.
-fn clock_of(store: &MemStore) -> impl Fn() -> Timestamp + Send + Sync + 'static {
-    store.clock_fn(f64::round)
-}
-
 /// Runs 1 s ticks (full sweeps every 60 s beside them) of `sweeper` for `secs` of virtual time.
 async fn tick_for(sweeper: &Sweeper<MemStore>, store: &MemStore, secs: f64) -> SweepReport {
     ticks_for(sweeper, store, secs, Duration::from_secs(60)).await
@@ -78,7 +73,7 @@ async fn ticks_for(
     secs: f64,
     full_every: Duration,
 ) -> SweepReport {
-    let clock = clock_of(store);
+    let clock = store.clock_fn(f64::round);
     let run_for = Duration::from_secs_f64(secs);
     let ticks = support::ticks(Duration::from_secs(1), full_every, run_for);
     run_ticks(sweeper, clock(), &clock, &ticks, &Stop::never(), |_| {}).await
@@ -450,7 +445,7 @@ async fn packs_are_written_once_due_after_their_write_and_lose_nothing_across_a_
         When::Call(4),
         Fault::Delay(Duration::from_millis(450)),
     );
-    let clock = clock_of(&store);
+    let clock = store.clock_fn(f64::round);
     let mut written = Vec::new();
     // Items `<name>-<i>` with ttl `ttl + i * step`, and their records created at `created`.
     let mut batch = |ids: std::ops::Range<i64>, name: &str, (ttl, step): (i64, i64), created| {
@@ -534,7 +529,7 @@ async fn writes_of_packs_slower_than_the_lead_still_end_each_rewrite_due_further
         When::Always,
         Fault::Delay(Duration::from_millis(400)),
     );
-    let clock = clock_of(&store);
+    let clock = store.clock_fn(f64::round);
     store.put("written-expired", (T0 - 10) as f64);
     let records = [record(1, "written-expired", T0 - 10, T0)];
     index_ok(&store, &clock, &records).await;
@@ -568,7 +563,7 @@ async fn held_by_a_failing_delete_at_once<R>(
         )
         .fault(Op::Delete, When::Call(1), Fault::Fail(ErrorKind::Throttled));
     let schema = store.schema();
-    let clock = clock_of(&store);
+    let clock = store.clock_fn(f64::round);
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     tokio::time::sleep(Duration::from_millis(500)).await;
     store.put("written-expired", (T0 - 10) as f64);
@@ -633,7 +628,7 @@ struct LearnsAtTheMark {
 
 impl ttl_sweeper::expiry::Clock for LearnsAtTheMark {
     fn now(&self) -> Timestamp {
-        let host = clock_of(&self.store)();
+        let host = self.store.clock_fn(f64::round)();
         if self.store.calls(Op::MarkPacks) > 0 {
             host - self.behind
         } else {
