@@ -57,6 +57,12 @@ fn stop_after(after: Duration) -> (Stop, tokio::task::JoinHandle<()>) {
     (stop, cancel)
 }
 
+/// [`put_expired`] `n` keys (two digits), each with its entry in the expiry index table.
+fn put_expired_indexed(store: &MemStore, n: usize) {
+    put_expired(store, n, 2);
+    (0..n).for_each(|i| store.index(&format!("k{i:02}"), &format!("{i}")));
+}
+
 /// Options sweeping one partition at a time, in pages of at most `page_limit` items.
 fn one_at_a_time(page_limit: Option<i32>) -> SweepOptions {
     let one = SweepOptions::default();
@@ -802,8 +808,7 @@ async fn an_expiry_index_entry_stays_until_its_item_is_judged() {
             When::First(200),
             Fault::Fail(ErrorKind::Throttled),
         );
-        put_expired(&store, 30, 2);
-        (0..30).for_each(|i| store.index(&format!("k{i:02}"), &format!("{i}")));
+        put_expired_indexed(&store, 30);
         assert_eq!(store.entry_count(), 30);
         let options = SweepOptions {
             retry: Retry::default().with_retries(1),
@@ -821,8 +826,7 @@ async fn an_expiry_index_entry_stays_until_its_item_is_judged() {
             .with_index_table()
             .delay(Op::Get, Duration::from_secs(2))
             .delay(Op::Delete, Duration::from_secs(2));
-        put_expired(&slow, 30, 2);
-        (0..30).for_each(|i| slow.index(&format!("k{i:02}"), &format!("{i}")));
+        put_expired_indexed(&slow, 30);
         let (stop, cancel) = stop_after(Duration::from_secs(1));
         let options = SweepOptions {
             max_concurrency: 1,
@@ -845,8 +849,7 @@ async fn an_expiry_index_entry_stays_until_its_item_is_judged() {
         );
 
         let store = mem().with_index_table();
-        put_expired(&store, 30, 2);
-        (0..30).for_each(|i| store.index(&format!("k{i:02}"), &format!("{i}")));
+        put_expired_indexed(&store, 30);
         store.put("k05", (T0 + 600) as f64); // extended: its entry deletes nothing
         let sweeper = mem_sweeper(store.clone(), options_of(delete_mode));
         let done = sweeper.sweep_at(T0).await;
@@ -893,8 +896,7 @@ async fn an_item_listed_by_two_entries_is_deleted_on_the_ttl_the_table_holds() {
 #[tokio::test(start_paused = true)]
 async fn archive_mode_announces_no_expiry_for_an_item_the_application_deleted_before_its_ttl() {
     let store = mem().with_index_table();
-    put_expired(&store, 40, 2);
-    (0..40).for_each(|i| store.index(&format!("k{i:02}"), &format!("{i}")));
+    put_expired_indexed(&store, 40);
     // The application deletes every other item before its ttl; another moves its ttl later.
     let deleted: Vec<String> = (0..40).step_by(2).map(|i| format!("k{i:02}")).collect();
     deleted.iter().for_each(|id| store.remove_item(id));
@@ -934,11 +936,7 @@ async fn an_item_listed_twice_with_one_ttl_across_two_groups_is_deleted_and_anno
     store.put("dup", (T0 - 50) as f64);
     store.index("dup", "backfill");
     store.index("dup", "7");
-    for i in 0..99 {
-        let id = format!("k{i:02}");
-        store.put(&id, (T0 - 30) as f64);
-        store.index(&id, &i.to_string());
-    }
+    put_expired_indexed(&store, 99);
     assert_eq!(store.entry_count(), 101);
     let hook = Arc::new(Recorder::default());
     let options = options_of(DeleteMode::Batch);
