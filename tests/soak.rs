@@ -526,23 +526,15 @@ fn consistent_reads(
     if asked["ConsistentRead"] != true {
         return Vec::new();
     }
-    let unprocessed: HashSet<String> = answer["UnprocessedKeys"][table]["Keys"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(id)
-        .collect();
+    let unprocessed: HashSet<String> =
+        fault_proxy::item_ids(&answer["UnprocessedKeys"][table]["Keys"]).collect();
     let found: HashMap<String, Option<f64>> = answer["Responses"][table]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|item| Some((id(item)?, ttl(item))))
         .collect();
-    asked["Keys"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(id)
+    fault_proxy::item_ids(&asked["Keys"])
         .filter(|id| !unprocessed.contains(id))
         .map(|id| {
             let ttl = found.get(&id).copied().flatten();
