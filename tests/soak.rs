@@ -379,7 +379,8 @@ impl RecState {
     fn observe(&self, op: &str, request: &Value, answer: &Value, at: f64) {
         let mut seen = self.seen.lock().unwrap();
         match op {
-            "Query" | "BatchGetItem" => {
+            // (A `GetItem` names no window nor lists items: only its consistent read counts.)
+            "Query" | "BatchGetItem" | "GetItem" => {
                 let values = &request["ExpressionAttributeValues"];
                 if let (Some(w), Some(lo), Some(hi)) = (
                     values[":w"]["S"].as_str(),
@@ -404,11 +405,6 @@ impl RecState {
                 for id in entry_ids(answer) {
                     seen.indexed.entry(id).or_default().push(at);
                 }
-                for (id, ttl) in consistent_reads(op, &self.table, request, answer) {
-                    seen.reads.entry(id).or_default().push((at, ttl));
-                }
-            }
-            "GetItem" => {
                 for (id, ttl) in consistent_reads(op, &self.table, request, answer) {
                     seen.reads.entry(id).or_default().push((at, ttl));
                 }
