@@ -40,19 +40,19 @@ locals {
   events_sink         = local.events_to_bus ? "eventbridge:${local.events.event_bus_arn}" : local.events_to_queue ? "sqs:${local.events.queue_url}" : local.events_to_firehose ? "firehose:${local.events.delivery_stream_name}" : null
   firehose_stream_arn = local.events_to_firehose ? "arn:${local.partition}:firehose:${local.region}:${local.account_id}:deliverystream/${local.events.delivery_stream_name}" : null
 
-  # What publishing the events needs, for the sweeper and the stream indexer alike (their policy
-  # documents take these statements): the send to the sink, on its ARN only, with the use of a
+  # What publishing the events needs, for the sweeper and the stream indexer alike (both roles
+  # hold these statements): the send to the sink, on its ARN only, with the use of a
   # queue's customer managed key; and BatchGetItem on the table, in any mode: the items read
   # before their events are built (item read), read again when an accepted expiry's delete failed
   # (archive mode), and in either mode the read that settles a delete whose answer was lost.
-  events_statements = [for s in [
+  events_statements = [
     { sid = "ExpiryEventsPutEvents", enabled = local.events_to_bus, actions = ["events:PutEvents"], resources = [try(local.events.event_bus_arn, null)] },
     # SendMessageBatch is authorized as sqs:SendMessage.
     { sid = "ExpiryEventsSendMessage", enabled = local.events_to_queue, actions = ["sqs:SendMessage"], resources = [try(local.events.queue_arn, null)] },
     { sid = "ExpiryEventsQueueKey", enabled = local.events_to_queue && try(local.events.queue_kms_key_arn, null) != null, actions = ["kms:GenerateDataKey", "kms:Decrypt"], resources = [try(local.events.queue_kms_key_arn, null)] },
     { sid = "ExpiryEventsPutRecords", enabled = local.events_to_firehose, actions = ["firehose:PutRecord", "firehose:PutRecordBatch"], resources = [local.firehose_stream_arn] },
     { sid = "ExpiryEventsReadItems", enabled = local.events != null, actions = ["dynamodb:BatchGetItem"], resources = [local.table_arn] },
-  ] : s if s.enabled]
+  ]
 
   # The sweeper's environment (docs/configuration.md); a null value leaves the variable out.
   sweeper_environment_all = {
@@ -111,11 +111,14 @@ resource "aws_sqs_queue" "failed_invocations" {
   tags                      = var.tags
 }
 
-data "aws_iam_policy_document" "tls_only_failed_invocations" {
+# Each queue takes requests over TLS only.
+data "aws_iam_policy_document" "tls_only" {
+  for_each = merge({ failed_invocations = aws_sqs_queue.failed_invocations.arn }, var.follow_stream ? { stream_failures = aws_sqs_queue.stream_failures[0].arn } : {})
+
   statement {
     effect    = "Deny"
     actions   = ["sqs:*"]
-    resources = [aws_sqs_queue.failed_invocations.arn]
+    resources = [each.value]
 
     principals {
       type        = "AWS"
@@ -132,7 +135,7 @@ data "aws_iam_policy_document" "tls_only_failed_invocations" {
 
 resource "aws_sqs_queue_policy" "failed_invocations" {
   queue_url = aws_sqs_queue.failed_invocations.id
-  policy    = data.aws_iam_policy_document.tls_only_failed_invocations.json
+  policy    = data.aws_iam_policy_document.tls_only["failed_invocations"].json
 }
 
 # ---------------------------------------------------------------- the expiry index table
@@ -221,130 +224,84 @@ resource "aws_iam_role" "sweeper" {
   tags               = var.tags
 }
 
-# What both functions' roles hold: the expiry events of the items they delete (the sink, and the
-# items read in any mode), and a table encrypted with a customer managed key, which DynamoDB uses
-# on the caller's behalf for its stream, reads and deletes, through DynamoDB only.
-data "aws_iam_policy_document" "events_and_table_key" {
+# Each function's role: the construct's statements, by Sid (infra/README.md, IAM); no managed
+# policy. A statement whose `enabled` is false is left out.
+locals {
+  # A customer managed key of a table, which DynamoDB uses on the caller's behalf (for the
+  # table's stream, reads and writes): through DynamoDB only.
+  table_key_actions = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"]
+  via_dynamodb      = [{ test = "StringEquals", variable = "kms:ViaService", values = ["dynamodb.${local.region}.amazonaws.com"] }]
+
+  # What both functions' roles hold: the expiry events of the items they delete (the sink, and the
+  # items read in any mode), and the table's key.
+  both_roles_statements = concat(local.events_statements, [
+    { sid = "TableKey", enabled = var.table_kms_key_arn != null, actions = local.table_key_actions, resources = [var.table_kms_key_arn], conditions = local.via_dynamodb },
+  ])
+
+  role_statements = {
+    sweeper = concat(local.both_roles_statements, [
+      # The table's (window, ttl) GSI; with follow_stream the expiry index table instead, and no
+      # Query on the table.
+      { sid = "QueryExpiryIndex", enabled = !var.follow_stream, actions = ["dynamodb:Query"], resources = ["${local.table_arn}/index/${local.index_name}"] },
+      # BatchWriteItem cannot be limited to deletes in IAM; DeleteItem serves conditional mode.
+      { sid = "DeleteExpiredItems", actions = ["dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:DescribeTable"], resources = [local.table_arn] },
+      # Batch mode confirms every key by a strongly consistent read of the table before it is deleted.
+      { sid = "ConfirmKeysInTable", enabled = var.delete_mode == "batch", actions = ["dynamodb:BatchGetItem"], resources = [local.table_arn] },
+      # The expiry index table: the sweeps' strongly consistent queries of its windows, and the
+      # removal of the entries whose items a sweep has handled.
+      { sid = "ReadExpiryIndex", enabled = var.follow_stream, actions = ["dynamodb:DescribeTable", "dynamodb:Query"], resources = [try(aws_dynamodb_table.expiry_index[0].arn, null)] },
+      { sid = "RemoveIndexEntries", enabled = var.follow_stream, actions = ["dynamodb:BatchWriteItem"], resources = [try(aws_dynamodb_table.expiry_index[0].arn, null)] },
+      { sid = "WriteOwnLogs", actions = ["logs:CreateLogStream", "logs:PutLogEvents"], resources = ["${aws_cloudwatch_log_group.sweeper.arn}:*"] },
+      { sid = "Checkpoint", enabled = local.has_checkpoint, actions = ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DescribeTable"], resources = [local.checkpoint_table_arn] },
+      { sid = "CheckpointKey", enabled = var.checkpoint_table_kms_key_arn != null, actions = local.table_key_actions, resources = [var.checkpoint_table_kms_key_arn], conditions = local.via_dynamodb },
+      # The on-failure destination of asynchronous invocations (the grant aws-cdk-lib's
+      # SqsDestination adds to the construct's role).
+      { sid = "FailedInvocations", actions = ["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"], resources = [aws_sqs_queue.failed_invocations.arn] },
+    ])
+
+    # With follow_stream.
+    stream = !var.follow_stream ? null : concat(local.both_roles_statements, [
+      # The start-up check and the table's key schema, which each entry's key follows.
+      { sid = "DescribeTable", actions = ["dynamodb:DescribeTable"], resources = [local.table_arn] },
+      # An item whose record shows a ttl already passed is deleted as it is indexed, through the
+      # sweeper's delete path: a DeleteItem conditional on that ttl. Never a put or an update.
+      { sid = "DeleteExpiredItems", actions = ["dynamodb:DeleteItem"], resources = [local.table_arn] },
+      # Packs of entries written in batches; PutItem stores the writers' mark once, on the
+      # condition that none is there, before the first pack; DescribeTable is the start-up check.
+      { sid = "WriteIndexEntries", actions = ["dynamodb:DescribeTable", "dynamodb:BatchWriteItem", "dynamodb:PutItem"], resources = [aws_dynamodb_table.expiry_index[0].arn] },
+      { sid = "ReadTableStream", actions = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"], resources = [var.table_stream_arn] },
+      { sid = "WriteOwnLogs", actions = ["logs:CreateLogStream", "logs:PutLogEvents"], resources = ["${aws_cloudwatch_log_group.stream[0].arn}:*"] },
+      { sid = "StreamFailures", actions = ["sqs:SendMessage"], resources = [aws_sqs_queue.stream_failures[0].arn] },
+    ])
+  }
+}
+
+data "aws_iam_policy_document" "role" {
+  for_each = { for role, statements in local.role_statements : role => statements if statements != null }
+
   dynamic "statement" {
-    for_each = local.events_statements
+    for_each = [for s in each.value : s if try(s.enabled, true)]
     content {
       sid       = statement.value.sid
       actions   = statement.value.actions
       resources = statement.value.resources
-    }
-  }
 
-  dynamic "statement" {
-    for_each = var.table_kms_key_arn != null ? [1] : []
-    content {
-      sid       = "TableKey"
-      actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"]
-      resources = [var.table_kms_key_arn]
-      condition {
-        test     = "StringEquals"
-        variable = "kms:ViaService"
-        values   = ["dynamodb.${local.region}.amazonaws.com"]
+      dynamic "condition" {
+        for_each = try(statement.value.conditions, [])
+        content {
+          test     = condition.value.test
+          variable = condition.value.variable
+          values   = condition.value.values
+        }
       }
     }
-  }
-}
-
-# The construct's statements, by Sid (infra/README.md, IAM); no managed policy.
-data "aws_iam_policy_document" "sweeper" {
-  source_policy_documents = [data.aws_iam_policy_document.events_and_table_key.json]
-
-  # The table's (window, ttl) GSI; with follow_stream the expiry index table instead, and no
-  # Query on the table.
-  dynamic "statement" {
-    for_each = var.follow_stream ? [] : [1]
-    content {
-      sid       = "QueryExpiryIndex"
-      actions   = ["dynamodb:Query"]
-      resources = ["${local.table_arn}/index/${local.index_name}"]
-    }
-  }
-
-  statement {
-    sid = "DeleteExpiredItems"
-    # BatchWriteItem cannot be limited to deletes in IAM; DeleteItem serves conditional mode.
-    actions   = ["dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:DescribeTable"]
-    resources = [local.table_arn]
-  }
-
-  # Batch mode confirms every key by a strongly consistent read of the table before it is deleted.
-  dynamic "statement" {
-    for_each = var.delete_mode == "batch" ? [1] : []
-    content {
-      sid       = "ConfirmKeysInTable"
-      actions   = ["dynamodb:BatchGetItem"]
-      resources = [local.table_arn]
-    }
-  }
-
-  # The expiry index table: the sweeps' strongly consistent queries of its windows, and the
-  # removal of the entries whose items a sweep has handled.
-  dynamic "statement" {
-    for_each = var.follow_stream ? [1] : []
-    content {
-      sid       = "ReadExpiryIndex"
-      actions   = ["dynamodb:DescribeTable", "dynamodb:Query"]
-      resources = [aws_dynamodb_table.expiry_index[0].arn]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = var.follow_stream ? [1] : []
-    content {
-      sid       = "RemoveIndexEntries"
-      actions   = ["dynamodb:BatchWriteItem"]
-      resources = [aws_dynamodb_table.expiry_index[0].arn]
-    }
-  }
-
-  statement {
-    sid       = "WriteOwnLogs"
-    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
-    resources = ["${aws_cloudwatch_log_group.sweeper.arn}:*"]
-  }
-
-  dynamic "statement" {
-    for_each = local.has_checkpoint ? [1] : []
-    content {
-      sid       = "Checkpoint"
-      actions   = ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DescribeTable"]
-      resources = [local.checkpoint_table_arn]
-    }
-  }
-
-  # A checkpoint table encrypted with a customer managed key: DynamoDB uses the key on the
-  # caller's behalf, so the role needs it, through DynamoDB only.
-  dynamic "statement" {
-    for_each = var.checkpoint_table_kms_key_arn != null ? [1] : []
-    content {
-      sid       = "CheckpointKey"
-      actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"]
-      resources = [var.checkpoint_table_kms_key_arn]
-      condition {
-        test     = "StringEquals"
-        variable = "kms:ViaService"
-        values   = ["dynamodb.${local.region}.amazonaws.com"]
-      }
-    }
-  }
-
-  # The on-failure destination of asynchronous invocations (the grant aws-cdk-lib's
-  # SqsDestination adds to the construct's role).
-  statement {
-    sid       = "FailedInvocations"
-    actions   = ["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"]
-    resources = [aws_sqs_queue.failed_invocations.arn]
   }
 }
 
 resource "aws_iam_role_policy" "sweeper" {
   name   = "ttl-sweeper"
   role   = aws_iam_role.sweeper.id
-  policy = data.aws_iam_policy_document.sweeper.json
+  policy = data.aws_iam_policy_document.role["sweeper"].json
 }
 
 resource "aws_lambda_function" "sweeper" {
@@ -492,32 +449,11 @@ resource "aws_sqs_queue" "stream_failures" {
   tags                      = var.tags
 }
 
-data "aws_iam_policy_document" "tls_only_stream_failures" {
-  count = var.follow_stream ? 1 : 0
-
-  statement {
-    effect    = "Deny"
-    actions   = ["sqs:*"]
-    resources = [aws_sqs_queue.stream_failures[0].arn]
-
-    principals {
-      type        = "AWS"
-      identifiers = ["*"]
-    }
-
-    condition {
-      test     = "Bool"
-      variable = "aws:SecureTransport"
-      values   = ["false"]
-    }
-  }
-}
-
 resource "aws_sqs_queue_policy" "stream_failures" {
   count = var.follow_stream ? 1 : 0
 
   queue_url = aws_sqs_queue.stream_failures[0].id
-  policy    = data.aws_iam_policy_document.tls_only_stream_failures[0].json
+  policy    = data.aws_iam_policy_document.tls_only["stream_failures"].json
 }
 
 resource "aws_cloudwatch_log_group" "stream" {
@@ -540,60 +476,12 @@ resource "aws_iam_role" "stream" {
   tags               = var.tags
 }
 
-data "aws_iam_policy_document" "stream" {
-  count = var.follow_stream ? 1 : 0
-
-  source_policy_documents = [data.aws_iam_policy_document.events_and_table_key.json]
-
-  statement {
-    sid = "DescribeTable"
-    # The start-up check and the table's key schema, which each entry's key follows.
-    actions   = ["dynamodb:DescribeTable"]
-    resources = [local.table_arn]
-  }
-
-  statement {
-    sid = "DeleteExpiredItems"
-    # An item whose record shows a ttl already passed is deleted as it is indexed, through the
-    # sweeper's delete path: a DeleteItem conditional on that ttl. Never a put or an update.
-    actions   = ["dynamodb:DeleteItem"]
-    resources = [local.table_arn]
-  }
-
-  statement {
-    sid = "WriteIndexEntries"
-    # Packs of entries written in batches; PutItem stores the writers' mark once, on the
-    # condition that none is there, before the first pack; DescribeTable is the start-up check.
-    actions   = ["dynamodb:DescribeTable", "dynamodb:BatchWriteItem", "dynamodb:PutItem"]
-    resources = [aws_dynamodb_table.expiry_index[0].arn]
-  }
-
-  statement {
-    sid       = "ReadTableStream"
-    actions   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
-    resources = [var.table_stream_arn]
-  }
-
-  statement {
-    sid       = "WriteOwnLogs"
-    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
-    resources = ["${aws_cloudwatch_log_group.stream[0].arn}:*"]
-  }
-
-  statement {
-    sid       = "StreamFailures"
-    actions   = ["sqs:SendMessage"]
-    resources = [aws_sqs_queue.stream_failures[0].arn]
-  }
-
-}
-
 resource "aws_iam_role_policy" "stream" {
   count = var.follow_stream ? 1 : 0
 
   name   = "ttl-sweeper-stream-indexer"
   role   = aws_iam_role.stream[0].id
-  policy = data.aws_iam_policy_document.stream[0].json
+  policy = data.aws_iam_policy_document.role["stream"].json
 }
 
 resource "aws_lambda_function" "stream" {

@@ -616,9 +616,9 @@ class Configuration:
         block = self.data.get((kind, name))
         if block is None:
             raise EvalError(f"no data source {kind}.{name}")
-        keys = self.instances(block)
-        if index is not None and index not in keys:
-            raise EvalError(f"data.{kind}.{name}[{index!r}] does not exist (instances: {keys})")
+        scope = dict(self.instance_scopes(block)).get(index)
+        if scope is None:
+            raise EvalError(f"data.{kind}.{name}[{index!r}] does not exist (instances: {self.instances(block)})")
         if kind == "aws_partition" and attr == "partition":
             return self.context["partition"]
         if kind == "aws_region" and attr == "region":
@@ -626,32 +626,34 @@ class Configuration:
         if kind == "aws_caller_identity" and attr == "account_id":
             return self.context["account_id"]
         if kind == "aws_iam_policy_document" and attr == "json":
-            return jsonencode(self.policy_document(block))
+            return jsonencode(self.policy_document(block, scope))
         raise EvalError(f"data.{kind}.{name}.{attr} is not known offline")
 
     # -- the IAM policy documents
 
-    def policy_document(self, block: Block) -> dict:
-        sources = self.attr(block, "source_policy_documents", [])
+    def policy_document(self, block: Block, scope: Scope) -> dict:
+        """A policy document's JSON, in the scope of its instance (its each or count.index)."""
+        sources = self.attr(block, "source_policy_documents", [], scope)
         statements = [s for source in sources for s in json.loads(source)["Statement"]]
         for child in block.blocks:
             if child.type == "statement":
-                statements.append(self.statement(child, self.scope))
+                statements.append(self.statement(child, scope))
             elif child.type == "dynamic" and child.labels == ["statement"]:
-                for key, value in self.dynamic_items(child):
-                    iterator = child.attrs.get("iterator")
-                    name = _identifier(iterator.children[0]) if iterator is not None else "statement"
-                    scope = self.scope.bind(**{name: {"key": key, "value": value}})
-                    statements.append(self.statement(child.block("content"), scope))
+                statements += [self.statement(content, inner) for content, inner in self.dynamic_contents(child, scope)]
             else:
                 raise EvalError(f"{block.file}:{child.line}: {child.type} in a policy document is not read here")
         return {"Version": "2012-10-17", "Statement": statements}
 
-    def dynamic_items(self, block: Block) -> list[tuple[Any, Any]]:
-        each = self.eval(block.attrs["for_each"])
+    def dynamic_contents(self, block: Block, scope: Scope) -> list[tuple[Block, Scope]]:
+        """A dynamic block's content once for each of its for_each, with the scope binding its
+        iterator (the block's name, or `iterator`)."""
+        each = self.eval(block.attrs["for_each"], scope)
         if isinstance(each, Placeholder):
             raise UnknownValue(each)
-        return list(enumerate(each)) if isinstance(each, list) else list(each.items())
+        items = list(enumerate(each)) if isinstance(each, list) else list(each.items())
+        iterator = block.attrs.get("iterator")
+        name = _identifier(iterator.children[0]) if iterator is not None else block.labels[0]
+        return [(block.block("content"), scope.bind(**{name: {"key": k, "value": v}})) for k, v in items]
 
     def statement(self, block: Block, scope: Scope) -> dict:
         def get(name: str, default: Any = None) -> Any:
@@ -667,13 +669,15 @@ class Configuration:
         for principals in block.blocks_of("principals"):
             kind = self.eval(principals.attrs["type"], scope)
             out.setdefault("Principal", {})[kind] = list(self.eval(principals.attrs["identifiers"], scope))
-        for child in block.blocks:
-            if child.type == "dynamic":
-                raise EvalError(f"{block.file}:{child.line}: dynamic blocks inside a statement are not read here")
-        for condition in block.blocks_of("condition"):
-            test = self.eval(condition.attrs["test"], scope)
-            variable = self.eval(condition.attrs["variable"], scope)
-            out.setdefault("Condition", {}).setdefault(test, {})[variable] = list(self.eval(condition.attrs["values"], scope))
+        conditions = [(condition, scope) for condition in block.blocks_of("condition")]
+        for child in block.blocks_of("dynamic"):
+            if child.labels != ["condition"]:
+                raise EvalError(f"{block.file}:{child.line}: dynamic {child.labels[0]} blocks inside a statement are not read here")
+            conditions += self.dynamic_contents(child, scope)
+        for condition, inner in conditions:
+            test = self.eval(condition.attrs["test"], inner)
+            variable = self.eval(condition.attrs["variable"], inner)
+            out.setdefault("Condition", {}).setdefault(test, {})[variable] = list(self.eval(condition.attrs["values"], inner))
         return out
 
     # -- expressions
