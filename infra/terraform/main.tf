@@ -735,40 +735,17 @@ resource "aws_cloudwatch_metric_alarm" "this" {
 resource "aws_cloudwatch_dashboard" "sweeper" {
   count = var.create_dashboard ? 1 : 0
 
+  # Four time series, two to a row, each 12 wide and 6 high.
   dashboard_name = local.name
   dashboard_body = jsonencode({
-    widgets = [
-      {
-        type = "metric", width = 12, height = 6, x = 0, y = 0
-        properties = {
-          view = "timeSeries", yAxis = {}, title = "Items deleted / skipped / gone / failed", region = local.region
-          metrics = [for m in ["ItemsDeleted", "ItemsSkipped", "ItemsGone", "ItemsFailed"] :
-          [var.metrics_namespace, m, "TableName", var.table_name, { period = 60, stat = "Sum" }]]
-        }
-      },
-      {
-        type = "metric", width = 12, height = 6, x = 12, y = 0
-        properties = {
-          view = "timeSeries", yAxis = {}, title = "Expiry lag (s)", region = local.region
-          metrics = [for m in ["MaxExpiryLagSeconds", "P99ExpiryLagSeconds"] :
-          [var.metrics_namespace, m, "TableName", var.table_name, { period = 60, stat = "Maximum" }]]
-        }
-      },
-      {
-        type = "metric", width = 12, height = 6, x = 0, y = 6
-        properties = {
-          view = "timeSeries", yAxis = {}, title = "Invocations and errors", region = local.region
-          metrics = [for m in ["Invocations", "Errors"] :
-          ["AWS/Lambda", m, "FunctionName", aws_lambda_function.sweeper.function_name, { stat = "Sum" }]]
-        }
-      },
-      {
-        type = "metric", width = 12, height = 6, x = 12, y = 6
-        properties = {
-          view    = "timeSeries", yAxis = {}, title = "Left for the next sweep", region = local.region
-          metrics = [[var.metrics_namespace, "ItemsLeft", "TableName", var.table_name, { period = 60, stat = "Sum" }]]
-        }
-      },
-    ]
+    widgets = [for i, widget in [
+      { title = "Items deleted / skipped / gone / failed", metrics = [for m in ["ItemsDeleted", "ItemsSkipped", "ItemsGone", "ItemsFailed"] : [var.metrics_namespace, m, "TableName", var.table_name, { period = 60, stat = "Sum" }]] },
+      { title = "Expiry lag (s)", metrics = [for m in ["MaxExpiryLagSeconds", "P99ExpiryLagSeconds"] : [var.metrics_namespace, m, "TableName", var.table_name, { period = 60, stat = "Maximum" }]] },
+      { title = "Invocations and errors", metrics = [for m in ["Invocations", "Errors"] : ["AWS/Lambda", m, "FunctionName", aws_lambda_function.sweeper.function_name, { stat = "Sum" }]] },
+      { title = "Left for the next sweep", metrics = [[var.metrics_namespace, "ItemsLeft", "TableName", var.table_name, { period = 60, stat = "Sum" }]] },
+      ] : {
+      type       = "metric", width = 12, height = 6, x = 12 * (i % 2), y = 6 * floor(i / 2)
+      properties = { view = "timeSeries", yAxis = {}, title = widget.title, region = local.region, metrics = widget.metrics }
+    }]
   })
 }
