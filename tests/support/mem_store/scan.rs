@@ -9,7 +9,7 @@ use ttl_sweeper::store::scan::{ScanPage, UpdateOutcome};
 use ttl_sweeper::store::stream::{StreamPositions, TableStream};
 use ttl_sweeper::store::{packs, ConditionalOutcome, Key, Scan, StoreError, TableSchema};
 
-use super::script::{Fault, Op};
+use super::script::Op;
 use super::{id_of, key, MemStore, AV};
 
 /// The segment of `total` an item's `id` falls in (as DynamoDB's hash of the partition key
@@ -23,16 +23,6 @@ fn segment_of(id: &str, total: u32) -> u32 {
 
 /// Half a read unit an item: what a scan of small items consumes, eventually consistent.
 const UNITS_PER_ITEM: f64 = 0.5;
-
-impl MemStore {
-    /// A lost answer, when the test scripted it for this call.
-    fn answer<T>(&self, op: Op, fault: Option<Fault>, answer: T) -> Result<T, StoreError> {
-        match fault {
-            Some(Fault::LoseAnswer) => Err(self.lost(op)),
-            _ => Ok(answer),
-        }
-    }
-}
 
 impl Scan for MemStore {
     async fn scan_page(
@@ -61,14 +51,13 @@ impl Scan for MemStore {
             items.truncate(limit);
             key(&id_of(items.last().unwrap()))
         });
-        self.after(Op::Scan, n, None);
         let consumed = items.len() as f64 * UNITS_PER_ITEM;
         let page = ScanPage {
             items,
             next,
             consumed,
         };
-        self.answer(Op::Scan, fault, page)
+        self.answer(Op::Scan, n, None, fault, page)
     }
 
     async fn set_window_if_unchanged(
@@ -97,8 +86,7 @@ impl Scan for MemStore {
             }
             _ => UpdateOutcome::Changed,
         };
-        self.after(Op::SetWindow, n, Some(&id));
-        self.answer(Op::SetWindow, fault, (outcome, 1.0))
+        self.answer(Op::SetWindow, n, Some(&id), fault, (outcome, 1.0))
     }
 
     async fn has_entry(
@@ -111,8 +99,7 @@ impl Scan for MemStore {
         let entries = self.entries.lock().unwrap();
         let found = (entries.keys()).any(|(w, sort)| w == window && sort.starts_with(prefix));
         drop(entries);
-        self.after(Op::HasEntry, n, None);
-        self.answer(Op::HasEntry, fault, (found, 1.0))
+        self.answer(Op::HasEntry, n, None, fault, (found, 1.0))
     }
 
     async fn has_packed(
@@ -137,8 +124,7 @@ impl Scan for MemStore {
             let keys = packs::listed(schema, pack).expect("a pack of this table");
             keys.iter().any(|k| schema.same_key(k, key))
         });
-        self.after(Op::HasEntry, n, None);
-        self.answer(Op::HasEntry, fault, (listed, 1.0))
+        self.answer(Op::HasEntry, n, None, fault, (listed, 1.0))
     }
 
     async fn delete_if_ttl_unchanged(
@@ -160,8 +146,7 @@ impl Scan for MemStore {
             Some(_) => ConditionalOutcome::Kept,
         };
         drop(items);
-        self.after(Op::DeleteRead, n, Some(&id));
-        self.answer(Op::DeleteRead, fault, (outcome, 1.0))
+        self.answer(Op::DeleteRead, n, Some(&id), fault, (outcome, 1.0))
     }
 }
 

@@ -63,15 +63,9 @@ impl MemStore {
             next,
             ..Page::default()
         };
-        let mut at = self.listed_at.lock().unwrap();
-        for entry in listed {
-            let (item, id) = entries::listed(schema, entry).expect("an entry of this table");
-            at.insert(id_of(&item), Instant::now());
-            page.items.push(item);
-            page.entries.push(id);
-        }
-        drop(at);
-        self.listed(n, page.items.len());
+        let of_table = |e: Key| entries::listed(schema, e).expect("an entry of this table");
+        (page.items, page.entries) = listed.into_iter().map(of_table).unzip();
+        self.listed(n, &page.items);
         page
     }
 
@@ -92,31 +86,33 @@ impl MemStore {
             ..Page::default()
         };
         if since >= now {
-            self.listed(n, 0);
+            self.listed(n, &[]);
             return page;
         }
         let (lo, hi) = packs::bounds(since, now);
         let between = |sort: &String| lo <= *sort && *sort <= hi;
         let (listed, next) = self.index_page(partition, between, start, limit);
         page.next = next;
-        let mut at = self.listed_at.lock().unwrap();
         let mut reads = self.pack_reads.lock().unwrap();
         for item in listed {
             let pack = packs::Pack::from_item(&item).expect("a pack");
             *reads.entry(pack.sort.clone()).or_default() += 1;
             let items = packs::listed(schema, pack).expect("a pack of this table");
-            for item in items {
-                at.insert(id_of(&item), Instant::now());
-                page.items.push(item);
-            }
+            page.items.extend(items);
         }
-        drop((at, reads));
-        self.listed(n, page.items.len());
+        drop(reads);
+        self.listed(n, &page.items);
         page
     }
 
-    /// Counts the `count` items query `n` listed as held, then makes the changes after it.
-    fn listed(&self, n: usize, count: usize) {
+    /// Notes the `items` query `n` listed as listed now and held, then makes the changes after it.
+    fn listed(&self, n: usize, items: &[Key]) {
+        let mut at = self.listed_at.lock().unwrap();
+        for item in items {
+            at.insert(id_of(item), Instant::now());
+        }
+        drop(at);
+        let count = items.len();
         let held = (self.outstanding.fetch_add(count, SeqCst)).wrapping_add(count);
         self.max_outstanding.fetch_max(held, SeqCst);
         self.after(Op::Query, n, None);
@@ -181,6 +177,23 @@ impl MemStore {
             op.name(),
             "timed out (injected by the test)",
         )
+    }
+
+    /// Makes the changes after call `n` of `op` (carrying item `id`), then answers `answer`, or
+    /// a lost answer when the test scripted that (`fault`).
+    pub(super) fn answer<T>(
+        &self,
+        op: Op,
+        n: usize,
+        id: Option<&str>,
+        fault: Option<Fault>,
+        answer: T,
+    ) -> Result<T, StoreError> {
+        self.after(op, n, id);
+        match fault {
+            Some(Fault::LoseAnswer) => Err(self.lost(op)),
+            _ => Ok(answer),
+        }
     }
 
     /// Removes item `id` as a delete of the sweep: the item, if it was there.
@@ -264,12 +277,7 @@ impl Store for MemStore {
                 token.cancel();
             }
         }
-        let mut listed = self.listed_at.lock().unwrap();
-        for k in &page {
-            listed.insert(id_of(k), Instant::now());
-        }
-        drop(listed);
-        self.listed(n, page.len());
+        self.listed(n, &page);
         Ok(Page {
             items: page,
             next,
@@ -310,11 +318,7 @@ impl Store for MemStore {
                 }
             }
         }
-        self.after(Op::WriteEntries, n, None);
-        if fault == Some(Fault::LoseAnswer) {
-            return Err(self.lost(Op::WriteEntries));
-        }
-        Ok(Vec::new())
+        self.answer(Op::WriteEntries, n, None, fault, Vec::new())
     }
 
     /// The report, through its item as DynamoDB would keep it.
@@ -404,10 +408,7 @@ impl Store for MemStore {
             }
         }
         drop(items);
-        self.after(Op::BatchDelete, n, None);
-        if fault == Some(Fault::LoseAnswer) {
-            return Err(self.lost(Op::BatchDelete));
-        }
+        let unprocessed = self.answer(Op::BatchDelete, n, None, fault, unprocessed)?;
         self.outstanding.fetch_sub(apply.len(), SeqCst);
         Ok(unprocessed)
     }
@@ -439,11 +440,7 @@ impl Store for MemStore {
             Some(_) => (ConditionalOutcome::Kept, None),
         };
         drop(items);
-        self.after(Op::Delete, n, Some(&id));
-        if fault == Some(Fault::LoseAnswer) {
-            return Err(self.lost(Op::Delete));
-        }
-        Ok(answer)
+        self.answer(Op::Delete, n, Some(&id), fault, answer)
     }
 
     async fn get_items(
@@ -584,11 +581,7 @@ impl Store for MemStore {
             .unwrap()
             .entry(entry_id(&item))
             .or_insert(item);
-        self.after(Op::MarkPacks, n, None);
-        if fault == Some(Fault::LoseAnswer) {
-            return Err(self.lost(Op::MarkPacks));
-        }
-        Ok(())
+        self.answer(Op::MarkPacks, n, None, fault, ())
     }
 
     async fn claim_index_table(&self, _: &TableSchema) -> Result<(), StoreError> {
