@@ -15,7 +15,7 @@ import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Checkpoint, DeleteMode, ExpiryEventsItem, ExpiryEventsMode, TtlSweeper, type ExpiryEventsOptions, type TtlSweeperProps } from '../src';
-import { assetDir, env, logicalId, nagViolations, newStack, statements } from './support';
+import { assetDir, env, logicalId, nagViolations, newStack, settingsUnlikeTheDefaults, statements } from './support';
 
 const STREAM_ARN = `arn:aws:dynamodb:${env.region}:${env.account}:table/sessions/stream/2026-11-26T00:00:00.000`;
 const TABLE_ARN = `arn:aws:dynamodb:${env.region}:${env.account}:table/sessions`;
@@ -154,20 +154,7 @@ test('EXPIRY_INDEX_TABLE names the expiry index table for the sweepers and the s
 // ---------------------------------------------------------------- the function
 
 test('a second function from the same code, with the sweeper configuration but not the schedule settings', () => {
-  const { stack, sweeper, template } = following({
-    ttlAttribute: 'expiresAt',
-    windowAttribute: 'bucket',
-    windowSeconds: 300,
-    windowShards: 8,
-    lookbackWindows: 4,
-    deleteMode: DeleteMode.CONDITIONAL,
-    maxConcurrency: 16,
-    maxRetries: 5,
-    tickSeconds: 2,
-    checkpoint: Checkpoint.newTable(),
-    metricsNamespace: 'Sweepers/Sessions',
-    memorySize: 256,
-  });
+  const { stack, sweeper, template } = following({ ...settingsUnlikeTheDefaults(), windowAttribute: 'bucket' });
   template.resourceCountIs('AWS::Lambda::Function', 2);
   const fn = sweeper.streamFunction!;
   assert.ok(fn);

@@ -9,7 +9,7 @@ import { Template } from 'aws-cdk-lib/assertions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { TtlSweeper, type TtlSweeperProps } from '../src';
+import { Checkpoint, DeleteMode, TtlSweeper, type TtlSweeperProps } from '../src';
 
 export const assetDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ttl-sweeper-asset-'));
 fs.writeFileSync(path.join(assetDir, 'bootstrap'), '#!/bin/sh\n');
@@ -34,6 +34,23 @@ export function synth(overrides: Partial<TtlSweeperProps> = {}, stack = newStack
     ...overrides,
   });
   return { stack, sweeper, template: Template.fromStack(stack) };
+}
+
+/** Settings each unlike its default, for the tests that follow them into the environment (a new checkpoint table each call). */
+export function settingsUnlikeTheDefaults(): Partial<TtlSweeperProps> {
+  return {
+    ttlAttribute: 'expiresAt',
+    windowSeconds: 300,
+    windowShards: 8,
+    lookbackWindows: 4,
+    deleteMode: DeleteMode.CONDITIONAL,
+    maxConcurrency: 16,
+    maxRetries: 5,
+    tickSeconds: 2,
+    checkpoint: Checkpoint.newTable(),
+    metricsNamespace: 'Sweepers/Sessions',
+    memorySize: 256,
+  };
 }
 
 export interface Statement {

@@ -11,7 +11,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Checkpoint, DeleteMode, SweepSchedule, TtlSweeper } from '../src';
 import { SweeperStack, type SweeperStackProps } from '../examples/sweeper-stack';
-import { assetDir, env, expiryGsi, itemsLeftAlarm, logicalId, nagViolations, newStack, statements, synth } from './support';
+import { assetDir, env, expiryGsi, itemsLeftAlarm, logicalId, nagViolations, newStack, settingsUnlikeTheDefaults, statements, synth } from './support';
 
 function example(overrides: Partial<SweeperStackProps> = {}) {
   const app = new cdk.App({ analyticsReporting: false });
@@ -86,21 +86,11 @@ test('the function is arm64 on provided.al2023 with the tick-mode handoff: reser
 
 test('every setting reaches the environment variable the binary reads', () => {
   const { stack, sweeper } = synth({
+    ...settingsUnlikeTheDefaults(),
     indexName: 'byExpiry',
-    ttlAttribute: 'expiresAt',
     windowAttribute: 'expiryBucket',
-    windowSeconds: 300,
-    windowShards: 8,
-    lookbackWindows: 4,
-    deleteMode: DeleteMode.CONDITIONAL,
-    maxConcurrency: 16,
-    maxRetries: 5,
-    tickSeconds: 2,
     schedule: SweepSchedule.rate(cdk.Duration.minutes(2)),
-    checkpoint: Checkpoint.newTable(),
     maxCatchUp: cdk.Duration.hours(6),
-    metricsNamespace: 'Sweepers/Sessions',
-    memorySize: 256,
   });
   const vars = stack.resolve((sweeper.function.node.defaultChild as lambda.CfnFunction).environment).variables;
   assert.deepEqual(Object.keys(vars).sort(), [
