@@ -271,8 +271,9 @@ pub fn index_item(
     Some(Indexing::Entry { entry, expired })
 }
 
-/// The ttl part of a sort key: the ttl in whole milliseconds (rounded down), 14 digits.
-fn ttl_part(millis: i64) -> String {
+/// The ttl part of a sort key (of a pack: its due): the ttl in whole milliseconds (rounded down),
+/// 14 digits.
+pub(super) fn ttl_part(millis: i64) -> String {
     format!("{:014}", millis.max(0))
 }
 

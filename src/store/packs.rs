@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::entries::{self, item, n, s, ENTRY, EXPIRES, WINDOW};
+use super::entries::{self, item, n, s, ttl_part, ENTRY, EXPIRES, WINDOW};
 use super::{Key, TableSchema};
 use crate::expiry::Timestamp;
 
@@ -75,7 +75,7 @@ pub struct Pack {
 
 /// The sort key of the `n`th pack of `origin` due at `due`.
 pub fn sort_for(due: Timestamp, origin: &str, n: usize) -> String {
-    format!("{PREFIX}{:014}#{origin}#{n}", due.millis().max(0))
+    format!("{}{origin}#{n}", due_prefix(due))
 }
 
 /// When an entry with ttl `ttl` (epoch seconds) is due at the earliest: the ttl in milliseconds,
@@ -86,7 +86,7 @@ pub fn due_of_ttl(ttl: f64) -> Timestamp {
 
 /// What the sort key of every pack due at `due` begins with.
 pub fn due_prefix(due: Timestamp) -> String {
-    format!("{PREFIX}{:014}#", due.millis().max(0))
+    format!("{PREFIX}{}#", ttl_part(due.millis()))
 }
 
 /// The window partition of the packs due at `due` that hold `key` of `schema`'s table; `None`
@@ -98,7 +98,7 @@ pub fn window_of(schema: &TableSchema, key: &Key, due: Timestamp) -> Option<Stri
 
 /// The lowest and highest sort key of packs due from `since` (included) to `now` (excluded).
 pub fn bounds(since: Timestamp, now: Timestamp) -> (String, String) {
-    let key = |t: Timestamp| format!("{PREFIX}{:014}", t.millis().max(0));
+    let key = |t: Timestamp| format!("{PREFIX}{}", ttl_part(t.millis()));
     (key(since), key(now))
 }
 
@@ -289,22 +289,19 @@ mod tests {
         crate::store::tests::schema(&["pk"], Some("x"), Layout::default())
     }
 
-    fn entry(i: usize, ttl: i64) -> PackEntry {
-        PackEntry {
+    /// The entries of items `session#<i>` for each `i` of `ids`, each with ttl `ttl`.
+    fn entries_of(ids: std::ops::Range<usize>, ttl: i64) -> Vec<PackEntry> {
+        let entry = |i| PackEntry {
             key: [("pk".to_owned(), AV::S(format!("session#{i:06}")))].into(),
             ttl: ttl.to_string(),
-        }
+        };
+        ids.map(entry).collect()
     }
 
     #[test]
     fn a_pack_reads_back_as_written_and_lists_its_items_with_their_ttls() {
         let due = Timestamp::from_millis(1_800_000_000_999);
-        let packs = pack(
-            "w#1",
-            due,
-            "seq-1",
-            (0..3).map(|i| entry(i, 1_800_000_000)).collect(),
-        );
+        let packs = pack("w#1", due, "seq-1", entries_of(0..3, 1_800_000_000));
         assert_eq!(packs.len(), 1);
         let item = packs[0].to_item();
         assert_eq!(item[ENTRY], AV::S("p01800000000999#seq-1#0".into()));
@@ -324,12 +321,7 @@ mod tests {
     #[test]
     fn packs_stay_under_their_size_and_sort_between_the_bounds_of_their_due() {
         let due = Timestamp::from_millis(1_800_000_000_000);
-        let packs = pack(
-            "w",
-            due,
-            "o",
-            (0..500).map(|i| entry(i, 1_799_999_999)).collect(),
-        );
+        let packs = pack("w", due, "o", entries_of(0..500, 1_799_999_999));
         assert!(packs.len() > 1);
         assert_eq!(packs.iter().map(|p| p.entries.len()).sum::<usize>(), 500);
         for p in &packs {
@@ -350,10 +342,10 @@ mod tests {
     #[test]
     fn an_item_of_another_table_or_shape_is_no_pack_listed() {
         let due = Timestamp::from_millis(1_800_000_000_000);
-        let mut p = pack("w", due, "o", vec![entry(1, 5)]).remove(0);
+        let mut p = pack("w", due, "o", entries_of(1..2, 5)).remove(0);
         p.entries[0].key.insert("sk".into(), AV::S("x".into()));
         assert!(listed(&schema(), p).is_none());
-        let mut item = pack("w", due, "o", vec![entry(1, 5)])[0].to_item();
+        let mut item = pack("w", due, "o", entries_of(1..2, 5))[0].to_item();
         item.insert(TTLS.into(), AV::L(vec![]));
         assert!(Pack::from_item(&item).is_none());
         assert_eq!(due_of("01800000000000#abc#seq"), None);
