@@ -277,15 +277,21 @@ async fn sweep_as_asked<S: Store>(
     // The last resort, for what the store's bound does not cover (an expiry-event sink that does
     // not answer): the sweep is dropped and the summary says so.
     let cut = remaining.map(|r| started + r.saturating_sub(REPORT_RESERVE / 2));
-    let mut report = match cut {
-        None => sweep.await,
-        Some(cut) => match tokio::time::timeout_at(cut, sweep).await {
-            Ok(report) => report,
-            Err(_) => cut_short(sweeper, now),
-        },
-    };
+    let report = until(cut, sweep).await;
+    let mut report = report.unwrap_or_else(|| cut_short(sweeper, now));
     report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
     finish(report, start, settings)
+}
+
+/// `work`'s output, or `None` when it is still running at `cut` (none: never cut).
+pub(super) async fn until<F: std::future::Future>(
+    cut: Option<Instant>,
+    work: F,
+) -> Option<F::Output> {
+    match cut {
+        None => Some(work.await),
+        Some(cut) => tokio::time::timeout_at(cut, work).await.ok(),
+    }
 }
 
 /// A table's sweep ends: its summary line and its EMF record (timestamped `at`), and the report, or

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::event::EventError;
-use super::handler::{HandlerError, DEADLINE_MARGIN};
+use super::handler::{until, HandlerError, DEADLINE_MARGIN};
 use crate::engine::tables::Table;
 use crate::engine::Stop;
 use crate::expiry::Clock;
@@ -107,26 +107,18 @@ pub async fn index_batch(
         delete_expired(target, clock, &mut indexed, &stop).await;
         indexed
     };
-    let indexed = match cut {
-        None => work.await,
-        Some(cut) => match tokio::time::timeout_at(cut, work).await {
-            Ok(indexed) => indexed,
-            Err(_) => {
-                tracing::warn!(
-                    records = batch.records.len(),
-                    "the stream batch did not finish before the deadline; all of it is delivered again"
-                );
-                let first = batch.records.first();
-                Indexed {
-                    failures: vec![first
-                        .map(crate::index::sequence)
-                        .unwrap_or_default()
-                        .to_owned()],
-                    ..Indexed::default()
-                }
-            }
-        },
-    };
+    let indexed = until(cut, work).await.unwrap_or_else(|| {
+        tracing::warn!(
+            records = batch.records.len(),
+            "the stream batch did not finish before the deadline; all of it is delivered again"
+        );
+        let first = batch.records.first().map(crate::index::sequence);
+        let failures = vec![first.unwrap_or_default().to_owned()];
+        Indexed {
+            failures,
+            ..Indexed::default()
+        }
+    });
     let reporter = Reporter::of_this_environment();
     let reported = reporter.report(
         target.store(),
@@ -135,13 +127,9 @@ pub async fn index_batch(
         &indexed,
         clock.now(),
     );
-    match remaining.map(|left| started + left.saturating_sub(DEADLINE_MARGIN / 4)) {
-        None => reported.await,
-        Some(end) => {
-            if tokio::time::timeout_at(end, reported).await.is_err() {
-                tracing::warn!("the stream indexer's report was cut at the deadline");
-            }
-        }
+    let end = remaining.map(|left| started + left.saturating_sub(DEADLINE_MARGIN / 4));
+    if until(end, reported).await.is_none() {
+        tracing::warn!("the stream indexer's report was cut at the deadline");
     }
     let report = &indexed.report;
     // A batch indexed whole says so at debug only: at a record an invocation, an info line (and
