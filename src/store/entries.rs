@@ -91,10 +91,11 @@ impl Pending {
     /// The same writer's item, due at `due` instead: what a sweep that could not settle every
     /// expiry of it writes back, so that the others' turn comes first.
     pub fn due_at(&self, due: Timestamp) -> String {
-        match self.sort.split_once('#') {
-            Some((_, rest)) => format!("{}#{rest}", ttl_part(due.millis())),
-            None => format!("{}#{}", ttl_part(due.millis()), self.sort),
-        }
+        let rest = self
+            .sort
+            .split_once('#')
+            .map_or(self.sort.as_str(), |(_, rest)| rest);
+        format!("{}#{rest}", ttl_part(due.millis()))
     }
 
     /// The journal item.
@@ -103,13 +104,8 @@ impl Pending {
             let key = AttributeValue::M(x.key.clone());
             AttributeValue::M(item([(KEY, key), (TTL, n(x.ttl)), (AT, n(x.at.millis()))]))
         });
-        let due_s = self
-            .sort
-            .get(..14)
-            .and_then(|d| d.parse::<i64>().ok())
-            .unwrap_or(0)
-            / 1000;
-        let expires = due_s + PENDING_KEEP_SECONDS;
+        let due_ms = self.sort.get(..14).and_then(|d| d.parse::<i64>().ok());
+        let expires = due_ms.unwrap_or(0) / 1000 + PENDING_KEEP_SECONDS;
         item([
             (WINDOW, s(PENDING)),
             (ENTRY, s(&self.sort)),
@@ -457,16 +453,22 @@ pub(super) fn n(number: impl ToString) -> AttributeValue {
 pub fn listed(schema: &TableSchema, mut entry: Key) -> Option<(Key, Key)> {
     let window = entry.remove(WINDOW)?;
     let sort = entry.remove(ENTRY)?;
-    let AttributeValue::M(mut item) = entry.remove(KEY)? else {
+    let AttributeValue::M(key) = entry.remove(KEY)? else {
         return None;
     };
-    if item.len() != schema.key_attributes.len() || schema.key_of(&item).is_none() {
-        return None;
-    }
-    let ttl = entry.remove(TTL)?;
-    item.insert(schema.layout.ttl_attribute.clone(), ttl);
+    let item = with_ttl(schema, key, entry.remove(TTL)?)?;
     let id = [(WINDOW.to_owned(), window), (ENTRY.to_owned(), sort)].into();
     Some((item, id))
+}
+
+/// The item of `key` with ttl `ttl` as a GSI would list it (an entry's, or one of a pack's);
+/// `None` when `key` is not exactly a key of `schema`'s table: the index table is another's too.
+pub(super) fn with_ttl(schema: &TableSchema, mut key: Key, ttl: AttributeValue) -> Option<Key> {
+    if key.len() != schema.key_attributes.len() || schema.key_of(&key).is_none() {
+        return None;
+    }
+    key.insert(schema.layout.ttl_attribute.clone(), ttl);
+    Some(key)
 }
 
 #[cfg(test)]

@@ -188,20 +188,8 @@ impl Pack {
 /// attribute. `None` when an entry's key is not a key of `schema`'s table: the pack is someone
 /// else's.
 pub fn listed(schema: &TableSchema, pack: Pack) -> Option<Vec<Key>> {
-    pack.entries
-        .into_iter()
-        .map(|e| {
-            let mut item = e.key;
-            if item.len() != schema.key_attributes.len() || schema.key_of(&item).is_none() {
-                return None;
-            }
-            item.insert(
-                schema.layout.ttl_attribute.clone(),
-                AttributeValue::N(e.ttl),
-            );
-            Some(item)
-        })
-        .collect()
+    let item = |e: PackEntry| entries::with_ttl(schema, e.key, AttributeValue::N(e.ttl));
+    pack.entries.into_iter().map(item).collect()
 }
 
 /// `entries` of window partition `window`, all due by `due`, cut into packs of at most
