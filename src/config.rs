@@ -360,20 +360,30 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    /// The settings in `pairs` as the environment gives them: a variable's last pair wins.
+    pub(super) fn lookup<'a>(pairs: &[(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        let map: HashMap<&str, &str> = pairs.iter().copied().collect();
+        move |k| map.get(k).map(|v| v.to_string())
+    }
+
     /// The configuration the settings in `pairs` give (the rest from their defaults).
     pub(super) fn parse(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Config::from_lookup(|k| map.get(k).cloned())
+        Config::from_lookup(lookup(pairs))
+    }
+
+    /// The configuration of table `sessions` with `pairs`.
+    pub(super) fn sessions(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        parse(&[&[("TABLE_NAME", "sessions")], pairs].concat())
+    }
+
+    /// The configuration of table `sessions` with checkpoint table `state` and `pairs`.
+    fn with_state(pairs: &[(&str, &str)]) -> Config {
+        sessions(&[&[("CHECKPOINT_TABLE", "state")], pairs].concat()).unwrap()
     }
 
     /// The checkpoint id of table `sessions` with checkpoint table `state` and `pairs`.
     fn checkpoint(pairs: &[(&str, &str)]) -> String {
-        let mut all = vec![("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")];
-        all.extend_from_slice(pairs);
-        parse(&all).unwrap().options.clone().checkpoint.unwrap().id
+        with_state(pairs).options.checkpoint.unwrap().id
     }
 
     #[test]
@@ -400,16 +410,10 @@ mod tests {
 
     #[test]
     fn the_leader_lease_is_off_by_default_and_lives_beside_each_checkpoint() {
-        let c = parse(&[("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")]).unwrap();
+        let c = with_state(&[]);
         assert_eq!(c.leader_lease, None);
         assert_eq!(c.lease("me".into()), None);
-        let c = parse(&[
-            ("TABLE_NAME", "sessions"),
-            ("CHECKPOINT_TABLE", "state"),
-            ("SCHEDULE_SECONDS", "15"),
-            ("LEADER_LEASE", "30"),
-        ])
-        .unwrap();
+        let c = with_state(&[("SCHEDULE_SECONDS", "15"), ("LEADER_LEASE", "30")]);
         assert_eq!(c.leader_lease, Some(Duration::from_secs(30)));
         let lease = c.lease("us-east-1/sweeper".into()).unwrap();
         assert_eq!(lease.table, "state");
@@ -422,24 +426,15 @@ mod tests {
         );
         // Each shard range has its own lease beside the table's, which the sweepers of one
         // Region's split share: they sweep side by side, and no other Region beside them.
-        let ranged = parse(&[
-            ("TABLE_NAME", "sessions"),
-            ("CHECKPOINT_TABLE", "state"),
-            ("WINDOW_SHARDS", "4"),
-            ("SHARD_RANGE", "0-1"),
-            ("LEADER_LEASE", "off"),
-        ])
-        .unwrap();
-        assert_eq!(ranged.lease("x".into()), None);
-        let ranged = parse(&[
-            ("TABLE_NAME", "sessions"),
-            ("CHECKPOINT_TABLE", "state"),
-            ("WINDOW_SHARDS", "4"),
-            ("SHARD_RANGE", "0-1"),
-            ("LEADER_LEASE", "3600"),
-        ])
-        .unwrap();
-        let lease = ranged.lease("eu-west-1/x".into()).unwrap();
+        let ranged = |lease: &str| {
+            with_state(&[
+                ("WINDOW_SHARDS", "4"),
+                ("SHARD_RANGE", "0-1"),
+                ("LEADER_LEASE", lease),
+            ])
+        };
+        assert_eq!(ranged("off").lease("x".into()), None);
+        let lease = ranged("3600").lease("eu-west-1/x".into()).unwrap();
         assert_eq!(lease.id, "sessions#leader");
         assert_eq!(lease.holder, "eu-west-1/split of 4 shards");
         let range = lease.range.unwrap();
@@ -455,13 +450,8 @@ mod tests {
     #[test]
     fn every_regions_sweeper_of_a_table_takes_one_lease_however_it_names_the_table() {
         let lease_id = |more: &[(&str, &str)]| {
-            let mut pairs = vec![
-                ("TABLE_NAME", "sessions"),
-                ("CHECKPOINT_TABLE", "state"),
-                ("LEADER_LEASE", "120"),
-            ];
-            pairs.extend_from_slice(more);
-            parse(&pairs).unwrap().lease("x".into()).unwrap().id
+            let pairs = [&[("LEADER_LEASE", "120")], more].concat();
+            with_state(&pairs).lease("x".into()).unwrap().id
         };
         let by_name = lease_id(&[]);
         for arn in [
@@ -473,11 +463,7 @@ mod tests {
         }
         // A Region whose index or windows differ takes the same lease (and stands by beside a
         // holder of another layout, engine::lease).
-        let layout = |more: &[(&str, &str)]| {
-            let mut pairs = vec![("TABLE_NAME", "sessions")];
-            pairs.extend_from_slice(more);
-            parse(&pairs).unwrap().lease_layout()
-        };
+        let layout = |more: &[(&str, &str)]| sessions(more).unwrap().lease_layout();
         let mut layouts = std::collections::HashSet::from([layout(&[])]);
         for more in [
             &[("INDEX_NAME", "byWindow")][..],
@@ -497,14 +483,10 @@ mod tests {
 
     #[test]
     fn an_expiry_index_table_is_a_table_of_its_own_with_checkpoints_apart_from_the_gsi_s() {
-        let c = parse(&[
-            ("TABLE_NAME", "sessions"),
-            ("EXPIRY_INDEX_TABLE", "sessions-idx"),
-        ])
-        .unwrap();
+        let c = sessions(&[("EXPIRY_INDEX_TABLE", "sessions-idx")]).unwrap();
         assert_eq!(c.target.index, Index::Table("sessions-idx".into()));
         assert_eq!(
-            parse(&[("TABLE_NAME", "sessions")]).unwrap().target.index,
+            sessions(&[]).unwrap().target.index,
             Index::Gsi("expirationWindowIndex".into())
         );
         assert_eq!(checkpoint(&[]), "sessions/expirationWindowIndex");
@@ -540,14 +522,11 @@ mod tests {
     fn regions_with_expiry_index_tables_of_their_own_share_the_lease_and_its_layout_not_their_checkpoints(
     ) {
         let region = |index: &str| {
-            parse(&[
-                ("TABLE_NAME", "sessions"),
+            with_state(&[
                 ("EXPIRY_INDEX_TABLE", index),
-                ("CHECKPOINT_TABLE", "state"),
                 ("SCHEDULE_SECONDS", "2"),
                 ("LEADER_LEASE", "5"),
             ])
-            .unwrap()
         };
         let (east, west) = (
             region("sessions-expiry-east"),
@@ -566,14 +545,13 @@ mod tests {
         );
         assert_eq!(west_lease.layout, east_lease.layout);
         // Their checkpoints (and the stream positions saved beside them) are their own.
-        let checkpoint = |c: &Config| c.options.clone().checkpoint.unwrap().id;
-        assert_eq!(checkpoint(&east), "sessions/table:sessions-expiry-east");
-        assert_eq!(checkpoint(&west), "sessions/table:sessions-expiry-west");
+        let checkpoint = |c: Config| c.options.checkpoint.unwrap().id;
+        assert_eq!(checkpoint(east), "sessions/table:sessions-expiry-east");
+        assert_eq!(checkpoint(west), "sessions/table:sessions-expiry-west");
         // A Region sweeping through the GSI, or with other windows, is of another layout.
-        let gsi = parse(&[("TABLE_NAME", "sessions")]).unwrap();
+        let gsi = sessions(&[]).unwrap();
         assert_ne!(gsi.lease_layout(), east_lease.layout);
-        let wide = parse(&[
-            ("TABLE_NAME", "sessions"),
+        let wide = sessions(&[
             ("EXPIRY_INDEX_TABLE", "sessions-expiry-east"),
             ("WINDOW_SECONDS", "300"),
         ])
@@ -583,16 +561,8 @@ mod tests {
 
     #[test]
     fn each_shard_range_has_its_own_checkpoint_and_all_shards_keep_the_layout_id() {
-        let config = |range: &str| {
-            parse(&[
-                ("TABLE_NAME", "sessions"),
-                ("CHECKPOINT_TABLE", "state"),
-                ("WINDOW_SHARDS", "12"),
-                ("SHARD_RANGE", range),
-            ])
-            .unwrap()
-        };
-        let id = |range: &str| config(range).options.clone().checkpoint.unwrap().id;
+        let config = |range: &str| with_state(&[("WINDOW_SHARDS", "12"), ("SHARD_RANGE", range)]);
+        let id = |range: &str| config(range).options.checkpoint.unwrap().id;
         assert_eq!(id("all"), "sessions/expirationWindowIndex/60s/12shards");
         assert_eq!(id("0-11"), id("all"));
         assert_eq!(
@@ -605,16 +575,16 @@ mod tests {
             .collect();
         assert_eq!(ids.len(), 5, "{ids:?}");
         assert_eq!(
-            config("4-7").options.clone().shard_range,
+            config("4-7").options.shard_range,
             Some(ShardRange { first: 4, last: 7 })
         );
-        assert_eq!(config("all").options.clone().shard_range, None);
+        assert_eq!(config("all").options.shard_range, None);
         // A range starts from the whole table's checkpoint until it has its own.
-        let start_from = |range: &str| config(range).options.clone().checkpoint.unwrap().start_from;
+        let start_from = |range: &str| config(range).options.checkpoint.unwrap().start_from;
         assert_eq!(start_from("4-7"), Some(id("all")));
         assert_eq!(start_from("all"), None);
         // The stream position is one per table, whatever range this process sweeps.
-        let stream = |range: &str| config(range).options.clone().checkpoint.unwrap().stream_id;
+        let stream = |range: &str| config(range).options.checkpoint.unwrap().stream_id;
         assert_eq!(stream("4-7"), format!("{}#stream", id("all")));
         assert_eq!(stream("all"), stream("0-3"));
     }

@@ -415,13 +415,12 @@ fn leader_lease_lasts(
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::parse;
+    use super::super::tests::{lookup, parse, sessions};
     use super::*;
-    use std::collections::HashMap;
 
     #[test]
     fn defaults_apply_when_only_the_table_is_given() {
-        let c = parse(&[("TABLE_NAME", "sessions")]).unwrap();
+        let c = sessions(&[]).unwrap();
         assert_eq!(c.target.table_name, "sessions");
         assert_eq!(c.target.index, Index::Gsi("expirationWindowIndex".into()));
         assert_eq!(c.target.layout.ttl_attribute, "ttl");
@@ -443,26 +442,18 @@ mod tests {
     #[test]
     fn metrics_namespace_falls_back_to_powertools_and_yields_to_its_own_setting() {
         let powertools = ("POWERTOOLS_METRICS_NAMESPACE", "Orders");
-        let c = parse(&[("TABLE_NAME", "sessions"), powertools]).unwrap();
+        let c = sessions(&[powertools]).unwrap();
         assert_eq!(c.handler.namespace, "Orders");
-        let both = [
-            ("TABLE_NAME", "sessions"),
-            powertools,
-            ("METRICS_NAMESPACE", "Mine"),
-        ];
-        assert_eq!(parse(&both).unwrap().handler.namespace, "Mine");
-        let bad = [
-            ("TABLE_NAME", "sessions"),
-            ("POWERTOOLS_METRICS_NAMESPACE", "AWS/Lambda"),
-        ];
-        let e = parse(&bad).unwrap_err().to_string();
+        let both = [powertools, ("METRICS_NAMESPACE", "Mine")];
+        assert_eq!(sessions(&both).unwrap().handler.namespace, "Mine");
+        let bad = [("POWERTOOLS_METRICS_NAMESPACE", "AWS/Lambda")];
+        let e = sessions(&bad).unwrap_err().to_string();
         assert!(e.contains("POWERTOOLS_METRICS_NAMESPACE"), "{e}");
     }
 
     #[test]
     fn precision_and_scale_settings() {
-        let c = parse(&[
-            ("TABLE_NAME", "sessions"),
+        let c = sessions(&[
             ("WINDOW_SHARDS", "16"),
             ("TICK_SECONDS", "1"),
             ("CHECKPOINT_TABLE", "sweeper-state"),
@@ -539,10 +530,8 @@ mod tests {
             ("METRICS_NAMESPACE", "bad\u{1}ns", "CloudWatch namespace"),
         ];
         for (var, value, expected) in cases {
-            let mut pairs = vec![("TABLE_NAME", "sessions")];
-            pairs.retain(|(k, _)| k != var);
-            pairs.push((var, value));
-            let err = parse(&pairs).unwrap_err();
+            // TABLE_NAME given here replaces the table `sessions`.
+            let err = sessions(&[(var, value)]).unwrap_err();
             let msg = err.to_string();
             assert!(
                 matches!(err, ConfigError::Invalid { var: v, .. } if v == *var),
@@ -583,10 +572,7 @@ mod tests {
             value in proptest::prop_oneof!["[0-9]{1,6}", "-?[0-9a-z.:/_ -]{0,20}", ".{0,12}"],
         ) {
             let setting = SETTINGS[which];
-            let mut pairs = vec![("TABLE_NAME", "sessions")];
-            pairs.retain(|(k, _)| *k != setting.var);
-            pairs.push((setting.var, value.as_str()));
-            match parse(&pairs) {
+            match sessions(&[(setting.var, value.as_str())]) {
                 Ok(c) => {
                     proptest::prop_assert!((1..=86_400).contains(&c.target.layout.window_seconds));
                     proptest::prop_assert!(c.options.lookback_windows <= 10_000);
@@ -615,9 +601,8 @@ mod tests {
         // a lease) and a 2 s schedule (a 5 s lease is two sweeps of it; a 30 s tick is not less
         // than it, so ticks get the default schedule).
         let context = |var: &str| match var {
-            "TICK_SECONDS" => vec![("TABLE_NAME", "sessions")],
+            "TICK_SECONDS" => vec![],
             _ => vec![
-                ("TABLE_NAME", "sessions"),
                 ("CHECKPOINT_TABLE", "checkpoints"),
                 ("SCHEDULE_SECONDS", "2"),
             ],
@@ -659,7 +644,7 @@ mod tests {
                     ));
                     pairs.push(("DELETE_MODE", "conditional"));
                 }
-                parse(&pairs)
+                sessions(&pairs)
             };
             for value in &inside {
                 assert!(
@@ -687,17 +672,13 @@ mod tests {
 
     #[test]
     fn expiry_events_settings() {
-        let c = parse(&[("TABLE_NAME", "sessions")]).unwrap();
+        let c = sessions(&[]).unwrap();
         assert_eq!(c.events, None, "off unless EXPIRY_EVENTS is set");
         let sink = ("EXPIRY_EVENTS", "eventbridge:default");
-        let defaults = parse(&[("TABLE_NAME", "sessions"), sink])
-            .unwrap()
-            .events
-            .unwrap();
+        let defaults = sessions(&[sink]).unwrap().events.unwrap();
         assert_eq!(defaults.mode, EventsMode::Notify);
         assert_eq!(defaults.item, ItemSource::Auto);
-        let c = parse(&[
-            ("TABLE_NAME", "sessions"),
+        let c = sessions(&[
             (
                 "EXPIRY_EVENTS",
                 "sqs:https://sqs.us-east-1.amazonaws.com/123456789012/expiries",
@@ -760,9 +741,7 @@ mod tests {
         for (pairs, why) in cases {
             // The setting named is the first one given.
             let var = pairs[0].0;
-            let mut all = vec![("TABLE_NAME", "sessions")];
-            all.extend_from_slice(pairs);
-            let msg = parse(&all).unwrap_err().to_string();
+            let msg = sessions(pairs).unwrap_err().to_string();
             assert!(msg.contains(var) && msg.contains(why), "{pairs:?}: {msg}");
             let flag = format!("--{}", var.to_ascii_lowercase().replace('_', "-"));
             assert!(msg.contains(&flag), "{msg}");
@@ -782,12 +761,7 @@ mod tests {
 
     #[test]
     fn tick_must_be_shorter_than_the_schedule() {
-        let e = parse(&[
-            ("TABLE_NAME", "t_1"),
-            ("TICK_SECONDS", "10"),
-            ("SCHEDULE_SECONDS", "10"),
-        ])
-        .unwrap_err();
+        let e = sessions(&[("TICK_SECONDS", "10"), ("SCHEDULE_SECONDS", "10")]).unwrap_err();
         assert!(
             e.to_string().contains("TICK_SECONDS") && e.to_string().contains("SCHEDULE_SECONDS"),
             "{e}"
@@ -809,12 +783,8 @@ mod tests {
             ("60", "1001", "WINDOW_SHARDS"),
         ] {
             let alone = window_shape(Some(seconds), Some(shards)).unwrap_err();
-            let in_config = parse(&[
-                ("TABLE_NAME", "sessions"),
-                ("WINDOW_SECONDS", seconds),
-                ("WINDOW_SHARDS", shards),
-            ])
-            .unwrap_err();
+            let in_config =
+                sessions(&[("WINDOW_SECONDS", seconds), ("WINDOW_SHARDS", shards)]).unwrap_err();
             assert_eq!(alone, in_config, "the same message everywhere");
             assert!(matches!(alone, ConfigError::Invalid { var: v, .. } if v == var));
         }
@@ -822,12 +792,7 @@ mod tests {
 
     #[test]
     fn ttl_and_window_attributes_must_differ() {
-        let e = parse(&[
-            ("TABLE_NAME", "sessions"),
-            ("TTL_ATTRIBUTE", "exp"),
-            ("WINDOW_ATTRIBUTE", "exp"),
-        ])
-        .unwrap_err();
+        let e = sessions(&[("TTL_ATTRIBUTE", "exp"), ("WINDOW_ATTRIBUTE", "exp")]).unwrap_err();
         assert!(e.to_string().contains("WINDOW_ATTRIBUTE"), "{e}");
     }
 
@@ -861,9 +826,7 @@ mod tests {
             ),
         ];
         for (pairs, want) in cases {
-            let mut all = vec![("TABLE_NAME", "sessions")];
-            all.extend_from_slice(pairs);
-            match (parse(&all), want) {
+            match (sessions(pairs), want) {
                 (Ok(c), Some(n)) => assert_eq!(c.options.lookback_windows, *n, "{pairs:?}"),
                 (Err(e @ ConfigError::Uncovered { .. }), None) => {
                     let msg = e.to_string();
@@ -882,12 +845,8 @@ mod tests {
 
     #[test]
     fn a_sweep_that_would_reread_millions_of_partitions_is_refused() {
-        let err = parse(&[
-            ("TABLE_NAME", "t_1"),
-            ("LOOKBACK_WINDOWS", "10000"),
-            ("WINDOW_SHARDS", "1000"),
-        ])
-        .unwrap_err();
+        let err =
+            sessions(&[("LOOKBACK_WINDOWS", "10000"), ("WINDOW_SHARDS", "1000")]).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -900,8 +859,7 @@ mod tests {
         );
         assert!(err.to_string().contains("CHECKPOINT_TABLE"), "{err}");
         // derived lookbacks are held to the same bound: 1 s windows swept every hour
-        let err = parse(&[
-            ("TABLE_NAME", "t_1"),
+        let err = sessions(&[
             ("WINDOW_SECONDS", "1"),
             ("SCHEDULE_SECONDS", "3600"),
             ("WINDOW_SHARDS", "16"),
@@ -912,14 +870,8 @@ mod tests {
             "{err:?}"
         );
         // at the bound, and with a shard range splitting the work, it is accepted
-        assert!(parse(&[
-            ("TABLE_NAME", "t_1"),
-            ("LOOKBACK_WINDOWS", "19"),
-            ("WINDOW_SHARDS", "1000"),
-        ])
-        .is_ok());
-        assert!(parse(&[
-            ("TABLE_NAME", "t_1"),
+        assert!(sessions(&[("LOOKBACK_WINDOWS", "19"), ("WINDOW_SHARDS", "1000")]).is_ok());
+        assert!(sessions(&[
             ("LOOKBACK_WINDOWS", "99"),
             ("WINDOW_SHARDS", "1000"),
             ("SHARD_RANGE", "0-199"),
@@ -930,12 +882,8 @@ mod tests {
     #[test]
     fn shard_ranges_are_checked_against_the_shard_count() {
         let range = |shards: &str, value: &str| {
-            parse(&[
-                ("TABLE_NAME", "sessions"),
-                ("WINDOW_SHARDS", shards),
-                ("SHARD_RANGE", value),
-            ])
-            .map(|c| c.options.shard_range)
+            sessions(&[("WINDOW_SHARDS", shards), ("SHARD_RANGE", value)])
+                .map(|c| c.options.shard_range)
         };
         let r = |first, last| Ok(Some(ShardRange { first, last }));
         assert_eq!(range("12", "0-3"), r(0, 3));
@@ -1015,9 +963,7 @@ mod tests {
     #[test]
     fn a_leader_lease_needs_the_checkpoint_table_and_two_sweeps() {
         let refused = |pairs: &[(&str, &str)], names: &[&str]| {
-            let mut all = vec![("TABLE_NAME", "sessions")];
-            all.extend_from_slice(pairs);
-            let msg = parse(&all).unwrap_err().to_string();
+            let msg = sessions(pairs).unwrap_err().to_string();
             for name in names {
                 assert!(msg.contains(name), "{pairs:?}: {msg}");
             }
@@ -1042,11 +988,7 @@ mod tests {
             );
         }
         // Two sweeps exactly, in tick mode and on the schedule.
-        let ok = |pairs: &[(&str, &str)]| {
-            let mut all = vec![("TABLE_NAME", "sessions"), cp];
-            all.extend_from_slice(pairs);
-            parse(&all).unwrap().leader_lease
-        };
+        let ok = |pairs: &[(&str, &str)]| sessions(&[&[cp], pairs].concat()).unwrap().leader_lease;
         let secs = |s| Some(Duration::from_secs(s));
         assert_eq!(ok(&[("LEADER_LEASE", "120")]), secs(120));
         assert_eq!(ok(&[("TICK_SECONDS", "1"), ("LEADER_LEASE", "5")]), secs(5));
@@ -1060,19 +1002,20 @@ mod tests {
     #[test]
     fn run_checks_its_lease_against_every_and_refuses_tick_seconds() {
         let run = |pairs: &[(&str, &str)], every_ms: u64| {
-            let mut all = vec![("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")];
-            all.extend_from_slice(pairs);
-            let map: HashMap<&str, &str> = all.into_iter().collect();
-            let settings = Settings::from_lookup(|k| map.get(k).map(|v| v.to_string()));
-            settings.validate_run(Duration::from_millis(every_ms))
+            let all = [
+                &[("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")],
+                pairs,
+            ]
+            .concat();
+            Settings::from_lookup(lookup(&all)).validate_run(Duration::from_millis(every_ms))
         };
         let secs = |s| Some(Duration::from_secs(s));
         // `run --every 1s` sweeps every second: a 5 s lease is two sweeps and more, whatever
         // SCHEDULE_SECONDS (60 by default), which the Lambda and `sweep` still go by.
         let lease = |c: Vec<Config>| c[0].leader_lease;
         assert_eq!(run(&[("LEADER_LEASE", "5")], 1_000).map(lease), Ok(secs(5)));
-        let lambda = [("TABLE_NAME", "sessions"), ("CHECKPOINT_TABLE", "state")];
-        let msg = parse(&[lambda[0], lambda[1], ("LEADER_LEASE", "5")]).unwrap_err();
+        let lambda = [("CHECKPOINT_TABLE", "state"), ("LEADER_LEASE", "5")];
+        let msg = sessions(&lambda).unwrap_err();
         assert!(msg.to_string().contains("SCHEDULE_SECONDS"), "{msg}");
         // Two sweeps of --every exactly; less is refused, naming --every and what is needed,
         // for every table of several.
@@ -1112,8 +1055,7 @@ mod tests {
             ("EXPIRY_EVENTS_MODE", "archive"),
             ("DELETE_MODE", "conditional"),
         ];
-        let map: HashMap<&str, &str> = pairs.into_iter().collect();
-        let settings = Settings::from_lookup(|k| map.get(k).map(|v| v.to_string()));
+        let settings = Settings::from_lookup(lookup(&pairs));
         let msg = settings.validate_backfill(false).unwrap_err().to_string();
         for name in ["EXPIRY_EVENTS_MODE", "would not be archived", "--dry-run"] {
             assert!(msg.contains(name), "{msg}");
@@ -1126,10 +1068,8 @@ mod tests {
 
     #[test]
     fn two_tables_may_not_share_an_expiry_index_table() {
-        let tables = |pairs: &[(&str, &str)]| {
-            let map: HashMap<&str, &str> = pairs.iter().copied().collect();
-            Settings::from_lookup(|k| map.get(k).map(|v| v.to_string())).validate_tables()
-        };
+        let tables =
+            |pairs: &[(&str, &str)]| Settings::from_lookup(lookup(pairs)).validate_tables();
         // One EXPIRY_INDEX_TABLE for TABLE_NAME=a,b, or a TABLES entry naming another's.
         for pairs in [
             &[("TABLE_NAME", "alpha,beta"), ("EXPIRY_INDEX_TABLE", "idx")][..],
