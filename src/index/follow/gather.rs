@@ -405,6 +405,12 @@ mod tests {
         )
     }
 
+    /// Adds to `g`, now, record `sequence` of `shard` holding entries due `dues` s after DAY.
+    fn add(g: &mut Gathered, shard: &str, sequence: &str, dues: &[i64]) {
+        let entries = dues.iter().map(|&due| held(0, DAY + due)).collect();
+        g.add(shard, &[record(sequence)], entries, Instant::now());
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_shard_is_saved_only_before_its_oldest_record_with_entries_held() {
         let mut g = gathered(600, 100);
@@ -440,30 +446,19 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_first_record_read_holding_an_entry_leaves_the_position_unset() {
         let mut g = gathered(600, 100);
-        g.add(
-            "s",
-            &[record("1")],
-            vec![held(0, DAY + 500)],
-            Instant::now(),
-        );
+        add(&mut g, "s", "1", &[500]);
         assert_eq!(g.position("s"), None);
-        g.add("t", &[record("7")], vec![], Instant::now());
+        add(&mut g, "t", "7", &[]);
         assert_eq!(g.position("t"), Some("7".into()));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_due_instant_is_written_whole_once_its_first_entry_was_held_for_the_hold() {
         let mut g = gathered(600, 100);
-        let t0 = Instant::now();
         let latest = Timestamp::from_secs(DAY);
-        g.add("s", &[record("1")], vec![held(0, DAY + 5_000)], t0);
+        add(&mut g, "s", "1", &[5_000]);
         tokio::time::advance(Duration::from_secs(300)).await;
-        g.add(
-            "s",
-            &[record("2")],
-            vec![held(0, DAY + 5_000), held(0, DAY + 6_000)],
-            Instant::now(),
-        );
+        add(&mut g, "s", "2", &[5_000, 6_000]);
         tokio::time::advance(Duration::from_secs(299)).await;
         assert!(
             g.take_due(latest, Instant::now()).is_empty(),
@@ -484,28 +479,13 @@ mod tests {
         let mut g = gathered(45, 100);
         let latest = Timestamp::from_secs(DAY);
         let at = |s: u64| tokio::time::advance(Duration::from_secs(s));
-        g.add(
-            "s",
-            &[record("1")],
-            vec![held(0, DAY + 5_000)],
-            Instant::now(),
-        );
+        add(&mut g, "s", "1", &[5_000]);
         at(30).await;
-        g.add(
-            "s",
-            &[record("2")],
-            vec![held(0, DAY + 5_000)],
-            Instant::now(),
-        );
+        add(&mut g, "s", "2", &[5_000]);
         at(15).await;
         assert_eq!(g.take_due(latest, Instant::now()).len(), 2, "held 45 s");
         at(5).await;
-        g.add(
-            "s",
-            &[record("3")],
-            vec![held(0, DAY + 5_000)],
-            Instant::now(),
-        );
+        add(&mut g, "s", "3", &[5_000]);
         // 45 s after the second entry of the first group: the new group is 25 s old.
         at(25).await;
         assert!(
@@ -536,12 +516,7 @@ mod tests {
     async fn a_failed_write_backs_off_longer_each_time_until_one_goes_through() {
         let mut g = gathered(600, 100);
         let latest = Timestamp::from_secs(DAY);
-        g.add(
-            "s",
-            &[record("1")],
-            vec![held(0, DAY + 5_000)],
-            Instant::now(),
-        );
+        add(&mut g, "s", "1", &[5_000]);
         let taken = g.take_all();
         g.failed(taken, Instant::now());
         // A write of nothing (the other entries of that attempt) ends no backoff: the next
@@ -564,12 +539,7 @@ mod tests {
     async fn a_failed_write_is_held_again_and_tried_after_a_backoff_or_when_due() {
         let mut g = gathered(600, 100);
         let latest = Timestamp::from_secs(DAY);
-        g.add(
-            "s",
-            &[record("1")],
-            vec![held(0, DAY + 5_000), held(0, DAY + 400)],
-            Instant::now(),
-        );
+        add(&mut g, "s", "1", &[5_000, 400]);
         let taken = g.take_all();
         assert_eq!(taken.len(), 2);
         g.failed(taken, Instant::now());
@@ -590,18 +560,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_shard_read_to_its_end_gives_up_its_entries_only() {
         let mut g = gathered(600, 100);
-        g.add(
-            "s",
-            &[record("1")],
-            vec![held(0, DAY + 500)],
-            Instant::now(),
-        );
-        g.add(
-            "t",
-            &[record("2")],
-            vec![held(0, DAY + 500), held(0, DAY + 600)],
-            Instant::now(),
-        );
+        add(&mut g, "s", "1", &[500]);
+        add(&mut g, "t", "2", &[500, 600]);
         let taken = g.take_shard("t");
         assert_eq!(taken.len(), 2);
         assert!(taken.iter().all(|(_, h)| &*h.shard == "t"));
