@@ -345,20 +345,32 @@ fn answer(metrics: &DaemonMetrics, request: &Request<Incoming>) -> Response<Full
 mod tests {
     use super::*;
 
-    fn value(text: &str, metric: &str) -> Option<f64> {
+    /// The value of metric `name` of table `table` in the exposition `text`.
+    fn value(text: &str, name: &str, table: &str) -> Option<f64> {
+        let series = format!("{name}{{table=\"{table}\"}}");
         text.lines()
-            .find(|l| l.starts_with(metric) && !l.starts_with('#'))
+            .find(|l| l.starts_with(&series) && !l.starts_with('#'))
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse().ok())
+    }
+
+    /// The value of metric `name` of table `sessions` in the exposition `text`.
+    fn v(text: &str, name: &str) -> Option<f64> {
+        value(text, name, "sessions")
     }
 
     #[test]
     fn a_standby_shows_as_not_leading_and_healthy_and_conflicts_add_up() {
         let m = DaemonMetrics::new(&["sessions"], Duration::from_secs(60));
-        let v = |text: &str, name: &str| value(text, &format!("{name}{{table=\"sessions\"}}"));
-        let table = || "sessions".to_owned();
+        let stood_by = |mismatch, released| SweepReport {
+            table: "sessions".into(),
+            stood_by: 1,
+            lease_layout_mismatch: mismatch,
+            lease_released: released,
+            ..SweepReport::default()
+        };
         m.record(&SweepReport {
-            table: table(),
+            table: "sessions".into(),
             windows_swept: 1,
             write_conflicts_retried: 2,
             ..SweepReport::default()
@@ -369,30 +381,17 @@ mod tests {
             v(&text, "ttl_sweeper_write_conflicts_retried_total"),
             Some(2.0)
         );
-        m.record(&SweepReport {
-            table: table(),
-            stood_by: 1,
-            ..SweepReport::default()
-        });
+        m.record(&stood_by(0, 0));
         let text = m.render();
         assert_eq!(v(&text, "ttl_sweeper_leader"), Some(0.0), "{text}");
         assert_eq!(v(&text, "ttl_sweeper_stood_by_total"), Some(1.0), "{text}");
         // A fresh daemon that only ever stood by is healthy.
         let standby = DaemonMetrics::new(&["sessions"], Duration::from_secs(60));
-        standby.record(&SweepReport {
-            table: table(),
-            stood_by: 1,
-            ..SweepReport::default()
-        });
+        standby.record(&stood_by(0, 0));
         assert!(standby.health().ever_succeeded);
         // One that stood by beside a holder of another layout is not, and is counted.
         let mismatched = DaemonMetrics::new(&["sessions"], Duration::from_secs(60));
-        mismatched.record(&SweepReport {
-            table: table(),
-            stood_by: 1,
-            lease_layout_mismatch: 1,
-            ..SweepReport::default()
-        });
+        mismatched.record(&stood_by(1, 0));
         assert!(!mismatched.health().ever_succeeded);
         let text = mismatched.render();
         assert_eq!(
@@ -400,12 +399,7 @@ mod tests {
             Some(1.0),
             "{text}"
         );
-        m.record(&SweepReport {
-            table: table(),
-            stood_by: 1,
-            lease_released: 1,
-            ..SweepReport::default()
-        });
+        m.record(&stood_by(0, 1));
         let text = m.render();
         assert_eq!(
             v(&text, "ttl_sweeper_lease_released_total"),
@@ -417,7 +411,6 @@ mod tests {
     #[test]
     fn the_follower_s_totals_and_record_age_are_served() {
         let m = DaemonMetrics::new(&["sessions"], Duration::from_secs(60));
-        let v = |text: &str, name: &str| value(text, &format!("{name}{{table=\"sessions\"}}"));
         let mut report = FollowReport {
             retried_records: 40,
             record_age_ms: 36_500,
@@ -451,7 +444,7 @@ mod tests {
         let m = DaemonMetrics::new(&["sessions"], Duration::from_secs(60));
         let text = m.render();
         assert_eq!(
-            value(&text, "ttl_sweeper_items_deleted_total{table=\"sessions\"}"),
+            v(&text, "ttl_sweeper_items_deleted_total"),
             Some(0.0),
             "{text}"
         );
@@ -480,16 +473,16 @@ mod tests {
             ..SweepReport::default()
         });
         let text = m.render();
-        let v = |name: &str| value(&text, &format!("{name}{{table=\"sessions\"}}"));
-        assert_eq!(v("ttl_sweeper_items_deleted_total"), Some(10.0), "{text}");
-        assert_eq!(v("ttl_sweeper_items_found_total"), Some(12.0));
-        assert_eq!(v("ttl_sweeper_items_skipped_total"), Some(2.0));
-        assert_eq!(v("ttl_sweeper_windows_swept_total"), Some(4.0));
-        assert_eq!(v("ttl_sweeper_sweeps_total"), Some(2.0));
-        assert_eq!(v("ttl_sweeper_sweeps_failed_total"), Some(0.0));
-        assert_eq!(v("ttl_sweeper_items_left"), Some(3.0));
-        assert_eq!(v("ttl_sweeper_max_expiry_lag_seconds"), Some(1.5));
-        assert_eq!(v("ttl_sweeper_p99_expiry_lag_seconds"), Some(0.25));
+        let deleted = v(&text, "ttl_sweeper_items_deleted_total");
+        assert_eq!(deleted, Some(10.0), "{text}");
+        assert_eq!(v(&text, "ttl_sweeper_items_found_total"), Some(12.0));
+        assert_eq!(v(&text, "ttl_sweeper_items_skipped_total"), Some(2.0));
+        assert_eq!(v(&text, "ttl_sweeper_windows_swept_total"), Some(4.0));
+        assert_eq!(v(&text, "ttl_sweeper_sweeps_total"), Some(2.0));
+        assert_eq!(v(&text, "ttl_sweeper_sweeps_failed_total"), Some(0.0));
+        assert_eq!(v(&text, "ttl_sweeper_items_left"), Some(3.0));
+        assert_eq!(v(&text, "ttl_sweeper_max_expiry_lag_seconds"), Some(1.5));
+        assert_eq!(v(&text, "ttl_sweeper_p99_expiry_lag_seconds"), Some(0.25));
         assert!(
             text.contains("# TYPE ttl_sweeper_items_left gauge"),
             "{text}"
@@ -552,7 +545,7 @@ mod tests {
         );
         assert!(!m.health_at(after + past_limit).healthy);
         assert_eq!(
-            value(&m.render(), "ttl_sweeper_sweeps_failed_total{table=\"t\"}"),
+            value(&m.render(), "ttl_sweeper_sweeps_failed_total", "t"),
             Some(1.0)
         );
     }
@@ -574,8 +567,8 @@ mod tests {
         assert!(m.health().ever_succeeded && m.health().healthy);
         let text = m.render();
         for table in ["a", "b"] {
-            let series = format!("ttl_sweeper_sweeps_total{{table=\"{table}\"}}");
-            assert_eq!(value(&text, &series), Some(1.0), "{text}");
+            let sweeps = value(&text, "ttl_sweeper_sweeps_total", table);
+            assert_eq!(sweeps, Some(1.0), "{text}");
         }
     }
 
