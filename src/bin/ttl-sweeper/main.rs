@@ -101,12 +101,8 @@ enum Command {
 
 /// `--sample`: a whole number of items, at least 1.
 fn parse_sample(text: &str) -> Result<u64, String> {
-    match text.trim().parse::<u64>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!(
-            "{text:?} items: expected a whole number of items, at least 1"
-        )),
-    }
+    let n = text.trim().parse().ok().filter(|&n| n >= 1);
+    n.ok_or_else(|| format!("{text:?} items: expected a whole number of items, at least 1"))
 }
 
 /// `--every`: from 100 ms (ticks faster than that only add requests) to one day (the longest
@@ -118,11 +114,8 @@ fn parse_every(text: &str) -> Result<Duration, String> {
 
 /// `--follow-hold` (`FOLLOW_HOLD`): a duration from 0 (nothing held) to [`MAX_HOLD`].
 fn parse_hold(text: &str) -> Result<Duration, String> {
-    duration_in(
-        text,
-        Duration::ZERO..=MAX_HOLD,
-        "from 0 (nothing held) to 6h, e.g. `30m`",
-    )
+    let range = Duration::ZERO..=MAX_HOLD;
+    duration_in(text, range, "from 0 (nothing held) to 6h, e.g. `30m`")
 }
 
 /// A duration within `range`; else an error saying the value and `expected` (`from … to …`).
@@ -138,12 +131,9 @@ fn duration_in(
 
 /// `--follow-hold-entries` (`FOLLOW_HOLD_ENTRIES`): a whole number in [`HOLD_ENTRIES`].
 fn parse_hold_entries(text: &str) -> Result<usize, String> {
-    match text.trim().parse::<usize>() {
-        Ok(n) if HOLD_ENTRIES.contains(&n) => Ok(n),
-        _ => Err(format!(
-            "{text:?}: expected a whole number of entries from 1000 to 10000000"
-        )),
-    }
+    let n = text.trim().parse().ok();
+    let n = n.filter(|n| HOLD_ENTRIES.contains(n));
+    n.ok_or_else(|| format!("{text:?}: expected a whole number of entries from 1000 to 10000000"))
 }
 
 /// `health --timeout`: from 100 ms to a minute (a health check's own timeout is seconds).
