@@ -31,6 +31,9 @@ use ttl_sweeper::store::{ErrorKind, Retry};
 /// The sweep instant of every scenario, epoch seconds (a minute boundary).
 const T0: i64 = 1_800_000_000;
 
+/// `T0` as an instant.
+const AT_T0: Timestamp = Timestamp::from_secs(T0);
+
 /// The in-memory table of the scenarios, its virtual clock at `T0` when it is made.
 fn mem_with(layout: Layout) -> MemStore {
     MemStore::new(layout).starting_at(T0)
@@ -342,7 +345,7 @@ async fn stop_after_a_lost_answer(
     }
     let (store, hook, sweeper) = one_notify_chunk(store, Recorder::default());
     let stop = Stop::never().with_cancel(token);
-    let report = sweeper.sweep(Timestamp::from_secs(T0), &stop).await;
+    let report = sweeper.sweep(AT_T0, &stop).await;
     (store, hook, report)
 }
 
@@ -409,7 +412,7 @@ async fn notify_mode_settles_batch_deletes_whose_answer_was_lost_when_the_stop_c
     let options = support::opts(|o| o.batch_max_read_age = Duration::from_millis(500));
     let sweeper = mem_sweeper(store.clone(), options).with_events(hook.clone());
     let (stop, cancel) = stop_after(Duration::from_millis(2_500));
-    let report = sweeper.sweep(Timestamp::from_secs(T0), &stop).await;
+    let report = sweeper.sweep(AT_T0, &stop).await;
     cancel.await.unwrap();
     assert!(store.calls(Op::Delete) >= 1, "went conditional: {report:?}");
     assert_chunk_settled(&store, &hook, &report);
@@ -532,7 +535,7 @@ async fn a_lambda_sweep_dropped_at_its_deadline_reports_the_events_it_owed() {
     };
     let (store, _hook, sweeper) = one_notify_chunk(mem(), hanging);
     let settings = support::handler_settings(None, 60, 10);
-    let clock = || Timestamp::from_secs(T0);
+    let clock = || AT_T0;
     let handled = tokio::time::timeout(
         Duration::from_secs(10),
         handle(
@@ -570,7 +573,7 @@ async fn a_shutdown_does_not_wait_for_a_query_that_is_slow_to_answer() {
     // SIGTERM a second in.
     let (stop, _sigterm) = stop_after(Duration::from_secs(1));
     let started = Instant::now();
-    let report = sweeper.sweep(Timestamp::from_secs(T0), &stop).await;
+    let report = sweeper.sweep(AT_T0, &stop).await;
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "the sweep held the shutdown for {:?}",
@@ -602,7 +605,7 @@ async fn a_long_catch_up_moves_the_checkpoint_oldest_first_within_one_invocation
         let options = checkpointed(1);
         let sweeper = mem_sweeper(store.clone(), options);
         let stop = Stop::never().with_cancel(token);
-        let report = sweeper.sweep(Timestamp::from_secs(T0), &stop).await;
+        let report = sweeper.sweep(AT_T0, &stop).await;
         let after = store.checkpoint.lock().unwrap().unwrap().secs();
         assert!(
             after > *checkpoints.last().unwrap() || after >= T0 - 120,
@@ -629,7 +632,7 @@ async fn a_long_catch_up_moves_the_checkpoint_oldest_first_within_one_invocation
 #[test]
 fn a_thirty_day_catch_up_of_one_second_windows_is_planned_without_listing_it() {
     let plan = ttl_sweeper::engine::checkpoint::plan(
-        Timestamp::from_secs(T0),
+        AT_T0,
         1,
         15,
         Some(Timestamp::from_secs(T0 - 30 * 86_400)),
@@ -660,18 +663,11 @@ async fn ticks_longer_than_the_lookback_read_every_window_since_the_last_tick() 
     let clock = store.clock_fn(f64::trunc);
     let (every, full_every) = (Duration::from_secs(300), Duration::from_secs(60));
     let ticks = support::ticks(every, full_every, Duration::from_secs(11 * 60));
-    let mut last_tick = Timestamp::from_secs(T0);
-    let report = run_ticks(
-        &sweeper,
-        Timestamp::from_secs(T0),
-        &clock,
-        &ticks,
-        &Stop::never(),
-        |r| {
-            let at: chrono::DateTime<chrono::Utc> = r.sweep_at.parse().unwrap();
-            last_tick = last_tick.max(Timestamp::from_datetime(at));
-        },
-    )
+    let mut last_tick = AT_T0;
+    let report = run_ticks(&sweeper, AT_T0, &clock, &ticks, &Stop::never(), |r| {
+        let at: chrono::DateTime<chrono::Utc> = r.sweep_at.parse().unwrap();
+        last_tick = last_tick.max(Timestamp::from_datetime(at));
+    })
     .await;
     let stranded: Vec<String> = store
         .ids()
@@ -699,7 +695,7 @@ async fn a_catch_up_stopped_before_it_began_leaves_the_checkpoint_where_it_was()
     let options = checkpointed(1);
     let sweeper = mem_sweeper(store.clone(), options);
     let report = sweeper
-        .sweep(Timestamp::from_secs(T0), &Stop::never().with_cancel(token))
+        .sweep(AT_T0, &Stop::never().with_cancel(token))
         .await;
     assert!(store.has("old"));
     assert_eq!(
@@ -728,15 +724,7 @@ async fn batch_ticks_confirm_their_keys_ahead_so_the_delete_follows_the_query() 
     let clock = store.clock_fn(f64::round);
     let started = Instant::now();
     let ticks = support::ticks_for(Duration::from_millis(10_500));
-    let report = run_ticks(
-        &sweeper,
-        Timestamp::from_secs(T0),
-        &clock,
-        &ticks,
-        &Stop::never(),
-        |_| {},
-    )
-    .await;
+    let report = run_ticks(&sweeper, AT_T0, &clock, &ticks, &Stop::never(), |_| {}).await;
     assert!(store.ids().is_empty(), "{report:?}");
     assert_sent_fresh(&store, &report);
     // Each send, measured from the tick that made it (at s + TICK_OFFSET_MS).
@@ -832,9 +820,7 @@ async fn an_expiry_index_entry_stays_until_its_item_is_judged() {
             max_concurrency: 1,
             ..options_of(delete_mode)
         };
-        let stopped = mem_sweeper(slow.clone(), options)
-            .sweep(Timestamp::from_secs(T0), &stop)
-            .await;
+        let stopped = mem_sweeper(slow.clone(), options).sweep(AT_T0, &stop).await;
         cancel.await.unwrap();
         let deleted = 30 - slow.ids().len();
         assert!(stopped.items_left > 0, "{delete_mode}: {stopped:?}");
