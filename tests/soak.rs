@@ -41,7 +41,7 @@ use crate::support::{self, fault_proxy, moto, recorder, runtime_api};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -934,7 +934,10 @@ struct RunOutcome {
     final_exit: Option<i32>,
 }
 
-fn settings(spec: &Spec, table: &str, queue: &str, db: &str, sink: &str) -> Vec<(String, String)> {
+/// A process's environment variables.
+type Env = Vec<(String, String)>;
+
+fn settings(spec: &Spec, table: &str, queue: &str, db: &str, sink: &str) -> Env {
     local_env([
         ("TABLE_NAME", table.to_owned()),
         ("AWS_ENDPOINT_URL", db.to_owned()),
@@ -954,7 +957,7 @@ fn settings(spec: &Spec, table: &str, queue: &str, db: &str, sink: &str) -> Vec<
     ])
 }
 
-fn spawn_run(env: &[(String, String)], dir: &std::path::Path, n: usize) -> Child {
+fn spawn_run(env: &[(String, String)], dir: &Path, n: usize) -> Child {
     let out = std::fs::File::create(dir.join(format!("run-{n}.out"))).unwrap();
     let err = std::fs::File::create(dir.join(format!("run-{n}.log"))).unwrap();
     cli()
@@ -970,19 +973,13 @@ fn spawn_run(env: &[(String, String)], dir: &std::path::Path, n: usize) -> Child
 
 /// `ttl-sweeper run`, killed with SIGKILL at each of `kill_at` and started again at once (after
 /// a seeded pause of up to a second), stopped with SIGTERM at `until`.
-async fn soak_run(
-    env: Vec<(String, String)>,
-    dir: PathBuf,
-    seed: u64,
-    kill_at: Vec<f64>,
-    until: f64,
-) -> RunOutcome {
+async fn soak_run(env: Env, dir: &Path, seed: u64, kill_at: &[f64], until: f64) -> RunOutcome {
     let mut rng = fastrand::Rng::with_seed(seed ^ 0x4b111);
     let mut out = RunOutcome::default();
     let mut n = 0;
     let mut started = wall_clock();
-    let mut child = spawn_run(&env, &dir, n);
-    let mut kills = kill_at.into_iter().peekable();
+    let mut child = spawn_run(&env, dir, n);
+    let mut kills = kill_at.iter().copied().peekable();
     while wall_clock() < until {
         tokio::time::sleep(Duration::from_millis(50)).await;
         if let Ok(Some(_)) = child.try_wait() {
@@ -990,7 +987,7 @@ async fn soak_run(
             out.lives.push((started, wall_clock()));
             n += 1;
             started = wall_clock();
-            child = spawn_run(&env, &dir, n);
+            child = spawn_run(&env, dir, n);
             continue;
         }
         if kills.peek().is_some_and(|t| wall_clock() >= *t) {
@@ -1005,7 +1002,7 @@ async fn soak_run(
             tokio::time::sleep(Duration::from_millis(rng.u64(0..1000))).await;
             n += 1;
             started = wall_clock();
-            child = spawn_run(&env, &dir, n);
+            child = spawn_run(&env, dir, n);
         }
     }
     // SAFETY: signals the child this test started, by its PID (not yet reaped).
@@ -1039,13 +1036,7 @@ async fn soak_run(
 /// 2), invoked every [`LAMBDA_PERIOD`] s until `until`; an environment's process is killed with
 /// SIGKILL at each of `kill_at` (a fresh one starts in its place). Waits for the last
 /// invocation to end.
-async fn soak_lambda(
-    env: Vec<(String, String)>,
-    dir: PathBuf,
-    seed: u64,
-    kill_at: Vec<f64>,
-    until: f64,
-) -> RunOutcome {
+async fn soak_lambda(env: Env, dir: &Path, seed: u64, kill_at: &[f64], until: f64) -> RunOutcome {
     let mut rng = fastrand::Rng::with_seed(seed ^ 0x1a3bda);
     let mut env = env;
     env.push(("SCHEDULE_SECONDS".into(), LAMBDA_PERIOD.to_string()));
@@ -1056,7 +1047,7 @@ async fn soak_lambda(
         environments: 2,
         timeout,
         env,
-        log_dir: dir,
+        log_dir: dir.to_owned(),
         function_name: "ttl-sweeper-soak".into(),
     })
     .await;
@@ -1070,7 +1061,7 @@ async fn soak_lambda(
         seed,
     });
     let mut out = RunOutcome::default();
-    for at in kill_at {
+    for &at in kill_at {
         tokio::time::sleep(Duration::from_secs_f64((at - wall_clock()).max(0.0))).await;
         let env = rng.usize(..2);
         if api
@@ -1650,8 +1641,8 @@ async fn scenario(
         until,
     ));
     let run = match spec.runner {
-        Runner::Run => soak_run(env.clone(), dir.clone(), seed, kill_at, until).await,
-        Runner::Lambda => soak_lambda(env.clone(), dir.clone(), seed, kill_at, until).await,
+        Runner::Run => soak_run(env.clone(), &dir, seed, &kill_at, until).await,
+        Runner::Lambda => soak_lambda(env.clone(), &dir, seed, &kill_at, until).await,
     };
     let writes = writer.await.expect("writers");
 
