@@ -1186,15 +1186,20 @@ async fn a_daemon_whose_stream_indexer_stalls_gives_the_lease_up_to_a_region_who
 #[tokio::test(start_paused = true)]
 async fn a_standby_whose_index_lags_leaves_a_lapsed_lease_to_the_others_for_a_lease_more() {
     let t0 = Instant::now();
-    let store = MemStore::new(Layout::default());
     let lease = Duration::from_secs(10);
-    let east = leased(lease_config("us-east-1/a", 10), bounds(t0, 0, 0));
-    let west = leased(lease_config("eu-west-1/b", 10), bounds(t0, 0, 0));
+    // A new store whose lease east takes, and west, its indexer watched from `watched`.
+    let east_took = async |watched| {
+        let store = MemStore::new(Layout::default());
+        let [east, west] =
+            ["us-east-1/a", "eu-west-1/b"].map(|r| leased(lease_config(r, 10), bounds(t0, 0, 0)));
+        west.index().watch(watched);
+        east.check(&store, &Stop::never())
+            .await
+            .expect("east took it");
+        (store, west)
+    };
     // West's indexer was watched from the start and has not reported since: behind by then.
-    west.index().watch(t0);
-    east.check(&store, &Stop::never())
-        .await
-        .expect("east took it");
+    let (store, west) = east_took(t0).await;
     let expires = store.lease().unwrap().expires_at;
     let lapses = t0
         + Duration::from_millis(expires.millis_since(Timestamp::from_secs(1_800_000_000)) as u64);
@@ -1208,13 +1213,7 @@ async fn a_standby_whose_index_lags_leaves_a_lapsed_lease_to_the_others_for_a_le
 
     // With its index current, a standby takes a lapsed lease at once.
     let t1 = Instant::now();
-    let store = MemStore::new(Layout::default());
-    let east = leased(lease_config("us-east-1/a", 10), bounds(t0, 0, 0));
-    let west = leased(lease_config("eu-west-1/b", 10), bounds(t0, 0, 0));
-    west.index().watch(t1);
-    east.check(&store, &Stop::never())
-        .await
-        .expect("east took it");
+    let (store, west) = east_took(t1).await;
     let took = first_success(t1 + 4 * lease, async |started| {
         west.index().indexed(started, Duration::ZERO);
         west.check(&store, &Stop::never()).await.is_ok()
