@@ -25,6 +25,8 @@ use ttl_sweeper::store::{ErrorKind, Key, Retry};
 
 const NOW: i64 = 1_658_264_100;
 const TABLE: &str = "sessions";
+/// The events of an expiry published, then cancelled.
+const CANCELLED: [&str; 2] = ["Item Expired", "Item Expiry Cancelled"];
 
 /// What the table deleted (`deleted <id>`) and the sink accepted (`accepted <detail-type> <id>`),
 /// in order.
@@ -475,7 +477,7 @@ async fn archive_cancels_an_expiry_whose_ttl_changed_with_the_same_id() {
     for id in extended {
         let of = sink.accepted_of(id);
         let kinds = sink.kinds_of(id);
-        assert_eq!(kinds, ["Item Expired", "Item Expiry Cancelled"], "{id}");
+        assert_eq!(kinds, CANCELLED, "{id}");
         let (expired, cancelled) = (&of[0], &of[1]);
         assert_eq!(expired.id, cancelled.id);
         assert_eq!(cancelled.detail()["reason"], "ttl changed");
@@ -608,7 +610,7 @@ async fn archive_cancels_an_accepted_expiry_whose_delete_failed_once_its_ttl_cha
     report.assert_fields(&format!("{fields} items_failed=7"));
     for id in ["e0002", "e0005"] {
         let kinds = sink.kinds_of(id);
-        assert_eq!(kinds, ["Item Expired", "Item Expiry Cancelled"], "{id}");
+        assert_eq!(kinds, CANCELLED, "{id}");
     }
     assert_eq!(sink.kinds_of("e0007"), ["Item Expired"]);
     let failed: HashSet<String> = (report.failed_keys.iter())
@@ -636,8 +638,7 @@ async fn archive_cancels_an_accepted_expiry_left_by_a_stop_once_its_ttl_changed(
     let after = Duration::from_millis(5);
     let report = sweep_archive_stopping(&table, events(ARCHIVE, &sink), after).await;
     assert_eq!(table.ids().len(), 6, "nothing deleted");
-    let kinds = sink.kinds_of("e0003");
-    assert_eq!(kinds, ["Item Expired", "Item Expiry Cancelled"]);
+    assert_eq!(sink.kinds_of("e0003"), CANCELLED);
     // The others are left for the next sweep.
     let fields = "events_published=6 events_cancelled=1 items_skipped=1 items_left=5";
     report.assert_fields(fields);
@@ -660,26 +661,33 @@ async fn archive_cancels_at_the_next_sweep_an_accepted_expiry_whose_item_was_ext
     table.put("e0003", (NOW + 3600) as f64);
     let again = sweep_window(&sweeper, 0, &Stop::never()).await;
     again.assert_fields("events_cancelled=1 items_deleted=5");
-    assert_eq!(
-        sink.kinds_of("e0003"),
-        ["Item Expired", "Item Expiry Cancelled"]
-    );
+    assert_eq!(sink.kinds_of("e0003"), CANCELLED);
     assert_eq!(table.ids(), ["e0003"]);
     // Settled: a third sweep has nothing more to say.
     let third = sweep_window(&sweeper, 0, &Stop::never()).await;
     third.assert_fields("events_published=0 events_cancelled=0");
 }
 
+/// An archive sweep of five expired items, e0002 extended after the table's read, every delete
+/// failing with `delete` and the table's `read`th read refused: the table, the sink, the report.
+async fn archive_refusing(
+    delete: ErrorKind,
+    read: usize,
+) -> (MemStore, Arc<ScriptedSink>, SweepReport) {
+    let log = Log::default();
+    let table = extend_after_the_tables_read(with_items(5, 0, &log), ["e0002"])
+        .fault(Op::Delete, When::Always, Fault::Fail(delete))
+        .fault(Op::Get, When::Call(read), Fault::Fail(ErrorKind::Auth));
+    let sink = ScriptedSink::accepting(&log);
+    let report = sweep(&table, &sink, ARCHIVE).await;
+    (table, sink, report)
+}
+
 #[tokio::test(start_paused = true)]
 async fn archive_without_the_re_read_reports_what_it_could_not_settle() {
     // As above, but the re-read (the second read of the table, after the deletes) is refused:
     // nothing is cancelled on a guess, every item whose delete failed stays reported as failed.
-    let log = Log::default();
-    let table = extend_after_the_tables_read(with_items(5, 0, &log), ["e0002"])
-        .fault(Op::Delete, When::Always, Fault::Fail(ErrorKind::Throttled))
-        .fault(Op::Get, When::Call(2), Fault::Fail(ErrorKind::Auth));
-    let sink = ScriptedSink::accepting(&log);
-    let report = sweep(&table, &sink, ARCHIVE).await;
+    let (table, _, report) = archive_refusing(ErrorKind::Throttled, 2).await;
     report.assert_fields("events_published=5 events_cancelled=0 items_failed=5");
     assert!(!report.is_success());
     assert_eq!(table.ids().len(), 5);
@@ -692,17 +700,9 @@ async fn archive_cancels_an_expiry_whose_ttl_the_read_after_unanswered_deletes_f
     // no delete in flight can remove it any more (each requires the ttl read), so its expiry is
     // cancelled there, even though the re-read after the deletes is refused. (Reads: the one
     // before the publish, one per key as its deletes run out, then the re-read.)
-    let log = Log::default();
-    let table = extend_after_the_tables_read(with_items(5, 0, &log), ["e0002"])
-        .fault(Op::Delete, When::Always, Fault::Fail(ErrorKind::Transient))
-        .fault(Op::Get, When::Call(7), Fault::Fail(ErrorKind::Auth));
-    let sink = ScriptedSink::accepting(&log);
-    let report = sweep(&table, &sink, ARCHIVE).await;
+    let (table, sink, report) = archive_refusing(ErrorKind::Transient, 7).await;
     report.assert_fields("events_published=5 events_cancelled=1 items_skipped=1 items_failed=4");
-    assert_eq!(
-        sink.kinds_of("e0002"),
-        ["Item Expired", "Item Expiry Cancelled"]
-    );
+    assert_eq!(sink.kinds_of("e0002"), CANCELLED);
     assert_eq!(table.ids().len(), 5);
 }
 
