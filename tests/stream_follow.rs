@@ -394,18 +394,19 @@ async fn entries_held_across_batches_are_packed_together_and_none_is_lost_to_a_k
     let mut daemon = Follower::start(&endpoint(), &tables, "held", &hold, "60s");
     let mut app = AppWriter::new(&client, &table);
     let due = now() + 3600;
-    // Four writes a second apart: four stream batches, one due instant.
-    let write_round = async |app: &mut AppWriter, round: usize| {
-        let ids = names(&format!("r{round}"), 5);
-        app.put_many(ids.iter().map(|id| unwindowed(id, due)).collect())
-            .await;
-        ids
+    // Writes of five items a second apart, one per round: a stream batch each, one due instant.
+    let write_rounds = async |app: &mut AppWriter, rounds: std::ops::Range<usize>| {
+        let mut written = Vec::new();
+        for round in rounds {
+            let ids = names(&format!("r{round}"), 5);
+            app.put_many(ids.iter().map(|id| unwindowed(id, due)).collect())
+                .await;
+            written.extend(ids);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        written
     };
-    let mut first = Vec::new();
-    for round in 0..4 {
-        first.extend(write_round(&mut app, round).await);
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    let first = write_rounds(&mut app, 0..4).await;
     let records = "ttl_sweeper_stream_records_total";
     daemon.wait_metric(records, |n| n >= Some(20.0), 20).await;
     assert_eq!(daemon.metric("ttl_sweeper_stream_entries_held"), Some(20.0));
@@ -438,11 +439,7 @@ async fn entries_held_across_batches_are_packed_together_and_none_is_lost_to_a_k
 
     // Held again, then stopped: one pack lists the four batches' entries, written at the stop.
     let mut daemon = Follower::start(&endpoint(), &tables, "stopped", &hold, "60s");
-    let mut second = Vec::new();
-    for round in 4..8 {
-        second.extend(write_round(&mut app, round).await);
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    let second = write_rounds(&mut app, 4..8).await;
     let held = "ttl_sweeper_stream_entries_held";
     daemon.wait_metric(held, |n| n >= Some(20.0), 20).await;
     let report = daemon.stop();
