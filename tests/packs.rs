@@ -145,11 +145,8 @@ async fn a_full_sweep_s_late_cursor_answer_does_not_move_the_ticks_back() {
     // served at once and answered 1.5 s later, while the ticks go on and store theirs. The
     // late answer must not move the sweeper's own cursor back: the second sweeper, starting
     // from the one stored, reads no pack the first judged.
-    let store = store().fault(
-        Op::ReadCursor,
-        When::Always,
-        Fault::AnswerLate(Duration::from_millis(1500)),
-    );
+    let late = Fault::AnswerLate(Duration::from_millis(1500));
+    let store = store().fault(Op::ReadCursor, When::Always, late);
     put_packed(&store, 1..=10, 5, "stream-1");
     let first = mem_sweeper(store.clone(), SweepOptions::default());
     let report = ticks_for(&first, &store, 5.5, Duration::from_secs(2)).await;
@@ -440,11 +437,8 @@ async fn packs_are_written_once_due_after_their_write_and_lose_nothing_across_a_
     // two more tick side by side (a handoff). Every item is deleted once, none before its ttl;
     // no pack is put twice, and each is there before it is due; the late write is written again,
     // due later; each pack is read at most three times.
-    let store = store().fault(
-        Op::WriteEntries,
-        When::Call(4),
-        Fault::Delay(Duration::from_millis(450)),
-    );
+    let slow = Fault::Delay(Duration::from_millis(450));
+    let store = store().fault(Op::WriteEntries, When::Call(4), slow);
     let clock = store.clock_fn(f64::round);
     let mut written = Vec::new();
     // Items `<name>-<i>` with ttl `ttl + i * step`, and their records created at `created`.
@@ -524,11 +518,8 @@ async fn writes_of_packs_slower_than_the_lead_still_end_each_rewrite_due_further
     // Every write of packs takes 400 ms: longer than `PACK_LEAD` (250 ms) less `ACK_MARGIN`. An
     // item written already expired is packed due 250 ms on, put too late, and written again due
     // twice the round trip on, which that write meets. The next ticks delete the item.
-    let store = store().fault(
-        Op::WriteEntries,
-        When::Always,
-        Fault::Delay(Duration::from_millis(400)),
-    );
+    let slow = Fault::Delay(Duration::from_millis(400));
+    let store = store().fault(Op::WriteEntries, When::Always, slow);
     let clock = store.clock_fn(f64::round);
     store.put("written-expired", (T0 - 10) as f64);
     let records = [record(1, "written-expired", T0 - 10, T0)];
