@@ -509,32 +509,33 @@ impl CaseRow {
     }
 }
 
-/// What a further chaos case starts from: its seed, a proxy of its own that passes everything, a
-/// new table and a random source drawn from the seed.
+/// What a further chaos case starts from: its seed, a proxy of its own that passes everything and
+/// a new table.
 struct Case {
     started: Instant,
     seed: u64,
     direct: Client,
     proxy: FaultProxy,
     table: String,
-    rng: fastrand::Rng,
 }
 
-/// The case of test `name` (as [`chaos_seed`] names it), over a new table `prefix`.
-async fn case(name: &str, prefix: &str, tag: &[u8]) -> Case {
+/// The case of test `name` (as [`chaos_seed`] names it), over a new table `prefix`, and a random
+/// source drawn from its seed and `tag`.
+async fn case(name: &str, prefix: &str, tag: &[u8]) -> (Case, fastrand::Rng) {
     let started = Instant::now();
     let seed = chaos_seed(name);
     let direct = client().await;
     let proxy = FaultProxy::start(&endpoint(), DELAY, Plan::Pass).await;
     let table = new_table(&direct, prefix, |_| {}).await;
-    Case {
+    let rng = fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(tag));
+    let case = Case {
         started,
         seed,
         direct,
         proxy,
         table,
-        rng: fastrand::Rng::with_seed(seed ^ fault_proxy::fnv(tag)),
-    }
+    };
+    (case, rng)
 }
 
 /// The chaos tables, (fault rate, delete mode), in the order they start: the longest first.
@@ -699,9 +700,8 @@ const OLD_LOOKBACK: u32 = 15;
 /// refused for this layout, and would have left ttls between runs in windows no run reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived_lookback() {
-    let mut case = case("chaos_narrow", "chaos_narrow", b"narrow windows").await;
+    let (case, mut rng) = case("chaos_narrow", "chaos_narrow", b"narrow windows").await;
     let (seed, direct, proxy, table) = (case.seed, &case.direct, &case.proxy, &case.table);
-    let rng = &mut case.rng;
     let rate = 0.3;
     // The runs a minute before NOW, at NOW and a minute after, each started up to 10 s late.
     let runs: Vec<Timestamp> = (-1..=1)
@@ -825,9 +825,8 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
 /// deleted or reported, and every report says how far the clock was ahead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
-    let mut case = case("chaos_a_host", "chaos_fast_clock", b"fast clock").await;
+    let (case, mut rng) = case("chaos_a_host", "chaos_fast_clock", b"fast clock").await;
     let (seed, direct, proxy, table) = (case.seed, &case.direct, &case.proxy, &case.table);
-    let rng = &mut case.rng;
     let rate = 0.3;
     let ahead = Duration::from_secs(120);
     let real = now();
@@ -973,9 +972,8 @@ fn on_a_big_stack<F: std::future::Future<Output = ()>>(test: impl FnOnce() -> F 
 }
 
 async fn chaos_ticks() {
-    let mut case = case("chaos_ticks", "chaos_ticks", b"ticks").await;
+    let (case, mut rng) = case("chaos_ticks", "chaos_ticks", b"ticks").await;
     let (seed, direct, proxy, table) = (case.seed, &case.direct, &case.proxy, &case.table);
-    let rng = &mut case.rng;
     let rate = 0.1;
     let start = now();
     let run = TICK_RUN.as_secs() as i64;
