@@ -387,6 +387,13 @@ async fn audit_finds_each_planted_problem_and_nothing_on_a_clean_table() {
     assert_eq!(run_json(cli(&dirty).args(generous)).0, 0);
 }
 
+/// 30 items expiring 10 minutes after `now` (`live-00` …) and 5 with no ttl (`none-0` …).
+fn live_and_untimed(now: i64) -> Vec<Key> {
+    let live = (0..30).map(|i| unwindowed(&format!("live-{i:02}"), now + 600 + i));
+    live.chain((0..5).map(|i| bare(&format!("none-{i}"), None)))
+        .collect()
+}
+
 /// With an expiry index table, `backfill` writes every usable ttl's entry into it and nothing
 /// into the table (an item already expired gets its entry in the current window, and the next
 /// sweep deletes it); `audit` counts the items to come without an entry before, none after; and a
@@ -396,11 +403,8 @@ async fn backfill_with_an_expiry_index_table_writes_entries_only_and_audit_count
     use aws_sdk_dynamodb::types::StreamViewType;
     let (client, table, index) = indexed_table("bf_index", StreamViewType::NewImage).await;
     let now = now();
-    let mut items: Vec<Key> = (0..30)
-        .map(|i| unwindowed(&format!("live-{i:02}"), now + 600 + i))
-        .collect();
+    let mut items = live_and_untimed(now);
     items.extend((0..10).map(|i| unwindowed(&format!("expired-{i}"), now - 3600 - i)));
-    items.extend((0..5).map(|i| bare(&format!("none-{i}"), None)));
     items.extend((0..5).map(|i| string_ttl(&format!("text-{i}"), now - 60)));
     items.push(unwindowed("ancient", 5));
     put_items(&client, &table, items.clone()).await;
@@ -479,12 +483,7 @@ async fn backfill_with_an_expiry_index_table_writes_entries_only_and_audit_count
 async fn the_verify_step_passes_on_a_table_swept_through_its_expiry_index_table() {
     use aws_sdk_dynamodb::types::StreamViewType;
     let (client, table, index) = indexed_table("verify", StreamViewType::NewAndOldImages).await;
-    let now = now();
-    let mut items: Vec<Key> = (0..30)
-        .map(|i| unwindowed(&format!("live-{i:02}"), now + 600 + i))
-        .collect();
-    items.extend((0..5).map(|i| bare(&format!("none-{i}"), None)));
-    put_items(&client, &table, items).await;
+    put_items(&client, &table, live_and_untimed(now())).await;
     let state = fresh_state(&table, "-verify");
     let mut cmd = index_cli("backfill", &table, &index);
     cmd.arg("--state").arg(&state);
