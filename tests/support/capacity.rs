@@ -380,6 +380,14 @@ impl Ledger {
         self.counts.unknown.push(what);
     }
 
+    /// `op` on `table`, a table the meter was not told of: listed as unknown, of kind `Other`.
+    fn untold(&mut self, op: &str, table: &str) -> Kind {
+        self.unknown(format!(
+            "{op} on {table:?}, a table the meter was not told of"
+        ));
+        Kind::Other
+    }
+
     fn add(&mut self, kind: Kind, items: u64, write: f64, read: f64) {
         let t = self.counts.tallies.entry(kind).or_default();
         t.items += items;
@@ -451,10 +459,8 @@ impl Ledger {
                     return;
                 };
                 let Some((key, partition)) = self.key_of(table, item) else {
-                    self.unknown(format!(
-                        "{op} on {table:?}, a table the meter was not told of"
-                    ));
-                    return self.request(&[Kind::Other]);
+                    let other = self.untold(op, table);
+                    return self.request(&[other]);
                 };
                 self.single(app, op, table, &key, &partition, request, answer, ok);
             }
@@ -559,10 +565,7 @@ impl Ledger {
                 .collect();
             for w in writes.as_array().into_iter().flatten() {
                 let Some((key, partition)) = self.write_key(table, w) else {
-                    self.unknown(format!(
-                        "BatchWriteItem on {table:?}, a table the meter was not told of"
-                    ));
-                    kinds.push(Kind::Other);
+                    kinds.push(self.untold("BatchWriteItem", table));
                     continue;
                 };
                 if left.contains(&key) {
@@ -639,10 +642,7 @@ impl Ledger {
             }
             for k in key_list(asked) {
                 let Some((key, partition)) = self.key_of(table, &k) else {
-                    self.unknown(format!(
-                        "BatchGetItem on {table:?}, a table the meter was not told of"
-                    ));
-                    kinds.push(Kind::Other);
+                    kinds.push(self.untold("BatchGetItem", table));
                     continue;
                 };
                 if left.contains(&key) {
@@ -660,10 +660,8 @@ impl Ledger {
 
     fn query(&mut self, app: bool, table: &str, request: &Value, answer: &Value) {
         let Some((_, keys)) = self.tables.get(table) else {
-            self.unknown(format!(
-                "Query on {table:?}, a table the meter was not told of"
-            ));
-            return self.request(&[Kind::Other]);
+            let other = self.untold("Query", table);
+            return self.request(&[other]);
         };
         let partition_key = keys[0].clone();
         let value = request["IndexName"]
