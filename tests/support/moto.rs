@@ -156,26 +156,18 @@ pub async fn drain_queue(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<Value> {
 /// An event bus whose rule `{"source": ["ttl-sweeper"]}` forwards every event to a new queue:
 /// the bus name and the queue URL.
 pub async fn create_bus_to_queue(name: &str) -> (String, String) {
+    use aws_sdk_sqs::types::QueueAttributeName::QueueArn;
     let shared = sdk(&endpoint()).await;
     let sqs = aws_sdk_sqs::Client::new(&shared);
     let events = aws_sdk_eventbridge::Client::new(&shared);
     let queue = create_queue(&sqs, &format!("{name}-target"), false).await;
-    let arn = sqs
-        .get_queue_attributes()
-        .queue_url(&queue)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .expect("queue attributes")
-        .attributes
-        .and_then(|mut a| a.remove(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
-        .expect("queue ARN");
-    events
-        .create_event_bus()
-        .name(name)
-        .send()
-        .await
-        .expect("create bus");
+    let asked = sqs.get_queue_attributes().queue_url(&queue);
+    let answer = asked.attribute_names(QueueArn).send().await;
+    let attributes = answer.expect("queue attributes").attributes;
+    let arn = attributes.and_then(|mut a| a.remove(&QueueArn));
+    let arn = arn.expect("queue ARN");
+    let bus = events.create_event_bus().name(name).send().await;
+    bus.expect("create bus");
     events
         .put_rule()
         .name(format!("{name}-rule"))
