@@ -247,27 +247,17 @@ mod tests {
             min: Duration::from_millis(100),
             max: Duration::from_secs(30),
             off: true,
-        };
-        assert!(
-            tick.describe().contains("from 1 to 30"),
-            "{}",
-            tick.describe()
-        );
-        assert!(
-            tick.describe().contains("100ms to 30s"),
-            "{}",
-            tick.describe()
-        );
+        }
+        .describe();
+        assert!(tick.contains("from 1 to 30"), "{tick}");
+        assert!(tick.contains("100ms to 30s"), "{tick}");
         let catchup = Rule::Duration {
             min: Duration::from_secs(60),
             max: Duration::from_secs(30 * 86_400),
             off: false,
-        };
-        assert!(
-            catchup.describe().contains("1m to 30d"),
-            "{}",
-            catchup.describe()
-        );
+        }
+        .describe();
+        assert!(catchup.contains("1m to 30d"), "{catchup}");
         assert_eq!(Rule::Choice(&["a", "b", "c"]).describe(), "`a`, `b` or `c`");
         assert_eq!(Rule::Choice(&["a", "b"]).describe(), "`a` or `b`");
         assert_eq!(short(Duration::from_secs(86_400)), "1d");

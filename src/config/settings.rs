@@ -418,6 +418,7 @@ const POWERTOOLS_ID: &str = "powertools_metrics_namespace";
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::lookup;
     use super::*;
     use clap::{Arg, CommandFactory, Parser};
 
@@ -534,11 +535,8 @@ mod tests {
             );
         }
         let by_flag = parse(&["--table-name=sessions", "--max-retries=3"]).unwrap();
-        let by_var = Settings::from_lookup(|var| match var {
-            "TABLE_NAME" => Some("sessions".into()),
-            "MAX_RETRIES" => Some("3".into()),
-            _ => None,
-        });
+        let by_var =
+            Settings::from_lookup(lookup(&[("TABLE_NAME", "sessions"), ("MAX_RETRIES", "3")]));
         assert_eq!(by_flag, by_var);
     }
 
@@ -553,11 +551,8 @@ mod tests {
             "4",
         ])
         .unwrap();
-        let by_var = Settings::from_lookup(|var| match var {
-            "TABLE_NAME" => Some("aaa, bbb ,ccc".into()),
-            "WINDOW_SHARDS" => Some("4".into()),
-            _ => None,
-        });
+        let by_var = lookup(&[("TABLE_NAME", "aaa, bbb ,ccc"), ("WINDOW_SHARDS", "4")]);
+        let by_var = Settings::from_lookup(by_var);
         for settings in [by_flag, by_var] {
             let configs = settings.validate_tables().unwrap();
             let names: Vec<&str> = configs
@@ -577,13 +572,12 @@ mod tests {
         }
         let tables = r#"[{"TABLE_NAME": "locks", "DELETE_MODE": "conditional", "WINDOW_SECONDS": 10},
                          {"TABLE_NAME": "tokens", "INDEX_NAME": "byWindow"}]"#;
-        let settings = Settings::from_lookup(|var| match var {
-            "TABLE_NAME" => Some("sessions".into()),
-            "TABLES" => Some(tables.into()),
-            "CHECKPOINT_TABLE" => Some("checkpoints".into()),
-            "MAX_CONCURRENCY" => Some("4".into()),
-            _ => None,
-        });
+        let settings = Settings::from_lookup(lookup(&[
+            ("TABLE_NAME", "sessions"),
+            ("TABLES", tables),
+            ("CHECKPOINT_TABLE", "checkpoints"),
+            ("MAX_CONCURRENCY", "4"),
+        ]));
         let configs = settings.validate_tables().unwrap();
         let [sessions, locks, tokens] = configs.as_slice() else {
             panic!("{configs:?}")
@@ -627,15 +621,10 @@ mod tests {
 
     #[test]
     fn wrong_tables_are_refused_naming_the_table_or_the_entry() {
-        let with = |table_name: &'static str, tables: &'static str| {
-            Settings::from_lookup(move |var| match var {
-                "TABLE_NAME" => Some(table_name.into()),
-                "TABLES" => Some(tables.into()),
-                _ => None,
-            })
-            .validate_tables()
-            .unwrap_err()
-            .to_string()
+        let with = |table_name, tables| {
+            let settings =
+                Settings::from_lookup(lookup(&[("TABLE_NAME", table_name), ("TABLES", tables)]));
+            settings.validate_tables().unwrap_err().to_string()
         };
         let cases = [
             ("aaa,bbb,aaa", "", "\"aaa\" is named twice"),
