@@ -974,35 +974,21 @@ mod tests {
     fn a_tighter_response_replaces_the_bound_and_ages_with_the_monotonic_clock() {
         let (clock, t0, date) = answered_once();
         let later = |s: u64| t0 + Duration::from_secs(s);
+        let plus = |ms: u64| date + Duration::from_millis(ms);
+        let bound = |s: u64| clock.upper_bound_at(later(s));
         // Looser (its Date one second later than the first's, sent at the same time) and
         // not contradicting: ignored.
-        clock.observe_at(date + Duration::from_millis(900), t0, later(1));
-        assert_eq!(
-            clock.upper_bound_at(later(1)),
-            Some(date + Duration::from_secs(2))
-        );
+        clock.observe_at(plus(900), t0, later(1));
+        assert_eq!(bound(1), Some(plus(2_000)));
         // Tighter: taken.
-        clock.observe_at(date + Duration::from_secs(1), later(2), later(2));
-        assert_eq!(
-            clock.upper_bound_at(later(2)),
-            Some(date + Duration::from_secs(2))
-        );
+        clock.observe_at(plus(1_000), later(2), later(2));
+        assert_eq!(bound(2), Some(plus(2_000)));
         // Within ANCHOR_MAX_AGE a looser one still gives way to nothing.
-        clock.observe_at(date + Duration::from_millis(29_500), later(30), later(30));
-        assert_eq!(
-            clock.upper_bound_at(later(30)),
-            Some(date + Duration::from_secs(30))
-        );
+        clock.observe_at(plus(29_500), later(30), later(30));
+        assert_eq!(bound(30), Some(plus(30_000)));
         // Past it, the newest response is taken, looser or not.
         let past = 2 + ANCHOR_MAX_AGE.as_secs() + 1;
-        clock.observe_at(
-            date + Duration::from_millis(past * 1000 - 500),
-            later(past),
-            later(past),
-        );
-        assert_eq!(
-            clock.upper_bound_at(later(past)),
-            Some(date + Duration::from_millis(past * 1000 + 500))
-        );
+        clock.observe_at(plus(past * 1000 - 500), later(past), later(past));
+        assert_eq!(bound(past), Some(plus(past * 1000 + 500)));
     }
 }
