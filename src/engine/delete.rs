@@ -212,6 +212,18 @@ impl ChunkOutcome {
 }
 
 impl<S: Store> Deleter<'_, S> {
+    /// One strongly consistent `BatchGetItem` of the items of `keys` (`ttl_only`: their key
+    /// attributes and ttl), within the stop.
+    async fn read<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k Key>,
+        ttl_only: bool,
+    ) -> Result<Vec<Key>, StoreError> {
+        let keys = keys.into_iter().cloned().collect();
+        let get = self.store.get_items(self.schema, keys, ttl_only);
+        self.stop.bound("BatchGetItem", get).await
+    }
+
     /// Notify mode: `e` is deleted (or found gone after an attempt that most likely deleted it);
     /// its event is owed from now on. `returned`: the item as the delete returned it.
     fn owe_event(&self, e: &Expired, returned: Option<Key>) {
@@ -334,9 +346,7 @@ impl<S: Store> Deleter<'_, S> {
             return;
         }
         let what = if stopped { "stopped" } else { "gave up" };
-        let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
-        let get = self.store.get_items(self.schema, wanted, true);
-        let found = match self.stop.bound("BatchGetItem", get).await {
+        let found = match self.read(keys.iter().map(|e| &e.key), true).await {
             Ok(found) => found,
             Err(read) => {
                 // Named here too: a Lambda sweep dropped at its deadline reports no failed key.

@@ -153,12 +153,10 @@ impl<S: Store> Deleter<'_, S> {
         keys: Vec<Expired>,
         out: &mut ChunkOutcome,
     ) -> Result<Vec<Expired>, (crate::store::StoreError, Vec<Expired>)> {
-        let wanted: Vec<Key> = keys.iter().map(|e| e.key.clone()).collect();
         // Read as of the request: DynamoDB may read a key any time from then to the (last)
         // answer, so its age counts from the earliest of those instants.
         let at = Instant::now();
-        let get = self.store.get_items(self.schema, wanted, true);
-        let found = match self.stop.bound("BatchGetItem", get).await {
+        let found = match self.read(keys.iter().map(|e| &e.key), true).await {
             Ok(found) => found,
             Err(e) => return Err((e, keys)),
         };

@@ -126,9 +126,7 @@ pub(in crate::engine) async fn settle_unsettled<S: Store>(
     let remembered = events.unsettled.take_oldest(SETTLE_PER_SWEEP);
     let mut cancel = Vec::new();
     for group in remembered.chunks(SETTLE_PER_SWEEP) {
-        let keys: Vec<Key> = group.iter().map(|(_, x)| x.key.clone()).collect();
-        let read = deleter.store.get_items(deleter.schema, keys, true);
-        let found = match deleter.stop.bound("BatchGetItem", read).await {
+        let found = match deleter.read(group.iter().map(|(_, x)| &x.key), true).await {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!(error = %e, keys = group.len(), "could not read the items of accepted expiries not settled; trying again at the next sweep");
@@ -317,9 +315,7 @@ async fn reconcile<S: Store>(
     if unresolved.is_empty() {
         return Vec::new();
     }
-    let keys: Vec<Key> = unresolved.iter().map(|x| x.key.clone()).collect();
-    let read = d.store.get_items(schema, keys, true);
-    let items = match d.stop.bound("BatchGetItem", read).await {
+    let items = match d.read(unresolved.iter().map(|x| &x.key), true).await {
         Ok(items) => items,
         Err(err) => {
             tracing::warn!(error = %err, keys = unresolved.len(), "could not re-read items whose expiry was accepted but not deleted; the next sweep publishes them again if their ttl is unchanged");
@@ -350,9 +346,7 @@ async fn reconcile<S: Store>(
 
 /// The chunk's whole items, read consistently; `None` for one not found or if the read fails.
 async fn read_items<S: Store>(d: &Deleter<'_, S>, chunk: &[Expired]) -> Vec<Option<Key>> {
-    let keys: Vec<Key> = chunk.iter().map(|e| e.key.clone()).collect();
-    let read = d.store.get_items(d.schema, keys, false);
-    match d.stop.bound("BatchGetItem", read).await {
+    match d.read(chunk.iter().map(|e| &e.key), false).await {
         Ok(items) => chunk
             .iter()
             .map(|e| d.schema.find(&items, &e.key).cloned())

@@ -123,19 +123,15 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
     // `BatchGetItem` refuses a request that names a key twice.
     let schema = d.schema;
     let mut seen = HashSet::new();
-    let keys: Vec<Key> = (held.iter())
+    let keys: Vec<&Key> = (held.iter())
         .flat_map(|p| p.expiries.iter())
         .filter(|x| seen.insert(schema.key_token(&x.key)))
-        .map(|x| x.key.clone())
+        .map(|x| &x.key)
         .collect();
     let found = if keys.is_empty() {
         Vec::new()
     } else {
-        match d
-            .stop
-            .bound("BatchGetItem", d.store.get_items(schema, keys, true))
-            .await
-        {
+        match d.read(keys, true).await {
             Ok(found) => found,
             Err(e) => {
                 warn!(error = %e, "could not read the items of the journal's expiries; trying again at the next sweep");
