@@ -455,21 +455,19 @@ mod tests {
         state.positions[1] = serde_json::json!("done");
         state.report.scanned = 42;
         state.save_atomically(&path).unwrap();
+        let load = |table, layout| BackfillState::load_for_resume(&path, table, layout);
         assert!(
             !path.with_extension("json.tmp").exists(),
             "the temporary file is renamed"
         );
-        assert_eq!(
-            BackfillState::load_for_resume(&path, "sessions", &layout).unwrap(),
-            state
-        );
+        assert_eq!(load("sessions", &layout).unwrap(), state);
 
         let sharded = Layout {
             window_shards: 8,
             ..Layout::default()
         };
         for (table, layout) in [("sessions", &sharded), ("orders", &layout)] {
-            let err = BackfillState::load_for_resume(&path, table, layout).unwrap_err();
+            let err = load(table, layout).unwrap_err();
             assert!(matches!(err, ProgressFileError::OtherRun { .. }), "{err}");
             assert!(
                 err.to_string()
@@ -478,10 +476,10 @@ mod tests {
             );
         }
         std::fs::write(&path, "{}").unwrap();
-        let err = BackfillState::load_for_resume(&path, "sessions", &layout).unwrap_err();
+        let err = load("sessions", &layout).unwrap_err();
         assert!(matches!(err, ProgressFileError::Parse { .. }), "{err}");
         std::fs::remove_file(&path).unwrap();
-        let err = BackfillState::load_for_resume(&path, "sessions", &layout).unwrap_err();
+        let err = load("sessions", &layout).unwrap_err();
         assert!(matches!(err, ProgressFileError::Read { .. }), "{err}");
     }
 
@@ -621,16 +619,14 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         let layout = Layout::default();
         let start = |resume, dry_run| start(&path, "sessions", &layout, 3, resume, dry_run);
+        let refused = |resume| start(resume, false).unwrap_err();
 
         // No file: fresh; --resume has nothing to resume.
         assert_eq!(
             start(false, false).unwrap(),
             Start::Fresh(BackfillState::new("sessions", &layout, 3))
         );
-        assert!(matches!(
-            start(true, false).unwrap_err(),
-            ProgressFileError::Read { .. }
-        ));
+        assert!(matches!(refused(true), ProgressFileError::Read { .. }));
 
         // An interrupted run: refused without --resume (naming it), resumed with it.
         let mut state = BackfillState::new("sessions", &layout, 4);
@@ -666,21 +662,15 @@ mod tests {
         // Not a progress file: refused either way.
         std::fs::write(&path, "hello").unwrap();
         assert!(matches!(
-            start(false, false).unwrap_err(),
+            refused(false),
             ProgressFileError::NotProgress { .. }
         ));
-        assert!(matches!(
-            start(true, false).unwrap_err(),
-            ProgressFileError::Parse { .. }
-        ));
+        assert!(matches!(refused(true), ProgressFileError::Parse { .. }));
         // A progress file with an absurd number of segments.
         let mut huge = BackfillState::new("sessions", &layout, 1);
         huge.positions = vec![serde_json::json!("start"); MAX_SEGMENTS as usize + 1];
         huge.save_atomically(&path).unwrap();
-        assert!(matches!(
-            start(true, false).unwrap_err(),
-            ProgressFileError::Segments { .. }
-        ));
+        assert!(matches!(refused(true), ProgressFileError::Segments { .. }));
         std::fs::remove_file(&path).unwrap();
     }
 
