@@ -294,31 +294,27 @@ pub(crate) mod tests {
 
     #[test]
     fn the_global_tables_metrics_appear_only_in_records_where_they_happened() {
-        let count = |report: &SweepReport| declared(&emf_record(report, "TtlSweeper", 0)).len();
-        let record = emf_record(&SweepReport::default(), "TtlSweeper", 0);
-        let quiet = declared(&record);
-        assert_eq!(quiet.len(), 14, "{quiet:?}");
-        assert!(!quiet.contains(&"SweepsStoodBy"));
-        assert!(!quiet.contains(&"LeaseLayoutMismatch"));
-        let standby = SweepReport {
+        let record = |report: &SweepReport| emf_record(report, "TtlSweeper", 0);
+        let quiet = record(&SweepReport::default());
+        let names = declared(&quiet);
+        assert_eq!(names.len(), 14, "{names:?}");
+        assert!(!names.contains(&"SweepsStoodBy"));
+        assert!(!names.contains(&"LeaseLayoutMismatch"));
+        let v = record(&SweepReport {
             stood_by: 3,
             write_conflicts_retried: 2,
             ..SweepReport::default()
-        };
-        let v = emf_record(&standby, "TtlSweeper", 0);
+        });
         assert_eq!(v["SweepsStoodBy"], 3);
         assert_eq!(v["WriteConflictsRetried"], 2);
-        assert_eq!(count(&standby), 16);
-        let mismatched = SweepReport {
+        assert_eq!(declared(&v).len(), 16);
+        let v = record(&SweepReport {
             stood_by: 2,
             lease_layout_mismatch: 2,
             ..SweepReport::default()
-        };
-        assert_eq!(
-            emf_record(&mismatched, "TtlSweeper", 0)["LeaseLayoutMismatch"],
-            2
-        );
-        assert_eq!(count(&mismatched), 16);
+        });
+        assert_eq!(v["LeaseLayoutMismatch"], 2);
+        assert_eq!(declared(&v).len(), 16);
     }
 
     #[test]
