@@ -246,6 +246,15 @@ mod tests {
             }
             out
         }
+
+        /// Indexes `records` of shard `s` through this indexer, with no stop: the records
+        /// handled, and the report.
+        async fn run(&self, records: &[EventRecord]) -> (usize, FollowReport) {
+            let report = RefCell::new(FollowReport::default());
+            let index = async |batch: &[EventRecord]| Some(self.index(batch));
+            let handled = index_batch("s", records, index, &Stop::never(), &report, |_| {}).await;
+            (handled, report.into_inner())
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -291,9 +300,7 @@ mod tests {
             "2" => Fate::Refused,
             _ => Fate::Written,
         });
-        let report = RefCell::new(FollowReport::default());
-        let index = async |batch: &[EventRecord]| Some(fake.index(batch));
-        let handled = index_batch("s", &records, index, &Stop::never(), &report, |_| {}).await;
+        let (handled, report) = fake.run(&records).await;
         assert_eq!(handled, 4);
         let calls = fake.calls.into_inner();
         assert_eq!(
@@ -306,7 +313,6 @@ mod tests {
                 vec!["4"]
             ]
         );
-        let report = report.into_inner();
         assert_eq!(report.skipped_records, 2, "p and m only");
         assert_eq!(report.index.failed, 2);
         assert_eq!(report.index.errors.len(), 2, "{:?}", report.index.errors);
@@ -314,15 +320,10 @@ mod tests {
         assert!(report.index.errors[1].starts_with("record 4 "));
         // A batch of one refused record is passed without another call.
         let fake = Fake::new(|_: &str, _, _| Fate::Refused);
-        let index = async |batch: &[EventRecord]| Some(fake.index(batch));
-        let one = &records[3..];
-        let report = RefCell::new(FollowReport::default());
-        assert_eq!(
-            index_batch("s", one, index, &Stop::never(), &report, |_| {}).await,
-            1
-        );
+        let (handled, report) = fake.run(&records[3..]).await;
+        assert_eq!(handled, 1);
         assert_eq!(fake.calls.into_inner().len(), 1);
-        assert_eq!(report.into_inner().skipped_records, 1);
+        assert_eq!(report.skipped_records, 1);
     }
 
     #[tokio::test(start_paused = true)]
@@ -333,12 +334,10 @@ mod tests {
             ("2", 1, c) if c < 5 => Fate::Failed,
             _ => Fate::Written,
         });
-        let report = RefCell::new(FollowReport::default());
-        let index = async |batch: &[EventRecord]| Some(fake.index(batch));
-        let handled = index_batch("s", &records, index, &Stop::never(), &report, |_| {}).await;
+        let (handled, report) = fake.run(&records).await;
         assert_eq!(handled, 2);
         assert_eq!(fake.calls.into_inner().len(), 6);
-        assert_eq!(report.into_inner().skipped_records, 0);
+        assert_eq!(report.skipped_records, 0);
     }
 
     #[tokio::test(start_paused = true)]

@@ -156,22 +156,34 @@ mod tests {
             .collect()
     }
 
+    /// A position from `id:done` and `id:<sequence number>` words: read to the end, or after.
+    fn marks(spec: &str) -> Position {
+        let mark = |word: &str| {
+            let (id, at) = word.split_once(':').unwrap();
+            let at = match at {
+                "done" => ShardPosition::Done,
+                sequence => ShardPosition::After(sequence.into()),
+            };
+            (id.to_owned(), at)
+        };
+        let shards = spec.split_whitespace().map(mark).collect();
+        Position {
+            shards,
+            ..Position::default()
+        }
+    }
+
     #[test]
     fn children_wait_for_their_parent_to_be_read_to_its_end() {
         let shards = shards("a b:a c:b d:gone");
-        let mut position = Position::default();
         let none = HashSet::new();
-        assert_eq!(ready(&shards, &position, &none), ["a", "d"]);
-        position
-            .shards
-            .insert("a".into(), ShardPosition::After("5".into()));
-        assert_eq!(ready(&shards, &position, &none), ["a", "d"]);
-        position.shards.insert("a".into(), ShardPosition::Done);
-        assert_eq!(ready(&shards, &position, &none), ["b", "d"]);
+        let ready_at = |spec: &str| ready(&shards, &marks(spec), &none);
+        assert_eq!(ready_at(""), ["a", "d"]);
+        assert_eq!(ready_at("a:5"), ["a", "d"]);
+        assert_eq!(ready_at("a:done"), ["b", "d"]);
         let running: HashSet<String> = ["b".to_string()].into();
-        assert_eq!(ready(&shards, &position, &running), ["d"]);
-        position.shards.insert("b".into(), ShardPosition::Done);
-        assert_eq!(ready(&shards, &position, &none), ["c", "d"]);
+        assert_eq!(ready(&shards, &marks("a:done"), &running), ["d"]);
+        assert_eq!(ready_at("a:done b:done"), ["c", "d"]);
     }
 
     /// A day of a table's stream: `lineages` shards open now, each the last of `generations`
@@ -251,15 +263,7 @@ mod tests {
         // A split (a into b and c), c read to its end and its child d begun, b not begun; e
         // closed and read to its end, with no child yet.
         let shards = shards("a b:a c:a d:c e");
-        let mut position = Position::default();
-        for (id, at) in [
-            ("a", ShardPosition::Done),
-            ("c", ShardPosition::Done),
-            ("d", ShardPosition::After("7".into())),
-            ("e", ShardPosition::Done),
-        ] {
-            position.shards.insert(id.into(), at);
-        }
+        let mut position = marks("a:done c:done d:7 e:done");
         let none = HashSet::new();
         let whole = ready(&shards, &position, &none);
         assert_eq!(whole, ["b", "d"]);
@@ -276,11 +280,7 @@ mod tests {
     fn an_entry_that_goes_takes_no_mark_it_vouched_for_with_it() {
         // a read to its end and split into b; b begun: a's mark is dropped, vouched for by b.
         let shards = shards("a b:a");
-        let mut position = Position::default();
-        position.shards.insert("a".into(), ShardPosition::Done);
-        position
-            .shards
-            .insert("b".into(), ShardPosition::After("9".into()));
+        let mut position = marks("a:done b:9");
         assert!(compact(&mut position, &shards));
         let none = HashSet::new();
         // b's records trimmed before they were read: its entry goes, a's mark comes back first.
@@ -318,14 +318,10 @@ mod tests {
 
     #[test]
     fn positions_are_saved_as_plain_json() {
-        let mut position = Position {
+        let position = Position {
             stream: "arn".into(),
-            shards: BTreeMap::new(),
+            ..marks("s1:100 s0:done")
         };
-        position
-            .shards
-            .insert("s1".into(), ShardPosition::After("100".into()));
-        position.shards.insert("s0".into(), ShardPosition::Done);
         let text = serde_json::to_string(&position).unwrap();
         assert_eq!(
             text,
