@@ -29,31 +29,17 @@ pub async fn id_set(client: &Client, table: &str) -> HashSet<String> {
 
 /// Writes items with BatchWriteItem, 25 at a time, resubmitting anything unprocessed.
 pub async fn put_items(client: &Client, table: &str, items: Vec<Key>) {
+    let put = |item: &Key| {
+        let put = PutRequest::builder().set_item(Some(item.clone())).build();
+        WriteRequest::builder().put_request(put.unwrap()).build()
+    };
     for chunk in items.chunks(25) {
-        let mut requests: Vec<WriteRequest> = chunk
-            .iter()
-            .map(|item| {
-                WriteRequest::builder()
-                    .put_request(
-                        PutRequest::builder()
-                            .set_item(Some(item.clone()))
-                            .build()
-                            .unwrap(),
-                    )
-                    .build()
-            })
-            .collect();
+        let mut requests: Vec<WriteRequest> = chunk.iter().map(put).collect();
         while !requests.is_empty() {
-            let out = client
-                .batch_write_item()
-                .request_items(table, requests)
-                .send()
-                .await
-                .expect("batch put");
-            requests = out
-                .unprocessed_items
-                .and_then(|mut m| m.remove(table))
-                .unwrap_or_default();
+            let batch = client.batch_write_item().request_items(table, requests);
+            let out = batch.send().await.expect("batch put");
+            let left = out.unprocessed_items.and_then(|mut m| m.remove(table));
+            requests = left.unwrap_or_default();
         }
     }
 }
@@ -64,10 +50,8 @@ pub async fn put_one(client: &Client, table: &str, item: Key) {
 }
 
 pub async fn delete_one(client: &Client, table: &str, id: &str) {
-    let delete = client
-        .delete_item()
-        .table_name(table)
-        .set_key(Some(id_key(id)));
+    let key = Some(id_key(id));
+    let delete = client.delete_item().table_name(table).set_key(key);
     delete.send().await.expect("delete item");
 }
 
@@ -115,15 +99,10 @@ pub async fn extend_ttl_if_there(client: &Client, table: &str, key: Key, ttl: i6
 
 /// The item `id` (a consistent read), if there.
 pub async fn get(client: &Client, table: &str, id: &str) -> Option<Key> {
-    let read = client
-        .get_item()
-        .table_name(table)
-        .set_key(Some(id_key(id)));
-    read.consistent_read(true)
-        .send()
-        .await
-        .expect("get item")
-        .item
+    let key = Some(id_key(id));
+    let read = client.get_item().table_name(table).set_key(key);
+    let answer = read.consistent_read(true).send().await;
+    answer.expect("get item").item
 }
 
 pub async fn exists(client: &Client, table: &str, id: &str) -> bool {
