@@ -58,9 +58,7 @@ impl Recording {
             }
         }
     }
-}
 
-impl Recording {
     /// Runs the hook, if any, on each of `keys`.
     async fn before_delete(&self, keys: &[&Key]) {
         if let Some(hook) = &self.before_delete {
