@@ -260,11 +260,8 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
         "it looked held: never written"
     );
     // At most one read a fifth of the lease (6 s) over the ~5 s of ticks, plus the two sweeps.
-    assert!(
-        store.calls(Op::ReadLease) <= 3,
-        "{}",
-        store.calls(Op::ReadLease)
-    );
+    let reads = store.calls(Op::ReadLease);
+    assert!(reads <= 3, "{reads}");
     assert_eq!(store.ids().len(), 10);
 
     // The other Region's lease lapses: the next sweep takes it and deletes.
@@ -586,11 +583,8 @@ fn region_sweeper(
 /// `lease_s` ([`region_sweeper`]).
 fn regions(east: &MemStore, west: &MemStore, lease_s: u64, t0: Instant) -> [Sweeper<MemStore>; 2] {
     let config = region_config("sessions", lease_s, &[]);
-    let east = region_sweeper(east.clone(), &config, "us-east-1/sweeper", t0);
-    [
-        east,
-        region_sweeper(west.clone(), &config, "eu-west-1/sweeper", t0),
-    ]
+    let regions = [(east, "us-east-1/sweeper"), (west, "eu-west-1/sweeper")];
+    regions.map(|(store, holder)| region_sweeper(store.clone(), &config, holder, t0))
 }
 
 /// East's sweeper of `sessions` over `store`, with a lease of 30 s ([`region_sweeper`]).
