@@ -200,19 +200,11 @@ impl DynamoStore {
 
     /// Puts (`put`) or withdraws `table`'s claim on the expiry index table `index`.
     async fn write_claim(&self, index: &str, table: &str, put: bool) -> Result<(), StoreError> {
+        use super::EntryWrite::{Put, Remove};
         let id = entries::id(entries::OWNERS, table);
-        let write = if put {
-            super::EntryWrite::Put(id)
-        } else {
-            super::EntryWrite::Remove(id)
-        };
-        let retry = super::Retry {
-            attempts: 3,
-            base: std::time::Duration::from_millis(50),
-            cap: std::time::Duration::from_millis(500),
-        };
+        let write = if put { Put(id) } else { Remove(id) };
         let send = |writes| self.write_index(index, writes);
-        let (_, written) = super::write_all(send, vec![write], retry).await;
+        let (_, written) = super::write_all(send, vec![write], super::dynamo::FEW_ATTEMPTS).await;
         written.map_err(|(mut e, _)| {
             e.message = format!("the claim on expiry index table {index:?}: {}", e.message);
             e

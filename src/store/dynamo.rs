@@ -72,8 +72,9 @@ fn key_and_ttl(schema: &TableSchema) -> (String, HashMap<String, String>) {
     (expression.join(", "), names)
 }
 
-/// How one read of keys by key is tried: keys a `BatchGetItem` left unprocessed are sent again.
-const GETS: Retry = Retry {
+/// How the store's own short requests are tried: a read of keys by key (the keys a `BatchGetItem`
+/// left unprocessed sent again), and a claim on an expiry index table.
+pub(super) const FEW_ATTEMPTS: Retry = Retry {
     attempts: 3,
     base: std::time::Duration::from_millis(50),
     cap: std::time::Duration::from_millis(500),
@@ -230,7 +231,7 @@ impl Store for DynamoStore {
         let projection = ttl_only.then(|| key_and_ttl(schema));
         let mut found = Vec::with_capacity(keys.len());
         let mut pending = keys;
-        let mut backoff = Backoff::new(GETS);
+        let mut backoff = Backoff::new(FEW_ATTEMPTS);
         while !pending.is_empty() {
             let mut request = KeysAndAttributes::builder()
                 .set_keys(Some(std::mem::take(&mut pending)))
