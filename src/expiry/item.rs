@@ -100,38 +100,16 @@ mod tests {
     #[test]
     fn expiry_follows_the_sweepers_rule() {
         let now = 1_658_265_980;
-        assert!(is_expired(
-            &item(Some(AttributeValue::N((now - 1).to_string()))),
-            "ttl",
-            now
-        ));
-        assert!(!is_expired(
-            &item(Some(AttributeValue::N(now.to_string()))),
-            "ttl",
-            now
-        ));
-        assert!(!is_expired(
-            &item(Some(AttributeValue::N((now + 1).to_string()))),
-            "ttl",
-            now
-        ));
-        assert!(!is_expired(&item(None), "ttl", now));
+        let expired = |ttl, now| is_expired(&item(ttl), "ttl", now);
+        let n = |t: i64| Some(AttributeValue::N(t.to_string()));
+        assert!(expired(n(now - 1), now));
+        assert!(!expired(n(now), now));
+        assert!(!expired(n(now + 1), now));
+        assert!(!expired(None, now));
         // native TTL's rule: more than five years in the past never expires
-        assert!(!is_expired(
-            &item(Some(AttributeValue::N("0".into()))),
-            "ttl",
-            now
-        ));
-        assert!(!is_expired(
-            &item(Some(AttributeValue::S("1".into()))),
-            "ttl",
-            now
-        ));
-        assert!(!is_expired(
-            &item(Some(AttributeValue::N((now * 1000).to_string()))),
-            "ttl",
-            now + 10_000_000_000
-        ));
+        assert!(!expired(n(0), now));
+        assert!(!expired(Some(AttributeValue::S("1".into())), now));
+        assert!(!expired(n(now * 1000), now + 10_000_000_000));
     }
 
     #[test]

@@ -62,22 +62,12 @@ mod tests {
     #[test]
     fn the_helpers_take_serde_dynamo_values() {
         let now = 1_658_265_980;
-        let item = |ttl: AttributeValue| HashMap::from([("ttl".to_string(), ttl)]);
-        assert!(is_expired(
-            &item(AttributeValue::N((now - 1).to_string())),
-            "ttl",
-            now
-        ));
-        assert!(!is_expired(
-            &item(AttributeValue::N(now.to_string())),
-            "ttl",
-            now
-        ));
-        assert!(!is_expired(
-            &item(AttributeValue::S((now - 1).to_string())),
-            "ttl",
-            now
-        ));
+        let expired = |ttl: AttributeValue| {
+            is_expired(&HashMap::from([("ttl".to_string(), ttl)]), "ttl", now)
+        };
+        assert!(expired(AttributeValue::N((now - 1).to_string())));
+        assert!(!expired(AttributeValue::N(now.to_string())));
+        assert!(!expired(AttributeValue::S((now - 1).to_string())));
 
         let layout = Layout {
             window_shards: 8,

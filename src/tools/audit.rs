@@ -366,6 +366,10 @@ mod tests {
     #[test]
     fn the_verdict_fails_only_past_a_threshold() {
         let five_minutes = Duration::from_secs(300);
+        let judged = |report: &AuditReport, problems| {
+            let v = verdict(report, five_minutes, problems);
+            (v.too_old, v.too_many_problems, v.passed())
+        };
         let clean = AuditReport::default();
         assert!(verdict(&clean, five_minutes, 0).passed());
 
@@ -381,11 +385,7 @@ mod tests {
             oldest_expired_age_seconds: 301,
             ..lagging
         };
-        let v = verdict(&lagging, five_minutes, 0);
-        assert_eq!(
-            (v.too_old, v.too_many_problems, v.passed()),
-            (true, false, false)
-        );
+        assert_eq!(judged(&lagging, 0), (true, false, false));
         assert!(verdict(&lagging, Duration::from_secs(3 * 3600), 0).passed());
         assert!(verdict(&lagging, Duration::MAX, 0).passed());
 
@@ -396,11 +396,7 @@ mod tests {
             invalid_ttl: 1,
             ..AuditReport::default()
         };
-        let v = verdict(&buggy, five_minutes, 3);
-        assert_eq!(
-            (v.too_old, v.too_many_problems, v.passed()),
-            (false, true, false)
-        );
+        assert_eq!(judged(&buggy, 3), (false, true, false));
         assert!(verdict(&buggy, five_minutes, 4).passed());
     }
 
