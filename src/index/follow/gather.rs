@@ -411,32 +411,36 @@ mod tests {
         g.add(shard, &[record(sequence)], entries, Instant::now());
     }
 
+    /// What `g` gives to write now, DynamoDB's clock reading up to `after` seconds after DAY.
+    fn due(g: &mut Gathered, after: i64) -> Vec<(Timestamp, Held)> {
+        g.take_due(Timestamp::from_secs(DAY + after), Instant::now())
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_shard_is_saved_only_before_its_oldest_record_with_entries_held() {
         let mut g = gathered(600, 100);
-        let now = Instant::now();
         let batch: Vec<_> = ["1", "2", "3"].map(record).into();
         // Record 2 holds one entry, record 3 two; record 1 none.
         g.add(
             "s",
             &batch,
             vec![held(1, DAY + 500), held(2, DAY + 900), held(2, DAY + 300)],
-            now,
+            Instant::now(),
         );
         assert_eq!(g.position("s"), Some("1".into()));
         assert!(g.holds("s"));
         // Nothing is due yet and nothing aged.
-        assert!(g.take_due(Timestamp::from_secs(DAY), now).is_empty());
+        assert!(due(&mut g, 0).is_empty());
         // The soonest due (record 3's) are written: record 2 still holds the shard at 1.
-        let taken = g.take_due(Timestamp::from_secs(DAY + 300 - 60), now);
+        let taken = due(&mut g, 300 - 60);
         assert_eq!(taken.len(), 1);
         assert!(g.written(taken.iter().map(|(_, h)| h)).is_empty());
         assert_eq!(g.position("s"), Some("1".into()));
         // Record 2's entry: the shard moves to 2, still held by record 3's other entry.
-        let taken = g.take_due(Timestamp::from_secs(DAY + 500 - 60), now);
+        let taken = due(&mut g, 500 - 60);
         assert_eq!(g.written(taken.iter().map(|(_, h)| h)).len(), 1);
         assert_eq!(g.position("s"), Some("2".into()));
-        let taken = g.take_due(Timestamp::from_secs(DAY + 900 - 60), now);
+        let taken = due(&mut g, 900 - 60);
         g.written(taken.iter().map(|(_, h)| h));
         assert_eq!(g.position("s"), Some("3".into()));
         assert!(!g.holds("s"));
@@ -455,17 +459,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_due_instant_is_written_whole_once_its_first_entry_was_held_for_the_hold() {
         let mut g = gathered(600, 100);
-        let latest = Timestamp::from_secs(DAY);
         add(&mut g, "s", "1", &[5_000]);
         tokio::time::advance(Duration::from_secs(300)).await;
         add(&mut g, "s", "2", &[5_000, 6_000]);
         tokio::time::advance(Duration::from_secs(299)).await;
-        assert!(
-            g.take_due(latest, Instant::now()).is_empty(),
-            "not yet held 600 s"
-        );
+        assert!(due(&mut g, 0).is_empty(), "not yet held 600 s");
         tokio::time::advance(Duration::from_secs(1)).await;
-        let taken = g.take_due(latest, Instant::now());
+        let taken = due(&mut g, 0);
         // Both entries due at +5,000 s, the one held 300 s too; not the other instant's.
         assert_eq!(taken.len(), 2);
         assert!(taken
@@ -477,23 +477,19 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_due_instant_started_again_after_its_write_waits_a_whole_hold() {
         let mut g = gathered(45, 100);
-        let latest = Timestamp::from_secs(DAY);
         let at = |s: u64| tokio::time::advance(Duration::from_secs(s));
         add(&mut g, "s", "1", &[5_000]);
         at(30).await;
         add(&mut g, "s", "2", &[5_000]);
         at(15).await;
-        assert_eq!(g.take_due(latest, Instant::now()).len(), 2, "held 45 s");
+        assert_eq!(due(&mut g, 0).len(), 2, "held 45 s");
         at(5).await;
         add(&mut g, "s", "3", &[5_000]);
         // 45 s after the second entry of the first group: the new group is 25 s old.
         at(25).await;
-        assert!(
-            g.take_due(latest, Instant::now()).is_empty(),
-            "written 25 s after it started"
-        );
+        assert!(due(&mut g, 0).is_empty(), "written 25 s after it started");
         at(20).await;
-        assert_eq!(g.take_due(latest, Instant::now()).len(), 1);
+        assert_eq!(due(&mut g, 0).len(), 1);
     }
 
     #[tokio::test(start_paused = true)]
@@ -502,20 +498,17 @@ mod tests {
         let entries = (0..10).map(|i| held(0, DAY + 900 - i)).collect();
         g.add("s", &[record("1")], entries, Instant::now());
         assert!(g.full());
-        let taken = g.take_due(Timestamp::from_secs(DAY), Instant::now());
+        let taken = due(&mut g, 0);
         assert_eq!(taken.len(), 1);
         assert_eq!(taken[0].0, Timestamp::from_secs(DAY + 891), "the soonest");
         assert_eq!(g.len(), 9);
         assert!(!g.full());
-        assert!(g
-            .take_due(Timestamp::from_secs(DAY), Instant::now())
-            .is_empty());
+        assert!(due(&mut g, 0).is_empty());
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_write_backs_off_longer_each_time_until_one_goes_through() {
         let mut g = gathered(600, 100);
-        let latest = Timestamp::from_secs(DAY);
         add(&mut g, "s", "1", &[5_000]);
         let taken = g.take_all();
         g.failed(taken, Instant::now());
@@ -524,12 +517,12 @@ mod tests {
         assert!(g.written(std::iter::empty()).is_empty());
         assert_eq!((g.failures.made(), g.retry_at.is_some()), (2, true));
         tokio::time::advance(WRITE_AGAIN.cap).await;
-        let taken = g.take_due(latest, Instant::now());
+        let taken = due(&mut g, 0);
         assert_eq!(taken.len(), 1);
         g.failed(taken, Instant::now());
         assert_eq!(g.failures.made(), 3);
         tokio::time::advance(WRITE_AGAIN.cap).await;
-        let taken = g.take_due(latest, Instant::now());
+        let taken = due(&mut g, 0);
         g.written(taken.iter().map(|(_, h)| h));
         assert_eq!((g.failures.made(), g.retry_at), (1, None));
         assert_eq!(g.len(), 0);
@@ -538,19 +531,18 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_failed_write_is_held_again_and_tried_after_a_backoff_or_when_due() {
         let mut g = gathered(600, 100);
-        let latest = Timestamp::from_secs(DAY);
         add(&mut g, "s", "1", &[5_000, 400]);
         let taken = g.take_all();
         assert_eq!(taken.len(), 2);
         g.failed(taken, Instant::now());
         assert_eq!((g.len(), g.position("s")), (2, None));
         // Backing off: only what is due soon.
-        assert!(g.take_due(latest, Instant::now()).is_empty());
-        let soon = g.take_due(Timestamp::from_secs(DAY + 400 - 60), Instant::now());
+        assert!(due(&mut g, 0).is_empty());
+        let soon = due(&mut g, 400 - 60);
         assert_eq!(soon.len(), 1);
         g.failed(soon, Instant::now());
         tokio::time::advance(WRITE_AGAIN.cap).await;
-        let again = g.take_due(latest, Instant::now());
+        let again = due(&mut g, 0);
         assert_eq!(again.len(), 2, "both tried again after the backoff");
         assert!(again.iter().all(|(_, h)| h.entry().is_some()));
         g.written(again.iter().map(|(_, h)| h));
