@@ -112,9 +112,10 @@ async fn batch_write(
 }
 
 impl Store for DynamoStore {
-    /// A GSI's page as it is; an expiry index table's entries, queried strongly consistent, read
-    /// back as a GSI would list their items ([`entries::listed`]). An item of the index table
-    /// that is no entry of this table is an error: the table is someone else's.
+    /// A GSI's page as it is; an expiry index table's entries, or with `packs_since` its packs
+    /// due from then to `now` ([`packs`]), queried strongly consistent, read back as a GSI would
+    /// list their items ([`entries::listed`], [`packs::listed`]). An item of the index table that
+    /// is no entry or pack of this table is an error: the table is someone else's.
     #[instrument(level = "debug", skip_all, fields(window = window_key))]
     async fn query_expired(
         &self,
@@ -125,13 +126,26 @@ impl Store for DynamoStore {
         start: Option<Key>,
         limit: Option<i32>,
     ) -> Result<Page, StoreError> {
-        if let (Some(index_table), Some(since)) = (schema.index.table(), packs_since) {
-            return self
-                .query_packs(schema, index_table, window_key, since, now, start, limit)
-                .await;
-        }
-        let query = match &schema.index {
-            Index::Table(index_table) => self
+        let packs_since = packs_since.filter(|_| schema.index.table().is_some());
+        let query = match (&schema.index, packs_since) {
+            (Index::Table(_), Some(since)) if since >= now => {
+                return Ok(Page {
+                    packed: true,
+                    ..Page::default()
+                })
+            }
+            (Index::Table(index_table), Some(since)) => {
+                let (lo, hi) = packs::bounds(since, now);
+                self.index_query(index_table, window_key)
+                    .key_condition_expression("#w = :w AND #e BETWEEN :lo AND :hi")
+                    .projection_expression("#w, #e, #k, #t")
+                    .expression_attribute_names("#e", entries::ENTRY)
+                    .expression_attribute_names("#k", packs::KEYS)
+                    .expression_attribute_names("#t", packs::TTLS)
+                    .expression_attribute_values(":lo", AttributeValue::S(lo))
+                    .expression_attribute_values(":hi", AttributeValue::S(hi))
+            }
+            (Index::Table(index_table), None) => self
                 .index_query(index_table, window_key)
                 .key_condition_expression("#w = :w AND #e < :bound")
                 .projection_expression("#w, #e, #k, #t")
@@ -139,7 +153,7 @@ impl Store for DynamoStore {
                 .expression_attribute_names("#k", entries::KEY)
                 .expression_attribute_names("#t", entries::TTL)
                 .expression_attribute_values(":bound", AttributeValue::S(entries::sort_bound(now))),
-            Index::Gsi(gsi) => {
+            (Index::Gsi(gsi), _) => {
                 let (projection, names) = key_and_ttl(schema);
                 let window = AttributeValue::S(window_key.to_owned());
                 self.client
@@ -162,14 +176,23 @@ impl Store for DynamoStore {
             .map_err(|e| StoreError::from_sdk("Query", e))?;
         let mut page = Page {
             next: out.last_evaluated_key.filter(|k| !k.is_empty()),
+            packed: packs_since.is_some(),
             ..Page::default()
         };
         let Some(index_table) = schema.index.table() else {
             page.items = out.items.unwrap_or_default();
             return Ok(page);
         };
-        for entry in out.items.unwrap_or_default() {
-            let Some((item, id)) = entries::listed(schema, entry) else {
+        for item in out.items.unwrap_or_default() {
+            if page.packed {
+                let listed = packs::Pack::from_item(&item).and_then(|p| packs::listed(schema, p));
+                let Some(items) = listed else {
+                    return Err(foreign_item(schema, index_table, "pack"));
+                };
+                page.items.extend(items);
+                continue;
+            }
+            let Some((item, id)) = entries::listed(schema, item) else {
                 return Err(foreign_item(schema, index_table, "entry"));
             };
             page.items.push(item);

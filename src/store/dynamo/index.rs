@@ -1,57 +1,9 @@
-//! The expiry index table's requests of [`DynamoStore`] beside its entries' writes: the packs a
-//! sweep reads, the stream indexer's reports, archive mode's journal, the sweeper's cursor and
-//! the writers' mark.
+//! [`DynamoStore`]'s writes to the expiry index table (its entries, the writers' mark), and two
+//! refusals the store answers: a conditional delete refused, an item of another table.
 
 use super::*;
 
 impl DynamoStore {
-    /// [`Store::query_expired`] of the packs due from `since` to `now` ([`packs`]): strongly
-    /// consistent, their items listed as a GSI would list them. A pack of another table's keys is
-    /// an error, as an entry is.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn query_packs(
-        &self,
-        schema: &TableSchema,
-        index_table: &str,
-        window_key: &str,
-        since: Timestamp,
-        now: Timestamp,
-        start: Option<Key>,
-        limit: Option<i32>,
-    ) -> Result<Page, StoreError> {
-        let mut page = Page {
-            packed: true,
-            ..Page::default()
-        };
-        if since >= now {
-            return Ok(page);
-        }
-        let (lo, hi) = packs::bounds(since, now);
-        let out = self
-            .index_query(index_table, window_key)
-            .set_exclusive_start_key(start)
-            .set_limit(limit)
-            .key_condition_expression("#w = :w AND #e BETWEEN :lo AND :hi")
-            .projection_expression("#w, #e, #k, #t")
-            .expression_attribute_names("#e", entries::ENTRY)
-            .expression_attribute_names("#k", packs::KEYS)
-            .expression_attribute_names("#t", packs::TTLS)
-            .expression_attribute_values(":lo", AttributeValue::S(lo))
-            .expression_attribute_values(":hi", AttributeValue::S(hi))
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("Query", e))?;
-        page.next = out.last_evaluated_key.filter(|k| !k.is_empty());
-        for item in out.items.unwrap_or_default() {
-            let listed = packs::Pack::from_item(&item).and_then(|p| packs::listed(schema, p));
-            let Some(items) = listed else {
-                return Err(foreign_item(schema, index_table, "pack"));
-            };
-            page.items.extend(items);
-        }
-        Ok(page)
-    }
-
     /// Up to 25 [`EntryWrite`]s in one `BatchWriteItem` on the expiry index table `index_table`,
     /// one attempt; answers the writes left unprocessed.
     pub(in crate::store) async fn write_index(
