@@ -3,9 +3,9 @@
 
 use crate::support::{self, runtime_api};
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,37 +18,17 @@ use ttl_sweeper::expiry::iso_millis;
 use ttl_sweeper::expiry::{Timestamp, Window};
 use ttl_sweeper::store::{Key, Store};
 
-/// Watches `table` with a full scan every 50 ms and records, for each of the items of `ttls`,
-/// the wall clock (epoch seconds) at the end of the first scan that no longer lists it: an upper
-/// bound on its deletion time, at most a scan and 50 ms late. Stops when the function it returns
-/// is called, whose task yields the times.
+/// [`watch_gone`] of the items of `ttls` in `table`, in a task of its own, for `limit` at most:
+/// when each was first seen gone, at most a scan and 50 ms late.
 fn watch_deletions(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
     ttls: &HashMap<String, i64>,
-) -> impl FnOnce() -> tokio::task::JoinHandle<HashMap<String, f64>> {
+    limit: Duration,
+) -> tokio::task::JoinHandle<BTreeMap<String, f64>> {
     let (client, table) = (client.clone(), table.to_owned());
     let ids: Vec<String> = ttls.keys().cloned().collect();
-    let done = Arc::new(AtomicBool::new(false));
-    let flag = done.clone();
-    let watcher = tokio::spawn(async move {
-        let mut gone: HashMap<String, f64> = HashMap::new();
-        while !done.load(Ordering::SeqCst) {
-            let present = id_set(&client, &table).await;
-            let t = wall_clock();
-            for id in &ids {
-                if !present.contains(id) {
-                    gone.entry(id.clone()).or_insert(t);
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        gone
-    });
-    move || {
-        flag.store(true, Ordering::SeqCst);
-        watcher
-    }
+    tokio::spawn(async move { watch_gone(&client, &table, &ids, limit).await })
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -60,7 +40,7 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 /// sorted, with its id.
 fn lags_of<'a>(
     ttls: &'a HashMap<String, i64>,
-    gone: &HashMap<String, f64>,
+    gone: &BTreeMap<String, f64>,
 ) -> Vec<(f64, &'a String)> {
     let mut lags: Vec<(f64, &String)> = ttls
         .iter()
@@ -100,10 +80,10 @@ async fn one_second_ticks_delete_each_item_within_three_quarters_of_a_second_of_
     put_items(&client, &table, items).await;
 
     let ticks = ticks_for(Duration::from_secs(26));
-    let stop_watching = watch_deletions(&client, &table, &ttls);
+    let watching = watch_deletions(&client, &table, &ttls, Duration::from_secs(26));
     let from = Timestamp::from_secs(start);
     let report = run_ticks(&sweeper, from, &clock, &ticks, &Stop::never(), |_| {}).await;
-    let gone = stop_watching().await.unwrap();
+    let gone = watching.await.unwrap();
 
     assert!(report.is_success(), "{report:?}");
     assert_eq!(removed(&report), 20, "{report:?}");
@@ -165,7 +145,9 @@ async fn the_lambda_under_a_jittered_schedule_hands_over_without_leaving_items_b
     let mut items: Vec<Key> = ttls.iter().map(|(id, ttl)| session(id, *ttl)).collect();
     items.extend(sessions("later", 5, |_| first + 600));
     put_items(&client, &table, items).await;
-    let stop_watching = watch_deletions(&client, &table, &ttls);
+    // Until every item is gone, or 4 s after the last ttl.
+    let limit = Duration::from_secs_f64(last_ttl as f64 + 4.0 - wall_clock());
+    let watching = watch_deletions(&client, &table, &ttls, limit);
     let plan = api.run_schedule(&Schedule {
         first,
         period: Duration::from_secs(PERIOD as u64),
@@ -173,19 +155,7 @@ async fn the_lambda_under_a_jittered_schedule_hands_over_without_leaving_items_b
         max_delay: Duration::from_secs(3),
         seed: 7,
     });
-    // Until every item is gone, or 4 s after the last ttl.
-    loop {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let gone = !ids(&client, &table)
-            .await
-            .iter()
-            .any(|id| ttls.contains_key(id));
-        if gone || wall_clock() > (last_ttl + 4) as f64 {
-            break;
-        }
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let gone = stop_watching().await.unwrap();
+    let gone = watching.await.unwrap();
     let run = api.stop();
 
     let lags = lags_of(&ttls, &gone);
