@@ -23,7 +23,6 @@ use fault_proxy::{Fault, FaultProxy, Plan};
 use runtime_api::{Options, Outcome, RuntimeApi};
 use serde_json::{json, Value};
 use support::*;
-use ttl_sweeper::store::Key;
 
 /// Records per batch (the construct's mapping uses 100; fewer here so that a test sees several).
 const BATCH_SIZE: usize = 10;
@@ -125,9 +124,9 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
     let now = now();
     let (due, expired, live) = (names("due", 10), names("expired", 5), names("live", 10));
     let due_at = now + 8;
-    let mut items: Vec<Key> = due.iter().map(|id| unwindowed(id, due_at)).collect();
-    items.extend(expired.iter().map(|id| unwindowed(id, now - 10)));
-    items.extend(live.iter().map(|id| unwindowed(id, now + 3600)));
+    let mut items = unwindowed_each(&due, due_at);
+    items.extend(unwindowed_each(&expired, now - 10));
+    items.extend(unwindowed_each(&live, now + 3600));
     app.put_many(items).await;
     // The application extends two of the due items and rewrites two live ones (one of them
     // already expired), and deletes two items before their records are delivered.
@@ -330,8 +329,8 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
 
     let now = now();
     let (live, expired) = (names("m", 18), names("x", 2));
-    let mut items: Vec<Key> = live.iter().map(|id| unwindowed(id, now + 3600)).collect();
-    items.extend(expired.iter().map(|id| unwindowed(id, now - 10)));
+    let mut items = unwindowed_each(&live, now + 3600);
+    items.extend(unwindowed_each(&expired, now - 10));
     app.put_many(items).await;
     put_one(&client, &other, unwindowed("stray", now + 3600)).await;
     let mut shard = Stream::of(&client, &table).await.read_until(20).await;
@@ -420,7 +419,7 @@ async fn an_item_written_already_expired_goes_as_its_batch_is_indexed_without_a_
     let mut app = AppWriter::new(&client, &table);
     let now = now();
     let expired = support::names("expired", 12);
-    let mut items: Vec<Key> = expired.iter().map(|id| unwindowed(id, now - 30)).collect();
+    let mut items = unwindowed_each(&expired, now - 30);
     items.push(unwindowed("moved", now - 30));
     items.push(unwindowed("live", now + 3600));
     app.put_many(items).await;

@@ -276,8 +276,8 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
             .enumerate()
             .map(|(i, id)| unwindowed(id, now + 3 + i as i64 % 3)),
     );
-    items.extend(expired.iter().map(|id| unwindowed(id, now - 10)));
-    items.extend(live.iter().map(|id| unwindowed(id, now + 3600)));
+    items.extend(unwindowed_each(&expired, now - 10));
+    items.extend(unwindowed_each(&live, now + 3600));
     let written = wall_clock();
     app.put_many(items).await;
 
@@ -321,8 +321,7 @@ async fn items_written_with_only_a_ttl_expire_with_sub_second_lag_across_a_kill_
     daemon.signal(libc::SIGKILL);
     let now = support::now();
     let later = names("later", 10);
-    let later_items: Vec<Key> = later.iter().map(|id| unwindowed(id, now + 5)).collect();
-    app.put_many(later_items).await;
+    app.put_many(unwindowed_each(&later, now + 5)).await;
     app.put(unwindowed("deleted", now + 3600)).await;
     app.delete("deleted").await;
     app.put(unwindowed("live-0", now + 7200)).await;
@@ -399,8 +398,7 @@ async fn entries_held_across_batches_are_packed_together_and_none_is_lost_to_a_k
         let mut written = Vec::new();
         for round in rounds {
             let ids = names(&format!("r{round}"), 5);
-            app.put_many(ids.iter().map(|id| unwindowed(id, due)).collect())
-                .await;
+            app.put_many(unwindowed_each(&ids, due)).await;
             written.extend(ids);
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
@@ -469,8 +467,8 @@ async fn items_written_already_expired_go_as_they_are_indexed_not_at_the_next_sw
     let now = now();
     let expired = names("expired", 10);
     let live = names("live", 3);
-    let mut items: Vec<Key> = expired.iter().map(|id| unwindowed(id, now - 30)).collect();
-    items.extend(live.iter().map(|id| unwindowed(id, now + 3600)));
+    let mut items = unwindowed_each(&expired, now - 30);
+    items.extend(unwindowed_each(&live, now + 3600));
     let written = wall_clock();
     app.put_many(items).await;
     let gone = (daemon.all_gone(&client, &tables.table, &expired, 10, "written expired")).await;
@@ -511,13 +509,8 @@ async fn rewrites_and_unusable_ttls_delete_nothing_live_and_never_stop_the_shard
     let now = now();
     // Items due in 2 s, rewritten (the whole item) with an hour more before then.
     let extended = names("extended", 10);
-    let first: Vec<Key> = extended.iter().map(|id| unwindowed(id, now + 2)).collect();
-    app.put_many(first).await;
-    let later: Vec<Key> = extended
-        .iter()
-        .map(|id| unwindowed(id, now + 3600))
-        .collect();
-    app.put_many(later).await;
+    app.put_many(unwindowed_each(&extended, now + 2)).await;
+    app.put_many(unwindowed_each(&extended, now + 3600)).await;
     // ttls the sweeper cannot use: milliseconds, and more than five years old.
     app.put(unwindowed("millis", (now + 5) * 1000)).await;
     app.put(unwindowed("ancient", now - 6 * 366 * 86_400)).await;
@@ -618,7 +611,7 @@ async fn expired_iterators_trimmed_records_and_refused_entries_are_recovered_or_
     let mut app = AppWriter::new(&client, &table);
     let now = now();
     let mut due = names("due", 10);
-    let mut items: Vec<Key> = due.iter().map(|id| unwindowed(id, now + 3)).collect();
+    let mut items = unwindowed_each(&due, now + 3);
     items.push(unwindowed("poison", now + 3600));
     items.push(unwindowed("throttled", now + 3));
     app.put_many(items).await;
@@ -711,7 +704,7 @@ async fn a_throttled_index_table_holds_the_shard_and_loses_no_item() {
             items.push(unwindowed(id, now + 3600));
         }
     }
-    items.extend(after_it.iter().map(|id| unwindowed(id, ends as i64 + 5)));
+    items.extend(unwindowed_each(&after_it, ends as i64 + 5));
     app.put_many(items).await;
     // Started once every record is there: its first read is one batch of them all.
     let mut daemon = Follower::start(&proxy.endpoint, &tables, "hot", &no_sdk_retries, "1s");
@@ -792,10 +785,7 @@ async fn sigterm_ends_the_daemon_within_the_grace_when_dynamodb_stops_answering(
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(60), plan).await;
     let mut daemon = Follower::start(&proxy.endpoint, &tables, "hung", &[], "1s");
     let now = now();
-    let items = names("late", 5)
-        .iter()
-        .map(|id| unwindowed(id, now + 3600))
-        .collect();
+    let items = unwindowed_each(&names("late", 5), now + 3600);
     put_many(&client, &table, items).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     hung.store(true, Ordering::SeqCst);

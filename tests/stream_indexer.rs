@@ -227,7 +227,7 @@ async fn an_entry_left_by_a_ttl_extended_or_removed_or_an_item_deleted_deletes_n
         let now = now();
         let due = now + 2;
         let names = ["extended", "no-longer", "deleted", "rewritten", "due"];
-        let items: Vec<Key> = names.iter().map(|id| unwindowed(id, due)).collect();
+        let items = unwindowed_each(&names, due);
         put_items(&client, &table, items.clone()).await;
         assert_indexed_ok(&sweeper, inserts(&items, 1)).await;
         // The application changes its items; the indexer has not seen those records yet.

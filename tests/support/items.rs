@@ -46,6 +46,11 @@ pub fn session(id: &str, ttl: i64) -> Key {
     sharded(id, ttl, 60, 1)
 }
 
+/// An item of each of `ids`, with the Number ttl `ttl` and no window.
+pub fn unwindowed_each(ids: &[impl AsRef<str>], ttl: i64) -> Vec<Key> {
+    ids.iter().map(|id| unwindowed(id.as_ref(), ttl)).collect()
+}
+
 /// `n` sessions `{prefix}-0` … `{prefix}-{n-1}`, the `i`th with the ttl `ttl(i)`.
 pub fn sessions(prefix: &str, n: i64, ttl: impl Fn(i64) -> i64) -> Vec<Key> {
     (0..n)
