@@ -579,22 +579,12 @@ async fn the_aws_cli_lines_of_step_1_and_of_removing_it_run_as_written() {
         aws_cli(&script.replace("--table-name sessions", &format!("--table-name {table}")))
     };
     let describe = || async {
-        let out = client
-            .describe_table()
-            .table_name(&table)
-            .send()
-            .await
-            .unwrap();
-        out.table.unwrap()
+        let out = client.describe_table().table_name(&table).send().await;
+        out.unwrap().table.unwrap()
     };
     let ttl_on = || async {
-        let ttl = client
-            .describe_time_to_live()
-            .table_name(&table)
-            .send()
-            .await
-            .unwrap();
-        let ttl = ttl.time_to_live_description.unwrap();
+        let ttl = client.describe_time_to_live().table_name(&table).send();
+        let ttl = ttl.await.unwrap().time_to_live_description.unwrap();
         ttl.attribute_name().map(str::to_owned)
     };
 
