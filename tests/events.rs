@@ -649,12 +649,8 @@ async fn a_sink_that_is_down_loses_nothing_silently() {
                 // nothing is deleted before its event is accepted
                 report.assert_fields("items_deleted=0 items_failed=30");
                 let failed_keys = report["failed_keys"].as_array().unwrap();
-                let refused = |f: &Value| {
-                    f["reason"]
-                        .as_str()
-                        .unwrap()
-                        .starts_with("expiry event not accepted")
-                };
+                let not_accepted = "expiry event not accepted";
+                let refused = |f: &Value| f["reason"].as_str().unwrap().starts_with(not_accepted);
                 assert!(failed_keys.iter().all(refused));
                 assert_eq!(left.len(), 38, "every item stays");
             }
