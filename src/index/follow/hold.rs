@@ -248,12 +248,12 @@ mod tests {
         }
 
         /// Indexes `records` of shard `s` through this indexer, with no stop: the records
-        /// handled, and the report.
-        async fn run(&self, records: &[EventRecord]) -> (usize, FollowReport) {
+        /// handled, the calls made and the report.
+        async fn run(self, records: &[EventRecord]) -> (usize, Vec<Vec<String>>, FollowReport) {
             let report = RefCell::new(FollowReport::default());
             let index = async |batch: &[EventRecord]| Some(self.index(batch));
             let handled = index_batch("s", records, index, &Stop::never(), &report, |_| {}).await;
-            (handled, report.into_inner())
+            (handled, self.calls.into_inner(), report.into_inner())
         }
     }
 
@@ -300,9 +300,8 @@ mod tests {
             "2" => Fate::Refused,
             _ => Fate::Written,
         });
-        let (handled, report) = fake.run(&records).await;
+        let (handled, calls, report) = fake.run(&records).await;
         assert_eq!(handled, 4);
-        let calls = fake.calls.into_inner();
         assert_eq!(
             calls,
             [
@@ -320,10 +319,8 @@ mod tests {
         assert!(report.index.errors[1].starts_with("record 4 "));
         // A batch of one refused record is passed without another call.
         let fake = Fake::new(|_: &str, _, _| Fate::Refused);
-        let (handled, report) = fake.run(&records[3..]).await;
-        assert_eq!(handled, 1);
-        assert_eq!(fake.calls.into_inner().len(), 1);
-        assert_eq!(report.skipped_records, 1);
+        let (handled, calls, report) = fake.run(&records[3..]).await;
+        assert_eq!((handled, calls.len(), report.skipped_records), (1, 1, 1));
     }
 
     #[tokio::test(start_paused = true)]
@@ -334,10 +331,8 @@ mod tests {
             ("2", 1, c) if c < 5 => Fate::Failed,
             _ => Fate::Written,
         });
-        let (handled, report) = fake.run(&records).await;
-        assert_eq!(handled, 2);
-        assert_eq!(fake.calls.into_inner().len(), 6);
-        assert_eq!(report.skipped_records, 0);
+        let (handled, calls, report) = fake.run(&records).await;
+        assert_eq!((handled, calls.len(), report.skipped_records), (2, 6, 0));
     }
 
     #[tokio::test(start_paused = true)]
