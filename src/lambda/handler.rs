@@ -275,7 +275,9 @@ async fn sweep_as_asked<S: Store>(
         }
     };
     // The last resort, for what the store's bound does not cover (an expiry-event sink that does
-    // not answer): the sweep is dropped and the summary says so.
+    // not answer): the sweep is dropped and the summary says so. The sweep's future, large in a
+    // debug build, is kept on the heap rather than on the stack of the thread that polls it.
+    let sweep = Box::pin(sweep);
     let cut = remaining.map(|r| started + r.saturating_sub(REPORT_RESERVE / 2));
     let report = until(cut, sweep).await;
     let mut report = report.unwrap_or_else(|| cut_short(sweeper, now));
