@@ -30,7 +30,7 @@ use ttl_sweeper::daemon;
 use ttl_sweeper::engine::lease::REPORT_FRESH;
 use ttl_sweeper::engine::lease::{Lease, LeaseConfig, SweepHealth, LEASE_MARGIN, WATCH_EVERY};
 use ttl_sweeper::engine::tables::Table;
-use ttl_sweeper::engine::{run_ticks, Stop, SweepOptions, Sweeper};
+use ttl_sweeper::engine::{run_ticks, Stop, SweepOptions, SweepReport, Sweeper};
 use ttl_sweeper::expiry::{Clock, Layout, Timestamp};
 use ttl_sweeper::index::follow::{FollowError, FollowReport};
 use ttl_sweeper::index::Indexed;
@@ -632,24 +632,24 @@ async fn a_table_named_by_name_in_one_region_and_by_arn_in_another_has_one_lease
     assert_eq!(east_store.lease().unwrap().holder, "us-east-1/sweeper");
 }
 
-/// Sweepers of `sessions` over `store` in `region`, one per shard range of `ranges` (4 shards
-/// per window; `all` for one sweeper of every shard), each its own holder ([`region_sweeper`]).
-fn split_sweepers(
+/// A sweep at `at` by each of the sweepers of `sessions` over `store` in `region`, one per shard
+/// range of `ranges` (4 shards per window; `all` for one sweeper of every shard), each its own
+/// holder ([`region_sweeper`]), in turn: each range with its sweep's report.
+async fn split_sweeps<'r>(
     store: &MemStore,
     region: &str,
-    ranges: &[&str],
+    ranges: &[&'r str],
     t0: Instant,
-) -> Vec<Sweeper<MemStore>> {
-    let sharded = [("WINDOW_SHARDS", "4")];
-    ranges
-        .iter()
-        .enumerate()
-        .map(|(i, range)| {
-            let config = region_config("sessions", 30, &[sharded[0], ("SHARD_RANGE", range)]);
-            let holder = format!("{region}/sweeper-{i}");
-            region_sweeper(store.sharing(store.schema().layout), &config, &holder, t0)
-        })
-        .collect()
+    at: Timestamp,
+) -> Vec<(&'r str, SweepReport)> {
+    let (sharded, mut reports) = (("WINDOW_SHARDS", "4"), Vec::new());
+    for (i, range) in ranges.iter().enumerate() {
+        let config = region_config("sessions", 30, &[sharded, ("SHARD_RANGE", range)]);
+        let holder = format!("{region}/sweeper-{i}");
+        let sweeper = region_sweeper(store.sharing(store.schema().layout), &config, &holder, t0);
+        reports.push((*range, sweeper.sweep(at, &Stop::never()).await));
+    }
+    reports
 }
 
 #[tokio::test(start_paused = true)]
@@ -674,18 +674,14 @@ async fn regions_that_split_the_shards_otherwise_do_not_sweep_side_by_side() {
             .starting_at(now)
             .any_partition();
         let at = Timestamp::from_secs(now);
-        let leading = split_sweepers(&store, "us-east-1", first, t0);
-        for (range, sweeper) in first.iter().zip(&leading) {
-            let r = sweeper.sweep(at, &Stop::never()).await;
+        for (range, r) in split_sweeps(&store, "us-east-1", first, t0, at).await {
             assert_eq!(
                 r.stood_by, 0,
                 "{first:?}: {range} swept beside its own Region's split: {r:?}"
             );
         }
         store.put_n("old-", 10, |i| now - 5 - i);
-        let standing_by = split_sweepers(&store, "eu-west-1", second, t0);
-        for (range, sweeper) in second.iter().zip(&standing_by) {
-            let r = sweeper.sweep(at, &Stop::never()).await;
+        for (range, r) in split_sweeps(&store, "eu-west-1", second, t0, at).await {
             assert_eq!(
                 r.stood_by, 1,
                 "{second:?}: {range} swept beside another Region split {first:?}: {r:?}"
@@ -702,12 +698,10 @@ async fn regions_that_split_the_shards_otherwise_do_not_sweep_side_by_side() {
     let t0 = Instant::now();
     let store = MemStore::new(sharded).starting_at(now).any_partition();
     let at = Timestamp::from_secs(now);
-    for sweeper in split_sweepers(&store, "us-east-1", &["0-1", "2-3"], t0) {
-        let r = sweeper.sweep(at, &Stop::never()).await;
+    for (_, r) in split_sweeps(&store, "us-east-1", &["0-1", "2-3"], t0, at).await {
         assert_eq!(r.stood_by, 0, "{r:?}");
     }
-    for sweeper in split_sweepers(&store, "eu-west-1", &["0-1", "2-3"], t0) {
-        let r = sweeper.sweep(at, &Stop::never()).await;
+    for (_, r) in split_sweeps(&store, "eu-west-1", &["0-1", "2-3"], t0, at).await {
         assert_eq!((r.stood_by, r.lease_layout_mismatch), (1, 0), "{r:?}");
     }
 }
