@@ -17,6 +17,7 @@ use crate::support::{self, fault_proxy};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -349,7 +350,7 @@ async fn chaos_table(
     row.requests = proxy.stats.requests() - requests_before;
     row.faults = proxy.stats.faults_total() - faults_before;
     let window_ms = &proxy.stats.max_batch_window_ms;
-    row.batch_window_ms = window_ms.load(std::sync::atomic::Ordering::SeqCst);
+    row.batch_window_ms = window_ms.load(SeqCst);
     let extended = extended.lock().unwrap().clone();
     // Once the faults stop, one sweep deletes whatever is left.
     proxy.set_plan(Plan::Pass);
@@ -559,14 +560,14 @@ async fn chaos_never_deletes_a_live_item_and_loses_no_expired_one() {
     let seed = chaos_seed("chaos");
     let direct = client().await;
     // Each worker takes the next table not yet started; a row comes back with its faults by kind.
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let next = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..CHAOS_TABLES_AT_ONCE)
         .map(|_| {
             let (next, direct) = (next.clone(), direct.clone());
             tokio::spawn(async move {
                 let mut done = Vec::new();
                 loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let i = next.fetch_add(1, SeqCst);
                     let Some(&(rate, mode)) = CHAOS_TABLES.get(i) else {
                         return done;
                     };
@@ -1280,17 +1281,15 @@ async fn an_index_dropped_after_start_up_is_reported_and_nothing_is_deleted() {
 }
 
 /// A proxy that answers every `Query` with throttling `code`, and the number of them.
-async fn throttling_queries(
-    code: &'static str,
-) -> (FaultProxy, Arc<std::sync::atomic::AtomicUsize>) {
-    let queries = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+async fn throttling_queries(code: &'static str) -> (FaultProxy, Arc<AtomicUsize>) {
+    let queries = Arc::new(AtomicUsize::new(0));
     let counted = queries.clone();
     let proxy = FaultProxy::start(
         &endpoint(),
         DELAY,
         Plan::script(move |op, _| {
             (op == "Query").then(|| {
-                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                counted.fetch_add(1, SeqCst);
                 Fault::Throttle(code)
             })
         }),
@@ -1304,7 +1303,6 @@ async fn throttling_queries(
 /// and request id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_query_is_retried_as_the_client_is_configured() {
-    use std::sync::atomic::Ordering;
     use ttl_sweeper::store::Store;
 
     let direct = client().await;
@@ -1320,12 +1318,12 @@ async fn a_query_is_retried_as_the_client_is_configured() {
             )
             .build();
         let store = DynamoStore::new(Client::from_conf(config));
-        let before = queries.load(Ordering::SeqCst);
+        let before = queries.load(SeqCst);
         let err = store
             .query_expired(&schema, "w", Timestamp::from_secs(NOW), None, None, None)
             .await
             .expect_err("every query is throttled");
-        let made = queries.load(Ordering::SeqCst) - before;
+        let made = queries.load(SeqCst) - before;
         let what = format!("max attempts {attempts}: {err}");
         assert_eq!(made, attempts as usize, "{what}");
         assert_eq!(err.kind, ErrorKind::Throttled, "{what}");
@@ -1339,8 +1337,6 @@ async fn a_query_is_retried_as_the_client_is_configured() {
 /// bounds a throttled `Query` page's attempts, and `AWS_RETRY_MODE=adaptive` runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_retries_as_aws_max_attempts_and_aws_retry_mode_say() {
-    use std::sync::atomic::Ordering;
-
     let direct = client().await;
     let (table, _, _) = small_table(&direct, "max_attempts", "batch").await;
     let (proxy, queries) = throttling_queries("ThrottlingException").await;
@@ -1353,9 +1349,9 @@ async fn the_cli_retries_as_aws_max_attempts_and_aws_retry_mode_say() {
         tokio::task::block_in_place(|| run(&mut cmd))
     };
     for attempts in [1usize, 2] {
-        let before = queries.load(Ordering::SeqCst);
+        let before = queries.load(SeqCst);
         let (code, out, err) = sweep(&[("AWS_MAX_ATTEMPTS", &attempts.to_string())]);
-        let made = queries.load(Ordering::SeqCst) - before;
+        let made = queries.load(SeqCst) - before;
         let what = format!("AWS_MAX_ATTEMPTS={attempts}: {out} {err}");
         assert_eq!(code, 1, "every query throttled: the sweep fails: {what}");
         // Four windows (the current one and three back), one partition each.
