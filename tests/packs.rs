@@ -9,6 +9,7 @@
 
 use crate::support;
 
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use support::mem_store::{mem_sweeper, Fault, MemStore, Op, When};
@@ -19,7 +20,7 @@ use tokio::time::Instant;
 use aws_lambda_events::dynamodb::EventRecord;
 use ttl_sweeper::engine::{run_ticks, DeleteMode, Stop, SweepOptions, SweepReport, Sweeper};
 use ttl_sweeper::expiry::window::windows_since;
-use ttl_sweeper::expiry::{Layout, Timestamp};
+use ttl_sweeper::expiry::{Clock, Layout, Timestamp};
 use ttl_sweeper::index::{delete_expired, index_records};
 use ttl_sweeper::store::{packs, ErrorKind, Retry};
 
@@ -32,7 +33,7 @@ fn store() -> MemStore {
 }
 
 /// Items `s<s>-<i>`, `per` of them expiring at each second `T0 + s` for `s` in `seconds`.
-fn put_items(store: &MemStore, seconds: std::ops::RangeInclusive<i64>, per: usize) -> Vec<String> {
+fn put_items(store: &MemStore, seconds: RangeInclusive<i64>, per: usize) -> Vec<String> {
     let mut ids = Vec::new();
     for s in seconds {
         for i in 0..per {
@@ -51,7 +52,7 @@ fn refs(ids: &[String]) -> Vec<&str> {
 /// Items `s<s>-<i>` ([`put_items`]), indexed in packs from `origin`.
 fn put_packed(
     store: &MemStore,
-    seconds: std::ops::RangeInclusive<i64>,
+    seconds: RangeInclusive<i64>,
     per: usize,
     origin: &str,
 ) -> Vec<String> {
@@ -95,11 +96,7 @@ fn assert_read_once(store: &MemStore) -> std::collections::BTreeMap<String, usiz
 }
 
 /// The stream indexer's write of `records` into packs, as of `clock`, with no failure.
-async fn index_ok(
-    store: &MemStore,
-    clock: &impl ttl_sweeper::expiry::Clock,
-    records: &[EventRecord],
-) {
+async fn index_ok(store: &MemStore, clock: &impl Clock, records: &[EventRecord]) {
     let indexed = index_records(store, &store.schema(), clock, records).await;
     assert!(indexed.failures.is_empty(), "{:?}", indexed.report);
 }
@@ -617,7 +614,7 @@ struct LearnsAtTheMark {
     behind: Duration,
 }
 
-impl ttl_sweeper::expiry::Clock for LearnsAtTheMark {
+impl Clock for LearnsAtTheMark {
     fn now(&self) -> Timestamp {
         let host = self.store.clock_fn(f64::round)();
         if self.store.calls(Op::MarkPacks) > 0 {
