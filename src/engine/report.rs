@@ -251,16 +251,13 @@ impl SweepReport {
             self.delete_mode = other.delete_mode.clone();
         }
         self.ticks += other.ticks.max(1);
-        add_counts!(self, other; stood_by, lease_layout_mismatch, lease_released, windows_swept,
-            windows_left, duration_ms);
-        self.stopped_early |= other.stopped_early;
-        self.catchup_capped |= other.catchup_capped;
+        add_counts!(self, other; stood_by, lease_layout_mismatch, lease_released, duration_ms);
         let before = self.checkpoint_before.take();
         self.checkpoint_before = before.or(other.checkpoint_before.take());
         let after = other.checkpoint_after.take();
         self.checkpoint_after = after.or(self.checkpoint_after.take());
         self.clock_ahead_ms = self.clock_ahead_ms.max(other.clock_ahead_ms);
-        self.add_partition(other);
+        self.add_pass(other);
     }
 
     /// Adds another pass of the same sweep (the packs' beside the entries'): its counts, and its
