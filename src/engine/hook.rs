@@ -35,16 +35,16 @@ pub struct Expiry {
 }
 
 impl Expiry {
+    /// The expiry of `key` on `ttl`, at `at`, without an item.
+    pub fn new(key: Key, ttl: f64, at: Timestamp) -> Expiry {
+        let item = None;
+        Expiry { key, ttl, item, at }
+    }
+
     /// The same expiry without its item (which may be up to 400 KB), for what is remembered or
     /// cancelled.
     pub fn without_item(&self) -> Expiry {
-        let (key, ttl, at) = (self.key.clone(), self.ttl, self.at);
-        Expiry {
-            key,
-            ttl,
-            at,
-            item: None,
-        }
+        Expiry::new(self.key.clone(), self.ttl, self.at)
     }
 }
 
@@ -379,13 +379,7 @@ mod tests {
 
     fn expiry(id: &str) -> (String, Expiry) {
         let key: Key = [("id".to_owned(), AttributeValue::S(id.to_owned()))].into();
-        let at = Timestamp::from_secs(1_800_000_000);
-        let x = Expiry {
-            key,
-            ttl: 1.0,
-            item: None,
-            at,
-        };
+        let x = Expiry::new(key, 1.0, Timestamp::from_secs(1_800_000_000));
         (id.to_owned(), x)
     }
 

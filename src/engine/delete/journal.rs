@@ -155,13 +155,7 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
                 Some(_) => {
                     let id = (schema.key_token(&x.key), x.ttl.to_bits());
                     let c = *cancel_of.entry(id).or_insert_with(|| {
-                        let (key, ttl, at) = (x.key.clone(), x.ttl, x.at);
-                        cancel.push(Expiry {
-                            key,
-                            ttl,
-                            at,
-                            item: None,
-                        });
+                        cancel.push(Expiry::new(x.key.clone(), x.ttl, x.at));
                         cancel.len() - 1
                     });
                     waiting.push((i, x.clone(), c));
