@@ -173,9 +173,25 @@ impl Lags {
 
 /// A lag row's cells: items, never deleted, `early` (deleted before their ttl), p50, p99, max.
 pub fn lag_cells(lag: &Lags, early: usize) -> String {
-    let (p50, p99, max) = (secs(lag.p(0.5)), secs(lag.p(0.99)), secs(lag.max()));
     let (items, missed) = (lag.items, lag.missed());
-    format!("{items} | {missed} | {early} | {p50} | {p99} | {max}")
+    format!("{items} | {missed} | {early} | {}", lag_percentiles(lag))
+}
+
+/// A lag row's last cells: p50, p99, max.
+pub fn lag_percentiles(lag: &Lags) -> String {
+    let (p50, p99, max) = (secs(lag.p(0.5)), secs(lag.p(0.99)), secs(lag.max()));
+    format!("{p50} | {p99} | {max}")
+}
+
+/// The same cells over runs, one lag of each: `min / median / max` of p50, of p99, of max.
+pub fn lag_spread(lags: &[&Lags]) -> String {
+    let col = |p: fn(&Lags) -> f64| three(&lags.iter().map(|l| p(l)).collect::<Vec<_>>(), secs);
+    format!(
+        "{} | {} | {}",
+        col(|l| l.p(0.5)),
+        col(|l| l.p(0.99)),
+        col(Lags::max)
+    )
 }
 
 /// `min / median / max` of `v`, each written by `f`.

@@ -10,12 +10,11 @@
 //! target/bench-held.md; `make bench` adds it to docs/BENCHMARKS.md.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::daemon::three;
-use crate::stream::{own_server, start_daemon_with, stop_server, tables};
-use crate::support::capacity::{Kind, Meter, Role};
+use crate::stream::{metered, own_server, start_daemon_with, stop_server, tables};
+use crate::support::capacity::Kind;
 use crate::support::cost::{held_keys_per_pack, simulate_held_keys_per_pack};
 use crate::support::*;
 
@@ -97,20 +96,9 @@ pub struct Figures {
 /// spread over `spread_s` from [`AHEAD_MIN_S`] ahead; the daemon stopped (writing what it
 /// holds) once the last hold has passed.
 async fn run(s: &Settings, hold_s: f64, seed: u64) -> Run {
-    let server = own_server().await;
-    let direct = client_of(&server.endpoint).await;
-    let t = tables(&direct, "held").await;
-    let known: [(&str, Role, &[&str]); 3] = [
-        (&t.plain, Role::Table, &["id"]),
-        (&t.index, Role::Index, &["window", "entry"]),
-        (&t.checkpoint, Role::Checkpoint, &["id"]),
-    ];
-    let meter = Arc::new(Meter::start(&server.endpoint, &known).await);
     let hold = format!("{}ms", (hold_s * 1000.0) as u64);
     let env = [("FOLLOW_HOLD", hold.as_str())];
-    let index = Some(t.index.as_str());
-    let mut daemon = start_daemon_with(&meter.endpoint, &t.plain, &t.checkpoint, index, &env).await;
-    let app = client_of(&meter.app_endpoint).await;
+    let (server, t, meter, mut daemon, app) = metered("held", &env).await;
     let started = std::time::Instant::now();
     let mut rng = fastrand::Rng::with_seed(seed);
     let chunk = 10;
@@ -178,7 +166,8 @@ async fn memory(items: usize, hold: &str) -> i64 {
 }
 
 /// Every run: held and not, per repetition, and the memory rows.
-pub async fn measure(settings: Settings) -> Figures {
+pub async fn measure(quick: bool) -> Figures {
+    let settings = Settings::new(quick);
     let mut runs = Vec::new();
     let mut memory_rows = Vec::new();
     for r in 0..settings.runs {
@@ -218,11 +207,10 @@ pub fn render(d: &mut String, f: &Figures) {
     let s = &f.settings;
     let model = held_keys_per_pack(s.rate, s.hold_s, f64::INFINITY, s.spread_s);
     let simulated = simulated(s);
-    let _ = writeln!(d, "{HEADING}\n");
+    crate::intro(d, HEADING, s.quick, "fewer items, a shorter hold");
     let _ = writeln!(
         d,
-        "{}The release daemon (`ttl-sweeper run --every 1s --follow-stream`) on a DynamoDB Local of its own per run, behind the capacity meter: {} items written at {:.0} a second, ttls uniformly {} to {} s ahead (whole seconds: {:.0} due instants, each a pack's group), once with `FOLLOW_HOLD={:.0}s` and once with `FOLLOW_HOLD=0` (each entry written with its stream batch, as the Lambda indexer writes them); the daemon stopped, writing what it still holds, {:.0} s after the last write. The follower's rule for writing what it holds, simulated for this run (`simulate_held_keys_per_pack`, tests/support/cost.rs; mean of 20 draws), gives **{simulated:.2} keys a pack**; its steady state, the cost model's formula (`held_keys_per_pack`: a due second's pack lists the first entry held and those that come while it waits the hold, 1 + rate × hold ÷ spread, which a test holds to the simulation over hours), {model:.2}: the run stops mid-hold, so its packs are emptier than a steady day's.\n",
-        crate::when(s.quick, "Quick mode (`BENCH_QUICK=1`): fewer items, a shorter hold. "),
+        "The release daemon (`ttl-sweeper run --every 1s --follow-stream`) on a DynamoDB Local of its own per run, behind the capacity meter: {} items written at {:.0} a second, ttls uniformly {} to {} s ahead (whole seconds: {:.0} due instants, each a pack's group), once with `FOLLOW_HOLD={:.0}s` and once with `FOLLOW_HOLD=0` (each entry written with its stream batch, as the Lambda indexer writes them); the daemon stopped, writing what it still holds, {:.0} s after the last write. The follower's rule for writing what it holds, simulated for this run (`simulate_held_keys_per_pack`, tests/support/cost.rs; mean of 20 draws), gives **{simulated:.2} keys a pack**; its steady state, the cost model's formula (`held_keys_per_pack`: a due second's pack lists the first entry held and those that come while it waits the hold, 1 + rate × hold ÷ spread, which a test holds to the simulation over hours), {model:.2}: the run stops mid-hold, so its packs are emptier than a steady day's.\n",
         s.items,
         s.rate,
         AHEAD_MIN_S,

@@ -214,76 +214,46 @@ fn main() {
         .build()
         .unwrap();
     let mut doc = String::new();
-    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "outside") {
-        // The outside CPU rows alone (no local server needed): printed and written to target/.
-        let (per_window, latency_per_window, runs) = (
-            scale.outside_per_window,
-            scale.outside_latency_per_window,
-            scale.cpu_runs,
-        );
-        let outside = perf::outside_cpu(per_window, latency_per_window, runs);
-        perf::render_outside(&mut doc, &outside);
-        return write_only("outside", &doc);
-    }
-    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "pace") {
-        // Batch mode at DynamoDB's pace and peak memory alone (no local server): printed and
-        // written to target/.
-        let figures = pace::measure(pace::Settings::new(quick));
-        pace::render(&mut doc, &figures);
-        return write_only("pace", &doc);
-    }
-    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "stream") {
-        // Section 1's rows of the stream indexer alone (the release daemon and the release
-        // Lambda binary against DynamoDB Local): printed and written to target/.
-        let figures = rt.block_on(stream::measure(stream::Settings::new(quick)));
-        stream::render(&mut doc, &figures);
-        return write_only("stream", &doc);
-    }
-    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "units") {
-        // Section 4's counted units alone (the release daemon against DynamoDB Local, behind the
-        // capacity meter): printed and written to target/; a full run also rewrites the
-        // units-counted block of docs/BENCHMARKS.md, the cost model's input.
-        let figures = rt.block_on(units::measure(units::Settings::new(quick)));
-        units::render(&mut doc, &figures);
-        if !quick {
-            units::update_doc(&doc);
+    // `BENCH_ONLY=<part>`: that part alone, printed and written to target/ (outside and pace need
+    // no local server; stream, tables, units and held run the release daemon, ticks the 1 s tick
+    // loop and the release Lambda binary, against DynamoDB Local); a full run of units or held
+    // also rewrites its block of docs/BENCHMARKS.md (units-counted is the cost model's input).
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    match only.as_str() {
+        "outside" => {
+            let (per_window, latency_per_window) =
+                (scale.outside_per_window, scale.outside_latency_per_window);
+            let outside = perf::outside_cpu(per_window, latency_per_window, scale.cpu_runs);
+            perf::render_outside(&mut doc, &outside);
         }
-        return write_only("units", &doc);
-    }
-    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "held") {
-        // Section 4's packs gathered across batches alone: printed and written to target/; a
-        // full run also rewrites that part of docs/BENCHMARKS.md.
-        let figures = rt.block_on(held::measure(held::Settings::new(quick)));
-        held::render(&mut doc, &figures);
-        if !quick {
-            held::update_doc(&doc);
+        "pace" => pace::render(&mut doc, &pace::measure(pace::Settings::new(quick))),
+        "stream" => stream::render(&mut doc, &rt.block_on(stream::measure(quick))),
+        "units" => units::render(&mut doc, &rt.block_on(units::measure(quick))),
+        "held" => held::render(&mut doc, &rt.block_on(held::measure(quick))),
+        "tables" => tables::render(&mut doc, &rt.block_on(tables::measure(quick))),
+        "ticks" => {
+            // After one run not counted that warms its DynamoDB Local.
+            let precise = rt.block_on(async {
+                sub_second::warm_up(&scale).await;
+                sub_second(&scale).await
+            });
+            sub_second::render(&mut doc, &scale, &precise);
         }
-        return write_only("held", &doc);
+        "perf" => {
+            // Section 6 alone, to check it quickly.
+            let (inside, outside) = cpu_measurements(&scale, &rt);
+            let own_us = own_threads_us(&inside);
+            doc = rt.block_on(section6(&scale, &outside, &own_us));
+        }
+        _ => {}
     }
-    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "tables") {
-        // Section 1's rows of many tables alone (the release daemon against DynamoDB Local):
-        // printed and written to target/.
-        let figures = rt.block_on(tables::measure(tables::Settings::new(quick)));
-        tables::render(&mut doc, &figures);
-        return write_only("tables", &doc);
-    }
-    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "ticks") {
-        // Section 1's "Tick mode, repeated" alone (the 1 s tick loop, and the release Lambda
-        // binary under the local Runtime API, against DynamoDB Local): printed and written to
-        // target/.
-        let precise = rt.block_on(async {
-            sub_second::warm_up(&scale).await;
-            sub_second(&scale).await
-        });
-        sub_second::render(&mut doc, &scale, &precise);
-        return write_only("ticks", &doc);
-    }
-    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "perf") {
-        // Section 6 alone, to check it quickly: printed and written to target/.
-        let (inside, outside) = cpu_measurements(&scale, &rt);
-        let own_us = own_threads_us(&inside);
-        doc = rt.block_on(section6(&scale, &outside, &own_us));
-        return write_only("perf", &doc);
+    if !doc.is_empty() {
+        match only.as_str() {
+            "units" if !quick => units::update_doc(&doc),
+            "held" if !quick => held::update_doc(&doc),
+            _ => {}
+        }
+        return write_only(&only, &doc);
     }
     let (inside, outside) = cpu_measurements(&scale, &rt);
     let own_us = own_threads_us(&inside);
@@ -300,10 +270,10 @@ fn main() {
     rt.block_on(async {
         let start = startup_and_memory(&scale).await;
         let precise = sub_second(&scale).await;
-        let streamed = stream::measure(stream::Settings::new(quick)).await;
-        let many = tables::measure(tables::Settings::new(quick)).await;
-        let counted = units::measure(units::Settings::new(quick)).await;
-        let gathered = held::measure(held::Settings::new(quick)).await;
+        let streamed = stream::measure(quick).await;
+        let many = tables::measure(quick).await;
+        let counted = units::measure(quick).await;
+        let gathered = held::measure(quick).await;
         let rows = section6(&scale, &outside, &own_us).await;
         let c_us = perf::planning_us(&outside);
         doc = render(
@@ -361,7 +331,6 @@ fn write_only(part: &str, doc: &str) {
     std::fs::write(format!("target/bench-{part}.md"), doc).unwrap();
 }
 
-/// `text` when `on`, else nothing: a sentence that only some runs' Markdown carries.
 /// A goal's verdict: `met` or `not met`.
 fn met(yes: bool) -> &'static str {
     if yes {
@@ -371,11 +340,21 @@ fn met(yes: bool) -> &'static str {
     }
 }
 
+/// `text` when `on`, else nothing: a sentence that only some runs' Markdown carries.
 fn when(on: bool, text: &'static str) -> &'static str {
     if on {
         text
     } else {
         ""
+    }
+}
+
+/// A part's `heading`, then in quick mode the start of its first paragraph: "Quick mode
+/// (`BENCH_QUICK=1`): `smaller`. "
+fn intro(d: &mut String, heading: &str, quick: bool, smaller: &str) {
+    let _ = write!(d, "{heading}\n\n");
+    if quick {
+        let _ = write!(d, "Quick mode (`BENCH_QUICK=1`): {smaller}. ");
     }
 }
 

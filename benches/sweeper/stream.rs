@@ -26,7 +26,8 @@ use tokio::time::Instant;
 
 mod lambda;
 
-use crate::daemon::{secs, three, Daemon, Lags};
+use crate::daemon::{lag_percentiles, lag_spread, secs, three, Daemon, Lags};
+use crate::support::capacity::{Meter, Role};
 use crate::support::recorder::{Acks, DeleteRecorder, Recorder};
 use crate::support::*;
 
@@ -209,6 +210,28 @@ pub(crate) async fn tables(client: &Client, prefix: &str) -> Tables {
         index,
         checkpoint,
     }
+}
+
+/// A run behind the capacity meter, on a DynamoDB Local of its own: the server, its tables
+/// (`prefix`), the meter in front of it, the daemon following the stream through the meter with
+/// `env` besides, and the application's client, through the meter's front door.
+pub(crate) async fn metered(
+    prefix: &str,
+    env: &[(&str, &str)],
+) -> (OwnDynamoDbLocal, Tables, Meter, Daemon, Client) {
+    let server = own_server().await;
+    let direct = client_of(&server.endpoint).await;
+    let t = tables(&direct, prefix).await;
+    let known: [(&str, Role, &[&str]); 3] = [
+        (&t.plain, Role::Table, &["id"]),
+        (&t.index, Role::Index, &["window", "entry"]),
+        (&t.checkpoint, Role::Checkpoint, &["id"]),
+    ];
+    let meter = Meter::start(&server.endpoint, &known).await;
+    let index = Some(t.index.as_str());
+    let daemon = start_daemon_with(&meter.endpoint, &t.plain, &t.checkpoint, index, env).await;
+    let app = client_of(&meter.app_endpoint).await;
+    (server, t, meter, daemon, app)
 }
 
 /// A DynamoDB Local of the run's own, started (a few seconds, not measured) on a free port.
@@ -451,7 +474,8 @@ async fn cpu_once(s: &Settings, windowed: bool, follow: bool) -> CpuRun {
 
 /// The daemon's lag runs, the Lambda path's runs, then the CPU runs (the variants' order turning
 /// by one each run).
-pub async fn measure(settings: Settings) -> Figures {
+pub async fn measure(quick: bool) -> Figures {
+    let settings = Settings::new(quick);
     let s = &settings;
     let own_servers = std::env::var_os("DYNAMODB_ENDPOINT").is_none();
     let mut lag = Vec::new();
@@ -534,42 +558,46 @@ type Rows = fn(&LagRun) -> &[Lags; 2];
 /// write at most this, seconds (a quiet shard is read about every 250 ms).
 pub const WRITTEN_EXPIRED_P99_GOAL: f64 = 0.5;
 
-/// The line that holds `p99s` (one per run, seconds) to [`WRITTEN_EXPIRED_P99_GOAL`] on `path`.
-pub fn written_expired_goal(d: &mut String, path: &str, p99s: &[f64]) {
-    let (_, _, hi) = crate::spread3(p99s);
-    let _ = writeln!(
-        d,
-        "\n**Goal, items written already expired through the index table, on {path}:** p99 lag from the write ≤ {WRITTEN_EXPIRED_P99_GOAL:.1} s. {}, {} by the worst run.\n",
-        crate::p99_verdict(p99s, WRITTEN_EXPIRED_P99_GOAL),
-        crate::met(hi <= WRITTEN_EXPIRED_P99_GOAL),
-    );
-}
-
 /// The p99 lag from the ttl of items due 2–3 s after their write through the expiry index table,
 /// the median of 3 runs, when the goal "no worse than today's" was set: docs/BENCHMARKS.md at
 /// c20e0fe (entries of one item each, before packs), on the daemon and on Lambda.
 pub const DUE_SOON_P99_BEFORE_DAEMON: f64 = 0.062;
 pub const DUE_SOON_P99_BEFORE_LAMBDA: f64 = 0.053;
 
-/// The line that holds `p99s` (one per run, seconds) of items due 2–3 s after their write through
-/// the index table on `path` to `before`, the same rows' median before packs.
-pub fn due_soon_goal(d: &mut String, path: &str, p99s: &[f64], before: f64) {
+/// The goals' lines for the items through the index table on `path`, `runs` their due and their
+/// expired items' lags in each run: the due items' p99 held to `before`, the same rows' median
+/// before packs; the expired items' p99 held to [`WRITTEN_EXPIRED_P99_GOAL`].
+pub fn index_goals(d: &mut String, path: &str, runs: &[(&Lags, &Lags)], before: f64) {
+    let p99s: Vec<f64> = runs.iter().map(|(due, _)| due.p(0.99)).collect();
     let _ = writeln!(
         d,
         "\n**Goal, items due 2–3 s after their write through the index table, on {path}:** p99 lag from the ttl no worse than before packs ({}, the median of 3 runs at c20e0fe). {}.\n",
         secs(before),
-        crate::p99_verdict(p99s, before),
+        crate::p99_verdict(&p99s, before),
+    );
+    let p99s: Vec<f64> = runs.iter().map(|(_, expired)| expired.p(0.99)).collect();
+    let (_, _, hi) = crate::spread3(&p99s);
+    let _ = writeln!(
+        d,
+        "\n**Goal, items written already expired through the index table, on {path}:** p99 lag from the write ≤ {WRITTEN_EXPIRED_P99_GOAL:.1} s. {}, {} by the worst run.\n",
+        crate::p99_verdict(&p99s, WRITTEN_EXPIRED_P99_GOAL),
+        crate::met(hi <= WRITTEN_EXPIRED_P99_GOAL),
     );
 }
 
 /// The subsection, in Markdown.
 pub fn render(d: &mut String, f: &Figures) {
     let s = &f.settings;
-    let _ = writeln!(d, "### Writers unchanged: the expiry index table\n");
+    let quick = "fewer and shorter runs";
+    crate::intro(
+        d,
+        "### Writers unchanged: the expiry index table",
+        s.quick,
+        quick,
+    );
     let _ = writeln!(
         d,
-        "{}The release daemon (`ttl-sweeper run --every 1s` with a `CHECKPOINT_TABLE`), twice side by side: on a table with the sweeper's GSI, its writer setting the window; and with `--follow-stream` and `EXPIRY_INDEX_TABLE` on a table with a stream and no GSI, its writer setting only the ttl. Each run ({}new tables and daemons) writes for {} s: each second {} items of each kind due 2–3 s later and {} already expired. *Lag*: from the ttl, or for expired items from their `PutItem`'s acknowledgement, to the delete's.\n",
-        crate::when(s.quick, "Quick mode (`BENCH_QUICK=1`): fewer and shorter runs. "),
+        "The release daemon (`ttl-sweeper run --every 1s` with a `CHECKPOINT_TABLE`), twice side by side: on a table with the sweeper's GSI, its writer setting the window; and with `--follow-stream` and `EXPIRY_INDEX_TABLE` on a table with a stream and no GSI, its writer setting only the ttl. Each run ({}new tables and daemons) writes for {} s: each second {} items of each kind due 2–3 s later and {} already expired. *Lag*: from the ttl, or for expired items from their `PutItem`'s acknowledgement, to the delete's.\n",
         crate::when(f.own_servers, "its own DynamoDB Local, "),
         s.lag_secs,
         s.due_per_sec,
@@ -586,14 +614,12 @@ pub fn render(d: &mut String, f: &Figures) {
                 let l = &of(r)[kind];
                 let _ = writeln!(
                     d,
-                    "| {} | {} {what} | {name} | {} | {} | {} | {} | {} |",
+                    "| {} | {} {what} | {name} | {} | {} | {} |",
                     i + 1,
                     l.items,
                     l.missed(),
                     l.one_by_one,
-                    secs(l.p(0.5)),
-                    secs(l.p(0.99)),
-                    secs(l.max())
+                    lag_percentiles(l)
                 );
             }
         }
@@ -602,26 +628,13 @@ pub fn render(d: &mut String, f: &Figures) {
     crate::table_head(d, "| items | found through | p50 lag | p99 lag | max lag |");
     for (what, of) in rows {
         for (kind, name) in KINDS.iter().enumerate() {
-            let col = |p: fn(&Lags) -> f64| {
-                three(
-                    &f.lag.iter().map(|r| p(&of(r)[kind])).collect::<Vec<_>>(),
-                    secs,
-                )
-            };
-            let _ = writeln!(
-                d,
-                "| {what} | {name} | {} | {} | {} |",
-                col(|l| l.p(0.5)),
-                col(|l| l.p(0.99)),
-                col(Lags::max)
-            );
+            let lags: Vec<&Lags> = f.lag.iter().map(|r| &of(r)[kind]).collect();
+            let _ = writeln!(d, "| {what} | {name} | {} |", lag_spread(&lags));
         }
     }
     let path = "the daemon (`run --follow-stream`)";
-    let p99s: Vec<f64> = f.lag.iter().map(|r| r.due[1].p(0.99)).collect();
-    due_soon_goal(d, path, &p99s, DUE_SOON_P99_BEFORE_DAEMON);
-    let p99s: Vec<f64> = f.lag.iter().map(|r| r.expired[1].p(0.99)).collect();
-    written_expired_goal(d, path, &p99s);
+    let runs: Vec<_> = f.lag.iter().map(|r| (&r.due[1], &r.expired[1])).collect();
+    index_goals(d, path, &runs, DUE_SOON_P99_BEFORE_DAEMON);
     let early: usize = f.lag.iter().map(|r| r.early).sum();
     let sweeper = |g: fn(&LagRun) -> u64| {
         f.lag

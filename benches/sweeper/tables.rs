@@ -13,7 +13,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::Client;
 use tokio::time::Instant;
 
-use crate::daemon::{lag_cells, secs, three, Daemon, Lags};
+use crate::daemon::{lag_cells, lag_spread, three, Daemon, Lags};
 use crate::pct;
 use crate::support::recorder::{Acks, DeleteRecorder};
 use crate::support::*;
@@ -225,7 +225,8 @@ async fn run_once(s: &Settings) -> Vec<Measured> {
 }
 
 /// The runs, each with both configurations side by side.
-pub async fn measure(settings: Settings) -> Figures {
+pub async fn measure(quick: bool) -> Figures {
+    let settings = Settings::new(quick);
     let mut runs = Vec::new();
     for run in 0..settings.runs {
         let got = run_once(&settings).await;
@@ -264,11 +265,15 @@ fn mib(v: f64) -> String {
 /// The subsection, in Markdown.
 pub fn render(d: &mut String, f: &Figures) {
     let s = &f.settings;
-    let _ = writeln!(d, "### Many tables: one daemon, ten tables\n");
+    crate::intro(
+        d,
+        "### Many tables: one daemon, ten tables",
+        s.quick,
+        "one shorter run",
+    );
     let _ = writeln!(
         d,
-        "{}The release daemon (`ttl-sweeper run --every 1s --table-name <tables>`) sweeping one table and, beside it, another sweeping ten, against DynamoDB Local; each run writes for {} s into each table {} items a second, due 2–3 s later. *Tick*: `duration_ms` of the `tick finished` lines, one per table per tick that found items. *CPU* and *peak RSS*: read a second after the last delete.\n",
-        crate::when(s.quick, "Quick mode (`BENCH_QUICK=1`): one shorter run. "),
+        "The release daemon (`ttl-sweeper run --every 1s --table-name <tables>`) sweeping one table and, beside it, another sweeping ten, against DynamoDB Local; each run writes for {} s into each table {} items a second, due 2–3 s later. *Tick*: `duration_ms` of the `tick finished` lines, one per table per tick that found items. *CPU* and *peak RSS*: read a second after the last delete.\n",
         s.secs,
         s.per_sec
     );
@@ -299,12 +304,11 @@ pub fn render(d: &mut String, f: &Figures) {
         let col = |g: fn(&Measured) -> f64, w: fn(f64) -> String| {
             three(&f.runs.iter().map(|r| g(&r[c])).collect::<Vec<_>>(), w)
         };
+        let lags: Vec<&Lags> = f.runs.iter().map(|r| &r[c].lag).collect();
         let _ = writeln!(
             d,
-            "| {tables} | {} | {} | {} | {} | {} | {} | {} |",
-            col(|m| m.lag.p(0.5), secs),
-            col(|m| m.lag.p(0.99), secs),
-            col(|m| m.lag.max(), secs),
+            "| {tables} | {} | {} | {} | {} | {} |",
+            lag_spread(&lags),
             col(|m| m.tick_ms(0.99), ms),
             col(Measured::tick_max_ms, ms),
             col(|m| m.cpu_secs, |v| format!("{v:.2} s")),

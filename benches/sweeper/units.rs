@@ -21,11 +21,9 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::Client;
-
 use crate::daemon::three;
-use crate::stream::{own_server, start_daemon_with, stop_server, tables};
-use crate::support::capacity::{padded, Counts, Kind, Meter, Role};
+use crate::stream::{metered, stop_server};
+use crate::support::capacity::{padded, Counts, Kind};
 use crate::support::cost::{Counted, PRICE_RRU, PRICE_WRU};
 use crate::support::*;
 
@@ -116,19 +114,7 @@ fn then_of(i: usize, rng: &mut fastrand::Rng, span: f64) -> Then {
 
 /// One run: its own server, tables, meter and daemon.
 async fn run(s: &Settings, mode: &'static str, seed: u64) -> Run {
-    let server = own_server().await;
-    let direct = client_of(&server.endpoint).await;
-    let t = tables(&direct, "units").await;
-    let known: [(&str, Role, &[&str]); 3] = [
-        (&t.plain, Role::Table, &["id"]),
-        (&t.index, Role::Index, &["window", "entry"]),
-        (&t.checkpoint, Role::Checkpoint, &["id"]),
-    ];
-    let meter = Arc::new(Meter::start(&server.endpoint, &known).await);
-    let env = [("DELETE_MODE", mode)];
-    let index = Some(t.index.as_str());
-    let mut daemon = start_daemon_with(&meter.endpoint, &t.plain, &t.checkpoint, index, &env).await;
-    let app = client_of(&meter.app_endpoint).await;
+    let (server, t, meter, mut daemon, app) = metered("units", &[("DELETE_MODE", mode)]).await;
     let started = std::time::Instant::now();
 
     // Write in chunks of 25, four writers; each chunk's ttls from its own write time.
@@ -206,7 +192,7 @@ async fn run(s: &Settings, mode: &'static str, seed: u64) -> Run {
     daemon.stop().await;
     let secs = started.elapsed().as_secs_f64();
     let counts = meter.counts();
-    let left = count_left(&direct, &t.plain).await;
+    let left = count_left(&server.endpoint, &t.plain).await;
     drop(meter);
     stop_server(server).await;
     let refreshed = plan
@@ -233,13 +219,14 @@ async fn run(s: &Settings, mode: &'static str, seed: u64) -> Run {
     }
 }
 
-/// Items left in `table` (read directly, not through the meter).
-async fn count_left(client: &Client, table: &str) -> usize {
-    scan_all(client, table).await.len()
+/// Items left in `table` (read directly from the server at `endpoint`, not through the meter).
+async fn count_left(endpoint: &str, table: &str) -> usize {
+    scan_all(&client_of(endpoint).await, table).await.len()
 }
 
 /// Every run: each mode once per repetition, their order turning.
-pub async fn measure(settings: Settings) -> Figures {
+pub async fn measure(quick: bool) -> Figures {
+    let settings = Settings::new(quick);
     let mut runs = Vec::new();
     for r in 0..settings.runs {
         let mut got: Vec<Option<Run>> = vec![None, None];
@@ -351,11 +338,10 @@ fn run_table(d: &mut String, r: &Run) {
 /// the cost model reads.
 pub fn render(d: &mut String, f: &Figures) {
     let s = &f.settings;
-    let _ = writeln!(d, "{HEADING}\n");
+    crate::intro(d, HEADING, s.quick, "fewer items, a shorter span");
     let _ = writeln!(
         d,
-        "{}The release daemon (`ttl-sweeper run --every 1s --follow-stream`, an expiry index table) on a DynamoDB Local of its own per run, through a proxy that counts capacity units from item sizes by DynamoDB's published rules (tests/support/capacity.rs; DynamoDB Local's own `ConsumedCapacity` is wrong for batch deletes and for batch reads of missing items). The workload: {} items of exactly {ITEM_BYTES} bytes (attribute names included) written once each, **ttls uniformly between 1 minute and 24 hours ahead compressed to {:.0} s** (at least {MIN_AHEAD:.0} s ahead), one in ten refreshed once before its ttl (the ttl moved later, the item written again), one in twenty deleted by the application before its ttl; the application writes through the proxy's front door. A run ends once every item that expires is gone and every index entry of one item is removed (packs stay for the index table's native TTL). *Per expired item*: units ÷ items that expired (written less those the application deleted). The index queries and the index table's own partitions are paid per tick, not per item: their share per item is this run's, at its rate of expiries.\n",
-        crate::when(s.quick, "Quick mode (`BENCH_QUICK=1`): fewer items, a shorter span. "),
+        "The release daemon (`ttl-sweeper run --every 1s --follow-stream`, an expiry index table) on a DynamoDB Local of its own per run, through a proxy that counts capacity units from item sizes by DynamoDB's published rules (tests/support/capacity.rs; DynamoDB Local's own `ConsumedCapacity` is wrong for batch deletes and for batch reads of missing items). The workload: {} items of exactly {ITEM_BYTES} bytes (attribute names included) written once each, **ttls uniformly between 1 minute and 24 hours ahead compressed to {:.0} s** (at least {MIN_AHEAD:.0} s ahead), one in ten refreshed once before its ttl (the ttl moved later, the item written again), one in twenty deleted by the application before its ttl; the application writes through the proxy's front door. A run ends once every item that expires is gone and every index entry of one item is removed (packs stay for the index table's native TTL). *Per expired item*: units ÷ items that expired (written less those the application deleted). The index queries and the index table's own partitions are paid per tick, not per item: their share per item is this run's, at its rate of expiries.\n",
         s.items,
         s.span_secs
     );

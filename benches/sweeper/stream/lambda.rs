@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::{early, lags_of, own_server, stop_server, tables, until_deleted, Settings, Written};
 use super::{DUE_IN, EXPIRED_FOR};
-use crate::daemon::{release_binary, secs, three, Lags};
+use crate::daemon::{lag_percentiles, lag_spread, release_binary, secs, Lags};
 use crate::support::esm::{item, sequence, Answer, Esm, Stream};
 use crate::support::recorder::DeleteRecorder;
 use crate::support::runtime_api::{Options, Outcome, RuntimeApi, Schedule};
@@ -334,43 +334,28 @@ pub fn render(d: &mut String, s: &Settings, own_servers: bool, runs: &[LambdaRun
     ];
     for (what, of, due) in rows {
         for (i, r) in runs.iter().enumerate() {
-            let l = of(r);
-            let early = if due {
-                r.early.to_string()
-            } else {
-                "–".to_owned()
-            };
+            let (l, early) = (of(r), due.then(|| r.early.to_string()));
             let _ = writeln!(
                 d,
-                "| {} | {} {what} | {} | {early} | {} | {} | {} | {} |",
+                "| {} | {} {what} | {} | {} | {} | {} |",
                 i + 1,
                 l.items,
                 l.missed(),
+                early.as_deref().unwrap_or("–"),
                 l.one_by_one,
-                secs(l.p(0.5)),
-                secs(l.p(0.99)),
-                secs(l.max())
+                lag_percentiles(l)
             );
         }
     }
     let _ = writeln!(d, "\n**min / median / max over {} runs**:\n", runs.len());
     crate::table_head(d, "| items | p50 lag | p99 lag | max lag |");
     for (what, of, _) in rows {
-        let col =
-            |p: fn(&Lags) -> f64| three(&runs.iter().map(|r| p(of(r))).collect::<Vec<_>>(), secs);
-        let _ = writeln!(
-            d,
-            "| {what} | {} | {} | {} |",
-            col(|l| l.p(0.5)),
-            col(|l| l.p(0.99)),
-            col(Lags::max)
-        );
+        let lags: Vec<&Lags> = runs.iter().map(of).collect();
+        let _ = writeln!(d, "| {what} | {} |", lag_spread(&lags));
     }
     let path = "Lambda (the stream indexer's function)";
-    let p99s: Vec<f64> = runs.iter().map(|r| r.due.p(0.99)).collect();
-    super::due_soon_goal(d, path, &p99s, super::DUE_SOON_P99_BEFORE_LAMBDA);
-    let p99s: Vec<f64> = runs.iter().map(|r| r.expired.p(0.99)).collect();
-    super::written_expired_goal(d, path, &p99s);
+    let pairs: Vec<_> = runs.iter().map(|r| (&r.due, &r.expired)).collect();
+    super::index_goals(d, path, &pairs, super::DUE_SOON_P99_BEFORE_LAMBDA);
     let _ = writeln!(
         d,
         "\n| run | records delivered (batches; not a clean success) | to the on-failure destination | indexed within (slowest item, from its write to the end of the invocation that took it) | sweeper invocations started (failed) | the sweeper's tick lines: largest `lag_p99_ms`, `lag_max_ms` |"
