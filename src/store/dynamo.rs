@@ -5,9 +5,11 @@
 mod checkpoint;
 mod client;
 mod index;
+mod request;
 
 use index::foreign_item;
 pub(super) use index::refused_delete;
+use request::{batch_write, built, delete_request, key_and_ttl, OP};
 
 use checkpoint::{conditionally_written, lease_from_item};
 pub use checkpoint::{
@@ -20,11 +22,10 @@ pub use client::{
 };
 
 use aws_sdk_dynamodb::config::http::HttpResponse;
-use aws_sdk_dynamodb::error::{BuildError, SdkError};
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, DeleteRequest, PutRequest, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    WriteRequest,
+    AttributeValue, PutRequest, ReturnValue, ReturnValuesOnConditionCheckFailure, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
 use tracing::instrument;
@@ -60,18 +61,6 @@ pub struct DynamoStore {
 /// conditional `PutItem`, a write unit, per index table and process this often, not per batch).
 pub const MARK_KNOWN_FOR: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// The projection of the key attributes and the ttl by placeholder (`#k0, #k1, #ttl`), and the
-/// names the placeholders stand for.
-fn key_and_ttl(schema: &TableSchema) -> (String, HashMap<String, String>) {
-    let keys = schema.key_attributes.iter().enumerate();
-    let mut names: HashMap<String, String> =
-        keys.map(|(i, a)| (format!("#k{i}"), a.clone())).collect();
-    names.insert("#ttl".into(), schema.layout.ttl_attribute.clone());
-    let mut expression: Vec<&str> = names.keys().map(String::as_str).collect();
-    expression.sort_unstable();
-    (expression.join(", "), names)
-}
-
 /// How the store's own short requests are tried: a read of keys by key (the keys a `BatchGetItem`
 /// left unprocessed sent again), and a claim on an expiry index table.
 pub(super) const FEW_ATTEMPTS: Retry = Retry {
@@ -79,37 +68,6 @@ pub(super) const FEW_ATTEMPTS: Retry = Retry {
     base: std::time::Duration::from_millis(50),
     cap: std::time::Duration::from_millis(500),
 };
-
-/// `BatchWriteItem`, of deletes and of expiry index entries.
-const OP: &str = "BatchWriteItem";
-
-/// A request builder's answer, its error (a required field left unset) as one of `operation`.
-fn built<T>(operation: &'static str, built: Result<T, BuildError>) -> Result<T, StoreError> {
-    built.map_err(|e| StoreError::new(ErrorKind::Other, operation, e.to_string()))
-}
-
-/// The `BatchWriteItem` request that deletes `key`.
-fn delete_request(key: Key) -> Result<WriteRequest, StoreError> {
-    let delete = built(OP, DeleteRequest::builder().set_key(Some(key)).build())?;
-    Ok(WriteRequest::builder().delete_request(delete).build())
-}
-
-/// One `BatchWriteItem` of `requests` on `table` through `client`, one attempt: the requests left
-/// unprocessed.
-async fn batch_write(
-    client: &Client,
-    table: &str,
-    requests: Vec<WriteRequest>,
-) -> Result<Vec<WriteRequest>, StoreError> {
-    let out = client
-        .batch_write_item()
-        .request_items(table, requests)
-        .send()
-        .await
-        .map_err(|e| StoreError::from_sdk(OP, e))?;
-    let unprocessed = out.unprocessed_items.unwrap_or_default();
-    Ok(unprocessed.into_values().flatten().collect())
-}
 
 impl Store for DynamoStore {
     /// A GSI's page as it is; an expiry index table's entries, or with `packs_since` its packs
