@@ -319,12 +319,9 @@ impl<'a> Notifier<'a> {
                 .find(|(k, _)| k == key)
                 .and_then(|(_, item)| item.clone())
         });
-        let expiry = Expiry {
-            key: key.clone(),
-            ttl,
-            item,
-            at: self.events.wall.as_ref().map_or(self.now, |c| c.now()),
-        };
+        let at = self.events.wall.as_ref().map_or(self.now, |c| c.now());
+        let key = key.clone();
+        let expiry = Expiry { key, ttl, item, at };
         lock(&self.events.owed.entries).push((self.chunk, expiry, Instant::now()));
     }
 

@@ -49,13 +49,11 @@ impl<S: Store> Sweeper<S> {
         let (store, schema) = (&self.shared.store, &self.shared.schema);
         // This sweeper's own, or else the writers' mark: no pack is due before it.
         let own = store.read_cursor(schema, &cursor.id);
-        let stored = match stop.bound("Query", own).await? {
-            Some(t) => Some(t),
-            None => {
-                let mark = store.read_cursor(schema, &schema.table_name);
-                stop.bound("Query", mark).await?
-            }
-        };
+        let mut stored = stop.bound("Query", own).await?;
+        if stored.is_none() {
+            let mark = store.read_cursor(schema, &schema.table_name);
+            stored = stop.bound("Query", mark).await?;
+        }
         let (limit, why) = catchup_limit(schema, self.shared.options.max_catchup_seconds);
         let floor = now - Duration::from_secs(limit);
         let through = match stored.max(mine) {

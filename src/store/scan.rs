@@ -146,15 +146,14 @@ impl Scan for DynamoStore {
         old: Option<AttributeValue>,
         window: String,
     ) -> Result<(UpdateOutcome, f64), StoreError> {
-        let layout = &schema.layout;
         let mut req = self
             .client()
             .update_item()
             .table_name(&schema.table_name)
             .set_key(Some(key))
             .update_expression("SET #w = :w")
-            .expression_attribute_names("#w", &layout.window_attribute)
-            .expression_attribute_names("#t", &layout.ttl_attribute)
+            .expression_attribute_names("#w", &schema.layout.window_attribute)
+            .expression_attribute_names("#t", &schema.layout.ttl_attribute)
             .expression_attribute_values(":w", AttributeValue::S(window))
             .expression_attribute_values(":t", ttl)
             .return_consumed_capacity(ReturnConsumedCapacity::Total);

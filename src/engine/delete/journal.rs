@@ -42,10 +42,8 @@ pub(in crate::engine) async fn open<S: Store>(
             })
             .collect(),
     };
-    match write_index(d, vec![EntryWrite::Put(pending.to_item())]).await {
-        (_, Some(e)) => Err(e),
-        (_, None) => Ok(pending),
-    }
+    let (_, failed) = write_index(d, vec![EntryWrite::Put(pending.to_item())]).await;
+    failed.map_or(Ok(pending), Err)
 }
 
 /// When a chunk ends: its journal item removed if none of its expiries is `unsettled` (accepted,
@@ -182,28 +180,21 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
     // others (a removal never goes before the put that keeps what is left).
     let mut puts = Vec::new();
     for (i, pending) in held.into_iter().enumerate() {
-        writes.push(EntryWrite::Remove(entries::id(
-            entries::PENDING,
-            &pending.sort,
-        )));
+        let id = entries::id(entries::PENDING, &pending.sort);
+        writes.push(EntryWrite::Remove(id));
         if let Some(expiries) = left.remove(&i) {
-            let again = Pending {
-                sort: pending.due_at(due(d.now)),
-                expiries,
-            };
-            puts.push(EntryWrite::Put(again.to_item()));
+            let sort = pending.due_at(due(d.now));
+            puts.push(EntryWrite::Put(Pending { sort, expiries }.to_item()));
         }
     }
-    let put = if puts.is_empty() {
-        None
-    } else {
-        write_index(d, puts).await.1
-    };
-    let written = match put {
-        Some(e) => Some(e),
-        None => write_index(d, writes).await.1,
-    };
-    if let Some(e) = written {
+    let mut failed = None;
+    if !puts.is_empty() {
+        failed = write_index(d, puts).await.1;
+    }
+    if failed.is_none() {
+        failed = write_index(d, writes).await.1;
+    }
+    if let Some(e) = failed {
         warn!(error = %e, "could not update the journal after settling its expiries; the next sweeps read them again");
         return (tally, false);
     }
