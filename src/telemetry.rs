@@ -36,14 +36,13 @@ pub enum LogFormat {
 /// `NO_COLOR`.
 pub fn init(format: LogFormat, default_level: &str, to_stdout: bool) {
     use std::io::{stderr, stdout, IsTerminal};
-    let level = ["AWS_LAMBDA_LOG_LEVEL", "POWERTOOLS_LOG_LEVEL"]
+    let filter = ["AWS_LAMBDA_LOG_LEVEL", "POWERTOOLS_LOG_LEVEL"]
         .iter()
         .find_map(|var| std::env::var(var).ok().filter(|s| !s.trim().is_empty()))
-        .map(|s| s.trim().to_ascii_lowercase());
-    let filter = match level {
-        Some(l) => EnvFilter::new(l),
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)),
-    };
+        .map(|s| EnvFilter::new(s.trim().to_ascii_lowercase()))
+        .unwrap_or_else(|| {
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level))
+        });
     let (writer, terminal) = if to_stdout {
         (BoxMakeWriter::new(stdout), stdout().is_terminal())
     } else {
@@ -187,16 +186,15 @@ pub fn log_summary(report: &SweepReport) {
 pub fn emf_record(report: &SweepReport, namespace: &str, timestamp_ms: i64) -> Value {
     let metrics: Vec<(&str, &str, Value)> = SWEEP_METRICS
         .iter()
+        .filter(|m| !m.only_when_not_zero || (m.read)(report) != 0)
         .map(|m| {
             let raw = (m.read)(report);
             let value = match m.seconds {
                 true => json!(raw as f64 / 1000.0),
                 false => json!(raw),
             };
-            (m.emf, m.unit(), value, m.only_when_not_zero && raw == 0)
+            (m.emf, m.unit(), value)
         })
-        .filter(|(.., left_out)| !left_out)
-        .map(|(name, unit, value, _)| (name, unit, value))
         .collect();
     let mut record = json!({
         "_aws": {

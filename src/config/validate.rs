@@ -265,10 +265,8 @@ impl Settings {
             }
         }
         let schedule = Duration::from_secs(u64::from(schedule_seconds));
-        if let Some(tick) = tick {
-            if tick >= schedule {
-                return Err(invalid(&TICK_SECONDS, &format!("{tick:?}")));
-            }
+        if let Some(tick) = tick.filter(|&tick| tick >= schedule) {
+            return Err(invalid(&TICK_SECONDS, &format!("{tick:?}")));
         }
         if let Some(lease) = leader_lease {
             let every = match (every, tick) {

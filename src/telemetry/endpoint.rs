@@ -159,10 +159,8 @@ impl DaemonMetrics {
             for ((name, _), value) in STREAM_COUNTERS.iter().zip(values) {
                 counter!(*name, "table" => table.to_owned()).absolute(value);
             }
-            let age = r.record_age_ms as f64 / 1000.0;
-            gauge!(STREAM_AGE, "table" => table.to_owned()).set(age);
-            let held = r.entries_held as f64;
-            gauge!(STREAM_HELD, "table" => table.to_owned()).set(held);
+            gauge!(STREAM_AGE, "table" => table.to_owned()).set(r.record_age_ms as f64 / 1000.0);
+            gauge!(STREAM_HELD, "table" => table.to_owned()).set(r.entries_held as f64);
         });
     }
 
@@ -294,10 +292,8 @@ pub async fn probe(addr: SocketAddr, timeout: Duration) -> std::io::Result<(Stat
         let body = body.map_err(|e| failed("body", &*e))?.to_bytes();
         Ok((status, String::from_utf8_lossy(&body).into_owned()))
     };
-    match tokio::time::timeout(timeout, asked).await {
-        Ok(answer) => answer,
-        Err(_) => Err(failed("no answer", &format!("within {timeout:?}"))),
-    }
+    (tokio::time::timeout(timeout, asked).await)
+        .unwrap_or_else(|_| Err(failed("no answer", &format!("within {timeout:?}"))))
 }
 
 fn answer(metrics: &DaemonMetrics, request: &Request<Incoming>) -> Response<Full<Bytes>> {

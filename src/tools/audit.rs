@@ -205,8 +205,7 @@ pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, no
             let bucket = AGE_BUCKETS
                 .iter()
                 .find(|(upper, _)| age < *upper)
-                .map(|b| b.1)
-                .unwrap_or("over_24h");
+                .map_or("over_24h", |b| b.1);
             *report.expired_present.entry(bucket).or_default() += 1;
             report.oldest_expired_age_seconds = report.oldest_expired_age_seconds.max(age);
         }
@@ -288,9 +287,8 @@ pub const DEFAULT_SAMPLE: u64 = 100_000;
 /// `run --follow-stream`) is fine: the error says to name it. A table with neither stream nor
 /// GSI is audited for its windows, as before adoption.
 pub fn require_swept(opened: &OpenedTable) -> Result<(), String> {
-    let index_name = match &opened.schema.index {
-        Index::Table(_) => return Ok(()),
-        Index::Gsi(name) => name,
+    let Index::Gsi(index_name) = &opened.schema.index else {
+        return Ok(());
     };
     if opened.index_present || !opened.has_stream {
         return Ok(());
@@ -322,7 +320,8 @@ pub async fn audit(
     let read_limit = max_rcu.map(RateLimit::new);
     let total = Mutex::new(AuditReport::default());
     let limit = read_limit.as_ref();
-    let positions = vec![Position::Start; segments.clamp(1, MAX_SEGMENTS) as usize];
+    let segments = segments.clamp(1, MAX_SEGMENTS);
+    let positions = vec![Position::Start; segments as usize];
     parallel_scan(
         store,
         &schema.table_name,
@@ -330,10 +329,7 @@ pub async fn audit(
         &item_attributes(schema),
         // Pages no larger than each segment's share of the sample: every segment reads a page
         // before it sees the sample reached, so the read stops within about twice the sample.
-        sample.map(|n| {
-            n.div_ceil(u64::from(segments.clamp(1, MAX_SEGMENTS)))
-                .clamp(1, 1000) as i32
-        }),
+        sample.map(|n| n.div_ceil(u64::from(segments)).clamp(1, 1000) as i32),
         limit,
         |page: ScanPageOf| {
             let total = &total;

@@ -292,8 +292,7 @@ impl<S: Scan> Step<'_, S> {
             for _ in chunk {
                 self.pace().await;
             }
-            let written = write_entries(self.store, self.schema, chunk).await;
-            written.map_err(|(e, _)| e)?;
+            (write_entries(self.store, self.schema, chunk).await).map_err(|(e, _)| e)?;
             counts.consumed_wcu += chunk.len() as f64;
         }
         Ok(())

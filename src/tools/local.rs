@@ -34,14 +34,8 @@ pub enum LocalServer {
 
 /// Which test server the table ARN `arn` proves, if any ([`LocalServer`]).
 pub fn local_server(arn: &str) -> Option<LocalServer> {
-    let mut parts = arn.split(':');
-    let (Some("arn"), Some(_partition), Some("dynamodb"), Some(region), Some(account)) = (
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-    ) else {
+    let parts: Vec<&str> = arn.split(':').collect();
+    let ["arn", _partition, "dynamodb", region, account, ..] = parts[..] else {
         return None;
     };
     match (region, account) {
@@ -80,11 +74,10 @@ pub async fn open(
         );
         return Err(StoreError::new(ErrorKind::Other, OPEN, message));
     };
-    let (name, ttl_attribute) = (table.to_owned(), ttl_attribute.to_owned());
     Ok(LocalTable {
-        name,
+        name: table.to_owned(),
         key,
-        ttl_attribute,
+        ttl_attribute: ttl_attribute.to_owned(),
         server,
     })
 }

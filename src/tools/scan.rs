@@ -102,15 +102,9 @@ where
             };
             loop {
                 let page = paced(read_limit, async {
-                    let page = store.scan_page(
-                        table,
-                        segment,
-                        total,
-                        start.take(),
-                        attributes,
-                        page_limit,
-                    );
-                    let page = page.await?;
+                    let page = store
+                        .scan_page(table, segment, total, start.take(), attributes, page_limit)
+                        .await?;
                     let consumed = page.consumed;
                     Ok((page, consumed))
                 })

@@ -399,8 +399,7 @@ async fn dispatch(command: Command, profile: Option<&str>) -> anyhow::Result<Exi
         }
         Command::Sweep(args) => {
             let configs = args.settings.validate_tables()?;
-            let at = args.at.as_deref();
-            let reports = commands::sweep(&configs, at, wall_clock, aws).await?;
+            let reports = commands::sweep(&configs, args.at.as_deref(), wall_clock, aws).await?;
             finish_all(&reports)
         }
         Command::Run(args) => {

@@ -93,8 +93,7 @@ impl BackfillState {
             serde_json::Value::Object(o) => o
                 .get("after")
                 .and_then(key_from_json)
-                .map(Position::After)
-                .unwrap_or(Position::Start),
+                .map_or(Position::Start, Position::After),
             _ => Position::Start,
         }
     }
