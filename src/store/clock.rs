@@ -224,12 +224,8 @@ impl ServerClock {
         };
         let mut state = lock(&self.state);
         if state.floor.is_none_or(|f| f.at(now) < date) {
-            let rtt = now.saturating_duration_since(sent);
-            state.floor = Some(Floor {
-                date,
-                arrived: now,
-                rtt,
-            });
+            let (arrived, rtt) = (now, now.saturating_duration_since(sent));
+            state.floor = Some(Floor { date, arrived, rtt });
         }
         let replace = state.anchor.is_none_or(|current| {
             let current_now = current.at(now);
@@ -371,10 +367,8 @@ impl GuardedClock {
         wall: impl Fn() -> Timestamp + Send + Sync + 'static,
         server: Arc<ServerClock>,
     ) -> Self {
-        GuardedClock {
-            wall: Box::new(wall),
-            server,
-        }
+        let wall = Box::new(wall);
+        GuardedClock { wall, server }
     }
 
     /// DynamoDB's clock as learned so far.

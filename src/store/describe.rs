@@ -278,14 +278,14 @@ fn check_table(
     let types_ok = attr_type(window) == Some(ScalarAttributeType::S)
         && attr_type(ttl) == Some(ScalarAttributeType::N);
     if index_key != [window, ttl] || !types_ok {
-        let actual: Vec<String> = index_key
+        let actual = index_key
             .iter()
             .map(|name| match attr_type(name) {
                 Some(t) => format!("{name} ({})", t.as_str()),
                 None => name.clone(),
             })
-            .collect();
-        let actual = actual.join(", ");
+            .collect::<Vec<_>>()
+            .join(", ");
         let message = format!(
             "index {index_name:?} is keyed on {actual}; the sweeper needs partition key \
              {window:?} (S, WINDOW_ATTRIBUTE) and sort key {ttl:?} (N, TTL_ATTRIBUTE)"
@@ -310,11 +310,8 @@ fn schema_of(table: &TableDescription, target: &TableTarget) -> Result<TableSche
 fn key_attributes(table: &TableDescription) -> Result<Vec<String>, StoreError> {
     let key = ordered_key(table.key_schema());
     if key.is_empty() {
-        return Err(StoreError::new(
-            ErrorKind::Other,
-            OP,
-            "table has no key schema",
-        ));
+        let message = "table has no key schema";
+        return Err(StoreError::new(ErrorKind::Other, OP, message));
     }
     Ok(key)
 }

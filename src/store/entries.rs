@@ -191,8 +191,7 @@ pub enum Indexing {
 /// attribute.
 pub fn image_ttl(schema: &TableSchema, image: &Key, now: Timestamp) -> Option<ImageTtl> {
     let key = schema.key_of(image)?;
-    let layout = &schema.layout;
-    let raw = match image.get(&layout.ttl_attribute) {
+    let raw = match image.get(&schema.layout.ttl_attribute) {
         None => return Some(ImageTtl::Judged(Indexing::NoTtl)),
         Some(AttributeValue::N(n)) => n,
         Some(_) => return Some(ImageTtl::Judged(Indexing::InvalidTtl)),
