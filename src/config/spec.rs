@@ -73,9 +73,7 @@ pub fn spec_text() -> String {
     }
     let mut spec = spec();
     sorted(&mut spec);
-    let mut text = serde_json::to_string_pretty(&spec).expect("a JSON value");
-    text.push('\n');
-    text
+    serde_json::to_string_pretty(&spec).expect("a JSON value") + "\n"
 }
 
 #[cfg(test)]

@@ -95,13 +95,11 @@ pub(super) fn given(raw: Option<&str>) -> bool {
 
 /// The trimmed value, or the default when absent or blank.
 pub(super) fn get(raw: Option<&str>, s: &Setting) -> Result<String, ConfigError> {
-    match raw.map(str::trim).filter(|v| !v.is_empty()) {
-        Some(v) => Ok(v.to_owned()),
-        None => s.default.map(str::to_owned).ok_or(ConfigError::Missing {
-            var: s.var,
-            expected: s.expected(),
-        }),
-    }
+    let value = raw.map(str::trim).filter(|v| !v.is_empty()).or(s.default);
+    value.map(str::to_owned).ok_or(ConfigError::Missing {
+        var: s.var,
+        expected: s.expected(),
+    })
 }
 
 /// A whole number within `s`'s [`Rule::Whole`] bounds (`None`: `off`, where the rule takes it).
@@ -143,10 +141,10 @@ pub(super) fn accepted(
     ok: impl FnOnce(&str) -> bool,
 ) -> Result<String, ConfigError> {
     let raw = get(raw, s)?;
-    match ok(&raw) {
-        true => Ok(raw),
-        false => Err(invalid(s, &raw)),
+    if !ok(&raw) {
+        return Err(invalid(s, &raw));
     }
+    Ok(raw)
 }
 
 /// A table or index name (a table's also an ARN), as `s`'s rule says.

@@ -217,10 +217,9 @@ pub async fn handle<S: Store>(
 
 /// The instant `event` asks to sweep as of ([`parse_event`]); an event refused is logged.
 fn parse(event: &Value) -> Result<Option<Timestamp>, HandlerError> {
-    let parsed = parse_event(event).inspect_err(|e| {
+    Ok(parse_event(event).inspect_err(|e| {
         tracing::error!(error = %e, "rejected the invocation's event; nothing swept");
-    });
-    Ok(parsed?)
+    })?)
 }
 
 /// The sweep as of `trigger` (the event's time; `None`: now), of `sweeper`'s table, as [`handle`]

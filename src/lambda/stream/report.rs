@@ -67,17 +67,14 @@ impl Reporter {
         let Some(report) = self.update(table, records, indexed, now) else {
             return;
         };
-        match store.write_indexer_report(index_table, &report).await {
-            Ok(()) => {
-                let mut tables = lock(&self.tables);
-                let reported = tables.entry(table.to_owned()).or_default();
-                reported.written = Some(now);
-                reported.changed = false;
-            }
-            Err(e) => {
-                tracing::warn!(index = index_table, error = %e, "could not write the stream indexer's report; writing it at the next batch");
-            }
+        if let Err(e) = store.write_indexer_report(index_table, &report).await {
+            tracing::warn!(index = index_table, error = %e, "could not write the stream indexer's report; writing it at the next batch");
+            return;
         }
+        let mut tables = lock(&self.tables);
+        let reported = tables.entry(table.to_owned()).or_default();
+        reported.written = Some(now);
+        reported.changed = false;
     }
 
     /// Updates `table`'s report with the batch and answers it if it is due to be written.
