@@ -124,12 +124,8 @@ pub(crate) async fn run_local(
     let target = aws.await?;
     let store = store::DynamoStore::from_env().await;
     let tables: Vec<(String, String)> = (configs.iter())
-        .map(|c| {
-            (
-                c.target.table_name.clone(),
-                c.target.layout.ttl_attribute.clone(),
-            )
-        })
+        .map(|c| &c.target)
+        .map(|t| (t.table_name.clone(), t.layout.ttl_attribute.clone()))
         .collect();
     let (totals, ended) = local::run(&store, &tables, every, wall, shutdown).await;
     for report in totals {
@@ -261,10 +257,7 @@ pub(crate) async fn audit(
     let connected = ttl_sweeper::connect_tool(config).await;
     let (store, opened) = connected.map_err(|e| target.explain(e))?;
     audit::require_swept(&opened).map_err(anyhow::Error::msg)?;
-    let sample = match args.all {
-        true => None,
-        false => Some(args.sample.unwrap_or(audit::DEFAULT_SAMPLE)),
-    };
+    let sample = (!args.all).then(|| args.sample.unwrap_or(audit::DEFAULT_SAMPLE));
     let items = opened.item_count.max(0) as u64;
     let bar = scan_bar(sample.map_or(items, |n| n.min(items)));
     let progress = |n: u64| bar.set_position(n);
