@@ -210,7 +210,7 @@ pub async fn index_records_holding<S: Store>(
     // host clock running fast.
     let soonest = clock.latest() + PACK_LEAD;
     if !found.is_empty() {
-        if let Err(e) = mark(store, schema, now).await {
+        if let Err(e) = retried(WRITES, || store.mark_packs(schema, now)).await {
             for (at, _) in &found {
                 failed.insert(*at, (format!("the writers' mark not stored: {e}"), false));
             }
@@ -341,11 +341,6 @@ struct Found {
     ttl: f64,
     /// It had passed when the record was judged.
     expired: bool,
-}
-
-/// Stores the writers' mark ([`Store::mark_packs`]) as of `now`, with retries.
-async fn mark<S: Store>(store: &S, schema: &TableSchema, now: Timestamp) -> Result<(), StoreError> {
-    retried(WRITES, || store.mark_packs(schema, now)).await
 }
 
 /// What `record` comes to at instant `now`, counted into `report`: the entry to write, if any, or
