@@ -444,8 +444,7 @@ impl Store for DynamoStore {
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;
-        let items = out.items.unwrap_or_default();
-        match items.first() {
+        match out.items().first() {
             None => Ok(None),
             Some(item) => packs::cursor_of(item).map(Some).ok_or_else(|| {
                 let message = format!("sweeper cursor {id:?} of {index_table:?} is unreadable");

@@ -17,17 +17,17 @@ use std::collections::HashSet;
 pub(in crate::engine) async fn delete_with_events<S: Store>(
     deleter: &Deleter<'_, S>,
     events: &Events,
-    chunk: Vec<Expired>,
+    mut chunk: Vec<Expired>,
 ) -> ChunkOutcome {
     let (hook, stop) = (events.hook.as_ref(), deleter.stop);
     // Archive mode announces an expiry only for an item the table was read to hold, expired, on
     // the ttl listed, right before the publish: an index entry left by an item the application
     // deleted, or whose ttl it moved, announces nothing (docs/events.md, "Archive").
     let mut settled = ChunkOutcome::default();
-    let chunk = if hook.archive() && !stop.reached() && !chunk.is_empty() {
+    if hook.archive() && !stop.reached() && !chunk.is_empty() {
         settled.confirmed += chunk.len() as u64;
         let listed: Vec<(Key, f64)> = chunk.iter().map(|e| (e.key.clone(), e.ttl)).collect();
-        let chunk = match deleter.read_table(chunk, &mut settled).await {
+        chunk = match deleter.read_table(chunk, &mut settled).await {
             Ok(chunk) => chunk,
             Err((e, keys)) => {
                 tracing::warn!(keys = keys.len(), error = %e, "could not read the keys before publishing their expiry; left for the next sweep");
@@ -36,13 +36,9 @@ pub(in crate::engine) async fn delete_with_events<S: Store>(
             }
         };
         let cancel = settle_remembered_read(deleter, events, &listed, &chunk, &settled);
-        settled
-            .events
-            .add(cancel_remembered(deleter, events, cancel).await);
-        chunk
-    } else {
-        chunk
-    };
+        let tally = cancel_remembered(deleter, events, cancel).await;
+        settled.events.add(tally);
+    }
     if chunk.is_empty() {
         return settled;
     }
@@ -275,14 +271,12 @@ async fn archive_or_notify<S: Store>(
         tally.add(published);
         // A cancellation the sink did not take: the next sweep's read tries again.
         for (x, delivery) in cancelled.into_iter().zip(deliveries) {
-            if delivery != Delivery::Accepted && journaled.is_some() {
-                perhaps.push(x.key.clone());
+            if delivery == Delivery::Accepted {
                 continue;
             }
-            if let (false, Some(t)) = (
-                delivery == Delivery::Accepted,
-                deleter.schema.key_token(&x.key),
-            ) {
+            if journaled.is_some() {
+                perhaps.push(x.key);
+            } else if let Some(t) = deleter.schema.key_token(&x.key) {
                 events.unsettled.remember(t, x.without_item());
             }
         }
