@@ -70,10 +70,8 @@ pub(super) struct Dated {
 impl Dated {
     /// Now: the monotonic clock's reading and `wall`'s.
     pub(super) fn now(wall: Timestamp) -> Self {
-        Dated {
-            at: Instant::now(),
-            wall,
-        }
+        let at = Instant::now();
+        Dated { at, wall }
     }
 
     /// How old something dated `self` is at `now`, by the clock that says older.

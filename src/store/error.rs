@@ -95,12 +95,10 @@ impl StoreError {
                 .join(": ")
         });
         StoreError {
-            kind,
-            operation,
             code,
             request_id,
-            message,
             source: Some(Box::new(err)),
+            ..StoreError::new(kind, operation, message)
         }
     }
 }
