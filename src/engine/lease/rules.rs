@@ -151,9 +151,7 @@ impl Failing {
         ] {
             match works {
                 Some(true) => *since = None,
-                Some(false) => {
-                    since.get_or_insert(now);
-                }
+                Some(false) => *since = since.or(Some(now)),
                 None => {}
             }
         }
