@@ -217,19 +217,16 @@ pub async fn index_records_holding<S: Store>(
             found.clear();
         }
     }
-    let mut expired_at = HashSet::new();
-    let due: Vec<_> = found
-        .into_iter()
-        .map(|(at, f)| {
-            if f.expired {
-                expired_at.insert(at);
-            }
-            (packs::due_of_ttl(f.ttl).max(soonest), f.entry, at)
-        })
+    let expired_at: HashSet<usize> = found
+        .iter()
+        .filter(|(_, f)| f.expired)
+        .map(|f| f.0)
         .collect();
-    let (held, due) = due.into_iter().partition::<Vec<_>, _>(|(due, _, at)| {
-        hold_after.is_some_and(|after| *due > after && !expired_at.contains(at))
-    });
+    let (held, due) = (found.into_iter())
+        .map(|(at, f)| (packs::due_of_ttl(f.ttl).max(soonest), f.entry, at))
+        .partition::<Vec<_>, _>(|(due, _, at)| {
+            hold_after.is_some_and(|after| *due > after && !expired_at.contains(at))
+        });
     let origin = format!("{:016x}", fastrand::u64(..));
     let (written, apart) = write_grouped(store, schema, clock, &origin, due, CONCURRENCY).await;
     for (_, at) in apart {
@@ -283,7 +280,7 @@ pub async fn index_records_holding<S: Store>(
 /// whole seconds on DynamoDB, whole minutes on DynamoDB Local). An item of an older record (a
 /// backlog after an outage) expired while its record waited in the stream: the sweeps delete
 /// those in bulk.
-fn fresh(record: &EventRecord, now: crate::expiry::Timestamp) -> bool {
+fn fresh(record: &EventRecord, now: Timestamp) -> bool {
     let created = record.change.approximate_creation_date_time.timestamp();
     now.secs().saturating_sub(created) <= FRESH_RECORD_SECONDS
 }
@@ -348,7 +345,7 @@ struct Found {
 fn judge(
     schema: &TableSchema,
     record: &EventRecord,
-    now: crate::expiry::Timestamp,
+    now: Timestamp,
     report: &mut IndexReport,
 ) -> Result<Option<Found>, String> {
     match record.event_name.as_str() {

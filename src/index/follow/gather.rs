@@ -4,7 +4,7 @@
 //! position never passes a record whose entries are held: after a kill the records are read
 //! again, so nothing is lost. `docs/design.md`, "Gathered across batches".
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{btree_map::Entry, BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -300,10 +300,8 @@ impl Gathered {
     /// started now.
     fn hold(&mut self, due: i64, held: Held, now: Instant) {
         match self.by_due.entry(due) {
-            std::collections::btree_map::Entry::Occupied(mut group) => {
-                group.get_mut().held.push(held)
-            }
-            std::collections::btree_map::Entry::Vacant(group) => {
+            Entry::Occupied(mut group) => group.get_mut().held.push(held),
+            Entry::Vacant(group) => {
                 group.insert(Group {
                     first: now,
                     held: vec![held],

@@ -104,11 +104,10 @@ pub(super) async fn index_batch(
         }
     }
     if backoff.made() > 1 {
-        let held_s = started.elapsed().as_secs();
         tracing::info!(
             shard,
             attempts = backoff.made(),
-            held_s,
+            held_s = started.elapsed().as_secs(),
             "the shard's held stream records were indexed; reading on"
         );
     }

@@ -42,11 +42,11 @@ fn read_to_end<'a>(shards: &'a [Shard], position: &Position) -> HashSet<&'a str>
         .collect();
     let mut done: HashSet<&str> = HashSet::new();
     let mut vouched: Vec<&str> = Vec::new();
-    for s in shards
+    let begun = shards
         .iter()
-        .filter(|s| position.shards.contains_key(&s.id))
-    {
-        if position.shards[&s.id] == ShardPosition::Done {
+        .filter_map(|s| Some((s, position.shards.get(&s.id)?)));
+    for (s, at) in begun {
+        if *at == ShardPosition::Done {
             done.insert(s.id.as_str());
         }
         vouched.extend(parent_of.get(s.id.as_str()));
@@ -84,12 +84,9 @@ pub(super) fn compact(position: &mut Position, shards: &[Shard]) -> bool {
 /// before an entry goes (a shard trimmed, or no longer listed), the marks it vouched for must not
 /// go with it, or a closed shard would be read again from its oldest record.
 pub(super) fn expand(position: &mut Position, shards: &[Shard]) {
-    let ended: Vec<String> = read_to_end(shards, position)
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
-    for id in ended {
-        position.shards.entry(id).or_insert(ShardPosition::Done);
+    for id in read_to_end(shards, position) {
+        let mark = position.shards.entry(id.to_owned());
+        mark.or_insert(ShardPosition::Done);
     }
 }
 

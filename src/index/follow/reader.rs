@@ -199,7 +199,7 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
                         Ok(it) => it,
                         Err(ReadError::Trimmed) if from == From::Oldest => {
                             // The whole shard is gone; a later listing forgets it.
-                            self.pause(DISCOVER_EVERY).await;
+                            self.stop.sleep(DISCOVER_EVERY).await;
                             return shard;
                         }
                         Err(ReadError::Trimmed) => {
@@ -208,7 +208,7 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
                         }
                         Err(e) => {
                             tracing::warn!(shard, error = %e, "could not get a shard iterator; trying again");
-                            self.pause(errors.wait()).await;
+                            self.stop.sleep(errors.wait()).await;
                             continue;
                         }
                     }
@@ -219,7 +219,7 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
                 if self.stop.reached() {
                     return shard;
                 }
-                self.pause(POLL).await;
+                self.stop.sleep(POLL).await;
             }
             // The batch is held until it is indexed: at most MAX_BATCHES of them in memory.
             let Ok(permit) = self.batches.acquire().await else {
@@ -254,7 +254,7 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
                     iterator = Some(next);
                     drop(permit);
                     if empty {
-                        self.pause(POLL).await;
+                        self.stop.sleep(POLL).await;
                     }
                 }
                 Err(ReadError::ExpiredIterator) => {}
@@ -262,7 +262,7 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
                 Err(e) => {
                     drop(permit);
                     tracing::warn!(shard, error = %e, "could not read the shard; trying again");
-                    self.pause(errors.wait()).await;
+                    self.stop.sleep(errors.wait()).await;
                     iterator = Some(current);
                 }
             }
@@ -312,11 +312,6 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
             done = read => Some(done),
             _ = self.stop.token().cancelled() => None,
         }
-    }
-
-    /// Sleeps for `wait`, or until the stop.
-    async fn pause(&self, wait: Duration) {
-        self.stop.sleep(wait).await;
     }
 
     /// Saves the position when it changed (and a checkpoint table is configured).

@@ -176,10 +176,9 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
         let mut gathered = self.gathered.borrow_mut();
         let moved = gathered.written(written.iter().map(|((_, h), _)| h));
         if !failed.is_empty() {
-            let count = failed.len();
             let error = error.unwrap_or_else(|| "cut at the stop".into());
             tracing::warn!(
-                entries = count,
+                entries = failed.len(),
                 error,
                 "held entries not written; held again and tried again"
             );
@@ -205,7 +204,7 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
             if self.stop.reached() {
                 return false;
             }
-            self.pause(backoff.wait()).await;
+            self.stop.sleep(backoff.wait()).await;
         }
     }
 
