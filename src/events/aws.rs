@@ -105,12 +105,8 @@ impl EventBridgeSink {
                     .build()
             })
             .collect();
-        let out = self
-            .client
-            .put_events()
-            .set_entries(Some(entries))
-            .send()
-            .await;
+        let request = self.client.put_events().set_entries(Some(entries));
+        let out = request.send().await;
         let out = out.map_err(|e| SinkError::from(StoreError::from_sdk("PutEvents", e)))?;
         let answers = out.entries.unwrap_or_default();
         let answers = answers.iter().map(|r| {

@@ -70,13 +70,8 @@ impl EventKind {
 /// attributes in name order and no whitespace, and the ttl's shortest decimal form, separated by
 /// newlines: the same id whatever order the key's attributes come in.
 pub fn event_id(table: &str, key: &Key, ttl: f64) -> String {
-    let mut hash = Sha256::new();
-    hash.update(table.as_bytes());
-    hash.update(b"\n");
-    hash.update(key_to_json(key).to_string().as_bytes());
-    hash.update(b"\n");
-    hash.update(ttl.to_string().as_bytes());
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    let hash = Sha256::digest(format!("{table}\n{}\n{ttl}", key_to_json(key)));
+    hash.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The ttl as a JSON number: whole seconds as an integer (`1700000000`, not `1700000000.0`).

@@ -60,8 +60,7 @@ impl Publisher {
             deliveries: vec![Delivery::Stopped; events.len()],
             ..Published::default()
         };
-        let (_, truncated) = self.kind.plan_batches(&mut events);
-        out.truncated = truncated;
+        out.truncated = self.kind.plan_batches(&mut events).1;
         // Indices not yet settled, with the last reason they failed for.
         let mut pending: Vec<(usize, String)> =
             (0..events.len()).map(|i| (i, String::new())).collect();
