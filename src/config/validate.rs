@@ -386,29 +386,19 @@ fn leader_lease_lasts(
     has_checkpoint: bool,
     (every, var): (Duration, &str),
 ) -> Result<(), ConfigError> {
+    let problem = if !has_checkpoint {
+        "the lease item lives in the checkpoint table: set CHECKPOINT_TABLE".to_owned()
+    } else if lease < 2 * every {
+        let least = (2 * every).max(MIN_LEASE).as_secs_f64().ceil();
+        format!(
+            "shorter than two sweeps ({var} is {every:?}): the holder's lease would lapse between \
+             its sweeps; set LEADER_LEASE to at least {least}"
+        )
+    } else {
+        return Ok(());
+    };
     let value = lease.as_secs().to_string();
-    if !has_checkpoint {
-        return Err(rejected(
-            &LEADER_LEASE,
-            &value,
-            "the lease item lives in the checkpoint table: set CHECKPOINT_TABLE".to_owned(),
-        ));
-    }
-    if lease < 2 * every {
-        return Err(rejected(
-            &LEADER_LEASE,
-            &value,
-            format!(
-                "shorter than two sweeps ({var} is {every:?}): the holder's lease would lapse \
-                 between its sweeps; set LEADER_LEASE to at least {}",
-                (2 * every)
-                    .as_secs_f64()
-                    .ceil()
-                    .max(MIN_LEASE.as_secs_f64())
-            ),
-        ));
-    }
-    Ok(())
+    Err(rejected(&LEADER_LEASE, &value, problem))
 }
 
 #[cfg(test)]

@@ -52,18 +52,14 @@ pub fn parse_event(value: &Value) -> Result<Option<Timestamp>, EventError> {
         if source != "aws.events" && source != "aws.scheduler" {
             return Err(EventError::Unsupported(format!("from source {source:?}")));
         }
-        let Some(time_text) = obj.get("time").and_then(Value::as_str) else {
-            return Err(EventError::Unsupported(
-                "from aws.events without a \"time\" string".into(),
-            ));
-        };
-        return at(time_text);
+        let time = obj.get("time").and_then(Value::as_str);
+        let untimed =
+            || EventError::Unsupported("from aws.events without a \"time\" string".into());
+        return at(time.ok_or_else(untimed)?);
     }
     if let (1, Some(time)) = (obj.len(), obj.get("time")) {
-        let text = time
-            .as_str()
-            .ok_or_else(|| EventError::BadTime(time.to_string()))?;
-        return at(text);
+        let unreadable = || EventError::BadTime(time.to_string());
+        return at(time.as_str().ok_or_else(unreadable)?);
     }
     Err(EventError::Unsupported(summarize(value)))
 }

@@ -278,8 +278,9 @@ async fn sweep_as_asked<S: Store>(
     // debug build, is kept on the heap rather than on the stack of the thread that polls it.
     let sweep = Box::pin(sweep);
     let cut = remaining.map(|r| started + r.saturating_sub(REPORT_RESERVE / 2));
-    let report = until(cut, sweep).await;
-    let mut report = report.unwrap_or_else(|| cut_short(sweeper, now));
+    let mut report = until(cut, sweep)
+        .await
+        .unwrap_or_else(|| cut_short(sweeper, now));
     report.clock_ahead_ms = report.clock_ahead_ms.max(clock.take_ahead_ms());
     finish(report, start, settings)
 }
