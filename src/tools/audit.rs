@@ -193,11 +193,9 @@ pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, no
         TtlState::TooOld => {
             report.invalid_ttl += 1;
             report.too_old_ttl += 1;
-            report.example(
-                "too_old_ttl",
-                key(),
-                format!("ttl = {ttl}: more than five years in the past, native TTL ignores it"),
-            );
+            let detail =
+                format!("ttl = {ttl}: more than five years in the past, native TTL ignores it");
+            report.example("too_old_ttl", key(), detail);
             return;
         }
         TtlState::Expired => {
@@ -220,20 +218,14 @@ pub fn audit_item(report: &mut AuditReport, item: &Key, schema: &TableSchema, no
     match item.get(&layout.window_attribute) {
         None => {
             report.missing_window += 1;
-            report.example(
-                "missing_window",
-                key(),
-                format!("ttl = {ttl}, expected window {expected}"),
-            );
+            let detail = format!("ttl = {ttl}, expected window {expected}");
+            report.example("missing_window", key(), detail);
         }
         Some(AttributeValue::S(w)) if *w == expected => {}
         Some(other) => {
             report.wrong_window += 1;
-            report.example(
-                "wrong_window",
-                key(),
-                format!("ttl = {ttl}: has {other:?}, expected {expected}"),
-            );
+            let detail = format!("ttl = {ttl}: has {other:?}, expected {expected}");
+            report.example("wrong_window", key(), detail);
         }
     }
 }

@@ -221,7 +221,10 @@ pub async fn backfill(
                 }
                 let snapshot = {
                     let mut s = lock(shared);
-                    add(&mut s.report, &counts);
+                    add_counts!(s.report, counts; scanned, already_ok, written,
+                        changed_concurrently, deleted_expired, expired_while_written, expired_kept,
+                        expired_gone, no_ttl, invalid_ttl, too_old_ttl, expired_indexed,
+                        expired_not_deleted, consumed_wcu, consumed_rcu);
                     s.positions[page.segment as usize] = match &page.position {
                         Position::Done => serde_json::json!("done"),
                         Position::After(k) => serde_json::json!({ "after": key_to_json(k) }),
@@ -412,12 +415,6 @@ impl<S: Scan> Step<'_, S> {
 fn key_of(schema: &TableSchema, item: &Key) -> Result<Key, StoreError> {
     let why = "item without its key attributes";
     (schema.key_of(item)).ok_or_else(|| StoreError::new(ErrorKind::Validation, "Scan", why))
-}
-
-fn add(total: &mut BackfillReport, page: &BackfillReport) {
-    add_counts!(total, page; scanned, already_ok, written, changed_concurrently, deleted_expired,
-        expired_while_written, expired_kept, expired_gone, no_ttl, invalid_ttl, too_old_ttl,
-        expired_indexed, expired_not_deleted, consumed_wcu, consumed_rcu);
 }
 
 #[cfg(test)]

@@ -213,7 +213,11 @@ pub async fn run(
                     if failing[i].take().is_some() {
                         tracing::info!(table = %name, "sweeping again");
                     }
-                    add(&mut totals[i], &report);
+                    if report.deleted > 0 {
+                        tracing::info!(table = %report.table, at = %report.at, deleted = report.deleted, "deleted expired items");
+                    }
+                    totals[i].at.clone_from(&report.at);
+                    add_counts!(totals[i], report; scanned, expired, deleted, kept, gone, too_old);
                 }
                 Err(e) if e.kind == ErrorKind::NotFound => {
                     tracing::debug!(table = %name, "the table does not exist (yet)");
@@ -231,15 +235,6 @@ pub async fn run(
             }
         }
     }
-}
-
-/// Adds one sweep's counts to a run's totals (whose `at` becomes the last sweep's).
-fn add(total: &mut LocalReport, sweep: &LocalReport) {
-    if sweep.deleted > 0 {
-        tracing::info!(table = %sweep.table, at = %sweep.at, deleted = sweep.deleted, "deleted expired items");
-    }
-    total.at.clone_from(&sweep.at);
-    add_counts!(total, sweep; scanned, expired, deleted, kept, gone, too_old);
 }
 
 #[cfg(test)]
