@@ -113,7 +113,6 @@ impl Store for DynamoStore {
                 .expression_attribute_values(":bound", AttributeValue::S(entries::sort_bound(now))),
             (Index::Gsi(gsi), _) => {
                 let (projection, names) = key_and_ttl(schema);
-                let window = AttributeValue::S(window_key.to_owned());
                 self.client
                     .query()
                     .table_name(&schema.table_name)
@@ -122,7 +121,7 @@ impl Store for DynamoStore {
                     .projection_expression(projection)
                     .set_expression_attribute_names(Some(names))
                     .expression_attribute_names("#w", &schema.layout.window_attribute)
-                    .expression_attribute_values(":w", window)
+                    .expression_attribute_values(":w", AttributeValue::S(window_key.to_owned()))
                     .expression_attribute_values(":now", AttributeValue::N(now.to_number()))
             }
         };
@@ -141,20 +140,16 @@ impl Store for DynamoStore {
             page.items = out.items.unwrap_or_default();
             return Ok(page);
         };
+        let foreign = |what| foreign_item(schema, index_table, what);
         for item in out.items.unwrap_or_default() {
             if page.packed {
                 let listed = packs::Pack::from_item(&item).and_then(|p| packs::listed(schema, p));
-                let Some(items) = listed else {
-                    return Err(foreign_item(schema, index_table, "pack"));
-                };
-                page.items.extend(items);
-                continue;
+                page.items.extend(listed.ok_or_else(|| foreign("pack"))?);
+            } else {
+                let (item, id) = entries::listed(schema, item).ok_or_else(|| foreign("entry"))?;
+                page.items.push(item);
+                page.entries.push(id);
             }
-            let Some((item, id)) = entries::listed(schema, item) else {
-                return Err(foreign_item(schema, index_table, "entry"));
-            };
-            page.items.push(item);
-            page.entries.push(id);
         }
         Ok(page)
     }
@@ -209,27 +204,26 @@ impl Store for DynamoStore {
         ttl_only: bool,
     ) -> Result<Vec<Key>, StoreError> {
         use aws_sdk_dynamodb::types::KeysAndAttributes;
+        const GET: &str = "BatchGetItem";
         let projection = ttl_only.then(|| key_and_ttl(schema));
         let mut found = Vec::with_capacity(keys.len());
         let mut pending = keys;
         let mut backoff = Backoff::new(FEW_ATTEMPTS);
         while !pending.is_empty() {
-            let mut request = KeysAndAttributes::builder()
+            let (expression, names) = projection.clone().unzip();
+            let request = KeysAndAttributes::builder()
                 .set_keys(Some(std::mem::take(&mut pending)))
-                .consistent_read(true);
-            if let Some((expression, names)) = &projection {
-                request = request
-                    .projection_expression(expression)
-                    .set_expression_attribute_names(Some(names.clone()));
-            }
-            let request = built("BatchGetItem", request.build())?;
+                .consistent_read(true)
+                .set_projection_expression(expression)
+                .set_expression_attribute_names(names);
+            let request = built(GET, request.build())?;
             let out = self
                 .client
                 .batch_get_item()
                 .request_items(&schema.table_name, request)
                 .send()
                 .await
-                .map_err(|e| StoreError::from_sdk("BatchGetItem", e))?;
+                .map_err(|e| StoreError::from_sdk(GET, e))?;
             found.extend(out.responses.unwrap_or_default().into_values().flatten());
             pending = out
                 .unprocessed_keys
@@ -245,11 +239,7 @@ impl Store for DynamoStore {
             let Some(wait) = backoff.next_wait() else {
                 let (left, made) = (pending.len(), backoff.made());
                 let message = format!("{left} keys still unprocessed after {made} attempts");
-                return Err(StoreError::new(
-                    ErrorKind::Throttled,
-                    "BatchGetItem",
-                    message,
-                ));
+                return Err(StoreError::new(ErrorKind::Throttled, GET, message));
             };
             tokio::time::sleep(wait).await;
         }
@@ -455,7 +445,34 @@ impl Store for DynamoStore {
 
     #[instrument(level = "debug", skip(self, schema))]
     async fn mark_packs(&self, schema: &TableSchema, at: Timestamp) -> Result<(), StoreError> {
-        self.put_mark(schema, at).await
+        let Some(index_table) = schema.index.table() else {
+            return Ok(());
+        };
+        let id = (index_table.to_owned(), schema.table_name.clone());
+        let now = tokio::time::Instant::now();
+        let known = |at: &tokio::time::Instant| now.saturating_duration_since(*at) < MARK_KNOWN_FOR;
+        if super::lock(&self.marks).get(&id).is_some_and(known) {
+            return Ok(());
+        }
+        let put = self
+            .client
+            .put_item()
+            .table_name(index_table)
+            .set_item(Some(packs::cursor_item(&schema.table_name, at, at)))
+            .condition_expression("attribute_not_exists(#w)")
+            .expression_attribute_names("#w", entries::WINDOW)
+            .send()
+            .await;
+        match put {
+            Ok(_) => {}
+            // A mark is there already: it stays.
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) => {}
+            Err(e) => return Err(StoreError::from_sdk("PutItem", e)),
+        }
+        super::lock(&self.marks).insert(id, now);
+        Ok(())
     }
 
     async fn claim_index_table(&self, schema: &TableSchema) -> Result<(), StoreError> {

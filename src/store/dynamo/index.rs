@@ -1,4 +1,4 @@
-//! [`DynamoStore`]'s writes to the expiry index table (its entries, the writers' mark), and two
+//! [`DynamoStore`]'s writes of entries to the expiry index table, and two
 //! refusals the store answers: a conditional delete refused, an item of another table.
 
 use super::*;
@@ -29,42 +29,6 @@ impl DynamoStore {
             (None, delete) => delete.map(|d| EntryWrite::Remove(d.key)),
         };
         Ok(unprocessed.into_iter().filter_map(write).collect())
-    }
-
-    /// See [`Store::mark_packs`].
-    pub(super) async fn put_mark(
-        &self,
-        schema: &TableSchema,
-        at: Timestamp,
-    ) -> Result<(), StoreError> {
-        let Some(index_table) = schema.index.table() else {
-            return Ok(());
-        };
-        let id = (index_table.to_owned(), schema.table_name.clone());
-        let now = tokio::time::Instant::now();
-        let known = |at: &tokio::time::Instant| now.saturating_duration_since(*at) < MARK_KNOWN_FOR;
-        if crate::store::lock(&self.marks).get(&id).is_some_and(known) {
-            return Ok(());
-        }
-        let put = self
-            .client
-            .put_item()
-            .table_name(index_table)
-            .set_item(Some(packs::cursor_item(&schema.table_name, at, at)))
-            .condition_expression("attribute_not_exists(#w)")
-            .expression_attribute_names("#w", entries::WINDOW)
-            .send()
-            .await;
-        match put {
-            Ok(_) => {}
-            // A mark is there already: it stays.
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) => {}
-            Err(e) => return Err(StoreError::from_sdk("PutItem", e)),
-        }
-        crate::store::lock(&self.marks).insert(id, now);
-        Ok(())
     }
 }
 
