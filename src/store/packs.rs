@@ -141,19 +141,14 @@ impl Pack {
     /// The pack as an item of the index table, with its [`EXPIRES`] for native TTL.
     pub fn to_item(&self) -> Key {
         let due_s = self.due().map_or(0, |d| d.millis().div_euclid(1000));
-        let keys = self
-            .entries
-            .iter()
-            .map(|e| AttributeValue::M(e.key.clone()));
-        let ttls = self
-            .entries
-            .iter()
-            .map(|e| AttributeValue::N(e.ttl.clone()));
+        let list = |f: fn(&PackEntry) -> AttributeValue| {
+            AttributeValue::L(self.entries.iter().map(f).collect())
+        };
         item([
             (WINDOW, s(&self.window)),
             (ENTRY, s(&self.sort)),
-            (KEYS, AttributeValue::L(keys.collect())),
-            (TTLS, AttributeValue::L(ttls.collect())),
+            (KEYS, list(|e| AttributeValue::M(e.key.clone()))),
+            (TTLS, list(|e| AttributeValue::N(e.ttl.clone()))),
             (EXPIRES, n(due_s + KEEP_SECONDS)),
         ])
     }
@@ -171,15 +166,11 @@ impl Pack {
             let (key, ttl) = (k.as_m().ok()?.clone(), t.as_n().ok()?.clone());
             Some(PackEntry { key, ttl })
         };
-        let entries = keys
-            .iter()
-            .zip(ttls)
-            .map(entry)
-            .collect::<Option<Vec<_>>>()?;
+        let entries: Option<Vec<_>> = keys.iter().zip(ttls).map(entry).collect();
         Some(Pack {
             window,
             sort,
-            entries,
+            entries: entries?,
         })
     }
 }

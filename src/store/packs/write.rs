@@ -47,7 +47,7 @@ pub async fn write_packs<S: Store, T>(
     let mut out = Vec::with_capacity(packs.len());
     let mut pending = packs;
     let mut backoff = Backoff::new(WRITES);
-    loop {
+    let e = loop {
         let (attempt, last) = (backoff.made(), backoff.made() >= WRITES.attempts);
         let writes = pending
             .iter()
@@ -65,13 +65,11 @@ pub async fn write_packs<S: Store, T>(
                 pending = unprocessed;
                 (written, wait)
             }
-            Err(e) if last || !e.kind.is_retryable() => {
-                let why = (e.kind, e.to_string());
-                out.extend(sent.into_iter().map(|(p, t)| (p, t, Some(why.clone()))));
-                return out;
-            }
-            Err(_) => {
+            Err(e) => {
                 pending = sent;
+                if last || !e.kind.is_retryable() {
+                    break e;
+                }
                 (Vec::new(), true)
             }
         };
@@ -97,11 +95,12 @@ pub async fn write_packs<S: Store, T>(
         match backoff.next_wait() {
             Some(pause) if wait => tokio::time::sleep(pause).await,
             Some(_) => {}
-            None => break,
+            None => {
+                let message = format!("packs still unwritten after {} attempts", WRITES.attempts);
+                break StoreError::new(ErrorKind::Throttled, "BatchWriteItem", message);
+            }
         }
-    }
-    let message = format!("packs still unwritten after {} attempts", WRITES.attempts);
-    let e = StoreError::new(ErrorKind::Throttled, "BatchWriteItem", message);
+    };
     let why = (e.kind, e.to_string());
     out.extend(pending.into_iter().map(|(p, t)| (p, t, Some(why.clone()))));
     out
@@ -127,11 +126,8 @@ pub async fn write_grouped<S: Store, T: Clone>(
     concurrency: usize,
 ) -> Grouped<T> {
     let (grouped, apart) = group(schema, origin, entries);
-    let chunks: Vec<Vec<_>> = grouped
+    let written = stream::iter(grouped)
         .chunks(PACKS_PER_REQUEST)
-        .map(<[_]>::to_vec)
-        .collect();
-    let written = stream::iter(chunks)
         .map(|chunk| write_packs(store, schema, clock, chunk))
         .buffer_unordered(concurrency.max(1))
         .collect::<Vec<_>>()
