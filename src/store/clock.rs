@@ -105,9 +105,11 @@ struct Floor {
 }
 
 impl Floor {
-    /// The lower bound at `now` ([`floor_at`]).
+    /// The lower bound at `now`: the date aged by the monotonic time since it arrived, less
+    /// [`DRIFT_TOLERANCE`] of it.
     fn at(&self, now: Instant) -> Timestamp {
-        floor_at((self.date, self.arrived), now)
+        let aged = now.saturating_duration_since(self.arrived);
+        self.date + (aged - aged.mul_f64(DRIFT_TOLERANCE))
     }
 }
 
@@ -326,13 +328,6 @@ impl ServerTime for ServerClock {
     fn lower_bound(&self) -> Option<Timestamp> {
         self.lower_bound_at(Instant::now())
     }
-}
-
-/// The lower bound at `now` from a `Date` of `date` that arrived at `at`: the date aged by the
-/// monotonic time since, less [`DRIFT_TOLERANCE`] of it.
-fn floor_at((date, at): (Timestamp, Instant), now: Instant) -> Timestamp {
-    let aged = now.saturating_duration_since(at);
-    date + (aged - aged.mul_f64(DRIFT_TOLERANCE))
 }
 
 /// Whether a lead of `ahead_ms` (past the tolerance) is worth a warning after `last`.
@@ -925,7 +920,12 @@ mod tests {
         // What the guard holds readings to is unaffected by the warnings.
         assert_eq!(
             clock.guard_at(wall(400, 90), at(400)),
-            floor_at((date, t0), at(400))
+            Floor {
+                date,
+                arrived: t0,
+                rtt: Duration::ZERO
+            }
+            .at(at(400))
         );
     }
 
