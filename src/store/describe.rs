@@ -55,15 +55,12 @@ pub async fn open(
     target: &TableTarget,
     index: IndexCheck,
 ) -> Result<OpenedTable, StoreError> {
-    let table = store
-        .describe_table(&target.table_name, || {
-            format!(
-                "table {:?} does not exist in this account and region (check TABLE_NAME, \
-                 AWS_REGION and AWS_ENDPOINT_URL)",
-                target.table_name
-            )
-        })
-        .await?;
+    let name = &target.table_name;
+    let missing = || {
+        let check = "check TABLE_NAME, AWS_REGION and AWS_ENDPOINT_URL";
+        format!("table {name:?} does not exist in this account and region ({check})")
+    };
+    let table = store.describe_table(name, missing).await?;
     let (schema, index_present) = match &target.index {
         Index::Table(index_table) => {
             store.check_index_table(index_table).await?;
@@ -254,12 +251,10 @@ fn check_table(
     let window = target.layout.window_attribute.as_str();
     let ttl = target.layout.ttl_attribute.as_str();
     let schema = schema_of(table, target)?;
+    let definitions = table.attribute_definitions();
     let attr_type = |name: &str| {
-        table
-            .attribute_definitions()
-            .iter()
-            .find(|d| d.attribute_name() == name)
-            .map(|d| d.attribute_type().clone())
+        let definition = definitions.iter().find(|d| d.attribute_name() == name);
+        definition.map(|d| d.attribute_type().clone())
     };
     let indexes = table.global_secondary_indexes();
     let Some(index) = indexes.iter().find(|i| i.index_name() == Some(index_name)) else {
@@ -278,17 +273,15 @@ fn check_table(
     let types_ok = attr_type(window) == Some(ScalarAttributeType::S)
         && attr_type(ttl) == Some(ScalarAttributeType::N);
     if index_key != [window, ttl] || !types_ok {
-        let actual = index_key
-            .iter()
-            .map(|name| match attr_type(name) {
-                Some(t) => format!("{name} ({})", t.as_str()),
-                None => name.clone(),
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
+        let typed = |name: &String| match attr_type(name) {
+            Some(t) => format!("{name} ({})", t.as_str()),
+            None => name.clone(),
+        };
+        let actual: Vec<String> = index_key.iter().map(typed).collect();
         let message = format!(
-            "index {index_name:?} is keyed on {actual}; the sweeper needs partition key \
-             {window:?} (S, WINDOW_ATTRIBUTE) and sort key {ttl:?} (N, TTL_ATTRIBUTE)"
+            "index {index_name:?} is keyed on {}; the sweeper needs partition key \
+             {window:?} (S, WINDOW_ATTRIBUTE) and sort key {ttl:?} (N, TTL_ATTRIBUTE)",
+            actual.join(", ")
         );
         return Err(StoreError::new(ErrorKind::Validation, OP, message));
     }

@@ -91,10 +91,7 @@ impl Pending {
     /// The same writer's item, due at `due` instead: what a sweep that could not settle every
     /// expiry of it writes back, so that the others' turn comes first.
     pub fn due_at(&self, due: Timestamp) -> String {
-        let rest = self
-            .sort
-            .split_once('#')
-            .map_or(self.sort.as_str(), |(_, rest)| rest);
+        let (_, rest) = self.sort.split_once('#').unwrap_or(("", &self.sort));
         format!("{}#{rest}", ttl_part(due.millis()))
     }
 

@@ -92,11 +92,8 @@ impl ReadError {
 impl StreamPositions for DynamoStore {
     /// The stream of table `table`, if one is enabled (one `DescribeTable`).
     async fn table_stream(&self, table: &str) -> Result<Option<TableStream>, StoreError> {
-        let description = self
-            .describe_table(table, || {
-                format!("table {table:?} does not exist in this account and region")
-            })
-            .await?;
+        let missing = || format!("table {table:?} does not exist in this account and region");
+        let description = self.describe_table(table, missing).await?;
         let enabled = description
             .stream_specification()
             .filter(|s| s.stream_enabled());
