@@ -68,10 +68,8 @@ impl<S: Store> Sweeper<S> {
                             _ => {}
                         }
                     }
-                    match page.next {
-                        Some(next) => start = Some(next),
-                        None => break,
-                    }
+                    let Some(next) = page.next else { break };
+                    start = Some(next);
                 }
             }
         }

@@ -5,7 +5,7 @@
 use crate::expiry::Timestamp;
 
 /// A sweeper's packs: its cursor, as stored and as its runs moved it.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct PackCursor {
     /// The cursor's id ([`crate::store::packs::CURSOR`]): the table and the shard range.
     pub(super) id: String,
@@ -27,15 +27,6 @@ pub(super) struct State {
 }
 
 impl PackCursor {
-    pub(super) fn new(id: String) -> Self {
-        PackCursor {
-            id,
-            state: Default::default(),
-            ticking: Default::default(),
-            catching_up: Default::default(),
-        }
-    }
-
     /// A new run of ticks starts: the stored cursor is read again, and the ticks start from it.
     pub(super) fn resume(&self) {
         let mut state = crate::store::lock(&self.state);

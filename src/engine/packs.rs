@@ -17,7 +17,7 @@ use super::CATCHUP_SLICE_PARTITIONS;
 use crate::expiry::window::{windows_since, Window};
 use crate::expiry::Timestamp;
 use crate::store::packs;
-use crate::store::{EntryWrite, Store, StoreError};
+use crate::store::{EntryWrite, Store};
 
 /// How far behind the instant of a run's first tick the ticks themselves start reading packs when
 /// the cursor is further back: the catch-up reads the rest, beside them.
@@ -32,13 +32,14 @@ impl<S: Store> Sweeper<S> {
     /// the later of the stored one and this sweeper's own, no older than the catch-up limit
     /// (`capped` when it was), or else the writers' mark. `None` while the index table holds
     /// neither: no pack yet, and each sweep looks again (`docs/design.md`, "Packed entries").
+    /// `Err` when a read failed, its error in `report`.
     async fn cursor(
         &self,
         cursor: &PackCursor,
         now: Timestamp,
         stop: &Stop,
         report: &mut SweepReport,
-    ) -> Result<Option<Timestamp>, StoreError> {
+    ) -> Result<Option<Timestamp>, ()> {
         let (mine, reload) = {
             let state = crate::store::lock(&cursor.state);
             (state.through, state.reload)
@@ -48,12 +49,12 @@ impl<S: Store> Sweeper<S> {
         }
         let (store, schema) = (&self.shared.store, &self.shared.schema);
         // This sweeper's own, or else the writers' mark: no pack is due before it.
-        let own = store.read_cursor(schema, &cursor.id);
-        let mut stored = stop.bound("Query", own).await?;
-        if stored.is_none() {
-            let mark = store.read_cursor(schema, &schema.table_name);
-            stored = stop.bound("Query", mark).await?;
-        }
+        let read = |id| stop.bound("Query", store.read_cursor(schema, id));
+        let stored = match read(&cursor.id).await {
+            Ok(None) => read(&schema.table_name).await,
+            own => own,
+        };
+        let stored = stored.map_err(|e| report.add_errors([SweepErrorEntry::new(None, &e)]))?;
         let (limit, why) = catchup_limit(schema, self.shared.options.max_catchup_seconds);
         let floor = now - Duration::from_secs(limit);
         let through = match stored.max(mine) {
@@ -95,13 +96,10 @@ impl<S: Store> Sweeper<S> {
         let cursor = self.packs.as_ref()?;
         let _one = cursor.ticking.try_lock().ok()?;
         let mut report = self.report(now);
-        let through = match self.cursor(cursor, now, stop, &mut report).await {
-            Ok(t) => t?,
-            Err(e) => {
-                report.add_errors([SweepErrorEntry::new(None, &e)]);
-                return Some(report);
-            }
+        let Ok(through) = self.cursor(cursor, now, stop, &mut report).await else {
+            return Some(report);
         };
+        let through = through?;
         let since = {
             let mut state = crate::store::lock(&cursor.state);
             let start = through.max(now - TICK_HEAD).min(now);
@@ -145,13 +143,10 @@ impl<S: Store> Sweeper<S> {
         // Each full sweep reads the stored cursor again: another process may have moved it on.
         crate::store::lock(&cursor.state).reload = true;
         let mut report = self.report(now);
-        let mut through = match self.cursor(cursor, now, stop, &mut report).await {
-            Ok(t) => t?,
-            Err(e) => {
-                report.add_errors([SweepErrorEntry::new(None, &e)]);
-                return Some(report);
-            }
+        let Ok(through) = self.cursor(cursor, now, stop, &mut report).await else {
+            return Some(report);
         };
+        let mut through = through?;
         // Never past this sweep's instant: ticks that began later (after a slow read of the
         // cursor, or started again behind a later tick) may have begun past it, and a pack due
         // after the instant may hold entries not yet expired at it.
@@ -194,12 +189,10 @@ impl<S: Store> Sweeper<S> {
         // Caught up with the ticks: one run from here on.
         {
             let mut state = crate::store::lock(&cursor.state);
-            if let Some(ticks) = state.ticks.as_mut() {
-                if through >= ticks.0 {
-                    through = through.max(ticks.1);
-                    *ticks = (through, through);
-                    state.through = Some(through);
-                }
+            if let Some(ticks) = state.ticks.as_mut().filter(|t| through >= t.0) {
+                through = through.max(ticks.1);
+                *ticks = (through, through);
+                state.through = Some(through);
             }
         }
         if moved {

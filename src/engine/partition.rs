@@ -159,25 +159,20 @@ pub(super) struct Pass<S> {
 }
 
 impl<S> Pass<S> {
-    /// What its deletes need.
+    /// What its deletes need: the sweeper's options, conditional for [`Pass::at_once`].
     pub(super) fn deleter(&self) -> Deleter<'_, S> {
         Deleter {
             store: &self.shared.store,
             schema: &self.shared.schema,
-            options: self.options(),
+            options: if self.at_once {
+                &self.shared.at_once
+            } else {
+                &self.shared.options
+            },
             now: self.now,
             stop: &self.stop,
             events: self.events.as_ref(),
             notify: None,
-        }
-    }
-
-    /// The options its deletes run by: the sweeper's, conditional for [`Pass::at_once`].
-    pub(super) fn options(&self) -> &SweepOptions {
-        if self.at_once {
-            &self.shared.at_once
-        } else {
-            &self.shared.options
         }
     }
 }
@@ -219,19 +214,16 @@ pub(super) fn fold_chunk(
 /// in epoch seconds, before `now` and not more than five years before it (native TTL's rule),
 /// and the table's key attributes present. Only the index has listed it (no `read_at`).
 pub(super) fn check_item(schema: &TableSchema, mut item: Key, now: Timestamp) -> Option<Expired> {
-    let (ttl, ttl_as_read) = match item.remove(&schema.layout.ttl_attribute) {
-        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => match parse_ttl(&n) {
-            Ok(t) => (t, n),
-            Err(e) => {
-                warn!(error = %e, "item with an unusable ttl ignored");
-                return None;
-            }
-        },
+    let ttl_as_read = match item.remove(&schema.layout.ttl_attribute) {
+        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => n,
         other => {
             warn!(ttl = ?other, "item without a numeric ttl ignored");
             return None;
         }
     };
+    let ttl = parse_ttl(&ttl_as_read)
+        .inspect_err(|e| warn!(error = %e, "item with an unusable ttl ignored"))
+        .ok()?;
     match ttl_state(ttl, now) {
         TtlState::Expired => {}
         TtlState::Live => {
@@ -307,25 +299,12 @@ pub(super) async fn delete_group<S: Store>(
         // Carried packs are due past any instant a sweep has read to ([`carry_unsettled`]), by
         // the entry point's clock, or without one the pass's start aged by the monotonic clock.
         // Boxed: a delete task's future stays as small as it was without packs.
-        let carried_anyway = held_elsewhere
-            .iter()
-            .map(|(token, _)| token.clone())
-            .collect();
+        let also = held_elsewhere.iter().map(|(t, _)| t.clone()).collect();
         packed.extend(held_elsewhere);
         let (wall, mono) = pass.started;
         let aged = move || wall + mono.elapsed();
-        let clock: &dyn Clock = match &pass.wall {
-            Some(c) => c.as_ref(),
-            None => &aged,
-        };
-        Box::pin(carry_unsettled(
-            deleter,
-            clock,
-            packed,
-            carried_anyway,
-            &mut out,
-        ))
-        .await;
+        let clock: &dyn Clock = pass.wall.as_deref().unwrap_or(&aged);
+        Box::pin(carry_unsettled(deleter, clock, packed, also, &mut out)).await;
     }
     out
 }
@@ -343,7 +322,6 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
     if stop.reached() {
         return out;
     }
-    let max_inflight = this.options.max_concurrency.max(1);
     let mut inflight = JoinSet::new();
     let mut pending: Vec<Expired> = Vec::new();
     // The budget held for `pending`: one permit a key.
@@ -358,7 +336,7 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
         DeleteMode::Conditional => 1,
     };
     let group_keys = BATCH_SIZE * group_chunks;
-    let max_groups = max_inflight.div_ceil(group_chunks).max(1);
+    let max_groups = this.options.max_concurrency.max(1).div_ceil(group_chunks);
     let delete = |inflight: &mut JoinSet<ChunkOutcome>,
                   group: Vec<Expired>,
                   held: &mut Option<OwnedSemaphorePermit>| {
@@ -417,12 +395,9 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
         };
         let answered = Instant::now();
         // Batch mode: the page's keys confirmed ahead of the tick are taken by both clocks' age.
-        let read_now = (this.options.delete_mode == DeleteMode::Batch).then(|| {
-            let wall = pass.wall.as_ref().map_or(now, |c| c.raw_now());
-            Dated::now(wall)
-        });
+        let read_now = (this.options.delete_mode == DeleteMode::Batch)
+            .then(|| Dated::now(pass.wall.as_ref().map_or(now, |c| c.raw_now())));
         let page_len = page.items.len();
-        let packed = page.packed;
         pending.reserve(page_len);
         let mut entries = page.entries.into_iter();
         for item in page.items {
@@ -430,7 +405,7 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
             match check_item(&this.schema, item, now) {
                 Some(mut expired) => {
                     expired.entry = entry;
-                    expired.packed = packed;
+                    expired.packed = page.packed;
                     if let Some(read_now) = read_now {
                         let max_age = this.options.batch_max_read_age;
                         let confirmed = &this.confirmed;

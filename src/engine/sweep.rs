@@ -84,7 +84,11 @@ impl<S: Store> Sweeper<S> {
             let range = options
                 .shard_range
                 .map_or("all".to_owned(), |r| r.to_string());
-            PackCursor::new(format!("{}#{range}", schema.table_name))
+            let id = format!("{}#{range}", schema.table_name);
+            PackCursor {
+                id,
+                ..PackCursor::default()
+            }
         });
         Sweeper {
             shared: Arc::new(Shared {
@@ -163,17 +167,15 @@ impl<S: Store> Sweeper<S> {
         let leading = lease.check(&self.shared.store, stop).await;
         self.leading.store(leading.is_ok(), Ordering::Relaxed);
         *crate::store::lock(&self.lead_until) = leading.as_ref().ok().copied();
-        let not_leading = match leading {
-            Ok(until) => return Ok(stop.within(until)),
-            Err(not_leading) => not_leading,
-        };
-        Err(SweepReport {
-            stood_by: 1,
-            lease_layout_mismatch: u32::from(not_leading.layout_mismatch),
-            lease_released: u32::from(not_leading.released),
-            errors: Vec::from_iter(not_leading.error.map(|e| SweepErrorEntry::new(None, &e))),
-            ..self.report(now)
-        })
+        leading
+            .map(|until| stop.within(until))
+            .map_err(|not_leading| SweepReport {
+                stood_by: 1,
+                lease_layout_mismatch: u32::from(not_leading.layout_mismatch),
+                lease_released: u32::from(not_leading.released),
+                errors: Vec::from_iter(not_leading.error.map(|e| SweepErrorEntry::new(None, &e))),
+                ..self.report(now)
+            })
     }
 
     /// Publishes expiry events through `hook` around every delete (see [`super::hook`]).

@@ -23,20 +23,13 @@ impl<S: Store> Sweeper<S> {
         // Archive mode: the expiries earlier sweeps left accepted and not settled, first (once
         // per sweep: by the pass of the entries, not that of the packs).
         // Boxed: a sweep's future stays as small as it was without events.
-        let settles = packs.is_none();
-        if let Some(events) = pass
-            .events
-            .as_ref()
-            .filter(|e| settles && e.journal.is_some())
-        {
-            report.add_events(Box::pin(settle_journal(&pass.deleter(), events)).await);
-        }
-        if let Some(events) = pass
-            .events
-            .as_ref()
-            .filter(|e| settles && !e.unsettled.is_empty())
-        {
-            report.add_events(Box::pin(settle_unsettled(&pass.deleter(), events)).await);
+        if let Some(events) = pass.events.as_ref().filter(|_| packs.is_none()) {
+            if events.journal.is_some() {
+                report.add_events(Box::pin(settle_journal(&pass.deleter(), events)).await);
+            }
+            if !events.unsettled.is_empty() {
+                report.add_events(Box::pin(settle_unsettled(&pass.deleter(), events)).await);
+            }
         }
         let shards = self.shared.schema.layout.window_shards.max(1);
         let range = self.shard_range();
