@@ -152,11 +152,7 @@ impl Unsettled {
 
     /// Forgets `token`'s expiry, answering it if one was remembered.
     pub(super) fn forget(&self, token: &str) -> Option<Expiry> {
-        let mut held = lock(&self.0);
-        if held.by_key.is_empty() {
-            return None;
-        }
-        held.by_key.remove(token).map(|(_, expiry)| expiry)
+        lock(&self.0).by_key.remove(token).map(|(_, expiry)| expiry)
     }
 
     /// The `n` remembered longest, taken (to be read, then remembered again or settled).
@@ -169,14 +165,11 @@ impl Unsettled {
         order.truncate(n);
         order
             .into_iter()
-            .filter_map(|(_, token)| {
-                let (_, expiry) = held.by_key.remove(&token)?;
-                Some((token, expiry))
-            })
+            .filter_map(|(_, token)| held.by_key.remove_entry(&token))
+            .map(|(token, (_, expiry))| (token, expiry))
             .collect()
     }
 
-    /// Whether nothing is remembered.
     pub(super) fn is_empty(&self) -> bool {
         lock(&self.0).by_key.is_empty()
     }

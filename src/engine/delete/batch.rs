@@ -80,11 +80,8 @@ impl<S: Store> Deleter<'_, S> {
                     Some(e.kind)
                 }
             };
-            let keys = remaining.len();
-            if let Err(stopped) = self
-                .backoff(&mut backoff, keys, &reason, kind, &mut out)
-                .await
-            {
+            let wait = self.backoff(&mut backoff, remaining.len(), &reason, kind, &mut out);
+            if let Err(stopped) = wait.await {
                 self.give_up(remaining, &reason, &mut out, stopped).await;
                 return out;
             }

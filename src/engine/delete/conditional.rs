@@ -58,11 +58,9 @@ impl<S: Store> Deleter<'_, S> {
                     Err(err) => err,
                 };
                 e.maybe_applied |= may_have_applied(&err);
-                let (reason, kind) = (err.to_string(), Some(err.kind));
-                let Err(stopped) = self.backoff(&mut backoff, 1, &reason, kind, &mut out).await
-                else {
-                    continue;
-                };
+                let reason = err.to_string();
+                let wait = self.backoff(&mut backoff, 1, &reason, Some(err.kind), &mut out);
+                let Err(stopped) = wait.await else { continue };
                 if stopped {
                     // The items after it stop here too (settled like it, if batch mode sent them).
                     self.give_up(items.by_ref().collect(), STOPPED, &mut out, true)

@@ -97,8 +97,7 @@ async fn cancel_remembered<S: Store>(
         return EventTally::default();
     }
     for x in &expiries {
-        let key = key_to_json(&x.key);
-        tracing::info!(%key, "an item whose expiry was accepted by an earlier sweep and not deleted has a new ttl: cancelling the expiry");
+        tracing::info!(key = %key_to_json(&x.key), "an item whose expiry was accepted by an earlier sweep and not deleted has a new ttl: cancelling the expiry");
     }
     let (deliveries, tally) = publish_cancellations(deleter, events, &expiries).await;
     for (x, delivery) in expiries.into_iter().zip(deliveries) {
@@ -120,26 +119,28 @@ pub(in crate::engine) async fn settle_unsettled<S: Store>(
     events: &Events,
 ) -> EventTally {
     let remembered = events.unsettled.take_oldest(SETTLE_PER_SWEEP);
+    if remembered.is_empty() {
+        return EventTally::default();
+    }
+    let keys = remembered.iter().map(|(_, x)| &x.key);
+    let found = match deleter.read(keys, true).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(error = %e, keys = remembered.len(), "could not read the items of accepted expiries not settled; trying again at the next sweep");
+            for (t, x) in remembered {
+                events.unsettled.remember(t, x);
+            }
+            return EventTally::default();
+        }
+    };
     let mut cancel = Vec::new();
-    for group in remembered.chunks(SETTLE_PER_SWEEP) {
-        let found = match deleter.read(group.iter().map(|(_, x)| &x.key), true).await {
-            Ok(found) => found,
-            Err(e) => {
-                tracing::warn!(error = %e, keys = group.len(), "could not read the items of accepted expiries not settled; trying again at the next sweep");
-                for (t, x) in group {
-                    events.unsettled.remember(t.clone(), x.clone());
-                }
-                continue;
+    for (t, x) in remembered {
+        match deleter.schema.find(&found, &x.key) {
+            None => {}
+            Some(item) if deleter.schema.ttl_of(item) == Some(x.ttl) => {
+                events.unsettled.remember(t, x);
             }
-        };
-        for (t, x) in group {
-            match deleter.schema.find(&found, &x.key) {
-                None => {}
-                Some(item) if deleter.schema.ttl_of(item) == Some(x.ttl) => {
-                    events.unsettled.remember(t.clone(), x.clone());
-                }
-                Some(_) => cancel.push(x.clone()),
-            }
+            Some(_) => cancel.push(x),
         }
     }
     cancel_remembered(deleter, events, cancel).await
@@ -152,7 +153,6 @@ async fn archive_or_notify<S: Store>(
     chunk: Vec<Expired>,
 ) -> ChunkOutcome {
     let (hook, stop) = (events.hook.as_ref(), deleter.stop);
-    let wall = || events.wall.as_ref().map_or(deleter.now, |c| c.now());
     // Items read for the events are held until they are published: room for the largest items
     // first, then what they take.
     let (items, _read_room) = if hook.read_items() {
@@ -182,7 +182,7 @@ async fn archive_or_notify<S: Store>(
     if stop.reached() {
         return ChunkOutcome::left(chunk);
     }
-    let at = wall();
+    let at = events.wall.as_ref().map_or(deleter.now, |c| c.now());
     let expiries: Vec<Expiry> = chunk
         .iter()
         .zip(&items)
@@ -232,8 +232,7 @@ async fn archive_or_notify<S: Store>(
     // no later sweep would find it in the window it has left.
     let mut kept = std::mem::take(&mut out.kept_keys);
     for key in &kept {
-        let key = key_to_json(key);
-        tracing::info!(%key, "an item whose expiry was accepted and whose conditional delete kept it has a new ttl: cancelling the expiry");
+        tracing::info!(key = %key_to_json(key), "an item whose expiry was accepted and whose conditional delete kept it has a new ttl: cancelling the expiry");
     }
     kept.extend(reconcile(deleter, &expiries, &mut out).await);
     // What is still unsettled is remembered for the next sweeps (journaled, or in memory); the
@@ -244,22 +243,18 @@ async fn archive_or_notify<S: Store>(
         let Some(token) = schema.key_token(&key) else {
             continue;
         };
-        match expiries.iter().find(|x| x.key == key) {
-            Some(_)
-                if journaled.is_some() && unsettled.contains(&key_to_json(&key).to_string()) =>
-            {
-                let json = key_to_json(&key);
+        let json = key_to_json(&key);
+        let expiry = expiries.iter().find(|x| x.key == key);
+        match expiry.filter(|_| unsettled.contains(&json.to_string())) {
+            Some(_) if journaled.is_some() => {
                 tracing::info!(key = %json, "accepted expiry not settled by its chunk: journaled for the next sweeps");
                 perhaps.push(key);
             }
-            Some(x) if unsettled.contains(&key_to_json(&key).to_string()) => {
-                let json = key_to_json(&key);
+            Some(x) => {
                 tracing::info!(key = %json, "accepted expiry not settled by its chunk: remembered for the next sweeps");
                 events.unsettled.remember(token, x.without_item());
             }
-            _ => {
-                events.unsettled.forget(&token);
-            }
+            None => _ = events.unsettled.forget(&token),
         }
     }
     out.absorb(refused);

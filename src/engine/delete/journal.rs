@@ -165,8 +165,7 @@ async fn settle_round<S: Store>(d: &Deleter<'_, S>, events: &Events) -> (EventTa
         EventTally::default()
     } else {
         for x in &cancel {
-            let key = key_to_json(&x.key);
-            tracing::info!(%key, "an item whose expiry a sweep journaled and did not settle has a new ttl: cancelling the expiry");
+            tracing::info!(key = %key_to_json(&x.key), "an item whose expiry a sweep journaled and did not settle has a new ttl: cancelling the expiry");
         }
         let (deliveries, tally) = publish_cancellations(d, events, &cancel).await;
         for (i, x, c) in waiting {
