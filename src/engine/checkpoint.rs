@@ -21,7 +21,7 @@ pub struct Checkpoint {
 }
 
 /// The windows one sweep reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
     /// The current window and the lookback windows, newest first: read first, every sweep.
     pub recent: Vec<Window>,
@@ -89,9 +89,7 @@ pub fn plan(
     let Some(c) = checkpoint.map(Timestamp::secs) else {
         return Plan {
             recent,
-            catchup: CatchUp::default(),
-            floor: None,
-            capped: false,
+            ..Plan::default()
         };
     };
     let oldest = now

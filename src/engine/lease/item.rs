@@ -2,7 +2,6 @@
 
 use super::*;
 
-/// One lease item, as one holder takes, renews, watches and gives it up.
 pub(super) struct Item {
     pub(super) config: LeaseConfig,
     time: Arc<dyn ServerTime>,

@@ -254,29 +254,22 @@ pub fn defer(
     me: &LeaseConfig,
     lower: Option<Timestamp>,
 ) -> Decision {
-    match (decision, item) {
-        (
-            Decision::Take {
-                from: Some(from),
-                other_layout,
-            },
-            Some(l),
-        ) => {
-            let until = l.expires_at + me.duration;
-            if lower.is_some_and(|now| until < now) {
-                Decision::Take {
-                    from: Some(from),
-                    other_layout,
-                }
-            } else {
-                Decision::StandBy {
-                    holder: from,
-                    until,
-                    other_layout,
-                }
-            }
-        }
-        (decision, _) => decision,
+    let Some(until) = item.map(|l| l.expires_at + me.duration) else {
+        return decision;
+    };
+    if lower.is_some_and(|now| until < now) {
+        return decision;
+    }
+    match decision {
+        Decision::Take {
+            from: Some(holder),
+            other_layout,
+        } => Decision::StandBy {
+            holder,
+            until,
+            other_layout,
+        },
+        decision => decision,
     }
 }
 
