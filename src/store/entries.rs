@@ -375,18 +375,16 @@ impl IndexerReport {
         if s(item, WINDOW)? != INDEXER {
             return None;
         }
+        let record = |f: &AttributeValue| {
+            let f = f.as_m().ok()?;
+            Some(FailingRecord {
+                sequence: s(f, SEQUENCE)?,
+                since: t(f, SINCE)?,
+                at: t(f, AT)?,
+            })
+        };
         let failing = match item.get(FAILING) {
-            Some(AttributeValue::L(list)) => list
-                .iter()
-                .map(|f| match f {
-                    AttributeValue::M(f) => Some(FailingRecord {
-                        sequence: s(f, SEQUENCE)?,
-                        since: t(f, SINCE)?,
-                        at: t(f, AT)?,
-                    }),
-                    _ => None,
-                })
-                .collect::<Option<Vec<_>>>()?,
+            Some(AttributeValue::L(list)) => list.iter().map(record).collect::<Option<Vec<_>>>()?,
             None => Vec::new(),
             Some(_) => return None,
         };

@@ -103,9 +103,8 @@ pub fn partition_key_from_json(text: &str) -> Result<AttributeValue, KeyJsonErro
     let one_value = !inner.is_object() || name == "M";
     let attribute = attribute_from_json(if one_value { &value } else { inner })?;
     if !is_key_value(&attribute) {
-        return Err(KeyJsonError(format!(
-            "{attribute:?} cannot be a key; use S, N or B"
-        )));
+        let message = format!("{attribute:?} cannot be a key; use S, N or B");
+        return Err(KeyJsonError(message));
     }
     Ok(attribute)
 }

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConsumedCapacity, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
 };
@@ -181,7 +182,6 @@ impl Scan for DynamoStore {
         window: &str,
         prefix: &str,
     ) -> Result<(bool, f64), StoreError> {
-        // One strongly consistent `Query` of at most one entry.
         let out = self
             .entries_from(index_table, window, prefix.to_owned())
             .limit(1)
@@ -199,7 +199,6 @@ impl Scan for DynamoStore {
         due: Timestamp,
         key: &Key,
     ) -> Result<(bool, f64), StoreError> {
-        // Strongly consistent `Query`s of the packs due then, their keys only, every page.
         let pages = self
             .entries_from(index_table, window, super::packs::due_prefix(due))
             .projection_expression("#k")
@@ -260,12 +259,7 @@ impl Scan for DynamoStore {
 impl DynamoStore {
     /// A strongly consistent `Query` of the entries and packs of `index_table` in `window` whose
     /// sort key starts with `prefix`, its consumed capacity returned.
-    fn entries_from(
-        &self,
-        index_table: &str,
-        window: &str,
-        prefix: String,
-    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+    fn entries_from(&self, index_table: &str, window: &str, prefix: String) -> QueryFluentBuilder {
         self.index_query(index_table, window)
             .key_condition_expression("#w = :w AND begins_with(#e, :p)")
             .expression_attribute_names("#e", super::entries::ENTRY)

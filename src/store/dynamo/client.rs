@@ -50,11 +50,8 @@ fn delete_clients(client: &Client) -> (Client, Client) {
         .config()
         .to_builder()
         .retry_config(RetryConfig::disabled());
-    let batch = no_retries.clone().timeout_config(timeouts.build()).build();
-    (
-        Client::from_conf(no_retries.build()),
-        Client::from_conf(batch),
-    )
+    let batch = Client::from_conf(no_retries.clone().timeout_config(timeouts.build()).build());
+    (Client::from_conf(no_retries.build()), batch)
 }
 
 impl DynamoStore {
