@@ -7,10 +7,10 @@
 //! Also: the Lambda binary's log lines under the local Runtime API (`tests/support/runtime_api.rs`),
 //! checked for the Powertools keys, the cold start and the `ColdStart` metric.
 
-use crate::support::{self, runtime_api};
+use crate::support::{self, runtime_api, server};
 
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ fn cargo_lambda() -> PathBuf {
     if let Ok(path) = std::env::var("CARGO_LAMBDA") {
         return PathBuf::from(path);
     }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/cargo-lambda");
+    let venv = server::repo_root().join(".venv/bin/cargo-lambda");
     if venv.exists() {
         return venv;
     }
@@ -89,12 +89,9 @@ impl Drop for Watch {
 /// polling it with `env` and nothing else of the test's environment. Both write to one log file;
 /// an invocation left unanswered fails after 60 s.
 fn start_watch(port: u16, env: &[(String, String)]) -> Watch {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let log = dir.join(format!("target/test-servers/cargo-lambda-watch-{port}.log"));
-    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
-    let out = std::fs::File::create(&log).unwrap();
+    let (log, out) = server::log_file("cargo-lambda-watch", port);
     let api = Command::new(cargo_lambda())
-        .current_dir(dir)
+        .current_dir(server::repo_root())
         .args(["lambda", "watch", "--only-lambda-apis", "--timeout", "60"])
         .args(["--invoke-address", "127.0.0.1"])
         .args(["--invoke-port", &port.to_string()])
@@ -242,11 +239,7 @@ async fn lambda_binary_sweeps_on_a_scheduled_event() {
             && log.contains("TtlSweeperTest")
     };
     let log = watch.wait_log(relayed);
-    assert!(log.contains("\"sweep finished\""), "{log}");
-    assert!(
-        log.contains("\"CloudWatchMetrics\"") && log.contains("TtlSweeperTest"),
-        "{log}"
-    );
+    assert!(relayed(&log), "{log}");
     drop(watch);
 }
 
@@ -276,20 +269,7 @@ async fn lambda_logs_carry_the_powertools_keys_and_a_cold_start_metric() {
         ("POWERTOOLS_SERVICE_NAME", "orders-expiry".into()),
         ("POWERTOOLS_METRICS_NAMESPACE", "PowertoolsTest".into()),
     ]);
-    let log_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
-        "target/test-servers/powertools-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&log_dir);
-    let api = RuntimeApi::start(Options {
-        binary: PathBuf::from(env!("CARGO_BIN_EXE_ttl-sweeper-lambda")),
-        environments: 1,
-        timeout: Duration::from_secs(30),
-        env,
-        log_dir,
-        function_name: "ttl-sweeper-powertools".into(),
-    })
-    .await;
+    let api = RuntimeApi::start(Options::lambda("powertools", 1, env)).await;
     api.run_schedule(&Schedule {
         first: now + 1,
         period: Duration::from_secs(2),

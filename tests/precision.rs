@@ -4,7 +4,6 @@
 use crate::support::{self, runtime_api};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,15 +41,8 @@ fn lags_of<'a>(
     ttls: &'a HashMap<String, i64>,
     gone: &BTreeMap<String, f64>,
 ) -> Vec<(f64, &'a String)> {
-    let mut lags: Vec<(f64, &String)> = ttls
-        .iter()
-        .map(|(id, ttl)| {
-            (
-                gone.get(id).copied().unwrap_or(f64::INFINITY) - *ttl as f64,
-                id,
-            )
-        })
-        .collect();
+    let lag = |id: &String, ttl: i64| gone.get(id).copied().unwrap_or(f64::INFINITY) - ttl as f64;
+    let mut lags: Vec<(f64, &String)> = ttls.iter().map(|(id, t)| (lag(id, *t), id)).collect();
     lags.sort_by(|a, b| a.0.total_cmp(&b.0));
     lags
 }
@@ -125,13 +117,9 @@ async fn the_lambda_under_a_jittered_schedule_hands_over_without_leaving_items_b
         ("METRICS_NAMESPACE", "TtlSweeperTest".into()),
     ]);
     let api = RuntimeApi::start(Options {
-        binary: PathBuf::from(env!("CARGO_BIN_EXE_ttl-sweeper-lambda")),
-        environments: 2,
         // The construct's default in tick mode: the period plus 20 s.
         timeout: Duration::from_secs(PERIOD as u64 + 20),
-        env,
-        log_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-servers"),
-        function_name: "ttl-sweeper-precision".into(),
+        ..Options::lambda("precision", 2, env)
     })
     .await;
 
@@ -230,10 +218,8 @@ async fn sharded_items_written_with_the_documented_hash_are_all_swept() {
     let report = sweeper(&table, &[]).await.sweep_at(now).await;
     assert_eq!(report.items_found, 0);
 
-    let report = sweeper(&table, &[("WINDOW_SHARDS", "8")])
-        .await
-        .sweep_at(now)
-        .await;
+    let sharded = sweeper(&table, &[("WINDOW_SHARDS", "8")]).await;
+    let report = sharded.sweep_at(now).await;
     assert!(report.is_success(), "{report:?}");
     assert_eq!(removed(&report), 180, "{report:?}");
     report.assert_fields("windows_swept=16");
@@ -252,10 +238,8 @@ async fn checkpointed(
     let id = format!("{table}/expirationWindowIndex");
     let store = support::store(client.clone());
     let to = Timestamp::from_secs(at);
-    let moved = store
-        .advance_checkpoint(&checkpoints, &id, to, clock())
-        .await;
-    assert!(moved.unwrap());
+    let moved = store.advance_checkpoint(&checkpoints, &id, to, clock());
+    assert!(moved.await.unwrap());
     let mut all = vec![("CHECKPOINT_TABLE", checkpoints.as_str())];
     all.extend_from_slice(pairs);
     let cfg = config(&table, &all);

@@ -12,7 +12,6 @@
 use crate::support::{self, esm, fault_proxy, runtime_api};
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,37 +30,21 @@ const BATCH_SIZE: usize = 10;
 
 /// The Lambda binary for `table` and its expiry index table `index`, reaching DynamoDB at
 /// `endpoint`, with `more` settings: one execution environment.
-async fn function_with(
+async fn function(
     table: &str,
     index: &str,
     endpoint: &str,
     name: &str,
     more: &[(&str, &str)],
 ) -> RuntimeApi {
-    let log_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!(
-        "target/test-servers/stream-esm-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&log_dir);
     let mut settings = vec![
         ("TABLE_NAME", table.to_owned()),
         ("EXPIRY_INDEX_TABLE", index.to_owned()),
         ("AWS_ENDPOINT_URL", endpoint.to_owned()),
     ];
     settings.extend(more.iter().map(|(k, v)| (*k, v.to_string())));
-    RuntimeApi::start(Options {
-        binary: PathBuf::from(env!("CARGO_BIN_EXE_ttl-sweeper-lambda")),
-        environments: 1,
-        timeout: Duration::from_secs(30),
-        env: local_env(settings),
-        log_dir,
-        function_name: format!("ttl-sweeper-stream-{name}"),
-    })
-    .await
-}
-
-async fn function(table: &str, index: &str, endpoint: &str, name: &str) -> RuntimeApi {
-    function_with(table, index, endpoint, name, &[]).await
+    let name = format!("stream-esm-{name}");
+    RuntimeApi::start(Options::lambda(&name, 1, local_env(settings))).await
 }
 
 /// The index table holds the entry of every write of `app` that gave an item a new ttl, and no
@@ -116,7 +99,7 @@ async fn items_written_with_only_a_ttl_get_entries_through_the_mapping_and_sweep
         indexed_table("esm_writers", StreamViewType::NewAndOldImages).await;
     // Items written already expired left to the sweeps here (their deletes at once: below).
     let later = [("DELETE_WHEN_INDEXED", "false")];
-    let api = function_with(&table, &index, &endpoint(), "writers", &later).await;
+    let api = function(&table, &index, &endpoint(), "writers", &later).await;
     let mut stream = Stream::of(&client, &table).await;
     let mut app = AppWriter::new(&client, &table);
 
@@ -226,11 +209,8 @@ async fn a_record_named_in_batch_item_failures_is_delivered_again_from_it_until_
     let deliveries = Arc::new(AtomicUsize::new(0));
     let count = deliveries.clone();
     let plan = Plan::script(move |op, body| {
-        let ids = if op == "BatchWriteItem" {
-            written_ids(body)
-        } else {
-            Vec::new()
-        };
+        let ids = (op == "BatchWriteItem").then(|| written_ids(body));
+        let ids = ids.unwrap_or_default();
         if !ids.iter().any(|id| id == "stubborn") {
             return None;
         }
@@ -242,7 +222,7 @@ async fn a_record_named_in_batch_item_failures_is_delivered_again_from_it_until_
         (nth <= 2).then_some(Fault::HoldBack("stubborn"))
     });
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(15), plan).await;
-    let api = function(&table, &index, &proxy.endpoint, "retries").await;
+    let api = function(&table, &index, &proxy.endpoint, "retries", &[]).await;
     let mut stream = Stream::of(&client, &table).await;
     let mut app = AppWriter::new(&client, &table);
 
@@ -324,7 +304,7 @@ async fn a_batch_the_function_refuses_is_bisected_down_to_the_record_that_goes_t
     proxy.record();
     // The expired items left to a sweep: the function's only writes are entries.
     let later = [("DELETE_WHEN_INDEXED", "false")];
-    let api = function_with(&table, &index, &proxy.endpoint, "bisect", &later).await;
+    let api = function(&table, &index, &proxy.endpoint, "bisect", &later).await;
     let mut app = AppWriter::new(&client, &table);
 
     let now = now();
@@ -413,7 +393,7 @@ async fn an_item_written_already_expired_goes_as_its_batch_is_indexed_without_a_
         indexed_table("esm_at_once", StreamViewType::NewAndOldImages).await;
     // The batches' lines are DEBUG when every record was indexed.
     let debug = [("AWS_LAMBDA_LOG_LEVEL", "info,ttl_sweeper=debug")];
-    let indexer = function_with(&table, &index, &endpoint(), "at-once", &debug).await;
+    let indexer = function(&table, &index, &endpoint(), "at-once", &debug).await;
     let mut stream = Stream::of(&client, &table).await;
     let mut esm = Esm::new(&indexer, BATCH_SIZE);
     let mut app = AppWriter::new(&client, &table);
@@ -430,8 +410,7 @@ async fn an_item_written_already_expired_goes_as_its_batch_is_indexed_without_a_
     esm.drain(&records).await;
     let drained = clock();
     let present = id_set(&client, &table).await;
-    let mut want: HashSet<String> = HashSet::new();
-    want.extend(["moved".to_owned(), "live".to_owned()]);
+    let want = HashSet::from(["moved".to_owned(), "live".to_owned()]);
     assert_eq!(present, want, "{}", esm.context());
     assert_eq!(app.ttl("moved"), Some(now + 3600));
     let items = items_by_id(&client, &table).await;
@@ -466,14 +445,14 @@ async fn through_the_mapping_ttl_only_items_expire_with_a_sub_second_lag_and_lea
 ) {
     const PERIOD: u64 = 5;
     let (client, table, index) = indexed_table("esm_lag", StreamViewType::NewAndOldImages).await;
-    let indexer = function(&table, &index, &endpoint(), "lag-indexer").await;
+    let indexer = function(&table, &index, &endpoint(), "lag-indexer", &[]).await;
     let period = PERIOD.to_string();
     let settings = [
         ("TICK_SECONDS", "1"),
         ("SCHEDULE_SECONDS", &period),
         ("METRICS_NAMESPACE", "TtlSweeperTest"),
     ];
-    let ticking = function_with(&table, &index, &endpoint(), "lag-sweeper", &settings).await;
+    let ticking = function(&table, &index, &endpoint(), "lag-sweeper", &settings).await;
     let mut stream = Stream::of(&client, &table).await;
     let mut esm = Esm::new(&indexer, BATCH_SIZE);
 

@@ -59,6 +59,25 @@ pub struct Options {
     pub function_name: String,
 }
 
+impl Options {
+    /// The Lambda binary as the function `ttl-sweeper-<name>`: `environments` execution
+    /// environments with `env` and a 30 s timeout, logging into a fresh
+    /// `target/test-servers/<name>-<pid>`.
+    pub fn lambda(name: &str, environments: usize, env: Vec<(String, String)>) -> Options {
+        let log_dir = format!("target/test-servers/{name}-{}", std::process::id());
+        let log_dir = super::server::repo_root().join(log_dir);
+        let _ = std::fs::remove_dir_all(&log_dir);
+        Options {
+            binary: PathBuf::from(env!("CARGO_BIN_EXE_ttl-sweeper-lambda")),
+            environments,
+            timeout: Duration::from_secs(30),
+            env,
+            log_dir,
+            function_name: format!("ttl-sweeper-{name}"),
+        }
+    }
+}
+
 /// A simulated schedule.
 #[derive(Debug, Clone)]
 pub struct Schedule {
