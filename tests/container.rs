@@ -73,20 +73,13 @@ fn the_kubernetes_deployment_runs_one_replica_with_flags_and_settings_the_binary
         .map(|a| a.trim().trim_matches('"').to_owned())
         .collect();
     let config = text.split("kind: ConfigMap").nth(1).unwrap();
-    let data = config
-        .split("\ndata:\n")
-        .nth(1)
-        .unwrap()
-        .split("---")
-        .next()
-        .unwrap();
+    let data = config.split_once("\ndata:\n").unwrap().1;
+    let data = data.split("---").next().unwrap();
     let variables: Vec<String> = (data.lines())
         .filter_map(|l| l.trim().split_once(':').map(|(k, _)| k.to_owned()))
         .collect();
-    assert!(
-        variables.contains(&"TABLE_NAME".to_owned()),
-        "{variables:?}"
-    );
+    let table = variables.iter().any(|v| v == "TABLE_NAME");
+    assert!(table, "{variables:?}");
     takes(&args, &variables);
     let port = args
         .iter()
@@ -94,9 +87,6 @@ fn the_kubernetes_deployment_runs_one_replica_with_flags_and_settings_the_binary
         .nth(1)
         .unwrap();
     assert!(port.ends_with(":9464"), "{port}");
-    assert_eq!(
-        text.matches("path: /healthz").count(),
-        2,
-        "liveness and readiness"
-    );
+    let probes = text.matches("path: /healthz").count();
+    assert_eq!(probes, 2, "liveness and readiness");
 }

@@ -9,26 +9,18 @@ use crate::support::{self, server::repo_root};
 
 #[test]
 fn make_demo_runs_as_the_readme_gives_it_and_ends_ok() {
-    let endpoint = support::endpoint();
-    let out = Command::new("make")
-        .args(["--no-print-directory", "demo"])
-        .env("DYNAMODB_ENDPOINT", &endpoint)
-        .current_dir(repo_root())
-        .output()
-        .expect("run make");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
+    let (code, stdout, stderr) = support::run(
+        Command::new("make")
+            .args(["--no-print-directory", "demo"])
+            .env("DYNAMODB_ENDPOINT", support::endpoint())
+            .current_dir(repo_root()),
     );
     let result = stdout
         .lines()
         .find(|l| l.trim_start().starts_with("result "))
         .unwrap_or_default();
-    assert!(
-        out.status.success() && result.ends_with(": OK"),
-        "make demo: {}\n{stdout}\n{stderr}",
-        out.status
-    );
+    let ok = code == 0 && result.ends_with(": OK");
+    assert!(ok, "make demo: exit {code}\n{stdout}\n{stderr}");
     // What it shows a user: every expired item deleted, the packs left to native TTL.
     for shown in ["expired items deleted", "expiry index", "with `expires`"] {
         assert!(stdout.contains(shown), "no {shown:?} in:\n{stdout}");

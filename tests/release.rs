@@ -14,22 +14,20 @@ fn read(path: &str) -> String {
 
 fn json_version(path: &str) -> String {
     let doc: serde_json::Value = serde_json::from_str(&read(path)).unwrap();
-    let version = doc["version"].as_str();
-    version
-        .unwrap_or_else(|| panic!("{path} has no version"))
-        .to_owned()
+    let version = doc["version"].as_str().map(str::to_owned);
+    version.unwrap_or_else(|| panic!("{path} has no version"))
 }
 
-/// The `version = "..."` line of a TOML table (the first one after `[header]`).
-fn toml_version(path: &str, header: &str) -> String {
+/// The `<name> = "..."` line of a TOML table (the first one after `[header]`).
+fn toml_field(path: &str, header: &str, name: &str) -> String {
     let text = read(path);
     let table = text.split_once(header).map(|(_, table)| table);
     let table = table.unwrap_or_else(|| panic!("{path} has no {header}"));
-    table
-        .lines()
-        .find_map(|line| line.strip_prefix("version = \""))
+    let prefix = format!("{name} = \"");
+    (table.lines())
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
         .and_then(|rest| rest.strip_suffix('"'))
-        .unwrap_or_else(|| panic!("{path} has no version under {header}"))
+        .unwrap_or_else(|| panic!("{path} has no {name} under {header}"))
         .to_owned()
 }
 
@@ -53,8 +51,9 @@ fn every_manifest_has_the_crates_version() {
     ];
     let python = "packages/expiry-py/pyproject.toml";
     let mut versions: Vec<(&str, String)> = json.iter().map(|p| (*p, json_version(p))).collect();
-    versions.push((python, toml_version(python, "[project]")));
-    versions.push(("Cargo.toml", toml_version("Cargo.toml", "[package]")));
+    for (path, header) in [(python, "[project]"), ("Cargo.toml", "[package]")] {
+        versions.push((path, toml_field(path, header, "version")));
+    }
     for (path, version) in versions {
         let why = format!("{path} is at {version}, Cargo.toml at {VERSION}");
         assert_eq!(version, VERSION, "{why}");
@@ -159,7 +158,7 @@ fn without_default_features_the_crate_is_the_helper_library_alone() {
 /// reads the runbook of the version deployed, not of whatever `main` holds then.
 #[test]
 fn the_alarm_links_name_this_release_s_page() {
-    let repository = toml_field("Cargo.toml", "repository");
+    let repository = toml_field("Cargo.toml", "[package]", "repository");
     let want = format!("{repository}/blob/v{VERSION}/docs/alarms.md");
     for path in [
         "infra/src/alarms.ts",
@@ -176,15 +175,4 @@ fn the_alarm_links_name_this_release_s_page() {
             assert_eq!(format!("https://{link}"), want, "{path}");
         }
     }
-}
-
-/// The `<name> = "..."` line of Cargo.toml's `[package]`.
-fn toml_field(path: &str, name: &str) -> String {
-    let text = read(path);
-    let prefix = format!("{name} = \"");
-    (text.lines())
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.strip_suffix('"'))
-        .unwrap_or_else(|| panic!("{path} has no {name}"))
-        .to_owned()
 }

@@ -8,16 +8,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::server::repo_root as root;
 use aws_lambda_events::dynamodb::EventRecord;
 use serde_json::Value;
 use ttl_sweeper::streams::is_expiry_removal;
 
 /// The vectors' file.
 const VECTORS: &str = "spec/expiry-removal-vectors.json";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn vectors() -> Vec<Value> {
     let text = std::fs::read_to_string(root().join(VECTORS)).unwrap();
@@ -67,8 +64,8 @@ fn work_dir(name: &str) -> PathBuf {
 fn run(cmd: &mut Command, what: &str) -> String {
     let out = cmd.output();
     let out = out.unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), &out.stderr);
-    let stderr = String::from_utf8_lossy(stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{what} failed: {stdout}\n{stderr}");
     String::from_utf8(out.stdout).unwrap()
 }
