@@ -32,10 +32,8 @@ fn item_sizes_follow_the_published_rules() {
     assert_eq!(value_size(&json!({"BOOL": true})), 1);
     assert_eq!(value_size(&json!({"NULL": true})), 1);
     // A Map: 3 + (name + value + 1) per element.
-    assert_eq!(
-        value_size(&json!({"M": {"id": {"S": "ab"}}})),
-        3 + 2 + 2 + 1
-    );
+    let map = json!({"M": {"id": {"S": "ab"}}});
+    assert_eq!(value_size(&map), 3 + 2 + 2 + 1);
     // A List: 3 + (value + 1) per element; an empty one 3.
     let list = json!({"L": [{"S": "ab"}, {"BOOL": false}]});
     assert_eq!(value_size(&list), 3 + (2 + 1) + (1 + 1));
@@ -246,11 +244,8 @@ async fn a_scripted_sequence_through_the_meter_costs_exactly_its_units() {
         .batch_write_item()
         .request_items(&table, vec![delete]);
     batch.send().await.expect("batch delete");
-    let deleted = meter.counts().of(Kind::TableDelete);
-    assert_eq!(
-        (deleted.requests, deleted.items, deleted.write_units),
-        (1, 1, 1.0)
-    );
+    let t = meter.counts().of(Kind::TableDelete);
+    assert_eq!((t.requests, t.items, t.write_units), (1, 1, 1.0));
     assert!(!exists(&direct, &table, "a").await);
 
     let query = sweeper
@@ -262,11 +257,8 @@ async fn a_scripted_sequence_through_the_meter_costs_exactly_its_units() {
         .expression_attribute_values(":w", AV::S("1793400000#0".into()));
     let page = query.send().await.expect("query");
     assert_eq!(page.count, 0);
-    let queried = meter.counts().of(Kind::IndexQuery);
-    assert_eq!(
-        (queried.requests, queried.items, queried.read_units),
-        (1, 0, 1.0)
-    );
+    let t = meter.counts().of(Kind::IndexQuery);
+    assert_eq!((t.requests, t.items, t.read_units), (1, 0, 1.0));
 
     assert!(meter.unknown().is_empty(), "{:?}", meter.unknown());
 }

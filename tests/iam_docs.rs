@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::StreamViewType;
+use aws_sdk_dynamodb::{types::StreamViewType, Client};
 use fault_proxy::{FaultProxy, Plan, Seen};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -37,11 +37,6 @@ const RESOURCES: [&str; 5] = [
     "the checkpoint table",
     "the table's stream",
 ];
-
-/// Every daemon block of README.md and docs/*.md.
-fn daemon_blocks() -> Vec<Block> {
-    blocks_of("daemon")
-}
 
 /// Every `<!-- iam: <kind> ... -->` block of README.md and docs/*.md.
 fn blocks_of(kind: &str) -> Vec<Block> {
@@ -129,6 +124,15 @@ fn sent_by_resource(proxy: &FaultProxy, names: &Names) -> Actions {
     sent
 }
 
+/// A new table `prefix`, with an expiry index table fed by its stream if `indexed`.
+async fn tables(client: &Client, prefix: &str, indexed: bool) -> (String, Option<String>) {
+    if indexed {
+        let (_, table, index) = indexed_table(prefix, StreamViewType::NewAndOldImages).await;
+        return (table, Some(index));
+    }
+    (new_table(client, prefix, |_| {}).await, None)
+}
+
 /// Runs `ttl-sweeper run` with `choices` through a recording proxy while 12 items expire: what
 /// it sent, by resource.
 async fn requests_of_a_run(choices: &[String]) -> Actions {
@@ -139,12 +143,7 @@ async fn requests_of_a_run(choices: &[String]) -> Actions {
         false => "batch",
     };
     let client = client().await;
-    let (table, index_table) = if follow {
-        let (_, table, index) = indexed_table("iamdoc", StreamViewType::NewAndOldImages).await;
-        (table, Some(index))
-    } else {
-        (new_table(&client, "iamdoc", |_| {}).await, None)
-    };
+    let (table, index_table) = tables(&client, "iamdoc", follow).await;
     let checkpoint = checkpoint_table(&client, "iamdoc_cp").await;
     let proxy = FaultProxy::start(&endpoint(), Duration::from_secs(2), Plan::Pass).await;
     proxy.record();
@@ -194,7 +193,7 @@ async fn requests_of_a_run(choices: &[String]) -> Actions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_roles_in_the_docs_are_what_run_sends() {
-    let blocks = daemon_blocks();
+    let blocks = blocks_of("daemon");
     let kinds: BTreeSet<bool> = (blocks.iter())
         .map(|b| b.choices.iter().any(|c| c == "follow-stream"))
         .collect();
@@ -250,12 +249,7 @@ async fn the_daemon_roles_in_the_docs_are_what_run_sends() {
 async fn requests_of_a_tool(choices: &[String]) -> Actions {
     let has = |c: &str| choices.iter().any(|x| x == c);
     let client = client().await;
-    let (table, index_table) = if has("index-table") {
-        let (_, table, index) = indexed_table("iamtool", StreamViewType::NewAndOldImages).await;
-        (table, Some(index))
-    } else {
-        (new_table(&client, "iamtool", |_| {}).await, None)
-    };
+    let (table, index_table) = tables(&client, "iamtool", has("index-table")).await;
     let t0 = now();
     let items = (0..12).map(|i| unwindowed(&format!("item-{i}"), t0 - 600 + i * 100));
     put_items(&client, &table, items.collect()).await;

@@ -174,13 +174,9 @@ async fn the_compose_service_s_command_sweeps_as_written() {
     run.env_clear()
         .envs(env)
         .env("AWS_ENDPOINT_URL", endpoint());
-    let args = command.iter().map(|a| {
-        if *a == table {
-            unique.as_str()
-        } else {
-            a.as_str()
-        }
-    });
+    let args = command
+        .iter()
+        .map(|a| if *a == table { &unique } else { a });
     let mut service = Daemon::spawn(run.args(args), &format!("compose-{unique}"));
     create_table(&client, &TableSpec::simple(&unique)).await;
     put_one(&client, &unique, unwindowed("expired", now() - 1)).await;
@@ -290,12 +286,8 @@ async fn run_local_rides_out_a_failing_server_and_a_table_created_again() {
     }
     assert!(!left().await, "the table created again was not swept");
     let log = run.log_text();
-    assert!(
-        run.child.try_wait().unwrap().is_none(),
-        "the run ended:\n{log}"
-    );
-    assert!(
-        log.contains("sweep failed; tried again at the next tick"),
-        "{log}"
-    );
+    let running = run.child.try_wait().unwrap().is_none();
+    assert!(running, "the run ended:\n{log}");
+    let retried = log.contains("sweep failed; tried again at the next tick");
+    assert!(retried, "{log}");
 }
