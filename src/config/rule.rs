@@ -95,14 +95,11 @@ impl Rule {
                 } else {
                     "90m"
                 };
+                let (off, least, most) = (off(o), min.as_secs().max(1), max.as_secs());
+                let (shortest, longest) = (short(min), short(max));
                 format!(
-                    "{}a whole number of seconds from {} to {}, or a duration from {} to {} such \
-                     as `{example}`",
-                    off(o),
-                    min.as_secs().max(1),
-                    max.as_secs(),
-                    short(min),
-                    short(max)
+                    "{off}a whole number of seconds from {least} to {most}, or a duration from \
+                     {shortest} to {longest} such as `{example}`"
                 )
             }
             Rule::Choice(words) => match words {
@@ -122,11 +119,10 @@ impl Rule {
             }
             Rule::Namespace => {
                 let other = NAMESPACE_CHARACTERS.iter().filter(|c| **c != ' ');
-                let other: Vec<String> = other.map(char::to_string).collect();
+                let other = other.map(char::to_string).collect::<Vec<_>>().join(" ");
                 format!(
-                    "a CloudWatch namespace: up to {MAX_NAME_BYTES} letters, digits or {} and \
-                     spaces, not starting with AWS/",
-                    other.join(" ")
+                    "a CloudWatch namespace: up to {MAX_NAME_BYTES} letters, digits or {other} and \
+                     spaces, not starting with AWS/"
                 )
             }
             Rule::Parsed => String::new(),
@@ -188,11 +184,8 @@ impl Rule {
 /// '-', '.'`.
 fn named() -> String {
     let other: Vec<String> = NAME_CHARACTERS.iter().map(|c| format!("'{c}'")).collect();
-    let (least, most) = (NAME_LENGTH.start(), NAME_LENGTH.end());
-    format!(
-        "{least}-{most} characters: letters, digits, {}",
-        other.join(", ")
-    )
+    let (least, most, other) = (NAME_LENGTH.start(), NAME_LENGTH.end(), other.join(", "));
+    format!("{least}-{most} characters: letters, digits, {other}")
 }
 
 /// A regular expression's class of letters, digits and `other` (`-` last, where it needs no

@@ -405,11 +405,9 @@ impl Settings {
             (Run, "TICK_SECONDS") => "; `run` sweeps every --every",
             _ => "",
         };
-        Some(format!(
-            "`{}` does not use --{} ({var}): {by}{instead}",
-            which.name(),
-            flag(var)
-        ))
+        let (command, flag) = (which.name(), flag(var));
+        let refusal = format!("`{command}` does not use --{flag} ({var}): {by}{instead}");
+        Some(refusal)
     }
 }
 

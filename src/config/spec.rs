@@ -29,22 +29,19 @@ fn typed_default(setting: &Setting) -> Value {
 /// Every setting's rule and words as one JSON document: the file `infra/settings.json`, which
 /// `ttl-sweeper settings` prints.
 pub fn spec() -> Value {
-    let settings: Vec<Value> = SETTINGS
-        .iter()
-        .map(|s| {
-            json!({
-                "var": s.var,
-                "flag": format!("--{}", flag(s.var)),
-                "default": s.default,
-                "value": typed_default(s),
-                "help": s.help,
-                "accepts": s.expected(),
-                "rule": s.rule.to_json(),
-                "perTable": is_per_table(s),
-                "commands": s.commands.iter().map(|c| c.name()).collect::<Vec<_>>(),
-            })
+    let settings = SETTINGS.iter().map(|s| {
+        json!({
+            "var": s.var,
+            "flag": format!("--{}", flag(s.var)),
+            "default": s.default,
+            "value": typed_default(s),
+            "help": s.help,
+            "accepts": s.expected(),
+            "rule": s.rule.to_json(),
+            "perTable": is_per_table(s),
+            "commands": s.commands.iter().map(|c| c.name()).collect::<Vec<_>>(),
         })
-        .collect();
+    });
     json!({
         "about": "Every setting of ttl-sweeper: written by `ttl-sweeper settings` (make \
                   settings-spec) from src/config/settings.rs; do not edit it by hand. `default` is \
@@ -54,7 +51,7 @@ pub fn spec() -> Value {
             "maxPartitionsPerSweep": MAX_PARTITIONS_PER_SWEEP,
             "lookbackSlackSeconds": COVERAGE_SLACK_SECONDS,
         },
-        "settings": settings,
+        "settings": settings.collect::<Vec<_>>(),
     })
 }
 

@@ -105,10 +105,7 @@ impl Settings {
                 },
             })?;
             let table = &config.target.table_name;
-            if configs
-                .iter()
-                .any(|c| table_of(&c.target.table_name) == table_of(table))
-            {
+            if (configs.iter()).any(|c| table_of(&c.target.table_name) == table_of(table)) {
                 return Err(ConfigError::DuplicateTable {
                     table: table.clone(),
                 });
@@ -253,11 +250,7 @@ impl Settings {
         // Then what each depends on of the others.
         if let Index::Table(index_table) = &index {
             let taken = [Some(&table_name), checkpoint_table.as_ref()];
-            if taken
-                .into_iter()
-                .flatten()
-                .any(|t| table_of(t) == table_of(index_table))
-            {
+            if (taken.into_iter().flatten()).any(|t| table_of(t) == table_of(index_table)) {
                 let problem = "the expiry index table must be a table of its own, not the swept \
                                table nor the checkpoint table"
                     .to_owned();
