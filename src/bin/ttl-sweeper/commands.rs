@@ -96,13 +96,9 @@ pub(crate) async fn sweep_local(
     let target = aws.await?;
     let store = store::DynamoStore::from_env().await;
     for config in configs {
+        let table = &config.target;
         let swept = async {
-            let table = local::open(
-                &store,
-                &config.target.table_name,
-                &config.target.layout.ttl_attribute,
-            )
-            .await?;
+            let table = local::open(&store, &table.table_name, &table.layout.ttl_attribute).await?;
             local::sweep(&store, &table, at).await
         };
         let report = swept.await.map_err(|e| target.explain(e))?;
