@@ -93,20 +93,17 @@ pub type FirehoseSink = AwsSink<aws_sdk_firehose::Client>;
 impl EventBridgeSink {
     async fn send(&self, batch: &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError> {
         use aws_sdk_eventbridge::types::PutEventsRequestEntry;
-        let entries = batch
-            .iter()
-            .map(|e| {
-                PutEventsRequestEntry::builder()
-                    .source(SOURCE)
-                    .detail_type(e.kind.detail_type())
-                    .detail(e.detail().to_string())
-                    .event_bus_name(&self.target)
-                    .time(DateTime::from_millis(e.time.millis()))
-                    .build()
-            })
-            .collect();
-        let request = self.client.put_events().set_entries(Some(entries));
-        let out = request.send().await;
+        let entries = batch.iter().map(|e| {
+            PutEventsRequestEntry::builder()
+                .source(SOURCE)
+                .detail_type(e.kind.detail_type())
+                .detail(e.detail().to_string())
+                .event_bus_name(&self.target)
+                .time(DateTime::from_millis(e.time.millis()))
+                .build()
+        });
+        let request = self.client.put_events();
+        let out = request.set_entries(Some(entries.collect())).send().await;
         let out = out.map_err(|e| SinkError::from(StoreError::from_sdk("PutEvents", e)))?;
         let answers = out.entries.unwrap_or_default();
         let answers = answers.iter().map(|r| {
@@ -144,10 +141,7 @@ impl SqsSink {
         let out = request.set_entries(Some(entries)).send().await;
         let out = out.map_err(|e| SinkError::from(StoreError::from_sdk("SendMessageBatch", e)))?;
         let mut results: Vec<Option<EntryResult>> = vec![None; batch.len()];
-        let accepted = out
-            .successful
-            .iter()
-            .map(|s| (&s.id, EntryResult::Accepted));
+        let accepted = (out.successful.iter()).map(|s| (&s.id, EntryResult::Accepted));
         let failed = out.failed.iter().map(|f| {
             let result = refused(Some(&f.code), f.message.as_deref(), Some(!f.sender_fault));
             (&f.id, result)
@@ -168,21 +162,13 @@ impl SqsSink {
 impl FirehoseSink {
     async fn send(&self, batch: &[ExpiryEvent]) -> Result<Vec<EntryResult>, SinkError> {
         use aws_sdk_firehose::types::Record;
-        let records = batch
-            .iter()
-            .map(|e| {
-                let mut line = e.envelope_json().into_bytes();
-                line.push(b'\n');
-                Record::builder()
-                    .data(Blob::new(line))
-                    .build()
-                    .map_err(unbuildable)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let request = self
-            .client
-            .put_record_batch()
-            .delivery_stream_name(&self.target);
+        let records = batch.iter().map(|e| {
+            let mut line = e.envelope_json().into_bytes();
+            line.push(b'\n');
+            Record::builder().data(Blob::new(line)).build()
+        });
+        let records: Vec<_> = records.collect::<Result<_, _>>().map_err(unbuildable)?;
+        let request = (self.client.put_record_batch()).delivery_stream_name(&self.target);
         let out = request.set_records(Some(records)).send().await;
         let out = out.map_err(|e| SinkError::from(StoreError::from_sdk("PutRecordBatch", e)))?;
         let answers = out.request_responses.iter().map(|r| {

@@ -309,16 +309,13 @@ fn finish(
     if report.is_success() {
         return Ok(report);
     }
+    let event = report.failed_event_ids.first().map(|e| {
+        let (failed, id, reason) = (report.events_failed, &e.id, &e.reason);
+        format!("{failed} expiry event(s) not published, first {id}: {reason}")
+    });
     let first = (report.errors.first().map(|e| e.message.clone()))
         .or_else(|| report.failed_keys.first().map(|k| k.reason.clone()))
-        .or_else(|| {
-            report.failed_event_ids.first().map(|e| {
-                format!(
-                    "{} expiry event(s) not published, first {}: {}",
-                    report.events_failed, e.id, e.reason
-                )
-            })
-        })
+        .or(event)
         .unwrap_or_default();
     let report = Box::new(report);
     Err(HandlerError::SweepFailed { first, report })

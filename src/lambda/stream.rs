@@ -156,12 +156,8 @@ pub async fn index_batch(
     } else {
         batch_indexed!(debug);
     }
-    let failures: Vec<Value> = indexed
-        .failures
-        .iter()
-        .map(|sequence| json!({ "itemIdentifier": sequence }))
-        .collect();
-    Ok(json!({ "batchItemFailures": failures }))
+    let failures = (indexed.failures.iter()).map(|sequence| json!({ "itemIdentifier": sequence }));
+    Ok(json!({ "batchItemFailures": failures.collect::<Vec<_>>() }))
 }
 
 /// True when the stream ARN `arn` (`arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>`)

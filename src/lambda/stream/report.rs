@@ -109,9 +109,7 @@ impl Reporter {
         if let Some(at) = first_failed {
             // Every failed record is unindexed; the oldest counts (its creation, else now).
             let first = &records[at];
-            let failed_records = records[at..]
-                .iter()
-                .filter(|r| failed.contains(sequence(r)));
+            let failed_records = (records[at..].iter()).filter(|r| failed.contains(sequence(r)));
             let since = failed_records.filter_map(created).min().unwrap_or(now);
             match (reported.failing.iter_mut()).find(|f| f.sequence == sequence(first)) {
                 Some(known) => {
