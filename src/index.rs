@@ -217,7 +217,8 @@ pub async fn index_records_holding<S: Store>(
             found.clear();
         }
     }
-    let expired_at: HashSet<usize> = (found.iter())
+    let expired_at: HashSet<usize> = found
+        .iter()
         .filter(|(_, f)| f.expired)
         .map(|f| f.0)
         .collect();

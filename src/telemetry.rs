@@ -258,7 +258,8 @@ pub(crate) mod tests {
         /// What was written, and its lines as JSON.
         pub(crate) fn json_lines(&self) -> (String, Vec<Value>) {
             let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
-            let lines = (text.lines())
+            let lines = text
+                .lines()
                 .map(|l| serde_json::from_str(l).unwrap())
                 .collect();
             (text, lines)

@@ -68,7 +68,10 @@ pub enum TtlError {
 /// Parses a ttl as DynamoDB stores it (the text of a Number attribute: `1658265600`,
 /// `1658265600.5`) into epoch seconds, or says why it cannot be one ([`check_ttl`]).
 pub fn parse_ttl(text: &str) -> Result<f64, TtlError> {
-    let value: f64 = (text.trim().parse()).map_err(|_| TtlError::NotANumber(text.to_owned()))?;
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| TtlError::NotANumber(text.to_owned()))?;
     check_ttl(value)
 }
 

@@ -167,7 +167,9 @@ pub fn plan_item(item: &Key, schema: &TableSchema, now: Timestamp) -> ItemPlan {
 /// The window attribute of `item` with `ttl`, by its partition key.
 pub(super) fn window_of(item: &Key, schema: &TableSchema, ttl: f64) -> Result<String, TtlError> {
     let pk = item.get(&schema.key_attributes[0]);
-    (schema.layout).window_for(ttl, pk.unwrap_or(&AttributeValue::Null(true)))
+    schema
+        .layout
+        .window_for(ttl, pk.unwrap_or(&AttributeValue::Null(true)))
 }
 
 /// Runs (or resumes) a backfill, judging every item by `clock` (held to DynamoDB's by the entry

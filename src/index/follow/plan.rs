@@ -42,7 +42,9 @@ fn read_to_end<'a>(shards: &'a [Shard], position: &Position) -> HashSet<&'a str>
         .collect();
     let mut done: HashSet<&str> = HashSet::new();
     let mut vouched: Vec<&str> = Vec::new();
-    let begun = (shards.iter()).filter_map(|s| Some((s, position.shards.get(&s.id)?)));
+    let begun = shards
+        .iter()
+        .filter_map(|s| Some((s, position.shards.get(&s.id)?)));
     for (s, at) in begun {
         if *at == ShardPosition::Done {
             done.insert(s.id.as_str());
@@ -101,7 +103,11 @@ pub(super) fn ready(
     shards
         .iter()
         .filter(|s| !running.contains(&s.id) && !done(&s.id))
-        .filter(|s| (s.parent.as_deref()).is_none_or(|p| !listed.contains(p) || done(p)))
+        .filter(|s| {
+            s.parent
+                .as_deref()
+                .is_none_or(|p| !listed.contains(p) || done(p))
+        })
         .map(|s| s.id.clone())
         .collect()
 }

@@ -283,7 +283,10 @@ impl<T: IndexTarget<Store: StreamPositions>, C: StreamRead> Reader<'_, T, C> {
 
     /// How long ago `record` was written (ms), by the follower's clock.
     fn age_of(&self, record: &EventRecord) -> u64 {
-        let at = (record.change.approximate_creation_date_time).timestamp_millis();
+        let at = record
+            .change
+            .approximate_creation_date_time
+            .timestamp_millis();
         u64::try_from(self.clock.now().millis() - at).unwrap_or(0)
     }
 

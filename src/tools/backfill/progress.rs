@@ -243,7 +243,9 @@ pub async fn run_with_file(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Finished, ProgressFileError> {
     let (path, dry_run) = (file.path, options.dry_run);
-    let segments = (file.segments).unwrap_or_else(|| default_segments(opened.size_bytes));
+    let segments = file
+        .segments
+        .unwrap_or_else(|| default_segments(opened.size_bytes));
     let replacing = !file.resume && !dry_run && path.exists();
     let layout = &opened.schema.layout;
     let state = match start(path, file.table, layout, segments, file.resume, dry_run)? {
