@@ -296,7 +296,10 @@ impl Config {
     /// shard). An expiry index table is `index=table:*` whatever its name: each Region's sweeper
     /// has one of its own, under a name of its own, and they sweep alike.
     pub fn lease_layout(&self) -> String {
-        let range = (self.options.shard_range).map_or_else(|| "all".to_owned(), |r| r.to_string());
+        let range = self
+            .options
+            .shard_range
+            .map_or_else(|| "all".to_owned(), |r| r.to_string());
         let index = match &self.target.index {
             Index::Table(_) => "table:*",
             Index::Gsi(name) => name.as_str(),

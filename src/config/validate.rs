@@ -105,7 +105,10 @@ impl Settings {
                 },
             })?;
             let table = &config.target.table_name;
-            if (configs.iter()).any(|c| table_of(&c.target.table_name) == table_of(table)) {
+            if configs
+                .iter()
+                .any(|c| table_of(&c.target.table_name) == table_of(table))
+            {
                 return Err(ConfigError::DuplicateTable {
                     table: table.clone(),
                 });

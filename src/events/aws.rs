@@ -141,7 +141,10 @@ impl SqsSink {
         let out = request.set_entries(Some(entries)).send().await;
         let out = out.map_err(|e| SinkError::from(StoreError::from_sdk("SendMessageBatch", e)))?;
         let mut results: Vec<Option<EntryResult>> = vec![None; batch.len()];
-        let accepted = (out.successful.iter()).map(|s| (&s.id, EntryResult::Accepted));
+        let accepted = out
+            .successful
+            .iter()
+            .map(|s| (&s.id, EntryResult::Accepted));
         let failed = out.failed.iter().map(|f| {
             let result = refused(Some(&f.code), f.message.as_deref(), Some(!f.sender_fault));
             (&f.id, result)
@@ -168,7 +171,10 @@ impl FirehoseSink {
             Record::builder().data(Blob::new(line)).build()
         });
         let records: Vec<_> = records.collect::<Result<_, _>>().map_err(unbuildable)?;
-        let request = (self.client.put_record_batch()).delivery_stream_name(&self.target);
+        let request = self
+            .client
+            .put_record_batch()
+            .delivery_stream_name(&self.target);
         let out = request.set_records(Some(records)).send().await;
         let out = out.map_err(|e| SinkError::from(StoreError::from_sdk("PutRecordBatch", e)))?;
         let answers = out.request_responses.iter().map(|r| {

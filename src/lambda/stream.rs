@@ -156,7 +156,10 @@ pub async fn index_batch(
     } else {
         batch_indexed!(debug);
     }
-    let failures = (indexed.failures.iter()).map(|sequence| json!({ "itemIdentifier": sequence }));
+    let failures = indexed
+        .failures
+        .iter()
+        .map(|sequence| json!({ "itemIdentifier": sequence }));
     Ok(json!({ "batchItemFailures": failures.collect::<Vec<_>>() }))
 }
 

@@ -119,7 +119,8 @@ pub(crate) async fn run_local(
     local_only(configs)?;
     let target = aws.await?;
     let store = store::DynamoStore::from_env().await;
-    let tables: Vec<(String, String)> = (configs.iter())
+    let tables: Vec<(String, String)> = configs
+        .iter()
         .map(|c| &c.target)
         .map(|t| (t.table_name.clone(), t.layout.ttl_attribute.clone()))
         .collect();
