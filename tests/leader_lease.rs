@@ -92,6 +92,16 @@ fn bounds(t0: Instant, ahead_ms: u64, behind_ms: u64) -> Arc<Bounds> {
     })
 }
 
+/// A lease item of `holder` until `expires_at`, of no recorded layout and not given up.
+fn held(holder: &str, expires_at: Timestamp) -> LeaseItem {
+    LeaseItem {
+        holder: holder.into(),
+        expires_at,
+        layout: None,
+        released: false,
+    }
+}
+
 /// When a sweeper led: from its check to the end of the validity the check gave.
 type Holds = Arc<Mutex<Vec<(&'static str, Instant, Instant)>>>;
 
@@ -214,15 +224,8 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
     store.put_n("old-", 10, |i| now - 5 - i);
     let time = bounds(t0, 500, 500);
     // Another Region holds it for another minute.
-    store.set_lease(
-        &lease_config("eu-west-1/other", 60).id,
-        LeaseItem {
-            holder: "eu-west-1/other".into(),
-            expires_at: Timestamp::from_secs(now + 60),
-            layout: None,
-            released: false,
-        },
-    );
+    let other = held("eu-west-1/other", Timestamp::from_secs(now + 60));
+    store.set_lease(&lease_config("eu-west-1/other", 60).id, other);
     let options = SweepOptions {
         checkpoint: Some(ttl_sweeper::engine::Checkpoint {
             table: "state".into(),
@@ -471,7 +474,7 @@ async fn one_region_sweeps_and_the_other_takes_over_within_the_lease_after_a_sig
 
     // Two items expire every second for 30 s, from 4 s on; fifty live for an hour.
     let start = now();
-    let expiring: Vec<String> = (0..60).map(|i| format!("due-{i}")).collect();
+    let expiring = names("due", 60);
     let mut items = sessions("due", 60, |i| start + 4 + i / 2);
     items.extend(sessions("live", 50, |i| start + 3600 + i));
     put_items(&client, &table, items).await;
@@ -815,10 +818,7 @@ async fn a_holder_that_cannot_sweep_gives_the_lease_up_and_a_healthy_region_take
         ("eu-west-1/sweeper", false)
     );
     // Everything expired deleted, by west; nothing live.
-    assert_eq!(
-        west_store.ids(),
-        (0..5).map(|i| format!("live-{i}")).collect::<Vec<_>>()
-    );
+    assert_eq!(west_store.ids(), names("live", 5));
     assert_eq!(
         east_store.calls(Op::BatchDelete) + east_store.calls(Op::Delete),
         0
@@ -887,7 +887,7 @@ async fn a_holder_whose_deletes_are_refused_gives_the_lease_up_and_the_standby_d
 
     // Two items expire every second for 10 s, from 2 s on; twenty live for an hour.
     let start = now();
-    let expiring: Vec<String> = (0..20).map(|i| format!("due-{i}")).collect();
+    let expiring = names("due", 20);
     let mut items = sessions("due", 20, |i| start + 2 + i / 2);
     items.extend(sessions("live", 20, |i| start + 3600 + i));
     put_items(&client, &table, items).await;
@@ -981,15 +981,7 @@ async fn a_lease_item_without_a_layout_is_read_and_a_given_up_one_is_only_taken_
     let read = || store.read_lease(&checkpoint, id);
     let old = read().await.unwrap().unwrap();
     let expires_at = Timestamp::from_millis(expires_ms);
-    assert_eq!(
-        old,
-        LeaseItem {
-            holder: "eu-west-1/old".into(),
-            expires_at,
-            layout: None,
-            released: false,
-        }
-    );
+    assert_eq!(old, held("eu-west-1/old", expires_at));
     // A sweeper of any layout stands by beside it without a mismatch.
     let lease = Lease::new(
         LeaseConfig {
@@ -1004,14 +996,9 @@ async fn a_lease_item_without_a_layout_is_read_and_a_given_up_one_is_only_taken_
     assert!(!check.layout_mismatch && check.error.is_none(), "{check:?}");
 
     // Given up by its holder (another's give-up is refused): marked, its expiry unchanged.
-    assert!(!store
-        .release_lease(&checkpoint, id, "us-east-1/new")
-        .await
-        .unwrap());
-    assert!(store
-        .release_lease(&checkpoint, id, "eu-west-1/old")
-        .await
-        .unwrap());
+    let release = |holder| store.release_lease(&checkpoint, id, holder);
+    assert!(!release("us-east-1/new").await.unwrap());
+    assert!(release("eu-west-1/old").await.unwrap());
     let given_up = read().await.unwrap().unwrap();
     assert!(
         given_up.released && given_up.expires_at == expires_at,
