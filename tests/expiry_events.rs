@@ -110,15 +110,6 @@ fn extend_after<S: AsRef<str>>(
     for_each(table, ids, |t, id| t.change(op, When::Always, id, extend))
 }
 
-/// Archive mode: the application extends the `ids` between the sweep's read of the table and
-/// the publish that follows it.
-fn extend_after_the_tables_read<S: AsRef<str>>(
-    table: MemStore,
-    ids: impl IntoIterator<Item = S>,
-) -> MemStore {
-    extend_after(table, Op::Get, ids)
-}
-
 /// The first conditional delete of each of `ids` is throttled, and the application deletes the
 /// item during the backoff that follows.
 fn throttle_then_remove<S: AsRef<str>>(
@@ -196,6 +187,15 @@ impl std::fmt::Debug for ScriptedSink {
 fn log_accepted(log: &Log, event: &ExpiryEvent) {
     let line = format!("accepted {} {}", event.kind.detail_type(), item_id(event));
     log.lock().unwrap().push(line);
+}
+
+/// A call the sink accepted whose answer was lost: `batch` logged as accepted, and an error.
+fn lost_answer(log: &Log, batch: &[ExpiryEvent]) -> Answer {
+    batch.iter().for_each(|e| log_accepted(log, e));
+    Err(SinkError::new(
+        true,
+        "connection reset after the request was sent",
+    ))
 }
 
 fn failed(retryable: bool, reason: &str) -> EntryResult {
@@ -466,7 +466,7 @@ async fn archive_deletes_exactly_what_was_accepted_and_only_after() {
 async fn archive_cancels_an_expiry_whose_ttl_changed_with_the_same_id() {
     let log = Log::default();
     let extended = ["e0003", "e0007"];
-    let table = extend_after_the_tables_read(with_items(10, 0, &log), extended);
+    let table = extend_after(with_items(10, 0, &log), Op::Get, extended);
     let sink = ScriptedSink::accepting(&log);
     let read = (ARCHIVE.0, ARCHIVE.1, ItemSource::Read);
     let report = sweep(&table, &sink, read).await;
@@ -598,7 +598,7 @@ async fn archive_cancels_an_accepted_expiry_whose_delete_failed_once_its_ttl_cha
     // Meanwhile the application extends e0002 and e0005 (they move to a window this sweep does
     // not read) and deletes e0007.
     let log = Log::default();
-    let table = extend_after_the_tables_read(with_items(10, 0, &log), ["e0002", "e0005"])
+    let table = extend_after(with_items(10, 0, &log), Op::Get, ["e0002", "e0005"])
         .change(Op::Get, When::Always, "e0007", Change::Remove)
         .fault(Op::Delete, When::Always, Fault::Fail(ErrorKind::Throttled));
     let sink = ScriptedSink::accepting(&log);
@@ -633,7 +633,7 @@ async fn archive_cancels_an_accepted_expiry_left_by_a_stop_once_its_ttl_changed(
     // The sink takes 10 ms to accept; the sweep must stop after 5 ms: every expiry is accepted,
     // no delete is made. The application extended e0003 meanwhile.
     let log = Log::default();
-    let table = extend_after_the_tables_read(with_items(6, 0, &log), ["e0003"]);
+    let table = extend_after(with_items(6, 0, &log), Op::Get, ["e0003"]);
     let sink = ScriptedSink::slow(&log, Duration::from_millis(10), None);
     let after = Duration::from_millis(5);
     let report = sweep_archive_stopping(&table, events(ARCHIVE, &sink), after).await;
@@ -675,7 +675,7 @@ async fn archive_refusing(
     read: usize,
 ) -> (MemStore, Arc<ScriptedSink>, SweepReport) {
     let log = Log::default();
-    let table = extend_after_the_tables_read(with_items(5, 0, &log), ["e0002"])
+    let table = extend_after(with_items(5, 0, &log), Op::Get, ["e0002"])
         .fault(Op::Delete, When::Always, Fault::Fail(delete))
         .fault(Op::Get, When::Call(read), Fault::Fail(ErrorKind::Auth));
     let sink = ScriptedSink::accepting(&log);
@@ -806,13 +806,7 @@ async fn archive_stopped_before_a_retry_of_a_lost_answer_keeps_the_expiry_journa
     let table = with_items(1, 0, &log).with_index_table();
     table.index(&e(0), "0");
     let lost_log = log.clone();
-    let lost = ScriptedSink::new(&log, move |_, batch| {
-        batch.iter().for_each(|e| log_accepted(&lost_log, e));
-        Err(SinkError::new(
-            true,
-            "connection reset after the request was sent",
-        ))
-    });
+    let lost = ScriptedSink::new(&log, move |_, batch| lost_answer(&lost_log, batch));
     let (base, cap) = (Duration::from_secs(10), Duration::from_secs(10));
     let slow_retries = events(ARCHIVE, &lost).with_backoff(base, cap);
     let report = sweep_archive_stopping(&table, slow_retries, Duration::from_secs(1)).await;
@@ -837,11 +831,7 @@ fn chaotic_sink(log: &Log, seed: u64) -> Arc<ScriptedSink> {
         let mut rng = rng.lock().unwrap();
         match rng.u8(0..20) {
             0 => return Err(SinkError::new(true, "503 Service Unavailable")),
-            1 => {
-                batch.iter().for_each(|e| log_accepted(&lost_log, e));
-                let lost = "connection reset after the request was sent";
-                return Err(SinkError::new(true, lost));
-            }
+            1 => return lost_answer(&lost_log, batch),
             _ => {}
         }
         let answer = |_| match rng.u8(0..10) {
