@@ -130,15 +130,11 @@ fn bad_settings_exit_2_naming_the_setting_before_any_request() {
     }
     // The Lambda logs the same refusal as one JSON line and exits before it asks the runtime
     // API for an invocation (none is running here).
-    let out = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper-lambda"))
-        .env("TOKIO_WORKER_THREADS", "0")
-        .env("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let logs =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{logs}");
+    let mut lambda = Command::new(env!("CARGO_BIN_EXE_ttl-sweeper-lambda"));
+    lambda.env("TOKIO_WORKER_THREADS", "0").stdin(Stdio::null());
+    let (code, out, err) = run(lambda.env("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9"));
+    let logs = out + &err;
+    assert_eq!(code, 1, "{logs}");
     let line: Value = logs
         .lines()
         .find_map(|l| serde_json::from_str(l).ok())
@@ -183,7 +179,7 @@ async fn sweeps_with_shard_ranges_delete_only_their_shards() {
     use ttl_sweeper::expiry::window::shard_of;
     let (client, table) = simple_table("cli_shards").await;
     let now = now();
-    let ids: Vec<String> = (0..80).map(|i| format!("old-{i}")).collect();
+    let ids = names("old", 80);
     let items = (ids.iter().zip(0..))
         .map(|(id, i)| sharded(id, now - 5 - i, 60, 4))
         .collect();
@@ -656,12 +652,11 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
         let health = || http_get(port, "/healthz");
         tokio::task::block_in_place(|| poll(limit, every, health, answered)).expect("/healthz")
     };
+    // `ttl-sweeper health`, a container's health check, at `addr`: exit code, stdout, stderr.
+    let probe = |addr: String| run(cli().args(["health", "--addr", &addr]));
     let (status, body) = health_until("\"any_success\":true");
     assert_eq!(status, 200, "{body}\n{}", child.log_text());
-    let healthy = cli()
-        .args(["health", "--addr", &format!("127.0.0.1:{port}")])
-        .output();
-    assert_eq!(healthy.unwrap().status.code(), Some(0));
+    assert_eq!(probe(format!("127.0.0.1:{port}")).0, 0);
     let any_success = body.contains("\"any_success\":true");
     assert!(any_success, "{body}\n{}", child.log_text());
 
@@ -678,17 +673,10 @@ async fn run_health_turns_503_when_sweeps_keep_failing() {
     assert_eq!(health["unhealthy_after_seconds"], 3.0, "{health}");
     // `ttl-sweeper health`, a container's health check, says the same: exit 1, and 0 while it
     // was healthy (above); 3 for an address nothing serves.
-    let probe = |addr: String| {
-        let out = cli().args(["health", "--addr", &addr]).output().unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        )
-    };
-    let (code, said) = probe(format!("127.0.0.1:{port}"));
-    assert_eq!(code, Some(1), "{said}");
+    let (code, said, _) = probe(format!("127.0.0.1:{port}"));
+    assert_eq!(code, 1, "{said}");
     assert!(said.contains("\"status\":\"unhealthy\""), "{said}");
-    assert_eq!(probe(format!("127.0.0.1:{}", free_port())).0, Some(3));
+    assert_eq!(probe(format!("127.0.0.1:{}", free_port())).0, 3);
     let (_, text) = http_get(port, "/metrics").unwrap();
     let failed = sample(&text, "ttl_sweeper_sweeps_failed_total", &table).unwrap_or(0.0);
     assert!(failed >= 3.0, "{text}");
