@@ -97,18 +97,15 @@ async fn backfill_of_4k_items_completes_resumes_after_a_kill_and_is_idempotent()
     // First run, rate-limited so that it is still going when it is killed, in pages of
     // KILLED_PAGE items.
     let first = format!("--segments 4 --max-wcu 1500 --page-size {KILLED_PAGE}");
-    let mut child = backfill_cmd(&table, &state, &first)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = backfill_cmd(&table, &state, &first);
+    let mut child = Daemon::spawn(first.stdout(Stdio::null()), &format!("backfill-{table}"));
     // Killed once it has saved progress twice, so part-way through a later page. (A page of 500
     // items took DynamoDB Local about 10 s on a busy 2-core machine: a fixed wait could end
     // before the first save.)
     let started = std::time::Instant::now();
     let mut saves = Vec::new();
     while saves.len() < 2 {
-        let running = child.try_wait().unwrap().is_none();
+        let running = child.child.try_wait().unwrap().is_none();
         assert!(
             running,
             "the first backfill run stopped before saving progress twice"
@@ -122,8 +119,7 @@ async fn backfill_of_4k_items_completes_resumes_after_a_kill_and_is_idempotent()
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    child.kill().unwrap(); // SIGKILL: no chance to clean up
-    child.wait().unwrap();
+    child.signal(libc::SIGKILL); // no chance to clean up
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
     let written_before = saved["report"]["written"].as_u64().unwrap();
     let deleted_before = saved["report"]["deleted_expired"].as_u64().unwrap();
@@ -492,16 +488,13 @@ async fn the_verify_step_passes_on_a_table_swept_through_its_expiry_index_table(
     let report = json_ok(&mut index_cli("audit", &table, &index));
     report.assert_fields("missing_window=0 missing_entry=0");
 
-    let mut unnamed = local_cli();
-    unnamed.args(["audit", "--table-name", &table]);
-    let out = unnamed.output().expect("run audit");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let (code, out, stderr) = run(local_cli().args(["audit", "--table-name", &table]));
+    assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains("--expiry-index-table") && stderr.contains("has a stream and no global"),
         "{stderr}"
     );
-    assert!(out.stdout.is_empty(), "no report: nothing was scanned");
+    assert!(out.is_empty(), "no report: nothing was scanned");
     let _ = std::fs::remove_file(&state);
 }
 
@@ -522,10 +515,9 @@ fn aws_cli(script: &str) -> String {
     cmd.envs(support::LOCAL_AWS_ENV.iter().copied());
     cmd.env("PATH", path).env("AWS_ENDPOINT_URL", endpoint());
     cmd.env("AWS_DEFAULT_REGION", "us-east-1");
-    let out = cmd.output().unwrap();
-    let said = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{script}\n{said}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let (code, out, said) = run(&mut cmd);
+    assert_eq!(code, 0, "{script}\n{said}");
+    out
 }
 
 /// README step 7, "Watch one expire", run as written with the AWS CLI (`make tools` installs
