@@ -29,8 +29,8 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use support::{
     clock, config, exists, extend_ttl, id_key, id_set, new_table, put_many, removed_json, run,
-    session, simple_table, sweeper_over, AssertFields, BeforeDelete, Instrumented, Observed,
-    Recording, AV,
+    session, simple_table, sweeper_over, AssertFields, BeforeDelete, Daemon, Instrumented,
+    Observed, Recording, AV,
 };
 use ttl_sweeper::engine::{Stop, Sweeper};
 use ttl_sweeper::events::aws::{EventBridgeSink, FirehoseSink, SqsSink};
@@ -744,7 +744,7 @@ async fn fault_run(kind: Kind, mode: &'static str, seed: u64) -> String {
     let (client, table) = simple_table(&format!("events_faults_{kind:?}_{mode}")).await;
     let expired = fill(&client, &table, ITEMS, 10).await;
     let sink = TestSink::new(kind, false).await;
-    let ops = vec!["SendMessageBatch", "PutEvents", "PutRecordBatch"];
+    let ops = fault_proxy::SINK_BATCH_OPS.to_vec();
     // Seeded faults, and the first sink call always fails: a sink called only a few times per
     // sweep could otherwise draw no fault at all.
     let then = Box::new(Plan::Seeded {
@@ -883,10 +883,8 @@ async fn sigkill_during_an_archive_sweep_deletes_nothing_without_an_event() {
         ARCHIVE[1],
     ];
     let mut cmd = sweep_cli(&table, &settings);
-    let quiet = cmd
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let mut child = quiet.spawn().unwrap();
+    let quiet = cmd.stdout(std::process::Stdio::null());
+    let mut sweep = Daemon::spawn(quiet, &format!("events-kill-{table}"));
     let started = Instant::now();
     let mut finished_first = false;
     loop {
@@ -896,17 +894,15 @@ async fn sigkill_during_an_archive_sweep_deletes_nothing_without_an_event() {
             tokio::time::sleep(extra).await;
             break;
         }
-        if child.try_wait().unwrap().is_some() {
+        if sweep.child.try_wait().unwrap().is_some() {
             finished_first = true;
             break;
         }
         assert!(started.elapsed() < Duration::from_secs(60), "no progress");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    finished_first |= child.try_wait().unwrap().is_some();
-    // SAFETY: a plain syscall on the PID of the child this test started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    let status = child.wait().unwrap();
+    finished_first |= sweep.child.try_wait().unwrap().is_some();
+    let status = sweep.signal(libc::SIGKILL);
     let killed_at = started.elapsed();
     let expect = archived(&table, &expired);
     let context = format!("after SIGKILL (EVENTS_KILL_SEED={seed})");
