@@ -566,46 +566,45 @@ fn metrics_table() -> String {
     format!("\n{}\n", rows.join("\n"))
 }
 
+/// The generated block `name` of the file `rel` against `rendered`: rewritten when
+/// `UPDATE_DOCS=1`; otherwise, if they differ, both for the failure's message.
+fn stale_block(rel: &str, name: &str, rendered: &str) -> Option<String> {
+    let path = Path::new(ROOT).join(rel);
+    let text = read(&path);
+    let (start, end, block) =
+        generated(&text, name).unwrap_or_else(|| panic!("{rel} has no <!-- {name} --> block"));
+    if block == rendered {
+        return None;
+    }
+    if std::env::var("UPDATE_DOCS").is_ok_and(|v| v == "1") {
+        let updated = format!("{}{rendered}{}", &text[..start], &text[end..]);
+        std::fs::write(&path, updated).unwrap();
+        return None;
+    }
+    Some(format!(
+        "{rel} <!-- {name} -->:\n--- in the doc\n{block}\n--- from the code\n{rendered}"
+    ))
+}
+
 /// docs/operations.md's metrics table is [`metrics_table`]; `UPDATE_DOCS=1` writes it.
 #[test]
 fn the_metrics_table_is_the_report_s_metrics() {
-    let path = Path::new(ROOT).join("docs/operations.md");
-    let text = read(&path);
-    let (start, end, block) =
-        generated(&text, "metrics").expect("docs/operations.md has a <!-- metrics --> block");
-    let rendered = metrics_table();
-    if block != rendered && std::env::var("UPDATE_DOCS").is_ok_and(|v| v == "1") {
-        let updated = format!("{}{rendered}{}", &text[..start], &text[end..]);
-        std::fs::write(&path, updated).unwrap();
-        return;
-    }
+    let stale = stale_block("docs/operations.md", "metrics", &metrics_table());
     assert!(
-        block == rendered,
+        stale.is_none(),
         "docs/operations.md's metrics table is not SWEEP_METRICS's (UPDATE_DOCS=1 cargo test \
-         --test suite readme::the_metrics_table rewrites it):\n--- in the doc\n{block}\n--- \
-         from the code\n{rendered}"
+         --test suite readme::the_metrics_table rewrites it):\n{}",
+        stale.unwrap_or_default()
     );
 }
 
 /// The cost figures come from the model; `UPDATE_DOCS=1` writes them into the docs.
 #[test]
 fn cost_blocks_are_what_the_cost_model_renders() {
-    let update = std::env::var("UPDATE_DOCS").is_ok_and(|v| v == "1");
-    let mut stale = Vec::new();
-    for (file, name, rendered) in cost_blocks() {
-        let path = Path::new(ROOT).join(file);
-        let text = read(&path);
-        let (start, end, block) =
-            generated(&text, name).unwrap_or_else(|| panic!("{file} has no <!-- {name} --> block"));
-        if block != rendered {
-            if update {
-                let updated = format!("{}{rendered}{}", &text[..start], &text[end..]);
-                std::fs::write(&path, updated).unwrap();
-            } else {
-                stale.push(format!("{file} <!-- {name} -->:\n--- in the doc\n{block}\n--- from the model\n{rendered}"));
-            }
-        }
-    }
+    let blocks = cost_blocks().into_iter();
+    let stale: Vec<String> = blocks
+        .filter_map(|(file, name, rendered)| stale_block(file, name, &rendered))
+        .collect();
     // The README's first screen rounds the same total.
     let bench = file("docs/BENCHMARKS.md");
     // The bold total of its 1M row.
@@ -1416,11 +1415,7 @@ fn figures_quoted_in_several_docs_agree() {
     let mut missing = Vec::new();
     for (figure, docs) in quoted {
         for doc in *docs {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(doc);
-            // As read: a line break is a space.
-            let text = std::fs::read_to_string(path).unwrap();
-            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-            if !text.contains(figure) {
+            if !words(doc).contains(figure) {
                 missing.push(format!("{doc} lacks {figure:?}"));
             }
         }
@@ -1433,16 +1428,11 @@ fn figures_quoted_in_several_docs_agree() {
 /// page follows.
 #[test]
 fn scaling_quotes_section_7_s_deletes_per_second() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let bench = std::fs::read_to_string(root.join("docs/BENCHMARKS.md")).unwrap();
-    let scaling = std::fs::read_to_string(root.join("docs/scaling.md")).unwrap();
-    let scaling = scaling.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (bench, scaling) = (file("docs/BENCHMARKS.md"), words("docs/scaling.md"));
     for memory in ["128 MB", "256 MB", "1024 MB"] {
-        let row = (bench.lines())
-            .find(|l| l.starts_with(&format!("| {memory} |")))
-            .unwrap_or_else(|| panic!("section 7 has no {memory} row"));
-        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-        let per_second: f64 = cells[3].parse().unwrap();
+        let per_second: f64 = cell(row(&bench, &format!("| {memory} |")), 3)
+            .parse()
+            .unwrap();
         let rounded = ((per_second / 100.0).round() * 100.0) as u64;
         let text = format!("{},{:03}/s", rounded / 1000, rounded % 1000);
         assert!(
