@@ -68,11 +68,10 @@ fn put_expired_indexed(store: &MemStore, n: usize) {
 
 /// Options sweeping one partition at a time, in pages of at most `page_limit` items.
 fn one_at_a_time(page_limit: Option<i32>) -> SweepOptions {
-    let one = SweepOptions::default();
     SweepOptions {
         max_concurrency: 1,
         page_limit,
-        ..one
+        ..SweepOptions::default()
     }
 }
 
@@ -462,8 +461,7 @@ async fn whole_items_held_for_events_stay_within_the_budget() {
     let blob = "x".repeat(400 * 1024 - 64);
     let store = mem().delay(Op::Delete, Duration::from_millis(10));
     for i in 0..200 {
-        let mut item = support::id_key(&format!("k{i:03}"));
-        item.insert("ttl".into(), support::AV::N((T0 - 30).to_string()));
+        let mut item = support::unwindowed(&format!("k{i:03}"), T0 - 30);
         item.insert("blob".into(), support::AV::S(blob.clone()));
         store.put_item(item);
     }
@@ -570,7 +568,6 @@ async fn a_shutdown_does_not_wait_for_a_query_that_is_slow_to_answer() {
     let store = mem().delay(Op::Query, Duration::from_secs(60));
     store.put("k0", (T0 - 30) as f64);
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
-    // SIGTERM a second in.
     let (stop, _sigterm) = stop_after(Duration::from_secs(1));
     let started = Instant::now();
     let report = sweeper.sweep(AT_T0, &stop).await;
@@ -602,8 +599,7 @@ async fn a_long_catch_up_moves_the_checkpoint_oldest_first_within_one_invocation
         let token = CancellationToken::new();
         let so_far = store.calls(Op::Query);
         store.stop_after_queries(so_far + 600, token.clone());
-        let options = checkpointed(1);
-        let sweeper = mem_sweeper(store.clone(), options);
+        let sweeper = mem_sweeper(store.clone(), checkpointed(1));
         let stop = Stop::never().with_cancel(token);
         let report = sweeper.sweep(AT_T0, &stop).await;
         let after = store.checkpoint.lock().unwrap().unwrap().secs();
@@ -692,8 +688,7 @@ async fn a_catch_up_stopped_before_it_began_leaves_the_checkpoint_where_it_was()
     store.put("old", (before + 90) as f64);
     let token = CancellationToken::new();
     store.stop_after_queries(2, token.clone());
-    let options = checkpointed(1);
-    let sweeper = mem_sweeper(store.clone(), options);
+    let sweeper = mem_sweeper(store.clone(), checkpointed(1));
     let report = sweeper
         .sweep(AT_T0, &Stop::never().with_cancel(token))
         .await;
