@@ -387,7 +387,6 @@ async fn the_deadline_stops_new_work_and_reports_what_is_left() {
         let mut opts = options(DeleteMode::Batch);
         opts.lookback_windows = 9;
         opts.max_concurrency = concurrency;
-        // A store whose queries take one second.
         let store = MemStore::new(Layout::default()).delay(Op::Query, Duration::from_secs(1));
         let s = mem_sweeper(store, opts);
         let deadline = Instant::now() + Duration::from_millis(1500);
@@ -646,12 +645,7 @@ async fn keys_a_read_leaves_unprocessed_are_asked_again_after_a_backoff() {
 async fn the_writers_mark_seen_stored_is_not_asked_for_again_for_five_minutes() {
     use aws_sdk_dynamodb::operation::put_item::{PutItemError, PutItemOutput};
     // A missing table (not known: asked again), stored, then found there by its condition.
-    let missing = || {
-        let e = ResourceNotFoundException::builder()
-            .message("Requested resource not found")
-            .meta(meta("ResourceNotFoundException"));
-        PutItemError::ResourceNotFoundException(e.build())
-    };
+    let missing = || PutItemError::ResourceNotFoundException(not_found());
     let found = || {
         let e = ConditionalCheckFailedException::builder()
             .message("there")
