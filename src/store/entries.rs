@@ -250,15 +250,12 @@ pub fn index_item(
     // its ttl (which a checkpoint may have left behind for good).
     let placed = if expired { now.as_secs_f64() } else { ttl };
     let pk = schema.key_attributes.first().and_then(|a| key.get(a))?;
-    let window = schema.layout.window_for(placed, pk).ok()?;
-    let sort = sort_key(ttl, &key_hash(schema, &key)?, origin);
-    let expires = placed.floor() as i64 + KEEP_SECONDS;
     let entry = Entry {
-        window,
-        sort,
+        window: schema.layout.window_for(placed, pk).ok()?,
+        sort: sort_key(ttl, &key_hash(schema, &key)?, origin),
         key,
         ttl: raw,
-        expires,
+        expires: placed.floor() as i64 + KEEP_SECONDS,
     };
     Some(Indexing::Entry { entry, expired })
 }
