@@ -63,12 +63,9 @@ impl Iterator for CatchUp {
     type Item = Window;
 
     fn next(&mut self) -> Option<Window> {
-        if self.left == 0 {
-            return None;
-        }
+        self.left = self.left.checked_sub(1)?;
         let start = self.start;
         self.start += self.width;
-        self.left -= 1;
         Some(Window {
             start,
             end: self.start,

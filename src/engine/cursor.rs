@@ -25,12 +25,3 @@ pub(super) struct State {
     /// reaches `.0`.
     pub(super) ticks: Option<(Timestamp, Timestamp)>,
 }
-
-impl PackCursor {
-    /// A new run of ticks starts: the stored cursor is read again, and the ticks start from it.
-    pub(super) fn resume(&self) {
-        let mut state = crate::store::lock(&self.state);
-        state.reload = true;
-        state.ticks = None;
-    }
-}

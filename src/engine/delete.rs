@@ -233,10 +233,8 @@ impl<S: Store> Deleter<'_, S> {
     /// Notify mode: publishes the events owed so far, before a wait or when they have waited
     /// long enough (`due`); what publishing did goes into `out`.
     async fn publish_owed(&self, out: &mut ChunkOutcome, only_if_due: bool) {
-        if let Some(notifier) = self.notify {
-            if !only_if_due || notifier.due() {
-                out.events.add(notifier.flush().await);
-            }
+        if let Some(notifier) = self.notify.filter(|n| !only_if_due || n.due()) {
+            out.events.add(notifier.flush().await);
         }
     }
 
@@ -337,8 +335,8 @@ impl<S: Store> Deleter<'_, S> {
         if stopped {
             out.leave(rest);
         } else {
-            let failed = rest.iter().map(|e| FailedKey::new(&e.key, reason));
-            out.failed.extend(failed);
+            out.failed
+                .extend(rest.iter().map(|e| FailedKey::new(&e.key, reason)));
         }
         if keys.is_empty() {
             return;

@@ -61,7 +61,8 @@ const FIRST_BATCH_PAGE: i32 = 1_000;
 pub(super) struct PagePace {
     /// `None`: not batch mode — the configured limit, always.
     max_age: Option<std::time::Duration>,
-    limit: Option<i32>,
+    /// The next page's `Limit`.
+    pub(super) limit: Option<i32>,
     cap: Option<i32>,
 }
 
@@ -75,11 +76,6 @@ impl PagePace {
             limit: if batch { first } else { cap },
             cap,
         }
-    }
-
-    /// The next page's `Limit`.
-    pub(super) fn limit(&self) -> Option<i32> {
-        self.limit
     }
 
     /// A page of `items` took `took` from its arrival until its last whole chunk went to a task.
@@ -145,21 +141,17 @@ mod tests {
         let options = SweepOptions::default();
         let age = options.batch_max_read_age;
         let mut pace = PagePace::new(&options);
-        assert_eq!(pace.limit(), Some(FIRST_BATCH_PAGE));
+        assert_eq!(pace.limit, Some(FIRST_BATCH_PAGE));
         // dispatching 1,000 keys took 3/4 of the bound: a third of it fits in a quarter
         pace.observe(1_000, age * 3 / 4);
-        assert_eq!(pace.limit(), Some(333));
+        assert_eq!(pace.limit, Some(333));
         for _ in 0..10 {
             pace.observe(500, age);
         }
-        assert_eq!(
-            pace.limit(),
-            Some(BATCH_SIZE as i32),
-            "never below one chunk"
-        );
+        assert_eq!(pace.limit, Some(BATCH_SIZE as i32), "never below one chunk");
         // fast and full pages double back up, until DynamoDB fills 1 MB pages
         let mut steps = 0;
-        while let Some(l) = pace.limit() {
+        while let Some(l) = pace.limit {
             pace.observe(l as usize, Duration::ZERO);
             steps += 1;
             assert!(steps < 20);
@@ -167,23 +159,23 @@ mod tests {
         // a short (last) page says nothing about the pace
         let mut pace = PagePace::new(&options);
         pace.observe(10, Duration::ZERO);
-        assert_eq!(pace.limit(), Some(FIRST_BATCH_PAGE));
+        assert_eq!(pace.limit, Some(FIRST_BATCH_PAGE));
         // a configured PAGE_LIMIT is never exceeded; conditional mode keeps it as is
         let capped = SweepOptions {
             page_limit: Some(300),
             ..SweepOptions::default()
         };
         let mut pace = PagePace::new(&capped);
-        assert_eq!(pace.limit(), Some(300));
+        assert_eq!(pace.limit, Some(300));
         pace.observe(300, Duration::ZERO);
-        assert_eq!(pace.limit(), Some(300));
+        assert_eq!(pace.limit, Some(300));
         let conditional = SweepOptions {
             delete_mode: crate::engine::DeleteMode::Conditional,
             ..SweepOptions::default()
         };
         let mut pace = PagePace::new(&conditional);
         pace.observe(10_000, age * 10);
-        assert_eq!(pace.limit(), None);
+        assert_eq!(pace.limit, None);
     }
 
     #[test]
@@ -195,8 +187,8 @@ mod tests {
             ..SweepOptions::default()
         };
         let mut pace = PagePace::new(&small);
-        assert_eq!(pace.limit(), Some(10));
+        assert_eq!(pace.limit, Some(10));
         pace.observe(10, small.batch_max_read_age * 3);
-        assert_eq!(pace.limit(), Some(10), "the configured limit is kept");
+        assert_eq!(pace.limit, Some(10), "the configured limit is kept");
     }
 }

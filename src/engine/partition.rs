@@ -355,7 +355,7 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
         // left for the next sweep, like those not started. (A deadline needs no such cut:
         // every call of the store ends before it, see `Stop::bound`.)
         let want = pace
-            .limit()
+            .limit
             .map_or(budget_size, |l| u32::try_from(l.max(1)).unwrap_or(1))
             .min(budget_size);
         let mut granted = tokio::select! {
@@ -406,10 +406,9 @@ pub(super) async fn sweep_partition<S: Store>(pass: &Arc<Pass<S>>, key: &str) ->
                 Some(mut expired) => {
                     expired.entry = entry;
                     expired.packed = page.packed;
-                    if let Some(read_now) = read_now {
+                    if let Some(at) = read_now {
                         let max_age = this.options.batch_max_read_age;
-                        let confirmed = &this.confirmed;
-                        expired.read_at = confirmed.take(&this.schema, &expired, max_age, read_now);
+                        expired.read_at = this.confirmed.take(&this.schema, &expired, max_age, at);
                     }
                     out.report.items_found += 1;
                     pending.push(expired);

@@ -422,10 +422,12 @@ impl<S: Store> Sweeper<S> {
 
     /// A new run of ticks begins (a Lambda invocation in tick mode, `run`): with an expiry index
     /// table, the packs' cursor is read again before its first tick, since a sweeper of another
-    /// process may have moved it on (`engine::packs`).
+    /// process may have moved it on (`engine::packs`), and the ticks start from it.
     pub fn resume_packs(&self) {
         if let Some(packs) = &self.packs {
-            packs.resume();
+            let mut state = crate::store::lock(&packs.state);
+            state.reload = true;
+            state.ticks = None;
         }
     }
 

@@ -79,8 +79,7 @@ impl<S: Store> Table<S> {
                 return Err(error.clone());
             }
         }
-        let opened = self.sweeper.get_or_try_init(|| (self.open)()).await;
-        match opened {
+        match self.sweeper.get_or_try_init(|| (self.open)()).await {
             Ok(sweeper) => {
                 if lock(&self.failed).take().is_some() {
                     tracing::info!(table = %self.name, "the table opened: sweeping it");

@@ -101,10 +101,9 @@ async fn cancel_remembered<S: Store>(
     }
     let (deliveries, tally) = publish_cancellations(deleter, events, &expiries).await;
     for (x, delivery) in expiries.into_iter().zip(deliveries) {
-        if delivery != Delivery::Accepted {
-            if let Some(t) = deleter.schema.key_token(&x.key) {
-                events.unsettled.remember(t, x);
-            }
+        match deleter.schema.key_token(&x.key) {
+            Some(t) if delivery != Delivery::Accepted => events.unsettled.remember(t, x),
+            _ => {}
         }
     }
     tally
@@ -158,7 +157,15 @@ async fn archive_or_notify<S: Store>(
     let (items, _read_room) = if hook.read_items() {
         let most = MAX_ITEM_KIB.saturating_mul(chunk.len() as u32);
         let mut room = take_room(&events.items_room, most).await;
-        let items = read_items(deleter, &chunk).await;
+        let items = match deleter.read(chunk.iter().map(|e| &e.key), false).await {
+            Ok(items) => (chunk.iter())
+                .map(|e| deleter.schema.find(&items, &e.key).cloned())
+                .collect(),
+            Err(err) => {
+                tracing::warn!(error = %err, "could not read the items for their events; publishing without them");
+                vec![None; chunk.len()]
+            }
+        };
         keep_room(&mut room, items.iter().flatten().map(item_kib).sum());
         (items, room)
     } else {
@@ -331,18 +338,4 @@ async fn reconcile<S: Store>(
         }
     }
     cancel
-}
-
-/// The chunk's whole items, read consistently; `None` for one not found or if the read fails.
-async fn read_items<S: Store>(d: &Deleter<'_, S>, chunk: &[Expired]) -> Vec<Option<Key>> {
-    match d.read(chunk.iter().map(|e| &e.key), false).await {
-        Ok(items) => chunk
-            .iter()
-            .map(|e| d.schema.find(&items, &e.key).cloned())
-            .collect(),
-        Err(err) => {
-            tracing::warn!(error = %err, "could not read the items for their events; publishing without them");
-            vec![None; chunk.len()]
-        }
-    }
 }
