@@ -58,22 +58,12 @@ fn port_of(endpoint: &str) -> u16 {
 /// A plain HTTP/1.0 request to 127.0.0.1: status and body. moto checks no S3 signature, but
 /// refuses anonymous reads of objects, so the request names the test credentials.
 fn http(port: u16, method: &str, path: &str) -> Option<(u16, Vec<u8>)> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    write!(
-        s,
+    let request = format!(
         "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\n\
          Authorization: AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/s3/aws4_request, \
          SignedHeaders=host, Signature=0\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).ok()?;
-    let split = out.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = String::from_utf8_lossy(&out[..split]).into_owned();
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, out[split + 4..].to_vec()))
+    );
+    server::http(port, &request, Duration::from_secs(30))
 }
 
 fn http_get(port: u16, path: &str) -> Option<Vec<u8>> {

@@ -160,15 +160,9 @@ impl Drop for Daemon {
 /// `GET path` over HTTP/1.0 from 127.0.0.1:`port`: (status, body), or `None` while nothing
 /// listens.
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split(' ').nth(1)?.parse().ok()?;
-    let body = response.split_once("\r\n\r\n")?.1.to_owned();
-    Some((status, body))
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    let (status, body) = server::http(port, &request, Duration::from_secs(5))?;
+    Some((status, String::from_utf8(body).ok()?))
 }
 
 /// Runs a command: exit code, stdout, stderr.

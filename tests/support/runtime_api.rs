@@ -134,6 +134,14 @@ impl Invocation {
     pub fn waited(&self) -> Option<f64> {
         self.start.map(|s| s - self.delivered)
     }
+
+    /// Ends it now with `outcome`, if it is running.
+    fn end_running(&mut self, outcome: Outcome) {
+        if self.outcome == Outcome::Running {
+            self.outcome = outcome;
+            self.end = Some(wall_clock());
+        }
+    }
 }
 
 /// What a run produced, after [`RuntimeApi::stop`].
@@ -436,14 +444,8 @@ impl RuntimeApi {
     /// Stops the schedule and every environment (SIGTERM, then SIGKILL after 3 s, by PID) and
     /// returns what happened.
     pub fn stop(&self) -> Run {
-        for t in self
-            .tasks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-        {
-            t.abort();
-        }
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        tasks.iter().for_each(JoinHandle::abort);
         let mut st = self.inner.state();
         st.stopped = true;
         let stopped_at = wall_clock();
@@ -483,11 +485,7 @@ impl RuntimeApi {
         let _ = child.kill();
         let _ = child.wait();
         if let Some(idx) = st.envs[env].current.take() {
-            let inv = &mut st.invocations[idx];
-            if inv.outcome == Outcome::Running {
-                inv.outcome = Outcome::Failed("killed".into());
-                inv.end = Some(wall_clock());
-            }
+            st.invocations[idx].end_running(Outcome::Failed("killed".into()));
         }
         spawn_env(&self.inner.options, &mut st.envs[env]);
         Some(pid)
@@ -622,9 +620,7 @@ fn dispatch(inner: &Arc<Inner>, st: &mut State) {
                 return;
             }
             // Lambda stops an invocation at its deadline; the environment is replaced.
-            let inv = &mut st.invocations[idx];
-            inv.outcome = Outcome::TimedOut;
-            inv.end = Some(wall_clock());
+            st.invocations[idx].end_running(Outcome::TimedOut);
             let e = &mut st.envs[env];
             if let Some(mut child) = e.child.take() {
                 let _ = child.kill();
@@ -641,11 +637,8 @@ fn idle(inner: &Arc<Inner>, st: &mut State, env: usize, tx: oneshot::Sender<Deli
     e.ready = true;
     if let Some(idx) = e.current.take() {
         // Asked for the next event without answering this one.
-        let inv = &mut st.invocations[idx];
-        if inv.outcome == Outcome::Running {
-            inv.outcome = Outcome::Failed("no response before the next /next".into());
-            inv.end = Some(wall_clock());
-        }
+        let outcome = Outcome::Failed("no response before the next /next".into());
+        st.invocations[idx].end_running(outcome);
     }
     st.envs[env].waiter = Some(tx);
     dispatch(inner, st);
@@ -695,9 +688,7 @@ async fn handle(
     if st.invocations[idx].outcome != Outcome::Running || st.envs[env].current != Some(idx) {
         return Ok(json_reply(400, r#"{"errorType":"InvalidStateTransition"}"#));
     }
-    let inv = &mut st.invocations[idx];
-    inv.outcome = outcome;
-    inv.end = Some(wall_clock());
+    st.invocations[idx].end_running(outcome);
     st.envs[env].current = None;
     Ok(json_reply(202, r#"{"status":"OK"}"#))
 }

@@ -150,6 +150,21 @@ pub fn wait_until(what: &str, log: &Path, timeout: Duration, ready: impl Fn() ->
     }
 }
 
+/// `request` (its head) sent over HTTP/1.0 to 127.0.0.1:`port`, its answer awaited `timeout` at
+/// the most: the answer's status and body, or `None` while nothing listens.
+pub fn http(port: u16, request: &str, timeout: Duration) -> Option<(u16, Vec<u8>)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(timeout)).ok()?;
+    s.write_all(request.as_bytes()).ok()?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).ok()?;
+    let split = out.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&out[..split]).into_owned();
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, out[split + 4..].to_vec()))
+}
+
 /// A listener on a free port of 127.0.0.1.
 pub async fn listen() -> tokio::net::TcpListener {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0));
