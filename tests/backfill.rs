@@ -130,17 +130,11 @@ async fn a_concurrent_change_is_never_overwritten_nor_a_deleted_item_recreated()
         "scanned=5 written=1 changed_concurrently=2 deleted_expired=1 expired_kept=1",
     );
     assert_eq!(store.ids(), ["extended", "live", "rewritten"]);
-    assert_eq!(
-        window_of(&store, "extended"),
-        None,
-        "the application's write stands"
-    );
+    let extended = window_of(&store, "extended");
+    assert_eq!(extended, None, "the application's write stands");
     assert_eq!(window_of(&store, "live"), Some(window_for(now + 60)));
-    assert_eq!(
-        store.calls(Op::SetWindow),
-        3,
-        "one conditional write per live item read"
-    );
+    let writes = store.calls(Op::SetWindow);
+    assert_eq!(writes, 3, "one conditional write per live item read");
 }
 
 /// Throttled and transient answers to the writes are tried again, after a backoff that paused
@@ -163,10 +157,8 @@ async fn throttled_writes_are_tried_again() {
     let clock = || Timestamp::from_secs(START);
     let state = run(&store, 1, 10, &clock, None, &|_| {}).await;
     complete(state).assert_fields("written=1 deleted_expired=1");
-    assert_eq!(
-        (store.calls(Op::SetWindow), store.calls(Op::DeleteRead)),
-        (3, 2)
-    );
+    let calls = (store.calls(Op::SetWindow), store.calls(Op::DeleteRead));
+    assert_eq!(calls, (3, 2));
 }
 
 /// A run whose scan fails on its third page stops that segment where its last page ended; the
@@ -219,15 +211,10 @@ async fn audit_counts_the_items_to_come_that_no_pack_lists() {
     let examples: Vec<(&str, String)> = (report.examples.iter())
         .map(|e| (e.problem, e.key.to_string()))
         .collect();
-    assert_eq!(
-        examples,
-        [("missing_entry", r#"{"id":{"S":"missing"}}"#.to_owned())]
-    );
-    assert_eq!(
-        report.expired_present.get("1m_to_5m"),
-        Some(&1),
-        "{report:?}"
-    );
+    let missing = r#"{"id":{"S":"missing"}}"#.to_owned();
+    assert_eq!(examples, [("missing_entry", missing)]);
+    let expired = report.expired_present.get("1m_to_5m");
+    assert_eq!(expired, Some(&1), "{report:?}");
     // An entry look-up for each item to come, and a pack query for each without an entry.
     assert_eq!(store.calls(Op::HasEntry), 3 + 3);
 }

@@ -279,11 +279,8 @@ async fn the_endpoint_counts_every_sweep_and_holds_each_period_in_its_gauges() {
 async fn shutdown_stops_it_within_the_grace_however_long_a_request_or_an_opening_hangs() {
     let started = Instant::now();
     // Every delete of this table never answers.
-    let stalled = MemStore::new(Layout::default()).starting_at(T0);
-    let stalled = Arc::new(stalled.fault(Op::BatchDelete, When::Always, Fault::Stall));
-    for i in 0..30 {
-        stalled.put(&format!("k{i:02}"), (T0 - 30) as f64);
-    }
+    let stalled = Arc::new(mem().fault(Op::BatchDelete, When::Always, Fault::Stall));
+    stalled.put_n("k", 30, |_| T0 - 30);
     // And this one's opening never answers.
     let open: Open<Store> = Box::new(|| Box::pin(std::future::pending()));
     let tables = vec![

@@ -333,11 +333,11 @@ async fn lambda_logs_carry_the_powertools_keys_and_a_cold_start_metric() {
 
     // Metrics: one ColdStart record, by function and service; both sweeps' records; all in
     // POWERTOOLS_METRICS_NAMESPACE (METRICS_NAMESPACE is unset).
-    let emf: Vec<&Value> = lines.iter().filter(|l| l.get("_aws").is_some()).collect();
-    let cold: Vec<&&Value> = emf
-        .iter()
-        .filter(|r| r.get("ColdStart").is_some())
-        .collect();
+    let emf_with = |key: &str| -> Vec<&Value> {
+        let emf = lines.iter().filter(|l| l.get("_aws").is_some());
+        emf.filter(|r| r.get(key).is_some()).collect()
+    };
+    let cold = emf_with("ColdStart");
     assert_eq!(cold.len(), 1, "{context}");
     let declaration = &cold[0]["_aws"]["CloudWatchMetrics"][0];
     assert_eq!(declaration["Namespace"], "PowertoolsTest");
@@ -345,10 +345,7 @@ async fn lambda_logs_carry_the_powertools_keys_and_a_cold_start_metric() {
     assert_eq!(declaration["Dimensions"], dimensions);
     cold[0].assert_fields(r#"ColdStart=1 function_name="ttl-sweeper-powertools""#);
     assert_eq!(cold[0]["service"], "orders-expiry");
-    let sweeps: Vec<&&Value> = emf
-        .iter()
-        .filter(|r| r.get("ItemsDeleted").is_some())
-        .collect();
+    let sweeps = emf_with("ItemsDeleted");
     assert_eq!(sweeps.len(), 2, "{context}");
     for record in sweeps {
         let namespace = &record["_aws"]["CloudWatchMetrics"][0]["Namespace"];

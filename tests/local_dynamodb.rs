@@ -349,22 +349,12 @@ async fn a_checkpoint_or_index_table_keyed_otherwise_is_refused_by_name() {
     let number_id = new_table(&client, "ckpt_number_id", keyed("id", T::N)).await;
     let other_key = new_table(&client, "ckpt_other_key", keyed("pk", T::S)).await;
     let number_window = new_table(&client, "index_number", keyed("window", T::N)).await;
+    let by_id = "partition key `id` (String)";
+    let by_window = "partition key `window` (String)";
     let cases = [
-        (
-            "CHECKPOINT_TABLE",
-            &number_id,
-            "partition key `id` (String)",
-        ),
-        (
-            "CHECKPOINT_TABLE",
-            &other_key,
-            "partition key `id` (String)",
-        ),
-        (
-            "EXPIRY_INDEX_TABLE",
-            &number_window,
-            "partition key `window` (String)",
-        ),
+        ("CHECKPOINT_TABLE", &number_id, by_id),
+        ("CHECKPOINT_TABLE", &other_key, by_id),
+        ("EXPIRY_INDEX_TABLE", &number_window, by_window),
     ];
     for (setting, name, needed) in cases {
         let refused = store
@@ -393,14 +383,9 @@ async fn two_layouts_keep_their_own_checkpoints() {
     // 40 items in the old layout (60 s, one shard) that expired 1-2 h before T.
     let items = sessions("old", 40, |i| t - 7200 + 1 + i * 90);
     put_items(&client, &table, items).await;
+    let cp = ("CHECKPOINT_TABLE", checkpoints.as_str());
     let sweeper_of = |shards: &str| {
-        let cfg = config(
-            &table,
-            &[
-                ("CHECKPOINT_TABLE", &checkpoints),
-                ("WINDOW_SHARDS", shards),
-            ],
-        );
+        let cfg = config(&table, &[cp, ("WINDOW_SHARDS", shards)]);
         async move { sweeper_for(&cfg).await }
     };
     let (old, new) = (sweeper_of("1").await, sweeper_of("4").await);
