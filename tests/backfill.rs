@@ -13,7 +13,7 @@ use support::mem_store::{Change, Fault, MemStore, Op, When};
 use support::*;
 use ttl_sweeper::expiry::window::window_key;
 use ttl_sweeper::expiry::{Layout, Timestamp};
-use ttl_sweeper::store::ErrorKind;
+use ttl_sweeper::store::ErrorKind::{Throttled, Transient};
 use ttl_sweeper::tools::backfill::{backfill, BackfillOptions, BackfillReport, BackfillState};
 
 const START: i64 = 1_700_000_000;
@@ -103,20 +103,15 @@ async fn an_item_whose_ttl_passes_while_its_window_is_written_is_deleted() {
 #[tokio::test(start_paused = true)]
 async fn a_concurrent_change_is_never_overwritten_nor_a_deleted_item_recreated() {
     let now = START;
-    let store = MemStore::new(Layout::default())
-        .change(
-            Op::Scan,
-            When::Call(1),
-            "extended",
-            Change::Extend((now + 7200) as f64),
-        )
-        .change(Op::Scan, When::Call(1), "deleted", Change::Remove)
-        .change(
-            Op::Scan,
-            When::Call(1),
-            "rewritten",
-            Change::Put((now - 60) as f64),
-        );
+    let changes = [
+        ("extended", Change::Extend((now + 7200) as f64)),
+        ("deleted", Change::Remove),
+        ("rewritten", Change::Put((now - 60) as f64)),
+    ];
+    let on_scan = |store: MemStore, (id, change)| store.change(Op::Scan, When::Call(1), id, change);
+    let store = changes
+        .into_iter()
+        .fold(MemStore::new(Layout::default()), on_scan);
     for id in ["extended", "deleted", "live"] {
         store.put(id, (now + 60) as f64);
     }
@@ -141,17 +136,9 @@ async fn a_concurrent_change_is_never_overwritten_nor_a_deleted_item_recreated()
 /// time lets pass at once, and the items written.
 #[tokio::test(start_paused = true)]
 async fn throttled_writes_are_tried_again() {
-    let store = MemStore::new(Layout::default())
-        .fault(
-            Op::SetWindow,
-            When::First(2),
-            Fault::Fail(ErrorKind::Throttled),
-        )
-        .fault(
-            Op::DeleteRead,
-            When::Call(1),
-            Fault::Fail(ErrorKind::Transient),
-        );
+    let store = MemStore::new(Layout::default());
+    let store = store.fault(Op::SetWindow, When::First(2), Fault::Fail(Throttled));
+    let store = store.fault(Op::DeleteRead, When::Call(1), Fault::Fail(Transient));
     store.put("live", (START + 60) as f64);
     store.put("expired", (START - 60) as f64);
     let clock = || Timestamp::from_secs(START);
@@ -165,11 +152,8 @@ async fn throttled_writes_are_tried_again() {
 /// run resumed from its state reads the rest, so that every item is scanned and written once.
 #[tokio::test(start_paused = true)]
 async fn a_run_stopped_by_a_failed_page_resumes_and_writes_each_item_once() {
-    let store = MemStore::new(Layout::default()).fault(
-        Op::Scan,
-        When::Call(3),
-        Fault::Fail(ErrorKind::Transient),
-    );
+    let store = MemStore::new(Layout::default());
+    let store = store.fault(Op::Scan, When::Call(3), Fault::Fail(Transient));
     let ttl = START + 3600;
     let ids: Vec<String> = (0..40).map(|i| format!("item-{i:02}")).collect();
     for id in &ids {

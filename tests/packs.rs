@@ -292,14 +292,9 @@ async fn ticks_that_fell_behind_on_packs_leave_the_backlog_to_the_catch_up() {
         window_seconds: 10,
         ..Layout::default()
     };
-    let store = MemStore::new(layout)
-        .starting_at(T0)
-        .with_index_table()
-        .fault(
-            Op::Get,
-            When::Call(2),
-            Fault::Delay(Duration::from_secs(70)),
-        );
+    let hang = Fault::Delay(Duration::from_secs(70));
+    let store = MemStore::new(layout).starting_at(T0).with_index_table();
+    let store = store.fault(Op::Get, When::Call(2), hang);
     put_packed(&store, 1..=100, 1, "stream-1");
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
     let started = Instant::now();
@@ -373,17 +368,10 @@ async fn a_key_a_catch_up_beside_the_ticks_carries_is_due_where_the_ticks_still_
     // that then fails, and is carried, by when the ticks have read past the full sweep's
     // instant. Its pack must be due past what the ticks have read (DynamoDB's clock plus the
     // lead), not at that instant, which no tick reads again: a later tick deletes the item.
-    let store = store()
-        .fault(
-            Op::Delete,
-            When::Key("s+0040-0".into()),
-            Fault::Delay(Duration::from_secs(3)),
-        )
-        .fault(
-            Op::Delete,
-            When::Key("s+0040-0".into()),
-            Fault::Fail(ErrorKind::Other),
-        );
+    let key = || When::Key("s+0040-0".into());
+    let held = Fault::Delay(Duration::from_secs(3));
+    let store = store().fault(Op::Delete, key(), held);
+    let store = store.fault(Op::Delete, key(), Fault::Fail(ErrorKind::Other));
     put_packed(&store, 1..=100, 1, "stream-1");
     let options = support::opts(|o| o.delete_mode = DeleteMode::Conditional);
     let sweeper = mem_sweeper(store.clone(), options);
@@ -543,13 +531,9 @@ async fn writes_of_packs_slower_than_the_lead_still_end_each_rewrite_due_further
 async fn held_by_a_failing_delete_at_once<R>(
     then: impl FnOnce(&MemStore) -> R,
 ) -> (MemStore, R, SweepReport) {
-    let store = store()
-        .fault(
-            Op::Delete,
-            When::Call(1),
-            Fault::Delay(Duration::from_millis(1200)),
-        )
-        .fault(Op::Delete, When::Call(1), Fault::Fail(ErrorKind::Throttled));
+    let held = Fault::Delay(Duration::from_millis(1200));
+    let store = store().fault(Op::Delete, When::Call(1), held);
+    let store = store.fault(Op::Delete, When::Call(1), Fault::Fail(ErrorKind::Throttled));
     let schema = store.schema();
     let clock = store.clock_fn(f64::round);
     let sweeper = mem_sweeper(store.clone(), SweepOptions::default());
