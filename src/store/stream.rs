@@ -3,8 +3,6 @@
 //! records. Records come back as the Lambda event's [`EventRecord`], so the stream indexer
 //! ([`crate::index`]) handles the daemon's records and an event source mapping's alike.
 
-use std::collections::HashMap;
-
 use aws_lambda_events::dynamodb::{EventRecord, StreamRecord};
 use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
 use aws_sdk_dynamodbstreams::config::http::HttpResponse;
@@ -270,11 +268,6 @@ impl StreamRead for StreamClient {
 
 /// A stream record as the Lambda event carries it.
 fn event_record(record: Record) -> EventRecord {
-    fn item(
-        image: Option<HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>>,
-    ) -> serde_dynamo::Item {
-        image.unwrap_or_default().into()
-    }
     let mut out = EventRecord::default();
     out.event_id = record.event_id.unwrap_or_default();
     out.event_name = record
@@ -286,9 +279,9 @@ fn event_record(record: Record) -> EventRecord {
     out.aws_region = record.aws_region.unwrap_or_default();
     if let Some(change) = record.dynamodb {
         let mut c = StreamRecord::default();
-        c.keys = item(change.keys);
-        c.new_image = item(change.new_image);
-        c.old_image = item(change.old_image);
+        c.keys = change.keys.unwrap_or_default().into();
+        c.new_image = change.new_image.unwrap_or_default().into();
+        c.old_image = change.old_image.unwrap_or_default().into();
         c.sequence_number = change.sequence_number;
         if let Some(at) = change.approximate_creation_date_time {
             let at = chrono::DateTime::from_timestamp(at.secs(), at.subsec_nanos());
