@@ -353,6 +353,17 @@ impl Follow<Store> for Following {
     }
 }
 
+/// Runs the daemon until it fails, and asserts that it failed for table b's follower, which
+/// could not be opened.
+async fn fails_for_b(tables: &[Table<Store>], clock: &dyn Clock, options: Options<Following>) {
+    let never = std::future::pending::<()>();
+    let error = daemon::run(tables, clock, options, never)
+        .await
+        .unwrap_err();
+    let b = matches!(&error, FollowError::NoIndexTable { table } if table == "b");
+    assert!(b, "{error}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_follower_runs_beside_each_tables_ticks_and_one_that_does_not_open_stops_the_run() {
     let started = Instant::now();
@@ -387,14 +398,7 @@ async fn a_follower_runs_beside_each_tables_ticks_and_one_that_does_not_open_sto
     };
     let options = following(&records, Some(refusing));
     let begun = Instant::now();
-    let never = std::future::pending::<()>();
-    let error = daemon::run(&tables(), &clock, options, never)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&error, FollowError::NoIndexTable { table } if table == "b"),
-        "{error}"
-    );
+    fails_for_b(&tables(), &clock, options).await;
     assert_eq!(Instant::now(), begun, "refused before any wait");
 }
 
@@ -419,19 +423,9 @@ async fn a_follower_that_fails_to_open_lets_the_other_tables_finish_their_sweeps
         ..Following::default()
     };
     let options = following(&JsonLines::default(), Some(refusing));
-    let never = std::future::pending::<()>();
-    let error = daemon::run(&tables, &clock(), options, never)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&error, FollowError::NoIndexTable { table } if table == "b"),
-        "{error}"
-    );
-    assert!(
-        a.ids().is_empty(),
-        "a's first tick deleted them: {:?}",
-        a.ids()
-    );
+    fails_for_b(&tables, &clock(), options).await;
+    let left = a.ids();
+    assert!(left.is_empty(), "a's first tick deleted them: {left:?}");
     let mut published = sink.expired.lock().unwrap().clone();
     published.sort();
     assert_eq!(
