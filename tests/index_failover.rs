@@ -205,17 +205,6 @@ async fn write_items(
     }
 }
 
-/// The ids of `table`'s items, and when the scan that read them ended.
-async fn present(client: &Client, table: &str) -> (HashMap<String, Key>, f64) {
-    let items = scan_all(client, table).await;
-    let at = wall_clock();
-    let items = items
-        .into_iter()
-        .map(|i| (i["id"].as_s().unwrap().clone(), i))
-        .collect();
-    (items, at)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
 async fn two_regions_with_their_own_index_tables_fail_over_and_delete_only_what_expired() {
     let (client, table, east_index) =
@@ -317,7 +306,8 @@ async fn two_regions_with_their_own_index_tables_fail_over_and_delete_only_what_
             }
             write_items(&client, &table, &mut written, later).await;
         }
-        let (items, at) = present(&client, &table).await;
+        let items = items_by_id(&client, &table).await;
+        let at = wall_clock();
         for id in written.keys() {
             if !items.contains_key(id) {
                 gone_by.entry(id.clone()).or_insert(at);
@@ -334,7 +324,7 @@ async fn two_regions_with_their_own_index_tables_fail_over_and_delete_only_what_
     let killed_at = killed_at.expect("east was killed");
     // Two more of west's ticks: nothing more goes.
     tokio::time::sleep(Duration::from_secs_f64(2.0 * TICK)).await;
-    let (items, _) = present(&client, &table).await;
+    let items = items_by_id(&client, &table).await;
     let east_log = east.daemon.log_text();
     let west_log = west.daemon.log_text();
     let logs = format!("east:\n{east_log}\nwest:\n{west_log}");
@@ -393,10 +383,8 @@ async fn two_regions_with_their_own_index_tables_fail_over_and_delete_only_what_
         last_east - first_west
     );
     assert!(first_west > killed_at, "west deleted while east lived");
-    assert!(
-        west_log.contains("took the lease from us-east-1/"),
-        "{west_log}"
-    );
+    let took = west_log.contains("took the lease from us-east-1/");
+    assert!(took, "{west_log}");
     assert!(
         !west_log.contains("LeaseLayoutMismatch"),
         "west took east's layout for another one: {west_log}"
@@ -440,22 +428,18 @@ async fn two_regions_with_their_own_index_tables_fail_over_and_delete_only_what_
     assert!(late_ids.is_subset(&west.indexed()));
     assert!(!late_ids.iter().any(|id| east.indexed().contains(id)));
 
-    let east_sent = east_deletes
-        .iter()
-        .map(|(_, id)| id)
-        .collect::<HashSet<_>>();
-    let west_sent = west_deletes
-        .iter()
-        .map(|(_, id)| id)
-        .collect::<HashSet<_>>();
+    let items_sent = |deletes: &[(f64, String)]| {
+        let ids: HashSet<&String> = deletes.iter().map(|(_, id)| id).collect();
+        ids.len()
+    };
     eprintln!(
         "east sent deletes of {} items and was killed {:.2} s in; west held {west_index_at_kill} \
          entries then, sent its first delete {:.2} s after the kill (LEADER_LEASE={LEASE}, ticks \
          of {TICK} s) and deleted {} more; the longest from due to gone: {before_lag:.2} s of the \
          items due before the kill, {after_lag:.2} s of those due after it",
-        east_sent.len(),
+        items_sent(&east_deletes),
         killed_at - t0 as f64,
         first_west - killed_at,
-        west_sent.len(),
+        items_sent(&west_deletes),
     );
 }
