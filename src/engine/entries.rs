@@ -50,11 +50,7 @@ pub(super) async fn remove_settled<S: Store>(
         return 0;
     }
     let unsettled = out.unsettled();
-    let mut judged: HashMap<&str, f64> = HashMap::new();
-    for (item, ttl, _) in &entries {
-        let latest = judged.entry(item.as_str()).or_insert(*ttl);
-        *latest = latest.max(*ttl);
-    }
+    let judged = latest_ttls(entries.iter().map(|(item, ttl, _)| (item.as_str(), *ttl)));
     let settled: Vec<EntryWrite> = entries
         .iter()
         .filter(|(item, ttl, _)| !unsettled.contains(item) && judged[item.as_str()] == *ttl)
@@ -72,6 +68,16 @@ pub(super) async fn remove_settled<S: Store>(
         }
     }
     removed
+}
+
+/// The latest ttl each key (by its text) is listed with in a group.
+fn latest_ttls<'a>(listed: impl Iterator<Item = (&'a str, f64)>) -> HashMap<&'a str, f64> {
+    let mut latest = HashMap::new();
+    for (key, ttl) in listed {
+        let at = latest.entry(key).or_insert(ttl);
+        *at = f64::max(*at, ttl);
+    }
+    latest
 }
 
 /// The keys of `group` listed from packs: each with the ttl as read.
@@ -106,17 +112,10 @@ pub(super) async fn carry_unsettled<S: Store>(
 ) {
     let mut unsettled = out.unsettled();
     unsettled.extend(also);
-    // The latest ttl each key was listed with in this group.
-    let mut latest: HashMap<&str, f64> = HashMap::new();
-    for (token, e) in &packed {
-        let ttl = parse_ttl(&e.ttl).unwrap_or(f64::NAN);
-        let at = latest.entry(token.as_str()).or_insert(ttl);
-        *at = at.max(ttl);
-    }
-    let passed_over = |token: &str, e: &PackEntry| {
-        let ttl = parse_ttl(&e.ttl).unwrap_or(f64::NAN);
-        latest.get(token).is_some_and(|l| ttl < *l)
-    };
+    let ttl_of = |e: &PackEntry| parse_ttl(&e.ttl).unwrap_or(f64::NAN);
+    let latest = latest_ttls(packed.iter().map(|(token, e)| (token.as_str(), ttl_of(e))));
+    let passed_over =
+        |token: &str, e: &PackEntry| latest.get(token).is_some_and(|l| ttl_of(e) < *l);
     let carry: Vec<PackEntry> = packed
         .iter()
         .filter(|(token, e)| unsettled.contains(token) || passed_over(token, e))
