@@ -125,16 +125,11 @@ fn chaos_items(seed: u64, extend: bool) -> (Vec<Key>, HashMap<String, (Kind, Str
     }
     let window = window_key((NOW - 60) as f64, 60).unwrap();
     for i in 0..20 {
-        add(
-            Kind::Invalid,
-            with_window(id_key(&format!("no-ttl-{i}")), &window),
-        );
+        let id = |kind: &str| format!("{kind}-{i}");
         let ms = (NOW - 100) * 1000;
-        add(Kind::Invalid, windowed(&format!("ms-ttl-{i}"), ms, &window));
-        add(
-            Kind::NoWindow,
-            unwindowed(&format!("no-window-{i}"), NOW - 100),
-        );
+        add(Kind::Invalid, with_window(id_key(&id("no-ttl")), &window));
+        add(Kind::Invalid, windowed(&id("ms-ttl"), ms, &window));
+        add(Kind::NoWindow, unwindowed(&id("no-window"), NOW - 100));
     }
     (items, kinds)
 }
@@ -480,13 +475,26 @@ impl CaseRow {
         });
     }
 
-    /// Adds one sweep's counts and what [`check`] found.
-    fn add(&mut self, report: &SweepReport, (reported, lost): (usize, usize)) {
+    /// Once the case's proxy is idle, [`check`]s the sweep `report` (`label`) by `rules` against
+    /// `before` and what the table holds now, which becomes `before`; adds the sweep's counts
+    /// and what the check found.
+    async fn add_checked(
+        &mut self,
+        case: &Case,
+        label: &str,
+        report: &SweepReport,
+        before: &mut HashSet<String>,
+        rules: &Rules<'_>,
+    ) {
+        case.proxy.wait_idle().await;
+        let after = id_set(&case.direct, &case.table).await;
+        let (reported, lost) = check(case.seed, label, report, before, &after, rules);
         self.sweeps += 1;
         self.deleted += report.items_deleted;
         self.gone += report.items_gone;
         self.reported += reported;
         self.lost += lost;
+        *before = after;
     }
 
     /// Takes the proxy's counts and the case's time, and publishes the row (see [`publish`]).
@@ -747,14 +755,8 @@ async fn chaos_narrow_windows_swept_a_minute_apart_lose_nothing_with_the_derived
         ] {
             proxy.set_plan(plan);
             let report = sweeper.sweep(at, &Stop::never()).await;
-            proxy.wait_idle().await;
-            let after = id_set(direct, table).await;
             let label = format!("narrow windows, run {k} at {at} ({what})");
-            row.add(
-                &report,
-                check(seed, &label, &report, &before, &after, &rules),
-            );
-            before = after;
+            (row.add_checked(&case, &label, &report, &mut before, &rules)).await;
         }
         left_due.extend(before.iter().filter(|id| (rules.due)(id)).cloned());
     }
@@ -874,8 +876,6 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
         let at = fast.now();
         let mut report = sweeper.sweep(at, &Stop::never()).await;
         report.clock_ahead_ms = report.clock_ahead_ms.max(fast.take_ahead_ms());
-        proxy.wait_idle().await;
-        let after = id_set(direct, table).await;
         lead = lead.max(at.as_secs_f64() - real_before);
         clock_ahead.push(report.clock_ahead_ms);
         // DynamoDB's clock may be read up to SKEW_TOLERANCE (its Date's resolution) plus a round
@@ -889,11 +889,7 @@ async fn chaos_a_host_clock_two_minutes_fast_deletes_nothing_early() {
             "fast clock, sweep {n} at {at} ({})",
             if faulted { "faults" } else { "faults stopped" }
         );
-        row.add(
-            &report,
-            check(seed, &label, &report, &before, &after, &rules),
-        );
-        before = after;
+        (row.add_checked(&case, &label, &report, &mut before, &rules)).await;
         let due_left = before.iter().filter(|id| (rules.due)(id)).count();
         if !faulted {
             still_due = due_left;
@@ -1060,16 +1056,8 @@ async fn chaos_ticks() {
     // Once the faults stop, one sweep as of the last instant leaves nothing expired.
     proxy.set_plan(Plan::Pass);
     let cleanup = sweeper.sweep(last, &Stop::never()).await;
-    let end = id_set(direct, table).await;
-    let (reported, lost) = check(
-        seed,
-        "ticks, clean-up",
-        &cleanup,
-        &after,
-        &end,
-        &expired_before(&ttls, last),
-    );
-    row.add(&cleanup, (reported, lost));
+    let (mut end, rules) = (after.clone(), expired_before(&ttls, last));
+    (row.add_checked(&case, "ticks, clean-up", &cleanup, &mut end, &rules)).await;
     let still_due = end.iter().filter(|id| last.is_after_ttl(ttl(id))).count();
     row.checked = format!(
         "{} ticks and full sweeps in {run_seconds:.0} s, {expired_by_end} items expired by the last; items expiring during the run deleted ≤ {run_lag:.1} s after their ttl; merged report: {} failed keys (≤ {MAX_FAILED_KEYS}), {} errors (≤ {MAX_ERRORS}), {} lags for {} deleted; {} deleted before their ttl; {still_due} expired left after the faults stopped",
