@@ -289,9 +289,7 @@ async fn a_standby_sweep_touches_nothing_but_the_lease_and_a_leader_stops_with_i
     let sweeper = Sweeper::new(slow.clone(), slow.schema(), options)
         .with_lease(leased(lease_config("us-east-1/me", 30), time));
     let started = Instant::now();
-    let report = sweeper
-        .sweep(Timestamp::from_secs(now), &Stop::never())
-        .await;
+    let report = sweeper.sweep_at(now).await;
     assert!(report.stopped_early, "{report:?}");
     assert!(report.windows_left > 0, "{report:?}");
     let validity = Duration::from_secs(30) - LEASE_MARGIN;
@@ -968,15 +966,10 @@ async fn a_lease_item_without_a_layout_is_read_and_a_given_up_one_is_only_taken_
     let checkpoint = checkpoint_table(&client, "leaseattrs").await;
     let id = "sessions#leader";
     let expires_ms = (now() + 60) * 1000;
-    client
-        .put_item()
-        .table_name(&checkpoint)
-        .item("id", AV::S(id.into()))
-        .item("holder", AV::S("eu-west-1/old".into()))
-        .item("expiresAt", AV::N(expires_ms.to_string()))
-        .send()
-        .await
-        .unwrap();
+    let mut item = id_key(id);
+    item.insert("holder".into(), AV::S("eu-west-1/old".into()));
+    item.insert("expiresAt".into(), num(expires_ms));
+    put_one(&client, &checkpoint, item).await;
     let store = store(client.clone());
     let read = || store.read_lease(&checkpoint, id);
     let old = read().await.unwrap().unwrap();
