@@ -389,10 +389,8 @@ async fn the_deadline_stops_new_work_and_reports_what_is_left() {
         opts.max_concurrency = concurrency;
         let store = MemStore::new(Layout::default()).delay(Op::Query, Duration::from_secs(1));
         let s = mem_sweeper(store, opts);
-        let deadline = Instant::now() + Duration::from_millis(1500);
-        let report = s
-            .sweep(Timestamp::from_secs(NOW), &Stop::at(Some(deadline)))
-            .await;
+        let stop = Stop::at(Some(Instant::now() + Duration::from_millis(1500)));
+        let report = s.sweep(Timestamp::from_secs(NOW), &stop).await;
         assert!(report.stopped_early, "{concurrency}");
         assert_eq!(report.windows_swept, swept, "{concurrency}");
         assert_eq!(report.windows_left, 10 - swept, "{concurrency}");
@@ -420,9 +418,8 @@ async fn the_deadline_stops_deletes_inside_a_page_and_reports_the_rest_as_left()
         opts.max_concurrency = 2;
         let s = mem_sweeper(store, opts);
         let deadline = Instant::now() + Duration::from_millis(500);
-        let report = s
-            .sweep(Timestamp::from_secs(NOW), &Stop::at(Some(deadline)))
-            .await;
+        let stop = Stop::at(Some(deadline));
+        let report = s.sweep(Timestamp::from_secs(NOW), &stop).await;
         let sends = s.store().calls(Op::BatchDelete) + s.store().calls(Op::Delete);
         let deleted = s.store().deleted.load(SeqCst);
         // Two requests at a time for 0.5 s: a handful of requests, not the whole page.
@@ -585,16 +582,10 @@ async fn keys_read_again_ask_for_their_key_and_ttl_only() {
         })
         .then_output(|| BatchGetItemOutput::builder().build());
     let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&projected, &whole]);
-    let store = DynamoStore::new(client);
-    let found = store
-        .get_items(&default_schema(), vec![key("item-0")], true)
-        .await
-        .unwrap();
-    assert_eq!(found, vec![expired(0)]);
-    let whole_items = store
-        .get_items(&default_schema(), vec![key("item-0")], false)
-        .await;
-    assert!(whole_items.unwrap().is_empty());
+    let (store, schema) = (DynamoStore::new(client), default_schema());
+    let read = |ttl_only| store.get_items(&schema, vec![key("item-0")], ttl_only);
+    assert_eq!(read(true).await.unwrap(), vec![expired(0)]);
+    assert!(read(false).await.unwrap().is_empty());
     assert_eq!((projected.num_calls(), whole.num_calls()), (1, 1));
 }
 
