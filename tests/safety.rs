@@ -689,9 +689,8 @@ async fn a_catch_up_stopped_before_it_began_leaves_the_checkpoint_where_it_was()
     let token = CancellationToken::new();
     store.stop_after_queries(2, token.clone());
     let sweeper = mem_sweeper(store.clone(), checkpointed(1));
-    let report = sweeper
-        .sweep(AT_T0, &Stop::never().with_cancel(token))
-        .await;
+    let stop = Stop::never().with_cancel(token);
+    let report = sweeper.sweep(AT_T0, &stop).await;
     assert!(store.has("old"));
     assert_eq!(
         *store.checkpoint.lock().unwrap(),
