@@ -272,11 +272,8 @@ async fn three_tables(prefix: &str, old: i64, ago: i64) -> (Client, [String; 3],
     for table in [&first, &third] {
         put_items(&client, table, sessions("old", old, |i| now - ago - i)).await;
     }
-    (
-        client,
-        [first, table_name(&format!("{prefix}_b")), third],
-        now,
-    )
+    let missing = table_name(&format!("{prefix}_b"));
+    (client, [first, missing, third], now)
 }
 
 /// One `sweep` of three tables, the second missing: the other two are swept, the missing one is
@@ -470,15 +467,8 @@ async fn backfill_with_less_than_one_wcu_per_second_finishes_at_that_rate() {
     put_items(&client, &table, items).await;
     let state = backfill_state(&table);
     let mut cmd = local_cli();
-    cmd.args([
-        "backfill",
-        "--max-wcu",
-        "0.5",
-        "--table-name",
-        &table,
-        "--state",
-    ])
-    .arg(&state);
+    cmd.args(["backfill", "--max-wcu", "0.5", "--table-name", &table]);
+    cmd.arg("--state").arg(&state);
     let (code, out, err, took) = run_for_at_most(&mut cmd, Duration::from_secs(60));
     let _ = std::fs::remove_file(&state);
     assert_eq!(code, Some(0), "after {took:?}: {out} {err}");
