@@ -459,9 +459,8 @@ async fn backfill_with_an_expiry_index_table_writes_entries_only_and_audit_count
     // A sweep through the index deletes the expired items, only them, and removes their entries.
     let config = config(&table, &[("EXPIRY_INDEX_TABLE", &index)]);
     let sweeper = sweeper_for(&config).await;
-    let report = sweeper
-        .sweep(clock(), &ttl_sweeper::engine::Stop::never())
-        .await;
+    let never = ttl_sweeper::engine::Stop::never();
+    let report = sweeper.sweep(clock(), &never).await;
     report.assert_fields("items_deleted=10 index_entries_removed=10");
     let left = items_by_id(&client, &table).await;
     assert_eq!(left.len(), 41);
