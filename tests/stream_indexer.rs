@@ -99,11 +99,8 @@ async fn packs_of(client: &aws_sdk_dynamodb::Client, index: &str, id: &str) -> V
     let holds = |item: &Key| {
         Pack::from_item(item).is_some_and(|p| p.entries.iter().any(|e| e.key == id_key(id)))
     };
-    let mut packs: Vec<Key> = scan_entries(client, index)
-        .await
-        .into_iter()
-        .filter(holds)
-        .collect();
+    let mut packs = scan_entries(client, index).await;
+    packs.retain(holds);
     packs.sort_by_key(|p| p["entry"].as_s().unwrap().clone());
     packs
 }
@@ -647,27 +644,21 @@ async fn on_dynamodb_local_a_sweep_reads_the_packs_between_the_cursor_and_its_in
             writes.push(EntryWrite::Put(pack.to_item()));
         }
     }
+    let store = sweeper.store();
     for chunk in writes.chunks(25) {
-        let left = sweeper
-            .store()
-            .write_entries(&schema, chunk.to_vec())
-            .await
-            .unwrap();
+        let left = store.write_entries(&schema, chunk.to_vec()).await.unwrap();
         assert!(left.is_empty());
     }
     let at = Timestamp::from_secs(now);
     let report = sweeper.sweep(at, &Stop::never()).await;
     assert!(ids(&client, &table).await.is_empty(), "{report:?}");
     assert_eq!(report.items_deleted, 400, "{report:?}");
-    let cursor = sweeper.store().read_cursor(&schema, &id).await.unwrap();
-    assert_eq!(cursor, Some(at));
+    let cursor = || store.read_cursor(&schema, &id);
+    assert_eq!(cursor().await.unwrap(), Some(at));
     let later = Timestamp::from_secs(now + 1);
     let again = sweeper.sweep(later, &Stop::never()).await;
     assert_eq!(again.items_found, 0, "{again:?}");
-    assert_eq!(
-        sweeper.store().read_cursor(&schema, &id).await.unwrap(),
-        Some(later)
-    );
+    assert_eq!(cursor().await.unwrap(), Some(later));
 }
 
 /// `audit` with the expiry index table finds the items the stream indexer packed (an entry in a
