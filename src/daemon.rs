@@ -42,7 +42,7 @@ pub struct Options<F> {
 }
 
 /// What the daemon runs beside a table's ticks once the table is open: the follower of its
-/// DynamoDB stream ([`Following`] for [`DynamoStore`]), or [`NoStream`].
+/// DynamoDB stream ([`Following`] for [`DynamoStore`]).
 pub trait Follow<S> {
     /// A table's follower, opened.
     type Follower;
@@ -62,29 +62,6 @@ pub trait Follow<S> {
         stop: &Stop,
         progress: &dyn Fn(&FollowReport),
     ) -> impl Future<Output = FollowReport>;
-}
-
-/// No follower: the type of [`Options::follow`] when it is `None`.
-#[derive(Debug)]
-pub enum NoStream {}
-
-impl<S> Follow<S> for NoStream {
-    type Follower = NoStream;
-
-    async fn open(&self, _: &Sweeper<S>) -> Result<NoStream, FollowError> {
-        match *self {}
-    }
-
-    async fn follow(
-        &self,
-        _: &NoStream,
-        _: &Sweeper<S>,
-        _: &dyn Clock,
-        _: &Stop,
-        _: &dyn Fn(&FollowReport),
-    ) -> FollowReport {
-        match *self {}
-    }
 }
 
 impl Follow<DynamoStore> for Following {

@@ -23,7 +23,7 @@ use support::mem_store::{Fault, MemStore, Op, When};
 use support::JsonLines;
 use tokio::time::{sleep_until, Instant};
 
-use ttl_sweeper::daemon::{self, Follow, NoStream, Options};
+use ttl_sweeper::daemon::{self, Follow, Options};
 use ttl_sweeper::engine::retry::SHUTDOWN_GRACE;
 use ttl_sweeper::engine::tables::{Open, Table};
 use ttl_sweeper::engine::{Stop, SweepOptions, Sweeper};
@@ -74,7 +74,7 @@ fn following<F>(records: &JsonLines, follow: Option<F>) -> Options<F> {
 }
 
 /// [`following`] nothing.
-fn options(records: &JsonLines) -> Options<NoStream> {
+fn options(records: &JsonLines) -> Options<Following> {
     following(records, None)
 }
 
