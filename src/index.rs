@@ -222,7 +222,8 @@ pub async fn index_records_holding<S: Store>(
         .filter(|(_, f)| f.expired)
         .map(|f| f.0)
         .collect();
-    let (held, due) = (found.into_iter())
+    let (held, due) = found
+        .into_iter()
         .map(|(at, f)| (packs::due_of_ttl(f.ttl).max(soonest), f.entry, at))
         .partition::<Vec<_>, _>(|(due, _, at)| {
             hold_after.is_some_and(|after| *due > after && !expired_at.contains(at))

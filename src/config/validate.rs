@@ -253,7 +253,11 @@ impl Settings {
         // Then what each depends on of the others.
         if let Index::Table(index_table) = &index {
             let taken = [Some(&table_name), checkpoint_table.as_ref()];
-            if (taken.into_iter().flatten()).any(|t| table_of(t) == table_of(index_table)) {
+            if taken
+                .into_iter()
+                .flatten()
+                .any(|t| table_of(t) == table_of(index_table))
+            {
                 let problem = "the expiry index table must be a table of its own, not the swept \
                                table nor the checkpoint table"
                     .to_owned();

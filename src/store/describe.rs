@@ -302,8 +302,11 @@ fn schema_of(table: &TableDescription, target: &TableTarget) -> Result<TableSche
 /// `table`'s key attributes, the partition key first; an error if it has none.
 fn key_attributes(table: &TableDescription) -> Result<Vec<String>, StoreError> {
     let key = ordered_key(table.key_schema());
-    let none = || StoreError::new(ErrorKind::Other, OP, "table has no key schema");
-    (!key.is_empty()).then_some(key).ok_or_else(none)
+    if key.is_empty() {
+        let message = "table has no key schema";
+        return Err(StoreError::new(ErrorKind::Other, OP, message));
+    }
+    Ok(key)
 }
 
 /// Key attribute names, the partition (hash) key first.

@@ -295,7 +295,8 @@ impl<S: Scan> Step<'_, S> {
             for _ in chunk {
                 self.pace().await;
             }
-            (write_entries(self.store, self.schema, chunk).await).map_err(|(e, _)| e)?;
+            let written = write_entries(self.store, self.schema, chunk).await;
+            written.map_err(|(e, _)| e)?;
             counts.consumed_wcu += chunk.len() as f64;
         }
         Ok(())

@@ -173,7 +173,9 @@ fn missing_profile(profile: &str) -> Option<String> {
             name.unwrap_or(section).trim() == profile
         })
     });
-    let mut shown: Vec<String> = (files.iter().flatten())
+    let mut shown: Vec<String> = files
+        .iter()
+        .flatten()
         .map(|p| p.display().to_string())
         .collect();
     shown.dedup();

@@ -326,10 +326,13 @@ pub(crate) fn said_once(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = String::new();
     for cause in std::iter::successors(Some(error), |e| e.source()) {
         let message = cause.to_string();
-        if !text.contains(&message) {
-            let separator = if text.is_empty() { "" } else { ": " };
-            text = format!("{text}{separator}{message}");
+        if text.contains(&message) {
+            continue;
         }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&message);
     }
     text
 }

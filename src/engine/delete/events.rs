@@ -158,7 +158,8 @@ async fn archive_or_notify<S: Store>(
         let most = MAX_ITEM_KIB.saturating_mul(chunk.len() as u32);
         let mut room = take_room(&events.items_room, most).await;
         let items = match deleter.read(chunk.iter().map(|e| &e.key), false).await {
-            Ok(items) => (chunk.iter())
+            Ok(items) => chunk
+                .iter()
                 .map(|e| deleter.schema.find(&items, &e.key).cloned())
                 .collect(),
             Err(err) => {
